@@ -1,0 +1,38 @@
+"""The paper's analysis, one module per section, each returning terms.
+
+``build(model)`` collects every term for a model's structure (dimensions stay symbols;
+only structural facts such as query compression choose which terms exist).  Term ids:
+
+  params.*        Sec. 1-2: parameters of matrices, modules, layers, stages (Tables 2-4)
+  static.*        Sec. 3: parameters held by one device of a stage (Table 6)
+  zero.*          Sec. 4: bytes of weights, gradients, optimizer states (Tables 7-8)
+  act.*           Sec. 5: activation bytes per layer and per stage (Tables 9-10)
+  overhead.*      Sec. 6: buffers and fragmentation
+  total.*         the per-device sum of model states and activations
+
+List them with ``memsym terms``.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from symbolic.term import Terms
+
+
+@lru_cache(maxsize=None)
+def _build(structure) -> Terms:
+    from . import architecture, parameters, static, zero, activations, overheads
+    q_lora, routing_bias, tied = structure
+    terms = Terms()
+    for module in (architecture, parameters, static, zero, activations, overheads):
+        for t in module.terms(terms, q_lora=q_lora, routing_bias=routing_bias, tied=tied):
+            terms.add(t)
+    return terms
+
+
+def build(model=None) -> Terms:
+    """All terms for ``model`` (a ModelSpec; default DeepSeek-v3's structure)."""
+    if model is None:
+        from symbolic.config import PRESETS
+        model = PRESETS["deepseek-v3"]
+    return _build(model.structure)

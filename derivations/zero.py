@@ -1,0 +1,45 @@
+"""Sec. 4: ZeRO (Tables 7-8).
+
+Bytes per element are the symbols of Table 7 (B_w, B_g, B_m, B_1, B_2), so FP32 moments
+or BF16 gradients are one substitution away.  Non-MoE parameters P_n (and their
+gradients and optimizer states) are sharded over DP, MoE parameters P_m over EDP:
+
+  none          weights B_w(P_n+P_m), grads B_g(P_n+P_m), optimizer (B_m+B_1+B_2)(P_n+P_m)
+  os            optimizer sharded: (B_m+B_1+B_2)(P_n/DP + P_m/EDP)
+  os+g          gradients sharded too
+  os+g+params   weights sharded too
+
+Each component has a ``replicated`` and a ``sharded`` term; :func:`component_terms`
+picks them for a ZeRO stage.
+"""
+from __future__ import annotations
+
+from symbolic.notation import B_1, B_2, B_g, B_m, B_w, DP, EDP
+from symbolic.term import Part, Term
+
+COMPONENTS = (
+    ("weights", "weights", (B_w,), 3, "Table 7: BF16 weights"),
+    ("gradients", "gradients", (B_g,), 2, "Table 7: FP32 gradients"),
+    ("optimizer", "optimizer states (master copy, momentum, variance)", (B_m + B_1 + B_2,), 1,
+     "Table 7: FP32 master + BF16 momentum + BF16 variance"),
+)
+
+
+def component_terms(zero_stage: int):
+    """{component: term id} for a ZeRO stage (0-3)."""
+    return {name: f"zero.{name}.{'sharded' if zero_stage >= level else 'replicated'}"
+            for name, _, _, level, _ in COMPONENTS}
+
+
+def terms(reg, *, q_lora, routing_bias, tied):
+    P_n = reg["static.device.non_moe"].expr
+    P_m = reg["static.device.moe"].expr
+    for name, meaning, nbytes, level, dtype in COMPONENTS:
+        yield Term(f"zero.{name}.replicated", f"bytes of {meaning} on one device without ZeRO sharding", "bytes",
+                   f"Sec. 4, Table 8 ({dtype})",
+                   (Part("non_moe", "non-MoE P_n", nbytes + (P_n,)), Part("moe", "MoE P_m", nbytes + (P_m,))))
+        yield Term(f"zero.{name}.sharded", f"bytes of {meaning} on one device, sharded by ZeRO "
+                                           f"(P_n over DP, P_m over EDP)", "bytes",
+                   f"Sec. 4, Table 8, ZeRO-{level}+ ({dtype})",
+                   (Part("non_moe", "non-MoE P_n / DP", nbytes + (P_n,), (DP,)),
+                    Part("moe", "MoE P_m / EDP", nbytes + (P_m,), (EDP,))))

@@ -1,0 +1,53 @@
+"""The ``memsym`` command: parsing, printing and exit codes; no maths here.
+
+Each subcommand is a module of :mod:`symbolic.commands` with ``add_parser(subparsers)``
+and ``run(args) -> int``.  Exit codes: 0 success, 1 a negative verdict (verify: not
+equal; reproduce: an unexplained disagreement), 2 bad input (one line on stderr, never a
+traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import List, Optional
+
+from .commands import COMMANDS
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2
+        self.exit(2, f"memsym {self.prog.split(' ', 1)[-1] if ' ' in self.prog else ''}: error: {message}\n"
+                     .replace("memsym : ", "memsym: "))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="memsym", description="Symbolic GPU-memory derivations for DeepSeek-style training "
+                                                "(Zhang & Su, arXiv 2502.07846), exact and reproducible.")
+    from . import __version__
+    parser.add_argument("--version", action="version", version=f"memsym {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name in COMMANDS:
+        mod = importlib.import_module(f".commands.{name}", __package__)
+        mod.add_parser(sub)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    from .config import ConfigError
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "run", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.run(args) or 0)
+    except ConfigError as exc:
+        print(f"memsym: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

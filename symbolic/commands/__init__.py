@@ -1,0 +1,2 @@
+"""Subcommands of ``memsym``; one module each, listed in the order ``--help`` shows them."""
+COMMANDS = ["estimate", "params", "reproduce", "terms"]

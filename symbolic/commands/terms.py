@@ -1,0 +1,30 @@
+"""memsym terms: every term id with its meaning, unit and provenance."""
+from __future__ import annotations
+
+from . import common
+
+
+def add_parser(sub):
+    p = sub.add_parser("terms", help="list every term id with its meaning and provenance",
+                       description="Every term (a named sympy expression) with its unit, provenance and meaning; "
+                                   "use the ids with `memsym verify --against` and in the Python API.")
+    common.add_model_option(p)
+    p.add_argument("--expr", action="store_true", help="also print each term's expression")
+    common.add_json_option(p)
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from derivations import build
+    terms = build(common.model_from_args(args))
+    if args.json:
+        common.print_json([{"id": t.id, "unit": t.unit, "provenance": t.provenance, "meaning": t.meaning,
+                            "symbol": t.symbol, "parts": [p.key for p in t.parts],
+                            **({"expr": str(t.expr)} if args.expr else {})} for t in terms.values()])
+        return 0
+    width = max(len(t) for t in terms)
+    for t in terms.values():
+        print(f"{t.id:<{width}}  {t.unit:<6}  {t.provenance}: {t.meaning}")
+        if args.expr:
+            print(f"{'':<{width}}  = {t.expr}")
+    return 0

@@ -1,0 +1,352 @@
+"""Configurations: model, parallel layout and training settings, as substitutions.
+
+A configuration never rebuilds a term: it is turned into a mapping from notation
+symbols to exact integers (or rationals) and applied to the symbolic terms.
+
+* :class:`ModelSpec`: the dimensions of Table 1 plus the structural facts that decide
+  which terms exist (query compression or not, routing bias, tied embeddings, MTP).
+* :class:`Layout`: DP, TP, PP, EP, ETP, SP, CP (Table 5, Table 9).
+* :class:`Training`: micro-batch, sequence, ZeRO stage, recomputation, bytes (Table 7).
+
+Invalid input raises :class:`ConfigError`, which names the constraint that failed and
+what was given; the CLI maps it to exit code 2.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from fractions import Fraction
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from . import notation as nt
+
+GiB = 2 ** 30
+
+
+class ConfigError(ValueError):
+    """An invalid configuration. ``constraint`` names the rule that failed."""
+
+    def __init__(self, constraint: str, message: str):
+        super().__init__(message)
+        self.constraint = constraint
+
+
+# ---------------------------------------------------------------------------------
+# Model
+# ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ModelSpec:
+    """A DeepSeek-family model in the paper's notation (Table 1; digest section 12).
+
+    ``d_cq`` is None for models without query compression (DeepSeek-v2-Lite): queries
+    are then one matrix W^Q of shape n_h (d_h + d_hr) x h and there is no query norm.
+    """
+
+    name: str
+    h: int
+    h_F: int
+    h_E: int
+    l: int
+    n_h: int
+    d_cq: Optional[int]
+    d_c: int
+    d_h: int
+    d_hr: int
+    d_v: int
+    N: int
+    N_s: int
+    N_r: int
+    v: int
+    first_k_dense: int
+    moe_layer_freq: int = 1
+    topk_method: str = "greedy"
+    tie_word_embeddings: bool = False
+    mtp_layers: int = 0
+    source: str = "preset"
+
+    # -- structure -----------------------------------------------------------------
+    @property
+    def q_lora(self) -> bool:
+        return self.d_cq is not None
+
+    @property
+    def routing_bias(self) -> bool:
+        """noaux_tc routing keeps a per-expert score-correction bias (N per MoE layer)."""
+        return self.topk_method == "noaux_tc"
+
+    @property
+    def structure(self) -> Tuple:
+        """What decides the *shape* of the terms (the dimensions stay symbols)."""
+        return (self.q_lora, self.routing_bias, self.tie_word_embeddings)
+
+    def is_moe_layer(self, i: int) -> bool:
+        """HF DeepseekV2/V3 rule: MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0."""
+        return i >= self.first_k_dense and i % self.moe_layer_freq == 0
+
+    def layer_kinds(self) -> List[str]:
+        return ["moe" if self.is_moe_layer(i) else "dense" for i in range(self.l)]
+
+    def values(self) -> Dict:
+        """Substitution for the model's symbols."""
+        out = {nt.h: self.h, nt.h_F: self.h_F, nt.h_E: self.h_E, nt.l: self.l, nt.n_h: self.n_h,
+               nt.d_c: self.d_c, nt.d_h: self.d_h, nt.d_hr: self.d_hr, nt.d_v: self.d_v,
+               nt.N: self.N, nt.N_s: self.N_s, nt.N_r: self.N_r, nt.v: self.v}
+        if self.d_cq is not None:
+            out[nt.d_cq] = self.d_cq
+        return out
+
+
+PRESETS: Dict[str, ModelSpec] = {
+    # digest section 2 and 12 (released configs)
+    "deepseek-v3": ModelSpec("deepseek-v3", h=7168, h_F=18432, h_E=2048, l=61, n_h=128, d_cq=1536,
+                             d_c=512, d_h=128, d_hr=64, d_v=128, N=256, N_s=1, N_r=8, v=129280,
+                             first_k_dense=3, moe_layer_freq=1, topk_method="noaux_tc",
+                             tie_word_embeddings=False, mtp_layers=1),
+    "deepseek-v2": ModelSpec("deepseek-v2", h=5120, h_F=12288, h_E=1536, l=60, n_h=128, d_cq=1536,
+                             d_c=512, d_h=128, d_hr=64, d_v=128, N=160, N_s=2, N_r=6, v=102400,
+                             first_k_dense=1, moe_layer_freq=1, topk_method="group_limited_greedy",
+                             tie_word_embeddings=False, mtp_layers=0),
+    "deepseek-v2-lite": ModelSpec("deepseek-v2-lite", h=2048, h_F=10944, h_E=1408, l=27, n_h=16, d_cq=None,
+                                  d_c=512, d_h=128, d_hr=64, d_v=128, N=64, N_s=2, N_r=6, v=102400,
+                                  first_k_dense=1, moe_layer_freq=1, topk_method="greedy",
+                                  tie_word_embeddings=False, mtp_layers=0),
+}
+
+
+def load_model(name_or_path: str) -> ModelSpec:
+    """A preset by name, or a Hugging Face ``config.json`` (read as JSON data only)."""
+    if name_or_path in PRESETS:
+        return PRESETS[name_or_path]
+    import os
+    if os.path.exists(name_or_path) or name_or_path.endswith(".json"):
+        from .hfconfig import from_hf_config  # issue: real checkpoints
+        return from_hf_config(name_or_path)
+    raise ConfigError("model", f"unknown model {name_or_path!r}: use one of {', '.join(PRESETS)} "
+                               f"or a path to a Hugging Face config.json")
+
+
+# ---------------------------------------------------------------------------------
+# Layout
+# ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Layout:
+    """The parallel layout (Table 5). ``sp`` None means sequence parallelism on (SP = TP)."""
+
+    dp: int = 32
+    tp: int = 2
+    pp: int = 16
+    ep: int = 8
+    etp: int = 1
+    cp: int = 1
+    sp: Optional[int] = None
+    layers_per_stage: Optional[Tuple[int, ...]] = None
+
+    @property
+    def SP(self) -> int:
+        return self.tp if self.sp is None else self.sp
+
+    @property
+    def edp(self) -> Fraction:
+        return Fraction(self.dp * self.tp, self.ep * self.etp)
+
+    @property
+    def world(self) -> int:
+        return self.dp * self.tp * self.pp * self.cp
+
+    def values(self) -> Dict:
+        return {nt.DP: self.dp, nt.TP: self.tp, nt.PP: self.pp, nt.EP: self.ep, nt.ETP: self.etp,
+                nt.CP: self.cp, nt.SP: self.SP}
+
+
+def _positive_int(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError("positive-integer", f"{name} must be a positive integer, got {value!r}")
+
+
+def validate_layout(model: ModelSpec, layout: Layout, seq: Optional[int] = None) -> None:
+    """Check the paper's divisibility rules; raise ConfigError naming the first that fails."""
+    for f in ("dp", "tp", "pp", "ep", "etp", "cp"):
+        _positive_int(f.upper(), getattr(layout, f))
+    if layout.sp is not None:
+        _positive_int("SP", layout.sp)
+        if layout.sp not in (1, layout.tp):
+            raise ConfigError("sp", f"SP must be 1 (off) or equal TP={layout.tp}, got SP={layout.sp}")
+    tp, ep, etp = layout.tp, layout.ep, layout.etp
+    if model.n_h % tp:
+        raise ConfigError("tp-divides-heads",
+                          f"TP={tp} must divide n_h={model.n_h} (attention heads of {model.name})")
+    if model.N % ep:
+        raise ConfigError("ep-divides-experts",
+                          f"EP={ep} must divide N={model.N} (routed experts of {model.name})")
+    if (layout.dp * tp) % (ep * etp):
+        raise ConfigError("edp-integer",
+                          f"DP*TP={layout.dp * tp} must be divisible by EP*ETP={ep * etp} "
+                          f"(EDP = DP*TP/(EP*ETP) must be an integer; DP={layout.dp}, TP={tp}, EP={ep}, ETP={etp})")
+    if model.h_E % etp:
+        raise ConfigError("etp-divides-expert", f"ETP={etp} must divide h_E={model.h_E}")
+    if model.h_F % tp:
+        raise ConfigError("tp-divides-ffn", f"TP={tp} must divide h_F={model.h_F} (dense FFN)")
+    if layout.pp > model.l:
+        raise ConfigError("pp-layers", f"PP={layout.pp} is larger than the {model.l} layers of {model.name}")
+    if seq is not None and seq % layout.cp:
+        raise ConfigError("cp-divides-seq", f"CP={layout.cp} must divide the sequence length s={seq}")
+    stage_layers(model, layout)  # validates an explicit split
+
+
+def stage_layers(model: ModelSpec, layout: Layout) -> List[range]:
+    """Layers held by each pipeline stage.
+
+    Default split (reproduces the paper's Table 4 for 61 layers, PP=16): the first PP-1
+    stages take ceil(l/PP) layers each and the last stage the remainder, when that
+    remainder is at least one layer; otherwise layers are spread as evenly as possible
+    (the first l mod PP stages take one more).  An explicit ``layers_per_stage`` wins.
+    """
+    l, pp = model.l, layout.pp
+    if layout.layers_per_stage is not None:
+        split = list(layout.layers_per_stage)
+        if len(split) != pp:
+            raise ConfigError("layers-per-stage", f"--layers-per-stage has {len(split)} entries, PP={pp}")
+        if any((not isinstance(x, int)) or x < 1 for x in split):
+            raise ConfigError("layers-per-stage", f"every stage needs at least one layer, got {split}")
+        if sum(split) != l:
+            raise ConfigError("layers-per-stage", f"--layers-per-stage sums to {sum(split)}, the model has {l} layers")
+    else:
+        if pp > l:
+            raise ConfigError("pp-layers", f"PP={pp} is larger than the {l} layers of {model.name}")
+        k = -(-l // pp)
+        if pp == 1:
+            split = [l]
+        elif l - k * (pp - 1) >= 1:
+            split = [k] * (pp - 1) + [l - k * (pp - 1)]
+        else:
+            base, rem = divmod(l, pp)
+            split = [base + 1] * rem + [base] * (pp - rem)
+    out, start = [], 0
+    for n in split:
+        out.append(range(start, start + n))
+        start += n
+    return out
+
+
+@dataclass(frozen=True)
+class StageComposition:
+    """What one pipeline stage holds: the values of L_d, L_m, e_E, e_H."""
+
+    index: int
+    layers: range
+    dense: int
+    moe: int
+    embedding: bool
+    head: bool
+
+    def values(self) -> Dict:
+        return {nt.L_d: self.dense, nt.L_m: self.moe, nt.e_E: int(self.embedding), nt.e_H: int(self.head)}
+
+    @property
+    def label(self) -> str:
+        if len(self.layers) == 1:
+            return f"layer {self.layers.start}"
+        return f"layers {self.layers.start}-{self.layers.stop - 1}"
+
+
+def compose(model: ModelSpec, layers: range, first: bool, last: bool, index: int = 0) -> StageComposition:
+    kinds = model.layer_kinds()
+    dense = sum(1 for i in layers if kinds[i] == "dense")
+    return StageComposition(index, layers, dense, len(layers) - dense, first, last)
+
+
+def stages(model: ModelSpec, layout: Layout) -> List[StageComposition]:
+    split = stage_layers(model, layout)
+    return [compose(model, r, i == 0, i == len(split) - 1, i) for i, r in enumerate(split)]
+
+
+def stage(model: ModelSpec, layout: Layout, index: int) -> StageComposition:
+    all_stages = stages(model, layout)
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(all_stages):
+        raise ConfigError("stage", f"stage must be an integer in 0..{len(all_stages) - 1} (PP={layout.pp}), got {index!r}")
+    return all_stages[index]
+
+
+def whole_model(model: ModelSpec) -> StageComposition:
+    """The whole model as one 'stage' (PP = 1): every layer, embedding and head."""
+    return compose(model, range(model.l), True, True)
+
+
+def layer_range(model: ModelSpec, first: int, last: int) -> StageComposition:
+    """Layers first..last (inclusive) with the embedding on layer 0 and the head on layer l-1 (Table 3)."""
+    if not (0 <= first <= last < model.l):
+        raise ConfigError("layers", f"layers {first}..{last} out of range 0..{model.l - 1}")
+    return compose(model, range(first, last + 1), first == 0, last == model.l - 1)
+
+
+# ---------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------
+RECOMPUTE = ("none", "full")
+ZERO_NAMES = {0: "none", 1: "os", 2: "os+g", 3: "os+g+params"}
+
+
+@dataclass(frozen=True)
+class Training:
+    """Training settings (Table 9) and data types (Table 7)."""
+
+    mbs: int = 1
+    seq: int = 4096
+    zero: int = 0
+    recompute: str = "none"
+    bytes: Tuple[Tuple[str, int], ...] = tuple((k.name, v) for k, v in nt.PAPER_BYTES.items())
+
+    def values(self) -> Dict:
+        out = {nt.b: self.mbs, nt.s: self.seq}
+        out.update({nt.symbol(k): v for k, v in self.bytes})
+        return out
+
+    def with_bytes(self, **kw) -> "Training":
+        d = dict(self.bytes)
+        d.update(kw)
+        return replace(self, bytes=tuple(d.items()))
+
+
+def validate_training(t: Training) -> None:
+    _positive_int("micro-batch size (--mbs)", t.mbs)
+    _positive_int("sequence length (--seq)", t.seq)
+    if t.zero not in ZERO_NAMES:
+        raise ConfigError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {t.zero!r}")
+    if t.recompute not in RECOMPUTE:
+        raise ConfigError("recompute", f"recompute must be one of {', '.join(RECOMPUTE)}, got {t.recompute!r}")
+    for k, v in t.bytes:
+        if isinstance(v, bool) or not isinstance(v, (int, Fraction)) or v <= 0:
+            raise ConfigError("bytes", f"bytes per element {k} must be positive, got {v!r}")
+
+
+def substitution(model: ModelSpec, layout: Optional[Layout] = None, training: Optional[Training] = None,
+                 composition: Optional[StageComposition] = None) -> Dict:
+    """The full substitution symbol -> exact value for a configuration."""
+    out = dict(model.values())
+    if layout is not None:
+        out.update(layout.values())
+    if training is not None:
+        out.update(training.values())
+        out[nt.z] = training.zero
+    else:
+        out.update(nt.PAPER_BYTES)
+    if composition is not None:
+        out.update(composition.values())
+    return out
+
+
+# ---------------------------------------------------------------------------------
+# Size parsing shared by the CLI ("80GiB", "2GB")
+# ---------------------------------------------------------------------------------
+def parse_size(text: str) -> int:
+    """'80GiB' -> bytes. GiB/GB both mean 2^30 (the paper's 'GB'); MiB, KiB, B also accepted."""
+    import re
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(GiB|GB|G|MiB|MB|M|KiB|KB|K|B)?\s*", str(text))
+    if not m:
+        raise ConfigError("size", f"cannot read the size {text!r}: write e.g. 80GiB")
+    num = Fraction(m.group(1))
+    unit = (m.group(2) or "B").upper().replace("IB", "B")
+    scale = {"GB": GiB, "G": GiB, "MB": 2 ** 20, "M": 2 ** 20, "KB": 2 ** 10, "K": 2 ** 10, "B": 1}[unit]
+    val = num * scale
+    if val <= 0:
+        raise ConfigError("size", f"size must be positive, got {text!r}")
+    return int(val) if val.denominator == 1 else int(val)

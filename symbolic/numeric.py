@@ -1,0 +1,68 @@
+"""Numbers from terms: exact evaluation and lambdified (cached) numpy functions.
+
+Exact: integers and rationals from ``xreplace`` of a full substitution (sympy Rational
+arithmetic, no floats).  Numeric: ``sympy.lambdify`` with common-subexpression
+elimination, compiled once per (expression, argument order) and cached, for vectorised
+evaluation over numpy arrays.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Callable, Dict, Mapping, Sequence, Tuple
+
+import sympy as sp
+
+from .config import ConfigError
+from .notation import SYMBOLS, expand_derived
+
+_CACHE: Dict[Tuple, Callable] = {}
+
+
+def _expr(obj) -> sp.Expr:
+    return expand_derived(getattr(obj, "expr", obj))
+
+
+def exact(obj, subs: Mapping) -> Fraction:
+    """Exact value of a term (or expression) at a full substitution, as a Fraction."""
+    val = _expr(obj).xreplace(dict(subs))
+    if val.free_symbols:
+        missing = ", ".join(sorted(str(x) for x in val.free_symbols))
+        name = getattr(obj, "id", "expression")
+        raise ConfigError("missing-values", f"{name}: no value given for {missing}")
+    val = sp.nsimplify(val) if not val.is_Rational else val
+    if not val.is_Rational:
+        raise ConfigError("not-rational", f"{getattr(obj, 'id', 'expression')} evaluates to {val}, not a rational")
+    return Fraction(int(val.p), int(val.q))
+
+
+def as_number(x: Fraction):
+    """An int when integral (for JSON), else the Fraction."""
+    return int(x) if x.denominator == 1 else x
+
+
+def compile(obj, args: Sequence) -> Callable:
+    """A numpy function of ``args`` (symbols or names) computing ``obj``; compiled once, cached."""
+    syms = tuple(SYMBOLS[a] if isinstance(a, str) else a for a in args)
+    expr = _expr(obj)
+    key = (expr, syms)
+    fn = _CACHE.get(key)
+    if fn is None:
+        missing = expr.free_symbols - set(syms)
+        if missing:
+            raise ValueError(f"compile: expression depends on {sorted(map(str, missing))} not in args")
+        fn = sp.lambdify(syms, expr, modules="numpy", cse=True, docstring_limit=0)
+        _CACHE[key] = fn
+    return fn
+
+
+def evaluate(obj, subs: Mapping):
+    """Numeric value through the compiled function (float), for cross-checking exact()."""
+    expr = _expr(obj)
+    syms = tuple(sorted(expr.free_symbols, key=lambda x: x.name))
+    fn = compile(expr, syms)
+    vals = []
+    for x in syms:
+        if x not in subs:
+            raise ConfigError("missing-values", f"no value given for {x}")
+        vals.append(subs[x])
+    return fn(*vals)

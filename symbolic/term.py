@@ -1,0 +1,224 @@
+"""Terms: named sympy expressions with unit, provenance and ordered parts.
+
+A :class:`Term` is the unit of everything memsym does.  Its value is the sum of its
+:class:`Part` s, each of which is one row the paper prints (a tensor, a matrix, a module)
+kept in the paper's order.  A part keeps its factors as the paper writes them (numerator
+factors and denominator factors, e.g. ``4 b s h / SP``) so the paper's factored form can
+be displayed; its ``expr`` is the ordinary (evaluated) sympy expression used for algebra
+and numbers.
+
+Terms are symbolic: a configuration is a substitution applied to ``Term.expr``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Dict, Iterable, Mapping, Sequence, Tuple
+
+import sympy as sp
+
+from .notation import expand_derived
+from .render import paper_order
+
+UNITS = ("params", "bytes")
+
+
+def _prod(factors: Sequence) -> sp.Expr:
+    out = sp.Integer(1)
+    for f in factors:
+        out = out * sp.sympify(f)
+    return out
+
+
+@dataclass(frozen=True)
+class Part:
+    """One row of a term: ``coefficient * prod(num) / prod(den)``.
+
+    key: short stable id inside the term (``q_k``).
+    label: the paper's reading of the row ("q and k with RoPE parts").
+    num / den: factors in the order the paper writes them; numbers, symbols or
+        sub-expressions such as ``d_cq + d_c``.
+    provenance: where the row comes from, if more specific than the term's.
+    tags: free labels used by views (e.g. ``'tp_split'``, ``'replicated'``, ``'score'``).
+    """
+
+    key: str
+    label: str
+    num: Tuple = ()
+    den: Tuple = ()
+    provenance: str = ""
+    tags: Tuple[str, ...] = ()
+
+    row: str = ""
+    counts: Tuple[int, ...] = ()
+
+    @cached_property
+    def expr(self) -> sp.Expr:
+        return _prod(self.num) / _prod(self.den)
+
+    def factors(self, subs: Mapping | None = None, full: Mapping | None = None):
+        """(coefficient, symbolic factors in paper order, denominator) after substitution.
+
+        Numeric factors (including byte symbols once substituted) are multiplied into
+        one leading coefficient, as the paper writes ``4bsh`` for two BF16 tensors.
+        Factors listed in ``counts`` (such as N/EP, the routed experts on a device) are
+        evaluated at ``full`` when given, as the paper writes ``32 (3 E_token h + ...)``.
+        """
+        coef, rest = sp.Integer(1), []
+        subs = {k: sp.sympify(v) for k, v in subs.items()} if subs else None
+        full = {k: sp.sympify(v) for k, v in full.items()} if full else None
+        for i, f in enumerate(self.num):
+            f = sp.sympify(f)
+            use = full if (full and i in self.counts) else subs
+            if use:
+                f = sp.sympify(f.xreplace(use))
+            if f.is_Number:
+                coef *= f
+            else:
+                rest.append(paper_order(f))
+        den = _prod(self.den)
+        if subs:
+            den = sp.sympify(den.xreplace(subs))
+        return coef, rest, den
+
+    def display(self, subs: Mapping | None = None, full: Mapping | None = None) -> sp.Expr:
+        """The paper's factored form, unevaluated, optionally at a substitution."""
+        return _assemble(*self.factors(subs, full))
+
+
+def _assemble(coef, rest, den) -> sp.Expr:
+    if coef == 0:
+        return sp.Integer(0)
+    factors = ([coef] if coef != 1 or not rest else []) + list(rest)
+    top = factors[0] if len(factors) == 1 else sp.Mul(*factors, evaluate=False)
+    if den == 1:
+        return top
+    if den.is_Number and coef.is_Number and not rest:
+        return coef / den
+    return sp.Mul(top, sp.Pow(den, -1, evaluate=False), evaluate=False)
+
+
+@dataclass(frozen=True)
+class Term:
+    """A named quantity of the paper.
+
+    id: stable dotted id (``act.mla.layer``; see ``memsym terms``).
+    meaning: what it is, in the paper's words.
+    unit: 'params' or 'bytes'.
+    provenance: where in the paper it is (``"Sec. 5.1, M_1^A"``, ``"Table 6"``).
+    parts: ordered rows; the term is their sum.
+    symbol: the paper's name for it, if any (``M_1^A``), as LaTeX.
+    """
+
+    id: str
+    meaning: str
+    unit: str
+    provenance: str
+    parts: Tuple[Part, ...]
+    symbol: str = ""
+    notes: str = ""
+
+    def __post_init__(self):
+        if self.unit not in UNITS:
+            raise ValueError(f"term {self.id}: unit must be one of {UNITS}, got {self.unit!r}")
+        keys = [p.key for p in self.parts]
+        if len(keys) != len(set(keys)):
+            raise ValueError(f"term {self.id}: duplicate part keys {keys}")
+
+    @cached_property
+    def expr(self) -> sp.Expr:
+        """The term as one sympy expression (derived symbols kept)."""
+        return sp.Add(*[p.expr for p in self.parts])
+
+    @cached_property
+    def base_expr(self) -> sp.Expr:
+        """The term with derived symbols (E_token, EDP) replaced by their definitions."""
+        return expand_derived(self.expr)
+
+    @cached_property
+    def closed(self) -> sp.Expr:
+        """Simplified closed form (in base symbols)."""
+        return sp.factor_terms(sp.together(sp.expand(self.base_expr)))
+
+    def part(self, key: str) -> Part:
+        for p in self.parts:
+            if p.key == key:
+                return p
+        raise KeyError(f"term {self.id} has no part {key!r}; parts: {[p.key for p in self.parts]}")
+
+    def display(self, subs: Mapping | None = None, full: Mapping | None = None) -> sp.Expr:
+        """The paper's factored form: the parts' displays, unevaluated, in order.
+
+        Consecutive parts sharing a ``row`` whose factors and denominator agree are shown
+        as one row with the coefficients added (q and k -> ``4bs(d_h + d_h^R)n_h/2``).
+        """
+        items = []
+        for row in self.rows(subs, full):
+            shown = _assemble(*row)
+            if shown != 0:
+                items.append(shown)
+        if not items:
+            return sp.Integer(0)
+        if len(items) == 1:
+            return items[0]
+        return sp.Add(*items, evaluate=False)
+
+    def rows(self, subs: Mapping | None = None, full: Mapping | None = None):
+        """The display rows: list of (coefficient, factors, denominator) after merging."""
+        rows, keys = [], []
+        for p in self.parts:
+            coef, rest, den = p.factors(subs, full)
+            if p.row and keys and keys[-1] == p.row and rows[-1][1] == rest and rows[-1][2] == den:
+                rows[-1] = (rows[-1][0] + coef, rest, den)
+                continue
+            rows.append((coef, rest, den))
+            keys.append(p.row)
+        return rows
+
+    @property
+    def free_symbols(self):
+        return self.base_expr.free_symbols
+
+    def _repr_latex_(self) -> str:  # Jupyter
+        from .render import term_latex
+        return "$\\displaystyle " + term_latex(self) + "$"
+
+    def __repr__(self) -> str:
+        return f"Term({self.id!r}, {self.expr})"
+
+
+def scaled(term_id: str, meaning: str, unit: str, provenance: str, factor, term: Term,
+           symbol: str = "") -> Term:
+    """A term whose parts are ``factor`` times the parts of ``term`` (same keys)."""
+    parts = tuple(Part(p.key, p.label, (factor,) + tuple(p.num), p.den, p.provenance, p.tags, p.row,
+                       tuple(i + 1 for i in p.counts)) for p in term.parts)
+    return Term(term_id, meaning, unit, provenance, parts, symbol)
+
+
+def combine(term_id: str, meaning: str, unit: str, provenance: str,
+            items: Iterable[Tuple[str, str, object, Term]], symbol: str = "") -> Term:
+    """A term whose parts are ``coefficient * other_term`` rows.
+
+    items: (key, label, coefficient, term); each row is ``coefficient * term.expr``.
+    """
+    parts = []
+    for key, label, coef, t in items:
+        parts.append(Part(key, label, (coef, t.expr) if coef != 1 else (t.expr,),
+                          provenance=t.provenance, tags=("ref:" + t.id,)))
+    return Term(term_id, meaning, unit, provenance, tuple(parts), symbol)
+
+
+class Terms(Dict[str, Term]):
+    """An ordered registry of terms by id, with a helpful KeyError."""
+
+    def add(self, term: Term) -> Term:
+        if term.id in self:
+            raise ValueError(f"duplicate term id {term.id}")
+        self[term.id] = term
+        return term
+
+    def __missing__(self, key):
+        import difflib
+        close = difflib.get_close_matches(key, list(self), n=5, cutoff=0.5)
+        hint = f"; closest: {', '.join(close)}" if close else ""
+        raise KeyError(f"unknown term {key!r}{hint} (list them with `memsym terms`)")
