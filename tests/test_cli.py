@@ -1,0 +1,72 @@
+"""The command-line contract of the foundation (issue 2)."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from symbolic.cli import main
+
+
+def run_json(capsys, *argv):
+    assert main(list(argv) + ["--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_estimate_defaults_are_the_papers_layout(capsys):
+    d = run_json(capsys, "estimate")
+    assert d["params"] == {"non_moe": 429719552, "moe": 5820645376, "total": 6250364928}
+    assert d["bytes"]["weights"] == 12500729856
+    assert d["bytes"]["gradients"] == 25001459712
+    assert d["bytes"]["optimizer"] == 50002919424
+    assert d["bytes"]["activations"] == 24671158272
+    assert d["bytes"]["total"] == sum(d["bytes"][k] for k in ("weights", "gradients", "optimizer", "activations"))
+
+
+@pytest.mark.parametrize("zero, key, value", [("1", "optimizer", 5928075264), ("2", "gradients", 2964037632),
+                                              ("3", "weights", 1482018816)])
+def test_zero_stages(capsys, zero, key, value):
+    assert run_json(capsys, "estimate", "--zero", zero)["bytes"][key] == value
+
+
+def test_recompute_and_mbs_scale(capsys):
+    full = run_json(capsys, "estimate", "--recompute", "full")["bytes"]["activations"]
+    assert full == 235143168
+    one = run_json(capsys, "estimate")["bytes"]["activations"]
+    for mbs in (2, 4):
+        assert run_json(capsys, "estimate", "--mbs", str(mbs))["bytes"]["activations"] == mbs * one
+        assert run_json(capsys, "estimate", "--mbs", str(mbs), "--recompute", "full")["bytes"]["activations"] == mbs * full
+
+
+def test_params_totals(capsys):
+    d = run_json(capsys, "params")
+    assert d["total"] == 671026397184
+    assert d["stages"][0]["params"] == 14184415232
+    assert sum(s["params"] for s in d["stages"]) == d["total"]
+    assert run_json(capsys, "params", "--accounting", "checkpoint")["total"] == 671026419200
+
+
+def test_reproduce_exits_zero(capsys):
+    assert main(["reproduce"]) == 0
+    out = capsys.readouterr().out
+    assert "0 unexplained" in out and "sum of rounded" in out
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["estimate", "--tp", "3"], "n_h"), (["estimate", "--ep", "7"], "EP=7"), (["estimate", "--stage", "16"], "stage"),
+    (["estimate", "--model", "nope"], "unknown model"), (["estimate", "--mbs", "0"], "mbs"),
+    (["estimate", "--pp", "99"], "PP=99"), (["estimate", "--dp", "abc"], "dp"),
+])
+def test_invalid_input_exits_2_with_one_line(argv, needle):
+    p = subprocess.run([sys.executable, "-m", "symbolic", *argv], capture_output=True, text=True)
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr
+    assert needle in p.stderr
+    assert len(p.stderr.strip().splitlines()) <= 2  # argparse adds its usage line
+
+
+def test_terms_lists_ids(capsys):
+    assert main(["terms"]) == 0
+    out = capsys.readouterr().out
+    for tid in ("act.mla.layer", "static.device.total", "zero.optimizer.sharded", "params.stage"):
+        assert tid in out

@@ -1,0 +1,74 @@
+import pytest
+
+from symbolic import config as cfg
+
+
+def test_paper_pipeline_split(v3):
+    split = [len(r) for r in cfg.stage_layers(v3, cfg.Layout(pp=16))]
+    assert split == [4] * 15 + [1]
+
+
+@pytest.mark.parametrize("pp", range(1, 62))
+def test_every_split_covers_all_layers_once(v3, pp):
+    ranges = cfg.stage_layers(v3, cfg.Layout(pp=pp))
+    assert len(ranges) == pp
+    assert [i for r in ranges for i in r] == list(range(v3.l))
+    assert all(len(r) >= 1 for r in ranges)
+
+
+def test_stage_composition(v3):
+    st = cfg.stages(v3, cfg.Layout())
+    assert (st[0].dense, st[0].moe, st[0].embedding, st[0].head) == (3, 1, True, False)
+    assert (st[1].dense, st[1].moe, st[1].embedding, st[1].head) == (0, 4, False, False)
+    assert (st[15].dense, st[15].moe, st[15].embedding, st[15].head) == (0, 1, False, True)
+
+
+@pytest.mark.parametrize("kw, constraint", [
+    (dict(tp=3), "tp-divides-heads"),
+    (dict(ep=7), "ep-divides-experts"),
+    (dict(dp=3), "edp-integer"),
+    (dict(pp=62), "pp-layers"),
+    (dict(dp=0), "positive-integer"),
+    (dict(tp=2, sp=4), "sp"),
+    (dict(etp=3, dp=24), "etp-divides-expert"),
+    (dict(pp=2, layers_per_stage=(30, 30)), "layers-per-stage"),
+])
+def test_invalid_layouts_name_the_constraint(v3, kw, constraint):
+    with pytest.raises(cfg.ConfigError) as exc:
+        cfg.validate_layout(v3, cfg.Layout(**kw), 4096)
+    assert exc.value.constraint == constraint
+    assert str(exc.value)
+
+
+def test_cp_must_divide_sequence(v3):
+    with pytest.raises(cfg.ConfigError, match="CP=3"):
+        cfg.validate_layout(v3, cfg.Layout(cp=3), 4096)
+
+
+def test_explicit_split(v3):
+    lay = cfg.Layout(pp=2, layers_per_stage=(31, 30))
+    st = cfg.stages(v3, lay)
+    assert (st[0].dense, st[0].moe, st[1].moe) == (3, 28, 30)
+
+
+def test_training_validation():
+    with pytest.raises(cfg.ConfigError):
+        cfg.validate_training(cfg.Training(zero=4))
+    with pytest.raises(cfg.ConfigError):
+        cfg.validate_training(cfg.Training(recompute="half"))
+
+
+def test_unknown_model():
+    with pytest.raises(cfg.ConfigError, match="unknown model"):
+        cfg.load_model("gpt-5")
+
+
+@pytest.mark.parametrize("text, value", [("80GiB", 80 * 2 ** 30), ("80GB", 80 * 2 ** 30), ("512MiB", 2 ** 29),
+                                         ("1024", 1024)])
+def test_parse_size(text, value):
+    assert cfg.parse_size(text) == value
+
+
+def test_parse_size_rejects_garbage():
+    with pytest.raises(cfg.ConfigError):
+        cfg.parse_size("eighty gigs")
