@@ -8,7 +8,7 @@ only structural facts such as query compression choose which terms exist).  Term
   zero.*          Sec. 4: bytes of weights, gradients, optimizer states (Tables 7-8)
   act.*           Sec. 5: activation bytes per layer and per stage (Tables 9-10)
   overhead.*      Sec. 6: buffers and fragmentation
-  total.*         the per-device sum of model states and activations
+  conv.*          other sources' conventions reproduced (Megatron-LM, NVIDIA ModelZoo)
 
 List them with ``memsym terms``.
 """
@@ -21,10 +21,10 @@ from symbolic.term import Terms
 
 @lru_cache(maxsize=None)
 def _build(structure) -> Terms:
-    from . import architecture, parameters, static, zero, activations, overheads
+    from . import architecture, parameters, static, zero, activations, overheads, conventions
     q_lora, routing_bias, tied = structure
     terms = Terms()
-    for module in (architecture, parameters, static, zero, activations, overheads):
+    for module in (architecture, parameters, static, zero, activations, overheads, conventions):
         for t in module.terms(terms, q_lora=q_lora, routing_bias=routing_bias, tied=tied):
             terms.add(t)
     return terms

@@ -26,20 +26,28 @@ COMPONENTS = (
 
 
 def component_terms(zero_stage: int):
-    """{component: term id} for a ZeRO stage (0-3)."""
-    return {name: f"zero.{name}.{'sharded' if zero_stage >= level else 'replicated'}"
+    """{component: term id} of the paper's terms for a ZeRO stage (0-3)."""
+    return component_ids("zero", zero_stage)
+
+
+def sharding_terms(prefix, P_n, P_m, provenance="Sec. 4, Table 8"):
+    """``<prefix>.<component>.<replicated|sharded>`` for parameters P_n (over DP) and P_m (over EDP)."""
+    for name, meaning, nbytes, level, dtype in COMPONENTS:
+        yield Term(f"{prefix}.{name}.replicated", f"bytes of {meaning} on one device without ZeRO sharding", "bytes",
+                   f"{provenance} ({dtype})",
+                   (Part("non_moe", "non-MoE P_n", nbytes + (P_n,)), Part("moe", "MoE P_m", nbytes + (P_m,))))
+        yield Term(f"{prefix}.{name}.sharded", f"bytes of {meaning} on one device, sharded by ZeRO "
+                                               f"(P_n over DP, P_m over EDP)", "bytes",
+                   f"{provenance}, ZeRO-{level}+ ({dtype})",
+                   (Part("non_moe", "non-MoE P_n / DP", nbytes + (P_n,), (DP,)),
+                    Part("moe", "MoE P_m / EDP", nbytes + (P_m,), (EDP,))))
+
+
+def component_ids(prefix: str, zero_stage: int):
+    """{component: term id} under ``prefix`` for a ZeRO stage (0-3)."""
+    return {name: f"{prefix}.{name}.{'sharded' if zero_stage >= level else 'replicated'}"
             for name, _, _, level, _ in COMPONENTS}
 
 
 def terms(reg, *, q_lora, routing_bias, tied):
-    P_n = reg["static.device.non_moe"].expr
-    P_m = reg["static.device.moe"].expr
-    for name, meaning, nbytes, level, dtype in COMPONENTS:
-        yield Term(f"zero.{name}.replicated", f"bytes of {meaning} on one device without ZeRO sharding", "bytes",
-                   f"Sec. 4, Table 8 ({dtype})",
-                   (Part("non_moe", "non-MoE P_n", nbytes + (P_n,)), Part("moe", "MoE P_m", nbytes + (P_m,))))
-        yield Term(f"zero.{name}.sharded", f"bytes of {meaning} on one device, sharded by ZeRO "
-                                           f"(P_n over DP, P_m over EDP)", "bytes",
-                   f"Sec. 4, Table 8, ZeRO-{level}+ ({dtype})",
-                   (Part("non_moe", "non-MoE P_n / DP", nbytes + (P_n,), (DP,)),
-                    Part("moe", "MoE P_m / EDP", nbytes + (P_m,), (EDP,))))
+    yield from sharding_terms("zero", reg["static.device.non_moe"].expr, reg["static.device.moe"].expr)
