@@ -35,9 +35,9 @@ def mla_matrices(q_lora: bool = True):
              tags=("tp_split",)),
         Part("W_KR", "W^{KR}: shared RoPE key projection, d_h^R x h", (d_hr, h), provenance="Table 2",
              tags=("replicated",)),
-        Part("W_UV", "W^{UV}: value up-projection, d_h n_h x d_c", (d_v, n_h, d_c), provenance="Table 2",
+        Part("W_UV", "W^{UV}: value up-projection, d_v n_h x d_c (the paper's d_h)", (d_v, n_h, d_c), provenance="Table 2",
              tags=("tp_split",)),
-        Part("W_O", "W^{O}: output projection, h x d_h n_h", (h, d_v, n_h), provenance="Table 2",
+        Part("W_O", "W^{O}: output projection, h x d_v n_h (the paper's d_h)", (h, d_v, n_h), provenance="Table 2",
              tags=("tp_split",)),
     ]
     return q + kv

@@ -5,15 +5,20 @@ pipeline stage: its parameters (P_n, P_m; Table 6), the bytes of weights, gradie
 optimizer states under the chosen ZeRO stage (Table 8), one micro-batch's activations
 (Table 10 generalised to any stage) and the Sec. 6 overheads at both ends of the
 paper's ranges.
+
+Beyond the paper (extension): the activations follow the chosen view (recomputation
+policy, attention kernel, FP8 caching; derivations/activations.py) and, with a pipeline
+schedule (derivations/schedules.py), are what the device holds at its peak, n_fl
+micro-batches of its stage(s); under DualPipe the device holds two stages' parameters.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from symbolic import config as cfg
-from symbolic.notation import M_buf, f_frag
+from symbolic.notation import M_buf, f_frag, n_fl
 from symbolic.numeric import as_number, exact
 
 from . import build
@@ -22,12 +27,24 @@ from .zero import component_terms
 
 
 def activation_term_id(kind: str, recompute: str) -> str:
-    """``act.stage`` / ``act.stage.full`` (and the per-layer ``act.layer`` ...)."""
+    """``act.stage`` / ``act.stage.full`` / ``act.stage.selective`` (and the per-layer ``act.layer`` ...)
+    for a named policy with eager attention and no FP8; :func:`activation_ids` covers every view."""
     return f"act.{kind}" + ("" if recompute == "none" else f".{recompute}")
+
+
+def activation_ids(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, str]:
+    """{kind: term id} of the activation terms of ``training``'s view (recomputation policy,
+    attention kernel, FP8 caching), registering them in ``build(model)`` when missing."""
+    from .activations import View, ensure
+    return ensure(build(model), View.of(training), model.q_lora)
 
 
 @dataclass
 class Estimate:
+    """One device of one pipeline stage.  ``stage`` is the stage reported; ``held`` the stages
+    whose parameters the device holds (two under DualPipe); ``chunks`` (with a schedule) the
+    (stage, in-flight micro-batches) whose activations it holds at its peak."""
+
     model: cfg.ModelSpec
     layout: cfg.Layout
     training: cfg.Training
@@ -37,18 +54,28 @@ class Estimate:
     overheads: Dict[str, Dict[str, Fraction]]
     term_ids: Dict[str, str]
     subs: Dict = field(repr=False, default_factory=dict)
+    held: Tuple[cfg.StageComposition, ...] = ()
+    chunks: Tuple[Tuple[cfg.StageComposition, Fraction], ...] = ()
+    assumptions: List[str] = field(default_factory=list)
+
+    @property
+    def inflight(self) -> Optional[Fraction]:
+        """Micro-batches in flight at the device's peak (None without a schedule)."""
+        return sum((n for _, n in self.chunks), Fraction(0)) if self.training.schedule else None
 
     def to_json(self) -> Dict:
         num = lambda x: as_number(x) if isinstance(x, Fraction) and x.denominator == 1 else float(x)
-        st = self.stage
-        return {
+        st, tr = self.stage, self.training
+        out = {
             "model": self.model.name,
             "layout": {"dp": self.layout.dp, "tp": self.layout.tp, "pp": self.layout.pp, "ep": self.layout.ep,
                        "etp": self.layout.etp, "cp": self.layout.cp, "sp": self.layout.SP,
                        "edp": num(self.layout.edp)},
-            "training": {"mbs": self.training.mbs, "seq": self.training.seq, "zero": self.training.zero,
-                         "zero_name": cfg.ZERO_NAMES[self.training.zero], "recompute": self.training.recompute,
-                         "bytes_per_element": dict(self.training.bytes)},
+            "training": {"mbs": tr.mbs, "seq": tr.seq, "zero": tr.zero,
+                         "zero_name": cfg.ZERO_NAMES[tr.zero], "recompute": tr.recompute_label,
+                         "bytes_per_element": {k: num(Fraction(v)) for k, v in tr.bytes},
+                         "attention": tr.attention, "fp8_activations": tr.fp8, "imbalance": num(Fraction(tr.imbalance)),
+                         "schedule": tr.schedule, "microbatches": tr.microbatches, "vpp": tr.vpp},
             "stage": {"index": st.index, "layers": [st.layers.start, st.layers.stop - 1], "dense_layers": st.dense,
                       "moe_layers": st.moe, "embedding": st.embedding, "head": st.head},
             "params": {k: num(v) for k, v in self.params.items()},
@@ -56,32 +83,104 @@ class Estimate:
             "gib": {k: float(v / cfg.GiB) for k, v in self.bytes.items()},
             "overheads": {end: {k: num(v) for k, v in d.items()} for end, d in self.overheads.items()},
             "terms": dict(self.term_ids),
+            "assumptions": list(self.assumptions),
         }
+        if len(self.held) > 1:
+            out["stage"]["holds_stages"] = [c.index for c in self.held]
+        if tr.schedule:
+            out["inflight_microbatches"] = num(self.inflight)
+            out["inflight_chunks"] = [{"stage": c.index, "layers": [c.layers.start, c.layers.stop - 1],
+                                       "inflight": num(n)} for c, n in self.chunks]
+        return out
 
 
-def estimate(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, stage_index: int = 1) -> Estimate:
+def _sum_values(comps) -> Dict:
+    out: Dict = {}
+    for c in comps:
+        for k, v in c.values().items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def default_stage(layout: cfg.Layout) -> int:
+    """The foundation's default without a schedule: stage 1 (a 4-MoE-layer stage, Tables 6, 8, 10)."""
+    return 1 if layout.pp > 1 else 0
+
+
+def estimate(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, stage_index: Optional[int] = None,
+             assumptions: Sequence[str] = ()) -> Estimate:
+    """The per-device estimate of one stage.  ``stage_index`` None: stage 1 without a pipeline
+    schedule (the paper's view), the most-loaded stage with one."""
+    if stage_index is None:
+        if training.schedule is None:
+            stage_index = default_stage(layout)
+        else:
+            every, worst = estimate_all(model, layout, training, assumptions)
+            return every[worst]
+    return _estimate(model, layout, training, stage_index, assumptions)
+
+
+def estimate_all(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training,
+                 assumptions: Sequence[str] = ()) -> Tuple[List[Estimate], int]:
+    """Every stage's estimate and the index of the most-loaded one (largest total; first on ties)."""
+    every = [_estimate(model, layout, training, i, assumptions) for i in range(layout.pp)]
+    worst = max(range(len(every)), key=lambda i: (every[i].bytes["total"], -i))
+    return every, worst
+
+
+def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
+    from . import schedules
     cfg.validate_layout(model, layout, training.seq)
     cfg.validate_training(training)
     comp = cfg.stage(model, layout, stage_index)
+    all_stages = cfg.stages(model, layout)
     terms = build(model)
+    act = activation_ids(model, training)
+    notes = list(assumptions)
+    if training.schedule:
+        chunks = schedules.chunks(training.schedule, layout.pp, stage_index, training.microbatches, training.vpp)
+        held = tuple(all_stages[i] for i in schedules.held_stages(training.schedule, layout.pp, stage_index))
+        notes += schedules.assumptions(training.schedule, layout.pp, training.microbatches, training.vpp)
+    else:
+        chunks, held = (), (comp,)
     subs = cfg.substitution(model, layout, training, comp)
-    P_n = exact(terms["static.device.non_moe"], subs)
-    P_m = exact(terms["static.device.moe"], subs)
+    dev = dict(subs)
+    dev.update(_sum_values(held))  # DualPipe: the parameters of both stages the device holds
+    P_n = exact(terms["static.device.non_moe"], dev)
+    P_m = exact(terms["static.device.moe"], dev)
     ids = component_terms(training.zero)
-    ids["activations"] = activation_term_id("stage", training.recompute)
-    ids["activations_per_layer"] = activation_term_id("layer", training.recompute)
-    out = {k: exact(terms[t], subs) for k, t in ids.items()}
-    byts = {"weights": out["weights"], "gradients": out["gradients"], "optimizer": out["optimizer"],
-            "activations": out["activations"]}
+    byts = {k: exact(terms[t], dev) for k, t in ids.items()}
+    per_mb = exact(terms[act["stage"]], subs)
+    if training.schedule:
+        held_act = Fraction(0)
+        for ch in chunks:
+            sub = cfg.substitution(model, layout, training, all_stages[ch.stage])
+            sub[n_fl] = ch.inflight
+            held_act += exact(terms[act["peak"]], sub)
+        ids["activations"] = act["peak"]
+        byts["activations"] = held_act
+    else:
+        ids["activations"] = act["stage"]
+        byts["activations"] = per_mb
+    byts = {k: byts[k] for k in ("weights", "gradients", "optimizer", "activations")}
     byts["total"] = sum(byts.values())
-    byts["activations_per_layer"] = out["activations_per_layer"]
+    ids["activations_per_microbatch"] = act["stage"]
+    byts["activations_per_microbatch"] = per_mb
+    ids["activations_per_layer"] = act["layer"]
+    byts["activations_per_layer"] = exact(terms[act["layer"]], subs)
+    ids["activations_mla_layer"] = act["mla"]
+    ids["activations_moe_layer"] = act["moe"]
     over = {}
     for end, i in (("low", 0), ("high", 1)):
         f, buf = RANGES["f_frag"][i], RANGES["M_buf"][i]
         frag = byts["total"] * f
         over[end] = {"f_frag": f, "fragmentation": frag, "buffers": buf, "peak": byts["total"] + frag + buf}
+    chunk_list = tuple((all_stages[ch.stage], ch.inflight) for ch in chunks)
+    if training.schedule:
+        subs = dict(subs)
+        subs[n_fl] = chunks[0].inflight
     return Estimate(model, layout, training, comp, {"non_moe": P_n, "moe": P_m, "total": P_n + P_m}, byts, over,
-                    ids, subs)
+                    ids, subs, held, chunk_list, notes)
 
 
 def stage_params(model: cfg.ModelSpec, layout: cfg.Layout, accounting: str = "paper"):

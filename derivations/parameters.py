@@ -4,10 +4,24 @@ A stage is described by the composition symbols L_d (dense layers), L_m (MoE lay
 e_E (holds the embedding) and e_H (holds the head); Table 3's rows and Table 4's stages
 are substitutions of ``params.stage`` (layer 0 = {L_d: 1, e_E: 1}; a 4-MoE-layer stage =
 {L_m: 4}); the whole model is the stage that holds everything.
+
+Extensions for real checkpoints (digest sec. 12; not in the paper):
+
+* ``params.stage.checkpoint``: every tensor of the main model (+ final RMSNorm, + the
+  noaux_tc routing bias), the number of weights in the released checkpoint.
+* ``params.activated*``: the parameters one token passes through: all of MLA, norms,
+  dense FFNs and routers, but only N_r routed + N_s shared experts per MoE layer; the
+  embedding and head are separate rows so they can be left out (embedding only: it is a
+  lookup, not a matrix product; both: the transformer layers alone).
+* ``params.mtp*``: D multi-token-prediction modules (DeepSeek-V3 report Sec. 2.2), each
+  one MoE transformer block, the projection eh_proj (h x 2h) and the RMSNorms enorm,
+  hnorm and shared_head.norm; the embedding and output head are shared with the main
+  model and not counted again.  Counted as the checkpoint stores them (routing bias
+  included); the paper does not count MTP at all.
 """
 from __future__ import annotations
 
-from symbolic.notation import L_d, L_m, N, N_s, e_E, e_H, h
+from symbolic.notation import D, L_d, L_m, N, N_r, N_s, e_E, e_H, h
 from symbolic.term import Part, Term, combine
 
 
@@ -43,3 +57,66 @@ def terms(reg, *, q_lora, routing_bias, tied):
     rows = [("paper", "as the paper counts (params.stage)", 1, stage)] + extra
     yield combine("params.stage.checkpoint", "parameters of a stage counting every tensor of a real checkpoint",
                   "params", "Tables 3-4 + digest sec. 12", rows)
+    yield from activated_terms(reg, dense, moe, final_norm, bias if routing_bias else None, tied)
+    yield from mtp_terms(reg, bias if routing_bias else None)
+
+
+ACT = "digest sec. 12 (activated parameters; extension)"
+MTP = "DeepSeek-V3 report Sec. 2.2, README_WEIGHTS (MTP; extension, not in the paper)"
+
+
+def activated_terms(reg, dense, moe, final_norm, bias, tied):
+    """Parameters a token passes through: top-k routed + shared experts + everything dense."""
+    layer = combine("params.activated.layer.moe", "parameters of one MoE layer one token passes through: MLA, LN, "
+                                                  "router and its N_r routed + N_s shared experts", "params", ACT,
+                    [("mla", "MLA", 1, reg["params.mla"]), ("router", "router", 1, reg["params.router"]),
+                     ("experts", "chosen routed and shared experts (N_r + N_s)", N_r + N_s, reg["params.expert"]),
+                     ("norm", "LN", 1, reg["params.norm"])])
+    yield layer
+    emb, head = reg["params.embedding"], reg["params.head"]
+    if tied:  # one v x h matrix: used by every token as the head; the lookup row is then empty
+        emb, head = head, emb
+    act = combine("params.activated", "parameters one token passes through in a stage holding L_d dense and L_m "
+                                      "MoE layers (+ embedding if e_E = 1, + head if e_H = 1)", "params", ACT,
+                  [("dense", "dense layers", L_d, dense), ("moe", "MoE layers, activated part", L_m, layer),
+                   ("embedding", "word embedding" + (" (tied: counted as the head)" if tied else ""), e_E, emb),
+                   ("head", "output head", e_H, head)])
+    yield act
+    rows = [("paper", "as the paper counts (params.activated)", 1, act),
+            ("final_norm", "final RMSNorm (checkpoint only)", e_H, final_norm)]
+    if bias is not None:
+        rows.append(("router_bias", "routing bias per MoE layer (checkpoint only)", L_m, bias))
+    yield combine("params.activated.checkpoint", "activated parameters counting every tensor of a real checkpoint",
+                  "params", ACT, rows)
+
+
+def _mtp_module(term_id, meaning, block_id, block, bias):
+    parts = [Part("block", f"one MoE transformer block ({block_id})", (block.expr,), provenance=block.provenance,
+                  tags=("ref:" + block_id,))]
+    if bias is not None:
+        parts.append(Part("router_bias", "routing bias of the block (noaux_tc)", (N,), provenance=MTP))
+    parts += [
+        Part("eh_proj", "eh_proj: projection of [RMSNorm(h); RMSNorm(embedding)], h x 2h", (2, h, h), provenance=MTP),
+        Part("enorm", "enorm: RMSNorm of the next token's embedding", (h,), provenance=MTP),
+        Part("hnorm", "hnorm: RMSNorm of the previous depth's hidden state", (h,), provenance=MTP),
+        Part("head_norm", "shared_head.norm: RMSNorm before the shared output head", (h,), provenance=MTP),
+    ]
+    return Term(term_id, meaning, "params", MTP, tuple(parts))
+
+
+def mtp_terms(reg, bias):
+    """D MTP modules; embedding and output head shared with the main model (not counted again)."""
+    module = _mtp_module("params.mtp.module", "parameters of one multi-token-prediction module: one MoE block, "
+                                              "eh_proj (h x 2h), enorm, hnorm and shared_head.norm (embedding and "
+                                              "head shared, not counted)", "params.layer.moe", reg["params.layer.moe"],
+                         bias)
+    yield module
+    yield combine("params.mtp", "parameters of the D MTP modules (embedding and head shared, not counted again)",
+                  "params", MTP, [("modules", "MTP modules", D, module)])
+    active = _mtp_module("params.mtp.module.activated", "parameters of one MTP module one token passes through "
+                                                        "(activated MoE block; shared embedding and head not counted)",
+                         "params.activated.layer.moe", reg["params.activated.layer.moe"], bias)
+    yield active
+    yield combine("params.mtp.activated", "parameters of the D MTP modules one token passes through (shared "
+                                          "embedding and head not counted)", "params", MTP,
+                  [("modules", "MTP modules", D, active)])

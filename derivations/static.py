@@ -61,10 +61,10 @@ def terms(reg, *, q_lora, routing_bias, tied):
                       "Table 6, non-MoE part",
                       [("norm", "RMSNorm", L_d + L_m, norm), ("mla", "MLA", L_d + L_m, mla),
                        ("dense_ffn", "dense FFN", L_d, ffn), ("embedding", "embedding", e_E, emb),
-                       ("head", "output head", e_H, head)])
+                       ("head", "output head", e_H, head)], symbol="P_n")
     yield non_moe
     moe_dev = combine("static.device.moe", "MoE parameters on one device of a stage (P_m)", "params",
-                      "Table 6, MoE", [("moe", "MoE per layer", L_m, moe)])
+                      "Table 6, MoE", [("moe", "MoE per layer", L_m, moe)], symbol="P_m")
     yield moe_dev
     yield combine("static.device.total", "parameters on one device of a stage (P_n + P_m)", "params",
                   "Table 6, total", [("non_moe", "non-MoE", 1, non_moe), ("moe", "MoE", 1, moe_dev)])

@@ -39,6 +39,11 @@ class ModelSpec:
 
     ``d_cq`` is None for models without query compression (DeepSeek-v2-Lite): queries
     are then one matrix W^Q of shape n_h (d_h + d_hr) x h and there is no query norm.
+    ``mtp_layers`` is D, the multi-token-prediction modules of the checkpoint (HF
+    num_nextn_predict_layers; not counted by the paper).  ``fp8_block`` is the block of
+    one FP32 scale in an FP8 block-quantised release (HF quantization_config
+    weight_block_size, (128, 128) for DeepSeek-v3): storage only, scales are not weights.
+    A Hugging Face config.json becomes a ModelSpec through :mod:`symbolic.hfconfig`.
     """
 
     name: str
@@ -61,6 +66,7 @@ class ModelSpec:
     topk_method: str = "greedy"
     tie_word_embeddings: bool = False
     mtp_layers: int = 0
+    fp8_block: Optional[Tuple[int, int]] = None
     source: str = "preset"
 
     # -- structure -----------------------------------------------------------------
@@ -89,7 +95,7 @@ class ModelSpec:
         """Substitution for the model's symbols."""
         out = {nt.h: self.h, nt.h_F: self.h_F, nt.h_E: self.h_E, nt.l: self.l, nt.n_h: self.n_h,
                nt.d_c: self.d_c, nt.d_h: self.d_h, nt.d_hr: self.d_hr, nt.d_v: self.d_v,
-               nt.N: self.N, nt.N_s: self.N_s, nt.N_r: self.N_r, nt.v: self.v}
+               nt.N: self.N, nt.N_s: self.N_s, nt.N_r: self.N_r, nt.v: self.v, nt.D: self.mtp_layers}
         if self.d_cq is not None:
             out[nt.d_cq] = self.d_cq
         return out
@@ -100,7 +106,7 @@ PRESETS: Dict[str, ModelSpec] = {
     "deepseek-v3": ModelSpec("deepseek-v3", h=7168, h_F=18432, h_E=2048, l=61, n_h=128, d_cq=1536,
                              d_c=512, d_h=128, d_hr=64, d_v=128, N=256, N_s=1, N_r=8, v=129280,
                              first_k_dense=3, moe_layer_freq=1, topk_method="noaux_tc",
-                             tie_word_embeddings=False, mtp_layers=1),
+                             tie_word_embeddings=False, mtp_layers=1, fp8_block=(128, 128)),
     "deepseek-v2": ModelSpec("deepseek-v2", h=5120, h_F=12288, h_E=1536, l=60, n_h=128, d_cq=1536,
                              d_c=512, d_h=128, d_hr=64, d_v=128, N=160, N_s=2, N_r=6, v=102400,
                              first_k_dense=1, moe_layer_freq=1, topk_method="group_limited_greedy",
@@ -281,23 +287,95 @@ def layer_range(model: ModelSpec, first: int, last: int) -> StageComposition:
 # ---------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------
-RECOMPUTE = ("none", "full")
+#: Recomputation policies (views of the per-tensor activation terms, derivations/activations.py):
+#: none and full are the paper's (Sec. 5); selective recomputes the core attention (the b n_h s^2
+#: tensors; Korthikanti et al. 2022); custom recomputes the named operators (RECOMPUTE_OPS).
+RECOMPUTE = ("none", "full", "selective", "custom")
+#: Operators a custom policy may recompute (``--recompute custom:norm,mla_up``): each name is a
+#: tag of the activation tensors it stops keeping.
+RECOMPUTE_OPS = {
+    "norm": "RMSNorm outputs (MLA down-projection input, MoE router/expert input, dense FFN input, head input)",
+    "latent": "the MLA latents c_Q and c_KV",
+    "mla_up": "MLA up-projection outputs: q and k with their RoPE parts, v",
+    "score": "core attention internals: the b n_h s^2 softmax/dropout tensors (eager) or the softmax "
+             "statistics (flash)",
+    "mask": "dropout masks (attention, after W^O, after the FFN and the experts)",
+    "router": "router logits and probabilities",
+    "experts": "every tensor of the routed experts",
+    "shared": "every tensor of the shared experts",
+    "swiglu": "SwiGLU outputs (activation and product) of the routed, shared and dense FFN experts",
+    "ffn": "dense FFN intermediates (SwiGLU inputs and outputs)",
+}
+ATTENTION = ("eager", "flash")
+#: Pipeline schedules (derivations/schedules.py); None keeps the paper's one-micro-batch view.
+SCHEDULES = ("1f1b", "interleaved", "dualpipe", "zb")
+#: Data-type names accepted by the precision options, in bytes per element.
+DTYPES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 ZERO_NAMES = {0: "none", 1: "os", 2: "os+g", 3: "os+g+params"}
+
+
+def parse_recompute(text: str) -> Tuple[str, Tuple[str, ...]]:
+    """``'selective'`` -> ('selective', ()); ``'custom:norm,mla_up'`` -> ('custom', ('norm', 'mla_up')).
+
+    Operators come back in RECOMPUTE_OPS order (one canonical spelling per policy)."""
+    policy, _, rest = str(text).partition(":")
+    if policy not in RECOMPUTE:
+        raise ConfigError("recompute", f"recompute must be one of none, full, selective, custom:OP[,OP...], "
+                                       f"got {text!r}")
+    if policy != "custom":
+        if rest:
+            raise ConfigError("recompute", f"only custom takes operators (custom:OP,...), got {text!r}")
+        return policy, ()
+    ops = [o.strip() for o in rest.split(",") if o.strip()]
+    if not ops:
+        raise ConfigError("recompute-ops", f"custom recomputation needs operators, e.g. custom:norm,mla_up; "
+                                           f"valid: {', '.join(RECOMPUTE_OPS)}")
+    bad = [o for o in ops if o not in RECOMPUTE_OPS]
+    if bad:
+        raise ConfigError("recompute-ops", f"unknown recompute operator{'s' * (len(bad) > 1)} "
+                                           f"{', '.join(bad)}; valid: {', '.join(RECOMPUTE_OPS)}")
+    return "custom", tuple(o for o in RECOMPUTE_OPS if o in ops)
 
 
 @dataclass(frozen=True)
 class Training:
-    """Training settings (Table 9) and data types (Table 7)."""
+    """Training settings (Table 9) and data types (Table 7), plus the extensions beyond the paper.
+
+    recompute / recompute_ops: the recomputation policy (RECOMPUTE; the operators of custom).
+    attention: 'eager' (the paper's b n_h s^2 tensors) or 'flash' (fused; FP32 per-row statistics).
+    fp8: cache the activations the DeepSeek-V3 report names in FP8 / E5M6 (B_f8, B_o).
+    imbalance: F >= 1, tokens of the busiest expert rank over the balanced average (E_token).
+    schedule, microbatches, vpp: the pipeline schedule, micro-batches per step m (None: at
+    least enough to fill the pipeline) and virtual stages V (interleaved).
+    """
 
     mbs: int = 1
     seq: int = 4096
     zero: int = 0
     recompute: str = "none"
     bytes: Tuple[Tuple[str, int], ...] = tuple((k.name, v) for k, v in nt.PAPER_BYTES.items())
+    recompute_ops: Tuple[str, ...] = ()
+    attention: str = "eager"
+    fp8: bool = False
+    imbalance: object = 1
+    schedule: Optional[str] = None
+    microbatches: Optional[int] = None
+    vpp: Optional[int] = None
+
+    @property
+    def recompute_label(self) -> str:
+        """The policy as typed on the command line (``custom:norm,mla_up``)."""
+        return f"custom:{','.join(self.recompute_ops)}" if self.recompute == "custom" else self.recompute
 
     def values(self) -> Dict:
         out = {nt.b: self.mbs, nt.s: self.seq}
+        out.update(nt.EXTENSION_DEFAULTS)
         out.update({nt.symbol(k): v for k, v in self.bytes})
+        out[nt.F] = Fraction(self.imbalance) if not isinstance(self.imbalance, int) else self.imbalance
+        if self.microbatches is not None:
+            out[nt.n_mb] = self.microbatches
+        if self.vpp is not None:
+            out[nt.VPP] = self.vpp
         return out
 
     def with_bytes(self, **kw) -> "Training":
@@ -313,6 +391,30 @@ def validate_training(t: Training) -> None:
         raise ConfigError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {t.zero!r}")
     if t.recompute not in RECOMPUTE:
         raise ConfigError("recompute", f"recompute must be one of {', '.join(RECOMPUTE)}, got {t.recompute!r}")
+    if t.recompute == "custom":
+        parse_recompute("custom:" + ",".join(t.recompute_ops))
+    elif t.recompute_ops:
+        raise ConfigError("recompute-ops", f"recompute operators {t.recompute_ops} need the custom policy")
+    if t.attention not in ATTENTION:
+        raise ConfigError("attention", f"attention must be one of {', '.join(ATTENTION)}, got {t.attention!r}")
+    try:
+        f = Fraction(t.imbalance)
+    except (TypeError, ValueError):
+        raise ConfigError("imbalance", f"imbalance F must be a number >= 1, got {t.imbalance!r}") from None
+    if isinstance(t.imbalance, bool) or f < 1:
+        raise ConfigError("imbalance", f"imbalance F must be >= 1 (1 is balanced routing), got {t.imbalance!r}")
+    if t.schedule is not None and t.schedule not in SCHEDULES:
+        raise ConfigError("schedule", f"schedule must be one of {', '.join(SCHEDULES)}, got {t.schedule!r}")
+    if t.microbatches is not None:
+        _positive_int("micro-batches per step (--microbatches)", t.microbatches)
+        if t.schedule is None:
+            raise ConfigError("schedule", "--microbatches needs a pipeline schedule (--schedule)")
+    if t.vpp is not None:
+        _positive_int("virtual pipeline stages (--vpp)", t.vpp)
+        if t.schedule != "interleaved":
+            raise ConfigError("vpp", f"--vpp applies to --schedule interleaved only, got schedule {t.schedule}")
+        if t.vpp < 2:
+            raise ConfigError("vpp", f"the interleaved schedule needs --vpp V >= 2, got {t.vpp}")
     for k, v in t.bytes:
         if isinstance(v, bool) or not isinstance(v, (int, Fraction)) or v <= 0:
             raise ConfigError("bytes", f"bytes per element {k} must be positive, got {v!r}")
@@ -329,6 +431,7 @@ def substitution(model: ModelSpec, layout: Optional[Layout] = None, training: Op
         out[nt.z] = training.zero
     else:
         out.update(nt.PAPER_BYTES)
+        out.update(nt.EXTENSION_DEFAULTS)
     if composition is not None:
         out.update(composition.values())
     return out

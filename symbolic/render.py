@@ -60,19 +60,43 @@ def paper_order(expr):
     return expr
 
 
-def expr_latex(expr, ordered: bool = True) -> str:
-    """LaTeX of an expression with the paper's symbol names (and order)."""
+def expr_latex(expr, ordered: bool = True, names: Optional[Mapping] = None) -> str:
+    """LaTeX of an expression with the paper's symbol names (and order).
+
+    ``names`` overrides the symbol names (default: the registry's, :func:`latex_names`)."""
     e = paper_order(expr) if ordered else expr
-    return sp.latex(e, order="none", symbol_names=latex_names())
+    return sp.latex(e, order="none", symbol_names=dict(names) if names is not None else latex_names())
 
 
-def term_latex(term, subs: Optional[Mapping] = None, form: str = "paper") -> str:
+def closed_expr(term, subs: Optional[Mapping] = None):
+    """The simplified closed form of a term (in base symbols), optionally at ``subs``.
+
+    Without ``subs``: ``Term.closed``.  At a substitution that leaves no symbol in a
+    denominator (the report's: parallel degrees and bytes are numbers) it is the
+    polynomial's rational content times its primitive part with common factors pulled
+    out, ``\\frac{1}{2} b s (5 s n_h + ...)``: the same closed form, twice as fast as
+    ``together``, with integer coefficients inside."""
+    if not subs:
+        return term.closed
+    e = sp.expand(term.base_expr.xreplace(subs))
+    if any(p.exp.is_negative for p in e.atoms(sp.Pow)):
+        return sp.factor_terms(sp.together(e))
+    content, primitive = e.as_content_primitive()
+    primitive = sp.factor_terms(primitive)
+    return primitive if content == 1 else sp.Mul(content, primitive, evaluate=False)
+
+
+def term_latex(term, subs: Optional[Mapping] = None, form: str = "paper", full: Optional[Mapping] = None,
+               names: Optional[Mapping] = None) -> str:
     """LaTeX of a term: ``form='paper'`` the factored per-row form (optionally at the
-    parallel layout ``subs``), ``'closed'`` the simplified closed form."""
+    parallel layout ``subs``, with counted factors such as N/EP at ``full``), ``'closed'``
+    the simplified closed form.  ``names`` overrides the symbol names (the report passes
+    :func:`report_names`)."""
+    symbol_names = dict(names) if names is not None else latex_names()
     if form == "closed":
         e = term.closed if not subs else sp.factor_terms(sp.together(sp.expand(term.base_expr.xreplace(subs))))
-        return expr_latex(e)
-    return sp.latex(term.display(subs), order="none", symbol_names=latex_names())
+        return expr_latex(e, names=symbol_names)
+    return sp.latex(term.display(subs, full), order="none", symbol_names=symbol_names)
 
 
 # --------------------------------------------------------------------------- numbers
@@ -90,3 +114,100 @@ def fmt_gib(nbytes, decimals: int = 2) -> str:
 
 def fmt_bytes(nbytes) -> str:
     return f"{fmt_int(nbytes)} B ({fmt_gib(nbytes)} GiB)"
+
+
+# --------------------------------------------------------------------------- report layer
+# Everything below serves the report (``memsym report``): LaTeX names with braced
+# sub/superscripts, text escaping for each output format, and the Jinja environments.
+# Jinja is imported lazily so ``import symbolic`` stays light.
+import re as _re
+from pathlib import Path as _Path
+
+TEMPLATES_DIR = _Path(__file__).resolve().parent.parent / "templates"
+
+_SCRIPT = _re.compile(r"([_^])([A-Za-z0-9])(?![A-Za-z0-9{])")
+
+
+def braced(name: str) -> str:
+    """A registry LaTeX name with single-character scripts braced: ``n_h`` -> ``n_{h}``,
+    ``d_h^R`` -> ``d_{h}^{R}``, ``d_c'`` -> ``d_{c}'``.  Typesets identically; it is the
+    form sympy itself prints (``n_{h}``) and what a reader greps for."""
+    return _SCRIPT.sub(r"\1{\2}", name)
+
+
+def report_names(extra: Optional[Mapping] = None) -> dict:
+    """``symbol_names`` for the report: the registry's paper LaTeX, braced (see :func:`braced`)."""
+    names = {k: braced(v) for k, v in latex_names().items()}
+    if extra:
+        names.update({k: braced(v) for k, v in extra.items()})
+    return names
+
+
+def latex_of(expr, names: Optional[Mapping] = None, ordered: bool = True, **settings) -> str:
+    """LaTeX of an expression in the paper's order with explicit symbol names; ``settings``
+    go to ``sympy.latex`` (the report passes ``long_frac_ratio=2`` so that a long closed
+    form prints as ``\\frac{b s}{2} \\left(...\\right)``, which LaTeX can break)."""
+    e = paper_order(expr) if ordered else expr
+    return sp.latex(e, order="none", symbol_names=dict(names) if names is not None else latex_names(), **settings)
+
+
+_TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                "<": r"\textless{}", ">": r"\textgreater{}"}
+_TEX_RE = _re.compile("|".join(_re.escape(k) for k in _TEX_SPECIAL))
+
+
+def tex_escape(text) -> str:
+    """Plain text made safe for LaTeX (``params.dense_ffn`` -> ``params.dense\\_ffn``)."""
+    return _TEX_RE.sub(lambda m: _TEX_SPECIAL[m.group(0)], str(text))
+
+
+def md_escape(text) -> str:
+    """Plain text made safe inside a Markdown table cell."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("_", "\\_") \
+        .replace("<", "&lt;").replace(">", "&gt;").replace("$", "\\$").replace("\n", " ")
+
+
+#: Jinja delimiters for ``.tex`` templates: LaTeX's braces and ``%`` stay untouched.
+TEX_DELIMITERS = dict(block_start_string="((*", block_end_string="*))", variable_start_string="(((",
+                      variable_end_string=")))", comment_start_string="((=", comment_end_string="=))",
+                      line_statement_prefix=None, line_comment_prefix=None)
+
+
+def environment(kind: str, templates_dir=None):
+    """A Jinja environment for ``kind`` (cached: templates compile once per process); see :func:`make_environment`."""
+    key = (kind, str(templates_dir or TEMPLATES_DIR))
+    env = _ENVIRONMENTS.get(key)
+    if env is None:
+        env = _ENVIRONMENTS[key] = make_environment(kind, templates_dir)
+    return env
+
+
+_ENVIRONMENTS: dict = {}
+
+
+def make_environment(kind: str, templates_dir=None):
+    """A Jinja environment for ``kind`` in ('tex', 'md', 'html', 'notebook').
+
+    ``tex`` uses LaTeX-safe delimiters (``((( var )))``, ``((* block *))``, ``((= comment =))``);
+    ``html`` autoescapes.  Filters: ``num`` (exact number, thousands separators), ``gib``
+    (bytes as GiB), ``term_latex`` (a term's LaTeX in the paper's notation), ``esc`` (text
+    escaping for the format), ``tex``/``md`` (explicit escapers).
+    """
+    import jinja2
+    if kind not in ("tex", "md", "html", "notebook"):
+        raise ValueError(f"unknown template kind {kind!r}")
+    opts = dict(loader=jinja2.FileSystemLoader(str(templates_dir or TEMPLATES_DIR)), undefined=jinja2.StrictUndefined,
+                trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+    if kind == "tex":
+        opts.update(TEX_DELIMITERS)
+    if kind == "html":
+        opts["autoescape"] = True
+    env = jinja2.Environment(**opts)
+    env.filters["num"] = fmt_int
+    env.filters["gib"] = fmt_gib
+    env.filters["tex"] = tex_escape
+    env.filters["md"] = md_escape
+    env.filters["esc"] = {"tex": tex_escape, "md": md_escape}.get(kind, str)
+    env.filters["term_latex"] = lambda term, subs=None, form="paper": term_latex(term, subs, form, names=report_names())
+    return env

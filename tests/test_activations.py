@@ -6,7 +6,7 @@ from symbolic.notation import (B_a, B_k, CP, EP, ETP, L_d, L_m, N, N_r, N_s, SP,
                                e_H, expand_derived, h, h_E, n_h, s)
 from symbolic.numeric import exact
 
-PAPER = {TP: 2, SP: 2, CP: 1, EP: 8, ETP: 1, B_a: 2, B_k: 1, d_v: d_h}
+PAPER = {TP: 2, SP: 2, CP: 1, EP: 8, ETP: 1, B_a: 2, B_k: 1, d_v: d_h, **{cfg.nt.F: 1}}  # F = 1: balanced routing
 R = sp.Rational
 
 

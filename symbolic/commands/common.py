@@ -36,8 +36,68 @@ def int_list(text: str):
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
 
 
+class _Explicit(argparse.Action):
+    """``store`` that remembers the option was typed (``namespace._explicit``), so a
+    ``--recipe`` never overrides it, whatever the order on the command line."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        explicit(namespace).add(self.dest)
+
+
+class _ExplicitTrue(_Explicit):
+    def __init__(self, option_strings, dest, default=False, required=False, help=None):
+        super().__init__(option_strings, dest, nargs=0, const=True, default=default, required=required, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, True, option_string)
+
+
+def explicit(namespace) -> set:
+    """The option dests typed on the command line (as opposed to defaults or a recipe's)."""
+    if not hasattr(namespace, "_explicit"):
+        setattr(namespace, "_explicit", set())
+    return namespace._explicit
+
+
+class _Recipe(argparse.Action):
+    """``--recipe NAME``: set every option the recipe names that was not typed (derivations/recipes.py)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from derivations.recipes import RECIPES
+        setattr(namespace, self.dest, values)
+        typed = explicit(namespace)
+        for dest, value in RECIPES[values].options.items():
+            if dest not in typed:
+                setattr(namespace, dest, value)
+
+
+def dtype_bytes(text: str) -> int:
+    try:
+        return cfg.DTYPES[text.lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"unknown data type {text!r}: use one of {', '.join(cfg.DTYPES)}") from None
+
+
+def recompute_policy(text: str):
+    try:
+        return cfg.parse_recompute(text)
+    except cfg.ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def imbalance_factor(text: str) -> Fraction:
+    try:
+        val = Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"imbalance F must be a number >= 1, got {text!r}") from None
+    if val < 1:
+        raise argparse.ArgumentTypeError(f"imbalance F must be >= 1 (1 is balanced routing), got {text!r}")
+    return val
+
+
 def add_model_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="deepseek-v3",
+    p.add_argument("--model", default="deepseek-v3", action=_Explicit,
                    help="preset (deepseek-v3, deepseek-v2, deepseek-v2-lite) or a Hugging Face config.json "
                         "(default: deepseek-v3, the paper's model)")
 
@@ -45,29 +105,71 @@ def add_model_option(p: argparse.ArgumentParser) -> None:
 def add_layout_options(p: argparse.ArgumentParser, stage: bool = True) -> None:
     """The parallel layout of Table 5 (defaults: the paper's reference layout)."""
     g = p.add_argument_group("parallel layout (defaults: the paper's Table 5)")
-    g.add_argument("--dp", type=positive_int, default=32, help="data-parallel degree DP (default 32)")
-    g.add_argument("--tp", type=positive_int, default=2, help="tensor-parallel degree TP (default 2)")
-    g.add_argument("--pp", type=positive_int, default=16, help="pipeline-parallel degree PP (default 16)")
-    g.add_argument("--ep", type=positive_int, default=8, help="expert-parallel degree EP (default 8)")
-    g.add_argument("--etp", type=positive_int, default=1, help="tensor parallelism inside an expert ETP (default 1)")
-    g.add_argument("--cp", type=positive_int, default=1, help="context-parallel degree CP (default 1)")
-    g.add_argument("--sp", type=positive_int, default=None,
+    E = _Explicit
+    g.add_argument("--dp", type=positive_int, default=32, action=E, help="data-parallel degree DP (default 32)")
+    g.add_argument("--tp", type=positive_int, default=2, action=E, help="tensor-parallel degree TP (default 2)")
+    g.add_argument("--pp", type=positive_int, default=16, action=E, help="pipeline-parallel degree PP (default 16)")
+    g.add_argument("--ep", type=positive_int, default=8, action=E, help="expert-parallel degree EP (default 8)")
+    g.add_argument("--etp", type=positive_int, default=1, action=E,
+                   help="tensor parallelism inside an expert ETP (default 1)")
+    g.add_argument("--cp", type=positive_int, default=1, action=E,
+                   help="context-parallel degree CP: each device holds s/CP of the sequence and, for eager "
+                        "attention, its s/CP query rows of the s^2 scores (default 1)")
+    g.add_argument("--sp", type=positive_int, default=None, action=E,
                    help="sequence-parallel degree SP: TP (on, the default) or 1 (off)")
-    g.add_argument("--layers-per-stage", type=int_list, default=None, metavar="N,N,...",
+    g.add_argument("--layers-per-stage", type=int_list, default=None, metavar="N,N,...", action=E,
                    help="explicit pipeline split (default: the paper's, e.g. 4,...,4,1 for 61 layers at PP=16)")
     if stage:
-        g.add_argument("--stage", type=nonneg_int, default=1,
-                       help="pipeline stage to report (default 1, a 4-MoE-layer stage as in Tables 6, 8, 10)")
+        g.add_argument("--stage", type=nonneg_int, default=1, action=E,
+                       help="pipeline stage to report (default 1, a 4-MoE-layer stage as in Tables 6, 8, 10; "
+                            "with --schedule, the most-loaded stage)")
 
 
 def add_training_options(p: argparse.ArgumentParser) -> None:
+    E, T = _Explicit, _ExplicitTrue
     g = p.add_argument_group("training (defaults: the paper's Tables 7 and 9)")
-    g.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0,
+    from derivations.recipes import RECIPES
+    g.add_argument("--recipe", choices=list(RECIPES), default=None, action=_Recipe,
+                   help="preset of layout and choices: deepseek-v3 (the DeepSeek-V3 report's own training: PP16 "
+                        "EP64 no TP, ZeRO-1 over 2048 GPUs, DualPipe, BF16 moments, FP32 master weights and "
+                        "gradients, RMSNorm and MLA up-projection recomputation, FP8 activation caching, s 4096) "
+                        "or paper (Tables 5, 7 and 9); options typed beside it override it")
+    g.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0, action=E,
                    help="ZeRO stage: 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (default 0)")
-    g.add_argument("--recompute", choices=list(cfg.RECOMPUTE), default="none",
-                   help="activation recomputation: none or full (default none)")
-    g.add_argument("--mbs", type=positive_int, default=1, help="micro-batch size b (default 1)")
-    g.add_argument("--seq", type=positive_int, default=4096, help="sequence length s (default 4096)")
+    g.add_argument("--recompute", type=recompute_policy, default=("none", ()), action=E,
+                   metavar="{none,full,selective,custom:OP,...}",
+                   help="activation recomputation: none (default), full (keep the layer inputs and routing, "
+                        "Sec. 5), selective (recompute the core attention: drop the b n_h s^2 tensors; Korthikanti "
+                        "et al. 2022) or custom:OP,... recomputing the named operators, one of: "
+                        + ", ".join(cfg.RECOMPUTE_OPS) + " (DeepSeek-V3 recomputes norm,mla_up)")
+    g.add_argument("--attention", choices=list(cfg.ATTENTION), default="eager", action=E,
+                   help="attention kernel: eager (the paper's 5 b n_h s^2/TP score tensors, default) or flash "
+                        "(fused: no s^2 tensor, FP32 log-sum-exp per row, 4 b n_h s/(TP CP) bytes per layer)")
+    g.add_argument("--mbs", type=positive_int, default=1, action=E, help="micro-batch size b (default 1)")
+    g.add_argument("--seq", type=positive_int, default=4096, action=E, help="sequence length s (default 4096)")
+    g.add_argument("--imbalance", type=imbalance_factor, default=Fraction(1), action=E, metavar="F",
+                   help="routing imbalance F >= 1: the busiest expert rank gets F times the balanced tokens "
+                        "(E_token = F b s N_r / (N CP); default 1, the paper's balanced routing)")
+    g = p.add_argument_group("pipeline schedule (extension; default: the paper's one micro-batch per stage)")
+    g.add_argument("--schedule", choices=list(cfg.SCHEDULES), default=None, action=E,
+                   help="pipeline schedule: activations become what the stage holds at its peak, n_fl micro-batches "
+                        "(1f1b and zb: min(m, PP - i); interleaved: Megatron's count with V chunks; dualpipe: PP + 1 "
+                        "and two stages' parameters); --stage defaults to the most-loaded stage")
+    g.add_argument("--microbatches", type=positive_int, default=None, action=E, metavar="M",
+                   help="micro-batches per step m (gradient-accumulation steps; default: enough to fill the pipeline)")
+    g.add_argument("--vpp", type=positive_int, default=None, action=E, metavar="V",
+                   help="virtual pipeline stages per device for --schedule interleaved (default 2)")
+    g = p.add_argument_group("precision (defaults: the paper's Table 7)")
+    for opt, sym, default, what in (("--weight-dtype", "B_w", "bf16", "weights"),
+                                    ("--grad-dtype", "B_g", "fp32", "gradients"),
+                                    ("--master-dtype", "B_m", "fp32", "the optimizer's master weights"),
+                                    ("--optimizer-dtype", "B_1,B_2", "bf16", "both Adam moments"),
+                                    ("--act-dtype", "B_a", "bf16", "activations")):
+        g.add_argument(opt, type=dtype_bytes, default=None, action=E, metavar="{" + ",".join(cfg.DTYPES) + "}",
+                       help=f"data type of {what}, bytes {sym} (default {default})")
+    g.add_argument("--fp8-activations", action=T, default=False,
+                   help="cache in FP8 the activations the DeepSeek-V3 report names (Sec. 3.3): MoE up-projection "
+                        "inputs and SwiGLU inputs (B_f8 = 1 B), the attention output before W^O in E5M6 (B_o = 1.5 B)")
 
 
 def add_json_option(p: argparse.ArgumentParser) -> None:
@@ -83,8 +185,36 @@ def layout_from_args(args) -> cfg.Layout:
                       layers_per_stage=args.layers_per_stage)
 
 
+DTYPE_OPTIONS = (("weight_dtype", ("B_w",)), ("grad_dtype", ("B_g",)), ("master_dtype", ("B_m",)),
+                 ("optimizer_dtype", ("B_1", "B_2")), ("act_dtype", ("B_a",)))
+
+
 def training_from_args(args) -> cfg.Training:
-    return cfg.Training(mbs=args.mbs, seq=args.seq, zero=args.zero, recompute=args.recompute)
+    recompute = getattr(args, "recompute", ("none", ()))
+    if isinstance(recompute, str):  # a command that kept a plain string
+        recompute = cfg.parse_recompute(recompute)
+    t = cfg.Training(mbs=args.mbs, seq=args.seq, zero=args.zero, recompute=recompute[0], recompute_ops=recompute[1],
+                     attention=getattr(args, "attention", "eager"), fp8=getattr(args, "fp8_activations", False),
+                     imbalance=getattr(args, "imbalance", 1), schedule=getattr(args, "schedule", None),
+                     microbatches=getattr(args, "microbatches", None), vpp=getattr(args, "vpp", None))
+    byts = {sym: getattr(args, dest) for dest, syms in DTYPE_OPTIONS if getattr(args, dest, None) is not None
+            for sym in syms}
+    return t.with_bytes(**byts) if byts else t
+
+
+def stage_from_args(args):
+    """The --stage typed, or None to let the estimate choose (stage 1; the most-loaded stage with a schedule)."""
+    if getattr(args, "schedule", None) and "stage" not in explicit(args):
+        return None
+    return args.stage
+
+
+def recipe_assumptions(args):
+    """The assumptions of the chosen --recipe that still hold (an option typed beside it drops its own)."""
+    if not getattr(args, "recipe", None):
+        return []
+    from derivations.recipes import RECIPES
+    return RECIPES[args.recipe].assumptions_for(explicit(args))
 
 
 def _default(o):

@@ -12,23 +12,124 @@ def add_parser(sub):
                                    "micro-batch's activations) of one pipeline stage, exact. Defaults are the "
                                    "paper's reference layout (Table 5: DP32 TP2 PP16 EP8 ETP1), stage 1, ZeRO 0, "
                                    "mbs 1, seq 4096, no recomputation. Buffers and fragmentation (Sec. 6) are "
-                                   "reported separately at both ends of the paper's ranges, not in the total.")
+                                   "reported separately at both ends of the paper's ranges, not in the total. "
+                                   "Beyond the paper: recomputation variants, flash attention, FP8 caching, "
+                                   "precision, routing imbalance, pipeline schedules (activations held at the "
+                                   "peak) and recipes (--recipe deepseek-v3).")
     common.add_model_option(p)
     common.add_layout_options(p)
     common.add_training_options(p)
+    p.add_argument("--all-stages", action="store_true",
+                   help="print every pipeline stage (its layers, in-flight micro-batches, activations, model states, "
+                        "total) and mark the most-loaded one")
     common.add_json_option(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
-    from derivations.device import estimate
+    from derivations.device import estimate, estimate_all
     model = common.model_from_args(args)
-    est = estimate(model, common.layout_from_args(args), common.training_from_args(args), args.stage)
+    layout, training = common.layout_from_args(args), common.training_from_args(args)
+    notes = common.recipe_assumptions(args)
+    device = _device(args)
+    if args.all_stages:
+        every, worst = estimate_all(model, layout, training, notes)
+        if args.json:
+            common.print_json({"most_loaded": worst, "stages": [e.to_json() for e in every],
+                               "assumptions": every[worst].assumptions, **_device_json(every[worst], device)})
+            return 0
+        print(render_all(every, worst, device))
+        return 0
+    est = estimate(model, layout, training, common.stage_from_args(args), notes)
     if args.json:
-        common.print_json(est.to_json())
+        common.print_json({**est.to_json(), **_device_json(est, device)})
         return 0
     print(render_text(est))
+    for line in _device_lines(est, device):
+        print(line)
     return 0
+
+
+def _device(args):
+    """(name, bytes) of the GPU a --recipe names (DeepSeek-V3: the 80 GiB H800), else None."""
+    if not getattr(args, "recipe", None):
+        return None
+    from derivations.recipes import RECIPES
+    return RECIPES[args.recipe].device
+
+
+def _device_json(est, device) -> dict:
+    if not device:
+        return {}
+    name, hbm = device
+    return {"device": {"name": name, "hbm": hbm, "peak_low": est.overheads["low"]["peak"],
+                       "peak_high": est.overheads["high"]["peak"], "fits": est.overheads["high"]["peak"] <= hbm,
+                       "headroom_high": hbm - est.overheads["high"]["peak"]}}
+
+
+def _device_lines(est, device) -> list:
+    if not device:
+        return []
+    name, hbm = device
+    lo, hi = est.overheads["low"]["peak"], est.overheads["high"]["peak"]
+    verdict = "fits" if hi <= hbm else ("fits only at the low end" if lo <= hbm else "does not fit")
+    return ["", f"per-GPU peak against one {name} ({fmt_gib(hbm, 0)} GiB): {fmt_gib(lo)} - {fmt_gib(hi)} GiB "
+                f"({float(lo / hbm):.0%} - {float(hi / hbm):.0%}), {verdict}; allocated (no overheads) "
+                f"{fmt_gib(est.bytes['total'])} GiB"]
+
+
+def _policy(tr) -> str:
+    out = f"recompute {tr.recompute_label}"
+    if tr.attention != "eager":
+        out += f"; attention {tr.attention}"
+    if tr.fp8:
+        out += "; FP8 activations"
+    if tr.imbalance != 1:
+        out += f"; imbalance F={float(tr.imbalance):g}"
+    if tr.schedule:
+        m = tr.microbatches if tr.microbatches is not None else "enough"
+        out += f"; schedule {tr.schedule} (m={m}" + (f", V={tr.vpp}" if tr.vpp else "") + ")"
+    return out
+
+
+def _bytes_dtypes(tr) -> str:
+    d = dict(tr.bytes)
+    if all(d.get(k) == v for k, v in ((s.name, v) for s, v in cfg.nt.PAPER_BYTES.items())):
+        return ""
+    return "bytes per element: " + " ".join(f"{k}={fmt_int(v)}" for k, v in tr.bytes)
+
+
+def render_all(every, worst, device=None) -> str:
+    """Every stage of the layout, the most-loaded marked."""
+    e0 = every[0]
+    lay, tr = e0.layout, e0.training
+    lines = [f"memsym estimate: {e0.model.name}, every stage of PP={lay.pp}; layout DP={lay.dp} TP={lay.tp} "
+             f"PP={lay.pp} EP={lay.ep} ETP={lay.etp} SP={lay.SP} CP={lay.cp}; ZeRO {tr.zero} "
+             f"({cfg.ZERO_NAMES[tr.zero]}); {_policy(tr)}; b={tr.mbs} s={tr.seq}",
+             f"activations: {'held at the peak = in-flight x per micro-batch' if tr.schedule else 'one micro-batch'} "
+             f"({e0.term_ids['activations']}); GiB",
+             "",
+             f"  {'stage':<6}{'layers':<12}{'content':<30}{'in flight':>10}{'act/mb':>9}{'act':>9}{'weights':>9}"
+             f"{'grads':>9}{'optim':>9}{'total':>9}"]
+    for e in every:
+        st = e.stage
+        content = _content(st) + (f" + stage {e.held[1].index} ({_content(e.held[1])})" if len(e.held) > 1 else "")
+        layers = st.label.replace("layers ", "").replace("layer ", "")
+        fl = "1" if e.inflight is None else fmt_int(e.inflight)
+        if len(e.chunks) > 1:
+            fl = "+".join(fmt_int(n) for _, n in e.chunks)
+        b = e.bytes
+        lines.append(f"{'*' if e.stage.index == worst else ' '} {st.index:<6}{layers:<12}{content:<30}{fl:>10}"
+                     f"{fmt_gib(b['activations_per_microbatch']):>9}{fmt_gib(b['activations']):>9}"
+                     f"{fmt_gib(b['weights']):>9}{fmt_gib(b['gradients']):>9}{fmt_gib(b['optimizer']):>9}"
+                     f"{fmt_gib(b['total']):>9}")
+    w = every[worst]
+    lines += ["", f"* most-loaded: stage {worst} ({fmt_gib(w.bytes['total'])} GiB allocated; with Sec. 6 overheads "
+                  f"{fmt_gib(w.overheads['low']['peak'])} - {fmt_gib(w.overheads['high']['peak'])} GiB)"]
+    lines += _device_lines(w, device)
+    if w.assumptions:
+        lines += ["", "assumptions:"] + [f"  - {a}" for a in w.assumptions]
+    return "\n".join(lines)
 
 
 def render_text(est) -> str:
@@ -45,13 +146,15 @@ def render_text(est) -> str:
     lines = [
         f"memsym estimate: {est.model.name}, one device of stage {st.index} of {lay.pp} ({st.label}: {', '.join(kinds)})",
         f"layout DP={lay.dp} TP={lay.tp} PP={lay.pp} EP={lay.ep} ETP={lay.etp} SP={lay.SP} CP={lay.cp} "
-        f"(EDP={fmt_int(lay.edp)}); ZeRO {tr.zero} ({cfg.ZERO_NAMES[tr.zero]}); recompute {tr.recompute}; "
+        f"(EDP={fmt_int(lay.edp)}); ZeRO {tr.zero} ({cfg.ZERO_NAMES[tr.zero]}); {_policy(tr)}; "
         f"b={tr.mbs} s={tr.seq}",
+        *explain_split(est),
         "",
         f"{'parameters on the device':<28}{'params':>18}",
         f"{'  non-MoE (P_n)':<28}{fmt_int(est.params['non_moe']):>18}",
         f"{'  MoE (P_m)':<28}{fmt_int(est.params['moe']):>18}",
         f"{'  total':<28}{fmt_int(est.params['total']):>18}",
+        *explain_params(est),
         "",
         f"{'bytes on the device':<28}{'bytes':>18}{'GiB':>10}  term",
     ]
@@ -60,10 +163,94 @@ def render_text(est) -> str:
     lines.append(f"  {'total':<26}{fmt_int(est.bytes['total']):>18}{fmt_gib(est.bytes['total']):>10}")
     lines.append(f"  {'(one MoE layer, act.)':<26}{fmt_int(est.bytes['activations_per_layer']):>18}"
                  f"{fmt_gib(est.bytes['activations_per_layer']):>10}  {est.term_ids['activations_per_layer']}")
+    lines += _schedule_lines(est)
+    if _bytes_dtypes(tr):
+        lines.append(f"  {_bytes_dtypes(tr)}")
     lines.append("")
     lines.append("Sec. 6 overheads (not in the total): fragmentation 5%-30% of allocated memory, buffers 0.8-2 GiB")
     for end in ("low", "high"):
         o = est.overheads[end]
         lines.append(f"  {end:<5} f_frag={float(o['f_frag']):.2f} +{fmt_gib(o['fragmentation'])} GiB, buffers "
                      f"{fmt_gib(o['buffers'])} GiB -> peak {fmt_gib(o['peak'])} GiB")
+    if est.assumptions:
+        lines += ["", "assumptions:"] + [f"  - {a}" for a in est.assumptions]
     return "\n".join(lines)
+
+
+def _schedule_lines(est) -> list:
+    """With a schedule: one micro-batch's activations, the in-flight count and (DualPipe) the second stage."""
+    if not est.training.schedule:
+        return []
+    from derivations.schedules import TITLES
+    b = est.bytes
+    lines = [f"  {'(one micro-batch, act.)':<26}{fmt_int(b['activations_per_microbatch']):>18}"
+             f"{fmt_gib(b['activations_per_microbatch']):>10}  {est.term_ids['activations_per_microbatch']}"]
+    parts = " + ".join(f"{fmt_int(n)} of stage {c.index}" for c, n in est.chunks)
+    lines.append(f"  schedule {TITLES[est.training.schedule]}: {fmt_int(est.inflight)} micro-batches in flight at "
+                 f"the peak ({parts}); activations = n_fl x one micro-batch's")
+    if len(est.held) > 1:
+        other = est.held[1]
+        lines.append(f"  DualPipe: this device also holds stage {other.index} ({other.label}: {_content(other)}); "
+                     f"parameters, gradients and optimizer states count both stages")
+    return lines
+
+
+def _content(c) -> str:
+    return ", ".join((["embedding"] if c.embedding else []) + ([f"{c.dense} dense"] if c.dense else []) +
+                     ([f"{c.moe} MoE"] if c.moe else []) + (["head"] if c.head else []))
+
+
+def explain_split(est) -> list:
+    """Every stage's layers (runs of alike stages grouped), the reported stage marked."""
+    m, lay = est.model, est.layout
+    all_stages = cfg.stages(m, lay)
+    kinds = m.layer_kinds()
+    sizes = ",".join(str(len(c.layers)) for c in all_stages)
+    lines = [f"pipeline split of the {m.l} layers ({kinds.count('dense')} dense, {kinds.count('moe')} MoE) over "
+             f"PP={lay.pp} stages: {sizes} layers"
+             + (" (--layers-per-stage)" if lay.layers_per_stage else " (change with --layers-per-stage)")]
+    groups = []
+    for c in all_stages:
+        key = (len(c.layers), c.dense, c.moe, c.embedding, c.head)
+        if groups and groups[-1][0] == key:
+            groups[-1][1].append(c)
+        else:
+            groups.append((key, [c]))
+    for _, cs in groups:
+        first, last = cs[0], cs[-1]
+        name = f"stage {first.index}" if len(cs) == 1 else f"stages {first.index}-{last.index}"
+        start, stop = first.layers.start, last.layers.stop - 1
+        layers = f"layer {start}" if start == stop else f"layers {start}-{stop}"
+        mark = f"  <- stage {est.stage.index}, this device" if first.index <= est.stage.index <= last.index else ""
+        lines.append(f"  {name:<13}{layers:<16}{_content(first)}{' each' if len(cs) > 1 else ''}{mark}")
+    return lines
+
+
+def explain_params(est) -> list:
+    """How P_n and P_m of the device arise from the per-layer terms (Sec. 3 rules)."""
+    from derivations import build
+    from ..numeric import exact
+    m, lay, st, subs = est.model, est.layout, est.stage, est.subs
+    t = build(m)
+    val = lambda tid: fmt_int(exact(t[tid], subs))
+    n = st.dense + st.moe
+    pn = [f"{n} layer{'s' * (n != 1)} x (MLA {val('static.layer.mla')} + LN {val('static.layer.norm')})"]
+    if st.dense:
+        pn.append(f"{st.dense} dense FFN x {val('static.layer.dense_ffn')} (split by TP={lay.tp})")
+    if st.embedding:
+        pn.append(f"embedding {val('static.embedding')} (v h / TP)")
+    if st.head:
+        pn.append(f"head {val('static.head')} (v h / TP)")
+    mats = lambda tag: ", ".join(p.key.replace("_", "^", 1) for p in t["params.mla"].parts if tag in p.tags)
+    lines = ["  P_n = " + " + ".join(pn),
+             f"        MLA: {mats('tp_split')} split by TP={lay.tp}; {mats('replicated')} and LN replicated"]
+    if st.moe:
+        expert = exact(t["params.expert"], subs)
+        lines.append(f"  P_m = {st.moe} MoE layer{'s' * (st.moe != 1)} x {val('static.layer.moe')}: router N h = "
+                     f"{fmt_int(m.N * m.h)} (replicated)")
+        lines.append(f"        + N/EP = {m.N}/{lay.ep} = {m.N // lay.ep} routed experts x 3 h h_E / ETP = "
+                     f"{fmt_int(expert / lay.etp)} + N_s = {m.N_s} shared expert{'s' * (m.N_s != 1)} x "
+                     f"{fmt_int(expert)} (replicated on every EP rank)")
+    else:
+        lines.append("  P_m = 0 (no MoE layer on this stage)")
+    return lines

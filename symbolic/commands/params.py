@@ -1,4 +1,10 @@
-"""memsym params: parameters per layer kind, per pipeline stage and in total (Tables 3-4)."""
+"""memsym params: parameters per layer kind, per pipeline stage and in total (Tables 3-4).
+
+Also, for real checkpoints (digest sec. 12): the activated parameters per token (with
+and without the embedding and head), the MTP modules (``--mtp``) and, with checkpoint
+accounting, the tensor elements of the released files by dtype (what a model page
+counts: MTP included with its own embedding/head copies, FP8 scale tensors included).
+"""
 from __future__ import annotations
 
 from ..render import fmt_gib, fmt_int
@@ -10,13 +16,20 @@ def add_parser(sub):
                        description="Parameter counts per layer kind (Table 3), per pipeline stage (Table 4 for "
                                    "PP=16) and in total, exact. --accounting paper (default) counts what the paper "
                                    "counts; checkpoint also counts the tensors a real checkpoint has and the paper "
-                                   "leaves out (final RMSNorm; noaux_tc routing bias), each as its own row.")
+                                   "leaves out (final RMSNorm; noaux_tc routing bias), each as its own row. Also "
+                                   "prints the activated parameters per token and, with --mtp, the "
+                                   "multi-token-prediction modules.")
     common.add_model_option(p)
-    p.add_argument("--pp", type=common.positive_int, default=16, help="pipeline stages (default 16)")
+    p.add_argument("--pp", type=common.positive_int, default=None,
+                   help="pipeline stages (default 16 as in Table 4, or one per layer for models with fewer layers)")
     p.add_argument("--layers-per-stage", type=common.int_list, default=None, metavar="N,N,...",
                    help="explicit pipeline split")
     p.add_argument("--accounting", choices=["paper", "checkpoint"], default="paper",
                    help="paper (default) or checkpoint (every tensor of a real checkpoint)")
+    p.add_argument("--mtp", action="store_true",
+                   help="also count the multi-token-prediction modules (HF num_nextn_predict_layers; DeepSeek-v3 "
+                        "has 1): per module one MoE block, eh_proj (h x 2h) and its norms; embedding and head "
+                        "shared, not counted again")
     common.add_json_option(p)
     p.set_defaults(run=run)
 
@@ -27,6 +40,8 @@ def run(args) -> int:
     from derivations import build
     from derivations.device import stage_params
     model = common.model_from_args(args)
+    if args.pp is None:
+        args.pp = min(16, model.l) if args.layers_per_stage is None else len(args.layers_per_stage)
     layout = cfg.Layout(pp=args.pp, layers_per_stage=args.layers_per_stage)
     if args.pp > model.l:
         raise cfg.ConfigError("pp-layers", f"PP={args.pp} is larger than the {model.l} layers of {model.name}")
@@ -39,11 +54,13 @@ def run(args) -> int:
                       ("head", "params.head")):
         kinds[kind] = exact(terms[tid], base)
     whole = cfg.whole_model(model)
+    sub = cfg.substitution(model, None, None, whole)
     extras = {}
     if args.accounting == "checkpoint":
         term = terms["params.stage.checkpoint"]
-        sub = cfg.substitution(model, None, None, whole)
         extras = {p.key: exact(p.expr, sub) for p in term.parts if p.key != "paper"}
+    activated = activated_params(terms, sub, args.accounting)
+    mtp = mtp_params(model, terms, sub) if args.mtp else None
     data = {
         "model": model.name, "accounting": args.accounting, "pp": args.pp,
         "layer_kinds": {"dense": whole.dense, "moe": whole.moe},
@@ -53,7 +70,14 @@ def run(args) -> int:
                     "bf16_bytes": p * 2, "parts": parts} for c, p, parts in rows],
         "checkpoint_only": extras,
         "total": total,
+        "activated": activated,
     }
+    if mtp is not None:
+        data["mtp"] = mtp
+        data["total_with_mtp"] = total + mtp["params"]
+    if args.accounting == "checkpoint":
+        from ..hfconfig import checkpoint_files
+        data["checkpoint_files"] = checkpoint_files(model)
     if args.json:
         common.print_json(data)
         return 0
@@ -71,7 +95,101 @@ def run(args) -> int:
                             (["head"] if c.head else []))
         print(f"{c.index:<8}{c.label.replace('layers ', '').replace('layer ', ''):<14}{content:<34}"
               f"{fmt_int(p):>20}{fmt_gib(2 * p):>12}")
-    for k, v in extras.items():
-        print(f"  includes checkpoint-only {k}: {fmt_int(v)}")
-    print(f"{'total':<56}{fmt_int(total):>20}{fmt_gib(2 * total):>12}")
+    if extras:
+        print("  checkpoint-only tensors (not counted by the paper), included above:")
+        for k, v in extras.items():
+            print(f"    {EXTRA_LABELS.get(k, k):<52}{fmt_int(v):>20}")
+    print(f"{'total':<56}{fmt_int(total):>20}{fmt_gib(2 * total):>12}  {fmt_b(total)}")
+    print()
+    print(render_activated(model, activated))
+    if mtp is not None:
+        print()
+        print(render_mtp(model, mtp, total))
+    if args.accounting == "checkpoint":
+        print()
+        print(render_files(model, data["checkpoint_files"]))
     return 0
+
+
+EXTRA_LABELS = {"final_norm": "final RMSNorm (model.norm), h",
+                "router_bias": "noaux_tc routing bias, N per MoE layer"}
+
+
+def fmt_b(x) -> str:
+    """Parameters in billions (1e9), as model cards print them."""
+    return f"{float(x) / 1e9:,.2f}B"
+
+
+def activated_params(terms, sub, accounting: str) -> dict:
+    """Parameters one token passes through, whole model: top-k routed + shared experts + everything dense.
+
+    Three readings: with the embedding and head; without the embedding (a lookup, not a
+    matrix product); without both (the transformer layers alone).
+    """
+    from ..numeric import exact
+    tid = "params.activated" if accounting == "paper" else "params.activated.checkpoint"
+    term = terms[tid]
+    total = exact(term, sub)
+    paper = terms["params.activated"]
+    emb = exact(paper.part("embedding").expr, sub)
+    head = exact(paper.part("head").expr, sub)
+    return {"with_embedding_and_head": total, "without_embedding": total - emb,
+            "without_embedding_and_head": total - emb - head,
+            "per_moe_layer": exact(terms["params.activated.layer.moe"], sub), "term": tid}
+
+
+def mtp_params(model, terms, sub) -> dict:
+    """The D multi-token-prediction modules (embedding and head shared, not counted again)."""
+    from ..numeric import exact
+    module = terms["params.mtp.module"]
+    return {"modules": model.mtp_layers, "params": exact(terms["params.mtp"], sub),
+            "per_module": {p.key: exact(p.expr, sub) for p in module.parts},
+            "activated": exact(terms["params.mtp.activated"], sub),
+            "shared_not_counted": ["embedding", "head"], "term": "params.mtp"}
+
+
+def render_activated(model, a) -> str:
+    lines = [f"activated parameters per token (N_r={model.N_r} routed + N_s={model.N_s} shared experts per MoE "
+             f"layer, everything dense; {a['term']})",
+             f"  {'with embedding and head':<54}{fmt_int(a['with_embedding_and_head']):>20}"
+             f"  {fmt_b(a['with_embedding_and_head'])}",
+             f"  {'without the embedding (a lookup, not a product)':<54}{fmt_int(a['without_embedding']):>20}"
+             f"  {fmt_b(a['without_embedding'])}",
+             f"  {'without embedding and head (layers only)':<54}{fmt_int(a['without_embedding_and_head']):>20}"
+             f"  {fmt_b(a['without_embedding_and_head'])}"]
+    return "\n".join(lines)
+
+
+MTP_LABELS = {"block": "MoE transformer block", "router_bias": "its routing bias (noaux_tc)",
+              "eh_proj": "eh_proj, h x 2h", "enorm": "enorm (RMSNorm), h", "hnorm": "hnorm (RMSNorm), h",
+              "head_norm": "shared_head.norm (RMSNorm), h"}
+
+
+def render_mtp(model, m, total) -> str:
+    if not m["modules"]:
+        return (f"MTP modules: {model.name} has none (num_nextn_predict_layers = 0 or absent); "
+                f"total with MTP = total")
+    lines = [f"MTP modules (D={m['modules']}; not counted by the paper; embedding and head shared with the main "
+             f"model, not counted again; {m['term']})"]
+    for k, v in m["per_module"].items():
+        lines.append(f"  {'per module: ' + MTP_LABELS.get(k, k):<54}{fmt_int(v):>20}")
+    lines.append(f"  {'MTP modules, unique weights':<54}{fmt_int(m['params']):>20}  {fmt_b(m['params'])}")
+    lines.append(f"  {'main model + MTP':<54}{fmt_int(total + m['params']):>20}  {fmt_b(total + m['params'])}")
+    lines.append(f"  {'MTP activated per token (no embedding, no head)':<54}{fmt_int(m['activated']):>20}"
+                 f"  {fmt_b(m['activated'])}")
+    return "\n".join(lines)
+
+
+def render_files(model, f) -> str:
+    fp8 = (f"FP8 {model.fp8_block[0]}x{model.fp8_block[1]} block-quantised release: block projections F8_E4M3, "
+           f"their weight_scale_inv and the routing bias F32, the rest BF16"
+           if model.fp8_block else "every tensor counted as BF16 (no FP8 quantization_config)")
+    lines = [f"tensor elements of the checkpoint files (what a model page sums; {fp8})"]
+    for k, label in (("main", "main model (as above)"), ("mtp", f"MTP modules, unique (D={model.mtp_layers})"),
+                     ("mtp_embedding_head_copies", "MTP modules' own copies of the embedding and head"),
+                     ("fp8_scales", "FP8 scale tensors (weight_scale_inv; not weights)"), ("total", "total")):
+        if not f[k] and k not in ("main", "total"):
+            continue
+        lines.append(f"  {label:<54}{fmt_int(f[k]):>20}  {fmt_b(f[k])}")
+    lines.append("  by dtype: " + ", ".join(f"{k} {fmt_int(v)}" for k, v in f["by_dtype"].items()))
+    return "\n".join(lines)

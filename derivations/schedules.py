@@ -1,0 +1,137 @@
+"""Pipeline schedules: how many micro-batches' activations a device holds at its peak (extension).
+
+The paper gives one micro-batch's activations of a stage (Table 10).  Under a pipeline
+schedule a device holds the activations of every micro-batch whose forward pass it has
+run and whose backward pass it has not: n_fl micro-batches "in flight", so the peak is
+``act.peak = n_fl x act.stage`` (term ``act.peak<view>``).  Symbols: m = n_mb micro-batches
+per step (gradient-accumulation steps), PP, i = i_s the stage index (0-based), V = VPP.
+
+  1f1b         PipeDream-flush / Megatron 1F1B (Narayanan et al. 2021): stage i runs PP - i
+               warm-up forwards before its first backward, so n_fl = min(m, PP - i): the
+               first stage holds PP micro-batches, the last one.
+  zb           zero-bubble ZB-H1 (Qi et al. 2023): the same peak as 1F1B (the DeepSeek-V3
+               report's Table 2 lists ZB1P with activation PP); splitting the backward into
+               B and W moves compute, not the count of held micro-batches.
+  interleaved  Megatron's interleaved 1F1B with V model chunks per device: rank i runs
+               2 (PP - i - 1) + (V - 1) PP warm-up chunk-forwards (capped at m V, Megatron's
+               ``get_forward_backward_func``), one more before the first backward frees one;
+               each chunk holds 1/V of the device's layers, so in units of the device's
+               per-micro-batch activations n_fl = min(2 (PP - i - 1) + (V - 1) PP + 1, m V) / V.
+               For i = 0 that is PP (1 + (PP - 1)/(PP V)): the first-stage penalty of
+               Megatron's ``theoretical_memory_usage.py``.  Assumes the device's chunks are
+               its PP stage's layers in V equal parts (Megatron's accounting).
+  dualpipe     DualPipe (DeepSeek-V3 report Sec. 3.2.1, Table 2; github.com/deepseek-ai/DualPipe):
+               rank i holds two stages, i (forward direction) and PP-1-i (reverse direction),
+               so two copies of the parameters: weights, gradients (each copy accumulates
+               its own, summed between the mirrored ranks) and optimizer states of both stages
+               are on the device (we do not assume the two copies share ZeRO shards).  In
+               DualPipe's schedule (its ``step``: nF0, nF0F1, nB1W1F1, then F0&B1 / F1&B0)
+               rank i holds at its peak PP - i micro-batches of stage i and i + 1 of stage
+               PP-1-i: PP + 1 in all (Table 2).  DualPipe needs PP even and m even, m >= 2 PP.
+
+Without ``--microbatches`` we assume m is at least what fills the pipeline (the steady
+state; said in the estimate's assumptions).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import List, Optional, Tuple
+
+import sympy as sp
+
+from symbolic.config import SCHEDULES, ConfigError
+from symbolic.notation import PP, VPP, i_s, n_mb
+
+TITLES = {
+    "1f1b": "1F1B (PipeDream-flush, Megatron)",
+    "interleaved": "interleaved 1F1B (Megatron virtual pipeline stages)",
+    "dualpipe": "DualPipe (DeepSeek-V3 report, Table 2)",
+    "zb": "zero-bubble ZB-H1 (peak as 1F1B)",
+}
+PROVENANCE = {
+    "1f1b": "Narayanan et al. 2021 (PipeDream-flush / 1F1B); DeepSeek-V3 report Table 2 (activation PP)",
+    "interleaved": "Narayanan et al. 2021 Sec. 2.2; Megatron-LM schedules.py and theoretical_memory_usage.py",
+    "dualpipe": "DeepSeek-V3 report Sec. 3.2.1 and Table 2 (2x parameters, activation PP + 1); DualPipe step()",
+    "zb": "Qi et al. 2023 (ZB-H1); DeepSeek-V3 report Table 2 (ZB1P: activation PP)",
+}
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Layers of pipeline stage ``stage`` held by the device, with ``inflight`` micro-batches
+    of that stage's activations at the device's peak."""
+
+    stage: int
+    inflight: Fraction
+    formula: sp.Expr
+
+
+def formulas(name: str) -> List[Tuple[str, sp.Expr]]:
+    """[(which stage, in-flight formula)] of a schedule, in the symbols m, PP, i, V.
+
+    'own' is stage i; 'mirror' is stage PP - 1 - i (DualPipe only)."""
+    if name in ("1f1b", "zb"):
+        return [("own", sp.Min(n_mb, PP - i_s))]
+    if name == "interleaved":
+        return [("own", sp.Min(2 * (PP - i_s - 1) + (VPP - 1) * PP + 1, n_mb * VPP) / VPP)]
+    if name == "dualpipe":
+        return [("own", PP - i_s), ("mirror", i_s + 1)]
+    raise ConfigError("schedule", f"schedule must be one of {', '.join(SCHEDULES)}, got {name!r}")
+
+
+def validate(name: str, pp: int, microbatches: Optional[int], vpp: Optional[int]) -> None:
+    """The schedule's own constraints (ConfigError naming the one that fails)."""
+    formulas(name)
+    if name == "dualpipe":
+        if pp % 2:
+            raise ConfigError("dualpipe-pp", f"DualPipe needs an even number of pipeline stages, got PP={pp}")
+        if microbatches is not None and (microbatches % 2 or microbatches < 2 * pp):
+            raise ConfigError("dualpipe-microbatches", f"DualPipe needs an even number of micro-batches m >= 2 PP "
+                                                       f"= {2 * pp}, got --microbatches {microbatches}")
+
+
+def chunks(name: str, pp: int, index: int, microbatches: Optional[int] = None,
+           vpp: Optional[int] = None) -> Tuple[Chunk, ...]:
+    """The stages whose layers device ``index`` holds, each with its in-flight count (exact).
+
+    ``microbatches`` None: at least enough to fill the pipeline (the steady state)."""
+    validate(name, pp, microbatches, vpp)
+    if name == "interleaved" and vpp is None:
+        vpp = 2
+    subs = {PP: pp, i_s: index, n_mb: sp.oo if microbatches is None else microbatches, VPP: vpp or 1}
+    out = []
+    for which, expr in formulas(name):
+        val = sp.sympify(expr.xreplace(subs))
+        if not val.is_Rational:
+            raise ConfigError("schedule", f"{name}: in-flight count {val} is not a number")
+        stage = index if which == "own" else pp - 1 - index
+        out.append(Chunk(stage, Fraction(int(val.p), int(val.q)), expr))
+    return tuple(out)
+
+
+def held_stages(name: Optional[str], pp: int, index: int) -> Tuple[int, ...]:
+    """Stages whose parameters device ``index`` holds: (index,), or (index, PP-1-index) under DualPipe."""
+    if name == "dualpipe":
+        return (index, pp - 1 - index)
+    return (index,)
+
+
+def assumptions(name: str, pp: int, microbatches: Optional[int], vpp: Optional[int]) -> List[str]:
+    """What the estimate had to assume about the schedule, in words."""
+    out = []
+    if microbatches is None:
+        need = 2 * pp if name == "dualpipe" else pp
+        out.append(f"micro-batches per step m not given (--microbatches): assumed >= {need}, enough to fill "
+                   f"the {TITLES[name]} pipeline, so each stage holds its steady-state count")
+    if name == "interleaved" and vpp is None:
+        out.append("virtual stages V not given (--vpp): assumed V = 2")
+    if name == "interleaved":
+        out.append("interleaved: the device's V chunks are its stage's layers in V equal parts (Megatron's accounting)")
+    if name == "dualpipe":
+        out.append("DualPipe: device i holds stages i and PP-1-i (2x parameters; gradients and optimizer states of "
+                   "both copies kept, not sharded between the mirrored ranks) and PP + 1 micro-batches in flight: "
+                   "PP - i of stage i and i + 1 of stage PP-1-i (DualPipe's step())")
+    if name == "zb":
+        out.append("zero-bubble schedule taken as ZB-H1: the same in-flight micro-batches as 1F1B")
+    return out

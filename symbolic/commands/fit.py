@@ -1,0 +1,250 @@
+"""memsym fit: the largest micro-batch or the longest sequence that fits a memory budget, in closed form."""
+from __future__ import annotations
+
+from . import common
+
+
+def add_parser(sub):
+    p = sub.add_parser("fit", help="largest micro-batch or longest sequence that fits the HBM, solved in closed form",
+                       description="Solves the Sec. 6 budget (1 + f_frag)(S + A(x)) + M_buf <= --hbm for x = b "
+                                   "(--solve mbs; activations are linear in b) or x = s (--solve seq; quadratic in s "
+                                   "without recomputation) with sympy, shows the closed-form root, its exact value "
+                                   "and the largest valid integer (s a multiple of CP), and checks exactly that the "
+                                   "integer fits and the next one does not. Every pipeline stage is solved (the "
+                                   "most constrained one binds) unless --stage is given. Also reports the least ZeRO "
+                                   "stage and the least recomputation policy that fit at --mbs/--seq. Exit 0 when "
+                                   "the budget was solved, also when nothing fits (the answer is then 0 and "
+                                   "\"fits\" is false); 2 on bad input.")
+    common.add_model_option(p)
+    common.add_layout_options(p, stage=False)
+    p.add_argument("--stage", type=common.nonneg_int, default=None,
+                   help="solve for this pipeline stage only (default: every stage, the most constrained binds)")
+    common.add_training_options(p)
+    p.add_argument("--hbm", required=True, help="memory per GPU, e.g. 80GiB (GB and GiB both mean 2^30)")
+    p.add_argument("--solve", choices=["mbs", "seq"], default="mbs",
+                   help="solve for the micro-batch size b (default) or the sequence length s")
+    p.add_argument("--overheads", choices=["high", "low", "none"], default="high",
+                   help="end of the Sec. 6 ranges: high (30%% fragmentation, 2 GiB buffers; default, conservative), "
+                        "low (5%%, 0.8 GiB) or none")
+    p.add_argument("--latex", action="store_true", help="print (and add to JSON) the closed forms as LaTeX")
+    p.add_argument("--plot", default=None, metavar="FILE",
+                   help="peak vs sequence length per recomputation policy at the binding stage (.png or .svg)")
+    common.add_json_option(p)
+    p.set_defaults(run=run)
+
+
+def fits(model, layout, training, stages, hbm, overheads):
+    """(fits every stage, [(stage, total, peak)]) exactly, for a configuration."""
+    from derivations import totals
+    from .. import notation as nt
+    rows = []
+    for st in stages:
+        total = totals.evaluate(model, layout, training, st.index)["total"]
+        rows.append((st, total, totals.peak(total, overheads[nt.f_frag], overheads[nt.M_buf])))
+    return all(p <= hbm for _, _, p in rows), rows
+
+
+def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_end="high"):
+    """Everything the command reports, as a dict of Python objects (exact Fractions)."""
+    from dataclasses import replace
+    from fractions import Fraction
+    from .. import config as cfg
+    from .. import notation as nt
+    from .. import search as SE
+    from .. import sensitivity as S
+    from derivations import build, totals
+
+    totals.evaluate(model, layout, training, stage if stage is not None else 0)  # validates the configuration
+    over = totals.overhead_values(overheads_end)
+    terms = build(model)
+    comps = totals.components(terms, training.zero, training.recompute, training)
+    states = sum((comps[k].expr for k in ("weights", "gradients", "optimizer")), 0)
+    stages = [cfg.stage(model, layout, stage)] if stage is not None else SE.distinct_stages(model, layout)
+    var = nt.b if var_name == "mbs" else nt.s
+    field = "mbs" if var_name == "mbs" else "seq"
+    multiple = 1 if var_name == "mbs" else layout.cp
+    per_stage = []
+    for st in stages:
+        subs = cfg.substitution(model, layout, training, st)
+        per_stage.append((st, S.solve_budget(states, comps["activations"], var, subs, over, hbm, multiple)))
+    binding, root = min(per_stage, key=lambda sr: (sr[1].integer, sr[1].root, sr[0].index))
+    answer = root.integer
+    with_var = lambda v: replace(training, **{field: v})
+    # exact checks: the answer fits on every stage, the next valid value does not (on the binding stage)
+    check = {}
+    if answer >= 1:
+        ok, rows = fits(model, layout, with_var(answer), stages, hbm, over)
+        check["value"] = {"value": answer, "fits": ok, "peak": max(p for _, _, p in rows)}
+    nxt = answer + multiple
+    ok_next, rows_next = fits(model, layout, with_var(nxt), [binding], hbm, over)
+    check["next"] = {"value": nxt, "fits": ok_next, "peak": rows_next[0][2]}
+    # least ZeRO stage (given policy) and least policy (given ZeRO stage) at the training's b and s
+    least = {}
+    zero_rows = []
+    for z in sorted(cfg.ZERO_NAMES):
+        ok, rows = fits(model, layout, replace(training, zero=z), stages, hbm, over)
+        zero_rows.append((z, ok, max(rows, key=lambda r: r[2])))
+    policy_rows = []
+    for r in totals.policies(terms):
+        ok, rows = fits(model, layout, replace(training, recompute=r), stages, hbm, over)
+        policy_rows.append((r, ok, max(rows, key=lambda x: x[2])))
+    least["zero"] = next((z for z, ok, _ in zero_rows if ok), None)
+    least["recompute"] = next((r for r, ok, _ in policy_rows if ok), None)
+    return {"var": var, "field": field, "answer": answer, "binding": binding, "root": root, "stages": per_stage,
+            "check": check, "overheads": over, "overheads_end": overheads_end, "least": least,
+            "zero_rows": zero_rows, "policy_rows": policy_rows, "multiple": multiple}
+
+
+def run(args) -> int:
+    from .. import config as cfg
+    model = common.model_from_args(args)
+    layout, training = common.layout_from_args(args), common.training_from_args(args)
+    hbm = cfg.parse_size(args.hbm)
+    if args.plot:
+        from ..plots import check_output
+        check_output(args.plot)
+    res = solve(model, layout, training, hbm, args.solve, args.stage, args.overheads)
+    if args.plot:
+        plot_memory_vs_seq(model, layout, training, hbm, res, args.plot)
+    if args.json:
+        common.print_json(to_json(model, layout, training, hbm, res, args.latex))
+        return 0
+    print(render_text(model, layout, training, hbm, res, args.latex))
+    return 0
+
+
+def plot_memory_vs_seq(model, layout, training, hbm, res, path):
+    """Peak at the binding stage vs s (powers of two around the answer) for every recomputation policy."""
+    from dataclasses import replace
+    from derivations import build, totals
+    from .. import notation as nt
+    from ..plots import memory_vs_seq
+    over = res["overheads"]
+    top = max(2 * training.seq, 2 * res["answer"] if res["field"] == "seq" else 0, 8192)
+    seqs = []
+    x = 256
+    while x <= top:
+        if x % layout.cp == 0:
+            seqs.append(x)
+        x *= 2
+    series = {}
+    st = res["binding"]
+    for r in totals.policies(build(model)):
+        ys = []
+        for s_ in seqs:
+            t = replace(training, seq=s_, recompute=r)
+            ys.append(totals.peak(totals.evaluate(model, layout, t, st.index)["total"], over[nt.f_frag],
+                                  over[nt.M_buf]))
+        series[r] = (seqs, ys)
+    memory_vs_seq(series, hbm, path, title=f"{model.name} DP{layout.dp} TP{layout.tp} PP{layout.pp} EP{layout.ep}, "
+                                           f"stage {st.index}, ZeRO {training.zero}, b={training.mbs}: "
+                                           f"Sec. 6 peak ({res['overheads_end']} end)")
+
+
+def _forms(root, form):
+    return {"structural": form(root.structural), "at_layout": form(root.at_layout)}
+
+
+def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
+    from fractions import Fraction
+    from .. import config as cfg
+    from .. import notation as nt
+    from .. import sensitivity as S
+    from .sensitivity import _config_json, _exact, _num
+    root, st = res["root"], res["binding"]
+    out = _config_json(model, layout, training, st)
+    out.pop("stage")
+    over = res["overheads"]
+    out["hbm"] = hbm
+    out["overheads"] = {"end": res["overheads_end"], "f_frag": float(Fraction(over[nt.f_frag])),
+                        "M_buf": _num(over[nt.M_buf]),
+                        "peak": "(1 + f_frag) * (weights + gradients + optimizer + activations) + M_buf"}
+    out["solve"] = res["field"]
+    out["symbol"] = res["var"].name
+    out[res["field"]] = res["answer"]
+    out["fits"] = res["answer"] >= 1
+    out["closed_form"] = _forms(root, S.text)
+    if with_latex:
+        out["closed_form"]["latex"] = _forms(root, S.latex)
+    out["degree"] = root.degree
+    out["root"] = float(root.root)
+    out["root_exact"] = S.text(root.root)
+    out["multiple_of"] = res["multiple"]
+    out["binding_stage"] = {"index": st.index, "layers": [st.layers.start, st.layers.stop - 1]}
+    out["coefficients"] = {k: {"closed_form": S.text(f), "value": _num(v), "value_exact": _exact(v)}
+                           for k, (f, v) in root.coefficients.items()}
+    out["check"] = {k: {"value": c["value"], "fits": c["fits"], "peak": _num(c["peak"])}
+                    for k, c in res["check"].items()}
+    out["stages"] = [{"index": s.index, "layers": [s.layers.start, s.layers.stop - 1], "root": float(r.root),
+                      res["field"]: r.integer} for s, r in res["stages"]]
+    out["least_zero"] = {"at": {"mbs": training.mbs, "seq": training.seq, "recompute": training.recompute},
+                         "zero": res["least"]["zero"],
+                         "zero_name": cfg.ZERO_NAMES.get(res["least"]["zero"]) if res["least"]["zero"] is not None
+                         else None,
+                         "peaks": {str(z): {"fits": ok, "peak": _num(r[2]), "stage": r[0].index}
+                                   for z, ok, r in res["zero_rows"]}}
+    out["least_recompute"] = {"at": {"mbs": training.mbs, "seq": training.seq, "zero": training.zero},
+                              "recompute": res["least"]["recompute"],
+                              "peaks": {p: {"fits": ok, "peak": _num(r[2]), "stage": r[0].index}
+                                        for p, ok, r in res["policy_rows"]}}
+    return out
+
+
+def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
+    from fractions import Fraction
+    from .. import config as cfg
+    from .. import notation as nt
+    from .. import sensitivity as S
+    from ..render import fmt_gib, fmt_int
+    form = S.latex if with_latex else S.text
+    root, st, var = res["root"], res["binding"], res["var"]
+    over = res["overheads"]
+    what = "micro-batch size b" if res["field"] == "mbs" else "sequence length s"
+    fixed = f"s={training.seq}" if res["field"] == "mbs" else f"b={training.mbs}"
+    lines = [
+        f"memsym fit: {model.name}, DP={layout.dp} TP={layout.tp} PP={layout.pp} EP={layout.ep} ETP={layout.etp} "
+        f"SP={layout.SP} CP={layout.cp}; ZeRO {training.zero} ({cfg.ZERO_NAMES[training.zero]}); recompute "
+        f"{training.recompute}; {fixed}; budget {fmt_gib(hbm)} GiB per device",
+        f"Sec. 6 peak = (1 + f_frag)(S + A({var})) + M_buf at the {res['overheads_end']} end of the paper's ranges: "
+        f"f_frag = {float(Fraction(over[nt.f_frag])):.2f}, M_buf = {fmt_gib(over[nt.M_buf])} GiB",
+        f"S = weights + gradients + optimizer states; A({var}) = activations, "
+        f"{'linear' if root.degree == 1 else 'quadratic'} in {var}",
+        "",
+        f"largest {what} that fits: {var}* = {form(root.structural)}",
+        f"  binding stage {st.index} ({st.label}), the most constrained of {len(res['stages'])} distinct stage"
+        f"{'s' * (len(res['stages']) != 1)}:",
+    ]
+    for k, (f, v) in root.coefficients.items():
+        lines.append(f"    {k:<4}= {form(f)} = {fmt_int(v)}")
+    lines.append(f"  at the layout: {var}* = {form(root.at_layout)}")
+    lines.append(f"               = {form(root.root)} = {float(root.root):,.4f}")
+    if res["multiple"] > 1:
+        lines.append(f"  s must be a multiple of CP = {res['multiple']}")
+    ans = res["answer"]
+    if ans >= 1:
+        lines.append(f"  => {res['field']} = {fmt_int(ans)}")
+    else:
+        lines.append(f"  => nothing fits: no {what} >= 1 fits at this layout ({res['field']} = 0)")
+    c = res["check"]
+    if "value" in c:
+        lines.append(f"  check (exact): {var}={fmt_int(c['value']['value'])} peak {fmt_gib(c['value']['peak'])} GiB "
+                     f"{'<=' if c['value']['fits'] else '>'} {fmt_gib(hbm)} GiB on every stage: "
+                     f"{'fits' if c['value']['fits'] else 'DOES NOT FIT'}")
+    n = c["next"]
+    lines.append(f"  check (exact): {var}={fmt_int(n['value'])} peak {fmt_gib(n['peak'])} GiB "
+                 f"{'<=' if n['fits'] else '>'} {fmt_gib(hbm)} GiB on stage {st.index}: "
+                 f"{'FITS' if n['fits'] else 'does not fit'}")
+    if len(res["stages"]) > 1:
+        lines.append("  per stage: " + ", ".join(f"stage {s.index} {var}* = {float(r.root):,.2f} -> {fmt_int(r.integer)}"
+                                                 for s, r in res["stages"]))
+    lines.append("")
+    lz, lr = res["least"]["zero"], res["least"]["recompute"]
+    at = f"b={training.mbs}, s={training.seq}"
+    lines.append(f"least ZeRO stage that fits at {at}, recompute {training.recompute}: "
+                 + (f"{lz} ({cfg.ZERO_NAMES[lz]})" if lz is not None else "none (no ZeRO stage fits)"))
+    lines.append("  " + ", ".join(f"ZeRO {z}: {fmt_gib(r[2])} GiB{'' if ok else ' (no)'}"
+                                  for z, ok, r in res["zero_rows"]))
+    lines.append(f"least recomputation that fits at {at}, ZeRO {training.zero}: "
+                 + (lr if lr is not None else "none (no policy fits)"))
+    lines.append("  " + ", ".join(f"{p}: {fmt_gib(r[2])} GiB{'' if ok else ' (no)'}" for p, ok, r in res["policy_rows"]))
+    return "\n".join(lines)

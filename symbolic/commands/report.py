@@ -1,0 +1,66 @@
+"""memsym report: the paper's sections regenerated as LaTeX, PDF, Markdown, HTML and notebooks."""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from . import common
+
+
+def formats_type(text: str):
+    from ..config import ConfigError
+    from ..report import parse_formats
+    try:
+        return parse_formats(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_parser(sub):
+    from ..report import FORMATS
+    p = sub.add_parser("report", help="regenerate the paper's equations and tables (tex, pdf, md, html, notebooks)",
+                       description="Writes a report that follows the paper's sections (notation, Table 2 matrices, "
+                                   "Tables 3-4 parameters, Table 6 per device, Table 8 ZeRO, Sec. 5 activations and "
+                                   "Table 10, Sec. 6 buffers, and every printed number against the derived one) for "
+                                   "the chosen model and layout. Each equation appears as the paper writes it "
+                                   "(factored, sympy-printed in the paper's notation), in closed form and as a value "
+                                   "in bytes and GiB. Formats: report.tex (our Jinja templates), report.pdf (compiled "
+                                   "with pdflatex, xelatex, lualatex or latexmk when one is on PATH), report.md, "
+                                   "report.html, and one executed notebook per section (report-NN-<section>.ipynb, "
+                                   "and its HTML with --format html). Files are written atomically and are "
+                                   "byte-identical when regenerated.")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="output directory (default: paper/build of the project)")
+    p.add_argument("--format", dest="formats", type=formats_type, default=FORMATS, metavar="LIST",
+                   help=f"comma-separated formats among {','.join(FORMATS)} (default: all)")
+    common.add_model_option(p)
+    common.add_layout_options(p)
+    common.add_training_options(p)
+    p.set_defaults(run=run)
+
+
+def progress(message: str) -> None:
+    print(f"memsym report: {message}", file=sys.stderr, flush=True)
+
+
+def write(ctx, out, formats) -> int:
+    """Publish the report of ``ctx``; print the files written; 0, or 1 if the PDF failed."""
+    from ..report import publish
+    start = time.monotonic()
+    res = publish(ctx, out, formats, progress)
+    for path in res.written:
+        print(path)
+    for note in res.notes:
+        print(f"memsym report: {note}", file=sys.stderr)
+    progress(f"done in {time.monotonic() - start:.1f} s")
+    if res.error:
+        print(f"memsym report: error: {res.error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run(args) -> int:
+    from ..report import Context
+    ctx = Context.create(args.model, common.layout_from_args(args), common.training_from_args(args), args.stage)
+    return write(ctx, args.out, args.formats)

@@ -1,0 +1,194 @@
+"""memsym sensitivity: closed-form derivatives, elasticities and finite differences of the per-device memory."""
+from __future__ import annotations
+
+from . import common
+
+DEFAULT_WRT = "b,s,DP,TP,PP,EP,ETP,CP,N_r"
+
+
+def add_parser(sub):
+    p = sub.add_parser("sensitivity", help="derivatives and elasticities of the per-device memory, in closed form",
+                       description="For each symbol of --wrt: the partial derivative of the per-device total and of "
+                                   "each component (weights, gradients, optimizer states, activations) in closed "
+                                   "form (the stage's form, symbolic in the model dimensions, b, s and the parallel "
+                                   "degrees; and the paper's form at the layout's degrees, largest term first), its "
+                                   "exact value, the elasticity (x/M)(dM/dx), the rows of the paper that carry it, "
+                                   "and for integer quantities the exact finite difference to the next and previous "
+                                   "valid value (e.g. TP 2 -> 4). With SP = TP (the default) SP moves with TP. PP "
+                                   "acts only through the stage composition: it gets a finite difference, not a "
+                                   "derivative.")
+    common.add_model_option(p)
+    common.add_layout_options(p)
+    common.add_training_options(p)
+    p.add_argument("--wrt", default=DEFAULT_WRT, metavar="X,Y,...",
+                   help=f"symbols to differentiate by, registry names (default {DEFAULT_WRT})")
+    p.add_argument("--rows", type=common.positive_int, default=5,
+                   help="rows of the paper to list per symbol, largest derivative first (default 5)")
+    p.add_argument("--latex", action="store_true", help="print (and add to JSON) the forms as LaTeX")
+    p.add_argument("--plot", default=None, metavar="FILE", help="tornado chart of the elasticities (.png or .svg)")
+    common.add_json_option(p)
+    p.set_defaults(run=run)
+
+
+def analyse(model, layout, training, stage_index, wrt, rows=5):
+    """(config header, [Sensitivity]) for a configuration: derivatives and finite differences."""
+    from .. import config as cfg
+    from .. import notation as nt
+    from .. import sensitivity as S
+    from derivations import build, totals
+    values = totals.evaluate(model, layout, training, stage_index)  # validates
+    terms = build(model)
+    comp = cfg.stage(model, layout, stage_index)
+    subs = cfg.substitution(model, layout, training, comp)
+    components = totals.components(terms, training.zero, training.recompute, training)
+    tie = {nt.SP: nt.TP} if layout.sp is None else {}
+    out = []
+    for x in wrt:
+        res = S.analyse(components, x, subs, tie=tie, terms=terms, row_limit=rows)
+        res.finite = S.finite_differences(totals.evaluate, model, layout, training, stage_index, x.name)
+        out.append(res)
+    return values, comp, out
+
+
+def run(args) -> int:
+    from .. import sensitivity as S
+    model = common.model_from_args(args)
+    layout, training = common.layout_from_args(args), common.training_from_args(args)
+    wrt = S.parse_symbols(args.wrt)
+    if args.plot:
+        from ..plots import check_output
+        check_output(args.plot)
+    values, comp, results = analyse(model, layout, training, args.stage, wrt, args.rows)
+    if args.plot:
+        from ..plots import tornado
+        tornado(tornado_items(results), args.plot,
+                title=f"{model.name}, stage {comp.index}: elasticities of the per-device total")
+    if args.json:
+        common.print_json(to_json(model, layout, training, comp, values, results, args.latex))
+        return 0
+    print(render_text(model, layout, training, comp, values, results, args.latex))
+    return 0
+
+
+def tornado_items(results):
+    """(label, elasticity of the total): the derivative's, or the discrete one of the next valid value."""
+    items = []
+    for r in results:
+        d = r.derivatives.get("total")
+        if d is not None and r.in_expression and d.elasticity is not None:
+            items.append((r.name, d.elasticity))
+            continue
+        fd = next((f for f in r.finite if f.direction == "next" and f.elasticity is not None), None)
+        if fd is not None:
+            items.append((f"{r.name} {fd.before}->{fd.after} (finite diff.)", fd.elasticity))
+    return items
+
+
+def _num(x):
+    from fractions import Fraction
+    x = Fraction(x)
+    return int(x) if x.denominator == 1 else float(x)
+
+
+def _exact(x) -> str:
+    from fractions import Fraction
+    x = Fraction(x)
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
+def _config_json(model, layout, training, comp):
+    from .. import config as cfg
+    return {"model": model.name,
+            "layout": {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "ep": layout.ep, "etp": layout.etp,
+                       "cp": layout.cp, "sp": layout.SP, "sp_tied_to_tp": layout.sp is None},
+            "training": {"mbs": training.mbs, "seq": training.seq, "zero": training.zero,
+                         "zero_name": cfg.ZERO_NAMES[training.zero], "recompute": training.recompute},
+            "stage": {"index": comp.index, "layers": [comp.layers.start, comp.layers.stop - 1],
+                      "dense_layers": comp.dense, "moe_layers": comp.moe, "embedding": comp.embedding,
+                      "head": comp.head}}
+
+
+def to_json(model, layout, training, comp, values, results, with_latex=False) -> dict:
+    from .. import notation as nt
+    from .. import sensitivity as S
+    out = _config_json(model, layout, training, comp)
+    out["bytes"] = {k: _num(v) for k, v in values.items()}
+    out["sensitivities"] = []
+    for r in results:
+        info = nt.REGISTRY[r.name]
+        e = {"symbol": r.name, "latex": info.latex, "meaning": info.meaning, "value": _num(r.value),
+             "in_expression": r.in_expression, "note": r.note, "derivative": None, "rows": [], "finite_differences": []}
+        if r.derivatives:
+            e["derivative"] = {}
+            for k, d in r.derivatives.items():
+                e["derivative"][k] = {
+                    "paper": S.text(d.paper), "stage": S.text(d.stage), "general": S.text(d.general),
+                    "value": _num(d.value), "value_exact": _exact(d.value), "unit": f"bytes per unit of {r.name}",
+                    "bytes": _num(d.amount), "elasticity": d.elasticity, "share_of_total_elasticity": d.share}
+                if with_latex:
+                    e["derivative"][k]["latex"] = {"paper": S.latex(d.paper), "stage": S.latex(d.stage)}
+        for row in r.rows:
+            item = {"term": row.term, "row": row.row, "label": row.label, "multiplicity": S.text(row.multiplicity),
+                    "derivative": S.text(row.paper), "value": _num(row.value), "value_exact": _exact(row.value)}
+            if with_latex:
+                item["latex"] = S.latex(row.paper)
+            e["rows"].append(item)
+        for f in r.finite:
+            e["finite_differences"].append({
+                "direction": f.direction, "from": f.before, "to": f.after,
+                "delta": {k: _num(v) for k, v in f.delta.items()},
+                "delta_exact": {k: _exact(v) for k, v in f.delta.items()},
+                "total_before": _num(f.totals[0]), "total_after": _num(f.totals[1]),
+                "relative_change": f.relative, "discrete_elasticity": f.elasticity,
+                "stage_layers": {"before": f.stage[0], "after": f.stage[1]}})
+        out["sensitivities"].append(e)
+    return out
+
+
+def render_text(model, layout, training, comp, values, results, with_latex=False) -> str:
+    from .. import config as cfg
+    from .. import notation as nt
+    from .. import sensitivity as S
+    from ..render import fmt_gib, fmt_int
+    form = S.latex if with_latex else S.text
+    lines = [f"memsym sensitivity: {model.name}, one device of stage {comp.index} of {layout.pp} ({comp.label}: "
+             f"L_d={comp.dense}, L_m={comp.moe}, e_E={int(comp.embedding)}, e_H={int(comp.head)})",
+             f"layout DP={layout.dp} TP={layout.tp} PP={layout.pp} EP={layout.ep} ETP={layout.etp} SP={layout.SP} "
+             f"CP={layout.cp}; ZeRO {training.zero} ({cfg.ZERO_NAMES[training.zero]}); recompute "
+             f"{training.recompute}; b={training.mbs} s={training.seq}",
+             "M = " + ", ".join(f"{k} {fmt_gib(v)}" for k, v in values.items() if k != "total")
+             + f"; total {fmt_int(values['total'])} B ({fmt_gib(values['total'])} GiB)"]
+    for r in results:
+        info = nt.REGISTRY[r.name]
+        lines += ["", f"d/d{r.name}  ({info.meaning}; {r.name} = {fmt_int(r.value)})"]
+        if r.note:
+            lines.append(f"  note: {r.note}")
+        if r.derivatives:
+            lines.append(f"  {'component':<12}{'dM/d' + r.name + ' at the layout':>26}{'elasticity':>12}{'share':>9}"
+                         f"  closed form (paper's form at the layout's parallel degrees)")
+            for k, d in r.derivatives.items():
+                el = f"{d.elasticity:+.4f}" if d.elasticity is not None else "-"
+                sh = f"{d.share:+.4f}" if d.share is not None else "-"
+                lines.append(f"  {k:<12}{fmt_int(d.value):>26}{el:>12}{sh:>9}  {form(d.paper)}")
+            tot = r.derivatives["total"]
+            if tot.value != 0:
+                lines.append(f"  total, symbolic in the parallel degrees: {form(tot.stage)}")
+        if r.rows:
+            lines.append(f"  rows of the paper carrying dM/d{r.name} (largest first):")
+            tot = r.derivatives["total"].value
+            for row in r.rows:
+                pct = f" ({float(row.value / tot) * 100:.1f}%)" if tot else ""
+                lines.append(f"    {row.term} [{row.row}] x {form(row.multiplicity)}: {form(row.paper)} = "
+                             f"{fmt_int(row.value)}{pct}")
+                lines.append(f"      {row.label}")
+        for f in r.finite:
+            dt = f.delta["total"]
+            rel = f" ({f.relative * 100:+.2f}%)" if f.relative is not None else ""
+            comps = ", ".join(f"{k} {'+' if v >= 0 else ''}{fmt_int(v)}" for k, v in f.delta.items()
+                              if k != "total" and v != 0) or "no component changes"
+            moved = f"; the stage holds {f.stage[1]} (was {f.stage[0]})" if f.stage[0] != f.stage[1] else ""
+            lines.append(f"  finite difference to the {f.direction} valid value, {r.name} {f.before} -> {f.after}: "
+                         f"total {'+' if dt >= 0 else ''}{fmt_int(dt)} B{rel} [{comps}]{moved}")
+        if not r.finite and r.name in ("DP", "TP", "PP", "EP", "ETP", "CP", "SP", "b", "s"):
+            lines.append(f"  no other valid value of {r.name} nearby")
+    return "\n".join(lines)

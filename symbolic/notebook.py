@@ -1,0 +1,266 @@
+"""Notebooks: one executable notebook per section of the report (nbformat, nbclient, nbconvert).
+
+Each notebook starts with a configuration cell (model, layout, training, stage: the
+report's, editable) that builds a :class:`symbolic.report.Context` ``S``; the cells below
+show the section's equations (``S.equation(id)``: the paper's form, the closed form, the
+value) and tables (``S.table(key)``) and the term itself (``S.terms[id]``, which Jupyter
+renders as LaTeX through ``Term._repr_latex_``).  A user overrides a symbol with
+``S.subs[nt.s] = 8192`` and re-runs.
+
+Cell sources come from the templates in ``templates/notebook/``.  Notebooks are executed
+with nbclient in one kernel for all of them (the venv's python, found without any
+installed kernel spec), converted to HTML with nbconvert through the ``memsym`` template
+in ``templates/nbconvert/``, and normalised so regeneration is byte-identical: stable cell
+ids, execution counts renumbered per notebook, no timing metadata.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import tempfile
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from .render import TEMPLATES_DIR, environment
+
+#: The kernel spec written into every notebook (what Jupyter shows when a user opens it).
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+NBCONVERT_TEMPLATE = "memsym"
+
+
+def stem(section) -> str:
+    """File stem of a section's notebook: ``report-07-activations``."""
+    return f"report-{section.number:02d}-{section.key}"
+
+
+def _call(cls_name: str, obj, keep: Sequence[str] = ()) -> str:
+    """``cfg.Layout(dp=32, ...)``: the fields in ``keep`` always (the ones a reader edits),
+    the others only when they differ from their default."""
+    args = []
+    for f in dataclasses.fields(obj):
+        val = getattr(obj, f.name)
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
+        if f.name in keep or val != default:
+            args.append(f"{f.name}={val!r}")
+    return f"{cls_name}({', '.join(args)})"
+
+
+def setup_source(ctx) -> str:
+    env = environment("notebook")
+    model_ref = getattr(ctx, "model_ref", None) or ctx.model.name
+    return env.get_template("notebook/setup.py.j2").render(
+        model=repr(model_ref), layout=_call("cfg.Layout", ctx.layout, ("dp", "tp", "pp", "ep", "etp", "cp")),
+        training=_call("cfg.Training", ctx.training, ("mbs", "seq", "zero", "recompute")),
+        stage=ctx.stage.index).rstrip("\n")
+
+
+def build_notebook(ctx, report, section):
+    """The notebook of one report section (unexecuted)."""
+    import nbformat
+    from nbformat import v4
+    from .report import render_block
+    env = environment("notebook")
+    cells = []
+
+    def add(kind, source):
+        cell = v4.new_markdown_cell(source) if kind == "md" else v4.new_code_cell(source)
+        cell["id"] = f"{section.key}-{len(cells):02d}"   # stable ids (nbformat would draw random ones)
+        cells.append(cell)
+
+    add("md", env.get_template("notebook/title.md.j2").render(report=report, section=section).rstrip("\n"))
+    add("code", setup_source(ctx))
+    blocks = list(section.blocks)
+    i = 0
+    while i < len(blocks):
+        block = blocks[i]
+        if block.kind == "paragraph":
+            add("md", render_block(block, "md").strip("\n"))
+        elif block.kind == "table":
+            add("code", env.get_template("notebook/table.py.j2").render(block=block).rstrip("\n"))
+        else:
+            # a run of equations: the first term as Jupyter renders it, then one cell showing them all
+            # (a cell costs ~15 ms of kernel round trip; the report's sections hold dozens of terms)
+            run = [block]
+            while i + 1 < len(blocks) and blocks[i + 1].kind == "equation":
+                i += 1
+                run.append(blocks[i])
+            add("code", env.get_template("notebook/term.py.j2").render(block=block).rstrip("\n"))
+            add("code", env.get_template("notebook/equations.py.j2").render(blocks=run).rstrip("\n"))
+        i += 1
+    nb = v4.new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata["title"] = f"{section.number}. {section.title}"
+    nbformat.validate(nb)
+    return nb
+
+
+class _VenvKernelSpecs:
+    """Kernel specs resolved to this interpreter: a fresh venv with ipykernel installed needs
+    no ``jupyter kernelspec install`` and a user-level ``python3`` spec cannot redirect us."""
+
+    @staticmethod
+    def manager():
+        from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+
+        class VenvKernelSpecManager(KernelSpecManager):
+            def get_kernel_spec(self, kernel_name, *args, **kwargs):
+                return KernelSpec(argv=[sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher",
+                                        "-f", "{connection_file}"],
+                                  display_name=KERNELSPEC["display_name"], language="python",
+                                  env={"PYDEVD_DISABLE_FILE_VALIDATION": "1"})
+
+            def find_kernel_specs(self):
+                return {KERNELSPEC["name"]: ""}
+
+        return VenvKernelSpecManager()
+
+
+class NotebookError(RuntimeError):
+    """A notebook cell failed while executing (a bug in memsym or a template, not bad input)."""
+
+
+class Kernel:
+    """One IPython kernel (this interpreter) shared by the notebooks of a report.
+
+    ``start()`` launches it and returns at once, so the kernel boots while the caller lays
+    out the notebooks; ``execute()`` runs notebooks in it, in order, through one client."""
+
+    def __init__(self):
+        self.km = None
+        self.kc = None
+        self._dir = None
+
+    def start(self, warm: str = "") -> "Kernel":
+        """Launch the kernel; ``warm`` is code it runs first (imports), while we keep working."""
+        from jupyter_client import KernelManager
+        self._dir = tempfile.TemporaryDirectory(prefix="memsym-kernel-")
+        cwd = self._dir.name
+        self.km = KernelManager(kernel_name=KERNELSPEC["name"], kernel_spec_manager=_VenvKernelSpecs.manager(),
+                                transport="ipc")
+        self.km.connection_file = os.path.join(cwd, "kernel.json")
+        self.km.ip = os.path.join(cwd, "kernel-ipc")
+        self._null = open(os.devnull, "w")
+        self.km.start_kernel(cwd=cwd, stdout=self._null, stderr=self._null)
+        if warm:
+            self.kc = self.km.client()
+            self.kc.start_channels()
+            self.kc.execute(warm, silent=True, store_history=False)
+        return self
+
+    def execute(self, notebooks: Sequence, timeout: int = 120, progress: Optional[Callable[[str], None]] = None,
+                done: Optional[Callable[[int, object], None]] = None) -> None:
+        """Execute ``notebooks`` in place (``done(i, nb)`` after each).  Each notebook re-imports
+        what it uses, so it runs the same alone in Jupyter; execution counts are renumbered
+        per notebook afterwards."""
+        from nbclient import NotebookClient
+        from nbclient.exceptions import CellExecutionError
+        if self.km is None:
+            self.start()
+        for i, nb in enumerate(notebooks):
+            if progress:
+                progress(f"executing notebook {i + 1}/{len(notebooks)}: {nb.metadata.get('title', '')}")
+            client = NotebookClient(nb, km=self.km, timeout=timeout, record_timing=False, allow_errors=False,
+                                    kernel_name=KERNELSPEC["name"], resources={"metadata": {"path": self._dir.name}})
+            client.kc = self.kc
+            try:
+                client.execute(cleanup_kc=False)
+            except CellExecutionError as exc:
+                lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
+                raise NotebookError(f"notebook {nb.metadata.get('title', '?')!r} failed: "
+                                    f"{lines[-1] if lines else exc}") from None
+            self.kc = client.kc
+            normalise(nb)
+            if done:
+                done(i, nb)
+
+    def shutdown(self) -> None:
+        try:
+            if self.kc is not None:
+                self.kc.stop_channels()
+            if self.km is not None and self.km.has_kernel:
+                self.km.shutdown_kernel(now=True)
+        finally:
+            if self._dir is not None:
+                self._null.close()
+                self._dir.cleanup()
+            self.km = self.kc = self._dir = None
+
+    def __enter__(self):
+        return self if self.km is not None else self.start()
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+
+def execute(notebooks: Sequence, timeout: int = 120, progress: Optional[Callable[[str], None]] = None) -> None:
+    """Execute ``notebooks`` in place, in order, in one kernel (a kernel start per notebook
+    would dominate the time)."""
+    with Kernel() as kernel:
+        kernel.execute(notebooks, timeout, progress)
+
+
+def normalise(nb) -> None:
+    """Remove what varies between runs: execution counts follow the cells (1, 2, ...),
+    no timing or kernel metadata, the kernel spec and language info fixed."""
+    n = 0
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        if cell.cell_type != "code":
+            continue
+        n += 1
+        cell.execution_count = n
+        for out in cell.get("outputs", []):
+            if "execution_count" in out:
+                out["execution_count"] = n
+            out.get("metadata", {}).pop("execution", None)
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.metadata["language_info"] = {"name": "python"}
+    nb.metadata.pop("widgets", None)
+
+
+def to_ipynb(nb) -> str:
+    import nbformat
+    return nbformat.writes(nb) + "\n"
+
+
+_EXPORTER = None
+
+
+def html_exporter():
+    """nbconvert's HTML exporter with the ``memsym`` template (created once)."""
+    global _EXPORTER
+    if _EXPORTER is None:
+        from nbconvert import HTMLExporter
+        exporter = HTMLExporter(template_name=NBCONVERT_TEMPLATE,
+                                extra_template_basedirs=[str(TEMPLATES_DIR / "nbconvert")])
+        exporter.template  # compile the template now
+        _EXPORTER = exporter
+    return _EXPORTER
+
+
+def to_html(nb, name: str) -> str:
+    """HTML of a notebook through nbconvert and the ``memsym`` template (MathJax for LaTeX)."""
+    body, _ = html_exporter().from_notebook_node(nb, resources={"metadata": {"name": name}})
+    return body
+
+
+def warm_source(ctx) -> str:
+    """What the kernel imports and builds before the first notebook (same process: later cells reuse it)."""
+    model_ref = getattr(ctx, "model_ref", None) or ctx.model.name
+    return ("import symbolic.report, symbolic.render, symbolic.numeric\n"
+            "from symbolic import config as _cfg\n"
+            "from derivations import build as _build\n"
+            f"_build(_cfg.load_model({model_ref!r}))\n"
+            "symbolic.render.environment('md').get_template('macros.md.j2')\n"
+            "del _cfg, _build\n")
+
+
+def build_all(ctx, report, execute_them: bool = True,
+              progress: Optional[Callable[[str], None]] = None) -> List[Tuple[str, object]]:
+    """(stem, notebook) for every section of ``report`` marked for a notebook, executed."""
+    out = [(stem(s), build_notebook(ctx, report, s)) for s in report.sections if s.notebook]
+    if execute_them:
+        execute([nb for _, nb in out], progress=progress)
+    return out

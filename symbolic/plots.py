@@ -1,0 +1,170 @@
+"""Plots of the per-device memory (matplotlib, Agg backend), and atomic output files.
+
+Three views, each a pure function of plain data (the commands compute the numbers,
+exactly, and pass them in bytes):
+
+* :func:`memory_vs_seq`: peak (or total) per device against the sequence length s, one
+  line per recomputation policy, with the HBM budget (the quadratic b n_h s^2 attention
+  scores of Sec. 5.1 against the linear full-recomputation checkpoints).
+* :func:`stacked_breakdown`: weights, gradients, optimizer states and activations
+  (Tables 8 and 10) stacked per configuration, the Sec. 6 overheads on top, the budget line.
+* :func:`tornado`: elasticities (x/M)(dM/dx) of the per-device total, largest magnitude on top.
+
+The format follows the file's extension (.png or .svg).  Output is deterministic: the SVG
+hash salt is fixed and no date is written; files are written to a temporary file beside
+the target and renamed, so a failure never leaves a half-written file.
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from .config import ConfigError
+
+GiB = 2 ** 30
+FORMATS = ("png", "svg")
+COMPONENT_COLOURS = {"weights": "#4c72b0", "gradients": "#dd8452", "optimizer": "#55a868",
+                     "activations": "#c44e52", "overheads": "#bbbbbb"}
+
+
+# ----------------------------------------------------------------------------- output files
+def check_writable(path: str) -> None:
+    """Fail early (ConfigError, exit 2) if ``path`` cannot be written: missing directory or a directory."""
+    path = os.fspath(path)
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise ConfigError("output", f"cannot write {path}: directory {d} does not exist")
+    if os.path.isdir(path):
+        raise ConfigError("output", f"cannot write {path}: it is a directory")
+    if not os.access(d, os.W_OK):
+        raise ConfigError("output", f"cannot write {path}: directory {d} is not writable")
+
+
+def check_output(path: str) -> str:
+    """The plot format of ``path`` ('png' or 'svg'), after :func:`check_writable`."""
+    ext = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
+    if ext not in FORMATS:
+        raise ConfigError("plot-format", f"--plot needs a .png or .svg file name, got {path!r}")
+    check_writable(path)
+    return ext
+
+
+def write_atomic(path: str, data) -> None:
+    """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same directory."""
+    import tempfile
+    check_writable(path)
+    d = os.path.dirname(os.path.abspath(path))
+    mode = "wb" if isinstance(data, (bytes, bytearray)) else "w"
+    fd, tmp = tempfile.mkstemp(prefix=".memsym-", dir=d)
+    try:
+        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8", "newline": ""})) as fh:
+            fh.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# ----------------------------------------------------------------------------- matplotlib
+def _pyplot():
+    import matplotlib
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    matplotlib.rcParams.update({"svg.hashsalt": "memsym", "svg.fonttype": "path", "font.size": 9,
+                                "path.simplify": False})
+    return plt
+
+
+def save(fig, path: str) -> None:
+    """Save ``fig`` deterministically (no date, fixed hash salt) and atomically, then close it."""
+    import io
+    fmt = check_output(path)
+    buf = io.BytesIO()
+    meta = {"Date": None} if fmt == "svg" else {"Software": None}
+    fig.savefig(buf, format=fmt, metadata=meta, dpi=120 if fmt == "png" else None, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    write_atomic(path, buf.getvalue())
+
+
+def memory_vs_seq(series: Mapping[str, Tuple[Sequence[int], Sequence[float]]], budget: Optional[float], path: str,
+                  title: str = "", ylabel: str = "peak per device (GiB)", marks: Mapping[str, float] | None = None):
+    """One line per policy: {policy: (sequence lengths, bytes)}; ``budget`` bytes as a horizontal line.
+
+    marks: {policy: s*} the longest sequence that fits, drawn as a dotted vertical line.
+    """
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    for name, (xs, ys) in series.items():
+        line, = ax.plot(list(xs), [float(y) / GiB for y in ys], marker="o", markersize=3, label=name)
+        if marks and marks.get(name):
+            ax.axvline(float(marks[name]), color=line.get_color(), linestyle=":", linewidth=1)
+    if budget is not None:
+        ax.axhline(float(budget) / GiB, color="black", linestyle="--", linewidth=1,
+                   label=f"HBM {float(budget) / GiB:g} GiB")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("sequence length s (tokens)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="both", linewidth=0.3)
+    ax.legend(title="recomputation", fontsize=8)
+    save(fig, path)
+
+
+def stacked_breakdown(rows: Sequence[Tuple[str, Mapping[str, float], Optional[float]]], budget: Optional[float],
+                      path: str, title: str = ""):
+    """Horizontal stacked bars: rows of (label, {component: bytes}, peak bytes or None)."""
+    plt = _pyplot()
+    n = len(rows)
+    fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.32 * max(n, 1)))
+    ys = list(range(n))[::-1]
+    used = set()
+    for y, (label, parts, peak) in zip(ys, rows):
+        left = 0.0
+        for comp, val in parts.items():
+            w = float(val) / GiB
+            ax.barh(y, w, left=left, color=COMPONENT_COLOURS.get(comp), edgecolor="white", linewidth=0.5,
+                    label=comp if comp not in used else None)
+            used.add(comp)
+            left += w
+        if peak is not None and float(peak) / GiB > left:
+            ax.barh(y, float(peak) / GiB - left, left=left, color=COMPONENT_COLOURS["overheads"], edgecolor="white",
+                    linewidth=0.5, label="overheads (Sec. 6)" if "overheads" not in used else None)
+            used.add("overheads")
+    if budget is not None:
+        ax.axvline(float(budget) / GiB, color="black", linestyle="--", linewidth=1,
+                   label=f"HBM {float(budget) / GiB:g} GiB")
+    ax.set_yticks(ys)
+    ax.set_yticklabels([r[0] for r in rows], fontsize=7)
+    ax.set_xlabel("bytes per device (GiB)")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(True, axis="x", linewidth=0.3)
+    save(fig, path)
+
+
+def tornado(items: Sequence[Tuple[str, float]], path: str, title: str = ""):
+    """Horizontal bars of elasticities (label, value), largest |value| on top; zero line."""
+    plt = _pyplot()
+    items = sorted(items, key=lambda kv: (-abs(kv[1]), kv[0]))
+    n = len(items)
+    fig, ax = plt.subplots(figsize=(6.4, 1.2 + 0.35 * max(n, 1)))
+    ys = list(range(n))[::-1]
+    vals = [float(v) for _, v in items]
+    ax.barh(ys, vals, color=["#c44e52" if v > 0 else "#4c72b0" for v in vals])
+    for y, v in zip(ys, vals):
+        ax.annotate(f"{v:+.3f}", (v, y), xytext=(3 if v >= 0 else -3, 0), textcoords="offset points",
+                    ha="left" if v >= 0 else "right", va="center", fontsize=7)
+    ax.axvline(0, color="black", linewidth=0.8)
+    ax.set_yticks(ys)
+    ax.set_yticklabels([k for k, _ in items])
+    ax.set_xlabel("elasticity (x/M) dM/dx of the per-device total")
+    ax.set_title(title, fontsize=9)
+    lim = max([abs(v) for v in vals] + [1e-9]) * 1.25
+    ax.set_xlim(-lim, lim)
+    ax.grid(True, axis="x", linewidth=0.3)
+    save(fig, path)

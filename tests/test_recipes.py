@@ -1,0 +1,79 @@
+"""Recipes (issue 7): --recipe deepseek-v3 (the DeepSeek-V3 report's own training) and --recipe paper."""
+import json
+
+import pytest
+
+from derivations.recipes import RECIPES, get
+from symbolic import config as cfg
+from symbolic.cli import build_parser, main
+from symbolic.commands import common
+
+
+def run_json(capsys, *argv):
+    assert main(list(argv) + ["--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_deepseek_v3_recipe_states_the_reports_layout_and_choices(capsys):
+    d = run_json(capsys, "estimate", "--recipe", "deepseek-v3")
+    lay, tr = d["layout"], d["training"]
+    assert (lay["dp"], lay["tp"], lay["pp"], lay["ep"], lay["etp"], lay["cp"]) == (128, 1, 16, 64, 1, 1)
+    assert lay["dp"] * lay["tp"] * lay["pp"] * lay["cp"] == 2048          # 2048 H800 GPUs
+    assert tr["zero"] == 1 and tr["schedule"] == "dualpipe" and tr["seq"] == 4096
+    assert tr["recompute"].startswith("custom:") and {"norm", "mla_up"} <= set(tr["recompute"][7:].split(","))
+    assert tr["fp8_activations"] is True
+    by = tr["bytes_per_element"]
+    assert (by["B_1"], by["B_2"], by["B_m"], by["B_g"]) == (2, 2, 4, 4)   # BF16 moments, FP32 master and grads
+    assert d["inflight_microbatches"] == lay["pp"] + 1                    # DualPipe, Table 2
+    assert d["device"]["name"] == "H800" and d["device"]["hbm"] == 80 * 2 ** 30
+
+
+def test_deepseek_v3_recipe_lists_its_assumptions(capsys):
+    d = run_json(capsys, "estimate", "--recipe", "deepseek-v3")
+    text = " ".join(d["assumptions"]).lower()
+    for needle in ("micro-batch size", "micro-batches per step", "in flight", "pp + 1", "flash"):
+        assert needle in text, needle
+
+
+def test_recipe_weights_double_under_dualpipe(capsys):
+    a = run_json(capsys, "estimate", "--recipe", "deepseek-v3", "--schedule", "1f1b", "--stage", "1")
+    b = run_json(capsys, "estimate", "--recipe", "deepseek-v3", "--stage", "1")
+    assert b["bytes"]["weights"] == 2 * a["bytes"]["weights"]
+
+
+def test_typed_options_override_the_recipe_in_any_order(capsys):
+    for argv in (["--recipe", "deepseek-v3", "--mbs", "2", "--zero", "2"], ["--mbs", "2", "--zero", "2", "--recipe",
+                                                                             "deepseek-v3"]):
+        d = run_json(capsys, "estimate", *argv)
+        assert d["training"]["mbs"] == 2 and d["training"]["zero"] == 2 and d["layout"]["ep"] == 64
+        assert not any("micro-batch size b = 1" in a for a in d["assumptions"])
+
+
+def test_paper_recipe_is_the_default(capsys):
+    base = run_json(capsys, "estimate")
+    paper = run_json(capsys, "estimate", "--recipe", "paper")
+    assert paper["bytes"] == base["bytes"] and paper["layout"] == base["layout"]
+    assert paper["assumptions"] and not base["assumptions"]
+
+
+def test_recipe_text_prints_the_peak_against_the_h800(capsys):
+    assert main(["estimate", "--recipe", "deepseek-v3"]) == 0
+    out = capsys.readouterr().out
+    assert "H800 (80 GiB)" in out and "assumptions:" in out and "per-GPU peak" in out
+
+
+def test_python_api_matches_the_command_line():
+    r = get("deepseek-v3")
+    args = build_parser().parse_args(["estimate", "--recipe", "deepseek-v3"])
+    assert common.layout_from_args(args) == r.layout()
+    assert common.training_from_args(args) == r.training()
+    cfg.validate_layout(r.model(), r.layout(), r.training().seq)
+    cfg.validate_training(r.training())
+    with pytest.raises(cfg.ConfigError):
+        get("nope")
+
+
+def test_every_recipe_runs(capsys):
+    for name in RECIPES:
+        assert main(["estimate", "--recipe", name, "--json"]) == 0
+        capsys.readouterr()

@@ -1,0 +1,121 @@
+"""Pipeline schedules (issue 7): in-flight micro-batches per stage, held activations, DualPipe's two copies."""
+import json
+from fractions import Fraction
+
+import pytest
+import sympy as sp
+
+from derivations import schedules
+from derivations.device import estimate, estimate_all
+from symbolic import config as cfg
+from symbolic import notation as nt
+from symbolic.cli import main
+
+
+def run_json(capsys, *argv):
+    assert main(list(argv) + ["--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def counts(name, pp, m=None, v=None):
+    return [sum(c.inflight for c in schedules.chunks(name, pp, i, m, v)) for i in range(pp)]
+
+
+@pytest.mark.parametrize("name", ["1f1b", "zb"])
+def test_1f1b_holds_min_m_pp_minus_i(name):
+    for pp in (1, 2, 4, 16):
+        assert counts(name, pp) == [pp - i for i in range(pp)]
+        for m in (1, 3, pp, 2 * pp):
+            assert counts(name, pp, m) == [min(m, pp - i) for i in range(pp)]
+    # the first stage holds PP micro-batches whenever m >= PP
+    assert counts(name, 16, 64)[0] == 16 and counts(name, 16, 16)[0] == 16 and counts(name, 16, 64)[-1] == 1
+
+
+def test_interleaved_first_stage_is_megatrons_penalty():
+    for pp, v in ((4, 2), (8, 3), (16, 2)):
+        c = counts("interleaved", pp, None, v)
+        assert c[0] == pp * (1 + Fraction(pp - 1, pp * v))   # theoretical_memory_usage.py
+        assert c == [Fraction(2 * (pp - i - 1) + (v - 1) * pp + 1, v) for i in range(pp)]
+    assert counts("interleaved", 4, 1, 2) == [1] * 4          # m V = 2 chunk-forwards at most
+    assert schedules.formulas("interleaved")[0][1].has(nt.VPP)
+
+
+def test_dualpipe_holds_pp_plus_one_split_between_the_two_stages():
+    for pp in (2, 8, 16):
+        for i in range(pp):
+            ch = schedules.chunks("dualpipe", pp, i)
+            assert [(c.stage, c.inflight) for c in ch] == [(i, pp - i), (pp - 1 - i, i + 1)]
+            assert sum(c.inflight for c in ch) == pp + 1        # DeepSeek-V3 report, Table 2
+    assert schedules.held_stages("dualpipe", 16, 1) == (1, 14)
+    with pytest.raises(cfg.ConfigError):
+        schedules.validate("dualpipe", 15, None, None)
+    for m in (31, 30, 33):
+        with pytest.raises(cfg.ConfigError):
+            schedules.validate("dualpipe", 16, m, None)
+
+
+def test_held_activations_are_inflight_times_one_microbatch(v3):
+    lay = cfg.Layout()
+    one = estimate(v3, lay, cfg.Training(), 0).bytes["activations"]
+    for name, m in (("1f1b", 64), ("zb", 8), ("interleaved", None)):
+        est = estimate(v3, lay, cfg.Training(schedule=name, microbatches=m), 0)
+        assert est.bytes["activations"] == est.inflight * one
+        assert est.bytes["activations_per_microbatch"] == one
+        assert est.term_ids["activations"] == "act.peak"
+    # the act.peak term is n_fl x act.stage
+    from derivations import build
+    peak = build(v3)["act.peak"]
+    assert sp.expand(peak.expr - nt.n_fl * build(v3)["act.stage"].expr) == 0
+
+
+def test_all_stages_acceptance_text(capsys):
+    assert main(["estimate", "--schedule", "1f1b", "--microbatches", "64", "--all-stages"]) == 0
+    out = capsys.readouterr().out
+    rows = {int(line[2:8]): line for line in out.splitlines() if line[:2] in ("  ", "* ") and line[2:8].strip().isdigit()}
+    assert len(rows) == 16
+    assert rows[0].split()[-7] == "16" and "embedding, 3 dense, 1 MoE" in rows[0] and "0-3" in rows[0]
+    assert rows[15].split()[-7] == "1" and "head" in rows[15]
+    assert "most-loaded: stage 1" in out and [i for i, r in rows.items() if r.startswith("* ")] == [1]
+
+
+def test_all_stages_json_marks_the_most_loaded(capsys):
+    d = run_json(capsys, "estimate", "--schedule", "1f1b", "--microbatches", "64", "--all-stages")
+    totals = [s["bytes"]["total"] for s in d["stages"]]
+    assert d["most_loaded"] == totals.index(max(totals))
+    assert [s["inflight_microbatches"] for s in d["stages"]] == [16 - i for i in range(16)]
+
+
+def test_stage_defaults(capsys):
+    base = run_json(capsys, "estimate")
+    assert base["stage"]["index"] == 1 and "inflight_microbatches" not in base   # the foundation's contract
+    d = run_json(capsys, "estimate", "--schedule", "1f1b")
+    every, worst = estimate_all(cfg.PRESETS["deepseek-v3"], cfg.Layout(), cfg.Training(schedule="1f1b"))
+    assert d["stage"]["index"] == worst
+    assert d["bytes"]["activations"] == d["inflight_microbatches"] * d["bytes"]["activations_per_microbatch"]
+    assert run_json(capsys, "estimate", "--schedule", "1f1b", "--stage", "5")["stage"]["index"] == 5
+
+
+def test_dualpipe_doubles_the_weights(capsys):
+    for stage in ("1", "7", "14"):
+        a = run_json(capsys, "estimate", "--schedule", "1f1b", "--stage", stage)
+        b = run_json(capsys, "estimate", "--schedule", "dualpipe", "--stage", stage)
+        for k in ("weights", "gradients", "optimizer"):
+            assert b["bytes"][k] == 2 * a["bytes"][k], (stage, k)
+        assert b["stage"]["holds_stages"] == [int(stage), 15 - int(stage)]
+        assert b["inflight_microbatches"] == 17
+
+
+def test_dualpipe_end_stage_holds_stage_0_and_15(v3):
+    lay = cfg.Layout()
+    dual = estimate(v3, lay, cfg.Training(schedule="dualpipe"), 0)
+    s0, s15 = estimate(v3, lay, cfg.Training(), 0), estimate(v3, lay, cfg.Training(), 15)
+    assert dual.bytes["weights"] == s0.bytes["weights"] + s15.bytes["weights"]
+    a0, a15 = s0.bytes["activations"], s15.bytes["activations"]
+    assert dual.bytes["activations"] == 16 * a0 + 1 * a15
+
+
+def test_schedule_options_validate():
+    for t in (cfg.Training(vpp=2), cfg.Training(schedule="1f1b", vpp=2), cfg.Training(schedule="interleaved", vpp=1),
+              cfg.Training(microbatches=4), cfg.Training(schedule="gpipe")):
+        with pytest.raises(cfg.ConfigError):
+            cfg.validate_training(t)

@@ -1,0 +1,350 @@
+"""Verify hand derivations (issue 4): safe parsing of typed formulas, equivalence, differences."""
+import json
+import subprocess
+import sys
+from fractions import Fraction
+
+import pytest
+import sympy as sp
+
+from symbolic import notation as nt
+from symbolic.cli import main
+from symbolic.config import ConfigError
+from symbolic.verify import (MAX_DEPTH, MAX_LENGTH, FormulaError, paper_defaults, parse, parse_assumptions,
+                             parse_formula, spellings, verify)
+
+b, s, h, h_E, n_h, d_h, d_hr, d_c, d_cq = nt.b, nt.s, nt.h, nt.h_E, nt.n_h, nt.d_h, nt.d_hr, nt.d_c, nt.d_cq
+
+# The digest's M_1^A text (sec. 7), label and line break included, as a user would paste it.
+DIGEST_M1A = """M_1^A = 4bsh/2 + 2bs(d_cq + d_c) + 4bs(d_h + d_hr) n_h/2 + 2bs d_h n_h/2
+          + 5 b n_h s^2/2 + 2bs d_h n_h/2 + bsh/2"""
+DROPPED = DIGEST_M1A.replace("4bs(d_h + d_hr) n_h/2", "4bs(d_h + d_hr) n_h")
+LATEX_M1A = (r"\frac{4bsh}{2} + 2bs\left(d_c^{\prime} + d_c\right) + \frac{4bs\left(d_h + d_h^R\right)n_h}{2}"
+             r" + \frac{2bs\,d_h n_h}{2} + \frac{5 b n_h s^{2}}{2} + \frac{2 b s \cdot d_h n_h}{2} + \frac{bsh}{2}")
+LATEX_DROPPED = LATEX_M1A.replace(r"\frac{4bs\left(d_h + d_h^R\right)n_h}{2}", r"4bs\left(d_h + d_h^R\right)n_h")
+TP2 = {"TP": 2, "SP": 2}
+
+
+# ------------------------------------------------------------------ acceptance
+def test_digest_m1a_equal_at_tp2_sp2():
+    r = verify(DIGEST_M1A, "act.mla.layer", assume=TP2)
+    assert r.equal and r.exit_code == 0
+    assert r.difference == 0 and r.monomials == [] and r.bytes_at_paper == 0
+
+
+def test_dropping_the_qk_half_names_the_difference_and_its_bytes():
+    r = verify(DROPPED, "act.mla.layer", assume=TP2)
+    assert not r.equal and r.exit_code == 1
+    # term minus formula: the formula counts the q/k tensors twice
+    assert sp.expand(r.difference + 2 * b * s * (d_h + d_hr) * n_h) == 0
+    monos = {m.monomial: (m.term_coeff, m.formula_coeff, m.parts) for m in r.monomials}
+    assert monos[b * s * d_hr * n_h][:2] == (2, 4)
+    assert monos[b * s * d_h * n_h][:2] == (4, 6)
+    assert set(monos[b * s * d_hr * n_h][2]) == {"q", "k"}
+    # b=1, s=4096: 2 * 4096 * (128 + 64) * 128 bytes more in the formula
+    assert r.bytes_at_paper == -2 * 1 * 4096 * (128 + 64) * 128 == -201326592
+    text = r.text()
+    assert "NOT EQUAL" in text and "2*b*s*n_h*(d_h + d_hr)" in text and "201,326,592" in text
+    assert "(q + k)" in text
+
+
+def test_latex_spelling_gives_the_same_verdicts():
+    assert verify(LATEX_M1A, "act.mla.layer", assume=TP2).equal
+    r = verify(LATEX_DROPPED, "act.mla.layer", assume=TP2)
+    assert not r.equal
+    assert sp.expand(r.difference + 2 * b * s * (d_h + d_hr) * n_h) == 0
+    assert r.bytes_at_paper == -201326592
+    assert parse(LATEX_M1A) == parse(DIGEST_M1A.split("=", 1)[1])
+
+
+@pytest.mark.parametrize("formula, against, extra", [
+    ("10bsh + 8bs(d_cq + d_c) + 16bs d_h n_h + 8bs d_hr n_h + 10 b n_h s^2", "act.stage:mla", {}),
+    ("4bsh", "act.stage.full:mla", {}),
+    ("20bsh + 16bsN + 8bsN_r + 4bs (N_r/N)(96h + 256h_E) + 32bsh_E", "act.stage:moe", {"N": 256, "N_s": 1}),
+    ("4bsh + 8bsN_r", "act.stage.full:moe", {}),
+    ("8bsh + 8bsN_r", "act.stage.full", {}),
+])
+def test_table10_rows_at_ep8_tp2_sp2_cp1_four_layers(formula, against, extra):
+    assume = {"EP": 8, "TP": 2, "SP": 2, "CP": 1, "L_m": 4, "L_d": 0, "e_H": 0, "e_E": 0, **extra}
+    assert verify(formula, against, assume=assume).equal
+    # the --stage shorthand says the same
+    assert verify(formula, against, assume={"EP": 8, "TP": 2, "SP": 2, **extra}, stage=1).equal
+    assert not verify(formula + " + bsh", against, assume=assume).equal
+
+
+def test_table10_moe_row_needs_n_over_ep_32():
+    r = verify("20bsh + 16bsN + 8bsN_r + 4bs (N_r/N)(96h + 256h_E) + 32bsh_E", "act.stage:moe",
+               assume={"EP": 8, "TP": 2, "SP": 2, "N_s": 1}, stage=1)
+    assert not r.equal  # 96h + 256h_E encodes N/EP = 32: true only at N = 256
+    assert r.bytes_at_paper == 0  # ... which is the paper's N
+    assert verify("20bsh + 16bsN + 8bsN_r + 4bs (N_r/N)(96h + 256h_E) + 32bsh_E", "act.stage:moe",
+                  assume={"EP": "N/32", "TP": 2, "SP": 2, "N_s": 1}, stage=1).equal
+
+
+def test_python_api_shape():
+    r = verify("4bsh/2 + 2bs(d_cq + d_c) + 4bs(d_h + d_hr)n_h/2 + 2bs d_h n_h/2 + 5b n_h s^2/2 + 2bs d_h n_h/2"
+               " + bsh/2", "act.mla.layer", assume={"TP": 2, "SP": 2})
+    assert r.equal is True and r.difference == 0 and r.monomials == [] and r.bytes_at_paper == Fraction(0)
+    d = r.to_json()
+    assert d["equal"] is True and d["against"] == "act.mla.layer" and d["assumptions"] == {"TP": "2", "SP": "2"}
+    json.dumps(d)
+
+
+# ------------------------------------------------------------------ tokenising traps
+@pytest.mark.parametrize("text, expected", [
+    ("bsh", b * s * h),
+    ("bsh_E", b * s * h_E),
+    ("bsN_r", b * s * nt.N_r),
+    ("DP", nt.DP), ("EDP", nt.EDP), ("PP", nt.PP), ("ETP", nt.ETP), ("EP", nt.EP),
+    ("l/PP", nt.l / nt.PP),
+    ("N", nt.N), ("N_s N_r", nt.N_s * nt.N_r),
+    ("d_cq", d_cq), ("d_c'", d_cq), ("d_{cq}", d_cq), ("d_c^{\\prime}", d_cq), ("d_{c}^{\\prime}", d_cq),
+    ("d_hr", d_hr), ("d_h^R", d_hr), ("d_{h}^{R}", d_hr), ("d_h^{R}", d_hr),
+    ("E_token", nt.E_token), ("E_{token}", nt.E_token), ("E_{\\text{token}}", nt.E_token),
+    ("\\delta_{E}", nt.e_E), ("B_{a}", nt.B_a),
+    ("n_hs^2", n_h * s ** 2), ("s^{2}", s ** 2), ("s**2", s ** 2), ("s^-1", 1 / s), ("2^3^2", sp.Integer(512)),
+    ("-s^2", -s ** 2), ("2bs(d_{cq}+d_c)", 2 * b * s * (d_cq + d_c)),
+    ("2bs\\left(d_{cq}+d_c\\right)", 2 * b * s * (d_cq + d_c)),
+    ("2bs\\bigl[d_c + d_cq\\bigr]", 2 * b * s * (d_cq + d_c)),
+    ("\\frac{4bsh}{2}", 2 * b * s * h), ("\\frac12 h", h / 2), ("\\dfrac{h}{TP}", h / nt.TP),
+    ("3 \\cdot b \\times s", 3 * b * s), ("b\\,s\\;h\\!", b * s * h),
+    ("0.5 h", h / 2), ("1.25h", sp.Rational(5, 4) * h),
+    ("4bs (N_r/N)(96h + 256h_E)", 4 * b * s * nt.N_r / nt.N * (96 * h + 256 * h_E)),
+    ("32*(3 E_token h + 8 E_token h_E)", 32 * (3 * nt.E_token * h + 8 * nt.E_token * h_E)),
+    ("M_2^A = 2bsh/2", b * s * h),
+])
+def test_parses(text, expected):
+    assert sp.expand(parse(text) - expected) == 0
+
+
+def test_every_registry_name_and_spelling_means_its_symbol():
+    for name, info in nt.REGISTRY.items():
+        assert parse(name) == nt.SYMBOLS[name], name
+    for spelling, name in spellings().items():
+        assert parse(spelling) == nt.SYMBOLS[name], spelling
+
+
+def test_sympy_names_never_become_sympy_objects():
+    assert parse("N") == nt.N and parse("N").is_Symbol
+    assert parse("N").is_positive and parse("N").is_integer
+    for name in ("E", "S", "I", "O", "Q", "pi", "oo", "zoo", "sin", "Symbol", "exp"):
+        with pytest.raises(FormulaError, match="unknown name"):
+            parse(name)
+
+
+def test_longest_match_and_unknown_capitals():
+    with pytest.raises(FormulaError) as e:
+        parse("L/PP")  # L is not a symbol of the notation (l is the layer count)
+    assert "'L'" in str(e.value) and "L_m" in str(e.value)
+    assert parse("EDP") == nt.EDP and parse("PP") == nt.PP and parse("DP") == nt.DP
+    assert parse("L_m/PP") == nt.L_m / nt.PP and parse("lPP") == nt.l * nt.PP
+    assert parse("EDPTP") == nt.EDP * nt.TP  # longest match first: EDP, then TP
+
+
+def test_unknown_names_listed_with_closest_symbols():
+    with pytest.raises(FormulaError) as e:
+        parse("2bs(d_qc + d_x) + foo")
+    msg = str(e.value)
+    assert "'d_qc'" in msg and "'d_x'" in msg and "'foo'" in msg
+    assert "closest known symbols" in msg and "d_cq" in msg
+    assert e.value.constraint == "unknown-symbol"
+    with pytest.raises(FormulaError, match=r"'x' \(in 'bsx'\)"):
+        parse("bsx")
+    with pytest.raises(FormulaError, match="h_E"):
+        parse("h_X")
+
+
+def test_implicit_multiplication_after_division_warns():
+    p = parse_formula("bsh/2TP")
+    assert sp.expand(p.expr - b * s * h * nt.TP / 2) == 0
+    assert p.warnings and "left to right" in p.warnings[0]
+    assert not parse_formula("bsh/(2TP)").warnings
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("", "empty"), ("   ", "empty"), ("4bsh +", "ends too early"), ("(bsh", "expected ')'"),
+    ("bsh)", "unmatched"), ("(bsh]", "expected ')'"), ("\\frac{b}", "denominator"), ("bsh/0", "division by zero"),
+    ("b/(h-h)", "division by zero"), ("s^h", "exponents must be integers"), ("s^(1/2)", "integers"),
+    ("\\sqrt{h}", "\\sqrt is not supported"), ("\\alpha h", "not supported"), ("h = s", "'='"),
+    ("b, s", "','"), ("b \\", "backslash"), ("h'", "quotes"), ("b*é", "not allowed"),
+])
+def test_malformed_inputs(text, needle):
+    with pytest.raises(FormulaError) as e:
+        parse(text)
+    assert needle in str(e.value)
+
+
+# ------------------------------------------------------------------ safety
+MALICIOUS = [
+    "__import__('os').system('touch {marker}')",
+    "exec(\"open('{marker}', 'w')\")",
+    "eval('1')", "lambda: 0", "().__class__.__bases__[0].__subclasses__()", "h.__class__", "b;import os",
+    "open('{marker}','w').write('x')", "h if b else s", "[x for x in ()]", "{{'a': 1}}", "b @ s", "`ls`", "$(ls)",
+]
+
+
+@pytest.mark.parametrize("payload", MALICIOUS)
+def test_malicious_inputs_refused_and_nothing_runs(payload, tmp_path):
+    marker = tmp_path / "pwned"
+    text = payload.format(marker=marker)
+    with pytest.raises(FormulaError):
+        verify(text, "act.mla.layer", assume=TP2)
+    assert not marker.exists()
+
+
+def test_malicious_input_through_the_cli_exits_2_and_executes_nothing(tmp_path):
+    marker = tmp_path / "pwned"
+    for payload in (f"__import__('os').system('touch {marker}')", f"exec(\"open('{marker}','w')\")"):
+        p = subprocess.run([sys.executable, "-m", "symbolic", "verify", payload, "--against", "act.mla.layer"],
+                           capture_output=True, text=True)
+        assert p.returncode == 2, p.stdout + p.stderr
+        assert "Traceback" not in p.stderr and p.stderr.startswith("memsym: error:")
+        assert not marker.exists()
+
+
+def test_no_python_evaluation_or_sympy_string_parsing(monkeypatch, terms):
+    """The formula path never reaches eval/exec, parse_expr or sympy's LaTeX parsers."""
+    import builtins
+    import sympy.parsing.latex as sympy_latex
+    import sympy.parsing.sympy_parser as sympy_parser
+    verify(DROPPED, "act.mla.layer", assume=TP2).text()  # first use: lazy imports (which exec module code)
+
+    def forbidden(*a, **k):
+        raise AssertionError("user text reached an evaluator")
+
+    monkeypatch.setattr(builtins, "eval", forbidden)
+    monkeypatch.setattr(builtins, "exec", forbidden)
+    monkeypatch.setattr(sympy_parser, "parse_expr", forbidden)
+    monkeypatch.setattr(sp, "parse_expr", forbidden, raising=False)
+    monkeypatch.setattr(sympy_latex, "parse_latex", forbidden)
+    assert verify(DIGEST_M1A, "act.mla.layer", assume={"TP": "2", "SP": "TP"}).equal
+    r = verify(LATEX_DROPPED, "act.mla.layer", assume=["TP=2", "SP=2"])
+    assert not r.equal and r.text() and r.latex() and r.to_json()
+
+
+def test_limits_refused():
+    with pytest.raises(FormulaError, match="too long"):
+        parse("b+" * (MAX_LENGTH // 2) + "b")
+    with pytest.raises(FormulaError, match="nested too deeply"):
+        parse("(" * (MAX_DEPTH + 5) + "b" + ")" * (MAX_DEPTH + 5))
+    with pytest.raises(FormulaError, match="nested too deeply"):
+        parse("-" * (MAX_DEPTH + 5) + "b")
+    with pytest.raises(FormulaError, match="too large"):
+        parse("(b+s+h+N+d_c+d_h+n_h+v)" * 6)
+    with pytest.raises(FormulaError, match="too large"):
+        parse("9^9^9")
+    with pytest.raises(FormulaError, match="exponent"):
+        parse("(b+s)^99")
+    with pytest.raises(FormulaError, match="number too long"):
+        parse("1" * 100 + "b")
+    # within the limits
+    assert parse("(" * (MAX_DEPTH - 1) + "b" + ")" * (MAX_DEPTH - 1)) == b
+
+
+# ------------------------------------------------------------------ substitution rules
+def test_assumptions_forms_and_errors():
+    assert parse_assumptions("TP=2 SP=2") == {nt.TP: 2, nt.SP: 2}
+    assert parse_assumptions(["TP=2,SP=TP"]) == {nt.TP: 2, nt.SP: nt.TP}
+    assert parse_assumptions({"d_h^R": 64, nt.N: Fraction(256)}) == {nt.d_hr: 64, nt.N: 256}
+    with pytest.raises(FormulaError, match="NAME=VALUE"):
+        parse_assumptions(["TP2"])
+    with pytest.raises(FormulaError, match="closest known symbols: TP"):
+        parse_assumptions({"TPP": 2})
+    with pytest.raises(FormulaError, match="circle"):
+        verify("bsh", "act.mla.layer.full", assume="SP=TP TP=SP")
+    with pytest.raises(FormulaError, match="assumed twice"):
+        parse_assumptions(["TP=2", "TP=4"])
+
+
+def test_relation_assumption_sp_equals_tp():
+    assert verify("2bsh/TP", "act.mla.layer.full", assume="SP=TP").equal
+
+
+def test_byte_symbols_take_the_paper_values_unless_mentioned():
+    assert nt.B_a in paper_defaults() and paper_defaults()[nt.CP] == 1
+    # not mentioned: B_a = 2
+    assert verify("2bsh/2", "act.mla.layer.full", assume={"SP": 2}).equal
+    # mentioned: B_a stays symbolic on both sides
+    r = verify("B_a bsh/2", "act.mla.layer.full", assume={"SP": 2})
+    assert r.equal and nt.B_a not in r.defaults
+    assert not verify("2 B_a bsh/2", "act.mla.layer.full", assume={"SP": 2}).equal
+    # CP mentioned stays symbolic; not mentioned is 1
+    assert verify("2bsh/(2CP)", "act.mla.layer.full", assume={"SP": 2}).equal
+    assert not verify("2bsh/(4CP)", "act.mla.layer.full", assume={"SP": 2}).equal
+
+
+def test_derived_symbols_expanded_on_both_sides():
+    r = verify("4bsh/2 + 4bsN + 2bsN_r + 32(3 b s N_r/N h + 8 E_token h_E) + 3bsh + 8bsh_E", "act.moe.layer",
+               assume={"SP": 2, "EP": 8, "N": 256, "N_s": 1})
+    assert r.equal
+    assert verify("DP TP/(EP ETP)", "act.mla.layer.full", assume={"SP": 2}).equal is False
+    assert parse("EDP") == nt.EDP
+
+
+def test_missing_assumption_hint():
+    r = verify(DIGEST_M1A, "act.mla.layer")
+    assert not r.equal
+    assert any("TP" in h and "SP" in h and "--assume" in h for h in r.hints)
+
+
+def test_params_term_bytes_use_bf16_weights():
+    r = verify("d_cq h + d_h n_h d_cq + d_hr n_h d_cq + d_c h + d_h n_h d_c + d_hr h + d_h n_h d_c", "params.mla")
+    assert not r.equal  # W^O (h d_h n_h) left out
+    assert sp.expand(r.difference - h * d_h * n_h) == 0
+    assert r.value_at_paper == 7168 * 128 * 128 and r.bytes_at_paper == 2 * 7168 * 128 * 128
+    assert r.monomials[0].parts == ("W_O",)
+
+
+# ------------------------------------------------------------------ command line
+def run_cli(capsys, *argv):
+    rc = main(list(argv))
+    return rc, capsys.readouterr()
+
+
+def test_cli_exit_codes_and_outputs(capsys):
+    rc, out = run_cli(capsys, "verify", DIGEST_M1A, "--against", "act.mla.layer", "--assume", "TP=2", "SP=2")
+    assert rc == 0 and "EQUAL" in out.out
+    rc, out = run_cli(capsys, "verify", DROPPED, "--against", "act.mla.layer", "--assume", "TP=2", "SP=2", "--json")
+    d = json.loads(out.out)
+    assert rc == 1 and d["equal"] is False and d["bytes_at_paper"] == -201326592
+    assert sp.expand(parse(d["difference"]) + 2 * b * s * (d_h + d_hr) * n_h) == 0
+    assert {m["monomial"] for m in d["monomials"]} == {"b*s*n_h*d_h", "b*s*n_h*d_hr"}
+    rc, out = run_cli(capsys, "verify", LATEX_DROPPED, "--against", "act.mla.layer", "--assume", "TP=2", "SP=2",
+                      "--latex")
+    assert rc == 1 and "\\begin{align*}" in out.out and "d_h^R" in out.out and "\\text{term}" in out.out
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["verify", "bsx", "--against", "act.mla.layer"], "unknown name 'x'"),
+    (["verify", "bsh", "--against", "act.mla.layr"], "act.mla.layer"),
+    (["verify", "bsh", "--against", "act.stage:mlx"], "parts"),
+    (["verify", "bsh", "--against", "act.mla.layer", "--assume", "XX=2"], "unknown symbol"),
+    (["verify", "__import__('os')", "--against", "act.mla.layer"], "not allowed"),
+    (["verify", "b" * 5000, "--against", "act.mla.layer"], "too long"),
+])
+def test_cli_bad_input_exits_2_with_one_line(capsys, argv, needle):
+    rc, out = run_cli(capsys, *argv)
+    assert rc == 2
+    assert needle in out.err and len(out.err.strip().splitlines()) == 1 and out.out == ""
+
+
+def test_help_shows_two_worked_examples():
+    p = subprocess.run([sys.executable, "-m", "symbolic", "verify", "--help"], capture_output=True, text=True)
+    assert p.returncode == 0
+    assert "worked examples" in p.stdout
+    assert "  1. " in p.stdout and "  2. " in p.stdout
+    assert p.stdout.count("memsym verify \"") + p.stdout.count("memsym verify '") >= 2
+    assert "act.stage:moe" in p.stdout and "--assume TP=2 SP=2" in p.stdout
+
+
+def test_help_examples_do_what_they_say(capsys):
+    """The commands printed in --help give the verdicts it announces."""
+    from symbolic.commands.verify import EPILOG
+    import shlex
+    cmds = []
+    for block in EPILOG.split("memsym verify ")[1:]:
+        text = block.split("\n\n")[0].replace("\\\n", " ")
+        argv = shlex.split(text.replace("\n", " "))
+        cmds.append(argv)
+    assert len(cmds) == 3
+    assert [run_cli(capsys, "verify", *argv)[0] for argv in cmds] == [0, 0, 0]
