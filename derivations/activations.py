@@ -314,11 +314,9 @@ def view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
         if sfx and view.recompute == "full" and kind != "head":
             keep = "only the layer input is kept" if kind in ("mla", "dense") else "layer input and routing decision kept"
             label = f"full recomputation ({keep})"
-        if view.recompute == "full" and kind == "mla":
-            prov = "Sec. 5.1, M_2^A"
-        elif view.recompute == "full" and kind == "moe":
-            prov = "Sec. 5.2, M_2^E"
-        elif sfx and tid != base_id:
+        if view.recompute == "full":
+            prov = {"mla": "Sec. 5.1, M_2^A", "moe": "Sec. 5.2, M_2^E"}.get(kind, prov)
+        elif tid != base_id:
             prov = f"{prov}; view: {view.label} (extension)"
         out[kind] = Term(tid, f"activation bytes of {what}, {label}", "bytes", prov, parts,
                          symbol=_SYMBOLS.get((kind, tid[len(base_id):]), ""))

@@ -18,7 +18,7 @@ to make.  ``memsym estimate --recipe NAME`` lists the assumptions that still hol
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from symbolic import config as cfg

@@ -3,8 +3,11 @@
 The memory of one device is the sum of four components (Table 8 + Table 10):
 
   weights, gradients, optimizer states   ``zero.<component>.<replicated|sharded>`` chosen by the ZeRO stage (Sec. 4)
-  activations of one micro-batch          ``act.stage`` or ``act.stage.full`` by the recomputation policy (Sec. 5)
+  activations of one micro-batch          ``act.stage`` of the training's view: ``act.stage`` (none),
+                                          ``act.stage.full`` (full recomputation), other policies, attention
+                                          kernels and FP8 caching as extensions (derivations/activations.py)
 
+exactly as :func:`derivations.device.estimate` assembles them without a pipeline schedule.
 Every term is symbolic in the model dimensions, b, s, the parallel degrees, the bytes per
 element and the stage composition L_d, L_m, e_E, e_H, so *one* expression covers every
 stage of every layout: a stage is a substitution, and the most-loaded stage of a layout
@@ -13,67 +16,69 @@ is found by evaluating all of its stage compositions (vectorised, in ``symbolic.
 Sec. 6 gives no formula for buffers and fragmentation; as in :mod:`derivations.overheads`
 the peak is modelled as ``(1 + f_frag) * allocated + M_buf`` (:func:`peak`), at either
 end of the paper's ranges (:func:`overhead_values`).
+
+Pipeline schedules (micro-batches in flight, DualPipe's two stages) are not part of this
+one-micro-batch view: :func:`component_ids` refuses a training with a schedule.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Dict, Tuple
 
-from symbolic.config import ConfigError, RECOMPUTE, ZERO_NAMES
+from symbolic.config import ConfigError, RECOMPUTE, ZERO_NAMES, Training
 from symbolic.notation import M_buf, f_frag
 from symbolic.term import Term, combine
 
-from .device import activation_term_id
 from .overheads import RANGES
 from .zero import component_terms
 
 #: The four components of the per-device total, in the paper's order.
 COMPONENTS = ("weights", "gradients", "optimizer", "activations")
-#: Which end of the Sec. 6 ranges: low (5%, 0.8 GiB), high (30%, 2 GiB, conservative) or none.
+#: Which end of the Sec. 6 ranges: high (30%, 2 GiB; conservative), low (5%, 0.8 GiB) or none.
 OVERHEAD_ENDS = ("high", "low", "none")
 
 
-def component_ids(zero: int, recompute: str) -> Dict[str, str]:
-    """{component: term id} of the per-device total for a ZeRO stage and a recomputation policy."""
-    if zero not in ZERO_NAMES:
-        raise ConfigError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {zero!r}")
-    if recompute not in RECOMPUTE:
-        raise ConfigError("recompute", f"recompute must be one of {', '.join(RECOMPUTE)}, got {recompute!r}")
-    ids = component_terms(zero)
-    ids["activations"] = activation_term_id("stage", recompute)
+def component_ids(model, training: Training) -> Dict[str, str]:
+    """{component: term id} of the per-device total of ``training`` (ZeRO stage and activation view)."""
+    from .device import activation_ids
+    if getattr(training, "schedule", None):
+        raise ConfigError("schedule", f"--schedule {training.schedule}: sensitivity, fit and search use the paper's "
+                                      f"one-micro-batch-per-stage view; use `memsym estimate --schedule` for schedules")
+    if training.zero not in ZERO_NAMES:
+        raise ConfigError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {training.zero!r}")
+    ids = component_terms(training.zero)
+    ids["activations"] = activation_ids(model, training)["stage"]
     return {k: ids[k] for k in COMPONENTS}
 
 
-def policies(terms) -> Tuple[str, ...]:
-    """The recomputation policies with a per-stage activation term in ``terms`` (the paper's: none, full)."""
-    return tuple(r for r in RECOMPUTE if activation_term_id("stage", r) in terms)
+def policies() -> Tuple[str, ...]:
+    """The named recomputation policies (the paper's none and full, and the extensions; custom needs operators)."""
+    return tuple(r for r in RECOMPUTE if r != "custom")
 
 
-def choices(terms, zeros=(0, 1, 2, 3), recompute=None) -> Dict[Tuple[int, str], Dict[str, str]]:
+def choices(model, zeros=(0, 1, 2, 3), recompute=None,
+            training: Training | None = None) -> Dict[Tuple[int, str], Dict[str, str]]:
     """{(ZeRO stage, policy): {component: term id}} for a search over those choices.
 
-    Together they use at most eight distinct terms (three components x replicated/sharded,
-    activations x policies); a search evaluates each once and picks per configuration.
+    Together they use few distinct terms (three components x replicated/sharded, one
+    activation term per policy); a search evaluates each once and picks per configuration.
     """
-    return {(z, r): component_ids(z, r) for z in zeros for r in (recompute or policies(terms))}
+    base = training or Training()
+    return {(z, r): component_ids(model, replace(base, zero=z, recompute=r, recompute_ops=()))
+            for z in zeros for r in (recompute or policies())}
 
 
-def components(terms, zero: int, recompute: str, training=None) -> Dict[str, Term]:
-    """{component: Term} of the per-device total.  With ``training`` the activations are the
-    term of its view (recomputation operators, attention kernel, FP8 caching; one micro-batch)."""
-    ids = component_ids(zero, recompute)
-    if training is not None:
-        from .activations import View, ensure
-        ids["activations"] = ensure(terms, View.of(training))["stage"]
-    return {k: terms[t] for k, t in ids.items()}
+def components(terms, model, training: Training) -> Dict[str, Term]:
+    """{component: Term} of the per-device total."""
+    return {k: terms[t] for k, t in component_ids(model, training).items()}
 
 
-def device_total(terms, zero: int, recompute: str) -> Term:
-    """``total.device.z<zero>.<recompute>``: weights + gradients + optimizer + activations of one device."""
-    ids = component_ids(zero, recompute)
-    return combine(f"total.device.z{zero}.{recompute}",
-                   f"bytes on one device of a stage: model states under ZeRO {zero} ({ZERO_NAMES[zero]}) and one "
-                   f"micro-batch's activations, recomputation {recompute}", "bytes", "Sec. 4-5 (Tables 8, 10)",
-                   [(k, k, 1, terms[t]) for k, t in ids.items()])
+def device_total(terms, model, training: Training) -> Term:
+    """``total.device``: weights + gradients + optimizer + activations of one device of a stage."""
+    ids = component_ids(model, training)
+    return combine("total.device", f"bytes on one device of a stage: model states under ZeRO {training.zero} "
+                                   f"({ZERO_NAMES[training.zero]}) and one micro-batch's activations ({ids['activations']})",
+                   "bytes", "Sec. 4-5 (Tables 8, 10)", [(k, k, 1, terms[t]) for k, t in ids.items()])
 
 
 def peak(allocated, f=f_frag, buf=M_buf):
@@ -94,8 +99,8 @@ def overhead_values(end: str = "high") -> Dict:
 def evaluate(model, layout, training, stage_index: int = 1) -> Dict:
     """Exact bytes of each component and their total on one device of a stage (Fractions).
 
-    The same numbers as ``derivations.device.estimate`` (which the tests check), from the
-    same terms the derivatives and the search use.
+    The same numbers as ``derivations.device.estimate`` without a schedule (the tests check
+    it), from the same terms the derivatives and the search use.
     """
     from symbolic import config as cfg
     from symbolic.numeric import exact
@@ -105,6 +110,6 @@ def evaluate(model, layout, training, stage_index: int = 1) -> Dict:
     comp = cfg.stage(model, layout, stage_index)
     terms = build(model)
     subs = cfg.substitution(model, layout, training, comp)
-    out = {k: exact(t, subs) for k, t in components(terms, training.zero, training.recompute, training).items()}
+    out = {k: exact(t, subs) for k, t in components(terms, model, training).items()}
     out["total"] = sum(out.values())
     return out

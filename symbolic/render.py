@@ -157,9 +157,20 @@ _TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "
 _TEX_RE = _re.compile("|".join(_re.escape(k) for k in _TEX_SPECIAL))
 
 
+#: Non-ASCII characters a pdflatex T1 font lacks, as LaTeX (others outside Latin-1 become '?').
+_TEX_UNICODE = {"≥": r"\ensuremath{\geq}", "≤": r"\ensuremath{\leq}", "×": r"\ensuremath{\times}",
+                "→": r"\ensuremath{\to}", "−": "-", "–": "--", "—": "---", "‘": "`", "’": "'", "“": "``",
+                "”": "''", "…": r"\ldots{}", "≈": r"\ensuremath{\approx}", "·": r"\ensuremath{\cdot}",
+                "δ": r"\ensuremath{\delta}", "Δ": r"\ensuremath{\Delta}", "α": r"\ensuremath{\alpha}",
+                "β": r"\ensuremath{\beta}", "σ": r"\ensuremath{\sigma}", "μ": r"\ensuremath{\mu}"}
+
+
 def tex_escape(text) -> str:
     """Plain text made safe for LaTeX (``params.dense_ffn`` -> ``params.dense\\_ffn``)."""
-    return _TEX_RE.sub(lambda m: _TEX_SPECIAL[m.group(0)], str(text))
+    out = _TEX_RE.sub(lambda m: _TEX_SPECIAL[m.group(0)], str(text))
+    if out.isascii():
+        return out
+    return "".join(ch if ord(ch) < 256 else _TEX_UNICODE.get(ch, "?") for ch in out)
 
 
 def md_escape(text) -> str:

@@ -34,6 +34,8 @@ DISPLAY_ROLES = ("parallel", "bytes")
 STAGE_ROLE = "stage"
 #: Paper forms longer than this (LaTeX characters) are printed with sympy's long_frac_ratio.
 LONG_FORM = 600
+#: Closed forms longer than this are printed with sympy's long_frac_ratio.
+LONG_CLOSED = 150
 ZERO_ORDER = (0, 1, 2, 3)
 
 
@@ -297,6 +299,13 @@ def _fmt_num(v) -> str:
     return str(f.numerator) if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
 
 
+def _breakable_latex(expr, names) -> str:
+    """LaTeX of a closed form; a long one with sympy's long_frac_ratio, so that
+    ``\\frac{b s}{2} \\left(...\\right)`` can break across lines where a long fraction cannot."""
+    text = latex_of(expr, names)
+    return text if len(text) <= LONG_CLOSED else latex_of(expr, names, long_frac_ratio=2)
+
+
 def equation(ctx: Context, term, with_stage: bool, show_parts: bool = False) -> Equation:
     """The three forms of a term at ``ctx`` (see :class:`Equation`)."""
     dsubs = ctx.display_subs(with_stage)
@@ -308,7 +317,7 @@ def equation(ctx: Context, term, with_stage: bool, show_parts: bool = False) -> 
     paper = sp.latex(shown, order="none", symbol_names=names)
     if len(paper) > LONG_FORM:  # print long fractions as \frac{..}{..} (...) so LaTeX can break them
         paper = sp.latex(shown, order="none", symbol_names=names, long_frac_ratio=2)
-    closed = latex_of(closed_expr(term, dsubs), ctx.names, long_frac_ratio=2)
+    closed = _breakable_latex(closed_expr(term, dsubs), ctx.names)
     value = ctx.exact(term)
     value_bytes = None
     if value is not None:
@@ -493,7 +502,7 @@ def table_activations(ctx: Context) -> Table:
             if coef == 0:
                 continue
             per_layer = sp.Add(*[c * sp.Mul(*rest) / den for c, rest, den in sub.rows(dsubs, ctx.subs)])
-            shown = latex_of(sp.expand((coef * per_layer).xreplace(ident)), ctx.names, long_frac_ratio=2)
+            shown = _breakable_latex(sp.expand((coef * per_layer).xreplace(ident)), ctx.names)
             v = ctx.exact(p.expr)
             rows.append((T(p.label), T(policy), M(shown), I(v), G(v)))
         total = ctx.exact(stage_term)
@@ -836,7 +845,7 @@ def publish(ctx: Context, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS
     outputs: Dict[str, object] = {}
     say = progress or (lambda msg: None)
 
-    notebooks, worker, finished = [], None, queue.Queue()
+    notebooks, worker, finished, kernel = [], None, queue.Queue(), None
     if "ipynb" in formats or "html" in formats:
         say("starting a kernel and laying out the notebooks")
         # the kernel boots and imports while the notebooks are laid out
@@ -856,6 +865,22 @@ def publish(ctx: Context, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS
         worker = threading.Thread(target=run, name="memsym-notebooks", daemon=True)
         worker.start()
 
+    try:
+        _render_all(ctx, out, formats, notebooks, worker, finished, outputs, result, say)
+    except BaseException:
+        if worker is not None:
+            kernel.shutdown()                   # do not leave a kernel behind; the worker then stops
+        raise
+    say(f"writing {len(outputs)} files to {out}")
+    for name in sorted(outputs):
+        write_atomic(out / name, outputs[name])
+        result.written.append(out / name)
+    return result
+
+
+def _render_all(ctx, out, formats, notebooks, worker, finished, outputs, result, say) -> None:
+    """The rendering half of :func:`publish`: report formats, PDF, notebooks as they finish."""
+    from . import notebook as nbm
     say(f"building the report ({ctx.model.name}, stage {ctx.stage.index})")
     report = build_report(ctx, progress=lambda m: say("  " + m))
     if "html" in formats:
@@ -864,6 +889,22 @@ def publish(ctx: Context, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS
         if fmt in formats or (fmt == "tex" and "pdf" in formats):
             say(f"rendering report.{fmt}")
             outputs[f"report.{fmt}"] = render(report, fmt)
+
+    if "pdf" in formats:                        # pdflatex runs while the kernel works
+        engine = find_tex_engine()
+        if engine is None:
+            result.notes.append(f"no TeX engine found on PATH ({', '.join(TEX_ENGINES)}): wrote report.tex only; "
+                                f"install one (e.g. Debian texlive-latex-recommended) and compile it")
+        else:
+            try:
+                outputs["report.pdf"] = compile_pdf(outputs["report.tex"], engine, say)
+                stale_log = out / "report.log"      # from an earlier failed compile
+                if stale_log.exists():
+                    stale_log.unlink()
+            except PdfError as exc:
+                result.error = f"{exc} (full log: {out / 'report.log'})"
+                if exc.log:
+                    outputs["report.log"] = exc.log
 
     if worker is not None:
         if "html" in formats:
@@ -879,22 +920,3 @@ def publish(ctx: Context, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS
             if "html" in formats:
                 outputs[f"{stem}.html"] = nbm.to_html(nb, stem)
         worker.join()
-
-    if "pdf" in formats:
-        engine = find_tex_engine()
-        if engine is None:
-            result.notes.append(f"no TeX engine found on PATH ({', '.join(TEX_ENGINES)}): wrote report.tex only; "
-                                f"install one (e.g. Debian texlive-latex-recommended) and compile it")
-        else:
-            try:
-                outputs["report.pdf"] = compile_pdf(outputs["report.tex"], engine, say)
-            except PdfError as exc:
-                result.error = f"{exc} (full log: {out / 'report.log'})"
-                if exc.log:
-                    outputs["report.log"] = exc.log
-
-    say(f"writing {len(outputs)} files to {out}")
-    for name in sorted(outputs):
-        write_atomic(out / name, outputs[name])
-        result.written.append(out / name)
-    return result

@@ -48,6 +48,62 @@ def divisors(n: int) -> List[int]:
     return small + large[::-1]
 
 
+def factored(expr):
+    """The same expression in a form that evaluates with few array operations (multivariate Horner).
+
+    Every symbol under a negative power (the parallel degrees: 1/TP, 1/(CP SP), ...) becomes a
+    reciprocal symbol, the expression is expanded into a polynomial, and the polynomial is
+    nested greedily: the symbol shared by the most monomials is factored out, recursively
+    (``L_m (c + 1/EP (...))``), then the reciprocals are put back (``lambdify(..., cse=True)``
+    computes each 1/X once).  Exact arithmetic is unchanged (it is the same rational function);
+    only the float evaluation order differs.  A tuple is factored element by element; an
+    expression that is not a polynomial in symbols and their reciprocals is returned as is.
+    """
+    import sympy as sp
+    if isinstance(expr, (sp.Tuple, tuple, list)):
+        return sp.Tuple(*[factored(e) for e in expr])
+    e = sp.expand(expr)
+    recip: Dict = {}
+    monomials = []
+    for t in sp.Add.make_args(e):
+        c, rest = t.as_coeff_Mul()
+        powers: Dict = {}
+        for f in sp.Mul.make_args(rest):
+            base, ex = f.as_base_exp()
+            if not (base.is_Symbol and ex.is_Integer):
+                return expr
+            if ex < 0:
+                base = recip.setdefault(base, sp.Dummy("r_" + base.name, positive=True))
+            powers[base] = powers.get(base, 0) + abs(int(ex))
+        monomials.append((c, powers))
+
+    def nest(items):
+        count: Dict = {}
+        for _, p in items:
+            for x in p:
+                count[x] = count.get(x, 0) + 1
+        if not count:
+            return sp.Add(*[c for c, _ in items])
+        x = max(count, key=lambda k: (count[k], k.name))
+        if count[x] == 1:
+            return sp.Add(*[c * sp.Mul(*[k ** q for k, q in p.items()]) for c, p in items])
+        inner, rest = [], []
+        for c, p in items:
+            if x in p:
+                q = dict(p)
+                q[x] -= 1
+                if not q[x]:
+                    del q[x]
+                inner.append((c, q))
+            else:
+                rest.append((c, p))
+        head = sp.Mul(x, nest(inner), evaluate=False)
+        return sp.Add(head, nest(rest), evaluate=False) if rest else head
+
+    out = nest(monomials) if monomials else sp.Integer(0)
+    return out.xreplace({r: 1 / x for x, r in recip.items()})
+
+
 @dataclass
 class Enumeration:
     """Valid layouts for a GPU count, and how many lattice candidates each rule rejected."""
@@ -177,7 +233,7 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
     fixed = {k: v for k, v in cfg.substitution(model, None, training or cfg.Training()).items()
              if k not in row_symbols}
     sub_exprs = [nt.expand_derived(sp.sympify(getattr(exprs[k], "expr", exprs[k]))).xreplace(fixed) for k in keys]
-    tup = sp.Tuple(*sub_exprs)
+    tup = sp.Tuple(*sub_exprs)  # the terms' own structure: compiles fastest; factored() evaluates fastest
     args = sorted(tup.free_symbols, key=lambda x: x.name)
     fn = compile_fn(tup, args)
     flat = {nt.DP: cols["dp"], nt.TP: cols["tp"], nt.PP: cols["pp"], nt.EP: cols["ep"], nt.ETP: cols["etp"],

@@ -204,9 +204,7 @@ def training_from_args(args) -> cfg.Training:
 
 def stage_from_args(args):
     """The --stage typed, or None to let the estimate choose (stage 1; the most-loaded stage with a schedule)."""
-    if getattr(args, "schedule", None) and "stage" not in explicit(args):
-        return None
-    return args.stage
+    return args.stage if "stage" in explicit(args) else None
 
 
 def recipe_assumptions(args):

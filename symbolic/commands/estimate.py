@@ -109,17 +109,20 @@ def render_all(every, worst, device=None) -> str:
              f"activations: {'held at the peak = in-flight x per micro-batch' if tr.schedule else 'one micro-batch'} "
              f"({e0.term_ids['activations']}); GiB",
              "",
-             f"  {'stage':<6}{'layers':<12}{'content':<30}{'in flight':>10}{'act/mb':>9}{'act':>9}{'weights':>9}"
-             f"{'grads':>9}{'optim':>9}{'total':>9}"]
-    for e in every:
+             ]
+    contents = [_content(e.stage) + (f" + stage {e.held[1].index} ({_content(e.held[1])})" if len(e.held) > 1
+                                     else "") for e in every]
+    wc = max(30, 2 + max(len(c) for c in contents))
+    lines.append(f"  {'stage':<6}{'layers':<12}{'content':<{wc}}{'in flight':>10}{'act/mb':>9}{'act':>9}"
+                 f"{'weights':>9}{'grads':>9}{'optim':>9}{'total':>9}")
+    for e, content in zip(every, contents):
         st = e.stage
-        content = _content(st) + (f" + stage {e.held[1].index} ({_content(e.held[1])})" if len(e.held) > 1 else "")
         layers = st.label.replace("layers ", "").replace("layer ", "")
         fl = "1" if e.inflight is None else fmt_int(e.inflight)
         if len(e.chunks) > 1:
             fl = "+".join(fmt_int(n) for _, n in e.chunks)
         b = e.bytes
-        lines.append(f"{'*' if e.stage.index == worst else ' '} {st.index:<6}{layers:<12}{content:<30}{fl:>10}"
+        lines.append(f"{'*' if e.stage.index == worst else ' '} {st.index:<6}{layers:<12}{content:<{wc}}{fl:>10}"
                      f"{fmt_gib(b['activations_per_microbatch']):>9}{fmt_gib(b['activations']):>9}"
                      f"{fmt_gib(b['weights']):>9}{fmt_gib(b['gradients']):>9}{fmt_gib(b['optimizer']):>9}"
                      f"{fmt_gib(b['total']):>9}")
@@ -231,6 +234,10 @@ def explain_params(est) -> list:
     from derivations import build
     from ..numeric import exact
     m, lay, st, subs = est.model, est.layout, est.stage, est.subs
+    if len(est.held) > 1:  # DualPipe: the device holds two stages' parameters
+        from types import SimpleNamespace
+        st = SimpleNamespace(dense=sum(c.dense for c in est.held), moe=sum(c.moe for c in est.held),
+                             embedding=any(c.embedding for c in est.held), head=any(c.head for c in est.held))
     t = build(m)
     val = lambda tid: fmt_int(exact(t[tid], subs))
     n = st.dense + st.moe

@@ -57,7 +57,7 @@ def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_en
     totals.evaluate(model, layout, training, stage if stage is not None else 0)  # validates the configuration
     over = totals.overhead_values(overheads_end)
     terms = build(model)
-    comps = totals.components(terms, training.zero, training.recompute, training)
+    comps = totals.components(terms, model, training)
     states = sum((comps[k].expr for k in ("weights", "gradients", "optimizer")), 0)
     stages = [cfg.stage(model, layout, stage)] if stage is not None else SE.distinct_stages(model, layout)
     var = nt.b if var_name == "mbs" else nt.s
@@ -85,8 +85,8 @@ def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_en
         ok, rows = fits(model, layout, replace(training, zero=z), stages, hbm, over)
         zero_rows.append((z, ok, max(rows, key=lambda r: r[2])))
     policy_rows = []
-    for r in totals.policies(terms):
-        ok, rows = fits(model, layout, replace(training, recompute=r), stages, hbm, over)
+    for r in totals.policies():
+        ok, rows = fits(model, layout, replace(training, recompute=r, recompute_ops=()), stages, hbm, over)
         policy_rows.append((r, ok, max(rows, key=lambda x: x[2])))
     least["zero"] = next((z for z, ok, _ in zero_rows if ok), None)
     least["recompute"] = next((r for r, ok, _ in policy_rows if ok), None)
@@ -116,7 +116,7 @@ def run(args) -> int:
 def plot_memory_vs_seq(model, layout, training, hbm, res, path):
     """Peak at the binding stage vs s (powers of two around the answer) for every recomputation policy."""
     from dataclasses import replace
-    from derivations import build, totals
+    from derivations import totals
     from .. import notation as nt
     from ..plots import memory_vs_seq
     over = res["overheads"]
@@ -129,10 +129,10 @@ def plot_memory_vs_seq(model, layout, training, hbm, res, path):
         x *= 2
     series = {}
     st = res["binding"]
-    for r in totals.policies(build(model)):
+    for r in totals.policies():
         ys = []
         for s_ in seqs:
-            t = replace(training, seq=s_, recompute=r)
+            t = replace(training, seq=s_, recompute=r, recompute_ops=())
             ys.append(totals.peak(totals.evaluate(model, layout, t, st.index)["total"], over[nt.f_frag],
                                   over[nt.M_buf]))
         series[r] = (seqs, ys)
@@ -177,7 +177,7 @@ def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
                     for k, c in res["check"].items()}
     out["stages"] = [{"index": s.index, "layers": [s.layers.start, s.layers.stop - 1], "root": float(r.root),
                       res["field"]: r.integer} for s, r in res["stages"]]
-    out["least_zero"] = {"at": {"mbs": training.mbs, "seq": training.seq, "recompute": training.recompute},
+    out["least_zero"] = {"at": {"mbs": training.mbs, "seq": training.seq, "recompute": training.recompute_label},
                          "zero": res["least"]["zero"],
                          "zero_name": cfg.ZERO_NAMES.get(res["least"]["zero"]) if res["least"]["zero"] is not None
                          else None,
@@ -204,7 +204,7 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
     lines = [
         f"memsym fit: {model.name}, DP={layout.dp} TP={layout.tp} PP={layout.pp} EP={layout.ep} ETP={layout.etp} "
         f"SP={layout.SP} CP={layout.cp}; ZeRO {training.zero} ({cfg.ZERO_NAMES[training.zero]}); recompute "
-        f"{training.recompute}; {fixed}; budget {fmt_gib(hbm)} GiB per device",
+        f"{training.recompute_label}; {fixed}; budget {fmt_gib(hbm)} GiB per device",
         f"Sec. 6 peak = (1 + f_frag)(S + A({var})) + M_buf at the {res['overheads_end']} end of the paper's ranges: "
         f"f_frag = {float(Fraction(over[nt.f_frag])):.2f}, M_buf = {fmt_gib(over[nt.M_buf])} GiB",
         f"S = weights + gradients + optimizer states; A({var}) = activations, "
@@ -240,7 +240,7 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
     lines.append("")
     lz, lr = res["least"]["zero"], res["least"]["recompute"]
     at = f"b={training.mbs}, s={training.seq}"
-    lines.append(f"least ZeRO stage that fits at {at}, recompute {training.recompute}: "
+    lines.append(f"least ZeRO stage that fits at {at}, recompute {training.recompute_label}: "
                  + (f"{lz} ({cfg.ZERO_NAMES[lz]})" if lz is not None else "none (no ZeRO stage fits)"))
     lines.append("  " + ", ".join(f"ZeRO {z}: {fmt_gib(r[2])} GiB{'' if ok else ' (no)'}"
                                   for z, ok, r in res["zero_rows"]))

@@ -44,13 +44,14 @@ def progress(message: str) -> None:
     print(f"memsym report: {message}", file=sys.stderr, flush=True)
 
 
-def write(ctx, out, formats) -> int:
-    """Publish the report of ``ctx``; print the files written; 0, or 1 if the PDF failed."""
+def write(ctx, out, formats, stream=None) -> int:
+    """Publish the report of ``ctx``; print the files written (on ``stream``, default
+    stdout); progress on stderr; 0, or 1 if the PDF failed."""
     from ..report import publish
     start = time.monotonic()
     res = publish(ctx, out, formats, progress)
     for path in res.written:
-        print(path)
+        print(path, file=stream or sys.stdout)
     for note in res.notes:
         print(f"memsym report: {note}", file=sys.stderr)
     progress(f"done in {time.monotonic() - start:.1f} s")

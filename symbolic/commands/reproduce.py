@@ -12,11 +12,25 @@ def add_parser(sub):
                                    "Sec. 5.1-5.2 and Table 10 (paper/formulas.toml) against the terms, and exits 0 "
                                    "when nothing unexplained disagrees and every formula verifies (1 otherwise).")
     p.add_argument("--data", default=None, help="paper data file (default: paper/printed.toml)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="also write the default report (as `memsym report --out DIR`: report.tex/.pdf/.md/.html "
+                        "and one notebook per section) for the paper's configuration to DIR, e.g. paper/build")
     common.add_json_option(p)
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
+    code = _verdict(args)
+    if getattr(args, "out", None):
+        import sys
+        from ..report import Context, DEFAULT_FORMATS
+        from .report import write
+        code = max(code, write(Context.create(), args.out, DEFAULT_FORMATS,
+                               stream=sys.stderr if args.json else sys.stdout))
+    return code
+
+
+def _verdict(args) -> int:
     from derivations.reproduce import run as reproduce
     from derivations.formulas import run as check_formulas, summary_lines
     results = reproduce(args.data)

@@ -55,7 +55,7 @@ def run(args) -> int:
     if args.plot:
         check_output(args.plot)
     terms = build(model)
-    known = totals.policies(terms)
+    known = totals.policies()
     if args.recompute is None:
         policies = known
     else:
@@ -67,7 +67,7 @@ def run(args) -> int:
     bad = [z for z in args.zero if z not in cfg.ZERO_NAMES]
     if bad:
         raise cfg.ConfigError("zero", f"--zero must list ZeRO stages among 0,1,2,3, got {bad}")
-    choices = totals.choices(terms, tuple(dict.fromkeys(args.zero)), policies)
+    choices = totals.choices(model, tuple(dict.fromkeys(args.zero)), policies)
     exprs = {t: terms[t] for pick in choices.values() for t in pick.values()}
     result = S.search(model, args.gpus, hbm, exprs, choices, mbs=tuple(dict.fromkeys(args.mbs)),
                       seqs=tuple(dict.fromkeys(args.seq)), overheads=totals.overhead_values(args.overheads))

@@ -40,7 +40,7 @@ def analyse(model, layout, training, stage_index, wrt, rows=5):
     terms = build(model)
     comp = cfg.stage(model, layout, stage_index)
     subs = cfg.substitution(model, layout, training, comp)
-    components = totals.components(terms, training.zero, training.recompute, training)
+    components = totals.components(terms, model, training)
     tie = {nt.SP: nt.TP} if layout.sp is None else {}
     out = []
     for x in wrt:
@@ -102,7 +102,7 @@ def _config_json(model, layout, training, comp):
             "layout": {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "ep": layout.ep, "etp": layout.etp,
                        "cp": layout.cp, "sp": layout.SP, "sp_tied_to_tp": layout.sp is None},
             "training": {"mbs": training.mbs, "seq": training.seq, "zero": training.zero,
-                         "zero_name": cfg.ZERO_NAMES[training.zero], "recompute": training.recompute},
+                         "zero_name": cfg.ZERO_NAMES[training.zero], "recompute": training.recompute_label},
             "stage": {"index": comp.index, "layers": [comp.layers.start, comp.layers.stop - 1],
                       "dense_layers": comp.dense, "moe_layers": comp.moe, "embedding": comp.embedding,
                       "head": comp.head}}
@@ -155,7 +155,7 @@ def render_text(model, layout, training, comp, values, results, with_latex=False
              f"L_d={comp.dense}, L_m={comp.moe}, e_E={int(comp.embedding)}, e_H={int(comp.head)})",
              f"layout DP={layout.dp} TP={layout.tp} PP={layout.pp} EP={layout.ep} ETP={layout.etp} SP={layout.SP} "
              f"CP={layout.cp}; ZeRO {training.zero} ({cfg.ZERO_NAMES[training.zero]}); recompute "
-             f"{training.recompute}; b={training.mbs} s={training.seq}",
+             f"{training.recompute_label}; b={training.mbs} s={training.seq}",
              "M = " + ", ".join(f"{k} {fmt_gib(v)}" for k, v in values.items() if k != "total")
              + f"; total {fmt_int(values['total'])} B ({fmt_gib(values['total'])} GiB)"]
     for r in results:

@@ -1,0 +1,223 @@
+"""Configuration search (issue 5): enumeration by the project's rules, one vectorised pass,
+numbers equal to `memsym estimate`, numeric == exact (property test)."""
+import json
+import os
+import subprocess
+import sys
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given, settings, strategies as st
+
+from symbolic import config as cfg
+from symbolic import notation as nt
+from symbolic import search as S
+from symbolic.cli import main
+from symbolic.numeric import compile as compile_fn, exact
+
+V3 = cfg.PRESETS["deepseek-v3"]
+GiB = 2 ** 30
+
+
+@pytest.fixture(scope="module")
+def result_1024():
+    from derivations import build, totals
+    terms = build(V3)
+    choices = totals.choices(V3)
+    exprs = {t: terms[t] for pick in choices.values() for t in pick.values()}
+    return S.search(V3, 1024, 80 * GiB, exprs, choices, overheads=totals.overhead_values("high"))
+
+
+def brute_force(model, gpus, seq=4096):
+    out = set()
+    for tp in range(1, gpus + 1):
+        for pp in range(1, gpus + 1):
+            for cp in range(1, gpus + 1):
+                if gpus % (tp * pp * cp):
+                    continue
+                dp = gpus // (tp * pp * cp)
+                for ep in range(1, model.N + 1):
+                    for etp in range(1, model.h_E + 1):
+                        if model.h_E % etp or model.N % ep:
+                            continue
+                        lay = cfg.Layout(dp=dp, tp=tp, pp=pp, ep=ep, etp=etp, cp=cp)
+                        try:
+                            cfg.validate_layout(model, lay, seq)
+                        except cfg.ConfigError:
+                            continue
+                        out.add((dp, tp, pp, ep, etp, cp))
+    return out
+
+
+@pytest.mark.parametrize("gpus", [16, 48])
+def test_enumeration_is_exactly_the_valid_layouts(gpus):
+    lite = cfg.PRESETS["deepseek-v2-lite"]
+    for model in (V3, lite):
+        enum = S.enumerate_layouts(model, gpus)
+        got = {(x.dp, x.tp, x.pp, x.ep, x.etp, x.cp) for x in enum.layouts}
+        assert len(got) == len(enum.layouts)
+        assert got == brute_force(model, gpus)
+        assert all(x.dp * x.tp * x.pp * x.cp == gpus for x in enum.layouts)
+
+
+def test_rejections_are_counted_by_constraint():
+    enum = S.enumerate_layouts(V3, 1024)
+    assert enum.rejected["pp-layers"] > 0 and enum.rejected["tp-divides-heads"] > 0
+    assert enum.candidates == len(enum.layouts) + sum(enum.rejected.values())
+
+
+def test_the_papers_layout_is_found_with_the_estimates_numbers(result_1024):
+    from derivations.device import estimate
+    c = result_1024.columns
+    sel = np.flatnonzero((c["dp"] == 32) & (c["tp"] == 2) & (c["pp"] == 16) & (c["ep"] == 8) & (c["etp"] == 1)
+                         & (c["cp"] == 1))
+    assert len(sel) == 3 * 4 * len(result_1024.policies)  # b x ZeRO x policy
+    for i, r in zip(sel, S.rows(result_1024, sel)):
+        tr = cfg.Training(mbs=r["mbs"], seq=r["seq"], zero=r["zero"], recompute=r["recompute"])
+        every = [estimate(V3, cfg.Layout(), tr, i) for i in range(16)]
+        worst = max(range(16), key=lambda i: (every[i].bytes["total"], -i))
+        assert r["stage"] == worst
+        est = every[worst].bytes
+        for k in ("weights", "gradients", "optimizer", "activations", "total"):
+            assert est[k].denominator == 1 and r[k] == est[k], (r, k)
+        peak = est["total"] * (1 + Fraction(3, 10)) + 2 * GiB
+        assert abs(r["peak"] - peak) <= 0.5 and r["headroom"] == 80 * GiB - r["peak"]
+        assert bool(c["fits"][i]) == (peak <= 80 * GiB)
+
+
+def test_paper_layout_zero1_none_b1_does_not_fit_at_the_high_end(result_1024):
+    c = result_1024.columns
+    none = result_1024.policies.index("none")
+    m = ((c["dp"] == 32) & (c["tp"] == 2) & (c["pp"] == 16) & (c["ep"] == 8) & (c["etp"] == 1) & (c["zero"] == 1)
+         & (c["recompute"] == none) & (c["mbs"] == 1))
+    (i,) = np.flatnonzero(m)
+    assert not c["fits"][i]  # 1.3 x 63.4 GiB + 2 GiB > 80 GiB (see fit)
+    j = np.flatnonzero((c["dp"] == 32) & (c["tp"] == 2) & (c["pp"] == 16) & (c["ep"] == 8) & (c["etp"] == 1)
+                       & (c["zero"] == 2) & (c["recompute"] == none) & (c["mbs"] == 1))[0]
+    assert c["fits"][j]
+
+
+def test_random_rows_equal_exact_evaluation(result_1024):
+    from derivations import totals
+    c = result_1024.columns
+    rng = np.random.default_rng(5)
+    for i in rng.choice(len(c["total"]), 25, replace=False):
+        r = S.rows(result_1024, [i])[0]
+        lay = cfg.Layout(dp=r["dp"], tp=r["tp"], pp=r["pp"], ep=r["ep"], etp=r["etp"], cp=r["cp"])
+        tr = cfg.Training(mbs=r["mbs"], seq=r["seq"], zero=r["zero"], recompute=r["recompute"])
+        per_stage = [totals.evaluate(V3, lay, tr, k) for k in range(lay.pp)]
+        best = max(range(lay.pp), key=lambda k: (per_stage[k]["total"], -k))
+        assert r["stage"] == best
+        for k in ("weights", "gradients", "optimizer", "activations", "total"):
+            ex = per_stage[best][k]
+            assert abs(float(c[k][i]) - float(ex)) <= 1e-6 * max(1.0, float(ex))
+            if ex.denominator == 1:
+                assert r[k] == ex
+
+
+def test_order_sorts_by_peak_and_keeps_only_fitting(result_1024):
+    idx = S.order(result_1024)
+    c = result_1024.columns
+    assert len(idx) == result_1024.fitting > 0
+    assert c["fits"][idx].all()
+    peaks = np.round(c["peak"][idx])
+    assert (np.diff(peaks) <= 0).all()
+    idx2 = S.order(result_1024, sort="headroom")
+    assert (np.diff(np.round(c["peak"][idx2])) >= 0).all()
+    with pytest.raises(cfg.ConfigError):
+        S.order(result_1024, sort="nope")
+
+
+def test_factored_is_the_same_rational_function():
+    from derivations import build, totals
+    terms = build(V3)
+    tr = cfg.Training(zero=1)
+    e = nt.expand_derived(totals.device_total(terms, V3, tr).expr)
+    fixed = {k: v for k, v in cfg.substitution(V3, None, tr).items() if k not in (nt.b, nt.s)}
+    e = e.xreplace(fixed)
+    f = S.factored(e)
+    assert sp.expand(f - e) == 0
+    assert S.factored(sp.Tuple(e, 2 * e))[1] == S.factored(2 * e)
+    weird = sp.sqrt(nt.b) + 1
+    assert S.factored(weird) is weird  # not a polynomial in symbols and reciprocals: unchanged
+
+
+# ----------------------------------------------------------------------------- property test
+@st.composite
+def configurations(draw):
+    tp = draw(st.sampled_from([1, 2, 4, 8, 16]))
+    ep = draw(st.sampled_from([1, 2, 4, 8, 16, 32, 64]))
+    etp = draw(st.sampled_from([1, 2, 4]))
+    k = draw(st.integers(1, 6))
+    dp = ep * etp * k
+    pp = draw(st.integers(1, 61))
+    cp = draw(st.sampled_from([1, 2, 4]))
+    lay = cfg.Layout(dp=dp, tp=tp, pp=pp, ep=ep, etp=etp, cp=cp, sp=draw(st.sampled_from([None, 1])))
+    stage = draw(st.integers(0, pp - 1))
+    tr = cfg.Training(mbs=draw(st.integers(1, 16)), seq=draw(st.sampled_from([512, 1024, 4096, 8192, 32768])),
+                      zero=draw(st.integers(0, 3)), recompute=draw(st.sampled_from(["none", "full", "selective"])))
+    return lay, stage, tr
+
+
+@settings(max_examples=40, deadline=None)
+@given(configurations())
+def test_lambdified_total_equals_exact(case):
+    """The search's compiled functions (plain and factored) equal exact evaluation; integers to the byte."""
+    from derivations import build, totals
+    lay, stage, tr = case
+    cfg.validate_layout(V3, lay, tr.seq)
+    terms = build(V3)
+    total = nt.expand_derived(totals.device_total(terms, V3, tr).expr)
+    subs = cfg.substitution(V3, lay, tr, cfg.stage(V3, lay, stage))
+    ex = exact(total, subs)
+    assert ex == totals.evaluate(V3, lay, tr, stage)["total"]
+    args = sorted(total.free_symbols, key=lambda x: x.name)
+    for form in (total, S.factored(total)):
+        val = float(compile_fn(form, args)(*[np.array([float(subs[a])]) for a in args])[0])
+        assert abs(val - float(ex)) <= 1e-12 * float(ex)
+        if ex.denominator == 1 and ex < 2 ** 53:
+            assert round(val) == ex
+
+
+# ----------------------------------------------------------------------------- command line
+def test_cli_json_lists_the_papers_layout(capsys):
+    assert main(["search", "--gpus", "1024", "--hbm", "80GiB", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    rows = d["rows"]
+    assert d["counts"]["fitting"] == len(rows) and d["counts"]["considered"] >= len(rows)
+    first_list = next(v for v in d.values() if isinstance(v, list))
+    assert first_list is rows
+    paper = [r for r in rows if (r["dp"], r["tp"], r["pp"], r["ep"]) == (32, 2, 16, 8)]
+    assert paper and all(r["peak"] <= 80 * GiB for r in paper)
+    assert all(r["dp"] * r["tp"] * r["pp"] * r["cp"] == 1024 for r in rows)
+
+
+def test_cli_text_csv_and_top(tmp_path, capsys):
+    out = tmp_path / "rows.csv"
+    assert main(["search", "--gpus", "64", "--hbm", "80GiB", "--top", "5", "--csv", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "configurations considered" in text and "top 5" in text
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("dp,tp,pp,ep") and len(lines) == 6
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".memsym-")]
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--gpus", "64", "--csv", "/nonexistent/dir/x.csv"], "does not exist"),
+    (["--gpus", "64", "--recompute", "sometimes"], "recompute"),
+    (["--gpus", "64", "--zero", "5"], "ZeRO"),
+    (["--gpus", "64", "--mbs", "0"], "mbs"),
+    (["--gpus", "64", "--hbm", "lots"], "size"),
+    (["--gpus", "0"], "gpus"),
+])
+def test_cli_bad_input_exits_2(argv, needle):
+    p = subprocess.run([sys.executable, "-m", "symbolic", "search", *argv], capture_output=True, text=True)
+    assert p.returncode == 2, p.stderr
+    assert "Traceback" not in p.stderr and needle in p.stderr
+
+
+def test_cli_nothing_fits(capsys):
+    assert main(["search", "--gpus", "8", "--hbm", "1GiB"]) == 0
+    assert "no configuration fits" in capsys.readouterr().out
