@@ -19,7 +19,7 @@ import dataclasses
 import os
 import sys
 import tempfile
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 from .render import TEMPLATES_DIR, environment
 

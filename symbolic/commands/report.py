@@ -47,9 +47,14 @@ def progress(message: str) -> None:
 def write(ctx, out, formats, stream=None) -> int:
     """Publish the report of ``ctx``; print the files written (on ``stream``, default
     stdout); progress on stderr; 0, or 1 if the PDF failed."""
+    from ..notebook import NotebookError
     from ..report import publish
     start = time.monotonic()
-    res = publish(ctx, out, formats, progress)
+    try:
+        res = publish(ctx, out, formats, progress)
+    except (NotebookError, RuntimeError, TimeoutError) as exc:   # nothing was written
+        print(f"memsym report: error: {exc}", file=sys.stderr)
+        return 1
     for path in res.written:
         print(path, file=stream or sys.stdout)
     for note in res.notes:
