@@ -40,6 +40,22 @@ def as_number(x: Fraction):
     return int(x) if x.denominator == 1 else x
 
 
+def _printer():
+    """lambdify's NumPy printer, except that x**-1 prints as 1/x: sympy writes x**(-1.0), and numpy
+    has no fast path for a float power of -1 (about 4x slower than a division)."""
+    from sympy.printing.numpy import NumPyPrinter
+    from sympy.printing.precedence import precedence
+
+    class _Printer(NumPyPrinter):
+        def _print_Pow(self, expr, rational=False):
+            if expr.exp == -1:
+                return "1/" + self.parenthesize(expr.base, precedence(expr), strict=True)
+            return super()._print_Pow(expr, rational=rational)
+
+    return _Printer({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True,
+                     "user_functions": {}})
+
+
 def compile(obj, args: Sequence) -> Callable:
     """A numpy function of ``args`` (symbols or names) computing ``obj``; compiled once, cached."""
     syms = tuple(SYMBOLS[a] if isinstance(a, str) else a for a in args)
@@ -51,7 +67,7 @@ def compile(obj, args: Sequence) -> Callable:
         if missing:
             raise ValueError(f"compile: expression depends on {sorted(map(str, missing))} not in args")
         import numpy  # the module, not "numpy": same NumPyPrinter, skips lambdify's `from numpy import *` (~0.2 s)
-        fn = sp.lambdify(syms, expr, modules=[numpy], cse=True, docstring_limit=0)
+        fn = sp.lambdify(syms, expr, modules=[numpy], cse=True, docstring_limit=0, printer=_printer())
         _CACHE[key] = fn
     return fn
 

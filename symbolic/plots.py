@@ -17,7 +17,7 @@ the target and renamed, so a failure never leaves a half-written file.
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Mapping, Optional, Sequence, Tuple
 
 from .config import ConfigError
 
@@ -142,7 +142,7 @@ def stacked_breakdown(rows: Sequence[Tuple[str, Mapping[str, float], Optional[fl
     ax.set_yticklabels([r[0] for r in rows], fontsize=7)
     ax.set_xlabel("bytes per device (GiB)")
     ax.set_title(title, fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.45 / max(n, 1) - 0.1), ncol=3)
     ax.grid(True, axis="x", linewidth=0.3)
     save(fig, path)
 

@@ -386,8 +386,9 @@ class BudgetRoot:
     structural: the root sympy's solve gives in S, A_k, f_frag, M_buf, M_HBM.
     coefficients: {name: (closed form at the stage, exact value)} for S and the A_k.
     at_layout: the root with only M_HBM, f_frag and M_buf symbolic.
-    root: the exact root at the budget (a sympy number, possibly irrational); integer: the
-    largest valid integer not above it (0 if none).
+    root: the exact root at the budget (a sympy number, possibly irrational; None when there is
+    no real root, i.e. the model states alone exceed the budget); integer: the largest valid
+    integer not above it (0 if none).
     """
 
     var: sp.Symbol
@@ -442,9 +443,11 @@ def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: 
         val = r.xreplace(layout_subs).xreplace(budget_subs)
         if val.is_real and (best_val is None or val > best_val):
             best, best_val = r, val
-    if best is None:
-        raise cfg.ConfigError("solve", f"no real root for {var}")
+    if best is None:  # no real root: even at x = 0 the model states exceed the budget
+        if not roots:
+            raise cfg.ConfigError("solve", f"the budget has no root in {var}")
+        best = roots[-1]
     root = best_val
-    fl = int(sp.floor(root)) if root > 0 else 0
+    fl = int(sp.floor(root)) if root is not None and root > 0 else 0
     return BudgetRoot(var, deg, best, forms, sp.simplify(best.xreplace(layout_subs)), root,
                       max(0, fl - fl % multiple))

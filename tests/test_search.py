@@ -38,10 +38,8 @@ def brute_force(model, gpus, seq=4096):
                 if gpus % (tp * pp * cp):
                     continue
                 dp = gpus // (tp * pp * cp)
-                for ep in range(1, model.N + 1):
-                    for etp in range(1, model.h_E + 1):
-                        if model.h_E % etp or model.N % ep:
-                            continue
+                for ep in range(1, gpus + 1):  # every EP up to the GPUs (EP*ETP divides DP*TP): validate decides
+                    for etp in [d for d in range(1, model.h_E + 1) if model.h_E % d == 0]:
                         lay = cfg.Layout(dp=dp, tp=tp, pp=pp, ep=ep, etp=etp, cp=cp)
                         try:
                             cfg.validate_layout(model, lay, seq)
@@ -51,15 +49,13 @@ def brute_force(model, gpus, seq=4096):
     return out
 
 
-@pytest.mark.parametrize("gpus", [16, 48])
-def test_enumeration_is_exactly_the_valid_layouts(gpus):
-    lite = cfg.PRESETS["deepseek-v2-lite"]
-    for model in (V3, lite):
-        enum = S.enumerate_layouts(model, gpus)
-        got = {(x.dp, x.tp, x.pp, x.ep, x.etp, x.cp) for x in enum.layouts}
-        assert len(got) == len(enum.layouts)
-        assert got == brute_force(model, gpus)
-        assert all(x.dp * x.tp * x.pp * x.cp == gpus for x in enum.layouts)
+@pytest.mark.parametrize("model, gpus", [(V3, 48), (cfg.PRESETS["deepseek-v2-lite"], 16)])
+def test_enumeration_is_exactly_the_valid_layouts(model, gpus):
+    enum = S.enumerate_layouts(model, gpus)
+    got = {(x.dp, x.tp, x.pp, x.ep, x.etp, x.cp) for x in enum.layouts}
+    assert len(got) == len(enum.layouts)
+    assert got == brute_force(model, gpus)
+    assert all(x.dp * x.tp * x.pp * x.cp == gpus for x in enum.layouts)
 
 
 def test_rejections_are_counted_by_constraint():
@@ -76,8 +72,8 @@ def test_the_papers_layout_is_found_with_the_estimates_numbers(result_1024):
     assert len(sel) == 3 * 4 * len(result_1024.policies)  # b x ZeRO x policy
     for i, r in zip(sel, S.rows(result_1024, sel)):
         tr = cfg.Training(mbs=r["mbs"], seq=r["seq"], zero=r["zero"], recompute=r["recompute"])
-        every = [estimate(V3, cfg.Layout(), tr, i) for i in range(16)]
-        worst = max(range(16), key=lambda i: (every[i].bytes["total"], -i))
+        every = {i: estimate(V3, cfg.Layout(), tr, i) for i in (0, 1, 15)}  # stages 1-14 are alike
+        worst = max(every, key=lambda i: (every[i].bytes["total"], -i))
         assert r["stage"] == worst
         est = every[worst].bytes
         for k in ("weights", "gradients", "optimizer", "activations", "total"):
@@ -161,7 +157,7 @@ def configurations(draw):
     return lay, stage, tr
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(configurations())
 def test_lambdified_total_equals_exact(case):
     """The search's compiled functions (plain and factored) equal exact evaluation; integers to the byte."""
@@ -196,7 +192,7 @@ def test_cli_json_lists_the_papers_layout(capsys):
 
 def test_cli_text_csv_and_top(tmp_path, capsys):
     out = tmp_path / "rows.csv"
-    assert main(["search", "--gpus", "64", "--hbm", "80GiB", "--top", "5", "--csv", str(out)]) == 0
+    assert main(["search", "--model", "deepseek-v2-lite", "--gpus", "64", "--top", "5", "--csv", str(out)]) == 0
     text = capsys.readouterr().out
     assert "configurations considered" in text and "top 5" in text
     lines = out.read_text().splitlines()
@@ -221,3 +217,13 @@ def test_cli_bad_input_exits_2(argv, needle):
 def test_cli_nothing_fits(capsys):
     assert main(["search", "--gpus", "8", "--hbm", "1GiB"]) == 0
     assert "no configuration fits" in capsys.readouterr().out
+
+
+def test_block_evaluation_gives_the_same_numbers():
+    x = np.arange(1, 40001, dtype=np.float64)
+    fn = compile_fn(sp.Tuple(nt.b / nt.TP + nt.s, sp.Integer(3) * nt.b), [nt.b, nt.TP, nt.s])
+    one = fn(x, x[::-1].copy(), 7.0)
+    blocks = S.evaluate(fn, [x, x[::-1].copy(), 7.0], chunk=4096)
+    assert all(np.array_equal(a, b) for a, b in zip(one, blocks))
+    single = compile_fn(nt.b * nt.s, [nt.b, nt.s])
+    assert np.array_equal(S.evaluate(single, [x, x], chunk=1000), x * x)

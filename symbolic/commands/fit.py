@@ -47,7 +47,6 @@ def fits(model, layout, training, stages, hbm, overheads):
 def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_end="high"):
     """Everything the command reports, as a dict of Python objects (exact Fractions)."""
     from dataclasses import replace
-    from fractions import Fraction
     from .. import config as cfg
     from .. import notation as nt
     from .. import search as SE
@@ -67,7 +66,9 @@ def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_en
     for st in stages:
         subs = cfg.substitution(model, layout, training, st)
         per_stage.append((st, S.solve_budget(states, comps["activations"], var, subs, over, hbm, multiple)))
-    binding, root = min(per_stage, key=lambda sr: (sr[1].integer, sr[1].root, sr[0].index))
+    rank = lambda sr: (sr[1].integer, sr[1].root is not None, sr[1].root if sr[1].root is not None else 0,
+                       sr[0].index)
+    binding, root = min(per_stage, key=rank)
     answer = root.integer
     with_var = lambda v: replace(training, **{field: v})
     # exact checks: the answer fits on every stage, the next valid value does not (on the binding stage)
@@ -136,7 +137,8 @@ def plot_memory_vs_seq(model, layout, training, hbm, res, path):
             ys.append(totals.peak(totals.evaluate(model, layout, t, st.index)["total"], over[nt.f_frag],
                                   over[nt.M_buf]))
         series[r] = (seqs, ys)
-    memory_vs_seq(series, hbm, path, title=f"{model.name} DP{layout.dp} TP{layout.tp} PP{layout.pp} EP{layout.ep}, "
+    marks = {training.recompute: res["answer"]} if res["field"] == "seq" and res["answer"] else None
+    memory_vs_seq(series, hbm, path, marks=marks, title=f"{model.name} DP{layout.dp} TP{layout.tp} PP{layout.pp} EP{layout.ep}, "
                                            f"stage {st.index}, ZeRO {training.zero}, b={training.mbs}: "
                                            f"Sec. 6 peak ({res['overheads_end']} end)")
 
@@ -167,16 +169,17 @@ def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
     if with_latex:
         out["closed_form"]["latex"] = _forms(root, S.latex)
     out["degree"] = root.degree
-    out["root"] = float(root.root)
-    out["root_exact"] = S.text(root.root)
+    out["root"] = float(root.root) if root.root is not None else None
+    out["root_exact"] = S.text(root.root) if root.root is not None else None
     out["multiple_of"] = res["multiple"]
     out["binding_stage"] = {"index": st.index, "layers": [st.layers.start, st.layers.stop - 1]}
     out["coefficients"] = {k: {"closed_form": S.text(f), "value": _num(v), "value_exact": _exact(v)}
                            for k, (f, v) in root.coefficients.items()}
     out["check"] = {k: {"value": c["value"], "fits": c["fits"], "peak": _num(c["peak"])}
                     for k, c in res["check"].items()}
-    out["stages"] = [{"index": s.index, "layers": [s.layers.start, s.layers.stop - 1], "root": float(r.root),
-                      res["field"]: r.integer} for s, r in res["stages"]]
+    out["stages"] = [{"index": s.index, "layers": [s.layers.start, s.layers.stop - 1],
+                      "root": float(r.root) if r.root is not None else None, res["field"]: r.integer}
+                     for s, r in res["stages"]]
     out["least_zero"] = {"at": {"mbs": training.mbs, "seq": training.seq, "recompute": training.recompute_label},
                          "zero": res["least"]["zero"],
                          "zero_name": cfg.ZERO_NAMES.get(res["least"]["zero"]) if res["least"]["zero"] is not None
@@ -217,7 +220,10 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
     for k, (f, v) in root.coefficients.items():
         lines.append(f"    {k:<4}= {form(f)} = {fmt_int(v)}")
     lines.append(f"  at the layout: {var}* = {form(root.at_layout)}")
-    lines.append(f"               = {form(root.root)} = {float(root.root):,.4f}")
+    if root.root is not None:
+        lines.append(f"               = {form(root.root)} = {float(root.root):,.4f}")
+    else:
+        lines.append("               no real root: the model states alone exceed the budget")
     if res["multiple"] > 1:
         lines.append(f"  s must be a multiple of CP = {res['multiple']}")
     ans = res["answer"]
@@ -235,8 +241,9 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
                  f"{'<=' if n['fits'] else '>'} {fmt_gib(hbm)} GiB on stage {st.index}: "
                  f"{'FITS' if n['fits'] else 'does not fit'}")
     if len(res["stages"]) > 1:
-        lines.append("  per stage: " + ", ".join(f"stage {s.index} {var}* = {float(r.root):,.2f} -> {fmt_int(r.integer)}"
-                                                 for s, r in res["stages"]))
+        lines.append("  per stage: " + ", ".join(
+            f"stage {s.index} {var}* = " + (f"{float(r.root):,.2f}" if r.root is not None else "none")
+            + f" -> {fmt_int(r.integer)}" for s, r in res["stages"]))
     lines.append("")
     lz, lr = res["least"]["zero"], res["least"]["recompute"]
     at = f"b={training.mbs}, s={training.seq}"

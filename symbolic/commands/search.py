@@ -117,7 +117,8 @@ def write_json(model, args, hbm, result, idx) -> None:
     from .. import search as S
     head = json.dumps(_header(model, args, hbm, result), indent=2)
     cols = S.columns(result, idx)
-    cols["recompute"] = [json.dumps(x) for x in cols["recompute"]]
+    quoted = {p: json.dumps(p) for p in result.policies}
+    cols["recompute"] = [quoted[x] for x in cols["recompute"]]
     template = "    {" + ", ".join(f'"{k}": %{"s" if k == "recompute" else "d"}' for k in S.ROW_KEYS) + "}"
     body = ",\n".join(template % vals for vals in zip(*(cols[k] for k in S.ROW_KEYS)))
     sys.stdout.write(head[:-2] + ',\n  "rows": [\n' + body + "\n  ]\n}\n")

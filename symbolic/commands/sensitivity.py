@@ -58,7 +58,10 @@ def run(args) -> int:
     if args.plot:
         from ..plots import check_output
         check_output(args.plot)
-    values, comp, results = analyse(model, layout, training, args.stage, wrt, args.rows)
+    from derivations.device import default_stage
+    stage = common.stage_from_args(args)
+    values, comp, results = analyse(model, layout, training, default_stage(layout) if stage is None else stage, wrt,
+                                    args.rows)
     if args.plot:
         from ..plots import tornado
         tornado(tornado_items(results), args.plot,
