@@ -203,3 +203,13 @@ def test_bad_input_exits_2(argv, needle):
     p = subprocess.run([sys.executable, "-m", "symbolic", *argv], capture_output=True, text=True)
     assert p.returncode == 2, p.stderr
     assert "Traceback" not in p.stderr and needle in p.stderr
+
+
+def test_fit_reports_the_answer_at_every_end_of_the_overhead_ranges(capsys):
+    import json
+    from symbolic.cli import main
+    assert main(["fit", "--hbm", "80GiB", "--solve", "mbs", "--zero", "1", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    ends = d["by_overheads"]
+    assert ends["high"] == d["mbs"]  # the default end is the conservative one
+    assert ends["high"] <= ends["low"] <= ends["none"]
