@@ -27,12 +27,33 @@ def _build(structure) -> Terms:
     for module in (architecture, parameters, static, zero, activations, overheads, conventions):
         for t in module.terms(terms, q_lora=q_lora, routing_bias=routing_bias, tied=tied):
             terms.add(t)
+    terms.base_ids = tuple(terms)
     return terms
 
 
 def build(model=None) -> Terms:
-    """All terms for ``model`` (a ModelSpec; default DeepSeek-v3's structure)."""
+    """All terms for ``model`` (a ModelSpec; default DeepSeek-v3's structure).
+
+    This registry is shared and cached: the terms of a recomputation view or of a set of
+    conventions are added to it on demand (:func:`derivations.device.activation_ids`).
+    Views that must not depend on what else ran in the process use :func:`configured`."""
     if model is None:
         from symbolic.config import PRESETS
         model = PRESETS["deepseek-v3"]
     return _build(model.structure)
+
+
+def configured(model, training=None) -> Terms:
+    """A fresh registry: the base terms of ``model`` plus exactly the terms of ``training``'s
+    activation view and conventions (nothing registered by other configurations earlier in
+    the process), so what a report lists depends only on its own inputs."""
+    from symbolic import config as cfg
+    from .activations import View, ensure
+    from .conventions import weight_side
+    shared = build(model)
+    reg = Terms((tid, shared[tid]) for tid in shared.base_ids)
+    reg.base_ids = shared.base_ids
+    training = training or cfg.Training()
+    weight_side(reg, getattr(training, "conventions", cfg.Conventions()))
+    ensure(reg, View.of(training), model.q_lora)
+    return reg

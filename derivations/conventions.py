@@ -1,56 +1,112 @@
-"""Other sources' conventions, reproduced exactly under their own assumptions (issue 8).
+"""Conventions: every modelling assumption a named switch; other sources reproduced exactly (issue 8).
+
+The paper (digest sec. 10) makes choices a reader may not share.  Each is a switch of
+:class:`symbolic.config.Conventions` (or of Training: the attention kernel, the bytes per
+parameter), defaulting to the paper's, listed with its help text in
+``symbolic.config.CONVENTION_SWITCHES`` and applied through *one* mechanism each:
+
+* activations: the tensor tags of ``derivations/activations.py`` (a :class:`View` keeps,
+  rescales or drops each tensor from its tags; the switch is named in the term id, label
+  and provenance, e.g. ``act.moe.layer.dispatch``);
+* weights: the parts of the parameter terms (``static.layer.moe`` 'shared' split by TP:
+  ``static.device.moe.shared-tp`` and ``zero.*.shared-tp``), and the rank reported: the
+  paper's stage or Megatron's most-loaded shard (``conv.megatron.*``);
+* bytes per parameter: a substitution of Table 7's symbols (and ZeRO-1 for Megatron's
+  distributed optimizer), ``Training.with_bytes_convention``.
+
+Presets (``--conventions``) set every switch to one source's assumptions
+(``symbolic.config.CONVENTION_PRESETS``): ``paper``; ``megatron``, Megatron-LM's
+weight-and-optimizer estimate with the Megatron-LM runtime choices the ModelZoo estimator
+encodes on the paper's tensor list; ``modelzoo``, the same runtime choices on NVIDIA's
+ModelZoo tensor list (``--inventory modelzoo``).
 
 * ``conv.megatron.*``: Megatron-LM ``theoretical_memory_usage.py`` weight-and-optimizer
   estimate with expert parallelism.  Per layer A = MLA parameters including the q/kv
   latent norms, F_d = 3 h h_F, F_s = 3 h h_E N_s, F_r = 3 h h_E N.  Its "most-loaded
   shard" holds
 
-    TP-split   ([(A + F_d) L_d + (A + F_s) L_m] / PP + (A + F_s) D + h v) / TP
+    TP-split   ([(A + F_d) L_d + A L_m] / PP + A D + h v) / TP
+    shared     F_s (L_m / PP + D) / TP        (TP-split too; replicated under --shared-expert replicated)
     replicated (2h (L_d + L_m) + h N L_m + h) / PP + (2h + h N) D
     experts    F_r (L_m / PP + D) / (ETP EP)
 
   with L_d, L_m the model's dense and MoE layers and D the MTP layers; bytes are
-  (TP-split + replicated) beta(DP) + experts beta(EDP), beta(d) = 6 + 12/d with the
-  distributed optimizer, i.e. the Table 7 bytes with FP32 moments (2/4/4/4/4) and
+  (TP-split + shared + replicated) beta(DP) + experts beta(EDP), beta(d) = 6 + 12/d with
+  the distributed optimizer, i.e. the Table 7 bytes with FP32 moments (2/4/4/4/4) and
   ZeRO-1: B_w + B_g + (B_m + B_1 + B_2)/d.
 
 * ``conv.modelzoo.*``: the activation accounting of NVIDIA's Megatron-MoE-ModelZoo
   DeepSeek estimator, one MoE transformer layer and micro-batch, with
-  t = b s N_r / TP routed token-copies per device; full recomputation keeps the layer
-  input only.
+  t = b s N_r / TP routed token-copies per device, written literally; full recomputation
+  keeps the layer input only.  ``act.layer.modelzoo`` (the preset's view of the tagged
+  tensor lists) equals it at SP = TP (tests/test_conventions.py).
+
+``memsym compare`` flips the switches one at a time from ``paper`` to each preset in the
+fixed order ``symbolic.config.CONVENTION_ORDER`` (:func:`waterfall`): routed tokens,
+attention, router tensors, shared expert, dropout masks, checkpoints, SwiGLU, expert
+outputs, latent norms, routing state, bytes per parameter, rank, MTP, and last the
+per-tensor inventory.  Each step's bytes are exact; they sum to the difference of the two
+totals.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Dict, List, Optional, Tuple
+
+from symbolic import config as cfg
 from symbolic.notation import (B_a, CP, D, EP, ETP, L_d, L_m, N, N_r, N_s, PP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
                                h, h_E, h_F, n_h, s, v)
-from symbolic.term import Part, Term
+from symbolic.term import Part, Term, combine
 
 MEG = "Megatron-LM theoretical_memory_usage.py (2026, with expert parallelism)"
 MZ = "NVIDIA Megatron-MoE-ModelZoo DeepSeek estimator"
+SHARED_TP = "convention --shared-expert tp (Megatron shards the shared experts by TP; the paper replicates them)"
 
 
-def megatron_terms(reg, q_lora):
+# ----------------------------------------------------------------------------- Megatron-LM
+def megatron_params(reg, shared_tp: bool = True) -> Term:
+    """``conv.megatron.params`` (shared experts split by TP, Megatron's) or, with
+    ``shared_tp=False``, ``conv.megatron.params.shared-replicated``."""
     norms = reg["params.norm"]
     latent_norms = sum((p.expr for p in norms.parts if p.key in ("q_norm", "kv_norm")), 0)
     A = reg["params.mla"].expr + latent_norms
     F_d = 3 * h * h_F
     F_s = 3 * h * h_E * N_s
     F_r = 3 * h * h_E * N
-    params = Term("conv.megatron.params", "parameters of Megatron's most-loaded shard", "params", MEG, (
-        Part("tp_split", "TP-split: ([(A + F_d) L_d + (A + F_s) L_m]/PP + (A + F_s) D + h v) / TP",
-             ((A + F_d) * L_d / PP + (A + F_s) * L_m / PP + (A + F_s) * D + h * v,), (TP,), MEG, ("non_moe",)),
+    sfx = "" if shared_tp else ".shared-replicated"
+    shared = (Part("shared", "shared experts: F_s (L_m/PP + D) / TP", (F_s, L_m / PP + D), (TP,), MEG,
+                   ("non_moe", "shared")) if shared_tp else
+              Part("shared", "shared experts, replicated (--shared-expert replicated): F_s (L_m/PP + D)",
+                   (F_s, L_m / PP + D), (), f"{MEG}; convention --shared-expert replicated", ("non_moe", "shared")))
+    return Term(f"conv.megatron.params{sfx}", "parameters of Megatron's most-loaded shard"
+                + ("" if shared_tp else " with the shared experts replicated"), "params", MEG, (
+        Part("tp_split", "TP-split: ([(A + F_d) L_d + A L_m]/PP + A D + h v) / TP",
+             ((A + F_d) * L_d / PP + A * L_m / PP + A * D + h * v,), (TP,), MEG, ("non_moe",)),
+        shared,
         Part("replicated", "replicated: (2h per layer + h N router per MoE layer + final norm h)/PP + MTP layers'",
              ((2 * h * (L_d + L_m) + h * N * L_m + h) / PP + (2 * h + h * N) * D,), (), MEG, ("non_moe",)),
         Part("experts", "routed experts: F_r (L_m/PP + D) / (ETP EP)", (F_r, L_m / PP + D), (ETP, EP), MEG,
              ("moe",)),
-    ))
-    yield params
-    P_n = sum(p.expr for p in params.parts if "non_moe" in p.tags)
-    P_m = params.part("experts").expr
+    ), scope="model")
+
+
+def _states(prefix: str, params: Term, provenance: str, sfx: str = ""):
+    """Weights, gradients, optimizer terms of ``params`` (non_moe parts over DP, moe over EDP)."""
     from .zero import sharding_terms
-    yield from sharding_terms("conv.megatron", P_n, P_m, MEG)
+    P_n = sum(p.expr for p in params.parts if "non_moe" in p.tags)
+    P_m = sum(p.expr for p in params.parts if "moe" in p.tags)
+    for t in sharding_terms(prefix, P_n, P_m, provenance):
+        yield replace(t, id=t.id + sfx, scope=params.scope) if sfx else replace(t, scope=params.scope)
 
 
+def megatron_terms(reg, q_lora):
+    params = megatron_params(reg)
+    yield params
+    yield from _states("conv.megatron", params, MEG)
+
+
+# ----------------------------------------------------------------------------- NVIDIA ModelZoo
 def modelzoo_tensors():
     """The ModelZoo estimator's tensors of one MoE transformer layer (BF16 unless said)."""
     t = b * s * N_r / TP  # routed token-copies per device
@@ -79,6 +135,265 @@ def modelzoo_tensors():
         ("unpermute", "un-permute all-to-all output", (B_a, t, h), (), ("experts",)),
     ]
     return tuple(Part(k, lab, num, den + c, MZ, tags) for k, lab, num, den, tags in rows)
+
+
+# ----------------------------------------------------------------------------- weight side
+def _shared_tp_terms(reg):
+    """``static.layer.moe.shared-tp`` and what is built on it: P_m with the shared experts / TP."""
+    layer = reg["static.layer.moe"]
+    parts = tuple(replace(p, label="shared experts N_s, each 3 h h_E / TP (split by TP: --shared-expert tp)",
+                          den=tuple(p.den) + (TP,), provenance=SHARED_TP, tags=("tp_split", "shared"))
+                  if p.key == "shared" else p for p in layer.parts)
+    moe = Term("static.layer.moe.shared-tp", layer.meaning.replace("N_s shared experts (replicated)",
+                                                                   "N_s shared experts (split by TP)"),
+               "params", f"{layer.provenance}; {SHARED_TP}", parts)
+    yield moe
+    dev = combine("static.device.moe.shared-tp", "MoE parameters on one device of a stage (P_m), shared experts "
+                                                 "split by TP", "params", f"Table 6, MoE; {SHARED_TP}",
+                  [("moe", "MoE per layer", L_m, moe)], symbol="P_m")
+    yield dev
+    non_moe = reg["static.device.non_moe"]
+    yield combine("static.device.total.shared-tp", "parameters on one device of a stage (P_n + P_m), shared "
+                                                   "experts split by TP", "params", f"Table 6, total; {SHARED_TP}",
+                  [("non_moe", "non-MoE", 1, non_moe), ("moe", "MoE", 1, dev)])
+    from .zero import sharding_terms
+    for t in sharding_terms("zero", non_moe.expr, dev.expr, f"Sec. 4, Table 8; {SHARED_TP}"):
+        yield replace(t, id=t.id + ".shared-tp")
+
+
+@dataclass(frozen=True)
+class WeightSide:
+    """Where the parameters and model states of a device come from under some conventions.
+
+    rank 'stage': ``non_moe``/``moe`` are the per-device terms (P_n, P_m) at the stage;
+    rank 'megatron': ``params`` is Megatron's shard, evaluated at the whole model (its
+    formula divides by PP itself), split into non-MoE and MoE by its parts' tags."""
+
+    rank: str
+    params: str
+    non_moe: str
+    moe: str
+    prefix: str
+    suffix: str
+
+    def component_ids(self, zero: int) -> Dict[str, str]:
+        from .zero import component_ids
+        return {k: t + self.suffix for k, t in component_ids(self.prefix, zero).items()}
+
+
+def weight_side(reg, conventions: cfg.Conventions) -> WeightSide:
+    """The weight-side terms of ``conventions``, registered in ``reg`` when missing."""
+    shared_tp = conventions.shared_expert == "tp"
+    if conventions.rank == "megatron":
+        sfx = "" if shared_tp else ".shared-replicated"
+        if f"conv.megatron.params{sfx}" not in reg:
+            params = megatron_params(reg, shared_tp)
+            for t in (params, *_states("conv.megatron", params, f"{MEG}; convention --shared-expert replicated",
+                                       sfx)):
+                reg.add(t)
+        pid = f"conv.megatron.params{sfx}"
+        return WeightSide("megatron", pid, pid, pid, "conv.megatron", sfx)
+    if not shared_tp:
+        return WeightSide("stage", "static.device.total", "static.device.non_moe", "static.device.moe", "zero", "")
+    if "static.layer.moe.shared-tp" not in reg:
+        for t in _shared_tp_terms(reg):
+            reg.add(t)
+    return WeightSide("stage", "static.device.total.shared-tp", "static.device.non_moe",
+                      "static.device.moe.shared-tp", "zero", ".shared-tp")
+
+
+def megatron_substitution(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training) -> Dict:
+    """The substitution of Megatron's shard: the whole model's L_d, L_m (the formula divides by
+    PP itself) and D = the model's MTP layers under ``--mtp``, else 0."""
+    subs = cfg.substitution(model, layout, training, cfg.whole_model(model))
+    subs[D] = model.mtp_layers if training.conventions.mtp else 0
+    return subs
+
+
+def split_params(reg, side: WeightSide, subs) -> Tuple[Fraction, Fraction]:
+    """(non-MoE, MoE) parameters of the device under ``side`` at ``subs``."""
+    from symbolic.numeric import exact
+    if side.rank == "megatron":
+        t = reg[side.params]
+        return (sum((exact(p.expr, subs) for p in t.parts if "non_moe" in p.tags), Fraction(0)),
+                sum((exact(p.expr, subs) for p in t.parts if "moe" in p.tags), Fraction(0)))
+    return exact(reg[side.non_moe], subs), exact(reg[side.moe], subs)
+
+
+# ----------------------------------------------------------------------------- presets and switches
+PRESETS = cfg.CONVENTION_PRESETS
+ORDER = cfg.CONVENTION_ORDER
+
+
+def switch_value(training: cfg.Training, name: str):
+    """The value of switch ``name`` (CONVENTION_ORDER) in ``training``."""
+    if name == "attention":
+        return training.attention
+    if name == "bytes_per_param":
+        return training.bytes_convention
+    return getattr(training.conventions, name)
+
+
+def with_switch(training: cfg.Training, name: str, value) -> cfg.Training:
+    """``training`` with switch ``name`` set to ``value``."""
+    if name == "attention":
+        return replace(training, attention=value)
+    if name == "bytes_per_param":
+        return training.with_bytes_convention(value)
+    return replace(training, conventions=replace(training.conventions, **{name: value}))
+
+
+def with_preset(training: cfg.Training, preset: str, mtp: bool = False) -> cfg.Training:
+    """``training`` with every switch of ``preset`` (and ``--mtp`` if asked and the preset's
+    rank is Megatron's)."""
+    if preset not in PRESETS:
+        raise cfg.ConfigError("conventions", f"conventions must be one of {', '.join(PRESETS)}, got {preset!r}")
+    out = training
+    for name, value in PRESETS[preset].items():
+        out = with_switch(out, name, value)
+    if mtp and out.conventions.rank == "megatron":
+        out = with_switch(out, "mtp", True)
+    return out
+
+
+def preset_of(training: cfg.Training) -> Optional[str]:
+    """The preset whose every switch ``training`` has (mtp aside), else None."""
+    for name, p in PRESETS.items():
+        if all(switch_value(training, k) == val for k, val in p.items() if k != "mtp"):
+            return name
+    return None
+
+
+def describe(name: str, value) -> str:
+    """One line for a switch at a value: its option, value and what the paper does."""
+    if name == "attention":
+        return f"--attention {value}" + ("" if value == "eager" else " (the paper: eager, 5 b n_h s^2/TP)")
+    if name == "bytes_per_param":
+        return f"--bytes-per-param {value}" + ("" if value == "paper" else " (the paper: 2/4/4/2/2)")
+    if name == "mtp":
+        return "--mtp" if value else "no MTP layer counted"
+    spec = cfg.CONVENTION_SWITCHES[name]
+    return f"{spec.option} {value}" + ("" if value == spec.default else f" (the paper: {spec.paper})")
+
+
+def switches_json(training: cfg.Training) -> Dict:
+    """Every switch's value (JSON), and the preset they are, if any."""
+    out = {name: switch_value(training, name) for name in ORDER}
+    out["preset"] = preset_of(training)
+    return out
+
+
+def notes(training: cfg.Training) -> List[str]:
+    """An assumption line for each switch not at the paper's choice (Conventions ones; the
+    attention kernel and bytes are printed by estimate already)."""
+    return [f"convention {describe(k, val)}" for k, val in training.conventions.changed()]
+
+
+# ----------------------------------------------------------------------------- waterfall
+QUANTITIES = ("weights", "gradients", "optimizer", "states", "activations_per_layer")
+
+
+@dataclass
+class Step:
+    """One flip: switch ``name`` from ``before`` to ``after``; exact bytes added (+) or removed (-)
+    per quantity; ``values`` the quantities after the flip."""
+
+    name: str
+    before: object
+    after: object
+    delta: Dict[str, Fraction]
+    values: Dict[str, Fraction]
+
+
+@dataclass
+class Waterfall:
+    """From preset ``start`` to preset ``end``: the two ends' quantities and the flips between."""
+
+    start: str
+    end: str
+    first: Dict[str, Fraction]
+    last: Dict[str, Fraction]
+    steps: List[Step]
+
+    def largest(self, quantity: str) -> List[str]:
+        """Switch names by |bytes| of ``quantity`` they move, largest first (ties: the fixed order)."""
+        return [s.name for s in sorted(self.steps, key=lambda s: -abs(s.delta[quantity]))
+                if s.delta[quantity] != 0]
+
+
+def quantities(est) -> Dict[str, Fraction]:
+    """weights, gradients, optimizer, their sum (model states) and one MoE layer's activations."""
+    q = {k: est.bytes[k] for k in ("weights", "gradients", "optimizer")}
+    q["states"] = sum(q.values())
+    q["activations_per_layer"] = est.bytes["activations_per_layer"]
+    return q
+
+
+def waterfall(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, end: str, start: str = "paper",
+              stage: Optional[int] = None, mtp: bool = False) -> Tuple[Waterfall, Dict, Dict]:
+    """The flips from ``start`` to ``end`` in CONVENTION_ORDER: (Waterfall, first estimate, last
+    estimate).  ``training`` supplies everything but the switches (b, s, ZeRO, recomputation)."""
+    from .device import estimate
+    cur = with_preset(training, start)
+    target = with_preset(training, end, mtp)
+    est = estimate(model, layout, cur, stage)
+    first = quantities(est)
+    values, steps, first_est = first, [], est
+    for name in ORDER:
+        before, after = switch_value(cur, name), switch_value(target, name)
+        if before == after:
+            continue
+        cur = with_switch(cur, name, after)
+        est = estimate(model, layout, cur, stage)
+        new = quantities(est)
+        steps.append(Step(name, before, after, {k: new[k] - values[k] for k in QUANTITIES}, new))
+        values = new
+    assert cur == target, "the waterfall did not reach the preset"
+    return Waterfall(start, end, first, values, steps), first_est, est
+
+
+# ----------------------------------------------------------------------------- per-tensor view
+#: Recomputation / offload options whose saving ``estimate --tensors`` prints: (name, what,
+#: tags a kept tensor needs all of).  The recomputations are ``--recompute custom:OP``.
+SAVINGS = (
+    ("custom:norm", "recompute the RMSNorms (their outputs)", ("norm",)),
+    ("custom:swiglu", "recompute the activation function (SwiGLU outputs)", ("swiglu",)),
+    ("custom:mla_up", "recompute the MLA up-projections and RoPE (q, k, v)", ("mla_up",)),
+    ("custom:shared", "recompute the shared experts", ("shared",)),
+    ("offload expert fc1", "offload the routed experts' fc1 outputs (gate and up, SwiGLU inputs) to host memory",
+     ("experts", "fc1")),
+)
+
+
+@dataclass
+class TensorRow:
+    """One tensor kept for backward: sublayer, Part (count x tensor), exact bytes, operation."""
+
+    sublayer: str
+    part: Part
+    bytes: Fraction
+    kept_for: str
+
+
+def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training,
+                stage: Optional[int] = None) -> Tuple[List[TensorRow], Dict[str, Fraction]]:
+    """Every tensor one MoE transformer layer (MLA + MoE) keeps for backward, one micro-batch,
+    under ``training``'s view and conventions, and {option: bytes it would save}."""
+    from symbolic.numeric import exact
+    from .activations import KEPT_FOR, View, flatten, mla_specs, moe_specs
+    cfg.validate_layout(model, layout, training.seq)
+    cfg.validate_training(training)
+    lay_stage = cfg.stage(model, layout, stage if stage is not None else (1 if layout.pp > 1 else 0))
+    subs = cfg.substitution(model, layout, training, lay_stage)
+    view = View.of(training)
+    rows = []
+    for sub, specs in (("MLA", mla_specs(model.q_lora)), ("MoE", moe_specs())):
+        for p in flatten(view, specs):
+            rows.append(TensorRow(sub, p, exact(p.expr, subs), KEPT_FOR.get(p.key.split(".")[-1], "")))
+    saving = {}
+    for name, _, need in SAVINGS:
+        saving[name] = sum((r.bytes for r in rows if set(need) <= set(r.part.tags)), Fraction(0))
+    return rows, saving
 
 
 def terms(reg, *, q_lora, routing_bias, tied):

@@ -34,9 +34,14 @@ def activation_term_id(kind: str, recompute: str) -> str:
 
 def activation_ids(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, str]:
     """{kind: term id} of the activation terms of ``training``'s view (recomputation policy,
-    attention kernel, FP8 caching), registering them in ``build(model)`` when missing."""
+    attention kernel, FP8 caching, conventions), registering them in ``build(model)`` when
+    missing, and the weight-side terms of its conventions with them (so a report built on the
+    registry shows every switched formula; derivations/conventions.py)."""
     from .activations import View, ensure
-    return ensure(build(model), View.of(training), model.q_lora)
+    from .conventions import weight_side
+    reg = build(model)
+    weight_side(reg, getattr(training, "conventions", cfg.Conventions()))
+    return ensure(reg, View.of(training), model.q_lora)
 
 
 @dataclass
@@ -85,6 +90,8 @@ class Estimate:
             "terms": dict(self.term_ids),
             "assumptions": list(self.assumptions),
         }
+        from .conventions import switches_json
+        out["conventions"] = switches_json(tr)
         if len(self.held) > 1:
             out["stage"]["holds_stages"] = [c.index for c in self.held]
         if tr.schedule:
@@ -129,7 +136,7 @@ def estimate_all(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Trainin
 
 
 def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
-    from . import schedules
+    from . import conventions, schedules
     cfg.validate_layout(model, layout, training.seq)
     cfg.validate_training(training)
     comp = cfg.stage(model, layout, stage_index)
@@ -144,12 +151,16 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     else:
         chunks, held = (), (comp,)
     subs = cfg.substitution(model, layout, training, comp)
-    dev = dict(subs)
-    dev.update(_sum_values(held))  # DualPipe: the parameters of both stages the device holds
-    P_n = exact(terms["static.device.non_moe"], dev)
-    P_m = exact(terms["static.device.moe"], dev)
-    ids = component_terms(training.zero)
+    side = conventions.weight_side(terms, training.conventions)
+    if side.rank == "megatron":  # Megatron's most-loaded shard: its formula, at the whole model
+        dev = conventions.megatron_substitution(model, layout, training)
+    else:
+        dev = dict(subs)
+        dev.update(_sum_values(held))  # DualPipe: the parameters of both stages the device holds
+    P_n, P_m = conventions.split_params(terms, side, dev)
+    ids = side.component_ids(training.zero)
     byts = {k: exact(terms[t], dev) for k, t in ids.items()}
+    notes += conventions.notes(training)
     per_mb = exact(terms[act["stage"]], subs)
     if training.schedule:
         held_act = Fraction(0)
@@ -170,6 +181,7 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     byts["activations_per_layer"] = exact(terms[act["layer"]], subs)
     ids["activations_mla_layer"] = act["mla"]
     ids["activations_moe_layer"] = act["moe"]
+    ids["params"] = side.params
     over = {}
     for end, i in (("low", 0), ("high", 1)):
         f, buf = RANGES["f_frag"][i], RANGES["M_buf"][i]

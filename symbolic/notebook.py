@@ -41,8 +41,9 @@ def _call(cls_name: str, obj, keep: Sequence[str] = ()) -> str:
         val = getattr(obj, f.name)
         default = f.default if f.default is not dataclasses.MISSING else (
             f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
-        if f.name in keep or val != default:
-            args.append(f"{f.name}={val!r}")
+        if f.name in keep or val != default:  # a nested dataclass (Training.conventions) as cfg.<Class>(...)
+            text = _call("cfg." + type(val).__name__, val) if dataclasses.is_dataclass(val) else repr(val)
+            args.append(f"{f.name}={text}")
     return f"{cls_name}({', '.join(args)})"
 
 

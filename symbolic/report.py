@@ -187,15 +187,13 @@ class Context:
         cfg.validate_layout(model, layout, training.seq)
         cfg.validate_training(training)
         comp = cfg.stage(model, layout, stage)
-        from derivations.device import activation_ids
-        activation_ids(model, training)  # registers the chosen activation view's terms (recipes issue)
         return cls(model, layout, training, comp, cfg.substitution(model, layout, training, comp), ref)
 
     @property
     def terms(self):
         if self._terms is None:
-            from derivations import build
-            self._terms = build(self.model)
+            from derivations import configured
+            self._terms = configured(self.model, self.training)  # this configuration's terms only
         return self._terms
 
     @property
@@ -214,20 +212,30 @@ class Context:
                 return None
         return None
 
-    def display_subs(self, with_stage: bool) -> Dict:
+    def subs_for(self, term) -> Dict:
+        """The substitution a term is evaluated at: this stage's, or for a term of scope
+        'model' (Megatron's shard, which divides by PP itself) the whole model's, with D the
+        MTP layers only under --mtp (derivations.conventions.megatron_substitution)."""
+        if getattr(term, "scope", "stage") != "model":
+            return self.subs
+        from derivations.conventions import megatron_substitution
+        return megatron_substitution(self.model, self.layout, self.training)
+
+    def display_subs(self, with_stage: bool, subs: Optional[Dict] = None) -> Dict:
         """The substitution for the paper's factored form: parallel degrees and bytes per
         element (EDP included), plus the stage composition for per-device terms."""
         roles = DISPLAY_ROLES + ((STAGE_ROLE,) if with_stage else ())
-        out = {k: v for k, v in self.subs.items() if k.name in nt.REGISTRY and nt.REGISTRY[k.name].role in roles}
+        subs = self.subs if subs is None else subs
+        out = {k: v for k, v in subs.items() if k.name in nt.REGISTRY and nt.REGISTRY[k.name].role in roles}
         edp = self.value_of(nt.EDP)
         if edp is not None:
             out[nt.EDP] = sp.Rational(edp.numerator, edp.denominator)
         return out
 
-    def exact(self, term_or_expr) -> Optional[Fraction]:
+    def exact(self, term_or_expr, subs: Optional[Dict] = None) -> Optional[Fraction]:
         from .numeric import exact
         try:
-            return exact(term_or_expr, self.subs)
+            return exact(term_or_expr, self.subs if subs is None else subs)
         except cfg.ConfigError:
             return None
 
@@ -308,8 +316,8 @@ def _breakable_latex(expr, names) -> str:
 
 def equation(ctx: Context, term, with_stage: bool, show_parts: bool = False) -> Equation:
     """The three forms of a term at ``ctx`` (see :class:`Equation`)."""
-    dsubs = ctx.display_subs(with_stage)
-    full = ctx.subs
+    full = ctx.subs_for(term)
+    dsubs = ctx.display_subs(with_stage, full)
     view, used = _named_view(ctx, term)
     names = dict(ctx.names)
     names.update({sym: lx for sym, (lx, _) in used.items()})
@@ -318,10 +326,10 @@ def equation(ctx: Context, term, with_stage: bool, show_parts: bool = False) -> 
     if len(paper) > LONG_FORM:  # print long fractions as \frac{..}{..} (...) so LaTeX can break them
         paper = sp.latex(shown, order="none", symbol_names=names, long_frac_ratio=2)
     closed = _breakable_latex(closed_expr(term, dsubs), ctx.names)
-    value = ctx.exact(term)
+    value = ctx.exact(term, full)
     value_bytes = None
     if value is not None:
-        value_bytes = value * Fraction(ctx.subs.get(nt.B_w, 2)) if term.unit == "params" else value
+        value_bytes = value * Fraction(full.get(nt.B_w, 2)) if term.unit == "params" else value
     parts = ()
     if show_parts:
         rows = []
@@ -330,7 +338,7 @@ def equation(ctx: Context, term, with_stage: bool, show_parts: bool = False) -> 
             if shown == 0:
                 continue  # a row this stage does not hold (L_d = 0 ...)
             shown = sp.latex(shown, order="none", symbol_names=names)
-            v = ctx.exact(p.expr)
+            v = ctx.exact(p.expr, full)
             rows.append((T(p.label), M(shown), I(v)))
         parts = tuple(rows)
     return Equation(term.id, braced(term.symbol) if term.symbol else "", term.meaning, term.provenance, term.unit,
@@ -520,6 +528,8 @@ def table_estimate(ctx: Context) -> Table:
     rows = [(T(k), C(est.term_ids[k]), I(est.bytes[k]), G(est.bytes[k]))
             for k in ("weights", "gradients", "optimizer", "activations")]
     rows.append((T("total"), T(""), I(est.bytes["total"]), G(est.bytes["total"])))
+    rows += [(T("convention"), T(a[len("convention "):]), T(""), T(""))  # issue 8: switches not at the paper's
+             for a in est.assumptions if a.startswith("convention ")]
     tr = ctx.training
     return Table("estimate", f"Per-device memory at this configuration (ZeRO {tr.zero} ({cfg.ZERO_NAMES[tr.zero]}), "
                              f"recompute {tr.recompute}, b = {tr.mbs}, s = {tr.seq})", "memsym estimate",

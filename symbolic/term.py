@@ -117,6 +117,10 @@ class Term:
     parts: Tuple[Part, ...]
     symbol: str = ""
     notes: str = ""
+    #: where the term is evaluated: 'stage' (at a stage's composition L_d, L_m, e_E, e_H) or
+    #: 'model' (at the whole model's composition: formulas that divide by PP themselves,
+    #: such as Megatron's most-loaded shard)
+    scope: str = "stage"
 
     def __post_init__(self):
         if self.unit not in UNITS:

@@ -31,8 +31,10 @@ Reading a formula (the input is data: nothing in it is ever evaluated as Python)
 
 Limits (refused, exit 2, before any algebra): more than :data:`MAX_LENGTH` characters,
 brackets/signs/powers nested deeper than :data:`MAX_DEPTH`, numbers longer than
-:data:`MAX_DIGITS` digits, exponents of symbolic bases beyond :data:`MAX_EXPONENT`, and
-formulas whose expansion could exceed :data:`MAX_MONOMIALS` monomials.
+:data:`MAX_DIGITS` digits, exponents of symbolic bases beyond :data:`MAX_EXPONENT`,
+formulas whose expansion could exceed :data:`MAX_MONOMIALS` monomials, and more than
+:data:`MAX_SUM_DENOMINATORS` different sums in denominators (each would multiply the
+size of the common denominator the comparison needs).
 
 What is substituted (both sides alike)
 --------------------------------------
@@ -42,8 +44,10 @@ What is substituted (both sides alike)
 * The paper's conventions, for each symbol the formula does **not** mention and no
   assumption sets: bytes per element (Table 7: ``B_a = 2``, ``B_k = 1``, ``B_w = 2`` ...,
   :data:`symbolic.notation.PAPER_BYTES`), ``d_v = d_h`` (the paper writes d_h for the value
-  head dimension), ``CP = 1`` (context parallelism is our extension) and ``ETP = 1`` (the
-  paper's formulas are at ETP = 1).  A formula that mentions ``B_a`` keeps ``B_a``
+  head dimension), the extension symbols at the values that reproduce the paper
+  (``F = 1``, balanced routing; ``EXTENSION_DEFAULTS`` of the registry), ``CP = 1``
+  (context parallelism is our extension) and ``ETP = 1`` (the paper's formulas are at
+  ETP = 1).  A formula that mentions ``B_a`` keeps ``B_a``
   symbolic on both sides.  See :func:`paper_defaults`.
 * Everything else stays symbolic: a term that still has ``TP`` while the formula has
   ``/2`` is not equal, and the report says which symbols to assume.
@@ -71,7 +75,10 @@ MAX_DEPTH = 40         # nesting of brackets, signs and powers
 MAX_DIGITS = 30        # digits of one number
 MAX_EXPONENT = 8       # |n| in x^n for a symbolic base
 MAX_NUMBER_BITS = 4096  # size of a number raised to a power
-MAX_MONOMIALS = 20000  # upper bound of the expanded size of a formula
+MAX_MONOMIALS = 1000   # upper bound of the expanded size of a formula (the paper's have about 10)
+MAX_FACTORED = 200     # differences with more monomials are shown expanded, not factored
+MAX_SUM_DENOMINATORS = 4  # distinct sums in denominators, 1/(b + s) (bring to a common denominator)
+
 
 def paper_defaults() -> Dict[sp.Symbol, sp.Expr]:
     """The paper's conventions, applied to symbols a formula does not mention (module doc).
@@ -209,7 +216,7 @@ def tokenize(text: str) -> List[Token]:
         if c.isspace() or c == "~":
             i += 1
             continue
-        if c.isdigit() or (c == "." and i + 1 < n and text[i + 1].isdigit()):
+        if "0" <= c <= "9" or (c == "." and i + 1 < n and "0" <= text[i + 1] <= "9"):
             m = _NUM.match(text, i)
             digits = m.group(0).replace(".", "")
             if len(digits) > MAX_DIGITS:
@@ -358,7 +365,7 @@ class _Parser:
     def parse(self):
         if self.peek().kind == "END":
             raise FormulaError("empty formula")
-        expr, _ = self.expr()
+        expr, self.size = self.expr()
         if self.peek().kind != "END":
             t = self.peek()
             if t.kind == "RP":
@@ -497,6 +504,13 @@ def parse_formula(text: str, max_length: int = MAX_LENGTH) -> Parsed:
     toks = tokenize(body)
     p = _Parser(toks, body)
     expr = p.parse()
+    sums = _sum_denominators(expr)
+    if len(sums) > MAX_SUM_DENOMINATORS:
+        raise FormulaError(f"formula too large: {len(sums)} different sums in denominators (at most "
+                           f"{MAX_SUM_DENOMINATORS}); bring them to a common denominator", "formula-limit")
+    size = p.size
+    for base in sums:  # a common denominator multiplies every numerator by the other sums
+        size = p.bound(size * len(base.args))
     mentioned = frozenset(t.value for t in toks if t.kind == "SYM")
     return Parsed(text, sp.sympify(expr), mentioned, tuple(dict.fromkeys(p.warnings)))
 
@@ -558,7 +572,30 @@ def parse_assumptions(assume) -> Dict[sp.Symbol, sp.Expr]:
         if sym in out and out[sym] != val:
             raise FormulaError(f"{sym} is assumed twice ({out[sym]} and {val})", "assumption")
         out[sym] = val
+    total = 1
+    for val in out.values():  # each value multiplies the size of every monomial it enters
+        total *= len(sp.Add.make_args(sp.expand(val))) if isinstance(val, sp.Expr) else 1
+        if total > MAX_MONOMIALS:
+            raise FormulaError(f"assumptions too large: substituting them could give more than {MAX_MONOMIALS} "
+                               f"monomials per monomial of the term", "formula-limit")
     return out
+
+
+def expanded_size(expr, cap: int = 10 ** 9) -> int:
+    """An upper bound of the number of monomials of ``expand(expr)`` (capped at ``cap``)."""
+    if expr.is_Atom:
+        return 1
+    if expr.is_Add:
+        return min(cap, sum(expanded_size(a, cap) for a in expr.args))
+    if expr.is_Mul:
+        out = 1
+        for a in expr.args:
+            out = min(cap, out * expanded_size(a, cap))
+        return out
+    if expr.is_Pow and expr.exp.is_Integer:
+        base = expanded_size(expr.base, cap)
+        return 1 if base == 1 else min(cap, base ** min(abs(int(expr.exp)), 64))
+    return 1
 
 
 def _apply(expr: sp.Expr, subs: Mapping) -> sp.Expr:
@@ -683,9 +720,10 @@ class VerifyResult:
             expanded = sp.expand(self.difference)
             if plain(expanded) != plain(self.difference):
                 lines.append(f"                 = {plain(expanded)}")
-            if self.difference.could_extract_minus_sign():
+            signs = {m.term_coeff > m.formula_coeff for m in self.monomials}
+            if signs == {False}:
                 lines.append(f"  (the formula has {plain(-self.difference)} more than the term)")
-            else:
+            elif signs == {True}:
                 lines.append(f"  (the formula misses {plain(self.difference)} of the term)")
             if self.monomials:
                 w = max(len(plain(m.monomial)) for m in self.monomials)
@@ -852,32 +890,45 @@ def verify(formula: str, against, assume=None, model=None, stage: Optional[int] 
 
     lhs = _apply(term_expr, subs)
     rhs = _apply(parsed.expr, subs)
+    for side, expr in (("the term", lhs), ("the formula", rhs)):
+        if expanded_size(expr, 10 * MAX_MONOMIALS) > MAX_MONOMIALS:
+            raise FormulaError(f"too large: after the assumptions, expanding {side} could give more than "
+                               f"{MAX_MONOMIALS} monomials", "formula-limit")
     # only defaults that touched something are worth reporting
     raw_syms = nt.expand_derived(term_expr).free_symbols | nt.expand_derived(parsed.expr).free_symbols
     for v in assumptions.values():
         raw_syms |= nt.expand_derived(v).free_symbols
     defaults = {k: v for k, v in defaults.items() if k in raw_syms}
 
-    diff = sp.cancel(sp.together(lhs - rhs))
-    equal = diff == 0
-    difference = sp.Integer(0) if equal else _closed(diff)
+    # Both sides are Laurent polynomials in positive symbols (the terms divide only by
+    # parallel degrees and counts): after expansion, equal iff every monomial's coefficient
+    # agrees.  Sums in a denominator (a user's 1/(b + s)) need a common denominator.
+    lc = sp.expand(lhs).as_coefficients_dict()
+    rc = sp.expand(rhs).as_coefficients_dict()
+    keys = list(dict.fromkeys(list(lc) + list(rc)))
+    dc = {m: sp.Rational(lc.get(m, 0)) - sp.Rational(rc.get(m, 0)) for m in keys}
+    dc = {m: c for m, c in dc.items() if c != 0}
+    expanded = sp.Add(*[c * m for m, c in dc.items()])
+    if expanded == 0:
+        equal = True
+    elif _sum_denominators(expanded):
+        equal = sp.expand(sp.numer(sp.together(expanded))) == 0
+    else:
+        equal = False
+    difference = sp.Integer(0) if equal else (sp.factor_terms(expanded) if len(dc) <= MAX_FACTORED else expanded)
 
     monomials: List[Monomial] = []
     explanation: List[str] = []
     hints: List[str] = []
-    leaves = _leaves(parts, terms)
     if not equal:
-        lc = sp.expand(lhs).as_coefficients_dict()
-        rc = sp.expand(rhs).as_coefficients_dict()
-        leaf_dicts = [(k, sp.expand(_apply(e, subs)).as_coefficients_dict()) for k, _, _, e in leaves]
-        keys = list(dict.fromkeys(list(lc) + list(rc)))
-        for mono in keys:
-            a, b_ = sp.Rational(lc.get(mono, 0)), sp.Rational(rc.get(mono, 0))
-            if a != b_:
-                owners = tuple(k for k, d in leaf_dicts if d.get(mono, 0) != 0)
-                monomials.append(Monomial(mono, a, b_, owners))
+        leaves = _leaves(parts, terms)
+        leaf_dicts = [(key, label, row, sp.expand(_apply(e, subs)).as_coefficients_dict())
+                      for key, label, row, e in leaves]
+        for mono, c in dc.items():
+            owners = tuple(k for k, _, _, d in leaf_dicts if d.get(mono, 0) != 0)
+            monomials.append(Monomial(mono, sp.Rational(lc.get(mono, 0)), sp.Rational(rc.get(mono, 0)), owners))
         monomials.sort(key=lambda m: _mono_rank(m.monomial))
-        explanation = _explain(difference, leaves, subs)
+        explanation = _explain(dc, leaf_dicts)
         lfree, rfree = lhs.free_symbols, rhs.free_symbols
         only_term = sorted((x.name for x in lfree - rfree), key=_order)
         only_formula = sorted((x.name for x in rfree - lfree), key=_order)
@@ -885,6 +936,10 @@ def verify(formula: str, against, assume=None, model=None, stage: Optional[int] 
             hints.append(f"the term depends on {', '.join(only_term)}, which the formula does not contain: if the "
                          f"formula is at particular values give them, e.g. --assume "
                          f"{' '.join(n + '=...' for n in only_term)}")
+            if {"L_d", "L_m", "e_E", "e_H"} & set(only_term):
+                hints.append("for one device of a pipeline stage, --stage N substitutes that stage's L_d, L_m, "
+                             "e_E, e_H (stage 1: 4 MoE layers, Table 10); TERM:PART selects parts (act.stage:mla; list "
+                             "them with `memsym terms --parts`)")
         if only_formula:
             hints.append(f"the formula has {', '.join(only_formula)}, which the term (after the assumptions) does "
                          f"not contain")
@@ -930,25 +985,54 @@ def _mono_rank(m) -> tuple:
     return tuple(_order(n) for n in names)
 
 
-def _explain(difference: sp.Expr, leaves, subs) -> List[str]:
-    """Name the term's tensors (or rows) the difference is a rational multiple of."""
-    groups: Dict[str, Tuple[List[str], List[str], sp.Expr]] = {}
+def _sum_denominators(expr) -> set:
+    return {a.base for a in sp.preorder_traversal(expr) if a.is_Pow and a.exp.is_negative and a.base.is_Add}
+
+
+def _ratio(d1: Mapping, d2: Mapping):
+    """r if the polynomial with coefficients d1 is r times the one with d2, else None."""
+    if not d1 or set(d1) != set(d2):
+        return None
+    ratio = None
+    for m, c in d1.items():
+        r = sp.Rational(c) / sp.Rational(d2[m])
+        if ratio is None:
+            ratio = r
+        elif r != ratio:
+            return None
+    return ratio
+
+
+def _explain(diff: Mapping, leaf_dicts) -> List[str]:
+    """Name the term's tensors (display rows, parts) the difference is an integer multiple of."""
+    groups: Dict[str, Tuple[List[str], List[str], Dict]] = {}   # display rows (q + k)
+    tops: Dict[str, Tuple[List[str], List[str], Dict]] = {}     # parts of a combined term (moe)
     singles = []
-    for key, label, row, expr in leaves:
-        e = _apply(expr, subs)
-        if e == 0:
+
+    def add(table, name, key, label, d):
+        keys, labels, total = table.get(name, ([], [], {}))
+        total = dict(total)
+        for m, c in d.items():
+            total[m] = total.get(m, 0) + c
+        table[name] = (keys + [key], labels + [label], {m: c for m, c in total.items() if c != 0})
+
+    for key, label, row, d in leaf_dicts:
+        d = {m: c for m, c in d.items() if c != 0}
+        if not d:
             continue
-        singles.append(([key], [label], e))
+        singles.append(([key], [label], d))
         if row:
-            keys, labels, total = groups.get(row, ([], [], sp.Integer(0)))
-            groups[row] = (keys + [key], labels + [label], total + e)
-    candidates = [g for g in groups.values() if len(g[0]) > 1] + singles
+            add(groups, row, key, label, d)
+        if "." in key:
+            add(tops, key.split(".")[0], key, label, d)
+    tops = {name: ([name], [f"all of {name}"], g[2]) for name, g in tops.items() if len(g[0]) > 1}
+    candidates = list(tops.values()) + [g for g in groups.values() if len(g[0]) > 1] + singles
     out, covered = [], set()
-    for keys, labels, e in candidates:
-        if covered & set(keys):
+    for keys, labels, d in candidates:
+        if covered & set(keys) or any(k.split(".")[0] in covered for k in keys):
             continue
-        ratio = sp.cancel(difference / e)
-        if ratio.is_Rational and ratio != 0:
+        ratio = _ratio(diff, d)
+        if ratio is not None and ratio.q == 1:  # a tensor missing, or counted n times
             covered |= set(keys)
             out.append(f"term - formula = {ratio} x ({' + '.join(keys)}) of the term: {'; '.join(labels)}")
             if len(out) >= 3:

@@ -166,7 +166,8 @@ def test_implicit_multiplication_after_division_warns():
     ("bsh)", "unmatched"), ("(bsh]", "expected ')'"), ("\\frac{b}", "denominator"), ("bsh/0", "division by zero"),
     ("b/(h-h)", "division by zero"), ("s^h", "exponents must be integers"), ("s^(1/2)", "integers"),
     ("\\sqrt{h}", "\\sqrt is not supported"), ("\\alpha h", "not supported"), ("h = s", "'='"),
-    ("b, s", "','"), ("b \\", "backslash"), ("h'", "quotes"), ("b*é", "not allowed"),
+    ("b, s", "','"), ("b \\", "backslash"), ("h'", "quotes"), ("b*é", "not allowed"), ("s\u00b2", "not allowed"),
+    ("\u0661h", "not allowed"), ("b\x00s", "not allowed"),
 ])
 def test_malformed_inputs(text, needle):
     with pytest.raises(FormulaError) as e:
@@ -237,8 +238,19 @@ def test_limits_refused():
         parse("(b+s)^99")
     with pytest.raises(FormulaError, match="number too long"):
         parse("1" * 100 + "b")
+    with pytest.raises(FormulaError, match="sums in denominators"):
+        parse("+".join(f"1/(b+{i})" for i in range(1, 50)))
+    with pytest.raises(FormulaError, match="too large"):  # a common denominator would multiply the numerators
+        parse("(b+s)(h+N)(d_c+d_h)(n_h+v)(l+DP)(TP+PP)(EP+ETP)(SP+CP)(d_cq+d_hr) + 1/(b+s) + 1/(b+h)")
+    with pytest.raises(FormulaError, match="too large"):  # assumptions that chain into a huge expansion
+        verify("b", "act.stage", assume="h=(b+s)^8 s=(b+v)^8")
     # within the limits
     assert parse("(" * (MAX_DEPTH - 1) + "b" + ")" * (MAX_DEPTH - 1)) == b
+    assert parse("1/(b+s) + 1/(b+h)") == 1 / (b + s) + 1 / (b + h)
+    assert verify("2bsh/2 + 1/(b+s) - 1/(b+s)", "act.mla.layer.full", assume={"SP": 2}).equal
+    assert verify("(2bsh(b+s)/2)/(b+s)", "act.mla.layer.full", assume={"SP": 2}).equal
+    r = verify("2bsh/2 + 1/(b+s)", "act.mla.layer.full", assume={"SP": 2})
+    assert not r.equal and sp.simplify(r.difference + 1 / (b + s)) == 0
 
 
 # ------------------------------------------------------------------ substitution rules
@@ -328,6 +340,11 @@ def test_cli_bad_input_exits_2_with_one_line(capsys, argv, needle):
     assert needle in out.err and len(out.err.strip().splitlines()) == 1 and out.out == ""
 
 
+def test_terms_lists_parts_for_term_part_selection(capsys):
+    rc, out = run_cli(capsys, "terms", "--parts")
+    assert rc == 0 and "act.stage:mla" in out.out and "act.mla.layer:q" in out.out
+
+
 def test_help_shows_two_worked_examples():
     p = subprocess.run([sys.executable, "-m", "symbolic", "verify", "--help"], capture_output=True, text=True)
     assert p.returncode == 0
@@ -348,3 +365,22 @@ def test_help_examples_do_what_they_say(capsys):
         cmds.append(argv)
     assert len(cmds) == 3
     assert [run_cli(capsys, "verify", *argv)[0] for argv in cmds] == [0, 0, 0]
+
+
+# ------------------------------------------------------------------ robustness
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_ALPHABET = list("bshNE_{}()[]^*/+-.0123456789 '\\=:\"") + ["d_h", "d_cq", "\\frac", "\\left(", "\\right)",
+                                                            "\\cdot", "n_h", "TP", "EDP", "s^2", "**"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=40), st.lists(st.sampled_from(_ALPHABET), max_size=25).map("".join)))
+def test_any_text_parses_or_is_refused_cleanly(text):
+    try:
+        expr = parse(text)
+    except FormulaError as exc:
+        assert str(exc) and "\n" not in str(exc)
+    else:
+        assert isinstance(expr, sp.Expr)
+        assert expr.free_symbols <= set(nt.SYMBOLS.values())

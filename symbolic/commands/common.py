@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from fractions import Fraction
 
 from .. import config as cfg
@@ -172,6 +173,45 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
                         "inputs and SwiGLU inputs (B_f8 = 1 B), the attention output before W^O in E5M6 (B_o = 1.5 B)")
 
 
+class _Conventions(argparse.Action):
+    """``--conventions NAME``: set every switch of the preset that was not typed
+    (symbolic.config.CONVENTION_PRESETS), whatever the order on the command line."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        typed = explicit(namespace)
+        for dest, value in cfg.CONVENTION_PRESETS[values].items():
+            if dest not in typed:
+                setattr(namespace, dest, value)
+
+
+def add_convention_options(p: argparse.ArgumentParser) -> None:
+    """The modelling assumptions (issue 8): a preset and one option per switch, each
+    defaulting to the paper's choice (symbolic.config.CONVENTION_SWITCHES)."""
+    g = p.add_argument_group("conventions (modelling assumptions; defaults: the paper's; switches typed beside "
+                             "--conventions override it)")
+    g.add_argument("--conventions", choices=list(cfg.CONVENTION_PRESETS), default=None, action=_Conventions,
+                   help="set every switch to one source's assumptions: paper (default); modelzoo (NVIDIA "
+                        "Megatron-MoE-ModelZoo's activation accounting: --routed-tokens dispatch --attention flash "
+                        "--router-tensors sp --shared-expert tp --dropout-masks none --checkpoints one --swiglu fused "
+                        "--expert-outputs kept --latent-norms kept --routing-state row-map --inventory modelzoo); "
+                        "megatron (Megatron-LM's weight-and-optimizer estimate, --rank megatron --bytes-per-param "
+                        "distributed, with the same runtime switches as modelzoo but the paper's tensor list, "
+                        "--inventory paper; add --mtp to count the MTP layer). `memsym compare` itemises the gaps")
+    for spec in cfg.CONVENTION_SWITCHES.values():
+        g.add_argument(spec.option, dest=spec.name, choices=list(spec.values), default=spec.default, action=_Explicit,
+                       help=spec.help + f" (default {spec.default})")
+    g.add_argument("--bytes-per-param", dest="bytes_per_param", choices=list(cfg.BYTES_CONVENTIONS), default="paper",
+                   action=_Explicit, help=cfg.BYTES_HELP + " (default paper)")
+    g.add_argument("--mtp", action=_ExplicitTrue, default=False, help=cfg.MTP_HELP)
+
+
+def conventions_from_args(args) -> cfg.Conventions:
+    """The Conventions of the typed (or preset) switches; the paper's where a command has none."""
+    kw = {k: getattr(args, k) for k in cfg.CONVENTION_SWITCHES if getattr(args, k, None) is not None}
+    return cfg.Conventions(mtp=bool(getattr(args, "mtp", False)), **kw)
+
+
 def add_json_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
@@ -197,9 +237,19 @@ def training_from_args(args) -> cfg.Training:
                      attention=getattr(args, "attention", "eager"), fp8=getattr(args, "fp8_activations", False),
                      imbalance=getattr(args, "imbalance", 1), schedule=getattr(args, "schedule", None),
                      microbatches=getattr(args, "microbatches", None), vpp=getattr(args, "vpp", None))
+    t = replace(t, conventions=conventions_from_args(args))
     byts = {sym: getattr(args, dest) for dest, syms in DTYPE_OPTIONS if getattr(args, dest, None) is not None
             for sym in syms}
-    return t.with_bytes(**byts) if byts else t
+    t = t.with_bytes(**byts) if byts else t
+    per_param = getattr(args, "bytes_per_param", "paper")
+    if per_param and per_param != "paper":  # a preset of the dtype options and ZeRO: typed options win
+        conv_bytes, zmin = cfg.BYTES_CONVENTIONS[per_param]
+        typed = explicit(args)
+        keep = {sym for dest, syms in DTYPE_OPTIONS if dest in typed for sym in syms}
+        t = t.with_bytes(**{k: val for k, val in conv_bytes.items() if k not in keep})
+        if zmin and "zero" not in typed:
+            t = replace(t, zero=max(t.zero, zmin))
+    return t
 
 
 def stage_from_args(args):

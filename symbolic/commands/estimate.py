@@ -19,6 +19,13 @@ def add_parser(sub):
     common.add_model_option(p)
     common.add_layout_options(p)
     common.add_training_options(p)
+    common.add_convention_options(p)
+    p.add_argument("--tensors", action="store_true",
+                   help="list every tensor one MoE transformer layer (MLA + MoE) keeps for backward, one micro-batch, "
+                        "under the chosen recomputation and conventions: name, formula at the layout, bytes, the "
+                        "operation whose backward keeps it; and what recomputing the norms, the activation function, "
+                        "the MLA up-projections and RoPE, the shared experts, or offloading the routed experts' fc1 "
+                        "outputs would save")
     p.add_argument("--all-stages", action="store_true",
                    help="print every pipeline stage (its layers, in-flight micro-batches, activations, model states, "
                         "total) and mark the most-loaded one")
@@ -32,6 +39,8 @@ def run(args) -> int:
     layout, training = common.layout_from_args(args), common.training_from_args(args)
     notes = common.recipe_assumptions(args)
     device = _device(args)
+    if args.tensors:
+        return _run_tensors(args, model, layout, training)
     if args.all_stages:
         every, worst = estimate_all(model, layout, training, notes)
         if args.json:
@@ -48,6 +57,74 @@ def run(args) -> int:
     for line in _device_lines(est, device):
         print(line)
     return 0
+
+
+def _run_tensors(args, model, layout, training) -> int:
+    from derivations.conventions import SAVINGS, tensor_rows
+    from derivations.device import activation_ids, estimate
+    est = estimate(model, layout, training, common.stage_from_args(args))
+    rows, saving = tensor_rows(model, layout, training, est.stage.index)
+    total = sum(r.bytes for r in rows)
+    assert total == est.bytes["activations_per_layer"], "the tensors do not add up to the layer's term"
+    layer_id = activation_ids(model, training)["layer"]
+    dsubs = _display_subs(est)
+    if args.json:
+        common.print_json({
+            "model": model.name, "term": layer_id, "total": total, "conventions": est.to_json()["conventions"],
+            "tensors": [{"sublayer": r.sublayer, "key": r.part.key, "name": r.part.label,
+                         "formula": _formula(r.part, dsubs), "latex": _latex(r.part, dsubs), "bytes": r.bytes,
+                         "kept_for": r.kept_for, "tags": list(r.part.tags)} for r in rows],
+            "savings": [{"option": name, "what": what, "bytes": saving[name]} for name, what, _ in SAVINGS]})
+        return 0
+    print(render_tensors(est, rows, saving, layer_id, dsubs))
+    return 0
+
+
+def _display_subs(est):
+    """Parallel degrees and bytes per element substituted, the paper's way of printing a tensor (4bsh/2)."""
+    from ..notation import REGISTRY
+    shown = {k: v for k, v in est.subs.items() if k.name in REGISTRY and
+             (REGISTRY[k.name].role == "bytes" or (REGISTRY[k.name].role == "parallel" and v == 1))}
+    return shown, None  # bytes and unit degrees substituted; TP, SP, EP stay symbols (they are what differs)
+
+
+def _formula(part, dsubs) -> str:
+    import sympy as sp
+    return sp.sstr(part.display(*dsubs), order="none")
+
+
+def _latex(part, dsubs) -> str:
+    from ..render import expr_latex
+    return expr_latex(part.display(*dsubs), ordered=False)
+
+
+def render_tensors(est, rows, saving, layer_id, dsubs) -> str:
+    from derivations.conventions import SAVINGS
+    lay, tr = est.layout, est.training
+    conv = est.to_json()["conventions"]
+    lines = [f"memsym estimate --tensors: {est.model.name}, one MoE transformer layer (MLA + MoE), one micro-batch; "
+             f"layout TP={lay.tp} SP={lay.SP} EP={lay.ep} ETP={lay.etp} CP={lay.cp}; {_policy(tr)}; "
+             f"b={tr.mbs} s={tr.seq}",
+             f"conventions: {conv['preset'] or 'custom'} (every switch: memsym estimate --help)",
+             "", "  sub          bytes  formula at the layout          tensor", "  " + " " * 19 + "kept for"]
+    formulas = [_formula(r.part, dsubs) for r in rows]
+    wf = max([len(f) for f in formulas] + [30])
+    lines[-2] = f"  sub  {'bytes':>14}  {'formula at the layout':<{wf}}  tensor"
+    lines[-1] = f"  {'':<5}{'':>14}  {'':<{wf}}  kept for (the operation whose backward needs it)"
+    for r, f in zip(rows, formulas):
+        lines.append(f"  {r.sublayer:<5}{fmt_int(r.bytes):>14}  {f:<{wf}}  {r.part.label}")
+        lines.append(f"  {'':<5}{'':>14}  {'':<{wf}}    {r.kept_for}")
+    total = sum(r.bytes for r in rows)
+    lines.append(f"  {'total':<5}{fmt_int(total):>14}  {fmt_gib(total) + ' GiB':<{wf}}  {layer_id}")
+    lines += ["", "what each option would save per layer (the recomputations: --recompute custom:OP):"]
+    for name, what, _ in SAVINGS:
+        val = saving[name]
+        share = f"{float(val / total):.1%}" if total else "-"
+        lines.append(f"  {name:<20}{fmt_int(val):>16}  {share:>6}  {what}")
+    changed = [a[len("convention "):] for a in est.assumptions if a.startswith("convention ")]
+    if changed:
+        lines += ["", "conventions not the paper's:"] + [f"  - {a}" for a in changed]
+    return "\n".join(lines)
 
 
 def _device(args):
@@ -86,6 +163,11 @@ def _policy(tr) -> str:
         out += "; FP8 activations"
     if tr.imbalance != 1:
         out += f"; imbalance F={float(tr.imbalance):g}"
+    from derivations.conventions import preset_of
+    preset = preset_of(tr)
+    if preset != "paper":
+        changed = [f"{k}={v}" for k, v in tr.conventions.changed()]
+        out += f"; conventions {preset}" if preset else "; conventions " + ",".join(changed)
     if tr.schedule:
         m = tr.microbatches if tr.microbatches is not None else "enough"
         out += f"; schedule {tr.schedule} (m={m}" + (f", V={tr.vpp}" if tr.vpp else "") + ")"
@@ -229,11 +311,29 @@ def explain_split(est) -> list:
     return lines
 
 
+def explain_megatron(est) -> list:
+    """The parts of Megatron's most-loaded shard (--rank megatron)."""
+    from derivations import build
+    from derivations.conventions import megatron_substitution
+    from ..numeric import exact
+    t = build(est.model)[est.term_ids["params"]]
+    subs = megatron_substitution(est.model, est.layout, est.training)
+    lines = [f"  Megatron-LM's most-loaded shard ({t.id}; whole model over PP={est.layout.pp}, "
+             f"D={subs[cfg.nt.D]} MTP layer{'s' * (subs[cfg.nt.D] != 1)}):"]
+    for p in t.parts:
+        side = "P_m, over EDP" if "moe" in p.tags else "P_n, over DP"
+        lines.append(f"    {p.key:<11}{fmt_int(exact(p.expr, subs)):>16}  {p.label} ({side})")
+    return lines
+
+
 def explain_params(est) -> list:
     """How P_n and P_m of the device arise from the per-layer terms (Sec. 3 rules)."""
     from derivations import build
     from ..numeric import exact
+    if est.term_ids.get("params", "").startswith("conv.megatron"):
+        return explain_megatron(est)
     m, lay, st, subs = est.model, est.layout, est.stage, est.subs
+    shared_tp = est.training.conventions.shared_expert == "tp"
     if len(est.held) > 1:  # DualPipe: the device holds two stages' parameters
         from types import SimpleNamespace
         st = SimpleNamespace(dense=sum(c.dense for c in est.held), moe=sum(c.moe for c in est.held),
@@ -253,11 +353,13 @@ def explain_params(est) -> list:
              f"        MLA: {mats('tp_split')} split by TP={lay.tp}; {mats('replicated')} and LN replicated"]
     if st.moe:
         expert = exact(t["params.expert"], subs)
-        lines.append(f"  P_m = {st.moe} MoE layer{'s' * (st.moe != 1)} x {val('static.layer.moe')}: router N h = "
+        moe_id = "static.layer.moe.shared-tp" if shared_tp else "static.layer.moe"
+        lines.append(f"  P_m = {st.moe} MoE layer{'s' * (st.moe != 1)} x {val(moe_id)}: router N h = "
                      f"{fmt_int(m.N * m.h)} (replicated)")
+        shared = (f"{fmt_int(expert / lay.tp)} (split by TP={lay.tp}: --shared-expert tp)" if shared_tp
+                  else f"{fmt_int(expert)} (replicated on every EP rank)")
         lines.append(f"        + N/EP = {m.N}/{lay.ep} = {m.N // lay.ep} routed experts x 3 h h_E / ETP = "
-                     f"{fmt_int(expert / lay.etp)} + N_s = {m.N_s} shared expert{'s' * (m.N_s != 1)} x "
-                     f"{fmt_int(expert)} (replicated on every EP rank)")
+                     f"{fmt_int(expert / lay.etp)} + N_s = {m.N_s} shared expert{'s' * (m.N_s != 1)} x {shared}")
     else:
         lines.append("  P_m = 0 (no MoE layer on this stage)")
     return lines

@@ -37,6 +37,7 @@ def add_parser(sub):
     common.add_model_option(p)
     common.add_layout_options(p)
     common.add_training_options(p)
+    common.add_convention_options(p)
     p.set_defaults(run=run)
 
 

@@ -10,6 +10,8 @@ def add_parser(sub):
                                    "use the ids with `memsym verify --against` and in the Python API.")
     common.add_model_option(p)
     p.add_argument("--expr", action="store_true", help="also print each term's expression")
+    p.add_argument("--parts", action="store_true",
+                   help="also print each term's parts (select them with `memsym verify --against TERM:PART`)")
     common.add_json_option(p)
     p.set_defaults(run=run)
 
@@ -27,4 +29,7 @@ def run(args) -> int:
         print(f"{t.id:<{width}}  {t.unit:<6}  {t.provenance}: {t.meaning}")
         if args.expr:
             print(f"{'':<{width}}  = {t.expr}")
+        if args.parts:
+            for part in t.parts:
+                print(f"{'':<{width}}  {t.id}:{part.key}  {part.label}")
     return 0

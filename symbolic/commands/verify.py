@@ -70,7 +70,8 @@ def add_parser(sub):
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("formula", metavar="FORMULA", help="the formula (quote it)")
     p.add_argument("--against", required=True, metavar="TERM",
-                   help="term id (act.mla.layer), or TERM:PART[+PART] for some of its parts (act.stage:mla)")
+                   help="term id (act.mla.layer), or TERM:PART[+PART] for some of its parts (act.stage:mla); "
+                        "list them with `memsym terms --parts`")
     p.add_argument("--assume", nargs="+", action="extend", default=[], metavar="NAME=VALUE",
                    help="values or relations substituted on both sides: TP=2 SP=2 EP=8 (or SP=TP)")
     p.add_argument("--stage", type=common.nonneg_int, default=None, metavar="N",

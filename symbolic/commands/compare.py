@@ -1,0 +1,180 @@
+"""memsym compare: the paper, Megatron-LM and NVIDIA's ModelZoo side by side, and the gap itemised (issue 8)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .. import config as cfg
+from ..render import fmt_gib, fmt_int
+from . import common
+
+LABELS = {"routed_tokens": "routed tokens per device", "attention": "attention kernel",
+          "router_tensors": "router tensors", "shared_expert": "shared expert", "dropout_masks": "dropout masks",
+          "checkpoints": "full-recompute checkpoints", "swiglu": "SwiGLU outputs", "expert_outputs": "expert outputs",
+          "latent_norms": "latent norm outputs", "routing_state": "routing state",
+          "bytes_per_param": "bytes per parameter", "rank": "rank reported", "mtp": "MTP layers",
+          "inventory": "per-tensor inventory"}
+ORDER_HELP = ", ".join(LABELS[n] for n in cfg.CONVENTION_ORDER)
+ROWS = (("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optimizer states"),
+        ("states", "model states (w + g + o)"), ("activations_per_layer", "activations, one MoE layer"))
+
+
+def add_parser(sub):
+    p = sub.add_parser("compare", help="the paper, Megatron-LM and ModelZoo conventions side by side, and a "
+                                       "waterfall of the assumptions between them",
+                       description="Per-device weights, gradients, optimizer states and one MoE transformer layer's "
+                                   "activations (one micro-batch) for one layout under each preset of conventions "
+                                   "(paper, megatron, modelzoo; see `memsym estimate --help`), then a waterfall from "
+                                   "paper to each other preset flipping one assumption at a time, in this fixed "
+                                   f"order: {ORDER_HELP}. Each step shows the bytes it adds (+) or removes (-), "
+                                   "exactly; the steps sum to the difference of the two totals.")
+    common.add_model_option(p)
+    common.add_layout_options(p)
+    g = p.add_argument_group("training (defaults: the paper's Tables 7 and 9)")
+    E = common._Explicit
+    g.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0, action=E,
+                   help="ZeRO stage of every preset (default 0; Megatron's distributed optimizer raises it to 1)")
+    g.add_argument("--recompute", type=common.recompute_policy, default=("none", ()), action=E,
+                   metavar="{none,full,selective,custom:OP,...}", help="activation recomputation (default none)")
+    g.add_argument("--mbs", type=common.positive_int, default=1, action=E, help="micro-batch size b (default 1)")
+    g.add_argument("--seq", type=common.positive_int, default=4096, action=E, help="sequence length s (default 4096)")
+    g.add_argument("--mtp", action=common._ExplicitTrue, default=False,
+                   help="count the model's MTP layers in Megatron's most-loaded shard (the megatron preset)")
+    p.add_argument("--plot", metavar="FILE", default=None,
+                   help="draw the waterfalls (activations per layer, model states) to FILE (.svg or .png)")
+    common.add_json_option(p)
+    p.set_defaults(run=run)
+
+
+def compute(model, layout, training, stage=None, mtp=False):
+    """{preset: (Estimate, quantities)} and {preset: Waterfall from paper} for one layout."""
+    from derivations.conventions import PRESETS, quantities, waterfall, with_preset
+    from derivations.device import estimate
+    columns, falls = {}, {}
+    for name in PRESETS:
+        est = estimate(model, layout, with_preset(training, name, mtp), stage)
+        columns[name] = (est, quantities(est))
+    for name in PRESETS:
+        if name == "paper":
+            continue
+        fall, _, _ = waterfall(model, layout, training, name, "paper", stage, mtp)
+        falls[name] = fall
+    return columns, falls
+
+
+def run(args) -> int:
+    model = common.model_from_args(args)
+    layout = common.layout_from_args(args)
+    training = replace(common.training_from_args(args), conventions=cfg.Conventions())  # the presets set them
+    if args.plot:
+        from ..plots import check_output
+        check_output(args.plot)
+    columns, falls = compute(model, layout, training, common.stage_from_args(args), args.mtp)
+    if args.plot:
+        plot(falls, args.plot, title(columns["paper"][0]))
+    if args.json:
+        common.print_json(to_json(columns, falls))
+        return 0
+    print(render(columns, falls))
+    if args.plot:
+        print(f"\nplot: {args.plot}")
+    return 0
+
+
+def title(est) -> str:
+    lay, tr = est.layout, est.training
+    return (f"{est.model.name}, stage {est.stage.index} of {lay.pp}; DP={lay.dp} TP={lay.tp} PP={lay.pp} "
+            f"EP={lay.ep} ETP={lay.etp} SP={lay.SP} CP={lay.cp}; recompute {tr.recompute_label}; "
+            f"b={tr.mbs} s={tr.seq}")
+
+
+def to_json(columns, falls) -> dict:
+    from derivations.conventions import ORDER, switches_json
+    e0 = columns["paper"][0]
+    out = {"model": e0.model.name, "layout": e0.to_json()["layout"], "stage": e0.stage.index, "order": list(ORDER),
+           "presets": {}, "waterfalls": {}}
+    for name, (est, q) in columns.items():
+        out["presets"][name] = {"switches": switches_json(est.training), "params": est.params["total"],
+                                "zero": est.training.zero, "bytes": q,
+                                "terms": {k: est.term_ids[k] for k in ("params", "weights", "gradients", "optimizer",
+                                                                       "activations_per_layer")}}
+    for name, f in falls.items():
+        out["waterfalls"][name] = {
+            "from": f.start, "to": f.end, "start": f.first, "end": f.last,
+            "steps": [{"switch": s.name, "label": LABELS[s.name], "from": s.before, "to": s.after, "delta": s.delta,
+                       "value": s.values} for s in f.steps],
+            "largest": {"states": f.largest("states"), "activations_per_layer": f.largest("activations_per_layer")}}
+    return out
+
+
+def _signed(x) -> str:
+    return ("+" if x > 0 else "") + fmt_int(x) if x else "0"
+
+
+def render(columns, falls) -> str:
+    names = list(columns)
+    e0 = columns["paper"][0]
+    w = 22
+    lines = [f"memsym compare: {title(e0)}", "",
+             f"  {'per device (bytes; GiB)':<30}" + "".join(f"{n:>{w}}" for n in names),
+             f"  {'parameters':<30}" + "".join(f"{fmt_int(columns[n][0].params['total']):>{w}}" for n in names)]
+    for key, label in ROWS:
+        lines.append(f"  {label:<30}" + "".join(f"{fmt_int(columns[n][1][key]):>{w}}" for n in names))
+        lines.append(f"  {'':<30}" + "".join(f"{fmt_gib(columns[n][1][key]) + ' GiB':>{w}}" for n in names))
+    lines.append(f"  {'ZeRO stage':<30}" + "".join(f"{columns[n][0].training.zero:>{w}}" for n in names))
+    lines.append("  terms:")
+    for n in names:
+        ids = columns[n][0].term_ids
+        lines.append(f"    {n:<10}params {ids['params']}; weights {ids['weights']}; optimizer {ids['optimizer']}; "
+                     f"activations {ids['activations_per_layer']}")
+    for name, f in falls.items():
+        lines += ["", f"waterfall {f.start} -> {f.end}: one assumption at a time (fixed order: memsym compare --help)",
+                  f"  {'switch':<28}{'from -> to':<30}{'model states':>18}{'act. one layer':>18}",
+                  f"  {f.start:<58}{fmt_int(f.first['states']):>18}{fmt_int(f.first['activations_per_layer']):>18}"]
+        for s in f.steps:
+            change = f"{_v(s.before)} -> {_v(s.after)}"
+            lines.append(f"  {LABELS[s.name]:<28}{change:<30}{_signed(s.delta['states']):>18}"
+                         f"{_signed(s.delta['activations_per_layer']):>18}")
+        lines.append(f"  {'= ' + f.end:<58}{fmt_int(f.last['states']):>18}{fmt_int(f.last['activations_per_layer']):>18}")
+        for key, label in (("activations_per_layer", "activations"), ("states", "model states")):
+            big = f.largest(key)[:3]
+            if big:
+                lines.append(f"  largest for {label}: " + ", ".join(
+                    f"{LABELS[n]} ({_signed(next(s.delta[key] for s in f.steps if s.name == n))})" for n in big))
+    return "\n".join(lines)
+
+
+def _v(x) -> str:
+    return {True: "yes", False: "no", None: "custom"}.get(x, x) if isinstance(x, (bool, type(None))) else str(x)
+
+
+def plot(falls, path: str, subtitle: str = "") -> None:
+    """One row per preset: the waterfall of one MoE layer's activations and of the model states (GiB)."""
+    from ..plots import _pyplot, save
+    plt = _pyplot()
+    GiB = cfg.GiB
+    n = len(falls)
+    fig, axes = plt.subplots(n, 2, figsize=(11, 3.4 * n), squeeze=False)
+    for row, (name, f) in enumerate(falls.items()):
+        for col, (key, what) in enumerate((("activations_per_layer", "activations of one MoE layer"),
+                                           ("states", "model states (weights + gradients + optimizer)"))):
+            ax = axes[row][col]
+            labels = [f.start] + [LABELS[s.name] for s in f.steps] + [f.end]
+            level = float(f.first[key]) / GiB
+            bars = [(0.0, level, "#808080")]
+            for s in f.steps:
+                d = float(s.delta[key]) / GiB
+                bars.append((level if d >= 0 else level + d, abs(d), "#c44e52" if d > 0 else "#4c72b0"))
+                level += d
+            bars.append((0.0, float(f.last[key]) / GiB, "#808080"))
+            xs = list(range(len(bars)))
+            ax.bar(xs, [h for _, h, _ in bars], bottom=[b for b, _, _ in bars], color=[c for _, _, c in bars],
+                   edgecolor="black", linewidth=0.3)
+            ax.set_xticks(xs)
+            ax.set_xticklabels(labels, rotation=60, ha="right", fontsize=7)
+            ax.set_ylabel("GiB")
+            ax.set_title(f"{f.start} -> {name}: {what}", fontsize=8)
+            ax.grid(True, axis="y", linewidth=0.3)
+    if subtitle:
+        fig.suptitle(subtitle, fontsize=8)
+    fig.tight_layout()
+    save(fig, path)
