@@ -23,7 +23,6 @@ from symbolic.numeric import as_number, exact
 
 from . import build
 from .overheads import RANGES
-from .zero import component_terms
 
 
 def activation_term_id(kind: str, recompute: str) -> str:

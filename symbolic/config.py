@@ -624,7 +624,8 @@ def substitution(model: ModelSpec, layout: Optional[Layout] = None, training: Op
 # Size parsing shared by the CLI ("80GiB", "2GB")
 # ---------------------------------------------------------------------------------
 def parse_size(text: str) -> int:
-    """'80GiB' -> bytes. GiB/GB both mean 2^30 (the paper's 'GB'); MiB, KiB, B also accepted."""
+    """'80GiB' -> bytes. GiB/GB both mean 2^30 (the paper's 'GB'); MiB, KiB, B also accepted.
+    A fractional number of bytes is rounded down."""
     import re
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(GiB|GB|G|MiB|MB|M|KiB|KB|K|B)?\s*", str(text))
     if not m:
@@ -633,6 +634,6 @@ def parse_size(text: str) -> int:
     unit = (m.group(2) or "B").upper().replace("IB", "B")
     scale = {"GB": GiB, "G": GiB, "MB": 2 ** 20, "M": 2 ** 20, "KB": 2 ** 10, "K": 2 ** 10, "B": 1}[unit]
     val = num * scale
-    if val <= 0:
-        raise ConfigError("size", f"size must be positive, got {text!r}")
-    return int(val) if val.denominator == 1 else int(val)
+    if val < 1:
+        raise ConfigError("size", f"size must be at least one byte, got {text!r}")
+    return int(val)  # a fractional byte count (e.g. 0.3KiB) is rounded down

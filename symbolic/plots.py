@@ -50,23 +50,10 @@ def check_output(path: str) -> str:
 
 
 def write_atomic(path: str, data) -> None:
-    """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same directory."""
-    import tempfile
+    """Write ``data`` (str or bytes) to ``path`` atomically, after :func:`check_writable`."""
+    from .files import write_atomic as _write
     check_writable(path)
-    d = os.path.dirname(os.path.abspath(path))
-    mode = "wb" if isinstance(data, (bytes, bytearray)) else "w"
-    fd, tmp = tempfile.mkstemp(prefix=".memsym-", dir=d)
-    try:
-        with os.fdopen(fd, mode, **({} if mode == "wb" else {"encoding": "utf-8", "newline": ""})) as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    _write(path, data)
 
 
 # ----------------------------------------------------------------------------- matplotlib

@@ -101,7 +101,7 @@ def term_latex(term, subs: Optional[Mapping] = None, form: str = "paper", full: 
 
 # --------------------------------------------------------------------------- numbers
 def fmt_int(x) -> str:
-    """Exact number with thousands separators (rationals as a/b)."""
+    """Exact number with thousands separators (a non-integral rational to 3 decimals)."""
     x = Fraction(x)
     if x.denominator == 1:
         return f"{x.numerator:,}"

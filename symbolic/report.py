@@ -755,28 +755,7 @@ def parse_formats(text: str) -> Tuple[str, ...]:
     return tuple(f for f in FORMATS if f in items)
 
 
-def write_atomic(path, data) -> None:
-    """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same
-    directory and ``os.replace``: readers see the old file or the whole new one, and a
-    failure leaves no partial file (the temporary file is removed)."""
-    import os
-    import tempfile
-    from pathlib import Path
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(raw)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
+from .files import write_atomic  # noqa: E402  (re-exported: report.write_atomic)
 
 
 class PdfError(RuntimeError):

@@ -1,0 +1,32 @@
+"""Output files: written atomically, so a failed run never leaves a half-written file."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def write_atomic(path, data) -> None:
+    """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same
+    directory and ``os.replace``: readers see the old file or the whole new one, and a
+    failure leaves no partial file (the temporary file is removed)."""
+    if isinstance(data, str):
+        raw = data.encode("utf-8")
+    elif isinstance(data, (bytes, bytearray, memoryview)):
+        raw = bytes(data)
+    else:
+        raise TypeError(f"write_atomic writes str or bytes, got {type(data).__name__}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(raw)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
