@@ -195,6 +195,9 @@ def validate_layout(model: ModelSpec, layout: Layout, seq: Optional[int] = None)
         raise ConfigError("pp-layers", f"PP={layout.pp} is larger than the {model.l} layers of {model.name}")
     if seq is not None and seq % layout.cp:
         raise ConfigError("cp-divides-seq", f"CP={layout.cp} must divide the sequence length s={seq}")
+    if seq is not None and seq % (layout.SP * layout.cp):
+        raise ConfigError("sp-divides-seq", f"SP*CP={layout.SP * layout.cp} must divide the sequence length s={seq} "
+                                            f"(sequence parallelism splits the sequence over SP={layout.SP} ranks)")
     stage_layers(model, layout)  # validates an explicit split
 
 

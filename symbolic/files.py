@@ -30,3 +30,19 @@ def write_atomic(path, data) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def check_out_dir(path) -> Path:
+    """``path`` as an output folder, created if missing; ConfigError (exit 2) naming it when
+    it is a file or cannot be created or written, before any work is done."""
+    from .config import ConfigError
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError("output", f"--out {path}: exists and is not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError("output", f"--out {path}: cannot create the directory ({exc.strerror or exc})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError("output", f"--out {path}: the directory is not writable")
+    return path

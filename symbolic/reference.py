@@ -20,8 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .config import GiB
 
-ROOT = Path(__file__).resolve().parent.parent
-PAPER_DIR = ROOT / "paper"
+from .resources import PAPER_DIR  # noqa: E402
 UNIT_SCALE = {"B": Fraction(10 ** 9), "GB": Fraction(GiB), "params": Fraction(1), "bytes": Fraction(1)}
 BYTE_UNITS = {"GB", "bytes"}
 

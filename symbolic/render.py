@@ -121,9 +121,8 @@ def fmt_bytes(nbytes) -> str:
 # sub/superscripts, text escaping for each output format, and the Jinja environments.
 # Jinja is imported lazily so ``import symbolic`` stays light.
 import re as _re
-from pathlib import Path as _Path
 
-TEMPLATES_DIR = _Path(__file__).resolve().parent.parent / "templates"
+from .resources import TEMPLATES_DIR  # noqa: E402
 
 _SCRIPT = _re.compile(r"([_^])([A-Za-z0-9])(?![A-Za-z0-9{])")
 

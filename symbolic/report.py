@@ -230,6 +230,8 @@ class Context:
         edp = self.value_of(nt.EDP)
         if edp is not None:
             out[nt.EDP] = sp.Rational(edp.numerator, edp.denominator)
+        if self.model.d_v == self.model.d_h:  # the paper writes d_h for the value head dimension
+            out[nt.d_v] = nt.d_h
         return out
 
     def exact(self, term_or_expr, subs: Optional[Dict] = None) -> Optional[Fraction]:
@@ -293,7 +295,8 @@ def _named_view(ctx: Context, term):
 def _at(ctx: Context, subs: Dict, term) -> Tuple[Tuple[str, str], ...]:
     names = ctx.names
     free = term.expr.free_symbols | term.base_expr.free_symbols
-    rows = [(names.get(k, str(k)), _fmt_num(v)) for k, v in subs.items() if k in free]
+    rows = [(names.get(k, str(k)), _fmt_num(v)) for k, v in subs.items()
+            if k in free and sp.sympify(v).is_number]  # identities such as d_v = d_h are not values
     return tuple(sorted(rows, key=lambda r: _order_key(r[0])))
 
 
@@ -741,8 +744,8 @@ TEX_ENGINES = ("pdflatex", "xelatex", "lualatex", "latexmk")
 
 def default_out_dir():
     """``paper/build`` of the project (ignored by git)."""
-    from .reference import PAPER_DIR
-    return PAPER_DIR / "build"
+    from .resources import build_dir
+    return build_dir()
 
 
 def parse_formats(text: str) -> Tuple[str, ...]:

@@ -569,6 +569,12 @@ def parse_assumptions(assume) -> Dict[sp.Symbol, sp.Expr]:
             if not text:
                 raise FormulaError(f"assumption {sym}: empty value", "assumption")
             val = parse(text)
+        if val.is_number:  # a numeric value must respect the symbol's assumptions (Table 1: sizes > 0)
+            if (sym.is_positive and not val.is_positive) or (sym.is_nonnegative and val.is_negative):
+                raise FormulaError(f"assumption {sym}={val}: {sym} must be "
+                                   f"{'positive' if sym.is_positive else 'non-negative'}", "assumption")
+            if sym.is_integer and not val.is_integer:
+                raise FormulaError(f"assumption {sym}={val}: {sym} must be an integer", "assumption")
         if sym in out and out[sym] != val:
             raise FormulaError(f"{sym} is assumed twice ({out[sym]} and {val})", "assumption")
         out[sym] = val

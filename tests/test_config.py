@@ -72,3 +72,10 @@ def test_parse_size(text, value):
 def test_parse_size_rejects_garbage():
     with pytest.raises(cfg.ConfigError):
         cfg.parse_size("eighty gigs")
+
+
+def test_sequence_parallelism_must_divide_the_sequence(v3):
+    with pytest.raises(cfg.ConfigError) as exc:
+        cfg.validate_layout(v3, cfg.Layout(tp=2), 4095)
+    assert exc.value.constraint == "sp-divides-seq"
+    cfg.validate_layout(v3, cfg.Layout(tp=2, sp=1), 4095)

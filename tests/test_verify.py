@@ -384,3 +384,13 @@ def test_any_text_parses_or_is_refused_cleanly(text):
     else:
         assert isinstance(expr, sp.Expr)
         assert expr.free_symbols <= set(nt.SYMBOLS.values())
+
+
+@pytest.mark.parametrize("assume", ["TP=0", "TP=-2", "TP=2.5", "SP=1/2", "b=0", "h=-1"])
+def test_assumptions_must_respect_the_symbols_domain(assume):
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "symbolic", "verify", "bsh", "--against", "act.mla.layer",
+                        "--assume", assume], capture_output=True, text=True)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert assume.split("=")[0] in p.stderr

@@ -69,5 +69,8 @@ def write(ctx, out, formats, stream=None) -> int:
 
 def run(args) -> int:
     from ..report import Context
+    if args.out is not None:
+        from ..files import check_out_dir
+        check_out_dir(args.out)
     ctx = Context.create(args.model, common.layout_from_args(args), common.training_from_args(args), args.stage)
     return write(ctx, args.out, args.formats)

@@ -1,0 +1,32 @@
+"""Where the project's data lives: ``paper/`` (the paper's numbers and formulas) and
+``templates/`` (Jinja).  In a checkout or an editable install they are the repository's
+folders; a regular install ships them as the packages ``memsym_paper`` and
+``memsym_templates``."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _locate(folder: str, installed: str) -> Path:
+    here = _ROOT / folder
+    if here.is_dir():
+        return here
+    spec = importlib.util.find_spec(installed)
+    if spec is not None and spec.submodule_search_locations:
+        return Path(list(spec.submodule_search_locations)[0])
+    return here
+
+
+PAPER_DIR = _locate("paper", "memsym_paper")
+TEMPLATES_DIR = _locate("templates", "memsym_templates")
+
+
+def build_dir() -> Path:
+    """Default output folder: the checkout's ``paper/build`` (ignored by git), or
+    ``./paper/build`` under the current directory for a regular install."""
+    if PAPER_DIR == _ROOT / "paper":
+        return PAPER_DIR / "build"
+    return Path.cwd() / "paper" / "build"
