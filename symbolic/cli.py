@@ -47,6 +47,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # a path given on the command line that cannot be read or written
+        print(f"memsym: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -33,16 +33,18 @@ def write_atomic(path, data) -> None:
 
 
 def check_out_dir(path) -> Path:
-    """``path`` as an output folder, created if missing; ConfigError (exit 2) naming it when
-    it is a file or cannot be created or written, before any work is done."""
+    """``path`` as an output folder, checked before any work is done (nothing is created
+    here): ConfigError (exit 2) naming it when it is a file, or when it cannot be created
+    or written because its nearest existing ancestor is a file or not writable."""
     from .config import ConfigError
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ConfigError("output", f"--out {path}: exists and is not a directory")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError("output", f"--out {path}: cannot create the directory ({exc.strerror or exc})") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise ConfigError("output", f"--out {path}: the directory is not writable")
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise ConfigError("output", f"--out {path}: cannot create the directory ({probe} is not a directory)")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise ConfigError("output", f"--out {path}: {probe} is not writable")
     return path

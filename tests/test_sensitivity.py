@@ -42,8 +42,9 @@ def test_ds_has_the_attention_score_term(paper_s):
     assert (top.term, top.row) == ("act.mla.layer", "score") and top.multiplicity == 4
     assert top.value == 20 * 128 * 4096 and top.value / d.value > Fraction(9, 10)
     # activations are quadratic in s: the central difference is the derivative, exactly
-    lo, hi = total(training=cfg.Training(seq=4095)), total(training=cfg.Training(seq=4097))
-    assert d.value == (hi - lo) / 2
+    # (step 2: with SP = 2 the sequence must stay even)
+    lo, hi = total(training=cfg.Training(seq=4094)), total(training=cfg.Training(seq=4098))
+    assert d.value == (hi - lo) / 4
     assert d.elasticity == pytest.approx(float(4096 * d.value / total()))
 
 
@@ -137,7 +138,7 @@ def peak(t, layout=None, stage=1, end="high"):
 def test_solve_gives_the_largest_value_that_fits(var, end, layout, training):
     from symbolic.commands.fit import solve
     res = solve(V3, layout, training, 80 * GiB, var, None, end)
-    n, step = res["answer"], layout.cp if var == "seq" else 1
+    n, step = res["answer"], layout.SP * layout.cp if var == "seq" else 1
     assert n >= 1 and n % step == 0
     field = "mbs" if var == "mbs" else "seq"
     at = lambda v: replace(training, **{field: v})
@@ -182,7 +183,7 @@ def test_sensitivity_cli_acceptance(capsys):
     (e,) = d["sensitivities"]
     tot = e["derivative"]["total"]
     assert tot["paper"].startswith("20*b*s*n_h")
-    assert tot["value"] == (total(training=cfg.Training(seq=4097)) - total(training=cfg.Training(seq=4095))) / 2
+    assert tot["value"] == (total(training=cfg.Training(seq=4098)) - total(training=cfg.Training(seq=4094))) / 4
     assert e["rows"][0]["row"] == "score" and e["rows"][0]["derivative"] == "20*b*s*n_h"
     assert d["bytes"]["total"] == sum(d["bytes"][k] for k in ("weights", "gradients", "optimizer", "activations"))
 

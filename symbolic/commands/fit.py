@@ -9,7 +9,7 @@ def add_parser(sub):
                        description="Solves the Sec. 6 budget (1 + f_frag)(S + A(x)) + M_buf <= --hbm for x = b "
                                    "(--solve mbs; activations are linear in b) or x = s (--solve seq; quadratic in s "
                                    "without recomputation) with sympy, shows the closed-form root, its exact value "
-                                   "and the largest valid integer (s a multiple of CP), and checks exactly that the "
+                                   "and the largest valid integer (s a multiple of SP*CP), and checks exactly that the "
                                    "integer fits and the next one does not. Every pipeline stage is solved (the "
                                    "most constrained one binds) unless --stage is given. Also reports the least ZeRO "
                                    "stage and the least recomputation policy that fit at --mbs/--seq. Exit 0 when "
@@ -61,7 +61,7 @@ def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_en
     stages = [cfg.stage(model, layout, stage)] if stage is not None else SE.distinct_stages(model, layout)
     var = nt.b if var_name == "mbs" else nt.s
     field = "mbs" if var_name == "mbs" else "seq"
-    multiple = 1 if var_name == "mbs" else layout.cp
+    multiple = 1 if var_name == "mbs" else layout.SP * layout.cp  # SP and CP split the sequence
     per_stage = []
     for st in stages:
         subs = cfg.substitution(model, layout, training, st)
@@ -136,7 +136,7 @@ def plot_memory_vs_seq(model, layout, training, hbm, res, path):
     seqs = []
     x = 256
     while x <= top:
-        if x % layout.cp == 0:
+        if x % (layout.SP * layout.cp) == 0:
             seqs.append(x)
         x *= 2
     series = {}
@@ -236,7 +236,7 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
     else:
         lines.append("               no real root: the model states alone exceed the budget")
     if res["multiple"] > 1:
-        lines.append(f"  s must be a multiple of CP = {res['multiple']}")
+        lines.append(f"  s must be a multiple of SP*CP = {res['multiple']}")
     ans = res["answer"]
     if ans >= 1:
         lines.append(f"  => {res['field']} = {fmt_int(ans)}")
