@@ -55,7 +55,7 @@ from fractions import Fraction
 from typing import Dict, List, Optional, Tuple
 
 from symbolic import config as cfg
-from symbolic.notation import (B_a, CP, D, EP, ETP, L_d, L_m, N, N_r, N_s, PP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
+from symbolic.notation import (B_a, CP, D, DP, EP, ETP, L_d, L_m, N, N_r, N_s, PP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
                                h, h_E, h_F, n_h, s, v)
 from symbolic.term import Part, Term, combine
 
@@ -96,7 +96,8 @@ def _states(prefix: str, params: Term, provenance: str, sfx: str = ""):
     from .zero import sharding_terms
     P_n = sum(p.expr for p in params.parts if "non_moe" in p.tags)
     P_m = sum(p.expr for p in params.parts if "moe" in p.tags)
-    for t in sharding_terms(prefix, P_n, P_m, provenance):
+    # Megatron's formula: beta(DP) for the non-expert parameters, as the issue states it
+    for t in sharding_terms(prefix, P_n, P_m, provenance, non_moe_over=(DP,)):
         yield replace(t, id=t.id + sfx, scope=params.scope) if sfx else replace(t, scope=params.scope)
 
 

@@ -14,7 +14,9 @@ picks them for a ZeRO stage.
 """
 from __future__ import annotations
 
-from symbolic.notation import B_1, B_2, B_g, B_m, B_w, DP, EDP
+import sympy as sp
+
+from symbolic.notation import B_1, B_2, B_g, B_m, B_w, CP, DP, EDP
 from symbolic.term import Part, Term
 
 COMPONENTS = (
@@ -30,16 +32,22 @@ def component_terms(zero_stage: int):
     return component_ids("zero", zero_stage)
 
 
-def sharding_terms(prefix, P_n, P_m, provenance="Sec. 4, Table 8"):
-    """``<prefix>.<component>.<replicated|sharded>`` for parameters P_n (over DP) and P_m (over EDP)."""
+def sharding_terms(prefix, P_n, P_m, provenance="Sec. 4, Table 8", non_moe_over=(DP, CP)):
+    """``<prefix>.<component>.<replicated|sharded>`` for parameters P_n (over ``non_moe_over``)
+    and P_m (over EDP).
+
+    Non-MoE parameters are replicated on every data-parallel and context-parallel rank, so
+    ZeRO shards them over DP CP (the paper's DP, as it has CP = 1); experts over EDP."""
+    over = sp.Mul(*non_moe_over)
+    over_text = "DP" if tuple(non_moe_over) == (DP,) else "DP CP"
     for name, meaning, nbytes, level, dtype in COMPONENTS:
         yield Term(f"{prefix}.{name}.replicated", f"bytes of {meaning} on one device without ZeRO sharding", "bytes",
                    f"{provenance} ({dtype})",
                    (Part("non_moe", "non-MoE P_n", nbytes + (P_n,)), Part("moe", "MoE P_m", nbytes + (P_m,))))
         yield Term(f"{prefix}.{name}.sharded", f"bytes of {meaning} on one device, sharded by ZeRO "
-                                               f"(P_n over DP, P_m over EDP)", "bytes",
+                                               f"(P_n over {over_text}, P_m over EDP)", "bytes",
                    f"{provenance}, ZeRO-{level}+ ({dtype})",
-                   (Part("non_moe", "non-MoE P_n / DP", nbytes + (P_n,), (DP,)),
+                   (Part("non_moe", f"non-MoE P_n / {over_text}", nbytes + (P_n,), tuple(non_moe_over)),
                     Part("moe", "MoE P_m / EDP", nbytes + (P_m,), (EDP,))))
 
 

@@ -152,7 +152,8 @@ class Layout:
 
     @property
     def edp(self) -> Fraction:
-        return Fraction(self.dp * self.tp, self.ep * self.etp)
+        """Replicas of each expert shard, world / (PP EP ETP) = DP TP CP / (EP ETP) (Table 5 with CP)."""
+        return Fraction(self.dp * self.tp * self.cp, self.ep * self.etp)
 
     @property
     def world(self) -> int:
@@ -183,10 +184,12 @@ def validate_layout(model: ModelSpec, layout: Layout, seq: Optional[int] = None)
     if model.N % ep:
         raise ConfigError("ep-divides-experts",
                           f"EP={ep} must divide N={model.N} (routed experts of {model.name})")
-    if (layout.dp * tp) % (ep * etp):
+    if (layout.dp * tp * layout.cp) % (ep * etp):
+        dtc = "DP*TP" if layout.cp == 1 else "DP*TP*CP"
         raise ConfigError("edp-integer",
-                          f"DP*TP={layout.dp * tp} must be divisible by EP*ETP={ep * etp} "
-                          f"(EDP = DP*TP/(EP*ETP) must be an integer; DP={layout.dp}, TP={tp}, EP={ep}, ETP={etp})")
+                          f"{dtc}={layout.dp * tp * layout.cp} must be divisible by EP*ETP={ep * etp} "
+                          f"(EDP = {dtc}/(EP*ETP) must be an integer; DP={layout.dp}, TP={tp}, EP={ep}, ETP={etp}"
+                          + (f", CP={layout.cp}" if layout.cp != 1 else "") + ")")
     if model.h_E % etp:
         raise ConfigError("etp-divides-expert", f"ETP={etp} must divide h_E={model.h_E}")
     if model.h_F % tp:

@@ -124,7 +124,8 @@ _ENTRIES = [
     SymbolInfo("E_token", "E_{token}", "tokens per routed expert on the busiest device, F b s N_r / (N CP) "
                                        "(F = 1: the paper's balanced average)",
                "derived", "Table 9", integer=False),
-    SymbolInfo("EDP", "EDP", "expert data-parallel degree, DP TP / (EP ETP)", "derived", "Table 5"),
+    SymbolInfo("EDP", "EDP", "expert data-parallel degree, DP TP CP / (EP ETP): the replicas of each expert shard "
+               "(world / (PP EP ETP); the paper has CP = 1)", "derived", "Table 5"),
 ]
 
 REGISTRY: Dict[str, SymbolInfo] = {e.name: e for e in _ENTRIES}
@@ -159,7 +160,7 @@ n_mb = SYMBOLS["n_mb"]; n_fl = SYMBOLS["n_fl"]; VPP = SYMBOLS["VPP"]; i_s = SYMB
 #: Definitions of the derived symbols, in base symbols.
 DEFINITIONS: Dict[sp.Symbol, sp.Expr] = {
     E_token: F * b * s * N_r / (N * CP),
-    EDP: DP * TP / (EP * ETP),
+    EDP: DP * TP * CP / (EP * ETP),
 }
 
 #: The paper writes d_h for the value head dimension; these identities turn our

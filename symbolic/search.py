@@ -192,8 +192,8 @@ def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (40
         for pp in divisors(gpus // tp):
             for cp in divisors(gpus // (tp * pp)):
                 dp = gpus // (tp * pp * cp)
-                for ep in divisors(gcd(model.N, dp * tp)):
-                    for etp in divisors(gcd(model.h_E, dp * tp // ep)):
+                for ep in divisors(gcd(model.N, dp * tp * cp)):  # EP x ETP spans DP x TP x CP
+                    for etp in divisors(gcd(model.h_E, dp * tp * cp // ep)):
                         lay = cfg.Layout(dp=dp, tp=tp, pp=pp, ep=ep, etp=etp, cp=cp)
                         try:
                             for s in seqs:
@@ -338,7 +338,7 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
             rows_g.append(np.arange(n_g))
     g = np.concatenate(rows_g) if rows_g else np.zeros(0, np.int64)
     out = {k: v[g] for k, v in cols.items()}
-    out["edp"] = out["dp"] * out["tp"] // (out["ep"] * out["etp"])
+    out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
     for k, v in blocks.items():
         out[k] = np.concatenate(v) if v else np.zeros(0)
     out["peak"] = (1 + f) * out["total"] + buf
@@ -369,6 +369,28 @@ def order(result: SearchResult, only_fitting: bool = True, sort: str = "peak"):
                          sub["recompute"], sub["zero"], key))
     idx = idx[order_]
     return idx
+
+
+def first_per_layout(result: SearchResult, idx):
+    """``idx`` (ordered rows) keeping the first row of each layout (DP, TP, PP, EP, ETP, CP):
+    one row per layout, its best-ranked fitting configuration, in the same order."""
+    import numpy as np
+    c = result.columns
+    if len(idx) == 0:
+        return idx
+    cols = [c[k][idx].astype(np.int64) for k in ("dp", "tp", "pp", "ep", "etp", "cp")]
+    radices = [int(col.max()) + 1 for col in cols]
+    if np.prod([float(r) for r in radices]) < 2.0 ** 62:  # one integer key per layout (mixed radix)
+        key = np.zeros(len(idx), dtype=np.int64)
+        for col, r in zip(cols, radices):
+            key = key * r + col
+        _, first = np.unique(key, return_index=True)
+        return idx[np.sort(first)]
+    by = np.lexsort(cols[::-1])                      # rows grouped by layout, stable: positions ascend
+    grouped = np.stack([col[by] for col in cols], axis=1)
+    starts = np.flatnonzero(np.r_[True, np.any(grouped[1:] != grouped[:-1], axis=1)])
+    first = by[starts]                               # the earliest position of each layout in ``idx``
+    return idx[np.sort(first)]
 
 
 ROW_KEYS = ("dp", "tp", "pp", "ep", "etp", "cp", "sp", "edp", "mbs", "seq", "zero", "recompute", "stage",

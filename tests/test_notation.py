@@ -27,7 +27,7 @@ def test_sympy_names_are_owned_by_the_registry():
 
 def test_derived_definitions():
     assert nt.expand_derived(nt.E_token) == nt.F * nt.b * nt.s * nt.N_r / (nt.N * nt.CP)  # F = 1: the paper's
-    assert nt.expand_derived(nt.EDP) == nt.DP * nt.TP / (nt.EP * nt.ETP)
+    assert nt.expand_derived(nt.EDP) == nt.DP * nt.TP * nt.CP / (nt.EP * nt.ETP)  # the paper: CP = 1
     assert nt.expand_derived(nt.h) == nt.h
 
 

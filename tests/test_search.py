@@ -182,7 +182,10 @@ def test_cli_json_lists_the_papers_layout(capsys):
     assert main(["search", "--gpus", "1024", "--hbm", "80GiB", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     rows = d["rows"]
-    assert d["counts"]["fitting"] == len(rows) and d["counts"]["considered"] >= len(rows)
+    # one row per layout that fits (its best-ranked configuration)
+    layouts = {(r["dp"], r["tp"], r["pp"], r["ep"], r["etp"], r["cp"]) for r in rows}
+    assert len(layouts) == len(rows) <= d["counts"]["valid_layouts"]
+    assert d["counts"]["fitting"] >= len(rows) and d["counts"]["considered"] >= d["counts"]["fitting"]
     first_list = next(v for v in d.values() if isinstance(v, list))
     assert first_list is rows
     paper = [r for r in rows if (r["dp"], r["tp"], r["pp"], r["ep"]) == (32, 2, 16, 8)]
@@ -227,3 +230,26 @@ def test_block_evaluation_gives_the_same_numbers():
     assert all(np.array_equal(a, b) for a, b in zip(one, blocks))
     single = compile_fn(nt.b * nt.s, [nt.b, nt.s])
     assert np.array_equal(S.evaluate(single, [x, x], chunk=1000), x * x)
+
+
+@pytest.mark.parametrize("scale", [1, 10 ** 7])  # small keys (integer key) and huge ones (lexsort path)
+def test_first_per_layout_keeps_the_first_row_of_each_layout(scale):
+    from types import SimpleNamespace
+    rng = np.random.default_rng(0)
+    cols = {k: rng.integers(1, 4, 500) * (scale if k in ("dp", "tp") else 1)
+            for k in ("dp", "tp", "pp", "ep", "etp", "cp")}
+    idx = np.arange(500)[::-1]
+    got = S.first_per_layout(SimpleNamespace(columns=cols), idx)
+    seen, want = set(), []
+    for i in idx:
+        key = tuple(int(cols[k][i]) for k in cols)
+        if key not in seen:
+            seen.add(key)
+            want.append(i)
+    assert list(got) == want
+
+
+def test_all_configurations_lists_every_fitting_configuration(capsys):
+    assert main(["search", "--model", "deepseek-v2-lite", "--gpus", "16", "--json", "--all-configurations"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["counts"]["fitting"] == len(d["rows"])

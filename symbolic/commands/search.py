@@ -35,6 +35,9 @@ def add_parser(sub):
                    help="order: peak (largest first: needs the least memory saving; default) or headroom (most first)")
     p.add_argument("--top", type=common.positive_int, default=None,
                    help="rows to list (text default 20; JSON/CSV default every configuration that fits)")
+    p.add_argument("--all-configurations", action="store_true",
+                   help="list every fitting configuration (layout x ZeRO x recomputation x micro-batch); by default "
+                        "each layout appears once, with its best-ranked fitting configuration")
     p.add_argument("--csv", default=None, metavar="FILE", help="also write the rows as CSV (atomically)")
     p.add_argument("--plot", default=None, metavar="FILE",
                    help="stacked per-component breakdown of the listed rows (.png or .svg)")
@@ -72,6 +75,8 @@ def run(args) -> int:
     result = S.search(model, args.gpus, hbm, exprs, choices, mbs=tuple(dict.fromkeys(args.mbs)),
                       seqs=tuple(dict.fromkeys(args.seq)), overheads=totals.overhead_values(args.overheads))
     idx = S.order(result, sort=args.sort)
+    if not args.all_configurations:
+        idx = S.first_per_layout(result, idx)
     full = idx if args.top is None else idx[:args.top]
     shown = idx[:args.top or 20]
     if args.csv:
