@@ -157,7 +157,7 @@ def test_solve_structural_root_is_sympys():
     names = {x.name for x in struct.free_symbols}
     assert names == {"M_HBM", "M_buf", "f_frag", "S", "A_1"}
     assert res["answer"] == 0  # 1.3 x 63.4 GiB + 2 GiB > 80 GiB: nothing fits at the conservative end
-    assert res["least"]["zero"] == 2 and res["least"]["recompute"] == "full"
+    assert res["least"]["zero"] == 2 and res["least"]["recompute"] == "selective"
 
 
 def test_fit_cli_acceptance(capsys):
@@ -214,3 +214,9 @@ def test_fit_reports_the_answer_at_every_end_of_the_overhead_ranges(capsys):
     ends = d["by_overheads"]
     assert ends["high"] == d["mbs"]  # the default end is the conservative one
     assert ends["high"] <= ends["low"] <= ends["none"]
+
+
+def test_least_recomputation_prefers_selective_over_full():
+    from symbolic.commands.fit import solve
+    res = solve(V3, cfg.Layout(), cfg.Training(zero=1), 80 * GiB, "mbs", None, "high")
+    assert res["least"]["recompute"] == "selective"  # fits at 58.45 GiB; full (54.87) recomputes more

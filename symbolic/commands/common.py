@@ -94,6 +94,9 @@ def imbalance_factor(text: str) -> Fraction:
         raise argparse.ArgumentTypeError(f"imbalance F must be a number >= 1, got {text!r}") from None
     if val < 1:
         raise argparse.ArgumentTypeError(f"imbalance F must be >= 1 (1 is balanced routing), got {text!r}")
+    if val > 10 ** 6:
+        raise argparse.ArgumentTypeError(f"imbalance F must be at most 1e6 (an expert cannot receive more than "
+                                         f"every token: F <= N / N_r), got {text!r}")
     return val
 
 

@@ -167,7 +167,8 @@ def _policy(tr) -> str:
     preset = preset_of(tr)
     if preset != "paper":
         changed = [f"{k}={v}" for k, v in tr.conventions.changed()]
-        out += f"; conventions {preset}" if preset else "; conventions " + ",".join(changed)
+        if preset or changed:
+            out += f"; conventions {preset}" if preset else "; conventions " + ",".join(changed)
     if tr.schedule:
         m = tr.microbatches if tr.microbatches is not None else "enough"
         out += f"; schedule {tr.schedule} (m={m}" + (f", V={tr.vpp}" if tr.vpp else "") + ")"

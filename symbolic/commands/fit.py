@@ -86,7 +86,9 @@ def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_en
         ok, rows = fits(model, layout, replace(training, zero=z), stages, hbm, over)
         zero_rows.append((z, ok, max(rows, key=lambda r: r[2])))
     policy_rows = []
-    for r in totals.policies():
+    # from the least recomputed to the most: none < selective (core attention only) < full
+    rank = {"none": 0, "selective": 1, "full": 2}
+    for r in sorted(totals.policies(), key=lambda p: rank.get(p, 1)):
         ok, rows = fits(model, layout, replace(training, recompute=r, recompute_ops=()), stages, hbm, over)
         policy_rows.append((r, ok, max(rows, key=lambda x: x[2])))
     least["zero"] = next((z for z, ok, _ in zero_rows if ok), None)
@@ -259,10 +261,10 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
     lz, lr = res["least"]["zero"], res["least"]["recompute"]
     at = f"b={training.mbs}, s={training.seq}"
     lines.append(f"least ZeRO stage that fits at {at}, recompute {training.recompute_label}: "
-                 + (f"{lz} ({cfg.ZERO_NAMES[lz]})" if lz is not None else "none (no ZeRO stage fits)"))
+                 + (f"{lz} ({cfg.ZERO_NAMES[lz]})" if lz is not None else "no ZeRO stage fits"))
     lines.append("  " + ", ".join(f"ZeRO {z}: {fmt_gib(r[2])} GiB{'' if ok else ' (no)'}"
                                   for z, ok, r in res["zero_rows"]))
     lines.append(f"least recomputation that fits at {at}, ZeRO {training.zero}: "
-                 + (lr if lr is not None else "none (no policy fits)"))
+                 + (lr if lr is not None else "no recomputation policy fits"))
     lines.append("  " + ", ".join(f"{p}: {fmt_gib(r[2])} GiB{'' if ok else ' (no)'}" for p, ok, r in res["policy_rows"]))
     return "\n".join(lines)
