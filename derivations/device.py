@@ -68,7 +68,7 @@ class Estimate:
         return sum((n for _, n in self.chunks), Fraction(0)) if self.training.schedule else None
 
     def to_json(self) -> Dict:
-        num = lambda x: as_number(x) if isinstance(x, Fraction) and x.denominator == 1 else float(x)
+        num = as_number
         st, tr = self.stage, self.training
         out = {
             "model": self.model.name,

@@ -35,9 +35,10 @@ def exact(obj, subs: Mapping) -> Fraction:
     return Fraction(int(val.p), int(val.q))
 
 
-def as_number(x: Fraction):
-    """An int when integral (for JSON), else the Fraction."""
-    return int(x) if x.denominator == 1 else x
+def as_number(x):
+    """A JSON number for an exact value: an int when integral, else the nearest float."""
+    x = Fraction(x)
+    return int(x) if x.denominator == 1 else float(x)
 
 
 def _printer():

@@ -270,7 +270,8 @@ def recipe_assumptions(args):
 
 def _default(o):
     if isinstance(o, Fraction):
-        return int(o) if o.denominator == 1 else float(o)
+        from ..numeric import as_number
+        return as_number(o)
     if isinstance(o, range):
         return [o.start, o.stop - 1]
     raise TypeError(f"cannot serialise {type(o).__name__}")

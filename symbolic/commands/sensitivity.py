@@ -88,9 +88,8 @@ def tornado_items(results):
 
 
 def _num(x):
-    from fractions import Fraction
-    x = Fraction(x)
-    return int(x) if x.denominator == 1 else float(x)
+    from ..numeric import as_number
+    return as_number(x)
 
 
 def _exact(x) -> str:
