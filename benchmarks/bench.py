@@ -60,7 +60,7 @@ def random_configurations(model, n, seed=0):
     DP*TP, PP in 1..l with a random stage of the default split, CP in {1, 2, 4} dividing s.
     """
     import numpy as np
-    from symbolic import config as cfg
+    from derivations import config as cfg
     rng = np.random.default_rng(seed)
     divs = lambda m, cap: [d for d in range(1, min(m, cap) + 1) if m % d == 0]
     tps = np.array([t for t in divs(model.n_h, 64) if model.h_F % t == 0])
@@ -121,8 +121,8 @@ def hand_numpy(m, DP, TP, SP, EP, ETP, CP, b, s, L_d, L_m, e_E, e_H):
 
 def bench_eval(points, subs_points, repeat):
     import numpy as np
-    from symbolic import config as cfg
-    from symbolic import notation as nt
+    from derivations import config as cfg
+    from derivations import notation as nt
     from symbolic.numeric import compile as compile_fn, exact
     from derivations import build, totals
     model = cfg.PRESETS["deepseek-v3"]

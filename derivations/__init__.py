@@ -38,7 +38,7 @@ def build(model=None) -> Terms:
     conventions are added to it on demand (:func:`derivations.device.activation_ids`).
     Views that must not depend on what else ran in the process use :func:`configured`."""
     if model is None:
-        from symbolic.config import PRESETS
+        from derivations.config import PRESETS
         model = PRESETS["deepseek-v3"]
     return _build(model.structure)
 
@@ -47,7 +47,7 @@ def configured(model, training=None) -> Terms:
     """A fresh registry: the base terms of ``model`` plus exactly the terms of ``training``'s
     activation view and conventions (nothing registered by other configurations earlier in
     the process), so what a report lists depends only on its own inputs."""
-    from symbolic import config as cfg
+    from derivations import config as cfg
     from .activations import View, ensure
     from .conventions import weight_side
     shared = build(model)

@@ -43,7 +43,7 @@ construction ``act.mla.layer`` minus exactly its score rows.  Tags:
   paper_only / modelzoo_only  in one tensor inventory only (--inventory paper / modelzoo)
 
 Conventions (issue 8; derivations/conventions.py).  Every modelling assumption of the paper
-is a switch of :class:`symbolic.config.Conventions` applied by the same View, from the tags
+is a switch of :class:`derivations.config.Conventions` applied by the same View, from the tags
 only: :data:`EXISTS` (tensors that exist under one choice), :data:`RULES` (tensors a choice
 rescales: dispatch multiplies the routed tensors by EP/SP, --router-tensors sp divides the
 router's by SP, --shared-expert tp the shared experts' intermediates by TP, --swiglu fused
@@ -56,7 +56,7 @@ labels and provenance, leaving out those that change no kept tensor (:func:`redu
 Policies: none keeps everything; full keeps layer_input, routing and head; selective drops
 ``score`` (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
 Transformer Models", Sec. 4.2: recompute the core attention); custom drops the named
-operators (``symbolic.config.RECOMPUTE_OPS``).
+operators (``derivations.config.RECOMPUTE_OPS``).
 
 Attention kernels: ``eager`` keeps the paper's 5 b n_h s^2/(TP CP) bytes per layer.
 ``flash`` (FlashAttention-2 style fused kernel) keeps no s^2 tensor: its backward needs q,
@@ -95,8 +95,8 @@ from typing import Dict, Iterable, Tuple
 
 import sympy as sp
 
-from symbolic.config import CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
-from symbolic.notation import (B_a, B_f8, B_k, B_o, CP, EP, ETP, E_token, L_d, L_m, N, N_r, N_s, SP, TP, b, d_c,
+from derivations.config import CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
+from derivations.notation import (B_a, B_f8, B_k, B_o, CP, EP, ETP, E_token, L_d, L_m, N, N_r, N_s, SP, TP, b, d_c,
                                d_cq, d_h, d_hr, d_v, e_H, h, h_E, h_F, n_fl, n_h, s, v)
 from symbolic.term import Part, Term, combine
 
@@ -114,7 +114,7 @@ class View:
 
     recompute: 'none' | 'full' | 'selective' | 'custom'; ops: the operators a custom
     policy recomputes; attention: 'eager' | 'flash'; fp8: the DeepSeek-V3 FP8 caching;
-    conv: the modelling assumptions (:class:`symbolic.config.Conventions`; only the
+    conv: the modelling assumptions (:class:`derivations.config.Conventions`; only the
     activation switches are kept, see :data:`RULES`).
     """
 
@@ -130,7 +130,7 @@ class View:
 
     @classmethod
     def of(cls, training) -> "View":
-        """The view of a :class:`symbolic.config.Training`."""
+        """The view of a :class:`derivations.config.Training`."""
         return cls(training.recompute, tuple(training.recompute_ops), training.attention, bool(training.fp8),
                    getattr(training, "conventions", Conventions()))
 
@@ -258,7 +258,7 @@ RULES = (
 )
 
 PAPER = View()
-#: The activation switches of each non-paper preset (symbolic.config.CONVENTION_PRESETS).
+#: The activation switches of each non-paper preset (derivations.config.CONVENTION_PRESETS).
 PRESET_CONVENTIONS = {name: Conventions(**{k: v for k, v in p.items() if k in CONVENTION_SWITCHES}).side("activations")
                       for name, p in CONVENTION_PRESETS.items() if name != "paper"}
 

@@ -1,9 +1,9 @@
 """Conventions: every modelling assumption a named switch; other sources reproduced exactly (issue 8).
 
 The paper (digest sec. 10) makes choices a reader may not share.  Each is a switch of
-:class:`symbolic.config.Conventions` (or of Training: the attention kernel, the bytes per
+:class:`derivations.config.Conventions` (or of Training: the attention kernel, the bytes per
 parameter), defaulting to the paper's, listed with its help text in
-``symbolic.config.CONVENTION_SWITCHES`` and applied through *one* mechanism each:
+``derivations.config.CONVENTION_SWITCHES`` and applied through *one* mechanism each:
 
 * activations: the tensor tags of ``derivations/activations.py`` (a :class:`View` keeps,
   rescales or drops each tensor from its tags; the switch is named in the term id, label
@@ -15,7 +15,7 @@ parameter), defaulting to the paper's, listed with its help text in
   distributed optimizer), ``Training.with_bytes_convention``.
 
 Presets (``--conventions``) set every switch to one source's assumptions
-(``symbolic.config.CONVENTION_PRESETS``): ``paper``; ``megatron``, Megatron-LM's
+(``derivations.config.CONVENTION_PRESETS``): ``paper``; ``megatron``, Megatron-LM's
 weight-and-optimizer estimate with the Megatron-LM runtime choices the ModelZoo estimator
 encodes on the paper's tensor list; ``modelzoo``, the same runtime choices on NVIDIA's
 ModelZoo tensor list (``--inventory modelzoo``).
@@ -42,7 +42,7 @@ ModelZoo tensor list (``--inventory modelzoo``).
   tensor lists) equals it at SP = TP (tests/test_conventions.py).
 
 ``memsym compare`` flips the switches one at a time from ``paper`` to each preset in the
-fixed order ``symbolic.config.CONVENTION_ORDER`` (:func:`waterfall`): routed tokens,
+fixed order ``derivations.config.CONVENTION_ORDER`` (:func:`waterfall`): routed tokens,
 attention, router tensors, shared expert, dropout masks, checkpoints, SwiGLU, expert
 outputs, latent norms, routing state, bytes per parameter, rank, MTP, and last the
 per-tensor inventory.  Each step's bytes are exact; they sum to the difference of the two
@@ -54,8 +54,8 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Dict, List, Optional, Tuple
 
-from symbolic import config as cfg
-from symbolic.notation import (B_a, CP, D, DP, EP, ETP, L_d, L_m, N, N_r, N_s, PP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
+from derivations import config as cfg
+from derivations.notation import (B_a, CP, D, DP, EP, ETP, L_d, L_m, N, N_r, N_s, PP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
                                h, h_E, h_F, n_h, s, v)
 from symbolic.term import Part, Term, combine
 

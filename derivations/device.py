@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from symbolic import config as cfg
-from symbolic.notation import M_buf, f_frag, n_fl
+from derivations import config as cfg
+from derivations.notation import M_buf, f_frag, n_fl
 from symbolic.numeric import as_number, exact
 
 from . import build

@@ -3,7 +3,7 @@
 ``paper/formulas.toml`` holds each formula as the paper prints it (M_1^A at TP2@SP2 and
 without parallelism, M_2^A, M_1^E, M_2^E, the rows of Table 10), with the term and the
 setting it is printed at.  :func:`run` reads every formula (and its LaTeX spelling, where
-given) with :func:`symbolic.verify.verify` and returns one :class:`FormulaCheck` each;
+given) with :func:`memsym.verify.verify` and returns one :class:`FormulaCheck` each;
 ``memsym reproduce`` includes them in its summary and fails when one does not verify.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from symbolic.reference import PAPER_DIR
+from derivations.reference import PAPER_DIR
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class FormulaCheck:
     """A formula's verification: the plain-text result and, if given, the LaTeX one."""
 
     formula: Formula
-    result: object                      # symbolic.verify.VerifyResult
+    result: object                      # memsym.verify.VerifyResult
     latex_result: Optional[object] = None
     error: str = ""                     # a formula that could not be read
 
@@ -58,7 +58,7 @@ class FormulaCheck:
         if self.error:
             return self.error
         bad = [r for r in (self.result, self.latex_result) if r is not None and not r.equal]
-        from symbolic.verify import plain
+        from memsym.verify import plain
         return "; ".join(f"term - formula = {plain(r.difference)}" for r in bad)
 
     def to_json(self) -> dict:
@@ -88,8 +88,8 @@ def load(path=None) -> List[Formula]:
 
 
 def check(formula: Formula, model=None) -> FormulaCheck:
-    from symbolic.config import ConfigError
-    from symbolic.verify import verify
+    from derivations.config import ConfigError
+    from memsym.verify import verify
     try:
         res = verify(formula.text, formula.term, assume=formula.assume, model=model, stage=formula.stage)
         lres = (verify(formula.latex, formula.term, assume=formula.assume, model=model, stage=formula.stage)

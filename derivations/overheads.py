@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import sympy as sp
 
-from symbolic.notation import M_buf, f_frag
+from derivations.notation import M_buf, f_frag
 from symbolic.term import Part, Term
 
 GiB = 2 ** 30

@@ -21,7 +21,7 @@ Extensions for real checkpoints (digest sec. 12; not in the paper):
 """
 from __future__ import annotations
 
-from symbolic.notation import D, L_d, L_m, N, N_r, N_s, e_E, e_H, h
+from derivations.notation import D, L_d, L_m, N, N_r, N_s, e_E, e_H, h
 from symbolic.term import Part, Term, combine
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from symbolic import config as cfg
+from derivations import config as cfg
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import List, Optional
 
-from symbolic import config as cfg
+from derivations import config as cfg
 from symbolic import numeric
-from symbolic.notation import B_w
-from symbolic.reference import Result, judge, load
+from derivations.notation import B_w
+from derivations.reference import Result, judge, load
 
 from . import build
 

@@ -40,8 +40,8 @@ from typing import List, Optional, Tuple
 
 import sympy as sp
 
-from symbolic.config import SCHEDULES, ConfigError
-from symbolic.notation import PP, VPP, i_s, n_mb
+from derivations.config import SCHEDULES, ConfigError
+from derivations.notation import PP, VPP, i_s, n_mb
 
 TITLES = {
     "1f1b": "1F1B (PipeDream-flush, Megatron)",

@@ -9,7 +9,7 @@ generalisation to the stages the paper does not tabulate: the dense FFN is split
 """
 from __future__ import annotations
 
-from symbolic.notation import EP, ETP, L_d, L_m, N, N_s, TP, e_E, e_H, h
+from derivations.notation import EP, ETP, L_d, L_m, N, N_s, TP, e_E, e_H, h
 from symbolic.term import Part, Term, combine
 
 

@@ -25,8 +25,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Dict, Tuple
 
-from symbolic.config import ConfigError, RECOMPUTE, ZERO_NAMES, Training
-from symbolic.notation import M_buf, f_frag
+from derivations.config import ConfigError, RECOMPUTE, ZERO_NAMES, Training
+from derivations.notation import M_buf, f_frag
 from symbolic.term import Term, combine
 
 from .overheads import RANGES
@@ -102,7 +102,7 @@ def evaluate(model, layout, training, stage_index: int = 1) -> Dict:
     The same numbers as ``derivations.device.estimate`` without a schedule (the tests check
     it), from the same terms the derivatives and the search use.
     """
-    from symbolic import config as cfg
+    from derivations import config as cfg
     from symbolic.numeric import exact
     from . import build
     cfg.validate_layout(model, layout, training.seq)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from symbolic.notation import B_1, B_2, B_g, B_m, B_w, CP, DP, EDP
+from derivations.notation import B_1, B_2, B_g, B_m, B_w, CP, DP, EDP
 from symbolic.term import Part, Term
 
 COMPONENTS = (

@@ -1,5 +1,3 @@
-"""memsym's engine: notation, terms, configurations, numbers, rendering, checks.
-
-Importing this package defines symbols only; derivations live in ``derivations``.
+"""memsym's engine: notation machinery, terms, exact and lambdified numbers, rendering,
+formula parsing, sensitivity algebra, the search kernel, atomic files.  It knows no model.
 """
-__version__ = "0.1.0"

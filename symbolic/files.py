@@ -36,7 +36,7 @@ def check_out_dir(path) -> Path:
     """``path`` as an output folder, checked before any work is done (nothing is created
     here): ConfigError (exit 2) naming it when it is a file, or when it cannot be created
     or written because its nearest existing ancestor is a file or not writable."""
-    from .config import ConfigError
+    from .errors import ConfigError
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ConfigError("output", f"--out {path}: exists and is not a directory")

@@ -1,21 +1,19 @@
-"""The symbol registry: every symbol of the paper (Table 1) and of our extensions.
+"""Notation machinery: a registry of named symbols, filled by a domain package.
 
-Each entry has the Python name used in code and in typed formulas (``d_cq``), the LaTeX
-the paper prints (``d_c'``), a meaning, a role and sympy assumptions.  Symbols are plain
-``sympy.Symbol`` objects (never subclasses: a subclass would not equal the plain symbol
-of the same name and substitutions would silently miss).  LaTeX names are given to the
-printer through :func:`latex_names`.
+The engine knows no model: which symbols exist, how the paper writes them in LaTeX and
+which are defined from others is data that a domain package (here :mod:`derivations.notation`)
+registers with :func:`register`.  The engine's printers, evaluators and parsers read the
+registry at call time.
 
-Derived symbols (``E_token``, ``EDP``) carry a definition in terms of the others; a term
-may keep them for display (the paper writes ``32(3 E_token h + 8 E_token h_E)``) and they
-are replaced by their definition before evaluation (:func:`expand_derived`).
-
-Nothing here does work at import time beyond creating the symbols.
+Symbols are plain ``sympy.Symbol`` objects (never subclasses: a subclass would not equal
+the plain symbol of the same name and substitutions would silently miss).  Derived
+symbols carry a definition in terms of the others (:data:`DEFINITIONS`); they are replaced
+by it before evaluation (:func:`expand_derived`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Iterable, Mapping
+from typing import Dict, Iterable, List, Mapping
 
 import sympy as sp
 
@@ -25,12 +23,12 @@ class SymbolInfo:
     """One registry entry.
 
     name: Python name (also the name of the sympy Symbol and what users type).
-    latex: LaTeX as the paper writes it.
-    meaning: what it is, in the paper's words.
-    role: 'model' (Table 1 dimension), 'training' (Table 9), 'parallel' (Table 5),
-          'bytes' (Table 7 data types), 'stage' (composition of a pipeline stage),
-          'overhead' (Sec. 6), 'derived' (defined from others).
-    source: where the paper introduces it.
+    latex: LaTeX as the source document writes it.
+    meaning: what it is, in the source's words.
+    role: a domain label (for memsym: 'model', 'training', 'parallel', 'bytes', 'stage',
+          'schedule', 'overhead', 'derived').
+    source: where the source introduces it.
+    integer / nonnegative_only: the sympy assumptions (positive integer by default).
     aliases: other spellings accepted in typed formulas.
     """
 
@@ -48,90 +46,16 @@ class SymbolInfo:
         return SYMBOLS[self.name]
 
 
-_ENTRIES = [
-    # --- Table 1: model dimensions ------------------------------------------------
-    SymbolInfo("h", "h", "hidden size", "model", "Table 1"),
-    SymbolInfo("h_E", "h_E", "intermediate size of one MoE expert", "model", "Table 1"),
-    SymbolInfo("h_F", "h_F", "intermediate size of the dense FFN", "model", "Table 1"),
-    SymbolInfo("d_h", "d_h", "per-head dimension of the q/k content part", "model", "Table 1"),
-    SymbolInfo("d_v", "d_v", "per-head value dimension (the paper writes d_h; HF v_head_dim)", "model",
-               "HF config v_head_dim (equals d_h in the paper)"),
-    SymbolInfo("n_h", "n_h", "number of attention heads", "model", "Table 1"),
-    SymbolInfo("d_cq", "d_c'", "query compression (LoRA) rank", "model", "Table 1",
-               aliases=("d_c'", "d_c^'", "d_{c}'", "d_c^{\\prime}", "d_{c}^{\\prime}", "d_{cq}", "d_c^\\prime")),
-    SymbolInfo("d_hr", "d_h^R", "per-head dimension of the decoupled RoPE query/key", "model", "Table 1",
-               aliases=("d_h^R", "d_{h}^{R}", "d_h^{R}", "d_{hr}", "d_{h}^R")),
-    SymbolInfo("d_c", "d_c", "key-value compression rank", "model", "Table 1"),
-    SymbolInfo("N", "N", "number of routed experts per MoE layer", "model", "Table 1"),
-    SymbolInfo("N_s", "N_s", "number of shared experts per MoE layer", "model", "Table 1"),
-    SymbolInfo("N_r", "N_r", "routed experts chosen per token (top-k)", "model", "Table 1, Table 9"),
-    SymbolInfo("l", "l", "number of transformer layers", "model", "Table 1"),
-    SymbolInfo("v", "v", "vocabulary size", "model", "Table 1"),
-    SymbolInfo("D", "D", "multi-token-prediction (MTP) modules, the MTP depth (HF num_nextn_predict_layers)",
-               "model", "DeepSeek-V3 report Sec. 2.2 (not in the paper)", nonnegative_only=True),
-    # --- Table 9: training settings -----------------------------------------------
-    SymbolInfo("b", "b", "micro-batch size", "training", "Table 9"),
-    SymbolInfo("s", "s", "sequence length", "training", "Table 9"),
-    # --- Table 5: parallel layout --------------------------------------------------
-    SymbolInfo("DP", "DP", "data-parallel degree", "parallel", "Table 5"),
-    SymbolInfo("TP", "TP", "tensor-parallel degree", "parallel", "Table 5"),
-    SymbolInfo("PP", "PP", "pipeline-parallel degree", "parallel", "Table 5"),
-    SymbolInfo("EP", "EP", "expert-parallel degree", "parallel", "Table 5"),
-    SymbolInfo("ETP", "ETP", "tensor-parallel degree inside one expert", "parallel", "Table 5"),
-    SymbolInfo("SP", "SP", "sequence-parallel degree (SP = TP when on, 1 when off)", "parallel", "Table 9"),
-    SymbolInfo("CP", "CP", "context-parallel degree", "parallel", "Table 9"),
-    SymbolInfo("z", "z", "ZeRO stage (0 none, 1 os, 2 os+g, 3 os+g+params)", "parallel", "Sec. 4",
-               nonnegative_only=True),
-    # --- Table 7: bytes per element -------------------------------------------------
-    SymbolInfo("B_w", "B_{w}", "bytes per weight (BF16: 2)", "bytes", "Table 7"),
-    SymbolInfo("B_g", "B_{g}", "bytes per gradient (FP32: 4)", "bytes", "Table 7"),
-    SymbolInfo("B_m", "B_{m}", "bytes per master-weight copy in the optimizer (FP32: 4)", "bytes", "Table 7"),
-    SymbolInfo("B_1", "B_{1}", "bytes per first Adam moment, momentum (BF16: 2)", "bytes", "Table 7"),
-    SymbolInfo("B_2", "B_{2}", "bytes per second Adam moment, variance (BF16: 2)", "bytes", "Table 7"),
-    SymbolInfo("B_a", "B_{a}", "bytes per activation element (BF16: 2)", "bytes", "Table 7"),
-    SymbolInfo("B_k", "B_{k}", "bytes per dropout-mask element (1)", "bytes", "Sec. 5.1"),
-    SymbolInfo("B_f8", "B_{f8}", "bytes per activation element cached in FP8 (1; --fp8-activations)", "bytes",
-               "DeepSeek-V3 report Sec. 3.3 (extension)"),
-    SymbolInfo("B_o", "B_{o}", "bytes per element of the attention output cached for W^O in DeepSeek-V3's E5M6 "
-                               "format (12 bits, packed: 3/2; --fp8-activations)", "bytes",
-               "DeepSeek-V3 report Sec. 3.3 (extension)", integer=False),
-    # --- extensions: pipeline schedule and routing (not in the paper) ---------------------
-    SymbolInfo("n_mb", "m", "micro-batches per optimizer step on one pipeline (gradient-accumulation steps)",
-               "schedule", "extension (pipeline schedules)"),
-    SymbolInfo("n_fl", "n_{fl}", "micro-batches whose activations one device holds at its peak (in flight)",
-               "schedule", "extension (pipeline schedules)", integer=False),
-    SymbolInfo("VPP", "V", "virtual pipeline stages (model chunks) per device, interleaved schedule", "schedule",
-               "extension (Megatron interleaved 1F1B)"),
-    SymbolInfo("i_s", "i", "index of the pipeline stage (0-based)", "schedule", "extension (pipeline schedules)",
-               nonnegative_only=True),
-    SymbolInfo("F", "F", "routing imbalance: tokens of the busiest expert rank over the balanced average (>= 1)",
-               "training", "extension (uneven routing; the paper has F = 1)", integer=False),
-    # --- composition of one pipeline stage ------------------------------------------
-    SymbolInfo("L_d", "L_{d}", "dense (FFN) transformer layers held by the stage", "stage", "Table 4",
-               nonnegative_only=True),
-    SymbolInfo("L_m", "L_{m}", "MoE transformer layers held by the stage", "stage", "Table 4",
-               nonnegative_only=True),
-    SymbolInfo("e_E", "\\delta_{E}", "1 if the stage holds the word embedding, else 0", "stage", "Table 3",
-               nonnegative_only=True),
-    SymbolInfo("e_H", "\\delta_{H}", "1 if the stage holds the output head and final norm, else 0", "stage",
-               "Table 3", nonnegative_only=True),
-    # --- Sec. 6 overheads --------------------------------------------------------------
-    SymbolInfo("M_buf", "M_{buf}", "communication and temporary buffers per device, bytes", "overhead",
-               "Sec. 6", integer=False),
-    SymbolInfo("f_frag", "f_{frag}", "fragmentation, as a fraction of allocated memory", "overhead",
-               "Sec. 6", integer=False),
-    # --- derived ----------------------------------------------------------------------------
-    SymbolInfo("E_token", "E_{token}", "tokens per routed expert on the busiest device, F b s N_r / (N CP) "
-                                       "(F = 1: the paper's balanced average)",
-               "derived", "Table 9", integer=False),
-    SymbolInfo("EDP", "EDP", "expert data-parallel degree, DP TP CP / (EP ETP): the replicas of each expert shard "
-               "(world / (PP EP ETP); the paper has CP = 1)", "derived", "Table 5"),
-]
-
-REGISTRY: Dict[str, SymbolInfo] = {e.name: e for e in _ENTRIES}
+#: name -> SymbolInfo, name -> Symbol, derived Symbol -> definition, factor order of products:
+#: filled in place by :func:`register` (so ``from symbolic.notation import REGISTRY`` stays valid).
+REGISTRY: Dict[str, SymbolInfo] = {}
+SYMBOLS: Dict[str, sp.Symbol] = {}
+DEFINITIONS: Dict[sp.Symbol, sp.Expr] = {}
+FACTOR_ORDER: List[str] = []
 
 
-def _make(info: SymbolInfo) -> sp.Symbol:
+def make_symbol(info: SymbolInfo) -> sp.Symbol:
+    """The plain sympy Symbol of an entry, with its assumptions."""
     if info.integer:
         if info.nonnegative_only:
             return sp.Symbol(info.name, integer=True, nonnegative=True)
@@ -139,66 +63,36 @@ def _make(info: SymbolInfo) -> sp.Symbol:
     return sp.Symbol(info.name, positive=True)
 
 
-SYMBOLS: Dict[str, sp.Symbol] = {e.name: _make(e) for e in _ENTRIES}
-
-# Module-level names for use in derivations: ``from symbolic.notation import h, n_h``.
-h = SYMBOLS["h"]; h_E = SYMBOLS["h_E"]; h_F = SYMBOLS["h_F"]; d_h = SYMBOLS["d_h"]; d_v = SYMBOLS["d_v"]
-n_h = SYMBOLS["n_h"]; d_cq = SYMBOLS["d_cq"]; d_hr = SYMBOLS["d_hr"]; d_c = SYMBOLS["d_c"]
-N = SYMBOLS["N"]; N_s = SYMBOLS["N_s"]; N_r = SYMBOLS["N_r"]; l = SYMBOLS["l"]; v = SYMBOLS["v"]
-D = SYMBOLS["D"]
-b = SYMBOLS["b"]; s = SYMBOLS["s"]
-DP = SYMBOLS["DP"]; TP = SYMBOLS["TP"]; PP = SYMBOLS["PP"]; EP = SYMBOLS["EP"]; ETP = SYMBOLS["ETP"]
-SP = SYMBOLS["SP"]; CP = SYMBOLS["CP"]; z = SYMBOLS["z"]
-B_w = SYMBOLS["B_w"]; B_g = SYMBOLS["B_g"]; B_m = SYMBOLS["B_m"]; B_1 = SYMBOLS["B_1"]; B_2 = SYMBOLS["B_2"]
-B_a = SYMBOLS["B_a"]; B_k = SYMBOLS["B_k"]
-L_d = SYMBOLS["L_d"]; L_m = SYMBOLS["L_m"]; e_E = SYMBOLS["e_E"]; e_H = SYMBOLS["e_H"]
-M_buf = SYMBOLS["M_buf"]; f_frag = SYMBOLS["f_frag"]
-E_token = SYMBOLS["E_token"]; EDP = SYMBOLS["EDP"]
-B_f8 = SYMBOLS["B_f8"]; B_o = SYMBOLS["B_o"]
-n_mb = SYMBOLS["n_mb"]; n_fl = SYMBOLS["n_fl"]; VPP = SYMBOLS["VPP"]; i_s = SYMBOLS["i_s"]; F = SYMBOLS["F"]
-
-#: Definitions of the derived symbols, in base symbols.
-DEFINITIONS: Dict[sp.Symbol, sp.Expr] = {
-    E_token: F * b * s * N_r / (N * CP),
-    EDP: DP * TP * CP / (EP * ETP),
-}
-
-#: The paper writes d_h for the value head dimension; these identities turn our
-#: notation into the paper's when comparing with its printed formulas.
-#: F = 1 is the paper's balanced routing (Table 9: E_token = b s N_r / N).
-PAPER_IDENTITIES: Dict[sp.Symbol, sp.Expr] = {d_v: d_h, F: sp.Integer(1)}
-
-#: Bytes per element of the paper's Table 7 (and the 1-byte dropout mask of Sec. 5.1).
-PAPER_BYTES: Dict[sp.Symbol, int] = {B_w: 2, B_g: 4, B_m: 4, B_1: 2, B_2: 2, B_a: 2, B_k: 1}
-
-#: Values of the extension symbols that reproduce the paper: balanced routing (F = 1), and
-#: the bytes of the FP8 / E5M6 cached activations (used only by ``.fp8`` activation terms).
-EXTENSION_DEFAULTS: Dict[sp.Symbol, object] = {F: sp.Integer(1), B_f8: sp.Integer(1), B_o: sp.Rational(3, 2)}
-
-#: Order in which the paper writes factors of a product (``bsh``, ``b n_h s^2``).
-PAPER_FACTOR_ORDER = ["n_fl", "B_w", "B_g", "B_m", "B_1", "B_2", "B_a", "B_k", "B_f8", "B_o", "L_d", "L_m", "e_E", "e_H",
-                      "F", "b", "s", "N_r", "N", "N_s", "E_token", "n_h", "h", "h_E", "h_F", "d_cq", "d_c",
-                      "d_h", "d_v", "d_hr", "v", "DP", "TP", "SP", "CP", "PP", "EP", "ETP", "EDP",
-                      "n_mb", "VPP", "i_s"]
+def register(entries: Iterable[SymbolInfo], definitions: Mapping = (), factor_order: Iterable[str] = ()) -> Dict[str, sp.Symbol]:
+    """Add ``entries`` (and the definitions of derived symbols, and the order in which
+    products print their factors) to the registry; returns {name: Symbol} of the entries.
+    Registering the same name twice with another meaning is an error."""
+    out = {}
+    for e in entries:
+        old = REGISTRY.get(e.name)
+        if old is not None and old != e:
+            raise ValueError(f"symbol {e.name!r} is already registered with another definition")
+        REGISTRY[e.name] = e
+        SYMBOLS.setdefault(e.name, make_symbol(e))
+        out[e.name] = SYMBOLS[e.name]
+    DEFINITIONS.update(dict(definitions))
+    FACTOR_ORDER.extend(n for n in factor_order if n not in FACTOR_ORDER)
+    return out
 
 
 def expand_derived(expr: sp.Expr) -> sp.Expr:
-    """Replace derived symbols (E_token, EDP) by their definitions."""
+    """Replace derived symbols by their definitions."""
     if not any(sym in DEFINITIONS for sym in getattr(expr, "free_symbols", ())):
         return expr
     return expr.xreplace(DEFINITIONS)
 
 
 def latex_names(extra: Mapping[sp.Symbol, str] | None = None) -> Dict[sp.Symbol, str]:
-    """The ``symbol_names`` mapping for ``sympy.latex``: each symbol's paper LaTeX."""
+    """The ``symbol_names`` mapping for ``sympy.latex``: each symbol's registered LaTeX."""
     names = {SYMBOLS[k]: info.latex for k, info in REGISTRY.items()}
     if extra:
         names.update(extra)
     return names
-
-
-def by_role(role: str) -> Iterable[SymbolInfo]:
-    return [e for e in _ENTRIES if e.role == role]
 
 
 def symbol(name: str) -> sp.Symbol:

@@ -12,7 +12,7 @@ from typing import Callable, Dict, Mapping, Sequence, Tuple
 
 import sympy as sp
 
-from .config import ConfigError
+from .errors import ConfigError
 from .notation import SYMBOLS, expand_derived
 
 _CACHE: Dict[Tuple, Callable] = {}

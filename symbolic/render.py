@@ -12,10 +12,20 @@ from typing import Mapping, Optional
 
 import sympy as sp
 
-from .notation import PAPER_FACTOR_ORDER, latex_names
+from .notation import FACTOR_ORDER, latex_names
 
-GiB = 2 ** 30
-_RANK = {name: i for i, name in enumerate(PAPER_FACTOR_ORDER)}
+from .units import GiB
+
+_RANKS: dict = {}
+
+
+def _order_rank(name: str) -> int:
+    """Position of a symbol in the registered factor order (50 when unlisted); the table is
+    rebuilt when the registry grew, since a domain registers its symbols after this import."""
+    if len(_RANKS) != len(FACTOR_ORDER):
+        _RANKS.clear()
+        _RANKS.update({n: i for i, n in enumerate(FACTOR_ORDER)})
+    return _RANKS.get(name, 50)
 
 
 def _rank(f) -> tuple:
@@ -25,7 +35,7 @@ def _rank(f) -> tuple:
     base = f.base if f.is_Pow else f
     if base.is_Symbol:
         name = base.name
-        return (1, _RANK.get(name, 50), name)
+        return (1, _order_rank(name), name)
     if base.is_Add:
         return (2, 0, "")
     return (3, 0, sp.srepr(f))
@@ -37,7 +47,7 @@ def _term_rank(t) -> tuple:
     for f in factors:
         base = f.base if f.is_Pow else f
         if base.is_Symbol:
-            syms.append(_RANK.get(base.name, 50))
+            syms.append(_order_rank(base.name))
     return tuple(sorted(syms)) or (99,)
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from symbolic import config as cfg
+from derivations import config as cfg
 
 
 @pytest.fixture(scope="session")

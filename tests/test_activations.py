@@ -1,8 +1,8 @@
 """Sec. 5, Tables 9-10: activation terms, checked structurally against the paper's formulas."""
 import sympy as sp
 
-from symbolic import config as cfg
-from symbolic.notation import (B_a, B_k, CP, EP, ETP, L_d, L_m, N, N_r, N_s, SP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
+from derivations import config as cfg
+from derivations.notation import (B_a, B_k, CP, EP, ETP, L_d, L_m, N, N_r, N_s, SP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
                                e_H, expand_derived, h, h_E, n_h, s)
 from symbolic.numeric import exact
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import sympy as sp
 
-from symbolic import config as cfg
-from symbolic import hfconfig
-from symbolic.cli import main
-from symbolic.notation import D, N, h
+from derivations import config as cfg
+from derivations import hfconfig
+from memsym.cli import main
+from derivations.notation import D, N, h
 from symbolic.numeric import exact
-from symbolic.reference import UNIT_SCALE, rounds_to
+from derivations.reference import UNIT_SCALE, rounds_to
 
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from symbolic.cli import main
+from memsym.cli import main
 
 
 def run_json(capsys, *argv):
@@ -58,7 +58,7 @@ def test_reproduce_exits_zero(capsys):
     (["estimate", "--pp", "99"], "PP=99"), (["estimate", "--dp", "abc"], "dp"),
 ])
 def test_invalid_input_exits_2_with_one_line(argv, needle):
-    p = subprocess.run([sys.executable, "-m", "symbolic", *argv], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "memsym", *argv], capture_output=True, text=True)
     assert p.returncode == 2
     assert "Traceback" not in p.stderr
     assert needle in p.stderr

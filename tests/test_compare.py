@@ -9,8 +9,8 @@ import pytest
 
 from derivations.conventions import ORDER, QUANTITIES, waterfall, with_preset
 from derivations.device import estimate
-from symbolic import config as cfg
-from symbolic.cli import main
+from derivations import config as cfg
+from memsym.cli import main
 
 V3 = cfg.PRESETS["deepseek-v3"]
 
@@ -79,6 +79,6 @@ def test_compare_plot_is_deterministic_and_checked(tmp_path):
         assert main(["compare", "--json", "--plot", str(path)]) == 0
     assert a.read_bytes() == b.read_bytes() and b"<svg" in a.read_bytes()
     bad = tmp_path / "missing" / "w.svg"
-    p = subprocess.run([sys.executable, "-m", "symbolic", "compare", "--plot", str(bad)], capture_output=True,
+    p = subprocess.run([sys.executable, "-m", "memsym", "compare", "--plot", str(bad)], capture_output=True,
                        text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr and not os.path.exists(bad)

@@ -1,6 +1,6 @@
 import pytest
 
-from symbolic import config as cfg
+from derivations import config as cfg
 
 
 def test_paper_pipeline_split(v3):

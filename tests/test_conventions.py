@@ -13,9 +13,9 @@ import pytest
 import sympy as sp
 
 from derivations.activations import PRESET_CONVENTIONS, View, view_terms
-from symbolic import config as cfg
-from symbolic.cli import main
-from symbolic.notation import (B_a, CP, D, EP, ETP, E_token, F, N, N_r, N_s, SP, TP, b, d_c, d_cq, h, h_E,
+from derivations import config as cfg
+from memsym.cli import main
+from derivations.notation import (B_a, CP, D, EP, ETP, E_token, F, N, N_r, N_s, SP, TP, b, d_c, d_cq, h, h_E,
                                n_h, s)
 from symbolic.numeric import exact
 
@@ -205,7 +205,7 @@ def test_rank_megatron_shared_replicated(capsys, terms):
 
 
 def test_mtp_needs_megatron_rank():
-    p = subprocess.run([sys.executable, "-m", "symbolic", "estimate", "--mtp"], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--mtp"], capture_output=True, text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr and "--rank megatron" in p.stderr
     with pytest.raises(cfg.ConfigError):
         cfg.validate_training(cfg.Training(conventions=cfg.Conventions(mtp=True)))
@@ -215,7 +215,7 @@ def test_mtp_needs_megatron_rank():
 
 # ------------------------------------------------------------------ CLI: presets, overrides, help
 def test_every_switch_has_help_text():
-    p = subprocess.run([sys.executable, "-m", "symbolic", "estimate", "--help"], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--help"], capture_output=True, text=True)
     text = " ".join(p.stdout.split())
     for spec in cfg.CONVENTION_SWITCHES.values():
         assert spec.option in text and spec.help.split("(")[0].strip() in text, spec.option
@@ -265,7 +265,7 @@ def test_tensors_text_lists_operations(capsys):
 
 
 def test_report_shows_the_switched_formulas(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "symbolic", "report", "--conventions", "modelzoo", "--format", "md",
+    p = subprocess.run([sys.executable, "-m", "memsym", "report", "--conventions", "modelzoo", "--format", "md",
                         "--out", str(tmp_path)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     md = (tmp_path / "report.md").read_text()
@@ -276,8 +276,8 @@ def test_report_shows_the_switched_formulas(tmp_path):
 
 def test_report_notebooks_carry_the_conventions():
     """The notebooks' configuration cell rebuilds the same Training, conventions included."""
-    from symbolic.notebook import setup_source
-    from symbolic.report import Context
+    from memsym.notebook import setup_source
+    from memsym.report import Context
     tr = cfg.Training(attention="flash", conventions=PRESET_CONVENTIONS["modelzoo"])
     src = setup_source(Context.create("deepseek-v3", LAY, tr, 1))
     line = next(ln for ln in src.splitlines() if ln.startswith("training = "))

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from derivations import formulas
-from symbolic.cli import main
+from memsym.cli import main
 
 FORMULAS = formulas.load()
 

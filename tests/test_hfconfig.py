@@ -1,4 +1,4 @@
-"""symbolic.hfconfig: a Hugging Face config.json (JSON data only) -> ModelSpec, with clear errors."""
+"""derivations.hfconfig: a Hugging Face config.json (JSON data only) -> ModelSpec, with clear errors."""
 import dataclasses
 import json
 import subprocess
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import sympy as sp
 
-from symbolic import config as cfg
-from symbolic import hfconfig
-from symbolic.cli import main
-from symbolic.notation import d_c, d_cq, d_h, d_hr, d_v, h, n_h
+from derivations import config as cfg
+from derivations import hfconfig
+from memsym.cli import main
+from derivations.notation import d_c, d_cq, d_h, d_hr, d_v, h, n_h
 
 DATA = Path(__file__).parent / "data"
 SMALL = json.loads((DATA / "variants" / "small.json").read_text())
@@ -200,7 +200,7 @@ def test_cli_exits_2_with_one_line(capsys, fname, command):
 
 
 def test_cli_bad_config_in_a_subprocess_has_no_traceback():
-    r = subprocess.run([sys.executable, "-m", "symbolic", "params", "--model",
+    r = subprocess.run([sys.executable, "-m", "memsym", "params", "--model",
                         str(DATA / "malformed" / "string_num_attention_heads.json")],
                        capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     assert r.returncode == 2 and r.stdout == ""

@@ -1,6 +1,6 @@
 import sympy as sp
 
-from symbolic import notation as nt
+from derivations import notation as nt
 
 
 def test_symbols_are_plain_sympy_symbols_with_assumptions():

@@ -4,9 +4,9 @@ import sys
 import nbformat
 import pytest
 
-from symbolic import notation as nt
-from symbolic import notebook as nbm
-from symbolic import report as rp
+from derivations import notation as nt
+from memsym import notebook as nbm
+from memsym import report as rp
 from symbolic.numeric import exact
 from symbolic.render import report_names, term_latex
 

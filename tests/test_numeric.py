@@ -2,9 +2,9 @@
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from symbolic import config as cfg
+from derivations import config as cfg
 from symbolic import numeric
-from symbolic.notation import SYMBOLS
+from derivations.notation import SYMBOLS
 
 V3 = cfg.PRESETS["deepseek-v3"]
 IDS = ("static.device.total", "zero.optimizer.sharded", "zero.gradients.sharded", "act.stage", "act.stage.full")

@@ -2,8 +2,8 @@
 import pytest
 import sympy as sp
 
-from symbolic import config as cfg
-from symbolic.notation import L_d, L_m, N, N_s, d_c, d_cq, d_h, d_hr, e_E, e_H, h, h_E, h_F, n_h, v
+from derivations import config as cfg
+from derivations.notation import L_d, L_m, N, N_s, d_c, d_cq, d_h, d_hr, e_E, e_H, h, h_E, h_F, n_h, v
 from symbolic.numeric import exact
 
 

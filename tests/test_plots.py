@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from symbolic import plots
-from symbolic.cli import main
-from symbolic.config import ConfigError
+from memsym import plots
+from memsym.cli import main
+from derivations.config import ConfigError
 
 GiB = 2 ** 30
 SERIES = {"none": ([1024, 2048, 4096], [30 * GiB, 45 * GiB, 90 * GiB]),
@@ -80,7 +80,7 @@ def test_commands_plot(tmp_path, capsys):
 
 
 def test_bad_plot_name_exits_2_and_writes_nothing(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "symbolic", "sensitivity", "--wrt", "s", "--plot",
+    p = subprocess.run([sys.executable, "-m", "memsym", "sensitivity", "--wrt", "s", "--plot",
                         str(tmp_path / "x.jpg")], capture_output=True, text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr and ".png or .svg" in p.stderr
     assert os.listdir(tmp_path) == []

@@ -4,9 +4,9 @@ import json
 import pytest
 
 from derivations.recipes import RECIPES, get
-from symbolic import config as cfg
-from symbolic.cli import build_parser, main
-from symbolic.commands import common
+from derivations import config as cfg
+from memsym.cli import build_parser, main
+from memsym.commands import common
 
 
 def run_json(capsys, *argv):

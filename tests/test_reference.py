@@ -4,7 +4,7 @@ from fractions import Fraction
 import pytest
 
 from derivations.reproduce import run
-from symbolic import reference
+from derivations import reference
 
 RESULTS = run()
 

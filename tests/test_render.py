@@ -4,7 +4,7 @@ from fractions import Fraction
 import pytest
 import sympy as sp
 
-from symbolic import notation as nt
+from derivations import notation as nt
 from symbolic import render
 
 

@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from symbolic import notation as nt
-from symbolic import report as rp
-from symbolic.cli import main
+from derivations import notation as nt
+from memsym import report as rp
+from memsym.cli import main
 from symbolic.render import report_names, term_latex
 from symbolic.term import Part, Terms
 
@@ -223,7 +223,7 @@ def test_an_unusable_out_directory_exits_2_before_any_work(tmp_path, command):
     import sys
     target = tmp_path / "a-file"
     target.write_text("x")
-    p = subprocess.run([sys.executable, "-m", "symbolic", command, "--out", str(target)],
+    p = subprocess.run([sys.executable, "-m", "memsym", command, "--out", str(target)],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "not a directory" in p.stderr and "Traceback" not in p.stderr
     assert p.stdout == ""  # nothing printed before the check

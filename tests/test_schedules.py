@@ -7,9 +7,9 @@ import sympy as sp
 
 from derivations import schedules
 from derivations.device import estimate, estimate_all
-from symbolic import config as cfg
-from symbolic import notation as nt
-from symbolic.cli import main
+from derivations import config as cfg
+from derivations import notation as nt
+from memsym.cli import main
 
 
 def run_json(capsys, *argv):

@@ -11,10 +11,10 @@ import pytest
 import sympy as sp
 from hypothesis import given, settings, strategies as st
 
-from symbolic import config as cfg
-from symbolic import notation as nt
-from symbolic import search as S
-from symbolic.cli import main
+from derivations import config as cfg
+from derivations import notation as nt
+from derivations import search as S
+from memsym.cli import main
 from symbolic.numeric import compile as compile_fn, exact
 
 V3 = cfg.PRESETS["deepseek-v3"]
@@ -212,7 +212,7 @@ def test_cli_text_csv_and_top(tmp_path, capsys):
     (["--gpus", "0"], "gpus"),
 ])
 def test_cli_bad_input_exits_2(argv, needle):
-    p = subprocess.run([sys.executable, "-m", "symbolic", "search", *argv], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "memsym", "search", *argv], capture_output=True, text=True)
     assert p.returncode == 2, p.stderr
     assert "Traceback" not in p.stderr and needle in p.stderr
 

@@ -8,10 +8,10 @@ from fractions import Fraction
 import pytest
 import sympy as sp
 
-from symbolic import config as cfg
-from symbolic import notation as nt
-from symbolic import sensitivity as S
-from symbolic.cli import main
+from derivations import config as cfg
+from derivations import notation as nt
+from derivations import sensitivity as S
+from memsym.cli import main
 
 V3 = cfg.PRESETS["deepseek-v3"]
 GiB = 2 ** 30
@@ -24,7 +24,7 @@ def total(layout=None, training=None, stage=1, model=V3):
 
 @pytest.fixture(scope="module")
 def paper_s():
-    from symbolic.commands.sensitivity import analyse
+    from memsym.commands.sensitivity import analyse
     return analyse(V3, cfg.Layout(), cfg.Training(), 1, S.parse_symbols("s,b,TP,PP,DP,EP,N_r"))
 
 
@@ -136,7 +136,7 @@ def peak(t, layout=None, stage=1, end="high"):
     ("seq", "high", cfg.Layout(), cfg.Training(zero=2, recompute="full")),
 ])
 def test_solve_gives_the_largest_value_that_fits(var, end, layout, training):
-    from symbolic.commands.fit import solve
+    from memsym.commands.fit import solve
     res = solve(V3, layout, training, 80 * GiB, var, None, end)
     n, step = res["answer"], layout.SP * layout.cp if var == "seq" else 1
     assert n >= 1 and n % step == 0
@@ -151,7 +151,7 @@ def test_solve_gives_the_largest_value_that_fits(var, end, layout, training):
 
 
 def test_solve_structural_root_is_sympys():
-    from symbolic.commands.fit import solve
+    from memsym.commands.fit import solve
     res = solve(V3, cfg.Layout(), cfg.Training(zero=1), 80 * GiB, "mbs", None, "high")
     struct = res["root"].structural
     names = {x.name for x in struct.free_symbols}
@@ -201,14 +201,14 @@ def test_sensitivity_cli_text_latex(capsys):
     (["fit", "--hbm", "80GiB", "--schedule", "1f1b"], "schedule"),
 ])
 def test_bad_input_exits_2(argv, needle):
-    p = subprocess.run([sys.executable, "-m", "symbolic", *argv], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "memsym", *argv], capture_output=True, text=True)
     assert p.returncode == 2, p.stderr
     assert "Traceback" not in p.stderr and needle in p.stderr
 
 
 def test_fit_reports_the_answer_at_every_end_of_the_overhead_ranges(capsys):
     import json
-    from symbolic.cli import main
+    from memsym.cli import main
     assert main(["fit", "--hbm", "80GiB", "--solve", "mbs", "--zero", "1", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     ends = d["by_overheads"]
@@ -217,6 +217,6 @@ def test_fit_reports_the_answer_at_every_end_of_the_overhead_ranges(capsys):
 
 
 def test_least_recomputation_prefers_selective_over_full():
-    from symbolic.commands.fit import solve
+    from memsym.commands.fit import solve
     res = solve(V3, cfg.Layout(), cfg.Training(zero=1), 80 * GiB, "mbs", None, "high")
     assert res["least"]["recompute"] == "selective"  # fits at 58.45 GiB; full (54.87) recomputes more

@@ -1,8 +1,8 @@
 """Sec. 3, Table 6: the split/replicate rules per device."""
 import sympy as sp
 
-from symbolic import config as cfg
-from symbolic.notation import EP, ETP, L_d, L_m, N, N_s, TP, e_E, e_H, h, h_E
+from derivations import config as cfg
+from derivations.notation import EP, ETP, L_d, L_m, N, N_s, TP, e_E, e_H, h, h_E
 from symbolic.numeric import exact
 
 

@@ -1,7 +1,7 @@
 import pytest
 import sympy as sp
 
-from symbolic.notation import SP, TP, b, h, s
+from derivations.notation import SP, TP, b, h, s
 from symbolic.render import term_latex
 from symbolic.term import Part, Term, Terms, combine
 

@@ -11,9 +11,9 @@ import pytest
 import sympy as sp
 
 from derivations.activations import View, mla_tensors, moe_tensors, view_terms
-from symbolic import config as cfg
-from symbolic import notation as nt
-from symbolic.cli import build_parser, main
+from derivations import config as cfg
+from derivations import notation as nt
+from memsym.cli import build_parser, main
 from symbolic.numeric import exact
 
 SCORE_KEYS = {"softmax", "score_mask", "score_dropout"}
@@ -104,7 +104,7 @@ def test_parse_recompute_canonical_and_errors():
 
 
 def test_unknown_operator_exits_2_listing_the_valid_ones():
-    p = subprocess.run([sys.executable, "-m", "symbolic", "estimate", "--recompute", "custom:norm,foo"],
+    p = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--recompute", "custom:norm,foo"],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "foo" in p.stderr and "mla_up" in p.stderr and "swiglu" in p.stderr
@@ -196,7 +196,7 @@ def test_imbalance_cli(capsys):
     a = run_json(capsys, "estimate")["bytes"]["activations"]
     b = run_json(capsys, "estimate", "--imbalance", "2")["bytes"]["activations"]
     assert b > a
-    p = subprocess.run([sys.executable, "-m", "symbolic", "estimate", "--imbalance", "0.9"], capture_output=True,
+    p = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--imbalance", "0.9"], capture_output=True,
                        text=True)
     assert p.returncode == 2 and "imbalance" in p.stderr and "Traceback" not in p.stderr
 

@@ -7,10 +7,10 @@ from fractions import Fraction
 import pytest
 import sympy as sp
 
-from symbolic import notation as nt
-from symbolic.cli import main
-from symbolic.config import ConfigError
-from symbolic.verify import (MAX_DEPTH, MAX_LENGTH, FormulaError, paper_defaults, parse, parse_assumptions,
+from derivations import notation as nt
+from memsym.cli import main
+from derivations.config import ConfigError
+from memsym.verify import (MAX_DEPTH, MAX_LENGTH, FormulaError, paper_defaults, parse, parse_assumptions,
                              parse_formula, spellings, verify)
 
 b, s, h, h_E, n_h, d_h, d_hr, d_c, d_cq = nt.b, nt.s, nt.h, nt.h_E, nt.n_h, nt.d_h, nt.d_hr, nt.d_c, nt.d_cq
@@ -196,7 +196,7 @@ def test_malicious_inputs_refused_and_nothing_runs(payload, tmp_path):
 def test_malicious_input_through_the_cli_exits_2_and_executes_nothing(tmp_path):
     marker = tmp_path / "pwned"
     for payload in (f"__import__('os').system('touch {marker}')", f"exec(\"open('{marker}','w')\")"):
-        p = subprocess.run([sys.executable, "-m", "symbolic", "verify", payload, "--against", "act.mla.layer"],
+        p = subprocess.run([sys.executable, "-m", "memsym", "verify", payload, "--against", "act.mla.layer"],
                            capture_output=True, text=True)
         assert p.returncode == 2, p.stdout + p.stderr
         assert "Traceback" not in p.stderr and p.stderr.startswith("memsym: error:")
@@ -346,7 +346,7 @@ def test_terms_lists_parts_for_term_part_selection(capsys):
 
 
 def test_help_shows_two_worked_examples():
-    p = subprocess.run([sys.executable, "-m", "symbolic", "verify", "--help"], capture_output=True, text=True)
+    p = subprocess.run([sys.executable, "-m", "memsym", "verify", "--help"], capture_output=True, text=True)
     assert p.returncode == 0
     assert "worked examples" in p.stdout
     assert "  1. " in p.stdout and "  2. " in p.stdout
@@ -356,7 +356,7 @@ def test_help_shows_two_worked_examples():
 
 def test_help_examples_do_what_they_say(capsys):
     """The commands printed in --help give the verdicts it announces."""
-    from symbolic.commands.verify import EPILOG
+    from memsym.commands.verify import EPILOG
     import shlex
     cmds = []
     for block in EPILOG.split("memsym verify ")[1:]:
@@ -390,7 +390,7 @@ def test_any_text_parses_or_is_refused_cleanly(text):
 def test_assumptions_must_respect_the_symbols_domain(assume):
     import subprocess
     import sys
-    p = subprocess.run([sys.executable, "-m", "symbolic", "verify", "bsh", "--against", "act.mla.layer",
+    p = subprocess.run([sys.executable, "-m", "memsym", "verify", "bsh", "--against", "act.mla.layer",
                         "--assume", assume], capture_output=True, text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert assume.split("=")[0] in p.stderr

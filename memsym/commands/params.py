@@ -7,7 +7,7 @@ counts: MTP included with its own embedding/head copies, FP8 scale tensors inclu
 """
 from __future__ import annotations
 
-from ..render import fmt_gib, fmt_int
+from symbolic.render import fmt_gib, fmt_int
 from . import common
 
 
@@ -35,8 +35,8 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from .. import config as cfg
-    from ..numeric import exact
+    from derivations import config as cfg
+    from symbolic.numeric import exact
     from derivations import build
     from derivations.device import stage_params
     model = common.model_from_args(args)
@@ -76,7 +76,7 @@ def run(args) -> int:
         data["mtp"] = mtp
         data["total_with_mtp"] = total + mtp["params"]
     if args.accounting == "checkpoint":
-        from ..hfconfig import checkpoint_files
+        from derivations.hfconfig import checkpoint_files
         data["checkpoint_files"] = checkpoint_files(model)
     if args.json:
         common.print_json(data)
@@ -126,7 +126,7 @@ def activated_params(terms, sub, accounting: str) -> dict:
     Three readings: with the embedding and head; without the embedding (a lookup, not a
     matrix product); without both (the transformer layers alone).
     """
-    from ..numeric import exact
+    from symbolic.numeric import exact
     tid = "params.activated" if accounting == "paper" else "params.activated.checkpoint"
     term = terms[tid]
     total = exact(term, sub)
@@ -140,7 +140,7 @@ def activated_params(terms, sub, accounting: str) -> dict:
 
 def mtp_params(model, terms, sub) -> dict:
     """The D multi-token-prediction modules (embedding and head shared, not counted again)."""
-    from ..numeric import exact
+    from symbolic.numeric import exact
     module = terms["params.mtp.module"]
     return {"modules": model.mtp_layers, "params": exact(terms["params.mtp"], sub),
             "per_module": {p.key: exact(p.expr, sub) for p in module.parts},

@@ -19,15 +19,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import notation as nt
 
-GiB = 2 ** 30
-
-
-class ConfigError(ValueError):
-    """An invalid configuration. ``constraint`` names the rule that failed."""
-
-    def __init__(self, constraint: str, message: str):
-        super().__init__(message)
-        self.constraint = constraint
+from symbolic.errors import ConfigError  # noqa: F401  (the configurations' error type)
+from symbolic.units import GiB  # noqa: F401
 
 
 # ---------------------------------------------------------------------------------
@@ -43,7 +36,7 @@ class ModelSpec:
     num_nextn_predict_layers; not counted by the paper).  ``fp8_block`` is the block of
     one FP32 scale in an FP8 block-quantised release (HF quantization_config
     weight_block_size, (128, 128) for DeepSeek-v3): storage only, scales are not weights.
-    A Hugging Face config.json becomes a ModelSpec through :mod:`symbolic.hfconfig`.
+    A Hugging Face config.json becomes a ModelSpec through :mod:`derivations.hfconfig`.
     """
 
     name: str
@@ -626,20 +619,4 @@ def substitution(model: ModelSpec, layout: Optional[Layout] = None, training: Op
     return out
 
 
-# ---------------------------------------------------------------------------------
-# Size parsing shared by the CLI ("80GiB", "2GB")
-# ---------------------------------------------------------------------------------
-def parse_size(text: str) -> int:
-    """'80GiB' -> bytes. GiB/GB both mean 2^30 (the paper's 'GB'); MiB, KiB, B also accepted.
-    A fractional number of bytes is rounded down."""
-    import re
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(GiB|GB|G|MiB|MB|M|KiB|KB|K|B)?\s*", str(text))
-    if not m:
-        raise ConfigError("size", f"cannot read the size {text!r}: write e.g. 80GiB")
-    num = Fraction(m.group(1))
-    unit = (m.group(2) or "B").upper().replace("IB", "B")
-    scale = {"GB": GiB, "G": GiB, "MB": 2 ** 20, "M": 2 ** 20, "KB": 2 ** 10, "K": 2 ** 10, "B": 1}[unit]
-    val = num * scale
-    if val < 1:
-        raise ConfigError("size", f"size must be at least one byte, got {text!r}")
-    return int(val)  # a fractional byte count (e.g. 0.3KiB) is rounded down
+from symbolic.units import parse_size  # noqa: E402,F401  (re-exported for the CLI)

@@ -1,8 +1,8 @@
 """memsym estimate: the per-device memory of one stage (Tables 6, 8, 10; Sec. 6)."""
 from __future__ import annotations
 
-from .. import config as cfg
-from ..render import fmt_gib, fmt_int
+from derivations import config as cfg
+from symbolic.render import fmt_gib, fmt_int
 from . import common
 
 
@@ -82,7 +82,7 @@ def _run_tensors(args, model, layout, training) -> int:
 
 def _display_subs(est):
     """Parallel degrees and bytes per element substituted, the paper's way of printing a tensor (4bsh/2)."""
-    from ..notation import REGISTRY
+    from derivations.notation import REGISTRY
     shown = {k: v for k, v in est.subs.items() if k.name in REGISTRY and
              (REGISTRY[k.name].role == "bytes" or (REGISTRY[k.name].role == "parallel" and v == 1))}
     return shown, None  # bytes and unit degrees substituted; TP, SP, EP stay symbols (they are what differs)
@@ -94,7 +94,7 @@ def _formula(part, dsubs) -> str:
 
 
 def _latex(part, dsubs) -> str:
-    from ..render import expr_latex
+    from symbolic.render import expr_latex
     return expr_latex(part.display(*dsubs), ordered=False)
 
 
@@ -316,7 +316,7 @@ def explain_megatron(est) -> list:
     """The parts of Megatron's most-loaded shard (--rank megatron)."""
     from derivations import build
     from derivations.conventions import megatron_substitution
-    from ..numeric import exact
+    from symbolic.numeric import exact
     t = build(est.model)[est.term_ids["params"]]
     subs = megatron_substitution(est.model, est.layout, est.training)
     lines = [f"  Megatron-LM's most-loaded shard ({t.id}; whole model over PP={est.layout.pp}, "
@@ -330,7 +330,7 @@ def explain_megatron(est) -> list:
 def explain_params(est) -> list:
     """How P_n and P_m of the device arise from the per-layer terms (Sec. 3 rules)."""
     from derivations import build
-    from ..numeric import exact
+    from symbolic.numeric import exact
     if est.term_ids.get("params", "").startswith("conv.megatron"):
         return explain_megatron(est)
     m, lay, st, subs = est.model, est.layout, est.stage, est.subs

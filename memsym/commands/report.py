@@ -9,7 +9,7 @@ from . import common
 
 
 def formats_type(text: str):
-    from ..config import ConfigError
+    from derivations.config import ConfigError
     from ..report import parse_formats
     try:
         return parse_formats(text)
@@ -70,7 +70,7 @@ def write(ctx, out, formats, stream=None) -> int:
 def run(args) -> int:
     from ..report import Context
     if args.out is not None:
-        from ..files import check_out_dir
+        from symbolic.files import check_out_dir
         check_out_dir(args.out)
     ctx = Context.create(args.model, common.layout_from_args(args), common.training_from_args(args), args.stage)
     return write(ctx, args.out, args.formats)

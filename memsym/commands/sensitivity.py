@@ -32,9 +32,9 @@ def add_parser(sub):
 
 def analyse(model, layout, training, stage_index, wrt, rows=5):
     """(config header, [Sensitivity]) for a configuration: derivatives and finite differences."""
-    from .. import config as cfg
-    from .. import notation as nt
-    from .. import sensitivity as S
+    from derivations import config as cfg
+    from derivations import notation as nt
+    from derivations import sensitivity as S
     from derivations import build, totals
     values = totals.evaluate(model, layout, training, stage_index)  # validates
     terms = build(model)
@@ -51,7 +51,7 @@ def analyse(model, layout, training, stage_index, wrt, rows=5):
 
 
 def run(args) -> int:
-    from .. import sensitivity as S
+    from derivations import sensitivity as S
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_from_args(args)
     wrt = S.parse_symbols(args.wrt)
@@ -88,7 +88,7 @@ def tornado_items(results):
 
 
 def _num(x):
-    from ..numeric import as_number
+    from symbolic.numeric import as_number
     return as_number(x)
 
 
@@ -99,7 +99,7 @@ def _exact(x) -> str:
 
 
 def _config_json(model, layout, training, comp):
-    from .. import config as cfg
+    from derivations import config as cfg
     return {"model": model.name,
             "layout": {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "ep": layout.ep, "etp": layout.etp,
                        "cp": layout.cp, "sp": layout.SP, "sp_tied_to_tp": layout.sp is None},
@@ -111,8 +111,8 @@ def _config_json(model, layout, training, comp):
 
 
 def to_json(model, layout, training, comp, values, results, with_latex=False) -> dict:
-    from .. import notation as nt
-    from .. import sensitivity as S
+    from derivations import notation as nt
+    from derivations import sensitivity as S
     out = _config_json(model, layout, training, comp)
     out["bytes"] = {k: _num(v) for k, v in values.items()}
     out["sensitivities"] = []
@@ -148,10 +148,10 @@ def to_json(model, layout, training, comp, values, results, with_latex=False) ->
 
 
 def render_text(model, layout, training, comp, values, results, with_latex=False) -> str:
-    from .. import config as cfg
-    from .. import notation as nt
-    from .. import sensitivity as S
-    from ..render import fmt_gib, fmt_int
+    from derivations import config as cfg
+    from derivations import notation as nt
+    from derivations import sensitivity as S
+    from symbolic.render import fmt_gib, fmt_int
     form = S.latex if with_latex else S.text
     lines = [f"memsym sensitivity: {model.name}, one device of stage {comp.index} of {layout.pp} ({comp.label}: "
              f"L_d={comp.dense}, L_m={comp.moe}, e_E={int(comp.embedding)}, e_H={int(comp.head)})",

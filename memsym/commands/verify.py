@@ -47,7 +47,7 @@ exit codes: 0 equal, 1 not equal, 2 bad input (unknown names, malformed or refus
 
 
 def _symbols_epilog() -> str:
-    from ..notation import REGISTRY
+    from derivations.notation import REGISTRY
     rows, line = [], "symbols:"
     for name, info in REGISTRY.items():
         item = f" {name}" + (f" ({info.latex})" if info.latex != name else "")

@@ -13,7 +13,7 @@ digest sec. 12):
   keeps a routing bias of N per MoE layer), tie_word_embeddings,
   quantization_config.weight_block_size (FP8 block scales; storage only).
 
-Any problem raises :class:`~symbolic.config.ConfigError` whose message names the file and
+Any problem raises :class:`~derivations.config.ConfigError` whose message names the file and
 the field; the CLI prints it on one line and exits 2.
 
 :func:`checkpoint_tensors` lists the tensors of the released checkpoint by their Hugging

@@ -1,6 +1,6 @@
 """The ``memsym`` command: parsing, printing and exit codes; no maths here.
 
-Each subcommand is a module of :mod:`symbolic.commands` with ``add_parser(subparsers)``
+Each subcommand is a module of :mod:`memsym.commands` with ``add_parser(subparsers)``
 and ``run(args) -> int``.  Exit codes: 0 success, 1 a negative verdict (verify: not
 equal; reproduce: an unexplained disagreement), 2 bad input (one line on stderr, never a
 traceback).
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    from .config import ConfigError
+    from symbolic.errors import ConfigError
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Mapping, Optional, Sequence, Tuple
 
-from .config import ConfigError
+from symbolic.errors import ConfigError
 
 GiB = 2 ** 30
 FORMATS = ("png", "svg")
@@ -51,7 +51,7 @@ def check_output(path: str) -> str:
 
 def write_atomic(path: str, data) -> None:
     """Write ``data`` (str or bytes) to ``path`` atomically, after :func:`check_writable`."""
-    from .files import write_atomic as _write
+    from symbolic.files import write_atomic as _write
     check_writable(path)
     _write(path, data)
 

@@ -3,7 +3,7 @@
 ``build_report(ctx)`` walks :data:`SECTIONS` (the paper's order: notation, Table 2, Tables
 3-4, Table 6, Table 8, Tables 9-10, Sec. 6, then the comparison with every printed
 number) and returns a :class:`Report` that the Jinja templates in ``templates/`` render to
-LaTeX, Markdown and HTML, and that :mod:`symbolic.notebook` turns into notebooks.
+LaTeX, Markdown and HTML, and that :mod:`memsym.notebook` turns into notebooks.
 
 Nothing here does maths beyond evaluating terms: every formula is a term's own sympy
 expression printed by sympy (``Term.display`` for the paper's factored form, the
@@ -24,9 +24,9 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import sympy as sp
 
-from . import config as cfg
-from . import notation as nt
-from .render import braced, closed_expr, latex_of, report_names
+from derivations import config as cfg
+from derivations import notation as nt
+from symbolic.render import braced, closed_expr, latex_of, report_names
 
 #: Roles of the symbols substituted in the paper's factored form: the parallel layout
 #: (Table 5) and bytes per element (Table 7); model dimensions stay symbols.
@@ -202,7 +202,7 @@ class Context:
 
     def value_of(self, sym):
         """Exact value of a symbol at this configuration (derived symbols evaluated), or None."""
-        from .numeric import exact
+        from symbolic.numeric import exact
         if sym in self.subs:
             return Fraction(self.subs[sym])
         if sym in nt.DEFINITIONS:
@@ -235,7 +235,7 @@ class Context:
         return out
 
     def exact(self, term_or_expr, subs: Optional[Dict] = None) -> Optional[Fraction]:
-        from .numeric import exact
+        from symbolic.numeric import exact
         try:
             return exact(term_or_expr, self.subs if subs is None else subs)
         except cfg.ConfigError:
@@ -412,7 +412,7 @@ def _layer_groups(model: cfg.ModelSpec):
 
 
 def table_layers(ctx: Context) -> Table:
-    from .numeric import exact
+    from symbolic.numeric import exact
     term = ctx.terms["params.stage"]
     rows = []
     for (kind, first, last), a, b in _layer_groups(ctx.model):
@@ -723,7 +723,7 @@ def build_report(ctx: Context, progress: Optional[Callable[[str], None]] = None,
 # ------------------------------------------------------------------------------ rendering
 def render_block(block, fmt: str) -> str:
     """One block rendered alone (Markdown in notebooks)."""
-    from .render import environment
+    from symbolic.render import environment
     env = environment(fmt)
     macros = env.get_template(f"macros.{fmt}.j2")
     return getattr(macros.module, block.kind)(block)
@@ -731,7 +731,7 @@ def render_block(block, fmt: str) -> str:
 
 def render(report: Report, fmt: str) -> str:
     """The report as ``tex``, ``md`` or ``html`` through ``templates/report.<fmt>.j2``."""
-    from .render import environment
+    from symbolic.render import environment
     return environment(fmt).get_template(f"report.{fmt}.j2").render(report=report)
 
 
@@ -744,7 +744,7 @@ TEX_ENGINES = ("pdflatex", "xelatex", "lualatex", "latexmk")
 
 def default_out_dir():
     """``paper/build`` of the project (ignored by git)."""
-    from .resources import build_dir
+    from symbolic.resources import build_dir
     return build_dir()
 
 
@@ -758,7 +758,7 @@ def parse_formats(text: str) -> Tuple[str, ...]:
     return tuple(f for f in FORMATS if f in items)
 
 
-from .files import write_atomic  # noqa: E402  (re-exported: report.write_atomic)
+from symbolic.files import write_atomic  # noqa: E402  (re-exported: report.write_atomic)
 
 
 class PdfError(RuntimeError):

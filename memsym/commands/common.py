@@ -7,7 +7,7 @@ import sys
 from dataclasses import replace
 from fractions import Fraction
 
-from .. import config as cfg
+from derivations import config as cfg
 
 
 def positive_int(text: str) -> int:
@@ -178,7 +178,7 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
 
 class _Conventions(argparse.Action):
     """``--conventions NAME``: set every switch of the preset that was not typed
-    (symbolic.config.CONVENTION_PRESETS), whatever the order on the command line."""
+    (derivations.config.CONVENTION_PRESETS), whatever the order on the command line."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         setattr(namespace, self.dest, values)
@@ -190,7 +190,7 @@ class _Conventions(argparse.Action):
 
 def add_convention_options(p: argparse.ArgumentParser) -> None:
     """The modelling assumptions (issue 8): a preset and one option per switch, each
-    defaulting to the paper's choice (symbolic.config.CONVENTION_SWITCHES)."""
+    defaulting to the paper's choice (derivations.config.CONVENTION_SWITCHES)."""
     g = p.add_argument_group("conventions (modelling assumptions; defaults: the paper's; switches typed beside "
                              "--conventions override it)")
     g.add_argument("--conventions", choices=list(cfg.CONVENTION_PRESETS), default=None, action=_Conventions,
@@ -270,7 +270,7 @@ def recipe_assumptions(args):
 
 def _default(o):
     if isinstance(o, Fraction):
-        from ..numeric import as_number
+        from symbolic.numeric import as_number
         return as_number(o)
     if isinstance(o, range):
         return [o.start, o.stop - 1]

@@ -67,8 +67,8 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import sympy as sp
 
-from . import notation as nt
-from .config import ConfigError
+from derivations import notation as nt
+from symbolic.errors import ConfigError
 
 MAX_LENGTH = 2000      # characters of one formula
 MAX_DEPTH = 40         # nesting of brackets, signs and powers
@@ -625,7 +625,7 @@ class Monomial:
     parts: Tuple[str, ...]   # the term's tensors (part keys) that contribute to it
 
     def to_json(self) -> dict:
-        from .render import expr_latex
+        from symbolic.render import expr_latex
         return {"monomial": plain(self.monomial), "latex": expr_latex(self.monomial),
                 "term": _num_json(self.term_coeff), "formula": _num_json(self.formula_coeff),
                 "parts": list(self.parts)}
@@ -638,7 +638,7 @@ def _num_json(x):
 
 def plain(expr) -> str:
     """An expression in typed notation (re-readable by :func:`parse`), in the paper's order."""
-    from .render import paper_order
+    from symbolic.render import paper_order
     return sp.sstr(paper_order(expr), order="none")
 
 
@@ -690,7 +690,7 @@ class VerifyResult:
         return " ".join(f"{k}={plain(v)}" for k, v in sorted(d.items(), key=lambda kv: kv[0].name))
 
     def to_json(self) -> dict:
-        from .render import expr_latex
+        from symbolic.render import expr_latex
         return {
             "equal": self.equal, "verdict": self.verdict, "against": self.against, "provenance": self.provenance,
             "meaning": self.term_meaning, "unit": self.unit, "formula_text": self.formula_text,
@@ -709,7 +709,7 @@ class VerifyResult:
         }
 
     def text(self) -> str:
-        from .render import fmt_gib, fmt_int
+        from symbolic.render import fmt_gib, fmt_int
         lines = [f"memsym verify: {self.verdict}",
                  f"  against    {self.against} ({self.provenance}): {self.term_meaning}"]
         if self.assumptions:
@@ -759,7 +759,7 @@ class VerifyResult:
         return "\n".join(lines)
 
     def latex(self) -> str:
-        from .render import expr_latex, fmt_gib, fmt_int
+        from symbolic.render import expr_latex, fmt_gib, fmt_int
         cond = ", ".join(f"{expr_latex(k)} = {expr_latex(v)}" for k, v in self.assumptions.items())
         lines = [f"% memsym verify: {self.verdict} -- {self.against} ({self.provenance})"]
         if cond:
@@ -800,7 +800,7 @@ def _closed(expr: sp.Expr) -> sp.Expr:
 # ------------------------------------------------------------------------- comparison
 def _resolve_term(against, model):
     """(label, expr, term, parts) for a term id, ``id:part`` or ``id:part+part``."""
-    from .term import Term
+    from symbolic.term import Term
     from derivations import build
     terms = build(model)
     if isinstance(against, Term):
@@ -840,7 +840,7 @@ def _leaves(parts, terms, prefix="") -> List[Tuple[str, str, str, sp.Expr]]:
 
 def paper_substitution(model) -> Tuple[Dict, str]:
     """The paper's configuration (Tables 5 and 9, stage 1) for ``model``."""
-    from . import config as cfg
+    from derivations import config as cfg
     layout, training = cfg.Layout(), cfg.Training()
     comp = cfg.stage(model, layout, 1)
     subs = cfg.substitution(model, layout, training, comp)
@@ -851,14 +851,14 @@ def paper_substitution(model) -> Tuple[Dict, str]:
 
 def stage_assumptions(stage: int, model=None) -> Dict[sp.Symbol, sp.Expr]:
     """L_d, L_m, e_E, e_H of pipeline stage ``stage`` of the paper's layout (Table 4)."""
-    from . import config as cfg
+    from derivations import config as cfg
     model = _model(model)
     comp = cfg.stage(model, cfg.Layout(), stage)
     return {k: sp.Integer(v) for k, v in comp.values().items()}
 
 
 def _model(model):
-    from . import config as cfg
+    from derivations import config as cfg
     if model is None:
         return cfg.PRESETS["deepseek-v3"]
     if isinstance(model, str):

@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .config import GiB
 
-from .resources import PAPER_DIR  # noqa: E402
+from symbolic.resources import PAPER_DIR  # noqa: E402
 UNIT_SCALE = {"B": Fraction(10 ** 9), "GB": Fraction(GiB), "params": Fraction(1), "bytes": Fraction(1)}
 BYTE_UNITS = {"GB", "bytes"}
 

@@ -1,7 +1,7 @@
 """Notebooks: one executable notebook per section of the report (nbformat, nbclient, nbconvert).
 
 Each notebook starts with a configuration cell (model, layout, training, stage: the
-report's, editable) that builds a :class:`symbolic.report.Context` ``S``; the cells below
+report's, editable) that builds a :class:`memsym.report.Context` ``S``; the cells below
 show the section's equations (``S.equation(id)``: the paper's form, the closed form, the
 value) and tables (``S.table(key)``) and the term itself (``S.terms[id]``, which Jupyter
 renders as LaTeX through ``Term._repr_latex_``).  A user overrides a symbol with
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from .render import TEMPLATES_DIR, environment
+from symbolic.render import TEMPLATES_DIR, environment
 
 #: The kernel spec written into every notebook (what Jupyter shows when a user opens it).
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
@@ -250,7 +250,7 @@ def to_html(nb, name: str) -> str:
 def warm_source(ctx) -> str:
     """What the kernel imports and builds before the first notebook (same process: later cells reuse it)."""
     model_ref = getattr(ctx, "model_ref", None) or ctx.model.name
-    return ("import symbolic.report, symbolic.render, symbolic.numeric\n"
+    return ("import memsym.report, symbolic.render, symbolic.numeric\n"
             "from symbolic import config as _cfg\n"
             "from derivations import build as _build\n"
             f"_build(_cfg.load_model({model_ref!r}))\n"

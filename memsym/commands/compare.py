@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .. import config as cfg
-from ..render import fmt_gib, fmt_int
+from derivations import config as cfg
+from symbolic.render import fmt_gib, fmt_int
 from . import common
 
 LABELS = {"routed_tokens": "routed tokens per device", "attention": "attention kernel",

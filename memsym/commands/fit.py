@@ -36,7 +36,7 @@ def add_parser(sub):
 def fits(model, layout, training, stages, hbm, overheads):
     """(fits every stage, [(stage, total, peak)]) exactly, for a configuration."""
     from derivations import totals
-    from .. import notation as nt
+    from derivations import notation as nt
     rows = []
     for st in stages:
         total = totals.evaluate(model, layout, training, st.index)["total"]
@@ -47,10 +47,10 @@ def fits(model, layout, training, stages, hbm, overheads):
 def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_end="high"):
     """Everything the command reports, as a dict of Python objects (exact Fractions)."""
     from dataclasses import replace
-    from .. import config as cfg
-    from .. import notation as nt
-    from .. import search as SE
-    from .. import sensitivity as S
+    from derivations import config as cfg
+    from derivations import notation as nt
+    from derivations import search as SE
+    from derivations import sensitivity as S
     from derivations import build, totals
 
     totals.evaluate(model, layout, training, stage if stage is not None else 0)  # validates the configuration
@@ -99,7 +99,7 @@ def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_en
 
 
 def run(args) -> int:
-    from .. import config as cfg
+    from derivations import config as cfg
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_from_args(args)
     hbm = cfg.parse_size(args.hbm)
@@ -131,7 +131,7 @@ def plot_memory_vs_seq(model, layout, training, hbm, res, path):
     """Peak at the binding stage vs s (powers of two around the answer) for every recomputation policy."""
     from dataclasses import replace
     from derivations import totals
-    from .. import notation as nt
+    from derivations import notation as nt
     from ..plots import memory_vs_seq
     over = res["overheads"]
     top = max(2 * training.seq, 2 * res["answer"] if res["field"] == "seq" else 0, 8192)
@@ -162,9 +162,9 @@ def _forms(root, form):
 
 def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
     from fractions import Fraction
-    from .. import config as cfg
-    from .. import notation as nt
-    from .. import sensitivity as S
+    from derivations import config as cfg
+    from derivations import notation as nt
+    from derivations import sensitivity as S
     from .sensitivity import _config_json, _exact, _num
     root, st = res["root"], res["binding"]
     out = _config_json(model, layout, training, st)
@@ -208,10 +208,10 @@ def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
 
 def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
     from fractions import Fraction
-    from .. import config as cfg
-    from .. import notation as nt
-    from .. import sensitivity as S
-    from ..render import fmt_gib, fmt_int
+    from derivations import config as cfg
+    from derivations import notation as nt
+    from derivations import sensitivity as S
+    from symbolic.render import fmt_gib, fmt_int
     form = S.latex if with_latex else S.text
     root, st, var = res["root"], res["binding"], res["var"]
     over = res["overheads"]

@@ -21,7 +21,7 @@ def add_parser(sub):
 
 def run(args) -> int:
     if getattr(args, "out", None):
-        from ..files import check_out_dir
+        from symbolic.files import check_out_dir
         check_out_dir(args.out)  # a bad --out fails before the table is printed
     code = _verdict(args)
     if getattr(args, "out", None):

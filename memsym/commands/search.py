@@ -46,8 +46,8 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from .. import config as cfg
-    from .. import search as S
+    from derivations import config as cfg
+    from derivations import search as S
     from ..plots import check_output, check_writable, write_atomic
     from derivations import build, totals
 
@@ -101,7 +101,7 @@ def label(r) -> str:
 
 def _header(model, args, hbm, result) -> dict:
     from fractions import Fraction
-    from .. import notation as nt
+    from derivations import notation as nt
     enum = result.enumeration
     over = result.overheads
     return {
@@ -119,7 +119,7 @@ def write_json(model, args, hbm, result, idx) -> None:
     """JSON with one object per row, formatted straight from the columns (tens of thousands of rows)."""
     import json
     import sys
-    from .. import search as S
+    from derivations import search as S
     head = json.dumps(_header(model, args, hbm, result), indent=2)
     cols = S.columns(result, idx)
     quoted = {p: json.dumps(p) for p in result.policies}
@@ -132,7 +132,7 @@ def write_json(model, args, hbm, result, idx) -> None:
 def csv_text(rows) -> str:
     import csv
     import io
-    from .. import search as S
+    from derivations import search as S
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(S.ROW_KEYS), lineterminator="\n")
     w.writeheader()
@@ -141,8 +141,8 @@ def csv_text(rows) -> str:
 
 
 def render_text(model, args, hbm, result, idx) -> str:
-    from ..render import fmt_gib, fmt_int
-    from .. import search as S
+    from symbolic.render import fmt_gib, fmt_int
+    from derivations import search as S
     h = _header(model, args, hbm, result)
     c = h["counts"]
     rej = ", ".join(f"{k} {fmt_int(v)}" for k, v in c["rejected"].items()) or "none"

@@ -1,0 +1,285 @@
+"""Configuration search: every valid layout for a GPU count, every stage, one vectorised pass.
+
+A configuration is a parallel layout (DP, TP, PP, EP, ETP, CP with DP*TP*PP*CP = GPUs;
+SP = TP, sequence parallelism on as in the paper's Table 9), a ZeRO stage, a
+recomputation policy, a micro-batch b and a sequence length s.  The search
+
+1. enumerates the layouts over the divisor lattice of the GPU count (EP over the divisors
+   of N, ETP over those of h_E, EP*ETP dividing DP*TP) and keeps those that pass
+   :func:`derivations.config.validate_layout`, the one authority on validity; invalid
+   combinations never reach evaluation, and the rejections are counted by constraint;
+2. lists, per PP, the *distinct* stage compositions (L_d, L_m, e_E, e_H) of
+   :func:`derivations.config.stages` (identical stages have identical memory);
+3. evaluates every component term (weights/gradients/optimizer replicated or sharded,
+   activations of every recomputation policy) for every (layout, s, b, composition) row
+   in one vectorised pass of a lambdified function (:func:`symbolic.numeric.compile` of a
+   tuple of expressions, model dimensions and bytes substituted, common subexpressions
+   shared; on large grids in the :func:`factored` form), in cache-sized blocks (:func:`evaluate`);
+4. picks the components of each (ZeRO stage, policy), takes the most-loaded stage of
+   each configuration and applies the Sec. 6 peak ``(1 + f_frag) * total + M_buf``.
+
+The component expressions and which of them each (ZeRO stage, policy) uses are given by
+the caller (``derivations.totals``); the kernel is :mod:`symbolic.search`.  Numbers are float64
+evaluations of exact rational expressions: integers below 2^53 come out exact after
+rounding to the nearest byte, which is how rows report bytes.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Sequence, Tuple
+
+from symbolic.search import FACTOR_ABOVE, divisors, evaluate, factored  # noqa: F401
+
+from . import config as cfg
+from . import notation as nt
+
+#: Layout symbols in the order the search's row arrays are built.
+LAYOUT_FIELDS = ("dp", "tp", "pp", "ep", "etp", "cp")
+
+
+@dataclass
+class Enumeration:
+    """Valid layouts for a GPU count, and how many lattice candidates each rule rejected."""
+
+    gpus: int
+    layouts: List[cfg.Layout]
+    rejected: Counter = field(default_factory=Counter)
+
+    @property
+    def candidates(self) -> int:
+        return len(self.layouts) + sum(self.rejected.values())
+
+
+def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (4096,)) -> Enumeration:
+    """Every layout with DP*TP*PP*CP = ``gpus`` that passes ``validate_layout`` for every s in ``seqs``."""
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise cfg.ConfigError("gpus", f"--gpus must be a positive integer, got {gpus!r}")
+    out = Enumeration(gpus, [])
+    from math import gcd
+    for tp in divisors(gpus):
+        for pp in divisors(gpus // tp):
+            for cp in divisors(gpus // (tp * pp)):
+                dp = gpus // (tp * pp * cp)
+                for ep in divisors(gcd(model.N, dp * tp * cp)):  # EP x ETP spans DP x TP x CP
+                    for etp in divisors(gcd(model.h_E, dp * tp * cp // ep)):
+                        lay = cfg.Layout(dp=dp, tp=tp, pp=pp, ep=ep, etp=etp, cp=cp)
+                        try:
+                            for s in seqs:
+                                cfg.validate_layout(model, lay, s)
+                        except cfg.ConfigError as exc:
+                            out.rejected[exc.constraint] += 1
+                            continue
+                        out.layouts.append(lay)
+    return out
+
+
+def distinct_stages(model: cfg.ModelSpec, layout: cfg.Layout) -> List[cfg.StageComposition]:
+    """The first stage of each distinct composition (L_d, L_m, e_E, e_H) of a layout's pipeline split."""
+    seen, out = set(), []
+    for st in cfg.stages(model, layout):
+        key = (st.dense, st.moe, st.embedding, st.head)
+        if key not in seen:
+            seen.add(key)
+            out.append(st)
+    return out
+
+
+@dataclass
+class SearchResult:
+    """Every evaluated configuration (columns of equal length) and the counts the command prints.
+
+    columns: dp, tp, pp, ep, etp, cp, sp, edp, mbs, seq, zero, recompute (index into
+    ``policies``), stage (index of the most-loaded stage), the four components, total,
+    peak, headroom (bytes, float64), fits (bool).
+    """
+
+    gpus: int
+    hbm: int
+    enumeration: Enumeration
+    policies: Tuple[str, ...]
+    overheads: Dict
+    columns: Dict = field(repr=False, default_factory=dict)
+
+    @property
+    def considered(self) -> int:
+        return len(self.columns["total"])
+
+    @property
+    def fitting(self) -> int:
+        return int(self.columns["fits"].sum())
+
+
+def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object],
+           choices: Mapping[Tuple[int, str], Mapping[str, str]], *, mbs: Sequence[int] = (1, 2, 4),
+           seqs: Sequence[int] = (4096,), training: cfg.Training | None = None, overheads: Mapping | None = None,
+           enumeration: Enumeration | None = None) -> SearchResult:
+    """Evaluate every valid configuration for ``gpus`` GPUs against ``hbm`` bytes.
+
+    exprs: {key: expression} of every component any choice uses (symbolic in everything).
+    choices: {(zero, policy): {component: key of exprs}}, components in the order to report.
+    training: the other training settings (bytes per element of Table 7 and any extension
+        symbols); its b and s are replaced by ``mbs`` and ``seqs``.  Default: the paper's.
+    overheads: {f_frag: f, M_buf: buf} (Sec. 6); default none.
+    """
+    import numpy as np
+    import sympy as sp
+
+    from symbolic.numeric import compile as compile_fn
+
+    for name, values in (("--mbs", mbs), ("--seq", seqs)):
+        if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+            raise cfg.ConfigError("positive-integer", f"{name} values must be positive integers, got {list(values)}")
+    enum = enumeration or enumerate_layouts(model, gpus, seqs)
+    over = dict(overheads or {nt.f_frag: 0, nt.M_buf: 0})
+    f, buf = float(over[nt.f_frag]), float(over[nt.M_buf])
+    keys = list(exprs)
+    zeros = sorted({z for z, _ in choices})
+    policies = tuple(dict.fromkeys(r for _, r in choices))
+    comps = list(next(iter(choices.values())))
+
+    # -- rows: (layout, s, b) groups x K compositions (padded by repeating the last) -------------
+    lay = {k: np.array([getattr(x, k) for x in enum.layouts], dtype=np.int64) for k in LAYOUT_FIELDS}
+    stage_of = {pp: distinct_stages(model, cfg.Layout(pp=pp)) for pp in sorted(set(lay["pp"].tolist()))}
+    K = max((len(v) for v in stage_of.values()), default=1)
+    comp_table = {}  # pp -> (K, 5) array: L_d, L_m, e_E, e_H, stage index
+    for pp, sts in stage_of.items():
+        rows = [(s.dense, s.moe, int(s.embedding), int(s.head), s.index) for s in sts]
+        rows += [rows[-1]] * (K - len(rows))
+        comp_table[pp] = np.array(rows, dtype=np.int64)
+    n_l = len(enum.layouts)
+    per_layout = np.stack([comp_table[p] for p in lay["pp"].tolist()]) if n_l else np.zeros((0, K, 5), np.int64)
+    seq_a, mbs_a = np.array(seqs, dtype=np.int64), np.array(mbs, dtype=np.int64)
+    # group index g = ((layout * n_s) + s) * n_b + b
+    n_s, n_b = len(seq_a), len(mbs_a)
+    n_g = n_l * n_s * n_b
+    li = np.repeat(np.arange(n_l), n_s * n_b)
+    si = np.tile(np.repeat(np.arange(n_s), n_b), n_l)
+    bi = np.tile(np.arange(n_b), n_l * n_s)
+
+    cols = {k: v[li] for k, v in lay.items()}
+    cols["sp"] = cols["tp"]  # sequence parallelism on: SP = TP (Table 9)
+    cols["seq"], cols["mbs"] = seq_a[si], mbs_a[bi]
+    compo = per_layout[li]  # (n_g, K, 5)
+
+    # -- one vectorised evaluation of every component expression ---------------------------------
+    row_symbols = (nt.DP, nt.TP, nt.PP, nt.EP, nt.ETP, nt.CP, nt.SP, nt.b, nt.s, nt.L_d, nt.L_m, nt.e_E, nt.e_H)
+    fixed = {k: v for k, v in cfg.substitution(model, None, training or cfg.Training()).items()
+             if k not in row_symbols}
+    sub_exprs = [nt.expand_derived(sp.sympify(getattr(exprs[k], "expr", exprs[k]))).xreplace(fixed) for k in keys]
+    tup = sp.Tuple(*sub_exprs)
+    if n_g * K > FACTOR_ABOVE:  # a large grid: the factored form evaluates ~2x faster, its extra compile pays
+        tup = factored(tup)
+    args = sorted(tup.free_symbols, key=lambda x: x.name)
+    fn = compile_fn(tup, args)
+    flat = {nt.DP: cols["dp"], nt.TP: cols["tp"], nt.PP: cols["pp"], nt.EP: cols["ep"], nt.ETP: cols["etp"],
+            nt.CP: cols["cp"], nt.SP: cols["sp"], nt.b: cols["mbs"], nt.s: cols["seq"]}
+    comp_sym = {nt.L_d: 0, nt.L_m: 1, nt.e_E: 2, nt.e_H: 3}
+    vals = []
+    for a in args:
+        if a in comp_sym:
+            vals.append(compo[:, :, comp_sym[a]].astype(np.float64))
+        elif a in flat:
+            vals.append(flat[a].astype(np.float64)[:, None])
+        else:
+            raise cfg.ConfigError("missing-values", f"search: no value for {a} (not a layout, training or stage symbol)")
+    outs = evaluate(fn, vals)
+    shape = (n_g, K)
+    value = {k: np.broadcast_to(np.asarray(o, dtype=np.float64), shape) for k, o in zip(keys, outs)}
+
+    # -- per (ZeRO stage, policy): the most-loaded stage of each configuration --------------------
+    blocks = {c: [] for c in comps + ["total", "zero", "recompute", "stage"]}
+    rows_g = []
+    for z in zeros:
+        for ri, r in enumerate(policies):
+            pick = choices.get((z, r))
+            if pick is None:
+                continue
+            total = sum(value[pick[c]] for c in comps)
+            j = np.argmax(total, axis=1)  # first most-loaded composition
+            take = lambda a: np.take_along_axis(a, j[:, None], axis=1)[:, 0]
+            for c in comps:
+                blocks[c].append(take(value[pick[c]]))
+            blocks["total"].append(take(total))
+            blocks["zero"].append(np.full(n_g, z, dtype=np.int64))
+            blocks["recompute"].append(np.full(n_g, ri, dtype=np.int64))
+            blocks["stage"].append(take(compo[:, :, 4]))
+            rows_g.append(np.arange(n_g))
+    g = np.concatenate(rows_g) if rows_g else np.zeros(0, np.int64)
+    out = {k: v[g] for k, v in cols.items()}
+    out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
+    for k, v in blocks.items():
+        out[k] = np.concatenate(v) if v else np.zeros(0)
+    out["peak"] = (1 + f) * out["total"] + buf
+    out["headroom"] = hbm - out["peak"]
+    out["fits"] = out["peak"] <= hbm
+    return SearchResult(gpus, hbm, enum, policies, over, out)
+
+
+SORTS = ("peak", "headroom")
+
+
+def order(result: SearchResult, only_fitting: bool = True, sort: str = "peak"):
+    """Row indices, fitting configurations only by default.
+
+    sort 'peak': largest peak first (the configurations that use the memory best, i.e.
+    need the least memory saving); 'headroom': most headroom first.  Ties are broken by
+    ZeRO stage, recomputation, TP, PP, CP, EP, ETP, b, s (ascending), so the order is
+    deterministic.
+    """
+    import numpy as np
+    c = result.columns
+    if sort not in SORTS:
+        raise cfg.ConfigError("sort", f"--sort must be one of {', '.join(SORTS)}, got {sort!r}")
+    idx = np.flatnonzero(c["fits"]) if only_fitting else np.arange(len(c["peak"]))
+    key = np.round(c["peak"][idx]) * (-1 if sort == "peak" else 1)
+    sub = {k: c[k][idx] for k in ("seq", "mbs", "etp", "ep", "cp", "pp", "tp", "recompute", "zero")}
+    order_ = np.lexsort((sub["seq"], sub["mbs"], sub["etp"], sub["ep"], sub["cp"], sub["pp"], sub["tp"],
+                         sub["recompute"], sub["zero"], key))
+    idx = idx[order_]
+    return idx
+
+
+def first_per_layout(result: SearchResult, idx):
+    """``idx`` (ordered rows) keeping the first row of each layout (DP, TP, PP, EP, ETP, CP):
+    one row per layout, its best-ranked fitting configuration, in the same order."""
+    import numpy as np
+    c = result.columns
+    if len(idx) == 0:
+        return idx
+    cols = [c[k][idx].astype(np.int64) for k in ("dp", "tp", "pp", "ep", "etp", "cp")]
+    radices = [int(col.max()) + 1 for col in cols]
+    if np.prod([float(r) for r in radices]) < 2.0 ** 62:  # one integer key per layout (mixed radix)
+        key = np.zeros(len(idx), dtype=np.int64)
+        for col, r in zip(cols, radices):
+            key = key * r + col
+        _, first = np.unique(key, return_index=True)
+        return idx[np.sort(first)]
+    by = np.lexsort(cols[::-1])                      # rows grouped by layout, stable: positions ascend
+    grouped = np.stack([col[by] for col in cols], axis=1)
+    starts = np.flatnonzero(np.r_[True, np.any(grouped[1:] != grouped[:-1], axis=1)])
+    first = by[starts]                               # the earliest position of each layout in ``idx``
+    return idx[np.sort(first)]
+
+
+ROW_KEYS = ("dp", "tp", "pp", "ep", "etp", "cp", "sp", "edp", "mbs", "seq", "zero", "recompute", "stage",
+            "weights", "gradients", "optimizer", "activations", "total", "peak", "headroom")
+BYTE_KEYS = ("weights", "gradients", "optimizer", "activations", "total", "peak", "headroom")
+
+
+def columns(result: SearchResult, idx) -> Dict[str, list]:
+    """The row keys as Python lists for the rows ``idx``: bytes rounded to the nearest byte, policies by name."""
+    import numpy as np
+    c = result.columns
+    out = {}
+    for k in ROW_KEYS:
+        a = c[k][idx]
+        out[k] = np.rint(a).astype(np.int64).tolist() if k in BYTE_KEYS else a.tolist()
+    out["recompute"] = [result.policies[i] for i in out["recompute"]]
+    return out
+
+
+def rows(result: SearchResult, idx) -> List[Dict]:
+    """Rows as dicts (bytes rounded to the nearest byte), lowercase layout keys."""
+    cols = columns(result, idx)
+    return [dict(zip(ROW_KEYS, vals)) for vals in zip(*(cols[k] for k in ROW_KEYS))]
