@@ -128,7 +128,7 @@ def bench_eval(points, subs_points, repeat):
     model = cfg.PRESETS["deepseek-v3"]
     training = cfg.Training(zero=1)
     terms = build(model)
-    total = totals.device_total(terms, model, training)
+    total = totals.device_total(model, training)
     fixed = {k: v for k, v in cfg.substitution(model, None, training).items()
              if k not in (nt.b, nt.s)}
     from symbolic.search import evaluate, factored

@@ -1,7 +1,10 @@
 """The paper's analysis, one module per section, each returning terms.
 
 ``build(model)`` collects every term for a model's structure (dimensions stay symbols;
-only structural facts such as query compression choose which terms exist).  Term ids:
+only structural facts such as query compression choose which terms exist) into a frozen
+registry.  ``variant(model, training)`` adds what one configuration needs beyond it (the
+activation terms of its recomputation view and conventions, the weight-side terms of its
+conventions) in a frozen overlay; the base registry is never written to.  Term ids:
 
   params.*        Sec. 1-2: parameters of matrices, modules, layers, stages (Tables 2-4)
   static.*        Sec. 3: parameters held by one device of a stage (Table 6)
@@ -14,46 +17,65 @@ List them with ``memsym terms``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Dict
 
 from symbolic.term import Terms
 
 
 @lru_cache(maxsize=None)
 def _build(structure) -> Terms:
-    from . import architecture, parameters, static, zero, activations, overheads, conventions
+    from . import activations, architecture, conventions, overheads, parameters, static, zero
     q_lora, routing_bias, tied = structure
     terms = Terms()
     for module in (architecture, parameters, static, zero, activations, overheads, conventions):
         for t in module.terms(terms, q_lora=q_lora, routing_bias=routing_bias, tied=tied):
             terms.add(t)
-    terms.base_ids = tuple(terms)
-    return terms
+    return terms.freeze()
 
 
 def build(model=None) -> Terms:
-    """All terms for ``model`` (a ModelSpec; default DeepSeek-v3's structure).
-
-    This registry is shared and cached: the terms of a recomputation view or of a set of
-    conventions are added to it on demand (:func:`derivations.device.activation_ids`).
-    Views that must not depend on what else ran in the process use :func:`configured`."""
+    """The frozen registry of every base term for ``model`` (a ModelSpec; default DeepSeek-v3's
+    structure), shared and cached per structure."""
     if model is None:
-        from derivations.config import PRESETS
+        from .config import PRESETS
         model = PRESETS["deepseek-v3"]
     return _build(model.structure)
 
 
-def configured(model, training=None) -> Terms:
-    """A fresh registry: the base terms of ``model`` plus exactly the terms of ``training``'s
-    activation view and conventions (nothing registered by other configurations earlier in
-    the process), so what a report lists depends only on its own inputs."""
-    from derivations import config as cfg
-    from .activations import View, ensure
-    from .conventions import weight_side
-    shared = build(model)
-    reg = Terms((tid, shared[tid]) for tid in shared.base_ids)
-    reg.base_ids = shared.base_ids
+@dataclass(frozen=True)
+class Variant:
+    """The terms of one configuration: ``terms`` (base + this configuration's overlay, frozen),
+    ``act`` {kind: term id} of its activation view (mla, moe, dense, head, layer, stage, peak)
+    and ``side`` where its parameters and model states come from (conventions.WeightSide)."""
+
+    terms: Terms
+    act: Dict[str, str]
+    side: object
+
+
+@lru_cache(maxsize=512)
+def _variant(structure, view, conventions) -> Variant:
+    from .activations import view_terms
+    from .conventions import side_terms, weight_side
+    base = _build(structure)
+    q_lora = structure[0]
+    acts = view_terms(view, q_lora)
+    extra = list(side_terms(base, conventions)) + list(acts.values())
+    return Variant(base.overlay(extra), {k: t.id for k, t in acts.items()}, weight_side(conventions))
+
+
+def variant(model, training=None) -> Variant:
+    """The :class:`Variant` of ``training`` (default: the paper's) for ``model``; cached, immutable,
+    and independent of whatever else ran in the process."""
+    from . import config as cfg
+    from .activations import View
     training = training or cfg.Training()
-    weight_side(reg, getattr(training, "conventions", cfg.Conventions()))
-    ensure(reg, View.of(training), model.q_lora)
-    return reg
+    conventions = getattr(training, "conventions", cfg.Conventions())
+    return _variant(model.structure, View.of(training), conventions.side("weights"))
+
+
+def configured(model, training=None) -> Terms:
+    """The frozen registry of ``model``'s base terms plus exactly those of ``training``."""
+    return variant(model, training).terms

@@ -182,25 +182,30 @@ class WeightSide:
         return {k: t + self.suffix for k, t in component_ids(self.prefix, zero).items()}
 
 
-def weight_side(reg, conventions: cfg.Conventions) -> WeightSide:
-    """The weight-side terms of ``conventions``, registered in ``reg`` when missing."""
+def weight_side(conventions: cfg.Conventions) -> WeightSide:
+    """Where the parameters and model states of a device come from under ``conventions``:
+    the term ids (their terms: the base registry plus :func:`side_terms`)."""
     shared_tp = conventions.shared_expert == "tp"
     if conventions.rank == "megatron":
         sfx = "" if shared_tp else ".shared-replicated"
-        if f"conv.megatron.params{sfx}" not in reg:
-            params = megatron_params(reg, shared_tp)
-            for t in (params, *_states("conv.megatron", params, f"{MEG}; convention --shared-expert replicated",
-                                       sfx)):
-                reg.add(t)
         pid = f"conv.megatron.params{sfx}"
         return WeightSide("megatron", pid, pid, pid, "conv.megatron", sfx)
     if not shared_tp:
         return WeightSide("stage", "static.device.total", "static.device.non_moe", "static.device.moe", "zero", "")
-    if "static.layer.moe.shared-tp" not in reg:
-        for t in _shared_tp_terms(reg):
-            reg.add(t)
     return WeightSide("stage", "static.device.total.shared-tp", "static.device.non_moe",
                       "static.device.moe.shared-tp", "zero", ".shared-tp")
+
+
+def side_terms(reg, conventions: cfg.Conventions) -> List[Term]:
+    """The weight-side terms ``conventions`` need beyond the base registry ``reg`` (not added to it)."""
+    shared_tp = conventions.shared_expert == "tp"
+    if conventions.rank == "megatron":
+        if shared_tp:
+            return []  # conv.megatron.* are base terms
+        params = megatron_params(reg, False)
+        return [params, *_states("conv.megatron", params, f"{MEG}; convention --shared-expert replicated",
+                                 ".shared-replicated")]
+    return list(_shared_tp_terms(reg)) if shared_tp else []
 
 
 def megatron_substitution(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training) -> Dict:
@@ -351,6 +356,21 @@ def waterfall(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, 
         values = new
     assert cur == target, "the waterfall did not reach the preset"
     return Waterfall(start, end, first, values, steps), first_est, est
+
+
+def compare(model, layout, training, stage=None, mtp=False):
+    """{preset: (Estimate, quantities)} and {preset: Waterfall from paper} for one layout."""
+    from .device import estimate
+    columns, falls = {}, {}
+    for name in PRESETS:
+        est = estimate(model, layout, with_preset(training, name, mtp), stage)
+        columns[name] = (est, quantities(est))
+    for name in PRESETS:
+        if name == "paper":
+            continue
+        fall, _, _ = waterfall(model, layout, training, name, "paper", stage, mtp)
+        falls[name] = fall
+    return columns, falls
 
 
 # ----------------------------------------------------------------------------- per-tensor view

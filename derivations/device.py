@@ -18,29 +18,16 @@ from fractions import Fraction
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from derivations import config as cfg
-from derivations.notation import M_buf, f_frag, n_fl
 from symbolic.numeric import as_number, exact
 
-from . import build
-from .overheads import RANGES
-
-
-def activation_term_id(kind: str, recompute: str) -> str:
-    """``act.stage`` / ``act.stage.full`` / ``act.stage.selective`` (and the per-layer ``act.layer`` ...)
-    for a named policy with eager attention and no FP8; :func:`activation_ids` covers every view."""
-    return f"act.{kind}" + ("" if recompute == "none" else f".{recompute}")
+from . import build, overheads, variant
+from .notation import n_fl
 
 
 def activation_ids(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, str]:
     """{kind: term id} of the activation terms of ``training``'s view (recomputation policy,
-    attention kernel, FP8 caching, conventions), registering them in ``build(model)`` when
-    missing, and the weight-side terms of its conventions with them (so a report built on the
-    registry shows every switched formula; derivations/conventions.py)."""
-    from .activations import View, ensure
-    from .conventions import weight_side
-    reg = build(model)
-    weight_side(reg, getattr(training, "conventions", cfg.Conventions()))
-    return ensure(reg, View.of(training), model.q_lora)
+    attention kernel, FP8 caching, conventions); the terms are in ``variant(model, training).terms``."""
+    return dict(variant(model, training).act)
 
 
 @dataclass
@@ -134,14 +121,46 @@ def estimate_all(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Trainin
     return every, worst
 
 
+def _model_states(model, layout, training, comp, held, var) -> Tuple[Dict, Dict, Tuple[Fraction, Fraction], str]:
+    """({component: term id}, {component: exact bytes}, (P_n, P_m), params id) of the weights,
+    gradients and optimizer states: at the stage(s) the device holds, or at the whole model for
+    Megatron's most-loaded shard (its formula divides by PP itself)."""
+    from . import conventions
+    side = var.side
+    if side.rank == "megatron":
+        dev = conventions.megatron_substitution(model, layout, training)
+    else:
+        dev = cfg.substitution(model, layout, training, comp)
+        dev.update(_sum_values(held))  # DualPipe: the parameters of both stages the device holds
+    P_n, P_m = conventions.split_params(var.terms, side, dev)
+    ids = side.component_ids(training.zero)
+    ids = {k: ids[k] for k in ("weights", "gradients", "optimizer")}
+    return ids, {k: exact(var.terms[t], dev) for k, t in ids.items()}, (P_n, P_m), side.params
+
+
+def _activations(model, layout, training, subs, chunks, all_stages, var) -> Tuple[str, Fraction, Fraction]:
+    """(term id, bytes held at the peak, bytes of one micro-batch): one micro-batch of the stage
+    (the paper's view) or, with a schedule, the in-flight micro-batches of every chunk held."""
+    act = var.act
+    per_mb = exact(var.terms[act["stage"]], subs)
+    if not training.schedule:
+        return act["stage"], per_mb, per_mb
+    held_act = Fraction(0)
+    for ch in chunks:
+        sub = cfg.substitution(model, layout, training, all_stages[ch.stage])
+        sub[n_fl] = ch.inflight
+        held_act += exact(var.terms[act["peak"]], sub)
+    return act["peak"], held_act, per_mb
+
+
 def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
+    """The one assembly of a device: model states + activations (+ the Sec. 6 ends beside)."""
     from . import conventions, schedules
     cfg.validate_layout(model, layout, training.seq)
     cfg.validate_training(training)
     comp = cfg.stage(model, layout, stage_index)
     all_stages = cfg.stages(model, layout)
-    terms = build(model)
-    act = activation_ids(model, training)
+    var = variant(model, training)
     notes = list(assumptions)
     if training.schedule:
         chunks = schedules.chunks(training.schedule, layout.pp, stage_index, training.microbatches, training.vpp)
@@ -150,48 +169,31 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     else:
         chunks, held = (), (comp,)
     subs = cfg.substitution(model, layout, training, comp)
-    side = conventions.weight_side(terms, training.conventions)
-    if side.rank == "megatron":  # Megatron's most-loaded shard: its formula, at the whole model
-        dev = conventions.megatron_substitution(model, layout, training)
-    else:
-        dev = dict(subs)
-        dev.update(_sum_values(held))  # DualPipe: the parameters of both stages the device holds
-    P_n, P_m = conventions.split_params(terms, side, dev)
-    ids = side.component_ids(training.zero)
-    byts = {k: exact(terms[t], dev) for k, t in ids.items()}
+    ids, byts, (P_n, P_m), params_id = _model_states(model, layout, training, comp, held, var)
     notes += conventions.notes(training)
-    per_mb = exact(terms[act["stage"]], subs)
-    if training.schedule:
-        held_act = Fraction(0)
-        for ch in chunks:
-            sub = cfg.substitution(model, layout, training, all_stages[ch.stage])
-            sub[n_fl] = ch.inflight
-            held_act += exact(terms[act["peak"]], sub)
-        ids["activations"] = act["peak"]
-        byts["activations"] = held_act
-    else:
-        ids["activations"] = act["stage"]
-        byts["activations"] = per_mb
-    byts = {k: byts[k] for k in ("weights", "gradients", "optimizer", "activations")}
+    ids["activations"], byts["activations"], per_mb = _activations(model, layout, training, subs, chunks,
+                                                                    all_stages, var)
     byts["total"] = sum(byts.values())
-    ids["activations_per_microbatch"] = act["stage"]
+    ids["activations_per_microbatch"] = var.act["stage"]
     byts["activations_per_microbatch"] = per_mb
-    ids["activations_per_layer"] = act["layer"]
-    byts["activations_per_layer"] = exact(terms[act["layer"]], subs)
-    ids["activations_mla_layer"] = act["mla"]
-    ids["activations_moe_layer"] = act["moe"]
-    ids["params"] = side.params
-    over = {}
-    for end, i in (("low", 0), ("high", 1)):
-        f, buf = RANGES["f_frag"][i], RANGES["M_buf"][i]
-        frag = byts["total"] * f
-        over[end] = {"f_frag": f, "fragmentation": frag, "buffers": buf, "peak": byts["total"] + frag + buf}
+    ids["activations_per_layer"] = var.act["layer"]
+    byts["activations_per_layer"] = exact(var.terms[var.act["layer"]], subs)
+    ids["activations_mla_layer"] = var.act["mla"]
+    ids["activations_moe_layer"] = var.act["moe"]
+    ids["params"] = params_id
     chunk_list = tuple((all_stages[ch.stage], ch.inflight) for ch in chunks)
     if training.schedule:
         subs = dict(subs)
         subs[n_fl] = chunks[0].inflight
-    return Estimate(model, layout, training, comp, {"non_moe": P_n, "moe": P_m, "total": P_n + P_m}, byts, over,
-                    ids, subs, held, chunk_list, notes)
+    return Estimate(model, layout, training, comp, {"non_moe": P_n, "moe": P_m, "total": P_n + P_m}, byts,
+                    overheads.at_ends(byts["total"]), ids, subs, held, chunk_list, notes)
+
+
+def components(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, stage_index: int) -> Dict:
+    """Exact bytes of weights, gradients, optimizer, activations and their total on one device of
+    stage ``stage_index`` (what fit and sensitivity compare; the same assembly as :func:`estimate`)."""
+    b = _estimate(model, layout, training, stage_index, ()).bytes
+    return {k: b[k] for k in ("weights", "gradients", "optimizer", "activations", "total")}
 
 
 def stage_params(model: cfg.ModelSpec, layout: cfg.Layout, accounting: str = "paper"):

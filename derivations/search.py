@@ -33,6 +33,7 @@ from symbolic.search import FACTOR_ABOVE, divisors, evaluate, factored  # noqa: 
 
 from . import config as cfg
 from . import notation as nt
+from .overheads import peak
 
 #: Layout symbols in the order the search's row arrays are built.
 LAYOUT_FIELDS = ("dp", "tp", "pp", "ep", "etp", "cp")
@@ -210,7 +211,7 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
     out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
     for k, v in blocks.items():
         out[k] = np.concatenate(v) if v else np.zeros(0)
-    out["peak"] = (1 + f) * out["total"] + buf
+    out["peak"] = peak(out["total"], f, buf)
     out["headroom"] = hbm - out["peak"]
     out["fits"] = out["peak"] <= hbm
     return SearchResult(gpus, hbm, enum, policies, over, out)
@@ -283,3 +284,28 @@ def rows(result: SearchResult, idx) -> List[Dict]:
     """Rows as dicts (bytes rounded to the nearest byte), lowercase layout keys."""
     cols = columns(result, idx)
     return [dict(zip(ROW_KEYS, vals)) for vals in zip(*(cols[k] for k in ROW_KEYS))]
+
+
+def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2, 3), recompute=None,
+                   mbs=(1, 2, 4), seqs=(4096,), overheads: str = "high") -> SearchResult:
+    """Every configuration of ``gpus`` GPUs (layouts x ZeRO stages ``zeros`` x recomputation
+    policies ``recompute``, a comma-separated text or None for every named policy, x ``mbs``
+    x ``seqs``) evaluated against ``hbm`` bytes at one end of the Sec. 6 ranges."""
+    from . import totals
+    from .overheads import overhead_values
+    known = totals.policies()
+    if recompute is None:
+        policies = known
+    else:
+        policies = tuple(dict.fromkeys(x.strip() for x in recompute.split(",") if x.strip()))
+        bad = [x for x in policies if x not in known]
+        if bad or not policies:
+            raise cfg.ConfigError("recompute", f"--recompute must list policies among {', '.join(known)}, "
+                                               f"got {recompute!r}")
+    bad = [z for z in zeros if z not in cfg.ZERO_NAMES]
+    if bad:
+        raise cfg.ConfigError("zero", f"--zero must list ZeRO stages among 0,1,2,3, got {bad}")
+    choices = totals.choices(model, tuple(dict.fromkeys(zeros)), policies)
+    exprs = totals.choice_terms(model, choices)
+    return search(model, gpus, hbm, exprs, choices, mbs=tuple(dict.fromkeys(mbs)), seqs=tuple(dict.fromkeys(seqs)),
+                  overheads=overhead_values(overheads))

@@ -50,6 +50,7 @@ from symbolic.sensitivity import _exact, closed_form, dominant_form, latex, text
 
 from . import config as cfg
 from . import notation as nt
+from .overheads import peak
 
 #: Symbols that act on a stage only through its composition (config.stages), never in its expression.
 COMPOSITION_SYMBOLS = ("PP", "l")
@@ -377,7 +378,7 @@ def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: 
     if numbers[A[deg]] <= 0:
         raise cfg.ConfigError("solve", f"activations do not grow with {var}: nothing to solve")
     f, buf = nt.f_frag, nt.M_buf
-    eq = sp.Eq((1 + f) * (S + sum(a * var ** k for k, a in A.items())) + buf, M_HBM)
+    eq = sp.Eq(peak(S + sum(a * var ** k for k, a in A.items()), f, buf), M_HBM)
     roots = sp.solve(eq, var)
     q = lambda v: sp.Rational(Fraction(v).numerator, Fraction(v).denominator)
     layout_subs = {k: q(v) for k, v in numbers.items()}
@@ -395,3 +396,23 @@ def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: 
     fl = int(sp.floor(root)) if root is not None and root > 0 else 0
     return BudgetRoot(var, deg, best, forms, sp.simplify(best.xreplace(layout_subs)), root,
                       max(0, fl - fl % multiple))
+
+
+# ----------------------------------------------------------------------------- one configuration
+def configuration(model, layout, training, stage_index, wrt, rows=5):
+    """(bytes per component, stage, [Sensitivity]) at a configuration: the derivatives of the
+    per-device total's components (``derivations.totals``) and exact finite differences of the
+    assembled device (``derivations.device.components``) to the next and previous valid values."""
+    from . import device, totals, variant
+    values = device.components(model, layout, training, stage_index)  # validates
+    terms = variant(model, training).terms
+    comp = cfg.stage(model, layout, stage_index)
+    subs = cfg.substitution(model, layout, training, comp)
+    components = totals.components(model, training)
+    tie = {nt.SP: nt.TP} if layout.sp is None else {}
+    out = []
+    for x in wrt:
+        res = analyse(components, x, subs, tie=tie, terms=terms, row_limit=rows)
+        res.finite = finite_differences(device.components, model, layout, training, stage_index, x.name)
+        out.append(res)
+    return values, comp, out

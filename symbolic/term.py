@@ -191,14 +191,6 @@ class Term:
         return f"Term({self.id!r}, {self.expr})"
 
 
-def scaled(term_id: str, meaning: str, unit: str, provenance: str, factor, term: Term,
-           symbol: str = "") -> Term:
-    """A term whose parts are ``factor`` times the parts of ``term`` (same keys)."""
-    parts = tuple(Part(p.key, p.label, (factor,) + tuple(p.num), p.den, p.provenance, p.tags, p.row,
-                       tuple(i + 1 for i in p.counts)) for p in term.parts)
-    return Term(term_id, meaning, unit, provenance, parts, symbol)
-
-
 def combine(term_id: str, meaning: str, unit: str, provenance: str,
             items: Iterable[Tuple[str, str, object, Term]], symbol: str = "") -> Term:
     """A term whose parts are ``coefficient * other_term`` rows.
@@ -213,13 +205,56 @@ def combine(term_id: str, meaning: str, unit: str, provenance: str,
 
 
 class Terms(Dict[str, Term]):
-    """An ordered registry of terms by id, with a helpful KeyError."""
+    """An ordered registry of terms by id, with a helpful KeyError.
+
+    A registry is built with :meth:`add` and then frozen (:meth:`freeze`): a frozen registry
+    refuses every change, so a cached registry cannot drift with what ran before.  A
+    configuration's extra terms live in an :meth:`overlay`, a new frozen registry holding
+    this one's terms and the extra ones; this one is never written to."""
+
+    _frozen = False
+
+    def _check(self):
+        if self._frozen:
+            raise TypeError("this term registry is frozen: add a configuration's terms with overlay()")
 
     def add(self, term: Term) -> Term:
+        self._check()
         if term.id in self:
             raise ValueError(f"duplicate term id {term.id}")
-        self[term.id] = term
+        dict.__setitem__(self, term.id, term)
         return term
+
+    def __setitem__(self, key, value):
+        self._check()
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key):
+        self._check()
+        dict.__delitem__(self, key)
+
+    def _refuse(self, *args, **kwargs):
+        self._check()
+        raise TypeError("use add() to register a term")
+
+    update = setdefault = pop = popitem = clear = _refuse
+
+    def freeze(self) -> "Terms":
+        self._frozen = True
+        return self
+
+    @property
+    def frozen(self) -> bool:
+        return self._frozen
+
+    def overlay(self, terms: Iterable[Term]) -> "Terms":
+        """A new frozen registry: this one's terms, then ``terms`` not already in it (by id)."""
+        out = Terms()
+        dict.update(out, self)
+        for t in terms:
+            if t.id not in out:
+                out.add(t)
+        return out.freeze()
 
     def __missing__(self, key):
         import difflib

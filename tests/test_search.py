@@ -13,6 +13,7 @@ from hypothesis import given, settings, strategies as st
 
 from derivations import config as cfg
 from derivations import notation as nt
+from derivations import device
 from derivations import search as S
 from memsym.cli import main
 from symbolic.numeric import compile as compile_fn, exact
@@ -23,11 +24,10 @@ GiB = 2 ** 30
 
 @pytest.fixture(scope="module")
 def result_1024():
-    from derivations import build, totals
-    terms = build(V3)
+    from derivations import totals
+    from derivations.overheads import overhead_values
     choices = totals.choices(V3)
-    exprs = {t: terms[t] for pick in choices.values() for t in pick.values()}
-    return S.search(V3, 1024, 80 * GiB, exprs, choices, overheads=totals.overhead_values("high"))
+    return S.search(V3, 1024, 80 * GiB, totals.choice_terms(V3, choices), choices, overheads=overhead_values("high"))
 
 
 def brute_force(model, gpus, seq=4096):
@@ -103,7 +103,7 @@ def test_random_rows_equal_exact_evaluation(result_1024):
         r = S.rows(result_1024, [i])[0]
         lay = cfg.Layout(dp=r["dp"], tp=r["tp"], pp=r["pp"], ep=r["ep"], etp=r["etp"], cp=r["cp"])
         tr = cfg.Training(mbs=r["mbs"], seq=r["seq"], zero=r["zero"], recompute=r["recompute"])
-        per_stage = [totals.evaluate(V3, lay, tr, k) for k in range(lay.pp)]
+        per_stage = [device.components(V3, lay, tr, k) for k in range(lay.pp)]
         best = max(range(lay.pp), key=lambda k: (per_stage[k]["total"], -k))
         assert r["stage"] == best
         for k in ("weights", "gradients", "optimizer", "activations", "total"):
@@ -127,10 +127,9 @@ def test_order_sorts_by_peak_and_keeps_only_fitting(result_1024):
 
 
 def test_factored_is_the_same_rational_function():
-    from derivations import build, totals
-    terms = build(V3)
+    from derivations import totals
     tr = cfg.Training(zero=1)
-    e = nt.expand_derived(totals.device_total(terms, V3, tr).expr)
+    e = nt.expand_derived(totals.device_total(V3, tr).expr)
     fixed = {k: v for k, v in cfg.substitution(V3, None, tr).items() if k not in (nt.b, nt.s)}
     e = e.xreplace(fixed)
     f = S.factored(e)
@@ -161,14 +160,13 @@ def configurations(draw):
 @given(configurations())
 def test_lambdified_total_equals_exact(case):
     """The search's compiled functions (plain and factored) equal exact evaluation; integers to the byte."""
-    from derivations import build, totals
+    from derivations import device, totals
     lay, stage, tr = case
     cfg.validate_layout(V3, lay, tr.seq)
-    terms = build(V3)
-    total = nt.expand_derived(totals.device_total(terms, V3, tr).expr)
+    total = nt.expand_derived(totals.device_total(V3, tr).expr)
     subs = cfg.substitution(V3, lay, tr, cfg.stage(V3, lay, stage))
     ex = exact(total, subs)
-    assert ex == totals.evaluate(V3, lay, tr, stage)["total"]
+    assert ex == device.components(V3, lay, tr, stage)["total"]
     args = sorted(total.free_symbols, key=lambda x: x.name)
     for form in (total, S.factored(total)):
         val = float(compile_fn(form, args)(*[np.array([float(subs[a])]) for a in args])[0])

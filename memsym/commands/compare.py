@@ -45,30 +45,15 @@ def add_parser(sub):
     p.set_defaults(run=run)
 
 
-def compute(model, layout, training, stage=None, mtp=False):
-    """{preset: (Estimate, quantities)} and {preset: Waterfall from paper} for one layout."""
-    from derivations.conventions import PRESETS, quantities, waterfall, with_preset
-    from derivations.device import estimate
-    columns, falls = {}, {}
-    for name in PRESETS:
-        est = estimate(model, layout, with_preset(training, name, mtp), stage)
-        columns[name] = (est, quantities(est))
-    for name in PRESETS:
-        if name == "paper":
-            continue
-        fall, _, _ = waterfall(model, layout, training, name, "paper", stage, mtp)
-        falls[name] = fall
-    return columns, falls
-
-
 def run(args) -> int:
+    from derivations.conventions import compare
     model = common.model_from_args(args)
     layout = common.layout_from_args(args)
     training = replace(common.training_from_args(args), conventions=cfg.Conventions())  # the presets set them
     if args.plot:
         from ..plots import check_output
         check_output(args.plot)
-    columns, falls = compute(model, layout, training, common.stage_from_args(args), args.mtp)
+    columns, falls = compare(model, layout, training, common.stage_from_args(args), args.mtp)
     if args.plot:
         plot(falls, args.plot, title(columns["paper"][0]))
     if args.json:

@@ -314,10 +314,10 @@ def explain_split(est) -> list:
 
 def explain_megatron(est) -> list:
     """The parts of Megatron's most-loaded shard (--rank megatron)."""
-    from derivations import build
+    from derivations import configured
     from derivations.conventions import megatron_substitution
     from symbolic.numeric import exact
-    t = build(est.model)[est.term_ids["params"]]
+    t = configured(est.model, est.training)[est.term_ids["params"]]
     subs = megatron_substitution(est.model, est.layout, est.training)
     lines = [f"  Megatron-LM's most-loaded shard ({t.id}; whole model over PP={est.layout.pp}, "
              f"D={subs[cfg.nt.D]} MTP layer{'s' * (subs[cfg.nt.D] != 1)}):"]
@@ -329,7 +329,7 @@ def explain_megatron(est) -> list:
 
 def explain_params(est) -> list:
     """How P_n and P_m of the device arise from the per-layer terms (Sec. 3 rules)."""
-    from derivations import build
+    from derivations import configured
     from symbolic.numeric import exact
     if est.term_ids.get("params", "").startswith("conv.megatron"):
         return explain_megatron(est)
@@ -339,7 +339,7 @@ def explain_params(est) -> list:
         from types import SimpleNamespace
         st = SimpleNamespace(dense=sum(c.dense for c in est.held), moe=sum(c.moe for c in est.held),
                              embedding=any(c.embedding for c in est.held), head=any(c.head for c in est.held))
-    t = build(m)
+    t = configured(m, est.training)
     val = lambda tid: fmt_int(exact(t[tid], subs))
     n = st.dense + st.moe
     pn = [f"{n} layer{'s' * (n != 1)} x (MLA {val('static.layer.mla')} + LN {val('static.layer.norm')})"]

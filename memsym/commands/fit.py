@@ -33,86 +33,22 @@ def add_parser(sub):
     p.set_defaults(run=run)
 
 
-def fits(model, layout, training, stages, hbm, overheads):
-    """(fits every stage, [(stage, total, peak)]) exactly, for a configuration."""
-    from derivations import totals
-    from derivations import notation as nt
-    rows = []
-    for st in stages:
-        total = totals.evaluate(model, layout, training, st.index)["total"]
-        rows.append((st, total, totals.peak(total, overheads[nt.f_frag], overheads[nt.M_buf])))
-    return all(p <= hbm for _, _, p in rows), rows
-
-
-def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_end="high"):
-    """Everything the command reports, as a dict of Python objects (exact Fractions)."""
-    from dataclasses import replace
-    from derivations import config as cfg
-    from derivations import notation as nt
-    from derivations import search as SE
-    from derivations import sensitivity as S
-    from derivations import build, totals
-
-    totals.evaluate(model, layout, training, stage if stage is not None else 0)  # validates the configuration
-    over = totals.overhead_values(overheads_end)
-    terms = build(model)
-    comps = totals.components(terms, model, training)
-    states = sum((comps[k].expr for k in ("weights", "gradients", "optimizer")), 0)
-    stages = [cfg.stage(model, layout, stage)] if stage is not None else SE.distinct_stages(model, layout)
-    var = nt.b if var_name == "mbs" else nt.s
-    field = "mbs" if var_name == "mbs" else "seq"
-    multiple = 1 if var_name == "mbs" else layout.SP * layout.cp  # SP and CP split the sequence
-    per_stage = []
-    for st in stages:
-        subs = cfg.substitution(model, layout, training, st)
-        per_stage.append((st, S.solve_budget(states, comps["activations"], var, subs, over, hbm, multiple)))
-    rank = lambda sr: (sr[1].integer, sr[1].root is not None, sr[1].root if sr[1].root is not None else 0,
-                       sr[0].index)
-    binding, root = min(per_stage, key=rank)
-    answer = root.integer
-    with_var = lambda v: replace(training, **{field: v})
-    # exact checks: the answer fits on every stage, the next valid value does not (on the binding stage)
-    check = {}
-    if answer >= 1:
-        ok, rows = fits(model, layout, with_var(answer), stages, hbm, over)
-        check["value"] = {"value": answer, "fits": ok, "peak": max(p for _, _, p in rows)}
-    nxt = answer + multiple
-    ok_next, rows_next = fits(model, layout, with_var(nxt), [binding], hbm, over)
-    check["next"] = {"value": nxt, "fits": ok_next, "peak": rows_next[0][2]}
-    # least ZeRO stage (given policy) and least policy (given ZeRO stage) at the training's b and s
-    least = {}
-    zero_rows = []
-    for z in sorted(cfg.ZERO_NAMES):
-        ok, rows = fits(model, layout, replace(training, zero=z), stages, hbm, over)
-        zero_rows.append((z, ok, max(rows, key=lambda r: r[2])))
-    policy_rows = []
-    # from the least recomputed to the most: none < selective (core attention only) < full
-    rank = {"none": 0, "selective": 1, "full": 2}
-    for r in sorted(totals.policies(), key=lambda p: rank.get(p, 1)):
-        ok, rows = fits(model, layout, replace(training, recompute=r, recompute_ops=()), stages, hbm, over)
-        policy_rows.append((r, ok, max(rows, key=lambda x: x[2])))
-    least["zero"] = next((z for z, ok, _ in zero_rows if ok), None)
-    least["recompute"] = next((r for r, ok, _ in policy_rows if ok), None)
-    return {"var": var, "field": field, "answer": answer, "binding": binding, "root": root, "stages": per_stage,
-            "check": check, "overheads": over, "overheads_end": overheads_end, "least": least,
-            "zero_rows": zero_rows, "policy_rows": policy_rows, "multiple": multiple}
-
-
 def run(args) -> int:
     from derivations import config as cfg
+    from derivations import fit
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_from_args(args)
     hbm = cfg.parse_size(args.hbm)
     if args.plot:
         from ..plots import check_output
         check_output(args.plot)
-    res = solve(model, layout, training, hbm, args.solve, args.stage, args.overheads)
+    res = fit.solve(model, layout, training, hbm, args.solve, args.stage, args.overheads)
     # the same question at every end of the Sec. 6 ranges, so a user sees how much the
     # (unspecified) overheads decide the answer
     ends = {args.overheads: res["answer"]}
     for end in ("high", "low", "none"):
         if end not in ends:
-            ends[end] = solve(model, layout, training, hbm, args.solve, args.stage, end)["answer"]
+            ends[end] = fit.solve(model, layout, training, hbm, args.solve, args.stage, end)["answer"]
     if args.plot:
         plot_memory_vs_seq(model, layout, training, hbm, res, args.plot)
     if args.json:
@@ -130,8 +66,9 @@ def run(args) -> int:
 def plot_memory_vs_seq(model, layout, training, hbm, res, path):
     """Peak at the binding stage vs s (powers of two around the answer) for every recomputation policy."""
     from dataclasses import replace
-    from derivations import totals
+    from derivations import device, totals
     from derivations import notation as nt
+    from derivations.overheads import peak
     from ..plots import memory_vs_seq
     over = res["overheads"]
     top = max(2 * training.seq, 2 * res["answer"] if res["field"] == "seq" else 0, 8192)
@@ -147,8 +84,7 @@ def plot_memory_vs_seq(model, layout, training, hbm, res, path):
         ys = []
         for s_ in seqs:
             t = replace(training, seq=s_, recompute=r, recompute_ops=())
-            ys.append(totals.peak(totals.evaluate(model, layout, t, st.index)["total"], over[nt.f_frag],
-                                  over[nt.M_buf]))
+            ys.append(peak(device.components(model, layout, t, st.index)["total"], over[nt.f_frag], over[nt.M_buf]))
         series[r] = (seqs, ys)
     marks = {training.recompute: res["answer"]} if res["field"] == "seq" and res["answer"] else None
     memory_vs_seq(series, hbm, path, marks=marks, title=f"{model.name} DP{layout.dp} TP{layout.tp} PP{layout.pp} EP{layout.ep}, "

@@ -49,7 +49,6 @@ def run(args) -> int:
     from derivations import config as cfg
     from derivations import search as S
     from ..plots import check_output, check_writable, write_atomic
-    from derivations import build, totals
 
     model = common.model_from_args(args)
     hbm = cfg.parse_size(args.hbm)
@@ -57,23 +56,8 @@ def run(args) -> int:
         check_writable(args.csv)
     if args.plot:
         check_output(args.plot)
-    terms = build(model)
-    known = totals.policies()
-    if args.recompute is None:
-        policies = known
-    else:
-        policies = tuple(dict.fromkeys(x.strip() for x in args.recompute.split(",") if x.strip()))
-        bad = [x for x in policies if x not in known]
-        if bad or not policies:
-            raise cfg.ConfigError("recompute", f"--recompute must list policies among {', '.join(known)}, "
-                                               f"got {args.recompute!r}")
-    bad = [z for z in args.zero if z not in cfg.ZERO_NAMES]
-    if bad:
-        raise cfg.ConfigError("zero", f"--zero must list ZeRO stages among 0,1,2,3, got {bad}")
-    choices = totals.choices(model, tuple(dict.fromkeys(args.zero)), policies)
-    exprs = {t: terms[t] for pick in choices.values() for t in pick.values()}
-    result = S.search(model, args.gpus, hbm, exprs, choices, mbs=tuple(dict.fromkeys(args.mbs)),
-                      seqs=tuple(dict.fromkeys(args.seq)), overheads=totals.overhead_values(args.overheads))
+    result = S.configurations(model, args.gpus, hbm, zeros=args.zero, recompute=args.recompute, mbs=args.mbs,
+                              seqs=args.seq, overheads=args.overheads)
     idx = S.order(result, sort=args.sort)
     if not args.all_configurations:
         idx = S.first_per_layout(result, idx)

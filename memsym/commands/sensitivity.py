@@ -30,26 +30,6 @@ def add_parser(sub):
     p.set_defaults(run=run)
 
 
-def analyse(model, layout, training, stage_index, wrt, rows=5):
-    """(config header, [Sensitivity]) for a configuration: derivatives and finite differences."""
-    from derivations import config as cfg
-    from derivations import notation as nt
-    from derivations import sensitivity as S
-    from derivations import build, totals
-    values = totals.evaluate(model, layout, training, stage_index)  # validates
-    terms = build(model)
-    comp = cfg.stage(model, layout, stage_index)
-    subs = cfg.substitution(model, layout, training, comp)
-    components = totals.components(terms, model, training)
-    tie = {nt.SP: nt.TP} if layout.sp is None else {}
-    out = []
-    for x in wrt:
-        res = S.analyse(components, x, subs, tie=tie, terms=terms, row_limit=rows)
-        res.finite = S.finite_differences(totals.evaluate, model, layout, training, stage_index, x.name)
-        out.append(res)
-    return values, comp, out
-
-
 def run(args) -> int:
     from derivations import sensitivity as S
     model = common.model_from_args(args)
@@ -60,7 +40,7 @@ def run(args) -> int:
         check_output(args.plot)
     from derivations.device import default_stage
     stage = common.stage_from_args(args)
-    values, comp, results = analyse(model, layout, training, default_stage(layout) if stage is None else stage, wrt,
+    values, comp, results = S.configuration(model, layout, training, default_stage(layout) if stage is None else stage, wrt,
                                     args.rows)
     if args.plot:
         from ..plots import tornado
