@@ -1,9 +1,10 @@
 """The ``memsym`` command: parsing, printing and exit codes; no maths here.
 
-Each subcommand is a module of :mod:`memsym.commands` with ``add_parser(subparsers)``
-and ``run(args) -> int``.  Exit codes: 0 success, 1 a negative verdict (verify: not
-equal; reproduce: an unexplained disagreement), 2 bad input (one line on stderr, never a
-traceback).
+Each subcommand is a module of :mod:`memsym.commands` with ``add_parser(subparsers)`` and
+``run(args) -> int``.  Only the chosen subcommand's module is imported (``memsym --help``
+and ``--version`` import neither sympy nor numpy).  Exit codes: 0 success, 1 a negative
+verdict (verify: not equal; reproduce: an unexplained disagreement), 2 bad input (one line
+on stderr, never a traceback).
 """
 from __future__ import annotations
 
@@ -21,25 +22,35 @@ class _Parser(argparse.ArgumentParser):
                      .replace("memsym : ", "memsym: "))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, that subcommand is built in full and the others are listed
+    by name and one-line help (what ``memsym --help`` shows) without importing them."""
     parser = _Parser(prog="memsym", description="Symbolic GPU-memory derivations for DeepSeek-style training "
                                                 "(Zhang & Su, arXiv 2502.07846), exact and reproducible.")
     from . import __version__
     parser.add_argument("--version", action="version", version=f"memsym {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMANDS:
-        mod = importlib.import_module(f".commands.{name}", __package__)
-        mod.add_parser(sub)
+    for name, text in COMMANDS.items():
+        if only is None or name == only:
+            importlib.import_module(f".commands.{name}", __package__).add_parser(sub)
+        else:
+            sub.add_parser(name, help=text)
     return parser
 
 
+def _command(argv: List[str]) -> Optional[str]:
+    """The subcommand named on the command line (the first word that is one), if any."""
+    return next((a for a in argv if a in COMMANDS), None)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    from symbolic.errors import ConfigError
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(only=_command(argv) or "")
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help()
         return 2
+    from symbolic.errors import ConfigError
     try:
         return int(args.run(args) or 0)
     except ConfigError as exc:

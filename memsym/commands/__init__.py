@@ -1,2 +1,16 @@
-"""Subcommands of ``memsym``; one module each, listed in the order ``--help`` shows them."""
-COMMANDS = ["estimate", "params", "reproduce", "report", "terms", "verify", "sensitivity", "fit", "search", "compare"]
+"""Subcommands of ``memsym``; one module each, listed in the order ``--help`` shows them.
+
+``COMMANDS`` maps each to its one-line help, so ``memsym --help`` lists them without importing
+any of them (and so without sympy or numpy)."""
+COMMANDS = {
+    "estimate": "per-device memory breakdown of one pipeline stage",
+    "params": "parameters per layer kind, per stage and in total (Tables 3-4)",
+    "reproduce": "recompute every printed number of the paper and judge each",
+    "report": "regenerate the paper's equations and tables (tex, pdf, md, html, notebooks)",
+    "terms": "list every term id with its meaning and provenance",
+    "verify": "check a hand-derived formula against a term: equal, or the exact difference",
+    "sensitivity": "derivatives and elasticities of the per-device memory, in closed form",
+    "fit": "largest micro-batch or longest sequence that fits the HBM, solved in closed form",
+    "search": "enumerate every valid layout for a GPU count and list those that fit",
+    "compare": "the paper, Megatron-LM and ModelZoo conventions side by side, and a waterfall of the assumptions between them",
+}

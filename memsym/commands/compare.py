@@ -5,7 +5,7 @@ from dataclasses import replace
 
 from derivations import config as cfg
 from symbolic.render import fmt_gib, fmt_int
-from . import common
+from . import COMMANDS, common
 
 LABELS = {"routed_tokens": "routed tokens per device", "attention": "attention kernel",
           "router_tensors": "router tensors", "shared_expert": "shared expert", "dropout_masks": "dropout masks",
@@ -19,8 +19,7 @@ ROWS = (("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optim
 
 
 def add_parser(sub):
-    p = sub.add_parser("compare", help="the paper, Megatron-LM and ModelZoo conventions side by side, and a "
-                                       "waterfall of the assumptions between them",
+    p = sub.add_parser("compare", help=COMMANDS["compare"],
                        description="Per-device weights, gradients, optimizer states and one MoE transformer layer's "
                                    "activations (one micro-batch) for one layout under each preset of conventions "
                                    "(paper, megatron, modelzoo; see `memsym estimate --help`), then a waterfall from "
@@ -45,15 +44,24 @@ def add_parser(sub):
     p.set_defaults(run=run)
 
 
-def run(args) -> int:
+def _compare(args):
     from derivations.conventions import compare
     model = common.model_from_args(args)
     layout = common.layout_from_args(args)
     training = replace(common.training_from_args(args), conventions=cfg.Conventions())  # the presets set them
+    return compare(model, layout, training, common.stage_from_args(args), args.mtp)
+
+
+def data(args) -> dict:
+    """What ``compare --json`` prints."""
+    return to_json(*_compare(args))
+
+
+def run(args) -> int:
     if args.plot:
         from ..plots import check_output
         check_output(args.plot)
-    columns, falls = compare(model, layout, training, common.stage_from_args(args), args.mtp)
+    columns, falls = _compare(args)
     if args.plot:
         plot(falls, args.plot, title(columns["paper"][0]))
     if args.json:

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from derivations import config as cfg
 from symbolic.render import fmt_gib, fmt_int
-from . import common
+from . import COMMANDS, common
 
 
 def add_parser(sub):
-    p = sub.add_parser("estimate", help="per-device memory breakdown of one pipeline stage",
+    p = sub.add_parser("estimate", help=COMMANDS["estimate"],
                        description="Per-device parameters and bytes (weights, gradients, optimizer states, one "
                                    "micro-batch's activations) of one pipeline stage, exact. Defaults are the "
                                    "paper's reference layout (Table 5: DP32 TP2 PP16 EP8 ETP1), stage 1, ZeRO 0, "
@@ -51,12 +51,21 @@ def run(args) -> int:
         return 0
     est = estimate(model, layout, training, common.stage_from_args(args), notes)
     if args.json:
-        common.print_json({**est.to_json(), **_device_json(est, device)})
+        common.print_json(data(args, est))
         return 0
     print(render_text(est))
     for line in _device_lines(est, device):
         print(line)
     return 0
+
+
+def data(args, est=None) -> dict:
+    """What ``estimate --json`` prints (one stage; not --tensors or --all-stages)."""
+    if est is None:
+        from derivations.device import estimate
+        est = estimate(common.model_from_args(args), common.layout_from_args(args), common.training_from_args(args),
+                       common.stage_from_args(args), common.recipe_assumptions(args))
+    return {**est.to_json(), **_device_json(est, _device(args))}
 
 
 def _run_tensors(args, model, layout, training) -> int:

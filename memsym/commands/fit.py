@@ -1,11 +1,11 @@
 """memsym fit: the largest micro-batch or the longest sequence that fits a memory budget, in closed form."""
 from __future__ import annotations
 
-from . import common
+from . import COMMANDS, common
 
 
 def add_parser(sub):
-    p = sub.add_parser("fit", help="largest micro-batch or longest sequence that fits the HBM, solved in closed form",
+    p = sub.add_parser("fit", help=COMMANDS["fit"],
                        description="Solves the Sec. 6 budget (1 + f_frag)(S + A(x)) + M_buf <= --hbm for x = b "
                                    "(--solve mbs; activations are linear in b) or x = s (--solve seq; quadratic in s "
                                    "without recomputation) with sympy, shows the closed-form root, its exact value "
@@ -34,33 +34,49 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from derivations import config as cfg
-    from derivations import fit
-    model = common.model_from_args(args)
-    layout, training = common.layout_from_args(args), common.training_from_args(args)
-    hbm = cfg.parse_size(args.hbm)
     if args.plot:
         from ..plots import check_output
         check_output(args.plot)
-    res = fit.solve(model, layout, training, hbm, args.solve, args.stage, args.overheads)
     # the same question at every end of the Sec. 6 ranges, so a user sees how much the
     # (unspecified) overheads decide the answer
-    ends = {args.overheads: res["answer"]}
-    for end in ("high", "low", "none"):
-        if end not in ends:
-            ends[end] = fit.solve(model, layout, training, hbm, args.solve, args.stage, end)["answer"]
+    model, layout, training, hbm, res, ends = _solve_all(args)
     if args.plot:
         plot_memory_vs_seq(model, layout, training, hbm, res, args.plot)
     if args.json:
-        out = to_json(model, layout, training, hbm, res, args.latex)
-        out["by_overheads"] = {e: ends[e] for e in ("high", "low", "none")}
-        common.print_json(out)
+        common.print_json(_json(model, layout, training, hbm, res, args.latex, ends))
         return 0
     print(render_text(model, layout, training, hbm, res, args.latex))
     print(f"{res['field']} at each end of the Sec. 6 ranges: " + ", ".join(
         f"{e} {ends[e]}" for e in ("high", "low", "none")) + " (high: 30% fragmentation + 2 GiB buffers; "
         "low: 5% + 0.8 GiB; none: no overheads)")
     return 0
+
+
+def _solve_all(args):
+    """(model, layout, training, hbm, result, {overheads end: answer}) of a fit command line."""
+    from derivations import config as cfg
+    from derivations import fit
+    model = common.model_from_args(args)
+    layout, training = common.layout_from_args(args), common.training_from_args(args)
+    hbm = cfg.parse_size(args.hbm)
+    res = fit.solve(model, layout, training, hbm, args.solve, args.stage, args.overheads)
+    ends = {args.overheads: res["answer"]}
+    for end in ("high", "low", "none"):
+        if end not in ends:
+            ends[end] = fit.solve(model, layout, training, hbm, args.solve, args.stage, end)["answer"]
+    return model, layout, training, hbm, res, ends
+
+
+def _json(model, layout, training, hbm, res, with_latex, ends) -> dict:
+    out = to_json(model, layout, training, hbm, res, with_latex)
+    out["by_overheads"] = {e: ends[e] for e in ("high", "low", "none")}
+    return out
+
+
+def data(args) -> dict:
+    """What ``fit --json`` prints."""
+    model, layout, training, hbm, res, ends = _solve_all(args)
+    return _json(model, layout, training, hbm, res, args.latex, ends)
 
 
 def plot_memory_vs_seq(model, layout, training, hbm, res, path):

@@ -8,11 +8,11 @@ counts: MTP included with its own embedding/head copies, FP8 scale tensors inclu
 from __future__ import annotations
 
 from symbolic.render import fmt_gib, fmt_int
-from . import common
+from . import COMMANDS, common
 
 
 def add_parser(sub):
-    p = sub.add_parser("params", help="parameters per layer kind, per stage and in total (Tables 3-4)",
+    p = sub.add_parser("params", help=COMMANDS["params"],
                        description="Parameter counts per layer kind (Table 3), per pipeline stage (Table 4 for "
                                    "PP=16) and in total, exact. --accounting paper (default) counts what the paper "
                                    "counts; checkpoint also counts the tensors a real checkpoint has and the paper "
@@ -34,55 +34,25 @@ def add_parser(sub):
     p.set_defaults(run=run)
 
 
+def data(args) -> dict:
+    """What ``params --json`` prints."""
+    from derivations.counts import summary
+    return summary(common.model_from_args(args), args.pp, args.layers_per_stage, args.accounting, args.mtp)[0]
+
+
 def run(args) -> int:
-    from derivations import config as cfg
-    from symbolic.numeric import exact
-    from derivations import build
-    from derivations.device import stage_params
+    from derivations.counts import summary
     model = common.model_from_args(args)
-    if args.pp is None:
-        args.pp = min(16, model.l) if args.layers_per_stage is None else len(args.layers_per_stage)
-    layout = cfg.Layout(pp=args.pp, layers_per_stage=args.layers_per_stage)
-    if args.pp > model.l:
-        raise cfg.ConfigError("pp-layers", f"PP={args.pp} is larger than the {model.l} layers of {model.name}")
-    rows, total = stage_params(model, layout, args.accounting)
-    terms = build(model)
-    kinds = {}
-    base = cfg.substitution(model)
-    for kind, tid in (("dense_layer", "params.layer.dense"), ("moe_layer", "params.layer.moe"),
-                      ("mla", "params.mla"), ("norm", "params.norm"), ("embedding", "params.embedding"),
-                      ("head", "params.head")):
-        kinds[kind] = exact(terms[tid], base)
-    whole = cfg.whole_model(model)
-    sub = cfg.substitution(model, None, None, whole)
-    extras = {}
-    if args.accounting == "checkpoint":
-        term = terms["params.stage.checkpoint"]
-        extras = {p.key: exact(p.expr, sub) for p in term.parts if p.key != "paper"}
-    activated = activated_params(terms, sub, args.accounting)
-    mtp = mtp_params(model, terms, sub) if args.mtp else None
-    data = {
-        "model": model.name, "accounting": args.accounting, "pp": args.pp,
-        "layer_kinds": {"dense": whole.dense, "moe": whole.moe},
-        "per_layer": kinds,
-        "stages": [{"stage": c.index, "layers": [c.layers.start, c.layers.stop - 1], "dense_layers": c.dense,
-                    "moe_layers": c.moe, "embedding": c.embedding, "head": c.head, "params": p,
-                    "bf16_bytes": p * 2, "parts": parts} for c, p, parts in rows],
-        "checkpoint_only": extras,
-        "total": total,
-        "activated": activated,
-    }
-    if mtp is not None:
-        data["mtp"] = mtp
-        data["total_with_mtp"] = total + mtp["params"]
-    if args.accounting == "checkpoint":
-        from derivations.hfconfig import checkpoint_files
-        data["checkpoint_files"] = checkpoint_files(model)
+    data, rows = summary(model, args.pp, args.layers_per_stage, args.accounting, args.mtp)
+    args.pp = data["pp"]
+    kinds, extras, total, activated, mtp = (data["per_layer"], data["checkpoint_only"], data["total"],
+                                            data["activated"], data.get("mtp"))
+    whole = data["layer_kinds"]
     if args.json:
         common.print_json(data)
         return 0
     print(f"memsym params: {model.name}, {args.accounting} accounting, PP={args.pp}")
-    print(f"layers: {whole.dense} dense, {whole.moe} MoE")
+    print(f"layers: {whole['dense']} dense, {whole['moe']} MoE")
     print()
     print(f"{'per layer kind':<32}{'params':>20}{'BF16 GiB':>12}")
     for k, v in kinds.items():
@@ -118,34 +88,6 @@ EXTRA_LABELS = {"final_norm": "final RMSNorm (model.norm), h",
 def fmt_b(x) -> str:
     """Parameters in billions (1e9), as model cards print them."""
     return f"{float(x) / 1e9:,.2f}B"
-
-
-def activated_params(terms, sub, accounting: str) -> dict:
-    """Parameters one token passes through, whole model: top-k routed + shared experts + everything dense.
-
-    Three readings: with the embedding and head; without the embedding (a lookup, not a
-    matrix product); without both (the transformer layers alone).
-    """
-    from symbolic.numeric import exact
-    tid = "params.activated" if accounting == "paper" else "params.activated.checkpoint"
-    term = terms[tid]
-    total = exact(term, sub)
-    paper = terms["params.activated"]
-    emb = exact(paper.part("embedding").expr, sub)
-    head = exact(paper.part("head").expr, sub)
-    return {"with_embedding_and_head": total, "without_embedding": total - emb,
-            "without_embedding_and_head": total - emb - head,
-            "per_moe_layer": exact(terms["params.activated.layer.moe"], sub), "term": tid}
-
-
-def mtp_params(model, terms, sub) -> dict:
-    """The D multi-token-prediction modules (embedding and head shared, not counted again)."""
-    from symbolic.numeric import exact
-    module = terms["params.mtp.module"]
-    return {"modules": model.mtp_layers, "params": exact(terms["params.mtp"], sub),
-            "per_module": {p.key: exact(p.expr, sub) for p in module.parts},
-            "activated": exact(terms["params.mtp.activated"], sub),
-            "shared_not_counted": ["embedding", "head"], "term": "params.mtp"}
 
 
 def render_activated(model, a) -> str:

@@ -5,7 +5,7 @@ import argparse
 import sys
 import time
 
-from . import common
+from . import COMMANDS, common
 
 
 def formats_type(text: str):
@@ -19,7 +19,7 @@ def formats_type(text: str):
 
 def add_parser(sub):
     from ..report import FORMATS
-    p = sub.add_parser("report", help="regenerate the paper's equations and tables (tex, pdf, md, html, notebooks)",
+    p = sub.add_parser("report", help=COMMANDS["report"],
                        description="Writes a report that follows the paper's sections (notation, Table 2 matrices, "
                                    "Tables 3-4 parameters, Table 6 per device, Table 8 ZeRO, Sec. 5 activations and "
                                    "Table 10, Sec. 6 buffers, and every printed number against the derived one) for "

@@ -1,11 +1,11 @@
 """memsym reproduce: every printed number of the paper against the derived one."""
 from __future__ import annotations
 
-from . import common
+from . import COMMANDS, common
 
 
 def add_parser(sub):
-    p = sub.add_parser("reproduce", help="recompute every printed number of the paper and judge each",
+    p = sub.add_parser("reproduce", help=COMMANDS["reproduce"],
                        description="Recomputes every printed number of the paper (paper/printed.toml) exactly and "
                                    "through the lambdified functions, prints printed vs derived with a status, "
                                    "lists the discrepancies with their causes, verifies the printed formulas of "

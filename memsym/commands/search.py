@@ -1,11 +1,11 @@
 """memsym search: every valid configuration for a GPU count, evaluated in one vectorised pass."""
 from __future__ import annotations
 
-from . import common
+from . import COMMANDS, common
 
 
 def add_parser(sub):
-    p = sub.add_parser("search", help="enumerate every valid layout for a GPU count and list those that fit",
+    p = sub.add_parser("search", help=COMMANDS["search"],
                        description="Enumerates every valid configuration for --gpus GPUs: parallel layout (DP, TP, "
                                    "PP, EP, ETP, CP with DP*TP*PP*CP = GPUs, SP = TP), ZeRO stage, recomputation "
                                    "policy, micro-batch b and sequence length s. Invalid layouts (the rules of "
@@ -45,22 +45,36 @@ def add_parser(sub):
     p.set_defaults(run=run)
 
 
-def run(args) -> int:
+def _search(args):
+    """(model, hbm, SearchResult, ordered row indices) of a search command line."""
     from derivations import config as cfg
     from derivations import search as S
-    from ..plots import check_output, check_writable, write_atomic
-
     model = common.model_from_args(args)
     hbm = cfg.parse_size(args.hbm)
-    if args.csv:
-        check_writable(args.csv)
-    if args.plot:
-        check_output(args.plot)
     result = S.configurations(model, args.gpus, hbm, zeros=args.zero, recompute=args.recompute, mbs=args.mbs,
                               seqs=args.seq, overheads=args.overheads)
     idx = S.order(result, sort=args.sort)
     if not args.all_configurations:
         idx = S.first_per_layout(result, idx)
+    return model, hbm, result, idx
+
+
+def data(args) -> dict:
+    """What ``search --json`` prints, as Python objects."""
+    from derivations import search as S
+    model, hbm, result, idx = _search(args)
+    full = idx if args.top is None else idx[:args.top]
+    return {**_header(model, args, hbm, result), "rows": S.rows(result, full)}
+
+
+def run(args) -> int:
+    from derivations import search as S
+    from ..plots import check_output, check_writable, write_atomic
+    if args.csv:
+        check_writable(args.csv)
+    if args.plot:
+        check_output(args.plot)
+    model, hbm, result, idx = _search(args)
     full = idx if args.top is None else idx[:args.top]
     shown = idx[:args.top or 20]
     if args.csv:

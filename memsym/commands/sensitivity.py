@@ -1,13 +1,13 @@
 """memsym sensitivity: closed-form derivatives, elasticities and finite differences of the per-device memory."""
 from __future__ import annotations
 
-from . import common
+from . import COMMANDS, common
 
 DEFAULT_WRT = "b,s,DP,TP,PP,EP,ETP,CP,N_r"
 
 
 def add_parser(sub):
-    p = sub.add_parser("sensitivity", help="derivatives and elasticities of the per-device memory, in closed form",
+    p = sub.add_parser("sensitivity", help=COMMANDS["sensitivity"],
                        description="For each symbol of --wrt: the partial derivative of the per-device total and of "
                                    "each component (weights, gradients, optimizer states, activations) in closed "
                                    "form (the stage's form, symbolic in the model dimensions, b, s and the parallel "
@@ -30,18 +30,30 @@ def add_parser(sub):
     p.set_defaults(run=run)
 
 
-def run(args) -> int:
+def _analyse(args):
+    """(model, layout, training, stage, bytes, [Sensitivity]) of a sensitivity command line."""
     from derivations import sensitivity as S
+    from derivations.device import default_stage
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_from_args(args)
     wrt = S.parse_symbols(args.wrt)
+    stage = common.stage_from_args(args)
+    values, comp, results = S.configuration(model, layout, training, default_stage(layout) if stage is None else stage,
+                                            wrt, args.rows)
+    return model, layout, training, comp, values, results
+
+
+def data(args) -> dict:
+    """What ``sensitivity --json`` prints."""
+    model, layout, training, comp, values, results = _analyse(args)
+    return to_json(model, layout, training, comp, values, results, args.latex)
+
+
+def run(args) -> int:
     if args.plot:
         from ..plots import check_output
         check_output(args.plot)
-    from derivations.device import default_stage
-    stage = common.stage_from_args(args)
-    values, comp, results = S.configuration(model, layout, training, default_stage(layout) if stage is None else stage, wrt,
-                                    args.rows)
+    model, layout, training, comp, values, results = _analyse(args)
     if args.plot:
         from ..plots import tornado
         tornado(tornado_items(results), args.plot,

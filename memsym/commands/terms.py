@@ -1,11 +1,11 @@
 """memsym terms: every term id with its meaning, unit and provenance."""
 from __future__ import annotations
 
-from . import common
+from . import COMMANDS, common
 
 
 def add_parser(sub):
-    p = sub.add_parser("terms", help="list every term id with its meaning and provenance",
+    p = sub.add_parser("terms", help=COMMANDS["terms"],
                        description="Every term (a named sympy expression) with its unit, provenance and meaning; "
                                    "use the ids with `memsym verify --against` and in the Python API.")
     common.add_model_option(p)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from . import common
+from . import COMMANDS, common
 
 EPILOG = r"""worked examples:
 
@@ -60,7 +60,7 @@ def _symbols_epilog() -> str:
 
 
 def add_parser(sub):
-    p = sub.add_parser("verify", help="check a hand-derived formula against a term: equal, or the exact difference",
+    p = sub.add_parser("verify", help=COMMANDS["verify"],
                        description="Verify a formula written in the paper's notation (plain text or LaTeX) against "
                                    "a term (see `memsym terms`): decides equality symbolically and, when not equal, "
                                    "prints the difference (term minus formula), the monomials that differ with the "

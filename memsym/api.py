@@ -1,0 +1,185 @@
+"""The public Python API: the commands of the CLI as functions returning typed results.
+
+Keyword names are the command's flags with ``_`` (``--fp8-activations`` -> ``fp8_activations``),
+and the defaults are the CLI's, because the keywords are read by the command's own parser:
+``estimate("deepseek-v3", zero=1)`` is ``memsym estimate --zero 1`` and its ``to_dict()`` is
+what ``--json`` prints.  Bad input raises :class:`symbolic.errors.ConfigError`.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+from typing import Any, Dict, List, Optional
+
+from symbolic.errors import ConfigError
+
+
+class _Raising(argparse.ArgumentParser):
+    """A parser whose errors raise ConfigError (the CLI's exits 2)."""
+
+    def error(self, message):
+        raise ConfigError("argument", f"{self.prog}: {message}")
+
+    def exit(self, status=0, message=None):
+        raise ConfigError("argument", (message or "").strip() or f"{self.prog}: exit {status}")
+
+
+def _parser(command: str) -> argparse.ArgumentParser:
+    root = _Raising(prog="memsym")
+    sub = root.add_subparsers(dest="command", parser_class=_Raising)
+    importlib.import_module(f"memsym.commands.{command}").add_parser(sub)
+    return root
+
+
+def _argv(command: str, positional: List[str], options: Dict[str, Any]) -> List[str]:
+    """Keywords -> the command line they stand for (True: a flag; None/False: left out; lists joined by commas)."""
+    parser = _parser(command)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    flags = {a.dest: a for a in sub._actions if a.option_strings}
+    argv = [command, *positional]
+    for key, value in options.items():
+        action = flags.get(key)
+        if action is None:
+            valid = ", ".join(sorted(d for d in flags if d not in ("help", "json")))
+            raise TypeError(f"{command}() got an unexpected keyword {key!r}; valid: {valid}")
+        if value is None or value is False:
+            continue
+        opt = next((o for o in action.option_strings if o.startswith("--")), action.option_strings[0])
+        if value is True and action.nargs == 0:
+            argv.append(opt)
+        elif isinstance(value, (list, tuple)):
+            argv += [opt, ",".join(str(v) for v in value)]
+        else:
+            argv += [opt, str(value)]
+    return argv
+
+
+def _run(command: str, positional: List[str], options: Dict[str, Any]) -> Dict:
+    argv = _argv(command, positional, options) + ["--json"]
+    args = _parser(command).parse_args(argv)
+    return importlib.import_module(f"memsym.commands.{command}").data(args)
+
+
+def _plain(data) -> Any:
+    """The JSON value of ``data`` (what the CLI prints): exact numbers as the CLI writes them."""
+    from .commands.common import _default
+    return json.loads(json.dumps(data, default=_default))
+
+
+class Result:
+    """A command's result: attribute access into its JSON (``r.params.total``, ``r.bytes.optimizer``),
+    ``r["key"]``, :meth:`to_dict` (equal to the command's ``--json``), and Jupyter rendering."""
+
+    def __init__(self, command: str, data: Dict):
+        self._command = command
+        self._data = _plain(data)
+
+    def to_dict(self) -> Dict:
+        return json.loads(json.dumps(self._data))
+
+    def __getitem__(self, key):
+        return _wrap(self._command, self._data[key])
+
+    def __getattr__(self, name):
+        data = self.__dict__.get("_data")
+        if isinstance(data, dict) and name in data:
+            return _wrap(self._command, data[name])
+        raise AttributeError(f"{self._command} result has no field {name!r}"
+                             + (f"; fields: {', '.join(data)}" if isinstance(data, dict) else ""))
+
+    def __dir__(self):
+        return list(self._data) if isinstance(self._data, dict) else []
+
+    def __repr__(self) -> str:
+        return f"<memsym {self._command} result: {', '.join(self._data) if isinstance(self._data, dict) else ''}>"
+
+    def _rows(self):
+        for k, v in (self._data.items() if isinstance(self._data, dict) else ()):
+            if isinstance(v, dict) and all(not isinstance(x, (dict, list)) for x in v.values()):
+                for k2, v2 in v.items():
+                    yield f"{k}.{k2}", v2
+            elif not isinstance(v, (dict, list)):
+                yield k, v
+
+    def _repr_markdown_(self) -> str:
+        lines = [f"**memsym {self._command}**", "", "| field | value |", "|---|---:|"]
+        lines += [f"| `{k}` | {f'{v:,}' if isinstance(v, int) and not isinstance(v, bool) else v} |"
+                  for k, v in self._rows()]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        from html import escape
+        rows = "".join(f"<tr><td><code>{escape(str(k))}</code></td><td style='text-align:right'>"
+                       f"{escape(f'{v:,}' if isinstance(v, int) and not isinstance(v, bool) else str(v))}</td></tr>"
+                       for k, v in self._rows())
+        return f"<table><caption>memsym {escape(self._command)}</caption>{rows}</table>"
+
+
+def _wrap(command, value):
+    return Result(command, value) if isinstance(value, dict) else value
+
+
+def estimate(model: str = "deepseek-v3", **options) -> Result:
+    """``memsym estimate``: per-device parameters and bytes of one stage (Tables 6, 8, 10)."""
+    return Result("estimate", _run("estimate", [], dict(options, model=model)))
+
+
+def params(model: str = "deepseek-v3", **options) -> Result:
+    """``memsym params``: parameters per layer kind, per stage and in total (Tables 3-4)."""
+    return Result("params", _run("params", [], dict(options, model=model)))
+
+
+def fit(model: str = "deepseek-v3", *, hbm: str, **options) -> Result:
+    """``memsym fit``: the largest micro-batch (``solve="mbs"``) or sequence (``"seq"``) that fits ``hbm``."""
+    return Result("fit", _run("fit", [], dict(options, model=model, hbm=hbm)))
+
+
+def search(model: str = "deepseek-v3", *, gpus: int, hbm: str = "80GiB", **options) -> Result:
+    """``memsym search``: every valid layout of ``gpus`` GPUs, and those that fit ``hbm``."""
+    return Result("search", _run("search", [], dict(options, model=model, gpus=gpus, hbm=hbm)))
+
+
+def sensitivity(model: str = "deepseek-v3", *, wrt: str = "s,b,TP", **options) -> Result:
+    """``memsym sensitivity``: derivatives, elasticities and finite differences with respect to ``wrt``."""
+    return Result("sensitivity", _run("sensitivity", [], dict(options, model=model, wrt=wrt)))
+
+
+def compare(model: str = "deepseek-v3", **options) -> Result:
+    """``memsym compare``: the paper, Megatron-LM and ModelZoo conventions with the waterfall between them."""
+    return Result("compare", _run("compare", [], dict(options, model=model)))
+
+
+def verify(formula: str, against: str, model: str = "deepseek-v3", **options) -> Result:
+    """``memsym verify``: is ``formula`` equal to the term ``against`` (``assume="TP=2 SP=2"``)?"""
+    assume = options.pop("assume", None)
+    if isinstance(assume, dict):
+        assume = [f"{k}={v}" for k, v in assume.items()]
+    elif isinstance(assume, str):
+        assume = assume.split()
+    positional = [formula]
+    data = _verify(positional, dict(options, model=model, against=against), assume)
+    return Result("verify", data)
+
+
+def _verify(positional, options, assume) -> Dict:
+    argv = _argv("verify", positional, options) + (["--assume", *assume] if assume else []) + ["--json"]
+    args = _parser("verify").parse_args(argv)
+    from memsym.verify import verify as run
+    return run(args.formula, args.against, assume=args.assume, model=args.model, stage=args.stage).to_json()
+
+
+def terms(model: str = "deepseek-v3"):
+    """Every base term of ``model`` (a frozen registry: id -> :class:`symbolic.term.Term`)."""
+    from derivations import build
+    return build(load_model(model))
+
+
+def load_model(name_or_path: str = "deepseek-v3"):
+    """A model preset by name or a Hugging Face ``config.json`` (read as data)."""
+    from derivations.config import load_model as load
+    return load(name_or_path)
+
+
+__all__ = ["Result", "estimate", "params", "fit", "search", "sensitivity", "compare", "verify", "terms",
+           "load_model", "ConfigError"]
