@@ -62,10 +62,10 @@ M_HBM = sp.Symbol("M_HBM", positive=True)  # the device memory budget, bytes
 
 
 # ----------------------------------------------------------------------------- symbols
-def parse_symbols(text: str) -> List[sp.Symbol]:
+def parse_symbols(names: str) -> List[sp.Symbol]:
     """``'b,s,TP'`` -> symbols, by registry name or alias (never evaluated as Python)."""
     out = []
-    for raw in str(text).split(","):
+    for raw in str(names).split(","):
         name = raw.strip()
         if not name:
             continue
@@ -85,7 +85,7 @@ def parse_symbols(text: str) -> List[sp.Symbol]:
         if info.symbol not in out:
             out.append(info.symbol)
     if not out:
-        raise cfg.ConfigError("wrt", f"--wrt: no symbol given in {text!r}")
+        raise cfg.ConfigError("wrt", f"--wrt: no symbol given in {names!r}")
     return out
 
 

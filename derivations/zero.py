@@ -38,7 +38,6 @@ def sharding_terms(prefix, P_n, P_m, provenance="Sec. 4, Table 8", non_moe_over=
 
     Non-MoE parameters are replicated on every data-parallel and context-parallel rank, so
     ZeRO shards them over DP CP (the paper's DP, as it has CP = 1); experts over EDP."""
-    over = sp.Mul(*non_moe_over)
     over_text = "DP" if tuple(non_moe_over) == (DP,) else "DP CP"
     for name, meaning, nbytes, level, dtype in COMPONENTS:
         yield Term(f"{prefix}.{name}.replicated", f"bytes of {meaning} on one device without ZeRO sharding", "bytes",

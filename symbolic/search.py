@@ -6,7 +6,7 @@ from the caller (:mod:`derivations.search`).
 """
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import Dict, List, Sequence
 
 #: Rows above which a search evaluates the factored form; below it the terms' own structure
 #: compiles faster than the factored form saves.

@@ -7,7 +7,8 @@ from fractions import Fraction
 
 import pytest
 
-from derivations.conventions import ORDER, QUANTITIES, waterfall, with_preset
+from derivations.compare import QUANTITIES, waterfall
+from derivations.conventions import ORDER, with_preset
 from derivations.device import estimate
 from derivations import config as cfg
 from memsym.cli import main

@@ -45,7 +45,7 @@ def add_parser(sub):
 
 
 def _compare(args):
-    from derivations.conventions import compare
+    from derivations.compare import compare
     model = common.model_from_args(args)
     layout = common.layout_from_args(args)
     training = replace(common.training_from_args(args), conventions=cfg.Conventions())  # the presets set them
