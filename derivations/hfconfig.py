@@ -13,7 +13,7 @@ digest sec. 12):
   keeps a routing bias of N per MoE layer), tie_word_embeddings,
   quantization_config.weight_block_size (FP8 block scales; storage only).
 
-Any problem raises :class:`~derivations.config.ConfigError` whose message names the file and
+Any problem raises :class:`~symbolic.errors.ConfigError` whose message names the file and
 the field; the CLI prints it on one line and exits 2.
 
 :func:`checkpoint_tensors` lists the tensors of the released checkpoint by their Hugging
@@ -28,7 +28,9 @@ import os
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
-from .config import ConfigError, ModelSpec
+from symbolic.errors import ConfigError
+
+from .model import ModelSpec
 
 #: model_type values of the architecture memsym covers (DeepseekV2/V3 modelling code).
 MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
@@ -115,8 +117,12 @@ def model_name(path: str) -> str:
     return os.path.splitext(base)[0]
 
 
-def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None) -> ModelSpec:
-    """Map a parsed config.json onto a :class:`ModelSpec`, validating every field it uses."""
+def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
+              source: Optional[str] = None) -> ModelSpec:
+    """Map a parsed config.json onto a :class:`ModelSpec`, validating every field it uses.
+
+    ``source`` (default ``path``) records where the model came from (``"preset"`` for the
+    presets of :mod:`derivations.presets`)."""
     mt = data.get("model_type")
     if mt is None:
         raise _err(path, "model_type", f"required field 'model_type' is missing (memsym covers "
@@ -160,7 +166,8 @@ def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None)
                                                   f"num_hidden_layers={dims['l']}")
     return ModelSpec(name=name or model_name(path), d_cq=d_cq, N_s=N_s, first_k_dense=first_k,
                      moe_layer_freq=freq, topk_method=topk, tie_word_embeddings=tied, mtp_layers=mtp,
-                     fp8_block=_fp8_block(data, path), source=str(path), **dims)
+                     fp8_block=_fp8_block(data, path), source=str(path) if source is None else source,
+                     **dims)
 
 
 def _fp8_block(data: Mapping, path: str) -> Optional[Tuple[int, int]]:

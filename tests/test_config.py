@@ -79,3 +79,27 @@ def test_sequence_parallelism_must_divide_the_sequence(v3):
         cfg.validate_layout(v3, cfg.Layout(tp=2), 4095)
     assert exc.value.constraint == "sp-divides-seq"
     cfg.validate_layout(v3, cfg.Layout(tp=2, sp=1), 4095)
+
+
+SPLIT = {
+    "model": ["ModelSpec"],
+    "presets": ["PRESETS", "load_model"],
+    "layout": ["Layout", "StageComposition", "compose", "layer_range", "stage", "stage_layers", "stages",
+               "validate_layout", "whole_model"],
+    "training": ["ATTENTION", "DTYPES", "RECOMPUTE", "RECOMPUTE_OPS", "SCHEDULES", "ZERO_NAMES", "Training",
+                 "parse_recompute", "validate_training"],
+    "switches": ["BYTES_CONVENTIONS", "BYTES_HELP", "CONVENTION_ORDER", "CONVENTION_PRESETS", "CONVENTION_SOURCES",
+                 "CONVENTION_SWITCHES", "MTP_HELP", "Conventions", "SwitchSpec", "validate_conventions"],
+}
+
+
+def test_config_is_the_single_import_point():
+    """Each idea lives in its own module; derivations.config re-exports its names."""
+    import importlib
+    for module, names in SPLIT.items():
+        mod = importlib.import_module(f"derivations.{module}")
+        for name in names:
+            assert getattr(cfg, name) is getattr(mod, name), f"{module}.{name}"
+    assert sorted(cfg.__all__) == sorted([n for ns in SPLIT.values() for n in ns]
+                                         + ["ConfigError", "GiB", "parse_size", "substitution"])
+    assert cfg.GiB == 2 ** 30 and cfg.parse_size("1GiB") == cfg.GiB

@@ -1,0 +1,81 @@
+"""The model: :class:`ModelSpec`, a DeepSeek-family model in the paper's notation.
+
+The dimensions of Table 1 plus the structural facts that decide which terms exist (query
+compression or not, routing bias, tied embeddings, MTP).  A Hugging Face config.json
+becomes a ModelSpec through :mod:`derivations.hfconfig`; the presets are such files
+(:mod:`derivations.presets`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from . import notation as nt
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A DeepSeek-family model in the paper's notation (Table 1; digest section 12).
+
+    ``d_cq`` is None for models without query compression (DeepSeek-v2-Lite): queries
+    are then one matrix W^Q of shape n_h (d_h + d_hr) x h and there is no query norm.
+    ``mtp_layers`` is D, the multi-token-prediction modules of the checkpoint (HF
+    num_nextn_predict_layers; not counted by the paper).  ``fp8_block`` is the block of
+    one FP32 scale in an FP8 block-quantised release (HF quantization_config
+    weight_block_size, (128, 128) for DeepSeek-v3): storage only, scales are not weights.
+    A Hugging Face config.json becomes a ModelSpec through :mod:`derivations.hfconfig`.
+    """
+
+    name: str
+    h: int
+    h_F: int
+    h_E: int
+    l: int
+    n_h: int
+    d_cq: Optional[int]
+    d_c: int
+    d_h: int
+    d_hr: int
+    d_v: int
+    N: int
+    N_s: int
+    N_r: int
+    v: int
+    first_k_dense: int
+    moe_layer_freq: int = 1
+    topk_method: str = "greedy"
+    tie_word_embeddings: bool = False
+    mtp_layers: int = 0
+    fp8_block: Optional[Tuple[int, int]] = None
+    source: str = "preset"
+
+    # -- structure -----------------------------------------------------------------
+    @property
+    def q_lora(self) -> bool:
+        return self.d_cq is not None
+
+    @property
+    def routing_bias(self) -> bool:
+        """noaux_tc routing keeps a per-expert score-correction bias (N per MoE layer)."""
+        return self.topk_method == "noaux_tc"
+
+    @property
+    def structure(self) -> Tuple:
+        """What decides the *shape* of the terms (the dimensions stay symbols)."""
+        return (self.q_lora, self.routing_bias, self.tie_word_embeddings)
+
+    def is_moe_layer(self, i: int) -> bool:
+        """HF DeepseekV2/V3 rule: MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0."""
+        return i >= self.first_k_dense and i % self.moe_layer_freq == 0
+
+    def layer_kinds(self) -> List[str]:
+        return ["moe" if self.is_moe_layer(i) else "dense" for i in range(self.l)]
+
+    def values(self) -> Dict:
+        """Substitution for the model's symbols."""
+        out = {nt.h: self.h, nt.h_F: self.h_F, nt.h_E: self.h_E, nt.l: self.l, nt.n_h: self.n_h,
+               nt.d_c: self.d_c, nt.d_h: self.d_h, nt.d_hr: self.d_hr, nt.d_v: self.d_v,
+               nt.N: self.N, nt.N_s: self.N_s, nt.N_r: self.N_r, nt.v: self.v, nt.D: self.mtp_layers}
+        if self.d_cq is not None:
+            out[nt.d_cq] = self.d_cq
+        return out

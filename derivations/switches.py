@@ -1,0 +1,174 @@
+"""Conventions: modelling assumptions as named switches (issue 8; digest sec. 10).
+
+* :class:`SwitchSpec` and :data:`CONVENTION_SWITCHES`: each assumption, the paper's choice
+  first; :data:`CONVENTION_ORDER` the order ``memsym compare`` flips them.
+* :data:`BYTES_CONVENTIONS`: bytes per parameter (Table 7 symbols) and the smallest ZeRO
+  stage of each convention.
+* :data:`CONVENTION_PRESETS` / :data:`CONVENTION_SOURCES`: every switch as each source sets it.
+* :class:`Conventions` and :func:`validate_conventions`: one choice of the switches.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Dict, List, Tuple
+
+from symbolic.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class SwitchSpec:
+    """One modelling assumption: ``values`` with the paper's choice first; ``tokens`` the
+    term-id token of each other value (``act.layer.dispatch``); ``side`` what it changes
+    ('activations', 'weights' or 'both'); ``help`` the option's text."""
+
+    name: str
+    option: str
+    values: Tuple[str, ...]
+    tokens: Dict[str, str]
+    side: str
+    help: str
+    paper: str = ""
+
+    @property
+    def default(self) -> str:
+        return self.values[0]
+
+
+#: The switches, in the fixed order ``memsym compare`` flips them (attention, bytes per
+#: parameter and MTP are switches too, kept in Training / the CLI; see CONVENTION_ORDER).
+CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
+    SwitchSpec("routed_tokens", "--routed-tokens", ("paper", "dispatch"), {"dispatch": "dispatch"}, "activations",
+               "routed token-copies one device's experts hold: paper ((N/EP) E_token = b s N_r/EP, Table 9) or "
+               "dispatch (b s N_r/SP: the EP devices of an expert-parallel group each hold their own b s/SP tokens, "
+               "so under balanced routing a device receives b s N_r/SP token-copies, EP/SP times the paper's; the "
+               "count of every public estimator)", "(N/EP) E_token = b s N_r/EP token-copies per device"),
+    SwitchSpec("router_tensors", "--router-tensors", ("full", "sp"), {"sp": "router-sp"}, "activations",
+               "router logits and probabilities (4 b s N bytes): full (the paper: over the whole sequence) or sp "
+               "(divided by SP: the router runs on the sequence-parallel shard)", "not divided by SP"),
+    SwitchSpec("shared_expert", "--shared-expert", ("replicated", "tp"), {"tp": "shared-tp"}, "both",
+               "shared experts: replicated (the paper: N_s x 3 h h_E weights on every device and their gate/up/"
+               "SwiGLU activations over all b s tokens) or tp (split by TP as Megatron shards them: weights / TP and "
+               "those activations / TP; their all-gathered input is not split)", "replicated on every device"),
+    SwitchSpec("dropout_masks", "--dropout-masks", ("kept", "none"), {"none": "no-masks"}, "activations",
+               "dropout masks (1 B per element: attention, after W^O, after every expert): kept (the paper, Sec. 5) "
+               "or none (dropout off, as DeepSeek-V3 and Megatron's DeepSeek recipes train)", "kept"),
+    SwitchSpec("checkpoints", "--checkpoints", ("two", "one"), {"one": "one-checkpoint"}, "activations",
+               "what full recomputation keeps per layer: two (the paper's M_2^A + M_2^E: the MLA and the MoE "
+               "sublayer inputs and the routing decision) or one (the layer input only, as Megatron-LM and the "
+               "estimators keep)", "two per layer plus the routing decision"),
+    SwitchSpec("swiglu", "--swiglu", ("separate", "fused"), {"fused": "fused-swiglu"}, "activations",
+               "SwiGLU outputs kept: separate (the paper: activation and product, two tensors of h_E per token) or "
+               "fused (a fused SwiGLU kernel keeps its input and only the product, the down-projection input)",
+               "activation and product kept"),
+    SwitchSpec("expert_outputs", "--expert-outputs", ("not-kept", "kept"), {"kept": "expert-outputs"},
+               "activations",
+               "routed experts' outputs: not-kept (the paper) or kept (the combine / un-permute step weights them by "
+               "the router probabilities, whose gradient needs them: ModelZoo's un-permute all-to-all output)",
+               "not kept"),
+    SwitchSpec("latent_norms", "--latent-norms", ("not-kept", "kept"), {"kept": "latent-norms"}, "activations",
+               "RMSNorm outputs of the MLA latents c_Q and c_KV (the up-projections' inputs): not-kept (the paper "
+               "counts each latent once) or kept (beside the latents, as ModelZoo counts)", "not kept"),
+    SwitchSpec("routing_state", "--routing-state", ("mask", "row-map"), {"row-map": "row-map"}, "activations",
+               "routing state kept for backward: mask (the paper's routing choice, B_a b s N_r) or row-map "
+               "(Megatron's int64 permutation row map, 8 b s N bytes; divided by SP with --router-tensors sp)",
+               "routing choice B_a b s N_r"),
+    SwitchSpec("inventory", "--inventory", ("paper", "modelzoo"), {"modelzoo": "modelzoo-inventory"},
+               "activations",
+               "per-tensor list: paper (Sec. 5) or modelzoo (NVIDIA Megatron-MoE-ModelZoo's: latents on the "
+               "sequence-parallel shard with the kv norm output unsplit, no MoE RMSNorm output, router "
+               "probabilities without logits, the shared experts' input kept once); the other switches still apply",
+               "Sec. 5's tensors"),
+    SwitchSpec("rank", "--rank", ("stage", "megatron"), {"megatron": "megatron"}, "weights",
+               "the rank whose parameters are reported: stage (the paper: one device of the --stage pipeline "
+               "stage, Table 6) or megatron (Megatron-LM theoretical_memory_usage.py's most-loaded shard: the TP-split "
+               "and replicated parameters of an average stage, every MLA matrix and norm split by TP, the shared "
+               "experts with the dense parameters, sharded over DP)", "one device of a pipeline stage"),
+)}
+
+#: The order ``memsym compare`` flips the switches from ``paper`` to a preset (documented
+#: there): activations first (largest first in the paper's reading), then the weight side.
+CONVENTION_ORDER = ("routed_tokens", "attention", "router_tensors", "shared_expert", "dropout_masks", "checkpoints",
+                    "swiglu", "expert_outputs", "latent_norms", "routing_state", "bytes_per_param", "rank", "mtp",
+                    "inventory")
+
+#: Bytes per parameter (Table 7 symbols) and the smallest ZeRO stage of each convention:
+#: the paper's 2/4/4/2/2; FP32 moments 2/4/4/4/4; Megatron's distributed optimizer, FP32
+#: moments sharded over the data-parallel ranks (ZeRO-1): 6 + 12/d bytes per parameter.
+BYTES_CONVENTIONS: Dict[str, Tuple[Dict[str, int], int]] = {
+    "paper": ({"B_w": 2, "B_g": 4, "B_m": 4, "B_1": 2, "B_2": 2}, 0),
+    "fp32-moments": ({"B_w": 2, "B_g": 4, "B_m": 4, "B_1": 4, "B_2": 4}, 0),
+    "distributed": ({"B_w": 2, "B_g": 4, "B_m": 4, "B_1": 4, "B_2": 4}, 1),
+}
+BYTES_HELP = ("bytes per parameter: paper (Table 7: BF16 weights, FP32 gradients and master copy, BF16 moments, "
+              "2/4/4/2/2), fp32-moments (2/4/4/4/4) or distributed (Megatron's distributed optimizer: FP32 moments "
+              "and the optimizer states sharded over the data-parallel ranks, ZeRO-1: 6 + 12/d bytes per parameter); "
+              "sets --optimizer-dtype and (distributed) --zero 1 unless typed")
+MTP_HELP = ("count the model's D multi-token-prediction layers (DeepSeek-v3: 1) in Megatron's most-loaded shard, as "
+            "Megatron-LM does (needs --rank megatron; the paper counts none)")
+
+#: Presets of every switch (``--conventions``): each source's assumptions.  ``attention``
+#: and ``bytes_per_param`` are the Training / CLI switches.  megatron: Megatron-LM's
+#: weight-and-optimizer estimate and the runtime choices of Megatron-LM that the ModelZoo
+#: estimator encodes, on the paper's tensor list; modelzoo: those runtime choices and
+#: ModelZoo's own tensor list (its weights follow the paper's rank and bytes).
+_RUNTIME = dict(routed_tokens="dispatch", attention="flash", router_tensors="sp", shared_expert="tp",
+                dropout_masks="none", checkpoints="one", swiglu="fused", expert_outputs="kept", latent_norms="kept",
+                routing_state="row-map")
+CONVENTION_PRESETS: Dict[str, Dict[str, object]] = {
+    "paper": dict({k: s.default for k, s in CONVENTION_SWITCHES.items()}, attention="eager",
+                  bytes_per_param="paper", mtp=False),
+    "megatron": dict({k: s.default for k, s in CONVENTION_SWITCHES.items()}, **_RUNTIME, rank="megatron",
+                     bytes_per_param="distributed"),
+    "modelzoo": dict({k: s.default for k, s in CONVENTION_SWITCHES.items()}, **_RUNTIME, inventory="modelzoo",
+                     bytes_per_param="paper"),
+}
+CONVENTION_SOURCES = {
+    "paper": "Zhang & Su, arXiv 2502.07846 (Sections 3-5, Tables 6-10)",
+    "megatron": "Megatron-LM megatron/training/theoretical_memory_usage.py (2026, expert parallelism) for weights "
+                "and optimizer; Megatron-LM runtime choices as the ModelZoo estimator encodes them for activations",
+    "modelzoo": "NVIDIA Megatron-MoE-ModelZoo DeepSeek memory estimator (activations)",
+}
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """The modelling assumptions of CONVENTION_SWITCHES (the paper's choice by default) and
+    ``mtp`` (count the D MTP layers in Megatron's shard).  Attention kernel and bytes per
+    parameter are switches too, held as Training.attention and Training.bytes/zero."""
+
+    routed_tokens: str = "paper"
+    router_tensors: str = "full"
+    shared_expert: str = "replicated"
+    dropout_masks: str = "kept"
+    checkpoints: str = "two"
+    swiglu: str = "separate"
+    expert_outputs: str = "not-kept"
+    latent_norms: str = "not-kept"
+    routing_state: str = "mask"
+    inventory: str = "paper"
+    rank: str = "stage"
+    mtp: bool = False
+
+    def changed(self) -> List[Tuple[str, object]]:
+        """(switch, value) of every switch not at the paper's choice, in CONVENTION_ORDER."""
+        out = [(k, getattr(self, k)) for k in CONVENTION_ORDER
+               if k in CONVENTION_SWITCHES and getattr(self, k) != CONVENTION_SWITCHES[k].default]
+        return out + ([("mtp", True)] if self.mtp else [])
+
+    def side(self, side: str) -> "Conventions":
+        """These conventions with the switches that do not act on ``side`` ('activations' or
+        'weights') reset to the paper's (what a term of that side depends on)."""
+        keep = {k for k, s in CONVENTION_SWITCHES.items() if s.side in (side, "both")}
+        reset = {k: s.default for k, s in CONVENTION_SWITCHES.items() if k not in keep}
+        if side != "weights":
+            reset["mtp"] = False
+        return replace(self, **reset)
+
+
+def validate_conventions(c: "Conventions") -> None:
+    for k, spec in CONVENTION_SWITCHES.items():
+        if getattr(c, k) not in spec.values:
+            raise ConfigError(k, f"{spec.option} must be one of {', '.join(spec.values)}, got {getattr(c, k)!r}")
+    if c.mtp and c.rank != "megatron":
+        raise ConfigError("mtp", "--mtp counts the D MTP layers in Megatron's most-loaded shard: it needs --rank "
+                                 "megatron (or --conventions megatron); the paper's stages hold no MTP layer")
