@@ -39,8 +39,8 @@ def build(model=None) -> Terms:
     """The frozen registry of every base term for ``model`` (a ModelSpec; default DeepSeek-v3's
     structure), shared and cached per structure."""
     if model is None:
-        from .config import PRESETS
-        model = PRESETS["deepseek-v3"]
+        from .config import DEFAULT_MODEL, PRESETS
+        model = PRESETS[DEFAULT_MODEL]
     return _build(model.structure)
 
 

@@ -30,13 +30,13 @@ from . import notation as nt
 from .layout import (Layout, StageComposition, compose, layer_range, stage, stage_layers, stages, validate_layout,
                      whole_model)
 from .model import ModelSpec
-from .presets import PRESETS, load_model
+from .presets import DEFAULT_MODEL, PRESETS, load_model
 from .switches import (BYTES_CONVENTIONS, BYTES_HELP, CONVENTION_ORDER, CONVENTION_PRESETS, CONVENTION_SOURCES,
                        CONVENTION_SWITCHES, MTP_HELP, Conventions, SwitchSpec, validate_conventions)
 from .training import (ATTENTION, DTYPES, RECOMPUTE, RECOMPUTE_OPS, SCHEDULES, ZERO_NAMES, Training, parse_recompute,
                        validate_training)
 
-__all__ = [
+__all__ = ["DEFAULT_MODEL", 
     "ConfigError", "GiB", "parse_size", "substitution",
     # model and presets
     "ModelSpec", "PRESETS", "load_model",

@@ -55,6 +55,8 @@ class _Presets(Mapping):
 
 
 PRESETS: Mapping[str, ModelSpec] = _Presets()
+#: The paper's model (Table 1), the default of every command and of the Python API.
+DEFAULT_MODEL = "deepseek-v3"
 
 
 def load_model(name_or_path: str) -> ModelSpec:

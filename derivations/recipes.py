@@ -60,10 +60,19 @@ class Recipe:
                             B_1=o["optimizer_dtype"], B_2=o["optimizer_dtype"], B_a=o["act_dtype"])
 
 
-_PAPER_OPTIONS = dict(model="deepseek-v3", dp=32, tp=2, pp=16, ep=8, etp=1, cp=1, sp=None, layers_per_stage=None,
-                      zero=0, recompute=("none", ()), attention="eager", mbs=1, seq=4096, imbalance=1,
-                      schedule=None, microbatches=None, vpp=None, weight_dtype=2, grad_dtype=4, master_dtype=4,
-                      optimizer_dtype=2, act_dtype=2, fp8_activations=False)
+def _paper_options() -> Dict[str, object]:
+    """The command-line options of the paper's configuration: the Layout and Training defaults."""
+    lay, tr = cfg.Layout(), cfg.Training()
+    byts = dict(tr.bytes)
+    return dict(model=cfg.DEFAULT_MODEL, dp=lay.dp, tp=lay.tp, pp=lay.pp, ep=lay.ep, etp=lay.etp, cp=lay.cp,
+                sp=lay.sp, layers_per_stage=lay.layers_per_stage, zero=tr.zero,
+                recompute=(tr.recompute, tuple(tr.recompute_ops)), attention=tr.attention, mbs=tr.mbs, seq=tr.seq,
+                imbalance=tr.imbalance, schedule=tr.schedule, microbatches=tr.microbatches, vpp=tr.vpp,
+                weight_dtype=byts["B_w"], grad_dtype=byts["B_g"], master_dtype=byts["B_m"],
+                optimizer_dtype=byts["B_1"], act_dtype=byts["B_a"], fp8_activations=tr.fp8)
+
+
+_PAPER_OPTIONS = _paper_options()
 
 #: DeepSeek-V3's batch (report Sec. 4.2: "keeps 15360 in the remaining training"), in sequences.
 DSV3_BATCH = 15360

@@ -83,7 +83,7 @@ def test_sequence_parallelism_must_divide_the_sequence(v3):
 
 SPLIT = {
     "model": ["ModelSpec"],
-    "presets": ["PRESETS", "load_model"],
+    "presets": ["DEFAULT_MODEL", "PRESETS", "load_model"],
     "layout": ["Layout", "StageComposition", "compose", "layer_range", "stage", "stage_layers", "stages",
                "validate_layout", "whole_model"],
     "training": ["ATTENTION", "DTYPES", "RECOMPUTE", "RECOMPUTE_OPS", "SCHEDULES", "ZERO_NAMES", "Training",

@@ -101,27 +101,28 @@ def imbalance_factor(text: str) -> Fraction:
 
 
 def add_model_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default="deepseek-v3", action=_Explicit,
-                   help="preset (deepseek-v3, deepseek-v2, deepseek-v2-lite) or a Hugging Face config.json "
-                        "(default: deepseek-v3, the paper's model)")
+    p.add_argument("--model", default=cfg.DEFAULT_MODEL, action=_Explicit,
+                   help=f"preset ({', '.join(cfg.PRESETS)}) or a Hugging Face config.json "
+                        f"(default: {cfg.DEFAULT_MODEL}, the paper's model)")
 
 
 def add_layout_options(p: argparse.ArgumentParser, stage: bool = True) -> None:
     """The parallel layout of Table 5 (defaults: the paper's reference layout)."""
     g = p.add_argument_group("parallel layout (defaults: the paper's Table 5)")
-    E = _Explicit
-    g.add_argument("--dp", type=positive_int, default=32, action=E, help="data-parallel degree DP (default 32)")
-    g.add_argument("--tp", type=positive_int, default=2, action=E, help="tensor-parallel degree TP (default 2)")
-    g.add_argument("--pp", type=positive_int, default=16, action=E, help="pipeline-parallel degree PP (default 16)")
-    g.add_argument("--ep", type=positive_int, default=8, action=E, help="expert-parallel degree EP (default 8)")
-    g.add_argument("--etp", type=positive_int, default=1, action=E,
-                   help="tensor parallelism inside an expert ETP (default 1)")
-    g.add_argument("--cp", type=positive_int, default=1, action=E,
+    E, L = _Explicit, cfg.Layout()  # the defaults are the Layout dataclass's (the paper's Table 5)
+    g.add_argument("--dp", type=positive_int, default=L.dp, action=E, help=f"data-parallel degree DP (default {L.dp})")
+    g.add_argument("--tp", type=positive_int, default=L.tp, action=E, help=f"tensor-parallel degree TP (default {L.tp})")
+    g.add_argument("--pp", type=positive_int, default=L.pp, action=E,
+                   help=f"pipeline-parallel degree PP (default {L.pp})")
+    g.add_argument("--ep", type=positive_int, default=L.ep, action=E, help=f"expert-parallel degree EP (default {L.ep})")
+    g.add_argument("--etp", type=positive_int, default=L.etp, action=E,
+                   help=f"tensor parallelism inside an expert ETP (default {L.etp})")
+    g.add_argument("--cp", type=positive_int, default=L.cp, action=E,
                    help="context-parallel degree CP: each device holds s/CP of the sequence and, for eager "
-                        "attention, its s/CP query rows of the s^2 scores (default 1)")
-    g.add_argument("--sp", type=positive_int, default=None, action=E,
+                        f"attention, its s/CP query rows of the s^2 scores (default {L.cp})")
+    g.add_argument("--sp", type=positive_int, default=L.sp, action=E,
                    help="sequence-parallel degree SP: TP (on, the default) or 1 (off)")
-    g.add_argument("--layers-per-stage", type=int_list, default=None, metavar="N,N,...", action=E,
+    g.add_argument("--layers-per-stage", type=int_list, default=L.layers_per_stage, metavar="N,N,...", action=E,
                    help="explicit pipeline split (default: the paper's, e.g. 4,...,4,1 for 61 layers at PP=16)")
     if stage:
         g.add_argument("--stage", type=nonneg_int, default=1, action=E,
@@ -130,7 +131,7 @@ def add_layout_options(p: argparse.ArgumentParser, stage: bool = True) -> None:
 
 
 def add_training_options(p: argparse.ArgumentParser) -> None:
-    E, T = _Explicit, _ExplicitTrue
+    E, T, D = _Explicit, _ExplicitTrue, cfg.Training()  # the defaults are the Training dataclass's
     g = p.add_argument_group("training (defaults: the paper's Tables 7 and 9)")
     from derivations.recipes import RECIPES
     g.add_argument("--recipe", choices=list(RECIPES), default=None, action=_Recipe,
@@ -138,40 +139,42 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
                         "EP64 no TP, ZeRO-1 over 2048 GPUs, DualPipe, BF16 moments, FP32 master weights and "
                         "gradients, RMSNorm and MLA up-projection recomputation, FP8 activation caching, s 4096) "
                         "or paper (Tables 5, 7 and 9); options typed beside it override it")
-    g.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0, action=E,
-                   help="ZeRO stage: 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (default 0)")
-    g.add_argument("--recompute", type=recompute_policy, default=("none", ()), action=E,
+    g.add_argument("--zero", type=int, choices=list(cfg.ZERO_NAMES), default=D.zero, action=E,
+                   help=f"ZeRO stage: 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (default {D.zero})")
+    g.add_argument("--recompute", type=recompute_policy, default=(D.recompute, tuple(D.recompute_ops)), action=E,
                    metavar="{none,full,selective,custom:OP,...}",
                    help="activation recomputation: none (default), full (keep the layer inputs and routing, "
                         "Sec. 5), selective (recompute the core attention: drop the b n_h s^2 tensors; Korthikanti "
                         "et al. 2022) or custom:OP,... recomputing the named operators, one of: "
                         + ", ".join(cfg.RECOMPUTE_OPS) + " (DeepSeek-V3 recomputes norm,mla_up)")
-    g.add_argument("--attention", choices=list(cfg.ATTENTION), default="eager", action=E,
+    g.add_argument("--attention", choices=list(cfg.ATTENTION), default=D.attention, action=E,
                    help="attention kernel: eager (the paper's 5 b n_h s^2/TP score tensors, default) or flash "
                         "(fused: no s^2 tensor, FP32 log-sum-exp per row, 4 b n_h s/(TP CP) bytes per layer)")
-    g.add_argument("--mbs", type=positive_int, default=1, action=E, help="micro-batch size b (default 1)")
-    g.add_argument("--seq", type=positive_int, default=4096, action=E, help="sequence length s (default 4096)")
-    g.add_argument("--imbalance", type=imbalance_factor, default=Fraction(1), action=E, metavar="F",
+    g.add_argument("--mbs", type=positive_int, default=D.mbs, action=E, help=f"micro-batch size b (default {D.mbs})")
+    g.add_argument("--seq", type=positive_int, default=D.seq, action=E, help=f"sequence length s (default {D.seq})")
+    g.add_argument("--imbalance", type=imbalance_factor, default=Fraction(D.imbalance), action=E, metavar="F",
                    help="routing imbalance F >= 1: the busiest expert rank gets F times the balanced tokens "
                         "(E_token = F b s N_r / (N CP); default 1, the paper's balanced routing)")
     g = p.add_argument_group("pipeline schedule (extension; default: the paper's one micro-batch per stage)")
-    g.add_argument("--schedule", choices=list(cfg.SCHEDULES), default=None, action=E,
+    g.add_argument("--schedule", choices=list(cfg.SCHEDULES), default=D.schedule, action=E,
                    help="pipeline schedule: activations become what the stage holds at its peak, n_fl micro-batches "
                         "(1f1b and zb: min(m, PP - i); interleaved: Megatron's count with V chunks; dualpipe: PP + 1 "
                         "and two stages' parameters); --stage defaults to the most-loaded stage")
-    g.add_argument("--microbatches", type=positive_int, default=None, action=E, metavar="M",
+    g.add_argument("--microbatches", type=positive_int, default=D.microbatches, action=E, metavar="M",
                    help="micro-batches per step m (gradient-accumulation steps; default: enough to fill the pipeline)")
-    g.add_argument("--vpp", type=positive_int, default=None, action=E, metavar="V",
+    g.add_argument("--vpp", type=positive_int, default=D.vpp, action=E, metavar="V",
                    help="virtual pipeline stages per device for --schedule interleaved (default 2)")
     g = p.add_argument_group("precision (defaults: the paper's Table 7)")
-    for opt, sym, default, what in (("--weight-dtype", "B_w", "bf16", "weights"),
-                                    ("--grad-dtype", "B_g", "fp32", "gradients"),
-                                    ("--master-dtype", "B_m", "fp32", "the optimizer's master weights"),
-                                    ("--optimizer-dtype", "B_1,B_2", "bf16", "both Adam moments"),
-                                    ("--act-dtype", "B_a", "bf16", "activations")):
+    byts, names = dict(D.bytes), {}
+    for name, n in cfg.DTYPES.items():
+        names.setdefault(n, name)  # bf16 before fp16
+    for opt, sym, what in (("--weight-dtype", "B_w", "weights"), ("--grad-dtype", "B_g", "gradients"),
+                           ("--master-dtype", "B_m", "the optimizer's master weights"),
+                           ("--optimizer-dtype", "B_1,B_2", "both Adam moments"), ("--act-dtype", "B_a", "activations")):
+        default = names[byts[sym.split(",")[0]]]
         g.add_argument(opt, type=dtype_bytes, default=None, action=E, metavar="{" + ",".join(cfg.DTYPES) + "}",
                        help=f"data type of {what}, bytes {sym} (default {default})")
-    g.add_argument("--fp8-activations", action=T, default=False,
+    g.add_argument("--fp8-activations", action=T, default=D.fp8,
                    help="cache in FP8 the activations the DeepSeek-V3 report names (Sec. 3.3): MoE up-projection "
                         "inputs and SwiGLU inputs (B_f8 = 1 B), the attention output before W^O in E5M6 (B_o = 1.5 B)")
 
