@@ -111,39 +111,15 @@ class SearchResult:
         return int(self.columns["fits"].sum())
 
 
-def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object],
-           choices: Mapping[Tuple[int, str], Mapping[str, str]], *, mbs: Sequence[int] = (1, 2, 4),
-           seqs: Sequence[int] = (4096,), training: cfg.Training | None = None, overheads: Mapping | None = None,
-           enumeration: Enumeration | None = None) -> SearchResult:
-    """Evaluate every valid configuration for ``gpus`` GPUs against ``hbm`` bytes.
-
-    exprs: {key: expression} of every component any choice uses (symbolic in everything).
-    choices: {(zero, policy): {component: key of exprs}}, components in the order to report.
-    training: the other training settings (bytes per element of Table 7 and any extension
-        symbols); its b and s are replaced by ``mbs`` and ``seqs``.  Default: the paper's.
-    overheads: {f_frag: f, M_buf: buf} (Sec. 6); default none.
-    """
+def _rows(model, enum: Enumeration, seqs, mbs):
+    """The evaluation grid: one row per (layout, s, b) group, K stage compositions per row
+    (padded by repeating the last).  Returns (columns of the groups, (n_g, K, 5) compositions:
+    L_d, L_m, e_E, e_H, stage index)."""
     import numpy as np
-    import sympy as sp
-
-    from symbolic.numeric import compile as compile_fn
-
-    for name, values in (("--mbs", mbs), ("--seq", seqs)):
-        if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
-            raise cfg.ConfigError("positive-integer", f"{name} values must be positive integers, got {list(values)}")
-    enum = enumeration or enumerate_layouts(model, gpus, seqs)
-    over = dict(overheads or {nt.f_frag: 0, nt.M_buf: 0})
-    f, buf = float(over[nt.f_frag]), float(over[nt.M_buf])
-    keys = list(exprs)
-    zeros = sorted({z for z, _ in choices})
-    policies = tuple(dict.fromkeys(r for _, r in choices))
-    comps = list(next(iter(choices.values())))
-
-    # -- rows: (layout, s, b) groups x K compositions (padded by repeating the last) -------------
     lay = {k: np.array([getattr(x, k) for x in enum.layouts], dtype=np.int64) for k in LAYOUT_FIELDS}
     stage_of = {pp: distinct_stages(model, cfg.Layout(pp=pp)) for pp in sorted(set(lay["pp"].tolist()))}
     K = max((len(v) for v in stage_of.values()), default=1)
-    comp_table = {}  # pp -> (K, 5) array: L_d, L_m, e_E, e_H, stage index
+    comp_table = {}
     for pp, sts in stage_of.items():
         rows = [(s.dense, s.moe, int(s.embedding), int(s.head), s.index) for s in sts]
         rows += [rows[-1]] * (K - len(rows))
@@ -151,24 +127,30 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
     n_l = len(enum.layouts)
     per_layout = np.stack([comp_table[p] for p in lay["pp"].tolist()]) if n_l else np.zeros((0, K, 5), np.int64)
     seq_a, mbs_a = np.array(seqs, dtype=np.int64), np.array(mbs, dtype=np.int64)
-    # group index g = ((layout * n_s) + s) * n_b + b
-    n_s, n_b = len(seq_a), len(mbs_a)
-    n_g = n_l * n_s * n_b
+    n_s, n_b = len(seq_a), len(mbs_a)  # group index g = ((layout * n_s) + s) * n_b + b
     li = np.repeat(np.arange(n_l), n_s * n_b)
     si = np.tile(np.repeat(np.arange(n_s), n_b), n_l)
     bi = np.tile(np.arange(n_b), n_l * n_s)
-
     cols = {k: v[li] for k, v in lay.items()}
     cols["sp"] = cols["tp"]  # sequence parallelism on: SP = TP (Table 9)
     cols["seq"], cols["mbs"] = seq_a[si], mbs_a[bi]
-    compo = per_layout[li]  # (n_g, K, 5)
+    return cols, per_layout[li]
 
-    # -- one vectorised evaluation of every component expression ---------------------------------
+
+def _values(model, training, exprs: Mapping[str, object], cols, compo) -> Dict[str, object]:
+    """{key: (n_g, K) float64 array}: every expression in one vectorised pass (model dimensions
+    and bytes substituted, the layout, b, s and the compositions as arrays)."""
+    import numpy as np
+    import sympy as sp
+
+    from symbolic.numeric import compile as compile_fn
     row_symbols = (nt.DP, nt.TP, nt.PP, nt.EP, nt.ETP, nt.CP, nt.SP, nt.b, nt.s, nt.L_d, nt.L_m, nt.e_E, nt.e_H)
     fixed = {k: v for k, v in cfg.substitution(model, None, training or cfg.Training()).items()
              if k not in row_symbols}
-    sub_exprs = [nt.expand_derived(sp.sympify(getattr(exprs[k], "expr", exprs[k]))).xreplace(fixed) for k in keys]
-    tup = sp.Tuple(*sub_exprs)
+    keys = list(exprs)
+    tup = sp.Tuple(*[nt.expand_derived(sp.sympify(getattr(exprs[k], "expr", exprs[k]))).xreplace(fixed)
+                     for k in keys])
+    n_g, K = compo.shape[:2]
     if n_g * K > FACTOR_ABOVE:  # a large grid: the factored form evaluates ~2x faster, its extra compile pays
         tup = factored(tup)
     args = sorted(tup.free_symbols, key=lambda x: x.name)
@@ -185,10 +167,17 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
         else:
             raise cfg.ConfigError("missing-values", f"search: no value for {a} (not a layout, training or stage symbol)")
     outs = evaluate(fn, vals)
-    shape = (n_g, K)
-    value = {k: np.broadcast_to(np.asarray(o, dtype=np.float64), shape) for k, o in zip(keys, outs)}
+    return {k: np.broadcast_to(np.asarray(o, dtype=np.float64), (n_g, K)) for k, o in zip(keys, outs)}
 
-    # -- per (ZeRO stage, policy): the most-loaded stage of each configuration --------------------
+
+def _most_loaded(value, choices, compo):
+    """Per (ZeRO stage, policy): each configuration's components at its most-loaded stage.
+    Returns ({column: [block per choice]}, group index of every output row)."""
+    import numpy as np
+    n_g = compo.shape[0]
+    zeros = sorted({z for z, _ in choices})
+    policies = tuple(dict.fromkeys(r for _, r in choices))
+    comps = list(next(iter(choices.values())))
     blocks = {c: [] for c in comps + ["total", "zero", "recompute", "stage"]}
     rows_g = []
     for z in zeros:
@@ -197,24 +186,45 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
             if pick is None:
                 continue
             total = sum(value[pick[c]] for c in comps)
-            j = np.argmax(total, axis=1)  # first most-loaded composition
-            take = lambda a: np.take_along_axis(a, j[:, None], axis=1)[:, 0]
+            j = np.argmax(total, axis=1)[:, None]  # first most-loaded composition
             for c in comps:
-                blocks[c].append(take(value[pick[c]]))
-            blocks["total"].append(take(total))
+                blocks[c].append(np.take_along_axis(value[pick[c]], j, axis=1)[:, 0])
+            blocks["total"].append(np.take_along_axis(total, j, axis=1)[:, 0])
             blocks["zero"].append(np.full(n_g, z, dtype=np.int64))
             blocks["recompute"].append(np.full(n_g, ri, dtype=np.int64))
-            blocks["stage"].append(take(compo[:, :, 4]))
+            blocks["stage"].append(np.take_along_axis(compo[:, :, 4], j, axis=1)[:, 0])
             rows_g.append(np.arange(n_g))
-    g = np.concatenate(rows_g) if rows_g else np.zeros(0, np.int64)
+    return blocks, (np.concatenate(rows_g) if rows_g else np.zeros(0, np.int64))
+
+
+def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object],
+           choices: Mapping[Tuple[int, str], Mapping[str, str]], *, mbs: Sequence[int] = (1, 2, 4),
+           seqs: Sequence[int] = (4096,), training: cfg.Training | None = None, overheads: Mapping | None = None,
+           enumeration: Enumeration | None = None) -> SearchResult:
+    """Evaluate every valid configuration for ``gpus`` GPUs against ``hbm`` bytes.
+
+    exprs: {key: expression} of every component any choice uses (symbolic in everything).
+    choices: {(zero, policy): {component: key of exprs}}, components in the order to report.
+    training: the other training settings (bytes per element of Table 7 and any extension
+        symbols); its b and s are replaced by ``mbs`` and ``seqs``.  Default: the paper's.
+    overheads: {f_frag: f, M_buf: buf} (Sec. 6); default none.
+    """
+    import numpy as np
+    for name, values in (("--mbs", mbs), ("--seq", seqs)):
+        if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+            raise cfg.ConfigError("positive-integer", f"{name} values must be positive integers, got {list(values)}")
+    enum = enumeration or enumerate_layouts(model, gpus, seqs)
+    over = dict(overheads or {nt.f_frag: 0, nt.M_buf: 0})
+    cols, compo = _rows(model, enum, seqs, mbs)
+    blocks, g = _most_loaded(_values(model, training, exprs, cols, compo), choices, compo)
     out = {k: v[g] for k, v in cols.items()}
     out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
     for k, v in blocks.items():
         out[k] = np.concatenate(v) if v else np.zeros(0)
-    out["peak"] = peak(out["total"], f, buf)
+    out["peak"] = peak(out["total"], float(over[nt.f_frag]), float(over[nt.M_buf]))
     out["headroom"] = hbm - out["peak"]
     out["fits"] = out["peak"] <= hbm
-    return SearchResult(gpus, hbm, enum, policies, over, out)
+    return SearchResult(gpus, hbm, enum, tuple(dict.fromkeys(r for _, r in choices)), over, out)
 
 
 SORTS = ("peak", "headroom")

@@ -26,23 +26,10 @@ def divisors(n: int) -> List[int]:
     return small + large[::-1]
 
 
-def factored(expr):
-    """The same expression in a form that evaluates with few array operations (multivariate Horner).
-
-    Every symbol under a negative power (the parallel degrees: 1/TP, 1/(CP SP), ...) becomes a
-    reciprocal symbol and the expression is expanded into a polynomial; monomials with the same
-    coefficient that differ in one variable share a sum (``c (L_d + L_m) ...``, as a stage's
-    MLA rows multiply L_d + L_m); the polynomial is nested greedily: the symbol shared by the
-    most monomials is factored out, recursively (``L_m (c + 1/EP (...))``); then the sums and
-    reciprocals are put back (``lambdify(..., cse=True)`` computes each once).  Exact arithmetic is unchanged (it is the same rational function);
-    only the float evaluation order differs.  A tuple is factored element by element; an
-    expression that is not a polynomial in symbols and their reciprocals is returned as is.
-    """
+def _monomials(e, recip: Dict):
+    """(coefficient, {symbol or reciprocal dummy: power}) of each term of the expanded ``e``, or
+    None when a term is not a product of integer powers of symbols."""
     import sympy as sp
-    if isinstance(expr, (sp.Tuple, tuple, list)):
-        return sp.Tuple(*[factored(e) for e in expr])
-    e = sp.expand(expr)
-    recip: Dict = {}
     monomials = []
     for t in sp.Add.make_args(e):
         c, rest = t.as_coeff_Mul()
@@ -50,14 +37,18 @@ def factored(expr):
         for f in sp.Mul.make_args(rest):
             base, ex = f.as_base_exp()
             if not (base.is_Symbol and ex.is_Integer):
-                return expr
+                return None
             if ex < 0:
                 base = recip.setdefault(base, sp.Dummy("r_" + base.name, positive=True))
             powers[base] = powers.get(base, 0) + abs(int(ex))
         monomials.append((c, powers))
+    return monomials
 
-    # monomials equal but for one variable (same coefficient) share a sum: 640 b s^2 (L_d + L_m)/(CP TP)
-    sums: Dict = {}
+
+def _share_sums(monomials, sums: Dict):
+    """Monomials equal but for one variable (same coefficient) share a sum dummy:
+    640 b s^2 (L_d + L_m)/(CP TP); ``sums`` maps the summed symbols to their dummy."""
+    import sympy as sp
     while True:
         groups: Dict = {}
         for i, (c, p) in enumerate(monomials):
@@ -67,21 +58,19 @@ def factored(expr):
                     groups.setdefault((c, rest), []).append((i, x))
         best = max(groups.items(), key=lambda kv: (len(kv[1]), -min(i for i, _ in kv[1])), default=None)
         if best is None or len(best[1]) < 2:
-            break
+            return monomials
         (c, rest), members = best
         names = tuple(sorted((x for _, x in members), key=lambda k: k.name))
         sym = sums.setdefault(names, sp.Dummy("sum_" + "_".join(k.name for k in names), positive=True))
         drop = {i for i, _ in members}
         monomials = [m for i, m in enumerate(monomials) if i not in drop] + [(c, {**dict(rest), sym: 1})]
 
-    # built unevaluated, the sums and reciprocals put back at construction: sympy would otherwise
-    # distribute a number over a sum (2 (x + y) -> 2 x + 2 y) and undo the factoring
-    back = {r: 1 / x for x, r in recip.items()}
-    back.update({d: sp.Add(*names) for names, d in sums.items()})
 
-    def power(k, q):
-        base = back.get(k, k)
-        return base if q == 1 else sp.Pow(base, q)
+def _nest(items, back: Dict):
+    """Greedy multivariate Horner: factor out the symbol shared by the most monomials, recursively;
+    built unevaluated with the sums and reciprocals put back (``back``), since sympy would
+    otherwise distribute a number over a sum (2 (x + y) -> 2 x + 2 y) and undo the factoring."""
+    import sympy as sp
 
     def product(factors):
         factors = [f for f in factors if f != 1]
@@ -92,30 +81,55 @@ def factored(expr):
     def total(terms):
         return terms[0] if len(terms) == 1 else sp.Add(*terms, evaluate=False)
 
-    def nest(items):
-        count: Dict = {}
-        for _, p in items:
-            for x in p:
-                count[x] = count.get(x, 0) + 1
-        if not count:
-            return sp.Add(*[c for c, _ in items])
-        x = max(count, key=lambda k: (count[k], k.name))
-        if count[x] == 1:
-            return total([product([c] + [power(k, q) for k, q in p.items()]) for c, p in items])
-        inner, rest = [], []
-        for c, p in items:
-            if x in p:
-                q = dict(p)
-                q[x] -= 1
-                if not q[x]:
-                    del q[x]
-                inner.append((c, q))
-            else:
-                rest.append((c, p))
-        head = product([back.get(x, x), nest(inner)])
-        return total([head, nest(rest)]) if rest else head
+    count: Dict = {}
+    for _, p in items:
+        for x in p:
+            count[x] = count.get(x, 0) + 1
+    if not count:
+        return sp.Add(*[c for c, _ in items])
+    x = max(count, key=lambda k: (count[k], k.name))
+    if count[x] == 1:
+        return total([product([c] + [back.get(k, k) if q == 1 else sp.Pow(back.get(k, k), q) for k, q in p.items()])
+                      for c, p in items])
+    inner, rest = [], []
+    for c, p in items:
+        if x in p:
+            q = dict(p)
+            q[x] -= 1
+            if not q[x]:
+                del q[x]
+            inner.append((c, q))
+        else:
+            rest.append((c, p))
+    head = product([back.get(x, x), _nest(inner, back)])
+    return total([head, _nest(rest, back)]) if rest else head
 
-    return nest(monomials) if monomials else sp.Integer(0)
+
+def factored(expr):
+    """The same expression in a form that evaluates with few array operations (multivariate Horner).
+
+    Every symbol under a negative power (the parallel degrees: 1/TP, 1/(CP SP), ...) becomes a
+    reciprocal symbol and the expression is expanded into a polynomial; monomials with the same
+    coefficient that differ in one variable share a sum (``c (L_d + L_m) ...``, as a stage's
+    MLA rows multiply L_d + L_m); the polynomial is nested greedily: the symbol shared by the
+    most monomials is factored out, recursively (``L_m (c + 1/EP (...))``); then the sums and
+    reciprocals are put back (``lambdify(..., cse=True)`` computes each once).  Exact arithmetic
+    is unchanged (it is the same rational function); only the float evaluation order differs.
+    A tuple is factored element by element; an expression that is not a polynomial in symbols
+    and their reciprocals is returned as is.
+    """
+    import sympy as sp
+    if isinstance(expr, (sp.Tuple, tuple, list)):
+        return sp.Tuple(*[factored(e) for e in expr])
+    recip: Dict = {}
+    monomials = _monomials(sp.expand(expr), recip)
+    if monomials is None:
+        return expr
+    sums: Dict = {}
+    monomials = _share_sums(monomials, sums)
+    back = {r: 1 / x for x, r in recip.items()}
+    back.update({d: sp.Add(*names) for names, d in sums.items()})
+    return _nest(monomials, back) if monomials else sp.Integer(0)
 
 
 def evaluate(fn, values: Sequence, chunk: int = 1 << 14):
