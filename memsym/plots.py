@@ -41,11 +41,13 @@ def check_writable(path: str) -> None:
 
 
 def check_output(path: str) -> str:
-    """The plot format of ``path`` ('png' or 'svg'), after :func:`check_writable`."""
+    """The plot format of ``path`` ('png' or 'svg'), after :func:`check_writable` and a check
+    that the plot extra is installed (so that a command fails before its work)."""
     ext = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
     if ext not in FORMATS:
         raise ConfigError("plot-format", f"--plot needs a .png or .svg file name, got {path!r}")
     check_writable(path)
+    _require_matplotlib()
     return ext
 
 
@@ -57,10 +59,28 @@ def write_atomic(path: str, data) -> None:
 
 
 # ----------------------------------------------------------------------------- matplotlib
+def _missing_extra() -> ConfigError:
+    return ConfigError("extra", "--plot needs the plot extra (matplotlib is not installed): pip install 'memsym[plot]'")
+
+
+def _require_matplotlib() -> None:
+    """ConfigError naming the plot extra unless matplotlib is installed (found, not imported)."""
+    import importlib.util
+    try:
+        found = importlib.util.find_spec("matplotlib") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise _missing_extra()
+
+
 def _pyplot():
-    import matplotlib
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
+    try:
+        import matplotlib
+        matplotlib.use("Agg", force=True)
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise _missing_extra() from None
     matplotlib.rcParams.update({"svg.hashsalt": "memsym", "svg.fonttype": "path", "font.size": 9,
                                 "path.simplify": False})
     return plt
@@ -73,7 +93,7 @@ def save(fig, path: str) -> None:
     buf = io.BytesIO()
     meta = {"Date": None} if fmt == "svg" else {"Software": None}
     fig.savefig(buf, format=fmt, metadata=meta, dpi=120 if fmt == "png" else None, bbox_inches="tight")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # imported by _pyplot, which made the figure
     plt.close(fig)
     write_atomic(path, buf.getvalue())
 

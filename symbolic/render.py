@@ -3,7 +3,7 @@
 LaTeX names come from the notation registry (``d_c'``, ``d_h^R``, ``E_{token}``); the
 paper's factor order (``b s h``, ``b n_h s^2``) is restored by :func:`paper_order`, which
 rebuilds products and sums unevaluated in the registry's order before printing with
-``order='none'``.  Jinja environments live in the report layer (imported lazily).
+``order='none'``.  Text escaping and templates belong to the application, not the engine.
 """
 from __future__ import annotations
 
@@ -100,8 +100,7 @@ def term_latex(term, subs: Optional[Mapping] = None, form: str = "paper", full: 
                names: Optional[Mapping] = None) -> str:
     """LaTeX of a term: ``form='paper'`` the factored per-row form (optionally at the
     parallel layout ``subs``, with counted factors such as N/EP at ``full``), ``'closed'``
-    the simplified closed form.  ``names`` overrides the symbol names (the report passes
-    :func:`report_names`)."""
+    the simplified closed form.  ``names`` overrides the symbol names (default: the registry's)."""
     symbol_names = dict(names) if names is not None else latex_names()
     if form == "closed":
         e = term.closed if not subs else sp.factor_terms(sp.together(sp.expand(term.base_expr.xreplace(subs))))
@@ -124,110 +123,3 @@ def fmt_gib(nbytes, decimals: int = 2) -> str:
 
 def fmt_bytes(nbytes) -> str:
     return f"{fmt_int(nbytes)} B ({fmt_gib(nbytes)} GiB)"
-
-
-# --------------------------------------------------------------------------- report layer
-# Everything below serves the report (``memsym report``): LaTeX names with braced
-# sub/superscripts, text escaping for each output format, and the Jinja environments.
-# Jinja is imported lazily so ``import symbolic`` stays light.
-import re as _re
-
-from .resources import TEMPLATES_DIR  # noqa: E402
-
-_SCRIPT = _re.compile(r"([_^])([A-Za-z0-9])(?![A-Za-z0-9{])")
-
-
-def braced(name: str) -> str:
-    """A registry LaTeX name with single-character scripts braced: ``n_h`` -> ``n_{h}``,
-    ``d_h^R`` -> ``d_{h}^{R}``, ``d_c'`` -> ``d_{c}'``.  Typesets identically; it is the
-    form sympy itself prints (``n_{h}``) and what a reader greps for."""
-    return _SCRIPT.sub(r"\1{\2}", name)
-
-
-def report_names(extra: Optional[Mapping] = None) -> dict:
-    """``symbol_names`` for the report: the registry's paper LaTeX, braced (see :func:`braced`)."""
-    names = {k: braced(v) for k, v in latex_names().items()}
-    if extra:
-        names.update({k: braced(v) for k, v in extra.items()})
-    return names
-
-
-def latex_of(expr, names: Optional[Mapping] = None, ordered: bool = True, **settings) -> str:
-    """LaTeX of an expression in the paper's order with explicit symbol names; ``settings``
-    go to ``sympy.latex`` (the report passes ``long_frac_ratio=2`` so that a long closed
-    form prints as ``\\frac{b s}{2} \\left(...\\right)``, which LaTeX can break)."""
-    e = paper_order(expr) if ordered else expr
-    return sp.latex(e, order="none", symbol_names=dict(names) if names is not None else latex_names(), **settings)
-
-
-_TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-                "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-                "<": r"\textless{}", ">": r"\textgreater{}"}
-_TEX_RE = _re.compile("|".join(_re.escape(k) for k in _TEX_SPECIAL))
-
-
-#: Non-ASCII characters a pdflatex T1 font lacks, as LaTeX (others outside Latin-1 become '?').
-_TEX_UNICODE = {"≥": r"\ensuremath{\geq}", "≤": r"\ensuremath{\leq}", "×": r"\ensuremath{\times}",
-                "→": r"\ensuremath{\to}", "−": "-", "–": "--", "—": "---", "‘": "`", "’": "'", "“": "``",
-                "”": "''", "…": r"\ldots{}", "≈": r"\ensuremath{\approx}", "·": r"\ensuremath{\cdot}",
-                "δ": r"\ensuremath{\delta}", "Δ": r"\ensuremath{\Delta}", "α": r"\ensuremath{\alpha}",
-                "β": r"\ensuremath{\beta}", "σ": r"\ensuremath{\sigma}", "μ": r"\ensuremath{\mu}"}
-
-
-def tex_escape(text) -> str:
-    """Plain text made safe for LaTeX (``params.dense_ffn`` -> ``params.dense\\_ffn``)."""
-    out = _TEX_RE.sub(lambda m: _TEX_SPECIAL[m.group(0)], str(text))
-    if out.isascii():
-        return out
-    return "".join(ch if ord(ch) < 256 else _TEX_UNICODE.get(ch, "?") for ch in out)
-
-
-def md_escape(text) -> str:
-    """Plain text made safe inside a Markdown table cell."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("_", "\\_") \
-        .replace("<", "&lt;").replace(">", "&gt;").replace("$", "\\$").replace("\n", " ")
-
-
-#: Jinja delimiters for ``.tex`` templates: LaTeX's braces and ``%`` stay untouched.
-TEX_DELIMITERS = dict(block_start_string="((*", block_end_string="*))", variable_start_string="(((",
-                      variable_end_string=")))", comment_start_string="((=", comment_end_string="=))",
-                      line_statement_prefix=None, line_comment_prefix=None)
-
-
-def environment(kind: str, templates_dir=None):
-    """A Jinja environment for ``kind`` (cached: templates compile once per process); see :func:`make_environment`."""
-    key = (kind, str(templates_dir or TEMPLATES_DIR))
-    env = _ENVIRONMENTS.get(key)
-    if env is None:
-        env = _ENVIRONMENTS[key] = make_environment(kind, templates_dir)
-    return env
-
-
-_ENVIRONMENTS: dict = {}
-
-
-def make_environment(kind: str, templates_dir=None):
-    """A Jinja environment for ``kind`` in ('tex', 'md', 'html', 'notebook').
-
-    ``tex`` uses LaTeX-safe delimiters (``((( var )))``, ``((* block *))``, ``((= comment =))``);
-    ``html`` autoescapes.  Filters: ``num`` (exact number, thousands separators), ``gib``
-    (bytes as GiB), ``term_latex`` (a term's LaTeX in the paper's notation), ``esc`` (text
-    escaping for the format), ``tex``/``md`` (explicit escapers).
-    """
-    import jinja2
-    if kind not in ("tex", "md", "html", "notebook"):
-        raise ValueError(f"unknown template kind {kind!r}")
-    opts = dict(loader=jinja2.FileSystemLoader(str(templates_dir or TEMPLATES_DIR)), undefined=jinja2.StrictUndefined,
-                trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    if kind == "tex":
-        opts.update(TEX_DELIMITERS)
-    if kind == "html":
-        opts["autoescape"] = True
-    env = jinja2.Environment(**opts)
-    env.filters["num"] = fmt_int
-    env.filters["gib"] = fmt_gib
-    env.filters["tex"] = tex_escape
-    env.filters["md"] = md_escape
-    env.filters["esc"] = {"tex": tex_escape, "md": md_escape}.get(kind, str)
-    env.filters["term_latex"] = lambda term, subs=None, form="paper": term_latex(term, subs, form, names=report_names())
-    return env

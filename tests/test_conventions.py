@@ -276,7 +276,7 @@ def test_report_shows_the_switched_formulas(tmp_path):
 
 def test_report_notebooks_carry_the_conventions():
     """The notebooks' configuration cell rebuilds the same Training, conventions included."""
-    from memsym.notebook import setup_source
+    from memsym.report.notebook import setup_source
     from memsym.report import Context
     tr = cfg.Training(attention="flash", conventions=PRESET_CONVENTIONS["modelzoo"])
     src = setup_source(Context.create("deepseek-v3", LAY, tr, 1))

@@ -1,14 +1,16 @@
 """Notebooks: one per report section, executed with nbclient, converted with nbconvert."""
 import sys
 
-import nbformat
 import pytest
 
 from derivations import notation as nt
-from memsym import notebook as nbm
 from memsym import report as rp
+from memsym.report import notebook as nbm
+from memsym.report.text import report_names
 from symbolic.numeric import exact
-from symbolic.render import report_names, term_latex
+from symbolic.render import term_latex
+
+nbformat = pytest.importorskip("nbformat")   # the report extra
 
 
 @pytest.fixture(scope="module")

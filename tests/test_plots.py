@@ -1,4 +1,5 @@
 """Plots (issue 5): PNG and SVG by extension, deterministic SVG, atomic files, the commands' --plot."""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -17,6 +18,8 @@ ROWS = [("DP32 TP2", {"weights": 12 * GiB, "gradients": 23 * GiB, "optimizer": 5
         ("DP16 TP4", {"weights": 6 * GiB, "gradients": 12 * GiB, "optimizer": 5 * GiB, "activations": 12 * GiB},
          None)]
 TORNADO = [("s", 0.68), ("TP", -0.46), ("b", 0.36), ("PP 16->17 (finite diff.)", 0.0)]
+needs_matplotlib = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
+                                      reason="matplotlib (the plot extra) is not installed")
 
 
 def draw(kind, path):
@@ -28,6 +31,7 @@ def draw(kind, path):
         plots.tornado(TORNADO, str(path), title="t")
 
 
+@needs_matplotlib
 @pytest.mark.parametrize("kind", ["seq", "stack", "tornado"])
 def test_png_and_svg_by_extension(tmp_path, kind):
     png, svg = tmp_path / "a.png", tmp_path / "a.svg"
@@ -40,6 +44,7 @@ def test_png_and_svg_by_extension(tmp_path, kind):
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".memsym-")]
 
 
+@needs_matplotlib
 @pytest.mark.parametrize("kind", ["seq", "tornado"])
 def test_svg_is_deterministic(tmp_path, kind):
     a, b = tmp_path / "a.svg", tmp_path / "b.svg"
@@ -69,6 +74,7 @@ def test_write_atomic_leaves_nothing_on_failure(tmp_path):
     assert target.read_text() == "new"
 
 
+@needs_matplotlib
 def test_commands_plot(tmp_path, capsys):
     t, f, s = tmp_path / "t.svg", tmp_path / "f.png", tmp_path / "s.svg"
     assert main(["sensitivity", "--wrt", "s,TP,PP", "--plot", str(t)]) == 0
@@ -84,3 +90,16 @@ def test_bad_plot_name_exits_2_and_writes_nothing(tmp_path):
                         str(tmp_path / "x.jpg")], capture_output=True, text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr and ".png or .svg" in p.stderr
     assert os.listdir(tmp_path) == []
+
+
+def test_plot_without_the_plot_extra_exits_2_before_any_work(tmp_path, monkeypatch, capsys):
+    for name in ("matplotlib", "matplotlib.pyplot"):     # `import matplotlib` now raises ImportError
+        monkeypatch.setitem(sys.modules, name, None)
+    target = tmp_path / "fit.png"
+    assert main(["fit", "--hbm", "80GiB", "--plot", str(target)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "plot extra" in err and "pip install 'memsym[plot]'" in err
+    assert not target.exists()
+    with pytest.raises(ConfigError, match=r"memsym\[plot\]"):
+        plots._pyplot()

@@ -6,10 +6,12 @@ import shutil
 
 import pytest
 
+from derivations import config as cfg
 from derivations import notation as nt
 from memsym import report as rp
 from memsym.cli import main
-from symbolic.render import report_names, term_latex
+from memsym.report.text import report_names
+from symbolic.render import term_latex
 from symbolic.term import Part, Terms
 
 
@@ -145,14 +147,14 @@ def test_atomic_write_failure_leaves_no_file(tmp_path, monkeypatch):
 
 
 def test_failed_run_writes_nothing(tmp_path, monkeypatch, ctx):
-    real = rp.render
+    real = rp.rendering.render
 
     def render(report, fmt):
         if fmt == "md":
             raise RuntimeError("template failure")
         return real(report, fmt)
 
-    monkeypatch.setattr(rp, "render", render)
+    monkeypatch.setattr(rp.rendering, "render", render)
     with pytest.raises(RuntimeError):
         rp.publish(ctx, tmp_path / "out", ("tex", "md"))
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
@@ -190,7 +192,7 @@ def test_reproduce_out_writes_the_default_report(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(rp, "publish", publish)
     main(["reproduce", "--out", str(tmp_path)])
-    assert calls == [("deepseek-v3", rp.cfg.Layout(), str(tmp_path), rp.DEFAULT_FORMATS)]
+    assert calls == [("deepseek-v3", cfg.Layout(), str(tmp_path), rp.DEFAULT_FORMATS)]
 
 
 def test_default_out_dir_is_paper_build():

@@ -48,8 +48,8 @@ def progress(message: str) -> None:
 def write(ctx, out, formats, stream=None) -> int:
     """Publish the report of ``ctx``; print the files written (on ``stream``, default
     stdout); progress on stderr; 0, or 1 if the PDF failed."""
-    from ..notebook import NotebookError
     from ..report import publish
+    from ..report.notebook import NotebookError
     start = time.monotonic()
     try:
         res = publish(ctx, out, formats, progress)
@@ -69,6 +69,8 @@ def write(ctx, out, formats, stream=None) -> int:
 
 def run(args) -> int:
     from ..report import Context
+    from ..report.extras import require_report
+    require_report(args.formats)  # a missing extra fails before any work
     if args.out is not None:
         from symbolic.files import check_out_dir
         check_out_dir(args.out)

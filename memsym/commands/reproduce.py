@@ -22,7 +22,10 @@ def add_parser(sub):
 def run(args) -> int:
     if getattr(args, "out", None):
         from symbolic.files import check_out_dir
-        check_out_dir(args.out)  # a bad --out fails before the table is printed
+        from ..report import DEFAULT_FORMATS
+        from ..report.extras import require_report
+        require_report(DEFAULT_FORMATS)  # a missing extra or a bad --out fails before the table is printed
+        check_out_dir(args.out)
     code = _verdict(args)
     if getattr(args, "out", None):
         import sys

@@ -21,7 +21,10 @@ import sys
 import tempfile
 from typing import Callable, List, Optional, Sequence, Tuple
 
-from symbolic.render import TEMPLATES_DIR, environment
+from symbolic.resources import TEMPLATES_DIR
+
+from .extras import report_extra
+from .rendering import environment, render_block
 
 #: The kernel spec written into every notebook (what Jupyter shows when a user opens it).
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
@@ -58,9 +61,9 @@ def setup_source(ctx) -> str:
 
 def build_notebook(ctx, report, section):
     """The notebook of one report section (unexecuted)."""
-    import nbformat
-    from nbformat import v4
-    from .report import render_block
+    with report_extra():
+        import nbformat
+        from nbformat import v4
     env = environment("notebook")
     cells = []
 
@@ -103,7 +106,8 @@ class _VenvKernelSpecs:
 
     @staticmethod
     def manager():
-        from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+        with report_extra():
+            from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
         class VenvKernelSpecManager(KernelSpecManager):
             def get_kernel_spec(self, kernel_name, *args, **kwargs):
@@ -135,7 +139,8 @@ class Kernel:
 
     def start(self, warm: str = "") -> "Kernel":
         """Launch the kernel; ``warm`` is code it runs first (imports), while we keep working."""
-        from jupyter_client import KernelManager
+        with report_extra():
+            from jupyter_client import KernelManager
         self._dir = tempfile.TemporaryDirectory(prefix="memsym-kernel-")
         cwd = self._dir.name
         self.km = KernelManager(kernel_name=KERNELSPEC["name"], kernel_spec_manager=_VenvKernelSpecs.manager(),
@@ -155,8 +160,9 @@ class Kernel:
         """Execute ``notebooks`` in place (``done(i, nb)`` after each).  Each notebook re-imports
         what it uses, so it runs the same alone in Jupyter; execution counts are renumbered
         per notebook afterwards."""
-        from nbclient import NotebookClient
-        from nbclient.exceptions import CellExecutionError
+        with report_extra():
+            from nbclient import NotebookClient
+            from nbclient.exceptions import CellExecutionError
         if self.km is None:
             self.start()
         for i, nb in enumerate(notebooks):
@@ -222,7 +228,8 @@ def normalise(nb) -> None:
 
 
 def to_ipynb(nb) -> str:
-    import nbformat
+    with report_extra():
+        import nbformat
     return nbformat.writes(nb) + "\n"
 
 
@@ -233,7 +240,8 @@ def html_exporter():
     """nbconvert's HTML exporter with the ``memsym`` template (created once)."""
     global _EXPORTER
     if _EXPORTER is None:
-        from nbconvert import HTMLExporter
+        with report_extra("HTML notebooks"):
+            from nbconvert import HTMLExporter
         exporter = HTMLExporter(template_name=NBCONVERT_TEMPLATE,
                                 extra_template_basedirs=[str(TEMPLATES_DIR / "nbconvert")])
         exporter.template  # compile the template now
@@ -251,10 +259,10 @@ def warm_source(ctx) -> str:
     """What the kernel imports and builds before the first notebook (same process: later cells reuse it)."""
     model_ref = getattr(ctx, "model_ref", None) or ctx.model.name
     return ("import memsym.report, symbolic.render, symbolic.numeric\n"
-            "from symbolic import config as _cfg\n"
+            "from derivations import config as _cfg\n"
             "from derivations import build as _build\n"
             f"_build(_cfg.load_model({model_ref!r}))\n"
-            "symbolic.render.environment('md').get_template('macros.md.j2')\n"
+            "memsym.report.rendering.environment('md').get_template('macros.md.j2')\n"
             "del _cfg, _build\n")
 
 

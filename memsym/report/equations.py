@@ -1,0 +1,141 @@
+"""Equations and paragraphs of the report, built from the terms of a context.
+
+Nothing here does maths beyond evaluating terms: every formula is a term's own sympy
+expression printed by sympy (``Term.display`` for the paper's factored form, the
+simplified closed form, the exact value at the configuration).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from fractions import Fraction
+from typing import Dict, Tuple
+
+import sympy as sp
+
+from derivations import notation as nt
+from symbolic.render import closed_expr
+
+from .blocks import C, Equation, I, M, Paragraph, T
+from .text import braced, latex_of
+
+#: Paper forms longer than this (LaTeX characters) are printed with sympy's long_frac_ratio.
+LONG_FORM = 600
+#: Closed forms longer than this are printed with sympy's long_frac_ratio.
+LONG_CLOSED = 150
+
+
+def _named_symbols(ctx, exclude: str):
+    """Terms the paper refers to by name (Term.symbol: M_1^A, P_n ...) as display symbols."""
+    by_id, by_expr, latex = {}, {}, {}
+    for t in ctx.terms.values():
+        if t.symbol and t.id != exclude:
+            sym = sp.Symbol("term:" + t.id, positive=True)
+            by_id[t.id] = sym
+            by_expr.setdefault(t.expr, sym)
+            latex[sym] = (braced(t.symbol), t.id)
+    return by_id, by_expr, latex
+
+
+def _named_view(ctx, term):
+    """``term`` with factors that are whole named terms replaced by their symbols (display only):
+    ``(L_d + L_m) M_1^A`` rather than the expanded M_1^A inside Table 10's stage term."""
+    by_id, by_expr, latex = _named_symbols(ctx, term.id)
+    used, parts = {}, []
+    for p in term.parts:
+        refs = [t[4:] for t in p.tags if t.startswith("ref:")]
+        num = list(p.num)
+        for i, f in enumerate(num):
+            f = sp.sympify(f)
+            if refs:
+                sym = by_id.get(refs[0]) if f == ctx.terms[refs[0]].expr else None
+            else:
+                sym = by_expr.get(f)
+            if sym is not None:
+                num[i] = sym
+                used[sym] = latex[sym]
+        parts.append(replace(p, num=tuple(num)))
+    view = replace(term, parts=tuple(parts))
+    return view, used
+
+
+def _at(ctx, subs: Dict, term) -> Tuple[Tuple[str, str], ...]:
+    names = ctx.names
+    free = term.expr.free_symbols | term.base_expr.free_symbols
+    rows = [(names.get(k, str(k)), fmt_num(v)) for k, v in subs.items()
+            if k in free and sp.sympify(v).is_number]  # identities such as d_v = d_h are not values
+    return tuple(sorted(rows, key=lambda r: _order_key(r[0])))
+
+
+def _order_key(latex: str):
+    order = {braced(nt.REGISTRY[n].latex): i for i, n in enumerate(nt.PAPER_FACTOR_ORDER) if n in nt.REGISTRY}
+    return (order.get(latex, 99), latex)
+
+
+def fmt_num(v) -> str:
+    """An exact number as ``7`` or ``7/2``."""
+    f = Fraction(int(v.p), int(v.q)) if isinstance(v, sp.Rational) else Fraction(v)
+    return str(f.numerator) if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
+
+
+def breakable_latex(expr, names) -> str:
+    """LaTeX of a closed form; a long one with sympy's long_frac_ratio, so that
+    ``\\frac{b s}{2} \\left(...\\right)`` can break across lines where a long fraction cannot."""
+    text = latex_of(expr, names)
+    return text if len(text) <= LONG_CLOSED else latex_of(expr, names, long_frac_ratio=2)
+
+
+def _parts(ctx, term, view, dsubs, full, names):
+    """Rows (label, paper form, value) of a term's parts that this stage holds."""
+    rows = []
+    for p, shown_part in zip(term.parts, view.parts):
+        shown = shown_part.display(dsubs, full)
+        if shown == 0:
+            continue  # a row this stage does not hold (L_d = 0 ...)
+        shown = sp.latex(shown, order="none", symbol_names=names)
+        rows.append((T(p.label), M(shown), I(ctx.exact(p.expr, full))))
+    return tuple(rows)
+
+
+def equation(ctx, term, with_stage: bool, show_parts: bool = False) -> Equation:
+    """The three forms of a term at ``ctx`` (see :class:`Equation`)."""
+    full = ctx.subs_for(term)
+    dsubs = ctx.display_subs(with_stage, full)
+    view, used = _named_view(ctx, term)
+    names = dict(ctx.names)
+    names.update({sym: lx for sym, (lx, _) in used.items()})
+    shown = view.display(dsubs, full)
+    paper = sp.latex(shown, order="none", symbol_names=names)
+    if len(paper) > LONG_FORM:  # print long fractions as \frac{..}{..} (...) so LaTeX can break them
+        paper = sp.latex(shown, order="none", symbol_names=names, long_frac_ratio=2)
+    closed = breakable_latex(closed_expr(term, dsubs), ctx.names)
+    value = ctx.exact(term, full)
+    value_bytes = None
+    if value is not None:
+        value_bytes = value * Fraction(full.get(nt.B_w, 2)) if term.unit == "params" else value
+    parts = _parts(ctx, term, view, dsubs, full, names) if show_parts else ()
+    return Equation(term.id, braced(term.symbol) if term.symbol else "", term.meaning, term.provenance, term.unit,
+                    paper, closed, _at(ctx, dsubs, term), tuple(used.values()), value, value_bytes, parts,
+                    with_stage)
+
+
+_REF = re.compile(r"\{(sym|term):([A-Za-z0-9_.]+)\}")
+
+
+def para(ctx, text: str) -> Paragraph:
+    """A paragraph of prose; ``{sym:d_cq}`` becomes the registry's LaTeX for the symbol,
+    ``{term:act.mla.layer}`` the term's symbol (M_1^A)."""
+    segs, pos = [], 0
+    for m in _REF.finditer(text):
+        if m.start() > pos:
+            segs.append(T(text[pos:m.start()]))
+        kind, name = m.groups()
+        if kind == "sym":
+            segs.append(M(braced(nt.REGISTRY[name].latex)))
+        else:
+            t = ctx.terms[name]
+            segs.append(M(braced(t.symbol)) if t.symbol else C(t.id))
+        pos = m.end()
+    if pos < len(text):
+        segs.append(T(text[pos:]))
+    return Paragraph(tuple(segs))

@@ -1,0 +1,45 @@
+"""The report extra (``memsym[report]``): notebooks need nbformat, nbclient, nbconvert and
+ipykernel.  A missing one is a :class:`~symbolic.errors.ConfigError` naming the extra, so
+the command line exits 2 with one line."""
+from __future__ import annotations
+
+import importlib.util
+from contextlib import contextmanager
+
+from symbolic.errors import ConfigError
+
+#: What notebooks import: built (nbformat), executed (nbclient, jupyter_client, ipykernel), converted (nbconvert).
+REPORT_MODULES = ("nbformat", "nbclient", "nbconvert", "jupyter_client", "ipykernel")
+#: The formats written from notebooks.
+NOTEBOOK_FORMATS = ("ipynb", "html")
+
+
+def _error(what: str, missing: str) -> ConfigError:
+    return ConfigError("extra", f"{what} needs the report extra ({missing} is not installed): "
+                                f"pip install 'memsym[report]'")
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def require_report(formats) -> None:
+    """ConfigError unless the report extra is installed, when ``formats`` need notebooks."""
+    needs = [f for f in NOTEBOOK_FORMATS if f in formats]
+    missing = [m for m in REPORT_MODULES if not _installed(m)] if needs else []
+    if missing:
+        verb = "is" if len(missing) == 1 else "are"
+        raise ConfigError("extra", f"--format {','.join(needs)} needs the report extra ({', '.join(missing)} {verb} "
+                                   f"not installed): pip install 'memsym[report]' (or use --format tex,md,pdf)")
+
+
+@contextmanager
+def report_extra(what: str = "notebooks"):
+    """Imports inside this block raise ConfigError naming the report extra when a package is missing."""
+    try:
+        yield
+    except ImportError as exc:
+        raise _error(what, exc.name or str(exc)) from None

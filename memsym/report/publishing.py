@@ -1,0 +1,159 @@
+"""Publishing: every requested format rendered in memory, then written atomically.
+
+Files: ``report.tex`` / ``.md`` / ``.html`` / ``.pdf`` and one notebook per section,
+``report-NN-<section>.ipynb`` (``ipynb``) and its HTML (``html``).  Notebooks execute in
+one kernel in a background thread while this process builds the report.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from symbolic.errors import ConfigError
+from symbolic.files import write_atomic  # noqa: F401  (re-exported: memsym.report.write_atomic)
+
+from . import rendering
+from .extras import NOTEBOOK_FORMATS, require_report
+from .pdf import TEX_ENGINES, PdfError, compile_pdf, find_tex_engine
+from .sections import complete_report, outline_report
+
+FORMATS = ("tex", "md", "html", "ipynb", "pdf")
+DEFAULT_FORMATS = FORMATS
+
+
+def default_out_dir() -> Path:
+    """``paper/build`` of the project (ignored by git)."""
+    from symbolic.resources import build_dir
+    return build_dir()
+
+
+def parse_formats(text: str) -> Tuple[str, ...]:
+    """``"tex,md"`` -> ('tex', 'md') in :data:`FORMATS` order; ConfigError names an unknown one."""
+    items = [x.strip().lower() for x in str(text).split(",") if x.strip()]
+    bad = [x for x in items if x not in FORMATS]
+    if bad or not items:
+        raise ConfigError("format", f"unknown report format {', '.join(map(repr, bad)) or repr(text)}: "
+                                    f"use a comma-separated list of {', '.join(FORMATS)}")
+    return tuple(f for f in FORMATS if f in items)
+
+
+@dataclass
+class Published:
+    """What :func:`publish` did: files written (sorted), notes for the user, a PDF error."""
+
+    written: List = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+    error: Optional[str] = None
+
+
+class _NotebookRun:
+    """The sections' notebooks executing in ``kernel`` on a background thread."""
+
+    def __init__(self, ctx, plan, kernel, say):
+        from . import notebook as nbm
+        self.kernel, self.finished = kernel, queue.Queue()
+        self.items = [(nbm.stem(s), s.key, nbm.build_notebook(ctx, plan, s)) for s in plan.sections if s.notebook]
+        self.worker = threading.Thread(target=self._run, args=(say,), name="memsym-notebooks", daemon=True)
+        self.worker.start()
+
+    def _run(self, say) -> None:
+        try:
+            self.kernel.execute([nb for _, _, nb in self.items], progress=say,
+                                done=lambda i, nb: self.finished.put(i))
+        except BaseException as exc:  # re-raised in the main thread
+            self.finished.put(exc)
+        finally:
+            self.kernel.shutdown()
+
+    def links(self) -> Tuple[Tuple[str, str], ...]:
+        return tuple((stem, key) for stem, key, _ in self.items)
+
+    def results(self):
+        """(stem, executed notebook) as each one finishes; a failure is re-raised here."""
+        for _ in self.items:
+            item = self.finished.get()
+            if isinstance(item, BaseException):
+                self.worker.join()
+                raise item
+            stem, _, nb = self.items[item]
+            yield stem, nb
+        self.worker.join()
+
+
+def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
+            progress: Optional[Callable[[str], None]] = None) -> Published:
+    """Build the report of ``ctx`` and write the requested formats to ``out_dir``.
+
+    Everything is rendered in memory first and written atomically at the end, so a failure
+    writes nothing (a PDF failure still writes the other files and reports the engine's
+    first error).  The report is laid out once: the notebooks are built from the outline
+    and run while the same outline is computed for the other formats.
+    """
+    out = Path(out_dir) if out_dir is not None else default_out_dir()
+    formats = tuple(f for f in FORMATS if f in formats)
+    result, outputs = Published(), {}
+    say = progress or (lambda msg: None)
+    kernel = None
+    if any(f in formats for f in NOTEBOOK_FORMATS):
+        require_report(formats)
+        from . import notebook as nbm
+        say("starting a kernel and laying out the notebooks")
+        kernel = nbm.Kernel().start(warm=nbm.warm_source(ctx))  # it boots while the report is laid out
+    try:
+        plan = outline_report(ctx)
+        run = _NotebookRun(ctx, plan, kernel, say) if kernel is not None else None
+        _render_all(ctx, plan, out, formats, run, outputs, result, say)
+    except BaseException:
+        if kernel is not None:
+            kernel.shutdown()                   # do not leave a kernel behind; the worker then stops
+        raise
+    say(f"writing {len(outputs)} files to {out}")
+    for name in sorted(outputs):
+        write_atomic(out / name, outputs[name])
+        result.written.append(out / name)
+    return result
+
+
+def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outputs: Dict[str, object],
+                result: Published, say) -> None:
+    """The rendering half of :func:`publish`: report formats, PDF, notebooks as they finish."""
+    say(f"building the report ({ctx.model.name}, stage {ctx.stage.index})")
+    report = complete_report(ctx, plan, progress=lambda m: say("  " + m))
+    if "html" in formats and run is not None:
+        report.notebooks = run.links()
+    for fmt in ("tex", "md", "html"):
+        if fmt in formats or (fmt == "tex" and "pdf" in formats):
+            say(f"rendering report.{fmt}")
+            outputs[f"report.{fmt}"] = rendering.render(report, fmt)
+    if "pdf" in formats:                        # pdflatex runs while the kernel works
+        _add_pdf(out, outputs, result, say)
+    if run is not None:
+        from . import notebook as nbm
+        if "html" in formats:
+            nbm.html_exporter()                 # load nbconvert while the kernel works
+        for stem, nb in run.results():          # convert each notebook as soon as it has run
+            if "ipynb" in formats:
+                outputs[f"{stem}.ipynb"] = nbm.to_ipynb(nb)
+            if "html" in formats:
+                outputs[f"{stem}.html"] = nbm.to_html(nb, stem)
+
+
+def _add_pdf(out: Path, outputs: Dict[str, object], result: Published, say) -> None:
+    """``report.pdf`` from ``outputs['report.tex']``, or a note (no engine) or an error (and its log)."""
+    engine = find_tex_engine()
+    if engine is None:
+        result.notes.append(f"no TeX engine found on PATH ({', '.join(TEX_ENGINES)}): wrote report.tex only; "
+                            f"install one (e.g. Debian texlive-latex-recommended) and compile it")
+        return
+    try:
+        outputs["report.pdf"] = compile_pdf(outputs["report.tex"], engine, say)
+        stale_log = out / "report.log"          # from an earlier failed compile
+        if stale_log.exists():
+            stale_log.unlink()
+    except PdfError as exc:
+        result.error = f"{exc} (full log: {out / 'report.log'})"
+        if exc.log:
+            outputs["report.log"] = exc.log

@@ -1,0 +1,227 @@
+"""The report's tables (Tables 1-10 of the paper, the estimate, Sec. 6 and the comparison).
+
+Each is a function of a :class:`~memsym.report.context.Context` returning a
+:class:`~memsym.report.blocks.Table`; :data:`TABLES` names them by key.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Callable, Dict, List
+
+import sympy as sp
+
+from derivations import config as cfg
+from derivations import notation as nt
+
+from .blocks import A, C, G, I, M, T, Table
+from .equations import breakable_latex
+from .text import braced
+
+ZERO_ORDER = (0, 1, 2, 3)
+
+
+def _gib_of_params(ctx, params):
+    return None if params is None else params * Fraction(ctx.subs.get(nt.B_w, 2))
+
+
+def table_notation(ctx) -> Table:
+    rows = []
+    for name, info in nt.REGISTRY.items():
+        val = ctx.value_of(nt.SYMBOLS[name])
+        rows.append((M(braced(info.latex)), C(name), T(info.meaning), T(info.role), T(info.source), I(val)))
+    return Table("notation", "Notation: every symbol of the registry, with its value at this configuration",
+                 "Table 1 (+ Tables 5, 7, 9 and extensions)", ("symbol", "name", "meaning", "role", "source", "value"),
+                 A("l l p.34 l p.18 r"), tuple(rows))
+
+
+def table_matrices(ctx) -> Table:
+    rows = []
+    for tid in ("params.mla", "params.expert", "params.router", "params.dense_ffn"):
+        term = ctx.terms[tid]
+        for p in term.parts:
+            rule = "split by TP" if "tp_split" in p.tags else "replicated" if "replicated" in p.tags else ""
+            shown = sp.latex(p.display(), order="none", symbol_names=ctx.names)
+            rows.append((T(p.label), M(shown), I(ctx.exact(p.expr)), T(rule), C(tid)))
+    return Table("table2", "MLA, expert, router and dense-FFN matrices: size and tensor-parallel rule", "Table 2",
+                 ("matrix", "size", "parameters", "TP rule (Sec. 3)", "term"), A("p.36 l r l l"), tuple(rows))
+
+
+def _layer_groups(model: cfg.ModelSpec):
+    """Consecutive layers of the same kind and role (embedding / head), as Table 3 groups them."""
+    kinds, groups = model.layer_kinds(), []
+    for i, k in enumerate(kinds):
+        key = (k, i == 0, i == model.l - 1)
+        if groups and groups[-1][0] == key:
+            groups[-1][2] = i
+        else:
+            groups.append([key, i, i])
+    return groups
+
+
+def table_layers(ctx) -> Table:
+    from symbolic.numeric import exact
+    term = ctx.terms["params.stage"]
+    rows = []
+    for (kind, first, last), a, b in _layer_groups(ctx.model):
+        comp = cfg.layer_range(ctx.model, a, a)
+        content = (["embedding"] if first else []) + ["MLA", "dense FFN" if kind == "dense" else
+                                                       f"router + {ctx.model.N} + {ctx.model.N_s} experts", "LN"] + \
+                  (["output head"] if last else [])
+        p = exact(term, cfg.substitution(ctx.model, None, ctx.training, comp))
+        label = f"{a}" if a == b else f"{a}-{b} (each)"
+        rows.append((T(label), T(" + ".join(content)), I(p), G(_gib_of_params(ctx, p))))
+    whole = cfg.whole_model(ctx.model)
+    total = exact(term, cfg.substitution(ctx.model, None, ctx.training, whole))
+    rows.append((T("total"), T(f"{ctx.model.l} layers"), I(total), G(_gib_of_params(ctx, total))))
+    return Table("table3", "Parameters per layer (term params.stage at one layer's composition)", "Table 3",
+                 ("layers", "content", "parameters", "GiB (weights)"), A("l p.45 r r"), tuple(rows))
+
+
+def table_stages(ctx) -> Table:
+    from derivations.device import stage_params
+    rows_, total = stage_params(ctx.model, ctx.layout)
+    rows = []
+    for comp, p, _ in rows_:
+        content = ", ".join((["embedding"] if comp.embedding else []) + ([f"{comp.dense} dense"] if comp.dense else [])
+                            + ([f"{comp.moe} MoE"] if comp.moe else []) + (["head"] if comp.head else []))
+        rows.append((T(comp.index), T(comp.label), T(content), I(p), G(_gib_of_params(ctx, p))))
+    rows.append((T("all"), T(""), T(""), I(total), G(_gib_of_params(ctx, total))))
+    return Table("table4", f"Parameters per pipeline stage at PP = {ctx.layout.pp}", "Table 4",
+                 ("stage", "layers", "content", "parameters", "GiB (weights)"), A("l l l r r"), tuple(rows))
+
+
+def table_layout(ctx) -> Table:
+    lay = ctx.layout
+    rows = [(M(braced(nt.REGISTRY[n].latex)), T(nt.REGISTRY[n].meaning), I(ctx.value_of(nt.SYMBOLS[n])))
+            for n in ("DP", "TP", "PP", "EP", "ETP", "EDP", "SP", "CP")]
+    rows.append((T("GPUs"), T("DP TP PP CP"), I(lay.world)))
+    return Table("table5", "Parallel layout", "Table 5", ("symbol", "meaning", "value"), A("l l r"),
+                 tuple(rows))
+
+
+def table_static(ctx) -> Table:
+    rows = []
+    for tid, term in ctx.terms.items():
+        if tid.startswith("static.device."):
+            p = ctx.exact(term)
+            rows.append((T(term.meaning), C(tid), I(p), I(_gib_of_params(ctx, p)), G(_gib_of_params(ctx, p))))
+    st = ctx.stage
+    return Table("table6", f"Parameters on one device of stage {st.index} ({st.label})", "Table 6",
+                 ("module", "term", "parameters", "bytes", "GiB"), A("p.3 l r r r"), tuple(rows))
+
+
+def table_bytes(ctx) -> Table:
+    rows = [(M(braced(nt.REGISTRY[k].latex)), T(nt.REGISTRY[k].meaning), I(v)) for k, v in ctx.training.bytes]
+    return Table("table7", "Bytes per element", "Table 7", ("symbol", "meaning", "bytes"), A("l p.5 r"),
+                 tuple(rows))
+
+
+def table_zero(ctx) -> Table:
+    from derivations.zero import component_terms
+    rows = []
+    for z in ZERO_ORDER:
+        ids = component_terms(z)
+        vals = [ctx.exact(ctx.terms[ids[k]]) for k in ("weights", "gradients", "optimizer")]
+        total = None if None in vals else sum(vals)
+        rows.append((T(f"{z} ({cfg.ZERO_NAMES[z]})"), *[G(v) for v in vals], G(total), I(total)))
+    return Table("table8", f"Model states per device of stage {ctx.stage.index} under each ZeRO stage (GiB)",
+                 "Table 8", ("ZeRO", "weights", "gradients", "optimizer", "total", "total bytes"), A("l r r r r r"),
+                 tuple(rows))
+
+
+def table_activation_setting(ctx) -> Table:
+    rows = [(M(braced(nt.REGISTRY[n].latex)), T(nt.REGISTRY[n].meaning), I(ctx.value_of(nt.SYMBOLS[n])))
+            for n in ("b", "s", "N_r", "N", "E_token", "SP", "CP", "EP", "ETP")]
+    rows.append((T("AC"), T("activation recomputation (this configuration)"), T(ctx.training.recompute)))
+    return Table("table9", "Activation setting", "Table 9", ("symbol", "meaning", "value"), A("l p.5 r"),
+                 tuple(rows))
+
+
+def _stage_variants(ctx) -> List[str]:
+    """``act.stage`` and its variants (``act.stage.full`` and any added later), registry order."""
+    return [tid for tid in ctx.terms if tid == "act.stage" or tid.startswith("act.stage.")]
+
+
+def table_activations(ctx) -> Table:
+    """Table 10: each row of ``act.stage`` (and its variants) at the stage composition, as the
+    paper prints it: the per-layer term at the layout, times the number of layers, expanded."""
+    dsubs = ctx.display_subs(True)
+    ident = dict(nt.PAPER_IDENTITIES) if ctx.model.d_v == ctx.model.d_h else {}
+    rows = []
+    for vid in _stage_variants(ctx):
+        stage_term = ctx.terms[vid]
+        policy = vid[len("act.stage"):].lstrip(".") or "none"
+        for p in stage_term.parts:
+            refs = [t[4:] for t in p.tags if t.startswith("ref:")]
+            if not refs:
+                continue
+            sub = ctx.terms[refs[0]]
+            coef = sp.sympify(p.num[0]).xreplace(dsubs) if len(p.num) == 2 else sp.Integer(1)
+            if coef == 0:
+                continue
+            per_layer = sp.Add(*[c * sp.Mul(*rest) / den for c, rest, den in sub.rows(dsubs, ctx.subs)])
+            shown = breakable_latex(sp.expand((coef * per_layer).xreplace(ident)), ctx.names)
+            v = ctx.exact(p.expr)
+            rows.append((T(p.label), T(policy), M(shown), I(v), G(v)))
+        total = ctx.exact(stage_term)
+        rows.append((T("total"), T(policy), C(vid), I(total), G(total)))
+    st = ctx.stage
+    note = "d_v written d_h as the paper does." if ident else ""
+    return Table("table10", f"Activations of one micro-batch on one device of stage {st.index} ({st.label}), "
+                            f"by recomputation policy", "Table 10",
+                 ("module", "AC", "formula at the layout", "bytes", "GiB"), A("l l p.45 r r"), tuple(rows), note)
+
+
+def table_estimate(ctx) -> Table:
+    from derivations.device import estimate
+    est = estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index)
+    rows = [(T(k), C(est.term_ids[k]), I(est.bytes[k]), G(est.bytes[k]))
+            for k in ("weights", "gradients", "optimizer", "activations")]
+    rows.append((T("total"), T(""), I(est.bytes["total"]), G(est.bytes["total"])))
+    rows += [(T("convention"), T(a[len("convention "):]), T(""), T(""))  # issue 8: switches not at the paper's
+             for a in est.assumptions if a.startswith("convention ")]
+    tr = ctx.training
+    return Table("estimate", f"Per-device memory at this configuration (ZeRO {tr.zero} ({cfg.ZERO_NAMES[tr.zero]}), "
+                             f"recompute {tr.recompute}, b = {tr.mbs}, s = {tr.seq})", "memsym estimate",
+                 ("component", "term", "bytes", "GiB"), A("l l r r"), tuple(rows))
+
+
+def table_overheads(ctx) -> Table:
+    from derivations.device import estimate
+    est = estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index)
+    rows = []
+    for end in ("low", "high"):
+        o = est.overheads[end]
+        rows.append((T(end), T(f"{float(o['f_frag']) * 100:.0f}%"), G(est.bytes["total"]), G(o["fragmentation"]),
+                     G(o["buffers"]), G(o["peak"])))
+    return Table("overheads", "Peak per device at both ends of the paper's ranges (GiB)", "Sec. 6",
+                 ("end", "fragmentation", "allocated", "+ fragmentation", "+ buffers", "peak"), A("l r r r r r"),
+                 tuple(rows))
+
+
+def table_comparison(ctx) -> Table:
+    from derivations.reproduce import run
+    rows = []
+    for r in run():
+        unit = {"B": "", "GB": " GB", "params": "", "bytes": ""}[r.entry.unit]
+        printed = r.entry.printed + ("" if r.entry.printed.endswith("B") or r.entry.unit != "GB" else unit)
+        derived = r.derived_text() + ("B" if r.entry.unit == "B" else unit)
+        rows.append((T(r.entry.place), T(printed), T(derived), T(r.status), T(r.entry.discrepancy),
+                     C(", ".join(r.entry.terms))))
+    return Table("comparison", "Every printed number of the paper against memsym (paper's configuration)",
+                 "paper/printed.toml", ("place", "printed", "derived", "status", "cause", "term"), A("p.2 l l l p.22 p.15"),
+                 tuple(rows))
+
+
+#: Where each table is in the paper (for notebook cells, without building the table).
+TABLE_SOURCES = {"notation": "Table 1", "table2": "Table 2", "table3": "Table 3", "table4": "Table 4",
+                 "table5": "Table 5", "table6": "Table 6", "table7": "Table 7", "table8": "Table 8",
+                 "table9": "Table 9", "table10": "Table 10", "estimate": "memsym estimate", "overheads": "Sec. 6",
+                 "comparison": "paper/printed.toml"}
+
+TABLES: Dict[str, Callable[..., Table]] = {   # key -> table of a Context
+    "notation": table_notation, "table2": table_matrices, "table3": table_layers, "table4": table_stages,
+    "table5": table_layout, "table6": table_static, "table7": table_bytes, "table8": table_zero,
+    "table9": table_activation_setting, "table10": table_activations, "estimate": table_estimate,
+    "overheads": table_overheads, "comparison": table_comparison,
+}

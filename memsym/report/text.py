@@ -1,0 +1,62 @@
+"""Text for the report's formats: LaTeX names with braced scripts, and escaping per format."""
+from __future__ import annotations
+
+import re
+from typing import Mapping, Optional
+
+import sympy as sp
+
+from symbolic.notation import latex_names
+from symbolic.render import paper_order
+
+_SCRIPT = re.compile(r"([_^])([A-Za-z0-9])(?![A-Za-z0-9{])")
+
+
+def braced(name: str) -> str:
+    """A registry LaTeX name with single-character scripts braced: ``n_h`` -> ``n_{h}``,
+    ``d_h^R`` -> ``d_{h}^{R}``, ``d_c'`` -> ``d_{c}'``.  Typesets identically; it is the
+    form sympy itself prints (``n_{h}``) and what a reader greps for."""
+    return _SCRIPT.sub(r"\1{\2}", name)
+
+
+def report_names(extra: Optional[Mapping] = None) -> dict:
+    """``symbol_names`` for the report: the registry's paper LaTeX, braced (see :func:`braced`)."""
+    names = {k: braced(v) for k, v in latex_names().items()}
+    if extra:
+        names.update({k: braced(v) for k, v in extra.items()})
+    return names
+
+
+def latex_of(expr, names: Optional[Mapping] = None, ordered: bool = True, **settings) -> str:
+    """LaTeX of an expression in the paper's order with explicit symbol names; ``settings``
+    go to ``sympy.latex`` (the report passes ``long_frac_ratio=2`` so that a long closed
+    form prints as ``\\frac{b s}{2} \\left(...\\right)``, which LaTeX can break)."""
+    e = paper_order(expr) if ordered else expr
+    return sp.latex(e, order="none", symbol_names=dict(names) if names is not None else latex_names(), **settings)
+
+
+_TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+                "<": r"\textless{}", ">": r"\textgreater{}"}
+_TEX_RE = re.compile("|".join(re.escape(k) for k in _TEX_SPECIAL))
+
+#: Non-ASCII characters a pdflatex T1 font lacks, as LaTeX (others outside Latin-1 become '?').
+_TEX_UNICODE = {"≥": r"\ensuremath{\geq}", "≤": r"\ensuremath{\leq}", "×": r"\ensuremath{\times}",
+                "→": r"\ensuremath{\to}", "−": "-", "–": "--", "—": "---", "‘": "`", "’": "'", "“": "``",
+                "”": "''", "…": r"\ldots{}", "≈": r"\ensuremath{\approx}", "·": r"\ensuremath{\cdot}",
+                "δ": r"\ensuremath{\delta}", "Δ": r"\ensuremath{\Delta}", "α": r"\ensuremath{\alpha}",
+                "β": r"\ensuremath{\beta}", "σ": r"\ensuremath{\sigma}", "μ": r"\ensuremath{\mu}"}
+
+
+def tex_escape(text) -> str:
+    """Plain text made safe for LaTeX (``params.dense_ffn`` -> ``params.dense\\_ffn``)."""
+    out = _TEX_RE.sub(lambda m: _TEX_SPECIAL[m.group(0)], str(text))
+    if out.isascii():
+        return out
+    return "".join(ch if ord(ch) < 256 else _TEX_UNICODE.get(ch, "?") for ch in out)
+
+
+def md_escape(text) -> str:
+    """Plain text made safe inside a Markdown table cell."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("_", "\\_") \
+        .replace("<", "&lt;").replace(">", "&gt;").replace("$", "\\$").replace("\n", " ")
