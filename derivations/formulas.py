@@ -3,15 +3,15 @@
 ``paper/formulas.toml`` holds each formula as the paper prints it (M_1^A at TP2@SP2 and
 without parallelism, M_2^A, M_1^E, M_2^E, the rows of Table 10), with the term and the
 setting it is printed at.  :func:`run` reads every formula (and its LaTeX spelling, where
-given) with :func:`memsym.verify.verify` and returns one :class:`FormulaCheck` each;
+given) with :func:`derivations.verify.verify` and returns one :class:`FormulaCheck` each;
 ``memsym reproduce`` includes them in its summary and fails when one does not verify.
 """
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 from derivations.reference import PAPER_DIR
 
@@ -35,7 +35,7 @@ class FormulaCheck:
     """A formula's verification: the plain-text result and, if given, the LaTeX one."""
 
     formula: Formula
-    result: object                      # memsym.verify.VerifyResult
+    result: object                      # derivations.verify.VerifyResult
     latex_result: Optional[object] = None
     error: str = ""                     # a formula that could not be read
 
@@ -58,7 +58,7 @@ class FormulaCheck:
         if self.error:
             return self.error
         bad = [r for r in (self.result, self.latex_result) if r is not None and not r.equal]
-        from memsym.verify import plain
+        from symbolic.formula import plain
         return "; ".join(f"term - formula = {plain(r.difference)}" for r in bad)
 
     def to_json(self) -> dict:
@@ -89,7 +89,7 @@ def load(path=None) -> List[Formula]:
 
 def check(formula: Formula, model=None) -> FormulaCheck:
     from derivations.config import ConfigError
-    from memsym.verify import verify
+    from derivations.verify import verify
     try:
         res = verify(formula.text, formula.term, assume=formula.assume, model=model, stage=formula.stage)
         lres = (verify(formula.latex, formula.term, assume=formula.assume, model=model, stage=formula.stage)
