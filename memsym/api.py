@@ -165,7 +165,7 @@ def verify(formula: str, against: str, model: str = "deepseek-v3", **options) ->
 def _verify(positional, options, assume) -> Dict:
     argv = _argv("verify", positional, options) + (["--assume", *assume] if assume else []) + ["--json"]
     args = _parser("verify").parse_args(argv)
-    from memsym.verify import verify as run
+    from memsym.verdict import verify as run
     return run(args.formula, args.against, assume=args.assume, model=args.model, stage=args.stage).to_json()
 
 

@@ -1,5 +1,5 @@
 """Verify hand derivations (issue 4): derivations.verify (a formula against a term) and the
-printers of memsym.verify; the formula language itself is tested in tests/test_formula_*.py."""
+printers of memsym.verdict; the formula language itself is tested in tests/test_formula_*.py."""
 import json
 import subprocess
 import sys
@@ -11,7 +11,7 @@ import sympy as sp
 from derivations import notation as nt
 from memsym.cli import main
 from derivations.verify import paper_defaults, verify
-from memsym.verify import JsonFormatter, latex, text, to_json
+from memsym.verdict import JsonFormatter, latex, text, to_json
 from symbolic.formula import FormulaError, parse
 
 b, s, h, h_E, n_h, d_h, d_hr, d_c, d_cq = nt.b, nt.s, nt.h, nt.h_E, nt.n_h, nt.d_h, nt.d_hr, nt.d_c, nt.d_cq
@@ -111,7 +111,7 @@ def test_printers_of_an_equal_verdict():
 
 
 def test_the_application_verdict_prints_itself():
-    import memsym.verify as app
+    import memsym.verdict as app
     v = app.verify(DROPPED, "act.mla.layer", assume=TP2)
     r = verify(DROPPED, "act.mla.layer", assume=TP2)
     assert isinstance(v, app.Verdict) and v.equal is False and v.exit_code == 1

@@ -85,7 +85,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from ..verify import verify
+    from ..verdict import verify
     result = verify(args.formula, args.against, assume=args.assume, model=args.model, stage=args.stage)
     if args.json:
         common.print_json(result.to_json())
