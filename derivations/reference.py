@@ -5,9 +5,18 @@ printed, its value, unit and printed precision, and the term(s) it checks with t
 configuration at which to evaluate them.  A comparison says:
 
   agrees        the derived value rounds to the printed one at the printed precision;
-  discrepancy   it does not, and the entry states the known cause (digest sec. 10);
+  discrepancy   it does not, the entry states the known cause (digest sec. 10) and the
+                derived value equals the exact value the entry pins (``derived_exact``);
   UNEXPLAINED   it does not and no cause is recorded: a failure;
-  stale         the entry records a cause but the numbers now agree: also a failure.
+  stale         the entry records a cause but the numbers now agree: also a failure;
+  MISMATCH      the entry pins ``derived_exact`` and the derived value differs from it: a
+                failure whatever the printed number (a cause excuses the paper's rounding,
+                not a wrong derivation);
+  UNPINNED      a discrepancy with a cause but no pinned exact value: a failure (the data
+                file's loader rejects such an entry; this covers entries built in code).
+
+``derived_exact`` is in params for params and B entries, in bytes for bytes and GB entries
+(the exact value ``Result.derived_exact`` reports), written as an integer or rational string.
 """
 from __future__ import annotations
 
@@ -18,7 +27,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .config import GiB
+from .config import ConfigError, GiB
 
 from symbolic.resources import PAPER_DIR  # noqa: E402
 UNIT_SCALE = {"B": Fraction(10 ** 9), "GB": Fraction(GiB), "params": Fraction(1), "bytes": Fraction(1)}
@@ -39,6 +48,7 @@ class Entry:
     at: Dict
     discrepancy: str = ""
     source: str = "paper"
+    pinned: Optional[Fraction] = None  # ``derived_exact`` of the data file: the exact derived value, hand-derived
 
     @property
     def place(self) -> str:
@@ -74,10 +84,14 @@ def rounds_to(x: Fraction, printed: Fraction, decimals: int) -> bool:
 
 
 def load(path: Optional[Path] = None) -> Tuple[Dict, List[Entry]]:
-    """Read the paper data file: (meta, entries). Raises ValueError naming a malformed entry."""
+    """Read the paper data file: (meta, entries).  Raises ConfigError (a ValueError; the command
+    line exits 2 with one line) naming a malformed entry."""
     path = Path(path or PAPER_DIR / "printed.toml")
     with open(path, "rb") as fh:
-        data = tomllib.load(fh)
+        try:
+            data = tomllib.load(fh)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError("paper-data", f"{path}: not valid TOML: {exc}") from None
     entries = []
     for kind in ("entry", "rederived"):
         for raw in data.get(kind, []):
@@ -92,14 +106,31 @@ def load(path: Optional[Path] = None) -> Tuple[Dict, List[Entry]]:
                     printed=str(raw["printed"]), value=Fraction(str(raw["value"])), unit=unit,
                     decimals=int(raw.get("decimals", 0)), terms=terms, at=dict(raw.get("at", {})),
                     discrepancy=raw.get("discrepancy", ""),
-                    source="paper" if kind == "entry" else raw.get("source", "digest sec. 9")))
+                    source="paper" if kind == "entry" else raw.get("source", "digest sec. 9"),
+                    pinned=_pinned(raw)))
             except (KeyError, ValueError) as exc:
-                raise ValueError(f"{path}: malformed {kind} {raw.get('id', '?')}: {exc}") from None
+                raise ConfigError("paper-data", f"{path}: malformed {kind} {raw.get('id', '?')}: {exc}") from None
     ids = [e.id for e in entries]
     dup = {i for i in ids if ids.count(i) > 1}
     if dup:
-        raise ValueError(f"{path}: duplicate entry ids {sorted(dup)}")
+        raise ConfigError("paper-data", f"{path}: duplicate entry ids {sorted(dup)}")
     return data.get("meta", {}), entries
+
+
+def _pinned(raw) -> Optional[Fraction]:
+    """The entry's ``derived_exact``: an exact integer or rational (string or TOML integer, never a
+    float); required when the entry records a discrepancy."""
+    pin = raw.get("derived_exact")
+    if pin is None:
+        if raw.get("discrepancy"):
+            raise ValueError("a discrepancy must pin the exact derived value (derived_exact = \"...\")")
+        return None
+    if isinstance(pin, bool) or not isinstance(pin, (str, int)):
+        raise ValueError(f"derived_exact must be an exact integer or rational string, got {pin!r}")
+    try:
+        return Fraction(pin) if isinstance(pin, int) else Fraction(pin.replace("_", "").replace(",", ""))
+    except (ValueError, ZeroDivisionError):
+        raise ValueError(f"derived_exact {pin!r} is not an exact integer or rational") from None
 
 
 def judge(entry: Entry, derived_exact: Fraction, numeric: float, term_unit: str, bytes_per_param: int) -> Result:
@@ -111,8 +142,12 @@ def judge(entry: Entry, derived_exact: Fraction, numeric: float, term_unit: str,
     derived = value / UNIT_SCALE[entry.unit]
     numeric = float(numeric) / float(UNIT_SCALE[entry.unit])
     agrees = rounds_to(derived, entry.value, entry.decimals)
-    if agrees:
+    if entry.pinned is not None and value != entry.pinned:
+        status = "MISMATCH"
+    elif agrees:
         status = "stale" if entry.discrepancy else "agrees"
+    elif not entry.discrepancy:
+        status = "UNEXPLAINED"
     else:
-        status = "discrepancy" if entry.discrepancy else "UNEXPLAINED"
+        status = "discrepancy" if entry.pinned is not None else "UNPINNED"
     return Result(entry, derived, value, numeric, status)

@@ -1,6 +1,8 @@
 """Activation variants (issue 7): recomputation views, flash attention, FP8 caching, CP, imbalance, precision.
 
-Each variant is pinned by its relation to the paper's terms, not by a number pasted from a run.
+Each variant is pinned by hand-written per-tensor formulas (the paper's Sec. 5 lists, digest
+sec. 7, with the documented extensions: CP divides the sequence, ETP an expert's intermediate
+size) or by numbers worked out by hand below, never by the terms compared with themselves.
 """
 import json
 import subprocess
@@ -18,6 +20,53 @@ from symbolic.numeric import exact
 
 SCORE_KEYS = {"softmax", "score_mask", "score_dropout"}
 
+# ------------------------------------------------------------------ the paper's tensor lists, by hand
+# Symbols only from the notation; B_a = 2 (BF16), B_k = 1 (masks) in the paper.
+b, s, h, h_E, n_h, N, N_r, N_s = nt.b, nt.s, nt.h, nt.h_E, nt.n_h, nt.N, nt.N_r, nt.N_s
+d_cq, d_c, d_h, d_hr, d_v = nt.d_cq, nt.d_c, nt.d_h, nt.d_hr, nt.d_v
+TP, SP, CP, EP, ETP, B_a, B_k = nt.TP, nt.SP, nt.CP, nt.EP, nt.ETP, nt.B_a, nt.B_k
+BS = b * s / CP                                   # tokens of the device's sequence shard
+E_TOK = b * s * N_r / (N * CP)                    # E_token at F = 1 (Table 9, / CP)
+H_NORM_IN = B_a * BS * h / SP                     # layer (sublayer) input
+H_NORM_OUT = B_a * BS * h / SP                    # RMSNorm output (down-projection / router input)
+H_LATENT = B_a * BS * (d_cq + d_c)                # c_Q and c_KV, not split
+H_QK = 2 * B_a * BS * (d_h + d_hr) * n_h / TP     # q and k with their RoPE parts
+H_V = B_a * BS * d_v * n_h / TP
+H_SCORES = (2 * B_a + B_k) * b * n_h * s * s / (TP * CP)   # softmax, dropout mask, dropout output
+H_ATTN_OUT = B_a * BS * d_v * n_h / TP
+H_OUT_MASK = B_k * BS * h / SP
+M1A = H_NORM_IN + H_NORM_OUT + H_LATENT + H_QK + H_V + H_SCORES + H_ATTN_OUT + H_OUT_MASK
+H_ROUTER = 2 * B_a * BS * N                       # logits and probabilities, not split by SP
+H_ROUTING = B_a * BS * N_r
+H_ROUTED = N / EP * (B_a * E_TOK * h + B_k * E_TOK * h + 4 * B_a * E_TOK * h_E / ETP)
+H_SHARED = N_s * (B_a * BS * h + B_k * BS * h + 4 * B_a * BS * h_E)
+M1E = H_NORM_IN + H_NORM_OUT + H_ROUTER + H_ROUTING + H_ROUTED + H_SHARED
+M2A = H_NORM_IN
+M2E = H_NORM_IN + H_ROUTING
+
+
+def same(term_or_expr, hand):
+    e = term_or_expr.expr if hasattr(term_or_expr, "expr") else term_or_expr
+    return sp.expand(nt.expand_derived(e).xreplace({nt.F: 1}) - hand) == 0
+
+
+def test_hand_lists_are_the_digest_formulas():
+    """The lists above, at the paper's bytes and CP = ETP = 1, d_v = d_h, are the printed M_1^A,
+    M_1^E, M_2^A, M_2^E with SP = TP = 2 and N/EP = 32 (digest sec. 7, copied literally)."""
+    paper = {B_a: 2, B_k: 1, CP: 1, ETP: 1, d_v: d_h, TP: 2, SP: 2, EP: N / 32}
+    E = b * s * N_r / N
+    digest = {
+        "M1A": 4 * b * s * h / 2 + 2 * b * s * (d_cq + d_c) + 4 * b * s * (d_h + d_hr) * n_h / 2
+        + 2 * b * s * d_h * n_h / 2 + 5 * b * n_h * s ** 2 / 2 + 2 * b * s * d_h * n_h / 2 + b * s * h / 2,
+        "M1E": 4 * b * s * h / 2 + 4 * b * s * N + 2 * b * s * N_r + 32 * (3 * E * h + 8 * E * h_E)
+        + N_s * (3 * b * s * h + 8 * b * s * h_E),
+        "M2A": 2 * b * s * h / 2, "M2E": 2 * b * s * h / 2 + 2 * b * s * N_r}
+    for name, hand in (("M1A", M1A), ("M1E", M1E), ("M2A", M2A), ("M2E", M2E)):
+        assert sp.expand(hand.subs(paper) - digest[name]) == 0, name
+    # Table 10, AC none, 4-layer stage: 10bsh + 8bs(d_cq + d_c) + 16bs d_h n_h + 8bs d_hr n_h + 10 b n_h s^2
+    assert sp.expand(4 * M1A.subs(paper) - (10 * b * s * h + 8 * b * s * (d_cq + d_c) + 16 * b * s * d_h * n_h
+                                            + 8 * b * s * d_hr * n_h + 10 * b * n_h * s ** 2)) == 0
+
 
 def run_json(capsys, *argv):
     assert main(list(argv) + ["--json"]) == 0
@@ -30,25 +79,33 @@ def paper_subs(v3, stage=1, training=None):
 
 
 # ------------------------------------------------------------------ recomputation views
-def test_paper_terms_are_the_paper_view(terms):
-    """The registered paper terms are exactly the views View() and View('full')."""
-    for view, sfx in ((View(), ""), (View("full"), ".full")):
+def test_paper_terms_are_the_papers_tensor_lists(terms):
+    """The registered paper terms and the views View() / View('full') are the hand-written lists."""
+    for view, sfx, mla, moe in ((View(), "", M1A, M1E), (View("full"), ".full", M2A, M2E)):
         vt = view_terms(view)
-        for kind, tid in (("mla", "act.mla.layer"), ("moe", "act.moe.layer"), ("stage", "act.stage")):
+        for kind, tid, hand in (("mla", "act.mla.layer", mla), ("moe", "act.moe.layer", moe)):
             assert vt[kind].id == tid + sfx
-            assert sp.expand(vt[kind].expr - terms[tid + sfx].expr) == 0
+            assert same(vt[kind], hand) and same(terms[tid + sfx], hand), (tid, sfx)
+        assert vt["stage"].id == "act.stage" + sfx
+
+
+def test_paper_stage_at_table_10(terms, v3):
+    """act.stage at stage 1 (4 MoE layers), b = 1: the digest's re-derived bytes (sec. 9)."""
+    sub = paper_subs(v3)
+    assert exact(terms["act.stage"], sub) == 23_177_723_904 + 1_493_434_368
+    assert exact(terms["act.stage.full"], sub) == 235_143_168
 
 
 def test_selective_is_none_minus_exactly_the_score_tensors(terms):
     none, sel = terms["act.mla.layer"], terms["act.mla.layer.selective"]
     assert {p.key for p in none.parts} - {p.key for p in sel.parts} == SCORE_KEYS
-    scores = sum(none.part(k).expr for k in SCORE_KEYS)
-    assert sp.expand(none.expr - sel.expr - scores) == 0
-    assert sp.expand(scores - (2 * nt.B_a + nt.B_k) * nt.b * nt.n_h * nt.s ** 2 / (nt.TP * nt.CP)) == 0
+    assert same(sel, M1A - H_SCORES)
+    assert same(sum(none.part(k).expr for k in SCORE_KEYS), H_SCORES)
     # the MoE layer has no score tensor: selective keeps the paper's term (and its id)
     assert view_terms(View("selective"))["moe"].id == "act.moe.layer"
+    assert same(view_terms(View("selective"))["moe"], M1E)
     stage = sp.expand(terms["act.stage"].base_expr - terms["act.stage.selective"].base_expr)
-    assert stage == sp.expand((nt.L_d + nt.L_m) * scores)
+    assert same(stage, (nt.L_d + nt.L_m) * H_SCORES)
 
 
 def test_selective_cli_equals_none_minus_the_10_b_nh_s2_terms(capsys, v3):
@@ -72,23 +129,25 @@ def test_custom_drops_the_named_operators_only(terms):
     view = View("custom", ("norm", "mla_up"))
     vt = view_terms(view)
     assert vt["mla"].id == "act.mla.layer.custom-norm-mla_up"
-    assert [p.key for p in vt["mla"].parts] == [p.key for p in terms["act.mla.layer"].parts
-                                                if p.key not in ("down_in", "q", "k", "v")]
-    assert [p.key for p in vt["moe"].parts] == [p.key for p in terms["act.moe.layer"].parts if p.key != "router_in"]
+    assert [p.key for p in vt["mla"].parts] == ["norm_in", "latent", "softmax", "score_mask", "score_dropout",
+                                                "attn_out", "out_mask"]
+    assert same(vt["mla"], M1A - H_NORM_OUT - H_QK - H_V)
+    assert [p.key for p in vt["moe"].parts] == ["norm_in", "router", "routing", "routed", "shared"]
+    assert same(vt["moe"], M1E - H_NORM_OUT)
     head = vt["head"]
     assert [p.key for p in head.parts] == ["norm_in", "logits", "loss"]  # DeepSeek recomputes every RMSNorm
-    # custom:score is selective
-    assert sp.expand(view_terms(View("custom", ("score",)))["stage"].expr - terms["act.stage.selective"].expr) == 0
+    # custom:score is selective: the MLA without its scores, the MoE whole
+    sc = view_terms(View("custom", ("score",)))
+    assert same(sc["mla"], M1A - H_SCORES) and same(sc["moe"], M1E)
 
 
 def test_custom_swiglu_and_mask_reach_inside_the_expert_rows(terms):
-    base = terms["act.moe.layer"]
     vt = view_terms(View("custom", ("mask", "swiglu")))["moe"]
-    E, h, h_E = nt.E_token, nt.h, nt.h_E
-    routed = sp.expand(base.part("routed").expr - vt.part("routed").expr)
-    assert sp.expand(routed - nt.N / nt.EP * (nt.B_k * E * h + 2 * nt.B_a * E * h_E / nt.ETP)) == 0
-    shared = sp.expand(base.part("shared").expr - vt.part("shared").expr)
-    assert sp.expand(shared - nt.N_s * (nt.B_k * nt.b * nt.s * h + 2 * nt.B_a * nt.b * nt.s * h_E) / nt.CP) == 0
+    # kept per routed expert: its tokens' input and the gate/up outputs (3 E h + 8 E h_E lose mask and SwiGLU outputs)
+    assert same(vt.part("routed").expr, N / EP * (B_a * E_TOK * h + 2 * B_a * E_TOK * h_E / ETP))
+    assert same(vt.part("shared").expr, N_s * (B_a * BS * h + 2 * B_a * BS * h_E))
+    assert same(vt, M1E - N / EP * (B_k * E_TOK * h + 2 * B_a * E_TOK * h_E / ETP)
+                - N_s * (B_k * BS * h + 2 * B_a * BS * h_E))
 
 
 def test_parse_recompute_canonical_and_errors():
@@ -120,20 +179,19 @@ def test_flash_keeps_no_s_squared_term(terms):
 
 
 def test_flash_replaces_scores_by_fp32_row_statistics(terms):
-    none, flash = terms["act.mla.layer"], terms["act.mla.layer.flash"]
-    scores = sum(none.part(k).expr for k in SCORE_KEYS)
-    stats = 4 * nt.b * nt.n_h * nt.s / (nt.TP * nt.CP)
-    assert sp.expand(flash.expr - (none.expr - scores + stats)) == 0
-    # selective with flash drops the statistics too: the same term as selective with eager attention
+    stats = 4 * b * n_h * s / (TP * CP)            # FP32 log-sum-exp per query row and head
+    assert same(terms["act.mla.layer.flash"], M1A - H_SCORES + stats)
+    # selective with flash drops the statistics too: the same as selective with eager attention
     assert View("selective", attention="flash").suffix == ".selective"
-    assert sp.expand(view_terms(View("selective", attention="flash"))["mla"].expr
-                     - terms["act.mla.layer.selective"].expr) == 0
+    assert same(view_terms(View("selective", attention="flash"))["mla"], M1A - H_SCORES)
 
 
 def test_flash_cli_has_no_s2_dependence(capsys):
     """Doubling s doubles flash activations exactly (no s^2 term); eager grows faster."""
     a = run_json(capsys, "estimate", "--attention", "flash", "--seq", "4096")["bytes"]["activations"]
     b = run_json(capsys, "estimate", "--attention", "flash", "--seq", "8192")["bytes"]["activations"]
+    # eager 24,671,158,272 (digest sec. 9) - 4 layers x 5 b n_h s^2 / TP + 4 layers x 4 b n_h s / TP
+    assert a == 24_671_158_272 - 4 * 5 * 128 * 4096 ** 2 // 2 + 4 * 4 * 128 * 4096 // 2 == 3_200_516_096
     assert b == 2 * a
     e1 = run_json(capsys, "estimate", "--seq", "4096")["bytes"]["activations"]
     e2 = run_json(capsys, "estimate", "--seq", "8192")["bytes"]["activations"]
@@ -142,11 +200,14 @@ def test_flash_cli_has_no_s2_dependence(capsys):
 
 # ------------------------------------------------------------------ FP8 caching
 def test_fp8_changes_only_the_bytes_of_the_named_tensors(terms):
-    to_bf16 = {nt.B_f8: nt.B_a, nt.B_o: nt.B_a}
-    for kind in ("mla", "moe", "stage"):
-        base = terms[{"mla": "act.mla.layer", "moe": "act.moe.layer", "stage": "act.stage"}[kind]]
-        fp8 = view_terms(View(fp8=True))[kind]
-        assert sp.expand(fp8.expr.xreplace(to_bf16) - base.expr) == 0, kind
+    B_f8, B_o = nt.B_f8, nt.B_o
+    vt = view_terms(View(fp8=True))
+    # the attention output in E5M6; the experts' inputs and gate/up outputs in FP8
+    assert same(vt["mla"], M1A - H_ATTN_OUT + B_o * BS * d_v * n_h / TP)
+    assert same(vt["moe"], M1E - (B_a - B_f8) * (N / EP * (E_TOK * h + 2 * E_TOK * h_E / ETP)
+                                                  + N_s * (BS * h + 2 * BS * h_E)))
+    to_bf16 = {B_f8: B_a, B_o: B_a}
+    assert sp.expand(vt["stage"].expr.xreplace(to_bf16) - terms["act.stage"].expr) == 0
     mla = view_terms(View(fp8=True))["mla"]
     assert mla.part("attn_out").num[0] == nt.B_o   # input of the Linear after attention: E5M6
     moe = view_terms(View(fp8=True))["moe"]
@@ -179,15 +240,18 @@ def test_cp_divides_every_activation_tensor(terms, v3):
 
 def test_imbalance_multiplies_the_busiest_ranks_tokens(terms, v3):
     assert nt.expand_derived(nt.E_token) == nt.F * nt.b * nt.s * nt.N_r / (nt.N * nt.CP)
-    routed = terms["act.moe.layer"].part("routed")
     sub = paper_subs(v3)
+    # the routed-expert row at the paper's setting: E_token = 1 x 4096 x 8 / 256 = 128 tokens,
+    # 32 experts x (3 x 128 x 7168 + 8 x 128 x 2048) = 32 x 4,849,664 = 155,189,248 bytes
+    routed = 32 * (3 * 128 * 7168 + 8 * 128 * 2048)
+    assert routed == 155_189_248
     for F in (Fraction(3, 2), 2):
         t = cfg.Training(imbalance=F)
         bal, unb = exact(terms["act.moe.layer"], sub), exact(terms["act.moe.layer"], paper_subs(v3, training=t))
-        assert unb - bal == (F - 1) * exact(routed.expr, sub)
+        assert bal == 1_493_434_368 // 4           # Table 10 MoE, b = 1, per layer (digest sec. 9)
+        assert unb - bal == (F - 1) * routed
     # d/dF of the per-layer term is the routed-expert row at F = 1
-    d = sp.diff(terms["act.moe.layer"].base_expr, nt.F)
-    assert sp.expand(d - nt.expand_derived(routed.expr).xreplace({nt.F: 1})) == 0
+    assert same(sp.diff(terms["act.moe.layer"].base_expr, nt.F), H_ROUTED)
     with pytest.raises(cfg.ConfigError):
         cfg.validate_training(cfg.Training(imbalance=Fraction(1, 2)))
 
@@ -195,7 +259,7 @@ def test_imbalance_multiplies_the_busiest_ranks_tokens(terms, v3):
 def test_imbalance_cli(capsys):
     a = run_json(capsys, "estimate")["bytes"]["activations"]
     b = run_json(capsys, "estimate", "--imbalance", "2")["bytes"]["activations"]
-    assert b > a
+    assert a == 24_671_158_272 and b == a + 4 * 155_189_248  # 4 MoE layers, one more routed row each
     p = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--imbalance", "0.9"], capture_output=True,
                        text=True)
     assert p.returncode == 2 and "imbalance" in p.stderr and "Traceback" not in p.stderr
@@ -214,8 +278,12 @@ def test_precision_options_are_byte_symbols(capsys, opt, key, factor):
     d = run_json(capsys, "estimate", *opt)
     if factor is not None:
         assert Fraction(d["bytes"][key]) == factor * base["bytes"][key]
-    else:  # B_a 2 -> 4: every BF16 activation doubles, masks (B_k) and FP32 statistics do not
-        assert base["bytes"][key] < d["bytes"][key] < 2 * base["bytes"][key]
+    else:  # B_a 2 -> 4: every BF16 activation doubles, the 1-byte masks (B_k) do not
+        # masks of one layer at stage 1, b = 1: b n_h s^2/TP + bsh/SP (MLA) + 32 E_token h + bsh (MoE)
+        masks = 128 * 4096 ** 2 // 2 + 4096 * 7168 // 2 + 32 * 128 * 7168 + 4096 * 7168
+        layer = (23_177_723_904 + 1_493_434_368) // 4     # digest sec. 9, per layer
+        assert base["bytes"][key] == layer
+        assert d["bytes"][key] == 2 * (layer - masks) + masks == 11_188_436_992
     assert d["training"]["bytes_per_element"] != base["training"]["bytes_per_element"]
 
 
@@ -238,6 +306,16 @@ def test_estimate_exposes_the_variant_term_ids_and_they_resolve(v3):
     for tid in ids.values():
         assert tid in reg
     assert ids["activations"] not in build(v3)  # the base registry is never written to
+    # by hand, one layer at stage 1 (b = 1, s = 4096, TP = SP = 2, EP = 8; B_f8 = 1, B_o = 3/2):
+    # MLA keeps its input, the latents, the flash statistics, the E5M6 attention output, the mask
+    mla = 2 * 4096 * 7168 // 2 + 2 * 4096 * 2048 + 4 * 128 * 4096 // 2 + 3 * 4096 * 128 * 128 // 4 \
+        + 4096 * 7168 // 2
+    # MoE keeps its input, router tensors, routing, and per expert (E_token = 128 routed, 4096 shared):
+    # FP8 input, mask, FP8 gate/up outputs, BF16 SwiGLU outputs = 1 t h + 1 t h + 2 t h_E + 4 t h_E
+    expert = lambda t: t * 7168 + t * 7168 + 2 * t * 2048 + 4 * t * 2048
+    moe = 2 * 4096 * 7168 // 2 + 4 * 4096 * 256 + 2 * 4096 * 8 + 32 * expert(128) + expert(4096)
+    assert (mla, moe) == (112_197_632, 251_723_776)
+    assert est.bytes["activations"] == 4 * (mla + moe)
     assert exact(reg[ids["activations"]], est.subs) == est.bytes["activations"]
 
 
