@@ -126,11 +126,10 @@ def bench_eval(points, subs_points, repeat):
     from derivations import config as cfg
     from derivations import notation as nt
     from symbolic.numeric import compile as compile_fn, exact
-    from derivations import build, totals
+    from derivations import totals
     model = cfg.PRESETS["deepseek-v3"]
     dims = independent.MODELS["deepseek-v3"]  # the digest's dimensions, not memsym's preset
     training = cfg.Training(zero=ZERO)
-    terms = build(model)
     total = totals.device_total(model, training)
     fixed = {k: v for k, v in cfg.substitution(model, None, training).items()
              if k not in (nt.b, nt.s)}

@@ -6,7 +6,7 @@ the paper's tensor-parallel rule (Sec. 3): ``tp_split`` (W^UQ, W^UK, W^UV, W^O) 
 """
 from __future__ import annotations
 
-from derivations.notation import N, N_s, d_c, d_cq, d_h, d_hr, d_v, h, h_E, h_F, n_h, v
+from derivations.notation import N, d_c, d_cq, d_h, d_hr, d_v, h, h_E, h_F, n_h, v
 from symbolic.term import Part, Term
 
 

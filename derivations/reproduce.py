@@ -6,7 +6,7 @@ functions; both must tell the same story.
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import List, Optional
+from typing import List
 
 from derivations import config as cfg
 from symbolic import numeric

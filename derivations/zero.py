@@ -14,7 +14,6 @@ picks them for a ZeRO stage.
 """
 from __future__ import annotations
 
-import sympy as sp
 
 from derivations.notation import B_1, B_2, B_g, B_m, B_w, CP, DP, EDP
 from symbolic.term import Part, Term

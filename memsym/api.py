@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 from symbolic.errors import ConfigError
 

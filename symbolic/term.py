@@ -11,7 +11,7 @@ Terms are symbolic: a configuration is a substitution applied to ``Term.expr``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Dict, Iterable, Mapping, Sequence, Tuple
 

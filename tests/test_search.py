@@ -96,7 +96,6 @@ def test_paper_layout_zero1_none_b1_does_not_fit_at_the_high_end(result_1024):
 
 
 def test_random_rows_equal_exact_evaluation(result_1024):
-    from derivations import totals
     c = result_1024.columns
     rng = np.random.default_rng(5)
     for i in rng.choice(len(c["total"]), 25, replace=False):

@@ -64,7 +64,7 @@ def test_tp_finite_difference_and_the_sp_tie(paper_s):
     prev = next(f for f in r.finite if f.direction == "previous")
     assert prev.after == 1
     # the derivative ties SP to TP: compare with d/dTP of the expression with SP = TP
-    from derivations import build, totals
+    from derivations import totals
     comps = totals.components(V3, cfg.Training())
     e = nt.expand_derived(sum((c.expr for c in comps.values()), 0)).xreplace({nt.SP: nt.TP})
     subs = cfg.substitution(V3, cfg.Layout(), cfg.Training(), cfg.stage(V3, cfg.Layout(), 1))

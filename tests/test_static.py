@@ -2,7 +2,7 @@
 import sympy as sp
 
 from derivations import config as cfg
-from derivations.notation import EP, ETP, L_d, L_m, N, N_s, TP, e_E, e_H, h, h_E
+from derivations.notation import EP, ETP, N, N_s, TP, h, h_E
 from symbolic.numeric import exact
 
 

@@ -12,7 +12,7 @@ from fractions import Fraction
 import pytest
 import sympy as sp
 
-from derivations.activations import View, mla_tensors, moe_tensors, view_terms
+from derivations.activations import View, view_terms
 from derivations import config as cfg
 from derivations import notation as nt
 from memsym.cli import build_parser, main
