@@ -41,6 +41,7 @@ from symbolic.errors import ConfigError
 from symbolic.formula import (Comparison, FormulaError, Leaf, carriers, compare, monomial_rank, multiples,
                               parse_assumptions, parse_formula, substitute, symbol_rank)
 from symbolic.term import Term
+from symbolic.units import GiB
 
 #: where the symbols are listed for a user (cited by messages about unknown names)
 SYMBOLS_HELP = "`memsym verify --help`"
@@ -117,7 +118,7 @@ class VerifyResult:
 
     @property
     def gib_at_paper(self) -> Optional[float]:
-        return None if self.bytes_at_paper is None else float(self.bytes_at_paper) / 2 ** 30
+        return None if self.bytes_at_paper is None else float(self.bytes_at_paper) / GiB
 
 
 # ------------------------------------------------------------------------- the term

@@ -21,23 +21,14 @@ from typing import Mapping, Optional, Sequence, Tuple
 
 from symbolic.errors import ConfigError
 
-GiB = 2 ** 30
+from symbolic.units import GiB  # noqa: E402
 FORMATS = ("png", "svg")
 COMPONENT_COLOURS = {"weights": "#4c72b0", "gradients": "#dd8452", "optimizer": "#55a868",
                      "activations": "#c44e52", "overheads": "#bbbbbb"}
 
 
 # ----------------------------------------------------------------------------- output files
-def check_writable(path: str) -> None:
-    """Fail early (ConfigError, exit 2) if ``path`` cannot be written: missing directory or a directory."""
-    path = os.fspath(path)
-    d = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(d):
-        raise ConfigError("output", f"cannot write {path}: directory {d} does not exist")
-    if os.path.isdir(path):
-        raise ConfigError("output", f"cannot write {path}: it is a directory")
-    if not os.access(d, os.W_OK):
-        raise ConfigError("output", f"cannot write {path}: directory {d} is not writable")
+from symbolic.files import check_out_file as check_writable  # noqa: E402  (the one output-file check)
 
 
 def check_output(path: str) -> str:

@@ -10,7 +10,6 @@ whether at all.  :func:`verify` is the application's entry: the model's verdict 
 from __future__ import annotations
 
 from dataclasses import fields
-from fractions import Fraction
 from typing import Dict, List, Mapping, Optional
 
 import sympy as sp
@@ -18,6 +17,7 @@ import sympy as sp
 from derivations.verify import Monomial, VerifyResult, verify as _verify
 from symbolic.formula import plain
 from symbolic.notation import latex_names
+from symbolic.numeric import as_exact
 from symbolic.render import expr_latex, fmt_gib, fmt_int
 
 
@@ -181,15 +181,6 @@ class LatexFormatter(_Lines):
                               f"{fmt_int(r.bytes_at_paper)} bytes ({fmt_gib(r.bytes_at_paper, 4)} GiB)")
 
 
-def _num_json(x):
-    x = sp.Rational(x)
-    return int(x) if x.q == 1 else str(x)
-
-
-def _frac_json(x: Fraction):
-    return None if x is None else (int(x) if x.denominator == 1 else str(x))
-
-
 class JsonFormatter(Formatter):
     """A dict of every element (keys in :data:`KEYS` order), whatever the verdict."""
 
@@ -223,15 +214,15 @@ class JsonFormatter(Formatter):
 
     def monomials(self, monomials):
         self.data["monomials"] = [{"monomial": plain(m.monomial), "latex": expr_latex(m.monomial),
-                                   "term": _num_json(m.term_coeff), "formula": _num_json(m.formula_coeff),
+                                   "term": as_exact(m.term_coeff), "formula": as_exact(m.formula_coeff),
                                    "parts": list(m.parts)} for m in monomials]
 
     def explanation(self, lines):
         self.data["explanation"] = lines
 
     def at_paper(self, r):
-        self.data.update(paper_config=r.paper_config, value_at_paper=_frac_json(r.value_at_paper),
-                         bytes_at_paper=_frac_json(r.bytes_at_paper), gib_at_paper=r.gib_at_paper)
+        self.data.update(paper_config=r.paper_config, value_at_paper=as_exact(r.value_at_paper),
+                         bytes_at_paper=as_exact(r.bytes_at_paper), gib_at_paper=r.gib_at_paper)
 
     def notes(self, r):
         self.data.update(hints=r.hints, warnings=r.warnings)

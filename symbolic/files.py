@@ -32,6 +32,20 @@ def write_atomic(path, data) -> None:
         raise
 
 
+def check_out_file(path) -> None:
+    """Fail early (ConfigError, exit 2) if the file ``path`` cannot be written: its directory is
+    missing or not writable, or ``path`` is a directory.  Nothing is created here."""
+    from .errors import ConfigError
+    path = os.fspath(path)
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d):
+        raise ConfigError("output", f"cannot write {path}: directory {d} does not exist")
+    if os.path.isdir(path):
+        raise ConfigError("output", f"cannot write {path}: it is a directory")
+    if not os.access(d, os.W_OK):
+        raise ConfigError("output", f"cannot write {path}: directory {d} is not writable")
+
+
 def check_out_dir(path) -> Path:
     """``path`` as an output folder, checked before any work is done (nothing is created
     here): ConfigError (exit 2) naming it when it is a file, or when it cannot be created

@@ -119,7 +119,3 @@ def fmt_int(x) -> str:
 
 def fmt_gib(nbytes, decimals: int = 2) -> str:
     return f"{float(Fraction(nbytes) / GiB):,.{decimals}f}"
-
-
-def fmt_bytes(nbytes) -> str:
-    return f"{fmt_int(nbytes)} B ({fmt_gib(nbytes)} GiB)"

@@ -79,16 +79,7 @@ def tornado_items(results):
     return items
 
 
-def _num(x):
-    from symbolic.numeric import as_number
-    return as_number(x)
-
-
-def _exact(x) -> str:
-    from fractions import Fraction
-    x = Fraction(x)
-    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
-
+from symbolic.numeric import as_number as _num, exact_text as _exact  # noqa: E402  (JSON: number, exact text)
 
 def _config_json(model, layout, training, comp):
     from derivations import config as cfg

@@ -19,7 +19,7 @@ import dataclasses
 import os
 import sys
 import tempfile
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence
 
 from symbolic.resources import TEMPLATES_DIR
 
@@ -264,12 +264,3 @@ def warm_source(ctx) -> str:
             f"_build(_cfg.load_model({model_ref!r}))\n"
             "memsym.report.rendering.environment('md').get_template('macros.md.j2')\n"
             "del _cfg, _build\n")
-
-
-def build_all(ctx, report, execute_them: bool = True,
-              progress: Optional[Callable[[str], None]] = None) -> List[Tuple[str, object]]:
-    """(stem, notebook) for every section of ``report`` marked for a notebook, executed."""
-    out = [(stem(s), build_notebook(ctx, report, s)) for s in report.sections if s.notebook]
-    if execute_them:
-        execute([nb for _, nb in out], progress=progress)
-    return out
