@@ -20,6 +20,9 @@ def add_parser(sub):
     common.add_layout_options(p)
     common.add_training_options(p)
     common.add_convention_options(p)
+    g = p.add_argument_group("memory budget: a verdict (fits at each end of the Sec. 6 ranges, headroom, the cheapest "
+                             "single change that fits)")
+    common.add_budget_options(g)
     p.add_argument("--tensors", action="store_true",
                    help="list every tensor one MoE transformer layer (MLA + MoE) keeps for backward, one micro-batch, "
                         "under the chosen recomputation and conventions: name, formula at the layout, bytes, the "
@@ -50,22 +53,54 @@ def run(args) -> int:
         print(render_all(every, worst, device))
         return 0
     est = estimate(model, layout, training, common.stage_from_args(args), notes)
+    verdict = _verdict(args, model, layout, training)
     if args.json:
-        common.print_json(data(args, est))
+        common.print_json(data(args, est, verdict))
         return 0
     print(render_text(est))
-    for line in _device_lines(est, device):
+    for line in _device_lines(est, device) + _verdict_lines(verdict):
         print(line)
     return 0
 
 
-def data(args, est=None) -> dict:
+def _verdict(args, model, layout, training):
+    """The fit verdict against --hbm / --gpu (derivations.budget), or None without a budget."""
+    hbm, gpu = common.budget_from_args(args)
+    if hbm is None:
+        return None
+    from derivations.budget import verdict
+    return verdict(model, layout, training, hbm, gpu)
+
+
+def _verdict_lines(v) -> list:
+    if v is None:
+        return []
+    what = v.gpu.name + f" ({v.gpu.kind} capacity)" if v.gpu else "--hbm"
+    f = v.fits
+    lines = ["", f"budget: {fmt_int(v.hbm)} bytes ({fmt_gib(v.hbm)} GiB, {what}); judged at the most-loaded stage, "
+                 f"stage {v.stage}"]
+    for e in ("none", "low", "high"):
+        head = v.hbm - v.peaks[e]
+        lines.append(f"  {e:<5} peak {fmt_gib(v.peaks[e]):>9} GiB  headroom {fmt_gib(head):>9} GiB  "
+                     f"{'fits' if f[e] else 'DOES NOT FIT'}")
+    if not f["high"]:
+        if v.change:
+            lines.append(f"  cheapest single change that fits (high end): {v.change['option']} "
+                         f"(peak {fmt_gib(v.change['peak_high'])} GiB)")
+        else:
+            lines.append("  no single change (recomputation, ZeRO, micro-batch, one layout step) fits at the high end")
+    return lines
+
+
+def data(args, est=None, verdict=None) -> dict:
     """What ``estimate --json`` prints (one stage; not --tensors or --all-stages)."""
+    model, layout, training = (common.model_from_args(args), common.layout_from_args(args),
+                               common.training_from_args(args))
     if est is None:
         from derivations.device import estimate
-        est = estimate(common.model_from_args(args), common.layout_from_args(args), common.training_from_args(args),
-                       common.stage_from_args(args), common.recipe_assumptions(args))
-    return {**est.to_json(), **_device_json(est, _device(args))}
+        est = estimate(model, layout, training, common.stage_from_args(args), common.recipe_assumptions(args))
+        verdict = _verdict(args, model, layout, training)
+    return {**est.to_json(), **_device_json(est, _device(args)), **(verdict.to_json() if verdict else {})}
 
 
 def _run_tensors(args, model, layout, training) -> int:
