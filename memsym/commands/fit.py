@@ -59,7 +59,7 @@ def _solve_all(args):
     """(model, layout, training, hbm, result, {overheads end: answer}) of a fit command line."""
     from derivations import fit
     model = common.model_from_args(args)
-    layout, training = common.layout_from_args(args), common.training_from_args(args)
+    layout, training = common.layout_from_args(args), common.training_options(args)  # fit applies --global-batch per b
     hbm, _ = common.budget_from_args(args, required=True)
     gb = args.global_batch
     res = fit.solve(model, layout, training, hbm, args.solve, args.stage, args.overheads, global_batch=gb)
