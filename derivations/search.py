@@ -302,10 +302,13 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
         invalid = Counter()
         cols, compo = _rows(model, enum, seqs, mbs)
         blocks, g = _most_loaded(_values(model, training, exprs, cols, compo), choices, compo)
-        out = {k: v[g] for k, v in cols.items()}
+        cols["edp"] = cols["dp"] * cols["tp"] * cols["cp"] // (cols["ep"] * cols["etp"])
+        n_c = len(g) // max(len(cols["dp"]), 1)  # g is arange(n_g) once per choice: a tile, not a gather
+        out = {k: np.tile(v, n_c) for k, v in cols.items()}
         for k, v in blocks.items():
             out[k] = np.concatenate(v) if v else np.zeros(0)
-    out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
+    if "edp" not in out:
+        out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
     out["peak"] = peak(out["total"], float(over[nt.f_frag]), float(over[nt.M_buf]))
     out["headroom"] = hbm - out["peak"]
     out["fits"] = out["peak"] <= hbm
@@ -335,16 +338,38 @@ def order(result: SearchResult, only_fitting: bool = True, sort: str = "bubble")
     idx = np.flatnonzero(c["fits"]) if only_fitting else np.arange(len(c["peak"]))
     if sort == "bubble":
         bubble = c["bubble"][idx] if "bubble" in c else c["pp"][idx].astype(np.float64)
-        sub = {k: c[k][idx] for k in ("seq", "mbs", "etp", "ep", "cp", "pp", "recompute", "zero", "tp")}
-        order_ = np.lexsort((sub["seq"], sub["mbs"], sub["etp"], sub["ep"], sub["cp"], sub["pp"], sub["recompute"],
-                             sub["zero"], sub["tp"], -np.round(c["headroom"][idx]), np.round(bubble, 12)))
-        return idx[order_]
-    key = np.round(c["peak"][idx]) * (-1 if sort == "peak" else 1)
-    sub = {k: c[k][idx] for k in ("seq", "mbs", "etp", "ep", "cp", "pp", "tp", "recompute", "zero")}
-    order_ = np.lexsort((sub["seq"], sub["mbs"], sub["etp"], sub["ep"], sub["cp"], sub["pp"], sub["tp"],
-                         sub["recompute"], sub["zero"], key))
-    idx = idx[order_]
-    return idx
+        keys = [np.round(bubble, 12), -np.round(c["headroom"][idx])] + \
+            [c[k][idx] for k in ("tp", "zero", "recompute", "pp", "cp", "ep", "etp", "mbs", "seq")]
+    else:
+        keys = [np.round(c["peak"][idx]) * (-1 if sort == "peak" else 1)] + \
+            [c[k][idx] for k in ("zero", "recompute", "tp", "pp", "cp", "ep", "etp", "mbs", "seq")]
+    return idx[_sort_by(keys)]
+
+
+def _sort_by(keys):
+    """The stable order of rows by ``keys`` (most significant first), the order ``np.lexsort(keys[::-1])``
+    gives: the keys become dense ranks packed into one int64 (one sort instead of one per key) when
+    they fit in 62 bits."""
+    import numpy as np
+    ranks, widths = [], []
+    for k in keys:
+        k = np.asarray(k)
+        if k.dtype.kind in "iu" and len(k) and k.min() >= 0 and k.max() < 1 << 22:  # small integers: O(n) ranks
+            present = np.zeros(int(k.max()) + 1, dtype=bool)
+            present[k] = True
+            dense = np.cumsum(present) - 1
+            ranks.append(dense[k].astype(np.int64))
+            widths.append(int(dense[-1]).bit_length())
+        else:
+            u, inv = np.unique(k, return_inverse=True)
+            ranks.append(inv.reshape(-1).astype(np.int64))
+            widths.append(int(len(u) - 1).bit_length())
+    if sum(widths) > 62:
+        return np.lexsort(keys[::-1])
+    packed = np.zeros(len(keys[0]), dtype=np.int64)
+    for r, w in zip(ranks, widths):
+        packed = (packed << w) | r
+    return np.argsort(packed, kind="stable")
 
 
 def first_per_layout(result: SearchResult, idx):
