@@ -71,3 +71,36 @@ def discard(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass
+
+
+def source_digest(*packages) -> str:
+    """A hash of the Python sources of ``packages`` (module objects): a cache keyed by it is stale the
+    moment any of their code changes, whatever CODE_VERSION says."""
+    import glob
+    h = hashlib.sha256()
+    for pkg in packages:
+        for d in getattr(pkg, "__path__", []):
+            for path in sorted(glob.glob(os.path.join(d, "**", "*.py"), recursive=True)):
+                h.update(path[len(d):].encode() + b"\0" + (read(path) or b"") + b"\0")
+    return h.hexdigest()[:32]
+
+
+def pickled(kind: str, parts, make):
+    """``make()``, kept as a pickle under ``kind`` keyed by ``parts``: loaded when present and readable,
+    else made and written.  A file that fails to load (corrupted, written by other code) is rebuilt."""
+    import pickle
+    if not enabled():
+        return make()
+    path = os.path.join(directory(kind), key(*parts) + ".pickle")
+    data = read(path)
+    if data is not None:
+        try:
+            return pickle.loads(data)
+        except Exception:
+            discard(path)
+    value = make()
+    try:
+        write(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    except Exception:  # not picklable: the cache is only an optimisation
+        pass
+    return value

@@ -116,3 +116,31 @@ def test_numpy_fallback_without_numba(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[13.0, 7.0]"
+
+
+_DUMP = ("import sympy as sp\n"
+         "from derivations import build, config as cfg\n"
+         "t = build(cfg.PRESETS['deepseek-v3'])\n"
+         "for tid in sorted(t):\n"
+         "    print(tid, sp.srepr(t[tid].expr))\n"
+         "from memsym.cli import main\n"
+         "main(['estimate', '--json', '--zero', '2', '--recompute', 'full'])\n")
+
+
+def _dump(env):
+    out = subprocess.run([sys.executable, "-c", _DUMP], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_terms_cache_never_changes_a_number_and_survives_corruption(tmp_path):
+    env = {**os.environ, "MEMSYM_CACHE_DIR": str(tmp_path)}
+    fresh = _dump({**env, "MEMSYM_CACHE": "0"})
+    cold = _dump(env)
+    files = list((tmp_path / "terms").glob("*.pickle"))
+    assert len(files) == 1
+    warm = _dump(env)
+    assert fresh == cold == warm and "act.stage" in fresh
+    files[0].write_bytes(b"not a pickle")
+    assert _dump(env) == fresh
+    assert files[0].read_bytes() != b"not a pickle"  # rebuilt
