@@ -108,7 +108,7 @@ def megatron_terms(reg, q_lora):
 
 
 # ----------------------------------------------------------------------------- NVIDIA ModelZoo
-MZ_SCRIPT = "Megatron-MoE-ModelZoo misc/tools/deepseek_mem_estimate.py, calc()"
+MZ_SCRIPT = "NVIDIA Megatron-MoE-ModelZoo DeepSeek memory estimator, calc()"
 
 
 def modelzoo_params(reg):

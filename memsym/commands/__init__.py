@@ -6,6 +6,7 @@ COMMANDS = {
     "estimate": "per-device memory breakdown of one pipeline stage",
     "params": "parameters per layer kind, per stage and in total (Tables 3-4)",
     "reproduce": "recompute every printed number of the paper and judge each",
+    "page": "write an interactive calculator page: one self-contained HTML file, offline",
     "report": "regenerate the paper's equations and tables (tex, pdf, md, html, notebooks)",
     "terms": "list every term id with its meaning and provenance",
     "verify": "check a hand-derived formula against a term: equal, or the exact difference",

@@ -290,6 +290,9 @@ def render_all(every, worst, device=None) -> str:
 
 def render_text(est) -> str:
     lay, tr, st = est.layout, est.training, est.stage
+    # column widths grow with the values (a huge --seq), so wide numbers never run together
+    wb = max(18, 2 + max(len(fmt_int(v)) for v in est.bytes.values()))
+    wg = max(10, 2 + max(len(fmt_gib(v)) for v in est.bytes.values()))
     kinds = []
     if st.embedding:
         kinds.append("embedding")
@@ -312,13 +315,13 @@ def render_text(est) -> str:
         f"{'  total':<28}{fmt_int(est.params['total']):>18}",
         *explain_params(est),
         "",
-        f"{'bytes on the device':<28}{'bytes':>18}{'GiB':>10}  term",
+        f"{'bytes on the device':<28}{'bytes':>{wb}}{'GiB':>{wg}}  term",
     ]
     for k in ("weights", "gradients", "optimizer", "activations"):
-        lines.append(f"  {k:<26}{fmt_int(est.bytes[k]):>18}{fmt_gib(est.bytes[k]):>10}  {est.term_ids[k]}")
-    lines.append(f"  {'total':<26}{fmt_int(est.bytes['total']):>18}{fmt_gib(est.bytes['total']):>10}")
-    lines.append(f"  {'(one MoE layer, act.)':<26}{fmt_int(est.bytes['activations_per_layer']):>18}"
-                 f"{fmt_gib(est.bytes['activations_per_layer']):>10}  {est.term_ids['activations_per_layer']}")
+        lines.append(f"  {k:<26}{fmt_int(est.bytes[k]):>{wb}}{fmt_gib(est.bytes[k]):>{wg}}  {est.term_ids[k]}")
+    lines.append(f"  {'total':<26}{fmt_int(est.bytes['total']):>{wb}}{fmt_gib(est.bytes['total']):>{wg}}")
+    lines.append(f"  {'(one MoE layer, act.)':<26}{fmt_int(est.bytes['activations_per_layer']):>{wb}}"
+                 f"{fmt_gib(est.bytes['activations_per_layer']):>{wg}}  {est.term_ids['activations_per_layer']}")
     lines += _schedule_lines(est)
     if _bytes_dtypes(tr):
         lines.append(f"  {_bytes_dtypes(tr)}")
@@ -339,8 +342,10 @@ def _schedule_lines(est) -> list:
         return []
     from derivations.schedules import TITLES
     b = est.bytes
-    lines = [f"  {'(one micro-batch, act.)':<26}{fmt_int(b['activations_per_microbatch']):>18}"
-             f"{fmt_gib(b['activations_per_microbatch']):>10}  {est.term_ids['activations_per_microbatch']}"]
+    wb = max(18, 2 + max(len(fmt_int(v)) for v in b.values()))
+    wg = max(10, 2 + max(len(fmt_gib(v)) for v in b.values()))
+    lines = [f"  {'(one micro-batch, act.)':<26}{fmt_int(b['activations_per_microbatch']):>{wb}}"
+             f"{fmt_gib(b['activations_per_microbatch']):>{wg}}  {est.term_ids['activations_per_microbatch']}"]
     parts = " + ".join(f"{fmt_int(n)} of stage {c.index}" for c, n in est.chunks)
     lines.append(f"  schedule {TITLES[est.training.schedule]}: {fmt_int(est.inflight)} micro-batches in flight at "
                  f"the peak ({parts}); activations = n_fl x one micro-batch's")

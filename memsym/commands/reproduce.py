@@ -55,17 +55,20 @@ def _verdict(args) -> int:
         if not rows:
             continue
         print()
-        print(f"{title} ({len(rows)})")
-        print(f"  {'place':<58}{'printed':>16}{'derived':>18}  status")
-        for r in rows:
-            unit = {"B": "B", "GB": " GB", "params": "", "bytes": ""}[r.entry.unit]
-            printed = r.entry.printed + ("" if r.entry.printed.endswith("B") else unit)
-            print(f"  {r.entry.place[:57]:<58}{printed:>16}{r.derived_text() + unit:>18}  {r.status}")
+        print(f"{title} ({len(rows)}; GiB = 2^30 bytes, the paper's \"GB\"; B params = billions of parameters)")
+        cells = [(r.entry.place, _with_unit(r.entry.printed, r.entry.unit), _with_unit(r.derived_text(), r.entry.unit),
+                  r.status) for r in rows]
+        wp = max(len(c[0]) for c in cells) + 2   # the full place: rows are told apart
+        wv = max(max(len(c[1]), len(c[2])) for c in cells) + 2
+        print(f"  {'place':<{wp}}{'printed':>{wv}}{'derived':>{wv}}  status")
+        for place, printed, derived, status in cells:
+            print(f"  {place:<{wp}}{printed:>{wv}}{derived:>{wv}}  {status}")
     disc = [r for r in results if r.status == "discrepancy"]
     print()
     print(f"discrepancies with known causes ({len(disc)}):")
     for r in disc:
-        print(f"  {r.entry.place}: printed {r.entry.printed}, derived {r.derived_text()}: {r.entry.discrepancy}")
+        print(f"  {r.entry.place}: printed {_with_unit(r.entry.printed, r.entry.unit)}, derived "
+              f"{_with_unit(r.derived_text(), r.entry.unit)}: {r.entry.discrepancy}")
     n_ok = sum(1 for r in results if r.status == "agrees")
     print()
     print("\n".join(summary_lines(formulas)))
@@ -73,7 +76,17 @@ def _verdict(args) -> int:
     print(f"summary: {len(results)} entries, {n_ok} agree, {len(disc)} known discrepancies, {len(bad)} unexplained; "
           f"{len(formulas)} printed formulas, {len(formulas) - len(failing)} verified, {len(failing)} failing")
     for r in bad:
-        print(f"  {r.status}: {r.entry.place}: printed {r.entry.printed}, derived {r.derived_text()}")
+        print(f"  {r.status}: {r.entry.place}: printed {_with_unit(r.entry.printed, r.entry.unit)}, derived "
+              f"{_with_unit(r.derived_text(), r.entry.unit)}")
     for c in failing:
         print(f"  {c.status}: {c.formula.place}: {c.detail()}")
     return 1 if bad or failing else 0
+
+
+def _with_unit(text: str, unit: str) -> str:
+    """A printed or derived number with its unit: GiB (the paper's "GB" is 2^30 bytes), billions of
+    parameters ("1.5B params"), params or bytes."""
+    text = str(text)
+    if unit == "B":
+        return (text if text.endswith("B") else text + "B") + " params"
+    return f"{text} {dict(GB='GiB').get(unit, unit)}"

@@ -220,12 +220,15 @@ def render_text(model, args, hbm, result, idx) -> str:
     lines += ["", f"top {len(idx)} by {how} (GiB; stage = most-loaded " + ("device" if sched else "stage") + ")"]
     cols = ("DP", "TP", "PP", "EP", "ETP", "CP", "ZeRO", "recompute", "b", "s") + (("m",) if sched else ()) + \
         ("stage", "weights", "grads", "optim", "activ", "total", "peak", "headroom")
-    widths = (6, 4, 4, 5, 5, 6, 5, 11, 4, 8) + ((7,) if sched else ()) + (6, 9, 8, 8, 8, 8, 8, 9)
+    widths = (5, 4, 4, 4, 4, 4, 5, 11, 3, 7) + ((6,) if sched else ()) + (6, 9, 8, 8, 8, 8, 8, 9)
+    table = [[r["dp"], r["tp"], r["pp"], r["ep"], r["etp"], r["cp"], r["zero"], r["recompute"], r["mbs"], r["seq"]]
+             + ([r["microbatches"]] if sched else []) + [r["stage"]]
+             + [fmt_gib(r[k]) for k in ("weights", "gradients", "optimizer", "activations", "total", "peak", "headroom")]
+             for r in S.rows(result, idx)]
+    # a column widens with its values (CP=1024, huge bytes) so neighbours never run together
+    widths = [max(w, 1 + max(len(str(v[i])) for v in table)) for i, w in enumerate(widths)]
     lines.append("".join(f"{x:>{w}}" for x, w in zip(cols, widths)))
-    for r in S.rows(result, idx):
-        vals = [r["dp"], r["tp"], r["pp"], r["ep"], r["etp"], r["cp"], r["zero"], r["recompute"], r["mbs"], r["seq"]] \
-            + ([r["microbatches"]] if sched else []) + [r["stage"]] \
-            + [fmt_gib(r[k]) for k in ("weights", "gradients", "optimizer", "activations", "total", "peak", "headroom")]
+    for vals in table:
         lines.append("".join(f"{x:>{w}}" for x, w in zip(vals, widths)))
     return "\n".join(lines)
 

@@ -250,8 +250,10 @@ def html_exporter():
 
 
 def to_html(nb, name: str) -> str:
-    """HTML of a notebook through nbconvert and the ``memsym`` template (MathJax for LaTeX)."""
-    body, _ = html_exporter().from_notebook_node(nb, resources={"metadata": {"name": name}})
+    """HTML of a notebook through nbconvert and the ``memsym`` template (offline MathML for LaTeX)."""
+    from .offline import math_scripts
+    body, _ = html_exporter().from_notebook_node(nb, resources={"metadata": {"name": name},
+                                                                "memsym_math": math_scripts(notebook=True)})
     return body
 
 

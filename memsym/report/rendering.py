@@ -48,6 +48,11 @@ def make_environment(kind: str, templates_dir=None):
     env.filters["md"] = md_escape
     env.filters["esc"] = {"tex": tex_escape, "md": md_escape}.get(kind, str)
     env.filters["term_latex"] = lambda term, subs=None, form="paper": term_latex(term, subs, form, names=report_names())
+    if kind == "html":
+        from markupsafe import Markup
+
+        from .offline import math_scripts
+        env.globals["offline_math"] = lambda: Markup(math_scripts())
     return env
 
 

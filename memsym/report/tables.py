@@ -209,7 +209,7 @@ def table_comparison(ctx) -> Table:
         rows.append((T(r.entry.place), T(printed), T(derived), T(r.status), T(r.entry.discrepancy),
                      C(", ".join(r.entry.terms))))
     return Table("comparison", "Every printed number of the paper against memsym (paper's configuration)",
-                 "paper/printed.toml", ("place", "printed", "derived", "status", "cause", "term"), A("p.2 l l l p.22 p.15"),
+                 "paper/printed.toml", ("place", "printed", "derived", "status", "cause", "term"), A("p.19 l l l p.2 p.15"),
                  tuple(rows))
 
 

@@ -1,0 +1,36 @@
+"""memsym page: an interactive calculator, one self-contained HTML file generated from the terms."""
+from __future__ import annotations
+
+from . import COMMANDS
+
+
+def add_parser(sub):
+    p = sub.add_parser("page", help=COMMANDS["page"],
+                       description="Writes memsym-calculator.html into DIR: one self-contained HTML file (no network "
+                                   "access: no CDN, font or script fetched) with a control for every layout, training, "
+                                   "schedule and conventions option of `memsym estimate`, a model preset or a pasted "
+                                   "config.json, and every term of the per-device estimate updating as you type: its "
+                                   "formula (MathML printed by sympy), its value in bytes and GiB, the fit verdict "
+                                   "against a GPU and a stacked bar of the components. The evaluation code is printed "
+                                   "from the same sympy expressions the command line evaluates (exact BigInt "
+                                   "rationals).")
+    p.add_argument("--out", required=True, metavar="DIR", help="output directory (created if missing)")
+    p.add_argument("--json", action="store_true", help="print the path written as JSON")
+    p.set_defaults(run=run)
+
+
+def data(args) -> dict:
+    from ..page import write
+    return {"page": str(write(args.out))}
+
+
+def run(args) -> int:
+    from symbolic.files import check_out_dir
+    check_out_dir(args.out)
+    out = data(args)
+    if args.json:
+        from .common import print_json
+        print_json(out)
+    else:
+        print(out["page"])
+    return 0

@@ -1,0 +1,45 @@
+"""``memsym page``: one self-contained HTML calculator generated from the terms.
+
+:func:`render` returns the page (HTML text): the data and JavaScript functions of
+:mod:`memsym.page.data` (every formula printed from the sympy terms, exact over BigInt
+rationals; formulas as presentation MathML) and the page's runtime and controls
+(``templates/page/``).  It loads nothing: no script, style, font or image from the network.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+PAGE_NAME = "memsym-calculator.html"
+
+
+def _script_json(obj) -> str:
+    """JSON safe inside a <script> element."""
+    return json.dumps(obj, separators=(",", ":"), sort_keys=False).replace("</", "<\\/")
+
+
+def render(check: bool = True, data=None) -> str:
+    """The page's HTML; ``data``: a :func:`memsym.page.data.generate` result to reuse."""
+    import jinja2
+
+    from symbolic.resources import TEMPLATES_DIR
+
+    from .. import __version__
+    from .data import generate
+    d = dict(generate(check=check) if data is None else data)
+    fns, mathml = d.pop("fns"), d.pop("mathml")
+    folder = Path(TEMPLATES_DIR) / "page"
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), autoescape=False, keep_trailing_newline=True)
+    return env.get_template("page.html.j2").render(
+        data_json=_script_json(d), fns=",\n".join(fns), mathml_json=_script_json(mathml),
+        runtime_js=(folder / "runtime.js").read_text(encoding="utf-8"),
+        ui_js=(folder / "ui.js").read_text(encoding="utf-8"),
+        version=__version__, default_model=d["options"]["default_model"])
+
+
+def write(out_dir, check: bool = True) -> Path:
+    """Write the page into ``out_dir`` (created if needed), atomically; its path."""
+    from symbolic.files import write_atomic
+    path = Path(out_dir) / PAGE_NAME
+    write_atomic(path, render(check=check))
+    return path

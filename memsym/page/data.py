@@ -1,0 +1,303 @@
+"""What the calculator page evaluates, generated from the derivation's terms.
+
+Nothing here writes a formula: every expression comes from ``derivations`` and is printed
+to JavaScript (exact BigInt rationals) and MathML by :mod:`memsym.page.codegen`.
+
+* Model states: for each model structure (query compression, routing bias, tied
+  embeddings) and weight side of the conventions (``--rank`` x ``--shared-expert``), the
+  terms ``derivations.variant(model, training)`` names for weights, gradients and optimizer
+  states under every ZeRO stage (``side.component_ids``), and the device's P_n and P_m.
+* Activations: every tensor of the Sec. 5 lists (``derivations.inventory.SPECS``) with a
+  table of what the view (``derivations.views``) makes of it, tensor by tensor: the table
+  is filled by calling ``views._kept`` over the view's features that change that tensor
+  (found by probing, then checked against the views' own sums, :func:`check_activations`).
+  The per-stage composition (L_d + L_m) M^A + L_m M^E + L_d M^D + delta_H M^H and the peak
+  n_fl x act.stage are the coefficients of ``act.stage`` and ``act.peak``.
+* Schedules: the in-flight formulas of ``derivations.schedules.formulas``.
+* The Sec. 6 peak: ``derivations.overheads.peak`` of symbols, at the ends of its ranges.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import random
+from fractions import Fraction
+from types import SimpleNamespace
+from typing import Dict, List, Tuple
+
+import sympy as sp
+
+from derivations import config as cfg
+from derivations import variant
+
+from .codegen import js, mathml
+
+RC = ("none", "selective", "full", "custom")
+
+
+class Pool:
+    """Distinct expressions, each printed once: index -> JavaScript function and MathML."""
+
+    def __init__(self):
+        self.index: Dict[str, int] = {}
+        self.fns: List[str] = []
+        self.mls: List[str] = []
+        self.exprs: List[sp.Expr] = []
+        self.symbols: set = set()
+
+    def add(self, expr, display=None) -> int:
+        expr = sp.sympify(expr)
+        key = sp.srepr(expr) + "|" + (sp.srepr(display) if display is not None else "")
+        if key not in self.index:
+            from .codegen import symbols_of
+            self.index[key] = len(self.fns)
+            self.fns.append(f"(e) => {js(expr)}")
+            self.exprs.append(expr)
+            self.mls.append(mathml(expr if display is None else display))
+            self.symbols |= symbols_of(expr)
+        return self.index[key]
+
+
+# ----------------------------------------------------------------------------- model states
+SIDES = tuple((rank, shared) for rank in cfg.CONVENTION_SWITCHES["rank"].values
+              for shared in cfg.CONVENTION_SWITCHES["shared_expert"].values)
+STRUCTURES = tuple(itertools.product((True, False), repeat=3))  # (q_lora, routing_bias, tied)
+
+
+def _struct_key(structure) -> str:
+    return "".join("1" if x else "0" for x in structure)
+
+
+def _side_training(rank: str, shared: str) -> cfg.Training:
+    return cfg.Training(conventions=cfg.Conventions(rank=rank, shared_expert=shared))
+
+
+def _display(term):
+    """A model-state term with P_n and P_m as symbols: (B_m + B_1 + B_2)(P_n/(DP CP) + P_m/EDP)."""
+    out = 0
+    for p in term.parts:
+        sym = {"non_moe": sp.Symbol("P_n"), "moe": sp.Symbol("P_m")}.get(p.key)
+        if sym is None:
+            return term.expr
+        out += sp.Mul(*[sp.sympify(f) for f in p.num[:-1]]) * sym / sp.Mul(*[sp.sympify(f) for f in p.den])
+    return out
+
+
+def model_states(pool: Pool) -> Dict:
+    """{structure: {side: {ids: {zero: {component: id}}, terms: {id: fn}, P_n, P_m}}}."""
+    from derivations.conventions import weight_side
+    out = {}
+    for structure in STRUCTURES:
+        model = SimpleNamespace(structure=structure)
+        per = {}
+        for rank, shared in SIDES:
+            tr = _side_training(rank, shared)
+            var = variant(model, tr)
+            side = weight_side(tr.conventions)
+            ids = {z: {k: v for k, v in side.component_ids(z).items() if k in ("weights", "gradients", "optimizer")}
+                   for z in cfg.ZERO_NAMES}
+            terms = {t: pool.add(var.terms[t].expr, _display(var.terms[t]))
+                     for z in ids.values() for t in z.values()}
+            if side.rank == "megatron":
+                t = var.terms[side.params]
+                P_n = sum((p.expr for p in t.parts if "non_moe" in p.tags), sp.Integer(0))
+                P_m = sum((p.expr for p in t.parts if "moe" in p.tags), sp.Integer(0))
+            else:
+                P_n, P_m = var.terms[side.non_moe].expr, var.terms[side.moe].expr
+            per[f"{rank}/{shared}"] = {"ids": ids, "terms": terms, "P_n": pool.add(P_n), "P_m": pool.add(P_m),
+                                       "params_id": side.params}
+        out[_struct_key(structure)] = per
+    return out
+
+
+# ----------------------------------------------------------------------------- activations
+def features() -> List[Tuple[str, Tuple]]:
+    """The view's binary features: (name, (first value, second value)); recompute is categorical (RC)."""
+    out = [("attention", tuple(cfg.ATTENTION)), ("fp8", (False, True))]
+    out += [(k, s.values) for k, s in cfg.CONVENTION_SWITCHES.items() if s.side in ("activations", "both")]
+    out += [(f"op:{o}", (False, True)) for o in cfg.RECOMPUTE_OPS]
+    return out
+
+
+def make_view(rc: str, assign: Dict):
+    """The derivations View of a recompute policy and feature values (absent: the first value)."""
+    from derivations.views import View
+    feats = dict(features())
+    val = lambda f: assign.get(f, feats[f][0])
+    ops = tuple(o for o in cfg.RECOMPUTE_OPS if val(f"op:{o}")) if rc == "custom" else ()
+    conv = cfg.Conventions(**{k: val(k) for k, s in cfg.CONVENTION_SWITCHES.items() if s.side in ("activations", "both")})
+    return View(rc, ops, val("attention"), bool(val("fp8")), conv)
+
+
+def units(q_lora: bool):
+    """Every tensor of the lists: (kind, key, label, count, num, den, tags)."""
+    from derivations.inventory import SPECS
+    from derivations.views import Group
+    for kind, specs in SPECS.items():
+        for spec in specs(q_lora):
+            if isinstance(spec, Group):
+                for key, label, num, den, tags in spec.subs:
+                    yield (kind, f"{spec.key}.{key}", f"{spec.label.split(':')[0]}: {label}", spec.count, tuple(num),
+                           tuple(den), tuple(spec.tags) + tuple(tags))
+            else:
+                yield (kind, spec.key, spec.label, 1, tuple(spec.num), tuple(spec.den), tuple(spec.tags))
+
+
+def _outcome(unit, view):
+    from derivations.views import _kept
+    kind, key, label, count, num, den, tags = unit
+    got = _kept(view, num, den, tags)
+    if got is None:
+        return None
+    n, d, _ = got
+    return sp.sympify(count) * sp.Mul(*[sp.sympify(f) for f in n]) / sp.Mul(*[sp.sympify(f) for f in d])
+
+
+def _random_assign(rng) -> Dict:
+    return {f: rng.choice(vals) for f, vals in features()}
+
+
+def activation_units(pool: Pool, q_lora: bool, probes: int = 12, seed: int = 16) -> List[Dict]:
+    rng = random.Random(seed)
+    feats = features()
+    bases = [{}] + [_random_assign(rng) for _ in range(probes)]
+    out = []
+    for unit in units(q_lora):
+        relevant = []
+        for f, vals in feats:
+            rcs = ("custom",) if f.startswith("op:") else RC
+            if any(_outcome(unit, make_view(rc, {**b, f: vals[0]})) != _outcome(unit, make_view(rc, {**b, f: vals[1]}))
+                   for b in bases for rc in rcs):
+                relevant.append(f)
+        table = {}
+        for rc in RC:
+            fs = relevant if rc == "custom" else [f for f in relevant if not f.startswith("op:")]
+            for bits in itertools.product((0, 1), repeat=len(fs)):
+                assign = {f: dict(feats)[f][b] for f, b in zip(fs, bits)}
+                expr = _outcome(unit, make_view(rc, assign))
+                table[rc + "".join(str(b) for b in bits)] = None if expr is None else pool.add(expr)
+        kind, key, label = unit[:3]
+        out.append({"kind": kind, "key": key, "label": label, "feats": relevant, "table": table})
+    return out
+
+
+def evaluate_units(unit_list, rc: str, assign: Dict, pool_exprs: List) -> Dict[str, sp.Expr]:
+    """{kind: sum of the kept tensors' expressions} read from the generated tables (what the page does)."""
+    feats = dict(features())
+    out = {}
+    for u in unit_list:
+        fs = u["feats"] if rc == "custom" else [f for f in u["feats"] if not f.startswith("op:")]
+        key = rc + "".join(str(feats[f].index(assign.get(f, feats[f][0]))) for f in fs)
+        i = u["table"][key]
+        out[u["kind"]] = out.get(u["kind"], sp.Integer(0)) + (pool_exprs[i] if i is not None else 0)
+    return out
+
+
+def check_activations(unit_list, q_lora: bool, pool_exprs: List, n: int = 200, seed: int = 1) -> None:
+    """The generated tables give every kind's term of ``n`` random views (AssertionError otherwise)."""
+    from derivations.activations import view_terms
+    rng = random.Random(seed)
+    for i in range(n):
+        rc, assign = rng.choice(RC), _random_assign(rng)
+        if rc == "custom" and not any(assign[f"op:{o}"] for o in cfg.RECOMPUTE_OPS):
+            assign["op:norm"] = True
+        got = evaluate_units(unit_list, rc, assign, pool_exprs)
+        want = view_terms(make_view(rc, assign), q_lora)
+        for kind in ("mla", "moe", "dense", "head"):
+            assert sp.simplify(got.get(kind, 0) - want[kind].expr) == 0, (rc, assign, kind)
+
+
+def composition(pool: Pool) -> Dict:
+    """Coefficients of act.stage (per kind) and of act.peak, from the paper view's terms."""
+    from derivations.activations import view_terms
+    from derivations.views import PAPER
+    t = view_terms(PAPER, True)
+    coef = lambda p: p.num[0] if len(p.num) > 1 else 1
+    return {"stage": {p.key: pool.add(coef(p)) for p in t["stage"].parts},
+            "layer": {p.key: pool.add(coef(p)) for p in t["layer"].parts},
+            "peak": pool.add(coef(t["peak"].parts[0]))}
+
+
+# ----------------------------------------------------------------------------- schedules, overheads
+def schedules(pool: Pool) -> Dict:
+    from derivations import schedules as sch
+    return {name: {"title": sch.TITLES[name],
+                   "chunks": [[which, pool.add(expr)] for which, expr in sch.formulas(name)]}
+            for name in cfg.SCHEDULES}
+
+
+def overheads(pool: Pool) -> Dict:
+    from derivations import overheads as oh
+    from derivations.notation import M_buf, f_frag
+    alloc = sp.Symbol("M_alloc", positive=True)
+    ends = {end: {"f_frag": _q(oh.overhead_values(end)[f_frag]), "M_buf": _q(oh.overhead_values(end)[M_buf])}
+            for end in ("low", "high")}
+    return {"peak": pool.add(oh.peak(alloc, f_frag, M_buf)), "ends": ends}
+
+
+def _q(x) -> str:
+    x = Fraction(x)
+    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
+
+
+# ----------------------------------------------------------------------------- the options
+def options() -> Dict:
+    """The options of ``estimate`` the page offers, their values and defaults (from derivations)."""
+    from derivations.presets import PRESET_NAMES, preset_path
+    from derivations.recipes import RECIPES
+    from derivations import hfconfig
+    from derivations.notation import EXTENSION_DEFAULTS, PAPER_BYTES
+    lay, tr = cfg.Layout(), cfg.Training()
+
+    def jsonable(v):
+        if isinstance(v, tuple):
+            return [jsonable(x) for x in v]
+        if isinstance(v, Fraction):
+            return _q(v)
+        return v
+    return {
+        "presets": {n: json.load(open(preset_path(n))) for n in PRESET_NAMES},
+        "default_model": cfg.DEFAULT_MODEL,
+        "model_types": list(hfconfig.MODEL_TYPES), "topk_methods": list(hfconfig.TOPK_METHODS),
+        "dimensions": [list(d) for d in hfconfig._DIMENSIONS],
+        "layout": {"dp": lay.dp, "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "etp": lay.etp, "cp": lay.cp},
+        "training": {"mbs": tr.mbs, "seq": tr.seq, "zero": tr.zero, "recompute": tr.recompute,
+                     "attention": tr.attention, "imbalance": _q(tr.imbalance)},
+        "zero_names": {str(k): v for k, v in cfg.ZERO_NAMES.items()},
+        "recompute": list(cfg.RECOMPUTE), "recompute_ops": dict(cfg.RECOMPUTE_OPS),
+        "attention": list(cfg.ATTENTION), "schedules": list(cfg.SCHEDULES), "dtypes": dict(cfg.DTYPES),
+        "paper_bytes": {k.name: _q(v) for k, v in PAPER_BYTES.items()},
+        "extension_defaults": {k.name: _q(v) for k, v in EXTENSION_DEFAULTS.items()},
+        "switches": {k: {"option": s.option, "values": list(s.values), "side": s.side, "help": s.help}
+                     for k, s in cfg.CONVENTION_SWITCHES.items()},
+        "convention_presets": {k: {kk: jsonable(vv) for kk, vv in p.items()} for k, p in cfg.CONVENTION_PRESETS.items()},
+        "bytes_conventions": {k: [v[0], v[1]] for k, v in cfg.BYTES_CONVENTIONS.items()},
+        "recipes": {k: {"description": r.description, "options": {kk: jsonable(vv) for kk, vv in r.options.items()},
+                        "device": list(r.device) if r.device else None} for k, r in RECIPES.items()},
+        "gib": cfg.GiB,
+    }
+
+
+def gpus() -> List[Dict]:
+    """The GPU table of the fit verdict: the ``--gpu`` presets (derivations/gpus.toml)."""
+    from derivations.gpus import presets
+    return [{"id": g.key, "name": g.name, "bytes": g.capacity, "capacity": f"{g.capacity} B ({g.kind})",
+             "source": g.source} for g in presets().values()]
+
+
+def generate(check: bool = True) -> Dict:
+    """Everything the page needs: the JavaScript functions, their MathML and the option data."""
+    pool = Pool()
+    states = model_states(pool)
+    acts = {}
+    for q_lora in (True, False):
+        acts["1" if q_lora else "0"] = activation_units(pool, q_lora)
+    comp = composition(pool)
+    sched = schedules(pool)
+    over = overheads(pool)
+    if check:
+        for q_lora in (True, False):
+            check_activations(acts["1" if q_lora else "0"], q_lora, pool.exprs, n=60)
+    return {"fns": pool.fns, "mathml": pool.mls, "symbols": sorted(pool.symbols), "states": states,
+            "activations": acts, "composition": comp, "schedules": sched, "overheads": over,
+            "options": options(), "gpus": gpus(), "features": [[f, list(v)] for f, v in features()]}

@@ -1,0 +1,325 @@
+"use strict";
+/* memsym page runtime: exact rationals, the configuration's rules (ported from derivations:
+   hfconfig.from_dict, layout.validate_layout / stage_layers, training.validate_training,
+   schedules.validate / chunks / held_stages, device._estimate, commands/common's option
+   resolution) and the page's controls.  Every formula it evaluates is a generated function of
+   FNS (memsym/page/data.py, printed from the sympy terms); none is written here. */
+
+// ----------------------------------------------------------------------------- exact rationals
+function gcd(a, b) { a = a < 0n ? -a : a; b = b < 0n ? -b : b; while (b) { [a, b] = [b, a % b]; } return a; }
+const Q = {
+  make(n, d) {
+    if (d === 0n) throw new Error("division by zero");
+    if (d < 0n) { n = -n; d = -d; }
+    const g = gcd(n, d) || 1n;
+    return { n: n / g, d: d / g };
+  },
+  n(a, b) { return Q.make(BigInt(a), BigInt(b === undefined ? 1 : b)); },
+  of(x) { return (typeof x === "object" && x !== null) ? x : Q.make(BigInt(x), 1n); },
+  parse(text) {  // "123", "3/2"
+    const [a, b] = String(text).split("/");
+    return Q.n(a, b === undefined ? "1" : b);
+  },
+  // null is +infinity (m not given: sympy's oo): it absorbs + and x by positive factors, and loses min
+  add(...xs) { if (xs.includes(null)) return null; return xs.reduce((a, b) => { a = Q.of(a); b = Q.of(b); return Q.make(a.n * b.d + b.n * a.d, a.d * b.d); }, Q.n(0)); },
+  mul(...xs) { if (xs.includes(null)) return null; return xs.reduce((a, b) => { a = Q.of(a); b = Q.of(b); return Q.make(a.n * b.n, a.d * b.d); }, Q.n(1)); },
+  div(a, b) { a = Q.of(a); b = Q.of(b); return Q.make(a.n * b.d, a.d * b.n); },
+  pow(a, k) {
+    a = Q.of(a);
+    if (k < 0) return Q.div(Q.n(1), Q.pow(a, -k));
+    return Q.make(a.n ** BigInt(k), a.d ** BigInt(k));
+  },
+  cmp(a, b) { a = Q.of(a); b = Q.of(b); const x = a.n * b.d - b.n * a.d; return x < 0n ? -1 : (x > 0n ? 1 : 0); },
+  min(...xs) { return xs.reduce((a, b) => (a === null ? b : (b === null ? a : (Q.cmp(a, b) <= 0 ? a : b)))); },
+  max(...xs) { return xs.reduce((a, b) => (a === null || b === null ? null : (Q.cmp(a, b) >= 0 ? a : b))); },
+  str(a) { return a.d === 1n ? a.n.toString() : `${a.n}/${a.d}`; },
+  float(a) { return Number(a.n) / Number(a.d); },
+};
+const INF = null;  // m not given: at least enough micro-batches to fill the pipeline
+
+function fmtInt(q) {  // symbolic.render.fmt_int
+  if (q.d === 1n) return q.n.toLocaleString("en-US");
+  return Q.float(q).toLocaleString("en-US", { minimumFractionDigits: 3, maximumFractionDigits: 3 });
+}
+function fmtGiB(q, decimals) {  // symbolic.render.fmt_gib
+  decimals = decimals === undefined ? 2 : decimals;
+  return (Q.float(q) / DATA.options.gib).toLocaleString("en-US", { minimumFractionDigits: decimals, maximumFractionDigits: decimals });
+}
+function pct(a, b) { return `${Math.round(Q.float(a) / Q.float(b) * 100)}%`; }
+
+class ConfigError extends Error {}
+
+// ----------------------------------------------------------------------------- Python's repr, for the messages
+function pyRepr(x) {
+  if (x === null || x === undefined) return "None";
+  if (x === true) return "True";
+  if (x === false) return "False";
+  if (typeof x === "string") return x.includes("'") && !x.includes('"') ? `"${x}"` : `'${x.replace(/'/g, "\\'")}'`;
+  if (typeof x === "number") return Number.isInteger(x) ? String(x) : String(x);
+  if (Array.isArray(x)) return "[" + x.map(pyRepr).join(", ") + "]";
+  if (typeof x === "object") return "{" + Object.entries(x).map(([k, v]) => `${pyRepr(k)}: ${pyRepr(v)}`).join(", ") + "}";
+  return String(x);
+}
+function typeName(x) {  // hfconfig._type_name
+  if (x === null) return "null";
+  if (typeof x === "boolean") return "boolean";
+  if (typeof x === "string") return "string";
+  if (typeof x === "number") return Number.isInteger(x) ? "int" : "number";
+  if (Array.isArray(x)) return "array";
+  return "object";
+}
+const isInt = (x) => typeof x === "number" && Number.isInteger(x);
+
+// ----------------------------------------------------------------------------- hfconfig.from_dict
+function fromDict(data, path, name) {
+  const err = (field, message) => new ConfigError(`${path}: ${message}`);
+  const int = (field, meaning, minimum, dflt, required) => {
+    minimum = minimum === undefined ? 1 : minimum;
+    required = required === undefined ? true : required;
+    if (!(field in data)) {
+      if (required) throw err(field, `required field ${pyRepr(field)} (${meaning}) is missing`);
+      return dflt;
+    }
+    const x = data[field];
+    if (!isInt(x)) throw err(field, `field ${pyRepr(field)} (${meaning}) must be an integer, got ${typeName(x)} ${pyRepr(x)}`);
+    if (x < minimum) {
+      const kind = minimum === 1 ? "a positive integer" : `an integer >= ${minimum}`;
+      throw err(field, `field ${pyRepr(field)} (${meaning}) must be ${kind}, got ${x}`);
+    }
+    return x;
+  };
+  const O = DATA.options;
+  if (typeof data !== "object" || data === null || Array.isArray(data))
+    throw err("json", `a config.json holds a JSON object, got ${typeName(data)}`);
+  const mt = data.model_type;
+  if (mt === undefined || mt === null) {
+    if (!("model_type" in data) || mt === undefined)
+      throw err("model_type", `required field 'model_type' is missing (memsym covers ${O.model_types.join(", ")})`);
+  }
+  if (!O.model_types.includes(mt))
+    throw err("model_type", `model_type ${pyRepr(mt)} is not an architecture memsym covers (MLA + MoE: ${O.model_types.join(", ")})`);
+  const m = {};
+  for (const [field, attr, meaning] of O.dimensions) m[attr] = int(field, meaning);
+  if (!("q_lora_rank" in data))
+    throw err("q_lora_rank", "required field 'q_lora_rank' (query compression rank d_c') is missing; write null for a model without query compression");
+  m.d_cq = data.q_lora_rank === null ? null : int("q_lora_rank", "query compression rank d_c'");
+  const nShared = data.n_shared_experts;
+  m.N_s = (nShared === null || nShared === undefined) ? 0 : int("n_shared_experts", "shared experts N_s", 0);
+  m.first_k_dense = int("first_k_dense_replace", "leading dense layers", 0);
+  m.moe_layer_freq = int("moe_layer_freq", "MoE layer frequency", 1, 1, false);
+  m.mtp_layers = int("num_nextn_predict_layers", "MTP modules D", 0, 0, false);
+  const defaultTopk = (mt === "deepseek_v3" || mt === "kimi_k2") ? "noaux_tc" : "greedy";
+  const topk = "topk_method" in data ? data.topk_method : defaultTopk;
+  if (typeof topk !== "string" || !O.topk_methods.includes(topk))
+    throw err("topk_method", `field 'topk_method' must be one of ${O.topk_methods.join(", ")}, got ${typeName(topk)} ${pyRepr(topk)}`);
+  const tied = "tie_word_embeddings" in data ? data.tie_word_embeddings : false;
+  if (typeof tied !== "boolean")
+    throw err("tie_word_embeddings", `field 'tie_word_embeddings' must be true or false, got ${typeName(tied)} ${pyRepr(tied)}`);
+  for (const flag of ["attention_bias", "mlp_bias"]) {
+    const val = flag in data ? data[flag] : false;
+    if (val !== false && val !== null)
+      throw err(flag, `field ${pyRepr(flag)} = ${pyRepr(val)}: projection biases are not covered (DeepSeek checkpoints have none)`);
+  }
+  if (m.N_r > m.N) throw err("num_experts_per_tok", `num_experts_per_tok=${m.N_r} exceeds n_routed_experts=${m.N}`);
+  if (m.first_k_dense > m.l) throw err("first_k_dense_replace", `first_k_dense_replace=${m.first_k_dense} exceeds num_hidden_layers=${m.l}`);
+  const q = data.quantization_config;
+  if (q !== undefined && q !== null && (typeof q !== "object" || Array.isArray(q)))
+    throw err("quantization_config", `field 'quantization_config' must be an object, got ${typeName(q)}`);
+  m.name = name; m.topk_method = topk; m.tie_word_embeddings = tied;
+  m.q_lora = m.d_cq !== null; m.routing_bias = topk === "noaux_tc";
+  m.kinds = [];
+  for (let i = 0; i < m.l; i++) m.kinds.push(i >= m.first_k_dense && i % m.moe_layer_freq === 0 ? "moe" : "dense");
+  return m;
+}
+
+// ----------------------------------------------------------------------------- layout (derivations/layout.py)
+function stageLayers(m, lay) {
+  const l = m.l, pp = lay.pp;
+  let split;
+  if (lay.layers_per_stage !== null) {
+    split = lay.layers_per_stage.slice();
+    if (split.length !== pp) throw new ConfigError(`--layers-per-stage has ${split.length} entries, PP=${pp}`);
+    if (split.some((x) => x < 1)) throw new ConfigError(`every stage needs at least one layer, got ${pyRepr(split)}`);
+    const sum = split.reduce((a, b) => a + b, 0);
+    if (sum !== l) throw new ConfigError(`--layers-per-stage sums to ${sum}, the model has ${l} layers`);
+  } else {
+    if (pp > l) throw new ConfigError(`PP=${pp} is larger than the ${l} layers of ${m.name}`);
+    const k = Math.ceil(l / pp);
+    if (pp === 1) split = [l];
+    else if (l - k * (pp - 1) >= 1) split = Array(pp - 1).fill(k).concat([l - k * (pp - 1)]);
+    else {
+      const base = Math.floor(l / pp), rem = l % pp;
+      split = Array(rem).fill(base + 1).concat(Array(pp - rem).fill(base));
+    }
+  }
+  const out = []; let start = 0;
+  for (const n of split) { out.push([start, start + n]); start += n; }
+  return out;
+}
+function compose(m, range, first, last, index) {
+  let dense = 0;
+  for (let i = range[0]; i < range[1]; i++) if (m.kinds[i] === "dense") dense++;
+  return { index, layers: range, dense, moe: range[1] - range[0] - dense, embedding: first, head: last };
+}
+function stages(m, lay) {
+  const split = stageLayers(m, lay);
+  return split.map((r, i) => compose(m, r, i === 0, i === split.length - 1, i));
+}
+function validateLayout(m, lay, seq) {
+  const { tp, ep, etp, cp, dp } = lay;
+  if (lay.sp !== null && lay.sp !== 1 && lay.sp !== tp)
+    throw new ConfigError(`SP must be 1 (off) or equal TP=${tp}, got SP=${lay.sp}`);
+  if (m.n_h % tp) throw new ConfigError(`TP=${tp} must divide n_h=${m.n_h} (attention heads of ${m.name})`);
+  if (m.N % ep) throw new ConfigError(`EP=${ep} must divide N=${m.N} (routed experts of ${m.name})`);
+  if ((dp * tp * cp) % (ep * etp)) {
+    const dtc = cp === 1 ? "DP*TP" : "DP*TP*CP";
+    throw new ConfigError(`${dtc}=${dp * tp * cp} must be divisible by EP*ETP=${ep * etp} (EDP = ${dtc}/(EP*ETP) must be an integer; DP=${dp}, TP=${tp}, EP=${ep}, ETP=${etp}` + (cp !== 1 ? `, CP=${cp}` : "") + ")");
+  }
+  if (m.h_E % etp) throw new ConfigError(`ETP=${etp} must divide h_E=${m.h_E}`);
+  if (m.h_F % tp) throw new ConfigError(`TP=${tp} must divide h_F=${m.h_F} (dense FFN)`);
+  if (lay.pp > m.l) throw new ConfigError(`PP=${lay.pp} is larger than the ${m.l} layers of ${m.name}`);
+  const SP = lay.sp === null ? tp : lay.sp;
+  if (seq % cp) throw new ConfigError(`CP=${cp} must divide the sequence length s=${seq}`);
+  if (seq % (SP * cp)) throw new ConfigError(`SP*CP=${SP * cp} must divide the sequence length s=${seq} (sequence parallelism splits the sequence over SP=${SP} ranks)`);
+  stageLayers(m, lay);
+}
+function validateTraining(t) {
+  if (t.microbatches !== null && t.schedule === null) throw new ConfigError("--microbatches needs a pipeline schedule (--schedule)");
+  if (t.vpp !== null) {
+    if (t.schedule !== "interleaved") throw new ConfigError(`--vpp applies to --schedule interleaved only, got schedule ${t.schedule === null ? "None" : t.schedule}`);
+    if (t.vpp < 2) throw new ConfigError(`the interleaved schedule needs --vpp V >= 2, got ${t.vpp}`);
+  }
+  if (t.conventions.mtp && t.conventions.rank !== "megatron")
+    throw new ConfigError("--mtp counts the D MTP layers in Megatron's most-loaded shard: it needs --rank megatron (or --conventions megatron); the paper's stages hold no MTP layer");
+}
+
+// ----------------------------------------------------------------------------- schedules (derivations/schedules.py)
+function validateSchedule(name, pp, m) {
+  if (name === "dualpipe") {
+    if (pp % 2) throw new ConfigError(`DualPipe needs an even number of pipeline stages, got PP=${pp}`);
+    if (m !== null && (m % 2 || m < 2 * pp))
+      throw new ConfigError(`DualPipe needs an even number of micro-batches m >= 2 PP = ${2 * pp}, got --microbatches ${m}`);
+  }
+}
+function chunks(name, pp, index, m, vpp) {
+  validateSchedule(name, pp, m);
+  if (name === "interleaved" && vpp === null) vpp = 2;
+  const e = { PP: Q.n(pp), i_s: Q.n(index), n_mb: m === null ? INF : Q.n(m), VPP: Q.n(vpp || 1) };
+  return DATA.schedules[name].chunks.map(([which, fn]) => ({ stage: which === "own" ? index : pp - 1 - index, inflight: FNS[fn](e) }));
+}
+function heldStages(name, pp, index) { return name === "dualpipe" ? [index, pp - 1 - index] : [index]; }
+
+// ----------------------------------------------------------------------------- the substitution (config.substitution)
+function substitution(m, lay, t, comp) {
+  const e = {};
+  for (const k of ["h", "h_F", "h_E", "l", "n_h", "d_c", "d_h", "d_hr", "d_v", "N", "N_s", "N_r", "v"]) e[k] = Q.n(m[k]);
+  e.D = Q.n(m.mtp_layers);
+  if (m.d_cq !== null) e.d_cq = Q.n(m.d_cq);
+  Object.assign(e, { DP: Q.n(lay.dp), TP: Q.n(lay.tp), PP: Q.n(lay.pp), EP: Q.n(lay.ep), ETP: Q.n(lay.etp), CP: Q.n(lay.cp),
+    SP: Q.n(lay.sp === null ? lay.tp : lay.sp) });
+  e.b = Q.n(t.mbs); e.s = Q.n(t.seq);
+  for (const [k, v] of Object.entries(DATA.options.extension_defaults)) e[k] = Q.parse(v);
+  for (const [k, v] of Object.entries(t.bytes)) e[k] = v;
+  e.F = t.imbalance;
+  if (t.microbatches !== null) e.n_mb = Q.n(t.microbatches);
+  if (t.vpp !== null) e.VPP = Q.n(t.vpp);
+  e.z = Q.n(t.zero);
+  if (comp) Object.assign(e, { L_d: Q.n(comp.dense), L_m: Q.n(comp.moe), e_E: Q.n(comp.embedding ? 1 : 0), e_H: Q.n(comp.head ? 1 : 0) });
+  return e;
+}
+
+// ----------------------------------------------------------------------------- the activation view
+function viewKey(t) {
+  const a = { attention: t.attention, fp8: t.fp8 };
+  for (const k of Object.keys(DATA.options.switches)) a[k] = t.conventions[k];
+  for (const o of Object.keys(DATA.options.recompute_ops)) a["op:" + o] = t.recompute_ops.includes(o);
+  return a;
+}
+function keptUnits(m, t) {
+  const feats = Object.fromEntries(DATA.features);
+  const a = viewKey(t), rc = t.recompute, out = { mla: [], moe: [], dense: [], head: [] };
+  for (const u of DATA.activations[m.q_lora ? "1" : "0"]) {
+    const fs = rc === "custom" ? u.feats : u.feats.filter((f) => !f.startsWith("op:"));
+    const key = rc + fs.map((f) => feats[f].indexOf(a[f])).join("");
+    const i = u.table[key];
+    if (i === undefined) throw new Error(`no table entry ${key} for ${u.key}`);
+    if (i !== null) out[u.kind].push({ unit: u, fn: i });
+  }
+  return out;
+}
+function kindValues(kept, e) {
+  const out = {};
+  for (const [kind, list] of Object.entries(kept)) out[kind] = Q.add(...list.map((k) => FNS[k.fn](e)));
+  return out;
+}
+function actStage(kept, e) {
+  const kv = kindValues(kept, e), c = DATA.composition.stage;
+  return Q.add(...Object.keys(c).map((k) => Q.mul(FNS[c[k]](e), kv[k])));
+}
+
+// ----------------------------------------------------------------------------- the estimate (device._estimate)
+function estimateStage(m, lay, t, index, all) {
+  const comp = all[index];
+  const struct = (m.q_lora ? "1" : "0") + (m.routing_bias ? "1" : "0") + (m.tie_word_embeddings ? "1" : "0");
+  const sideKey = `${t.conventions.rank}/${t.conventions.shared_expert}`;
+  const side = DATA.states[struct][sideKey];
+  let ch = [], held = [comp];
+  if (t.schedule !== null) {
+    ch = chunks(t.schedule, lay.pp, index, t.microbatches, t.vpp);
+    held = heldStages(t.schedule, lay.pp, index).map((i) => all[i]);
+  }
+  const subs = substitution(m, lay, t, comp);
+  let dev;
+  if (t.conventions.rank === "megatron") {
+    dev = substitution(m, lay, t, compose(m, [0, m.l], true, true, 0));
+    dev.D = Q.n(t.conventions.mtp ? m.mtp_layers : 0);
+  } else {
+    dev = Object.assign({}, subs);
+    dev.L_d = Q.n(held.reduce((a, c) => a + c.dense, 0));
+    dev.L_m = Q.n(held.reduce((a, c) => a + c.moe, 0));
+    dev.e_E = Q.n(held.reduce((a, c) => a + (c.embedding ? 1 : 0), 0));
+    dev.e_H = Q.n(held.reduce((a, c) => a + (c.head ? 1 : 0), 0));
+  }
+  const ids = Object.assign({}, side.ids[String(t.zero)]);
+  const bytes = {};
+  for (const k of ["weights", "gradients", "optimizer"]) bytes[k] = FNS[side.terms[ids[k]]](dev);
+  const P_n = FNS[side.P_n](dev), P_m = FNS[side.P_m](dev);
+  const kept = keptUnits(m, t);
+  const perMb = actStage(kept, subs);
+  let act = perMb;
+  if (t.schedule !== null) {
+    act = Q.add(...ch.map((c) => { const s = substitution(m, lay, t, all[c.stage]); s.n_fl = c.inflight;
+      return Q.mul(FNS[DATA.composition.peak](s), actStage(kept, s)); }));
+  }
+  bytes.activations = act;
+  bytes.total = Q.add(bytes.weights, bytes.gradients, bytes.optimizer, bytes.activations);
+  bytes.activations_per_microbatch = perMb;
+  const kv = kindValues(kept, subs);
+  const lc = DATA.composition.layer;
+  bytes.activations_per_layer = Q.add(...Object.keys(lc).map((k) => Q.mul(FNS[lc[k]](subs), kv[k])));
+  const overheads = {};
+  for (const [end, o] of Object.entries(DATA.overheads.ends)) {
+    overheads[end] = { f_frag: Q.parse(o.f_frag), buffers: Q.parse(o.M_buf),
+      peak: FNS[DATA.overheads.peak]({ M_alloc: bytes.total, f_frag: Q.parse(o.f_frag), M_buf: Q.parse(o.M_buf) }) };
+  }
+  return { stage: comp, held, chunks: ch, params: { non_moe: P_n, moe: P_m, total: Q.add(P_n, P_m) }, bytes, ids,
+    params_id: side.params_id, kept, subs, overheads,
+    inflight: t.schedule !== null ? Q.add(...ch.map((c) => c.inflight)) : null };
+}
+function estimate(m, lay, t, stageIndex) {
+  validateLayout(m, lay, t.seq);
+  validateTraining(t);
+  const all = stages(m, lay);
+  if (stageIndex === null) {
+    if (t.schedule === null) stageIndex = lay.pp > 1 ? 1 : 0;
+    else {
+      const every = all.map((c, i) => estimateStage(m, lay, t, i, all));
+      let worst = 0;
+      every.forEach((e, i) => { if (Q.cmp(e.bytes.total, every[worst].bytes.total) > 0) worst = i; });
+      return every[worst];
+    }
+  }
+  if (stageIndex < 0 || stageIndex >= all.length)
+    throw new ConfigError(`stage must be an integer in 0..${all.length - 1} (PP=${lay.pp}), got ${stageIndex}`);
+  return estimateStage(m, lay, t, stageIndex, all);
+}

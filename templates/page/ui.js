@@ -1,0 +1,289 @@
+"use strict";
+/* The page's controls: one per option of `memsym estimate`, empty (not typed) by default, resolved
+   as the command line resolves them (commands/common.py: --recipe and --conventions set what was
+   not typed; typed options win), then estimate() and the rendering. */
+
+const $ = (id) => document.getElementById(id);
+const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
+const DTYPE_OPTIONS = [["weight_dtype", ["B_w"], "weights"], ["grad_dtype", ["B_g"], "gradients"],
+  ["master_dtype", ["B_m"], "the optimizer's master weights"], ["optimizer_dtype", ["B_1", "B_2"], "both Adam moments"],
+  ["act_dtype", ["B_a"], "activations"]];
+const LAYOUT = ["dp", "tp", "pp", "ep", "etp", "cp"];
+
+function field(id, label, control, help) {
+  return `<div class="field"><label for="${id}"${help ? ` title="${esc(help)}"` : ""}>${esc(label)}</label>${control}</div>`;
+}
+function textInput(id, placeholder) {
+  return `<input type="text" id="${id}" name="${id}" inputmode="numeric" autocomplete="off" placeholder="${esc(placeholder)}">`;
+}
+function select(id, options, dflt) {
+  const opts = [[" ", dflt]].concat(options.map((o) => [o, o]));
+  return `<select id="${id}" name="${id}">` + opts.map(([v, t]) => `<option value="${esc(v.trim())}">${esc(t)}</option>`).join("") + "</select>";
+}
+function checkbox(id, label, help) {
+  return `<div class="field check"><input type="checkbox" id="${id}" name="${id}"><label for="${id}">${esc(label)}</label>${help ? `<small>${esc(help)}</small>` : ""}</div>`;
+}
+
+function buildForm() {
+  const O = DATA.options, T = O.training, L = O.layout;
+  let html = "<fieldset><legend>Model</legend>";
+  html += field("opt-model", "--model: preset or pasted config.json",
+    `<select id="opt-model" name="opt-model">` + Object.keys(O.presets).map((n) => `<option value="${n}">${n}</option>`).join("") +
+    `<option value="config">pasted config.json (below)</option></select>`);
+  html += field("opt-config", "pasted Hugging Face config.json (read as data)",
+    `<textarea id="opt-config" name="opt-config" rows="4" spellcheck="false" placeholder='{"model_type": "deepseek_v3", ...}'></textarea>`);
+  html += "</fieldset><fieldset><legend>Parallel layout (Table 5)</legend>";
+  for (const k of LAYOUT) html += field(`opt-${k}`, `--${k} (${k.toUpperCase()})`, textInput(`opt-${k}`, `default ${L[k]}`));
+  html += field("opt-sp", "--sp (SP: TP or 1)", textInput("opt-sp", "default TP"));
+  html += field("opt-layers_per_stage", "--layers-per-stage N,N,...", textInput("opt-layers_per_stage", "default: the paper's split"));
+  html += field("opt-stage", "--stage (pipeline stage reported)", textInput("opt-stage", "default 1; with a schedule the most-loaded"));
+  html += "</fieldset><fieldset><legend>Training (Tables 7 and 9)</legend>";
+  html += field("opt-recipe", "--recipe", select("opt-recipe", Object.keys(O.recipes), "(none)"));
+  html += field("opt-zero", "--zero (ZeRO stage)", select("opt-zero", Object.keys(O.zero_names).map(String), `default ${T.zero}`));
+  html += field("opt-recompute", "--recompute", select("opt-recompute", O.recompute, `default ${T.recompute}`));
+  html += `<div class="ops" role="group" aria-label="operators a custom recomputation recomputes">`;
+  for (const [op, what] of Object.entries(O.recompute_ops)) html += checkbox(`opt-op-${op}`, `custom: ${op}`, what);
+  html += "</div>";
+  html += field("opt-attention", "--attention", select("opt-attention", O.attention, `default ${T.attention}`));
+  html += field("opt-mbs", "--mbs (micro-batch b)", textInput("opt-mbs", `default ${T.mbs}`));
+  html += field("opt-seq", "--seq (sequence s)", textInput("opt-seq", `default ${T.seq}`));
+  html += field("opt-imbalance", "--imbalance (F >= 1)", textInput("opt-imbalance", `default ${T.imbalance}`));
+  html += "</fieldset><fieldset><legend>Pipeline schedule</legend>";
+  html += field("opt-schedule", "--schedule", select("opt-schedule", O.schedules, "(none: one micro-batch)"));
+  html += field("opt-microbatches", "--microbatches (m)", textInput("opt-microbatches", "default: enough to fill the pipeline"));
+  html += field("opt-vpp", "--vpp (V, interleaved)", textInput("opt-vpp", "default 2"));
+  html += "</fieldset><fieldset><legend>Precision (Table 7)</legend>";
+  for (const [dest, syms, what] of DTYPE_OPTIONS)
+    html += field(`opt-${dest}`, `--${dest.replace("_", "-")} (${syms.join(",")}: ${what})`, select(`opt-${dest}`, Object.keys(O.dtypes), "default"));
+  html += checkbox("opt-fp8_activations", "--fp8-activations", "cache the DeepSeek-V3 report's FP8 / E5M6 activations");
+  html += "</fieldset><fieldset><legend>Conventions</legend>";
+  html += field("opt-conventions", "--conventions (preset)", select("opt-conventions", Object.keys(O.convention_presets), "(none)"));
+  for (const [name, s] of Object.entries(O.switches))
+    html += field(`opt-${name}`, s.option, select(`opt-${name}`, s.values, `default ${s.values[0]}`), s.help);
+  html += field("opt-bytes_per_param", "--bytes-per-param", select("opt-bytes_per_param", Object.keys(O.bytes_conventions), "default paper"));
+  html += checkbox("opt-mtp", "--mtp", "count the D MTP layers in Megatron's shard (needs --rank megatron)");
+  html += "</fieldset><fieldset><legend>Fit against a GPU</legend>";
+  html += field("opt-gpu", "GPU (memory a training job can use)",
+    `<select id="opt-gpu" name="opt-gpu">` + DATA.gpus.map((g) => `<option value="${g.id}">${esc(g.name)} (${esc(g.capacity)})</option>`).join("") + "</select>");
+  html += "</fieldset>";
+  $("controls").innerHTML = html;
+  $("opt-gpu").value = "h800";
+}
+
+// ----------------------------------------------------------------------------- reading the controls (argparse's types)
+function argError(opt, msg) { return new ConfigError(`argument ${opt}: ${msg}`); }
+function readInt(dest, opt, min) {
+  const raw = $(`opt-${dest}`).value;
+  if (raw.trim() === "") return undefined;
+  const kind = min === 0 ? "a non-negative integer" : "a positive integer";
+  if (!/^\s*[+-]?\d+\s*$/.test(raw)) throw argError(opt, `expected ${kind}, got ${pyRepr(raw)}`);
+  const v = parseInt(raw, 10);
+  if (v < min) throw argError(opt, `expected ${kind}, got ${pyRepr(raw)}`);
+  return v;
+}
+function readFraction(text) {  // Python's Fraction(text): integers, decimals, a/b
+  const m = /^\s*([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?\s*$/.exec(text);
+  const f = /^\s*([+-]?\d+)\s*\/\s*(\d+)\s*$/.exec(text);
+  if (f) { if (BigInt(f[2]) === 0n) return null; return Q.make(BigInt(f[1]), BigInt(f[2])); }
+  if (!m || (m[2] === "" && (m[3] === undefined || m[3] === ""))) return null;
+  const digits = (m[2] || "") + (m[3] || ""), scale = (m[3] || "").length - parseInt(m[4] || "0", 10);
+  let q = Q.make(BigInt(digits || "0"), 1n);
+  q = scale >= 0 ? Q.div(q, Q.pow(Q.n(10), scale)) : Q.mul(q, Q.pow(Q.n(10), -scale));
+  return m[1] === "-" ? Q.mul(q, Q.n(-1)) : q;
+}
+
+/** The typed options, {dest: value}; a control left at its default is not typed. */
+function typedOptions() {
+  const t = {};
+  const put = (dest, v) => { if (v !== undefined && v !== "") t[dest] = v; };
+  for (const k of LAYOUT) put(k, readInt(k, `--${k}`, 1));
+  put("sp", readInt("sp", "--sp", 1));
+  const lps = $("opt-layers_per_stage").value;
+  if (lps.trim() !== "") {
+    const parts = lps.split(",");
+    if (!parts.every((p) => /^\s*[+-]?\d+\s*$/.test(p))) throw argError("--layers-per-stage", `expected comma-separated integers, got ${pyRepr(lps)}`);
+    t.layers_per_stage = parts.map((p) => parseInt(p, 10));
+  }
+  put("stage", readInt("stage", "--stage", 0));
+  const zero = $("opt-zero").value;
+  if (zero !== "") t.zero = parseInt(zero, 10);
+  const rc = $("opt-recompute").value;
+  if (rc !== "") {
+    const ops = Object.keys(DATA.options.recompute_ops).filter((o) => $(`opt-op-${o}`).checked);
+    if (rc === "custom" && !ops.length)
+      throw argError("--recompute", `custom recomputation needs operators, e.g. custom:norm,mla_up; valid: ${Object.keys(DATA.options.recompute_ops).join(", ")}`);
+    t.recompute = [rc, rc === "custom" ? ops : []];
+  }
+  put("attention", $("opt-attention").value);
+  put("mbs", readInt("mbs", "--mbs", 1));
+  put("seq", readInt("seq", "--seq", 1));
+  const imb = $("opt-imbalance").value;
+  if (imb.trim() !== "") {
+    const v = readFraction(imb);
+    if (v === null) throw argError("--imbalance", `imbalance F must be a number >= 1, got ${pyRepr(imb)}`);
+    if (Q.cmp(v, Q.n(1)) < 0) throw argError("--imbalance", `imbalance F must be >= 1 (1 is balanced routing), got ${pyRepr(imb)}`);
+    if (Q.cmp(v, Q.n(1000000)) > 0) throw argError("--imbalance", `imbalance F must be at most 1e6 (an expert cannot receive more than every token: F <= N / N_r), got ${pyRepr(imb)}`);
+    t.imbalance = Q.str(v);
+  }
+  put("schedule", $("opt-schedule").value);
+  put("microbatches", readInt("microbatches", "--microbatches", 1));
+  put("vpp", readInt("vpp", "--vpp", 1));
+  for (const [dest] of DTYPE_OPTIONS) { const v = $(`opt-${dest}`).value; if (v !== "") t[dest] = DATA.options.dtypes[v]; }
+  if ($("opt-fp8_activations").checked) t.fp8_activations = true;
+  for (const name of Object.keys(DATA.options.switches)) put(name, $(`opt-${name}`).value);
+  put("bytes_per_param", $("opt-bytes_per_param").value);
+  if ($("opt-mtp").checked) t.mtp = true;
+  return t;
+}
+
+/** The options as the command line resolves them: defaults, then --recipe, then --conventions, typed win. */
+function resolve(typed) {
+  const O = DATA.options, T = O.training, L = O.layout;
+  const a = { model: O.default_model, dp: L.dp, tp: L.tp, pp: L.pp, ep: L.ep, etp: L.etp, cp: L.cp, sp: null,
+    layers_per_stage: null, zero: T.zero, recompute: [T.recompute, []], attention: T.attention, mbs: T.mbs, seq: T.seq,
+    imbalance: T.imbalance, schedule: null, microbatches: null, vpp: null, fp8_activations: false,
+    bytes_per_param: "paper", mtp: false };
+  for (const [dest] of DTYPE_OPTIONS) a[dest] = null;
+  for (const [name, s] of Object.entries(O.switches)) a[name] = s.values[0];
+  const recipe = $("opt-recipe").value, preset = $("opt-conventions").value;
+  if (recipe) for (const [dest, v] of Object.entries(O.recipes[recipe].options)) if (!(dest in typed)) a[dest] = v;
+  if (preset) for (const [dest, v] of Object.entries(O.convention_presets[preset])) if (!(dest in typed)) a[dest] = v;
+  Object.assign(a, typed);
+  return a;
+}
+
+/** common.training_from_args */
+function trainingOf(a, typed) {
+  const O = DATA.options;
+  const bytes = {};
+  for (const [k, v] of Object.entries(O.paper_bytes)) bytes[k] = Q.parse(v);
+  for (const [dest, syms] of DTYPE_OPTIONS) if (a[dest] !== null && a[dest] !== undefined) for (const s of syms) bytes[s] = Q.n(a[dest]);
+  let zero = a.zero;
+  if (a.bytes_per_param && a.bytes_per_param !== "paper") {
+    const [conv, zmin] = O.bytes_conventions[a.bytes_per_param];
+    const keep = new Set();
+    for (const [dest, syms] of DTYPE_OPTIONS) if (dest in typed) syms.forEach((s) => keep.add(s));
+    for (const [k, v] of Object.entries(conv)) if (!keep.has(k)) bytes[k] = Q.n(v);
+    if (zmin && !("zero" in typed)) zero = Math.max(zero, zmin);
+  }
+  const conventions = { mtp: !!a.mtp };
+  for (const name of Object.keys(O.switches)) conventions[name] = a[name];
+  const [rc, ops] = a.recompute;
+  const order = Object.keys(O.recompute_ops);
+  return { mbs: a.mbs, seq: a.seq, zero, recompute: rc, recompute_ops: order.filter((o) => ops.includes(o)),
+    attention: a.attention, fp8: !!a.fp8_activations, imbalance: Q.parse(a.imbalance), schedule: a.schedule,
+    microbatches: a.microbatches, vpp: a.vpp, bytes, conventions };
+}
+
+function modelOf(a) {
+  const choice = $("opt-model").value;
+  if (choice === "config") {
+    const raw = $("opt-config").value;
+    let data;
+    try { data = JSON.parse(raw); } catch (e) { throw new ConfigError(`config.json: not valid JSON: ${e.message}`); }
+    return fromDict(data, "config.json", "config");
+  }
+  const name = ("model" in a && choice === DATA.options.default_model) ? a.model : choice;
+  return fromDict(DATA.options.presets[name], name, name);
+}
+
+// ----------------------------------------------------------------------------- rendering
+const COLORS = { weights: "#4e79a7", gradients: "#f28e2b", optimizer: "#59a14f", activations: "#e15759" };
+const math = (inner) => `<math display="inline">${inner}</math>`;
+function valueCells(key, q) {
+  return `<td class="num" id="v-${key}" data-exact="${Q.str(q)}">${fmtInt(q)}</td><td class="num" id="g-${key}">${fmtGiB(q)}</td>`;
+}
+function actFormula(kept) {
+  const sym = { mla: "<msup><mi>M</mi><mi>A</mi></msup>", moe: "<msup><mi>M</mi><mi>E</mi></msup>",
+    dense: "<msup><mi>M</mi><mi>D</mi></msup>", head: "<msup><mi>M</mi><mi>H</mi></msup>" };
+  const c = DATA.composition.stage;
+  const paren = (ml) => (ml.includes("<mo>+</mo>") ? `<mo>(</mo>${ml}<mo>)</mo>` : ml);
+  const head = Object.keys(c).map((k) => `<mrow>${paren(DATA.mathml[c[k]])}<mo>&InvisibleTimes;</mo>${sym[k]}</mrow>`).join("<mo>+</mo>");
+  let out = `<div class="formula">${math(head)}</div><details><summary>the tensors kept per layer (this view)</summary>`;
+  for (const [kind, list] of Object.entries(kept)) {
+    const body = list.length ? list.map((k) => DATA.mathml[k.fn]).join("<mo>+</mo>") : "<mn>0</mn>";
+    out += `<div class="formula">${math(`${sym[kind]}<mo>=</mo>${body}`)}</div>`;
+  }
+  return out + "</details>";
+}
+function render(m, t, est, gpu) {
+  const b = est.bytes, st = est.stage;
+  const stName = `stage ${st.index} (layers ${st.layers[0]}-${st.layers[1] - 1}: ${[st.embedding ? "embedding" : "", st.dense ? `${st.dense} dense` : "", st.moe ? `${st.moe} MoE` : "", st.head ? "head" : ""].filter(Boolean).join(", ")})`;
+  let html = `<p id="summary">${esc(m.name)}, one device of <span id="v-stage" data-index="${st.index}">${esc(stName)}</span>; ZeRO ${t.zero} (${DATA.options.zero_names[t.zero]}), recompute ${esc(t.recompute === "custom" ? "custom:" + t.recompute_ops.join(",") : t.recompute)}, b=${t.mbs}, s=${t.seq}` +
+    (t.schedule ? `; schedule ${esc(t.schedule)}, <span id="v-inflight">${fmtInt(est.inflight)}</span> micro-batches in flight` : "") + "</p>";
+  html += `<table id="params"><caption>Parameters on the device (Table 6)</caption><thead><tr><th scope="col">quantity</th><th scope="col">formula</th><th scope="col">params</th><th scope="col">billions</th></tr></thead><tbody>`;
+  const side = DATA.states[(m.q_lora ? "1" : "0") + (m.routing_bias ? "1" : "0") + (m.tie_word_embeddings ? "1" : "0")][`${t.conventions.rank}/${t.conventions.shared_expert}`];
+  for (const [k, label, fn] of [["non_moe", "non-MoE P_n", side.P_n], ["moe", "MoE P_m", side.P_m], ["total", "total", null]]) {
+    const q = est.params[k];
+    html += `<tr><th scope="row">${label}</th><td class="formula">${fn === null ? math("<msub><mi>P</mi><mi>n</mi></msub><mo>+</mo><msub><mi>P</mi><mi>m</mi></msub>") : `<details><summary>formula</summary><div class="scroll">${math(DATA.mathml[fn])}</div></details>`}</td>` +
+      `<td class="num" id="v-params-${k}" data-exact="${Q.str(q)}">${fmtInt(q)}</td><td class="num">${(Q.float(q) / 1e9).toFixed(3)}</td></tr>`;
+  }
+  html += "</tbody></table>";
+  html += `<table id="bytes"><caption>Bytes on the device (Tables 8 and 10)</caption><thead><tr><th scope="col">component</th><th scope="col">term</th><th scope="col">formula</th><th scope="col">bytes</th><th scope="col">GiB</th></tr></thead><tbody>`;
+  for (const k of ["weights", "gradients", "optimizer"]) {
+    const id = est.ids[k];
+    html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS[k]}"></span>${k}</th><td><code>${esc(id)}</code></td><td class="formula"><div class="scroll">${math(DATA.mathml[side.terms[id]])}</div></td>${valueCells("bytes-" + k, b[k])}</tr>`;
+  }
+  const actId = t.schedule ? "n_fl x act.stage (held at the peak)" : "act.stage (one micro-batch)";
+  html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.activations}"></span>activations</th><td><code>${actId}</code></td><td class="formula"><div class="scroll">${actFormula(est.kept)}</div></td>${valueCells("bytes-activations", b.activations)}</tr>`;
+  html += `<tr class="total"><th scope="row">total</th><td></td><td class="formula">${math("<mi>weights</mi><mo>+</mo><mi>gradients</mi><mo>+</mo><mi>optimizer</mi><mo>+</mo><mi>activations</mi>")}</td>${valueCells("bytes-total", b.total)}</tr>`;
+  if (t.schedule) html += `<tr><th scope="row">one micro-batch, act.</th><td><code>act.stage</code></td><td></td>${valueCells("bytes-activations_per_microbatch", b.activations_per_microbatch)}</tr>`;
+  html += `<tr><th scope="row">one MoE layer, act.</th><td><code>act.layer</code></td><td class="formula">${math("<msup><mi>M</mi><mi>A</mi></msup><mo>+</mo><msup><mi>M</mi><mi>E</mi></msup>")}</td>${valueCells("bytes-activations_per_layer", b.activations_per_layer)}</tr>`;
+  html += "</tbody></table>";
+  const lo = est.overheads.low.peak, hi = est.overheads.high.peak, hbm = Q.n(gpu.bytes);
+  const verdict = Q.cmp(hi, hbm) <= 0 ? "fits" : (Q.cmp(lo, hbm) <= 0 ? "fits only at the low end" : "does not fit");
+  html += `<p id="verdict" class="${verdict === "fits" ? "ok" : (verdict === "does not fit" ? "bad" : "warn")}">Against one ${esc(gpu.name)} (<span id="v-hbm" data-exact="${gpu.bytes}">${fmtGiB(hbm)}</span> GiB): peak with Sec. 6 overheads <span id="v-peak-low" data-exact="${Q.str(lo)}">${fmtGiB(lo)}</span> - <span id="v-peak-high" data-exact="${Q.str(hi)}">${fmtGiB(hi)}</span> GiB (${pct(lo, hbm)} - ${pct(hi, hbm)}): <strong id="v-verdict">${verdict}</strong>; allocated (no overheads) ${fmtGiB(b.total)} GiB.</p>`;
+  html += bar(b, hbm, hi);
+  $("results").innerHTML = html;
+}
+function bar(b, hbm, hi) {
+  const W = 760, H = 54, scale = Math.max(Q.float(hi), Q.float(hbm));
+  let x = 0, svg = `<svg id="bar" role="img" aria-label="stacked bar of the components against the GPU" width="${W + 20}" height="${H + 40}" viewBox="0 0 ${W + 20} ${H + 40}">`;
+  for (const k of ["weights", "gradients", "optimizer", "activations"]) {
+    const w = Q.float(b[k]) / scale * W;
+    svg += `<rect x="${10 + x}" y="10" width="${Math.max(w, 0)}" height="${H - 20}" fill="${COLORS[k]}"><title>${k}: ${fmtGiB(b[k])} GiB</title></rect>`;
+    if (w > 60) svg += `<text x="${10 + x + 4}" y="${H / 2 + 4}" fill="#fff" font-size="12">${k} ${fmtGiB(b[k], 1)}</text>`;
+    x += w;
+  }
+  const g = Q.float(hbm) / scale * W, p = Q.float(hi) / scale * W;
+  svg += `<rect x="${10 + x}" y="14" width="${Math.max(p - x, 0)}" height="${H - 28}" fill="none" stroke="#888" stroke-dasharray="3,2"><title>Sec. 6 overheads (high end)</title></rect>`;
+  svg += `<line x1="${10 + g}" y1="2" x2="${10 + g}" y2="${H}" stroke="#000" stroke-width="2"/><text x="${Math.min(10 + g, W - 60)}" y="${H + 14}" font-size="12">GPU ${fmtGiB(hbm, 0)} GiB</text>`;
+  return svg + "</svg>";
+}
+
+function update() {
+  const err = $("error");
+  try {
+    const typed = typedOptions();
+    const a = resolve(typed);
+    const m = modelOf(a);
+    const lay = { dp: a.dp, tp: a.tp, pp: a.pp, ep: a.ep, etp: a.etp, cp: a.cp, sp: a.sp, layers_per_stage: a.layers_per_stage };
+    const t = trainingOf(a, typed);
+    const est = estimate(m, lay, t, "stage" in typed ? typed.stage : null);
+    const gpu = DATA.gpus.find((g) => g.id === $("opt-gpu").value);
+    render(m, t, est, gpu);
+    err.textContent = ""; err.hidden = true;
+    document.body.dataset.state = "ok";
+  } catch (e) {
+    if (!(e instanceof ConfigError)) throw e;
+    err.textContent = e.message; err.hidden = false;
+    $("results").innerHTML = "";
+    document.body.dataset.state = "error";
+  }
+}
+
+function applyRecipeDevice() {
+  const r = $("opt-recipe").value;
+  if (r && DATA.options.recipes[r].device) {
+    const [name, bytes] = DATA.options.recipes[r].device;
+    const g = DATA.gpus.find((x) => x.bytes === bytes && x.name.includes(name));
+    if (g) $("opt-gpu").value = g.id;
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  buildForm();
+  $("controls").addEventListener("input", update);
+  $("controls").addEventListener("change", (ev) => { if (ev.target.id === "opt-recipe") applyRecipeDevice(); update(); });
+  update();
+});

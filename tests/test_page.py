@@ -1,0 +1,289 @@
+"""memsym page: the calculator is generated from the terms, offline, and equal to estimate --json
+to the byte in a real browser (headless Chromium driven by selenium with the system chromedriver)."""
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+from fractions import Fraction
+from html.parser import HTMLParser
+
+import pytest
+
+from memsym.page import PAGE_NAME, render
+from memsym.page import data as page_data
+
+
+@pytest.fixture(scope="module")
+def generated():
+    return page_data.generate(check=False)
+
+
+@pytest.fixture(scope="module")
+def page(generated, tmp_path_factory):
+    path = tmp_path_factory.mktemp("page") / PAGE_NAME
+    path.write_text(render(data=generated), encoding="utf-8")
+    return path
+
+
+class _Resources(HTMLParser):
+    """Every src/href of script, link, img (and any other element) in an HTML file."""
+
+    def __init__(self):
+        super().__init__()
+        self.refs = []
+
+    def handle_starttag(self, tag, attrs):
+        self.refs += [(tag, k, v) for k, v in attrs if k in ("src", "href") and v]
+
+
+def remote_resources(html: str):
+    p = _Resources()
+    p.feed(html)
+    return [r for r in p.refs if r[2].strip().lower().startswith(("http://", "https://", "//"))]
+
+
+def test_page_command_writes_one_offline_html(tmp_path):
+    out = tmp_path / "p"
+    r = subprocess.run([sys.executable, "-m", "memsym", "page", "--out", str(out)], capture_output=True, text=True,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))), timeout=300)
+    assert r.returncode == 0, r.stderr
+    files = os.listdir(out)
+    assert files == [PAGE_NAME]
+    html = (out / PAGE_NAME).read_text(encoding="utf-8")
+    assert remote_resources(html) == []
+    assert "http://" not in html and "https://" not in html
+    assert "<script src" not in html and "<link" not in html
+
+
+@pytest.mark.parametrize("q_lora", [True, False])
+def test_activation_tables_give_every_view(generated, q_lora):
+    """The per-tensor tables of the page reproduce each kind's term of random views (other seed
+    than the generator's own check)."""
+    pool = page_data.Pool()
+    units = page_data.activation_units(pool, q_lora)
+    page_data.check_activations(units, q_lora, pool.exprs, n=40, seed=7)
+
+
+def test_every_formula_is_printed_from_a_term(generated):
+    assert all(f.startswith("(e) => ") for f in generated["fns"])
+    assert len(generated["fns"]) == len(generated["mathml"])
+    assert all(m.startswith("<m") for m in generated["mathml"])
+
+
+# ----------------------------------------------------------------------------- the browser
+def _chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chrome, driver = _chromium(), shutil.which("chromedriver")
+    if not (chrome and driver):
+        if os.environ.get("MEMSYM_REQUIRE_BROWSER"):
+            pytest.fail("MEMSYM_REQUIRE_BROWSER is set but chromium / chromedriver are not installed")
+        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        if os.environ.get("MEMSYM_REQUIRE_BROWSER"):
+            raise
+        pytest.skip("selenium is not installed (pip install memsym[test])")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chrome
+    # networking off: every host resolves nowhere and any proxy is a closed port
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1700",
+              "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync", "--no-first-run"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    d = webdriver.Chrome(service=Service(driver), options=opts)
+    yield d
+    d.quit()
+
+
+def _set(d, control, value):
+    from selenium.webdriver.support.ui import Select
+    el = d.find_element("id", f"opt-{control}")
+    if el.tag_name == "select":
+        Select(el).select_by_value("" if value is None else str(value))
+    elif el.get_attribute("type") == "checkbox":
+        if el.is_selected() != bool(value):
+            el.click()
+    else:
+        el.clear()
+        if value is not None:
+            el.send_keys(str(value))
+
+
+def _reset(d, page):
+    d.get(page.as_uri())
+    assert d.execute_script("return document.body.dataset.state") == "ok"
+
+
+def _configure(d, page, controls):
+    _reset(d, page)
+    for k, v in controls:
+        _set(d, k, v)
+
+
+def _argv(controls):
+    """The estimate command line of a list of (control, value)."""
+    out, ops, rc = [], [], None
+    for k, v in controls:
+        if k.startswith("op-"):
+            if v:
+                ops.append(k[3:])
+            continue
+        if k == "recompute":
+            rc = v
+            continue
+        if k in ("fp8_activations", "mtp"):
+            out += [f"--{k.replace('_', '-')}"] if v else []
+            continue
+        if k == "gpu" or v in (None, ""):
+            continue
+        out += [f"--{k.replace('_', '-')}", str(v)]
+    if rc:
+        out += ["--recompute", rc + (":" + ",".join(ops) if rc == "custom" else "")]
+    return out
+
+
+def _dom_exact(d, key):
+    return Fraction(d.find_element("id", f"v-{key}").get_attribute("data-exact"))
+
+
+PAPER = [("dp", 32), ("tp", 2), ("pp", 16), ("ep", 8), ("etp", 1), ("zero", 1)]
+CONFIGS = [
+    PAPER,
+    [("model", "deepseek-v2"), ("dp", 16), ("tp", 4), ("pp", 8), ("ep", 16), ("zero", 3), ("recompute", "selective"),
+     ("attention", "flash"), ("mbs", 2), ("seq", 8192), ("stage", 0)],
+    [("recipe", "deepseek-v3"), ("imbalance", "1.5")],
+    [("conventions", "megatron"), ("mtp", True), ("cp", 2), ("schedule", "interleaved"), ("vpp", 3),
+     ("microbatches", 40), ("recompute", "custom"), ("op-norm", True), ("op-mla_up", True), ("fp8_activations", True),
+     ("optimizer_dtype", "fp32"), ("seq", 8192)],
+    [("model", "deepseek-v2-lite"), ("dp", 8), ("tp", 1), ("pp", 3), ("ep", 8), ("schedule", "1f1b"),
+     ("conventions", "modelzoo"), ("zero", 2), ("layers_per_stage", "10,9,8"), ("routed_tokens", "paper")],
+]
+
+
+@pytest.mark.parametrize("i", range(len(CONFIGS)))
+def test_browser_equals_estimate_json(browser, page, tmp_path, i):
+    from memsym.cli import build_parser
+    from memsym.commands import estimate as est_cmd
+    from memsym.commands import common
+    from derivations.device import estimate
+    controls = CONFIGS[i]
+    _configure(browser, page, controls)
+    err = browser.find_element("id", "error")
+    assert not err.text, err.text
+    args = build_parser("estimate").parse_args(["estimate", *_argv(controls)])
+    js = est_cmd.data(args)
+    exact = estimate(common.model_from_args(args), common.layout_from_args(args), common.training_from_args(args),
+                     common.stage_from_args(args), common.recipe_assumptions(args))
+    assert int(browser.find_element("id", "v-stage").get_attribute("data-index")) == js["stage"]["index"]
+    for k in ("non_moe", "moe", "total"):
+        assert _dom_exact(browser, f"params-{k}") == exact.params[k]
+        assert _dom_exact(browser, f"params-{k}") == js["params"][k]
+    keys = ["weights", "gradients", "optimizer", "activations", "total", "activations_per_layer"]
+    if exact.training.schedule:
+        keys.append("activations_per_microbatch")
+    for k in keys:
+        assert _dom_exact(browser, f"bytes-{k}") == exact.bytes[k], k
+    for end in ("low", "high"):
+        assert _dom_exact(browser, f"peak-{end}") == exact.overheads[end]["peak"]
+    if i == 0:  # the paper's layout under ZeRO-1: Tables 6 and 8
+        assert js["params"]["total"] == 6_250_364_928 == _dom_exact(browser, "params-total")
+        assert js["bytes"]["optimizer"] == 5_928_075_264 == _dom_exact(browser, "bytes-optimizer")
+    browser.save_screenshot(str(tmp_path / f"page-{i}.png"))
+    assert (tmp_path / f"page-{i}.png").stat().st_size > 10_000
+
+
+INVALID = [
+    [("tp", 3)], [("ep", 7)], [("dp", 3)], [("pp", 100)], [("cp", 3)], [("sp", 3)], [("stage", 16)],
+    [("dp", 0)], [("seq", "x")], [("layers_per_stage", "4,4")], [("imbalance", "0.5")], [("mtp", True)],
+    [("microbatches", 4)], [("schedule", "1f1b"), ("vpp", 3)], [("schedule", "dualpipe"), ("pp", 15)],
+    [("schedule", "dualpipe"), ("microbatches", 6)], [("schedule", "interleaved"), ("vpp", 1)],
+    [("recompute", "custom")], [("model", "deepseek-v2-lite"), ("tp", 32)], [("pp", 2), ("seq", 4095)],
+]
+
+
+def test_browser_invalid_layouts_say_what_the_cli_says(browser, page, capsys):
+    from memsym.cli import main
+    for controls in INVALID:
+        _configure(browser, page, controls)
+        shown = browser.find_element("id", "error").text
+        argv = _argv(controls)
+        if controls == [("recompute", "custom")]:
+            argv = ["--recompute", "custom:"]
+        try:
+            code = main(["estimate", *argv])
+        except SystemExit as exc:  # argparse's own errors
+            code = exc.code
+        assert code == 2
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+        assert shown and shown == line.split("error: ", 1)[1], (controls, shown, line)
+
+
+def test_browser_page_is_offline_and_labelled(browser, page, tmp_path):
+    _reset(browser, page)
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
+    unlabelled = browser.execute_script("""
+        return Array.from(document.querySelectorAll('input, select, textarea')).filter(el => {
+            const l = el.id && document.querySelector('label[for="' + el.id + '"]');
+            return !(l && l.textContent.trim());
+        }).map(el => el.id || el.outerHTML);""")
+    assert unlabelled == []
+    assert browser.execute_script("return document.querySelectorAll('input, select, textarea').length") > 40
+    assert browser.find_elements("css selector", "#bytes math")
+    severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == []
+    browser.save_screenshot(str(tmp_path / "page.png"))
+
+
+def test_browser_exact_beyond_2_53(browser, page):
+    """A sequence so long the activations exceed 2^53 bytes: still exact (BigInt rationals)."""
+    from derivations import config as cfg
+    from derivations.device import estimate
+    _configure(browser, page, [("seq", 2 ** 24)])
+    got = _dom_exact(browser, "bytes-activations")
+    want = estimate(cfg.PRESETS["deepseek-v3"], cfg.Layout(), cfg.Training(seq=2 ** 24)).bytes["activations"]
+    assert got == want > 2 ** 53
+
+
+def test_random_configurations_in_the_browser(browser, page):
+    """Random valid configurations set through script (faster than typing), equal to the Python."""
+    from derivations import config as cfg
+    from derivations.device import estimate
+    from memsym.cli import build_parser
+    from memsym.commands import common
+    rng = random.Random(16)
+    done = 0
+    while done < 12:
+        controls = [("tp", rng.choice([1, 2, 4])), ("pp", rng.choice([1, 2, 4, 8, 16])), ("ep", rng.choice([1, 8, 32])),
+                    ("zero", rng.choice([0, 1, 2, 3])), ("recompute", rng.choice(["none", "full", "selective"])),
+                    ("attention", rng.choice(["eager", "flash"])), ("fp8_activations", rng.random() < 0.5),
+                    ("schedule", rng.choice([None, "1f1b", "dualpipe", "zb"]))]
+        for name, spec in cfg.CONVENTION_SWITCHES.items():
+            controls.append((name, rng.choice(spec.values)))
+        args = build_parser("estimate").parse_args(["estimate", *_argv(controls)])
+        try:
+            exact = estimate(common.model_from_args(args), common.layout_from_args(args),
+                             common.training_from_args(args), None)
+        except cfg.ConfigError:
+            continue
+        _reset(browser, page)
+        browser.execute_script("""
+            for (const [k, v] of arguments[0]) { const el = document.getElementById('opt-' + k);
+              if (el.type === 'checkbox') el.checked = !!v; else el.value = v === null ? '' : String(v); }
+            update();""", controls)
+        assert not browser.find_element("id", "error").text
+        for k in ("weights", "gradients", "optimizer", "activations", "total"):
+            assert _dom_exact(browser, f"bytes-{k}") == exact.bytes[k], (controls, k)
+        done += 1
