@@ -56,6 +56,10 @@ def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (40
     """Every layout with DP*TP*PP*CP = ``gpus`` that passes ``validate_layout`` for every s in ``seqs``."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise cfg.ConfigError("gpus", f"--gpus must be a positive integer, got {gpus!r}")
+    from .limits import OPTIONS  # bounded work: the divisor lattice of at most 2^20 GPUs, floats in range
+    OPTIONS["gpus"].check(gpus, "--gpus")
+    for s in seqs:
+        OPTIONS["seq"].check(s, "--seq")
     out = Enumeration(gpus, [])
     from math import gcd
     for tp in divisors(gpus):
