@@ -14,6 +14,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from symbolic.errors import ConfigError
 from symbolic.files import write_atomic  # noqa: F401  (re-exported: memsym.report.write_atomic)
+from symbolic.files import write_tree
 
 from . import rendering
 from .extras import NOTEBOOK_FORMATS, require_report
@@ -25,7 +26,7 @@ DEFAULT_FORMATS = FORMATS
 
 
 def default_out_dir() -> Path:
-    """``paper/build`` of the project (ignored by git)."""
+    """``./memsym-report`` under the current directory (never the installed package's tree)."""
     from symbolic.resources import build_dir
     return build_dir()
 
@@ -87,9 +88,10 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
             progress: Optional[Callable[[str], None]] = None) -> Published:
     """Build the report of ``ctx`` and write the requested formats to ``out_dir``.
 
-    Everything is rendered in memory first and written atomically at the end, so a failure
-    writes nothing (a PDF failure still writes the other files and reports the engine's
-    first error).  The report is laid out once: the notebooks are built from the outline
+    Everything is rendered in memory first and written at the end all or nothing
+    (:func:`symbolic.files.write_tree`: a temporary folder beside ``out_dir``, renamed into
+    place), so a failure, a full disk or Ctrl-C leaves ``out_dir`` as it was (a PDF failure
+    still writes the other files and reports the engine's first error).  The report is laid out once: the notebooks are built from the outline
     and run while the same outline is computed for the other formats.
     """
     out = Path(out_dir) if out_dir is not None else default_out_dir()
@@ -111,9 +113,8 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
             kernel.shutdown()                   # do not leave a kernel behind; the worker then stops
         raise
     say(f"writing {len(outputs)} files to {out}")
-    for name in sorted(outputs):
-        write_atomic(out / name, outputs[name])
-        result.written.append(out / name)
+    stale = () if "report.pdf" not in outputs else ("report.log",)  # the log of an earlier failed compile
+    result.written.extend(write_tree(out, outputs, remove=stale))  # all or nothing (symbolic/files.py)
     return result
 
 
@@ -150,9 +151,6 @@ def _add_pdf(out: Path, outputs: Dict[str, object], result: Published, say) -> N
         return
     try:
         outputs["report.pdf"] = compile_pdf(outputs["report.tex"], engine, say)
-        stale_log = out / "report.log"          # from an earlier failed compile
-        if stale_log.exists():
-            stale_log.unlink()
     except PdfError as exc:
         result.error = f"{exc} (full log: {out / 'report.log'})"
         if exc.log:
