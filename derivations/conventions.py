@@ -108,6 +108,41 @@ def megatron_terms(reg, q_lora):
 
 
 # ----------------------------------------------------------------------------- NVIDIA ModelZoo
+MZ_SCRIPT = "Megatron-MoE-ModelZoo misc/tools/deepseek_mem_estimate.py, calc()"
+
+
+def modelzoo_params(reg):
+    """``conv.modelzoo.params.non_moe`` / ``.moe`` / ``conv.modelzoo.params``: the script's rank.
+
+    calc() counts ``layers_per_pp`` MoE layers on every rank (dense layers too): per layer the
+    attention projections (moe_layer_dense_params: the MLA matrices, no norms) and the shared
+    experts split by TP, and the N routed experts over EP, split by ETP; no embedding, head,
+    norms or router.  Here layers_per_pp is the stage's L_d + L_m."""
+    A = sum((p.expr for p in reg["params.mla"].parts), 0)
+    F_E = 3 * h * h_E
+    n_layers = L_d + L_m
+    non_moe = Term("conv.modelzoo.params.non_moe", "non-MoE parameters of the ModelZoo script's rank: attention "
+                   "projections and shared experts of every layer of the stage, split by TP", "params", MZ_SCRIPT,
+                   (Part("attn", "attention projections per layer / TP (moe_layer_dense_params)", (n_layers, A), (TP,),
+                         MZ_SCRIPT),
+                    Part("shared", "shared experts per layer / TP", (n_layers, N_s, F_E), (TP,), MZ_SCRIPT)))
+    moe = Term("conv.modelzoo.params.moe", "MoE parameters of the ModelZoo script's rank: the routed experts of every "
+               "layer of the stage over EP, split by ETP", "params", MZ_SCRIPT,
+               (Part("experts", "routed experts per layer / (EP ETP) (moe_layer_moe_params / etp)", (n_layers, N, F_E),
+                     (EP, ETP), MZ_SCRIPT),))
+    total = combine("conv.modelzoo.params", "parameters of the ModelZoo script's rank", "params", MZ_SCRIPT,
+                    [("non_moe", "non-MoE", 1, non_moe), ("moe", "MoE", 1, moe)])
+    return non_moe, moe, total
+
+
+def modelzoo_terms(reg):
+    non_moe, moe, total = modelzoo_params(reg)
+    yield from (non_moe, moe, total)
+    from .zero import sharding_terms
+    # calc(): dense parameters over dense_dp = gpus / (pp tp) = DP CP, experts over moe_dp = EDP
+    yield from sharding_terms("conv.modelzoo", non_moe.expr, moe.expr, MZ_SCRIPT)
+
+
 def modelzoo_tensors():
     """The ModelZoo estimator's tensors of one MoE transformer layer (BF16 unless said)."""
     t = b * s * N_r / TP  # routed token-copies per device
@@ -190,6 +225,9 @@ def weight_side(conventions: cfg.Conventions) -> WeightSide:
         sfx = "" if shared_tp else ".shared-replicated"
         pid = f"conv.megatron.params{sfx}"
         return WeightSide("megatron", pid, pid, pid, "conv.megatron", sfx)
+    if conventions.rank == "modelzoo":
+        return WeightSide("stage", "conv.modelzoo.params", "conv.modelzoo.params.non_moe", "conv.modelzoo.params.moe",
+                          "conv.modelzoo", "")
     if not shared_tp:
         return WeightSide("stage", "static.device.total", "static.device.non_moe", "static.device.moe", "zero", "")
     return WeightSide("stage", "static.device.total.shared-tp", "static.device.non_moe",
@@ -199,6 +237,8 @@ def weight_side(conventions: cfg.Conventions) -> WeightSide:
 def side_terms(reg, conventions: cfg.Conventions) -> List[Term]:
     """The weight-side terms ``conventions`` need beyond the base registry ``reg`` (not added to it)."""
     shared_tp = conventions.shared_expert == "tp"
+    if conventions.rank == "modelzoo":
+        return []  # conv.modelzoo.* are base terms
     if conventions.rank == "megatron":
         if shared_tp:
             return []  # conv.megatron.* are base terms
@@ -341,6 +381,7 @@ def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
 
 def terms(reg, *, q_lora, routing_bias, tied):
     yield from megatron_terms(reg, q_lora)
+    yield from modelzoo_terms(reg)
     parts = modelzoo_tensors()
     if not q_lora:
         parts = tuple(p for p in parts if p.key not in ("q_down", "q_norm"))

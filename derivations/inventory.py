@@ -97,7 +97,7 @@ def moe_specs():
                              "one fused MLP)", (B_a, b, s, h), (CP,), MZ, ("shared", "fp8", "modelzoo_only")),
         Group("routed", "routed experts on the device, N/EP of them: per expert its tokens' input and mask "
                         "(3 E_token h) and gate, up, activation and product outputs (8 E_token h_E)",
-              N / EP, _expert(E_token, (ETP,), routed=True), MOE, ("experts", "routed")),
+              N / EP, _expert(E_token, (ETP,), routed=True, x_tags=("permuted",)), MOE, ("experts", "routed")),
         Group("shared", "shared experts N_s: all b s tokens' input and mask (3bsh) and intermediate outputs (8bsh_E)",
               N_s, shared, MOE, ("shared",)),
     )

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from symbolic.search import FACTOR_ABOVE, divisors, evaluate, factored  # noqa: F401
 
@@ -52,12 +52,19 @@ class Enumeration:
         return len(self.layouts) + sum(self.rejected.values())
 
 
-def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (4096,)) -> Enumeration:
-    """Every layout with DP*TP*PP*CP = ``gpus`` that passes ``validate_layout`` for every s in ``seqs``."""
+#: The largest cluster searched (the largest training clusters are ~10^5 GPUs; a wide margin).
+MAX_GPUS = 2 ** 20
+
+
+def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (4096,),
+                      gpus_per_node: Optional[int] = None) -> Enumeration:
+    """Every layout with DP*TP*PP*CP = ``gpus`` that passes ``validate_layout`` for every s in ``seqs``;
+    with ``gpus_per_node``, tensor-parallel groups (TP and ETP) stay inside a node (each divides it)."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise cfg.ConfigError("gpus", f"--gpus must be a positive integer, got {gpus!r}")
-    from .limits import OPTIONS  # bounded work: the divisor lattice of at most 2^20 GPUs, floats in range
-    OPTIONS["gpus"].check(gpus, "--gpus")
+    if gpus > MAX_GPUS:
+        raise cfg.ConfigError("gpus", f"--gpus must be at most 2^20 = {MAX_GPUS:,} (the search's ceiling), got {gpus}")
+    from .limits import OPTIONS  # bounded work: every s inside derivations/limits.py (floats stay in range)
     for s in seqs:
         OPTIONS["seq"].check(s, "--seq")
     out = Enumeration(gpus, [])
@@ -69,6 +76,9 @@ def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (40
                 for ep in divisors(gcd(model.N, dp * tp * cp)):  # EP x ETP spans DP x TP x CP
                     for etp in divisors(gcd(model.h_E, dp * tp * cp // ep)):
                         lay = cfg.Layout(dp=dp, tp=tp, pp=pp, ep=ep, etp=etp, cp=cp)
+                        if gpus_per_node and (gpus_per_node % tp or gpus_per_node % etp):
+                            out.rejected["tp-inside-node"] += 1
+                            continue
                         try:
                             for s in seqs:
                                 cfg.validate_layout(model, lay, s)
@@ -105,6 +115,10 @@ class SearchResult:
     policies: Tuple[str, ...]
     overheads: Dict
     columns: Dict = field(repr=False, default_factory=dict)
+    schedule: Optional[str] = None
+    global_batch: Optional[int] = None
+    #: configurations refused after enumeration, by rule (global-batch: m not an integer; dualpipe)
+    invalid: Counter = field(default_factory=Counter)
 
     @property
     def considered(self) -> int:
@@ -204,7 +218,8 @@ def _most_loaded(value, choices, compo):
 def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object],
            choices: Mapping[Tuple[int, str], Mapping[str, str]], *, mbs: Sequence[int] = (1, 2, 4),
            seqs: Sequence[int] = (4096,), training: cfg.Training | None = None, overheads: Mapping | None = None,
-           enumeration: Enumeration | None = None) -> SearchResult:
+           enumeration: Enumeration | None = None, global_batch: Optional[int] = None,
+           progress: Optional[Callable[[int, int], None]] = None) -> SearchResult:
     """Evaluate every valid configuration for ``gpus`` GPUs against ``hbm`` bytes.
 
     exprs: {key: expression} of every component any choice uses (symbolic in everything).
@@ -212,6 +227,9 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
     training: the other training settings (bytes per element of Table 7 and any extension
         symbols); its b and s are replaced by ``mbs`` and ``seqs``.  Default: the paper's.
     overheads: {f_frag: f, M_buf: buf} (Sec. 6); default none.
+    With ``training.schedule`` (or a ``global_batch``, sequences per step: m = global_batch /
+    (DP b)) every device of every layout is judged at its peak under the schedule
+    (:mod:`derivations.scheduled`); without, each layout's stages hold one micro-batch (the paper's view).
     """
     import numpy as np
     for name, values in (("--mbs", mbs), ("--seq", seqs)):
@@ -219,34 +237,52 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
             raise cfg.ConfigError("positive-integer", f"{name} values must be positive integers, got {list(values)}")
     enum = enumeration or enumerate_layouts(model, gpus, seqs)
     over = dict(overheads or {nt.f_frag: 0, nt.M_buf: 0})
-    cols, compo = _rows(model, enum, seqs, mbs)
-    blocks, g = _most_loaded(_values(model, training, exprs, cols, compo), choices, compo)
-    out = {k: v[g] for k, v in cols.items()}
+    training = training or cfg.Training()
+    if training.schedule or global_batch is not None:
+        from . import scheduled
+        cols, _ = _rows(model, enum, seqs, mbs)
+        out, invalid = scheduled.run(model, training, exprs, choices, cols, global_batch, progress)
+    else:
+        invalid = Counter()
+        cols, compo = _rows(model, enum, seqs, mbs)
+        blocks, g = _most_loaded(_values(model, training, exprs, cols, compo), choices, compo)
+        out = {k: v[g] for k, v in cols.items()}
+        for k, v in blocks.items():
+            out[k] = np.concatenate(v) if v else np.zeros(0)
     out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
-    for k, v in blocks.items():
-        out[k] = np.concatenate(v) if v else np.zeros(0)
     out["peak"] = peak(out["total"], float(over[nt.f_frag]), float(over[nt.M_buf]))
     out["headroom"] = hbm - out["peak"]
     out["fits"] = out["peak"] <= hbm
-    return SearchResult(gpus, hbm, enum, tuple(dict.fromkeys(r for _, r in choices)), over, out)
+    if "microbatches" in out:  # the pipeline bubble fraction (PP - 1) / (m + PP - 1) of each configuration
+        m = np.where(out["microbatches"] > 0, out["microbatches"], 10 ** 9).astype(np.float64)
+        out["bubble"] = (out["pp"] - 1) / (m + out["pp"] - 1)
+    return SearchResult(gpus, hbm, enum, tuple(dict.fromkeys(r for _, r in choices)), over, out,
+                        schedule=training.schedule, global_batch=global_batch, invalid=invalid)
 
 
-SORTS = ("peak", "headroom")
+SORTS = ("bubble", "peak", "headroom")
 
 
-def order(result: SearchResult, only_fitting: bool = True, sort: str = "peak"):
+def order(result: SearchResult, only_fitting: bool = True, sort: str = "bubble"):
     """Row indices, fitting configurations only by default.
 
-    sort 'peak': largest peak first (the configurations that use the memory best, i.e.
-    need the least memory saving); 'headroom': most headroom first.  Ties are broken by
-    ZeRO stage, recomputation, TP, PP, CP, EP, ETP, b, s (ascending), so the order is
-    deterministic.
+    sort 'bubble' (the default): the fewest pipeline bubbles first ((PP - 1)/(m + PP - 1) under
+    a schedule; PP without one), then the most headroom, then the smaller TP; 'peak': largest
+    peak first (the configurations that use the memory best); 'headroom': most headroom first.
+    Ties are broken by ZeRO stage, recomputation, TP, PP, CP, EP, ETP, b, s (ascending), so the
+    order is deterministic.
     """
     import numpy as np
     c = result.columns
     if sort not in SORTS:
         raise cfg.ConfigError("sort", f"--sort must be one of {', '.join(SORTS)}, got {sort!r}")
     idx = np.flatnonzero(c["fits"]) if only_fitting else np.arange(len(c["peak"]))
+    if sort == "bubble":
+        bubble = c["bubble"][idx] if "bubble" in c else c["pp"][idx].astype(np.float64)
+        sub = {k: c[k][idx] for k in ("seq", "mbs", "etp", "ep", "cp", "pp", "recompute", "zero", "tp")}
+        order_ = np.lexsort((sub["seq"], sub["mbs"], sub["etp"], sub["ep"], sub["cp"], sub["pp"], sub["recompute"],
+                             sub["zero"], sub["tp"], -np.round(c["headroom"][idx]), np.round(bubble, 12)))
+        return idx[order_]
     key = np.round(c["peak"][idx]) * (-1 if sort == "peak" else 1)
     sub = {k: c[k][idx] for k in ("seq", "mbs", "etp", "ep", "cp", "pp", "tp", "recompute", "zero")}
     order_ = np.lexsort((sub["seq"], sub["mbs"], sub["etp"], sub["ep"], sub["cp"], sub["pp"], sub["tp"],
@@ -282,12 +318,17 @@ ROW_KEYS = ("dp", "tp", "pp", "ep", "etp", "cp", "sp", "edp", "mbs", "seq", "zer
 BYTE_KEYS = ("weights", "gradients", "optimizer", "activations", "total", "peak", "headroom")
 
 
+def row_keys(result: SearchResult) -> Tuple[str, ...]:
+    """ROW_KEYS, and under a schedule the micro-batch count m of each configuration."""
+    return ROW_KEYS + (("microbatches",) if "microbatches" in result.columns else ())
+
+
 def columns(result: SearchResult, idx) -> Dict[str, list]:
     """The row keys as Python lists for the rows ``idx``: bytes rounded to the nearest byte, policies by name."""
     import numpy as np
     c = result.columns
     out = {}
-    for k in ROW_KEYS:
+    for k in row_keys(result):
         a = c[k][idx]
         out[k] = np.rint(a).astype(np.int64).tolist() if k in BYTE_KEYS else a.tolist()
     out["recompute"] = [result.policies[i] for i in out["recompute"]]
@@ -296,15 +337,33 @@ def columns(result: SearchResult, idx) -> Dict[str, list]:
 
 def rows(result: SearchResult, idx) -> List[Dict]:
     """Rows as dicts (bytes rounded to the nearest byte), lowercase layout keys."""
-    cols = columns(result, idx)
-    return [dict(zip(ROW_KEYS, vals)) for vals in zip(*(cols[k] for k in ROW_KEYS))]
+    cols, keys = columns(result, idx), row_keys(result)
+    return [dict(zip(keys, vals)) for vals in zip(*(cols[k] for k in keys))]
+
+
+def pipeline(schedule=None, microbatches=None, vpp=None, global_batch=None) -> cfg.Training:
+    """The schedule part of a search or fit: with a global batch and no schedule, 1F1B (what
+    Megatron-LM runs); a global batch and a fixed micro-batch count conflict."""
+    if global_batch is not None:
+        if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
+            raise cfg.ConfigError("global-batch", f"--global-batch must be a positive integer, got {global_batch!r}")
+        if microbatches is not None:
+            raise cfg.ConfigError("global-batch", "give --global-batch (sequences per step: m = global / (DP mbs)) "
+                                                  "or --microbatches, not both")
+        schedule = schedule or "1f1b"
+    t = cfg.Training(schedule=schedule, microbatches=microbatches, vpp=vpp)
+    cfg.validate_training(t)
+    return t
 
 
 def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2, 3), recompute=None,
-                   mbs=(1, 2, 4), seqs=(4096,), overheads: str = "high") -> SearchResult:
+                   mbs=(1, 2, 4), seqs=(4096,), overheads: str = "high", schedule=None, microbatches=None,
+                   vpp=None, global_batch=None, gpus_per_node: Optional[int] = 8, progress=None) -> SearchResult:
     """Every configuration of ``gpus`` GPUs (layouts x ZeRO stages ``zeros`` x recomputation
     policies ``recompute``, a comma-separated text or None for every named policy, x ``mbs``
-    x ``seqs``) evaluated against ``hbm`` bytes at one end of the Sec. 6 ranges."""
+    x ``seqs``) evaluated against ``hbm`` bytes at one end of the Sec. 6 ranges; under a
+    schedule (or a global batch) at each configuration's most-loaded device, TP and ETP inside
+    a node of ``gpus_per_node`` GPUs."""
     from . import totals
     from .overheads import overhead_values
     known = totals.policies()
@@ -319,7 +378,13 @@ def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2,
     bad = [z for z in zeros if z not in cfg.ZERO_NAMES]
     if bad:
         raise cfg.ConfigError("zero", f"--zero must list ZeRO stages among 0,1,2,3, got {bad}")
+    training = pipeline(schedule, microbatches, vpp, global_batch)
+    if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int)
+                                      or not 1 <= gpus_per_node <= 1024):
+        raise cfg.ConfigError("gpus-per-node", f"--gpus-per-node must be an integer in 1..1024, got {gpus_per_node!r}")
     choices = totals.choices(model, tuple(dict.fromkeys(zeros)), policies)
     exprs = totals.choice_terms(model, choices)
-    return search(model, gpus, hbm, exprs, choices, mbs=tuple(dict.fromkeys(mbs)), seqs=tuple(dict.fromkeys(seqs)),
-                  overheads=overhead_values(overheads))
+    seqs = tuple(dict.fromkeys(seqs))
+    enum = enumerate_layouts(model, gpus, seqs, gpus_per_node)
+    return search(model, gpus, hbm, exprs, choices, mbs=tuple(dict.fromkeys(mbs)), seqs=seqs, training=training,
+                  overheads=overhead_values(overheads), enumeration=enum, global_batch=global_batch, progress=progress)

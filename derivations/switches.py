@@ -78,18 +78,25 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "sequence-parallel shard with the kv norm output unsplit, no MoE RMSNorm output, router "
                "probabilities without logits, the shared experts' input kept once); the other switches still apply",
                "Sec. 5's tensors"),
-    SwitchSpec("rank", "--rank", ("stage", "megatron"), {"megatron": "megatron"}, "weights",
+    SwitchSpec("expert_tp", "--expert-tp", ("split", "modelzoo"), {"modelzoo": "mz-etp"}, "activations",
+               "expert tensor parallelism in the routed experts' activations: split (the paper's rule: each expert's "
+               "intermediates divided by ETP) or modelzoo (the ModelZoo script's rule: the permuted tokens "
+               "multiplied by ETP, fc1 and activation outputs not divided by ETP)", "intermediates divided by ETP"),
+    SwitchSpec("rank", "--rank", ("stage", "megatron", "modelzoo"), {"megatron": "megatron", "modelzoo": "mz-rank"},
+               "weights",
                "the rank whose parameters are reported: stage (the paper: one device of the --stage pipeline "
-               "stage, Table 6) or megatron (Megatron-LM theoretical_memory_usage.py's most-loaded shard: the TP-split "
+               "stage, Table 6), megatron (Megatron-LM theoretical_memory_usage.py's most-loaded shard: the TP-split "
                "and replicated parameters of an average stage, every MLA matrix and norm split by TP, the shared "
-               "experts with the dense parameters, sharded over DP)", "one device of a pipeline stage"),
+               "experts with the dense parameters, sharded over DP) or modelzoo (the ModelZoo script's rank: every "
+               "layer of the stage counted as a MoE layer, attention projections and shared experts / TP, routed "
+               "experts / (EP ETP); no embedding, head, norms or router)", "one device of a pipeline stage"),
 )}
 
 #: The order ``memsym compare`` flips the switches from ``paper`` to a preset (documented
 #: there): activations first (largest first in the paper's reading), then the weight side.
 CONVENTION_ORDER = ("routed_tokens", "attention", "router_tensors", "shared_expert", "dropout_masks", "checkpoints",
-                    "swiglu", "expert_outputs", "latent_norms", "routing_state", "bytes_per_param", "rank", "mtp",
-                    "inventory")
+                    "swiglu", "expert_outputs", "latent_norms", "routing_state", "expert_tp", "bytes_per_param", "rank",
+                    "mtp", "inventory")
 
 #: Bytes per parameter (Table 7 symbols) and the smallest ZeRO stage of each convention:
 #: the paper's 2/4/4/2/2; FP32 moments 2/4/4/4/4; Megatron's distributed optimizer, FP32
@@ -110,7 +117,7 @@ MTP_HELP = ("count the model's D multi-token-prediction layers (DeepSeek-v3: 1) 
 #: and ``bytes_per_param`` are the Training / CLI switches.  megatron: Megatron-LM's
 #: weight-and-optimizer estimate and the runtime choices of Megatron-LM that the ModelZoo
 #: estimator encodes, on the paper's tensor list; modelzoo: those runtime choices and
-#: ModelZoo's own tensor list (its weights follow the paper's rank and bytes).
+#: ModelZoo's own tensor list, its ETP rule, its rank and its 6 + 12/d bytes per parameter.
 _RUNTIME = dict(routed_tokens="dispatch", attention="flash", router_tensors="sp", shared_expert="tp",
                 dropout_masks="none", checkpoints="one", swiglu="fused", expert_outputs="kept", latent_norms="kept",
                 routing_state="row-map")
@@ -120,13 +127,14 @@ CONVENTION_PRESETS: Dict[str, Dict[str, object]] = {
     "megatron": dict({k: s.default for k, s in CONVENTION_SWITCHES.items()}, **_RUNTIME, rank="megatron",
                      bytes_per_param="distributed"),
     "modelzoo": dict({k: s.default for k, s in CONVENTION_SWITCHES.items()}, **_RUNTIME, inventory="modelzoo",
-                     bytes_per_param="paper"),
+                     expert_tp="modelzoo", rank="modelzoo", bytes_per_param="distributed"),
 }
 CONVENTION_SOURCES = {
     "paper": "Zhang & Su, arXiv 2502.07846 (Sections 3-5, Tables 6-10)",
     "megatron": "Megatron-LM megatron/training/theoretical_memory_usage.py (2026, expert parallelism) for weights "
                 "and optimizer; Megatron-LM runtime choices as the ModelZoo estimator encodes them for activations",
-    "modelzoo": "NVIDIA Megatron-MoE-ModelZoo DeepSeek memory estimator (activations)",
+    "modelzoo": "NVIDIA Megatron-MoE-ModelZoo misc/tools/deepseek_mem_estimate.py (calc(): per-rank parameters, "
+                "model-state bytes 6 + 12/d per parameter, per-layer activations)",
 }
 
 
@@ -145,6 +153,7 @@ class Conventions:
     expert_outputs: str = "not-kept"
     latent_norms: str = "not-kept"
     routing_state: str = "mask"
+    expert_tp: str = "split"
     inventory: str = "paper"
     rank: str = "stage"
     mtp: bool = False

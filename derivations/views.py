@@ -80,7 +80,7 @@ from typing import Iterable, Tuple
 import sympy as sp
 
 from derivations.config import CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
-from derivations.notation import (B_a, B_f8, B_o, EP, SP, TP)
+from derivations.notation import B_a, B_f8, B_o, EP, ETP, SP, TP
 from symbolic.term import Part
 
 MLA = "Sec. 5.1, M_1^A"
@@ -236,6 +236,10 @@ RULES = (
     (frozenset({"routed"}), "routed_tokens", "dispatch", (EP,), (SP,),
      "dispatch: E_token EP/SP token-copies per local expert, b s N_r/SP per device"),
     (frozenset({"router"}), "router_tensors", "sp", (), (SP,), "divided by SP"),
+    (frozenset({"routed", "permuted"}), "expert_tp", "modelzoo", (ETP,), (),
+     "ModelZoo's ETP rule: the permuted tokens multiplied by ETP"),
+    (frozenset({"routed", "inter"}), "expert_tp", "modelzoo", (ETP,), (),
+     "ModelZoo's ETP rule: not divided by ETP"),
     (frozenset({"shared", "inter"}), "shared_expert", "tp", (), (TP,), "split by TP"),
     (frozenset({"swiglu"}), "swiglu", "fused", (sp.Rational(1, 2),), (), "fused SwiGLU: the product only"),
 )

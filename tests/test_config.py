@@ -63,15 +63,17 @@ def test_unknown_model():
         cfg.load_model("gpt-5")
 
 
-@pytest.mark.parametrize("text, value", [("80GiB", 80 * 2 ** 30), ("80GB", 80 * 2 ** 30), ("512MiB", 2 ** 29),
-                                         ("1024", 1024)])
+@pytest.mark.parametrize("text, value", [("80GiB", 80 * 2 ** 30), ("80GB", 80 * 10 ** 9), ("512MiB", 2 ** 29),
+                                         ("141gb", 141 * 10 ** 9), ("1TiB", 2 ** 40), ("1.5 GiB", 3 * 2 ** 29),
+                                         ("2TB", 2 * 10 ** 12), ("0.3KiB", 307), ("100B", 100)])
 def test_parse_size(text, value):
     assert cfg.parse_size(text) == value
 
 
-def test_parse_size_rejects_garbage():
+@pytest.mark.parametrize("text", ["eighty gigs", "80", "80g", "80 G", "1e9GB", "-1GiB", "0B", "80GiBs", "٨٠GiB"])
+def test_parse_size_rejects_garbage_and_bare_numbers(text):
     with pytest.raises(cfg.ConfigError):
-        cfg.parse_size("eighty gigs")
+        cfg.parse_size(text)
 
 
 def test_sequence_parallelism_must_divide_the_sequence(v3):

@@ -269,7 +269,7 @@ def test_report_shows_the_switched_formulas(tmp_path):
                         "--out", str(tmp_path)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     md = (tmp_path / "report.md").read_text()
-    for needle in ("act.layer.modelzoo", "act.moe.layer.modelzoo", "static.layer.moe.shared-tp",
+    for needle in ("act.layer.modelzoo", "act.moe.layer.modelzoo", "conv.modelzoo.params",
                    "--routed-tokens dispatch", "permutation row map", "1,203,765,248"):
         assert needle in md, needle
 

@@ -89,6 +89,6 @@ def test_config_has_no_import_cycle():
 
 def test_package_data_ships_the_presets():
     text = (ROOT / "pyproject.toml").read_text()
-    assert 'derivations = ["models/*.json"]' in text
+    assert 'derivations = ["models/*.json", "gpus.toml"]' in text
     for name in EXPECTED:
         assert Path(presets.preset_path(name)).is_file()

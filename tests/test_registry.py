@@ -35,6 +35,6 @@ def test_overlay_holds_exactly_the_configurations_terms():
     reg = configured(V3, t)
     assert reg.frozen and set(build(V3)) <= set(reg)
     assert variant(V3, t).act["stage"] in reg and variant(V3, t).act["stage"] not in build(V3)
-    mz = configured(V3, with_preset(cfg.Training(), "modelzoo"))
+    mz = configured(V3, cfg.Training(conventions=cfg.Conventions(shared_expert="tp")))
     assert "static.device.moe.shared-tp" in mz and "static.device.moe.shared-tp" not in reg
     assert configured(V3, t) is reg  # cached: the same frozen object for the same configuration

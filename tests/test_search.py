@@ -113,7 +113,7 @@ def test_random_rows_equal_exact_evaluation(result_1024):
 
 
 def test_order_sorts_by_peak_and_keeps_only_fitting(result_1024):
-    idx = S.order(result_1024)
+    idx = S.order(result_1024, sort="peak")
     c = result_1024.columns
     assert len(idx) == result_1024.fitting > 0
     assert c["fits"][idx].all()

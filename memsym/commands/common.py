@@ -361,6 +361,37 @@ def conventions_from_args(args) -> cfg.Conventions:
     return cfg.Conventions(mtp=bool(getattr(args, "mtp", False)), **kw)
 
 
+HBM_HELP = ("memory per GPU with its unit: GiB, MiB, TiB (binary) or GB, MB, TB (decimal), case-insensitive, e.g. "
+            "80GiB or 141GB; a bare number is refused (the paper's tables write GiB as \"GB\"; sizes typed here "
+            "mean what their unit says)")
+
+
+def gpu_names() -> str:
+    from derivations.gpus import presets
+    return ", ".join(presets())
+
+
+def add_budget_options(p: argparse.ArgumentParser, default_hbm: str = None, what: str = "") -> None:
+    """--hbm SIZE and --gpu NAME (one of them): the memory budget of one device."""
+    p.add_argument("--hbm", default=None, action=_Explicit,
+                   help=HBM_HELP + (f" (default {default_hbm})" if default_hbm else "") + what)
+    p.add_argument("--gpu", default=None, action=_Explicit, metavar="NAME",
+                   help=f"a GPU preset instead of --hbm: {gpu_names()} (usable capacity and its source: "
+                        "derivations/gpus.toml)")
+
+
+def budget_from_args(args, default_hbm: str = None, required: bool = False):
+    """(bytes, GPU preset or None) of --hbm / --gpu; None when neither is given and not required."""
+    from derivations.gpus import budget
+    hbm, gpu = budget(args.hbm, args.gpu)
+    if hbm is None and default_hbm is not None:
+        hbm, gpu = budget(default_hbm, None)
+    if hbm is None and required:
+        raise cfg.ConfigError("hbm", "give the memory per GPU: --hbm SIZE (e.g. 80GiB) or --gpu NAME "
+                                     f"({gpu_names()})")
+    return hbm, gpu
+
+
 def add_json_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print machine-readable JSON")
 

@@ -10,7 +10,7 @@ from . import COMMANDS, common
 LABELS = {"routed_tokens": "routed tokens per device", "attention": "attention kernel",
           "router_tensors": "router tensors", "shared_expert": "shared expert", "dropout_masks": "dropout masks",
           "checkpoints": "full-recompute checkpoints", "swiglu": "SwiGLU outputs", "expert_outputs": "expert outputs",
-          "latent_norms": "latent norm outputs", "routing_state": "routing state",
+          "latent_norms": "latent norm outputs", "routing_state": "routing state", "expert_tp": "expert TP rule",
           "bytes_per_param": "bytes per parameter", "rank": "rank reported", "mtp": "MTP layers",
           "inventory": "per-tensor inventory"}
 ORDER_HELP = ", ".join(LABELS[n] for n in cfg.CONVENTION_ORDER)

@@ -15,11 +15,28 @@ def add_parser(sub):
                                    "the Sec. 6 peak (1 + f_frag) * total + M_buf <= --hbm. Text lists the top "
                                    "--top (default 20); --json and --csv carry every configuration that fits "
                                    "unless --top is given. Bytes are rounded to the nearest byte (exact below "
-                                   "2^53); `memsym estimate` gives the exact rational of one configuration.")
+                                   "2^53); `memsym estimate` gives the exact rational of one configuration. "
+                                   "With --schedule or --global-batch every device of every configuration is judged "
+                                   "at its peak under the pipeline schedule (in-flight micro-batches, as `estimate "
+                                   "--all-stages`); without either, each stage holds one micro-batch: the paper's "
+                                   "idealisation, optimistic for PP > 1.")
     common.add_model_option(p)
     p.add_argument("--gpus", type=common.positive_int, required=True, help="number of GPUs (DP*TP*PP*CP)")
-    p.add_argument("--hbm", default="80GiB", help="memory per GPU, e.g. 80GiB (GB and GiB both mean 2^30; "
-                                                   "default 80GiB)")
+    common.add_budget_options(p, default_hbm="80GiB")
+    g = p.add_argument_group("pipeline schedule (default: the paper's one micro-batch per stage)")
+    from derivations import config as cfg
+    g.add_argument("--schedule", choices=list(cfg.SCHEDULES), default=None,
+                   help="judge each configuration under this schedule (1f1b when --global-batch is given)")
+    g.add_argument("--global-batch", type=common.positive_int, default=None, metavar="G",
+                   help="sequences per optimizer step: each configuration runs m = G / (DP * mbs) micro-batches; "
+                        "configurations where that is not a positive integer are invalid and counted")
+    g.add_argument("--microbatches", type=common.positive_int, default=None, metavar="M",
+                   help="micro-batches per step m, the same for every configuration (instead of --global-batch)")
+    g.add_argument("--vpp", type=common.positive_int, default=None, metavar="V",
+                   help="virtual pipeline stages per device for --schedule interleaved (default 2)")
+    g.add_argument("--gpus-per-node", type=common.positive_int, default=8, metavar="N",
+                   help="GPUs per node (default 8): tensor-parallel groups, TP and ETP, stay inside a node (each "
+                        "divides N); layouts with TP or ETP across nodes are rejected and counted")
     p.add_argument("--mbs", type=common.int_list, default=(1, 2, 4), metavar="B,B,...",
                    help="micro-batch sizes to try (default 1,2,4: Table 9)")
     p.add_argument("--seq", type=common.int_list, default=(4096,), metavar="S,S,...",
@@ -31,8 +48,10 @@ def add_parser(sub):
     p.add_argument("--overheads", choices=["high", "low", "none"], default="high",
                    help="end of the Sec. 6 ranges: high (30%% fragmentation, 2 GiB buffers; default, conservative), "
                         "low (5%%, 0.8 GiB) or none")
-    p.add_argument("--sort", choices=["peak", "headroom"], default="peak",
-                   help="order: peak (largest first: needs the least memory saving; default) or headroom (most first)")
+    p.add_argument("--sort", choices=["bubble", "peak", "headroom"], default="bubble",
+                   help="order: bubble (default: the fewest pipeline bubbles, (PP-1)/(m+PP-1) under the schedule, PP "
+                        "without one, then the most headroom, then the smaller TP), peak (largest first: needs the "
+                        "least memory saving) or headroom (most first)")
     p.add_argument("--top", type=common.positive_int, default=None,
                    help="rows to list (text default 20; JSON/CSV default every configuration that fits)")
     p.add_argument("--all-configurations", action="store_true",
@@ -47,12 +66,13 @@ def add_parser(sub):
 
 def _search(args):
     """(model, hbm, SearchResult, ordered row indices) of a search command line."""
-    from derivations import config as cfg
     from derivations import search as S
     model = common.model_from_args(args)
-    hbm = cfg.parse_size(args.hbm)
+    hbm, _ = common.budget_from_args(args, default_hbm="80GiB")
     result = S.configurations(model, args.gpus, hbm, zeros=args.zero, recompute=args.recompute, mbs=args.mbs,
-                              seqs=args.seq, overheads=args.overheads)
+                              seqs=args.seq, overheads=args.overheads, schedule=args.schedule,
+                              microbatches=args.microbatches, vpp=args.vpp, global_batch=args.global_batch,
+                              gpus_per_node=args.gpus_per_node, progress=_progress())
     idx = S.order(result, sort=args.sort)
     if not args.all_configurations:
         idx = S.first_per_layout(result, idx)
@@ -108,8 +128,14 @@ def _header(model, args, hbm, result) -> dict:
                       "M_buf": int(over[nt.M_buf])},
         "counts": {"lattice_candidates": enum.candidates, "valid_layouts": len(enum.layouts),
                    "rejected": dict(sorted(enum.rejected.items())), "considered": result.considered,
-                   "fitting": result.fitting},
+                   "fitting": result.fitting, "invalid_configurations": dict(sorted(result.invalid.items()))},
         "sort": args.sort,
+        "schedule": {"name": result.schedule, "global_batch": result.global_batch, "microbatches": args.microbatches,
+                     "vpp": args.vpp, "gpus_per_node": args.gpus_per_node,
+                     "view": "pipeline schedule: each configuration at its most-loaded device with its in-flight "
+                             "micro-batches" if result.schedule else
+                             "the paper's idealisation: one micro-batch per stage (optimistic for PP > 1; give "
+                             "--global-batch or --schedule)"},
     }
 
 
@@ -119,11 +145,11 @@ def write_json(model, args, hbm, result, idx) -> None:
     import sys
     from derivations import search as S
     head = json.dumps(_header(model, args, hbm, result), indent=2)
-    cols = S.columns(result, idx)
+    cols, keys = S.columns(result, idx), S.row_keys(result)
     quoted = {p: json.dumps(p) for p in result.policies}
     cols["recompute"] = [quoted[x] for x in cols["recompute"]]
-    template = "    {" + ", ".join(f'"{k}": %{"s" if k == "recompute" else "d"}' for k in S.ROW_KEYS) + "}"
-    body = ",\n".join(template % vals for vals in zip(*(cols[k] for k in S.ROW_KEYS)))
+    template = "    {" + ", ".join(f'"{k}": %{"s" if k == "recompute" else "d"}' for k in keys) + "}"
+    body = ",\n".join(template % vals for vals in zip(*(cols[k] for k in keys)))
     sys.stdout.write(head[:-2] + ',\n  "rows": [\n' + body + "\n  ]\n}\n")
 
 
@@ -132,7 +158,7 @@ def csv_text(rows) -> str:
     import io
     from derivations import search as S
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(S.ROW_KEYS), lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else list(S.ROW_KEYS), lineterminator="\n")
     w.writeheader()
     w.writerows(rows)
     return buf.getvalue()
@@ -155,19 +181,49 @@ def render_text(model, args, hbm, result, idx) -> str:
         f"pipeline stage evaluated, each judged at its most-loaded stage",
         f"fit: peak = (1 + {o['f_frag']:.2f}) x total + {fmt_gib(o['M_buf'])} GiB <= {fmt_gib(hbm)} GiB "
         f"(Sec. 6, {o['end']} end): {fmt_int(c['fitting'])} configurations fit",
+        "view: " + h["schedule"]["view"] + (f" ({result.schedule}" + (f", global batch {result.global_batch}"
+                                                                       if result.global_batch else "") + ")"
+                                            if result.schedule else ""),
     ]
+    if c["invalid_configurations"]:
+        lines.append("invalid configurations: " + ", ".join(f"{k} {fmt_int(v)}"
+                                                             for k, v in c["invalid_configurations"].items()))
     if not len(idx):
         lines.append("no configuration fits")
         return "\n".join(lines)
-    lines += ["", f"top {len(idx)} by {'peak, largest first' if args.sort == 'peak' else 'headroom, most first'} "
-                  f"(GiB; stage = most-loaded stage)"]
-    cols = ("DP", "TP", "PP", "EP", "ETP", "CP", "ZeRO", "recompute", "b", "s", "stage", "weights", "grads", "optim",
-            "activ", "total", "peak", "headroom")
-    widths = (5, 4, 4, 4, 4, 4, 5, 11, 3, 7, 6, 9, 8, 8, 8, 8, 8, 9)
+    how = {"peak": "peak, largest first", "headroom": "headroom, most first",
+           "bubble": "fewest pipeline bubbles, then most headroom, then smaller TP"}[args.sort]
+    sched = "microbatches" in result.columns
+    lines += ["", f"top {len(idx)} by {how} (GiB; stage = most-loaded " + ("device" if sched else "stage") + ")"]
+    cols = ("DP", "TP", "PP", "EP", "ETP", "CP", "ZeRO", "recompute", "b", "s") + (("m",) if sched else ()) + \
+        ("stage", "weights", "grads", "optim", "activ", "total", "peak", "headroom")
+    widths = (6, 4, 4, 5, 5, 6, 5, 11, 4, 8) + ((7,) if sched else ()) + (6, 9, 8, 8, 8, 8, 8, 9)
     lines.append("".join(f"{x:>{w}}" for x, w in zip(cols, widths)))
     for r in S.rows(result, idx):
-        vals = [r["dp"], r["tp"], r["pp"], r["ep"], r["etp"], r["cp"], r["zero"], r["recompute"], r["mbs"], r["seq"],
-                r["stage"]] + [fmt_gib(r[k]) for k in ("weights", "gradients", "optimizer", "activations", "total",
-                                                         "peak", "headroom")]
+        vals = [r["dp"], r["tp"], r["pp"], r["ep"], r["etp"], r["cp"], r["zero"], r["recompute"], r["mbs"], r["seq"]] \
+            + ([r["microbatches"]] if sched else []) + [r["stage"]] \
+            + [fmt_gib(r[k]) for k in ("weights", "gradients", "optimizer", "activations", "total", "peak", "headroom")]
         lines.append("".join(f"{x:>{w}}" for x, w in zip(vals, widths)))
     return "\n".join(lines)
+
+
+def _progress():
+    """A progress callback on stderr for searches of more than about a million configurations
+    (a bar on a terminal, a line per quarter otherwise)."""
+    import sys
+    state = {"shown": -1}
+
+    def show(done, total):
+        if total * 12 < 10 ** 6:
+            return
+        frac = done / total
+        if sys.stderr.isatty():
+            bar = "#" * int(30 * frac)
+            sys.stderr.write(f"\rmemsym search: [{bar:<30}] {done:,}/{total:,} configurations x choices")
+            if done == total:
+                sys.stderr.write("\n")
+        elif int(4 * frac) > state["shown"]:
+            state["shown"] = int(4 * frac)
+            sys.stderr.write(f"memsym search: {done:,} of {total:,} layout x b x s groups evaluated\n")
+        sys.stderr.flush()
+    return show
