@@ -80,6 +80,8 @@ OPTIONS: Dict[str, Limit] = {
     "mbs": Limit("mbs", 1, 2 ** 16, "micro-batches hold at most a few hundred sequences"),
     "seq": Limit("seq", 1, 2 ** 24, "the longest trained contexts are ~2^20 tokens"),
     "microbatches": Limit("microbatches", 1, 2 ** 20, "a step has at most ~10^4 micro-batches"),
+    "global_batch": Limit("global_batch", 1, 2 ** 30, "the largest global batches are ~10^5 sequences"),
+    "gpus_per_node": Limit("gpus_per_node", 1, 2 ** 10, "nodes hold 4 to 72 GPUs"),
     "vpp": Limit("vpp", 1, LAYERS, "at most one virtual stage per layer"),
     "stage": Limit("stage", 0, LAYERS - 1, "at most one pipeline stage per layer"),
     "layers_per_stage": Limit("layers_per_stage", 1, LAYERS, "a model has at most 10^4 layers"),
@@ -89,6 +91,10 @@ OPTIONS: Dict[str, Limit] = {
 }
 #: Entries of a list option (a search evaluates every combination of its lists).
 LIST_LENGTHS: Dict[str, int] = {"mbs": 16, "seq": 16, "zero": 4, "layers_per_stage": LAYERS}
+#: A search evaluates every micro-batch size at every sequence length, and keeps every row: at
+#: most this many pairs (2^20 GPUs with TP unconstrained, every ZeRO stage and policy, 4 pairs:
+#: 0.7 GiB, 9 s; 8 pairs would take 1.3 GiB).  Split a larger grid into several searches.
+SEARCH_GRID = 4
 #: List options that are sets of values to try (search): a value typed twice is refused.
 SET_OPTIONS = ("mbs", "seq", "zero")
 #: Any integer typed on the command line: at most this many digits (checked before it is converted).

@@ -161,6 +161,12 @@ def apply_limits(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def check_conflicts(args) -> None:
     """Options that contradict each other, refused before any work (ConfigError, exit 2)."""
+    from derivations.limits import SEARCH_GRID
+    mbs, seq = getattr(args, "mbs", None), getattr(args, "seq", None)
+    if isinstance(mbs, tuple) and isinstance(seq, tuple) and len(mbs) * len(seq) > SEARCH_GRID:
+        raise cfg.ConfigError("limit.search_grid", f"--mbs and --seq give {len(mbs)} x {len(seq)} = "
+                                                   f"{len(mbs) * len(seq)} pairs; a search evaluates at most "
+                                                   f"{SEARCH_GRID} (split it into several searches)")
     per_param = getattr(args, "bytes_per_param", None)
     if per_param and per_param != "paper" and "zero" in explicit(args):
         zmin = cfg.BYTES_CONVENTIONS[per_param][1]
