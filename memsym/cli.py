@@ -51,6 +51,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _main(argv)
     except KeyboardInterrupt:  # Ctrl-C: one line, the shell's 128 + SIGINT; outputs are all-or-nothing
         print("memsym: interrupted", file=sys.stderr)
+        if argv is None:  # the memsym process itself: exit now, not through the exit handlers of a
+            import os     # notebook kernel's client, which can wait for ever on its sockets
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os._exit(130)
         return 130
 
 

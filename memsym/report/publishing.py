@@ -104,18 +104,41 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
         from . import notebook as nbm
         say("starting a kernel and laying out the notebooks")
         kernel = nbm.Kernel().start(warm=nbm.warm_source(ctx))  # it boots while the report is laid out
+    run = None
     try:
         plan = outline_report(ctx)
         run = _NotebookRun(ctx, plan, kernel, say) if kernel is not None else None
         _render_all(ctx, plan, out, formats, run, outputs, result, say)
     except BaseException:
         if kernel is not None:
-            kernel.shutdown()                   # do not leave a kernel behind; the worker then stops
+            _stop(kernel, run)                  # do not leave a kernel behind
         raise
     say(f"writing {len(outputs)} files to {out}")
     stale = () if "report.pdf" not in outputs else ("report.log",)  # the log of an earlier failed compile
     result.written.extend(write_tree(out, outputs, remove=stale))  # all or nothing (symbolic/files.py)
     return result
+
+
+def _stop(kernel, run: Optional[_NotebookRun]) -> None:
+    """Stop the notebooks' kernel after a failure or Ctrl-C.  While the worker thread runs a
+    notebook, the kernel process is killed and the worker, which then fails at once, shuts its
+    client down itself: tearing the client's sockets down from this thread as well leaves zmq
+    waiting for ever.  Before the worker starts, the kernel is shut down here."""
+    import signal
+    if run is None or not run.worker.is_alive():
+        kernel.shutdown()
+        return
+    try:
+        if kernel.km is not None and kernel.km.has_kernel:
+            kernel.km.signal_kernel(signal.SIGKILL)
+    except Exception:  # already gone
+        pass
+    run.worker.join(timeout=2)
+    if run.worker.is_alive() and kernel._dir is not None:  # still waiting on the dead kernel: the
+        try:                                                 # process is ending, leave no folder
+            kernel._dir.cleanup()
+        except OSError:
+            pass
 
 
 def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outputs: Dict[str, object],
