@@ -106,8 +106,26 @@ def path_text(text: str) -> str:
     return text
 
 
-#: Options holding a path (checked by path_text) and a memory size (size_text), by dest.
-PATH_DESTS = ("model", "out", "csv", "plot", "data")
+def data_file(text: str) -> str:
+    """A data file read whole (``reproduce --data``): a regular file of at most CONFIG_BYTES bytes;
+    a device, FIFO or directory is named as what it is (never opened)."""
+    import os
+    import stat
+    from derivations.limits import CONFIG_BYTES
+    path_text(text)
+    try:
+        st = os.stat(text)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{_shown(text)}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a regular file")
+    if st.st_size > CONFIG_BYTES:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is {st.st_size} bytes; at most {CONFIG_BYTES}")
+    return text
+
+
+#: Options holding a path (checked by path_text; --data by data_file) and a memory size (size_text), by dest.
+PATH_DESTS = ("model", "out", "csv", "plot")
 SIZE_DESTS = ("hbm",)
 _INT_TYPES = {"positive_int": positive_int, "nonneg_int": nonneg_int, "int": any_int}
 
@@ -150,6 +168,8 @@ def apply_limits(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                                    action.dest in L.SET_OPTIONS)
         elif fn is int or name in _INT_TYPES:
             action.type = _bounded(_INT_TYPES.get(name, any_int), L.option(action.dest))
+        elif fn is None and action.dest == "data":
+            action.type = data_file
         elif fn is None and action.dest in PATH_DESTS:
             action.type = path_text
         elif fn is None and action.dest in SIZE_DESTS:
