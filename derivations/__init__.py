@@ -29,6 +29,7 @@ def _build(structure) -> Terms:
     from . import activations, architecture, conventions, overheads, parameters, static, zero
     q_lora, routing_bias, tied = structure
     terms = Terms()
+    terms.hint = "(list them with `memsym terms`)"
     for module in (architecture, parameters, static, zero, activations, overheads, conventions):
         for t in module.terms(terms, q_lora=q_lora, routing_bias=routing_bias, tied=tied):
             terms.add(t)

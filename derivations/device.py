@@ -133,7 +133,8 @@ def _model_states(model, layout, training, comp, held, var) -> Tuple[Dict, Dict,
         dev = cfg.substitution(model, layout, training, comp)
         dev.update(_sum_values(held))  # DualPipe: the parameters of both stages the device holds
     P_n, P_m = conventions.split_params(var.terms, side, dev)
-    ids = side.component_ids(training.zero)
+    from .totals import component_ids  # the one statement of the per-device composition
+    ids = component_ids(model, training, schedule_ok=True)
     ids = {k: ids[k] for k in ("weights", "gradients", "optimizer")}
     return ids, {k: exact(var.terms[t], dev) for k, t in ids.items()}, (P_n, P_m), side.params
 

@@ -405,10 +405,10 @@ def configuration(model, layout, training, stage_index, wrt, rows=5):
     assembled device (``derivations.device.components``) to the next and previous valid values."""
     from . import device, totals, variant
     values = device.components(model, layout, training, stage_index)  # validates
-    terms = variant(model, training).terms
     comp = cfg.stage(model, layout, stage_index)
     subs = cfg.substitution(model, layout, training, comp)
-    components = totals.components(model, training)
+    components = totals.device_components(model, layout, training, stage_index)
+    terms = None if training.schedule else variant(model, training).terms  # rows: the paper's tensors
     tie = {nt.SP: nt.TP} if layout.sp is None else {}
     out = []
     for x in wrt:

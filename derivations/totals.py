@@ -76,6 +76,30 @@ def components(model, training: Training) -> Dict[str, Term]:
     return {k: terms[t] for k, t in component_ids(model, training).items()}
 
 
+def device_components(model, layout, training: Training, index: int) -> Dict[str, object]:
+    """{component: expression} of device ``index`` (b and s symbolic): the paper's view, the
+    terms at its stage; under a pipeline schedule the model states of the stages it holds (two
+    under DualPipe) and n_fl x the activations of each chunk it runs, as ``derivations.device``
+    assembles them (every term is linear in the stage composition L_d, L_m, e_E, e_H)."""
+    import sympy as sp
+
+    from . import config as cfg
+    from . import notation as nt
+    from . import schedules
+    comps = components(model, replace(training, schedule=None, microbatches=None, vpp=None))
+    if not training.schedule:
+        return dict(comps)
+    every = cfg.stages(model, layout)
+    at = lambda e, j: e.xreplace({nt.L_d: every[j].dense, nt.L_m: every[j].moe, nt.e_E: int(every[j].embedding),
+                                  nt.e_H: int(every[j].head)})
+    held = schedules.held_stages(training.schedule, layout.pp, index)
+    chunks = schedules.chunks(training.schedule, layout.pp, index, training.microbatches, training.vpp)
+    out = {k: sum(at(comps[k].expr, j) for j in held) for k in ("weights", "gradients", "optimizer")}
+    out["activations"] = sum(sp.Rational(c.inflight.numerator, c.inflight.denominator)
+                             * at(comps["activations"].expr, c.stage) for c in chunks)
+    return out
+
+
 def device_total(model, training: Training) -> Term:
     """``total.device``: weights + gradients + optimizer + activations of one device of a stage."""
     ids = component_ids(model, training)

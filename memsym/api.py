@@ -63,8 +63,22 @@ def _run(command: str, positional: List[str], options: Dict[str, Any]) -> Dict:
 
 def _plain(data) -> Any:
     """The JSON value of ``data`` (what the CLI prints): exact numbers as the CLI writes them."""
-    from .commands.common import _default
-    return json.loads(json.dumps(data, default=_default))
+    from .commands.common import json_default
+    return json.loads(json.dumps(data, default=json_default))
+
+
+def _model_ref(model) -> str:
+    """A preset name or config.json path for a model given by name, path or ModelSpec."""
+    if model is None:
+        return None
+    if isinstance(model, str):
+        return model
+    source, name = getattr(model, "source", None), getattr(model, "name", None)
+    if source and source != "preset":
+        return source
+    if name:
+        return name
+    raise TypeError(f"model must be a preset name, a config.json path or a ModelSpec, got {type(model).__name__}")
 
 
 class Result:
@@ -81,6 +95,12 @@ class Result:
     def __getitem__(self, key):
         return _wrap(self._command, self._data[key])
 
+    def __iter__(self):
+        return iter(self._data)
+
+    def __len__(self):
+        return len(self._data)
+
     def __getattr__(self, name):
         data = self.__dict__.get("_data")
         if isinstance(data, dict) and name in data:
@@ -94,12 +114,24 @@ class Result:
     def __repr__(self) -> str:
         return f"<memsym {self._command} result: {', '.join(self._data) if isinstance(self._data, dict) else ''}>"
 
-    def _rows(self):
+    def _rows(self, limit: int = 12):
+        """(field, value) of every scalar, one level into objects, and the first ``limit`` items
+        of lists (``rows[0].dp``)."""
         for k, v in (self._data.items() if isinstance(self._data, dict) else ()):
-            if isinstance(v, dict) and all(not isinstance(x, (dict, list)) for x in v.values()):
+            if isinstance(v, dict):
                 for k2, v2 in v.items():
-                    yield f"{k}.{k2}", v2
-            elif not isinstance(v, (dict, list)):
+                    if not isinstance(v2, (dict, list)):
+                        yield f"{k}.{k2}", v2
+            elif isinstance(v, list):
+                for i, item in enumerate(v[:limit]):
+                    if isinstance(item, dict):
+                        yield f"{k}[{i}]", ", ".join(f"{a}={b}" for a, b in item.items()
+                                                      if not isinstance(b, (dict, list)))
+                    else:
+                        yield f"{k}[{i}]", item
+                if len(v) > limit:
+                    yield f"{k}[...]", f"{len(v) - limit} more (to_dict() has them all)"
+            else:
                 yield k, v
 
     def _repr_markdown_(self) -> str:
@@ -117,40 +149,44 @@ class Result:
 
 
 def _wrap(command, value):
-    return Result(command, value) if isinstance(value, dict) else value
+    if isinstance(value, dict):
+        return Result(command, value)
+    if isinstance(value, list):
+        return [_wrap(command, v) for v in value]
+    return value
 
 
-def estimate(model: str = "deepseek-v3", **options) -> Result:
+def estimate(model=None, **options) -> Result:
     """``memsym estimate``: per-device parameters and bytes of one stage (Tables 6, 8, 10)."""
-    return Result("estimate", _run("estimate", [], dict(options, model=model)))
+    return Result("estimate", _run("estimate", [], dict(options, model=_model_ref(model))))
 
 
-def params(model: str = "deepseek-v3", **options) -> Result:
+def params(model=None, **options) -> Result:
     """``memsym params``: parameters per layer kind, per stage and in total (Tables 3-4)."""
-    return Result("params", _run("params", [], dict(options, model=model)))
+    return Result("params", _run("params", [], dict(options, model=_model_ref(model))))
 
 
-def fit(model: str = "deepseek-v3", *, hbm: str, **options) -> Result:
+def fit(model=None, *, hbm: str = None, **options) -> Result:
     """``memsym fit``: the largest micro-batch (``solve="mbs"``) or sequence (``"seq"``) that fits ``hbm``."""
-    return Result("fit", _run("fit", [], dict(options, model=model, hbm=hbm)))
+    return Result("fit", _run("fit", [], dict(options, model=_model_ref(model), hbm=hbm)))
 
 
-def search(model: str = "deepseek-v3", *, gpus: int, hbm: str = "80GiB", **options) -> Result:
+def search(model=None, *, gpus: int, hbm: str = None, **options) -> Result:
     """``memsym search``: every valid layout of ``gpus`` GPUs, and those that fit ``hbm``."""
-    return Result("search", _run("search", [], dict(options, model=model, gpus=gpus, hbm=hbm)))
+    return Result("search", _run("search", [], dict(options, model=_model_ref(model), gpus=gpus, hbm=hbm)))
 
 
-def sensitivity(model: str = "deepseek-v3", *, wrt: str = "s,b,TP", **options) -> Result:
+def sensitivity(model=None, *, wrt: str = "s,b,TP", **options) -> Result:
     """``memsym sensitivity``: derivatives, elasticities and finite differences with respect to ``wrt``."""
-    return Result("sensitivity", _run("sensitivity", [], dict(options, model=model, wrt=wrt)))
+    return Result("sensitivity", _run("sensitivity", [], dict(options, model=_model_ref(model), wrt=wrt)))
 
 
-def compare(model: str = "deepseek-v3", **options) -> Result:
+def compare(model=None, **options) -> Result:
     """``memsym compare``: the paper, Megatron-LM and ModelZoo conventions with the waterfall between them."""
-    return Result("compare", _run("compare", [], dict(options, model=model)))
+    return Result("compare", _run("compare", [], dict(options, model=_model_ref(model))))
 
 
-def verify(formula: str, against: str, model: str = "deepseek-v3", **options) -> Result:
+def verify(formula: str, against: str, model=None, **options) -> Result:
     """``memsym verify``: is ``formula`` equal to the term ``against`` (``assume="TP=2 SP=2"``)?"""
     assume = options.pop("assume", None)
     if isinstance(assume, dict):
@@ -158,7 +194,7 @@ def verify(formula: str, against: str, model: str = "deepseek-v3", **options) ->
     elif isinstance(assume, str):
         assume = assume.split()
     positional = [formula]
-    data = _verify(positional, dict(options, model=model, against=against), assume)
+    data = _verify(positional, dict(options, model=_model_ref(model), against=against), assume)
     return Result("verify", data)
 
 
@@ -169,16 +205,16 @@ def _verify(positional, options, assume) -> Dict:
     return run(args.formula, args.against, assume=args.assume, model=args.model, stage=args.stage).to_json()
 
 
-def terms(model: str = "deepseek-v3"):
+def terms(model=None):
     """Every base term of ``model`` (a frozen registry: id -> :class:`symbolic.term.Term`)."""
     from derivations import build
-    return build(load_model(model))
+    return build(model if hasattr(model, "structure") else load_model(model))
 
 
-def load_model(name_or_path: str = "deepseek-v3"):
+def load_model(name_or_path: str = None):
     """A model preset by name or a Hugging Face ``config.json`` (read as data)."""
-    from derivations.config import load_model as load
-    return load(name_or_path)
+    from derivations.config import DEFAULT_MODEL, load_model as load
+    return load(name_or_path or DEFAULT_MODEL)
 
 
 __all__ = ["Result", "estimate", "params", "fit", "search", "sensitivity", "compare", "verify", "terms",

@@ -102,7 +102,7 @@ def _assemble(coef, rest, den) -> sp.Expr:
 class Term:
     """A named quantity of the paper.
 
-    id: stable dotted id (``act.mla.layer``; see ``memsym terms``).
+    id: stable dotted id (``act.mla.layer``).
     meaning: what it is, in the paper's words.
     unit: 'params' or 'bytes'.
     provenance: where in the paper it is (``"Sec. 5.1, M_1^A"``, ``"Table 6"``).
@@ -213,6 +213,8 @@ class Terms(Dict[str, Term]):
     this one's terms and the extra ones; this one is never written to."""
 
     _frozen = False
+    #: appended to the KeyError of an unknown id (the domain says where ids are listed)
+    hint = ""
 
     def _check(self):
         if self._frozen:
@@ -239,6 +241,15 @@ class Terms(Dict[str, Term]):
 
     update = setdefault = pop = popitem = clear = _refuse
 
+    def __ior__(self, other):
+        self._check()
+        raise TypeError("use add() to register a term")
+
+    def __setattr__(self, name, value):
+        if name == "_frozen" and self._frozen and not value:
+            raise TypeError("a frozen term registry cannot be thawed")
+        object.__setattr__(self, name, value)
+
     def freeze(self) -> "Terms":
         self._frozen = True
         return self
@@ -251,13 +262,16 @@ class Terms(Dict[str, Term]):
         """A new frozen registry: this one's terms, then ``terms`` not already in it (by id)."""
         out = Terms()
         dict.update(out, self)
+        out.hint = self.hint
         for t in terms:
             if t.id not in out:
                 out.add(t)
+            elif out[t.id] is not t and out[t.id].expr != t.expr:
+                raise ValueError(f"overlay: term {t.id} differs from the registry's term of the same id")
         return out.freeze()
 
     def __missing__(self, key):
         import difflib
         close = difflib.get_close_matches(key, list(self), n=5, cutoff=0.5)
         hint = f"; closest: {', '.join(close)}" if close else ""
-        raise KeyError(f"unknown term {key!r}{hint} (list them with `memsym terms`)")
+        raise KeyError(f"unknown term {key!r}{hint}{(' ' + self.hint) if self.hint else ''}")

@@ -28,6 +28,12 @@ def test_build_is_frozen_and_unchanged_by_estimates_under_three_conventions_and_
         build(V3).add(Term("x.y", "m", "bytes", "p", (Part("a", "a", (1,)),)))
     with pytest.raises(TypeError):
         build(V3)["params.mla"] = None
+    reg = build(V3)
+    with pytest.raises(TypeError):
+        reg |= {"x": None}
+    with pytest.raises(TypeError):
+        reg._frozen = False
+    assert len(build(V3)) == n
 
 
 def test_overlay_holds_exactly_the_configurations_terms():

@@ -200,7 +200,8 @@ def test_sensitivity_cli_text_latex(capsys):
 @pytest.mark.parametrize("argv, needle", [
     (["sensitivity", "--wrt", "EDP"], "derived"), (["sensitivity", "--tp", "3"], "n_h"),
     (["fit", "--hbm", "80GiB", "--stage", "16"], "stage"), (["fit", "--hbm", "nope"], "size"),
-    (["fit", "--hbm", "80GiB", "--schedule", "1f1b"], "schedule"),
+    (["fit", "--hbm", "80GiB", "--schedule", "dualpipe", "--pp", "15", "--dp", "32"], "DualPipe"),
+    (["fit", "--hbm", "80"], "unit"), (["fit", "--hbm", "80GiB", "--gpu", "h100"], "not both"),
 ])
 def test_bad_input_exits_2(argv, needle):
     p = subprocess.run([sys.executable, "-m", "memsym", *argv], capture_output=True, text=True)

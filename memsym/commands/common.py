@@ -436,6 +436,15 @@ DTYPE_OPTIONS = (("weight_dtype", ("B_w",)), ("grad_dtype", ("B_g",)), ("master_
 
 
 def training_from_args(args) -> cfg.Training:
+    """The Training of the typed options (and, with --global-batch, m = G / (DP mbs) micro-batches)."""
+    t = training_options(args)
+    if getattr(args, "global_batch", None) is not None and hasattr(args, "dp"):
+        from derivations.fit import with_global_batch
+        t = with_global_batch(layout_from_args(args), t, args.global_batch)
+    return t
+
+
+def training_options(args) -> cfg.Training:
     recompute = getattr(args, "recompute", ("none", ()))
     if isinstance(recompute, str):  # a command that kept a plain string
         recompute = cfg.parse_recompute(recompute)
@@ -471,7 +480,7 @@ def recipe_assumptions(args):
     return RECIPES[args.recipe].assumptions_for(explicit(args))
 
 
-def _default(o):
+def json_default(o):
     if isinstance(o, Fraction):
         from symbolic.numeric import as_number
         return as_number(o)
@@ -481,5 +490,5 @@ def _default(o):
 
 
 def print_json(data) -> None:
-    json.dump(data, sys.stdout, indent=2, default=_default)
+    json.dump(data, sys.stdout, indent=2, default=json_default)
     sys.stdout.write("\n")

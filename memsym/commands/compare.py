@@ -29,13 +29,16 @@ def add_parser(sub):
     common.add_model_option(p)
     common.add_layout_options(p)
     g = p.add_argument_group("training (defaults: the paper's Tables 7 and 9)")
-    E = common._Explicit
-    g.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0, action=E,
-                   help="ZeRO stage of every preset (default 0; Megatron's distributed optimizer raises it to 1)")
-    g.add_argument("--recompute", type=common.recompute_policy, default=("none", ()), action=E,
-                   metavar="{none,full,selective,custom:OP,...}", help="activation recomputation (default none)")
-    g.add_argument("--mbs", type=common.positive_int, default=1, action=E, help="micro-batch size b (default 1)")
-    g.add_argument("--seq", type=common.positive_int, default=4096, action=E, help="sequence length s (default 4096)")
+    E, D = common._Explicit, cfg.Training()  # the defaults are the Training dataclass's
+    g.add_argument("--zero", type=int, choices=list(cfg.ZERO_NAMES), default=D.zero, action=E,
+                   help=f"ZeRO stage of every preset (default {D.zero}; Megatron's distributed optimizer raises it to 1)")
+    g.add_argument("--recompute", type=common.recompute_policy, default=(D.recompute, tuple(D.recompute_ops)),
+                   action=E, metavar="{none,full,selective,custom:OP,...}",
+                   help=f"activation recomputation (default {D.recompute_label})")
+    g.add_argument("--mbs", type=common.positive_int, default=D.mbs, action=E,
+                   help=f"micro-batch size b (default {D.mbs})")
+    g.add_argument("--seq", type=common.positive_int, default=D.seq, action=E,
+                   help=f"sequence length s (default {D.seq})")
     g.add_argument("--mtp", action=common._ExplicitTrue, default=False,
                    help="count the model's MTP layers in Megatron's most-loaded shard (the megatron preset)")
     p.add_argument("--plot", metavar="FILE", default=None,

@@ -20,6 +20,12 @@ def add_parser(sub):
     common.add_layout_options(p)
     common.add_training_options(p)
     common.add_convention_options(p)
+    g = p.add_argument_group("memory budget: a verdict (fits at each end of the Sec. 6 ranges, headroom, the cheapest "
+                             "single change that fits)")
+    common.add_budget_options(g)
+    p.add_argument("--global-batch", type=common.positive_int, default=None, metavar="G",
+                   help="sequences per optimizer step: m = G / (DP * mbs) micro-batches (sets --microbatches; the "
+                        "schedule is 1f1b unless --schedule says otherwise)")
     p.add_argument("--tensors", action="store_true",
                    help="list every tensor one MoE transformer layer (MLA + MoE) keeps for backward, one micro-batch, "
                         "under the chosen recomputation and conventions: name, formula at the layout, bytes, the "
@@ -44,32 +50,74 @@ def run(args) -> int:
     if args.all_stages:
         every, worst = estimate_all(model, layout, training, notes)
         if args.json:
-            common.print_json({"most_loaded": worst, "stages": [e.to_json() for e in every],
-                               "assumptions": every[worst].assumptions, **_device_json(every[worst], device)})
+            common.print_json(_all_stages_json(every, worst, device))
             return 0
         print(render_all(every, worst, device))
         return 0
     est = estimate(model, layout, training, common.stage_from_args(args), notes)
+    verdict = _verdict(args, model, layout, training)
     if args.json:
-        common.print_json(data(args, est))
+        common.print_json(data(args, est, verdict))
         return 0
     print(render_text(est))
-    for line in _device_lines(est, device):
+    for line in _device_lines(est, device) + _verdict_lines(verdict):
         print(line)
     return 0
 
 
-def data(args, est=None) -> dict:
-    """What ``estimate --json`` prints (one stage; not --tensors or --all-stages)."""
+def _verdict(args, model, layout, training):
+    """The fit verdict against --hbm / --gpu (derivations.budget), or None without a budget."""
+    hbm, gpu = common.budget_from_args(args)
+    if hbm is None:
+        return None
+    from derivations.budget import verdict
+    return verdict(model, layout, training, hbm, gpu)
+
+
+def _verdict_lines(v) -> list:
+    if v is None:
+        return []
+    what = v.gpu.name + f" ({v.gpu.kind} capacity)" if v.gpu else "--hbm"
+    f = v.fits
+    lines = ["", f"budget: {fmt_int(v.hbm)} bytes ({fmt_gib(v.hbm)} GiB, {what}); judged at the most-loaded stage, "
+                 f"stage {v.stage}"]
+    for e in ("none", "low", "high"):
+        head = v.hbm - v.peaks[e]
+        lines.append(f"  {e:<5} peak {fmt_gib(v.peaks[e]):>9} GiB  headroom {fmt_gib(head):>9} GiB  "
+                     f"{'fits' if f[e] else 'DOES NOT FIT'}")
+    if not f["high"]:
+        if v.change:
+            lines.append(f"  cheapest single change that fits (high end): {v.change['option']} "
+                         f"(peak {fmt_gib(v.change['peak_high'])} GiB)")
+        else:
+            lines.append("  no single change (recomputation, ZeRO, micro-batch, one layout step) fits at the high end")
+    return lines
+
+
+def _all_stages_json(every, worst, device) -> dict:
+    return {"most_loaded": worst, "stages": [e.to_json() for e in every], "assumptions": every[worst].assumptions,
+            **_device_json(every[worst], device)}
+
+
+def data(args, est=None, verdict=None) -> dict:
+    """What ``estimate --json`` prints (with --all-stages or --tensors, what those print)."""
+    model, layout, training = (common.model_from_args(args), common.layout_from_args(args),
+                               common.training_from_args(args))
+    if args.tensors:
+        return _tensors_json(args, model, layout, training)
+    if args.all_stages:
+        from derivations.device import estimate_all
+        every, worst = estimate_all(model, layout, training, common.recipe_assumptions(args))
+        return _all_stages_json(every, worst, _device(args))
     if est is None:
         from derivations.device import estimate
-        est = estimate(common.model_from_args(args), common.layout_from_args(args), common.training_from_args(args),
-                       common.stage_from_args(args), common.recipe_assumptions(args))
-    return {**est.to_json(), **_device_json(est, _device(args))}
+        est = estimate(model, layout, training, common.stage_from_args(args), common.recipe_assumptions(args))
+        verdict = _verdict(args, model, layout, training)
+    return {**est.to_json(), **_device_json(est, _device(args)), **(verdict.to_json() if verdict else {})}
 
 
 def _run_tensors(args, model, layout, training) -> int:
-    from derivations.conventions import SAVINGS, tensor_rows
+    from derivations.conventions import tensor_rows
     from derivations.device import activation_ids, estimate
     est = estimate(model, layout, training, common.stage_from_args(args))
     rows, saving = tensor_rows(model, layout, training, est.stage.index)
@@ -78,15 +126,28 @@ def _run_tensors(args, model, layout, training) -> int:
     layer_id = activation_ids(model, training)["layer"]
     dsubs = _display_subs(est)
     if args.json:
-        common.print_json({
-            "model": model.name, "term": layer_id, "total": total, "conventions": est.to_json()["conventions"],
-            "tensors": [{"sublayer": r.sublayer, "key": r.part.key, "name": r.part.label,
-                         "formula": _formula(r.part, dsubs), "latex": _latex(r.part, dsubs), "bytes": r.bytes,
-                         "kept_for": r.kept_for, "tags": list(r.part.tags)} for r in rows],
-            "savings": [{"option": name, "what": what, "bytes": saving[name]} for name, what, _ in SAVINGS]})
+        common.print_json(_tensors_json(args, model, layout, training, (est, rows, saving, layer_id, total)))
         return 0
     print(render_tensors(est, rows, saving, layer_id, dsubs))
     return 0
+
+
+def _tensors_json(args, model, layout, training, computed=None) -> dict:
+    """What ``estimate --tensors --json`` prints."""
+    from derivations.conventions import SAVINGS, tensor_rows
+    from derivations.device import activation_ids, estimate
+    if computed is None:
+        est = estimate(model, layout, training, common.stage_from_args(args))
+        rows, saving = tensor_rows(model, layout, training, est.stage.index)
+        computed = (est, rows, saving, activation_ids(model, training)["layer"], sum(r.bytes for r in rows))
+    est, rows, saving, layer_id, total = computed
+    dsubs = _display_subs(est)
+    return {
+        "model": model.name, "term": layer_id, "total": total, "conventions": est.to_json()["conventions"],
+        "tensors": [{"sublayer": r.sublayer, "key": r.part.key, "name": r.part.label,
+                     "formula": _formula(r.part, dsubs), "latex": _latex(r.part, dsubs), "bytes": r.bytes,
+                     "kept_for": r.kept_for, "tags": list(r.part.tags)} for r in rows],
+        "savings": [{"option": name, "what": what, "bytes": saving[name]} for name, what, _ in SAVINGS]}
 
 
 def _display_subs(est):

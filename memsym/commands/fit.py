@@ -20,7 +20,10 @@ def add_parser(sub):
     p.add_argument("--stage", type=common.nonneg_int, default=None,
                    help="solve for this pipeline stage only (default: every stage, the most constrained binds)")
     common.add_training_options(p)
-    p.add_argument("--hbm", required=True, help="memory per GPU, e.g. 80GiB (GB and GiB both mean 2^30)")
+    common.add_budget_options(p, what=" (required, or --gpu)")
+    p.add_argument("--global-batch", type=common.positive_int, default=None, metavar="G",
+                   help="sequences per optimizer step: m = G / (DP * mbs) micro-batches under the schedule (1f1b "
+                        "unless --schedule says otherwise); solving for mbs then keeps G fixed, so m changes with b")
     p.add_argument("--solve", choices=["mbs", "seq"], default="mbs",
                    help="solve for the micro-batch size b (default) or the sequence length s")
     p.add_argument("--overheads", choices=["high", "low", "none"], default="high",
@@ -54,16 +57,16 @@ def run(args) -> int:
 
 def _solve_all(args):
     """(model, layout, training, hbm, result, {overheads end: answer}) of a fit command line."""
-    from derivations import config as cfg
     from derivations import fit
     model = common.model_from_args(args)
-    layout, training = common.layout_from_args(args), common.training_from_args(args)
-    hbm = cfg.parse_size(args.hbm)
-    res = fit.solve(model, layout, training, hbm, args.solve, args.stage, args.overheads)
+    layout, training = common.layout_from_args(args), common.training_options(args)  # fit applies --global-batch per b
+    hbm, _ = common.budget_from_args(args, required=True)
+    gb = args.global_batch
+    res = fit.solve(model, layout, training, hbm, args.solve, args.stage, args.overheads, global_batch=gb)
     ends = {args.overheads: res["answer"]}
     for end in ("high", "low", "none"):
         if end not in ends:
-            ends[end] = fit.solve(model, layout, training, hbm, args.solve, args.stage, end)["answer"]
+            ends[end] = fit.solve(model, layout, training, hbm, args.solve, args.stage, end, global_batch=gb)["answer"]
     return model, layout, training, hbm, res, ends
 
 
@@ -201,10 +204,11 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
         lines.append(f"  check (exact): {var}={fmt_int(c['value']['value'])} peak {fmt_gib(c['value']['peak'])} GiB "
                      f"{'<=' if c['value']['fits'] else '>'} {fmt_gib(hbm)} GiB on every stage: "
                      f"{'fits' if c['value']['fits'] else 'DOES NOT FIT'}")
-    n = c["next"]
-    lines.append(f"  check (exact): {var}={fmt_int(n['value'])} peak {fmt_gib(n['peak'])} GiB "
-                 f"{'<=' if n['fits'] else '>'} {fmt_gib(hbm)} GiB on stage {st.index}: "
-                 f"{'FITS' if n['fits'] else 'does not fit'}")
+    if "next" in c:
+        n = c["next"]
+        lines.append(f"  check (exact): {var}={fmt_int(n['value'])} peak {fmt_gib(n['peak'])} GiB "
+                     f"{'<=' if n['fits'] else '>'} {fmt_gib(hbm)} GiB on stage {st.index}: "
+                     f"{'FITS' if n['fits'] else 'does not fit'}")
     if len(res["stages"]) > 1:
         lines.append("  per stage: " + ", ".join(
             f"stage {s.index} {var}* = " + (f"{float(r.root):,.2f}" if r.root is not None else "none")

@@ -34,6 +34,11 @@ def add_parser(sub):
                    help="micro-batches per step m, the same for every configuration (instead of --global-batch)")
     g.add_argument("--vpp", type=common.positive_int, default=None, metavar="V",
                    help="virtual pipeline stages per device for --schedule interleaved (default 2)")
+    from derivations.recipes import RECIPES
+    g.add_argument("--recipe", choices=list(RECIPES), default=None,
+                   help="take the schedule, micro-batches, virtual stages, sequence length, micro-batch size, ZeRO "
+                        "stage and (a named) recomputation of a recipe (`memsym estimate --help`), unless typed; the "
+                        "search keeps the paper's eager attention and BF16 activations")
     g.add_argument("--gpus-per-node", type=common.positive_int, default=8, metavar="N",
                    help="GPUs per node (default 8): tensor-parallel groups, TP and ETP, stay inside a node (each "
                         "divides N); layouts with TP or ETP across nodes are rejected and counted")
@@ -64,9 +69,27 @@ def add_parser(sub):
     p.set_defaults(run=run)
 
 
+def _apply_recipe(args) -> None:
+    """--recipe: its schedule options and training choices where the command line left the defaults."""
+    if not args.recipe:
+        return
+    from derivations.recipes import RECIPES
+    o = RECIPES[args.recipe].options
+    for k in ("schedule", "microbatches", "vpp"):
+        if getattr(args, k) is None and not (k == "microbatches" and args.global_batch is not None):
+            setattr(args, k, o.get(k))
+    defaults = {"seq": (4096,), "mbs": (1, 2, 4), "zero": (0, 1, 2, 3)}
+    for k, d in defaults.items():
+        if tuple(getattr(args, k)) == d:
+            setattr(args, k, (o[k],))
+    if args.recompute is None and not o["recompute"][1]:
+        args.recompute = o["recompute"][0]
+
+
 def _search(args):
     """(model, hbm, SearchResult, ordered row indices) of a search command line."""
     from derivations import search as S
+    _apply_recipe(args)
     model = common.model_from_args(args)
     hbm, _ = common.budget_from_args(args, default_hbm="80GiB")
     result = S.configurations(model, args.gpus, hbm, zeros=args.zero, recompute=args.recompute, mbs=args.mbs,

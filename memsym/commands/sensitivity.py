@@ -38,8 +38,12 @@ def _analyse(args):
     layout, training = common.layout_from_args(args), common.training_from_args(args)
     wrt = S.parse_symbols(args.wrt)
     stage = common.stage_from_args(args)
-    values, comp, results = S.configuration(model, layout, training, default_stage(layout) if stage is None else stage,
-                                            wrt, args.rows)
+    if stage is None:
+        stage = default_stage(layout)
+        if training.schedule:  # the most-loaded device under the schedule
+            from derivations.device import estimate_all
+            stage = estimate_all(model, layout, training)[1]
+    values, comp, results = S.configuration(model, layout, training, stage, wrt, args.rows)
     return model, layout, training, comp, values, results
 
 
