@@ -26,6 +26,20 @@ from symbolic.term import Terms
 
 @lru_cache(maxsize=None)
 def _build(structure) -> Terms:
+    """The frozen registry, from the on-disk cache (:mod:`symbolic.cache`) when the same structure was
+    built by the same code (keyed by the sources of derivations/ and symbolic/ and sympy's version)."""
+    import sys
+
+    import sympy
+
+    import symbolic
+    from symbolic import cache
+    return cache.pickled("terms", ("build", repr(structure), sympy.__version__, sys.version_info[:2],
+                                   cache.source_digest(sys.modules[__name__], symbolic)),
+                         lambda: _make(structure))
+
+
+def _make(structure) -> Terms:
     from . import activations, architecture, conventions, overheads, parameters, static, zero
     q_lora, routing_bias, tied = structure
     terms = Terms()

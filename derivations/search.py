@@ -39,27 +39,100 @@ from .overheads import peak
 LAYOUT_FIELDS = ("dp", "tp", "pp", "ep", "etp", "cp")
 
 
-@dataclass
 class Enumeration:
-    """Valid layouts for a GPU count, and how many lattice candidates each rule rejected."""
+    """Valid layouts for a GPU count, and how many lattice candidates each rule rejected.
 
-    gpus: int
-    layouts: List[cfg.Layout]
-    rejected: Counter = field(default_factory=Counter)
+    ``arrays``: {dp, tp, pp, ep, etp, cp: int64 array} of the valid layouts, in the lattice's
+    order (TP, then PP, CP, EP, ETP ascending); ``layouts`` the same as :class:`Layout` objects
+    (built on first use)."""
+
+    def __init__(self, gpus: int, layouts=None, rejected: Optional[Counter] = None, arrays=None):
+        import numpy as np
+        self.gpus = gpus
+        self.rejected = Counter() if rejected is None else rejected
+        if arrays is None:
+            layouts = list(layouts or [])
+            arrays = {k: np.array([getattr(x, k) for x in layouts], dtype=np.int64) for k in LAYOUT_FIELDS}
+            self._layouts = layouts
+        else:
+            self._layouts = None
+        self.arrays = arrays
+
+    @property
+    def layouts(self) -> List[cfg.Layout]:
+        if self._layouts is None:
+            cols = [self.arrays[k].tolist() for k in LAYOUT_FIELDS]
+            self._layouts = [cfg.Layout(dp=a, tp=b, pp=c, ep=d, etp=e, cp=f) for a, b, c, d, e, f in zip(*cols)]
+        return self._layouts
+
+    def __len__(self) -> int:
+        return len(self.arrays["dp"])
 
     @property
     def candidates(self) -> int:
-        return len(self.layouts) + sum(self.rejected.values())
+        return len(self) + sum(self.rejected.values())
 
 
 #: The largest cluster searched (the largest training clusters are ~10^5 GPUs; a wide margin).
 MAX_GPUS = 2 ** 20
 
 
+def lattice(model: cfg.ModelSpec, gpus: int):
+    """Every candidate layout of the divisor lattice as int64 columns {dp, tp, pp, ep, etp, cp}:
+    DP*TP*PP*CP = ``gpus``, EP a divisor of gcd(N, DP*TP*CP), ETP of gcd(h_E, DP*TP*CP/EP), in the
+    order of nested loops over TP, PP, CP, EP, ETP (ascending)."""
+    import numpy as np
+    D = np.array(divisors(gpus), dtype=np.int64)
+    tp, pp = np.meshgrid(D, D, indexing="ij")
+    ok = gpus % (tp * pp) == 0
+    tp, pp = tp[ok], pp[ok]
+    rest = gpus // (tp * pp)
+    ok = rest[:, None] % D[None, :] == 0                     # CP divides what TP and PP leave
+    i, j = np.nonzero(ok)
+    tp, pp, cp = tp[i], pp[i], D[j]
+    dp = gpus // (tp * pp * cp)
+    dtc = dp * tp * cp
+    E = np.array(divisors(model.N), dtype=np.int64)
+    F = np.array(divisors(model.h_E), dtype=np.int64)
+    ok = (dtc[:, None, None] % E[None, :, None] == 0) & \
+        ((dtc[:, None, None] // E[None, :, None]) % F[None, None, :] == 0)
+    t, e, f = np.nonzero(ok)
+    return {"dp": dp[t], "tp": tp[t], "pp": pp[t], "ep": E[e], "etp": F[f], "cp": cp[t]}
+
+
+def rejections(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (4096,),
+               gpus_per_node: Optional[int] = None):
+    """The rules of :func:`derivations.config.validate_layout` (and the node rule) as array predicates:
+    an object array naming, per candidate of the lattice, the first rule it breaks (None: valid), in
+    validate_layout's order.  The tests check that it rejects exactly what validate_layout rejects,
+    constraint by constraint; the lattice's construction already satisfies positive integers,
+    EP | N, EDP integer and ETP | h_E."""
+    import numpy as np
+    tp, pp, cp, ep, etp, dp = (lay[k] for k in ("tp", "pp", "cp", "ep", "etp", "dp"))
+    out = np.full(len(tp), None, dtype=object)
+
+    def rule(name, bad):
+        fresh = bad & (out == None)  # noqa: E711 (element-wise)
+        out[fresh] = name
+    if gpus_per_node:
+        rule("tp-inside-node", (gpus_per_node % tp != 0) | (gpus_per_node % etp != 0))
+    rule("tp-divides-heads", model.n_h % tp != 0)
+    rule("ep-divides-experts", model.N % ep != 0)
+    rule("edp-integer", (dp * tp * cp) % (ep * etp) != 0)
+    rule("etp-divides-expert", model.h_E % etp != 0)
+    rule("tp-divides-ffn", model.h_F % tp != 0)
+    rule("pp-layers", pp > model.l)
+    for s in seqs:
+        rule("cp-divides-seq", s % cp != 0)
+        rule("sp-divides-seq", s % (tp * cp) != 0)
+    return out
+
+
 def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (4096,),
                       gpus_per_node: Optional[int] = None) -> Enumeration:
     """Every layout with DP*TP*PP*CP = ``gpus`` that passes ``validate_layout`` for every s in ``seqs``;
-    with ``gpus_per_node``, tensor-parallel groups (TP and ETP) stay inside a node (each divides it)."""
+    with ``gpus_per_node``, tensor-parallel groups (TP and ETP) stay inside a node (each divides it).
+    The lattice and the rules are arrays (:func:`lattice`, :func:`rejections`)."""
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise cfg.ConfigError("gpus", f"--gpus must be a positive integer, got {gpus!r}")
     if gpus > MAX_GPUS:
@@ -67,26 +140,13 @@ def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (40
     from .limits import OPTIONS  # bounded work: every s inside derivations/limits.py (floats stay in range)
     for s in seqs:
         OPTIONS["seq"].check(s, "--seq")
-    out = Enumeration(gpus, [])
-    from math import gcd
-    for tp in divisors(gpus):
-        for pp in divisors(gpus // tp):
-            for cp in divisors(gpus // (tp * pp)):
-                dp = gpus // (tp * pp * cp)
-                for ep in divisors(gcd(model.N, dp * tp * cp)):  # EP x ETP spans DP x TP x CP
-                    for etp in divisors(gcd(model.h_E, dp * tp * cp // ep)):
-                        lay = cfg.Layout(dp=dp, tp=tp, pp=pp, ep=ep, etp=etp, cp=cp)
-                        if gpus_per_node and (gpus_per_node % tp or gpus_per_node % etp):
-                            out.rejected["tp-inside-node"] += 1
-                            continue
-                        try:
-                            for s in seqs:
-                                cfg.validate_layout(model, lay, s)
-                        except cfg.ConfigError as exc:
-                            out.rejected[exc.constraint] += 1
-                            continue
-                        out.layouts.append(lay)
-    return out
+    import numpy as np
+    lay = lattice(model, gpus)
+    why = rejections(model, lay, seqs, gpus_per_node)
+    valid = why == None  # noqa: E711 (element-wise)
+    names, counts = np.unique(why[~valid].astype(str), return_counts=True)
+    rejected = Counter({str(k): int(v) for k, v in zip(names, counts)})
+    return Enumeration(gpus, rejected=rejected, arrays={k: lay[k][valid] for k in LAYOUT_FIELDS})
 
 
 def distinct_stages(model: cfg.ModelSpec, layout: cfg.Layout) -> List[cfg.StageComposition]:
@@ -134,16 +194,15 @@ def _rows(model, enum: Enumeration, seqs, mbs):
     (padded by repeating the last).  Returns (columns of the groups, (n_g, K, 5) compositions:
     L_d, L_m, e_E, e_H, stage index)."""
     import numpy as np
-    lay = {k: np.array([getattr(x, k) for x in enum.layouts], dtype=np.int64) for k in LAYOUT_FIELDS}
+    lay = enum.arrays
     stage_of = {pp: distinct_stages(model, cfg.Layout(pp=pp)) for pp in sorted(set(lay["pp"].tolist()))}
     K = max((len(v) for v in stage_of.values()), default=1)
-    comp_table = {}
+    table = np.zeros((max(stage_of, default=0) + 1, K, 5), dtype=np.int64)
     for pp, sts in stage_of.items():
         rows = [(s.dense, s.moe, int(s.embedding), int(s.head), s.index) for s in sts]
-        rows += [rows[-1]] * (K - len(rows))
-        comp_table[pp] = np.array(rows, dtype=np.int64)
-    n_l = len(enum.layouts)
-    per_layout = np.stack([comp_table[p] for p in lay["pp"].tolist()]) if n_l else np.zeros((0, K, 5), np.int64)
+        table[pp] = rows + [rows[-1]] * (K - len(rows))
+    n_l = len(enum)
+    per_layout = table[lay["pp"]]
     seq_a, mbs_a = np.array(seqs, dtype=np.int64), np.array(mbs, dtype=np.int64)
     n_s, n_b = len(seq_a), len(mbs_a)  # group index g = ((layout * n_s) + s) * n_b + b
     li = np.repeat(np.arange(n_l), n_s * n_b)
@@ -246,10 +305,13 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
         invalid = Counter()
         cols, compo = _rows(model, enum, seqs, mbs)
         blocks, g = _most_loaded(_values(model, training, exprs, cols, compo), choices, compo)
-        out = {k: v[g] for k, v in cols.items()}
+        cols["edp"] = cols["dp"] * cols["tp"] * cols["cp"] // (cols["ep"] * cols["etp"])
+        n_c = len(g) // max(len(cols["dp"]), 1)  # g is arange(n_g) once per choice: a tile, not a gather
+        out = {k: np.tile(v, n_c) for k, v in cols.items()}
         for k, v in blocks.items():
             out[k] = np.concatenate(v) if v else np.zeros(0)
-    out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
+    if "edp" not in out:
+        out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
     out["peak"] = peak(out["total"], float(over[nt.f_frag]), float(over[nt.M_buf]))
     out["headroom"] = hbm - out["peak"]
     out["fits"] = out["peak"] <= hbm
@@ -279,16 +341,38 @@ def order(result: SearchResult, only_fitting: bool = True, sort: str = "bubble")
     idx = np.flatnonzero(c["fits"]) if only_fitting else np.arange(len(c["peak"]))
     if sort == "bubble":
         bubble = c["bubble"][idx] if "bubble" in c else c["pp"][idx].astype(np.float64)
-        sub = {k: c[k][idx] for k in ("seq", "mbs", "etp", "ep", "cp", "pp", "recompute", "zero", "tp")}
-        order_ = np.lexsort((sub["seq"], sub["mbs"], sub["etp"], sub["ep"], sub["cp"], sub["pp"], sub["recompute"],
-                             sub["zero"], sub["tp"], -np.round(c["headroom"][idx]), np.round(bubble, 12)))
-        return idx[order_]
-    key = np.round(c["peak"][idx]) * (-1 if sort == "peak" else 1)
-    sub = {k: c[k][idx] for k in ("seq", "mbs", "etp", "ep", "cp", "pp", "tp", "recompute", "zero")}
-    order_ = np.lexsort((sub["seq"], sub["mbs"], sub["etp"], sub["ep"], sub["cp"], sub["pp"], sub["tp"],
-                         sub["recompute"], sub["zero"], key))
-    idx = idx[order_]
-    return idx
+        keys = [np.round(bubble, 12), -np.round(c["headroom"][idx])] + \
+            [c[k][idx] for k in ("tp", "zero", "recompute", "pp", "cp", "ep", "etp", "mbs", "seq")]
+    else:
+        keys = [np.round(c["peak"][idx]) * (-1 if sort == "peak" else 1)] + \
+            [c[k][idx] for k in ("zero", "recompute", "tp", "pp", "cp", "ep", "etp", "mbs", "seq")]
+    return idx[_sort_by(keys)]
+
+
+def _sort_by(keys):
+    """The stable order of rows by ``keys`` (most significant first), the order ``np.lexsort(keys[::-1])``
+    gives: the keys become dense ranks packed into one int64 (one sort instead of one per key) when
+    they fit in 62 bits."""
+    import numpy as np
+    ranks, widths = [], []
+    for k in keys:
+        k = np.asarray(k)
+        if k.dtype.kind in "iu" and len(k) and k.min() >= 0 and k.max() < 1 << 22:  # small integers: O(n) ranks
+            present = np.zeros(int(k.max()) + 1, dtype=bool)
+            present[k] = True
+            dense = np.cumsum(present) - 1
+            ranks.append(dense[k].astype(np.int64))
+            widths.append(int(dense[-1]).bit_length())
+        else:
+            u, inv = np.unique(k, return_inverse=True)
+            ranks.append(inv.reshape(-1).astype(np.int64))
+            widths.append(int(len(u) - 1).bit_length())
+    if sum(widths) > 62:
+        return np.lexsort(keys[::-1])
+    packed = np.zeros(len(keys[0]), dtype=np.int64)
+    for r, w in zip(ranks, widths):
+        packed = (packed << w) | r
+    return np.argsort(packed, kind="stable")
 
 
 def first_per_layout(result: SearchResult, idx):
