@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Tuple
 from symbolic.errors import ConfigError
 
 from . import notation as nt
-from .limits import LIST_LENGTHS, OPTIONS, check_world
+from .limits import LIST_LENGTHS, OPTIONS
 from .model import ModelSpec
 
 
@@ -67,7 +67,6 @@ def validate_layout(model: ModelSpec, layout: Layout, seq: Optional[int] = None)
         OPTIONS["sp"].check(layout.sp, "SP")
         if layout.sp not in (1, layout.tp):
             raise ConfigError("sp", f"SP must be 1 (off) or equal TP={layout.tp}, got SP={layout.sp}")
-    check_world(layout.dp, layout.tp, layout.pp, layout.cp)
     tp, ep, etp = layout.tp, layout.ep, layout.etp
     if model.n_h % tp:
         raise ConfigError("tp-divides-heads",

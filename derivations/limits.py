@@ -137,10 +137,3 @@ def option(dest: str) -> Optional[Limit]:
     """The limit of the command-line option stored in ``dest``, if it has one."""
     return OPTIONS.get(dest)
 
-
-def check_world(dp: int, tp: int, pp: int, cp: int) -> None:
-    """DP*TP*PP*CP, the GPUs of a layout, within the --gpus limit."""
-    world = dp * tp * pp * cp
-    if world > GPUS:
-        raise ConfigError("limit.gpus", f"the layout spans DP*TP*PP*CP = {_show(world)} GPUs; at most "
-                                        f"{_power(GPUS)} ({OPTIONS['gpus'].why})")
