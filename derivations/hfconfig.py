@@ -23,20 +23,24 @@ module's own copies of the embedding and head and the FP8 scale tensors.
 """
 from __future__ import annotations
 
+import codecs
+import errno
 import json
 import os
+import stat
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from symbolic.errors import ConfigError
 
+from .limits import CONFIG_BYTES, CONFIG_DEPTH, FIELDS
 from .model import ModelSpec
 
 #: model_type values of the architecture memsym covers (DeepseekV2/V3 modelling code).
 MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
 #: topk_method values of the DeepseekV2/V3 modelling code ("gready" is the HF default's spelling).
 TOPK_METHODS = ("greedy", "gready", "group_limited_greedy", "noaux_tc")
-MAX_BYTES = 4 * 2 ** 20  # a config.json is a few KiB; refuse to read anything absurd
+MAX_BYTES = CONFIG_BYTES  # a config.json is a few KiB; refuse to read anything absurd
 
 # field -> (ModelSpec attribute, meaning); all required, positive integers
 _DIMENSIONS = (
@@ -68,6 +72,12 @@ def _type_name(x) -> str:
                                      dict: "object"}.get(type(x), type(x).__name__)
 
 
+def _shown(x) -> str:
+    """``repr(x)`` cut short: a value of a hostile file may be megabytes long."""
+    text = repr(x)
+    return text if len(text) <= 40 else f"{text[:24]}...({len(text)} characters)"
+
+
 def _int(data: Mapping, path: str, field: str, meaning: str, minimum: int = 1, default=None, required=True):
     if field not in data:
         if required:
@@ -75,31 +85,160 @@ def _int(data: Mapping, path: str, field: str, meaning: str, minimum: int = 1, d
         return default
     x = data[field]
     if not _is_int(x):
-        raise _err(path, field, f"field {field!r} ({meaning}) must be an integer, got {_type_name(x)} {x!r}")
+        raise _err(path, field, f"field {field!r} ({meaning}) must be an integer, got {_type_name(x)} {_shown(x)}")
     if x < minimum:
         kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise _err(path, field, f"field {field!r} ({meaning}) must be {kind}, got {x}")
+        raise _err(path, field, f"field {field!r} ({meaning}) must be {kind}, got {_shown(x)}")
+    lim = FIELDS.get(field)
+    if lim is not None and x > lim.high:
+        raise _err(path, field, f"field {field!r} ({meaning}) must be at most {lim.domain.split('..')[1]} "
+                                f"({lim.why}), got {_shown(x)}")
     return x
 
 
-def read_json(path: str) -> Dict:
-    """The parsed JSON object of ``path`` (a config.json, or a directory holding one)."""
-    if os.path.isdir(path):
-        path = os.path.join(path, "config.json")
+class _BigNumber(ValueError):
+    """A JSON number with more digits than any config field has (json would convert it whole)."""
+
+
+class _Duplicate(ValueError):
+    """A JSON object naming a field twice (json would keep the last silently)."""
+
+
+def _parse_int(text: str) -> int:
+    if len(text.lstrip("-")) > 30:
+        raise _BigNumber(text)
+    return int(text)
+
+
+def _object(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Duplicate(k)
+        out[k] = v
+    return out
+
+
+_NESTING = None
+
+
+def _nesting_offset(text: str, limit: int) -> Optional[int]:
+    """The character offset where ``text`` (JSON) nests deeper than ``limit``, or None."""
+    import re
+    global _NESTING
+    if _NESTING is None:
+        _NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+    depth = 0
+    for m in _NESTING.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > limit:
+                return m.start()
+        elif c in "]}":
+            depth -= 1
+    return None
+
+
+def _depth(data) -> int:
+    """How deep ``data`` (parsed JSON) nests, without recursion."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, (dict, list)):
+            deepest = max(deepest, d)
+            stack.extend((v, d + 1) for v in (x.values() if isinstance(x, dict) else x))
+    return deepest
+
+
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _stat(path: str) -> os.stat_result:
     try:
-        size = os.path.getsize(path)
-        if size > MAX_BYTES:
-            raise _err(path, "file", f"is {size} bytes; a config.json is a few KiB (limit {MAX_BYTES})")
-        with open(path, "rb") as fh:
-            raw = fh.read()
+        return os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _err(path, "file", "is a symbolic link loop (too many levels of symbolic links)") from None
+        raise _err(path, "file", f"cannot read the model config: {exc.strerror or exc}") from None
+    except ValueError:  # a NUL character
+        raise _err(path, "file", "is not a path (it holds a NUL character)") from None
+
+
+def _read_bounded(path: str) -> bytes:
+    """At most CONFIG_BYTES bytes of the regular file ``path`` (a device, FIFO, socket or
+    directory is named as what it is, never opened for reading)."""
+    st = _stat(path)
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
+        raise _err(path, "file", f"is {kind}, not a config.json file")
+    if st.st_size > CONFIG_BYTES:
+        raise _err(path, "file", f"is {st.st_size} bytes; a config.json is a few KiB (limit {CONFIG_BYTES} bytes)")
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
         raise _err(path, "file", f"cannot read the model config: {exc.strerror or exc}") from None
     try:
-        data = json.loads(raw.decode("utf-8"))
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced since the stat above
+            raise _err(path, "file", "is not a regular file")
+        chunks, n = [], 0
+        while n <= CONFIG_BYTES:
+            chunk = os.read(fd, min(1 << 16, CONFIG_BYTES + 1 - n))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            n += len(chunk)
+    except OSError as exc:
+        raise _err(path, "file", f"cannot read the model config: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if n > CONFIG_BYTES:
+        raise _err(path, "file", f"is larger than {CONFIG_BYTES} bytes (stopped reading at byte {CONFIG_BYTES + 1}); "
+                                 f"a config.json is a few KiB")
+    return b"".join(chunks)
+
+
+def read_json(path: str) -> Dict:
+    """The parsed JSON object of ``path`` (a config.json, or a directory holding one).
+
+    Bounded: at most CONFIG_BYTES bytes are read whatever the file is (a device or a FIFO is
+    refused before it is opened), a UTF-8 byte-order mark is skipped, and nesting deeper than
+    CONFIG_DEPTH, a number of more than 30 digits or a field named twice is refused; every
+    error names the file and the byte offset or the field."""
+    path = os.fspath(path)
+    if stat.S_ISDIR(_stat(path).st_mode):
+        path = os.path.join(path, "config.json")
+    raw = _read_bounded(path)
+    skip = 0
+    if raw.startswith(codecs.BOM_UTF8):
+        skip = len(codecs.BOM_UTF8)
+    elif raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise _err(path, "json", "is UTF-16 (byte-order mark at byte 0); save the config.json as UTF-8")
+    try:
+        text = raw[skip:].decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _err(path, "json", f"not a UTF-8 JSON file ({exc.reason} at byte {exc.start})") from None
+        raise _err(path, "json", f"not a UTF-8 JSON file ({exc.reason} at byte {exc.start + skip})") from None
+
+    def at(pos: int) -> str:
+        return f"byte {len(text[:pos].encode('utf-8')) + skip}"
+    try:
+        data = json.loads(text, parse_int=_parse_int, object_pairs_hook=_object)
     except json.JSONDecodeError as exc:
-        raise _err(path, "json", f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})") from None
+        raise _err(path, "json", f"not valid JSON: {exc.msg} ({at(exc.pos)}, line {exc.lineno}, column "
+                                 f"{exc.colno})") from None
+    except _BigNumber as exc:
+        raise _err(path, "json", f"a number of {len(str(exc))} digits at {at(text.find(str(exc)))}: no config field "
+                                 f"has more than 30") from None
+    except _Duplicate as exc:
+        raise _err(path, str(exc.args[0])[:64], f"field {_shown(exc.args[0])} appears twice in one object") from None
+    except RecursionError:
+        data = None
+    if data is None or _depth(data) > CONFIG_DEPTH:
+        pos = _nesting_offset(text, CONFIG_DEPTH)
+        where = at(pos) if pos is not None else "somewhere"
+        raise _err(path, "json", f"nested deeper than {CONFIG_DEPTH} levels at {where} (a config.json nests 3 "
+                                 f"levels)") from None
     if not isinstance(data, dict):
         raise _err(path, "json", f"a config.json holds a JSON object, got {_type_name(data)}")
     return data
@@ -128,7 +267,7 @@ def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
         raise _err(path, "model_type", f"required field 'model_type' is missing (memsym covers "
                                        f"{', '.join(MODEL_TYPES)})")
     if mt not in MODEL_TYPES:
-        raise _err(path, "model_type", f"model_type {mt!r} is not an architecture memsym covers "
+        raise _err(path, "model_type", f"model_type {_shown(mt)} is not an architecture memsym covers "
                                        f"(MLA + MoE: {', '.join(MODEL_TYPES)})")
     dims = {attr: _int(data, path, field, meaning) for field, attr, meaning in _DIMENSIONS}
 
@@ -147,15 +286,15 @@ def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
     topk = data.get("topk_method", default_topk)
     if not isinstance(topk, str) or topk not in TOPK_METHODS:
         raise _err(path, "topk_method", f"field 'topk_method' must be one of {', '.join(TOPK_METHODS)}, "
-                                        f"got {_type_name(topk)} {topk!r}")
+                                        f"got {_type_name(topk)} {_shown(topk)}")
     tied = data.get("tie_word_embeddings", False)
     if not isinstance(tied, bool):
         raise _err(path, "tie_word_embeddings", f"field 'tie_word_embeddings' must be true or false, "
-                                                f"got {_type_name(tied)} {tied!r}")
+                                                f"got {_type_name(tied)} {_shown(tied)}")
     for flag in ("attention_bias", "mlp_bias"):
         val = data.get(flag, False)
         if val is not False and val is not None:
-            raise _err(path, flag, f"field {flag!r} = {val!r}: projection biases are not covered "
+            raise _err(path, flag, f"field {flag!r} = {_shown(val)}: projection biases are not covered "
                                    f"(DeepSeek checkpoints have none)")
 
     if dims["N_r"] > dims["N"]:
@@ -179,9 +318,9 @@ def _fp8_block(data: Mapping, path: str) -> Optional[Tuple[int, int]]:
     if q.get("quant_method") != "fp8" or q.get("weight_block_size") is None:
         return None
     blk = q["weight_block_size"]
-    if not (isinstance(blk, list) and len(blk) == 2 and all(_is_int(x) and x > 0 for x in blk)):
+    if not (isinstance(blk, list) and len(blk) == 2 and all(_is_int(x) and 0 < x <= FIELDS['weight_block_size'].high for x in blk)):
         raise _err(path, "quantization_config", f"quantization_config.weight_block_size must be two positive "
-                                                f"integers, got {blk!r}")
+                                                f"integers (at most {FIELDS['weight_block_size'].high}), got {_shown(blk)}")
     return (blk[0], blk[1])
 
 

@@ -17,6 +17,7 @@ from typing import Dict, List, Optional, Tuple
 from symbolic.errors import ConfigError
 
 from . import notation as nt
+from .limits import LIST_LENGTHS, OPTIONS
 from .model import ModelSpec
 
 
@@ -60,8 +61,10 @@ def validate_layout(model: ModelSpec, layout: Layout, seq: Optional[int] = None)
     """Check the paper's divisibility rules; raise ConfigError naming the first that fails."""
     for f in ("dp", "tp", "pp", "ep", "etp", "cp"):
         positive_int(f.upper(), getattr(layout, f))
+        OPTIONS[f].check(getattr(layout, f), f.upper())
     if layout.sp is not None:
         positive_int("SP", layout.sp)
+        OPTIONS["sp"].check(layout.sp, "SP")
         if layout.sp not in (1, layout.tp):
             raise ConfigError("sp", f"SP must be 1 (off) or equal TP={layout.tp}, got SP={layout.sp}")
     tp, ep, etp = layout.tp, layout.ep, layout.etp
@@ -102,6 +105,9 @@ def stage_layers(model: ModelSpec, layout: Layout) -> List[range]:
     l, pp = model.l, layout.pp
     if layout.layers_per_stage is not None:
         split = list(layout.layers_per_stage)
+        if len(split) > LIST_LENGTHS["layers_per_stage"]:
+            raise ConfigError("limit.layers_per_stage", f"--layers-per-stage has {len(split)} entries; at most "
+                                                        f"{LIST_LENGTHS['layers_per_stage']}")
         if len(split) != pp:
             raise ConfigError("layers-per-stage", f"--layers-per-stage has {len(split)} entries, PP={pp}")
         if any((not isinstance(x, int)) or x < 1 for x in split):

@@ -63,7 +63,7 @@ def load_model(name_or_path: str) -> ModelSpec:
     """A preset by name, or a Hugging Face ``config.json`` (read as JSON data only)."""
     if name_or_path in PRESETS:
         return PRESETS[name_or_path]
-    if os.path.exists(name_or_path) or name_or_path.endswith(".json"):
+    if os.path.lexists(name_or_path) or name_or_path.endswith(".json"):  # lexists: a symlink loop is a file
         return from_hf_config(name_or_path)  # issue: real checkpoints
     raise ConfigError("model", f"unknown model {name_or_path!r}: use one of {', '.join(PRESETS)} "
                                f"or a path to a Hugging Face config.json")

@@ -137,6 +137,9 @@ def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (40
         raise cfg.ConfigError("gpus", f"--gpus must be a positive integer, got {gpus!r}")
     if gpus > MAX_GPUS:
         raise cfg.ConfigError("gpus", f"--gpus must be at most 2^20 = {MAX_GPUS:,} (the search's ceiling), got {gpus}")
+    from .limits import OPTIONS  # bounded work: every s inside derivations/limits.py (floats stay in range)
+    for s in seqs:
+        OPTIONS["seq"].check(s, "--seq")
     import numpy as np
     lay = lattice(model, gpus)
     why = rejections(model, lay, seqs, gpus_per_node)

@@ -13,6 +13,7 @@ from symbolic.errors import ConfigError
 
 from . import notation as nt
 from .layout import positive_int
+from .limits import OPTIONS
 from .switches import BYTES_CONVENTIONS, Conventions, validate_conventions
 
 
@@ -43,6 +44,11 @@ DTYPES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 ZERO_NAMES = {0: "none", 1: "os", 2: "os+g", 3: "os+g+params"}
 
 
+def _short(text) -> str:
+    text = repr(str(text))
+    return text if len(text) <= 48 else f"{text[:32]}...({len(text)} characters)"
+
+
 def parse_recompute(text: str) -> Tuple[str, Tuple[str, ...]]:
     """``'selective'`` -> ('selective', ()); ``'custom:norm,mla_up'`` -> ('custom', ('norm', 'mla_up')).
 
@@ -50,10 +56,10 @@ def parse_recompute(text: str) -> Tuple[str, Tuple[str, ...]]:
     policy, _, rest = str(text).partition(":")
     if policy not in RECOMPUTE:
         raise ConfigError("recompute", f"recompute must be one of none, full, selective, custom:OP[,OP...], "
-                                       f"got {text!r}")
+                                       f"got {_short(text)}")
     if policy != "custom":
         if rest:
-            raise ConfigError("recompute", f"only custom takes operators (custom:OP,...), got {text!r}")
+            raise ConfigError("recompute", f"only custom takes operators (custom:OP,...), got {_short(text)}")
         return policy, ()
     ops = [o.strip() for o in rest.split(",") if o.strip()]
     if not ops:
@@ -61,8 +67,12 @@ def parse_recompute(text: str) -> Tuple[str, Tuple[str, ...]]:
                                            f"valid: {', '.join(RECOMPUTE_OPS)}")
     bad = [o for o in ops if o not in RECOMPUTE_OPS]
     if bad:
+        shown = ", ".join(o if len(o) <= 24 else o[:24] + "..." for o in bad[:8]) + (", ..." if len(bad) > 8 else "")
         raise ConfigError("recompute-ops", f"unknown recompute operator{'s' * (len(bad) > 1)} "
-                                           f"{', '.join(bad)}; valid: {', '.join(RECOMPUTE_OPS)}")
+                                           f"{shown}; valid: {', '.join(RECOMPUTE_OPS)}")
+    twice = next((o for i, o in enumerate(ops) if o in ops[:i]), None)
+    if twice is not None:
+        raise ConfigError("recompute-ops", f"recompute operator {twice} is named twice in {_short(text)}")
     return "custom", tuple(o for o in RECOMPUTE_OPS if o in ops)
 
 
@@ -137,6 +147,8 @@ class Training:
 def validate_training(t: Training) -> None:
     positive_int("micro-batch size (--mbs)", t.mbs)
     positive_int("sequence length (--seq)", t.seq)
+    OPTIONS["mbs"].check(t.mbs, "micro-batch size (--mbs)")
+    OPTIONS["seq"].check(t.seq, "sequence length (--seq)")
     if t.zero not in ZERO_NAMES:
         raise ConfigError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {t.zero!r}")
     if t.recompute not in RECOMPUTE:
@@ -147,20 +159,27 @@ def validate_training(t: Training) -> None:
         raise ConfigError("recompute-ops", f"recompute operators {t.recompute_ops} need the custom policy")
     if t.attention not in ATTENTION:
         raise ConfigError("attention", f"attention must be one of {', '.join(ATTENTION)}, got {t.attention!r}")
+    if isinstance(t.imbalance, str) and len(t.imbalance) > 32:
+        raise ConfigError("imbalance", f"imbalance F must be a number in 1..10^6, got {_short(t.imbalance)}")
     try:
         f = Fraction(t.imbalance)
     except (TypeError, ValueError):
         raise ConfigError("imbalance", f"imbalance F must be a number >= 1, got {t.imbalance!r}") from None
     if isinstance(t.imbalance, bool) or f < 1:
         raise ConfigError("imbalance", f"imbalance F must be >= 1 (1 is balanced routing), got {t.imbalance!r}")
+    if f > 10 ** 6:
+        raise ConfigError("limit.imbalance", f"imbalance F must be at most 10^6 (an expert cannot receive more than "
+                                             f"every token), got {_short(t.imbalance)}")
     if t.schedule is not None and t.schedule not in SCHEDULES:
         raise ConfigError("schedule", f"schedule must be one of {', '.join(SCHEDULES)}, got {t.schedule!r}")
     if t.microbatches is not None:
         positive_int("micro-batches per step (--microbatches)", t.microbatches)
+        OPTIONS["microbatches"].check(t.microbatches, "micro-batches per step (--microbatches)")
         if t.schedule is None:
             raise ConfigError("schedule", "--microbatches needs a pipeline schedule (--schedule)")
     if t.vpp is not None:
         positive_int("virtual pipeline stages (--vpp)", t.vpp)
+        OPTIONS["vpp"].check(t.vpp, "virtual pipeline stages (--vpp)")
         if t.schedule != "interleaved":
             raise ConfigError("vpp", f"--vpp applies to --schedule interleaved only, got schedule {t.schedule}")
         if t.vpp < 2:

@@ -4,7 +4,7 @@ Each subcommand is a module of :mod:`memsym.commands` with ``add_parser(subparse
 ``run(args) -> int``.  Only the chosen subcommand's module is imported (``memsym --help``
 and ``--version`` import neither sympy nor numpy).  Exit codes: 0 success, 1 a negative
 verdict (verify: not equal; reproduce: an unexplained disagreement), 2 bad input (one line
-on stderr, never a traceback).
+on stderr, never a traceback), 130 interrupted (Ctrl-C; one line).
 """
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
             importlib.import_module(f".commands.{name}", __package__).add_parser(sub)
         else:
             sub.add_parser(name, help=text)
+    if only is None or only:  # a subcommand built: bound its options (derivations/limits.py)
+        from .commands.common import apply_limits
+        apply_limits(parser)
     return parser
 
 
@@ -44,7 +47,26 @@ def _command(argv: List[str]) -> Optional[str]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C: one line, the shell's 128 + SIGINT; outputs are all-or-nothing
+        print("memsym: interrupted", file=sys.stderr)
+        if argv is None:  # the memsym process itself: exit now, not through the exit handlers of a
+            import os     # notebook kernel's client, which can wait for ever on its sockets
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except (OSError, ValueError):
+                    pass
+            os._exit(130)
+        return 130
+
+
+def _main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    for stream in (sys.stdout, sys.stderr):  # a name typed with undecodable bytes still prints
+        if hasattr(stream, "reconfigure") and getattr(stream, "errors", None) == "strict":
+            stream.reconfigure(errors="backslashreplace")
     parser = build_parser(only=_command(argv) or "")
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
@@ -52,6 +74,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 2
     from symbolic.errors import ConfigError
     try:
+        from .commands.common import check_conflicts
+        check_conflicts(args)
         return int(args.run(args) or 0)
     except ConfigError as exc:
         print(f"memsym: error: {exc}", file=sys.stderr)

@@ -1,4 +1,5 @@
-"""Output files: written atomically, so a failed run never leaves a half-written file."""
+"""Output files: written atomically, so a failed run never leaves a half-written file
+(:func:`write_atomic`), and sets of files written all or nothing (:func:`write_tree`)."""
 from __future__ import annotations
 
 import os
@@ -62,3 +63,118 @@ def check_out_dir(path) -> Path:
     if not os.access(probe, os.W_OK | os.X_OK):
         raise ConfigError("output", f"--out {path}: {probe} is not writable")
     return path
+
+
+def _describe(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+def write_tree(out, files, remove=()) -> list:
+    """Write the files ``{name: str or bytes}`` into the folder ``out`` all or nothing.
+
+    Every file is written into a temporary folder beside ``out`` (same file system) and
+    flushed to disk; then the folder is renamed into place (``out`` did not exist) or each
+    file is renamed over its old copy, the old copies kept until every rename succeeded (and
+    put back otherwise), with Ctrl-C held off during the renames.  ``remove`` names stale
+    files of an earlier run to delete with the same commit.  After any failure (disk full,
+    permission, Ctrl-C) ``out`` holds its previous files, or does not exist, and nothing
+    else is left behind; the error is ConfigError naming the file and the cause (an
+    interruption is re-raised as KeyboardInterrupt).  Returns the paths written, sorted.
+    """
+    import shutil
+
+    from .errors import ConfigError
+    out = Path(out)
+    names = sorted(files)
+    for name in names:
+        if not name or "/" in name or name in (".", ".."):
+            raise ValueError(f"write_tree writes plain file names, got {name!r}")
+    created = []  # parent folders made here, removed again on failure
+    probe = out.parent
+    while not probe.exists():
+        created.append(probe)
+        probe = probe.parent
+    staging = None
+    try:
+        for d in reversed(created):
+            d.mkdir()
+        staging = Path(tempfile.mkdtemp(dir=str(out.parent), prefix=f".{out.name}.", suffix=".tmp"))
+        for name in names:
+            data = files[name]
+            raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+            try:
+                with open(staging / name, "wb") as fh:
+                    fh.write(raw)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.chmod(staging / name, 0o644)
+            except OSError as exc:
+                raise ConfigError("output", f"cannot write {out / name}: {_describe(exc)}; {out} is unchanged") \
+                    from None
+        _commit(staging, out, names, remove)
+    except BaseException:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        for d in created:
+            try:
+                d.rmdir()
+            except OSError:
+                pass
+        raise
+    shutil.rmtree(staging, ignore_errors=True)
+    return [out / name for name in names]
+
+
+def _commit(staging: Path, out: Path, names, remove) -> None:
+    """Move the staged files into ``out``: one rename of the folder when ``out`` is new, else one
+    rename per file with the old copies set aside and put back on failure.  SIGINT is held
+    until the end (the renames take microseconds)."""
+    import signal
+    import threading
+
+    from .errors import ConfigError
+    held = []
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGINT) if main else None
+    if main:
+        signal.signal(signal.SIGINT, lambda *a: held.append(a))
+    try:
+        try:
+            if not out.exists():
+                os.chmod(staging, 0o755)
+                os.rename(staging, out)
+                return
+            old = staging / ".old"
+            old.mkdir()
+            moved, kept = [], []
+            try:
+                for name in list(names) + [n for n in remove if n not in names]:
+                    target = out / name
+                    if target.is_dir() and not target.is_symlink():
+                        raise ConfigError("output", f"cannot write {target}: it is a directory; {out} is unchanged")
+                    if os.path.lexists(target):
+                        os.rename(target, old / name)
+                        kept.append(name)
+                    if name in names:
+                        os.rename(staging / name, target)
+                        moved.append(name)
+            except BaseException:
+                for name in moved:  # put the previous set back
+                    try:
+                        os.rename(out / name, staging / name)
+                    except OSError:
+                        pass
+                for name in kept:
+                    try:
+                        os.rename(old / name, out / name)
+                    except OSError:
+                        pass
+                raise
+        except OSError as exc:
+            raise ConfigError("output", f"cannot write {exc.filename or out}: {_describe(exc)}; {out} is unchanged") \
+                from None
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+        if held:
+            raise KeyboardInterrupt

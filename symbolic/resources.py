@@ -25,8 +25,6 @@ TEMPLATES_DIR = _locate("templates", "memsym_templates")
 
 
 def build_dir() -> Path:
-    """Default output folder: the checkout's ``paper/build`` (ignored by git), or
-    ``./paper/build`` under the current directory for a regular install."""
-    if PAPER_DIR == _ROOT / "paper":
-        return PAPER_DIR / "build"
-    return Path.cwd() / "paper" / "build"
+    """Default output folder of ``memsym report``: ``./memsym-report`` under the current
+    directory, never a folder of the checkout or of the installed package."""
+    return Path.cwd() / "memsym-report"

@@ -13,8 +13,18 @@ from typing import Dict, List, Sequence
 FACTOR_ABOVE = 1 << 20
 
 
-def divisors(n: int) -> List[int]:
-    """The positive divisors of ``n``, ascending."""
+#: The largest integer :func:`divisors` factors: trial division up to its square root stays
+#: below 2^12 steps (callers bound their inputs lower, e.g. derivations.limits.GPUS).
+DIVISORS_UP_TO = 1 << 24
+
+
+def divisors(n: int, limit: int = DIVISORS_UP_TO) -> List[int]:
+    """The positive divisors of ``n``, ascending; ConfigError when ``n`` is above ``limit``
+    (bounded work whatever the input)."""
+    if not 0 < n <= limit:
+        from .errors import ConfigError
+        raise ConfigError("limit.divisors", f"divisors of {n if n < 10 ** 24 else 'a huge number'}: "
+                                            f"only integers in 1..{limit} are factored")
     small, large = [], []
     d = 1
     while d * d <= n:

@@ -195,8 +195,9 @@ def test_reproduce_out_writes_the_default_report(tmp_path, monkeypatch, capsys):
     assert calls == [("deepseek-v3", cfg.Layout(), str(tmp_path), rp.DEFAULT_FORMATS)]
 
 
-def test_default_out_dir_is_paper_build():
-    assert rp.default_out_dir().parts[-2:] == ("paper", "build")
+def test_default_out_dir_is_memsym_report_under_the_current_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # never the checkout's or the installed package's tree (issue 14)
+    assert rp.default_out_dir() == tmp_path / "memsym-report"
 
 
 def test_no_tex_engine_says_so_and_writes_the_tex(tmp_path, monkeypatch, ctx):

@@ -68,7 +68,8 @@ def add_parser(sub):
                                    "configuration.",
                        epilog=EPILOG + "\n" + _symbols_epilog(),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("formula", metavar="FORMULA", help="the formula (quote it)")
+    p.add_argument("formula", metavar="FORMULA", help="the formula (quote it; one starting with '-', such as "
+                                                      "\"-bsh\", is read as the formula)")
     p.add_argument("--against", required=True, metavar="TERM",
                    help="term id (act.mla.layer), or TERM:PART[+PART] for some of its parts (act.stage:mla); "
                         "list them with `memsym terms --parts`")
@@ -82,6 +83,21 @@ def add_parser(sub):
     g.add_argument("--latex", action="store_true", help="print the result as LaTeX")
     g.add_argument("--json", action="store_true", help="print machine-readable JSON")
     p.set_defaults(run=run)
+    _formula_may_start_with_minus(p)
+
+
+def _formula_may_start_with_minus(p: argparse.ArgumentParser) -> None:
+    """Read a word such as ``-bsh`` or ``-2bs`` as the formula, not as an unknown option: every
+    option of verify is long (``--against``) but ``-h``, so any other word starting with a
+    single '-' is an argument (the formula, or a value of --assume)."""
+    parse_optional = p._parse_optional
+
+    def parse(arg_string):
+        if arg_string.startswith("-") and not arg_string.startswith("--") and len(arg_string) > 1 \
+                and arg_string not in p._option_string_actions:
+            return None
+        return parse_optional(arg_string)
+    p._parse_optional = parse
 
 
 def run(args) -> int:

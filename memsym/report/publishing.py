@@ -14,6 +14,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from symbolic.errors import ConfigError
 from symbolic.files import write_atomic  # noqa: F401  (re-exported: memsym.report.write_atomic)
+from symbolic.files import write_tree
 
 from . import rendering
 from .extras import NOTEBOOK_FORMATS, require_report
@@ -25,7 +26,7 @@ DEFAULT_FORMATS = FORMATS
 
 
 def default_out_dir() -> Path:
-    """``paper/build`` of the project (ignored by git)."""
+    """``./memsym-report`` under the current directory (never the installed package's tree)."""
     from symbolic.resources import build_dir
     return build_dir()
 
@@ -87,9 +88,10 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
             progress: Optional[Callable[[str], None]] = None) -> Published:
     """Build the report of ``ctx`` and write the requested formats to ``out_dir``.
 
-    Everything is rendered in memory first and written atomically at the end, so a failure
-    writes nothing (a PDF failure still writes the other files and reports the engine's
-    first error).  The report is laid out once: the notebooks are built from the outline
+    Everything is rendered in memory first and written at the end all or nothing
+    (:func:`symbolic.files.write_tree`: a temporary folder beside ``out_dir``, renamed into
+    place), so a failure, a full disk or Ctrl-C leaves ``out_dir`` as it was (a PDF failure
+    still writes the other files and reports the engine's first error).  The report is laid out once: the notebooks are built from the outline
     and run while the same outline is computed for the other formats.
     """
     out = Path(out_dir) if out_dir is not None else default_out_dir()
@@ -102,19 +104,41 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
         from . import notebook as nbm
         say("starting a kernel and laying out the notebooks")
         kernel = nbm.Kernel().start(warm=nbm.warm_source(ctx))  # it boots while the report is laid out
+    run = None
     try:
         plan = outline_report(ctx)
         run = _NotebookRun(ctx, plan, kernel, say) if kernel is not None else None
         _render_all(ctx, plan, out, formats, run, outputs, result, say)
     except BaseException:
         if kernel is not None:
-            kernel.shutdown()                   # do not leave a kernel behind; the worker then stops
+            _stop(kernel, run)                  # do not leave a kernel behind
         raise
     say(f"writing {len(outputs)} files to {out}")
-    for name in sorted(outputs):
-        write_atomic(out / name, outputs[name])
-        result.written.append(out / name)
+    stale = () if "report.pdf" not in outputs else ("report.log",)  # the log of an earlier failed compile
+    result.written.extend(write_tree(out, outputs, remove=stale))  # all or nothing (symbolic/files.py)
     return result
+
+
+def _stop(kernel, run: Optional[_NotebookRun]) -> None:
+    """Stop the notebooks' kernel after a failure or Ctrl-C.  While the worker thread runs a
+    notebook, the kernel process is killed and the worker, which then fails at once, shuts its
+    client down itself: tearing the client's sockets down from this thread as well leaves zmq
+    waiting for ever.  Before the worker starts, the kernel is shut down here."""
+    import signal
+    if run is None or not run.worker.is_alive():
+        kernel.shutdown()
+        return
+    try:
+        if kernel.km is not None and kernel.km.has_kernel:
+            kernel.km.signal_kernel(signal.SIGKILL)
+    except Exception:  # already gone
+        pass
+    run.worker.join(timeout=2)
+    if run.worker.is_alive() and kernel._dir is not None:  # still waiting on the dead kernel: the
+        try:                                                 # process is ending, leave no folder
+            kernel._dir.cleanup()
+        except OSError:
+            pass
 
 
 def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outputs: Dict[str, object],
@@ -150,9 +174,6 @@ def _add_pdf(out: Path, outputs: Dict[str, object], result: Published, say) -> N
         return
     try:
         outputs["report.pdf"] = compile_pdf(outputs["report.tex"], engine, say)
-        stale_log = out / "report.log"          # from an earlier failed compile
-        if stale_log.exists():
-            stale_log.unlink()
     except PdfError as exc:
         result.error = f"{exc} (full log: {out / 'report.log'})"
         if exc.log:
