@@ -68,3 +68,12 @@ def test_estimate_is_the_script(dp, tp, pp, ep, etp, seq):
     assert est.bytes["activations_per_layer"] == script_layer(seq, tp, etp)
     full = estimate(V3, lay, with_preset(cfg.Training(seq=seq, recompute="full"), "modelzoo"), 1)
     assert full.bytes["activations_per_layer"] == script_layer(seq, tp, etp, full=True)
+
+
+def test_estimate_text_explains_the_scripts_rank():
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--conventions", "modelzoo"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0 and "Traceback" not in p.stderr
+    assert "5,637,144,576" in p.stdout  # the routed experts of 4 layers over EP 8 (the script's rank_moe params)

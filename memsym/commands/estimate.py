@@ -402,12 +402,27 @@ def explain_megatron(est) -> list:
     return lines
 
 
+def explain_modelzoo(est) -> list:
+    """The parts of the ModelZoo script's rank (--rank modelzoo)."""
+    from derivations import configured
+    from symbolic.numeric import exact
+    reg = configured(est.model, est.training)
+    lines = ["  the ModelZoo script's rank (every layer of the stage counted as a MoE layer; no embedding, head, "
+             "norms or router):"]
+    for tid, over in (("conv.modelzoo.params.non_moe", "P_n, over DP CP"), ("conv.modelzoo.params.moe", "P_m, over EDP")):
+        for p in reg[tid].parts:
+            lines.append(f"    {p.key:<11}{fmt_int(exact(p.expr, est.subs)):>16}  {p.label} ({over})")
+    return lines
+
+
 def explain_params(est) -> list:
     """How P_n and P_m of the device arise from the per-layer terms (Sec. 3 rules)."""
     from derivations import configured
     from symbolic.numeric import exact
     if est.term_ids.get("params", "").startswith("conv.megatron"):
         return explain_megatron(est)
+    if est.term_ids.get("params", "").startswith("conv.modelzoo"):
+        return explain_modelzoo(est)
     m, lay, st, subs = est.model, est.layout, est.stage, est.subs
     shared_tp = est.training.conventions.shared_expert == "tp"
     if len(est.held) > 1:  # DualPipe: the device holds two stages' parameters
