@@ -76,7 +76,7 @@ function readInt(dest, opt, min) {
   const raw = $(`opt-${dest}`).value;
   if (raw.trim() === "") return undefined;
   const kind = min === 0 ? "a non-negative integer" : "a positive integer";
-  if (!/^\s*[+-]?\d+\s*$/.test(raw)) throw argError(opt, `expected ${kind}, got ${pyRepr(raw)}`);
+  if (!/^\s*[+-]?\d+\s*$/.test(raw)) throw argError(opt, `expected ${kind} (ASCII digits 0-9), got ${pyRepr(raw)}`);
   const v = parseInt(raw, 10);
   if (v < min) throw argError(opt, `expected ${kind}, got ${pyRepr(raw)}`);
   return v;
