@@ -74,13 +74,22 @@ def waterfall(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, 
     return Waterfall(start, end, first, values, steps), first_est, est
 
 
-def compare(model, layout, training, stage=None, mtp=False):
-    """{preset: (Estimate, quantities)} and {preset: Waterfall from paper} for one layout."""
+#: The presets ``compare`` sets side by side unless told (``memsym compare --conventions``).
+DEFAULT_PRESETS = ("paper", "megatron", "modelzoo")
+
+
+def compare(model, layout, training, stage=None, mtp=False, presets=DEFAULT_PRESETS):
+    """{preset: (Estimate, quantities)} and {preset: Waterfall from paper} for one layout
+    (``presets``: which, paper always first)."""
+    presets = ("paper",) + tuple(p for p in presets if p != "paper")
+    for name in presets:
+        if name not in PRESETS:
+            raise cfg.ConfigError("conventions", f"conventions must be among {', '.join(PRESETS)}, got {name!r}")
     columns, falls = {}, {}
-    for name in PRESETS:
+    for name in presets:
         est = estimate(model, layout, with_preset(training, name, mtp), stage)
         columns[name] = (est, quantities(est))
-    for name in PRESETS:
+    for name in presets:
         if name == "paper":
             continue
         fall, _, _ = waterfall(model, layout, training, name, "paper", stage, mtp)

@@ -48,6 +48,8 @@ class Estimate:
     held: Tuple[cfg.StageComposition, ...] = ()
     chunks: Tuple[Tuple[cfg.StageComposition, Fraction], ...] = ()
     assumptions: List[str] = field(default_factory=list)
+    by_layer: Tuple[Tuple[int, str, Fraction], ...] = ()
+    outside_layers: Fraction = Fraction(0)
 
     @property
     def inflight(self) -> Optional[Fraction]:
@@ -70,7 +72,10 @@ class Estimate:
             "stage": {"index": st.index, "layers": [st.layers.start, st.layers.stop - 1], "dense_layers": st.dense,
                       "moe_layers": st.moe, "embedding": st.embedding, "head": st.head},
             "params": {k: num(v) for k, v in self.params.items()},
-            "bytes": {k: num(v) for k, v in self.bytes.items()},
+            "bytes": {**{k: num(v) for k, v in self.bytes.items()},
+                      "activations_by_layer": [{"layer": i, "kind": kind, "bytes": num(v)}
+                                               for i, kind, v in self.by_layer],
+                      "activations_outside_layers": num(self.outside_layers)},
             "gib": {k: float(v / cfg.GiB) for k, v in self.bytes.items()},
             "overheads": {end: {k: num(v) for k, v in d.items()} for end, d in self.overheads.items()},
             "terms": dict(self.term_ids),
@@ -182,12 +187,27 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     ids["activations_mla_layer"] = var.act["mla"]
     ids["activations_moe_layer"] = var.act["moe"]
     ids["params"] = params_id
+    by_layer, outside = layer_split(model, comp, var, subs)
     chunk_list = tuple((all_stages[ch.stage], ch.inflight) for ch in chunks)
     if training.schedule:
         subs = dict(subs)
         subs[n_fl] = chunks[0].inflight
     return Estimate(model, layout, training, comp, {"non_moe": P_n, "moe": P_m, "total": P_n + P_m}, byts,
-                    overheads.at_ends(byts["total"]), ids, subs, held, chunk_list, notes)
+                    overheads.at_ends(byts["total"]), ids, subs, held, chunk_list, notes, by_layer, outside)
+
+
+def layer_split(model, comp, var, subs) -> Tuple[Tuple[Tuple[int, str, Fraction], ...], Fraction]:
+    """One micro-batch's activations of the stage, layer by layer ((layer index, 'dense' | 'moe',
+    bytes) for each layer of the stage: MLA + dense FFN or MLA + MoE) and outside the layers (the
+    rest of ``act.stage``: head and loss, and what a preset counts once per stage, such as the
+    embedding's input ids and RoPE tables).  Their sum is ``activations_per_microbatch``."""
+    act, terms = var.act, var.terms
+    mla = exact(terms[act["mla"]], subs)
+    kinds = {"dense": mla + exact(terms[act["dense"]], subs), "moe": mla + exact(terms[act["moe"]], subs)}
+    kind_of = model.layer_kinds()
+    rows = tuple((i, kind_of[i], kinds[kind_of[i]]) for i in comp.layers)
+    outside = exact(terms[act["stage"]], subs) - sum(r[2] for r in rows)
+    return rows, outside
 
 
 def components(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, stage_index: int) -> Dict:

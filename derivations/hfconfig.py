@@ -287,6 +287,8 @@ def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
     if not isinstance(topk, str) or topk not in TOPK_METHODS:
         raise _err(path, "topk_method", f"field 'topk_method' must be one of {', '.join(TOPK_METHODS)}, "
                                         f"got {_type_name(topk)} {_shown(topk)}")
+    n_group = _int(data, path, "n_group", "expert groups n_g", default=1, required=False)
+    topk_group = _int(data, path, "topk_group", "expert groups kept k_g", default=1, required=False)
     tied = data.get("tie_word_embeddings", False)
     if not isinstance(tied, bool):
         raise _err(path, "tie_word_embeddings", f"field 'tie_word_embeddings' must be true or false, "
@@ -306,7 +308,7 @@ def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
     return ModelSpec(name=name or model_name(path), d_cq=d_cq, N_s=N_s, first_k_dense=first_k,
                      moe_layer_freq=freq, topk_method=topk, tie_word_embeddings=tied, mtp_layers=mtp,
                      fp8_block=_fp8_block(data, path), source=str(path) if source is None else source,
-                     **dims)
+                     n_group=n_group, topk_group=topk_group, **dims)
 
 
 def _fp8_block(data: Mapping, path: str) -> Optional[Tuple[int, int]]:

@@ -5,14 +5,30 @@ head (extensions).  :mod:`derivations.views` decides from the tags which are kep
 from __future__ import annotations
 
 from derivations.notation import (B_a, B_k, CP, EP, ETP, E_token, N, N_r, N_s, SP, TP, b, d_c,
-                               d_cq, d_h, d_hr, d_v, h, h_E, h_F, n_h, s, v)
+                               d_cq, d_h, d_hr, d_v, h, h_E, h_F, k_g, n_g, n_h, s, v)
 from symbolic.term import Part
 
-from .views import EXT, FLASH, MLA, MOE, PAPER, Group, View, apply
+from .views import B_IS_1, EXT, FLASH, IS_FP32, MLA, MOE, NOT_FP32, PAPER, Group, View, apply
 
 # ----------------------------------------------------------------------------- tensor lists
 MZ = "NVIDIA Megatron-MoE-ModelZoo DeepSeek estimator (--inventory modelzoo)"
 CONV = "convention (not in the paper; see --help)"
+HF = "transformers 5.24 models/deepseek_v3/modeling_deepseek_v3.py"
+
+
+def norm_parts(width, den, where, extra_tags=()):
+    """The tensors an RMSNorm keeps under ``--norm-storage fp32`` (DeepseekV3RMSNorm.forward):
+    the FP32 input copy, the FP32 rsqrt per row and the pre-weight value (B_a)."""
+    tags = ("norm", "fp32_norm") + tuple(extra_tags)
+    return (
+        Part("norm_fp32", f"{where} RMSNorm: FP32 copy of its input (hidden_states.to(float32), saved by pow and "
+                          "mul; the input itself when B_a = 4)", (4, b, s, width), den,
+             HF + ": DeepseekV3RMSNorm.forward", tags),
+        Part("norm_rstd", f"{where} RMSNorm: FP32 rsqrt of the mean square, one per row", (4, b, s), den,
+             HF + ": DeepseekV3RMSNorm.forward", tags),
+        Part("norm_pre", f"{where} RMSNorm: normalised value before the weight (saved by the weight multiply)",
+             (B_a, b, s, width), den, HF + ": DeepseekV3RMSNorm.forward", tags),
+    )
 
 
 def mla_specs(q_lora: bool = True):
@@ -26,12 +42,25 @@ def mla_specs(q_lora: bool = True):
         Part("mz_q_norm", "q norm output (on the sequence-parallel shard)", (B_a, b, s, d_cq), (TP, CP), MZ,
              ("latent", "norm", "latent_norm", "modelzoo_only")),
     ) if q_lora else ()
+    lat_w = (d_cq + d_c if q_lora else d_c)
+    hf_latent = (
+        Part("latent_fp32", "latents' RMSNorms: FP32 copies of c_Q and c_KV (when B_a = 4 the kv copy is the "
+                            "kv_a_proj output itself, with its RoPE part d_h^R)", (4, b, s, lat_w + IS_FP32 * d_hr),
+             (CP,), HF + ": DeepseekV3Attention.forward, DeepseekV3RMSNorm.forward",
+             ("latent", "norm", "fp32_norm")),
+        Part("latent_rstd", "latents' RMSNorms: FP32 rsqrt per row, one per norm",
+             (4 * (2 if q_lora else 1), b, s), (CP,), HF + ": DeepseekV3RMSNorm.forward", ("latent", "norm", "fp32_norm")),
+        Part("latent_pre", "latents' RMSNorms: normalised values before the weight", (B_a, b, s, lat_w), (CP,),
+             HF + ": DeepseekV3RMSNorm.forward", ("latent", "norm", "fp32_norm")),
+    )
     return (
         Part("norm_in", "RMSNorm input (the layer input)", (B_a, b, s, h), (SP, CP), MLA,
-             ("layer_input",), row="x"),
+             ("layer_input", "plain_norm"), row="x"),
+        *norm_parts(h, (SP, CP), "the MLA's"),
         Part("down_in", "down-projection input (RMSNorm output)", (B_a, b, s, h), (SP, CP), MLA,
              ("norm",), row="x"),
-        Part("latent", latent_label, latent, (CP,), MLA, ("latent", "paper_only")),
+        Part("latent", latent_label, latent, (CP,), MLA, ("latent", "paper_only", "plain_norm")),
+        *hf_latent,
         Part("latent_norm", "RMSNorm outputs of the latents, the up-projections' input (not split)", latent, (CP,),
              CONV, ("latent", "norm", "latent_norm", "paper_only")),
         *mz_q,
@@ -41,12 +70,16 @@ def mla_specs(q_lora: bool = True):
              ("latent", "norm", "latent_norm", "modelzoo_only")),
         Part("q", "q with its RoPE part", (B_a, b, s, d_h + d_hr, n_h), (TP, CP), MLA, ("mla_up",), row="qk"),
         Part("k", "k with its RoPE part", (B_a, b, s, d_h + d_hr, n_h), (TP, CP), MLA, ("mla_up",), row="qk"),
-        Part("v", "v", (B_a, b, s, d_v, n_h), (TP, CP), MLA, ("mla_up",)),
-        Part("softmax", "softmax output", (B_a, b, n_h, s ** 2), (TP, CP), MLA, ("score", "eager"), row="score"),
+        Part("v", "v", (B_a, b, s, d_v, n_h), (TP, CP), MLA, ("mla_up", "v_copy")),
+        Part("v_kv", "v as P V keeps it: a contiguous copy at b > 1, the whole kv_b_proj output (k_nope and v) "
+                     "at b = 1", (B_a, b, s, n_h, d_v + B_IS_1 * d_h), (TP, CP),
+             HF + ": DeepseekV3Attention.expand_kv, eager_attention_forward", ("mla_up", "v_view")),
+        Part("softmax", "softmax output", (B_a, b, n_h, s ** 2), (TP, CP), MLA, ("score", "eager", "softmax_out"),
+             row="score"),
         Part("score_mask", "attention dropout mask", (B_k, b, n_h, s ** 2), (TP, CP), MLA,
              ("score", "mask", "eager"), row="score"),
         Part("score_dropout", "attention dropout output", (B_a, b, n_h, s ** 2), (TP, CP), MLA,
-             ("score", "eager"), row="score"),
+             ("score", "eager", "probs"), row="score"),
         Part("softmax_stats", "softmax statistics: FP32 log-sum-exp per query row and head (fused attention)",
              (4, b, n_h, s), (TP, CP), FLASH, ("score", "flash")),
         Part("attn_out", "attention output before W^O (also the fused kernel's saved output)",
@@ -73,24 +106,54 @@ def _expert(tokens, inter_den, routed=False, x_tags=()):
     )
     if routed:
         out += (("out", "output, kept for the probability-weighted combine (un-permute)", (B_a, tokens, h), (),
-                 ("combine",)),)
+                 ("combine",)),
+                ("loop_idx", "int64 (top-k position, token) index pair of torch.where (transformers' expert loop)",
+                 (16, tokens), (), ("loop",)),
+                ("loop_weight", "FP32 routing weight of each token-copy (transformers' expert loop)", (4, tokens), (),
+                 ("loop",)),
+                ("loop_source", "index_add_'s source: the weighted output cast to B_a (transformers' expert loop)",
+                 (B_a, tokens, h), (), ("loop",)))
     return out
+
+
+def hf_router_parts():
+    """transformers' router (DeepseekV3TopkRouter.forward), ``--router-state transformers``."""
+    src, tags = HF + ": DeepseekV3TopkRouter.forward", ("router", "hf_router")
+    return (
+        Part("hf_router_in", "router: FP32 copy of its input (hidden_states.type(float32); none when B_a = 4)",
+             (4, b, s, h, NOT_FP32), (CP,), src, tags),
+        Part("hf_router_w", "router: FP32 copy of its weight (self.weight.type(float32); none when B_a = 4)",
+             (4, N, h, NOT_FP32), (), src, tags),
+        Part("hf_scores", "router: FP32 sigmoid scores", (4, b, s, N), (CP,), src, tags),
+        Part("hf_group_top2", "router: int64 indices of the top-2 scores of each expert group", (8, b, s, n_g, 2),
+             (CP,), src, tags),
+        Part("hf_group_idx", "router: int64 indices of the k_g groups kept", (8, b, s, k_g), (CP,), src, tags),
+        Part("hf_group_mask", "router: bool mask of the experts outside the kept groups (masked_fill)",
+             (1, b, s, N), (CP,), src, tags),
+        Part("hf_topk_idx", "router: int64 top-N_r expert indices (topk and gather)", (8, b, s, N_r), (CP,), src,
+             tags + ("routing",)),
+        Part("hf_topk_norm", "router: FP32 normaliser of the top-k weights (norm_topk_prob)", (4, b, s), (CP,), src,
+             tags),
+        Part("hf_topk_w", "router: FP32 normalised top-k weights", (4, b, s, N_r), (CP,), src, tags),
+    )
 
 
 def moe_specs():
     """The MoE sublayer's tensors (Parts and Groups), the paper's and the other inventories', tagged."""
     shared = tuple((k, lab, num, den + (CP,), tags)
-                   for k, lab, num, den, tags in _expert(b * s, (), x_tags=("paper_only",)))
+                   for k, lab, num, den, tags in _expert(b * s, (), x_tags=("paper_only", "own_shared_input")))
     return (
         Part("norm_in", "RMSNorm input (the sublayer input)", (B_a, b, s, h), (SP, CP), MOE,
-             ("layer_input", "sublayer_input"), row="x"),
+             ("layer_input", "sublayer_input", "plain_norm"), row="x"),
+        *norm_parts(h, (SP, CP), "the MoE sublayer's"),
         Part("router_in", "router and expert input (RMSNorm output)", (B_a, b, s, h), (SP, CP), MOE,
              ("norm", "paper_only"), row="x"),
         Part("router", "router logits and probabilities (not split by SP)", (2, B_a, b, s, N), (CP,), MOE,
-             ("router", "paper_only")),
+             ("router", "paper_only", "paper_router")),
+        *hf_router_parts(),
         Part("mz_router_probs", "router probabilities", (B_a, b, s, N), (CP,), MZ, ("router", "modelzoo_only")),
         Part("routing", "routing choice / dispatch mask", (B_a, b, s, N_r), (CP,), MOE,
-             ("routing", "dispatch_mask")),
+             ("routing", "dispatch_mask", "paper_router")),
         Part("row_map", "permutation row map (int64, one per token and expert)", (8, b, s, N), (CP,), CONV,
              ("routing", "router", "row_map")),
         Part("mz_shared_in", "shared experts' input after the all-gather, kept once (the N_s shared experts are "
@@ -112,7 +175,8 @@ def dense_specs():
     """The dense FFN sublayer's tensors (extension), tagged."""
     return (
         Part("norm_in", "RMSNorm input (the sublayer input)", (B_a, b, s, h), (SP, CP), EXT,
-             ("layer_input", "sublayer_input"), row="x"),
+             ("layer_input", "sublayer_input", "plain_norm"), row="x"),
+        *norm_parts(h, (SP, CP), "the dense FFN's"),
         Part("ffn_in", "FFN input (RMSNorm output)", (B_a, b, s, h), (SP, CP), EXT, ("norm",), row="x"),
         Part("swiglu_in", "gate and up outputs, SwiGLU inputs (split by TP)", (2, B_a, b, s, h_F), (TP, CP), EXT,
              ("ffn",), row="inter"),
@@ -125,11 +189,21 @@ def dense_specs():
 def head_specs():
     """Final norm, output head and loss of the last stage (extension), tagged."""
     return (
-        Part("norm_in", "final RMSNorm input", (B_a, b, s, h), (SP, CP), EXT, ("layer_input", "head"), row="x"),
+        Part("norm_in", "final RMSNorm input", (B_a, b, s, h), (SP, CP), EXT,
+             ("layer_input", "head", "plain_head_norm"), row="x"),
+        *norm_parts(h, (SP, CP), "the final", ("head",)),
         Part("head_in", "head input (final RMSNorm output)", (B_a, b, s, h), (SP, CP), EXT, ("norm", "head"),
              row="x"),
-        Part("logits", "logits (vocabulary split by TP)", (B_a, b, s, v), (TP, CP), EXT, ("head",)),
+        Part("logits", "logits (vocabulary split by TP)", (B_a, b, s, v), (TP, CP), EXT, ("head", "paper_head")),
         Part("loss", "FP32 softmax of the cross-entropy loss", (4, b, s, v), (TP, CP), EXT, ("head",)),
+        Part("labels", "int64 shifted labels (nll_loss target; at b = 1 a view of the padded b (s + 1) labels) and "
+                       "the FP32 total weight (4 B)", (8 * b * s + 8 * B_IS_1 + 4,),
+             (CP,), "transformers 5.24 loss/loss_utils.py: ForCausalLMLoss, fixed_cross_entropy", ("head", "hf_head")),
+        Part("input_ids", "int64 input ids (the embedding's backward; counted with the head: one per micro-batch)",
+             (8, b, s), (CP,), HF + ": DeepseekV3Model.forward (embed_tokens)", ("head", "hf_head")),
+        Part("rope", "RoPE cos and sin tables, B_a s d_h^R each, saved by every layer's rotary multiply (one "
+                     "storage shared by all layers)", (2, B_a, s, d_hr), (CP,),
+             HF + ": DeepseekV3RotaryEmbedding.forward, apply_rotary_pos_emb", ("head", "hf_head", "rope")),
     )
 
 
@@ -168,6 +242,18 @@ KEPT_FOR = {
     "ffn_in": "gate_proj and up_proj: weight gradients (their input)",
     "head_in": "output head: weight gradient (its input)", "logits": "cross-entropy backward (the logits)",
     "loss": "cross-entropy backward (FP32 softmax)",
+    "norm_fp32": "RMSNorm backward (FP32 input copy)", "norm_rstd": "RMSNorm backward (FP32 rsqrt)",
+    "norm_pre": "RMSNorm weight gradient (the normalised value)",
+    "latent_fp32": "latent RMSNorms backward (FP32 copies)", "latent_rstd": "latent RMSNorms backward (FP32 rsqrt)",
+    "latent_pre": "latent RMSNorms' weight gradients", "v_kv": "core attention P V (v, a view of kv_b_proj's output)",
+    "hf_router_in": "router weight gradient (FP32 input)", "hf_router_w": "router input gradient (FP32 weight)",
+    "hf_scores": "sigmoid backward and gather (FP32 scores)", "hf_group_top2": "group top-2 backward (indices)",
+    "hf_group_idx": "group top-k backward (indices)", "hf_group_mask": "masked_fill backward (mask)",
+    "hf_topk_idx": "top-k backward and gather (indices)", "hf_topk_norm": "normalisation backward (divisor)",
+    "hf_topk_w": "normalisation backward (weights)", "loop_idx": "index, index_add_ backward (indices)",
+    "loop_weight": "weighting backward (routing weight)", "loop_source": "index_add_ backward (its source)",
+    "labels": "nll_loss backward (target, total weight)", "input_ids": "embedding backward (indices)",
+    "rope": "rotary multiply backward (cos, sin)",
 }
 
 

@@ -7,7 +7,7 @@ becomes a ModelSpec through :mod:`derivations.hfconfig`; the presets are such fi
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from . import notation as nt
@@ -48,6 +48,10 @@ class ModelSpec:
     mtp_layers: int = 0
     fp8_block: Optional[Tuple[int, int]] = None
     source: str = "preset"
+    # group-limited routing (HF n_group, topk_group): only transformers' router tensors depend on them, so
+    # they take no part in a model's identity (the dimensions the paper's Table 1 names)
+    n_group: int = field(default=1, compare=False)
+    topk_group: int = field(default=1, compare=False)
 
     # -- structure -----------------------------------------------------------------
     @property
@@ -75,7 +79,8 @@ class ModelSpec:
         """Substitution for the model's symbols."""
         out = {nt.h: self.h, nt.h_F: self.h_F, nt.h_E: self.h_E, nt.l: self.l, nt.n_h: self.n_h,
                nt.d_c: self.d_c, nt.d_h: self.d_h, nt.d_hr: self.d_hr, nt.d_v: self.d_v,
-               nt.N: self.N, nt.N_s: self.N_s, nt.N_r: self.N_r, nt.v: self.v, nt.D: self.mtp_layers}
+               nt.N: self.N, nt.N_s: self.N_s, nt.N_r: self.N_r, nt.v: self.v, nt.D: self.mtp_layers,
+               nt.n_g: self.n_group, nt.k_g: self.topk_group}
         if self.d_cq is not None:
             out[nt.d_cq] = self.d_cq
         return out

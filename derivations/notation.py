@@ -35,6 +35,10 @@ _ENTRIES = [
     SymbolInfo("N", "N", "number of routed experts per MoE layer", "model", "Table 1"),
     SymbolInfo("N_s", "N_s", "number of shared experts per MoE layer", "model", "Table 1"),
     SymbolInfo("N_r", "N_r", "routed experts chosen per token (top-k)", "model", "Table 1, Table 9"),
+    SymbolInfo("n_g", "n_{g}", "expert groups of group-limited routing (HF n_group; 1: no groups)", "model",
+               "extension (transformers' DeepseekV3TopkRouter)"),
+    SymbolInfo("k_g", "k_{g}", "expert groups kept per token (HF topk_group)", "model",
+               "extension (transformers' DeepseekV3TopkRouter)"),
     SymbolInfo("l", "l", "number of transformer layers", "model", "Table 1"),
     SymbolInfo("v", "v", "vocabulary size", "model", "Table 1"),
     SymbolInfo("D", "D", "multi-token-prediction (MTP) modules, the MTP depth (HF num_nextn_predict_layers)",
@@ -104,7 +108,7 @@ register(_ENTRIES)
 h = SYMBOLS["h"]; h_E = SYMBOLS["h_E"]; h_F = SYMBOLS["h_F"]; d_h = SYMBOLS["d_h"]; d_v = SYMBOLS["d_v"]
 n_h = SYMBOLS["n_h"]; d_cq = SYMBOLS["d_cq"]; d_hr = SYMBOLS["d_hr"]; d_c = SYMBOLS["d_c"]
 N = SYMBOLS["N"]; N_s = SYMBOLS["N_s"]; N_r = SYMBOLS["N_r"]; l = SYMBOLS["l"]; v = SYMBOLS["v"]
-D = SYMBOLS["D"]
+D = SYMBOLS["D"]; n_g = SYMBOLS["n_g"]; k_g = SYMBOLS["k_g"]
 b = SYMBOLS["b"]; s = SYMBOLS["s"]
 DP = SYMBOLS["DP"]; TP = SYMBOLS["TP"]; PP = SYMBOLS["PP"]; EP = SYMBOLS["EP"]; ETP = SYMBOLS["ETP"]
 SP = SYMBOLS["SP"]; CP = SYMBOLS["CP"]; z = SYMBOLS["z"]

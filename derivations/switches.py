@@ -72,6 +72,42 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "routing state kept for backward: mask (the paper's routing choice, B_a b s N_r) or row-map "
                "(Megatron's int64 permutation row map, 8 b s N bytes; divided by SP with --router-tensors sp)",
                "routing choice B_a b s N_r"),
+    SwitchSpec("norm_storage", "--norm-storage", ("output", "fp32"), {"fp32": "fp32-norms"}, "activations",
+               "what each RMSNorm keeps: output (the paper: its input and output, the latents' norms as "
+               "--latent-norms says) or fp32 (transformers' DeepseekV3RMSNorm.forward: an FP32 copy of its input "
+               "(hidden_states.to(float32), saved by pow and mul), the FP32 rsqrt per row, the pre-weight value "
+               "(saved by the weight multiply) and the output its consumer saves; the latents' norms too, which then "
+               "keep the latents only as FP32 copies)", "input and output"),
+    SwitchSpec("softmax_dtype", "--softmax-dtype", ("activation", "fp32"), {"fp32": "fp32-softmax"}, "activations",
+               "the attention softmax output: activation (the paper: B_a per element) or fp32 (transformers' "
+               "eager_attention_forward: softmax(dtype=float32) keeps its FP32 output, 4 b n_h s^2, beside the "
+               "B_a probabilities P V keeps; one storage when B_a = 4)", "B_a per element"),
+    SwitchSpec("router_state", "--router-state", ("paper", "transformers"), {"transformers": "hf-router"},
+               "activations",
+               "router tensors kept: paper (logits and probabilities 2 B_a b s N, routing choice) or transformers "
+               "(DeepseekV3TopkRouter.forward: an FP32 copy of its input and of its weight (when B_a != 4), the "
+               "FP32 sigmoid scores, the int64 indices of the group top-2 and group top-k_g, the bool group mask, "
+               "the int64 top-N_r indices, the FP32 normaliser and FP32 top-k weights)", "logits, probabilities, "
+               "routing choice"),
+    SwitchSpec("experts", "--experts", ("paper", "loop"), {"loop": "expert-loop"}, "activations",
+               "routed experts' bookkeeping: paper (none beyond the expert tensors) or loop (transformers' "
+               "DeepseekV3Experts.forward, eager: per token-copy the int64 (top-k position, token) index pair of "
+               "torch.where, the FP32 routing weight, and index_add_'s source, the weighted output in B_a)",
+               "no bookkeeping tensors"),
+    SwitchSpec("shared_input", "--shared-input", ("own", "router"), {"router": "shared-input-once"},
+               "activations",
+               "the shared experts' input: own (the paper: 3 b s h per shared expert, input and mask) or router (the "
+               "same storage as the router's and routed experts' input, the MoE RMSNorm output, counted once)",
+               "kept per shared expert"),
+    SwitchSpec("value_storage", "--value-storage", ("copy", "kv-view"), {"kv-view": "v-view"}, "activations",
+               "v as P V keeps it: copy (the paper: B_a b s d_v n_h) or kv-view (transformers: v is a view of the "
+               "kv_b_proj output; at b = 1 matmul keeps that whole storage, B_a s (d_h + d_v) n_h, at b > 1 a "
+               "contiguous copy of v)", "B_a b s d_v n_h"),
+    SwitchSpec("head_state", "--head-state", ("paper", "transformers"), {"transformers": "hf-head"}, "activations",
+               "what the head, loss and embedding keep: paper (logits and the FP32 loss softmax) or transformers "
+               "(DeepseekV3ForCausalLM.forward + ForCausalLMLoss: no logits (upcast, not kept), the FP32 "
+               "log-softmax, the int64 shifted labels and a 4-byte total weight; the embedding's int64 input ids and "
+               "the RoPE cos and sin tables, B_a s d_h^R each, shared by all layers)", "logits and FP32 softmax"),
     SwitchSpec("inventory", "--inventory", ("paper", "modelzoo"), {"modelzoo": "modelzoo-inventory"},
                "activations",
                "per-tensor list: paper (Sec. 5) or modelzoo (NVIDIA Megatron-MoE-ModelZoo's: latents on the "
@@ -95,7 +131,8 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
 #: The order ``memsym compare`` flips the switches from ``paper`` to a preset (documented
 #: there): activations first (largest first in the paper's reading), then the weight side.
 CONVENTION_ORDER = ("routed_tokens", "attention", "router_tensors", "shared_expert", "dropout_masks", "checkpoints",
-                    "swiglu", "expert_outputs", "latent_norms", "routing_state", "expert_tp", "bytes_per_param", "rank",
+                    "swiglu", "expert_outputs", "latent_norms", "routing_state", "norm_storage", "softmax_dtype",
+                    "router_state", "experts", "shared_input", "value_storage", "head_state", "expert_tp", "bytes_per_param", "rank",
                     "mtp", "inventory")
 
 #: Bytes per parameter (Table 7 symbols) and the smallest ZeRO stage of each convention:
@@ -129,12 +166,22 @@ CONVENTION_PRESETS: Dict[str, Dict[str, object]] = {
     "modelzoo": dict({k: s.default for k, s in CONVENTION_SWITCHES.items()}, **_RUNTIME, inventory="modelzoo",
                      expert_tp="modelzoo", rank="modelzoo", bytes_per_param="distributed"),
 }
+#: transformers: Hugging Face transformers 5.x DeepseekV3ForCausalLM (eager attention, eager expert loop,
+#: dropout probability 0), as traced on CPU (memsym trace; paper/traces/).
+CONVENTION_PRESETS["transformers"] = dict(CONVENTION_PRESETS["paper"], dropout_masks="none", latent_norms="kept",
+                                          expert_outputs="kept", checkpoints="one", norm_storage="fp32",
+                                          softmax_dtype="fp32", router_state="transformers", experts="loop",
+                                          shared_input="router", value_storage="kv-view", head_state="transformers")
 CONVENTION_SOURCES = {
     "paper": "Zhang & Su, arXiv 2502.07846 (Sections 3-5, Tables 6-10)",
     "megatron": "Megatron-LM megatron/training/theoretical_memory_usage.py (2026, expert parallelism) for weights "
                 "and optimizer; Megatron-LM runtime choices as the ModelZoo estimator encodes them for activations",
     "modelzoo": "NVIDIA Megatron-MoE-ModelZoo misc/tools/deepseek_mem_estimate.py (calc(): per-rank parameters, "
                 "model-state bytes 6 + 12/d per parameter, per-layer activations)",
+    "transformers": "Hugging Face transformers 5.24 src/transformers/models/deepseek_v3/modeling_deepseek_v3.py "
+                    "(DeepseekV3RMSNorm, eager_attention_forward, DeepseekV3TopkRouter, DeepseekV3Experts, "
+                    "DeepseekV3MoE, DeepseekV3ForCausalLM) and loss/loss_utils.py (ForCausalLMLoss), traced "
+                    "(paper/traces/)",
 }
 
 
@@ -153,6 +200,13 @@ class Conventions:
     expert_outputs: str = "not-kept"
     latent_norms: str = "not-kept"
     routing_state: str = "mask"
+    norm_storage: str = "output"
+    softmax_dtype: str = "activation"
+    router_state: str = "paper"
+    experts: str = "paper"
+    shared_input: str = "own"
+    value_storage: str = "copy"
+    head_state: str = "paper"
     expert_tp: str = "split"
     inventory: str = "paper"
     rank: str = "stage"

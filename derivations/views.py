@@ -80,7 +80,7 @@ from typing import Iterable, Tuple
 import sympy as sp
 
 from derivations.config import CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
-from derivations.notation import B_a, B_f8, B_o, EP, ETP, SP, TP
+from derivations.notation import B_a, B_f8, B_o, EP, ETP, SP, TP, b
 from symbolic.term import Part
 
 MLA = "Sec. 5.1, M_1^A"
@@ -88,6 +88,13 @@ MOE = "Sec. 5.2, M_1^E"
 EXT = "extension (not in the paper)"
 FLASH = "extension: fused (flash) attention"
 CHECKPOINT_TAGS = frozenset({"layer_input", "routing", "head"})
+#: 1 when activations are not FP32 (B_a != 4), else 0: a cast to FP32 (``.to(float32)``) is then a
+#: no-op returning the same storage, so an FP32 copy is not a second tensor (storage aliasing).
+NOT_FP32 = sp.Piecewise((0, sp.Eq(B_a, 4)), (1, True))
+IS_FP32 = 1 - NOT_FP32
+#: 1 when b = 1: a view that is contiguous at b = 1 keeps its whole base storage (transformers' v, the
+#: kv_b_proj output; the shifted labels, the padded b (s + 1) labels).
+B_IS_1 = sp.Piecewise((1, sp.Eq(b, 1)), (0, True))
 
 
 # ----------------------------------------------------------------------------- views
@@ -227,6 +234,18 @@ EXISTS = {
     "row_map": lambda v: v.conv.routing_state == "row-map",
     "paper_only": lambda v: v.conv.inventory == "paper",
     "modelzoo_only": lambda v: v.conv.inventory == "modelzoo",
+    "plain_norm": lambda v: v.conv.norm_storage == "output" or v.recompute == "full",
+    "plain_head_norm": lambda v: v.conv.norm_storage == "output",
+    "rope": lambda v: v.recompute != "full",
+    "fp32_norm": lambda v: v.conv.norm_storage == "fp32",
+    "paper_router": lambda v: v.conv.router_state == "paper",
+    "hf_router": lambda v: v.conv.router_state == "transformers",
+    "loop": lambda v: v.conv.experts == "loop",
+    "own_shared_input": lambda v: v.conv.shared_input == "own",
+    "v_copy": lambda v: v.conv.value_storage == "copy",
+    "v_view": lambda v: v.conv.value_storage == "kv-view",
+    "paper_head": lambda v: v.conv.head_state == "paper",
+    "hf_head": lambda v: v.conv.head_state == "transformers",
 }
 
 #: Conventions that rescale a tensor: (tags it needs, switch, value, extra numerator,
@@ -242,6 +261,10 @@ RULES = (
      "ModelZoo's ETP rule: not divided by ETP"),
     (frozenset({"shared", "inter"}), "shared_expert", "tp", (), (TP,), "split by TP"),
     (frozenset({"swiglu"}), "swiglu", "fused", (sp.Rational(1, 2),), (), "fused SwiGLU: the product only"),
+    (frozenset({"softmax_out"}), "softmax_dtype", "fp32", (4 / B_a,), (),
+     "FP32 softmax output (transformers' eager_attention_forward: softmax(dtype=float32))"),
+    (frozenset({"probs"}), "softmax_dtype", "fp32", (NOT_FP32,), (),
+     "the B_a probabilities beside the FP32 softmax output (the same storage when B_a = 4)"),
 )
 
 PAPER = View()

@@ -14,4 +14,5 @@ COMMANDS = {
     "fit": "largest micro-batch or longest sequence that fits the HBM, solved in closed form",
     "search": "enumerate every valid layout for a GPU count and list those that fit",
     "compare": "the paper, Megatron-LM and ModelZoo conventions side by side, and a waterfall of the assumptions between them",
+    "trace": "measure a real implementation's saved tensors on CPU (transformers, Megatron-Core) against a preset",
 }

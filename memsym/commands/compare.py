@@ -12,7 +12,9 @@ LABELS = {"routed_tokens": "routed tokens per device", "attention": "attention k
           "checkpoints": "full-recompute checkpoints", "swiglu": "SwiGLU outputs", "expert_outputs": "expert outputs",
           "latent_norms": "latent norm outputs", "routing_state": "routing state", "expert_tp": "expert TP rule",
           "bytes_per_param": "bytes per parameter", "rank": "rank reported", "mtp": "MTP layers",
-          "inventory": "per-tensor inventory"}
+          "inventory": "per-tensor inventory", "norm_storage": "RMSNorm storage", "softmax_dtype": "softmax dtype",
+          "router_state": "router tensors kept", "experts": "expert implementation",
+          "shared_input": "shared experts' input", "value_storage": "v storage", "head_state": "head and loss"}
 ORDER_HELP = ", ".join(LABELS[n] for n in cfg.CONVENTION_ORDER)
 ROWS = (("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optimizer states"),
         ("states", "model states (w + g + o)"), ("activations_per_layer", "activations, one MoE layer"))
@@ -41,6 +43,10 @@ def add_parser(sub):
                    help=f"sequence length s (default {D.seq})")
     g.add_argument("--mtp", action=common._ExplicitTrue, default=False,
                    help="count the model's MTP layers in Megatron's most-loaded shard (the megatron preset)")
+    p.add_argument("--conventions", default=None, metavar="P,P,...",
+                   help="the presets side by side, comma-separated, paper always first (default paper,megatron,"
+                        "modelzoo; others: " + ", ".join(n for n in cfg.CONVENTION_PRESETS
+                                                          if n not in ("paper", "megatron", "modelzoo")) + ")")
     p.add_argument("--plot", metavar="FILE", default=None,
                    help="draw the waterfalls (activations per layer, model states) to FILE (.svg or .png)")
     common.add_json_option(p)
@@ -52,7 +58,10 @@ def _compare(args):
     model = common.model_from_args(args)
     layout = common.layout_from_args(args)
     training = replace(common.training_from_args(args), conventions=cfg.Conventions())  # the presets set them
-    return compare(model, layout, training, common.stage_from_args(args), args.mtp)
+    kw = {}
+    if getattr(args, "conventions", None):
+        kw["presets"] = tuple(x.strip() for x in args.conventions.split(",") if x.strip())
+    return compare(model, layout, training, common.stage_from_args(args), args.mtp, **kw)
 
 
 def data(args) -> dict:

@@ -1,0 +1,107 @@
+"""memsym trace: measure a real implementation's saved tensors on CPU and set them beside a preset's prediction.
+
+Needs the optional extra ``memsym[trace]`` (torch, transformers, megatron-core); without it
+the command exits 2 naming ``pip install 'memsym[trace]'``.  Measured: every storage autograd
+saves for backward in one forward pass (:mod:`memsym.trace.recorder`), per layer and outside
+the layers; predicted: ``memsym estimate --conventions <framework preset> --json`` at the same
+config, micro-batch, sequence and dtype on one device (``bytes.activations_by_layer`` and
+``bytes.activations_outside_layers``).
+"""
+from __future__ import annotations
+
+import sys
+
+from . import COMMANDS, common
+
+
+def add_parser(sub):
+    p = sub.add_parser("trace", help=COMMANDS["trace"],
+                       description="Build a real implementation from a (tiny) config on CPU, record every tensor "
+                                   "autograd saves for backward in one forward pass (each storage once), attribute "
+                                   "it to its layer, run a backward to show the model trains, and print measured "
+                                   "against the preset's predicted bytes per layer and per tensor family. Needs "
+                                   "pip install 'memsym[trace]'.")
+    p.add_argument("--framework", choices=("transformers", "mcore"), default="transformers",
+                   help="transformers: Hugging Face DeepseekV3ForCausalLM; mcore: Megatron-Core (local spec)")
+    p.add_argument("--model", required=True, metavar="CONFIG", help="a Hugging Face config.json (scaled down)")
+    p.add_argument("--mbs", type=common.positive_int, default=1, metavar="B", help="micro-batch size")
+    p.add_argument("--seq", type=common.positive_int, default=256, metavar="S", help="sequence length")
+    p.add_argument("--act-dtype", choices=("bf16", "fp32"), default="bf16", help="activation (and weight) dtype")
+    p.add_argument("--attention", choices=("eager", "sdpa", "flash"), default="eager",
+                   help="attention implementation (flash needs a GPU)")
+    p.add_argument("--experts", choices=("loop", "grouped"), default="loop",
+                   help="transformers' expert implementation: loop (eager) or grouped (grouped_mm)")
+    p.add_argument("--recompute", default="none", help="none | full (transformers' gradient_checkpointing_enable())")
+    p.add_argument("--conventions", default=None, metavar="PRESET",
+                   help="the preset predicting the trace (default: the framework's own)")
+    p.add_argument("--tensors", action="store_true", help="list every recorded storage")
+    p.add_argument("--record", metavar="FILE", default=None,
+                   help="write the measurement as a record (paper/traces/*.toml: config, settings, versions, per-layer "
+                        "and per-family bytes, this command)")
+    p.add_argument("--unexplained", metavar="WHY", default="",
+                   help="with --record: the preset does not predict this trace yet; WHY names what is missing (the "
+                        "record keeps measured minus predicted, so a change on either side is noticed)")
+    common.add_json_option(p)
+    p.set_defaults(run=run)
+
+
+def run(args) -> int:
+    from memsym.trace import INSTALL_HINT, missing
+    need = missing(args.framework)
+    if need:
+        print(f"memsym trace: error: {need} is not installed: {INSTALL_HINT}", file=sys.stderr)
+        return 2
+    if args.attention == "flash":
+        print("memsym trace: error: --attention flash needs a GPU (FlashAttention-2); use eager or sdpa",
+              file=sys.stderr)
+        return 2
+    if args.framework == "mcore":
+        print("memsym trace: error: --framework mcore is not implemented yet (see memsym/trace/__init__.py)",
+              file=sys.stderr)
+        return 2
+    from memsym.trace import hf
+    try:
+        rec, info = hf.run(args.model, args.mbs, args.seq, args.act_dtype, args.attention, args.experts,
+                           args.recompute)
+    except ValueError as exc:
+        print(f"memsym trace: error: {exc}", file=sys.stderr)
+        return 2
+    from memsym.trace.compare import result
+    out = result(args, rec, info)
+    if args.record:
+        from memsym.trace.records import to_toml
+        with open(args.record, "w") as f:
+            f.write(to_toml(out, args.unexplained))
+    if args.json:
+        common.print_json(out)
+    else:
+        print(render(out))
+    return 0
+
+
+def render(out) -> str:
+    m, p = out["measured"], out["predicted"]
+    s = out["settings"]
+    lines = [f"trace: {s['framework']} {out['versions']}, {s['model']}, b {s['mbs']}, s {s['seq']}, "
+             f"{s['act_dtype']}, attention {s['attention']}, experts {s['experts']}, recompute {s['recompute']}",
+             f"trains: loss {out['trains']['loss']:.4f}, {out['trains']['params_with_grad']} parameters with a "
+             f"gradient; {out['cross_check']}", "",
+             f"{'layer':>8} {'kind':>6} {'measured':>14} {'predicted (' + p['conventions'] + ')':>24} {'ratio':>8}"]
+    pl = {r["layer"]: r["bytes"] for r in p.get("activations_by_layer") or []}
+    for r in m["activations_by_layer"]:
+        q = pl.get(r["layer"])
+        ratio = f"{r['bytes'] / q:.4f}" if q else "-"
+        lines.append(f"{r['layer']:>8} {r['kind']:>6} {r['bytes']:>14,} {q if q is not None else '-':>24,} "
+                     f"{ratio:>8}" if q is not None else f"{r['layer']:>8} {r['kind']:>6} {r['bytes']:>14,} "
+                     f"{'-':>24} {ratio:>8}")
+    q = p.get("activations_outside_layers")
+    lines.append(f"{'outside':>8} {'':>6} {m['activations_outside_layers']:>14,} "
+                 f"{(format(q, ',') if q is not None else '-'):>24}")
+    ok = (p.get("activations_by_layer") == m["activations_by_layer"]
+          and q == m["activations_outside_layers"])
+    lines += ["", "measured == predicted for every layer and outside" if ok else "measured != predicted", "",
+              "per tensor family (measured bytes, every layer):"]
+    for fam, v in sorted(m["families"].items(), key=lambda kv: -kv[1]["bytes"]):
+        lines.append(f"  {fam:<58} {v['bytes']:>14,}  ({v['count']} storages)")
+    return "\n".join(lines)
+

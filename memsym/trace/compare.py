@@ -1,0 +1,60 @@
+"""Measured (a trace) beside predicted (a preset's estimate at the traced settings): no torch here."""
+from __future__ import annotations
+
+from symbolic.errors import ConfigError
+
+
+def _estimate(args, preset: str):
+    """derivations' estimate at the traced settings: one device (DP = TP = PP = EP = ETP = 1), the
+    preset's conventions, B_a from --act-dtype, the recomputation traced."""
+    from derivations import config as cfg
+    from derivations.conventions import with_preset
+    from derivations.device import estimate
+    model = cfg.load_model(args.model)
+    layout = cfg.Layout(dp=1, tp=1, pp=1, ep=1, etp=1)
+    rec = cfg.parse_recompute(args.recompute)
+    training = cfg.Training(mbs=args.mbs, seq=args.seq, recompute=rec[0], recompute_ops=rec[1])
+    training = with_preset(training, preset)
+    if args.act_dtype == "fp32":
+        training = training.with_bytes(B_a=4)
+    return estimate(model, layout, training)
+
+
+def predicted(args, preset: str) -> dict:
+    """``estimate --json``'s per-layer bytes at the traced settings, one device."""
+    argv = ["estimate", "--model", args.model, "--dp", "1", "--tp", "1", "--pp", "1", "--ep", "1", "--etp", "1",
+            "--mbs", str(args.mbs), "--seq", str(args.seq), "--conventions", preset]
+    if args.act_dtype == "fp32":
+        argv += ["--act-dtype", "fp32"]
+    if args.recompute != "none":
+        argv += ["--recompute", args.recompute]
+    b = _estimate(args, preset).to_json()["bytes"]
+    return {"conventions": preset, "estimate": "memsym " + " ".join(argv),
+            "activations_by_layer": b["activations_by_layer"],
+            "activations_outside_layers": b["activations_outside_layers"]}
+
+
+def result(args, rec, info) -> dict:
+    from memsym.trace.families import families
+    n = info["n_layers"]
+    per, outside = rec.by_layer(n)
+    kinds = ["dense" if i < info["first_dense"] else "moe" for i in range(n)]
+    measured = {"activations_by_layer": [{"layer": i, "kind": kinds[i], "bytes": per[i]} for i in range(n)],
+                "activations_outside_layers": outside,
+                "families": families(rec)}
+    from derivations.config import CONVENTION_PRESETS
+    preset = args.conventions or (args.framework if args.framework in CONVENTION_PRESETS else "paper")
+    try:
+        pred = predicted(args, preset)
+    except ConfigError as exc:
+        pred = {"conventions": preset, "error": str(exc),
+                "activations_by_layer": [], "activations_outside_layers": None}
+    settings = {"framework": args.framework, "model": args.model, "mbs": args.mbs, "seq": args.seq,
+                "act_dtype": args.act_dtype, "attention": args.attention, "experts": args.experts,
+                "recompute": args.recompute}
+    return {"settings": settings, "versions": info["versions"], "measured": measured, "predicted": pred,
+            "trains": {"loss": info["loss"], "params_with_grad": info["params_with_grad"]},
+            "cross_check": info["alive_check"],
+            "tensors": [r.to_json() for r in rec.saved.values()] if args.tensors else None}
+
+

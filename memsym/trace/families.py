@@ -1,0 +1,22 @@
+"""Tensor families of a trace: each recorded storage named by its module (layer index
+dropped), the kind of layer and its dtype, so that families sum over layers and experts."""
+from __future__ import annotations
+
+import re
+from typing import Dict
+
+
+def family(r, kinds=None) -> str:
+    mod = re.sub(r"layers\.\d+\.", "layers.*.", r.module or "(no module)")
+    if r.layer is None and r.sublayer == "shared":
+        mod = "shared by several layers"
+    return f"{mod} {r.dtype}"
+
+
+def families(rec) -> Dict[str, Dict]:
+    out: Dict[str, Dict] = {}
+    for r in rec.saved.values():
+        f = out.setdefault(family(r), {"bytes": 0, "count": 0})
+        f["bytes"] += r.nbytes
+        f["count"] += 1
+    return out

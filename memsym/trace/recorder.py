@@ -1,0 +1,121 @@
+"""Record the tensors autograd saves for backward (torch's ``saved_tensors_hooks``).
+
+Each storage counts once, by the bytes of its whole storage, identified by the storage
+object (``untyped_storage()._cdata`` with a reference held, so no address is reused while
+recording; ``data_ptr()`` is not an identity: Megatron frees recomputed outputs with
+``resize_(0)`` and their addresses are reused).  Parameters and buffers are excluded.  A
+storage belongs to the layer whose operation saved it; saved by operations of more than one
+layer, or outside the layers, it counts outside the layers.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+_LAYER = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
+
+
+@dataclass
+class Saved:
+    """One storage saved for backward."""
+
+    key: int
+    nbytes: int
+    dtype: str
+    shape: Tuple[int, ...]
+    module: str  # the innermost module running when it was first saved
+    node: str  # the autograd node (grad_fn) of the saving operation, when known
+    layer: Optional[int]  # None: outside the layers
+    sublayer: str
+    sites: List[Tuple[str, str]] = field(default_factory=list)  # every (module, node) that saved it
+    layers: set = field(default_factory=set)
+
+    def to_json(self):
+        return {"bytes": self.nbytes, "dtype": self.dtype, "shape": list(self.shape), "module": self.module,
+                "node": self.node, "layer": self.layer, "sublayer": self.sublayer,
+                "saved_by": len(self.sites)}
+
+
+def sublayer_of(path: str) -> str:
+    """'attention' | 'ffn' | 'outside' from a module path (``model.layers.1.self_attn.q_a_proj``)."""
+    m = _LAYER.search(path)
+    if not m:
+        return "outside"
+    rest = path[m.end():]
+    if rest.startswith(("self_attn", "input_layernorm", "self_attention", "input_layernorm")):
+        return "attention"
+    if rest.startswith(("mlp", "post_attention_layernorm", "pre_mlp_layernorm")):
+        return "ffn"
+    return "layer"
+
+
+class Recorder:
+    """A context manager: module stack (forward hooks) + saved-tensor hooks."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.model = model
+        self.stack: List[str] = []
+        self.saved: Dict[int, Saved] = {}
+        self.keep: List[object] = []  # the storages, held so their ids are not reused
+        self.excluded = {p.untyped_storage()._cdata for p in model.parameters()}
+        self.excluded |= {b.untyped_storage()._cdata for b in model.buffers()}
+        self.handles = []
+        self.names = {m: n for n, m in model.named_modules()}
+
+    # module stack
+    def _pre(self, mod, args):
+        self.stack.append(self.names.get(mod, "?"))
+
+    def _post(self, mod, args, out):
+        if self.stack:
+            self.stack.pop()
+
+    def _pack(self, t):
+        if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.device.type == "meta":
+            return t
+        st = t.untyped_storage()
+        key = st._cdata
+        if key in self.excluded:
+            return t
+        path = self.stack[-1] if self.stack else ""
+        m = _LAYER.search(path)
+        layer = int(m.group(1)) if m else None
+        node = ""
+        rec = self.saved.get(key)
+        if rec is None:
+            self.keep.append(st)
+            rec = self.saved[key] = Saved(key, st.nbytes(), str(t.dtype).replace("torch.", ""), tuple(t.shape),
+                                          path, node, layer, sublayer_of(path))
+        rec.sites.append((path, node))
+        rec.layers.add(layer)
+        if len(rec.layers) > 1:  # saved by operations of more than one layer (or also outside): outside
+            rec.layer, rec.sublayer = None, "shared"
+        return t
+
+    def __enter__(self):
+        for mod in self.model.modules():
+            self.handles.append(mod.register_forward_pre_hook(self._pre))
+            self.handles.append(mod.register_forward_hook(self._post, always_call=True))
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self._hooks.__exit__(*exc)
+        for h in self.handles:
+            h.remove()
+        return False
+
+    # results
+    def by_layer(self, n_layers: int) -> Tuple[List[int], int]:
+        per = [0] * n_layers
+        outside = 0
+        for r in self.saved.values():
+            if r.layer is None:
+                outside += r.nbytes
+            else:
+                per[r.layer] += r.nbytes
+        return per, outside
