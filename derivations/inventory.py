@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from derivations.notation import (B_a, B_k, CP, EP, ETP, E_token, N, N_r, N_s, SP, TP, b, d_c,
                                d_cq, d_h, d_hr, d_v, h, h_E, h_F, k_g, n_g, n_h, s, v)
+import sympy as sp
+
 from symbolic.term import Part
 
 from .views import B_IS_1, EXT, FLASH, IS_FP32, MLA, MOE, NOT_FP32, PAPER, Group, View, apply
@@ -14,6 +16,8 @@ from .views import B_IS_1, EXT, FLASH, IS_FP32, MLA, MOE, NOT_FP32, PAPER, Group
 MZ = "NVIDIA Megatron-MoE-ModelZoo DeepSeek estimator (--inventory modelzoo)"
 CONV = "convention (not in the paper; see --help)"
 HF = "transformers 5.24 models/deepseek_v3/modeling_deepseek_v3.py"
+MC = "megatron-core 0.16.1 megatron/core/"
+TE = "Transformer Engine pytorch/module/rmsnorm.py (fused RMSNorm: saves its input and the FP32 rsigma)"
 
 
 def norm_parts(width, den, where, extra_tags=()):
@@ -26,8 +30,12 @@ def norm_parts(width, den, where, extra_tags=()):
              HF + ": DeepseekV3RMSNorm.forward", tags),
         Part("norm_rstd", f"{where} RMSNorm: FP32 rsqrt of the mean square, one per row", (4, b, s), den,
              HF + ": DeepseekV3RMSNorm.forward", tags),
-        Part("norm_pre", f"{where} RMSNorm: normalised value before the weight (saved by the weight multiply)",
-             (B_a, b, s, width), den, HF + ": DeepseekV3RMSNorm.forward", tags),
+        Part("norm_pre", f"{where} RMSNorm: normalised value before the weight (saved by the weight multiply; "
+                         "FP32 under --norm-storage torch)",
+             (B_a, b, s, width), den,
+             HF + ": DeepseekV3RMSNorm.forward; torch.rms_norm (CPU composite)", tags + ("pre_weight",)),
+        Part("norm_rsigma", f"{where} RMSNorm: FP32 rsigma per row (Transformer Engine's fused RMSNorm)", (4, b, s),
+             den, TE, ("norm", "te_norm") + tuple(extra_tags)),
     )
 
 
@@ -50,8 +58,12 @@ def mla_specs(q_lora: bool = True):
              ("latent", "norm", "fp32_norm")),
         Part("latent_rstd", "latents' RMSNorms: FP32 rsqrt per row, one per norm",
              (4 * (2 if q_lora else 1), b, s), (CP,), HF + ": DeepseekV3RMSNorm.forward", ("latent", "norm", "fp32_norm")),
-        Part("latent_pre", "latents' RMSNorms: normalised values before the weight", (B_a, b, s, lat_w), (CP,),
-             HF + ": DeepseekV3RMSNorm.forward", ("latent", "norm", "fp32_norm")),
+        Part("latent_pre", "latents' RMSNorms: normalised values before the weight (FP32 under --norm-storage "
+                           "torch)", (B_a, b, s, lat_w), (CP,),
+             HF + ": DeepseekV3RMSNorm.forward; torch.rms_norm (CPU composite)",
+             ("latent", "norm", "fp32_norm", "pre_weight")),
+        Part("latent_rsigma", "latents' RMSNorms: FP32 rsigma per row, one per norm (Transformer Engine)",
+             (4 * (2 if q_lora else 1), b, s), (CP,), TE, ("latent", "norm", "te_norm")),
     )
     return (
         Part("norm_in", "RMSNorm input (the layer input)", (B_a, b, s, h), (SP, CP), MLA,
@@ -68,6 +80,9 @@ def mla_specs(q_lora: bool = True):
              (TP, CP), MZ, ("latent", "modelzoo_only")),
         Part("mz_kv_norm", "kv norm output (not split)", (B_a, b, s, d_c), (CP,), MZ,
              ("latent", "norm", "latent_norm", "modelzoo_only")),
+        Part("rope_layer", "RoPE cos and sin cast to B_a, for q and for k (4 tables of s d_h^R, every layer)",
+             (4, B_a, s, d_hr), (CP,), MC + "models/common/embeddings/rope_utils.py: _apply_rotary_pos_emb_bshd",
+             ("rope_layer",)),
         Part("q", "q with its RoPE part", (B_a, b, s, d_h + d_hr, n_h), (TP, CP), MLA, ("mla_up",), row="qk"),
         Part("k", "k with its RoPE part", (B_a, b, s, d_h + d_hr, n_h), (TP, CP), MLA, ("mla_up",), row="qk"),
         Part("v", "v", (B_a, b, s, d_v, n_h), (TP, CP), MLA, ("mla_up", "v_copy")),
@@ -76,6 +91,13 @@ def mla_specs(q_lora: bool = True):
              HF + ": DeepseekV3Attention.expand_kv, eager_attention_forward", ("mla_up", "v_view")),
         Part("softmax", "softmax output", (B_a, b, n_h, s ** 2), (TP, CP), MLA, ("score", "eager", "softmax_out"),
              row="score"),
+        Part("causal_mask", "bool causal mask s x s built each call (get_default_causal_mask), kept by masked_fill_",
+             (1, s ** 2), (CP,), MC + "fusions/fused_softmax.py: FusedScaleMaskSoftmax.forward_torch_softmax",
+             ("score", "eager", "causal_mask")),
+        Part("ckpt_mask_type", "int32 attention-mask type the core-attention checkpoint saves with q, k, v "
+                               "(torch.tensor([attn_mask_type.value], dtype=torch.int))", (4,), (),
+             MC + "transformer/attention.py: Attention._checkpointed_attention_forward",
+             ("score_recomputed", "mcore_ckpt")),
         Part("score_mask", "attention dropout mask", (B_k, b, n_h, s ** 2), (TP, CP), MLA,
              ("score", "mask", "eager"), row="score"),
         Part("score_dropout", "attention dropout output", (B_a, b, n_h, s ** 2), (TP, CP), MLA,
@@ -112,7 +134,11 @@ def _expert(tokens, inter_den, routed=False, x_tags=()):
                 ("loop_weight", "FP32 routing weight of each token-copy (transformers' expert loop)", (4, tokens), (),
                  ("loop",)),
                 ("loop_source", "index_add_'s source: the weighted output cast to B_a (transformers' expert loop)",
-                 (B_a, tokens, h), (), ("loop",)))
+                 (B_a, tokens, h), (), ("loop",)),
+                ("weighted", "activation product kept by the probability multiply (Megatron-Core MLP.forward "
+                             "per_token_scale)", (B_a, tokens, h_E), inter_den, ("a2a", "inter", "weighted")),
+                ("probs_perm", "permuted routing probabilities, B_a per token-copy (the per_token_scale)",
+                 (B_a, tokens), (), ("a2a",)))
     return out
 
 
@@ -138,6 +164,34 @@ def hf_router_parts():
     )
 
 
+def mcore_router_parts():
+    """Megatron-Core's router and all-to-all dispatcher bookkeeping (``--router-state mcore``,
+    ``--experts alltoall``), per token of the device's b s."""
+    src = MC + "transformer/moe/moe_utils.py: topk_routing_with_score_function, group_limited_topk"
+    tags = ("router", "mcore_router")
+    perm = MC + "transformer/moe/moe_utils.py: permute (unfused), MoEAlltoAllTokenDispatcher"
+    return (
+        Part("mc_scores", "router: FP32 sigmoid output (sigmoid(logits.float()))", (4, b, s, N), (CP,), src, tags),
+        Part("mc_scores_ba", "router: the scores cast to B_a, kept by gather (the same storage when B_a = 4)",
+             (B_a, b, s, N, NOT_FP32), (CP,), src, tags),
+        Part("mc_group_top", "router: int64 indices of the top-floor(N_r/k_g) scores of each expert group (topk // group_topk)",
+             (8, b, s, n_g, sp.floor(N_r / k_g)), (CP,), src, tags),
+        Part("mc_group_idx", "router: int64 indices of the k_g groups kept", (8, b, s, k_g), (CP,), src, tags),
+        Part("mc_group_mask", "router: bool mask of the experts outside the kept groups (masked_fill)", (1, b, s, N),
+             (CP,), src, tags),
+        Part("mc_topk_idx", "router: int64 top-N_r indices (topk, gather, scatter)", (8, b, s, N_r), (CP,), src,
+             tags + ("routing",)),
+        Part("mc_topk", "router: the B_a top-N_r scores and their normaliser (scores / scores.sum)",
+             (B_a, b, s, N_r + 1), (CP,), src, tags),
+        Part("a2a_map", "dispatcher: bool routing map, transposed N x b s (masked_select)", (1, b, s, N), (CP,), perm,
+             ("routing", "router", "a2a")),
+        Part("a2a_probs", "dispatcher: the B_a routing probabilities transposed N x b s (masked_select)",
+             (B_a, b, s, N), (CP,), perm, ("routing", "router", "a2a")),
+        Part("a2a_idx", "dispatcher: int64 sorted token indices, one per token-copy (index_select, unpermute)",
+             (8, b, s, N_r), (CP,), perm, ("routing", "router", "a2a")),
+    )
+
+
 def moe_specs():
     """The MoE sublayer's tensors (Parts and Groups), the paper's and the other inventories', tagged."""
     shared = tuple((k, lab, num, den + (CP,), tags)
@@ -151,6 +205,7 @@ def moe_specs():
         Part("router", "router logits and probabilities (not split by SP)", (2, B_a, b, s, N), (CP,), MOE,
              ("router", "paper_only", "paper_router")),
         *hf_router_parts(),
+        *mcore_router_parts(),
         Part("mz_router_probs", "router probabilities", (B_a, b, s, N), (CP,), MZ, ("router", "modelzoo_only")),
         Part("routing", "routing choice / dispatch mask", (B_a, b, s, N_r), (CP,), MOE,
              ("routing", "dispatch_mask", "paper_router")),
@@ -200,7 +255,15 @@ def head_specs():
                        "the FP32 total weight (4 B)", (8 * b * s + 8 * B_IS_1 + 4,),
              (CP,), "transformers 5.24 loss/loss_utils.py: ForCausalLMLoss, fixed_cross_entropy", ("head", "hf_head")),
         Part("input_ids", "int64 input ids (the embedding's backward; counted with the head: one per micro-batch)",
-             (8, b, s), (CP,), HF + ": DeepseekV3Model.forward (embed_tokens)", ("head", "hf_head")),
+             (8, b, s), (CP,), HF + ": DeepseekV3Model.forward (embed_tokens); " + MC +
+             "models/common/embeddings/language_model_embedding.py", ("head", "ids")),
+        Part("ce_target", "bool target mask and int64 masked targets of the vocab-parallel cross-entropy (9 B per "
+                          "token)", (9, b, s), (CP,), MC + "tensor_parallel/cross_entropy.py: VocabParallelCrossEntropy",
+             ("head", "mcore_head")),
+        Part("rope_freqs", "RoPE frequencies, one FP32 s d_h^R table cached by RotaryEmbedding.forward and kept by "
+                           "every layer's fused RoPE (Transformer Engine)", (4, s, d_hr), (CP,),
+             MC + "models/common/embeddings/rotary_pos_embedding.py: RotaryEmbedding.forward (lru_cache)",
+             ("head", "rope_shared")),
         Part("rope", "RoPE cos and sin tables, B_a s d_h^R each, saved by every layer's rotary multiply (one "
                      "storage shared by all layers)", (2, B_a, s, d_hr), (CP,),
              HF + ": DeepseekV3RotaryEmbedding.forward, apply_rotary_pos_emb", ("head", "hf_head", "rope")),
@@ -254,6 +317,17 @@ KEPT_FOR = {
     "loop_weight": "weighting backward (routing weight)", "loop_source": "index_add_ backward (its source)",
     "labels": "nll_loss backward (target, total weight)", "input_ids": "embedding backward (indices)",
     "rope": "rotary multiply backward (cos, sin)",
+    "norm_rsigma": "fused RMSNorm backward (FP32 rsigma)", "latent_rsigma": "latent fused RMSNorms backward (rsigma)",
+    "rope_layer": "rotary multiply backward (cos, sin of q and of k)", "causal_mask": "masked_fill_ backward (mask)",
+    "mc_scores": "sigmoid backward (its output)", "mc_scores_ba": "gather backward (the B_a scores)",
+    "mc_group_top": "group top-k backward (indices)", "mc_group_idx": "group top-k backward (indices)",
+    "mc_group_mask": "masked_fill backward (mask)", "mc_topk_idx": "top-k, gather and scatter backward (indices)",
+    "mc_topk": "normalisation backward (scores, divisor)", "a2a_map": "masked_select backward (mask)",
+    "a2a_probs": "masked_select backward (the transposed probabilities)",
+    "a2a_idx": "index_select and unpermute backward (indices)",
+    "ckpt_mask_type": "core-attention recomputation (its mask-type argument)",
+    "ce_target": "cross-entropy backward (target mask, masked targets)",
+    "rope_freqs": "fused RoPE backward (frequencies)",
 }
 
 

@@ -56,9 +56,13 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "what full recomputation keeps per layer: two (the paper's M_2^A + M_2^E: the MLA and the MoE "
                "sublayer inputs and the routing decision) or one (the layer input only, as Megatron-LM and the "
                "estimators keep)", "two per layer plus the routing decision"),
-    SwitchSpec("swiglu", "--swiglu", ("separate", "fused"), {"fused": "fused-swiglu"}, "activations",
-               "SwiGLU outputs kept: separate (the paper: activation and product, two tensors of h_E per token) or "
-               "fused (a fused SwiGLU kernel keeps its input and only the product, the down-projection input)",
+    SwitchSpec("swiglu", "--swiglu", ("separate", "fused", "offset-copy"), {"fused": "fused-swiglu",
+                                                                              "offset-copy": "glu-offset"},
+               "activations",
+               "SwiGLU outputs kept: separate (the paper: activation and product, two tensors of h_E per token), "
+               "fused (a fused SwiGLU kernel keeps its input and only the product, the down-projection input) or "
+               "offset-copy (Megatron-Core's unfused glu, mlp.py: MLP.forward: activation(x_glu) * (x_linear + "
+               "glu_linear_offset) also keeps the sum, a copy of the linear half: three tensors of h_E per token)",
                "activation and product kept"),
     SwitchSpec("expert_outputs", "--expert-outputs", ("not-kept", "kept"), {"kept": "expert-outputs"},
                "activations",
@@ -72,28 +76,42 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "routing state kept for backward: mask (the paper's routing choice, B_a b s N_r) or row-map "
                "(Megatron's int64 permutation row map, 8 b s N bytes; divided by SP with --router-tensors sp)",
                "routing choice B_a b s N_r"),
-    SwitchSpec("norm_storage", "--norm-storage", ("output", "fp32"), {"fp32": "fp32-norms"}, "activations",
+    SwitchSpec("norm_storage", "--norm-storage", ("output", "fp32", "torch", "te"),
+               {"fp32": "fp32-norms", "torch": "torch-norms", "te": "te-norms"}, "activations",
                "what each RMSNorm keeps: output (the paper: its input and output, the latents' norms as "
                "--latent-norms says) or fp32 (transformers' DeepseekV3RMSNorm.forward: an FP32 copy of its input "
                "(hidden_states.to(float32), saved by pow and mul), the FP32 rsqrt per row, the pre-weight value "
                "(saved by the weight multiply) and the output its consumer saves; the latents' norms too, which then "
-               "keep the latents only as FP32 copies)", "input and output"),
+               "keep the latents only as FP32 copies); torch (torch.rms_norm's composite, what Megatron-Core's "
+               "local spec runs on CPU, torch/_decomp: as fp32 but the pre-weight value in FP32); te (Transformer "
+               "Engine's fused RMSNorm, transformer_engine/pytorch/module/rmsnorm.py: its input, the FP32 rsigma per "
+               "row, and the output its consumer saves)", "input and output"),
     SwitchSpec("softmax_dtype", "--softmax-dtype", ("activation", "fp32"), {"fp32": "fp32-softmax"}, "activations",
                "the attention softmax output: activation (the paper: B_a per element) or fp32 (transformers' "
                "eager_attention_forward: softmax(dtype=float32) keeps its FP32 output, 4 b n_h s^2, beside the "
                "B_a probabilities P V keeps; one storage when B_a = 4)", "B_a per element"),
-    SwitchSpec("router_state", "--router-state", ("paper", "transformers"), {"transformers": "hf-router"},
+    SwitchSpec("router_state", "--router-state", ("paper", "transformers", "mcore"),
+               {"transformers": "hf-router", "mcore": "mcore-router"},
                "activations",
                "router tensors kept: paper (logits and probabilities 2 B_a b s N, routing choice) or transformers "
                "(DeepseekV3TopkRouter.forward: an FP32 copy of its input and of its weight (when B_a != 4), the "
                "FP32 sigmoid scores, the int64 indices of the group top-2 and group top-k_g, the bool group mask, "
-               "the int64 top-N_r indices, the FP32 normaliser and FP32 top-k weights)", "logits, probabilities, "
+               "the int64 top-N_r indices, the FP32 normaliser and FP32 top-k weights) or mcore (Megatron-Core's "
+               "TopKRouter with sigmoid scores, expert bias and group-limited routing, moe_utils.py: "
+               "topk_routing_with_score_function, group_limited_topk: the FP32 sigmoid output, the scores cast to "
+               "B_a (none when B_a = 4), the int64 group top-(N_r/k_g) and group top-k_g indices, the bool group mask, "
+               "the int64 top-N_r indices, the B_a top-k scores and their normaliser)", "logits, probabilities, "
                "routing choice"),
-    SwitchSpec("experts", "--experts", ("paper", "loop"), {"loop": "expert-loop"}, "activations",
+    SwitchSpec("experts", "--experts", ("paper", "loop", "alltoall"), {"loop": "expert-loop", "alltoall": "a2a"},
+               "activations",
                "routed experts' bookkeeping: paper (none beyond the expert tensors) or loop (transformers' "
                "DeepseekV3Experts.forward, eager: per token-copy the int64 (top-k position, token) index pair of "
-               "torch.where, the FP32 routing weight, and index_add_'s source, the weighted output in B_a)",
-               "no bookkeeping tensors"),
+               "torch.where, the FP32 routing weight, and index_add_'s source, the weighted output in B_a) or alltoall "
+               "(Megatron-Core's MoEAlltoAllTokenDispatcher with unfused permute, moe_utils.py: permute/unpermute, "
+               "and SequentialMLP applying the probabilities in the expert, mlp.py: MLP.forward per_token_scale: the "
+               "bool routing map and the B_a probabilities transposed (b s N each), the int64 sorted token indices "
+               "and the permuted B_a probabilities (b s N_r each), and per token-copy the activation product the "
+               "probability multiply keeps, B_a h_E)", "no bookkeeping tensors"),
     SwitchSpec("shared_input", "--shared-input", ("own", "router"), {"router": "shared-input-once"},
                "activations",
                "the shared experts' input: own (the paper: 3 b s h per shared expert, input and mask) or router (the "
@@ -103,11 +121,26 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "v as P V keeps it: copy (the paper: B_a b s d_v n_h) or kv-view (transformers: v is a view of the "
                "kv_b_proj output; at b = 1 matmul keeps that whole storage, B_a s (d_h + d_v) n_h, at b > 1 a "
                "contiguous copy of v)", "B_a b s d_v n_h"),
-    SwitchSpec("head_state", "--head-state", ("paper", "transformers"), {"transformers": "hf-head"}, "activations",
+    SwitchSpec("head_state", "--head-state", ("paper", "transformers", "mcore"),
+               {"transformers": "hf-head", "mcore": "mcore-head"}, "activations",
                "what the head, loss and embedding keep: paper (logits and the FP32 loss softmax) or transformers "
                "(DeepseekV3ForCausalLM.forward + ForCausalLMLoss: no logits (upcast, not kept), the FP32 "
                "log-softmax, the int64 shifted labels and a 4-byte total weight; the embedding's int64 input ids and "
-               "the RoPE cos and sin tables, B_a s d_h^R each, shared by all layers)", "logits and FP32 softmax"),
+               "the RoPE cos and sin tables, B_a s d_h^R each, shared by all layers) or mcore (GPTModel."
+               "compute_language_model_loss + tensor_parallel/cross_entropy.py: VocabParallelCrossEntropy: no logits "
+               "(an FP32 copy is the loss's input), the FP32 softmax, the bool target mask and int64 masked targets "
+               "(b s each); the embedding's int64 input ids)", "logits and FP32 softmax"),
+    SwitchSpec("causal_mask", "--causal-mask", ("none", "per-layer"), {"per-layer": "causal-mask"}, "activations",
+               "the causal mask of eager attention: none (the paper: implicit) or per-layer (Megatron-Core's local "
+               "DotProductAttention: FusedScaleMaskSoftmax.forward_torch_softmax builds get_default_causal_mask(s), "
+               "a bool s x s, each call, kept by masked_fill_; s^2 bytes per layer)", "not kept"),
+    SwitchSpec("rope_tables", "--rope-tables", ("none", "per-layer", "shared"),
+               {"per-layer": "rope-layer", "shared": "rope-shared"}, "activations",
+               "RoPE tables kept: none (the paper), per-layer (Megatron-Core's unfused apply_rotary_pos_emb, "
+               "models/common/embeddings/rope_utils.py: _apply_rotary_pos_emb_bshd casts cos and sin to B_a per call, "
+               "for q and for k: 4 B_a s d_h^R per layer) or shared (Transformer Engine's fused RoPE keeps the FP32 "
+               "frequencies, one s d_h^R table that RotaryEmbedding.forward caches for every layer: outside the "
+               "layers)", "not kept"),
     SwitchSpec("inventory", "--inventory", ("paper", "modelzoo"), {"modelzoo": "modelzoo-inventory"},
                "activations",
                "per-tensor list: paper (Sec. 5) or modelzoo (NVIDIA Megatron-MoE-ModelZoo's: latents on the "
@@ -132,7 +165,8 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
 #: there): activations first (largest first in the paper's reading), then the weight side.
 CONVENTION_ORDER = ("routed_tokens", "attention", "router_tensors", "shared_expert", "dropout_masks", "checkpoints",
                     "swiglu", "expert_outputs", "latent_norms", "routing_state", "norm_storage", "softmax_dtype",
-                    "router_state", "experts", "shared_input", "value_storage", "head_state", "expert_tp", "bytes_per_param", "rank",
+                    "router_state", "experts", "shared_input", "value_storage", "head_state", "causal_mask",
+                    "rope_tables", "expert_tp", "bytes_per_param", "rank",
                     "mtp", "inventory")
 
 #: Bytes per parameter (Table 7 symbols) and the smallest ZeRO stage of each convention:
@@ -172,6 +206,19 @@ CONVENTION_PRESETS["transformers"] = dict(CONVENTION_PRESETS["paper"], dropout_m
                                           expert_outputs="kept", checkpoints="one", norm_storage="fp32",
                                           softmax_dtype="fp32", router_state="transformers", experts="loop",
                                           shared_input="router", value_storage="kv-view", head_state="transformers")
+#: mcore: Megatron-Core 0.16.1's GPTModel with MLA and MoE, dropout 0, as traced on CPU with the local
+#: (non-Transformer-Engine) layer spec (memsym trace --framework mcore; paper/traces/mcore-*).
+CONVENTION_PRESETS["mcore"] = dict(CONVENTION_PRESETS["paper"], dropout_masks="none", latent_norms="kept",
+                                   checkpoints="one", norm_storage="torch", softmax_dtype="fp32",
+                                   router_state="mcore", experts="alltoall", shared_input="router",
+                                   swiglu="offset-copy", head_state="mcore", causal_mask="per-layer",
+                                   rope_tables="per-layer")
+#: --kernels te: what changes when Transformer Engine's kernels run (Megatron-Core's TE layer spec,
+#: get_gpt_layer_with_transformer_engine_spec, and the fusions Megatron-LM's DeepSeek recipes enable):
+#: read from the sources, not traced (no GPU here).
+KERNEL_OVERRIDES = {"local": {}, "te": dict(norm_storage="te", attention="flash", softmax_dtype="activation",
+                                            causal_mask="none", rope_tables="shared", swiglu="fused")}
+CONVENTION_PRESETS["mcore-te"] = dict(CONVENTION_PRESETS["mcore"], **KERNEL_OVERRIDES["te"])
 CONVENTION_SOURCES = {
     "paper": "Zhang & Su, arXiv 2502.07846 (Sections 3-5, Tables 6-10)",
     "megatron": "Megatron-LM megatron/training/theoretical_memory_usage.py (2026, expert parallelism) for weights "
@@ -182,6 +229,14 @@ CONVENTION_SOURCES = {
                     "(DeepseekV3RMSNorm, eager_attention_forward, DeepseekV3TopkRouter, DeepseekV3Experts, "
                     "DeepseekV3MoE, DeepseekV3ForCausalLM) and loss/loss_utils.py (ForCausalLMLoss), traced "
                     "(paper/traces/)",
+    "mcore": "Megatron-Core 0.16.1 (megatron/core): transformer/multi_latent_attention.py MLASelfAttention, "
+             "transformer/dot_product_attention.py DotProductAttention, fusions/fused_softmax.py "
+             "FusedScaleMaskSoftmax, transformer/moe/router.py TopKRouter, moe/token_dispatcher.py "
+             "MoEAlltoAllTokenDispatcher, moe/experts.py SequentialMLP, transformer/mlp.py MLP, "
+             "tensor_parallel/cross_entropy.py, local layer spec (--kernels local), traced (paper/traces/)",
+    "mcore-te": "Megatron-Core 0.16.1 with Transformer Engine (--conventions mcore --kernels te): TE's fused RMSNorm "
+                "(input and FP32 rsigma), fused attention (q, k, v, output, FP32 softmax statistics), fused RoPE, "
+                "Megatron's fused SwiGLU (fusions/fused_bias_swiglu.py); read from the sources, not traced",
 }
 
 
@@ -207,6 +262,8 @@ class Conventions:
     shared_input: str = "own"
     value_storage: str = "copy"
     head_state: str = "paper"
+    causal_mask: str = "none"
+    rope_tables: str = "none"
     expert_tp: str = "split"
     inventory: str = "paper"
     rank: str = "stage"

@@ -105,8 +105,91 @@ def test_preset_equals_the_transcription_at_other_dims(tmp_path, h, nh, N, k, G,
     assert p["activations_outside_layers"] == o
 
 
+def mcore_layer_bytes(c, b, s, Ba=2):
+    """Megatron-Core 0.16.1 saved bytes per layer and outside (local spec, TP = 1, dropout 0, group-limited
+    sigmoid routing with expert bias, all-to-all dispatcher, SequentialMLP), transcribed by reading
+    multi_latent_attention.py, dot_product_attention.py, fused_softmax.py, rope_utils.py, mlp.py,
+    moe_utils.py and cross_entropy.py with torch.rms_norm's CPU composite (each storage once)."""
+    h, nh = c["hidden_size"], c["num_attention_heads"]
+    dcq, dc, dh, dhr, dv = c["q_lora_rank"], c["kv_lora_rank"], c["qk_nope_head_dim"], c["qk_rope_head_dim"], \
+        c["v_head_dim"]
+    N, k, hE, hF, V = c["n_routed_experts"], c["num_experts_per_tok"], c["moe_intermediate_size"], \
+        c["intermediate_size"], c["vocab_size"]
+    G, kG = c.get("n_group", 1), c.get("topk_group", 1)
+    t, fp32 = b * s, Ba == 4
+
+    def rmsnorm(w):  # FP32 input copy (the input at fp32), FP32 rsqrt, FP32 pre-weight value
+        return 4 * t * w + 4 * t + 4 * t * w
+    attn = (rmsnorm(h) + Ba * t * h                                  # input norm, its output (down projections)
+            + 4 * t * (dcq + dc + (dhr if fp32 else 0)) + 2 * 4 * t + 4 * t * (dcq + dc)  # q/kv layernorms
+            + Ba * t * (dcq + dc)                                     # up-projection inputs
+            + 4 * Ba * s * dhr                                        # cos, sin for q and k
+            + 2 * Ba * t * nh * (dh + dhr)                            # query, key (baddbmm)
+            + s * s                                                   # bool causal mask
+            + 4 * b * nh * s * s + (0 if fp32 else Ba * b * nh * s * s)  # FP32 softmax, B_a probabilities
+            + 2 * Ba * t * nh * dv)                                   # value (bmm), linear_proj input
+    ffn_norm = rmsnorm(h) + Ba * t * h
+    dense = ffn_norm + 5 * Ba * t * hF                                # fc1 out (2), silu, x_linear + 0, product
+    router = 4 * t * N + (0 if fp32 else Ba * t * N) + 8 * t * G * (k // kG) + 8 * t * kG + t * N + 8 * t * k \
+        + Ba * t * (k + 1)
+    dispatch = t * N + Ba * t * N + 8 * t * k
+    routed = t * k * (Ba * h + Ba + 6 * Ba * hE)                      # tokens, probs; fc1 (2), silu, +0, glu, x p
+    shared = 5 * Ba * t * hE * c["n_shared_experts"]
+    moe = ffn_norm + router + dispatch + routed + shared
+    outside = 8 * t + rmsnorm(h) + Ba * t * h + 4 * t * V + 9 * t     # ids, final norm, head input, CE
+    return attn + dense, attn + moe, outside
+
+
+@pytest.mark.parametrize("h,nh,N,k,G,kG,b,s,dtype", [
+    (384, 6, 16, 3, 4, 2, 2, 128, "bf16"), (128, 2, 4, 1, 1, 1, 1, 64, "bf16"), (384, 6, 16, 4, 4, 2, 3, 96, "fp32"),
+    (7168, 128, 256, 8, 8, 4, 1, 4096, "bf16")])
+def test_mcore_preset_equals_the_transcription_at_other_dims(tmp_path, h, nh, N, k, G, kG, b, s, dtype):
+    c = dict(_cfg("tests/data/tiny/config.json"), hidden_size=h, num_attention_heads=nh, num_key_value_heads=nh,
+             n_routed_experts=N, num_experts_per_tok=k, n_group=G, topk_group=kG, intermediate_size=3 * h,
+             moe_intermediate_size=h // 2, q_lora_rank=h // 4 + 8, kv_lora_rank=h // 4, vocab_size=999)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(c))
+    import types
+    from memsym.trace.compare import predicted
+    p = predicted(types.SimpleNamespace(model=str(path), mbs=b, seq=s, act_dtype=dtype, recompute="none",
+                                        framework="mcore"), "mcore")
+    d, m, o = mcore_layer_bytes(c, b, s, 4 if dtype == "fp32" else 2)
+    assert [r["bytes"] for r in p["activations_by_layer"]] == [d, m, m]
+    assert p["activations_outside_layers"] == o
+
+
+def test_mcore_records_cover_none_full_and_three_selective_sets_at_two_configs():
+    mc = [r for r in RECORDS if r["framework"] == "mcore"]
+    rc = {r["settings"]["recompute"] for r in mc}
+    assert {"none", "full"} <= rc and len({x for x in rc if x == "selective" or x.startswith("custom:")}) >= 3
+    assert len({r["config"]["path"] for r in mc}) >= 2 and {1, 2} <= {r["settings"]["mbs"] for r in mc}
+    assert all("unexplained" not in r for r in mc)
+
+
+def test_mcore_te_kernels_change_what_the_docs_say(capsys):
+    """--kernels te: TE's fused attention keeps no s^2 tensor (softmax statistics instead), its fused
+    RMSNorm keeps the input and an FP32 rsigma; at the tiny config the difference is that arithmetic."""
+    out = {}
+    for kern in ("local", "te"):
+        assert main(["estimate", "--model", "tests/data/tiny/config.json", "--conventions", "mcore", "--kernels", kern,
+                     "--dp", "1", "--tp", "1", "--pp", "1", "--ep", "1", "--etp", "1", "--mbs", "1", "--seq", "64",
+                     "--json"]) == 0
+        out[kern] = json.loads(capsys.readouterr().out)["bytes"]
+    c = _cfg("tests/data/tiny/config.json")
+    h, nh, dcq, dc, dhr, s_ = c["hidden_size"], c["num_attention_heads"], c["q_lora_rank"], \
+        c["kv_lora_rank"], c["qk_rope_head_dim"], 64
+    t, Ba = s_, 2
+    local_attn = (2 * (4 * t * h) + 4 * t) + (2 * 4 * t * (dcq + dc) + 8 * t) + 4 * Ba * s_ * dhr + s_ * s_ \
+        + 4 * nh * s_ * s_ + Ba * nh * s_ * s_
+    te_attn = (Ba * t * h + 4 * t) + (Ba * t * (dcq + dc) + 8 * t) + 4 * nh * s_  # output: W^O input, as local
+    local_ffn = 2 * (4 * t * h) + 4 * t + 3 * Ba * t * c["intermediate_size"]
+    te_ffn = Ba * t * h + 4 * t + 1 * Ba * t * c["intermediate_size"]
+    d_local, d_te = out["local"]["activations_by_layer"][0]["bytes"], out["te"]["activations_by_layer"][0]["bytes"]
+    assert d_local - d_te == (local_attn - te_attn) + (local_ffn - te_ffn)
+
+
 # ---------------------------------------------------------------- estimate --json per layer
-@pytest.mark.parametrize("preset", ["paper", "megatron", "modelzoo", "transformers"])
+@pytest.mark.parametrize("preset", ["paper", "megatron", "modelzoo", "transformers", "mcore"])
 def test_by_layer_sums_to_the_microbatch(capsys, preset):
     assert main(["estimate", "--conventions", preset, "--json"]) == 0
     b = json.loads(capsys.readouterr().out)["bytes"]
@@ -163,6 +246,28 @@ def test_trace_of_a_generated_config_is_predicted(tmp_path):
     assert out["measured"]["activations_by_layer"] == out["predicted"]["activations_by_layer"]
     assert out["measured"]["activations_outside_layers"] == out["predicted"]["activations_outside_layers"]
     d, m, o = hf_layer_bytes(c, 3, 96)
+    assert [r["bytes"] for r in out["measured"]["activations_by_layer"]] == [d, m, m]
+    assert out["measured"]["activations_outside_layers"] == o
+
+
+@pytest.mark.trace
+@pytest.mark.skipif(not _have_torch(), reason="needs pip install 'memsym[trace]'")
+def test_mcore_trace_of_a_generated_config_is_predicted(tmp_path):
+    c = dict(_cfg("tests/data/tiny/config.json"), hidden_size=192, num_attention_heads=3, num_key_value_heads=3,
+             n_routed_experts=12, num_experts_per_tok=4, n_group=4, topk_group=2, intermediate_size=320,
+             moe_intermediate_size=96, q_lora_rank=80, kv_lora_rank=48, vocab_size=777)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(c))
+    import types
+    from memsym.trace import mcore
+    from memsym.trace.compare import result
+    st = dict(mbs=3, seq=96, act_dtype="bf16", attention="eager", experts="loop", recompute="none")
+    rec, info = mcore.run(str(path), **st)
+    out = result(types.SimpleNamespace(framework="mcore", conventions=None, tensors=False, model=str(path),
+                                       **st), rec, info)
+    assert out["measured"]["activations_by_layer"] == out["predicted"]["activations_by_layer"]
+    assert out["measured"]["activations_outside_layers"] == out["predicted"]["activations_outside_layers"]
+    d, m, o = mcore_layer_bytes(c, 3, 96)
     assert [r["bytes"] for r in out["measured"]["activations_by_layer"]] == [d, m, m]
     assert out["measured"]["activations_outside_layers"] == o
 

@@ -354,10 +354,29 @@ class _Conventions(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         setattr(namespace, self.dest, values)
-        typed = explicit(namespace)
-        for dest, value in cfg.CONVENTION_PRESETS[values].items():
-            if dest not in typed:
-                setattr(namespace, dest, value)
+        _apply_preset(namespace)
+
+
+def _apply_preset(namespace) -> None:
+    """Set every untyped switch to the preset's value; ``--kernels te`` with ``--conventions mcore``
+    is the preset mcore-te (Transformer Engine's kernels, derivations.switches.KERNEL_OVERRIDES)."""
+    name = getattr(namespace, "conventions", None)
+    if name is None:
+        return
+    if name == "mcore" and getattr(namespace, "kernels", None) == "te":
+        name = "mcore-te"
+    typed = explicit(namespace)
+    for dest, value in cfg.CONVENTION_PRESETS[name].items():
+        if dest not in typed:
+            setattr(namespace, dest, value)
+
+
+class _Kernels(argparse.Action):
+    """``--kernels local|te``: Megatron-Core's kernels (with ``--conventions mcore``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        _apply_preset(namespace)
 
 
 def add_convention_options(p: argparse.ArgumentParser) -> None:
@@ -373,6 +392,12 @@ def add_convention_options(p: argparse.ArgumentParser) -> None:
                         "megatron (Megatron-LM's weight-and-optimizer estimate, --rank megatron --bytes-per-param "
                         "distributed, with the same runtime switches as modelzoo but the paper's tensor list, "
                         "--inventory paper; add --mtp to count the MTP layer). `memsym compare` itemises the gaps")
+    g.add_argument("--kernels", choices=("local", "te"), default=None, action=_Kernels,
+                   help="with --conventions mcore: local (Megatron-Core's local layer spec, what runs on CPU and what "
+                        "memsym trace --framework mcore measures: default) or te (Transformer Engine's fused RMSNorm, "
+                        "fused attention and fused RoPE, Megatron's fused SwiGLU: --norm-storage te --attention flash "
+                        "--softmax-dtype activation --causal-mask none --rope-tables shared --swiglu fused; read from "
+                        "the sources, not traced)")
     for spec in cfg.CONVENTION_SWITCHES.values():
         g.add_argument(spec.option, dest=spec.name, choices=list(spec.values), default=spec.default, action=_Explicit,
                        help=spec.help + f" (default {spec.default})")
@@ -383,6 +408,9 @@ def add_convention_options(p: argparse.ArgumentParser) -> None:
 
 def conventions_from_args(args) -> cfg.Conventions:
     """The Conventions of the typed (or preset) switches; the paper's where a command has none."""
+    if getattr(args, "kernels", None) and getattr(args, "conventions", None) not in ("mcore", "mcore-te"):
+        raise cfg.ConfigError("kernels", f"--kernels {args.kernels} applies to --conventions mcore (Megatron-Core's "
+                                         f"kernels), got --conventions {getattr(args, 'conventions', None) or 'paper'}")
     kw = {k: getattr(args, k) for k in cfg.CONVENTION_SWITCHES if getattr(args, k, None) is not None}
     return cfg.Conventions(mtp=bool(getattr(args, "mtp", False)), **kw)
 

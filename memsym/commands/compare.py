@@ -14,7 +14,8 @@ LABELS = {"routed_tokens": "routed tokens per device", "attention": "attention k
           "bytes_per_param": "bytes per parameter", "rank": "rank reported", "mtp": "MTP layers",
           "inventory": "per-tensor inventory", "norm_storage": "RMSNorm storage", "softmax_dtype": "softmax dtype",
           "router_state": "router tensors kept", "experts": "expert implementation",
-          "shared_input": "shared experts' input", "value_storage": "v storage", "head_state": "head and loss"}
+          "shared_input": "shared experts' input", "value_storage": "v storage", "head_state": "head and loss",
+          "causal_mask": "causal mask", "rope_tables": "RoPE tables"}
 ORDER_HELP = ", ".join(LABELS[n] for n in cfg.CONVENTION_ORDER)
 ROWS = (("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optimizer states"),
         ("states", "model states (w + g + o)"), ("activations_per_layer", "activations, one MoE layer"))

@@ -31,7 +31,10 @@ def add_parser(sub):
                    help="attention implementation (flash needs a GPU)")
     p.add_argument("--experts", choices=("loop", "grouped"), default="loop",
                    help="transformers' expert implementation: loop (eager) or grouped (grouped_mm)")
-    p.add_argument("--recompute", default="none", help="none | full (transformers' gradient_checkpointing_enable())")
+    p.add_argument("--recompute", default="none",
+                   help="none | full (transformers: gradient_checkpointing_enable(); mcore: uniform, one layer per "
+                        "checkpoint) | selective (mcore: core_attn) | custom:MODULES (mcore's recompute_modules: "
+                        "core_attn, mla_up_proj, layernorm, mlp, moe, moe_act, shared_experts)")
     p.add_argument("--conventions", default=None, metavar="PRESET",
                    help="the preset predicting the trace (default: the framework's own)")
     p.add_argument("--tensors", action="store_true", help="list every recorded storage")
@@ -56,12 +59,11 @@ def run(args) -> int:
               file=sys.stderr)
         return 2
     if args.framework == "mcore":
-        print("memsym trace: error: --framework mcore is not implemented yet (see memsym/trace/__init__.py)",
-              file=sys.stderr)
-        return 2
-    from memsym.trace import hf
+        from memsym.trace import mcore as impl
+    else:
+        from memsym.trace import hf as impl
     try:
-        rec, info = hf.run(args.model, args.mbs, args.seq, args.act_dtype, args.attention, args.experts,
+        rec, info = impl.run(args.model, args.mbs, args.seq, args.act_dtype, args.attention, args.experts,
                            args.recompute)
     except ValueError as exc:
         print(f"memsym trace: error: {exc}", file=sys.stderr)

@@ -4,6 +4,25 @@ from __future__ import annotations
 from symbolic.errors import ConfigError
 
 
+#: Megatron-Core's selective recomputation modules (TransformerConfig.recompute_modules) as memsym's
+#: recompute operators (their tags): a module checkpointed whole keeps only its inputs.
+MCORE_MODULES = {"core_attn": ("score",), "mlp": ("ffn",), "moe": ("router", "experts", "shared"),
+                 "shared_experts": ("shared",)}
+
+
+def memsym_recompute(framework: str, recompute: str) -> str:
+    """``--recompute`` of the trace as memsym's (Megatron-Core module names become operators)."""
+    if framework != "mcore" or not recompute.startswith("custom:"):
+        return recompute
+    mods = [m for m in recompute.split(":", 1)[1].split(",") if m]
+    missing = [m for m in mods if m not in MCORE_MODULES]
+    if missing:
+        raise ConfigError("recompute", f"Megatron-Core's {', '.join(missing)} recomputation has no memsym "
+                                       f"operator yet (modelled: {', '.join(MCORE_MODULES)})")
+    ops = sorted({op for m in mods for op in MCORE_MODULES[m]})
+    return "custom:" + ",".join(ops)
+
+
 def _estimate(args, preset: str):
     """derivations' estimate at the traced settings: one device (DP = TP = PP = EP = ETP = 1), the
     preset's conventions, B_a from --act-dtype, the recomputation traced."""
@@ -12,7 +31,7 @@ def _estimate(args, preset: str):
     from derivations.device import estimate
     model = cfg.load_model(args.model)
     layout = cfg.Layout(dp=1, tp=1, pp=1, ep=1, etp=1)
-    rec = cfg.parse_recompute(args.recompute)
+    rec = cfg.parse_recompute(memsym_recompute(getattr(args, "framework", ""), args.recompute))
     training = cfg.Training(mbs=args.mbs, seq=args.seq, recompute=rec[0], recompute_ops=rec[1])
     training = with_preset(training, preset)
     if args.act_dtype == "fp32":
@@ -27,7 +46,7 @@ def predicted(args, preset: str) -> dict:
     if args.act_dtype == "fp32":
         argv += ["--act-dtype", "fp32"]
     if args.recompute != "none":
-        argv += ["--recompute", args.recompute]
+        argv += ["--recompute", memsym_recompute(getattr(args, "framework", ""), args.recompute)]
     b = _estimate(args, preset).to_json()["bytes"]
     return {"conventions": preset, "estimate": "memsym " + " ".join(argv),
             "activations_by_layer": b["activations_by_layer"],

@@ -59,7 +59,7 @@ class Recorder:
         self.model = model
         self.stack: List[str] = []
         self.saved: Dict[int, Saved] = {}
-        self.keep: List[object] = []  # the storages, held so their ids are not reused
+        self.keep: Dict[int, object] = {}  # the storages, held so their ids are not reused
         self.excluded = {p.untyped_storage()._cdata for p in model.parameters()}
         self.excluded |= {b.untyped_storage()._cdata for b in model.buffers()}
         self.handles = []
@@ -86,7 +86,7 @@ class Recorder:
         node = ""
         rec = self.saved.get(key)
         if rec is None:
-            self.keep.append(st)
+            self.keep[key] = st
             rec = self.saved[key] = Saved(key, st.nbytes(), str(t.dtype).replace("torch.", ""), tuple(t.shape),
                                           path, node, layer, sublayer_of(path))
         rec.sites.append((path, node))
@@ -107,7 +107,22 @@ class Recorder:
         self._hooks.__exit__(*exc)
         for h in self.handles:
             h.remove()
+        self.finalize()
         return False
+
+    def finalize(self):
+        """Bytes of each storage as the forward leaves it: Megatron's output-discarding
+        recomputation (tensor_parallel/random.py: CheckpointWithoutOutput.discard_output_and_register_recompute)
+        frees a saved output with ``untyped_storage().resize_(0)`` once its consumer ran."""
+        for key, rec in self.saved.items():
+            rec.nbytes = self.keep[key].nbytes()
+
+    def push(self, path: str):
+        """Attribute what is saved until :meth:`pop` to ``path`` (a checkpoint run for one layer)."""
+        self.stack.append(path)
+
+    def pop(self):
+        self.stack.pop()
 
     # results
     def by_layer(self, n_layers: int) -> Tuple[List[int], int]:

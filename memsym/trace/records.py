@@ -89,9 +89,10 @@ def retrace(rec: Dict) -> Dict:
     import types
 
     from .compare import result
-    from . import hf
+    from . import hf, mcore
     st = rec["settings"]
-    rec_, info = hf.run(rec["config"]["path"], st["mbs"], st["seq"], st["act_dtype"], st["attention"],
+    impl = mcore if rec["framework"] == "mcore" else hf
+    rec_, info = impl.run(rec["config"]["path"], st["mbs"], st["seq"], st["act_dtype"], st["attention"],
                         st["experts"], st["recompute"])
     args = types.SimpleNamespace(model=rec["config"]["path"], framework=rec["framework"], conventions=None,
                                  tensors=False, **st)

@@ -1,0 +1,251 @@
+"""Megatron-Core's ``GPTModel`` traced on CPU (memsym trace --framework mcore).
+
+Built from the same Hugging Face config as :mod:`memsym.trace.hf` (random weights), with
+Megatron-Core's local (non-Transformer-Engine) layer spec
+(``models/gpt/gpt_layer_specs.py: get_gpt_decoder_block_spec(use_transformer_engine=False)``:
+``MLASelfAttention`` with the local ``DotProductAttention``, ``TopKRouter``, the all-to-all
+token dispatcher, ``SequentialMLP`` experts, ``SharedExpertMLP``, torch RMSNorm), world size 1
+over gloo, in the activation dtype.  It runs one forward pass with labels (Megatron's FP32
+vocab-parallel cross-entropy) under :class:`memsym.trace.recorder.Recorder`, then a backward.
+
+What runs on CPU needs plumbing only; nothing changes what a layer saves (each patch names
+the Megatron-Core 0.16.1 code it works around):
+
+* ``torch.cuda.current_device`` -> ``"cpu"`` (``RotaryEmbedding.__init__`` and others ask for
+  it even with ``use_cpu_initialization=True``);
+* no-op ``torch.cuda.Stream/Event/current_stream/stream/synchronize`` (the all-to-all
+  dispatcher's device-to-host side stream, ``token_dispatcher.py: _maybe_dtoh_and_synchronize``);
+* the RNG tracker and checkpointing on the CPU generator
+  (``tensor_parallel/random.py: _get_cuda_rng_state/_set_cuda_rng_state``);
+* the causal mask built on CPU (``transformer/utils.py: get_default_causal_mask`` hard-codes
+  ``device="cuda"``; the same ``triu(ones(s, s)).bool()`` otherwise, one per call);
+* ``HAVE_TE = False`` in ``multi_latent_attention.py`` and ``te_general_gemm = None`` in
+  ``moe/moe_utils.py`` (without Transformer Engine their imports yield mock objects or nothing);
+* a subclass of the local ``DotProductAttention`` accepting the ``k_channels``/``v_channels``
+  that ``MLASelfAttention`` passes (its output width is ``v_head_dim`` heads; upstream MLA is only
+  wired for TE's attention);
+* ``CheckpointWithoutOutput(fp8=False)``: ``self.fp8 = fp8 is not None`` is True for False and
+  calls a TE-only function; set to ``bool(fp8)`` (selective ``layernorm``/``mla_up_proj``/
+  ``moe_act`` recomputation without TE).
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict
+
+from .hf import check_size, estimate_params, load_config
+
+#: Megatron-Core's selective recomputation modules (TransformerConfig.recompute_modules).
+MODULES = ("core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act", "shared_experts")
+
+_PATCHED = False
+_RECORDER = None  # the Recorder running, for the checkpoint attribution below
+
+
+class _Nop:
+    """A CUDA stream/event stand-in that does nothing (CPU, one process)."""
+
+    def __init__(self, *a, **k):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+    def wait_stream(self, *a, **k):
+        pass
+
+    def wait_event(self, *a, **k):
+        pass
+
+    def record(self, *a, **k):
+        pass
+
+    def record_event(self, *a, **k):
+        return _Nop()
+
+    def wait(self, *a, **k):
+        pass
+
+    def synchronize(self):
+        pass
+
+    def query(self):
+        return True
+
+
+def _patch():
+    """The plumbing-only patches of the module docstring (once per process)."""
+    global _PATCHED
+    if _PATCHED:
+        return
+    import torch
+    torch.cuda.current_device = lambda: "cpu"
+    torch.cuda.Stream = _Nop
+    torch.cuda.Event = _Nop
+    torch.cuda.current_stream = lambda *a, **k: _Nop()
+    torch.cuda.stream = lambda s=None: _Nop()
+    torch.cuda.synchronize = lambda *a, **k: None
+    torch.cuda.get_rng_state = lambda *a, **k: torch.get_rng_state()
+    torch.cuda.manual_seed = lambda seed: None
+    import megatron.core.tensor_parallel.random as rnd
+    rnd._get_cuda_rng_state = lambda *a, **k: torch.get_rng_state()
+    rnd._set_cuda_rng_state = lambda st, *a, **k: torch.set_rng_state(st)
+    _orig_ckpt_init = rnd.CheckpointWithoutOutput.__init__
+
+    def _ckpt_init(self, fp8=False):
+        _orig_ckpt_init(self, fp8=fp8)
+        self.fp8 = bool(fp8)
+    rnd.CheckpointWithoutOutput.__init__ = _ckpt_init
+    import megatron.core.tensor_parallel as tp
+    _orig_checkpoint = tp.checkpoint
+
+    def _checkpoint(function, distribute_saved_activations, *args):
+        """Full recomputation (TransformerBlock._checkpointed_forward) checkpoints layers
+        [start, end) from the block; what the checkpoint saves belongs to layer ``start``."""
+        code, cells = getattr(function, "__code__", None), getattr(function, "__closure__", None) or ()
+        names = code.co_freevars if code is not None else ()
+        start = dict(zip(names, (c.cell_contents for c in cells))).get("start")
+        if _RECORDER is None or not isinstance(start, int):
+            return _orig_checkpoint(function, distribute_saved_activations, *args)
+        _RECORDER.push(f"decoder.layers.{start}")
+        try:
+            return _orig_checkpoint(function, distribute_saved_activations, *args)
+        finally:
+            _RECORDER.pop()
+    tp.checkpoint = _checkpoint
+    import megatron.core.fusions.fused_softmax as fs
+    fs.get_default_causal_mask = lambda sq: torch.triu(torch.ones(sq, sq, device="cpu"), diagonal=1).bool()
+    import megatron.core.transformer.multi_latent_attention as mla
+    mla.HAVE_TE = False
+    import megatron.core.transformer.moe.moe_utils as mu
+    if not hasattr(mu, "te_general_gemm"):
+        mu.te_general_gemm = None
+    _PATCHED = True
+
+
+def _init_parallel(seed: int):
+    import torch.distributed as dist
+    from megatron.core import parallel_state as ps
+    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+    if not dist.is_initialized():
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
+        dist.init_process_group("gloo", rank=0, world_size=1)
+    if not ps.model_parallel_is_initialized():
+        ps.initialize_model_parallel(1, 1)
+    model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
+
+
+def recompute_settings(recompute: str) -> Dict:
+    """TransformerConfig's recomputation fields for ``--recompute``: none; full (uniform, one layer
+    per checkpoint: Megatron-LM's ``--recompute-granularity full --recompute-method uniform
+    --recompute-num-layers 1``); selective (Megatron's default module set, ``core_attn``); or
+    ``custom:M1,M2`` with Megatron-Core's module names (:data:`MODULES`)."""
+    if recompute == "none":
+        return {}
+    if recompute == "full":
+        return {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
+    if recompute == "selective":
+        return {"recompute_granularity": "selective", "recompute_modules": ["core_attn"]}
+    policy, _, rest = recompute.partition(":")
+    mods = [m.strip() for m in rest.split(",") if m.strip()]
+    bad = [m for m in mods if m not in MODULES]
+    if policy != "custom" or not mods or bad:
+        raise ValueError(f"--recompute {recompute}: Megatron-Core takes none, full, selective (core_attn) or "
+                         f"custom:MODULES with modules from {', '.join(MODULES)}")
+    return {"recompute_granularity": "selective", "recompute_modules": mods}
+
+
+def transformer_config(raw: Dict, act_dtype: str, recompute: str):
+    """``MLATransformerConfig`` from a Hugging Face DeepSeek-V3 config (the fields Megatron-Bridge's
+    DeepSeek-V3 conversion maps; dropout 0 as the config says; no auxiliary loss)."""
+    import torch
+    from megatron.core.transformer.transformer_config import MLATransformerConfig
+    dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[act_dtype]
+    L, k = raw["num_hidden_layers"], raw.get("first_k_dense_replace", 0)
+    topk_method = raw.get("topk_method", "noaux_tc")
+    return MLATransformerConfig(
+        num_layers=L, hidden_size=raw["hidden_size"], num_attention_heads=raw["num_attention_heads"],
+        ffn_hidden_size=raw["intermediate_size"], q_lora_rank=raw.get("q_lora_rank"),
+        kv_lora_rank=raw["kv_lora_rank"], qk_head_dim=raw["qk_nope_head_dim"],
+        qk_pos_emb_head_dim=raw["qk_rope_head_dim"], v_head_dim=raw["v_head_dim"], qk_layernorm=True,
+        rope_type="rope", rotary_base=raw.get("rope_theta", 10000),
+        num_moe_experts=raw["n_routed_experts"], moe_router_topk=raw["num_experts_per_tok"],
+        moe_ffn_hidden_size=raw["moe_intermediate_size"],
+        moe_shared_expert_intermediate_size=raw["moe_intermediate_size"] * raw.get("n_shared_experts", 0) or None,
+        moe_layer_freq=[0] * k + [1] * (L - k), moe_router_num_groups=raw.get("n_group") or None,
+        moe_router_group_topk=raw.get("topk_group") or None,
+        moe_router_topk_scaling_factor=raw.get("routed_scaling_factor"),
+        moe_router_score_function=raw.get("scoring_func", "sigmoid"),
+        moe_router_enable_expert_bias=topk_method == "noaux_tc", moe_router_pre_softmax=False,
+        moe_router_load_balancing_type="none", moe_aux_loss_coeff=0.0,
+        moe_token_dispatcher_type="alltoall", moe_grouped_gemm=False, moe_permute_fusion=False,
+        normalization="RMSNorm", layernorm_epsilon=raw.get("rms_norm_eps", 1e-6), gated_linear_unit=True,
+        activation_func=torch.nn.functional.silu, add_bias_linear=False,
+        hidden_dropout=0.0, attention_dropout=raw.get("attention_dropout", 0.0),
+        use_cpu_initialization=True, bf16=act_dtype == "bf16", params_dtype=dtype, pipeline_dtype=dtype,
+        bias_activation_fusion=False, masked_softmax_fusion=False, persist_layer_norm=False,
+        bias_dropout_fusion=False, apply_rope_fusion=False, gradient_accumulation_fusion=False,
+        cross_entropy_loss_fusion=False, tensor_model_parallel_size=1, sequence_parallel=False,
+        **recompute_settings(recompute))
+
+
+def run(config_path: str, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
+        experts: str = "loop", recompute: str = "none", seed: int = 0):
+    """Build, trace one forward, run one backward.  Returns (recorder, info dict)."""
+    if attention != "eager":
+        raise ValueError(f"--attention {attention}: Megatron-Core's local spec has one attention, the unfused "
+                         f"DotProductAttention (eager); TE's fused attention needs a GPU")
+    if experts != "loop":
+        raise ValueError(f"--experts {experts}: Megatron-Core's local spec runs SequentialMLP (loop); its grouped "
+                         f"experts need Transformer Engine or grouped_gemm on a GPU")
+    raw = load_config(config_path)
+    check_size(raw, mbs, seq, estimate_params(raw))
+    settings = recompute_settings(recompute)  # ValueError before anything is built
+    import torch
+    _patch()
+    import megatron.core
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
+    from megatron.core.models.gpt.gpt_model import GPTModel
+    from megatron.core.transformer.dot_product_attention import DotProductAttention
+
+    from .recorder import Recorder
+
+    class MLADotProductAttention(DotProductAttention):
+        """The local DotProductAttention with MLA's head widths (q/k d_h + d_h^R, v d_v)."""
+
+        def __init__(self, *a, k_channels=None, v_channels=None, **kw):
+            super().__init__(*a, **kw)
+            width = v_channels or self.config.v_head_dim
+            self.hidden_size_per_partition = width * self.num_attention_heads_per_partition
+
+    _init_parallel(seed)
+    config = transformer_config(raw, act_dtype, recompute)
+    del settings
+    spec = get_gpt_decoder_block_spec(config, use_transformer_engine=False, normalization="RMSNorm")
+    for ls in spec.layer_specs:
+        ls.submodules.self_attention.submodules.core_attention = MLADotProductAttention
+    torch.manual_seed(seed)
+    model = GPTModel(config, spec, vocab_size=raw["vocab_size"], max_sequence_length=max(seq, 1),
+                     position_embedding_type="rope", share_embeddings_and_output_weights=bool(
+                         raw.get("tie_word_embeddings", False)), rotary_base=raw.get("rope_theta", 10000))
+    model.train()
+    ids = torch.randint(2, raw["vocab_size"], (mbs, seq))
+    pos = torch.arange(seq).unsqueeze(0).expand(mbs, seq)
+    global _RECORDER
+    with Recorder(model) as rec:
+        _RECORDER = rec
+        losses = model(ids, pos, None, labels=ids)  # [b, s] FP32 per-token losses
+        loss = losses.float().mean()
+    _RECORDER = None
+    loss.backward()
+    grads = sum(p.grad is not None or getattr(p, "main_grad", None) is not None for p in model.parameters())
+    info = {"framework": "mcore", "versions": {"torch": torch.__version__.split("+")[0],
+                                               "megatron-core": megatron.core.__version__},
+            "loss": float(loss.detach()), "params_with_grad": grads,
+            "alive_check": f"{len(rec.saved)} storages recorded",
+            "n_layers": raw["num_hidden_layers"], "first_dense": raw.get("first_k_dense_replace", 0)}
+    return rec, info
