@@ -59,6 +59,22 @@ class RationalJS(JavascriptCodePrinter):
     def _print_Min(self, expr):
         return "Q.min(" + ", ".join(self._print(a) for a in expr.args) + ")"
 
+    def _print_floor(self, expr):
+        return f"Q.floor({self._print(expr.args[0])})"
+
+    def _print_Equality(self, expr):
+        return f"Q.eq({self._print(expr.lhs)}, {self._print(expr.rhs)})"
+
+    def _print_Piecewise(self, expr):
+        """Piecewise((v, cond), ..., (w, True)) as nested conditionals (exact comparisons)."""
+        *pairs, (last, cond) = expr.args
+        if cond != sp.true:
+            raise ValueError(f"cannot print a Piecewise without an otherwise branch: {expr}")
+        out = self._print(last)
+        for v, c in reversed(pairs):
+            out = f"({self._print(c)} ? {self._print(v)} : {out})"
+        return out
+
     def _print_Max(self, expr):
         return "Q.max(" + ", ".join(self._print(a) for a in expr.args) + ")"
 

@@ -112,7 +112,8 @@ def model_states(pool: Pool) -> Dict:
 
 # ----------------------------------------------------------------------------- activations
 def features() -> List[Tuple[str, Tuple]]:
-    """The view's binary features: (name, (first value, second value)); recompute is categorical (RC)."""
+    """The view's features: (name, (values...)), a switch's values in order (at most 10: the page's table keys
+    are one digit per feature); recompute is categorical (RC)."""
     out = [("attention", tuple(cfg.ATTENTION)), ("fp8", (False, True))]
     out += [(k, s.values) for k, s in cfg.CONVENTION_SWITCHES.items() if s.side in ("activations", "both")]
     out += [(f"op:{o}", (False, True)) for o in cfg.RECOMPUTE_OPS]
@@ -160,19 +161,23 @@ def _random_assign(rng) -> Dict:
 def activation_units(pool: Pool, q_lora: bool, probes: int = 12, seed: int = 16) -> List[Dict]:
     rng = random.Random(seed)
     feats = features()
-    bases = [{}] + [_random_assign(rng) for _ in range(probes)]
+    names = dict(feats)
+    # every preset's switches as a probe too: a tensor that exists only under two switches together
+    # (Megatron-Core's probability-weighted product: --experts alltoall and --swiglu not fused) is seen
+    presets = [{k: v for k, v in p.items() if k in names and v in names[k]} for p in cfg.CONVENTION_PRESETS.values()]
+    bases = [{}] + presets + [_random_assign(rng) for _ in range(probes)]
     out = []
     for unit in units(q_lora):
         relevant = []
         for f, vals in feats:
             rcs = ("custom",) if f.startswith("op:") else RC
-            if any(_outcome(unit, make_view(rc, {**b, f: vals[0]})) != _outcome(unit, make_view(rc, {**b, f: vals[1]}))
-                   for b in bases for rc in rcs):
+            if any(_outcome(unit, make_view(rc, {**b, f: vals[0]})) != _outcome(unit, make_view(rc, {**b, f: v}))
+                   for b in bases for rc in rcs for v in vals[1:]):
                 relevant.append(f)
         table = {}
         for rc in RC:
             fs = relevant if rc == "custom" else [f for f in relevant if not f.startswith("op:")]
-            for bits in itertools.product((0, 1), repeat=len(fs)):
+            for bits in itertools.product(*(range(len(dict(feats)[f])) for f in fs)):
                 assign = {f: dict(feats)[f][b] for f, b in zip(fs, bits)}
                 expr = _outcome(unit, make_view(rc, assign))
                 table[rc + "".join(str(b) for b in bits)] = None if expr is None else pool.add(expr)

@@ -32,6 +32,10 @@ const Q = {
   cmp(a, b) { a = Q.of(a); b = Q.of(b); const x = a.n * b.d - b.n * a.d; return x < 0n ? -1 : (x > 0n ? 1 : 0); },
   min(...xs) { return xs.reduce((a, b) => (a === null ? b : (b === null ? a : (Q.cmp(a, b) <= 0 ? a : b)))); },
   max(...xs) { return xs.reduce((a, b) => (a === null || b === null ? null : (Q.cmp(a, b) >= 0 ? a : b))); },
+  // floor of a rational (BigInt division truncates toward zero; the terms' floors are of positive values)
+  floor(a) { a = Q.of(a); const q = a.n / a.d; return Q.make(a.n < 0n && q * a.d !== a.n ? q - 1n : q, 1n); },
+  // sympy Piecewise((v, Eq(x, y)), (w, True)) over rationals: which(cond, v, w)
+  eq(a, b) { return Q.cmp(a, b) === 0; },
   str(a) { return a.d === 1n ? a.n.toString() : `${a.n}/${a.d}`; },
   float(a) { return Number(a.n) / Number(a.d); },
 };
@@ -112,6 +116,8 @@ function fromDict(data, path, name) {
   const topk = "topk_method" in data ? data.topk_method : defaultTopk;
   if (typeof topk !== "string" || !O.topk_methods.includes(topk))
     throw err("topk_method", `field 'topk_method' must be one of ${O.topk_methods.join(", ")}, got ${typeName(topk)} ${pyRepr(topk)}`);
+  m.n_group = int("n_group", "expert groups n_g", 1, 1, false);
+  m.topk_group = int("topk_group", "expert groups kept k_g", 1, 1, false);
   const tied = "tie_word_embeddings" in data ? data.tie_word_embeddings : false;
   if (typeof tied !== "boolean")
     throw err("tie_word_embeddings", `field 'tie_word_embeddings' must be true or false, got ${typeName(tied)} ${pyRepr(tied)}`);
@@ -214,6 +220,7 @@ function substitution(m, lay, t, comp) {
   const e = {};
   for (const k of ["h", "h_F", "h_E", "l", "n_h", "d_c", "d_h", "d_hr", "d_v", "N", "N_s", "N_r", "v"]) e[k] = Q.n(m[k]);
   e.D = Q.n(m.mtp_layers);
+  e.n_g = Q.n(m.n_group === undefined ? 1 : m.n_group); e.k_g = Q.n(m.topk_group === undefined ? 1 : m.topk_group);
   if (m.d_cq !== null) e.d_cq = Q.n(m.d_cq);
   Object.assign(e, { DP: Q.n(lay.dp), TP: Q.n(lay.tp), PP: Q.n(lay.pp), EP: Q.n(lay.ep), ETP: Q.n(lay.etp), CP: Q.n(lay.cp),
     SP: Q.n(lay.sp === null ? lay.tp : lay.sp) });
