@@ -6,28 +6,11 @@ by storage object), attributes it to the layer and sublayer whose operation save
 config and runs it.  torch and transformers are the optional extra ``memsym[trace]``;
 nothing here imports them at module level.
 
-Megatron-Core (``--framework mcore``) and the ``mcore`` preset are not built yet.  What is
-known (megatron-core 0.16.1, the newest release whose metadata accepts Python 3.11, installs
-and imports on CPU: ``MLASelfAttention``, ``get_gpt_layer_local_spec(num_experts=8,
-multi_latent_attention=True)``, local ``DotProductAttention``, whose ``__init__`` takes no
-``k_channels``/``v_channels``) and what is missing:
-
-* ``memsym/trace/mcore.py``: build ``GPTModel`` from the same config (``MLATransformerConfig``:
-  q_lora_rank, kv_lora_rank, qk_head_dim, qk_pos_emb_head_dim, v_head_dim, num_moe_experts,
-  moe_router_topk, moe_shared_expert_intermediate_size, moe_layer_freq ``[0, 1, 1]``,
-  ``use_cpu_initialization=True``, ``bf16``), world size 1 over gloo, after the plumbing-only
-  patches issue 12 lists: ``torch.cuda.current_device`` -> cpu; no-op
-  ``torch.cuda.Stream/Event/current_stream/synchronize`` (the all-to-all dispatcher); CPU RNG
-  for the RNG tracker and checkpointing; ``get_default_causal_mask`` on CPU; ``jit_fuser`` off;
-  a ``DotProductAttention`` subclass accepting ``k_channels``/``v_channels``;
-  ``CheckpointWithoutOutput(fp8=False)`` setting ``self.fp8 = fp8 is not None`` (selective
-  ``layernorm`` recompute without TE).  The recorder already de-duplicates by storage object
-  (Megatron's output-discarding recompute frees with ``resize_(0)``) and attributes by the
-  module path ``decoder.layers.<i>``.
-* the ``mcore`` preset (``--kernels local|te``): switches for Megatron's tensors (FP32 softmax +
-  B_a probabilities + a bool mask in local attention; TE's fused norms, fused masked softmax
-  and fused attention for ``te``), records for none, full and three selective module sets at
-  two configs, and ``compare --conventions paper,mcore``.
+Megatron-Core (``--framework mcore``): :mod:`memsym.trace.mcore` builds ``GPTModel`` with the
+local layer spec (megatron-core 0.16.1, the newest release whose metadata accepts Python 3.11)
+after plumbing-only patches, and the ``mcore`` preset predicts it (``--kernels te``: Transformer
+Engine's kernels, from their sources).  Megatron's ``layernorm``/``mla_up_proj`` recomputation
+(output-discarding checkpoints) and ``moe_act`` (grouped GEMM only) have no memsym operator yet.
 """
 from __future__ import annotations
 
