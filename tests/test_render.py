@@ -77,3 +77,10 @@ def test_long_closed_forms_print_breakable(terms):
 def test_tex_escape_handles_unicode_a_t1_font_lacks():
     assert text.tex_escape("F ≥ 1, δ_E, café") == r"F \ensuremath{\geq} 1, \ensuremath{\delta}\_E, café"
     assert text.tex_escape("日") == "?"
+
+
+def test_tex_escape_keeps_double_hyphens_of_options():
+    # pdflatex turns "--" into an en dash and "---" into an em dash; an option name must print as typed
+    assert text.tex_escape("--conventions mcore --kernels te") == "-{}-conventions mcore -{}-kernels te"
+    assert text.tex_escape("a---b") == "a-{}-{}-b"
+    assert text.tex_escape("1-2 en–dash") == "1-2 en--dash"

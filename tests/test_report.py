@@ -236,3 +236,40 @@ def test_an_unusable_out_directory_exits_2_before_any_work(tmp_path, command):
 def test_the_paper_form_writes_d_h_for_the_value_dimension(ctx):
     eq = rp.equation(ctx, ctx.terms["act.mla.layer"], False)
     assert "d_{v}" not in eq.paper and "d_{h} n_{h}" in eq.paper
+
+
+def test_traces_table_lists_every_record_as_measured(built):
+    import glob
+    import tomllib
+    table = _table(built, "traces")
+    files = sorted(glob.glob(os.path.join(os.path.dirname(__file__), "..", "paper", "traces", "*.toml")))
+    expected = []
+    for path in files:                                  # the records read here, not through memsym.trace
+        with open(path, "rb") as f:
+            rec = tomllib.load(f)
+        kinds = {r["kind"]: r["bytes"] for r in rec["measured"]["activations_by_layer"]}
+        status = "unexplained" if "unexplained" in rec else "exact"
+        expected += [(kinds[k], status) for k in ("dense", "moe") if k in kinds]
+        expected.append((rec["measured"]["activations_outside_layers"], status))
+    assert [(r[2].value, r[6].value) for r in table.rows] == expected
+    named = [r[0].value for r in table.rows if r[0].value]
+    assert named == [os.path.basename(p)[:-5] for p in files]
+
+
+def test_implementation_waterfall_starts_at_the_paper_and_adds_up(built):
+    table = _table(built, "implementations")
+    per_layer = (23177723904 + 1493434368) // 4          # digest sec. 9: Table 10's 4-layer stage, AC none
+    starts = [r for r in table.rows if r[1].value == "paper"]
+    assert [r[0].value for r in starts] == ["transformers", "mcore", "mcore-te"]
+    assert all(r[4].value == per_layer for r in starts)
+    prev = None
+    for r in table.rows:
+        if r[1].value == "paper":
+            prev = r[4].value
+            continue
+        change = int(r[5].value.replace(",", "").replace("+", ""))
+        assert change != 0 and r[4].value - prev == change
+        prev = r[4].value
+    # flash attention (TE) drops the s^2 score tensors, 87% of the paper's layer at s = 4096 (digest sec. 10)
+    flash = next(r for r in table.rows if r[0].value == "mcore-te" and r[1].value == "attention")
+    assert flash[5].value.startswith("-") and flash[4].value < per_layer // 5

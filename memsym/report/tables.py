@@ -213,15 +213,81 @@ def table_comparison(ctx) -> Table:
                  tuple(rows))
 
 
+def table_traces(ctx) -> Table:
+    """Each measured trace (paper/traces/*.toml) against its framework's preset and the paper's
+    terms: the bytes one layer of each kind keeps, and outside the layers (issue 12)."""
+    from memsym.trace import records
+    rows = []
+    for rec in records.load_all():
+        m = rec["measured"]
+        measured = {r["kind"]: r["bytes"] for r in m["activations_by_layer"]}
+        measured["outside"] = m["activations_outside_layers"]
+        try:
+            pred, paper = records.predict(rec), records.predict(rec, "paper")
+        except (cfg.ConfigError, OSError):
+            pred = paper = None
+
+        def by_kind(out):
+            if out is None:
+                return {}
+            return dict({r["kind"]: r["bytes"] for r in out["activations_by_layer"]},
+                        outside=out["activations_outside_layers"])
+        pk, ak = by_kind(pred), by_kind(paper)
+        name = rec["_file"].removesuffix(".toml")
+        for kind in ("dense", "moe", "outside"):
+            if kind not in measured:
+                continue
+            got, want, base = measured[kind], pk.get(kind), ak.get(kind)
+            status = ("unexplained" if "unexplained" in rec else "config not found" if want is None else
+                      "exact" if want == got else "differs")
+            rows.append((T(name), T(kind), I(got), I(want), I(base),
+                         T(f"{got / base:.3f}" if base and kind != "outside" else "-"), T(status)))
+            name = ""
+    return Table("traces", "Measured saved bytes (one forward, CPU) against the framework's preset and the paper's "
+                           "terms, per layer kind and outside the layers",
+                 "paper/traces/*.toml (memsym trace ... --record)",
+                 ("record", "layer", "measured", "preset", "paper", "measured / paper", "status"),
+                 A("p.24 l r r r r l"), tuple(rows),
+                 note="record: framework (hf: transformers, mcore: Megatron-Core local spec), config (tiny: h 256, "
+                      "tiny512: h 512), micro-batch b, sequence s, dtype, attention and experts (transformers), "
+                      "recomputation; each record's file says its full settings and command. preset: --conventions "
+                      "transformers or mcore at the record's settings on one device; unexplained records keep their "
+                      "exact difference from the preset.")
+
+
+def table_implementation_waterfall(ctx) -> Table:
+    """From the paper's tensor list to each implementation's, one switch at a time, for one MoE
+    layer's activations at this configuration (``memsym compare --conventions paper,P``)."""
+    from derivations.compare import waterfall
+    rows = []
+    for end in ("transformers", "mcore", "mcore-te"):
+        wf, _, _ = waterfall(ctx.model, ctx.layout, ctx.training, end, stage=ctx.stage.index)
+        q = "activations_per_layer"
+        rows.append((T(end), T("paper"), T(""), T(""), I(wf.first[q]), T("")))
+        for step in wf.steps:
+            d = step.delta[q]
+            if d:
+                spec = cfg.CONVENTION_SWITCHES.get(step.name)
+                rows.append((T(end), C(spec.option if spec else step.name), T(str(step.before)), T(str(step.after)),
+                             I(step.values[q]), T(("+" if d > 0 else "") + f"{int(d):,}")))
+    return Table("implementations", "One MoE layer's activations from the paper's tensors to each implementation's "
+                                    "(bytes), one switch at a time", "memsym compare --conventions paper,P",
+                 ("preset", "switch", "from", "to", "bytes", "change"), A("l l l l r r"), tuple(rows),
+                 note="mcore-te is --conventions mcore --kernels te (Transformer Engine's kernels, read from their "
+                      "sources, not traced).")
+
+
 #: Where each table is in the paper (for notebook cells, without building the table).
 TABLE_SOURCES = {"notation": "Table 1", "table2": "Table 2", "table3": "Table 3", "table4": "Table 4",
                  "table5": "Table 5", "table6": "Table 6", "table7": "Table 7", "table8": "Table 8",
                  "table9": "Table 9", "table10": "Table 10", "estimate": "memsym estimate", "overheads": "Sec. 6",
-                 "comparison": "paper/printed.toml"}
+                 "comparison": "paper/printed.toml", "traces": "paper/traces/*.toml",
+                 "implementations": "memsym compare"}
 
 TABLES: Dict[str, Callable[..., Table]] = {   # key -> table of a Context
     "notation": table_notation, "table2": table_matrices, "table3": table_layers, "table4": table_stages,
     "table5": table_layout, "table6": table_static, "table7": table_bytes, "table8": table_zero,
     "table9": table_activation_setting, "table10": table_activations, "estimate": table_estimate,
-    "overheads": table_overheads, "comparison": table_comparison,
+    "overheads": table_overheads, "comparison": table_comparison, "traces": table_traces,
+    "implementations": table_implementation_waterfall,
 }

@@ -39,6 +39,7 @@ _TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "
                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
                 "<": r"\textless{}", ">": r"\textgreater{}"}
 _TEX_RE = re.compile("|".join(re.escape(k) for k in _TEX_SPECIAL))
+_DASHES = re.compile("-(?=-)")
 
 #: Non-ASCII characters a pdflatex T1 font lacks, as LaTeX (others outside Latin-1 become '?').
 _TEX_UNICODE = {"≥": r"\ensuremath{\geq}", "≤": r"\ensuremath{\leq}", "×": r"\ensuremath{\times}",
@@ -51,6 +52,7 @@ _TEX_UNICODE = {"≥": r"\ensuremath{\geq}", "≤": r"\ensuremath{\leq}", "×": 
 def tex_escape(text) -> str:
     """Plain text made safe for LaTeX (``params.dense_ffn`` -> ``params.dense\\_ffn``)."""
     out = _TEX_RE.sub(lambda m: _TEX_SPECIAL[m.group(0)], str(text))
+    out = _DASHES.sub("-{}", out)   # "--conventions" stays two hyphens, not an en dash
     if out.isascii():
         return out
     return "".join(ch if ord(ch) < 256 else _TEX_UNICODE.get(ch, "?") for ch in out)

@@ -20,8 +20,8 @@ SETTINGS = ("framework", "model", "mbs", "seq", "act_dtype", "attention", "exper
 
 
 def traces_dir() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    return os.path.join(here, "..", "..", "paper", "traces")
+    from symbolic.resources import PAPER_DIR
+    return str(PAPER_DIR / "traces")
 
 
 def load_all(directory: str = None) -> List[Dict]:
@@ -74,13 +74,23 @@ def to_toml(out: Dict, unexplained: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
+def config_path(rec: Dict) -> str:
+    """The record's config file: its path as recorded, relative to the checkout (the folder that
+    holds ``paper/``) unless absolute, so a report run from any directory finds it."""
+    from symbolic.resources import PAPER_DIR
+    path = rec["config"]["path"]
+    if os.path.isabs(path):
+        return path
+    return str(PAPER_DIR.parent / path)
+
+
 def predict(rec: Dict, preset: str = None) -> Dict:
     """``estimate --json``'s per-layer bytes at a record's settings (no torch)."""
     import types
 
     from .compare import predicted
     st = rec["settings"]
-    args = types.SimpleNamespace(model=rec["config"]["path"], framework=rec["framework"], **st)
+    args = types.SimpleNamespace(model=config_path(rec), framework=rec["framework"], **st)
     return predicted(args, preset or rec["framework"])
 
 
@@ -92,8 +102,8 @@ def retrace(rec: Dict) -> Dict:
     from . import hf, mcore
     st = rec["settings"]
     impl = mcore if rec["framework"] == "mcore" else hf
-    rec_, info = impl.run(rec["config"]["path"], st["mbs"], st["seq"], st["act_dtype"], st["attention"],
+    rec_, info = impl.run(config_path(rec), st["mbs"], st["seq"], st["act_dtype"], st["attention"],
                         st["experts"], st["recompute"])
-    args = types.SimpleNamespace(model=rec["config"]["path"], framework=rec["framework"], conventions=None,
+    args = types.SimpleNamespace(model=config_path(rec), framework=rec["framework"], conventions=None,
                                  tensors=False, **st)
     return result(args, rec_, info)
