@@ -166,3 +166,36 @@ def tornado(items: Sequence[Tuple[str, float]], path: str, title: str = ""):
     ax.set_xlim(-lim, lim)
     ax.grid(True, axis="x", linewidth=0.3)
     save(fig, path)
+
+
+KIND_MARKERS = {"max_allocated": "o", "reserved": "s", "nvidia_smi": "D", "oom": "x"}
+
+
+def predicted_vs_measured(points: Sequence[Tuple[str, str, float, float]], path: str, title: str = "",
+                          band: Tuple[float, float] = (0.9, 1.1)):
+    """Predicted against measured bytes per run (log-log): points of (label, kind, measured, predicted);
+    the diagonal and the ``band`` of ratios drawn; an OOM run's measured value is the capacity it exceeded."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 5.2))
+    vals = [float(v) / GiB for _, _, m, p in points for v in (m, p)] or [1.0]
+    lo, hi = min(vals) / 1.5, max(vals) * 1.5
+    ax.plot([lo, hi], [lo, hi], color="black", linewidth=0.8, label="predicted = measured")
+    ax.fill_between([lo, hi], [lo * band[0], hi * band[0]], [lo * band[1], hi * band[1]], color="#dddddd",
+                    label=f"ratio {band[0]:g}-{band[1]:g}")
+    used = set()
+    for label, kind, measured, predicted in points:
+        x, y = float(measured) / GiB, float(predicted) / GiB
+        ax.scatter([x], [y], marker=KIND_MARKERS.get(kind, "o"), s=28, color="#c44e52" if kind == "oom" else "#4c72b0",
+                   label=kind.replace("_", " ") if kind not in used else None, zorder=3)
+        used.add(kind)
+        ax.annotate(label, (x, y), xytext=(4, 2), textcoords="offset points", fontsize=6)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel("measured per GPU (GiB; OOM: the capacity exceeded)")
+    ax.set_ylabel("predicted per GPU (GiB)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="both", linewidth=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    save(fig, path)

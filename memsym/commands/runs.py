@@ -1,0 +1,200 @@
+"""memsym runs: predicted vs measured for the measured training runs of ``paper/runs.toml`` (issue 17).
+
+Each run is evaluated as ``memsym estimate`` evaluates the options that describe it (its layout,
+training and the conventions preset of its framework, every stage: ``--all-stages``), and
+compared with its measurement by kind (derivations/runs.py)."""
+from __future__ import annotations
+
+import argparse
+import os
+
+from symbolic.render import fmt_gib, fmt_int
+from . import COMMANDS, common
+
+
+def add_parser(sub):
+    p = sub.add_parser("runs", help=COMMANDS["runs"],
+                       description="Predicted vs measured per-GPU memory for every run of paper/runs.toml: "
+                                   "published measurements of real training jobs (Megatron-LM functional tests, "
+                                   "torchtitan), each with its source, configuration, kind of number and "
+                                   "confidence. Each run is evaluated under the conventions preset of its "
+                                   "framework (Megatron-Core: mcore, or megatron where mcore is not available, "
+                                   "said in the output) at the stage of the rank measured, and compared by "
+                                   "kind: max_allocated with the allocated total (no allocator overheads), "
+                                   "reserved and nvidia_smi with the Sec. 6 peak, oom with the capacity exceeded.")
+    p.add_argument("--data", default=None, metavar="FILE",
+                   help="runs file (default: paper/runs.toml; model files are read under paper/)")
+    p.add_argument("--id", dest="ids", default=None, metavar="ID,...",
+                   help="only these runs (comma-separated ids; default every run)")
+    p.add_argument("--conventions", dest="force_conventions", default=None, metavar="PRESET",
+                   help="evaluate every run under this conventions preset instead of its framework's "
+                        "(e.g. paper, to see how far the paper's assumptions are from each run)")
+    p.add_argument("--verbose", action="store_true",
+                   help="also print, per run, its source, the memsym estimate command it is, and its notes")
+    p.add_argument("--plot", default=None, metavar="FILE",
+                   help="write predicted against measured, log-log, with the 0.90-1.10 band (.png or .svg; "
+                        "needs memsym[plot])")
+    common.add_json_option(p)
+    p.set_defaults(run=run)
+
+
+def _ids(text):
+    if text is None:
+        return None
+    from derivations.config import ConfigError
+    ids = [t.strip() for t in text.split(",")]
+    if not all(ids):
+        raise ConfigError("runs", f"--id expects comma-separated run ids, got {text!r}")
+    return ids
+
+
+class _Raising(argparse.ArgumentParser):
+    """A parser whose errors raise ConfigError (exit 2 through the CLI) instead of exiting."""
+
+    def error(self, message):
+        from derivations.config import ConfigError
+        raise ConfigError("argument", f"memsym estimate: {message}")
+
+
+def _estimate_args(opts):
+    """The parsed ``memsym estimate ... --all-stages`` command line of ``opts`` (option dests -> values):
+    each run is exactly what that command evaluates."""
+    from . import estimate
+    root = _Raising(prog="memsym")
+    estimate.add_parser(root.add_subparsers(dest="command", parser_class=_Raising))
+    sub = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction)).choices["estimate"]
+    flags = {a.dest: a for a in sub._actions if a.option_strings}
+    argv = ["estimate"]
+    for dest, value in opts.items():
+        action = flags[dest]
+        opt = next(o for o in action.option_strings if o.startswith("--"))
+        if value is True and action.nargs == 0:
+            argv.append(opt)
+        elif value is None or value is False:
+            continue
+        elif isinstance(value, (list, tuple)):
+            argv += [opt, ",".join(str(v) for v in value)]
+        else:
+            argv += [opt, str(value)]
+    return root.parse_args(argv + ["--all-stages"])
+
+
+def _shown_model(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("..") else path
+
+
+def evaluate(runs, forced=None):
+    """[(run, result dict)] for ``runs``: each evaluated under its preset and compared by kind."""
+    from derivations import config as cfg
+    from derivations import runs as R
+    from derivations.device import estimate_all
+    from derivations.gpus import gpu as gpu_preset
+    available = list(cfg.CONVENTION_PRESETS)
+    out = []
+    for run in runs:
+        preset, note = R.choose_preset(run, available, forced)
+        opts = R.estimate_options(run, preset, cfg.CONVENTION_PRESETS)
+        try:
+            args = _estimate_args(opts)
+            common.check_conflicts(args)
+            model, layout = common.model_from_args(args), common.layout_from_args(args)
+            training = common.training_from_args(args)
+            every, worst = estimate_all(model, layout, training, common.recipe_assumptions(args))
+        except cfg.ConfigError as exc:
+            raise cfg.ConfigError("runs", f"run {run.id!r} under --conventions {preset}: {exc}") from None
+        capacity = gpu_preset(run.gpu).capacity if run.gpu else None
+        res = R.compare(run, every, worst, capacity)
+        res["conventions"] = {"preset": preset, "wanted": R.FRAMEWORK_PRESETS[run.framework][0],
+                              "fallback": note is not None, "note": note,
+                              "dropped": R.dropped(run, preset, cfg.CONVENTION_PRESETS)}
+        res["estimate_command"] = R.command_line(opts, _shown_model(run.model))
+        res["assumptions"] = list(every[res["stage"]].assumptions)
+        out.append((run, res))
+    return out
+
+
+def data(args) -> dict:
+    """What ``memsym runs --json`` prints: {"runs": [...]}."""
+    from derivations import runs as R
+    runs = R.select(R.load(args.data), _ids(args.ids))
+    return {"runs": [res for _, res in evaluate(runs, args.force_conventions)],
+            "kinds": dict(R.KINDS), "band": [R.BAND[0], R.BAND[1]]}
+
+
+def run(args) -> int:
+    if args.plot:
+        from ..plots import check_output
+        check_output(args.plot)
+    from derivations import runs as R
+    runs = R.select(R.load(args.data), _ids(args.ids))
+    results = [res for _, res in evaluate(runs, args.force_conventions)]
+    if args.plot:
+        from ..plots import predicted_vs_measured
+        predicted_vs_measured([(r["id"], r["kind"], r["measured_bytes"], r["predicted_bytes"]) for r in results],
+                              args.plot, "memsym runs: predicted vs measured per GPU",
+                              (float(R.BAND[0]), float(R.BAND[1])))
+    if args.json:
+        common.print_json({"runs": results, "kinds": dict(R.KINDS), "band": [R.BAND[0], R.BAND[1]]})
+        return 0
+    print(render(results, args.verbose))
+    if args.plot:
+        print(f"\nplot: {args.plot}")
+    return 0
+
+
+def _verdict(r) -> str:
+    if r["kind"] == "oom":
+        return "exceeds" if r["exceeds"] else "FITS (no OOM)"
+    if r["kind"] == "max_allocated":
+        return "in band" if r["within_band"] else "out of band"
+    low, high = r["predicted_range_bytes"]
+    return "in range" if low <= r["measured_bytes"] <= high else "out of range"
+
+
+def render(results, verbose=False) -> str:
+    from derivations.runs import BAND
+    wid = max([len(r["id"]) for r in results] + [2])
+    head = (f"{'run':<{wid}}  {'kind':<13} {'conf':<6} {'measured':>10} {'predicted':>10} {'ratio':>6}  "
+            f"{'verdict':<13} preset")
+    lines = ["memsym runs: predicted vs measured per GPU (GiB = 2^30 bytes; ratio = predicted / measured; band "
+             f"{float(BAND[0]):.2f}-{float(BAND[1]):.2f})", "", head, "-" * len(head)]
+    for r in results:
+        preset = r["conventions"]["preset"] + (" (fallback)" if r["conventions"]["fallback"] else "")
+        lines.append(f"{r['id']:<{wid}}  {r['kind']:<13} {r['confidence']:<6} {fmt_gib(r['measured_bytes']):>10} "
+                     f"{fmt_gib(r['predicted_bytes']):>10} {float(r['ratio']):>6.2f}  {_verdict(r):<13} {preset}")
+    lines += ["", "components of the stage compared (GiB; activations = held at the peak, in-flight micro-batches):",
+              f"{'run':<{wid}}  {'stage':>5} {'in fl.':>6} {'weights':>8} {'grads':>8} {'optim':>8} {'act':>8} "
+              f"{'total':>8} {'+ovh lo':>8} {'+ovh hi':>8}"]
+    for r in results:
+        c, fl = r["components"], r["inflight_microbatches"]
+        lines.append(f"{r['id']:<{wid}}  {r['stage']:>5} {'1' if fl is None else fmt_int(fl):>6} "
+                     f"{fmt_gib(c['weights']):>8} {fmt_gib(c['gradients']):>8} {fmt_gib(c['optimizer']):>8} "
+                     f"{fmt_gib(c['activations']):>8} {fmt_gib(c['total']):>8} "
+                     f"{fmt_gib(r['peak_with_overheads']['low']):>8} {fmt_gib(r['peak_with_overheads']['high']):>8}")
+    notes = sorted({r["conventions"]["note"] for r in results if r["conventions"]["note"]})
+    dropped = sorted({d for r in results for d in r["conventions"]["dropped"]})
+    if notes or dropped:
+        lines += ["", "conventions:"] + [f"  - {n}" for n in notes + dropped]
+    oom = [r for r in results if r["kind"] == "oom"]
+    for r in oom:
+        lines.append(f"  oom {r['id']}: allocated {fmt_gib(r['predicted_bytes'])} GiB against a capacity of "
+                     f"{fmt_gib(r['capacity_bytes'])} GiB: {'exceeds' if r['exceeds'] else 'does not exceed'}")
+    if verbose:
+        for r in results:
+            s = r["source"]
+            lines += ["", f"{r['id']}: {r['title']}",
+                      f"  source: {s['repository']} @ {s['revision']}: {s['path']}",
+                      f"  measured: {fmt_int(r['measured_bytes'])} bytes ({r['kind']}, rank {r['rank']}): "
+                      f"{r['statistic']}",
+                      f"  confidence {r['confidence']}: {r['confidence_why']}",
+                      f"  predicted: {fmt_int(r['predicted_bytes'])} bytes, stage {r['stage']}: {r['compared']}",
+                      f"  as: {r['estimate_command']}"]
+            lines += [f"  - {n}" for n in r["notes"]]
+    else:
+        lines += ["", "(--verbose: sources, the memsym estimate command of each run, and what each run enables that "
+                      "memsym may not model)"]
+    return "\n".join(lines)
