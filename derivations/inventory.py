@@ -101,7 +101,7 @@ def mla_specs(q_lora: bool = True):
         Part("score_mask", "attention dropout mask", (B_k, b, n_h, s ** 2), (TP, CP), MLA,
              ("score", "mask", "eager"), row="score"),
         Part("score_dropout", "attention dropout output", (B_a, b, n_h, s ** 2), (TP, CP), MLA,
-             ("score", "eager", "probs"), row="score"),
+             ("score", "eager", "probs", "dropout_out"), row="score"),
         Part("softmax_stats", "softmax statistics: FP32 log-sum-exp per query row and head (fused attention)",
              (4, b, n_h, s), (TP, CP), FLASH, ("score", "flash")),
         Part("attn_out", "attention output before W^O (also the fused kernel's saved output)",

@@ -51,7 +51,9 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "those activations / TP; their all-gathered input is not split)", "replicated on every device"),
     SwitchSpec("dropout_masks", "--dropout-masks", ("kept", "none"), {"none": "no-masks"}, "activations",
                "dropout masks (1 B per element: attention, after W^O, after every expert): kept (the paper, Sec. 5) "
-               "or none (dropout off, as DeepSeek-V3 and Megatron's DeepSeek recipes train)", "kept"),
+               "or none (dropout off, as DeepSeek-V3 and Megatron's DeepSeek recipes train; then F.dropout(p=0) returns its "
+               "input, so with the softmax in the activations' dtype the attention dropout output is the softmax "
+               "output itself and is not counted twice)", "kept"),
     SwitchSpec("checkpoints", "--checkpoints", ("two", "one"), {"one": "one-checkpoint"}, "activations",
                "what full recomputation keeps per layer: two (the paper's M_2^A + M_2^E: the MLA and the MoE "
                "sublayer inputs and the routing decision) or one (the layer input only, as Megatron-LM and the "

@@ -227,6 +227,9 @@ class View:
 #: Tags that make a tensor exist only under one kernel or one convention.
 EXISTS = {
     "eager": lambda v: v.attention == "eager",
+    # dropout off and the softmax in the activations' dtype: F.dropout(p=0) returns its input (ATen
+    # _dropout_impl: "if (p == 0 || !train ...) return input"), so P V saves the softmax output itself
+    "dropout_out": lambda v: v.conv.dropout_masks == "kept" or v.conv.softmax_dtype == "fp32",
     "flash": lambda v: v.attention == "flash",
     "combine": lambda v: v.conv.expert_outputs == "kept",
     "latent_norm": lambda v: v.conv.latent_norms == "kept",

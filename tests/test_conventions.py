@@ -145,7 +145,12 @@ def test_shared_expert_tp_activations_and_weights(subs, capsys):
 
 def test_dropout_masks_none(subs):
     masks = b * n_h * s ** 2 / TP + b * s * h / SP + (N / EP) * E_token * h + N_s * b * s * h  # B_k = 1
-    assert layer(subs, dropout_masks="none") - layer(subs) == -delta(subs, masks)
+    # dropout off, softmax in B_a: F.dropout(p=0) returns its input, so the attention dropout's B_a output
+    # (2 b n_h s^2 / TP) is the softmax output itself and goes with the masks
+    assert layer(subs, dropout_masks="none") - layer(subs) == -delta(subs, masks + 2 * b * n_h * s ** 2 / TP)
+    # with an FP32 softmax the B_a probabilities are a cast (transformers, Megatron-Core local): still kept
+    fp32 = layer(subs, dropout_masks="none", softmax_dtype="fp32") - layer(subs, dropout_masks="none")
+    assert fp32 == delta(subs, 4 * b * n_h * s ** 2 / TP)
 
 
 def test_checkpoints_one(subs):
