@@ -4,7 +4,7 @@ Each bound is the largest value a real model or cluster uses, with a wide margin
 every accepted input is computed within seconds and well under 1 GiB, and no arithmetic
 leaves the range of a float64 (the search) or the width of a printed column.  Limits are
 checked before any work: on the command line when an option is parsed
-(:func:`memsym.commands.common.apply_limits`), in a config.json when its fields are read
+(:func:`memsym.commands.argtypes.apply_limits`), in a config.json when its fields are read
 (:mod:`derivations.hfconfig`), and on a :class:`~derivations.layout.Layout` or
 :class:`~derivations.training.Training` built through the Python API (their validation).
 A value outside its domain raises :class:`~symbolic.errors.ConfigError` (constraint

@@ -1,0 +1,212 @@
+"""Bounded argument types of the command line: ASCII-digit integers and lists, memory sizes, paths,
+data files, data types, recomputation policies and the imbalance factor, each checked against
+derivations/limits.py when argparse reads it (a bad value is one clear line, exit 2, before any work);
+``apply_limits`` fits them to every option of a parser by its dest."""
+from __future__ import annotations
+
+import argparse
+import re
+from fractions import Fraction
+
+from derivations import config as cfg
+
+_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def _shown(text) -> str:
+    """``text`` quoted for a message, cut short when long."""
+    text = str(text)
+    return repr(text) if len(text) <= 40 else f"{text[:24]!r}...({len(text)} characters)"
+
+
+def _int_text(text: str, kind: str, low=None, limit=None) -> int:
+    """An integer typed with ASCII digits (not '٣' or '１６', not '1_000'), at most
+    MAX_DIGITS digits, at least ``low``, inside ``limit`` (derivations.limits) if given."""
+    from derivations.limits import MAX_DIGITS
+    s = str(text).strip()
+    if not _INT.fullmatch(s):
+        raise argparse.ArgumentTypeError(f"expected {kind} (ASCII digits 0-9), got {_shown(text)}")
+    digits = s.lstrip("+-").lstrip("0")
+    if len(digits) > MAX_DIGITS:
+        if limit is not None and not s.startswith("-"):
+            raise argparse.ArgumentTypeError(limit.message("the value", s))
+        raise argparse.ArgumentTypeError(f"{_shown(text)} has {len(digits)} digits: integers here have at most "
+                                         f"{MAX_DIGITS}")
+    val = int(s)
+    if low is not None and val < low:
+        raise argparse.ArgumentTypeError(f"expected {kind}, got {_shown(text)}")
+    if limit is not None and not limit.low <= val <= limit.high:
+        raise argparse.ArgumentTypeError(limit.message("the value", val))
+    return val
+
+
+def positive_int(text: str, limit=None) -> int:
+    return _int_text(text, "a positive integer", 1, limit)
+
+
+def nonneg_int(text: str, limit=None) -> int:
+    return _int_text(text, "a non-negative integer", 0, limit)
+
+
+def any_int(text: str, limit=None) -> int:
+    return _int_text(text, "an integer", None, limit)
+
+
+def int_list(text: str, limit=None, max_len=None, unique=False):
+    """``"1,2,4"`` -> (1, 2, 4): ASCII integers, no empty entry (no repeated one if ``unique``), at most
+    ``max_len`` entries (default: derivations.limits.LAYERS) inside ``limit``."""
+    from derivations.limits import LAYERS
+    max_len = LAYERS if max_len is None else max_len
+    items = str(text).split(",")
+    if len(items) > max_len:
+        what = f"--{limit.name.replace('_', '-')}" if limit is not None else "the list"
+        raise argparse.ArgumentTypeError(f"{what} has {len(items)} entries; at most {max_len}")
+    out = []
+    for item in items:
+        if not item.strip():
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {_shown(text)} (an empty entry)")
+        try:
+            out.append(_int_text(item, "comma-separated integers", None, limit))
+        except argparse.ArgumentTypeError as exc:
+            if limit is not None:
+                raise
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {_shown(text)}") from exc
+    seen = set()
+    for x in out:
+        if unique and x in seen:
+            raise argparse.ArgumentTypeError(f"{_shown(text)} lists {x} twice")
+        seen.add(x)
+    return tuple(out)
+
+
+def size_text(text: str) -> str:
+    """A memory size (``80GiB``) checked against derivations.limits.HBM; the text itself is returned."""
+    from derivations.limits import HBM, MAX_NUMBER_CHARS
+    from symbolic.units import parse_size
+    if len(str(text)) > MAX_NUMBER_CHARS or not str(text).isascii():
+        raise argparse.ArgumentTypeError(f"cannot read the size {_shown(text)}: write e.g. 80GiB "
+                                         f"(ASCII, at most {MAX_NUMBER_CHARS} characters)")
+    try:
+        val = parse_size(text)
+    except cfg.ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if val > HBM.high:
+        raise argparse.ArgumentTypeError(f"--hbm must be at most {HBM.domain} bytes ({HBM.why}), got {_shown(text)}")
+    return text
+
+
+def path_text(text: str) -> str:
+    """A path typed on the command line: no NUL byte, at most MAX_ARG_CHARS characters."""
+    from derivations.limits import MAX_ARG_CHARS
+    if "\0" in text:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a path (it holds a NUL character)")
+    if len(text) > MAX_ARG_CHARS or len(text.encode("utf-8", "surrogateescape")) > 4096:
+        raise argparse.ArgumentTypeError(f"path of {len(text)} characters: at most 4096 bytes")
+    return text
+
+
+def data_file(text: str) -> str:
+    """A data file read whole (``reproduce --data``): a regular file of at most CONFIG_BYTES bytes;
+    a device, FIFO or directory is named as what it is (never opened)."""
+    import os
+    import stat
+    from derivations.limits import CONFIG_BYTES
+    path_text(text)
+    try:
+        st = os.stat(text)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{_shown(text)}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is not a regular file")
+    if st.st_size > CONFIG_BYTES:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} is {st.st_size} bytes; at most {CONFIG_BYTES}")
+    return text
+
+
+#: Options holding a path (checked by path_text; --data by data_file) and a memory size (size_text), by dest.
+PATH_DESTS = ("model", "out", "csv", "plot")
+SIZE_DESTS = ("hbm",)
+_INT_TYPES = {"positive_int": positive_int, "nonneg_int": nonneg_int, "int": any_int}
+
+
+def _bounded(fn, limit, max_len=None, unique=False):
+    if fn is int_list:
+        parse = lambda text: int_list(text, limit, max_len, unique)
+    else:
+        parse = lambda text: fn(text, limit)
+    parse.__name__ = getattr(fn, "__name__", "value")
+    return parse
+
+
+def _text_bounded(fn):
+    from derivations.limits import MAX_ARG_CHARS
+
+    def parse(text):
+        if len(text) > MAX_ARG_CHARS:
+            raise argparse.ArgumentTypeError(f"argument of {len(text)} characters: at most {MAX_ARG_CHARS}")
+        return fn(text) if fn is not None else text
+    parse.__name__ = getattr(fn, "__name__", "value")
+    return parse
+
+
+def apply_limits(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Bound every option of ``parser`` and its subcommands by derivations.limits, by dest: an
+    integer option gets the ASCII-digit parser with its limit, a list option its entry limit and
+    length, a path or size option its check; every other argument a length bound.  Checked when
+    the command line is parsed, before any work."""
+    from derivations import limits as L
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in set(action.choices.values()):
+                apply_limits(sub)
+            continue
+        fn = action.type
+        name = getattr(fn, "__name__", None)
+        if fn is int_list:
+            action.type = _bounded(int_list, L.option(action.dest), L.LIST_LENGTHS.get(action.dest),
+                                   action.dest in L.SET_OPTIONS)
+        elif fn is int or name in _INT_TYPES:
+            action.type = _bounded(_INT_TYPES.get(name, any_int), L.option(action.dest))
+        elif fn is None and action.dest == "data":
+            action.type = data_file
+        elif fn is None and action.dest in PATH_DESTS:
+            action.type = path_text
+        elif fn is None and action.dest in SIZE_DESTS:
+            action.type = size_text
+        elif action.nargs != 0:
+            action.type = _text_bounded(fn)
+    return parser
+
+
+def dtype_bytes(text: str) -> int:
+    try:
+        return cfg.DTYPES[text.lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(f"unknown data type {text!r}: use one of {', '.join(cfg.DTYPES)}") from None
+
+
+def recompute_policy(text: str):
+    try:
+        return cfg.parse_recompute(text)
+    except cfg.ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]{1,2})?|[0-9]+/[0-9]+")
+
+
+def imbalance_factor(text: str) -> Fraction:
+    from derivations.limits import MAX_NUMBER_CHARS
+    if len(text) > MAX_NUMBER_CHARS or not _DECIMAL.fullmatch(text.strip()):
+        raise argparse.ArgumentTypeError(f"imbalance F must be a decimal number >= 1 in ASCII digits (e.g. 1.25, "
+                                         f"at most {MAX_NUMBER_CHARS} characters), got {_shown(text)}")
+    try:
+        val = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"imbalance F must be a number >= 1, got {text!r}") from None
+    if val < 1:
+        raise argparse.ArgumentTypeError(f"imbalance F must be >= 1 (1 is balanced routing), got {text!r}")
+    if val > 10 ** 6:
+        raise argparse.ArgumentTypeError(f"imbalance F must be at most 1e6 (an expert cannot receive more than "
+                                         f"every token: F <= N / N_r), got {_shown(text)}")
+    return val
