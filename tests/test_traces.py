@@ -272,5 +272,42 @@ def test_mcore_trace_of_a_generated_config_is_predicted(tmp_path):
     assert out["measured"]["activations_outside_layers"] == o
 
 
+def mcore_mtp_bytes(c, b, s, moe_layer, Ba=2):
+    """What one Megatron-Core 0.16.1 MTP module adds to a micro-batch (local spec, TP = 1), transcribed by
+    reading transformer/multi_token_prediction.py (MultiTokenPredictionLayer) and models/gpt/gpt_model.py
+    (_postprocess): the rolled input ids (8 B a token, the embedding's backward); enorm, hnorm and the
+    module's final_layernorm (torch RMSNorm: FP32 input copy, rsqrt, pre-weight value); eh_proj's input,
+    the concatenated [e, h] (2h); one transformer layer of the decoder's last spec (``moe_layer``); the
+    output layer's input, now the torch.cat of the main and MTP hidden states (h more); its vocab-parallel
+    cross-entropy (FP32 softmax, 9 B a token); ``loss_mask * mtp_loss`` (the int64 ones_like(labels) mask),
+    ``/ num_tokens`` (an int64 scalar) and MTPLossAutoScaler (the FP32 per-token loss)."""
+    h, V, t = c["hidden_size"], c["vocab_size"], b * s
+    norm = 4 * t * h + 4 * t + 4 * t * h
+    return (8 * t + 3 * norm + Ba * t * 2 * h + moe_layer + Ba * t * h + 4 * t * V + 9 * t
+            + 8 * t + 8 + 4 * t)
+
+
+@pytest.mark.trace
+@pytest.mark.skipif(not _have_torch(), reason="needs pip install 'memsym[trace]'")
+def test_mcore_trace_attributes_the_mtp_module_outside_the_layers(tmp_path):
+    """The MTP block (``mtp.layers.0.transformer_layer...``) is not decoder layer 0: the decoder's layers
+    stay exactly the transcription, and everything the MTP module saves counts outside the layers."""
+    c = dict(_cfg("tests/data/tiny/config.json"), hidden_size=192, num_attention_heads=3, num_key_value_heads=3,
+             n_routed_experts=12, num_experts_per_tok=4, n_group=4, topk_group=2, intermediate_size=320,
+             moe_intermediate_size=96, q_lora_rank=80, kv_lora_rank=48, vocab_size=777, num_nextn_predict_layers=1)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(c))
+    import types
+    from memsym.trace import mcore
+    from memsym.trace.compare import result
+    st = dict(mbs=2, seq=64, act_dtype="bf16", attention="eager", experts="loop", recompute="none")
+    rec, info = mcore.run(str(path), **st)
+    out = result(types.SimpleNamespace(framework="mcore", conventions=None, tensors=False, model=str(path),
+                                       **st), rec, info)
+    d, m, o = mcore_layer_bytes(c, 2, 64)
+    assert [r["bytes"] for r in out["measured"]["activations_by_layer"]] == [d, m, m]
+    assert out["measured"]["activations_outside_layers"] == o + mcore_mtp_bytes(c, 2, 64, m)
+    assert {r.sublayer for r in rec.saved.values() if r.module.startswith("mtp.")} == {"mtp"}
+
 if os.environ.get("MEMSYM_REQUIRE_TRACE"):  # CI with the extra: the slow tests must run, not skip
     assert _have_torch(), "MEMSYM_REQUIRE_TRACE is set but the trace extra is not installed"

@@ -190,7 +190,7 @@ def transformer_config(raw: Dict, act_dtype: str, recompute: str):
         bias_activation_fusion=False, masked_softmax_fusion=False, persist_layer_norm=False,
         bias_dropout_fusion=False, apply_rope_fusion=False, gradient_accumulation_fusion=False,
         cross_entropy_loss_fusion=False, tensor_model_parallel_size=1, sequence_parallel=False,
-        **recompute_settings(recompute))
+        mtp_num_layers=raw.get("num_nextn_predict_layers") or None, **recompute_settings(recompute))
 
 
 def run(config_path: str, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
@@ -228,8 +228,12 @@ def run(config_path: str, mbs: int, seq: int, act_dtype: str = "bf16", attention
     spec = get_gpt_decoder_block_spec(config, use_transformer_engine=False, normalization="RMSNorm")
     for ls in spec.layer_specs:
         ls.submodules.self_attention.submodules.core_attention = MLADotProductAttention
+    mtp_spec = None
+    if config.mtp_num_layers:  # the D MTP modules (DeepSeek-V3 Sec. 2.2) on the (only) stage, as Megatron builds them
+        from megatron.core.models.gpt.gpt_layer_specs import get_gpt_mtp_block_spec
+        mtp_spec = get_gpt_mtp_block_spec(config, spec, use_transformer_engine=False)
     torch.manual_seed(seed)
-    model = GPTModel(config, spec, vocab_size=raw["vocab_size"], max_sequence_length=max(seq, 1),
+    model = GPTModel(config, spec, mtp_block_spec=mtp_spec, vocab_size=raw["vocab_size"], max_sequence_length=max(seq, 1),
                      position_embedding_type="rope", share_embeddings_and_output_weights=bool(
                          raw.get("tie_word_embeddings", False)), rotary_base=raw.get("rope_theta", 10000))
     model.train()

@@ -16,6 +16,17 @@ from typing import Dict, List, Optional, Tuple
 import torch
 
 _LAYER = re.compile(r"(?:^|\.)layers\.(\d+)(?:\.|$)")
+#: Megatron-Core's MTP block (``mtp.layers.K``): its modules are not decoder layers, so what they save
+#: counts outside the layers (sublayer "mtp")
+_MTP = re.compile(r"(?:^|\.)mtp\.")
+
+
+def layer_of(path: str) -> Optional[int]:
+    """The decoder layer index of a module path, or None (outside the layers, the MTP block included)."""
+    if _MTP.search(path):
+        return None
+    m = _LAYER.search(path)
+    return int(m.group(1)) if m else None
 
 
 @dataclass
@@ -41,6 +52,8 @@ class Saved:
 
 def sublayer_of(path: str) -> str:
     """'attention' | 'ffn' | 'outside' from a module path (``model.layers.1.self_attn.q_a_proj``)."""
+    if _MTP.search(path):
+        return "mtp"
     m = _LAYER.search(path)
     if not m:
         return "outside"
@@ -81,8 +94,7 @@ class Recorder:
         if key in self.excluded:
             return t
         path = self.stack[-1] if self.stack else ""
-        m = _LAYER.search(path)
-        layer = int(m.group(1)) if m else None
+        layer = layer_of(path)
         node = ""
         rec = self.saved.get(key)
         if rec is None:
