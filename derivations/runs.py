@@ -301,7 +301,10 @@ def dropped(run: Run, preset: str, presets: Mapping[str, Mapping[str, object]]) 
     """The run's options that ``preset`` cannot take (said in the output)."""
     out = []
     if run.training.get("mtp") and presets[preset].get("rank") != "megatron":
-        out.append(f"mtp: the {preset} preset counts no MTP layer (only Megatron's rank does)")
+        out.append(f"mtp: the {preset} preset counts neither the MTP module's weights nor its activations on the "
+                   f"last stage (only --conventions megatron's rank counts MTP weights; one Megatron-Core MTP module "
+                   f"saves a MoE layer's activations plus its norms, eh_proj input and loss: memsym trace "
+                   f"--framework mcore measures it)")
     return out
 
 

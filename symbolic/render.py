@@ -117,5 +117,10 @@ def fmt_int(x) -> str:
     return f"{float(x):,.3f}"
 
 
+def count(n, one: str, many: Optional[str] = None) -> str:
+    """``n`` with thousands separators and the noun in the number it takes: '1 file', '2 files'."""
+    return f"{fmt_int(n)} {one if n == 1 else (many or one + 's')}"
+
+
 def fmt_gib(nbytes, decimals: int = 2) -> str:
     return f"{float(Fraction(nbytes) / GiB):,.{decimals}f}"

@@ -35,8 +35,18 @@ def test_report_notebooks_without_the_report_extra_exit_2(tmp_path, monkeypatch,
 def test_reproduce_out_without_the_report_extra_exits_2_before_the_table(tmp_path, monkeypatch, capsys):
     _missing(monkeypatch, "nbclient")
     assert main(["reproduce", "--out", str(tmp_path)]) == 2
-    assert capsys.readouterr().out == ""
+    cap = capsys.readouterr()
+    assert cap.out == ""
     assert not any(tmp_path.iterdir())
+    # reproduce has no --format: the message says what it writes by default, not a --format the user never typed
+    assert "--format" not in cap.err and "reproduce --out writes ipynb,html by default" in cap.err, cap.err
+
+
+def test_report_default_formats_without_the_extra_say_they_are_the_default(tmp_path, monkeypatch, capsys):
+    _missing(monkeypatch, "nbformat")
+    assert main(["report", "--out", str(tmp_path / "o")]) == 2
+    err = _one_line(capsys)
+    assert err.count("--format") == 1 and "report writes ipynb,html by default" in err and "tex,md,pdf" in err, err
 
 
 def test_tex_and_md_need_no_extra(tmp_path, monkeypatch, capsys):

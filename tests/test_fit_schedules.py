@@ -80,6 +80,18 @@ def test_fit_with_global_batch_keeps_g_fixed():
     assert 480 % b == 0 and res["check"]["value"]["fits"] and not res["check"]["next"]["fits"]
 
 
+@pytest.mark.parametrize("extra,want,line", [
+    ((), {"schedule": None, "microbatches": None, "vpp": None}, "no --schedule: one micro-batch"),
+    (("--schedule", "1f1b", "--microbatches", "64"), {"schedule": "1f1b", "microbatches": 64, "vpp": None},
+     "schedule 1f1b (m=64)"),
+    (("--global-batch", "15360"), {"schedule": "1f1b", "global_batch": 15360, "microbatches": "G / (DP * mbs)",
+                                   "vpp": None}, "schedule 1f1b (m = G/(DP b), G=15360)")])
+def test_fit_says_the_pipeline_view_it_solved_under(extra, want, line):
+    base = ("fit", "--hbm", "80GiB", "--zero", "1", "--recompute", "full") + extra
+    assert json.loads(cli(*base, "--json").stdout)["pipeline"] == want
+    assert f"pipeline: {line}" in cli(*base).stdout.splitlines()[1]
+
+
 def test_gpu_presets_have_sources_and_hbm_needs_a_unit():
     for g in gpus.presets().values():
         assert g.capacity > 30 * GiB and g.kind in ("framework", "vendor") and g.source

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from derivations import config as cfg
-from symbolic.render import fmt_gib, fmt_int
+from symbolic.render import count, fmt_gib, fmt_int
 from . import COMMANDS, common
 
 
@@ -347,7 +347,7 @@ def _schedule_lines(est) -> list:
     lines = [f"  {'(one micro-batch, act.)':<26}{fmt_int(b['activations_per_microbatch']):>{wb}}"
              f"{fmt_gib(b['activations_per_microbatch']):>{wg}}  {est.term_ids['activations_per_microbatch']}"]
     parts = " + ".join(f"{fmt_int(n)} of stage {c.index}" for c, n in est.chunks)
-    lines.append(f"  schedule {TITLES[est.training.schedule]}: {fmt_int(est.inflight)} micro-batches in flight at "
+    lines.append(f"  schedule {TITLES[est.training.schedule]}: {count(est.inflight, 'micro-batch', 'micro-batches')} in flight at "
                  f"the peak ({parts}); activations = n_fl x one micro-batch's")
     if len(est.held) > 1:
         other = est.held[1]

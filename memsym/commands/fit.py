@@ -63,6 +63,7 @@ def _solve_all(args):
     hbm, _ = common.budget_from_args(args, required=True)
     gb = args.global_batch
     res = fit.solve(model, layout, training, hbm, args.solve, args.stage, args.overheads, global_batch=gb)
+    res["pipeline"] = _pipeline(training, gb)
     ends = {args.overheads: res["answer"]}
     for end in ("high", "low", "none"):
         if end not in ends:
@@ -129,6 +130,7 @@ def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
     out["overheads"] = {"end": res["overheads_end"], "f_frag": float(Fraction(over[nt.f_frag])),
                         "M_buf": _num(over[nt.M_buf]),
                         "peak": "(1 + f_frag) * (weights + gradients + optimizer + activations) + M_buf"}
+    out["pipeline"] = res["pipeline"]
     out["solve"] = res["field"]
     out["symbol"] = res["var"].name
     out[res["field"]] = res["answer"]
@@ -161,6 +163,26 @@ def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
     return out
 
 
+def _pipeline(training, global_batch=None) -> dict:
+    """The pipeline view fit solved under (for its header and --json): a schedule with m micro-batches per
+    step (m = G / (DP b) under --global-batch, so it changes with b), or the paper's one micro-batch per stage."""
+    if global_batch is not None:
+        return {"schedule": training.schedule or "1f1b", "global_batch": global_batch,
+                "microbatches": "G / (DP * mbs)", "vpp": training.vpp}
+    if training.schedule:
+        return {"schedule": training.schedule, "microbatches": training.microbatches, "vpp": training.vpp}
+    return {"schedule": None, "microbatches": None, "vpp": None}
+
+
+def _pipeline_text(p: dict) -> str:
+    if p["schedule"] is None:
+        return "no --schedule: one micro-batch's activations per stage (the paper's view)"
+    m = f"m = G/(DP b), G={p['global_batch']}" if "global_batch" in p else \
+        f"m={p['microbatches'] if p['microbatches'] is not None else 'enough'}"
+    return f"schedule {p['schedule']} ({m}" + (f", V={p['vpp']}" if p["vpp"] else "") + \
+        "): activations held at the peak = in-flight micro-batches x one micro-batch"
+
+
 def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
     from fractions import Fraction
     from derivations import config as cfg
@@ -176,6 +198,7 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
         f"memsym fit: {model.name}, DP={layout.dp} TP={layout.tp} PP={layout.pp} EP={layout.ep} ETP={layout.etp} "
         f"SP={layout.SP} CP={layout.cp}; ZeRO {training.zero} ({cfg.ZERO_NAMES[training.zero]}); recompute "
         f"{training.recompute_label}; {fixed}; budget {fmt_gib(hbm)} GiB per device",
+        f"pipeline: {_pipeline_text(res['pipeline'])}",
         f"Sec. 6 peak = (1 + f_frag)(S + A({var})) + M_buf at the {res['overheads_end']} end of the paper's ranges: "
         f"f_frag = {float(Fraction(over[nt.f_frag])):.2f}, M_buf = {fmt_gib(over[nt.M_buf])} GiB",
         f"S = weights + gradients + optimizer states; A({var}) = activations, "

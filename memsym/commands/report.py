@@ -68,9 +68,9 @@ def write(ctx, out, formats, stream=None) -> int:
 
 
 def run(args) -> int:
-    from ..report import Context
+    from ..report import FORMATS, Context
     from ..report.extras import require_report
-    require_report(args.formats)  # a missing extra fails before any work
+    require_report(args.formats, typed=args.formats != FORMATS)  # a missing extra fails before any work
     if args.out is not None:
         from symbolic.files import check_out_dir
         check_out_dir(args.out)

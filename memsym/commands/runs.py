@@ -156,7 +156,7 @@ def _verdict(r) -> str:
 
 
 def render(results, verbose=False) -> str:
-    from derivations.runs import BAND
+    from derivations.runs import BAND, FRAMEWORK_WHY
     wid = max([len(r["id"]) for r in results] + [2])
     head = (f"{'run':<{wid}}  {'kind':<13} {'conf':<6} {'measured':>10} {'predicted':>10} {'ratio':>6}  "
             f"{'verdict':<13} preset")
@@ -191,6 +191,7 @@ def render(results, verbose=False) -> str:
                       f"  measured: {fmt_int(r['measured_bytes'])} bytes ({r['kind']}, rank {r['rank']}): "
                       f"{r['statistic']}",
                       f"  confidence {r['confidence']}: {r['confidence_why']}",
+                      f"  preset {r['conventions']['preset']}: {FRAMEWORK_WHY.get(r['framework'], '')}",
                       f"  predicted: {fmt_int(r['predicted_bytes'])} bytes, stage {r['stage']}: {r['compared']}",
                       f"  as: {r['estimate_command']}"]
             lines += [f"  - {n}" for n in r["notes"]]

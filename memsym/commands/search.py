@@ -188,7 +188,7 @@ def csv_text(rows) -> str:
 
 
 def render_text(model, args, hbm, result, idx) -> str:
-    from symbolic.render import fmt_gib, fmt_int
+    from symbolic.render import count, fmt_gib, fmt_int
     from derivations import search as S
     h = _header(model, args, hbm, result)
     c = h["counts"]
@@ -199,8 +199,9 @@ def render_text(model, args, hbm, result, idx) -> str:
         f"memsym search: {model.name} on {args.gpus} GPUs, {fmt_gib(hbm)} GiB per device",
         f"layouts: {fmt_int(c['lattice_candidates'])} candidates with DP*TP*PP*CP = {args.gpus}, "
         f"{fmt_int(c['valid_layouts'])} valid (rejected: {rej})",
-        f"configurations considered: {fmt_int(c['considered'])} (layouts x {n_b} micro-batch sizes x {n_s} sequence "
-        f"lengths x {len(set(args.zero))} ZeRO stages x {len(result.policies)} recomputation policies), every "
+        f"configurations considered: {fmt_int(c['considered'])} (layouts x {count(n_b, 'micro-batch size')} x "
+        f"{count(n_s, 'sequence length')} x {count(len(set(args.zero)), 'ZeRO stage')} x "
+        f"{count(len(result.policies), 'recomputation policy', 'recomputation policies')}), every "
         f"pipeline stage evaluated, each judged at its most-loaded stage",
         f"fit: peak = (1 + {o['f_frag']:.2f}) x total + {fmt_gib(o['M_buf'])} GiB <= {fmt_gib(hbm)} GiB "
         f"(Sec. 6, {o['end']} end): {fmt_int(c['fitting'])} configurations fit",

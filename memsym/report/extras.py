@@ -26,14 +26,18 @@ def _installed(name: str) -> bool:
         return False
 
 
-def require_report(formats) -> None:
-    """ConfigError unless the report extra is installed, when ``formats`` need notebooks."""
+def require_report(formats, typed: bool = True, command: str = "report") -> None:
+    """ConfigError unless the report extra is installed, when ``formats`` need notebooks; ``typed``
+    says whether the user chose them with --format (else they are ``command``'s defaults)."""
     needs = [f for f in NOTEBOOK_FORMATS if f in formats]
     missing = [m for m in REPORT_MODULES if not _installed(m)] if needs else []
     if missing:
         verb = "is" if len(missing) == 1 else "are"
-        raise ConfigError("extra", f"--format {','.join(needs)} needs the report extra ({', '.join(missing)} {verb} "
-                                   f"not installed): pip install 'memsym[report]' (or use --format tex,md,pdf)")
+        what = f"--format {','.join(needs)} needs" if typed else \
+            f"{command} writes {','.join(needs)} by default, which need"
+        other = " (or use --format tex,md,pdf)" if command == "report" else ""
+        raise ConfigError("extra", f"{what} the report extra ({', '.join(missing)} {verb} not installed): "
+                                   f"pip install 'memsym[report]'{other}")
 
 
 @contextmanager

@@ -15,6 +15,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from symbolic.errors import ConfigError
 from symbolic.files import write_atomic  # noqa: F401  (re-exported: memsym.report.write_atomic)
 from symbolic.files import write_tree
+from symbolic.render import count
 
 from . import rendering
 from .extras import NOTEBOOK_FORMATS, require_report
@@ -113,7 +114,7 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
         if kernel is not None:
             _stop(kernel, run)                  # do not leave a kernel behind
         raise
-    say(f"writing {len(outputs)} files to {out}")
+    say(f"writing {count(len(outputs), 'file')} to {out}")
     stale = () if "report.pdf" not in outputs else ("report.log",)  # the log of an earlier failed compile
     result.written.extend(write_tree(out, outputs, remove=stale))  # all or nothing (symbolic/files.py)
     return result
