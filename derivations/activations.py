@@ -25,7 +25,7 @@ from functools import lru_cache
 from typing import Dict, Tuple
 
 from derivations.config import CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
-from derivations.notation import L_d, L_m, e_H, n_fl
+from derivations.notation import D, L_d, L_m, e_H, n_fl
 from symbolic.term import Part, Term, combine
 
 from .inventory import KEPT_FOR, SPECS, dense_specs, head_specs, mla_specs, mla_tensors, moe_specs, moe_tensors  # noqa: F401
@@ -90,6 +90,10 @@ def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
              "moe": ("act.moe.layer", "one MoE layer", MOE),
              "dense": ("act.dense.layer", "one dense FFN sublayer (extension)", EXT),
              "head": ("act.head", "the final norm, head and loss on the last stage (extension)", EXT)}
+    mtp = view.conv.mtp_activations == "last-stage"
+    if mtp:
+        lists["mtp"] = ("act.mtp", "one multi-token-prediction module's own tensors (its transformer layer "
+                                   "apart; extension)", EXT)
     all_parts, paper = kind_parts(view, q_lora), kind_parts(PAPER, q_lora)
     plain = replace(view, conv=Conventions())  # the same policy under the paper's conventions
     plain_parts = kind_parts(plain, q_lora) if sfx != plain.suffix else all_parts
@@ -104,7 +108,7 @@ def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
             continue
         else:
             tid, label = base_id + sfx, view.label
-        if sfx and view.recompute == "full" and kind != "head":
+        if sfx and view.recompute == "full" and kind not in ("head", "mtp"):
             keep = {"mla": "only the layer input is kept",
                     "dense": "nothing kept: the layer's one checkpoint is its input" if one
                     else "only the layer input is kept",
@@ -125,7 +129,10 @@ def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
     out["stage"] = combine(f"act.stage{sfx}", f"activation bytes of one micro-batch on one device of a stage, {policy}",
                            "bytes", "Table 10",
                            [("mla", "MLA", L_d + L_m, out["mla"]), ("moe", "MoE", L_m, out["moe"]),
-                            ("dense", "dense FFN", L_d, out["dense"]), ("head", "head and loss", e_H, out["head"])])
+                            ("dense", "dense FFN", L_d, out["dense"]), ("head", "head and loss", e_H, out["head"])]
+                           + ([("mtp_layer", "the MTP modules' transformer layers", e_H * D, out["layer"])]
+                              if mtp and view.recompute != "full" else [])
+                           + ([("mtp", "the MTP modules' own tensors", e_H * D, out["mtp"])] if mtp else []))
     out["peak"] = combine(f"act.peak{sfx}", f"activation bytes one device of a stage holds at its peak: n_fl "
                                             f"micro-batches in flight (pipeline schedule), {policy}", "bytes",
                           "extension: pipeline schedules (derivations/schedules.py)",

@@ -270,9 +270,50 @@ def head_specs():
     )
 
 
+MTP_SRC = (MC + "transformer/multi_token_prediction.py: MultiTokenPredictionLayer (_concat_embeddings, "
+           "_postprocess), models/gpt/gpt_model.py: _postprocess")
+
+
+def mtp_specs():
+    """One multi-token-prediction module's own tensors (``--mtp-activations last-stage``; its transformer
+    layer is counted as one more MoE layer): the enorm (the shifted tokens' embedding), hnorm (the main
+    model's output) and final RMSNorms, each as the head's final norm under the norm-storage switch;
+    eh_proj's input, the concatenated normalised [e, h] (2h); and its head and loss as the main head's
+    under the head-state switch: its share of the output layer's input (Megatron concatenates the main
+    and MTP hidden states before the output layer, so that storage is (1 + D) b s h), logits, loss, the
+    rolled input ids and the cross-entropy targets.  Megatron-Core also keeps the loss mask (int64
+    ones_like(labels), saved by ``loss_mask * mtp_loss``), the int64 token count (``/ num_tokens``) and
+    the FP32 per-token loss (MTPLossAutoScaler).  Under full recomputation (``_checkpointed_forward``)
+    the module keeps its checkpoint's two inputs instead of the norms, eh_proj input and layer."""
+    from dataclasses import replace
+    head = {p.key: p for p in head_specs()}
+    out = []
+    for pre, where in (("mtp_enorm", "MTP enorm"), ("mtp_hnorm", "MTP hnorm"), ("mtp_norm", "MTP final")):
+        inner = (Part("norm_in", f"{where} RMSNorm input", (B_a, b, s, h), (SP, CP), MTP_SRC, ("plain_head_norm",)),
+                 *norm_parts(h, (SP, CP), where))
+        out += [replace(p, key=f"{pre}_{p.key}", row="", tags=p.tags + ("mtp",)) for p in inner]
+    out.append(Part("mtp_eh_in", "MTP eh_proj input: the concatenated normalised embedding and hidden state (2h)",
+                    (B_a, b, s, 2 * h), (SP, CP), MTP_SRC, ("mtp",)))
+    out.append(Part("mtp_ckpt", "MTP checkpoint inputs under full recomputation: the main model's output and the "
+                                "shifted tokens' embedding", (2, B_a, b, s, h), (SP, CP), MTP_SRC,
+                    ("mtp", "head", "mtp_ckpt")))
+    labels = {"head_in": "MTP share of the output layer's input (its final norm output, concatenated with the "
+                         "main model's)", "logits": "MTP logits (vocabulary split by TP)",
+              "loss": "MTP FP32 softmax of the cross-entropy loss", "input_ids": "MTP rolled int64 input ids (its "
+                      "embedding's backward)", "ce_target": "MTP bool target mask and int64 masked targets (9 B per "
+                                                            "token)"}
+    for key, label in labels.items():
+        p = head[key]
+        out.append(replace(p, key=f"mtp_{key}", label=label, row="", tags=p.tags + ("mtp",)))
+    out.append(Part("mtp_loss_state", "MTP loss bookkeeping: int64 loss mask, FP32 per-token loss "
+                                      "(MTPLossAutoScaler) and the int64 token count", (12 * b * s / CP + 8,), (),
+                    MTP_SRC, ("mtp", "head", "mcore_head")))
+    return tuple(out)
+
+
 #: The tensor lists of each kind (q_lora -> specs), in the paper's order.
 SPECS = {"mla": mla_specs, "moe": lambda q_lora=True: moe_specs(), "dense": lambda q_lora=True: dense_specs(),
-         "head": lambda q_lora=True: head_specs()}
+         "head": lambda q_lora=True: head_specs(), "mtp": lambda q_lora=True: mtp_specs()}
 
 #: The operation whose backward keeps each tensor (by tensor key; a group's tensors by their own key).
 KEPT_FOR = {

@@ -291,8 +291,11 @@ def estimate_options(run: Run, preset: str, presets: Mapping[str, Mapping[str, o
             if v:
                 opts["bytes_per_param"] = "distributed"
             continue
-        if k == "mtp" and v and presets[preset].get("rank") != "megatron":
-            continue
+        if k == "mtp":
+            if v:
+                opts["mtp_activations"] = "last-stage"
+            if v and presets[preset].get("rank") != "megatron":
+                continue
         opts[k] = v
     return opts
 
@@ -301,10 +304,9 @@ def dropped(run: Run, preset: str, presets: Mapping[str, Mapping[str, object]]) 
     """The run's options that ``preset`` cannot take (said in the output)."""
     out = []
     if run.training.get("mtp") and presets[preset].get("rank") != "megatron":
-        out.append(f"mtp: the {preset} preset counts neither the MTP module's weights nor its activations on the "
-                   f"last stage (only --conventions megatron's rank counts MTP weights; one Megatron-Core MTP module "
-                   f"saves a MoE layer's activations plus its norms, eh_proj input and loss: memsym trace "
-                   f"--framework mcore measures it)")
+        out.append(f"mtp: the {preset} preset counts the MTP modules' activations on the last stage "
+                   f"(--mtp-activations last-stage) but not their weights (only --conventions megatron's rank "
+                   f"counts MTP weights)")
     return out
 
 

@@ -136,6 +136,12 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "the causal mask of eager attention: none (the paper: implicit) or per-layer (Megatron-Core's local "
                "DotProductAttention: FusedScaleMaskSoftmax.forward_torch_softmax builds get_default_causal_mask(s), "
                "a bool s x s, each call, kept by masked_fill_; s^2 bytes per layer)", "not kept"),
+    SwitchSpec("mtp_activations", "--mtp-activations", ("none", "last-stage"), {"last-stage": "mtp"}, "activations",
+               "the D multi-token-prediction modules (DeepSeek-V3 Sec. 2.2; the model's num_nextn_predict_layers) in "
+               "training: none (the paper trains none) or last-stage (Megatron-Core builds them on the last pipeline "
+               "stage, transformer/multi_token_prediction.py: MultiTokenPredictionLayer; each keeps one transformer "
+               "layer of the decoder's last spec, its enorm, hnorm and final norm, eh_proj's 2h input, its share of "
+               "the head input and its own loss; its weights are not added: see --mtp)", "no MTP module trained"),
     SwitchSpec("rope_tables", "--rope-tables", ("none", "per-layer", "shared"),
                {"per-layer": "rope-layer", "shared": "rope-shared"}, "activations",
                "RoPE tables kept: none (the paper), per-layer (Megatron-Core's unfused apply_rotary_pos_emb, "
@@ -168,7 +174,7 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
 CONVENTION_ORDER = ("routed_tokens", "attention", "router_tensors", "shared_expert", "dropout_masks", "checkpoints",
                     "swiglu", "expert_outputs", "latent_norms", "routing_state", "norm_storage", "softmax_dtype",
                     "router_state", "experts", "shared_input", "value_storage", "head_state", "causal_mask",
-                    "rope_tables", "expert_tp", "bytes_per_param", "rank",
+                    "rope_tables", "mtp_activations", "expert_tp", "bytes_per_param", "rank",
                     "mtp", "inventory")
 
 #: Bytes per parameter (Table 7 symbols) and the smallest ZeRO stage of each convention:
@@ -266,6 +272,7 @@ class Conventions:
     head_state: str = "paper"
     causal_mask: str = "none"
     rope_tables: str = "none"
+    mtp_activations: str = "none"
     expert_tp: str = "split"
     inventory: str = "paper"
     rank: str = "stage"

@@ -231,6 +231,8 @@ EXISTS = {
     # _dropout_impl: "if (p == 0 || !train ...) return input"), so P V saves the softmax output itself
     "dropout_out": lambda v: v.conv.dropout_masks == "kept" or v.conv.softmax_dtype == "fp32",
     "flash": lambda v: v.attention == "flash",
+    "mtp": lambda v: v.conv.mtp_activations == "last-stage",
+    "mtp_ckpt": lambda v: v.recompute == "full",
     "combine": lambda v: v.conv.expert_outputs == "kept",
     "latent_norm": lambda v: v.conv.latent_norms == "kept",
     "dispatch_mask": lambda v: v.conv.routing_state == "mask",

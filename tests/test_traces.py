@@ -287,6 +287,45 @@ def mcore_mtp_bytes(c, b, s, moe_layer, Ba=2):
             + 8 * t + 8 + 4 * t)
 
 
+@pytest.mark.parametrize("h,nh,N,k,D,b,s,dtype", [
+    (384, 6, 16, 3, 1, 2, 128, "bf16"), (128, 2, 4, 1, 2, 1, 64, "bf16"), (384, 6, 16, 4, 1, 3, 96, "fp32")])
+def test_mcore_preset_predicts_the_mtp_modules_as_transcribed(tmp_path, h, nh, N, k, D, b, s, dtype):
+    """--mtp-activations last-stage under the mcore preset: the decoder's layers unchanged, and D times
+    the transcription of one MTP module (mcore_mtp_bytes) outside them."""
+    c = dict(_cfg("tests/data/tiny/config.json"), hidden_size=h, num_attention_heads=nh, num_key_value_heads=nh,
+             n_routed_experts=N, num_experts_per_tok=k, n_group=1, topk_group=1, intermediate_size=3 * h,
+             moe_intermediate_size=h // 2, q_lora_rank=h // 4 + 8, kv_lora_rank=h // 4, vocab_size=999,
+             num_nextn_predict_layers=D)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(c))
+    import types
+    from memsym.trace.compare import predicted
+    p = predicted(types.SimpleNamespace(model=str(path), mbs=b, seq=s, act_dtype=dtype, recompute="none",
+                                        framework="mcore"), "mcore")
+    Ba = 4 if dtype == "fp32" else 2
+    d, m, o = mcore_layer_bytes(c, b, s, Ba)
+    assert [r["bytes"] for r in p["activations_by_layer"]] == [d, m, m]
+    # D modules: each its own ids, norms, eh_proj input, layer, head-input share, CE and loss state
+    assert p["activations_outside_layers"] == o + D * mcore_mtp_bytes(c, b, s, m, Ba)
+    assert "--mtp-activations last-stage" in p["estimate"]
+
+
+def test_mtp_activations_are_the_last_stage_only_and_off_by_default(capsys):
+    """The switch adds to the last stage only (e_H D rows), and nothing unless asked: the paper and
+    every preset train no MTP module by default."""
+    def act(stage, *extra):
+        assert main(["estimate", "--conventions", "mcore", "--stage", str(stage), "--json", *extra]) == 0
+        return json.loads(capsys.readouterr().out)["bytes"]
+    for stage in (0, 1):
+        assert act(stage, "--mtp-activations", "last-stage") == act(stage)
+    on, off = act(15, "--mtp-activations", "last-stage"), act(15)
+    assert on["activations_by_layer"] == off["activations_by_layer"]
+    # one MTP module of DeepSeek-V3 (D = 1) is more than one MoE layer of the stage (its layer + its own loss)
+    extra = on["activations_outside_layers"] - off["activations_outside_layers"]
+    assert extra > off["activations_by_layer"][-1]["bytes"]
+    assert on["activations"] - off["activations"] == extra
+
+
 @pytest.mark.trace
 @pytest.mark.skipif(not _have_torch(), reason="needs pip install 'memsym[trace]'")
 def test_mcore_trace_attributes_the_mtp_module_outside_the_layers(tmp_path):

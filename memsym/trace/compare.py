@@ -23,17 +23,25 @@ def memsym_recompute(framework: str, recompute: str) -> str:
     return "custom:" + ",".join(ops)
 
 
+def _mtp(args, model) -> bool:
+    """Whether the traced model trains MTP modules: Megatron-Core builds the config's D
+    (num_nextn_predict_layers) on its last stage; transformers' DeepseekV3ForCausalLM builds none."""
+    return getattr(args, "framework", "") == "mcore" and model.mtp_layers > 0
+
+
 def _estimate(args, preset: str):
     """derivations' estimate at the traced settings: one device (DP = TP = PP = EP = ETP = 1), the
     preset's conventions, B_a from --act-dtype, the recomputation traced."""
     from derivations import config as cfg
-    from derivations.conventions import with_preset
+    from derivations.conventions import with_preset, with_switch
     from derivations.device import estimate
     model = cfg.load_model(args.model)
     layout = cfg.Layout(dp=1, tp=1, pp=1, ep=1, etp=1)
     rec = cfg.parse_recompute(memsym_recompute(getattr(args, "framework", ""), args.recompute))
     training = cfg.Training(mbs=args.mbs, seq=args.seq, recompute=rec[0], recompute_ops=rec[1])
     training = with_preset(training, preset)
+    if _mtp(args, model):
+        training = with_switch(training, "mtp_activations", "last-stage")
     if args.act_dtype == "fp32":
         training = training.with_bytes(B_a=4)
     return estimate(model, layout, training)
@@ -45,6 +53,9 @@ def predicted(args, preset: str) -> dict:
             "--mbs", str(args.mbs), "--seq", str(args.seq), "--conventions", preset]
     if args.act_dtype == "fp32":
         argv += ["--act-dtype", "fp32"]
+    from derivations import config as cfg
+    if _mtp(args, cfg.load_model(args.model)):
+        argv += ["--mtp-activations", "last-stage"]
     if args.recompute != "none":
         argv += ["--recompute", memsym_recompute(getattr(args, "framework", ""), args.recompute)]
     b = _estimate(args, preset).to_json()["bytes"]
