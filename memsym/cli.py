@@ -16,9 +16,15 @@ from typing import List, Optional
 from .commands import COMMANDS
 
 
+def one_line(message: str) -> str:
+    """An error message as one line: control characters a user typed (a newline in a path or an
+    argument) are shown escaped (``\\n``), so stderr holds exactly the one line exit 2 promises."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(message))
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2
-        self.exit(2, f"memsym {self.prog.split(' ', 1)[-1] if ' ' in self.prog else ''}: error: {message}\n"
+        self.exit(2, f"memsym {self.prog.split(' ', 1)[-1] if ' ' in self.prog else ''}: error: {one_line(message)}\n"
                      .replace("memsym : ", "memsym: "))
 
 
@@ -78,12 +84,12 @@ def _main(argv: Optional[List[str]] = None) -> int:
         check_conflicts(args)
         return int(args.run(args) or 0)
     except ConfigError as exc:
-        print(f"memsym: error: {exc}", file=sys.stderr)
+        print(f"memsym: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
     except OSError as exc:  # a path given on the command line that cannot be read or written
-        print(f"memsym: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), file=sys.stderr)
+        print(one_line(f"memsym: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")), file=sys.stderr)
         return 2
 
 
