@@ -61,13 +61,14 @@ def _global_batch_mbs(model, layout, training, hbm, over, stages, global_batch):
     return best, (above[0] if above else None), at
 
 
-def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_end="high", global_batch=None):
+def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_end="high", global_batch=None,
+          answer_only=False):
     """Everything the command reports, as a dict of Python objects (exact Fractions).  Under a
     pipeline schedule every device is solved with its in-flight micro-batches (the most
     constrained binds); without one, each distinct stage holds one micro-batch (the paper's view).
     With ``global_batch`` (sequences per step) m = global_batch / (DP b): the closed form is the
     one at the configured b's m, and the integer answer is the largest b dividing G / DP that
-    fits, checked exactly."""
+    fits, checked exactly.  ``answer_only``: just {"answer": ...} (fit's other ends of the ranges)."""
     training = with_global_batch(layout, training, global_batch)
     device.components(model, layout, training, stage if stage is not None else 0)  # validates the configuration
     over = overhead_values(overheads_end)
@@ -91,6 +92,8 @@ def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_en
     nxt = answer + multiple
     if global_batch is not None and field == "mbs":  # m follows b: the answer among the b that divide G / DP
         answer, nxt, with_var = _global_batch_mbs(model, layout, training, hbm, over, stages, global_batch)
+    if answer_only:
+        return {"answer": answer}
     # exact checks: the answer fits on every stage, the next valid value does not (on the binding stage)
     check = {}
     if answer >= 1:

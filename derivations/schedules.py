@@ -35,6 +35,7 @@ state; said in the estimate's assumptions).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from fractions import Fraction
 from typing import List, Optional, Tuple
 
@@ -67,16 +68,18 @@ class Chunk:
     formula: sp.Expr
 
 
-def formulas(name: str) -> List[Tuple[str, sp.Expr]]:
-    """[(which stage, in-flight formula)] of a schedule, in the symbols m, PP, i, V.
+@lru_cache(maxsize=None)
+def formulas(name: str) -> Tuple[Tuple[str, sp.Expr], ...]:
+    """((which stage, in-flight formula), ...) of a schedule, in the symbols m, PP, i, V (built once:
+    sympy's Min is slow to construct, and fit asks for every stage at every trial).
 
     'own' is stage i; 'mirror' is stage PP - 1 - i (DualPipe only)."""
     if name in ("1f1b", "zb"):
-        return [("own", sp.Min(n_mb, PP - i_s))]
+        return (("own", sp.Min(n_mb, PP - i_s)),)
     if name == "interleaved":
-        return [("own", sp.Min(2 * (PP - i_s - 1) + (VPP - 1) * PP + 1, n_mb * VPP) / VPP)]
+        return (("own", sp.Min(2 * (PP - i_s - 1) + (VPP - 1) * PP + 1, n_mb * VPP) / VPP),)
     if name == "dualpipe":
-        return [("own", PP - i_s), ("mirror", i_s + 1)]
+        return (("own", PP - i_s), ("mirror", i_s + 1))
     raise ConfigError("schedule", f"schedule must be one of {', '.join(SCHEDULES)}, got {name!r}")
 
 
@@ -91,6 +94,7 @@ def validate(name: str, pp: int, microbatches: Optional[int], vpp: Optional[int]
                                                        f"= {2 * pp}, got --microbatches {microbatches}")
 
 
+@lru_cache(maxsize=4096)
 def chunks(name: str, pp: int, index: int, microbatches: Optional[int] = None,
            vpp: Optional[int] = None) -> Tuple[Chunk, ...]:
     """The stages whose layers device ``index`` holds, each with its in-flight count (exact).

@@ -41,6 +41,7 @@ The forms come from the engine (:mod:`symbolic.sensitivity`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property, lru_cache
 from fractions import Fraction
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -330,7 +331,8 @@ class BudgetRoot:
 
     structural: the root sympy's solve gives in S, A_k, f_frag, M_buf, M_HBM.
     coefficients: {name: (closed form at the stage, exact value)} for S and the A_k.
-    at_layout: the root with only M_HBM, f_frag and M_buf symbolic.
+    at_layout: the root with only M_HBM, f_frag and M_buf symbolic (simplified when first read: fit
+    prints it for the binding stage only, and sympy's simplify is most of a solve's time).
     root: the exact root at the budget (a sympy number, possibly irrational; None when there is
     no real root, i.e. the model states alone exceed the budget); integer: the largest valid
     integer not above it (0 if none).
@@ -340,9 +342,22 @@ class BudgetRoot:
     degree: int
     structural: sp.Expr
     coefficients: Dict[str, Tuple[sp.Expr, Fraction]]
-    at_layout: sp.Expr
+    at_layout_unsimplified: sp.Expr
     root: sp.Expr
     integer: int
+
+    @cached_property
+    def at_layout(self) -> sp.Expr:
+        return sp.simplify(self.at_layout_unsimplified)
+
+
+@lru_cache(maxsize=None)
+def _generic_roots(var: sp.Symbol, powers: Tuple[int, ...]) -> List[sp.Expr]:
+    """The roots in ``var`` of (1 + f_frag)(S + sum_k A_k var^k) + M_buf = M_HBM: one generic solve per
+    degree and set of nonzero powers (every stage and every end of the Sec. 6 ranges shares it)."""
+    S = sp.Symbol("S", positive=True)
+    A = {k: sp.Symbol(f"A_{k}", positive=True) for k in powers}
+    return sp.solve(sp.Eq(peak(S + sum(a * var ** k for k, a in A.items()), nt.f_frag, nt.M_buf), M_HBM), var)
 
 
 def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: Mapping, hbm: int,
@@ -378,8 +393,7 @@ def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: 
     if numbers[A[deg]] <= 0:
         raise cfg.ConfigError("solve", f"activations do not grow with {var}: nothing to solve")
     f, buf = nt.f_frag, nt.M_buf
-    eq = sp.Eq(peak(S + sum(a * var ** k for k, a in A.items()), f, buf), M_HBM)
-    roots = sp.solve(eq, var)
+    roots = _generic_roots(var, tuple(sorted(A)))
     q = lambda v: sp.Rational(Fraction(v).numerator, Fraction(v).denominator)
     layout_subs = {k: q(v) for k, v in numbers.items()}
     budget_subs = {f: q(overheads[f]), buf: q(overheads[buf]), M_HBM: sp.Integer(hbm)}
@@ -394,7 +408,7 @@ def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: 
         best = roots[-1]
     root = best_val
     fl = int(sp.floor(root)) if root is not None and root > 0 else 0
-    return BudgetRoot(var, deg, best, forms, sp.simplify(best.xreplace(layout_subs)), root,
+    return BudgetRoot(var, deg, best, forms, best.xreplace(layout_subs), root,
                       max(0, fl - fl % multiple))
 
 

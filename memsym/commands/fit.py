@@ -67,7 +67,8 @@ def _solve_all(args):
     ends = {args.overheads: res["answer"]}
     for end in ("high", "low", "none"):
         if end not in ends:
-            ends[end] = fit.solve(model, layout, training, hbm, args.solve, args.stage, end, global_batch=gb)["answer"]
+            ends[end] = fit.solve(model, layout, training, hbm, args.solve, args.stage, end, global_batch=gb,
+                                  answer_only=True)["answer"]
     return model, layout, training, hbm, res, ends
 
 
