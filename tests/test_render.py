@@ -84,3 +84,11 @@ def test_tex_escape_keeps_double_hyphens_of_options():
     assert text.tex_escape("--conventions mcore --kernels te") == "-{}-conventions mcore -{}-kernels te"
     assert text.tex_escape("a---b") == "a-{}-{}-b"
     assert text.tex_escape("1-2 en–dash") == "1-2 en--dash"
+
+
+def test_tex_escape_sets_a_superscript_typed_in_text_as_one():
+    # the PDF showed "2ˆ30 bytes" and "Wˆ{DQ}": a caret in running text is a superscript, escaped inside
+    assert text.tex_escape("GiB = 2^30 bytes") == r"GiB = 2\textsuperscript{30} bytes"
+    assert text.tex_escape("W^{DQ}, d_h^R") == r"W\textsuperscript{DQ}, d\_h\textsuperscript{R}"
+    assert text.tex_escape("a ^ b") == r"a \textasciicircum{} b"
+    assert text.tex_escape("x^{a_b}") == r"x\textsuperscript{a\_b}"

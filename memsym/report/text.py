@@ -49,9 +49,25 @@ _TEX_UNICODE = {"≥": r"\ensuremath{\geq}", "≤": r"\ensuremath{\leq}", "×": 
                 "β": r"\ensuremath{\beta}", "σ": r"\ensuremath{\sigma}", "μ": r"\ensuremath{\mu}"}
 
 
+#: A superscript written in plain text: ``2^30``, ``W^{DQ}``, ``d_h^R``.
+_SUPER = re.compile(r"\^(?:\{([^{}]*)\}|([A-Za-z0-9]+))")
+
+
 def tex_escape(text) -> str:
-    """Plain text made safe for LaTeX (``params.dense_ffn`` -> ``params.dense\\_ffn``)."""
-    out = _TEX_RE.sub(lambda m: _TEX_SPECIAL[m.group(0)], str(text))
+    """Plain text made safe for LaTeX (``params.dense_ffn`` -> ``params.dense\\_ffn``); a superscript
+    typed in text (``2^30``, ``W^{DQ}``) is set as one (``2\\textsuperscript{30}``), not as a caret."""
+    text = str(text)
+    if "^" in text:
+        parts, last = [], 0
+        for m in _SUPER.finditer(text):
+            parts += [_escape(text[last:m.start()]), r"\textsuperscript{" + _escape(m.group(1) or m.group(2)) + "}"]
+            last = m.end()
+        return "".join(parts) + _escape(text[last:])
+    return _escape(text)
+
+
+def _escape(text: str) -> str:
+    out = _TEX_RE.sub(lambda m: _TEX_SPECIAL[m.group(0)], text)
     out = _DASHES.sub("-{}", out)   # "--conventions" stays two hyphens, not an en dash
     if out.isascii():
         return out
