@@ -165,6 +165,9 @@ def activation_units(pool: Pool, q_lora: bool, probes: int = 12, seed: int = 16)
     # every preset's switches as a probe too: a tensor that exists only under two switches together
     # (Megatron-Core's probability-weighted product: --experts alltoall and --swiglu not fused) is seen
     presets = [{k: v for k, v in p.items() if k in names and v in names[k]} for p in cfg.CONVENTION_PRESETS.values()]
+    # and each with the MTP modules trained: their tensors exist only then, so that is where the other
+    # switches are seen to act on them
+    presets += [dict(p, mtp_activations="last-stage") for p in presets]
     bases = [{}] + presets + [_random_assign(rng) for _ in range(probes)]
     out = []
     for unit in units(q_lora):
@@ -208,18 +211,22 @@ def check_activations(unit_list, q_lora: bool, pool_exprs: List, n: int = 200, s
             assign["op:norm"] = True
         got = evaluate_units(unit_list, rc, assign, pool_exprs)
         want = view_terms(make_view(rc, assign), q_lora)
-        for kind in ("mla", "moe", "dense", "head"):
+        for kind in ("mla", "moe", "dense", "head") + (("mtp",) if "mtp" in want else ()):
             assert sp.simplify(got.get(kind, 0) - want[kind].expr) == 0, (rc, assign, kind)
 
 
 def composition(pool: Pool) -> Dict:
     """Coefficients of act.stage (per kind) and of act.peak, from the paper view's terms."""
     from derivations.activations import view_terms
-    from derivations.views import PAPER
+    from derivations.config import Conventions
+    from derivations.views import PAPER, View
     t = view_terms(PAPER, True)
     coef = lambda p: p.num[0] if len(p.num) > 1 else 1
+    mtp = view_terms(View(conv=Conventions(mtp_activations="last-stage")), True)["stage"].parts
     return {"stage": {p.key: pool.add(coef(p)) for p in t["stage"].parts},
             "layer": {p.key: pool.add(coef(p)) for p in t["layer"].parts},
+            # --mtp-activations last-stage: e_H D (one more layer each, MLA + MoE, unless full) + e_H D M^MTP
+            "mtp": {p.key: pool.add(coef(p)) for p in mtp if p.key in ("mtp", "mtp_layer")},
             "peak": pool.add(coef(t["peak"].parts[0]))}
 
 

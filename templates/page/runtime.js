@@ -244,7 +244,7 @@ function viewKey(t) {
 }
 function keptUnits(m, t) {
   const feats = Object.fromEntries(DATA.features);
-  const a = viewKey(t), rc = t.recompute, out = { mla: [], moe: [], dense: [], head: [] };
+  const a = viewKey(t), rc = t.recompute, out = { mla: [], moe: [], dense: [], head: [], mtp: [] };
   for (const u of DATA.activations[m.q_lora ? "1" : "0"]) {
     const fs = rc === "custom" ? u.feats : u.feats.filter((f) => !f.startsWith("op:"));
     const key = rc + fs.map((f) => feats[f].indexOf(a[f])).join("");
@@ -259,9 +259,15 @@ function kindValues(kept, e) {
   for (const [kind, list] of Object.entries(kept)) out[kind] = Q.add(...list.map((k) => FNS[k.fn](e)));
   return out;
 }
-function actStage(kept, e) {
+function actStage(kept, e, t) {
   const kv = kindValues(kept, e), c = DATA.composition.stage;
-  return Q.add(...Object.keys(c).map((k) => Q.mul(FNS[c[k]](e), kv[k])));
+  const rows = Object.keys(c).map((k) => Q.mul(FNS[c[k]](e), kv[k]));
+  if (t.conventions.mtp_activations === "last-stage") {  // act.stage's MTP rows (derivations/activations.py)
+    const mc = DATA.composition.mtp;
+    rows.push(Q.mul(FNS[mc.mtp](e), kv.mtp));
+    if (t.recompute !== "full") rows.push(Q.mul(FNS[mc.mtp_layer](e), Q.add(kv.mla, kv.moe)));
+  }
+  return Q.add(...rows);
 }
 
 // ----------------------------------------------------------------------------- the estimate (device._estimate)
@@ -292,11 +298,11 @@ function estimateStage(m, lay, t, index, all) {
   for (const k of ["weights", "gradients", "optimizer"]) bytes[k] = FNS[side.terms[ids[k]]](dev);
   const P_n = FNS[side.P_n](dev), P_m = FNS[side.P_m](dev);
   const kept = keptUnits(m, t);
-  const perMb = actStage(kept, subs);
+  const perMb = actStage(kept, subs, t);
   let act = perMb;
   if (t.schedule !== null) {
     act = Q.add(...ch.map((c) => { const s = substitution(m, lay, t, all[c.stage]); s.n_fl = c.inflight;
-      return Q.mul(FNS[DATA.composition.peak](s), actStage(kept, s)); }));
+      return Q.mul(FNS[DATA.composition.peak](s), actStage(kept, s, t)); }));
   }
   bytes.activations = act;
   bytes.total = Q.add(bytes.weights, bytes.gradients, bytes.optimizer, bytes.activations);

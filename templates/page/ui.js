@@ -195,12 +195,14 @@ function valueCells(key, q) {
 }
 function actFormula(kept) {
   const sym = { mla: "<msup><mi>M</mi><mi>A</mi></msup>", moe: "<msup><mi>M</mi><mi>E</mi></msup>",
-    dense: "<msup><mi>M</mi><mi>D</mi></msup>", head: "<msup><mi>M</mi><mi>H</mi></msup>" };
+    dense: "<msup><mi>M</mi><mi>D</mi></msup>", head: "<msup><mi>M</mi><mi>H</mi></msup>",
+    mtp: "<msup><mi>M</mi><mi>MTP</mi></msup>" };
   const c = DATA.composition.stage;
   const paren = (ml) => (ml.includes("<mo>+</mo>") ? `<mo>(</mo>${ml}<mo>)</mo>` : ml);
   const head = Object.keys(c).map((k) => `<mrow>${paren(DATA.mathml[c[k]])}<mo>&InvisibleTimes;</mo>${sym[k]}</mrow>`).join("<mo>+</mo>");
   let out = `<div class="formula">${math(head)}</div><details><summary>the tensors kept per layer (this view)</summary>`;
   for (const [kind, list] of Object.entries(kept)) {
+    if (kind === "mtp" && !list.length) continue;  // no MTP module trained (--mtp-activations none)
     const body = list.length ? list.map((k) => DATA.mathml[k.fn]).join("<mo>+</mo>") : "<mn>0</mn>";
     out += `<div class="formula">${math(`${sym[kind]}<mo>=</mo>${body}`)}</div>`;
   }
