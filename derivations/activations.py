@@ -82,18 +82,18 @@ def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
     layer / sublayer), layer (one MoE transformer layer), stage (one micro-batch on one
     device of a stage) and peak (n_fl micro-batches in flight).  A per-layer term equal to
     the paper's keeps the paper's id (``act.head`` under full recomputation); conventions
-    that change no kept tensor are left out of the ids (:func:`reduced`)."""
-    view = named(view, q_lora)
+    that change no kept tensor are left out of the ids (:func:`reduced`).  The MTP modules
+    (``--mtp-activations last-stage``) change no layer: the per-layer terms keep the preset's ids, the
+    module's own tensors are ``act.mtp<suffix>`` and the stage and peak ids end ``.mtp``."""
+    mtp_view = view if view.conv.mtp_activations == "last-stage" else None
+    view = named(replace(view, conv=replace(view.conv, mtp_activations="none")), q_lora)
     sfx = view.suffix
+    mtp = mtp_view is not None
     out = {}
     lists = {"mla": ("act.mla.layer", "one MLA layer", MLA),
              "moe": ("act.moe.layer", "one MoE layer", MOE),
              "dense": ("act.dense.layer", "one dense FFN sublayer (extension)", EXT),
              "head": ("act.head", "the final norm, head and loss on the last stage (extension)", EXT)}
-    mtp = view.conv.mtp_activations == "last-stage"
-    if mtp:
-        lists["mtp"] = ("act.mtp", "one multi-token-prediction module's own tensors (its transformer layer "
-                                   "apart; extension)", EXT)
     all_parts, paper = kind_parts(view, q_lora), kind_parts(PAPER, q_lora)
     plain = replace(view, conv=Conventions())  # the same policy under the paper's conventions
     plain_parts = kind_parts(plain, q_lora) if sfx != plain.suffix else all_parts
@@ -108,7 +108,7 @@ def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
             continue
         else:
             tid, label = base_id + sfx, view.label
-        if sfx and view.recompute == "full" and kind not in ("head", "mtp"):
+        if sfx and view.recompute == "full" and kind != "head":
             keep = {"mla": "only the layer input is kept",
                     "dense": "nothing kept: the layer's one checkpoint is its input" if one
                     else "only the layer input is kept",
@@ -124,16 +124,24 @@ def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
         out[kind] = Term(tid, f"activation bytes of {what}, {label}", "bytes", prov, parts,
                          symbol=_SYMBOLS.get((kind, tid[len(base_id):]), ""))
     policy = view.label
+    if mtp:
+        out["mtp"] = Term(f"act.mtp{sfx}", "activation bytes of one multi-token-prediction module's own tensors "
+                          + ("(under full recomputation its checkpoint's inputs, its head and loss)"
+                             if view.recompute == "full" else "(its transformer layer counted as one more layer)")
+                          + f", {policy}", "bytes", f"{EXT}; Megatron-Core transformer/multi_token_prediction.py",
+                          kind_parts(mtp_view, q_lora)["mtp"])
+        policy += ", with the MTP modules (--mtp-activations last-stage)"
+    tail = ".mtp" if mtp else ""
     out["layer"] = combine(f"act.layer{sfx}", f"activation bytes of one MoE transformer layer (MLA + MoE), {policy}",
                            "bytes", "Sec. 5", [("mla", "MLA", 1, out["mla"]), ("moe", "MoE", 1, out["moe"])])
-    out["stage"] = combine(f"act.stage{sfx}", f"activation bytes of one micro-batch on one device of a stage, {policy}",
+    out["stage"] = combine(f"act.stage{sfx}{tail}", f"activation bytes of one micro-batch on one device of a stage, {policy}",
                            "bytes", "Table 10",
                            [("mla", "MLA", L_d + L_m, out["mla"]), ("moe", "MoE", L_m, out["moe"]),
                             ("dense", "dense FFN", L_d, out["dense"]), ("head", "head and loss", e_H, out["head"])]
                            + ([("mtp_layer", "the MTP modules' transformer layers", e_H * D, out["layer"])]
                               if mtp and view.recompute != "full" else [])
                            + ([("mtp", "the MTP modules' own tensors", e_H * D, out["mtp"])] if mtp else []))
-    out["peak"] = combine(f"act.peak{sfx}", f"activation bytes one device of a stage holds at its peak: n_fl "
+    out["peak"] = combine(f"act.peak{sfx}{tail}", f"activation bytes one device of a stage holds at its peak: n_fl "
                                             f"micro-batches in flight (pipeline schedule), {policy}", "bytes",
                           "extension: pipeline schedules (derivations/schedules.py)",
                           [("stage", "one micro-batch's activations of the stage", n_fl, out["stage"])])

@@ -303,9 +303,10 @@ def with_preset(training: cfg.Training, preset: str, mtp: bool = False) -> cfg.T
 
 
 def preset_of(training: cfg.Training) -> Optional[str]:
-    """The preset whose every switch ``training`` has (mtp aside), else None."""
+    """The preset whose every switch ``training`` has (the MTP switches aside: they say whether MTP
+    modules are trained, not whose conventions), else None."""
     for name, p in PRESETS.items():
-        if all(switch_value(training, k) == val for k, val in p.items() if k != "mtp"):
+        if all(switch_value(training, k) == val for k, val in p.items() if k not in ("mtp", "mtp_activations")):
             return name
     return None
 

@@ -304,9 +304,9 @@ def dropped(run: Run, preset: str, presets: Mapping[str, Mapping[str, object]]) 
     """The run's options that ``preset`` cannot take (said in the output)."""
     out = []
     if run.training.get("mtp") and presets[preset].get("rank") != "megatron":
-        out.append(f"mtp: the {preset} preset counts the MTP modules' activations on the last stage "
-                   f"(--mtp-activations last-stage) but not their weights (only --conventions megatron's rank "
-                   f"counts MTP weights)")
+        out.append(f"mtp: memsym runs counts the MTP modules' activations on the last stage "
+                   f"(--mtp-activations last-stage); under {preset} not their weights (only --conventions "
+                   f"megatron's rank counts MTP weights)")
     return out
 
 

@@ -285,8 +285,11 @@ def test_high_confidence_max_allocated_runs_are_within_the_band(results):
 
 
 def test_the_h1024_proxies_are_in_the_band_with_their_mtp_module(results):
-    """What the MTP module's activations (--mtp-activations last-stage, traced exactly on CPU) explain: the
-    three high-confidence h1024 Megatron-LM proxies, which train MTP 1, predicted within 0.90-1.10."""
+    """The three high-confidence h1024 Megatron-LM proxies train MTP 1: with the MTP module's activations
+    (--mtp-activations last-stage, traced exactly on CPU) they are predicted within 0.90-1.10 under memsym's
+    interleaved accounting, which holds the last chunk's head and MTP at the stage's average in-flight
+    count (1.75 here); Megatron's schedule holds that chunk once, which would give 0.92, 0.95 and 0.84
+    (README, issue 17): this test pins today's model, not an agreement found in every reading."""
     ids = ("mcore-proxy-h1024-tp2pp2vpp4ep4", "mcore-proxy-h1024-tp2pp2vpp4ep4-fp8",
            "mcore-proxy-h1024-selective-recompute")
     assert all(results[i]["confidence"] == "high" and results[i]["kind"] == "max_allocated" for i in ids)

@@ -239,6 +239,8 @@ def _policy(tr) -> str:
         changed = [f"{k}={v}" for k, v in tr.conventions.changed()]
         if preset or changed:
             out += f"; conventions {preset}" if preset else "; conventions " + ",".join(changed)
+    if tr.conventions.mtp_activations != "none":  # orthogonal to the preset: whether MTP modules are trained
+        out += f"; MTP modules trained (--mtp-activations {tr.conventions.mtp_activations})"
     if tr.schedule:
         m = tr.microbatches if tr.microbatches is not None else "enough"
         out += f"; schedule {tr.schedule} (m={m}" + (f", V={tr.vpp}" if tr.vpp else "") + ")"
