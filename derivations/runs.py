@@ -291,10 +291,9 @@ def estimate_options(run: Run, preset: str, presets: Mapping[str, Mapping[str, o
             if v:
                 opts["bytes_per_param"] = "distributed"
             continue
-        if k == "mtp":
-            if v:
-                opts["mtp_activations"] = "last-stage"
-            if v and presets[preset].get("rank") != "megatron":
+        if k == "mtp" and v:  # a run that trains MTP: its activations always, its weights under Megatron's rank
+            opts["mtp_activations"] = "last-stage"
+            if presets[preset].get("rank") != "megatron":
                 continue
         opts[k] = v
     return opts

@@ -351,13 +351,20 @@ class BudgetRoot:
         return sp.simplify(self.at_layout_unsimplified)
 
 
+#: The budget's generic symbols: S the model states, A_k the coefficient of x^k in the activations.
+_S = sp.Symbol("S", positive=True)
+
+
+def _A(k: int) -> sp.Symbol:
+    return sp.Symbol(f"A_{k}", positive=True)
+
+
 @lru_cache(maxsize=None)
 def _generic_roots(var: sp.Symbol, powers: Tuple[int, ...]) -> List[sp.Expr]:
     """The roots in ``var`` of (1 + f_frag)(S + sum_k A_k var^k) + M_buf = M_HBM: one generic solve per
     degree and set of nonzero powers (every stage and every end of the Sec. 6 ranges shares it)."""
-    S = sp.Symbol("S", positive=True)
-    A = {k: sp.Symbol(f"A_{k}", positive=True) for k in powers}
-    return sp.solve(sp.Eq(peak(S + sum(a * var ** k for k, a in A.items()), nt.f_frag, nt.M_buf), M_HBM), var)
+    A = {k: _A(k) for k in powers}
+    return sp.solve(sp.Eq(peak(_S + sum(a * var ** k for k, a in A.items()), nt.f_frag, nt.M_buf), M_HBM), var)
 
 
 def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: Mapping, hbm: int,
@@ -379,7 +386,7 @@ def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: 
     if not 1 <= deg <= 2:
         raise cfg.ConfigError("solve", f"activations are of degree {deg} in {var}: the budget is solved for "
                                        f"degree 1 or 2 only")
-    S = sp.Symbol("S", positive=True)
+    S = _S
     forms = {"S": (closed_form(st_expr.xreplace(stage_s)), _exact(st_expr, sub_wo))}
     coeff = dict(zip(range(deg, -1, -1), poly.all_coeffs()))
     A, numbers = {}, {S: forms["S"][1]}
@@ -387,7 +394,7 @@ def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: 
         c = coeff.get(k, sp.Integer(0))
         if c == 0:
             continue
-        A[k] = sp.Symbol(f"A_{k}", positive=True)
+        A[k] = _A(k)
         forms[f"A_{k}"] = (closed_form(c), _exact(c, sub_wo))
         numbers[A[k]] = forms[f"A_{k}"][1]
     if numbers[A[deg]] <= 0:

@@ -53,12 +53,12 @@ def predicted(args, preset: str) -> dict:
             "--mbs", str(args.mbs), "--seq", str(args.seq), "--conventions", preset]
     if args.act_dtype == "fp32":
         argv += ["--act-dtype", "fp32"]
-    from derivations import config as cfg
-    if _mtp(args, cfg.load_model(args.model)):
-        argv += ["--mtp-activations", "last-stage"]
     if args.recompute != "none":
         argv += ["--recompute", memsym_recompute(getattr(args, "framework", ""), args.recompute)]
-    b = _estimate(args, preset).to_json()["bytes"]
+    est = _estimate(args, preset)
+    if est.training.conventions.mtp_activations != "none":
+        argv += ["--mtp-activations", est.training.conventions.mtp_activations]
+    b = est.to_json()["bytes"]
     return {"conventions": preset, "estimate": "memsym " + " ".join(argv),
             "activations_by_layer": b["activations_by_layer"],
             "activations_outside_layers": b["activations_outside_layers"]}
