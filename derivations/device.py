@@ -34,7 +34,9 @@ def activation_ids(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, st
 class Estimate:
     """One device of one pipeline stage.  ``stage`` is the stage reported; ``held`` the stages
     whose parameters the device holds (two under DualPipe); ``chunks`` (with a schedule) the
-    (stage, in-flight micro-batches) whose activations it holds at its peak."""
+    (stage, in-flight micro-batches) whose activations it holds at its peak; ``head_inflight``
+    the micro-batches of the head, loss and MTP modules held when the schedule counts them apart
+    from the stage's layers (interleaved: 1 on the last stage), else None."""
 
     model: cfg.ModelSpec
     layout: cfg.Layout
@@ -47,6 +49,7 @@ class Estimate:
     subs: Dict = field(repr=False, default_factory=dict)
     held: Tuple[cfg.StageComposition, ...] = ()
     chunks: Tuple[Tuple[cfg.StageComposition, Fraction], ...] = ()
+    head_inflight: Optional[Fraction] = None
     assumptions: List[str] = field(default_factory=list)
     by_layer: Tuple[Tuple[int, str, Fraction], ...] = ()
     outside_layers: Fraction = Fraction(0)
@@ -89,6 +92,8 @@ class Estimate:
             out["inflight_microbatches"] = num(self.inflight)
             out["inflight_chunks"] = [{"stage": c.index, "layers": [c.layers.start, c.layers.stop - 1],
                                        "inflight": num(n)} for c, n in self.chunks]
+            if self.head_inflight is not None:
+                out["inflight_head"] = num(self.head_inflight)
         return out
 
 
@@ -153,7 +158,7 @@ def _activations(model, layout, training, subs, chunks, all_stages, var) -> Tupl
         return act["stage"], per_mb, per_mb
     held_act = Fraction(0)
     for ch in chunks:
-        sub = cfg.substitution(model, layout, training, all_stages[ch.stage])
+        sub = cfg.substitution(model, layout, training, ch.composition(all_stages[ch.stage]))
         sub[n_fl] = ch.inflight
         held_act += exact(var.terms[act["peak"]], sub)
     return act["peak"], held_act, per_mb
@@ -188,12 +193,14 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     ids["activations_moe_layer"] = var.act["moe"]
     ids["params"] = params_id
     by_layer, outside = layer_split(model, comp, var, subs)
-    chunk_list = tuple((all_stages[ch.stage], ch.inflight) for ch in chunks)
+    chunk_list = tuple((all_stages[ch.stage], ch.inflight) for ch in chunks if ch.part != "head")
+    heads = [ch.inflight for ch in chunks if ch.part == "head" and all_stages[ch.stage].head]
     if training.schedule:
         subs = dict(subs)
         subs[n_fl] = chunks[0].inflight
     return Estimate(model, layout, training, comp, {"non_moe": P_n, "moe": P_m, "total": P_n + P_m}, byts,
-                    overheads.at_ends(byts["total"]), ids, subs, held, chunk_list, notes, by_layer, outside)
+                    overheads.at_ends(byts["total"]), ids, subs, held, chunk_list, heads[0] if heads else None,
+                    notes, by_layer, outside)
 
 
 def layer_split(model, comp, var, subs) -> Tuple[Tuple[Tuple[int, str, Fraction], ...], Fraction]:

@@ -251,6 +251,11 @@ def head_specs():
              row="x"),
         Part("logits", "logits (vocabulary split by TP)", (B_a, b, s, v), (TP, CP), EXT, ("head", "paper_head")),
         Part("loss", "FP32 softmax of the cross-entropy loss", (4, b, s, v), (TP, CP), EXT, ("head",)),
+        Part("loss_grad", "the cross-entropy backward's B_a gradient of the logits, cast from the FP32 softmax "
+                          "(its in-place FP32 gradient) while that is still held: a transient of one micro-batch at "
+                          "the last stage's peak (not kept for backward)", (B_a, b, s, v), (TP, CP),
+             MC + "tensor_parallel/cross_entropy.py: _VocabParallelCrossEntropy.backward; fusions/fused_cross_entropy"
+             ".py: calculate_gradients; measured on CPU (paper/transients/ce-backward.toml)", ("head", "ce_cast")),
         Part("labels", "int64 shifted labels (nll_loss target; at b = 1 a view of the padded b (s + 1) labels) and "
                        "the FP32 total weight (4 B)", (8 * b * s + 8 * B_IS_1 + 4,),
              (CP,), "transformers 5.24 loss/loss_utils.py: ForCausalLMLoss, fixed_cross_entropy", ("head", "hf_head")),
@@ -368,6 +373,7 @@ KEPT_FOR = {
     "a2a_idx": "index_select and unpermute backward (indices)",
     "ckpt_mask_type": "core-attention recomputation (its mask-type argument)",
     "ce_target": "cross-entropy backward (target mask, masked targets)",
+    "loss_grad": "cross-entropy backward's cast of its FP32 gradient (a transient, not kept)",
     "rope_freqs": "fused RoPE backward (frequencies)",
 }
 

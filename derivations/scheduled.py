@@ -4,7 +4,8 @@ Under a schedule (derivations/schedules.py) device i of a pipeline holds the par
 its held stages (two under DualPipe) and n_fl micro-batches of each chunk it runs.  Every
 per-device term is linear and homogeneous in the stage composition (L_d, L_m, e_E, e_H; the
 tests check it), so a device is two compositions: the sum of its held stages' for the model
-states, and the in-flight-weighted sum sum_c n_fl_c x composition_c for the activations:
+states, and the in-flight-weighted sum sum_c n_fl_c x composition_c for the activations (a
+chunk may hold only a stage's layers or only its head: ``schedules.Chunk.composition``):
 one vectorised evaluation covers every device, the same numbers as ``device.estimate``
 (the tests check it).  With ``global_batch`` the micro-batch count of a configuration is
 m = global_batch / (DP b); configurations where that is not a positive integer, or that a
@@ -40,7 +41,8 @@ def slots(model: cfg.ModelSpec, pp: int, schedule: str, m: Optional[int], vpp: O
         held = schedules.held_stages(schedule, pp, i)
         state.append(tuple(sum(vec(stages[j])[k] for j in held) for k in range(4)))
         chunks = schedules.chunks(schedule, pp, i, m, vpp)
-        act.append(tuple(sum((c.inflight * vec(stages[c.stage])[k] for c in chunks), Fraction(0)) for k in range(4)))
+        act.append(tuple(sum((c.inflight * vec(c.composition(stages[c.stage]))[k] for c in chunks), Fraction(0))
+                         for k in range(4)))
     return tuple(state), tuple(act), tuple(range(pp))
 
 

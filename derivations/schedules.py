@@ -19,7 +19,14 @@ per step (gradient-accumulation steps), PP, i = i_s the stage index (0-based), V
                per-micro-batch activations n_fl = min(2 (PP - i - 1) + (V - 1) PP + 1, m V) / V.
                For i = 0 that is PP (1 + (PP - 1)/(PP V)): the first-stage penalty of
                Megatron's ``theoretical_memory_usage.py``.  Assumes the device's chunks are
-               its PP stage's layers in V equal parts (Megatron's accounting).
+               its PP stage's layers in V equal parts (Megatron's accounting).  The head
+               (final norm, output layer, loss and the MTP modules: every e_H-weighted
+               activation) is in the last chunk of the last rank, which runs each
+               micro-batch's backward right after its forward (Megatron's
+               ``forward_backward_pipelining_with_interleaving``: the last rank's warm-up ends
+               with chunk V-1 of micro-batch 0, and in the steady state each of its forwards
+               is followed by that micro-batch's backward), so the head is held for one
+               micro-batch: part 'layers' at n_fl, part 'head' at 1.
   dualpipe     DualPipe (DeepSeek-V3 report Sec. 3.2.1, Table 2; github.com/deepseek-ai/DualPipe):
                rank i holds two stages, i (forward direction) and PP-1-i (reverse direction),
                so two copies of the parameters: weights, gradients (each copy accumulates
@@ -58,28 +65,45 @@ PROVENANCE = {
 }
 
 
+#: What of a stage's composition a chunk holds: 'all', its 'layers' (e_H = 0: the layers, and on the
+#: first stage the embedding) or its 'head' (L_d = L_m = e_E = 0: the final norm, head, loss and MTP
+#: modules, every e_H-weighted activation).  Every activation term is linear in the composition.
+PARTS = ("all", "layers", "head")
+
+
 @dataclass(frozen=True)
 class Chunk:
-    """Layers of pipeline stage ``stage`` held by the device, with ``inflight`` micro-batches
-    of that stage's activations at the device's peak."""
+    """What of pipeline stage ``stage`` the device holds (``part``, see :data:`PARTS`), with
+    ``inflight`` micro-batches of those activations at the device's peak."""
 
     stage: int
     inflight: Fraction
     formula: sp.Expr
+    part: str = "all"
+
+    def composition(self, comp):
+        """``comp`` (the stage's StageComposition) reduced to this chunk's part."""
+        from dataclasses import replace
+        if self.part == "layers":
+            return replace(comp, head=False)
+        if self.part == "head":
+            return replace(comp, dense=0, moe=0, embedding=False)
+        return comp
 
 
 @lru_cache(maxsize=None)
-def formulas(name: str) -> Tuple[Tuple[str, sp.Expr], ...]:
-    """((which stage, in-flight formula), ...) of a schedule, in the symbols m, PP, i, V (built once:
-    sympy's Min is slow to construct, and fit asks for every stage at every trial).
+def formulas(name: str) -> Tuple[Tuple[str, sp.Expr, str], ...]:
+    """((which stage, in-flight formula, part), ...) of a schedule, in the symbols m, PP, i, V (built
+    once: sympy's Min is slow to construct, and fit asks for every stage at every trial).
 
-    'own' is stage i; 'mirror' is stage PP - 1 - i (DualPipe only)."""
+    'own' is stage i; 'mirror' is stage PP - 1 - i (DualPipe only); part as :data:`PARTS`."""
     if name in ("1f1b", "zb"):
-        return (("own", sp.Min(n_mb, PP - i_s)),)
+        return (("own", sp.Min(n_mb, PP - i_s), "all"),)
     if name == "interleaved":
-        return (("own", sp.Min(2 * (PP - i_s - 1) + (VPP - 1) * PP + 1, n_mb * VPP) / VPP),)
+        return (("own", sp.Min(2 * (PP - i_s - 1) + (VPP - 1) * PP + 1, n_mb * VPP) / VPP, "layers"),
+                ("own", sp.Integer(1), "head"))
     if name == "dualpipe":
-        return (("own", PP - i_s), ("mirror", i_s + 1))
+        return (("own", PP - i_s, "all"), ("mirror", i_s + 1, "all"))
     raise ConfigError("schedule", f"schedule must be one of {', '.join(SCHEDULES)}, got {name!r}")
 
 
@@ -105,12 +129,12 @@ def chunks(name: str, pp: int, index: int, microbatches: Optional[int] = None,
         vpp = 2
     subs = {PP: pp, i_s: index, n_mb: sp.oo if microbatches is None else microbatches, VPP: vpp or 1}
     out = []
-    for which, expr in formulas(name):
+    for which, expr, part in formulas(name):
         val = sp.sympify(expr.xreplace(subs))
         if not val.is_Rational:
             raise ConfigError("schedule", f"{name}: in-flight count {val} is not a number")
         stage = index if which == "own" else pp - 1 - index
-        out.append(Chunk(stage, Fraction(int(val.p), int(val.q)), expr))
+        out.append(Chunk(stage, Fraction(int(val.p), int(val.q)), expr, part))
     return tuple(out)
 
 
@@ -131,7 +155,8 @@ def assumptions(name: str, pp: int, microbatches: Optional[int], vpp: Optional[i
     if name == "interleaved" and vpp is None:
         out.append("virtual stages V not given (--vpp): assumed V = 2")
     if name == "interleaved":
-        out.append("interleaved: the device's V chunks are its stage's layers in V equal parts (Megatron's accounting)")
+        out.append("interleaved: the device's V chunks are its stage's layers in V equal parts (Megatron's accounting); "
+                   "the head, loss and MTP modules (the last rank's last chunk) are held for one micro-batch")
     if name == "dualpipe":
         out.append("DualPipe: device i holds stages i and PP-1-i (2x parameters; gradients and optimizer states of "
                    "both copies kept, not sharded between the mirrored ranks) and PP + 1 micro-batches in flight: "

@@ -132,6 +132,13 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "compute_language_model_loss + tensor_parallel/cross_entropy.py: VocabParallelCrossEntropy: no logits "
                "(an FP32 copy is the loss's input), the FP32 softmax, the bool target mask and int64 masked targets "
                "(b s each); the embedding's int64 input ids)", "logits and FP32 softmax"),
+    SwitchSpec("ce_backward", "--ce-backward", ("none", "cast"), {"cast": "ce-cast"}, "activations",
+               "the cross-entropy backward's transient at the last stage's peak: none (the paper: only tensors kept "
+               "for backward) or cast (Megatron-Core, tensor_parallel/cross_entropy.py _VocabParallelCrossEntropy."
+               "backward and fusions/fused_cross_entropy.py calculate_gradients: the FP32 softmax is reused in place "
+               "as the logits' gradient and cast to the logits' B_a dtype while it is still held, B_a b s v/(TP CP) "
+               "more for one micro-batch; the forward's upcast of the logits holds as much; measured on CPU, "
+               "paper/transients/ce-backward.toml)", "not counted"),
     SwitchSpec("causal_mask", "--causal-mask", ("none", "per-layer"), {"per-layer": "causal-mask"}, "activations",
                "the causal mask of eager attention: none (the paper: implicit) or per-layer (Megatron-Core's local "
                "DotProductAttention: FusedScaleMaskSoftmax.forward_torch_softmax builds get_default_causal_mask(s), "
@@ -173,7 +180,7 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
 #: there): activations first (largest first in the paper's reading), then the weight side.
 CONVENTION_ORDER = ("routed_tokens", "attention", "router_tensors", "shared_expert", "dropout_masks", "checkpoints",
                     "swiglu", "expert_outputs", "latent_norms", "routing_state", "norm_storage", "softmax_dtype",
-                    "router_state", "experts", "shared_input", "value_storage", "head_state", "causal_mask",
+                    "router_state", "experts", "shared_input", "value_storage", "head_state", "ce_backward", "causal_mask",
                     "rope_tables", "mtp_activations", "expert_tp", "bytes_per_param", "rank",
                     "mtp", "inventory")
 
@@ -219,7 +226,7 @@ CONVENTION_PRESETS["transformers"] = dict(CONVENTION_PRESETS["paper"], dropout_m
 CONVENTION_PRESETS["mcore"] = dict(CONVENTION_PRESETS["paper"], dropout_masks="none", latent_norms="kept",
                                    checkpoints="one", norm_storage="torch", softmax_dtype="fp32",
                                    router_state="mcore", experts="alltoall", shared_input="router",
-                                   swiglu="offset-copy", head_state="mcore", causal_mask="per-layer",
+                                   swiglu="offset-copy", head_state="mcore", ce_backward="cast", causal_mask="per-layer",
                                    rope_tables="per-layer")
 #: --kernels te: what changes when Transformer Engine's kernels run (Megatron-Core's TE layer spec,
 #: get_gpt_layer_with_transformer_engine_spec, and the fusions Megatron-LM's DeepSeek recipes enable):
@@ -270,6 +277,7 @@ class Conventions:
     shared_input: str = "own"
     value_storage: str = "copy"
     head_state: str = "paper"
+    ce_backward: str = "none"
     causal_mask: str = "none"
     rope_tables: str = "none"
     mtp_activations: str = "none"

@@ -95,8 +95,9 @@ def device_components(model, layout, training: Training, index: int) -> Dict[str
     held = schedules.held_stages(training.schedule, layout.pp, index)
     chunks = schedules.chunks(training.schedule, layout.pp, index, training.microbatches, training.vpp)
     out = {k: sum(at(comps[k].expr, j) for j in held) for k in ("weights", "gradients", "optimizer")}
+    at_part = lambda e, c: e.xreplace(c.composition(every[c.stage]).values())
     out["activations"] = sum(sp.Rational(c.inflight.numerator, c.inflight.denominator)
-                             * at(comps["activations"].expr, c.stage) for c in chunks)
+                             * at_part(comps["activations"].expr, c) for c in chunks)
     return out
 
 

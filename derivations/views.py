@@ -254,6 +254,7 @@ EXISTS = {
     "rope_layer": lambda v: v.conv.rope_tables == "per-layer",
     "rope_shared": lambda v: v.conv.rope_tables == "shared",
     "mcore_head": lambda v: v.conv.head_state == "mcore",
+    "ce_cast": lambda v: v.conv.ce_backward == "cast",
     "ids": lambda v: v.conv.head_state != "paper",
     # tensors of Megatron-Core's own checkpointing (the head_state switch says the framework is Megatron-Core)
     "mcore_ckpt": lambda v: v.conv.head_state == "mcore",

@@ -18,7 +18,32 @@ def run_json(capsys, *argv):
 
 
 def counts(name, pp, m=None, v=None):
-    return [sum(c.inflight for c in schedules.chunks(name, pp, i, m, v)) for i in range(pp)]
+    """Micro-batches of each stage's layers in flight (the head's own chunk apart)."""
+    return [sum(c.inflight for c in schedules.chunks(name, pp, i, m, v) if c.part != "head") for i in range(pp)]
+
+
+def megatron_interleaved_inflight(pp, v, m, rank):
+    """An independent simulation of Megatron-Core's interleaved 1F1B order on one rank
+    (pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving, microbatch group
+    size PP): the k-th forward runs model chunk (k // PP) % V, the k-th backward chunk V-1 - (k // PP) % V;
+    warm-up min(2 (PP - rank - 1) + (V - 1) PP, m V) forwards, then one forward and one backward each.
+    Returns, after every forward, the count of each chunk in flight."""
+    total = m * v
+    warm = min(2 * (pp - rank - 1) + (v - 1) * pp, total)
+    fwd_chunk = lambda k: (k // pp) % v
+    bwd_chunk = lambda k: v - 1 - (k // pp) % v
+    held, states, f, b_ = [0] * v, [], 0, 0
+    for _ in range(warm):
+        held[fwd_chunk(f)] += 1
+        f += 1
+        states.append(list(held))
+    while f < total:
+        held[fwd_chunk(f)] += 1
+        f += 1
+        states.append(list(held))
+        held[bwd_chunk(b_)] -= 1
+        b_ += 1
+    return states
 
 
 @pytest.mark.parametrize("name", ["1f1b", "zb"])
@@ -38,6 +63,41 @@ def test_interleaved_first_stage_is_megatrons_penalty():
         assert c == [Fraction(2 * (pp - i - 1) + (v - 1) * pp + 1, v) for i in range(pp)]
     assert counts("interleaved", 4, 1, 2) == [1] * 4          # m V = 2 chunk-forwards at most
     assert schedules.formulas("interleaved")[0][1].has(nt.VPP)
+
+
+def test_interleaved_holds_the_head_chunk_once_on_the_last_rank():
+    """The head, loss and MTP modules are in the last rank's last model chunk: Megatron's order runs
+    each of its forwards right before that micro-batch's backward, so it is held once, while the
+    chunk-forwards in flight stay 2 (PP - i - 1) + (V - 1) PP + 1 (the layers' n_fl V)."""
+    for pp, v, m in ((2, 4, 4), (2, 4, 8), (4, 2, 8), (4, 3, 16), (8, 2, 16)):
+        states = megatron_interleaved_inflight(pp, v, m, pp - 1)
+        assert max(st[v - 1] for st in states) == 1
+        assert max(sum(st) for st in states) == (v - 1) * pp + 1
+        ch = schedules.chunks("interleaved", pp, pp - 1, m, v)
+        assert [(c.part, c.inflight) for c in ch] == [("layers", Fraction((v - 1) * pp + 1, v)), ("head", 1)]
+    for pp, v, m in ((4, 2, 8), (4, 3, 16)):
+        for rank in range(pp):
+            states = megatron_interleaved_inflight(pp, v, m, rank)
+            assert Fraction(max(sum(st) for st in states), v) == counts("interleaved", pp, m, v)[rank]
+    for name in ("1f1b", "zb", "dualpipe"):       # elsewhere the head's stage holds one micro-batch anyway
+        for pp in (2, 4):
+            st = [c for i in range(pp) for c in schedules.chunks(name, pp, i, None, None) if c.stage == pp - 1]
+            assert all(c.part == "all" and c.inflight == 1 for c in st)
+
+
+def test_interleaved_estimate_counts_the_head_once(v3):
+    """device.estimate under interleaved: n_fl x the last stage's activations without its head, plus
+    the head once (the per-micro-batch head and the layers from estimates without a schedule)."""
+    lay = cfg.Layout(pp=4)
+    tr = cfg.Training(schedule="interleaved", vpp=2, microbatches=8)
+    last = estimate(v3, lay, tr, 3)
+    one = estimate(v3, lay, cfg.Training(), 3).bytes["activations"]
+    layers = sum(r[2] for r in estimate(v3, lay, cfg.Training(), 3).by_layer)
+    n_fl = Fraction((2 - 1) * 4 + 1, 2)
+    assert last.bytes["activations"] == n_fl * layers + (one - layers)
+    assert last.head_inflight == 1 and last.inflight == n_fl
+    assert last.to_json()["inflight_head"] == 1
+    assert "inflight_head" not in estimate(v3, lay, tr, 0).to_json()
 
 
 def test_dualpipe_holds_pp_plus_one_split_between_the_two_stages():

@@ -9,6 +9,7 @@ generated config with other dims, and compare to the records / the preset.
 """
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +18,7 @@ from memsym.trace import records
 
 RECORDS = records.load_all()
 IDS = [r["_file"] for r in RECORDS]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_records_exist_and_cover_the_settings():
@@ -347,6 +349,34 @@ def test_mcore_trace_attributes_the_mtp_module_outside_the_layers(tmp_path):
     assert [r["bytes"] for r in out["measured"]["activations_by_layer"]] == [d, m, m]
     assert out["measured"]["activations_outside_layers"] == o + mcore_mtp_bytes(c, 2, 64, m)
     assert {r.sublayer for r in rec.saved.values() if r.module.startswith("mtp.")} == {"mtp"}
+
+def test_ce_backward_transient_record_is_the_cast():
+    """paper/transients/ce-backward.toml (measured on CPU): the peak above the held bytes in Megatron-Core's
+    cross-entropy backward is the B_a b s v cast that --ce-backward cast counts, plus at most 12 b s + 8
+    bytes of per-token FP32 scalars; the forward's upcast holds as much (plus 16 b s)."""
+    import tomllib
+    rec = tomllib.loads((ROOT / "paper" / "transients" / "ce-backward.toml").read_text())
+    sh = rec["shape"]
+    b_, s_, v_ = sh["b"], sh["s"], sh["v"]
+    from derivations.inventory import head_specs
+    part = next(p for p in head_specs() if p.key == "loss_grad")
+    vals = dict(B_a=2, b=b_, s=s_, v=v_, TP=1, CP=1)
+    cast = int(part.expr.xreplace({x: vals[x.name] for x in part.expr.free_symbols}))
+    assert cast == 2 * b_ * s_ * v_
+    for path, m in rec["measured"].items():
+        assert 0 <= m["backward_peak_above"] - cast <= 12 * b_ * s_ + 8, path
+        assert 0 <= m["forward_peak_above"] - cast <= 16 * b_ * s_, path
+        assert m["held_after_forward"] >= 4 * b_ * s_ * v_      # the FP32 softmax is held
+
+
+@pytest.mark.trace
+@pytest.mark.skipif(not _have_torch(), reason="needs pip install 'memsym[trace]'")
+def test_ce_backward_transient_remeasures_as_recorded():
+    import tomllib
+    from memsym.trace import transients
+    rec = tomllib.loads((ROOT / "paper" / "transients" / "ce-backward.toml").read_text())
+    assert tomllib.loads(transients.record()) == rec
+
 
 if os.environ.get("MEMSYM_REQUIRE_TRACE"):  # CI with the extra: the slow tests must run, not skip
     assert _have_torch(), "MEMSYM_REQUIRE_TRACE is set but the trace extra is not installed"

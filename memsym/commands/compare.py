@@ -15,7 +15,7 @@ LABELS = {"routed_tokens": "routed tokens per device", "attention": "attention k
           "inventory": "per-tensor inventory", "norm_storage": "RMSNorm storage", "softmax_dtype": "softmax dtype",
           "router_state": "router tensors kept", "experts": "expert implementation",
           "shared_input": "shared experts' input", "value_storage": "v storage", "head_state": "head and loss",
-          "causal_mask": "causal mask", "rope_tables": "RoPE tables", "mtp_activations": "MTP activations"}
+          "ce_backward": "cross-entropy backward", "causal_mask": "causal mask", "rope_tables": "RoPE tables", "mtp_activations": "MTP activations"}
 ORDER_HELP = ", ".join(LABELS[n] for n in cfg.CONVENTION_ORDER)
 ROWS = (("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optimizer states"),
         ("states", "model states (w + g + o)"), ("activations_per_layer", "activations, one MoE layer"))

@@ -234,7 +234,7 @@ def composition(pool: Pool) -> Dict:
 def schedules(pool: Pool) -> Dict:
     from derivations import schedules as sch
     return {name: {"title": sch.TITLES[name],
-                   "chunks": [[which, pool.add(expr)] for which, expr in sch.formulas(name)]}
+                   "chunks": [[which, pool.add(expr), part] for which, expr, part in sch.formulas(name)]}
             for name in cfg.SCHEDULES}
 
 

@@ -40,6 +40,8 @@ def _estimate(args, preset: str):
     rec = cfg.parse_recompute(memsym_recompute(getattr(args, "framework", ""), args.recompute))
     training = cfg.Training(mbs=args.mbs, seq=args.seq, recompute=rec[0], recompute_ops=rec[1])
     training = with_preset(training, preset)
+    # a trace records what autograd saves: the cross-entropy backward's transient is not a saved tensor
+    training = with_switch(training, "ce_backward", "none")
     if _mtp(args, model):
         training = with_switch(training, "mtp_activations", "last-stage")
     if args.act_dtype == "fp32":
@@ -56,6 +58,9 @@ def predicted(args, preset: str) -> dict:
     if args.recompute != "none":
         argv += ["--recompute", memsym_recompute(getattr(args, "framework", ""), args.recompute)]
     est = _estimate(args, preset)
+    from derivations.config import CONVENTION_PRESETS
+    if CONVENTION_PRESETS.get(preset, {}).get("ce_backward", "none") != "none":
+        argv += ["--ce-backward", "none"]
     if est.training.conventions.mtp_activations != "none":
         argv += ["--mtp-activations", est.training.conventions.mtp_activations]
     b = est.to_json()["bytes"]

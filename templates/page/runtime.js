@@ -211,7 +211,14 @@ function chunks(name, pp, index, m, vpp) {
   validateSchedule(name, pp, m);
   if (name === "interleaved" && vpp === null) vpp = 2;
   const e = { PP: Q.n(pp), i_s: Q.n(index), n_mb: m === null ? INF : Q.n(m), VPP: Q.n(vpp || 1) };
-  return DATA.schedules[name].chunks.map(([which, fn]) => ({ stage: which === "own" ? index : pp - 1 - index, inflight: FNS[fn](e) }));
+  return DATA.schedules[name].chunks.map(([which, fn, part]) => ({ stage: which === "own" ? index : pp - 1 - index,
+    inflight: FNS[fn](e), part }));
+}
+// a chunk's part of its stage's composition (schedules.Chunk.composition): all, its layers, or its head
+function partComposition(comp, part) {
+  if (part === "layers") return Object.assign({}, comp, { head: false });
+  if (part === "head") return Object.assign({}, comp, { dense: 0, moe: 0, embedding: false });
+  return comp;
 }
 function heldStages(name, pp, index) { return name === "dualpipe" ? [index, pp - 1 - index] : [index]; }
 
@@ -301,7 +308,7 @@ function estimateStage(m, lay, t, index, all) {
   const perMb = actStage(kept, subs, t);
   let act = perMb;
   if (t.schedule !== null) {
-    act = Q.add(...ch.map((c) => { const s = substitution(m, lay, t, all[c.stage]); s.n_fl = c.inflight;
+    act = Q.add(...ch.map((c) => { const s = substitution(m, lay, t, partComposition(all[c.stage], c.part)); s.n_fl = c.inflight;
       return Q.mul(FNS[DATA.composition.peak](s), actStage(kept, s, t)); }));
   }
   bytes.activations = act;
@@ -317,7 +324,7 @@ function estimateStage(m, lay, t, index, all) {
   }
   return { stage: comp, held, chunks: ch, params: { non_moe: P_n, moe: P_m, total: Q.add(P_n, P_m) }, bytes, ids,
     params_id: side.params_id, kept, subs, overheads,
-    inflight: t.schedule !== null ? Q.add(...ch.map((c) => c.inflight)) : null };
+    inflight: t.schedule !== null ? Q.add(...ch.filter((c) => c.part !== "head").map((c) => c.inflight)) : null };
 }
 function estimate(m, lay, t, stageIndex) {
   validateLayout(m, lay, t.seq);

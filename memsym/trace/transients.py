@@ -1,0 +1,104 @@
+"""Transients at the peak, measured on CPU: the cross-entropy backward's cast (``--ce-backward cast``).
+
+Megatron-Core's vocab-parallel cross-entropy (``tensor_parallel/cross_entropy.py``:
+``_VocabParallelCrossEntropy``; ``fusions/fused_cross_entropy.py`` for ``--cross-entropy-loss-fusion``
+with the native implementation) keeps the FP32 softmax for backward, reuses it in place as the
+logits' FP32 gradient and casts that to the logits' dtype while it is still held; the forward's
+upcast ``logits.float()`` holds the B_a logits and their FP32 copy together the same way.  This
+module runs both paths forward and backward on CPU (gloo, one rank) under a dispatch mode that
+tracks every tensor storage created and when it is freed, and reports the live bytes after the
+forward and the peaks above them.  ``python -m memsym.trace.transients`` prints the record
+(paper/transients/ce-backward.toml).  On a GPU the caching allocator rounds each block to 512 B and
+``torch.compile`` may fuse the native path's kernels; neither changes the B_a b s v bytes.
+"""
+from __future__ import annotations
+
+import os
+import weakref
+
+#: The measured shapes: tokens b s, vocabulary v (TP = 1), hidden h; BF16 logits.
+SHAPE = {"b": 2, "s": 256, "v": 4096, "h": 64}
+
+
+def measure(b: int = SHAPE["b"], s: int = SHAPE["s"], v: int = SHAPE["v"], h: int = SHAPE["h"]) -> dict:
+    """{path: {held_after_forward, forward_peak_above, backward_peak_above}} in bytes, for the
+    unfused and the fused (native) cross-entropy of BF16 logits [s, b, v]."""
+    import torch
+    import torch.distributed as dist
+    from torch.utils._python_dispatch import TorchDispatchMode
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29531")
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", rank=0, world_size=1)
+    from megatron.core import parallel_state as ps
+    if not ps.model_parallel_is_initialized():
+        ps.initialize_model_parallel(1, 1)
+    from megatron.core.fusions.fused_cross_entropy import fused_vocab_parallel_cross_entropy
+    from megatron.core.tensor_parallel import vocab_parallel_cross_entropy
+
+    live, state = {}, {"cur": 0, "peak": 0}
+
+    def track(t):
+        st = t.untyped_storage()
+        key, n = st.data_ptr(), st.nbytes()
+        if n == 0 or key in live:
+            return
+        live[key] = n
+        state["cur"] += n
+        state["peak"] = max(state["peak"], state["cur"])
+
+        def freed(k=key, n=n):
+            if live.pop(k, None) is not None:
+                state["cur"] -= n
+        weakref.finalize(st, freed)
+
+    class Track(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for o in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(o, torch.Tensor):
+                    track(o)
+            return out
+
+    paths = {"unfused": lambda lg, t: vocab_parallel_cross_entropy(lg, t),
+             "fused-native": lambda lg, t: fused_vocab_parallel_cross_entropy(lg, t, ps.get_tensor_model_parallel_group())}
+    out = {}
+    for name, fn in paths.items():
+        torch.manual_seed(0)
+        x = torch.randn(s, b, h, dtype=torch.bfloat16, requires_grad=True)
+        w = torch.randn(v, h, dtype=torch.bfloat16, requires_grad=True)
+        target = torch.randint(0, v, (s, b))
+        live.clear()
+        state.update(cur=0, peak=0)
+        with Track():
+            logits = x @ w.t()
+            loss = fn(logits, target)
+            del logits
+            held = state["cur"]
+            fwd_peak, state["peak"] = state["peak"], state["cur"]
+            loss.sum().backward()
+        out[name] = {"held_after_forward": held, "forward_peak_above": fwd_peak - held,
+                     "backward_peak_above": state["peak"] - held}
+    return out
+
+
+def record() -> str:
+    """The TOML record of :func:`measure` (paper/transients/ce-backward.toml)."""
+    import megatron.core
+    import torch
+    got = measure()
+    lines = ["# measured by: python -m memsym.trace.transients (memsym/trace/transients.py)",
+             'command = "python -m memsym.trace.transients"',
+             'note = "live tensor bytes of Megatron-Core\'s cross-entropy on CPU: held after the forward (the FP32 '
+             'softmax 4 b s v, the inputs and targets) and the peaks above that; the backward\'s peak above is the '
+             'cast B_a b s v plus, in the fused path, 12 b s + 8 bytes of per-token FP32 scalars (not modelled)"', "",
+             "[shape]", *(f"{k} = {v}" for k, v in SHAPE.items()), 'logits_dtype = "bf16"', "",
+             "[versions]", f'megatron-core = "{megatron.core.__version__}"',
+             f'torch = "{torch.__version__.split("+")[0]}"']
+    for name, vals in got.items():
+        lines += ["", f'[measured."{name}"]', *(f"{k} = {v}" for k, v in vals.items())]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(record(), end="")
