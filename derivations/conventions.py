@@ -256,6 +256,19 @@ def megatron_substitution(model: cfg.ModelSpec, layout: cfg.Layout, training: cf
     return subs
 
 
+def mtp_stage_shift(model: cfg.ModelSpec, pp: int, dense: int, moe: int, embedding: int, head: int, mtp: bool):
+    """(L_d, L_m, e_E, e_H) of a device's held stages with ``--mtp`` under the stage rank: Megatron-Core
+    builds the D MTP modules on the last stage (models/gpt/gpt_model.py, ``mtp_process``), each one more
+    MoE transformer layer (its eh_proj and norms are not counted), and when PP > 1 that stage keeps its
+    own copy of the word embedding (``if self.pre_process or self.mtp_process: self.embedding = ...``),
+    a second v x h matrix unless the embeddings are tied (the output layer then uses that copy, which
+    memsym counts as the head).  Every weight term is linear in the composition, so the shift is exact."""
+    if not mtp or not head:
+        return dense, moe, embedding, head
+    copy = 0 if model.tie_word_embeddings or pp == 1 else head
+    return dense, moe + model.mtp_layers * head, embedding + copy * (1 if model.mtp_layers else 0), head
+
+
 def split_params(reg, side: WeightSide, subs) -> Tuple[Fraction, Fraction]:
     """(non-MoE, MoE) parameters of the device under ``side`` at ``subs``."""
     from symbolic.numeric import exact

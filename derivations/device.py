@@ -13,7 +13,7 @@ micro-batches of its stage(s); under DualPipe the device holds two stages' param
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -50,6 +50,9 @@ class Estimate:
     held: Tuple[cfg.StageComposition, ...] = ()
     chunks: Tuple[Tuple[cfg.StageComposition, Fraction], ...] = ()
     head_inflight: Optional[Fraction] = None
+    #: chunks are Megatron virtual stages of their own layer counts (--virtual-layers): ``inflight`` is
+    #: then in units of the stage's layers (sum of n_c x chunk layers / stage layers)
+    virtual: bool = False
     assumptions: List[str] = field(default_factory=list)
     by_layer: Tuple[Tuple[int, str, Fraction], ...] = ()
     outside_layers: Fraction = Fraction(0)
@@ -57,7 +60,11 @@ class Estimate:
     @property
     def inflight(self) -> Optional[Fraction]:
         """Micro-batches in flight at the device's peak (None without a schedule)."""
-        return sum((n for _, n in self.chunks), Fraction(0)) if self.training.schedule else None
+        if not self.training.schedule:
+            return None
+        if self.virtual:
+            return sum((n * len(c.layers) for c, n in self.chunks), Fraction(0)) / max(len(self.stage.layers), 1)
+        return sum((n for _, n in self.chunks), Fraction(0))
 
     def to_json(self) -> Dict:
         num = as_number
@@ -142,6 +149,11 @@ def _model_states(model, layout, training, comp, held, var) -> Tuple[Dict, Dict,
     else:
         dev = cfg.substitution(model, layout, training, comp)
         dev.update(_sum_values(held))  # DualPipe: the parameters of both stages the device holds
+        if training.conventions.mtp:  # the MTP modules' parameters on the last stage
+            from . import notation as nt
+            keys = (nt.L_d, nt.L_m, nt.e_E, nt.e_H)
+            shifted = conventions.mtp_stage_shift(model, layout.pp, *(dev[k] for k in keys), True)
+            dev.update(zip(keys, shifted))
     P_n, P_m = conventions.split_params(var.terms, side, dev)
     from .totals import component_ids  # the one statement of the per-device composition
     ids = component_ids(model, training, schedule_ok=True)
@@ -164,6 +176,36 @@ def _activations(model, layout, training, subs, chunks, all_stages, var) -> Tupl
     return act["peak"], held_act, per_mb
 
 
+def _virtual_peak(model, layout, training, comp, var):
+    """(bytes held at the peak, ((chunk composition, in flight), ...), head in flight or None) of rank
+    ``comp.index`` under Megatron's pipeline layout (``--virtual-layers``): every state of its
+    interleaved order (schedules.interleaved_order) weighs each chunk's activations by its in-flight
+    micro-batches (and the head, loss and MTP modules with the last chunk of the last rank); the peak is
+    the largest, exactly."""
+    from . import schedules
+    chunks = schedules.virtual_chunks(model, layout, comp.index, training.virtual_layers, training.vpp)
+    dense, moe = sum(c.dense for c in chunks), sum(c.moe for c in chunks)
+    if (dense, moe) != (comp.dense, comp.moe):
+        raise cfg.ConfigError("virtual-layers", f"--virtual-layers gives stage {comp.index} {dense} dense and {moe} "
+                                                f"MoE layers, memsym's contiguous stage ({comp.label}) {comp.dense} and "
+                                                f"{comp.moe}: the layout is modelled when each rank holds the dense and "
+                                                f"MoE counts of a contiguous split (--layers-per-stage: the per-rank "
+                                                f"sums)")
+    term = var.terms[var.act["peak"]]
+    at = lambda c: exact(term, {**cfg.substitution(model, layout, training, c), n_fl: 1})
+    layer_bytes = [at(replace(c, head=False)) for c in chunks]
+    head = at(replace(chunks[-1], dense=0, moe=0, embedding=False)) if chunks[-1].head else Fraction(0)
+    m = training.microbatches or 4 * layout.pp  # steady state: the order repeats every PP V chunk-forwards
+    v = len(chunks)
+    best, best_state = None, None
+    for state in schedules.interleaved_order(layout.pp, v, m, comp.index):
+        val = sum(n * a for n, a in zip(state, layer_bytes)) + state[-1] * head
+        if best is None or val > best:
+            best, best_state = val, state
+    held = tuple((c, Fraction(n)) for c, n in zip(chunks, best_state))
+    return best, held, (Fraction(best_state[-1]) if chunks[-1].head else None)
+
+
 def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     """The one assembly of a device: model states + activations (+ the Sec. 6 ends beside)."""
     from . import conventions, schedules
@@ -176,7 +218,8 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     if training.schedule:
         chunks = schedules.chunks(training.schedule, layout.pp, stage_index, training.microbatches, training.vpp)
         held = tuple(all_stages[i] for i in schedules.held_stages(training.schedule, layout.pp, stage_index))
-        notes += schedules.assumptions(training.schedule, layout.pp, training.microbatches, training.vpp)
+        notes += schedules.assumptions(training.schedule, layout.pp, training.microbatches, training.vpp,
+                                       training.virtual_layers is not None)
     else:
         chunks, held = (), (comp,)
     subs = cfg.substitution(model, layout, training, comp)
@@ -184,6 +227,10 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     notes += conventions.notes(training)
     ids["activations"], byts["activations"], per_mb = _activations(model, layout, training, subs, chunks,
                                                                     all_stages, var)
+    virtual = None
+    if training.schedule == "interleaved" and training.virtual_layers is not None:
+        virtual = _virtual_peak(model, layout, training, comp, var)
+        byts["activations"] = virtual[0]
     byts["total"] = sum(byts.values())
     ids["activations_per_microbatch"] = var.act["stage"]
     byts["activations_per_microbatch"] = per_mb
@@ -195,12 +242,14 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     by_layer, outside = layer_split(model, comp, var, subs)
     chunk_list = tuple((all_stages[ch.stage], ch.inflight) for ch in chunks if ch.part != "head")
     heads = [ch.inflight for ch in chunks if ch.part == "head" and all_stages[ch.stage].head]
+    if virtual is not None:
+        chunk_list, heads = virtual[1], ([virtual[2]] if virtual[2] is not None else [])
     if training.schedule:
         subs = dict(subs)
         subs[n_fl] = chunks[0].inflight
     return Estimate(model, layout, training, comp, {"non_moe": P_n, "moe": P_m, "total": P_n + P_m}, byts,
                     overheads.at_ends(byts["total"]), ids, subs, held, chunk_list, heads[0] if heads else None,
-                    notes, by_layer, outside)
+                    virtual is not None, notes, by_layer, outside)
 
 
 def layer_split(model, comp, var, subs) -> Tuple[Tuple[Tuple[int, str, Fraction], ...], Fraction]:

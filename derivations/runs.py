@@ -65,7 +65,8 @@ BAND = (Fraction(9, 10), Fraction(11, 10))
 #: [runs.layout] and [runs.training] keys: the ``memsym estimate`` option each one is, and its type.
 LAYOUT_KEYS = {"dp": int, "tp": int, "pp": int, "ep": int, "etp": int, "cp": int, "sp": int,
                "layers_per_stage": list}
-TRAINING_KEYS = {"mbs": int, "seq": int, "global_batch": int, "schedule": str, "vpp": int, "recompute": str,
+TRAINING_KEYS = {"mbs": int, "seq": int, "global_batch": int, "schedule": str, "vpp": int, "virtual_layers": list,
+                 "recompute": str,
                  "zero": int, "distributed_optimizer": bool, "attention": str, "fp8_activations": bool, "mtp": bool,
                  "weight_dtype": str, "grad_dtype": str, "master_dtype": str, "optimizer_dtype": str,
                  "act_dtype": str, "imbalance": str}
@@ -281,8 +282,9 @@ def choose_preset(run: Run, available: Sequence[str], forced: Optional[str] = No
 def estimate_options(run: Run, preset: str, presets: Mapping[str, Mapping[str, object]]) -> Dict[str, object]:
     """The ``memsym estimate`` keyword options (flag names with ``_``) that describe ``run``
     under ``preset``: the run's layout and training, the preset, and the distributed optimizer
-    as memsym's ``--bytes-per-param distributed``.  ``--mtp`` is passed only where the preset
-    counts MTP layers (Megatron's rank); elsewhere it is dropped (see :func:`dropped`)."""
+    as memsym's ``--bytes-per-param distributed``.  A run that trains MTP gets
+    ``--mtp-activations last-stage`` and ``--mtp`` (its modules' parameters on the last stage, or in
+    Megatron's shard), unless the preset's rank counts none (ModelZoo's; see :func:`dropped`)."""
     opts: Dict[str, object] = {"model": run.model, "conventions": preset}
     for k, v in run.layout.items():
         opts[k] = tuple(v) if isinstance(v, list) else v
@@ -291,21 +293,20 @@ def estimate_options(run: Run, preset: str, presets: Mapping[str, Mapping[str, o
             if v:
                 opts["bytes_per_param"] = "distributed"
             continue
-        if k == "mtp" and v:  # a run that trains MTP: its activations always, its weights under Megatron's rank
+        if k == "mtp" and v:  # a run that trains MTP: its activations, and its weights where the rank counts them
             opts["mtp_activations"] = "last-stage"
-            if presets[preset].get("rank") != "megatron":
+            if presets[preset].get("rank") == "modelzoo":
                 continue
-        opts[k] = v
+        opts[k] = tuple(v) if isinstance(v, list) else v
     return opts
 
 
 def dropped(run: Run, preset: str, presets: Mapping[str, Mapping[str, object]]) -> List[str]:
     """The run's options that ``preset`` cannot take (said in the output)."""
     out = []
-    if run.training.get("mtp") and presets[preset].get("rank") != "megatron":
+    if run.training.get("mtp") and presets[preset].get("rank") == "modelzoo":
         out.append(f"mtp: memsym runs counts the MTP modules' activations on the last stage "
-                   f"(--mtp-activations last-stage); under {preset} not their weights (only --conventions "
-                   f"megatron's rank counts MTP weights)")
+                   f"(--mtp-activations last-stage); under {preset} not their weights (ModelZoo's rank counts none)")
     return out
 
 

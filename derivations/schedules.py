@@ -145,8 +145,10 @@ def held_stages(name: Optional[str], pp: int, index: int) -> Tuple[int, ...]:
     return (index,)
 
 
-def assumptions(name: str, pp: int, microbatches: Optional[int], vpp: Optional[int]) -> List[str]:
-    """What the estimate had to assume about the schedule, in words."""
+def assumptions(name: str, pp: int, microbatches: Optional[int], vpp: Optional[int],
+                virtual: bool = False) -> List[str]:
+    """What the estimate had to assume about the schedule, in words (``virtual``: the chunks are
+    given as Megatron's pipeline layout, --virtual-layers)."""
     out = []
     if microbatches is None:
         need = 2 * pp if name == "dualpipe" else pp
@@ -154,7 +156,10 @@ def assumptions(name: str, pp: int, microbatches: Optional[int], vpp: Optional[i
                    f"the {TITLES[name]} pipeline, so each stage holds its steady-state count")
     if name == "interleaved" and vpp is None:
         out.append("virtual stages V not given (--vpp): assumed V = 2")
-    if name == "interleaved":
+    if name == "interleaved" and virtual:
+        out.append("interleaved: the device's chunks as --virtual-layers (Megatron's pipeline layout); the peak is the "
+                   "largest state of the rank's interleaved order, the head, loss and MTP modules with its last chunk")
+    elif name == "interleaved":
         out.append("interleaved: the device's V chunks are its stage's layers in V equal parts (Megatron's accounting); "
                    "the head, loss and MTP modules (the last rank's last chunk) are held for one micro-batch")
     if name == "dualpipe":
@@ -164,3 +169,46 @@ def assumptions(name: str, pp: int, microbatches: Optional[int], vpp: Optional[i
     if name == "zb":
         out.append("zero-bubble schedule taken as ZB-H1: the same in-flight micro-batches as 1F1B")
     return out
+
+
+def virtual_chunks(model, layout, index: int, virtual_layers: Tuple[int, ...], vpp: Optional[int]):
+    """The V chunks of rank ``index`` under Megatron's pipeline layout (``--pipeline-model-parallel-layout``,
+    as the layer counts of its PP V virtual stages: virtual stage j holds the next ``virtual_layers[j]``
+    layers and runs on rank j mod PP as its chunk j // PP): [(chunk composition, is last chunk of the
+    last rank)], each a StageComposition of its layers (the head on the last rank's last chunk)."""
+    from derivations.layout import compose
+    pp, v = layout.pp, vpp or 2
+    if len(virtual_layers) != pp * v:
+        raise ConfigError("virtual-layers", f"--virtual-layers has {len(virtual_layers)} entries; PP x V = "
+                                            f"{pp} x {v} = {pp * v} virtual stages")
+    if sum(virtual_layers) != model.l:
+        raise ConfigError("virtual-layers", f"--virtual-layers sums to {sum(virtual_layers)}, the model has "
+                                            f"{model.l} layers")
+    starts = [sum(virtual_layers[:j]) for j in range(pp * v)]
+    out = []
+    for c in range(v):
+        j = c * pp + index
+        layers = range(starts[j], starts[j] + virtual_layers[j])
+        comp = compose(model, layers, j == 0, j == pp * v - 1, index)
+        out.append(comp)
+    return out
+
+
+def interleaved_order(pp: int, v: int, m: int, index: int) -> List[Tuple[int, ...]]:
+    """The chunks rank ``index`` holds after each of its forwards in Megatron-Core's interleaved 1F1B
+    (pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving, micro-batch group
+    size PP): the k-th forward runs chunk (k // PP) mod V, the k-th backward chunk V-1 - (k // PP) mod V;
+    min(2 (PP - i - 1) + (V - 1) PP, m V) warm-up forwards, then a forward and a backward each.
+    Each entry: the in-flight micro-batches of every chunk."""
+    total = m * v
+    warm = min(2 * (pp - index - 1) + (v - 1) * pp, total)
+    held, states, f, b = [0] * v, [], 0, 0
+    while f < total:
+        held[(f // pp) % v] += 1
+        f += 1
+        states.append(tuple(held))
+        if f > warm:
+            held[v - 1 - (b // pp) % v] -= 1
+            b += 1
+    return states
+

@@ -196,8 +196,11 @@ BYTES_HELP = ("bytes per parameter: paper (Table 7: BF16 weights, FP32 gradients
               "2/4/4/2/2), fp32-moments (2/4/4/4/4) or distributed (Megatron's distributed optimizer: FP32 moments "
               "and the optimizer states sharded over the data-parallel ranks, ZeRO-1: 6 + 12/d bytes per parameter); "
               "sets --optimizer-dtype and (distributed) --zero 1 unless typed")
-MTP_HELP = ("count the model's D multi-token-prediction layers (DeepSeek-v3: 1) in Megatron's most-loaded shard, as "
-            "Megatron-LM does (needs --rank megatron; the paper counts none)")
+MTP_HELP = ("count the parameters of the model's D multi-token-prediction modules (DeepSeek-v3: 1; the paper counts "
+            "none): with --rank stage on the last stage, where Megatron-Core builds them (gpt_model.py: mtp_process), "
+            "each as one more MoE layer, with the embedding copy that stage keeps when PP > 1 and the embeddings are "
+            "untied (their eh_proj, 2h^2/TP, and three RMSNorms, 3h, are not counted); with --rank megatron in its "
+            "most-loaded shard, as Megatron-LM does")
 
 #: Presets of every switch (``--conventions``): each source's assumptions.  ``attention``
 #: and ``bytes_per_param`` are the Training / CLI switches.  megatron: Megatron-LM's
@@ -306,6 +309,6 @@ def validate_conventions(c: "Conventions") -> None:
     for k, spec in CONVENTION_SWITCHES.items():
         if getattr(c, k) not in spec.values:
             raise ConfigError(k, f"{spec.option} must be one of {', '.join(spec.values)}, got {getattr(c, k)!r}")
-    if c.mtp and c.rank != "megatron":
-        raise ConfigError("mtp", "--mtp counts the D MTP layers in Megatron's most-loaded shard: it needs --rank "
-                                 "megatron (or --conventions megatron); the paper's stages hold no MTP layer")
+    if c.mtp and c.rank == "modelzoo":
+        raise ConfigError("mtp", "--mtp counts the D MTP layers' parameters on the last stage (--rank stage) or in "
+                                 "Megatron's most-loaded shard (--rank megatron); the ModelZoo rank counts none")

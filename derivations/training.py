@@ -13,7 +13,7 @@ from symbolic.errors import ConfigError
 
 from . import notation as nt
 from .layout import positive_int
-from .limits import OPTIONS
+from .limits import LAYERS, OPTIONS
 from .switches import BYTES_CONVENTIONS, Conventions, validate_conventions
 
 
@@ -101,6 +101,9 @@ class Training:
     schedule: Optional[str] = None
     microbatches: Optional[int] = None
     vpp: Optional[int] = None
+    #: Megatron's --pipeline-model-parallel-layout as layer counts of the PP V virtual stages in its order
+    #: (virtual stage j on rank j mod PP, chunk j // PP); None: each rank's layers in V equal chunks
+    virtual_layers: Optional[Tuple[int, ...]] = None
     conventions: Conventions = Conventions()
 
     @property
@@ -184,6 +187,14 @@ def validate_training(t: Training) -> None:
             raise ConfigError("vpp", f"--vpp applies to --schedule interleaved only, got schedule {t.schedule}")
         if t.vpp < 2:
             raise ConfigError("vpp", f"the interleaved schedule needs --vpp V >= 2, got {t.vpp}")
+    if t.virtual_layers is not None:
+        if t.schedule != "interleaved":
+            raise ConfigError("virtual-layers", f"--virtual-layers applies to --schedule interleaved only, got "
+                                                f"schedule {t.schedule}")
+        if len(t.virtual_layers) > LAYERS or any(isinstance(x, bool) or not isinstance(x, int) or x < 0
+                                                 for x in t.virtual_layers):
+            raise ConfigError("virtual-layers", f"--virtual-layers needs at most {LAYERS} non-negative layer counts, "
+                                                f"got {_short(t.virtual_layers)}")
     validate_conventions(t.conventions)
     for k, v in t.bytes:
         if isinstance(v, bool) or not isinstance(v, (int, Fraction)) or v <= 0:

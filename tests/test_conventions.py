@@ -209,13 +209,30 @@ def test_rank_megatron_shared_replicated(capsys, terms):
     assert rep["params"]["non_moe"] - tp["params"]["non_moe"] == f_s / 2
 
 
-def test_mtp_needs_megatron_rank():
-    p = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--mtp"], capture_output=True, text=True)
-    assert p.returncode == 2 and "Traceback" not in p.stderr and "--rank megatron" in p.stderr
+def test_mtp_is_refused_under_the_modelzoo_rank():
+    p = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--mtp", "--rank", "modelzoo"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "ModelZoo rank counts none" in p.stderr
     with pytest.raises(cfg.ConfigError):
-        cfg.validate_training(cfg.Training(conventions=cfg.Conventions(mtp=True)))
+        cfg.validate_training(cfg.Training(conventions=cfg.Conventions(mtp=True, rank="modelzoo")))
     with pytest.raises(cfg.ConfigError):
         cfg.validate_training(cfg.Training(conventions=cfg.Conventions(routed_tokens="nope")))
+
+
+def test_mtp_under_the_stage_rank_puts_the_modules_on_the_last_stage(capsys):
+    """--mtp with the stage rank: DeepSeek-V3's one MTP module is one more MoE layer's parameters on the
+    last stage, plus the embedding copy Megatron-Core keeps there when PP > 1 (v h / TP, untied); the
+    other stages are unchanged.  Expected: a 4-MoE-layer stage's parameters / 4 (Table 4's stage 1) and
+    v h / TP from the config (129,280 x 7,168 / 2)."""
+    plain = run_json(capsys, "estimate", "--stage", "15")
+    mtp = run_json(capsys, "estimate", "--stage", "15", "--mtp")
+    one_moe = run_json(capsys, "estimate", "--stage", "1")["params"]["total"] // 4
+    assert mtp["params"]["total"] - plain["params"]["total"] == one_moe + 129280 * 7168 // 2
+    assert run_json(capsys, "estimate", "--stage", "3", "--mtp")["params"] == \
+        run_json(capsys, "estimate", "--stage", "3")["params"]
+    one = run_json(capsys, "estimate", "--pp", "1", "--dp", "512", "--mtp")["params"]["total"] - \
+        run_json(capsys, "estimate", "--pp", "1", "--dp", "512")["params"]["total"]
+    assert one == one_moe          # PP = 1: the embedding is already on the stage
 
 
 # ------------------------------------------------------------------ CLI: presets, overrides, help

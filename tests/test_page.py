@@ -170,6 +170,9 @@ CONFIGS = [
      ("optimizer_dtype", "fp32"), ("seq", 8192)],
     [("model", "deepseek-v2-lite"), ("dp", 8), ("tp", 1), ("pp", 3), ("ep", 8), ("schedule", "1f1b"),
      ("conventions", "modelzoo"), ("zero", 2), ("layers_per_stage", "10,9,8"), ("routed_tokens", "paper")],
+    # the MTP module's parameters on the last stage (stage rank) and the head held once under interleaving
+    [("conventions", "mcore-te"), ("mtp", True), ("mtp_activations", "last-stage"), ("schedule", "interleaved"),
+     ("vpp", 2), ("microbatches", 32), ("stage", 15)],
 ]
 
 
@@ -207,7 +210,8 @@ def test_browser_equals_estimate_json(browser, page, tmp_path, i):
 
 INVALID = [
     [("tp", 3)], [("ep", 7)], [("dp", 3)], [("pp", 100)], [("cp", 3)], [("sp", 3)], [("stage", 16)],
-    [("dp", 0)], [("seq", "x")], [("layers_per_stage", "4,4")], [("imbalance", "0.5")], [("mtp", True)],
+    [("dp", 0)], [("seq", "x")], [("layers_per_stage", "4,4")], [("imbalance", "0.5")],
+    [("conventions", "modelzoo"), ("mtp", True)],
     [("microbatches", 4)], [("schedule", "1f1b"), ("vpp", 3)], [("schedule", "dualpipe"), ("pp", 15)],
     [("schedule", "dualpipe"), ("microbatches", 6)], [("schedule", "interleaved"), ("vpp", 1)],
     [("recompute", "custom")], [("model", "deepseek-v2-lite"), ("tp", 32)], [("pp", 2), ("seq", 4095)],

@@ -79,6 +79,15 @@ def int_list(text: str, limit=None, max_len=None, unique=False):
     return tuple(out)
 
 
+def layer_counts(text: str):
+    """``"3,2,2,1"`` -> (3, 2, 2, 1): non-negative layer counts (``--virtual-layers``; a virtual stage may
+    hold no layer, as Megatron's layouts allow)."""
+    out = int_list(text)
+    if any(x < 0 for x in out):
+        raise argparse.ArgumentTypeError(f"expected non-negative layer counts, got {_shown(text)}")
+    return out
+
+
 def size_text(text: str) -> str:
     """A memory size (``80GiB``) checked against derivations.limits.HBM; the text itself is returned."""
     from derivations.limits import HBM, MAX_NUMBER_CHARS

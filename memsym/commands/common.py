@@ -10,7 +10,8 @@ from fractions import Fraction
 from derivations import config as cfg
 
 from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
-    _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS, apply_limits, dtype_bytes, recompute_policy, imbalance_factor)
+    _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS, apply_limits, dtype_bytes, recompute_policy, imbalance_factor,
+    layer_counts)
 
 
 def check_conflicts(args) -> None:
@@ -133,6 +134,11 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
                    help="micro-batches per step m (gradient-accumulation steps; default: enough to fill the pipeline)")
     g.add_argument("--vpp", type=positive_int, default=D.vpp, action=E, metavar="V",
                    help="virtual pipeline stages per device for --schedule interleaved (default 2)")
+    g.add_argument("--virtual-layers", type=layer_counts, default=D.virtual_layers, action=E, metavar="N,N,...",
+                   help="Megatron's --pipeline-model-parallel-layout as the layers of its PP x V virtual stages in "
+                        "order (virtual stage j on rank j mod PP), e.g. Et*3|(tt|)*6tmL at PP 2, V 4 is "
+                        "3,2,2,2,2,2,2,1; the peak is then the largest state of the rank's interleaved order "
+                        "(default: each rank's layers in V equal chunks)")
     g = p.add_argument_group("precision (defaults: the paper's Table 7)")
     byts, names = dict(D.bytes), {}
     for name, n in cfg.DTYPES.items():
@@ -279,7 +285,8 @@ def training_options(args) -> cfg.Training:
     t = cfg.Training(mbs=args.mbs, seq=args.seq, zero=args.zero, recompute=recompute[0], recompute_ops=recompute[1],
                      attention=getattr(args, "attention", "eager"), fp8=getattr(args, "fp8_activations", False),
                      imbalance=getattr(args, "imbalance", 1), schedule=getattr(args, "schedule", None),
-                     microbatches=getattr(args, "microbatches", None), vpp=getattr(args, "vpp", None))
+                     microbatches=getattr(args, "microbatches", None), vpp=getattr(args, "vpp", None),
+                     virtual_layers=getattr(args, "virtual_layers", None))
     t = replace(t, conventions=conventions_from_args(args))
     byts = {sym: getattr(args, dest) for dest, syms in DTYPE_OPTIONS if getattr(args, dest, None) is not None
             for sym in syms}

@@ -195,8 +195,8 @@ function validateTraining(t) {
     if (t.schedule !== "interleaved") throw new ConfigError(`--vpp applies to --schedule interleaved only, got schedule ${t.schedule === null ? "None" : t.schedule}`);
     if (t.vpp < 2) throw new ConfigError(`the interleaved schedule needs --vpp V >= 2, got ${t.vpp}`);
   }
-  if (t.conventions.mtp && t.conventions.rank !== "megatron")
-    throw new ConfigError("--mtp counts the D MTP layers in Megatron's most-loaded shard: it needs --rank megatron (or --conventions megatron); the paper's stages hold no MTP layer");
+  if (t.conventions.mtp && t.conventions.rank === "modelzoo")
+    throw new ConfigError("--mtp counts the D MTP layers' parameters on the last stage (--rank stage) or in Megatron's most-loaded shard (--rank megatron); the ModelZoo rank counts none");
 }
 
 // ----------------------------------------------------------------------------- schedules (derivations/schedules.py)
@@ -299,6 +299,12 @@ function estimateStage(m, lay, t, index, all) {
     dev.L_m = Q.n(held.reduce((a, c) => a + c.moe, 0));
     dev.e_E = Q.n(held.reduce((a, c) => a + (c.embedding ? 1 : 0), 0));
     dev.e_H = Q.n(held.reduce((a, c) => a + (c.head ? 1 : 0), 0));
+    if (t.conventions.mtp && held.some((c) => c.head)) {  // conventions.mtp_stage_shift: the MTP modules on the last stage
+      const heads = held.reduce((a, c) => a + (c.head ? 1 : 0), 0);
+      const copy = (m.tie_word_embeddings || lay.pp === 1 || !m.mtp_layers) ? 0 : heads;
+      dev.L_m = Q.add(dev.L_m, Q.n(m.mtp_layers * heads));
+      dev.e_E = Q.add(dev.e_E, Q.n(copy));
+    }
   }
   const ids = Object.assign({}, side.ids[String(t.zero)]);
   const bytes = {};
