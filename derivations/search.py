@@ -110,12 +110,23 @@ def rejections(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (4096,)
     constraint by constraint; the lattice's construction already satisfies positive integers,
     EP | N, EDP integer and ETP | h_E."""
     import numpy as np
+    code, names = _rejection_codes(model, lay, seqs, gpus_per_node)
+    return np.array([None] + list(names), dtype=object)[code]
+
+
+def _rejection_codes(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (4096,),
+                     gpus_per_node: Optional[int] = None):
+    """:func:`rejections` as (int8 array: 0 valid, i the i-th name, names): small integers instead of
+    Python objects, so the rules and the counts are array operations."""
+    import numpy as np
     tp, pp, cp, ep, etp, dp = (lay[k] for k in ("tp", "pp", "cp", "ep", "etp", "dp"))
-    out = np.full(len(tp), None, dtype=object)
+    out = np.zeros(len(tp), dtype=np.int8)
+    names: List[str] = []
 
     def rule(name, bad):
-        fresh = bad & (out == None)  # noqa: E711 (element-wise)
-        out[fresh] = name
+        if name not in names:
+            names.append(name)
+        out[bad & (out == 0)] = names.index(name) + 1
     if gpus_per_node:
         rule("tp-inside-node", (gpus_per_node % tp != 0) | (gpus_per_node % etp != 0))
     rule("tp-divides-heads", model.n_h % tp != 0)
@@ -127,7 +138,7 @@ def rejections(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (4096,)
     for s in seqs:
         rule("cp-divides-seq", s % cp != 0)
         rule("sp-divides-seq", s % (tp * cp) != 0)
-    return out
+    return out, tuple(names)
 
 
 def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (4096,),
@@ -144,10 +155,11 @@ def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (40
         OPTIONS["seq"].check(s, "--seq")
     import numpy as np
     lay = lattice(model, gpus)
-    why = rejections(model, lay, seqs, gpus_per_node)
-    valid = why == None  # noqa: E711 (element-wise)
-    names, counts = np.unique(why[~valid].astype(str), return_counts=True)
-    rejected = Counter({str(k): int(v) for k, v in zip(names, counts)})
+    code, names = _rejection_codes(model, lay, seqs, gpus_per_node)
+    valid = code == 0
+    counts = np.bincount(code, minlength=len(names) + 1)
+    rejected = Counter({k: int(counts[i + 1]) for i, k in sorted(enumerate(names), key=lambda x: x[1])
+                        if counts[i + 1]})
     return Enumeration(gpus, rejected=rejected, arrays={k: lay[k][valid] for k in LAYOUT_FIELDS})
 
 
@@ -281,19 +293,31 @@ def _most_loaded(value, choices, compo):
     comps = list(next(iter(choices.values())))
     blocks = {c: [] for c in comps + ["total", "zero", "recompute", "stage"]}
     rows_g = []
+    K = compo.shape[1]
+    base = np.arange(n_g) * K
+    stage = np.ascontiguousarray(compo[:, :, 4])
+
+    def at(a, flat):  # a[g, j[g]] of each group (flat = g K + j); a column broadcast over the compositions is the column
+        if a.strides[1] == 0:
+            return a[:, 0]
+        return np.ascontiguousarray(a).reshape(-1).take(flat)
+    partial = {}  # the components but the last summed once per distinct (ids): the same additions in order
     for z in zeros:
         for ri, r in enumerate(policies):
             pick = choices.get((z, r))
             if pick is None:
                 continue
-            total = sum(value[pick[c]] for c in comps)
-            j = np.argmax(total, axis=1)[:, None]  # first most-loaded composition
+            head = tuple(pick[c] for c in comps[:-1])
+            if head not in partial:
+                partial[head] = sum(value[k] for k in head)
+            total = partial[head] + value[pick[comps[-1]]] if comps[:-1] else sum(value[pick[c]] for c in comps)
+            flat = base + np.argmax(total, axis=1)  # first most-loaded composition
             for c in comps:
-                blocks[c].append(np.take_along_axis(value[pick[c]], j, axis=1)[:, 0])
-            blocks["total"].append(np.take_along_axis(total, j, axis=1)[:, 0])
+                blocks[c].append(at(value[pick[c]], flat))
+            blocks["total"].append(at(total, flat))
             blocks["zero"].append(np.full(n_g, z, dtype=np.int64))
             blocks["recompute"].append(np.full(n_g, ri, dtype=np.int64))
-            blocks["stage"].append(np.take_along_axis(compo[:, :, 4], j, axis=1)[:, 0])
+            blocks["stage"].append(at(stage, flat))
             rows_g.append(np.arange(n_g))
     return blocks, (np.concatenate(rows_g) if rows_g else np.zeros(0, np.int64))
 
@@ -430,7 +454,8 @@ def _distinct(enum: Enumeration) -> bool:
             key = np.zeros(len(cols[0]), dtype=np.int64)  # one integer per layout (mixed radix)
             for c in cols:
                 key = key * (int(c.max()) + 1) + c
-            enum._distinct = len(np.unique(key)) == len(key)
+            key = np.sort(key)
+            enum._distinct = not np.any(key[1:] == key[:-1])
         else:
             enum._distinct = len(np.unique(np.stack(cols, axis=1), axis=0)) == len(cols[0])
     return enum._distinct
@@ -473,7 +498,9 @@ def ranked(result: SearchResult, sort: str = "bubble", per_layout: bool = True, 
                 break
             x, g = k(keep), ids[keep]
             keep = keep[x == _group_min(x, g, n_ids)[g]]
-        _, first = np.unique(ids[keep], return_index=True)  # ties in every key: the lowest row
+        g = ids[keep]  # ties in every key: the lowest row of each layout (keep ascends)
+        by = np.argsort(g, kind="stable")
+        first = by[np.r_[True, g[by][1:] != g[by][:-1]]] if len(g) else by
         keep = keep[np.sort(first)]
     else:
         keep = _first(keys, cand, 0, top)
@@ -511,6 +538,13 @@ def _sort_by(keys):
             dense = np.cumsum(present) - 1
             ranks.append(dense[k].astype(np.int64))
             widths.append(int(dense[-1]).bit_length())
+        elif k.ndim == 1 and len(k) and not (k.dtype.kind == "f" and np.isnan(k).any()):
+            by = np.argsort(k, kind="stable")  # dense ranks by one sort (np.unique's, without its set-up)
+            new = np.r_[True, k[by][1:] != k[by][:-1]]
+            rank = np.empty(len(k), dtype=np.int64)
+            rank[by] = np.cumsum(new) - 1
+            ranks.append(rank)
+            widths.append(int(rank.max()).bit_length())
         else:
             u, inv = np.unique(k, return_inverse=True)
             ranks.append(inv.reshape(-1).astype(np.int64))

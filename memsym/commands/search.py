@@ -147,7 +147,7 @@ def _header(model, args, hbm, result) -> dict:
         "model": model.name, "gpus": args.gpus, "hbm": hbm,
         "overheads": {"end": args.overheads, "f_frag": float(Fraction(over[nt.f_frag])),
                       "M_buf": int(over[nt.M_buf])},
-        "counts": {"lattice_candidates": enum.candidates, "valid_layouts": len(enum.layouts),
+        "counts": {"lattice_candidates": enum.candidates, "valid_layouts": len(enum),
                    "rejected": dict(sorted(enum.rejected.items())), "considered": result.considered,
                    "fitting": result.fitting, "invalid_configurations": dict(sorted(result.invalid.items()))},
         "sort": args.sort,
