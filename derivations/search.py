@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from symbolic.search import FACTOR_ABOVE, divisors, evaluate, factored  # noqa: F401
@@ -49,6 +50,7 @@ class Enumeration:
     def __init__(self, gpus: int, layouts=None, rejected: Optional[Counter] = None, arrays=None):
         import numpy as np
         self.gpus = gpus
+        self._distinct = None  # no layout twice (memo of _distinct)
         self.rejected = Counter() if rejected is None else rejected
         if arrays is None:
             layouts = list(layouts or [])
@@ -108,12 +110,23 @@ def rejections(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (4096,)
     constraint by constraint; the lattice's construction already satisfies positive integers,
     EP | N, EDP integer and ETP | h_E."""
     import numpy as np
+    code, names = _rejection_codes(model, lay, seqs, gpus_per_node)
+    return np.array([None] + list(names), dtype=object)[code]
+
+
+def _rejection_codes(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (4096,),
+                     gpus_per_node: Optional[int] = None):
+    """:func:`rejections` as (int8 array: 0 valid, i the i-th name, names): small integers instead of
+    Python objects, so the rules and the counts are array operations."""
+    import numpy as np
     tp, pp, cp, ep, etp, dp = (lay[k] for k in ("tp", "pp", "cp", "ep", "etp", "dp"))
-    out = np.full(len(tp), None, dtype=object)
+    out = np.zeros(len(tp), dtype=np.int8)
+    names: List[str] = []
 
     def rule(name, bad):
-        fresh = bad & (out == None)  # noqa: E711 (element-wise)
-        out[fresh] = name
+        if name not in names:
+            names.append(name)
+        out[bad & (out == 0)] = names.index(name) + 1
     if gpus_per_node:
         rule("tp-inside-node", (gpus_per_node % tp != 0) | (gpus_per_node % etp != 0))
     rule("tp-divides-heads", model.n_h % tp != 0)
@@ -125,7 +138,7 @@ def rejections(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (4096,)
     for s in seqs:
         rule("cp-divides-seq", s % cp != 0)
         rule("sp-divides-seq", s % (tp * cp) != 0)
-    return out
+    return out, tuple(names)
 
 
 def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (4096,),
@@ -142,10 +155,11 @@ def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (40
         OPTIONS["seq"].check(s, "--seq")
     import numpy as np
     lay = lattice(model, gpus)
-    why = rejections(model, lay, seqs, gpus_per_node)
-    valid = why == None  # noqa: E711 (element-wise)
-    names, counts = np.unique(why[~valid].astype(str), return_counts=True)
-    rejected = Counter({str(k): int(v) for k, v in zip(names, counts)})
+    code, names = _rejection_codes(model, lay, seqs, gpus_per_node)
+    valid = code == 0
+    counts = np.bincount(code, minlength=len(names) + 1)
+    rejected = Counter({k: int(counts[i + 1]) for i, k in sorted(enumerate(names), key=lambda x: x[1])
+                        if counts[i + 1]})
     return Enumeration(gpus, rejected=rejected, arrays={k: lay[k][valid] for k in LAYOUT_FIELDS})
 
 
@@ -179,6 +193,9 @@ class SearchResult:
     global_batch: Optional[int] = None
     #: configurations refused after enumeration, by rule (global-batch: m not an integer; dualpipe)
     invalid: Counter = field(default_factory=Counter)
+    #: without a schedule, the (s, b) groups of each layout: the rows are choices x layouts x groups, in
+    #: order (:func:`layout_index`); None when the rows are laid out otherwise
+    layout_groups: Optional[int] = None
 
     @property
     def considered(self) -> int:
@@ -189,18 +206,28 @@ class SearchResult:
         return int(self.columns["fits"].sum())
 
 
+@lru_cache(maxsize=64)
+def _stage_table(model, pps: Tuple[int, ...]):
+    """((max PP + 1, K, 5) int64 table: per PP its distinct stage compositions L_d, L_m, e_E, e_H and
+    stage index, padded to K by repeating the last; K), for the PP degrees ``pps``."""
+    import numpy as np
+    stage_of = {pp: distinct_stages(model, cfg.Layout(pp=pp)) for pp in pps}
+    K = max((len(v) for v in stage_of.values()), default=1)
+    table = np.zeros((max(stage_of, default=0) + 1, K, 5), dtype=np.int64)
+    for pp, sts in stage_of.items():
+        rows = [(s.dense, s.moe, int(s.embedding), int(s.head), s.index) for s in sts]
+        table[pp] = rows + [rows[-1]] * (K - len(rows))
+    table.setflags(write=False)
+    return table, K
+
+
 def _rows(model, enum: Enumeration, seqs, mbs):
     """The evaluation grid: one row per (layout, s, b) group, K stage compositions per row
     (padded by repeating the last).  Returns (columns of the groups, (n_g, K, 5) compositions:
     L_d, L_m, e_E, e_H, stage index)."""
     import numpy as np
     lay = enum.arrays
-    stage_of = {pp: distinct_stages(model, cfg.Layout(pp=pp)) for pp in sorted(set(lay["pp"].tolist()))}
-    K = max((len(v) for v in stage_of.values()), default=1)
-    table = np.zeros((max(stage_of, default=0) + 1, K, 5), dtype=np.int64)
-    for pp, sts in stage_of.items():
-        rows = [(s.dense, s.moe, int(s.embedding), int(s.head), s.index) for s in sts]
-        table[pp] = rows + [rows[-1]] * (K - len(rows))
+    table, K = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
     n_l = len(enum)
     per_layout = table[lay["pp"]]
     seq_a, mbs_a = np.array(seqs, dtype=np.int64), np.array(mbs, dtype=np.int64)
@@ -214,10 +241,9 @@ def _rows(model, enum: Enumeration, seqs, mbs):
     return cols, per_layout[li]
 
 
-def _values(model, training, exprs: Mapping[str, object], cols, compo) -> Dict[str, object]:
-    """{key: (n_g, K) float64 array}: every expression in one vectorised pass (model dimensions
-    and bytes substituted, the layout, b, s and the compositions as arrays)."""
-    import numpy as np
+def _compile(model, training, exprs: Mapping[str, object], factor: bool):
+    """(numpy function, its argument names, the keys of its outputs) of every expression (model
+    dimensions and bytes substituted; in the :func:`factored` form when ``factor``)."""
     import sympy as sp
 
     from symbolic.numeric import compile as compile_fn
@@ -227,14 +253,24 @@ def _values(model, training, exprs: Mapping[str, object], cols, compo) -> Dict[s
     keys = list(exprs)
     tup = sp.Tuple(*[nt.expand_derived(sp.sympify(getattr(exprs[k], "expr", exprs[k]))).xreplace(fixed)
                      for k in keys])
-    n_g, K = compo.shape[:2]
-    if n_g * K > FACTOR_ABOVE:  # a large grid: the factored form evaluates ~2x faster, its extra compile pays
+    if factor:  # a large grid: the factored form evaluates ~2x faster, its extra compile pays
         tup = factored(tup)
     args = sorted(tup.free_symbols, key=lambda x: x.name)
-    fn = compile_fn(tup, args)
-    flat = {nt.DP: cols["dp"], nt.TP: cols["tp"], nt.PP: cols["pp"], nt.EP: cols["ep"], nt.ETP: cols["etp"],
-            nt.CP: cols["cp"], nt.SP: cols["sp"], nt.b: cols["mbs"], nt.s: cols["seq"]}
-    comp_sym = {nt.L_d: 0, nt.L_m: 1, nt.e_E: 2, nt.e_H: 3}
+    return compile_fn(tup, args), tuple(a.name for a in args), tuple(keys)
+
+
+def _values(model, training, exprs: Mapping[str, object], cols, compo, kernel=None) -> Dict[str, object]:
+    """{key: (n_g, K) float64 array}: every expression in one vectorised pass (model dimensions
+    and bytes substituted, the layout, b, s and the compositions as arrays).  ``kernel``: a
+    function of the factored flag giving what :func:`_compile` gives (a cached compilation)."""
+    import numpy as np
+    n_g, K = compo.shape[:2]
+    factor = n_g * K > FACTOR_ABOVE
+    fn, args, keys = kernel(factor) if kernel is not None else _compile(model, training, exprs, factor)
+    flat = {nt.DP.name: cols["dp"], nt.TP.name: cols["tp"], nt.PP.name: cols["pp"], nt.EP.name: cols["ep"],
+            nt.ETP.name: cols["etp"], nt.CP.name: cols["cp"], nt.SP.name: cols["sp"], nt.b.name: cols["mbs"],
+            nt.s.name: cols["seq"]}
+    comp_sym = {nt.L_d.name: 0, nt.L_m.name: 1, nt.e_E.name: 2, nt.e_H.name: 3}
     vals = []
     for a in args:
         if a in comp_sym:
@@ -257,19 +293,31 @@ def _most_loaded(value, choices, compo):
     comps = list(next(iter(choices.values())))
     blocks = {c: [] for c in comps + ["total", "zero", "recompute", "stage"]}
     rows_g = []
+    K = compo.shape[1]
+    base = np.arange(n_g) * K
+    stage = np.ascontiguousarray(compo[:, :, 4])
+
+    def at(a, flat):  # a[g, j[g]] of each group (flat = g K + j); a column broadcast over the compositions is the column
+        if a.strides[1] == 0:
+            return a[:, 0]
+        return np.ascontiguousarray(a).reshape(-1).take(flat)
+    partial = {}  # the components but the last summed once per distinct (ids): the same additions in order
     for z in zeros:
         for ri, r in enumerate(policies):
             pick = choices.get((z, r))
             if pick is None:
                 continue
-            total = sum(value[pick[c]] for c in comps)
-            j = np.argmax(total, axis=1)[:, None]  # first most-loaded composition
+            head = tuple(pick[c] for c in comps[:-1])
+            if head not in partial:
+                partial[head] = sum(value[k] for k in head)
+            total = partial[head] + value[pick[comps[-1]]] if comps[:-1] else sum(value[pick[c]] for c in comps)
+            flat = base + np.argmax(total, axis=1)  # first most-loaded composition
             for c in comps:
-                blocks[c].append(np.take_along_axis(value[pick[c]], j, axis=1)[:, 0])
-            blocks["total"].append(np.take_along_axis(total, j, axis=1)[:, 0])
+                blocks[c].append(at(value[pick[c]], flat))
+            blocks["total"].append(at(total, flat))
             blocks["zero"].append(np.full(n_g, z, dtype=np.int64))
             blocks["recompute"].append(np.full(n_g, ri, dtype=np.int64))
-            blocks["stage"].append(np.take_along_axis(compo[:, :, 4], j, axis=1)[:, 0])
+            blocks["stage"].append(at(stage, flat))
             rows_g.append(np.arange(n_g))
     return blocks, (np.concatenate(rows_g) if rows_g else np.zeros(0, np.int64))
 
@@ -278,7 +326,7 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
            choices: Mapping[Tuple[int, str], Mapping[str, str]], *, mbs: Sequence[int] = (1, 2, 4),
            seqs: Sequence[int] = (4096,), training: cfg.Training | None = None, overheads: Mapping | None = None,
            enumeration: Enumeration | None = None, global_batch: Optional[int] = None,
-           progress: Optional[Callable[[int, int], None]] = None) -> SearchResult:
+           progress: Optional[Callable[[int, int], None]] = None, kernel=None) -> SearchResult:
     """Evaluate every valid configuration for ``gpus`` GPUs against ``hbm`` bytes.
 
     exprs: {key: expression} of every component any choice uses (symbolic in everything).
@@ -289,6 +337,8 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
     With ``training.schedule`` (or a ``global_batch``, sequences per step: m = global_batch /
     (DP b)) every device of every layout is judged at its peak under the schedule
     (:mod:`derivations.scheduled`); without, each layout's stages hold one micro-batch (the paper's view).
+    kernel: without a schedule, a function of the factored flag giving the compiled ``exprs`` (what
+    :func:`_compile` gives; :func:`configurations` passes one cached on disk).
     """
     import numpy as np
     for name, values in (("--mbs", mbs), ("--seq", seqs)):
@@ -301,10 +351,12 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
         from . import scheduled
         cols, _ = _rows(model, enum, seqs, mbs)
         out, invalid = scheduled.run(model, training, exprs, choices, cols, global_batch, progress)
+        groups = None
     else:
         invalid = Counter()
+        groups = len(seqs) * len(mbs)
         cols, compo = _rows(model, enum, seqs, mbs)
-        blocks, g = _most_loaded(_values(model, training, exprs, cols, compo), choices, compo)
+        blocks, g = _most_loaded(_values(model, training, exprs, cols, compo, kernel), choices, compo)
         cols["edp"] = cols["dp"] * cols["tp"] * cols["cp"] // (cols["ep"] * cols["etp"])
         n_c = len(g) // max(len(cols["dp"]), 1)  # g is arange(n_g) once per choice: a tile, not a gather
         out = {k: np.tile(v, n_c) for k, v in cols.items()}
@@ -319,7 +371,8 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
         m = np.where(out["microbatches"] > 0, out["microbatches"], 10 ** 9).astype(np.float64)
         out["bubble"] = (out["pp"] - 1) / (m + out["pp"] - 1)
     return SearchResult(gpus, hbm, enum, tuple(dict.fromkeys(r for _, r in choices)), over, out,
-                        schedule=training.schedule, global_batch=global_batch, invalid=invalid)
+                        schedule=training.schedule, global_batch=global_batch, invalid=invalid,
+                        layout_groups=groups)
 
 
 SORTS = ("bubble", "peak", "headroom")
@@ -349,6 +402,128 @@ def order(result: SearchResult, only_fitting: bool = True, sort: str = "bubble")
     return idx[_sort_by(keys)]
 
 
+def _keys(result: SearchResult, sort: str):
+    """The sort keys of :func:`order`, most significant first, as functions of row indices."""
+    import numpy as np
+    c = result.columns
+    if sort not in SORTS:
+        raise cfg.ConfigError("sort", f"--sort must be one of {', '.join(SORTS)}, got {sort!r}")
+    col = lambda k: lambda i: c[k][i]
+    if sort == "bubble":
+        first = (lambda i: np.round(c["bubble"][i], 12)) if "bubble" in c else (lambda i: c["pp"][i].astype(np.float64))
+        return [first, lambda i: -np.round(c["headroom"][i])] + \
+            [col(k) for k in ("tp", "zero", "recompute", "pp", "cp", "ep", "etp", "mbs", "seq")]
+    sign = -1 if sort == "peak" else 1
+    return [lambda i: np.round(c["peak"][i]) * sign] + \
+        [col(k) for k in ("zero", "recompute", "tp", "pp", "cp", "ep", "etp", "mbs", "seq")]
+
+
+def layout_index(result: SearchResult):
+    """(int64 id of each row's layout (DP, TP, PP, EP, ETP, CP), number of ids): the rows of one layout
+    share an id.  Without a schedule the rows are the choices x (layout, s, b) groups in order, so the id
+    is arithmetic; otherwise the layouts are numbered by their values."""
+    import numpy as np
+    c = result.columns
+    n = len(c["dp"])
+    n_l = len(result.enumeration)
+    if result.layout_groups and n_l and n % (n_l * result.layout_groups) == 0 and _distinct(result.enumeration):
+        return (np.arange(n, dtype=np.int64) % (n_l * result.layout_groups)) // result.layout_groups, n_l
+    if not n:
+        return np.zeros(0, np.int64), 0
+    cols = [c[k].astype(np.int64) for k in LAYOUT_FIELDS]
+    radices = [int(col.max()) + 1 for col in cols]
+    if min(int(col.min()) for col in cols) >= 0 and np.prod([float(r) for r in radices]) < 2.0 ** 62:
+        key = np.zeros(n, dtype=np.int64)  # one integer per layout (mixed radix)
+        for col, r in zip(cols, radices):
+            key = key * r + col
+    else:
+        key = np.stack(cols, axis=1)
+    _, inv = np.unique(key, axis=None if key.ndim == 1 else 0, return_inverse=True)
+    inv = inv.reshape(-1).astype(np.int64)
+    return inv, int(inv.max()) + 1
+
+
+def _distinct(enum: Enumeration) -> bool:
+    """No layout twice in ``enum`` (true of :func:`enumerate_layouts`; a caller's list may repeat one)."""
+    import numpy as np
+    if enum._distinct is None:
+        cols = [enum.arrays[k].astype(np.int64) for k in LAYOUT_FIELDS]
+        if not len(cols[0]):
+            enum._distinct = True
+        elif min(int(c.min()) for c in cols) >= 0 and np.prod([float(c.max()) + 1 for c in cols]) < 2.0 ** 62:
+            key = np.zeros(len(cols[0]), dtype=np.int64)  # one integer per layout (mixed radix)
+            for c in cols:
+                key = key * (int(c.max()) + 1) + c
+            key = np.sort(key)
+            enum._distinct = not np.any(key[1:] == key[:-1])
+        else:
+            enum._distinct = len(np.unique(np.stack(cols, axis=1), axis=0)) == len(cols[0])
+    return enum._distinct
+
+
+def _group_min(values, ids, n_ids):
+    """The minimum of ``values`` over the rows of each id (ids in 0..n_ids-1)."""
+    import numpy as np
+    fill = np.inf if values.dtype.kind == "f" else np.iinfo(values.dtype).max
+    out = np.full(n_ids, fill, dtype=values.dtype)
+    np.minimum.at(out, ids, values)
+    return out
+
+
+def ranked(result: SearchResult, sort: str = "bubble", per_layout: bool = True, top: Optional[int] = None):
+    """``order(result, sort=sort)``, with ``per_layout`` passed through :func:`first_per_layout`, its first
+    ``top`` rows (all with None): the same indices, without sorting every row.
+
+    Per layout, the first row in the order is the layout's minimum by the keys (then the row index, as
+    the sort is stable): the candidates are narrowed key by key to each layout's minimum (one pass of
+    ``np.minimum.at`` per key, usually a few keys), and only the winners, one per layout, are sorted.
+    Across every configuration the first ``top`` rows are selected key by key with ``np.partition`` and
+    only those sorted.  Keys with a NaN take the full sort."""
+    import numpy as np
+    keys = _keys(result, sort)
+    cand = np.flatnonzero(result.columns["fits"])
+    if not per_layout and top is None:
+        return order(result, sort=sort)
+    c = result.columns
+    if any(c[k].dtype.kind == "f" and np.isnan(c[k][cand]).any() for k in ("bubble", "headroom", "peak") if k in c):
+        idx = order(result, sort=sort)
+        idx = first_per_layout(result, idx) if per_layout else idx
+        return idx if top is None else idx[:top]
+    if per_layout:  # rows (ascending) narrowed to each layout's minimum, key by key
+        ids, n_ids = layout_index(result)
+        present = int(np.count_nonzero(np.bincount(ids[cand], minlength=n_ids))) if len(cand) else 0
+        keep = cand
+        for k in keys:
+            if len(keep) == present:  # one candidate left per layout
+                break
+            x, g = k(keep), ids[keep]
+            keep = keep[x == _group_min(x, g, n_ids)[g]]
+        g = ids[keep]  # ties in every key: the lowest row of each layout (keep ascends)
+        by = np.argsort(g, kind="stable")
+        first = by[np.r_[True, g[by][1:] != g[by][:-1]]] if len(g) else by
+        keep = keep[np.sort(first)]
+    else:
+        keep = _first(keys, cand, 0, top)
+    out = keep[_sort_by([k(keep) for k in keys])]
+    return out if top is None else out[:top]
+
+
+def _first(keys, rows, j, n):
+    """Rows (ascending) among ``rows`` (ascending) holding at least the first ``n`` in the lexicographic
+    order of ``keys[j:]`` (then row): those below the n-th smallest value of key j, and of those equal to
+    it the first ones by the later keys."""
+    import numpy as np
+    if len(rows) <= n:
+        return rows
+    if j == len(keys):
+        return rows[:n]
+    x = keys[j](rows)
+    kth = np.partition(x, n - 1)[n - 1]
+    less = rows[x < kth]
+    tied = _first(keys, rows[x == kth], j + 1, n - len(less))
+    return np.sort(np.concatenate([less, tied]))
+
+
 def _sort_by(keys):
     """The stable order of rows by ``keys`` (most significant first), the order ``np.lexsort(keys[::-1])``
     gives: the keys become dense ranks packed into one int64 (one sort instead of one per key) when
@@ -363,6 +538,13 @@ def _sort_by(keys):
             dense = np.cumsum(present) - 1
             ranks.append(dense[k].astype(np.int64))
             widths.append(int(dense[-1]).bit_length())
+        elif k.ndim == 1 and len(k) and not (k.dtype.kind == "f" and np.isnan(k).any()):
+            by = np.argsort(k, kind="stable")  # dense ranks by one sort (np.unique's, without its set-up)
+            new = np.r_[True, k[by][1:] != k[by][:-1]]
+            rank = np.empty(len(k), dtype=np.int64)
+            rank[by] = np.cumsum(new) - 1
+            ranks.append(rank)
+            widths.append(int(rank.max()).bit_length())
         else:
             u, inv = np.unique(k, return_inverse=True)
             ranks.append(inv.reshape(-1).astype(np.int64))
@@ -466,9 +648,52 @@ def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2,
     if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int)
                                       or not 1 <= gpus_per_node <= 1024):
         raise cfg.ConfigError("gpus-per-node", f"--gpus-per-node must be an integer in 1..1024, got {gpus_per_node!r}")
-    choices = totals.choices(model, tuple(dict.fromkeys(zeros)), policies)
-    exprs = totals.choice_terms(model, choices)
+    zeros = tuple(dict.fromkeys(zeros))
     seqs = tuple(dict.fromkeys(seqs))
     enum = enumerate_layouts(model, gpus, seqs, gpus_per_node)
-    return search(model, gpus, hbm, exprs, choices, mbs=tuple(dict.fromkeys(mbs)), seqs=seqs, training=training,
-                  overheads=overhead_values(overheads), enumeration=enum, global_batch=global_batch, progress=progress)
+    kw = dict(mbs=tuple(dict.fromkeys(mbs)), seqs=seqs, training=training, overheads=overhead_values(overheads),
+              enumeration=enum, global_batch=global_batch, progress=progress)
+    if training.schedule or global_batch is not None:
+        choices = totals.choices(model, zeros, policies)
+        return search(model, gpus, hbm, totals.choice_terms(model, choices), choices, **kw)
+    _, K = _stage_table(model, tuple(sorted(set(enum.arrays["pp"].tolist()))))
+    expected = len(enum) * len(kw["seqs"]) * len(kw["mbs"]) * K > FACTOR_ABOVE  # what _values will decide
+
+    def kernel(factor):
+        k = _kernel(model, training, zeros, policies, factor)
+        return _function(k["source"]), k["args"], k["keys"]
+    return search(model, gpus, hbm, None, _kernel(model, training, zeros, policies, expected)["choices"],
+                  kernel=kernel, **kw)
+
+
+@lru_cache(maxsize=64)
+def _kernel(model, training, zeros, policies, factor: bool) -> Dict:
+    """{choices, keys, args, source}: the (ZeRO stage, policy) choices of a search and the source of the
+    compiled function of their terms (:func:`_compile`), kept on disk (:mod:`symbolic.cache`) keyed by
+    the model, the training, the choices, ``factor`` and the sources of derivations/ and symbolic/ (and
+    sympy's and Python's versions): a search of a configuration seen before skips building the terms,
+    substituting them and sympy's printing.  The source is the one lambdify generated, so the numbers
+    are the same.  Memoised in the process too."""
+    import sys
+
+    import sympy
+
+    import symbolic
+    from symbolic import cache
+
+    def make():
+        from symbolic.numeric import source
+
+        from . import totals
+        choices = totals.choices(model, zeros, policies)
+        fn, args, keys = _compile(model, training, totals.choice_terms(model, choices), factor)
+        return {"choices": choices, "source": source(fn), "args": args, "keys": keys}
+    parts = ("search-kernel", repr(model), repr(training), zeros, policies, factor, sympy.__version__,
+             sys.version_info[:2], cache.source_digest(sys.modules[__package__], symbolic))
+    return cache.pickled("search", parts, make)
+
+
+@lru_cache(maxsize=64)
+def _function(src: str):
+    from symbolic.numeric import from_source
+    return from_source(src)

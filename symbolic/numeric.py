@@ -86,6 +86,26 @@ def compile(obj, args: Sequence) -> Callable:
     return fn
 
 
+def source(fn: Callable) -> str:
+    """The Python source lambdify generated for a function from :func:`compile` (kept in ``linecache``)."""
+    import linecache
+    return "".join(linecache.cache[fn.__code__.co_filename][2])
+
+
+def from_source(src: str) -> Callable:
+    """The function of a :func:`source` text, defined in the namespace lambdify gives it (numpy's names,
+    builtins and range): the same code on the same numpy functions, so the same numbers, without sympy's
+    printing and common-subexpression passes."""
+    import builtins
+
+    import numpy
+    namespace = dict(numpy.__dict__)
+    namespace.update({"builtins": builtins, "range": range})
+    local: Dict = {}
+    exec(builtins.compile(src, "<memsym-kernel>", "exec"), namespace, local)  # our own generated code, never input
+    return local["_lambdifygenerated"]
+
+
 def evaluate(obj, subs: Mapping):
     """Numeric value through the compiled function (float), for cross-checking exact()."""
     expr = _expr(obj)

@@ -250,3 +250,68 @@ def test_all_configurations_lists_every_fitting_configuration(capsys):
     assert main(["search", "--model", "deepseek-v2-lite", "--gpus", "16", "--json", "--all-configurations"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["counts"]["fitting"] == len(d["rows"])
+
+
+@pytest.mark.parametrize("gpus, kw", [(1024, {}), (96, {"seqs": (4096, 2048), "mbs": (2, 1)}),
+                                      (256, {"schedule": "1f1b", "microbatches": 16}),
+                                      (512, {"global_batch": 4096, "mbs": (1, 2)})])
+def test_ranked_is_the_sorted_order_cut(gpus, kw):
+    """ranked (partial selection, one winner per layout) lists exactly what the full sort then
+    first_per_layout and the cut at --top list, for every sort, with and without the per-layout cut."""
+    res = S.configurations(V3, gpus, 80 * GiB, **kw)
+    for sort in S.SORTS:
+        for per_layout in (True, False):
+            want = S.order(res, sort=sort)
+            want = S.first_per_layout(res, want) if per_layout else want
+            for top in (None, 1, 7, 20, 500, 10 ** 6):
+                got = S.ranked(res, sort=sort, per_layout=per_layout, top=top)
+                assert np.array_equal(got, want if top is None else want[:top]), (sort, per_layout, top)
+
+
+def test_ranked_breaks_ties_like_the_stable_sort():
+    """Rows equal in every key (and layouts repeated in a caller's enumeration) keep the sort's order."""
+    from types import SimpleNamespace
+    rng = np.random.default_rng(1)
+    n = 3000
+    cols = {k: rng.integers(1, 3, n) for k in ("dp", "tp", "pp", "ep", "etp", "cp", "zero", "recompute", "mbs", "seq")}
+    cols["peak"] = rng.integers(0, 3, n).astype(np.float64) * 1e9
+    cols["headroom"] = 80e9 - cols["peak"]
+    cols["fits"] = rng.random(n) < 0.8
+    enum = S.Enumeration(1, arrays={k: cols[k][:n // 4] for k in S.LAYOUT_FIELDS})  # layouts repeat
+    res = SimpleNamespace(columns=cols, enumeration=enum, layout_groups=4)
+    for sort in S.SORTS:
+        for per_layout in (True, False):
+            want = S.order(res, sort=sort)
+            want = S.first_per_layout(res, want) if per_layout else want
+            for top in (None, 1, 5, 100):
+                got = S.ranked(res, sort=sort, per_layout=per_layout, top=top)
+                assert np.array_equal(got, want if top is None else want[:top]), (sort, per_layout, top)
+
+
+def test_search_kernel_cache_gives_the_same_numbers(tmp_path, monkeypatch):
+    """The compiled terms kept on disk (first run writes, second reads, a corrupted file is rebuilt,
+    the cache off) give the same columns as compiling the terms in the search itself."""
+    from derivations import totals
+    from derivations.overheads import overhead_values
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path))
+    choices = totals.choices(V3)
+    direct = S.search(V3, 512, 80 * GiB, totals.choice_terms(V3, choices), choices,
+                      overheads=overhead_values("high"), enumeration=S.enumerate_layouts(V3, 512, (4096,), 8))
+
+    def fresh():
+        S._kernel.cache_clear()
+        S._function.cache_clear()
+        return S.configurations(V3, 512, 80 * GiB)
+    runs = [fresh()]
+    files = list((tmp_path / "search").iterdir())
+    assert len(files) == 1
+    runs.append(fresh())
+    files[0].write_bytes(b"not a pickle")
+    runs.append(fresh())
+    monkeypatch.setenv("MEMSYM_CACHE", "0")
+    runs.append(fresh())
+    for res in runs:
+        assert res.policies == direct.policies
+        assert set(res.columns) == set(direct.columns)
+        for k, v in direct.columns.items():
+            assert np.array_equal(res.columns[k], v), k

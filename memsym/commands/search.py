@@ -86,8 +86,9 @@ def _apply_recipe(args) -> None:
         args.recompute = o["recompute"][0]
 
 
-def _search(args):
-    """(model, hbm, SearchResult, ordered row indices) of a search command line."""
+def _search(args, rows=None):
+    """(model, hbm, SearchResult, ordered row indices) of a search command line: the first ``rows``
+    of them (None: all)."""
     from derivations import search as S
     _apply_recipe(args)
     model = common.model_from_args(args)
@@ -96,17 +97,13 @@ def _search(args):
                               seqs=args.seq, overheads=args.overheads, schedule=args.schedule,
                               microbatches=args.microbatches, vpp=args.vpp, global_batch=args.global_batch,
                               gpus_per_node=args.gpus_per_node, progress=_progress())
-    idx = S.order(result, sort=args.sort)
-    if not args.all_configurations:
-        idx = S.first_per_layout(result, idx)
-    return model, hbm, result, idx
+    return model, hbm, result, S.ranked(result, sort=args.sort, per_layout=not args.all_configurations, top=rows)
 
 
 def data(args) -> dict:
     """What ``search --json`` prints, as Python objects."""
     from derivations import search as S
-    model, hbm, result, idx = _search(args)
-    full = idx if args.top is None else idx[:args.top]
+    model, hbm, result, full = _search(args, args.top)
     return {**_header(model, args, hbm, result), "rows": S.rows(result, full)}
 
 
@@ -117,7 +114,8 @@ def run(args) -> int:
         check_writable(args.csv)
     if args.plot:
         check_output(args.plot)
-    model, hbm, result, idx = _search(args)
+    # every row only where every row is written (JSON, CSV without --top); text lists --top or 20
+    model, hbm, result, idx = _search(args, args.top or (None if args.json or args.csv else 20))
     full = idx if args.top is None else idx[:args.top]
     shown = idx[:args.top or 20]
     if args.csv:
@@ -149,7 +147,7 @@ def _header(model, args, hbm, result) -> dict:
         "model": model.name, "gpus": args.gpus, "hbm": hbm,
         "overheads": {"end": args.overheads, "f_frag": float(Fraction(over[nt.f_frag])),
                       "M_buf": int(over[nt.M_buf])},
-        "counts": {"lattice_candidates": enum.candidates, "valid_layouts": len(enum.layouts),
+        "counts": {"lattice_candidates": enum.candidates, "valid_layouts": len(enum),
                    "rejected": dict(sorted(enum.rejected.items())), "considered": result.considered,
                    "fitting": result.fitting, "invalid_configurations": dict(sorted(result.invalid.items()))},
         "sort": args.sort,
