@@ -13,7 +13,7 @@ from .device import estimate
 
 
 # ----------------------------------------------------------------------------- waterfall
-QUANTITIES = ("weights", "gradients", "optimizer", "states", "activations_per_layer")
+QUANTITIES = ("weights", "gradients", "optimizer", "states", "activations_per_layer", "runtime")
 
 
 @dataclass
@@ -45,10 +45,12 @@ class Waterfall:
 
 
 def quantities(est) -> Dict[str, Fraction]:
-    """weights, gradients, optimizer, their sum (model states) and one MoE layer's activations."""
+    """weights, gradients, optimizer, their sum (model states), one MoE layer's activations and the
+    runtime buffers (--runtime-buffers)."""
     q = {k: est.bytes[k] for k in ("weights", "gradients", "optimizer")}
     q["states"] = sum(q.values())
     q["activations_per_layer"] = est.bytes["activations_per_layer"]
+    q["runtime"] = est.bytes.get("runtime", Fraction(0))
     return q
 
 

@@ -231,6 +231,10 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     if training.schedule == "interleaved" and training.virtual_layers is not None:
         virtual = _virtual_peak(model, layout, training, comp, var)
         byts["activations"] = virtual[0]
+    if training.conventions.runtime_buffers != "none":  # per-device runtime buffers (derivations/runtime.py)
+        from .runtime import buffers_term
+        term = buffers_term(training.conventions.runtime_buffers)
+        ids["runtime"], byts["runtime"] = term.id, exact(term, {})
     byts["total"] = sum(byts.values())
     ids["activations_per_microbatch"] = var.act["stage"]
     byts["activations_per_microbatch"] = per_mb

@@ -19,7 +19,7 @@ from symbolic.errors import ConfigError
 class SwitchSpec:
     """One modelling assumption: ``values`` with the paper's choice first; ``tokens`` the
     term-id token of each other value (``act.layer.dispatch``); ``side`` what it changes
-    ('activations', 'weights' or 'both'); ``help`` the option's text."""
+    ('activations', 'weights', 'both' or 'device': a per-device term beside both, derivations/runtime.py); ``help`` the option's text."""
 
     name: str
     option: str
@@ -166,6 +166,11 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "expert tensor parallelism in the routed experts' activations: split (the paper's rule: each expert's "
                "intermediates divided by ETP) or modelzoo (the ModelZoo script's rule: the permuted tokens "
                "multiplied by ETP, fc1 and activation outputs not divided by ETP)", "intermediates divided by ETP"),
+    SwitchSpec("runtime_buffers", "--runtime-buffers", ("none", "te"), {"te": "te-workspaces"}, "device",
+               "buffers the framework keeps on every device, counted in the allocated peak: none (the paper) or te "
+               "(Megatron-Core with Transformer Engine on Hopper: TE's cuBLAS workspace of 32 MiB + 1 KiB, one more "
+               "per grouped-GEMM stream (4), and PyTorch's 32 MiB cuBLAS workspace; derivations/runtime.py)",
+               "not counted"),
     SwitchSpec("rank", "--rank", ("stage", "megatron", "modelzoo"), {"megatron": "megatron", "modelzoo": "mz-rank"},
                "weights",
                "the rank whose parameters are reported: stage (the paper: one device of the --stage pipeline "
@@ -181,7 +186,7 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
 CONVENTION_ORDER = ("routed_tokens", "attention", "router_tensors", "shared_expert", "dropout_masks", "checkpoints",
                     "swiglu", "expert_outputs", "latent_norms", "routing_state", "norm_storage", "softmax_dtype",
                     "router_state", "experts", "shared_input", "value_storage", "head_state", "ce_backward", "causal_mask",
-                    "rope_tables", "mtp_activations", "expert_tp", "bytes_per_param", "rank",
+                    "rope_tables", "mtp_activations", "expert_tp", "bytes_per_param", "rank", "runtime_buffers",
                     "mtp", "inventory")
 
 #: Bytes per parameter (Table 7 symbols) and the smallest ZeRO stage of each convention:
@@ -235,7 +240,8 @@ CONVENTION_PRESETS["mcore"] = dict(CONVENTION_PRESETS["paper"], dropout_masks="n
 #: get_gpt_layer_with_transformer_engine_spec, and the fusions Megatron-LM's DeepSeek recipes enable):
 #: read from the sources, not traced (no GPU here).
 KERNEL_OVERRIDES = {"local": {}, "te": dict(norm_storage="te", attention="flash", softmax_dtype="activation",
-                                            causal_mask="none", rope_tables="shared", swiglu="fused")}
+                                            causal_mask="none", rope_tables="shared", swiglu="fused",
+                                            runtime_buffers="te")}
 CONVENTION_PRESETS["mcore-te"] = dict(CONVENTION_PRESETS["mcore"], **KERNEL_OVERRIDES["te"])
 CONVENTION_SOURCES = {
     "paper": "Zhang & Su, arXiv 2502.07846 (Sections 3-5, Tables 6-10)",
@@ -287,6 +293,7 @@ class Conventions:
     expert_tp: str = "split"
     inventory: str = "paper"
     rank: str = "stage"
+    runtime_buffers: str = "none"
     mtp: bool = False
 
     def changed(self) -> List[Tuple[str, object]]:

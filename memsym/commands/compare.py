@@ -15,10 +15,12 @@ LABELS = {"routed_tokens": "routed tokens per device", "attention": "attention k
           "inventory": "per-tensor inventory", "norm_storage": "RMSNorm storage", "softmax_dtype": "softmax dtype",
           "router_state": "router tensors kept", "experts": "expert implementation",
           "shared_input": "shared experts' input", "value_storage": "v storage", "head_state": "head and loss",
-          "ce_backward": "cross-entropy backward", "causal_mask": "causal mask", "rope_tables": "RoPE tables", "mtp_activations": "MTP activations"}
+          "ce_backward": "cross-entropy backward", "causal_mask": "causal mask", "rope_tables": "RoPE tables", "mtp_activations": "MTP activations",
+          "runtime_buffers": "runtime buffers"}
 ORDER_HELP = ", ".join(LABELS[n] for n in cfg.CONVENTION_ORDER)
 ROWS = (("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optimizer states"),
-        ("states", "model states (w + g + o)"), ("activations_per_layer", "activations, one MoE layer"))
+        ("states", "model states (w + g + o)"), ("activations_per_layer", "activations, one MoE layer"),
+        ("runtime", "runtime buffers"))
 
 
 def add_parser(sub):
@@ -133,14 +135,18 @@ def render(columns, falls) -> str:
         lines.append(f"    {n:<10}params {ids['params']}; weights {ids['weights']}; optimizer {ids['optimizer']}; "
                      f"activations {ids['activations_per_layer']}")
     for name, f in falls.items():
+        rt = bool(f.first["runtime"] or f.last["runtime"])  # a runtime-buffers column when a preset has them
+        col = lambda v: f"{v:>18}" if rt else ""
         lines += ["", f"waterfall {f.start} -> {f.end}: one assumption at a time (fixed order: memsym compare --help)",
-                  f"  {'switch':<28}{'from -> to':<30}{'model states':>18}{'act. one layer':>18}",
-                  f"  {f.start:<58}{fmt_int(f.first['states']):>18}{fmt_int(f.first['activations_per_layer']):>18}"]
+                  f"  {'switch':<28}{'from -> to':<30}{'model states':>18}{'act. one layer':>18}" + col("runtime"),
+                  f"  {f.start:<58}{fmt_int(f.first['states']):>18}{fmt_int(f.first['activations_per_layer']):>18}"
+                  + col(fmt_int(f.first["runtime"]))]
         for s in f.steps:
             change = f"{_v(s.before)} -> {_v(s.after)}"
             lines.append(f"  {LABELS[s.name]:<28}{change:<30}{_signed(s.delta['states']):>18}"
-                         f"{_signed(s.delta['activations_per_layer']):>18}")
-        lines.append(f"  {'= ' + f.end:<58}{fmt_int(f.last['states']):>18}{fmt_int(f.last['activations_per_layer']):>18}")
+                         f"{_signed(s.delta['activations_per_layer']):>18}" + col(_signed(s.delta["runtime"])))
+        lines.append(f"  {'= ' + f.end:<58}{fmt_int(f.last['states']):>18}{fmt_int(f.last['activations_per_layer']):>18}"
+                     + col(fmt_int(f.last["runtime"])))
         for key, label in (("activations_per_layer", "activations"), ("states", "model states")):
             big = f.largest(key)[:3]
             if big:

@@ -268,8 +268,9 @@ def render_all(every, worst, device=None) -> str:
     contents = [_content(e.stage) + (f" + stage {e.held[1].index} ({_content(e.held[1])})" if len(e.held) > 1
                                      else "") for e in every]
     wc = max(30, 2 + max(len(c) for c in contents))
+    runtime = "runtime" in e0.bytes
     lines.append(f"  {'stage':<6}{'layers':<12}{'content':<{wc}}{'in flight':>10}{'act/mb':>9}{'act':>9}"
-                 f"{'weights':>9}{'grads':>9}{'optim':>9}{'total':>9}")
+                 f"{'weights':>9}{'grads':>9}{'optim':>9}" + (f"{'runtime':>9}" if runtime else "") + f"{'total':>9}")
     for e, content in zip(every, contents):
         st = e.stage
         layers = st.label.replace("layers ", "").replace("layer ", "")
@@ -280,7 +281,7 @@ def render_all(every, worst, device=None) -> str:
         lines.append(f"{'*' if e.stage.index == worst else ' '} {st.index:<6}{layers:<12}{content:<{wc}}{fl:>10}"
                      f"{fmt_gib(b['activations_per_microbatch']):>9}{fmt_gib(b['activations']):>9}"
                      f"{fmt_gib(b['weights']):>9}{fmt_gib(b['gradients']):>9}{fmt_gib(b['optimizer']):>9}"
-                     f"{fmt_gib(b['total']):>9}")
+                     + (f"{fmt_gib(b['runtime']):>9}" if runtime else "") + f"{fmt_gib(b['total']):>9}")
     w = every[worst]
     lines += ["", f"* most-loaded: stage {worst} ({fmt_gib(w.bytes['total'])} GiB allocated; with Sec. 6 overheads "
                   f"{fmt_gib(w.overheads['low']['peak'])} - {fmt_gib(w.overheads['high']['peak'])} GiB)"]
@@ -319,8 +320,10 @@ def render_text(est) -> str:
         "",
         f"{'bytes on the device':<28}{'bytes':>{wb}}{'GiB':>{wg}}  term",
     ]
-    for k in ("weights", "gradients", "optimizer", "activations"):
-        lines.append(f"  {k:<26}{fmt_int(est.bytes[k]):>{wb}}{fmt_gib(est.bytes[k]):>{wg}}  {est.term_ids[k]}")
+    for k in ("weights", "gradients", "optimizer", "activations", "runtime"):
+        if k in est.bytes:
+            label = "runtime buffers" if k == "runtime" else k
+            lines.append(f"  {label:<26}{fmt_int(est.bytes[k]):>{wb}}{fmt_gib(est.bytes[k]):>{wg}}  {est.term_ids[k]}")
     lines.append(f"  {'total':<26}{fmt_int(est.bytes['total']):>{wb}}{fmt_gib(est.bytes['total']):>{wg}}")
     lines.append(f"  {'(one MoE layer, act.)':<26}{fmt_int(est.bytes['activations_per_layer']):>{wb}}"
                  f"{fmt_gib(est.bytes['activations_per_layer']):>{wg}}  {est.term_ids['activations_per_layer']}")

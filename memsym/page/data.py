@@ -259,6 +259,8 @@ def options() -> Dict:
     from derivations.recipes import RECIPES
     from derivations import hfconfig
     from derivations.notation import EXTENSION_DEFAULTS, PAPER_BYTES
+    from derivations.runtime import buffers_term
+    from symbolic.numeric import exact
     lay, tr = cfg.Layout(), cfg.Training()
 
     def jsonable(v):
@@ -287,6 +289,9 @@ def options() -> Dict:
         "recipes": {k: {"description": r.description, "options": {kk: jsonable(vv) for kk, vv in r.options.items()},
                         "device": list(r.device) if r.device else None} for k, r in RECIPES.items()},
         "gib": cfg.GiB,
+        # --runtime-buffers: the per-device runtime buffers' bytes of each value (derivations/runtime.py)
+        "runtime_buffers": {v: _q(exact(buffers_term(v), {})) for v in cfg.CONVENTION_SWITCHES["runtime_buffers"].values
+                            if v != "none"},
     }
 
 

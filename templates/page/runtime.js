@@ -319,6 +319,12 @@ function estimateStage(m, lay, t, index, all) {
   }
   bytes.activations = act;
   bytes.total = Q.add(bytes.weights, bytes.gradients, bytes.optimizer, bytes.activations);
+  const rb = t.conventions.runtime_buffers;  // per-device runtime buffers (derivations/runtime.py)
+  if (rb && rb !== "none") {
+    bytes.runtime = Q.parse(DATA.options.runtime_buffers[rb]);
+    ids.runtime = `runtime.buffers.${rb}`;
+    bytes.total = Q.add(bytes.total, bytes.runtime);
+  }
   bytes.activations_per_microbatch = perMb;
   const kv = kindValues(kept, subs);
   const lc = DATA.composition.layer;

@@ -188,7 +188,7 @@ function modelOf(a) {
 }
 
 // ----------------------------------------------------------------------------- rendering
-const COLORS = { weights: "#4e79a7", gradients: "#f28e2b", optimizer: "#59a14f", activations: "#e15759" };
+const COLORS = { weights: "#4e79a7", gradients: "#f28e2b", optimizer: "#59a14f", activations: "#e15759", runtime: "#76b7b2" };
 const math = (inner) => `<math display="inline">${inner}</math>`;
 function valueCells(key, q) {
   return `<td class="num" id="v-${key}" data-exact="${Q.str(q)}">${fmtInt(q)}</td><td class="num" id="g-${key}">${fmtGiB(q)}</td>`;
@@ -228,7 +228,8 @@ function render(m, t, est, gpu) {
   }
   const actId = t.schedule ? "n_fl x act.stage (held at the peak)" : "act.stage (one micro-batch)";
   html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.activations}"></span>activations</th><td><code>${actId}</code></td><td class="formula"><div class="scroll">${actFormula(est.kept)}</div></td>${valueCells("bytes-activations", b.activations)}</tr>`;
-  html += `<tr class="total"><th scope="row">total</th><td></td><td class="formula">${math("<mi>weights</mi><mo>+</mo><mi>gradients</mi><mo>+</mo><mi>optimizer</mi><mo>+</mo><mi>activations</mi>")}</td>${valueCells("bytes-total", b.total)}</tr>`;
+  if (b.runtime !== undefined) html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.runtime}"></span>runtime buffers</th><td><code>${esc(est.ids.runtime)}</code></td><td class="formula">cuBLAS workspaces (derivations/runtime.py)</td>${valueCells("bytes-runtime", b.runtime)}</tr>`;
+  html += `<tr class="total"><th scope="row">total</th><td></td><td class="formula">${math("<mi>weights</mi><mo>+</mo><mi>gradients</mi><mo>+</mo><mi>optimizer</mi><mo>+</mo><mi>activations</mi>" + (b.runtime !== undefined ? "<mo>+</mo><mi>runtime</mi>" : ""))}</td>${valueCells("bytes-total", b.total)}</tr>`;
   if (t.schedule) html += `<tr><th scope="row">one micro-batch, act.</th><td><code>act.stage</code></td><td></td>${valueCells("bytes-activations_per_microbatch", b.activations_per_microbatch)}</tr>`;
   html += `<tr><th scope="row">one MoE layer, act.</th><td><code>act.layer</code></td><td class="formula">${math("<msup><mi>M</mi><mi>A</mi></msup><mo>+</mo><msup><mi>M</mi><mi>E</mi></msup>")}</td>${valueCells("bytes-activations_per_layer", b.activations_per_layer)}</tr>`;
   html += "</tbody></table>";
@@ -241,7 +242,8 @@ function render(m, t, est, gpu) {
 function bar(b, hbm, hi) {
   const W = 760, H = 54, scale = Math.max(Q.float(hi), Q.float(hbm));
   let x = 0, svg = `<svg id="bar" role="img" aria-label="stacked bar of the components against the GPU" width="${W + 20}" height="${H + 40}" viewBox="0 0 ${W + 20} ${H + 40}">`;
-  for (const k of ["weights", "gradients", "optimizer", "activations"]) {
+  for (const k of ["weights", "gradients", "optimizer", "activations", "runtime"]) {
+    if (b[k] === undefined) continue;
     const w = Q.float(b[k]) / scale * W;
     svg += `<rect x="${10 + x}" y="10" width="${Math.max(w, 0)}" height="${H - 20}" fill="${COLORS[k]}"><title>${k}: ${fmtGiB(b[k])} GiB</title></rect>`;
     if (w > 60) svg += `<text x="${10 + x + 4}" y="${H / 2 + 4}" fill="#fff" font-size="12">${k} ${fmtGiB(b[k], 1)}</text>`;

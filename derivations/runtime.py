@@ -1,0 +1,42 @@
+"""Runtime buffers a training framework allocates on every device (extension; ``--runtime-buffers``).
+
+Beyond model states and activations, Megatron-Core with Transformer Engine keeps cuBLAS
+workspaces allocated through PyTorch's caching allocator (so counted by
+``torch.cuda.memory_stats()["allocated_bytes.all.peak"]``) for the whole run:
+
+  TE GEMM workspace        transformer_engine/pytorch/cpp_extensions/gemm.py: get_cublas_workspace
+                           (lru_cache per device): get_cublas_workspace_size_bytes(), 32 MiB + 1 KiB on
+                           Hopper (sm >= 90; "32 MiB for NVFP4 GEMM, plus 1024 B for alignment")
+  TE grouped-GEMM          the same, one per cuBLAS stream (tex.get_num_cublas_streams(), 4 by default)
+  workspaces               for general_grouped_gemm (--moe-grouped-gemm, which Megatron-LM's MoE recipes
+                           and every recorded run use)
+  PyTorch cuBLAS workspace one per (handle, stream), CUDACachingAllocator (CublasHandlePool.cpp
+                           getNewWorkspace): 32 MiB on Hopper (CUBLAS_WORKSPACE_CONFIG :4096:8, which
+                           Megatron-LM's deterministic mode sets)
+
+Constant bytes per device: 5 (2^25 + 2^10) + 2^25.  On other GPUs TE's workspace is 4 MiB; NCCL's
+buffers are allocated outside the caching allocator and are not counted here (Sec. 6's M_buf).
+"""
+from __future__ import annotations
+
+from symbolic.term import Part, Term
+
+TE_GEMM = "Transformer Engine 2.x transformer_engine/pytorch/cpp_extensions/gemm.py: get_cublas_workspace"
+TORCH_CUBLAS = "PyTorch aten/src/ATen/cuda/CublasHandlePool.cpp: getNewWorkspace (CUBLAS_WORKSPACE_CONFIG :4096:8)"
+TE_WORKSPACE = 2 ** 25 + 2 ** 10
+TE_GROUPED_STREAMS = 4
+TORCH_WORKSPACE = 2 ** 25
+
+
+def buffers_term(value: str) -> Term:
+    """``runtime.buffers.<value>``: the runtime buffers of ``--runtime-buffers`` (te), in bytes."""
+    if value != "te":
+        raise ValueError(f"no runtime buffers term for {value!r}")
+    return Term("runtime.buffers.te", "runtime buffers on every device: the cuBLAS workspaces of Transformer "
+                                      "Engine and PyTorch (Hopper)", "bytes",
+                "extension: " + TE_GEMM + "; " + TORCH_CUBLAS,
+                (Part("te_gemm", "TE GEMM workspace, 32 MiB + 1 KiB", (TE_WORKSPACE,), provenance=TE_GEMM),
+                 Part("te_grouped", "TE grouped-GEMM workspaces, one per cuBLAS stream (4)",
+                      (TE_GROUPED_STREAMS, TE_WORKSPACE), provenance=TE_GEMM),
+                 Part("torch_cublas", "PyTorch cuBLAS workspace, 32 MiB", (TORCH_WORKSPACE,),
+                      provenance=TORCH_CUBLAS)))
