@@ -142,7 +142,8 @@ def test_every_run_evaluates_with_the_json_keys(results):
         assert r["predicted_bytes"] > 0
         assert abs(r["ratio"] - r["predicted_bytes"] / r["measured_bytes"]) < 1e-12
         c = r["components"]
-        assert c["total"] == c["weights"] + c["gradients"] + c["optimizer"] + c["activations"]
+        assert c["total"] == c["weights"] + c["gradients"] + c["optimizer"] + c["activations"] + c["runtime"]
+        assert c["runtime"] == (201_331_712 if r["conventions"]["preset"] == "mcore-te" else 0)  # 5 x TE's + torch's
 
 
 def test_each_prediction_is_its_estimate_command(capsys, results):
