@@ -262,11 +262,13 @@ def mtp_stage_shift(model: cfg.ModelSpec, pp: int, dense: int, moe: int, embeddi
     MoE transformer layer (its eh_proj and norms are not counted), and when PP > 1 that stage keeps its
     own copy of the word embedding (``if self.pre_process or self.mtp_process: self.embedding = ...``),
     a second v x h matrix unless the embeddings are tied (the output layer then uses that copy, which
-    memsym counts as the head).  Every weight term is linear in the composition, so the shift is exact."""
+    memsym counts as the head) or the device already holds the embedding (DualPipe's rank 0).  Every weight term is linear in the composition, so the shift is exact."""
     if not mtp or not head:
         return dense, moe, embedding, head
-    copy = 0 if model.tie_word_embeddings or pp == 1 else head
-    return dense, moe + model.mtp_layers * head, embedding + copy * (1 if model.mtp_layers else 0), head
+    # no copy when the device already holds the embedding (PP = 1, or DualPipe's rank 0 holding stages 0 and
+    # PP - 1: the embedding and head are shared there, DeepSeek-V3 report Sec. 3.2.1)
+    copy = 0 if model.tie_word_embeddings or pp == 1 or embedding or not model.mtp_layers else head
+    return dense, moe + model.mtp_layers * head, embedding + copy, head
 
 
 def split_params(reg, side: WeightSide, subs) -> Tuple[Fraction, Fraction]:
@@ -331,7 +333,7 @@ def describe(name: str, value) -> str:
     if name == "bytes_per_param":
         return f"--bytes-per-param {value}" + ("" if value == "paper" else " (the paper: 2/4/4/2/2)")
     if name == "mtp":
-        return "--mtp" if value else "no MTP layer counted"
+        return "--mtp (the paper: no MTP parameters counted)" if value else "no MTP layer counted"
     spec = cfg.CONVENTION_SWITCHES[name]
     return f"{spec.option} {value}" + ("" if value == spec.default else f" (the paper: {spec.paper})")
 

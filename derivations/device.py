@@ -196,6 +196,10 @@ def _virtual_peak(model, layout, training, comp, var):
     layer_bytes = [at(replace(c, head=False)) for c in chunks]
     head = at(replace(chunks[-1], dense=0, moe=0, embedding=False)) if chunks[-1].head else Fraction(0)
     m = training.microbatches or 4 * layout.pp  # steady state: the order repeats every PP V chunk-forwards
+    if m % layout.pp:
+        raise cfg.ConfigError("virtual-layers", f"--virtual-layers simulates Megatron's interleaved order, which runs "
+                                                f"micro-batches in groups of PP={layout.pp}: --microbatches must be a "
+                                                f"multiple of PP, got {m}")
     v = len(chunks)
     best, best_state = None, None
     for state in schedules.interleaved_order(layout.pp, v, m, comp.index):

@@ -344,7 +344,8 @@ def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = Non
     b, over = est.bytes, est.overheads
     if run.kind == "max_allocated":
         predicted, low, high = b["total"], b["total"], b["total"]
-        compared = "allocated total (model states + activations held at the peak), no allocator overheads"
+        compared = ("allocated total (model states + activations held at the peak"
+                    + (" + runtime buffers" if "runtime" in b else "") + "), no allocator overheads")
     elif run.kind in ("reserved", "nvidia_smi"):
         predicted, low, high = over["low"]["peak"], over["low"]["peak"], over["high"]["peak"]
         compared = "peak with the Sec. 6 allocator overheads: low end (5%, 0.8 GiB); high end (30%, 2 GiB) as range"

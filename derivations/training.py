@@ -189,8 +189,8 @@ def validate_training(t: Training) -> None:
             raise ConfigError("vpp", f"the interleaved schedule needs --vpp V >= 2, got {t.vpp}")
     if t.virtual_layers is not None:
         if t.schedule != "interleaved":
-            raise ConfigError("virtual-layers", f"--virtual-layers applies to --schedule interleaved only, got "
-                                                f"schedule {t.schedule}")
+            raise ConfigError("virtual-layers", "--virtual-layers applies to --schedule interleaved only, got "
+                                                + (f"--schedule {t.schedule}" if t.schedule else "no --schedule"))
         if len(t.virtual_layers) > LAYERS or any(isinstance(x, bool) or not isinstance(x, int) or x < 0
                                                  for x in t.virtual_layers):
             raise ConfigError("virtual-layers", f"--virtual-layers needs at most {LAYERS} non-negative layer counts, "

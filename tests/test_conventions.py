@@ -322,3 +322,11 @@ def test_runtime_buffers_are_the_cublas_workspaces(capsys):
     assert "runtime" not in off["bytes"] and off["bytes"]["total"] == te["bytes"]["total"] - want
     assert "runtime" not in run_json(capsys, "estimate", "--conventions", "mcore")["bytes"]
     assert "runtime" not in run_json(capsys, "estimate")["bytes"]
+
+
+def test_mtp_under_dualpipe_adds_no_second_embedding(capsys):
+    """DualPipe's rank 0 holds stages 0 and PP - 1: the embedding is already there (shared with the MTP
+    module, DeepSeek-V3 report Sec. 3.2.1), so --mtp adds one MoE layer's parameters only."""
+    argv = ["estimate", "--schedule", "dualpipe", "--microbatches", "32", "--stage", "0"]
+    one_moe = run_json(capsys, "estimate", "--stage", "1")["params"]["total"] // 4
+    assert run_json(capsys, *argv, "--mtp")["params"]["total"] - run_json(capsys, *argv)["params"]["total"] == one_moe

@@ -179,3 +179,70 @@ def test_schedule_options_validate():
               cfg.Training(microbatches=4), cfg.Training(schedule="gpipe")):
         with pytest.raises(cfg.ConfigError):
             cfg.validate_training(t)
+
+
+def _megatron_schedules():
+    try:
+        from megatron.core.pipeline_parallel import schedules as ms
+    except Exception:  # the trace extra (megatron-core) is not installed
+        return None
+    return ms
+
+
+@pytest.mark.skipif(_megatron_schedules() is None, reason="needs megatron-core (pip install 'memsym[trace]')")
+def test_interleaved_order_is_megatron_cores_own_table():
+    """schedules.interleaved_order against Megatron-Core's own functions (pipeline_parallel/schedules.py:
+    get_schedule_table for the forward order, the backward chunk V-1 - chunk as get_model_chunk_id,
+    get_pp_rank_microbatches for the warm-up), for every rank, at every m Megatron accepts (multiples of PP)."""
+    from types import SimpleNamespace
+    ms = _megatron_schedules()
+    for pp in (2, 3, 4):
+        for v in (2, 3, 4):
+            for m in (pp, 2 * pp, 3 * pp):
+                table = ms.get_schedule_table(m, v, pp)
+                for rank in range(pp):
+                    comm = SimpleNamespace(pp_group=SimpleNamespace(size=lambda: pp, rank=lambda r=rank: r),
+                                           virtual_pipeline_model_parallel_size=v)
+                    total, _, warm, _ = ms.get_pp_rank_microbatches(m, v, pp, p2p_communicator=comm)
+                    held, states, b_ = [0] * v, [], 0
+                    for f in range(total):
+                        held[table[f][1]] += 1
+                        states.append(tuple(held))
+                        if f + 1 > warm:
+                            held[v - 1 - table[b_][1]] -= 1
+                            b_ += 1
+                    assert schedules.interleaved_order(pp, v, m, rank) == states, (pp, v, m, rank)
+
+
+def test_virtual_layers_peak_is_the_hand_counted_state():
+    """--virtual-layers 3,2,2,2,2,2,2,1 (Megatron's Et*3|(tt|)*6tmL) at PP 2, V 4, m 4: rank 1's chunks hold
+    2, 2, 2 and 1 layers; after its 7 warm-up forwards it holds chunks 0-2 twice and chunk 3 (with the
+    head, loss and MTP module) once: 13 layer-micro-batches and the head once.  Expected from the
+    no-schedule estimate of the same stage (7 MoE layers L each, and the head H outside them)."""
+    from dataclasses import replace as dreplace
+    from derivations.conventions import with_preset, with_switch
+    model = cfg.load_model("paper/models/mcore-proxy-h1024-l16-d3-mtp1.json")
+    lay = cfg.Layout(dp=2, tp=2, pp=2, ep=4, etp=1, sp=2, layers_per_stage=(9, 7))
+    base = with_switch(with_preset(cfg.Training(mbs=4, seq=4096), "mcore-te"), "mtp_activations", "last-stage")
+    plain = estimate(model, lay, base, 1)
+    L = {r[2] for r in plain.by_layer}
+    assert len(L) == 1 and len(plain.by_layer) == 7
+    L, H = L.pop(), plain.outside_layers
+    tr = dreplace(base, schedule="interleaved", vpp=4, microbatches=4, virtual_layers=(3, 2, 2, 2, 2, 2, 2, 1))
+    est = estimate(model, lay, tr, 1)
+    assert est.bytes["activations"] == 13 * L + H
+    assert [n for _, n in est.chunks] == [2, 2, 2, 1] and est.head_inflight == 1
+    assert est.inflight == Fraction(13, 7)
+    with pytest.raises(cfg.ConfigError, match="multiple of PP"):
+        estimate(model, lay, dreplace(tr, microbatches=3), 1)
+    with pytest.raises(cfg.ConfigError, match="PP x V"):
+        estimate(model, lay, dreplace(tr, virtual_layers=(3, 2, 2, 2, 2, 2, 3)), 1)
+    with pytest.raises(cfg.ConfigError, match="contiguous"):      # rank 0 would hold 2 of the 3 dense layers
+        estimate(model, lay, dreplace(tr, virtual_layers=(2, 3, 2, 2, 2, 2, 2, 1)), 0)
+
+
+def test_fit_and_sensitivity_refuse_virtual_layers(capsys):
+    for cmd in (["fit", "--hbm", "80GiB"], ["sensitivity"]):
+        assert main(cmd + ["--schedule", "interleaved", "--vpp", "2", "--pp", "2",
+                           "--virtual-layers", "30,30,1,0"]) == 2
+        assert "no closed form" in capsys.readouterr().err

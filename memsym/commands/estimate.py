@@ -261,7 +261,7 @@ def render_all(every, worst, device=None) -> str:
     lines = [f"memsym estimate: {e0.model.name}, every stage of PP={lay.pp}; layout DP={lay.dp} TP={lay.tp} "
              f"PP={lay.pp} EP={lay.ep} ETP={lay.etp} SP={lay.SP} CP={lay.cp}; ZeRO {tr.zero} "
              f"({cfg.ZERO_NAMES[tr.zero]}); {_policy(tr)}; b={tr.mbs} s={tr.seq}",
-             f"activations: {'held at the peak = in-flight x per micro-batch' if tr.schedule else 'one micro-batch'} "
+             f"activations: {'held at the peak = in-flight x per micro-batch (interleaved: the head, loss and MTP modules once)' if tr.schedule == 'interleaved' else ('held at the peak = in-flight x per micro-batch' if tr.schedule else 'one micro-batch')} "
              f"({e0.term_ids['activations']}); GiB",
              "",
              ]
@@ -351,9 +351,18 @@ def _schedule_lines(est) -> list:
     wg = max(10, 2 + max(len(fmt_gib(v)) for v in b.values()))
     lines = [f"  {'(one micro-batch, act.)':<26}{fmt_int(b['activations_per_microbatch']):>{wb}}"
              f"{fmt_gib(b['activations_per_microbatch']):>{wg}}  {est.term_ids['activations_per_microbatch']}"]
-    parts = " + ".join(f"{fmt_int(n)} of stage {c.index}" for c, n in est.chunks)
-    lines.append(f"  schedule {TITLES[est.training.schedule]}: {count(est.inflight, 'micro-batch', 'micro-batches')} in flight at "
-                 f"the peak ({parts}); activations = n_fl x one micro-batch's")
+    if est.virtual:  # Megatron's virtual stages (--virtual-layers): each chunk's own count
+        parts = " + ".join(f"{fmt_int(n)} of chunk {j} ({c.label})" for j, (c, n) in enumerate(est.chunks))
+        how = "activations = each chunk's in-flight micro-batches x its layers' activations (the largest state of the order)"
+        what = f"{fmt_int(est.inflight)} micro-batches of the stage's layers (layer-weighted)"
+    else:
+        parts = " + ".join(f"{fmt_int(n)} of stage {c.index}" for c, n in est.chunks)
+        how = "activations = n_fl x one micro-batch's" + (" layers" if est.head_inflight is not None else "")
+        what = count(est.inflight, 'micro-batch', 'micro-batches')
+    if est.head_inflight is not None:
+        how += (f", plus the head, loss and MTP modules held for {count(est.head_inflight, 'micro-batch', 'micro-batches')} "
+                f"(the last rank's last chunk)")
+    lines.append(f"  schedule {TITLES[est.training.schedule]}: {what} in flight at the peak ({parts}); {how}")
     if len(est.held) > 1:
         other = est.held[1]
         lines.append(f"  DualPipe: this device also holds stage {other.index} ({other.label}: {_content(other)}); "
@@ -445,6 +454,14 @@ def explain_params(est) -> list:
     if st.head:
         pn.append(f"head {val('static.head')} (v h / TP)")
     mats = lambda tag: ", ".join(p.key.replace("_", "^", 1) for p in t["params.mla"].parts if tag in p.tags)
+    mtp_note = []
+    if est.training.conventions.mtp and st.head and m.mtp_layers:  # conventions.mtp_stage_shift
+        from derivations.conventions import mtp_stage_shift
+        _, moe2, emb2, _ = mtp_stage_shift(m, lay.pp, st.dense, st.moe, int(st.embedding), 1, True)
+        mtp_note = [f"  --mtp: + {m.mtp_layers} MTP module{'s' * (m.mtp_layers != 1)} on this last stage, each counted "
+                    f"as one more MoE layer (MLA + LN in P_n, experts in P_m)"
+                    + (f", + the embedding copy {val('static.embedding')} (v h / TP) Megatron-Core keeps there"
+                       if emb2 > int(st.embedding) else "")]
     lines = ["  P_n = " + " + ".join(pn),
              f"        MLA: {mats('tp_split')} split by TP={lay.tp}; {mats('replicated')} and LN replicated"]
     if st.moe:
@@ -458,4 +475,4 @@ def explain_params(est) -> list:
                      f"{fmt_int(expert / lay.etp)} + N_s = {m.N_s} shared expert{'s' * (m.N_s != 1)} x {shared}")
     else:
         lines.append("  P_m = 0 (no MoE layer on this stage)")
-    return lines
+    return lines + mtp_note

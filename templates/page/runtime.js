@@ -301,7 +301,8 @@ function estimateStage(m, lay, t, index, all) {
     dev.e_H = Q.n(held.reduce((a, c) => a + (c.head ? 1 : 0), 0));
     if (t.conventions.mtp && held.some((c) => c.head)) {  // conventions.mtp_stage_shift: the MTP modules on the last stage
       const heads = held.reduce((a, c) => a + (c.head ? 1 : 0), 0);
-      const copy = (m.tie_word_embeddings || lay.pp === 1 || !m.mtp_layers) ? 0 : heads;
+      const holdsEmbedding = held.some((c) => c.embedding);
+      const copy = (m.tie_word_embeddings || lay.pp === 1 || !m.mtp_layers || holdsEmbedding) ? 0 : heads;
       dev.L_m = Q.add(dev.L_m, Q.n(m.mtp_layers * heads));
       dev.e_E = Q.add(dev.e_E, Q.n(copy));
     }
