@@ -330,3 +330,12 @@ def test_mtp_under_dualpipe_adds_no_second_embedding(capsys):
     argv = ["estimate", "--schedule", "dualpipe", "--microbatches", "32", "--stage", "0"]
     one_moe = run_json(capsys, "estimate", "--stage", "1")["params"]["total"] // 4
     assert run_json(capsys, *argv, "--mtp")["params"]["total"] - run_json(capsys, *argv)["params"]["total"] == one_moe
+
+
+def test_ce_backward_cast_is_one_logits_gradient_on_the_last_stage(capsys):
+    """--ce-backward cast adds B_a b s v / (TP CP) on the last stage only: DeepSeek-V3, b 1, s 4096,
+    v 129,280, TP 2: 2 x 4096 x 129,280 / 2 bytes."""
+    at = lambda stage, v: run_json(capsys, "estimate", "--conventions", "mcore-te", "--stage", stage,
+                                   "--ce-backward", v)["bytes"]["activations"]
+    assert at("15", "cast") - at("15", "none") == 2 * 4096 * 129280 // 2 == 529_530_880
+    assert at("1", "cast") == at("1", "none")
