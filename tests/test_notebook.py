@@ -45,6 +45,22 @@ def test_one_executed_notebook_per_section(published, ctx):
         assert nb.metadata.kernelspec.name == "python3"
 
 
+def test_html_alone_needs_no_kernel_and_matches_the_executed_notebooks(published, ctx, tmp_path, monkeypatch):
+    """--format html without ipynb fills the cells' outputs from the report's own blocks (IPython's
+    display formatter, no kernel): the notebooks and their HTML equal the executed ones byte for byte."""
+    out, _ = published
+    monkeypatch.setattr(nbm.Kernel, "start", lambda self, warm="": pytest.fail("a kernel was started"))
+    rp.publish(ctx, tmp_path, ("html",))
+    plan = rp.outline_report(ctx)
+    done = rp.complete_report(ctx, plan)
+    for outline, section in zip(plan.sections, done.sections):
+        stem = nbm.stem(outline)
+        assert (tmp_path / f"{stem}.html").read_bytes() == (out / f"{stem}.html").read_bytes(), stem
+        nb = nbm.build_notebook(ctx, plan, outline, computed=section.blocks)
+        assert nbm.to_ipynb(nb) == (out / f"{stem}.ipynb").read_text(), stem
+    assert (tmp_path / "report.html").read_bytes() == (out / "report.html").read_bytes()
+
+
 def _outputs(path, mime):
     nb = nbformat.read(path, as_version=4)
     return "\n".join(o.get("data", {}).get(mime, "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)

@@ -1,8 +1,10 @@
 """Publishing: every requested format rendered in memory, then written atomically.
 
 Files: ``report.tex`` / ``.md`` / ``.html`` / ``.pdf`` and one notebook per section,
-``report-NN-<section>.ipynb`` (``ipynb``) and its HTML (``html``).  Notebooks execute in
-one kernel in a background thread while this process builds the report.
+``report-NN-<section>.ipynb`` (``ipynb``) and its HTML (``html``).  For ``ipynb`` the notebooks
+execute in one kernel in a background thread while this process builds the report; for ``html``
+alone no kernel runs: the cells' outputs are the blocks this process computed, formatted as the
+kernel formats them (:func:`memsym.report.notebook.build_notebook`), so the HTML is the same.
 """
 from __future__ import annotations
 
@@ -102,6 +104,7 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
     kernel = None
     if any(f in formats for f in NOTEBOOK_FORMATS):
         require_report(formats)
+    if "ipynb" in formats:   # executed notebooks; HTML alone shows the outputs computed here (no kernel)
         from . import notebook as nbm
         say("starting a kernel and laying out the notebooks")
         kernel = nbm.Kernel().start(warm=nbm.warm_source(ctx))  # it boots while the report is laid out
@@ -149,12 +152,22 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
     report = complete_report(ctx, plan, progress=lambda m: say("  " + m))
     if "html" in formats and run is not None:
         report.notebooks = run.links()
+    elif "html" in formats:
+        from . import notebook as nbm
+        report.notebooks = tuple((nbm.stem(s), s.key) for s in plan.sections if s.notebook)
     for fmt in ("tex", "md", "html"):
         if fmt in formats or (fmt == "tex" and "pdf" in formats):
             say(f"rendering report.{fmt}")
             outputs[f"report.{fmt}"] = rendering.render(report, fmt)
     if "pdf" in formats:                        # pdflatex runs while the kernel works
         _add_pdf(out, outputs, result, say)
+    if run is None and "html" in formats:       # the notebooks' outputs from the blocks computed above
+        from . import notebook as nbm
+        for outline, done in zip(plan.sections, report.sections):
+            if outline.notebook:
+                say(f"converting notebook {nbm.stem(outline)}")
+                nb = nbm.build_notebook(ctx, plan, outline, computed=done.blocks)
+                outputs[f"{nbm.stem(outline)}.html"] = nbm.to_html(nb, nbm.stem(outline))
     if run is not None:
         from . import notebook as nbm
         if "html" in formats:
