@@ -19,10 +19,10 @@ from symbolic.files import write_atomic  # noqa: F401  (re-exported: memsym.repo
 from symbolic.files import write_tree
 from symbolic.render import count
 
-from . import rendering
+from . import cached, rendering
 from .extras import NOTEBOOK_FORMATS, require_report
 from .pdf import TEX_ENGINES, PdfError, compile_pdf, find_tex_engine
-from .sections import complete_report, outline_report
+from .sections import outline_report
 
 FORMATS = ("tex", "md", "html", "ipynb", "pdf")
 DEFAULT_FORMATS = FORMATS
@@ -149,7 +149,7 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
                 result: Published, say) -> None:
     """The rendering half of :func:`publish`: report formats, PDF, notebooks as they finish."""
     say(f"building the report ({ctx.model.name}, stage {ctx.stage.index})")
-    report = complete_report(ctx, plan, progress=lambda m: say("  " + m))
+    report = cached.complete_report(ctx, plan, progress=lambda m: say("  " + m))
     if "html" in formats and run is not None:
         report.notebooks = run.links()
     elif "html" in formats:
@@ -162,12 +162,7 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
     if "pdf" in formats:                        # pdflatex runs while the kernel works
         _add_pdf(out, outputs, result, say)
     if run is None and "html" in formats:       # the notebooks' outputs from the blocks computed above
-        from . import notebook as nbm
-        for outline, done in zip(plan.sections, report.sections):
-            if outline.notebook:
-                say(f"converting notebook {nbm.stem(outline)}")
-                nb = nbm.build_notebook(ctx, plan, outline, computed=done.blocks)
-                outputs[f"{nbm.stem(outline)}.html"] = nbm.to_html(nb, nbm.stem(outline))
+        outputs.update(cached.notebook_html(ctx, plan, report, lambda: _notebooks_html(ctx, plan, report, say)))
     if run is not None:
         from . import notebook as nbm
         if "html" in formats:
@@ -177,6 +172,18 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
                 outputs[f"{stem}.ipynb"] = nbm.to_ipynb(nb)
             if "html" in formats:
                 outputs[f"{stem}.html"] = nbm.to_html(nb, stem)
+
+
+def _notebooks_html(ctx, plan, report, say) -> Dict[str, str]:
+    """{``report-NN-<section>.html``: HTML} of the notebooks, their outputs from ``report``'s blocks."""
+    from . import notebook as nbm
+    out = {}
+    for outline, done in zip(plan.sections, report.sections):
+        if outline.notebook:
+            say(f"converting notebook {nbm.stem(outline)}")
+            nb = nbm.build_notebook(ctx, plan, outline, computed=done.blocks)
+            out[f"{nbm.stem(outline)}.html"] = nbm.to_html(nb, nbm.stem(outline))
+    return out
 
 
 def _add_pdf(out: Path, outputs: Dict[str, object], result: Published, say) -> None:

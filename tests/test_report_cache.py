@@ -1,0 +1,108 @@
+"""The report's on-disk cache (memsym.report.cached): cached, uncached and rebuilt outputs are identical."""
+import os
+import pickle
+
+import pytest
+
+from derivations import notation as nt
+from memsym import report as rp
+from memsym.report import cached
+from symbolic import cache
+
+FORMATS = ("tex", "md", "html")
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    return rp.Context.create()
+
+
+def _files(out):
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+
+
+def _publish(ctx, out, formats=FORMATS):
+    rp.publish(ctx, out, formats)
+    return _files(out)
+
+
+@pytest.fixture(scope="module")
+def uncached(ctx, tmp_path_factory):
+    """The outputs with the cache off: what every cached run must write byte for byte."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MEMSYM_CACHE", "0")
+    try:
+        return _publish(ctx, tmp_path_factory.mktemp("off"))
+    finally:
+        mp.undo()
+
+
+def _entries(root):
+    folder = root / cached.KIND
+    return sorted(folder.glob("*.pickle")) if folder.is_dir() else []
+
+
+def test_cold_and_warm_cache_write_the_uncached_outputs(ctx, uncached, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path / "cache"))
+    assert _publish(ctx, tmp_path / "cold") == uncached
+    entries = _entries(tmp_path / "cache")
+    assert len(entries) == 2                      # the computed report and its notebooks' HTML
+    assert _publish(ctx, tmp_path / "warm") == uncached
+    assert _entries(tmp_path / "cache") == entries
+
+
+def test_warm_cache_computes_nothing(ctx, uncached, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path / "cache"))
+    _publish(ctx, tmp_path / "cold")
+    from memsym.report import notebook, sections
+    monkeypatch.setattr(sections, "complete_report", lambda *a, **k: pytest.fail("the report was recomputed"))
+    monkeypatch.setattr(notebook, "to_html", lambda *a, **k: pytest.fail("a notebook was converted again"))
+    assert _publish(ctx, tmp_path / "warm") == uncached
+
+
+@pytest.mark.parametrize("garbage", [b"", b"not a pickle", pickle.dumps({"report": 1}), pickle.dumps(None)])
+def test_an_unreadable_or_foreign_entry_is_ignored_and_rebuilt(ctx, uncached, tmp_path, monkeypatch, garbage):
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path / "cache"))
+    _publish(ctx, tmp_path / "cold")
+    for path in _entries(tmp_path / "cache"):
+        path.write_bytes(garbage)
+    assert _publish(ctx, tmp_path / "again") == uncached
+    for path in _entries(tmp_path / "cache"):     # rebuilt: loads as the right value again
+        assert pickle.loads(path.read_bytes()) is not None
+
+
+def test_tex_and_md_alone_match_the_uncached_outputs(ctx, uncached, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path / "cache"))
+    for run in ("cold", "warm"):
+        files = _publish(ctx, tmp_path / run, ("tex", "md"))
+        assert files == {k: v for k, v in uncached.items() if k in ("report.tex", "report.md")}
+
+
+def test_a_context_changed_by_hand_is_not_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path / "cache"))
+    ctx = rp.Context.create()
+    plan = rp.outline_report(ctx)
+    assert cached.report_key(ctx, plan) is not None
+    ctx.subs[nt.s] = 8192                          # what a notebook user does
+    assert cached.report_key(ctx, plan) is None
+    rep = cached.complete_report(ctx, plan)
+    assert not _entries(tmp_path / "cache")
+    setting = next(s for s in rep.sections if s.key == "setting")
+    assert setting.blocks == rp.complete_report(ctx, plan).sections[0].blocks
+
+
+def test_the_key_follows_the_configuration(ctx):
+    other = rp.Context.create(stage=2)
+    assert cached.report_key(ctx, rp.outline_report(ctx)) != cached.report_key(other, rp.outline_report(other))
+
+
+def test_tree_digest_sees_every_file(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "m.json").write_text("{}")
+    first = cache.tree_digest(tmp_path)
+    (tmp_path / "data" / "m.json").write_text('{"h": 1}')
+    second = cache.tree_digest(tmp_path)
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "a.pyc").write_bytes(os.urandom(8))
+    assert first != second == cache.tree_digest(tmp_path)
