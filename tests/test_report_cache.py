@@ -46,7 +46,7 @@ def test_cold_and_warm_cache_write_the_uncached_outputs(ctx, uncached, tmp_path,
     monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path / "cache"))
     assert _publish(ctx, tmp_path / "cold") == uncached
     entries = _entries(tmp_path / "cache")
-    assert len(entries) == 2                      # the computed report and its notebooks' HTML
+    assert len(entries) == 4     # the computed report, its notebooks' HTML, the two configuration-free tables
     assert _publish(ctx, tmp_path / "warm") == uncached
     assert _entries(tmp_path / "cache") == entries
 
@@ -106,3 +106,24 @@ def test_tree_digest_sees_every_file(tmp_path):
     (tmp_path / "__pycache__").mkdir()
     (tmp_path / "__pycache__" / "a.pyc").write_bytes(os.urandom(8))
     assert first != second == cache.tree_digest(tmp_path)
+
+
+def test_configuration_free_tables_are_the_same_at_any_configuration(ctx):
+    from derivations import config as cfg
+    from memsym.report.tables import CONFIGURATION_FREE, TABLES
+    other = rp.Context.create("deepseek-v2-lite", cfg.Layout(dp=4, tp=1, pp=2, ep=4, etp=1),
+                              cfg.Training(mbs=2, seq=2048, zero=2))
+    for key in CONFIGURATION_FREE:
+        assert TABLES[key](ctx) == TABLES[key](other), key
+
+
+def test_configuration_free_tables_are_kept_once_for_all_configurations(ctx, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path / "cache"))
+    from memsym.report import tables
+    first = cached.complete_report(ctx, rp.outline_report(ctx))
+    other = rp.Context.create(stage=2)
+    for key in tables.CONFIGURATION_FREE:
+        monkeypatch.setitem(tables.TABLES, key, lambda c, key=key: pytest.fail(f"table {key} was recomputed"))
+    second = cached.complete_report(other, rp.outline_report(other))
+    shown = lambda rep: [b for s in rep.sections for b in s.blocks if getattr(b, "key", "") in tables.CONFIGURATION_FREE]
+    assert shown(first) == shown(second) and len(shown(second)) == len(tables.CONFIGURATION_FREE)

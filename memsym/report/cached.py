@@ -89,7 +89,25 @@ def complete_report(ctx, plan, progress: Optional[Callable[[str], None]] = None)
         return isinstance(rep, Report) and len(rep.sections) == len(plan.sections) and all(
             len(a.blocks) == len(b.blocks) and not any(isinstance(x, Stub) for x in b.blocks)
             for a, b in zip(plan.sections, rep.sections))
-    return _stored(report_key(ctx, plan), "complete", lambda: sections.complete_report(ctx, plan, progress), check)
+    parts = report_key(ctx, plan)
+    tables = _shared_tables(ctx) if parts is not None else {}
+    return _stored(parts, "complete", lambda: sections.complete_report(ctx, plan, progress, tables), check)
+
+
+def _shared_tables(ctx) -> Dict[str, Callable[[], object]]:
+    """{key: the table, from the cache} of the tables no configuration changes
+    (:data:`~memsym.report.tables.CONFIGURATION_FREE`): kept once for all configurations."""
+    import sys
+
+    import sympy
+
+    from .blocks import Table
+    from .tables import CONFIGURATION_FREE, TABLES
+
+    def one(key):
+        parts = ("table", key, sympy.__version__, sys.version_info[:2], code_digest())
+        return lambda: _stored(parts, "table", lambda: TABLES[key](ctx), lambda t: isinstance(t, Table) and t.key == key)
+    return {key: one(key) for key in CONFIGURATION_FREE}
 
 
 def _versions() -> Tuple:
