@@ -46,7 +46,7 @@ def test_cold_and_warm_cache_write_the_uncached_outputs(ctx, uncached, tmp_path,
     monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path / "cache"))
     assert _publish(ctx, tmp_path / "cold") == uncached
     entries = _entries(tmp_path / "cache")
-    assert len(entries) == 4     # the computed report, its notebooks' HTML, the two configuration-free tables
+    assert len(entries) == 7     # the computed report, its notebooks' HTML, report.tex/.md/.html, two shared tables
     assert _publish(ctx, tmp_path / "warm") == uncached
     assert _entries(tmp_path / "cache") == entries
 
@@ -57,6 +57,7 @@ def test_warm_cache_computes_nothing(ctx, uncached, tmp_path, monkeypatch):
     from memsym.report import notebook, sections
     monkeypatch.setattr(sections, "complete_report", lambda *a, **k: pytest.fail("the report was recomputed"))
     monkeypatch.setattr(notebook, "to_html", lambda *a, **k: pytest.fail("a notebook was converted again"))
+    monkeypatch.setattr(rp.rendering, "render", lambda *a, **k: pytest.fail("the report was rendered again"))
     assert _publish(ctx, tmp_path / "warm") == uncached
 
 

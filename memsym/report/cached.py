@@ -110,10 +110,19 @@ def _shared_tables(ctx) -> Dict[str, Callable[[], object]]:
     return {key: one(key) for key in CONFIGURATION_FREE}
 
 
-def _versions() -> Tuple:
+def rendered(ctx, plan, report, fmt: str, make: Callable[[], str]) -> str:
+    """``make()`` (``report`` rendered as ``fmt`` through the templates), from the cache when the
+    same report (with the same notebook links) was rendered by the same Jinja before."""
+    parts = report_key(ctx, plan)
+    if parts is not None:
+        parts = parts + (fmt, repr(report.notebooks)) + _versions(("jinja2", "markupsafe"))
+    return _stored(parts, "rendered", make, lambda text: isinstance(text, str))
+
+
+def _versions(packages=HTML_PACKAGES) -> Tuple:
     from importlib import metadata
     out = []
-    for name in HTML_PACKAGES:
+    for name in packages:
         try:
             out.append((name, metadata.version(name)))
         except metadata.PackageNotFoundError:

@@ -158,7 +158,8 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
     for fmt in ("tex", "md", "html"):
         if fmt in formats or (fmt == "tex" and "pdf" in formats):
             say(f"rendering report.{fmt}")
-            outputs[f"report.{fmt}"] = rendering.render(report, fmt)
+            outputs[f"report.{fmt}"] = cached.rendered(ctx, plan, report, fmt,
+                                                       lambda fmt=fmt: rendering.render(report, fmt))
     if "pdf" in formats:                        # pdflatex runs while the kernel works
         _add_pdf(out, outputs, result, say)
     if run is None and "html" in formats:       # the notebooks' outputs from the blocks computed above
