@@ -66,12 +66,18 @@ def _load(path: str, check: Callable[[object], bool]):
     return value
 
 
-def _stored(parts, name: str, make: Callable[[], object], check: Callable[[object], bool]):
-    """``make()``, or the entry ``name`` under ``parts`` when it is readable and passes ``check``."""
+def _path(parts, name: str) -> Optional[str]:
     import os
     if parts is None or not cache.enabled():
+        return None
+    return os.path.join(cache.directory(KIND), cache.key(name, *parts) + ".pickle")
+
+
+def _stored(parts, name: str, make: Callable[[], object], check: Callable[[object], bool]):
+    """``make()``, or the entry ``name`` under ``parts`` when it is readable and passes ``check``."""
+    path = _path(parts, name)
+    if path is None:
         return make()
-    path = os.path.join(cache.directory(KIND), cache.key(name, *parts) + ".pickle")
     value = _load(path, check)
     if value is None:
         value = make()
@@ -130,12 +136,22 @@ def _versions(packages=HTML_PACKAGES) -> Tuple:
     return tuple(out)
 
 
+def _html_parts(ctx, plan) -> Optional[Tuple]:
+    parts = report_key(ctx, plan)
+    return parts + _versions() if parts is not None else None
+
+
+def has_notebook_html(ctx, plan) -> bool:
+    """Whether :func:`notebook_html` will probably find its entry (no conversion to prepare for)."""
+    import os
+    path = _path(_html_parts(ctx, plan), "notebook-html")
+    return path is not None and os.path.exists(path)
+
+
 def notebook_html(ctx, plan, report, make: Callable[[], Dict[str, str]]) -> Dict[str, str]:
     """``make()`` ({file name: HTML} of the report's notebooks, outputs from ``report``), from the
     cache when the same report was converted by the same packages before."""
-    parts = report_key(ctx, plan)
-    if parts is not None:
-        parts = parts + _versions()
+    parts = _html_parts(ctx, plan)
 
     def check(value) -> bool:
         return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())

@@ -284,6 +284,51 @@ def to_html(nb, name: str) -> str:
     return body
 
 
+def _load_exporter() -> None:
+    """A :class:`Converter` process's start: nbconvert loaded (a failure shows when converting)."""
+    try:
+        html_exporter()
+    except Exception:  # never fail here: a pool restarts a worker whose initializer fails, for ever
+        pass
+
+
+def html_of_text(text: str, name: str) -> str:
+    """:func:`to_html` of a notebook given as its ``.ipynb`` text (what a :class:`Converter` is sent)."""
+    with report_extra():
+        import nbformat
+    return to_html(nbformat.reads(text, as_version=4), name)
+
+
+class Converter:
+    """A helper process, forked, that loads nbconvert at once and converts notebooks to HTML while
+    this process computes the report (nbconvert's import and conversions are pure Python: a
+    second core halves them).  ``None`` where processes cannot be forked; :meth:`close` ends it."""
+
+    def __init__(self):
+        import multiprocessing
+        self.pool = multiprocessing.get_context("fork").Pool(1, initializer=_load_exporter)
+
+    @classmethod
+    def start(cls) -> Optional["Converter"]:
+        if (os.cpu_count() or 1) < 2 or not sys.platform.startswith("linux"):  # fork is safe on Linux
+            return None
+        try:
+            return cls()
+        except OSError:
+            return None
+
+    def submit(self, nb, name: str):
+        """A pending HTML: ``.get()`` gives :func:`to_html` of ``nb``."""
+        return self.pool.apply_async(html_of_text, (to_ipynb(nb), name))
+
+    def close(self, failed: bool = False) -> None:
+        if failed:
+            self.pool.terminate()
+        else:
+            self.pool.close()
+        self.pool.join()
+
+
 def warm_source(ctx) -> str:
     """What the kernel imports and builds before the first notebook (same process: later cells reuse it)."""
     model_ref = getattr(ctx, "model_ref", None) or ctx.model.name

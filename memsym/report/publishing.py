@@ -108,15 +108,22 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
         from . import notebook as nbm
         say("starting a kernel and laying out the notebooks")
         kernel = nbm.Kernel().start(warm=nbm.warm_source(ctx))  # it boots while the report is laid out
-    run = None
+    run = converter = None
     try:
         plan = outline_report(ctx)
         run = _NotebookRun(ctx, plan, kernel, say) if kernel is not None else None
-        _render_all(ctx, plan, out, formats, run, outputs, result, say)
+        if "html" in formats and kernel is None and not cached.has_notebook_html(ctx, plan):
+            from . import notebook as nbm
+            converter = nbm.Converter.start()   # loads nbconvert while the report is computed
+        _render_all(ctx, plan, out, formats, run, outputs, result, say, converter)
     except BaseException:
         if kernel is not None:
             _stop(kernel, run)                  # do not leave a kernel behind
+        if converter is not None:
+            converter.close(failed=True)
         raise
+    if converter is not None:
+        converter.close()
     say(f"writing {count(len(outputs), 'file')} to {out}")
     stale = () if "report.pdf" not in outputs else ("report.log",)  # the log of an earlier failed compile
     result.written.extend(write_tree(out, outputs, remove=stale))  # all or nothing (symbolic/files.py)
@@ -146,7 +153,7 @@ def _stop(kernel, run: Optional[_NotebookRun]) -> None:
 
 
 def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outputs: Dict[str, object],
-                result: Published, say) -> None:
+                result: Published, say, converter=None) -> None:
     """The rendering half of :func:`publish`: report formats, PDF, notebooks as they finish."""
     say(f"building the report ({ctx.model.name}, stage {ctx.stage.index})")
     report = cached.complete_report(ctx, plan, progress=lambda m: say("  " + m))
@@ -163,7 +170,8 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
     if "pdf" in formats:                        # pdflatex runs while the kernel works
         _add_pdf(out, outputs, result, say)
     if run is None and "html" in formats:       # the notebooks' outputs from the blocks computed above
-        outputs.update(cached.notebook_html(ctx, plan, report, lambda: _notebooks_html(ctx, plan, report, say)))
+        outputs.update(cached.notebook_html(ctx, plan, report,
+                                            lambda: _notebooks_html(ctx, plan, report, say, converter)))
     if run is not None:
         from . import notebook as nbm
         if "html" in formats:
@@ -175,16 +183,26 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
                 outputs[f"{stem}.html"] = nbm.to_html(nb, stem)
 
 
-def _notebooks_html(ctx, plan, report, say) -> Dict[str, str]:
-    """{``report-NN-<section>.html``: HTML} of the notebooks, their outputs from ``report``'s blocks."""
+def _notebooks_html(ctx, plan, report, say, converter=None) -> Dict[str, str]:
+    """{``report-NN-<section>.html``: HTML} of the notebooks, their outputs from ``report``'s blocks;
+    every other one converted by ``converter`` (a :class:`~memsym.report.notebook.Converter`) when
+    there is one, here if it fails."""
     from . import notebook as nbm
+    books = [(nbm.stem(o), nbm.build_notebook(ctx, plan, o, computed=d.blocks))
+             for o, d in zip(plan.sections, report.sections) if o.notebook]
+    pending = {stem: converter.submit(nb, stem) for stem, nb in books} if converter is not None else {}
     out = {}
-    for outline, done in zip(plan.sections, report.sections):
-        if outline.notebook:
-            say(f"converting notebook {nbm.stem(outline)}")
-            nb = nbm.build_notebook(ctx, plan, outline, computed=done.blocks)
-            out[f"{nbm.stem(outline)}.html"] = nbm.to_html(nb, nbm.stem(outline))
-    return out
+    for stem, nb in books:
+        if stem not in pending:
+            say(f"converting notebook {stem}")
+            out[f"{stem}.html"] = nbm.to_html(nb, stem)
+    for stem, nb in books:
+        if stem in pending:
+            try:
+                out[f"{stem}.html"] = pending[stem].get()
+            except Exception:                   # the helper process failed: convert here
+                out[f"{stem}.html"] = nbm.to_html(nb, stem)
+    return {f"{stem}.html": out[f"{stem}.html"] for stem, _ in books}
 
 
 def _add_pdf(out: Path, outputs: Dict[str, object], result: Published, say) -> None:
