@@ -128,3 +128,47 @@ def test_configuration_free_tables_are_kept_once_for_all_configurations(ctx, tmp
     second = cached.complete_report(other, rp.outline_report(other))
     shown = lambda rep: [b for s in rep.sections for b in s.blocks if getattr(b, "key", "") in tables.CONFIGURATION_FREE]
     assert shown(first) == shown(second) and len(shown(second)) == len(tables.CONFIGURATION_FREE)
+
+
+def _equations(ctx):
+    plan = rp.outline_report(ctx)
+    return [rp.equation(ctx, ctx.terms[b.term_id], b.at_stage, b.parts)
+            for s in plan.sections for b in s.blocks if b.kind == "equation"]
+
+
+@pytest.fixture(scope="module")
+def equations_uncached(ctx):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MEMSYM_CACHE", "0")
+    try:
+        return _equations(ctx)
+    finally:
+        mp.undo()
+
+
+@pytest.mark.parametrize("garbage", [b"", b"memsym-closed-latex 0\n\\frac{1}{2}", b"\xff\xfe"])
+def test_closed_forms_cached_per_term_match_and_survive_corruption(ctx, equations_uncached, tmp_path,
+                                                                   monkeypatch, garbage):
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path))
+    assert _equations(ctx) == equations_uncached                       # cold: written
+    forms = sorted((tmp_path / cached.KIND / "forms").iterdir())
+    assert forms
+    from memsym.report import forms as fm
+    real = rp.equations.closed_expr
+    monkeypatch.setattr(rp.equations, "closed_expr", lambda *a: pytest.fail("a closed form was recomputed"))
+    assert _equations(ctx) == equations_uncached                       # warm: read, nothing recomputed
+    monkeypatch.setattr(rp.equations, "closed_expr", real)
+    for path in forms:
+        path.write_bytes(garbage)
+    assert _equations(ctx) == equations_uncached                       # corrupted: ignored, rebuilt
+    assert all(p.read_bytes().startswith(fm._MAGIC) and p.read_bytes() != garbage for p in forms)  # rewritten
+
+
+def test_closed_forms_are_shared_by_configurations_that_show_the_same_substitution(ctx, tmp_path, monkeypatch):
+    from derivations import config as cfg
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path))
+    _equations(ctx)
+    longer = rp.Context.create(training=cfg.Training(seq=8192))      # b s are not substituted in the shown forms
+    monkeypatch.setattr(rp.equations, "closed_expr", lambda *a: pytest.fail("a closed form was recomputed"))
+    monkeypatch.setattr(rp.equations, "breakable_latex", lambda *a: pytest.fail("a closed form was printed again"))
+    assert all(e.closed for e in _equations(longer))

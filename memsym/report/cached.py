@@ -12,25 +12,16 @@ key describes, is ignored and rebuilt; ``MEMSYM_CACHE=0`` turns the cache off.
 from __future__ import annotations
 
 import pickle
-from functools import lru_cache
 from typing import Callable, Dict, Optional, Tuple
 
 from symbolic import cache
+
+from .forms import code_digest
 
 KIND = "report"
 #: What the HTML of a notebook depends on besides its cells (nbconvert and what it renders with).
 HTML_PACKAGES = ("nbconvert", "nbformat", "ipython", "mistune", "pygments", "jinja2", "markupsafe", "bleach",
                  "nh3", "traitlets", "beautifulsoup4")
-
-
-@lru_cache(maxsize=None)
-def code_digest() -> str:
-    """A hash of every file the report is made from: code, the paper's data and the templates."""
-    import derivations
-    import memsym
-    import symbolic
-    from symbolic.resources import PAPER_DIR, TEMPLATES_DIR
-    return cache.tree_digest(*derivations.__path__, *symbolic.__path__, *memsym.__path__, PAPER_DIR, TEMPLATES_DIR)
 
 
 def report_key(ctx, plan) -> Optional[Tuple]:
