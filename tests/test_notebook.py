@@ -81,7 +81,7 @@ def test_html_is_converted_here_when_the_converter_process_fails(ctx, tmp_path, 
     class Broken:
         def submit(self, nb, name):
             class Result:
-                def get(self):
+                def get(self, timeout=None):
                     raise OSError("the helper died")
             return Result()
     plan = rp.outline_report(ctx)

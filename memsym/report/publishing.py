@@ -25,6 +25,8 @@ from .pdf import TEX_ENGINES, PdfError, compile_pdf, find_tex_engine
 from .sections import outline_report
 
 FORMATS = ("tex", "md", "html", "ipynb", "pdf")
+#: Seconds to wait for a notebook's HTML from the helper process before converting it here.
+CONVERT_TIMEOUT = 300
 DEFAULT_FORMATS = FORMATS
 
 
@@ -185,11 +187,13 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
 
 def _notebooks_html(ctx, plan, report, say, converter=None) -> Dict[str, str]:
     """{``report-NN-<section>.html``: HTML} of the notebooks, their outputs from ``report``'s blocks;
-    every other one converted by ``converter`` (a :class:`~memsym.report.notebook.Converter`) when
-    there is one, here if it fails."""
+    converted by ``converter`` (a :class:`~memsym.report.notebook.Converter`, which loaded nbconvert
+    while the report was computed) when there is one, here if it fails or hangs."""
     from . import notebook as nbm
     books = [(nbm.stem(o), nbm.build_notebook(ctx, plan, o, computed=d.blocks))
              for o, d in zip(plan.sections, report.sections) if o.notebook]
+    if converter is not None:
+        say(f"converting {count(len(books), 'notebook')} in a helper process")
     pending = {stem: converter.submit(nb, stem) for stem, nb in books} if converter is not None else {}
     out = {}
     for stem, nb in books:
@@ -199,8 +203,8 @@ def _notebooks_html(ctx, plan, report, say, converter=None) -> Dict[str, str]:
     for stem, nb in books:
         if stem in pending:
             try:
-                out[f"{stem}.html"] = pending[stem].get()
-            except Exception:                   # the helper process failed: convert here
+                out[f"{stem}.html"] = pending[stem].get(timeout=CONVERT_TIMEOUT)
+            except Exception:                   # the helper process failed or hangs: convert here
                 out[f"{stem}.html"] = nbm.to_html(nb, stem)
     return {f"{stem}.html": out[f"{stem}.html"] for stem, _ in books}
 
