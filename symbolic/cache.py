@@ -85,6 +85,21 @@ def source_digest(*packages) -> str:
     return h.hexdigest()[:32]
 
 
+def tree_digest(*roots) -> str:
+    """A hash of every file under the folders ``roots`` (code and data: a package's JSON or TOML as
+    well as its Python; ``__pycache__`` left out), with their relative paths."""
+    h = hashlib.sha256()
+    for root in roots:
+        root = str(root)
+        h.update(b"\1")
+        for d, dirs, files in os.walk(root):  # top-down, folders in sorted order
+            dirs[:] = sorted(x for x in dirs if x != "__pycache__")
+            for name in sorted(files):
+                path = os.path.join(d, name)
+                h.update(path[len(root):].encode() + b"\0" + (read(path) or b"") + b"\0")
+    return h.hexdigest()[:32]
+
+
 def pickled(kind: str, parts, make):
     """``make()``, kept as a pickle under ``kind`` keyed by ``parts``: loaded when present and readable,
     else made and written.  A file that fails to load (corrupted, written by other code) is rebuilt."""

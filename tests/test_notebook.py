@@ -45,6 +45,51 @@ def test_one_executed_notebook_per_section(published, ctx):
         assert nb.metadata.kernelspec.name == "python3"
 
 
+def test_html_alone_needs_no_kernel_and_matches_the_executed_notebooks(published, ctx, tmp_path, monkeypatch):
+    """--format html without ipynb fills the cells' outputs from the report's own blocks (IPython's
+    display formatter, no kernel): the notebooks and their HTML equal the executed ones byte for byte."""
+    out, _ = published
+    monkeypatch.setattr(nbm.Kernel, "start", lambda self, warm="": pytest.fail("a kernel was started"))
+    rp.publish(ctx, tmp_path, ("html",))
+    plan = rp.outline_report(ctx)
+    done = rp.complete_report(ctx, plan)
+    for outline, section in zip(plan.sections, done.sections):
+        stem = nbm.stem(outline)
+        assert (tmp_path / f"{stem}.html").read_bytes() == (out / f"{stem}.html").read_bytes(), stem
+        nb = nbm.build_notebook(ctx, plan, outline, computed=section.blocks)
+        assert nbm.to_ipynb(nb) == (out / f"{stem}.ipynb").read_text(), stem
+    assert (tmp_path / "report.html").read_bytes() == (out / "report.html").read_bytes()
+
+
+def test_converter_process_gives_the_same_html(ctx):
+    plan = rp.outline_report(ctx)
+    done = rp.complete_report(ctx, plan)
+    outline, section = next((o, d) for o, d in zip(plan.sections, done.sections) if o.key == "activations")
+    nb = nbm.build_notebook(ctx, plan, outline, computed=section.blocks)
+    converter = nbm.Converter.start()
+    if converter is None:
+        pytest.skip("no second core or no fork here")
+    try:
+        assert converter.submit(nb, "x").get(timeout=120) == nbm.to_html(nb, "x")
+    finally:
+        converter.close()
+
+
+def test_html_is_converted_here_when_the_converter_process_fails(ctx, tmp_path, monkeypatch):
+    from memsym.report import publishing
+
+    class Broken:
+        def submit(self, nb, name):
+            class Result:
+                def get(self, timeout=None):
+                    raise OSError("the helper died")
+            return Result()
+    plan = rp.outline_report(ctx)
+    done = rp.complete_report(ctx, plan)
+    assert publishing._notebooks_html(ctx, plan, done, lambda m: None, Broken()) == \
+        publishing._notebooks_html(ctx, plan, done, lambda m: None)
+
+
 def _outputs(path, mime):
     nb = nbformat.read(path, as_version=4)
     return "\n".join(o.get("data", {}).get(mime, "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)

@@ -17,6 +17,7 @@ from derivations import notation as nt
 from symbolic.render import closed_expr
 
 from .blocks import C, Equation, I, M, Paragraph, T
+from .forms import closed_latex
 from .text import braced, latex_of
 
 #: Paper forms longer than this (LaTeX characters) are printed with sympy's long_frac_ratio.
@@ -108,7 +109,7 @@ def equation(ctx, term, with_stage: bool, show_parts: bool = False) -> Equation:
     paper = sp.latex(shown, order="none", symbol_names=names)
     if len(paper) > LONG_FORM:  # print long fractions as \frac{..}{..} (...) so LaTeX can break them
         paper = sp.latex(shown, order="none", symbol_names=names, long_frac_ratio=2)
-    closed = breakable_latex(closed_expr(term, dsubs), ctx.names)
+    closed = closed_latex(term, dsubs, ctx.names, lambda: breakable_latex(closed_expr(term, dsubs), ctx.names))
     value = ctx.exact(term, full)
     value_bytes = None
     if value is not None:

@@ -59,17 +59,22 @@ def setup_source(ctx) -> str:
         stage=ctx.stage.index).rstrip("\n")
 
 
-def build_notebook(ctx, report, section):
-    """The notebook of one report section (unexecuted)."""
+def build_notebook(ctx, report, section, computed: Optional[Sequence] = None):
+    """The notebook of one report section: unexecuted, or with ``computed`` (the section's blocks
+    computed, :func:`memsym.report.sections.complete_report`) its code cells' outputs filled in
+    as the kernel shows them (:func:`fill_outputs`), without a kernel."""
     with report_extra():
         import nbformat
         from nbformat import v4
     env = environment("notebook")
     cells = []
+    formatter = _formatter() if computed is not None else None
 
-    def add(kind, source):
+    def add(kind, source, shows=(), display=False):
         cell = v4.new_markdown_cell(source) if kind == "md" else v4.new_code_cell(source)
         cell["id"] = f"{section.key}-{len(cells):02d}"   # stable ids (nbformat would draw random ones)
+        if formatter is not None and kind == "code":
+            cell.outputs = [_output(formatter, obj, display) for obj in shows]
         cells.append(cell)
 
     add("md", env.get_template("notebook/title.md.j2").render(report=report, section=section).rstrip("\n"))
@@ -81,23 +86,45 @@ def build_notebook(ctx, report, section):
         if block.kind == "paragraph":
             add("md", render_block(block, "md").strip("\n"))
         elif block.kind == "table":
-            add("code", env.get_template("notebook/table.py.j2").render(block=block).rstrip("\n"))
+            add("code", env.get_template("notebook/table.py.j2").render(block=block).rstrip("\n"),
+                shows=computed[i:i + 1] if computed is not None else ())
         else:
             # a run of equations: the first term as Jupyter renders it, then one cell showing them all
             # (a cell costs ~15 ms of kernel round trip; the report's sections hold dozens of terms)
+            first = i
             run = [block]
             while i + 1 < len(blocks) and blocks[i + 1].kind == "equation":
                 i += 1
                 run.append(blocks[i])
-            add("code", env.get_template("notebook/term.py.j2").render(block=block).rstrip("\n"))
-            add("code", env.get_template("notebook/equations.py.j2").render(blocks=run).rstrip("\n"))
+            add("code", env.get_template("notebook/term.py.j2").render(block=block).rstrip("\n"),
+                shows=(ctx.terms[block.term_id],) if computed is not None else ())
+            add("code", env.get_template("notebook/equations.py.j2").render(blocks=run).rstrip("\n"),
+                shows=computed[first:i + 1] if computed is not None else (), display=True)
         i += 1
     nb = v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata["language_info"] = {"name": "python"}
     nb.metadata["title"] = f"{section.number}. {section.title}"
     nbformat.validate(nb)
+    if computed is not None:
+        normalise(nb)
     return nb
+
+
+def _formatter():
+    """IPython's display formatter: what the kernel turns a cell's value into (its MIME bundle)."""
+    with report_extra():
+        from IPython.core.formatters import DisplayFormatter
+    return DisplayFormatter()
+
+
+def _output(formatter, obj, display: bool):
+    """The output a kernel records for ``obj``: a cell's value (execute_result) or ``display(obj)``."""
+    from nbformat import v4
+    data, metadata = formatter.format(obj)
+    if display:
+        return v4.new_output("display_data", data=data, metadata=metadata)
+    return v4.new_output("execute_result", data=data, metadata=metadata, execution_count=None)
 
 
 class _VenvKernelSpecs:
@@ -255,6 +282,51 @@ def to_html(nb, name: str) -> str:
     body, _ = html_exporter().from_notebook_node(nb, resources={"metadata": {"name": name},
                                                                 "memsym_math": math_scripts(notebook=True)})
     return body
+
+
+def _load_exporter() -> None:
+    """A :class:`Converter` process's start: nbconvert loaded (a failure shows when converting)."""
+    try:
+        html_exporter()
+    except Exception:  # never fail here: a pool restarts a worker whose initializer fails, for ever
+        pass
+
+
+def html_of_text(text: str, name: str) -> str:
+    """:func:`to_html` of a notebook given as its ``.ipynb`` text (what a :class:`Converter` is sent)."""
+    with report_extra():
+        import nbformat
+    return to_html(nbformat.reads(text, as_version=4), name)
+
+
+class Converter:
+    """A helper process, forked, that loads nbconvert at once and converts notebooks to HTML while
+    this process computes the report (nbconvert's import and conversions are pure Python: a
+    second core halves them).  ``None`` where processes cannot be forked; :meth:`close` ends it."""
+
+    def __init__(self):
+        import multiprocessing
+        self.pool = multiprocessing.get_context("fork").Pool(1, initializer=_load_exporter)
+
+    @classmethod
+    def start(cls) -> Optional["Converter"]:
+        if (os.cpu_count() or 1) < 2 or not sys.platform.startswith("linux"):  # fork is safe on Linux
+            return None
+        try:
+            return cls()
+        except OSError:
+            return None
+
+    def submit(self, nb, name: str):
+        """A pending HTML: ``.get()`` gives :func:`to_html` of ``nb``."""
+        return self.pool.apply_async(html_of_text, (to_ipynb(nb), name))
+
+    def close(self, failed: bool = False) -> None:
+        if failed:
+            self.pool.terminate()
+        else:
+            self.pool.close()
+        self.pool.join()
 
 
 def warm_source(ctx) -> str:

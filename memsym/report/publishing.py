@@ -1,8 +1,10 @@
 """Publishing: every requested format rendered in memory, then written atomically.
 
 Files: ``report.tex`` / ``.md`` / ``.html`` / ``.pdf`` and one notebook per section,
-``report-NN-<section>.ipynb`` (``ipynb``) and its HTML (``html``).  Notebooks execute in
-one kernel in a background thread while this process builds the report.
+``report-NN-<section>.ipynb`` (``ipynb``) and its HTML (``html``).  For ``ipynb`` the notebooks
+execute in one kernel in a background thread while this process builds the report; for ``html``
+alone no kernel runs: the cells' outputs are the blocks this process computed, formatted as the
+kernel formats them (:func:`memsym.report.notebook.build_notebook`), so the HTML is the same.
 """
 from __future__ import annotations
 
@@ -17,12 +19,14 @@ from symbolic.files import write_atomic  # noqa: F401  (re-exported: memsym.repo
 from symbolic.files import write_tree
 from symbolic.render import count
 
-from . import rendering
+from . import cached, rendering
 from .extras import NOTEBOOK_FORMATS, require_report
 from .pdf import TEX_ENGINES, PdfError, compile_pdf, find_tex_engine
-from .sections import complete_report, outline_report
+from .sections import outline_report
 
 FORMATS = ("tex", "md", "html", "ipynb", "pdf")
+#: Seconds to wait for a notebook's HTML from the helper process before converting it here.
+CONVERT_TIMEOUT = 300
 DEFAULT_FORMATS = FORMATS
 
 
@@ -102,18 +106,26 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
     kernel = None
     if any(f in formats for f in NOTEBOOK_FORMATS):
         require_report(formats)
+    if "ipynb" in formats:   # executed notebooks; HTML alone shows the outputs computed here (no kernel)
         from . import notebook as nbm
         say("starting a kernel and laying out the notebooks")
         kernel = nbm.Kernel().start(warm=nbm.warm_source(ctx))  # it boots while the report is laid out
-    run = None
+    run = converter = None
     try:
         plan = outline_report(ctx)
         run = _NotebookRun(ctx, plan, kernel, say) if kernel is not None else None
-        _render_all(ctx, plan, out, formats, run, outputs, result, say)
+        if "html" in formats and kernel is None and not cached.has_notebook_html(ctx, plan):
+            from . import notebook as nbm
+            converter = nbm.Converter.start()   # loads nbconvert while the report is computed
+        _render_all(ctx, plan, out, formats, run, outputs, result, say, converter)
     except BaseException:
         if kernel is not None:
             _stop(kernel, run)                  # do not leave a kernel behind
+        if converter is not None:
+            converter.close(failed=True)
         raise
+    if converter is not None:
+        converter.close()
     say(f"writing {count(len(outputs), 'file')} to {out}")
     stale = () if "report.pdf" not in outputs else ("report.log",)  # the log of an earlier failed compile
     result.written.extend(write_tree(out, outputs, remove=stale))  # all or nothing (symbolic/files.py)
@@ -143,18 +155,25 @@ def _stop(kernel, run: Optional[_NotebookRun]) -> None:
 
 
 def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outputs: Dict[str, object],
-                result: Published, say) -> None:
+                result: Published, say, converter=None) -> None:
     """The rendering half of :func:`publish`: report formats, PDF, notebooks as they finish."""
     say(f"building the report ({ctx.model.name}, stage {ctx.stage.index})")
-    report = complete_report(ctx, plan, progress=lambda m: say("  " + m))
+    report = cached.complete_report(ctx, plan, progress=lambda m: say("  " + m))
     if "html" in formats and run is not None:
         report.notebooks = run.links()
+    elif "html" in formats:
+        from . import notebook as nbm
+        report.notebooks = tuple((nbm.stem(s), s.key) for s in plan.sections if s.notebook)
     for fmt in ("tex", "md", "html"):
         if fmt in formats or (fmt == "tex" and "pdf" in formats):
             say(f"rendering report.{fmt}")
-            outputs[f"report.{fmt}"] = rendering.render(report, fmt)
+            outputs[f"report.{fmt}"] = cached.rendered(ctx, plan, report, fmt,
+                                                       lambda fmt=fmt: rendering.render(report, fmt))
     if "pdf" in formats:                        # pdflatex runs while the kernel works
         _add_pdf(out, outputs, result, say)
+    if run is None and "html" in formats:       # the notebooks' outputs from the blocks computed above
+        outputs.update(cached.notebook_html(ctx, plan, report,
+                                            lambda: _notebooks_html(ctx, plan, report, say, converter)))
     if run is not None:
         from . import notebook as nbm
         if "html" in formats:
@@ -164,6 +183,30 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
                 outputs[f"{stem}.ipynb"] = nbm.to_ipynb(nb)
             if "html" in formats:
                 outputs[f"{stem}.html"] = nbm.to_html(nb, stem)
+
+
+def _notebooks_html(ctx, plan, report, say, converter=None) -> Dict[str, str]:
+    """{``report-NN-<section>.html``: HTML} of the notebooks, their outputs from ``report``'s blocks;
+    converted by ``converter`` (a :class:`~memsym.report.notebook.Converter`, which loaded nbconvert
+    while the report was computed) when there is one, here if it fails or hangs."""
+    from . import notebook as nbm
+    books = [(nbm.stem(o), nbm.build_notebook(ctx, plan, o, computed=d.blocks))
+             for o, d in zip(plan.sections, report.sections) if o.notebook]
+    if converter is not None:
+        say(f"converting {count(len(books), 'notebook')} in a helper process")
+    pending = {stem: converter.submit(nb, stem) for stem, nb in books} if converter is not None else {}
+    out = {}
+    for stem, nb in books:
+        if stem not in pending:
+            say(f"converting notebook {stem}")
+            out[f"{stem}.html"] = nbm.to_html(nb, stem)
+    for stem, nb in books:
+        if stem in pending:
+            try:
+                out[f"{stem}.html"] = pending[stem].get(timeout=CONVERT_TIMEOUT)
+            except Exception:                   # the helper process failed or hangs: convert here
+                out[f"{stem}.html"] = nbm.to_html(nb, stem)
+    return {f"{stem}.html": out[f"{stem}.html"] for stem, _ in books}
 
 
 def _add_pdf(out: Path, outputs: Dict[str, object], result: Published, say) -> None:

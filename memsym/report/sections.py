@@ -13,7 +13,7 @@ and :func:`complete_report` computes the stubs.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from derivations import config as cfg
 
@@ -150,21 +150,24 @@ def outline_report(ctx) -> Report:
         model=ctx.model.name, setting=_setting(ctx), sections=sections)
 
 
-def _compute(ctx, block):
+def _compute(ctx, block, tables: Mapping[str, Callable[[], object]]):
     if not isinstance(block, Stub):
         return block
     if block.kind == "table":
-        return TABLES[block.key](ctx)
+        return tables[block.key]() if block.key in tables else TABLES[block.key](ctx)
     return equation(ctx, ctx.terms[block.term_id], block.at_stage, block.parts)
 
 
-def complete_report(ctx, report: Report, progress: Optional[Callable[[str], None]] = None) -> Report:
-    """``report`` (an :func:`outline_report`) with every stub computed; the outline is left as it is."""
-    sections = []
+def complete_report(ctx, report: Report, progress: Optional[Callable[[str], None]] = None,
+                    tables: Optional[Mapping[str, Callable[[], object]]] = None) -> Report:
+    """``report`` (an :func:`outline_report`) with every stub computed; the outline is left as it is.
+    ``tables``: {key: function giving that table of ``ctx``} in place of ``TABLES[key](ctx)`` (the
+    report's cache passes the :data:`~memsym.report.tables.CONFIGURATION_FREE` ones it keeps)."""
+    sections, tables = [], tables or {}
     for s in report.sections:
         if progress:
             progress(f"section {s.title}")
-        sections.append(replace(s, blocks=[_compute(ctx, b) for b in s.blocks]))
+        sections.append(replace(s, blocks=[_compute(ctx, b, tables) for b in s.blocks]))
     return replace(report, sections=sections)
 
 

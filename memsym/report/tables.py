@@ -284,6 +284,10 @@ TABLE_SOURCES = {"notation": "Table 1", "table2": "Table 2", "table3": "Table 3"
                  "comparison": "paper/printed.toml", "traces": "paper/traces/*.toml",
                  "implementations": "memsym compare"}
 
+#: Tables that read nothing of the Context: the paper's configuration (comparison) and each trace's own
+#: settings (traces); the report's cache keeps them once for every configuration (memsym.report.cached).
+CONFIGURATION_FREE = frozenset({"comparison", "traces"})
+
 TABLES: Dict[str, Callable[..., Table]] = {   # key -> table of a Context
     "notation": table_notation, "table2": table_matrices, "table3": table_layers, "table4": table_stages,
     "table5": table_layout, "table6": table_static, "table7": table_bytes, "table8": table_zero,

@@ -1,0 +1,149 @@
+"""The report's on-disk cache (:mod:`symbolic.cache`): the computed report of a configuration and
+the HTML of its notebooks, so a second ``memsym report`` of the same configuration by the same
+code computes nothing.
+
+Entries are keyed by everything they are made from: the configuration (model, layout, training,
+stage), the outline, every file of ``derivations/``, ``symbolic/``, ``memsym/``, ``paper/`` and
+``templates/`` (code and data), and the versions of Python, sympy and (for HTML) the notebook
+packages.  A context whose terms or substitution were changed by hand (``S.subs[nt.s] = 8192``
+in a notebook) is never cached.  An entry that cannot be read, or holds anything but what its
+key describes, is ignored and rebuilt; ``MEMSYM_CACHE=0`` turns the cache off.
+"""
+from __future__ import annotations
+
+import pickle
+from typing import Callable, Dict, Optional, Tuple
+
+from symbolic import cache
+
+from .forms import code_digest
+
+KIND = "report"
+#: What the HTML of a notebook depends on besides its cells (nbconvert and what it renders with).
+HTML_PACKAGES = ("nbconvert", "nbformat", "ipython", "mistune", "pygments", "jinja2", "markupsafe", "bleach",
+                 "nh3", "traitlets", "beautifulsoup4")
+
+
+def report_key(ctx, plan) -> Optional[Tuple]:
+    """The key parts of ``ctx``'s report laid out as ``plan``, or None when ``ctx`` is not one the
+    configuration alone determines (terms or substitution changed by hand, a subclass)."""
+    import sys
+
+    import sympy
+
+    from derivations import config as cfg
+    from derivations import configured
+
+    from .context import Context
+    if type(ctx) is not Context or (ctx._terms is not None and ctx._terms is not configured(ctx.model, ctx.training)):
+        return None
+    if ctx.subs != cfg.substitution(ctx.model, ctx.layout, ctx.training, ctx.stage):
+        return None
+    return ("report", repr(ctx.model), repr(ctx.layout), repr(ctx.training), repr(ctx.stage), repr(plan),
+            sympy.__version__, sys.version_info[:2], code_digest())
+
+
+def _load(path: str, check: Callable[[object], bool]):
+    data = cache.read(path)
+    if data is None:
+        return None
+    try:
+        value = pickle.loads(data)
+    except Exception:
+        value = None
+    if value is None or not check(value):
+        cache.discard(path)
+        return None
+    return value
+
+
+def _path(parts, name: str) -> Optional[str]:
+    import os
+    if parts is None or not cache.enabled():
+        return None
+    return os.path.join(cache.directory(KIND), cache.key(name, *parts) + ".pickle")
+
+
+def _stored(parts, name: str, make: Callable[[], object], check: Callable[[object], bool]):
+    """``make()``, or the entry ``name`` under ``parts`` when it is readable and passes ``check``."""
+    path = _path(parts, name)
+    if path is None:
+        return make()
+    value = _load(path, check)
+    if value is None:
+        value = make()
+        cache.write(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    return value
+
+
+def complete_report(ctx, plan, progress: Optional[Callable[[str], None]] = None):
+    """:func:`memsym.report.sections.complete_report`, from the cache when this configuration's
+    report was computed by the same code before."""
+    from . import sections
+    from .blocks import Report, Stub
+
+    def check(rep) -> bool:
+        return isinstance(rep, Report) and len(rep.sections) == len(plan.sections) and all(
+            len(a.blocks) == len(b.blocks) and not any(isinstance(x, Stub) for x in b.blocks)
+            for a, b in zip(plan.sections, rep.sections))
+    parts = report_key(ctx, plan)
+    tables = _shared_tables(ctx) if parts is not None else {}
+    return _stored(parts, "complete", lambda: sections.complete_report(ctx, plan, progress, tables), check)
+
+
+def _shared_tables(ctx) -> Dict[str, Callable[[], object]]:
+    """{key: the table, from the cache} of the tables no configuration changes
+    (:data:`~memsym.report.tables.CONFIGURATION_FREE`): kept once for all configurations."""
+    import sys
+
+    import sympy
+
+    from .blocks import Table
+    from .tables import CONFIGURATION_FREE, TABLES
+
+    def one(key):
+        parts = ("table", key, sympy.__version__, sys.version_info[:2], code_digest())
+        return lambda: _stored(parts, "table", lambda: TABLES[key](ctx), lambda t: isinstance(t, Table) and t.key == key)
+    return {key: one(key) for key in CONFIGURATION_FREE}
+
+
+def rendered(ctx, plan, report, fmt: str, make: Callable[[], str]) -> str:
+    """``make()`` (``report`` rendered as ``fmt`` through the templates), from the cache when the
+    same report (with the same notebook links) was rendered by the same Jinja before."""
+    parts = report_key(ctx, plan)
+    if parts is not None:
+        parts = parts + (fmt, repr(report.notebooks)) + _versions(("jinja2", "markupsafe"))
+    return _stored(parts, "rendered", make, lambda text: isinstance(text, str))
+
+
+def _versions(packages=HTML_PACKAGES) -> Tuple:
+    from importlib import metadata
+    out = []
+    for name in packages:
+        try:
+            out.append((name, metadata.version(name)))
+        except metadata.PackageNotFoundError:
+            out.append((name, None))
+    return tuple(out)
+
+
+def _html_parts(ctx, plan) -> Optional[Tuple]:
+    parts = report_key(ctx, plan)
+    return parts + _versions() if parts is not None else None
+
+
+def has_notebook_html(ctx, plan) -> bool:
+    """Whether :func:`notebook_html` will probably find its entry (no conversion to prepare for)."""
+    import os
+    path = _path(_html_parts(ctx, plan), "notebook-html")
+    return path is not None and os.path.exists(path)
+
+
+def notebook_html(ctx, plan, report, make: Callable[[], Dict[str, str]]) -> Dict[str, str]:
+    """``make()`` ({file name: HTML} of the report's notebooks, outputs from ``report``), from the
+    cache when the same report was converted by the same packages before."""
+    parts = _html_parts(ctx, plan)
+
+    def check(value) -> bool:
+        return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    return _stored(parts, "notebook-html", make, check)

@@ -1,0 +1,63 @@
+"""Closed forms of terms kept on disk (:mod:`symbolic.cache`), per term and display substitution.
+
+The closed form of an equation (``symbolic.render.closed_expr``: expand, content and primitive
+part, ``factor_terms``; then printed) is most of an equation's cost and depends only on the
+term's expression, the substitution it is shown at (parallel degrees, bytes, the stage) and the
+symbol names: a report at another sequence length, batch size, ZeRO stage or model of the same
+structure shows the same closed forms.  Each is kept as its LaTeX text under a key of the
+term's ``srepr``, the substitution's, the names, and every file of the code (:func:`code_digest`);
+an entry whose checksum does not match is ignored and rebuilt.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from functools import lru_cache
+from typing import Callable, Mapping
+
+from symbolic import cache
+
+KIND = "report"
+_MAGIC = b"memsym-closed-latex "
+
+
+@lru_cache(maxsize=None)
+def code_digest() -> str:
+    """A hash of every file the report is made from: code, the paper's data and the templates."""
+    import derivations
+    import memsym
+    import symbolic
+    from symbolic.resources import PAPER_DIR, TEMPLATES_DIR
+    return cache.tree_digest(*derivations.__path__, *symbolic.__path__, *memsym.__path__, PAPER_DIR, TEMPLATES_DIR)
+
+
+def _checksum(body: bytes) -> bytes:
+    return hashlib.sha256(body).hexdigest()[:32].encode()
+
+
+def closed_latex(term, subs: Mapping, names: Mapping, make: Callable[[], str]) -> str:
+    """``make()`` (the LaTeX of ``term``'s closed form at ``subs`` with ``names``), from the cache
+    when the same expression was shown at the same substitution by the same code before."""
+    if not cache.enabled():
+        return make()
+    import sys
+
+    import sympy as sp
+    parts = ("closed-latex", sp.srepr(term.base_expr),
+             repr(sorted((sp.srepr(k), sp.srepr(v)) for k, v in subs.items())),
+             repr(sorted((sp.srepr(k), str(v)) for k, v in names.items())),
+             sp.__version__, sys.version_info[:2], code_digest())
+    path = os.path.join(cache.directory(KIND), "forms", cache.key(*parts) + ".tex")
+    data = cache.read(path)
+    if data is not None:
+        head, _, body = data.partition(b"\n")
+        if head == _MAGIC + _checksum(body):
+            try:
+                return body.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        cache.discard(path)
+    text = make()
+    body = text.encode("utf-8")
+    cache.write(path, _MAGIC + _checksum(body) + b"\n" + body)
+    return text

@@ -1,0 +1,174 @@
+"""The report's on-disk cache (memsym.report.cached): cached, uncached and rebuilt outputs are identical."""
+import os
+import pickle
+
+import pytest
+
+from derivations import notation as nt
+from memsym import report as rp
+from memsym.report import cached
+from symbolic import cache
+
+FORMATS = ("tex", "md", "html")
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    return rp.Context.create()
+
+
+def _files(out):
+    return {p.name: p.read_bytes() for p in sorted(out.iterdir())}
+
+
+def _publish(ctx, out, formats=FORMATS):
+    rp.publish(ctx, out, formats)
+    return _files(out)
+
+
+@pytest.fixture(scope="module")
+def uncached(ctx, tmp_path_factory):
+    """The outputs with the cache off: what every cached run must write byte for byte."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MEMSYM_CACHE", "0")
+    try:
+        return _publish(ctx, tmp_path_factory.mktemp("off"))
+    finally:
+        mp.undo()
+
+
+def _entries(root):
+    folder = root / cached.KIND
+    return sorted(folder.glob("*.pickle")) if folder.is_dir() else []
+
+
+def test_cold_and_warm_cache_write_the_uncached_outputs(ctx, uncached, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path / "cache"))
+    assert _publish(ctx, tmp_path / "cold") == uncached
+    entries = _entries(tmp_path / "cache")
+    assert len(entries) == 7     # the computed report, its notebooks' HTML, report.tex/.md/.html, two shared tables
+    assert _publish(ctx, tmp_path / "warm") == uncached
+    assert _entries(tmp_path / "cache") == entries
+
+
+def test_warm_cache_computes_nothing(ctx, uncached, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path / "cache"))
+    _publish(ctx, tmp_path / "cold")
+    from memsym.report import notebook, sections
+    monkeypatch.setattr(sections, "complete_report", lambda *a, **k: pytest.fail("the report was recomputed"))
+    monkeypatch.setattr(notebook, "to_html", lambda *a, **k: pytest.fail("a notebook was converted again"))
+    monkeypatch.setattr(rp.rendering, "render", lambda *a, **k: pytest.fail("the report was rendered again"))
+    assert _publish(ctx, tmp_path / "warm") == uncached
+
+
+@pytest.mark.parametrize("garbage", [b"", b"not a pickle", pickle.dumps({"report": 1}), pickle.dumps(None)])
+def test_an_unreadable_or_foreign_entry_is_ignored_and_rebuilt(ctx, uncached, tmp_path, monkeypatch, garbage):
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path / "cache"))
+    _publish(ctx, tmp_path / "cold")
+    for path in _entries(tmp_path / "cache"):
+        path.write_bytes(garbage)
+    assert _publish(ctx, tmp_path / "again") == uncached
+    for path in _entries(tmp_path / "cache"):     # rebuilt: loads as the right value again
+        assert pickle.loads(path.read_bytes()) is not None
+
+
+def test_tex_and_md_alone_match_the_uncached_outputs(ctx, uncached, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path / "cache"))
+    for run in ("cold", "warm"):
+        files = _publish(ctx, tmp_path / run, ("tex", "md"))
+        assert files == {k: v for k, v in uncached.items() if k in ("report.tex", "report.md")}
+
+
+def test_a_context_changed_by_hand_is_not_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path / "cache"))
+    ctx = rp.Context.create()
+    plan = rp.outline_report(ctx)
+    assert cached.report_key(ctx, plan) is not None
+    ctx.subs[nt.s] = 8192                          # what a notebook user does
+    assert cached.report_key(ctx, plan) is None
+    rep = cached.complete_report(ctx, plan)
+    assert not _entries(tmp_path / "cache")
+    setting = next(s for s in rep.sections if s.key == "setting")
+    assert setting.blocks == rp.complete_report(ctx, plan).sections[0].blocks
+
+
+def test_the_key_follows_the_configuration(ctx):
+    other = rp.Context.create(stage=2)
+    assert cached.report_key(ctx, rp.outline_report(ctx)) != cached.report_key(other, rp.outline_report(other))
+
+
+def test_tree_digest_sees_every_file(tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "m.json").write_text("{}")
+    first = cache.tree_digest(tmp_path)
+    (tmp_path / "data" / "m.json").write_text('{"h": 1}')
+    second = cache.tree_digest(tmp_path)
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "__pycache__" / "a.pyc").write_bytes(os.urandom(8))
+    assert first != second == cache.tree_digest(tmp_path)
+
+
+def test_configuration_free_tables_are_the_same_at_any_configuration(ctx):
+    from derivations import config as cfg
+    from memsym.report.tables import CONFIGURATION_FREE, TABLES
+    other = rp.Context.create("deepseek-v2-lite", cfg.Layout(dp=4, tp=1, pp=2, ep=4, etp=1),
+                              cfg.Training(mbs=2, seq=2048, zero=2))
+    for key in CONFIGURATION_FREE:
+        assert TABLES[key](ctx) == TABLES[key](other), key
+
+
+def test_configuration_free_tables_are_kept_once_for_all_configurations(ctx, tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path / "cache"))
+    from memsym.report import tables
+    first = cached.complete_report(ctx, rp.outline_report(ctx))
+    other = rp.Context.create(stage=2)
+    for key in tables.CONFIGURATION_FREE:
+        monkeypatch.setitem(tables.TABLES, key, lambda c, key=key: pytest.fail(f"table {key} was recomputed"))
+    second = cached.complete_report(other, rp.outline_report(other))
+    shown = lambda rep: [b for s in rep.sections for b in s.blocks if getattr(b, "key", "") in tables.CONFIGURATION_FREE]
+    assert shown(first) == shown(second) and len(shown(second)) == len(tables.CONFIGURATION_FREE)
+
+
+def _equations(ctx):
+    plan = rp.outline_report(ctx)
+    return [rp.equation(ctx, ctx.terms[b.term_id], b.at_stage, b.parts)
+            for s in plan.sections for b in s.blocks if b.kind == "equation"]
+
+
+@pytest.fixture(scope="module")
+def equations_uncached(ctx):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("MEMSYM_CACHE", "0")
+    try:
+        return _equations(ctx)
+    finally:
+        mp.undo()
+
+
+@pytest.mark.parametrize("garbage", [b"", b"memsym-closed-latex 0\n\\frac{1}{2}", b"\xff\xfe"])
+def test_closed_forms_cached_per_term_match_and_survive_corruption(ctx, equations_uncached, tmp_path,
+                                                                   monkeypatch, garbage):
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path))
+    assert _equations(ctx) == equations_uncached                       # cold: written
+    forms = sorted((tmp_path / cached.KIND / "forms").iterdir())
+    assert forms
+    from memsym.report import forms as fm
+    real = rp.equations.closed_expr
+    monkeypatch.setattr(rp.equations, "closed_expr", lambda *a: pytest.fail("a closed form was recomputed"))
+    assert _equations(ctx) == equations_uncached                       # warm: read, nothing recomputed
+    monkeypatch.setattr(rp.equations, "closed_expr", real)
+    for path in forms:
+        path.write_bytes(garbage)
+    assert _equations(ctx) == equations_uncached                       # corrupted: ignored, rebuilt
+    assert all(p.read_bytes().startswith(fm._MAGIC) and p.read_bytes() != garbage for p in forms)  # rewritten
+
+
+def test_closed_forms_are_shared_by_configurations_that_show_the_same_substitution(ctx, tmp_path, monkeypatch):
+    from derivations import config as cfg
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path))
+    _equations(ctx)
+    longer = rp.Context.create(training=cfg.Training(seq=8192))      # b s are not substituted in the shown forms
+    monkeypatch.setattr(rp.equations, "closed_expr", lambda *a: pytest.fail("a closed form was recomputed"))
+    monkeypatch.setattr(rp.equations, "breakable_latex", lambda *a: pytest.fail("a closed form was printed again"))
+    assert all(e.closed for e in _equations(longer))
