@@ -256,14 +256,15 @@ def megatron_substitution(model: cfg.ModelSpec, layout: cfg.Layout, training: cf
     return subs
 
 
-def mtp_stage_shift(model: cfg.ModelSpec, pp: int, dense: int, moe: int, embedding: int, head: int, mtp: bool):
+def mtp_stage_shift(model: cfg.ModelSpec, pp: int, dense: int, moe: int, embedding: int, head: int):
     """(L_d, L_m, e_E, e_H) of a device's held stages with ``--mtp`` under the stage rank: Megatron-Core
     builds the D MTP modules on the last stage (models/gpt/gpt_model.py, ``mtp_process``), each one more
     MoE transformer layer (its eh_proj and norms are not counted), and when PP > 1 that stage keeps its
     own copy of the word embedding (``if self.pre_process or self.mtp_process: self.embedding = ...``),
     a second v x h matrix unless the embeddings are tied (the output layer then uses that copy, which
-    memsym counts as the head) or the device already holds the embedding (DualPipe's rank 0).  Every weight term is linear in the composition, so the shift is exact."""
-    if not mtp or not head:
+    memsym counts as the head) or the device already holds the embedding (DualPipe's rank 0).  Every
+    weight term is linear in the composition, so the shift is exact."""
+    if not head:
         return dense, moe, embedding, head
     # no copy when the device already holds the embedding (PP = 1, or DualPipe's rank 0 holding stages 0 and
     # PP - 1: the embedding and head are shared there, DeepSeek-V3 report Sec. 3.2.1)

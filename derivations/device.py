@@ -13,7 +13,7 @@ micro-batches of its stage(s); under DualPipe the device holds two stages' param
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -152,7 +152,7 @@ def _model_states(model, layout, training, comp, held, var) -> Tuple[Dict, Dict,
         if training.conventions.mtp:  # the MTP modules' parameters on the last stage
             from . import notation as nt
             keys = (nt.L_d, nt.L_m, nt.e_E, nt.e_H)
-            shifted = conventions.mtp_stage_shift(model, layout.pp, *(dev[k] for k in keys), True)
+            shifted = conventions.mtp_stage_shift(model, layout.pp, *(dev[k] for k in keys))
             dev.update(zip(keys, shifted))
     P_n, P_m = conventions.split_params(var.terms, side, dev)
     from .totals import component_ids  # the one statement of the per-device composition
@@ -193,8 +193,8 @@ def _virtual_peak(model, layout, training, comp, var):
                                                 f"sums)")
     term = var.terms[var.act["peak"]]
     at = lambda c: exact(term, {**cfg.substitution(model, layout, training, c), n_fl: 1})
-    layer_bytes = [at(replace(c, head=False)) for c in chunks]
-    head = at(replace(chunks[-1], dense=0, moe=0, embedding=False)) if chunks[-1].head else Fraction(0)
+    layer_bytes = [at(schedules.part_composition(c, "layers")) for c in chunks]
+    head = at(schedules.part_composition(chunks[-1], "head")) if chunks[-1].head else Fraction(0)
     m = training.microbatches or 4 * layout.pp  # steady state: the order repeats every PP V chunk-forwards
     if m % layout.pp:
         raise cfg.ConfigError("virtual-layers", f"--virtual-layers simulates Megatron's interleaved order, which runs "
@@ -229,12 +229,14 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     subs = cfg.substitution(model, layout, training, comp)
     ids, byts, (P_n, P_m), params_id = _model_states(model, layout, training, comp, held, var)
     notes += conventions.notes(training)
-    ids["activations"], byts["activations"], per_mb = _activations(model, layout, training, subs, chunks,
-                                                                    all_stages, var)
     virtual = None
     if training.schedule == "interleaved" and training.virtual_layers is not None:
         virtual = _virtual_peak(model, layout, training, comp, var)
-        byts["activations"] = virtual[0]
+        ids["activations"], byts["activations"] = var.act["peak"], virtual[0]
+        per_mb = exact(var.terms[var.act["stage"]], subs)
+    else:
+        ids["activations"], byts["activations"], per_mb = _activations(model, layout, training, subs, chunks,
+                                                                        all_stages, var)
     if training.conventions.runtime_buffers != "none":  # per-device runtime buffers (derivations/runtime.py)
         from .runtime import buffers_term
         term = buffers_term(training.conventions.runtime_buffers)

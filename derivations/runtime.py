@@ -19,6 +19,8 @@ buffers are allocated outside the caching allocator and are not counted here (Se
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 from symbolic.term import Part, Term
 
 TE_GEMM = "Transformer Engine 2.x transformer_engine/pytorch/cpp_extensions/gemm.py: get_cublas_workspace"
@@ -28,6 +30,7 @@ TE_GROUPED_STREAMS = 4
 TORCH_WORKSPACE = 2 ** 25
 
 
+@lru_cache(maxsize=None)
 def buffers_term(value: str) -> Term:
     """``runtime.buffers.<value>``: the runtime buffers of ``--runtime-buffers`` (te), in bytes."""
     if value != "te":

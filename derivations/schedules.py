@@ -83,12 +83,17 @@ class Chunk:
 
     def composition(self, comp):
         """``comp`` (the stage's StageComposition) reduced to this chunk's part."""
-        from dataclasses import replace
-        if self.part == "layers":
-            return replace(comp, head=False)
-        if self.part == "head":
-            return replace(comp, dense=0, moe=0, embedding=False)
-        return comp
+        return part_composition(comp, self.part)
+
+
+def part_composition(comp, part: str):
+    """``comp`` (a StageComposition) reduced to ``part`` (:data:`PARTS`)."""
+    from dataclasses import replace
+    if part == "layers":
+        return replace(comp, head=False)
+    if part == "head":
+        return replace(comp, dense=0, moe=0, embedding=False)
+    return comp
 
 
 @lru_cache(maxsize=None)
@@ -174,8 +179,8 @@ def assumptions(name: str, pp: int, microbatches: Optional[int], vpp: Optional[i
 def virtual_chunks(model, layout, index: int, virtual_layers: Tuple[int, ...], vpp: Optional[int]):
     """The V chunks of rank ``index`` under Megatron's pipeline layout (``--pipeline-model-parallel-layout``,
     as the layer counts of its PP V virtual stages: virtual stage j holds the next ``virtual_layers[j]``
-    layers and runs on rank j mod PP as its chunk j // PP): [(chunk composition, is last chunk of the
-    last rank)], each a StageComposition of its layers (the head on the last rank's last chunk)."""
+    layers and runs on rank j mod PP as its chunk j // PP): one StageComposition per chunk, of its layers
+    (the embedding on virtual stage 0, the head on the last)."""
     from derivations.layout import compose
     pp, v = layout.pp, vpp or 2
     if len(virtual_layers) != pp * v:

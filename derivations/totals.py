@@ -86,6 +86,9 @@ def device_components(model, layout, training: Training, index: int) -> Dict[str
     from . import config as cfg
     from . import notation as nt
     from . import schedules
+    if training.virtual_layers is not None:  # the closed forms count each rank's layers in V equal chunks
+        raise ConfigError("virtual-layers", "--virtual-layers (a simulated interleaved order) has no closed form "
+                                            "here; use it with memsym estimate")
     comps = components(model, replace(training, schedule=None, microbatches=None, vpp=None))
     if not training.schedule:
         return dict(comps)

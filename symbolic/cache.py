@@ -76,25 +76,20 @@ def discard(path: str) -> None:
 def source_digest(*packages) -> str:
     """A hash of the Python sources of ``packages`` (module objects): a cache keyed by it is stale the
     moment any of their code changes, whatever CODE_VERSION says."""
-    import glob
-    h = hashlib.sha256()
-    for pkg in packages:
-        for d in getattr(pkg, "__path__", []):
-            for path in sorted(glob.glob(os.path.join(d, "**", "*.py"), recursive=True)):
-                h.update(path[len(d):].encode() + b"\0" + (read(path) or b"") + b"\0")
-    return h.hexdigest()[:32]
+    return tree_digest(*(d for pkg in packages for d in getattr(pkg, "__path__", [])), suffix=".py")
 
 
-def tree_digest(*roots) -> str:
-    """A hash of every file under the folders ``roots`` (code and data: a package's JSON or TOML as
-    well as its Python; ``__pycache__`` left out), with their relative paths."""
+def tree_digest(*roots, suffix: str = "") -> str:
+    """A hash of every file under the folders ``roots`` whose name ends with ``suffix`` (default: code
+    and data alike, a package's JSON or TOML as well as its Python; ``__pycache__`` left out), with their
+    relative paths."""
     h = hashlib.sha256()
     for root in roots:
         root = str(root)
         h.update(b"\1")
         for d, dirs, files in os.walk(root):  # top-down, folders in sorted order
             dirs[:] = sorted(x for x in dirs if x != "__pycache__")
-            for name in sorted(files):
+            for name in sorted(f for f in files if f.endswith(suffix)):
                 path = os.path.join(d, name)
                 h.update(path[len(root):].encode() + b"\0" + (read(path) or b"") + b"\0")
     return h.hexdigest()[:32]

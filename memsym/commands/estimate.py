@@ -457,7 +457,7 @@ def explain_params(est) -> list:
     mtp_note = []
     if est.training.conventions.mtp and st.head and m.mtp_layers:  # conventions.mtp_stage_shift
         from derivations.conventions import mtp_stage_shift
-        _, moe2, emb2, _ = mtp_stage_shift(m, lay.pp, st.dense, st.moe, int(st.embedding), 1, True)
+        _, moe2, emb2, _ = mtp_stage_shift(m, lay.pp, st.dense, st.moe, int(st.embedding), 1)
         mtp_note = [f"  --mtp: + {m.mtp_layers} MTP module{'s' * (m.mtp_layers != 1)} on this last stage, each counted "
                     f"as one more MoE layer (MLA + LN in P_n, experts in P_m)"
                     + (f", + the embedding copy {val('static.embedding')} (v h / TP) Megatron-Core keeps there"

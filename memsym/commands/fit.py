@@ -60,10 +60,6 @@ def _solve_all(args):
     from derivations import fit
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_options(args)  # fit applies --global-batch per b
-    if training.virtual_layers is not None:  # the closed forms count each rank's layers in V equal chunks
-        from derivations import config as cfg
-        raise cfg.ConfigError("virtual-layers", "--virtual-layers (a simulated interleaved order) has no closed form "
-                                                "here; use it with memsym estimate")
     hbm, _ = common.budget_from_args(args, required=True)
     gb = args.global_batch
     res = fit.solve(model, layout, training, hbm, args.solve, args.stage, args.overheads, global_batch=gb)

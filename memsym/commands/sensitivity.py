@@ -36,10 +36,6 @@ def _analyse(args):
     from derivations.device import default_stage
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_from_args(args)
-    if training.virtual_layers is not None:  # the closed forms count each rank's layers in V equal chunks
-        from derivations import config as cfg
-        raise cfg.ConfigError("virtual-layers", "--virtual-layers (a simulated interleaved order) has no closed form "
-                                                "here; use it with memsym estimate")
     wrt = S.parse_symbols(args.wrt)
     stage = common.stage_from_args(args)
     if stage is None:
