@@ -69,10 +69,25 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _main(argv: Optional[List[str]] = None) -> int:
+    process = argv is None  # the memsym process itself, not main(argv) called from Python
     argv = sys.argv[1:] if argv is None else list(argv)
     for stream in (sys.stdout, sys.stderr):  # a name typed with undecodable bytes still prints
         if hasattr(stream, "reconfigure") and getattr(stream, "errors", None) == "strict":
             stream.reconfigure(errors="backslashreplace")
+    memo_key = None
+    if process:  # a repeated estimate prints what it printed, before sympy is imported (memsym.memo)
+        from . import memo
+        memo_key = memo.key(argv)
+        if memo_key is not None and memo.replay(memo_key):
+            return 0
+    if memo_key is None:
+        return _dispatch(argv)
+    with memo.Recorder(memo_key) as recorder:
+        return _dispatch(argv, recorder)
+
+
+def _dispatch(argv: List[str], recorder=None) -> int:
+    """Parse ``argv`` and run its subcommand; a successful run is kept by ``recorder`` (memsym.memo)."""
     parser = build_parser(only=_command(argv) or "")
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
@@ -82,7 +97,11 @@ def _main(argv: Optional[List[str]] = None) -> int:
     try:
         from .commands.common import check_conflicts
         check_conflicts(args)
-        return int(args.run(args) or 0)
+        rc = int(args.run(args) or 0)
+        if recorder is not None and rc == 0:
+            sys.stdout.flush()
+            recorder.keep()
+        return rc
     except ConfigError as exc:
         print(f"memsym: error: {one_line(exc)}", file=sys.stderr)
         return 2
