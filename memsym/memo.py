@@ -126,16 +126,19 @@ def replay(k: str) -> bool:
 
 
 class _Tee:
-    """A text stream that writes through to ``stream`` and keeps a copy."""
+    """A text stream that writes through to ``stream`` and keeps a copy.  A caller that reaches past
+    the text layer (``buffer``, ``fileno``) may write what the copy misses: the run is then not kept."""
 
     def __init__(self, stream):
-        self._stream, self.kept = stream, []
+        self._stream, self.kept, self.bypassed = stream, [], False
 
     def write(self, s):
         self.kept.append(s)
         return self._stream.write(s)
 
     def __getattr__(self, name):
+        if name in ("buffer", "fileno", "detach"):
+            self.bypassed = True
         return getattr(self._stream, name)
 
 
@@ -157,6 +160,8 @@ class Recorder:
 
     def keep(self) -> None:
         from symbolic import cache
+        if self.out.bypassed or self.err.bypassed:
+            return
         entry = {"stdout": "".join(self.out.kept), "stderr": "".join(self.err.kept)}
         if cache.write(_path(self.k), json.dumps(entry).encode()):
             _evict(os.path.dirname(_path(self.k)))

@@ -146,3 +146,17 @@ def test_the_oldest_entries_are_dropped(tmp_path):
         os.utime(p, ns=(i * 10 ** 9, i * 10 ** 9))
     memo._evict(str(tmp_path), most=3)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["2.json", "3.json", "4.json"]
+
+
+def test_a_run_that_writes_past_the_text_layer_is_not_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path))
+    k = memo.key(["estimate"])
+    with memo.Recorder(k) as r:
+        print("text")
+        sys.stdout.buffer  # e.g. binary output the copy would miss
+    r.keep()
+    assert entries(tmp_path) == []
+    with memo.Recorder(k) as r:
+        print("text")
+    r.keep()
+    assert [json.loads(p.read_text())["stdout"] for p in entries(tmp_path)] == ["text\n"]
