@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from symbolic.errors import ConfigError
+from symbolic.pinned import pinned
 
 from .limits import CONFIG_BYTES, CONFIG_DEPTH, FIELDS
 from .model import ModelSpec
@@ -205,11 +206,14 @@ def read_json(path: str) -> Dict:
     Bounded: at most CONFIG_BYTES bytes are read whatever the file is (a device or a FIFO is
     refused before it is opened), a UTF-8 byte-order mark is skipped, and nesting deeper than
     CONFIG_DEPTH, a number of more than 30 digits or a field named twice is refused; every
-    error names the file and the byte offset or the field."""
+    error names the file and the byte offset or the field.  A file pinned for this process
+    (:mod:`symbolic.pinned`: the bytes :mod:`memsym.memo` keyed the run by) is not read again."""
     path = os.fspath(path)
-    if stat.S_ISDIR(_stat(path).st_mode):
-        path = os.path.join(path, "config.json")
-    raw = _read_bounded(path)
+    raw = pinned(path)  # the bytes a cache key was made from (symbolic.pinned), if any
+    if raw is None:
+        if stat.S_ISDIR(_stat(path).st_mode):
+            path = os.path.join(path, "config.json")
+        raw = _read_bounded(path)
     skip = 0
     if raw.startswith(codecs.BOM_UTF8):
         skip = len(codecs.BOM_UTF8)
@@ -244,16 +248,11 @@ def read_json(path: str) -> Dict:
     return data
 
 
-def model_name(path: str) -> str:
-    """``.../DeepSeek-V3/config.json`` -> ``DeepSeek-V3``; ``moe.json`` -> ``moe``."""
-    path = os.path.normpath(path)
-    if os.path.isdir(path):
-        return os.path.basename(path)
-    base = os.path.basename(path)
-    if base == "config.json":
-        parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
-        return parent or "config"
-    return os.path.splitext(base)[0]
+def shape_name(model_type: str, dims: Mapping) -> str:
+    """The name of a model read from a file, from what it is (never from the file's name, so the
+    same content under two names gives the same output): ``deepseek_v3 (h 7168, 61 layers, 256
+    experts)``.  A file equal to a preset is called by the preset's name (:func:`derivations.presets.load_model`)."""
+    return f"{model_type} (h {dims['h']}, {dims['l']} layers, {dims['N']} experts)"
 
 
 def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
@@ -305,7 +304,7 @@ def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
     if first_k > dims["l"]:
         raise _err(path, "first_k_dense_replace", f"first_k_dense_replace={first_k} exceeds "
                                                   f"num_hidden_layers={dims['l']}")
-    return ModelSpec(name=name or model_name(path), d_cq=d_cq, N_s=N_s, first_k_dense=first_k,
+    return ModelSpec(name=name or shape_name(mt, dims), d_cq=d_cq, N_s=N_s, first_k_dense=first_k,
                      moe_layer_freq=freq, topk_method=topk, tie_word_embeddings=tied, mtp_layers=mtp,
                      fp8_block=_fp8_block(data, path), source=str(path) if source is None else source,
                      n_group=n_group, topk_group=topk_group, **dims)
@@ -328,8 +327,7 @@ def _fp8_block(data: Mapping, path: str) -> Optional[Tuple[int, int]]:
 
 def from_hf_config(path: str) -> ModelSpec:
     """A :class:`ModelSpec` from a Hugging Face config.json (or a directory holding one)."""
-    data = read_json(path)
-    return from_dict(data, path, model_name(path))
+    return from_dict(read_json(path), path)
 
 
 # ---------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import lru_cache
 from typing import Iterator
 
@@ -59,11 +60,23 @@ PRESETS: Mapping[str, ModelSpec] = _Presets()
 DEFAULT_MODEL = "deepseek-v3"
 
 
+def named(spec: ModelSpec) -> ModelSpec:
+    """``spec`` under the name of the preset it equals (every dimension and structural fact), else
+    as it is: a released config.json read from a file is called ``deepseek-v3``, whatever the file
+    is called."""
+    for name in PRESET_NAMES:
+        p = PRESETS[name]
+        if (replace(spec, name=p.name, source=p.source) == p
+                and (spec.n_group, spec.topk_group) == (p.n_group, p.topk_group)):
+            return replace(spec, name=p.name)
+    return spec
+
+
 def load_model(name_or_path: str) -> ModelSpec:
     """A preset by name, or a Hugging Face ``config.json`` (read as JSON data only)."""
     if name_or_path in PRESETS:
         return PRESETS[name_or_path]
     if os.path.lexists(name_or_path) or name_or_path.endswith(".json"):  # lexists: a symlink loop is a file
-        return from_hf_config(name_or_path)  # issue: real checkpoints
+        return named(from_hf_config(name_or_path))
     raise ConfigError("model", f"unknown model {name_or_path!r}: use one of {', '.join(PRESETS)} "
                                f"or a path to a Hugging Face config.json")

@@ -16,6 +16,12 @@ command line naming a folder, a special file, ``-`` or a file over :data:`MAX_NA
 that fails, is interrupted or exits through argparse (``--help``); ``main(argv)`` called from
 Python (only the ``memsym`` process itself reads or writes entries, so tests and the API always
 compute).  ``MEMSYM_CACHE=0`` turns it off with every other cache.
+
+Trust: an entry is written and read through :mod:`symbolic.cache` (this user's folder only, HMAC
+authenticated: an edited or planted entry is deleted and the command runs in full).  The key is
+made from the exact bytes of each named file, and those bytes are what the run parses
+(:mod:`symbolic.pinned`), so a file rewritten during a run can never leave one version's numbers
+under another's key; a run during which memsym's own files changed is not kept.
 """
 from __future__ import annotations
 
@@ -25,14 +31,14 @@ import os
 import stat
 import sys
 from importlib.util import find_spec
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 #: The subcommands whose output is kept: read-only, stdout only, deterministic.
 COMMANDS = ("estimate",)
 #: A named file larger than this is not hashed (the command itself refuses a config.json this big).
 MAX_NAMED_BYTES = 1 << 22
-#: Entries kept at most (the oldest dropped when a new one is written): a few KiB each.
-MAX_ENTRIES = 256
+#: The cache kind of the entries (bounded by symbolic.cache.LIMITS).
+KIND = "output"
 _PACKAGES = ("memsym", "derivations", "symbolic")
 
 
@@ -48,62 +54,78 @@ def _roots() -> Optional[List[str]]:
     return roots + ([paper] if os.path.isdir(paper) else [])
 
 
-def _named_file(token: str) -> Optional[bytes]:
-    """b'' for a token that names nothing; the path and content hash of a regular file it names;
-    None (do not keep) when it names something else or a file too large to hash."""
+def _named_file(token: str, pins: Dict[str, bytes]) -> Optional[bytes]:
+    """b'' for a token that names nothing; the path and content hash of a regular file it names
+    (its bytes kept in ``pins``: the run parses exactly those); None (do not keep) when it names
+    something else or a file too large to hash."""
     candidates = [token] + ([token.split("=", 1)[1]] if token.startswith("--") and "=" in token else [])
     out = b""
     for path in candidates:
         if path == "-":
             return None
-        if not path or not os.path.lexists(path):
-            continue
         try:
-            st = os.stat(path)
+            if not path or not os.path.lexists(path):
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
         except (OSError, ValueError):
             return None
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_NAMED_BYTES:
-            return None
         try:
-            with open(path, "rb") as f:
-                data = f.read(MAX_NAMED_BYTES + 1)
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_NAMED_BYTES:
+                return None
+            data = os.read(fd, MAX_NAMED_BYTES + 1)
+            while data and len(data) <= MAX_NAMED_BYTES:
+                more = os.read(fd, MAX_NAMED_BYTES + 1 - len(data))
+                if not more:
+                    break
+                data += more
         except OSError:
             return None
+        finally:
+            os.close(fd)
+        if len(data) > MAX_NAMED_BYTES:
+            return None
+        pins[os.path.abspath(path)] = data
         out += os.path.abspath(path).encode() + b"\0" + hashlib.sha256(data).digest()
     return out
 
 
 def key(argv: List[str]) -> Optional[str]:
     """The entry's key for ``argv`` (the words after ``memsym``), or None when this command line is
-    not kept (see the module's docstring)."""
-    from symbolic import cache
+    not kept (see the module's docstring).  The bytes of every file it names are pinned
+    (:mod:`symbolic.pinned`): the run parses the bytes the key was made from, never a later version."""
+    from symbolic import cache, pinned
     if not cache.enabled() or not argv or argv[0] not in COMMANDS:
         return None
     roots = _roots()
     sympy = find_spec("sympy")
     if roots is None or sympy is None or not sympy.submodule_search_locations:
         return None
-    files = []
+    files, pins = [], {}
     for token in argv:
-        named = _named_file(token)
+        named = _named_file(token, pins)
         if named is None:
             return None
         files.append(named)
-    release = cache.read(os.path.join(sympy.submodule_search_locations[0], "release.py"))
+    code = cache.tree_digest(*roots)
+    if code is None:
+        return None
+    try:
+        with open(os.path.join(sympy.submodule_search_locations[0], "release.py"), "rb") as f:
+            release = f.read()
+    except OSError:
+        return None
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("MEMSYM_"))
-    return cache.key("output", json.dumps(argv), b"".join(files).hex(), release, sys.version_info[:3], env,
-                     cache.tree_digest(*roots))
-
-
-def _path(k: str) -> str:
-    from symbolic import cache
-    return os.path.join(cache.directory("output"), k + ".json")
+    for path, data in pins.items():
+        pinned.pin(path, data)
+    return cache.key("output", json.dumps(argv), b"".join(files).hex(), release, sys.version_info[:3], env, code)
 
 
 def replay(k: str) -> bool:
-    """Write the kept stdout and stderr of entry ``k``; False (nothing written) when there is none."""
+    """Write the kept stdout and stderr of entry ``k`` (authenticated: :func:`symbolic.cache.load`);
+    False (nothing written) when there is none."""
     from symbolic import cache
-    data = cache.read(_path(k))
+    data = cache.load(KIND, k)
     if data is None:
         return False
     try:
@@ -112,7 +134,6 @@ def replay(k: str) -> bool:
         if not isinstance(out, str) or not isinstance(err, str):
             raise ValueError
     except (ValueError, KeyError, TypeError):
-        cache.discard(_path(k))
         return False
     try:
         if err:
@@ -159,24 +180,11 @@ class Recorder:
         return False
 
     def keep(self) -> None:
+        """Store the run's output, unless it bypassed the copy or memsym's code or data changed while
+        it ran (the output may then be of neither version)."""
         from symbolic import cache
-        if self.out.bypassed or self.err.bypassed:
+        roots = _roots()
+        if self.out.bypassed or self.err.bypassed or roots is None or cache.changed_since_start(*roots):
             return
         entry = {"stdout": "".join(self.out.kept), "stderr": "".join(self.err.kept)}
-        if cache.write(_path(self.k), json.dumps(entry).encode()):
-            _evict(os.path.dirname(_path(self.k)))
-
-
-def _evict(folder: str, most: int = MAX_ENTRIES) -> None:
-    """Keep the newest ``most`` entries of ``folder`` (by modification time): every command line kept
-    would otherwise grow the cache for ever."""
-    try:
-        names = [n for n in os.listdir(folder) if n.endswith(".json")]
-        if len(names) <= most:
-            return
-        paths = sorted((os.path.join(folder, n) for n in names), key=lambda p: os.stat(p).st_mtime_ns)
-    except OSError:
-        return
-    from symbolic import cache
-    for path in paths[:len(paths) - most]:
-        cache.discard(path)
+        cache.store(KIND, self.k, json.dumps(entry).encode())

@@ -4,10 +4,11 @@
 of float64 columns, like :func:`symbolic.numeric.compile`, but as one fused loop: sympy's
 common-subexpression elimination (``sympy.cse``) and a scalar Python printer write the body,
 numba compiles it (``njit``, no fastmath: IEEE operations in the printed order).  The
-generated source is a file in the cache (:mod:`symbolic.cache`, ``kernels/``) named by the
-hash of the expression's ``srepr``, the argument order and :data:`symbolic.cache.CODE_VERSION`;
-numba's own cache (``cache=True``) keeps the machine code beside it, so the compile
-(about a second) is paid once per expression, not once per process.
+generated source is a file in the cache (:mod:`symbolic.cache`, ``kernels/<digest>/k.py``, the
+digest of the expression's ``srepr``, the argument order and :data:`symbolic.cache.CODE_VERSION`);
+numba's own cache (``cache=True``) keeps the machine code beside it, so the compile (about a
+second) is paid once per expression, not once per process.  The folder is used only when every
+file in it matches an authenticated manifest (:func:`_load`).
 
 Without numba (``pip install memsym[fast]``) the same call returns the lambdified numpy
 function evaluated in cache-sized blocks (:func:`symbolic.search.evaluate`): same interface,
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from typing import Callable, Dict, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from . import cache
 
@@ -105,24 +106,75 @@ def source(exprs: Sequence, args: Sequence) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _load(src: str, digest: str):
-    """Import the generated module from the cache (written once), or from a temporary folder
-    when the cache is off or not writable."""
+def _files(folder: str) -> Optional[Dict[str, str]]:
+    """{relative path: sha256} of every file under ``folder``; None when it holds anything but
+    regular files and folders (a link, a FIFO) or cannot be read."""
+    import hashlib
     import os
+    import stat
+    out = {}
+    for d, dirs, names in os.walk(folder):
+        for name in dirs + names:
+            st = os.lstat(os.path.join(d, name))
+            if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)) or st.st_uid != os.geteuid():
+                return None
+        for name in names:
+            with open(os.path.join(d, name), "rb") as f:
+                out[os.path.relpath(os.path.join(d, name), folder)] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+def _load(src: str, digest: str):
+    """The kernel of ``src``: its module and numba's machine code (``cache=True``: numba's index and
+    data files beside it) in the cache folder ``kernels/<digest>/``, used only when every file there
+    matches the authenticated manifest written after the last compile (:func:`symbolic.cache.load`):
+    numba unpickles its index, so a file nobody authenticated is never left for it to read.
+    Otherwise the folder is emptied and the kernel compiled again (then the manifest is written, see
+    :func:`compile`).  Without a usable cache, a private temporary folder (compiled every process)."""
+    import json
+    import os
+    import shutil
     import tempfile
-    folder = cache.directory("kernels") if cache.enabled() else None
-    path = os.path.join(folder, f"k_{digest}.py") if folder else None
-    if path is None or (cache.read(path) != src.encode() and not cache.write(path, src.encode())):
+    kernels = cache.private_dir("kernels")
+    manifest = None
+    if kernels is not None:
+        folder = os.path.join(kernels, digest)
+        try:
+            data = cache.load("kernels", digest)
+            listed = json.loads(data) if data is not None else None
+            if not (os.path.isdir(folder) and not os.path.islink(folder) and listed == _files(folder)
+                    and listed.get("k.py") == _sha(src)):
+                shutil.rmtree(folder, ignore_errors=True)
+                os.mkdir(folder, 0o700)
+                with open(os.path.join(folder, "k.py"), "x") as f:
+                    f.write(src)
+                manifest = (digest, folder)  # written once numba has saved its cache
+        except (OSError, ValueError):
+            kernels = None
+    if kernels is None:
         folder = tempfile.mkdtemp(prefix="memsym-kernel-")
-        path = os.path.join(folder, f"k_{digest}.py")
-        with open(path, "w") as f:
+        with open(os.path.join(folder, "k.py"), "w") as f:
             f.write(src)
     name = f"memsym_kernel_{digest}"
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(name, os.path.join(folder, "k.py"))
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
-    return mod.kernel
+    return mod.kernel, manifest
+
+
+def _sha(text: str) -> str:
+    import hashlib
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _sign(manifest) -> None:
+    """Write the authenticated manifest of a kernel folder after numba compiled (and cached) it."""
+    import json
+    digest, folder = manifest
+    files = _files(folder)
+    if files is not None:
+        cache.store("kernels", digest, json.dumps(files, sort_keys=True).encode())
 
 
 def compile(obj, args: Sequence) -> Callable:
@@ -152,8 +204,9 @@ def compile(obj, args: Sequence) -> Callable:
         import numpy as np
         src = source(exprs, syms)
         digest = cache.key(sp.srepr(sp.Tuple(*exprs)), sp.srepr(sp.Tuple(*syms)), src, _numba_version())
-        kernel = _load(src, digest)
+        kernel, manifest = _load(src, digest)
         k = len(exprs)
+        pending = [manifest] if manifest else []
 
         def fn(*vals):
             arrs = [np.asarray(v, dtype=np.float64) for v in vals]
@@ -161,6 +214,8 @@ def compile(obj, args: Sequence) -> Callable:
             flat = [np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1) for a in arrs]
             outs = [np.empty(flat[0].shape[0] if flat else 1) for _ in range(k)]
             kernel(*outs, *flat)
+            if pending:  # the first call compiled the kernel: numba's cache files now exist
+                _sign(pending.pop())
             outs = [o.reshape(shape) for o in outs]
             return tuple(outs) if many else outs[0]
         fn.kernel = kernel

@@ -1,5 +1,6 @@
 """The compiled backend (symbolic.compiled) equals exact evaluation, caches on disk, and falls back to numpy."""
 import os
+import pickle
 import subprocess
 import sys
 
@@ -82,21 +83,52 @@ def test_missing_argument_is_refused():
         compiled.compile(expr, args[1:])
 
 
+_KERNEL = ("import numpy as np, sys\n"
+           "sys.path.insert(0, 'tests')\n"
+           "from test_compiled import _total\n"
+           "from symbolic import compiled\n"
+           "expr, args = _total(zero=2)\n"
+           "print(compiled.compile(expr, args)(*[np.ones(4) for _ in args]).tolist())\n")
+
+
+def _kernel_run(env):
+    out = subprocess.run([sys.executable, "-c", _KERNEL], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 @pytest.mark.skipif(not compiled.available(), reason="numba (the fast extra) not installed")
-def test_kernel_source_is_cached_on_disk_and_reused(tmp_path):
-    expr, args = _total(zero=2)
-    compiled._LOADED.clear()
-    compiled.compile(expr, args)(*[np.ones(4) for _ in args])
-    folder = tmp_path / "cache" / "kernels"
-    files = sorted(p.name for p in folder.glob("k_*.py"))
-    assert len(files) == 1
-    # a second process loads the same file (no new one), and a corrupted file is rewritten
-    (folder / files[0]).write_text("garbage(")
-    compiled._LOADED.clear()
-    out = compiled.compile(expr, args)(*[np.ones(4) for _ in args])
-    assert np.isfinite(out).all()
-    assert sorted(p.name for p in folder.glob("k_*.py")) == files
-    assert (folder / files[0]).read_text().startswith("import numba")
+def test_kernel_folder_is_used_only_as_its_authenticated_manifest_says(tmp_path):
+    """The kernel's module and numba's cache files (its index is a pickle) are loaded from the cache
+    only when they match the manifest signed after the compile; an edited module or a planted index
+    runs nothing and the kernel is compiled again (each run a new process, as a user's would be)."""
+    env = {**os.environ, "MEMSYM_CACHE_DIR": str(tmp_path / "cache")}
+    first = _kernel_run(env)
+    kernels = tmp_path / "cache" / "kernels"
+    (folder,) = [p for p in kernels.iterdir() if p.is_dir()]
+    manifest = kernels / f"{folder.name}.entry"
+    assert manifest.exists() and (folder / "k.py").read_text().startswith("import numba")
+    index = list(folder.rglob("*.nbi"))
+    assert index, "numba's cache=True wrote no index"
+    assert _kernel_run(env) == first  # a warm load
+    marker = tmp_path / "ran"
+    payload = f"open({str(marker)!r}, 'w').write('x')\n"
+
+    class Planted:
+        def __reduce__(self):
+            return (exec, (payload,))
+    with open(folder / "k.py", "a") as f:
+        f.write(payload)
+    assert _kernel_run(env) == first and not marker.exists()
+    assert payload not in (folder / "k.py").read_text()  # rebuilt
+    for p in folder.rglob("*.nbi"):
+        p.write_bytes(pickle.dumps(Planted()))
+    assert _kernel_run(env) == first and not marker.exists()
+    manifest.write_bytes(manifest.read_bytes()[:-3] + b"xx}")  # the manifest itself edited
+    for p in folder.rglob("*.nbi"):
+        p.write_bytes(pickle.dumps(Planted()))
+    assert _kernel_run(env) == first and not marker.exists()
 
 
 def test_numpy_fallback_without_numba(tmp_path):
@@ -137,10 +169,13 @@ def test_terms_cache_never_changes_a_number_and_survives_corruption(tmp_path):
     env = {**os.environ, "MEMSYM_CACHE_DIR": str(tmp_path)}
     fresh = _dump({**env, "MEMSYM_CACHE": "0"})
     cold = _dump(env)
-    files = list((tmp_path / "terms").glob("*.pickle"))
+    files = list((tmp_path / "terms").glob("*.entry"))
     assert len(files) == 1
     warm = _dump(env)
     assert fresh == cold == warm and "act.stage" in fresh
     files[0].write_bytes(b"not a pickle")
     assert _dump(env) == fresh
     assert files[0].read_bytes() != b"not a pickle"  # rebuilt
+    data = files[0].read_bytes()
+    files[0].write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # one bit of the pickle: the MAC fails
+    assert _dump(env) == fresh and files[0].read_bytes() == data

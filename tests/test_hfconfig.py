@@ -26,7 +26,7 @@ def same_model(a, b):
 def test_released_configs_map_onto_the_presets(name):
     m = cfg.load_model(str(DATA / name / "config.json"))
     assert same_model(m, cfg.PRESETS[name])
-    assert m.name == name                       # named after the directory holding config.json
+    assert m.name == name                       # a released config is called by the preset it equals
     assert m.source.endswith("config.json")
 
 

@@ -39,7 +39,12 @@ def uncached(ctx, tmp_path_factory):
 
 def _entries(root):
     folder = root / cached.KIND
-    return sorted(folder.glob("*.pickle")) if folder.is_dir() else []
+    return sorted(folder.glob("*.entry")) if folder.is_dir() else []
+
+
+def _payload(path, kind=cached.KIND):
+    """The verified payload of an entry file (symbolic.cache.load), or None."""
+    return cache.load(kind, path.stem)
 
 
 def test_cold_and_warm_cache_write_the_uncached_outputs(ctx, uncached, tmp_path, monkeypatch):
@@ -61,15 +66,29 @@ def test_warm_cache_computes_nothing(ctx, uncached, tmp_path, monkeypatch):
     assert _publish(ctx, tmp_path / "warm") == uncached
 
 
-@pytest.mark.parametrize("garbage", [b"", b"not a pickle", pickle.dumps({"report": 1}), pickle.dumps(None)])
+class _Planted:
+    """A pickle that runs code when it is loaded (writes the file named ``marker``)."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (exec, (f"open({self.marker!r}, 'w').write('x')",))
+
+
+@pytest.mark.parametrize("garbage", [b"", b"not a pickle", pickle.dumps({"report": 1}), pickle.dumps(None), "planted",
+                                     "one-bit"])
 def test_an_unreadable_or_foreign_entry_is_ignored_and_rebuilt(ctx, uncached, tmp_path, monkeypatch, garbage):
     monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path / "cache"))
     _publish(ctx, tmp_path / "cold")
+    marker = tmp_path / "ran"
     for path in _entries(tmp_path / "cache"):
-        path.write_bytes(garbage)
-    assert _publish(ctx, tmp_path / "again") == uncached
-    for path in _entries(tmp_path / "cache"):     # rebuilt: loads as the right value again
-        assert pickle.loads(path.read_bytes()) is not None
+        data = path.read_bytes()
+        path.write_bytes(pickle.dumps(_Planted(marker)) if garbage == "planted" else
+                         data[:-1] + bytes([data[-1] ^ 1]) if garbage == "one-bit" else garbage)
+    assert _publish(ctx, tmp_path / "again") == uncached and not marker.exists()
+    for path in _entries(tmp_path / "cache"):     # rebuilt: verifies and loads as the right value again
+        assert pickle.loads(_payload(path)) is not None
 
 
 def test_tex_and_md_alone_match_the_uncached_outputs(ctx, uncached, tmp_path, monkeypatch):
@@ -97,16 +116,24 @@ def test_the_key_follows_the_configuration(ctx):
     assert cached.report_key(ctx, rp.outline_report(ctx)) != cached.report_key(other, rp.outline_report(other))
 
 
+def _past(*paths):
+    """Date files before this process started (a file changed later gives no key: cache.tree_digest)."""
+    for p in paths:
+        os.utime(p, ns=(10 ** 18, 10 ** 18))
+
+
 def test_tree_digest_sees_every_file(tmp_path):
     (tmp_path / "a.py").write_text("x = 1\n")
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "m.json").write_text("{}")
+    _past(tmp_path / "a.py", tmp_path / "data" / "m.json")
     first = cache.tree_digest(tmp_path)
     (tmp_path / "data" / "m.json").write_text('{"h": 1}')
+    _past(tmp_path / "data" / "m.json")
     second = cache.tree_digest(tmp_path)
     (tmp_path / "__pycache__").mkdir()
     (tmp_path / "__pycache__" / "a.pyc").write_bytes(os.urandom(8))
-    assert first != second == cache.tree_digest(tmp_path)
+    assert None not in (first, second) and first != second == cache.tree_digest(tmp_path)
 
 
 def test_configuration_free_tables_are_the_same_at_any_configuration(ctx):
@@ -151,9 +178,9 @@ def test_closed_forms_cached_per_term_match_and_survive_corruption(ctx, equation
                                                                    monkeypatch, garbage):
     monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path))
     assert _equations(ctx) == equations_uncached                       # cold: written
-    forms = sorted((tmp_path / cached.KIND / "forms").iterdir())
-    assert forms
     from memsym.report import forms as fm
+    forms = sorted((tmp_path / fm.KIND).iterdir())
+    assert forms
     real = rp.equations.closed_expr
     monkeypatch.setattr(rp.equations, "closed_expr", lambda *a: pytest.fail("a closed form was recomputed"))
     assert _equations(ctx) == equations_uncached                       # warm: read, nothing recomputed
@@ -161,7 +188,7 @@ def test_closed_forms_cached_per_term_match_and_survive_corruption(ctx, equation
     for path in forms:
         path.write_bytes(garbage)
     assert _equations(ctx) == equations_uncached                       # corrupted: ignored, rebuilt
-    assert all(p.read_bytes().startswith(fm._MAGIC) and p.read_bytes() != garbage for p in forms)  # rewritten
+    assert all(_payload(p, fm.KIND) is not None and p.read_bytes() != garbage for p in forms)  # rewritten
 
 
 def test_closed_forms_are_shared_by_configurations_that_show_the_same_substitution(ctx, tmp_path, monkeypatch):

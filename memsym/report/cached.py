@@ -6,8 +6,8 @@ Entries are keyed by everything they are made from: the configuration (model, la
 stage), the outline, every file of ``derivations/``, ``symbolic/``, ``memsym/``, ``paper/`` and
 ``templates/`` (code and data), and the versions of Python, sympy and (for HTML) the notebook
 packages.  A context whose terms or substitution were changed by hand (``S.subs[nt.s] = 8192``
-in a notebook) is never cached.  An entry that cannot be read, or holds anything but what its
-key describes, is ignored and rebuilt; ``MEMSYM_CACHE=0`` turns the cache off.
+in a notebook) is never cached.  An entry is unpickled only once its HMAC verifies (:mod:`symbolic.cache`); one that
+does not, or holds anything but what its key describes, is deleted and rebuilt; ``MEMSYM_CACHE=0`` turns the cache off.
 """
 from __future__ import annotations
 
@@ -43,36 +43,28 @@ def report_key(ctx, plan) -> Optional[Tuple]:
             sympy.__version__, sys.version_info[:2], code_digest())
 
 
-def _load(path: str, check: Callable[[object], bool]):
-    data = cache.read(path)
-    if data is None:
+def _key(parts, name: str) -> Optional[str]:
+    if parts is None or any(p is None for p in parts) or not cache.enabled():
         return None
-    try:
-        value = pickle.loads(data)
-    except Exception:
-        value = None
-    if value is None or not check(value):
-        cache.discard(path)
-        return None
-    return value
-
-
-def _path(parts, name: str) -> Optional[str]:
-    import os
-    if parts is None or not cache.enabled():
-        return None
-    return os.path.join(cache.directory(KIND), cache.key(name, *parts) + ".pickle")
+    return cache.key(name, *parts)
 
 
 def _stored(parts, name: str, make: Callable[[], object], check: Callable[[object], bool]):
-    """``make()``, or the entry ``name`` under ``parts`` when it is readable and passes ``check``."""
-    path = _path(parts, name)
-    if path is None:
+    """``make()``, or the entry ``name`` under ``parts`` when it verifies (:func:`symbolic.cache.load`:
+    authenticated before it is unpickled) and passes ``check``."""
+    k = _key(parts, name)
+    if k is None:
         return make()
-    value = _load(path, check)
-    if value is None:
-        value = make()
-        cache.write(path, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+    data = cache.load(KIND, k)
+    if data is not None:
+        try:
+            value = pickle.loads(data)  # authenticated: this user's memsym wrote it
+        except Exception:
+            value = None
+        if value is not None and check(value):
+            return value
+    value = make()
+    cache.store(KIND, k, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
     return value
 
 
@@ -134,9 +126,8 @@ def _html_parts(ctx, plan) -> Optional[Tuple]:
 
 def has_notebook_html(ctx, plan) -> bool:
     """Whether :func:`notebook_html` will probably find its entry (no conversion to prepare for)."""
-    import os
-    path = _path(_html_parts(ctx, plan), "notebook-html")
-    return path is not None and os.path.exists(path)
+    k = _key(_html_parts(ctx, plan), "notebook-html")
+    return k is not None and cache.exists(KIND, k)
 
 
 def notebook_html(ctx, plan, report, make: Callable[[], Dict[str, str]]) -> Dict[str, str]:

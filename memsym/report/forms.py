@@ -6,19 +6,16 @@ term's expression, the substitution it is shown at (parallel degrees, bytes, the
 symbol names: a report at another sequence length, batch size, ZeRO stage or model of the same
 structure shows the same closed forms.  Each is kept as its LaTeX text under a key of the
 term's ``srepr``, the substitution's, the names, and every file of the code (:func:`code_digest`);
-an entry whose checksum does not match is ignored and rebuilt.
+an entry that does not verify (:func:`symbolic.cache.load`) is deleted and rebuilt.
 """
 from __future__ import annotations
 
-import hashlib
-import os
 from functools import lru_cache
 from typing import Callable, Mapping
 
 from symbolic import cache
 
-KIND = "report"
-_MAGIC = b"memsym-closed-latex "
+KIND = "report/forms"
 
 
 @lru_cache(maxsize=None)
@@ -29,10 +26,6 @@ def code_digest() -> str:
     import symbolic
     from symbolic.resources import PAPER_DIR, TEMPLATES_DIR
     return cache.tree_digest(*derivations.__path__, *symbolic.__path__, *memsym.__path__, PAPER_DIR, TEMPLATES_DIR)
-
-
-def _checksum(body: bytes) -> bytes:
-    return hashlib.sha256(body).hexdigest()[:32].encode()
 
 
 def closed_latex(term, subs: Mapping, names: Mapping, make: Callable[[], str]) -> str:
@@ -47,17 +40,15 @@ def closed_latex(term, subs: Mapping, names: Mapping, make: Callable[[], str]) -
              repr(sorted((sp.srepr(k), sp.srepr(v)) for k, v in subs.items())),
              repr(sorted((sp.srepr(k), str(v)) for k, v in names.items())),
              sp.__version__, sys.version_info[:2], code_digest())
-    path = os.path.join(cache.directory(KIND), "forms", cache.key(*parts) + ".tex")
-    data = cache.read(path)
+    if parts[-1] is None:  # the code changed under this process: no key describes it
+        return make()
+    k = cache.key(*parts)
+    data = cache.load(KIND, k)
     if data is not None:
-        head, _, body = data.partition(b"\n")
-        if head == _MAGIC + _checksum(body):
-            try:
-                return body.decode("utf-8")
-            except UnicodeDecodeError:
-                pass
-        cache.discard(path)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass
     text = make()
-    body = text.encode("utf-8")
-    cache.write(path, _MAGIC + _checksum(body) + b"\n" + body)
+    cache.store(KIND, k, text.encode("utf-8"))
     return text
