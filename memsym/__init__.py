@@ -10,7 +10,7 @@ numpy and the derivations are imported by the functions that need them.
 """
 __version__ = "0.1.0"
 
-_API = ("Result", "estimate", "params", "fit", "search", "sensitivity", "compare", "verify", "terms", "load_model",
+_API = ("Result", "Verdict", "estimate", "params", "fit", "search", "sensitivity", "compare", "verify", "terms", "load_model",
         "ConfigError")
 
 

@@ -56,9 +56,19 @@ def _argv(command: str, positional: List[str], options: Dict[str, Any]) -> List[
 
 
 def _run(command: str, positional: List[str], options: Dict[str, Any]) -> Dict:
-    argv = _argv(command, positional, options) + ["--json"]
-    args = _parser(command).parse_args(argv)
+    args = _args(command, positional, options)
     return importlib.import_module(f"memsym.commands.{command}").data(args)
+
+
+def _args(command: str, positional: List[str], options: Dict[str, Any], extra: List[str] = ()):
+    """The parsed options of ``command``; the model is set on them as the ModelSpec it stands for
+    (never typed back as text and read again: the spec given is the spec evaluated)."""
+    options = dict(options)
+    model = options.pop("model", None)
+    args = _parser(command).parse_args(_argv(command, positional, options) + list(extra) + ["--json"])
+    if model is not None:
+        args.model = _spec(model)
+    return args
 
 
 def _plain(data) -> Any:
@@ -67,17 +77,13 @@ def _plain(data) -> Any:
     return json.loads(json.dumps(data, default=json_default))
 
 
-def _model_ref(model) -> str:
-    """A preset name or config.json path for a model given by name, path or ModelSpec."""
-    if model is None:
-        return None
-    if isinstance(model, str):
+def _spec(model):
+    """The ModelSpec of ``model``: itself, or the preset or config.json a text names (read once, now)."""
+    from derivations.config import ModelSpec, load_model
+    if isinstance(model, ModelSpec):
         return model
-    source, name = getattr(model, "source", None), getattr(model, "name", None)
-    if source and source != "preset":
-        return source
-    if name:
-        return name
+    if isinstance(model, str):
+        return load_model(model)
     raise TypeError(f"model must be a preset name, a config.json path or a ModelSpec, got {type(model).__name__}")
 
 
@@ -93,7 +99,7 @@ class Result:
         return json.loads(json.dumps(self._data))
 
     def __getitem__(self, key):
-        return _wrap(self._command, self._data[key])
+        return _wrap(self._command, self._data[key], key)
 
     def __iter__(self):
         return iter(self._data)
@@ -104,7 +110,7 @@ class Result:
     def __getattr__(self, name):
         data = self.__dict__.get("_data")
         if isinstance(data, dict) and name in data:
-            return _wrap(self._command, data[name])
+            return _wrap(self._command, data[name], name)
         raise AttributeError(f"{self._command} result has no field {name!r}"
                              + (f"; fields: {', '.join(data)}" if isinstance(data, dict) else ""))
 
@@ -112,7 +118,12 @@ class Result:
         return list(self._data) if isinstance(self._data, dict) else []
 
     def __repr__(self) -> str:
-        return f"<memsym {self._command} result: {', '.join(self._data) if isinstance(self._data, dict) else ''}>"
+        """The values, one per line (``print(r)``): every scalar one level into objects, and the first
+        items of lists, as :meth:`_repr_markdown_` shows them."""
+        rows = list(self._rows())
+        width = max((len(k) for k, _ in rows), default=0)
+        return "\n".join([f"memsym {self._command} result"] + [
+            f"  {k:<{width}}  {f'{v:,}' if isinstance(v, int) and not isinstance(v, bool) else v}" for k, v in rows])
 
     def _rows(self, limit: int = 12):
         """(field, value) of every scalar, one level into objects, and the first ``limit`` items
@@ -148,8 +159,28 @@ class Result:
         return f"<table><caption>memsym {escape(self._command)}</caption>{rows}</table>"
 
 
-def _wrap(command, value):
+class Verdict(Result):
+    """A verdict at the ends of a range (``estimate(gpu=...).fits``: ``none``, ``low``, ``high``, one
+    per end of the Sec. 6 overheads).  ``bool()`` is the verdict when every end agrees; when they
+    differ it raises (``if r.fits:`` would otherwise read "fits" for "fits only at the low end"):
+    ask ``r.fits.high`` or ``r.fits.low``."""
+
+    def __bool__(self) -> bool:
+        values = [bool(v) for v in self._data.values()]
+        if all(values) or not any(values):
+            return bool(values) and values[0]
+        ends = ", ".join(f"{k} {'fits' if v else 'does not fit'}" for k, v in self._data.items())
+        raise ValueError(f"the verdict is a range ({ends}): ask for one end, e.g. .high or .low")
+
+
+#: Result fields that are verdicts over a range (a dict of booleans).
+VERDICTS = ("fits",)
+
+
+def _wrap(command, value, name=None):
     if isinstance(value, dict):
+        if name in VERDICTS and value and all(isinstance(v, bool) for v in value.values()):
+            return Verdict(command, value)
         return Result(command, value)
     if isinstance(value, list):
         return [_wrap(command, v) for v in value]
@@ -158,32 +189,32 @@ def _wrap(command, value):
 
 def estimate(model=None, **options) -> Result:
     """``memsym estimate``: per-device parameters and bytes of one stage (Tables 6, 8, 10)."""
-    return Result("estimate", _run("estimate", [], dict(options, model=_model_ref(model))))
+    return Result("estimate", _run("estimate", [], dict(options, model=model)))
 
 
 def params(model=None, **options) -> Result:
     """``memsym params``: parameters per layer kind, per stage and in total (Tables 3-4)."""
-    return Result("params", _run("params", [], dict(options, model=_model_ref(model))))
+    return Result("params", _run("params", [], dict(options, model=model)))
 
 
 def fit(model=None, *, hbm: str = None, **options) -> Result:
     """``memsym fit``: the largest micro-batch (``solve="mbs"``) or sequence (``"seq"``) that fits ``hbm``."""
-    return Result("fit", _run("fit", [], dict(options, model=_model_ref(model), hbm=hbm)))
+    return Result("fit", _run("fit", [], dict(options, model=model, hbm=hbm)))
 
 
 def search(model=None, *, gpus: int, hbm: str = None, **options) -> Result:
     """``memsym search``: every valid layout of ``gpus`` GPUs, and those that fit ``hbm``."""
-    return Result("search", _run("search", [], dict(options, model=_model_ref(model), gpus=gpus, hbm=hbm)))
+    return Result("search", _run("search", [], dict(options, model=model, gpus=gpus, hbm=hbm)))
 
 
 def sensitivity(model=None, *, wrt: str = "s,b,TP", **options) -> Result:
     """``memsym sensitivity``: derivatives, elasticities and finite differences with respect to ``wrt``."""
-    return Result("sensitivity", _run("sensitivity", [], dict(options, model=_model_ref(model), wrt=wrt)))
+    return Result("sensitivity", _run("sensitivity", [], dict(options, model=model, wrt=wrt)))
 
 
 def compare(model=None, **options) -> Result:
     """``memsym compare``: the paper, Megatron-LM and ModelZoo conventions with the waterfall between them."""
-    return Result("compare", _run("compare", [], dict(options, model=_model_ref(model))))
+    return Result("compare", _run("compare", [], dict(options, model=model)))
 
 
 def verify(formula: str, against: str, model=None, **options) -> Result:
@@ -194,13 +225,12 @@ def verify(formula: str, against: str, model=None, **options) -> Result:
     elif isinstance(assume, str):
         assume = assume.split()
     positional = [formula]
-    data = _verify(positional, dict(options, model=_model_ref(model), against=against), assume)
+    data = _verify(positional, dict(options, model=model, against=against), assume)
     return Result("verify", data)
 
 
 def _verify(positional, options, assume) -> Dict:
-    argv = _argv("verify", positional, options) + (["--assume", *assume] if assume else []) + ["--json"]
-    args = _parser("verify").parse_args(argv)
+    args = _args("verify", positional, options, ["--assume", *assume] if assume else [])
     from memsym.verdict import verify as run
     return run(args.formula, args.against, assume=args.assume, model=args.model, stage=args.stage).to_json()
 
@@ -217,5 +247,5 @@ def load_model(name_or_path: str = None):
     return load(name_or_path or DEFAULT_MODEL)
 
 
-__all__ = ["Result", "estimate", "params", "fit", "search", "sensitivity", "compare", "verify", "terms",
+__all__ = ["Result", "Verdict", "estimate", "params", "fit", "search", "sensitivity", "compare", "verify", "terms",
            "load_model", "ConfigError"]

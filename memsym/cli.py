@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
 from typing import List, Optional
 
@@ -23,7 +24,26 @@ def one_line(message: str) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (exit 2), and a value that starts with ``-`` and a digit
+    (``--hbm -80GiB``, ``--tp -3``) read as the option's value, so its own check names it; no
+    memsym option looks like that (argparse's own rule covers plain negative numbers only)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?\d")
+        self._argv: List[str] = []
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
     def error(self, message):  # one line, exit 2
+        m = re.match(r"argument (\S+?)(?:/\S+)?: expected one argument$", message)
+        if m:  # name the value that was taken for an option: `--model -cfg.json`
+            opt = m.group(1)
+            after = [b for a, b in zip(self._argv, self._argv[1:]) if a == opt and b.startswith("-")]
+            if after:
+                message += f" (got {after[0]!r}, read as an option; write {opt}={after[0]} for a value starting with -)"
         self.exit(2, f"memsym {self.prog.split(' ', 1)[-1] if ' ' in self.prog else ''}: error: {one_line(message)}\n"
                      .replace("memsym : ", "memsym: "))
 

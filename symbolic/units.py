@@ -20,6 +20,8 @@ def parse_size(text: str) -> int:
     fractional byte count is rounded down.  (The paper's "GB" means GiB; that reading belongs
     to its tables, not to sizes typed here.)"""
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)?\s*", str(text), flags=re.ASCII)
+    if re.fullmatch(r"\s*-\s*\.?[0-9].*", str(text), flags=re.ASCII | re.DOTALL):
+        raise ConfigError("size", f"a size must be positive, got the negative size {text!r}")
     if not m or m.group(2) is None:
         raise ConfigError("size", f"cannot read the size {text!r}: write {FORMS}")
     unit = m.group(2).lower()

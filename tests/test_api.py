@@ -2,6 +2,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +71,73 @@ def test_import_is_light():
                 "print('sympy' in sys.modules, 'numpy' in sys.modules, file=sys.stderr)" % argv)
         err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stderr.split()
         assert err[-2:] == ["False", "False"], argv
+
+
+V3 = json.loads((Path(__file__).resolve().parent.parent / "derivations" / "models" / "deepseek-v3.json").read_text())
+
+
+@pytest.mark.parametrize("fn, kw", [("estimate", dict(tp=1)), ("params", {}), ("fit", dict(hbm="80GiB", tp=1)),
+                                    ("compare", dict(tp=1))])
+def test_the_spec_given_is_the_spec_evaluated(fn, kw, tmp_path):
+    """A ModelSpec changed by hand (dataclasses.replace, from_dict of edited data) is evaluated as
+    given: its numbers equal the CLI's for a config.json holding the same change, and differ from
+    the preset's (the spec is never re-read by its name or path)."""
+    import dataclasses
+
+    from derivations.hfconfig import from_dict
+    data = dict(V3, num_attention_heads=64)
+    path = tmp_path / "h64.json"
+    path.write_text(json.dumps(data))
+    argv = [fn, "--model", str(path)] + [x for k, v in kw.items() for x in (f"--{k}", str(v))]
+    want = cli_json(*argv)
+    base = memsym.load_model("deepseek-v3")
+    by_hand = getattr(memsym, fn)(dataclasses.replace(base, n_h=64), **kw).to_dict()
+    from_data = getattr(memsym, fn)(from_dict(data), **kw).to_dict()
+    preset = getattr(memsym, fn)(base, **kw).to_dict()
+    key = {"estimate": "params", "params": "total", "fit": "root_exact", "compare": "presets"}[fn]
+    assert by_hand[key] == from_data[key] == want[key] != preset[key]
+
+
+def test_a_spec_loaded_from_a_file_does_not_follow_the_file(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(V3))
+    spec = memsym.load_model(str(path))
+    before = memsym.estimate(spec, tp=1).params.total
+    path.write_text(json.dumps(dict(V3, num_attention_heads=64)))
+    assert memsym.estimate(spec, tp=1).params.total == before == memsym.estimate("deepseek-v3", tp=1).params.total
+    assert memsym.estimate(str(path), tp=1).params.total != before  # a path is read when it is given
+
+
+@pytest.mark.parametrize("model", ["-cfg.json", "--tp", "no-such-model", "/nonexistent/config.json"])
+def test_a_model_text_that_names_nothing_raises_one_config_error(model):
+    with pytest.raises(memsym.ConfigError) as e:
+        memsym.estimate(model)
+    assert "\n" not in str(e.value) and model in str(e.value)
+
+
+def test_a_verdict_reads_right_in_python():
+    nothing = memsym.estimate(gpu="h800")                 # ZeRO 0 on an H800: does not fit at any end
+    assert not any(nothing.to_dict()["fits"].values()) and not nothing.fits and bool(nothing.fits) is False
+    everything = memsym.estimate(gpu="h800", zero=3)
+    assert all(everything.to_dict()["fits"].values()) and everything.fits
+    assert everything.fits.high is True and everything.fits["low"] is True
+
+
+def test_a_verdict_over_a_range_refuses_to_be_one_bool():
+    r = memsym.Verdict("estimate", {"none": True, "low": True, "high": False})
+    with pytest.raises(ValueError, match="range"):
+        bool(r)
+    assert r.low and not r.high
+
+
+def test_repr_shows_values():
+    text = repr(memsym.estimate())
+    assert "6,250,364,928" in text and "deepseek-v3" in text and "params.total" in text
+
+
+def test_report_at_pp1_needs_no_stage(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "memsym", "report", "--model", "deepseek-v2-lite", "--dp", "8", "--tp", "1",
+                        "--pp", "1", "--ep", "8", "--out", str(tmp_path / "r"), "--format", "md"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert "stage 0" in (tmp_path / "r" / "report.md").read_text()

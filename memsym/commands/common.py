@@ -257,7 +257,9 @@ def add_json_option(p: argparse.ArgumentParser) -> None:
 
 
 def model_from_args(args) -> cfg.ModelSpec:
-    return cfg.load_model(args.model)
+    """The model of ``--model`` (a preset or a config.json, read now), or the ModelSpec the Python
+    API set there (:func:`memsym.api._args`: evaluated as given, never read again by name)."""
+    return args.model if isinstance(args.model, cfg.ModelSpec) else cfg.load_model(args.model)
 
 
 def layout_from_args(args) -> cfg.Layout:

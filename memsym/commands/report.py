@@ -74,5 +74,6 @@ def run(args) -> int:
     if args.out is not None:
         from symbolic.files import check_out_dir
         check_out_dir(args.out)
-    ctx = Context.create(args.model, common.layout_from_args(args), common.training_from_args(args), args.stage)
+    ctx = Context.create(args.model, common.layout_from_args(args), common.training_from_args(args),
+                         common.stage_from_args(args))
     return write(ctx, args.out, args.formats)

@@ -38,10 +38,13 @@ class Context:
     _terms: object = field(default=None, repr=False)
 
     @classmethod
-    def create(cls, model=None, layout=None, training=None, stage: int = 1) -> "Context":
+    def create(cls, model=None, layout=None, training=None, stage: Optional[int] = None) -> "Context":
         """Validate and build the context (ConfigError names a failing constraint).
 
-        ``model``: a ModelSpec, a preset name or a Hugging Face config.json path."""
+        ``model``: a ModelSpec, a preset name or a Hugging Face config.json path; ``stage`` None:
+        as ``estimate`` chooses without a schedule (stage 1, or 0 at PP = 1:
+        :func:`derivations.device.default_stage`)."""
+        from derivations.device import default_stage
         import os
         ref = model if isinstance(model, str) else getattr(model, "name", "deepseek-v3")
         if isinstance(model, str) and model not in cfg.PRESETS and os.path.exists(model):
@@ -51,7 +54,7 @@ class Context:
         training = training or cfg.Training()
         cfg.validate_layout(model, layout, training.seq)
         cfg.validate_training(training)
-        comp = cfg.stage(model, layout, stage)
+        comp = cfg.stage(model, layout, default_stage(layout) if stage is None else stage)
         return cls(model, layout, training, comp, cfg.substitution(model, layout, training, comp), ref)
 
     @property
