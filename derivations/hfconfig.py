@@ -206,10 +206,20 @@ def read_json(path: str) -> Dict:
     refused before it is opened), a UTF-8 byte-order mark is skipped, and nesting deeper than
     CONFIG_DEPTH, a number of more than 30 digits or a field named twice is refused; every
     error names the file and the byte offset or the field."""
+    path = _config_file(path)
+    return _parse_json(_read_bounded(path), path)
+
+
+def _config_file(path) -> str:
+    """``path``, or the config.json inside it when it is a directory."""
     path = os.fspath(path)
     if stat.S_ISDIR(_stat(path).st_mode):
         path = os.path.join(path, "config.json")
-    raw = _read_bounded(path)
+    return path
+
+
+def _parse_json(raw: bytes, path: str) -> Dict:
+    """:func:`read_json` of the bytes ``raw`` read from ``path`` (named in errors)."""
     skip = 0
     if raw.startswith(codecs.BOM_UTF8):
         skip = len(codecs.BOM_UTF8)
@@ -326,10 +336,35 @@ def _fp8_block(data: Mapping, path: str) -> Optional[Tuple[int, int]]:
     return (blk[0], blk[1])
 
 
+@dataclass(frozen=True)
+class ConfigFile:
+    """A config.json read once: the path as given, the bytes read (bounded: :func:`_read_bounded`),
+    the parsed object (:func:`read_json`) and the :class:`ModelSpec` built from it (:func:`from_dict`)."""
+
+    path: str
+    raw: bytes
+    data: Mapping
+    model: ModelSpec
+
+    @property
+    def sha256(self) -> str:
+        """SHA-256 of the bytes read (what a trace record keeps: memsym/trace/records.py)."""
+        import hashlib
+        return hashlib.sha256(self.raw).hexdigest()
+
+
+def read_config(path: str, name: Optional[str] = None, source: Optional[str] = None) -> ConfigFile:
+    """A Hugging Face config.json (or a directory holding one) read and validated: what
+    :func:`from_hf_config` builds, with the bytes and the parsed object it was built from."""
+    file = _config_file(path)
+    raw = _read_bounded(file)
+    data = _parse_json(raw, file)
+    return ConfigFile(str(path), raw, data, from_dict(data, path, name or model_name(path), source))
+
+
 def from_hf_config(path: str) -> ModelSpec:
     """A :class:`ModelSpec` from a Hugging Face config.json (or a directory holding one)."""
-    data = read_json(path)
-    return from_dict(data, path, model_name(path))
+    return read_config(path).model
 
 
 # ---------------------------------------------------------------------------------
