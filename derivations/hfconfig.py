@@ -208,12 +208,23 @@ def read_json(path: str) -> Dict:
     CONFIG_DEPTH, a number of more than 30 digits or a field named twice is refused; every
     error names the file and the byte offset or the field.  A file pinned for this process
     (:mod:`symbolic.pinned`: the bytes :mod:`memsym.memo` keyed the run by) is not read again."""
+    return _parse_json(*_read_raw(path))
+
+
+def _read_raw(path) -> Tuple[bytes, str]:
+    """(the bytes, the file): of ``path`` or of the config.json inside it when it is a directory;
+    the bytes pinned for it if any (the ones a cache key was made from: :mod:`symbolic.pinned`)."""
     path = os.fspath(path)
-    raw = pinned(path)  # the bytes a cache key was made from (symbolic.pinned), if any
-    if raw is None:
-        if stat.S_ISDIR(_stat(path).st_mode):
-            path = os.path.join(path, "config.json")
-        raw = _read_bounded(path)
+    raw = pinned(path)
+    if raw is not None:
+        return raw, path
+    if stat.S_ISDIR(_stat(path).st_mode):
+        path = os.path.join(path, "config.json")
+    return _read_bounded(path), path
+
+
+def _parse_json(raw: bytes, path: str) -> Dict:
+    """:func:`read_json` of the bytes ``raw`` read from ``path`` (named in errors)."""
     skip = 0
     if raw.startswith(codecs.BOM_UTF8):
         skip = len(codecs.BOM_UTF8)
@@ -325,9 +336,34 @@ def _fp8_block(data: Mapping, path: str) -> Optional[Tuple[int, int]]:
     return (blk[0], blk[1])
 
 
+@dataclass(frozen=True)
+class ConfigFile:
+    """A config.json read once: the path as given, the bytes read (bounded: :func:`_read_bounded`),
+    the parsed object (:func:`read_json`) and the :class:`ModelSpec` built from it (:func:`from_dict`)."""
+
+    path: str
+    raw: bytes
+    data: Mapping
+    model: ModelSpec
+
+    @property
+    def sha256(self) -> str:
+        """SHA-256 of the bytes read (what a trace record keeps: memsym/trace/records.py)."""
+        import hashlib
+        return hashlib.sha256(self.raw).hexdigest()
+
+
+def read_config(path: str, name: Optional[str] = None, source: Optional[str] = None) -> ConfigFile:
+    """A Hugging Face config.json (or a directory holding one) read and validated: what
+    :func:`from_hf_config` builds, with the bytes and the parsed object it was built from."""
+    raw, file = _read_raw(path)
+    data = _parse_json(raw, file)
+    return ConfigFile(str(path), raw, data, from_dict(data, path, name, source))
+
+
 def from_hf_config(path: str) -> ModelSpec:
     """A :class:`ModelSpec` from a Hugging Face config.json (or a directory holding one)."""
-    return from_dict(read_json(path), path)
+    return read_config(path).model
 
 
 # ---------------------------------------------------------------------------------

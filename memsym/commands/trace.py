@@ -38,7 +38,7 @@ def add_parser(sub):
     p.add_argument("--conventions", default=None, metavar="PRESET",
                    help="the preset predicting the trace (default: the framework's own)")
     p.add_argument("--tensors", action="store_true", help="list every recorded storage")
-    p.add_argument("--record", metavar="FILE", default=None,
+    p.add_argument("--record", metavar="FILE", default=None, type=common.path_text,
                    help="write the measurement as a record (paper/traces/*.toml: config, settings, versions, per-layer "
                         "and per-family bytes, this command)")
     p.add_argument("--unexplained", metavar="WHY", default="",
@@ -49,36 +49,63 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from memsym.trace import INSTALL_HINT, missing
+    """Read and check everything first (memsym/trace/inputs.py: the config read once, bounded and
+    validated as estimate does, the options, the record's folder), then import torch and trace."""
+    from memsym.trace import INSTALL_HINT, inputs, missing
+    conf = inputs.read(args.model)
+    inputs.check_size(conf.model, args.mbs, args.seq)
+    inputs.check_options(args.framework, args.attention, args.experts, args.recompute)
+    inputs.check_conventions(args.conventions)
+    if args.record:
+        _check_record(args)
     need = missing(args.framework)
     if need:
         print(f"memsym trace: error: {need} is not installed: {INSTALL_HINT}", file=sys.stderr)
-        return 2
-    if args.attention == "flash":
-        print("memsym trace: error: --attention flash needs a GPU (FlashAttention-2); use eager or sdpa",
-              file=sys.stderr)
         return 2
     if args.framework == "mcore":
         from memsym.trace import mcore as impl
     else:
         from memsym.trace import hf as impl
+    from symbolic.errors import ConfigError
     try:
-        rec, info = impl.run(args.model, args.mbs, args.seq, args.act_dtype, args.attention, args.experts,
-                           args.recompute)
-    except ValueError as exc:
-        print(f"memsym trace: error: {exc}", file=sys.stderr)
-        return 2
+        rec, info = impl.run(conf.data, args.mbs, args.seq, args.act_dtype, args.attention, args.experts,
+                             args.recompute)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, AssertionError, RuntimeError) as exc:
+        # a config memsym accepts that the implementation cannot build or run (its own checks, a shape)
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise ConfigError("trace.implementation", f"{args.framework} cannot trace {args.model}: "
+                                                  f"{type(exc).__name__}: {first}") from None
     from memsym.trace.compare import result
-    out = result(args, rec, info)
+    out = result(args, rec, info, conf.model)
     if args.record:
         from memsym.trace.records import to_toml
-        with open(args.record, "w") as f:
-            f.write(to_toml(out, args.unexplained))
+        from symbolic.files import write_atomic
+        write_atomic(args.record, to_toml(out, args.unexplained, conf.sha256))
     if args.json:
         common.print_json(out)
     else:
         print(render(out))
     return 0
+
+
+def _check_record(args) -> None:
+    """``--record FILE`` can be written, and every string it will hold is one TOML can (before the trace)."""
+    import os
+    from memsym.trace.records import toml_string
+    from symbolic.errors import ConfigError
+    if os.path.isdir(args.record):
+        raise ConfigError("trace.record", f"--record {args.record}: is a directory; name the record's file")
+    folder = os.path.dirname(os.path.abspath(args.record))
+    if not os.path.isdir(folder):
+        raise ConfigError("trace.record", f"--record {args.record}: the folder {folder} does not exist")
+    for option, value in (("--model", args.model), ("--recompute", args.recompute),
+                          ("--unexplained", args.unexplained)):
+        try:
+            toml_string(value)
+        except ValueError as exc:
+            raise ConfigError("trace.record", f"{option}: {exc}") from None
 
 
 def render(out) -> str:

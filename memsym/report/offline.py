@@ -1,7 +1,8 @@
 """Offline maths for the HTML outputs: KaTeX (vendored in ``templates/vendor/katex``, MIT) inlined
 into the page and run with ``output: "mathml"``, so every ``\\(...\\)`` / ``\\[...\\]`` (and, in
 notebooks, ``$...$`` / ``$$...$$``) becomes MathML that the browser renders natively.  Nothing is
-fetched: no CDN script, font or stylesheet (MathJax from a CDN left formulas as raw LaTeX offline)."""
+fetched: no CDN script, font or stylesheet (MathJax from a CDN left formulas as raw LaTeX offline).
+Elements of class :data:`LITERAL` (text from the user: the model's name, its path) are not typeset."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -10,6 +11,8 @@ from symbolic.resources import TEMPLATES_DIR
 
 VENDOR = TEMPLATES_DIR / "vendor" / "katex"
 REPORT_DELIMITERS = '[{left: "\\\\[", right: "\\\\]", display: true}, {left: "\\\\(", right: "\\\\)", display: false}]'
+#: The class of elements holding user text that must read as typed: ``$x$`` in a path stays ``$x$``.
+LITERAL = "memsym-literal"
 NOTEBOOK_DELIMITERS = ('[{left: "$$", right: "$$", display: true}, {left: "\\\\[", right: "\\\\]", display: true}, '
                        '{left: "\\\\(", right: "\\\\)", display: false}, {left: "$", right: "$", display: false}]')
 
@@ -26,6 +29,7 @@ def math_scripts(notebook: bool = False) -> str:
     delimiters = NOTEBOOK_DELIMITERS if notebook else REPORT_DELIMITERS
     run = ('document.addEventListener("DOMContentLoaded", function () {\n'
            f'  renderMathInElement(document.body, {{delimiters: {delimiters}, output: "mathml", '
-           'throwOnError: false, ignoredTags: ["script", "noscript", "style", "textarea", "pre", "code"]});\n'
+           'throwOnError: false, ignoredTags: ["script", "noscript", "style", "textarea", "pre", "code"], '
+           f'ignoredClasses: ["{LITERAL}"]}});\n'
            '  document.body.setAttribute("data-math", "rendered");\n});')
     return "\n".join((_script(katex), _script(auto), _script(run)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from symbolic.render import fmt_gib, fmt_int, term_latex
 from symbolic.resources import TEMPLATES_DIR
 
-from .text import md_escape, report_names, tex_escape
+from .text import md_escape, one_line, report_names, tex_escape
 
 #: Jinja delimiters for ``.tex`` templates: LaTeX's braces and ``%`` stay untouched.
 TEX_DELIMITERS = dict(block_start_string="((*", block_end_string="*))", variable_start_string="(((",
@@ -30,7 +30,8 @@ def make_environment(kind: str, templates_dir=None):
     ``tex`` uses LaTeX-safe delimiters (``((( var )))``, ``((* block *))``, ``((= comment =))``);
     ``html`` autoescapes.  Filters: ``num`` (exact number, thousands separators), ``gib``
     (bytes as GiB), ``term_latex`` (a term's LaTeX in the paper's notation), ``esc`` (text
-    escaping for the format), ``tex``/``md`` (explicit escapers).
+    escaping for the format), ``tex``/``md`` (explicit escapers), ``comment`` (one line, for a
+    ``# comment`` in a notebook's code cell).  Values in code go in as ``repr``/``tojson`` literals.
     """
     import jinja2
     if kind not in KINDS:
@@ -46,6 +47,7 @@ def make_environment(kind: str, templates_dir=None):
     env.filters["gib"] = fmt_gib
     env.filters["tex"] = tex_escape
     env.filters["md"] = md_escape
+    env.filters["comment"] = one_line
     env.filters["esc"] = {"tex": tex_escape, "md": md_escape}.get(kind, str)
     env.filters["term_latex"] = lambda term, subs=None, form="paper": term_latex(term, subs, form, names=report_names())
     if kind == "html":

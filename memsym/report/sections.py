@@ -124,7 +124,7 @@ def _outline_section(ctx, spec: SectionSpec, number: int, term_ids: Sequence[str
 def _setting(ctx) -> Tuple[Tuple[str, str], ...]:
     lay, tr, st = ctx.layout, ctx.training, ctx.stage
     return (
-        ("model", ctx.model.name),
+        ("model", ctx.model.name if ctx.model.source == "preset" else f"{ctx.model.name} (read from {ctx.model.source})"),
         ("layout", f"DP={lay.dp} TP={lay.tp} PP={lay.pp} EP={lay.ep} ETP={lay.etp} SP={lay.SP} CP={lay.cp} "
                    f"(EDP={fmt_num(lay.edp)}, {lay.world} GPUs)"),
         ("stage", f"{st.index} of {lay.pp} ({st.label}: {st.dense} dense, {st.moe} MoE"

@@ -74,7 +74,33 @@ def _escape(text: str) -> str:
     return "".join(ch if ord(ch) < 256 else _TEX_UNICODE.get(ch, "?") for ch in out)
 
 
+#: Markdown punctuation, backslash-escaped (CommonMark escapes any ASCII punctuation this way):
+#: code spans, emphasis, links and images, GFM tables, strikethrough and autolinks (``http:``,
+#: ``x@y``, the dot of ``www.``), ATX headings, the ``$`` / ``\\(`` maths of Jupyter, GitHub and
+#: nbconvert (nbconvert/filters/markdown_mistune.py), and ``{ }``.
+_MD_PUNCT = "\\`*_{}[]()#|~$:@"
+#: Raw HTML, autolinks and entity references: written as entities, which every renderer shows as text.
+_MD_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_MD_RE = re.compile("[" + re.escape(_MD_PUNCT + "".join(_MD_HTML)) + "]|(?<=[Ww]{3})\\.|\r\n|"
+                    "[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]")
+
+
+def _md_sub(m) -> str:
+    c = m.group(0)
+    if c in _MD_HTML:
+        return _MD_HTML[c]
+    return "\\" + c if c in _MD_PUNCT or c == "." else " "
+
+
 def md_escape(text) -> str:
-    """Plain text made safe inside a Markdown table cell."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("*", "\\*").replace("_", "\\_") \
-        .replace("<", "&lt;").replace(">", "&gt;").replace("$", "\\$").replace("\n", " ")
+    """Plain text made literal inside a line of Markdown (a table cell, a title, a list item):
+    every character with a meaning in Markdown or its maths is backslash-escaped, ``& < >``
+    become entities (no raw HTML survives), and a line break becomes a space.  Renderers show
+    the text exactly as given (tests/test_report_escaping.py)."""
+    return _MD_RE.sub(_md_sub, str(text))
+
+
+def one_line(text) -> str:
+    """Text made one line (every line break a space): what a ``# comment`` in a notebook's code
+    cell may hold without the rest becoming code (templates/notebook/*.py.j2)."""
+    return " ".join(str(text).splitlines())

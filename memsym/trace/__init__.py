@@ -4,7 +4,9 @@
 by storage object), attributes it to the layer and sublayer whose operation saved it;
 :mod:`memsym.trace.hf` builds Hugging Face transformers' ``DeepseekV3ForCausalLM`` from a
 config and runs it.  torch and transformers are the optional extra ``memsym[trace]``;
-nothing here imports them at module level.
+nothing here imports them at module level.  :mod:`memsym.trace.inputs` reads the config once
+(estimate's bounded reader and validation) and checks the options before either is imported;
+:mod:`memsym.trace.records` writes a measurement as TOML (every user string escaped).
 
 Megatron-Core (``--framework mcore``): :mod:`memsym.trace.mcore` builds ``GPTModel`` with the
 local layer spec (megatron-core 0.16.1, the newest release whose metadata accepts Python 3.11)

@@ -29,13 +29,14 @@ def _mtp(args, model) -> bool:
     return getattr(args, "framework", "") == "mcore" and model.mtp_layers > 0
 
 
-def _estimate(args, preset: str):
+def _estimate(args, preset: str, model=None):
     """derivations' estimate at the traced settings: one device (DP = TP = PP = EP = ETP = 1), the
-    preset's conventions, B_a from --act-dtype, the recomputation traced."""
+    preset's conventions, B_a from --act-dtype, the recomputation traced; ``model``: the ModelSpec
+    traced (else read from ``args.model``)."""
     from derivations import config as cfg
     from derivations.conventions import with_preset, with_switch
     from derivations.device import estimate
-    model = cfg.load_model(args.model)
+    model = model if model is not None else cfg.load_model(args.model)
     layout = cfg.Layout(dp=1, tp=1, pp=1, ep=1, etp=1)
     rec = cfg.parse_recompute(memsym_recompute(getattr(args, "framework", ""), args.recompute))
     training = cfg.Training(mbs=args.mbs, seq=args.seq, recompute=rec[0], recompute_ops=rec[1])
@@ -49,15 +50,15 @@ def _estimate(args, preset: str):
     return estimate(model, layout, training)
 
 
-def predicted(args, preset: str) -> dict:
-    """``estimate --json``'s per-layer bytes at the traced settings, one device."""
+def predicted(args, preset: str, model=None) -> dict:
+    """``estimate --json``'s per-layer bytes at the traced settings, one device (``model``: as :func:`_estimate`)."""
     argv = ["estimate", "--model", args.model, "--dp", "1", "--tp", "1", "--pp", "1", "--ep", "1", "--etp", "1",
             "--mbs", str(args.mbs), "--seq", str(args.seq), "--conventions", preset]
     if args.act_dtype == "fp32":
         argv += ["--act-dtype", "fp32"]
     if args.recompute != "none":
         argv += ["--recompute", memsym_recompute(getattr(args, "framework", ""), args.recompute)]
-    est = _estimate(args, preset)
+    est = _estimate(args, preset, model)
     from derivations.config import CONVENTION_PRESETS
     if CONVENTION_PRESETS.get(preset, {}).get("ce_backward", "none") != "none":
         argv += ["--ce-backward", "none"]
@@ -69,7 +70,9 @@ def predicted(args, preset: str) -> dict:
             "activations_outside_layers": b["activations_outside_layers"]}
 
 
-def result(args, rec, info) -> dict:
+def result(args, rec, info, model=None) -> dict:
+    """The trace's output: settings, versions, measured (``rec``, ``info``) and predicted bytes
+    (:func:`predicted`; ``model``: the ModelSpec traced, else read from ``args.model``)."""
     from memsym.trace.families import families
     n = info["n_layers"]
     per, outside = rec.by_layer(n)
@@ -80,7 +83,7 @@ def result(args, rec, info) -> dict:
     from derivations.config import CONVENTION_PRESETS
     preset = args.conventions or (args.framework if args.framework in CONVENTION_PRESETS else "paper")
     try:
-        pred = predicted(args, preset)
+        pred = predicted(args, preset, model)
     except ConfigError as exc:
         pred = {"conventions": preset, "error": str(exc),
                 "activations_by_layer": [], "activations_outside_layers": None}

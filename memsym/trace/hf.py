@@ -6,61 +6,35 @@ and runs one forward pass with labels (the FP32 cross-entropy loss) under the
 """
 from __future__ import annotations
 
-import json
-from typing import Dict
+from symbolic.errors import ConfigError
 
-from . import MAX_PARAMS, MAX_SCORE_ELEMENTS, MAX_TOKENS
-
-
-def load_config(path: str) -> Dict:
-    with open(path) as f:
-        return json.load(f)
+from . import inputs
 
 
-def check_size(cfg: Dict, mbs: int, seq: int, n_params: int) -> None:
-    """Refuse configs too large for CPU (ValueError naming the limit)."""
-    if n_params > MAX_PARAMS:
-        raise ValueError(f"the model has {n_params:,} parameters; trace runs on CPU up to {MAX_PARAMS:,} "
-                         f"(memsym.trace.MAX_PARAMS): use a scaled-down config")
-    if mbs * seq > MAX_TOKENS:
-        raise ValueError(f"mbs x seq = {mbs * seq:,} tokens; trace runs on CPU up to {MAX_TOKENS:,} "
-                         f"(memsym.trace.MAX_TOKENS)")
-    score = mbs * cfg["num_attention_heads"] * seq * seq
-    if score > MAX_SCORE_ELEMENTS:
-        raise ValueError(f"the score tensor b n_h s^2 has {score:,} elements; trace runs on CPU up to "
-                         f"{MAX_SCORE_ELEMENTS:,} (memsym.trace.MAX_SCORE_ELEMENTS)")
-
-
-def estimate_params(cfg: Dict) -> int:
-    """Parameters of a DeepSeek-V3 config, roughly (for the size check, before building)."""
-    h, L = cfg["hidden_size"], cfg["num_hidden_layers"]
-    k = cfg.get("first_k_dense_replace", 0)
-    moe = 3 * h * cfg["moe_intermediate_size"] * (cfg["n_routed_experts"] + cfg.get("n_shared_experts", 0))
-    dense = 3 * h * cfg["intermediate_size"]
-    n_h = cfg["num_attention_heads"]
-    att = h * ((cfg.get("q_lora_rank") or 0) + cfg["kv_lora_rank"] + cfg["qk_rope_head_dim"]) \
-        + (cfg.get("q_lora_rank") or h) * n_h * (cfg["qk_nope_head_dim"] + cfg["qk_rope_head_dim"]) \
-        + cfg["kv_lora_rank"] * n_h * (cfg["qk_nope_head_dim"] + cfg["v_head_dim"]) + n_h * cfg["v_head_dim"] * h
-    return 2 * cfg["vocab_size"] * h + L * att + k * dense + (L - k) * moe
-
-
-def run(config_path: str, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
+def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
         experts: str = "loop", recompute: str = "none", seed: int = 0):
-    """Build, trace one forward, run one backward.  Returns (recorder, info dict)."""
+    """Build, trace one forward, run one backward.  Returns (recorder, info dict).
+
+    ``config``: the parsed config.json (what :func:`memsym.trace.inputs.read` validated) or its path.
+    Every check (:mod:`memsym.trace.inputs`: ConfigError) comes before torch is imported."""
+    raw, spec = inputs.of(config)
+    inputs.check_size(spec, mbs, seq)
+    inputs.check_options("transformers", attention, experts, recompute)
     import torch
     import transformers
     from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 
     from .recorder import Recorder
 
-    raw = load_config(config_path)
-    check_size(raw, mbs, seq, estimate_params(raw))
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[act_dtype]
     keep = {k: v for k, v in raw.items() if k not in ("auto_map", "quantization_config", "architectures",
                                                        "transformers_version", "torch_dtype")}
     impl = {"eager": "eager", "sdpa": "sdpa", "flash": "flash_attention_2"}[attention]
     exp = {"loop": "eager", "grouped": "grouped_mm"}[experts]
-    config = DeepseekV3Config(**keep)
+    try:
+        config = DeepseekV3Config(**keep)
+    except (TypeError, ValueError, KeyError) as exc:  # a field transformers refuses (memsym reads it not)
+        raise ConfigError("trace.config", f"transformers' DeepseekV3Config refuses the config: {exc}") from None
     config._attn_implementation = impl
     config._experts_implementation = exp
     torch.manual_seed(seed)
@@ -68,8 +42,6 @@ def run(config_path: str, mbs: int, seq: int, act_dtype: str = "bf16", attention
     model.train()
     if recompute == "full":
         model.gradient_checkpointing_enable()
-    elif recompute != "none":
-        raise ValueError(f"--recompute {recompute}: transformers has no selective recomputation (none or full)")
     ids = torch.randint(2, config.vocab_size, (mbs, seq))
     with Recorder(model) as rec:
         out = model(input_ids=ids, labels=ids)

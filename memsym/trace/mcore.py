@@ -33,10 +33,12 @@ from __future__ import annotations
 import os
 from typing import Dict
 
-from .hf import check_size, estimate_params, load_config
+from . import inputs
 
-#: Megatron-Core's selective recomputation modules (TransformerConfig.recompute_modules).
-MODULES = ("core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act", "shared_experts")
+#: Megatron-Core's selective recomputation modules, and --recompute as TransformerConfig's fields
+#: (checked with the other options before torch is imported: memsym/trace/inputs.py).
+MODULES = inputs.MCORE_RECOMPUTE_MODULES
+recompute_settings = inputs.mcore_recompute
 
 _PATCHED = False
 _RECORDER = None  # the Recorder running, for the checkpoint attribution below
@@ -139,26 +141,6 @@ def _init_parallel(seed: int):
     model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
 
 
-def recompute_settings(recompute: str) -> Dict:
-    """TransformerConfig's recomputation fields for ``--recompute``: none; full (uniform, one layer
-    per checkpoint: Megatron-LM's ``--recompute-granularity full --recompute-method uniform
-    --recompute-num-layers 1``); selective (Megatron's default module set, ``core_attn``); or
-    ``custom:M1,M2`` with Megatron-Core's module names (:data:`MODULES`)."""
-    if recompute == "none":
-        return {}
-    if recompute == "full":
-        return {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
-    if recompute == "selective":
-        return {"recompute_granularity": "selective", "recompute_modules": ["core_attn"]}
-    policy, _, rest = recompute.partition(":")
-    mods = [m.strip() for m in rest.split(",") if m.strip()]
-    bad = [m for m in mods if m not in MODULES]
-    if policy != "custom" or not mods or bad:
-        raise ValueError(f"--recompute {recompute}: Megatron-Core takes none, full, selective (core_attn) or "
-                         f"custom:MODULES with modules from {', '.join(MODULES)}")
-    return {"recompute_granularity": "selective", "recompute_modules": mods}
-
-
 def transformer_config(raw: Dict, act_dtype: str, recompute: str):
     """``MLATransformerConfig`` from a Hugging Face DeepSeek-V3 config (the fields Megatron-Bridge's
     DeepSeek-V3 conversion maps; dropout 0 as the config says; no auxiliary loss)."""
@@ -175,7 +157,7 @@ def transformer_config(raw: Dict, act_dtype: str, recompute: str):
         rope_type="rope", rotary_base=raw.get("rope_theta", 10000),
         num_moe_experts=raw["n_routed_experts"], moe_router_topk=raw["num_experts_per_tok"],
         moe_ffn_hidden_size=raw["moe_intermediate_size"],
-        moe_shared_expert_intermediate_size=raw["moe_intermediate_size"] * raw.get("n_shared_experts", 0) or None,
+        moe_shared_expert_intermediate_size=raw["moe_intermediate_size"] * (raw.get("n_shared_experts") or 0) or None,
         moe_layer_freq=[0] * k + [1] * (L - k), moe_router_num_groups=raw.get("n_group") or None,
         moe_router_group_topk=raw.get("topk_group") or None,
         moe_router_topk_scaling_factor=raw.get("routed_scaling_factor"),
@@ -193,18 +175,16 @@ def transformer_config(raw: Dict, act_dtype: str, recompute: str):
         mtp_num_layers=raw.get("num_nextn_predict_layers") or None, **recompute_settings(recompute))
 
 
-def run(config_path: str, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
+def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
         experts: str = "loop", recompute: str = "none", seed: int = 0):
-    """Build, trace one forward, run one backward.  Returns (recorder, info dict)."""
-    if attention != "eager":
-        raise ValueError(f"--attention {attention}: Megatron-Core's local spec has one attention, the unfused "
-                         f"DotProductAttention (eager); TE's fused attention needs a GPU")
-    if experts != "loop":
-        raise ValueError(f"--experts {experts}: Megatron-Core's local spec runs SequentialMLP (loop); its grouped "
-                         f"experts need Transformer Engine or grouped_gemm on a GPU")
-    raw = load_config(config_path)
-    check_size(raw, mbs, seq, estimate_params(raw))
-    settings = recompute_settings(recompute)  # ValueError before anything is built
+    """Build, trace one forward, run one backward.  Returns (recorder, info dict).
+
+    ``config``: the parsed config.json (what :func:`memsym.trace.inputs.read` validated) or its path.
+    Every check (:mod:`memsym.trace.inputs`: ConfigError) comes before torch is imported."""
+    raw, spec = inputs.of(config)
+    inputs.check_size(spec, mbs, seq)
+    inputs.check_options("mcore", attention, experts, recompute)
+    settings = recompute_settings(recompute)
     import torch
     _patch()
     import megatron.core

@@ -10,8 +10,8 @@ no torch; :func:`retrace` (torch) measures a record's settings again.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
+import re
 import tomllib
 from typing import Dict, List
 
@@ -42,35 +42,84 @@ def sha256(path: str) -> str:
 
 
 def command(settings: Dict) -> str:
+    """The ``memsym trace`` command line of ``settings``, each value quoted for a POSIX shell."""
+    import shlex
     s = settings
-    return (f"python -m memsym trace --framework {s['framework']} --model {s['model']} --mbs {s['mbs']} "
-            f"--seq {s['seq']} --act-dtype {s['act_dtype']} --attention {s['attention']} --experts {s['experts']} "
-            f"--recompute {s['recompute']}")
+    return (f"python -m memsym trace --framework {shlex.quote(s['framework'])} --model {shlex.quote(s['model'])} "
+            f"--mbs {s['mbs']} --seq {s['seq']} --act-dtype {shlex.quote(s['act_dtype'])} "
+            f"--attention {shlex.quote(s['attention'])} --experts {shlex.quote(s['experts'])} "
+            f"--recompute {shlex.quote(s['recompute'])}")
+
+
+_TOML_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def toml_string(text: str) -> str:
+    """``text`` as a TOML basic string (TOML 1.0, "String"): quote and backslash escaped, every
+    control or other non-printable character as ``\\b \\t \\n \\f \\r`` or ``\\uXXXX``/``\\UXXXXXXXX``;
+    tomllib reads back exactly ``text``.  A lone surrogate (a path's undecodable byte) has no
+    TOML form: ValueError."""
+    out = ['"']
+    for ch in str(text):
+        if ch in _TOML_SHORT:
+            out.append(_TOML_SHORT[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif 0xD800 <= ord(ch) <= 0xDFFF:
+            shown = repr(text) if len(text) <= 40 else repr(text[:24]) + "..."
+            raise ValueError(f"{shown} holds {ch!r}, not a Unicode character (an undecodable byte?): a TOML "
+                             f"record cannot hold it")
+        else:
+            out.append(f"\\u{ord(ch):04X}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08X}")
+    return "".join(out) + '"'
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def toml_key(key: str) -> str:
+    """A TOML key: bare when it may be (``A-Za-z0-9_-``), else a quoted :func:`toml_string`."""
+    return key if _BARE_KEY.fullmatch(key) else toml_string(key)
 
 
 def _v(x) -> str:
-    return json.dumps(x)  # TOML basic strings and integers are JSON's
+    """A TOML value: a string (:func:`toml_string`) or an integer."""
+    if isinstance(x, int) and not isinstance(x, bool):
+        return str(x)
+    if isinstance(x, str):
+        return toml_string(x)
+    raise TypeError(f"a record holds strings and integers, got {type(x).__name__}")
 
 
-def to_toml(out: Dict, unexplained: str = "") -> str:
-    """A record of one ``trace`` result (see the module docstring)."""
+def _comment(text: str) -> str:
+    """``text`` on one comment line: every non-printable character shown escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def to_toml(out: Dict, unexplained: str = "", sha256_of_config: str = None) -> str:
+    """A record of one ``trace`` result (see the module docstring); every string from the user
+    (the config's path, --recompute, the WHY of --unexplained) is a TOML string, so a newline or a
+    quote in one is kept as data, never read as a key.  ``sha256_of_config``: of the bytes traced
+    (:class:`derivations.hfconfig.ConfigFile`), else of the file read now."""
     s, m, p = out["settings"], out["measured"], out["predicted"]
-    lines = [f"# measured by: {command(s)} --record FILE", f"command = {_v(command(s))}",
+    digest = sha256_of_config or sha256(s["model"])
+    lines = [f"# measured by: {_comment(command(s))} --record FILE", f"command = {_v(command(s))}",
              f"framework = {_v(s['framework'])}", "",
-             "[config]", f"path = {_v(s['model'])}", f"sha256 = {_v(sha256(s['model']))}", "",
+             "[config]", f"path = {_v(s['model'])}", f"sha256 = {_v(digest)}", "",
              "[settings]"] + [f"{k} = {_v(s[k])}" for k in SETTINGS if k not in ("framework", "model")] + [
-             "", "[versions]"] + [f"{k} = {_v(v)}" for k, v in sorted(out["versions"].items())] + [
+             "", "[versions]"] + [f"{toml_key(k)} = {_v(v)}" for k, v in sorted(out["versions"].items())] + [
              "", "[measured]",
              "activations_by_layer = [" + ", ".join(
-                 f'{{layer = {r["layer"]}, kind = {_v(r["kind"])}, bytes = {r["bytes"]}}}'
+                 f'{{layer = {_v(r["layer"])}, kind = {_v(r["kind"])}, bytes = {_v(r["bytes"])}}}'
                  for r in m["activations_by_layer"]) + "]",
-             f"activations_outside_layers = {m['activations_outside_layers']}"]
+             f"activations_outside_layers = {_v(m['activations_outside_layers'])}"]
     if unexplained:
         pl = {r["layer"]: r["bytes"] for r in p["activations_by_layer"]}
         lines += ["", "[unexplained]", f"why = {_v(unexplained)}", f"preset = {_v(p['conventions'])}",
-                  "by_layer = [" + ", ".join(str(r["bytes"] - pl[r["layer"]]) for r in m["activations_by_layer"])
-                  + "]", f"outside_layers = {m['activations_outside_layers'] - p['activations_outside_layers']}"]
-    lines += ["", "[measured.families]"] + [f"{_v(k)} = {v['bytes']}" for k, v in sorted(m["families"].items())]
+                  "by_layer = [" + ", ".join(_v(r["bytes"] - pl[r["layer"]]) for r in m["activations_by_layer"])
+                  + "]", f"outside_layers = {_v(m['activations_outside_layers'] - p['activations_outside_layers'])}"]
+    lines += ["", "[measured.families]"] + [f"{toml_key(k)} = {_v(v['bytes'])}"
+                                            for k, v in sorted(m["families"].items())]
     return "\n".join(lines) + "\n"
 
 
@@ -102,8 +151,10 @@ def retrace(rec: Dict) -> Dict:
     from . import hf, mcore
     st = rec["settings"]
     impl = mcore if rec["framework"] == "mcore" else hf
-    rec_, info = impl.run(config_path(rec), st["mbs"], st["seq"], st["act_dtype"], st["attention"],
-                        st["experts"], st["recompute"])
+    from .inputs import read
+    conf = read(config_path(rec))
+    rec_, info = impl.run(conf.data, st["mbs"], st["seq"], st["act_dtype"], st["attention"],
+                          st["experts"], st["recompute"])
     args = types.SimpleNamespace(model=config_path(rec), framework=rec["framework"], conventions=None,
                                  tensors=False, **st)
-    return result(args, rec_, info)
+    return result(args, rec_, info, conf.model)

@@ -1,0 +1,155 @@
+"""What ``memsym trace`` is given, read once and checked before torch is imported.
+
+The config is read by estimate's reader (:func:`derivations.presets.load_config`: bounded, a
+device, FIFO or directory refused unopened, duplicate fields and oversized numbers refused) and
+validated as estimate validates it (:func:`derivations.hfconfig.from_dict`: a covered
+model_type, every dimension a positive integer inside derivations/limits.py).  On top of that,
+what only a trace needs: the fields the implementations read that estimate does not (finite
+numbers, SiLU), the size a CPU can trace (:data:`memsym.trace.MAX_PARAMS` and the others) and
+the options each framework takes.  Every refusal is a :class:`~symbolic.errors.ConfigError`
+(exit 2, one line).  The implementations (:mod:`memsym.trace.hf`, :mod:`memsym.trace.mcore`)
+are handed the parsed object, not the path.
+"""
+from __future__ import annotations
+
+import math
+from typing import Mapping, Optional, Union
+
+from symbolic.errors import ConfigError
+
+from . import MAX_PARAMS, MAX_SCORE_ELEMENTS, MAX_TOKENS
+
+#: Megatron-Core's selective recomputation modules (TransformerConfig.recompute_modules).
+MCORE_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act", "shared_experts")
+
+#: Optional fields an implementation reads that estimate does not: (check, what it must be).
+_NUMBER = (lambda x: _is_number(x) and x > 0, "a positive finite number")
+EXTRA_FIELDS = {
+    "rms_norm_eps": (lambda x: _is_number(x) and 0 < x < 1, "a finite number in (0, 1)"),
+    "rope_theta": _NUMBER,
+    "routed_scaling_factor": _NUMBER,
+    "attention_dropout": (lambda x: _is_number(x) and 0 <= x < 1, "a finite number in [0, 1)"),
+    "initializer_range": (lambda x: _is_number(x) and x >= 0, "a finite number >= 0"),
+    "scoring_func": (lambda x: x in ("sigmoid", "softmax"), '"sigmoid" or "softmax"'),
+    "hidden_act": (lambda x: x == "silu", '"silu" (the SwiGLU the presets model)'),
+    "norm_topk_prob": (lambda x: isinstance(x, bool), "true or false"),
+    "num_key_value_heads": (lambda x: _is_int(x) and x > 0, "a positive integer"),
+    "max_position_embeddings": (lambda x: _is_int(x) and 0 < x <= 1 << 24, "a positive integer <= 2^24"),
+}
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x) -> bool:
+    return (_is_int(x) and abs(x) < 1 << 53) or (isinstance(x, float) and math.isfinite(x))
+
+
+def _shown(x) -> str:
+    text = repr(x)
+    return text if len(text) <= 40 else f"{text[:24]}...({len(text)} characters)"
+
+
+def read(model: str):
+    """The config named by ``--model`` (a config.json, a directory holding one, or a preset name),
+    read once and validated as ``memsym estimate`` does: a :class:`derivations.hfconfig.ConfigFile`."""
+    from derivations.presets import load_config
+    conf = load_config(model)
+    check_fields(conf.data, model)
+    return conf
+
+
+def of(config: Union[Mapping, str]):
+    """``(parsed object, ModelSpec)`` of what an implementation's ``run`` is given: the parsed
+    object (validated again, cheaply) or a path (read by :func:`read`)."""
+    if isinstance(config, Mapping):
+        from derivations.hfconfig import from_dict
+        check_fields(config)
+        return config, from_dict(config, "<config>", "config")
+    conf = read(config)
+    return conf.data, conf.model
+
+
+def check_fields(data: Mapping, path: str = "<config>") -> None:
+    """The fields of :data:`EXTRA_FIELDS` present in ``data`` are what the implementations accept."""
+    for field, (ok, what) in EXTRA_FIELDS.items():
+        if field in data and data[field] is not None and not ok(data[field]):
+            raise ConfigError(f"trace.{field}", f"{path}: field {field!r} must be {what} to be traced, "
+                                                f"got {_shown(data[field])}")
+
+
+def estimate_params(m) -> int:
+    """Parameters of a model (:class:`~derivations.model.ModelSpec`), roughly: the size check
+    before anything is built."""
+    att = m.h * ((m.d_cq or 0) + m.d_c + m.d_hr) + (m.d_cq or m.h) * m.n_h * (m.d_h + m.d_hr) \
+        + m.d_c * m.n_h * (m.d_h + m.d_v) + m.n_h * m.d_v * m.h
+    moe = 3 * m.h * m.h_E * (m.N + m.N_s)
+    dense = 3 * m.h * m.h_F
+    k = m.first_k_dense
+    return 2 * m.v * m.h + m.l * att + k * dense + (m.l - k) * moe
+
+
+def check_size(m, mbs: int, seq: int) -> None:
+    """Refuse a model or a micro-batch too large for a CPU (ConfigError naming the limit)."""
+    n_params = estimate_params(m)
+    if n_params > MAX_PARAMS:
+        raise ConfigError("trace.params", f"the model has about {n_params:,} parameters; trace runs on CPU up to "
+                                          f"{MAX_PARAMS:,} (memsym.trace.MAX_PARAMS): use a scaled-down config")
+    if mbs * seq > MAX_TOKENS:
+        raise ConfigError("trace.tokens", f"mbs x seq = {mbs * seq:,} tokens; trace runs on CPU up to "
+                                          f"{MAX_TOKENS:,} (memsym.trace.MAX_TOKENS)")
+    score = mbs * m.n_h * seq * seq
+    if score > MAX_SCORE_ELEMENTS:
+        raise ConfigError("trace.scores", f"the score tensor b n_h s^2 has {score:,} elements; trace runs on CPU "
+                                          f"up to {MAX_SCORE_ELEMENTS:,} (memsym.trace.MAX_SCORE_ELEMENTS)")
+
+
+def mcore_recompute(recompute: str) -> dict:
+    """TransformerConfig's recomputation fields for ``--recompute``: none; full (uniform, one layer
+    per checkpoint: Megatron-LM's ``--recompute-granularity full --recompute-method uniform
+    --recompute-num-layers 1``); selective (Megatron's default module set, ``core_attn``); or
+    ``custom:M1,M2`` with Megatron-Core's module names (:data:`MCORE_RECOMPUTE_MODULES`)."""
+    if recompute == "none":
+        return {}
+    if recompute == "full":
+        return {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
+    if recompute == "selective":
+        return {"recompute_granularity": "selective", "recompute_modules": ["core_attn"]}
+    policy, _, rest = recompute.partition(":")
+    mods = [m.strip() for m in rest.split(",") if m.strip()]
+    bad = [m for m in mods if m not in MCORE_RECOMPUTE_MODULES]
+    if policy != "custom" or not mods or bad:
+        raise ConfigError("trace.recompute", f"--recompute {_shown(recompute)}: Megatron-Core takes none, "
+                                             f"full, selective (core_attn) or custom:MODULES with modules from "
+                                             f"{', '.join(MCORE_RECOMPUTE_MODULES)}")
+    return {"recompute_granularity": "selective", "recompute_modules": mods}
+
+
+def check_options(framework: str, attention: str, experts: str, recompute: str) -> None:
+    """The options ``framework`` takes (ConfigError otherwise): before anything is imported."""
+    if attention == "flash":
+        raise ConfigError("trace.attention", "--attention flash needs a GPU (FlashAttention-2); use eager or sdpa")
+    if framework == "mcore":
+        if attention != "eager":
+            raise ConfigError("trace.attention", f"--attention {attention}: Megatron-Core's local spec has one "
+                                                 f"attention, the unfused DotProductAttention (eager); TE's fused "
+                                                 f"attention needs a GPU")
+        if experts != "loop":
+            raise ConfigError("trace.experts", f"--experts {experts}: Megatron-Core's local spec runs SequentialMLP "
+                                               f"(loop); its grouped experts need Transformer Engine or grouped_gemm "
+                                               f"on a GPU")
+        mcore_recompute(recompute)
+    elif recompute not in ("none", "full"):
+        raise ConfigError("trace.recompute", f"--recompute {_shown(recompute)}: transformers has no selective "
+                                             f"recomputation (none or full)")
+
+
+def check_conventions(conventions: Optional[str]) -> None:
+    """``--conventions``: a preset of derivations.config.CONVENTION_PRESETS, or None (the framework's)."""
+    if conventions is None:
+        return
+    from derivations.config import CONVENTION_PRESETS
+    if conventions not in CONVENTION_PRESETS:
+        raise ConfigError("trace.conventions", f"--conventions {_shown(conventions)}: not a preset; presets: "
+                                               f"{', '.join(CONVENTION_PRESETS)}")
