@@ -33,7 +33,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from symbolic.errors import ConfigError
 
-from .limits import CONFIG_BYTES, CONFIG_DEPTH, FIELDS
+from .limits import CONFIG_BYTES, CONFIG_DEPTH, CONFIG_DIGITS, FIELDS
 from .model import ModelSpec
 
 #: model_type values of the architecture memsym covers (DeepseekV2/V3 modelling code).
@@ -105,7 +105,7 @@ class _Duplicate(ValueError):
 
 
 def _parse_int(text: str) -> int:
-    if len(text.lstrip("-")) > 30:
+    if len(text.lstrip("-")) > CONFIG_DIGITS:
         raise _BigNumber(text)
     return int(text)
 
@@ -204,7 +204,7 @@ def read_json(path: str) -> Dict:
 
     Bounded: at most CONFIG_BYTES bytes are read whatever the file is (a device or a FIFO is
     refused before it is opened), a UTF-8 byte-order mark is skipped, and nesting deeper than
-    CONFIG_DEPTH, a number of more than 30 digits or a field named twice is refused; every
+    CONFIG_DEPTH, a number of more than CONFIG_DIGITS digits or a field named twice is refused; every
     error names the file and the byte offset or the field."""
     path = os.fspath(path)
     if stat.S_ISDIR(_stat(path).st_mode):
@@ -229,7 +229,7 @@ def read_json(path: str) -> Dict:
                                  f"{exc.colno})") from None
     except _BigNumber as exc:
         raise _err(path, "json", f"a number of {len(str(exc))} digits at {at(text.find(str(exc)))}: no config field "
-                                 f"has more than 30") from None
+                                 f"has more than {CONFIG_DIGITS}") from None
     except _Duplicate as exc:
         raise _err(path, str(exc.args[0])[:64], f"field {_shown(exc.args[0])} appears twice in one object") from None
     except RecursionError:
