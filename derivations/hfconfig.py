@@ -222,6 +222,7 @@ def read_json(path: str) -> Dict:
 
     def at(pos: int) -> str:
         return f"byte {len(text[:pos].encode('utf-8')) + skip}"
+    too_deep = False
     try:
         data = json.loads(text, parse_int=_parse_int, object_pairs_hook=_object)
     except json.JSONDecodeError as exc:
@@ -233,8 +234,8 @@ def read_json(path: str) -> Dict:
     except _Duplicate as exc:
         raise _err(path, str(exc.args[0])[:64], f"field {_shown(exc.args[0])} appears twice in one object") from None
     except RecursionError:
-        data = None
-    if data is None or _depth(data) > CONFIG_DEPTH:
+        data, too_deep = None, True
+    if too_deep or _depth(data) > CONFIG_DEPTH:  # (a file holding null is not nested: refused below)
         pos = _nesting_offset(text, CONFIG_DEPTH)
         where = at(pos) if pos is not None else "somewhere"
         raise _err(path, "json", f"nested deeper than {CONFIG_DEPTH} levels at {where} (a config.json nests 3 "
