@@ -17,3 +17,59 @@ def terms(v3):
 @pytest.fixture(scope="session")
 def paper_layout():
     return cfg.Layout()
+
+
+# ----------------------------------------------------------------------------- the calculator page (memsym page)
+# shared by tests/test_page.py and tests/test_page_inputs.py: the page's data is generated once (minutes) and
+# one headless Chromium serves both
+@pytest.fixture(scope="session")
+def generated():
+    from memsym.page import data as page_data
+    return page_data.generate(check=False)
+
+
+@pytest.fixture(scope="session")
+def page(generated, tmp_path_factory):
+    from memsym.page import PAGE_NAME, render
+    path = tmp_path_factory.mktemp("page") / PAGE_NAME
+    path.write_text(render(data=generated), encoding="utf-8")
+    return path
+
+
+def _chromium():
+    import shutil
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Headless Chromium through the system chromedriver, networking off; skipped when either is missing
+    unless MEMSYM_REQUIRE_BROWSER is set (then a failure)."""
+    import os
+    import shutil
+    chrome, driver = _chromium(), shutil.which("chromedriver")
+    if not (chrome and driver):
+        if os.environ.get("MEMSYM_REQUIRE_BROWSER"):
+            pytest.fail("MEMSYM_REQUIRE_BROWSER is set but chromium / chromedriver are not installed")
+        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        if os.environ.get("MEMSYM_REQUIRE_BROWSER"):
+            raise
+        pytest.skip("selenium is not installed (pip install memsym[test])")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chrome
+    # networking off: every host resolves nowhere and any proxy is a closed port
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1700",
+              "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", "--disable-background-networking",
+              "--disable-component-update", "--disable-sync", "--no-first-run"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    d = webdriver.Chrome(service=Service(driver), options=opts)
+    yield d
+    d.quit()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 import subprocess
 import sys
 from fractions import Fraction
@@ -12,20 +11,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from memsym.page import PAGE_NAME, render
+from memsym.page import PAGE_NAME
 from memsym.page import data as page_data
-
-
-@pytest.fixture(scope="module")
-def generated():
-    return page_data.generate(check=False)
-
-
-@pytest.fixture(scope="module")
-def page(generated, tmp_path_factory):
-    path = tmp_path_factory.mktemp("page") / PAGE_NAME
-    path.write_text(render(data=generated), encoding="utf-8")
-    return path
 
 
 class _Resources(HTMLParser):
@@ -74,40 +61,7 @@ def test_every_formula_is_printed_from_a_term(generated):
 
 
 # ----------------------------------------------------------------------------- the browser
-def _chromium():
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if shutil.which(name):
-            return shutil.which(name)
-    return None
-
-
-@pytest.fixture(scope="module")
-def browser():
-    chrome, driver = _chromium(), shutil.which("chromedriver")
-    if not (chrome and driver):
-        if os.environ.get("MEMSYM_REQUIRE_BROWSER"):
-            pytest.fail("MEMSYM_REQUIRE_BROWSER is set but chromium / chromedriver are not installed")
-        pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        if os.environ.get("MEMSYM_REQUIRE_BROWSER"):
-            raise
-        pytest.skip("selenium is not installed (pip install memsym[test])")
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = chrome
-    # networking off: every host resolves nowhere and any proxy is a closed port
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1700",
-              "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", "--disable-background-networking",
-              "--disable-component-update", "--disable-sync", "--no-first-run"):
-        opts.add_argument(a)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    d = webdriver.Chrome(service=Service(driver), options=opts)
-    yield d
-    d.quit()
-
-
+# (the fixtures generated, page and browser are tests/conftest.py's: one page and one browser for the session)
 def _set(d, control, value):
     from selenium.webdriver.support.ui import Select
     el = d.find_element("id", f"opt-{control}")
