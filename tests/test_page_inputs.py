@@ -230,12 +230,17 @@ HOSTILE = [
     ("nested 100000", [("model", "config"), ("config", "[" * 100000)], "config"),
     ("imbalance 1e-2000000000", [("imbalance", "1e-2000000000")], "imbalance"),
     ("imbalance 1e999", [("imbalance", "1e999")], "imbalance"),
+    ("imbalance 1/0", [("imbalance", "1/0")], "imbalance"),
+    ("imbalance of 70000 characters", [("imbalance", "1" * 70000)], "imbalance"),
     ("dp 99999999999999999999", [("dp", "99999999999999999999")], "dp"),
     ("dp 2^53+1", [("dp", str(2 ** 53 + 1))], "dp"),
     ("vpp 1e9", [("schedule", "interleaved"), ("vpp", "1e9")], "vpp"),
     ("vpp 10^9", [("schedule", "interleaved"), ("vpp", "1000000000")], "vpp"),
     ("seq 2^24+1", [("seq", str(2 ** 24 + 1))], "seq"),
     ("layers-per-stage 10^4+1 entries", [("layers_per_stage", ",".join(["1"] * 10001))], "layers_per_stage"),
+    ("layers-per-stage empty entry", [("layers_per_stage", "4,,4")], "layers_per_stage"),
+    ("stage -1", [("stage", "-1")], "stage"),
+    ("mbs in Arabic-Indic digits", [("mbs", "\u0663")], "mbs"),
 ]
 
 

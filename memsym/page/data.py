@@ -323,7 +323,6 @@ def inputs() -> Dict:
     """What the page reads its fields and a pasted config.json with: the limits of derivations/limits.py
     (the command line's), and the Python text rules its messages depend on (str.strip's white space,
     repr's printable characters), so that the page refuses what the command line refuses, in its words."""
-    import sys
     from derivations import limits as L
     return {
         "options": {k: _limit(v) for k, v in L.OPTIONS.items()},
@@ -332,8 +331,10 @@ def inputs() -> Dict:
         "max_digits": L.MAX_DIGITS, "max_arg_chars": L.MAX_ARG_CHARS, "max_number_chars": L.MAX_NUMBER_CHARS,
         "imbalance": L.IMBALANCE, "int_pattern": L.INT_PATTERN, "decimal_pattern": L.DECIMAL_PATTERN,
         "config_bytes": L.CONFIG_BYTES, "config_depth": L.CONFIG_DEPTH, "config_digits": L.CONFIG_DIGITS,
-        # Python's json raises RecursionError this deep (its recursion limit less the command's own frames)
-        "json_recursion": sys.getrecursionlimit() - 13,
+        # CPython's json reader raises RecursionError (hfconfig: "nested deeper than ...") this deep: the default
+        # recursion limit, 1000, less the frames of `memsym estimate` below json.loads; only a file that is
+        # invalid JSON beyond that depth is told apart by it
+        "json_recursion": 1000 - 13,
         "space": _ranges(str.isspace), "nonprintable": _ranges(lambda c: not c.isprintable()),
     }
 
