@@ -34,7 +34,7 @@ from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 from symbolic.errors import ConfigError
 from symbolic.pinned import pinned
 
-from .limits import CONFIG_BYTES, CONFIG_DEPTH, FIELDS
+from .limits import CONFIG_BYTES, CONFIG_DEPTH, CONFIG_DIGITS, FIELDS
 from .model import ModelSpec
 
 #: model_type values of the architecture memsym covers (DeepseekV2/V3 modelling code).
@@ -106,7 +106,7 @@ class _Duplicate(ValueError):
 
 
 def _parse_int(text: str) -> int:
-    if len(text.lstrip("-")) > 30:
+    if len(text.lstrip("-")) > CONFIG_DIGITS:
         raise _BigNumber(text)
     return int(text)
 
@@ -205,7 +205,7 @@ def read_json(path: str) -> Dict:
 
     Bounded: at most CONFIG_BYTES bytes are read whatever the file is (a device or a FIFO is
     refused before it is opened), a UTF-8 byte-order mark is skipped, and nesting deeper than
-    CONFIG_DEPTH, a number of more than 30 digits or a field named twice is refused; every
+    CONFIG_DEPTH, a number of more than CONFIG_DIGITS digits or a field named twice is refused; every
     error names the file and the byte offset or the field.  A file pinned for this process
     (:mod:`symbolic.pinned`: the bytes :mod:`memsym.memo` keyed the run by) is not read again."""
     return _parse_json(*_read_raw(path))
@@ -237,6 +237,7 @@ def _parse_json(raw: bytes, path: str) -> Dict:
 
     def at(pos: int) -> str:
         return f"byte {len(text[:pos].encode('utf-8')) + skip}"
+    too_deep = False
     try:
         data = json.loads(text, parse_int=_parse_int, object_pairs_hook=_object)
     except json.JSONDecodeError as exc:
@@ -244,12 +245,12 @@ def _parse_json(raw: bytes, path: str) -> Dict:
                                  f"{exc.colno})") from None
     except _BigNumber as exc:
         raise _err(path, "json", f"a number of {len(str(exc))} digits at {at(text.find(str(exc)))}: no config field "
-                                 f"has more than 30") from None
+                                 f"has more than {CONFIG_DIGITS}") from None
     except _Duplicate as exc:
         raise _err(path, str(exc.args[0])[:64], f"field {_shown(exc.args[0])} appears twice in one object") from None
     except RecursionError:
-        data = None
-    if data is None or _depth(data) > CONFIG_DEPTH:
+        data, too_deep = None, True
+    if too_deep or _depth(data) > CONFIG_DEPTH:  # (a file holding null is not nested: refused below)
         pos = _nesting_offset(text, CONFIG_DEPTH)
         where = at(pos) if pos is not None else "somewhere"
         raise _err(path, "json", f"nested deeper than {CONFIG_DEPTH} levels at {where} (a config.json nests 3 "

@@ -103,12 +103,20 @@ MAX_DIGITS = 18
 MAX_ARG_CHARS = 2 ** 16
 #: Memory per GPU (--hbm): the largest GPUs have ~2^38 bytes.
 HBM = Limit("hbm", 1, 2 ** 50, "the largest GPUs have ~2^38 bytes")
-#: Routing imbalance F (--imbalance): typed as a decimal of at most this many characters.
+#: Routing imbalance F (--imbalance): typed as a decimal of at most this many characters, at most IMBALANCE.
 MAX_NUMBER_CHARS = 32
+IMBALANCE = 10 ** 6
+#: How the command line reads a typed integer (ASCII digits, an optional sign) and the imbalance F (a
+#: decimal whose exponent has at most two digits, or a fraction): fullmatch after str.strip().  The
+#: calculator page (memsym page) reads its fields with the same patterns.
+INT_PATTERN = r"[+-]?[0-9]+"
+DECIMAL_PATTERN = r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]{1,2})?|[0-9]+/[0-9]+"
 
 #: config.json: at most this many bytes read, nested at most this deep (released configs: ~2 KiB, depth 3).
 CONFIG_BYTES = 4 * 2 ** 20
 CONFIG_DEPTH = 32
+#: config.json: an integer of more than this many characters (its sign excluded) is refused as it is read.
+CONFIG_DIGITS = 30
 
 #: config.json fields (Hugging Face names).
 FIELDS: Dict[str, Limit] = {

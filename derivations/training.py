@@ -13,7 +13,7 @@ from symbolic.errors import ConfigError
 
 from . import notation as nt
 from .layout import positive_int
-from .limits import LAYERS, OPTIONS
+from .limits import IMBALANCE, LAYERS, OPTIONS
 from .switches import BYTES_CONVENTIONS, Conventions, validate_conventions
 
 
@@ -170,7 +170,7 @@ def validate_training(t: Training) -> None:
         raise ConfigError("imbalance", f"imbalance F must be a number >= 1, got {t.imbalance!r}") from None
     if isinstance(t.imbalance, bool) or f < 1:
         raise ConfigError("imbalance", f"imbalance F must be >= 1 (1 is balanced routing), got {t.imbalance!r}")
-    if f > 10 ** 6:
+    if f > IMBALANCE:
         raise ConfigError("limit.imbalance", f"imbalance F must be at most 10^6 (an expert cannot receive more than "
                                              f"every token), got {_short(t.imbalance)}")
     if t.schedule is not None and t.schedule not in SCHEDULES:

@@ -1,6 +1,3 @@
-import os
-import shutil
-
 import pytest
 
 from derivations import config as cfg
@@ -22,18 +19,37 @@ def paper_layout():
     return cfg.Layout()
 
 
-# ----------------------------------------------------------------------------- the browser
+# ----------------------------------------------------------------------------- the calculator page (memsym page)
+# shared by tests/test_page.py and tests/test_page_inputs.py: the page's data is generated once (minutes) and
+# one headless Chromium serves both
+@pytest.fixture(scope="session")
+def generated():
+    from memsym.page import data as page_data
+    return page_data.generate(check=False)
+
+
+@pytest.fixture(scope="session")
+def page(generated, tmp_path_factory):
+    from memsym.page import PAGE_NAME, render
+    path = tmp_path_factory.mktemp("page") / PAGE_NAME
+    path.write_text(render(data=generated), encoding="utf-8")
+    return path
+
+
 def _chromium():
+    import shutil
     for name in ("chromium", "chromium-browser", "google-chrome"):
         if shutil.which(name):
             return shutil.which(name)
     return None
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser():
-    """Headless Chromium (Debian's, with the system chromedriver) driven by selenium, offline; skips
-    where either is missing unless MEMSYM_REQUIRE_BROWSER is set (CI: .ci/run)."""
+    """Headless Chromium through the system chromedriver, networking off; skipped when either is missing
+    unless MEMSYM_REQUIRE_BROWSER is set (then a failure)."""
+    import os
+    import shutil
     chrome, driver = _chromium(), shutil.which("chromedriver")
     if not (chrome and driver):
         if os.environ.get("MEMSYM_REQUIRE_BROWSER"):

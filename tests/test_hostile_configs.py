@@ -37,6 +37,7 @@ CASES = [
     ("not json", b"model_type = deepseek_v3\n", "byte 0"),
     ("array", b"[1, 2, 3]", "JSON object"),
     ("string", b'"deepseek_v3"', "JSON object"),
+    ("null", b"null", "a config.json holds a JSON object, got null"),
     ("latin-1", json.dumps({"name": "caf\u00e9"}, ensure_ascii=False).encode("latin-1"), "byte 13"),
     ("utf-16", json.dumps(BASE).encode("utf-16"), "UTF-16"),
     ("nested 100000", b"[" * 100000 + b"]" * 100000, "nested deeper than 32 levels at byte 32"),

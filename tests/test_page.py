@@ -11,20 +11,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from memsym.page import PAGE_NAME, render
+from memsym.page import PAGE_NAME
 from memsym.page import data as page_data
-
-
-@pytest.fixture(scope="module")
-def generated():
-    return page_data.generate(check=False)
-
-
-@pytest.fixture(scope="module")
-def page(generated, tmp_path_factory):
-    path = tmp_path_factory.mktemp("page") / PAGE_NAME
-    path.write_text(render(data=generated), encoding="utf-8")
-    return path
 
 
 class _Resources(HTMLParser):
@@ -72,7 +60,8 @@ def test_every_formula_is_printed_from_a_term(generated):
     assert all(m.startswith("<m") for m in generated["mathml"])
 
 
-# ----------------------------------------------------------------------------- the browser (fixture: tests/conftest.py)
+# ----------------------------------------------------------------------------- the browser
+# (the fixtures generated, page and browser are tests/conftest.py's: one page and one browser for the session)
 def _set(d, control, value):
     from selenium.webdriver.support.ui import Select
     el = d.find_element("id", f"opt-{control}")

@@ -9,8 +9,9 @@ import re
 from fractions import Fraction
 
 from derivations import config as cfg
+from derivations.limits import DECIMAL_PATTERN, INT_PATTERN
 
-_INT = re.compile(r"[+-]?[0-9]+")
+_INT = re.compile(INT_PATTERN)
 
 
 def _shown(text) -> str:
@@ -201,11 +202,11 @@ def recompute_policy(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]{1,2})?|[0-9]+/[0-9]+")
+_DECIMAL = re.compile(DECIMAL_PATTERN)
 
 
 def imbalance_factor(text: str) -> Fraction:
-    from derivations.limits import MAX_NUMBER_CHARS
+    from derivations.limits import IMBALANCE, MAX_NUMBER_CHARS
     if len(text) > MAX_NUMBER_CHARS or not _DECIMAL.fullmatch(text.strip()):
         raise argparse.ArgumentTypeError(f"imbalance F must be a decimal number >= 1 in ASCII digits (e.g. 1.25, "
                                          f"at most {MAX_NUMBER_CHARS} characters), got {_shown(text)}")
@@ -215,7 +216,7 @@ def imbalance_factor(text: str) -> Fraction:
         raise argparse.ArgumentTypeError(f"imbalance F must be a number >= 1, got {text!r}") from None
     if val < 1:
         raise argparse.ArgumentTypeError(f"imbalance F must be >= 1 (1 is balanced routing), got {text!r}")
-    if val > 10 ** 6:
+    if val > IMBALANCE:
         raise argparse.ArgumentTypeError(f"imbalance F must be at most 1e6 (an expert cannot receive more than "
                                          f"every token: F <= N / N_r), got {_shown(text)}")
     return val

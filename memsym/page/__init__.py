@@ -3,7 +3,8 @@
 :func:`render` returns the page (HTML text): the data and JavaScript functions of
 :mod:`memsym.page.data` (every formula printed from the sympy terms, exact over BigInt
 rationals; formulas as presentation MathML) and the page's runtime and controls
-(``templates/page/``).  It loads nothing: no script, style, font or image from the network.
+(``templates/page/``: runtime.js, the estimate; inputs.js, the fields and a pasted config.json read as
+the command line reads them; ui.js, the controls).  It loads nothing: no script, style, font or image from the network.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def render(check: bool = True, data=None) -> str:
     return env.get_template("page.html.j2").render(
         data_json=_script_json(d), fns=",\n".join(fns), mathml_json=_script_json(mathml),
         runtime_js=(folder / "runtime.js").read_text(encoding="utf-8"),
+        inputs_js=(folder / "inputs.js").read_text(encoding="utf-8"),
         ui_js=(folder / "ui.js").read_text(encoding="utf-8"),
         version=__version__, default_model=d["options"]["default_model"])
 

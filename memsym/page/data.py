@@ -19,7 +19,6 @@ to JavaScript (exact BigInt rationals) and MathML by :mod:`memsym.page.codegen`.
 from __future__ import annotations
 
 import itertools
-import json
 import random
 from fractions import Fraction
 from types import SimpleNamespace
@@ -270,7 +269,8 @@ def options() -> Dict:
             return _q(v)
         return v
     return {
-        "presets": {n: json.load(open(preset_path(n))) for n in PRESET_NAMES},
+        # the presets' config.json text, read by the page's own reader (as a pasted config.json)
+        "presets": {n: _read_text(preset_path(n)) for n in PRESET_NAMES},
         "default_model": cfg.DEFAULT_MODEL,
         "model_types": list(hfconfig.MODEL_TYPES), "topk_methods": list(hfconfig.TOPK_METHODS),
         "dimensions": [list(d) for d in hfconfig._DIMENSIONS],
@@ -292,6 +292,50 @@ def options() -> Dict:
         # --runtime-buffers: the per-device runtime buffers' bytes of each value (derivations/runtime.py)
         "runtime_buffers": {v: _q(exact(buffers_term(v), {})) for v in cfg.CONVENTION_SWITCHES["runtime_buffers"].values
                             if v != "none"},
+    }
+
+
+def _read_text(path) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _limit(lim) -> Dict:
+    return {"name": lim.name, "low": lim.low, "high": lim.high, "why": lim.why, "domain": lim.domain}
+
+
+def _ranges(pred) -> List[List[int]]:
+    """The code points where ``pred`` holds, as [first, last] ranges."""
+    out, start = [], None
+    for c in range(0x110000):
+        if pred(chr(c)):
+            if start is None:
+                start = c
+        elif start is not None:
+            out.append([start, c - 1])
+            start = None
+    if start is not None:
+        out.append([start, 0x10FFFF])
+    return out
+
+
+def inputs() -> Dict:
+    """What the page reads its fields and a pasted config.json with: the limits of derivations/limits.py
+    (the command line's), and the Python text rules its messages depend on (str.strip's white space,
+    repr's printable characters), so that the page refuses what the command line refuses, in its words."""
+    from derivations import limits as L
+    return {
+        "options": {k: _limit(v) for k, v in L.OPTIONS.items()},
+        "fields": {k: _limit(v) for k, v in L.FIELDS.items()},
+        "list_lengths": dict(L.LIST_LENGTHS), "set_options": list(L.SET_OPTIONS),
+        "max_digits": L.MAX_DIGITS, "max_arg_chars": L.MAX_ARG_CHARS, "max_number_chars": L.MAX_NUMBER_CHARS,
+        "imbalance": L.IMBALANCE, "int_pattern": L.INT_PATTERN, "decimal_pattern": L.DECIMAL_PATTERN,
+        "config_bytes": L.CONFIG_BYTES, "config_depth": L.CONFIG_DEPTH, "config_digits": L.CONFIG_DIGITS,
+        # CPython's json reader raises RecursionError (hfconfig: "nested deeper than ...") this deep: the default
+        # recursion limit, 1000, less the frames of `memsym estimate` below json.loads; only a file that is
+        # invalid JSON beyond that depth is told apart by it
+        "json_recursion": 1000 - 13,
+        "space": _ranges(str.isspace), "nonprintable": _ranges(lambda c: not c.isprintable()),
     }
 
 
@@ -317,4 +361,4 @@ def generate(check: bool = True) -> Dict:
             check_activations(acts["1" if q_lora else "0"], q_lora, pool.exprs, n=60)
     return {"fns": pool.fns, "mathml": pool.mls, "symbols": sorted(pool.symbols), "states": states,
             "activations": acts, "composition": comp, "schedules": sched, "overheads": over,
-            "options": options(), "gpus": gpus(), "features": [[f, list(v)] for f, v in features()]}
+            "options": options(), "inputs": inputs(), "gpus": gpus(), "features": [[f, list(v)] for f, v in features()]}

@@ -51,91 +51,88 @@ function fmtGiB(q, decimals) {  // symbolic.render.fmt_gib
 }
 function pct(a, b) { return `${Math.round(Q.float(a) / Q.float(b) * 100)}%`; }
 
-class ConfigError extends Error {}
-
-// ----------------------------------------------------------------------------- Python's repr, for the messages
-function pyRepr(x) {
-  if (x === null || x === undefined) return "None";
-  if (x === true) return "True";
-  if (x === false) return "False";
-  if (typeof x === "string") return x.includes("'") && !x.includes('"') ? `"${x}"` : `'${x.replace(/'/g, "\\'")}'`;
-  if (typeof x === "number") return Number.isInteger(x) ? String(x) : String(x);
-  if (Array.isArray(x)) return "[" + x.map(pyRepr).join(", ") + "]";
-  if (typeof x === "object") return "{" + Object.entries(x).map(([k, v]) => `${pyRepr(k)}: ${pyRepr(v)}`).join(", ") + "}";
-  return String(x);
+/** A refusal: the command line's message (after "memsym: error: ") and the page's fields it concerns
+    (control ids without "opt-", the first where the message is shown). */
+class ConfigError extends Error {
+  constructor(message, fields) { super(message); this.fields = fields || []; }
 }
-function typeName(x) {  // hfconfig._type_name
-  if (x === null) return "null";
-  if (typeof x === "boolean") return "boolean";
-  if (typeof x === "string") return "string";
-  if (typeof x === "number") return Number.isInteger(x) ? "int" : "number";
-  if (Array.isArray(x)) return "array";
-  return "object";
-}
-const isInt = (x) => typeof x === "number" && Number.isInteger(x);
 
 // ----------------------------------------------------------------------------- hfconfig.from_dict
-function fromDict(data, path, name) {
-  const err = (field, message) => new ConfigError(`${path}: ${message}`);
+/** The model of a parsed config.json (a Map, inputs.js readConfigJSON), every field checked as
+    hfconfig.from_dict checks it (FIELDS' limits included); the dimensions become Numbers (at most
+    2^24 by the limits), n_group and topk_group, unbounded there, stay BigInt. */
+function fromDict(data, path, name, fields) {
+  const err = (message) => new ConfigError(`${path}: ${message}`, fields);
+  const get = (k, dflt) => (data.has(k) ? data.get(k) : dflt);
   const int = (field, meaning, minimum, dflt, required) => {
     minimum = minimum === undefined ? 1 : minimum;
     required = required === undefined ? true : required;
-    if (!(field in data)) {
-      if (required) throw err(field, `required field ${pyRepr(field)} (${meaning}) is missing`);
+    if (!data.has(field)) {
+      if (required) throw err(`required field ${reprStr(field)} (${meaning}) is missing`);
       return dflt;
     }
-    const x = data[field];
-    if (!isInt(x)) throw err(field, `field ${pyRepr(field)} (${meaning}) must be an integer, got ${typeName(x)} ${pyRepr(x)}`);
-    if (x < minimum) {
+    const x = data.get(field);
+    if (typeof x !== "bigint") throw err(`field ${reprStr(field)} (${meaning}) must be an integer, got ${typeName(x)} ${shownValue(x)}`);
+    if (x < BigInt(minimum)) {
       const kind = minimum === 1 ? "a positive integer" : `an integer >= ${minimum}`;
-      throw err(field, `field ${pyRepr(field)} (${meaning}) must be ${kind}, got ${x}`);
+      throw err(`field ${reprStr(field)} (${meaning}) must be ${kind}, got ${shownValue(x)}`);
     }
+    const lim = FIELD_LIMITS[field];
+    if (lim !== undefined && x > BigInt(lim.high))
+      throw err(`field ${reprStr(field)} (${meaning}) must be at most ${lim.domain.split("..")[1]} (${lim.why}), got ${shownValue(x)}`);
     return x;
   };
   const O = DATA.options;
-  if (typeof data !== "object" || data === null || Array.isArray(data))
-    throw err("json", `a config.json holds a JSON object, got ${typeName(data)}`);
-  const mt = data.model_type;
-  if (mt === undefined || mt === null) {
-    if (!("model_type" in data) || mt === undefined)
-      throw err("model_type", `required field 'model_type' is missing (memsym covers ${O.model_types.join(", ")})`);
-  }
-  if (!O.model_types.includes(mt))
-    throw err("model_type", `model_type ${pyRepr(mt)} is not an architecture memsym covers (MLA + MoE: ${O.model_types.join(", ")})`);
+  const mt = get("model_type", null);
+  if (mt === null) throw err(`required field 'model_type' is missing (memsym covers ${O.model_types.join(", ")})`);
+  if (!(typeof mt === "string" && O.model_types.includes(mt)))
+    throw err(`model_type ${shownValue(mt)} is not an architecture memsym covers (MLA + MoE: ${O.model_types.join(", ")})`);
   const m = {};
   for (const [field, attr, meaning] of O.dimensions) m[attr] = int(field, meaning);
-  if (!("q_lora_rank" in data))
-    throw err("q_lora_rank", "required field 'q_lora_rank' (query compression rank d_c') is missing; write null for a model without query compression");
-  m.d_cq = data.q_lora_rank === null ? null : int("q_lora_rank", "query compression rank d_c'");
-  const nShared = data.n_shared_experts;
-  m.N_s = (nShared === null || nShared === undefined) ? 0 : int("n_shared_experts", "shared experts N_s", 0);
+  if (!data.has("q_lora_rank"))
+    throw err("required field 'q_lora_rank' (query compression rank d_c') is missing; write null for a model without query compression");
+  m.d_cq = data.get("q_lora_rank") === null ? null : int("q_lora_rank", "query compression rank d_c'");
+  m.N_s = get("n_shared_experts", null) === null ? 0n : int("n_shared_experts", "shared experts N_s", 0);
   m.first_k_dense = int("first_k_dense_replace", "leading dense layers", 0);
-  m.moe_layer_freq = int("moe_layer_freq", "MoE layer frequency", 1, 1, false);
-  m.mtp_layers = int("num_nextn_predict_layers", "MTP modules D", 0, 0, false);
+  m.moe_layer_freq = int("moe_layer_freq", "MoE layer frequency", 1, 1n, false);
+  m.mtp_layers = int("num_nextn_predict_layers", "MTP modules D", 0, 0n, false);
   const defaultTopk = (mt === "deepseek_v3" || mt === "kimi_k2") ? "noaux_tc" : "greedy";
-  const topk = "topk_method" in data ? data.topk_method : defaultTopk;
+  const topk = get("topk_method", defaultTopk);
   if (typeof topk !== "string" || !O.topk_methods.includes(topk))
-    throw err("topk_method", `field 'topk_method' must be one of ${O.topk_methods.join(", ")}, got ${typeName(topk)} ${pyRepr(topk)}`);
-  m.n_group = int("n_group", "expert groups n_g", 1, 1, false);
-  m.topk_group = int("topk_group", "expert groups kept k_g", 1, 1, false);
-  const tied = "tie_word_embeddings" in data ? data.tie_word_embeddings : false;
+    throw err(`field 'topk_method' must be one of ${O.topk_methods.join(", ")}, got ${typeName(topk)} ${shownValue(topk)}`);
+  m.n_group = int("n_group", "expert groups n_g", 1, 1n, false);
+  m.topk_group = int("topk_group", "expert groups kept k_g", 1, 1n, false);
+  const tied = get("tie_word_embeddings", false);
   if (typeof tied !== "boolean")
-    throw err("tie_word_embeddings", `field 'tie_word_embeddings' must be true or false, got ${typeName(tied)} ${pyRepr(tied)}`);
+    throw err(`field 'tie_word_embeddings' must be true or false, got ${typeName(tied)} ${shownValue(tied)}`);
   for (const flag of ["attention_bias", "mlp_bias"]) {
-    const val = flag in data ? data[flag] : false;
+    const val = get(flag, false);
     if (val !== false && val !== null)
-      throw err(flag, `field ${pyRepr(flag)} = ${pyRepr(val)}: projection biases are not covered (DeepSeek checkpoints have none)`);
+      throw err(`field ${reprStr(flag)} = ${shownValue(val)}: projection biases are not covered (DeepSeek checkpoints have none)`);
   }
-  if (m.N_r > m.N) throw err("num_experts_per_tok", `num_experts_per_tok=${m.N_r} exceeds n_routed_experts=${m.N}`);
-  if (m.first_k_dense > m.l) throw err("first_k_dense_replace", `first_k_dense_replace=${m.first_k_dense} exceeds num_hidden_layers=${m.l}`);
-  const q = data.quantization_config;
-  if (q !== undefined && q !== null && (typeof q !== "object" || Array.isArray(q)))
-    throw err("quantization_config", `field 'quantization_config' must be an object, got ${typeName(q)}`);
+  if (m.N_r > m.N) throw err(`num_experts_per_tok=${m.N_r} exceeds n_routed_experts=${m.N}`);
+  if (m.first_k_dense > m.l) throw err(`first_k_dense_replace=${m.first_k_dense} exceeds num_hidden_layers=${m.l}`);
+  fp8Block(data, err);
+  // bounded by FIELDS (at most 2^24): exact as Numbers from here
+  for (const k of ["h", "h_F", "h_E", "l", "n_h", "d_c", "d_h", "d_hr", "d_v", "N", "N_r", "v", "N_s", "first_k_dense",
+    "moe_layer_freq", "mtp_layers"]) m[k] = Number(m[k]);
+  if (m.d_cq !== null) m.d_cq = Number(m.d_cq);
   m.name = name; m.topk_method = topk; m.tie_word_embeddings = tied;
   m.q_lora = m.d_cq !== null; m.routing_bias = topk === "noaux_tc";
   m.kinds = [];
   for (let i = 0; i < m.l; i++) m.kinds.push(i >= m.first_k_dense && i % m.moe_layer_freq === 0 ? "moe" : "dense");
   return m;
+}
+/** hfconfig._fp8_block: only checked (FP8 scales are storage, not estimated memory). */
+function fp8Block(data, err) {
+  const q = data.has("quantization_config") ? data.get("quantization_config") : null;
+  if (q === null) return;
+  if (!(q instanceof Map)) throw err(`field 'quantization_config' must be an object, got ${typeName(q)}`);
+  const blk = q.has("weight_block_size") ? q.get("weight_block_size") : null;
+  if (q.get("quant_method") !== "fp8" || blk === null) return;
+  const high = BigInt(FIELD_LIMITS.weight_block_size.high);
+  if (!(Array.isArray(blk) && blk.length === 2 && blk.every((x) => typeof x === "bigint" && x > 0n && x <= high)))
+    throw err(`quantization_config.weight_block_size must be two positive integers (at most ${high}), got ${shownValue(blk)}`);
 }
 
 // ----------------------------------------------------------------------------- layout (derivations/layout.py)
@@ -144,12 +141,14 @@ function stageLayers(m, lay) {
   let split;
   if (lay.layers_per_stage !== null) {
     split = lay.layers_per_stage.slice();
-    if (split.length !== pp) throw new ConfigError(`--layers-per-stage has ${split.length} entries, PP=${pp}`);
-    if (split.some((x) => x < 1)) throw new ConfigError(`every stage needs at least one layer, got ${pyRepr(split)}`);
+    if (split.length > DATA.inputs.list_lengths.layers_per_stage)
+      throw new ConfigError(`--layers-per-stage has ${split.length} entries; at most ${DATA.inputs.list_lengths.layers_per_stage}`, ["layers_per_stage"]);
+    if (split.length !== pp) throw new ConfigError(`--layers-per-stage has ${split.length} entries, PP=${pp}`, ["layers_per_stage", "pp"]);
+    if (split.some((x) => x < 1)) throw new ConfigError(`every stage needs at least one layer, got ${pyRepr(split)}`, ["layers_per_stage"]);
     const sum = split.reduce((a, b) => a + b, 0);
-    if (sum !== l) throw new ConfigError(`--layers-per-stage sums to ${sum}, the model has ${l} layers`);
+    if (sum !== l) throw new ConfigError(`--layers-per-stage sums to ${sum}, the model has ${l} layers`, ["layers_per_stage"]);
   } else {
-    if (pp > l) throw new ConfigError(`PP=${pp} is larger than the ${l} layers of ${m.name}`);
+    if (pp > l) throw new ConfigError(`PP=${pp} is larger than the ${l} layers of ${m.name}`, ["pp"]);
     const k = Math.ceil(l / pp);
     if (pp === 1) split = [l];
     else if (l - k * (pp - 1) >= 1) split = Array(pp - 1).fill(k).concat([l - k * (pp - 1)]);
@@ -174,37 +173,44 @@ function stages(m, lay) {
 function validateLayout(m, lay, seq) {
   const { tp, ep, etp, cp, dp } = lay;
   if (lay.sp !== null && lay.sp !== 1 && lay.sp !== tp)
-    throw new ConfigError(`SP must be 1 (off) or equal TP=${tp}, got SP=${lay.sp}`);
-  if (m.n_h % tp) throw new ConfigError(`TP=${tp} must divide n_h=${m.n_h} (attention heads of ${m.name})`);
-  if (m.N % ep) throw new ConfigError(`EP=${ep} must divide N=${m.N} (routed experts of ${m.name})`);
-  if ((dp * tp * cp) % (ep * etp)) {
+    throw new ConfigError(`SP must be 1 (off) or equal TP=${tp}, got SP=${lay.sp}`, ["sp", "tp"]);
+  if (m.n_h % tp) throw new ConfigError(`TP=${tp} must divide n_h=${m.n_h} (attention heads of ${m.name})`, ["tp"]);
+  if (m.N % ep) throw new ConfigError(`EP=${ep} must divide N=${m.N} (routed experts of ${m.name})`, ["ep"]);
+  const world = BigInt(dp) * BigInt(tp) * BigInt(cp), experts = BigInt(ep) * BigInt(etp);  // up to 2^60: exact
+  if (world % experts) {
     const dtc = cp === 1 ? "DP*TP" : "DP*TP*CP";
-    throw new ConfigError(`${dtc}=${dp * tp * cp} must be divisible by EP*ETP=${ep * etp} (EDP = ${dtc}/(EP*ETP) must be an integer; DP=${dp}, TP=${tp}, EP=${ep}, ETP=${etp}` + (cp !== 1 ? `, CP=${cp}` : "") + ")");
+    throw new ConfigError(`${dtc}=${world} must be divisible by EP*ETP=${experts} (EDP = ${dtc}/(EP*ETP) must be an integer; DP=${dp}, TP=${tp}, EP=${ep}, ETP=${etp}` + (cp !== 1 ? `, CP=${cp}` : "") + ")",
+      ["dp", "tp", "ep", "etp"].concat(cp !== 1 ? ["cp"] : []));
   }
-  if (m.h_E % etp) throw new ConfigError(`ETP=${etp} must divide h_E=${m.h_E}`);
-  if (m.h_F % tp) throw new ConfigError(`TP=${tp} must divide h_F=${m.h_F} (dense FFN)`);
-  if (lay.pp > m.l) throw new ConfigError(`PP=${lay.pp} is larger than the ${m.l} layers of ${m.name}`);
+  if (m.h_E % etp) throw new ConfigError(`ETP=${etp} must divide h_E=${m.h_E}`, ["etp"]);
+  if (m.h_F % tp) throw new ConfigError(`TP=${tp} must divide h_F=${m.h_F} (dense FFN)`, ["tp"]);
+  if (lay.pp > m.l) throw new ConfigError(`PP=${lay.pp} is larger than the ${m.l} layers of ${m.name}`, ["pp"]);
   const SP = lay.sp === null ? tp : lay.sp;
-  if (seq % cp) throw new ConfigError(`CP=${cp} must divide the sequence length s=${seq}`);
-  if (seq % (SP * cp)) throw new ConfigError(`SP*CP=${SP * cp} must divide the sequence length s=${seq} (sequence parallelism splits the sequence over SP=${SP} ranks)`);
+  if (seq % cp) throw new ConfigError(`CP=${cp} must divide the sequence length s=${seq}`, ["cp", "seq"]);
+  if (seq % (SP * cp))
+    throw new ConfigError(`SP*CP=${SP * cp} must divide the sequence length s=${seq} (sequence parallelism splits the sequence over SP=${SP} ranks)`,
+      ["seq", lay.sp === null ? "tp" : "sp", "cp"]);
   stageLayers(m, lay);
 }
 function validateTraining(t) {
-  if (t.microbatches !== null && t.schedule === null) throw new ConfigError("--microbatches needs a pipeline schedule (--schedule)");
+  if (t.microbatches !== null && t.schedule === null)
+    throw new ConfigError("--microbatches needs a pipeline schedule (--schedule)", ["microbatches", "schedule"]);
   if (t.vpp !== null) {
-    if (t.schedule !== "interleaved") throw new ConfigError(`--vpp applies to --schedule interleaved only, got schedule ${t.schedule === null ? "None" : t.schedule}`);
-    if (t.vpp < 2) throw new ConfigError(`the interleaved schedule needs --vpp V >= 2, got ${t.vpp}`);
+    if (t.schedule !== "interleaved")
+      throw new ConfigError(`--vpp applies to --schedule interleaved only, got schedule ${t.schedule === null ? "None" : t.schedule}`, ["vpp", "schedule"]);
+    if (t.vpp < 2) throw new ConfigError(`the interleaved schedule needs --vpp V >= 2, got ${t.vpp}`, ["vpp"]);
   }
   if (t.conventions.mtp && t.conventions.rank === "modelzoo")
-    throw new ConfigError("--mtp counts the D MTP layers' parameters on the last stage (--rank stage) or in Megatron's most-loaded shard (--rank megatron); the ModelZoo rank counts none");
+    throw new ConfigError("--mtp counts the D MTP layers' parameters on the last stage (--rank stage) or in Megatron's most-loaded shard (--rank megatron); the ModelZoo rank counts none",
+      ["mtp", "rank", "conventions"]);
 }
 
 // ----------------------------------------------------------------------------- schedules (derivations/schedules.py)
 function validateSchedule(name, pp, m) {
   if (name === "dualpipe") {
-    if (pp % 2) throw new ConfigError(`DualPipe needs an even number of pipeline stages, got PP=${pp}`);
+    if (pp % 2) throw new ConfigError(`DualPipe needs an even number of pipeline stages, got PP=${pp}`, ["pp", "schedule"]);
     if (m !== null && (m % 2 || m < 2 * pp))
-      throw new ConfigError(`DualPipe needs an even number of micro-batches m >= 2 PP = ${2 * pp}, got --microbatches ${m}`);
+      throw new ConfigError(`DualPipe needs an even number of micro-batches m >= 2 PP = ${2 * pp}, got --microbatches ${m}`, ["microbatches", "schedule"]);
   }
 }
 function chunks(name, pp, index, m, vpp) {
@@ -278,7 +284,21 @@ function actStage(kept, e, t) {
 }
 
 // ----------------------------------------------------------------------------- the estimate (device._estimate)
-function estimateStage(m, lay, t, index, all) {
+const compKey = (c) => `${c.dense}|${c.moe}|${c.embedding ? 1 : 0}|${c.head ? 1 : 0}`;
+let ACT_READS_NFL = null;  // does a micro-batch's act.stage read n_fl (then it is not shared between chunks)?
+function actReadsNfl() {
+  if (ACT_READS_NFL === null) {
+    const fns = new Set(Object.values(DATA.composition.stage).concat(Object.values(DATA.composition.mtp)));
+    for (const units of Object.values(DATA.activations)) for (const u of units) for (const i of Object.values(u.table)) if (i !== null) fns.add(i);
+    ACT_READS_NFL = Array.from(fns).some((i) => /\be\.n_fl\b/.test(FNS[i].toString()));
+  }
+  return ACT_READS_NFL;
+}
+/** One device of stage ``index``; ``memo`` shares what equal compositions give between the stages
+    of one estimate (a pipeline of 10^4 stages costs 10^4 cheap look-ups, not 10^4 evaluations). */
+function estimateStage(m, lay, t, index, all, memo) {
+  memo = memo || new Map();
+  const cached = (key, fn) => { if (!memo.has(key)) memo.set(key, fn()); return memo.get(key); };
   const comp = all[index];
   const struct = (m.q_lora ? "1" : "0") + (m.routing_bias ? "1" : "0") + (m.tie_word_embeddings ? "1" : "0");
   const sideKey = `${t.conventions.rank}/${t.conventions.shared_expert}`;
@@ -288,35 +308,49 @@ function estimateStage(m, lay, t, index, all) {
     ch = chunks(t.schedule, lay.pp, index, t.microbatches, t.vpp);
     held = heldStages(t.schedule, lay.pp, index).map((i) => all[i]);
   }
-  const subs = substitution(m, lay, t, comp);
-  let dev;
+  const subsOf = (c) => cached("subs:" + compKey(c), () => substitution(m, lay, t, c));
+  const subs = subsOf(comp);
+  let dev, devKey;
   if (t.conventions.rank === "megatron") {
-    dev = substitution(m, lay, t, compose(m, [0, m.l], true, true, 0));
-    dev.D = Q.n(t.conventions.mtp ? m.mtp_layers : 0);
+    devKey = "megatron";
+    dev = () => {
+      const d = substitution(m, lay, t, compose(m, [0, m.l], true, true, 0));
+      d.D = Q.n(t.conventions.mtp ? m.mtp_layers : 0);
+      return d;
+    };
   } else {
-    dev = Object.assign({}, subs);
-    dev.L_d = Q.n(held.reduce((a, c) => a + c.dense, 0));
-    dev.L_m = Q.n(held.reduce((a, c) => a + c.moe, 0));
-    dev.e_E = Q.n(held.reduce((a, c) => a + (c.embedding ? 1 : 0), 0));
-    dev.e_H = Q.n(held.reduce((a, c) => a + (c.head ? 1 : 0), 0));
+    const sums = {
+      L_d: Q.n(held.reduce((a, c) => a + c.dense, 0)), L_m: Q.n(held.reduce((a, c) => a + c.moe, 0)),
+      e_E: Q.n(held.reduce((a, c) => a + (c.embedding ? 1 : 0), 0)), e_H: Q.n(held.reduce((a, c) => a + (c.head ? 1 : 0), 0)) };
     if (t.conventions.mtp && held.some((c) => c.head)) {  // conventions.mtp_stage_shift: the MTP modules on the last stage
       const heads = held.reduce((a, c) => a + (c.head ? 1 : 0), 0);
       const holdsEmbedding = held.some((c) => c.embedding);
       const copy = (m.tie_word_embeddings || lay.pp === 1 || !m.mtp_layers || holdsEmbedding) ? 0 : heads;
-      dev.L_m = Q.add(dev.L_m, Q.n(m.mtp_layers * heads));
-      dev.e_E = Q.add(dev.e_E, Q.n(copy));
+      sums.L_m = Q.add(sums.L_m, Q.n(m.mtp_layers * heads));
+      sums.e_E = Q.add(sums.e_E, Q.n(copy));
     }
+    devKey = ["L_d", "L_m", "e_E", "e_H"].map((k) => Q.str(sums[k])).join("|");
+    dev = () => Object.assign({}, subs, sums);
   }
   const ids = Object.assign({}, side.ids[String(t.zero)]);
-  const bytes = {};
-  for (const k of ["weights", "gradients", "optimizer"]) bytes[k] = FNS[side.terms[ids[k]]](dev);
-  const P_n = FNS[side.P_n](dev), P_m = FNS[side.P_m](dev);
-  const kept = keptUnits(m, t);
-  const perMb = actStage(kept, subs, t);
+  const states = cached("states:" + devKey, () => {
+    const d = dev(), out = {};
+    for (const k of ["weights", "gradients", "optimizer"]) out[k] = FNS[side.terms[ids[k]]](d);
+    return { bytes: out, P_n: FNS[side.P_n](d), P_m: FNS[side.P_m](d) };
+  });
+  const bytes = Object.assign({}, states.bytes);
+  const P_n = states.P_n, P_m = states.P_m;
+  const kept = cached("kept", () => keptUnits(m, t));
+  const perMb = cached("act:" + compKey(comp), () => actStage(kept, subs, t));
   let act = perMb;
   if (t.schedule !== null) {
-    act = Q.add(...ch.map((c) => { const s = substitution(m, lay, t, partComposition(all[c.stage], c.part)); s.n_fl = c.inflight;
-      return Q.mul(FNS[DATA.composition.peak](s), actStage(kept, s, t)); }));
+    const nfl = actReadsNfl();
+    act = Q.add(...ch.map((c) => {
+      const part = partComposition(all[c.stage], c.part);
+      const s = Object.assign({}, subsOf(part), { n_fl: c.inflight });
+      const a = nfl ? actStage(kept, s, t) : cached("act:" + compKey(part), () => actStage(kept, subsOf(part), t));
+      return Q.mul(FNS[DATA.composition.peak](s), a);
+    }));
   }
   bytes.activations = act;
   bytes.total = Q.add(bytes.weights, bytes.gradients, bytes.optimizer, bytes.activations);
@@ -327,9 +361,10 @@ function estimateStage(m, lay, t, index, all) {
     bytes.total = Q.add(bytes.total, bytes.runtime);
   }
   bytes.activations_per_microbatch = perMb;
-  const kv = kindValues(kept, subs);
-  const lc = DATA.composition.layer;
-  bytes.activations_per_layer = Q.add(...Object.keys(lc).map((k) => Q.mul(FNS[lc[k]](subs), kv[k])));
+  bytes.activations_per_layer = cached("layer:" + compKey(comp), () => {
+    const kv = kindValues(kept, subs), lc = DATA.composition.layer;
+    return Q.add(...Object.keys(lc).map((k) => Q.mul(FNS[lc[k]](subs), kv[k])));
+  });
   const overheads = {};
   for (const [end, o] of Object.entries(DATA.overheads.ends)) {
     overheads[end] = { f_frag: Q.parse(o.f_frag), buffers: Q.parse(o.M_buf),
@@ -342,17 +377,19 @@ function estimateStage(m, lay, t, index, all) {
 function estimate(m, lay, t, stageIndex) {
   validateLayout(m, lay, t.seq);
   validateTraining(t);
-  const all = stages(m, lay);
+  const all = stages(m, lay), memo = new Map();
   if (stageIndex === null) {
     if (t.schedule === null) stageIndex = lay.pp > 1 ? 1 : 0;
-    else {
-      const every = all.map((c, i) => estimateStage(m, lay, t, i, all));
-      let worst = 0;
-      every.forEach((e, i) => { if (Q.cmp(e.bytes.total, every[worst].bytes.total) > 0) worst = i; });
-      return every[worst];
+    else {  // the most-loaded stage (largest total; the first on ties)
+      let worst = null;
+      for (let i = 0; i < all.length; i++) {
+        const e = estimateStage(m, lay, t, i, all, memo);
+        if (worst === null || Q.cmp(e.bytes.total, worst.bytes.total) > 0) worst = e;
+      }
+      return worst;
     }
   }
   if (stageIndex < 0 || stageIndex >= all.length)
-    throw new ConfigError(`stage must be an integer in 0..${all.length - 1} (PP=${lay.pp}), got ${stageIndex}`);
-  return estimateStage(m, lay, t, stageIndex, all);
+    throw new ConfigError(`stage must be an integer in 0..${all.length - 1} (PP=${lay.pp}), got ${stageIndex}`, ["stage", "pp"]);
+  return estimateStage(m, lay, t, stageIndex, all, memo);
 }

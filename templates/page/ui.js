@@ -10,8 +10,10 @@ const DTYPE_OPTIONS = [["weight_dtype", ["B_w"], "weights"], ["grad_dtype", ["B_
   ["act_dtype", ["B_a"], "activations"]];
 const LAYOUT = ["dp", "tp", "pp", "ep", "etp", "cp"];
 
+/** One control with its label and, below it, where a refusal of it is shown (#err-<id>). */
 function field(id, label, control, help) {
-  return `<div class="field"><label for="${id}"${help ? ` title="${esc(help)}"` : ""}>${esc(label)}</label>${control}</div>`;
+  return `<div class="field" id="field-${id}"><label for="${id}"${help ? ` title="${esc(help)}"` : ""}>${esc(label)}</label>${control}` +
+    `<div class="field-error" id="err-${id}" hidden></div></div>`;
 }
 function textInput(id, placeholder) {
   return `<input type="text" id="${id}" name="${id}" inputmode="numeric" autocomplete="off" placeholder="${esc(placeholder)}">`;
@@ -21,7 +23,8 @@ function select(id, options, dflt) {
   return `<select id="${id}" name="${id}">` + opts.map(([v, t]) => `<option value="${esc(v.trim())}">${esc(t)}</option>`).join("") + "</select>";
 }
 function checkbox(id, label, help) {
-  return `<div class="field check"><input type="checkbox" id="${id}" name="${id}"><label for="${id}">${esc(label)}</label>${help ? `<small>${esc(help)}</small>` : ""}</div>`;
+  return `<div class="field check" id="field-${id}"><input type="checkbox" id="${id}" name="${id}"><label for="${id}">${esc(label)}</label>${help ? `<small>${esc(help)}</small>` : ""}` +
+    `<div class="field-error" id="err-${id}" hidden></div></div>`;
 }
 
 function buildForm() {
@@ -71,69 +74,49 @@ function buildForm() {
 }
 
 // ----------------------------------------------------------------------------- reading the controls (argparse's types)
-function argError(opt, msg) { return new ConfigError(`argument ${opt}: ${msg}`); }
-function readInt(dest, opt, min) {
-  const raw = $(`opt-${dest}`).value;
-  if (raw.trim() === "") return undefined;
-  const kind = min === 0 ? "a non-negative integer" : "a positive integer";
-  if (!/^\s*[+-]?\d+\s*$/.test(raw)) throw argError(opt, `expected ${kind} (ASCII digits 0-9), got ${pyRepr(raw)}`);
-  const v = parseInt(raw, 10);
-  if (v < min) throw argError(opt, `expected ${kind}, got ${pyRepr(raw)}`);
-  return v;
-}
-function readFraction(text) {  // Python's Fraction(text): integers, decimals, a/b
-  const m = /^\s*([+-]?)(\d*)(?:\.(\d*))?(?:[eE]([+-]?\d+))?\s*$/.exec(text);
-  const f = /^\s*([+-]?\d+)\s*\/\s*(\d+)\s*$/.exec(text);
-  if (f) { if (BigInt(f[2]) === 0n) return null; return Q.make(BigInt(f[1]), BigInt(f[2])); }
-  if (!m || (m[2] === "" && (m[3] === undefined || m[3] === ""))) return null;
-  const digits = (m[2] || "") + (m[3] || ""), scale = (m[3] || "").length - parseInt(m[4] || "0", 10);
-  let q = Q.make(BigInt(digits || "0"), 1n);
-  q = scale >= 0 ? Q.div(q, Q.pow(Q.n(10), scale)) : Q.mul(q, Q.pow(Q.n(10), -scale));
-  return m[1] === "-" ? Q.mul(q, Q.n(-1)) : q;
-}
-
-/** The typed options, {dest: value}; a control left at its default is not typed. */
+/** The typed options, {dest: value}, each read as `memsym estimate --<option>=<text>` reads it
+    (inputs.js); an empty field is not typed.  Read in the order of the form: the first refusal is
+    the one the command line gives for these options in this order. */
 function typedOptions() {
   const t = {};
-  const put = (dest, v) => { if (v !== undefined && v !== "") t[dest] = v; };
-  for (const k of LAYOUT) put(k, readInt(k, `--${k}`, 1));
-  put("sp", readInt("sp", "--sp", 1));
-  const lps = $("opt-layers_per_stage").value;
-  if (lps.trim() !== "") {
-    const parts = lps.split(",");
-    if (!parts.every((p) => /^\s*[+-]?\d+\s*$/.test(p))) throw argError("--layers-per-stage", `expected comma-separated integers, got ${pyRepr(lps)}`);
-    t.layers_per_stage = parts.map((p) => parseInt(p, 10));
-  }
-  put("stage", readInt("stage", "--stage", 0));
-  const zero = $("opt-zero").value;
+  const text = (dest) => $(`opt-${dest}`).value;
+  const typed = (dest, read) => { const raw = text(dest); if (raw !== "") t[dest] = read(dest, raw); };
+  for (const k of LAYOUT) typed(k, positiveInt);
+  typed("sp", positiveInt);
+  typed("layers_per_stage", intList);
+  typed("stage", nonnegInt);
+  const zero = text("zero");
   if (zero !== "") t.zero = parseInt(zero, 10);
-  const rc = $("opt-recompute").value;
+  const rc = text("recompute");
   if (rc !== "") {
     const ops = Object.keys(DATA.options.recompute_ops).filter((o) => $(`opt-op-${o}`).checked);
     if (rc === "custom" && !ops.length)
-      throw argError("--recompute", `custom recomputation needs operators, e.g. custom:norm,mla_up; valid: ${Object.keys(DATA.options.recompute_ops).join(", ")}`);
+      throw argError("recompute", `custom recomputation needs operators, e.g. custom:norm,mla_up; valid: ${Object.keys(DATA.options.recompute_ops).join(", ")}`);
     t.recompute = [rc, rc === "custom" ? ops : []];
   }
-  put("attention", $("opt-attention").value);
-  put("mbs", readInt("mbs", "--mbs", 1));
-  put("seq", readInt("seq", "--seq", 1));
-  const imb = $("opt-imbalance").value;
-  if (imb.trim() !== "") {
-    const v = readFraction(imb);
-    if (v === null) throw argError("--imbalance", `imbalance F must be a number >= 1, got ${pyRepr(imb)}`);
-    if (Q.cmp(v, Q.n(1)) < 0) throw argError("--imbalance", `imbalance F must be >= 1 (1 is balanced routing), got ${pyRepr(imb)}`);
-    if (Q.cmp(v, Q.n(1000000)) > 0) throw argError("--imbalance", `imbalance F must be at most 1e6 (an expert cannot receive more than every token: F <= N / N_r), got ${pyRepr(imb)}`);
-    t.imbalance = Q.str(v);
-  }
-  put("schedule", $("opt-schedule").value);
-  put("microbatches", readInt("microbatches", "--microbatches", 1));
-  put("vpp", readInt("vpp", "--vpp", 1));
-  for (const [dest] of DTYPE_OPTIONS) { const v = $(`opt-${dest}`).value; if (v !== "") t[dest] = DATA.options.dtypes[v]; }
+  if (text("attention") !== "") t.attention = text("attention");
+  typed("mbs", positiveInt);
+  typed("seq", positiveInt);
+  typed("imbalance", (dest, raw) => Q.str(imbalanceFactor(dest, raw)));
+  if (text("schedule") !== "") t.schedule = text("schedule");
+  typed("microbatches", positiveInt);
+  typed("vpp", positiveInt);
+  for (const [dest] of DTYPE_OPTIONS) { const v = text(dest); if (v !== "") t[dest] = DATA.options.dtypes[v]; }
   if ($("opt-fp8_activations").checked) t.fp8_activations = true;
-  for (const name of Object.keys(DATA.options.switches)) put(name, $(`opt-${name}`).value);
-  put("bytes_per_param", $("opt-bytes_per_param").value);
+  for (const name of Object.keys(DATA.options.switches)) if (text(name) !== "") t[name] = text(name);
+  if (text("bytes_per_param") !== "") t.bytes_per_param = text("bytes_per_param");
   if ($("opt-mtp").checked) t.mtp = true;
   return t;
+}
+/** common.check_conflicts: a bytes-per-param convention of ZeRO >= z with --zero typed below it. */
+function checkConflicts(a, typed) {
+  const per = a.bytes_per_param;
+  if (per && per !== "paper" && "zero" in typed) {
+    const zmin = DATA.options.bytes_conventions[per][1];
+    if (zmin && typed.zero < zmin)
+      throw new ConfigError(`--bytes-per-param ${per} is a ZeRO >= ${zmin} convention (the optimizer states sharded over the data-parallel ranks); --zero ${typed.zero} contradicts it`,
+        ["zero", "bytes_per_param"]);
+  }
 }
 
 /** The options as the command line resolves them: defaults, then --recipe, then --conventions, typed win. */
@@ -175,16 +158,14 @@ function trainingOf(a, typed) {
     microbatches: a.microbatches, vpp: a.vpp, bytes, conventions };
 }
 
+const PRESET_MODELS = {};
 function modelOf(a) {
   const choice = $("opt-model").value;
-  if (choice === "config") {
-    const raw = $("opt-config").value;
-    let data;
-    try { data = JSON.parse(raw); } catch (e) { throw new ConfigError(`config.json: not valid JSON: ${e.message}`); }
-    return fromDict(data, "config.json", "config");
-  }
+  if (choice === "config")  // read as `memsym estimate --model config.json` reads that file
+    return fromDict(readConfigJSON($("opt-config").value, "config.json", ["config"]), "config.json", "config", ["config"]);
   const name = ("model" in a && choice === DATA.options.default_model) ? a.model : choice;
-  return fromDict(DATA.options.presets[name], name, name);
+  if (!(name in PRESET_MODELS)) PRESET_MODELS[name] = fromDict(readConfigJSON(DATA.options.presets[name], name, ["model"]), name, name, ["model"]);
+  return PRESET_MODELS[name];
 }
 
 // ----------------------------------------------------------------------------- rendering
@@ -255,24 +236,55 @@ function bar(b, hbm, hi) {
   return svg + "</svg>";
 }
 
-function update() {
+/** The field the user last changed: a refusal that concerns several fields is shown next to it. */
+let lastEdited = null;
+function showRefusal(message, fields) {
   const err = $("error");
+  err.textContent = message; err.hidden = false;
+  $("results").innerHTML = "";
+  const present = fields.filter((f) => $(`opt-${f}`));
+  const primary = present.includes(lastEdited) ? lastEdited : present[0];
+  for (const f of present) {
+    $(`opt-${f}`).setAttribute("aria-invalid", "true");
+    $(`field-opt-${f}`).classList.add("invalid");
+  }
+  $("error-note").hidden = !primary;
+  if (primary) {
+    const slot = $(`err-opt-${primary}`);
+    slot.textContent = message; slot.hidden = false;
+    $(`opt-${primary}`).setAttribute("aria-describedby", `err-opt-${primary}`);
+  }
+  document.body.dataset.state = "error";
+}
+function clearRefusals() {
+  for (const el of document.querySelectorAll(".field-error")) { el.textContent = ""; el.hidden = true; }
+  for (const el of document.querySelectorAll(".field.invalid")) el.classList.remove("invalid");
+  for (const el of document.querySelectorAll("[aria-invalid]")) { el.removeAttribute("aria-invalid"); el.removeAttribute("aria-describedby"); }
+}
+function update() {
+  clearRefusals();
   try {
     const typed = typedOptions();
     const a = resolve(typed);
+    checkConflicts(a, typed);
     const m = modelOf(a);
     const lay = { dp: a.dp, tp: a.tp, pp: a.pp, ep: a.ep, etp: a.etp, cp: a.cp, sp: a.sp, layers_per_stage: a.layers_per_stage };
     const t = trainingOf(a, typed);
     const est = estimate(m, lay, t, "stage" in typed ? typed.stage : null);
     const gpu = DATA.gpus.find((g) => g.id === $("opt-gpu").value);
     render(m, t, est, gpu);
+    const err = $("error");
     err.textContent = ""; err.hidden = true;
+    $("error-note").hidden = true;
     document.body.dataset.state = "ok";
   } catch (e) {
-    if (!(e instanceof ConfigError)) throw e;
-    err.textContent = e.message; err.hidden = false;
-    $("results").innerHTML = "";
+    $("results").innerHTML = "";  // first: whatever follows, no number of an earlier input stays
     document.body.dataset.state = "error";
+    if (e instanceof ConfigError) showRefusal(oneLine(e.message), e.fields);
+    else {  // a fault of the page itself: said, never a stale number
+      showRefusal(`internal error of the page (please report it): ${e && e.name ? e.name + ": " : ""}${e && e.message !== undefined ? e.message : e}`, []);
+      console.error(e);
+    }
   }
 }
 
@@ -287,7 +299,12 @@ function applyRecipeDevice() {
 
 document.addEventListener("DOMContentLoaded", () => {
   buildForm();
-  $("controls").addEventListener("input", update);
-  $("controls").addEventListener("change", (ev) => { if (ev.target.id === "opt-recipe") applyRecipeDevice(); update(); });
+  const edited = (ev) => { if (ev.target && ev.target.id && ev.target.id.startsWith("opt-")) lastEdited = ev.target.id.slice(4); };
+  $("controls").addEventListener("input", (ev) => { edited(ev); update(); });
+  $("controls").addEventListener("change", (ev) => {
+    edited(ev);
+    if (ev.target.id === "opt-recipe") { try { applyRecipeDevice(); } catch (e) { console.error(e); } }
+    update();
+  });
   update();
 });

@@ -1,0 +1,421 @@
+"use strict";
+/* What the page reads, read as the command line reads it: its fields as argparse's types of
+   memsym/commands/argtypes.py (positive_int, int_list, imbalance_factor ...) and a pasted
+   config.json as derivations/hfconfig.read_json (Python's json module: integers exact, a field
+   named twice refused, nesting bounded).  Every bound is DATA.inputs, generated from
+   derivations/limits.py; the messages are the command line's, built with Python's own rules for
+   str.strip() and repr() (their character tables generated from Python too).  Every loop here is
+   bounded by the length of the text read, and no number is converted before its length is. */
+
+const IN = DATA.inputs;
+
+// ----------------------------------------------------------------------------- Python's text rules
+function inRanges(ranges, c) {
+  let lo = 0, hi = ranges.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (c < ranges[mid][0]) hi = mid - 1;
+    else if (c > ranges[mid][1]) lo = mid + 1;
+    else return true;
+  }
+  return false;
+}
+const isPySpace = (c) => inRanges(IN.space, c);
+const isPrintable = (c) => !inRanges(IN.nonprintable, c);
+/** Python's len(): code points (a lone surrogate counts one, as in a Python str). */
+function cpLen(s) {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
+      const d = s.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) i++;
+    }
+    n++;
+  }
+  return n;
+}
+/** Python's s[:k] (code points). */
+function cpHead(s, k) {
+  let out = "", n = 0;
+  for (const ch of s) { if (n++ >= k) break; out += ch; }
+  return out;
+}
+/** Python's str.strip() (Unicode white space, str.isspace). */
+function pyStrip(s) {
+  let a = 0, b = s.length;
+  while (a < b && isPySpace(s.charCodeAt(a))) a++;
+  while (b > a && isPySpace(s.charCodeAt(b - 1))) b--;
+  return s.slice(a, b);
+}
+const hex = (c, n) => c.toString(16).padStart(n, "0");
+/** Python's repr() of a str. */
+function reprStr(s) {
+  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
+  let out = quote;
+  for (const ch of s) {
+    const c = ch.codePointAt(0);
+    if (ch === quote || ch === "\\") out += "\\" + ch;
+    else if (ch === "\t") out += "\\t";
+    else if (ch === "\n") out += "\\n";
+    else if (ch === "\r") out += "\\r";
+    else if (c < 0x20 || c === 0x7f) out += "\\x" + hex(c, 2);
+    else if (c < 0x7f || isPrintable(c)) out += ch;
+    else if (c <= 0xff) out += "\\x" + hex(c, 2);
+    else if (c <= 0xffff) out += "\\u" + hex(c, 4);
+    else out += "\\U" + hex(c, 8);
+  }
+  return out + quote;
+}
+/** A JSON number Python reads as a float (a Python float: repr 7168.0, 1e+300, inf, nan). */
+class PyFloat { constructor(v) { this.v = v; } }
+/** Python's repr() of a float: the shortest digits that read back, as float_repr_style 'short'. */
+function reprFloat(v) {
+  if (Number.isNaN(v)) return "nan";
+  if (v === Infinity) return "inf";
+  if (v === -Infinity) return "-inf";
+  const sign = v < 0 || Object.is(v, -0) ? "-" : "";
+  if (v === 0) return sign + "0.0";
+  const [mant, ex] = Math.abs(v).toExponential().split("e");
+  const digits = mant.replace(".", ""), exp = parseInt(ex, 10), decpt = exp + 1;
+  if (decpt <= -4 || decpt > 16) {
+    const e = Math.abs(exp) < 10 ? "0" + Math.abs(exp) : String(Math.abs(exp));
+    return sign + digits[0] + (digits.length > 1 ? "." + digits.slice(1) : "") + "e" + (exp < 0 ? "-" : "+") + e;
+  }
+  if (decpt <= 0) return sign + "0." + "0".repeat(-decpt) + digits;
+  if (decpt >= digits.length) return sign + digits + "0".repeat(decpt - digits.length) + ".0";
+  return sign + digits.slice(0, decpt) + "." + digits.slice(decpt);
+}
+/** Python's repr() of a value: a parsed JSON value (Map, Array, string, BigInt, PyFloat, boolean,
+    null) or a number of the page (an integer). */
+function pyRepr(x) {
+  if (x === null || x === undefined) return "None";
+  if (x === true) return "True";
+  if (x === false) return "False";
+  if (typeof x === "string") return reprStr(x);
+  if (typeof x === "bigint") return x.toString();
+  if (typeof x === "number") return Number.isInteger(x) ? String(x) : reprFloat(x);
+  if (x instanceof PyFloat) return reprFloat(x.v);
+  if (Array.isArray(x)) return "[" + x.map(pyRepr).join(", ") + "]";
+  if (x instanceof Map) return "{" + Array.from(x, ([k, v]) => `${reprStr(k)}: ${pyRepr(v)}`).join(", ") + "}";
+  return String(x);
+}
+/** hfconfig._type_name */
+function typeName(x) {
+  if (x === null) return "null";
+  if (typeof x === "boolean") return "boolean";
+  if (typeof x === "string") return "string";
+  if (typeof x === "bigint") return "int";
+  if (x instanceof PyFloat) return "number";
+  if (Array.isArray(x)) return "array";
+  return "object";
+}
+/** hfconfig._shown: repr cut short (a value of a hostile file may be megabytes long). */
+function shownValue(x) {
+  const text = pyRepr(x), n = cpLen(text);
+  return n <= 40 ? text : `${cpHead(text, 24)}...(${n} characters)`;
+}
+/** argtypes._shown: a typed text quoted, cut short when long. */
+function shownText(text) {
+  const n = cpLen(text);
+  return n <= 40 ? reprStr(text) : `${reprStr(cpHead(text, 24))}...(${n} characters)`;
+}
+/** cli.one_line: what a message shows of a character that is not printable (a typed newline: \n). */
+function oneLine(message) {
+  let out = "";
+  for (const ch of message) {
+    const c = ch.codePointAt(0);
+    out += ch === " " || isPrintable(c) ? ch : reprStr(ch).slice(1, -1);
+  }
+  return out;
+}
+/** UTF-8 bytes of s (a lone surrogate as the three bytes it would take) */
+function utf8Len(s, end) {
+  end = end === undefined ? s.length : end;
+  let n = 0;
+  for (let i = 0; i < end; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < end && s.charCodeAt(i + 1) >= 0xdc00 && s.charCodeAt(i + 1) <= 0xdfff) { n += 4; i++; }
+    else n += 3;
+  }
+  return n;
+}
+
+// ----------------------------------------------------------------------------- the limits (derivations/limits.py)
+class Limit {
+  constructor(o) { Object.assign(this, o); }
+  /** Limit.message: "<what> must be an integer in 1..1048576 = 2^20 (why), got <value>" */
+  message(what, value) {
+    const text = String(value), n = cpLen(text);
+    return `${what} must be an integer in ${this.domain} (${this.why}), got ${n > 24 ? `${cpHead(text, 12)}...(${n} characters)` : text}`;
+  }
+}
+const OPTION_LIMITS = Object.fromEntries(Object.entries(IN.options).map(([k, v]) => [k, new Limit(v)]));
+const FIELD_LIMITS = Object.fromEntries(Object.entries(IN.fields).map(([k, v]) => [k, new Limit(v)]));
+const INT_RE = new RegExp(`^(?:${IN.int_pattern})$`);
+const DECIMAL_RE = new RegExp(`^(?:${IN.decimal_pattern})$`);
+
+// ----------------------------------------------------------------------------- the fields (argtypes.py)
+/** A refusal of a typed option, argparse's "argument --dp: ..." */
+function argError(dest, msg) {
+  return new ConfigError(`argument --${dest.replace(/_/g, "-")}: ${msg}`, [dest]);
+}
+/** argtypes._int_text: ASCII digits, at most MAX_DIGITS of them, at least ``low``, inside the option's limit. */
+function intText(dest, text, kind, low, limit) {
+  const s = pyStrip(text);
+  if (!INT_RE.test(s)) throw argError(dest, `expected ${kind} (ASCII digits 0-9), got ${shownText(text)}`);
+  const neg = s[0] === "-", digits = s.replace(/^[+-]/, "").replace(/^0+/, "");
+  if (digits.length > IN.max_digits) {
+    if (limit && !neg) throw argError(dest, limit.message("the value", s));
+    throw argError(dest, `${shownText(text)} has ${digits.length} digits: integers here have at most ${IN.max_digits}`);
+  }
+  const val = (neg ? -1n : 1n) * BigInt(digits || "0");
+  if (low !== null && val < BigInt(low)) throw argError(dest, `expected ${kind}, got ${shownText(text)}`);
+  if (limit && !(BigInt(limit.low) <= val && val <= BigInt(limit.high))) throw argError(dest, limit.message("the value", val));
+  return Number(val);
+}
+const positiveInt = (dest, text) => intText(dest, text, "a positive integer", 1, OPTION_LIMITS[dest]);
+const nonnegInt = (dest, text) => intText(dest, text, "a non-negative integer", 0, OPTION_LIMITS[dest]);
+/** argtypes.int_list (its entries bounded by the option's limit, at most LIST_LENGTHS of them) */
+function intList(dest, text) {
+  const limit = OPTION_LIMITS[dest], maxLen = IN.list_lengths[dest], unique = IN.set_options.includes(dest);
+  const items = text.split(",");
+  if (items.length > maxLen) throw argError(dest, `--${limit.name.replace(/_/g, "-")} has ${items.length} entries; at most ${maxLen}`);
+  const out = [];
+  for (const item of items) {
+    if (!pyStrip(item)) throw argError(dest, `expected comma-separated integers, got ${shownText(text)} (an empty entry)`);
+    out.push(intText(dest, item, "comma-separated integers", null, limit));
+  }
+  const seen = new Set();
+  for (const x of out) {
+    if (unique && seen.has(x)) throw argError(dest, `${shownText(text)} lists ${x} twice`);
+    seen.add(x);
+  }
+  return out;
+}
+/** argtypes._text_bounded: any other argument is at most MAX_ARG_CHARS characters. */
+function boundedText(dest, text) {
+  const n = cpLen(text);
+  if (n > IN.max_arg_chars) throw argError(dest, `argument of ${n} characters: at most ${IN.max_arg_chars}`);
+  return text;
+}
+/** argtypes.imbalance_factor: a decimal (exponent of at most two digits) or a fraction in 1..IMBALANCE,
+    refused by its length and form before any power of ten is computed. */
+function imbalanceFactor(dest, text) {
+  boundedText(dest, text);
+  const s = pyStrip(text);
+  if (cpLen(text) > IN.max_number_chars || !DECIMAL_RE.test(s))
+    throw argError(dest, `imbalance F must be a decimal number >= 1 in ASCII digits (e.g. 1.25, at most ${IN.max_number_chars} characters), got ${shownText(text)}`);
+  let val;
+  const frac = /^([0-9]+)\/([0-9]+)$/.exec(s);
+  if (frac) {
+    if (BigInt(frac[2]) === 0n) throw argError(dest, `imbalance F must be a number >= 1, got ${reprStr(text)}`);
+    val = Q.make(BigInt(frac[1]), BigInt(frac[2]));
+  } else {
+    const m = /^([0-9]+)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]{1,2}))?$/.exec(s);
+    const scale = (m[2] || "").length - parseInt(m[3] || "0", 10);  // |scale| <= 30 + 99: bounded by the pattern
+    val = Q.make(BigInt(m[1] + (m[2] || "")), 1n);
+    val = scale >= 0 ? Q.div(val, Q.n(10n ** BigInt(scale))) : Q.mul(val, Q.n(10n ** BigInt(-scale)));
+  }
+  if (Q.cmp(val, Q.n(1)) < 0) throw argError(dest, `imbalance F must be >= 1 (1 is balanced routing), got ${reprStr(text)}`);
+  if (Q.cmp(val, Q.n(IN.imbalance)) > 0)
+    throw argError(dest, `imbalance F must be at most 1e6 (an expert cannot receive more than every token: F <= N / N_r), got ${shownText(text)}`);
+  return val;
+}
+
+// ----------------------------------------------------------------------------- config.json (hfconfig.read_json)
+/** The parsed JSON object of a pasted config.json, read as the command line reads a file named
+    ``path``: at most CONFIG_BYTES bytes, a UTF-8 byte-order mark skipped, Python's json module's
+    grammar and messages (CPython's _json scanner: NaN and Infinity read, control characters in
+    strings refused), integers as BigInt (more than CONFIG_DIGITS digits refused as they are read),
+    floats as PyFloat, objects as Map in their order with a field named twice refused, nesting
+    deeper than CONFIG_DEPTH refused.  Throws ConfigError("<path>: ...", fields). */
+function readConfigJSON(raw, path, fields) {
+  const fail = (msg) => new ConfigError(`${path}: ${msg}`, fields);
+  const size = utf8Len(raw);
+  if (size > IN.config_bytes) throw fail(`is ${size} bytes; a config.json is a few KiB (limit ${IN.config_bytes} bytes)`);
+  for (let i = 0; i < raw.length; i++) {  // a lone surrogate: the bytes it would be are not UTF-8
+    const c = raw.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdfff) {
+      const pair = c <= 0xdbff && i + 1 < raw.length && raw.charCodeAt(i + 1) >= 0xdc00 && raw.charCodeAt(i + 1) <= 0xdfff;
+      if (!pair) throw fail(`not a UTF-8 JSON file (invalid continuation byte at byte ${utf8Len(raw, i)})`);
+      i++;
+    }
+  }
+  const skip = raw.charCodeAt(0) === 0xfeff ? 1 : 0;
+  const s = raw.slice(skip), skipBytes = skip ? 3 : 0;
+  // code points, as Python indexes a str (positions in messages are code point offsets)
+  const n = cpLen(s), cp = new Int32Array(n), u16 = new Int32Array(n + 1);
+  for (let i = 0, k = 0; i < s.length; k++) {
+    const c = s.codePointAt(i);
+    u16[k] = i; cp[k] = c; i += c > 0xffff ? 2 : 1;
+  }
+  u16[n] = s.length;
+  const at = (pos) => `byte ${utf8Len(s, u16[pos]) + skipBytes}`;
+  class JSONError { constructor(msg, pos) { this.msg = msg; this.pos = pos; } }
+  class StopIter { constructor(pos) { this.pos = pos; } }
+  class Deep {}
+  const WS = (c) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
+  const isDigit = (c) => c >= 0x30 && c <= 0x39;
+  const is = (i, text) => { for (let j = 0; j < text.length; j++) if (cp[i + j] !== text.charCodeAt(j)) return false; return true; };
+  let firstDeep = null;  // where the nesting first goes deeper than CONFIG_DEPTH
+
+  function scanString(end) {  // _json.c scanstring_unicode; end: just after the opening quote
+    const begin = end - 1;
+    let out = "";
+    for (;;) {
+      let next = end, c = 0;
+      for (; next < n; next++) {
+        c = cp[next];
+        if (c === 0x22 || c === 0x5c) break;
+        if (c <= 0x1f) throw new JSONError("Invalid control character at", next);
+      }
+      if (next >= n) throw new JSONError("Unterminated string starting at", begin);
+      out += s.slice(u16[end], u16[next]);
+      next++;
+      if (c === 0x22) return [out, next];
+      if (next === n) throw new JSONError("Unterminated string starting at", begin);
+      c = cp[next];
+      if (c !== 0x75) {  // not \u
+        end = next + 1;
+        const simple = { 0x22: '"', 0x5c: "\\", 0x2f: "/", 0x62: "\b", 0x66: "\f", 0x6e: "\n", 0x72: "\r", 0x74: "\t" }[c];
+        if (simple === undefined) throw new JSONError("Invalid \\escape", end - 2);
+        out += simple;
+        continue;
+      }
+      next++;
+      end = next + 4;
+      if (end >= n) throw new JSONError("Invalid \\uXXXX escape", next - 1);
+      const hex4 = (from) => {
+        let v = 0;
+        for (let j = from; j < from + 4; j++) {
+          const d = cp[j];
+          v <<= 4;
+          if (d >= 0x30 && d <= 0x39) v |= d - 0x30;
+          else if (d >= 0x61 && d <= 0x66) v |= d - 0x61 + 10;
+          else if (d >= 0x41 && d <= 0x46) v |= d - 0x41 + 10;
+          else return -1;
+        }
+        return v;
+      };
+      let u = hex4(next);
+      if (u < 0) throw new JSONError("Invalid \\uXXXX escape", end - 5);
+      next = end;
+      if (u >= 0xd800 && u <= 0xdbff && end + 6 < n && cp[next] === 0x5c && cp[next + 1] === 0x75) {
+        const u2 = hex4(next + 2);
+        if (u2 < 0) throw new JSONError("Invalid \\uXXXX escape", end + 1);
+        if (u2 >= 0xdc00 && u2 <= 0xdfff) { u = 0x10000 + ((u - 0xd800) << 10) + (u2 - 0xdc00); end += 6; }
+      }
+      out += String.fromCodePoint(u);
+    }
+  }
+  function scanNumber(start) {  // _json.c _match_number_unicode, then hfconfig._parse_int or float()
+    let idx = start, isFloat = false;
+    const last = n - 1;
+    if (cp[idx] === 0x2d) { idx++; if (idx > last) throw new StopIter(start); }
+    if (cp[idx] >= 0x31 && cp[idx] <= 0x39) { idx++; while (idx <= last && isDigit(cp[idx])) idx++; }
+    else if (cp[idx] === 0x30) idx++;
+    else throw new StopIter(start);
+    if (idx < last && cp[idx] === 0x2e && isDigit(cp[idx + 1])) {
+      isFloat = true; idx += 2;
+      while (idx <= last && isDigit(cp[idx])) idx++;
+    }
+    if (idx < last && (cp[idx] === 0x65 || cp[idx] === 0x45)) {
+      const eStart = idx;
+      idx++;
+      if (idx < last && (cp[idx] === 0x2d || cp[idx] === 0x2b)) idx++;
+      while (idx <= last && isDigit(cp[idx])) idx++;
+      if (isDigit(cp[idx - 1])) isFloat = true; else idx = eStart;
+    }
+    const text = s.slice(u16[start], u16[idx]);
+    if (isFloat) return [new PyFloat(Number(text)), idx];
+    if (text.replace(/^-+/, "").length > IN.config_digits) {
+      const where = s.indexOf(text);
+      throw fail(`a number of ${text.length} digits at byte ${utf8Len(s, where) + skipBytes}: no config field has more than ${IN.config_digits}`);
+    }
+    return [BigInt(text), idx];
+  }
+  function scanOnce(idx, depth) {  // _json.c scan_once_unicode
+    if (idx >= n) throw new StopIter(idx);
+    const c = cp[idx];
+    if (c === 0x22) return scanString(idx + 1);
+    if (c === 0x7b || c === 0x5b) {
+      if (depth + 1 > IN.config_depth && firstDeep === null) firstDeep = idx;
+      if (depth + 1 >= IN.json_recursion) throw new Deep();  // Python's RecursionError
+      return c === 0x7b ? parseObject(idx + 1, depth + 1) : parseArray(idx + 1, depth + 1);
+    }
+    if (c === 0x6e && idx + 3 < n && is(idx, "null")) return [null, idx + 4];
+    if (c === 0x74 && idx + 3 < n && is(idx, "true")) return [true, idx + 4];
+    if (c === 0x66 && idx + 4 < n && is(idx, "false")) return [false, idx + 5];
+    if (c === 0x4e && idx + 2 < n && is(idx, "NaN")) return [new PyFloat(NaN), idx + 3];
+    if (c === 0x49 && idx + 7 < n && is(idx, "Infinity")) return [new PyFloat(Infinity), idx + 8];
+    if (c === 0x2d && idx + 8 < n && is(idx, "-Infinity")) return [new PyFloat(-Infinity), idx + 9];
+    return scanNumber(idx);
+  }
+  function skipWS(idx) { while (idx < n && WS(cp[idx])) idx++; return idx; }
+  function parseObject(idx, depth) {  // _json.c _parse_object_unicode, then hfconfig._object
+    const pairs = [];
+    idx = skipWS(idx);
+    if (idx >= n || cp[idx] !== 0x7d) {
+      for (;;) {
+        if (idx >= n || cp[idx] !== 0x22) throw new JSONError("Expecting property name enclosed in double quotes", idx);
+        let key;
+        [key, idx] = scanString(idx + 1);
+        idx = skipWS(idx);
+        if (idx >= n || cp[idx] !== 0x3a) throw new JSONError("Expecting ':' delimiter", idx);
+        idx = skipWS(idx + 1);
+        let val;
+        [val, idx] = scanOnce(idx, depth);
+        pairs.push([key, val]);
+        idx = skipWS(idx);
+        if (idx < n && cp[idx] === 0x7d) break;
+        if (idx >= n || cp[idx] !== 0x2c) throw new JSONError("Expecting ',' delimiter", idx);
+        idx = skipWS(idx + 1);
+      }
+    }
+    const out = new Map();
+    for (const [k, v] of pairs) {
+      if (out.has(k)) throw fail(`field ${shownValue(k)} appears twice in one object`);
+      out.set(k, v);
+    }
+    return [out, idx + 1];
+  }
+  function parseArray(idx, depth) {  // _json.c _parse_array_unicode
+    const out = [];
+    idx = skipWS(idx);
+    if (idx >= n || cp[idx] !== 0x5d) {
+      for (;;) {
+        let val;
+        [val, idx] = scanOnce(idx, depth);
+        out.push(val);
+        idx = skipWS(idx);
+        if (idx < n && cp[idx] === 0x5d) break;
+        if (idx >= n || cp[idx] !== 0x2c) throw new JSONError("Expecting ',' delimiter", idx);
+        idx = skipWS(idx + 1);
+      }
+    }
+    return [out, idx + 1];
+  }
+  let data;
+  try {
+    if (n && cp[0] === 0xfeff) throw new JSONError("Unexpected UTF-8 BOM (decode using utf-8-sig)", 0);
+    let end;
+    try { [data, end] = scanOnce(skipWS(0), 0); } catch (e) { if (e instanceof StopIter) throw new JSONError("Expecting value", e.pos); throw e; }
+    end = skipWS(end);
+    if (end !== n) throw new JSONError("Extra data", end);
+  } catch (e) {
+    if (e instanceof JSONError) {
+      let line = 1, lastNL = -1;
+      for (let i = 0; i < e.pos; i++) if (cp[i] === 0x0a) { line++; lastNL = i; }
+      throw fail(`not valid JSON: ${e.msg} (${at(e.pos)}, line ${line}, column ${e.pos - lastNL})`);
+    }
+    if (!(e instanceof Deep)) throw e;
+    data = undefined;
+  }
+  if (data === undefined || firstDeep !== null)
+    throw fail(`nested deeper than ${IN.config_depth} levels at ${at(firstDeep)} (a config.json nests 3 levels)`);
+  if (!(data instanceof Map)) throw fail(`a config.json holds a JSON object, got ${typeName(data)}`);
+  return data;
+}
