@@ -157,7 +157,9 @@ def floor_kernel():
 
 def bench_eval(points, repeat):
     import numpy as np
-    from derivations import config as cfg, notation as nt, totals
+    from derivations import notation as nt
+    from derivations import config as cfg
+    from derivations.assembly import totals
     from symbolic import compiled
     from symbolic.numeric import compile as numpy_compile, exact
     from symbolic.search import evaluate, factored

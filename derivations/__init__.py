@@ -1,96 +1,17 @@
-"""The paper's analysis, one module per section, each returning terms.
+"""The model: the paper's analysis and what real training frameworks add (see README, "Layout").
 
-``build(model)`` collects every term for a model's structure (dimensions stay symbols;
-only structural facts such as query compression choose which terms exist) into a frozen
-registry.  ``variant(model, training)`` adds what one configuration needs beyond it (the
-activation terms of its recomputation view and conventions, the weight-side terms of its
-conventions) in a frozen overlay; the base registry is never written to.  Term ids:
-
-  params.*        Sec. 1-2: parameters of matrices, modules, layers, stages (Tables 2-4)
-  static.*        Sec. 3: parameters held by one device of a stage (Table 6)
-  zero.*          Sec. 4: bytes of weights, gradients, optimizer states (Tables 7-8)
-  act.*           Sec. 5: activation bytes per layer and per stage (Tables 9-10)
-  overhead.*      Sec. 6: buffers and fragmentation
-  conv.*          other sources' conventions reproduced (Megatron-LM, NVIDIA ModelZoo)
-
-List them with ``memsym terms``.
+``derivations.build(model)`` (the frozen term registry of a model's structure),
+``derivations.variant(model, training)`` and ``derivations.configured(model, training)`` live in
+:mod:`derivations.terms`; they are imported on first use, since the terms need sympy and the
+numbers do not (:mod:`derivations.assembly.evaluate` reads the generated evaluators): importing a
+configuration module (``from derivations import config``) stays free of sympy (measured: sympy's
+import is most of a command's start-up).
 """
-from __future__ import annotations
-
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import Dict
-
-from symbolic.term import Terms
+_TERMS = ("build", "variant", "configured", "Variant", "_build", "_make", "_variant")
 
 
-@lru_cache(maxsize=None)
-def _build(structure) -> Terms:
-    """The frozen registry, from the on-disk cache (:mod:`symbolic.cache`) when the same structure was
-    built by the same code (keyed by the sources of derivations/ and symbolic/ and sympy's version)."""
-    import sys
-
-    import sympy
-
-    import symbolic
-    from symbolic import cache
-    return cache.pickled("terms", ("build", repr(structure), sympy.__version__, sys.version_info[:2],
-                                   cache.source_digest(sys.modules[__name__], symbolic)),
-                         lambda: _make(structure))
-
-
-def _make(structure) -> Terms:
-    from . import activations, architecture, conventions, overheads, parameters, static, zero
-    q_lora, routing_bias, tied = structure
-    terms = Terms()
-    terms.hint = "(list them with `memsym terms`)"
-    for module in (architecture, parameters, static, zero, activations, overheads, conventions):
-        for t in module.terms(terms, q_lora=q_lora, routing_bias=routing_bias, tied=tied):
-            terms.add(t)
-    return terms.freeze()
-
-
-def build(model=None) -> Terms:
-    """The frozen registry of every base term for ``model`` (a ModelSpec; default DeepSeek-v3's
-    structure), shared and cached per structure."""
-    if model is None:
-        from .config import DEFAULT_MODEL, PRESETS
-        model = PRESETS[DEFAULT_MODEL]
-    return _build(model.structure)
-
-
-@dataclass(frozen=True)
-class Variant:
-    """The terms of one configuration: ``terms`` (base + this configuration's overlay, frozen),
-    ``act`` {kind: term id} of its activation view (mla, moe, dense, head, layer, stage, peak)
-    and ``side`` where its parameters and model states come from (conventions.WeightSide)."""
-
-    terms: Terms
-    act: Dict[str, str]
-    side: object
-
-
-@lru_cache(maxsize=512)
-def _variant(structure, view, conventions) -> Variant:
-    from .activations import view_terms
-    from .conventions import side_terms, weight_side
-    base = _build(structure)
-    q_lora = structure[0]
-    acts = view_terms(view, q_lora)
-    extra = list(side_terms(base, conventions)) + list(acts.values())
-    return Variant(base.overlay(extra), {k: t.id for k, t in acts.items()}, weight_side(conventions))
-
-
-def variant(model, training=None) -> Variant:
-    """The :class:`Variant` of ``training`` (default: the paper's) for ``model``; cached, immutable,
-    and independent of whatever else ran in the process."""
-    from . import config as cfg
-    from .activations import View
-    training = training or cfg.Training()
-    conventions = getattr(training, "conventions", cfg.Conventions())
-    return _variant(model.structure, View.of(training), conventions.side("weights"))
-
-
-def configured(model, training=None) -> Terms:
-    """The frozen registry of ``model``'s base terms plus exactly those of ``training``."""
-    return variant(model, training).terms
+def __getattr__(name):
+    if name in _TERMS:
+        from . import terms
+        return getattr(terms, name)
+    raise AttributeError(f"module 'derivations' has no attribute {name!r}")

@@ -15,6 +15,8 @@ from typing import Dict
 
 import sympy as sp
 
+from derivations.config import values as _values
+
 from symbolic.notation import (DEFINITIONS, FACTOR_ORDER, REGISTRY, SYMBOLS, SymbolInfo,  # noqa: F401
                                expand_derived, latex_names, register, symbol)
 
@@ -131,12 +133,13 @@ DEFINITIONS.update({
 #: F = 1 is the paper's balanced routing (Table 9: E_token = b s N_r / N).
 PAPER_IDENTITIES: Dict[sp.Symbol, sp.Expr] = {d_v: d_h, F: sp.Integer(1)}
 
-#: Bytes per element of the paper's Table 7 (and the 1-byte dropout mask of Sec. 5.1).
-PAPER_BYTES: Dict[sp.Symbol, int] = {B_w: 2, B_g: 4, B_m: 4, B_1: 2, B_2: 2, B_a: 2, B_k: 1}
+#: Bytes per element of the paper's Table 7 (and the 1-byte dropout mask of Sec. 5.1), by symbol
+#: (derivations/config/values.py has them by name).
+PAPER_BYTES: Dict[sp.Symbol, int] = {SYMBOLS[k]: v for k, v in _values.PAPER_BYTES.items()}
 
 #: Values of the extension symbols that reproduce the paper: balanced routing (F = 1), and
 #: the bytes of the FP8 / E5M6 cached activations (used only by ``.fp8`` activation terms).
-EXTENSION_DEFAULTS: Dict[sp.Symbol, object] = {F: sp.Integer(1), B_f8: sp.Integer(1), B_o: sp.Rational(3, 2)}
+EXTENSION_DEFAULTS: Dict[sp.Symbol, object] = {SYMBOLS[k]: sp.sympify(v) for k, v in _values.EXTENSION_DEFAULTS.items()}
 
 #: Order in which the paper writes factors of a product (``bsh``, ``b n_h s^2``).
 PAPER_FACTOR_ORDER = ["n_fl", "B_w", "B_g", "B_m", "B_1", "B_2", "B_a", "B_k", "B_f8", "B_o", "L_d", "L_m", "e_E", "e_H",

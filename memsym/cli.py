@@ -61,7 +61,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
             importlib.import_module(f".commands.{name}", __package__).add_parser(sub)
         else:
             sub.add_parser(name, help=text)
-    if only is None or only:  # a subcommand built: bound its options (derivations/limits.py)
+    if only is None or only:  # a subcommand built: bound its options (derivations/config/limits.py)
         from .commands.common import apply_limits
         apply_limits(parser)
     return parser

@@ -14,7 +14,7 @@ from typing import Dict, List, Mapping, Optional
 
 import sympy as sp
 
-from derivations.verify import Monomial, VerifyResult, verify as _verify
+from derivations.paper.verify import Monomial, VerifyResult, verify as _verify
 from symbolic.formula import plain
 from symbolic.notation import latex_names
 from symbolic.numeric import as_exact

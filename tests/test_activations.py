@@ -2,11 +2,12 @@
 import sympy as sp
 
 from derivations import config as cfg
+from derivations import notation as nt
 from derivations.notation import (B_a, B_k, CP, EP, ETP, L_d, L_m, N, N_r, N_s, SP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
                                e_H, expand_derived, h, h_E, n_h, s)
 from symbolic.numeric import exact
 
-PAPER = {TP: 2, SP: 2, CP: 1, EP: 8, ETP: 1, B_a: 2, B_k: 1, d_v: d_h, **{cfg.nt.F: 1}}  # F = 1: balanced routing
+PAPER = {TP: 2, SP: 2, CP: 1, EP: 8, ETP: 1, B_a: 2, B_k: 1, d_v: d_h, **{nt.F: 1}}  # F = 1: balanced routing
 R = sp.Rational
 
 

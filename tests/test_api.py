@@ -84,7 +84,7 @@ def test_the_spec_given_is_the_spec_evaluated(fn, kw, tmp_path):
     the preset's (the spec is never re-read by its name or path)."""
     import dataclasses
 
-    from derivations.hfconfig import from_dict
+    from derivations.config.hfconfig import from_dict
     data = dict(V3, num_attention_heads=64)
     path = tmp_path / "h64.json"
     path.write_text(json.dumps(data))

@@ -11,11 +11,11 @@ import pytest
 import sympy as sp
 
 from derivations import config as cfg
-from derivations import hfconfig
+from derivations.config import hfconfig
 from memsym.cli import main
 from derivations.notation import D, N, h
 from symbolic.numeric import exact
-from derivations.reference import UNIT_SCALE, rounds_to
+from derivations.paper.reference import UNIT_SCALE, rounds_to
 
 ROOT = Path(__file__).parent.parent
 DATA = Path(__file__).parent / "data"

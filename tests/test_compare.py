@@ -7,9 +7,9 @@ from fractions import Fraction
 
 import pytest
 
-from derivations.compare import QUANTITIES, waterfall
-from derivations.conventions import ORDER, with_preset
-from derivations.device import estimate
+from derivations.analyses.compare import QUANTITIES, waterfall
+from derivations.assembly.conventions import ORDER, with_preset
+from derivations.assembly.device import estimate
 from derivations import config as cfg
 from memsym.cli import main
 

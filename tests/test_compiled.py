@@ -9,7 +9,7 @@ import pytest
 
 from derivations import config as cfg
 from derivations import notation as nt
-from derivations import totals
+from derivations.assembly import totals
 from symbolic import compiled, numeric
 from symbolic.search import factored
 

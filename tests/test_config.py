@@ -99,9 +99,9 @@ def test_config_is_the_single_import_point():
     """Each idea lives in its own module; derivations.config re-exports its names."""
     import importlib
     for module, names in SPLIT.items():
-        mod = importlib.import_module(f"derivations.{module}")
+        mod = importlib.import_module(f"derivations.config.{module}")
         for name in names:
             assert getattr(cfg, name) is getattr(mod, name), f"{module}.{name}"
     assert sorted(cfg.__all__) == sorted([n for ns in SPLIT.values() for n in ns]
-                                         + ["ConfigError", "GiB", "parse_size", "substitution"])
+                                         + ["ConfigError", "GiB", "parse_size", "substitution", "named"])
     assert cfg.GiB == 2 ** 30 and cfg.parse_size("1GiB") == cfg.GiB

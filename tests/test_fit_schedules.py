@@ -6,10 +6,14 @@ import sys
 
 import pytest
 
-from derivations import budget, device, gpus
+from derivations.analyses import budget
+
+from derivations.assembly import device
+
+from derivations.config import gpus
 from derivations import config as cfg
-from derivations import fit
-from derivations import search as S
+from derivations.analyses import fit
+from derivations.analyses import search as S
 
 V3 = cfg.PRESETS["deepseek-v3"]
 GiB = 2 ** 30

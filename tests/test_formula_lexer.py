@@ -1,7 +1,7 @@
 """symbolic.formula.lexer: typed text -> tokens against the notation registry (never evaluated)."""
 import pytest
 
-from derivations import notation as nt  # noqa: F401  (fills the registry)
+from derivations import notation as nt# noqa: F401  (fills the registry)
 from symbolic.formula import FormulaError, normalise, parse, spellings, strip_label, tokenize
 
 

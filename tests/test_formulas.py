@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from derivations import formulas
+from derivations.paper import formulas
 from memsym.cli import main
 
 FORMULAS = formulas.load()

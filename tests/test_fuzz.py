@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from derivations import limits as L
+from derivations.config import limits as L
 from memsym.cli import build_parser, main
 
 EXAMPLES = int(os.environ.get("MEMSYM_FUZZ_EXAMPLES", "2000"))
@@ -75,7 +75,7 @@ def _int_lists(limit, small=False):
 
 
 def _strings(dest, tmp):
-    from derivations.presets import PRESET_NAMES
+    from derivations.config.presets import PRESET_NAMES
     by_dest = {
         "model": list(PRESET_NAMES) + ["nope", "/dev/zero", "/dev/null", "/dev/urandom", str(tmp / "good.json"),
                                        str(tmp / "bad.json"), str(tmp / "deep.json"), str(tmp / "loop"),
@@ -183,7 +183,7 @@ def check(argv, code, out, err, seconds):
 @pytest.fixture(scope="module")
 def hostile_tmp(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("fuzz")
-    from derivations.presets import preset_path
+    from derivations.config.presets import preset_path
     (tmp / "good.json").write_bytes(open(preset_path("deepseek-v2-lite"), "rb").read())
     (tmp / "bad.json").write_text('{"model_type": "deepseek_v3", "hidden_size": ')
     (tmp / "deep.json").write_text("[" * 100000 + "]" * 100000)

@@ -9,7 +9,7 @@ import pytest
 import sympy as sp
 
 from derivations import config as cfg
-from derivations import hfconfig
+from derivations.config import hfconfig
 from memsym.cli import main
 from derivations.notation import d_c, d_cq, d_h, d_hr, d_v, h, n_h
 

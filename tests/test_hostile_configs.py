@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from derivations.presets import preset_path
+from derivations.config.presets import preset_path
 from memsym.cli import main
 
 BASE = json.loads(open(preset_path("deepseek-v3"), "rb").read())

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import independent as ind
 from derivations import config as cfg
-from derivations.device import estimate
+from derivations.assembly.device import estimate
 
 V3 = ind.MODELS["deepseek-v3"]
 GIB = 2 ** 30

@@ -1,4 +1,4 @@
-"""Limits as data (issue 14, derivations/limits.py): every numeric option and config field has a
+"""Limits as data (issue 14, derivations/config/limits.py): every numeric option and config field has a
 documented domain, checked before any work, with a one-line message naming the limit."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from derivations import config as cfg
-from derivations import limits as L
+from derivations.config import limits as L
 from memsym.cli import build_parser, main
 from memsym.commands import COMMANDS
 from memsym.commands import common
@@ -117,7 +117,7 @@ def test_the_python_api_is_bounded_too():
 
 
 def test_search_refuses_huge_gpu_counts_at_once():
-    from derivations import search as S
+    from derivations.analyses import search as S
     m = cfg.load_model("deepseek-v3")
     with pytest.raises(ConfigError):
         S.enumerate_layouts(m, 2 ** 61 - 1)

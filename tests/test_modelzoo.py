@@ -9,8 +9,8 @@ from fractions import Fraction
 import pytest
 
 from derivations import config as cfg
-from derivations.conventions import with_preset
-from derivations.device import estimate
+from derivations.assembly.conventions import with_preset
+from derivations.assembly.device import estimate
 
 V3 = cfg.PRESETS["deepseek-v3"]
 # calc('moe_671b_lora', ...): n_embed, n_head, q_lora, kv_lora, qk_head_dim, rope, v_head, moe_ffn,

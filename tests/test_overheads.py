@@ -11,7 +11,7 @@ from fractions import Fraction
 import pytest
 
 from derivations import config as cfg
-from derivations.device import estimate
+from derivations.assembly.device import estimate
 from memsym.cli import main
 
 GIB = 2 ** 30
@@ -92,7 +92,7 @@ def test_estimate_text_prints_the_peaks(capsys):
 
 
 def test_the_sec6_peak_formula_and_its_ends():
-    from derivations import overheads as totals
+    from derivations.assembly import overheads as totals
     from derivations.notation import M_buf, f_frag
     assert totals.overhead_values("low") == {f_frag: Fraction(1, 20), M_buf: Fraction(8_589_934_592, 10)}
     assert totals.overhead_values("high") == {f_frag: Fraction(3, 10), M_buf: 2_147_483_648}

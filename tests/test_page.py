@@ -135,7 +135,7 @@ def test_browser_equals_estimate_json(browser, page, tmp_path, i):
     from memsym.cli import build_parser
     from memsym.commands import estimate as est_cmd
     from memsym.commands import common
-    from derivations.device import estimate
+    from derivations.assembly.device import estimate
     controls = CONFIGS[i]
     _configure(browser, page, controls)
     err = browser.find_element("id", "error")
@@ -208,7 +208,7 @@ def test_browser_page_is_offline_and_labelled(browser, page, tmp_path):
 def test_browser_exact_beyond_2_53(browser, page):
     """A sequence so long the activations exceed 2^53 bytes: still exact (BigInt rationals)."""
     from derivations import config as cfg
-    from derivations.device import estimate
+    from derivations.assembly.device import estimate
     _configure(browser, page, [("seq", 2 ** 24)])
     got = _dom_exact(browser, "bytes-activations")
     want = estimate(cfg.PRESETS["deepseek-v3"], cfg.Layout(), cfg.Training(seq=2 ** 24)).bytes["activations"]
@@ -218,7 +218,7 @@ def test_browser_exact_beyond_2_53(browser, page):
 def test_random_configurations_in_the_browser(browser, page):
     """Random valid configurations set through script (faster than typing), equal to the Python."""
     from derivations import config as cfg
-    from derivations.device import estimate
+    from derivations.assembly.device import estimate
     from memsym.cli import build_parser
     from memsym.commands import common
     rng = random.Random(16)

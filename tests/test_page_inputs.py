@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from derivations import limits as L
-from derivations.hfconfig import _DIMENSIONS
-from derivations.presets import preset_path
+from derivations.config import limits as L
+from derivations.config.hfconfig import _DIMENSIONS
+from derivations.config.presets import preset_path
 
 #: The page's text fields in the order the page reads them (the command line's argv is built in this
 #: order, so that its first refusal is the page's first).
@@ -289,7 +289,7 @@ def test_the_refusal_reads_well(fresh, tmp_path):
 
 
 def test_limits_are_generated_not_copied(fresh):
-    """The page's limits are derivations/limits.py's (generated into DATA.inputs), and none of their values
+    """The page's limits are derivations/config/limits.py's (generated into DATA.inputs), and none of their values
     is written in the page's JavaScript."""
     from pathlib import Path
 

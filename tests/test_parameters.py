@@ -35,7 +35,7 @@ def test_stage_term_composition(terms):
 
 @pytest.mark.parametrize("pp", [1, 2, 3, 4, 7, 8, 15, 16, 30, 31, 61])
 def test_sum_of_stages_equals_total(v3, pp):
-    from derivations.device import stage_params
+    from derivations.assembly.device import stage_params
     rows, total = stage_params(v3, cfg.Layout(pp=pp))
     assert sum(r[1] for r in rows) == total
     assert len(rows) == pp

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from derivations import config as cfg
-from derivations import hfconfig, presets
+from derivations.config import hfconfig
+from derivations.config import presets
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent

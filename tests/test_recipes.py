@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from derivations.recipes import RECIPES, get
+from derivations.config.recipes import RECIPES, get
 from derivations import config as cfg
 from memsym.cli import build_parser, main
 from memsym.commands import common

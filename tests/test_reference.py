@@ -3,8 +3,8 @@ from fractions import Fraction
 
 import pytest
 
-from derivations.reproduce import run
-from derivations import reference
+from derivations.paper.reproduce import run
+from derivations.paper import reference
 
 RESULTS = run()
 

@@ -3,8 +3,8 @@ import pytest
 
 from derivations import build, configured, variant
 from derivations import config as cfg
-from derivations.conventions import with_preset
-from derivations.device import estimate
+from derivations.assembly.conventions import with_preset
+from derivations.assembly.device import estimate
 from symbolic.term import Part, Term
 
 V3 = cfg.PRESETS["deepseek-v3"]

@@ -114,7 +114,7 @@ def test_every_equation_has_three_forms(built, ctx):
 
 
 def test_comparison_lists_every_printed_number(built):
-    from derivations.reproduce import run
+    from derivations.paper.reproduce import run
     results = run()
     table = _table(built, "comparison")
     assert len(table.rows) == len(results)

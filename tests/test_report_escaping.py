@@ -36,7 +36,7 @@ OUTER = SCRIPT.split("/")[0]
 NAME = ("script>" + IMG + " [link](javascript:alert(1)) $x$ `tick` {{ y }} \\(m\\) &amp; *b* _i_ #h "
         "www.x.y a@b.c " + SCRIPT.split("</")[0])
 assert "/" not in NAME
-#: The model's name comes from the config's content (derivations/hfconfig.py shape_name), its path
+#: The model's name comes from the config's content (derivations/config/hfconfig.py shape_name), its path
 #: (holding NAME and SCRIPT) from the user: the setting's model line shows both.
 MODEL = "deepseek_v3 (h 256, 3 layers, 8 experts)"
 TITLE = f"Training memory of {MODEL}, derived symbolically"

@@ -1,6 +1,6 @@
 """A report's contents do not depend on what ran before in the same process."""
 from derivations import config as cfg
-from derivations.device import estimate
+from derivations.assembly.device import estimate
 from memsym import report as rp
 from memsym.cli import build_parser
 from memsym.commands import common

@@ -5,8 +5,8 @@ from fractions import Fraction
 import pytest
 import sympy as sp
 
-from derivations import schedules
-from derivations.device import estimate, estimate_all
+from derivations.assembly import schedules
+from derivations.assembly.device import estimate, estimate_all
 from derivations import config as cfg
 from derivations import notation as nt
 from memsym.cli import main
@@ -220,7 +220,7 @@ def test_virtual_layers_peak_is_the_hand_counted_state():
     head, loss and MTP module) once: 13 layer-micro-batches and the head once.  Expected from the
     no-schedule estimate of the same stage (7 MoE layers L each, and the head H outside them)."""
     from dataclasses import replace as dreplace
-    from derivations.conventions import with_preset, with_switch
+    from derivations.assembly.conventions import with_preset, with_switch
     model = cfg.load_model("paper/models/mcore-proxy-h1024-l16-d3-mtp1.json")
     lay = cfg.Layout(dp=2, tp=2, pp=2, ep=4, etp=1, sp=2, layers_per_stage=(9, 7))
     base = with_switch(with_preset(cfg.Training(mbs=4, seq=4096), "mcore-te"), "mtp_activations", "last-stage")

@@ -13,8 +13,8 @@ from hypothesis import given, settings, strategies as st
 
 from derivations import config as cfg
 from derivations import notation as nt
-from derivations import device
-from derivations import search as S
+from derivations.assembly import device
+from derivations.analyses import search as S
 from memsym.cli import main
 from symbolic.numeric import compile as compile_fn, exact
 
@@ -24,8 +24,8 @@ GiB = 2 ** 30
 
 @pytest.fixture(scope="module")
 def result_1024():
-    from derivations import totals
-    from derivations.overheads import overhead_values
+    from derivations.assembly import totals
+    from derivations.assembly.overheads import overhead_values
     choices = totals.choices(V3)
     return S.search(V3, 1024, 80 * GiB, totals.choice_terms(V3, choices), choices, overheads=overhead_values("high"))
 
@@ -65,7 +65,7 @@ def test_rejections_are_counted_by_constraint():
 
 
 def test_the_papers_layout_is_found_with_the_estimates_numbers(result_1024):
-    from derivations.device import estimate
+    from derivations.assembly.device import estimate
     c = result_1024.columns
     sel = np.flatnonzero((c["dp"] == 32) & (c["tp"] == 2) & (c["pp"] == 16) & (c["ep"] == 8) & (c["etp"] == 1)
                          & (c["cp"] == 1))
@@ -126,7 +126,7 @@ def test_order_sorts_by_peak_and_keeps_only_fitting(result_1024):
 
 
 def test_factored_is_the_same_rational_function():
-    from derivations import totals
+    from derivations.assembly import totals
     tr = cfg.Training(zero=1)
     e = nt.expand_derived(totals.device_total(V3, tr).expr)
     fixed = {k: v for k, v in cfg.substitution(V3, None, tr).items() if k not in (nt.b, nt.s)}
@@ -159,7 +159,8 @@ def configurations(draw):
 @given(configurations())
 def test_lambdified_total_equals_exact(case):
     """The search's compiled functions (plain and factored) equal exact evaluation; integers to the byte."""
-    from derivations import device, totals
+    from derivations.assembly import device
+    from derivations.assembly import totals
     lay, stage, tr = case
     cfg.validate_layout(V3, lay, tr.seq)
     total = nt.expand_derived(totals.device_total(V3, tr).expr)
@@ -291,8 +292,8 @@ def test_ranked_breaks_ties_like_the_stable_sort():
 def test_search_kernel_cache_gives_the_same_numbers(tmp_path, monkeypatch):
     """The compiled terms kept on disk (first run writes, second reads, a corrupted file is rebuilt,
     the cache off) give the same columns as compiling the terms in the search itself."""
-    from derivations import totals
-    from derivations.overheads import overhead_values
+    from derivations.assembly import totals
+    from derivations.assembly.overheads import overhead_values
     monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path))
     choices = totals.choices(V3)
     direct = S.search(V3, 512, 80 * GiB, totals.choice_terms(V3, choices), choices,

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from derivations import config as cfg
-from derivations import search as S
+from derivations.analyses import search as S
 from memsym.cli import main
 
 MODELS = [cfg.PRESETS[k] for k in ("deepseek-v3", "deepseek-v2", "deepseek-v2-lite")]

@@ -10,7 +10,7 @@ import sympy as sp
 
 from derivations import config as cfg
 from derivations import notation as nt
-from derivations import sensitivity as S
+from derivations.analyses import sensitivity as S
 from memsym.cli import main
 
 V3 = cfg.PRESETS["deepseek-v3"]
@@ -18,7 +18,7 @@ GiB = 2 ** 30
 
 
 def total(layout=None, training=None, stage=1, model=V3):
-    from derivations import device
+    from derivations.assembly import device
     return device.components(model, layout or cfg.Layout(), training or cfg.Training(), stage)["total"]
 
 
@@ -64,7 +64,7 @@ def test_tp_finite_difference_and_the_sp_tie(paper_s):
     prev = next(f for f in r.finite if f.direction == "previous")
     assert prev.after == 1
     # the derivative ties SP to TP: compare with d/dTP of the expression with SP = TP
-    from derivations import totals
+    from derivations.assembly import totals
     comps = totals.components(V3, cfg.Training())
     e = nt.expand_derived(sum((c.expr for c in comps.values()), 0)).xreplace({nt.SP: nt.TP})
     subs = cfg.substitution(V3, cfg.Layout(), cfg.Training(), cfg.stage(V3, cfg.Layout(), 1))
@@ -138,7 +138,7 @@ def peak(t, layout=None, stage=1, end="high"):
     ("seq", "high", cfg.Layout(), cfg.Training(zero=2, recompute="full")),
 ])
 def test_solve_gives_the_largest_value_that_fits(var, end, layout, training):
-    from derivations.fit import solve
+    from derivations.analyses.fit import solve
     res = solve(V3, layout, training, 80 * GiB, var, None, end)
     n, step = res["answer"], layout.SP * layout.cp if var == "seq" else 1
     assert n >= 1 and n % step == 0
@@ -153,7 +153,7 @@ def test_solve_gives_the_largest_value_that_fits(var, end, layout, training):
 
 
 def test_solve_structural_root_is_sympys():
-    from derivations.fit import solve
+    from derivations.analyses.fit import solve
     res = solve(V3, cfg.Layout(), cfg.Training(zero=1), 80 * GiB, "mbs", None, "high")
     struct = res["root"].structural
     names = {x.name for x in struct.free_symbols}
@@ -220,6 +220,6 @@ def test_fit_reports_the_answer_at_every_end_of_the_overhead_ranges(capsys):
 
 
 def test_least_recomputation_prefers_selective_over_full():
-    from derivations.fit import solve
+    from derivations.analyses.fit import solve
     res = solve(V3, cfg.Layout(), cfg.Training(zero=1), 80 * GiB, "mbs", None, "high")
     assert res["least"]["recompute"] == "selective"  # fits at 58.45 GiB; full (54.87) recomputes more

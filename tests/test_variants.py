@@ -295,7 +295,7 @@ def test_precision_symbols_differentiate(terms):
 # ------------------------------------------------------------------ ids and help
 def test_estimate_exposes_the_variant_term_ids_and_they_resolve(v3):
     from derivations import build
-    from derivations.device import estimate
+    from derivations.assembly.device import estimate
     t = cfg.Training(recompute="custom", recompute_ops=("norm", "mla_up"), attention="flash", fp8=True)
     est = estimate(v3, cfg.Layout(), t, 1)
     ids = est.term_ids

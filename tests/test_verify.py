@@ -10,7 +10,7 @@ import sympy as sp
 
 from derivations import notation as nt
 from memsym.cli import main
-from derivations.verify import paper_defaults, verify
+from derivations.paper.verify import paper_defaults, verify
 from memsym.verdict import JsonFormatter, latex, text, to_json
 from symbolic.formula import FormulaError, parse
 

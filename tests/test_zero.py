@@ -2,7 +2,7 @@
 import pytest
 import sympy as sp
 
-from derivations.zero import component_terms
+from derivations.assembly.zero import component_terms
 from derivations.notation import B_1, B_2, B_g, B_m, B_w, CP, DP, EDP, expand_derived
 
 
@@ -24,7 +24,7 @@ def test_sharding_divides_non_moe_by_dp_and_moe_by_edp(terms):
 
 
 def test_fp32_moments_are_one_substitution_away(v3):
-    from derivations.device import estimate
+    from derivations.assembly.device import estimate
     from derivations import config as cfg
     base = estimate(v3, cfg.Layout(), cfg.Training(), 1)
     fp32 = estimate(v3, cfg.Layout(), cfg.Training().with_bytes(B_1=4, B_2=4), 1)
@@ -33,7 +33,7 @@ def test_fp32_moments_are_one_substitution_away(v3):
 
 def test_context_parallel_ranks_are_replicas_too(v3):
     """EDP = world/(PP EP ETP) = DP TP CP/(EP ETP); non-MoE states shard over DP CP."""
-    from derivations.device import estimate
+    from derivations.assembly.device import estimate
     from derivations import config as cfg
     a = estimate(v3, cfg.Layout(dp=32, cp=1), cfg.Training(zero=1), 1)
     b = estimate(v3, cfg.Layout(dp=16, cp=2), cfg.Training(zero=1), 1)

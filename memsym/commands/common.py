@@ -16,7 +16,7 @@ from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name
 
 def check_conflicts(args) -> None:
     """Options that contradict each other, refused before any work (ConfigError, exit 2)."""
-    from derivations.limits import SEARCH_GRID
+    from derivations.config.limits import SEARCH_GRID
     mbs, seq = getattr(args, "mbs", None), getattr(args, "seq", None)
     if isinstance(mbs, tuple) and isinstance(seq, tuple) and len(mbs) * len(seq) > SEARCH_GRID:
         raise cfg.ConfigError("limit.search_grid", f"--mbs and --seq give {len(mbs)} x {len(seq)} = "
@@ -59,10 +59,10 @@ def explicit(namespace) -> set:
 
 
 class _Recipe(argparse.Action):
-    """``--recipe NAME``: set every option the recipe names that was not typed (derivations/recipes.py)."""
+    """``--recipe NAME``: set every option the recipe names that was not typed (derivations/config/recipes.py)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from derivations.recipes import RECIPES
+        from derivations.config.recipes import RECIPES
         setattr(namespace, self.dest, values)
         typed = explicit(namespace)
         for dest, value in RECIPES[values].options.items():
@@ -103,7 +103,7 @@ def add_layout_options(p: argparse.ArgumentParser, stage: bool = True) -> None:
 def add_training_options(p: argparse.ArgumentParser) -> None:
     E, T, D = _Explicit, _ExplicitTrue, cfg.Training()  # the defaults are the Training dataclass's
     g = p.add_argument_group("training (defaults: the paper's Tables 7 and 9)")
-    from derivations.recipes import RECIPES
+    from derivations.config.recipes import RECIPES
     g.add_argument("--recipe", choices=list(RECIPES), default=None, action=_Recipe,
                    help="preset of layout and choices: deepseek-v3 (the DeepSeek-V3 report's own training: PP16 "
                         "EP64 no TP, ZeRO-1 over 2048 GPUs, DualPipe, BF16 moments, FP32 master weights and "
@@ -227,7 +227,7 @@ HBM_HELP = ("memory per GPU with its unit: GiB, MiB, TiB (binary) or GB, MB, TB 
 
 
 def gpu_names() -> str:
-    from derivations.gpus import presets
+    from derivations.config.gpus import presets
     return ", ".join(presets())
 
 
@@ -237,12 +237,12 @@ def add_budget_options(p: argparse.ArgumentParser, default_hbm: str = None, what
                    help=HBM_HELP + (f" (default {default_hbm})" if default_hbm else "") + what)
     p.add_argument("--gpu", default=None, action=_Explicit, metavar="NAME",
                    help=f"a GPU preset instead of --hbm: {gpu_names()} (usable capacity and its source: "
-                        "derivations/gpus.toml)")
+                        "derivations/config/gpus.toml)")
 
 
 def budget_from_args(args, default_hbm: str = None, required: bool = False):
     """(bytes, GPU preset or None) of --hbm / --gpu; None when neither is given and not required."""
-    from derivations.gpus import budget
+    from derivations.config.gpus import budget
     hbm, gpu = budget(args.hbm, args.gpu)
     if hbm is None and default_hbm is not None:
         hbm, gpu = budget(default_hbm, None)
@@ -275,7 +275,7 @@ def training_from_args(args) -> cfg.Training:
     """The Training of the typed options (and, with --global-batch, m = G / (DP mbs) micro-batches)."""
     t = training_options(args)
     if getattr(args, "global_batch", None) is not None and hasattr(args, "dp"):
-        from derivations.fit import with_global_batch
+        from derivations.analyses.fit import with_global_batch
         t = with_global_batch(layout_from_args(args), t, args.global_batch)
     return t
 
@@ -313,7 +313,7 @@ def recipe_assumptions(args):
     """The assumptions of the chosen --recipe that still hold (an option typed beside it drops its own)."""
     if not getattr(args, "recipe", None):
         return []
-    from derivations.recipes import RECIPES
+    from derivations.config.recipes import RECIPES
     return RECIPES[args.recipe].assumptions_for(explicit(args))
 
 

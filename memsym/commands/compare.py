@@ -57,7 +57,7 @@ def add_parser(sub):
 
 
 def _compare(args):
-    from derivations.compare import compare
+    from derivations.analyses.compare import compare
     model = common.model_from_args(args)
     layout = common.layout_from_args(args)
     training = replace(common.training_from_args(args), conventions=cfg.Conventions())  # the presets set them
@@ -96,7 +96,7 @@ def title(est) -> str:
 
 
 def to_json(columns, falls) -> dict:
-    from derivations.conventions import ORDER, switches_json
+    from derivations.assembly.conventions import ORDER, switches_json
     e0 = columns["paper"][0]
     out = {"model": e0.model.name, "layout": e0.to_json()["layout"], "stage": e0.stage.index, "order": list(ORDER),
            "presets": {}, "waterfalls": {}}

@@ -40,7 +40,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    from derivations.device import estimate, estimate_all
+    from derivations.assembly.device import estimate, estimate_all
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_from_args(args)
     notes = common.recipe_assumptions(args)
@@ -70,7 +70,7 @@ def _verdict(args, model, layout, training):
     hbm, gpu = common.budget_from_args(args)
     if hbm is None:
         return None
-    from derivations.budget import verdict
+    from derivations.analyses.budget import verdict
     return verdict(model, layout, training, hbm, gpu)
 
 
@@ -106,19 +106,19 @@ def data(args, est=None, verdict=None) -> dict:
     if args.tensors:
         return _tensors_json(args, model, layout, training)
     if args.all_stages:
-        from derivations.device import estimate_all
+        from derivations.assembly.device import estimate_all
         every, worst = estimate_all(model, layout, training, common.recipe_assumptions(args))
         return _all_stages_json(every, worst, _device(args))
     if est is None:
-        from derivations.device import estimate
+        from derivations.assembly.device import estimate
         est = estimate(model, layout, training, common.stage_from_args(args), common.recipe_assumptions(args))
         verdict = _verdict(args, model, layout, training)
     return {**est.to_json(), **_device_json(est, _device(args)), **(verdict.to_json() if verdict else {})}
 
 
 def _run_tensors(args, model, layout, training) -> int:
-    from derivations.conventions import tensor_rows
-    from derivations.device import activation_ids, estimate
+    from derivations.assembly.conventions import tensor_rows
+    from derivations.assembly.device import activation_ids, estimate
     est = estimate(model, layout, training, common.stage_from_args(args))
     rows, saving = tensor_rows(model, layout, training, est.stage.index)
     total = sum(r.bytes for r in rows)
@@ -134,8 +134,8 @@ def _run_tensors(args, model, layout, training) -> int:
 
 def _tensors_json(args, model, layout, training, computed=None) -> dict:
     """What ``estimate --tensors --json`` prints."""
-    from derivations.conventions import SAVINGS, tensor_rows
-    from derivations.device import activation_ids, estimate
+    from derivations.assembly.conventions import SAVINGS, tensor_rows
+    from derivations.assembly.device import activation_ids, estimate
     if computed is None:
         est = estimate(model, layout, training, common.stage_from_args(args))
         rows, saving = tensor_rows(model, layout, training, est.stage.index)
@@ -169,7 +169,7 @@ def _latex(part, dsubs) -> str:
 
 
 def render_tensors(est, rows, saving, layer_id, dsubs) -> str:
-    from derivations.conventions import SAVINGS
+    from derivations.assembly.conventions import SAVINGS
     lay, tr = est.layout, est.training
     conv = est.to_json()["conventions"]
     lines = [f"memsym estimate --tensors: {est.model.name}, one MoE transformer layer (MLA + MoE), one micro-batch; "
@@ -201,7 +201,7 @@ def _device(args):
     """(name, bytes) of the GPU a --recipe names (DeepSeek-V3: the 80 GiB H800), else None."""
     if not getattr(args, "recipe", None):
         return None
-    from derivations.recipes import RECIPES
+    from derivations.config.recipes import RECIPES
     return RECIPES[args.recipe].device
 
 
@@ -233,7 +233,7 @@ def _policy(tr) -> str:
         out += "; FP8 activations"
     if tr.imbalance != 1:
         out += f"; imbalance F={float(tr.imbalance):g}"
-    from derivations.conventions import preset_of
+    from derivations.assembly.conventions import preset_of
     preset = preset_of(tr)
     if preset != "paper":
         changed = [f"{k}={v}" for k, v in tr.conventions.changed()]
@@ -249,7 +249,8 @@ def _policy(tr) -> str:
 
 def _bytes_dtypes(tr) -> str:
     d = dict(tr.bytes)
-    if all(d.get(k) == v for k, v in ((s.name, v) for s, v in cfg.nt.PAPER_BYTES.items())):
+    from derivations.config.values import PAPER_BYTES
+    if all(d.get(k) == v for k, v in PAPER_BYTES.items()):
         return ""
     return "bytes per element: " + " ".join(f"{k}={fmt_int(v)}" for k, v in tr.bytes)
 
@@ -345,7 +346,7 @@ def _schedule_lines(est) -> list:
     """With a schedule: one micro-batch's activations, the in-flight count and (DualPipe) the second stage."""
     if not est.training.schedule:
         return []
-    from derivations.schedules import TITLES
+    from derivations.assembly.schedules import TITLES
     b = est.bytes
     wb = max(18, 2 + max(len(fmt_int(v)) for v in b.values()))
     wg = max(10, 2 + max(len(fmt_gib(v)) for v in b.values()))
@@ -404,12 +405,13 @@ def explain_split(est) -> list:
 def explain_megatron(est) -> list:
     """The parts of Megatron's most-loaded shard (--rank megatron)."""
     from derivations import configured
-    from derivations.conventions import megatron_substitution
+    from derivations import notation as nt
+    from derivations.assembly.conventions import megatron_substitution
     from symbolic.numeric import exact
     t = configured(est.model, est.training)[est.term_ids["params"]]
     subs = megatron_substitution(est.model, est.layout, est.training)
     lines = [f"  Megatron-LM's most-loaded shard ({t.id}; whole model over PP={est.layout.pp}, "
-             f"D={subs[cfg.nt.D]} MTP layer{'s' * (subs[cfg.nt.D] != 1)}):"]
+             f"D={subs[nt.D]} MTP layer{'s' * (subs[nt.D] != 1)}):"]
     for p in t.parts:
         side = "P_m, over EDP" if "moe" in p.tags else "P_n, over DP"
         lines.append(f"    {p.key:<11}{fmt_int(exact(p.expr, subs)):>16}  {p.label} ({side})")
@@ -456,7 +458,7 @@ def explain_params(est) -> list:
     mats = lambda tag: ", ".join(p.key.replace("_", "^", 1) for p in t["params.mla"].parts if tag in p.tags)
     mtp_note = []
     if est.training.conventions.mtp and st.head and m.mtp_layers:  # conventions.mtp_stage_shift
-        from derivations.conventions import mtp_stage_shift
+        from derivations.assembly.conventions import mtp_stage_shift
         _, moe2, emb2, _ = mtp_stage_shift(m, lay.pp, st.dense, st.moe, int(st.embedding), 1)
         mtp_note = [f"  --mtp: + {m.mtp_layers} MTP module{'s' * (m.mtp_layers != 1)} on this last stage, each counted "
                     f"as one more MoE layer (MLA + LN in P_n, experts in P_m)"

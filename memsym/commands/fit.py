@@ -57,7 +57,7 @@ def run(args) -> int:
 
 def _solve_all(args):
     """(model, layout, training, hbm, result, {overheads end: answer}) of a fit command line."""
-    from derivations import fit
+    from derivations.analyses import fit
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_options(args)  # fit applies --global-batch per b
     hbm, _ = common.budget_from_args(args, required=True)
@@ -87,9 +87,10 @@ def data(args) -> dict:
 def plot_memory_vs_seq(model, layout, training, hbm, res, path):
     """Peak at the binding stage vs s (powers of two around the answer) for every recomputation policy."""
     from dataclasses import replace
-    from derivations import device, totals
+    from derivations.assembly import device
+    from derivations.assembly import totals
     from derivations import notation as nt
-    from derivations.overheads import peak
+    from derivations.assembly.overheads import peak
     from ..plots import memory_vs_seq
     over = res["overheads"]
     top = max(2 * training.seq, 2 * res["answer"] if res["field"] == "seq" else 0, 8192)
@@ -121,7 +122,7 @@ def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
     from fractions import Fraction
     from derivations import config as cfg
     from derivations import notation as nt
-    from derivations import sensitivity as S
+    from derivations.analyses import sensitivity as S
     from .sensitivity import _config_json, _exact, _num
     root, st = res["root"], res["binding"]
     out = _config_json(model, layout, training, st)
@@ -188,7 +189,7 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
     from fractions import Fraction
     from derivations import config as cfg
     from derivations import notation as nt
-    from derivations import sensitivity as S
+    from derivations.analyses import sensitivity as S
     from symbolic.render import fmt_gib, fmt_int
     form = S.latex if with_latex else S.text
     root, st, var = res["root"], res["binding"], res["var"]

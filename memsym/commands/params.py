@@ -36,12 +36,12 @@ def add_parser(sub):
 
 def data(args) -> dict:
     """What ``params --json`` prints."""
-    from derivations.counts import summary
+    from derivations.analyses.counts import summary
     return summary(common.model_from_args(args), args.pp, args.layers_per_stage, args.accounting, args.mtp)[0]
 
 
 def run(args) -> int:
-    from derivations.counts import summary
+    from derivations.analyses.counts import summary
     model = common.model_from_args(args)
     data, rows = summary(model, args.pp, args.layers_per_stage, args.accounting, args.mtp)
     args.pp = data["pp"]

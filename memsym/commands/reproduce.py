@@ -37,8 +37,8 @@ def run(args) -> int:
 
 
 def _verdict(args) -> int:
-    from derivations.reproduce import run as reproduce
-    from derivations.formulas import run as check_formulas, summary_lines
+    from derivations.paper.reproduce import run as reproduce
+    from derivations.paper.formulas import run as check_formulas, summary_lines
     results = reproduce(args.data)
     formulas = check_formulas()  # the printed formulas of Sec. 5.1-5.2 and Table 10 (paper/formulas.toml)
     bad = [r for r in results if not r.ok]

@@ -2,7 +2,7 @@
 
 Each run is evaluated as ``memsym estimate`` evaluates the options that describe it (its layout,
 training and the conventions preset of its framework, every stage: ``--all-stages``), and
-compared with its measurement by kind (derivations/runs.py)."""
+compared with its measurement by kind (derivations/analyses/runs.py)."""
 from __future__ import annotations
 
 import argparse
@@ -90,9 +90,9 @@ def _shown_model(path: str) -> str:
 def evaluate(runs, forced=None):
     """[(run, result dict)] for ``runs``: each evaluated under its preset and compared by kind."""
     from derivations import config as cfg
-    from derivations import runs as R
-    from derivations.device import estimate_all
-    from derivations.gpus import gpu as gpu_preset
+    from derivations.analyses import runs as R
+    from derivations.assembly.device import estimate_all
+    from derivations.config.gpus import gpu as gpu_preset
     available = list(cfg.CONVENTION_PRESETS)
     out = []
     for run in runs:
@@ -119,7 +119,7 @@ def evaluate(runs, forced=None):
 
 def data(args) -> dict:
     """What ``memsym runs --json`` prints: {"runs": [...]}."""
-    from derivations import runs as R
+    from derivations.analyses import runs as R
     runs = R.select(R.load(args.data), _ids(args.ids))
     return {"runs": [res for _, res in evaluate(runs, args.force_conventions)],
             "kinds": dict(R.KINDS), "band": [R.BAND[0], R.BAND[1]]}
@@ -129,7 +129,7 @@ def run(args) -> int:
     if args.plot:
         from ..plots import check_output
         check_output(args.plot)
-    from derivations import runs as R
+    from derivations.analyses import runs as R
     runs = R.select(R.load(args.data), _ids(args.ids))
     results = [res for _, res in evaluate(runs, args.force_conventions)]
     if args.plot:
@@ -156,7 +156,7 @@ def _verdict(r) -> str:
 
 
 def render(results, verbose=False) -> str:
-    from derivations.runs import BAND, FRAMEWORK_WHY
+    from derivations.analyses.runs import BAND, FRAMEWORK_WHY
     wid = max([len(r["id"]) for r in results] + [2])
     head = (f"{'run':<{wid}}  {'kind':<13} {'conf':<6} {'measured':>10} {'predicted':>10} {'ratio':>6}  "
             f"{'verdict':<13} preset")

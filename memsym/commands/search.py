@@ -34,7 +34,7 @@ def add_parser(sub):
                    help="micro-batches per step m, the same for every configuration (instead of --global-batch)")
     g.add_argument("--vpp", type=common.positive_int, default=None, metavar="V",
                    help="virtual pipeline stages per device for --schedule interleaved (default 2)")
-    from derivations.recipes import RECIPES
+    from derivations.config.recipes import RECIPES
     g.add_argument("--recipe", choices=list(RECIPES), default=None,
                    help="take the schedule, micro-batches, virtual stages, sequence length, micro-batch size, ZeRO "
                         "stage and (a named) recomputation of a recipe (`memsym estimate --help`), unless typed; the "
@@ -73,7 +73,7 @@ def _apply_recipe(args) -> None:
     """--recipe: its schedule options and training choices where the command line left the defaults."""
     if not args.recipe:
         return
-    from derivations.recipes import RECIPES
+    from derivations.config.recipes import RECIPES
     o = RECIPES[args.recipe].options
     for k in ("schedule", "microbatches", "vpp"):
         if getattr(args, k) is None and not (k == "microbatches" and args.global_batch is not None):
@@ -89,7 +89,7 @@ def _apply_recipe(args) -> None:
 def _search(args, rows=None):
     """(model, hbm, SearchResult, ordered row indices) of a search command line: the first ``rows``
     of them (None: all)."""
-    from derivations import search as S
+    from derivations.analyses import search as S
     _apply_recipe(args)
     model = common.model_from_args(args)
     hbm, _ = common.budget_from_args(args, default_hbm="80GiB")
@@ -102,13 +102,13 @@ def _search(args, rows=None):
 
 def data(args) -> dict:
     """What ``search --json`` prints, as Python objects."""
-    from derivations import search as S
+    from derivations.analyses import search as S
     model, hbm, result, full = _search(args, args.top)
     return {**_header(model, args, hbm, result), "rows": S.rows(result, full)}
 
 
 def run(args) -> int:
-    from derivations import search as S
+    from derivations.analyses import search as S
     from ..plots import check_output, check_writable, write_atomic
     if args.csv:
         check_writable(args.csv)
@@ -164,7 +164,7 @@ def write_json(model, args, hbm, result, idx) -> None:
     """JSON with one object per row, formatted straight from the columns (tens of thousands of rows)."""
     import json
     import sys
-    from derivations import search as S
+    from derivations.analyses import search as S
     head = json.dumps(_header(model, args, hbm, result), indent=2)
     cols, keys = S.columns(result, idx), S.row_keys(result)
     quoted = {p: json.dumps(p) for p in result.policies}
@@ -177,7 +177,7 @@ def write_json(model, args, hbm, result, idx) -> None:
 def csv_text(rows) -> str:
     import csv
     import io
-    from derivations import search as S
+    from derivations.analyses import search as S
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else list(S.ROW_KEYS), lineterminator="\n")
     w.writeheader()
@@ -187,7 +187,7 @@ def csv_text(rows) -> str:
 
 def render_text(model, args, hbm, result, idx) -> str:
     from symbolic.render import count, fmt_gib, fmt_int
-    from derivations import search as S
+    from derivations.analyses import search as S
     h = _header(model, args, hbm, result)
     c = h["counts"]
     rej = ", ".join(f"{k} {fmt_int(v)}" for k, v in c["rejected"].items()) or "none"

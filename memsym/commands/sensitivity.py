@@ -32,8 +32,8 @@ def add_parser(sub):
 
 def _analyse(args):
     """(model, layout, training, stage, bytes, [Sensitivity]) of a sensitivity command line."""
-    from derivations import sensitivity as S
-    from derivations.device import default_stage
+    from derivations.analyses import sensitivity as S
+    from derivations.assembly.device import default_stage
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_from_args(args)
     wrt = S.parse_symbols(args.wrt)
@@ -41,7 +41,7 @@ def _analyse(args):
     if stage is None:
         stage = default_stage(layout)
         if training.schedule:  # the most-loaded device under the schedule
-            from derivations.device import estimate_all
+            from derivations.assembly.device import estimate_all
             stage = estimate_all(model, layout, training)[1]
     values, comp, results = S.configuration(model, layout, training, stage, wrt, args.rows)
     return model, layout, training, comp, values, results
@@ -99,7 +99,7 @@ def _config_json(model, layout, training, comp):
 
 def to_json(model, layout, training, comp, values, results, with_latex=False) -> dict:
     from derivations import notation as nt
-    from derivations import sensitivity as S
+    from derivations.analyses import sensitivity as S
     out = _config_json(model, layout, training, comp)
     out["bytes"] = {k: _num(v) for k, v in values.items()}
     out["sensitivities"] = []
@@ -137,7 +137,7 @@ def to_json(model, layout, training, comp, values, results, with_latex=False) ->
 def render_text(model, layout, training, comp, values, results, with_latex=False) -> str:
     from derivations import config as cfg
     from derivations import notation as nt
-    from derivations import sensitivity as S
+    from derivations.analyses import sensitivity as S
     from symbolic.render import fmt_gib, fmt_int
     form = S.latex if with_latex else S.text
     lines = [f"memsym sensitivity: {model.name}, one device of stage {comp.index} of {layout.pp} ({comp.label}: "

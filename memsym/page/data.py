@@ -84,7 +84,7 @@ def _display(term):
 
 def model_states(pool: Pool) -> Dict:
     """{structure: {side: {ids: {zero: {component: id}}, terms: {id: fn}, P_n, P_m}}}."""
-    from derivations.conventions import weight_side
+    from derivations.assembly.conventions import weight_side
     out = {}
     for structure in STRUCTURES:
         model = SimpleNamespace(structure=structure)
@@ -121,7 +121,7 @@ def features() -> List[Tuple[str, Tuple]]:
 
 def make_view(rc: str, assign: Dict):
     """The derivations View of a recompute policy and feature values (absent: the first value)."""
-    from derivations.views import View
+    from derivations.activations.views import View
     feats = dict(features())
     val = lambda f: assign.get(f, feats[f][0])
     ops = tuple(o for o in cfg.RECOMPUTE_OPS if val(f"op:{o}")) if rc == "custom" else ()
@@ -131,8 +131,8 @@ def make_view(rc: str, assign: Dict):
 
 def units(q_lora: bool):
     """Every tensor of the lists: (kind, key, label, count, num, den, tags)."""
-    from derivations.inventory import SPECS
-    from derivations.views import Group
+    from derivations.activations.inventory import SPECS
+    from derivations.activations.views import Group
     for kind, specs in SPECS.items():
         for spec in specs(q_lora):
             if isinstance(spec, Group):
@@ -144,7 +144,7 @@ def units(q_lora: bool):
 
 
 def _outcome(unit, view):
-    from derivations.views import _kept
+    from derivations.activations.views import _kept
     kind, key, label, count, num, den, tags = unit
     got = _kept(view, num, den, tags)
     if got is None:
@@ -218,7 +218,7 @@ def composition(pool: Pool) -> Dict:
     """Coefficients of act.stage (per kind) and of act.peak, from the paper view's terms."""
     from derivations.activations import view_terms
     from derivations.config import Conventions
-    from derivations.views import PAPER, View
+    from derivations.activations.views import PAPER, View
     t = view_terms(PAPER, True)
     coef = lambda p: p.num[0] if len(p.num) > 1 else 1
     mtp = view_terms(View(conv=Conventions(mtp_activations="last-stage")), True)["stage"].parts
@@ -231,14 +231,14 @@ def composition(pool: Pool) -> Dict:
 
 # ----------------------------------------------------------------------------- schedules, overheads
 def schedules(pool: Pool) -> Dict:
-    from derivations import schedules as sch
+    from derivations.assembly import schedules as sch
     return {name: {"title": sch.TITLES[name],
                    "chunks": [[which, pool.add(expr), part] for which, expr, part in sch.formulas(name)]}
             for name in cfg.SCHEDULES}
 
 
 def overheads(pool: Pool) -> Dict:
-    from derivations import overheads as oh
+    from derivations.assembly import overheads as oh
     from derivations.notation import M_buf, f_frag
     alloc = sp.Symbol("M_alloc", positive=True)
     ends = {end: {"f_frag": _q(oh.overhead_values(end)[f_frag]), "M_buf": _q(oh.overhead_values(end)[M_buf])}
@@ -254,11 +254,11 @@ def _q(x) -> str:
 # ----------------------------------------------------------------------------- the options
 def options() -> Dict:
     """The options of ``estimate`` the page offers, their values and defaults (from derivations)."""
-    from derivations.presets import PRESET_NAMES, preset_path
-    from derivations.recipes import RECIPES
-    from derivations import hfconfig
+    from derivations.config.presets import PRESET_NAMES, preset_path
+    from derivations.config.recipes import RECIPES
+    from derivations.config import hfconfig
     from derivations.notation import EXTENSION_DEFAULTS, PAPER_BYTES
-    from derivations.runtime import buffers_term
+    from derivations.assembly.runtime import buffers_term
     from symbolic.numeric import exact
     lay, tr = cfg.Layout(), cfg.Training()
 
@@ -289,7 +289,7 @@ def options() -> Dict:
         "recipes": {k: {"description": r.description, "options": {kk: jsonable(vv) for kk, vv in r.options.items()},
                         "device": list(r.device) if r.device else None} for k, r in RECIPES.items()},
         "gib": cfg.GiB,
-        # --runtime-buffers: the per-device runtime buffers' bytes of each value (derivations/runtime.py)
+        # --runtime-buffers: the per-device runtime buffers' bytes of each value (derivations/assembly/runtime.py)
         "runtime_buffers": {v: _q(exact(buffers_term(v), {})) for v in cfg.CONVENTION_SWITCHES["runtime_buffers"].values
                             if v != "none"},
     }
@@ -320,10 +320,10 @@ def _ranges(pred) -> List[List[int]]:
 
 
 def inputs() -> Dict:
-    """What the page reads its fields and a pasted config.json with: the limits of derivations/limits.py
+    """What the page reads its fields and a pasted config.json with: the limits of derivations/config/limits.py
     (the command line's), and the Python text rules its messages depend on (str.strip's white space,
     repr's printable characters), so that the page refuses what the command line refuses, in its words."""
-    from derivations import limits as L
+    from derivations.config import limits as L
     return {
         "options": {k: _limit(v) for k, v in L.OPTIONS.items()},
         "fields": {k: _limit(v) for k, v in L.FIELDS.items()},
@@ -340,8 +340,8 @@ def inputs() -> Dict:
 
 
 def gpus() -> List[Dict]:
-    """The GPU table of the fit verdict: the ``--gpu`` presets (derivations/gpus.toml)."""
-    from derivations.gpus import presets
+    """The GPU table of the fit verdict: the ``--gpu`` presets (derivations/config/gpus.toml)."""
+    from derivations.config.gpus import presets
     return [{"id": g.key, "name": g.name, "bytes": g.capacity, "capacity": f"{g.capacity} B ({g.kind})",
              "source": g.source} for g in presets().values()]
 

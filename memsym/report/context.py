@@ -44,7 +44,7 @@ class Context:
         ``model``: a ModelSpec, a preset name or a Hugging Face config.json path; ``stage`` None:
         as ``estimate`` chooses without a schedule (stage 1, or 0 at PP = 1:
         :func:`derivations.device.default_stage`)."""
-        from derivations.device import default_stage
+        from derivations.assembly.device import default_stage
         import os
         ref = model if isinstance(model, str) else getattr(model, "name", "deepseek-v3")
         if isinstance(model, str) and model not in cfg.PRESETS and os.path.exists(model):
@@ -82,7 +82,7 @@ class Context:
         MTP layers only under --mtp (derivations.conventions.megatron_substitution)."""
         if getattr(term, "scope", "stage") != "model":
             return self.subs
-        from derivations.conventions import megatron_substitution
+        from derivations.assembly.conventions import megatron_substitution
         return megatron_substitution(self.model, self.layout, self.training)
 
     def display_subs(self, with_stage: bool, subs: Optional[Dict] = None) -> Dict:

@@ -78,7 +78,7 @@ def table_layers(ctx) -> Table:
 
 
 def table_stages(ctx) -> Table:
-    from derivations.device import stage_params
+    from derivations.assembly.device import stage_params
     rows_, total = stage_params(ctx.model, ctx.layout)
     rows = []
     for comp, p, _ in rows_:
@@ -117,7 +117,7 @@ def table_bytes(ctx) -> Table:
 
 
 def table_zero(ctx) -> Table:
-    from derivations.zero import component_terms
+    from derivations.assembly.zero import component_terms
     rows = []
     for z in ZERO_ORDER:
         ids = component_terms(z)
@@ -173,7 +173,7 @@ def table_activations(ctx) -> Table:
 
 
 def table_estimate(ctx) -> Table:
-    from derivations.device import estimate
+    from derivations.assembly.device import estimate
     est = estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index)
     rows = [(T(k), C(est.term_ids[k]), I(est.bytes[k]), G(est.bytes[k]))
             for k in ("weights", "gradients", "optimizer", "activations")]
@@ -187,7 +187,7 @@ def table_estimate(ctx) -> Table:
 
 
 def table_overheads(ctx) -> Table:
-    from derivations.device import estimate
+    from derivations.assembly.device import estimate
     est = estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index)
     rows = []
     for end in ("low", "high"):
@@ -200,7 +200,7 @@ def table_overheads(ctx) -> Table:
 
 
 def table_comparison(ctx) -> Table:
-    from derivations.reproduce import run
+    from derivations.paper.reproduce import run
     rows = []
     for r in run():
         unit = {"B": "", "GB": " GB", "params": "", "bytes": ""}[r.entry.unit]
@@ -258,7 +258,7 @@ def table_traces(ctx) -> Table:
 def table_implementation_waterfall(ctx) -> Table:
     """From the paper's tensor list to each implementation's, one switch at a time, for one MoE
     layer's activations at this configuration (``memsym compare --conventions paper,P``)."""
-    from derivations.compare import waterfall
+    from derivations.analyses.compare import waterfall
     rows = []
     for end in ("transformers", "mcore", "mcore-te"):
         wf, _, _ = waterfall(ctx.model, ctx.layout, ctx.training, end, stage=ctx.stage.index)

@@ -3,7 +3,7 @@
 The config is read by estimate's reader (:func:`derivations.presets.load_config`: bounded, a
 device, FIFO or directory refused unopened, duplicate fields and oversized numbers refused) and
 validated as estimate validates it (:func:`derivations.hfconfig.from_dict`: a covered
-model_type, every dimension a positive integer inside derivations/limits.py).  On top of that,
+model_type, every dimension a positive integer inside derivations/config/limits.py).  On top of that,
 what only a trace needs: the fields the implementations read that estimate does not (finite
 numbers, SiLU), the size a CPU can trace (:data:`memsym.trace.MAX_PARAMS` and the others) and
 the options each framework takes.  Every refusal is a :class:`~symbolic.errors.ConfigError`
@@ -54,7 +54,7 @@ def _shown(x) -> str:
 def read(model: str):
     """The config named by ``--model`` (a config.json, a directory holding one, or a preset name),
     read once and validated as ``memsym estimate`` does: a :class:`derivations.hfconfig.ConfigFile`."""
-    from derivations.presets import load_config
+    from derivations.config.presets import load_config
     conf = load_config(model)
     check_fields(conf.data, model)
     return conf
@@ -64,7 +64,7 @@ def of(config: Union[Mapping, str]):
     """``(parsed object, ModelSpec)`` of what an implementation's ``run`` is given: the parsed
     object (validated again, cheaply) or a path (read by :func:`read`)."""
     if isinstance(config, Mapping):
-        from derivations.hfconfig import from_dict
+        from derivations.config.hfconfig import from_dict
         check_fields(config)
         return config, from_dict(config, "<config>", "config")
     conf = read(config)

@@ -3,7 +3,7 @@
    memsym/commands/argtypes.py (positive_int, int_list, imbalance_factor ...) and a pasted
    config.json as derivations/hfconfig.read_json (Python's json module: integers exact, a field
    named twice refused, nesting bounded).  Every bound is DATA.inputs, generated from
-   derivations/limits.py; the messages are the command line's, built with Python's own rules for
+   derivations/config/limits.py; the messages are the command line's, built with Python's own rules for
    str.strip() and repr() (their character tables generated from Python too).  Every loop here is
    bounded by the length of the text read, and no number is converted before its length is. */
 
@@ -143,7 +143,7 @@ function utf8Len(s, end) {
   return n;
 }
 
-// ----------------------------------------------------------------------------- the limits (derivations/limits.py)
+// ----------------------------------------------------------------------------- the limits (derivations/config/limits.py)
 class Limit {
   constructor(o) { Object.assign(this, o); }
   /** Limit.message: "<what> must be an integer in 1..1048576 = 2^20 (why), got <value>" */

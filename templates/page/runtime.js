@@ -135,7 +135,7 @@ function fp8Block(data, err) {
     throw err(`quantization_config.weight_block_size must be two positive integers (at most ${high}), got ${shownValue(blk)}`);
 }
 
-// ----------------------------------------------------------------------------- layout (derivations/layout.py)
+// ----------------------------------------------------------------------------- layout (derivations/config/layout.py)
 function stageLayers(m, lay) {
   const l = m.l, pp = lay.pp;
   let split;
@@ -205,7 +205,7 @@ function validateTraining(t) {
       ["mtp", "rank", "conventions"]);
 }
 
-// ----------------------------------------------------------------------------- schedules (derivations/schedules.py)
+// ----------------------------------------------------------------------------- schedules (derivations/assembly/schedules.py)
 function validateSchedule(name, pp, m) {
   if (name === "dualpipe") {
     if (pp % 2) throw new ConfigError(`DualPipe needs an even number of pipeline stages, got PP=${pp}`, ["pp", "schedule"]);
@@ -275,7 +275,7 @@ function kindValues(kept, e) {
 function actStage(kept, e, t) {
   const kv = kindValues(kept, e), c = DATA.composition.stage;
   const rows = Object.keys(c).map((k) => Q.mul(FNS[c[k]](e), kv[k]));
-  if (t.conventions.mtp_activations === "last-stage") {  // act.stage's MTP rows (derivations/activations.py)
+  if (t.conventions.mtp_activations === "last-stage") {  // act.stage's MTP rows (derivations/activations/__init__.py)
     const mc = DATA.composition.mtp;
     rows.push(Q.mul(FNS[mc.mtp](e), kv.mtp));
     if (t.recompute !== "full") rows.push(Q.mul(FNS[mc.mtp_layer](e), Q.add(kv.mla, kv.moe)));
@@ -354,7 +354,7 @@ function estimateStage(m, lay, t, index, all, memo) {
   }
   bytes.activations = act;
   bytes.total = Q.add(bytes.weights, bytes.gradients, bytes.optimizer, bytes.activations);
-  const rb = t.conventions.runtime_buffers;  // per-device runtime buffers (derivations/runtime.py)
+  const rb = t.conventions.runtime_buffers;  // per-device runtime buffers (derivations/assembly/runtime.py)
   if (rb && rb !== "none") {
     bytes.runtime = Q.parse(DATA.options.runtime_buffers[rb]);
     ids.runtime = `runtime.buffers.${rb}`;

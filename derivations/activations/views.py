@@ -1,0 +1,379 @@
+"""Views (extension).  Every activation term is a *view* of these tensor lists: a
+:class:`View` (recomputation policy, attention kernel, FP8 caching) decides, tensor by
+tensor and from its tags only, whether the tensor is kept and at how many bytes per
+element.  The paper's terms are the view ``View()`` (none, eager, BF16) and ``View('full')``;
+every other policy is built the same way, so ``act.mla.layer.selective`` is by
+construction ``act.mla.layer`` minus exactly its score rows.  Tags:
+
+  layer_input  the layer (sublayer) input: the checkpoint kept by full recomputation
+  routing      the routing decision, also kept by full recomputation (the paper's M_2^E)
+  head         final norm, head and loss of the last stage: outside the transformer
+               layers, kept by full and selective recomputation (Megatron recomputes layers)
+  norm         RMSNorm outputs           latent   c_Q and c_KV      mla_up  q, k, v
+  score        core-attention internals: eager, the three b n_h s^2 tensors (softmax output,
+               dropout mask, dropout output); flash, the FP32 per-row log-sum-exp
+  mask         dropout masks             router   router logits and probabilities
+  experts      routed-expert tensors     shared   shared-expert tensors
+  swiglu       SwiGLU outputs (activation and product), recomputable from its inputs
+  ffn          dense FFN intermediates
+  eager/flash  exists only under that attention kernel
+  fp8 / e5m6   cached in FP8 (B_f8) / in E5M6 (B_o) under --fp8-activations
+  sublayer_input  the MoE / dense FFN sublayer input: not kept by full recomputation under
+               --checkpoints one (the layer input, the MLA's, is the only checkpoint)
+  routed       the routed experts' tensors (E_token token-copies per local expert)
+  inter        an expert's intermediate (h_E-wide) tensors   fc1  its gate and up outputs
+  combine      a routed expert's output (exists under --expert-outputs kept)
+  latent_norm  the latents' RMSNorm outputs (exist under --latent-norms kept)
+  dispatch_mask / row_map   the routing state (--routing-state mask / row-map)
+  paper_only / modelzoo_only  in one tensor inventory only (--inventory paper / modelzoo)
+
+Conventions (issue 8; derivations/assembly/conventions.py).  Every modelling assumption of the paper
+is a switch of :class:`derivations.config.Conventions` applied by the same View, from the tags
+only: :data:`EXISTS` (tensors that exist under one choice), :data:`RULES` (tensors a choice
+rescales: dispatch multiplies the routed tensors by EP/SP, --router-tensors sp divides the
+router's by SP, --shared-expert tp the shared experts' intermediates by TP, --swiglu fused
+halves the SwiGLU outputs), dropped masks and the checkpoints of full recomputation.  The
+tensor lists (``*_specs``) hold the paper's tensors and the ModelZoo inventory's own, tagged,
+so the paper's default view keeps the paper's terms and ids; a view with other conventions
+names them in its ids (``act.moe.layer.dispatch``, or the preset, ``act.layer.modelzoo``),
+labels and provenance, leaving out those that change no kept tensor (:func:`reduced`).
+
+Policies: none keeps everything; full keeps layer_input, routing and head; selective drops
+``score`` (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+Transformer Models", Sec. 4.2: recompute the core attention); custom drops the named
+operators (``derivations.config.RECOMPUTE_OPS``).
+
+Attention kernels: ``eager`` keeps the paper's 5 b n_h s^2/(TP CP) bytes per layer.
+``flash`` (FlashAttention-2 style fused kernel) keeps no s^2 tensor: its backward needs q,
+k, v (kept already), the attention output O (the same tensor as the W^O input, already
+counted once as ``attn_out``) and one FP32 log-sum-exp per query row and head:
+4 b n_h s/(TP CP) bytes.  Dropout inside the kernel is regenerated from the RNG state, so
+no mask is kept.
+
+Context parallelism: each device holds s/CP of the sequence (every b s term is divided by
+CP) and, for eager attention, the scores of its s/CP query rows against all s keys:
+s^2/(TP CP).  This is the all-gather (or ring, Megatron's CP) arrangement in which the
+K/V blocks of other ranks are not kept for backward; a ring implementation that keeps
+every received K/V block would add 2 (CP - 1)/CP of the k and v terms.
+
+FP8 caching (DeepSeek-V3 technical report, arXiv 2412.19437, Sec. 3.3 "Low-Precision
+Storage and Communication"): "it is a natural choice to cache activations in FP8 format
+for the backward pass of the Linear operator. However, special considerations are taken
+on several operators: (1) Inputs of the Linear after the attention operator ... We adopt a
+customized E5M6 data format exclusively for these activations. (2) Inputs of the SwiGLU
+operator in MoE. ... we cache the inputs of the SwiGLU operator and recompute its output
+in the backward pass. These activations are also stored in FP8"; and "we quantize the
+activation before MoE up-projections into FP8 and then apply dispatch components".  So
+``--fp8-activations`` stores: the attention output before W^O in E5M6 (B_o, 12 bits =
+3/2 B, assumed packed); the routed and shared experts' inputs (the MoE up-projection
+inputs) and their SwiGLU inputs (gate and up outputs) in FP8 (B_f8 = 1).  The SwiGLU
+outputs are dropped only when ``swiglu`` is recomputed (the DeepSeek-V3 recipe does).  The
+report's general sentence is not applied to other tensors: it names no other, and in its
+recipe the other Linear inputs (RMSNorm outputs, MLA up-projection outputs) are
+recomputed.  Per-tile scaling factors (one per 1x128 tile) are not counted.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Tuple
+
+import sympy as sp
+
+from derivations.config import CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
+from derivations.notation import B_a, B_f8, B_o, EP, ETP, SP, TP, b
+from symbolic.term import Part
+
+MLA = "Sec. 5.1, M_1^A"
+MOE = "Sec. 5.2, M_1^E"
+EXT = "extension (not in the paper)"
+FLASH = "extension: fused (flash) attention"
+CHECKPOINT_TAGS = frozenset({"layer_input", "routing", "head"})
+#: 1 when activations are not FP32 (B_a != 4), else 0: a cast to FP32 (``.to(float32)``) is then a
+#: no-op returning the same storage, so an FP32 copy is not a second tensor (storage aliasing).
+NOT_FP32 = sp.Piecewise((0, sp.Eq(B_a, 4)), (1, True))
+IS_FP32 = 1 - NOT_FP32
+#: 1 when b = 1: a view that is contiguous at b = 1 keeps its whole base storage (transformers' v, the
+#: kv_b_proj output; the shifted labels, the padded b (s + 1) labels).
+B_IS_1 = sp.Piecewise((1, sp.Eq(b, 1)), (0, True))
+
+
+# ----------------------------------------------------------------------------- views
+@dataclass(frozen=True)
+class View:
+    """Which activation tensors are kept, and in which format (see the module docstring).
+
+    recompute: 'none' | 'full' | 'selective' | 'custom'; ops: the operators a custom
+    policy recomputes; attention: 'eager' | 'flash'; fp8: the DeepSeek-V3 FP8 caching;
+    conv: the modelling assumptions (:class:`derivations.config.Conventions`; only the
+    activation switches are kept, see :data:`RULES`).
+    """
+
+    recompute: str = "none"
+    ops: Tuple[str, ...] = ()
+    attention: str = "eager"
+    fp8: bool = False
+    conv: Conventions = field(default_factory=Conventions)
+    preset: str = field(default="", compare=False)  # the preset these conventions are (set by view_terms)
+
+    def __post_init__(self):
+        object.__setattr__(self, "conv", self.conv.side("activations"))
+
+    @classmethod
+    def of(cls, training) -> "View":
+        """The view of a :class:`derivations.config.Training`."""
+        return cls(training.recompute, tuple(training.recompute_ops), training.attention, bool(training.fp8),
+                   getattr(training, "conventions", Conventions()))
+
+    @property
+    def dropped(self) -> frozenset:
+        """Tags of the tensors this policy recomputes (full: everything but the checkpoints)."""
+        return frozenset({"none": (), "selective": ("score",), "full": (), "custom": self.ops}[self.recompute])
+
+    @property
+    def checkpoints(self) -> frozenset:
+        """Tags full recomputation keeps: the paper's two checkpoints per layer and the routing
+        decision, or (``--checkpoints one``) the layer input only (and the head)."""
+        return CHECKPOINT_TAGS if self.conv.checkpoints == "two" else frozenset({"layer_input", "head"})
+
+    def exists(self, tags) -> bool:
+        """Whether a tensor with these tags exists under this kernel and these conventions."""
+        return all(check(self) for tag, check in EXISTS.items() if tag in tags)
+
+    def keeps(self, tags: Iterable[str]) -> bool:
+        tags = set(tags)
+        if not self.exists(tags):
+            return False
+        if "mask" in tags and self.conv.dropout_masks == "none":
+            return False
+        if self.recompute == "full":
+            if self.conv.checkpoints == "one" and "sublayer_input" in tags:
+                return False
+            return bool(tags & self.checkpoints)
+        return not (tags & self.dropped)
+
+    def retype(self, num: Tuple, tags: Iterable[str]) -> Tuple[Tuple, str]:
+        """(factors with B_a replaced by the cached format's bytes symbol, format note)."""
+        if not self.fp8:
+            return tuple(num), ""
+        tags = set(tags)
+        for tag, sym, note in (("e5m6", B_o, "E5M6"), ("fp8", B_f8, "FP8")):
+            if tag in tags:
+                return tuple(sp.sympify(f).xreplace({B_a: sym}) for f in num), note
+        return tuple(num), ""
+
+    def scale(self, tags: Iterable[str]) -> Tuple[Tuple, Tuple, Tuple[str, ...]]:
+        """(extra numerator factors, extra denominator factors, notes) the conventions apply
+        to a tensor with these tags (:data:`RULES`)."""
+        tags, num, den, notes = set(tags), (), (), ()
+        for need, switch, value, n, d, note in RULES:
+            if need <= tags and getattr(self.conv, switch) == value:
+                num, den, notes = num + n, den + d, notes + (note,)
+        return num, den, notes
+
+    @property
+    def conv_suffix(self) -> str:
+        """Term-id suffix of the conventions: '' (the paper's), '.<preset>' when they are exactly
+        one preset's activation switches, else '.<token>.<token>...' (CONVENTION_SWITCHES tokens)."""
+        changed = self.conv.changed()
+        if not changed:
+            return ""
+        if self.preset:
+            return "." + self.preset
+        return "".join("." + CONVENTION_SWITCHES[k].tokens[v] for k, v in changed)
+
+    @property
+    def suffix(self) -> str:
+        """Term-id suffix: '' | '.full' | '.selective' | '.custom-<op>-<op>', then '.flash', '.fp8',
+        then the conventions (:attr:`conv_suffix`).
+
+        Full recomputation keeps neither score tensors nor FP8-cached ones, so it is '.full'
+        whatever the kernel; '.flash' appears only when the policy keeps the score tensors."""
+        if self.recompute == "full":
+            return ".full" + self.conv_suffix
+        out = {"none": "", "selective": ".selective"}.get(self.recompute)
+        if out is None:
+            out = ".custom-" + "-".join(self.ops)
+        if self.attention == "flash" and "score" not in self.dropped and not self.preset:
+            out += ".flash"  # a preset's name says its kernel (named() checks it)
+        if self.fp8:
+            out += ".fp8"
+        return out + self.conv_suffix
+
+    @property
+    def conv_label(self) -> str:
+        """The conventions in words ('' for the paper's)."""
+        changed = self.conv.changed()
+        if not changed:
+            return ""
+        what = ", ".join(f"{CONVENTION_SWITCHES[k].option.lstrip('-')} {v}" for k, v in changed)
+        return f"conventions {self.preset} ({what})" if self.preset else f"conventions: {what}"
+
+    @property
+    def label(self) -> str:
+        pol = {"none": "no recomputation", "full": "full recomputation",
+               "selective": "selective recomputation (core attention)"}.get(
+            self.recompute, f"recomputing {', '.join(self.ops)}")
+        extra = []
+        if self.recompute != "full":
+            if self.attention == "flash" and "score" not in self.dropped:
+                extra.append("flash attention")
+            if self.fp8:
+                extra.append("FP8 caching")
+        if self.conv_label:
+            extra.append(self.conv_label)
+        return pol + (", " + ", ".join(extra) if extra else "")
+
+
+#: Tags that make a tensor exist only under one kernel or one convention.
+EXISTS = {
+    "eager": lambda v: v.attention == "eager",
+    # dropout off and the softmax in the activations' dtype: F.dropout(p=0) returns its input (ATen
+    # _dropout_impl: "if (p == 0 || !train ...) return input"), so P V saves the softmax output itself
+    "dropout_out": lambda v: v.conv.dropout_masks == "kept" or v.conv.softmax_dtype == "fp32",
+    "flash": lambda v: v.attention == "flash",
+    "mtp": lambda v: v.conv.mtp_activations == "last-stage",
+    "mtp_ckpt": lambda v: v.recompute == "full",
+    "combine": lambda v: v.conv.expert_outputs == "kept",
+    "latent_norm": lambda v: v.conv.latent_norms == "kept",
+    "dispatch_mask": lambda v: v.conv.routing_state == "mask",
+    "row_map": lambda v: v.conv.routing_state == "row-map",
+    "paper_only": lambda v: v.conv.inventory == "paper",
+    "modelzoo_only": lambda v: v.conv.inventory == "modelzoo",
+    "plain_norm": lambda v: v.conv.norm_storage in ("output", "te") or v.recompute == "full",
+    "plain_head_norm": lambda v: v.conv.norm_storage in ("output", "te"),
+    "rope": lambda v: v.recompute != "full",
+    "fp32_norm": lambda v: v.conv.norm_storage in ("fp32", "torch"),
+    "te_norm": lambda v: v.conv.norm_storage == "te",
+    "paper_router": lambda v: v.conv.router_state == "paper",
+    "hf_router": lambda v: v.conv.router_state == "transformers",
+    "mcore_router": lambda v: v.conv.router_state == "mcore",
+    "loop": lambda v: v.conv.experts == "loop",
+    "a2a": lambda v: v.conv.experts == "alltoall",
+    "weighted": lambda v: v.conv.swiglu != "fused",
+    "causal_mask": lambda v: v.conv.causal_mask == "per-layer",
+    "rope_layer": lambda v: v.conv.rope_tables == "per-layer",
+    "rope_shared": lambda v: v.conv.rope_tables == "shared",
+    "mcore_head": lambda v: v.conv.head_state == "mcore",
+    "ce_cast": lambda v: v.conv.ce_backward == "cast",
+    "ids": lambda v: v.conv.head_state != "paper",
+    # tensors of Megatron-Core's own checkpointing (the head_state switch says the framework is Megatron-Core)
+    "mcore_ckpt": lambda v: v.conv.head_state == "mcore",
+    "score_recomputed": lambda v: v.recompute != "full" and "score" in v.dropped,
+    "own_shared_input": lambda v: v.conv.shared_input == "own",
+    "v_copy": lambda v: v.conv.value_storage == "copy",
+    "v_view": lambda v: v.conv.value_storage == "kv-view",
+    "paper_head": lambda v: v.conv.head_state == "paper",
+    "hf_head": lambda v: v.conv.head_state == "transformers",
+}
+
+#: Conventions that rescale a tensor: (tags it needs, switch, value, extra numerator,
+#: extra denominator, note).  dispatch: each of the N/EP local experts receives
+#: E_token EP/SP token-copies (EP source devices of b s/SP tokens each), b s N_r/SP in all.
+RULES = (
+    (frozenset({"routed"}), "routed_tokens", "dispatch", (EP,), (SP,),
+     "dispatch: E_token EP/SP token-copies per local expert, b s N_r/SP per device"),
+    (frozenset({"router"}), "router_tensors", "sp", (), (SP,), "divided by SP"),
+    (frozenset({"routed", "permuted"}), "expert_tp", "modelzoo", (ETP,), (),
+     "ModelZoo's ETP rule: the permuted tokens multiplied by ETP"),
+    (frozenset({"routed", "inter"}), "expert_tp", "modelzoo", (ETP,), (),
+     "ModelZoo's ETP rule: not divided by ETP"),
+    (frozenset({"shared", "inter"}), "shared_expert", "tp", (), (TP,), "split by TP"),
+    (frozenset({"swiglu"}), "swiglu", "fused", (sp.Rational(1, 2),), (), "fused SwiGLU: the product only"),
+    (frozenset({"swiglu"}), "swiglu", "offset-copy", (sp.Rational(3, 2),), (),
+     "Megatron-Core's unfused glu: activation, x_linear + offset and product"),
+    (frozenset({"pre_weight"}), "norm_storage", "torch", (4 / B_a,), (),
+     "torch.rms_norm's pre-weight value in FP32"),
+    (frozenset({"softmax_out"}), "softmax_dtype", "fp32", (4 / B_a,), (),
+     "FP32 softmax output (transformers' eager_attention_forward: softmax(dtype=float32))"),
+    (frozenset({"probs"}), "softmax_dtype", "fp32", (NOT_FP32,), (),
+     "the B_a probabilities beside the FP32 softmax output (the same storage when B_a = 4)"),
+)
+
+PAPER = View()
+#: The activation switches of each non-paper preset (derivations.config.CONVENTION_PRESETS).
+PRESET_CONVENTIONS = {name: Conventions(**{k: v for k, v in p.items() if k in CONVENTION_SWITCHES}).side("activations")
+                      for name, p in CONVENTION_PRESETS.items() if name != "paper"}
+
+
+@dataclass(frozen=True)
+class Group:
+    """A row the paper prints as ``count x (tensors of one expert)``: the routed experts
+    ``(N/EP)(3 E_token h + 8 E_token h_E)`` or the shared ones.  ``subs`` are the tensors of
+    one expert as (key, label, num, den, tags); a view keeps or retypes each of them."""
+
+    key: str
+    label: str
+    count: object
+    subs: Tuple[Tuple, ...]
+    provenance: str
+    tags: Tuple[str, ...]
+
+
+def _kept(view: View, num, den, tags):
+    """(num, den, notes) of one tensor as ``view`` keeps it, or None if it is not kept."""
+    if not view.keeps(tags):
+        return None
+    num, fmt = view.retype(num, tags)
+    n, d, notes = view.scale(tags)
+    if fmt:
+        notes = (f"cached in {fmt}",) + notes
+    return tuple(num) + n, tuple(den) + d, notes
+
+
+def apply(view: View, specs) -> Tuple[Part, ...]:
+    """The parts of a tensor list (Parts and Groups) kept by ``view``, in the paper's order."""
+    out = []
+    for spec in specs:
+        if isinstance(spec, Group):
+            kept, inner, changed, all_notes = [], sp.Integer(0), False, []
+            for key, label, num, den, tags in spec.subs:
+                if not view.exists(spec.tags + tags):
+                    continue
+                got = _kept(view, num, den, spec.tags + tags)
+                if got is None:
+                    changed = True
+                    continue
+                num, den, notes = got
+                changed = changed or bool(notes)
+                fmt = [n for n in notes if n.startswith("cached in ")]
+                kept.append(label + (f" in {fmt[0][len('cached in '):]}" if fmt else ""))
+                all_notes += [n for n in notes if n not in all_notes and n not in fmt]
+                inner += sp.Mul(*[sp.sympify(f) for f in num]) / sp.Mul(*[sp.sympify(f) for f in den])
+            if not kept:
+                continue
+            label = spec.label if not changed else (spec.label.split(":")[0] + ": kept per expert " + ", ".join(kept)
+                                                    + (f" ({'; '.join(all_notes)})" if all_notes else ""))
+            out.append(Part(spec.key, label, (spec.count, inner), (), spec.provenance, spec.tags, counts=(0,)))
+            continue
+        got = _kept(view, spec.num, spec.den, spec.tags)
+        if got is None:
+            continue
+        num, den, notes = got
+        out.append(spec if not notes else replace(spec, num=num, den=den,
+                                                  label=f"{spec.label} ({'; '.join(notes)})"))
+    return tuple(out)
+
+
+def flatten(view: View, specs) -> Tuple[Part, ...]:
+    """Every tensor kept by ``view``, one Part each (a group's tensor as ``count x tensor``,
+    key ``<group>.<tensor>``): the per-tensor listing of ``memsym estimate --tensors``."""
+    out = []
+    for spec in specs:
+        if isinstance(spec, Group):
+            for key, label, num, den, tags in spec.subs:
+                got = _kept(view, num, den, spec.tags + tags)
+                if got is None:
+                    continue
+                num, den, notes = got
+                what = spec.label.split(":")[0].split(",")[0]
+                out.append(Part(f"{spec.key}.{key}", f"{what}: {label}" + (f" ({'; '.join(notes)})" if notes else ""),
+                                (spec.count,) + num, den, spec.provenance, spec.tags + tags, counts=(0,)))
+            continue
+        got = _kept(view, spec.num, spec.den, spec.tags)
+        if got is not None:
+            num, den, notes = got
+            out.append(replace(spec, num=num, den=den, row="",
+                               label=spec.label + (f" ({'; '.join(notes)})" if notes else "")))
+    return tuple(out)
+
+

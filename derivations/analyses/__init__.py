@@ -1,0 +1,1 @@
+"""Analyses of the assembled terms: fit (budget solving), search, sensitivity, compare, counts and runs."""

@@ -1,0 +1,125 @@
+"""Budget solving for one configuration: the largest micro-batch b or sequence s whose Sec. 6
+peak fits a memory budget, in closed form (:func:`derivations.sensitivity.solve_budget`),
+checked exactly on the assembled device (:func:`derivations.device.components`); and the
+least ZeRO stage and recomputation policy that fit."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from derivations import config as cfg
+from derivations.assembly import device
+from derivations.assembly import totals
+from derivations import notation as nt
+from derivations.analyses import search as SE
+from derivations.analyses import sensitivity as S
+from derivations.assembly.overheads import overhead_values, peak
+
+
+def fits(model, layout, training, stages, hbm, overheads):
+    """(fits every stage, [(stage, total, peak)]) exactly, for a configuration."""
+    rows = []
+    for st in stages:
+        total = device.components(model, layout, training, st.index)["total"]
+        rows.append((st, total, peak(total, overheads[nt.f_frag], overheads[nt.M_buf])))
+    return all(p <= hbm for _, _, p in rows), rows
+
+
+def device_expressions(model, layout, training, index: int):
+    """(model states, activations) of device ``index`` as expressions (b and s symbolic): the
+    paper's view at its stage, or under a schedule the stages it holds (two under DualPipe) and
+    n_fl x the activations of each chunk it runs, as ``device.estimate`` assembles them."""
+    comps = totals.device_components(model, layout, training, index)
+    return (sum((getattr(comps[k], "expr", comps[k]) for k in ("weights", "gradients", "optimizer")), 0),
+            getattr(comps["activations"], "expr", comps["activations"]))
+
+
+def with_global_batch(layout, training, global_batch):
+    """``training`` with m = global_batch / (DP b) micro-batches (1F1B unless a schedule is given)."""
+    if global_batch is None:
+        return training
+    per = layout.dp * training.mbs
+    if global_batch % per:
+        raise cfg.ConfigError("global-batch", f"--global-batch {global_batch} is not a multiple of DP * mbs = "
+                                              f"{layout.dp} * {training.mbs} = {per} (m = G / (DP mbs) micro-batches)")
+    if training.microbatches is not None:
+        raise cfg.ConfigError("global-batch", "give --global-batch or --microbatches, not both")
+    return replace(training, schedule=training.schedule or "1f1b", microbatches=global_batch // per)
+
+
+def _global_batch_mbs(model, layout, training, hbm, over, stages, global_batch):
+    """(largest b that fits, the next valid b) keeping the global batch: b divides G / DP."""
+    if global_batch % layout.dp:
+        raise cfg.ConfigError("global-batch", f"--global-batch {global_batch} is not a multiple of DP={layout.dp}")
+    valid = [b for b in SE.divisors(global_batch // layout.dp)]
+    at = lambda b: replace(training, mbs=b, microbatches=global_batch // (layout.dp * b))
+    best = 0
+    for b in valid:
+        if fits(model, layout, at(b), stages, hbm, over)[0]:
+            best = b
+        else:
+            break
+    above = [b for b in valid if b > best]
+    return best, (above[0] if above else None), at
+
+
+def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_end="high", global_batch=None,
+          answer_only=False):
+    """Everything the command reports, as a dict of Python objects (exact Fractions).  Under a
+    pipeline schedule every device is solved with its in-flight micro-batches (the most
+    constrained binds); without one, each distinct stage holds one micro-batch (the paper's view).
+    With ``global_batch`` (sequences per step) m = global_batch / (DP b): the closed form is the
+    one at the configured b's m, and the integer answer is the largest b dividing G / DP that
+    fits, checked exactly.  ``answer_only``: just {"answer": ...} (fit's other ends of the ranges)."""
+    training = with_global_batch(layout, training, global_batch)
+    device.components(model, layout, training, stage if stage is not None else 0)  # validates the configuration
+    over = overhead_values(overheads_end)
+    if stage is not None:
+        stages = [cfg.stage(model, layout, stage)]
+    else:
+        stages = cfg.stages(model, layout) if training.schedule else SE.distinct_stages(model, layout)
+    var = nt.b if var_name == "mbs" else nt.s
+    field = "mbs" if var_name == "mbs" else "seq"
+    multiple = 1 if var_name == "mbs" else layout.SP * layout.cp  # SP and CP split the sequence
+    per_stage = []
+    for st in stages:
+        subs = cfg.substitution(model, layout, training, st)
+        states, act = device_expressions(model, layout, training, st.index)
+        per_stage.append((st, S.solve_budget(states, act, var, subs, over, hbm, multiple)))
+    rank = lambda sr: (sr[1].integer, sr[1].root is not None, sr[1].root if sr[1].root is not None else 0,
+                       sr[0].index)
+    binding, root = min(per_stage, key=rank)
+    answer = root.integer
+    with_var = lambda v: replace(training, **{field: v})
+    nxt = answer + multiple
+    if global_batch is not None and field == "mbs":  # m follows b: the answer among the b that divide G / DP
+        answer, nxt, with_var = _global_batch_mbs(model, layout, training, hbm, over, stages, global_batch)
+    if answer_only:
+        return {"answer": answer}
+    # exact checks: the answer fits on every stage, the next valid value does not (on the binding stage)
+    check = {}
+    if answer >= 1:
+        ok, rows = fits(model, layout, with_var(answer), stages, hbm, over)
+        check["value"] = {"value": answer, "fits": ok, "peak": max(p for _, _, p in rows)}
+    if nxt is not None:
+        ok_next, rows_next = fits(model, layout, with_var(nxt), [binding] if global_batch is None else stages, hbm,
+                                  over)
+        check["next"] = {"value": nxt, "fits": ok_next, "peak": max(p for _, _, p in rows_next)}
+    # least ZeRO stage (given policy) and least policy (given ZeRO stage) at the training's b and s
+    least = {}
+    zero_rows = []
+    for z in sorted(cfg.ZERO_NAMES):
+        ok, rows = fits(model, layout, replace(training, zero=z), stages, hbm, over)
+        zero_rows.append((z, ok, max(rows, key=lambda r: r[2])))
+    policy_rows = []
+    # from the least recomputed to the most: none < selective (core attention only) < full
+    rank = {"none": 0, "selective": 1, "full": 2}
+    for r in sorted(totals.policies(), key=lambda p: rank.get(p, 1)):
+        ok, rows = fits(model, layout, replace(training, recompute=r, recompute_ops=()), stages, hbm, over)
+        policy_rows.append((r, ok, max(rows, key=lambda x: x[2])))
+    least["zero"] = next((z for z, ok, _ in zero_rows if ok), None)
+    least["recompute"] = next((r for r, ok, _ in policy_rows if ok), None)
+    return {"var": var, "field": field, "answer": answer, "binding": binding, "root": root, "stages": per_stage,
+            "check": check, "overheads": over, "overheads_end": overheads_end, "least": least,
+            "zero_rows": zero_rows, "policy_rows": policy_rows, "multiple": multiple}
+
+

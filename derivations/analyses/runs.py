@@ -1,0 +1,377 @@
+"""Measured training runs (``paper/runs.toml``) against memsym's predictions (issue 17).
+
+A run is data: its source, its model, its layout and training options in memsym's terms,
+the number its framework measured, what kind of number that is and on which rank.  This
+module reads and checks the file (:func:`load`), turns a run into the ``memsym estimate``
+options that describe it under the conventions preset of its framework
+(:func:`estimate_options`, :func:`choose_preset`) and compares the assembled device with
+the measurement by the kind of number (:func:`compare`):
+
+* ``max_allocated`` (PyTorch's ``allocated_bytes.all.peak``): the allocated total of the
+  stage of the rank measured, no allocator overheads;
+* ``reserved`` and ``nvidia_smi``: the peak with the Sec. 6 allocator overheads
+  (derivations/assembly/overheads.py), the low end as the prediction and both ends as its range;
+* ``oom``: the job ran out of ``measured_bytes``; memsym agrees when its allocated total at
+  the most-loaded stage exceeds that capacity.
+
+The measured numbers are only compared against: nothing here feeds them back into a term.
+Arithmetic is exact (Fractions); the ratio becomes a float only where it is printed.
+"""
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from symbolic.errors import ConfigError
+from symbolic.resources import PAPER_DIR
+
+#: The default file of runs.
+RUNS_FILE = PAPER_DIR / "runs.toml"
+#: Kinds of measured number and what each is compared with.
+KINDS = {
+    "max_allocated": "PyTorch's peak allocated bytes (memory_stats allocated_bytes.all.peak): compared with the "
+                     "allocated total of the measured rank's stage, no allocator overheads",
+    "reserved": "the caching allocator's reserved bytes: compared with the peak with the Sec. 6 overheads "
+                "(fragmentation 5%-30%, buffers 0.8-2 GiB), the low end as the prediction",
+    "nvidia_smi": "the process's memory as nvidia-smi shows it: compared as reserved (the CUDA context, a few hundred "
+                  "MiB, is not modelled)",
+    "oom": "an out-of-memory failure at measured_bytes (the GPU's capacity, a lower bound on the need): memsym "
+           "agrees when the allocated total at the most-loaded stage exceeds it",
+}
+CONFIDENCE = ("high", "medium", "low")
+RANKS = ("last", "first", "most-loaded")
+#: The conventions presets that fit each framework, best first: the first one memsym has is used.
+FRAMEWORK_PRESETS: Dict[str, Tuple[str, ...]] = {
+    "megatron-core": ("mcore-te", "mcore", "megatron"),
+    "torchtitan": ("megatron",),
+}
+#: Why a framework's preset is what it is (printed with a fallback).
+FRAMEWORK_WHY = {
+    "megatron-core": "mcore-te is Megatron-Core's runtime allocations with Transformer Engine's kernels (Megatron-LM's "
+                     "default --transformer-impl transformer_engine, which every recorded GPU run uses; a run's "
+                     "attention backend still applies: unfused keeps the s^2 scores); mcore is the same with the "
+                     "local spec traced on CPU; megatron is Megatron-LM's weight-and-optimizer estimate with the "
+                     "ModelZoo estimator's runtime switches",
+    "torchtitan": "memsym has no torchtitan preset; megatron's runtime switches (fused attention, no dropout masks, "
+                  "fused SwiGLU) are the nearest",
+}
+#: The band the issue asks of high-confidence max-allocated runs.
+BAND = (Fraction(9, 10), Fraction(11, 10))
+
+#: [runs.layout] and [runs.training] keys: the ``memsym estimate`` option each one is, and its type.
+LAYOUT_KEYS = {"dp": int, "tp": int, "pp": int, "ep": int, "etp": int, "cp": int, "sp": int,
+               "layers_per_stage": list}
+TRAINING_KEYS = {"mbs": int, "seq": int, "global_batch": int, "schedule": str, "vpp": int, "virtual_layers": list,
+                 "recompute": str,
+                 "zero": int, "distributed_optimizer": bool, "attention": str, "fp8_activations": bool, "mtp": bool,
+                 "weight_dtype": str, "grad_dtype": str, "master_dtype": str, "optimizer_dtype": str,
+                 "act_dtype": str, "imbalance": str}
+_REQUIRED = ("id", "title", "framework", "kind", "measured_bytes", "statistic", "rank", "gpus", "confidence",
+             "confidence_why", "source", "model", "layout", "training")
+_OPTIONAL = ("gpu", "notes", "flags", "conventions")
+_SOURCE_REQUIRED = ("repository", "revision", "path")
+_SOURCE_OPTIONAL = ("config", "url")
+_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
+_MAX_BYTES = 1 << 20  # the file is a few dozen KiB
+
+
+@dataclass(frozen=True)
+class Run:
+    """One measured run of ``paper/runs.toml`` (see the file's header for every field)."""
+
+    id: str
+    title: str
+    framework: str
+    kind: str
+    measured_bytes: int
+    statistic: str
+    rank: str
+    gpus: int
+    confidence: str
+    confidence_why: str
+    source: Mapping[str, str]
+    model: str
+    layout: Mapping[str, object]
+    training: Mapping[str, object]
+    gpu: Optional[str] = None
+    notes: Tuple[str, ...] = ()
+    flags: Mapping[str, object] = field(default_factory=dict)
+    conventions: Optional[str] = None
+
+    def source_json(self) -> Dict[str, str]:
+        return dict(self.source)
+
+
+def _err(where: str, message: str) -> ConfigError:
+    return ConfigError("runs", f"{where}: {message}")
+
+
+def _typed(where: str, key: str, value, kind) -> object:
+    ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+    if not ok:
+        raise _err(where, f"{key} must be {'an integer' if kind is int else 'a ' + kind.__name__}, got {value!r}")
+    if kind is int and value < 0:
+        raise _err(where, f"{key} must not be negative, got {value}")
+    return value
+
+
+def _text(where: str, key: str, value) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _err(where, f"{key} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _model(where: str, data, base: Path) -> str:
+    if not isinstance(data, dict) or len(data) != 1 or not ({"config", "preset"} & set(data)):
+        raise _err(where, "[model] must have exactly one of config (a config.json under paper/) or preset")
+    if "preset" in data:
+        from derivations.config.presets import PRESETS
+        name = _text(where, "model.preset", data["preset"])
+        if name not in PRESETS:
+            raise _err(where, f"model.preset {name!r} is not a preset: {', '.join(PRESETS)}")
+        return name
+    rel = _text(where, "model.config", data["config"])
+    path = (base / rel).resolve()
+    if not str(path).startswith(str(base.resolve())) or not path.is_file():
+        raise _err(where, f"model.config {rel!r} is not a file under {base}")
+    return str(path)
+
+
+def _one(data, base: Path, index: int) -> Run:
+    where = f"runs[{index}]"
+    if not isinstance(data, dict):
+        raise _err(where, "each [[runs]] entry must be a table")
+    where = f"run {data.get('id', index)!r}" if isinstance(data.get("id"), str) else where
+    missing = [k for k in _REQUIRED if k not in data]
+    if missing:
+        raise _err(where, f"missing {', '.join(missing)}")
+    unknown = sorted(set(data) - set(_REQUIRED) - set(_OPTIONAL))
+    if unknown:
+        raise _err(where, f"unknown field {', '.join(unknown)}")
+    rid = _text(where, "id", data["id"])
+    if not _ID.fullmatch(rid):
+        raise _err(where, f"id must be lower-case letters, digits and '-', got {rid!r}")
+    for k in ("title", "statistic", "confidence_why"):
+        _text(where, k, data[k])
+    framework = _text(where, "framework", data["framework"])
+    if framework not in FRAMEWORK_PRESETS:
+        raise _err(where, f"framework must be one of {', '.join(FRAMEWORK_PRESETS)}, got {framework!r}")
+    if data["kind"] not in KINDS:
+        raise _err(where, f"kind must be one of {', '.join(KINDS)}, got {data['kind']!r}")
+    if data["confidence"] not in CONFIDENCE:
+        raise _err(where, f"confidence must be one of {', '.join(CONFIDENCE)}, got {data['confidence']!r}")
+    if data["rank"] not in RANKS:
+        raise _err(where, f"rank must be one of {', '.join(RANKS)}, got {data['rank']!r}")
+    measured = _typed(where, "measured_bytes", data["measured_bytes"], int)
+    if measured <= 0:
+        raise _err(where, "measured_bytes must be positive")
+    gpus = _typed(where, "gpus", data["gpus"], int)
+    src = data["source"]
+    if not isinstance(src, dict):
+        raise _err(where, "[source] must be a table")
+    lacking = [k for k in _SOURCE_REQUIRED if not isinstance(src.get(k), str) or not src[k].strip()]
+    if lacking:
+        raise _err(where, f"source lacks {', '.join(lacking)}")
+    extra = sorted(set(src) - set(_SOURCE_REQUIRED) - set(_SOURCE_OPTIONAL))
+    if extra:
+        raise _err(where, f"unknown source field {', '.join(extra)}")
+    layout, training = data["layout"], data["training"]
+    for name, table, keys in (("layout", layout, LAYOUT_KEYS), ("training", training, TRAINING_KEYS)):
+        if not isinstance(table, dict):
+            raise _err(where, f"[{name}] must be a table")
+        bad = sorted(set(table) - set(keys))
+        if bad:
+            raise _err(where, f"[{name}] has no option {', '.join(bad)} (memsym's: {', '.join(keys)})")
+        for k, v in table.items():
+            _typed(where, f"{name}.{k}", v, keys[k])
+    for k in ("dp", "tp", "pp", "ep", "etp"):
+        if k not in layout:
+            raise _err(where, f"[layout] must give {k}")
+    for k in ("mbs", "seq"):
+        if k not in training:
+            raise _err(where, f"[training] must give {k}")
+    n_model = layout["dp"] * layout["tp"] * layout["pp"] * layout.get("cp", 1)
+    if n_model != gpus:
+        raise _err(where, f"gpus = {gpus} but DP x TP x PP x CP = {n_model}")
+    if data["kind"] == "oom" and "gpu" not in data:
+        raise _err(where, "an oom run must name its gpu (the capacity it exceeded)")
+    if "gpu" in data:
+        from derivations.config.gpus import gpu as gpu_preset
+        gpu_preset(_text(where, "gpu", data["gpu"]))
+    notes = data.get("notes", [])
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise _err(where, "notes must be a list of strings")
+    flags = data.get("flags", {})
+    if not isinstance(flags, dict):
+        raise _err(where, "[flags] must be a table")
+    conventions = data.get("conventions")
+    if conventions is not None:
+        _text(where, "conventions", conventions)
+    return Run(rid, data["title"], framework, data["kind"], measured, data["statistic"], data["rank"], gpus,
+               data["confidence"], data["confidence_why"], dict(src), _model(where, data["model"], base),
+               dict(layout), dict(training), data.get("gpu"), tuple(notes), dict(flags), conventions)
+
+
+def load(path=None) -> List[Run]:
+    """Every run of ``path`` (default ``paper/runs.toml``), checked; a problem raises
+    ConfigError naming the run and the field.  Model files are resolved against ``paper/``
+    (the folder of the default file), whichever file the runs come from."""
+    path = Path(path) if path is not None else RUNS_FILE
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(_MAX_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError("runs", f"{path}: cannot read the runs file: {exc.strerror or exc}") from None
+    if len(raw) > _MAX_BYTES:
+        raise ConfigError("runs", f"{path}: larger than {_MAX_BYTES} bytes; a runs file is a few dozen KiB")
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError("runs", f"{path}: not a TOML file: {exc}") from None
+    if data.get("schema") != 1:
+        raise ConfigError("runs", f"{path}: schema must be 1, got {data.get('schema')!r}")
+    entries = data.get("runs")
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError("runs", f"{path}: no [[runs]] entries")
+    runs = [_one(e, PAPER_DIR, i) for i, e in enumerate(entries)]
+    seen = set()
+    for r in runs:
+        if r.id in seen:
+            raise ConfigError("runs", f"{path}: run id {r.id!r} appears twice")
+        seen.add(r.id)
+    return runs
+
+
+def select(runs: Sequence[Run], ids: Optional[Sequence[str]]) -> List[Run]:
+    """The runs named by ``ids`` (all when None), in the file's order; an unknown id is an error."""
+    if not ids:
+        return list(runs)
+    known = {r.id for r in runs}
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise ConfigError("runs", f"no run {unknown[0]!r} in the runs file; ids: {', '.join(sorted(known))}")
+    return [r for r in runs if r.id in set(ids)]
+
+
+def choose_preset(run: Run, available: Sequence[str], forced: Optional[str] = None) -> Tuple[str, Optional[str]]:
+    """(preset, note): the run's own ``conventions`` or ``forced`` if given, else the first
+    preset of its framework that memsym has; the note says when that is a fallback."""
+    if forced is not None:
+        if forced not in available:
+            raise ConfigError("conventions", f"unknown conventions preset {forced!r}: {', '.join(available)}")
+        return forced, None
+    if run.conventions is not None:
+        if run.conventions not in available:
+            raise ConfigError("runs", f"run {run.id!r}: conventions {run.conventions!r} is not a preset: "
+                                      f"{', '.join(available)}")
+        return run.conventions, None
+    wanted = FRAMEWORK_PRESETS[run.framework]
+    for name in wanted:
+        if name in available:
+            if name != wanted[0]:
+                return name, (f"fallback: {wanted[0]} (the {run.framework} preset) is not in this memsym; "
+                              f"using {name} ({FRAMEWORK_WHY[run.framework]})")
+            return name, None
+    raise ConfigError("runs", f"run {run.id!r}: none of the presets {', '.join(wanted)} exists")
+
+
+def estimate_options(run: Run, preset: str, presets: Mapping[str, Mapping[str, object]]) -> Dict[str, object]:
+    """The ``memsym estimate`` keyword options (flag names with ``_``) that describe ``run``
+    under ``preset``: the run's layout and training, the preset, and the distributed optimizer
+    as memsym's ``--bytes-per-param distributed``.  A run that trains MTP gets
+    ``--mtp-activations last-stage`` and ``--mtp`` (its modules' parameters on the last stage, or in
+    Megatron's shard), unless the preset's rank counts none (ModelZoo's; see :func:`dropped`)."""
+    opts: Dict[str, object] = {"model": run.model, "conventions": preset}
+    for k, v in run.layout.items():
+        opts[k] = tuple(v) if isinstance(v, list) else v
+    for k, v in run.training.items():
+        if k == "distributed_optimizer":
+            if v:
+                opts["bytes_per_param"] = "distributed"
+            continue
+        if k == "mtp" and v:  # a run that trains MTP: its activations, and its weights where the rank counts them
+            opts["mtp_activations"] = "last-stage"
+            if presets[preset].get("rank") == "modelzoo":
+                continue
+        opts[k] = tuple(v) if isinstance(v, list) else v
+    return opts
+
+
+def dropped(run: Run, preset: str, presets: Mapping[str, Mapping[str, object]]) -> List[str]:
+    """The run's options that ``preset`` cannot take (said in the output)."""
+    out = []
+    if run.training.get("mtp") and presets[preset].get("rank") == "modelzoo":
+        out.append(f"mtp: memsym runs counts the MTP modules' activations on the last stage "
+                   f"(--mtp-activations last-stage); under {preset} not their weights (ModelZoo's rank counts none)")
+    return out
+
+
+def command_line(opts: Mapping[str, object], shown_model: str) -> str:
+    """``memsym estimate ...`` for ``opts`` (what the prediction is, on one line)."""
+    words = ["memsym", "estimate"]
+    for k, v in opts.items():
+        flag = "--" + k.replace("_", "-")
+        if v is True:
+            words.append(flag)
+        elif v is False or v is None:
+            continue
+        elif isinstance(v, (list, tuple)):
+            words += [flag, ",".join(str(x) for x in v)]
+        else:
+            words += [flag, shown_model if k == "model" else str(v)]
+    return " ".join(words) + " --all-stages"
+
+
+def stage_index(run: Run, pp: int, worst: int) -> int:
+    """The pipeline stage compared: the measured rank's (last: PP - 1; first: 0) or the most-loaded."""
+    if run.rank == "last":
+        return pp - 1
+    if run.rank == "first":
+        return 0
+    return worst
+
+
+def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = None) -> Dict[str, object]:
+    """Predicted vs measured for ``run`` from the estimates of every stage (``every``, from
+    :func:`derivations.device.estimate_all`) and the most-loaded one: exact bytes, the ratio
+    predicted / measured as a Fraction, and the components of the stage compared."""
+    index = worst if run.kind == "oom" else stage_index(run, len(every), worst)
+    est = every[index]
+    b, over = est.bytes, est.overheads
+    if run.kind == "max_allocated":
+        predicted, low, high = b["total"], b["total"], b["total"]
+        compared = ("allocated total (model states + activations held at the peak"
+                    + (" + runtime buffers" if "runtime" in b else "") + "), no allocator overheads")
+    elif run.kind in ("reserved", "nvidia_smi"):
+        predicted, low, high = over["low"]["peak"], over["low"]["peak"], over["high"]["peak"]
+        compared = "peak with the Sec. 6 allocator overheads: low end (5%, 0.8 GiB); high end (30%, 2 GiB) as range"
+    else:
+        predicted, low, high = b["total"], b["total"], over["high"]["peak"]
+        compared = "allocated total at the most-loaded stage against the capacity exceeded"
+    measured = run.measured_bytes
+    ratio = Fraction(predicted) / measured
+    out: Dict[str, object] = {
+        "id": run.id, "title": run.title, "source": run.source_json(), "framework": run.framework,
+        "kind": run.kind, "rank": run.rank, "gpus": run.gpus, "gpu": run.gpu, "confidence": run.confidence,
+        "confidence_why": run.confidence_why, "statistic": run.statistic,
+        "measured_bytes": measured, "predicted_bytes": predicted, "ratio": ratio,
+        "predicted_range_bytes": [low, high], "compared": compared,
+        "stage": index, "most_loaded_stage": worst,
+        "components": {k: b.get(k, 0) for k in ("weights", "gradients", "optimizer", "activations", "runtime",
+                                                "total", "activations_per_microbatch")},
+        "peak_with_overheads": {"low": over["low"]["peak"], "high": over["high"]["peak"]},
+        "inflight_microbatches": est.inflight,
+        "notes": list(run.notes),
+    }
+    if run.kind == "max_allocated":
+        out["within_band"] = BAND[0] <= ratio <= BAND[1]
+    if run.kind == "oom":
+        out["capacity_bytes"] = measured if capacity is None else capacity
+        out["exceeds"] = predicted > out["capacity_bytes"]
+        out["exceeds_with_overheads"] = {"low": over["low"]["peak"] > out["capacity_bytes"],
+                                         "high": over["high"]["peak"] > out["capacity_bytes"]}
+    return out

@@ -1,0 +1,409 @@
+"""Conventions: every modelling assumption a named switch; other sources reproduced exactly (issue 8).
+
+The paper (digest sec. 10) makes choices a reader may not share.  Each is a switch of
+:class:`derivations.config.Conventions` (or of Training: the attention kernel, the bytes per
+parameter), defaulting to the paper's, listed with its help text in
+``derivations.config.CONVENTION_SWITCHES`` and applied through *one* mechanism each:
+
+* activations: the tensor tags of ``derivations/activations/__init__.py`` (a :class:`View` keeps,
+  rescales or drops each tensor from its tags; the switch is named in the term id, label
+  and provenance, e.g. ``act.moe.layer.dispatch``);
+* weights: the parts of the parameter terms (``static.layer.moe`` 'shared' split by TP:
+  ``static.device.moe.shared-tp`` and ``zero.*.shared-tp``), and the rank reported: the
+  paper's stage or Megatron's most-loaded shard (``conv.megatron.*``);
+* bytes per parameter: a substitution of Table 7's symbols (and ZeRO-1 for Megatron's
+  distributed optimizer), ``Training.with_bytes_convention``.
+
+Presets (``--conventions``) set every switch to one source's assumptions
+(``derivations.config.CONVENTION_PRESETS``): ``paper``; ``megatron``, Megatron-LM's
+weight-and-optimizer estimate with the Megatron-LM runtime choices the ModelZoo estimator
+encodes on the paper's tensor list; ``modelzoo``, the same runtime choices on NVIDIA's
+ModelZoo tensor list (``--inventory modelzoo``).
+
+* ``conv.megatron.*``: Megatron-LM ``theoretical_memory_usage.py`` weight-and-optimizer
+  estimate with expert parallelism.  Per layer A = MLA parameters including the q/kv
+  latent norms, F_d = 3 h h_F, F_s = 3 h h_E N_s, F_r = 3 h h_E N.  Its "most-loaded
+  shard" holds
+
+    TP-split   ([(A + F_d) L_d + A L_m] / PP + A D + h v) / TP
+    shared     F_s (L_m / PP + D) / TP        (TP-split too; replicated under --shared-expert replicated)
+    replicated (2h (L_d + L_m) + h N L_m + h) / PP + (2h + h N) D
+    experts    F_r (L_m / PP + D) / (ETP EP)
+
+  with L_d, L_m the model's dense and MoE layers and D the MTP layers; bytes are
+  (TP-split + shared + replicated) beta(DP) + experts beta(EDP), beta(d) = 6 + 12/d with
+  the distributed optimizer, i.e. the Table 7 bytes with FP32 moments (2/4/4/4/4) and
+  ZeRO-1: B_w + B_g + (B_m + B_1 + B_2)/d.
+
+* ``conv.modelzoo.*``: the activation accounting of NVIDIA's Megatron-MoE-ModelZoo
+  DeepSeek estimator, one MoE transformer layer and micro-batch, with
+  t = b s N_r / TP routed token-copies per device, written literally; full recomputation
+  keeps the layer input only.  ``act.layer.modelzoo`` (the preset's view of the tagged
+  tensor lists) equals it at SP = TP (tests/test_conventions.py).
+
+``memsym compare`` flips the switches one at a time from ``paper`` to each preset in the
+fixed order ``derivations.config.CONVENTION_ORDER`` (:func:`waterfall`): routed tokens,
+attention, router tensors, shared expert, dropout masks, checkpoints, SwiGLU, expert
+outputs, latent norms, routing state, bytes per parameter, rank, MTP, and last the
+per-tensor inventory.  Each step's bytes are exact; they sum to the difference of the two
+totals.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Dict, List, Optional, Tuple
+
+from derivations import config as cfg
+from derivations.notation import (B_a, CP, D, DP, EP, ETP, L_d, L_m, N, N_r, N_s, PP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
+                               h, h_E, h_F, n_h, s, v)
+from symbolic.term import Part, Term, combine
+
+MEG = "Megatron-LM theoretical_memory_usage.py (2026, with expert parallelism)"
+MZ = "NVIDIA Megatron-MoE-ModelZoo DeepSeek estimator"
+SHARED_TP = "convention --shared-expert tp (Megatron shards the shared experts by TP; the paper replicates them)"
+
+
+# ----------------------------------------------------------------------------- Megatron-LM
+def megatron_params(reg, shared_tp: bool = True) -> Term:
+    """``conv.megatron.params`` (shared experts split by TP, Megatron's) or, with
+    ``shared_tp=False``, ``conv.megatron.params.shared-replicated``."""
+    norms = reg["params.norm"]
+    latent_norms = sum((p.expr for p in norms.parts if p.key in ("q_norm", "kv_norm")), 0)
+    A = reg["params.mla"].expr + latent_norms
+    F_d = 3 * h * h_F
+    F_s = 3 * h * h_E * N_s
+    F_r = 3 * h * h_E * N
+    sfx = "" if shared_tp else ".shared-replicated"
+    shared = (Part("shared", "shared experts: F_s (L_m/PP + D) / TP", (F_s, L_m / PP + D), (TP,), MEG,
+                   ("non_moe", "shared")) if shared_tp else
+              Part("shared", "shared experts, replicated (--shared-expert replicated): F_s (L_m/PP + D)",
+                   (F_s, L_m / PP + D), (), f"{MEG}; convention --shared-expert replicated", ("non_moe", "shared")))
+    return Term(f"conv.megatron.params{sfx}", "parameters of Megatron's most-loaded shard"
+                + ("" if shared_tp else " with the shared experts replicated"), "params", MEG, (
+        Part("tp_split", "TP-split: ([(A + F_d) L_d + A L_m]/PP + A D + h v) / TP",
+             ((A + F_d) * L_d / PP + A * L_m / PP + A * D + h * v,), (TP,), MEG, ("non_moe",)),
+        shared,
+        Part("replicated", "replicated: (2h per layer + h N router per MoE layer + final norm h)/PP + MTP layers'",
+             ((2 * h * (L_d + L_m) + h * N * L_m + h) / PP + (2 * h + h * N) * D,), (), MEG, ("non_moe",)),
+        Part("experts", "routed experts: F_r (L_m/PP + D) / (ETP EP)", (F_r, L_m / PP + D), (ETP, EP), MEG,
+             ("moe",)),
+    ), scope="model")
+
+
+def _states(prefix: str, params: Term, provenance: str, sfx: str = ""):
+    """Weights, gradients, optimizer terms of ``params`` (non_moe parts over DP, moe over EDP)."""
+    from derivations.assembly.zero import sharding_terms
+    P_n = sum(p.expr for p in params.parts if "non_moe" in p.tags)
+    P_m = sum(p.expr for p in params.parts if "moe" in p.tags)
+    # Megatron's formula: beta(DP) for the non-expert parameters, as the issue states it
+    for t in sharding_terms(prefix, P_n, P_m, provenance, non_moe_over=(DP,)):
+        yield replace(t, id=t.id + sfx, scope=params.scope) if sfx else replace(t, scope=params.scope)
+
+
+def megatron_terms(reg, q_lora):
+    params = megatron_params(reg)
+    yield params
+    yield from _states("conv.megatron", params, MEG)
+
+
+# ----------------------------------------------------------------------------- NVIDIA ModelZoo
+MZ_SCRIPT = "NVIDIA Megatron-MoE-ModelZoo DeepSeek memory estimator, calc()"
+
+
+def modelzoo_params(reg):
+    """``conv.modelzoo.params.non_moe`` / ``.moe`` / ``conv.modelzoo.params``: the script's rank.
+
+    calc() counts ``layers_per_pp`` MoE layers on every rank (dense layers too): per layer the
+    attention projections (moe_layer_dense_params: the MLA matrices, no norms) and the shared
+    experts split by TP, and the N routed experts over EP, split by ETP; no embedding, head,
+    norms or router.  Here layers_per_pp is the stage's L_d + L_m."""
+    A = sum((p.expr for p in reg["params.mla"].parts), 0)
+    F_E = 3 * h * h_E
+    n_layers = L_d + L_m
+    non_moe = Term("conv.modelzoo.params.non_moe", "non-MoE parameters of the ModelZoo script's rank: attention "
+                   "projections and shared experts of every layer of the stage, split by TP", "params", MZ_SCRIPT,
+                   (Part("attn", "attention projections per layer / TP (moe_layer_dense_params)", (n_layers, A), (TP,),
+                         MZ_SCRIPT),
+                    Part("shared", "shared experts per layer / TP", (n_layers, N_s, F_E), (TP,), MZ_SCRIPT)))
+    moe = Term("conv.modelzoo.params.moe", "MoE parameters of the ModelZoo script's rank: the routed experts of every "
+               "layer of the stage over EP, split by ETP", "params", MZ_SCRIPT,
+               (Part("experts", "routed experts per layer / (EP ETP) (moe_layer_moe_params / etp)", (n_layers, N, F_E),
+                     (EP, ETP), MZ_SCRIPT),))
+    total = combine("conv.modelzoo.params", "parameters of the ModelZoo script's rank", "params", MZ_SCRIPT,
+                    [("non_moe", "non-MoE", 1, non_moe), ("moe", "MoE", 1, moe)])
+    return non_moe, moe, total
+
+
+def modelzoo_terms(reg):
+    non_moe, moe, total = modelzoo_params(reg)
+    yield from (non_moe, moe, total)
+    from derivations.assembly.zero import sharding_terms
+    # calc(): dense parameters over dense_dp = gpus / (pp tp) = DP CP, experts over moe_dp = EDP
+    yield from sharding_terms("conv.modelzoo", non_moe.expr, moe.expr, MZ_SCRIPT)
+
+
+def modelzoo_tensors():
+    """The ModelZoo estimator's tensors of one MoE transformer layer (BF16 unless said)."""
+    t = b * s * N_r / TP  # routed token-copies per device
+    c = (CP,)
+    rows = [
+        ("layer_in", "layer input", (B_a, b, s, h), (TP,), ("layer_input",)),
+        ("norm_out", "input-norm output", (B_a, b, s, h), (TP,), ("norm",)),
+        ("q_down", "q down-projection output", (B_a, b, s, d_cq), (TP,), ("latent",)),
+        ("q_norm", "q norm output", (B_a, b, s, d_cq), (TP,), ("latent", "norm")),
+        ("kv_latent", "kv latent", (B_a, b, s, d_c), (TP,), ("latent",)),
+        ("kv_norm", "kv norm output (not split)", (B_a, b, s, d_c), (), ("latent", "norm")),
+        ("q", "q after RoPE", (B_a, b, s, n_h, d_h + d_hr), (TP,), ("mla_up",)),
+        ("k", "k after RoPE", (B_a, b, s, n_h, d_h + d_hr), (TP,), ("mla_up",)),
+        ("v", "v", (B_a, b, s, n_h, d_v), (TP,), ("mla_up",)),
+        ("attn_out", "attention output", (B_a, b, s, n_h, d_v), (TP,), ()),
+        ("softmax_stats", "softmax statistics (FP32)", (4, b, n_h, s), (TP,), ("score",)),
+        ("residual", "residual after attention", (B_a, b, s, h), (TP,), ()),
+        ("shared_in", "shared-expert input after all-gather", (B_a, b, s, h), (), ("shared",)),
+        ("router_probs", "router probabilities", (B_a, b, s, N), (TP,), ("router",)),
+        ("row_map", "permutation row map (int64)", (8, b, s, N), (TP,), ("router",)),
+        ("shared_fc1", "shared fc1 output", (2, B_a, b, s, h_E, N_s), (TP,), ("shared",)),
+        ("shared_act", "shared activation output", (B_a, b, s, h_E, N_s), (TP,), ("shared",)),
+        ("permuted", "permuted tokens", (B_a, t, h), (), ("experts",)),
+        ("fc1", "expert fc1 output", (2, B_a, t, h_E), (), ("experts",)),
+        ("act", "expert activation output", (B_a, t, h_E), (), ("experts",)),
+        ("unpermute", "un-permute all-to-all output", (B_a, t, h), (), ("experts",)),
+    ]
+    return tuple(Part(k, lab, num, den + c, MZ, tags) for k, lab, num, den, tags in rows)
+
+
+# ----------------------------------------------------------------------------- weight side
+def _shared_tp_terms(reg):
+    """``static.layer.moe.shared-tp`` and what is built on it: P_m with the shared experts / TP."""
+    layer = reg["static.layer.moe"]
+    parts = tuple(replace(p, label="shared experts N_s, each 3 h h_E / TP (split by TP: --shared-expert tp)",
+                          den=tuple(p.den) + (TP,), provenance=SHARED_TP, tags=("tp_split", "shared"))
+                  if p.key == "shared" else p for p in layer.parts)
+    moe = Term("static.layer.moe.shared-tp", layer.meaning.replace("N_s shared experts (replicated)",
+                                                                   "N_s shared experts (split by TP)"),
+               "params", f"{layer.provenance}; {SHARED_TP}", parts)
+    yield moe
+    dev = combine("static.device.moe.shared-tp", "MoE parameters on one device of a stage (P_m), shared experts "
+                                                 "split by TP", "params", f"Table 6, MoE; {SHARED_TP}",
+                  [("moe", "MoE per layer", L_m, moe)], symbol="P_m")
+    yield dev
+    non_moe = reg["static.device.non_moe"]
+    yield combine("static.device.total.shared-tp", "parameters on one device of a stage (P_n + P_m), shared "
+                                                   "experts split by TP", "params", f"Table 6, total; {SHARED_TP}",
+                  [("non_moe", "non-MoE", 1, non_moe), ("moe", "MoE", 1, dev)])
+    from derivations.assembly.zero import sharding_terms
+    for t in sharding_terms("zero", non_moe.expr, dev.expr, f"Sec. 4, Table 8; {SHARED_TP}"):
+        yield replace(t, id=t.id + ".shared-tp")
+
+
+@dataclass(frozen=True)
+class WeightSide:
+    """Where the parameters and model states of a device come from under some conventions.
+
+    rank 'stage': ``non_moe``/``moe`` are the per-device terms (P_n, P_m) at the stage;
+    rank 'megatron': ``params`` is Megatron's shard, evaluated at the whole model (its
+    formula divides by PP itself), split into non-MoE and MoE by its parts' tags."""
+
+    rank: str
+    params: str
+    non_moe: str
+    moe: str
+    prefix: str
+    suffix: str
+
+    def component_ids(self, zero: int) -> Dict[str, str]:
+        from derivations.assembly.zero import component_ids
+        return {k: t + self.suffix for k, t in component_ids(self.prefix, zero).items()}
+
+
+def weight_side(conventions: cfg.Conventions) -> WeightSide:
+    """Where the parameters and model states of a device come from under ``conventions``:
+    the term ids (their terms: the base registry plus :func:`side_terms`)."""
+    shared_tp = conventions.shared_expert == "tp"
+    if conventions.rank == "megatron":
+        sfx = "" if shared_tp else ".shared-replicated"
+        pid = f"conv.megatron.params{sfx}"
+        return WeightSide("megatron", pid, pid, pid, "conv.megatron", sfx)
+    if conventions.rank == "modelzoo":
+        return WeightSide("stage", "conv.modelzoo.params", "conv.modelzoo.params.non_moe", "conv.modelzoo.params.moe",
+                          "conv.modelzoo", "")
+    if not shared_tp:
+        return WeightSide("stage", "static.device.total", "static.device.non_moe", "static.device.moe", "zero", "")
+    return WeightSide("stage", "static.device.total.shared-tp", "static.device.non_moe",
+                      "static.device.moe.shared-tp", "zero", ".shared-tp")
+
+
+def side_terms(reg, conventions: cfg.Conventions) -> List[Term]:
+    """The weight-side terms ``conventions`` need beyond the base registry ``reg`` (not added to it)."""
+    shared_tp = conventions.shared_expert == "tp"
+    if conventions.rank == "modelzoo":
+        return []  # conv.modelzoo.* are base terms
+    if conventions.rank == "megatron":
+        if shared_tp:
+            return []  # conv.megatron.* are base terms
+        params = megatron_params(reg, False)
+        return [params, *_states("conv.megatron", params, f"{MEG}; convention --shared-expert replicated",
+                                 ".shared-replicated")]
+    return list(_shared_tp_terms(reg)) if shared_tp else []
+
+
+def megatron_substitution(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training) -> Dict:
+    """The substitution of Megatron's shard: the whole model's L_d, L_m (the formula divides by
+    PP itself) and D = the model's MTP layers under ``--mtp``, else 0."""
+    subs = cfg.substitution(model, layout, training, cfg.whole_model(model))
+    subs[D] = model.mtp_layers if training.conventions.mtp else 0
+    return subs
+
+
+def mtp_stage_shift(model: cfg.ModelSpec, pp: int, dense: int, moe: int, embedding: int, head: int):
+    """(L_d, L_m, e_E, e_H) of a device's held stages with ``--mtp`` under the stage rank: Megatron-Core
+    builds the D MTP modules on the last stage (models/gpt/gpt_model.py, ``mtp_process``), each one more
+    MoE transformer layer (its eh_proj and norms are not counted), and when PP > 1 that stage keeps its
+    own copy of the word embedding (``if self.pre_process or self.mtp_process: self.embedding = ...``),
+    a second v x h matrix unless the embeddings are tied (the output layer then uses that copy, which
+    memsym counts as the head) or the device already holds the embedding (DualPipe's rank 0).  Every
+    weight term is linear in the composition, so the shift is exact."""
+    if not head:
+        return dense, moe, embedding, head
+    # no copy when the device already holds the embedding (PP = 1, or DualPipe's rank 0 holding stages 0 and
+    # PP - 1: the embedding and head are shared there, DeepSeek-V3 report Sec. 3.2.1)
+    copy = 0 if model.tie_word_embeddings or pp == 1 or embedding or not model.mtp_layers else head
+    return dense, moe + model.mtp_layers * head, embedding + copy, head
+
+
+def split_params(reg, side: WeightSide, subs) -> Tuple[Fraction, Fraction]:
+    """(non-MoE, MoE) parameters of the device under ``side`` at ``subs``."""
+    from symbolic.numeric import exact
+    if side.rank == "megatron":
+        t = reg[side.params]
+        return (sum((exact(p.expr, subs) for p in t.parts if "non_moe" in p.tags), Fraction(0)),
+                sum((exact(p.expr, subs) for p in t.parts if "moe" in p.tags), Fraction(0)))
+    return exact(reg[side.non_moe], subs), exact(reg[side.moe], subs)
+
+
+# ----------------------------------------------------------------------------- presets and switches
+PRESETS = cfg.CONVENTION_PRESETS
+ORDER = cfg.CONVENTION_ORDER
+
+
+def switch_value(training: cfg.Training, name: str):
+    """The value of switch ``name`` (CONVENTION_ORDER) in ``training``."""
+    if name == "attention":
+        return training.attention
+    if name == "bytes_per_param":
+        return training.bytes_convention
+    return getattr(training.conventions, name)
+
+
+def with_switch(training: cfg.Training, name: str, value) -> cfg.Training:
+    """``training`` with switch ``name`` set to ``value``."""
+    if name == "attention":
+        return replace(training, attention=value)
+    if name == "bytes_per_param":
+        return training.with_bytes_convention(value)
+    return replace(training, conventions=replace(training.conventions, **{name: value}))
+
+
+def with_preset(training: cfg.Training, preset: str, mtp: bool = False) -> cfg.Training:
+    """``training`` with every switch of ``preset`` (and ``--mtp`` if asked and the preset's
+    rank is Megatron's)."""
+    if preset not in PRESETS:
+        raise cfg.ConfigError("conventions", f"conventions must be one of {', '.join(PRESETS)}, got {preset!r}")
+    out = training
+    for name, value in PRESETS[preset].items():
+        out = with_switch(out, name, value)
+    if mtp and out.conventions.rank == "megatron":
+        out = with_switch(out, "mtp", True)
+    return out
+
+
+def preset_of(training: cfg.Training) -> Optional[str]:
+    """The preset whose every switch ``training`` has (the MTP switches aside: they say whether MTP
+    modules are trained, not whose conventions), else None."""
+    for name, p in PRESETS.items():
+        if all(switch_value(training, k) == val for k, val in p.items() if k not in ("mtp", "mtp_activations")):
+            return name
+    return None
+
+
+def describe(name: str, value) -> str:
+    """One line for a switch at a value: its option, value and what the paper does."""
+    if name == "attention":
+        return f"--attention {value}" + ("" if value == "eager" else " (the paper: eager, 5 b n_h s^2/TP)")
+    if name == "bytes_per_param":
+        return f"--bytes-per-param {value}" + ("" if value == "paper" else " (the paper: 2/4/4/2/2)")
+    if name == "mtp":
+        return "--mtp (the paper: no MTP parameters counted)" if value else "no MTP layer counted"
+    spec = cfg.CONVENTION_SWITCHES[name]
+    return f"{spec.option} {value}" + ("" if value == spec.default else f" (the paper: {spec.paper})")
+
+
+def switches_json(training: cfg.Training) -> Dict:
+    """Every switch's value (JSON), and the preset they are, if any."""
+    out = {name: switch_value(training, name) for name in ORDER}
+    out["preset"] = preset_of(training)
+    return out
+
+
+def notes(training: cfg.Training) -> List[str]:
+    """An assumption line for each switch not at the paper's choice (Conventions ones; the
+    attention kernel and bytes are printed by estimate already)."""
+    return [f"convention {describe(k, val)}" for k, val in training.conventions.changed()]
+
+
+# ----------------------------------------------------------------------------- per-tensor view
+#: Recomputation / offload options whose saving ``estimate --tensors`` prints: (name, what,
+#: tags a kept tensor needs all of).  The recomputations are ``--recompute custom:OP``.
+SAVINGS = (
+    ("custom:norm", "recompute the RMSNorms (their outputs)", ("norm",)),
+    ("custom:swiglu", "recompute the activation function (SwiGLU outputs)", ("swiglu",)),
+    ("custom:mla_up", "recompute the MLA up-projections and RoPE (q, k, v)", ("mla_up",)),
+    ("custom:shared", "recompute the shared experts", ("shared",)),
+    ("offload expert fc1", "offload the routed experts' fc1 outputs (gate and up, SwiGLU inputs) to host memory",
+     ("experts", "fc1")),
+)
+
+
+@dataclass
+class TensorRow:
+    """One tensor kept for backward: sublayer, Part (count x tensor), exact bytes, operation."""
+
+    sublayer: str
+    part: Part
+    bytes: Fraction
+    kept_for: str
+
+
+def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training,
+                stage: Optional[int] = None) -> Tuple[List[TensorRow], Dict[str, Fraction]]:
+    """Every tensor one MoE transformer layer (MLA + MoE) keeps for backward, one micro-batch,
+    under ``training``'s view and conventions, and {option: bytes it would save}."""
+    from symbolic.numeric import exact
+    from derivations.activations import KEPT_FOR, View, flatten, mla_specs, moe_specs
+    cfg.validate_layout(model, layout, training.seq)
+    cfg.validate_training(training)
+    lay_stage = cfg.stage(model, layout, stage if stage is not None else (1 if layout.pp > 1 else 0))
+    subs = cfg.substitution(model, layout, training, lay_stage)
+    view = View.of(training)
+    rows = []
+    for sub, specs in (("MLA", mla_specs(model.q_lora)), ("MoE", moe_specs())):
+        for p in flatten(view, specs):
+            rows.append(TensorRow(sub, p, exact(p.expr, subs), KEPT_FOR.get(p.key.split(".")[-1], "")))
+    saving = {}
+    for name, _, need in SAVINGS:
+        saving[name] = sum((r.bytes for r in rows if set(need) <= set(r.part.tags)), Fraction(0))
+    return rows, saving
+
+
+def terms(reg, *, q_lora, routing_bias, tied):
+    yield from megatron_terms(reg, q_lora)
+    yield from modelzoo_terms(reg)
+    parts = modelzoo_tensors()
+    if not q_lora:
+        parts = tuple(p for p in parts if p.key not in ("q_down", "q_norm"))
+    yield Term("conv.modelzoo.layer", "activation bytes of one MoE transformer layer, ModelZoo accounting", "bytes",
+               MZ, parts)
+    yield Term("conv.modelzoo.layer.full", "activation bytes of one MoE transformer layer, ModelZoo accounting, "
+                                           "full recomputation (layer input only)", "bytes", MZ,
+               tuple(p for p in parts if "layer_input" in p.tags))

@@ -1,0 +1,304 @@
+"""Per-device totals: Sections 3-6 assembled for one stage of one layout.
+
+``estimate`` evaluates, exactly, the terms that make up the memory of one device of a
+pipeline stage: its parameters (P_n, P_m; Table 6), the bytes of weights, gradients and
+optimizer states under the chosen ZeRO stage (Table 8), one micro-batch's activations
+(Table 10 generalised to any stage) and the Sec. 6 overheads at both ends of the
+paper's ranges.
+
+Beyond the paper (extension): the activations follow the chosen view (recomputation
+policy, attention kernel, FP8 caching; derivations/activations/__init__.py) and, with a pipeline
+schedule (derivations/assembly/schedules.py), are what the device holds at its peak, n_fl
+micro-batches of its stage(s); under DualPipe the device holds two stages' parameters.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from derivations import config as cfg
+from symbolic.numeric import as_number, exact
+
+from derivations import build, variant
+
+from derivations.assembly import overheads
+from derivations.notation import n_fl
+
+
+def activation_ids(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, str]:
+    """{kind: term id} of the activation terms of ``training``'s view (recomputation policy,
+    attention kernel, FP8 caching, conventions); the terms are in ``variant(model, training).terms``."""
+    return dict(variant(model, training).act)
+
+
+@dataclass
+class Estimate:
+    """One device of one pipeline stage.  ``stage`` is the stage reported; ``held`` the stages
+    whose parameters the device holds (two under DualPipe); ``chunks`` (with a schedule) the
+    (stage, in-flight micro-batches) whose activations it holds at its peak; ``head_inflight``
+    the micro-batches of the head, loss and MTP modules held when the schedule counts them apart
+    from the stage's layers (interleaved: 1 on the last stage), else None."""
+
+    model: cfg.ModelSpec
+    layout: cfg.Layout
+    training: cfg.Training
+    stage: cfg.StageComposition
+    params: Dict[str, Fraction]
+    bytes: Dict[str, Fraction]
+    overheads: Dict[str, Dict[str, Fraction]]
+    term_ids: Dict[str, str]
+    subs: Dict = field(repr=False, default_factory=dict)
+    held: Tuple[cfg.StageComposition, ...] = ()
+    chunks: Tuple[Tuple[cfg.StageComposition, Fraction], ...] = ()
+    head_inflight: Optional[Fraction] = None
+    #: chunks are Megatron virtual stages of their own layer counts (--virtual-layers): ``inflight`` is
+    #: then in units of the stage's layers (sum of n_c x chunk layers / stage layers)
+    virtual: bool = False
+    assumptions: List[str] = field(default_factory=list)
+    by_layer: Tuple[Tuple[int, str, Fraction], ...] = ()
+    outside_layers: Fraction = Fraction(0)
+
+    @property
+    def inflight(self) -> Optional[Fraction]:
+        """Micro-batches in flight at the device's peak (None without a schedule)."""
+        if not self.training.schedule:
+            return None
+        if self.virtual:
+            return sum((n * len(c.layers) for c, n in self.chunks), Fraction(0)) / max(len(self.stage.layers), 1)
+        return sum((n for _, n in self.chunks), Fraction(0))
+
+    def to_json(self) -> Dict:
+        num = as_number
+        st, tr = self.stage, self.training
+        out = {
+            "model": self.model.name,
+            "layout": {"dp": self.layout.dp, "tp": self.layout.tp, "pp": self.layout.pp, "ep": self.layout.ep,
+                       "etp": self.layout.etp, "cp": self.layout.cp, "sp": self.layout.SP,
+                       "edp": num(self.layout.edp)},
+            "training": {"mbs": tr.mbs, "seq": tr.seq, "zero": tr.zero,
+                         "zero_name": cfg.ZERO_NAMES[tr.zero], "recompute": tr.recompute_label,
+                         "bytes_per_element": {k: num(Fraction(v)) for k, v in tr.bytes},
+                         "attention": tr.attention, "fp8_activations": tr.fp8, "imbalance": num(Fraction(tr.imbalance)),
+                         "schedule": tr.schedule, "microbatches": tr.microbatches, "vpp": tr.vpp},
+            "stage": {"index": st.index, "layers": [st.layers.start, st.layers.stop - 1], "dense_layers": st.dense,
+                      "moe_layers": st.moe, "embedding": st.embedding, "head": st.head},
+            "params": {k: num(v) for k, v in self.params.items()},
+            "bytes": {**{k: num(v) for k, v in self.bytes.items()},
+                      "activations_by_layer": [{"layer": i, "kind": kind, "bytes": num(v)}
+                                               for i, kind, v in self.by_layer],
+                      "activations_outside_layers": num(self.outside_layers)},
+            "gib": {k: float(v / cfg.GiB) for k, v in self.bytes.items()},
+            "overheads": {end: {k: num(v) for k, v in d.items()} for end, d in self.overheads.items()},
+            "terms": dict(self.term_ids),
+            "assumptions": list(self.assumptions),
+        }
+        from derivations.assembly.conventions import switches_json
+        out["conventions"] = switches_json(tr)
+        if len(self.held) > 1:
+            out["stage"]["holds_stages"] = [c.index for c in self.held]
+        if tr.schedule:
+            out["inflight_microbatches"] = num(self.inflight)
+            out["inflight_chunks"] = [{"stage": c.index, "layers": [c.layers.start, c.layers.stop - 1],
+                                       "inflight": num(n)} for c, n in self.chunks]
+            if self.head_inflight is not None:
+                out["inflight_head"] = num(self.head_inflight)
+        return out
+
+
+def _sum_values(comps) -> Dict:
+    out: Dict = {}
+    for c in comps:
+        for k, v in c.values().items():
+            out[k] = out.get(k, 0) + v
+    return out
+
+
+def default_stage(layout: cfg.Layout) -> int:
+    """The foundation's default without a schedule: stage 1 (a 4-MoE-layer stage, Tables 6, 8, 10)."""
+    return 1 if layout.pp > 1 else 0
+
+
+def estimate(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, stage_index: Optional[int] = None,
+             assumptions: Sequence[str] = ()) -> Estimate:
+    """The per-device estimate of one stage.  ``stage_index`` None: stage 1 without a pipeline
+    schedule (the paper's view), the most-loaded stage with one."""
+    if stage_index is None:
+        if training.schedule is None:
+            stage_index = default_stage(layout)
+        else:
+            every, worst = estimate_all(model, layout, training, assumptions)
+            return every[worst]
+    return _estimate(model, layout, training, stage_index, assumptions)
+
+
+def estimate_all(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training,
+                 assumptions: Sequence[str] = ()) -> Tuple[List[Estimate], int]:
+    """Every stage's estimate and the index of the most-loaded one (largest total; first on ties)."""
+    every = [_estimate(model, layout, training, i, assumptions) for i in range(layout.pp)]
+    worst = max(range(len(every)), key=lambda i: (every[i].bytes["total"], -i))
+    return every, worst
+
+
+def _model_states(model, layout, training, comp, held, var) -> Tuple[Dict, Dict, Tuple[Fraction, Fraction], str]:
+    """({component: term id}, {component: exact bytes}, (P_n, P_m), params id) of the weights,
+    gradients and optimizer states: at the stage(s) the device holds, or at the whole model for
+    Megatron's most-loaded shard (its formula divides by PP itself)."""
+    from derivations.assembly import conventions
+    side = var.side
+    if side.rank == "megatron":
+        dev = conventions.megatron_substitution(model, layout, training)
+    else:
+        dev = cfg.substitution(model, layout, training, comp)
+        dev.update(_sum_values(held))  # DualPipe: the parameters of both stages the device holds
+        if training.conventions.mtp:  # the MTP modules' parameters on the last stage
+            from derivations import notation as nt
+            keys = (nt.L_d, nt.L_m, nt.e_E, nt.e_H)
+            shifted = conventions.mtp_stage_shift(model, layout.pp, *(dev[k] for k in keys))
+            dev.update(zip(keys, shifted))
+    P_n, P_m = conventions.split_params(var.terms, side, dev)
+    from derivations.assembly.totals import component_ids  # the one statement of the per-device composition
+    ids = component_ids(model, training, schedule_ok=True)
+    ids = {k: ids[k] for k in ("weights", "gradients", "optimizer")}
+    return ids, {k: exact(var.terms[t], dev) for k, t in ids.items()}, (P_n, P_m), side.params
+
+
+def _activations(model, layout, training, subs, chunks, all_stages, var) -> Tuple[str, Fraction, Fraction]:
+    """(term id, bytes held at the peak, bytes of one micro-batch): one micro-batch of the stage
+    (the paper's view) or, with a schedule, the in-flight micro-batches of every chunk held."""
+    act = var.act
+    per_mb = exact(var.terms[act["stage"]], subs)
+    if not training.schedule:
+        return act["stage"], per_mb, per_mb
+    held_act = Fraction(0)
+    for ch in chunks:
+        sub = cfg.substitution(model, layout, training, ch.composition(all_stages[ch.stage]))
+        sub[n_fl] = ch.inflight
+        held_act += exact(var.terms[act["peak"]], sub)
+    return act["peak"], held_act, per_mb
+
+
+def _virtual_peak(model, layout, training, comp, var):
+    """(bytes held at the peak, ((chunk composition, in flight), ...), head in flight or None) of rank
+    ``comp.index`` under Megatron's pipeline layout (``--virtual-layers``): every state of its
+    interleaved order (schedules.interleaved_order) weighs each chunk's activations by its in-flight
+    micro-batches (and the head, loss and MTP modules with the last chunk of the last rank); the peak is
+    the largest, exactly."""
+    from derivations.assembly import schedules
+    chunks = schedules.virtual_chunks(model, layout, comp.index, training.virtual_layers, training.vpp)
+    dense, moe = sum(c.dense for c in chunks), sum(c.moe for c in chunks)
+    if (dense, moe) != (comp.dense, comp.moe):
+        raise cfg.ConfigError("virtual-layers", f"--virtual-layers gives stage {comp.index} {dense} dense and {moe} "
+                                                f"MoE layers, memsym's contiguous stage ({comp.label}) {comp.dense} and "
+                                                f"{comp.moe}: the layout is modelled when each rank holds the dense and "
+                                                f"MoE counts of a contiguous split (--layers-per-stage: the per-rank "
+                                                f"sums)")
+    term = var.terms[var.act["peak"]]
+    at = lambda c: exact(term, {**cfg.substitution(model, layout, training, c), n_fl: 1})
+    layer_bytes = [at(schedules.part_composition(c, "layers")) for c in chunks]
+    head = at(schedules.part_composition(chunks[-1], "head")) if chunks[-1].head else Fraction(0)
+    m = training.microbatches or 4 * layout.pp  # steady state: the order repeats every PP V chunk-forwards
+    if m % layout.pp:
+        raise cfg.ConfigError("virtual-layers", f"--virtual-layers simulates Megatron's interleaved order, which runs "
+                                                f"micro-batches in groups of PP={layout.pp}: --microbatches must be a "
+                                                f"multiple of PP, got {m}")
+    v = len(chunks)
+    best, best_state = None, None
+    for state in schedules.interleaved_order(layout.pp, v, m, comp.index):
+        val = sum(n * a for n, a in zip(state, layer_bytes)) + state[-1] * head
+        if best is None or val > best:
+            best, best_state = val, state
+    held = tuple((c, Fraction(n)) for c, n in zip(chunks, best_state))
+    return best, held, (Fraction(best_state[-1]) if chunks[-1].head else None)
+
+
+def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
+    """The one assembly of a device: model states + activations (+ the Sec. 6 ends beside)."""
+    from derivations.assembly import conventions
+    from derivations.assembly import schedules
+    cfg.validate_layout(model, layout, training.seq)
+    cfg.validate_training(training)
+    comp = cfg.stage(model, layout, stage_index)
+    all_stages = cfg.stages(model, layout)
+    var = variant(model, training)
+    notes = list(assumptions)
+    if training.schedule:
+        chunks = schedules.chunks(training.schedule, layout.pp, stage_index, training.microbatches, training.vpp)
+        held = tuple(all_stages[i] for i in schedules.held_stages(training.schedule, layout.pp, stage_index))
+        notes += schedules.assumptions(training.schedule, layout.pp, training.microbatches, training.vpp,
+                                       training.virtual_layers is not None)
+    else:
+        chunks, held = (), (comp,)
+    subs = cfg.substitution(model, layout, training, comp)
+    ids, byts, (P_n, P_m), params_id = _model_states(model, layout, training, comp, held, var)
+    notes += conventions.notes(training)
+    virtual = None
+    if training.schedule == "interleaved" and training.virtual_layers is not None:
+        virtual = _virtual_peak(model, layout, training, comp, var)
+        ids["activations"], byts["activations"] = var.act["peak"], virtual[0]
+        per_mb = exact(var.terms[var.act["stage"]], subs)
+    else:
+        ids["activations"], byts["activations"], per_mb = _activations(model, layout, training, subs, chunks,
+                                                                        all_stages, var)
+    if training.conventions.runtime_buffers != "none":  # per-device runtime buffers (derivations/assembly/runtime.py)
+        from derivations.assembly.runtime import buffers_term
+        term = buffers_term(training.conventions.runtime_buffers)
+        ids["runtime"], byts["runtime"] = term.id, exact(term, {})
+    byts["total"] = sum(byts.values())
+    ids["activations_per_microbatch"] = var.act["stage"]
+    byts["activations_per_microbatch"] = per_mb
+    ids["activations_per_layer"] = var.act["layer"]
+    byts["activations_per_layer"] = exact(var.terms[var.act["layer"]], subs)
+    ids["activations_mla_layer"] = var.act["mla"]
+    ids["activations_moe_layer"] = var.act["moe"]
+    ids["params"] = params_id
+    by_layer, outside = layer_split(model, comp, var, subs)
+    chunk_list = tuple((all_stages[ch.stage], ch.inflight) for ch in chunks if ch.part != "head")
+    heads = [ch.inflight for ch in chunks if ch.part == "head" and all_stages[ch.stage].head]
+    if virtual is not None:
+        chunk_list, heads = virtual[1], ([virtual[2]] if virtual[2] is not None else [])
+    if training.schedule:
+        subs = dict(subs)
+        subs[n_fl] = chunks[0].inflight
+    return Estimate(model, layout, training, comp, {"non_moe": P_n, "moe": P_m, "total": P_n + P_m}, byts,
+                    overheads.at_ends(byts["total"]), ids, subs, held, chunk_list, heads[0] if heads else None,
+                    virtual is not None, notes, by_layer, outside)
+
+
+def layer_split(model, comp, var, subs) -> Tuple[Tuple[Tuple[int, str, Fraction], ...], Fraction]:
+    """One micro-batch's activations of the stage, layer by layer ((layer index, 'dense' | 'moe',
+    bytes) for each layer of the stage: MLA + dense FFN or MLA + MoE) and outside the layers (the
+    rest of ``act.stage``: head and loss, and what a preset counts once per stage, such as the
+    embedding's input ids and RoPE tables).  Their sum is ``activations_per_microbatch``."""
+    act, terms = var.act, var.terms
+    mla = exact(terms[act["mla"]], subs)
+    kinds = {"dense": mla + exact(terms[act["dense"]], subs), "moe": mla + exact(terms[act["moe"]], subs)}
+    kind_of = model.layer_kinds()
+    rows = tuple((i, kind_of[i], kinds[kind_of[i]]) for i in comp.layers)
+    outside = exact(terms[act["stage"]], subs) - sum(r[2] for r in rows)
+    return rows, outside
+
+
+def components(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, stage_index: int) -> Dict:
+    """Exact bytes of weights, gradients, optimizer, activations and their total on one device of
+    stage ``stage_index`` (what fit and sensitivity compare; the same assembly as :func:`estimate`)."""
+    b = _estimate(model, layout, training, stage_index, ()).bytes
+    return {k: b[k] for k in ("weights", "gradients", "optimizer", "activations", "total")}
+
+
+def stage_params(model: cfg.ModelSpec, layout: cfg.Layout, accounting: str = "paper"):
+    """Parameters of every stage (Table 4 for PP=16) and of the whole model (Table 3)."""
+    if accounting not in ("paper", "checkpoint"):
+        raise cfg.ConfigError("accounting", f"accounting must be paper or checkpoint, got {accounting!r}")
+    terms = build(model)
+    tid = "params.stage" if accounting == "paper" else "params.stage.checkpoint"
+    term = terms[tid]
+    rows = []
+    for comp in cfg.stages(model, layout):
+        subs = cfg.substitution(model, None, None, comp)
+        parts = {p.key: exact(p.expr, subs) for p in term.parts}
+        rows.append((comp, exact(term, subs), parts))
+    whole = cfg.whole_model(model)
+    total = exact(term, cfg.substitution(model, None, None, whole))
+    assert total == sum(r[1] for r in rows), "stage split does not add up to the model"
+    return rows, total

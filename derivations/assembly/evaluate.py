@@ -1,0 +1,180 @@
+"""Exact numbers from the generated evaluators (``derivations/generated/``), without sympy.
+
+``python -m derivations.generate`` prints every term of every model structure as an expression
+tree with references between terms, the tensors each activation kind keeps as decision tables over
+the features of a view, and the composition of a stage's activations (derivations/generate.py).
+This module reads them (JSON, loaded once per file) and evaluates them in integers and
+``fractions.Fraction``: the same numbers as :func:`symbolic.numeric.exact` of the sympy terms
+(tests/test_evaluate.py checks every term and view), at a fraction of the cost and with no sympy
+import.  A substitution here is a dict from a symbol's name to its exact value.
+"""
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from functools import lru_cache
+from importlib import import_module
+from pathlib import Path
+from typing import Dict, Iterable, List, Mapping, Optional, Tuple
+
+GENERATED = Path(__file__).resolve().parent.parent / "generated"
+FAMILY = "deepseek"
+
+
+@lru_cache(maxsize=None)
+def _json(name: str):
+    return json.loads((GENERATED / name).read_bytes())
+
+
+def _module():
+    return import_module(f"derivations.generated.{FAMILY}")
+
+
+def structure_key(structure) -> str:
+    return "q{}b{}t{}".format(*(int(x) for x in structure))
+
+
+# ----------------------------------------------------------------------------- substitutions
+def derived(values: Mapping) -> Dict:
+    """``values`` plus the derived symbols and non-polynomial factors (generated ``derived``)."""
+    return _module().derived(dict(values))
+
+
+def inflight(schedule: str, pp: int, index: int, microbatches: Optional[int], vpp: int):
+    """[(which, in flight, part), ...] of device ``index`` (the schedules' formulas, generated)."""
+    return _module().inflight(schedule, {"PP": pp, "i_s": index, "n_mb": microbatches, "VPP": vpp})
+
+
+# ----------------------------------------------------------------------------- trees
+def _ev(t, v, graph):
+    kind = type(t)
+    if kind is int:
+        return t
+    if kind is str:
+        return v[t]
+    op = t[0]
+    if op == "*":
+        out = 1
+        for a in t[1:]:
+            out = out * _ev(a, v, graph)
+        return out
+    if op == "+":
+        out = 0
+        for a in t[1:]:
+            out = out + _ev(a, v, graph)
+        return out
+    if op == "^":
+        base, k = _ev(t[1], v, graph), t[2]
+        return base ** k if k >= 0 else Fraction(1, base ** -k)
+    if op == "r":
+        return graph.term(t[1])
+    if op == "q":
+        return Fraction(t[1], t[2])
+    raise ValueError(f"unknown node {op!r}")
+
+
+class Terms:
+    """The terms of one model structure evaluated at one substitution (each term once)."""
+
+    def __init__(self, structure, values: Mapping):
+        self.parts_of = _json(f"{FAMILY}-{structure_key(structure)}.json")
+        self.v = values
+        self._memo: Dict[str, Fraction] = {}
+
+    def __contains__(self, tid: str) -> bool:
+        return tid in self.parts_of
+
+    def term(self, tid: str):
+        out = self._memo.get(tid)
+        if out is None:
+            out = 0
+            for _, _, t in self.parts_of[tid]:
+                out = out + _ev(t, self.v, self)
+            self._memo[tid] = out
+        return out
+
+    def parts(self, tid: str) -> List[Tuple[str, Tuple[str, ...], object]]:
+        """[(part key, tags, value), ...] of term ``tid``."""
+        return [(key, tuple(tags), _ev(t, self.v, self)) for key, tags, t in self.parts_of[tid]]
+
+
+def exact(structure, tid: str, values: Mapping) -> Fraction:
+    """The exact value of term ``tid`` of a model structure at ``values`` (names -> numbers)."""
+    return Fraction(Terms(structure, derived(values)).term(tid))
+
+
+# ----------------------------------------------------------------------------- activations
+OPS_PREFIX = "op:"
+
+
+def features(view) -> Dict[str, str]:
+    """The features of a view (derivations.activations.views.View) the decision tables read."""
+    names = _json(f"{FAMILY}-common.json")["features"]
+    conv = view.conv
+    out = {"recompute": view.recompute, "attention": view.attention, "fp8": "1" if view.fp8 else "0"}
+    for name in names:
+        if name.startswith(OPS_PREFIX):
+            out[name] = "1" if name[len(OPS_PREFIX):] in view.ops else "0"
+        elif name not in out:
+            out[name] = getattr(conv, name)
+    return out
+
+
+def _kinds(q_lora: bool):
+    data = _json(f"{FAMILY}-activations-{'q1' if q_lora else 'q0'}.json")
+    return data["kinds"], data["exprs"]
+
+
+def kept(view, q_lora: bool) -> Dict[str, List]:
+    """{kind: [(key, expression index or None | [sub indices...]), ...]}: what ``view`` keeps of each
+    tensor (a group's tensors as the sorted indices of those kept).  Two views keep the same parts
+    of a kind exactly when these lists are equal (the indices name distinct expressions)."""
+    f = features(view)
+    kinds, _ = _kinds(q_lora)
+    out = {}
+    for kind, specs in kinds.items():
+        rows = []
+        for spec in specs:
+            if spec[0] == "P":
+                _, key, feats, table = spec
+                rows.append((key, table.get("|".join(f[x] for x in feats))))
+            else:
+                _, key, count, subs = spec
+                got = sorted(i for i in (table.get("|".join(f[x] for x in feats)) for _, feats, table in subs)
+                             if i is not None)
+                rows.append((key, (count, tuple(got)) if got else None))
+        out[kind] = rows
+    return out
+
+
+def activation_values(view, q_lora: bool, values: Mapping, kinds: Iterable[str] = None) -> Dict[str, Fraction]:
+    """{kind: bytes} of the tensors ``view`` keeps per kind (mla, moe, dense, head, mtp) at ``values``."""
+    _, exprs = _kinds(q_lora)
+    out = {}
+    for kind, rows in kept(view, q_lora).items():
+        if kinds is not None and kind not in kinds:
+            continue
+        total = 0
+        for _, row in rows:
+            if row is None:
+                continue
+            if isinstance(row, tuple):
+                count, subs = row
+                inner = 0
+                for i in subs:
+                    inner = inner + _ev(exprs[i], values, None)
+                total = total + _ev(exprs[count], values, None) * inner
+            else:
+                total = total + _ev(exprs[row], values, None)
+        out[kind] = total
+    return out
+
+
+def stage_activations(per_kind: Mapping[str, Fraction], values: Mapping, mtp: bool, full: bool) -> Fraction:
+    """``act.stage``: each kind's bytes times its coefficient in the stage (L_d + L_m for the MLA, ...)."""
+    rows = _json(f"{FAMILY}-common.json")["stage"][f"mtp{int(mtp)}full{int(full)}"]
+    total = 0
+    for _, kind, coef in rows:
+        value = per_kind["mla"] + per_kind["moe"] if kind == "layer" else per_kind[kind]  # act.layer: MLA + MoE
+        total = total + _ev(coef, values, None) * value
+    return total

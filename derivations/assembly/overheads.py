@@ -1,0 +1,62 @@
+"""Sec. 6: temporary buffers and fragmentation.
+
+The paper gives no formula, only ranges: fragmentation adds 5% to 30% of allocated
+memory and communication buffers take about 0.8 to 2 GB (GiB) per device.  We model the
+peak as ``(1 + f_frag) (model states + activations) + M_buf`` with f_frag and M_buf
+symbols whose defaults are the ends of those ranges.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+
+import sympy as sp
+
+from symbolic.errors import ConfigError
+from symbolic.term import Part, Term
+from symbolic.units import GiB
+
+from derivations.notation import M_buf, f_frag
+#: The paper's ranges (Sec. 6): (low, high).
+RANGES = {
+    "f_frag": (Fraction(1, 20), Fraction(3, 10)),
+    "M_buf": (Fraction(4, 5) * GiB, 2 * GiB),
+}
+
+M_alloc = sp.Symbol("M_alloc", positive=True)  # allocated bytes (model states + activations)
+
+
+def terms(reg, *, q_lora, routing_bias, tied):
+    yield Term("overhead.fragmentation", "bytes lost to fragmentation, f_frag times the allocated bytes", "bytes",
+               "Sec. 6 (5%-30%)", (Part("frag", "fragmentation", (f_frag, M_alloc)),))
+    yield Term("overhead.buffers", "communication and temporary buffers per device", "bytes",
+               "Sec. 6 (0.8-2 GB)", (Part("buf", "buffers", (M_buf,)),))
+
+
+#: Which end of the Sec. 6 ranges: high (30%, 2 GiB; conservative), low (5%, 0.8 GiB) or none.
+ENDS = ("high", "low", "none")
+
+
+def overhead_values(end: str = "high") -> dict:
+    """{f_frag: ..., M_buf: ...} at one end of the Sec. 6 ranges (exact Fractions); 'none' is zero."""
+    if end not in ENDS:
+        raise ConfigError("overheads", f"overheads must be one of {', '.join(ENDS)}, got {end!r}")
+    if end == "none":
+        return {f_frag: 0, M_buf: 0}
+    i = 0 if end == "low" else 1
+    return {f_frag: RANGES["f_frag"][i], M_buf: RANGES["M_buf"][i]}
+
+
+def peak(allocated, f=f_frag, buf=M_buf):
+    """The Sec. 6 peak, ``(1 + f_frag) * allocated + M_buf`` (the paper gives ranges, no formula):
+    exact for numbers, symbolic for symbols, element-wise for arrays; the one place it is written."""
+    return (1 + f) * allocated + buf
+
+
+def at_ends(allocated) -> dict:
+    """{low, high: {f_frag, fragmentation, buffers, peak}} for an allocation (exact bytes)."""
+    out = {}
+    for end in ("low", "high"):
+        o = overhead_values(end)
+        f, buf = o[f_frag], o[M_buf]
+        out[end] = {"f_frag": f, "fragmentation": allocated * f, "buffers": buf, "peak": peak(allocated, f, buf)}
+    return out

@@ -1,0 +1,113 @@
+"""The per-device total of one pipeline stage, symbolic in everything (Sec. 4-6 assembled).
+
+The memory of one device is the sum of four components (Table 8 + Table 10):
+
+  weights, gradients, optimizer states   ``zero.<component>.<replicated|sharded>`` chosen by the ZeRO stage (Sec. 4)
+                                         (or the weight side of the conventions: Megatron's shard, TP-split shared experts)
+  activations of one micro-batch          ``act.stage`` of the training's view (derivations/activations/__init__.py)
+
+:func:`component_ids` is the one statement of that composition: ``derivations.device``
+evaluates it exactly, the search compiles it, sensitivity and fit differentiate and solve
+it.  Every term is symbolic in the model dimensions, b, s, the parallel degrees, the bytes
+per element and the stage composition L_d, L_m, e_E, e_H, so *one* expression covers every
+stage of every layout.  The Sec. 6 peak is :func:`derivations.overheads.peak`.
+
+Pipeline schedules (micro-batches in flight, DualPipe's two stages) are not part of this
+one-micro-batch view: :func:`component_ids` refuses a training with a schedule.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Dict, Tuple
+
+from symbolic.term import Term, combine
+
+from derivations import variant
+from derivations.config import RECOMPUTE, ZERO_NAMES, ConfigError, Training
+
+#: The four components of the per-device total, in the paper's order.
+COMPONENTS = ("weights", "gradients", "optimizer", "activations")
+
+
+def component_ids(model, training: Training, schedule_ok: bool = False) -> Dict[str, str]:
+    """{component: term id} of the per-device total of ``training`` (ZeRO stage, conventions'
+    weight side, activation view); the terms are in ``derivations.variant(model, training).terms``."""
+    if getattr(training, "schedule", None) and not schedule_ok:
+        raise ConfigError("schedule", f"--schedule {training.schedule}: sensitivity, fit and search use the paper's "
+                                      f"one-micro-batch-per-stage view; use `memsym estimate --schedule` for schedules")
+    if training.zero not in ZERO_NAMES:
+        raise ConfigError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {training.zero!r}")
+    var = variant(model, training)
+    ids = var.side.component_ids(training.zero)
+    ids["activations"] = var.act["stage"]
+    return {k: ids[k] for k in COMPONENTS}
+
+
+def policies() -> Tuple[str, ...]:
+    """The named recomputation policies (the paper's none and full, and the extensions; custom needs operators)."""
+    return tuple(r for r in RECOMPUTE if r != "custom")
+
+
+def choices(model, zeros=(0, 1, 2, 3), recompute=None,
+            training: Training | None = None) -> Dict[Tuple[int, str], Dict[str, str]]:
+    """{(ZeRO stage, policy): {component: term id}} for a search over those choices.
+
+    Together they use few distinct terms (three components x replicated/sharded, one
+    activation term per policy); a search evaluates each once and picks per configuration.
+    """
+    base = training or Training()
+    return {(z, r): component_ids(model, replace(base, zero=z, recompute=r, recompute_ops=()))
+            for z in zeros for r in (recompute or policies())}
+
+
+def choice_terms(model, choices_: Dict, training: Training | None = None) -> Dict[str, Term]:
+    """{term id: Term} of every term a set of :func:`choices` uses."""
+    base = training or Training()
+    out = {}
+    for (z, r), ids in choices_.items():
+        terms = variant(model, replace(base, zero=z, recompute=r, recompute_ops=())).terms
+        out.update({t: terms[t] for t in ids.values()})
+    return out
+
+
+def components(model, training: Training) -> Dict[str, Term]:
+    """{component: Term} of the per-device total."""
+    terms = variant(model, training).terms
+    return {k: terms[t] for k, t in component_ids(model, training).items()}
+
+
+def device_components(model, layout, training: Training, index: int) -> Dict[str, object]:
+    """{component: expression} of device ``index`` (b and s symbolic): the paper's view, the
+    terms at its stage; under a pipeline schedule the model states of the stages it holds (two
+    under DualPipe) and n_fl x the activations of each chunk it runs, as ``derivations.device``
+    assembles them (every term is linear in the stage composition L_d, L_m, e_E, e_H)."""
+    import sympy as sp
+
+    from derivations import config as cfg
+    from derivations import notation as nt
+    from derivations.assembly import schedules
+    if training.virtual_layers is not None:  # the closed forms count each rank's layers in V equal chunks
+        raise ConfigError("virtual-layers", "--virtual-layers (a simulated interleaved order) has no closed form "
+                                            "here; use it with memsym estimate")
+    comps = components(model, replace(training, schedule=None, microbatches=None, vpp=None))
+    if not training.schedule:
+        return dict(comps)
+    every = cfg.stages(model, layout)
+    at = lambda e, j: e.xreplace({nt.L_d: every[j].dense, nt.L_m: every[j].moe, nt.e_E: int(every[j].embedding),
+                                  nt.e_H: int(every[j].head)})
+    held = schedules.held_stages(training.schedule, layout.pp, index)
+    chunks = schedules.chunks(training.schedule, layout.pp, index, training.microbatches, training.vpp)
+    out = {k: sum(at(comps[k].expr, j) for j in held) for k in ("weights", "gradients", "optimizer")}
+    at_part = lambda e, c: e.xreplace(c.composition(every[c.stage]).values())
+    out["activations"] = sum(sp.Rational(c.inflight.numerator, c.inflight.denominator)
+                             * at_part(comps["activations"].expr, c) for c in chunks)
+    return out
+
+
+def device_total(model, training: Training) -> Term:
+    """``total.device``: weights + gradients + optimizer + activations of one device of a stage."""
+    ids = component_ids(model, training)
+    terms = variant(model, training).terms
+    return combine("total.device", f"bytes on one device of a stage: model states under ZeRO {training.zero} "
+                                   f"({ZERO_NAMES[training.zero]}) and one micro-batch's activations ({ids['activations']})",
+                   "bytes", "Sec. 4-5 (Tables 8, 10)", [(k, k, 1, terms[t]) for k, t in ids.items()])

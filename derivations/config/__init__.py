@@ -1,0 +1,58 @@
+"""Configurations: model, parallel layout and training settings, as substitutions.
+
+A configuration never rebuilds a term: it is turned into a mapping from notation
+symbols to exact integers (or rationals) and applied to the symbolic terms
+(:func:`substitution`).  This module is the single import point of the configuration
+(``from derivations import config as cfg``); each idea lives in its own module:
+
+* :mod:`derivations.model`: :class:`ModelSpec`, the dimensions of Table 1 plus the
+  structural facts that decide which terms exist.
+* :mod:`derivations.presets`: the presets (released config.json files shipped as data,
+  :data:`PRESETS`) and :func:`load_model` (a preset or a Hugging Face config.json).
+* :mod:`derivations.layout`: :class:`Layout` (DP, TP, PP, EP, ETP, SP, CP; Table 5,
+  Table 9), its validation and the composition of the pipeline stages.
+* :mod:`derivations.training`: :class:`Training` (micro-batch, sequence, ZeRO stage,
+  recomputation, bytes; Table 7) and its validation.
+* :mod:`derivations.switches`: the modelling conventions (:class:`Conventions`, their
+  switches, presets and bytes-per-parameter conventions).
+
+Invalid input raises :class:`ConfigError`, which names the constraint that failed and
+what was given; the CLI maps it to exit code 2.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+from symbolic.errors import ConfigError
+from symbolic.units import GiB, parse_size
+
+from derivations.config.values import named, symbol_keyed
+from derivations.config.layout import (Layout, StageComposition, compose, layer_range, stage, stage_layers, stages, validate_layout,
+                     whole_model)
+from derivations.config.model import ModelSpec
+from derivations.config.presets import DEFAULT_MODEL, PRESETS, load_model
+from derivations.config.switches import (BYTES_CONVENTIONS, BYTES_HELP, CONVENTION_ORDER, CONVENTION_PRESETS, CONVENTION_SOURCES,
+                       CONVENTION_SWITCHES, MTP_HELP, Conventions, SwitchSpec, validate_conventions)
+from derivations.config.training import (ATTENTION, DTYPES, RECOMPUTE, RECOMPUTE_OPS, SCHEDULES, ZERO_NAMES, Training, parse_recompute,
+                       validate_training)
+
+__all__ = ["DEFAULT_MODEL", 
+    "ConfigError", "GiB", "parse_size", "substitution", "named",
+    # model and presets
+    "ModelSpec", "PRESETS", "load_model",
+    # layout and stages
+    "Layout", "StageComposition", "compose", "layer_range", "stage", "stage_layers", "stages", "validate_layout",
+    "whole_model",
+    # conventions
+    "BYTES_CONVENTIONS", "BYTES_HELP", "CONVENTION_ORDER", "CONVENTION_PRESETS", "CONVENTION_SOURCES",
+    "CONVENTION_SWITCHES", "MTP_HELP", "Conventions", "SwitchSpec", "validate_conventions",
+    # training
+    "ATTENTION", "DTYPES", "RECOMPUTE", "RECOMPUTE_OPS", "SCHEDULES", "ZERO_NAMES", "Training", "parse_recompute",
+    "validate_training",
+]
+
+
+def substitution(model: ModelSpec, layout: Optional[Layout] = None, training: Optional[Training] = None,
+                 composition: Optional[StageComposition] = None) -> Dict:
+    """The full substitution symbol -> exact value for a configuration (:func:`named`, keyed by symbol)."""
+    return symbol_keyed(named(model, layout, training, composition))

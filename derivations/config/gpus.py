@@ -1,0 +1,64 @@
+"""GPU presets (``--gpu NAME``): the memory a training job can use on an accelerator, as data
+(``derivations/config/gpus.toml``), each with the kind of number it is and its source."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Dict, Tuple
+
+from symbolic.errors import ConfigError
+from symbolic.units import parse_size
+
+DATA = Path(__file__).with_name("gpus.toml")
+
+
+@dataclass(frozen=True)
+class GPU:
+    """key: the preset's name; capacity: bytes a job can use; kind: 'framework' (measured as the
+    framework sees it) or 'vendor' (advertised); source: where the number comes from."""
+
+    key: str
+    name: str
+    capacity: int
+    kind: str
+    source: str
+    aliases: Tuple[str, ...] = ()
+
+    def to_json(self) -> Dict:
+        return {"key": self.key, "name": self.name, "capacity": self.capacity, "kind": self.kind,
+                "source": self.source}
+
+
+@lru_cache(maxsize=1)
+def presets() -> Dict[str, GPU]:
+    with open(DATA, "rb") as fh:
+        data = tomllib.load(fh)
+    out = {}
+    for key, e in data.items():
+        if e["kind"] not in ("framework", "vendor"):
+            raise ValueError(f"{DATA}: {key}: kind must be framework or vendor")
+        out[key] = GPU(key, e["name"], parse_size(e["capacity"]), e["kind"], e["source"], tuple(e.get("aliases", ())))
+    return out
+
+
+def gpu(name: str) -> GPU:
+    """The preset named ``name`` (or one of its aliases), case-insensitive."""
+    key = str(name).strip().lower()
+    for g in presets().values():
+        if key == g.key or key in g.aliases:
+            return g
+    raise ConfigError("gpu", f"unknown GPU {name!r}: use one of {', '.join(presets())} or --hbm SIZE")
+
+
+def budget(hbm=None, gpu_name=None) -> Tuple[int, GPU | None]:
+    """(bytes, preset or None) from ``--hbm SIZE`` or ``--gpu NAME`` (one of them)."""
+    if hbm is not None and gpu_name is not None:
+        raise ConfigError("hbm", "give --hbm SIZE or --gpu NAME, not both")
+    if gpu_name is not None:
+        g = gpu(gpu_name)
+        return g.capacity, g
+    if hbm is None:
+        return None, None
+    return parse_size(hbm), None

@@ -1,0 +1,190 @@
+"""The parallel layout and what each pipeline stage holds.
+
+* :class:`Layout`: DP, TP, PP, EP, ETP, SP, CP (Table 5, Table 9), and
+  :func:`validate_layout`, the paper's divisibility rules.
+* :func:`stage_layers` / :func:`stages`: the layers of each pipeline stage (Table 4) and
+  their :class:`StageComposition` (the values of L_d, L_m, e_E, e_H);
+  :func:`whole_model` and :func:`layer_range` compose other spans of layers (Table 3).
+
+Invalid input raises :class:`~symbolic.errors.ConfigError` naming the constraint that failed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Dict, List, Optional, Tuple
+
+from symbolic.errors import ConfigError
+
+from derivations.config.limits import LIST_LENGTHS, OPTIONS
+from derivations.config.model import ModelSpec
+from derivations.config.values import layout_named, symbol_keyed
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The parallel layout (Table 5). ``sp`` None means sequence parallelism on (SP = TP)."""
+
+    dp: int = 32
+    tp: int = 2
+    pp: int = 16
+    ep: int = 8
+    etp: int = 1
+    cp: int = 1
+    sp: Optional[int] = None
+    layers_per_stage: Optional[Tuple[int, ...]] = None
+
+    @property
+    def SP(self) -> int:
+        return self.tp if self.sp is None else self.sp
+
+    @property
+    def edp(self) -> Fraction:
+        """Replicas of each expert shard, world / (PP EP ETP) = DP TP CP / (EP ETP) (Table 5 with CP)."""
+        return Fraction(self.dp * self.tp * self.cp, self.ep * self.etp)
+
+    @property
+    def world(self) -> int:
+        return self.dp * self.tp * self.pp * self.cp
+
+    def named(self) -> Dict[str, int]:
+        """{symbol name: value} of the degrees (derivations.config.values)."""
+        return layout_named(self.dp, self.tp, self.pp, self.ep, self.etp, self.cp, self.SP)
+
+    def values(self) -> Dict:
+        return symbol_keyed(self.named())
+
+
+def positive_int(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError("positive-integer", f"{name} must be a positive integer, got {value!r}")
+
+
+def validate_layout(model: ModelSpec, layout: Layout, seq: Optional[int] = None) -> None:
+    """Check the paper's divisibility rules; raise ConfigError naming the first that fails."""
+    for f in ("dp", "tp", "pp", "ep", "etp", "cp"):
+        positive_int(f.upper(), getattr(layout, f))
+        OPTIONS[f].check(getattr(layout, f), f.upper())
+    if layout.sp is not None:
+        positive_int("SP", layout.sp)
+        OPTIONS["sp"].check(layout.sp, "SP")
+        if layout.sp not in (1, layout.tp):
+            raise ConfigError("sp", f"SP must be 1 (off) or equal TP={layout.tp}, got SP={layout.sp}")
+    tp, ep, etp = layout.tp, layout.ep, layout.etp
+    if model.n_h % tp:
+        raise ConfigError("tp-divides-heads",
+                          f"TP={tp} must divide n_h={model.n_h} (attention heads of {model.name})")
+    if model.N % ep:
+        raise ConfigError("ep-divides-experts",
+                          f"EP={ep} must divide N={model.N} (routed experts of {model.name})")
+    if (layout.dp * tp * layout.cp) % (ep * etp):
+        dtc = "DP*TP" if layout.cp == 1 else "DP*TP*CP"
+        raise ConfigError("edp-integer",
+                          f"{dtc}={layout.dp * tp * layout.cp} must be divisible by EP*ETP={ep * etp} "
+                          f"(EDP = {dtc}/(EP*ETP) must be an integer; DP={layout.dp}, TP={tp}, EP={ep}, ETP={etp}"
+                          + (f", CP={layout.cp}" if layout.cp != 1 else "") + ")")
+    if model.h_E % etp:
+        raise ConfigError("etp-divides-expert", f"ETP={etp} must divide h_E={model.h_E}")
+    if model.h_F % tp:
+        raise ConfigError("tp-divides-ffn", f"TP={tp} must divide h_F={model.h_F} (dense FFN)")
+    if layout.pp > model.l:
+        raise ConfigError("pp-layers", f"PP={layout.pp} is larger than the {model.l} layers of {model.name}")
+    if seq is not None and seq % layout.cp:
+        raise ConfigError("cp-divides-seq", f"CP={layout.cp} must divide the sequence length s={seq}")
+    if seq is not None and seq % (layout.SP * layout.cp):
+        raise ConfigError("sp-divides-seq", f"SP*CP={layout.SP * layout.cp} must divide the sequence length s={seq} "
+                                            f"(sequence parallelism splits the sequence over SP={layout.SP} ranks)")
+    stage_layers(model, layout)  # validates an explicit split
+
+
+def stage_layers(model: ModelSpec, layout: Layout) -> List[range]:
+    """Layers held by each pipeline stage.
+
+    Default split (reproduces the paper's Table 4 for 61 layers, PP=16): the first PP-1
+    stages take ceil(l/PP) layers each and the last stage the remainder, when that
+    remainder is at least one layer; otherwise layers are spread as evenly as possible
+    (the first l mod PP stages take one more).  An explicit ``layers_per_stage`` wins.
+    """
+    l, pp = model.l, layout.pp
+    if layout.layers_per_stage is not None:
+        split = list(layout.layers_per_stage)
+        if len(split) > LIST_LENGTHS["layers_per_stage"]:
+            raise ConfigError("limit.layers_per_stage", f"--layers-per-stage has {len(split)} entries; at most "
+                                                        f"{LIST_LENGTHS['layers_per_stage']}")
+        if len(split) != pp:
+            raise ConfigError("layers-per-stage", f"--layers-per-stage has {len(split)} entries, PP={pp}")
+        if any((not isinstance(x, int)) or x < 1 for x in split):
+            raise ConfigError("layers-per-stage", f"every stage needs at least one layer, got {split}")
+        if sum(split) != l:
+            raise ConfigError("layers-per-stage", f"--layers-per-stage sums to {sum(split)}, the model has {l} layers")
+    else:
+        if pp > l:
+            raise ConfigError("pp-layers", f"PP={pp} is larger than the {l} layers of {model.name}")
+        k = -(-l // pp)
+        if pp == 1:
+            split = [l]
+        elif l - k * (pp - 1) >= 1:
+            split = [k] * (pp - 1) + [l - k * (pp - 1)]
+        else:
+            base, rem = divmod(l, pp)
+            split = [base + 1] * rem + [base] * (pp - rem)
+    out, start = [], 0
+    for n in split:
+        out.append(range(start, start + n))
+        start += n
+    return out
+
+
+@dataclass(frozen=True)
+class StageComposition:
+    """What one pipeline stage holds: the values of L_d, L_m, e_E, e_H."""
+
+    index: int
+    layers: range
+    dense: int
+    moe: int
+    embedding: bool
+    head: bool
+
+    def named(self) -> Dict[str, int]:
+        """{symbol name: value} of L_d, L_m, e_E, e_H."""
+        return {"L_d": self.dense, "L_m": self.moe, "e_E": int(self.embedding), "e_H": int(self.head)}
+
+    def values(self) -> Dict:
+        return symbol_keyed(self.named())
+
+    @property
+    def label(self) -> str:
+        if len(self.layers) == 1:
+            return f"layer {self.layers.start}"
+        return f"layers {self.layers.start}-{self.layers.stop - 1}"
+
+
+def compose(model: ModelSpec, layers: range, first: bool, last: bool, index: int = 0) -> StageComposition:
+    kinds = model.layer_kinds()  # cached per model (ModelSpec.layer_kinds)
+    dense = sum(1 for i in layers if kinds[i] == "dense")
+    return StageComposition(index, layers, dense, len(layers) - dense, first, last)
+
+
+def stages(model: ModelSpec, layout: Layout) -> List[StageComposition]:
+    split = stage_layers(model, layout)
+    return [compose(model, r, i == 0, i == len(split) - 1, i) for i, r in enumerate(split)]
+
+
+def stage(model: ModelSpec, layout: Layout, index: int) -> StageComposition:
+    all_stages = stages(model, layout)
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(all_stages):
+        raise ConfigError("stage", f"stage must be an integer in 0..{len(all_stages) - 1} (PP={layout.pp}), got {index!r}")
+    return all_stages[index]
+
+
+def whole_model(model: ModelSpec) -> StageComposition:
+    """The whole model as one 'stage' (PP = 1): every layer, embedding and head."""
+    return compose(model, range(model.l), True, True)
+
+
+def layer_range(model: ModelSpec, first: int, last: int) -> StageComposition:
+    """Layers first..last (inclusive) with the embedding on layer 0 and the head on layer l-1 (Table 3)."""
+    if not (0 <= first <= last < model.l):
+        raise ConfigError("layers", f"layers {first}..{last} out of range 0..{model.l - 1}")
+    return compose(model, range(first, last + 1), first == 0, last == model.l - 1)

@@ -1,0 +1,101 @@
+"""The model presets: released Hugging Face config.json files shipped as data
+(``derivations/models/<name>.json``), read by the same reader as a user's file
+(:mod:`derivations.hfconfig`), and :func:`load_model`, a preset by name or a config.json
+by path.
+
+:data:`PRESETS` maps each preset name to its :class:`~derivations.model.ModelSpec`, in
+preset order; a file is read the first time its model is asked for.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from functools import lru_cache
+from typing import Iterator
+
+from symbolic.errors import ConfigError
+
+from derivations.config.hfconfig import ConfigFile, from_dict, from_hf_config, read_config, read_json
+from derivations.config.model import ModelSpec
+
+#: The preset names, in the order they are listed (digest sections 2 and 12: released configs).
+PRESET_NAMES = ("deepseek-v3", "deepseek-v2", "deepseek-v2-lite")
+MODELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models")
+
+
+def preset_path(name: str) -> str:
+    """The config.json of preset ``name`` (``derivations/models/<name>.json``)."""
+    return os.path.join(MODELS_DIR, f"{name}.json")
+
+
+@lru_cache(maxsize=None)
+def _read_preset(name: str) -> ModelSpec:
+    return from_dict(read_json(preset_path(name)), preset_path(name), name, source="preset")
+
+
+class _Presets(Mapping):
+    """Read-only mapping preset name -> ModelSpec, loaded on first access, in PRESET_NAMES order."""
+
+    def __getitem__(self, name: str) -> ModelSpec:
+        if name not in PRESET_NAMES:
+            raise KeyError(name)
+        return _read_preset(name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in PRESET_NAMES
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(PRESET_NAMES)
+
+    def __len__(self) -> int:
+        return len(PRESET_NAMES)
+
+    def __repr__(self) -> str:
+        return f"PRESETS({', '.join(PRESET_NAMES)})"
+
+
+PRESETS: Mapping[str, ModelSpec] = _Presets()
+#: The paper's model (Table 1), the default of every command and of the Python API.
+DEFAULT_MODEL = "deepseek-v3"
+
+
+def named(spec: ModelSpec) -> ModelSpec:
+    """``spec`` under the name of the preset it equals (every dimension and structural fact), else
+    as it is: a released config.json read from a file is called ``deepseek-v3``, whatever the file
+    is called."""
+    for name in PRESET_NAMES:
+        p = PRESETS[name]
+        if (replace(spec, name=p.name, source=p.source) == p
+                and (spec.n_group, spec.topk_group) == (p.n_group, p.topk_group)):
+            return replace(spec, name=p.name)
+    return spec
+
+
+def _is_path(name_or_path: str) -> bool:
+    return os.path.lexists(name_or_path) or name_or_path.endswith(".json")  # lexists: a symlink loop is a file
+
+
+def _unknown(name_or_path: str) -> ConfigError:
+    return ConfigError("model", f"unknown model {name_or_path!r}: use one of {', '.join(PRESETS)} "
+                                f"or a path to a Hugging Face config.json")
+
+
+def load_model(name_or_path: str) -> ModelSpec:
+    """A preset by name, or a Hugging Face ``config.json`` (read as JSON data only)."""
+    if name_or_path in PRESETS:
+        return PRESETS[name_or_path]
+    if _is_path(name_or_path):
+        return named(from_hf_config(name_or_path))
+    raise _unknown(name_or_path)
+
+
+def load_config(name_or_path: str) -> ConfigFile:
+    """What :func:`load_model` reads, kept: the config.json's bytes, parsed object and ModelSpec
+    (``memsym trace`` builds an implementation from the object it validated, read once)."""
+    if name_or_path in PRESETS:
+        return read_config(preset_path(name_or_path), name_or_path, source="preset")
+    if _is_path(name_or_path):
+        c = read_config(name_or_path)
+        return replace(c, model=named(c.model))
+    raise _unknown(name_or_path)

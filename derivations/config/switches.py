@@ -1,0 +1,321 @@
+"""Conventions: modelling assumptions as named switches (issue 8; digest sec. 10).
+
+* :class:`SwitchSpec` and :data:`CONVENTION_SWITCHES`: each assumption, the paper's choice
+  first; :data:`CONVENTION_ORDER` the order ``memsym compare`` flips them.
+* :data:`BYTES_CONVENTIONS`: bytes per parameter (Table 7 symbols) and the smallest ZeRO
+  stage of each convention.
+* :data:`CONVENTION_PRESETS` / :data:`CONVENTION_SOURCES`: every switch as each source sets it.
+* :class:`Conventions` and :func:`validate_conventions`: one choice of the switches.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Dict, List, Tuple
+
+from symbolic.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class SwitchSpec:
+    """One modelling assumption: ``values`` with the paper's choice first; ``tokens`` the
+    term-id token of each other value (``act.layer.dispatch``); ``side`` what it changes
+    ('activations', 'weights', 'both' or 'device': a per-device term beside both, derivations/assembly/runtime.py); ``help`` the option's text."""
+
+    name: str
+    option: str
+    values: Tuple[str, ...]
+    tokens: Dict[str, str]
+    side: str
+    help: str
+    paper: str = ""
+
+    @property
+    def default(self) -> str:
+        return self.values[0]
+
+
+#: The switches, in the fixed order ``memsym compare`` flips them (attention, bytes per
+#: parameter and MTP are switches too, kept in Training / the CLI; see CONVENTION_ORDER).
+CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
+    SwitchSpec("routed_tokens", "--routed-tokens", ("paper", "dispatch"), {"dispatch": "dispatch"}, "activations",
+               "routed token-copies one device's experts hold: paper ((N/EP) E_token = b s N_r/EP, Table 9) or "
+               "dispatch (b s N_r/SP: the EP devices of an expert-parallel group each hold their own b s/SP tokens, "
+               "so under balanced routing a device receives b s N_r/SP token-copies, EP/SP times the paper's; the "
+               "count of every public estimator)", "(N/EP) E_token = b s N_r/EP token-copies per device"),
+    SwitchSpec("router_tensors", "--router-tensors", ("full", "sp"), {"sp": "router-sp"}, "activations",
+               "router logits and probabilities (4 b s N bytes): full (the paper: over the whole sequence) or sp "
+               "(divided by SP: the router runs on the sequence-parallel shard)", "not divided by SP"),
+    SwitchSpec("shared_expert", "--shared-expert", ("replicated", "tp"), {"tp": "shared-tp"}, "both",
+               "shared experts: replicated (the paper: N_s x 3 h h_E weights on every device and their gate/up/"
+               "SwiGLU activations over all b s tokens) or tp (split by TP as Megatron shards them: weights / TP and "
+               "those activations / TP; their all-gathered input is not split)", "replicated on every device"),
+    SwitchSpec("dropout_masks", "--dropout-masks", ("kept", "none"), {"none": "no-masks"}, "activations",
+               "dropout masks (1 B per element: attention, after W^O, after every expert): kept (the paper, Sec. 5) "
+               "or none (dropout off, as DeepSeek-V3 and Megatron's DeepSeek recipes train; then F.dropout(p=0) returns its "
+               "input, so with the softmax in the activations' dtype the attention dropout output is the softmax "
+               "output itself and is not counted twice)", "kept"),
+    SwitchSpec("checkpoints", "--checkpoints", ("two", "one"), {"one": "one-checkpoint"}, "activations",
+               "what full recomputation keeps per layer: two (the paper's M_2^A + M_2^E: the MLA and the MoE "
+               "sublayer inputs and the routing decision) or one (the layer input only, as Megatron-LM and the "
+               "estimators keep)", "two per layer plus the routing decision"),
+    SwitchSpec("swiglu", "--swiglu", ("separate", "fused", "offset-copy"), {"fused": "fused-swiglu",
+                                                                              "offset-copy": "glu-offset"},
+               "activations",
+               "SwiGLU outputs kept: separate (the paper: activation and product, two tensors of h_E per token), "
+               "fused (a fused SwiGLU kernel keeps its input and only the product, the down-projection input) or "
+               "offset-copy (Megatron-Core's unfused glu, mlp.py: MLP.forward: activation(x_glu) * (x_linear + "
+               "glu_linear_offset) also keeps the sum, a copy of the linear half: three tensors of h_E per token)",
+               "activation and product kept"),
+    SwitchSpec("expert_outputs", "--expert-outputs", ("not-kept", "kept"), {"kept": "expert-outputs"},
+               "activations",
+               "routed experts' outputs: not-kept (the paper) or kept (the combine / un-permute step weights them by "
+               "the router probabilities, whose gradient needs them: ModelZoo's un-permute all-to-all output)",
+               "not kept"),
+    SwitchSpec("latent_norms", "--latent-norms", ("not-kept", "kept"), {"kept": "latent-norms"}, "activations",
+               "RMSNorm outputs of the MLA latents c_Q and c_KV (the up-projections' inputs): not-kept (the paper "
+               "counts each latent once) or kept (beside the latents, as ModelZoo counts)", "not kept"),
+    SwitchSpec("routing_state", "--routing-state", ("mask", "row-map"), {"row-map": "row-map"}, "activations",
+               "routing state kept for backward: mask (the paper's routing choice, B_a b s N_r) or row-map "
+               "(Megatron's int64 permutation row map, 8 b s N bytes; divided by SP with --router-tensors sp)",
+               "routing choice B_a b s N_r"),
+    SwitchSpec("norm_storage", "--norm-storage", ("output", "fp32", "torch", "te"),
+               {"fp32": "fp32-norms", "torch": "torch-norms", "te": "te-norms"}, "activations",
+               "what each RMSNorm keeps: output (the paper: its input and output, the latents' norms as "
+               "--latent-norms says) or fp32 (transformers' DeepseekV3RMSNorm.forward: an FP32 copy of its input "
+               "(hidden_states.to(float32), saved by pow and mul), the FP32 rsqrt per row, the pre-weight value "
+               "(saved by the weight multiply) and the output its consumer saves; the latents' norms too, which then "
+               "keep the latents only as FP32 copies); torch (torch.rms_norm's composite, what Megatron-Core's "
+               "local spec runs on CPU, torch/_decomp: as fp32 but the pre-weight value in FP32); te (Transformer "
+               "Engine's fused RMSNorm, transformer_engine/pytorch/module/rmsnorm.py: its input, the FP32 rsigma per "
+               "row, and the output its consumer saves)", "input and output"),
+    SwitchSpec("softmax_dtype", "--softmax-dtype", ("activation", "fp32"), {"fp32": "fp32-softmax"}, "activations",
+               "the attention softmax output: activation (the paper: B_a per element) or fp32 (transformers' "
+               "eager_attention_forward: softmax(dtype=float32) keeps its FP32 output, 4 b n_h s^2, beside the "
+               "B_a probabilities P V keeps; one storage when B_a = 4)", "B_a per element"),
+    SwitchSpec("router_state", "--router-state", ("paper", "transformers", "mcore"),
+               {"transformers": "hf-router", "mcore": "mcore-router"},
+               "activations",
+               "router tensors kept: paper (logits and probabilities 2 B_a b s N, routing choice) or transformers "
+               "(DeepseekV3TopkRouter.forward: an FP32 copy of its input and of its weight (when B_a != 4), the "
+               "FP32 sigmoid scores, the int64 indices of the group top-2 and group top-k_g, the bool group mask, "
+               "the int64 top-N_r indices, the FP32 normaliser and FP32 top-k weights) or mcore (Megatron-Core's "
+               "TopKRouter with sigmoid scores, expert bias and group-limited routing, moe_utils.py: "
+               "topk_routing_with_score_function, group_limited_topk: the FP32 sigmoid output, the scores cast to "
+               "B_a (none when B_a = 4), the int64 group top-(N_r/k_g) and group top-k_g indices, the bool group mask, "
+               "the int64 top-N_r indices, the B_a top-k scores and their normaliser)", "logits, probabilities, "
+               "routing choice"),
+    SwitchSpec("experts", "--experts", ("paper", "loop", "alltoall"), {"loop": "expert-loop", "alltoall": "a2a"},
+               "activations",
+               "routed experts' bookkeeping: paper (none beyond the expert tensors) or loop (transformers' "
+               "DeepseekV3Experts.forward, eager: per token-copy the int64 (top-k position, token) index pair of "
+               "torch.where, the FP32 routing weight, and index_add_'s source, the weighted output in B_a) or alltoall "
+               "(Megatron-Core's MoEAlltoAllTokenDispatcher with unfused permute, moe_utils.py: permute/unpermute, "
+               "and SequentialMLP applying the probabilities in the expert, mlp.py: MLP.forward per_token_scale: the "
+               "bool routing map and the B_a probabilities transposed (b s N each), the int64 sorted token indices "
+               "and the permuted B_a probabilities (b s N_r each), and per token-copy the activation product the "
+               "probability multiply keeps, B_a h_E)", "no bookkeeping tensors"),
+    SwitchSpec("shared_input", "--shared-input", ("own", "router"), {"router": "shared-input-once"},
+               "activations",
+               "the shared experts' input: own (the paper: 3 b s h per shared expert, input and mask) or router (the "
+               "same storage as the router's and routed experts' input, the MoE RMSNorm output, counted once)",
+               "kept per shared expert"),
+    SwitchSpec("value_storage", "--value-storage", ("copy", "kv-view"), {"kv-view": "v-view"}, "activations",
+               "v as P V keeps it: copy (the paper: B_a b s d_v n_h) or kv-view (transformers: v is a view of the "
+               "kv_b_proj output; at b = 1 matmul keeps that whole storage, B_a s (d_h + d_v) n_h, at b > 1 a "
+               "contiguous copy of v)", "B_a b s d_v n_h"),
+    SwitchSpec("head_state", "--head-state", ("paper", "transformers", "mcore"),
+               {"transformers": "hf-head", "mcore": "mcore-head"}, "activations",
+               "what the head, loss and embedding keep: paper (logits and the FP32 loss softmax) or transformers "
+               "(DeepseekV3ForCausalLM.forward + ForCausalLMLoss: no logits (upcast, not kept), the FP32 "
+               "log-softmax, the int64 shifted labels and a 4-byte total weight; the embedding's int64 input ids and "
+               "the RoPE cos and sin tables, B_a s d_h^R each, shared by all layers) or mcore (GPTModel."
+               "compute_language_model_loss + tensor_parallel/cross_entropy.py: VocabParallelCrossEntropy: no logits "
+               "(an FP32 copy is the loss's input), the FP32 softmax, the bool target mask and int64 masked targets "
+               "(b s each); the embedding's int64 input ids)", "logits and FP32 softmax"),
+    SwitchSpec("ce_backward", "--ce-backward", ("none", "cast"), {"cast": "ce-cast"}, "activations",
+               "the cross-entropy backward's transient at the last stage's peak: none (the paper: only tensors kept "
+               "for backward) or cast (Megatron-Core, tensor_parallel/cross_entropy.py _VocabParallelCrossEntropy."
+               "backward and fusions/fused_cross_entropy.py calculate_gradients: the FP32 softmax is reused in place "
+               "as the logits' gradient and cast to the logits' B_a dtype while it is still held, B_a b s v/(TP CP) "
+               "more for one micro-batch; the forward's upcast of the logits holds as much; measured on CPU, "
+               "paper/transients/ce-backward.toml)", "not counted"),
+    SwitchSpec("causal_mask", "--causal-mask", ("none", "per-layer"), {"per-layer": "causal-mask"}, "activations",
+               "the causal mask of eager attention: none (the paper: implicit) or per-layer (Megatron-Core's local "
+               "DotProductAttention: FusedScaleMaskSoftmax.forward_torch_softmax builds get_default_causal_mask(s), "
+               "a bool s x s, each call, kept by masked_fill_; s^2 bytes per layer)", "not kept"),
+    SwitchSpec("mtp_activations", "--mtp-activations", ("none", "last-stage"), {"last-stage": "mtp"}, "activations",
+               "the D multi-token-prediction modules (DeepSeek-V3 Sec. 2.2; the model's num_nextn_predict_layers) in "
+               "training: none (the paper trains none) or last-stage (Megatron-Core builds them on the last pipeline "
+               "stage, transformer/multi_token_prediction.py: MultiTokenPredictionLayer; each keeps one transformer "
+               "layer of the decoder's last spec, its enorm, hnorm and final norm, eh_proj's 2h input, its share of "
+               "the head input and its own loss; its weights are not added: see --mtp)", "no MTP module trained"),
+    SwitchSpec("rope_tables", "--rope-tables", ("none", "per-layer", "shared"),
+               {"per-layer": "rope-layer", "shared": "rope-shared"}, "activations",
+               "RoPE tables kept: none (the paper), per-layer (Megatron-Core's unfused apply_rotary_pos_emb, "
+               "models/common/embeddings/rope_utils.py: _apply_rotary_pos_emb_bshd casts cos and sin to B_a per call, "
+               "for q and for k: 4 B_a s d_h^R per layer) or shared (Transformer Engine's fused RoPE keeps the FP32 "
+               "frequencies, one s d_h^R table that RotaryEmbedding.forward caches for every layer: outside the "
+               "layers)", "not kept"),
+    SwitchSpec("inventory", "--inventory", ("paper", "modelzoo"), {"modelzoo": "modelzoo-inventory"},
+               "activations",
+               "per-tensor list: paper (Sec. 5) or modelzoo (NVIDIA Megatron-MoE-ModelZoo's: latents on the "
+               "sequence-parallel shard with the kv norm output unsplit, no MoE RMSNorm output, router "
+               "probabilities without logits, the shared experts' input kept once); the other switches still apply",
+               "Sec. 5's tensors"),
+    SwitchSpec("expert_tp", "--expert-tp", ("split", "modelzoo"), {"modelzoo": "mz-etp"}, "activations",
+               "expert tensor parallelism in the routed experts' activations: split (the paper's rule: each expert's "
+               "intermediates divided by ETP) or modelzoo (the ModelZoo script's rule: the permuted tokens "
+               "multiplied by ETP, fc1 and activation outputs not divided by ETP)", "intermediates divided by ETP"),
+    SwitchSpec("runtime_buffers", "--runtime-buffers", ("none", "te"), {"te": "te-workspaces"}, "device",
+               "buffers the framework keeps on every device, counted in the allocated peak: none (the paper) or te "
+               "(Megatron-Core with Transformer Engine on Hopper: TE's cuBLAS workspace of 32 MiB + 1 KiB, one more "
+               "per grouped-GEMM stream (4), and PyTorch's 32 MiB cuBLAS workspace; derivations/assembly/runtime.py)",
+               "not counted"),
+    SwitchSpec("rank", "--rank", ("stage", "megatron", "modelzoo"), {"megatron": "megatron", "modelzoo": "mz-rank"},
+               "weights",
+               "the rank whose parameters are reported: stage (the paper: one device of the --stage pipeline "
+               "stage, Table 6), megatron (Megatron-LM theoretical_memory_usage.py's most-loaded shard: the TP-split "
+               "and replicated parameters of an average stage, every MLA matrix and norm split by TP, the shared "
+               "experts with the dense parameters, sharded over DP) or modelzoo (the ModelZoo script's rank: every "
+               "layer of the stage counted as a MoE layer, attention projections and shared experts / TP, routed "
+               "experts / (EP ETP); no embedding, head, norms or router)", "one device of a pipeline stage"),
+)}
+
+#: The order ``memsym compare`` flips the switches from ``paper`` to a preset (documented
+#: there): activations first (largest first in the paper's reading), then the weight side.
+CONVENTION_ORDER = ("routed_tokens", "attention", "router_tensors", "shared_expert", "dropout_masks", "checkpoints",
+                    "swiglu", "expert_outputs", "latent_norms", "routing_state", "norm_storage", "softmax_dtype",
+                    "router_state", "experts", "shared_input", "value_storage", "head_state", "ce_backward", "causal_mask",
+                    "rope_tables", "mtp_activations", "expert_tp", "bytes_per_param", "rank", "runtime_buffers",
+                    "mtp", "inventory")
+
+#: Bytes per parameter (Table 7 symbols) and the smallest ZeRO stage of each convention:
+#: the paper's 2/4/4/2/2; FP32 moments 2/4/4/4/4; Megatron's distributed optimizer, FP32
+#: moments sharded over the data-parallel ranks (ZeRO-1): 6 + 12/d bytes per parameter.
+BYTES_CONVENTIONS: Dict[str, Tuple[Dict[str, int], int]] = {
+    "paper": ({"B_w": 2, "B_g": 4, "B_m": 4, "B_1": 2, "B_2": 2}, 0),
+    "fp32-moments": ({"B_w": 2, "B_g": 4, "B_m": 4, "B_1": 4, "B_2": 4}, 0),
+    "distributed": ({"B_w": 2, "B_g": 4, "B_m": 4, "B_1": 4, "B_2": 4}, 1),
+}
+BYTES_HELP = ("bytes per parameter: paper (Table 7: BF16 weights, FP32 gradients and master copy, BF16 moments, "
+              "2/4/4/2/2), fp32-moments (2/4/4/4/4) or distributed (Megatron's distributed optimizer: FP32 moments "
+              "and the optimizer states sharded over the data-parallel ranks, ZeRO-1: 6 + 12/d bytes per parameter); "
+              "sets --optimizer-dtype and (distributed) --zero 1 unless typed")
+MTP_HELP = ("count the parameters of the model's D multi-token-prediction modules (DeepSeek-v3: 1; the paper counts "
+            "none): with --rank stage on the last stage, where Megatron-Core builds them (gpt_model.py: mtp_process), "
+            "each as one more MoE layer, with the embedding copy that stage keeps when PP > 1 and the embeddings are "
+            "untied (their eh_proj, 2h^2/TP, and three RMSNorms, 3h, are not counted); with --rank megatron in its "
+            "most-loaded shard, as Megatron-LM does")
+
+#: Presets of every switch (``--conventions``): each source's assumptions.  ``attention``
+#: and ``bytes_per_param`` are the Training / CLI switches.  megatron: Megatron-LM's
+#: weight-and-optimizer estimate and the runtime choices of Megatron-LM that the ModelZoo
+#: estimator encodes, on the paper's tensor list; modelzoo: those runtime choices and
+#: ModelZoo's own tensor list, its ETP rule, its rank and its 6 + 12/d bytes per parameter.
+_RUNTIME = dict(routed_tokens="dispatch", attention="flash", router_tensors="sp", shared_expert="tp",
+                dropout_masks="none", checkpoints="one", swiglu="fused", expert_outputs="kept", latent_norms="kept",
+                routing_state="row-map")
+CONVENTION_PRESETS: Dict[str, Dict[str, object]] = {
+    "paper": dict({k: s.default for k, s in CONVENTION_SWITCHES.items()}, attention="eager",
+                  bytes_per_param="paper", mtp=False),
+    "megatron": dict({k: s.default for k, s in CONVENTION_SWITCHES.items()}, **_RUNTIME, rank="megatron",
+                     bytes_per_param="distributed"),
+    "modelzoo": dict({k: s.default for k, s in CONVENTION_SWITCHES.items()}, **_RUNTIME, inventory="modelzoo",
+                     expert_tp="modelzoo", rank="modelzoo", bytes_per_param="distributed"),
+}
+#: transformers: Hugging Face transformers 5.x DeepseekV3ForCausalLM (eager attention, eager expert loop,
+#: dropout probability 0), as traced on CPU (memsym trace; paper/traces/).
+CONVENTION_PRESETS["transformers"] = dict(CONVENTION_PRESETS["paper"], dropout_masks="none", latent_norms="kept",
+                                          expert_outputs="kept", checkpoints="one", norm_storage="fp32",
+                                          softmax_dtype="fp32", router_state="transformers", experts="loop",
+                                          shared_input="router", value_storage="kv-view", head_state="transformers")
+#: mcore: Megatron-Core 0.16.1's GPTModel with MLA and MoE, dropout 0, as traced on CPU with the local
+#: (non-Transformer-Engine) layer spec (memsym trace --framework mcore; paper/traces/mcore-*).
+CONVENTION_PRESETS["mcore"] = dict(CONVENTION_PRESETS["paper"], dropout_masks="none", latent_norms="kept",
+                                   checkpoints="one", norm_storage="torch", softmax_dtype="fp32",
+                                   router_state="mcore", experts="alltoall", shared_input="router",
+                                   swiglu="offset-copy", head_state="mcore", ce_backward="cast", causal_mask="per-layer",
+                                   rope_tables="per-layer")
+#: --kernels te: what changes when Transformer Engine's kernels run (Megatron-Core's TE layer spec,
+#: get_gpt_layer_with_transformer_engine_spec, and the fusions Megatron-LM's DeepSeek recipes enable):
+#: read from the sources, not traced (no GPU here).
+KERNEL_OVERRIDES = {"local": {}, "te": dict(norm_storage="te", attention="flash", softmax_dtype="activation",
+                                            causal_mask="none", rope_tables="shared", swiglu="fused",
+                                            runtime_buffers="te")}
+CONVENTION_PRESETS["mcore-te"] = dict(CONVENTION_PRESETS["mcore"], **KERNEL_OVERRIDES["te"])
+CONVENTION_SOURCES = {
+    "paper": "Zhang & Su, arXiv 2502.07846 (Sections 3-5, Tables 6-10)",
+    "megatron": "Megatron-LM megatron/training/theoretical_memory_usage.py (2026, expert parallelism) for weights "
+                "and optimizer; Megatron-LM runtime choices as the ModelZoo estimator encodes them for activations",
+    "modelzoo": "NVIDIA Megatron-MoE-ModelZoo misc/tools/deepseek_mem_estimate.py (calc(): per-rank parameters, "
+                "model-state bytes 6 + 12/d per parameter, per-layer activations)",
+    "transformers": "Hugging Face transformers 5.24 src/transformers/models/deepseek_v3/modeling_deepseek_v3.py "
+                    "(DeepseekV3RMSNorm, eager_attention_forward, DeepseekV3TopkRouter, DeepseekV3Experts, "
+                    "DeepseekV3MoE, DeepseekV3ForCausalLM) and loss/loss_utils.py (ForCausalLMLoss), traced "
+                    "(paper/traces/)",
+    "mcore": "Megatron-Core 0.16.1 (megatron/core): transformer/multi_latent_attention.py MLASelfAttention, "
+             "transformer/dot_product_attention.py DotProductAttention, fusions/fused_softmax.py "
+             "FusedScaleMaskSoftmax, transformer/moe/router.py TopKRouter, moe/token_dispatcher.py "
+             "MoEAlltoAllTokenDispatcher, moe/experts.py SequentialMLP, transformer/mlp.py MLP, "
+             "tensor_parallel/cross_entropy.py, local layer spec (--kernels local), traced (paper/traces/)",
+    "mcore-te": "Megatron-Core 0.16.1 with Transformer Engine (--conventions mcore --kernels te): TE's fused RMSNorm "
+                "(input and FP32 rsigma), fused attention (q, k, v, output, FP32 softmax statistics), fused RoPE, "
+                "Megatron's fused SwiGLU (fusions/fused_bias_swiglu.py); read from the sources, not traced",
+}
+
+
+@dataclass(frozen=True)
+class Conventions:
+    """The modelling assumptions of CONVENTION_SWITCHES (the paper's choice by default) and
+    ``mtp`` (count the D MTP layers in Megatron's shard).  Attention kernel and bytes per
+    parameter are switches too, held as Training.attention and Training.bytes/zero."""
+
+    routed_tokens: str = "paper"
+    router_tensors: str = "full"
+    shared_expert: str = "replicated"
+    dropout_masks: str = "kept"
+    checkpoints: str = "two"
+    swiglu: str = "separate"
+    expert_outputs: str = "not-kept"
+    latent_norms: str = "not-kept"
+    routing_state: str = "mask"
+    norm_storage: str = "output"
+    softmax_dtype: str = "activation"
+    router_state: str = "paper"
+    experts: str = "paper"
+    shared_input: str = "own"
+    value_storage: str = "copy"
+    head_state: str = "paper"
+    ce_backward: str = "none"
+    causal_mask: str = "none"
+    rope_tables: str = "none"
+    mtp_activations: str = "none"
+    expert_tp: str = "split"
+    inventory: str = "paper"
+    rank: str = "stage"
+    runtime_buffers: str = "none"
+    mtp: bool = False
+
+    def changed(self) -> List[Tuple[str, object]]:
+        """(switch, value) of every switch not at the paper's choice, in CONVENTION_ORDER."""
+        out = [(k, getattr(self, k)) for k in CONVENTION_ORDER
+               if k in CONVENTION_SWITCHES and getattr(self, k) != CONVENTION_SWITCHES[k].default]
+        return out + ([("mtp", True)] if self.mtp else [])
+
+    def side(self, side: str) -> "Conventions":
+        """These conventions with the switches that do not act on ``side`` ('activations' or
+        'weights') reset to the paper's (what a term of that side depends on)."""
+        keep = {k for k, s in CONVENTION_SWITCHES.items() if s.side in (side, "both")}
+        reset = {k: s.default for k, s in CONVENTION_SWITCHES.items() if k not in keep}
+        if side != "weights":
+            reset["mtp"] = False
+        return replace(self, **reset)
+
+
+def validate_conventions(c: "Conventions") -> None:
+    for k, spec in CONVENTION_SWITCHES.items():
+        if getattr(c, k) not in spec.values:
+            raise ConfigError(k, f"{spec.option} must be one of {', '.join(spec.values)}, got {getattr(c, k)!r}")
+    if c.mtp and c.rank == "modelzoo":
+        raise ConfigError("mtp", "--mtp counts the D MTP layers' parameters on the last stage (--rank stage) or in "
+                                 "Megatron's most-loaded shard (--rank megatron); the ModelZoo rank counts none")

@@ -1,0 +1,200 @@
+"""Training settings: :class:`Training` (micro-batch, sequence, ZeRO stage, recomputation,
+bytes per element; Table 7, Table 9 and the extensions beyond the paper) and
+:func:`validate_training`, with the names each setting accepts (RECOMPUTE, RECOMPUTE_OPS,
+ATTENTION, SCHEDULES, DTYPES, ZERO_NAMES) and :func:`parse_recompute`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Dict, Optional, Tuple
+
+from symbolic.errors import ConfigError
+
+from derivations.config.values import EXTENSION_DEFAULTS, PAPER_BYTES, imbalance_value, optional, symbol_keyed
+from derivations.config.layout import positive_int
+from derivations.config.limits import IMBALANCE, LAYERS, OPTIONS
+from derivations.config.switches import BYTES_CONVENTIONS, Conventions, validate_conventions
+
+
+#: Recomputation policies (views of the per-tensor activation terms, derivations/activations/__init__.py):
+#: none and full are the paper's (Sec. 5); selective recomputes the core attention (the b n_h s^2
+#: tensors; Korthikanti et al. 2022); custom recomputes the named operators (RECOMPUTE_OPS).
+RECOMPUTE = ("none", "full", "selective", "custom")
+#: Operators a custom policy may recompute (``--recompute custom:norm,mla_up``): each name is a
+#: tag of the activation tensors it stops keeping.
+RECOMPUTE_OPS = {
+    "norm": "RMSNorm outputs (MLA down-projection input, MoE router/expert input, dense FFN input, head input)",
+    "latent": "the MLA latents c_Q and c_KV",
+    "mla_up": "MLA up-projection outputs: q and k with their RoPE parts, v",
+    "score": "core attention internals: the b n_h s^2 softmax/dropout tensors (eager) or the softmax "
+             "statistics (flash)",
+    "mask": "dropout masks (attention, after W^O, after the FFN and the experts)",
+    "router": "router logits and probabilities",
+    "experts": "every tensor of the routed experts",
+    "shared": "every tensor of the shared experts",
+    "swiglu": "SwiGLU outputs (activation and product) of the routed, shared and dense FFN experts",
+    "ffn": "dense FFN intermediates (SwiGLU inputs and outputs)",
+}
+ATTENTION = ("eager", "flash")
+#: Pipeline schedules (derivations/assembly/schedules.py); None keeps the paper's one-micro-batch view.
+SCHEDULES = ("1f1b", "interleaved", "dualpipe", "zb")
+#: Data-type names accepted by the precision options, in bytes per element.
+DTYPES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+ZERO_NAMES = {0: "none", 1: "os", 2: "os+g", 3: "os+g+params"}
+
+
+def _short(text) -> str:
+    text = repr(str(text))
+    return text if len(text) <= 48 else f"{text[:32]}...({len(text)} characters)"
+
+
+def parse_recompute(text: str) -> Tuple[str, Tuple[str, ...]]:
+    """``'selective'`` -> ('selective', ()); ``'custom:norm,mla_up'`` -> ('custom', ('norm', 'mla_up')).
+
+    Operators come back in RECOMPUTE_OPS order (one canonical spelling per policy)."""
+    policy, _, rest = str(text).partition(":")
+    if policy not in RECOMPUTE:
+        raise ConfigError("recompute", f"recompute must be one of none, full, selective, custom:OP[,OP...], "
+                                       f"got {_short(text)}")
+    if policy != "custom":
+        if rest:
+            raise ConfigError("recompute", f"only custom takes operators (custom:OP,...), got {_short(text)}")
+        return policy, ()
+    ops = [o.strip() for o in rest.split(",") if o.strip()]
+    if not ops:
+        raise ConfigError("recompute-ops", f"custom recomputation needs operators, e.g. custom:norm,mla_up; "
+                                           f"valid: {', '.join(RECOMPUTE_OPS)}")
+    bad = [o for o in ops if o not in RECOMPUTE_OPS]
+    if bad:
+        shown = ", ".join(o if len(o) <= 24 else o[:24] + "..." for o in bad[:8]) + (", ..." if len(bad) > 8 else "")
+        raise ConfigError("recompute-ops", f"unknown recompute operator{'s' * (len(bad) > 1)} "
+                                           f"{shown}; valid: {', '.join(RECOMPUTE_OPS)}")
+    twice = next((o for i, o in enumerate(ops) if o in ops[:i]), None)
+    if twice is not None:
+        raise ConfigError("recompute-ops", f"recompute operator {twice} is named twice in {_short(text)}")
+    return "custom", tuple(o for o in RECOMPUTE_OPS if o in ops)
+
+
+
+@dataclass(frozen=True)
+class Training:
+    """Training settings (Table 9) and data types (Table 7), plus the extensions beyond the paper.
+
+    recompute / recompute_ops: the recomputation policy (RECOMPUTE; the operators of custom).
+    attention: 'eager' (the paper's b n_h s^2 tensors) or 'flash' (fused; FP32 per-row statistics).
+    fp8: cache the activations the DeepSeek-V3 report names in FP8 / E5M6 (B_f8, B_o).
+    imbalance: F >= 1, tokens of the busiest expert rank over the balanced average (E_token).
+    schedule, microbatches, vpp: the pipeline schedule, micro-batches per step m (None: at
+    least enough to fill the pipeline) and virtual stages V (interleaved).
+    """
+
+    mbs: int = 1
+    seq: int = 4096
+    zero: int = 0
+    recompute: str = "none"
+    bytes: Tuple[Tuple[str, int], ...] = tuple(PAPER_BYTES.items())
+    recompute_ops: Tuple[str, ...] = ()
+    attention: str = "eager"
+    fp8: bool = False
+    imbalance: object = 1
+    schedule: Optional[str] = None
+    microbatches: Optional[int] = None
+    vpp: Optional[int] = None
+    #: Megatron's --pipeline-model-parallel-layout as layer counts of the PP V virtual stages in its order
+    #: (virtual stage j on rank j mod PP, chunk j // PP); None: each rank's layers in V equal chunks
+    virtual_layers: Optional[Tuple[int, ...]] = None
+    conventions: Conventions = Conventions()
+
+    @property
+    def recompute_label(self) -> str:
+        """The policy as typed on the command line (``custom:norm,mla_up``)."""
+        return f"custom:{','.join(self.recompute_ops)}" if self.recompute == "custom" else self.recompute
+
+    def named(self) -> Dict[str, object]:
+        """{symbol name: value}: b, s, the bytes per element, F, the extension defaults, m and V if set."""
+        out = {"b": self.mbs, "s": self.seq, **EXTENSION_DEFAULTS, **dict(self.bytes)}
+        out["F"] = imbalance_value(self.imbalance)
+        optional(out, "n_mb", self.microbatches)
+        return optional(out, "VPP", self.vpp)
+
+    def values(self) -> Dict:
+        return symbol_keyed(self.named())
+
+    def with_bytes(self, **kw) -> "Training":
+        d = dict(self.bytes)
+        d.update(kw)
+        return replace(self, bytes=tuple(d.items()))
+
+    def with_bytes_convention(self, name: str) -> "Training":
+        """The bytes per parameter of BYTES_CONVENTIONS[name] (and, for ``distributed``, ZeRO >= 1)."""
+        if name not in BYTES_CONVENTIONS:
+            raise ConfigError("bytes-per-param", f"bytes per parameter must be one of {', '.join(BYTES_CONVENTIONS)}, "
+                                                 f"got {name!r}")
+        byts, zmin = BYTES_CONVENTIONS[name]
+        return replace(self.with_bytes(**byts), zero=max(self.zero, zmin) if zmin else self.zero)
+
+    @property
+    def bytes_convention(self) -> Optional[str]:
+        """The BYTES_CONVENTIONS name these bytes per parameter and ZeRO stage match, else None
+        (FP32 moments under ZeRO-1 is Megatron's distributed optimizer)."""
+        d = dict(self.bytes)
+        for name in ("paper", "distributed", "fp32-moments"):
+            byts, zmin = BYTES_CONVENTIONS[name]
+            if all(d.get(k) == v for k, v in byts.items()) and (not zmin or self.zero == zmin):
+                return name
+        return None
+
+
+def validate_training(t: Training) -> None:
+    positive_int("micro-batch size (--mbs)", t.mbs)
+    positive_int("sequence length (--seq)", t.seq)
+    OPTIONS["mbs"].check(t.mbs, "micro-batch size (--mbs)")
+    OPTIONS["seq"].check(t.seq, "sequence length (--seq)")
+    if t.zero not in ZERO_NAMES:
+        raise ConfigError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {t.zero!r}")
+    if t.recompute not in RECOMPUTE:
+        raise ConfigError("recompute", f"recompute must be one of {', '.join(RECOMPUTE)}, got {t.recompute!r}")
+    if t.recompute == "custom":
+        parse_recompute("custom:" + ",".join(t.recompute_ops))
+    elif t.recompute_ops:
+        raise ConfigError("recompute-ops", f"recompute operators {t.recompute_ops} need the custom policy")
+    if t.attention not in ATTENTION:
+        raise ConfigError("attention", f"attention must be one of {', '.join(ATTENTION)}, got {t.attention!r}")
+    if isinstance(t.imbalance, str) and len(t.imbalance) > 32:
+        raise ConfigError("imbalance", f"imbalance F must be a number in 1..10^6, got {_short(t.imbalance)}")
+    try:
+        f = Fraction(t.imbalance)
+    except (TypeError, ValueError):
+        raise ConfigError("imbalance", f"imbalance F must be a number >= 1, got {t.imbalance!r}") from None
+    if isinstance(t.imbalance, bool) or f < 1:
+        raise ConfigError("imbalance", f"imbalance F must be >= 1 (1 is balanced routing), got {t.imbalance!r}")
+    if f > IMBALANCE:
+        raise ConfigError("limit.imbalance", f"imbalance F must be at most 10^6 (an expert cannot receive more than "
+                                             f"every token), got {_short(t.imbalance)}")
+    if t.schedule is not None and t.schedule not in SCHEDULES:
+        raise ConfigError("schedule", f"schedule must be one of {', '.join(SCHEDULES)}, got {t.schedule!r}")
+    if t.microbatches is not None:
+        positive_int("micro-batches per step (--microbatches)", t.microbatches)
+        OPTIONS["microbatches"].check(t.microbatches, "micro-batches per step (--microbatches)")
+        if t.schedule is None:
+            raise ConfigError("schedule", "--microbatches needs a pipeline schedule (--schedule)")
+    if t.vpp is not None:
+        positive_int("virtual pipeline stages (--vpp)", t.vpp)
+        OPTIONS["vpp"].check(t.vpp, "virtual pipeline stages (--vpp)")
+        if t.schedule != "interleaved":
+            raise ConfigError("vpp", f"--vpp applies to --schedule interleaved only, got schedule {t.schedule}")
+        if t.vpp < 2:
+            raise ConfigError("vpp", f"the interleaved schedule needs --vpp V >= 2, got {t.vpp}")
+    if t.virtual_layers is not None:
+        if t.schedule != "interleaved":
+            raise ConfigError("virtual-layers", "--virtual-layers applies to --schedule interleaved only, got "
+                                                + (f"--schedule {t.schedule}" if t.schedule else "no --schedule"))
+        if len(t.virtual_layers) > LAYERS or any(isinstance(x, bool) or not isinstance(x, int) or x < 0
+                                                 for x in t.virtual_layers):
+            raise ConfigError("virtual-layers", f"--virtual-layers needs at most {LAYERS} non-negative layer counts, "
+                                                f"got {_short(t.virtual_layers)}")
+    validate_conventions(t.conventions)
+    for k, v in t.bytes:
+        if isinstance(v, bool) or not isinstance(v, (int, Fraction)) or v <= 0:
+            raise ConfigError("bytes", f"bytes per element {k} must be positive, got {v!r}")

@@ -1,0 +1,54 @@
+"""Substitutions by symbol name, without sympy: what the generated evaluators read.
+
+A configuration is a mapping from a symbol's name (derivations/notation.py) to its exact value;
+:func:`named` builds it from a model, a layout, training settings and a stage composition, and
+:func:`derivations.config.substitution` is the same mapping keyed by the sympy symbols.  The
+constants here are the paper's Table 7 bytes per element (and the 1-byte dropout mask of Sec. 5.1)
+and the values of the extension symbols that reproduce the paper."""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Dict, Optional
+
+#: Bytes per element of the paper's Table 7 (and the 1-byte dropout mask of Sec. 5.1).
+PAPER_BYTES: Dict[str, int] = {"B_w": 2, "B_g": 4, "B_m": 4, "B_1": 2, "B_2": 2, "B_a": 2, "B_k": 1}
+#: Balanced routing (F = 1) and the bytes of the FP8 / E5M6 cached activations (used only by ``.fp8`` terms).
+EXTENSION_DEFAULTS: Dict[str, object] = {"F": 1, "B_f8": 1, "B_o": Fraction(3, 2)}
+
+
+def named(model, layout=None, training=None, composition=None) -> Dict[str, object]:
+    """{symbol name: exact value} of a configuration (what :func:`derivations.config.substitution` keys
+    by symbol): the model's dimensions, the layout's degrees, the training's values and ZeRO stage z
+    (or the paper's bytes without a training), and the stage composition L_d, L_m, e_E, e_H."""
+    out = dict(model.named())
+    if layout is not None:
+        out.update(layout.named())
+    if training is not None:
+        out.update(training.named())
+        out["z"] = training.zero
+    else:
+        out.update(PAPER_BYTES)
+        out.update(EXTENSION_DEFAULTS)
+    if composition is not None:
+        out.update(composition.named())
+    return out
+
+
+def symbol_keyed(values: Dict[str, object]) -> Dict:
+    """``values`` keyed by the registry's sympy symbols (imports sympy: the symbolic side only)."""
+    from derivations import notation as nt
+    return {nt.SYMBOLS[k]: v for k, v in values.items()}
+
+
+def layout_named(dp, tp, pp, ep, etp, cp, sp) -> Dict[str, int]:
+    return {"DP": dp, "TP": tp, "PP": pp, "EP": ep, "ETP": etp, "CP": cp, "SP": sp}
+
+
+def imbalance_value(imbalance):
+    return Fraction(imbalance) if not isinstance(imbalance, int) else imbalance
+
+
+def optional(out: Dict, name: str, value: Optional[int]) -> Dict:
+    if value is not None:
+        out[name] = value
+    return out

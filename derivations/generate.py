@@ -1,0 +1,423 @@
+"""``python -m derivations.generate [--check]``: the evaluators printed from the terms, committed.
+
+The numbers of ``estimate``, ``params``, ``search`` and the calculator page come from one
+compiled form of the terms, written here from the same sympy terms the report renders, into
+``derivations/generated/`` (committed; ``--check`` exits 1 when regenerating would change a byte):
+
+* ``<family>.json``: every term of every model structure (and of every weight side of the
+  conventions) as an exact polynomial: a list of monomials ``[p, q, [[symbol, exponent], ...]]``
+  meaning ``p/q * prod(symbol**exponent)``, negative exponents for denominators, each polynomial
+  once in ``polys`` (a term or part names it by index, so equal polynomials have equal indices);
+  the tensors each activation kind keeps for backward, as decision tables: for each tensor, the
+  features of the view it depends on (recomputation policy, kernel, FP8 caching, the recomputed
+  operators, the conventions' switches) and, for each combination of their values under which it
+  is kept, the polynomial of its bytes; and the composition of a stage's activations from its
+  kinds (``act.stage``'s parts).
+* ``<family>.py``: the few symbols that are not polynomial, printed as exact Python
+  (:mod:`symbolic.codegen`): the derived symbols (E_token, EDP), the two storage indicators and
+  floor(N_r/k_g), and the pipeline schedules' in-flight counts.
+
+The decision tables are filled by calling the views' own logic (``views._kept``) on every
+combination of the features a tensor's tags involve, and checked against it on random views
+before anything is written: the tables are the views, not a second reading of them.
+:mod:`derivations.assembly.evaluate` evaluates them (exact, no sympy).
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import random
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import sympy as sp
+
+from derivations import _build
+from derivations import notation as nt
+from derivations.activations import view_terms
+from derivations.activations.inventory import SPECS
+from derivations.activations.views import EXISTS, RULES, Group, View, _kept
+from derivations.assembly import schedules
+from derivations.assembly.conventions import side_terms
+from derivations.config import CONVENTION_SWITCHES, RECOMPUTE_OPS, SCHEDULES, Conventions
+from symbolic.codegen import python
+
+OUT = Path(__file__).resolve().parent / "generated"
+FAMILY = "deepseek"
+STRUCTURES = tuple(itertools.product((True, False), repeat=3))  # (q_lora, routing_bias, tied)
+#: Non-polynomial pieces of the terms, as symbols the generated ``derived`` function computes.
+SPECIAL = {
+    "_not_fp32": sp.Piecewise((0, sp.Eq(nt.B_a, 4)), (1, True)),
+    "_b_is_1": sp.Piecewise((1, sp.Eq(nt.b, 1)), (0, True)),
+    "_floor_Nr_kg": sp.floor(nt.N_r / nt.k_g),
+}
+ACT_SWITCHES = tuple(k for k, s in CONVENTION_SWITCHES.items() if s.side in ("activations", "both"))
+OPS = tuple(RECOMPUTE_OPS)
+#: The features a view is read through, in a fixed order, with their values.
+FEATURES: Dict[str, Tuple[str, ...]] = {
+    "recompute": ("none", "full", "selective", "custom"), "attention": ("eager", "flash"), "fp8": ("0", "1"),
+    **{f"op:{o}": ("0", "1") for o in OPS},
+    **{k: tuple(CONVENTION_SWITCHES[k].values) for k in ACT_SWITCHES},
+}
+CHECKPOINT_FEATURE_TAGS = {"layer_input", "routing", "head", "sublayer_input"}
+
+
+def structure_key(structure) -> str:
+    return "q{}b{}t{}".format(*(int(x) for x in structure))
+
+
+# ----------------------------------------------------------------------------- expression trees
+def _specials(expr):
+    expr = nt.expand_derived(sp.sympify(expr))
+    return expr.xreplace({v: sp.Symbol(k) for k, v in SPECIAL.items()})
+
+
+def tree(expr, refs: Dict = None):
+    """``expr`` as a JSON tree: an integer, a symbol's name, ``["q", p, q]`` (a rational),
+    ``["+", ...]``, ``["*", ...]``, ``["^", base, integer exponent]``, or ``["r", term id]`` for a
+    sub-expression equal to a term's (``refs``: {expression: term id}); sympy's canonical form, so
+    two trees are equal exactly when the expressions are (sympy's structural ``==``)."""
+    refs = refs or {}
+    expr = sp.sympify(expr)
+    if expr in refs:
+        return ["r", refs[expr]]
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Rational:
+        return ["q", int(expr.p), int(expr.q)]
+    if expr.is_Symbol:
+        return expr.name
+    if expr.is_Add:
+        return ["+", *[tree(a, refs) for a in expr.args]]
+    if expr.is_Mul:
+        return ["*", *[tree(a, refs) for a in expr.args]]
+    if expr.is_Pow and expr.exp.is_Integer:
+        return ["^", tree(expr.base, refs), int(expr.exp)]
+    raise ValueError(f"cannot encode {expr!r} ({type(expr).__name__})")
+
+
+def factor_tree(factors, refs: Dict):
+    """A part's ``num`` or ``den`` factors as one product tree, each factor replaced by a reference
+    when it is a term's expression."""
+    out = []
+    for f in factors:
+        f = sp.sympify(f)
+        out.append(["r", refs[f]] if f in refs else tree(_specials(f), refs))
+    return out[0] if len(out) == 1 else (["*", *out] if out else 1)
+
+
+def part_tree(part, refs: Dict):
+    """``prod(num) / prod(den)`` of a Part, with references for the terms it multiplies."""
+    num = factor_tree(part.num, refs)
+    if not part.den:
+        return num
+    return ["*", num, ["^", factor_tree(part.den, refs), -1]]
+
+
+class Pool:
+    """Distinct trees, each stored once; equal expressions get equal indices."""
+
+    def __init__(self):
+        self.index: Dict[str, int] = {}
+        self.items: List = []
+
+    def add(self, expr) -> int:
+        return self.add_tree(tree(_specials(expr)))
+
+    def add_tree(self, t) -> int:
+        key = json.dumps(t)
+        if key not in self.index:
+            self.index[key] = len(self.items)
+            self.items.append(t)
+        return self.index[key]
+
+
+# ----------------------------------------------------------------------------- views as features
+def view_of(features: Dict[str, str]) -> View:
+    """The view a full assignment of :data:`FEATURES` stands for."""
+    ops = tuple(o for o in OPS if features.get(f"op:{o}") == "1")
+    conv = Conventions(**{k: features[k] for k in ACT_SWITCHES})
+    return View(features["recompute"], ops, features["attention"], features["fp8"] == "1", conv)
+
+
+def features_of_view(view: View) -> Dict[str, str]:
+    """The inverse of :func:`view_of` (what derivations.assembly.evaluate computes at run time)."""
+    out = {"recompute": view.recompute, "attention": view.attention, "fp8": "1" if view.fp8 else "0"}
+    out.update({f"op:{o}": "1" if o in view.ops else "0" for o in OPS})
+    out.update({k: getattr(view.conv, k) for k in ACT_SWITCHES})
+    return out
+
+
+class _Recorder:
+    """A view that notes which of its features are read (to find what an EXISTS rule depends on)."""
+
+    def __init__(self, view: View, seen: set):
+        self._view, self._seen = view, seen
+
+    def __getattr__(self, name):
+        if name == "conv":
+            return _ConvRecorder(self._view.conv, self._seen)
+        if name == "dropped":
+            self._seen.update({"recompute", *(f"op:{o}" for o in OPS)})
+        else:
+            self._seen.add(name)
+        return getattr(self._view, name)
+
+
+class _ConvRecorder:
+    def __init__(self, conv, seen):
+        self._conv, self._seen = conv, seen
+
+    def __getattr__(self, name):
+        self._seen.add(name)
+        return getattr(self._conv, name)
+
+
+def _probe_views() -> List[View]:
+    """Views that vary every feature from a few bases (every value of every feature appears)."""
+    base = {f: vals[0] for f, vals in FEATURES.items()}
+    out = []
+    for rc in FEATURES["recompute"]:
+        for f, vals in FEATURES.items():
+            for val in vals:
+                out.append(view_of({**base, "recompute": rc, f: val}))
+    return out
+
+
+def exists_features() -> Dict[str, frozenset]:
+    """{tag: the features its EXISTS rule reads}."""
+    probes = _probe_views()
+    out = {}
+    for tag, rule in EXISTS.items():
+        seen: set = set()
+        for view in probes:
+            rule(_Recorder(view, seen))
+        out[tag] = frozenset(seen) & set(FEATURES)
+    return out
+
+
+def tensor_features(tags, by_tag) -> Tuple[str, ...]:
+    """The features whose value can change what a view keeps of a tensor with ``tags`` (in FEATURES order)."""
+    tags = set(tags)
+    feats = {"recompute"}
+    if tags & CHECKPOINT_FEATURE_TAGS:
+        feats.add("checkpoints")
+    if "mask" in tags:
+        feats.add("dropout_masks")
+    feats |= {f"op:{t}" for t in tags if t in RECOMPUTE_OPS}
+    if tags & {"fp8", "e5m6"}:
+        feats.add("fp8")
+    for tag in tags & set(by_tag):
+        feats |= by_tag[tag]
+    for need, switch, *_ in RULES:
+        if need <= tags:
+            feats.add(switch)
+    return tuple(f for f in FEATURES if f in feats)
+
+
+def _expr(kept) -> sp.Expr:  # the Part apply() would make: prod(num) / prod(den)
+    num, den, _ = kept
+    return sp.Mul(*[sp.sympify(f) for f in num]) / sp.Mul(*[sp.sympify(f) for f in den])
+
+
+def decision_table(num, den, tags, feats, pool: Pool) -> Dict[str, int]:
+    """{'v1|v2|...': polynomial index} of the feature values (``feats``) under which the tensor is kept."""
+    base = {f: vals[0] for f, vals in FEATURES.items()}
+    table = {}
+    for values in itertools.product(*(FEATURES[f] for f in feats)):
+        assign = {**base, **dict(zip(feats, values))}
+        if assign["recompute"] != "custom" and any(assign[f"op:{o}"] == "1" for o in OPS):
+            continue  # operators are recomputed only under a custom policy
+        view = view_of(assign)
+        if view.recompute == "custom" and not view.ops:
+            view = replace(view, ops=())  # custom with no operator: recomputes nothing
+        got = _kept(view, num, den, tags)
+        if got is not None:
+            table["|".join(values)] = pool.add(_expr(got))
+    return table
+
+
+def activation_specs(pool: Pool, by_tag, q_loras=(True, False)) -> Dict:
+    """{'q1'|'q0': {kind: [spec, ...]}} (see the module docstring)."""
+    out = {}
+    for q_lora in q_loras:
+        kinds = {}
+        for kind, fn in SPECS.items():
+            specs = []
+            for spec in fn(q_lora):
+                if isinstance(spec, Group):
+                    subs = []
+                    for key, _label, num, den, tags in spec.subs:
+                        feats = tensor_features(spec.tags + tags, by_tag)
+                        subs.append([key, list(feats), decision_table(num, den, spec.tags + tags, feats, pool)])
+                    specs.append(["G", spec.key, pool.add(spec.count), subs])
+                else:
+                    feats = tensor_features(spec.tags, by_tag)
+                    specs.append(["P", spec.key, list(feats), decision_table(spec.num, spec.den, spec.tags, feats,
+                                                                                pool)])
+            kinds[kind] = specs
+        out["q1" if q_lora else "q0"] = kinds
+    return out
+
+
+def check_tables(acts: Dict, pool: Pool, n: int = 400, seed: int = 0) -> None:
+    """Every table against the views' own logic on ``n`` random views (generation stops on a difference)."""
+    rng = random.Random(seed)
+    for _ in range(n):
+        assign = {f: rng.choice(vals) for f, vals in FEATURES.items()}
+        if assign["recompute"] != "custom":
+            assign.update({f"op:{o}": "0" for o in OPS})
+        view = view_of(assign)
+        for qk, kinds in acts.items():
+            for kind, specs in kinds.items():
+                for spec, real in zip(specs, SPECS[kind](qk == "q1")):
+                    pairs = ([(spec[1:], (real.num, real.den, real.tags))] if spec[0] == "P" else
+                             [(sub, (num, den, real.tags + tags)) for sub, (_, _, num, den, tags)
+                              in zip(spec[3], real.subs)])
+                    for (key, feats, table), (num, den, tags) in pairs:
+                        got = table.get("|".join(assign[f] for f in feats))
+                        want = _kept(view, num, den, tags)
+                        want = None if want is None else pool.add(_expr(want))
+                        if got != want:
+                            raise AssertionError(f"{qk} {kind} {key}: table {got}, views {want} at {assign}")
+
+
+# ----------------------------------------------------------------------------- terms
+def side_conventions():
+    return [Conventions(rank=r, shared_expert=s) for r in CONVENTION_SWITCHES["rank"].values
+            for s in CONVENTION_SWITCHES["shared_expert"].values]
+
+
+def structure_terms(structure) -> Dict:
+    """{term id: [[part key, [tags], tree], ...]} of every base and weight-side term of a structure;
+    a term is the sum of its parts, and a factor equal to another term's expression is a reference
+    to it (the term graph, evaluated once per term by derivations.assembly.evaluate)."""
+    base = _build(structure)
+    terms = {tid: base[tid] for tid in base}
+    for conv in side_conventions():
+        for t in side_terms(base, conv):
+            terms.setdefault(t.id, t)
+    ids = [tid for tid in terms if not any(s.name == "M_alloc" for s in sp.sympify(terms[tid].expr).free_symbols)]
+    refs = {}
+    for tid in ids:  # the first term of an expression names it (the registry's order: parts before sums)
+        refs.setdefault(sp.sympify(terms[tid].expr), tid)
+    out = {}
+    for tid in ids:
+        t = terms[tid]
+        own = {k: v for k, v in refs.items() if v != tid}  # a term is never a reference to itself
+        out[tid] = [[p.key, list(p.tags), part_tree(p, own)] for p in t.parts]
+    return out
+
+
+def stage_compositions() -> Dict:
+    """{'mtp<0|1>full<0|1>': [[part key, kind, coefficient poly], ...]} of ``act.stage``: the
+    coefficient of each kind's term (L_d + L_m for the MLA, ...)."""
+    out = {}
+    for mtp, full in itertools.product((False, True), repeat=2):
+        view = View("full" if full else "none", conv=Conventions(mtp_activations="last-stage" if mtp else "none"))
+        terms = view_terms(view)
+        kind_of = {t.id: k for k, t in terms.items() if k not in ("stage", "peak")}
+        rows = []
+        for part in terms["stage"].parts:
+            (ref,) = [t[4:] for t in part.tags if t.startswith("ref:")]  # combine(): coefficient x that term
+            coef = part.num[0] if len(part.num) == 2 else 1
+            rows.append([part.key, kind_of[ref], tree(_specials(coef))])
+        out[f"mtp{int(mtp)}full{int(full)}"] = rows
+    return out
+
+
+# ----------------------------------------------------------------------------- the Python module
+def _inflight_source() -> List[str]:
+    """``inflight(schedule, finite)``: the schedules' in-flight formulas as exact Python (derivations/assembly/schedules.py)."""
+    lines = ["def inflight(schedule, v):",
+             '    """[(which stage, micro-batches in flight, part), ...] of the device ``v["i_s"]`` under',
+             '    ``schedule`` (derivations/assembly/schedules.py formulas; ``v["n_mb"]`` None: as many as fill',
+             '    the pipeline)."""',
+             "    finite = v.get(\"n_mb\") is not None"]
+    for name in SCHEDULES:
+        lines.append(f"    if schedule == {name!r}:")
+        rows_fin, rows_inf = [], []
+        for which, expr, part in schedules.formulas(name):
+            rows_fin.append(f"({which!r}, {python(expr)}, {part!r})")
+            rows_inf.append(f"({which!r}, {python(expr.xreplace({nt.n_mb: sp.oo}).doit())}, {part!r})")
+        lines.append(f"        return [{', '.join(rows_fin)}] if finite else [{', '.join(rows_inf)}]")
+    lines.append("    raise ValueError(schedule)")
+    return lines
+
+
+def python_module() -> str:
+    lines = ['"""GENERATED by ``python -m derivations.generate`` from the terms of derivations/ (family '
+             f'{FAMILY}); do not edit.', "",
+             "The symbols that are not polynomial (derived symbols, storage indicators, floor) and the",
+             'pipeline schedules\' in-flight counts, as exact Python; the polynomials are in the JSON beside it."""',
+             "from fractions import Fraction as _Q", "from math import floor as _floor", "", "",
+             "def derived(v):", '    """Add to ``v`` the derived symbols and non-polynomial factors whose inputs it holds."""']
+    defs = [(s.name, e) for s, e in nt.DEFINITIONS.items()] + list(SPECIAL.items())
+    for name, expr in sorted(defs):
+        need = sorted(x.name for x in sp.sympify(expr).free_symbols)
+        cond = " and ".join(f'"{n}" in v' for n in need)
+        lines.append(f"    if {cond}:")
+        lines.append(f'        v["{name}"] = {python(expr)}')
+    lines.append("    return v")
+    lines += ["", ""] + _inflight_source()
+    return "\n".join(lines) + "\n"
+
+
+def tables() -> Dict[str, Dict]:
+    """{file name: content}: the terms of each model structure, the activation tables of each
+    query structure (with their expressions), and what every evaluation shares."""
+    out = {f"{FAMILY}-{structure_key(s)}.json": structure_terms(s) for s in STRUCTURES}
+    by_tag = exists_features()
+    for q_lora in (True, False):
+        pool = Pool()
+        specs = activation_specs(pool, by_tag, (q_lora,))
+        check_tables(specs, pool)
+        key = "q1" if q_lora else "q0"
+        out[f"{FAMILY}-activations-{key}.json"] = {"kinds": specs[key], "exprs": pool.items}
+    out[f"{FAMILY}-common.json"] = {"family": FAMILY, "features": {k: list(v) for k, v in FEATURES.items()},
+                                    "stage": stage_compositions()}
+    return out
+
+
+def outputs() -> Dict[Path, bytes]:
+    files = {OUT / name: json.dumps(data, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+             for name, data in tables().items()}
+    files[OUT / f"{FAMILY}.py"] = python_module().encode()
+    files[OUT / "__init__.py"] = INIT.encode()
+    return files
+
+
+INIT = '''"""Evaluators generated from the terms (``python -m derivations.generate``; committed, never edited by hand).
+
+``<family>.json`` holds every term as an exact polynomial and the activation tensors as decision
+tables; ``<family>.py`` the few non-polynomial symbols and the schedules' in-flight counts.
+:mod:`derivations.assembly.evaluate` reads them without sympy."""
+'''
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv not in ([], ["--check"]):
+        print("usage: python -m derivations.generate [--check]  (--check: exit 1 when regenerating would change a "
+              "byte)", file=sys.stderr)
+        return 2
+    check = argv == ["--check"]
+    stale = []
+    for path, data in outputs().items():
+        old = path.read_bytes() if path.exists() else None
+        if old != data:
+            stale.append(path)
+            if not check:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(data)
+    for path in stale:
+        print(f"{'stale' if check else 'wrote'}: {path.relative_to(OUT.parent.parent)} "
+              f"({hashlib.sha256(path.read_bytes() if path.exists() else b'').hexdigest()[:12]})")
+    return 1 if (check and stale) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

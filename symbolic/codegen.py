@@ -1,0 +1,108 @@
+"""sympy expressions -> exact Python source (integers and ``fractions.Fraction``), for generated evaluators.
+
+sympy's own code printers (``sympy.printing.pycode``) print ``a/b`` as a float division and
+rationals as floats; :class:`ExactPython` is :class:`sympy.printing.pycode.PythonCodePrinter`
+made exact: a product's negative powers and a rational's denominator become one division by a
+``Fraction`` (``_Q``), integer powers stay ``**``, ``floor`` is ``math.floor`` of the exact
+value, ``Piecewise`` a conditional expression, ``Min``/``Max`` the builtins.  Symbols print as
+``v["name"]`` (the evaluator's substitution, a dict of exact values).  The generated module
+defines ``_Q = fractions.Fraction`` and ``_floor = math.floor``.
+"""
+from __future__ import annotations
+
+import sympy as sp
+from sympy.printing.precedence import PRECEDENCE, precedence
+from sympy.printing.pycode import PythonCodePrinter
+
+
+class ExactPython(PythonCodePrinter):
+    """Exact Python for integer and rational expressions (see the module docstring)."""
+
+    def __init__(self, values: str = "v"):
+        super().__init__({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": False})
+        self._values = values
+
+    def _print_Symbol(self, expr):
+        return f'{self._values}["{expr.name}"]'
+
+    def _print_Integer(self, expr):
+        return str(int(expr))
+
+    def _print_Rational(self, expr):
+        return f"_Q({expr.p}, {expr.q})"
+
+    def _print_Zero(self, expr):
+        return "0"
+
+    def _print_One(self, expr):
+        return "1"
+
+    def _print_NegativeOne(self, expr):
+        return "-1"
+
+    def _print_Half(self, expr):
+        return "_Q(1, 2)"
+
+    def _print_Mul(self, expr):
+        num, den = [], []
+        for a in expr.as_ordered_factors():
+            if a.is_Pow and a.exp.is_Integer and a.exp < 0:
+                den.append(a.base if a.exp == -1 else sp.Pow(a.base, -a.exp, evaluate=False))
+            elif a.is_Rational and not a.is_Integer:
+                if a.p != 1:
+                    num.append(sp.Integer(a.p))
+                den.append(sp.Integer(a.q))
+            else:
+                num.append(a)
+        prec = PRECEDENCE["Mul"]
+        top = "*".join(self.parenthesize(a, prec, strict=False) for a in num) if num else "1"
+        if not den:
+            return top
+        bottom = "*".join(self.parenthesize(a, prec, strict=False) for a in den)
+        return f"{top}/_Q({bottom})"
+
+    def _print_Pow(self, expr, rational=False):
+        if not expr.exp.is_Integer:
+            raise ValueError(f"cannot print a non-integer power exactly: {expr}")
+        k = int(expr.exp)
+        base = self.parenthesize(expr.base, PRECEDENCE["Pow"], strict=True)
+        if k < 0:
+            return f"_Q(1, {base}**{-k})" if -k != 1 else f"_Q(1, {base})"
+        return f"{base}**{k}"
+
+    def _print_floor(self, expr):
+        return f"_floor({self._print(expr.args[0])})"
+
+    def _print_Min(self, expr):
+        return "min(" + ", ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_Max(self, expr):
+        return "max(" + ", ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_Piecewise(self, expr):
+        out = []
+        for value, cond in expr.args:
+            if cond == sp.true:
+                out.append(self._print(value))
+                break
+            out.append(f"{self._print(value)} if {self._print(cond)} else ")
+        else:
+            out.append("None")
+        return "(" + "".join(out) + ")"
+
+    def _print_Equality(self, expr):
+        return f"{self._print(expr.lhs)} == {self._print(expr.rhs)}"
+
+    def _print_Unequality(self, expr):
+        return f"{self._print(expr.lhs)} != {self._print(expr.rhs)}"
+
+    def _print_Infinity(self, expr):
+        return '_Q(10) ** 400'  # never reached: callers substitute a finite value first
+
+
+def python(expr, values: str = "v") -> str:
+    """Exact Python source of ``expr`` reading symbol values from the dict named ``values``."""
+    text = ExactPython(values).doprint(sp.sympify(expr))
+    if precedence(sp.sympify(expr)) < PRECEDENCE["Atom"] and not text.startswith("("):
+        return f"({text})"
+    return text
