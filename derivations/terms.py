@@ -40,7 +40,7 @@ def _build(structure) -> Terms:
 
 
 def _make(structure) -> Terms:
-    from derivations import activations
+    from derivations.activations import kinds as activations
     from derivations.families import deepseek as architecture
     from derivations.assembly import conventions
     from derivations.assembly import overheads

@@ -74,20 +74,16 @@ recomputed.  Per-tile scaling factors (one per 1x128 tile) are not counted.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Iterable, Tuple
 
 import sympy as sp
 
-from derivations.config import CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
+from derivations.activations.view import (CHECKPOINT_TAGS, EXISTS, EXT, FLASH, MLA, MOE, PAPER,  # noqa: F401
+                                          PRESET_CONVENTIONS, View)
 from derivations.notation import B_a, B_f8, B_o, EP, ETP, SP, TP, b
 from symbolic.term import Part
 
-MLA = "Sec. 5.1, M_1^A"
-MOE = "Sec. 5.2, M_1^E"
-EXT = "extension (not in the paper)"
-FLASH = "extension: fused (flash) attention"
-CHECKPOINT_TAGS = frozenset({"layer_input", "routing", "head"})
 #: 1 when activations are not FP32 (B_a != 4), else 0: a cast to FP32 (``.to(float32)``) is then a
 #: no-op returning the same storage, so an FP32 copy is not a second tensor (storage aliasing).
 NOT_FP32 = sp.Piecewise((0, sp.Eq(B_a, 4)), (1, True))
@@ -97,174 +93,26 @@ IS_FP32 = 1 - NOT_FP32
 B_IS_1 = sp.Piecewise((1, sp.Eq(b, 1)), (0, True))
 
 
-# ----------------------------------------------------------------------------- views
-@dataclass(frozen=True)
-class View:
-    """Which activation tensors are kept, and in which format (see the module docstring).
-
-    recompute: 'none' | 'full' | 'selective' | 'custom'; ops: the operators a custom
-    policy recomputes; attention: 'eager' | 'flash'; fp8: the DeepSeek-V3 FP8 caching;
-    conv: the modelling assumptions (:class:`derivations.config.Conventions`; only the
-    activation switches are kept, see :data:`RULES`).
-    """
-
-    recompute: str = "none"
-    ops: Tuple[str, ...] = ()
-    attention: str = "eager"
-    fp8: bool = False
-    conv: Conventions = field(default_factory=Conventions)
-    preset: str = field(default="", compare=False)  # the preset these conventions are (set by view_terms)
-
-    def __post_init__(self):
-        object.__setattr__(self, "conv", self.conv.side("activations"))
-
-    @classmethod
-    def of(cls, training) -> "View":
-        """The view of a :class:`derivations.config.Training`."""
-        return cls(training.recompute, tuple(training.recompute_ops), training.attention, bool(training.fp8),
-                   getattr(training, "conventions", Conventions()))
-
-    @property
-    def dropped(self) -> frozenset:
-        """Tags of the tensors this policy recomputes (full: everything but the checkpoints)."""
-        return frozenset({"none": (), "selective": ("score",), "full": (), "custom": self.ops}[self.recompute])
-
-    @property
-    def checkpoints(self) -> frozenset:
-        """Tags full recomputation keeps: the paper's two checkpoints per layer and the routing
-        decision, or (``--checkpoints one``) the layer input only (and the head)."""
-        return CHECKPOINT_TAGS if self.conv.checkpoints == "two" else frozenset({"layer_input", "head"})
-
-    def exists(self, tags) -> bool:
-        """Whether a tensor with these tags exists under this kernel and these conventions."""
-        return all(check(self) for tag, check in EXISTS.items() if tag in tags)
-
-    def keeps(self, tags: Iterable[str]) -> bool:
-        tags = set(tags)
-        if not self.exists(tags):
-            return False
-        if "mask" in tags and self.conv.dropout_masks == "none":
-            return False
-        if self.recompute == "full":
-            if self.conv.checkpoints == "one" and "sublayer_input" in tags:
-                return False
-            return bool(tags & self.checkpoints)
-        return not (tags & self.dropped)
-
-    def retype(self, num: Tuple, tags: Iterable[str]) -> Tuple[Tuple, str]:
-        """(factors with B_a replaced by the cached format's bytes symbol, format note)."""
-        if not self.fp8:
-            return tuple(num), ""
-        tags = set(tags)
-        for tag, sym, note in (("e5m6", B_o, "E5M6"), ("fp8", B_f8, "FP8")):
-            if tag in tags:
-                return tuple(sp.sympify(f).xreplace({B_a: sym}) for f in num), note
+def retype(view: View, num: Tuple, tags: Iterable[str]) -> Tuple[Tuple, str]:
+    """(factors with B_a replaced by the cached format's bytes symbol, format note)."""
+    if not view.fp8:
         return tuple(num), ""
-
-    def scale(self, tags: Iterable[str]) -> Tuple[Tuple, Tuple, Tuple[str, ...]]:
-        """(extra numerator factors, extra denominator factors, notes) the conventions apply
-        to a tensor with these tags (:data:`RULES`)."""
-        tags, num, den, notes = set(tags), (), (), ()
-        for need, switch, value, n, d, note in RULES:
-            if need <= tags and getattr(self.conv, switch) == value:
-                num, den, notes = num + n, den + d, notes + (note,)
-        return num, den, notes
-
-    @property
-    def conv_suffix(self) -> str:
-        """Term-id suffix of the conventions: '' (the paper's), '.<preset>' when they are exactly
-        one preset's activation switches, else '.<token>.<token>...' (CONVENTION_SWITCHES tokens)."""
-        changed = self.conv.changed()
-        if not changed:
-            return ""
-        if self.preset:
-            return "." + self.preset
-        return "".join("." + CONVENTION_SWITCHES[k].tokens[v] for k, v in changed)
-
-    @property
-    def suffix(self) -> str:
-        """Term-id suffix: '' | '.full' | '.selective' | '.custom-<op>-<op>', then '.flash', '.fp8',
-        then the conventions (:attr:`conv_suffix`).
-
-        Full recomputation keeps neither score tensors nor FP8-cached ones, so it is '.full'
-        whatever the kernel; '.flash' appears only when the policy keeps the score tensors."""
-        if self.recompute == "full":
-            return ".full" + self.conv_suffix
-        out = {"none": "", "selective": ".selective"}.get(self.recompute)
-        if out is None:
-            out = ".custom-" + "-".join(self.ops)
-        if self.attention == "flash" and "score" not in self.dropped and not self.preset:
-            out += ".flash"  # a preset's name says its kernel (named() checks it)
-        if self.fp8:
-            out += ".fp8"
-        return out + self.conv_suffix
-
-    @property
-    def conv_label(self) -> str:
-        """The conventions in words ('' for the paper's)."""
-        changed = self.conv.changed()
-        if not changed:
-            return ""
-        what = ", ".join(f"{CONVENTION_SWITCHES[k].option.lstrip('-')} {v}" for k, v in changed)
-        return f"conventions {self.preset} ({what})" if self.preset else f"conventions: {what}"
-
-    @property
-    def label(self) -> str:
-        pol = {"none": "no recomputation", "full": "full recomputation",
-               "selective": "selective recomputation (core attention)"}.get(
-            self.recompute, f"recomputing {', '.join(self.ops)}")
-        extra = []
-        if self.recompute != "full":
-            if self.attention == "flash" and "score" not in self.dropped:
-                extra.append("flash attention")
-            if self.fp8:
-                extra.append("FP8 caching")
-        if self.conv_label:
-            extra.append(self.conv_label)
-        return pol + (", " + ", ".join(extra) if extra else "")
+    tags = set(tags)
+    for tag, sym, note in (("e5m6", B_o, "E5M6"), ("fp8", B_f8, "FP8")):
+        if tag in tags:
+            return tuple(sp.sympify(f).xreplace({B_a: sym}) for f in num), note
+    return tuple(num), ""
 
 
-#: Tags that make a tensor exist only under one kernel or one convention.
-EXISTS = {
-    "eager": lambda v: v.attention == "eager",
-    # dropout off and the softmax in the activations' dtype: F.dropout(p=0) returns its input (ATen
-    # _dropout_impl: "if (p == 0 || !train ...) return input"), so P V saves the softmax output itself
-    "dropout_out": lambda v: v.conv.dropout_masks == "kept" or v.conv.softmax_dtype == "fp32",
-    "flash": lambda v: v.attention == "flash",
-    "mtp": lambda v: v.conv.mtp_activations == "last-stage",
-    "mtp_ckpt": lambda v: v.recompute == "full",
-    "combine": lambda v: v.conv.expert_outputs == "kept",
-    "latent_norm": lambda v: v.conv.latent_norms == "kept",
-    "dispatch_mask": lambda v: v.conv.routing_state == "mask",
-    "row_map": lambda v: v.conv.routing_state == "row-map",
-    "paper_only": lambda v: v.conv.inventory == "paper",
-    "modelzoo_only": lambda v: v.conv.inventory == "modelzoo",
-    "plain_norm": lambda v: v.conv.norm_storage in ("output", "te") or v.recompute == "full",
-    "plain_head_norm": lambda v: v.conv.norm_storage in ("output", "te"),
-    "rope": lambda v: v.recompute != "full",
-    "fp32_norm": lambda v: v.conv.norm_storage in ("fp32", "torch"),
-    "te_norm": lambda v: v.conv.norm_storage == "te",
-    "paper_router": lambda v: v.conv.router_state == "paper",
-    "hf_router": lambda v: v.conv.router_state == "transformers",
-    "mcore_router": lambda v: v.conv.router_state == "mcore",
-    "loop": lambda v: v.conv.experts == "loop",
-    "a2a": lambda v: v.conv.experts == "alltoall",
-    "weighted": lambda v: v.conv.swiglu != "fused",
-    "causal_mask": lambda v: v.conv.causal_mask == "per-layer",
-    "rope_layer": lambda v: v.conv.rope_tables == "per-layer",
-    "rope_shared": lambda v: v.conv.rope_tables == "shared",
-    "mcore_head": lambda v: v.conv.head_state == "mcore",
-    "ce_cast": lambda v: v.conv.ce_backward == "cast",
-    "ids": lambda v: v.conv.head_state != "paper",
-    # tensors of Megatron-Core's own checkpointing (the head_state switch says the framework is Megatron-Core)
-    "mcore_ckpt": lambda v: v.conv.head_state == "mcore",
-    "score_recomputed": lambda v: v.recompute != "full" and "score" in v.dropped,
-    "own_shared_input": lambda v: v.conv.shared_input == "own",
-    "v_copy": lambda v: v.conv.value_storage == "copy",
-    "v_view": lambda v: v.conv.value_storage == "kv-view",
-    "paper_head": lambda v: v.conv.head_state == "paper",
-    "hf_head": lambda v: v.conv.head_state == "transformers",
-}
+def scale(view: View, tags: Iterable[str]) -> Tuple[Tuple, Tuple, Tuple[str, ...]]:
+    """(extra numerator factors, extra denominator factors, notes) the conventions apply
+    to a tensor with these tags (:data:`RULES`)."""
+    tags, num, den, notes = set(tags), (), (), ()
+    for need, switch, value, n, d, note in RULES:
+        if need <= tags and getattr(view.conv, switch) == value:
+            num, den, notes = num + n, den + d, notes + (note,)
+    return num, den, notes
+
 
 #: Conventions that rescale a tensor: (tags it needs, switch, value, extra numerator,
 #: extra denominator, note).  dispatch: each of the N/EP local experts receives
@@ -289,12 +137,6 @@ RULES = (
      "the B_a probabilities beside the FP32 softmax output (the same storage when B_a = 4)"),
 )
 
-PAPER = View()
-#: The activation switches of each non-paper preset (derivations.config.CONVENTION_PRESETS).
-PRESET_CONVENTIONS = {name: Conventions(**{k: v for k, v in p.items() if k in CONVENTION_SWITCHES}).side("activations")
-                      for name, p in CONVENTION_PRESETS.items() if name != "paper"}
-
-
 @dataclass(frozen=True)
 class Group:
     """A row the paper prints as ``count x (tensors of one expert)``: the routed experts
@@ -313,8 +155,8 @@ def _kept(view: View, num, den, tags):
     """(num, den, notes) of one tensor as ``view`` keeps it, or None if it is not kept."""
     if not view.keeps(tags):
         return None
-    num, fmt = view.retype(num, tags)
-    n, d, notes = view.scale(tags)
+    num, fmt = retype(view, num, tags)
+    n, d, notes = scale(view, tags)
     if fmt:
         notes = (f"cached in {fmt}",) + notes
     return tuple(num) + n, tuple(den) + d, notes

@@ -55,6 +55,9 @@ from fractions import Fraction
 from typing import Dict, List, Optional, Tuple
 
 from derivations import config as cfg
+from derivations.assembly.sides import WeightSide, mtp_stage_shift, weight_side  # noqa: F401  (re-exported)
+from derivations.config.switches import (ORDER, PRESETS, describe, notes, preset_of, switch_value,  # noqa: F401
+                                         switches_json, with_preset, with_switch)
 from derivations.notation import (B_a, CP, D, DP, EP, ETP, L_d, L_m, N, N_r, N_s, PP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
                                h, h_E, h_F, n_h, s, v)
 from symbolic.term import Part, Term, combine
@@ -197,43 +200,6 @@ def _shared_tp_terms(reg):
         yield replace(t, id=t.id + ".shared-tp")
 
 
-@dataclass(frozen=True)
-class WeightSide:
-    """Where the parameters and model states of a device come from under some conventions.
-
-    rank 'stage': ``non_moe``/``moe`` are the per-device terms (P_n, P_m) at the stage;
-    rank 'megatron': ``params`` is Megatron's shard, evaluated at the whole model (its
-    formula divides by PP itself), split into non-MoE and MoE by its parts' tags."""
-
-    rank: str
-    params: str
-    non_moe: str
-    moe: str
-    prefix: str
-    suffix: str
-
-    def component_ids(self, zero: int) -> Dict[str, str]:
-        from derivations.assembly.zero import component_ids
-        return {k: t + self.suffix for k, t in component_ids(self.prefix, zero).items()}
-
-
-def weight_side(conventions: cfg.Conventions) -> WeightSide:
-    """Where the parameters and model states of a device come from under ``conventions``:
-    the term ids (their terms: the base registry plus :func:`side_terms`)."""
-    shared_tp = conventions.shared_expert == "tp"
-    if conventions.rank == "megatron":
-        sfx = "" if shared_tp else ".shared-replicated"
-        pid = f"conv.megatron.params{sfx}"
-        return WeightSide("megatron", pid, pid, pid, "conv.megatron", sfx)
-    if conventions.rank == "modelzoo":
-        return WeightSide("stage", "conv.modelzoo.params", "conv.modelzoo.params.non_moe", "conv.modelzoo.params.moe",
-                          "conv.modelzoo", "")
-    if not shared_tp:
-        return WeightSide("stage", "static.device.total", "static.device.non_moe", "static.device.moe", "zero", "")
-    return WeightSide("stage", "static.device.total.shared-tp", "static.device.non_moe",
-                      "static.device.moe.shared-tp", "zero", ".shared-tp")
-
-
 def side_terms(reg, conventions: cfg.Conventions) -> List[Term]:
     """The weight-side terms ``conventions`` need beyond the base registry ``reg`` (not added to it)."""
     shared_tp = conventions.shared_expert == "tp"
@@ -249,27 +215,10 @@ def side_terms(reg, conventions: cfg.Conventions) -> List[Term]:
 
 
 def megatron_substitution(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training) -> Dict:
-    """The substitution of Megatron's shard: the whole model's L_d, L_m (the formula divides by
-    PP itself) and D = the model's MTP layers under ``--mtp``, else 0."""
-    subs = cfg.substitution(model, layout, training, cfg.whole_model(model))
-    subs[D] = model.mtp_layers if training.conventions.mtp else 0
-    return subs
-
-
-def mtp_stage_shift(model: cfg.ModelSpec, pp: int, dense: int, moe: int, embedding: int, head: int):
-    """(L_d, L_m, e_E, e_H) of a device's held stages with ``--mtp`` under the stage rank: Megatron-Core
-    builds the D MTP modules on the last stage (models/gpt/gpt_model.py, ``mtp_process``), each one more
-    MoE transformer layer (its eh_proj and norms are not counted), and when PP > 1 that stage keeps its
-    own copy of the word embedding (``if self.pre_process or self.mtp_process: self.embedding = ...``),
-    a second v x h matrix unless the embeddings are tied (the output layer then uses that copy, which
-    memsym counts as the head) or the device already holds the embedding (DualPipe's rank 0).  Every
-    weight term is linear in the composition, so the shift is exact."""
-    if not head:
-        return dense, moe, embedding, head
-    # no copy when the device already holds the embedding (PP = 1, or DualPipe's rank 0 holding stages 0 and
-    # PP - 1: the embedding and head are shared there, DeepSeek-V3 report Sec. 3.2.1)
-    copy = 0 if model.tie_word_embeddings or pp == 1 or embedding or not model.mtp_layers else head
-    return dense, moe + model.mtp_layers * head, embedding + copy, head
+    """The substitution of Megatron's shard, keyed by symbol (:func:`derivations.assembly.sides.megatron_values`)."""
+    from derivations.assembly.sides import megatron_values
+    from derivations.config.values import symbol_keyed
+    return symbol_keyed(megatron_values(model, layout, training))
 
 
 def split_params(reg, side: WeightSide, subs) -> Tuple[Fraction, Fraction]:
@@ -280,76 +229,6 @@ def split_params(reg, side: WeightSide, subs) -> Tuple[Fraction, Fraction]:
         return (sum((exact(p.expr, subs) for p in t.parts if "non_moe" in p.tags), Fraction(0)),
                 sum((exact(p.expr, subs) for p in t.parts if "moe" in p.tags), Fraction(0)))
     return exact(reg[side.non_moe], subs), exact(reg[side.moe], subs)
-
-
-# ----------------------------------------------------------------------------- presets and switches
-PRESETS = cfg.CONVENTION_PRESETS
-ORDER = cfg.CONVENTION_ORDER
-
-
-def switch_value(training: cfg.Training, name: str):
-    """The value of switch ``name`` (CONVENTION_ORDER) in ``training``."""
-    if name == "attention":
-        return training.attention
-    if name == "bytes_per_param":
-        return training.bytes_convention
-    return getattr(training.conventions, name)
-
-
-def with_switch(training: cfg.Training, name: str, value) -> cfg.Training:
-    """``training`` with switch ``name`` set to ``value``."""
-    if name == "attention":
-        return replace(training, attention=value)
-    if name == "bytes_per_param":
-        return training.with_bytes_convention(value)
-    return replace(training, conventions=replace(training.conventions, **{name: value}))
-
-
-def with_preset(training: cfg.Training, preset: str, mtp: bool = False) -> cfg.Training:
-    """``training`` with every switch of ``preset`` (and ``--mtp`` if asked and the preset's
-    rank is Megatron's)."""
-    if preset not in PRESETS:
-        raise cfg.ConfigError("conventions", f"conventions must be one of {', '.join(PRESETS)}, got {preset!r}")
-    out = training
-    for name, value in PRESETS[preset].items():
-        out = with_switch(out, name, value)
-    if mtp and out.conventions.rank == "megatron":
-        out = with_switch(out, "mtp", True)
-    return out
-
-
-def preset_of(training: cfg.Training) -> Optional[str]:
-    """The preset whose every switch ``training`` has (the MTP switches aside: they say whether MTP
-    modules are trained, not whose conventions), else None."""
-    for name, p in PRESETS.items():
-        if all(switch_value(training, k) == val for k, val in p.items() if k not in ("mtp", "mtp_activations")):
-            return name
-    return None
-
-
-def describe(name: str, value) -> str:
-    """One line for a switch at a value: its option, value and what the paper does."""
-    if name == "attention":
-        return f"--attention {value}" + ("" if value == "eager" else " (the paper: eager, 5 b n_h s^2/TP)")
-    if name == "bytes_per_param":
-        return f"--bytes-per-param {value}" + ("" if value == "paper" else " (the paper: 2/4/4/2/2)")
-    if name == "mtp":
-        return "--mtp (the paper: no MTP parameters counted)" if value else "no MTP layer counted"
-    spec = cfg.CONVENTION_SWITCHES[name]
-    return f"{spec.option} {value}" + ("" if value == spec.default else f" (the paper: {spec.paper})")
-
-
-def switches_json(training: cfg.Training) -> Dict:
-    """Every switch's value (JSON), and the preset they are, if any."""
-    out = {name: switch_value(training, name) for name in ORDER}
-    out["preset"] = preset_of(training)
-    return out
-
-
-def notes(training: cfg.Training) -> List[str]:
-    """An assumption line for each switch not at the paper's choice (Conventions ones; the
-    attention kernel and bytes are printed by estimate already)."""
-    return [f"convention {describe(k, val)}" for k, val in training.conventions.changed()]
 
 
 # ----------------------------------------------------------------------------- per-tensor view

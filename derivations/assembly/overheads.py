@@ -9,25 +9,26 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import sympy as sp
-
 from symbolic.errors import ConfigError
-from symbolic.term import Part, Term
 from symbolic.units import GiB
 
-from derivations.notation import M_buf, f_frag
 #: The paper's ranges (Sec. 6): (low, high).
 RANGES = {
     "f_frag": (Fraction(1, 20), Fraction(3, 10)),
     "M_buf": (Fraction(4, 5) * GiB, 2 * GiB),
 }
 
-M_alloc = sp.Symbol("M_alloc", positive=True)  # allocated bytes (model states + activations)
-
 
 def terms(reg, *, q_lora, routing_bias, tied):
+    """``overhead.fragmentation`` and ``overhead.buffers`` (sympy is imported here, for the terms only: the
+    numbers below need none)."""
+    import sympy as sp
+
+    from derivations.notation import M_buf, f_frag
+    from symbolic.term import Part, Term
+    alloc = sp.Symbol("M_alloc", positive=True)  # allocated bytes (model states + activations)
     yield Term("overhead.fragmentation", "bytes lost to fragmentation, f_frag times the allocated bytes", "bytes",
-               "Sec. 6 (5%-30%)", (Part("frag", "fragmentation", (f_frag, M_alloc)),))
+               "Sec. 6 (5%-30%)", (Part("frag", "fragmentation", (f_frag, alloc)),))
     yield Term("overhead.buffers", "communication and temporary buffers per device", "bytes",
                "Sec. 6 (0.8-2 GB)", (Part("buf", "buffers", (M_buf,)),))
 
@@ -36,19 +37,29 @@ def terms(reg, *, q_lora, routing_bias, tied):
 ENDS = ("high", "low", "none")
 
 
-def overhead_values(end: str = "high") -> dict:
-    """{f_frag: ..., M_buf: ...} at one end of the Sec. 6 ranges (exact Fractions); 'none' is zero."""
+def named_values(end: str = "high") -> dict:
+    """{'f_frag': ..., 'M_buf': ...} at one end of the Sec. 6 ranges (exact Fractions); 'none' is zero."""
     if end not in ENDS:
         raise ConfigError("overheads", f"overheads must be one of {', '.join(ENDS)}, got {end!r}")
     if end == "none":
-        return {f_frag: 0, M_buf: 0}
+        return {"f_frag": 0, "M_buf": 0}
     i = 0 if end == "low" else 1
-    return {f_frag: RANGES["f_frag"][i], M_buf: RANGES["M_buf"][i]}
+    return {"f_frag": RANGES["f_frag"][i], "M_buf": RANGES["M_buf"][i]}
 
 
-def peak(allocated, f=f_frag, buf=M_buf):
+def overhead_values(end: str = "high") -> dict:
+    """{f_frag: ..., M_buf: ...} at one end of the Sec. 6 ranges, keyed by symbol (:func:`named_values`)."""
+    from derivations.config.values import symbol_keyed
+    return symbol_keyed(named_values(end))
+
+
+def peak(allocated, f=None, buf=None):
     """The Sec. 6 peak, ``(1 + f_frag) * allocated + M_buf`` (the paper gives ranges, no formula):
-    exact for numbers, symbolic for symbols, element-wise for arrays; the one place it is written."""
+    exact for numbers, symbolic for symbols (``f``, ``buf`` default to the symbols f_frag and M_buf),
+    element-wise for arrays; the one place it is written."""
+    if f is None or buf is None:
+        from derivations.notation import M_buf, f_frag
+        f, buf = f_frag if f is None else f, M_buf if buf is None else buf
     return (1 + f) * allocated + buf
 
 
@@ -56,7 +67,7 @@ def at_ends(allocated) -> dict:
     """{low, high: {f_frag, fragmentation, buffers, peak}} for an allocation (exact bytes)."""
     out = {}
     for end in ("low", "high"):
-        o = overhead_values(end)
-        f, buf = o[f_frag], o[M_buf]
+        o = named_values(end)
+        f, buf = o["f_frag"], o["M_buf"]
         out[end] = {"f_frag": f, "fragmentation": allocated * f, "buffers": buf, "peak": peak(allocated, f, buf)}
     return out

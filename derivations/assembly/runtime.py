@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from symbolic.term import Part, Term
-
 TE_GEMM = "Transformer Engine 2.x transformer_engine/pytorch/cpp_extensions/gemm.py: get_cublas_workspace"
 TORCH_CUBLAS = "PyTorch aten/src/ATen/cuda/CublasHandlePool.cpp: getNewWorkspace (CUBLAS_WORKSPACE_CONFIG :4096:8)"
 TE_WORKSPACE = 2 ** 25 + 2 ** 10
@@ -30,12 +28,25 @@ TE_GROUPED_STREAMS = 4
 TORCH_WORKSPACE = 2 ** 25
 
 
-@lru_cache(maxsize=None)
-def buffers_term(value: str) -> Term:
-    """``runtime.buffers.<value>``: the runtime buffers of ``--runtime-buffers`` (te), in bytes."""
+def buffers_id(value: str) -> str:
+    """The term id of ``--runtime-buffers value``."""
     if value != "te":
         raise ValueError(f"no runtime buffers term for {value!r}")
-    return Term("runtime.buffers.te", "runtime buffers on every device: the cuBLAS workspaces of Transformer "
+    return f"runtime.buffers.{value}"
+
+
+def buffers_bytes(value: str) -> int:
+    """The bytes of ``--runtime-buffers value`` on every device (the parts of :func:`buffers_term`)."""
+    buffers_id(value)
+    return TE_WORKSPACE + TE_GROUPED_STREAMS * TE_WORKSPACE + TORCH_WORKSPACE
+
+
+@lru_cache(maxsize=None)
+def buffers_term(value: str):
+    """``runtime.buffers.<value>``: the runtime buffers of ``--runtime-buffers`` (te), in bytes (a Term:
+    sympy is imported here, for the symbolic side only)."""
+    from symbolic.term import Part, Term
+    return Term(buffers_id(value), "runtime buffers on every device: the cuBLAS workspaces of Transformer "
                                       "Engine and PyTorch (Hopper)", "bytes",
                 "extension: " + TE_GEMM + "; " + TORCH_CUBLAS,
                 (Part("te_gemm", "TE GEMM workspace, 32 MiB + 1 KiB", (TE_WORKSPACE,), provenance=TE_GEMM),

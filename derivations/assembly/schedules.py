@@ -46,10 +46,8 @@ from functools import lru_cache
 from fractions import Fraction
 from typing import List, Optional, Tuple
 
-import sympy as sp
-
+from derivations.assembly.evaluate import inflight  # the formulas below, printed (derivations/generated)
 from derivations.config import SCHEDULES, ConfigError
-from derivations.notation import PP, VPP, i_s, n_mb
 
 TITLES = {
     "1f1b": "1F1B (PipeDream-flush, Megatron)",
@@ -78,7 +76,6 @@ class Chunk:
 
     stage: int
     inflight: Fraction
-    formula: sp.Expr
     part: str = "all"
 
     def composition(self, comp):
@@ -97,11 +94,16 @@ def part_composition(comp, part: str):
 
 
 @lru_cache(maxsize=None)
-def formulas(name: str) -> Tuple[Tuple[str, sp.Expr, str], ...]:
+def formulas(name: str) -> Tuple[Tuple[str, object, str], ...]:
     """((which stage, in-flight formula, part), ...) of a schedule, in the symbols m, PP, i, V (built
-    once: sympy's Min is slow to construct, and fit asks for every stage at every trial).
+    once: sympy's Min is slow to construct, and fit asks for every stage at every trial).  The numbers
+    (:func:`chunks`) come from these formulas printed as Python (derivations/generate.py); sympy is
+    imported here, for the formulas only.
 
     'own' is stage i; 'mirror' is stage PP - 1 - i (DualPipe only); part as :data:`PARTS`."""
+    import sympy as sp
+
+    from derivations.notation import PP, VPP, i_s, n_mb
     if name in ("1f1b", "zb"):
         return (("own", sp.Min(n_mb, PP - i_s), "all"),)
     if name == "interleaved":
@@ -114,7 +116,8 @@ def formulas(name: str) -> Tuple[Tuple[str, sp.Expr, str], ...]:
 
 def validate(name: str, pp: int, microbatches: Optional[int], vpp: Optional[int]) -> None:
     """The schedule's own constraints (ConfigError naming the one that fails)."""
-    formulas(name)
+    if name not in SCHEDULES:
+        raise ConfigError("schedule", f"schedule must be one of {', '.join(SCHEDULES)}, got {name!r}")
     if name == "dualpipe":
         if pp % 2:
             raise ConfigError("dualpipe-pp", f"DualPipe needs an even number of pipeline stages, got PP={pp}")
@@ -132,14 +135,10 @@ def chunks(name: str, pp: int, index: int, microbatches: Optional[int] = None,
     validate(name, pp, microbatches, vpp)
     if name == "interleaved" and vpp is None:
         vpp = 2
-    subs = {PP: pp, i_s: index, n_mb: sp.oo if microbatches is None else microbatches, VPP: vpp or 1}
     out = []
-    for which, expr, part in formulas(name):
-        val = sp.sympify(expr.xreplace(subs))
-        if not val.is_Rational:
-            raise ConfigError("schedule", f"{name}: in-flight count {val} is not a number")
+    for which, val, part in inflight(name, pp, index, microbatches, vpp or 1):
         stage = index if which == "own" else pp - 1 - index
-        out.append(Chunk(stage, Fraction(int(val.p), int(val.q)), expr, part))
+        out.append(Chunk(stage, Fraction(val), part))
     return tuple(out)
 
 

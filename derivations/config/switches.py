@@ -10,9 +10,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Dict, List, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from symbolic.errors import ConfigError
+
+if TYPE_CHECKING:  # the switch helpers below take a Training (which holds Conventions): no import cycle at run time
+    from derivations.config.training import Training
 
 
 @dataclass(frozen=True)
@@ -319,3 +322,73 @@ def validate_conventions(c: "Conventions") -> None:
     if c.mtp and c.rank == "modelzoo":
         raise ConfigError("mtp", "--mtp counts the D MTP layers' parameters on the last stage (--rank stage) or in "
                                  "Megatron's most-loaded shard (--rank megatron); the ModelZoo rank counts none")
+
+
+# ----------------------------------------------------------------------------- switch values of a training
+PRESETS = CONVENTION_PRESETS
+ORDER = CONVENTION_ORDER
+
+
+def switch_value(training: Training, name: str):
+    """The value of switch ``name`` (CONVENTION_ORDER) in ``training``."""
+    if name == "attention":
+        return training.attention
+    if name == "bytes_per_param":
+        return training.bytes_convention
+    return getattr(training.conventions, name)
+
+
+def with_switch(training: Training, name: str, value) -> Training:
+    """``training`` with switch ``name`` set to ``value``."""
+    if name == "attention":
+        return replace(training, attention=value)
+    if name == "bytes_per_param":
+        return training.with_bytes_convention(value)
+    return replace(training, conventions=replace(training.conventions, **{name: value}))
+
+
+def with_preset(training: Training, preset: str, mtp: bool = False) -> Training:
+    """``training`` with every switch of ``preset`` (and ``--mtp`` if asked and the preset's
+    rank is Megatron's)."""
+    if preset not in PRESETS:
+        raise ConfigError("conventions", f"conventions must be one of {', '.join(PRESETS)}, got {preset!r}")
+    out = training
+    for name, value in PRESETS[preset].items():
+        out = with_switch(out, name, value)
+    if mtp and out.conventions.rank == "megatron":
+        out = with_switch(out, "mtp", True)
+    return out
+
+
+def preset_of(training: Training) -> Optional[str]:
+    """The preset whose every switch ``training`` has (the MTP switches aside: they say whether MTP
+    modules are trained, not whose conventions), else None."""
+    for name, p in PRESETS.items():
+        if all(switch_value(training, k) == val for k, val in p.items() if k not in ("mtp", "mtp_activations")):
+            return name
+    return None
+
+
+def describe(name: str, value) -> str:
+    """One line for a switch at a value: its option, value and what the paper does."""
+    if name == "attention":
+        return f"--attention {value}" + ("" if value == "eager" else " (the paper: eager, 5 b n_h s^2/TP)")
+    if name == "bytes_per_param":
+        return f"--bytes-per-param {value}" + ("" if value == "paper" else " (the paper: 2/4/4/2/2)")
+    if name == "mtp":
+        return "--mtp (the paper: no MTP parameters counted)" if value else "no MTP layer counted"
+    spec = CONVENTION_SWITCHES[name]
+    return f"{spec.option} {value}" + ("" if value == spec.default else f" (the paper: {spec.paper})")
+
+
+def switches_json(training: Training) -> Dict:
+    """Every switch's value (JSON), and the preset they are, if any."""
+    out = {name: switch_value(training, name) for name in ORDER}
+    out["preset"] = preset_of(training)
+    return out
+
+
+def notes(training: Training) -> List[str]:
+    """An assumption line for each switch not at the paper's choice (Conventions ones; the
+    attention kernel and bytes are printed by estimate already)."""
+    return [f"convention {describe(k, val)}" for k, val in training.conventions.changed()]

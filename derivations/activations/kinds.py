@@ -1,0 +1,135 @@
+"""Sec. 5: activations kept for the backward pass (Tables 9-10), in bytes, and their variants.
+
+Each activation term is the paper's list of tensors, one :class:`Part` per tensor (or per
+row where the paper prints a group, such as the routed experts), with bytes per element
+as symbols (B_a = 2 for BF16, B_k = 1 for dropout masks) and the parallel degrees as
+symbols: SP divides the tensors of the sequence-parallel region, TP those after the
+split projections, CP the sequence held by each device (extension; the paper has CP = 1),
+ETP the intermediate size inside an expert.
+
+The paper's readings (digest sec. 7):
+  M_1^A = 4bsh/SP + 2bs(d_c' + d_c) + 4bs(d_h + d_h^R)n_h/TP + 2bs d_h n_h/TP
+          + 5 b n_h s^2/TP + 2bs d_h n_h/TP + bsh/SP
+  M_1^E = 4bsh/SP + 4bsN + 2bsN_r + (N/EP)(3 E_token h + 8 E_token h_E) + N_s(3bsh + 8bsh_E)
+  M_2^A = 2bsh/SP,  M_2^E = 2bsh/SP + 2bsN_r  (full recomputation)
+
+The tensor lists are in :mod:`derivations.inventory`, the views (recomputation policies,
+attention kernels, FP8 caching, conventions) in :mod:`derivations.views`; this module
+assembles each view's terms: per layer (``act.mla.layer``, ``act.moe.layer``, ...), per
+stage and in flight (``act.stage``, ``act.peak``).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+from typing import Dict, Tuple
+
+from derivations.config import Conventions
+from derivations.notation import D, L_d, L_m, e_H, n_fl
+from symbolic.term import Part, Term, combine
+
+from derivations.activations.naming import named, reduced  # noqa: F401  (the ids: one logic, pure)
+from derivations.assembly.evaluate import kept
+from derivations.activations.inventory import KEPT_FOR, SPECS, dense_specs, head_specs, mla_specs, mla_tensors, moe_specs, moe_tensors  # noqa: F401
+from derivations.activations.views import (CHECKPOINT_TAGS, EXT, FLASH, MLA, MOE, PAPER, PRESET_CONVENTIONS, View, apply,  # noqa: F401
+                    flatten)
+
+# ----------------------------------------------------------------------------- terms
+_SYMBOLS = {("mla", ""): "M_1^A", ("mla", ".full"): "M_2^A", ("moe", ""): "M_1^E", ("moe", ".full"): "M_2^E"}
+
+
+@lru_cache(maxsize=None)
+def kind_parts(view: View, q_lora: bool = True) -> Dict[str, Tuple[Part, ...]]:
+    """{kind: parts kept by ``view``} for the kinds mla, moe, dense, head (cached: parts are immutable)."""
+    return {kind: apply(view, specs(q_lora)) for kind, specs in SPECS.items()}
+
+
+def view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
+    """See :func:`_view_terms` (cached per view: terms are immutable)."""
+    return dict(_view_terms(view, q_lora))
+
+
+@lru_cache(maxsize=None)
+def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
+    """The activation terms of one view: {kind: Term} for kinds mla, moe, dense, head (per
+    layer / sublayer), layer (one MoE transformer layer), stage (one micro-batch on one
+    device of a stage) and peak (n_fl micro-batches in flight).  A per-layer term equal to
+    the paper's keeps the paper's id (``act.head`` under full recomputation); conventions
+    that change no kept tensor are left out of the ids (:func:`reduced`).  The MTP modules
+    (``--mtp-activations last-stage``) change no layer: the per-layer terms keep the preset's ids, the
+    module's own tensors are ``act.mtp<suffix>`` and the stage and peak ids end ``.mtp``."""
+    mtp_view = view if view.conv.mtp_activations == "last-stage" else None
+    view = named(replace(view, conv=replace(view.conv, mtp_activations="none")), q_lora)
+    sfx = view.suffix
+    mtp = mtp_view is not None
+    out = {}
+    lists = {"mla": ("act.mla.layer", "one MLA layer", MLA),
+             "moe": ("act.moe.layer", "one MoE layer", MOE),
+             "dense": ("act.dense.layer", "one dense FFN sublayer (extension)", EXT),
+             "head": ("act.head", "the final norm, head and loss on the last stage (extension)", EXT)}
+    all_parts, paper = kind_parts(view, q_lora), kind_parts(PAPER, q_lora)
+    plain = replace(view, conv=Conventions())  # the same policy under the paper's conventions
+    same, same_paper = kept(view, q_lora), kept(PAPER, q_lora)  # what each keeps, tensor by tensor (naming.py)
+    same_plain = kept(plain, q_lora) if sfx != plain.suffix else same
+    one = view.conv.checkpoints == "one"
+    for kind, (base_id, what, prov) in lists.items():
+        parts, base = all_parts[kind], paper[kind]
+        if sfx and same[kind] == same_paper[kind]:
+            tid, label, parts = base_id, "no recomputation", base
+        elif sfx != plain.suffix and same[kind] == same_plain[kind]:
+            return_plain = view_terms(plain, q_lora)[kind]
+            out[kind] = return_plain
+            continue
+        else:
+            tid, label = base_id + sfx, view.label
+        if sfx and view.recompute == "full" and kind != "head":
+            keep = {"mla": "only the layer input is kept",
+                    "dense": "nothing kept: the layer's one checkpoint is its input" if one
+                    else "only the layer input is kept",
+                    "moe": "nothing kept: the layer's one checkpoint is the MLA input" if one
+                    else "layer input and routing decision kept"}[kind]
+            label = f"full recomputation ({keep})" + (f", {view.conv_label}" if view.conv_label else "")
+        if view.recompute == "full":
+            prov = {"mla": "Sec. 5.1, M_2^A", "moe": "Sec. 5.2, M_2^E"}.get(kind, prov)
+            if tid != base_id + ".full" and view.conv_label:
+                prov = f"{prov}; {view.conv_label} (not the paper's)"
+        elif tid != base_id:
+            prov = f"{prov}; view: {view.label} (extension)"
+        out[kind] = Term(tid, f"activation bytes of {what}, {label}", "bytes", prov, parts,
+                         symbol=_SYMBOLS.get((kind, tid[len(base_id):]), ""))
+    policy = view.label
+    if mtp:
+        out["mtp"] = Term(f"act.mtp{sfx}", "activation bytes of one multi-token-prediction module's own tensors "
+                          + ("(under full recomputation its checkpoint's inputs, its head and loss)"
+                             if view.recompute == "full" else "(its transformer layer counted as one more layer)")
+                          + f", {policy}", "bytes", f"{EXT}; Megatron-Core transformer/multi_token_prediction.py",
+                          kind_parts(mtp_view, q_lora)["mtp"])
+        policy += ", with the MTP modules (--mtp-activations last-stage)"
+    tail = ".mtp" if mtp else ""
+    out["layer"] = combine(f"act.layer{sfx}", f"activation bytes of one MoE transformer layer (MLA + MoE), {policy}",
+                           "bytes", "Sec. 5", [("mla", "MLA", 1, out["mla"]), ("moe", "MoE", 1, out["moe"])])
+    out["stage"] = combine(f"act.stage{sfx}{tail}", f"activation bytes of one micro-batch on one device of a stage, {policy}",
+                           "bytes", "Table 10",
+                           [("mla", "MLA", L_d + L_m, out["mla"]), ("moe", "MoE", L_m, out["moe"]),
+                            ("dense", "dense FFN", L_d, out["dense"]), ("head", "head and loss", e_H, out["head"])]
+                           + ([("mtp_layer", "the MTP modules' transformer layers", e_H * D, out["layer"])]
+                              if mtp and view.recompute != "full" else [])
+                           + ([("mtp", "the MTP modules' own tensors", e_H * D, out["mtp"])] if mtp else []))
+    out["peak"] = combine(f"act.peak{sfx}{tail}", f"activation bytes one device of a stage holds at its peak: n_fl "
+                                            f"micro-batches in flight (pipeline schedule), {policy}", "bytes",
+                          "extension: pipeline schedules (derivations/assembly/schedules.py)",
+                          [("stage", "one micro-batch's activations of the stage", n_fl, out["stage"])])
+    return out
+
+
+#: Views registered by ``build`` (listed by ``memsym terms``); others are added on demand by :func:`ensure`.
+REGISTERED = (PAPER, View("full"), View("selective"), View(attention="flash"), View(fp8=True))
+
+
+def terms(reg, *, q_lora, routing_bias, tied):
+    seen = set()
+    for view in REGISTERED:
+        for t in view_terms(view, q_lora).values():
+            if t.id not in seen:
+                seen.add(t.id)
+                yield t

@@ -1,0 +1,85 @@
+"""Where a device's parameters and model states come from under the conventions (pure: no sympy).
+
+The weight side of :class:`derivations.config.Conventions`: which rank is reported (``--rank``:
+the paper's stage, Megatron-LM's most-loaded shard, the ModelZoo script's rank) and whether the
+shared experts are split by TP (``--shared-expert``) decide the term ids of P_n, P_m and of the
+weights, gradients and optimizer states under each ZeRO stage (the terms are
+derivations/assembly/zero.py's and derivations/assembly/conventions.py's); and ``--mtp`` under
+the stage rank moves the MTP modules' parameters onto the last stage (:func:`mtp_stage_shift`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict
+
+from derivations.config import Conventions, whole_model
+from derivations.config.values import named
+
+#: The model-state components and the ZeRO stage from which each is sharded (Sec. 4, Table 8).
+SHARDED_FROM = {"weights": 3, "gradients": 2, "optimizer": 1}
+
+
+def component_ids(prefix: str, zero_stage: int) -> Dict[str, str]:
+    """{component: term id} under ``prefix`` for a ZeRO stage (0-3): ``<prefix>.<component>.<replicated|sharded>``."""
+    return {name: f"{prefix}.{name}.{'sharded' if zero_stage >= level else 'replicated'}"
+            for name, level in SHARDED_FROM.items()}
+
+
+@dataclass(frozen=True)
+class WeightSide:
+    """Where the parameters and model states of a device come from under some conventions.
+
+    rank 'stage': ``non_moe``/``moe`` are the per-device terms (P_n, P_m) at the stage;
+    rank 'megatron': ``params`` is Megatron's shard, evaluated at the whole model (its
+    formula divides by PP itself), split into non-MoE and MoE by its parts' tags."""
+
+    rank: str
+    params: str
+    non_moe: str
+    moe: str
+    prefix: str
+    suffix: str
+
+    def component_ids(self, zero: int) -> Dict[str, str]:
+        return {k: t + self.suffix for k, t in component_ids(self.prefix, zero).items()}
+
+
+def weight_side(conventions: Conventions) -> WeightSide:
+    """Where the parameters and model states of a device come from under ``conventions``: the term
+    ids (their terms: the base registry plus derivations.assembly.conventions.side_terms)."""
+    shared_tp = conventions.shared_expert == "tp"
+    if conventions.rank == "megatron":
+        sfx = "" if shared_tp else ".shared-replicated"
+        pid = f"conv.megatron.params{sfx}"
+        return WeightSide("megatron", pid, pid, pid, "conv.megatron", sfx)
+    if conventions.rank == "modelzoo":
+        return WeightSide("stage", "conv.modelzoo.params", "conv.modelzoo.params.non_moe", "conv.modelzoo.params.moe",
+                          "conv.modelzoo", "")
+    if not shared_tp:
+        return WeightSide("stage", "static.device.total", "static.device.non_moe", "static.device.moe", "zero", "")
+    return WeightSide("stage", "static.device.total.shared-tp", "static.device.non_moe",
+                      "static.device.moe.shared-tp", "zero", ".shared-tp")
+
+
+def megatron_values(model, layout, training) -> Dict[str, object]:
+    """The substitution (by name) of Megatron's shard: the whole model's L_d, L_m (the formula divides
+    by PP itself) and D = the model's MTP layers under ``--mtp``, else 0."""
+    out = named(model, layout, training, whole_model(model))
+    out["D"] = model.mtp_layers if training.conventions.mtp else 0
+    return out
+
+
+def mtp_stage_shift(model, pp: int, dense: int, moe: int, embedding: int, head: int):
+    """(L_d, L_m, e_E, e_H) of a device's held stages with ``--mtp`` under the stage rank: Megatron-Core
+    builds the D MTP modules on the last stage (models/gpt/gpt_model.py, ``mtp_process``), each one more
+    MoE transformer layer (its eh_proj and norms are not counted), and when PP > 1 that stage keeps its
+    own copy of the word embedding (``if self.pre_process or self.mtp_process: self.embedding = ...``),
+    a second v x h matrix unless the embeddings are tied (the output layer then uses that copy, which
+    memsym counts as the head) or the device already holds the embedding (DualPipe's rank 0).  Every
+    weight term is linear in the composition, so the shift is exact."""
+    if not head:
+        return dense, moe, embedding, head
+    # no copy when the device already holds the embedding (PP = 1, or DualPipe's rank 0 holding stages 0 and
+    # PP - 1: the embedding and head are shared there, DeepSeek-V3 report Sec. 3.2.1)
+    copy = 0 if model.tie_word_embeddings or pp == 1 or embedding or not model.mtp_layers else head
+    return dense, moe + model.mtp_layers * head, embedding + copy, head
