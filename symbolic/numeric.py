@@ -13,6 +13,7 @@ from typing import Callable, Dict, Mapping, Sequence, Tuple
 import sympy as sp
 
 from .errors import ConfigError
+from .exact import as_exact, as_number, exact_text  # noqa: F401  (re-exported: the pure helpers)
 from .notation import SYMBOLS, expand_derived
 
 _CACHE: Dict[Tuple, Callable] = {}
@@ -33,25 +34,6 @@ def exact(obj, subs: Mapping) -> Fraction:
     if not val.is_Rational:
         raise ConfigError("not-rational", f"{getattr(obj, 'id', 'expression')} evaluates to {val}, not a rational")
     return Fraction(int(val.p), int(val.q))
-
-
-def as_exact(x):
-    """A JSON value for an exact rational: an int when integral, else the text ``"p/q"`` (None stays None)."""
-    if x is None:
-        return None
-    x = Fraction(int(sp.Rational(x).p), int(sp.Rational(x).q)) if isinstance(x, sp.Basic) else Fraction(x)
-    return int(x) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
-
-
-def exact_text(x) -> str:
-    """An exact rational as text: ``"123"`` or ``"p/q"``."""
-    return str(as_exact(x))
-
-
-def as_number(x):
-    """A JSON number for an exact value: an int when integral, else the nearest float."""
-    x = Fraction(x)
-    return int(x) if x.denominator == 1 else float(x)
 
 
 def _printer():

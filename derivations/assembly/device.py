@@ -15,21 +15,36 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from derivations import config as cfg
-from symbolic.numeric import as_number, exact
-
-from derivations import build, variant
-
-from derivations.assembly import overheads
-from derivations.notation import n_fl
+from derivations.activations.naming import activation_ids as _view_ids
+from derivations.activations.view import View
+from derivations.assembly import evaluate as ev
+from derivations.assembly import overheads, schedules
+from derivations.assembly.runtime import buffers_bytes, buffers_id
+from derivations.assembly.sides import device_component_ids, megatron_values, mtp_stage_shift, weight_side
+from derivations.config.switches import notes as convention_notes
+from derivations.config.values import named, symbol_keyed
+from symbolic.exact import as_number
 
 
 def activation_ids(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, str]:
     """{kind: term id} of the activation terms of ``training``'s view (recomputation policy,
     attention kernel, FP8 caching, conventions); the terms are in ``variant(model, training).terms``."""
-    return dict(variant(model, training).act)
+    return dict(_view_ids(View.of(training), model.q_lora))
+
+
+def _kinds(model, training, values: Mapping) -> Dict[str, Fraction]:
+    """{kind: bytes} of one layer's (or sublayer's) kept tensors under ``training``'s view at ``values``."""
+    return ev.activation_values(View.of(training), model.q_lora, values)
+
+
+def _stage_bytes(training, per_kind, values: Mapping) -> Fraction:
+    """``act.stage``: one micro-batch's activations of the stage whose composition ``values`` holds."""
+    view = View.of(training)
+    return Fraction(ev.stage_activations(per_kind, values, view.conv.mtp_activations == "last-stage",
+                                         view.recompute == "full"))
 
 
 @dataclass
@@ -48,7 +63,7 @@ class Estimate:
     bytes: Dict[str, Fraction]
     overheads: Dict[str, Dict[str, Fraction]]
     term_ids: Dict[str, str]
-    subs: Dict = field(repr=False, default_factory=dict)
+    values: Dict = field(repr=False, default_factory=dict)
     held: Tuple[cfg.StageComposition, ...] = ()
     chunks: Tuple[Tuple[cfg.StageComposition, Fraction], ...] = ()
     head_inflight: Optional[Fraction] = None
@@ -58,6 +73,12 @@ class Estimate:
     assumptions: List[str] = field(default_factory=list)
     by_layer: Tuple[Tuple[int, str, Fraction], ...] = ()
     outside_layers: Fraction = Fraction(0)
+
+    @property
+    def subs(self) -> Dict:
+        """The substitution by symbol (imports sympy: for printing formulas at this configuration)."""
+        return symbol_keyed({k: v for k, v in self.values.items() if not k.startswith("_") and k not in ("EDP",
+                                                                                                           "E_token")})
 
     @property
     def inflight(self) -> Optional[Fraction]:
@@ -140,51 +161,51 @@ def estimate_all(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Trainin
     return every, worst
 
 
-def _model_states(model, layout, training, comp, held, var) -> Tuple[Dict, Dict, Tuple[Fraction, Fraction], str]:
+def _model_states(model, layout, training, comp, held) -> Tuple[Dict, Dict, Tuple[Fraction, Fraction], str]:
     """({component: term id}, {component: exact bytes}, (P_n, P_m), params id) of the weights,
     gradients and optimizer states: at the stage(s) the device holds, or at the whole model for
     Megatron's most-loaded shard (its formula divides by PP itself)."""
-    from derivations.assembly import conventions
-    side = var.side
+    side = weight_side(training.conventions)
     if side.rank == "megatron":
-        dev = conventions.megatron_substitution(model, layout, training)
+        dev = ev.derived(megatron_values(model, layout, training))
     else:
-        dev = cfg.substitution(model, layout, training, comp)
-        dev.update(_sum_values(held))  # DualPipe: the parameters of both stages the device holds
+        held_comp = {"L_d": sum(c.dense for c in held), "L_m": sum(c.moe for c in held),
+                     "e_E": sum(int(c.embedding) for c in held), "e_H": sum(int(c.head) for c in held)}
         if training.conventions.mtp:  # the MTP modules' parameters on the last stage
-            from derivations import notation as nt
-            keys = (nt.L_d, nt.L_m, nt.e_E, nt.e_H)
-            shifted = conventions.mtp_stage_shift(model, layout.pp, *(dev[k] for k in keys))
-            dev.update(zip(keys, shifted))
-    P_n, P_m = conventions.split_params(var.terms, side, dev)
-    from derivations.assembly.totals import component_ids  # the one statement of the per-device composition
-    ids = component_ids(model, training, schedule_ok=True)
+            held_comp = dict(zip(("L_d", "L_m", "e_E", "e_H"), mtp_stage_shift(model, layout.pp, *held_comp.values())))
+        dev = ev.derived({**named(model, layout, training, comp), **held_comp})
+    terms = ev.Terms(model.structure, dev)
+    if side.rank == "megatron":
+        parts = terms.parts(side.params)
+        P_n = sum((Fraction(v) for _, tags, v in parts if "non_moe" in tags), Fraction(0))
+        P_m = sum((Fraction(v) for _, tags, v in parts if "moe" in tags), Fraction(0))
+    else:
+        P_n, P_m = Fraction(terms.term(side.non_moe)), Fraction(terms.term(side.moe))
+    ids = device_component_ids(model, training, schedule_ok=True)
     ids = {k: ids[k] for k in ("weights", "gradients", "optimizer")}
-    return ids, {k: exact(var.terms[t], dev) for k, t in ids.items()}, (P_n, P_m), side.params
+    return ids, {k: Fraction(terms.term(t)) for k, t in ids.items()}, (P_n, P_m), side.params
 
 
-def _activations(model, layout, training, subs, chunks, all_stages, var) -> Tuple[str, Fraction, Fraction]:
+def _activations(model, layout, training, values, chunks, all_stages, per_kind) -> Tuple[str, Fraction, Fraction]:
     """(term id, bytes held at the peak, bytes of one micro-batch): one micro-batch of the stage
     (the paper's view) or, with a schedule, the in-flight micro-batches of every chunk held."""
-    act = var.act
-    per_mb = exact(var.terms[act["stage"]], subs)
+    act = activation_ids(model, training)
+    per_mb = _stage_bytes(training, per_kind, values)
     if not training.schedule:
         return act["stage"], per_mb, per_mb
     held_act = Fraction(0)
-    for ch in chunks:
-        sub = cfg.substitution(model, layout, training, ch.composition(all_stages[ch.stage]))
-        sub[n_fl] = ch.inflight
-        held_act += exact(var.terms[act["peak"]], sub)
+    for ch in chunks:  # act.peak = n_fl x act.stage at the chunk's composition
+        at = {**values, **ch.composition(all_stages[ch.stage]).named()}
+        held_act += ch.inflight * _stage_bytes(training, per_kind, at)
     return act["peak"], held_act, per_mb
 
 
-def _virtual_peak(model, layout, training, comp, var):
+def _virtual_peak(model, layout, training, comp, values, per_kind):
     """(bytes held at the peak, ((chunk composition, in flight), ...), head in flight or None) of rank
     ``comp.index`` under Megatron's pipeline layout (``--virtual-layers``): every state of its
     interleaved order (schedules.interleaved_order) weighs each chunk's activations by its in-flight
     micro-batches (and the head, loss and MTP modules with the last chunk of the last rank); the peak is
     the largest, exactly."""
-    from derivations.assembly import schedules
     chunks = schedules.virtual_chunks(model, layout, comp.index, training.virtual_layers, training.vpp)
     dense, moe = sum(c.dense for c in chunks), sum(c.moe for c in chunks)
     if (dense, moe) != (comp.dense, comp.moe):
@@ -193,8 +214,7 @@ def _virtual_peak(model, layout, training, comp, var):
                                                 f"{comp.moe}: the layout is modelled when each rank holds the dense and "
                                                 f"MoE counts of a contiguous split (--layers-per-stage: the per-rank "
                                                 f"sums)")
-    term = var.terms[var.act["peak"]]
-    at = lambda c: exact(term, {**cfg.substitution(model, layout, training, c), n_fl: 1})
+    at = lambda c: _stage_bytes(training, per_kind, {**values, **c.named()})
     layer_bytes = [at(schedules.part_composition(c, "layers")) for c in chunks]
     head = at(schedules.part_composition(chunks[-1], "head")) if chunks[-1].head else Fraction(0)
     m = training.microbatches or 4 * layout.pp  # steady state: the order repeats every PP V chunk-forwards
@@ -214,13 +234,10 @@ def _virtual_peak(model, layout, training, comp, var):
 
 def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     """The one assembly of a device: model states + activations (+ the Sec. 6 ends beside)."""
-    from derivations.assembly import conventions
-    from derivations.assembly import schedules
     cfg.validate_layout(model, layout, training.seq)
     cfg.validate_training(training)
     comp = cfg.stage(model, layout, stage_index)
     all_stages = cfg.stages(model, layout)
-    var = variant(model, training)
     notes = list(assumptions)
     if training.schedule:
         chunks = schedules.chunks(training.schedule, layout.pp, stage_index, training.microbatches, training.vpp)
@@ -229,54 +246,52 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
                                        training.virtual_layers is not None)
     else:
         chunks, held = (), (comp,)
-    subs = cfg.substitution(model, layout, training, comp)
-    ids, byts, (P_n, P_m), params_id = _model_states(model, layout, training, comp, held, var)
-    notes += conventions.notes(training)
+    values = ev.derived(named(model, layout, training, comp))
+    per_kind = _kinds(model, training, values)
+    act = activation_ids(model, training)
+    ids, byts, (P_n, P_m), params_id = _model_states(model, layout, training, comp, held)
+    notes += convention_notes(training)
     virtual = None
     if training.schedule == "interleaved" and training.virtual_layers is not None:
-        virtual = _virtual_peak(model, layout, training, comp, var)
-        ids["activations"], byts["activations"] = var.act["peak"], virtual[0]
-        per_mb = exact(var.terms[var.act["stage"]], subs)
+        virtual = _virtual_peak(model, layout, training, comp, values, per_kind)
+        ids["activations"], byts["activations"] = act["peak"], virtual[0]
+        per_mb = _stage_bytes(training, per_kind, values)
     else:
-        ids["activations"], byts["activations"], per_mb = _activations(model, layout, training, subs, chunks,
-                                                                        all_stages, var)
+        ids["activations"], byts["activations"], per_mb = _activations(model, layout, training, values, chunks,
+                                                                        all_stages, per_kind)
     if training.conventions.runtime_buffers != "none":  # per-device runtime buffers (derivations/assembly/runtime.py)
-        from derivations.assembly.runtime import buffers_term
-        term = buffers_term(training.conventions.runtime_buffers)
-        ids["runtime"], byts["runtime"] = term.id, exact(term, {})
+        value = training.conventions.runtime_buffers
+        ids["runtime"], byts["runtime"] = buffers_id(value), Fraction(buffers_bytes(value))
     byts["total"] = sum(byts.values())
-    ids["activations_per_microbatch"] = var.act["stage"]
+    ids["activations_per_microbatch"] = act["stage"]
     byts["activations_per_microbatch"] = per_mb
-    ids["activations_per_layer"] = var.act["layer"]
-    byts["activations_per_layer"] = exact(var.terms[var.act["layer"]], subs)
-    ids["activations_mla_layer"] = var.act["mla"]
-    ids["activations_moe_layer"] = var.act["moe"]
+    ids["activations_per_layer"] = act["layer"]
+    byts["activations_per_layer"] = Fraction(per_kind["mla"] + per_kind["moe"])
+    ids["activations_mla_layer"] = act["mla"]
+    ids["activations_moe_layer"] = act["moe"]
     ids["params"] = params_id
-    by_layer, outside = layer_split(model, comp, var, subs)
+    by_layer, outside = layer_split(model, comp, per_kind, per_mb)
     chunk_list = tuple((all_stages[ch.stage], ch.inflight) for ch in chunks if ch.part != "head")
     heads = [ch.inflight for ch in chunks if ch.part == "head" and all_stages[ch.stage].head]
     if virtual is not None:
         chunk_list, heads = virtual[1], ([virtual[2]] if virtual[2] is not None else [])
     if training.schedule:
-        subs = dict(subs)
-        subs[n_fl] = chunks[0].inflight
+        values = dict(values, n_fl=chunks[0].inflight)
     return Estimate(model, layout, training, comp, {"non_moe": P_n, "moe": P_m, "total": P_n + P_m}, byts,
-                    overheads.at_ends(byts["total"]), ids, subs, held, chunk_list, heads[0] if heads else None,
+                    overheads.at_ends(byts["total"]), ids, values, held, chunk_list, heads[0] if heads else None,
                     virtual is not None, notes, by_layer, outside)
 
 
-def layer_split(model, comp, var, subs) -> Tuple[Tuple[Tuple[int, str, Fraction], ...], Fraction]:
+def layer_split(model, comp, per_kind, per_mb) -> Tuple[Tuple[Tuple[int, str, Fraction], ...], Fraction]:
     """One micro-batch's activations of the stage, layer by layer ((layer index, 'dense' | 'moe',
     bytes) for each layer of the stage: MLA + dense FFN or MLA + MoE) and outside the layers (the
     rest of ``act.stage``: head and loss, and what a preset counts once per stage, such as the
     embedding's input ids and RoPE tables).  Their sum is ``activations_per_microbatch``."""
-    act, terms = var.act, var.terms
-    mla = exact(terms[act["mla"]], subs)
-    kinds = {"dense": mla + exact(terms[act["dense"]], subs), "moe": mla + exact(terms[act["moe"]], subs)}
+    mla = Fraction(per_kind["mla"])
+    kinds = {"dense": mla + Fraction(per_kind["dense"]), "moe": mla + Fraction(per_kind["moe"])}
     kind_of = model.layer_kinds()
     rows = tuple((i, kind_of[i], kinds[kind_of[i]]) for i in comp.layers)
-    outside = exact(terms[act["stage"]], subs) - sum(r[2] for r in rows)
-    return rows, outside
+    return rows, per_mb - sum(r[2] for r in rows)
 
 
 def components(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, stage_index: int) -> Dict:
@@ -290,15 +305,13 @@ def stage_params(model: cfg.ModelSpec, layout: cfg.Layout, accounting: str = "pa
     """Parameters of every stage (Table 4 for PP=16) and of the whole model (Table 3)."""
     if accounting not in ("paper", "checkpoint"):
         raise cfg.ConfigError("accounting", f"accounting must be paper or checkpoint, got {accounting!r}")
-    terms = build(model)
     tid = "params.stage" if accounting == "paper" else "params.stage.checkpoint"
-    term = terms[tid]
     rows = []
     for comp in cfg.stages(model, layout):
-        subs = cfg.substitution(model, None, None, comp)
-        parts = {p.key: exact(p.expr, subs) for p in term.parts}
-        rows.append((comp, exact(term, subs), parts))
+        terms = ev.Terms(model.structure, ev.derived(named(model, None, None, comp)))
+        parts = {key: Fraction(v) for key, _, v in terms.parts(tid)}
+        rows.append((comp, Fraction(terms.term(tid)), parts))
     whole = cfg.whole_model(model)
-    total = exact(term, cfg.substitution(model, None, None, whole))
+    total = Fraction(ev.Terms(model.structure, ev.derived(named(model, None, None, whole))).term(tid))
     assert total == sum(r[1] for r in rows), "stage split does not add up to the model"
     return rows, total

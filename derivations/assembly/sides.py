@@ -12,8 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict
 
-from derivations.config import Conventions, whole_model
+from derivations.activations.naming import activation_ids
+from derivations.activations.view import View
+from derivations.config import ZERO_NAMES, ConfigError, Conventions, whole_model
 from derivations.config.values import named
+
+#: The four components of the per-device total, in the paper's order.
+COMPONENTS = ("weights", "gradients", "optimizer", "activations")
 
 #: The model-state components and the ZeRO stage from which each is sharded (Sec. 4, Table 8).
 SHARDED_FROM = {"weights": 3, "gradients": 2, "optimizer": 1}
@@ -83,3 +88,17 @@ def mtp_stage_shift(model, pp: int, dense: int, moe: int, embedding: int, head: 
     # PP - 1: the embedding and head are shared there, DeepSeek-V3 report Sec. 3.2.1)
     copy = 0 if model.tie_word_embeddings or pp == 1 or embedding or not model.mtp_layers else head
     return dense, moe + model.mtp_layers * head, embedding + copy, head
+
+
+def device_component_ids(model, training, schedule_ok: bool = False) -> Dict[str, str]:
+    """{component: term id} of the per-device total of ``training`` (ZeRO stage, conventions' weight
+    side, activation view): the one statement of that composition (derivations/assembly/totals.py:
+    the terms are in ``derivations.variant(model, training).terms``)."""
+    if getattr(training, "schedule", None) and not schedule_ok:
+        raise ConfigError("schedule", f"--schedule {training.schedule}: sensitivity, fit and search use the paper's "
+                                      f"one-micro-batch-per-stage view; use `memsym estimate --schedule` for schedules")
+    if training.zero not in ZERO_NAMES:
+        raise ConfigError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {training.zero!r}")
+    ids = weight_side(training.conventions).component_ids(training.zero)
+    ids["activations"] = activation_ids(View.of(training), model.q_lora)["stage"]
+    return {k: ids[k] for k in COMPONENTS}

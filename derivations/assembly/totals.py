@@ -23,25 +23,8 @@ from typing import Dict, Tuple
 from symbolic.term import Term, combine
 
 from derivations import variant
+from derivations.assembly.sides import COMPONENTS, device_component_ids as component_ids  # noqa: F401
 from derivations.config import RECOMPUTE, ZERO_NAMES, ConfigError, Training
-
-#: The four components of the per-device total, in the paper's order.
-COMPONENTS = ("weights", "gradients", "optimizer", "activations")
-
-
-def component_ids(model, training: Training, schedule_ok: bool = False) -> Dict[str, str]:
-    """{component: term id} of the per-device total of ``training`` (ZeRO stage, conventions'
-    weight side, activation view); the terms are in ``derivations.variant(model, training).terms``."""
-    if getattr(training, "schedule", None) and not schedule_ok:
-        raise ConfigError("schedule", f"--schedule {training.schedule}: sensitivity, fit and search use the paper's "
-                                      f"one-micro-batch-per-stage view; use `memsym estimate --schedule` for schedules")
-    if training.zero not in ZERO_NAMES:
-        raise ConfigError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {training.zero!r}")
-    var = variant(model, training)
-    ids = var.side.component_ids(training.zero)
-    ids["activations"] = var.act["stage"]
-    return {k: ids[k] for k in COMPONENTS}
-
 
 def policies() -> Tuple[str, ...]:
     """The named recomputation policies (the paper's none and full, and the extensions; custom needs operators)."""
