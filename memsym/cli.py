@@ -94,12 +94,29 @@ def _main(argv: Optional[List[str]] = None) -> int:
     for stream in (sys.stdout, sys.stderr):  # a name typed with undecodable bytes still prints
         if hasattr(stream, "reconfigure") and getattr(stream, "errors", None) == "strict":
             stream.reconfigure(errors="backslashreplace")
-    memo_key = None
-    if process:  # a repeated estimate prints what it printed, before sympy is imported (memsym.memo)
-        from . import memo
-        memo_key = memo.key(argv)
-        if memo_key is not None and memo.replay(memo_key):
-            return 0
+    if not process:
+        return _dispatch(argv)
+    from symbolic import cache
+    cache.DEFER_WARNING = True  # a cache warning is printed after a successful run: an error stays one line
+    rc = _process(argv)
+    warning = cache.pending_warning()
+    if warning and rc == 0:
+        print(warning, file=sys.stderr)
+    return rc
+
+
+def _process(argv: List[str]) -> int:
+    """The ``memsym`` process: a repeated estimate prints what it printed, before sympy is imported
+    (memsym.memo); any other run is dispatched (and a successful estimate kept)."""
+    from . import memo
+    memo_key = memo.key(argv)
+    if memo_key is not None:
+        try:
+            if memo.replay(memo_key):
+                return 0
+        except OSError as exc:  # stdout full or closed: as the full run says it
+            print(one_line(f"memsym: error: {exc.strerror or exc}"), file=sys.stderr)
+            return 2
     if memo_key is None:
         return _dispatch(argv)
     with memo.Recorder(memo_key) as recorder:

@@ -86,7 +86,7 @@ def _named_file(token: str, pins: Dict[str, bytes]) -> Optional[bytes]:
         if len(data) > MAX_NAMED_BYTES:
             return None
         pins[os.path.abspath(path)] = data
-        out += os.path.abspath(path).encode() + b"\0" + hashlib.sha256(data).digest()
+        out += os.fsencode(os.path.abspath(path)) + b"\0" + hashlib.sha256(data).digest()
     return out
 
 
@@ -95,8 +95,8 @@ def key(argv: List[str]) -> Optional[str]:
     not kept (see the module's docstring).  The bytes of every file it names are pinned
     (:mod:`symbolic.pinned`): the run parses the bytes the key was made from, never a later version."""
     from symbolic import cache, pinned
-    if not cache.enabled() or not argv or argv[0] not in COMMANDS:
-        return None
+    if not cache.enabled() or not argv or argv[0] not in COMMANDS or sys.stdout is None or sys.stderr is None:
+        return None  # (a closed stdout or stderr: the run writes nothing to keep)
     roots = _roots()
     sympy = find_spec("sympy")
     if roots is None or sympy is None or not sympy.submodule_search_locations:
@@ -142,7 +142,7 @@ def replay(k: str) -> bool:
         sys.stdout.write(out)
         sys.stdout.flush()
     except BrokenPipeError:  # `memsym estimate | head -1`: as the full run, exit 0
-        pass
+        pass  # (any other OSError, a full disk: the caller says it in one line, as the full run does)
     return True
 
 
@@ -180,11 +180,11 @@ class Recorder:
         return False
 
     def keep(self) -> None:
-        """Store the run's output, unless it bypassed the copy or memsym's code or data changed while
-        it ran (the output may then be of neither version)."""
+        """Store the run's output, unless it bypassed the copy or found the cache unusable (its stderr then
+        says so, which a later run must not repeat); :func:`symbolic.cache.store` refuses it if memsym's
+        code or data changed while it ran (the output may then be of neither version)."""
         from symbolic import cache
-        roots = _roots()
-        if self.out.bypassed or self.err.bypassed or roots is None or cache.changed_since_start(*roots):
+        if self.out.bypassed or self.err.bypassed or cache.warned():
             return
         entry = {"stdout": "".join(self.out.kept), "stderr": "".join(self.err.kept)}
         cache.store(KIND, self.k, json.dumps(entry).encode())

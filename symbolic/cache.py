@@ -32,6 +32,7 @@ import hmac
 import os
 import re
 import secrets
+import shutil
 import stat
 import sys
 import time
@@ -41,8 +42,8 @@ from typing import Callable, Dict, Optional, Tuple
 CODE_VERSION = "2"
 #: The first bytes of every entry (the format's version).
 MAGIC = b"memsym-cache 2\n"
-#: The file holding the per-user HMAC key, in the cache folder.
-KEY_FILE = "key"
+#: The file holding the per-user HMAC key, in the cache folder (made by memsym; never replaced once there).
+KEY_FILE = ".memsym-key"
 KEY_BYTES = 32
 #: {kind: (entries, bytes)} kept at most per kind (the kind's first path component); others: DEFAULT_LIMIT.
 LIMITS: Dict[str, Tuple[int, int]] = {
@@ -59,16 +60,23 @@ MAX_ENTRY_BYTES = 64 << 20
 STALE_TEMP_SECONDS = 3600
 
 _ENTRY = re.compile(r"^[0-9a-f]{32}\.entry$")
+_KEY = re.compile(r"^[0-9a-f]{32}$")
 _TEMP = re.compile(r"^\.tmp-[0-9]+-[0-9a-f]{16}$")
 _KIND = re.compile(r"^[a-z][a-z0-9-]{0,31}(/[a-z][a-z0-9-]{0,31})*$")
 #: When this module was imported (about when the process started): code changed later is not keyed.
 START_NS = time.time_ns()
 
-_state: Dict = {"base": None, "fd": None, "key": None, "warned": False}
+_state: Dict = {"base": None, "fd": None, "key": None, "warned": False, "pending": None}
+#: When True (the ``memsym`` command sets it), the one warning is kept for :func:`pending_warning`
+#: instead of printed: the command prints it after a successful run, so an error stays one line.
+DEFER_WARNING = False
+#: The roots whose digest this process used as a key (:func:`tree_digest`): an entry is stored only if
+#: none of their files changed since the process started (:func:`store`).
+_HASHED: set = set()
 
 
 def enabled() -> bool:
-    return os.environ.get("MEMSYM_CACHE", "1") not in ("0", "off", "no", "false")
+    return os.environ.get("MEMSYM_CACHE", "1").strip().lower() not in ("0", "off", "no", "false")
 
 
 def base_dir() -> str:
@@ -84,20 +92,40 @@ def key(*parts) -> str:
     """A hex digest of ``parts`` (texts) and the code version: an entry's name."""
     h = hashlib.sha256(CODE_VERSION.encode())
     for p in parts:
-        h.update(b"\0" + (p if isinstance(p, bytes) else str(p).encode()))
+        h.update(b"\0" + (p if isinstance(p, bytes) else str(p).encode("utf-8", "surrogateescape")))
     return h.hexdigest()[:32]
 
 
 # ----------------------------------------------------------------------------- the folders
+def _one_line(text: str) -> str:
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(text))
+
+
 def _warn(why: str) -> None:
-    """Say once per process why the cache is not used."""
-    if not _state["warned"]:
-        _state["warned"] = True
-        try:
-            print(f"memsym: not using the cache ({why}); computing everything (set MEMSYM_CACHE_DIR to a "
-                  f"private folder, or MEMSYM_CACHE=0 to silence this)", file=sys.stderr)
-        except (OSError, ValueError):
-            pass
+    """Say once per process why (a part of) the cache is not used (one line; deferred under the command)."""
+    if _state["warned"]:
+        return
+    _state["warned"] = True
+    message = _one_line(f"memsym: cache not used ({why}); computing without it (set MEMSYM_CACHE_DIR to a "
+                        f"private folder, or MEMSYM_CACHE=0 to silence this)")
+    if DEFER_WARNING:
+        _state["pending"] = message
+        return
+    try:
+        print(message, file=sys.stderr)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def warned() -> bool:
+    """Whether this process found (a part of) the cache unusable (its output then says so)."""
+    return bool(_state["warned"])
+
+
+def pending_warning():
+    """The deferred warning (:data:`DEFER_WARNING`), once; None when there is none."""
+    message, _state["pending"] = _state["pending"], None
+    return message
 
 
 def _trusted(st: os.stat_result) -> Optional[str]:
@@ -168,8 +196,8 @@ def _subdir(kind: str, create: bool = True) -> Optional[int]:
                 os.close(current)
             if exc.errno in (errno.ENOENT,) and not create:
                 return None
-            _warn(f"cannot use {os.path.join(_state['base'], kind)}: "
-                  f"{'a symbolic link' if exc.errno in (errno.ELOOP, errno.ENOTDIR) else exc.strerror}")
+            what = {errno.ELOOP: "a symbolic link", errno.ENOTDIR: "not a folder"}.get(exc.errno, exc.strerror)
+            _warn(f"cannot use {os.path.join(_state['base'], kind)}: {what}")
             return None
         if current != fd:
             os.close(current)
@@ -223,8 +251,9 @@ def _open_own(name: str, dir_fd: int, limit: int) -> Optional[bytes]:
 
 
 def _hmac_key() -> Optional[bytes]:
-    """The per-user HMAC key (``key`` in the cache folder, 0600): read, or made when missing or
-    not a private file of exactly KEY_BYTES bytes (entries under a replaced key no longer verify)."""
+    """The per-user HMAC key (:data:`KEY_FILE` in the cache folder, 0600), made when missing.  A file
+    of that name that is not such a key (another size, owner or mode, a link, a folder) is never
+    replaced (it may not be memsym's): the cache is then not used, and the warning says so."""
     fd = _root()
     if fd is None:
         return None
@@ -232,24 +261,20 @@ def _hmac_key() -> Optional[bytes]:
         return _state["key"]
     for _ in range(3):
         try:
-            kfd = os.open(KEY_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+            st = os.stat(KEY_FILE, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
-            kfd = None
-        except OSError:  # a link, a FIFO, ...: replaced below
-            kfd = -1
-        if kfd is not None and kfd >= 0:
-            try:
-                st = os.fstat(kfd)
-                data = _read_fd(kfd, KEY_BYTES) if stat.S_ISREG(st.st_mode) else None
-                good = (data is not None and len(data) == KEY_BYTES and st.st_uid == os.geteuid()
-                        and not st.st_mode & 0o077)
-            finally:
-                os.close(kfd)
-            if good:
-                _state["key"] = data
-                return data
-        if kfd is not None:
-            _unlink(KEY_FILE, fd)
+            st = None
+        except OSError as exc:
+            _warn(f"cannot read {os.path.join(_state['base'], KEY_FILE)}: {exc.strerror}")
+            return None
+        if st is not None:
+            data = _open_own(KEY_FILE, fd, KEY_BYTES) if stat.S_ISREG(st.st_mode) else None
+            if data is None or len(data) != KEY_BYTES or st.st_mode & 0o077:
+                _warn(f"{os.path.join(_state['base'], KEY_FILE)} is not memsym's private key (a 0600 file of "
+                      f"{KEY_BYTES} bytes, yours): delete it to let memsym make a new one")
+                return None
+            _state["key"] = data
+            return data
         tmp = _temp_name()
         try:
             t = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=fd)
@@ -347,8 +372,8 @@ def store(kind: str, k: str, payload: bytes) -> bool:
     entries beyond its limits.  False (nothing written) when the cache is off, unsafe or not writable."""
     name = _entry_name(k)
     secret = _hmac_key()
-    if secret is None or len(payload) > MAX_ENTRY_BYTES:
-        return False
+    if secret is None or len(payload) > MAX_ENTRY_BYTES or changed_since_start(*sorted(_HASHED)):
+        return False  # (code or data hashed into a key changed under this process: the value may be of neither)
     d = _subdir(kind)
     if d is None:
         return False
@@ -373,35 +398,45 @@ def store(kind: str, k: str, payload: bytes) -> bool:
 
 def _evict(d: int, most: int, most_bytes: int) -> None:
     """Keep the newest entries of the folder ``d`` within ``most`` files and ``most_bytes`` bytes;
-    remove this cache's temporary files left by killed processes.  Only this cache's own names are
-    touched: any other file in the folder stays."""
-    mine = []
+    remove this cache's temporary files left by killed processes, and the folder an entry owns
+    (``<key>/``: a numba kernel's, :mod:`symbolic.compiled`) when the entry goes or has been gone an
+    hour.  Only this cache's own names are touched: any other file or folder stays."""
+    mine, folders = [], []
     now = time.time()
     try:
         names = os.listdir(d)
     except OSError:
         return
     for name in names:
-        entry, temp = _ENTRY.match(name), _TEMP.match(name)
-        if not entry and not temp:
+        entry, temp, folder = _ENTRY.match(name), _TEMP.match(name), _KEY.match(name)
+        if not (entry or temp or folder):
             continue
         try:
             st = os.stat(name, dir_fd=d, follow_symlinks=False)
         except OSError:
             continue
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        if st.st_uid != os.geteuid():
             continue
-        if temp:
+        if folder and stat.S_ISDIR(st.st_mode):
+            folders.append((name, st.st_mtime))
+        elif not stat.S_ISREG(st.st_mode):
+            continue
+        elif temp:
             if now - st.st_mtime > STALE_TEMP_SECONDS:
                 _unlink(name, d)
-            continue
-        mine.append((st.st_mtime_ns, name, st.st_size))
+        elif entry:
+            mine.append((st.st_mtime_ns, name, st.st_size))
     mine.sort(reverse=True)
-    total = 0
+    total, kept = 0, set()
     for i, (_, name, size) in enumerate(mine):
         total += size
         if i >= most or total > most_bytes:
             _unlink(name, d)
+        else:
+            kept.add(name[:-len(".entry")])
+    for name, mtime in folders:
+        if name not in kept and (now - mtime > STALE_TEMP_SECONDS or any(n == name + ".entry" for _, n, _ in mine)):
+            shutil.rmtree(name, ignore_errors=True, dir_fd=d)
 
 
 def pickled(kind: str, parts, make: Callable[[], object]):
@@ -444,6 +479,7 @@ def tree_digest(*roots, suffix: str = "") -> Optional[str]:
     None when one of them was modified after this process started (:data:`START_NS`): a key of code
     that changed under a running process would describe code it does not run."""
     h = hashlib.sha256()
+    _HASHED.update(str(r) for r in roots)
     for root in roots:
         root = str(root)
         h.update(b"\1")
@@ -458,7 +494,7 @@ def tree_digest(*roots, suffix: str = "") -> Optional[str]:
                         data = f.read()
                 except OSError:
                     data = b""
-                h.update(path[len(root):].encode() + b"\0" + data + b"\0")
+                h.update(os.fsencode(path[len(root):]) + b"\0" + data + b"\0")
     return h.hexdigest()[:32]
 
 

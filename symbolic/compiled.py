@@ -124,57 +124,74 @@ def _files(folder: str) -> Optional[Dict[str, str]]:
     return out
 
 
-def _load(src: str, digest: str):
+def _load(src: str, digest: str, n_out: int, n_in: int, use_cache: bool = True):
     """The kernel of ``src``: its module and numba's machine code (``cache=True``: numba's index and
     data files beside it) in the cache folder ``kernels/<digest>/``, used only when every file there
     matches the authenticated manifest written after the last compile (:func:`symbolic.cache.load`):
     numba unpickles its index, so a file nobody authenticated is never left for it to read.
-    Otherwise the folder is emptied and the kernel compiled again (then the manifest is written, see
-    :func:`compile`).  Without a usable cache, a private temporary folder (compiled every process)."""
+    Otherwise the folder is emptied, the kernel compiled (on empty columns) and the manifest signed,
+    all under a lock (``kernels/.lock``: concurrent first runs do not pull a folder from under each
+    other) and umask 077 (numba's files private too).  Without a usable cache, a private temporary
+    folder removed at exit (compiled every process)."""
+    import atexit
+    import fcntl
     import json
     import os
     import shutil
     import tempfile
-    kernels = cache.private_dir("kernels")
-    manifest = None
-    if kernels is not None:
-        folder = os.path.join(kernels, digest)
-        try:
-            data = cache.load("kernels", digest)
-            listed = json.loads(data) if data is not None else None
-            if not (os.path.isdir(folder) and not os.path.islink(folder) and listed == _files(folder)
-                    and listed.get("k.py") == _sha(src)):
-                shutil.rmtree(folder, ignore_errors=True)
-                os.mkdir(folder, 0o700)
-                with open(os.path.join(folder, "k.py"), "x") as f:
-                    f.write(src)
-                manifest = (digest, folder)  # written once numba has saved its cache
-        except (OSError, ValueError):
-            kernels = None
+
+    import numpy as np
+    kernels = cache.private_dir("kernels") if use_cache else None
     if kernels is None:
         folder = tempfile.mkdtemp(prefix="memsym-kernel-")
+        atexit.register(shutil.rmtree, folder, True)
         with open(os.path.join(folder, "k.py"), "w") as f:
             f.write(src)
+        return _import(folder, digest)
+    folder = os.path.join(kernels, digest)
+    lock = os.open(os.path.join(kernels, ".lock"), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    old_umask = os.umask(0o077)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        data = cache.load("kernels", digest)
+        try:
+            listed = json.loads(data) if data is not None else None
+        except ValueError:
+            listed = None
+        if (isinstance(listed, dict) and os.path.isdir(folder) and not os.path.islink(folder)
+                and listed == _files(folder) and listed.get("k.py") == _sha(src)):
+            return _import(folder, digest)
+        shutil.rmtree(folder, ignore_errors=True)
+        if os.path.lexists(folder):  # not a folder we can empty (a file, a link): use none
+            raise OSError(f"{folder} is not a kernel folder")
+        os.mkdir(folder, 0o700)
+        fd = os.open(os.path.join(folder, "k.py"), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(src)
+        kernel = _import(folder, digest)
+        kernel(*[np.empty(0) for _ in range(n_out + n_in)])  # compile now: numba writes its cache files
+        files = _files(folder)
+        if files is not None:
+            cache.store("kernels", digest, json.dumps(files, sort_keys=True).encode())
+        return kernel
+    finally:
+        os.umask(old_umask)
+        os.close(lock)
+
+
+def _import(folder: str, digest: str):
+    import os
     name = f"memsym_kernel_{digest}"
     spec = importlib.util.spec_from_file_location(name, os.path.join(folder, "k.py"))
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
-    return mod.kernel, manifest
+    return mod.kernel
 
 
 def _sha(text: str) -> str:
     import hashlib
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _sign(manifest) -> None:
-    """Write the authenticated manifest of a kernel folder after numba compiled (and cached) it."""
-    import json
-    digest, folder = manifest
-    files = _files(folder)
-    if files is not None:
-        cache.store("kernels", digest, json.dumps(files, sort_keys=True).encode())
 
 
 def compile(obj, args: Sequence) -> Callable:
@@ -204,9 +221,11 @@ def compile(obj, args: Sequence) -> Callable:
         import numpy as np
         src = source(exprs, syms)
         digest = cache.key(sp.srepr(sp.Tuple(*exprs)), sp.srepr(sp.Tuple(*syms)), src, _numba_version())
-        kernel, manifest = _load(src, digest)
         k = len(exprs)
-        pending = [manifest] if manifest else []
+        try:
+            kernel = _load(src, digest, k, len(syms))
+        except OSError:  # the cache folder could not be used: compile in a private temporary folder
+            kernel = _load(src, digest, k, len(syms), use_cache=False)
 
         def fn(*vals):
             arrs = [np.asarray(v, dtype=np.float64) for v in vals]
@@ -214,8 +233,6 @@ def compile(obj, args: Sequence) -> Callable:
             flat = [np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1) for a in arrs]
             outs = [np.empty(flat[0].shape[0] if flat else 1) for _ in range(k)]
             kernel(*outs, *flat)
-            if pending:  # the first call compiled the kernel: numba's cache files now exist
-                _sign(pending.pop())
             outs = [o.reshape(shape) for o in outs]
             return tuple(outs) if many else outs[0]
         fn.kernel = kernel

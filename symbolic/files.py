@@ -12,7 +12,7 @@ def write_atomic(path, data) -> None:
     directory and ``os.replace``: readers see the old file or the whole new one, and a
     failure leaves no partial file (the temporary file is removed)."""
     if isinstance(data, str):
-        raw = data.encode("utf-8")
+        raw = data.encode("utf-8", "backslashreplace")  # a path's undecodable bytes shown escaped
     elif isinstance(data, (bytes, bytearray, memoryview)):
         raw = bytes(data)
     else:
@@ -101,7 +101,7 @@ def write_tree(out, files, remove=()) -> list:
         staging = Path(tempfile.mkdtemp(dir=str(out.parent), prefix=f".{out.name}.", suffix=".tmp"))
         for name in names:
             data = files[name]
-            raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+            raw = data.encode("utf-8", "backslashreplace") if isinstance(data, str) else bytes(data)
             try:
                 with open(staging / name, "wb") as fh:
                     fh.write(raw)

@@ -17,11 +17,18 @@ def folder(tmp_path, monkeypatch):
     """A fresh cache folder for this test (and a fresh process state: no open folder, no key)."""
     monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv("MEMSYM_CACHE", raising=False)
-    monkeypatch.setattr(cache, "_state", {"base": None, "fd": None, "key": None, "warned": False})
+    monkeypatch.setattr(cache, "_state", {"base": None, "fd": None, "key": None, "warned": False, "pending": None})
     return tmp_path / "cache"
 
 
 K = "0123456789abcdef0123456789abcdef"
+
+
+@pytest.fixture(autouse=True)
+def fresh_hashed_roots(monkeypatch):
+    """Each test's own set of code roots hashed into keys (cache._HASHED), so one test's edited tree
+    does not stop another's stores."""
+    monkeypatch.setattr(cache, "_HASHED", set())
 
 
 def mode(path) -> int:
@@ -73,25 +80,45 @@ def test_an_entry_moved_under_another_key_or_kind_does_not_verify(folder):
 def test_a_new_key_file_invalidates_every_entry(folder, monkeypatch):
     cache.store("terms", K, b"A")
     (folder / cache.KEY_FILE).write_bytes(os.urandom(cache.KEY_BYTES))
-    monkeypatch.setattr(cache, "_state", {"base": None, "fd": None, "key": None, "warned": False})
+    monkeypatch.setattr(cache, "_state", {"base": None, "fd": None, "key": None, "warned": False, "pending": None})
     assert cache.load("terms", K) is None
 
 
-@pytest.mark.parametrize("bad", [b"short", pickle.dumps(object) * 3, b""])
-def test_a_key_file_that_is_not_32_private_bytes_is_replaced(folder, bad, monkeypatch):
+@pytest.mark.parametrize("bad", [b"short", pickle.dumps(object) * 3, b"", None])
+def test_a_key_file_memsym_did_not_make_is_never_replaced(folder, bad, monkeypatch, capsys):
+    """A file where the key belongs that is not a private 32-byte file (a user's file named so, a folder)
+    is left alone: the cache is not used, and the warning says how to let memsym make its key."""
     cache.store("terms", K, b"A")
-    (folder / cache.KEY_FILE).write_bytes(bad)
-    monkeypatch.setattr(cache, "_state", {"base": None, "fd": None, "key": None, "warned": False})
-    assert cache.load("terms", K) is None  # the entry was made under the old key
-    assert len((folder / cache.KEY_FILE).read_bytes()) == cache.KEY_BYTES
-    assert cache.store("terms", K, b"A") and cache.load("terms", K) == b"A"
+    key = folder / cache.KEY_FILE
+    key.unlink()
+    if bad is None:
+        key.mkdir()
+    else:
+        key.write_bytes(bad)
+    monkeypatch.setattr(cache, "_state", {"base": None, "fd": None, "key": None, "warned": False, "pending": None})
+    assert cache.load("terms", K) is None and not cache.store("terms", K, b"B")
+    assert (key.is_dir() if bad is None else key.read_bytes() == bad)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "delete it" in err
 
 
-def test_a_readable_key_file_is_replaced(folder, monkeypatch):
+def test_a_readable_key_file_is_not_used(folder, monkeypatch, capsys):
     cache.store("terms", K, b"A")
     os.chmod(folder / cache.KEY_FILE, 0o644)
-    monkeypatch.setattr(cache, "_state", {"base": None, "fd": None, "key": None, "warned": False})
-    assert cache.load("terms", K) is None and mode(folder / cache.KEY_FILE) == 0o600
+    monkeypatch.setattr(cache, "_state", {"base": None, "fd": None, "key": None, "warned": False, "pending": None})
+    assert cache.load("terms", K) is None and mode(folder / cache.KEY_FILE) == 0o644
+    assert "not memsym's private key" in capsys.readouterr().err
+
+
+def test_a_users_file_named_key_is_untouched(tmp_path, monkeypatch):
+    """MEMSYM_CACHE_DIR pointing at a project folder: memsym's key has a name of its own."""
+    proj = tmp_path / "proj"
+    proj.mkdir(mode=0o700)
+    (proj / "key").write_text("secret")
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(proj))
+    monkeypatch.setattr(cache, "_state", {"base": None, "fd": None, "key": None, "warned": False, "pending": None})
+    assert cache.store("terms", K, b"A") and cache.load("terms", K) == b"A"
+    assert (proj / "key").read_text() == "secret"
 
 
 @pytest.mark.parametrize("perm", [0o777, 0o775, 0o757, 0o1777])
@@ -100,12 +127,12 @@ def test_a_folder_others_can_write_is_not_used(tmp_path, monkeypatch, capsys, pe
     shared.mkdir()
     os.chmod(shared, perm)
     monkeypatch.setenv("MEMSYM_CACHE_DIR", str(shared))
-    monkeypatch.setattr(cache, "_state", {"base": None, "fd": None, "key": None, "warned": False})
+    monkeypatch.setattr(cache, "_state", {"base": None, "fd": None, "key": None, "warned": False, "pending": None})
     assert not cache.store("terms", K, b"A") and cache.load("terms", K) is None
     assert cache.pickled("terms", ("x",), lambda: 42) == 42
     assert list(shared.iterdir()) == []  # nothing written there, not even the key
     err = capsys.readouterr().err
-    assert err.count("memsym: not using the cache") == 1 and "writable by" in err and err.count("\n") == 1
+    assert err.count("memsym: cache not used") == 1 and "writable by" in err and err.count("\n") == 1
 
 
 def test_a_subfolder_others_can_write_or_a_link_is_not_used(folder, tmp_path, capsys):
@@ -117,7 +144,7 @@ def test_a_subfolder_others_can_write_or_a_link_is_not_used(folder, tmp_path, ca
     os.symlink(elsewhere, folder / "search")
     assert not cache.store("search", K, b"B") and cache.load("search", K) is None
     assert list(elsewhere.iterdir()) == []
-    assert capsys.readouterr().err.count("memsym: not using the cache") == 1
+    assert capsys.readouterr().err.count("memsym: cache not used") == 1
 
 
 def test_a_link_in_place_of_an_entry_is_never_followed(folder, tmp_path):
@@ -177,7 +204,7 @@ def test_eviction_through_a_linked_folder_is_refused(tmp_path, monkeypatch):
         p.write_text("{}")
     os.symlink(mine, base / "output")
     monkeypatch.setenv("MEMSYM_CACHE_DIR", str(base))
-    monkeypatch.setattr(cache, "_state", {"base": None, "fd": None, "key": None, "warned": False})
+    monkeypatch.setattr(cache, "_state", {"base": None, "fd": None, "key": None, "warned": False, "pending": None})
     for i in range(5):
         cache.store("output", f"{1000 + i:032x}", b"x")
     assert all(p.exists() for p in files) and len(list(mine.iterdir())) == 300
@@ -216,6 +243,37 @@ def test_code_changed_after_the_process_started_gives_no_key(tmp_path):
     assert cache.tree_digest(tree) is None and cache.changed_since_start(tree)
 
 
-def test_cache_off(folder, monkeypatch):
-    monkeypatch.setenv("MEMSYM_CACHE", "0")
+@pytest.mark.parametrize("off", ["0", "off", "OFF", "False", " no "])
+def test_cache_off(folder, monkeypatch, off):
+    monkeypatch.setenv("MEMSYM_CACHE", off)
     assert not cache.store("terms", K, b"A") and cache.load("terms", K) is None and not folder.exists()
+
+
+
+def test_nothing_is_stored_once_hashed_code_changed(folder, tmp_path):
+    """A key made from code that then changes under the process describes neither version: store refuses."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "a.py").write_text("x = 1\n")
+    os.utime(tree / "a.py", ns=(10 ** 18, 10 ** 18))
+    assert cache.tree_digest(tree) is not None and cache.store("terms", K, b"A")
+    (tree / "a.py").write_text("x = 2\n")
+    assert not cache.store("terms", "f" * 32, b"B") and cache.load("terms", "f" * 32) is None
+
+
+def test_an_entrys_folder_goes_with_it(folder, monkeypatch):
+    """A numba kernel's folder (kernels/<key>/, symbolic.compiled) is evicted with its manifest entry;
+    a folder of another name, or one still being built, stays."""
+    monkeypatch.setitem(cache.LIMITS, "kernels", (2, 1 << 20))
+    os.makedirs(folder / "kernels", mode=0o700)
+    keys = [f"{i:032x}" for i in range(4)]
+    for i, k in enumerate(keys):
+        (folder / "kernels" / k).mkdir(mode=0o700)
+        (folder / "kernels" / k / "k.py").write_text("x = 1\n")
+        cache.store("kernels", k, b"{}")
+        os.utime(folder / "kernels" / f"{k}.entry", ns=((i + 1) * 10 ** 9,) * 2)
+    (folder / "kernels" / "mine").mkdir()
+    (folder / "kernels" / ("f" * 32)).mkdir()  # no entry yet: a kernel being built
+    cache.store("kernels", "e" * 32, b"{}")
+    left = {p.name for p in (folder / "kernels").iterdir()}
+    assert left == {keys[3], keys[3] + ".entry", "e" * 32 + ".entry", "f" * 32, "mine"}

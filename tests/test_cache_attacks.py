@@ -227,7 +227,7 @@ def test_a_folder_another_user_can_write_is_never_used(users, shared, truth, whe
         p = subprocess.run([*as_user(alice), sys.executable, "-m", "memsym", *argv], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=300)
         results.append((p.returncode, p.stdout))
-        assert p.stderr.count("memsym: not using the cache") == 1 and p.stderr.count("\n") == 1, p.stderr
+        assert p.stderr.count("memsym: cache not used") == 1 and p.stderr.count("\n") == 1, p.stderr
         assert ("writable by" if where.startswith("alice") else "owned by uid") in p.stderr
     assert results == [(r[1], r[2]) for r in truth[0:1] + truth[2:3]]
     assert not marker.exists()

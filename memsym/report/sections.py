@@ -121,10 +121,16 @@ def _outline_section(ctx, spec: SectionSpec, number: int, term_ids: Sequence[str
     return Section(spec.key, number, spec.title, spec.source, blocks, spec.notebook)
 
 
+def shown_path(path: str) -> str:
+    """A path as text: bytes that are not UTF-8 (kept by Python as surrogates) shown as ``\\xff``."""
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _setting(ctx) -> Tuple[Tuple[str, str], ...]:
     lay, tr, st = ctx.layout, ctx.training, ctx.stage
     return (
-        ("model", ctx.model.name if ctx.model.source == "preset" else f"{ctx.model.name} (read from {ctx.model.source})"),
+        ("model", ctx.model.name if ctx.model.source == "preset" else
+         f"{ctx.model.name} (read from {shown_path(ctx.model.source)})"),
         ("layout", f"DP={lay.dp} TP={lay.tp} PP={lay.pp} EP={lay.ep} ETP={lay.etp} SP={lay.SP} CP={lay.cp} "
                    f"(EDP={fmt_num(lay.edp)}, {lay.world} GPUs)"),
         ("stage", f"{st.index} of {lay.pp} ({st.label}: {st.dense} dense, {st.moe} MoE"
