@@ -26,9 +26,12 @@ class _Raising(argparse.ArgumentParser):
 
 
 def _parser(command: str) -> argparse.ArgumentParser:
+    """The command's own parser, with the command line's limits (derivations/config/limits.py)."""
+    from memsym.commands.common import apply_limits
     root = _Raising(prog="memsym")
     sub = root.add_subparsers(dest="command", parser_class=_Raising)
     importlib.import_module(f"memsym.commands.{command}").add_parser(sub)
+    apply_limits(root)
     return root
 
 
@@ -63,11 +66,13 @@ def _run(command: str, positional: List[str], options: Dict[str, Any]) -> Dict:
 def _args(command: str, positional: List[str], options: Dict[str, Any], extra: List[str] = ()):
     """The parsed options of ``command``; the model is set on them as the ModelSpec it stands for
     (never typed back as text and read again: the spec given is the spec evaluated)."""
+    from memsym.commands.common import finish
     options = dict(options)
     model = options.pop("model", None)
     args = _parser(command).parse_args(_argv(command, positional, options) + list(extra) + ["--json"])
     if model is not None:
         args.model = _spec(model)
+    finish(args)  # as the command line: presets resolved, contradictions refused
     return args
 
 
@@ -78,10 +83,14 @@ def _plain(data) -> Any:
 
 
 def _spec(model):
-    """The ModelSpec of ``model``: itself, or the preset or config.json a text names (read once, now)."""
+    """The ModelSpec of ``model``: itself, validated as a config.json's fields are (a spec built or changed by
+    hand: types, ranges, relations), and named by what it is when it is a preset changed by hand (the
+    preset's name would call it what it no longer is); or the preset or config.json a text names (read once,
+    now)."""
     from derivations.config import ModelSpec, load_model
+    from derivations.config.presets import checked
     if isinstance(model, ModelSpec):
-        return model
+        return checked(model)
     if isinstance(model, str):
         return load_model(model)
     raise TypeError(f"model must be a preset name, a config.json path or a ModelSpec, got {type(model).__name__}")
@@ -161,9 +170,10 @@ class Result:
 
 class Verdict(Result):
     """A verdict at the ends of a range (``estimate(gpu=...).fits``: ``none``, ``low``, ``high``, one
-    per end of the Sec. 6 overheads).  ``bool()`` is the verdict when every end agrees; when they
-    differ it raises (``if r.fits:`` would otherwise read "fits" for "fits only at the low end"):
-    ask ``r.fits.high`` or ``r.fits.low``."""
+    per end of the Sec. 6 overheads).  ``bool()`` (and ``== True``) is the verdict when every end agrees;
+    when they differ it raises (``if r.fits:`` would otherwise read "fits" for "fits only at the low
+    end"): ask ``r.fits.high`` or ``r.fits.low``.  Iterating gives the verdicts (``any(r.fits)``,
+    ``all(r.fits)``), not the ends' names (``r.fits.to_dict()`` has both)."""
 
     def __bool__(self) -> bool:
         values = [bool(v) for v in self._data.values()]
@@ -171,6 +181,18 @@ class Verdict(Result):
             return bool(values) and values[0]
         ends = ", ".join(f"{k} {'fits' if v else 'does not fit'}" for k, v in self._data.items())
         raise ValueError(f"the verdict is a range ({ends}): ask for one end, e.g. .high or .low")
+
+    def __iter__(self):
+        return iter(list(self._data.values()))
+
+    def __eq__(self, other):
+        if isinstance(other, bool):
+            return bool(self) == other
+        if isinstance(other, Verdict):
+            return self._data == other._data
+        return NotImplemented
+
+    __hash__ = None
 
 
 #: Result fields that are verdicts over a range (a dict of booleans).
@@ -207,8 +229,9 @@ def search(model=None, *, gpus: int, hbm: str = None, **options) -> Result:
     return Result("search", _run("search", [], dict(options, model=model, gpus=gpus, hbm=hbm)))
 
 
-def sensitivity(model=None, *, wrt: str = "s,b,TP", **options) -> Result:
-    """``memsym sensitivity``: derivatives, elasticities and finite differences with respect to ``wrt``."""
+def sensitivity(model=None, *, wrt: str = None, **options) -> Result:
+    """``memsym sensitivity``: derivatives, elasticities and finite differences with respect to ``wrt``
+    (default: the command line's)."""
     return Result("sensitivity", _run("sensitivity", [], dict(options, model=model, wrt=wrt)))
 
 

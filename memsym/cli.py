@@ -132,8 +132,8 @@ def _dispatch(argv: List[str], recorder=None) -> int:
         return 2
     from symbolic.errors import ConfigError
     try:
-        from .commands.common import check_conflicts
-        check_conflicts(args)
+        from .commands.common import finish
+        finish(args)  # presets resolved (typed > recipe > conventions > default), contradictions refused
         rc = int(args.run(args) or 0)
         if recorder is not None and rc == 0:
             sys.stdout.flush()

@@ -82,3 +82,18 @@ def test_a_newline_typed_in_an_argument_is_escaped_in_the_one_error_line(argv, c
         sys.exit(main(argv))
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and "\\n" in err, err
+
+
+@pytest.mark.parametrize("value", ["\n", "", "paper,,megatron", "paper,paper", "paper,nope"])
+def test_compare_refuses_a_preset_list_it_cannot_read(value):
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "memsym", "compare", "--conventions", value], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--conventions" in p.stderr
+
+
+def test_tex_shows_control_characters_as_their_codes():
+    from memsym.report.text import tex_escape
+    out = tex_escape("a\x7fb\x1bc\u0085d\u009be")
+    assert all(c.isprintable() for c in out) and "x7f" in out and "x9b" in out

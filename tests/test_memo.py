@@ -229,3 +229,40 @@ def test_a_config_rewritten_during_runs_never_leaves_the_other_numbers(tmp_path)
         for s in seqs:
             args = ["estimate", "--model", str(race), "--tp", "1", "--seq", s, "--json"]
             assert memsym(args, cache).stdout == full(args, tmp_path)
+
+
+def test_an_undecodable_path_is_read_as_the_uncached_run_reads_it(tmp_path):
+    """A config in a folder whose name is not UTF-8: the cached run keys it by its bytes, as the full run reads it."""
+    folder = os.path.join(os.fsencode(tmp_path), b"a\xffb")
+    os.mkdir(folder)
+    path = os.path.join(folder, b"config.json")
+    with open(path, "wb") as f:
+        f.write((ROOT / "tests" / "data" / "tiny" / "config.json").read_bytes())
+    args = ["estimate", "--model", os.fsdecode(path), "--dp", "1", "--tp", "1", "--pp", "1", "--ep", "1", "--json"]
+    first, second = memsym(args, tmp_path / "cache"), memsym(args, tmp_path / "cache")
+    assert first.returncode == second.returncode == 0 and first.stdout == second.stdout == full(args, tmp_path)
+
+
+def test_a_full_or_closed_stdout_is_one_line_or_nothing(tmp_path):
+    """A replay writes to stdout as the full run does: /dev/full is one line, exit 2; a closed stdout, exit 0."""
+    cache = tmp_path / "cache"
+    memsym(["estimate", "--seq", "1034"], cache)
+    env = {**os.environ, "MEMSYM_CACHE_DIR": str(cache)}
+    with open("/dev/full", "w") as full_dev:
+        p = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--seq", "1034"], stdout=full_dev,
+                           stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, timeout=120)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    p = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--seq", "1034"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, timeout=120,
+                       preexec_fn=lambda: os.close(1))
+    assert p.returncode == 0 and "Traceback" not in p.stderr
+
+
+def test_a_cache_warning_stays_out_of_an_error_and_out_of_replays(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    p = memsym(["estimate", "--tp", "x"], shared)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "cache not used" not in p.stderr
+    p = memsym(["estimate"], shared)
+    assert p.returncode == 0 and p.stderr.count("memsym: cache not used") == 1 and p.stderr.count("\n") == 1

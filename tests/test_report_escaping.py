@@ -140,7 +140,7 @@ def test_comment_filter_keeps_a_notebook_comment_on_one_line():
 
 
 # ----------------------------------------------------------------------------- notebooks
-def test_notebooks_ran_and_load_the_path_from_a_literal(report_run):
+def test_notebooks_ran_and_hold_the_model_as_a_literal(report_run):
     config, out = report_run
     books = sorted(out.glob("report-*.ipynb"))
     assert len(books) == 11
@@ -151,8 +151,9 @@ def test_notebooks_ran_and_load_the_path_from_a_literal(report_run):
         assert not [o for c in code for o in c["outputs"] if o["output_type"] == "error"], path.name
         setup = "".join(code[0]["source"])
         call = next(n for n in ast.walk(ast.parse(setup)) if isinstance(n, ast.Call)
-                    and getattr(n.func, "attr", "") == "load_model")
-        assert ast.literal_eval(call.args[0]) == str(config)
+                    and getattr(n.func, "attr", "") == "ModelSpec")  # the model as read, never read again
+        source = next(k.value for k in call.keywords if k.arg == "source")
+        assert ast.literal_eval(source) == str(config)
         for cell in nb["cells"]:
             if cell["cell_type"] == "markdown":
                 src = "".join(cell["source"])

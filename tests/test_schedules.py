@@ -246,3 +246,16 @@ def test_fit_and_sensitivity_refuse_virtual_layers(capsys):
         assert main(cmd + ["--schedule", "interleaved", "--vpp", "2", "--pp", "2",
                            "--virtual-layers", "30,30,1,0"]) == 2
         assert "no closed form" in capsys.readouterr().err
+
+
+def test_the_distinct_states_hold_the_largest_of_the_whole_order():
+    """schedules.distinct_states (warm-up and one steady-state period, what the peak is taken over)
+    against the whole order it shortens, for every small layout and a long step."""
+    import itertools
+    for pp, v in itertools.product((1, 2, 3, 4), (1, 2, 3, 5)):
+        for m in (pp, 2 * pp, 7 * pp, 40 * pp):
+            for rank in range(pp):
+                whole = schedules.interleaved_order(pp, v, m, rank)
+                short = schedules.distinct_states(pp, v, m, rank)
+                assert short == whole[:len(short)] and set(short) == set(whole), (pp, v, m, rank)
+    assert len(schedules.distinct_states(4, 8, 2 ** 20, 0)) <= 2 * (4 - 1) + 7 * 4 + 4 * 8

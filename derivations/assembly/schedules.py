@@ -204,10 +204,25 @@ def interleaved_order(pp: int, v: int, m: int, index: int) -> List[Tuple[int, ..
     size PP): the k-th forward runs chunk (k // PP) mod V, the k-th backward chunk V-1 - (k // PP) mod V;
     min(2 (PP - i - 1) + (V - 1) PP, m V) warm-up forwards, then a forward and a backward each.
     Each entry: the in-flight micro-batches of every chunk."""
+    return _order(pp, v, m, index, m * v)
+
+
+def distinct_states(pp: int, v: int, m: int, index: int) -> List[Tuple[int, ...]]:
+    """The states of :func:`interleaved_order` up to the end of its first steady-state period: after the
+    warm-up, each step adds a forward of chunk (f // PP) mod V and removes a backward of chunk
+    V-1 - (b // PP) mod V with f - b constant, so the states repeat every PP V steps (each chunk gains
+    and loses PP micro-batches per period).  The same largest state, in at most warm-up + PP V steps
+    whatever m (a step of 2^20 micro-batches took minutes)."""
+    warm = min(2 * (pp - index - 1) + (v - 1) * pp, m * v)
+    return _order(pp, v, m, index, min(m * v, warm + pp * v))
+
+
+def _order(pp: int, v: int, m: int, index: int, until: int) -> List[Tuple[int, ...]]:
+    """The first ``until`` states of the interleaved order of rank ``index`` (see :func:`interleaved_order`)."""
     total = m * v
     warm = min(2 * (pp - index - 1) + (v - 1) * pp, total)
     held, states, f, b = [0] * v, [], 0, 0
-    while f < total:
+    while f < until:
         held[(f // pp) % v] += 1
         f += 1
         states.append(tuple(held))

@@ -59,15 +59,37 @@ def explicit(namespace) -> set:
 
 
 class _Recipe(argparse.Action):
-    """``--recipe NAME``: set every option the recipe names that was not typed (derivations/config/recipes.py)."""
+    """``--recipe NAME``: remembered; its options are set by :func:`resolve_presets` after parsing."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        from derivations.config.recipes import RECIPES
         setattr(namespace, self.dest, values)
-        typed = explicit(namespace)
-        for dest, value in RECIPES[values].options.items():
+
+
+def resolve_presets(namespace) -> None:
+    """Every option as the command line resolves it, whatever the order it was typed in: an option typed
+    wins, then the recipe's (derivations/config/recipes.py), then the conventions preset's
+    (derivations.config.CONVENTION_PRESETS; ``--kernels te`` with ``--conventions mcore`` is mcore-te),
+    then the default."""
+    from derivations.config.recipes import RECIPES
+    typed = explicit(namespace)
+    name = getattr(namespace, "conventions", None) if getattr(namespace, "_conventions_preset", False) else None
+    if name is not None:  # (compare's --conventions is a list of presets side by side, not one to apply)
+        if name == "mcore" and getattr(namespace, "kernels", None) == "te":
+            name = "mcore-te"
+        for dest, value in cfg.CONVENTION_PRESETS[name].items():
             if dest not in typed:
                 setattr(namespace, dest, value)
+    recipe = getattr(namespace, "recipe", None)
+    if recipe:
+        for dest, value in RECIPES[recipe].options.items():
+            if dest not in typed:
+                setattr(namespace, dest, value)
+
+
+def finish(args) -> None:
+    """After parsing (the command line, the API): presets resolved, contradictions refused (ConfigError)."""
+    resolve_presets(args)
+    check_conflicts(args)
 
 
 def add_model_option(p: argparse.ArgumentParser) -> None:
@@ -154,35 +176,6 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
                         "inputs and SwiGLU inputs (B_f8 = 1 B), the attention output before W^O in E5M6 (B_o = 1.5 B)")
 
 
-class _Conventions(argparse.Action):
-    """``--conventions NAME``: set every switch of the preset that was not typed
-    (derivations.config.CONVENTION_PRESETS), whatever the order on the command line."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, values)
-        _apply_preset(namespace)
-
-
-def _apply_preset(namespace) -> None:
-    """Set every untyped switch to the preset's value; ``--kernels te`` with ``--conventions mcore``
-    is the preset mcore-te (Transformer Engine's kernels, derivations.switches.KERNEL_OVERRIDES)."""
-    name = getattr(namespace, "conventions", None)
-    if name is None:
-        return
-    if name == "mcore" and getattr(namespace, "kernels", None) == "te":
-        name = "mcore-te"
-    typed = explicit(namespace)
-    for dest, value in cfg.CONVENTION_PRESETS[name].items():
-        if dest not in typed:
-            setattr(namespace, dest, value)
-
-
-class _Kernels(argparse.Action):
-    """``--kernels local|te``: Megatron-Core's kernels (with ``--conventions mcore``)."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, values)
-        _apply_preset(namespace)
 
 
 def add_convention_options(p: argparse.ArgumentParser) -> None:
@@ -190,7 +183,8 @@ def add_convention_options(p: argparse.ArgumentParser) -> None:
     defaulting to the paper's choice (derivations.config.CONVENTION_SWITCHES)."""
     g = p.add_argument_group("conventions (modelling assumptions; defaults: the paper's; switches typed beside "
                              "--conventions override it)")
-    g.add_argument("--conventions", choices=list(cfg.CONVENTION_PRESETS), default=None, action=_Conventions,
+    p.set_defaults(_conventions_preset=True)
+    g.add_argument("--conventions", choices=list(cfg.CONVENTION_PRESETS), default=None,
                    help="set every switch to one source's assumptions: paper (default); modelzoo (NVIDIA "
                         "Megatron-MoE-ModelZoo's activation accounting: --routed-tokens dispatch --attention flash "
                         "--router-tensors sp --shared-expert tp --dropout-masks none --checkpoints one --swiglu fused "
@@ -198,7 +192,7 @@ def add_convention_options(p: argparse.ArgumentParser) -> None:
                         "megatron (Megatron-LM's weight-and-optimizer estimate, --rank megatron --bytes-per-param "
                         "distributed, with the same runtime switches as modelzoo but the paper's tensor list, "
                         "--inventory paper; add --mtp to count the MTP layer). `memsym compare` itemises the gaps")
-    g.add_argument("--kernels", choices=("local", "te"), default=None, action=_Kernels,
+    g.add_argument("--kernels", choices=("local", "te"), default=None,
                    help="with --conventions mcore: local (Megatron-Core's local layer spec, what runs on CPU and what "
                         "memsym trace --framework mcore measures: default) or te (Transformer Engine's fused RMSNorm, "
                         "fused attention and fused RoPE, Megatron's fused SwiGLU: --norm-storage te --attention flash "

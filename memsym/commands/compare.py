@@ -62,9 +62,21 @@ def _compare(args):
     layout = common.layout_from_args(args)
     training = replace(common.training_from_args(args), conventions=cfg.Conventions())  # the presets set them
     kw = {}
-    if getattr(args, "conventions", None):
-        kw["presets"] = tuple(x.strip() for x in args.conventions.split(",") if x.strip())
+    if getattr(args, "conventions", None) is not None:
+        kw["presets"] = presets_list(args.conventions)
     return compare(model, layout, training, common.stage_from_args(args), args.mtp, **kw)
+
+
+def presets_list(text: str):
+    """``--conventions P,P,...``: each a preset, none empty or twice (ConfigError naming the entry)."""
+    names = [x.strip() for x in str(text).split(",")]
+    for name in names:
+        if name not in cfg.CONVENTION_PRESETS:
+            raise cfg.ConfigError("conventions", f"--conventions takes presets among {', '.join(cfg.CONVENTION_PRESETS)}, "
+                                                 f"comma-separated; got {name!r} in {text!r}")
+    if len(set(names)) != len(names):
+        raise cfg.ConfigError("conventions", f"--conventions names a preset twice: {text!r}")
+    return tuple(names)
 
 
 def data(args) -> dict:

@@ -100,7 +100,7 @@ def evaluate(runs, forced=None):
         opts = R.estimate_options(run, preset, cfg.CONVENTION_PRESETS)
         try:
             args = _estimate_args(opts)
-            common.check_conflicts(args)
+            common.finish(args)
             model, layout = common.model_from_args(args), common.layout_from_args(args)
             training = common.training_from_args(args)
             every, worst = estimate_all(model, layout, training, common.recipe_assumptions(args))

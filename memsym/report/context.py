@@ -34,7 +34,6 @@ class Context:
     training: cfg.Training
     stage: cfg.StageComposition
     subs: Dict = field(repr=False)
-    model_ref: str = ""          # how to load the model again (preset name or config path), for notebooks
     _terms: object = field(default=None, repr=False)
 
     @classmethod
@@ -45,17 +44,13 @@ class Context:
         as ``estimate`` chooses without a schedule (stage 1, or 0 at PP = 1:
         :func:`derivations.device.default_stage`)."""
         from derivations.assembly.device import default_stage
-        import os
-        ref = model if isinstance(model, str) else getattr(model, "name", "deepseek-v3")
-        if isinstance(model, str) and model not in cfg.PRESETS and os.path.exists(model):
-            ref = os.path.abspath(model)
         model = cfg.load_model(model) if isinstance(model, str) else (model or cfg.load_model("deepseek-v3"))
         layout = layout or cfg.Layout()
         training = training or cfg.Training()
         cfg.validate_layout(model, layout, training.seq)
         cfg.validate_training(training)
         comp = cfg.stage(model, layout, default_stage(layout) if stage is None else stage)
-        return cls(model, layout, training, comp, cfg.substitution(model, layout, training, comp), ref)
+        return cls(model, layout, training, comp, cfg.substitution(model, layout, training, comp))
 
     @property
     def terms(self):

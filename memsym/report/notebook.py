@@ -50,11 +50,20 @@ def _call(cls_name: str, obj, keep: Sequence[str] = ()) -> str:
     return f"{cls_name}({', '.join(args)})"
 
 
+def model_source(model) -> str:
+    """The model as notebook code: ``cfg.load_model('deepseek-v3')`` for a preset, else its fields
+    (``cfg.ModelSpec(...)``): the notebook evaluates the model the report did, never a config file read
+    again (it may have changed since)."""
+    if model.source == "preset":
+        return f"cfg.load_model({model.name!r})"
+    return _call("cfg.ModelSpec", model, tuple(f.name for f in dataclasses.fields(model)))
+
+
 def setup_source(ctx) -> str:
     env = environment("notebook")
-    model_ref = getattr(ctx, "model_ref", None) or ctx.model.name
     return env.get_template("notebook/setup.py.j2").render(
-        model=repr(model_ref), layout=_call("cfg.Layout", ctx.layout, ("dp", "tp", "pp", "ep", "etp", "cp")),
+        model=model_source(ctx.model), source=None if ctx.model.source == "preset" else ctx.model.source,
+        layout=_call("cfg.Layout", ctx.layout, ("dp", "tp", "pp", "ep", "etp", "cp")),
         training=_call("cfg.Training", ctx.training, ("mbs", "seq", "zero", "recompute")),
         stage=ctx.stage.index).rstrip("\n")
 
@@ -331,10 +340,9 @@ class Converter:
 
 def warm_source(ctx) -> str:
     """What the kernel imports and builds before the first notebook (same process: later cells reuse it)."""
-    model_ref = getattr(ctx, "model_ref", None) or ctx.model.name
     return ("import memsym.report, symbolic.render, symbolic.numeric\n"
-            "from derivations import config as _cfg\n"
+            "from derivations import config as cfg\n"
             "from derivations import build as _build\n"
-            f"_build(_cfg.load_model({model_ref!r}))\n"
+            f"_build({model_source(ctx.model)})\n"
             "memsym.report.rendering.environment('md').get_template('macros.md.j2')\n"
-            "del _cfg, _build\n")
+            "del cfg, _build\n")

@@ -119,7 +119,7 @@ function checkConflicts(a, typed) {
   }
 }
 
-/** The options as the command line resolves them: defaults, then --recipe, then --conventions, typed win. */
+/** The options as the command line resolves them (common.resolve_presets): typed, then --recipe, then --conventions, then defaults. */
 function resolve(typed) {
   const O = DATA.options, T = O.training, L = O.layout;
   const a = { model: O.default_model, dp: L.dp, tp: L.tp, pp: L.pp, ep: L.ep, etp: L.etp, cp: L.cp, sp: null,
@@ -129,8 +129,9 @@ function resolve(typed) {
   for (const [dest] of DTYPE_OPTIONS) a[dest] = null;
   for (const [name, s] of Object.entries(O.switches)) a[name] = s.values[0];
   const recipe = $("opt-recipe").value, preset = $("opt-conventions").value;
-  if (recipe) for (const [dest, v] of Object.entries(O.recipes[recipe].options)) if (!(dest in typed)) a[dest] = v;
+  // common.resolve_presets: typed > recipe > conventions preset > default, whatever the order typed
   if (preset) for (const [dest, v] of Object.entries(O.convention_presets[preset])) if (!(dest in typed)) a[dest] = v;
+  if (recipe) for (const [dest, v] of Object.entries(O.recipes[recipe].options)) if (!(dest in typed)) a[dest] = v;
   Object.assign(a, typed);
   return a;
 }
