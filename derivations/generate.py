@@ -292,7 +292,7 @@ def side_conventions():
 
 
 def structure_terms(structure) -> Dict:
-    """{term id: [[part key, [tags], tree], ...]} of every base and weight-side term of a structure;
+    """{term id: [[part key, [tags], tree, label], ...]} of every base and weight-side term of a structure;
     a term is the sum of its parts, and a factor equal to another term's expression is a reference
     to it (the term graph, evaluated once per term by derivations.assembly.evaluate)."""
     base = _build(structure)
@@ -308,7 +308,7 @@ def structure_terms(structure) -> Dict:
     for tid in ids:
         t = terms[tid]
         own = {k: v for k, v in refs.items() if v != tid}  # a term is never a reference to itself
-        out[tid] = [[p.key, list(p.tags), part_tree(p, own)] for p in t.parts]
+        out[tid] = [[p.key, list(p.tags), part_tree(p, own), p.label] for p in t.parts]
     return out
 
 

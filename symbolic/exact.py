@@ -1,4 +1,5 @@
-"""Exact numbers as JSON and text, without sympy (integers and ``fractions.Fraction``).
+"""Exact numbers as JSON and text, without sympy (integers and ``fractions.Fraction``): the JSON values
+and the thousands-separated and GiB texts every command prints.
 
 :func:`as_number` is what every ``--json`` prints for a byte count (an int when integral, else the
 nearest float); :func:`as_exact` keeps a rational exact (``"p/q"``).  A sympy number is accepted
@@ -6,6 +7,9 @@ nearest float); :func:`as_exact` keeps a rational exact (``"p/q"``).  A sympy nu
 from __future__ import annotations
 
 from fractions import Fraction
+from typing import Optional
+
+from .units import GiB
 
 
 def _fraction(x) -> Fraction:
@@ -31,3 +35,21 @@ def as_number(x):
     """A JSON number for an exact value: an int when integral, else the nearest float."""
     x = _fraction(x)
     return int(x) if x.denominator == 1 else float(x)
+
+
+def fmt_int(x) -> str:
+    """Exact number with thousands separators (a non-integral rational to 3 decimals)."""
+    x = _fraction(x)
+    if x.denominator == 1:
+        return f"{x.numerator:,}"
+    return f"{float(x):,.3f}"
+
+
+def count(n, one: str, many: Optional[str] = None) -> str:
+    """``n`` with thousands separators and the noun in the number it takes: '1 file', '2 files'."""
+    return f"{fmt_int(n)} {one if n == 1 else (many or one + 's')}"
+
+
+def fmt_gib(nbytes, decimals: int = 2) -> str:
+    """Bytes as GiB (2^30), ``decimals`` places, thousands separators."""
+    return f"{float(_fraction(nbytes) / GiB):,.{decimals}f}"

@@ -7,14 +7,12 @@ rebuilds products and sums unevaluated in the registry's order before printing w
 """
 from __future__ import annotations
 
-from fractions import Fraction
 from typing import Mapping, Optional
 
 import sympy as sp
 
 from .notation import FACTOR_ORDER, latex_names
 
-from .units import GiB
 
 _RANKS: dict = {}
 
@@ -109,18 +107,4 @@ def term_latex(term, subs: Optional[Mapping] = None, form: str = "paper", full: 
 
 
 # --------------------------------------------------------------------------- numbers
-def fmt_int(x) -> str:
-    """Exact number with thousands separators (a non-integral rational to 3 decimals)."""
-    x = Fraction(x)
-    if x.denominator == 1:
-        return f"{x.numerator:,}"
-    return f"{float(x):,.3f}"
-
-
-def count(n, one: str, many: Optional[str] = None) -> str:
-    """``n`` with thousands separators and the noun in the number it takes: '1 file', '2 files'."""
-    return f"{fmt_int(n)} {one if n == 1 else (many or one + 's')}"
-
-
-def fmt_gib(nbytes, decimals: int = 2) -> str:
-    return f"{float(Fraction(nbytes) / GiB):,.{decimals}f}"
+from .exact import count, fmt_gib, fmt_int  # noqa: E402,F401  (re-exported: formatting needs no sympy)

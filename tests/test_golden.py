@@ -11,17 +11,25 @@ import sys
 
 import pytest
 
-from tests.golden.commands import OUTPUTS, ROOT, commands, run
+from tests.golden.commands import OUTPUTS, ROOT, TEXT_OUTPUTS, commands, run, text_commands
 
 RECORDED = [json.loads(line) for line in OUTPUTS.read_text(encoding="utf-8").splitlines()]
+RECORDED_TEXT = [json.loads(line) for line in TEXT_OUTPUTS.read_text(encoding="utf-8").splitlines()]
 
 
 def test_the_recorded_command_lines_are_the_commands():
     assert [r["argv"] for r in RECORDED] == commands() and len(RECORDED) >= 200
+    assert [r["argv"] for r in RECORDED_TEXT] == text_commands()
 
 
 @pytest.mark.parametrize("rec", RECORDED, ids=[" ".join(r["argv"])[:80] for r in RECORDED])
 def test_output_is_as_recorded(rec, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert run(rec["argv"]) == (rec["rc"], rec["stdout"], rec["stderr"])
+
+
+@pytest.mark.parametrize("rec", RECORDED_TEXT, ids=[" ".join(r["argv"])[:80] for r in RECORDED_TEXT])
+def test_text_output_is_as_recorded(rec, monkeypatch):
     monkeypatch.chdir(ROOT)
     assert run(rec["argv"]) == (rec["rc"], rec["stdout"], rec["stderr"])
 

@@ -1,33 +1,34 @@
 """Parameter counts of a model for ``memsym params``: per layer kind, per pipeline stage and in
 total (Tables 3-4), the checkpoint's extra tensors, activated parameters per token and the
-multi-token-prediction modules, all exact from the ``params.*`` terms."""
+multi-token-prediction modules, all exact from the ``params.*`` terms (their generated evaluators,
+derivations/assembly/evaluate.py: no sympy)."""
 from __future__ import annotations
 
-from derivations import build
+from fractions import Fraction
+
 from derivations import config as cfg
+from derivations.assembly import evaluate as ev
 from derivations.assembly.device import stage_params
 
 
 def summary(model: cfg.ModelSpec, pp=None, layers_per_stage=None, accounting: str = "paper", mtp: bool = False):
     """(the JSON of ``memsym params``, the stage rows [(composition, params, parts)]).
     ``pp`` None: min(16, l) stages (or as many as ``layers_per_stage`` lists)."""
-    from symbolic.numeric import exact
     if pp is None:
         pp = min(16, model.l) if layers_per_stage is None else len(layers_per_stage)
     layout = cfg.Layout(pp=pp, layers_per_stage=layers_per_stage)
     if pp > model.l:
         raise cfg.ConfigError("pp-layers", f"PP={pp} is larger than the {model.l} layers of {model.name}")
     rows, total = stage_params(model, layout, accounting)
-    terms = build(model)
-    base = cfg.substitution(model)
-    kinds = {kind: exact(terms[tid], base) for kind, tid in (
+    base = ev.Terms(model.structure, ev.derived(cfg.named(model)))
+    kinds = {kind: Fraction(base.term(tid)) for kind, tid in (
         ("dense_layer", "params.layer.dense"), ("moe_layer", "params.layer.moe"), ("mla", "params.mla"),
         ("norm", "params.norm"), ("embedding", "params.embedding"), ("head", "params.head"))}
     whole = cfg.whole_model(model)
-    sub = cfg.substitution(model, None, None, whole)
+    terms = ev.Terms(model.structure, ev.derived(cfg.named(model, None, None, whole)))
     extras = {}
     if accounting == "checkpoint":
-        extras = {p.key: exact(p.expr, sub) for p in terms["params.stage.checkpoint"].parts if p.key != "paper"}
+        extras = {key: Fraction(v) for key, _, v in terms.parts("params.stage.checkpoint") if key != "paper"}
     data = {
         "model": model.name, "accounting": accounting, "pp": pp,
         "layer_kinds": {"dense": whole.dense, "moe": whole.moe},
@@ -37,10 +38,10 @@ def summary(model: cfg.ModelSpec, pp=None, layers_per_stage=None, accounting: st
                     "bf16_bytes": p * 2, "parts": parts} for c, p, parts in rows],
         "checkpoint_only": extras,
         "total": total,
-        "activated": activated_params(terms, sub, accounting),
+        "activated": activated_params(terms, accounting),
     }
     if mtp:
-        data["mtp"] = mtp_params(model, terms, sub)
+        data["mtp"] = mtp_params(model, terms)
         data["total_with_mtp"] = total + data["mtp"]["params"]
     if accounting == "checkpoint":
         from derivations.config.hfconfig import checkpoint_files
@@ -48,31 +49,26 @@ def summary(model: cfg.ModelSpec, pp=None, layers_per_stage=None, accounting: st
     return data, rows
 
 
-def activated_params(terms, sub, accounting: str) -> dict:
+def activated_params(terms, accounting: str) -> dict:
     """Parameters one token passes through, whole model: top-k routed + shared experts + everything dense.
 
     Three readings: with the embedding and head; without the embedding (a lookup, not a
     matrix product); without both (the transformer layers alone).
     """
-    from symbolic.numeric import exact
     tid = "params.activated" if accounting == "paper" else "params.activated.checkpoint"
-    term = terms[tid]
-    total = exact(term, sub)
-    paper = terms["params.activated"]
-    emb = exact(paper.part("embedding").expr, sub)
-    head = exact(paper.part("head").expr, sub)
+    total = Fraction(terms.term(tid))
+    paper = {key: Fraction(v) for key, _, v in terms.parts("params.activated")}
+    emb, head = paper["embedding"], paper["head"]
     return {"with_embedding_and_head": total, "without_embedding": total - emb,
             "without_embedding_and_head": total - emb - head,
-            "per_moe_layer": exact(terms["params.activated.layer.moe"], sub), "term": tid}
+            "per_moe_layer": Fraction(terms.term("params.activated.layer.moe")), "term": tid}
 
 
-def mtp_params(model, terms, sub) -> dict:
+def mtp_params(model, terms) -> dict:
     """The D multi-token-prediction modules (embedding and head shared, not counted again)."""
-    from symbolic.numeric import exact
-    module = terms["params.mtp.module"]
-    return {"modules": model.mtp_layers, "params": exact(terms["params.mtp"], sub),
-            "per_module": {p.key: exact(p.expr, sub) for p in module.parts},
-            "activated": exact(terms["params.mtp.activated"], sub),
+    return {"modules": model.mtp_layers, "params": Fraction(terms.term("params.mtp")),
+            "per_module": {key: Fraction(v) for key, _, v in terms.parts("params.mtp.module")},
+            "activated": Fraction(terms.term("params.mtp.activated")),
             "shared_not_counted": ["embedding", "head"], "term": "params.mtp"}
 
 

@@ -114,7 +114,7 @@ class Estimate:
             "terms": dict(self.term_ids),
             "assumptions": list(self.assumptions),
         }
-        from derivations.assembly.conventions import switches_json
+        from derivations.config.switches import switches_json
         out["conventions"] = switches_json(tr)
         if len(self.held) > 1:
             out["stage"]["holds_stages"] = [c.index for c in self.held]

@@ -88,14 +88,18 @@ class Terms:
         out = self._memo.get(tid)
         if out is None:
             out = 0
-            for _, _, t in self.parts_of[tid]:
-                out = out + _ev(t, self.v, self)
+            for part in self.parts_of[tid]:
+                out = out + _ev(part[2], self.v, self)
             self._memo[tid] = out
         return out
 
     def parts(self, tid: str) -> List[Tuple[str, Tuple[str, ...], object]]:
         """[(part key, tags, value), ...] of term ``tid``."""
-        return [(key, tuple(tags), _ev(t, self.v, self)) for key, tags, t in self.parts_of[tid]]
+        return [(key, tuple(tags), _ev(t, self.v, self)) for key, tags, t, _ in self.parts_of[tid]]
+
+    def labels(self, tid: str) -> Dict[str, str]:
+        """{part key: the part's label} of term ``tid`` (what the paper calls each row)."""
+        return {key: label for key, _, _, label in self.parts_of[tid]}
 
 
 def exact(structure, tid: str, values: Mapping) -> Fraction:

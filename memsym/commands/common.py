@@ -313,7 +313,7 @@ def recipe_assumptions(args):
 
 def json_default(o):
     if isinstance(o, Fraction):
-        from symbolic.numeric import as_number
+        from symbolic.exact import as_number
         return as_number(o)
     if isinstance(o, range):
         return [o.start, o.stop - 1]

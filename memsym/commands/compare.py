@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from derivations import config as cfg
-from symbolic.render import fmt_gib, fmt_int
+from symbolic.exact import fmt_gib, fmt_int
 from . import COMMANDS, common
 
 LABELS = {"routed_tokens": "routed tokens per device", "attention": "attention kernel",
@@ -108,7 +108,7 @@ def title(est) -> str:
 
 
 def to_json(columns, falls) -> dict:
-    from derivations.assembly.conventions import ORDER, switches_json
+    from derivations.config.switches import ORDER, switches_json
     e0 = columns["paper"][0]
     out = {"model": e0.model.name, "layout": e0.to_json()["layout"], "stage": e0.stage.index, "order": list(ORDER),
            "presets": {}, "waterfalls": {}}

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from derivations import config as cfg
-from symbolic.render import count, fmt_gib, fmt_int
+from symbolic.exact import count, fmt_gib, fmt_int
 from . import COMMANDS, common
 
 
@@ -233,7 +233,7 @@ def _policy(tr) -> str:
         out += "; FP8 activations"
     if tr.imbalance != 1:
         out += f"; imbalance F={float(tr.imbalance):g}"
-    from derivations.assembly.conventions import preset_of
+    from derivations.config.switches import preset_of
     preset = preset_of(tr)
     if preset != "paper":
         changed = [f"{k}={v}" for k, v in tr.conventions.changed()]
@@ -402,51 +402,54 @@ def explain_split(est) -> list:
     return lines
 
 
+def _terms(est, values=None):
+    """The device's terms at ``values`` (default: the estimate's), from the generated evaluators."""
+    from derivations.assembly import evaluate as ev
+    return ev.Terms(est.model.structure, ev.derived(dict(est.values if values is None else values)))
+
+
 def explain_megatron(est) -> list:
     """The parts of Megatron's most-loaded shard (--rank megatron)."""
-    from derivations import configured
-    from derivations import notation as nt
-    from derivations.assembly.conventions import megatron_substitution
-    from symbolic.numeric import exact
-    t = configured(est.model, est.training)[est.term_ids["params"]]
-    subs = megatron_substitution(est.model, est.layout, est.training)
-    lines = [f"  Megatron-LM's most-loaded shard ({t.id}; whole model over PP={est.layout.pp}, "
-             f"D={subs[nt.D]} MTP layer{'s' * (subs[nt.D] != 1)}):"]
-    for p in t.parts:
-        side = "P_m, over EDP" if "moe" in p.tags else "P_n, over DP"
-        lines.append(f"    {p.key:<11}{fmt_int(exact(p.expr, subs)):>16}  {p.label} ({side})")
+    from derivations.assembly.sides import megatron_values
+    values = megatron_values(est.model, est.layout, est.training)
+    tid = est.term_ids["params"]
+    terms = _terms(est, values)
+    labels = terms.labels(tid)
+    lines = [f"  Megatron-LM's most-loaded shard ({tid}; whole model over PP={est.layout.pp}, "
+             f"D={values['D']} MTP layer{'s' * (values['D'] != 1)}):"]
+    for key, tags, value in terms.parts(tid):
+        side = "P_m, over EDP" if "moe" in tags else "P_n, over DP"
+        lines.append(f"    {key:<11}{fmt_int(value):>16}  {labels[key]} ({side})")
     return lines
 
 
 def explain_modelzoo(est) -> list:
     """The parts of the ModelZoo script's rank (--rank modelzoo)."""
-    from derivations import configured
-    from symbolic.numeric import exact
-    reg = configured(est.model, est.training)
+    terms = _terms(est)
     lines = ["  the ModelZoo script's rank (every layer of the stage counted as a MoE layer; no embedding, head, "
              "norms or router):"]
     for tid, over in (("conv.modelzoo.params.non_moe", "P_n, over DP CP"), ("conv.modelzoo.params.moe", "P_m, over EDP")):
-        for p in reg[tid].parts:
-            lines.append(f"    {p.key:<11}{fmt_int(exact(p.expr, est.subs)):>16}  {p.label} ({over})")
+        labels = terms.labels(tid)
+        for key, _, value in terms.parts(tid):
+            lines.append(f"    {key:<11}{fmt_int(value):>16}  {labels[key]} ({over})")
     return lines
 
 
 def explain_params(est) -> list:
     """How P_n and P_m of the device arise from the per-layer terms (Sec. 3 rules)."""
-    from derivations import configured
-    from symbolic.numeric import exact
+    from fractions import Fraction
     if est.term_ids.get("params", "").startswith("conv.megatron"):
         return explain_megatron(est)
     if est.term_ids.get("params", "").startswith("conv.modelzoo"):
         return explain_modelzoo(est)
-    m, lay, st, subs = est.model, est.layout, est.stage, est.subs
+    m, lay, st = est.model, est.layout, est.stage
     shared_tp = est.training.conventions.shared_expert == "tp"
     if len(est.held) > 1:  # DualPipe: the device holds two stages' parameters
         from types import SimpleNamespace
         st = SimpleNamespace(dense=sum(c.dense for c in est.held), moe=sum(c.moe for c in est.held),
                              embedding=any(c.embedding for c in est.held), head=any(c.head for c in est.held))
-    t = configured(m, est.training)
-    val = lambda tid: fmt_int(exact(t[tid], subs))
+    t = _terms(est)
+    val = lambda tid: fmt_int(t.term(tid))
     n = st.dense + st.moe
     pn = [f"{n} layer{'s' * (n != 1)} x (MLA {val('static.layer.mla')} + LN {val('static.layer.norm')})"]
     if st.dense:
@@ -455,10 +458,10 @@ def explain_params(est) -> list:
         pn.append(f"embedding {val('static.embedding')} (v h / TP)")
     if st.head:
         pn.append(f"head {val('static.head')} (v h / TP)")
-    mats = lambda tag: ", ".join(p.key.replace("_", "^", 1) for p in t["params.mla"].parts if tag in p.tags)
+    mats = lambda tag: ", ".join(key.replace("_", "^", 1) for key, tags, _ in t.parts("params.mla") if tag in tags)
     mtp_note = []
     if est.training.conventions.mtp and st.head and m.mtp_layers:  # conventions.mtp_stage_shift
-        from derivations.assembly.conventions import mtp_stage_shift
+        from derivations.assembly.sides import mtp_stage_shift
         _, moe2, emb2, _ = mtp_stage_shift(m, lay.pp, st.dense, st.moe, int(st.embedding), 1)
         mtp_note = [f"  --mtp: + {m.mtp_layers} MTP module{'s' * (m.mtp_layers != 1)} on this last stage, each counted "
                     f"as one more MoE layer (MLA + LN in P_n, experts in P_m)"
@@ -467,7 +470,7 @@ def explain_params(est) -> list:
     lines = ["  P_n = " + " + ".join(pn),
              f"        MLA: {mats('tp_split')} split by TP={lay.tp}; {mats('replicated')} and LN replicated"]
     if st.moe:
-        expert = exact(t["params.expert"], subs)
+        expert = Fraction(t.term("params.expert"))
         moe_id = "static.layer.moe.shared-tp" if shared_tp else "static.layer.moe"
         lines.append(f"  P_m = {st.moe} MoE layer{'s' * (st.moe != 1)} x {val(moe_id)}: router N h = "
                      f"{fmt_int(m.N * m.h)} (replicated)")

@@ -190,7 +190,7 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
     from derivations import config as cfg
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
-    from symbolic.render import fmt_gib, fmt_int
+    from symbolic.exact import fmt_gib, fmt_int
     form = S.latex if with_latex else S.text
     root, st, var = res["root"], res["binding"], res["var"]
     over = res["overheads"]

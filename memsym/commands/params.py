@@ -7,7 +7,7 @@ counts: MTP included with its own embedding/head copies, FP8 scale tensors inclu
 """
 from __future__ import annotations
 
-from symbolic.render import fmt_gib, fmt_int
+from symbolic.exact import fmt_gib, fmt_int
 from . import COMMANDS, common
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from symbolic.render import fmt_gib, fmt_int
+from symbolic.exact import fmt_gib, fmt_int
 from . import COMMANDS, common
 
 

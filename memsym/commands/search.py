@@ -186,7 +186,7 @@ def csv_text(rows) -> str:
 
 
 def render_text(model, args, hbm, result, idx) -> str:
-    from symbolic.render import count, fmt_gib, fmt_int
+    from symbolic.exact import count, fmt_gib, fmt_int
     from derivations.analyses import search as S
     h = _header(model, args, hbm, result)
     c = h["counts"]

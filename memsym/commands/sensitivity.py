@@ -83,7 +83,7 @@ def tornado_items(results):
     return items
 
 
-from symbolic.numeric import as_number as _num, exact_text as _exact  # noqa: E402  (JSON: number, exact text)
+from symbolic.exact import as_number as _num, exact_text as _exact  # noqa: E402  (JSON: number, exact text)
 
 def _config_json(model, layout, training, comp):
     from derivations import config as cfg
@@ -138,7 +138,7 @@ def render_text(model, layout, training, comp, values, results, with_latex=False
     from derivations import config as cfg
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
-    from symbolic.render import fmt_gib, fmt_int
+    from symbolic.exact import fmt_gib, fmt_int
     form = S.latex if with_latex else S.text
     lines = [f"memsym sensitivity: {model.name}, one device of stage {comp.index} of {layout.pp} ({comp.label}: "
              f"L_d={comp.dense}, L_m={comp.moe}, e_E={int(comp.embedding)}, e_H={int(comp.head)})",

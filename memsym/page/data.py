@@ -84,7 +84,7 @@ def _display(term):
 
 def model_states(pool: Pool) -> Dict:
     """{structure: {side: {ids: {zero: {component: id}}, terms: {id: fn}, P_n, P_m}}}."""
-    from derivations.assembly.conventions import weight_side
+    from derivations.assembly.sides import weight_side
     out = {}
     for structure in STRUCTURES:
         model = SimpleNamespace(structure=structure)

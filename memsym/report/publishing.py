@@ -17,7 +17,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from symbolic.errors import ConfigError
 from symbolic.files import write_atomic  # noqa: F401  (re-exported: memsym.report.write_atomic)
 from symbolic.files import write_tree
-from symbolic.render import count
+from symbolic.exact import count
 
 from . import cached, rendering
 from .extras import NOTEBOOK_FORMATS, require_report

@@ -34,7 +34,7 @@ def _estimate(args, preset: str, model=None):
     preset's conventions, B_a from --act-dtype, the recomputation traced; ``model``: the ModelSpec
     traced (else read from ``args.model``)."""
     from derivations import config as cfg
-    from derivations.assembly.conventions import with_preset, with_switch
+    from derivations.config.switches import with_preset, with_switch
     from derivations.assembly.device import estimate
     model = model if model is not None else cfg.load_model(args.model)
     layout = cfg.Layout(dp=1, tp=1, pp=1, ep=1, etp=1)

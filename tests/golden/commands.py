@@ -15,6 +15,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUTS = Path(__file__).with_name("outputs.jsonl")
+#: Text outputs (no --json) of :func:`text_commands`, recorded later (before the text explanations of
+#: estimate and params moved onto the generated evaluators): ``python -m tests.golden.commands record-text``.
+TEXT_OUTPUTS = Path(__file__).with_name("outputs-text.jsonl")
 
 MODELS = ["deepseek-v3", "deepseek-v2", "deepseek-v2-lite",
           *[f"paper/models/{p.name}" for p in sorted((ROOT / "paper" / "models").glob("*.json"))],
@@ -93,6 +96,25 @@ def commands():
     return out
 
 
+def text_commands():
+    """The text (not --json) outputs of estimate, params, compare and fit over models and options."""
+    out = []
+    for m in MODELS:
+        out.append(["estimate", "--model", m, *SMALL])
+        out.append(["params", "--model", m, "--mtp"])
+    for extra in ([], ["--zero", "1"], ["--recompute", "full"], ["--gpu", "h800"], ["--gpu", "h100", "--zero", "3"],
+                  ["--rank", "megatron"], ["--rank", "modelzoo"], ["--conventions", "megatron", "--mtp"],
+                  ["--shared-expert", "tp"], ["--schedule", "dualpipe", "--microbatches", "32"],
+                  ["--schedule", "interleaved", "--vpp", "2", "--microbatches", "16"], ["--all-stages"],
+                  ["--conventions", "mcore", "--mtp", "--mtp-activations", "last-stage", "--stage", "15"],
+                  ["--recipe", "deepseek-v3", "--gpu", "h800"], ["--tensors"], ["--tensors", "--conventions", "mcore"],
+                  ["--stage", "0"], ["--stage", "15"], ["--fp8-activations", "--recompute", "custom:norm,swiglu"]):
+        out.append(["estimate", *extra])
+    out += [["params"], ["params", "--accounting", "checkpoint"], ["params", "--pp", "4"], ["compare"],
+            ["fit", "--hbm", "80GiB"], ["fit", "--gpu", "h800", "--solve", "seq"]]
+    return out
+
+
 def run(argv):
     """(exit status, stdout, stderr) of ``memsym.cli.main(argv)`` in this process."""
     from memsym.cli import main
@@ -105,9 +127,9 @@ def run(argv):
     return rc, out.getvalue(), err.getvalue()
 
 
-def record() -> None:
-    with open(OUTPUTS, "w", encoding="utf-8") as f:
-        for argv in commands():
+def record(path=OUTPUTS, lines=commands) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for argv in lines():
             rc, out, err = run(argv)
             f.write(json.dumps({"argv": argv, "rc": rc, "stdout": out, "stderr": err}) + "\n")
             print(rc, " ".join(argv), file=sys.__stderr__)
@@ -115,3 +137,5 @@ def record() -> None:
 
 if __name__ == "__main__" and sys.argv[1:] == ["record"]:
     record()
+if __name__ == "__main__" and sys.argv[1:] == ["record-text"]:
+    record(TEXT_OUTPUTS, text_commands)
