@@ -98,33 +98,15 @@ def _main(argv: Optional[List[str]] = None) -> int:
         return _dispatch(argv)
     from symbolic import cache
     cache.DEFER_WARNING = True  # a cache warning is printed after a successful run: an error stays one line
-    rc = _process(argv)
+    rc = _dispatch(argv)
     warning = cache.pending_warning()
     if warning and rc == 0:
         print(warning, file=sys.stderr)
     return rc
 
 
-def _process(argv: List[str]) -> int:
-    """The ``memsym`` process: a repeated estimate prints what it printed, before sympy is imported
-    (memsym.memo); any other run is dispatched (and a successful estimate kept)."""
-    from . import memo
-    memo_key = memo.key(argv)
-    if memo_key is not None:
-        try:
-            if memo.replay(memo_key):
-                return 0
-        except OSError as exc:  # stdout full or closed: as the full run says it
-            print(one_line(f"memsym: error: {exc.strerror or exc}"), file=sys.stderr)
-            return 2
-    if memo_key is None:
-        return _dispatch(argv)
-    with memo.Recorder(memo_key) as recorder:
-        return _dispatch(argv, recorder)
-
-
-def _dispatch(argv: List[str], recorder=None) -> int:
-    """Parse ``argv`` and run its subcommand; a successful run is kept by ``recorder`` (memsym.memo)."""
+def _dispatch(argv: List[str]) -> int:
+    """Parse ``argv`` and run its subcommand."""
     parser = build_parser(only=_command(argv) or "")
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
@@ -134,11 +116,7 @@ def _dispatch(argv: List[str], recorder=None) -> int:
     try:
         from .commands.common import finish
         finish(args)  # presets resolved (typed > recipe > conventions > default), contradictions refused
-        rc = int(args.run(args) or 0)
-        if recorder is not None and rc == 0:
-            sys.stdout.flush()
-            recorder.keep()
-        return rc
+        return int(args.run(args) or 0)
     except ConfigError as exc:
         print(f"memsym: error: {one_line(exc)}", file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 """The on-disk cache of memsym: built terms, search kernels, the report and ``estimate``'s output.
 
 Where: ``$MEMSYM_CACHE_DIR``, else ``$XDG_CACHE_HOME/memsym``, else ``~/.cache/memsym``; one
-folder per kind of entry under it (``terms/``, ``search/``, ``report/``, ``output/``, ``kernels/``).
+folder per kind of entry under it (``terms/``, ``search/``, ``report/``, ``kernels/``).
 ``MEMSYM_CACHE=0`` turns every cache off.  A cache never changes a number: an entry is either the
 value its key describes, or it is deleted and recomputed.  How that is kept true:
 
@@ -47,7 +47,6 @@ KEY_FILE = ".memsym-key"
 KEY_BYTES = 32
 #: {kind: (entries, bytes)} kept at most per kind (the kind's first path component); others: DEFAULT_LIMIT.
 LIMITS: Dict[str, Tuple[int, int]] = {
-    "output": (256, 16 << 20),
     "terms": (64, 256 << 20),
     "search": (64, 64 << 20),
     "report": (2048, 256 << 20),

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 from symbolic.errors import ConfigError
-from symbolic.pinned import pinned
 
 from derivations.config.limits import CONFIG_BYTES, CONFIG_DEPTH, CONFIG_DIGITS, FIELDS
 from derivations.config.model import ModelSpec
@@ -206,18 +205,14 @@ def read_json(path: str) -> Dict:
     Bounded: at most CONFIG_BYTES bytes are read whatever the file is (a device or a FIFO is
     refused before it is opened), a UTF-8 byte-order mark is skipped, and nesting deeper than
     CONFIG_DEPTH, a number of more than CONFIG_DIGITS digits or a field named twice is refused; every
-    error names the file and the byte offset or the field.  A file pinned for this process
-    (:mod:`symbolic.pinned`: the bytes :mod:`memsym.memo` keyed the run by) is not read again."""
+    error names the file and the byte offset or the field."""
     return _parse_json(*_read_raw(path))
 
 
 def _read_raw(path) -> Tuple[bytes, str]:
-    """(the bytes, the file): of ``path`` or of the config.json inside it when it is a directory;
-    the bytes pinned for it if any (the ones a cache key was made from: :mod:`symbolic.pinned`)."""
+    """(the bytes, the file): of ``path`` or of the config.json inside it when it is a directory (read once:
+    what is parsed is what was read)."""
     path = os.fspath(path)
-    raw = pinned(path)
-    if raw is not None:
-        return raw, path
     if stat.S_ISDIR(_stat(path).st_mode):
         path = os.path.join(path, "config.json")
     return _read_bounded(path), path
