@@ -3,7 +3,7 @@
 ``derivations.build(model)`` (the frozen term registry of a model's structure),
 ``derivations.variant(model, training)`` and ``derivations.configured(model, training)`` live in
 :mod:`derivations.terms`; they are imported on first use, since the terms need sympy and the
-numbers do not (:mod:`derivations.assembly.evaluate` reads the generated evaluators): importing a
+numbers do not (:mod:`derivations.evaluate` reads the generated evaluators): importing a
 configuration module (``from derivations import config``) stays free of sympy (measured: sympy's
 import is most of a command's start-up).
 """

@@ -20,7 +20,7 @@ compiled form of the terms, written here from the same sympy terms the report re
 The decision tables are filled by calling the views' own logic (``views._kept``) on every
 combination of the features a tensor's tags involve, and checked against it on random views
 before anything is written: the tables are the views, not a second reading of them.
-:mod:`derivations.assembly.evaluate` evaluates them (exact, no sympy).
+:mod:`derivations.evaluate` evaluates them (exact, no sympy).
 """
 from __future__ import annotations
 
@@ -144,7 +144,7 @@ def view_of(features: Dict[str, str]) -> View:
 
 
 def features_of_view(view: View) -> Dict[str, str]:
-    """The inverse of :func:`view_of` (what derivations.assembly.evaluate computes at run time)."""
+    """The inverse of :func:`view_of` (what derivations.evaluate computes at run time)."""
     out = {"recompute": view.recompute, "attention": view.attention, "fp8": "1" if view.fp8 else "0"}
     out.update({f"op:{o}": "1" if o in view.ops else "0" for o in OPS})
     out.update({k: getattr(view.conv, k) for k in ACT_SWITCHES})
@@ -294,7 +294,7 @@ def side_conventions():
 def structure_terms(structure) -> Dict:
     """{term id: [[part key, [tags], tree, label], ...]} of every base and weight-side term of a structure;
     a term is the sum of its parts, and a factor equal to another term's expression is a reference
-    to it (the term graph, evaluated once per term by derivations.assembly.evaluate)."""
+    to it (the term graph, evaluated once per term by derivations.evaluate)."""
     base = _build(structure)
     terms = {tid: base[tid] for tid in base}
     for conv in side_conventions():
@@ -394,7 +394,7 @@ INIT = '''"""Evaluators generated from the terms (``python -m derivations.genera
 
 ``<family>.json`` holds every term as an exact polynomial and the activation tensors as decision
 tables; ``<family>.py`` the few non-polynomial symbols and the schedules' in-flight counts.
-:mod:`derivations.assembly.evaluate` reads them without sympy."""
+:mod:`derivations.evaluate` reads them without sympy."""
 '''
 
 

@@ -15,7 +15,7 @@ from typing import Dict
 
 import sympy as sp
 
-from derivations.config import values as _values
+from derivations import constants as _values
 
 from symbolic.notation import (DEFINITIONS, FACTOR_ORDER, REGISTRY, SYMBOLS, SymbolInfo,  # noqa: F401
                                expand_derived, latex_names, register, symbol)

@@ -29,7 +29,7 @@ from derivations.notation import D, L_d, L_m, e_H, n_fl
 from symbolic.term import Part, Term, combine
 
 from derivations.activations.naming import named, reduced  # noqa: F401  (the ids: one logic, pure)
-from derivations.assembly.evaluate import kept
+from derivations.evaluate import kept
 from derivations.activations.inventory import KEPT_FOR, SPECS, dense_specs, head_specs, mla_specs, mla_tensors, moe_specs, moe_tensors  # noqa: F401
 from derivations.activations.views import (CHECKPOINT_TAGS, EXT, FLASH, MLA, MOE, PAPER, PRESET_CONVENTIONS, View, apply,  # noqa: F401
                     flatten)

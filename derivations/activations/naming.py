@@ -5,7 +5,7 @@ ids): conventions that change no kept tensor are left out of the ids (:func:`red
 whose conventions are exactly one preset's is named by the preset (:func:`named`), and a kind
 whose tensors equal the paper's (or, under other conventions, those of the same policy under the
 paper's) keeps that term's id (:func:`activation_ids`).  "Keeps the same tensors" compares, tensor
-by tensor, the expression each view makes of it (:func:`derivations.assembly.evaluate.kept`:
+by tensor, the expression each view makes of it (:func:`derivations.evaluate.kept`:
 sympy's structural equality of the generated expressions), so no term is built to name one.
 """
 from __future__ import annotations
@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Dict
 
 from derivations.activations.view import PAPER, PRESET_CONVENTIONS, View
-from derivations.assembly.evaluate import kept
+from derivations.evaluate import kept
 from derivations.config import CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
 
 #: The kinds with terms of their own, and the id each has under the paper's view.

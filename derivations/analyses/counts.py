@@ -1,13 +1,13 @@
 """Parameter counts of a model for ``memsym params``: per layer kind, per pipeline stage and in
 total (Tables 3-4), the checkpoint's extra tensors, activated parameters per token and the
 multi-token-prediction modules, all exact from the ``params.*`` terms (their generated evaluators,
-derivations/assembly/evaluate.py: no sympy)."""
+derivations/evaluate.py: no sympy)."""
 from __future__ import annotations
 
 from fractions import Fraction
 
 from derivations import config as cfg
-from derivations.assembly import evaluate as ev
+from derivations import evaluate as ev
 from derivations.assembly.device import stage_params
 
 

@@ -20,7 +20,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from derivations import config as cfg
 from derivations.activations.naming import activation_ids as _view_ids
 from derivations.activations.view import View
-from derivations.assembly import evaluate as ev
+from derivations import evaluate as ev
 from derivations.assembly import overheads, schedules
 from derivations.assembly.runtime import buffers_bytes, buffers_id
 from derivations.assembly.sides import device_component_ids, megatron_values, mtp_stage_shift, weight_side

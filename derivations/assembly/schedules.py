@@ -46,7 +46,7 @@ from functools import lru_cache
 from fractions import Fraction
 from typing import List, Optional, Tuple
 
-from derivations.assembly.evaluate import inflight  # the formulas below, printed (derivations/generated)
+from derivations.evaluate import inflight  # the formulas below, printed (derivations/generated)
 from derivations.config import SCHEDULES, ConfigError
 
 TITLES = {

@@ -10,12 +10,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from symbolic.errors import ConfigError
-
-if TYPE_CHECKING:  # the switch helpers below take a Training (which holds Conventions): no import cycle at run time
-    from derivations.config.training import Training
 
 
 @dataclass(frozen=True)
@@ -329,7 +326,7 @@ PRESETS = CONVENTION_PRESETS
 ORDER = CONVENTION_ORDER
 
 
-def switch_value(training: Training, name: str):
+def switch_value(training, name: str):
     """The value of switch ``name`` (CONVENTION_ORDER) in ``training``."""
     if name == "attention":
         return training.attention
@@ -338,7 +335,7 @@ def switch_value(training: Training, name: str):
     return getattr(training.conventions, name)
 
 
-def with_switch(training: Training, name: str, value) -> Training:
+def with_switch(training, name: str, value):
     """``training`` with switch ``name`` set to ``value``."""
     if name == "attention":
         return replace(training, attention=value)
@@ -347,7 +344,7 @@ def with_switch(training: Training, name: str, value) -> Training:
     return replace(training, conventions=replace(training.conventions, **{name: value}))
 
 
-def with_preset(training: Training, preset: str, mtp: bool = False) -> Training:
+def with_preset(training, preset: str, mtp: bool = False):
     """``training`` with every switch of ``preset`` (and ``--mtp`` if asked and the preset's
     rank is Megatron's)."""
     if preset not in PRESETS:
@@ -360,7 +357,7 @@ def with_preset(training: Training, preset: str, mtp: bool = False) -> Training:
     return out
 
 
-def preset_of(training: Training) -> Optional[str]:
+def preset_of(training) -> Optional[str]:
     """The preset whose every switch ``training`` has (the MTP switches aside: they say whether MTP
     modules are trained, not whose conventions), else None."""
     for name, p in PRESETS.items():
@@ -381,14 +378,14 @@ def describe(name: str, value) -> str:
     return f"{spec.option} {value}" + ("" if value == spec.default else f" (the paper: {spec.paper})")
 
 
-def switches_json(training: Training) -> Dict:
+def switches_json(training) -> Dict:
     """Every switch's value (JSON), and the preset they are, if any."""
     out = {name: switch_value(training, name) for name in ORDER}
     out["preset"] = preset_of(training)
     return out
 
 
-def notes(training: Training) -> List[str]:
+def notes(training) -> List[str]:
     """An assumption line for each switch not at the paper's choice (Conventions ones; the
     attention kernel and bytes are printed by estimate already)."""
     return [f"convention {describe(k, val)}" for k, val in training.conventions.changed()]

@@ -10,10 +10,7 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Dict, Optional
 
-#: Bytes per element of the paper's Table 7 (and the 1-byte dropout mask of Sec. 5.1).
-PAPER_BYTES: Dict[str, int] = {"B_w": 2, "B_g": 4, "B_m": 4, "B_1": 2, "B_2": 2, "B_a": 2, "B_k": 1}
-#: Balanced routing (F = 1) and the bytes of the FP8 / E5M6 cached activations (used only by ``.fp8`` terms).
-EXTENSION_DEFAULTS: Dict[str, object] = {"F": 1, "B_f8": 1, "B_o": Fraction(3, 2)}
+from derivations.constants import EXTENSION_DEFAULTS, PAPER_BYTES  # noqa: F401  (re-exported)
 
 
 def named(model, layout=None, training=None, composition=None) -> Dict[str, object]:

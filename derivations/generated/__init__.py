@@ -2,4 +2,4 @@
 
 ``<family>.json`` holds every term as an exact polynomial and the activation tensors as decision
 tables; ``<family>.py`` the few non-polynomial symbols and the schedules' in-flight counts.
-:mod:`derivations.assembly.evaluate` reads them without sympy."""
+:mod:`derivations.evaluate` reads them without sympy."""

@@ -404,7 +404,7 @@ def explain_split(est) -> list:
 
 def _terms(est, values=None):
     """The device's terms at ``values`` (default: the estimate's), from the generated evaluators."""
-    from derivations.assembly import evaluate as ev
+    from derivations import evaluate as ev
     return ev.Terms(est.model.structure, ev.derived(dict(est.values if values is None else values)))
 
 

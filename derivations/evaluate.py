@@ -17,7 +17,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
-GENERATED = Path(__file__).resolve().parent.parent / "generated"
+GENERATED = Path(__file__).resolve().parent / "generated"
 FAMILY = "deepseek"
 
 

@@ -1,0 +1,15 @@
+"""The paper's values of the symbols a configuration may leave unset (pure data, no sympy).
+
+Table 7's bytes per element (and the 1-byte dropout mask of Sec. 5.1), and the values of the
+extension symbols that reproduce the paper (balanced routing F = 1; the FP8 / E5M6 cached
+activations' bytes).  By symbol name: derivations/config/values.py builds substitutions from
+them, derivations/notation.py keys them by symbol."""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Dict
+
+#: Bytes per element of the paper's Table 7 (and the 1-byte dropout mask of Sec. 5.1).
+PAPER_BYTES: Dict[str, int] = {"B_w": 2, "B_g": 4, "B_m": 4, "B_1": 2, "B_2": 2, "B_a": 2, "B_k": 1}
+#: Balanced routing (F = 1) and the bytes of the FP8 / E5M6 cached activations (used only by ``.fp8`` terms).
+EXTENSION_DEFAULTS: Dict[str, object] = {"F": 1, "B_f8": 1, "B_o": Fraction(3, 2)}
