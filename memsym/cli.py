@@ -15,12 +15,7 @@ import sys
 from typing import List, Optional
 
 from .commands import COMMANDS
-
-
-def one_line(message: str) -> str:
-    """An error message as one line: control characters a user typed (a newline in a path or an
-    argument) are shown escaped (``\\n``), so stderr holds exactly the one line exit 2 promises."""
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(message))
+from .lines import one_line
 
 
 class _Parser(argparse.ArgumentParser):

@@ -91,3 +91,17 @@ def test_a_cache_warning_stays_out_of_an_error(tmp_path):
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "cache not used" not in p.stderr
     p = memsym(["search", "--gpus", "64", "--hbm", "80GiB", "--top", "1"], shared)  # (search keeps its kernels)
     assert p.returncode == 0 and p.stderr.count("memsym: cache not used") == 1 and p.stderr.count("\n") == 1
+
+
+def test_report_progress_and_file_lines_stay_one_line_each(tmp_path):
+    """An --out folder whose name holds a line break cannot split or forge a progress line or a
+    written file's line: every stderr line is memsym's, every stdout line one file that exists."""
+    out = tmp_path / "a\nmemsym report: done"
+    r = memsym(["report", "--format", "md", "--out", str(out)], tmp_path / "cache")
+    assert r.returncode == 0, r.stderr
+    err = r.stderr.splitlines()
+    assert err and all(line.startswith("memsym report: ") for line in err), err
+    assert not any(line == "memsym report: done" for line in err)
+    files = r.stdout.splitlines()
+    assert files and all("\\n" in line for line in files)
+    assert (out / "report.md").is_file()

@@ -5,6 +5,7 @@ import argparse
 import sys
 import time
 
+from ..lines import one_line
 from . import COMMANDS, common
 
 
@@ -42,7 +43,7 @@ def add_parser(sub):
 
 
 def progress(message: str) -> None:
-    print(f"memsym report: {message}", file=sys.stderr, flush=True)
+    print(f"memsym report: {one_line(message)}", file=sys.stderr, flush=True)
 
 
 def write(ctx, out, formats, stream=None) -> int:
@@ -54,10 +55,10 @@ def write(ctx, out, formats, stream=None) -> int:
     try:
         res = publish(ctx, out, formats, progress)
     except (NotebookError, RuntimeError, TimeoutError) as exc:   # nothing was written
-        print(f"memsym report: error: {exc}", file=sys.stderr)
+        print(f"memsym report: error: {one_line(exc)}", file=sys.stderr)
         return 1
     for path in res.written:
-        print(path, file=stream or sys.stdout)
+        print(one_line(path), file=stream or sys.stdout)
     for note in res.notes:
         print(f"memsym report: {note}", file=sys.stderr)
     progress(f"done in {time.monotonic() - start:.1f} s")
