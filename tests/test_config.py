@@ -91,7 +91,7 @@ SPLIT = {
     "training": ["ATTENTION", "DTYPES", "RECOMPUTE", "RECOMPUTE_OPS", "SCHEDULES", "ZERO_NAMES", "Training",
                  "parse_recompute", "validate_training"],
     "switches": ["BYTES_CONVENTIONS", "BYTES_HELP", "CONVENTION_ORDER", "CONVENTION_PRESETS", "CONVENTION_SOURCES",
-                 "CONVENTION_SWITCHES", "MTP_HELP", "Conventions", "SwitchSpec", "validate_conventions"],
+                 "CONVENTION_SWITCHES", "MTP_HELP", "NAMING_PRESETS", "Conventions", "SwitchSpec", "validate_conventions"],
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Tuple
 
-from derivations.config import CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
+from derivations.config import CONVENTION_PRESETS, CONVENTION_SWITCHES, NAMING_PRESETS, Conventions
 
 MLA = "Sec. 5.1, M_1^A"
 MOE = "Sec. 5.2, M_1^E"
@@ -170,6 +170,23 @@ EXISTS = {
 }
 
 PAPER = View()
-#: The activation switches of each non-paper preset (derivations.config.CONVENTION_PRESETS).
-PRESET_CONVENTIONS = {name: Conventions(**{k: v for k, v in p.items() if k in CONVENTION_SWITCHES}).side("activations")
-                      for name, p in CONVENTION_PRESETS.items() if name != "paper"}
+def naming_conventions(presets, naming) -> dict:
+    """{preset: its activation switches} of the presets whose name is a term-id suffix (``names_terms =
+    true`` in its file, derivations/config/convention_presets/): a preset added without it renames no
+    term.  Two such presets with the same activation switches and attention kernel would leave either
+    unnamed (:func:`derivations.activations.naming.named` names a view only by a single match): refused."""
+    out, seen = {}, {}
+    for name in naming:
+        p = presets[name]
+        conv = Conventions(**{k: v for k, v in p.items() if k in CONVENTION_SWITCHES}).side("activations")
+        key = (conv, p.get("attention", "eager"))
+        if key in seen:
+            raise ValueError(f"conventions presets {seen[key]} and {name} keep the same activations and both name "
+                             "terms: one of them must say names_terms = false")
+        seen[key] = name
+        out[name] = conv
+    return out
+
+
+#: The activation switches of each preset whose name is a term-id suffix (:func:`naming_conventions`).
+PRESET_CONVENTIONS = naming_conventions(CONVENTION_PRESETS, NAMING_PRESETS)

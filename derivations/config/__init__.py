@@ -32,7 +32,7 @@ from derivations.config.layout import (Layout, StageComposition, compose, layer_
 from derivations.config.model import ModelSpec
 from derivations.config.presets import DEFAULT_MODEL, PRESETS, load_model
 from derivations.config.switches import (BYTES_CONVENTIONS, BYTES_HELP, CONVENTION_ORDER, CONVENTION_PRESETS, CONVENTION_SOURCES,
-                       CONVENTION_SWITCHES, MTP_HELP, Conventions, SwitchSpec, validate_conventions)
+                       CONVENTION_SWITCHES, MTP_HELP, NAMING_PRESETS, Conventions, SwitchSpec, validate_conventions)
 from derivations.config.training import (ATTENTION, DTYPES, RECOMPUTE, RECOMPUTE_OPS, SCHEDULES, ZERO_NAMES, Training, parse_recompute,
                        validate_training)
 
@@ -45,7 +45,7 @@ __all__ = ["DEFAULT_MODEL",
     "whole_model",
     # conventions
     "BYTES_CONVENTIONS", "BYTES_HELP", "CONVENTION_ORDER", "CONVENTION_PRESETS", "CONVENTION_SOURCES",
-    "CONVENTION_SWITCHES", "MTP_HELP", "Conventions", "SwitchSpec", "validate_conventions",
+    "CONVENTION_SWITCHES", "MTP_HELP", "NAMING_PRESETS", "Conventions", "SwitchSpec", "validate_conventions",
     # training
     "ATTENTION", "DTYPES", "RECOMPUTE", "RECOMPUTE_OPS", "SCHEDULES", "ZERO_NAMES", "Training", "parse_recompute",
     "validate_training",

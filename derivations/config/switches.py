@@ -1,15 +1,20 @@
-"""Conventions: modelling assumptions as named switches (issue 8; digest sec. 10).
+"""Conventions: modelling assumptions as named switches (the paper's choices, Sections 3-5, and each
+framework's, read from its sources or traced: paper/traces/).
 
 * :class:`SwitchSpec` and :data:`CONVENTION_SWITCHES`: each assumption, the paper's choice
   first; :data:`CONVENTION_ORDER` the order ``memsym compare`` flips them.
 * :data:`BYTES_CONVENTIONS`: bytes per parameter (Table 7 symbols) and the smallest ZeRO
   stage of each convention.
-* :data:`CONVENTION_PRESETS` / :data:`CONVENTION_SOURCES`: every switch as each source sets it.
+* :data:`CONVENTION_PRESETS` / :data:`CONVENTION_SOURCES`: every switch as each source sets it, read
+  from ``convention_presets/*.toml`` (:func:`read_presets`); :data:`KERNEL_OVERRIDES` (``--kernels``)
+  from ``convention_presets/kernels.toml``.
 * :class:`Conventions` and :func:`validate_conventions`: one choice of the switches.
 """
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from symbolic.errors import ConfigError
@@ -207,61 +212,45 @@ MTP_HELP = ("count the parameters of the model's D multi-token-prediction module
             "untied (their eh_proj, 2h^2/TP, and three RMSNorms, 3h, are not counted); with --rank megatron in its "
             "most-loaded shard, as Megatron-LM does")
 
-#: Presets of every switch (``--conventions``): each source's assumptions.  ``attention``
-#: and ``bytes_per_param`` are the Training / CLI switches.  megatron: Megatron-LM's
-#: weight-and-optimizer estimate and the runtime choices of Megatron-LM that the ModelZoo
-#: estimator encodes, on the paper's tensor list; modelzoo: those runtime choices and
-#: ModelZoo's own tensor list, its ETP rule, its rank and its 6 + 12/d bytes per parameter.
-_RUNTIME = dict(routed_tokens="dispatch", attention="flash", router_tensors="sp", shared_expert="tp",
-                dropout_masks="none", checkpoints="one", swiglu="fused", expert_outputs="kept", latent_norms="kept",
-                routing_state="row-map")
-CONVENTION_PRESETS: Dict[str, Dict[str, object]] = {
-    "paper": dict({k: s.default for k, s in CONVENTION_SWITCHES.items()}, attention="eager",
-                  bytes_per_param="paper", mtp=False),
-    "megatron": dict({k: s.default for k, s in CONVENTION_SWITCHES.items()}, **_RUNTIME, rank="megatron",
-                     bytes_per_param="distributed"),
-    "modelzoo": dict({k: s.default for k, s in CONVENTION_SWITCHES.items()}, **_RUNTIME, inventory="modelzoo",
-                     expert_tp="modelzoo", rank="modelzoo", bytes_per_param="distributed"),
-}
-#: transformers: Hugging Face transformers 5.x DeepseekV3ForCausalLM (eager attention, eager expert loop,
-#: dropout probability 0), as traced on CPU (memsym trace; paper/traces/).
-CONVENTION_PRESETS["transformers"] = dict(CONVENTION_PRESETS["paper"], dropout_masks="none", latent_norms="kept",
-                                          expert_outputs="kept", checkpoints="one", norm_storage="fp32",
-                                          softmax_dtype="fp32", router_state="transformers", experts="loop",
-                                          shared_input="router", value_storage="kv-view", head_state="transformers")
-#: mcore: Megatron-Core 0.16.1's GPTModel with MLA and MoE, dropout 0, as traced on CPU with the local
-#: (non-Transformer-Engine) layer spec (memsym trace --framework mcore; paper/traces/mcore-*).
-CONVENTION_PRESETS["mcore"] = dict(CONVENTION_PRESETS["paper"], dropout_masks="none", latent_norms="kept",
-                                   checkpoints="one", norm_storage="torch", softmax_dtype="fp32",
-                                   router_state="mcore", experts="alltoall", shared_input="router",
-                                   swiglu="offset-copy", head_state="mcore", ce_backward="cast", causal_mask="per-layer",
-                                   rope_tables="per-layer")
-#: --kernels te: what changes when Transformer Engine's kernels run (Megatron-Core's TE layer spec,
-#: get_gpt_layer_with_transformer_engine_spec, and the fusions Megatron-LM's DeepSeek recipes enable):
-#: read from the sources, not traced (no GPU here).
-KERNEL_OVERRIDES = {"local": {}, "te": dict(norm_storage="te", attention="flash", softmax_dtype="activation",
-                                            causal_mask="none", rope_tables="shared", swiglu="fused",
-                                            runtime_buffers="te")}
-CONVENTION_PRESETS["mcore-te"] = dict(CONVENTION_PRESETS["mcore"], **KERNEL_OVERRIDES["te"])
-CONVENTION_SOURCES = {
-    "paper": "Zhang & Su, arXiv 2502.07846 (Sections 3-5, Tables 6-10)",
-    "megatron": "Megatron-LM megatron/training/theoretical_memory_usage.py (2026, expert parallelism) for weights "
-                "and optimizer; Megatron-LM runtime choices as the ModelZoo estimator encodes them for activations",
-    "modelzoo": "NVIDIA Megatron-MoE-ModelZoo misc/tools/deepseek_mem_estimate.py (calc(): per-rank parameters, "
-                "model-state bytes 6 + 12/d per parameter, per-layer activations)",
-    "transformers": "Hugging Face transformers 5.24 src/transformers/models/deepseek_v3/modeling_deepseek_v3.py "
-                    "(DeepseekV3RMSNorm, eager_attention_forward, DeepseekV3TopkRouter, DeepseekV3Experts, "
-                    "DeepseekV3MoE, DeepseekV3ForCausalLM) and loss/loss_utils.py (ForCausalLMLoss), traced "
-                    "(paper/traces/)",
-    "mcore": "Megatron-Core 0.16.1 (megatron/core): transformer/multi_latent_attention.py MLASelfAttention, "
-             "transformer/dot_product_attention.py DotProductAttention, fusions/fused_softmax.py "
-             "FusedScaleMaskSoftmax, transformer/moe/router.py TopKRouter, moe/token_dispatcher.py "
-             "MoEAlltoAllTokenDispatcher, moe/experts.py SequentialMLP, transformer/mlp.py MLP, "
-             "tensor_parallel/cross_entropy.py, local layer spec (--kernels local), traced (paper/traces/)",
-    "mcore-te": "Megatron-Core 0.16.1 with Transformer Engine (--conventions mcore --kernels te): TE's fused RMSNorm "
-                "(input and FP32 rsigma), fused attention (q, k, v, output, FP32 softmax statistics), fused RoPE, "
-                "Megatron's fused SwiGLU (fusions/fused_bias_swiglu.py); read from the sources, not traced",
-}
+#: The conventions presets (``--conventions``) and kernel sets (``--kernels``) are data, one TOML file each
+#: in ``derivations/config/convention_presets/`` (name, order, source, every switch's value); a framework
+#: is named only there.  ``attention``, ``bytes_per_param`` and ``mtp`` are the Training / CLI switches.
+PRESET_DIR = Path(__file__).with_name("convention_presets")
+_EXTRA = {"attention": ("eager", "flash"), "bytes_per_param": tuple(BYTES_CONVENTIONS), "mtp": (False, True)}
+
+
+def _checked_switches(where: str, values: Dict) -> Dict[str, object]:
+    """``values`` (a preset's or a kernel set's [switches]) checked against the switches' names and values."""
+    for k, v in values.items():
+        allowed = CONVENTION_SWITCHES[k].values if k in CONVENTION_SWITCHES else _EXTRA.get(k)
+        if allowed is None or v not in allowed or isinstance(v, bool) != isinstance(allowed[0], bool):
+            raise ValueError(f"{where}: switch {k} = {v!r} is not one of {allowed}")
+    return dict(values)
+
+
+def read_presets(folder: Path = PRESET_DIR) -> Tuple[Dict[str, Dict[str, object]], Dict[str, str],
+                                                   Tuple[str, ...], Dict[str, Dict[str, object]]]:
+    """(presets, sources, the presets whose name is a term-id suffix, kernel sets) read from ``folder``:
+    every ``*.toml`` but ``kernels.toml`` a preset, in the order its ``order`` says.  The files ship with
+    the package; a malformed one is a broken install (ValueError naming the file), not a user error."""
+    found = []
+    for path in sorted(folder.glob("*.toml")):
+        if path.name == "kernels.toml":
+            continue
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+        if set(data) != {"name", "order", "names_terms", "source", "switches"} or data["name"] != path.stem:
+            raise ValueError(f"{path}: a preset has name (its file's stem), order, names_terms, source, [switches]")
+        found.append((data["order"], data["name"], data["source"], data["names_terms"],
+                      _checked_switches(str(path), data["switches"])))
+    found.sort()
+    with open(folder / "kernels.toml", "rb") as fh:
+        kernels = {k: _checked_switches(f"{folder}/kernels.toml [{k}]", v) for k, v in tomllib.load(fh).items()}
+    return ({n: sw for _, n, _, _, sw in found}, {n: src for _, n, src, _, _ in found},
+            tuple(n for _, n, _, named, _ in found if named), kernels)
+
+
+CONVENTION_PRESETS, CONVENTION_SOURCES, NAMING_PRESETS, KERNEL_OVERRIDES = read_presets()
 
 
 @dataclass(frozen=True)
