@@ -141,6 +141,7 @@ def test_browser_equals_estimate_json(browser, page, tmp_path, i):
     err = browser.find_element("id", "error")
     assert not err.text, err.text
     args = build_parser("estimate").parse_args(["estimate", *_argv(controls)])
+    common.finish(args)  # resolved as the command line resolves it (recipe, preset)
     js = est_cmd.data(args)
     exact = estimate(common.model_from_args(args), common.layout_from_args(args), common.training_from_args(args),
                      common.stage_from_args(args), common.recipe_assumptions(args))
@@ -231,6 +232,7 @@ def test_random_configurations_in_the_browser(browser, page):
         for name, spec in cfg.CONVENTION_SWITCHES.items():
             controls.append((name, rng.choice(spec.values)))
         args = build_parser("estimate").parse_args(["estimate", *_argv(controls)])
+        common.finish(args)  # resolved as the command line resolves it (recipe, preset)
         try:
             exact = estimate(common.model_from_args(args), common.layout_from_args(args),
                              common.training_from_args(args), None)

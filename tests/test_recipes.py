@@ -65,6 +65,9 @@ def test_recipe_text_prints_the_peak_against_the_h800(capsys):
 def test_python_api_matches_the_command_line():
     r = get("deepseek-v3")
     args = build_parser().parse_args(["estimate", "--recipe", "deepseek-v3"])
+    c = common.configuration(args)  # the options resolved as the command line resolves them
+    assert (c.layout, c.training) == (r.layout(), r.training())
+    common.finish(args)
     assert common.layout_from_args(args) == r.layout()
     assert common.training_from_args(args) == r.training()
     cfg.validate_layout(r.model(), r.layout(), r.training().seq)

@@ -9,7 +9,7 @@ from memsym.commands import common
 def _training(preset: str) -> cfg.Training:
     """The Training of ``memsym estimate --conventions PRESET``, as the command line builds it."""
     args = build_parser().parse_args(["estimate", "--conventions", preset])
-    return common.training_from_args(args)
+    return common.configuration(args).training  # resolved as the command line resolves it
 
 
 def _markdown() -> str:

@@ -13,6 +13,7 @@ from derivations import notation as nt
 from derivations.analyses import search as SE
 from derivations.analyses import sensitivity as S
 from derivations.assembly.overheads import overhead_values, peak
+from derivations.config.training import with_global_batch  # noqa: F401  (fit applies it; re-exported)
 
 
 def fits(model, layout, training, stages, hbm, overheads):
@@ -31,19 +32,6 @@ def device_expressions(model, layout, training, index: int):
     comps = totals.device_components(model, layout, training, index)
     return (sum((getattr(comps[k], "expr", comps[k]) for k in ("weights", "gradients", "optimizer")), 0),
             getattr(comps["activations"], "expr", comps["activations"]))
-
-
-def with_global_batch(layout, training, global_batch):
-    """``training`` with m = global_batch / (DP b) micro-batches (1F1B unless a schedule is given)."""
-    if global_batch is None:
-        return training
-    per = layout.dp * training.mbs
-    if global_batch % per:
-        raise cfg.ConfigError("global-batch", f"--global-batch {global_batch} is not a multiple of DP * mbs = "
-                                              f"{layout.dp} * {training.mbs} = {per} (m = G / (DP mbs) micro-batches)")
-    if training.microbatches is not None:
-        raise cfg.ConfigError("global-batch", "give --global-batch or --microbatches, not both")
-    return replace(training, schedule=training.schedule or "1f1b", microbatches=global_batch // per)
 
 
 def _global_batch_mbs(model, layout, training, hbm, over, stages, global_batch):

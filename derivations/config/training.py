@@ -198,3 +198,16 @@ def validate_training(t: Training) -> None:
     for k, v in t.bytes:
         if isinstance(v, bool) or not isinstance(v, (int, Fraction)) or v <= 0:
             raise ConfigError("bytes", f"bytes per element {k} must be positive, got {v!r}")
+
+
+def with_global_batch(layout, training, global_batch):
+    """``training`` with m = global_batch / (DP b) micro-batches (1F1B unless a schedule is given)."""
+    if global_batch is None:
+        return training
+    per = layout.dp * training.mbs
+    if global_batch % per:
+        raise ConfigError("global-batch", f"--global-batch {global_batch} is not a multiple of DP * mbs = "
+                                              f"{layout.dp} * {training.mbs} = {per} (m = G / (DP mbs) micro-batches)")
+    if training.microbatches is not None:
+        raise ConfigError("global-batch", "give --global-batch or --microbatches, not both")
+    return replace(training, schedule=training.schedule or "1f1b", microbatches=global_batch // per)

@@ -4,10 +4,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from fractions import Fraction
 
 from derivations import config as cfg
+from derivations.config import resolve as R
 
 from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
     _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS, apply_limits, dtype_bytes, recompute_policy, imbalance_factor,
@@ -15,23 +15,8 @@ from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name
 
 
 def check_conflicts(args) -> None:
-    """Options that contradict each other, refused before any work (ConfigError, exit 2)."""
-    from derivations.config.limits import SEARCH_GRID
-    mbs, seq = getattr(args, "mbs", None), getattr(args, "seq", None)
-    if isinstance(mbs, tuple) and isinstance(seq, tuple) and len(mbs) * len(seq) > SEARCH_GRID:
-        raise cfg.ConfigError("limit.search_grid", f"--mbs and --seq give {len(mbs)} x {len(seq)} = "
-                                                   f"{len(mbs) * len(seq)} pairs; a search evaluates at most "
-                                                   f"{SEARCH_GRID} (split it into several searches)")
-    per_param = getattr(args, "bytes_per_param", None)
-    if per_param and per_param != "paper" and "zero" in explicit(args):
-        zmin = cfg.BYTES_CONVENTIONS[per_param][1]
-        zero = getattr(args, "zero", None)
-        zeros = zero if isinstance(zero, tuple) else (zero,)
-        low = [z for z in zeros if isinstance(z, int) and zmin and z < zmin]
-        if low:
-            raise cfg.ConfigError("bytes-per-param", f"--bytes-per-param {per_param} is a ZeRO >= {zmin} convention "
-                                                     f"(the optimizer states sharded over the data-parallel ranks); "
-                                                     f"--zero {low[0]} contradicts it")
+    """Options that contradict each other, refused before any work (derivations/config/resolve.py)."""
+    R.check_conflicts(vars(args), explicit(args))
 
 
 class _Explicit(argparse.Action):
@@ -66,24 +51,10 @@ class _Recipe(argparse.Action):
 
 
 def resolve_presets(namespace) -> None:
-    """Every option as the command line resolves it, whatever the order it was typed in: an option typed
-    wins, then the recipe's (derivations/config/recipes.py), then the conventions preset's
-    (derivations.config.CONVENTION_PRESETS; ``--kernels te`` with ``--conventions mcore`` is mcore-te),
-    then the default."""
-    from derivations.config.recipes import RECIPES
-    typed = explicit(namespace)
-    name = getattr(namespace, "conventions", None) if getattr(namespace, "_conventions_preset", False) else None
-    if name is not None:  # (compare's --conventions is a list of presets side by side, not one to apply)
-        if name == "mcore" and getattr(namespace, "kernels", None) == "te":
-            name = "mcore-te"
-        for dest, value in cfg.CONVENTION_PRESETS[name].items():
-            if dest not in typed:
-                setattr(namespace, dest, value)
-    recipe = getattr(namespace, "recipe", None)
-    if recipe:
-        for dest, value in RECIPES[recipe].options.items():
-            if dest not in typed:
-                setattr(namespace, dest, value)
+    """Every option as :func:`derivations.config.resolve.resolved` resolves it, whatever the order typed:
+    typed > recipe > conventions preset > default (set on the namespace)."""
+    for dest, value in R.resolved(vars(namespace), explicit(namespace)).items():
+        setattr(namespace, dest, value)
 
 
 def finish(args) -> None:
@@ -208,11 +179,7 @@ def add_convention_options(p: argparse.ArgumentParser) -> None:
 
 def conventions_from_args(args) -> cfg.Conventions:
     """The Conventions of the typed (or preset) switches; the paper's where a command has none."""
-    if getattr(args, "kernels", None) and getattr(args, "conventions", None) not in ("mcore", "mcore-te"):
-        raise cfg.ConfigError("kernels", f"--kernels {args.kernels} applies to --conventions mcore (Megatron-Core's "
-                                         f"kernels), got --conventions {getattr(args, 'conventions', None) or 'paper'}")
-    kw = {k: getattr(args, k) for k in cfg.CONVENTION_SWITCHES if getattr(args, k, None) is not None}
-    return cfg.Conventions(mtp=bool(getattr(args, "mtp", False)), **kw)
+    return R.conventions_of(vars(args))
 
 
 HBM_HELP = ("memory per GPU with its unit: GiB, MiB, TiB (binary) or GB, MB, TB (decimal), case-insensitive, e.g. "
@@ -252,63 +219,39 @@ def add_json_option(p: argparse.ArgumentParser) -> None:
 
 def model_from_args(args) -> cfg.ModelSpec:
     """The model of ``--model`` (a preset or a config.json, read now), or the ModelSpec the Python
-    API set there (:func:`memsym.api._args`: evaluated as given, never read again by name)."""
-    return args.model if isinstance(args.model, cfg.ModelSpec) else cfg.load_model(args.model)
+    API set there (evaluated as given, never read again by name)."""
+    return R.model_of(vars(args))
 
 
 def layout_from_args(args) -> cfg.Layout:
-    return cfg.Layout(dp=args.dp, tp=args.tp, pp=args.pp, ep=args.ep, etp=args.etp, cp=args.cp, sp=args.sp,
-                      layers_per_stage=args.layers_per_stage)
+    return R.layout_of(vars(args))
 
 
-DTYPE_OPTIONS = (("weight_dtype", ("B_w",)), ("grad_dtype", ("B_g",)), ("master_dtype", ("B_m",)),
-                 ("optimizer_dtype", ("B_1", "B_2")), ("act_dtype", ("B_a",)))
+DTYPE_OPTIONS = R.DTYPE_OPTIONS
 
 
 def training_from_args(args) -> cfg.Training:
     """The Training of the typed options (and, with --global-batch, m = G / (DP mbs) micro-batches)."""
-    t = training_options(args)
-    if getattr(args, "global_batch", None) is not None and hasattr(args, "dp"):
-        from derivations.analyses.fit import with_global_batch
-        t = with_global_batch(layout_from_args(args), t, args.global_batch)
-    return t
+    return R.training_with_batch(vars(args), explicit(args))
 
 
 def training_options(args) -> cfg.Training:
-    recompute = getattr(args, "recompute", ("none", ()))
-    if isinstance(recompute, str):  # a command that kept a plain string
-        recompute = cfg.parse_recompute(recompute)
-    t = cfg.Training(mbs=args.mbs, seq=args.seq, zero=args.zero, recompute=recompute[0], recompute_ops=recompute[1],
-                     attention=getattr(args, "attention", "eager"), fp8=getattr(args, "fp8_activations", False),
-                     imbalance=getattr(args, "imbalance", 1), schedule=getattr(args, "schedule", None),
-                     microbatches=getattr(args, "microbatches", None), vpp=getattr(args, "vpp", None),
-                     virtual_layers=getattr(args, "virtual_layers", None))
-    t = replace(t, conventions=conventions_from_args(args))
-    byts = {sym: getattr(args, dest) for dest, syms in DTYPE_OPTIONS if getattr(args, dest, None) is not None
-            for sym in syms}
-    t = t.with_bytes(**byts) if byts else t
-    per_param = getattr(args, "bytes_per_param", "paper")
-    if per_param and per_param != "paper":  # a preset of the dtype options and ZeRO: typed options win
-        conv_bytes, zmin = cfg.BYTES_CONVENTIONS[per_param]
-        typed = explicit(args)
-        keep = {sym for dest, syms in DTYPE_OPTIONS if dest in typed for sym in syms}
-        t = t.with_bytes(**{k: val for k, val in conv_bytes.items() if k not in keep})
-        if zmin and "zero" not in typed:
-            t = replace(t, zero=max(t.zero, zmin))
-    return t
+    return R.training_of(vars(args), explicit(args))
 
 
 def stage_from_args(args):
     """The --stage typed, or None to let the estimate choose (stage 1; the most-loaded stage with a schedule)."""
-    return args.stage if "stage" in explicit(args) else None
+    return R.stage_of(vars(args), explicit(args))
 
 
 def recipe_assumptions(args):
     """The assumptions of the chosen --recipe that still hold (an option typed beside it drops its own)."""
-    if not getattr(args, "recipe", None):
-        return []
-    from derivations.config.recipes import RECIPES
-    return RECIPES[args.recipe].assumptions_for(explicit(args))
+    return list(R.recipe_assumptions(vars(args), explicit(args)))
+
+
+def configuration(args) -> "R.Configuration":
+    """What the parsed options stand for (derivations/config/resolve.py: resolve)."""
+    return R.resolve(vars(args), explicit(args))
 
 
 def json_default(o):

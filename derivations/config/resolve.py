@@ -1,0 +1,157 @@
+"""Options resolved once: option values (by the command line's dest names) -> a :class:`Configuration`.
+
+Every surface hands this module the same thing, a mapping ``{dest: value}`` of converted option
+values (the command line's defaults included) and the set of dests the user typed: argparse after
+parsing (memsym/commands/common.py), the Python API and ``memsym runs`` from keywords
+(memsym/api.py).  Precedence, whatever the order typed: an option typed wins, then the recipe's
+(:mod:`derivations.config.recipes`), then the conventions preset's
+(``derivations/config/convention_presets/*.toml``; ``--kernels te`` with ``--conventions mcore`` is
+``mcore-te``), then the default.  Then the model, layout, training and stage are built from the
+resolved values, and contradictions refused (ConfigError).  Nothing here parses text: values
+arrive converted and bounded by each option's type (memsym/commands/argtypes.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Collection, Dict, Mapping, Optional, Tuple
+
+from symbolic.errors import ConfigError
+
+from derivations.config.layout import Layout
+from derivations.config.limits import SEARCH_GRID
+from derivations.config.model import ModelSpec
+from derivations.config.presets import load_model
+from derivations.config.recipes import RECIPES
+from derivations.config.switches import BYTES_CONVENTIONS, CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
+from derivations.config.training import Training, parse_recompute, with_global_batch
+
+#: The dtype options and the Table 7 symbols each sets.
+DTYPE_OPTIONS = (("weight_dtype", ("B_w",)), ("grad_dtype", ("B_g",)), ("master_dtype", ("B_m",)),
+                 ("optimizer_dtype", ("B_1", "B_2")), ("act_dtype", ("B_a",)))
+#: Set (default True) on the commands whose ``--conventions`` is one preset to apply (compare's is a list).
+APPLY_CONVENTIONS = "_conventions_preset"
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """What a command evaluates: the model, the parallel layout (Table 5), the training (Tables 7 and
+    9 and the extensions, ``--global-batch`` applied when asked), the stage asked for (None: the
+    estimate chooses) and the recipe's assumptions that still hold."""
+
+    model: ModelSpec
+    layout: Layout
+    training: Training
+    stage: Optional[int]
+    assumptions: Tuple[str, ...]
+
+
+def preset_name(values: Mapping[str, object]) -> Optional[str]:
+    """The conventions preset the options ask for, if one applies (``--kernels te`` turns mcore into mcore-te)."""
+    name = values.get("conventions") if values.get(APPLY_CONVENTIONS, False) else None
+    if name == "mcore" and values.get("kernels") == "te":
+        return "mcore-te"
+    return name
+
+
+def resolved(values: Mapping[str, object], typed: Collection[str]) -> Dict[str, object]:
+    """``values`` with the recipe's and the conventions preset's options applied under the typed ones."""
+    out = dict(values)
+    name = preset_name(values)
+    if name is not None:
+        out.update({k: v for k, v in CONVENTION_PRESETS[name].items() if k not in typed})
+    recipe = values.get("recipe")
+    if recipe:
+        out.update({k: v for k, v in RECIPES[recipe].options.items() if k not in typed})
+    return out
+
+
+def check_conflicts(values: Mapping[str, object], typed: Collection[str]) -> None:
+    """Options that contradict each other, refused before any work (ConfigError, exit 2)."""
+    mbs, seq = values.get("mbs"), values.get("seq")
+    if isinstance(mbs, tuple) and isinstance(seq, tuple) and len(mbs) * len(seq) > SEARCH_GRID:
+        raise ConfigError("limit.search_grid", f"--mbs and --seq give {len(mbs)} x {len(seq)} = "
+                                               f"{len(mbs) * len(seq)} pairs; a search evaluates at most "
+                                               f"{SEARCH_GRID} (split it into several searches)")
+    per_param = values.get("bytes_per_param")
+    if per_param and per_param != "paper" and "zero" in typed:
+        zmin = BYTES_CONVENTIONS[per_param][1]
+        zero = values.get("zero")
+        zeros = zero if isinstance(zero, tuple) else (zero,)
+        low = [z for z in zeros if isinstance(z, int) and zmin and z < zmin]
+        if low:
+            raise ConfigError("bytes-per-param", f"--bytes-per-param {per_param} is a ZeRO >= {zmin} convention "
+                                                 f"(the optimizer states sharded over the data-parallel ranks); "
+                                                 f"--zero {low[0]} contradicts it")
+
+
+def model_of(values: Mapping[str, object]) -> ModelSpec:
+    """The model of ``model`` (a preset or a config.json, read now), or the ModelSpec given (the
+    Python API's: evaluated as given, never read again by name)."""
+    model = values["model"]
+    return model if isinstance(model, ModelSpec) else load_model(model)
+
+
+def layout_of(values: Mapping[str, object]) -> Layout:
+    v = values
+    return Layout(dp=v["dp"], tp=v["tp"], pp=v["pp"], ep=v["ep"], etp=v["etp"], cp=v["cp"], sp=v["sp"],
+                  layers_per_stage=v["layers_per_stage"])
+
+
+def conventions_of(values: Mapping[str, object]) -> Conventions:
+    """The Conventions of the switches given (the paper's where a command has none)."""
+    if values.get("kernels") and values.get("conventions") not in ("mcore", "mcore-te"):
+        raise ConfigError("kernels", f"--kernels {values['kernels']} applies to --conventions mcore (Megatron-Core's "
+                                     f"kernels), got --conventions {values.get('conventions') or 'paper'}")
+    kw = {k: values[k] for k in CONVENTION_SWITCHES if values.get(k) is not None}
+    return Conventions(mtp=bool(values.get("mtp", False)), **kw)
+
+
+def training_of(values: Mapping[str, object], typed: Collection[str]) -> Training:
+    """The Training of the options (``--global-batch`` not applied: :func:`configuration` does)."""
+    v = values
+    recompute = v.get("recompute", ("none", ()))
+    if isinstance(recompute, str):  # a command that kept a plain string
+        recompute = parse_recompute(recompute)
+    t = Training(mbs=v["mbs"], seq=v["seq"], zero=v["zero"], recompute=recompute[0], recompute_ops=recompute[1],
+                 attention=v.get("attention", "eager"), fp8=v.get("fp8_activations", False),
+                 imbalance=v.get("imbalance", 1), schedule=v.get("schedule"), microbatches=v.get("microbatches"),
+                 vpp=v.get("vpp"), virtual_layers=v.get("virtual_layers"))
+    t = replace(t, conventions=conventions_of(v))
+    byts = {sym: v[dest] for dest, syms in DTYPE_OPTIONS if v.get(dest) is not None for sym in syms}
+    t = t.with_bytes(**byts) if byts else t
+    per_param = v.get("bytes_per_param", "paper")
+    if per_param and per_param != "paper":  # a preset of the dtype options and ZeRO: typed options win
+        conv_bytes, zmin = BYTES_CONVENTIONS[per_param]
+        keep = {sym for dest, syms in DTYPE_OPTIONS if dest in typed for sym in syms}
+        t = t.with_bytes(**{k: val for k, val in conv_bytes.items() if k not in keep})
+        if zmin and "zero" not in typed:
+            t = replace(t, zero=max(t.zero, zmin))
+    return t
+
+
+def training_with_batch(values: Mapping[str, object], typed: Collection[str]) -> Training:
+    """:func:`training_of` with, under ``--global-batch``, m = G / (DP mbs) micro-batches."""
+    t = training_of(values, typed)
+    if values.get("global_batch") is not None and "dp" in values:
+        t = with_global_batch(layout_of(values), t, values["global_batch"])
+    return t
+
+
+def stage_of(values: Mapping[str, object], typed: Collection[str]) -> Optional[int]:
+    """The stage typed, or None to let the estimate choose (stage 1; the most-loaded with a schedule)."""
+    return values["stage"] if "stage" in typed else None
+
+
+def recipe_assumptions(values: Mapping[str, object], typed: Collection[str]) -> Tuple[str, ...]:
+    """The assumptions of the chosen recipe that still hold (an option typed beside it drops its own)."""
+    recipe = values.get("recipe")
+    return tuple(RECIPES[recipe].assumptions_for(typed)) if recipe else ()
+
+
+def resolve(values: Mapping[str, object], typed: Collection[str]) -> Configuration:
+    """The configuration the options stand for: precedence applied (:func:`resolved`), contradictions
+    refused, the model read, the layout, training and stage built."""
+    values = resolved(values, typed)
+    check_conflicts(values, typed)
+    return Configuration(model_of(values), layout_of(values), training_with_batch(values, typed),
+                         stage_of(values, typed), recipe_assumptions(values, typed))
