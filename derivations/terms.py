@@ -33,9 +33,9 @@ def _build(structure) -> Terms:
     import sympy
 
     import symbolic
-    from symbolic import cache
+    from symbolic import cache, digests
     return cache.pickled("terms", ("build", repr(structure), sympy.__version__, sys.version_info[:2],
-                                   cache.source_digest(sys.modules["derivations"], symbolic)),
+                                   digests.source_digest(sys.modules["derivations"], symbolic)),
                          lambda: _make(structure))
 
 

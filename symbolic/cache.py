@@ -16,10 +16,10 @@ value its key describes, or it is deleted and recomputed.  How that is kept true
   planted, written under another key or with another key file) is deleted and recomputed: nothing
   read from the cache is unpickled or executed unless it verifies.
 * **Keys from what is computed.**  Callers key an entry by everything its value depends on (the
-  model's values, the sources' digest, the exact bytes of a named file that are then parsed).  Code
-  keys (:func:`tree_digest`, :func:`source_digest`) are refused (None: no caching) when a file
-  under them changed after this process started, since the code running may then differ from the
-  code hashed.
+  model's values, a hash of the code's files, the exact bytes of a named file that are then parsed).
+  Code hashes (:mod:`symbolic.digests`: ``tree_digest``, ``source_digest``) are refused (None: no
+  caching) when a file under them changed after this process started, since the code running may
+  then differ from the code hashed; once one has, :func:`store` writes nothing more.
 * **Bounded, and only its own files evicted.**  Each kind keeps at most :data:`LIMITS` entries and
   bytes, the oldest dropped first; eviction deletes only files named as this cache names its entries
   (``<32 hex>.entry``, and its own temporary files), never anything else in the folder.
@@ -30,6 +30,7 @@ import errno
 import hashlib
 import hmac
 import os
+import pickle
 import re
 import secrets
 import shutil
@@ -37,6 +38,8 @@ import stat
 import sys
 import time
 from typing import Callable, Dict, Optional, Tuple
+
+from . import digests
 
 #: Bumped whenever what a cache entry holds would change for the same key (generated code, pickled terms).
 CODE_VERSION = "2"
@@ -62,16 +65,11 @@ _ENTRY = re.compile(r"^[0-9a-f]{32}\.entry$")
 _KEY = re.compile(r"^[0-9a-f]{32}$")
 _TEMP = re.compile(r"^\.tmp-[0-9]+-[0-9a-f]{16}$")
 _KIND = re.compile(r"^[a-z][a-z0-9-]{0,31}(/[a-z][a-z0-9-]{0,31})*$")
-#: When this module was imported (about when the process started): code changed later is not keyed.
-START_NS = time.time_ns()
 
 _state: Dict = {"base": None, "fd": None, "key": None, "warned": False, "pending": None}
 #: When True (the ``memsym`` command sets it), the one warning is kept for :func:`pending_warning`
 #: instead of printed: the command prints it after a successful run, so an error stays one line.
 DEFER_WARNING = False
-#: The roots whose digest this process used as a key (:func:`tree_digest`): an entry is stored only if
-#: none of their files changed since the process started (:func:`store`).
-_HASHED: set = set()
 
 
 def enabled() -> bool:
@@ -371,7 +369,7 @@ def store(kind: str, k: str, payload: bytes) -> bool:
     entries beyond its limits.  False (nothing written) when the cache is off, unsafe or not writable."""
     name = _entry_name(k)
     secret = _hmac_key()
-    if secret is None or len(payload) > MAX_ENTRY_BYTES or changed_since_start(*sorted(_HASHED)):
+    if secret is None or len(payload) > MAX_ENTRY_BYTES or digests.hashed_changed():
         return False  # (code or data hashed into a key changed under this process: the value may be of neither)
     d = _subdir(kind)
     if d is None:
@@ -440,10 +438,9 @@ def _evict(d: int, most: int, most_bytes: int) -> None:
 
 def pickled(kind: str, parts, make: Callable[[], object]):
     """``make()``, kept as an authenticated pickle under ``kind`` keyed by ``parts``.  ``parts``
-    None (a key that cannot be trusted, see :func:`tree_digest`) or the cache off: just ``make()``.
-    A payload is unpickled only after its HMAC verifies (:func:`load`); one that then fails to
+    None (a key that cannot be trusted, see :func:`symbolic.digests.tree_digest`) or the cache off:
+    just ``make()``.  A payload is unpickled only after its HMAC verifies (:func:`load`); one that then fails to
     load is deleted and rebuilt."""
-    import pickle
     if parts is None or any(p is None for p in parts) or not enabled():
         return make()
     k = key(*parts)
@@ -459,53 +456,3 @@ def pickled(kind: str, parts, make: Callable[[], object]):
     except Exception:  # not picklable: the cache is only an optimisation
         pass
     return value
-
-
-# ----------------------------------------------------------------------------- code keys
-#: Folders under the hashed roots that hold outputs, not inputs (compiled bytecode, ``paper/build``).
-_SKIPPED = ("__pycache__", "build")
-
-
-def source_digest(*packages) -> Optional[str]:
-    """A hash of the Python sources of ``packages`` (module objects); None when one of them changed
-    after this process started (the code running may not be the code on disk)."""
-    return tree_digest(*(d for pkg in packages for d in getattr(pkg, "__path__", [])), suffix=".py")
-
-
-def tree_digest(*roots, suffix: str = "") -> Optional[str]:
-    """A hash of every file under the folders ``roots`` whose name ends with ``suffix`` (default: code
-    and data alike; ``__pycache__`` and ``build`` output folders left out), with their relative paths;
-    None when one of them was modified after this process started (:data:`START_NS`): a key of code
-    that changed under a running process would describe code it does not run."""
-    h = hashlib.sha256()
-    _HASHED.update(str(r) for r in roots)
-    for root in roots:
-        root = str(root)
-        h.update(b"\1")
-        for d, dirs, files in os.walk(root):  # top-down, folders in sorted order
-            dirs[:] = sorted(x for x in dirs if x not in _SKIPPED)
-            for name in sorted(f for f in files if f.endswith(suffix)):
-                path = os.path.join(d, name)
-                try:
-                    with open(path, "rb") as f:
-                        if os.fstat(f.fileno()).st_mtime_ns > START_NS:
-                            return None
-                        data = f.read()
-                except OSError:
-                    data = b""
-                h.update(os.fsencode(path[len(root):]) + b"\0" + data + b"\0")
-    return h.hexdigest()[:32]
-
-
-def changed_since_start(*roots) -> bool:
-    """Whether a file under ``roots`` was modified after this process started."""
-    for root in roots:
-        for d, dirs, files in os.walk(str(root)):
-            dirs[:] = [x for x in dirs if x not in _SKIPPED]
-            for name in files:
-                try:
-                    if os.stat(os.path.join(d, name)).st_mtime_ns > START_NS:
-                        return True
-                except OSError:
-                    return True
-    return False

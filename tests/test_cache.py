@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from symbolic import cache
+from symbolic import cache, digests
 
 
 @pytest.fixture
@@ -26,9 +26,9 @@ K = "0123456789abcdef0123456789abcdef"
 
 @pytest.fixture(autouse=True)
 def fresh_hashed_roots(monkeypatch):
-    """Each test's own set of code roots hashed into keys (cache._HASHED), so one test's edited tree
+    """Each test's own set of code roots hashed into keys (digests._HASHED), so one test's edited tree
     does not stop another's stores."""
-    monkeypatch.setattr(cache, "_HASHED", set())
+    monkeypatch.setattr(digests, "_HASHED", set())
 
 
 def mode(path) -> int:
@@ -238,9 +238,9 @@ def test_code_changed_after_the_process_started_gives_no_key(tmp_path):
     tree.mkdir()
     (tree / "a.py").write_text("x = 1\n")
     os.utime(tree / "a.py", ns=(10 ** 18, 10 ** 18))  # before this process started
-    assert cache.tree_digest(tree) is not None and not cache.changed_since_start(tree)
+    assert digests.tree_digest(tree) is not None and not digests.changed_since_start(tree)
     (tree / "a.py").write_text("x = 2\n")             # now: the code running may be the old one
-    assert cache.tree_digest(tree) is None and cache.changed_since_start(tree)
+    assert digests.tree_digest(tree) is None and digests.changed_since_start(tree)
 
 
 @pytest.mark.parametrize("off", ["0", "off", "OFF", "False", " no "])
@@ -256,7 +256,7 @@ def test_nothing_is_stored_once_hashed_code_changed(folder, tmp_path):
     tree.mkdir()
     (tree / "a.py").write_text("x = 1\n")
     os.utime(tree / "a.py", ns=(10 ** 18, 10 ** 18))
-    assert cache.tree_digest(tree) is not None and cache.store("terms", K, b"A")
+    assert digests.tree_digest(tree) is not None and cache.store("terms", K, b"A")
     (tree / "a.py").write_text("x = 2\n")
     assert not cache.store("terms", "f" * 32, b"B") and cache.load("terms", "f" * 32) is None
 

@@ -7,7 +7,7 @@ import pytest
 from derivations import notation as nt
 from memsym import report as rp
 from memsym.report import cached
-from symbolic import cache
+from symbolic import cache, digests
 
 FORMATS = ("tex", "md", "html")
 
@@ -117,7 +117,7 @@ def test_the_key_follows_the_configuration(ctx):
 
 
 def _past(*paths):
-    """Date files before this process started (a file changed later gives no key: cache.tree_digest)."""
+    """Date files before this process started (a file changed later gives no key: digests.tree_digest)."""
     for p in paths:
         os.utime(p, ns=(10 ** 18, 10 ** 18))
 
@@ -127,13 +127,13 @@ def test_tree_digest_sees_every_file(tmp_path):
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "m.json").write_text("{}")
     _past(tmp_path / "a.py", tmp_path / "data" / "m.json")
-    first = cache.tree_digest(tmp_path)
+    first = digests.tree_digest(tmp_path)
     (tmp_path / "data" / "m.json").write_text('{"h": 1}')
     _past(tmp_path / "data" / "m.json")
-    second = cache.tree_digest(tmp_path)
+    second = digests.tree_digest(tmp_path)
     (tmp_path / "__pycache__").mkdir()
     (tmp_path / "__pycache__" / "a.pyc").write_bytes(os.urandom(8))
-    assert None not in (first, second) and first != second == cache.tree_digest(tmp_path)
+    assert None not in (first, second) and first != second == digests.tree_digest(tmp_path)
 
 
 def test_configuration_free_tables_are_the_same_at_any_configuration(ctx):

@@ -679,7 +679,7 @@ def _kernel(model, training, zeros, policies, factor: bool) -> Dict:
     import sympy
 
     import symbolic
-    from symbolic import cache
+    from symbolic import cache, digests
 
     def make():
         from symbolic.numeric import source
@@ -689,7 +689,7 @@ def _kernel(model, training, zeros, policies, factor: bool) -> Dict:
         fn, args, keys = _compile(model, training, totals.choice_terms(model, choices), factor)
         return {"choices": choices, "source": source(fn), "args": args, "keys": keys}
     parts = ("search-kernel", repr(model), repr(training), zeros, policies, factor, sympy.__version__,
-             sys.version_info[:2], cache.source_digest(sys.modules["derivations"], symbolic))
+             sys.version_info[:2], digests.source_digest(sys.modules["derivations"], symbolic))
     return cache.pickled("search", parts, make)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Callable, Mapping
 
-from symbolic import cache
+from symbolic import cache, digests
 
 KIND = "report/forms"
 
@@ -25,7 +25,7 @@ def code_digest() -> str:
     import memsym
     import symbolic
     from symbolic.resources import PAPER_DIR, TEMPLATES_DIR
-    return cache.tree_digest(*derivations.__path__, *symbolic.__path__, *memsym.__path__, PAPER_DIR, TEMPLATES_DIR)
+    return digests.tree_digest(*derivations.__path__, *symbolic.__path__, *memsym.__path__, PAPER_DIR, TEMPLATES_DIR)
 
 
 def closed_latex(term, subs: Mapping, names: Mapping, make: Callable[[], str]) -> str:
