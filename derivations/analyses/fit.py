@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from symbolic.search import divisors
+
 from derivations import config as cfg
 from derivations.assembly import device
 from derivations.assembly import totals
 from derivations import notation as nt
-from derivations.analyses import search as SE
+from derivations.analyses.enumeration import distinct_stages
 from derivations.analyses import sensitivity as S
 from derivations.assembly.overheads import overhead_values, peak
 from derivations.config.training import with_global_batch  # noqa: F401  (fit applies it; re-exported)
@@ -38,7 +40,7 @@ def _global_batch_mbs(model, layout, training, hbm, over, stages, global_batch):
     """(largest b that fits, the next valid b) keeping the global batch: b divides G / DP."""
     if global_batch % layout.dp:
         raise cfg.ConfigError("global-batch", f"--global-batch {global_batch} is not a multiple of DP={layout.dp}")
-    valid = [b for b in SE.divisors(global_batch // layout.dp)]
+    valid = [b for b in divisors(global_batch // layout.dp)]
     at = lambda b: replace(training, mbs=b, microbatches=global_batch // (layout.dp * b))
     best = 0
     for b in valid:
@@ -64,7 +66,7 @@ def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_en
     if stage is not None:
         stages = [cfg.stage(model, layout, stage)]
     else:
-        stages = cfg.stages(model, layout) if training.schedule else SE.distinct_stages(model, layout)
+        stages = cfg.stages(model, layout) if training.schedule else distinct_stages(model, layout)
     var = nt.b if var_name == "mbs" else nt.s
     field = "mbs" if var_name == "mbs" else "seq"
     multiple = 1 if var_name == "mbs" else layout.SP * layout.cp  # SP and CP split the sequence

@@ -1,0 +1,178 @@
+"""The search's layouts: every valid parallel layout of a GPU count, and its distinct pipeline stages.
+
+A parallel layout is (DP, TP, PP, EP, ETP, CP) with DP*TP*PP*CP = GPUs and SP = TP (sequence
+parallelism on, as in the paper's Table 9).  The candidates are the divisor lattice of the GPU
+count (EP over the divisors of N, ETP over those of h_E, EP*ETP dividing DP*TP*CP:
+:func:`lattice`); the valid ones are those :func:`derivations.config.validate_layout`
+(derivations/config/layout.py), the one authority on validity, accepts, written here as array
+predicates (:func:`rejections`) so invalid combinations never reach evaluation and the
+rejections are counted by constraint (the tests check both agree rule by rule).  Identical
+pipeline stages have identical memory, so a layout is evaluated at its distinct stage
+compositions (L_d, L_m, e_E, e_H) of :func:`derivations.config.stages` (:func:`distinct_stages`).
+
+numpy is imported inside the functions that use it: derivations/analyses/fit.py imports this
+module for :func:`distinct_stages`, and ``memsym estimate --global-batch`` imports that without
+needing numpy (~0.1-0.2 s of its start-up, measured with ``python -X importtime``).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import List, Mapping, Optional, Sequence
+
+from symbolic.search import divisors
+
+from derivations import config as cfg
+from derivations.config.limits import OPTIONS
+
+#: Layout symbols in the order the search's row arrays are built.
+LAYOUT_FIELDS = ("dp", "tp", "pp", "ep", "etp", "cp")
+
+#: The largest cluster searched (the largest training clusters are ~10^5 GPUs; a wide margin).
+MAX_GPUS = 2 ** 20
+
+
+class Enumeration:
+    """Valid layouts for a GPU count, and how many lattice candidates each rule rejected.
+
+    ``arrays``: {dp, tp, pp, ep, etp, cp: int64 array} of the valid layouts, in the lattice's
+    order (TP, then PP, CP, EP, ETP ascending); ``layouts`` the same as :class:`Layout` objects
+    (built on first use)."""
+
+    def __init__(self, gpus: int, layouts=None, rejected: Optional[Counter] = None, arrays=None):
+        import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
+        self.gpus = gpus
+        self._distinct = None  # no layout twice (memo of distinct())
+        self.rejected = Counter() if rejected is None else rejected
+        if arrays is None:
+            layouts = list(layouts or [])
+            arrays = {k: np.array([getattr(x, k) for x in layouts], dtype=np.int64) for k in LAYOUT_FIELDS}
+            self._layouts = layouts
+        else:
+            self._layouts = None
+        self.arrays = arrays
+
+    @property
+    def layouts(self) -> List[cfg.Layout]:
+        if self._layouts is None:
+            cols = [self.arrays[k].tolist() for k in LAYOUT_FIELDS]
+            self._layouts = [cfg.Layout(dp=a, tp=b, pp=c, ep=d, etp=e, cp=f) for a, b, c, d, e, f in zip(*cols)]
+        return self._layouts
+
+    def __len__(self) -> int:
+        return len(self.arrays["dp"])
+
+    @property
+    def candidates(self) -> int:
+        return len(self) + sum(self.rejected.values())
+
+    def distinct(self) -> bool:
+        """No layout twice (true of :func:`enumerate_layouts`; a caller's list may repeat one); memoised."""
+        import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
+        if self._distinct is None:
+            cols = [self.arrays[k].astype(np.int64) for k in LAYOUT_FIELDS]
+            if not len(cols[0]):
+                self._distinct = True
+            elif min(int(c.min()) for c in cols) >= 0 and np.prod([float(c.max()) + 1 for c in cols]) < 2.0 ** 62:
+                key = np.zeros(len(cols[0]), dtype=np.int64)  # one integer per layout (mixed radix)
+                for c in cols:
+                    key = key * (int(c.max()) + 1) + c
+                key = np.sort(key)
+                self._distinct = not np.any(key[1:] == key[:-1])
+            else:
+                self._distinct = len(np.unique(np.stack(cols, axis=1), axis=0)) == len(cols[0])
+        return self._distinct
+
+
+def lattice(model: cfg.ModelSpec, gpus: int):
+    """Every candidate layout of the divisor lattice as int64 columns {dp, tp, pp, ep, etp, cp}:
+    DP*TP*PP*CP = ``gpus``, EP a divisor of gcd(N, DP*TP*CP), ETP of gcd(h_E, DP*TP*CP/EP), in the
+    order of nested loops over TP, PP, CP, EP, ETP (ascending)."""
+    import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
+    D = np.array(divisors(gpus), dtype=np.int64)
+    tp, pp = np.meshgrid(D, D, indexing="ij")
+    ok = gpus % (tp * pp) == 0
+    tp, pp = tp[ok], pp[ok]
+    rest = gpus // (tp * pp)
+    ok = rest[:, None] % D[None, :] == 0                     # CP divides what TP and PP leave
+    i, j = np.nonzero(ok)
+    tp, pp, cp = tp[i], pp[i], D[j]
+    dp = gpus // (tp * pp * cp)
+    dtc = dp * tp * cp
+    E = np.array(divisors(model.N), dtype=np.int64)
+    F = np.array(divisors(model.h_E), dtype=np.int64)
+    ok = (dtc[:, None, None] % E[None, :, None] == 0) & \
+        ((dtc[:, None, None] // E[None, :, None]) % F[None, None, :] == 0)
+    t, e, f = np.nonzero(ok)
+    return {"dp": dp[t], "tp": tp[t], "pp": pp[t], "ep": E[e], "etp": F[f], "cp": cp[t]}
+
+
+def rejections(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (4096,),
+               gpus_per_node: Optional[int] = None):
+    """The rules of :func:`derivations.config.validate_layout` (and the node rule) as array predicates:
+    an object array naming, per candidate of the lattice, the first rule it breaks (None: valid), in
+    validate_layout's order.  The tests check that it rejects exactly what validate_layout rejects,
+    constraint by constraint; the lattice's construction already satisfies positive integers,
+    EP | N, EDP integer and ETP | h_E."""
+    import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
+    code, names = _rejection_codes(model, lay, seqs, gpus_per_node)
+    return np.array([None] + list(names), dtype=object)[code]
+
+
+def _rejection_codes(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (4096,),
+                     gpus_per_node: Optional[int] = None):
+    """:func:`rejections` as (int8 array: 0 valid, i the i-th name, names): small integers instead of
+    Python objects, so the rules and the counts are array operations."""
+    import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
+    tp, pp, cp, ep, etp, dp = (lay[k] for k in ("tp", "pp", "cp", "ep", "etp", "dp"))
+    out = np.zeros(len(tp), dtype=np.int8)
+    names: List[str] = []
+
+    def rule(name, bad):
+        if name not in names:
+            names.append(name)
+        out[bad & (out == 0)] = names.index(name) + 1
+    if gpus_per_node:
+        rule("tp-inside-node", (gpus_per_node % tp != 0) | (gpus_per_node % etp != 0))
+    rule("tp-divides-heads", model.n_h % tp != 0)
+    rule("ep-divides-experts", model.N % ep != 0)
+    rule("edp-integer", (dp * tp * cp) % (ep * etp) != 0)
+    rule("etp-divides-expert", model.h_E % etp != 0)
+    rule("tp-divides-ffn", model.h_F % tp != 0)
+    rule("pp-layers", pp > model.l)
+    for s in seqs:
+        rule("cp-divides-seq", s % cp != 0)
+        rule("sp-divides-seq", s % (tp * cp) != 0)
+    return out, tuple(names)
+
+
+def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (4096,),
+                      gpus_per_node: Optional[int] = None) -> Enumeration:
+    """Every layout with DP*TP*PP*CP = ``gpus`` that passes ``validate_layout`` for every s in ``seqs``;
+    with ``gpus_per_node``, tensor-parallel groups (TP and ETP) stay inside a node (each divides it).
+    The lattice and the rules are arrays (:func:`lattice`, :func:`rejections`); every s is checked
+    against derivations/config/limits.py first (bounded work: floats stay in range)."""
+    import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise cfg.ConfigError("gpus", f"--gpus must be a positive integer, got {gpus!r}")
+    if gpus > MAX_GPUS:
+        raise cfg.ConfigError("gpus", f"--gpus must be at most 2^20 = {MAX_GPUS:,} (the search's ceiling), got {gpus}")
+    for s in seqs:
+        OPTIONS["seq"].check(s, "--seq")
+    lay = lattice(model, gpus)
+    code, names = _rejection_codes(model, lay, seqs, gpus_per_node)
+    valid = code == 0
+    counts = np.bincount(code, minlength=len(names) + 1)
+    rejected = Counter({k: int(counts[i + 1]) for i, k in sorted(enumerate(names), key=lambda x: x[1])
+                        if counts[i + 1]})
+    return Enumeration(gpus, rejected=rejected, arrays={k: lay[k][valid] for k in LAYOUT_FIELDS})
+
+
+def distinct_stages(model: cfg.ModelSpec, layout: cfg.Layout) -> List[cfg.StageComposition]:
+    """The first stage of each distinct composition (L_d, L_m, e_E, e_H) of a layout's pipeline split."""
+    seen, out = set(), []
+    for st in cfg.stages(model, layout):
+        key = (st.dense, st.moe, st.embedding, st.head)
+        if key not in seen:
+            seen.add(key)
+            out.append(st)
+    return out

@@ -1,0 +1,329 @@
+"""The search's evaluation: every configuration's per-device memory in one vectorised pass.
+
+A configuration is a valid layout (derivations/analyses/enumeration.py), a ZeRO stage, a
+recomputation policy, a micro-batch b and a sequence length s.  Every component term
+(weights, gradients, optimizer replicated or sharded, activations of every recomputation
+policy; derivations/assembly/totals.py) is evaluated for every (layout, s, b, stage
+composition) row in one pass of a lambdified function (:func:`symbolic.numeric.compile` of a
+tuple of expressions, model dimensions and bytes substituted, common subexpressions shared; on
+large grids in the :func:`symbolic.search.factored` form), in cache-sized blocks
+(:func:`symbolic.search.evaluate`).  Each (ZeRO stage, policy) then picks its components, each
+configuration is judged at its most-loaded stage, and the peak is the paper's Sec. 6
+``(1 + f_frag) * total + M_buf`` (derivations/assembly/overheads.py).  Under a pipeline
+schedule or a global batch every device is judged instead (derivations/analyses/scheduled.py).
+
+Numbers are float64 evaluations of exact rational expressions: integers below 2^53 come out
+exact after rounding to the nearest byte, which is how rows report bytes.  The compiled
+function of a search's terms is kept on disk (:mod:`symbolic.cache`, :func:`_kernel`), so a
+search seen before skips building the terms and sympy's printing.
+"""
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+import sympy as sp
+
+import symbolic
+from symbolic import cache, digests
+from symbolic.numeric import compile as compile_fn, from_source, source
+from symbolic.search import FACTOR_ABOVE, evaluate, factored
+
+from derivations import config as cfg
+from derivations import notation as nt
+from derivations.analyses import scheduled
+from derivations.analyses.enumeration import Enumeration, distinct_stages, enumerate_layouts
+from derivations.assembly import totals
+from derivations.assembly.overheads import overhead_values, peak
+
+#: The symbols that vary by row: the layout, b, s and the stage composition (the rest is substituted).
+ROW_SYMBOLS = (nt.DP, nt.TP, nt.PP, nt.EP, nt.ETP, nt.CP, nt.SP, nt.b, nt.s, nt.L_d, nt.L_m, nt.e_E, nt.e_H)
+
+
+@dataclass
+class SearchResult:
+    """Every evaluated configuration (columns of equal length) and the counts the command prints.
+
+    columns: dp, tp, pp, ep, etp, cp, sp, edp, mbs, seq, zero, recompute (index into
+    ``policies``), stage (index of the most-loaded stage), the four components, total,
+    peak, headroom (bytes, float64), fits (bool).
+    """
+
+    gpus: int
+    hbm: int
+    enumeration: Enumeration
+    policies: Tuple[str, ...]
+    overheads: Dict
+    columns: Dict = field(repr=False, default_factory=dict)
+    schedule: Optional[str] = None
+    global_batch: Optional[int] = None
+    #: configurations refused after enumeration, by rule (global-batch: m not an integer; dualpipe)
+    invalid: Counter = field(default_factory=Counter)
+    #: without a schedule, the (s, b) groups of each layout: the rows are choices x layouts x groups, in
+    #: order (:func:`derivations.analyses.ranking.layout_index`); None when the rows are laid out otherwise
+    layout_groups: Optional[int] = None
+
+    @property
+    def considered(self) -> int:
+        return len(self.columns["total"])
+
+    @property
+    def fitting(self) -> int:
+        return int(self.columns["fits"].sum())
+
+
+@lru_cache(maxsize=64)
+def _stage_table(model, pps: Tuple[int, ...]):
+    """((max PP + 1, K, 5) int64 table: per PP its distinct stage compositions L_d, L_m, e_E, e_H and
+    stage index, padded to K by repeating the last; K), for the PP degrees ``pps``."""
+    stage_of = {pp: distinct_stages(model, cfg.Layout(pp=pp)) for pp in pps}
+    K = max((len(v) for v in stage_of.values()), default=1)
+    table = np.zeros((max(stage_of, default=0) + 1, K, 5), dtype=np.int64)
+    for pp, sts in stage_of.items():
+        rows = [(s.dense, s.moe, int(s.embedding), int(s.head), s.index) for s in sts]
+        table[pp] = rows + [rows[-1]] * (K - len(rows))
+    table.setflags(write=False)
+    return table, K
+
+
+def _rows(model, enum: Enumeration, seqs, mbs):
+    """The evaluation grid: one row per (layout, s, b) group, K stage compositions per row
+    (padded by repeating the last).  Returns (columns of the groups, (n_g, K, 5) compositions:
+    L_d, L_m, e_E, e_H, stage index)."""
+    lay = enum.arrays
+    table, K = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
+    n_l = len(enum)
+    per_layout = table[lay["pp"]]
+    seq_a, mbs_a = np.array(seqs, dtype=np.int64), np.array(mbs, dtype=np.int64)
+    n_s, n_b = len(seq_a), len(mbs_a)  # group index g = ((layout * n_s) + s) * n_b + b
+    li = np.repeat(np.arange(n_l), n_s * n_b)
+    si = np.tile(np.repeat(np.arange(n_s), n_b), n_l)
+    bi = np.tile(np.arange(n_b), n_l * n_s)
+    cols = {k: v[li] for k, v in lay.items()}
+    cols["sp"] = cols["tp"]  # sequence parallelism on: SP = TP (Table 9)
+    cols["seq"], cols["mbs"] = seq_a[si], mbs_a[bi]
+    return cols, per_layout[li]
+
+
+def _compile(model, training, exprs: Mapping[str, object], factor: bool):
+    """(numpy function, its argument names, the keys of its outputs) of every expression (model
+    dimensions and bytes substituted; in the :func:`factored` form when ``factor``)."""
+    fixed = {k: v for k, v in cfg.substitution(model, None, training or cfg.Training()).items()
+             if k not in ROW_SYMBOLS}
+    keys = list(exprs)
+    tup = sp.Tuple(*[nt.expand_derived(sp.sympify(getattr(exprs[k], "expr", exprs[k]))).xreplace(fixed)
+                     for k in keys])
+    if factor:  # a large grid: the factored form evaluates ~2x faster, its extra compile pays
+        tup = factored(tup)
+    args = sorted(tup.free_symbols, key=lambda x: x.name)
+    return compile_fn(tup, args), tuple(a.name for a in args), tuple(keys)
+
+
+def _values(model, training, exprs: Mapping[str, object], cols, compo, kernel=None) -> Dict[str, object]:
+    """{key: (n_g, K) float64 array}: every expression in one vectorised pass (model dimensions
+    and bytes substituted, the layout, b, s and the compositions as arrays).  ``kernel``: a
+    function of the factored flag giving what :func:`_compile` gives (a cached compilation)."""
+    n_g, K = compo.shape[:2]
+    factor = n_g * K > FACTOR_ABOVE
+    fn, args, keys = kernel(factor) if kernel is not None else _compile(model, training, exprs, factor)
+    flat = {nt.DP.name: cols["dp"], nt.TP.name: cols["tp"], nt.PP.name: cols["pp"], nt.EP.name: cols["ep"],
+            nt.ETP.name: cols["etp"], nt.CP.name: cols["cp"], nt.SP.name: cols["sp"], nt.b.name: cols["mbs"],
+            nt.s.name: cols["seq"]}
+    comp_sym = {nt.L_d.name: 0, nt.L_m.name: 1, nt.e_E.name: 2, nt.e_H.name: 3}
+    vals = []
+    for a in args:
+        if a in comp_sym:
+            vals.append(compo[:, :, comp_sym[a]].astype(np.float64))
+        elif a in flat:
+            vals.append(flat[a].astype(np.float64)[:, None])
+        else:
+            raise cfg.ConfigError("missing-values", f"search: no value for {a} (not a layout, training or stage symbol)")
+    outs = evaluate(fn, vals)
+    return {k: np.broadcast_to(np.asarray(o, dtype=np.float64), (n_g, K)) for k, o in zip(keys, outs)}
+
+
+def _at(a, flat):
+    """a[g, j[g]] of each group (flat = g K + j); a column broadcast over the compositions is the column."""
+    if a.strides[1] == 0:
+        return a[:, 0]
+    return np.ascontiguousarray(a).reshape(-1).take(flat)
+
+
+def _most_loaded(value, choices, compo):
+    """Per (ZeRO stage, policy): each configuration's components at its most-loaded stage.
+    Returns ({column: [block per choice]}, group index of every output row)."""
+    n_g = compo.shape[0]
+    zeros = sorted({z for z, _ in choices})
+    policies = tuple(dict.fromkeys(r for _, r in choices))
+    comps = list(next(iter(choices.values())))
+    blocks = {c: [] for c in comps + ["total", "zero", "recompute", "stage"]}
+    rows_g = []
+    K = compo.shape[1]
+    base = np.arange(n_g) * K
+    stage = np.ascontiguousarray(compo[:, :, 4])
+    partial = {}  # the components but the last summed once per distinct (ids): the same additions in order
+    for z in zeros:
+        for ri, r in enumerate(policies):
+            pick = choices.get((z, r))
+            if pick is None:
+                continue
+            head = tuple(pick[c] for c in comps[:-1])
+            if head not in partial:
+                partial[head] = sum(value[k] for k in head)
+            total = partial[head] + value[pick[comps[-1]]] if comps[:-1] else sum(value[pick[c]] for c in comps)
+            flat = base + np.argmax(total, axis=1)  # first most-loaded composition
+            for c in comps:
+                blocks[c].append(_at(value[pick[c]], flat))
+            blocks["total"].append(_at(total, flat))
+            blocks["zero"].append(np.full(n_g, z, dtype=np.int64))
+            blocks["recompute"].append(np.full(n_g, ri, dtype=np.int64))
+            blocks["stage"].append(_at(stage, flat))
+            rows_g.append(np.arange(n_g))
+    return blocks, (np.concatenate(rows_g) if rows_g else np.zeros(0, np.int64))
+
+
+def _stage_view(model, training, exprs, choices, enum, seqs, mbs, kernel):
+    """The paper's view (no schedule): every configuration at its most-loaded stage, one micro-batch per
+    stage.  Columns: the groups' columns tiled once per choice, then the components of each choice."""
+    cols, compo = _rows(model, enum, seqs, mbs)
+    blocks, g = _most_loaded(_values(model, training, exprs, cols, compo, kernel), choices, compo)
+    cols["edp"] = cols["dp"] * cols["tp"] * cols["cp"] // (cols["ep"] * cols["etp"])
+    n_c = len(g) // max(len(cols["dp"]), 1)  # g is arange(n_g) once per choice: a tile, not a gather
+    out = {k: np.tile(v, n_c) for k, v in cols.items()}
+    for k, v in blocks.items():
+        out[k] = np.concatenate(v) if v else np.zeros(0)
+    return out
+
+
+def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object],
+           choices: Mapping[Tuple[int, str], Mapping[str, str]], *, mbs: Sequence[int] = (1, 2, 4),
+           seqs: Sequence[int] = (4096,), training: cfg.Training | None = None, overheads: Mapping | None = None,
+           enumeration: Enumeration | None = None, global_batch: Optional[int] = None,
+           progress: Optional[Callable[[int, int], None]] = None, kernel=None) -> SearchResult:
+    """Evaluate every valid configuration for ``gpus`` GPUs against ``hbm`` bytes.
+
+    exprs: {key: expression} of every component any choice uses (symbolic in everything).
+    choices: {(zero, policy): {component: key of exprs}}, components in the order to report.
+    training: the other training settings (bytes per element of Table 7 and any extension
+        symbols); its b and s are replaced by ``mbs`` and ``seqs``.  Default: the paper's.
+    overheads: {f_frag: f, M_buf: buf} (Sec. 6); default none.
+    With ``training.schedule`` (or a ``global_batch``, sequences per step: m = global_batch /
+    (DP b)) every device of every layout is judged at its peak under the schedule
+    (:mod:`derivations.scheduled`); without, each layout's stages hold one micro-batch (the paper's view).
+    kernel: without a schedule, a function of the factored flag giving the compiled ``exprs`` (what
+    :func:`_compile` gives; :func:`configurations` passes one cached on disk).
+    """
+    for name, values in (("--mbs", mbs), ("--seq", seqs)):
+        if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
+            raise cfg.ConfigError("positive-integer", f"{name} values must be positive integers, got {list(values)}")
+    enum = enumeration or enumerate_layouts(model, gpus, seqs)
+    over = dict(overheads or {nt.f_frag: 0, nt.M_buf: 0})
+    training = training or cfg.Training()
+    if training.schedule or global_batch is not None:
+        cols, _ = _rows(model, enum, seqs, mbs)
+        out, invalid = scheduled.run(model, training, exprs, choices, cols, global_batch, progress)
+        groups = None
+    else:
+        invalid = Counter()
+        groups = len(seqs) * len(mbs)
+        out = _stage_view(model, training, exprs, choices, enum, seqs, mbs, kernel)
+    if "edp" not in out:
+        out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
+    out["peak"] = peak(out["total"], float(over[nt.f_frag]), float(over[nt.M_buf]))
+    out["headroom"] = hbm - out["peak"]
+    out["fits"] = out["peak"] <= hbm
+    if "microbatches" in out:  # the pipeline bubble fraction (PP - 1) / (m + PP - 1) of each configuration
+        m = np.where(out["microbatches"] > 0, out["microbatches"], 10 ** 9).astype(np.float64)
+        out["bubble"] = (out["pp"] - 1) / (m + out["pp"] - 1)
+    return SearchResult(gpus, hbm, enum, tuple(dict.fromkeys(r for _, r in choices)), over, out,
+                        schedule=training.schedule, global_batch=global_batch, invalid=invalid,
+                        layout_groups=groups)
+
+
+def pipeline(schedule=None, microbatches=None, vpp=None, global_batch=None) -> cfg.Training:
+    """The schedule part of a search or fit: with a global batch and no schedule, 1F1B (what
+    Megatron-LM runs); a global batch and a fixed micro-batch count conflict."""
+    if global_batch is not None:
+        if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
+            raise cfg.ConfigError("global-batch", f"--global-batch must be a positive integer, got {global_batch!r}")
+        if microbatches is not None:
+            raise cfg.ConfigError("global-batch", "give --global-batch (sequences per step: m = global / (DP mbs)) "
+                                                  "or --microbatches, not both")
+        schedule = schedule or "1f1b"
+    t = cfg.Training(schedule=schedule, microbatches=microbatches, vpp=vpp)
+    cfg.validate_training(t)
+    return t
+
+
+def _policies(recompute) -> Tuple[str, ...]:
+    """The recomputation policies of ``recompute`` (a comma-separated text; None: every named policy)."""
+    known = totals.policies()
+    if recompute is None:
+        return known
+    policies = tuple(dict.fromkeys(x.strip() for x in recompute.split(",") if x.strip()))
+    bad = [x for x in policies if x not in known]
+    if bad or not policies:
+        raise cfg.ConfigError("recompute", f"--recompute must list policies among {', '.join(known)}, "
+                                           f"got {recompute!r}")
+    return policies
+
+
+def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2, 3), recompute=None,
+                   mbs=(1, 2, 4), seqs=(4096,), overheads: str = "high", schedule=None, microbatches=None,
+                   vpp=None, global_batch=None, gpus_per_node: Optional[int] = 8, progress=None) -> SearchResult:
+    """Every configuration of ``gpus`` GPUs (layouts x ZeRO stages ``zeros`` x recomputation
+    policies ``recompute``, a comma-separated text or None for every named policy, x ``mbs``
+    x ``seqs``) evaluated against ``hbm`` bytes at one end of the Sec. 6 ranges; under a
+    schedule (or a global batch) at each configuration's most-loaded device, TP and ETP inside
+    a node of ``gpus_per_node`` GPUs."""
+    policies = _policies(recompute)
+    bad = [z for z in zeros if z not in cfg.ZERO_NAMES]
+    if bad:
+        raise cfg.ConfigError("zero", f"--zero must list ZeRO stages among 0,1,2,3, got {bad}")
+    training = pipeline(schedule, microbatches, vpp, global_batch)
+    if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int)
+                                      or not 1 <= gpus_per_node <= 1024):
+        raise cfg.ConfigError("gpus-per-node", f"--gpus-per-node must be an integer in 1..1024, got {gpus_per_node!r}")
+    zeros = tuple(dict.fromkeys(zeros))
+    seqs = tuple(dict.fromkeys(seqs))
+    enum = enumerate_layouts(model, gpus, seqs, gpus_per_node)
+    kw = dict(mbs=tuple(dict.fromkeys(mbs)), seqs=seqs, training=training, overheads=overhead_values(overheads),
+              enumeration=enum, global_batch=global_batch, progress=progress)
+    if training.schedule or global_batch is not None:
+        choices = totals.choices(model, zeros, policies)
+        return search(model, gpus, hbm, totals.choice_terms(model, choices), choices, **kw)
+    _, K = _stage_table(model, tuple(sorted(set(enum.arrays["pp"].tolist()))))
+    expected = len(enum) * len(kw["seqs"]) * len(kw["mbs"]) * K > FACTOR_ABOVE  # what _values will decide
+
+    def kernel(factor):
+        k = _kernel(model, training, zeros, policies, factor)
+        return _function(k["source"]), k["args"], k["keys"]
+    return search(model, gpus, hbm, None, _kernel(model, training, zeros, policies, expected)["choices"],
+                  kernel=kernel, **kw)
+
+
+@lru_cache(maxsize=64)
+def _kernel(model, training, zeros, policies, factor: bool) -> Dict:
+    """{choices, keys, args, source}: the (ZeRO stage, policy) choices of a search and the source of the
+    compiled function of their terms (:func:`_compile`), kept on disk (:mod:`symbolic.cache`) keyed by
+    the model, the training, the choices, ``factor`` and the sources of derivations/ and symbolic/ (and
+    sympy's and Python's versions): a search of a configuration seen before skips building the terms,
+    substituting them and sympy's printing.  The source is the one lambdify generated, so the numbers
+    are the same.  Memoised in the process too."""
+    def make():
+        choices = totals.choices(model, zeros, policies)
+        fn, args, keys = _compile(model, training, totals.choice_terms(model, choices), factor)
+        return {"choices": choices, "source": source(fn), "args": args, "keys": keys}
+    parts = ("search-kernel", repr(model), repr(training), zeros, policies, factor, sp.__version__,
+             sys.version_info[:2], digests.source_digest(sys.modules["derivations"], symbolic))
+    return cache.pickled("search", parts, make)
+
+
+@lru_cache(maxsize=64)
+def _function(src: str):
+    """The numpy function of a kernel's source (:func:`symbolic.numeric.from_source`), once per source."""
+    return from_source(src)

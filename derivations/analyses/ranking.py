@@ -1,0 +1,210 @@
+"""The search's ranking: which fitting configurations come first, and the best one of each layout.
+
+A search (derivations/analyses/evaluation.py) gives every configuration's peak against the HBM of a
+device; this module orders the fitting ones.  The default puts the fewest pipeline bubbles first
+(the idle fraction (PP - 1)/(m + PP - 1) of a pipeline flushed every step, Huang et al., "GPipe",
+arXiv:1811.06965, computed per configuration in derivations/analyses/evaluation.py; PP without a
+schedule), then the most headroom; 'peak' puts the configurations that use the memory best first.
+Every order is deterministic (ties broken by ZeRO stage, recomputation and the layout).
+:func:`ranked` gives the same indices as sorting every row (:func:`order`, then
+:func:`first_per_layout`) without sorting every row: the tests check they agree.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from derivations import config as cfg
+from derivations.analyses.enumeration import LAYOUT_FIELDS
+from derivations.analyses.evaluation import SearchResult
+
+SORTS = ("bubble", "peak", "headroom")
+
+#: Tie-breaking columns of each sort, after its leading keys.
+_BUBBLE_TIES = ("tp", "zero", "recompute", "pp", "cp", "ep", "etp", "mbs", "seq")
+_PEAK_TIES = ("zero", "recompute", "tp", "pp", "cp", "ep", "etp", "mbs", "seq")
+
+
+def _check_sort(sort: str) -> None:
+    if sort not in SORTS:
+        raise cfg.ConfigError("sort", f"--sort must be one of {', '.join(SORTS)}, got {sort!r}")
+
+
+def order(result: SearchResult, only_fitting: bool = True, sort: str = "bubble"):
+    """Row indices, fitting configurations only by default.
+
+    sort 'bubble' (the default): the fewest pipeline bubbles first ((PP - 1)/(m + PP - 1) under
+    a schedule; PP without one), then the most headroom, then the smaller TP; 'peak': largest
+    peak first (the configurations that use the memory best); 'headroom': most headroom first.
+    Ties are broken by ZeRO stage, recomputation, TP, PP, CP, EP, ETP, b, s (ascending), so the
+    order is deterministic.
+    """
+    c = result.columns
+    _check_sort(sort)
+    idx = np.flatnonzero(c["fits"]) if only_fitting else np.arange(len(c["peak"]))
+    if sort == "bubble":
+        bubble = c["bubble"][idx] if "bubble" in c else c["pp"][idx].astype(np.float64)
+        keys = [np.round(bubble, 12), -np.round(c["headroom"][idx])] + [c[k][idx] for k in _BUBBLE_TIES]
+    else:
+        keys = [np.round(c["peak"][idx]) * (-1 if sort == "peak" else 1)] + [c[k][idx] for k in _PEAK_TIES]
+    return idx[_sort_by(keys)]
+
+
+def _keys(result: SearchResult, sort: str):
+    """The sort keys of :func:`order`, most significant first, as functions of row indices."""
+    c = result.columns
+    _check_sort(sort)
+    col = lambda k: lambda i: c[k][i]
+    if sort == "bubble":
+        first = (lambda i: np.round(c["bubble"][i], 12)) if "bubble" in c else (lambda i: c["pp"][i].astype(np.float64))
+        return [first, lambda i: -np.round(c["headroom"][i])] + [col(k) for k in _BUBBLE_TIES]
+    sign = -1 if sort == "peak" else 1
+    return [lambda i: np.round(c["peak"][i]) * sign] + [col(k) for k in _PEAK_TIES]
+
+
+def _mixed_radix(cols, n: int):
+    """One int64 key per row of the integer columns ``cols`` (mixed radix), or None when they do not fit
+    in 62 bits or hold a negative value."""
+    radices = [int(col.max()) + 1 for col in cols]
+    if min(int(col.min()) for col in cols) < 0 or np.prod([float(r) for r in radices]) >= 2.0 ** 62:
+        return None
+    key = np.zeros(n, dtype=np.int64)
+    for col, r in zip(cols, radices):
+        key = key * r + col
+    return key
+
+
+def layout_index(result: SearchResult):
+    """(int64 id of each row's layout (DP, TP, PP, EP, ETP, CP), number of ids): the rows of one layout
+    share an id.  Without a schedule the rows are the choices x (layout, s, b) groups in order, so the id
+    is arithmetic; otherwise the layouts are numbered by their values."""
+    c = result.columns
+    n = len(c["dp"])
+    n_l = len(result.enumeration)
+    if result.layout_groups and n_l and n % (n_l * result.layout_groups) == 0 and result.enumeration.distinct():
+        return (np.arange(n, dtype=np.int64) % (n_l * result.layout_groups)) // result.layout_groups, n_l
+    if not n:
+        return np.zeros(0, np.int64), 0
+    cols = [c[k].astype(np.int64) for k in LAYOUT_FIELDS]
+    key = _mixed_radix(cols, n)
+    if key is None:
+        key = np.stack(cols, axis=1)
+    _, inv = np.unique(key, axis=None if key.ndim == 1 else 0, return_inverse=True)
+    inv = inv.reshape(-1).astype(np.int64)
+    return inv, int(inv.max()) + 1
+
+
+def _group_min(values, ids, n_ids):
+    """The minimum of ``values`` over the rows of each id (ids in 0..n_ids-1)."""
+    fill = np.inf if values.dtype.kind == "f" else np.iinfo(values.dtype).max
+    out = np.full(n_ids, fill, dtype=values.dtype)
+    np.minimum.at(out, ids, values)
+    return out
+
+
+def _layout_minima(result: SearchResult, keys, cand):
+    """Rows (ascending) of ``cand`` (ascending), one per layout: the layout's first row in the order of
+    ``keys`` (then row), found by narrowing the candidates to each layout's minimum key by key (one pass of
+    ``np.minimum.at`` per key, usually a few keys)."""
+    ids, n_ids = layout_index(result)
+    present = int(np.count_nonzero(np.bincount(ids[cand], minlength=n_ids))) if len(cand) else 0
+    keep = cand
+    for k in keys:
+        if len(keep) == present:  # one candidate left per layout
+            break
+        x, g = k(keep), ids[keep]
+        keep = keep[x == _group_min(x, g, n_ids)[g]]
+    g = ids[keep]  # ties in every key: the lowest row of each layout (keep ascends)
+    by = np.argsort(g, kind="stable")
+    first = by[np.r_[True, g[by][1:] != g[by][:-1]]] if len(g) else by
+    return keep[np.sort(first)]
+
+
+def ranked(result: SearchResult, sort: str = "bubble", per_layout: bool = True, top: Optional[int] = None):
+    """``order(result, sort=sort)``, with ``per_layout`` passed through :func:`first_per_layout`, its first
+    ``top`` rows (all with None): the same indices, without sorting every row.
+
+    Per layout, the first row in the order is the layout's minimum by the keys (then the row index, as
+    the sort is stable): the candidates are narrowed key by key to each layout's minimum, and only the
+    winners, one per layout, are sorted (:func:`_layout_minima`).  Across every configuration the first
+    ``top`` rows are selected key by key with ``np.partition`` and only those sorted.  Keys with a NaN
+    take the full sort."""
+    keys = _keys(result, sort)
+    cand = np.flatnonzero(result.columns["fits"])
+    if not per_layout and top is None:
+        return order(result, sort=sort)
+    c = result.columns
+    if any(c[k].dtype.kind == "f" and np.isnan(c[k][cand]).any() for k in ("bubble", "headroom", "peak") if k in c):
+        idx = order(result, sort=sort)
+        idx = first_per_layout(result, idx) if per_layout else idx
+        return idx if top is None else idx[:top]
+    keep = _layout_minima(result, keys, cand) if per_layout else _first(keys, cand, 0, top)
+    out = keep[_sort_by([k(keep) for k in keys])]
+    return out if top is None else out[:top]
+
+
+def _first(keys, rows, j, n):
+    """Rows (ascending) among ``rows`` (ascending) holding at least the first ``n`` in the lexicographic
+    order of ``keys[j:]`` (then row): those below the n-th smallest value of key j, and of those equal to
+    it the first ones by the later keys."""
+    if len(rows) <= n:
+        return rows
+    if j == len(keys):
+        return rows[:n]
+    x = keys[j](rows)
+    kth = np.partition(x, n - 1)[n - 1]
+    less = rows[x < kth]
+    tied = _first(keys, rows[x == kth], j + 1, n - len(less))
+    return np.sort(np.concatenate([less, tied]))
+
+
+def _dense_rank(k):
+    """(int64 dense rank of each value of ``k``, bits of the largest rank)."""
+    if k.dtype.kind in "iu" and len(k) and k.min() >= 0 and k.max() < 1 << 22:  # small integers: O(n) ranks
+        present = np.zeros(int(k.max()) + 1, dtype=bool)
+        present[k] = True
+        dense = np.cumsum(present) - 1
+        return dense[k].astype(np.int64), int(dense[-1]).bit_length()
+    if k.ndim == 1 and len(k) and not (k.dtype.kind == "f" and np.isnan(k).any()):
+        by = np.argsort(k, kind="stable")  # dense ranks by one sort (np.unique's, without its set-up)
+        new = np.r_[True, k[by][1:] != k[by][:-1]]
+        rank = np.empty(len(k), dtype=np.int64)
+        rank[by] = np.cumsum(new) - 1
+        return rank, int(rank.max()).bit_length()
+    u, inv = np.unique(k, return_inverse=True)
+    return inv.reshape(-1).astype(np.int64), int(len(u) - 1).bit_length()
+
+
+def _sort_by(keys):
+    """The stable order of rows by ``keys`` (most significant first), the order ``np.lexsort(keys[::-1])``
+    gives: the keys become dense ranks packed into one int64 (one sort instead of one per key) when
+    they fit in 62 bits."""
+    ranks, widths = zip(*(_dense_rank(np.asarray(k)) for k in keys))
+    if sum(widths) > 62:
+        return np.lexsort(keys[::-1])
+    packed = np.zeros(len(keys[0]), dtype=np.int64)
+    for r, w in zip(ranks, widths):
+        packed = (packed << w) | r
+    return np.argsort(packed, kind="stable")
+
+
+def first_per_layout(result: SearchResult, idx):
+    """``idx`` (ordered rows) keeping the first row of each layout (DP, TP, PP, EP, ETP, CP):
+    one row per layout, its best-ranked fitting configuration, in the same order."""
+    c = result.columns
+    if len(idx) == 0:
+        return idx
+    cols = [c[k][idx].astype(np.int64) for k in LAYOUT_FIELDS]
+    radices = [int(col.max()) + 1 for col in cols]
+    if np.prod([float(r) for r in radices]) < 2.0 ** 62:  # one integer key per layout (mixed radix)
+        key = np.zeros(len(idx), dtype=np.int64)
+        for col, r in zip(cols, radices):
+            key = key * r + col
+        _, first = np.unique(key, return_index=True)
+        return idx[np.sort(first)]
+    by = np.lexsort(cols[::-1])                      # rows grouped by layout, stable: positions ascend
+    grouped = np.stack([col[by] for col in cols], axis=1)
+    starts = np.flatnonzero(np.r_[True, np.any(grouped[1:] != grouped[:-1], axis=1)])
+    first = by[starts]                               # the earliest position of each layout in ``idx``
+    return idx[np.sort(first)]

@@ -1,0 +1,43 @@
+"""The search's rows: a configuration as the command prints it (``memsym search --json``, ``--csv``).
+
+A row is a layout (DP, TP, PP, EP, ETP, CP, SP = TP and the expert data parallelism EDP =
+DP*TP*CP/(EP*ETP)), the micro-batch b and sequence length s, the ZeRO stage, the recomputation
+policy by name, the most-loaded stage, the four components of the paper's per-device memory
+(weights, gradients, optimizer states, activations), their total, the Sec. 6 peak and the headroom
+left in the device's HBM, in bytes rounded to the nearest byte (derivations/analyses/evaluation.py
+computes them as float64 evaluations of exact expressions, exact below 2^53); under a schedule
+also the micro-batch count m.  memsym/commands/search.py formats these columns.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Tuple
+
+import numpy as np
+
+from derivations.analyses.evaluation import SearchResult
+
+ROW_KEYS = ("dp", "tp", "pp", "ep", "etp", "cp", "sp", "edp", "mbs", "seq", "zero", "recompute", "stage",
+            "weights", "gradients", "optimizer", "activations", "total", "peak", "headroom")
+BYTE_KEYS = ("weights", "gradients", "optimizer", "activations", "total", "peak", "headroom")
+
+
+def row_keys(result: SearchResult) -> Tuple[str, ...]:
+    """ROW_KEYS, and under a schedule the micro-batch count m of each configuration."""
+    return ROW_KEYS + (("microbatches",) if "microbatches" in result.columns else ())
+
+
+def columns(result: SearchResult, idx) -> Dict[str, list]:
+    """The row keys as Python lists for the rows ``idx``: bytes rounded to the nearest byte, policies by name."""
+    c = result.columns
+    out = {}
+    for k in row_keys(result):
+        a = c[k][idx]
+        out[k] = np.rint(a).astype(np.int64).tolist() if k in BYTE_KEYS else a.tolist()
+    out["recompute"] = [result.policies[i] for i in out["recompute"]]
+    return out
+
+
+def rows(result: SearchResult, idx) -> List[Dict]:
+    """Rows as dicts (bytes rounded to the nearest byte), lowercase layout keys."""
+    cols, keys = columns(result, idx), row_keys(result)
+    return [dict(zip(keys, vals)) for vals in zip(*(cols[k] for k in keys))]
