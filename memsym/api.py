@@ -1,13 +1,13 @@
 """The public Python API: the commands of the CLI as functions returning typed results.
 
 Keyword names are the command's flags with ``_`` (``--fp8-activations`` -> ``fp8_activations``),
-and the defaults are the CLI's, because the keywords are read by the command's own parser:
+and the defaults are the CLI's, because each keyword is read by its option's own definition
+(memsym/commands/keywords.py) and resolved as the command line resolves it:
 ``estimate("deepseek-v3", zero=1)`` is ``memsym estimate --zero 1`` and its ``to_dict()`` is
 what ``--json`` prints.  Bad input raises :class:`symbolic.errors.ConfigError`.
 """
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 from typing import Any, Dict, List
@@ -15,61 +15,22 @@ from typing import Any, Dict, List
 from symbolic.errors import ConfigError
 
 
-class _Raising(argparse.ArgumentParser):
-    """A parser whose errors raise ConfigError (the CLI's exits 2)."""
-
-    def error(self, message):
-        raise ConfigError("argument", f"{self.prog}: {message}")
-
-    def exit(self, status=0, message=None):
-        raise ConfigError("argument", (message or "").strip() or f"{self.prog}: exit {status}")
-
-
-def _parser(command: str) -> argparse.ArgumentParser:
-    """The command's own parser, with the command line's limits (derivations/config/limits.py)."""
-    from memsym.commands.common import apply_limits
-    root = _Raising(prog="memsym")
-    sub = root.add_subparsers(dest="command", parser_class=_Raising)
-    importlib.import_module(f"memsym.commands.{command}").add_parser(sub)
-    apply_limits(root)
-    return root
-
-
-def _argv(command: str, positional: List[str], options: Dict[str, Any]) -> List[str]:
-    """Keywords -> the command line they stand for (True: a flag; None/False: left out; lists joined by commas)."""
-    parser = _parser(command)
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
-    flags = {a.dest: a for a in sub._actions if a.option_strings}
-    argv = [command, *positional]
-    for key, value in options.items():
-        action = flags.get(key)
-        if action is None:
-            valid = ", ".join(sorted(d for d in flags if d not in ("help", "json")))
-            raise TypeError(f"{command}() got an unexpected keyword {key!r}; valid: {valid}")
-        if value is None or value is False:
-            continue
-        opt = next((o for o in action.option_strings if o.startswith("--")), action.option_strings[0])
-        if value is True and action.nargs == 0:
-            argv.append(opt)
-        elif isinstance(value, (list, tuple)):
-            argv += [opt, ",".join(str(v) for v in value)]
-        else:
-            argv += [opt, str(value)]
-    return argv
-
-
 def _run(command: str, positional: List[str], options: Dict[str, Any]) -> Dict:
     args = _args(command, positional, options)
     return importlib.import_module(f"memsym.commands.{command}").data(args)
 
 
-def _args(command: str, positional: List[str], options: Dict[str, Any], extra: List[str] = ()):
-    """The parsed options of ``command``; the model is set on them as the ModelSpec it stands for
-    (never typed back as text and read again: the spec given is the spec evaluated)."""
+def _args(command: str, positional: List[str], options: Dict[str, Any]):
+    """The options of ``command`` for these keywords (memsym/commands/keywords.py: each stored by its
+    option's own type and action, no argv built), resolved as the command line resolves them; the model
+    is set as the ModelSpec it stands for (never typed back as text and read again: the spec given is
+    the spec evaluated)."""
     from memsym.commands.common import finish
+    from memsym.commands.keywords import namespace
     options = dict(options)
     model = options.pop("model", None)
-    args = _parser(command).parse_args(_argv(command, positional, options) + list(extra) + ["--json"])
+    args = namespace(command, options, positional)
+    args.json = True
     if model is not None:
         args.model = _spec(model)
     finish(args)  # as the command line: presets resolved, contradictions refused
@@ -248,12 +209,12 @@ def verify(formula: str, against: str, model=None, **options) -> Result:
     elif isinstance(assume, str):
         assume = assume.split()
     positional = [formula]
-    data = _verify(positional, dict(options, model=model, against=against), assume)
+    data = _verify(positional, dict(options, model=model, against=against, assume=assume or None))
     return Result("verify", data)
 
 
-def _verify(positional, options, assume) -> Dict:
-    args = _args("verify", positional, options, ["--assume", *assume] if assume else [])
+def _verify(positional, options) -> Dict:
+    args = _args("verify", positional, options)
     from memsym.verdict import verify as run
     return run(args.formula, args.against, assume=args.assume, model=args.model, stage=args.stage).to_json()
 

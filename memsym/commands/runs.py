@@ -5,7 +5,6 @@ training and the conventions preset of its framework, every stage: ``--all-stage
 compared with its measurement by kind (derivations/analyses/runs.py)."""
 from __future__ import annotations
 
-import argparse
 import os
 
 from symbolic.exact import fmt_gib, fmt_int
@@ -48,37 +47,6 @@ def _ids(text):
     return ids
 
 
-class _Raising(argparse.ArgumentParser):
-    """A parser whose errors raise ConfigError (exit 2 through the CLI) instead of exiting."""
-
-    def error(self, message):
-        from derivations.config import ConfigError
-        raise ConfigError("argument", f"memsym estimate: {message}")
-
-
-def _estimate_args(opts):
-    """The parsed ``memsym estimate ... --all-stages`` command line of ``opts`` (option dests -> values):
-    each run is exactly what that command evaluates."""
-    from . import estimate
-    root = _Raising(prog="memsym")
-    estimate.add_parser(root.add_subparsers(dest="command", parser_class=_Raising))
-    sub = next(a for a in root._actions if isinstance(a, argparse._SubParsersAction)).choices["estimate"]
-    flags = {a.dest: a for a in sub._actions if a.option_strings}
-    argv = ["estimate"]
-    for dest, value in opts.items():
-        action = flags[dest]
-        opt = next(o for o in action.option_strings if o.startswith("--"))
-        if value is True and action.nargs == 0:
-            argv.append(opt)
-        elif value is None or value is False:
-            continue
-        elif isinstance(value, (list, tuple)):
-            argv += [opt, ",".join(str(v) for v in value)]
-        else:
-            argv += [opt, str(value)]
-    return root.parse_args(argv + ["--all-stages"])
-
-
 def _shown_model(path: str) -> str:
     try:
         rel = os.path.relpath(path)
@@ -93,17 +61,15 @@ def evaluate(runs, forced=None):
     from derivations.analyses import runs as R
     from derivations.assembly.device import estimate_all
     from derivations.config.gpus import gpu as gpu_preset
+    from .keywords import namespace
     available = list(cfg.CONVENTION_PRESETS)
     out = []
     for run in runs:
         preset, note = R.choose_preset(run, available, forced)
         opts = R.estimate_options(run, preset, cfg.CONVENTION_PRESETS)
-        try:
-            args = _estimate_args(opts)
-            common.finish(args)
-            model, layout = common.model_from_args(args), common.layout_from_args(args)
-            training = common.training_from_args(args)
-            every, worst = estimate_all(model, layout, training, common.recipe_assumptions(args))
+        try:  # the options of ``memsym estimate`` for the run, resolved as that command line resolves them
+            c = common.configuration(namespace("estimate", opts))
+            every, worst = estimate_all(c.model, c.layout, c.training, list(c.assumptions))
         except cfg.ConfigError as exc:
             raise cfg.ConfigError("runs", f"run {run.id!r} under --conventions {preset}: {exc}") from None
         capacity = gpu_preset(run.gpu).capacity if run.gpu else None

@@ -1,0 +1,102 @@
+"""Keyword options -> a command's options namespace, through the command's own option definitions.
+
+The Python API (``memsym.estimate(zero=1)``) and ``memsym runs`` (a run's options) hold options as
+keywords, not as a command line: each keyword is converted and bounded by its option's own type
+(memsym/commands/argtypes.py, derivations/config/limits.py) and stored by its option's own action
+(which records it as typed), exactly as argparse would after reading it, with argparse's messages;
+no argv is built and nothing is parsed.  Precedence and the configuration are then
+:func:`derivations.config.resolve.resolve`'s, as for the command line.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Any, Mapping, Sequence
+
+from symbolic.errors import ConfigError
+
+from .argtypes import apply_limits
+
+
+def _subparser(command: str) -> argparse.ArgumentParser:
+    """The command's parser as the command line builds it, its options bounded (apply_limits)."""
+    root = argparse.ArgumentParser(prog="memsym")
+    sub = root.add_subparsers(dest="command")
+    importlib.import_module(f"memsym.commands.{command}").add_parser(sub)
+    apply_limits(root)
+    return sub.choices[command]
+
+
+def _error(command: str, action: argparse.Action, message: str) -> ConfigError:
+    name = "/".join(action.option_strings) or action.metavar or action.dest
+    return ConfigError("argument", f"memsym {command}: argument {name}: {message}")
+
+
+def _converted(command: str, action: argparse.Action, text: str):
+    """``text`` through the option's type and choices (argparse's _get_values for one value)."""
+    try:
+        value = action.type(text) if action.type is not None else text
+    except argparse.ArgumentTypeError as exc:
+        raise _error(command, action, str(exc)) from None
+    except (TypeError, ValueError):
+        raise _error(command, action, f"invalid {getattr(action.type, '__name__', 'value')} value: {text!r}") from None
+    if action.choices is not None and value not in action.choices:
+        raise _error(command, action, f"invalid choice: {value!r} (choose from "
+                                      f"{', '.join(map(repr, action.choices))})")
+    return value
+
+
+def _text(value) -> str:
+    """A keyword's value as its option reads it: lists joined by commas (``mbs=(1, 2)`` is ``--mbs 1,2``)."""
+    return ",".join(str(v) for v in value) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _store(command: str, parser, ns, action: argparse.Action, value) -> None:
+    """One keyword stored by its option's action (True for a flag; a list for an option of several values)."""
+    opt = next((o for o in action.option_strings if o.startswith("--")), (action.option_strings or [None])[0])
+    if action.nargs == 0:
+        if value is not True:
+            raise _error(command, action, f"is a flag: give True (or False to leave it out), got {value!r}")
+        action(parser, ns, None, opt)
+    elif action.nargs in ("+", "*"):
+        items = list(value) if isinstance(value, (list, tuple)) else [value]
+        action(parser, ns, [_converted(command, action, str(v)) for v in items], opt)
+    else:
+        action(parser, ns, _converted(command, action, _text(value)), opt)
+
+
+def namespace(command: str, options: Mapping[str, Any], positional: Sequence[Any] = ()) -> argparse.Namespace:
+    """The options namespace of ``command`` for keyword ``options`` (option dests; None or False: left
+    at the default) and ``positional`` values: defaults as argparse sets them, each keyword stored by
+    its option's action.  An unknown keyword is a TypeError (a Python call's mistake); a bad value or a
+    missing required option is a ConfigError with the command line's message."""
+    parser = _subparser(command)
+    ns = argparse.Namespace(command=command)
+    for action in parser._actions:
+        if action.dest is not argparse.SUPPRESS and action.default is not argparse.SUPPRESS:
+            default = action.default
+            if isinstance(default, str) and action.type is not None:  # as argparse converts a text default
+                default = _converted(command, action, default)
+            setattr(ns, action.dest, default)
+    for key, value in parser._defaults.items():
+        setattr(ns, key, value)
+    slots = [a for a in parser._actions if not a.option_strings]
+    for action, value in zip(slots, positional):
+        _store(command, parser, ns, action, value)
+    flags = {a.dest: a for a in parser._actions if a.option_strings}
+    given = set()
+    for key, value in options.items():
+        action = flags.get(key)
+        if action is None:
+            valid = ", ".join(sorted(d for d in flags if d not in ("help", "json")))
+            raise TypeError(f"{command}() got an unexpected keyword {key!r}; valid: {valid}")
+        if value is None or value is False:
+            continue
+        _store(command, parser, ns, action, value)
+        given.add(key)
+    missing = [a for a in flags.values() if a.required and a.dest not in given]
+    missing += [a for a in slots[len(positional):] if a.nargs not in ("?", "*")]
+    if missing:
+        names = ", ".join("/".join(a.option_strings) or a.metavar or a.dest for a in missing)
+        raise ConfigError("argument", f"memsym {command}: the following arguments are required: {names}")
+    return ns
