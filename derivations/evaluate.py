@@ -129,10 +129,12 @@ def _kinds(q_lora: bool):
     return data["kinds"], data["exprs"]
 
 
-def kept(view, q_lora: bool) -> Dict[str, List]:
-    """{kind: [(key, expression index or None | [sub indices...]), ...]}: what ``view`` keeps of each
+@lru_cache(maxsize=4096)
+def kept(view, q_lora: bool) -> Dict[str, Tuple]:
+    """{kind: ((key, expression index or None | (count, sub indices)), ...)}: what ``view`` keeps of each
     tensor (a group's tensors as the sorted indices of those kept).  Two views keep the same parts
-    of a kind exactly when these lists are equal (the indices name distinct expressions)."""
+    of a kind exactly when these are equal (the indices name distinct expressions).  Cached per view
+    (naming a view's terms asks it many times): the result is shared, never to be changed."""
     f = features(view)
     kinds, _ = _kinds(q_lora)
     out = {}
@@ -147,7 +149,7 @@ def kept(view, q_lora: bool) -> Dict[str, List]:
                 got = sorted(i for i in (table.get("|".join(f[x] for x in feats)) for _, feats, table in subs)
                              if i is not None)
                 rows.append((key, (count, tuple(got)) if got else None))
-        out[kind] = rows
+        out[kind] = tuple(rows)
     return out
 
 
