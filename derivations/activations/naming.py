@@ -26,6 +26,7 @@ def _same_kinds(a: View, b: View, q_lora: bool) -> bool:
     return kept(a, q_lora) == kept(b, q_lora)
 
 
+@lru_cache(maxsize=4096)
 def reduced(view: View, q_lora: bool = True) -> View:
     """``view`` with every convention that changes no kept tensor under its policy reset to the
     paper's (full recomputation keeps no routed tensor, so ``dispatch`` does not name its terms)."""
@@ -39,6 +40,7 @@ def reduced(view: View, q_lora: bool = True) -> View:
     return replace(view, conv=conv, preset="")
 
 
+@lru_cache(maxsize=4096)
 def named(view: View, q_lora: bool = True) -> View:
     """:func:`reduced`, with ``preset`` set when the conventions are (reduced) exactly one preset's."""
     view = reduced(view, q_lora)
