@@ -91,7 +91,9 @@ def test_config_has_no_import_cycle():
 
 
 def test_package_data_ships_the_presets():
-    text = (ROOT / "pyproject.toml").read_text()
-    assert 'derivations = ["models/*.json"]' in text and '"derivations.config" = ["gpus.toml"]' in text
+    import tomllib
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "models/*.json" in data["derivations"]
+    assert {"gpus.toml", "convention_presets/*.toml"} <= set(data["derivations.config"])
     for name in EXPECTED:
         assert Path(presets.preset_path(name)).is_file()

@@ -23,14 +23,10 @@ module's own copies of the embedding and head and the FP8 scale tensors.
 """
 from __future__ import annotations
 
-import codecs
-import errno
-import json
-import os
-import stat
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
+from symbolic import jsonfile
 from symbolic.errors import ConfigError
 
 from derivations.config.limits import CONFIG_BYTES, CONFIG_DEPTH, CONFIG_DIGITS, FIELDS
@@ -67,15 +63,7 @@ def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _type_name(x) -> str:
-    return "null" if x is None else {bool: "boolean", str: "string", float: "number", list: "array",
-                                     dict: "object"}.get(type(x), type(x).__name__)
-
-
-def _shown(x) -> str:
-    """``repr(x)`` cut short: a value of a hostile file may be megabytes long."""
-    text = repr(x)
-    return text if len(text) <= 40 else f"{text[:24]}...({len(text)} characters)"
+_type_name, _shown = jsonfile.type_name, jsonfile.shown
 
 
 def _int(data: Mapping, path: str, field: str, meaning: str, minimum: int = 1, default=None, required=True):
@@ -96,163 +84,28 @@ def _int(data: Mapping, path: str, field: str, meaning: str, minimum: int = 1, d
     return x
 
 
-class _BigNumber(ValueError):
-    """A JSON number with more digits than any config field has (json would convert it whole)."""
-
-
-class _Duplicate(ValueError):
-    """A JSON object naming a field twice (json would keep the last silently)."""
-
-
-def _parse_int(text: str) -> int:
-    if len(text.lstrip("-")) > CONFIG_DIGITS:
-        raise _BigNumber(text)
-    return int(text)
-
-
-def _object(pairs):
-    out = {}
-    for k, v in pairs:
-        if k in out:
-            raise _Duplicate(k)
-        out[k] = v
-    return out
-
-
-_NESTING = None
-
-
-def _nesting_offset(text: str, limit: int) -> Optional[int]:
-    """The character offset where ``text`` (JSON) nests deeper than ``limit``, or None."""
-    import re
-    global _NESTING
-    if _NESTING is None:
-        _NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
-    depth = 0
-    for m in _NESTING.finditer(text):
-        c = m.group()
-        if c in "[{":
-            depth += 1
-            if depth > limit:
-                return m.start()
-        elif c in "]}":
-            depth -= 1
-    return None
-
-
-def _depth(data) -> int:
-    """How deep ``data`` (parsed JSON) nests, without recursion."""
-    deepest, stack = 0, [(data, 1)]
-    while stack:
-        x, d = stack.pop()
-        if isinstance(x, (dict, list)):
-            deepest = max(deepest, d)
-            stack.extend((v, d + 1) for v in (x.values() if isinstance(x, dict) else x))
-    return deepest
-
-
-_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
-
-
-def _stat(path: str) -> os.stat_result:
-    try:
-        return os.stat(path)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _err(path, "file", "is a symbolic link loop (too many levels of symbolic links)") from None
-        raise _err(path, "file", f"cannot read the model config: {exc.strerror or exc}") from None
-    except ValueError:  # a NUL character
-        raise _err(path, "file", "is not a path (it holds a NUL character)") from None
+#: How much a config.json may hold (derivations/config/limits.py), for the bounded reader.
+BOUNDS = jsonfile.Bounds(CONFIG_BYTES, CONFIG_DEPTH, CONFIG_DIGITS)
 
 
 def _read_bounded(path: str) -> bytes:
-    """At most CONFIG_BYTES bytes of the regular file ``path`` (a device, FIFO, socket or
-    directory is named as what it is, never opened for reading)."""
-    st = _stat(path)
-    if not stat.S_ISREG(st.st_mode):
-        kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
-        raise _err(path, "file", f"is {kind}, not a config.json file")
-    if st.st_size > CONFIG_BYTES:
-        raise _err(path, "file", f"is {st.st_size} bytes; a config.json is a few KiB (limit {CONFIG_BYTES} bytes)")
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    except OSError as exc:
-        raise _err(path, "file", f"cannot read the model config: {exc.strerror or exc}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced since the stat above
-            raise _err(path, "file", "is not a regular file")
-        chunks, n = [], 0
-        while n <= CONFIG_BYTES:
-            chunk = os.read(fd, min(1 << 16, CONFIG_BYTES + 1 - n))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            n += len(chunk)
-    except OSError as exc:
-        raise _err(path, "file", f"cannot read the model config: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
-    if n > CONFIG_BYTES:
-        raise _err(path, "file", f"is larger than {CONFIG_BYTES} bytes (stopped reading at byte {CONFIG_BYTES + 1}); "
-                                 f"a config.json is a few KiB")
-    return b"".join(chunks)
+    """At most CONFIG_BYTES bytes of the regular file ``path`` (symbolic/jsonfile.py: read_bounded)."""
+    return jsonfile.read_bounded(path, BOUNDS, _err)
 
 
 def read_json(path: str) -> Dict:
-    """The parsed JSON object of ``path`` (a config.json, or a directory holding one).
-
-    Bounded: at most CONFIG_BYTES bytes are read whatever the file is (a device or a FIFO is
-    refused before it is opened), a UTF-8 byte-order mark is skipped, and nesting deeper than
-    CONFIG_DEPTH, a number of more than CONFIG_DIGITS digits or a field named twice is refused; every
-    error names the file and the byte offset or the field."""
+    """The parsed JSON object of ``path`` (a config.json, or a directory holding one), read as bounded
+    data (symbolic/jsonfile.py: at most CONFIG_BYTES bytes, nesting at most CONFIG_DEPTH, numbers of at
+    most CONFIG_DIGITS digits, no field twice); every error names the file and the byte offset or field."""
     return _parse_json(*_read_raw(path))
 
 
 def _read_raw(path) -> Tuple[bytes, str]:
-    """(the bytes, the file): of ``path`` or of the config.json inside it when it is a directory (read once:
-    what is parsed is what was read)."""
-    path = os.fspath(path)
-    if stat.S_ISDIR(_stat(path).st_mode):
-        path = os.path.join(path, "config.json")
-    return _read_bounded(path), path
+    return jsonfile.read_raw(path, BOUNDS, _err)
 
 
 def _parse_json(raw: bytes, path: str) -> Dict:
-    """:func:`read_json` of the bytes ``raw`` read from ``path`` (named in errors)."""
-    skip = 0
-    if raw.startswith(codecs.BOM_UTF8):
-        skip = len(codecs.BOM_UTF8)
-    elif raw.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        raise _err(path, "json", "is UTF-16 (byte-order mark at byte 0); save the config.json as UTF-8")
-    try:
-        text = raw[skip:].decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise _err(path, "json", f"not a UTF-8 JSON file ({exc.reason} at byte {exc.start + skip})") from None
-
-    def at(pos: int) -> str:
-        return f"byte {len(text[:pos].encode('utf-8')) + skip}"
-    too_deep = False
-    try:
-        data = json.loads(text, parse_int=_parse_int, object_pairs_hook=_object)
-    except json.JSONDecodeError as exc:
-        raise _err(path, "json", f"not valid JSON: {exc.msg} ({at(exc.pos)}, line {exc.lineno}, column "
-                                 f"{exc.colno})") from None
-    except _BigNumber as exc:
-        raise _err(path, "json", f"a number of {len(str(exc))} digits at {at(text.find(str(exc)))}: no config field "
-                                 f"has more than {CONFIG_DIGITS}") from None
-    except _Duplicate as exc:
-        raise _err(path, str(exc.args[0])[:64], f"field {_shown(exc.args[0])} appears twice in one object") from None
-    except RecursionError:
-        data, too_deep = None, True
-    if too_deep or _depth(data) > CONFIG_DEPTH:  # (a file holding null is not nested: refused below)
-        pos = _nesting_offset(text, CONFIG_DEPTH)
-        where = at(pos) if pos is not None else "somewhere"
-        raise _err(path, "json", f"nested deeper than {CONFIG_DEPTH} levels at {where} (a config.json nests 3 "
-                                 f"levels)") from None
-    if not isinstance(data, dict):
-        raise _err(path, "json", f"a config.json holds a JSON object, got {_type_name(data)}")
-    return data
+    return jsonfile.parse(raw, path, BOUNDS, _err)
 
 
 def shape_name(model_type: str, dims: Mapping) -> str:
