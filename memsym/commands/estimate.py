@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from derivations import config as cfg
+from derivations.assembly import explain
 from symbolic.exact import count, fmt_gib, fmt_int
 from . import COMMANDS, common
 
@@ -266,7 +267,7 @@ def render_all(every, worst, device=None) -> str:
              f"({e0.term_ids['activations']}); GiB",
              "",
              ]
-    contents = [_content(e.stage) + (f" + stage {e.held[1].index} ({_content(e.held[1])})" if len(e.held) > 1
+    contents = [explain.stage_content(e.stage) + (f" + stage {e.held[1].index} ({explain.stage_content(e.held[1])})" if len(e.held) > 1
                                      else "") for e in every]
     wc = max(30, 2 + max(len(c) for c in contents))
     runtime = "runtime" in e0.bytes
@@ -311,13 +312,13 @@ def render_text(est) -> str:
         f"layout DP={lay.dp} TP={lay.tp} PP={lay.pp} EP={lay.ep} ETP={lay.etp} SP={lay.SP} CP={lay.cp} "
         f"(EDP={fmt_int(lay.edp)}); ZeRO {tr.zero} ({cfg.ZERO_NAMES[tr.zero]}); {_policy(tr)}; "
         f"b={tr.mbs} s={tr.seq}",
-        *explain_split(est),
+        *explain.explain_split(est),
         "",
         f"{'parameters on the device':<28}{'params':>18}",
         f"{'  non-MoE (P_n)':<28}{fmt_int(est.params['non_moe']):>18}",
         f"{'  MoE (P_m)':<28}{fmt_int(est.params['moe']):>18}",
         f"{'  total':<28}{fmt_int(est.params['total']):>18}",
-        *explain_params(est),
+        *explain.explain_params(est),
         "",
         f"{'bytes on the device':<28}{'bytes':>{wb}}{'GiB':>{wg}}  term",
     ]
@@ -366,118 +367,6 @@ def _schedule_lines(est) -> list:
     lines.append(f"  schedule {TITLES[est.training.schedule]}: {what} in flight at the peak ({parts}); {how}")
     if len(est.held) > 1:
         other = est.held[1]
-        lines.append(f"  DualPipe: this device also holds stage {other.index} ({other.label}: {_content(other)}); "
+        lines.append(f"  DualPipe: this device also holds stage {other.index} ({other.label}: {explain.stage_content(other)}); "
                      f"parameters, gradients and optimizer states count both stages")
     return lines
-
-
-def _content(c) -> str:
-    return ", ".join((["embedding"] if c.embedding else []) + ([f"{c.dense} dense"] if c.dense else []) +
-                     ([f"{c.moe} MoE"] if c.moe else []) + (["head"] if c.head else []))
-
-
-def explain_split(est) -> list:
-    """Every stage's layers (runs of alike stages grouped), the reported stage marked."""
-    m, lay = est.model, est.layout
-    all_stages = cfg.stages(m, lay)
-    kinds = m.layer_kinds()
-    sizes = ",".join(str(len(c.layers)) for c in all_stages)
-    lines = [f"pipeline split of the {m.l} layers ({kinds.count('dense')} dense, {kinds.count('moe')} MoE) over "
-             f"PP={lay.pp} stages: {sizes} layers"
-             + (" (--layers-per-stage)" if lay.layers_per_stage else " (change with --layers-per-stage)")]
-    groups = []
-    for c in all_stages:
-        key = (len(c.layers), c.dense, c.moe, c.embedding, c.head)
-        if groups and groups[-1][0] == key:
-            groups[-1][1].append(c)
-        else:
-            groups.append((key, [c]))
-    for _, cs in groups:
-        first, last = cs[0], cs[-1]
-        name = f"stage {first.index}" if len(cs) == 1 else f"stages {first.index}-{last.index}"
-        start, stop = first.layers.start, last.layers.stop - 1
-        layers = f"layer {start}" if start == stop else f"layers {start}-{stop}"
-        mark = f"  <- stage {est.stage.index}, this device" if first.index <= est.stage.index <= last.index else ""
-        lines.append(f"  {name:<13}{layers:<16}{_content(first)}{' each' if len(cs) > 1 else ''}{mark}")
-    return lines
-
-
-def _terms(est, values=None):
-    """The device's terms at ``values`` (default: the estimate's), from the generated evaluators."""
-    from derivations import evaluate as ev
-    return ev.Terms(est.model.structure, ev.derived(dict(est.values if values is None else values)))
-
-
-def explain_megatron(est) -> list:
-    """The parts of Megatron's most-loaded shard (--rank megatron)."""
-    from derivations.assembly.sides import megatron_values
-    values = megatron_values(est.model, est.layout, est.training)
-    tid = est.term_ids["params"]
-    terms = _terms(est, values)
-    labels = terms.labels(tid)
-    lines = [f"  Megatron-LM's most-loaded shard ({tid}; whole model over PP={est.layout.pp}, "
-             f"D={values['D']} MTP layer{'s' * (values['D'] != 1)}):"]
-    for key, tags, value in terms.parts(tid):
-        side = "P_m, over EDP" if "moe" in tags else "P_n, over DP"
-        lines.append(f"    {key:<11}{fmt_int(value):>16}  {labels[key]} ({side})")
-    return lines
-
-
-def explain_modelzoo(est) -> list:
-    """The parts of the ModelZoo script's rank (--rank modelzoo)."""
-    terms = _terms(est)
-    lines = ["  the ModelZoo script's rank (every layer of the stage counted as a MoE layer; no embedding, head, "
-             "norms or router):"]
-    for tid, over in (("conv.modelzoo.params.non_moe", "P_n, over DP CP"), ("conv.modelzoo.params.moe", "P_m, over EDP")):
-        labels = terms.labels(tid)
-        for key, _, value in terms.parts(tid):
-            lines.append(f"    {key:<11}{fmt_int(value):>16}  {labels[key]} ({over})")
-    return lines
-
-
-def explain_params(est) -> list:
-    """How P_n and P_m of the device arise from the per-layer terms (Sec. 3 rules)."""
-    from fractions import Fraction
-    if est.term_ids.get("params", "").startswith("conv.megatron"):
-        return explain_megatron(est)
-    if est.term_ids.get("params", "").startswith("conv.modelzoo"):
-        return explain_modelzoo(est)
-    m, lay, st = est.model, est.layout, est.stage
-    shared_tp = est.training.conventions.shared_expert == "tp"
-    if len(est.held) > 1:  # DualPipe: the device holds two stages' parameters
-        from types import SimpleNamespace
-        st = SimpleNamespace(dense=sum(c.dense for c in est.held), moe=sum(c.moe for c in est.held),
-                             embedding=any(c.embedding for c in est.held), head=any(c.head for c in est.held))
-    t = _terms(est)
-    val = lambda tid: fmt_int(t.term(tid))
-    n = st.dense + st.moe
-    pn = [f"{n} layer{'s' * (n != 1)} x (MLA {val('static.layer.mla')} + LN {val('static.layer.norm')})"]
-    if st.dense:
-        pn.append(f"{st.dense} dense FFN x {val('static.layer.dense_ffn')} (split by TP={lay.tp})")
-    if st.embedding:
-        pn.append(f"embedding {val('static.embedding')} (v h / TP)")
-    if st.head:
-        pn.append(f"head {val('static.head')} (v h / TP)")
-    mats = lambda tag: ", ".join(key.replace("_", "^", 1) for key, tags, _ in t.parts("params.mla") if tag in tags)
-    mtp_note = []
-    if est.training.conventions.mtp and st.head and m.mtp_layers:  # conventions.mtp_stage_shift
-        from derivations.assembly.sides import mtp_stage_shift
-        _, moe2, emb2, _ = mtp_stage_shift(m, lay.pp, st.dense, st.moe, int(st.embedding), 1)
-        mtp_note = [f"  --mtp: + {m.mtp_layers} MTP module{'s' * (m.mtp_layers != 1)} on this last stage, each counted "
-                    f"as one more MoE layer (MLA + LN in P_n, experts in P_m)"
-                    + (f", + the embedding copy {val('static.embedding')} (v h / TP) Megatron-Core keeps there"
-                       if emb2 > int(st.embedding) else "")]
-    lines = ["  P_n = " + " + ".join(pn),
-             f"        MLA: {mats('tp_split')} split by TP={lay.tp}; {mats('replicated')} and LN replicated"]
-    if st.moe:
-        expert = Fraction(t.term("params.expert"))
-        moe_id = "static.layer.moe.shared-tp" if shared_tp else "static.layer.moe"
-        lines.append(f"  P_m = {st.moe} MoE layer{'s' * (st.moe != 1)} x {val(moe_id)}: router N h = "
-                     f"{fmt_int(m.N * m.h)} (replicated)")
-        shared = (f"{fmt_int(expert / lay.tp)} (split by TP={lay.tp}: --shared-expert tp)" if shared_tp
-                  else f"{fmt_int(expert)} (replicated on every EP rank)")
-        lines.append(f"        + N/EP = {m.N}/{lay.ep} = {m.N // lay.ep} routed experts x 3 h h_E / ETP = "
-                     f"{fmt_int(expert / lay.etp)} + N_s = {m.N_s} shared expert{'s' * (m.N_s != 1)} x {shared}")
-    else:
-        lines.append("  P_m = 0 (no MoE layer on this stage)")
-    return lines + mtp_note
