@@ -1,4 +1,4 @@
-"""Measured training runs (``paper/runs.toml``) against memsym's predictions (issue 17).
+"""Measured training runs (``paper/runs.toml``) against memsym's predictions.
 
 A run is data: its source, its model, its layout and training options in memsym's terms,
 the number its framework measured, what kind of number that is and on which rank.  This

@@ -1,6 +1,6 @@
-"""Conventions: every modelling assumption a named switch; other sources reproduced exactly (issue 8).
+"""Conventions: every modelling assumption a named switch; other sources reproduced exactly.
 
-The paper (digest sec. 10) makes choices a reader may not share.  Each is a switch of
+The paper (Secs. 3-5) makes choices a reader may not share.  Each is a switch of
 :class:`derivations.config.Conventions` (or of Training: the attention kernel, the bytes per
 parameter), defaulting to the paper's, listed with its help text in
 ``derivations.config.CONVENTION_SWITCHES`` and applied through *one* mechanism each:

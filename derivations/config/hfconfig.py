@@ -2,7 +2,7 @@
 
 The file is read as JSON data only: nothing is imported, executed or downloaded
 (``trust_remote_code`` never enters).  Fields map onto the paper's notation (Table 1;
-digest sec. 12):
+the released configs in ``derivations/models/``):
 
   hidden_size h, intermediate_size h_F, moe_intermediate_size h_E, num_hidden_layers l,
   num_attention_heads n_h, q_lora_rank d_c' (null: no query compression, one W^Q of

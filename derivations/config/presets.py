@@ -19,7 +19,7 @@ from symbolic.errors import ConfigError
 from derivations.config.hfconfig import ConfigFile, from_dict, from_hf_config, read_config, read_json
 from derivations.config.model import ModelSpec
 
-#: The preset names, in the order they are listed (digest sections 2 and 12: released configs).
+#: The preset names, in the order they are listed (the released Hugging Face configs, ``derivations/models/``).
 PRESET_NAMES = ("deepseek-v3", "deepseek-v2", "deepseek-v2-lite")
 MODELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models")
 

@@ -150,7 +150,7 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_convention_options(p: argparse.ArgumentParser) -> None:
-    """The modelling assumptions (issue 8): a preset and one option per switch, each
+    """The modelling assumptions (derivations/config/convention_presets/): a preset and one option per switch, each
     defaulting to the paper's choice (derivations.config.CONVENTION_SWITCHES)."""
     g = p.add_argument_group("conventions (modelling assumptions; defaults: the paper's; switches typed beside "
                              "--conventions override it)")

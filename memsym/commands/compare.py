@@ -1,4 +1,4 @@
-"""memsym compare: the paper, Megatron-LM and NVIDIA's ModelZoo side by side, and the gap itemised (issue 8)."""
+"""memsym compare: the paper, Megatron-LM and NVIDIA's ModelZoo side by side, and the gap itemised."""
 from __future__ import annotations
 
 from dataclasses import replace

@@ -1,4 +1,4 @@
-"""memsym runs: predicted vs measured for the measured training runs of ``paper/runs.toml`` (issue 17).
+"""memsym runs: predicted vs measured for the measured training runs of ``paper/runs.toml``.
 
 Each run is evaluated as ``memsym estimate`` evaluates the options that describe it (its layout,
 training and the conventions preset of its framework, every stage: ``--all-stages``), and

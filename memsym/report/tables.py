@@ -178,7 +178,7 @@ def table_estimate(ctx) -> Table:
     rows = [(T(k), C(est.term_ids[k]), I(est.bytes[k]), G(est.bytes[k]))
             for k in ("weights", "gradients", "optimizer", "activations")]
     rows.append((T("total"), T(""), I(est.bytes["total"]), G(est.bytes["total"])))
-    rows += [(T("convention"), T(a[len("convention "):]), T(""), T(""))  # issue 8: switches not at the paper's
+    rows += [(T("convention"), T(a[len("convention "):]), T(""), T(""))  # switches not at the paper's choice
              for a in est.assumptions if a.startswith("convention ")]
     tr = ctx.training
     return Table("estimate", f"Per-device memory at this configuration (ZeRO {tr.zero} ({cfg.ZERO_NAMES[tr.zero]}), "
@@ -215,7 +215,7 @@ def table_comparison(ctx) -> Table:
 
 def table_traces(ctx) -> Table:
     """Each measured trace (paper/traces/*.toml) against its framework's preset and the paper's
-    terms: the bytes one layer of each kind keeps, and outside the layers (issue 12)."""
+    terms: the bytes one layer of each kind keeps, and outside the layers."""
     from memsym.trace import records
     rows = []
     for rec in records.load_all():

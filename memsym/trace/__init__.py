@@ -1,4 +1,4 @@
-"""Ground truth per tensor (issue 12): trace real implementations on CPU.
+"""Ground truth per tensor (recorded in ``paper/traces/``): trace real implementations on CPU.
 
 :mod:`memsym.trace.recorder` records every tensor autograd saves for backward (de-duplicated
 by storage object), attributes it to the layer and sublayer whose operation saved it;

@@ -1,4 +1,4 @@
-"""Measured traces as data: ``paper/traces/*.toml`` (issue 12).
+"""Measured traces as data: ``paper/traces/*.toml``.
 
 Each record holds the config (path and SHA-256 of its bytes), the settings, the framework
 and its versions, the measured bytes per layer, outside the layers and per tensor family,
