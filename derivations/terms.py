@@ -22,17 +22,17 @@ from functools import lru_cache
 from typing import Dict
 
 from symbolic.term import Terms
+import sys
+import sympy
+import symbolic
 
 
 @lru_cache(maxsize=None)
 def _build(structure) -> Terms:
     """The frozen registry, from the on-disk cache (:mod:`symbolic.cache`) when the same structure was
     built by the same code (keyed by the sources of derivations/ and symbolic/ and sympy's version)."""
-    import sys
 
-    import sympy
 
-    import symbolic
     from symbolic import cache, digests
     return cache.pickled("terms", ("build", repr(structure), sympy.__version__, sys.version_info[:2],
                                    digests.source_digest(sys.modules["derivations"], symbolic)),

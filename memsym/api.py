@@ -13,6 +13,7 @@ import json
 from typing import Any, Dict, List
 
 from symbolic.errors import ConfigError
+from html import escape
 
 
 def _run(command: str, positional: List[str], options: Dict[str, Any]) -> Dict:
@@ -122,7 +123,6 @@ class Result:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from html import escape
         rows = "".join(f"<tr><td><code>{escape(str(k))}</code></td><td style='text-align:right'>"
                        f"{escape(f'{v:,}' if isinstance(v, int) and not isinstance(v, bool) else str(v))}</td></tr>"
                        for k, v in self._rows())

@@ -16,6 +16,7 @@ from typing import List, Optional
 
 from .commands import COMMANDS
 from .lines import one_line
+from . import __version__
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,7 +49,6 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     by name and one-line help (what ``memsym --help`` shows) without importing them."""
     parser = _Parser(prog="memsym", description="Symbolic GPU-memory derivations for DeepSeek-style training "
                                                 "(Zhang & Su, arXiv 2502.07846), exact and reproducible.")
-    from . import __version__
     parser.add_argument("--version", action="version", version=f"memsym {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, text in COMMANDS.items():

@@ -22,6 +22,12 @@ import sys
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from . import cache
+import hashlib
+import os
+import stat
+import json
+import shutil
+import tempfile
 
 _LOADED: Dict[Tuple, Callable] = {}
 
@@ -109,9 +115,6 @@ def source(exprs: Sequence, args: Sequence) -> str:
 def _files(folder: str) -> Optional[Dict[str, str]]:
     """{relative path: sha256} of every file under ``folder``; None when it holds anything but
     regular files and folders (a link, a FIFO) or cannot be read."""
-    import hashlib
-    import os
-    import stat
     out = {}
     for d, dirs, names in os.walk(folder):
         for name in dirs + names:
@@ -135,10 +138,6 @@ def _load(src: str, digest: str, n_out: int, n_in: int, use_cache: bool = True):
     folder removed at exit (compiled every process)."""
     import atexit
     import fcntl
-    import json
-    import os
-    import shutil
-    import tempfile
 
     import numpy as np
     kernels = cache.private_dir("kernels") if use_cache else None
@@ -180,7 +179,6 @@ def _load(src: str, digest: str, n_out: int, n_in: int, use_cache: bool = True):
 
 
 def _import(folder: str, digest: str):
-    import os
     name = f"memsym_kernel_{digest}"
     spec = importlib.util.spec_from_file_location(name, os.path.join(folder, "k.py"))
     mod = importlib.util.module_from_spec(spec)
@@ -190,7 +188,6 @@ def _import(folder: str, digest: str):
 
 
 def _sha(text: str) -> str:
-    import hashlib
     return hashlib.sha256(text.encode()).hexdigest()
 
 

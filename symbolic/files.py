@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+import shutil
 
 
 def write_atomic(path, data) -> None:
@@ -81,7 +82,6 @@ def write_tree(out, files, remove=()) -> list:
     else is left behind; the error is ConfigError naming the file and the cause (an
     interruption is re-raised as KeyboardInterrupt).  Returns the paths written, sorted.
     """
-    import shutil
 
     from .errors import ConfigError
     out = Path(out)

@@ -24,6 +24,7 @@ from symbolic.search import evaluate
 from derivations import config as cfg
 from derivations import notation as nt
 from derivations.assembly import schedules
+import sympy as sp
 
 #: Configurations per evaluation block (each is up to PP device slots).
 BLOCK = 4096
@@ -58,7 +59,6 @@ def microbatches(dp, mbs, global_batch: Optional[int], fixed: Optional[int]):
 
 
 def _compile(model, training, exprs: Mapping[str, object], keys):
-    import sympy as sp
 
     from symbolic.numeric import compile as compile_fn
     rows = (nt.DP, nt.TP, nt.PP, nt.EP, nt.ETP, nt.CP, nt.SP, nt.b, nt.s) + COMP

@@ -61,6 +61,8 @@ from derivations.config.switches import (ORDER, PRESETS, describe, notes, preset
 from derivations.notation import (B_a, CP, D, DP, EP, ETP, L_d, L_m, N, N_r, N_s, PP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
                                h, h_E, h_F, n_h, s, v)
 from symbolic.term import Part, Term, combine
+from derivations.assembly.sides import megatron_values
+from derivations.config.values import symbol_keyed
 
 MEG = "Megatron-LM theoretical_memory_usage.py (2026, with expert parallelism)"
 MZ = "NVIDIA Megatron-MoE-ModelZoo DeepSeek estimator"
@@ -216,8 +218,6 @@ def side_terms(reg, conventions: cfg.Conventions) -> List[Term]:
 
 def megatron_substitution(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training) -> Dict:
     """The substitution of Megatron's shard, keyed by symbol (:func:`derivations.assembly.sides.megatron_values`)."""
-    from derivations.assembly.sides import megatron_values
-    from derivations.config.values import symbol_keyed
     return symbol_keyed(megatron_values(model, layout, training))
 
 

@@ -35,6 +35,8 @@ from symbolic.errors import ConfigError
 
 from derivations.config.limits import CONFIG_BYTES, CONFIG_DEPTH, CONFIG_DIGITS, FIELDS
 from derivations.config.model import ModelSpec
+import re
+import hashlib
 
 #: model_type values of the architecture memsym covers (DeepseekV2/V3 modelling code).
 MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
@@ -124,7 +126,6 @@ _NESTING = None
 
 def _nesting_offset(text: str, limit: int) -> Optional[int]:
     """The character offset where ``text`` (JSON) nests deeper than ``limit``, or None."""
-    import re
     global _NESTING
     if _NESTING is None:
         _NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
@@ -345,7 +346,6 @@ class ConfigFile:
     @property
     def sha256(self) -> str:
         """SHA-256 of the bytes read (what a trace record keeps: memsym/trace/records.py)."""
-        import hashlib
         return hashlib.sha256(self.raw).hexdigest()
 
 

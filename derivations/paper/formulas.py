@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from derivations.paper.reference import PAPER_DIR
+from derivations.config import ConfigError
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,6 @@ def load(path=None) -> List[Formula]:
 
 
 def check(formula: Formula, model=None) -> FormulaCheck:
-    from derivations.config import ConfigError
     from derivations.paper.verify import verify
     try:
         res = verify(formula.text, formula.term, assume=formula.assume, model=model, stage=formula.stage)

@@ -12,6 +12,7 @@ from derivations.config import resolve as R
 from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
     _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS, apply_limits, dtype_bytes, recompute_policy, imbalance_factor,
     layer_counts)
+from derivations.config.recipes import RECIPES
 
 
 def check_conflicts(args) -> None:
@@ -96,7 +97,6 @@ def add_layout_options(p: argparse.ArgumentParser, stage: bool = True) -> None:
 def add_training_options(p: argparse.ArgumentParser) -> None:
     E, T, D = _Explicit, _ExplicitTrue, cfg.Training()  # the defaults are the Training dataclass's
     g = p.add_argument_group("training (defaults: the paper's Tables 7 and 9)")
-    from derivations.config.recipes import RECIPES
     g.add_argument("--recipe", choices=list(RECIPES), default=None, action=_Recipe,
                    help="preset of layout and choices: deepseek-v3 (the DeepSeek-V3 report's own training: PP16 "
                         "EP64 no TP, ZeRO-1 over 2048 GPUs, DualPipe, BF16 moments, FP32 master weights and "

@@ -6,6 +6,7 @@ from dataclasses import replace
 from derivations import config as cfg
 from symbolic.exact import fmt_gib, fmt_int
 from . import COMMANDS, common
+from derivations.config.switches import ORDER, switches_json
 
 LABELS = {"routed_tokens": "routed tokens per device", "attention": "attention kernel",
           "router_tensors": "router tensors", "shared_expert": "shared expert", "dropout_masks": "dropout masks",
@@ -108,7 +109,6 @@ def title(est) -> str:
 
 
 def to_json(columns, falls) -> dict:
-    from derivations.config.switches import ORDER, switches_json
     e0 = columns["paper"][0]
     out = {"model": e0.model.name, "layout": e0.to_json()["layout"], "stage": e0.stage.index, "order": list(ORDER),
            "presets": {}, "waterfalls": {}}

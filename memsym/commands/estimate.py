@@ -4,6 +4,11 @@ from __future__ import annotations
 from derivations import config as cfg
 from symbolic.exact import count, fmt_gib, fmt_int
 from . import COMMANDS, common
+from derivations.config.recipes import RECIPES
+from derivations.config.switches import preset_of
+from derivations.config.values import PAPER_BYTES
+from fractions import Fraction
+from types import SimpleNamespace
 
 
 def add_parser(sub):
@@ -201,7 +206,6 @@ def _device(args):
     """(name, bytes) of the GPU a --recipe names (DeepSeek-V3: the 80 GiB H800), else None."""
     if not getattr(args, "recipe", None):
         return None
-    from derivations.config.recipes import RECIPES
     return RECIPES[args.recipe].device
 
 
@@ -233,7 +237,6 @@ def _policy(tr) -> str:
         out += "; FP8 activations"
     if tr.imbalance != 1:
         out += f"; imbalance F={float(tr.imbalance):g}"
-    from derivations.config.switches import preset_of
     preset = preset_of(tr)
     if preset != "paper":
         changed = [f"{k}={v}" for k, v in tr.conventions.changed()]
@@ -249,7 +252,6 @@ def _policy(tr) -> str:
 
 def _bytes_dtypes(tr) -> str:
     d = dict(tr.bytes)
-    from derivations.config.values import PAPER_BYTES
     if all(d.get(k) == v for k, v in PAPER_BYTES.items()):
         return ""
     return "bytes per element: " + " ".join(f"{k}={fmt_int(v)}" for k, v in tr.bytes)
@@ -437,7 +439,6 @@ def explain_modelzoo(est) -> list:
 
 def explain_params(est) -> list:
     """How P_n and P_m of the device arise from the per-layer terms (Sec. 3 rules)."""
-    from fractions import Fraction
     if est.term_ids.get("params", "").startswith("conv.megatron"):
         return explain_megatron(est)
     if est.term_ids.get("params", "").startswith("conv.modelzoo"):
@@ -445,7 +446,6 @@ def explain_params(est) -> list:
     m, lay, st = est.model, est.layout, est.stage
     shared_tp = est.training.conventions.shared_expert == "tp"
     if len(est.held) > 1:  # DualPipe: the device holds two stages' parameters
-        from types import SimpleNamespace
         st = SimpleNamespace(dense=sum(c.dense for c in est.held), moe=sum(c.moe for c in est.held),
                              embedding=any(c.embedding for c in est.held), head=any(c.head for c in est.held))
     t = _terms(est)

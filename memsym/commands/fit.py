@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 from . import COMMANDS, common
+from dataclasses import replace
+from fractions import Fraction
+from derivations import config as cfg
 
 
 def add_parser(sub):
@@ -86,7 +89,6 @@ def data(args) -> dict:
 
 def plot_memory_vs_seq(model, layout, training, hbm, res, path):
     """Peak at the binding stage vs s (powers of two around the answer) for every recomputation policy."""
-    from dataclasses import replace
     from derivations.assembly import device
     from derivations.assembly import totals
     from derivations import notation as nt
@@ -119,8 +121,6 @@ def _forms(root, form):
 
 
 def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
-    from fractions import Fraction
-    from derivations import config as cfg
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     from .sensitivity import _config_json, _exact, _num
@@ -186,8 +186,6 @@ def _pipeline_text(p: dict) -> str:
 
 
 def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
-    from fractions import Fraction
-    from derivations import config as cfg
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     from symbolic.exact import fmt_gib, fmt_int

@@ -7,10 +7,10 @@ import time
 
 from ..lines import one_line
 from . import COMMANDS, common
+from derivations.config import ConfigError
 
 
 def formats_type(text: str):
-    from derivations.config import ConfigError
     from ..report import parse_formats
     try:
         return parse_formats(text)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from . import COMMANDS, common
+import sys
 
 
 def add_parser(sub):
@@ -28,7 +29,6 @@ def run(args) -> int:
         check_out_dir(args.out)
     code = _verdict(args)
     if getattr(args, "out", None):
-        import sys
         from ..report import Context, DEFAULT_FORMATS
         from .report import write
         code = max(code, write(Context.create(), args.out, DEFAULT_FORMATS,

@@ -9,6 +9,8 @@ import os
 
 from symbolic.exact import fmt_gib, fmt_int
 from . import COMMANDS, common
+from derivations.config import ConfigError
+from derivations import config as cfg
 
 
 def add_parser(sub):
@@ -40,7 +42,6 @@ def add_parser(sub):
 def _ids(text):
     if text is None:
         return None
-    from derivations.config import ConfigError
     ids = [t.strip() for t in text.split(",")]
     if not all(ids):
         raise ConfigError("runs", f"--id expects comma-separated run ids, got {text!r}")
@@ -57,7 +58,6 @@ def _shown_model(path: str) -> str:
 
 def evaluate(runs, forced=None):
     """[(run, result dict)] for ``runs``: each evaluated under its preset and compared by kind."""
-    from derivations import config as cfg
     from derivations.analyses import runs as R
     from derivations.assembly.device import estimate_all
     from derivations.config.gpus import gpu as gpu_preset

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from . import COMMANDS, common
+from derivations import config as cfg
+from symbolic.exact import fmt_gib, fmt_int
 
 DEFAULT_WRT = "b,s,DP,TP,PP,EP,ETP,CP,N_r"
 
@@ -86,7 +88,6 @@ def tornado_items(results):
 from symbolic.exact import as_number as _num, exact_text as _exact  # noqa: E402  (JSON: number, exact text)
 
 def _config_json(model, layout, training, comp):
-    from derivations import config as cfg
     return {"model": model.name,
             "layout": {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "ep": layout.ep, "etp": layout.etp,
                        "cp": layout.cp, "sp": layout.SP, "sp_tied_to_tp": layout.sp is None},
@@ -135,10 +136,8 @@ def to_json(model, layout, training, comp, values, results, with_latex=False) ->
 
 
 def render_text(model, layout, training, comp, values, results, with_latex=False) -> str:
-    from derivations import config as cfg
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
-    from symbolic.exact import fmt_gib, fmt_int
     form = S.latex if with_latex else S.text
     lines = [f"memsym sensitivity: {model.name}, one device of stage {comp.index} of {layout.pp} ({comp.label}: "
              f"L_d={comp.dense}, L_m={comp.moe}, e_E={int(comp.embedding)}, e_H={int(comp.head)})",

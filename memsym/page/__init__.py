@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from .. import __version__
 
 PAGE_NAME = "memsym-calculator.html"
 
@@ -25,7 +26,6 @@ def render(check: bool = True, data=None) -> str:
 
     from symbolic.resources import TEMPLATES_DIR
 
-    from .. import __version__
     from .data import generate
     d = dict(generate(check=check) if data is None else data)
     fns, mathml = d.pop("fns"), d.pop("mathml")

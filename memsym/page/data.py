@@ -29,7 +29,10 @@ import sympy as sp
 from derivations import config as cfg
 from derivations import variant
 
-from .codegen import js, mathml
+from .codegen import js, mathml, symbols_of
+from derivations.config import Conventions, hfconfig, limits as L
+from derivations.notation import EXTENSION_DEFAULTS, M_buf, PAPER_BYTES, f_frag
+from derivations.config.presets import PRESET_NAMES, preset_path
 
 RC = ("none", "selective", "full", "custom")
 
@@ -48,7 +51,6 @@ class Pool:
         expr = sp.sympify(expr)
         key = sp.srepr(expr) + "|" + (sp.srepr(display) if display is not None else "")
         if key not in self.index:
-            from .codegen import symbols_of
             self.index[key] = len(self.fns)
             self.fns.append(f"(e) => {js(expr)}")
             self.exprs.append(expr)
@@ -217,7 +219,6 @@ def check_activations(unit_list, q_lora: bool, pool_exprs: List, n: int = 200, s
 def composition(pool: Pool) -> Dict:
     """Coefficients of act.stage (per kind) and of act.peak, from the paper view's terms."""
     from derivations.activations import view_terms
-    from derivations.config import Conventions
     from derivations.activations.views import PAPER, View
     t = view_terms(PAPER, True)
     coef = lambda p: p.num[0] if len(p.num) > 1 else 1
@@ -239,7 +240,6 @@ def schedules(pool: Pool) -> Dict:
 
 def overheads(pool: Pool) -> Dict:
     from derivations.assembly import overheads as oh
-    from derivations.notation import M_buf, f_frag
     alloc = sp.Symbol("M_alloc", positive=True)
     ends = {end: {"f_frag": _q(oh.overhead_values(end)[f_frag]), "M_buf": _q(oh.overhead_values(end)[M_buf])}
             for end in ("low", "high")}
@@ -254,10 +254,7 @@ def _q(x) -> str:
 # ----------------------------------------------------------------------------- the options
 def options() -> Dict:
     """The options of ``estimate`` the page offers, their values and defaults (from derivations)."""
-    from derivations.config.presets import PRESET_NAMES, preset_path
     from derivations.config.recipes import RECIPES
-    from derivations.config import hfconfig
-    from derivations.notation import EXTENSION_DEFAULTS, PAPER_BYTES
     from derivations.assembly.runtime import buffers_term
     from symbolic.numeric import exact
     lay, tr = cfg.Layout(), cfg.Training()
@@ -323,7 +320,6 @@ def inputs() -> Dict:
     """What the page reads its fields and a pasted config.json with: the limits of derivations/config/limits.py
     (the command line's), and the Python text rules its messages depend on (str.strip's white space,
     repr's printable characters), so that the page refuses what the command line refuses, in its words."""
-    from derivations.config import limits as L
     return {
         "options": {k: _limit(v) for k, v in L.OPTIONS.items()},
         "fields": {k: _limit(v) for k, v in L.FIELDS.items()},

@@ -23,6 +23,8 @@ from . import cached, rendering
 from .extras import NOTEBOOK_FORMATS, require_report
 from .pdf import TEX_ENGINES, PdfError, compile_pdf, find_tex_engine
 from .sections import outline_report
+import signal
+from symbolic.resources import build_dir
 
 FORMATS = ("tex", "md", "html", "ipynb", "pdf")
 #: Seconds to wait for a notebook's HTML from the helper process before converting it here.
@@ -32,7 +34,6 @@ DEFAULT_FORMATS = FORMATS
 
 def default_out_dir() -> Path:
     """``./memsym-report`` under the current directory (never the installed package's tree)."""
-    from symbolic.resources import build_dir
     return build_dir()
 
 
@@ -137,7 +138,6 @@ def _stop(kernel, run: Optional[_NotebookRun]) -> None:
     notebook, the kernel process is killed and the worker, which then fails at once, shuts its
     client down itself: tearing the client's sockets down from this thread as well leaves zmq
     waiting for ever.  Before the worker starts, the kernel is shut down here."""
-    import signal
     if run is None or not run.worker.is_alive():
         kernel.shutdown()
         return

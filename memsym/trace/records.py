@@ -14,6 +14,7 @@ import os
 import re
 import tomllib
 from typing import Dict, List
+import types
 
 
 SETTINGS = ("framework", "model", "mbs", "seq", "act_dtype", "attention", "experts", "recompute")
@@ -135,7 +136,6 @@ def config_path(rec: Dict) -> str:
 
 def predict(rec: Dict, preset: str = None) -> Dict:
     """``estimate --json``'s per-layer bytes at a record's settings (no torch)."""
-    import types
 
     from .compare import predicted
     st = rec["settings"]
@@ -145,7 +145,6 @@ def predict(rec: Dict, preset: str = None) -> Dict:
 
 def retrace(rec: Dict) -> Dict:
     """Measure a record's settings again (needs the trace extra): the ``trace`` result."""
-    import types
 
     from .compare import result
     from . import hf, mcore
