@@ -26,6 +26,7 @@ def _args(command: str, positional: List[str], options: Dict[str, Any]):
     option's own type and action, no argv built), resolved as the command line resolves them; the model
     is set as the ModelSpec it stands for (never typed back as text and read again: the spec given is
     the spec evaluated)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from memsym.commands.common import finish
     from memsym.commands.keywords import namespace
     options = dict(options)
@@ -40,6 +41,7 @@ def _args(command: str, positional: List[str], options: Dict[str, Any]):
 
 def _plain(data) -> Any:
     """The JSON value of ``data`` (what the CLI prints): exact numbers as the CLI writes them."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from .commands.common import json_default
     return json.loads(json.dumps(data, default=json_default))
 
@@ -49,6 +51,7 @@ def _spec(model):
     hand: types, ranges, relations), and named by what it is when it is a preset changed by hand (the
     preset's name would call it what it no longer is); or the preset or config.json a text names (read once,
     now)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.config import ModelSpec, load_model
     from derivations.config.presets import checked
     if isinstance(model, ModelSpec):
@@ -215,18 +218,21 @@ def verify(formula: str, against: str, model=None, **options) -> Result:
 
 def _verify(positional, options) -> Dict:
     args = _args("verify", positional, options)
+    # lazy: sympy (only this path needs it)
     from memsym.verdict import verify as run
     return run(args.formula, args.against, assume=args.assume, model=args.model, stage=args.stage).to_json()
 
 
 def terms(model=None):
     """Every base term of ``model`` (a frozen registry: id -> :class:`symbolic.term.Term`)."""
+    # lazy: sympy (only this path needs it)
     from derivations import build
     return build(model if hasattr(model, "structure") else load_model(model))
 
 
 def load_model(name_or_path: str = None):
     """A model preset by name or a Hugging Face ``config.json`` (read as data)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.config import DEFAULT_MODEL, load_model as load
     return load(name_or_path or DEFAULT_MODEL)
 

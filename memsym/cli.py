@@ -57,6 +57,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         else:
             sub.add_parser(name, help=text)
     if only is None or only:  # a subcommand built: bound its options (derivations/config/limits.py)
+        # lazy: modules this module's importers do not need (--help stays instant)
         from .commands.common import apply_limits
         apply_limits(parser)
     return parser
@@ -91,6 +92,7 @@ def _main(argv: Optional[List[str]] = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     if not process:
         return _dispatch(argv)
+    # lazy: modules this module's importers do not need (--help stays instant)
     from symbolic import cache
     cache.DEFER_WARNING = True  # a cache warning is printed after a successful run: an error stays one line
     rc = _dispatch(argv)
@@ -107,6 +109,7 @@ def _dispatch(argv: List[str]) -> int:
     if not getattr(args, "run", None):
         parser.print_help()
         return 2
+    # lazy: modules this module's importers do not need (--help stays instant)
     from symbolic.errors import ConfigError
     try:
         from .commands.common import finish

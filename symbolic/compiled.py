@@ -42,6 +42,7 @@ def backend() -> str:
 
 
 def _printer():
+    # lazy: sympy (only this path needs it)
     from sympy.printing.pycode import PythonCodePrinter
     from sympy.printing.precedence import precedence
 
@@ -67,6 +68,7 @@ def _printer():
 
 def source(exprs: Sequence, args: Sequence) -> str:
     """The Python source of the numba kernel ``kernel(out_0, ..., out_k, a_0, ..., a_n)``."""
+    # lazy: sympy (only this path needs it)
     import sympy as sp
     names = [sp.Symbol(f"a{i}") for i in range(len(args))]
     ren = dict(zip(args, names))
@@ -136,6 +138,7 @@ def _load(src: str, digest: str, n_out: int, n_in: int, use_cache: bool = True):
     all under a lock (``kernels/.lock``: concurrent first runs do not pull a folder from under each
     other) and umask 077 (numba's files private too).  Without a usable cache, a private temporary
     folder removed at exit (compiled every process)."""
+    # lazy: numpy (only this path needs it)
     import atexit
     import fcntl
 
@@ -195,6 +198,7 @@ def compile(obj, args: Sequence) -> Callable:
     """A function of ``args`` (float64 columns of one length, or scalars) computing ``obj`` (an
     expression or a tuple of them, as for :func:`symbolic.numeric.compile`), compiled once and
     cached in the process and on disk.  Returns an array, or a tuple of arrays for a tuple."""
+    # lazy: sympy, numpy (only this path needs it)
     import sympy as sp
 
     from .notation import SYMBOLS, expand_derived
@@ -238,5 +242,6 @@ def compile(obj, args: Sequence) -> Callable:
 
 
 def _numba_version() -> str:
+    # lazy: numpy, numba (optional; only this path needs it)
     import numba
     return numba.__version__

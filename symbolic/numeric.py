@@ -80,6 +80,7 @@ def from_source(src: str) -> Callable:
     builtins and range): the same code on the same numpy functions, so the same numbers, without sympy's
     printing and common-subexpression passes."""
 
+    # lazy: numpy (only this path needs it)
     import numpy
     namespace = dict(numpy.__dict__)
     namespace.update({"builtins": builtins, "range": range})

@@ -270,6 +270,7 @@ class Terms(Dict[str, Term]):
         return out.freeze()
 
     def __missing__(self, key):
+        # lazy: modules this module's importers do not need (loaded only on this path)
         import difflib
         close = difflib.get_close_matches(key, list(self), n=5, cutoff=0.5)
         hint = f"; closest: {', '.join(close)}" if close else ""

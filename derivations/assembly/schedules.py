@@ -101,6 +101,7 @@ def formulas(name: str) -> Tuple[Tuple[str, object, str], ...]:
     imported here, for the formulas only.
 
     'own' is stage i; 'mirror' is stage PP - 1 - i (DualPipe only); part as :data:`PARTS`."""
+    # lazy: sympy (estimate/params import no sympy)
     import sympy as sp
 
     from derivations.notation import PP, VPP, i_s, n_mb

@@ -66,6 +66,7 @@ def device_components(model, layout, training: Training, index: int) -> Dict[str
     under DualPipe) and n_fl x the activations of each chunk it runs, as ``derivations.device``
     assembles them (every term is linear in the stage composition L_d, L_m, e_E, e_H)."""
 
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.assembly import schedules
     if training.virtual_layers is not None:  # the closed forms count each rank's layers in V equal chunks

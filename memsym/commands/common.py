@@ -188,6 +188,7 @@ HBM_HELP = ("memory per GPU with its unit: GiB, MiB, TiB (binary) or GB, MB, TB 
 
 
 def gpu_names() -> str:
+    # lazy: modules this module's importers do not need (estimate loads only what it runs)
     from derivations.config.gpus import presets
     return ", ".join(presets())
 
@@ -203,6 +204,7 @@ def add_budget_options(p: argparse.ArgumentParser, default_hbm: str = None, what
 
 def budget_from_args(args, default_hbm: str = None, required: bool = False):
     """(bytes, GPU preset or None) of --hbm / --gpu; None when neither is given and not required."""
+    # lazy: modules this module's importers do not need (estimate loads only what it runs)
     from derivations.config.gpus import budget
     hbm, gpu = budget(args.hbm, args.gpu)
     if hbm is None and default_hbm is not None:
@@ -256,6 +258,7 @@ def configuration(args) -> "R.Configuration":
 
 def json_default(o):
     if isinstance(o, Fraction):
+        # lazy: modules this module's importers do not need (estimate loads only what it runs)
         from symbolic.exact import as_number
         return as_number(o)
     if isinstance(o, range):

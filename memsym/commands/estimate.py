@@ -45,6 +45,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly.device import estimate, estimate_all
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_from_args(args)
@@ -75,6 +76,7 @@ def _verdict(args, model, layout, training):
     hbm, gpu = common.budget_from_args(args)
     if hbm is None:
         return None
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses.budget import verdict
     return verdict(model, layout, training, hbm, gpu)
 
@@ -111,6 +113,7 @@ def data(args, est=None, verdict=None) -> dict:
     if args.tensors:
         return _tensors_json(args, model, layout, training)
     if args.all_stages:
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from derivations.assembly.device import estimate_all
         every, worst = estimate_all(model, layout, training, common.recipe_assumptions(args))
         return _all_stages_json(every, worst, _device(args))
@@ -122,6 +125,7 @@ def data(args, est=None, verdict=None) -> dict:
 
 
 def _run_tensors(args, model, layout, training) -> int:
+    # lazy: sympy (only this path needs it)
     from derivations.assembly.conventions import tensor_rows
     from derivations.assembly.device import activation_ids, estimate
     est = estimate(model, layout, training, common.stage_from_args(args))
@@ -139,6 +143,7 @@ def _run_tensors(args, model, layout, training) -> int:
 
 def _tensors_json(args, model, layout, training, computed=None) -> dict:
     """What ``estimate --tensors --json`` prints."""
+    # lazy: sympy (only this path needs it)
     from derivations.assembly.conventions import SAVINGS, tensor_rows
     from derivations.assembly.device import activation_ids, estimate
     if computed is None:
@@ -157,6 +162,7 @@ def _tensors_json(args, model, layout, training, computed=None) -> dict:
 
 def _display_subs(est):
     """Parallel degrees and bytes per element substituted, the paper's way of printing a tensor (4bsh/2)."""
+    # lazy: sympy (only this path needs it)
     from derivations.notation import REGISTRY
     shown = {k: v for k, v in est.subs.items() if k.name in REGISTRY and
              (REGISTRY[k.name].role == "bytes" or (REGISTRY[k.name].role == "parallel" and v == 1))}
@@ -164,16 +170,19 @@ def _display_subs(est):
 
 
 def _formula(part, dsubs) -> str:
+    # lazy: sympy (only this path needs it)
     import sympy as sp
     return sp.sstr(part.display(*dsubs), order="none")
 
 
 def _latex(part, dsubs) -> str:
+    # lazy: sympy (only this path needs it)
     from symbolic.render import expr_latex
     return expr_latex(part.display(*dsubs), ordered=False)
 
 
 def render_tensors(est, rows, saving, layer_id, dsubs) -> str:
+    # lazy: sympy (only this path needs it)
     from derivations.assembly.conventions import SAVINGS
     lay, tr = est.layout, est.training
     conv = est.to_json()["conventions"]
@@ -348,6 +357,7 @@ def _schedule_lines(est) -> list:
     """With a schedule: one micro-batch's activations, the in-flight count and (DualPipe) the second stage."""
     if not est.training.schedule:
         return []
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly.schedules import TITLES
     b = est.bytes
     wb = max(18, 2 + max(len(fmt_int(v)) for v in b.values()))
@@ -406,12 +416,14 @@ def explain_split(est) -> list:
 
 def _terms(est, values=None):
     """The device's terms at ``values`` (default: the estimate's), from the generated evaluators."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import evaluate as ev
     return ev.Terms(est.model.structure, ev.derived(dict(est.values if values is None else values)))
 
 
 def explain_megatron(est) -> list:
     """The parts of Megatron's most-loaded shard (--rank megatron)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly.sides import megatron_values
     values = megatron_values(est.model, est.layout, est.training)
     tid = est.term_ids["params"]
@@ -461,6 +473,7 @@ def explain_params(est) -> list:
     mats = lambda tag: ", ".join(key.replace("_", "^", 1) for key, tags, _ in t.parts("params.mla") if tag in tags)
     mtp_note = []
     if est.training.conventions.mtp and st.head and m.mtp_layers:  # conventions.mtp_stage_shift
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from derivations.assembly.sides import mtp_stage_shift
         _, moe2, emb2, _ = mtp_stage_shift(m, lay.pp, st.dense, st.moe, int(st.embedding), 1)
         mtp_note = [f"  --mtp: + {m.mtp_layers} MTP module{'s' * (m.mtp_layers != 1)} on this last stage, each counted "

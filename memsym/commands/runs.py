@@ -58,6 +58,7 @@ def _shown_model(path: str) -> str:
 
 def evaluate(runs, forced=None):
     """[(run, result dict)] for ``runs``: each evaluated under its preset and compared by kind."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import runs as R
     from derivations.assembly.device import estimate_all
     from derivations.config.gpus import gpu as gpu_preset
@@ -85,6 +86,7 @@ def evaluate(runs, forced=None):
 
 def data(args) -> dict:
     """What ``memsym runs --json`` prints: {"runs": [...]}."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import runs as R
     runs = R.select(R.load(args.data), _ids(args.ids))
     return {"runs": [res for _, res in evaluate(runs, args.force_conventions)],
@@ -93,6 +95,7 @@ def data(args) -> dict:
 
 def run(args) -> int:
     if args.plot:
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from ..plots import check_output
         check_output(args.plot)
     from derivations.analyses import runs as R
@@ -122,6 +125,7 @@ def _verdict(r) -> str:
 
 
 def render(results, verbose=False) -> str:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses.runs import BAND, FRAMEWORK_WHY
     wid = max([len(r["id"]) for r in results] + [2])
     head = (f"{'run':<{wid}}  {'kind':<13} {'conf':<6} {'measured':>10} {'predicted':>10} {'ratio':>6}  "

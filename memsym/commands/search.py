@@ -92,6 +92,7 @@ def _apply_recipe(args) -> None:
 def _search(args, rows=None):
     """(model, hbm, SearchResult, ordered row indices) of a search command line: the first ``rows``
     of them (None: all)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
     _apply_recipe(args)
     model = common.model_from_args(args)
@@ -105,12 +106,14 @@ def _search(args, rows=None):
 
 def data(args) -> dict:
     """What ``search --json`` prints, as Python objects."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
     model, hbm, result, full = _search(args, args.top)
     return {**_header(model, args, hbm, result), "rows": S.rows(result, full)}
 
 
 def run(args) -> int:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
     from ..plots import check_output, check_writable, write_atomic
     if args.csv:
@@ -142,6 +145,7 @@ def label(r) -> str:
 
 
 def _header(model, args, hbm, result) -> dict:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     enum = result.enumeration
     over = result.overheads
@@ -164,6 +168,7 @@ def _header(model, args, hbm, result) -> dict:
 
 def write_json(model, args, hbm, result, idx) -> None:
     """JSON with one object per row, formatted straight from the columns (tens of thousands of rows)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
     head = json.dumps(_header(model, args, hbm, result), indent=2)
     cols, keys = S.columns(result, idx), S.row_keys(result)
@@ -175,6 +180,7 @@ def write_json(model, args, hbm, result, idx) -> None:
 
 
 def csv_text(rows) -> str:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     import csv
     from derivations.analyses import search as S
     buf = io.StringIO()
@@ -185,6 +191,7 @@ def csv_text(rows) -> str:
 
 
 def render_text(model, args, hbm, result, idx) -> str:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.exact import count, fmt_gib, fmt_int
     from derivations.analyses import search as S
     h = _header(model, args, hbm, result)

@@ -34,6 +34,7 @@ def add_parser(sub):
 
 def _analyse(args):
     """(model, layout, training, stage, bytes, [Sensitivity]) of a sensitivity command line."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import sensitivity as S
     from derivations.assembly.device import default_stage
     model = common.model_from_args(args)
@@ -57,6 +58,7 @@ def data(args) -> dict:
 
 def run(args) -> int:
     if args.plot:
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from ..plots import check_output
         check_output(args.plot)
     model, layout, training, comp, values, results = _analyse(args)
@@ -99,6 +101,7 @@ def _config_json(model, layout, training, comp):
 
 
 def to_json(model, layout, training, comp, values, results, with_latex=False) -> dict:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     out = _config_json(model, layout, training, comp)
@@ -136,6 +139,7 @@ def to_json(model, layout, training, comp, values, results, with_latex=False) ->
 
 
 def render_text(model, layout, training, comp, values, results, with_latex=False) -> str:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     form = S.latex if with_latex else S.text

@@ -53,6 +53,7 @@ def add_parser(sub):
 def run(args) -> int:
     """Read and check everything first (memsym/trace/inputs.py: the config read once, bounded and
     validated as estimate does, the options, the record's folder), then import torch and trace."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from memsym.trace import INSTALL_HINT, inputs, missing
     conf = inputs.read(args.model)
     inputs.check_size(conf.model, args.mbs, args.seq)
@@ -93,6 +94,7 @@ def run(args) -> int:
 
 def _check_record(args) -> None:
     """``--record FILE`` can be written, and every string it will hold is one TOML can (before the trace)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from memsym.trace.records import toml_string
     if os.path.isdir(args.record):
         raise ConfigError("trace.record", f"--record {args.record}: is a directory; name the record's file")

@@ -86,6 +86,7 @@ def _display(term):
 
 def model_states(pool: Pool) -> Dict:
     """{structure: {side: {ids: {zero: {component: id}}, terms: {id: fn}, P_n, P_m}}}."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly.sides import weight_side
     out = {}
     for structure in STRUCTURES:
@@ -123,6 +124,7 @@ def features() -> List[Tuple[str, Tuple]]:
 
 def make_view(rc: str, assign: Dict):
     """The derivations View of a recompute policy and feature values (absent: the first value)."""
+    # lazy: sympy (only this path needs it)
     from derivations.activations.views import View
     feats = dict(features())
     val = lambda f: assign.get(f, feats[f][0])
@@ -133,6 +135,7 @@ def make_view(rc: str, assign: Dict):
 
 def units(q_lora: bool):
     """Every tensor of the lists: (kind, key, label, count, num, den, tags)."""
+    # lazy: sympy (only this path needs it)
     from derivations.activations.inventory import SPECS
     from derivations.activations.views import Group
     for kind, specs in SPECS.items():
@@ -146,6 +149,7 @@ def units(q_lora: bool):
 
 
 def _outcome(unit, view):
+    # lazy: sympy (only this path needs it)
     from derivations.activations.views import _kept
     kind, key, label, count, num, den, tags = unit
     got = _kept(view, num, den, tags)
@@ -204,6 +208,7 @@ def evaluate_units(unit_list, rc: str, assign: Dict, pool_exprs: List) -> Dict[s
 
 def check_activations(unit_list, q_lora: bool, pool_exprs: List, n: int = 200, seed: int = 1) -> None:
     """The generated tables give every kind's term of ``n`` random views (AssertionError otherwise)."""
+    # lazy: sympy (only this path needs it)
     from derivations.activations import view_terms
     rng = random.Random(seed)
     for i in range(n):
@@ -218,6 +223,7 @@ def check_activations(unit_list, q_lora: bool, pool_exprs: List, n: int = 200, s
 
 def composition(pool: Pool) -> Dict:
     """Coefficients of act.stage (per kind) and of act.peak, from the paper view's terms."""
+    # lazy: sympy (only this path needs it)
     from derivations.activations import view_terms
     from derivations.activations.views import PAPER, View
     t = view_terms(PAPER, True)
@@ -232,6 +238,7 @@ def composition(pool: Pool) -> Dict:
 
 # ----------------------------------------------------------------------------- schedules, overheads
 def schedules(pool: Pool) -> Dict:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly import schedules as sch
     return {name: {"title": sch.TITLES[name],
                    "chunks": [[which, pool.add(expr), part] for which, expr, part in sch.formulas(name)]}
@@ -239,6 +246,7 @@ def schedules(pool: Pool) -> Dict:
 
 
 def overheads(pool: Pool) -> Dict:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly import overheads as oh
     alloc = sp.Symbol("M_alloc", positive=True)
     ends = {end: {"f_frag": _q(oh.overhead_values(end)[f_frag]), "M_buf": _q(oh.overhead_values(end)[M_buf])}
@@ -254,6 +262,7 @@ def _q(x) -> str:
 # ----------------------------------------------------------------------------- the options
 def options() -> Dict:
     """The options of ``estimate`` the page offers, their values and defaults (from derivations)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.config.recipes import RECIPES
     from derivations.assembly.runtime import buffers_term
     from symbolic.numeric import exact
@@ -337,6 +346,7 @@ def inputs() -> Dict:
 
 def gpus() -> List[Dict]:
     """The GPU table of the fit verdict: the ``--gpu`` presets (derivations/config/gpus.toml)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.config.gpus import presets
     return [{"id": g.key, "name": g.name, "bytes": g.capacity, "capacity": f"{g.capacity} B ({g.kind})",
              "source": g.source} for g in presets().values()]

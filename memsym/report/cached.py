@@ -36,6 +36,7 @@ def report_key(ctx, plan) -> Optional[Tuple]:
     configuration alone determines (terms or substitution changed by hand, a subclass)."""
 
 
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import configured
 
     if type(ctx) is not Context or (ctx._terms is not None and ctx._terms is not configured(ctx.model, ctx.training)):
@@ -106,6 +107,7 @@ def rendered(ctx, plan, report, fmt: str, make: Callable[[], str]) -> str:
 
 
 def _versions(packages=HTML_PACKAGES) -> Tuple:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from importlib import metadata
     out = []
     for name in packages:
