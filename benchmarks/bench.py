@@ -19,7 +19,7 @@ cache off and a fresh HOME, each repetition a command line not run before (anoth
 generated evaluators, no sympy, no replay), `memsym search --gpus
 1024|16384 --hbm 80GiB` (interleaved), and `memsym report --format tex,md,html` (full mode only).  Exactness is asserted (every path agrees with
 symbolic.numeric.exact to the byte below 2^53, and the hand formula equals the terms exactly);
-timings are printed, never asserted.  Goals (issue 15): compiled <= 2.5x floor, search 16384
+timings are printed, never asserted.  Performance goals: compiled <= 2.5x floor, search 16384
 < 1 s and <= 1.5x a new estimate, report < 3 s, a new estimate <= 1.2x import sympy.
 
     python benchmarks/bench.py [--points N] [--repeat R] [--quick] [--json]
@@ -163,7 +163,7 @@ def bench_eval(points, repeat):
     from symbolic.numeric import compile as numpy_compile, exact
     from symbolic.search import evaluate, factored
     model = cfg.PRESETS["deepseek-v3"]
-    dims = independent.MODELS["deepseek-v3"]  # the digest's dimensions, not memsym's preset
+    dims = independent.MODELS["deepseek-v3"]  # tests/independent.py's hand-copied dimensions, not memsym's preset
     training = cfg.Training(zero=ZERO)
     fixed = {k: v for k, v in cfg.substitution(model, None, training).items() if k not in (nt.b, nt.s)}
     expr = nt.expand_derived(totals.device_total(model, training).expr).xreplace(fixed)

@@ -12,6 +12,7 @@ _TERMS = ("build", "variant", "configured", "Variant", "_build", "_make", "_vari
 
 def __getattr__(name):
     if name in _TERMS:
+        # lazy: modules this module's importers do not need (estimate loads only what it runs)
         from . import terms
         return getattr(terms, name)
     raise AttributeError(f"module 'derivations' has no attribute {name!r}")

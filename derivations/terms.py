@@ -22,17 +22,18 @@ from functools import lru_cache
 from typing import Dict
 
 from symbolic.term import Terms
+import sys
+import sympy
+import symbolic
 
 
 @lru_cache(maxsize=None)
 def _build(structure) -> Terms:
     """The frozen registry, from the on-disk cache (:mod:`symbolic.cache`) when the same structure was
     built by the same code (keyed by the sources of derivations/ and symbolic/ and sympy's version)."""
-    import sys
 
-    import sympy
 
-    import symbolic
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic import cache, digests
     return cache.pickled("terms", ("build", repr(structure), sympy.__version__, sys.version_info[:2],
                                    digests.source_digest(sys.modules["derivations"], symbolic)),
@@ -40,6 +41,7 @@ def _build(structure) -> Terms:
 
 
 def _make(structure) -> Terms:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.activations import kinds as activations
     from derivations.families import deepseek as architecture
     from derivations.assembly import conventions
@@ -60,6 +62,7 @@ def build(model=None) -> Terms:
     """The frozen registry of every base term for ``model`` (a ModelSpec; default DeepSeek-v3's
     structure), shared and cached per structure."""
     if model is None:
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from derivations.config import DEFAULT_MODEL, PRESETS
         model = PRESETS[DEFAULT_MODEL]
     return _build(model.structure)
@@ -78,6 +81,7 @@ class Variant:
 
 @lru_cache(maxsize=512)
 def _variant(structure, view, conventions) -> Variant:
+    # lazy: sympy (only this path needs it)
     from derivations.activations import view_terms
     from derivations.assembly.conventions import side_terms, weight_side
     base = _build(structure)
@@ -90,6 +94,7 @@ def _variant(structure, view, conventions) -> Variant:
 def variant(model, training=None) -> Variant:
     """The :class:`Variant` of ``training`` (default: the paper's) for ``model``; cached, immutable,
     and independent of whatever else ran in the process."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import config as cfg
     from derivations.activations import View
     training = training or cfg.Training()

@@ -13,6 +13,7 @@ import json
 from typing import Any, Dict, List
 
 from symbolic.errors import ConfigError
+from html import escape
 
 
 def _run(command: str, positional: List[str], options: Dict[str, Any]) -> Dict:
@@ -25,6 +26,7 @@ def _args(command: str, positional: List[str], options: Dict[str, Any]):
     option's own type and action, no argv built), resolved as the command line resolves them; the model
     is set as the ModelSpec it stands for (never typed back as text and read again: the spec given is
     the spec evaluated)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from memsym.commands.common import finish
     from memsym.commands.keywords import namespace
     options = dict(options)
@@ -39,6 +41,7 @@ def _args(command: str, positional: List[str], options: Dict[str, Any]):
 
 def _plain(data) -> Any:
     """The JSON value of ``data`` (what the CLI prints): exact numbers as the CLI writes them."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from .commands.common import json_default
     return json.loads(json.dumps(data, default=json_default))
 
@@ -48,6 +51,7 @@ def _spec(model):
     hand: types, ranges, relations), and named by what it is when it is a preset changed by hand (the
     preset's name would call it what it no longer is); or the preset or config.json a text names (read once,
     now)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.config import ModelSpec, load_model
     from derivations.config.presets import checked
     if isinstance(model, ModelSpec):
@@ -122,7 +126,6 @@ class Result:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
-        from html import escape
         rows = "".join(f"<tr><td><code>{escape(str(k))}</code></td><td style='text-align:right'>"
                        f"{escape(f'{v:,}' if isinstance(v, int) and not isinstance(v, bool) else str(v))}</td></tr>"
                        for k, v in self._rows())
@@ -215,18 +218,21 @@ def verify(formula: str, against: str, model=None, **options) -> Result:
 
 def _verify(positional, options) -> Dict:
     args = _args("verify", positional, options)
+    # lazy: sympy (only this path needs it)
     from memsym.verdict import verify as run
     return run(args.formula, args.against, assume=args.assume, model=args.model, stage=args.stage).to_json()
 
 
 def terms(model=None):
     """Every base term of ``model`` (a frozen registry: id -> :class:`symbolic.term.Term`)."""
+    # lazy: sympy (only this path needs it)
     from derivations import build
     return build(model if hasattr(model, "structure") else load_model(model))
 
 
 def load_model(name_or_path: str = None):
     """A model preset by name or a Hugging Face ``config.json`` (read as data)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.config import DEFAULT_MODEL, load_model as load
     return load(name_or_path or DEFAULT_MODEL)
 

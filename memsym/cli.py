@@ -16,6 +16,7 @@ from typing import List, Optional
 
 from .commands import COMMANDS
 from .lines import one_line
+from . import __version__
 
 
 class _Parser(argparse.ArgumentParser):
@@ -48,7 +49,6 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
     by name and one-line help (what ``memsym --help`` shows) without importing them."""
     parser = _Parser(prog="memsym", description="Symbolic GPU-memory derivations for DeepSeek-style training "
                                                 "(Zhang & Su, arXiv 2502.07846), exact and reproducible.")
-    from . import __version__
     parser.add_argument("--version", action="version", version=f"memsym {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, text in COMMANDS.items():
@@ -57,6 +57,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         else:
             sub.add_parser(name, help=text)
     if only is None or only:  # a subcommand built: bound its options (derivations/config/limits.py)
+        # lazy: modules this module's importers do not need (--help stays instant)
         from .commands.common import apply_limits
         apply_limits(parser)
     return parser
@@ -91,6 +92,7 @@ def _main(argv: Optional[List[str]] = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     if not process:
         return _dispatch(argv)
+    # lazy: modules this module's importers do not need (--help stays instant)
     from symbolic import cache
     cache.DEFER_WARNING = True  # a cache warning is printed after a successful run: an error stays one line
     rc = _dispatch(argv)
@@ -107,6 +109,7 @@ def _dispatch(argv: List[str]) -> int:
     if not getattr(args, "run", None):
         parser.print_help()
         return 2
+    # lazy: modules this module's importers do not need (--help stays instant)
     from symbolic.errors import ConfigError
     try:
         from .commands.common import finish

@@ -22,6 +22,9 @@ from typing import Mapping, Optional, Sequence, Tuple
 from symbolic.errors import ConfigError
 
 from symbolic.units import GiB  # noqa: E402
+import importlib.util
+import io
+from symbolic.files import write_atomic as _write
 FORMATS = ("png", "svg")
 COMPONENT_COLOURS = {"weights": "#4c72b0", "gradients": "#dd8452", "optimizer": "#55a868",
                      "activations": "#c44e52", "overheads": "#bbbbbb"}
@@ -44,7 +47,6 @@ def check_output(path: str) -> str:
 
 def write_atomic(path: str, data) -> None:
     """Write ``data`` (str or bytes) to ``path`` atomically, after :func:`check_writable`."""
-    from symbolic.files import write_atomic as _write
     check_writable(path)
     _write(path, data)
 
@@ -56,7 +58,6 @@ def _missing_extra() -> ConfigError:
 
 def _require_matplotlib() -> None:
     """ConfigError naming the plot extra unless matplotlib is installed (found, not imported)."""
-    import importlib.util
     try:
         found = importlib.util.find_spec("matplotlib") is not None
     except (ImportError, ValueError):
@@ -67,6 +68,7 @@ def _require_matplotlib() -> None:
 
 def _pyplot():
     try:
+        # lazy: matplotlib (optional; only this path needs it)
         import matplotlib
         matplotlib.use("Agg", force=True)
         import matplotlib.pyplot as plt
@@ -79,7 +81,6 @@ def _pyplot():
 
 def save(fig, path: str) -> None:
     """Save ``fig`` deterministically (no date, fixed hash salt) and atomically, then close it."""
-    import io
     fmt = check_output(path)
     buf = io.BytesIO()
     meta = {"Date": None} if fmt == "svg" else {"Software": None}

@@ -22,6 +22,12 @@ import sys
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
 from . import cache
+import hashlib
+import os
+import stat
+import json
+import shutil
+import tempfile
 
 _LOADED: Dict[Tuple, Callable] = {}
 
@@ -36,6 +42,7 @@ def backend() -> str:
 
 
 def _printer():
+    # lazy: sympy (only this path needs it)
     from sympy.printing.pycode import PythonCodePrinter
     from sympy.printing.precedence import precedence
 
@@ -61,6 +68,7 @@ def _printer():
 
 def source(exprs: Sequence, args: Sequence) -> str:
     """The Python source of the numba kernel ``kernel(out_0, ..., out_k, a_0, ..., a_n)``."""
+    # lazy: sympy (only this path needs it)
     import sympy as sp
     names = [sp.Symbol(f"a{i}") for i in range(len(args))]
     ren = dict(zip(args, names))
@@ -109,9 +117,6 @@ def source(exprs: Sequence, args: Sequence) -> str:
 def _files(folder: str) -> Optional[Dict[str, str]]:
     """{relative path: sha256} of every file under ``folder``; None when it holds anything but
     regular files and folders (a link, a FIFO) or cannot be read."""
-    import hashlib
-    import os
-    import stat
     out = {}
     for d, dirs, names in os.walk(folder):
         for name in dirs + names:
@@ -133,12 +138,9 @@ def _load(src: str, digest: str, n_out: int, n_in: int, use_cache: bool = True):
     all under a lock (``kernels/.lock``: concurrent first runs do not pull a folder from under each
     other) and umask 077 (numba's files private too).  Without a usable cache, a private temporary
     folder removed at exit (compiled every process)."""
+    # lazy: numpy (only this path needs it)
     import atexit
     import fcntl
-    import json
-    import os
-    import shutil
-    import tempfile
 
     import numpy as np
     kernels = cache.private_dir("kernels") if use_cache else None
@@ -180,7 +182,6 @@ def _load(src: str, digest: str, n_out: int, n_in: int, use_cache: bool = True):
 
 
 def _import(folder: str, digest: str):
-    import os
     name = f"memsym_kernel_{digest}"
     spec = importlib.util.spec_from_file_location(name, os.path.join(folder, "k.py"))
     mod = importlib.util.module_from_spec(spec)
@@ -190,7 +191,6 @@ def _import(folder: str, digest: str):
 
 
 def _sha(text: str) -> str:
-    import hashlib
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -198,6 +198,7 @@ def compile(obj, args: Sequence) -> Callable:
     """A function of ``args`` (float64 columns of one length, or scalars) computing ``obj`` (an
     expression or a tuple of them, as for :func:`symbolic.numeric.compile`), compiled once and
     cached in the process and on disk.  Returns an array, or a tuple of arrays for a tuple."""
+    # lazy: sympy, numpy (only this path needs it)
     import sympy as sp
 
     from .notation import SYMBOLS, expand_derived
@@ -241,5 +242,6 @@ def compile(obj, args: Sequence) -> Callable:
 
 
 def _numba_version() -> str:
+    # lazy: numpy, numba (optional; only this path needs it)
     import numba
     return numba.__version__

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+import shutil
 
 
 def write_atomic(path, data) -> None:
@@ -36,6 +37,7 @@ def write_atomic(path, data) -> None:
 def check_out_file(path) -> None:
     """Fail early (ConfigError, exit 2) if the file ``path`` cannot be written: its directory is
     missing or not writable, or ``path`` is a directory.  Nothing is created here."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from .errors import ConfigError
     path = os.fspath(path)
     d = os.path.dirname(os.path.abspath(path))
@@ -51,6 +53,7 @@ def check_out_dir(path) -> Path:
     """``path`` as an output folder, checked before any work is done (nothing is created
     here): ConfigError (exit 2) naming it when it is a file, or when it cannot be created
     or written because its nearest existing ancestor is a file or not writable."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from .errors import ConfigError
     path = Path(path)
     if path.exists() and not path.is_dir():
@@ -81,8 +84,8 @@ def write_tree(out, files, remove=()) -> list:
     else is left behind; the error is ConfigError naming the file and the cause (an
     interruption is re-raised as KeyboardInterrupt).  Returns the paths written, sorted.
     """
-    import shutil
 
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from .errors import ConfigError
     out = Path(out)
     names = sorted(files)
@@ -129,6 +132,7 @@ def _commit(staging: Path, out: Path, names, remove) -> None:
     """Move the staged files into ``out``: one rename of the folder when ``out`` is new, else one
     rename per file with the old copies set aside and put back on failure.  SIGINT is held
     until the end (the renames take microseconds)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     import signal
     import threading
 

@@ -15,6 +15,10 @@ import sympy as sp
 from .errors import ConfigError
 from .exact import as_exact, as_number, exact_text  # noqa: F401  (re-exported: the pure helpers)
 from .notation import SYMBOLS, expand_derived
+import linecache
+import builtins
+from sympy.printing.numpy import NumPyPrinter
+from sympy.printing.precedence import precedence
 
 _CACHE: Dict[Tuple, Callable] = {}
 
@@ -39,8 +43,6 @@ def exact(obj, subs: Mapping) -> Fraction:
 def _printer():
     """lambdify's NumPy printer, except that x**-1 prints as 1/x: sympy writes x**(-1.0), and numpy
     has no fast path for a float power of -1 (about 4x slower than a division)."""
-    from sympy.printing.numpy import NumPyPrinter
-    from sympy.printing.precedence import precedence
 
     class _Printer(NumPyPrinter):
         def _print_Pow(self, expr, rational=False):
@@ -70,7 +72,6 @@ def compile(obj, args: Sequence) -> Callable:
 
 def source(fn: Callable) -> str:
     """The Python source lambdify generated for a function from :func:`compile` (kept in ``linecache``)."""
-    import linecache
     return "".join(linecache.cache[fn.__code__.co_filename][2])
 
 
@@ -78,8 +79,8 @@ def from_source(src: str) -> Callable:
     """The function of a :func:`source` text, defined in the namespace lambdify gives it (numpy's names,
     builtins and range): the same code on the same numpy functions, so the same numbers, without sympy's
     printing and common-subexpression passes."""
-    import builtins
 
+    # lazy: numpy (only this path needs it)
     import numpy
     namespace = dict(numpy.__dict__)
     namespace.update({"builtins": builtins, "range": range})

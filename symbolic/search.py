@@ -22,6 +22,7 @@ def divisors(n: int, limit: int = DIVISORS_UP_TO) -> List[int]:
     """The positive divisors of ``n``, ascending; ConfigError when ``n`` is above ``limit``
     (bounded work whatever the input)."""
     if not 0 < n <= limit:
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from .errors import ConfigError
         raise ConfigError("limit.divisors", f"divisors of {n if n < 10 ** 24 else 'a huge number'}: "
                                             f"only integers in 1..{limit} are factored")
@@ -39,6 +40,7 @@ def divisors(n: int, limit: int = DIVISORS_UP_TO) -> List[int]:
 def _monomials(e, recip: Dict):
     """(coefficient, {symbol or reciprocal dummy: power}) of each term of the expanded ``e``, or
     None when a term is not a product of integer powers of symbols."""
+    # lazy: sympy (only this path needs it)
     import sympy as sp
     monomials = []
     for t in sp.Add.make_args(e):
@@ -58,6 +60,7 @@ def _monomials(e, recip: Dict):
 def _share_sums(monomials, sums: Dict):
     """Monomials equal but for one variable (same coefficient) share a sum dummy:
     640 b s^2 (L_d + L_m)/(CP TP); ``sums`` maps the summed symbols to their dummy."""
+    # lazy: sympy (only this path needs it)
     import sympy as sp
     while True:
         groups: Dict = {}
@@ -80,6 +83,7 @@ def _nest(items, back: Dict):
     """Greedy multivariate Horner: factor out the symbol shared by the most monomials, recursively;
     built unevaluated with the sums and reciprocals put back (``back``), since sympy would
     otherwise distribute a number over a sum (2 (x + y) -> 2 x + 2 y) and undo the factoring."""
+    # lazy: sympy (only this path needs it)
     import sympy as sp
 
     def product(factors):
@@ -128,6 +132,7 @@ def factored(expr):
     A tuple is factored element by element; an expression that is not a polynomial in symbols
     and their reciprocals is returned as is.
     """
+    # lazy: sympy (only this path needs it)
     import sympy as sp
     if isinstance(expr, (sp.Tuple, tuple, list)):
         return sp.Tuple(*[factored(e) for e in expr])
@@ -149,6 +154,7 @@ def evaluate(fn, values: Sequence, chunk: int = 1 << 14):
     in the CPU cache run about twice as fast on large grids (each numpy operation otherwise
     streams whole arrays through memory).  Scalars and arrays of other lengths are passed whole.
     """
+    # lazy: numpy (only this path needs it)
     import numpy as np
     n = max((np.shape(v)[0] for v in values if np.ndim(v)), default=0)
     if n <= chunk:

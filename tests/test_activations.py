@@ -18,7 +18,7 @@ def at(expr, extra=None):
 
 
 def test_mla_layer_is_the_papers_M1A(terms):
-    # digest sec. 7, TP2@SP2@CP1
+    # Sec. 5, TP2@SP2@CP1
     m1a = (4 * b * s * h / 2 + 2 * b * s * (d_cq + d_c) + 4 * b * s * (d_h + d_hr) * n_h / 2 + 2 * b * s * d_h * n_h / 2
            + 5 * b * n_h * s ** 2 / 2 + 2 * b * s * d_h * n_h / 2 + b * s * h / 2)
     assert at(terms["act.mla.layer"].expr) == sp.expand(m1a)
@@ -38,7 +38,7 @@ def test_table10_rows_are_four_times_the_layer_terms(terms):
     four = {L_m: 4, L_d: 0, e_H: 0}
     assert at(st.part("mla").expr, four) == at(4 * terms["act.mla.layer"].expr)
     assert at(st.part("moe").expr, four) == at(4 * terms["act.moe.layer"].expr)
-    # Table 10 printed rows (digest sec. 7), with N/EP = 32 substituted as the paper does
+    # Table 10 printed rows (Sec. 5), with N/EP = 32 substituted as the paper does
     mla10 = 10 * b * s * h + 8 * b * s * (d_cq + d_c) + 16 * b * s * d_h * n_h + 8 * b * s * d_hr * n_h + 10 * b * n_h * s ** 2
     moe10 = 20 * b * s * h + 16 * b * s * N + 8 * b * s * N_r + 4 * b * s * (N_r / N) * (96 * h + 256 * h_E) + 32 * b * s * h_E
     assert at(st.part("mla").expr, four) == sp.expand(mla10)

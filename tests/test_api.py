@@ -164,7 +164,7 @@ def test_a_preset_changed_by_hand_is_not_called_the_preset():
                                   ("--recipe deepseek-v3", "--conventions mcore"),
                                   ("--recipe paper", "--conventions modelzoo")])
 def test_recipe_and_conventions_give_one_answer_in_any_order(a, b):
-    """An option typed wins, then the recipe's, then the conventions preset's (issue: options resolved
+    """An option typed wins, then the recipe's, then the conventions preset's (options resolved
     once): the order they are typed in changes nothing, on the command line or in the API."""
     first, second = cli_json("estimate", *a.split(), *b.split()), cli_json("estimate", *b.split(), *a.split())
     assert first == second

@@ -1,4 +1,4 @@
-"""Attacks on the on-disk caches, as a user would mount them (issue "Numbers you can trust").
+"""Attacks on the on-disk caches, as a user would mount them.
 
 Every cache memsym keeps (built terms, search kernels, numba kernels, the report's entries; estimate
 and params keep none: they read the generated evaluators) is warmed by real commands, then poisoned: each file replaced by a pickle whose

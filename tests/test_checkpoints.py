@@ -1,4 +1,4 @@
-"""Real checkpoints (issue 6): exact weight counts, MTP and activated parameters against the
+"""Real checkpoints (paper/published.toml): exact weight counts, MTP and activated parameters against the
 published totals (paper/published.toml), through config.json files the project writes itself."""
 import json
 import re
@@ -70,7 +70,7 @@ def test_published_totals(entry):
 
 
 def test_the_acceptance_totals_are_published_entries():
-    """The issue's acceptance lines are entries of the data file, without a recorded discrepancy."""
+    """The published totals are entries of the data file, without a recorded discrepancy."""
     plain = {e["id"] for e in PUBLISHED if not e.get("discrepancy")}
     for eid in ("v3.total", "v3.activated", "v3.model_page", "v2.total", "v2.activated", "v2-lite.total"):
         assert eid in plain

@@ -1,4 +1,4 @@
-"""The command-line contract of the foundation (issue 2)."""
+"""The command-line contract of the foundation."""
 import json
 import subprocess
 import sys

@@ -1,4 +1,4 @@
-"""memsym compare (issue 8): presets side by side and the waterfall of assumptions between them."""
+"""memsym compare: presets side by side and the waterfall of assumptions between them."""
 import json
 import os
 import subprocess

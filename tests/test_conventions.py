@@ -1,4 +1,4 @@
-"""Conventions (issue 8): other sources reproduced exactly, and every modelling assumption a switch.
+"""Conventions (derivations/config/convention_presets/): other sources reproduced exactly, and every modelling assumption a switch.
 
 Each switch is pinned by the bytes it moves at the paper's layout (b=1, s=4096, TP=SP=2, EP=8),
 derived from its formula (the tensors it adds, removes or rescales), not pasted from a run.
@@ -52,7 +52,7 @@ def delta(subs, expr):
 
 # ------------------------------------------------------------------ the sources, reproduced
 def test_megatron_most_loaded_shard(terms):
-    # Megatron-LM theoretical_memory_usage.py, DeepSeek-v3 with its MTP layer, DP32 TP2 PP16 EP8 (issue 8)
+    # Megatron-LM theoretical_memory_usage.py, DeepSeek-v3 with its MTP layer, DP32 TP2 PP16 EP8
     tr = cfg.Training(zero=1).with_bytes(B_1=4, B_2=4)
     subs = cfg.substitution(V3, LAY, tr, cfg.whole_model(V3))
     subs[D] = 1

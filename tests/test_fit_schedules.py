@@ -1,4 +1,4 @@
-"""Issue 13: fit, search and sensitivity under pipeline schedules, GPU presets, the verdict of estimate."""
+"""Fit, search and sensitivity under pipeline schedules, GPU presets, the verdict of estimate."""
 import json
 import random
 import subprocess

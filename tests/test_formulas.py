@@ -1,4 +1,4 @@
-"""The paper's printed formulas (paper/formulas.toml) against the terms (issue 4)."""
+"""The paper's printed formulas (paper/formulas.toml) against the terms."""
 import json
 
 import pytest

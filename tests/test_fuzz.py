@@ -1,4 +1,4 @@
-"""Fuzzing the command line (issue 14): command lines generated from each command's argparse
+"""Fuzzing the command line (every input bounded): command lines generated from each command's argparse
 definition (valid and invalid values, extreme integers, unicode digits, hostile paths,
 conflicting options), run in-process through ``memsym.cli.main``.
 

@@ -1,4 +1,4 @@
-"""Hostile config.json files (issue 14): malformed, truncated, enormous, deeply nested,
+"""Hostile config.json files: malformed, truncated, enormous, deeply nested,
 wrong-typed and adversarial.  Each one exits 2 with one line naming the field or the byte
 offset, quickly, through ``memsym estimate --model FILE``."""
 from __future__ import annotations
@@ -172,7 +172,7 @@ def test_a_growing_proc_file_is_read_bounded(run):
 
 
 def test_out_of_process_dev_zero_under_memory_bounds():
-    """The issue's example as a process: exit 2, one line, quickly, without reading the device."""
+    """A hostile config as a process: exit 2, one line, quickly, without reading the device."""
     start = time.monotonic()
     p = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--model", "/dev/zero"], capture_output=True,
                        text=True, timeout=60, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

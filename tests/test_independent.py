@@ -1,6 +1,6 @@
 """memsym's per-device estimate against the independent hand-written formula (tests/independent.py).
 
-First the hand formula is anchored to the paper's printed / re-derived numbers (digest sec. 4-9),
+First the hand formula is anchored to the paper's printed / re-derived numbers (Tables 3-10; exact values as in paper/printed.toml),
 then a property test compares it, exactly and component by component, with
 ``derivations.device.estimate`` over random valid layouts: TP, EP, ETP, CP > 1, SP on or off,
 any PP and stage, ZeRO 0-3, recomputation none or full, micro-batch and sequence length.
@@ -32,7 +32,7 @@ def test_stage_split_is_table_4():
 
 @pytest.mark.parametrize("index, want", [(0, 14_184_415_232), (1, 46_029_144_064), (15, 12_433_965_056)])
 def test_unsplit_stage_params_are_table_4(index, want):
-    """With TP = EP = ETP = 1 a device holds its whole stage (digest sec. 9)."""
+    """With TP = EP = ETP = 1 a device holds its whole stage (exact, as in paper/printed.toml)."""
     L_d, L_m, e_E, e_H = ind.stage_composition(V3, 16, index)
     P_n, P_m = ind.params(V3, TP=1, EP=1, ETP=1, L_d=L_d, L_m=L_m, e_E=e_E, e_H=e_H)
     assert P_n + P_m == want
@@ -48,7 +48,7 @@ def test_model_states_are_table_8(zero, gib):
     states = ind.model_states(V3, DP=32, TP=2, CP=1, EP=8, ETP=1, zero=zero, **STAGE1)
     assert round(sum(states.values()) / GIB, 3) == Fraction(gib)
     if zero == 3:
-        assert states["weights"] == 2 * 741_009_408   # the ZeRO shard P_n/DP + P_m/EDP (digest sec. 9)
+        assert states["weights"] == 2 * 741_009_408   # the ZeRO shard P_n/DP + P_m/EDP (exact, as in paper/printed.toml)
 
 
 def test_activations_are_table_10():

@@ -1,4 +1,4 @@
-"""Limits as data (issue 14, derivations/config/limits.py): every numeric option and config field has a
+"""Limits as data (derivations/config/limits.py): every numeric option and config field has a
 documented domain, checked before any work, with a one-line message naming the limit."""
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ def test_activation_notebook_shows_the_sympy_formulas(published, ctx):
         assert formula in md, tid
     assert "$\\displaystyle" in _outputs(path, "text/latex")              # Term._repr_latex_ in Jupyter
     html = (out / path.name.replace(".ipynb", ".html")).read_text()
-    assert 'output: "mathml"' in html and "mathjax" not in html.lower() and "M_{1}^{A}" in html  # offline maths (issue 16)
+    assert 'output: "mathml"' in html and "mathjax" not in html.lower() and "M_{1}^{A}" in html  # offline maths
 
 
 def test_regenerated_notebook_is_byte_identical(ctx):

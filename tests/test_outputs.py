@@ -1,4 +1,4 @@
-"""Multi-file outputs all or nothing (issue 14, symbolic.files.write_tree): a staging folder
+"""Multi-file outputs all or nothing (symbolic.files.write_tree): a staging folder
 beside the target, renamed into place; after a full disk, a permission error or Ctrl-C the
 target holds its previous files (or does not exist) and the message names the file and the
 cause.  Ctrl-C exits 130 with one line."""

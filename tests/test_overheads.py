@@ -1,9 +1,9 @@
-"""Sec. 6 overheads (digest sec. 8): fragmentation adds 5% to 30% of the allocated memory and
+"""Sec. 6 overheads: fragmentation adds 5% to 30% of the allocated memory and
 communication buffers take 0.8 to 2 GB (GiB) per device; the peak is allocated + fragmentation
 + buffers at either end.
 
 Every expected number here is hand arithmetic on the paper's printed/re-derived totals
-(digest sec. 5, 7, 9), not a value taken from the code under test.
+(Secs. 3 and 5; exact values as in paper/printed.toml), not a value taken from the code under test.
 """
 import json
 from fractions import Fraction
@@ -15,15 +15,15 @@ from derivations.assembly.device import estimate
 from memsym.cli import main
 
 GIB = 2 ** 30
-# The paper's ranges (digest sec. 8), written out.
+# The paper's ranges (Sec. 6), written out.
 LOW = {"f_frag": Fraction(5, 100), "buffers": Fraction(8, 10) * GIB}
 HIGH = {"f_frag": Fraction(30, 100), "buffers": 2 * GIB}
 
 # Allocated bytes on one device of stage 1 at the reference layout (DP32 TP2 PP16 EP8), b = 1,
-# s = 4096, by hand from the digest:
+# s = 4096, by hand from the paper's formulas:
 PARAMS = 6_250_364_928              # Table 6 params/device
-SHARD = 741_009_408                 # P_n/DP + P_m/EDP (digest sec. 9)
-ACT_NONE = 23_177_723_904 + 1_493_434_368   # Table 10, MLA + MoE, AC none, b = 1 (digest sec. 9)
+SHARD = 741_009_408                 # P_n/DP + P_m/EDP (exact, as in paper/printed.toml)
+ACT_NONE = 23_177_723_904 + 1_493_434_368   # Table 10, MLA + MoE, AC none, b = 1 (exact, as in paper/printed.toml)
 ACT_FULL = 8 * 4096 * 7168 + 8 * 4096 * 8   # Table 10, AC full: 8bsh + 8bsN_r = 235,143,168
 ALLOCATED = {
     # ZeRO none: 2 + 4 + 8 bytes per parameter, all replicated (Table 8 row "none")
@@ -36,7 +36,7 @@ ALLOCATED = {
 
 
 def test_the_hand_totals():
-    """The allocations above, restated as the digest prints them (so a typo here shows)."""
+    """The allocations above, restated as paper/printed.toml pins them (so a typo here shows)."""
     assert ALLOCATED[(0, "none")] == 112_176_267_264
     assert ACT_FULL == 235_143_168
     assert ALLOCATED[(3, "full")] == 10_609_274_880

@@ -1,4 +1,4 @@
-"""Plots (issue 5): PNG and SVG by extension, deterministic SVG, atomic files, the commands' --plot."""
+"""Plots: PNG and SVG by extension, deterministic SVG, atomic files, the commands' --plot."""
 import importlib.util
 import os
 import subprocess

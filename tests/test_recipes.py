@@ -1,4 +1,4 @@
-"""Recipes (issue 7): --recipe deepseek-v3 (the DeepSeek-V3 report's own training) and --recipe paper."""
+"""Recipes: --recipe deepseek-v3 (the DeepSeek-V3 report's own training) and --recipe paper."""
 import json
 
 import pytest

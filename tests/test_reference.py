@@ -25,9 +25,9 @@ def test_the_digest_discrepancies_are_reported_with_causes():
         assert r.entry.pinned is not None and r.derived_exact == r.entry.pinned
 
 
-# The exact values the discrepancies pin, by hand from the digest (sec. 5, 9; Table 7 bytes).
+# The exact values the discrepancies pin, by hand from the paper's formulas (Secs. 3-4; Table 7 bytes).
 PER_DEVICE = 6_250_364_928          # Table 6 total params/device (stages 1-14)
-SHARD = 741_009_408                 # P_n/DP + P_m/EDP at the reference layout (digest sec. 9)
+SHARD = 741_009_408                 # P_n/DP + P_m/EDP at the reference layout (exact, as in paper/printed.toml)
 HAND_PINS = {
     "t3.moe.gb": 2 * 11_507_286_016,                                  # MoE layer params x B_w
     "t4.stage0.params": 1_510_162_432 + 2 * 583_483_392 + 11_507_286_016,  # layers 0, 1-2, 3

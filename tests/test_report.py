@@ -93,7 +93,7 @@ def test_table6_table8_table10(built, ctx):
     policies = {r[1].value for r in t10.rows}
     assert {"none", "full"} <= policies
     mla_none = next(r for r in t10.rows if r[0].value == "MLA" and r[1].value == "none")
-    assert mla_none[3].value == 23177723904                           # digest sec. 9
+    assert mla_none[3].value == 23177723904                           # exact, as in paper/printed.toml
     assert mla_none[2].value.startswith("10 b s^{2} n_{h} + 16 b s n_{h} d_{h} + 8 b s n_{h} d_{h}^{R}")
 
 
@@ -196,7 +196,7 @@ def test_reproduce_out_writes_the_default_report(tmp_path, monkeypatch, capsys):
 
 
 def test_default_out_dir_is_memsym_report_under_the_current_directory(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # never the checkout's or the installed package's tree (issue 14)
+    monkeypatch.chdir(tmp_path)  # never the checkout's or the installed package's tree (outputs only where asked)
     assert rp.default_out_dir() == tmp_path / "memsym-report"
 
 
@@ -258,7 +258,7 @@ def test_traces_table_lists_every_record_as_measured(built):
 
 def test_implementation_waterfall_starts_at_the_paper_and_adds_up(built):
     table = _table(built, "implementations")
-    per_layer = (23177723904 + 1493434368) // 4          # digest sec. 9: Table 10's 4-layer stage, AC none
+    per_layer = (23177723904 + 1493434368) // 4          # exact: Table 10's 4-layer stage, AC none
     starts = [r for r in table.rows if r[1].value == "paper"]
     assert [r[0].value for r in starts] == ["transformers", "mcore", "mcore-te"]
     assert all(r[4].value == per_layer for r in starts)
@@ -270,6 +270,6 @@ def test_implementation_waterfall_starts_at_the_paper_and_adds_up(built):
         change = int(r[5].value.replace(",", "").replace("+", ""))
         assert change != 0 and r[4].value - prev == change
         prev = r[4].value
-    # flash attention (TE) drops the s^2 score tensors, 87% of the paper's layer at s = 4096 (digest sec. 10)
+    # flash attention (TE) drops the s^2 score tensors, 87% of the paper's layer at s = 4096 (Sec. 5, Table 10)
     flash = next(r for r in table.rows if r[0].value == "mcore-te" and r[1].value == "attention")
     assert flash[5].value.startswith("-") and flash[4].value < per_layer // 5

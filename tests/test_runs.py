@@ -1,4 +1,4 @@
-"""Measured training runs (issue 17): paper/runs.toml as data and ``memsym runs``.
+"""Measured training runs: paper/runs.toml as data and ``memsym runs``.
 
 Expected numbers here come from the sources' flags and from tests/independent.py (a
 hand-written formula that imports nothing of memsym), never from the code under test."""

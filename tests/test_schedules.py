@@ -1,4 +1,4 @@
-"""Pipeline schedules (issue 7): in-flight micro-batches per stage, held activations, DualPipe's two copies."""
+"""Pipeline schedules: in-flight micro-batches per stage, held activations, DualPipe's two copies."""
 import json
 from fractions import Fraction
 

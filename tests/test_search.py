@@ -1,4 +1,4 @@
-"""Configuration search (issue 5): enumeration by the project's rules, one vectorised pass,
+"""Configuration search: enumeration by the project's rules, one vectorised pass,
 numbers equal to `memsym estimate`, numeric == exact (property test)."""
 import json
 import os

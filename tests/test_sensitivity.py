@@ -1,4 +1,4 @@
-"""Sensitivity, finite differences and budget solving (issue 5), checked against exact evaluation."""
+"""Sensitivity, finite differences and budget solving, checked against exact evaluation."""
 import json
 import subprocess
 import sys

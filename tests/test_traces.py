@@ -1,4 +1,4 @@
-"""issue 12: the presets against measured traces (paper/traces/*.toml).
+"""The presets against measured traces (paper/traces/*.toml).
 
 Fast tests (no torch): every record the transformers preset claims is predicted to the byte,
 per layer and outside the layers; a record marked unexplained keeps its recorded difference;

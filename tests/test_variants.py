@@ -1,7 +1,7 @@
-"""Activation variants (issue 7): recomputation views, flash attention, FP8 caching, CP, imbalance, precision.
+"""Activation variants: recomputation views, flash attention, FP8 caching, CP, imbalance, precision.
 
-Each variant is pinned by hand-written per-tensor formulas (the paper's Sec. 5 lists, digest
-sec. 7, with the documented extensions: CP divides the sequence, ETP an expert's intermediate
+Each variant is pinned by hand-written per-tensor formulas (the paper's Sec. 5 lists,
+with the documented extensions: CP divides the sequence, ETP an expert's intermediate
 size) or by numbers worked out by hand below, never by the terms compared with themselves.
 """
 import json
@@ -52,7 +52,7 @@ def same(term_or_expr, hand):
 
 def test_hand_lists_are_the_digest_formulas():
     """The lists above, at the paper's bytes and CP = ETP = 1, d_v = d_h, are the printed M_1^A,
-    M_1^E, M_2^A, M_2^E with SP = TP = 2 and N/EP = 32 (digest sec. 7, copied literally)."""
+    M_1^E, M_2^A, M_2^E with SP = TP = 2 and N/EP = 32 (Sec. 5, copied literally)."""
     paper = {B_a: 2, B_k: 1, CP: 1, ETP: 1, d_v: d_h, TP: 2, SP: 2, EP: N / 32}
     E = b * s * N_r / N
     digest = {
@@ -90,7 +90,7 @@ def test_paper_terms_are_the_papers_tensor_lists(terms):
 
 
 def test_paper_stage_at_table_10(terms, v3):
-    """act.stage at stage 1 (4 MoE layers), b = 1: the digest's re-derived bytes (sec. 9)."""
+    """act.stage at stage 1 (4 MoE layers), b = 1: the exact bytes (as in paper/printed.toml)."""
     sub = paper_subs(v3)
     assert exact(terms["act.stage"], sub) == 23_177_723_904 + 1_493_434_368
     assert exact(terms["act.stage.full"], sub) == 235_143_168
@@ -113,7 +113,7 @@ def test_selective_cli_equals_none_minus_the_10_b_nh_s2_terms(capsys, v3):
     sel = run_json(capsys, "estimate", "--recompute", "selective", "--stage", "1")["bytes"]["activations"]
     b, n_h, s = 1, v3.n_h, 4096
     assert none - sel == 10 * b * n_h * s ** 2  # Table 10's 10 b n_h s^2 (4 layers x 5 b n_h s^2 / TP, TP = 2)
-    assert sel == 3196321792  # the issue's acceptance figure
+    assert sel == 3196321792  # stage 1 under selective recomputation, b = 1
 
 
 def test_full_view_keeps_only_checkpoints():
@@ -190,7 +190,7 @@ def test_flash_cli_has_no_s2_dependence(capsys):
     """Doubling s doubles flash activations exactly (no s^2 term); eager grows faster."""
     a = run_json(capsys, "estimate", "--attention", "flash", "--seq", "4096")["bytes"]["activations"]
     b = run_json(capsys, "estimate", "--attention", "flash", "--seq", "8192")["bytes"]["activations"]
-    # eager 24,671,158,272 (digest sec. 9) - 4 layers x 5 b n_h s^2 / TP + 4 layers x 4 b n_h s / TP
+    # eager 24,671,158,272 (exact, as in paper/printed.toml) - 4 layers x 5 b n_h s^2 / TP + 4 layers x 4 b n_h s / TP
     assert a == 24_671_158_272 - 4 * 5 * 128 * 4096 ** 2 // 2 + 4 * 4 * 128 * 4096 // 2 == 3_200_516_096
     assert b == 2 * a
     e1 = run_json(capsys, "estimate", "--seq", "4096")["bytes"]["activations"]
@@ -248,7 +248,7 @@ def test_imbalance_multiplies_the_busiest_ranks_tokens(terms, v3):
     for F in (Fraction(3, 2), 2):
         t = cfg.Training(imbalance=F)
         bal, unb = exact(terms["act.moe.layer"], sub), exact(terms["act.moe.layer"], paper_subs(v3, training=t))
-        assert bal == 1_493_434_368 // 4           # Table 10 MoE, b = 1, per layer (digest sec. 9)
+        assert bal == 1_493_434_368 // 4           # Table 10 MoE, b = 1, per layer (exact, as in paper/printed.toml)
         assert unb - bal == (F - 1) * routed
     # d/dF of the per-layer term is the routed-expert row at F = 1
     assert same(sp.diff(terms["act.moe.layer"].base_expr, nt.F), H_ROUTED)
@@ -281,7 +281,7 @@ def test_precision_options_are_byte_symbols(capsys, opt, key, factor):
     else:  # B_a 2 -> 4: every BF16 activation doubles, the 1-byte masks (B_k) do not
         # masks of one layer at stage 1, b = 1: b n_h s^2/TP + bsh/SP (MLA) + 32 E_token h + bsh (MoE)
         masks = 128 * 4096 ** 2 // 2 + 4096 * 7168 // 2 + 32 * 128 * 7168 + 4096 * 7168
-        layer = (23_177_723_904 + 1_493_434_368) // 4     # digest sec. 9, per layer
+        layer = (23_177_723_904 + 1_493_434_368) // 4     # exact, as in paper/printed.toml, per layer
         assert base["bytes"][key] == layer
         assert d["bytes"][key] == 2 * (layer - masks) + masks == 11_188_436_992
     assert d["training"]["bytes_per_element"] != base["training"]["bytes_per_element"]

@@ -1,4 +1,4 @@
-"""Verify hand derivations (issue 4): derivations.verify (a formula against a term) and the
+"""Verify hand derivations: derivations.verify (a formula against a term) and the
 printers of memsym.verdict; the formula language itself is tested in tests/test_formula_*.py."""
 import json
 import subprocess
@@ -16,7 +16,7 @@ from symbolic.formula import FormulaError, parse
 
 b, s, h, h_E, n_h, d_h, d_hr, d_c, d_cq = nt.b, nt.s, nt.h, nt.h_E, nt.n_h, nt.d_h, nt.d_hr, nt.d_c, nt.d_cq
 
-# The digest's M_1^A text (sec. 7), label and line break included, as a user would paste it.
+# The paper's M_1^A text (Sec. 5, at TP = SP = 2), label and line break included, as a user would paste it.
 DIGEST_M1A = """M_1^A = 4bsh/2 + 2bs(d_cq + d_c) + 4bs(d_h + d_hr) n_h/2 + 2bs d_h n_h/2
           + 5 b n_h s^2/2 + 2bs d_h n_h/2 + bsh/2"""
 DROPPED = DIGEST_M1A.replace("4bs(d_h + d_hr) n_h/2", "4bs(d_h + d_hr) n_h")

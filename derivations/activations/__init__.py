@@ -8,6 +8,7 @@
 
 Names are imported from those modules on first use (the terms need sympy, the view does not).
 """
+from importlib import import_module
 _FROM = {
     "view": ("View", "PAPER", "PRESET_CONVENTIONS", "CHECKPOINT_TAGS", "EXISTS", "MLA", "MOE", "EXT", "FLASH"),
     "views": ("apply", "flatten", "Group", "RULES"),
@@ -20,6 +21,5 @@ _FROM = {
 def __getattr__(name):
     for module, names in _FROM.items():
         if name in names:
-            from importlib import import_module
             return getattr(import_module(f"{__name__}.{module}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

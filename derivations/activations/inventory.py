@@ -11,6 +11,7 @@ import sympy as sp
 from symbolic.term import Part
 
 from derivations.activations.views import B_IS_1, EXT, FLASH, IS_FP32, MLA, MOE, NOT_FP32, PAPER, Group, View, apply
+from dataclasses import replace
 
 # ----------------------------------------------------------------------------- tensor lists
 MZ = "NVIDIA Megatron-MoE-ModelZoo DeepSeek estimator (--inventory modelzoo)"
@@ -290,7 +291,6 @@ def mtp_specs():
     ones_like(labels), saved by ``loss_mask * mtp_loss``), the int64 token count (``/ num_tokens``) and
     the FP32 per-token loss (MTPLossAutoScaler).  Under full recomputation (``_checkpointed_forward``)
     the module keeps its checkpoint's two inputs instead of the norms, eh_proj input and layer."""
-    from dataclasses import replace
     head = {p.key: p for p in head_specs()}
     out = []
     for pre, where in (("mtp_enorm", "MTP enorm"), ("mtp_hnorm", "MTP hnorm"), ("mtp_norm", "MTP final")):

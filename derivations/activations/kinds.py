@@ -7,7 +7,7 @@ symbols: SP divides the tensors of the sequence-parallel region, TP those after 
 split projections, CP the sequence held by each device (extension; the paper has CP = 1),
 ETP the intermediate size inside an expert.
 
-The paper's readings (digest sec. 7):
+The paper's readings (Sec. 5, Tables 9-10):
   M_1^A = 4bsh/SP + 2bs(d_c' + d_c) + 4bs(d_h + d_h^R)n_h/TP + 2bs d_h n_h/TP
           + 5 b n_h s^2/TP + 2bs d_h n_h/TP + bsh/SP
   M_1^E = 4bsh/SP + 4bsN + 2bsN_r + (N/EP)(3 E_token h + 8 E_token h_E) + N_s(3bsh + 8bsh_E)

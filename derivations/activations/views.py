@@ -27,7 +27,7 @@ construction ``act.mla.layer`` minus exactly its score rows.  Tags:
   dispatch_mask / row_map   the routing state (--routing-state mask / row-map)
   paper_only / modelzoo_only  in one tensor inventory only (--inventory paper / modelzoo)
 
-Conventions (issue 8; derivations/assembly/conventions.py).  Every modelling assumption of the paper
+Conventions (derivations/assembly/conventions.py, presets in derivations/config/convention_presets/).  Every modelling assumption of the paper
 is a switch of :class:`derivations.config.Conventions` applied by the same View, from the tags
 only: :data:`EXISTS` (tensors that exist under one choice), :data:`RULES` (tensors a choice
 rescales: dispatch multiplies the routed tensors by EP/SP, --router-tensors sp divides the

@@ -19,6 +19,7 @@ from symbolic.units import GiB
 from derivations import config as cfg
 from derivations.assembly import device
 from derivations.assembly.overheads import at_ends
+from symbolic.exact import as_number
 
 ENDS = ("none", "low", "high")
 RECOMPUTE_ORDER = ("none", "selective", "full")
@@ -43,7 +44,6 @@ class Verdict:
         return {e: self.peaks[e] <= self.hbm for e in ENDS}
 
     def to_json(self) -> Dict:
-        from symbolic.exact import as_number
         return {"budget": {"hbm": self.hbm, "gib": float(Fraction(self.hbm) / GiB),
                            "gpu": self.gpu.to_json() if self.gpu is not None else None},
                 "fits": self.fits,
@@ -96,7 +96,6 @@ def verdict(model, layout, training, hbm: int, gpu=None, search_changes: bool = 
         except cfg.ConfigError as exc:
             out.tried.append({"option": text, "valid": False, "reason": str(exc)})
             continue
-        from symbolic.exact import as_number
         fits = p2["high"] <= hbm
         out.tried.append({"option": text, "valid": True, "fits": fits, "peak_high": as_number(p2["high"]),
                           "stage": s2})

@@ -9,6 +9,7 @@ from fractions import Fraction
 from derivations import config as cfg
 from derivations import evaluate as ev
 from derivations.assembly.device import stage_params
+from derivations.config.hfconfig import checkpoint_files
 
 
 def summary(model: cfg.ModelSpec, pp=None, layers_per_stage=None, accounting: str = "paper", mtp: bool = False):
@@ -44,7 +45,6 @@ def summary(model: cfg.ModelSpec, pp=None, layers_per_stage=None, accounting: st
         data["mtp"] = mtp_params(model, terms)
         data["total_with_mtp"] = total + data["mtp"]["params"]
     if accounting == "checkpoint":
-        from derivations.config.hfconfig import checkpoint_files
         data["checkpoint_files"] = checkpoint_files(model)
     return data, rows
 

@@ -1,4 +1,4 @@
-"""Measured training runs (``paper/runs.toml``) against memsym's predictions (issue 17).
+"""Measured training runs (``paper/runs.toml``) against memsym's predictions.
 
 A run is data: its source, its model, its layout and training options in memsym's terms,
 the number its framework measured, what kind of number that is and on which rank.  This
@@ -129,6 +129,7 @@ def _model(where: str, data, base: Path) -> str:
     if not isinstance(data, dict) or len(data) != 1 or not ({"config", "preset"} & set(data)):
         raise _err(where, "[model] must have exactly one of config (a config.json under paper/) or preset")
     if "preset" in data:
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from derivations.config.presets import PRESETS
         name = _text(where, "model.preset", data["preset"])
         if name not in PRESETS:
@@ -200,6 +201,7 @@ def _one(data, base: Path, index: int) -> Run:
     if data["kind"] == "oom" and "gpu" not in data:
         raise _err(where, "an oom run must name its gpu (the capacity it exceeded)")
     if "gpu" in data:
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from derivations.config.gpus import gpu as gpu_preset
         gpu_preset(_text(where, "gpu", data["gpu"]))
     notes = data.get("notes", [])

@@ -24,6 +24,7 @@ from symbolic.search import evaluate
 from derivations import config as cfg
 from derivations import notation as nt
 from derivations.assembly import schedules
+import sympy as sp
 
 #: Configurations per evaluation block (each is up to PP device slots).
 BLOCK = 4096
@@ -48,6 +49,7 @@ def slots(model: cfg.ModelSpec, pp: int, schedule: str, m: Optional[int], vpp: O
 
 def microbatches(dp, mbs, global_batch: Optional[int], fixed: Optional[int]):
     """(m per configuration as int64, valid mask): G / (DP b) when a global batch is given."""
+    # lazy: numpy (only this path needs it)
     import numpy as np
     if global_batch is None:
         m = np.full(len(dp), -1 if fixed is None else fixed, dtype=np.int64)
@@ -58,8 +60,8 @@ def microbatches(dp, mbs, global_batch: Optional[int], fixed: Optional[int]):
 
 
 def _compile(model, training, exprs: Mapping[str, object], keys):
-    import sympy as sp
 
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.numeric import compile as compile_fn
     rows = (nt.DP, nt.TP, nt.PP, nt.EP, nt.ETP, nt.CP, nt.SP, nt.b, nt.s) + COMP
     fixed = {k: v for k, v in cfg.substitution(model, None, training).items() if k not in rows}
@@ -69,6 +71,7 @@ def _compile(model, training, exprs: Mapping[str, object], keys):
 
 
 def _values(fn, args, cols, comp, n):
+    # lazy: numpy (only this path needs it)
     import numpy as np
     flat = {nt.DP: cols["dp"], nt.TP: cols["tp"], nt.PP: cols["pp"], nt.EP: cols["ep"], nt.ETP: cols["etp"],
             nt.CP: cols["cp"], nt.SP: cols["sp"], nt.b: cols["mbs"], nt.s: cols["seq"]}
@@ -88,6 +91,7 @@ def _values(fn, args, cols, comp, n):
 def evaluate_block(model, training, choices, compiled, cols, m, progress=None):
     """{column: array} of one block of configurations (rows = configurations x choices) at each
     configuration's most-loaded device under the schedule."""
+    # lazy: numpy (only this path needs it)
     import numpy as np
     (fn_s, args_s, keys_s), (fn_a, args_a, keys_a) = compiled
     n = len(cols["dp"])
@@ -128,6 +132,7 @@ def evaluate_block(model, training, choices, compiled, cols, m, progress=None):
 
 def run(model, training, exprs, choices, cols, global_batch: Optional[int], progress=None) -> Tuple[Dict, Counter]:
     """({column: array} of every valid configuration x choice, rejections by rule)."""
+    # lazy: numpy (only this path needs it)
     import numpy as np
     comps = list(next(iter(choices.values())))
     state_keys = sorted({ids[c] for ids in choices.values() for c in comps if c != "activations"})

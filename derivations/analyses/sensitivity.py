@@ -424,6 +424,7 @@ def configuration(model, layout, training, stage_index, wrt, rows=5):
     """(bytes per component, stage, [Sensitivity]) at a configuration: the derivatives of the
     per-device total's components (``derivations.totals``) and exact finite differences of the
     assembled device (``derivations.device.components``) to the next and previous valid values."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import variant
     from derivations.assembly import device
     from derivations.assembly import totals

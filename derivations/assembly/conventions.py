@@ -1,6 +1,6 @@
-"""Conventions: every modelling assumption a named switch; other sources reproduced exactly (issue 8).
+"""Conventions: every modelling assumption a named switch; other sources reproduced exactly.
 
-The paper (digest sec. 10) makes choices a reader may not share.  Each is a switch of
+The paper (Secs. 3-5) makes choices a reader may not share.  Each is a switch of
 :class:`derivations.config.Conventions` (or of Training: the attention kernel, the bytes per
 parameter), defaulting to the paper's, listed with its help text in
 ``derivations.config.CONVENTION_SWITCHES`` and applied through *one* mechanism each:
@@ -61,6 +61,8 @@ from derivations.config.switches import (ORDER, PRESETS, describe, notes, preset
 from derivations.notation import (B_a, CP, D, DP, EP, ETP, L_d, L_m, N, N_r, N_s, PP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
                                h, h_E, h_F, n_h, s, v)
 from symbolic.term import Part, Term, combine
+from derivations.assembly.sides import megatron_values
+from derivations.config.values import symbol_keyed
 
 MEG = "Megatron-LM theoretical_memory_usage.py (2026, with expert parallelism)"
 MZ = "NVIDIA Megatron-MoE-ModelZoo DeepSeek estimator"
@@ -96,6 +98,7 @@ def megatron_params(reg, shared_tp: bool = True) -> Term:
 
 def _states(prefix: str, params: Term, provenance: str, sfx: str = ""):
     """Weights, gradients, optimizer terms of ``params`` (non_moe parts over DP, moe over EDP)."""
+    # lazy: sympy (only this path needs it)
     from derivations.assembly.zero import sharding_terms
     P_n = sum(p.expr for p in params.parts if "non_moe" in p.tags)
     P_m = sum(p.expr for p in params.parts if "moe" in p.tags)
@@ -141,6 +144,7 @@ def modelzoo_params(reg):
 def modelzoo_terms(reg):
     non_moe, moe, total = modelzoo_params(reg)
     yield from (non_moe, moe, total)
+    # lazy: sympy (only this path needs it)
     from derivations.assembly.zero import sharding_terms
     # calc(): dense parameters over dense_dp = gpus / (pp tp) = DP CP, experts over moe_dp = EDP
     yield from sharding_terms("conv.modelzoo", non_moe.expr, moe.expr, MZ_SCRIPT)
@@ -195,6 +199,7 @@ def _shared_tp_terms(reg):
     yield combine("static.device.total.shared-tp", "parameters on one device of a stage (P_n + P_m), shared "
                                                    "experts split by TP", "params", f"Table 6, total; {SHARED_TP}",
                   [("non_moe", "non-MoE", 1, non_moe), ("moe", "MoE", 1, dev)])
+    # lazy: sympy (only this path needs it)
     from derivations.assembly.zero import sharding_terms
     for t in sharding_terms("zero", non_moe.expr, dev.expr, f"Sec. 4, Table 8; {SHARED_TP}"):
         yield replace(t, id=t.id + ".shared-tp")
@@ -216,13 +221,12 @@ def side_terms(reg, conventions: cfg.Conventions) -> List[Term]:
 
 def megatron_substitution(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training) -> Dict:
     """The substitution of Megatron's shard, keyed by symbol (:func:`derivations.assembly.sides.megatron_values`)."""
-    from derivations.assembly.sides import megatron_values
-    from derivations.config.values import symbol_keyed
     return symbol_keyed(megatron_values(model, layout, training))
 
 
 def split_params(reg, side: WeightSide, subs) -> Tuple[Fraction, Fraction]:
     """(non-MoE, MoE) parameters of the device under ``side`` at ``subs``."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.numeric import exact
     if side.rank == "megatron":
         t = reg[side.params]
@@ -258,6 +262,7 @@ def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
                 stage: Optional[int] = None) -> Tuple[List[TensorRow], Dict[str, Fraction]]:
     """Every tensor one MoE transformer layer (MLA + MoE) keeps for backward, one micro-batch,
     under ``training``'s view and conventions, and {option: bytes it would save}."""
+    # lazy: sympy (only this path needs it)
     from symbolic.numeric import exact
     from derivations.activations import KEPT_FOR, View, flatten, mla_specs, moe_specs
     cfg.validate_layout(model, layout, training.seq)

@@ -24,7 +24,7 @@ from derivations import evaluate as ev
 from derivations.assembly import overheads, schedules
 from derivations.assembly.runtime import buffers_bytes, buffers_id
 from derivations.assembly.sides import device_component_ids, megatron_values, mtp_stage_shift, weight_side
-from derivations.config.switches import notes as convention_notes
+from derivations.config.switches import notes as convention_notes, switches_json
 from derivations.config.values import named, symbol_keyed
 from symbolic.exact import as_number
 
@@ -114,7 +114,6 @@ class Estimate:
             "terms": dict(self.term_ids),
             "assumptions": list(self.assumptions),
         }
-        from derivations.config.switches import switches_json
         out["conventions"] = switches_json(tr)
         if len(self.held) > 1:
             out["stage"]["holds_stages"] = [c.index for c in self.held]

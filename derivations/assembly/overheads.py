@@ -22,6 +22,7 @@ RANGES = {
 def terms(reg, *, q_lora, routing_bias, tied):
     """``overhead.fragmentation`` and ``overhead.buffers`` (sympy is imported here, for the terms only: the
     numbers below need none)."""
+    # lazy: sympy (estimate/params import no sympy)
     import sympy as sp
 
     from derivations.notation import M_buf, f_frag
@@ -49,6 +50,7 @@ def named_values(end: str = "high") -> dict:
 
 def overhead_values(end: str = "high") -> dict:
     """{f_frag: ..., M_buf: ...} at one end of the Sec. 6 ranges, keyed by symbol (:func:`named_values`)."""
+    # lazy: modules this module's importers do not need (estimate loads only what it runs)
     from derivations.config.values import symbol_keyed
     return symbol_keyed(named_values(end))
 
@@ -58,6 +60,7 @@ def peak(allocated, f=None, buf=None):
     exact for numbers, symbolic for symbols (``f``, ``buf`` default to the symbols f_frag and M_buf),
     element-wise for arrays; the one place it is written."""
     if f is None or buf is None:
+        # lazy: sympy (estimate/params import no sympy)
         from derivations.notation import M_buf, f_frag
         f, buf = f_frag if f is None else f, M_buf if buf is None else buf
     return (1 + f) * allocated + buf

@@ -5,7 +5,8 @@ e_E (holds the embedding) and e_H (holds the head); Table 3's rows and Table 4's
 are substitutions of ``params.stage`` (layer 0 = {L_d: 1, e_E: 1}; a 4-MoE-layer stage =
 {L_m: 4}); the whole model is the stage that holds everything.
 
-Extensions for real checkpoints (digest sec. 12; not in the paper):
+Extensions for real checkpoints (the released Hugging Face config.json files, copied in
+``derivations/models/``, and their safetensors; not in the paper):
 
 * ``params.stage.checkpoint``: every tensor of the main model (+ final RMSNorm, + the
   noaux_tc routing bias), the number of weights in the released checkpoint.

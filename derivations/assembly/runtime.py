@@ -45,6 +45,7 @@ def buffers_bytes(value: str) -> int:
 def buffers_term(value: str):
     """``runtime.buffers.<value>``: the runtime buffers of ``--runtime-buffers`` (te), in bytes (a Term:
     sympy is imported here, for the symbolic side only)."""
+    # lazy: sympy (estimate/params import no sympy)
     from symbolic.term import Part, Term
     return Term(buffers_id(value), "runtime buffers on every device: the cuBLAS workspaces of Transformer "
                                       "Engine and PyTorch (Hopper)", "bytes",

@@ -41,13 +41,14 @@ state; said in the estimate's assumptions).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from fractions import Fraction
 from typing import List, Optional, Tuple
 
 from derivations.evaluate import inflight  # the formulas below, printed (derivations/generated)
 from derivations.config import SCHEDULES, ConfigError
+from derivations.config.layout import compose
 
 TITLES = {
     "1f1b": "1F1B (PipeDream-flush, Megatron)",
@@ -85,7 +86,6 @@ class Chunk:
 
 def part_composition(comp, part: str):
     """``comp`` (a StageComposition) reduced to ``part`` (:data:`PARTS`)."""
-    from dataclasses import replace
     if part == "layers":
         return replace(comp, head=False)
     if part == "head":
@@ -101,6 +101,7 @@ def formulas(name: str) -> Tuple[Tuple[str, object, str], ...]:
     imported here, for the formulas only.
 
     'own' is stage i; 'mirror' is stage PP - 1 - i (DualPipe only); part as :data:`PARTS`."""
+    # lazy: sympy (estimate/params import no sympy)
     import sympy as sp
 
     from derivations.notation import PP, VPP, i_s, n_mb
@@ -180,7 +181,6 @@ def virtual_chunks(model, layout, index: int, virtual_layers: Tuple[int, ...], v
     as the layer counts of its PP V virtual stages: virtual stage j holds the next ``virtual_layers[j]``
     layers and runs on rank j mod PP as its chunk j // PP): one StageComposition per chunk, of its layers
     (the embedding on virtual stage 0, the head on the last)."""
-    from derivations.config.layout import compose
     pp, v = layout.pp, vpp or 2
     if len(virtual_layers) != pp * v:
         raise ConfigError("virtual-layers", f"--virtual-layers has {len(virtual_layers)} entries; PP x V = "

@@ -22,9 +22,10 @@ from typing import Dict, Tuple
 
 from symbolic.term import Term, combine
 
-from derivations import variant
+from derivations import variant, config as cfg
 from derivations.assembly.sides import COMPONENTS, device_component_ids as component_ids  # noqa: F401
 from derivations.config import RECOMPUTE, ZERO_NAMES, ConfigError, Training
+import sympy as sp
 
 def policies() -> Tuple[str, ...]:
     """The named recomputation policies (the paper's none and full, and the extensions; custom needs operators)."""
@@ -64,9 +65,8 @@ def device_components(model, layout, training: Training, index: int) -> Dict[str
     terms at its stage; under a pipeline schedule the model states of the stages it holds (two
     under DualPipe) and n_fl x the activations of each chunk it runs, as ``derivations.device``
     assembles them (every term is linear in the stage composition L_d, L_m, e_E, e_H)."""
-    import sympy as sp
 
-    from derivations import config as cfg
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.assembly import schedules
     if training.virtual_layers is not None:  # the closed forms count each rank's layers in V equal chunks

@@ -2,7 +2,7 @@
 
 The file is read as JSON data only: nothing is imported, executed or downloaded
 (``trust_remote_code`` never enters).  Fields map onto the paper's notation (Table 1;
-digest sec. 12):
+the released configs in ``derivations/models/``):
 
   hidden_size h, intermediate_size h_F, moe_intermediate_size h_E, num_hidden_layers l,
   num_attention_heads n_h, q_lora_rank d_c' (null: no query compression, one W^Q of
@@ -31,6 +31,7 @@ from symbolic.errors import ConfigError
 
 from derivations.config.limits import CONFIG_BYTES, CONFIG_DEPTH, CONFIG_DIGITS, FIELDS
 from derivations.config.model import ModelSpec
+import hashlib
 
 #: model_type values of the architecture memsym covers (DeepseekV2/V3 modelling code).
 MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
@@ -198,7 +199,6 @@ class ConfigFile:
     @property
     def sha256(self) -> str:
         """SHA-256 of the bytes read (what a trace record keeps: memsym/trace/records.py)."""
-        import hashlib
         return hashlib.sha256(self.raw).hexdigest()
 
 

@@ -1,4 +1,4 @@
-"""The domain of every number memsym accepts, as data (issue 14: every input bounded).
+"""The domain of every number memsym accepts, as data (every input bounded).
 
 Each bound is the largest value a real model or cluster uses, with a wide margin, so that
 every accepted input is computed within seconds and well under 1 GiB, and no arithmetic

@@ -16,7 +16,7 @@ from derivations.config.values import symbol_keyed
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A DeepSeek-family model in the paper's notation (Table 1; digest section 12).
+    """A DeepSeek-family model in the paper's notation (Table 1; the released configs in ``derivations/models/``).
 
     ``d_cq`` is None for models without query compression (DeepSeek-v2-Lite): queries
     are then one matrix W^Q of shape n_h (d_h + d_hr) x h and there is no query norm.

@@ -18,8 +18,9 @@ from symbolic.errors import ConfigError
 
 from derivations.config.hfconfig import ConfigFile, from_dict, from_hf_config, read_config, read_json
 from derivations.config.model import ModelSpec
+from .hfconfig import shape_name
 
-#: The preset names, in the order they are listed (digest sections 2 and 12: released configs).
+#: The preset names, in the order they are listed (the released Hugging Face configs, ``derivations/models/``).
 PRESET_NAMES = ("deepseek-v3", "deepseek-v2", "deepseek-v2-lite")
 MODELS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models")
 
@@ -124,6 +125,5 @@ def checked(spec: ModelSpec) -> ModelSpec:
     if rebuilt != spec or (rebuilt.n_group, rebuilt.topk_group) != (spec.n_group, spec.topk_group):
         raise ConfigError("model", f"ModelSpec fields are not those of a model memsym reads: {spec!r}")
     if spec.name in PRESETS and named(replace(spec, name="")).name != spec.name:
-        from .hfconfig import shape_name
         return replace(spec, name=shape_name("deepseek", spec.named()), source="python")
     return spec

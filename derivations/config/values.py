@@ -33,6 +33,7 @@ def named(model, layout=None, training=None, composition=None) -> Dict[str, obje
 
 def symbol_keyed(values: Dict[str, object]) -> Dict:
     """``values`` keyed by the registry's sympy symbols (imports sympy: the symbolic side only)."""
+    # lazy: modules this module's importers do not need (estimate loads only what it runs)
     from derivations import notation as nt
     return {nt.SYMBOLS[k]: v for k, v in values.items()}
 

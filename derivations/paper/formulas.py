@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from derivations.paper.reference import PAPER_DIR
+from derivations.config import ConfigError
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class FormulaCheck:
         if self.error:
             return self.error
         bad = [r for r in (self.result, self.latex_result) if r is not None and not r.equal]
+        # lazy: sympy (only this path needs it)
         from symbolic.formula import plain
         return "; ".join(f"term - formula = {plain(r.difference)}" for r in bad)
 
@@ -88,7 +90,7 @@ def load(path=None) -> List[Formula]:
 
 
 def check(formula: Formula, model=None) -> FormulaCheck:
-    from derivations.config import ConfigError
+    # lazy: sympy (only this path needs it)
     from derivations.paper.verify import verify
     try:
         res = verify(formula.text, formula.term, assume=formula.assume, model=model, stage=formula.stage)

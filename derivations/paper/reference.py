@@ -5,8 +5,9 @@ printed, its value, unit and printed precision, and the term(s) it checks with t
 configuration at which to evaluate them.  A comparison says:
 
   agrees        the derived value rounds to the printed one at the printed precision;
-  discrepancy   it does not, the entry states the known cause (digest sec. 10) and the
-                derived value equals the exact value the entry pins (``derived_exact``);
+  discrepancy   it does not, the entry states the known cause (its ``discrepancy`` field in
+                ``paper/printed.toml``) and the derived value equals the exact value the
+                entry pins (``derived_exact``);
   UNEXPLAINED   it does not and no cause is recorded: a failure;
   stale         the entry records a cause but the numbers now agree: also a failure;
   MISMATCH      the entry pins ``derived_exact`` and the derived value differs from it: a

@@ -9,7 +9,12 @@ import re
 from fractions import Fraction
 
 from derivations import config as cfg
-from derivations.config.limits import DECIMAL_PATTERN, INT_PATTERN
+from derivations.config.limits import (DECIMAL_PATTERN, INT_PATTERN, MAX_DIGITS, LAYERS, HBM,
+                                       MAX_NUMBER_CHARS, MAX_ARG_CHARS, CONFIG_BYTES, IMBALANCE)
+import os
+import stat
+from symbolic.units import parse_size
+from derivations.config import limits as L
 
 _INT = re.compile(INT_PATTERN)
 
@@ -23,7 +28,6 @@ def _shown(text) -> str:
 def _int_text(text: str, kind: str, low=None, limit=None) -> int:
     """An integer typed with ASCII digits (not '٣' or '１６', not '1_000'), at most
     MAX_DIGITS digits, at least ``low``, inside ``limit`` (derivations.limits) if given."""
-    from derivations.config.limits import MAX_DIGITS
     s = str(text).strip()
     if not _INT.fullmatch(s):
         raise argparse.ArgumentTypeError(f"expected {kind} (ASCII digits 0-9), got {_shown(text)}")
@@ -56,7 +60,6 @@ def any_int(text: str, limit=None) -> int:
 def int_list(text: str, limit=None, max_len=None, unique=False):
     """``"1,2,4"`` -> (1, 2, 4): ASCII integers, no empty entry (no repeated one if ``unique``), at most
     ``max_len`` entries (default: derivations.limits.LAYERS) inside ``limit``."""
-    from derivations.config.limits import LAYERS
     max_len = LAYERS if max_len is None else max_len
     items = str(text).split(",")
     if len(items) > max_len:
@@ -91,8 +94,6 @@ def layer_counts(text: str):
 
 def size_text(text: str) -> str:
     """A memory size (``80GiB``) checked against derivations.limits.HBM; the text itself is returned."""
-    from derivations.config.limits import HBM, MAX_NUMBER_CHARS
-    from symbolic.units import parse_size
     if len(str(text)) > MAX_NUMBER_CHARS or not str(text).isascii():
         raise argparse.ArgumentTypeError(f"cannot read the size {_shown(text)}: write e.g. 80GiB "
                                          f"(ASCII, at most {MAX_NUMBER_CHARS} characters)")
@@ -107,7 +108,6 @@ def size_text(text: str) -> str:
 
 def path_text(text: str) -> str:
     """A path typed on the command line: no NUL byte, at most MAX_ARG_CHARS characters."""
-    from derivations.config.limits import MAX_ARG_CHARS
     if "\0" in text:
         raise argparse.ArgumentTypeError(f"{_shown(text)} is not a path (it holds a NUL character)")
     if len(text) > MAX_ARG_CHARS or len(text.encode("utf-8", "surrogateescape")) > 4096:
@@ -118,9 +118,6 @@ def path_text(text: str) -> str:
 def data_file(text: str) -> str:
     """A data file read whole (``reproduce --data``): a regular file of at most CONFIG_BYTES bytes;
     a device, FIFO or directory is named as what it is (never opened)."""
-    import os
-    import stat
-    from derivations.config.limits import CONFIG_BYTES
     path_text(text)
     try:
         st = os.stat(text)
@@ -149,7 +146,6 @@ def _bounded(fn, limit, max_len=None, unique=False):
 
 
 def _text_bounded(fn):
-    from derivations.config.limits import MAX_ARG_CHARS
 
     def parse(text):
         if len(text) > MAX_ARG_CHARS:
@@ -164,7 +160,6 @@ def apply_limits(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     integer option gets the ASCII-digit parser with its limit, a list option its entry limit and
     length, a path or size option its check; every other argument a length bound.  Checked when
     the command line is parsed, before any work."""
-    from derivations.config import limits as L
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in set(action.choices.values()):
@@ -206,7 +201,6 @@ _DECIMAL = re.compile(DECIMAL_PATTERN)
 
 
 def imbalance_factor(text: str) -> Fraction:
-    from derivations.config.limits import IMBALANCE, MAX_NUMBER_CHARS
     if len(text) > MAX_NUMBER_CHARS or not _DECIMAL.fullmatch(text.strip()):
         raise argparse.ArgumentTypeError(f"imbalance F must be a decimal number >= 1 in ASCII digits (e.g. 1.25, "
                                          f"at most {MAX_NUMBER_CHARS} characters), got {_shown(text)}")

@@ -12,6 +12,7 @@ from derivations.config import resolve as R
 from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
     _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS, apply_limits, dtype_bytes, recompute_policy, imbalance_factor,
     layer_counts)
+from derivations.config.recipes import RECIPES
 
 
 def check_conflicts(args) -> None:
@@ -96,7 +97,6 @@ def add_layout_options(p: argparse.ArgumentParser, stage: bool = True) -> None:
 def add_training_options(p: argparse.ArgumentParser) -> None:
     E, T, D = _Explicit, _ExplicitTrue, cfg.Training()  # the defaults are the Training dataclass's
     g = p.add_argument_group("training (defaults: the paper's Tables 7 and 9)")
-    from derivations.config.recipes import RECIPES
     g.add_argument("--recipe", choices=list(RECIPES), default=None, action=_Recipe,
                    help="preset of layout and choices: deepseek-v3 (the DeepSeek-V3 report's own training: PP16 "
                         "EP64 no TP, ZeRO-1 over 2048 GPUs, DualPipe, BF16 moments, FP32 master weights and "
@@ -150,7 +150,7 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_convention_options(p: argparse.ArgumentParser) -> None:
-    """The modelling assumptions (issue 8): a preset and one option per switch, each
+    """The modelling assumptions (derivations/config/convention_presets/): a preset and one option per switch, each
     defaulting to the paper's choice (derivations.config.CONVENTION_SWITCHES)."""
     g = p.add_argument_group("conventions (modelling assumptions; defaults: the paper's; switches typed beside "
                              "--conventions override it)")
@@ -188,6 +188,7 @@ HBM_HELP = ("memory per GPU with its unit: GiB, MiB, TiB (binary) or GB, MB, TB 
 
 
 def gpu_names() -> str:
+    # lazy: modules this module's importers do not need (estimate loads only what it runs)
     from derivations.config.gpus import presets
     return ", ".join(presets())
 
@@ -203,6 +204,7 @@ def add_budget_options(p: argparse.ArgumentParser, default_hbm: str = None, what
 
 def budget_from_args(args, default_hbm: str = None, required: bool = False):
     """(bytes, GPU preset or None) of --hbm / --gpu; None when neither is given and not required."""
+    # lazy: modules this module's importers do not need (estimate loads only what it runs)
     from derivations.config.gpus import budget
     hbm, gpu = budget(args.hbm, args.gpu)
     if hbm is None and default_hbm is not None:
@@ -256,6 +258,7 @@ def configuration(args) -> "R.Configuration":
 
 def json_default(o):
     if isinstance(o, Fraction):
+        # lazy: modules this module's importers do not need (estimate loads only what it runs)
         from symbolic.exact import as_number
         return as_number(o)
     if isinstance(o, range):

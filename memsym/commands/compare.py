@@ -1,4 +1,4 @@
-"""memsym compare: the paper, Megatron-LM and NVIDIA's ModelZoo side by side, and the gap itemised (issue 8)."""
+"""memsym compare: the paper, Megatron-LM and NVIDIA's ModelZoo side by side, and the gap itemised."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -6,6 +6,7 @@ from dataclasses import replace
 from derivations import config as cfg
 from symbolic.exact import fmt_gib, fmt_int
 from . import COMMANDS, common
+from derivations.config.switches import ORDER, switches_json
 
 LABELS = {"routed_tokens": "routed tokens per device", "attention": "attention kernel",
           "router_tensors": "router tensors", "shared_expert": "shared expert", "dropout_masks": "dropout masks",
@@ -57,6 +58,7 @@ def add_parser(sub):
 
 
 def _compare(args):
+    # lazy: sympy (only this path needs it)
     from derivations.analyses.compare import compare
     model = common.model_from_args(args)
     layout = common.layout_from_args(args)
@@ -86,6 +88,7 @@ def data(args) -> dict:
 
 def run(args) -> int:
     if args.plot:
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from ..plots import check_output
         check_output(args.plot)
     columns, falls = _compare(args)
@@ -108,7 +111,6 @@ def title(est) -> str:
 
 
 def to_json(columns, falls) -> dict:
-    from derivations.config.switches import ORDER, switches_json
     e0 = columns["paper"][0]
     out = {"model": e0.model.name, "layout": e0.to_json()["layout"], "stage": e0.stage.index, "order": list(ORDER),
            "presets": {}, "waterfalls": {}}
@@ -173,6 +175,7 @@ def _v(x) -> str:
 
 def plot(falls, path: str, subtitle: str = "") -> None:
     """One row per preset: the waterfall of one MoE layer's activations and of the model states (GiB)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from ..plots import _pyplot, save
     plt = _pyplot()
     GiB = cfg.GiB

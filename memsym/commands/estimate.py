@@ -5,6 +5,9 @@ from derivations import config as cfg
 from derivations.assembly import explain
 from symbolic.exact import count, fmt_gib, fmt_int
 from . import COMMANDS, common
+from derivations.config.recipes import RECIPES
+from derivations.config.switches import preset_of
+from derivations.config.values import PAPER_BYTES
 
 
 def add_parser(sub):
@@ -41,6 +44,7 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly.device import estimate, estimate_all
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_from_args(args)
@@ -71,6 +75,7 @@ def _verdict(args, model, layout, training):
     hbm, gpu = common.budget_from_args(args)
     if hbm is None:
         return None
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses.budget import verdict
     return verdict(model, layout, training, hbm, gpu)
 
@@ -107,6 +112,7 @@ def data(args, est=None, verdict=None) -> dict:
     if args.tensors:
         return _tensors_json(args, model, layout, training)
     if args.all_stages:
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from derivations.assembly.device import estimate_all
         every, worst = estimate_all(model, layout, training, common.recipe_assumptions(args))
         return _all_stages_json(every, worst, _device(args))
@@ -118,6 +124,7 @@ def data(args, est=None, verdict=None) -> dict:
 
 
 def _run_tensors(args, model, layout, training) -> int:
+    # lazy: sympy (only this path needs it)
     from derivations.assembly.conventions import tensor_rows
     from derivations.assembly.device import activation_ids, estimate
     est = estimate(model, layout, training, common.stage_from_args(args))
@@ -135,6 +142,7 @@ def _run_tensors(args, model, layout, training) -> int:
 
 def _tensors_json(args, model, layout, training, computed=None) -> dict:
     """What ``estimate --tensors --json`` prints."""
+    # lazy: sympy (only this path needs it)
     from derivations.assembly.conventions import SAVINGS, tensor_rows
     from derivations.assembly.device import activation_ids, estimate
     if computed is None:
@@ -153,6 +161,7 @@ def _tensors_json(args, model, layout, training, computed=None) -> dict:
 
 def _display_subs(est):
     """Parallel degrees and bytes per element substituted, the paper's way of printing a tensor (4bsh/2)."""
+    # lazy: sympy (only this path needs it)
     from derivations.notation import REGISTRY
     shown = {k: v for k, v in est.subs.items() if k.name in REGISTRY and
              (REGISTRY[k.name].role == "bytes" or (REGISTRY[k.name].role == "parallel" and v == 1))}
@@ -160,16 +169,19 @@ def _display_subs(est):
 
 
 def _formula(part, dsubs) -> str:
+    # lazy: sympy (only this path needs it)
     import sympy as sp
     return sp.sstr(part.display(*dsubs), order="none")
 
 
 def _latex(part, dsubs) -> str:
+    # lazy: sympy (only this path needs it)
     from symbolic.render import expr_latex
     return expr_latex(part.display(*dsubs), ordered=False)
 
 
 def render_tensors(est, rows, saving, layer_id, dsubs) -> str:
+    # lazy: sympy (only this path needs it)
     from derivations.assembly.conventions import SAVINGS
     lay, tr = est.layout, est.training
     conv = est.to_json()["conventions"]
@@ -202,7 +214,6 @@ def _device(args):
     """(name, bytes) of the GPU a --recipe names (DeepSeek-V3: the 80 GiB H800), else None."""
     if not getattr(args, "recipe", None):
         return None
-    from derivations.config.recipes import RECIPES
     return RECIPES[args.recipe].device
 
 
@@ -234,7 +245,6 @@ def _policy(tr) -> str:
         out += "; FP8 activations"
     if tr.imbalance != 1:
         out += f"; imbalance F={float(tr.imbalance):g}"
-    from derivations.config.switches import preset_of
     preset = preset_of(tr)
     if preset != "paper":
         changed = [f"{k}={v}" for k, v in tr.conventions.changed()]
@@ -250,7 +260,6 @@ def _policy(tr) -> str:
 
 def _bytes_dtypes(tr) -> str:
     d = dict(tr.bytes)
-    from derivations.config.values import PAPER_BYTES
     if all(d.get(k) == v for k, v in PAPER_BYTES.items()):
         return ""
     return "bytes per element: " + " ".join(f"{k}={fmt_int(v)}" for k, v in tr.bytes)
@@ -347,6 +356,7 @@ def _schedule_lines(est) -> list:
     """With a schedule: one micro-batch's activations, the in-flight count and (DualPipe) the second stage."""
     if not est.training.schedule:
         return []
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly.schedules import TITLES
     b = est.bytes
     wb = max(18, 2 + max(len(fmt_int(v)) for v in b.values()))

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 from . import COMMANDS, common
+from dataclasses import replace
+from fractions import Fraction
+from derivations import config as cfg
 
 
 def add_parser(sub):
@@ -38,6 +41,7 @@ def add_parser(sub):
 
 def run(args) -> int:
     if args.plot:
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from ..plots import check_output
         check_output(args.plot)
     # the same question at every end of the Sec. 6 ranges, so a user sees how much the
@@ -57,6 +61,7 @@ def run(args) -> int:
 
 def _solve_all(args):
     """(model, layout, training, hbm, result, {overheads end: answer}) of a fit command line."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import fit
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_options(args)  # fit applies --global-batch per b
@@ -86,7 +91,7 @@ def data(args) -> dict:
 
 def plot_memory_vs_seq(model, layout, training, hbm, res, path):
     """Peak at the binding stage vs s (powers of two around the answer) for every recomputation policy."""
-    from dataclasses import replace
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly import device
     from derivations.assembly import totals
     from derivations import notation as nt
@@ -119,8 +124,7 @@ def _forms(root, form):
 
 
 def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
-    from fractions import Fraction
-    from derivations import config as cfg
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     from .sensitivity import _config_json, _exact, _num
@@ -186,8 +190,7 @@ def _pipeline_text(p: dict) -> str:
 
 
 def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
-    from fractions import Fraction
-    from derivations import config as cfg
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     from symbolic.exact import fmt_gib, fmt_int

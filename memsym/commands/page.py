@@ -20,11 +20,13 @@ def add_parser(sub):
 
 
 def data(args) -> dict:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from ..page import write
     return {"page": str(write(args.out))}
 
 
 def run(args) -> int:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.files import check_out_dir
     check_out_dir(args.out)
     out = data(args)

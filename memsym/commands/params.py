@@ -1,6 +1,6 @@
 """memsym params: parameters per layer kind, per pipeline stage and in total (Tables 3-4).
 
-Also, for real checkpoints (digest sec. 12): the activated parameters per token (with
+Also, for real checkpoints (the released configs, ``derivations/models/``): the activated parameters per token (with
 and without the embedding and head), the MTP modules (``--mtp``) and, with checkpoint
 accounting, the tensor elements of the released files by dtype (what a model page
 counts: MTP included with its own embedding/head copies, FP8 scale tensors included).
@@ -36,11 +36,13 @@ def add_parser(sub):
 
 def data(args) -> dict:
     """What ``params --json`` prints."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses.counts import summary
     return summary(common.model_from_args(args), args.pp, args.layers_per_stage, args.accounting, args.mtp)[0]
 
 
 def run(args) -> int:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses.counts import summary
     model = common.model_from_args(args)
     data, rows = summary(model, args.pp, args.layers_per_stage, args.accounting, args.mtp)

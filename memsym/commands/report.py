@@ -7,10 +7,11 @@ import time
 
 from ..lines import one_line
 from . import COMMANDS, common
+from derivations.config import ConfigError
 
 
 def formats_type(text: str):
-    from derivations.config import ConfigError
+    # lazy: sympy (only this path needs it)
     from ..report import parse_formats
     try:
         return parse_formats(text)
@@ -19,6 +20,7 @@ def formats_type(text: str):
 
 
 def add_parser(sub):
+    # lazy: sympy (only this path needs it)
     from ..report import FORMATS
     p = sub.add_parser("report", help=COMMANDS["report"],
                        description="Writes a report that follows the paper's sections (notation, Table 2 matrices, "
@@ -49,6 +51,7 @@ def progress(message: str) -> None:
 def write(ctx, out, formats, stream=None) -> int:
     """Publish the report of ``ctx``; print the files written (on ``stream``, default
     stdout); progress on stderr; 0, or 1 if the PDF failed."""
+    # lazy: sympy (only this path needs it)
     from ..report import publish
     from ..report.notebook import NotebookError
     start = time.monotonic()
@@ -69,6 +72,7 @@ def write(ctx, out, formats, stream=None) -> int:
 
 
 def run(args) -> int:
+    # lazy: sympy (only this path needs it)
     from ..report import FORMATS, Context
     from ..report.extras import require_report
     require_report(args.formats, typed=args.formats != FORMATS)  # a missing extra fails before any work

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from . import COMMANDS, common
+import sys
 
 
 def add_parser(sub):
@@ -21,6 +22,7 @@ def add_parser(sub):
 
 def run(args) -> int:
     if getattr(args, "out", None):
+        # lazy: sympy (only this path needs it)
         from symbolic.files import check_out_dir
         from ..report import DEFAULT_FORMATS
         from ..report.extras import require_report
@@ -28,7 +30,6 @@ def run(args) -> int:
         check_out_dir(args.out)
     code = _verdict(args)
     if getattr(args, "out", None):
-        import sys
         from ..report import Context, DEFAULT_FORMATS
         from .report import write
         code = max(code, write(Context.create(), args.out, DEFAULT_FORMATS,
@@ -37,6 +38,7 @@ def run(args) -> int:
 
 
 def _verdict(args) -> int:
+    # lazy: sympy (only this path needs it)
     from derivations.paper.reproduce import run as reproduce
     from derivations.paper.formulas import run as check_formulas, summary_lines
     results = reproduce(args.data)

@@ -1,4 +1,4 @@
-"""memsym runs: predicted vs measured for the measured training runs of ``paper/runs.toml`` (issue 17).
+"""memsym runs: predicted vs measured for the measured training runs of ``paper/runs.toml``.
 
 Each run is evaluated as ``memsym estimate`` evaluates the options that describe it (its layout,
 training and the conventions preset of its framework, every stage: ``--all-stages``), and
@@ -9,6 +9,8 @@ import os
 
 from symbolic.exact import fmt_gib, fmt_int
 from . import COMMANDS, common
+from derivations.config import ConfigError
+from derivations import config as cfg
 
 
 def add_parser(sub):
@@ -40,7 +42,6 @@ def add_parser(sub):
 def _ids(text):
     if text is None:
         return None
-    from derivations.config import ConfigError
     ids = [t.strip() for t in text.split(",")]
     if not all(ids):
         raise ConfigError("runs", f"--id expects comma-separated run ids, got {text!r}")
@@ -57,7 +58,7 @@ def _shown_model(path: str) -> str:
 
 def evaluate(runs, forced=None):
     """[(run, result dict)] for ``runs``: each evaluated under its preset and compared by kind."""
-    from derivations import config as cfg
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import runs as R
     from derivations.assembly.device import estimate_all
     from derivations.config.gpus import gpu as gpu_preset
@@ -85,6 +86,7 @@ def evaluate(runs, forced=None):
 
 def data(args) -> dict:
     """What ``memsym runs --json`` prints: {"runs": [...]}."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import runs as R
     runs = R.select(R.load(args.data), _ids(args.ids))
     return {"runs": [res for _, res in evaluate(runs, args.force_conventions)],
@@ -93,6 +95,7 @@ def data(args) -> dict:
 
 def run(args) -> int:
     if args.plot:
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from ..plots import check_output
         check_output(args.plot)
     from derivations.analyses import runs as R
@@ -122,6 +125,7 @@ def _verdict(r) -> str:
 
 
 def render(results, verbose=False) -> str:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses.runs import BAND, FRAMEWORK_WHY
     wid = max([len(r["id"]) for r in results] + [2])
     head = (f"{'run':<{wid}}  {'kind':<13} {'conf':<6} {'measured':>10} {'predicted':>10} {'ratio':>6}  "

@@ -2,6 +2,12 @@
 from __future__ import annotations
 
 from . import COMMANDS, common
+import json
+import sys
+import io
+from derivations import config as cfg
+from derivations.config.recipes import RECIPES
+from fractions import Fraction
 
 
 def add_parser(sub):
@@ -24,7 +30,6 @@ def add_parser(sub):
     p.add_argument("--gpus", type=common.positive_int, required=True, help="number of GPUs (DP*TP*PP*CP)")
     common.add_budget_options(p, default_hbm="80GiB")
     g = p.add_argument_group("pipeline schedule (default: the paper's one micro-batch per stage)")
-    from derivations import config as cfg
     g.add_argument("--schedule", choices=list(cfg.SCHEDULES), default=None,
                    help="judge each configuration under this schedule (1f1b when --global-batch is given)")
     g.add_argument("--global-batch", type=common.positive_int, default=None, metavar="G",
@@ -34,7 +39,6 @@ def add_parser(sub):
                    help="micro-batches per step m, the same for every configuration (instead of --global-batch)")
     g.add_argument("--vpp", type=common.positive_int, default=None, metavar="V",
                    help="virtual pipeline stages per device for --schedule interleaved (default 2)")
-    from derivations.config.recipes import RECIPES
     g.add_argument("--recipe", choices=list(RECIPES), default=None,
                    help="take the schedule, micro-batches, virtual stages, sequence length, micro-batch size, ZeRO "
                         "stage and (a named) recomputation of a recipe (`memsym estimate --help`), unless typed; the "
@@ -73,7 +77,6 @@ def _apply_recipe(args) -> None:
     """--recipe: its schedule options and training choices where the command line left the defaults."""
     if not args.recipe:
         return
-    from derivations.config.recipes import RECIPES
     o = RECIPES[args.recipe].options
     for k in ("schedule", "microbatches", "vpp"):
         if getattr(args, k) is None and not (k == "microbatches" and args.global_batch is not None):
@@ -89,6 +92,7 @@ def _apply_recipe(args) -> None:
 def _search(args, rows=None):
     """(model, hbm, SearchResult, ordered row indices) of a search command line: the first ``rows``
     of them (None: all)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
     _apply_recipe(args)
     model = common.model_from_args(args)
@@ -102,12 +106,14 @@ def _search(args, rows=None):
 
 def data(args) -> dict:
     """What ``search --json`` prints, as Python objects."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
     model, hbm, result, full = _search(args, args.top)
     return {**_header(model, args, hbm, result), "rows": S.rows(result, full)}
 
 
 def run(args) -> int:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
     from ..plots import check_output, check_writable, write_atomic
     if args.csv:
@@ -139,7 +145,7 @@ def label(r) -> str:
 
 
 def _header(model, args, hbm, result) -> dict:
-    from fractions import Fraction
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     enum = result.enumeration
     over = result.overheads
@@ -162,8 +168,7 @@ def _header(model, args, hbm, result) -> dict:
 
 def write_json(model, args, hbm, result, idx) -> None:
     """JSON with one object per row, formatted straight from the columns (tens of thousands of rows)."""
-    import json
-    import sys
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
     head = json.dumps(_header(model, args, hbm, result), indent=2)
     cols, keys = S.columns(result, idx), S.row_keys(result)
@@ -175,8 +180,8 @@ def write_json(model, args, hbm, result, idx) -> None:
 
 
 def csv_text(rows) -> str:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     import csv
-    import io
     from derivations.analyses import search as S
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else list(S.ROW_KEYS), lineterminator="\n")
@@ -186,6 +191,7 @@ def csv_text(rows) -> str:
 
 
 def render_text(model, args, hbm, result, idx) -> str:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.exact import count, fmt_gib, fmt_int
     from derivations.analyses import search as S
     h = _header(model, args, hbm, result)
@@ -235,7 +241,6 @@ def render_text(model, args, hbm, result, idx) -> str:
 def _progress():
     """A progress callback on stderr for searches of more than about a million configurations
     (a bar on a terminal, a line per quarter otherwise)."""
-    import sys
     state = {"shown": -1}
 
     def show(done, total):

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from . import COMMANDS, common
+from derivations import config as cfg
+from symbolic.exact import fmt_gib, fmt_int
 
 DEFAULT_WRT = "b,s,DP,TP,PP,EP,ETP,CP,N_r"
 
@@ -32,6 +34,7 @@ def add_parser(sub):
 
 def _analyse(args):
     """(model, layout, training, stage, bytes, [Sensitivity]) of a sensitivity command line."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import sensitivity as S
     from derivations.assembly.device import default_stage
     model = common.model_from_args(args)
@@ -55,6 +58,7 @@ def data(args) -> dict:
 
 def run(args) -> int:
     if args.plot:
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from ..plots import check_output
         check_output(args.plot)
     model, layout, training, comp, values, results = _analyse(args)
@@ -86,7 +90,6 @@ def tornado_items(results):
 from symbolic.exact import as_number as _num, exact_text as _exact  # noqa: E402  (JSON: number, exact text)
 
 def _config_json(model, layout, training, comp):
-    from derivations import config as cfg
     return {"model": model.name,
             "layout": {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "ep": layout.ep, "etp": layout.etp,
                        "cp": layout.cp, "sp": layout.SP, "sp_tied_to_tp": layout.sp is None},
@@ -98,6 +101,7 @@ def _config_json(model, layout, training, comp):
 
 
 def to_json(model, layout, training, comp, values, results, with_latex=False) -> dict:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     out = _config_json(model, layout, training, comp)
@@ -135,10 +139,9 @@ def to_json(model, layout, training, comp, values, results, with_latex=False) ->
 
 
 def render_text(model, layout, training, comp, values, results, with_latex=False) -> str:
-    from derivations import config as cfg
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
-    from symbolic.exact import fmt_gib, fmt_int
     form = S.latex if with_latex else S.text
     lines = [f"memsym sensitivity: {model.name}, one device of stage {comp.index} of {layout.pp} ({comp.label}: "
              f"L_d={comp.dense}, L_m={comp.moe}, e_E={int(comp.embedding)}, e_H={int(comp.head)})",

@@ -12,6 +12,8 @@ from __future__ import annotations
 import sys
 
 from . import COMMANDS, common
+import os
+from symbolic.errors import ConfigError
 
 
 def add_parser(sub):
@@ -51,6 +53,7 @@ def add_parser(sub):
 def run(args) -> int:
     """Read and check everything first (memsym/trace/inputs.py: the config read once, bounded and
     validated as estimate does, the options, the record's folder), then import torch and trace."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from memsym.trace import INSTALL_HINT, inputs, missing
     conf = inputs.read(args.model)
     inputs.check_size(conf.model, args.mbs, args.seq)
@@ -66,7 +69,6 @@ def run(args) -> int:
         from memsym.trace import mcore as impl
     else:
         from memsym.trace import hf as impl
-    from symbolic.errors import ConfigError
     try:
         rec, info = impl.run(conf.data, args.mbs, args.seq, args.act_dtype, args.attention, args.experts,
                              args.recompute)
@@ -92,9 +94,8 @@ def run(args) -> int:
 
 def _check_record(args) -> None:
     """``--record FILE`` can be written, and every string it will hold is one TOML can (before the trace)."""
-    import os
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from memsym.trace.records import toml_string
-    from symbolic.errors import ConfigError
     if os.path.isdir(args.record):
         raise ConfigError("trace.record", f"--record {args.record}: is a directory; name the record's file")
     folder = os.path.dirname(os.path.abspath(args.record))

@@ -47,6 +47,7 @@ exit codes: 0 equal, 1 not equal, 2 bad input (unknown names, malformed or refus
 
 
 def _symbols_epilog() -> str:
+    # lazy: sympy (only this path needs it)
     from derivations.notation import REGISTRY
     rows, line = [], "symbols:"
     for name, info in REGISTRY.items():
@@ -101,6 +102,7 @@ def _formula_may_start_with_minus(p: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    # lazy: sympy (only this path needs it)
     from ..verdict import verify
     result = verify(args.formula, args.against, assume=args.assume, model=args.model, stage=args.stage)
     if args.json:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from .. import __version__
 
 PAGE_NAME = "memsym-calculator.html"
 
@@ -21,11 +22,11 @@ def _script_json(obj) -> str:
 
 def render(check: bool = True, data=None) -> str:
     """The page's HTML; ``data``: a :func:`memsym.page.data.generate` result to reuse."""
+    # lazy: sympy, jinja2 (only this path needs it)
     import jinja2
 
     from symbolic.resources import TEMPLATES_DIR
 
-    from .. import __version__
     from .data import generate
     d = dict(generate(check=check) if data is None else data)
     fns, mathml = d.pop("fns"), d.pop("mathml")
@@ -41,6 +42,7 @@ def render(check: bool = True, data=None) -> str:
 
 def write(out_dir, check: bool = True) -> Path:
     """Write the page into ``out_dir`` (created if needed), atomically; its path."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.files import write_atomic
     path = Path(out_dir) / PAGE_NAME
     write_atomic(path, render(check=check))

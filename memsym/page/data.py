@@ -29,7 +29,10 @@ import sympy as sp
 from derivations import config as cfg
 from derivations import variant
 
-from .codegen import js, mathml
+from .codegen import js, mathml, symbols_of
+from derivations.config import Conventions, hfconfig, limits as L
+from derivations.notation import EXTENSION_DEFAULTS, M_buf, PAPER_BYTES, f_frag
+from derivations.config.presets import PRESET_NAMES, preset_path
 
 RC = ("none", "selective", "full", "custom")
 
@@ -48,7 +51,6 @@ class Pool:
         expr = sp.sympify(expr)
         key = sp.srepr(expr) + "|" + (sp.srepr(display) if display is not None else "")
         if key not in self.index:
-            from .codegen import symbols_of
             self.index[key] = len(self.fns)
             self.fns.append(f"(e) => {js(expr)}")
             self.exprs.append(expr)
@@ -84,6 +86,7 @@ def _display(term):
 
 def model_states(pool: Pool) -> Dict:
     """{structure: {side: {ids: {zero: {component: id}}, terms: {id: fn}, P_n, P_m}}}."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly.sides import weight_side
     out = {}
     for structure in STRUCTURES:
@@ -121,6 +124,7 @@ def features() -> List[Tuple[str, Tuple]]:
 
 def make_view(rc: str, assign: Dict):
     """The derivations View of a recompute policy and feature values (absent: the first value)."""
+    # lazy: sympy (only this path needs it)
     from derivations.activations.views import View
     feats = dict(features())
     val = lambda f: assign.get(f, feats[f][0])
@@ -131,6 +135,7 @@ def make_view(rc: str, assign: Dict):
 
 def units(q_lora: bool):
     """Every tensor of the lists: (kind, key, label, count, num, den, tags)."""
+    # lazy: sympy (only this path needs it)
     from derivations.activations.inventory import SPECS
     from derivations.activations.views import Group
     for kind, specs in SPECS.items():
@@ -144,6 +149,7 @@ def units(q_lora: bool):
 
 
 def _outcome(unit, view):
+    # lazy: sympy (only this path needs it)
     from derivations.activations.views import _kept
     kind, key, label, count, num, den, tags = unit
     got = _kept(view, num, den, tags)
@@ -202,6 +208,7 @@ def evaluate_units(unit_list, rc: str, assign: Dict, pool_exprs: List) -> Dict[s
 
 def check_activations(unit_list, q_lora: bool, pool_exprs: List, n: int = 200, seed: int = 1) -> None:
     """The generated tables give every kind's term of ``n`` random views (AssertionError otherwise)."""
+    # lazy: sympy (only this path needs it)
     from derivations.activations import view_terms
     rng = random.Random(seed)
     for i in range(n):
@@ -216,8 +223,8 @@ def check_activations(unit_list, q_lora: bool, pool_exprs: List, n: int = 200, s
 
 def composition(pool: Pool) -> Dict:
     """Coefficients of act.stage (per kind) and of act.peak, from the paper view's terms."""
+    # lazy: sympy (only this path needs it)
     from derivations.activations import view_terms
-    from derivations.config import Conventions
     from derivations.activations.views import PAPER, View
     t = view_terms(PAPER, True)
     coef = lambda p: p.num[0] if len(p.num) > 1 else 1
@@ -231,6 +238,7 @@ def composition(pool: Pool) -> Dict:
 
 # ----------------------------------------------------------------------------- schedules, overheads
 def schedules(pool: Pool) -> Dict:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly import schedules as sch
     return {name: {"title": sch.TITLES[name],
                    "chunks": [[which, pool.add(expr), part] for which, expr, part in sch.formulas(name)]}
@@ -238,8 +246,8 @@ def schedules(pool: Pool) -> Dict:
 
 
 def overheads(pool: Pool) -> Dict:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly import overheads as oh
-    from derivations.notation import M_buf, f_frag
     alloc = sp.Symbol("M_alloc", positive=True)
     ends = {end: {"f_frag": _q(oh.overhead_values(end)[f_frag]), "M_buf": _q(oh.overhead_values(end)[M_buf])}
             for end in ("low", "high")}
@@ -254,10 +262,8 @@ def _q(x) -> str:
 # ----------------------------------------------------------------------------- the options
 def options() -> Dict:
     """The options of ``estimate`` the page offers, their values and defaults (from derivations)."""
-    from derivations.config.presets import PRESET_NAMES, preset_path
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.config.recipes import RECIPES
-    from derivations.config import hfconfig
-    from derivations.notation import EXTENSION_DEFAULTS, PAPER_BYTES
     from derivations.assembly.runtime import buffers_term
     from symbolic.numeric import exact
     lay, tr = cfg.Layout(), cfg.Training()
@@ -323,7 +329,6 @@ def inputs() -> Dict:
     """What the page reads its fields and a pasted config.json with: the limits of derivations/config/limits.py
     (the command line's), and the Python text rules its messages depend on (str.strip's white space,
     repr's printable characters), so that the page refuses what the command line refuses, in its words."""
-    from derivations.config import limits as L
     return {
         "options": {k: _limit(v) for k, v in L.OPTIONS.items()},
         "fields": {k: _limit(v) for k, v in L.FIELDS.items()},
@@ -341,6 +346,7 @@ def inputs() -> Dict:
 
 def gpus() -> List[Dict]:
     """The GPU table of the fit verdict: the ``--gpu`` presets (derivations/config/gpus.toml)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.config.gpus import presets
     return [{"id": g.key, "name": g.name, "bytes": g.capacity, "capacity": f"{g.capacity} B ({g.kind})",
              "source": g.source} for g in presets().values()]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import List, Optional, Tuple
+from .rendering import render_block
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,6 @@ def G(x) -> Cell:
 
 class _Markdown:
     def _repr_markdown_(self) -> str:
-        from .rendering import render_block
         return render_block(self, "md")
 
 

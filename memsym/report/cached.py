@@ -17,6 +17,13 @@ from typing import Callable, Dict, Optional, Tuple
 from symbolic import cache
 
 from .forms import code_digest
+import sys
+import sympy
+from derivations import config as cfg
+from .context import Context
+from . import sections
+from .blocks import Report, Stub, Table
+from .tables import CONFIGURATION_FREE, TABLES
 
 KIND = "report"
 #: What the HTML of a notebook depends on besides its cells (nbconvert and what it renders with).
@@ -27,14 +34,11 @@ HTML_PACKAGES = ("nbconvert", "nbformat", "ipython", "mistune", "pygments", "jin
 def report_key(ctx, plan) -> Optional[Tuple]:
     """The key parts of ``ctx``'s report laid out as ``plan``, or None when ``ctx`` is not one the
     configuration alone determines (terms or substitution changed by hand, a subclass)."""
-    import sys
 
-    import sympy
 
-    from derivations import config as cfg
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import configured
 
-    from .context import Context
     if type(ctx) is not Context or (ctx._terms is not None and ctx._terms is not configured(ctx.model, ctx.training)):
         return None
     if ctx.subs != cfg.substitution(ctx.model, ctx.layout, ctx.training, ctx.stage):
@@ -71,8 +75,6 @@ def _stored(parts, name: str, make: Callable[[], object], check: Callable[[objec
 def complete_report(ctx, plan, progress: Optional[Callable[[str], None]] = None):
     """:func:`memsym.report.sections.complete_report`, from the cache when this configuration's
     report was computed by the same code before."""
-    from . import sections
-    from .blocks import Report, Stub
 
     def check(rep) -> bool:
         return isinstance(rep, Report) and len(rep.sections) == len(plan.sections) and all(
@@ -86,12 +88,8 @@ def complete_report(ctx, plan, progress: Optional[Callable[[str], None]] = None)
 def _shared_tables(ctx) -> Dict[str, Callable[[], object]]:
     """{key: the table, from the cache} of the tables no configuration changes
     (:data:`~memsym.report.tables.CONFIGURATION_FREE`): kept once for all configurations."""
-    import sys
 
-    import sympy
 
-    from .blocks import Table
-    from .tables import CONFIGURATION_FREE, TABLES
 
     def one(key):
         parts = ("table", key, sympy.__version__, sys.version_info[:2], code_digest())
@@ -109,6 +107,7 @@ def rendered(ctx, plan, report, fmt: str, make: Callable[[], str]) -> str:
 
 
 def _versions(packages=HTML_PACKAGES) -> Tuple:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from importlib import metadata
     out = []
     for name in packages:

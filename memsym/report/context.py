@@ -43,6 +43,7 @@ class Context:
         ``model``: a ModelSpec, a preset name or a Hugging Face config.json path; ``stage`` None:
         as ``estimate`` chooses without a schedule (stage 1, or 0 at PP = 1:
         :func:`derivations.device.default_stage`)."""
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from derivations.assembly.device import default_stage
         model = cfg.load_model(model) if isinstance(model, str) else (model or cfg.load_model("deepseek-v3"))
         layout = layout or cfg.Layout()
@@ -55,6 +56,7 @@ class Context:
     @property
     def terms(self):
         if self._terms is None:
+            # lazy: modules this module's importers do not need (loaded only on this path)
             from derivations import configured
             self._terms = configured(self.model, self.training)  # this configuration's terms only
         return self._terms
@@ -77,6 +79,7 @@ class Context:
         MTP layers only under --mtp (derivations.conventions.megatron_substitution)."""
         if getattr(term, "scope", "stage") != "model":
             return self.subs
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from derivations.assembly.conventions import megatron_substitution
         return megatron_substitution(self.model, self.layout, self.training)
 
@@ -95,6 +98,7 @@ class Context:
 
     def exact(self, term_or_expr, subs: Optional[Dict] = None) -> Optional[Fraction]:
         """Exact value at this configuration (or at ``subs``), None when a symbol is unset."""
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from symbolic.numeric import exact
         try:
             return exact(term_or_expr, self.subs if subs is None else subs)

@@ -14,6 +14,12 @@ from functools import lru_cache
 from typing import Callable, Mapping
 
 from symbolic import cache, digests
+import derivations
+import memsym
+import symbolic
+import sys
+import sympy as sp
+from symbolic.resources import PAPER_DIR, TEMPLATES_DIR
 
 KIND = "report/forms"
 
@@ -21,10 +27,6 @@ KIND = "report/forms"
 @lru_cache(maxsize=None)
 def code_digest() -> str:
     """A hash of every file the report is made from: code, the paper's data and the templates."""
-    import derivations
-    import memsym
-    import symbolic
-    from symbolic.resources import PAPER_DIR, TEMPLATES_DIR
     return digests.tree_digest(*derivations.__path__, *symbolic.__path__, *memsym.__path__, PAPER_DIR, TEMPLATES_DIR)
 
 
@@ -33,9 +35,7 @@ def closed_latex(term, subs: Mapping, names: Mapping, make: Callable[[], str]) -
     when the same expression was shown at the same substitution by the same code before."""
     if not cache.enabled():
         return make()
-    import sys
 
-    import sympy as sp
     parts = ("closed-latex", sp.srepr(term.base_expr),
              repr(sorted((sp.srepr(k), sp.srepr(v)) for k, v in subs.items())),
              repr(sorted((sp.srepr(k), str(v)) for k, v in names.items())),

@@ -73,6 +73,7 @@ def build_notebook(ctx, report, section, computed: Optional[Sequence] = None):
     computed, :func:`memsym.report.sections.complete_report`) its code cells' outputs filled in
     as the kernel shows them (:func:`fill_outputs`), without a kernel."""
     with report_extra():
+        # lazy: nbformat (only this path needs it)
         import nbformat
         from nbformat import v4
     env = environment("notebook")
@@ -123,12 +124,14 @@ def build_notebook(ctx, report, section, computed: Optional[Sequence] = None):
 def _formatter():
     """IPython's display formatter: what the kernel turns a cell's value into (its MIME bundle)."""
     with report_extra():
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from IPython.core.formatters import DisplayFormatter
     return DisplayFormatter()
 
 
 def _output(formatter, obj, display: bool):
     """The output a kernel records for ``obj``: a cell's value (execute_result) or ``display(obj)``."""
+    # lazy: nbformat (only this path needs it)
     from nbformat import v4
     data, metadata = formatter.format(obj)
     if display:
@@ -143,6 +146,7 @@ class _VenvKernelSpecs:
     @staticmethod
     def manager():
         with report_extra():
+            # lazy: modules this module's importers do not need (loaded only on this path)
             from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
         class VenvKernelSpecManager(KernelSpecManager):
@@ -176,6 +180,7 @@ class Kernel:
     def start(self, warm: str = "") -> "Kernel":
         """Launch the kernel; ``warm`` is code it runs first (imports), while we keep working."""
         with report_extra():
+            # lazy: modules this module's importers do not need (loaded only on this path)
             from jupyter_client import KernelManager
         self._dir = tempfile.TemporaryDirectory(prefix="memsym-kernel-")
         cwd = self._dir.name
@@ -197,6 +202,7 @@ class Kernel:
         what it uses, so it runs the same alone in Jupyter; execution counts are renumbered
         per notebook afterwards."""
         with report_extra():
+            # lazy: nbformat (only this path needs it)
             from nbclient import NotebookClient
             from nbclient.exceptions import CellExecutionError
         if self.km is None:
@@ -265,6 +271,7 @@ def normalise(nb) -> None:
 
 def to_ipynb(nb) -> str:
     with report_extra():
+        # lazy: nbformat (only this path needs it)
         import nbformat
     return nbformat.writes(nb) + "\n"
 
@@ -277,6 +284,7 @@ def html_exporter():
     global _EXPORTER
     if _EXPORTER is None:
         with report_extra("HTML notebooks"):
+            # lazy: nbconvert (only this path needs it)
             from nbconvert import HTMLExporter
         exporter = HTMLExporter(template_name=NBCONVERT_TEMPLATE,
                                 extra_template_basedirs=[str(TEMPLATES_DIR / "nbconvert")])
@@ -287,6 +295,7 @@ def html_exporter():
 
 def to_html(nb, name: str) -> str:
     """HTML of a notebook through nbconvert and the ``memsym`` template (offline MathML for LaTeX)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from .offline import math_scripts
     body, _ = html_exporter().from_notebook_node(nb, resources={"metadata": {"name": name},
                                                                 "memsym_math": math_scripts(notebook=True)})
@@ -304,6 +313,7 @@ def _load_exporter() -> None:
 def html_of_text(text: str, name: str) -> str:
     """:func:`to_html` of a notebook given as its ``.ipynb`` text (what a :class:`Converter` is sent)."""
     with report_extra():
+        # lazy: nbformat (only this path needs it)
         import nbformat
     return to_html(nbformat.reads(text, as_version=4), name)
 
@@ -314,6 +324,7 @@ class Converter:
     second core halves them).  ``None`` where processes cannot be forked; :meth:`close` ends it."""
 
     def __init__(self):
+        # lazy: modules this module's importers do not need (loaded only on this path)
         import multiprocessing
         self.pool = multiprocessing.get_context("fork").Pool(1, initializer=_load_exporter)
 

@@ -2,6 +2,11 @@
 from __future__ import annotations
 
 from typing import Callable, Optional
+import shutil
+import os
+import subprocess
+import tempfile
+from pathlib import Path
 
 #: TeX engines tried in order for ``--format pdf``.
 TEX_ENGINES = ("pdflatex", "xelatex", "lualatex", "latexmk")
@@ -16,7 +21,6 @@ class PdfError(RuntimeError):
 
 
 def find_tex_engine() -> Optional[str]:
-    import shutil
     for engine in TEX_ENGINES:
         if shutil.which(engine):
             return engine
@@ -28,10 +32,6 @@ def compile_pdf(tex: str, engine: str, progress: Optional[Callable[[str], None]]
 
     Two passes (the table of contents); SOURCE_DATE_EPOCH fixes the dates pdfTeX embeds.  Every
     engine runs with ``-no-shell-escape``: the text in ``tex`` (the model's name) can run nothing."""
-    import os
-    import subprocess
-    import tempfile
-    from pathlib import Path
     env = dict(os.environ, SOURCE_DATE_EPOCH="0", FORCE_SOURCE_DATE="1")
     if engine == "latexmk":
         cmds = [["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "report.tex"]]

@@ -23,6 +23,8 @@ from . import cached, rendering
 from .extras import NOTEBOOK_FORMATS, require_report
 from .pdf import TEX_ENGINES, PdfError, compile_pdf, find_tex_engine
 from .sections import outline_report
+import signal
+from symbolic.resources import build_dir
 
 FORMATS = ("tex", "md", "html", "ipynb", "pdf")
 #: Seconds to wait for a notebook's HTML from the helper process before converting it here.
@@ -32,7 +34,6 @@ DEFAULT_FORMATS = FORMATS
 
 def default_out_dir() -> Path:
     """``./memsym-report`` under the current directory (never the installed package's tree)."""
-    from symbolic.resources import build_dir
     return build_dir()
 
 
@@ -59,6 +60,7 @@ class _NotebookRun:
     """The sections' notebooks executing in ``kernel`` on a background thread."""
 
     def __init__(self, ctx, plan, kernel, say):
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from . import notebook as nbm
         self.kernel, self.finished = kernel, queue.Queue()
         self.items = [(nbm.stem(s), s.key, nbm.build_notebook(ctx, plan, s)) for s in plan.sections if s.notebook]
@@ -107,6 +109,7 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
     if any(f in formats for f in NOTEBOOK_FORMATS):
         require_report(formats)
     if "ipynb" in formats:   # executed notebooks; HTML alone shows the outputs computed here (no kernel)
+        # lazy: notebook needs nbformat, nbclient and nbconvert (optional; only this path needs them)
         from . import notebook as nbm
         say("starting a kernel and laying out the notebooks")
         kernel = nbm.Kernel().start(warm=nbm.warm_source(ctx))  # it boots while the report is laid out
@@ -137,7 +140,6 @@ def _stop(kernel, run: Optional[_NotebookRun]) -> None:
     notebook, the kernel process is killed and the worker, which then fails at once, shuts its
     client down itself: tearing the client's sockets down from this thread as well leaves zmq
     waiting for ever.  Before the worker starts, the kernel is shut down here."""
-    import signal
     if run is None or not run.worker.is_alive():
         kernel.shutdown()
         return
@@ -162,6 +164,7 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
     if "html" in formats and run is not None:
         report.notebooks = run.links()
     elif "html" in formats:
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from . import notebook as nbm
         report.notebooks = tuple((nbm.stem(s), s.key) for s in plan.sections if s.notebook)
     for fmt in ("tex", "md", "html"):
@@ -189,6 +192,7 @@ def _notebooks_html(ctx, plan, report, say, converter=None) -> Dict[str, str]:
     """{``report-NN-<section>.html``: HTML} of the notebooks, their outputs from ``report``'s blocks;
     converted by ``converter`` (a :class:`~memsym.report.notebook.Converter`, which loaded nbconvert
     while the report was computed) when there is one, here if it fails or hangs."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from . import notebook as nbm
     books = [(nbm.stem(o), nbm.build_notebook(ctx, plan, o, computed=d.blocks))
              for o, d in zip(plan.sections, report.sections) if o.notebook]

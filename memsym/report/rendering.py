@@ -33,6 +33,7 @@ def make_environment(kind: str, templates_dir=None):
     escaping for the format), ``tex``/``md`` (explicit escapers), ``comment`` (one line, for a
     ``# comment`` in a notebook's code cell).  Values in code go in as ``repr``/``tojson`` literals.
     """
+    # lazy: jinja2 (only this path needs it)
     import jinja2
     if kind not in KINDS:
         raise ValueError(f"unknown template kind {kind!r}")

@@ -59,6 +59,7 @@ def _layer_groups(model: cfg.ModelSpec):
 
 
 def table_layers(ctx) -> Table:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.numeric import exact
     term = ctx.terms["params.stage"]
     rows = []
@@ -78,6 +79,7 @@ def table_layers(ctx) -> Table:
 
 
 def table_stages(ctx) -> Table:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly.device import stage_params
     rows_, total = stage_params(ctx.model, ctx.layout)
     rows = []
@@ -117,6 +119,7 @@ def table_bytes(ctx) -> Table:
 
 
 def table_zero(ctx) -> Table:
+    # lazy: sympy (only this path needs it)
     from derivations.assembly.zero import component_terms
     rows = []
     for z in ZERO_ORDER:
@@ -173,12 +176,13 @@ def table_activations(ctx) -> Table:
 
 
 def table_estimate(ctx) -> Table:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly.device import estimate
     est = estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index)
     rows = [(T(k), C(est.term_ids[k]), I(est.bytes[k]), G(est.bytes[k]))
             for k in ("weights", "gradients", "optimizer", "activations")]
     rows.append((T("total"), T(""), I(est.bytes["total"]), G(est.bytes["total"])))
-    rows += [(T("convention"), T(a[len("convention "):]), T(""), T(""))  # issue 8: switches not at the paper's
+    rows += [(T("convention"), T(a[len("convention "):]), T(""), T(""))  # switches not at the paper's choice
              for a in est.assumptions if a.startswith("convention ")]
     tr = ctx.training
     return Table("estimate", f"Per-device memory at this configuration (ZeRO {tr.zero} ({cfg.ZERO_NAMES[tr.zero]}), "
@@ -187,6 +191,7 @@ def table_estimate(ctx) -> Table:
 
 
 def table_overheads(ctx) -> Table:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly.device import estimate
     est = estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index)
     rows = []
@@ -200,6 +205,7 @@ def table_overheads(ctx) -> Table:
 
 
 def table_comparison(ctx) -> Table:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.paper.reproduce import run
     rows = []
     for r in run():
@@ -215,7 +221,8 @@ def table_comparison(ctx) -> Table:
 
 def table_traces(ctx) -> Table:
     """Each measured trace (paper/traces/*.toml) against its framework's preset and the paper's
-    terms: the bytes one layer of each kind keeps, and outside the layers (issue 12)."""
+    terms: the bytes one layer of each kind keeps, and outside the layers."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from memsym.trace import records
     rows = []
     for rec in records.load_all():
@@ -258,6 +265,7 @@ def table_traces(ctx) -> Table:
 def table_implementation_waterfall(ctx) -> Table:
     """From the paper's tensor list to each implementation's, one switch at a time, for one MoE
     layer's activations at this configuration (``memsym compare --conventions paper,P``)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses.compare import waterfall
     rows = []
     for end in ("transformers", "mcore", "mcore-te"):

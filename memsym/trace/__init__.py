@@ -1,4 +1,4 @@
-"""Ground truth per tensor (issue 12): trace real implementations on CPU.
+"""Ground truth per tensor (recorded in ``paper/traces/``): trace real implementations on CPU.
 
 :mod:`memsym.trace.recorder` records every tensor autograd saves for backward (de-duplicated
 by storage object), attributes it to the layer and sublayer whose operation saved it;
@@ -15,6 +15,7 @@ Engine's kernels, from their sources).  Megatron's ``layernorm``/``mla_up_proj``
 (output-discarding checkpoints) and ``moe_act`` (grouped GEMM only) have no memsym operator yet.
 """
 from __future__ import annotations
+import importlib.util
 
 INSTALL_HINT = "pip install 'memsym[trace]'"
 
@@ -29,7 +30,6 @@ MAX_TOKENS = 16384
 
 def missing(framework: str = "transformers"):
     """The name of the first package the trace extra needs that is not installed, or None."""
-    import importlib.util
     need = ["torch", "transformers"] if framework == "transformers" else ["torch", "megatron.core"]
     for mod in need:
         try:

@@ -33,6 +33,7 @@ def _estimate(args, preset: str, model=None):
     """derivations' estimate at the traced settings: one device (DP = TP = PP = EP = ETP = 1), the
     preset's conventions, B_a from --act-dtype, the recomputation traced; ``model``: the ModelSpec
     traced (else read from ``args.model``)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import config as cfg
     from derivations.config.switches import with_preset, with_switch
     from derivations.assembly.device import estimate
@@ -59,6 +60,7 @@ def predicted(args, preset: str, model=None) -> dict:
     if args.recompute != "none":
         argv += ["--recompute", memsym_recompute(getattr(args, "framework", ""), args.recompute)]
     est = _estimate(args, preset, model)
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.config import CONVENTION_PRESETS
     if CONVENTION_PRESETS.get(preset, {}).get("ce_backward", "none") != "none":
         argv += ["--ce-backward", "none"]
@@ -73,6 +75,7 @@ def predicted(args, preset: str, model=None) -> dict:
 def result(args, rec, info, model=None) -> dict:
     """The trace's output: settings, versions, measured (``rec``, ``info``) and predicted bytes
     (:func:`predicted`; ``model``: the ModelSpec traced, else read from ``args.model``)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from memsym.trace.families import families
     n = info["n_layers"]
     per, outside = rec.by_layer(n)

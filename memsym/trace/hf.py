@@ -20,6 +20,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     raw, spec = inputs.of(config)
     inputs.check_size(spec, mbs, seq)
     inputs.check_options("transformers", attention, experts, recompute)
+    # lazy: sympy, numpy, jinja2, torch, transformers (optional; only this path needs it)
     import torch
     import transformers
     from transformers import DeepseekV3Config, DeepseekV3ForCausalLM

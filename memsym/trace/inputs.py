@@ -54,6 +54,7 @@ def _shown(x) -> str:
 def read(model: str):
     """The config named by ``--model`` (a config.json, a directory holding one, or a preset name),
     read once and validated as ``memsym estimate`` does: a :class:`derivations.hfconfig.ConfigFile`."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.config.presets import load_config
     conf = load_config(model)
     check_fields(conf.data, model)
@@ -64,6 +65,7 @@ def of(config: Union[Mapping, str]):
     """``(parsed object, ModelSpec)`` of what an implementation's ``run`` is given: the parsed
     object (validated again, cheaply) or a path (read by :func:`read`)."""
     if isinstance(config, Mapping):
+        # lazy: modules this module's importers do not need (loaded only on this path)
         from derivations.config.hfconfig import from_dict
         check_fields(config)
         return config, from_dict(config, "<config>", "config")
@@ -149,6 +151,7 @@ def check_conventions(conventions: Optional[str]) -> None:
     """``--conventions``: a preset of derivations.config.CONVENTION_PRESETS, or None (the framework's)."""
     if conventions is None:
         return
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.config import CONVENTION_PRESETS
     if conventions not in CONVENTION_PRESETS:
         raise ConfigError("trace.conventions", f"--conventions {_shown(conventions)}: not a preset; presets: "

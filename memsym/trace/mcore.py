@@ -83,6 +83,7 @@ def _patch():
     global _PATCHED
     if _PATCHED:
         return
+    # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
     import torch
     torch.cuda.current_device = lambda: "cpu"
     torch.cuda.Stream = _Nop
@@ -129,6 +130,7 @@ def _patch():
 
 
 def _init_parallel(seed: int):
+    # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
     import torch.distributed as dist
     from megatron.core import parallel_state as ps
     from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
@@ -144,6 +146,7 @@ def _init_parallel(seed: int):
 def transformer_config(raw: Dict, act_dtype: str, recompute: str):
     """``MLATransformerConfig`` from a Hugging Face DeepSeek-V3 config (the fields Megatron-Bridge's
     DeepSeek-V3 conversion maps; dropout 0 as the config says; no auxiliary loss)."""
+    # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
     import torch
     from megatron.core.transformer.transformer_config import MLATransformerConfig
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[act_dtype]
@@ -185,6 +188,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     inputs.check_size(spec, mbs, seq)
     inputs.check_options("mcore", attention, experts, recompute)
     settings = recompute_settings(recompute)
+    # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
     import torch
     _patch()
     import megatron.core

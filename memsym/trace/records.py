@@ -1,4 +1,4 @@
-"""Measured traces as data: ``paper/traces/*.toml`` (issue 12).
+"""Measured traces as data: ``paper/traces/*.toml``.
 
 Each record holds the config (path and SHA-256 of its bytes), the settings, the framework
 and its versions, the measured bytes per layer, outside the layers and per tensor family,
@@ -14,12 +14,14 @@ import os
 import re
 import tomllib
 from typing import Dict, List
+import types
 
 
 SETTINGS = ("framework", "model", "mbs", "seq", "act_dtype", "attention", "experts", "recompute")
 
 
 def traces_dir() -> str:
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.resources import PAPER_DIR
     return str(PAPER_DIR / "traces")
 
@@ -43,6 +45,7 @@ def sha256(path: str) -> str:
 
 def command(settings: Dict) -> str:
     """The ``memsym trace`` command line of ``settings``, each value quoted for a POSIX shell."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     import shlex
     s = settings
     return (f"python -m memsym trace --framework {shlex.quote(s['framework'])} --model {shlex.quote(s['model'])} "
@@ -126,6 +129,7 @@ def to_toml(out: Dict, unexplained: str = "", sha256_of_config: str = None) -> s
 def config_path(rec: Dict) -> str:
     """The record's config file: its path as recorded, relative to the checkout (the folder that
     holds ``paper/``) unless absolute, so a report run from any directory finds it."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.resources import PAPER_DIR
     path = rec["config"]["path"]
     if os.path.isabs(path):
@@ -135,8 +139,8 @@ def config_path(rec: Dict) -> str:
 
 def predict(rec: Dict, preset: str = None) -> Dict:
     """``estimate --json``'s per-layer bytes at a record's settings (no torch)."""
-    import types
 
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from .compare import predicted
     st = rec["settings"]
     args = types.SimpleNamespace(model=config_path(rec), framework=rec["framework"], **st)
@@ -145,8 +149,8 @@ def predict(rec: Dict, preset: str = None) -> Dict:
 
 def retrace(rec: Dict) -> Dict:
     """Measure a record's settings again (needs the trace extra): the ``trace`` result."""
-    import types
 
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from .compare import result
     from . import hf, mcore
     st = rec["settings"]

@@ -23,6 +23,7 @@ SHAPE = {"b": 2, "s": 256, "v": 4096, "h": 64}
 def measure(b: int = SHAPE["b"], s: int = SHAPE["s"], v: int = SHAPE["v"], h: int = SHAPE["h"]) -> dict:
     """{path: {held_after_forward, forward_peak_above, backward_peak_above}} in bytes, for the
     unfused and the fused (native) cross-entropy of BF16 logits [s, b, v]."""
+    # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
     import torch
     import torch.distributed as dist
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -84,6 +85,7 @@ def measure(b: int = SHAPE["b"], s: int = SHAPE["s"], v: int = SHAPE["v"], h: in
 
 def record() -> str:
     """The TOML record of :func:`measure` (paper/transients/ce-backward.toml)."""
+    # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
     import megatron.core
     import torch
     got = measure()
