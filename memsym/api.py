@@ -9,6 +9,7 @@ what ``--json`` prints.  Bad input raises :class:`symbolic.errors.ConfigError`.
 from __future__ import annotations
 
 import importlib
+import os
 import json
 from typing import Any, Dict, List
 
@@ -56,8 +57,8 @@ def _spec(model):
     from derivations.config.presets import checked
     if isinstance(model, ModelSpec):
         return checked(model)
-    if isinstance(model, str):
-        return load_model(model)
+    if isinstance(model, (str, os.PathLike)):
+        return load_model(os.fspath(model))
     raise TypeError(f"model must be a preset name, a config.json path or a ModelSpec, got {type(model).__name__}")
 
 

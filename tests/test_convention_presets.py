@@ -71,7 +71,7 @@ def test_a_preset_added_without_names_terms_renames_nothing(tmp_path):
     (("attention = \"flash\"", "attention = 1"), "switch attention = 1"),
     (("name = \"megatron\"", "name = \"other\""), "a preset has name"),
     (("[switches]", "extra = 1\n[switches]"), "a preset has name"),
-    (("rank = \"megatron\"", "no_such_switch = \"x\""), "switch no_such_switch"),
+    (("[switches]", "[switches]\nno_such_switch = \"x\""), "switch no_such_switch"),
 ])
 def test_a_malformed_preset_file_is_refused_by_name(tmp_path, edit, message):
     folder = tmp_path / "p"
@@ -88,3 +88,13 @@ def test_kernel_sets_are_data_and_mcore_te_is_mcore_with_te_kernels():
     from derivations.config.switches import KERNEL_OVERRIDES
     assert set(KERNEL_OVERRIDES) == {"local", "te"} and KERNEL_OVERRIDES["local"] == {}
     assert cfg.CONVENTION_PRESETS["mcore-te"] == dict(cfg.CONVENTION_PRESETS["mcore"], **KERNEL_OVERRIDES["te"])
+
+
+def test_a_preset_missing_a_switch_is_refused(tmp_path):
+    """A switch left out would silently fall back to the paper's choice."""
+    folder = tmp_path / "p"
+    shutil.copytree(PRESET_DIR, folder)
+    path = folder / "mcore.toml"
+    path.write_text(path.read_text().replace('swiglu = "offset-copy"\n', ""))
+    with pytest.raises(ValueError, match="mcore.toml: a preset sets every switch; missing swiglu"):
+        read_presets(folder)

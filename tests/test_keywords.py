@@ -68,3 +68,12 @@ def test_flags_take_booleans_and_unknown_keywords_are_type_errors():
         memsym.estimate(mbss=2)
     with pytest.raises(memsym.ConfigError, match="required: --gpus"):
         namespace("search", {})
+
+
+def test_a_boolean_for_an_option_with_a_value_is_refused_and_a_path_object_is_a_path(tmp_path):
+    with pytest.raises(memsym.ConfigError, match="argument --dp: takes a value, not False"):
+        memsym.estimate(dp=False)
+    import pathlib
+    from derivations.config.presets import preset_path
+    got = memsym.estimate(pathlib.Path(preset_path("deepseek-v2-lite")), pp=1, ep=8, dp=8, tp=1).params.total
+    assert got == memsym.estimate("deepseek-v2-lite", pp=1, ep=8, dp=8, tp=1).params.total

@@ -241,6 +241,9 @@ def read_presets(folder: Path = PRESET_DIR) -> Tuple[Dict[str, Dict[str, object]
             data = tomllib.load(fh)
         if set(data) != {"name", "order", "names_terms", "source", "switches"} or data["name"] != path.stem:
             raise ValueError(f"{path}: a preset has name (its file's stem), order, names_terms, source, [switches]")
+        missing = [k for k in (*CONVENTION_SWITCHES, "attention", "bytes_per_param") if k not in data["switches"]]
+        if missing:
+            raise ValueError(f"{path}: a preset sets every switch; missing {', '.join(missing)}")
         found.append((data["order"], data["name"], data["source"], data["names_terms"],
                       _checked_switches(str(path), data["switches"])))
     found.sort()

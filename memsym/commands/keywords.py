@@ -66,8 +66,8 @@ def _store(command: str, parser, ns, action: argparse.Action, value) -> None:
 
 
 def namespace(command: str, options: Mapping[str, Any], positional: Sequence[Any] = ()) -> argparse.Namespace:
-    """The options namespace of ``command`` for keyword ``options`` (option dests; None or False: left
-    at the default) and ``positional`` values: defaults as argparse sets them, each keyword stored by
+    """The options namespace of ``command`` for keyword ``options`` (option dests; None, or False for a
+    flag: left at the default; a boolean for an option that takes a value is refused) and ``positional`` values: defaults as argparse sets them, each keyword stored by
     its option's action.  An unknown keyword is a TypeError (a Python call's mistake); a bad value or a
     missing required option is a ConfigError with the command line's message."""
     parser = _subparser(command)
@@ -90,8 +90,10 @@ def namespace(command: str, options: Mapping[str, Any], positional: Sequence[Any
         if action is None:
             valid = ", ".join(sorted(d for d in flags if d not in ("help", "json")))
             raise TypeError(f"{command}() got an unexpected keyword {key!r}; valid: {valid}")
-        if value is None or value is False:
+        if value is None or (value is False and action.nargs == 0):
             continue
+        if isinstance(value, bool) and action.nargs != 0:
+            raise _error(command, action, f"takes a value, not {value!r}")
         _store(command, parser, ns, action, value)
         given.add(key)
     missing = [a for a in flags.values() if a.required and a.dest not in given]
