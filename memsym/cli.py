@@ -90,9 +90,9 @@ def _main(argv: Optional[List[str]] = None) -> int:
     for stream in (sys.stdout, sys.stderr):  # a name typed with undecodable bytes still prints
         if hasattr(stream, "reconfigure") and getattr(stream, "errors", None) == "strict":
             stream.reconfigure(errors="backslashreplace")
-    if not process:
+    if not process or _command(argv) is None:  # (no subcommand: help or version, no cache to warn about)
         return _dispatch(argv)
-    # lazy: modules this module's importers do not need (--help stays instant)
+    # lazy: the cache (hmac, pickle, secrets) is not needed for --help, which stays instant
     from symbolic import cache
     cache.DEFER_WARNING = True  # a cache warning is printed after a successful run: an error stays one line
     rc = _dispatch(argv)

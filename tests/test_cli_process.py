@@ -105,3 +105,12 @@ def test_report_progress_and_file_lines_stay_one_line_each(tmp_path):
     files = r.stdout.splitlines()
     assert files and all("\\n" in line for line in files)
     assert (out / "report.md").is_file()
+
+
+def test_help_and_version_load_no_cache_and_no_maths(tmp_path):
+    """``memsym --help`` stays instant: no cache (hmac, pickle), no sympy or numpy imported."""
+    for argv in (["--help"], ["--version"]):
+        p = memsym(argv, tmp_path / "cache", importtime=True)
+        assert p.returncode == 0
+        loaded = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines() if "|" in line}
+        assert loaded and not loaded & {"symbolic.cache", "hmac", "pickle", "sympy", "numpy"}, argv
