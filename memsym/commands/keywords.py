@@ -28,21 +28,17 @@ def _subparser(command: str) -> argparse.ArgumentParser:
 
 
 def _error(command: str, action: argparse.Action, message: str) -> ConfigError:
-    name = "/".join(action.option_strings) or action.metavar or action.dest
-    return ConfigError("argument", f"memsym {command}: argument {name}: {message}")
+    """argparse's own message for ``action`` (``argument --mbs: ...``), as the command line prints it."""
+    return ConfigError("argument", f"memsym {command}: {argparse.ArgumentError(action, message)}")
 
 
-def _converted(command: str, action: argparse.Action, text: str):
-    """``text`` through the option's type and choices (argparse's _get_values for one value)."""
+def _converted(command: str, parser, action: argparse.Action, text: str):
+    """``text`` through the option's type and choices: argparse's own conversion and check of one value."""
     try:
-        value = action.type(text) if action.type is not None else text
-    except argparse.ArgumentTypeError as exc:
-        raise _error(command, action, str(exc)) from None
-    except (TypeError, ValueError):
-        raise _error(command, action, f"invalid {getattr(action.type, '__name__', 'value')} value: {text!r}") from None
-    if action.choices is not None and value not in action.choices:
-        raise _error(command, action, f"invalid choice: {value!r} (choose from "
-                                      f"{', '.join(map(repr, action.choices))})")
+        value = parser._get_value(action, text)
+        parser._check_value(action, value)
+    except argparse.ArgumentError as exc:
+        raise ConfigError("argument", f"memsym {command}: {exc}") from None
     return value
 
 
@@ -60,23 +56,26 @@ def _store(command: str, parser, ns, action: argparse.Action, value) -> None:
         action(parser, ns, None, opt)
     elif action.nargs in ("+", "*"):
         items = list(value) if isinstance(value, (list, tuple)) else [value]
-        action(parser, ns, [_converted(command, action, str(v)) for v in items], opt)
+        action(parser, ns, [_converted(command, parser, action, str(v)) for v in items], opt)
     else:
-        action(parser, ns, _converted(command, action, _text(value)), opt)
+        action(parser, ns, _converted(command, parser, action, _text(value)), opt)
 
 
 def namespace(command: str, options: Mapping[str, Any], positional: Sequence[Any] = ()) -> argparse.Namespace:
     """The options namespace of ``command`` for keyword ``options`` (option dests; None, or False for a
-    flag: left at the default; a boolean for an option that takes a value is refused) and ``positional`` values: defaults as argparse sets them, each keyword stored by
-    its option's action.  An unknown keyword is a TypeError (a Python call's mistake); a bad value or a
+    flag: left at the default; a boolean for an option that takes a value is refused) and ``positional``
+    values: defaults as argparse sets them, each keyword stored by its option's action.  An unknown keyword is a TypeError (a Python call's mistake); a bad value or a
     missing required option is a ConfigError with the command line's message."""
     parser = _subparser(command)
     ns = argparse.Namespace(command=command)
     for action in parser._actions:
         if action.dest is not argparse.SUPPRESS and action.default is not argparse.SUPPRESS:
             default = action.default
-            if isinstance(default, str) and action.type is not None:  # as argparse converts a text default
-                default = _converted(command, action, default)
+            if isinstance(default, str):  # as argparse converts a text default (unchecked, as it does)
+                try:
+                    default = parser._get_value(action, default)
+                except argparse.ArgumentError as exc:
+                    raise ConfigError("argument", f"memsym {command}: {exc}") from None
             setattr(ns, action.dest, default)
     for key, value in parser._defaults.items():
         setattr(ns, key, value)
