@@ -126,7 +126,8 @@ def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
 REGISTERED = (PAPER, View("full"), View("selective"), View(attention="flash"), View(fp8=True))
 
 
-def terms(reg, *, q_lora, routing_bias, tied):
+def terms(reg, family, flags):
+    q_lora = flags["q_lora"]
     seen = set()
     for view in REGISTERED:
         for t in view_terms(view, q_lora).values():
