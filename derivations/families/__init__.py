@@ -13,7 +13,27 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of sublayer with activation terms of its own, as the report names it.
+
+    id: its term under the paper's view (``act.mla.layer``; a view's terms add a suffix); what: one of
+    it in words; provenance: where its tensor list comes from; symbols: the paper's symbol of the term
+    per id suffix ({"": "M_1^A", ".full": "M_2^A"}); full: what full recomputation keeps of it with the
+    paper's two checkpoints per layer and with one (None: not a layer, it keeps everything);
+    full_provenance: the provenance of its full-recomputation term, if the paper prints it.
+    """
+
+    name: str
+    id: str
+    what: str
+    provenance: str
+    symbols: Tuple[Tuple[str, str], ...] = ()
+    full: Optional[Tuple[str, str]] = None
+    full_provenance: str = ""
 
 
 @dataclass(frozen=True)
@@ -24,7 +44,8 @@ class Family:
     model_types: the Hugging Face ``model_type`` values read as this family; dimensions: (config field,
     ModelSpec attribute, meaning) of each required positive integer; topk_methods: the router's
     ``topk_method`` values the modelling code accepts; kinds: the kinds of sublayer with a tensor list,
-    the attention's first; parameters / activations: the modules (sympy) of its terms and tensor lists;
+    the attention's first; layer_terms: the kinds with activation terms of their own (:class:`Kind`);
+    layer: the kinds one transformer layer of the largest kind holds (``act.layer``: MLA + MoE); parameters / activations: the modules (sympy) of its terms and tensor lists;
     flags: the names of a model's structure (ModelSpec.structure, in order), which decide which terms
     exist; each section's ``terms(registry, family, flags)`` reads the flags it needs by name.
     """
@@ -37,6 +58,8 @@ class Family:
     kinds: Tuple[str, ...]
     parameters: str
     activations: str
+    layer_terms: Tuple[Kind, ...] = ()
+    layer: Tuple[str, ...] = ()
     flags: Tuple[str, ...] = ("q_lora", "routing_bias", "tied")
 
     @property

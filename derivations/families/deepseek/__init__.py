@@ -7,7 +7,8 @@ mapping onto the paper's notation (Table 1) is ``DIMENSIONS``; the rest of a con
 derivations/config/hfconfig.py.  Parameters: derivations/families/deepseek/parameters.py (Table 2);
 tensors kept for backward: derivations/families/deepseek/activations.py (Sec. 5).
 """
-from derivations.families import Family
+from derivations.constants import EXT, MLA, MOE
+from derivations.families import Family, Kind
 
 #: model_type values of the DeepseekV2/V3 modelling code.
 MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
@@ -29,7 +30,21 @@ DIMENSIONS = (
     ("vocab_size", "v", "vocabulary size v"),
 )
 
+#: The kinds with activation terms of their own (derivations/activations/kinds.py builds them): the paper's
+#: M_1^A / M_2^A (Sec. 5.1) and M_1^E / M_2^E (Sec. 5.2), and the extensions' dense FFN and head.
+LAYER_TERMS = (
+    Kind("mla", "act.mla.layer", "one MLA layer", MLA, (("", "M_1^A"), (".full", "M_2^A")),
+         ("only the layer input is kept", "only the layer input is kept"), "Sec. 5.1, M_2^A"),
+    Kind("moe", "act.moe.layer", "one MoE layer", MOE, (("", "M_1^E"), (".full", "M_2^E")),
+         ("layer input and routing decision kept", "nothing kept: the layer's one checkpoint is the MLA input"),
+         "Sec. 5.2, M_2^E"),
+    Kind("dense", "act.dense.layer", "one dense FFN sublayer (extension)", EXT, (),
+         ("only the layer input is kept", "nothing kept: the layer's one checkpoint is its input")),
+    Kind("head", "act.head", "the final norm, head and loss on the last stage (extension)", EXT),
+)
+
 FAMILY = Family(
     name="deepseek", title="DeepSeek-V2/V3 (MLA + DeepSeekMoE)", model_types=MODEL_TYPES, dimensions=DIMENSIONS,
     topk_methods=TOPK_METHODS, kinds=("mla", "moe", "dense", "head", "mtp"),
-    parameters="derivations.families.deepseek.parameters", activations="derivations.families.deepseek.activations")
+    parameters="derivations.families.deepseek.parameters", activations="derivations.families.deepseek.activations",
+    layer_terms=LAYER_TERMS, layer=("mla", "moe"))
