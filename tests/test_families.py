@@ -15,7 +15,6 @@ from derivations.activations.view import EXISTS, View
 from derivations.config import hfconfig
 from derivations.config.model import ModelSpec
 from derivations.config.switches import CONVENTION_SWITCHES, Conventions
-from derivations.families import Family
 
 
 def test_the_deepseek_family_is_what_the_config_reader_reads():
