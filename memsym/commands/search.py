@@ -145,14 +145,12 @@ def label(r) -> str:
 
 
 def _header(model, args, hbm, result) -> dict:
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations import notation as nt
     enum = result.enumeration
-    over = result.overheads
+    over = result.overheads  # by name: no sympy (derivations/analyses/evaluation.py Overheads)
     return {
         "model": model.name, "gpus": args.gpus, "hbm": hbm,
-        "overheads": {"end": args.overheads, "f_frag": float(Fraction(over[nt.f_frag])),
-                      "M_buf": int(over[nt.M_buf])},
+        "overheads": {"end": args.overheads, "f_frag": float(Fraction(over["f_frag"])),
+                      "M_buf": int(over["M_buf"])},
         "counts": {"lattice_candidates": enum.candidates, "valid_layouts": len(enum),
                    "rejected": dict(sorted(enum.rejected.items())), "considered": result.considered,
                    "fitting": result.fitting, "invalid_configurations": dict(sorted(result.invalid.items()))},
