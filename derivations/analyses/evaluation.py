@@ -29,7 +29,7 @@ import numpy as np
 from symbolic.search import FACTOR_ABOVE, evaluate
 
 from derivations import config as cfg
-from derivations.analyses import kernels, scheduled
+from derivations.analyses import kernels
 from derivations.analyses.enumeration import Enumeration, distinct_stages, enumerate_layouts
 from derivations.assembly.overheads import named_values, peak
 
@@ -167,15 +167,23 @@ def _values(model, training, exprs: Optional[Mapping[str, object]], keys, cols, 
     return {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), (n_g, K)) for k in keys}
 
 
-def _at(a, flat):
-    """a[g, j[g]] of each group (flat = g K + j); a column broadcast over the compositions is the column."""
+def _at(a, flat, per: int = 1):
+    """a[g, j[g]] of each group (flat = g K + j); a column broadcast over the compositions is the column.
+    ``per`` > 1: ``a`` holds one row per layout, the groups of a layout being ``per`` consecutive groups."""
+    if per > 1:
+        K = a.shape[1]
+        if a.strides[1] == 0:
+            return np.repeat(a[:, 0], per)
+        return np.ascontiguousarray(a).reshape(-1).take((flat // K) // per * K + flat % K)
     if a.strides[1] == 0:
         return a[:, 0]
     return np.ascontiguousarray(a).reshape(-1).take(flat)
 
 
-def _most_loaded(value, choices, compo):
+def _most_loaded(value, choices, compo, per_layout=frozenset(), per: int = 1):
     """Per (ZeRO stage, policy): each configuration's components at its most-loaded stage.
+    ``per_layout``: the keys of ``value`` held once per layout (the model states, which depend on
+    neither b nor s), a layout's ``per`` groups sharing them.
     Returns ({column: [block per choice]}, group index of every output row)."""
     n_g = compo.shape[0]
     zeros = sorted({z for z, _ in choices})
@@ -187,6 +195,7 @@ def _most_loaded(value, choices, compo):
     base = np.arange(n_g) * K
     stage = np.ascontiguousarray(compo[:, :, 4])
     partial = {}  # the components but the last summed once per distinct (ids): the same additions in order
+    step = lambda k: per if k in per_layout else 1
     for z in zeros:
         for ri, r in enumerate(policies):
             pick = choices.get((z, r))
@@ -194,11 +203,12 @@ def _most_loaded(value, choices, compo):
                 continue
             head = tuple(pick[c] for c in comps[:-1])
             if head not in partial:
-                partial[head] = sum(value[k] for k in head)
+                x = sum(value[k] for k in head)
+                partial[head] = np.repeat(x, per, axis=0) if per > 1 and set(head) <= per_layout else x
             total = partial[head] + value[pick[comps[-1]]] if comps[:-1] else sum(value[pick[c]] for c in comps)
             flat = base + np.argmax(total, axis=1)  # first most-loaded composition
             for c in comps:
-                blocks[c].append(_at(value[pick[c]], flat))
+                blocks[c].append(_at(value[pick[c]], flat, step(pick[c])))
             blocks["total"].append(_at(total, flat))
             blocks["zero"].append(np.full(n_g, z, dtype=np.int64))
             blocks["recompute"].append(np.full(n_g, ri, dtype=np.int64))
@@ -209,10 +219,19 @@ def _most_loaded(value, choices, compo):
 
 def _stage_view(model, training, exprs, choices, enum, seqs, mbs):
     """The paper's view (no schedule): every configuration at its most-loaded stage, one micro-batch per
-    stage.  Columns: the groups' columns tiled once per choice, then the components of each choice."""
+    stage.  Columns: the groups' columns tiled once per choice, then the components of each choice.
+    With the generated kernels the model states (independent of b and s: derivations/analyses/kernelgen.py
+    checks it) are evaluated once per layout, not once per (layout, s, b) group."""
     cols, compo = _rows(model, enum, seqs, mbs)
     keys = sorted({k for pick in choices.values() for k in pick.values()})
-    blocks, g = _most_loaded(_values(model, training, exprs, keys, cols, compo), choices, compo)
+    per = len(seqs) * len(mbs)
+    states = frozenset(k for pick in choices.values() for c, k in pick.items() if c != "activations")
+    if exprs is None and per > 1 and not states & {pick["activations"] for pick in choices.values()}:
+        value = _values(model, training, None, sorted(states), {k: v[::per] for k, v in cols.items()}, compo[::per])
+        value.update(_values(model, training, None, [k for k in keys if k not in states], cols, compo))
+    else:
+        states, value = frozenset(), _values(model, training, exprs, keys, cols, compo)
+    blocks, g = _most_loaded(value, choices, compo, states, per)
     cols["edp"] = cols["dp"] * cols["tp"] * cols["cp"] // (cols["ep"] * cols["etp"])
     n_c = len(g) // max(len(cols["dp"]), 1)  # g is arange(n_g) once per choice: a tile, not a gather
     out = {k: np.tile(v, n_c) for k, v in cols.items()}
@@ -246,6 +265,8 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
     over = Overheads({getattr(k, "name", k): v for k, v in (overheads or {"f_frag": 0, "M_buf": 0}).items()})
     training = training or cfg.Training()
     if training.schedule or global_batch is not None:
+        # lazy: the schedules' module only under a schedule
+        from derivations.analyses import scheduled
         cols, _ = _rows(model, enum, seqs, mbs)
         out, invalid = scheduled.run(model, training, exprs, choices, cols, global_batch, progress)
         groups = None

@@ -115,7 +115,8 @@ def data(args) -> dict:
 def run(args) -> int:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
-    from ..plots import check_output, check_writable, write_atomic
+    if args.csv or args.plot:  # lazy: the file helpers only when a file is written
+        from ..plots import check_output, check_writable, write_atomic
     if args.csv:
         check_writable(args.csv)
     if args.plot:
