@@ -169,14 +169,10 @@ def _values(model, training, exprs: Optional[Mapping[str, object]], keys, cols, 
 
 def _at(a, flat, per: int = 1):
     """a[g, j[g]] of each group (flat = g K + j); a column broadcast over the compositions is the column.
-    ``per`` > 1: ``a`` holds one row per layout, the groups of a layout being ``per`` consecutive groups."""
-    if per > 1:
-        K = a.shape[1]
-        if a.strides[1] == 0:
-            return np.repeat(a[:, 0], per)
-        return np.ascontiguousarray(a).reshape(-1).take((flat // K) // per * K + flat % K)
+    ``per`` > 1: ``a`` holds one row per layout, the groups of a layout being ``per`` consecutive groups,
+    and ``flat`` indexes it (layout K + j)."""
     if a.strides[1] == 0:
-        return a[:, 0]
+        return np.repeat(a[:, 0], per) if per > 1 else a[:, 0]
     return np.ascontiguousarray(a).reshape(-1).take(flat)
 
 
@@ -193,6 +189,7 @@ def _most_loaded(value, choices, compo, per_layout=frozenset(), per: int = 1):
     rows_g = []
     K = compo.shape[1]
     base = np.arange(n_g) * K
+    lbase = (np.arange(n_g) // per) * K if per > 1 else base  # a group's layout row, for the per-layout keys
     stage = np.ascontiguousarray(compo[:, :, 4])
     partial = {}  # the components but the last summed once per distinct (ids): the same additions in order
     step = lambda k: per if k in per_layout else 1
@@ -206,9 +203,11 @@ def _most_loaded(value, choices, compo, per_layout=frozenset(), per: int = 1):
                 x = sum(value[k] for k in head)
                 partial[head] = np.repeat(x, per, axis=0) if per > 1 and set(head) <= per_layout else x
             total = partial[head] + value[pick[comps[-1]]] if comps[:-1] else sum(value[pick[c]] for c in comps)
-            flat = base + np.argmax(total, axis=1)  # first most-loaded composition
+            j = np.argmax(total, axis=1)  # first most-loaded composition
+            flat = base + j
+            lflat = lbase + j if per > 1 else flat
             for c in comps:
-                blocks[c].append(_at(value[pick[c]], flat, step(pick[c])))
+                blocks[c].append(_at(value[pick[c]], lflat if step(pick[c]) > 1 else flat, step(pick[c])))
             blocks["total"].append(_at(total, flat))
             blocks["zero"].append(np.full(n_g, z, dtype=np.int64))
             blocks["recompute"].append(np.full(n_g, ri, dtype=np.int64))
