@@ -85,7 +85,7 @@ def module_source(family: str, structure_key: str, groups: Mapping[str, Mapping[
              f'{family}, structure {structure_key}); do not edit.', "",
              "The search's kernels (derivations/analyses/kernelgen.py): per group of terms, its coefficients",
              'as exact Python and the terms as numpy code of the row symbols and those coefficients."""',
-             "from fractions import Fraction as _Q", "from math import floor as _floor", "",
+             "from fractions import Fraction as _Q  # noqa: F401 (used when a coefficient is a fraction)", "from math import floor as _floor  # noqa: F401 (used when a coefficient has a floor)", "",
              f"TERMS = {{{', '.join(f'{g!r}: {tuple(ts)!r}' for g, ts in groups.items())}}}",
              f"ROWS = {ROWS!r}", "", ""]
     for g, terms in groups.items():

@@ -2,8 +2,8 @@
 
 The search's kernels (derivations/analyses/kernelgen.py): per group of terms, its coefficients
 as exact Python and the terms as numpy code of the row symbols and those coefficients."""
-from fractions import Fraction as _Q
-from math import floor as _floor
+from fractions import Fraction as _Q  # noqa: F401 (used when a coefficient is a fraction)
+from math import floor as _floor  # noqa: F401 (used when a coefficient has a floor)
 
 TERMS = {'states': ('zero.gradients.replicated', 'zero.gradients.sharded', 'zero.optimizer.replicated', 'zero.optimizer.sharded', 'zero.weights.replicated', 'zero.weights.sharded'), 'activations': ('act.stage', 'act.stage.full', 'act.stage.selective')}
 ROWS = ('CP', 'DP', 'EP', 'ETP', 'L_d', 'L_m', 'PP', 'SP', 'TP', 'b', 'e_E', 'e_H', 's')
