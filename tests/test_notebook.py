@@ -66,7 +66,8 @@ def test_converter_process_gives_the_same_html(ctx):
     done = rp.complete_report(ctx, plan)
     outline, section = next((o, d) for o, d in zip(plan.sections, done.sections) if o.key == "activations")
     nb = nbm.build_notebook(ctx, plan, outline, computed=section.blocks)
-    converter = nbm.Converter.start()
+    from memsym.report.converter import Converter
+    converter = Converter.start()
     if converter is None:
         pytest.skip("no second core or no fork here")
     try:

@@ -72,9 +72,9 @@ def _stored(parts, name: str, make: Callable[[], object], check: Callable[[objec
     return value
 
 
-def complete_report(ctx, plan, progress: Optional[Callable[[str], None]] = None):
+def complete_report(ctx, plan, progress: Optional[Callable[[str], None]] = None, done=None):
     """:func:`memsym.report.sections.complete_report`, from the cache when this configuration's
-    report was computed by the same code before."""
+    report was computed by the same code before (then ``done`` is not called)."""
 
     def check(rep) -> bool:
         return isinstance(rep, Report) and len(rep.sections) == len(plan.sections) and all(
@@ -82,7 +82,7 @@ def complete_report(ctx, plan, progress: Optional[Callable[[str], None]] = None)
             for a, b in zip(plan.sections, rep.sections))
     parts = report_key(ctx, plan)
     tables = _shared_tables(ctx) if parts is not None else {}
-    return _stored(parts, "complete", lambda: sections.complete_report(ctx, plan, progress, tables), check)
+    return _stored(parts, "complete", lambda: sections.complete_report(ctx, plan, progress, tables, done), check)
 
 
 def _shared_tables(ctx) -> Dict[str, Callable[[], object]]:

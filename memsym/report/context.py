@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import sympy as sp
 
@@ -60,6 +60,20 @@ class Context:
             from derivations import configured
             self._terms = configured(self.model, self.training)  # this configuration's terms only
         return self._terms
+
+    def registry_key(self) -> Optional[Tuple[str, str, str]]:
+        """What this context's term registry is made from, as :func:`derivations.variant` builds it
+        (the model's structure, the activation view of the training, the conventions of the weights
+        side), or None when its terms are not that registry (changed by hand) or it is a subclass.
+        Contexts with the same key show the same registry (tests/test_report_cache.py)."""
+        # lazy: modules this module's importers do not need (loaded only on this path)
+        from derivations import configured
+        from derivations.activations import View
+        if type(self) is not Context or (self._terms is not None and
+                                         self._terms is not configured(self.model, self.training)):
+            return None
+        conventions = getattr(self.training, "conventions", cfg.Conventions())
+        return repr(self.model.structure), repr(View.of(self.training)), repr(conventions.side("weights"))
 
     @property
     def names(self) -> Dict:
