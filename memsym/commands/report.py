@@ -57,7 +57,8 @@ def write(ctx, out, formats, stream=None, converter=None) -> int:
     from ..report.notebook import NotebookError
     start = time.monotonic()
     try:
-        res = publish(ctx, out, formats, progress, converter=converter)
+        res = publish(ctx, out, formats, progress) if converter is None else \
+            publish(ctx, out, formats, progress, converter=converter)
     except (NotebookError, RuntimeError, TimeoutError) as exc:   # nothing was written
         print(f"memsym report: error: {one_line(exc)}", file=sys.stderr)
         return 1

@@ -12,6 +12,7 @@ does not, or holds anything but what its key describes, is deleted and rebuilt; 
 from __future__ import annotations
 
 import pickle
+from functools import lru_cache
 from typing import Callable, Dict, Optional, Tuple
 
 from symbolic import cache
@@ -106,7 +107,9 @@ def rendered(ctx, plan, report, fmt: str, make: Callable[[], str]) -> str:
     return _stored(parts, "rendered", make, lambda text: isinstance(text, str))
 
 
+@lru_cache(maxsize=None)
 def _versions(packages=HTML_PACKAGES) -> Tuple:
+    """((package, version or None), ...) of ``packages`` (read once per process)."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from importlib import metadata
     out = []

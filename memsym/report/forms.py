@@ -77,8 +77,7 @@ def equation_forms(ctx, term, dsubs: Mapping, full: Mapping, names: Mapping, sho
     counted = {s for p in term.parts for i in p.counts if i < len(p.num) for s in sp.sympify(p.num[i]).free_symbols}
     parts = ("equation-forms", reg, term.id, show_parts, _subs_text(dsubs),
              _subs_text({k: v for k, v in full.items() if k in counted}),
-             repr(sorted((str(k), str(v)) for k, v in names.items())),
-             sp.__version__, sys.version_info[:2], code_digest())
+             _names_text(tuple(names.items())), sp.__version__, sys.version_info[:2], code_digest())
     if parts[-1] is None:  # the code changed under this process: no key describes it
         return make()
     k = cache.key(*parts)
@@ -90,6 +89,12 @@ def equation_forms(ctx, term, dsubs: Mapping, full: Mapping, names: Mapping, sho
     value = make()
     cache.store(KIND, k, json.dumps(value, sort_keys=True).encode("utf-8"))
     return value
+
+
+@lru_cache(maxsize=8)
+def _names_text(items) -> str:
+    """The symbol names of a key as text (the report's names are the same for every equation: once)."""
+    return repr(sorted((str(k), str(v)) for k, v in items))
 
 
 def _forms_of(data: bytes) -> Optional[Dict]:
