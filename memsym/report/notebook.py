@@ -78,12 +78,12 @@ def build_notebook(ctx, report, section, computed: Optional[Sequence] = None):
         from nbformat.notebooknode import NotebookNode
     env = environment("notebook")
     cells = []
-    formatter = _formatter() if computed is not None else None
+    formatter = _format if computed is not None else None
 
     def add(kind, source, shows=(), display=False):
         cell = _new_cell(kind, source, f"{section.key}-{len(cells):02d}")  # stable ids (not nbformat's random ones)
         if formatter is not None and kind == "code":
-            cell.outputs = [_output(formatter, obj, display) for obj in shows]
+            cell.outputs = [_output(obj, display) for obj in shows]
         cells.append(cell)
 
     add("md", env.get_template("notebook/title.md.j2").render(report=report, section=section).rstrip("\n"))
@@ -143,11 +143,29 @@ def _formatter():
     return DisplayFormatter()
 
 
-def _output(formatter, obj, display: bool):
+def _format(obj):
+    """(data, metadata) as IPython's display formatter gives them for ``obj``: for the report's
+    blocks and terms, which define only ``_repr_markdown_`` or ``_repr_latex_`` and a dataclass
+    ``__repr__`` (which IPython's pretty printer shows as it is), without importing IPython
+    (tests/test_notebook.py compares the two); anything else through IPython's formatter."""
+    # lazy: sympy (only this path needs it)
+    from symbolic.term import Term
+
+    from .blocks import Equation, Table
+    if type(obj) not in (Table, Equation, Term):
+        return _formatter().format(obj)
+    data = {"text/plain": repr(obj)}
+    for mime, method in (("text/markdown", "_repr_markdown_"), ("text/latex", "_repr_latex_")):
+        if hasattr(obj, method):
+            data[mime] = getattr(obj, method)()
+    return data, {}
+
+
+def _output(obj, display: bool):
     """The output a kernel records for ``obj``: a cell's value (execute_result) or ``display(obj)``."""
     # lazy: nbformat (only this path needs it)
     from nbformat.notebooknode import NotebookNode
-    data, metadata = formatter.format(obj)
+    data, metadata = _format(obj)
     # as nbformat.v4.new_output makes it, not validated alone (the notebook is, once)
     out = NotebookNode(output_type="display_data" if display else "execute_result", metadata=NotebookNode(),
                        data=NotebookNode())
