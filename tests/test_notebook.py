@@ -66,7 +66,8 @@ def test_converter_process_gives_the_same_html(ctx):
     done = rp.complete_report(ctx, plan)
     outline, section = next((o, d) for o, d in zip(plan.sections, done.sections) if o.key == "activations")
     nb = nbm.build_notebook(ctx, plan, outline, computed=section.blocks)
-    converter = nbm.Converter.start()
+    from memsym.report.converter import Converter
+    converter = Converter.start()
     if converter is None:
         pytest.skip("no second core or no fork here")
     try:
@@ -146,3 +147,14 @@ def test_failing_cell_is_reported(ctx):
     nb = v4.new_notebook(cells=[v4.new_code_cell("raise ValueError('boom')")])
     with pytest.raises(nbm.NotebookError, match="boom"):
         nbm.execute([nb])
+
+
+def test_outputs_are_formatted_as_ipython_formats_them(ctx):
+    """The notebooks' outputs of the report's blocks and terms are built without IPython
+    (notebook._format): the same MIME bundles as IPython's display formatter."""
+    from IPython.core.formatters import DisplayFormatter
+    ipython = DisplayFormatter()
+    plan = rp.outline_report(ctx)
+    done = rp.complete_report(ctx, plan)
+    objs = [b for s in done.sections for b in s.blocks if b.kind in ("table", "equation")] + list(ctx.terms.values())
+    assert objs and all(nbm._format(o) == ipython.format(o) for o in objs)

@@ -199,3 +199,52 @@ def test_closed_forms_are_shared_by_configurations_that_show_the_same_substituti
     monkeypatch.setattr(rp.equations, "closed_expr", lambda *a: pytest.fail("a closed form was recomputed"))
     monkeypatch.setattr(rp.equations, "breakable_latex", lambda *a: pytest.fail("a closed form was printed again"))
     assert all(e.closed for e in _equations(longer))
+
+
+def test_equation_forms_of_a_new_sequence_length_are_read_not_computed(ctx, tmp_path, monkeypatch):
+    """A report at another s (or b) shows the same forms: only the values are computed again."""
+    from derivations import config as cfg
+    longer = rp.Context.create(training=cfg.Training(seq=8200))
+    monkeypatch.setenv("MEMSYM_CACHE", "0")
+    expected = _equations(longer)
+    monkeypatch.setenv("MEMSYM_CACHE", "1")
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path))
+    _equations(ctx)
+    monkeypatch.setattr(rp.equations, "_forms", lambda *a: pytest.fail("an equation's forms were computed again"))
+    assert _equations(longer) == expected
+
+
+def test_equation_forms_are_json_and_a_bad_entry_is_rebuilt(ctx, tmp_path, monkeypatch):
+    import json
+    from memsym.report import forms as fm
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", str(tmp_path))
+    first = _equations(ctx)
+    payloads = [_payload(p, fm.KIND) for p in sorted((tmp_path / fm.KIND).iterdir())]
+    forms = [json.loads(p) for p in payloads if p.startswith(b"{")]
+    assert forms and all(set(f) == {"paper", "closed", "at", "uses", "parts"} for f in forms)
+    assert fm._forms_of(b'{"paper": 1}') is None and fm._forms_of(b"\xff") is None
+    assert _equations(ctx) == first
+
+
+def test_contexts_with_the_same_registry_key_have_the_same_terms():
+    """Context.registry_key names what derivations.configured builds the registry from: contexts
+    with equal keys share one registry, and a context whose terms were changed has no key."""
+    from derivations import config as cfg, configured
+    trainings = [cfg.Training(), cfg.Training(seq=8192, mbs=2), cfg.Training(zero=3), cfg.Training(recompute="full"),
+                 cfg.Training(recompute="selective"), cfg.Training(attention="flash"),
+                 cfg.Training(conventions=cfg.Conventions(rank="megatron")),
+                 cfg.Training(conventions=cfg.Conventions(swiglu="fused"))]
+    models = [cfg.load_model("deepseek-v3"), cfg.load_model("deepseek-v2-lite")]
+    seen = {}
+    for model in models:
+        for tr in trainings:
+            c = rp.Context.create(model, training=tr, layout=cfg.Layout(dp=8, tp=1, pp=1, ep=8, etp=1))
+            key = c.registry_key()
+            assert key is not None
+            if key in seen:
+                assert configured(model, tr) is seen[key]
+            seen[key] = configured(model, tr)
+    assert len(set(map(id, seen.values()))) == len(seen)
+    hand = rp.Context.create()
+    hand._terms = dict(hand.terms)
+    assert hand.registry_key() is None

@@ -11,8 +11,8 @@ from derivations.config import ConfigError
 
 
 def formats_type(text: str):
-    # lazy: sympy (only this path needs it)
-    from ..report import parse_formats
+    # lazy: modules this module's importers do not need (loaded only on this path)
+    from ..report.formats import parse_formats
     try:
         return parse_formats(text)
     except ConfigError as exc:
@@ -20,8 +20,8 @@ def formats_type(text: str):
 
 
 def add_parser(sub):
-    # lazy: sympy (only this path needs it)
-    from ..report import FORMATS
+    # lazy: modules this module's importers do not need (no sympy: the report's helper process starts first)
+    from ..report.formats import FORMATS
     p = sub.add_parser("report", help=COMMANDS["report"],
                        description="Writes a report that follows the paper's sections (notation, Table 2 matrices, "
                                    "Tables 3-4 parameters, Table 6 per device, Table 8 ZeRO, Sec. 5 activations and "
@@ -48,15 +48,17 @@ def progress(message: str) -> None:
     print(f"memsym report: {one_line(message)}", file=sys.stderr, flush=True)
 
 
-def write(ctx, out, formats, stream=None) -> int:
+def write(ctx, out, formats, stream=None, converter=None) -> int:
     """Publish the report of ``ctx``; print the files written (on ``stream``, default
-    stdout); progress on stderr; 0, or 1 if the PDF failed."""
+    stdout); progress on stderr; 0, or 1 if the PDF failed.  ``converter``: see
+    :func:`memsym.report.publishing.publish`."""
     # lazy: sympy (only this path needs it)
     from ..report import publish
     from ..report.notebook import NotebookError
     start = time.monotonic()
     try:
-        res = publish(ctx, out, formats, progress)
+        res = publish(ctx, out, formats, progress) if converter is None else \
+            publish(ctx, out, formats, progress, converter=converter)
     except (NotebookError, RuntimeError, TimeoutError) as exc:   # nothing was written
         print(f"memsym report: error: {one_line(exc)}", file=sys.stderr)
         return 1
@@ -72,13 +74,24 @@ def write(ctx, out, formats, stream=None) -> int:
 
 
 def run(args) -> int:
-    # lazy: sympy (only this path needs it)
-    from ..report import FORMATS, Context
+    # lazy: modules this module's importers do not need (loaded only on this path)
     from ..report.extras import require_report
+    from ..report.formats import FORMATS
     require_report(args.formats, typed=args.formats != FORMATS)  # a missing extra fails before any work
     if args.out is not None:
         from symbolic.files import check_out_dir
         check_out_dir(args.out)
-    ctx = Context.create(args.model, common.layout_from_args(args), common.training_from_args(args),
-                         common.stage_from_args(args))
-    return write(ctx, args.out, args.formats)
+    converter = None
+    if "html" in args.formats and "ipynb" not in args.formats:
+        # lazy: nbconvert, in a helper process forked now, before this one loads sympy and the report
+        from ..report.converter import Converter
+        converter = Converter.start()
+    try:
+        # lazy: sympy (only this path needs it)
+        from ..report import Context
+        ctx = Context.create(args.model, common.layout_from_args(args), common.training_from_args(args),
+                             common.stage_from_args(args))
+        return write(ctx, args.out, args.formats, converter=converter)
+    finally:
+        if converter is not None:
+            converter.close(failed=True)  # closed by publish already, unless it failed before

@@ -5,17 +5,44 @@ tables, equations, sections), :mod:`.context`, :mod:`.equations`, :mod:`.tables`
 :mod:`.sections`.  Rendering: :mod:`.text` (LaTeX names, escaping) and :mod:`.rendering`
 (the Jinja templates in ``templates/``).  Publishing: :mod:`.publishing` (atomic files),
 :mod:`.pdf` (a TeX engine), :mod:`.notebook` (one executed notebook per section; needs the
-report extra, :mod:`.extras`).
+report extra, :mod:`.extras`), :mod:`.nbhtml` and :mod:`.converter` (their HTML).
+
+The names below load on first use (PEP 562): importing :mod:`.formats` or :mod:`.converter`
+(what ``memsym report`` needs before anything else) loads no sympy, so the helper process
+converting notebooks starts at once.
 """
 from __future__ import annotations
 
-from .blocks import A, C, Cell, Equation, G, I, M, Paragraph, Report, Section, Stub, T, Table  # noqa: F401
-from .context import Context  # noqa: F401
-from .equations import equation, para  # noqa: F401
-from .pdf import TEX_ENGINES, PdfError, compile_pdf, find_tex_engine  # noqa: F401
-from .publishing import (DEFAULT_FORMATS, FORMATS, Published, default_out_dir, parse_formats,  # noqa: F401
-                         publish, write_atomic)
-from .rendering import environment, render, render_block  # noqa: F401
-from .sections import (SECTIONS, SectionSpec, build_report, complete_report, outline_report,  # noqa: F401
-                        section_term_ids)
-from .tables import TABLE_SOURCES, TABLES  # noqa: F401
+import importlib
+
+#: {name: the submodule defining it}, loaded on first use.
+_NAMES = {
+    **dict.fromkeys(("A", "C", "Cell", "Equation", "G", "I", "M", "Paragraph", "Report", "Section", "Stub", "T",
+                     "Table"), "blocks"),
+    "Context": "context", "equation": "equations", "para": "equations",
+    **dict.fromkeys(("TEX_ENGINES", "PdfError", "compile_pdf", "find_tex_engine"), "pdf"),
+    **dict.fromkeys(("DEFAULT_FORMATS", "FORMATS", "parse_formats"), "formats"),
+    **dict.fromkeys(("Published", "default_out_dir", "publish", "write_atomic"), "publishing"),
+    **dict.fromkeys(("environment", "render", "render_block"), "rendering"),
+    **dict.fromkeys(("SECTIONS", "SectionSpec", "build_report", "complete_report", "outline_report",
+                     "section_term_ids"), "sections"),
+    **dict.fromkeys(("TABLE_SOURCES", "TABLES"), "tables"),
+}
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name):
+    if name in _NAMES:
+        value = getattr(importlib.import_module(f".{_NAMES[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    try:  # a submodule not imported yet (memsym.report.rendering after `import memsym.report`)
+        return importlib.import_module(f".{name}", __name__)
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_NAMES))

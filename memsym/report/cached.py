@@ -12,6 +12,7 @@ does not, or holds anything but what its key describes, is deleted and rebuilt; 
 from __future__ import annotations
 
 import pickle
+from functools import lru_cache
 from typing import Callable, Dict, Optional, Tuple
 
 from symbolic import cache
@@ -72,9 +73,9 @@ def _stored(parts, name: str, make: Callable[[], object], check: Callable[[objec
     return value
 
 
-def complete_report(ctx, plan, progress: Optional[Callable[[str], None]] = None):
+def complete_report(ctx, plan, progress: Optional[Callable[[str], None]] = None, done=None):
     """:func:`memsym.report.sections.complete_report`, from the cache when this configuration's
-    report was computed by the same code before."""
+    report was computed by the same code before (then ``done`` is not called)."""
 
     def check(rep) -> bool:
         return isinstance(rep, Report) and len(rep.sections) == len(plan.sections) and all(
@@ -82,7 +83,7 @@ def complete_report(ctx, plan, progress: Optional[Callable[[str], None]] = None)
             for a, b in zip(plan.sections, rep.sections))
     parts = report_key(ctx, plan)
     tables = _shared_tables(ctx) if parts is not None else {}
-    return _stored(parts, "complete", lambda: sections.complete_report(ctx, plan, progress, tables), check)
+    return _stored(parts, "complete", lambda: sections.complete_report(ctx, plan, progress, tables, done), check)
 
 
 def _shared_tables(ctx) -> Dict[str, Callable[[], object]]:
@@ -106,7 +107,9 @@ def rendered(ctx, plan, report, fmt: str, make: Callable[[], str]) -> str:
     return _stored(parts, "rendered", make, lambda text: isinstance(text, str))
 
 
+@lru_cache(maxsize=None)
 def _versions(packages=HTML_PACKAGES) -> Tuple:
+    """((package, version or None), ...) of ``packages`` (read once per process)."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from importlib import metadata
     out = []

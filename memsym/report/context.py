@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import sympy as sp
 
@@ -23,6 +23,36 @@ from .text import report_names
 #: (Table 5) and bytes per element (Table 7); model dimensions stay symbols.
 DISPLAY_ROLES = ("parallel", "bytes")
 STAGE_ROLE = "stage"
+
+
+class _NotRational(Exception):
+    """An expression :func:`_rational` leaves to :func:`symbolic.numeric.exact`."""
+
+
+def _rational(e, subs: Dict):
+    """The exact value (int or Fraction) at ``subs`` (numbers) of a sum of products of integer powers
+    of symbols and rationals, read off the tree: what ``symbolic.numeric.exact`` gives, without
+    building the substituted sympy expression (three times faster).  Anything else raises
+    (:class:`_NotRational`; KeyError: a symbol unset; ZeroDivisionError)."""
+    if e.is_Symbol:
+        v = subs[e]
+        if type(v) is int or type(v) is Fraction:
+            return v
+        if isinstance(v, sp.Rational):
+            return int(v.p) if v.q == 1 else Fraction(int(v.p), int(v.q))
+        raise _NotRational(e)
+    if e.is_Rational:
+        return int(e.p) if e.q == 1 else Fraction(int(e.p), int(e.q))
+    if e.is_Add or e.is_Mul:
+        add = e.is_Add
+        out = 0 if add else 1
+        for a in e.args:
+            out = out + _rational(a, subs) if add else out * _rational(a, subs)
+        return out
+    if e.is_Pow and e.exp.is_Integer:
+        base, k = _rational(e.base, subs), int(e.exp.p)
+        return base ** k if k >= 0 else Fraction(1) / base ** -k
+    raise _NotRational(e)
 
 
 @dataclass
@@ -61,9 +91,35 @@ class Context:
             self._terms = configured(self.model, self.training)  # this configuration's terms only
         return self._terms
 
+    def registry_key(self) -> Optional[Tuple[str, str, str]]:
+        """What this context's term registry is made from, as :func:`derivations.variant` builds it
+        (the model's structure, the activation view of the training, the conventions of the weights
+        side), or None when its terms are not that registry (changed by hand) or it is a subclass.
+        Contexts with the same key show the same registry (tests/test_report_cache.py)."""
+        known = self.__dict__.get("_registry_key")
+        if known is not None and known[0] is self._terms and known[1] == (self.model, self.training):
+            return known[2]
+        key = self._registry_key()
+        self.__dict__["_registry_key"] = (self._terms, (self.model, self.training), key)
+        return key
+
+    def _registry_key(self) -> Optional[Tuple[str, str, str]]:
+        # lazy: modules this module's importers do not need (loaded only on this path)
+        from derivations import configured
+        from derivations.activations import View
+        if type(self) is not Context or (self._terms is not None and
+                                         self._terms is not configured(self.model, self.training)):
+            return None
+        conventions = getattr(self.training, "conventions", cfg.Conventions())
+        return repr(self.model.structure), repr(View.of(self.training)), repr(conventions.side("weights"))
+
     @property
     def names(self) -> Dict:
-        return report_names()
+        """The report's LaTeX names of the registry's symbols (made again when the registry grew)."""
+        known = self.__dict__.get("_names")
+        if known is None or known[0] != len(nt.REGISTRY):
+            known = self.__dict__["_names"] = (len(nt.REGISTRY), report_names())
+        return dict(known[1])
 
     def value_of(self, sym):
         """Exact value of a symbol at this configuration (derived symbols evaluated), or None."""
@@ -98,10 +154,16 @@ class Context:
 
     def exact(self, term_or_expr, subs: Optional[Dict] = None) -> Optional[Fraction]:
         """Exact value at this configuration (or at ``subs``), None when a symbol is unset."""
+        subs = self.subs if subs is None else subs
+        expr = getattr(term_or_expr, "base_expr", None)
+        try:
+            return Fraction(_rational(nt.expand_derived(term_or_expr) if expr is None else expr, subs))
+        except (_NotRational, KeyError, ZeroDivisionError):
+            pass  # a symbol unset, a division by zero, a function: sympy's exact says what
         # lazy: modules this module's importers do not need (loaded only on this path)
         from symbolic.numeric import exact
         try:
-            return exact(term_or_expr, self.subs if subs is None else subs)
+            return exact(term_or_expr, subs)
         except cfg.ConfigError:
             return None
 

@@ -17,7 +17,7 @@ from derivations import notation as nt
 from symbolic.render import closed_expr
 
 from .blocks import C, Equation, I, M, Paragraph, T
-from .forms import closed_latex
+from .forms import closed_latex, equation_forms
 from .text import braced, latex_of
 
 #: Paper forms longer than this (LaTeX characters) are printed with sympy's long_frac_ratio.
@@ -60,17 +60,18 @@ def _named_view(ctx, term):
     return view, used
 
 
-def _at(ctx, subs: Dict, term) -> Tuple[Tuple[str, str], ...]:
-    names = ctx.names
+def _at(ctx, subs: Dict, term, names=None) -> Tuple[Tuple[str, str], ...]:
+    names = ctx.names if names is None else names
     free = term.expr.free_symbols | term.base_expr.free_symbols
     rows = [(names.get(k, str(k)), fmt_num(v)) for k, v in subs.items()
             if k in free and sp.sympify(v).is_number]  # identities such as d_v = d_h are not values
-    return tuple(sorted(rows, key=lambda r: _order_key(r[0])))
+    order = _paper_factor_order()
+    return tuple(sorted(rows, key=lambda r: (order.get(r[0], 99), r[0])))
 
 
-def _order_key(latex: str):
-    order = {braced(nt.REGISTRY[n].latex): i for i, n in enumerate(nt.PAPER_FACTOR_ORDER) if n in nt.REGISTRY}
-    return (order.get(latex, 99), latex)
+def _paper_factor_order() -> Dict[str, int]:
+    """{braced LaTeX name: position} of the paper's factor order (the registry's symbols)."""
+    return {braced(nt.REGISTRY[n].latex): i for i, n in enumerate(nt.PAPER_FACTOR_ORDER) if n in nt.REGISTRY}
 
 
 def fmt_num(v) -> str:
@@ -86,38 +87,50 @@ def breakable_latex(expr, names) -> str:
     return text if len(text) <= LONG_CLOSED else latex_of(expr, names, long_frac_ratio=2)
 
 
-def _parts(ctx, term, view, dsubs, full, names):
-    """Rows (label, paper form, value) of a term's parts that this stage holds."""
+def _parts(term, view, dsubs, full, names):
+    """[index, paper form] of a term's parts that this stage holds (a part shown as 0 is left out)."""
     rows = []
-    for p, shown_part in zip(term.parts, view.parts):
+    for i, shown_part in enumerate(view.parts):
         shown = shown_part.display(dsubs, full)
         if shown == 0:
             continue  # a row this stage does not hold (L_d = 0 ...)
-        shown = sp.latex(shown, order="none", symbol_names=names)
-        rows.append((T(p.label), M(shown), I(ctx.exact(p.expr, full))))
-    return tuple(rows)
+        rows.append([i, sp.latex(shown, order="none", symbol_names=names)])
+    return rows
+
+
+def _forms(ctx, term, dsubs, full, names, show_parts: bool) -> Dict:
+    """What an equation shows that only the display substitution decides (no number of the
+    configuration): the paper's form, the closed form, the substitution shown, the named terms
+    used and the parts' paper forms, as plain data (:func:`memsym.report.forms.equation_forms`)."""
+    view, used = _named_view(ctx, term)
+    shown_names = dict(names)
+    shown_names.update({sym: lx for sym, (lx, _) in used.items()})
+    shown = view.display(dsubs, full)
+    paper = sp.latex(shown, order="none", symbol_names=shown_names)
+    if len(paper) > LONG_FORM:  # print long fractions as \frac{..}{..} (...) so LaTeX can break them
+        paper = sp.latex(shown, order="none", symbol_names=shown_names, long_frac_ratio=2)
+    closed = closed_latex(term, dsubs, names, lambda: breakable_latex(closed_expr(term, dsubs), names))
+    return {"paper": paper, "closed": closed, "at": [list(r) for r in _at(ctx, dsubs, term, names)],
+            "uses": [list(u) for u in used.values()],
+            "parts": _parts(term, view, dsubs, full, shown_names) if show_parts else []}
 
 
 def equation(ctx, term, with_stage: bool, show_parts: bool = False) -> Equation:
     """The three forms of a term at ``ctx`` (see :class:`Equation`)."""
     full = ctx.subs_for(term)
     dsubs = ctx.display_subs(with_stage, full)
-    view, used = _named_view(ctx, term)
-    names = dict(ctx.names)
-    names.update({sym: lx for sym, (lx, _) in used.items()})
-    shown = view.display(dsubs, full)
-    paper = sp.latex(shown, order="none", symbol_names=names)
-    if len(paper) > LONG_FORM:  # print long fractions as \frac{..}{..} (...) so LaTeX can break them
-        paper = sp.latex(shown, order="none", symbol_names=names, long_frac_ratio=2)
-    closed = closed_latex(term, dsubs, ctx.names, lambda: breakable_latex(closed_expr(term, dsubs), ctx.names))
+    names = ctx.names
+    forms = equation_forms(ctx, term, dsubs, full, names, show_parts,
+                           lambda: _forms(ctx, term, dsubs, full, names, show_parts))
     value = ctx.exact(term, full)
     value_bytes = None
     if value is not None:
         value_bytes = value * Fraction(full.get(nt.B_w, 2)) if term.unit == "params" else value
-    parts = _parts(ctx, term, view, dsubs, full, names) if show_parts else ()
+    parts = tuple((T(term.parts[i].label), M(shown), I(ctx.exact(term.parts[i].expr, full)))
+                  for i, shown in forms["parts"])
     return Equation(term.id, braced(term.symbol) if term.symbol else "", term.meaning, term.provenance, term.unit,
-                    paper, closed, _at(ctx, dsubs, term), tuple(used.values()), value, value_bytes, parts,
-                    with_stage)
+                    forms["paper"], forms["closed"], tuple(map(tuple, forms["at"])), tuple(map(tuple, forms["uses"])),
+                    value, value_bytes, parts, with_stage)
 
 
 _REF = re.compile(r"\{(sym|term):([A-Za-z0-9_.]+)\}")

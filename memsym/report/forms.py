@@ -10,8 +10,9 @@ an entry that does not verify (:func:`symbolic.cache.load`) is deleted and rebui
 """
 from __future__ import annotations
 
+import json
 from functools import lru_cache
-from typing import Callable, Mapping
+from typing import Callable, Dict, Mapping, Optional
 
 from symbolic import cache, digests
 import derivations
@@ -52,3 +53,61 @@ def closed_latex(term, subs: Mapping, names: Mapping, make: Callable[[], str]) -
     text = make()
     cache.store(KIND, k, text.encode("utf-8"))
     return text
+
+
+def _subs_text(subs: Mapping) -> str:
+    return repr(sorted((str(k), sp.srepr(v)) for k, v in subs.items()))
+
+
+def equation_forms(ctx, term, dsubs: Mapping, full: Mapping, names: Mapping, show_parts: bool,
+                   make: Callable[[], Dict]) -> Dict:
+    """``make()`` (what an equation shows that no number of the configuration changes: the paper's form,
+    the closed form, the substitution shown, the named terms used, the parts' forms), from the cache when
+    the same term of the same registry was shown at the same substitution by the same code before.
+
+    Kept as JSON text (plain data, never unpickled), keyed by ``ctx.registry_key()``
+    (:meth:`memsym.report.context.Context.registry_key`) and the term's id
+    (not the expression's ``srepr``, which costs as much as printing it), the display substitution, the
+    values of the factors the paper's form counts (``N/EP``: :meth:`symbolic.term.Part.factors`), the
+    names, and the code (:func:`code_digest`)."""
+    key_of = getattr(ctx, "registry_key", None)
+    reg = key_of() if key_of is not None and cache.enabled() else None
+    if reg is None:
+        return make()
+    counted = {s for p in term.parts for i in p.counts if i < len(p.num) for s in sp.sympify(p.num[i]).free_symbols}
+    parts = ("equation-forms", reg, term.id, show_parts, _subs_text(dsubs),
+             _subs_text({k: v for k, v in full.items() if k in counted}),
+             _names_text(tuple(names.items())), sp.__version__, sys.version_info[:2], code_digest())
+    if parts[-1] is None:  # the code changed under this process: no key describes it
+        return make()
+    k = cache.key(*parts)
+    data = cache.load(KIND, k)
+    if data is not None:
+        value = _forms_of(data)
+        if value is not None:
+            return value
+    value = make()
+    cache.store(KIND, k, json.dumps(value, sort_keys=True).encode("utf-8"))
+    return value
+
+
+@lru_cache(maxsize=8)
+def _names_text(items) -> str:
+    """The symbol names of a key as text (the report's names are the same for every equation: once)."""
+    return repr(sorted((str(k), str(v)) for k, v in items))
+
+
+def _forms_of(data: bytes) -> Optional[Dict]:
+    """The forms of an entry's JSON text, or None when it is not what :func:`equation_forms` stores."""
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except ValueError:
+        return None
+    pairs = lambda xs: isinstance(xs, list) and all(
+        isinstance(x, list) and len(x) == 2 and all(isinstance(y, str) for y in x) for x in xs)
+    ok = (isinstance(value, dict) and set(value) == {"paper", "closed", "at", "uses", "parts"}
+          and isinstance(value["paper"], str) and isinstance(value["closed"], str) and pairs(value["at"])
+          and pairs(value["uses"]) and isinstance(value["parts"], list)
+          and all(isinstance(x, list) and len(x) == 2 and type(x[0]) is int and isinstance(x[1], str)
+                  for x in value["parts"]))
+    return value if ok else None

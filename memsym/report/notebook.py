@@ -19,16 +19,15 @@ import dataclasses
 import os
 import sys
 import tempfile
+from functools import lru_cache
 from typing import Callable, Optional, Sequence
 
-from symbolic.resources import TEMPLATES_DIR
-
 from .extras import report_extra
+from .nbhtml import NBCONVERT_TEMPLATE, html_exporter, html_of_text, to_html, to_ipynb  # noqa: F401
 from .rendering import environment, render_block
 
 #: The kernel spec written into every notebook (what Jupyter shows when a user opens it).
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
-NBCONVERT_TEMPLATE = "memsym"
 
 
 def stem(section) -> str:
@@ -76,15 +75,15 @@ def build_notebook(ctx, report, section, computed: Optional[Sequence] = None):
         # lazy: nbformat (only this path needs it)
         import nbformat
         from nbformat import v4
+        from nbformat.notebooknode import NotebookNode
     env = environment("notebook")
     cells = []
-    formatter = _formatter() if computed is not None else None
+    formatter = _format if computed is not None else None
 
     def add(kind, source, shows=(), display=False):
-        cell = v4.new_markdown_cell(source) if kind == "md" else v4.new_code_cell(source)
-        cell["id"] = f"{section.key}-{len(cells):02d}"   # stable ids (nbformat would draw random ones)
+        cell = _new_cell(kind, source, f"{section.key}-{len(cells):02d}")  # stable ids (not nbformat's random ones)
         if formatter is not None and kind == "code":
-            cell.outputs = [_output(formatter, obj, display) for obj in shows]
+            cell.outputs = [_output(obj, display) for obj in shows]
         cells.append(cell)
 
     add("md", env.get_template("notebook/title.md.j2").render(report=report, section=section).rstrip("\n"))
@@ -111,7 +110,8 @@ def build_notebook(ctx, report, section, computed: Optional[Sequence] = None):
             add("code", env.get_template("notebook/equations.py.j2").render(blocks=run).rstrip("\n"),
                 shows=computed[first:i + 1] if computed is not None else (), display=True)
         i += 1
-    nb = v4.new_notebook(cells=cells)
+    nb = NotebookNode(nbformat=v4.nbformat, nbformat_minor=v4.nbformat_minor, metadata=NotebookNode(), cells=[])
+    nb.update(cells=cells)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata["language_info"] = {"name": "python"}
     nb.metadata["title"] = f"{section.number}. {section.title}"
@@ -121,22 +121,59 @@ def build_notebook(ctx, report, section, computed: Optional[Sequence] = None):
     return nb
 
 
+def _new_cell(kind: str, source: str, cell_id: str):
+    """A markdown (``kind`` 'md') or code cell as ``nbformat.v4.new_markdown_cell`` /
+    ``new_code_cell`` make it, without validating each cell against the schema (the whole notebook
+    is validated once, :func:`build_notebook`): nbformat's per-cell validation with jsonschema was
+    most of the time of building the notebooks."""
+    # lazy: nbformat (only this path needs it)
+    from nbformat.notebooknode import NotebookNode
+    if kind == "md":
+        return NotebookNode(id=cell_id, cell_type="markdown", source=source, metadata=NotebookNode())
+    return NotebookNode(id=cell_id, cell_type="code", metadata=NotebookNode(), execution_count=None, source=source,
+                        outputs=[])
+
+
+@lru_cache(maxsize=None)
 def _formatter():
-    """IPython's display formatter: what the kernel turns a cell's value into (its MIME bundle)."""
+    """IPython's display formatter: what the kernel turns a cell's value into (its MIME bundle); one per process."""
     with report_extra():
         # lazy: modules this module's importers do not need (loaded only on this path)
         from IPython.core.formatters import DisplayFormatter
     return DisplayFormatter()
 
 
-def _output(formatter, obj, display: bool):
+def _format(obj):
+    """(data, metadata) as IPython's display formatter gives them for ``obj``: for the report's
+    blocks and terms, which define only ``_repr_markdown_`` or ``_repr_latex_`` and a dataclass
+    ``__repr__`` (which IPython's pretty printer shows as it is), without importing IPython
+    (tests/test_notebook.py compares the two); anything else through IPython's formatter."""
+    # lazy: sympy (only this path needs it)
+    from symbolic.term import Term
+
+    from .blocks import Equation, Table
+    if type(obj) not in (Table, Equation, Term):
+        return _formatter().format(obj)
+    data = {"text/plain": repr(obj)}
+    for mime, method in (("text/markdown", "_repr_markdown_"), ("text/latex", "_repr_latex_")):
+        if hasattr(obj, method):
+            data[mime] = getattr(obj, method)()
+    return data, {}
+
+
+def _output(obj, display: bool):
     """The output a kernel records for ``obj``: a cell's value (execute_result) or ``display(obj)``."""
     # lazy: nbformat (only this path needs it)
-    from nbformat import v4
-    data, metadata = formatter.format(obj)
-    if display:
-        return v4.new_output("display_data", data=data, metadata=metadata)
-    return v4.new_output("execute_result", data=data, metadata=metadata, execution_count=None)
+    from nbformat.notebooknode import NotebookNode
+    data, metadata = _format(obj)
+    # as nbformat.v4.new_output makes it, not validated alone (the notebook is, once)
+    out = NotebookNode(output_type="display_data" if display else "execute_result", metadata=NotebookNode(),
+                       data=NotebookNode())
+    if not display:
+        out.execution_count = None
+    out.update(metadata=metadata)
+    out.data = data
+    return out
 
 
 class _VenvKernelSpecs:
@@ -267,86 +304,6 @@ def normalise(nb) -> None:
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata["language_info"] = {"name": "python"}
     nb.metadata.pop("widgets", None)
-
-
-def to_ipynb(nb) -> str:
-    with report_extra():
-        # lazy: nbformat (only this path needs it)
-        import nbformat
-    return nbformat.writes(nb) + "\n"
-
-
-_EXPORTER = None
-
-
-def html_exporter():
-    """nbconvert's HTML exporter with the ``memsym`` template (created once)."""
-    global _EXPORTER
-    if _EXPORTER is None:
-        with report_extra("HTML notebooks"):
-            # lazy: nbconvert (only this path needs it)
-            from nbconvert import HTMLExporter
-        exporter = HTMLExporter(template_name=NBCONVERT_TEMPLATE,
-                                extra_template_basedirs=[str(TEMPLATES_DIR / "nbconvert")])
-        exporter.template  # compile the template now
-        _EXPORTER = exporter
-    return _EXPORTER
-
-
-def to_html(nb, name: str) -> str:
-    """HTML of a notebook through nbconvert and the ``memsym`` template (offline MathML for LaTeX)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from .offline import math_scripts
-    body, _ = html_exporter().from_notebook_node(nb, resources={"metadata": {"name": name},
-                                                                "memsym_math": math_scripts(notebook=True)})
-    return body
-
-
-def _load_exporter() -> None:
-    """A :class:`Converter` process's start: nbconvert loaded (a failure shows when converting)."""
-    try:
-        html_exporter()
-    except Exception:  # never fail here: a pool restarts a worker whose initializer fails, for ever
-        pass
-
-
-def html_of_text(text: str, name: str) -> str:
-    """:func:`to_html` of a notebook given as its ``.ipynb`` text (what a :class:`Converter` is sent)."""
-    with report_extra():
-        # lazy: nbformat (only this path needs it)
-        import nbformat
-    return to_html(nbformat.reads(text, as_version=4), name)
-
-
-class Converter:
-    """A helper process, forked, that loads nbconvert at once and converts notebooks to HTML while
-    this process computes the report (nbconvert's import and conversions are pure Python: a
-    second core halves them).  ``None`` where processes cannot be forked; :meth:`close` ends it."""
-
-    def __init__(self):
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        import multiprocessing
-        self.pool = multiprocessing.get_context("fork").Pool(1, initializer=_load_exporter)
-
-    @classmethod
-    def start(cls) -> Optional["Converter"]:
-        if (os.cpu_count() or 1) < 2 or not sys.platform.startswith("linux"):  # fork is safe on Linux
-            return None
-        try:
-            return cls()
-        except OSError:
-            return None
-
-    def submit(self, nb, name: str):
-        """A pending HTML: ``.get()`` gives :func:`to_html` of ``nb``."""
-        return self.pool.apply_async(html_of_text, (to_ipynb(nb), name))
-
-    def close(self, failed: bool = False) -> None:
-        if failed:
-            self.pool.terminate()
-        else:
-            self.pool.close()
-        self.pool.join()
 
 
 def warm_source(ctx) -> str:

@@ -14,37 +14,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from symbolic.errors import ConfigError
 from symbolic.files import write_atomic  # noqa: F401  (re-exported: memsym.report.write_atomic)
 from symbolic.files import write_tree
 from symbolic.exact import count
 
 from . import cached, rendering
 from .extras import NOTEBOOK_FORMATS, require_report
+from .formats import DEFAULT_FORMATS, FORMATS, parse_formats  # noqa: F401  (re-exported)
 from .pdf import TEX_ENGINES, PdfError, compile_pdf, find_tex_engine
 from .sections import outline_report
 import signal
 from symbolic.resources import build_dir
 
-FORMATS = ("tex", "md", "html", "ipynb", "pdf")
 #: Seconds to wait for a notebook's HTML from the helper process before converting it here.
 CONVERT_TIMEOUT = 300
-DEFAULT_FORMATS = FORMATS
 
 
 def default_out_dir() -> Path:
     """``./memsym-report`` under the current directory (never the installed package's tree)."""
     return build_dir()
-
-
-def parse_formats(text: str) -> Tuple[str, ...]:
-    """``"tex,md"`` -> ('tex', 'md') in :data:`FORMATS` order; ConfigError names an unknown one."""
-    items = [x.strip().lower() for x in str(text).split(",") if x.strip()]
-    bad = [x for x in items if x not in FORMATS]
-    if bad or not items:
-        raise ConfigError("format", f"unknown report format {', '.join(map(repr, bad)) or repr(text)}: "
-                                    f"use a comma-separated list of {', '.join(FORMATS)}")
-    return tuple(f for f in FORMATS if f in items)
 
 
 @dataclass
@@ -92,14 +80,16 @@ class _NotebookRun:
 
 
 def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
-            progress: Optional[Callable[[str], None]] = None) -> Published:
+            progress: Optional[Callable[[str], None]] = None, converter=None) -> Published:
     """Build the report of ``ctx`` and write the requested formats to ``out_dir``.
 
     Everything is rendered in memory first and written at the end all or nothing
     (:func:`symbolic.files.write_tree`: a temporary folder beside ``out_dir``, renamed into
     place), so a failure, a full disk or Ctrl-C leaves ``out_dir`` as it was (a PDF failure
     still writes the other files and reports the engine's first error).  The report is laid out once: the notebooks are built from the outline
-    and run while the same outline is computed for the other formats.
+    and run while the same outline is computed for the other formats.  ``converter``: a
+    :class:`~memsym.report.converter.Converter` the caller started (``memsym report`` starts it
+    before loading the report's modules), used for the notebooks' HTML and closed here.
     """
     out = Path(out_dir) if out_dir is not None else default_out_dir()
     formats = tuple(f for f in FORMATS if f in formats)
@@ -113,13 +103,20 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
         from . import notebook as nbm
         say("starting a kernel and laying out the notebooks")
         kernel = nbm.Kernel().start(warm=nbm.warm_source(ctx))  # it boots while the report is laid out
-    run = converter = None
+    run = None
+    if converter is not None and ("html" not in formats or kernel is not None):
+        converter.close(failed=True)            # HTML from the kernel's notebooks, or none
+        converter = None
     try:
+        if "html" in formats and kernel is None and converter is None:
+            # lazy: modules this module's importers do not need (loaded only on this path)
+            from .converter import Converter
+            converter = Converter.start()       # loads nbconvert while the report is computed
         plan = outline_report(ctx)
         run = _NotebookRun(ctx, plan, kernel, say) if kernel is not None else None
-        if "html" in formats and kernel is None and not cached.has_notebook_html(ctx, plan):
-            from . import notebook as nbm
-            converter = nbm.Converter.start()   # loads nbconvert while the report is computed
+        if converter is not None and cached.has_notebook_html(ctx, plan):
+            converter.close(failed=True)        # the notebooks' HTML is in the cache: nothing to convert
+            converter = None
         _render_all(ctx, plan, out, formats, run, outputs, result, say, converter)
     except BaseException:
         if kernel is not None:
@@ -160,7 +157,13 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
                 result: Published, say, converter=None) -> None:
     """The rendering half of :func:`publish`: report formats, PDF, notebooks as they finish."""
     say(f"building the report ({ctx.model.name}, stage {ctx.stage.index})")
-    report = cached.complete_report(ctx, plan, progress=lambda m: say("  " + m))
+    pending: Dict[str, Tuple[object, object]] = {}
+    done = None
+    if run is None and converter is not None and "html" in formats:
+        # each section's notebook goes to the helper as soon as the section is computed: the
+        # conversions run while the next sections and the report's formats are computed here
+        done = lambda i, section: _submit(ctx, plan, plan.sections[i], section, converter, pending)  # noqa: E731
+    report = cached.complete_report(ctx, plan, progress=lambda m: say("  " + m), done=done)
     if "html" in formats and run is not None:
         report.notebooks = run.links()
     elif "html" in formats:
@@ -176,7 +179,7 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
         _add_pdf(out, outputs, result, say)
     if run is None and "html" in formats:       # the notebooks' outputs from the blocks computed above
         outputs.update(cached.notebook_html(ctx, plan, report,
-                                            lambda: _notebooks_html(ctx, plan, report, say, converter)))
+                                            lambda: _notebooks_html(ctx, plan, report, say, converter, pending)))
     if run is not None:
         from . import notebook as nbm
         if "html" in formats:
@@ -188,29 +191,42 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
                 outputs[f"{stem}.html"] = nbm.to_html(nb, stem)
 
 
-def _notebooks_html(ctx, plan, report, say, converter=None) -> Dict[str, str]:
-    """{``report-NN-<section>.html``: HTML} of the notebooks, their outputs from ``report``'s blocks;
-    converted by ``converter`` (a :class:`~memsym.report.notebook.Converter`, which loaded nbconvert
-    while the report was computed) when there is one, here if it fails or hangs."""
+def _submit(ctx, plan, outline, section, converter, pending: Dict[str, Tuple[object, object]]) -> None:
+    """Send the notebook of ``outline`` (its blocks computed: ``section``) to ``converter``; kept in
+    ``pending`` as {stem: (notebook, pending HTML)}."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from . import notebook as nbm
-    books = [(nbm.stem(o), nbm.build_notebook(ctx, plan, o, computed=d.blocks))
-             for o, d in zip(plan.sections, report.sections) if o.notebook]
+    if outline.notebook:
+        nb = nbm.build_notebook(ctx, plan, outline, computed=section.blocks)
+        pending[nbm.stem(outline)] = (nb, converter.submit(nb, nbm.stem(outline)))
+
+
+def _notebooks_html(ctx, plan, report, say, converter=None,
+                    pending: Optional[Dict[str, Tuple[object, object]]] = None) -> Dict[str, str]:
+    """{``report-NN-<section>.html``: HTML} of the notebooks, their outputs from ``report``'s blocks;
+    converted by ``converter`` (a :class:`~memsym.report.converter.Converter`, which loaded nbconvert
+    while the report was computed) when there is one, here if it fails or hangs.  ``pending``: the
+    notebooks already sent to ``converter`` (:func:`_submit`), by stem."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
+    from . import notebook as nbm
+    pending = dict(pending or {})
+    stems = [nbm.stem(o) for o in plan.sections if o.notebook]
     if converter is not None:
-        say(f"converting {count(len(books), 'notebook')} in a helper process")
-    pending = {stem: converter.submit(nb, stem) for stem, nb in books} if converter is not None else {}
+        say(f"converting {count(len(stems), 'notebook')} in a helper process")
+        for o, d in zip(plan.sections, report.sections):
+            if o.notebook and nbm.stem(o) not in pending:
+                _submit(ctx, plan, o, d, converter, pending)
     out = {}
-    for stem, nb in books:
-        if stem not in pending:
-            say(f"converting notebook {stem}")
-            out[f"{stem}.html"] = nbm.to_html(nb, stem)
-    for stem, nb in books:
-        if stem in pending:
-            try:
-                out[f"{stem}.html"] = pending[stem].get(timeout=CONVERT_TIMEOUT)
-            except Exception:                   # the helper process failed or hangs: convert here
-                out[f"{stem}.html"] = nbm.to_html(nb, stem)
-    return {f"{stem}.html": out[f"{stem}.html"] for stem, _ in books}
+    for o, d in zip(plan.sections, report.sections):
+        if o.notebook and nbm.stem(o) not in pending:
+            say(f"converting notebook {nbm.stem(o)}")
+            out[nbm.stem(o)] = nbm.to_html(nbm.build_notebook(ctx, plan, o, computed=d.blocks), nbm.stem(o))
+    for stem, (nb, html) in pending.items():
+        try:
+            out[stem] = html.get(timeout=CONVERT_TIMEOUT)
+        except Exception:                   # the helper process failed or hangs: convert here
+            out[stem] = nbm.to_html(nb, stem)
+    return {f"{stem}.html": out[stem] for stem in stems}
 
 
 def _add_pdf(out: Path, outputs: Dict[str, object], result: Published, say) -> None:

@@ -165,15 +165,19 @@ def _compute(ctx, block, tables: Mapping[str, Callable[[], object]]):
 
 
 def complete_report(ctx, report: Report, progress: Optional[Callable[[str], None]] = None,
-                    tables: Optional[Mapping[str, Callable[[], object]]] = None) -> Report:
+                    tables: Optional[Mapping[str, Callable[[], object]]] = None,
+                    done: Optional[Callable[[int, Section], None]] = None) -> Report:
     """``report`` (an :func:`outline_report`) with every stub computed; the outline is left as it is.
     ``tables``: {key: function giving that table of ``ctx``} in place of ``TABLES[key](ctx)`` (the
-    report's cache passes the :data:`~memsym.report.tables.CONFIGURATION_FREE` ones it keeps)."""
+    report's cache passes the :data:`~memsym.report.tables.CONFIGURATION_FREE` ones it keeps);
+    ``done(i, section)`` after the i-th section is computed (publishing converts its notebook then)."""
     sections, tables = [], tables or {}
-    for s in report.sections:
+    for i, s in enumerate(report.sections):
         if progress:
             progress(f"section {s.title}")
         sections.append(replace(s, blocks=[_compute(ctx, b, tables) for b in s.blocks]))
+        if done:
+            done(i, sections[-1])
     return replace(report, sections=sections)
 
 

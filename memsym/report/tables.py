@@ -175,10 +175,19 @@ def table_activations(ctx) -> Table:
                  ("module", "AC", "formula at the layout", "bytes", "GiB"), A("l l p.45 r r"), tuple(rows), note)
 
 
+def _estimate(ctx):
+    """The estimate of ``ctx``'s stage, made once per context (the estimate and Sec. 6 tables show it)."""
+    known = ctx.__dict__.get("_estimate")
+    if known is None or known[0] != (ctx.model, ctx.layout, ctx.training, ctx.stage):
+        # lazy: modules this module's importers do not need (loaded only on this path)
+        from derivations.assembly.device import estimate
+        known = ctx.__dict__["_estimate"] = ((ctx.model, ctx.layout, ctx.training, ctx.stage),
+                                             estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index))
+    return known[1]
+
+
 def table_estimate(ctx) -> Table:
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.assembly.device import estimate
-    est = estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index)
+    est = _estimate(ctx)
     rows = [(T(k), C(est.term_ids[k]), I(est.bytes[k]), G(est.bytes[k]))
             for k in ("weights", "gradients", "optimizer", "activations")]
     rows.append((T("total"), T(""), I(est.bytes["total"]), G(est.bytes["total"])))
@@ -191,9 +200,7 @@ def table_estimate(ctx) -> Table:
 
 
 def table_overheads(ctx) -> Table:
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.assembly.device import estimate
-    est = estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index)
+    est = _estimate(ctx)
     rows = []
     for end in ("low", "high"):
         o = est.overheads[end]

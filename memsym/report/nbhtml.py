@@ -1,0 +1,54 @@
+"""Notebooks as files and as HTML: ``.ipynb`` text, and HTML through nbconvert and the ``memsym``
+template in ``templates/nbconvert/`` (offline MathML for LaTeX, :mod:`.offline`).
+
+Kept apart from :mod:`.notebook` (which builds the notebooks from the report's blocks) so that the
+helper processes converting notebooks (:mod:`.converter`) load nbconvert without sympy.
+"""
+from __future__ import annotations
+
+from symbolic.resources import TEMPLATES_DIR
+
+from .extras import report_extra
+
+NBCONVERT_TEMPLATE = "memsym"
+
+
+def to_ipynb(nb) -> str:
+    with report_extra():
+        # lazy: nbformat (only this path needs it)
+        import nbformat
+    return nbformat.writes(nb) + "\n"
+
+
+_EXPORTER = None
+
+
+def html_exporter():
+    """nbconvert's HTML exporter with the ``memsym`` template (created once)."""
+    global _EXPORTER
+    if _EXPORTER is None:
+        with report_extra("HTML notebooks"):
+            # lazy: nbconvert (only this path needs it)
+            from nbconvert import HTMLExporter
+        exporter = HTMLExporter(template_name=NBCONVERT_TEMPLATE,
+                                extra_template_basedirs=[str(TEMPLATES_DIR / "nbconvert")])
+        exporter.template  # compile the template now
+        _EXPORTER = exporter
+    return _EXPORTER
+
+
+def to_html(nb, name: str) -> str:
+    """HTML of a notebook through nbconvert and the ``memsym`` template (offline MathML for LaTeX)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
+    from .offline import math_scripts
+    body, _ = html_exporter().from_notebook_node(nb, resources={"metadata": {"name": name},
+                                                                "memsym_math": math_scripts(notebook=True)})
+    return body
+
+
+def html_of_text(text: str, name: str) -> str:
+    """:func:`to_html` of a notebook given as its ``.ipynb`` text (what a :class:`~memsym.report.converter.Converter` is sent)."""
+    with report_extra():
+        # lazy: nbformat (only this path needs it)
+        import nbformat
+    return to_html(nbformat.reads(text, as_version=4), name)
