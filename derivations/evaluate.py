@@ -45,6 +45,18 @@ def inflight(schedule: str, pp: int, index: int, microbatches: Optional[int], vp
     return _module().inflight(schedule, {"PP": pp, "i_s": index, "n_mb": microbatches, "VPP": vpp})
 
 
+def device(mtp: bool, full: bool, holds: str, values: Mapping) -> Dict:
+    """``values`` plus the per-device assembly (activations, total, layer split, Sec. 6 ends) of a view with
+    the MTP modules' activations (``mtp``) or full recomputation (``full``), its activations held as
+    ``holds`` (paper, schedule, given): derivations/assembly/device_terms.py, generated."""
+    return _module().device(mtp, full, holds, dict(values))
+
+
+def device_inputs() -> Tuple[Dict[str, str], int]:
+    """({activation kind: its symbol's name}, chunks) of the per-device assembly's inputs (generated)."""
+    return _module().DEVICE_KINDS, _module().DEVICE_CHUNKS
+
+
 # ----------------------------------------------------------------------------- trees
 def _ev(t, v, graph):
     kind = type(t)
