@@ -11,13 +11,13 @@ compiled form of the terms, written here from the same sympy terms the report re
   the tensors each activation kind keeps for backward, as decision tables: for each tensor, the
   features of the view it depends on (recomputation policy, kernel, FP8 caching, the recomputed
   operators, the conventions' switches) and, for each combination of their values under which it
-  is kept, the polynomial of its bytes; and the composition of a stage's activations from its
-  kinds (``act.stage``'s parts).
+  is kept, the polynomial of its bytes.
 * ``<family>.py``: the few symbols that are not polynomial, printed as exact Python
   (:mod:`symbolic.codegen`): the derived symbols (E_token, EDP), the two storage indicators and
   floor(N_r/k_g), the pipeline schedules' in-flight counts, and the per-device assembly: one device's
-  activations, total, layer split and Sec. 6 peak from its components
-  (derivations/assembly/device_terms.py; the page prints the same expressions to JavaScript).
+  activations (``act.stage``'s rows, or ``act.peak``'s at each chunk of a schedule), total, layer split
+  and Sec. 6 peak from its components (derivations/assembly/device_terms.py; the page prints the same
+  expressions to JavaScript).
 
 The decision tables are filled by calling the views' own logic (``views._kept``) on every
 combination of the features a tensor's tags involve, and checked against it on random views
@@ -39,7 +39,6 @@ import sympy as sp
 
 from derivations import _build
 from derivations import notation as nt
-from derivations.activations import view_terms
 from derivations.activations.inventory import SPECS
 from derivations.activations.views import EXISTS, RULES, Group, View, _kept
 from derivations.assembly import device_terms, schedules
@@ -314,23 +313,6 @@ def structure_terms(structure) -> Dict:
     return out
 
 
-def stage_compositions() -> Dict:
-    """{'mtp<0|1>full<0|1>': [[part key, kind, coefficient poly], ...]} of ``act.stage``: the
-    coefficient of each kind's term (L_d + L_m for the MLA, ...)."""
-    out = {}
-    for mtp, full in itertools.product((False, True), repeat=2):
-        view = View("full" if full else "none", conv=Conventions(mtp_activations="last-stage" if mtp else "none"))
-        terms = view_terms(view)
-        kind_of = {t.id: k for k, t in terms.items() if k not in ("stage", "peak")}
-        rows = []
-        for part in terms["stage"].parts:
-            (ref,) = [t[4:] for t in part.tags if t.startswith("ref:")]  # combine(): coefficient x that term
-            coef = part.num[0] if len(part.num) == 2 else 1
-            rows.append([part.key, kind_of[ref], tree(_specials(coef))])
-        out[f"mtp{int(mtp)}full{int(full)}"] = rows
-    return out
-
-
 # ----------------------------------------------------------------------------- the Python module
 def _inflight_source() -> List[str]:
     """``inflight(schedule, finite)``: the schedules' in-flight formulas as exact Python (derivations/assembly/schedules.py)."""
@@ -402,8 +384,7 @@ def tables() -> Dict[str, Dict]:
         check_tables(specs, pool)
         key = "q1" if q_lora else "q0"
         out[f"{FAMILY}-activations-{key}.json"] = {"kinds": specs[key], "exprs": pool.items}
-    out[f"{FAMILY}-common.json"] = {"family": FAMILY, "features": {k: list(v) for k, v in FEATURES.items()},
-                                    "stage": stage_compositions()}
+    out[f"{FAMILY}-common.json"] = {"family": FAMILY, "features": {k: list(v) for k, v in FEATURES.items()}}
     return out
 
 

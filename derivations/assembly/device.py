@@ -4,7 +4,10 @@
 pipeline stage: its parameters (P_n, P_m; Table 6), the bytes of weights, gradients and
 optimizer states under the chosen ZeRO stage (Table 8), one micro-batch's activations
 (Table 10 generalised to any stage) and the Sec. 6 overheads at both ends of the
-paper's ranges.
+paper's ranges.  How they add up (the activations of one micro-batch or of a schedule's chunks, the
+total, the layer split, the Sec. 6 peak) is not written here: it is the per-device assembly of
+derivations/assembly/device_terms.py, printed as exact Python into derivations/generated/ (and as
+JavaScript into the calculator page); this module gathers its inputs and evaluates it.
 
 Beyond the paper (extension): the activations follow the chosen view (recomputation
 policy, attention kernel, FP8 caching; derivations/activations/__init__.py) and, with a pipeline
@@ -147,14 +150,6 @@ class Estimate:
             if self.head_inflight is not None:
                 out["inflight_head"] = num(self.head_inflight)
         return out
-
-
-def _sum_values(comps) -> Dict:
-    out: Dict = {}
-    for c in comps:
-        for k, v in c.values().items():
-            out[k] = out.get(k, 0) + v
-    return out
 
 
 def default_stage(layout: cfg.Layout) -> int:

@@ -31,7 +31,7 @@ from derivations import config as cfg
 from derivations import variant
 
 from .codegen import js, mathml, symbols_of
-from derivations.config import Conventions, hfconfig, limits as L
+from derivations.config import hfconfig, limits as L
 from derivations.notation import EXTENSION_DEFAULTS, M_buf, PAPER_BYTES, f_frag
 from derivations.config.presets import PRESET_NAMES, preset_path
 
