@@ -6,7 +6,6 @@ line's at random inputs of every variant and at random configurations of every s
 from __future__ import annotations
 
 import random
-import subprocess
 from fractions import Fraction
 from pathlib import Path
 
@@ -39,12 +38,12 @@ def _sympy(mtp, full, holds, inputs):
 
 
 def test_no_hand_written_assembly_in_the_page():
-    """The page has no assembly of its own (issue "Architecture II": one assembly, printed)."""
-    r = subprocess.run(["git", "grep", "-n", "estimateStage", "--", "templates"], cwd=ROOT, capture_output=True,
-                       text=True)
-    assert r.returncode == 1 and not r.stdout, r.stdout
-    runtime = (ROOT / "templates" / "page" / "runtime.js").read_text(encoding="utf-8")
-    assert "DATA.composition" not in runtime and "actStage" not in runtime
+    """The page has no assembly of its own (issue "Architecture II": one assembly, printed; what
+    ``git grep estimateStage -- templates`` checks, read from the files so that it holds outside a checkout)."""
+    for path in sorted((ROOT / "templates").rglob("*")):
+        if path.is_file():
+            text = path.read_text(encoding="utf-8")
+            assert not any(w in text for w in ("estimateStage", "actStage", "DATA.composition")), path
 
 
 def test_python_and_javascript_are_printed_from_the_same_expressions():
