@@ -334,16 +334,26 @@ def _inflight_source() -> List[str]:
 
 def _device_source() -> List[str]:
     """``device(mtp, full, holds, v)``: the per-device assembly (derivations/assembly/device_terms.py) as
-    exact Python, one function per variant; each sets its names in ``v`` in order and returns ``v``."""
+    exact Python; each variant's function sets its names in ``v`` in order and returns ``v``.  The lines
+    every variant ends with are one function they call, and variants of equal lines share one (the module
+    is compiled on every run: estimate imports it)."""
+    bodies = {(mtp, full, holds): [f'    v["{name}"] = {python(expr)}' for name, expr in device_terms.assembly(mtp, full, holds)]
+              for _, mtp, full, holds in device_terms.variants()}
+    common = 0
+    while all(len(b) > common for b in bodies.values()) and len({b[-1 - common] for b in bodies.values()}) == 1:
+        common += 1
     lines = ["#: The activation kinds' symbols and the chunks of the per-device assembly "
              "(derivations/assembly/device_terms.py).",
-             f"DEVICE_KINDS = {dict(device_terms.KINDS)!r}", f"DEVICE_CHUNKS = {device_terms.CHUNKS!r}"]
-    names = {}
+             f"DEVICE_KINDS = {dict(device_terms.KINDS)!r}", f"DEVICE_CHUNKS = {device_terms.CHUNKS!r}", "", "",
+             "def _device_common(v):", *next(iter(bodies.values()))[len(next(iter(bodies.values()))) - common:],
+             "    return v"]
+    names, seen = {}, {}
     for key, mtp, full, holds in device_terms.variants():
-        names[(mtp, full, holds)] = "_device_" + key.replace(".", "_")
-        lines += ["", "", f"def {names[(mtp, full, holds)]}(v):"]
-        lines += [f'    v["{name}"] = {python(expr)}' for name, expr in device_terms.assembly(mtp, full, holds)]
-        lines.append("    return v")
+        own = tuple(bodies[(mtp, full, holds)][:len(bodies[(mtp, full, holds)]) - common])
+        if own not in seen:
+            seen[own] = "_device_" + key.replace(".", "_")
+            lines += ["", "", f"def {seen[own]}(v):", *own, "    return _device_common(v)"]
+        names[(mtp, full, holds)] = seen[own]
     lines += ["", "", "DEVICE = {" + ", ".join(f"{k!r}: {n}" for k, n in names.items()) + "}", "", "",
               "def device(mtp, full, holds, v):",
               '    """``v`` with the per-device assembly set in order (derivations/assembly/device_terms.py): the view',

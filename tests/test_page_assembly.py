@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from fractions import Fraction
+from importlib import import_module
 from pathlib import Path
 
 import pytest
@@ -50,14 +51,16 @@ def test_python_and_javascript_are_printed_from_the_same_expressions():
     """The generated Python module's ``device`` lines and the page's functions are the printers' output of
     device_terms.assembly, variant by variant, name by name."""
     source = (ROOT / "derivations" / "generated" / f"{ev.FAMILY}.py").read_text(encoding="utf-8")
+    generated = import_module(f"derivations.generated.{ev.FAMILY}")
+    body = lambda fn: source.split(f"def {fn}(v):\n", 1)[1].split("    return ", 1)[0].splitlines()
     pool = page_data.Pool()
     printed = page_data.device(pool)
     assert printed["kinds"] == dt.KINDS and printed["chunks"] == dt.CHUNKS
     assert set(printed["variants"]) == {key for key, *_ in dt.variants()}
     for key, mtp, full, holds in dt.variants():
         want = dt.assembly(mtp, full, holds)
-        body = source.split(f"def _device_{key.replace('.', '_')}(v):\n", 1)[1].split("    return v\n", 1)[0]
-        assert body.splitlines() == [f'    v["{name}"] = {python(expr)}' for name, expr in want], key
+        lines = body(generated.DEVICE[(mtp, full, holds)].__name__) + body("_device_common")
+        assert lines == [f'    v["{name}"] = {python(expr)}' for name, expr in want], key
         assert [name for name, _ in printed["variants"][key]] == [name for name, _ in want]
         for (name, i), (_, expr) in zip(printed["variants"][key], want):
             assert pool.exprs[i] == expr and pool.fns[i] == f"(e) => {js(expr)}", (key, name)

@@ -43,10 +43,7 @@ DEVICE_KINDS = {'mla': 'M_A', 'moe': 'M_E', 'dense': 'M_D', 'head': 'M_H', 'mtp'
 DEVICE_CHUNKS = 2
 
 
-def _device_mtp0full0_paper(v):
-    v["activations"] = (v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
-    v["activations_per_microbatch"] = v["activations"]
+def _device_common(v):
     v["activations_per_layer"] = (v["M_A"] + v["M_E"])
     v["activations_dense_layer"] = (v["M_A"] + v["M_D"])
     v["activations_moe_layer"] = (v["M_A"] + v["M_E"])
@@ -56,170 +53,69 @@ def _device_mtp0full0_paper(v):
     v["fragmentation_high"] = (3*v["total"]/_Q(10))
     v["peak_high"] = (13*v["total"]/_Q(10) + 2147483648)
     return v
+
+
+def _device_mtp0full0_paper(v):
+    v["activations"] = (v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
+    v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
+    v["activations_per_microbatch"] = v["activations"]
+    return _device_common(v)
 
 
 def _device_mtp0full0_schedule(v):
     v["activations"] = (v["n_fl_0"]*(v["L_d_0"]*v["M_D"] + v["L_m_0"]*v["M_E"] + v["M_A"]*(v["L_d_0"] + v["L_m_0"]) + v["M_H"]*v["e_H_0"]) + v["n_fl_1"]*(v["L_d_1"]*v["M_D"] + v["L_m_1"]*v["M_E"] + v["M_A"]*(v["L_d_1"] + v["L_m_1"]) + v["M_H"]*v["e_H_1"]))
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    v["activations_per_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_dense_layer"] = (v["M_A"] + v["M_D"])
-    v["activations_moe_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_outside_layers"] = (-1)*v["L_d"]*v["activations_dense_layer"] + (-1)*v["L_m"]*v["activations_moe_layer"] + v["activations_per_microbatch"]
-    v["fragmentation_low"] = (v["total"]/_Q(20))
-    v["peak_low"] = (21*v["total"]/_Q(20) + _Q(4294967296, 5))
-    v["fragmentation_high"] = (3*v["total"]/_Q(10))
-    v["peak_high"] = (13*v["total"]/_Q(10) + 2147483648)
-    return v
+    return _device_common(v)
 
 
 def _device_mtp0full0_given(v):
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    v["activations_per_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_dense_layer"] = (v["M_A"] + v["M_D"])
-    v["activations_moe_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_outside_layers"] = (-1)*v["L_d"]*v["activations_dense_layer"] + (-1)*v["L_m"]*v["activations_moe_layer"] + v["activations_per_microbatch"]
-    v["fragmentation_low"] = (v["total"]/_Q(20))
-    v["peak_low"] = (21*v["total"]/_Q(20) + _Q(4294967296, 5))
-    v["fragmentation_high"] = (3*v["total"]/_Q(10))
-    v["peak_high"] = (13*v["total"]/_Q(10) + 2147483648)
-    return v
-
-
-def _device_mtp0full1_paper(v):
-    v["activations"] = (v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
-    v["activations_per_microbatch"] = v["activations"]
-    v["activations_per_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_dense_layer"] = (v["M_A"] + v["M_D"])
-    v["activations_moe_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_outside_layers"] = (-1)*v["L_d"]*v["activations_dense_layer"] + (-1)*v["L_m"]*v["activations_moe_layer"] + v["activations_per_microbatch"]
-    v["fragmentation_low"] = (v["total"]/_Q(20))
-    v["peak_low"] = (21*v["total"]/_Q(20) + _Q(4294967296, 5))
-    v["fragmentation_high"] = (3*v["total"]/_Q(10))
-    v["peak_high"] = (13*v["total"]/_Q(10) + 2147483648)
-    return v
-
-
-def _device_mtp0full1_schedule(v):
-    v["activations"] = (v["n_fl_0"]*(v["L_d_0"]*v["M_D"] + v["L_m_0"]*v["M_E"] + v["M_A"]*(v["L_d_0"] + v["L_m_0"]) + v["M_H"]*v["e_H_0"]) + v["n_fl_1"]*(v["L_d_1"]*v["M_D"] + v["L_m_1"]*v["M_E"] + v["M_A"]*(v["L_d_1"] + v["L_m_1"]) + v["M_H"]*v["e_H_1"]))
-    v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
-    v["activations_per_microbatch"] = (v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    v["activations_per_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_dense_layer"] = (v["M_A"] + v["M_D"])
-    v["activations_moe_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_outside_layers"] = (-1)*v["L_d"]*v["activations_dense_layer"] + (-1)*v["L_m"]*v["activations_moe_layer"] + v["activations_per_microbatch"]
-    v["fragmentation_low"] = (v["total"]/_Q(20))
-    v["peak_low"] = (21*v["total"]/_Q(20) + _Q(4294967296, 5))
-    v["fragmentation_high"] = (3*v["total"]/_Q(10))
-    v["peak_high"] = (13*v["total"]/_Q(10) + 2147483648)
-    return v
-
-
-def _device_mtp0full1_given(v):
-    v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
-    v["activations_per_microbatch"] = (v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    v["activations_per_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_dense_layer"] = (v["M_A"] + v["M_D"])
-    v["activations_moe_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_outside_layers"] = (-1)*v["L_d"]*v["activations_dense_layer"] + (-1)*v["L_m"]*v["activations_moe_layer"] + v["activations_per_microbatch"]
-    v["fragmentation_low"] = (v["total"]/_Q(20))
-    v["peak_low"] = (21*v["total"]/_Q(20) + _Q(4294967296, 5))
-    v["fragmentation_high"] = (3*v["total"]/_Q(10))
-    v["peak_high"] = (13*v["total"]/_Q(10) + 2147483648)
-    return v
+    return _device_common(v)
 
 
 def _device_mtp1full0_paper(v):
     v["activations"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["D"]*v["e_H"]*(v["M_A"] + v["M_E"]) + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = v["activations"]
-    v["activations_per_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_dense_layer"] = (v["M_A"] + v["M_D"])
-    v["activations_moe_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_outside_layers"] = (-1)*v["L_d"]*v["activations_dense_layer"] + (-1)*v["L_m"]*v["activations_moe_layer"] + v["activations_per_microbatch"]
-    v["fragmentation_low"] = (v["total"]/_Q(20))
-    v["peak_low"] = (21*v["total"]/_Q(20) + _Q(4294967296, 5))
-    v["fragmentation_high"] = (3*v["total"]/_Q(10))
-    v["peak_high"] = (13*v["total"]/_Q(10) + 2147483648)
-    return v
+    return _device_common(v)
 
 
 def _device_mtp1full0_schedule(v):
     v["activations"] = (v["n_fl_0"]*(v["D"]*v["M_MTP"]*v["e_H_0"] + v["D"]*v["e_H_0"]*(v["M_A"] + v["M_E"]) + v["L_d_0"]*v["M_D"] + v["L_m_0"]*v["M_E"] + v["M_A"]*(v["L_d_0"] + v["L_m_0"]) + v["M_H"]*v["e_H_0"]) + v["n_fl_1"]*(v["D"]*v["M_MTP"]*v["e_H_1"] + v["D"]*v["e_H_1"]*(v["M_A"] + v["M_E"]) + v["L_d_1"]*v["M_D"] + v["L_m_1"]*v["M_E"] + v["M_A"]*(v["L_d_1"] + v["L_m_1"]) + v["M_H"]*v["e_H_1"]))
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["D"]*v["e_H"]*(v["M_A"] + v["M_E"]) + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    v["activations_per_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_dense_layer"] = (v["M_A"] + v["M_D"])
-    v["activations_moe_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_outside_layers"] = (-1)*v["L_d"]*v["activations_dense_layer"] + (-1)*v["L_m"]*v["activations_moe_layer"] + v["activations_per_microbatch"]
-    v["fragmentation_low"] = (v["total"]/_Q(20))
-    v["peak_low"] = (21*v["total"]/_Q(20) + _Q(4294967296, 5))
-    v["fragmentation_high"] = (3*v["total"]/_Q(10))
-    v["peak_high"] = (13*v["total"]/_Q(10) + 2147483648)
-    return v
+    return _device_common(v)
 
 
 def _device_mtp1full0_given(v):
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["D"]*v["e_H"]*(v["M_A"] + v["M_E"]) + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    v["activations_per_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_dense_layer"] = (v["M_A"] + v["M_D"])
-    v["activations_moe_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_outside_layers"] = (-1)*v["L_d"]*v["activations_dense_layer"] + (-1)*v["L_m"]*v["activations_moe_layer"] + v["activations_per_microbatch"]
-    v["fragmentation_low"] = (v["total"]/_Q(20))
-    v["peak_low"] = (21*v["total"]/_Q(20) + _Q(4294967296, 5))
-    v["fragmentation_high"] = (3*v["total"]/_Q(10))
-    v["peak_high"] = (13*v["total"]/_Q(10) + 2147483648)
-    return v
+    return _device_common(v)
 
 
 def _device_mtp1full1_paper(v):
     v["activations"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = v["activations"]
-    v["activations_per_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_dense_layer"] = (v["M_A"] + v["M_D"])
-    v["activations_moe_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_outside_layers"] = (-1)*v["L_d"]*v["activations_dense_layer"] + (-1)*v["L_m"]*v["activations_moe_layer"] + v["activations_per_microbatch"]
-    v["fragmentation_low"] = (v["total"]/_Q(20))
-    v["peak_low"] = (21*v["total"]/_Q(20) + _Q(4294967296, 5))
-    v["fragmentation_high"] = (3*v["total"]/_Q(10))
-    v["peak_high"] = (13*v["total"]/_Q(10) + 2147483648)
-    return v
+    return _device_common(v)
 
 
 def _device_mtp1full1_schedule(v):
     v["activations"] = (v["n_fl_0"]*(v["D"]*v["M_MTP"]*v["e_H_0"] + v["L_d_0"]*v["M_D"] + v["L_m_0"]*v["M_E"] + v["M_A"]*(v["L_d_0"] + v["L_m_0"]) + v["M_H"]*v["e_H_0"]) + v["n_fl_1"]*(v["D"]*v["M_MTP"]*v["e_H_1"] + v["L_d_1"]*v["M_D"] + v["L_m_1"]*v["M_E"] + v["M_A"]*(v["L_d_1"] + v["L_m_1"]) + v["M_H"]*v["e_H_1"]))
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    v["activations_per_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_dense_layer"] = (v["M_A"] + v["M_D"])
-    v["activations_moe_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_outside_layers"] = (-1)*v["L_d"]*v["activations_dense_layer"] + (-1)*v["L_m"]*v["activations_moe_layer"] + v["activations_per_microbatch"]
-    v["fragmentation_low"] = (v["total"]/_Q(20))
-    v["peak_low"] = (21*v["total"]/_Q(20) + _Q(4294967296, 5))
-    v["fragmentation_high"] = (3*v["total"]/_Q(10))
-    v["peak_high"] = (13*v["total"]/_Q(10) + 2147483648)
-    return v
+    return _device_common(v)
 
 
 def _device_mtp1full1_given(v):
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    v["activations_per_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_dense_layer"] = (v["M_A"] + v["M_D"])
-    v["activations_moe_layer"] = (v["M_A"] + v["M_E"])
-    v["activations_outside_layers"] = (-1)*v["L_d"]*v["activations_dense_layer"] + (-1)*v["L_m"]*v["activations_moe_layer"] + v["activations_per_microbatch"]
-    v["fragmentation_low"] = (v["total"]/_Q(20))
-    v["peak_low"] = (21*v["total"]/_Q(20) + _Q(4294967296, 5))
-    v["fragmentation_high"] = (3*v["total"]/_Q(10))
-    v["peak_high"] = (13*v["total"]/_Q(10) + 2147483648)
-    return v
+    return _device_common(v)
 
 
-DEVICE = {(False, False, 'paper'): _device_mtp0full0_paper, (False, False, 'schedule'): _device_mtp0full0_schedule, (False, False, 'given'): _device_mtp0full0_given, (False, True, 'paper'): _device_mtp0full1_paper, (False, True, 'schedule'): _device_mtp0full1_schedule, (False, True, 'given'): _device_mtp0full1_given, (True, False, 'paper'): _device_mtp1full0_paper, (True, False, 'schedule'): _device_mtp1full0_schedule, (True, False, 'given'): _device_mtp1full0_given, (True, True, 'paper'): _device_mtp1full1_paper, (True, True, 'schedule'): _device_mtp1full1_schedule, (True, True, 'given'): _device_mtp1full1_given}
+DEVICE = {(False, False, 'paper'): _device_mtp0full0_paper, (False, False, 'schedule'): _device_mtp0full0_schedule, (False, False, 'given'): _device_mtp0full0_given, (False, True, 'paper'): _device_mtp0full0_paper, (False, True, 'schedule'): _device_mtp0full0_schedule, (False, True, 'given'): _device_mtp0full0_given, (True, False, 'paper'): _device_mtp1full0_paper, (True, False, 'schedule'): _device_mtp1full0_schedule, (True, False, 'given'): _device_mtp1full0_given, (True, True, 'paper'): _device_mtp1full1_paper, (True, True, 'schedule'): _device_mtp1full1_schedule, (True, True, 'given'): _device_mtp1full1_given}
 
 
 def device(mtp, full, holds, v):
