@@ -16,8 +16,9 @@ range (min-max) of the repetitions.  Paths, on N random valid configurations of 
 
 then, as subprocesses (median and range): `python -c "import sympy"`, `memsym estimate` with every
 cache off and a fresh HOME, each repetition a command line not run before (another --mbs): the
-generated evaluators, no sympy, no replay), `memsym search --gpus
-1024|16384 --hbm 80GiB` (interleaved), and `memsym report --format tex,md,html` (full mode only).  Exactness is asserted (every path agrees with
+generated evaluators, no sympy, no replay), `memsym search --gpus 1024|16384 --hbm 80GiB` and
+`memsym fit --hbm 80GiB` (interleaved, every cache off), and `memsym report --format tex,md,html`
+(full mode only).  Exactness is asserted (every path agrees with
 symbolic.numeric.exact to the byte below 2^53, and the hand formula equals the terms exactly);
 timings are printed, never asserted.  Performance goals: compiled <= 2.5x floor, search 16384
 < 1 s and <= 1.5x a new estimate, report < 3 s, a new estimate <= 1.2x import sympy.
@@ -209,6 +210,41 @@ def bench_eval(points, repeat):
             "ns": {k: stats(v, 1e9 / points) for k, v in times.items()}}
 
 
+def bench_wall(a, memsym, res):
+    """Part (b): the commands' wall times, interleaved, into ``res``; returns the functions (the report's
+    part interleaves its new configuration with the same new estimate)."""
+    cmds = {"import sympy": [sys.executable, "-c", "import sympy"],
+            "search 1024": memsym + ["search", "--gpus", "1024", "--hbm", "80GiB"],
+            "search 16384": memsym + ["search", "--gpus", "16384", "--hbm", "80GiB"],
+            "fit": memsym + ["fit", "--hbm", "80GiB"]}
+    n = a.repeat if not a.quick else 2
+    fns = {k: run_cmd(c, dict(os.environ, MEMSYM_CACHE="0") if k != "import sympy" else None) for k, c in cmds.items()}
+    fresh = tempfile.mkdtemp(prefix="memsym-bench-home-")
+    calls = iter(range(1, 10 ** 6))
+    # a command line not run before (--mbs k), every cache off, a fresh HOME: nothing can be replayed
+    fns["estimate, new"] = lambda: run_cmd(memsym + ["estimate", "--mbs", str(next(calls))],
+                                           dict(os.environ, MEMSYM_CACHE="0", HOME=fresh))()
+    t = {k: stats(v) for k, v in interleaved(fns, n).items()}
+    say(f"(b) wall time, {n} interleaved repetitions after one warm-up: median [min-max] s")
+    say("    (estimate, new: a command line not run before, every cache off, a fresh HOME; searches and fit with "
+        "every cache off: their kernels are generated, nothing is compiled or replayed)")
+    for k, s in t.items():
+        say(f"    {k:<14} {s['median']:6.3f} [{s['min']:.3f}-{s['max']:.3f}]")
+    res["cold_start_ratio"] = t["estimate, new"]["median"] / t["import sympy"]["median"]
+    res["cold_start_new_ratio"] = res["cold_start_ratio"]
+    res["search_1024_s"] = t["search 1024"]["median"]
+    res["search_16384_s"] = t["search 16384"]["median"]
+    res["search_16384_to_estimate"] = t["search 16384"]["median"] / t["estimate, new"]["median"]  # a full estimate
+    res["search_1024_to_estimate"] = t["search 1024"]["median"] / t["estimate, new"]["median"]
+    res["fit_to_estimate"] = t["fit"]["median"] / t["estimate, new"]["median"]
+    res["wall"] = t
+    say(f"    a new estimate / import sympy = {res['cold_start_ratio']:.2f} (goal <= 1.2); search 16384 = "
+        f"{res['search_16384_s']:.2f} s (goal < 1), {res['search_16384_to_estimate']:.2f}x a new estimate (goal <= 1.5)")
+    say(f"    search 1024 = {res['search_1024_to_estimate']:.2f}x a new estimate; fit = {res['fit_to_estimate']:.2f}x "
+        f"(its closed forms are sympy's solve)")
+    return fns
+
+
 def main(argv=None) -> int:
     global OUT
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -250,30 +286,7 @@ def main(argv=None) -> int:
         say(f"    compiled / floor = {res['compiled_to_floor']:.2f} (goal <= 2.5); "
             f"numpy / hand numpy = {res['numpy_to_hand']:.2f}")
 
-    cmds = {"import sympy": [sys.executable, "-c", "import sympy"],
-            "search 1024": memsym + ["search", "--gpus", "1024", "--hbm", "80GiB"],
-            "search 16384": memsym + ["search", "--gpus", "16384", "--hbm", "80GiB"]}
-    n = a.repeat if not a.quick else 2
-    fns = {k: run_cmd(c) for k, c in cmds.items()}
-    fresh = tempfile.mkdtemp(prefix="memsym-bench-home-")
-    calls = iter(range(1, 10 ** 6))
-    # a command line not run before (--mbs k), every cache off, a fresh HOME: nothing can be replayed
-    fns["estimate, new"] = lambda: run_cmd(memsym + ["estimate", "--mbs", str(next(calls))],
-                                           dict(os.environ, MEMSYM_CACHE="0", HOME=fresh))()
-    t = {k: stats(v) for k, v in interleaved(fns, n).items()}
-    say(f"(b) wall time, {n} interleaved repetitions after one warm-up: median [min-max] s")
-    say("    (estimate, new: a command line not run before, every cache off, a fresh HOME; searches with their "
-        "kernel cache warm)")
-    for k, s in t.items():
-        say(f"    {k:<14} {s['median']:6.3f} [{s['min']:.3f}-{s['max']:.3f}]")
-    res["cold_start_ratio"] = t["estimate, new"]["median"] / t["import sympy"]["median"]
-    res["cold_start_new_ratio"] = res["cold_start_ratio"]
-    res["search_1024_s"] = t["search 1024"]["median"]
-    res["search_16384_s"] = t["search 16384"]["median"]
-    res["search_16384_to_estimate"] = t["search 16384"]["median"] / t["estimate, new"]["median"]  # a full estimate
-    res["wall"] = t
-    say(f"    a new estimate / import sympy = {res['cold_start_ratio']:.2f} (goal <= 1.2); search 16384 = "
-        f"{res['search_16384_s']:.2f} s (goal < 1), {res['search_16384_to_estimate']:.2f}x a new estimate (goal <= 1.5)")
+    fns = bench_wall(a, memsym, res)
 
     res["report_s"] = None
     if not a.quick:

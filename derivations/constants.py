@@ -2,7 +2,7 @@
 
 Table 7's bytes per element (and the 1-byte dropout mask of Sec. 5.1), and the values of the
 extension symbols that reproduce the paper (balanced routing F = 1; the FP8 / E5M6 cached
-activations' bytes).  By symbol name: derivations/config/values.py builds substitutions from
+activations' bytes); the provenance labels of the tensor lists.  By symbol name: derivations/config/values.py builds substitutions from
 them, derivations/notation.py keys them by symbol."""
 from __future__ import annotations
 
@@ -13,3 +13,10 @@ from typing import Dict
 PAPER_BYTES: Dict[str, int] = {"B_w": 2, "B_g": 4, "B_m": 4, "B_1": 2, "B_2": 2, "B_a": 2, "B_k": 1}
 #: Balanced routing (F = 1) and the bytes of the FP8 / E5M6 cached activations (used only by ``.fp8`` terms).
 EXTENSION_DEFAULTS: Dict[str, object] = {"F": 1, "B_f8": 1, "B_o": Fraction(3, 2)}
+
+#: Provenance labels of the tensor lists (derivations/tensors.py, a family's activations module): the
+#: paper's MLA and MoE lists (Sec. 5.1 M_1^A, Sec. 5.2 M_1^E), and tensors the paper does not list.
+MLA = "Sec. 5.1, M_1^A"
+MOE = "Sec. 5.2, M_1^E"
+EXT = "extension (not in the paper)"
+FLASH = "extension: fused (flash) attention"

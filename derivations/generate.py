@@ -18,6 +18,10 @@ compiled form of the terms, written here from the same sympy terms the report re
   activations (``act.stage``'s rows, or ``act.peak``'s at each chunk of a schedule), total, layer split
   and Sec. 6 peak from its components (derivations/assembly/device_terms.py; the page prints the same
   expressions to JavaScript).
+* ``<family>_search_<structure>.py``: the search's kernels (derivations/analyses/kernelgen.py): the
+  terms of every (ZeRO stage, recomputation policy) choice as exact coefficient functions of the
+  model's values and numpy functions of the row symbols, printed by sympy's own printers; the
+  search and its schedules evaluate them with no sympy (derivations/analyses/kernels.py).
 
 The decision tables are filled by calling the views' own logic (``views._kept``) on every
 combination of the features a tensor's tags involve, and checked against it on random views
@@ -398,9 +402,34 @@ def tables() -> Dict[str, Dict]:
     return out
 
 
+def search_kernels() -> Dict[str, str]:
+    """{file name: source} of the search's kernels, one module per model structure
+    (derivations/analyses/kernelgen.py): the terms of every (ZeRO stage, named recomputation policy)
+    choice of the default training (what ``memsym search`` evaluates), derived symbols expanded."""
+    from types import SimpleNamespace
+
+    from derivations.analyses import kernelgen
+    from derivations.assembly import totals
+    rows = [nt.SYMBOLS[name] for name in kernelgen.ROWS]
+    out = {}
+    for s in STRUCTURES:
+        model = SimpleNamespace(structure=s, q_lora=s[0])  # the choices and terms read only the structure
+        choices = totals.choices(model)
+        terms = {t: _specials(term.expr) for t, term in totals.choice_terms(model, choices).items()}
+        by_row = {k for k, e in SPECIAL.items() if e.free_symbols & set(rows)}
+        if any(x.name in by_row for e in terms.values() for x in e.free_symbols):
+            raise ValueError("a search term holds a non-polynomial function of a row symbol: the kernels "
+                             "are polynomials in the rows")
+        key = structure_key(s)
+        out[f"{FAMILY}_search_{key}.py"] = kernelgen.module_source(FAMILY, key, kernelgen.groups_of(choices, terms),
+                                                                   rows)
+    return out
+
+
 def outputs() -> Dict[Path, bytes]:
     files = {OUT / name: json.dumps(data, sort_keys=True, separators=(",", ":")).encode() + b"\n"
              for name, data in tables().items()}
+    files.update({OUT / name: src.encode() for name, src in search_kernels().items()})
     files[OUT / f"{FAMILY}.py"] = python_module().encode()
     files[OUT / "__init__.py"] = INIT.encode()
     return files
@@ -411,7 +440,8 @@ INIT = '''"""Evaluators generated from the terms (``python -m derivations.genera
 ``<family>.json`` holds every term as an exact polynomial and the activation tensors as decision
 tables; ``<family>.py`` the few non-polynomial symbols, the schedules' in-flight counts and the
 per-device assembly.
-:mod:`derivations.evaluate` reads them without sympy."""
+:mod:`derivations.evaluate` reads them without sympy.  ``<family>_search_<structure>.py`` are the
+search's numpy kernels (:mod:`derivations.analyses.kernels` runs them, without sympy)."""
 '''
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 from typing import Dict
 
 from symbolic.term import Terms
@@ -43,17 +44,19 @@ def _build(structure) -> Terms:
 def _make(structure) -> Terms:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.activations import kinds as activations
-    from derivations.families import deepseek as architecture
+    from derivations import families
     from derivations.assembly import conventions
     from derivations.assembly import overheads
     from derivations.assembly import parameters
     from derivations.assembly import static
     from derivations.assembly import zero
-    q_lora, routing_bias, tied = structure
+    family = families.get("deepseek")  # the one family so far (ModelSpec is DeepSeek's notation)
+    flags = MappingProxyType(dict(zip(family.flags, structure)))
     terms = Terms()
     terms.hint = "(list them with `memsym terms`)"
-    for module in (architecture, parameters, static, zero, activations, overheads, conventions):
-        for t in module.terms(terms, q_lora=q_lora, routing_bias=routing_bias, tied=tied):
+    # each section receives the registry so far, the family (derivations/families) and its structure flags
+    for module in (family.module("parameters"), parameters, static, zero, activations, overheads, conventions):
+        for t in module.terms(terms, family, flags):
             terms.add(t)
     return terms.freeze()
 

@@ -160,6 +160,15 @@ def _decoded(raw: bytes, path: str, b: Bounds, error: Error) -> Tuple[str, int]:
         raise error(path, "json", f"not a UTF-8 JSON file ({exc.reason} at byte {exc.start + skip})") from None
 
 
+def _number_at(text: str, digits: str) -> int:
+    """Where the integer literal ``digits`` stands in ``text`` as a number of its own (not inside a string,
+    a longer number or a float: the first such place; the decoder raised on it, so one exists)."""
+    for m in re.finditer(r'"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?', text):
+        if m.group() == digits:
+            return m.start()
+    return text.find(digits)
+
+
 def parse(raw: bytes, path: str, b: Bounds, error: Error) -> Dict:
     """The JSON object in the bytes ``raw`` read from ``path`` (named in errors), bounded as the module says."""
     text, skip = _decoded(raw, path, b, error)
@@ -178,8 +187,8 @@ def parse(raw: bytes, path: str, b: Bounds, error: Error) -> Dict:
         raise error(path, "json", f"not valid JSON: {exc.msg} ({at(exc.pos)}, line {exc.lineno}, column "
                                   f"{exc.colno})") from None
     except _BigNumber as exc:
-        raise error(path, "json", f"a number of {len(str(exc))} digits at {at(text.find(str(exc)))}: no config field "
-                                  f"has more than {b.max_digits}") from None
+        raise error(path, "json", f"a number of {len(str(exc))} digits at {at(_number_at(text, str(exc)))}: no "
+                                  f"config field has more than {b.max_digits}") from None
     except _Duplicate as exc:
         raise error(path, str(exc.args[0])[:64], f"field {shown(exc.args[0])} appears twice in one object") from None
     except RecursionError:

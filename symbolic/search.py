@@ -76,6 +76,7 @@ def _share_sums(monomials, sums: Dict):
         names = tuple(sorted((x for _, x in members), key=lambda k: k.name))
         sym = sums.setdefault(names, sp.Dummy("sum_" + "_".join(k.name for k in names), positive=True))
         drop = {i for i, _ in members}
+        rest = sorted(rest, key=lambda kv: kv[0].name)  # a frozenset's order follows string hashes: fix it
         monomials = [m for i, m in enumerate(monomials) if i not in drop] + [(c, {**dict(rest), sym: 1})]
 
 

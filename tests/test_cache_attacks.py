@@ -1,7 +1,7 @@
 """Attacks on the on-disk caches, as a user would mount them.
 
-Every cache memsym keeps (built terms, search kernels, numba kernels, the report's entries; estimate
-and params keep none: they read the generated evaluators) is warmed by real commands, then poisoned: each file replaced by a pickle whose
+Every cache memsym keeps (built terms, numba kernels, the report's entries; estimate, params and search
+keep none: they read the generated evaluators) is warmed by real commands, then poisoned: each file replaced by a pickle whose
 loading writes a marker (Python files get code appended), or every digit in it changed.  The next
 runs must run no code and print what a run with every cache off prints.  With two local users (made
 here with useradd, run with setpriv; CI runs as root, where these tests cannot skip), a cache folder
@@ -28,12 +28,12 @@ KERNEL = ("import numpy as np, sympy as sp\n"
           "x, y = sp.symbols('x y', positive=True)\n"
           "print(compiled.compile(3 * y / x + 1, [x, y])(np.array([1.0, 2.0]), np.array([4.0, 4.0])).tolist())\n")
 #: The commands whose caches are attacked: estimate (none: a poisoned cache must not reach it either),
-#: search (terms, kernel source), report
+#: fit (the built terms; search keeps nothing: its kernels are generated), report
 #: (computed report, rendered files, closed forms, notebooks' HTML) and a numba kernel.
 COMMANDS = [
     ["-m", "memsym", "estimate", "--zero", "1", "--json"],
     ["-m", "memsym", "estimate", "--gpu", "h100"],
-    ["-m", "memsym", "search", "--gpus", "64", "--hbm", "80GiB", "--json"],
+    ["-m", "memsym", "fit", "--hbm", "80GiB", "--json"],
     ["-m", "memsym", "report", "--model", "deepseek-v2-lite", "--dp", "8", "--tp", "1", "--pp", "1", "--ep", "8",
      "--format", "md,html", "--out", "{out}"],
     ["-c", KERNEL],
@@ -99,7 +99,7 @@ def test_a_poisoned_cache_runs_nothing_and_changes_no_number(truth, tmp_path, ho
     env.pop("MEMSYM_CACHE", None)
     assert run_all(env, tmp_path) == truth            # cold
     kinds = sorted(p.name for p in cache.iterdir() if p.is_dir())
-    assert {"kernels", "report", "search", "terms"} <= set(kinds), kinds
+    assert {"kernels", "report", "terms"} <= set(kinds), kinds
     marker = tmp_path / "ran"
     assert poison(cache, marker, how) >= 10
     assert run_all(env, tmp_path) == truth and not marker.exists()
@@ -198,9 +198,9 @@ def test_a_folder_another_user_can_write_is_never_used(users, shared, truth, whe
     bob_env = user_env(homes["memsym-bob"], MEMSYM_CACHE_DIR=planted)
     subprocess.run([*as_user(bob), sys.executable, "-m", "memsym", "estimate", "--zero", "1", "--json"], cwd=ROOT,
                    env=bob_env, capture_output=True, timeout=300, check=True)
-    subprocess.run([*as_user(bob), sys.executable, "-m", "memsym", "search", "--gpus", "64", "--hbm", "80GiB",
-                    "--json"], cwd=ROOT, env=bob_env, capture_output=True, timeout=300, check=True)
-    assert (planted / "terms").is_dir() and (planted / "search").is_dir()
+    subprocess.run([*as_user(bob), sys.executable, "-m", "memsym", "fit", "--hbm", "80GiB", "--json"], cwd=ROOT,
+                   env=bob_env, capture_output=True, timeout=300, check=True)
+    assert (planted / "terms").is_dir()
     _plant(planted, marker, bob)
     if where == "bob-owned folder":
         env = user_env(homes["memsym-alice"], MEMSYM_CACHE_DIR=planted)
@@ -224,11 +224,11 @@ def test_a_folder_another_user_can_write_is_never_used(users, shared, truth, whe
             os.chmod(p, 0o777 if p.is_dir() else 0o666)
         env = user_env(homes["memsym-alice"], MEMSYM_CACHE_DIR=mine)
     results = []
-    for argv in (["estimate", "--zero", "1", "--json"], ["search", "--gpus", "64", "--hbm", "80GiB", "--json"]):
+    for argv in (["estimate", "--zero", "1", "--json"], ["fit", "--hbm", "80GiB", "--json"]):
         p = subprocess.run([*as_user(alice), sys.executable, "-m", "memsym", *argv], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=300)
         results.append((p.returncode, p.stdout))
-        uses_cache = argv[0] == "search"  # estimate keeps nothing (it reads the generated evaluators)
+        uses_cache = argv[0] == "fit"  # estimate keeps nothing (it reads the generated evaluators)
         assert p.stderr.count("memsym: cache not used") == uses_cache and p.stderr.count("\n") == uses_cache, p.stderr
         assert not uses_cache or ("writable by" if where.startswith("alice") else "owned by uid") in p.stderr
     assert results == [(r[1], r[2]) for r in truth[0:1] + truth[2:3]]
@@ -240,8 +240,8 @@ def test_another_user_cannot_write_into_a_private_cache(users, shared):
     top, homes = shared
     cache = top / "alice-private"
     env = user_env(homes["memsym-alice"], MEMSYM_CACHE_DIR=cache)
-    p = subprocess.run([*as_user(alice), sys.executable, "-m", "memsym", "search", "--gpus", "64", "--hbm", "80GiB",
-                        "--top", "1"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    p = subprocess.run([*as_user(alice), sys.executable, "-m", "memsym", "fit", "--hbm", "80GiB"], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and p.stderr == ""
     assert stat.S_IMODE(cache.stat().st_mode) == 0o700 and cache.stat().st_uid == alice.pw_uid
     files = [f for f in cache.rglob("*") if f.is_file()]

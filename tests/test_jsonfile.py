@@ -32,6 +32,8 @@ def test_a_file_within_bounds_is_its_object(tmp_path):
 @pytest.mark.parametrize("text, message", [
     ('{"a": 1, "a": 2}', "a: field 'a' appears twice"),
     ('{"a": 123456}', "json: a number of 6 digits at byte 6: no config field has more than 5"),
+    # the same digits earlier inside a string or a float are not the number refused
+    ('{"x": "123456", "y": 123456.5, "a": 123456}', "json: a number of 6 digits at byte 36: no config field"),
     ('{"a": [[1]]}', "json: nested deeper than 2 levels at byte 7 (a data.json nests 1 levels)"),
     ('[1]', "json: a data.json holds a JSON object, got array"),
     ('{"a": ' + "1" * 70 + "}", "file: is 77 bytes; a data.json is tiny (limit 64 bytes)"),

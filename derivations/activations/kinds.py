@@ -25,6 +25,7 @@ from functools import lru_cache
 from typing import Dict, Tuple
 
 from derivations.config import Conventions
+from derivations.families.deepseek import FAMILY as DEEPSEEK
 from derivations.notation import D, L_d, L_m, e_H, n_fl
 from symbolic.term import Part, Term, combine
 
@@ -35,7 +36,8 @@ from derivations.activations.views import (CHECKPOINT_TAGS, EXT, FLASH, MLA, MOE
                     flatten)
 
 # ----------------------------------------------------------------------------- terms
-_SYMBOLS = {("mla", ""): "M_1^A", ("mla", ".full"): "M_2^A", ("moe", ""): "M_1^E", ("moe", ".full"): "M_2^E"}
+#: The family's kinds with terms of their own (derivations/families/deepseek/__init__.py: LAYER_TERMS).
+KINDS = {k.name: k for k in DEEPSEEK.layer_terms}
 
 
 @lru_cache(maxsize=None)
@@ -63,16 +65,13 @@ def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
     sfx = view.suffix
     mtp = mtp_view is not None
     out = {}
-    lists = {"mla": ("act.mla.layer", "one MLA layer", MLA),
-             "moe": ("act.moe.layer", "one MoE layer", MOE),
-             "dense": ("act.dense.layer", "one dense FFN sublayer (extension)", EXT),
-             "head": ("act.head", "the final norm, head and loss on the last stage (extension)", EXT)}
     all_parts, paper = kind_parts(view, q_lora), kind_parts(PAPER, q_lora)
     plain = replace(view, conv=Conventions())  # the same policy under the paper's conventions
     same, same_paper = kept(view, q_lora), kept(PAPER, q_lora)  # what each keeps, tensor by tensor (naming.py)
     same_plain = kept(plain, q_lora) if sfx != plain.suffix else same
     one = view.conv.checkpoints == "one"
-    for kind, (base_id, what, prov) in lists.items():
+    for kind, spec in KINDS.items():
+        base_id, what, prov = spec.id, spec.what, spec.provenance
         parts, base = all_parts[kind], paper[kind]
         if sfx and same[kind] == same_paper[kind]:
             tid, label, parts = base_id, "no recomputation", base
@@ -82,21 +81,17 @@ def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
             continue
         else:
             tid, label = base_id + sfx, view.label
-        if sfx and view.recompute == "full" and kind != "head":
-            keep = {"mla": "only the layer input is kept",
-                    "dense": "nothing kept: the layer's one checkpoint is its input" if one
-                    else "only the layer input is kept",
-                    "moe": "nothing kept: the layer's one checkpoint is the MLA input" if one
-                    else "layer input and routing decision kept"}[kind]
+        if sfx and view.recompute == "full" and spec.full is not None:
+            keep = spec.full[1 if one else 0]
             label = f"full recomputation ({keep})" + (f", {view.conv_label}" if view.conv_label else "")
         if view.recompute == "full":
-            prov = {"mla": "Sec. 5.1, M_2^A", "moe": "Sec. 5.2, M_2^E"}.get(kind, prov)
+            prov = spec.full_provenance or prov
             if tid != base_id + ".full" and view.conv_label:
                 prov = f"{prov}; {view.conv_label} (not the paper's)"
         elif tid != base_id:
             prov = f"{prov}; view: {view.label} (extension)"
         out[kind] = Term(tid, f"activation bytes of {what}, {label}", "bytes", prov, parts,
-                         symbol=_SYMBOLS.get((kind, tid[len(base_id):]), ""))
+                         symbol=dict(spec.symbols).get(tid[len(base_id):], ""))
     policy = view.label
     if mtp:
         out["mtp"] = Term(f"act.mtp{sfx}", "activation bytes of one multi-token-prediction module's own tensors "
@@ -126,7 +121,8 @@ def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
 REGISTERED = (PAPER, View("full"), View("selective"), View(attention="flash"), View(fp8=True))
 
 
-def terms(reg, *, q_lora, routing_bias, tied):
+def terms(reg, family, flags):
+    q_lora = flags["q_lora"]
     seen = set()
     for view in REGISTERED:
         for t in view_terms(view, q_lora).values():

@@ -17,9 +17,11 @@ from typing import Dict
 from derivations.activations.view import PAPER, PRESET_CONVENTIONS, View
 from derivations.evaluate import kept
 from derivations.config import CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
+from derivations.families.deepseek import FAMILY as DEEPSEEK
 
-#: The kinds with terms of their own, and the id each has under the paper's view.
-BASE_IDS = {"mla": "act.mla.layer", "moe": "act.moe.layer", "dense": "act.dense.layer", "head": "act.head"}
+#: The kinds with terms of their own, and the id each has under the paper's view (the family's declaration:
+#: derivations/families/deepseek/__init__.py, LAYER_TERMS).
+BASE_IDS = {k.name: k.id for k in DEEPSEEK.layer_terms}
 
 
 def _same_kinds(a: View, b: View, q_lora: bool) -> bool:

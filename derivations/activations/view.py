@@ -12,10 +12,7 @@ from typing import Iterable, Tuple
 
 from derivations.config import CONVENTION_PRESETS, CONVENTION_SWITCHES, NAMING_PRESETS, Conventions
 
-MLA = "Sec. 5.1, M_1^A"
-MOE = "Sec. 5.2, M_1^E"
-EXT = "extension (not in the paper)"
-FLASH = "extension: fused (flash) attention"
+from derivations.constants import EXT, FLASH, MLA, MOE  # noqa: F401 (provenance labels)
 CHECKPOINT_TAGS = frozenset({"layer_input", "routing", "head"})
 
 
@@ -127,46 +124,24 @@ class View:
         return pol + (", " + ", ".join(extra) if extra else "")
 
 
-#: Tags that make a tensor exist only under one kernel or one convention.
+def _switch_rule(name: str, values):
+    return lambda v: getattr(v.conv, name) in values
+
+
+#: Tags that make a tensor exist only under one kernel or one convention: the view's own (attention kernel,
+#: recomputation, and the tags two choices decide), then each switch's ``exists`` (derivations/config/switches.py).
 EXISTS = {
     "eager": lambda v: v.attention == "eager",
     # dropout off and the softmax in the activations' dtype: F.dropout(p=0) returns its input (ATen
     # _dropout_impl: "if (p == 0 || !train ...) return input"), so P V saves the softmax output itself
     "dropout_out": lambda v: v.conv.dropout_masks == "kept" or v.conv.softmax_dtype == "fp32",
     "flash": lambda v: v.attention == "flash",
-    "mtp": lambda v: v.conv.mtp_activations == "last-stage",
     "mtp_ckpt": lambda v: v.recompute == "full",
-    "combine": lambda v: v.conv.expert_outputs == "kept",
-    "latent_norm": lambda v: v.conv.latent_norms == "kept",
-    "dispatch_mask": lambda v: v.conv.routing_state == "mask",
-    "row_map": lambda v: v.conv.routing_state == "row-map",
-    "paper_only": lambda v: v.conv.inventory == "paper",
-    "modelzoo_only": lambda v: v.conv.inventory == "modelzoo",
     "plain_norm": lambda v: v.conv.norm_storage in ("output", "te") or v.recompute == "full",
-    "plain_head_norm": lambda v: v.conv.norm_storage in ("output", "te"),
     "rope": lambda v: v.recompute != "full",
-    "fp32_norm": lambda v: v.conv.norm_storage in ("fp32", "torch"),
-    "te_norm": lambda v: v.conv.norm_storage == "te",
-    "paper_router": lambda v: v.conv.router_state == "paper",
-    "hf_router": lambda v: v.conv.router_state == "transformers",
-    "mcore_router": lambda v: v.conv.router_state == "mcore",
-    "loop": lambda v: v.conv.experts == "loop",
-    "a2a": lambda v: v.conv.experts == "alltoall",
-    "weighted": lambda v: v.conv.swiglu != "fused",
-    "causal_mask": lambda v: v.conv.causal_mask == "per-layer",
-    "rope_layer": lambda v: v.conv.rope_tables == "per-layer",
-    "rope_shared": lambda v: v.conv.rope_tables == "shared",
-    "mcore_head": lambda v: v.conv.head_state == "mcore",
-    "ce_cast": lambda v: v.conv.ce_backward == "cast",
-    "ids": lambda v: v.conv.head_state != "paper",
-    # tensors of Megatron-Core's own checkpointing (the head_state switch says the framework is Megatron-Core)
-    "mcore_ckpt": lambda v: v.conv.head_state == "mcore",
     "score_recomputed": lambda v: v.recompute != "full" and "score" in v.dropped,
-    "own_shared_input": lambda v: v.conv.shared_input == "own",
-    "v_copy": lambda v: v.conv.value_storage == "copy",
-    "v_view": lambda v: v.conv.value_storage == "kv-view",
-    "paper_head": lambda v: v.conv.head_state == "paper",
-    "hf_head": lambda v: v.conv.head_state == "transformers",
+    **{tag: _switch_rule(name, values) for name, spec in CONVENTION_SWITCHES.items()
+       for tag, values in spec.exists.items()},
 }
 
 PAPER = View()

@@ -74,23 +74,16 @@ recomputed.  Per-tile scaling factors (one per 1x128 tile) are not counted.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Iterable, Tuple
 
 import sympy as sp
 
+from derivations.tensors import B_IS_1, IS_FP32, NOT_FP32, Group  # noqa: F401 (the tensor vocabulary)
 from derivations.activations.view import (CHECKPOINT_TAGS, EXISTS, EXT, FLASH, MLA, MOE, PAPER,  # noqa: F401
                                           PRESET_CONVENTIONS, View)
-from derivations.notation import B_a, B_f8, B_o, EP, ETP, SP, TP, b
+from derivations.notation import B_a, B_f8, B_o, EP, ETP, SP, TP
 from symbolic.term import Part
-
-#: 1 when activations are not FP32 (B_a != 4), else 0: a cast to FP32 (``.to(float32)``) is then a
-#: no-op returning the same storage, so an FP32 copy is not a second tensor (storage aliasing).
-NOT_FP32 = sp.Piecewise((0, sp.Eq(B_a, 4)), (1, True))
-IS_FP32 = 1 - NOT_FP32
-#: 1 when b = 1: a view that is contiguous at b = 1 keeps its whole base storage (transformers' v, the
-#: kv_b_proj output; the shifted labels, the padded b (s + 1) labels).
-B_IS_1 = sp.Piecewise((1, sp.Eq(b, 1)), (0, True))
 
 
 def retype(view: View, num: Tuple, tags: Iterable[str]) -> Tuple[Tuple, str]:
@@ -136,20 +129,6 @@ RULES = (
     (frozenset({"probs"}), "softmax_dtype", "fp32", (NOT_FP32,), (),
      "the B_a probabilities beside the FP32 softmax output (the same storage when B_a = 4)"),
 )
-
-@dataclass(frozen=True)
-class Group:
-    """A row the paper prints as ``count x (tensors of one expert)``: the routed experts
-    ``(N/EP)(3 E_token h + 8 E_token h_E)`` or the shared ones.  ``subs`` are the tensors of
-    one expert as (key, label, num, den, tags); a view keeps or retypes each of them."""
-
-    key: str
-    label: str
-    count: object
-    subs: Tuple[Tuple, ...]
-    provenance: str
-    tags: Tuple[str, ...]
-
 
 def _kept(view: View, num, den, tags):
     """(num, den, notes) of one tensor as ``view`` keeps it, or None if it is not kept."""

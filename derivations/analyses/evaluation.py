@@ -4,44 +4,51 @@ A configuration is a valid layout (derivations/analyses/enumeration.py), a ZeRO 
 recomputation policy, a micro-batch b and a sequence length s.  Every component term
 (weights, gradients, optimizer replicated or sharded, activations of every recomputation
 policy; derivations/assembly/totals.py) is evaluated for every (layout, s, b, stage
-composition) row in one pass of a lambdified function (:func:`symbolic.numeric.compile` of a
-tuple of expressions, model dimensions and bytes substituted, common subexpressions shared; on
-large grids in the :func:`symbolic.search.factored` form), in cache-sized blocks
-(:func:`symbolic.search.evaluate`).  Each (ZeRO stage, policy) then picks its components, each
-configuration is judged at its most-loaded stage, and the peak is the paper's Sec. 6
-``(1 + f_frag) * total + M_buf`` (derivations/assembly/overheads.py).  Under a pipeline
-schedule or a global batch every device is judged instead (derivations/analyses/scheduled.py).
+composition) row in one pass of the generated numpy kernels (derivations/analyses/kernels.py:
+printed from the terms by ``python -m derivations.generate``, committed; the model's dimensions
+and bytes enter as exact coefficients), in cache-sized blocks (:func:`symbolic.search.evaluate`).
+Each (ZeRO stage, policy) then picks its components, each configuration is judged at its
+most-loaded stage, and the peak is the paper's Sec. 6 ``(1 + f_frag) * total + M_buf``
+(derivations/assembly/overheads.py).  Under a pipeline schedule or a global batch every device is
+judged instead (derivations/analyses/scheduled.py).  No sympy is imported unless a caller passes
+its own expressions to :func:`search` (they are then lambdified: :func:`_compile`).
 
 Numbers are float64 evaluations of exact rational expressions: integers below 2^53 come out
-exact after rounding to the nearest byte, which is how rows report bytes.  The compiled
-function of a search's terms is kept on disk (:mod:`symbolic.cache`, :func:`_kernel`), so a
-search seen before skips building the terms and sympy's printing.
+exact after rounding to the nearest byte, which is how rows report bytes (tests/test_search.py
+checks rows against exact evaluation).
 """
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
-import sympy as sp
 
-import symbolic
-from symbolic import cache, digests
-from symbolic.numeric import compile as compile_fn, from_source, source
-from symbolic.search import FACTOR_ABOVE, evaluate, factored
+from symbolic.search import FACTOR_ABOVE, evaluate
 
 from derivations import config as cfg
-from derivations import notation as nt
-from derivations.analyses import scheduled
+from derivations.analyses import kernels
 from derivations.analyses.enumeration import Enumeration, distinct_stages, enumerate_layouts
-from derivations.assembly import totals
-from derivations.assembly.overheads import overhead_values, peak
+from derivations.assembly.overheads import named_values, peak
 
-#: The symbols that vary by row: the layout, b, s and the stage composition (the rest is substituted).
-ROW_SYMBOLS = (nt.DP, nt.TP, nt.PP, nt.EP, nt.ETP, nt.CP, nt.SP, nt.b, nt.s, nt.L_d, nt.L_m, nt.e_E, nt.e_H)
+#: The names of the symbols that vary by row: the layout, b, s and the stage composition (the rest is fixed).
+ROW_NAMES = ("DP", "TP", "PP", "EP", "ETP", "CP", "SP", "b", "s", "L_d", "L_m", "e_E", "e_H")
+
+
+class Overheads(dict):
+    """{'f_frag': f, 'M_buf': buf} of a search, also read by symbol (``over[nt.f_frag]``, as before):
+    a key with a ``name`` (a sympy symbol) is looked up by its name, so no sympy is needed here."""
+
+    def __getitem__(self, key):
+        return super().__getitem__(getattr(key, "name", key))
+
+    def __contains__(self, key):
+        return super().__contains__(getattr(key, "name", key))
+
+    def get(self, key, default=None):
+        return super().get(getattr(key, "name", key), default)
 
 
 @dataclass
@@ -110,10 +117,17 @@ def _rows(model, enum: Enumeration, seqs, mbs):
 
 
 def _compile(model, training, exprs: Mapping[str, object], factor: bool):
-    """(numpy function, its argument names, the keys of its outputs) of every expression (model
-    dimensions and bytes substituted; in the :func:`factored` form when ``factor``)."""
+    """(numpy function, its argument names, the keys of its outputs) of caller-given expressions (model
+    dimensions and bytes substituted; in the :func:`symbolic.search.factored` form when ``factor``):
+    lambdified with sympy, only for :func:`search` called with ``exprs``."""
+    # lazy: sympy (only a caller's own expressions need it; the command runs the generated kernels)
+    import sympy as sp
+
+    from symbolic.numeric import compile as compile_fn
+    from symbolic.search import factored
+    from derivations import notation as nt
     fixed = {k: v for k, v in cfg.substitution(model, None, training or cfg.Training()).items()
-             if k not in ROW_SYMBOLS}
+             if k.name not in ROW_NAMES}
     keys = list(exprs)
     tup = sp.Tuple(*[nt.expand_derived(sp.sympify(getattr(exprs[k], "expr", exprs[k]))).xreplace(fixed)
                      for k in keys])
@@ -123,38 +137,49 @@ def _compile(model, training, exprs: Mapping[str, object], factor: bool):
     return compile_fn(tup, args), tuple(a.name for a in args), tuple(keys)
 
 
-def _values(model, training, exprs: Mapping[str, object], cols, compo, kernel=None) -> Dict[str, object]:
-    """{key: (n_g, K) float64 array}: every expression in one vectorised pass (model dimensions
-    and bytes substituted, the layout, b, s and the compositions as arrays).  ``kernel``: a
-    function of the factored flag giving what :func:`_compile` gives (a cached compilation)."""
+def _row_values(cols, compo) -> Dict[str, object]:
+    """{row symbol name: float64 array}: the layout, b and s per group (n_g, 1), the compositions (n_g, K)."""
+    flat = {"DP": cols["dp"], "TP": cols["tp"], "PP": cols["pp"], "EP": cols["ep"], "ETP": cols["etp"],
+            "CP": cols["cp"], "SP": cols["sp"], "b": cols["mbs"], "s": cols["seq"]}
+    out = {k: v.astype(np.float64)[:, None] for k, v in flat.items()}
+    for j, k in enumerate(("L_d", "L_m", "e_E", "e_H")):
+        out[k] = compo[:, :, j].astype(np.float64)
+    return out
+
+
+def _values(model, training, exprs: Optional[Mapping[str, object]], keys, cols, compo) -> Dict[str, object]:
+    """{key: (n_g, K) float64 array}: every term ``keys`` in one vectorised pass (the layout, b, s and the
+    compositions as arrays): the generated kernels, or with ``exprs`` those expressions lambdified."""
     n_g, K = compo.shape[:2]
-    factor = n_g * K > FACTOR_ABOVE
-    fn, args, keys = kernel(factor) if kernel is not None else _compile(model, training, exprs, factor)
-    flat = {nt.DP.name: cols["dp"], nt.TP.name: cols["tp"], nt.PP.name: cols["pp"], nt.EP.name: cols["ep"],
-            nt.ETP.name: cols["etp"], nt.CP.name: cols["cp"], nt.SP.name: cols["sp"], nt.b.name: cols["mbs"],
-            nt.s.name: cols["seq"]}
-    comp_sym = {nt.L_d.name: 0, nt.L_m.name: 1, nt.e_E.name: 2, nt.e_H.name: 3}
-    vals = []
-    for a in args:
-        if a in comp_sym:
-            vals.append(compo[:, :, comp_sym[a]].astype(np.float64))
-        elif a in flat:
-            vals.append(flat[a].astype(np.float64)[:, None])
-        else:
-            raise cfg.ConfigError("missing-values", f"search: no value for {a} (not a layout, training or stage symbol)")
-    outs = evaluate(fn, vals)
-    return {k: np.broadcast_to(np.asarray(o, dtype=np.float64), (n_g, K)) for k, o in zip(keys, outs)}
+    rows = _row_values(cols, compo)
+    if exprs is None:
+        training = training or cfg.Training()
+        out = {}
+        for group in dict.fromkeys(kernels.group_of(model, [k]) for k in keys):
+            out.update(kernels.values(model, training, group, rows))
+    else:
+        fn, args, names = _compile(model, training, exprs, n_g * K > FACTOR_ABOVE)
+        missing = [a for a in args if a not in rows]
+        if missing:
+            raise cfg.ConfigError("missing-values", f"search: no value for {missing[0]} (not a layout, training or "
+                                                    f"stage symbol)")
+        out = dict(zip(names, evaluate(fn, [rows[a] for a in args])))
+    return {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), (n_g, K)) for k in keys}
 
 
-def _at(a, flat):
-    """a[g, j[g]] of each group (flat = g K + j); a column broadcast over the compositions is the column."""
+def _at(a, flat, per: int = 1):
+    """a[g, j[g]] of each group (flat = g K + j); a column broadcast over the compositions is the column.
+    ``per`` > 1: ``a`` holds one row per layout, the groups of a layout being ``per`` consecutive groups,
+    and ``flat`` indexes it (layout K + j)."""
     if a.strides[1] == 0:
-        return a[:, 0]
+        return np.repeat(a[:, 0], per) if per > 1 else a[:, 0]
     return np.ascontiguousarray(a).reshape(-1).take(flat)
 
 
-def _most_loaded(value, choices, compo):
+def _most_loaded(value, choices, compo, per_layout=frozenset(), per: int = 1):
     """Per (ZeRO stage, policy): each configuration's components at its most-loaded stage.
+    ``per_layout``: the keys of ``value`` held once per layout (the model states, which depend on
+    neither b nor s), a layout's ``per`` groups sharing them.
     Returns ({column: [block per choice]}, group index of every output row)."""
     n_g = compo.shape[0]
     zeros = sorted({z for z, _ in choices})
@@ -164,8 +189,10 @@ def _most_loaded(value, choices, compo):
     rows_g = []
     K = compo.shape[1]
     base = np.arange(n_g) * K
+    lbase = (np.arange(n_g) // per) * K if per > 1 else base  # a group's layout row, for the per-layout keys
     stage = np.ascontiguousarray(compo[:, :, 4])
     partial = {}  # the components but the last summed once per distinct (ids): the same additions in order
+    step = lambda k: per if k in per_layout else 1
     for z in zeros:
         for ri, r in enumerate(policies):
             pick = choices.get((z, r))
@@ -173,11 +200,14 @@ def _most_loaded(value, choices, compo):
                 continue
             head = tuple(pick[c] for c in comps[:-1])
             if head not in partial:
-                partial[head] = sum(value[k] for k in head)
+                x = sum(value[k] for k in head)
+                partial[head] = np.repeat(x, per, axis=0) if per > 1 and set(head) <= per_layout else x
             total = partial[head] + value[pick[comps[-1]]] if comps[:-1] else sum(value[pick[c]] for c in comps)
-            flat = base + np.argmax(total, axis=1)  # first most-loaded composition
+            j = np.argmax(total, axis=1)  # first most-loaded composition
+            flat = base + j
+            lflat = lbase + j if per > 1 else flat
             for c in comps:
-                blocks[c].append(_at(value[pick[c]], flat))
+                blocks[c].append(_at(value[pick[c]], lflat if step(pick[c]) > 1 else flat, step(pick[c])))
             blocks["total"].append(_at(total, flat))
             blocks["zero"].append(np.full(n_g, z, dtype=np.int64))
             blocks["recompute"].append(np.full(n_g, ri, dtype=np.int64))
@@ -186,11 +216,21 @@ def _most_loaded(value, choices, compo):
     return blocks, (np.concatenate(rows_g) if rows_g else np.zeros(0, np.int64))
 
 
-def _stage_view(model, training, exprs, choices, enum, seqs, mbs, kernel):
+def _stage_view(model, training, exprs, choices, enum, seqs, mbs):
     """The paper's view (no schedule): every configuration at its most-loaded stage, one micro-batch per
-    stage.  Columns: the groups' columns tiled once per choice, then the components of each choice."""
+    stage.  Columns: the groups' columns tiled once per choice, then the components of each choice.
+    With the generated kernels the model states (independent of b and s: derivations/analyses/kernelgen.py
+    checks it) are evaluated once per layout, not once per (layout, s, b) group."""
     cols, compo = _rows(model, enum, seqs, mbs)
-    blocks, g = _most_loaded(_values(model, training, exprs, cols, compo, kernel), choices, compo)
+    keys = sorted({k for pick in choices.values() for k in pick.values()})
+    per = len(seqs) * len(mbs)
+    states = frozenset(k for pick in choices.values() for c, k in pick.items() if c != "activations")
+    if exprs is None and per > 1 and not states & {pick["activations"] for pick in choices.values()}:
+        value = _values(model, training, None, sorted(states), {k: v[::per] for k, v in cols.items()}, compo[::per])
+        value.update(_values(model, training, None, [k for k in keys if k not in states], cols, compo))
+    else:
+        states, value = frozenset(), _values(model, training, exprs, keys, cols, compo)
+    blocks, g = _most_loaded(value, choices, compo, states, per)
     cols["edp"] = cols["dp"] * cols["tp"] * cols["cp"] // (cols["ep"] * cols["etp"])
     n_c = len(g) // max(len(cols["dp"]), 1)  # g is arange(n_g) once per choice: a tile, not a gather
     out = {k: np.tile(v, n_c) for k, v in cols.items()}
@@ -203,37 +243,39 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
            choices: Mapping[Tuple[int, str], Mapping[str, str]], *, mbs: Sequence[int] = (1, 2, 4),
            seqs: Sequence[int] = (4096,), training: cfg.Training | None = None, overheads: Mapping | None = None,
            enumeration: Enumeration | None = None, global_batch: Optional[int] = None,
-           progress: Optional[Callable[[int, int], None]] = None, kernel=None) -> SearchResult:
+           progress: Optional[Callable[[int, int], None]] = None) -> SearchResult:
     """Evaluate every valid configuration for ``gpus`` GPUs against ``hbm`` bytes.
 
-    exprs: {key: expression} of every component any choice uses (symbolic in everything).
+    exprs: {key: expression} of every component any choice uses (symbolic in everything), lambdified
+        with sympy; None: the generated kernels of the terms (the keys are term ids of
+        :func:`derivations.analyses.kernels.choices`, the default training's).
     choices: {(zero, policy): {component: key of exprs}}, components in the order to report.
     training: the other training settings (bytes per element of Table 7 and any extension
         symbols); its b and s are replaced by ``mbs`` and ``seqs``.  Default: the paper's.
-    overheads: {f_frag: f, M_buf: buf} (Sec. 6); default none.
+    overheads: {f_frag: f, M_buf: buf} (Sec. 6; keyed by symbol or name); default none.
     With ``training.schedule`` (or a ``global_batch``, sequences per step: m = global_batch /
     (DP b)) every device of every layout is judged at its peak under the schedule
     (:mod:`derivations.scheduled`); without, each layout's stages hold one micro-batch (the paper's view).
-    kernel: without a schedule, a function of the factored flag giving the compiled ``exprs`` (what
-    :func:`_compile` gives; :func:`configurations` passes one cached on disk).
     """
     for name, values in (("--mbs", mbs), ("--seq", seqs)):
         if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
             raise cfg.ConfigError("positive-integer", f"{name} values must be positive integers, got {list(values)}")
     enum = enumeration or enumerate_layouts(model, gpus, seqs)
-    over = dict(overheads or {nt.f_frag: 0, nt.M_buf: 0})
+    over = Overheads({getattr(k, "name", k): v for k, v in (overheads or {"f_frag": 0, "M_buf": 0}).items()})
     training = training or cfg.Training()
     if training.schedule or global_batch is not None:
+        # lazy: the schedules' module only under a schedule
+        from derivations.analyses import scheduled
         cols, _ = _rows(model, enum, seqs, mbs)
         out, invalid = scheduled.run(model, training, exprs, choices, cols, global_batch, progress)
         groups = None
     else:
         invalid = Counter()
         groups = len(seqs) * len(mbs)
-        out = _stage_view(model, training, exprs, choices, enum, seqs, mbs, kernel)
+        out = _stage_view(model, training, exprs, choices, enum, seqs, mbs)
     if "edp" not in out:
         out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
-    out["peak"] = peak(out["total"], float(over[nt.f_frag]), float(over[nt.M_buf]))
+    out["peak"] = peak(out["total"], float(over["f_frag"]), float(over["M_buf"]))
     out["headroom"] = hbm - out["peak"]
     out["fits"] = out["peak"] <= hbm
     if "microbatches" in out:  # the pipeline bubble fraction (PP - 1) / (m + PP - 1) of each configuration
@@ -261,7 +303,7 @@ def pipeline(schedule=None, microbatches=None, vpp=None, global_batch=None) -> c
 
 def _policies(recompute) -> Tuple[str, ...]:
     """The recomputation policies of ``recompute`` (a comma-separated text; None: every named policy)."""
-    known = totals.policies()
+    known = kernels.policies()
     if recompute is None:
         return known
     policies = tuple(dict.fromkeys(x.strip() for x in recompute.split(",") if x.strip()))
@@ -279,7 +321,7 @@ def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2,
     policies ``recompute``, a comma-separated text or None for every named policy, x ``mbs``
     x ``seqs``) evaluated against ``hbm`` bytes at one end of the Sec. 6 ranges; under a
     schedule (or a global batch) at each configuration's most-loaded device, TP and ETP inside
-    a node of ``gpus_per_node`` GPUs."""
+    a node of ``gpus_per_node`` GPUs.  The terms are the generated kernels' (no sympy)."""
     policies = _policies(recompute)
     bad = [z for z in zeros if z not in cfg.ZERO_NAMES]
     if bad:
@@ -291,39 +333,6 @@ def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2,
     zeros = tuple(dict.fromkeys(zeros))
     seqs = tuple(dict.fromkeys(seqs))
     enum = enumerate_layouts(model, gpus, seqs, gpus_per_node)
-    kw = dict(mbs=tuple(dict.fromkeys(mbs)), seqs=seqs, training=training, overheads=overhead_values(overheads),
-              enumeration=enum, global_batch=global_batch, progress=progress)
-    if training.schedule or global_batch is not None:
-        choices = totals.choices(model, zeros, policies)
-        return search(model, gpus, hbm, totals.choice_terms(model, choices), choices, **kw)
-    _, K = _stage_table(model, tuple(sorted(set(enum.arrays["pp"].tolist()))))
-    expected = len(enum) * len(kw["seqs"]) * len(kw["mbs"]) * K > FACTOR_ABOVE  # what _values will decide
-
-    def kernel(factor):
-        k = _kernel(model, training, zeros, policies, factor)
-        return _function(k["source"]), k["args"], k["keys"]
-    return search(model, gpus, hbm, None, _kernel(model, training, zeros, policies, expected)["choices"],
-                  kernel=kernel, **kw)
-
-
-@lru_cache(maxsize=64)
-def _kernel(model, training, zeros, policies, factor: bool) -> Dict:
-    """{choices, keys, args, source}: the (ZeRO stage, policy) choices of a search and the source of the
-    compiled function of their terms (:func:`_compile`), kept on disk (:mod:`symbolic.cache`) keyed by
-    the model, the training, the choices, ``factor`` and the sources of derivations/ and symbolic/ (and
-    sympy's and Python's versions): a search of a configuration seen before skips building the terms,
-    substituting them and sympy's printing.  The source is the one lambdify generated, so the numbers
-    are the same.  Memoised in the process too."""
-    def make():
-        choices = totals.choices(model, zeros, policies)
-        fn, args, keys = _compile(model, training, totals.choice_terms(model, choices), factor)
-        return {"choices": choices, "source": source(fn), "args": args, "keys": keys}
-    parts = ("search-kernel", repr(model), repr(training), zeros, policies, factor, sp.__version__,
-             sys.version_info[:2], digests.source_digest(sys.modules["derivations"], symbolic))
-    return cache.pickled("search", parts, make)
-
-
-@lru_cache(maxsize=64)
-def _function(src: str):
-    """The numpy function of a kernel's source (:func:`symbolic.numeric.from_source`), once per source."""
-    return from_source(src)
+    return search(model, gpus, hbm, None, kernels.choices(model, zeros, policies), mbs=tuple(dict.fromkeys(mbs)),
+                  seqs=seqs, training=training, overheads=named_values(overheads), enumeration=enum,
+                  global_batch=global_batch, progress=progress)

@@ -1,7 +1,14 @@
 """Budget solving for one configuration: the largest micro-batch b or sequence s whose Sec. 6
-peak fits a memory budget, in closed form (:func:`derivations.sensitivity.solve_budget`),
-checked exactly on the assembled device (:func:`derivations.device.components`); and the
-least ZeRO stage and recomputation policy that fit."""
+peak fits a memory budget, in closed form (:func:`derivations.analyses.sensitivity.solve_budget`),
+checked exactly on the assembled device (:func:`derivations.assembly.device.components`); and the
+least ZeRO stage and recomputation policy that fit.
+
+The integer answer alone (``solve(..., answer_only=True)``: fit's other ends of the Sec. 6 ranges)
+needs no sympy: the activations are a polynomial of degree 1 or 2 in b or s and the model states do
+not depend on either (derivations/analyses/sensitivity.py), so the exact evaluators (no sympy,
+derivations/evaluate.py through ``device.components``) at four valid values give S and the
+coefficients exactly, and the largest root is floored exactly (:mod:`derivations.analyses.roots`).
+The closed forms fit prints (sympy's solve and printing) are computed only for the full answer."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -10,20 +17,25 @@ from symbolic.search import divisors
 
 from derivations import config as cfg
 from derivations.assembly import device
-from derivations.assembly import totals
-from derivations import notation as nt
+from derivations.analyses import kernels, roots
 from derivations.analyses.enumeration import distinct_stages
-from derivations.analyses import sensitivity as S
-from derivations.assembly.overheads import overhead_values, peak
+from derivations.assembly.overheads import named_values, overhead_values, peak
 from derivations.config.training import with_global_batch  # noqa: F401  (fit applies it; re-exported)
+
+
+def _ends(overheads):
+    """(f_frag, M_buf) of overheads keyed by symbol or by name."""
+    by_name = {getattr(k, "name", k): v for k, v in overheads.items()}
+    return by_name["f_frag"], by_name["M_buf"]
 
 
 def fits(model, layout, training, stages, hbm, overheads):
     """(fits every stage, [(stage, total, peak)]) exactly, for a configuration."""
     rows = []
+    f, buf = _ends(overheads)
     for st in stages:
         total = device.components(model, layout, training, st.index)["total"]
-        rows.append((st, total, peak(total, overheads[nt.f_frag], overheads[nt.M_buf])))
+        rows.append((st, total, peak(total, f, buf)))
     return all(p <= hbm for _, _, p in rows), rows
 
 
@@ -31,6 +43,8 @@ def device_expressions(model, layout, training, index: int):
     """(model states, activations) of device ``index`` as expressions (b and s symbolic): the
     paper's view at its stage, or under a schedule the stages it holds (two under DualPipe) and
     n_fl x the activations of each chunk it runs, as ``device.estimate`` assembles them."""
+    # lazy: sympy (the closed forms only)
+    from derivations.assembly import totals
     comps = totals.device_components(model, layout, training, index)
     return (sum((getattr(comps[k], "expr", comps[k]) for k in ("weights", "gradients", "optimizer")), 0),
             getattr(comps["activations"], "expr", comps["activations"]))
@@ -62,19 +76,23 @@ def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_en
     fits, checked exactly.  ``answer_only``: just {"answer": ...} (fit's other ends of the ranges)."""
     training = with_global_batch(layout, training, global_batch)
     device.components(model, layout, training, stage if stage is not None else 0)  # validates the configuration
-    over = overhead_values(overheads_end)
     if stage is not None:
         stages = [cfg.stage(model, layout, stage)]
     else:
         stages = cfg.stages(model, layout) if training.schedule else distinct_stages(model, layout)
-    var = nt.b if var_name == "mbs" else nt.s
     field = "mbs" if var_name == "mbs" else "seq"
     multiple = 1 if var_name == "mbs" else layout.SP * layout.cp  # SP and CP split the sequence
-    per_stage = []
-    for st in stages:
-        subs = cfg.substitution(model, layout, training, st)
-        states, act = device_expressions(model, layout, training, st.index)
-        per_stage.append((st, S.solve_budget(states, act, var, subs, over, hbm, multiple)))
+    if answer_only:
+        over = named_values(overheads_end)
+        answer = roots.largest(model, layout, training, stages, hbm, over, field, multiple, _solved_stage)
+        if global_batch is not None and field == "mbs":  # m follows b: among the b that divide G / DP
+            answer = _global_batch_mbs(model, layout, training, hbm, over, stages, global_batch)[0]
+        return {"answer": answer}
+    # lazy: sympy (the closed forms)
+    from derivations import notation as nt
+    over = overhead_values(overheads_end)
+    var = nt.b if var_name == "mbs" else nt.s
+    per_stage = [(st, _solved_stage(model, layout, training, st, var, over, hbm, multiple)) for st in stages]
     rank = lambda sr: (sr[1].integer, sr[1].root is not None, sr[1].root if sr[1].root is not None else 0,
                        sr[0].index)
     binding, root = min(per_stage, key=rank)
@@ -83,8 +101,6 @@ def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_en
     nxt = answer + multiple
     if global_batch is not None and field == "mbs":  # m follows b: the answer among the b that divide G / DP
         answer, nxt, with_var = _global_batch_mbs(model, layout, training, hbm, over, stages, global_batch)
-    if answer_only:
-        return {"answer": answer}
     # exact checks: the answer fits on every stage, the next valid value does not (on the binding stage)
     check = {}
     if answer >= 1:
@@ -103,7 +119,7 @@ def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_en
     policy_rows = []
     # from the least recomputed to the most: none < selective (core attention only) < full
     rank = {"none": 0, "selective": 1, "full": 2}
-    for r in sorted(totals.policies(), key=lambda p: rank.get(p, 1)):
+    for r in sorted(kernels.policies(), key=lambda p: rank.get(p, 1)):
         ok, rows = fits(model, layout, replace(training, recompute=r, recompute_ops=()), stages, hbm, over)
         policy_rows.append((r, ok, max(rows, key=lambda x: x[2])))
     least["zero"] = next((z for z, ok, _ in zero_rows if ok), None)
@@ -113,3 +129,14 @@ def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_en
             "zero_rows": zero_rows, "policy_rows": policy_rows, "multiple": multiple}
 
 
+def _solved_stage(model, layout, training, st, var, over, hbm, multiple):
+    """:func:`derivations.analyses.sensitivity.solve_budget` at stage ``st`` (sympy: the closed forms)."""
+    # lazy: sympy (the closed forms only)
+    from derivations import notation as nt
+    from derivations.analyses import sensitivity as S
+    if isinstance(var, str):
+        var = nt.b if var == "mbs" else nt.s
+    over = {getattr(nt, k) if isinstance(k, str) else k: v for k, v in over.items()}
+    subs = cfg.substitution(model, layout, training, st)
+    states, act = device_expressions(model, layout, training, st.index)
+    return S.solve_budget(states, act, var, subs, over, hbm, multiple)

@@ -22,13 +22,15 @@ from typing import Dict, Mapping, Optional, Tuple
 from symbolic.search import evaluate
 
 from derivations import config as cfg
-from derivations import notation as nt
+from derivations.analyses import kernels
 from derivations.assembly import schedules
-import sympy as sp
 
 #: Configurations per evaluation block (each is up to PP device slots).
 BLOCK = 4096
-COMP = (nt.L_d, nt.L_m, nt.e_E, nt.e_H)
+#: The stage composition's symbols, by name.
+COMP = ("L_d", "L_m", "e_E", "e_H")
+#: The layout's symbols, by name, and the columns holding them.
+FLAT = {"DP": "dp", "TP": "tp", "PP": "pp", "EP": "ep", "ETP": "etp", "CP": "cp", "SP": "sp", "b": "mbs", "s": "seq"}
 
 
 @lru_cache(maxsize=4096)
@@ -60,31 +62,46 @@ def microbatches(dp, mbs, global_batch: Optional[int], fixed: Optional[int]):
 
 
 def _compile(model, training, exprs: Mapping[str, object], keys):
+    """(numpy function, argument names) of caller-given expressions ``keys`` (lambdified with sympy;
+    only for a search called with its own ``exprs``)."""
+    # lazy: sympy (only a caller's own expressions need it; the command runs the generated kernels)
+    import sympy as sp
 
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.numeric import compile as compile_fn
-    rows = (nt.DP, nt.TP, nt.PP, nt.EP, nt.ETP, nt.CP, nt.SP, nt.b, nt.s) + COMP
-    fixed = {k: v for k, v in cfg.substitution(model, None, training).items() if k not in rows}
+    from derivations import notation as nt
+    fixed = {k: v for k, v in cfg.substitution(model, None, training).items() if k.name not in FLAT and
+             k.name not in COMP}
     tup = sp.Tuple(*[nt.expand_derived(sp.sympify(getattr(exprs[k], "expr", exprs[k]))).xreplace(fixed) for k in keys])
     args = sorted(tup.free_symbols, key=lambda x: x.name)
-    return compile_fn(tup, args), args
+    return compile_fn(tup, args), tuple(a.name for a in args)
 
 
-def _values(fn, args, cols, comp, n):
+def _rows(cols, comp):
+    """{row symbol name: float64 array}: the layout, b and s per configuration (n, 1), the compositions (n, K)."""
     # lazy: numpy (only this path needs it)
     import numpy as np
-    flat = {nt.DP: cols["dp"], nt.TP: cols["tp"], nt.PP: cols["pp"], nt.EP: cols["ep"], nt.ETP: cols["etp"],
-            nt.CP: cols["cp"], nt.SP: cols["sp"], nt.b: cols["mbs"], nt.s: cols["seq"]}
-    pos = {c: i for i, c in enumerate(COMP)}
-    vals = []
-    for a in args:
-        if a in pos:
-            vals.append(comp[:, :, pos[a]])
-        elif a in flat:
-            vals.append(flat[a].astype(np.float64)[:, None])
-        else:
-            raise cfg.ConfigError("missing-values", f"search: no value for {a} (not a layout, training or stage symbol)")
-    out = evaluate(fn, vals)
+    out = {name: cols[col].astype(np.float64)[:, None] for name, col in FLAT.items()}
+    out.update({name: comp[:, :, i] for i, name in enumerate(COMP)})
+    return out
+
+
+def _values(model, training, compiled, cols, comp):
+    """[array (n, K) per key] of one group of keys at the compositions ``comp``: ``compiled`` is (keys, None)
+    for the generated kernels or (keys, (function, argument names)) for caller-given expressions."""
+    # lazy: numpy (only this path needs it)
+    import numpy as np
+    keys, fn = compiled
+    rows = _rows(cols, comp)
+    if fn is None:
+        got = kernels.values(model, training, kernels.group_of(model, keys), rows)
+        out = [got[k] for k in keys]
+    else:
+        f, args = fn
+        missing = [a for a in args if a not in rows]
+        if missing:
+            raise cfg.ConfigError("missing-values", f"search: no value for {missing[0]} (not a layout, training or "
+                                                    f"stage symbol)")
+        out = evaluate(f, [rows[a] for a in args])
     return [np.broadcast_to(np.asarray(o, dtype=np.float64), comp.shape[:2]) for o in out]
 
 
@@ -93,7 +110,7 @@ def evaluate_block(model, training, choices, compiled, cols, m, progress=None):
     configuration's most-loaded device under the schedule."""
     # lazy: numpy (only this path needs it)
     import numpy as np
-    (fn_s, args_s, keys_s), (fn_a, args_a, keys_a) = compiled
+    states, acts = compiled
     n = len(cols["dp"])
     pps = cols["pp"]
     K = int(pps.max()) if n else 1
@@ -107,8 +124,8 @@ def evaluate_block(model, training, choices, compiled, cols, m, progress=None):
         state[sel, :pp] = np.array(st, dtype=np.float64)
         act[sel, :pp] = np.array([[float(x) for x in row] for row in ac])
         valid[sel, :pp] = True
-    value = dict(zip(keys_s, _values(fn_s, args_s, cols, state, n)))
-    value.update(dict(zip(keys_a, _values(fn_a, args_a, cols, act, n))))
+    value = dict(zip(states[0], _values(model, training, states, cols, state)))
+    value.update(dict(zip(acts[0], _values(model, training, acts, cols, act))))
     zeros = sorted({z for z, _ in choices})
     policies = tuple(dict.fromkeys(r for _, r in choices))
     comps = list(next(iter(choices.values())))
@@ -137,7 +154,8 @@ def run(model, training, exprs, choices, cols, global_batch: Optional[int], prog
     comps = list(next(iter(choices.values())))
     state_keys = sorted({ids[c] for ids in choices.values() for c in comps if c != "activations"})
     act_keys = sorted({ids["activations"] for ids in choices.values()})
-    compiled = tuple((*_compile(model, training, exprs, keys), keys) for keys in (state_keys, act_keys))
+    compiled = tuple((keys, None if exprs is None else _compile(model, training, exprs, keys))
+                     for keys in (state_keys, act_keys))
     m, ok = microbatches(cols["dp"], cols["mbs"], global_batch, training.microbatches)
     rejected = Counter()
     if global_batch is not None:

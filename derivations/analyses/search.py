@@ -17,7 +17,8 @@ recomputation policy, a micro-batch b and a sequence length s.  The search
 4. formats them as rows (derivations/analyses/rows.py).
 
 The component expressions and which of them each (ZeRO stage, policy) uses come from
-derivations/assembly/totals.py; the kernel is :mod:`symbolic.search`.  This module is the
+derivations/assembly/totals.py, evaluated by the kernels ``python -m derivations.generate`` prints
+(derivations/analyses/kernels.py); the blocked evaluation is :mod:`symbolic.search`.  This module is the
 single import point of the search (``from derivations.analyses import search as S``).
 """
 from __future__ import annotations
@@ -26,8 +27,7 @@ from symbolic.search import FACTOR_ABOVE, divisors, evaluate, factored
 
 from derivations.analyses.enumeration import (LAYOUT_FIELDS, MAX_GPUS, Enumeration, distinct_stages,
                                               enumerate_layouts, lattice, rejections)
-from derivations.analyses.evaluation import (SearchResult, _function, _kernel, configurations, pipeline,
-                                             search)
+from derivations.analyses.evaluation import SearchResult, configurations, pipeline, search
 from derivations.analyses.ranking import SORTS, first_per_layout, layout_index, order, ranked
 from derivations.analyses.rows import BYTE_KEYS, ROW_KEYS, columns, row_keys, rows
 
@@ -36,8 +36,8 @@ __all__ = [
     "FACTOR_ABOVE", "divisors", "evaluate", "factored",
     # enumeration
     "LAYOUT_FIELDS", "MAX_GPUS", "Enumeration", "distinct_stages", "enumerate_layouts", "lattice", "rejections",
-    # evaluation (and the kernel cache: its memos are cleared by the tests)
-    "SearchResult", "configurations", "pipeline", "search", "_function", "_kernel",
+    # evaluation (the generated kernels: derivations/analyses/kernels.py)
+    "SearchResult", "configurations", "pipeline", "search",
     # ranking
     "SORTS", "first_per_layout", "layout_index", "order", "ranked",
     # rows

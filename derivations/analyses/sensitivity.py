@@ -330,7 +330,8 @@ class BudgetRoot:
     """The largest x with (1 + f_frag)(S + A(x)) + M_buf <= M_HBM at one stage.
 
     structural: the root sympy's solve gives in S, A_k, f_frag, M_buf, M_HBM.
-    coefficients: {name: (closed form at the stage, exact value)} for S and the A_k.
+    coefficients: {name: (closed form at the stage, exact value)} for S and the A_k (their closed forms
+    computed when first read, from ``raw``: fit prints them for the binding stage only).
     at_layout: the root with only M_HBM, f_frag and M_buf symbolic (simplified when first read: fit
     prints it for the binding stage only, and sympy's simplify is most of a solve's time).
     root: the exact root at the budget (a sympy number, possibly irrational; None when there is
@@ -341,7 +342,7 @@ class BudgetRoot:
     var: sp.Symbol
     degree: int
     structural: sp.Expr
-    coefficients: Dict[str, Tuple[sp.Expr, Fraction]]
+    raw: Dict[str, Tuple[sp.Expr, Fraction]]
     at_layout_unsimplified: sp.Expr
     root: sp.Expr
     integer: int
@@ -349,6 +350,10 @@ class BudgetRoot:
     @cached_property
     def at_layout(self) -> sp.Expr:
         return sp.simplify(self.at_layout_unsimplified)
+
+    @cached_property
+    def coefficients(self) -> Dict[str, Tuple[sp.Expr, Fraction]]:
+        return {k: (closed_form(e), v) for k, (e, v) in self.raw.items()}
 
 
 #: The budget's generic symbols: S the model states, A_k the coefficient of x^k in the activations.
@@ -387,7 +392,7 @@ def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: 
         raise cfg.ConfigError("solve", f"activations are of degree {deg} in {var}: the budget is solved for "
                                        f"degree 1 or 2 only")
     S = _S
-    forms = {"S": (closed_form(st_expr.xreplace(stage_s)), _exact(st_expr, sub_wo))}
+    forms = {"S": (st_expr.xreplace(stage_s), _exact(st_expr, sub_wo))}  # closed forms when read
     coeff = dict(zip(range(deg, -1, -1), poly.all_coeffs()))
     A, numbers = {}, {S: forms["S"][1]}
     for k in range(deg, -1, -1):
@@ -395,7 +400,7 @@ def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: 
         if c == 0:
             continue
         A[k] = _A(k)
-        forms[f"A_{k}"] = (closed_form(c), _exact(c, sub_wo))
+        forms[f"A_{k}"] = (c, _exact(c, sub_wo))
         numbers[A[k]] = forms[f"A_{k}"][1]
     if numbers[A[deg]] <= 0:
         raise cfg.ConfigError("solve", f"activations do not grow with {var}: nothing to solve")

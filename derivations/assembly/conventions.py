@@ -280,7 +280,8 @@ def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
     return rows, saving
 
 
-def terms(reg, *, q_lora, routing_bias, tied):
+def terms(reg, family, flags):
+    q_lora = flags["q_lora"]
     yield from megatron_terms(reg, q_lora)
     yield from modelzoo_terms(reg)
     parts = modelzoo_tensors()

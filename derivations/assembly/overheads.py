@@ -19,7 +19,7 @@ RANGES = {
 }
 
 
-def terms(reg, *, q_lora, routing_bias, tied):
+def terms(reg, family, flags):
     """``overhead.fragmentation`` and ``overhead.buffers`` (sympy is imported here, for the terms only: the
     numbers below need none)."""
     # lazy: sympy (estimate/params import no sympy)

@@ -26,7 +26,8 @@ from derivations.notation import D, L_d, L_m, N, N_r, N_s, e_E, e_H, h
 from symbolic.term import Part, Term, combine
 
 
-def terms(reg, *, q_lora, routing_bias, tied):
+def terms(reg, family, flags):
+    routing_bias, tied = flags["routing_bias"], flags["tied"]
     mla, norm, dense_ffn = reg["params.mla"], reg["params.norm"], reg["params.dense_ffn"]
     router, expert = reg["params.router"], reg["params.expert"]
     dense = combine("params.layer.dense", "parameters of one dense transformer layer (MLA + dense FFN + LN)",

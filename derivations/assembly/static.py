@@ -23,7 +23,7 @@ def _per_device(term: Term, term_id: str, meaning: str, provenance: str) -> Term
     return Term(term_id, meaning, "params", provenance, tuple(parts))
 
 
-def terms(reg, *, q_lora, routing_bias, tied):
+def terms(reg, family, flags):
     mla = _per_device(reg["params.mla"], "static.layer.mla",
                       "MLA parameters of one layer on one device (up/output projections split by TP)",
                       "Sec. 3, Table 6")

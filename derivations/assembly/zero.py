@@ -55,5 +55,5 @@ def component_ids(prefix: str, zero_stage: int):
             for name, _, _, level, _ in COMPONENTS}
 
 
-def terms(reg, *, q_lora, routing_bias, tied):
+def terms(reg, family, flags):
     yield from sharding_terms("zero", reg["static.device.non_moe"].expr, reg["static.device.moe"].expr)

@@ -31,29 +31,13 @@ from symbolic.errors import ConfigError
 
 from derivations.config.limits import CONFIG_BYTES, CONFIG_DEPTH, CONFIG_DIGITS, FIELDS
 from derivations.config.model import ModelSpec
+from derivations.families.deepseek import FAMILY as DEEPSEEK
 import hashlib
 
-#: model_type values of the architecture memsym covers (DeepseekV2/V3 modelling code).
-MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
-#: topk_method values of the DeepseekV2/V3 modelling code ("gready" is the HF default's spelling).
-TOPK_METHODS = ("greedy", "gready", "group_limited_greedy", "noaux_tc")
+#: The DeepSeek family's mapping (derivations/families/deepseek/__init__.py): model_type values,
+#: topk_method values, and config field -> (ModelSpec attribute, meaning) of its dimensions.
+MODEL_TYPES, TOPK_METHODS, _DIMENSIONS = DEEPSEEK.model_types, DEEPSEEK.topk_methods, DEEPSEEK.dimensions
 MAX_BYTES = CONFIG_BYTES  # a config.json is a few KiB; refuse to read anything absurd
-
-# field -> (ModelSpec attribute, meaning); all required, positive integers
-_DIMENSIONS = (
-    ("hidden_size", "h", "hidden size h"),
-    ("intermediate_size", "h_F", "dense FFN intermediate size h_F"),
-    ("moe_intermediate_size", "h_E", "expert intermediate size h_E"),
-    ("num_hidden_layers", "l", "layers l"),
-    ("num_attention_heads", "n_h", "attention heads n_h"),
-    ("kv_lora_rank", "d_c", "key-value compression rank d_c"),
-    ("qk_nope_head_dim", "d_h", "per-head q/k content dimension d_h"),
-    ("qk_rope_head_dim", "d_hr", "per-head RoPE dimension d_h^R"),
-    ("v_head_dim", "d_v", "per-head value dimension d_v"),
-    ("n_routed_experts", "N", "routed experts N"),
-    ("num_experts_per_tok", "N_r", "routed experts per token N_r"),
-    ("vocab_size", "v", "vocabulary size v"),
-)
 
 
 def _err(path: str, field: str, message: str) -> ConfigError:

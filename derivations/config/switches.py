@@ -13,7 +13,7 @@ framework's, read from its sources or traced: paper/traces/).
 from __future__ import annotations
 
 import tomllib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, make_dataclass, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -24,7 +24,10 @@ from symbolic.errors import ConfigError
 class SwitchSpec:
     """One modelling assumption: ``values`` with the paper's choice first; ``tokens`` the
     term-id token of each other value (``act.layer.dispatch``); ``side`` what it changes
-    ('activations', 'weights', 'both' or 'device': a per-device term beside both, derivations/assembly/runtime.py); ``help`` the option's text."""
+    ('activations', 'weights', 'both' or 'device': a per-device term beside both, derivations/assembly/runtime.py); ``help`` the option's text; ``label`` its name in
+    ``memsym compare``'s table;
+    ``exists`` the tensor tags it acts on: {tag: the values under which tensors with that tag exist}
+    (the tags of the tensor lists: derivations/tensors.py, derivations/families/*/activations.py)."""
 
     name: str
     option: str
@@ -33,6 +36,8 @@ class SwitchSpec:
     side: str
     help: str
     paper: str = ""
+    exists: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
+    label: str = ""
 
     @property
     def default(self) -> str:
@@ -46,23 +51,28 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "routed token-copies one device's experts hold: paper ((N/EP) E_token = b s N_r/EP, Table 9) or "
                "dispatch (b s N_r/SP: the EP devices of an expert-parallel group each hold their own b s/SP tokens, "
                "so under balanced routing a device receives b s N_r/SP token-copies, EP/SP times the paper's; the "
-               "count of every public estimator)", "(N/EP) E_token = b s N_r/EP token-copies per device"),
+               "count of every public estimator)", "(N/EP) E_token = b s N_r/EP token-copies per device",
+               label="routed tokens per device"),
     SwitchSpec("router_tensors", "--router-tensors", ("full", "sp"), {"sp": "router-sp"}, "activations",
                "router logits and probabilities (4 b s N bytes): full (the paper: over the whole sequence) or sp "
-               "(divided by SP: the router runs on the sequence-parallel shard)", "not divided by SP"),
+               "(divided by SP: the router runs on the sequence-parallel shard)", "not divided by SP",
+               label="router tensors"),
     SwitchSpec("shared_expert", "--shared-expert", ("replicated", "tp"), {"tp": "shared-tp"}, "both",
                "shared experts: replicated (the paper: N_s x 3 h h_E weights on every device and their gate/up/"
                "SwiGLU activations over all b s tokens) or tp (split by TP as Megatron shards them: weights / TP and "
-               "those activations / TP; their all-gathered input is not split)", "replicated on every device"),
+               "those activations / TP; their all-gathered input is not split)", "replicated on every device",
+               label="shared expert"),
     SwitchSpec("dropout_masks", "--dropout-masks", ("kept", "none"), {"none": "no-masks"}, "activations",
                "dropout masks (1 B per element: attention, after W^O, after every expert): kept (the paper, Sec. 5) "
                "or none (dropout off, as DeepSeek-V3 and Megatron's DeepSeek recipes train; then F.dropout(p=0) returns its "
                "input, so with the softmax in the activations' dtype the attention dropout output is the softmax "
-               "output itself and is not counted twice)", "kept"),
+               "output itself and is not counted twice)", "kept",
+               label="dropout masks"),
     SwitchSpec("checkpoints", "--checkpoints", ("two", "one"), {"one": "one-checkpoint"}, "activations",
                "what full recomputation keeps per layer: two (the paper's M_2^A + M_2^E: the MLA and the MoE "
                "sublayer inputs and the routing decision) or one (the layer input only, as Megatron-LM and the "
-               "estimators keep)", "two per layer plus the routing decision"),
+               "estimators keep)", "two per layer plus the routing decision",
+               label="full-recompute checkpoints"),
     SwitchSpec("swiglu", "--swiglu", ("separate", "fused", "offset-copy"), {"fused": "fused-swiglu",
                                                                               "offset-copy": "glu-offset"},
                "activations",
@@ -70,19 +80,27 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "fused (a fused SwiGLU kernel keeps its input and only the product, the down-projection input) or "
                "offset-copy (Megatron-Core's unfused glu, mlp.py: MLP.forward: activation(x_glu) * (x_linear + "
                "glu_linear_offset) also keeps the sum, a copy of the linear half: three tensors of h_E per token)",
-               "activation and product kept"),
+               "activation and product kept",
+               exists={"weighted": ("separate", "offset-copy")},
+               label="SwiGLU outputs"),
     SwitchSpec("expert_outputs", "--expert-outputs", ("not-kept", "kept"), {"kept": "expert-outputs"},
                "activations",
                "routed experts' outputs: not-kept (the paper) or kept (the combine / un-permute step weights them by "
                "the router probabilities, whose gradient needs them: ModelZoo's un-permute all-to-all output)",
-               "not kept"),
+               "not kept",
+               exists={"combine": ("kept",)},
+               label="expert outputs"),
     SwitchSpec("latent_norms", "--latent-norms", ("not-kept", "kept"), {"kept": "latent-norms"}, "activations",
                "RMSNorm outputs of the MLA latents c_Q and c_KV (the up-projections' inputs): not-kept (the paper "
-               "counts each latent once) or kept (beside the latents, as ModelZoo counts)", "not kept"),
+               "counts each latent once) or kept (beside the latents, as ModelZoo counts)", "not kept",
+               exists={"latent_norm": ("kept",)},
+               label="latent norm outputs"),
     SwitchSpec("routing_state", "--routing-state", ("mask", "row-map"), {"row-map": "row-map"}, "activations",
                "routing state kept for backward: mask (the paper's routing choice, B_a b s N_r) or row-map "
                "(Megatron's int64 permutation row map, 8 b s N bytes; divided by SP with --router-tensors sp)",
-               "routing choice B_a b s N_r"),
+               "routing choice B_a b s N_r",
+               exists={"dispatch_mask": ("mask",), "row_map": ("row-map",)},
+               label="routing state"),
     SwitchSpec("norm_storage", "--norm-storage", ("output", "fp32", "torch", "te"),
                {"fp32": "fp32-norms", "torch": "torch-norms", "te": "te-norms"}, "activations",
                "what each RMSNorm keeps: output (the paper: its input and output, the latents' norms as "
@@ -92,11 +110,14 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "keep the latents only as FP32 copies); torch (torch.rms_norm's composite, what Megatron-Core's "
                "local spec runs on CPU, torch/_decomp: as fp32 but the pre-weight value in FP32); te (Transformer "
                "Engine's fused RMSNorm, transformer_engine/pytorch/module/rmsnorm.py: its input, the FP32 rsigma per "
-               "row, and the output its consumer saves)", "input and output"),
+               "row, and the output its consumer saves)", "input and output",
+               exists={"plain_head_norm": ("output", "te"), "fp32_norm": ("fp32", "torch"), "te_norm": ("te",)},
+               label="RMSNorm storage"),
     SwitchSpec("softmax_dtype", "--softmax-dtype", ("activation", "fp32"), {"fp32": "fp32-softmax"}, "activations",
                "the attention softmax output: activation (the paper: B_a per element) or fp32 (transformers' "
                "eager_attention_forward: softmax(dtype=float32) keeps its FP32 output, 4 b n_h s^2, beside the "
-               "B_a probabilities P V keeps; one storage when B_a = 4)", "B_a per element"),
+               "B_a probabilities P V keeps; one storage when B_a = 4)", "B_a per element",
+               label="softmax dtype"),
     SwitchSpec("router_state", "--router-state", ("paper", "transformers", "mcore"),
                {"transformers": "hf-router", "mcore": "mcore-router"},
                "activations",
@@ -108,7 +129,9 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "topk_routing_with_score_function, group_limited_topk: the FP32 sigmoid output, the scores cast to "
                "B_a (none when B_a = 4), the int64 group top-(N_r/k_g) and group top-k_g indices, the bool group mask, "
                "the int64 top-N_r indices, the B_a top-k scores and their normaliser)", "logits, probabilities, "
-               "routing choice"),
+               "routing choice",
+               exists={"paper_router": ("paper",), "hf_router": ("transformers",), "mcore_router": ("mcore",)},
+               label="router tensors kept"),
     SwitchSpec("experts", "--experts", ("paper", "loop", "alltoall"), {"loop": "expert-loop", "alltoall": "a2a"},
                "activations",
                "routed experts' bookkeeping: paper (none beyond the expert tensors) or loop (transformers' "
@@ -118,16 +141,22 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "and SequentialMLP applying the probabilities in the expert, mlp.py: MLP.forward per_token_scale: the "
                "bool routing map and the B_a probabilities transposed (b s N each), the int64 sorted token indices "
                "and the permuted B_a probabilities (b s N_r each), and per token-copy the activation product the "
-               "probability multiply keeps, B_a h_E)", "no bookkeeping tensors"),
+               "probability multiply keeps, B_a h_E)", "no bookkeeping tensors",
+               exists={"loop": ("loop",), "a2a": ("alltoall",)},
+               label="expert implementation"),
     SwitchSpec("shared_input", "--shared-input", ("own", "router"), {"router": "shared-input-once"},
                "activations",
                "the shared experts' input: own (the paper: 3 b s h per shared expert, input and mask) or router (the "
                "same storage as the router's and routed experts' input, the MoE RMSNorm output, counted once)",
-               "kept per shared expert"),
+               "kept per shared expert",
+               exists={"own_shared_input": ("own",)},
+               label="shared experts' input"),
     SwitchSpec("value_storage", "--value-storage", ("copy", "kv-view"), {"kv-view": "v-view"}, "activations",
                "v as P V keeps it: copy (the paper: B_a b s d_v n_h) or kv-view (transformers: v is a view of the "
                "kv_b_proj output; at b = 1 matmul keeps that whole storage, B_a s (d_h + d_v) n_h, at b > 1 a "
-               "contiguous copy of v)", "B_a b s d_v n_h"),
+               "contiguous copy of v)", "B_a b s d_v n_h",
+               exists={"v_copy": ("copy",), "v_view": ("kv-view",)},
+               label="v storage"),
     SwitchSpec("head_state", "--head-state", ("paper", "transformers", "mcore"),
                {"transformers": "hf-head", "mcore": "mcore-head"}, "activations",
                "what the head, loss and embedding keep: paper (logits and the FP32 loss softmax) or transformers "
@@ -136,46 +165,62 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "the RoPE cos and sin tables, B_a s d_h^R each, shared by all layers) or mcore (GPTModel."
                "compute_language_model_loss + tensor_parallel/cross_entropy.py: VocabParallelCrossEntropy: no logits "
                "(an FP32 copy is the loss's input), the FP32 softmax, the bool target mask and int64 masked targets "
-               "(b s each); the embedding's int64 input ids)", "logits and FP32 softmax"),
+               "(b s each); the embedding's int64 input ids)", "logits and FP32 softmax",
+               # mcore_ckpt: tensors of Megatron-Core's own checkpointing (the head state says the framework is it)
+               exists={"mcore_head": ("mcore",), "mcore_ckpt": ("mcore",), "ids": ("transformers", "mcore"),
+                       "paper_head": ("paper",), "hf_head": ("transformers",)},
+               label="head and loss"),
     SwitchSpec("ce_backward", "--ce-backward", ("none", "cast"), {"cast": "ce-cast"}, "activations",
                "the cross-entropy backward's transient at the last stage's peak: none (the paper: only tensors kept "
                "for backward) or cast (Megatron-Core, tensor_parallel/cross_entropy.py _VocabParallelCrossEntropy."
                "backward and fusions/fused_cross_entropy.py calculate_gradients: the FP32 softmax is reused in place "
                "as the logits' gradient and cast to the logits' B_a dtype while it is still held, B_a b s v/(TP CP) "
                "more for one micro-batch; the forward's upcast of the logits holds as much; measured on CPU, "
-               "paper/transients/ce-backward.toml)", "not counted"),
+               "paper/transients/ce-backward.toml)", "not counted",
+               exists={"ce_cast": ("cast",)},
+               label="cross-entropy backward"),
     SwitchSpec("causal_mask", "--causal-mask", ("none", "per-layer"), {"per-layer": "causal-mask"}, "activations",
                "the causal mask of eager attention: none (the paper: implicit) or per-layer (Megatron-Core's local "
                "DotProductAttention: FusedScaleMaskSoftmax.forward_torch_softmax builds get_default_causal_mask(s), "
-               "a bool s x s, each call, kept by masked_fill_; s^2 bytes per layer)", "not kept"),
+               "a bool s x s, each call, kept by masked_fill_; s^2 bytes per layer)", "not kept",
+               exists={"causal_mask": ("per-layer",)},
+               label="causal mask"),
     SwitchSpec("mtp_activations", "--mtp-activations", ("none", "last-stage"), {"last-stage": "mtp"}, "activations",
                "the D multi-token-prediction modules (DeepSeek-V3 Sec. 2.2; the model's num_nextn_predict_layers) in "
                "training: none (the paper trains none) or last-stage (Megatron-Core builds them on the last pipeline "
                "stage, transformer/multi_token_prediction.py: MultiTokenPredictionLayer; each keeps one transformer "
                "layer of the decoder's last spec, its enorm, hnorm and final norm, eh_proj's 2h input, its share of "
-               "the head input and its own loss; its weights are not added: see --mtp)", "no MTP module trained"),
+               "the head input and its own loss; its weights are not added: see --mtp)", "no MTP module trained",
+               exists={"mtp": ("last-stage",)},
+               label="MTP activations"),
     SwitchSpec("rope_tables", "--rope-tables", ("none", "per-layer", "shared"),
                {"per-layer": "rope-layer", "shared": "rope-shared"}, "activations",
                "RoPE tables kept: none (the paper), per-layer (Megatron-Core's unfused apply_rotary_pos_emb, "
                "models/common/embeddings/rope_utils.py: _apply_rotary_pos_emb_bshd casts cos and sin to B_a per call, "
                "for q and for k: 4 B_a s d_h^R per layer) or shared (Transformer Engine's fused RoPE keeps the FP32 "
                "frequencies, one s d_h^R table that RotaryEmbedding.forward caches for every layer: outside the "
-               "layers)", "not kept"),
+               "layers)", "not kept",
+               exists={"rope_layer": ("per-layer",), "rope_shared": ("shared",)},
+               label="RoPE tables"),
     SwitchSpec("inventory", "--inventory", ("paper", "modelzoo"), {"modelzoo": "modelzoo-inventory"},
                "activations",
                "per-tensor list: paper (Sec. 5) or modelzoo (NVIDIA Megatron-MoE-ModelZoo's: latents on the "
                "sequence-parallel shard with the kv norm output unsplit, no MoE RMSNorm output, router "
                "probabilities without logits, the shared experts' input kept once); the other switches still apply",
-               "Sec. 5's tensors"),
+               "Sec. 5's tensors",
+               exists={"paper_only": ("paper",), "modelzoo_only": ("modelzoo",)},
+               label="per-tensor inventory"),
     SwitchSpec("expert_tp", "--expert-tp", ("split", "modelzoo"), {"modelzoo": "mz-etp"}, "activations",
                "expert tensor parallelism in the routed experts' activations: split (the paper's rule: each expert's "
                "intermediates divided by ETP) or modelzoo (the ModelZoo script's rule: the permuted tokens "
-               "multiplied by ETP, fc1 and activation outputs not divided by ETP)", "intermediates divided by ETP"),
+               "multiplied by ETP, fc1 and activation outputs not divided by ETP)", "intermediates divided by ETP",
+               label="expert TP rule"),
     SwitchSpec("runtime_buffers", "--runtime-buffers", ("none", "te"), {"te": "te-workspaces"}, "device",
                "buffers the framework keeps on every device, counted in the allocated peak: none (the paper) or te "
                "(Megatron-Core with Transformer Engine on Hopper: TE's cuBLAS workspace of 32 MiB + 1 KiB, one more "
                "per grouped-GEMM stream (4), and PyTorch's 32 MiB cuBLAS workspace; derivations/assembly/runtime.py)",
-               "not counted"),
+               "not counted",
+               label="runtime buffers"),
     SwitchSpec("rank", "--rank", ("stage", "megatron", "modelzoo"), {"megatron": "megatron", "modelzoo": "mz-rank"},
                "weights",
                "the rank whose parameters are reported: stage (the paper: one device of the --stage pipeline "
@@ -183,7 +228,8 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "and replicated parameters of an average stage, every MLA matrix and norm split by TP, the shared "
                "experts with the dense parameters, sharded over DP) or modelzoo (the ModelZoo script's rank: every "
                "layer of the stage counted as a MoE layer, attention projections and shared experts / TP, routed "
-               "experts / (EP ETP); no embedding, head, norms or router)", "one device of a pipeline stage"),
+               "experts / (EP ETP); no embedding, head, norms or router)", "one device of a pipeline stage",
+               label="rank reported"),
 )}
 
 #: The order ``memsym compare`` flips the switches from ``paper`` to a preset (documented
@@ -256,37 +302,8 @@ def read_presets(folder: Path = PRESET_DIR) -> Tuple[Dict[str, Dict[str, object]
 CONVENTION_PRESETS, CONVENTION_SOURCES, NAMING_PRESETS, KERNEL_OVERRIDES = read_presets()
 
 
-@dataclass(frozen=True)
-class Conventions:
-    """The modelling assumptions of CONVENTION_SWITCHES (the paper's choice by default) and
-    ``mtp`` (count the D MTP layers in Megatron's shard).  Attention kernel and bytes per
-    parameter are switches too, held as Training.attention and Training.bytes/zero."""
-
-    routed_tokens: str = "paper"
-    router_tensors: str = "full"
-    shared_expert: str = "replicated"
-    dropout_masks: str = "kept"
-    checkpoints: str = "two"
-    swiglu: str = "separate"
-    expert_outputs: str = "not-kept"
-    latent_norms: str = "not-kept"
-    routing_state: str = "mask"
-    norm_storage: str = "output"
-    softmax_dtype: str = "activation"
-    router_state: str = "paper"
-    experts: str = "paper"
-    shared_input: str = "own"
-    value_storage: str = "copy"
-    head_state: str = "paper"
-    ce_backward: str = "none"
-    causal_mask: str = "none"
-    rope_tables: str = "none"
-    mtp_activations: str = "none"
-    expert_tp: str = "split"
-    inventory: str = "paper"
-    rank: str = "stage"
-    runtime_buffers: str = "none"
-    mtp: bool = False
+class _ConventionMethods:
+    """The methods of :class:`Conventions` (its fields are the switches: see below)."""
 
     def changed(self) -> List[Tuple[str, object]]:
         """(switch, value) of every switch not at the paper's choice, in CONVENTION_ORDER."""
@@ -302,6 +319,25 @@ class Conventions:
         if side != "weights":
             reset["mtp"] = False
         return replace(self, **reset)
+
+
+#: The modelling assumptions: one field per switch of CONVENTION_SWITCHES (its paper's choice by default,
+#: in that order) and ``mtp`` (count the D MTP layers in Megatron's shard).  Attention kernel and bytes
+#: per parameter are switches too, held as Training.attention and Training.bytes/zero.  Made from the
+#: switches, so a switch is declared once (its SwitchSpec); frozen, compared and hashed by value.
+#: The first fields, in the order the class had when it was written by hand (a report's notebooks print a
+#: Conventions(...) call in field order); any other switch follows in CONVENTION_SWITCHES order.
+_FIRST_FIELDS = ("routed_tokens", "router_tensors", "shared_expert", "dropout_masks", "checkpoints", "swiglu",
+                 "expert_outputs", "latent_norms", "routing_state", "norm_storage", "softmax_dtype", "router_state",
+                 "experts", "shared_input", "value_storage", "head_state", "ce_backward", "causal_mask", "rope_tables",
+                 "mtp_activations", "expert_tp", "inventory", "rank", "runtime_buffers")
+_FIELD_ORDER = sorted(CONVENTION_SWITCHES, key=lambda n: _FIRST_FIELDS.index(n) if n in _FIRST_FIELDS else len(_FIRST_FIELDS))
+Conventions = make_dataclass(
+    "Conventions", [(name, str, field(default=CONVENTION_SWITCHES[name].default)) for name in _FIELD_ORDER]
+    + [("mtp", bool, field(default=False))], bases=(_ConventionMethods,), frozen=True)
+Conventions.__module__ = __name__  # pickles and reprs as derivations.config.switches.Conventions
+Conventions.__doc__ = ("The modelling assumptions, one field per switch of CONVENTION_SWITCHES (the paper's choice by "
+                       "default) and mtp (count the D MTP layers in Megatron's shard).")
 
 
 def validate_conventions(c: "Conventions") -> None:

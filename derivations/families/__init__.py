@@ -1,2 +1,112 @@
-"""Model families: each module declares one family (its symbols, parameter matrices, tensors kept for
-backward, Hugging Face mapping and report text); see derivations/families/deepseek.py."""
+"""Model families: each subpackage declares one family (``derivations/families/<name>/``).
+
+A family's ``__init__`` holds its :class:`Family` declaration as plain data (no sympy, so reading a
+config.json stays free of it): the Hugging Face ``model_type`` values it reads and the config fields
+that give its dimensions; its ``parameters`` module yields the parameter terms of its matrices
+(``terms(registry, *, q_lora, routing_bias, tied)``), its ``activations`` module the tensor lists of
+each kind of sublayer (``SPECS``, ``KEPT_FOR``).  DeepSeek-V2/V3 (and the Moonlight and Kimi K2
+configs, which use its modelling code) are the first family: derivations/families/deepseek/.
+Families never import each other (an import-linter contract in pyproject.toml).
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of sublayer with activation terms of its own, as the report names it.
+
+    id: its term under the paper's view (``act.mla.layer``; a view's terms add a suffix); what: one of
+    it in words; provenance: where its tensor list comes from; symbols: the paper's symbol of the term
+    per id suffix ({"": "M_1^A", ".full": "M_2^A"}); full: what full recomputation keeps of it with the
+    paper's two checkpoints per layer and with one (None: not a layer, it keeps everything);
+    full_provenance: the provenance of its full-recomputation term, if the paper prints it.
+    """
+
+    name: str
+    id: str
+    what: str
+    provenance: str
+    symbols: Tuple[Tuple[str, str], ...] = ()
+    full: Optional[Tuple[str, str]] = None
+    full_provenance: str = ""
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model family, declared as data.
+
+    name: the family's package under derivations/families/; title: how the report names it;
+    model_types: the Hugging Face ``model_type`` values read as this family; dimensions: (config field,
+    ModelSpec attribute, meaning) of each required positive integer; topk_methods: the router's
+    ``topk_method`` values the modelling code accepts; kinds: the kinds of sublayer with a tensor list,
+    the attention's first; layer_terms: the kinds with activation terms of their own (:class:`Kind`);
+    layer: the kinds one transformer layer of the largest kind holds (``act.layer``: MLA + MoE); parameters / activations: the modules (sympy) of its terms and tensor lists;
+    flags: the names of a model's structure (ModelSpec.structure, in order), which decide which terms
+    exist; each section's ``terms(registry, family, flags)`` reads the flags it needs by name.
+    """
+
+    name: str
+    title: str
+    model_types: Tuple[str, ...]
+    dimensions: Tuple[Tuple[str, str, str], ...]
+    topk_methods: Tuple[str, ...]
+    kinds: Tuple[str, ...]
+    parameters: str
+    activations: str
+    layer_terms: Tuple[Kind, ...] = ()
+    layer: Tuple[str, ...] = ()
+    flags: Tuple[str, ...] = ("q_lora", "routing_bias", "tied")
+
+    @property
+    def attention(self) -> str:
+        """The kind of its attention sublayer (``mla`` for DeepSeek: term ids ``act.mla.layer``, ...)."""
+        return self.kinds[0]
+
+    def module(self, part: str):
+        """The family's ``parameters`` or ``activations`` module (imported on first use: it needs sympy)."""
+        return importlib.import_module(getattr(self, part))
+
+
+_REGISTRY: Dict[str, Family] = {}
+
+
+def register(family: Family) -> Family:
+    """Add ``family`` (a test's toy family, or one of the packages here); its model_types must be new."""
+    taken = {t: f.name for f in _REGISTRY.values() if f.name != family.name for t in f.model_types}
+    clash = sorted(set(family.model_types) & set(taken))
+    if clash:
+        raise ValueError(f"family {family.name!r}: model_type {clash[0]!r} is read by family {taken[clash[0]]!r}")
+    _REGISTRY[family.name] = family
+    return family
+
+
+def _load():
+    """Register the ``FAMILY`` of every package here, once (a new family is found by being a package)."""
+    if not _REGISTRY:
+        for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name != "deepseek"):
+            family = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FAMILY", None)
+            if isinstance(family, Family):
+                register(family)
+
+
+def get(name: str) -> Family:
+    """The family called ``name``."""
+    _load()
+    return _REGISTRY[name]
+
+
+def for_model_type(model_type: str):
+    """The family that reads configs of ``model_type``, or None."""
+    _load()
+    return next((f for f in _REGISTRY.values() if model_type in f.model_types), None)
+
+
+def model_types() -> Tuple[str, ...]:
+    """Every model_type some family reads, in registration order."""
+    _load()
+    return tuple(t for f in _REGISTRY.values() for t in f.model_types)

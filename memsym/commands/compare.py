@@ -6,18 +6,12 @@ from dataclasses import replace
 from derivations import config as cfg
 from symbolic.exact import fmt_gib, fmt_int
 from . import COMMANDS, common
-from derivations.config.switches import ORDER, switches_json
+from derivations.config.switches import CONVENTION_SWITCHES, ORDER, switches_json
 
-LABELS = {"routed_tokens": "routed tokens per device", "attention": "attention kernel",
-          "router_tensors": "router tensors", "shared_expert": "shared expert", "dropout_masks": "dropout masks",
-          "checkpoints": "full-recompute checkpoints", "swiglu": "SwiGLU outputs", "expert_outputs": "expert outputs",
-          "latent_norms": "latent norm outputs", "routing_state": "routing state", "expert_tp": "expert TP rule",
-          "bytes_per_param": "bytes per parameter", "rank": "rank reported", "mtp": "MTP layers",
-          "inventory": "per-tensor inventory", "norm_storage": "RMSNorm storage", "softmax_dtype": "softmax dtype",
-          "router_state": "router tensors kept", "experts": "expert implementation",
-          "shared_input": "shared experts' input", "value_storage": "v storage", "head_state": "head and loss",
-          "ce_backward": "cross-entropy backward", "causal_mask": "causal mask", "rope_tables": "RoPE tables", "mtp_activations": "MTP activations",
-          "runtime_buffers": "runtime buffers"}
+#: Each switch's name in the table: the switches' own (derivations/config/switches.py), and the three
+#: switches held in Training.
+LABELS = {"attention": "attention kernel", "bytes_per_param": "bytes per parameter", "mtp": "MTP layers",
+          **{name: spec.label for name, spec in CONVENTION_SWITCHES.items()}}
 ORDER_HELP = ", ".join(LABELS[n] for n in cfg.CONVENTION_ORDER)
 ROWS = (("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optimizer states"),
         ("states", "model states (w + g + o)"), ("activations_per_layer", "activations, one MoE layer"),

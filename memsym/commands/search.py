@@ -115,7 +115,8 @@ def data(args) -> dict:
 def run(args) -> int:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
-    from ..plots import check_output, check_writable, write_atomic
+    if args.csv or args.plot:  # lazy: the file helpers only when a file is written
+        from ..plots import check_output, check_writable, write_atomic
     if args.csv:
         check_writable(args.csv)
     if args.plot:
@@ -145,14 +146,12 @@ def label(r) -> str:
 
 
 def _header(model, args, hbm, result) -> dict:
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations import notation as nt
     enum = result.enumeration
-    over = result.overheads
+    over = result.overheads  # by name: no sympy (derivations/analyses/evaluation.py Overheads)
     return {
         "model": model.name, "gpus": args.gpus, "hbm": hbm,
-        "overheads": {"end": args.overheads, "f_frag": float(Fraction(over[nt.f_frag])),
-                      "M_buf": int(over[nt.M_buf])},
+        "overheads": {"end": args.overheads, "f_frag": float(Fraction(over["f_frag"])),
+                      "M_buf": int(over["M_buf"])},
         "counts": {"lattice_candidates": enum.candidates, "valid_layouts": len(enum),
                    "rejected": dict(sorted(enum.rejected.items())), "considered": result.considered,
                    "fitting": result.fitting, "invalid_configurations": dict(sorted(result.invalid.items()))},

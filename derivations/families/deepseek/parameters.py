@@ -64,7 +64,9 @@ def expert_matrices(inter=h_E):
     ]
 
 
-def terms(registry, *, q_lora, routing_bias, tied):
+def terms(registry, family, flags):
+    """The family's parameter terms (Table 2) for its structure ``flags`` (q_lora, routing_bias, tied)."""
+    q_lora, tied = flags["q_lora"], flags["tied"]
     yield Term("params.mla", "parameters of the MLA projection matrices of one layer", "params",
                "Table 2; Sec. 2", tuple(mla_matrices(q_lora)))
     yield Term("params.norm", "RMSNorm weights of one layer (LN)", "params", "Table 3", tuple(norm_weights(q_lora)))

@@ -1,0 +1,76 @@
+"""The search's kernels at run time: the generated numpy functions of the component terms, no sympy.
+
+``python -m derivations.generate`` prints, per model structure, the terms every (ZeRO stage,
+recomputation policy) choice of the search uses as exact coefficient functions and numpy
+functions of the row symbols (derivations/analyses/kernelgen.py, committed in
+derivations/generated/<family>_search_<structure>.py).  Here a model's coefficients are computed
+exactly from its substitution by name (:func:`derivations.config.values.named`, the derived and
+non-polynomial symbols by :func:`derivations.evaluate.derived`), converted once to float64, and the
+kernels evaluated over the rows in cache-sized blocks (:func:`symbolic.search.evaluate`).  Nothing
+is cached between processes and nothing is replayed: every number is computed.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import import_module
+from typing import Dict, Mapping, Sequence, Tuple
+
+from symbolic.search import evaluate
+
+from derivations import config as cfg
+from derivations import evaluate as ev
+from derivations.assembly.sides import device_component_ids
+from derivations.config.values import named
+
+FAMILY = ev.FAMILY
+
+
+def policies() -> Tuple[str, ...]:
+    """The named recomputation policies (derivations/assembly/totals.py ``policies``, without sympy)."""
+    return tuple(r for r in cfg.RECOMPUTE if r != "custom")
+
+
+def choices(model, zeros=(0, 1, 2, 3), recompute=None) -> Dict[Tuple[int, str], Dict[str, str]]:
+    """{(ZeRO stage, policy): {component: term id}}: derivations/assembly/totals.py ``choices`` of the
+    default training, from the one statement of the composition (derivations/assembly/sides.py)."""
+    from dataclasses import replace
+    base = cfg.Training()
+    return {(z, r): device_component_ids(model, replace(base, zero=z, recompute=r, recompute_ops=()))
+            for z in zeros for r in (recompute or policies())}
+
+
+def module(model):
+    """The generated kernels of ``model``'s structure (q_lora, routing_bias, tied)."""
+    return import_module(f"derivations.generated.{FAMILY}_search_{ev.structure_key(model.structure)}")
+
+
+@lru_cache(maxsize=64)
+def coefficients(model, training, group: str) -> Tuple[float, ...]:
+    """The coefficients of a group's kernel for ``model`` under ``training``'s fixed values (everything
+    but the row symbols), computed exactly and converted once to float64."""
+    mod = module(model)
+    rows = set(mod.ROWS)
+    fixed = {k: v for k, v in named(model, None, training).items() if k not in rows}
+    return tuple(float(c) for c in getattr(mod, f"{group}_coefficients")(ev.derived(fixed)))
+
+
+def group_of(model, keys: Sequence[str]) -> str:
+    """The group ('states' or 'activations') whose kernel computes every term of ``keys``."""
+    for g, terms in module(model).TERMS.items():
+        if set(keys) <= set(terms):
+            return g
+    raise cfg.ConfigError("search-kernel", f"search: no generated kernel computes {sorted(keys)} "
+                                           f"(run python -m derivations.generate)")
+
+
+def values(model, training, group: str, rows: Mapping[str, object]) -> Dict[str, object]:
+    """{term id: array} of a group's terms at the rows (``rows``: {row symbol name: array or number},
+    broadcasting): the kernel evaluated in blocks of rows."""
+    mod = module(model)
+    missing = [r for r in mod.ROWS if r not in rows]
+    if missing:
+        raise cfg.ConfigError("missing-values", f"search: no value for {', '.join(missing)} "
+                                                f"(not a layout, training or stage symbol)")
+    fn = getattr(mod, group)
+    outs = evaluate(fn, list(coefficients(model, training, group)) + [rows[r] for r in mod.ROWS])
+    return dict(zip(mod.TERMS[group], outs))

@@ -1,0 +1,50 @@
+"""The DeepSeek-V2/V3 family (the paper's models): MLA attention and DeepSeekMoE, as data.
+
+Read from Hugging Face configs of the DeepseekV2/V3 modelling code (transformers
+models/deepseek_v2, models/deepseek_v3; Kimi K2's ``kimi_k2`` uses the same code); the field
+mapping onto the paper's notation (Table 1) is ``DIMENSIONS``; the rest of a config
+(q_lora_rank null, first_k_dense_replace, moe_layer_freq, topk_method, MTP, FP8 blocks) is read in
+derivations/config/hfconfig.py.  Parameters: derivations/families/deepseek/parameters.py (Table 2);
+tensors kept for backward: derivations/families/deepseek/activations.py (Sec. 5).
+"""
+from derivations.constants import EXT, MLA, MOE
+from derivations.families import Family, Kind
+
+#: model_type values of the DeepseekV2/V3 modelling code.
+MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
+#: topk_method values of the DeepseekV2/V3 modelling code ("gready" is the HF default's spelling).
+TOPK_METHODS = ("greedy", "gready", "group_limited_greedy", "noaux_tc")
+#: config field -> (ModelSpec attribute, meaning); all required, positive integers.
+DIMENSIONS = (
+    ("hidden_size", "h", "hidden size h"),
+    ("intermediate_size", "h_F", "dense FFN intermediate size h_F"),
+    ("moe_intermediate_size", "h_E", "expert intermediate size h_E"),
+    ("num_hidden_layers", "l", "layers l"),
+    ("num_attention_heads", "n_h", "attention heads n_h"),
+    ("kv_lora_rank", "d_c", "key-value compression rank d_c"),
+    ("qk_nope_head_dim", "d_h", "per-head q/k content dimension d_h"),
+    ("qk_rope_head_dim", "d_hr", "per-head RoPE dimension d_h^R"),
+    ("v_head_dim", "d_v", "per-head value dimension d_v"),
+    ("n_routed_experts", "N", "routed experts N"),
+    ("num_experts_per_tok", "N_r", "routed experts per token N_r"),
+    ("vocab_size", "v", "vocabulary size v"),
+)
+
+#: The kinds with activation terms of their own (derivations/activations/kinds.py builds them): the paper's
+#: M_1^A / M_2^A (Sec. 5.1) and M_1^E / M_2^E (Sec. 5.2), and the extensions' dense FFN and head.
+LAYER_TERMS = (
+    Kind("mla", "act.mla.layer", "one MLA layer", MLA, (("", "M_1^A"), (".full", "M_2^A")),
+         ("only the layer input is kept", "only the layer input is kept"), "Sec. 5.1, M_2^A"),
+    Kind("moe", "act.moe.layer", "one MoE layer", MOE, (("", "M_1^E"), (".full", "M_2^E")),
+         ("layer input and routing decision kept", "nothing kept: the layer's one checkpoint is the MLA input"),
+         "Sec. 5.2, M_2^E"),
+    Kind("dense", "act.dense.layer", "one dense FFN sublayer (extension)", EXT, (),
+         ("only the layer input is kept", "nothing kept: the layer's one checkpoint is its input")),
+    Kind("head", "act.head", "the final norm, head and loss on the last stage (extension)", EXT),
+)
+
+FAMILY = Family(
+    name="deepseek", title="DeepSeek-V2/V3 (MLA + DeepSeekMoE)", model_types=MODEL_TYPES, dimensions=DIMENSIONS,
+    topk_methods=TOPK_METHODS, kinds=("mla", "moe", "dense", "head", "mtp"),
+    parameters="derivations.families.deepseek.parameters", activations="derivations.families.deepseek.activations",
+    layer_terms=LAYER_TERMS, layer=("mla", "moe"))

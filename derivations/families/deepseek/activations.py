@@ -1,0 +1,268 @@
+"""DeepSeek-V2/V3's own tensor lists (Sec. 5): MLA (Sec. 5.1, M_1^A), the DeepSeekMoE sublayer
+(Sec. 5.2, M_1^E) with the routers of transformers and Megatron-Core, and one MTP module; the dense
+FFN and the head are the shared blocks of :mod:`derivations.tensors`.  ``SPECS`` gives each kind's
+list, ``KEPT_FOR`` the operation whose backward keeps each tensor."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import sympy as sp
+
+from derivations.notation import (B_a, B_k, CP, EP, ETP, E_token, N, N_r, N_s, SP, TP, b, d_c, d_cq, d_h, d_hr, d_v, h,
+                                  k_g, n_g, n_h, s)
+from derivations.constants import FLASH, MLA, MOE
+from derivations.tensors import (B_IS_1, CONV, HF, IS_FP32, MC, MZ, NOT_FP32, TE, Group, dense_specs, expert_tensors,
+                                 head_specs, norm_parts)
+from symbolic.term import Part
+
+
+def mla_specs(q_lora: bool = True):
+    """The MLA layer's tensors (Parts), the paper's and the other inventories', tagged."""
+    latent = (B_a, b, s, d_cq + d_c) if q_lora else (B_a, b, s, d_c)
+    latent_label = "c_Q and c_KV (not split: their weights are replicated)" if q_lora else \
+        "c_KV (not split: its weight is replicated; no query compression)"
+    mz_q = (
+        Part("mz_q_down", "c_Q, q down-projection output (on the sequence-parallel shard)", (B_a, b, s, d_cq),
+             (TP, CP), MZ, ("latent", "modelzoo_only")),
+        Part("mz_q_norm", "q norm output (on the sequence-parallel shard)", (B_a, b, s, d_cq), (TP, CP), MZ,
+             ("latent", "norm", "latent_norm", "modelzoo_only")),
+    ) if q_lora else ()
+    lat_w = (d_cq + d_c if q_lora else d_c)
+    hf_latent = (
+        Part("latent_fp32", "latents' RMSNorms: FP32 copies of c_Q and c_KV (when B_a = 4 the kv copy is the "
+                            "kv_a_proj output itself, with its RoPE part d_h^R)", (4, b, s, lat_w + IS_FP32 * d_hr),
+             (CP,), HF + ": DeepseekV3Attention.forward, DeepseekV3RMSNorm.forward",
+             ("latent", "norm", "fp32_norm")),
+        Part("latent_rstd", "latents' RMSNorms: FP32 rsqrt per row, one per norm",
+             (4 * (2 if q_lora else 1), b, s), (CP,), HF + ": DeepseekV3RMSNorm.forward", ("latent", "norm", "fp32_norm")),
+        Part("latent_pre", "latents' RMSNorms: normalised values before the weight (FP32 under --norm-storage "
+                           "torch)", (B_a, b, s, lat_w), (CP,),
+             HF + ": DeepseekV3RMSNorm.forward; torch.rms_norm (CPU composite)",
+             ("latent", "norm", "fp32_norm", "pre_weight")),
+        Part("latent_rsigma", "latents' RMSNorms: FP32 rsigma per row, one per norm (Transformer Engine)",
+             (4 * (2 if q_lora else 1), b, s), (CP,), TE, ("latent", "norm", "te_norm")),
+    )
+    return (
+        Part("norm_in", "RMSNorm input (the layer input)", (B_a, b, s, h), (SP, CP), MLA,
+             ("layer_input", "plain_norm"), row="x"),
+        *norm_parts(h, (SP, CP), "the MLA's"),
+        Part("down_in", "down-projection input (RMSNorm output)", (B_a, b, s, h), (SP, CP), MLA,
+             ("norm",), row="x"),
+        Part("latent", latent_label, latent, (CP,), MLA, ("latent", "paper_only", "plain_norm")),
+        *hf_latent,
+        Part("latent_norm", "RMSNorm outputs of the latents, the up-projections' input (not split)", latent, (CP,),
+             CONV, ("latent", "norm", "latent_norm", "paper_only")),
+        *mz_q,
+        Part("mz_kv_latent", "c_KV, kv down-projection output (on the sequence-parallel shard)", (B_a, b, s, d_c),
+             (TP, CP), MZ, ("latent", "modelzoo_only")),
+        Part("mz_kv_norm", "kv norm output (not split)", (B_a, b, s, d_c), (CP,), MZ,
+             ("latent", "norm", "latent_norm", "modelzoo_only")),
+        Part("rope_layer", "RoPE cos and sin cast to B_a, for q and for k (4 tables of s d_h^R, every layer)",
+             (4, B_a, s, d_hr), (CP,), MC + "models/common/embeddings/rope_utils.py: _apply_rotary_pos_emb_bshd",
+             ("rope_layer",)),
+        Part("q", "q with its RoPE part", (B_a, b, s, d_h + d_hr, n_h), (TP, CP), MLA, ("mla_up",), row="qk"),
+        Part("k", "k with its RoPE part", (B_a, b, s, d_h + d_hr, n_h), (TP, CP), MLA, ("mla_up",), row="qk"),
+        Part("v", "v", (B_a, b, s, d_v, n_h), (TP, CP), MLA, ("mla_up", "v_copy")),
+        Part("v_kv", "v as P V keeps it: a contiguous copy at b > 1, the whole kv_b_proj output (k_nope and v) "
+                     "at b = 1", (B_a, b, s, n_h, d_v + B_IS_1 * d_h), (TP, CP),
+             HF + ": DeepseekV3Attention.expand_kv, eager_attention_forward", ("mla_up", "v_view")),
+        Part("softmax", "softmax output", (B_a, b, n_h, s ** 2), (TP, CP), MLA, ("score", "eager", "softmax_out"),
+             row="score"),
+        Part("causal_mask", "bool causal mask s x s built each call (get_default_causal_mask), kept by masked_fill_",
+             (1, s ** 2), (CP,), MC + "fusions/fused_softmax.py: FusedScaleMaskSoftmax.forward_torch_softmax",
+             ("score", "eager", "causal_mask")),
+        Part("ckpt_mask_type", "int32 attention-mask type the core-attention checkpoint saves with q, k, v "
+                               "(torch.tensor([attn_mask_type.value], dtype=torch.int))", (4,), (),
+             MC + "transformer/attention.py: Attention._checkpointed_attention_forward",
+             ("score_recomputed", "mcore_ckpt")),
+        Part("score_mask", "attention dropout mask", (B_k, b, n_h, s ** 2), (TP, CP), MLA,
+             ("score", "mask", "eager"), row="score"),
+        Part("score_dropout", "attention dropout output", (B_a, b, n_h, s ** 2), (TP, CP), MLA,
+             ("score", "eager", "probs", "dropout_out"), row="score"),
+        Part("softmax_stats", "softmax statistics: FP32 log-sum-exp per query row and head (fused attention)",
+             (4, b, n_h, s), (TP, CP), FLASH, ("score", "flash")),
+        Part("attn_out", "attention output before W^O (also the fused kernel's saved output)",
+             (B_a, b, s, d_v, n_h), (TP, CP), MLA, ("e5m6",)),
+        Part("out_mask", "dropout mask after W^O", (B_k, b, s, h), (SP, CP), MLA, ("mask",)),
+    )
+
+
+def hf_router_parts():
+    """transformers' router (DeepseekV3TopkRouter.forward), ``--router-state transformers``."""
+    src, tags = HF + ": DeepseekV3TopkRouter.forward", ("router", "hf_router")
+    return (
+        Part("hf_router_in", "router: FP32 copy of its input (hidden_states.type(float32); none when B_a = 4)",
+             (4, b, s, h, NOT_FP32), (CP,), src, tags),
+        Part("hf_router_w", "router: FP32 copy of its weight (self.weight.type(float32); none when B_a = 4)",
+             (4, N, h, NOT_FP32), (), src, tags),
+        Part("hf_scores", "router: FP32 sigmoid scores", (4, b, s, N), (CP,), src, tags),
+        Part("hf_group_top2", "router: int64 indices of the top-2 scores of each expert group", (8, b, s, n_g, 2),
+             (CP,), src, tags),
+        Part("hf_group_idx", "router: int64 indices of the k_g groups kept", (8, b, s, k_g), (CP,), src, tags),
+        Part("hf_group_mask", "router: bool mask of the experts outside the kept groups (masked_fill)",
+             (1, b, s, N), (CP,), src, tags),
+        Part("hf_topk_idx", "router: int64 top-N_r expert indices (topk and gather)", (8, b, s, N_r), (CP,), src,
+             tags + ("routing",)),
+        Part("hf_topk_norm", "router: FP32 normaliser of the top-k weights (norm_topk_prob)", (4, b, s), (CP,), src,
+             tags),
+        Part("hf_topk_w", "router: FP32 normalised top-k weights", (4, b, s, N_r), (CP,), src, tags),
+    )
+
+
+def mcore_router_parts():
+    """Megatron-Core's router and all-to-all dispatcher bookkeeping (``--router-state mcore``,
+    ``--experts alltoall``), per token of the device's b s."""
+    src = MC + "transformer/moe/moe_utils.py: topk_routing_with_score_function, group_limited_topk"
+    tags = ("router", "mcore_router")
+    perm = MC + "transformer/moe/moe_utils.py: permute (unfused), MoEAlltoAllTokenDispatcher"
+    return (
+        Part("mc_scores", "router: FP32 sigmoid output (sigmoid(logits.float()))", (4, b, s, N), (CP,), src, tags),
+        Part("mc_scores_ba", "router: the scores cast to B_a, kept by gather (the same storage when B_a = 4)",
+             (B_a, b, s, N, NOT_FP32), (CP,), src, tags),
+        Part("mc_group_top", "router: int64 indices of the top-floor(N_r/k_g) scores of each expert group (topk // group_topk)",
+             (8, b, s, n_g, sp.floor(N_r / k_g)), (CP,), src, tags),
+        Part("mc_group_idx", "router: int64 indices of the k_g groups kept", (8, b, s, k_g), (CP,), src, tags),
+        Part("mc_group_mask", "router: bool mask of the experts outside the kept groups (masked_fill)", (1, b, s, N),
+             (CP,), src, tags),
+        Part("mc_topk_idx", "router: int64 top-N_r indices (topk, gather, scatter)", (8, b, s, N_r), (CP,), src,
+             tags + ("routing",)),
+        Part("mc_topk", "router: the B_a top-N_r scores and their normaliser (scores / scores.sum)",
+             (B_a, b, s, N_r + 1), (CP,), src, tags),
+        Part("a2a_map", "dispatcher: bool routing map, transposed N x b s (masked_select)", (1, b, s, N), (CP,), perm,
+             ("routing", "router", "a2a")),
+        Part("a2a_probs", "dispatcher: the B_a routing probabilities transposed N x b s (masked_select)",
+             (B_a, b, s, N), (CP,), perm, ("routing", "router", "a2a")),
+        Part("a2a_idx", "dispatcher: int64 sorted token indices, one per token-copy (index_select, unpermute)",
+             (8, b, s, N_r), (CP,), perm, ("routing", "router", "a2a")),
+    )
+
+
+def moe_specs():
+    """The MoE sublayer's tensors (Parts and Groups), the paper's and the other inventories', tagged."""
+    shared = tuple((k, lab, num, den + (CP,), tags)
+                   for k, lab, num, den, tags in expert_tensors(b * s, (), x_tags=("paper_only", "own_shared_input")))
+    return (
+        Part("norm_in", "RMSNorm input (the sublayer input)", (B_a, b, s, h), (SP, CP), MOE,
+             ("layer_input", "sublayer_input", "plain_norm"), row="x"),
+        *norm_parts(h, (SP, CP), "the MoE sublayer's"),
+        Part("router_in", "router and expert input (RMSNorm output)", (B_a, b, s, h), (SP, CP), MOE,
+             ("norm", "paper_only"), row="x"),
+        Part("router", "router logits and probabilities (not split by SP)", (2, B_a, b, s, N), (CP,), MOE,
+             ("router", "paper_only", "paper_router")),
+        *hf_router_parts(),
+        *mcore_router_parts(),
+        Part("mz_router_probs", "router probabilities", (B_a, b, s, N), (CP,), MZ, ("router", "modelzoo_only")),
+        Part("routing", "routing choice / dispatch mask", (B_a, b, s, N_r), (CP,), MOE,
+             ("routing", "dispatch_mask", "paper_router")),
+        Part("row_map", "permutation row map (int64, one per token and expert)", (8, b, s, N), (CP,), CONV,
+             ("routing", "router", "row_map")),
+        Part("mz_shared_in", "shared experts' input after the all-gather, kept once (the N_s shared experts are "
+                             "one fused MLP)", (B_a, b, s, h), (CP,), MZ, ("shared", "fp8", "modelzoo_only")),
+        Group("routed", "routed experts on the device, N/EP of them: per expert its tokens' input and mask "
+                        "(3 E_token h) and gate, up, activation and product outputs (8 E_token h_E)",
+              N / EP, expert_tensors(E_token, (ETP,), routed=True, x_tags=("permuted",)), MOE, ("experts", "routed")),
+        Group("shared", "shared experts N_s: all b s tokens' input and mask (3bsh) and intermediate outputs (8bsh_E)",
+              N_s, shared, MOE, ("shared",)),
+    )
+
+
+MTP_SRC = (MC + "transformer/multi_token_prediction.py: MultiTokenPredictionLayer (_concat_embeddings, "
+           "_postprocess), models/gpt/gpt_model.py: _postprocess")
+
+
+def mtp_specs():
+    """One multi-token-prediction module's own tensors (``--mtp-activations last-stage``; its transformer
+    layer is counted as one more MoE layer): the enorm (the shifted tokens' embedding), hnorm (the main
+    model's output) and final RMSNorms, each as the head's final norm under the norm-storage switch;
+    eh_proj's input, the concatenated normalised [e, h] (2h); and its head and loss as the main head's
+    under the head-state switch: its share of the output layer's input (Megatron concatenates the main
+    and MTP hidden states before the output layer, so that storage is (1 + D) b s h), logits, loss, the
+    rolled input ids and the cross-entropy targets.  Megatron-Core also keeps the loss mask (int64
+    ones_like(labels), saved by ``loss_mask * mtp_loss``), the int64 token count (``/ num_tokens``) and
+    the FP32 per-token loss (MTPLossAutoScaler).  Under full recomputation (``_checkpointed_forward``)
+    the module keeps its checkpoint's two inputs instead of the norms, eh_proj input and layer."""
+    head = {p.key: p for p in head_specs()}
+    out = []
+    for pre, where in (("mtp_enorm", "MTP enorm"), ("mtp_hnorm", "MTP hnorm"), ("mtp_norm", "MTP final")):
+        inner = (Part("norm_in", f"{where} RMSNorm input", (B_a, b, s, h), (SP, CP), MTP_SRC, ("plain_head_norm",)),
+                 *norm_parts(h, (SP, CP), where))
+        out += [replace(p, key=f"{pre}_{p.key}", row="", tags=p.tags + ("mtp",)) for p in inner]
+    out.append(Part("mtp_eh_in", "MTP eh_proj input: the concatenated normalised embedding and hidden state (2h)",
+                    (B_a, b, s, 2 * h), (SP, CP), MTP_SRC, ("mtp",)))
+    out.append(Part("mtp_ckpt", "MTP checkpoint inputs under full recomputation: the main model's output and the "
+                                "shifted tokens' embedding", (2, B_a, b, s, h), (SP, CP), MTP_SRC,
+                    ("mtp", "head", "mtp_ckpt")))
+    labels = {"head_in": "MTP share of the output layer's input (its final norm output, concatenated with the "
+                         "main model's)", "logits": "MTP logits (vocabulary split by TP)",
+              "loss": "MTP FP32 softmax of the cross-entropy loss", "input_ids": "MTP rolled int64 input ids (its "
+                      "embedding's backward)", "ce_target": "MTP bool target mask and int64 masked targets (9 B per "
+                                                            "token)"}
+    for key, label in labels.items():
+        p = head[key]
+        out.append(replace(p, key=f"mtp_{key}", label=label, row="", tags=p.tags + ("mtp",)))
+    out.append(Part("mtp_loss_state", "MTP loss bookkeeping: int64 loss mask, FP32 per-token loss "
+                                      "(MTPLossAutoScaler) and the int64 token count", (12 * b * s / CP + 8,), (),
+                    MTP_SRC, ("mtp", "head", "mcore_head")))
+    return tuple(out)
+
+
+#: The tensor lists of each kind (q_lora -> specs), in the paper's order.
+SPECS = {"mla": mla_specs, "moe": lambda q_lora=True: moe_specs(), "dense": lambda q_lora=True: dense_specs(),
+         "head": lambda q_lora=True: head_specs(), "mtp": lambda q_lora=True: mtp_specs()}
+
+#: The operation whose backward keeps each tensor (by tensor key; a group's tensors by their own key).
+KEPT_FOR = {
+    "norm_in": "RMSNorm backward (its input)",
+    "down_in": "down-projections W^DQ, W^DKV, W^KR: weight gradients (their input)",
+    "latent": "latent RMSNorms and up-projections W^UQ, W^QR, W^UK, W^UV (their input)",
+    "latent_norm": "up-projections W^UQ, W^QR, W^UK, W^UV: weight gradients (their input)",
+    "mz_q_down": "q RMSNorm backward (its input)",
+    "mz_q_norm": "up-projections W^UQ, W^QR: weight gradients (their input)",
+    "mz_kv_latent": "kv RMSNorm backward (its input)",
+    "mz_kv_norm": "up-projections W^UK, W^UV: weight gradients (their input)",
+    "q": "core attention Q K^T (its input)", "k": "core attention Q K^T (its input)",
+    "v": "core attention P V (its input)",
+    "softmax": "softmax backward (its output)", "score_mask": "attention dropout (its mask)",
+    "score_dropout": "core attention P V (its input P)",
+    "softmax_stats": "fused attention backward (recomputes the scores from q, k and these statistics)",
+    "attn_out": "W^O weight gradient (its input); fused attention backward (its output)",
+    "out_mask": "dropout after the output projection (its mask)",
+    "router_in": "router weight gradient (its input, also the experts' input)",
+    "router": "router softmax / sigmoid backward (logits and probabilities)",
+    "mz_router_probs": "combine: weights of the expert outputs (router probabilities)",
+    "routing": "dispatch and combine (which experts each token went to)",
+    "row_map": "permute / un-permute backward (token-to-expert row map)",
+    "mz_shared_in": "shared experts' gate_proj and up_proj: weight gradients (their input)",
+    "x": "gate_proj and up_proj: weight gradients (their input)",
+    "mask": "dropout after the expert (its mask)",
+    "swiglu_in": "SwiGLU backward (its inputs, the gate and up outputs)",
+    "swiglu_out": "SwiGLU product and down_proj weight gradient (activation and product outputs)",
+    "out": "combine: gradient of the router probabilities (the expert outputs)",
+    "ffn_in": "gate_proj and up_proj: weight gradients (their input)",
+    "head_in": "output head: weight gradient (its input)", "logits": "cross-entropy backward (the logits)",
+    "loss": "cross-entropy backward (FP32 softmax)",
+    "norm_fp32": "RMSNorm backward (FP32 input copy)", "norm_rstd": "RMSNorm backward (FP32 rsqrt)",
+    "norm_pre": "RMSNorm weight gradient (the normalised value)",
+    "latent_fp32": "latent RMSNorms backward (FP32 copies)", "latent_rstd": "latent RMSNorms backward (FP32 rsqrt)",
+    "latent_pre": "latent RMSNorms' weight gradients", "v_kv": "core attention P V (v, a view of kv_b_proj's output)",
+    "hf_router_in": "router weight gradient (FP32 input)", "hf_router_w": "router input gradient (FP32 weight)",
+    "hf_scores": "sigmoid backward and gather (FP32 scores)", "hf_group_top2": "group top-2 backward (indices)",
+    "hf_group_idx": "group top-k backward (indices)", "hf_group_mask": "masked_fill backward (mask)",
+    "hf_topk_idx": "top-k backward and gather (indices)", "hf_topk_norm": "normalisation backward (divisor)",
+    "hf_topk_w": "normalisation backward (weights)", "loop_idx": "index, index_add_ backward (indices)",
+    "loop_weight": "weighting backward (routing weight)", "loop_source": "index_add_ backward (its source)",
+    "labels": "nll_loss backward (target, total weight)", "input_ids": "embedding backward (indices)",
+    "rope": "rotary multiply backward (cos, sin)",
+    "norm_rsigma": "fused RMSNorm backward (FP32 rsigma)", "latent_rsigma": "latent fused RMSNorms backward (rsigma)",
+    "rope_layer": "rotary multiply backward (cos, sin of q and of k)", "causal_mask": "masked_fill_ backward (mask)",
+    "mc_scores": "sigmoid backward (its output)", "mc_scores_ba": "gather backward (the B_a scores)",
+    "mc_group_top": "group top-k backward (indices)", "mc_group_idx": "group top-k backward (indices)",
+    "mc_group_mask": "masked_fill backward (mask)", "mc_topk_idx": "top-k, gather and scatter backward (indices)",
+    "mc_topk": "normalisation backward (scores, divisor)", "a2a_map": "masked_select backward (mask)",
+    "a2a_probs": "masked_select backward (the transposed probabilities)",
+    "a2a_idx": "index_select and unpermute backward (indices)",
+    "ckpt_mask_type": "core-attention recomputation (its mask-type argument)",
+    "ce_target": "cross-entropy backward (target mask, masked targets)",
+    "loss_grad": "cross-entropy backward's cast of its FP32 gradient (a transient, not kept)",
+    "rope_freqs": "fused RoPE backward (frequencies)",
+}
