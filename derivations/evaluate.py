@@ -2,7 +2,8 @@
 
 ``python -m derivations.generate`` prints every term of every model structure as an expression
 tree with references between terms, the tensors each activation kind keeps as decision tables over
-the features of a view, and the composition of a stage's activations (derivations/generate.py).
+the features of a view, and the per-device assembly (derivations/assembly/device_terms.py) as exact
+Python (derivations/generate.py).
 This module reads them (JSON, loaded once per file) and evaluates them in integers and
 ``fractions.Fraction``: the same numbers as :func:`symbolic.numeric.exact` of the sympy terms
 (tests/test_evaluate.py checks every term and view), at a fraction of the cost and with no sympy
@@ -43,6 +44,18 @@ def derived(values: Mapping) -> Dict:
 def inflight(schedule: str, pp: int, index: int, microbatches: Optional[int], vpp: int):
     """[(which, in flight, part), ...] of device ``index`` (the schedules' formulas, generated)."""
     return _module().inflight(schedule, {"PP": pp, "i_s": index, "n_mb": microbatches, "VPP": vpp})
+
+
+def device(mtp: bool, full: bool, holds: str, values: Mapping) -> Dict:
+    """``values`` plus the per-device assembly (activations, total, layer split, Sec. 6 ends) of a view with
+    the MTP modules' activations (``mtp``) or full recomputation (``full``), its activations held as
+    ``holds`` (paper, schedule, given): derivations/assembly/device_terms.py, generated."""
+    return _module().device(mtp, full, holds, dict(values))
+
+
+def device_inputs() -> Tuple[Dict[str, str], int]:
+    """({activation kind: its symbol's name}, chunks) of the per-device assembly's inputs (generated)."""
+    return _module().DEVICE_KINDS, _module().DEVICE_CHUNKS
 
 
 # ----------------------------------------------------------------------------- trees
@@ -174,13 +187,3 @@ def activation_values(view, q_lora: bool, values: Mapping, kinds: Iterable[str] 
                 total = total + _ev(exprs[row], values, None)
         out[kind] = total
     return out
-
-
-def stage_activations(per_kind: Mapping[str, Fraction], values: Mapping, mtp: bool, full: bool) -> Fraction:
-    """``act.stage``: each kind's bytes times its coefficient in the stage (L_d + L_m for the MLA, ...)."""
-    rows = _json(f"{FAMILY}-common.json")["stage"][f"mtp{int(mtp)}full{int(full)}"]
-    total = 0
-    for _, kind, coef in rows:
-        value = per_kind["mla"] + per_kind["moe"] if kind == "layer" else per_kind[kind]  # act.layer: MLA + MoE
-        total = total + _ev(coef, values, None) * value
-    return total

@@ -11,11 +11,13 @@ compiled form of the terms, written here from the same sympy terms the report re
   the tensors each activation kind keeps for backward, as decision tables: for each tensor, the
   features of the view it depends on (recomputation policy, kernel, FP8 caching, the recomputed
   operators, the conventions' switches) and, for each combination of their values under which it
-  is kept, the polynomial of its bytes; and the composition of a stage's activations from its
-  kinds (``act.stage``'s parts).
+  is kept, the polynomial of its bytes.
 * ``<family>.py``: the few symbols that are not polynomial, printed as exact Python
   (:mod:`symbolic.codegen`): the derived symbols (E_token, EDP), the two storage indicators and
-  floor(N_r/k_g), and the pipeline schedules' in-flight counts.
+  floor(N_r/k_g), the pipeline schedules' in-flight counts, and the per-device assembly: one device's
+  activations (``act.stage``'s rows, or ``act.peak``'s at each chunk of a schedule), total, layer split
+  and Sec. 6 peak from its components (derivations/assembly/device_terms.py; the page prints the same
+  expressions to JavaScript).
 * ``<family>_search_<structure>.py``: the search's kernels (derivations/analyses/kernelgen.py): the
   terms of every (ZeRO stage, recomputation policy) choice as exact coefficient functions of the
   model's values and numpy functions of the row symbols, printed by sympy's own printers; the
@@ -41,10 +43,9 @@ import sympy as sp
 
 from derivations import _build
 from derivations import notation as nt
-from derivations.activations import view_terms
 from derivations.activations.inventory import SPECS
 from derivations.activations.views import EXISTS, RULES, Group, View, _kept
-from derivations.assembly import schedules
+from derivations.assembly import device_terms, schedules
 from derivations.assembly.conventions import side_terms
 from derivations.config import CONVENTION_SWITCHES, RECOMPUTE_OPS, SCHEDULES, Conventions
 from symbolic.codegen import python
@@ -316,23 +317,6 @@ def structure_terms(structure) -> Dict:
     return out
 
 
-def stage_compositions() -> Dict:
-    """{'mtp<0|1>full<0|1>': [[part key, kind, coefficient poly], ...]} of ``act.stage``: the
-    coefficient of each kind's term (L_d + L_m for the MLA, ...)."""
-    out = {}
-    for mtp, full in itertools.product((False, True), repeat=2):
-        view = View("full" if full else "none", conv=Conventions(mtp_activations="last-stage" if mtp else "none"))
-        terms = view_terms(view)
-        kind_of = {t.id: k for k, t in terms.items() if k not in ("stage", "peak")}
-        rows = []
-        for part in terms["stage"].parts:
-            (ref,) = [t[4:] for t in part.tags if t.startswith("ref:")]  # combine(): coefficient x that term
-            coef = part.num[0] if len(part.num) == 2 else 1
-            rows.append([part.key, kind_of[ref], tree(_specials(coef))])
-        out[f"mtp{int(mtp)}full{int(full)}"] = rows
-    return out
-
-
 # ----------------------------------------------------------------------------- the Python module
 def _inflight_source() -> List[str]:
     """``inflight(schedule, finite)``: the schedules' in-flight formulas as exact Python (derivations/assembly/schedules.py)."""
@@ -352,11 +336,43 @@ def _inflight_source() -> List[str]:
     return lines
 
 
+def _device_source() -> List[str]:
+    """``device(mtp, full, holds, v)``: the per-device assembly (derivations/assembly/device_terms.py) as
+    exact Python; each variant's function sets its names in ``v`` in order and returns ``v``.  The lines
+    every variant ends with are one function they call, and variants of equal lines share one (the module
+    is compiled on every run: estimate imports it)."""
+    bodies = {(mtp, full, holds): [f'    v["{name}"] = {python(expr)}' for name, expr in device_terms.assembly(mtp, full, holds)]
+              for _, mtp, full, holds in device_terms.variants()}
+    common = 0
+    while all(len(b) > common for b in bodies.values()) and len({b[-1 - common] for b in bodies.values()}) == 1:
+        common += 1
+    lines = ["#: The activation kinds' symbols and the chunks of the per-device assembly "
+             "(derivations/assembly/device_terms.py).",
+             f"DEVICE_KINDS = {dict(device_terms.KINDS)!r}", f"DEVICE_CHUNKS = {device_terms.CHUNKS!r}", "", "",
+             "def _device_common(v):", *next(iter(bodies.values()))[len(next(iter(bodies.values()))) - common:],
+             "    return v"]
+    names, seen = {}, {}
+    for key, mtp, full, holds in device_terms.variants():
+        own = tuple(bodies[(mtp, full, holds)][:len(bodies[(mtp, full, holds)]) - common])
+        if own not in seen:
+            seen[own] = "_device_" + key.replace(".", "_")
+            lines += ["", "", f"def {seen[own]}(v):", *own, "    return _device_common(v)"]
+        names[(mtp, full, holds)] = seen[own]
+    lines += ["", "", "DEVICE = {" + ", ".join(f"{k!r}: {n}" for k, n in names.items()) + "}", "", "",
+              "def device(mtp, full, holds, v):",
+              '    """``v`` with the per-device assembly set in order (derivations/assembly/device_terms.py): the view',
+              "    with the MTP modules' activations (``mtp``) or full recomputation (``full``), its activations held",
+              "    as one micro-batch, a schedule's chunks or given (``holds``: paper, schedule, given).\"\"\"",
+              "    return DEVICE[(mtp, full, holds)](v)"]
+    return lines
+
+
 def python_module() -> str:
     lines = ['"""GENERATED by ``python -m derivations.generate`` from the terms of derivations/ (family '
              f'{FAMILY}); do not edit.', "",
              "The symbols that are not polynomial (derived symbols, storage indicators, floor) and the",
-             'pipeline schedules\' in-flight counts, as exact Python; the polynomials are in the JSON beside it."""',
+             'pipeline schedules\' in-flight counts and the per-device assembly, as exact Python; the polynomials',
+             'are in the JSON beside it."""',
              "from fractions import Fraction as _Q", "from math import floor as _floor", "", "",
              "def derived(v):", '    """Add to ``v`` the derived symbols and non-polynomial factors whose inputs it holds."""']
     defs = [(s.name, e) for s, e in nt.DEFINITIONS.items()] + list(SPECIAL.items())
@@ -367,6 +383,7 @@ def python_module() -> str:
         lines.append(f'        v["{name}"] = {python(expr)}')
     lines.append("    return v")
     lines += ["", ""] + _inflight_source()
+    lines += ["", ""] + _device_source()
     return "\n".join(lines) + "\n"
 
 
@@ -381,8 +398,7 @@ def tables() -> Dict[str, Dict]:
         check_tables(specs, pool)
         key = "q1" if q_lora else "q0"
         out[f"{FAMILY}-activations-{key}.json"] = {"kinds": specs[key], "exprs": pool.items}
-    out[f"{FAMILY}-common.json"] = {"family": FAMILY, "features": {k: list(v) for k, v in FEATURES.items()},
-                                    "stage": stage_compositions()}
+    out[f"{FAMILY}-common.json"] = {"family": FAMILY, "features": {k: list(v) for k, v in FEATURES.items()}}
     return out
 
 
@@ -422,7 +438,8 @@ def outputs() -> Dict[Path, bytes]:
 INIT = '''"""Evaluators generated from the terms (``python -m derivations.generate``; committed, never edited by hand).
 
 ``<family>.json`` holds every term as an exact polynomial and the activation tensors as decision
-tables; ``<family>.py`` the few non-polynomial symbols and the schedules' in-flight counts.
+tables; ``<family>.py`` the few non-polynomial symbols, the schedules' in-flight counts and the
+per-device assembly.
 :mod:`derivations.evaluate` reads them without sympy.  ``<family>_search_<structure>.py`` are the
 search's numpy kernels (:mod:`derivations.analyses.kernels` runs them, without sympy)."""
 '''

@@ -4,7 +4,10 @@
 pipeline stage: its parameters (P_n, P_m; Table 6), the bytes of weights, gradients and
 optimizer states under the chosen ZeRO stage (Table 8), one micro-batch's activations
 (Table 10 generalised to any stage) and the Sec. 6 overheads at both ends of the
-paper's ranges.
+paper's ranges.  How they add up (the activations of one micro-batch or of a schedule's chunks, the
+total, the layer split, the Sec. 6 peak) is not written here: it is the per-device assembly of
+derivations/assembly/device_terms.py, printed as exact Python into derivations/generated/ (and as
+JavaScript into the calculator page); this module gathers its inputs and evaluates it.
 
 Beyond the paper (extension): the activations follow the chosen view (recomputation
 policy, attention kernel, FP8 caching; derivations/activations/__init__.py) and, with a pipeline
@@ -40,11 +43,34 @@ def _kinds(model, training, values: Mapping) -> Dict[str, Fraction]:
     return ev.activation_values(View.of(training), model.q_lora, values)
 
 
-def _stage_bytes(training, per_kind, values: Mapping) -> Fraction:
-    """``act.stage``: one micro-batch's activations of the stage whose composition ``values`` holds."""
+def _view_variant(training) -> Tuple[bool, bool]:
+    """(MTP modules' activations, full recomputation): what of the view the assembly's rows depend on."""
     view = View.of(training)
-    return Fraction(ev.stage_activations(per_kind, values, view.conv.mtp_activations == "last-stage",
-                                         view.recompute == "full"))
+    return view.conv.mtp_activations == "last-stage", view.recompute == "full"
+
+
+def _assemble(training, holds: str, inputs: Mapping, chunks=(), all_stages=()) -> Dict:
+    """The printed per-device assembly (derivations/assembly/device_terms.py, generated into
+    derivations/generated/) at ``inputs`` (the stage's values, the kinds' bytes, the model states and
+    runtime buffers, :func:`_inputs`) and, with a schedule, at each chunk's composition and in-flight
+    count; ``holds``: paper, schedule or given (the activations an input)."""
+    _, n_chunks = ev.device_inputs()
+    if len(chunks) > n_chunks:
+        raise ValueError(f"the device assembly has {n_chunks} chunks, the schedule {len(chunks)}")
+    v = dict(inputs)
+    for c in range(n_chunks):
+        comp = chunks[c].composition(all_stages[chunks[c].stage]).named() if c < len(chunks) else {}
+        v.update({f"{k}_{c}": comp.get(k, 0) for k in ("L_d", "L_m", "e_E", "e_H")})
+        v[f"n_fl_{c}"] = chunks[c].inflight if c < len(chunks) else 0
+    return ev.device(*_view_variant(training), holds, v)
+
+
+def _inputs(model, training, values: Mapping, states: Mapping, runtime) -> Dict:
+    """The assembly's inputs: ``values`` (the stage's substitution), each activation kind's bytes under
+    ``training``'s view as its symbol (M_A, M_E, ...), the model states and the runtime buffers."""
+    kinds, _ = ev.device_inputs()
+    per_kind = _kinds(model, training, values)
+    return {**values, **{sym: per_kind.get(kind, 0) for kind, sym in kinds.items()}, **states, "runtime": runtime}
 
 
 @dataclass
@@ -126,14 +152,6 @@ class Estimate:
         return out
 
 
-def _sum_values(comps) -> Dict:
-    out: Dict = {}
-    for c in comps:
-        for k, v in c.values().items():
-            out[k] = out.get(k, 0) + v
-    return out
-
-
 def default_stage(layout: cfg.Layout) -> int:
     """The foundation's default without a schedule: stage 1 (a 4-MoE-layer stage, Tables 6, 8, 10)."""
     return 1 if layout.pp > 1 else 0
@@ -185,26 +203,12 @@ def _model_states(model, layout, training, comp, held) -> Tuple[Dict, Dict, Tupl
     return ids, {k: Fraction(terms.term(t)) for k, t in ids.items()}, (P_n, P_m), side.params
 
 
-def _activations(model, layout, training, values, chunks, all_stages, per_kind) -> Tuple[str, Fraction, Fraction]:
-    """(term id, bytes held at the peak, bytes of one micro-batch): one micro-batch of the stage
-    (the paper's view) or, with a schedule, the in-flight micro-batches of every chunk held."""
-    act = activation_ids(model, training)
-    per_mb = _stage_bytes(training, per_kind, values)
-    if not training.schedule:
-        return act["stage"], per_mb, per_mb
-    held_act = Fraction(0)
-    for ch in chunks:  # act.peak = n_fl x act.stage at the chunk's composition
-        at = {**values, **ch.composition(all_stages[ch.stage]).named()}
-        held_act += ch.inflight * _stage_bytes(training, per_kind, at)
-    return act["peak"], held_act, per_mb
-
-
-def _virtual_peak(model, layout, training, comp, values, per_kind):
+def _virtual_peak(model, layout, training, comp, inputs):
     """(bytes held at the peak, ((chunk composition, in flight), ...), head in flight or None) of rank
     ``comp.index`` under Megatron's pipeline layout (``--virtual-layers``): every state of its
     interleaved order (schedules.interleaved_order) weighs each chunk's activations by its in-flight
     micro-batches (and the head, loss and MTP modules with the last chunk of the last rank); the peak is
-    the largest, exactly."""
+    the largest, exactly (each chunk's ``act.stage`` the printed assembly's at its composition)."""
     chunks = schedules.virtual_chunks(model, layout, comp.index, training.virtual_layers, training.vpp)
     dense, moe = sum(c.dense for c in chunks), sum(c.moe for c in chunks)
     if (dense, moe) != (comp.dense, comp.moe):
@@ -213,7 +217,7 @@ def _virtual_peak(model, layout, training, comp, values, per_kind):
                                                 f"{comp.moe}: the layout is modelled when each rank holds the dense and "
                                                 f"MoE counts of a contiguous split (--layers-per-stage: the per-rank "
                                                 f"sums)")
-    at = lambda c: _stage_bytes(training, per_kind, {**values, **c.named()})
+    at = lambda c: Fraction(_assemble(training, "paper", {**inputs, **c.named()})["activations_per_microbatch"])
     layer_bytes = [at(schedules.part_composition(c, "layers")) for c in chunks]
     head = at(schedules.part_composition(chunks[-1], "head")) if chunks[-1].head else Fraction(0)
     m = training.microbatches or 4 * layout.pp  # steady state: the order repeats every PP V chunk-forwards
@@ -232,7 +236,9 @@ def _virtual_peak(model, layout, training, comp, values, per_kind):
 
 
 def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
-    """The one assembly of a device: model states + activations (+ the Sec. 6 ends beside)."""
+    """One device: its inputs gathered (the stage's composition and values, the chunks a schedule runs,
+    the model states of the stages it holds, each activation kind's bytes under the view) and the one
+    assembly, printed from derivations/assembly/device_terms.py, evaluated at them."""
     cfg.validate_layout(model, layout, training.seq)
     cfg.validate_training(training)
     comp = cfg.stage(model, layout, stage_index)
@@ -246,30 +252,30 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     else:
         chunks, held = (), (comp,)
     values = ev.derived(named(model, layout, training, comp))
-    per_kind = _kinds(model, training, values)
     act = activation_ids(model, training)
     ids, byts, (P_n, P_m), params_id = _model_states(model, layout, training, comp, held)
     notes += convention_notes(training)
+    rb = training.conventions.runtime_buffers  # per-device runtime buffers (derivations/assembly/runtime.py)
+    runtime = Fraction(buffers_bytes(rb)) if rb != "none" else Fraction(0)
+    inputs = _inputs(model, training, values, byts, runtime)
     virtual = None
     if training.schedule == "interleaved" and training.virtual_layers is not None:
-        virtual = _virtual_peak(model, layout, training, comp, values, per_kind)
-        ids["activations"], byts["activations"] = act["peak"], virtual[0]
-        per_mb = _stage_bytes(training, per_kind, values)
+        virtual = _virtual_peak(model, layout, training, comp, inputs)
+        v = _assemble(training, "given", {**inputs, "activations": virtual[0]})
     else:
-        ids["activations"], byts["activations"], per_mb = _activations(model, layout, training, values, chunks,
-                                                                        all_stages, per_kind)
-    if training.conventions.runtime_buffers != "none":  # per-device runtime buffers (derivations/assembly/runtime.py)
-        value = training.conventions.runtime_buffers
-        ids["runtime"], byts["runtime"] = buffers_id(value), Fraction(buffers_bytes(value))
-    byts["total"] = sum(byts.values())
+        v = _assemble(training, "schedule" if training.schedule else "paper", inputs, chunks, all_stages)
+    ids["activations"] = act["peak" if training.schedule else "stage"]
+    byts["activations"] = Fraction(v["activations"])
+    if rb != "none":
+        ids["runtime"], byts["runtime"] = buffers_id(rb), runtime
+    byts["total"] = Fraction(v["total"])
     ids["activations_per_microbatch"] = act["stage"]
-    byts["activations_per_microbatch"] = per_mb
+    byts["activations_per_microbatch"] = Fraction(v["activations_per_microbatch"])
     ids["activations_per_layer"] = act["layer"]
-    byts["activations_per_layer"] = Fraction(per_kind["mla"] + per_kind["moe"])
+    byts["activations_per_layer"] = Fraction(v["activations_per_layer"])
     ids["activations_mla_layer"] = act["mla"]
     ids["activations_moe_layer"] = act["moe"]
     ids["params"] = params_id
-    by_layer, outside = layer_split(model, comp, per_kind, per_mb)
     chunk_list = tuple((all_stages[ch.stage], ch.inflight) for ch in chunks if ch.part != "head")
     heads = [ch.inflight for ch in chunks if ch.part == "head" and all_stages[ch.stage].head]
     if virtual is not None:
@@ -277,20 +283,31 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     if training.schedule:
         values = dict(values, n_fl=chunks[0].inflight)
     return Estimate(model, layout, training, comp, {"non_moe": P_n, "moe": P_m, "total": P_n + P_m}, byts,
-                    overheads.at_ends(byts["total"]), ids, values, held, chunk_list, heads[0] if heads else None,
-                    virtual is not None, notes, by_layer, outside)
+                    _ends(v), ids, values, held, chunk_list, heads[0] if heads else None,
+                    virtual is not None, notes, *layer_split(model, comp, v))
 
 
-def layer_split(model, comp, per_kind, per_mb) -> Tuple[Tuple[Tuple[int, str, Fraction], ...], Fraction]:
+def _ends(v: Mapping) -> Dict[str, Dict[str, Fraction]]:
+    """{low, high: {f_frag, fragmentation, buffers, peak}}: the Sec. 6 ends (derivations/assembly/overheads.py)
+    of the assembly ``v``."""
+    out = {}
+    for end in ("low", "high"):
+        o = overheads.named_values(end)
+        out[end] = {"f_frag": o["f_frag"], "fragmentation": Fraction(v[f"fragmentation_{end}"]), "buffers": o["M_buf"],
+                    "peak": Fraction(v[f"peak_{end}"])}
+    return out
+
+
+def layer_split(model, comp, v: Mapping) -> Tuple[Tuple[Tuple[int, str, Fraction], ...], Fraction]:
     """One micro-batch's activations of the stage, layer by layer ((layer index, 'dense' | 'moe',
-    bytes) for each layer of the stage: MLA + dense FFN or MLA + MoE) and outside the layers (the
-    rest of ``act.stage``: head and loss, and what a preset counts once per stage, such as the
-    embedding's input ids and RoPE tables).  Their sum is ``activations_per_microbatch``."""
-    mla = Fraction(per_kind["mla"])
-    kinds = {"dense": mla + Fraction(per_kind["dense"]), "moe": mla + Fraction(per_kind["moe"])}
+    bytes) for each layer of the stage: MLA + dense FFN or MLA + MoE, the assembly's derivatives of
+    ``act.stage`` in L_d and L_m) and outside the layers (the rest of ``act.stage``: head and loss, and
+    what a preset counts once per stage, such as the embedding's input ids and RoPE tables), from the
+    assembly ``v``.  Their sum is ``activations_per_microbatch``."""
+    kinds = {"dense": Fraction(v["activations_dense_layer"]), "moe": Fraction(v["activations_moe_layer"])}
     kind_of = model.layer_kinds()
     rows = tuple((i, kind_of[i], kinds[kind_of[i]]) for i in comp.layers)
-    return rows, per_mb - sum(r[2] for r in rows)
+    return rows, Fraction(v["activations_outside_layers"])
 
 
 def components(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, stage_index: int) -> Dict:

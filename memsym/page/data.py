@@ -11,10 +11,11 @@ to JavaScript (exact BigInt rationals) and MathML by :mod:`memsym.page.codegen`.
   table of what the view (``derivations.views``) makes of it, tensor by tensor: the table
   is filled by calling ``views._kept`` over the view's features that change that tensor
   (found by probing, then checked against the views' own sums, :func:`check_activations`).
-  The per-stage composition (L_d + L_m) M^A + L_m M^E + L_d M^D + delta_H M^H and the peak
-  n_fl x act.stage are the coefficients of ``act.stage`` and ``act.peak``.
+* One device: the per-device assembly of derivations/assembly/device_terms.py (activations of one
+  micro-batch, (L_d + L_m) M^A + L_m M^E + L_d M^D + delta_H M^H, or under a schedule n_fl x that at each
+  chunk; the total; the layer split; the Sec. 6 peak at both ends), printed as the command line's is.
 * Schedules: the in-flight formulas of ``derivations.schedules.formulas``.
-* The Sec. 6 peak: ``derivations.overheads.peak`` of symbols, at the ends of its ranges.
+* The ends of the Sec. 6 ranges (derivations/assembly/overheads.py), shown beside the peaks.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from derivations import config as cfg
 from derivations import variant
 
 from .codegen import js, mathml, symbols_of
-from derivations.config import Conventions, hfconfig, limits as L
+from derivations.config import hfconfig, limits as L
 from derivations.notation import EXTENSION_DEFAULTS, M_buf, PAPER_BYTES, f_frag
 from derivations.config.presets import PRESET_NAMES, preset_path
 
@@ -221,19 +222,18 @@ def check_activations(unit_list, q_lora: bool, pool_exprs: List, n: int = 200, s
             assert sp.simplify(got.get(kind, 0) - want[kind].expr) == 0, (rc, assign, kind)
 
 
-def composition(pool: Pool) -> Dict:
-    """Coefficients of act.stage (per kind) and of act.peak, from the paper view's terms."""
+def device(pool: Pool) -> Dict:
+    """The per-device assembly (derivations/assembly/device_terms.py), printed: {kinds: {kind: symbol},
+    chunks, stage: {view variant: act.stage}, variants: {variant: [[name, function], ...]}} (the names in evaluation order; the same
+    expressions derivations/generate.py prints to exact Python for the command line)."""
     # lazy: sympy (only this path needs it)
-    from derivations.activations import view_terms
-    from derivations.activations.views import PAPER, View
-    t = view_terms(PAPER, True)
-    coef = lambda p: p.num[0] if len(p.num) > 1 else 1
-    mtp = view_terms(View(conv=Conventions(mtp_activations="last-stage")), True)["stage"].parts
-    return {"stage": {p.key: pool.add(coef(p)) for p in t["stage"].parts},
-            "layer": {p.key: pool.add(coef(p)) for p in t["layer"].parts},
-            # --mtp-activations last-stage: e_H D (one more layer each, MLA + MoE, unless full) + e_H D M^MTP
-            "mtp": {p.key: pool.add(coef(p)) for p in mtp if p.key in ("mtp", "mtp_layer")},
-            "peak": pool.add(coef(t["peak"].parts[0]))}
+    from derivations.assembly import device_terms as dt
+    return {"kinds": dict(dt.KINDS), "chunks": dt.CHUNKS,
+            # act.stage of each view variant, as the page shows it (the assembly's own expression)
+            "stage": {f"mtp{int(mtp)}full{int(full)}": pool.add(dt.activation_terms(mtp, full)["stage"])
+                      for mtp, full in itertools.product((False, True), repeat=2)},
+            "variants": {key: [[name, pool.add(expr)] for name, expr in dt.assembly(mtp, full, holds)]
+                         for key, mtp, full, holds in dt.variants()}}
 
 
 # ----------------------------------------------------------------------------- schedules, overheads
@@ -248,10 +248,9 @@ def schedules(pool: Pool) -> Dict:
 def overheads(pool: Pool) -> Dict:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly import overheads as oh
-    alloc = sp.Symbol("M_alloc", positive=True)
     ends = {end: {"f_frag": _q(oh.overhead_values(end)[f_frag]), "M_buf": _q(oh.overhead_values(end)[M_buf])}
             for end in ("low", "high")}
-    return {"peak": pool.add(oh.peak(alloc, f_frag, M_buf)), "ends": ends}
+    return {"ends": ends}  # their peaks: the device assembly's peak_low, peak_high
 
 
 def _q(x) -> str:
@@ -359,12 +358,12 @@ def generate(check: bool = True) -> Dict:
     acts = {}
     for q_lora in (True, False):
         acts["1" if q_lora else "0"] = activation_units(pool, q_lora)
-    comp = composition(pool)
+    dev = device(pool)
     sched = schedules(pool)
     over = overheads(pool)
     if check:
         for q_lora in (True, False):
             check_activations(acts["1" if q_lora else "0"], q_lora, pool.exprs, n=60)
     return {"fns": pool.fns, "mathml": pool.mls, "symbols": sorted(pool.symbols), "states": states,
-            "activations": acts, "composition": comp, "schedules": sched, "overheads": over,
+            "activations": acts, "device": dev, "schedules": sched, "overheads": over,
             "options": options(), "inputs": inputs(), "gpus": gpus(), "features": [[f, list(v)] for f, v in features()]}

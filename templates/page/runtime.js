@@ -1,9 +1,10 @@
 "use strict";
 /* memsym page runtime: exact rationals, the configuration's rules (ported from derivations:
    hfconfig.from_dict, layout.validate_layout / stage_layers, training.validate_training,
-   schedules.validate / chunks / held_stages, device._estimate, commands/common's option
+   schedules.validate / chunks / held_stages, the inputs of device._estimate, commands/common's option
    resolution) and the page's controls.  Every formula it evaluates is a generated function of
-   FNS (memsym/page/data.py, printed from the sympy terms); none is written here. */
+   FNS (memsym/page/data.py, printed from the sympy terms), the per-device assembly included
+   (derivations/assembly/device_terms.py); none is written here. */
 
 // ----------------------------------------------------------------------------- exact rationals
 function gcd(a, b) { a = a < 0n ? -a : a; b = b < 0n ? -b : b; while (b) { [a, b] = [b, a % b]; } return a; }
@@ -267,112 +268,108 @@ function keptUnits(m, t) {
   }
   return out;
 }
-function kindValues(kept, e) {
+function kindValues(kept, e) {  // derivations.evaluate.activation_values: each kind's kept tensors
   const out = {};
   for (const [kind, list] of Object.entries(kept)) out[kind] = Q.add(...list.map((k) => FNS[k.fn](e)));
   return out;
 }
-function actStage(kept, e, t) {
-  const kv = kindValues(kept, e), c = DATA.composition.stage;
-  const rows = Object.keys(c).map((k) => Q.mul(FNS[c[k]](e), kv[k]));
-  if (t.conventions.mtp_activations === "last-stage") {  // act.stage's MTP rows (derivations/activations/__init__.py)
-    const mc = DATA.composition.mtp;
-    rows.push(Q.mul(FNS[mc.mtp](e), kv.mtp));
-    if (t.recompute !== "full") rows.push(Q.mul(FNS[mc.mtp_layer](e), Q.add(kv.mla, kv.moe)));
-  }
-  return Q.add(...rows);
-}
 
-// ----------------------------------------------------------------------------- the estimate (device._estimate)
+// ----------------------------------------------------------------------------- one device (device._estimate)
+/* Nothing below adds or multiplies a byte: it gathers the inputs of the per-device assembly (the stage's
+   composition, the chunks a schedule runs, the held stages' model states, each activation kind's bytes) and
+   evaluates the assembly printed from derivations/assembly/device_terms.py (DATA.device), the expressions
+   the command line evaluates printed as exact Python (derivations/generated). */
 const compKey = (c) => `${c.dense}|${c.moe}|${c.embedding ? 1 : 0}|${c.head ? 1 : 0}`;
-let ACT_READS_NFL = null;  // does a micro-batch's act.stage read n_fl (then it is not shared between chunks)?
-function actReadsNfl() {
-  if (ACT_READS_NFL === null) {
-    const fns = new Set(Object.values(DATA.composition.stage).concat(Object.values(DATA.composition.mtp)));
-    for (const units of Object.values(DATA.activations)) for (const u of units) for (const i of Object.values(u.table)) if (i !== null) fns.add(i);
-    ACT_READS_NFL = Array.from(fns).some((i) => /\be\.n_fl\b/.test(FNS[i].toString()));
-  }
-  return ACT_READS_NFL;
+/** device_terms.variant_key: the view's variant (MTP modules' activations, full recomputation) and how its
+    activations are held (one micro-batch, a schedule's chunks). */
+function variantKey(t) {
+  const mtp = t.conventions.mtp_activations === "last-stage" ? 1 : 0, full = t.recompute === "full" ? 1 : 0;
+  return `mtp${mtp}full${full}.${t.schedule !== null ? "schedule" : "paper"}`;
 }
-/** One device of stage ``index``; ``memo`` shares what equal compositions give between the stages
-    of one estimate (a pipeline of 10^4 stages costs 10^4 cheap look-ups, not 10^4 evaluations). */
-function estimateStage(m, lay, t, index, all, memo) {
+/** The printed assembly of ``key`` at ``inputs``: each name set in turn (stopping after ``until``). */
+function assemble(key, inputs, until) {
+  const v = Object.assign({}, inputs);
+  for (const [name, fn] of DATA.device.variants[key]) {
+    v[name] = FNS[fn](v);
+    if (name === until) break;
+  }
+  return v;
+}
+/** (L_d, L_m, e_E, e_H) of the stages a device holds, summed, with --mtp under the stage rank
+    (sides.mtp_stage_shift: the MTP modules on the last stage, and its copy of the embedding). */
+function heldComposition(m, lay, t, held) {
+  const count = (f) => held.reduce((a, c) => a + f(c), 0);
+  const out = { L_d: count((c) => c.dense), L_m: count((c) => c.moe), e_E: count((c) => (c.embedding ? 1 : 0)),
+    e_H: count((c) => (c.head ? 1 : 0)) };
+  if (t.conventions.mtp && out.e_H) {
+    const copy = (m.tie_word_embeddings || lay.pp === 1 || !m.mtp_layers || out.e_E) ? 0 : out.e_H;
+    out.L_m += m.mtp_layers * out.e_H;
+    out.e_E += copy;
+  }
+  return Object.fromEntries(Object.entries(out).map(([k, x]) => [k, Q.n(x)]));
+}
+/** The model states of the held stages (device._model_states): the weight side's printed terms at the
+    held composition, or at the whole model for Megatron's shard. */
+function modelStates(m, lay, t, held, subs, cached) {
+  const struct = (m.q_lora ? "1" : "0") + (m.routing_bias ? "1" : "0") + (m.tie_word_embeddings ? "1" : "0");
+  const side = DATA.states[struct][`${t.conventions.rank}/${t.conventions.shared_expert}`];
+  const ids = Object.assign({}, side.ids[String(t.zero)]);
+  let at, key;
+  if (t.conventions.rank === "megatron") {
+    key = "megatron";
+    at = () => Object.assign(substitution(m, lay, t, compose(m, [0, m.l], true, true, 0)),
+      { D: Q.n(t.conventions.mtp ? m.mtp_layers : 0) });
+  } else {
+    const sums = heldComposition(m, lay, t, held);
+    key = Object.values(sums).map(Q.str).join("|");
+    at = () => Object.assign({}, subs, sums);
+  }
+  return cached("states:" + key, () => {
+    const d = at(), bytes = {};
+    for (const k of ["weights", "gradients", "optimizer"]) bytes[k] = FNS[side.terms[ids[k]]](d);
+    return { bytes, ids, P_n: FNS[side.P_n](d), P_m: FNS[side.P_m](d), params_id: side.params_id };
+  });
+}
+/** The assembly's inputs for device ``index`` (device._inputs and _assemble). */
+function deviceInputs(m, lay, t, index, all, cached) {
+  const comp = all[index];
+  const subs = cached("subs:" + compKey(comp), () => substitution(m, lay, t, comp));
+  const kept = cached("kept", () => keptUnits(m, t));
+  const kinds = cached("kinds", () => kindValues(kept, subs));  // a kind's bytes read no composition
+  const ch = t.schedule !== null ? chunks(t.schedule, lay.pp, index, t.microbatches, t.vpp) : [];
+  const held = t.schedule !== null ? heldStages(t.schedule, lay.pp, index).map((i) => all[i]) : [comp];
+  const states = modelStates(m, lay, t, held, subs, cached);
+  const rb = t.conventions.runtime_buffers;
+  const e = Object.assign({}, subs, states.bytes, { runtime: rb && rb !== "none" ? Q.parse(DATA.options.runtime_buffers[rb]) : Q.n(0) });
+  for (const [kind, sym] of Object.entries(DATA.device.kinds)) e[sym] = kinds[kind] === undefined ? Q.n(0) : kinds[kind];
+  for (let c = 0; c < DATA.device.chunks; c++) {
+    const part = c < ch.length ? subsComposition(partComposition(all[ch[c].stage], ch[c].part)) : {};
+    for (const k of ["L_d", "L_m", "e_E", "e_H"]) e[`${k}_${c}`] = part[k] === undefined ? Q.n(0) : part[k];
+    e[`n_fl_${c}`] = c < ch.length ? ch[c].inflight : Q.n(0);
+  }
+  if (ch.length > DATA.device.chunks) throw new Error(`the device assembly has ${DATA.device.chunks} chunks, the schedule ${ch.length}`);
+  return { comp, held, chunks: ch, kept, subs, states, inputs: e };
+}
+const subsComposition = (c) => ({ L_d: Q.n(c.dense), L_m: Q.n(c.moe), e_E: Q.n(c.embedding ? 1 : 0), e_H: Q.n(c.head ? 1 : 0) });
+/** One device of stage ``index``: its inputs and the printed assembly (up to ``until``: the total, when
+    only the most-loaded stage is sought); ``memo`` shares what equal compositions give between stages. */
+function device(m, lay, t, index, all, memo, until) {
   memo = memo || new Map();
   const cached = (key, fn) => { if (!memo.has(key)) memo.set(key, fn()); return memo.get(key); };
-  const comp = all[index];
-  const struct = (m.q_lora ? "1" : "0") + (m.routing_bias ? "1" : "0") + (m.tie_word_embeddings ? "1" : "0");
-  const sideKey = `${t.conventions.rank}/${t.conventions.shared_expert}`;
-  const side = DATA.states[struct][sideKey];
-  let ch = [], held = [comp];
-  if (t.schedule !== null) {
-    ch = chunks(t.schedule, lay.pp, index, t.microbatches, t.vpp);
-    held = heldStages(t.schedule, lay.pp, index).map((i) => all[i]);
-  }
-  const subsOf = (c) => cached("subs:" + compKey(c), () => substitution(m, lay, t, c));
-  const subs = subsOf(comp);
-  let dev, devKey;
-  if (t.conventions.rank === "megatron") {
-    devKey = "megatron";
-    dev = () => {
-      const d = substitution(m, lay, t, compose(m, [0, m.l], true, true, 0));
-      d.D = Q.n(t.conventions.mtp ? m.mtp_layers : 0);
-      return d;
-    };
-  } else {
-    const sums = {
-      L_d: Q.n(held.reduce((a, c) => a + c.dense, 0)), L_m: Q.n(held.reduce((a, c) => a + c.moe, 0)),
-      e_E: Q.n(held.reduce((a, c) => a + (c.embedding ? 1 : 0), 0)), e_H: Q.n(held.reduce((a, c) => a + (c.head ? 1 : 0), 0)) };
-    if (t.conventions.mtp && held.some((c) => c.head)) {  // conventions.mtp_stage_shift: the MTP modules on the last stage
-      const heads = held.reduce((a, c) => a + (c.head ? 1 : 0), 0);
-      const holdsEmbedding = held.some((c) => c.embedding);
-      const copy = (m.tie_word_embeddings || lay.pp === 1 || !m.mtp_layers || holdsEmbedding) ? 0 : heads;
-      sums.L_m = Q.add(sums.L_m, Q.n(m.mtp_layers * heads));
-      sums.e_E = Q.add(sums.e_E, Q.n(copy));
-    }
-    devKey = ["L_d", "L_m", "e_E", "e_H"].map((k) => Q.str(sums[k])).join("|");
-    dev = () => Object.assign({}, subs, sums);
-  }
-  const ids = Object.assign({}, side.ids[String(t.zero)]);
-  const states = cached("states:" + devKey, () => {
-    const d = dev(), out = {};
-    for (const k of ["weights", "gradients", "optimizer"]) out[k] = FNS[side.terms[ids[k]]](d);
-    return { bytes: out, P_n: FNS[side.P_n](d), P_m: FNS[side.P_m](d) };
-  });
-  const bytes = Object.assign({}, states.bytes);
-  const P_n = states.P_n, P_m = states.P_m;
-  const kept = cached("kept", () => keptUnits(m, t));
-  const perMb = cached("act:" + compKey(comp), () => actStage(kept, subs, t));
-  let act = perMb;
-  if (t.schedule !== null) {
-    const nfl = actReadsNfl();
-    act = Q.add(...ch.map((c) => {
-      const part = partComposition(all[c.stage], c.part);
-      const s = Object.assign({}, subsOf(part), { n_fl: c.inflight });
-      const a = nfl ? actStage(kept, s, t) : cached("act:" + compKey(part), () => actStage(kept, subsOf(part), t));
-      return Q.mul(FNS[DATA.composition.peak](s), a);
-    }));
-  }
-  bytes.activations = act;
-  bytes.total = Q.add(bytes.weights, bytes.gradients, bytes.optimizer, bytes.activations);
-  const rb = t.conventions.runtime_buffers;  // per-device runtime buffers (derivations/assembly/runtime.py)
-  if (rb && rb !== "none") {
-    bytes.runtime = Q.parse(DATA.options.runtime_buffers[rb]);
-    ids.runtime = `runtime.buffers.${rb}`;
-    bytes.total = Q.add(bytes.total, bytes.runtime);
-  }
-  bytes.activations_per_microbatch = perMb;
-  bytes.activations_per_layer = cached("layer:" + compKey(comp), () => {
-    const kv = kindValues(kept, subs), lc = DATA.composition.layer;
-    return Q.add(...Object.keys(lc).map((k) => Q.mul(FNS[lc[k]](subs), kv[k])));
-  });
+  const d = deviceInputs(m, lay, t, index, all, cached);
+  const v = assemble(variantKey(t), d.inputs, until);
+  const rb = t.conventions.runtime_buffers, ids = Object.assign({}, d.states.ids);
+  const bytes = Object.assign({}, d.states.bytes, { activations: v.activations });
+  if (rb && rb !== "none") { bytes.runtime = v.runtime; ids.runtime = `runtime.buffers.${rb}`; }
+  Object.assign(bytes, { total: v.total, activations_per_microbatch: v.activations_per_microbatch,
+    activations_per_layer: v.activations_per_layer });
   const overheads = {};
-  for (const [end, o] of Object.entries(DATA.overheads.ends)) {
-    overheads[end] = { f_frag: Q.parse(o.f_frag), buffers: Q.parse(o.M_buf),
-      peak: FNS[DATA.overheads.peak]({ M_alloc: bytes.total, f_frag: Q.parse(o.f_frag), M_buf: Q.parse(o.M_buf) }) };
-  }
-  return { stage: comp, held, chunks: ch, params: { non_moe: P_n, moe: P_m, total: Q.add(P_n, P_m) }, bytes, ids,
-    params_id: side.params_id, kept, subs, overheads,
-    inflight: t.schedule !== null ? Q.add(...ch.filter((c) => c.part !== "head").map((c) => c.inflight)) : null };
+  for (const [end, o] of Object.entries(DATA.overheads.ends))
+    overheads[end] = { f_frag: Q.parse(o.f_frag), buffers: Q.parse(o.M_buf), fragmentation: v[`fragmentation_${end}`], peak: v[`peak_${end}`] };
+  const P_n = d.states.P_n, P_m = d.states.P_m;
+  return { stage: d.comp, held: d.held, chunks: d.chunks, params: { non_moe: P_n, moe: P_m, total: Q.add(P_n, P_m) }, bytes,
+    ids, params_id: d.states.params_id, kept: d.kept, subs: d.subs, overheads, variant: variantKey(t),
+    inflight: t.schedule !== null ? Q.add(...d.chunks.filter((c) => c.part !== "head").map((c) => c.inflight)) : null };
 }
 function estimate(m, lay, t, stageIndex) {
   validateLayout(m, lay, t.seq);
@@ -381,15 +378,15 @@ function estimate(m, lay, t, stageIndex) {
   if (stageIndex === null) {
     if (t.schedule === null) stageIndex = lay.pp > 1 ? 1 : 0;
     else {  // the most-loaded stage (largest total; the first on ties)
-      let worst = null;
+      let worst = null, worstTotal = null;
       for (let i = 0; i < all.length; i++) {
-        const e = estimateStage(m, lay, t, i, all, memo);
-        if (worst === null || Q.cmp(e.bytes.total, worst.bytes.total) > 0) worst = e;
+        const total = device(m, lay, t, i, all, memo, "total").bytes.total;
+        if (worst === null || Q.cmp(total, worstTotal) > 0) { worst = i; worstTotal = total; }
       }
-      return worst;
+      return device(m, lay, t, worst, all, memo);
     }
   }
   if (stageIndex < 0 || stageIndex >= all.length)
     throw new ConfigError(`stage must be an integer in 0..${all.length - 1} (PP=${lay.pp}), got ${stageIndex}`, ["stage", "pp"]);
-  return estimateStage(m, lay, t, stageIndex, all, memo);
+  return device(m, lay, t, stageIndex, all, memo);
 }

@@ -175,13 +175,11 @@ const math = (inner) => `<math display="inline">${inner}</math>`;
 function valueCells(key, q) {
   return `<td class="num" id="v-${key}" data-exact="${Q.str(q)}">${fmtInt(q)}</td><td class="num" id="g-${key}">${fmtGiB(q)}</td>`;
 }
-function actFormula(kept) {
+function actFormula(kept, variant) {  // act.stage of the view's variant: the device assembly's expression
   const sym = { mla: "<msup><mi>M</mi><mi>A</mi></msup>", moe: "<msup><mi>M</mi><mi>E</mi></msup>",
     dense: "<msup><mi>M</mi><mi>D</mi></msup>", head: "<msup><mi>M</mi><mi>H</mi></msup>",
     mtp: "<msup><mi>M</mi><mi>MTP</mi></msup>" };
-  const c = DATA.composition.stage;
-  const paren = (ml) => (ml.includes("<mo>+</mo>") ? `<mo>(</mo>${ml}<mo>)</mo>` : ml);
-  const head = Object.keys(c).map((k) => `<mrow>${paren(DATA.mathml[c[k]])}<mo>&InvisibleTimes;</mo>${sym[k]}</mrow>`).join("<mo>+</mo>");
+  const head = DATA.mathml[DATA.device.stage[variant.split(".")[0]]];
   let out = `<div class="formula">${math(head)}</div><details><summary>the tensors kept per layer (this view)</summary>`;
   for (const [kind, list] of Object.entries(kept)) {
     if (kind === "mtp" && !list.length) continue;  // no MTP module trained (--mtp-activations none)
@@ -209,7 +207,7 @@ function render(m, t, est, gpu) {
     html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS[k]}"></span>${k}</th><td><code>${esc(id)}</code></td><td class="formula"><div class="scroll">${math(DATA.mathml[side.terms[id]])}</div></td>${valueCells("bytes-" + k, b[k])}</tr>`;
   }
   const actId = t.schedule ? "n_fl x act.stage (held at the peak)" : "act.stage (one micro-batch)";
-  html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.activations}"></span>activations</th><td><code>${actId}</code></td><td class="formula"><div class="scroll">${actFormula(est.kept)}</div></td>${valueCells("bytes-activations", b.activations)}</tr>`;
+  html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.activations}"></span>activations</th><td><code>${actId}</code></td><td class="formula"><div class="scroll">${actFormula(est.kept, est.variant)}</div></td>${valueCells("bytes-activations", b.activations)}</tr>`;
   if (b.runtime !== undefined) html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.runtime}"></span>runtime buffers</th><td><code>${esc(est.ids.runtime)}</code></td><td class="formula">cuBLAS workspaces (derivations/assembly/runtime.py)</td>${valueCells("bytes-runtime", b.runtime)}</tr>`;
   html += `<tr class="total"><th scope="row">total</th><td></td><td class="formula">${math("<mi>weights</mi><mo>+</mo><mi>gradients</mi><mo>+</mo><mi>optimizer</mi><mo>+</mo><mi>activations</mi>" + (b.runtime !== undefined ? "<mo>+</mo><mi>runtime</mi>" : ""))}</td>${valueCells("bytes-total", b.total)}</tr>`;
   if (t.schedule) html += `<tr><th scope="row">one micro-batch, act.</th><td><code>act.stage</code></td><td></td>${valueCells("bytes-activations_per_microbatch", b.activations_per_microbatch)}</tr>`;

@@ -1,0 +1,144 @@
+"""The per-device assembly as terms: one device's total and peak for a view, schedule and stage.
+
+``derivations/assembly/device.py`` (the command line) and the calculator page evaluate what one
+device of a pipeline stage holds with functions *printed* from the expressions below, never
+assembled by hand: exact Python by ``python -m derivations.generate`` (the ``device`` function of
+``derivations/generated/deepseek.py``, :func:`symbolic.codegen.python`) and JavaScript over BigInt
+rationals by ``memsym page`` (memsym/page/data.py, :class:`memsym.page.codegen.RationalJS`).
+
+The assembly is an ordered list of (name, expression): each expression reads the inputs and the
+names before it (a small term graph; an evaluator sets each name in turn, and one that needs only
+the total, such as the search for the most-loaded stage, stops there).  Inputs:
+
+  M_A, M_E, M_D, M_H, M_MTP  one layer's (sublayer's) kept activations of each kind, mla, moe, dense,
+                             head, mtp, under the view (derivations/activations: the view's tables)
+  L_d, L_m, e_E, e_H, D      the stage's composition (Table 4) and the MTP depth
+  L_d_c, L_m_c, e_E_c, e_H_c, n_fl_c
+                             chunk c (c < CHUNKS) of a pipeline schedule: the part of a stage it holds
+                             (derivations/assembly/schedules.py, ``Chunk.composition``) and its
+                             micro-batches in flight (``schedules.formulas``); an absent chunk is zero
+  weights, gradients, optimizer   the model states of the held stages (the weight side's terms, Table 8)
+  runtime                    the runtime buffers (derivations/assembly/runtime.py; 0 when none)
+
+Outputs: ``activations_per_microbatch`` (``act.stage`` with the kinds as symbols), ``activations``
+(that, or under a schedule sum_c n_fl_c x ``act.stage`` at chunk c's composition: ``act.peak``'s
+row at each chunk), ``total`` (Sec. 4-5: the model states + activations + runtime buffers),
+``activations_per_layer`` (``act.layer``), the layer split (d act.stage / d L_d and / d L_m: one
+dense and one MoE layer, exact because every activation term is linear in the composition, and
+what is outside the layers) and the Sec. 6 fragmentation and peak at both ends of its ranges
+(derivations/assembly/overheads.py).  The activation rows are read off the view's own ``act.stage``
+and ``act.peak`` terms (derivations/activations/kinds.py), which depend on the view only through
+the MTP modules (``--mtp-activations last-stage``) and full recomputation: hence the variants
+``mtp<0|1>full<0|1>``, each ``.paper`` (one micro-batch, the paper's view), ``.schedule`` (the
+chunks) or ``.given`` (activations an input: Megatron's simulated interleaved order, device.py).
+"""
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+from typing import Dict, List, Tuple
+
+import sympy as sp
+
+from derivations import notation as nt
+from derivations.activations import view_terms
+from derivations.activations.views import View
+from derivations.assembly import overheads
+from derivations.config import Conventions
+
+#: The activation kinds and the symbol each one's bytes stand as (the page's M^A, M^E, ... of Table 10).
+KINDS = {"mla": "M_A", "moe": "M_E", "dense": "M_D", "head": "M_H", "mtp": "M_MTP"}
+#: The composition symbols of a stage, in order (derivations/config/layout.py ``StageComposition.named``).
+COMPOSITION = ("L_d", "L_m", "e_E", "e_H")
+#: Chunks a device runs under a schedule: at most two (DualPipe's own and mirror stage; interleaved's
+#: layers and head), derivations/assembly/schedules.py.
+CHUNKS = 2
+STATES = ("weights", "gradients", "optimizer")
+HOLDS = ("paper", "schedule", "given")
+ENDS = ("low", "high")
+
+
+def variant_key(mtp: bool, full: bool, holds: str) -> str:
+    """The variant of a view (``--mtp-activations last-stage``, full recomputation) and how its activations
+    are held (:data:`HOLDS`)."""
+    return f"mtp{int(mtp)}full{int(full)}.{holds}"
+
+
+def variants() -> List[Tuple[str, bool, bool, str]]:
+    return [(variant_key(mtp, full, holds), mtp, full, holds)
+            for mtp, full, holds in itertools.product((False, True), (False, True), HOLDS)]
+
+
+def chunk_symbols(c: int) -> Dict[str, sp.Symbol]:
+    """{composition name: symbol} of chunk ``c`` and its in-flight count (``n_fl``)."""
+    return {**{k: sp.Symbol(f"{k}_{c}", nonnegative=True) for k in COMPOSITION},
+            "n_fl": sp.Symbol(f"n_fl_{c}", nonnegative=True)}
+
+
+def _symbol(name: str) -> sp.Symbol:
+    return sp.Symbol(name, nonnegative=True)
+
+
+def _in_kinds(term, by_id: Dict, kind_of: Dict[str, sp.Symbol]):
+    """``term`` with each activation kind's term replaced by the kind's symbol: the rows of a combined
+    term (``symbolic.term.combine``: coefficient x the term its 'ref:' tag names), recursively."""
+    if term.id in kind_of:
+        return kind_of[term.id]
+    out = sp.Integer(0)
+    for part in term.parts:
+        (ref,) = [t[4:] for t in part.tags if t.startswith("ref:")]
+        coef = part.num[0] if len(part.num) == 2 else 1
+        out += sp.sympify(coef) * _in_kinds(by_id[ref], by_id, kind_of)
+    return out
+
+
+@lru_cache(maxsize=None)
+def activation_terms(mtp: bool, full: bool) -> Dict[str, sp.Expr]:
+    """{'stage', 'peak', 'layer': expression in the kinds' symbols} of the view's ``act.stage``,
+    ``act.peak`` and ``act.layer`` (their rows, from derivations/activations/kinds.py)."""
+    view = View("full" if full else "none", conv=Conventions(mtp_activations="last-stage" if mtp else "none"))
+    terms = view_terms(view)
+    by_id = {t.id: t for t in terms.values()}
+    kind_of = {terms[k].id: _symbol(s) for k, s in KINDS.items() if k in terms}
+    return {k: _in_kinds(terms[k], by_id, kind_of) for k in ("stage", "peak", "layer")}
+
+
+def assembly(mtp: bool, full: bool, holds: str) -> List[Tuple[str, sp.Expr]]:
+    """[(name, expression), ...] of one variant (see the module docstring), in evaluation order."""
+    t = activation_terms(mtp, full)
+    S = _symbol
+    if holds == "paper":  # one micro-batch: act.stage
+        out = [("activations", t["stage"]), ("total", None), ("activations_per_microbatch", S("activations"))]
+    elif holds == "schedule":  # act.peak = n_fl x act.stage, at each chunk's composition and in-flight count
+        peak = sp.Integer(0)
+        for c in range(CHUNKS):
+            sym = chunk_symbols(c)
+            peak += t["peak"].xreplace({nt.n_fl: sym["n_fl"], **{getattr(nt, k): sym[k] for k in COMPOSITION}})
+        out = [("activations", peak), ("total", None), ("activations_per_microbatch", t["stage"])]
+    elif holds == "given":
+        out = [("total", None), ("activations_per_microbatch", t["stage"])]
+    else:
+        raise ValueError(holds)
+    total = sum((S(k) for k in STATES), sp.Integer(0)) + S("activations") + S("runtime")
+    out = [(name, total if name == "total" else expr) for name, expr in out]  # first: what the stage search needs
+    out.append(("activations_per_layer", t["layer"]))
+    dense, moe = sp.diff(t["stage"], nt.L_d), sp.diff(t["stage"], nt.L_m)
+    out += [("activations_dense_layer", dense), ("activations_moe_layer", moe),
+            ("activations_outside_layers", S("activations_per_microbatch") - nt.L_d * S("activations_dense_layer")
+             - nt.L_m * S("activations_moe_layer"))]
+    for end in ENDS:  # Sec. 6 at the ends of its ranges
+        o = overheads.named_values(end)
+        f, buf = sp.Rational(o["f_frag"]), sp.Rational(o["M_buf"])
+        out += [(f"fragmentation_{end}", f * S("total")), (f"peak_{end}", overheads.peak(S("total"), f, buf))]
+    return out
+
+
+def inputs() -> Tuple[str, ...]:
+    """Every input symbol's name (what an evaluator sets before the first expression)."""
+    names = set()
+    for key, mtp, full, holds in variants():
+        done = set()
+        for name, expr in assembly(mtp, full, holds):
+            names |= {s.name for s in expr.free_symbols} - done
+            done.add(name)
+    return tuple(sorted(names))
