@@ -14,6 +14,8 @@ import re
 import sys
 from typing import List, Optional
 
+from symbolic import notices
+
 from .commands import COMMANDS
 from .lines import one_line
 from . import __version__
@@ -92,11 +94,12 @@ def _main(argv: Optional[List[str]] = None) -> int:
             stream.reconfigure(errors="backslashreplace")
     if not process or _command(argv) is None:  # (no subcommand: help or version, no cache to warn about)
         return _dispatch(argv)
-    # lazy: the cache (hmac, pickle, secrets) is not needed for --help, which stays instant
-    from symbolic import cache
-    cache.DEFER_WARNING = True  # a cache warning is printed after a successful run: an error stays one line
+    # a cache warning is printed after a successful run (an error stays one line); the cache module
+    # (hmac, pickle, secrets) is loaded only by a command that uses it, not by --help or estimate
+    notices.DEFER = True
     rc = _dispatch(argv)
-    warning = cache.pending_warning()
+    cache = sys.modules.get("symbolic.cache")
+    warning = cache.pending_warning() if cache is not None else None
     if warning and rc == 0:
         print(warning, file=sys.stderr)
     return rc

@@ -39,7 +39,7 @@ import sys
 import time
 from typing import Callable, Dict, Optional, Tuple
 
-from . import digests
+from . import digests, notices
 
 #: Bumped whenever what a cache entry holds would change for the same key (generated code, pickled terms).
 CODE_VERSION = "2"
@@ -69,7 +69,7 @@ _KIND = re.compile(r"^[a-z][a-z0-9-]{0,31}(/[a-z][a-z0-9-]{0,31})*$")
 _state: Dict = {"base": None, "fd": None, "key": None, "warned": False, "pending": None}
 #: When True (the ``memsym`` command sets it), the one warning is kept for :func:`pending_warning`
 #: instead of printed: the command prints it after a successful run, so an error stays one line.
-DEFER_WARNING = False
+DEFER_WARNING = False  # (or symbolic.notices.DEFER, which the memsym process sets)
 
 
 def enabled() -> bool:
@@ -105,7 +105,7 @@ def _warn(why: str) -> None:
     _state["warned"] = True
     message = _one_line(f"memsym: cache not used ({why}); computing without it (set MEMSYM_CACHE_DIR to a "
                         f"private folder, or MEMSYM_CACHE=0 to silence this)")
-    if DEFER_WARNING:
+    if DEFER_WARNING or notices.DEFER:
         _state["pending"] = message
         return
     try:

@@ -114,3 +114,12 @@ def test_help_and_version_load_no_cache_and_no_maths(tmp_path):
         assert p.returncode == 0
         loaded = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines() if "|" in line}
         assert loaded and not loaded & {"symbolic.cache", "hmac", "pickle", "sympy", "numpy"}, argv
+
+
+def test_estimate_loads_no_cache_and_no_sympy(tmp_path):
+    """A new estimate is computed from the generated evaluators: no sympy, and no cache module (it uses
+    none; its warning deferral is symbolic/notices.py)."""
+    p = memsym(["estimate", "--mbs", "3", "--json"], tmp_path / "cache", importtime=True)
+    assert p.returncode == 0
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines() if "|" in line}
+    assert "derivations.evaluate" in loaded and not loaded & {"symbolic.cache", "sympy"}
