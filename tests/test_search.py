@@ -347,3 +347,19 @@ def test_committed_search_kernels_are_the_generated_ones():
     from derivations import generate
     for name, src in generate.search_kernels().items():
         assert (generate.OUT / name).read_text() == src, name
+
+
+def test_search_under_a_recipe_keeps_what_was_typed(capsys):
+    """--recipe gives its sequence, micro-batch size, ZeRO stage and recompute policy where the command line
+    typed none (it crashed: the recipe's scalars were iterated as lists); a typed --seq / --mbs wins."""
+    from memsym import cli
+    assert cli.main(["search", "--gpus", "256", "--hbm", "80GiB", "--recipe", "paper", "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    rows = one["rows"]
+    assert rows and {(r["seq"], r["mbs"], r["zero"], r["recompute"]) for r in rows} == {(4096, 1, 0, "none")}
+    assert cli.main(["search", "--gpus", "256", "--hbm", "80GiB", "--recipe", "paper", "--seq", "2048",
+                     "--mbs", "1,2", "--json"]) == 0
+    two = json.loads(capsys.readouterr().out)
+    assert {r["seq"] for r in two["rows"]} == {2048} and {r["mbs"] for r in two["rows"]} <= {1, 2}
+    assert two["counts"]["considered"] == 2 * one["counts"]["considered"]  # both micro-batch sizes tried
+    assert cli.main(["search", "--gpus", "64", "--hbm", "80GiB", "--recipe", "deepseek-v3"]) == 0

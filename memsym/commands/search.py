@@ -46,13 +46,13 @@ def add_parser(sub):
     g.add_argument("--gpus-per-node", type=common.positive_int, default=8, metavar="N",
                    help="GPUs per node (default 8): tensor-parallel groups, TP and ETP, stay inside a node (each "
                         "divides N); layouts with TP or ETP across nodes are rejected and counted")
-    p.add_argument("--mbs", type=common.int_list, default=(1, 2, 4), metavar="B,B,...",
+    p.add_argument("--mbs", type=common.int_list, action=common._Explicit, default=(1, 2, 4), metavar="B,B,...",
                    help="micro-batch sizes to try (default 1,2,4: Table 9)")
-    p.add_argument("--seq", type=common.int_list, default=(4096,), metavar="S,S,...",
+    p.add_argument("--seq", type=common.int_list, action=common._Explicit, default=(4096,), metavar="S,S,...",
                    help="sequence lengths to try (default 4096: Table 9)")
-    p.add_argument("--zero", type=common.int_list, default=(0, 1, 2, 3), metavar="Z,Z,...",
+    p.add_argument("--zero", type=common.int_list, action=common._Explicit, default=(0, 1, 2, 3), metavar="Z,Z,...",
                    help="ZeRO stages to try (default 0,1,2,3)")
-    p.add_argument("--recompute", default=None, metavar="POLICY,...",
+    p.add_argument("--recompute", default=None, action=common._Explicit, metavar="POLICY,...",
                    help="recomputation policies to try (default: every policy with an activation term: none, full, ...)")
     p.add_argument("--overheads", choices=["high", "low", "none"], default="high",
                    help="end of the Sec. 6 ranges: high (30%% fragmentation, 2 GiB buffers; default, conservative), "
@@ -74,19 +74,21 @@ def add_parser(sub):
 
 
 def _apply_recipe(args) -> None:
-    """--recipe: its schedule options and training choices where the command line left the defaults."""
+    """--recipe, as the command line resolved it (memsym/commands/common.py: finish; typed options win): the
+    recipe's one sequence length, micro-batch size and ZeRO stage become the lists searched, its recompute
+    policy the one tried when it recomputes no named operator (else every policy), and its micro-batches
+    give way to --global-batch."""
     if not args.recipe:
         return
-    o = RECIPES[args.recipe].options
-    for k in ("schedule", "microbatches", "vpp"):
-        if getattr(args, k) is None and not (k == "microbatches" and args.global_batch is not None):
-            setattr(args, k, o.get(k))
-    defaults = {"seq": (4096,), "mbs": (1, 2, 4), "zero": (0, 1, 2, 3)}
-    for k, d in defaults.items():
-        if tuple(getattr(args, k)) == d:
-            setattr(args, k, (o[k],))
-    if args.recompute is None and not o["recompute"][1]:
-        args.recompute = o["recompute"][0]
+    typed = common.explicit(args)
+    for k in ("seq", "mbs", "zero"):
+        if not isinstance(getattr(args, k), (tuple, list)):
+            setattr(args, k, (getattr(args, k),))
+    if isinstance(args.recompute, tuple):  # the recipe's (policy, operators)
+        policy, ops = args.recompute
+        args.recompute = None if ops else policy
+    if args.global_batch is not None and "microbatches" not in typed:
+        args.microbatches = None
 
 
 def _search(args, rows=None):
