@@ -402,8 +402,9 @@ def tables() -> Dict[str, Dict]:
     return out
 
 
-def search_kernels() -> Dict[str, str]:
-    """{file name: source} of the search's kernels, one module per model structure
+def search_kernels() -> Tuple[Dict[str, str], Dict[str, str]]:
+    """({file name: source}, {structure key: module name}) of the search's kernels, one module per distinct
+    kernel of the model structures
     (derivations/analyses/kernelgen.py): the terms of every (ZeRO stage, named recomputation policy)
     choice of the default training (what ``memsym search`` evaluates), derived symbols expanded."""
     from types import SimpleNamespace
@@ -411,7 +412,7 @@ def search_kernels() -> Dict[str, str]:
     from derivations.analyses import kernelgen
     from derivations.assembly import totals
     rows = [nt.SYMBOLS[name] for name in kernelgen.ROWS]
-    out = {}
+    bodies: Dict[tuple, List[str]] = {}
     for s in STRUCTURES:
         model = SimpleNamespace(structure=s, q_lora=s[0])  # the choices and terms read only the structure
         choices = totals.choices(model)
@@ -420,18 +421,22 @@ def search_kernels() -> Dict[str, str]:
         if any(x.name in by_row for e in terms.values() for x in e.free_symbols):
             raise ValueError("a search term holds a non-polynomial function of a row symbol: the kernels "
                              "are polynomials in the rows")
-        key = structure_key(s)
-        out[f"{FAMILY}_search_{key}.py"] = kernelgen.module_source(FAMILY, key, kernelgen.groups_of(choices, terms),
-                                                                   rows)
-    return out
+        body = tuple(kernelgen.module_body(kernelgen.groups_of(choices, terms), rows))
+        bodies.setdefault(body, []).append(structure_key(s))
+    files = {f"{FAMILY}_search_{keys[0]}.py": kernelgen.module_source(FAMILY, keys, body)
+             for body, keys in bodies.items()}
+    index = {k: f"{FAMILY}_search_{keys[0]}" for keys in bodies.values() for k in keys}
+    return files, dict(sorted(index.items()))
 
 
 def outputs() -> Dict[Path, bytes]:
     files = {OUT / name: json.dumps(data, sort_keys=True, separators=(",", ":")).encode() + b"\n"
              for name, data in tables().items()}
-    files.update({OUT / name: src.encode() for name, src in search_kernels().items()})
+    kernels, index = search_kernels()
+    files.update({OUT / name: src.encode() for name, src in kernels.items()})
     files[OUT / f"{FAMILY}.py"] = python_module().encode()
-    files[OUT / "__init__.py"] = INIT.encode()
+    files[OUT / "__init__.py"] = (INIT + f"\n#: {{structure: module of its search kernels}}\nSEARCH_KERNELS = "
+                                  f"{index!r}\n").encode()
     return files
 
 
@@ -441,7 +446,8 @@ INIT = '''"""Evaluators generated from the terms (``python -m derivations.genera
 tables; ``<family>.py`` the few non-polynomial symbols, the schedules' in-flight counts and the
 per-device assembly.
 :mod:`derivations.evaluate` reads them without sympy.  ``<family>_search_<structure>.py`` are the
-search's numpy kernels (:mod:`derivations.analyses.kernels` runs them, without sympy)."""
+search's numpy kernels (:mod:`derivations.analyses.kernels` runs them, without sympy); structures with
+equal kernels share one module (``SEARCH_KERNELS``)."""
 '''
 
 

@@ -21,6 +21,7 @@ from derivations import config as cfg
 from derivations import evaluate as ev
 from derivations.assembly.sides import device_component_ids
 from derivations.config.values import named
+from derivations.generated import SEARCH_KERNELS
 
 FAMILY = ev.FAMILY
 
@@ -41,7 +42,7 @@ def choices(model, zeros=(0, 1, 2, 3), recompute=None) -> Dict[Tuple[int, str], 
 
 def module(model):
     """The generated kernels of ``model``'s structure (q_lora, routing_bias, tied)."""
-    return import_module(f"derivations.generated.{FAMILY}_search_{ev.structure_key(model.structure)}")
+    return import_module(f"derivations.generated.{SEARCH_KERNELS[ev.structure_key(model.structure)]}")
 
 
 @lru_cache(maxsize=64)

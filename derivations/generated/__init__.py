@@ -4,4 +4,8 @@
 tables; ``<family>.py`` the few non-polynomial symbols, the schedules' in-flight counts and the
 per-device assembly.
 :mod:`derivations.evaluate` reads them without sympy.  ``<family>_search_<structure>.py`` are the
-search's numpy kernels (:mod:`derivations.analyses.kernels` runs them, without sympy)."""
+search's numpy kernels (:mod:`derivations.analyses.kernels` runs them, without sympy); structures with
+equal kernels share one module (``SEARCH_KERNELS``)."""
+
+#: {structure: module of its search kernels}
+SEARCH_KERNELS = {'q0b0t0': 'deepseek_search_q0b1t0', 'q0b0t1': 'deepseek_search_q0b1t1', 'q0b1t0': 'deepseek_search_q0b1t0', 'q0b1t1': 'deepseek_search_q0b1t1', 'q1b0t0': 'deepseek_search_q1b1t0', 'q1b0t1': 'deepseek_search_q1b1t1', 'q1b1t0': 'deepseek_search_q1b1t0', 'q1b1t1': 'deepseek_search_q1b1t1'}
