@@ -6,7 +6,7 @@ import sys
 from fractions import Fraction
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from derivations import config as cfg
 from derivations.analyses import fit, roots
@@ -49,6 +49,9 @@ def _brute(a2, a1, rest, step):
        st.integers(1, 7))
 def test_integer_is_the_largest_fitting_multiple(a2, a1, rest, den, step):
     """The exact floor of the largest root (math.isqrt) is the largest multiple that fits, quadratic or linear."""
+    # fit's domain: either the model states fit (rest <= 0) or the activations grow with x (a1 >= 0); with
+    # rest > 0 and a1 < 0 the fitting multiples need not start at 0, and the walk below would stop early
+    assume(rest <= 0 or a1 >= 0)
     A = {2: Fraction(a2, den), 1: Fraction(a1, den)}
     A = {k: v for k, v in A.items() if v}
     got = roots.integer(Fraction(rest, den), A, Fraction(0), 0, 0, step)
