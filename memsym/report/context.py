@@ -25,36 +25,6 @@ DISPLAY_ROLES = ("parallel", "bytes")
 STAGE_ROLE = "stage"
 
 
-class _NotRational(Exception):
-    """An expression :func:`_rational` leaves to :func:`symbolic.numeric.exact`."""
-
-
-def _rational(e, subs: Dict):
-    """The exact value (int or Fraction) at ``subs`` (numbers) of a sum of products of integer powers
-    of symbols and rationals, read off the tree: what ``symbolic.numeric.exact`` gives, without
-    building the substituted sympy expression (three times faster).  Anything else raises
-    (:class:`_NotRational`; KeyError: a symbol unset; ZeroDivisionError)."""
-    if e.is_Symbol:
-        v = subs[e]
-        if type(v) is int or type(v) is Fraction:
-            return v
-        if isinstance(v, sp.Rational):
-            return int(v.p) if v.q == 1 else Fraction(int(v.p), int(v.q))
-        raise _NotRational(e)
-    if e.is_Rational:
-        return int(e.p) if e.q == 1 else Fraction(int(e.p), int(e.q))
-    if e.is_Add or e.is_Mul:
-        add = e.is_Add
-        out = 0 if add else 1
-        for a in e.args:
-            out = out + _rational(a, subs) if add else out * _rational(a, subs)
-        return out
-    if e.is_Pow and e.exp.is_Integer:
-        base, k = _rational(e.base, subs), int(e.exp.p)
-        return base ** k if k >= 0 else Fraction(1) / base ** -k
-    raise _NotRational(e)
-
-
 @dataclass
 class Context:
     """One configuration: the model, the layout, the training settings and the stage."""
@@ -156,12 +126,12 @@ class Context:
         """Exact value at this configuration (or at ``subs``), None when a symbol is unset."""
         subs = self.subs if subs is None else subs
         expr = getattr(term_or_expr, "base_expr", None)
-        try:
-            return Fraction(_rational(nt.expand_derived(term_or_expr) if expr is None else expr, subs))
-        except (_NotRational, KeyError, ZeroDivisionError):
-            pass  # a symbol unset, a division by zero, a function: sympy's exact says what
         # lazy: modules this module's importers do not need (loaded only on this path)
-        from symbolic.numeric import exact
+        from symbolic.numeric import exact, rational
+        if expr is not None:  # a term's expression as built (its derived symbols are in subs)
+            value = rational(expr, subs)
+            if value is not None:
+                return value
         try:
             return exact(term_or_expr, subs)
         except cfg.ConfigError:
