@@ -19,7 +19,8 @@ from derivations.config.switches import CONVENTION_SWITCHES, Conventions
 
 def test_the_deepseek_family_is_what_the_config_reader_reads():
     fam = families.get("deepseek")
-    assert fam.model_types == hfconfig.MODEL_TYPES == ("deepseek_v2", "deepseek_v3", "kimi_k2")
+    assert fam.model_types == families.model_types() == ("deepseek_v2", "deepseek_v3", "kimi_k2")
+    assert fam.module("config").ModelSpec is ModelSpec and ModelSpec.family == "deepseek"
     assert families.for_model_type("kimi_k2") is fam and families.for_model_type("llama") is None
     spec_fields = {f.name for f in dataclasses.fields(ModelSpec)}
     assert {attr for _, attr, _ in fam.dimensions} <= spec_fields
@@ -49,10 +50,10 @@ def test_a_family_is_a_package_with_its_declaration(tmp_path, monkeypatch):
     pkg.mkdir()
     (pkg / "__init__.py").write_text(textwrap.dedent('''
         from derivations.families import Family
-        FAMILY = Family(name="toy", title="GQA + SwiGLU", model_types=("toy_gqa",),
+        FAMILY = Family(name="toy", title="GQA + SwiGLU", short="GQA + SwiGLU", model_types=("toy_gqa",),
                         dimensions=(("hidden_size", "h", "hidden size h"),), topk_methods=(),
                         kinds=("gqa", "dense", "head"), parameters="toyfamily.parameters",
-                        activations="toyfamily.activations", flags=("tied",))
+                        activations="toyfamily.activations", config="toyfamily.config", flags=("tied",))
     '''))
     (pkg / "parameters.py").write_text(textwrap.dedent('''
         import sympy as sp

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from derivations.config import limits as L
-from derivations.config.hfconfig import _DIMENSIONS
+from derivations.families.deepseek import DIMENSIONS as _DIMENSIONS
 from derivations.config.presets import preset_path
 
 #: The page's text fields in the order the page reads them (the command line's argv is built in this

@@ -1,22 +1,17 @@
-"""Hugging Face ``config.json`` of the DeepseekV2/DeepseekV3 architecture -> :class:`ModelSpec`.
+"""A Hugging Face ``config.json`` read as bounded data and handed to the family that reads its ``model_type``.
 
 The file is read as JSON data only: nothing is imported, executed or downloaded
-(``trust_remote_code`` never enters).  Fields map onto the paper's notation (Table 1;
-the released configs in ``derivations/models/``):
-
-  hidden_size h, intermediate_size h_F, moe_intermediate_size h_E, num_hidden_layers l,
-  num_attention_heads n_h, q_lora_rank d_c' (null: no query compression, one W^Q of
-  n_h (d_h + d_h^R) x h and no query norm), kv_lora_rank d_c, qk_nope_head_dim d_h,
-  qk_rope_head_dim d_h^R, v_head_dim d_v, n_routed_experts N, n_shared_experts N_s,
-  num_experts_per_tok N_r, vocab_size v, num_nextn_predict_layers D (MTP modules),
-  first_k_dense_replace and moe_layer_freq (which layers are MoE), topk_method (noaux_tc
-  keeps a routing bias of N per MoE layer), tie_word_embeddings,
-  quantization_config.weight_block_size (FP8 block scales; storage only).
+(``trust_remote_code`` never enters): at most CONFIG_BYTES bytes, bounded nesting and number
+digits (symbolic/jsonfile.py).  :func:`from_dict` finds the family (derivations/families/) whose
+``model_types`` hold the file's ``model_type`` and calls its ``config.from_fields`` with
+:class:`Fields`, the checks of one field (types, ranges, the limits of derivations/config/limits.py);
+the DeepSeek family's mapping onto the paper's notation (Table 1) is
+derivations/families/deepseek/config.py.
 
 Any problem raises :class:`~symbolic.errors.ConfigError` whose message names the file and
 the field; the CLI prints it on one line and exits 2.
 
-:func:`checkpoint_tensors` lists the tensors of the released checkpoint by their Hugging
+:func:`checkpoint_tensors` lists the tensors of a released DeepSeek checkpoint by their Hugging
 Face names and shapes: an inventory independent of the symbolic terms (the tests check
 that both count the same weights) that also gives what the model page counts: the MTP
 module's own copies of the embedding and head and the FP8 scale tensors.
@@ -31,12 +26,9 @@ from symbolic.errors import ConfigError
 
 from derivations.config.limits import CONFIG_BYTES, CONFIG_DEPTH, CONFIG_DIGITS, FIELDS
 from derivations.config.model import ModelSpec
-from derivations.families.deepseek import FAMILY as DEEPSEEK
+from derivations import families
 import hashlib
 
-#: The DeepSeek family's mapping (derivations/families/deepseek/__init__.py): model_type values,
-#: topk_method values, and config field -> (ModelSpec attribute, meaning) of its dimensions.
-MODEL_TYPES, TOPK_METHODS, _DIMENSIONS = DEEPSEEK.model_types, DEEPSEEK.topk_methods, DEEPSEEK.dimensions
 MAX_BYTES = CONFIG_BYTES  # a config.json is a few KiB; refuse to read anything absurd
 
 
@@ -93,66 +85,47 @@ def _parse_json(raw: bytes, path: str) -> Dict:
     return jsonfile.parse(raw, path, BOUNDS, _err)
 
 
-def shape_name(model_type: str, dims: Mapping) -> str:
-    """The name of a model read from a file, from what it is (never from the file's name, so the
-    same content under two names gives the same output): ``deepseek_v3 (h 7168, 61 layers, 256
-    experts)``.  A file equal to a preset is called by the preset's name (:func:`derivations.presets.load_model`)."""
-    return f"{model_type} (h {dims['h']}, {dims['l']} layers, {dims['N']} experts)"
+class Fields:
+    """The fields of one parsed config.json, each checked as it is read (what a family's reader is handed:
+    derivations/families/<family>/config.py ``from_fields``); every error names the file and the field."""
+
+    type_name, shown = staticmethod(_type_name), staticmethod(_shown)
+
+    def __init__(self, data: Mapping, path: str):
+        self.data, self.path = data, path
+
+    def err(self, field: str, message: str) -> ConfigError:
+        return _err(self.path, field, message)
+
+    def int(self, field: str, meaning: str, minimum: int = 1, default=None, required=True):
+        """The integer ``field`` (at least ``minimum``, at most its limit in derivations/config/limits.py)."""
+        return _int(self.data, self.path, field, meaning, minimum, default, required)
+
+    def fp8_block(self) -> Optional[Tuple[int, int]]:
+        """quantization_config.weight_block_size of an FP8 block-quantised release, or None."""
+        return _fp8_block(self.data, self.path)
+
+
+def _covered() -> str:
+    return "; ".join(f"{f.short}: {', '.join(f.model_types)}" for f in families.all())
 
 
 def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
-              source: Optional[str] = None) -> ModelSpec:
-    """Map a parsed config.json onto a :class:`ModelSpec`, validating every field it uses.
+              source: Optional[str] = None):
+    """Map a parsed config.json onto the model of the family that reads its ``model_type``
+    (derivations/families/<family>/config.py ``from_fields``), validating every field it uses.
 
     ``source`` (default ``path``) records where the model came from (``"preset"`` for the
-    presets of :mod:`derivations.presets`)."""
+    presets of :mod:`derivations.config.presets`)."""
     mt = data.get("model_type")
     if mt is None:
         raise _err(path, "model_type", f"required field 'model_type' is missing (memsym covers "
-                                       f"{', '.join(MODEL_TYPES)})")
-    if mt not in MODEL_TYPES:
+                                       f"{', '.join(families.model_types())})")
+    family = families.for_model_type(mt) if isinstance(mt, str) else None
+    if family is None:
         raise _err(path, "model_type", f"model_type {_shown(mt)} is not an architecture memsym covers "
-                                       f"(MLA + MoE: {', '.join(MODEL_TYPES)})")
-    dims = {attr: _int(data, path, field, meaning) for field, attr, meaning in _DIMENSIONS}
-
-    if "q_lora_rank" not in data:
-        raise _err(path, "q_lora_rank", "required field 'q_lora_rank' (query compression rank d_c') is missing; "
-                                        "write null for a model without query compression")
-    d_cq = None if data["q_lora_rank"] is None else _int(data, path, "q_lora_rank", "query compression rank d_c'")
-
-    n_shared = data.get("n_shared_experts")  # HF: null or absent = no shared experts
-    N_s = 0 if n_shared is None else _int(data, path, "n_shared_experts", "shared experts N_s", minimum=0)
-    first_k = _int(data, path, "first_k_dense_replace", "leading dense layers", minimum=0)
-    freq = _int(data, path, "moe_layer_freq", "MoE layer frequency", default=1, required=False)
-    mtp = _int(data, path, "num_nextn_predict_layers", "MTP modules D", minimum=0, default=0, required=False)
-
-    default_topk = "noaux_tc" if mt in ("deepseek_v3", "kimi_k2") else "greedy"
-    topk = data.get("topk_method", default_topk)
-    if not isinstance(topk, str) or topk not in TOPK_METHODS:
-        raise _err(path, "topk_method", f"field 'topk_method' must be one of {', '.join(TOPK_METHODS)}, "
-                                        f"got {_type_name(topk)} {_shown(topk)}")
-    n_group = _int(data, path, "n_group", "expert groups n_g", default=1, required=False)
-    topk_group = _int(data, path, "topk_group", "expert groups kept k_g", default=1, required=False)
-    tied = data.get("tie_word_embeddings", False)
-    if not isinstance(tied, bool):
-        raise _err(path, "tie_word_embeddings", f"field 'tie_word_embeddings' must be true or false, "
-                                                f"got {_type_name(tied)} {_shown(tied)}")
-    for flag in ("attention_bias", "mlp_bias"):
-        val = data.get(flag, False)
-        if val is not False and val is not None:
-            raise _err(path, flag, f"field {flag!r} = {_shown(val)}: projection biases are not covered "
-                                   f"(DeepSeek checkpoints have none)")
-
-    if dims["N_r"] > dims["N"]:
-        raise _err(path, "num_experts_per_tok", f"num_experts_per_tok={dims['N_r']} exceeds "
-                                                f"n_routed_experts={dims['N']}")
-    if first_k > dims["l"]:
-        raise _err(path, "first_k_dense_replace", f"first_k_dense_replace={first_k} exceeds "
-                                                  f"num_hidden_layers={dims['l']}")
-    return ModelSpec(name=name or shape_name(mt, dims), d_cq=d_cq, N_s=N_s, first_k_dense=first_k,
-                     moe_layer_freq=freq, topk_method=topk, tie_word_embeddings=tied, mtp_layers=mtp,
-                     fp8_block=_fp8_block(data, path), source=str(path) if source is None else source,
-                     n_group=n_group, topk_group=topk_group, **dims)
+                                       f"({_covered()})")
+    return family.module("config").from_fields(Fields(data, path), name, source)
 
 
 def _fp8_block(data: Mapping, path: str) -> Optional[Tuple[int, int]]:

@@ -18,7 +18,7 @@ from symbolic.errors import ConfigError
 
 from derivations.config.hfconfig import ConfigFile, from_dict, from_hf_config, read_config, read_json
 from derivations.config.model import ModelSpec
-from .hfconfig import shape_name
+from derivations import families
 
 #: The preset names, in the order they are listed (the released Hugging Face configs, ``derivations/models/``).
 PRESET_NAMES = ("deepseek-v3", "deepseek-v2", "deepseek-v2-lite")
@@ -108,22 +108,14 @@ def checked(spec: ModelSpec) -> ModelSpec:
     the field), and named by what it is when it carries a preset's name but not the preset's dimensions."""
     if not isinstance(spec.name, str) or not isinstance(spec.source, str):
         raise ConfigError("model", f"ModelSpec name and source must be text, got {spec.name!r}, {spec.source!r}")
-    data = {"model_type": "deepseek_v3", "hidden_size": spec.h, "intermediate_size": spec.h_F,
-            "moe_intermediate_size": spec.h_E, "num_hidden_layers": spec.l, "num_attention_heads": spec.n_h,
-            "kv_lora_rank": spec.d_c, "qk_nope_head_dim": spec.d_h, "qk_rope_head_dim": spec.d_hr,
-            "v_head_dim": spec.d_v, "n_routed_experts": spec.N, "num_experts_per_tok": spec.N_r, "vocab_size": spec.v,
-            "q_lora_rank": spec.d_cq, "n_shared_experts": spec.N_s, "first_k_dense_replace": spec.first_k_dense,
-            "moe_layer_freq": spec.moe_layer_freq, "num_nextn_predict_layers": spec.mtp_layers,
-            "topk_method": spec.topk_method, "n_group": spec.n_group, "topk_group": spec.topk_group,
-            "tie_word_embeddings": spec.tie_word_embeddings}
-    if spec.fp8_block is not None:
-        block = spec.fp8_block
-        if not isinstance(block, tuple):
-            raise ConfigError("model", f"ModelSpec.fp8_block must be a tuple of two integers or None, got {block!r}")
-        data["quantization_config"] = {"quant_method": "fp8", "weight_block_size": list(block)}
+    family = families.find(getattr(spec, "family", None))
+    if family is None:
+        raise ConfigError("model", f"not a model of a family memsym covers: {spec!r}")
+    reader = family.module("config")
+    data = reader.fields_of(spec)
     rebuilt = from_dict(data, "ModelSpec", spec.name, spec.source)
-    if rebuilt != spec or (rebuilt.n_group, rebuilt.topk_group) != (spec.n_group, spec.topk_group):
+    if rebuilt != spec or reader.fields_of(rebuilt) != data:
         raise ConfigError("model", f"ModelSpec fields are not those of a model memsym reads: {spec!r}")
     if spec.name in PRESETS and named(replace(spec, name="")).name != spec.name:
-        return replace(spec, name=shape_name("deepseek", spec.named()), source="python")
+        return replace(spec, name=reader.shape_name(spec.family, spec.named()), source="python")
     return spec

@@ -40,24 +40,29 @@ class Kind:
 class Family:
     """One model family, declared as data.
 
-    name: the family's package under derivations/families/; title: how the report names it;
+    name: the family's package under derivations/families/; title: how the report names it; short: its
+    architecture in a few words (``MLA + MoE``: what an error lists beside its model_types);
     model_types: the Hugging Face ``model_type`` values read as this family; dimensions: (config field,
     ModelSpec attribute, meaning) of each required positive integer; topk_methods: the router's
     ``topk_method`` values the modelling code accepts; kinds: the kinds of sublayer with a tensor list,
     the attention's first; layer_terms: the kinds with activation terms of their own (:class:`Kind`);
     layer: the kinds one transformer layer of the largest kind holds (``act.layer``: MLA + MoE); parameters / activations: the modules (sympy) of its terms and tensor lists;
+    config: the module (no sympy) of its model
+    spec, ``from_fields`` (a config.json's fields -> spec), ``fields_of`` (the inverse) and ``shape_name``;
     flags: the names of a model's structure (ModelSpec.structure, in order), which decide which terms
     exist; each section's ``terms(registry, family, flags)`` reads the flags it needs by name.
     """
 
     name: str
     title: str
+    short: str
     model_types: Tuple[str, ...]
     dimensions: Tuple[Tuple[str, str, str], ...]
     topk_methods: Tuple[str, ...]
     kinds: Tuple[str, ...]
     parameters: str
     activations: str
+    config: str
     layer_terms: Tuple[Kind, ...] = ()
     layer: Tuple[str, ...] = ()
     flags: Tuple[str, ...] = ("q_lora", "routing_bias", "tied")
@@ -68,7 +73,8 @@ class Family:
         return self.kinds[0]
 
     def module(self, part: str):
-        """The family's ``parameters`` or ``activations`` module (imported on first use: it needs sympy)."""
+        """The family's ``config``, ``parameters`` or ``activations`` module (imported on first use; the
+        last two need sympy)."""
         return importlib.import_module(getattr(self, part))
 
 
@@ -98,6 +104,18 @@ def get(name: str) -> Family:
     """The family called ``name``."""
     _load()
     return _REGISTRY[name]
+
+
+def find(name) -> Optional[Family]:
+    """The family called ``name``, or None."""
+    _load()
+    return _REGISTRY.get(name) if isinstance(name, str) else None
+
+
+def all() -> Tuple[Family, ...]:  # noqa: A001 (families.all(), read as a sentence)
+    """Every family, in registration order (DeepSeek's first)."""
+    _load()
+    return tuple(_REGISTRY.values())
 
 
 def for_model_type(model_type: str):

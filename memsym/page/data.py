@@ -31,9 +31,13 @@ from derivations import config as cfg
 from derivations import variant
 
 from .codegen import js, mathml, symbols_of
-from derivations.config import hfconfig, limits as L
+from derivations.config import limits as L
+from derivations.families import get as _family
 from derivations.notation import EXTENSION_DEFAULTS, M_buf, PAPER_BYTES, f_frag
 from derivations.config.presets import PRESET_NAMES, preset_path
+
+#: The family the page reads configs of (its JavaScript reader maps DeepSeek's fields: templates/page/).
+DEEPSEEK = _family("deepseek")
 
 RC = ("none", "selective", "full", "custom")
 
@@ -277,8 +281,8 @@ def options() -> Dict:
         # the presets' config.json text, read by the page's own reader (as a pasted config.json)
         "presets": {n: _read_text(preset_path(n)) for n in PRESET_NAMES},
         "default_model": cfg.DEFAULT_MODEL,
-        "model_types": list(hfconfig.MODEL_TYPES), "topk_methods": list(hfconfig.TOPK_METHODS),
-        "dimensions": [list(d) for d in hfconfig._DIMENSIONS],
+        "model_types": list(DEEPSEEK.model_types), "topk_methods": list(DEEPSEEK.topk_methods),
+        "dimensions": [list(d) for d in DEEPSEEK.dimensions],
         "layout": {"dp": lay.dp, "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "etp": lay.etp, "cp": lay.cp},
         "training": {"mbs": tr.mbs, "seq": tr.seq, "zero": tr.zero, "recompute": tr.recompute,
                      "attention": tr.attention, "imbalance": _q(tr.imbalance)},

@@ -44,7 +44,8 @@ LAYER_TERMS = (
 )
 
 FAMILY = Family(
-    name="deepseek", title="DeepSeek-V2/V3 (MLA + DeepSeekMoE)", model_types=MODEL_TYPES, dimensions=DIMENSIONS,
+    name="deepseek", title="DeepSeek-V2/V3 (MLA + DeepSeekMoE)", short="MLA + MoE", model_types=MODEL_TYPES, dimensions=DIMENSIONS,
     topk_methods=TOPK_METHODS, kinds=("mla", "moe", "dense", "head", "mtp"),
     parameters="derivations.families.deepseek.parameters", activations="derivations.families.deepseek.activations",
+    config="derivations.families.deepseek.config",
     layer_terms=LAYER_TERMS, layer=("mla", "moe"))

@@ -1,0 +1,187 @@
+"""The DeepSeek family's model: :class:`ModelSpec` (the paper's Table 1 notation) and the mapping of a
+Hugging Face config.json of the DeepseekV2/V3 modelling code onto it (:func:`from_fields`).
+
+The fields (transformers models/deepseek_v3/configuration_deepseek_v3.py, DeepseekV3Config):
+
+  hidden_size h, intermediate_size h_F, moe_intermediate_size h_E, num_hidden_layers l,
+  num_attention_heads n_h, q_lora_rank d_c' (null: no query compression, one W^Q of
+  n_h (d_h + d_h^R) x h and no query norm), kv_lora_rank d_c, qk_nope_head_dim d_h,
+  qk_rope_head_dim d_h^R, v_head_dim d_v, n_routed_experts N, n_shared_experts N_s,
+  num_experts_per_tok N_r, vocab_size v, num_nextn_predict_layers D (MTP modules),
+  first_k_dense_replace and moe_layer_freq (which layers are MoE), topk_method (noaux_tc
+  keeps a routing bias of N per MoE layer), tie_word_embeddings,
+  quantization_config.weight_block_size (FP8 block scales; storage only).
+
+The bounded reading of the file and the checks of one field are derivations/config/hfconfig.py's
+(:class:`~derivations.config.hfconfig.Fields`), handed in: a family imports no configuration module.
+No sympy here (reading a config stays free of it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Dict, List, Mapping, Optional, Tuple
+
+from symbolic.errors import ConfigError
+
+from derivations.families.deepseek import DIMENSIONS, FAMILY
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A DeepSeek-family model in the paper's notation (Table 1; the released configs in ``derivations/models/``).
+
+    ``d_cq`` is None for models without query compression (DeepSeek-v2-Lite): queries
+    are then one matrix W^Q of shape n_h (d_h + d_hr) x h and there is no query norm.
+    ``mtp_layers`` is D, the multi-token-prediction modules of the checkpoint (HF
+    num_nextn_predict_layers; not counted by the paper).  ``fp8_block`` is the block of
+    one FP32 scale in an FP8 block-quantised release (HF quantization_config
+    weight_block_size, (128, 128) for DeepSeek-v3): storage only, scales are not weights.
+    A Hugging Face config.json becomes a ModelSpec through :mod:`derivations.config.hfconfig`.
+    """
+
+    name: str
+    h: int
+    h_F: int
+    h_E: int
+    l: int
+    n_h: int
+    d_cq: Optional[int]
+    d_c: int
+    d_h: int
+    d_hr: int
+    d_v: int
+    N: int
+    N_s: int
+    N_r: int
+    v: int
+    first_k_dense: int
+    moe_layer_freq: int = 1
+    topk_method: str = "greedy"
+    tie_word_embeddings: bool = False
+    mtp_layers: int = 0
+    fp8_block: Optional[Tuple[int, int]] = None
+    source: str = "preset"
+    # group-limited routing (HF n_group, topk_group): only transformers' router tensors depend on them, so
+    # they take no part in a model's identity (the dimensions the paper's Table 1 names)
+    n_group: int = field(default=1, compare=False)
+    topk_group: int = field(default=1, compare=False)
+
+    #: The family whose terms describe this model (derivations/families/deepseek).
+    family = FAMILY.name
+
+    # -- structure -----------------------------------------------------------------
+    @property
+    def q_lora(self) -> bool:
+        return self.d_cq is not None
+
+    @property
+    def routing_bias(self) -> bool:
+        """noaux_tc routing keeps a per-expert score-correction bias (N per MoE layer)."""
+        return self.topk_method == "noaux_tc"
+
+    @property
+    def structure(self) -> Tuple:
+        """What decides the *shape* of the terms (the dimensions stay symbols): FAMILY.flags, in order."""
+        return (self.q_lora, self.routing_bias, self.tie_word_embeddings)
+
+    def is_moe_layer(self, i: int) -> bool:
+        """HF DeepseekV2/V3 rule: MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0."""
+        return i >= self.first_k_dense and i % self.moe_layer_freq == 0
+
+    def layer_kinds(self) -> List[str]:
+        """'moe' or 'dense' for each layer (a new list; computed once per model: a stage split asks often)."""
+        return list(_layer_kinds(self.l, self.first_k_dense, self.moe_layer_freq))
+
+    def named(self) -> Dict[str, int]:
+        """{symbol name: value} of the model's symbols (derivations/notation.py)."""
+        out = {"h": self.h, "h_F": self.h_F, "h_E": self.h_E, "l": self.l, "n_h": self.n_h, "d_c": self.d_c,
+               "d_h": self.d_h, "d_hr": self.d_hr, "d_v": self.d_v, "N": self.N, "N_s": self.N_s, "N_r": self.N_r,
+               "v": self.v, "D": self.mtp_layers, "n_g": self.n_group, "k_g": self.topk_group}
+        if self.d_cq is not None:
+            out["d_cq"] = self.d_cq
+        return out
+
+    def values(self) -> Dict:
+        """Substitution for the model's symbols (keyed by sympy symbols: imports sympy)."""
+        # lazy: sympy's symbols, for the symbolic side only (reading a config needs none)
+        from derivations.notation import SYMBOLS
+        return {SYMBOLS[k]: x for k, x in self.named().items()}
+
+
+@lru_cache(maxsize=64)
+def _layer_kinds(layers: int, first_k_dense: int, freq: int) -> Tuple[str, ...]:
+    return tuple("moe" if i >= first_k_dense and i % freq == 0 else "dense" for i in range(layers))
+
+
+def shape_name(model_type: str, dims: Mapping) -> str:
+    """The name of a model read from a file, from what it is (never from the file's name, so the
+    same content under two names gives the same output): ``deepseek_v3 (h 7168, 61 layers, 256
+    experts)``.  A file equal to a preset is called by the preset's name (derivations/config/presets.py)."""
+    return f"{model_type} (h {dims['h']}, {dims['l']} layers, {dims['N']} experts)"
+
+
+def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> ModelSpec:
+    """The :class:`ModelSpec` of a parsed config.json, every field it uses validated through ``f`` (a
+    derivations.config.hfconfig.Fields: ``f.int``, ``f.err``, ``f.shown``, ``f.type_name``, ``f.fp8_block``)."""
+    data, mt = f.data, f.data["model_type"]
+    dims = {attr: f.int(name_, meaning) for name_, attr, meaning in DIMENSIONS}
+
+    if "q_lora_rank" not in data:
+        raise f.err("q_lora_rank", "required field 'q_lora_rank' (query compression rank d_c') is missing; "
+                                   "write null for a model without query compression")
+    d_cq = None if data["q_lora_rank"] is None else f.int("q_lora_rank", "query compression rank d_c'")
+
+    n_shared = data.get("n_shared_experts")  # HF: null or absent = no shared experts
+    N_s = 0 if n_shared is None else f.int("n_shared_experts", "shared experts N_s", minimum=0)
+    first_k = f.int("first_k_dense_replace", "leading dense layers", minimum=0)
+    freq = f.int("moe_layer_freq", "MoE layer frequency", default=1, required=False)
+    mtp = f.int("num_nextn_predict_layers", "MTP modules D", minimum=0, default=0, required=False)
+
+    default_topk = "noaux_tc" if mt in ("deepseek_v3", "kimi_k2") else "greedy"
+    topk = data.get("topk_method", default_topk)
+    methods = FAMILY.topk_methods
+    if not isinstance(topk, str) or topk not in methods:
+        raise f.err("topk_method", f"field 'topk_method' must be one of {', '.join(methods)}, "
+                                   f"got {f.type_name(topk)} {f.shown(topk)}")
+    n_group = f.int("n_group", "expert groups n_g", default=1, required=False)
+    topk_group = f.int("topk_group", "expert groups kept k_g", default=1, required=False)
+    tied = data.get("tie_word_embeddings", False)
+    if not isinstance(tied, bool):
+        raise f.err("tie_word_embeddings", f"field 'tie_word_embeddings' must be true or false, "
+                                           f"got {f.type_name(tied)} {f.shown(tied)}")
+    for flag in ("attention_bias", "mlp_bias"):
+        val = data.get(flag, False)
+        if val is not False and val is not None:
+            raise f.err(flag, f"field {flag!r} = {f.shown(val)}: projection biases are not covered "
+                              f"(DeepSeek checkpoints have none)")
+
+    if dims["N_r"] > dims["N"]:
+        raise f.err("num_experts_per_tok", f"num_experts_per_tok={dims['N_r']} exceeds "
+                                           f"n_routed_experts={dims['N']}")
+    if first_k > dims["l"]:
+        raise f.err("first_k_dense_replace", f"first_k_dense_replace={first_k} exceeds "
+                                             f"num_hidden_layers={dims['l']}")
+    return ModelSpec(name=name or shape_name(mt, dims), d_cq=d_cq, N_s=N_s, first_k_dense=first_k,
+                     moe_layer_freq=freq, topk_method=topk, tie_word_embeddings=tied, mtp_layers=mtp,
+                     fp8_block=f.fp8_block(), source=str(f.path) if source is None else source,
+                     n_group=n_group, topk_group=topk_group, **dims)
+
+
+def fields_of(spec: ModelSpec) -> Dict:
+    """The config.json fields of ``spec`` (what :func:`from_fields` reads back; a ModelSpec built or changed
+    in Python is validated by reading these: derivations/config/presets.py ``checked``)."""
+    data = {"model_type": "deepseek_v3", "hidden_size": spec.h, "intermediate_size": spec.h_F,
+            "moe_intermediate_size": spec.h_E, "num_hidden_layers": spec.l, "num_attention_heads": spec.n_h,
+            "kv_lora_rank": spec.d_c, "qk_nope_head_dim": spec.d_h, "qk_rope_head_dim": spec.d_hr,
+            "v_head_dim": spec.d_v, "n_routed_experts": spec.N, "num_experts_per_tok": spec.N_r, "vocab_size": spec.v,
+            "q_lora_rank": spec.d_cq, "n_shared_experts": spec.N_s, "first_k_dense_replace": spec.first_k_dense,
+            "moe_layer_freq": spec.moe_layer_freq, "num_nextn_predict_layers": spec.mtp_layers,
+            "topk_method": spec.topk_method, "n_group": spec.n_group, "topk_group": spec.topk_group,
+            "tie_word_embeddings": spec.tie_word_embeddings}
+    if spec.fp8_block is not None:
+        block = spec.fp8_block
+        if not isinstance(block, tuple):
+            raise ConfigError("model", f"ModelSpec.fp8_block must be a tuple of two integers or None, got {block!r}")
+        data["quantization_config"] = {"quant_method": "fp8", "weight_block_size": list(block)}
+    return data
