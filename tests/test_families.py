@@ -5,6 +5,7 @@ fields made from the switches)."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 import textwrap
 
@@ -77,6 +78,114 @@ def test_a_family_is_a_package_with_its_declaration(tmp_path, monkeypatch):
         128 * 8 * 16 + 2 * 128 * 2 * 16 + 8 * 16 * 128
     with pytest.raises(ValueError, match="model_type 'kimi_k2' is read by family 'deepseek'"):
         families.register(dataclasses.replace(fam, name="clash", model_types=("kimi_k2",)))
+
+
+TOY_INIT = '''
+    from derivations.families import Divides, Family
+    FAMILY = Family(name="toy", title="GQA + SwiGLU", short="GQA + SwiGLU", model_types=("toy_gqa",),
+                    dimensions=(("hidden_size", "h", "hidden size h"), ("intermediate_size", "h_F", "FFN width h_F"),
+                                ("num_hidden_layers", "l", "layers l"), ("num_attention_heads", "n_h", "heads n_h"),
+                                ("num_key_value_heads", "n_kv", "key-value heads n_kv"),
+                                ("head_dim", "d_h", "head dimension d_h"), ("vocab_size", "v", "vocabulary v")),
+                    topk_methods=(), kinds=("gqa", "dense", "head"), parameters="toyfamily.parameters",
+                    activations="toyfamily.activations", config="toyfamily.config", flags=("tied",),
+                    divides=(Divides("tp-divides-heads", "n_h", "tp", "TP={TP} must divide n_h={n_h}"),
+                             Divides("tp-divides-kv-heads", "n_kv", "tp", "TP={TP} must divide n_kv={n_kv} ({name})"),
+                             Divides("tp-divides-ffn", "h_F", "tp", "TP={TP} must divide h_F={h_F}")))
+'''
+TOY_CONFIG = '''
+    from dataclasses import dataclass
+    from toyfamily import FAMILY
+
+    @dataclass(frozen=True)
+    class ToySpec:
+        name: str
+        h: int
+        h_F: int
+        l: int
+        n_h: int
+        n_kv: int
+        d_h: int
+        v: int
+        tie_word_embeddings: bool = False
+        source: str = "preset"
+        family = FAMILY.name
+
+        @property
+        def structure(self):
+            return (self.tie_word_embeddings,)
+
+        def layer_kinds(self):
+            return ["dense"] * self.l
+
+        def named(self):
+            return {k: getattr(self, k) for k in ("h", "h_F", "l", "n_h", "n_kv", "d_h", "v")}
+
+    def shape_name(model_type, dims):
+        return f"{model_type} (h {dims['h']}, {dims['l']} layers)"
+
+    def from_fields(f, name=None, source=None):
+        dims = {attr: f.int(field, meaning) for field, attr, meaning in FAMILY.dimensions}
+        if dims["n_h"] % dims["n_kv"]:
+            raise f.err("num_key_value_heads", "num_key_value_heads must divide num_attention_heads")
+        tied = f.data.get("tie_word_embeddings", False)
+        return ToySpec(name=name or shape_name(f.data["model_type"], dims), tie_word_embeddings=tied,
+                       source=str(f.path) if source is None else source, **dims)
+
+    def fields_of(spec):
+        return {"model_type": "toy_gqa", "tie_word_embeddings": spec.tie_word_embeddings,
+                **{field: getattr(spec, attr) for field, attr, _ in FAMILY.dimensions}}
+'''
+TOY_FILE = {"model_type": "toy_gqa", "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4,
+            "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 1000}
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    """A GQA + SwiGLU family written in a temporary package and registered (the registry restored after)."""
+    pkg = tmp_path / "toyfamily"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(textwrap.dedent(TOY_INIT))
+    (pkg / "config.py").write_text(textwrap.dedent(TOY_CONFIG))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(families, "_REGISTRY", dict(families._all_registered()))
+    for mod in [m for m in sys.modules if m == "toyfamily" or m.startswith("toyfamily.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    import toyfamily
+    return families.register(toyfamily.FAMILY)
+
+
+def test_a_toy_family_reads_its_configs_and_layout_rules(toy, tmp_path):
+    """A config.json of the toy's model_type becomes the toy family's spec through memsym's one reader
+    (bounded, every field checked, errors naming the field); the layout is checked by the toy's own
+    divisibility rules; no file outside the toy's package was edited."""
+    from derivations.config import Layout, validate_layout
+    from derivations.config.presets import checked, load_model
+    from symbolic.errors import ConfigError
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps(TOY_FILE))
+    spec = load_model(str(path))
+    assert type(spec).__module__ == "toyfamily.config" and spec.family == "toy"
+    assert (spec.h, spec.h_F, spec.l, spec.n_h, spec.n_kv, spec.d_h, spec.v) == (256, 688, 4, 8, 2, 32, 1000)
+    assert spec.name == "toy_gqa (h 256, 4 layers)" and checked(spec) == spec
+    with pytest.raises(ConfigError, match="required field 'num_key_value_heads'"):
+        hfconfig.from_dict({k: v for k, v in TOY_FILE.items() if k != "num_key_value_heads"}, "t.json")
+    with pytest.raises(ConfigError, match="must be a positive integer, got -2"):
+        hfconfig.from_dict(dict(TOY_FILE, num_key_value_heads=-2), "t.json")
+    with pytest.raises(ConfigError, match=r"is not an architecture memsym covers \(MLA \+ MoE: deepseek_v2, "
+                                          r"deepseek_v3, kimi_k2; GQA \+ SwiGLU: toy_gqa\)"):
+        hfconfig.from_dict(dict(TOY_FILE, model_type="llama"), "t.json")
+    validate_layout(spec, Layout(dp=4, tp=2, pp=2))       # 2 | 8 heads, 2 kv heads, 688
+    with pytest.raises(ConfigError, match=r"TP=4 must divide n_kv=2 \(toy_gqa") as e:
+        validate_layout(spec, Layout(dp=2, tp=4, pp=1))
+    assert e.value.constraint == "tp-divides-kv-heads"
+    with pytest.raises(ConfigError, match="PP=8 is larger than the 4 layers"):
+        validate_layout(spec, Layout(dp=1, tp=1, pp=8))
+    # no expert rule names EP: the toy's search lattice has EP = ETP = 1 only
+    from derivations.analyses.enumeration import _axis_divisors
+    assert _axis_divisors(spec, "ep") == [1] and _axis_divisors(spec, "etp") == [1]
+    deepseek = load_model("deepseek-v3")
+    assert _axis_divisors(deepseek, "ep")[-1] == 256 and _axis_divisors(deepseek, "etp")[-1] == 2048
 
 
 def test_a_switch_is_declared_once():

@@ -17,11 +17,13 @@ needing numpy (~0.1-0.2 s of its start-up, measured with ``python -X importtime`
 from __future__ import annotations
 
 from collections import Counter
+from math import gcd
 from typing import List, Mapping, Optional, Sequence
 
 from symbolic.search import divisors
 
 from derivations import config as cfg
+from derivations import families
 from derivations.config.limits import OPTIONS
 
 #: Layout symbols in the order the search's row arrays are built.
@@ -98,12 +100,20 @@ def lattice(model: cfg.ModelSpec, gpus: int):
     tp, pp, cp = tp[i], pp[i], D[j]
     dp = gpus // (tp * pp * cp)
     dtc = dp * tp * cp
-    E = np.array(divisors(model.N), dtype=np.int64)
-    F = np.array(divisors(model.h_E), dtype=np.int64)
+    E = np.array(_axis_divisors(model, "ep"), dtype=np.int64)
+    F = np.array(_axis_divisors(model, "etp"), dtype=np.int64)
     ok = (dtc[:, None, None] % E[None, :, None] == 0) & \
         ((dtc[:, None, None] // E[None, :, None]) % F[None, None, :] == 0)
     t, e, f = np.nonzero(ok)
     return {"dp": dp[t], "tp": tp[t], "pp": pp[t], "ep": E[e], "etp": F[f], "cp": cp[t]}
+
+
+def _axis_divisors(model, axis: str) -> List[int]:
+    """The degrees of layout ``axis`` that divide every dimension the family's rules split by it (EP | N,
+    ETP | h_E for DeepSeek); 1 only when no rule names it (no experts to split)."""
+    dims = model.named()
+    sizes = [dims[d.symbol] for d in families.get(model.family).divides if d.axis == axis and d.symbol]
+    return divisors(gcd(*sizes)) if sizes else [1]
 
 
 def rejections(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (4096,),
@@ -133,11 +143,9 @@ def _rejection_codes(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (
         out[bad & (out == 0)] = names.index(name) + 1
     if gpus_per_node:
         rule("tp-inside-node", (gpus_per_node % tp != 0) | (gpus_per_node % etp != 0))
-    rule("tp-divides-heads", model.n_h % tp != 0)
-    rule("ep-divides-experts", model.N % ep != 0)
-    rule("edp-integer", (dp * tp * cp) % (ep * etp) != 0)
-    rule("etp-divides-expert", model.h_E % etp != 0)
-    rule("tp-divides-ffn", model.h_F % tp != 0)
+    dims, degrees = model.named(), {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "etp": etp, "dp": dp}
+    for d in families.get(model.family).divides:  # the family's rules, in validate_layout's order
+        rule(d.rule, (dp * tp * cp) % (ep * etp) != 0 if d.symbol is None else dims[d.symbol] % degrees[d.axis] != 0)
     rule("pp-layers", pp > model.l)
     for s in seqs:
         rule("cp-divides-seq", s % cp != 0)

@@ -18,6 +18,7 @@ from symbolic.errors import ConfigError
 
 from derivations.config.limits import LIST_LENGTHS, OPTIONS
 from derivations.config.model import ModelSpec
+from derivations import families
 from derivations.config.values import layout_named, symbol_keyed
 
 
@@ -70,23 +71,13 @@ def validate_layout(model: ModelSpec, layout: Layout, seq: Optional[int] = None)
         OPTIONS["sp"].check(layout.sp, "SP")
         if layout.sp not in (1, layout.tp):
             raise ConfigError("sp", f"SP must be 1 (off) or equal TP={layout.tp}, got SP={layout.sp}")
-    tp, ep, etp = layout.tp, layout.ep, layout.etp
-    if model.n_h % tp:
-        raise ConfigError("tp-divides-heads",
-                          f"TP={tp} must divide n_h={model.n_h} (attention heads of {model.name})")
-    if model.N % ep:
-        raise ConfigError("ep-divides-experts",
-                          f"EP={ep} must divide N={model.N} (routed experts of {model.name})")
-    if (layout.dp * tp * layout.cp) % (ep * etp):
-        dtc = "DP*TP" if layout.cp == 1 else "DP*TP*CP"
-        raise ConfigError("edp-integer",
-                          f"{dtc}={layout.dp * tp * layout.cp} must be divisible by EP*ETP={ep * etp} "
-                          f"(EDP = {dtc}/(EP*ETP) must be an integer; DP={layout.dp}, TP={tp}, EP={ep}, ETP={etp}"
-                          + (f", CP={layout.cp}" if layout.cp != 1 else "") + ")")
-    if model.h_E % etp:
-        raise ConfigError("etp-divides-expert", f"ETP={etp} must divide h_E={model.h_E}")
-    if model.h_F % tp:
-        raise ConfigError("tp-divides-ffn", f"TP={tp} must divide h_F={model.h_F} (dense FFN)")
+    dims = model.named()
+    for rule in families.get(model.family).divides:
+        if rule.symbol is None:
+            _edp(layout)
+        elif dims[rule.symbol] % getattr(layout, rule.axis):
+            degrees = {a.upper(): getattr(layout, a) for a in ("dp", "tp", "pp", "ep", "etp", "cp")}
+            raise ConfigError(rule.rule, rule.text.format(name=model.name, **degrees, **dims))
     if layout.pp > model.l:
         raise ConfigError("pp-layers", f"PP={layout.pp} is larger than the {model.l} layers of {model.name}")
     if seq is not None and seq % layout.cp:
@@ -95,6 +86,17 @@ def validate_layout(model: ModelSpec, layout: Layout, seq: Optional[int] = None)
         raise ConfigError("sp-divides-seq", f"SP*CP={layout.SP * layout.cp} must divide the sequence length s={seq} "
                                             f"(sequence parallelism splits the sequence over SP={layout.SP} ranks)")
     stage_layers(model, layout)  # validates an explicit split
+
+
+def _edp(layout: Layout) -> None:
+    """EDP = DP TP CP / (EP ETP), the data-parallel degree of the experts, must be an integer."""
+    tp, ep, etp = layout.tp, layout.ep, layout.etp
+    if (layout.dp * tp * layout.cp) % (ep * etp):
+        dtc = "DP*TP" if layout.cp == 1 else "DP*TP*CP"
+        raise ConfigError("edp-integer",
+                          f"{dtc}={layout.dp * tp * layout.cp} must be divisible by EP*ETP={ep * etp} "
+                          f"(EDP = {dtc}/(EP*ETP) must be an integer; DP={layout.dp}, TP={tp}, EP={ep}, ETP={etp}"
+                          + (f", CP={layout.cp}" if layout.cp != 1 else "") + ")")
 
 
 def stage_layers(model: ModelSpec, layout: Layout) -> List[range]:

@@ -49,6 +49,7 @@ class Family:
     layer: the kinds one transformer layer of the largest kind holds (``act.layer``: MLA + MoE); parameters / activations: the modules (sympy) of its terms and tensor lists;
     config: the module (no sympy) of its model
     spec, ``from_fields`` (a config.json's fields -> spec), ``fields_of`` (the inverse) and ``shape_name``;
+    divides: the layout rules over its dimensions, in the order they are checked (:class:`Divides`);
     flags: the names of a model's structure (ModelSpec.structure, in order), which decide which terms
     exist; each section's ``terms(registry, family, flags)`` reads the flags it needs by name.
     """
@@ -64,6 +65,7 @@ class Family:
     activations: str
     config: str
     layer_terms: Tuple[Kind, ...] = ()
+    divides: Tuple[Divides, ...] = ()
     layer: Tuple[str, ...] = ()
     flags: Tuple[str, ...] = ("q_lora", "routing_bias", "tied")
 
@@ -76,6 +78,20 @@ class Family:
         """The family's ``config``, ``parameters`` or ``activations`` module (imported on first use; the
         last two need sympy)."""
         return importlib.import_module(getattr(self, part))
+
+
+@dataclass(frozen=True)
+class Divides:
+    """A divisibility rule of a parallel layout over one of the family's dimensions: ``axis`` (a layout
+    degree: tp, ep, etp, ...) must divide the model's ``symbol`` (ModelSpec.named()); ``rule`` names it in a
+    ConfigError, whose message is ``text`` formatted with the layout's degrees (TP, EP, ...), the model's
+    symbols and its ``name``.  ``symbol`` None is the layout's own rule ``rule`` (edp-integer: EDP =
+    DP TP CP / (EP ETP) an integer) at this place in the order (derivations/config/layout.py)."""
+
+    rule: str
+    symbol: Optional[str]
+    axis: str = ""
+    text: str = ""
 
 
 _REGISTRY: Dict[str, Family] = {}
@@ -98,6 +114,12 @@ def _load():
             family = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FAMILY", None)
             if isinstance(family, Family):
                 register(family)
+
+
+def _all_registered() -> Dict[str, Family]:
+    """The registry after discovery (a test that registers a toy family restores it from a copy)."""
+    _load()
+    return _REGISTRY
 
 
 def get(name: str) -> Family:

@@ -8,7 +8,7 @@ derivations/config/hfconfig.py.  Parameters: derivations/families/deepseek/param
 tensors kept for backward: derivations/families/deepseek/activations.py (Sec. 5).
 """
 from derivations.constants import EXT, MLA, MOE
-from derivations.families import Family, Kind
+from derivations.families import Divides, Family, Kind
 
 #: model_type values of the DeepseekV2/V3 modelling code.
 MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
@@ -43,9 +43,19 @@ LAYER_TERMS = (
     Kind("head", "act.head", "the final norm, head and loss on the last stage (extension)", EXT),
 )
 
+#: The paper's divisibility rules (Sec. 3: heads and the dense FFN split by TP, routed experts by EP, an
+#: expert's width by ETP), in the order derivations/config/layout.py checks them.
+DIVIDES = (
+    Divides("tp-divides-heads", "n_h", "tp", "TP={TP} must divide n_h={n_h} (attention heads of {name})"),
+    Divides("ep-divides-experts", "N", "ep", "EP={EP} must divide N={N} (routed experts of {name})"),
+    Divides("edp-integer", None),
+    Divides("etp-divides-expert", "h_E", "etp", "ETP={ETP} must divide h_E={h_E}"),
+    Divides("tp-divides-ffn", "h_F", "tp", "TP={TP} must divide h_F={h_F} (dense FFN)"),
+)
+
 FAMILY = Family(
     name="deepseek", title="DeepSeek-V2/V3 (MLA + DeepSeekMoE)", short="MLA + MoE", model_types=MODEL_TYPES, dimensions=DIMENSIONS,
     topk_methods=TOPK_METHODS, kinds=("mla", "moe", "dense", "head", "mtp"),
     parameters="derivations.families.deepseek.parameters", activations="derivations.families.deepseek.activations",
     config="derivations.families.deepseek.config",
-    layer_terms=LAYER_TERMS, layer=("mla", "moe"))
+    layer_terms=LAYER_TERMS, layer=("mla", "moe"), divides=DIVIDES)
