@@ -29,19 +29,24 @@ import symbolic
 
 
 @lru_cache(maxsize=None)
-def _build(structure) -> Terms:
-    """The frozen registry, from the on-disk cache (:mod:`symbolic.cache`) when the same structure was
-    built by the same code (keyed by the sources of derivations/ and symbolic/ and sympy's version)."""
-
-
+def _build(structure, family: str = "deepseek") -> Terms:
+    """The frozen registry of ``family``'s terms for one structure (its flags, in order).  A family of
+    derivations/families/ is read from the on-disk cache (:mod:`symbolic.cache`) when the same structure was
+    built by the same code (keyed by the family, the sources of derivations/ and symbolic/ and sympy's
+    version); a family registered from elsewhere (a test's toy) is built, never cached."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic import cache, digests
-    return cache.pickled("terms", ("build", repr(structure), sympy.__version__, sys.version_info[:2],
-                                   digests.source_digest(sys.modules["derivations"], symbolic)),
-                         lambda: _make(structure))
+    from derivations import families
+    if not families.get(family).parameters.startswith("derivations.families."):
+        return _make(structure, family)
+    key = ("build", repr(structure), sympy.__version__, sys.version_info[:2],
+           digests.source_digest(sys.modules["derivations"], symbolic))
+    if family != "deepseek":
+        key += (family,)
+    return cache.pickled("terms", key, lambda: _make(structure, family))
 
 
-def _make(structure) -> Terms:
+def _make(structure, family: str = "deepseek") -> Terms:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.activations import kinds as activations
     from derivations import families
@@ -50,25 +55,27 @@ def _make(structure) -> Terms:
     from derivations.assembly import parameters
     from derivations.assembly import static
     from derivations.assembly import zero
-    family = families.get("deepseek")  # the one family so far (ModelSpec is DeepSeek's notation)
-    flags = MappingProxyType(dict(zip(family.flags, structure)))
+    fam = families.get(family)
+    shared = {"parameters": parameters, "static": static, "zero": zero, "activations": activations,
+              "overheads": overheads, "conventions": conventions}
+    flags = MappingProxyType(dict(zip(fam.flags, structure)))
     terms = Terms()
     terms.hint = "(list them with `memsym terms`)"
     # each section receives the registry so far, the family (derivations/families) and its structure flags
-    for module in (family.module("parameters"), parameters, static, zero, activations, overheads, conventions):
-        for t in module.terms(terms, family, flags):
+    for module in [fam.module("parameters")] + [shared[name] for name in fam.sections]:
+        for t in module.terms(terms, fam, flags):
             terms.add(t)
     return terms.freeze()
 
 
 def build(model=None) -> Terms:
-    """The frozen registry of every base term for ``model`` (a ModelSpec; default DeepSeek-v3's
-    structure), shared and cached per structure."""
+    """The frozen registry of every base term for ``model`` (a family's model spec; default DeepSeek-v3's
+    structure), shared and cached per family and structure."""
     if model is None:
         # lazy: modules this module's importers do not need (loaded only on this path)
         from derivations.config import DEFAULT_MODEL, PRESETS
         model = PRESETS[DEFAULT_MODEL]
-    return _build(model.structure)
+    return _build(model.structure, model.family)
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,7 @@ TOY_INIT = '''
                                 ("head_dim", "d_h", "head dimension d_h"), ("vocab_size", "v", "vocabulary v")),
                     topk_methods=(), kinds=("gqa", "dense", "head"), parameters="toyfamily.parameters",
                     activations="toyfamily.activations", config="toyfamily.config", flags=("tied",),
+                    attention_label="GQA", sections=("parameters", "static", "zero", "overheads"),
                     divides=(Divides("tp-divides-heads", "n_h", "tp", "TP={TP} must divide n_h={n_h}"),
                              Divides("tp-divides-kv-heads", "n_kv", "tp", "TP={TP} must divide n_kv={n_kv} ({name})"),
                              Divides("tp-divides-ffn", "h_F", "tp", "TP={TP} must divide h_F={h_F}")))
@@ -136,6 +137,24 @@ TOY_CONFIG = '''
         return {"model_type": "toy_gqa", "tie_word_embeddings": spec.tie_word_embeddings,
                 **{field: getattr(spec, attr) for field, attr, _ in FAMILY.dimensions}}
 '''
+TOY_PARAMETERS = '''
+    import sympy as sp
+    from symbolic.term import Part, Term
+    h, h_F, n_h, n_kv, d_h, v = sp.symbols("h h_F n_h n_kv d_h v", positive=True, integer=True)
+
+    def terms(registry, family, flags):
+        yield Term("params.gqa", "grouped-query attention of one layer", "params", "toy",
+                   (Part("W_Q", "W^Q", (h, n_h, d_h), tags=("tp_split",)),
+                    Part("W_KV", "W^K and W^V", (2, h, n_kv, d_h), tags=("tp_split",)),
+                    Part("W_O", "W^O", (n_h, d_h, h), tags=("tp_split",))))
+        yield Term("params.norm", "RMSNorms of one layer", "params", "toy",
+                   (Part("attn_norm", "input_layernorm", (h,)), Part("ffn_norm", "post_attention_layernorm", (h,))))
+        yield Term("params.dense_ffn", "SwiGLU MLP", "params", "toy",
+                   (Part("gate_proj", "gate", (h, h_F)), Part("up_proj", "up", (h, h_F)),
+                    Part("down_proj", "down", (h_F, h))))
+        yield Term("params.embedding", "embedding", "params", "toy", (Part("embed", "v x h", (v, h)),))
+        yield Term("params.head", "head", "params", "toy", (Part("head", "v x h", (0,) if flags["tied"] else (v, h)),))
+'''
 TOY_FILE = {"model_type": "toy_gqa", "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4,
             "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 1000}
 
@@ -147,6 +166,7 @@ def toy(tmp_path, monkeypatch):
     pkg.mkdir()
     (pkg / "__init__.py").write_text(textwrap.dedent(TOY_INIT))
     (pkg / "config.py").write_text(textwrap.dedent(TOY_CONFIG))
+    (pkg / "parameters.py").write_text(textwrap.dedent(TOY_PARAMETERS))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(families, "_REGISTRY", dict(families._all_registered()))
     for mod in [m for m in sys.modules if m == "toyfamily" or m.startswith("toyfamily.")]:
@@ -186,6 +206,54 @@ def test_a_toy_family_reads_its_configs_and_layout_rules(toy, tmp_path):
     assert _axis_divisors(spec, "ep") == [1] and _axis_divisors(spec, "etp") == [1]
     deepseek = load_model("deepseek-v3")
     assert _axis_divisors(deepseek, "ep")[-1] == 256 and _axis_divisors(deepseek, "etp")[-1] == 2048
+
+
+def _at(term, values):
+    """A term's exact value, its symbols substituted by name (the toy's own symbols and the shared notation's)."""
+    return term.expr.subs({x: values[x.name] for x in term.expr.free_symbols})
+
+
+def _toy_tensors(t):
+    """The toy's tensors as a Hugging Face Llama-style checkpoint lists them (independent of the terms): one
+    layer's (attention, MLP, norms) and the embedding and head."""
+    h, f, n_h, n_kv, d, v = (t[k] for k in ("hidden_size", "intermediate_size", "num_attention_heads",
+                                             "num_key_value_heads", "head_dim", "vocab_size"))
+    layer = {"q_proj": n_h * d * h, "k_proj": n_kv * d * h, "v_proj": n_kv * d * h, "o_proj": h * n_h * d,
+             "gate_proj": f * h, "up_proj": f * h, "down_proj": h * f,
+             "input_layernorm": h, "post_attention_layernorm": h}
+    return layer, {"embed_tokens": v * h, "lm_head": v * h}
+
+
+def test_a_toy_familys_parameters_static_and_zero_terms(toy, tmp_path):
+    """The shared sections build a toy family's registry from its own parameters module (no experts: no
+    MoE layer, no P_m), and its counts equal those of its tensors listed independently."""
+    from derivations.terms import build
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps(TOY_FILE))
+    from derivations.config.presets import load_model
+    spec = load_model(str(path))
+    reg = build(spec)
+    assert "params.layer.moe" not in reg and "static.device.moe" not in reg and "params.mtp" not in reg
+    assert not any(t.startswith(("act.", "conv.")) for t in reg)
+    layer, ends = _toy_tensors(TOY_FILE)
+    dims = dict(spec.named())
+    whole = dict(dims, L_d=spec.l, e_E=1, e_H=1)
+    assert _at(reg["params.layer.dense"], dims) == sum(layer.values())
+    assert _at(reg["params.stage"], whole) == spec.l * sum(layer.values()) + sum(ends.values())
+    assert _at(reg["params.activated"], whole) == _at(reg["params.stage"], whole)
+    # one device of a 2-stage layout with TP = 2: the projections split, the norms replicated
+    first = dict(dims, L_d=2, e_E=1, e_H=0, TP=2)
+    norms = layer["input_layernorm"] + layer["post_attention_layernorm"]
+    per_layer = (sum(layer.values()) - norms) // 2 + norms
+    assert _at(reg["static.device.total"], first) == 2 * per_layer + ends["embed_tokens"] // 2
+    # ZeRO: the paper's optimizer states (FP32 master 4 B + BF16 momentum 2 B + BF16 variance 2 B per
+    # parameter, Table 7), without and with sharding over DP = 2 and CP = 2; no expert row
+    states = _at(reg["static.device.total"], first)
+    rep, sh = reg["zero.optimizer.replicated"], reg["zero.optimizer.sharded"]
+    assert [p.key for p in sh.parts] == ["non_moe"]
+    adam = dict(first, B_m=4, B_1=2, B_2=2)
+    assert _at(rep, adam) == 8 * states
+    assert _at(sh, dict(adam, DP=2, CP=2)) == 2 * states  # non-expert states shard over DP CP
 
 
 def test_a_switch_is_declared_once():

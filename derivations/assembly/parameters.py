@@ -27,29 +27,38 @@ from symbolic.term import Part, Term, combine
 
 
 def terms(reg, family, flags):
-    routing_bias, tied = flags["routing_bias"], flags["tied"]
-    mla, norm, dense_ffn = reg["params.mla"], reg["params.norm"], reg["params.dense_ffn"]
-    router, expert = reg["params.router"], reg["params.expert"]
-    dense = combine("params.layer.dense", "parameters of one dense transformer layer (MLA + dense FFN + LN)",
+    """The family's layers (its attention sublayer ``params.<attention>``, the shared dense FFN, norms and, if
+    it has experts, the router and experts: derivations/families/<family>/parameters.py) composed per layer
+    kind, per stage, as a checkpoint stores them and as a token passes through them."""
+    routing_bias, tied = flags.get("routing_bias", False), flags["tied"]
+    att, att_id = family.attention_label, "params." + family.attention
+    attn, norm, dense_ffn = reg[att_id], reg["params.norm"], reg["params.dense_ffn"]
+    moe_family = "moe" in family.kinds
+    dense = combine("params.layer.dense", f"parameters of one dense transformer layer ({att} + dense FFN + LN)",
                     "params", "Table 3, layers 1-2",
-                    [("mla", "MLA", 1, mla), ("ffn", "dense FFN", 1, dense_ffn), ("norm", "LN", 1, norm)])
+                    [(family.attention, att, 1, attn), ("ffn", "dense FFN", 1, dense_ffn), ("norm", "LN", 1, norm)])
     yield dense
-    moe = combine("params.layer.moe", "parameters of one MoE transformer layer (MLA + router + N + N_s experts + LN)",
-                  "params", "Table 3, layers 3-59",
-                  [("mla", "MLA", 1, mla), ("router", "router", 1, router),
-                   ("experts", "routed and shared experts (N + N_s)", N + N_s, expert), ("norm", "LN", 1, norm)])
-    yield moe
-    stage = combine("params.stage", "parameters of a pipeline stage holding L_d dense and L_m MoE layers "
+    moe = None
+    if moe_family:
+        router, expert = reg["params.router"], reg["params.expert"]
+        moe = combine("params.layer.moe", f"parameters of one MoE transformer layer ({att} + router + N + N_s "
+                                          f"experts + LN)", "params", "Table 3, layers 3-59",
+                      [(family.attention, att, 1, attn), ("router", "router", 1, router),
+                       ("experts", "routed and shared experts (N + N_s)", N + N_s, expert), ("norm", "LN", 1, norm)])
+        yield moe
+    layers = "L_d dense and L_m MoE layers" if moe_family else "L_d layers"
+    stage = combine("params.stage", f"parameters of a pipeline stage holding {layers} "
                                     "(+ embedding if e_E = 1, + head if e_H = 1)", "params", "Tables 3-4",
-                    [("dense", "dense layers", L_d, dense), ("moe", "MoE layers", L_m, moe),
-                     ("embedding", "word embedding", e_E, reg["params.embedding"]),
-                     ("head", "output head", e_H, reg["params.head"])])
+                    [("dense", "dense layers", L_d, dense)] + ([("moe", "MoE layers", L_m, moe)] if moe else [])
+                    + [("embedding", "word embedding", e_E, reg["params.embedding"]),
+                       ("head", "output head", e_H, reg["params.head"])])
     yield stage
     final_norm = Term("params.final_norm", "final RMSNorm before the head (in real checkpoints; "
                                            "not counted by the paper)", "params", "digest sec. 12 (checkpoint)",
                       (Part("norm", "final RMSNorm", (h,)),))
     yield final_norm
     extra = [("final_norm", "final RMSNorm (checkpoint only)", e_H, final_norm)]
+    bias = None
     if routing_bias:
         bias = Term("params.router_bias", "noaux_tc score-correction bias of one MoE layer, N "
                                           "(in real checkpoints; not counted by the paper)", "params",
@@ -59,30 +68,39 @@ def terms(reg, family, flags):
     rows = [("paper", "as the paper counts (params.stage)", 1, stage)] + extra
     yield combine("params.stage.checkpoint", "parameters of a stage counting every tensor of a real checkpoint",
                   "params", "Tables 3-4 + digest sec. 12", rows)
-    yield from activated_terms(reg, dense, moe, final_norm, bias if routing_bias else None, tied)
-    yield from mtp_terms(reg, bias if routing_bias else None)
+    yield from activated_terms(reg, family, dense, moe, final_norm, bias, tied)
+    if "mtp" in family.kinds:
+        yield from mtp_terms(reg, bias)
 
 
 ACT = "digest sec. 12 (activated parameters; extension)"
 MTP = "DeepSeek-V3 report Sec. 2.2, README_WEIGHTS (MTP; extension, not in the paper)"
 
 
-def activated_terms(reg, dense, moe, final_norm, bias, tied):
-    """Parameters a token passes through: top-k routed + shared experts + everything dense."""
-    layer = combine("params.activated.layer.moe", "parameters of one MoE layer one token passes through: MLA, LN, "
-                                                  "router and its N_r routed + N_s shared experts", "params", ACT,
-                    [("mla", "MLA", 1, reg["params.mla"]), ("router", "router", 1, reg["params.router"]),
-                     ("experts", "chosen routed and shared experts (N_r + N_s)", N_r + N_s, reg["params.expert"]),
-                     ("norm", "LN", 1, reg["params.norm"])])
-    yield layer
+def activated_terms(reg, family, dense, moe, final_norm, bias, tied):
+    """Parameters a token passes through: top-k routed + shared experts + everything dense (every layer of a
+    family without experts)."""
+    att = family.attention_label
+    layer = None
+    if moe is not None:
+        layer = combine("params.activated.layer.moe", f"parameters of one MoE layer one token passes through: "
+                                                      f"{att}, LN, router and its N_r routed + N_s shared experts",
+                        "params", ACT,
+                        [(family.attention, att, 1, reg["params." + family.attention]),
+                         ("router", "router", 1, reg["params.router"]),
+                         ("experts", "chosen routed and shared experts (N_r + N_s)", N_r + N_s, reg["params.expert"]),
+                         ("norm", "LN", 1, reg["params.norm"])])
+        yield layer
     emb, head = reg["params.embedding"], reg["params.head"]
     if tied:  # one v x h matrix: used by every token as the head; the lookup row is then empty
         emb, head = head, emb
-    act = combine("params.activated", "parameters one token passes through in a stage holding L_d dense and L_m "
-                                      "MoE layers (+ embedding if e_E = 1, + head if e_H = 1)", "params", ACT,
-                  [("dense", "dense layers", L_d, dense), ("moe", "MoE layers, activated part", L_m, layer),
-                   ("embedding", "word embedding" + (" (tied: counted as the head)" if tied else ""), e_E, emb),
-                   ("head", "output head", e_H, head)])
+    layers = "L_d dense and L_m MoE layers" if moe is not None else "L_d layers"
+    act = combine("params.activated", f"parameters one token passes through in a stage holding {layers} "
+                                      "(+ embedding if e_E = 1, + head if e_H = 1)", "params", ACT,
+                  [("dense", "dense layers", L_d, dense)]
+                  + ([("moe", "MoE layers, activated part", L_m, layer)] if layer is not None else [])
+                  + [("embedding", "word embedding" + (" (tied: counted as the head)" if tied else ""), e_E, emb),
+                     ("head", "output head", e_H, head)])
     yield act
     rows = [("paper", "as the paper counts (params.activated)", 1, act),
             ("final_norm", "final RMSNorm (checkpoint only)", e_H, final_norm)]

@@ -24,10 +24,13 @@ def _per_device(term: Term, term_id: str, meaning: str, provenance: str) -> Term
 
 
 def terms(reg, family, flags):
-    mla = _per_device(reg["params.mla"], "static.layer.mla",
-                      "MLA parameters of one layer on one device (up/output projections split by TP)",
-                      "Sec. 3, Table 6")
-    yield mla
+    """Table 6's rows for the family's layers: its attention (``static.layer.<attention>``), norms, the dense
+    FFN and, if it has experts, the MoE layer; P_n and P_m per device of a stage (P_m: none without experts)."""
+    att, kind = family.attention_label, family.attention
+    attn = _per_device(reg["params." + kind], "static.layer." + kind,
+                       f"{att} parameters of one layer on one device (up/output projections split by TP)",
+                       "Sec. 3, Table 6")
+    yield attn
     norm = Term("static.layer.norm", "RMSNorm weights of one layer on one device (replicated)", "params",
                 "Sec. 3, Table 6", tuple(Part(p.key, p.label + " (replicated)", p.num, p.den, p.provenance,
                                                ("replicated",)) for p in reg["params.norm"].parts))
@@ -37,34 +40,41 @@ def terms(reg, family, flags):
                "extension of Sec. 3", tuple(Part(p.key, p.label + " / TP", p.num, p.den + (TP,), p.provenance,
                                                  ("tp_split",)) for p in reg["params.dense_ffn"].parts))
     yield ffn
-    expert = reg["params.expert"]
-    moe = Term("static.layer.moe", "MoE parameters of one layer on one device: router (replicated), N/EP routed "
-                                   "experts (split by ETP), N_s shared experts (replicated)", "params", "Sec. 3, Table 6",
-               (Part("router", "router N x h (replicated)", (N, h),
-                     provenance="Sec. 3", tags=("replicated",)),
-                Part("routed", "routed experts N/EP, each 3 h h_E / ETP", (N, expert.expr), (EP, ETP),
-                     provenance="Sec. 3", tags=("expert",)),
-                Part("shared", "shared experts N_s, each 3 h h_E (replicated)", (N_s, expert.expr),
-                     provenance="Sec. 3", tags=("replicated",))))
-    yield moe
+    moe = None
+    if "moe" in family.kinds:
+        expert = reg["params.expert"]
+        moe = Term("static.layer.moe", "MoE parameters of one layer on one device: router (replicated), N/EP "
+                                       "routed experts (split by ETP), N_s shared experts (replicated)", "params",
+                   "Sec. 3, Table 6",
+                   (Part("router", "router N x h (replicated)", (N, h),
+                         provenance="Sec. 3", tags=("replicated",)),
+                    Part("routed", "routed experts N/EP, each 3 h h_E / ETP", (N, expert.expr), (EP, ETP),
+                         provenance="Sec. 3", tags=("expert",)),
+                    Part("shared", "shared experts N_s, each 3 h h_E (replicated)", (N_s, expert.expr),
+                         provenance="Sec. 3", tags=("replicated",))))
+        yield moe
     emb = Term("static.embedding", "word embedding on one device (vocabulary split by TP; extension)", "params",
                "extension of Sec. 3", (Part("embed", "v h / TP", reg["params.embedding"].parts[0].num, (TP,)),))
     head = Term("static.head", "output head on one device (vocabulary split by TP; extension)", "params",
                 "extension of Sec. 3", (Part("head", "v h / TP", reg["params.head"].parts[0].num, (TP,)),))
     yield emb
     yield head
+    layers = L_d + L_m if moe is not None else L_d
     yield combine("static.device.norm", "RMSNorm parameters on one device of a stage", "params", "Table 6, RMSNorm",
-                  [("norm", "LN per layer", L_d + L_m, norm)])
-    yield combine("static.device.mla", "MLA parameters on one device of a stage", "params", "Table 6, MLA",
-                  [("mla", "MLA per layer", L_d + L_m, mla)])
+                  [("norm", "LN per layer", layers, norm)])
+    yield combine(f"static.device.{kind}", f"{att} parameters on one device of a stage", "params", f"Table 6, {att}",
+                  [(kind, f"{att} per layer", layers, attn)])
     non_moe = combine("static.device.non_moe", "non-MoE parameters on one device of a stage (P_n)", "params",
                       "Table 6, non-MoE part",
-                      [("norm", "RMSNorm", L_d + L_m, norm), ("mla", "MLA", L_d + L_m, mla),
+                      [("norm", "RMSNorm", layers, norm), (kind, att, layers, attn),
                        ("dense_ffn", "dense FFN", L_d, ffn), ("embedding", "embedding", e_E, emb),
                        ("head", "output head", e_H, head)], symbol="P_n")
     yield non_moe
-    moe_dev = combine("static.device.moe", "MoE parameters on one device of a stage (P_m)", "params",
-                      "Table 6, MoE", [("moe", "MoE per layer", L_m, moe)], symbol="P_m")
-    yield moe_dev
-    yield combine("static.device.total", "parameters on one device of a stage (P_n + P_m)", "params",
-                  "Table 6, total", [("non_moe", "non-MoE", 1, non_moe), ("moe", "MoE", 1, moe_dev)])
+    rows = [("non_moe", "non-MoE", 1, non_moe)]
+    if moe is not None:
+        moe_dev = combine("static.device.moe", "MoE parameters on one device of a stage (P_m)", "params",
+                          "Table 6, MoE", [("moe", "MoE per layer", L_m, moe)], symbol="P_m")
+        yield moe_dev
+        rows.append(("moe", "MoE", 1, moe_dev))
+    yield combine("static.device.total", "parameters on one device of a stage (P_n + P_m)" if moe is not None else
+                  "parameters on one device of a stage (P_n)", "params", "Table 6, total", rows)

@@ -36,17 +36,18 @@ def sharding_terms(prefix, P_n, P_m, provenance="Sec. 4, Table 8", non_moe_over=
     and P_m (over EDP).
 
     Non-MoE parameters are replicated on every data-parallel and context-parallel rank, so
-    ZeRO shards them over DP CP (the paper's DP, as it has CP = 1); experts over EDP."""
+    ZeRO shards them over DP CP (the paper's DP, as it has CP = 1); experts over EDP.  ``P_m`` None: a
+    model without experts (no MoE row)."""
     over_text = "DP" if tuple(non_moe_over) == (DP,) else "DP CP"
     for name, meaning, nbytes, level, dtype in COMPONENTS:
+        moe = () if P_m is None else (Part("moe", "MoE P_m", nbytes + (P_m,)),)
         yield Term(f"{prefix}.{name}.replicated", f"bytes of {meaning} on one device without ZeRO sharding", "bytes",
-                   f"{provenance} ({dtype})",
-                   (Part("non_moe", "non-MoE P_n", nbytes + (P_n,)), Part("moe", "MoE P_m", nbytes + (P_m,))))
+                   f"{provenance} ({dtype})", (Part("non_moe", "non-MoE P_n", nbytes + (P_n,)),) + moe)
+        moe = () if P_m is None else (Part("moe", "MoE P_m / EDP", nbytes + (P_m,), (EDP,)),)
         yield Term(f"{prefix}.{name}.sharded", f"bytes of {meaning} on one device, sharded by ZeRO "
-                                               f"(P_n over {over_text}, P_m over EDP)", "bytes",
-                   f"{provenance}, ZeRO-{level}+ ({dtype})",
-                   (Part("non_moe", f"non-MoE P_n / {over_text}", nbytes + (P_n,), tuple(non_moe_over)),
-                    Part("moe", "MoE P_m / EDP", nbytes + (P_m,), (EDP,))))
+                                               f"(P_n over {over_text}" + (")" if P_m is None else ", P_m over EDP)"),
+                   "bytes", f"{provenance}, ZeRO-{level}+ ({dtype})",
+                   (Part("non_moe", f"non-MoE P_n / {over_text}", nbytes + (P_n,), tuple(non_moe_over)),) + moe)
 
 
 def component_ids(prefix: str, zero_stage: int):
@@ -56,4 +57,5 @@ def component_ids(prefix: str, zero_stage: int):
 
 
 def terms(reg, family, flags):
-    yield from sharding_terms("zero", reg["static.device.non_moe"].expr, reg["static.device.moe"].expr)
+    moe = reg["static.device.moe"].expr if "static.device.moe" in reg else None
+    yield from sharding_terms("zero", reg["static.device.non_moe"].expr, moe)

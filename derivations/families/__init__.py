@@ -36,6 +36,10 @@ class Kind:
     full_provenance: str = ""
 
 
+#: The shared sections, in the order they build a registry (derivations/terms.py ``_make``).
+SECTIONS = ("parameters", "static", "zero", "activations", "overheads", "conventions")
+
+
 @dataclass(frozen=True)
 class Family:
     """One model family, declared as data.
@@ -49,6 +53,11 @@ class Family:
     layer: the kinds one transformer layer of the largest kind holds (``act.layer``: MLA + MoE); parameters / activations: the modules (sympy) of its terms and tensor lists;
     config: the module (no sympy) of its model
     spec, ``from_fields`` (a config.json's fields -> spec), ``fields_of`` (the inverse) and ``shape_name``;
+    attention_label: how tables name its attention sublayer (``MLA``; its parameters are the term
+    ``params.<attention>``, the TP split of each matrix given by its tags ``tp_split``/``replicated``);
+    sections: the shared sections (derivations/assembly, derivations/activations) that build its terms after
+    its own parameters module, in order (:data:`SECTIONS`; the ``conventions`` section reproduces other
+    tools' estimators of DeepSeek models);
     divides: the layout rules over its dimensions, in the order they are checked (:class:`Divides`);
     flags: the names of a model's structure (ModelSpec.structure, in order), which decide which terms
     exist; each section's ``terms(registry, family, flags)`` reads the flags it needs by name.
@@ -65,6 +74,8 @@ class Family:
     activations: str
     config: str
     layer_terms: Tuple[Kind, ...] = ()
+    attention_label: str = ""
+    sections: Tuple[str, ...] = SECTIONS
     divides: Tuple[Divides, ...] = ()
     layer: Tuple[str, ...] = ()
     flags: Tuple[str, ...] = ("q_lora", "routing_bias", "tied")

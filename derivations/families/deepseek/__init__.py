@@ -58,4 +58,5 @@ FAMILY = Family(
     topk_methods=TOPK_METHODS, kinds=("mla", "moe", "dense", "head", "mtp"),
     parameters="derivations.families.deepseek.parameters", activations="derivations.families.deepseek.activations",
     config="derivations.families.deepseek.config",
-    layer_terms=LAYER_TERMS, layer=("mla", "moe"), divides=DIVIDES)
+    layer_terms=LAYER_TERMS, layer=("mla", "moe"), divides=DIVIDES,
+    attention_label="MLA")
