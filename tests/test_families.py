@@ -81,7 +81,7 @@ def test_a_family_is_a_package_with_its_declaration(tmp_path, monkeypatch):
 
 
 TOY_INIT = '''
-    from derivations.families import Divides, Family
+    from derivations.families import Divides, Family, Kind
     FAMILY = Family(name="toy", title="GQA + SwiGLU", short="GQA + SwiGLU", model_types=("toy_gqa",),
                     dimensions=(("hidden_size", "h", "hidden size h"), ("intermediate_size", "h_F", "FFN width h_F"),
                                 ("num_hidden_layers", "l", "layers l"), ("num_attention_heads", "n_h", "heads n_h"),
@@ -89,7 +89,16 @@ TOY_INIT = '''
                                 ("head_dim", "d_h", "head dimension d_h"), ("vocab_size", "v", "vocabulary v")),
                     topk_methods=(), kinds=("gqa", "dense", "head"), parameters="toyfamily.parameters",
                     activations="toyfamily.activations", config="toyfamily.config", flags=("tied",),
-                    attention_label="GQA", sections=("parameters", "static", "zero", "overheads"),
+                    attention_label="GQA", sections=("parameters", "static", "zero", "activations", "overheads"),
+                    layer=("gqa", "dense"), layer_what="transformer layer (GQA + dense FFN)",
+                    layer_terms=(Kind("gqa", "act.gqa.layer", "one GQA layer", "toy",
+                                      full=("only the layer input is kept", "only the layer input is kept"),
+                                      label="GQA"),
+                                 Kind("dense", "act.dense.layer", "one dense FFN sublayer", "toy",
+                                      full=("only the layer input is kept", "nothing kept"), label="dense FFN",
+                                      per="dense"),
+                                 Kind("head", "act.head", "final norm, head and loss", "toy", label="head and loss",
+                                      per="last")),
                     divides=(Divides("tp-divides-heads", "n_h", "tp", "TP={TP} must divide n_h={n_h}"),
                              Divides("tp-divides-kv-heads", "n_kv", "tp", "TP={TP} must divide n_kv={n_kv} ({name})"),
                              Divides("tp-divides-ffn", "h_F", "tp", "TP={TP} must divide h_F={h_F}")))
@@ -155,6 +164,36 @@ TOY_PARAMETERS = '''
         yield Term("params.embedding", "embedding", "params", "toy", (Part("embed", "v x h", (v, h)),))
         yield Term("params.head", "head", "params", "toy", (Part("head", "v x h", (0,) if flags["tied"] else (v, h)),))
 '''
+TOY_ACTIVATIONS = '''
+    import sympy as sp
+    from derivations.notation import B_a, B_k, CP, SP, TP, b, h, s
+    from derivations.tensors import dense_specs, head_specs, norm_parts
+    from symbolic.term import Part
+    n_h, n_kv, d_h = sp.symbols("n_h n_kv d_h", positive=True, integer=True)
+
+    def gqa_specs():
+        return (
+            Part("norm_in", "RMSNorm input (the layer input)", (B_a, b, s, h), (SP, CP), "toy",
+                 ("layer_input", "plain_norm"), row="x"),
+            *norm_parts(h, (SP, CP), "the attention's"),
+            Part("qkv_in", "q, k, v projections' input", (B_a, b, s, h), (SP, CP), "toy", ("norm",), row="x"),
+            Part("q", "q", (B_a, b, s, n_h, d_h), (TP, CP), "toy", ("mla_up",)),
+            Part("k", "k", (B_a, b, s, n_kv, d_h), (TP, CP), "toy", ("mla_up",)),
+            Part("v", "v", (B_a, b, s, n_kv, d_h), (TP, CP), "toy", ("mla_up",)),
+            Part("softmax", "softmax output", (B_a, b, n_h, s ** 2), (TP, CP), "toy", ("score", "eager", "softmax_out")),
+            Part("score_mask", "dropout mask", (B_k, b, n_h, s ** 2), (TP, CP), "toy", ("score", "mask", "eager")),
+            Part("score_dropout", "dropout output", (B_a, b, n_h, s ** 2), (TP, CP), "toy",
+                 ("score", "eager", "probs", "dropout_out")),
+            Part("softmax_stats", "log-sum-exp", (4, b, n_h, s), (TP, CP), "toy", ("score", "flash")),
+            Part("attn_out", "attention output", (B_a, b, s, n_h, d_h), (TP, CP), "toy", ("e5m6",)),
+            Part("out_mask", "dropout mask after W^O", (B_k, b, s, h), (SP, CP), "toy", ("mask",)),
+        )
+
+    SPECS = {"gqa": gqa_specs, "dense": dense_specs, "head": head_specs}
+
+    def specs(kind, flags):
+        return SPECS[kind]()
+'''
 TOY_FILE = {"model_type": "toy_gqa", "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4,
             "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 1000}
 
@@ -167,6 +206,7 @@ def toy(tmp_path, monkeypatch):
     (pkg / "__init__.py").write_text(textwrap.dedent(TOY_INIT))
     (pkg / "config.py").write_text(textwrap.dedent(TOY_CONFIG))
     (pkg / "parameters.py").write_text(textwrap.dedent(TOY_PARAMETERS))
+    (pkg / "activations.py").write_text(textwrap.dedent(TOY_ACTIVATIONS))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(families, "_REGISTRY", dict(families._all_registered()))
     for mod in [m for m in sys.modules if m == "toyfamily" or m.startswith("toyfamily.")]:
@@ -234,7 +274,7 @@ def test_a_toy_familys_parameters_static_and_zero_terms(toy, tmp_path):
     spec = load_model(str(path))
     reg = build(spec)
     assert "params.layer.moe" not in reg and "static.device.moe" not in reg and "params.mtp" not in reg
-    assert not any(t.startswith(("act.", "conv.")) for t in reg)
+    assert not any(t.startswith(("conv.", "act.mla", "act.moe", "act.mtp")) for t in reg)
     layer, ends = _toy_tensors(TOY_FILE)
     dims = dict(spec.named())
     whole = dict(dims, L_d=spec.l, e_E=1, e_H=1)
@@ -254,6 +294,52 @@ def test_a_toy_familys_parameters_static_and_zero_terms(toy, tmp_path):
     adam = dict(first, B_m=4, B_1=2, B_2=2)
     assert _at(rep, adam) == 8 * states
     assert _at(sh, dict(adam, DP=2, CP=2)) == 2 * states  # non-expert states shard over DP CP
+
+
+def test_a_toy_familys_activation_terms(toy, tmp_path):
+    """The shared activation section builds the toy's terms per view from its own tensor lists: the paper's
+    (everything kept), full recomputation (the layer input) and selective (no s^2 scores), composed per layer
+    and stage with its own kinds (GQA + dense FFN, no MoE)."""
+    from derivations.config.presets import load_model
+    from derivations.terms import build
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps(TOY_FILE))
+    spec = load_model(str(path))
+    reg = build(spec)
+    v = dict(spec.named(), b=2, s=64, TP=2, SP=2, CP=1, B_a=2, B_k=1, L_d=3, e_H=1)
+    b, s_, h, n_h, n_kv, d = 2, 64, spec.h, spec.n_h, spec.n_kv, spec.d_h
+    tp = 2
+    hidden = b * s_ * h // tp                                   # one B_a = 1 tensor of b s h on an SP shard
+    heads = b * s_ * d // tp                                    # per head, TP-split
+    gqa = 2 * hidden + 2 * hidden + 2 * heads * n_h + 2 * 2 * heads * n_kv \
+        + (2 + 1 + 2) * b * n_h * s_ * s_ // tp + 2 * heads * n_h + hidden
+    assert _at(reg["act.gqa.layer"], v) == gqa
+    assert _at(reg["act.gqa.layer.full"], v) == 2 * hidden
+    assert _at(reg["act.gqa.layer.selective"], v) == gqa - 5 * b * n_h * s_ * s_ // tp
+    dense = _at(reg["act.dense.layer"], v)
+    assert _at(reg["act.layer"], v) == gqa + dense
+    assert _at(reg["act.stage"], v) == 3 * (gqa + dense) + _at(reg["act.head"], v)
+    assert [p.key for p in reg["act.stage"].parts] == ["gqa", "dense", "head"]
+
+
+def test_the_shape_path_names_and_builds_deepseeks_terms_as_the_generated_tables_do():
+    """The path a family without generated tables takes (what a view keeps built from the family's tensor
+    lists with sympy: derivations/activations/shape.py) gives DeepSeek's terms exactly as the generated
+    decision tables do, for the registered views, every conventions preset and custom recomputation."""
+    from derivations.activations.kinds import REGISTERED, view_terms
+    from derivations.activations.shape import Shape
+    from derivations.activations.view import PRESET_CONVENTIONS
+    views = list(REGISTERED) + [View("none", conv=c) for c in PRESET_CONVENTIONS.values()] + \
+        [View("full", conv=c) for c in PRESET_CONVENTIONS.values()] + \
+        [View("custom", ("mla_up", "swiglu"), "flash"), View("selective", attention="flash", fp8=True)]
+    for q_lora in (True, False):
+        shape = Shape("deepseek", (("q_lora", q_lora), ("routing_bias", True), ("tied", False)))
+        for view in views:
+            generated, generic = view_terms(view, q_lora), view_terms(view, shape)
+            assert generated.keys() == generic.keys()
+            for kind in generated:
+                a, g = generated[kind], generic[kind]
+                assert (a.id, a.meaning, a.provenance, a.parts) == (g.id, g.meaning, g.provenance, g.parts), (view, kind)
 
 
 def test_a_switch_is_declared_once():

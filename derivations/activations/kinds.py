@@ -29,8 +29,9 @@ from derivations.families.deepseek import FAMILY as DEEPSEEK
 from derivations.notation import D, L_d, L_m, e_H, n_fl
 from symbolic.term import Part, Term, combine
 
-from derivations.activations.naming import named, reduced  # noqa: F401  (the ids: one logic, pure)
-from derivations.evaluate import kept
+from derivations.activations import shape as shapes
+from derivations import evaluate
+from derivations.activations.naming import kept, named, reduced  # noqa: F401  (the ids: one logic, pure)
 from derivations.activations.inventory import KEPT_FOR, SPECS, dense_specs, head_specs, mla_specs, mla_tensors, moe_specs, moe_tensors  # noqa: F401
 from derivations.activations.views import (CHECKPOINT_TAGS, EXT, FLASH, MLA, MOE, PAPER, PRESET_CONVENTIONS, View, apply,  # noqa: F401
                     flatten)
@@ -42,7 +43,10 @@ KINDS = {k.name: k for k in DEEPSEEK.layer_terms}
 
 @lru_cache(maxsize=None)
 def kind_parts(view: View, q_lora: bool = True) -> Dict[str, Tuple[Part, ...]]:
-    """{kind: parts kept by ``view``} for the kinds mla, moe, dense, head (cached: parts are immutable)."""
+    """{kind: parts kept by ``view``} for the kinds mla, moe, dense, head, mtp (cached: parts are immutable);
+    ``q_lora`` DeepSeek's flag, or another family's :class:`~derivations.activations.shape.Shape`."""
+    if shapes.is_shape(q_lora):
+        return {kind: apply(view, q_lora.specs(kind)) for kind in q_lora.declared.kinds}
     return {kind: apply(view, specs(q_lora)) for kind, specs in SPECS.items()}
 
 
@@ -60,7 +64,9 @@ def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
     that change no kept tensor are left out of the ids (:func:`reduced`).  The MTP modules
     (``--mtp-activations last-stage``) change no layer: the per-layer terms keep the preset's ids, the
     module's own tensors are ``act.mtp<suffix>`` and the stage and peak ids end ``.mtp``."""
-    mtp_view = view if view.conv.mtp_activations == "last-stage" else None
+    fam = shapes.family(q_lora)
+    kinds = {k.name: k for k in fam.layer_terms}
+    mtp_view = view if view.conv.mtp_activations == "last-stage" and "mtp" in fam.kinds else None
     view = named(replace(view, conv=replace(view.conv, mtp_activations="none")), q_lora)
     sfx = view.suffix
     mtp = mtp_view is not None
@@ -70,7 +76,7 @@ def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
     same, same_paper = kept(view, q_lora), kept(PAPER, q_lora)  # what each keeps, tensor by tensor (naming.py)
     same_plain = kept(plain, q_lora) if sfx != plain.suffix else same
     one = view.conv.checkpoints == "one"
-    for kind, spec in KINDS.items():
+    for kind, spec in kinds.items():
         base_id, what, prov = spec.id, spec.what, spec.provenance
         parts, base = all_parts[kind], paper[kind]
         if sfx and same[kind] == same_paper[kind]:
@@ -101,12 +107,13 @@ def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
                           kind_parts(mtp_view, q_lora)["mtp"])
         policy += ", with the MTP modules (--mtp-activations last-stage)"
     tail = ".mtp" if mtp else ""
-    out["layer"] = combine(f"act.layer{sfx}", f"activation bytes of one MoE transformer layer (MLA + MoE), {policy}",
-                           "bytes", "Sec. 5", [("mla", "MLA", 1, out["mla"]), ("moe", "MoE", 1, out["moe"])])
+    layers = L_d + L_m if "moe" in fam.kinds else L_d
+    per = {"layers": layers, "moe": L_m, "dense": L_d, "last": e_H}
+    out["layer"] = combine(f"act.layer{sfx}", f"activation bytes of one {fam.layer_what}, {policy}",
+                           "bytes", "Sec. 5", [(k, kinds[k].label, 1, out[k]) for k in fam.layer])
     out["stage"] = combine(f"act.stage{sfx}{tail}", f"activation bytes of one micro-batch on one device of a stage, {policy}",
                            "bytes", "Table 10",
-                           [("mla", "MLA", L_d + L_m, out["mla"]), ("moe", "MoE", L_m, out["moe"]),
-                            ("dense", "dense FFN", L_d, out["dense"]), ("head", "head and loss", e_H, out["head"])]
+                           [(k, kinds[k].label, per[kinds[k].per], out[k]) for k in kinds]
                            + ([("mtp_layer", "the MTP modules' transformer layers", e_H * D, out["layer"])]
                               if mtp and view.recompute != "full" else [])
                            + ([("mtp", "the MTP modules' own tensors", e_H * D, out["mtp"])] if mtp else []))
@@ -122,7 +129,10 @@ REGISTERED = (PAPER, View("full"), View("selective"), View(attention="flash"), V
 
 
 def terms(reg, family, flags):
-    q_lora = flags["q_lora"]
+    """The activation terms of the :data:`REGISTERED` views (DeepSeek's from its q_lora flag and the generated
+    tables, another family's from its :class:`~derivations.activations.shape.Shape`)."""
+    generated = family.name == evaluate.FAMILY  # the family whose tables derivations/generated/ holds
+    q_lora = flags["q_lora"] if generated else shapes.Shape(family.name, tuple(flags.items()))
     seen = set()
     for view in REGISTERED:
         for t in view_terms(view, q_lora).values():

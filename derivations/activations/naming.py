@@ -15,13 +15,25 @@ from functools import lru_cache
 from typing import Dict
 
 from derivations.activations.view import PAPER, PRESET_CONVENTIONS, View
-from derivations.evaluate import kept
+from derivations.activations import shape as shapes
+from derivations import evaluate
 from derivations.config import CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
 from derivations.families.deepseek import FAMILY as DEEPSEEK
 
 #: The kinds with terms of their own, and the id each has under the paper's view (the family's declaration:
 #: derivations/families/deepseek/__init__.py, LAYER_TERMS).
 BASE_IDS = {k.name: k.id for k in DEEPSEEK.layer_terms}
+
+
+def kept(view: View, q_lora=True):
+    """What ``view`` keeps of each kind: DeepSeek's (``q_lora`` its flag) from the generated tables
+    (derivations/evaluate.py), another family's (``q_lora`` a :class:`~derivations.activations.shape.Shape`)
+    from its tensor lists (derivations/activations/shape.py)."""
+    return shapes.kept(view, q_lora) if shapes.is_shape(q_lora) else evaluate.kept(view, q_lora)
+
+
+def _base_ids(q_lora) -> Dict[str, str]:
+    return BASE_IDS if not shapes.is_shape(q_lora) else {k.name: k.id for k in shapes.kinds(q_lora)}
 
 
 def _same_kinds(a: View, b: View, q_lora: bool) -> bool:
@@ -68,13 +80,14 @@ def activation_ids(view: View, q_lora: bool = True) -> Dict[str, str]:
     parts, paper = kept(view, q_lora), kept(PAPER, q_lora)
     plain = replace(view, conv=Conventions())  # the same policy under the paper's conventions
     out = {}
-    for kind, base_id in BASE_IDS.items():
+    for kind, base_id in _base_ids(q_lora).items():
         if sfx and parts[kind] == paper[kind]:
             out[kind] = base_id
         elif sfx != plain.suffix and parts[kind] == kept(plain, q_lora)[kind]:
             out[kind] = activation_ids(plain, q_lora)[kind]
         else:
             out[kind] = base_id + sfx
+    mtp = mtp and "mtp" in shapes.family(q_lora).kinds
     tail = ".mtp" if mtp else ""
     if mtp:
         out["mtp"] = f"act.mtp{sfx}"

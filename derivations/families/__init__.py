@@ -24,7 +24,9 @@ class Kind:
     it in words; provenance: where its tensor list comes from; symbols: the paper's symbol of the term
     per id suffix ({"": "M_1^A", ".full": "M_2^A"}); full: what full recomputation keeps of it with the
     paper's two checkpoints per layer and with one (None: not a layer, it keeps everything);
-    full_provenance: the provenance of its full-recomputation term, if the paper prints it.
+    full_provenance: the provenance of its full-recomputation term, if the paper prints it; label: its row
+    in ``act.layer`` and ``act.stage``; per: how many a stage holds (layers: every layer, L_d + L_m; moe: its
+    L_m MoE layers; dense: its L_d dense layers; last: e_H, on the last stage only).
     """
 
     name: str
@@ -34,6 +36,8 @@ class Kind:
     symbols: Tuple[Tuple[str, str], ...] = ()
     full: Optional[Tuple[str, str]] = None
     full_provenance: str = ""
+    label: str = ""
+    per: str = "layers"
 
 
 #: The shared sections, in the order they build a registry (derivations/terms.py ``_make``).
@@ -55,6 +59,7 @@ class Family:
     spec, ``from_fields`` (a config.json's fields -> spec), ``fields_of`` (the inverse) and ``shape_name``;
     attention_label: how tables name its attention sublayer (``MLA``; its parameters are the term
     ``params.<attention>``, the TP split of each matrix given by its tags ``tp_split``/``replicated``);
+    layer_what: what ``act.layer`` is one of (its ``layer`` kinds together);
     sections: the shared sections (derivations/assembly, derivations/activations) that build its terms after
     its own parameters module, in order (:data:`SECTIONS`; the ``conventions`` section reproduces other
     tools' estimators of DeepSeek models);
@@ -75,6 +80,7 @@ class Family:
     config: str
     layer_terms: Tuple[Kind, ...] = ()
     attention_label: str = ""
+    layer_what: str = "transformer layer"
     sections: Tuple[str, ...] = SECTIONS
     divides: Tuple[Divides, ...] = ()
     layer: Tuple[str, ...] = ()

@@ -34,13 +34,15 @@ DIMENSIONS = (
 #: M_1^A / M_2^A (Sec. 5.1) and M_1^E / M_2^E (Sec. 5.2), and the extensions' dense FFN and head.
 LAYER_TERMS = (
     Kind("mla", "act.mla.layer", "one MLA layer", MLA, (("", "M_1^A"), (".full", "M_2^A")),
-         ("only the layer input is kept", "only the layer input is kept"), "Sec. 5.1, M_2^A"),
+         ("only the layer input is kept", "only the layer input is kept"), "Sec. 5.1, M_2^A", "MLA", "layers"),
     Kind("moe", "act.moe.layer", "one MoE layer", MOE, (("", "M_1^E"), (".full", "M_2^E")),
          ("layer input and routing decision kept", "nothing kept: the layer's one checkpoint is the MLA input"),
-         "Sec. 5.2, M_2^E"),
+         "Sec. 5.2, M_2^E", "MoE", "moe"),
     Kind("dense", "act.dense.layer", "one dense FFN sublayer (extension)", EXT, (),
-         ("only the layer input is kept", "nothing kept: the layer's one checkpoint is its input")),
-    Kind("head", "act.head", "the final norm, head and loss on the last stage (extension)", EXT),
+         ("only the layer input is kept", "nothing kept: the layer's one checkpoint is its input"), "", "dense FFN",
+         "dense"),
+    Kind("head", "act.head", "the final norm, head and loss on the last stage (extension)", EXT,
+         label="head and loss", per="last"),
 )
 
 #: The paper's divisibility rules (Sec. 3: heads and the dense FFN split by TP, routed experts by EP, an
@@ -59,4 +61,4 @@ FAMILY = Family(
     parameters="derivations.families.deepseek.parameters", activations="derivations.families.deepseek.activations",
     config="derivations.families.deepseek.config",
     layer_terms=LAYER_TERMS, layer=("mla", "moe"), divides=DIVIDES,
-    attention_label="MLA")
+    attention_label="MLA", layer_what="MoE transformer layer (MLA + MoE)")

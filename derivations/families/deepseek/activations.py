@@ -210,6 +210,12 @@ def mtp_specs():
 SPECS = {"mla": mla_specs, "moe": lambda q_lora=True: moe_specs(), "dense": lambda q_lora=True: dense_specs(),
          "head": lambda q_lora=True: head_specs(), "mtp": lambda q_lora=True: mtp_specs()}
 
+def specs(kind: str, flags):
+    """The tensor list of ``kind`` for the structure ``flags`` (the interface every family's activations
+    module offers: derivations/activations/shape.py)."""
+    return SPECS[kind](flags["q_lora"])
+
+
 #: The operation whose backward keeps each tensor (by tensor key; a group's tensors by their own key).
 KEPT_FOR = {
     "norm_in": "RMSNorm backward (its input)",

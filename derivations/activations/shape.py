@@ -1,0 +1,61 @@
+"""The shape of a model's activation terms: its family and structure flags (:class:`Shape`).
+
+For the DeepSeek family the activation modules take its ``q_lora`` flag and read what a view keeps
+from the generated decision tables (derivations/evaluate.py ``kept``: no sympy).  Any other family
+(one with no generated tables, such as a test's toy) is given as a :class:`Shape`; what a view keeps
+of each kind is then built from the family's own tensor lists (its ``activations.specs(kind, flags)``)
+and compared by sympy's structural equality, the relation the generated tables encode.  The same
+naming and terms follow from either (tests/test_families.py checks DeepSeek's through both).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Dict, Mapping, Tuple
+
+from derivations import families
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A family (its name in derivations.families) and its structure flags ((name, value), ... in order)."""
+
+    family: str
+    flags: Tuple[Tuple[str, object], ...]
+
+    @classmethod
+    def of(cls, model) -> "Shape":
+        fam = families.get(model.family)
+        return cls(fam.name, tuple(zip(fam.flags, model.structure)))
+
+    @property
+    def declared(self) -> families.Family:
+        return families.get(self.family)
+
+    def specs(self, kind: str):
+        """The tensor list of ``kind`` (the family's ``activations.specs``)."""
+        return self.declared.module("activations").specs(kind, dict(self.flags))
+
+
+def is_shape(shape) -> bool:
+    return isinstance(shape, Shape)
+
+
+def kinds(shape) -> Tuple:
+    """The family's :class:`~derivations.families.Kind` s with terms of their own (DeepSeek's for a q_lora flag)."""
+    return (shape.declared if is_shape(shape) else families.get("deepseek")).layer_terms
+
+
+def family(shape) -> families.Family:
+    return shape.declared if is_shape(shape) else families.get("deepseek")
+
+
+@lru_cache(maxsize=1024)
+def kept(view, shape: Shape) -> Mapping[str, Tuple]:
+    """{kind: ((key, expression), ...)}: the parts ``view`` keeps of each kind of ``shape``'s family, built
+    from its tensor lists (sympy); two views keep the same parts of a kind exactly when these are equal."""
+    from derivations.activations.views import apply  # lazy: sympy (the generated path needs none)
+    out: Dict[str, Tuple] = {}
+    for kind in shape.declared.kinds:
+        out[kind] = tuple((p.key, p.expr) for p in apply(view, shape.specs(kind)))
+    return out
