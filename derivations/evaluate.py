@@ -19,26 +19,43 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
 GENERATED = Path(__file__).resolve().parent / "generated"
+#: The family whose evaluators are committed in derivations/generated/ (another family's are generated in
+#: memory and installed: derivations/generate.py ``install``).
 FAMILY = "deepseek"
+_INSTALLED: Dict[str, Tuple[Mapping, object]] = {}
+
+
+def install(family: str, tables: Mapping, module) -> None:
+    """The evaluators of ``family`` generated in memory ({file name: content}, the ``<family>.py`` module)."""
+    _INSTALLED[family] = (dict(tables), module)
+    _json.cache_clear()
 
 
 @lru_cache(maxsize=None)
 def _json(name: str):
+    family = name.split("-")[0]
+    if family in _INSTALLED:
+        return _INSTALLED[family][0][name]
     return json.loads((GENERATED / name).read_bytes())
 
 
-def _module():
-    return import_module(f"derivations.generated.{FAMILY}")
+def _module(family: str = FAMILY):
+    if family in _INSTALLED:
+        return _INSTALLED[family][1]
+    return import_module(f"derivations.generated.{family}")
 
 
-def structure_key(structure) -> str:
-    return "q{}b{}t{}".format(*(int(x) for x in structure))
+def structure_key(structure, family: str = FAMILY) -> str:
+    if family == FAMILY:
+        return "q{}b{}t{}".format(*(int(x) for x in structure))
+    from derivations import families  # lazy: another family's names (DeepSeek's need no registry)
+    return families.get(family).structure_key(structure)
 
 
 # ----------------------------------------------------------------------------- substitutions
-def derived(values: Mapping) -> Dict:
+def derived(values: Mapping, family: str = FAMILY) -> Dict:
     """``values`` plus the derived symbols and non-polynomial factors (generated ``derived``)."""
-    return _module().derived(dict(values))
+    return _module(family).derived(dict(values))
 
 
 def inflight(schedule: str, pp: int, index: int, microbatches: Optional[int], vpp: int):
@@ -46,16 +63,16 @@ def inflight(schedule: str, pp: int, index: int, microbatches: Optional[int], vp
     return _module().inflight(schedule, {"PP": pp, "i_s": index, "n_mb": microbatches, "VPP": vpp})
 
 
-def device(mtp: bool, full: bool, holds: str, values: Mapping) -> Dict:
+def device(mtp: bool, full: bool, holds: str, values: Mapping, family: str = FAMILY) -> Dict:
     """``values`` plus the per-device assembly (activations, total, layer split, Sec. 6 ends) of a view with
     the MTP modules' activations (``mtp``) or full recomputation (``full``), its activations held as
     ``holds`` (paper, schedule, given): derivations/assembly/device_terms.py, generated."""
-    return _module().device(mtp, full, holds, dict(values))
+    return _module(family).device(mtp, full, holds, dict(values))
 
 
-def device_inputs() -> Tuple[Dict[str, str], int]:
+def device_inputs(family: str = FAMILY) -> Tuple[Dict[str, str], int]:
     """({activation kind: its symbol's name}, chunks) of the per-device assembly's inputs (generated)."""
-    return _module().DEVICE_KINDS, _module().DEVICE_CHUNKS
+    return _module(family).DEVICE_KINDS, _module(family).DEVICE_CHUNKS
 
 
 # ----------------------------------------------------------------------------- trees
@@ -89,8 +106,8 @@ def _ev(t, v, graph):
 class Terms:
     """The terms of one model structure evaluated at one substitution (each term once)."""
 
-    def __init__(self, structure, values: Mapping):
-        self.parts_of = _json(f"{FAMILY}-{structure_key(structure)}.json")
+    def __init__(self, structure, values: Mapping, family: str = FAMILY):
+        self.parts_of = _json(f"{family}-{structure_key(structure, family)}.json")
         self.v = values
         self._memo: Dict[str, Fraction] = {}
 
@@ -124,9 +141,9 @@ def exact(structure, tid: str, values: Mapping) -> Fraction:
 OPS_PREFIX = "op:"
 
 
-def features(view) -> Dict[str, str]:
+def features(view, family: str = FAMILY) -> Dict[str, str]:
     """The features of a view (derivations.activations.views.View) the decision tables read."""
-    names = _json(f"{FAMILY}-common.json")["features"]
+    names = _json(f"{family}-common.json")["features"]
     conv = view.conv
     out = {"recompute": view.recompute, "attention": view.attention, "fp8": "1" if view.fp8 else "0"}
     for name in names:
@@ -137,8 +154,13 @@ def features(view) -> Dict[str, str]:
     return out
 
 
-def _kinds(q_lora: bool):
-    data = _json(f"{FAMILY}-activations-{'q1' if q_lora else 'q0'}.json")
+def _kinds(q_lora):
+    """The activation tables of DeepSeek's ``q_lora`` flag, or of another family's Shape (installed)."""
+    if isinstance(q_lora, bool):
+        data = _json(f"{FAMILY}-activations-{'q1' if q_lora else 'q0'}.json")
+    else:
+        fam = q_lora.declared
+        data = _json(f"{fam.name}-activations-{fam.activation_key(dict(q_lora.flags))}.json")
     return data["kinds"], data["exprs"]
 
 
@@ -148,7 +170,7 @@ def kept(view, q_lora: bool) -> Dict[str, Tuple]:
     tensor (a group's tensors as the sorted indices of those kept).  Two views keep the same parts
     of a kind exactly when these are equal (the indices name distinct expressions).  Cached per view
     (naming a view's terms asks it many times): the result is shared, never to be changed."""
-    f = features(view)
+    f = features(view, FAMILY if isinstance(q_lora, bool) else q_lora.family)
     kinds, _ = _kinds(q_lora)
     out = {}
     for kind, specs in kinds.items():

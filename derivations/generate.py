@@ -41,9 +41,9 @@ from typing import Dict, List, Tuple
 
 import sympy as sp
 
-from derivations import _build
+from derivations import _build, families
 from derivations import notation as nt
-from derivations.activations.inventory import SPECS
+from derivations.activations.shape import Shape
 from derivations.activations.views import EXISTS, RULES, Group, View, _kept
 from derivations.assembly import device_terms, schedules
 from derivations.assembly.conventions import side_terms
@@ -51,8 +51,17 @@ from derivations.config import CONVENTION_SWITCHES, RECOMPUTE_OPS, SCHEDULES, Co
 from symbolic.codegen import python
 
 OUT = Path(__file__).resolve().parent / "generated"
-FAMILY = "deepseek"
-STRUCTURES = tuple(itertools.product((True, False), repeat=3))  # (q_lora, routing_bias, tied)
+#: The family whose evaluators are committed in derivations/generated/ (the others: :func:`install`).
+DEEPSEEK = families.get("deepseek")
+FAMILY = DEEPSEEK.name
+
+
+def structures(fam) -> Tuple[Tuple[bool, ...], ...]:
+    """Every structure of a family: each combination of its flags (DeepSeek's q_lora, routing_bias, tied)."""
+    return tuple(itertools.product((True, False), repeat=len(fam.flags)))
+
+
+STRUCTURES = structures(DEEPSEEK)
 #: Non-polynomial pieces of the terms, as symbols the generated ``derived`` function computes.
 SPECIAL = {
     "_not_fp32": sp.Piecewise((0, sp.Eq(nt.B_a, 4)), (1, True)),
@@ -70,8 +79,8 @@ FEATURES: Dict[str, Tuple[str, ...]] = {
 CHECKPOINT_FEATURE_TAGS = {"layer_input", "routing", "head", "sublayer_input"}
 
 
-def structure_key(structure) -> str:
-    return "q{}b{}t{}".format(*(int(x) for x in structure))
+def structure_key(structure, fam=DEEPSEEK) -> str:
+    return fam.structure_key(structure)
 
 
 # ----------------------------------------------------------------------------- expression trees
@@ -245,14 +254,19 @@ def decision_table(num, den, tags, feats, pool: Pool) -> Dict[str, int]:
     return table
 
 
-def activation_specs(pool: Pool, by_tag, q_loras=(True, False)) -> Dict:
-    """{'q1'|'q0': {kind: [spec, ...]}} (see the module docstring)."""
+def _specs(fam, flags: Dict, kind: str):
+    return fam.module("activations").specs(kind, flags)
+
+
+def activation_specs(pool: Pool, by_tag, fam=DEEPSEEK, flag_sets=({"q_lora": True}, {"q_lora": False})) -> Dict:
+    """{activation key ('q1'|'q0' for DeepSeek): {kind: [spec, ...]}} (see the module docstring) of each
+    assignment of the family's activation flags in ``flag_sets``."""
     out = {}
-    for q_lora in q_loras:
+    for flags in flag_sets:
         kinds = {}
-        for kind, fn in SPECS.items():
+        for kind in fam.kinds:
             specs = []
-            for spec in fn(q_lora):
+            for spec in _specs(fam, flags, kind):
                 if isinstance(spec, Group):
                     subs = []
                     for key, _label, num, den, tags in spec.subs:
@@ -264,11 +278,11 @@ def activation_specs(pool: Pool, by_tag, q_loras=(True, False)) -> Dict:
                     specs.append(["P", spec.key, list(feats), decision_table(spec.num, spec.den, spec.tags, feats,
                                                                                 pool)])
             kinds[kind] = specs
-        out["q1" if q_lora else "q0"] = kinds
+        out[fam.activation_key(flags)] = kinds
     return out
 
 
-def check_tables(acts: Dict, pool: Pool, n: int = 400, seed: int = 0) -> None:
+def check_tables(acts: Dict, pool: Pool, n: int = 400, seed: int = 0, fam=DEEPSEEK, flags: Dict = None) -> None:
     """Every table against the views' own logic on ``n`` random views (generation stops on a difference)."""
     rng = random.Random(seed)
     for _ in range(n):
@@ -278,7 +292,7 @@ def check_tables(acts: Dict, pool: Pool, n: int = 400, seed: int = 0) -> None:
         view = view_of(assign)
         for qk, kinds in acts.items():
             for kind, specs in kinds.items():
-                for spec, real in zip(specs, SPECS[kind](qk == "q1")):
+                for spec, real in zip(specs, _specs(fam, flags if flags is not None else {"q_lora": qk == "q1"}, kind)):
                     pairs = ([(spec[1:], (real.num, real.den, real.tags))] if spec[0] == "P" else
                              [(sub, (num, den, real.tags + tags)) for sub, (_, _, num, den, tags)
                               in zip(spec[3], real.subs)])
@@ -296,13 +310,13 @@ def side_conventions():
             for s in CONVENTION_SWITCHES["shared_expert"].values]
 
 
-def structure_terms(structure) -> Dict:
+def structure_terms(structure, fam=DEEPSEEK) -> Dict:
     """{term id: [[part key, [tags], tree, label], ...]} of every base and weight-side term of a structure;
     a term is the sum of its parts, and a factor equal to another term's expression is a reference
     to it (the term graph, evaluated once per term by derivations.evaluate)."""
-    base = _build(structure)
+    base = _build(structure, fam.name)
     terms = {tid: base[tid] for tid in base}
-    for conv in side_conventions():
+    for conv in side_conventions() if "conventions" in fam.sections else ():
         for t in side_terms(base, conv):
             terms.setdefault(t.id, t)
     ids = [tid for tid in terms if not any(s.name == "M_alloc" for s in sp.sympify(terms[tid].expr).free_symbols)]
@@ -336,19 +350,28 @@ def _inflight_source() -> List[str]:
     return lines
 
 
-def _device_source() -> List[str]:
+def device_shape(fam):
+    """The shape the device assembly is printed for: DeepSeek's (its q_lora flag; the assembly, in the kinds'
+    symbols, is the same for every structure), or another family's first structure."""
+    return True if fam is DEEPSEEK else Shape(fam.name, tuple(zip(fam.flags, structures(fam)[0])))
+
+
+def _device_source(fam=DEEPSEEK) -> List[str]:
     """``device(mtp, full, holds, v)``: the per-device assembly (derivations/assembly/device_terms.py) as
     exact Python; each variant's function sets its names in ``v`` in order and returns ``v``.  The lines
     every variant ends with are one function they call, and variants of equal lines share one (the module
     is compiled on every run: estimate imports it)."""
-    bodies = {(mtp, full, holds): [f'    v["{name}"] = {python(expr)}' for name, expr in device_terms.assembly(mtp, full, holds)]
+    shape = device_shape(fam)
+    bodies = {(mtp, full, holds): [f'    v["{name}"] = {python(expr)}'
+                                   for name, expr in device_terms.assembly(mtp, full, holds, shape)]
               for _, mtp, full, holds in device_terms.variants()}
     common = 0
     while all(len(b) > common for b in bodies.values()) and len({b[-1 - common] for b in bodies.values()}) == 1:
         common += 1
     lines = ["#: The activation kinds' symbols and the chunks of the per-device assembly "
              "(derivations/assembly/device_terms.py).",
-             f"DEVICE_KINDS = {dict(device_terms.KINDS)!r}", f"DEVICE_CHUNKS = {device_terms.CHUNKS!r}", "", "",
+             f"DEVICE_KINDS = {dict(device_terms.kinds_of(shape))!r}", f"DEVICE_CHUNKS = {device_terms.CHUNKS!r}",
+             "", "",
              "def _device_common(v):", *next(iter(bodies.values()))[len(next(iter(bodies.values()))) - common:],
              "    return v"]
     names, seen = {}, {}
@@ -367,9 +390,9 @@ def _device_source() -> List[str]:
     return lines
 
 
-def python_module() -> str:
+def python_module(fam=DEEPSEEK) -> str:
     lines = ['"""GENERATED by ``python -m derivations.generate`` from the terms of derivations/ (family '
-             f'{FAMILY}); do not edit.', "",
+             f'{fam.name}); do not edit.', "",
              "The symbols that are not polynomial (derived symbols, storage indicators, floor) and the",
              'pipeline schedules\' in-flight counts and the per-device assembly, as exact Python; the polynomials',
              'are in the JSON beside it."""',
@@ -383,23 +406,37 @@ def python_module() -> str:
         lines.append(f'        v["{name}"] = {python(expr)}')
     lines.append("    return v")
     lines += ["", ""] + _inflight_source()
-    lines += ["", ""] + _device_source()
+    lines += ["", ""] + _device_source(fam)
     return "\n".join(lines) + "\n"
 
 
-def tables() -> Dict[str, Dict]:
+def tables(fam=DEEPSEEK) -> Dict[str, Dict]:
     """{file name: content}: the terms of each model structure, the activation tables of each
-    query structure (with their expressions), and what every evaluation shares."""
-    out = {f"{FAMILY}-{structure_key(s)}.json": structure_terms(s) for s in STRUCTURES}
+    assignment of the activation flags (with their expressions), and what every evaluation shares."""
+    out = {f"{fam.name}-{structure_key(s, fam)}.json": structure_terms(s, fam) for s in structures(fam)}
     by_tag = exists_features()
-    for q_lora in (True, False):
+    flag_sets = [dict(zip(fam.activation_flags, values))
+                 for values in itertools.product((True, False), repeat=len(fam.activation_flags))]
+    for flags in flag_sets:
         pool = Pool()
-        specs = activation_specs(pool, by_tag, (q_lora,))
-        check_tables(specs, pool)
-        key = "q1" if q_lora else "q0"
-        out[f"{FAMILY}-activations-{key}.json"] = {"kinds": specs[key], "exprs": pool.items}
-    out[f"{FAMILY}-common.json"] = {"family": FAMILY, "features": {k: list(v) for k, v in FEATURES.items()}}
+        specs = activation_specs(pool, by_tag, fam, (flags,))
+        key = fam.activation_key(flags)
+        check_tables(specs, pool, fam=fam, flags=flags)
+        out[f"{fam.name}-activations-{key}.json"] = {"kinds": specs[key], "exprs": pool.items}
+    out[f"{fam.name}-common.json"] = {"family": fam.name, "features": {k: list(v) for k, v in FEATURES.items()}}
     return out
+
+
+def install(fam) -> None:
+    """Generate a family's evaluators in memory and hand them to :mod:`derivations.evaluate` (a family outside
+    derivations/families/, such as a test's toy, whose files are not committed): the same tables and
+    module :func:`outputs` writes for DeepSeek, printed from the family's own terms."""
+    import types
+
+    from derivations import evaluate
+    module = types.ModuleType(f"derivations.generated.{fam.name}")
+    exec(compile(python_module(fam), f"<generated {fam.name}>", "exec"), module.__dict__)  # printed above, from our terms
+    evaluate.install(fam.name, tables(fam), module)
 
 
 def search_kernels() -> Tuple[Dict[str, str], Dict[str, str]]:
@@ -414,7 +451,7 @@ def search_kernels() -> Tuple[Dict[str, str], Dict[str, str]]:
     rows = [nt.SYMBOLS[name] for name in kernelgen.ROWS]
     bodies: Dict[tuple, List[str]] = {}
     for s in STRUCTURES:
-        model = SimpleNamespace(structure=s, q_lora=s[0])  # the choices and terms read only the structure
+        model = SimpleNamespace(structure=s, q_lora=s[0], family=FAMILY)  # the choices and terms read only these
         choices = totals.choices(model)
         terms = {t: _specials(term.expr) for t, term in totals.choice_terms(model, choices).items()}
         by_row = {k for k, e in SPECIAL.items() if e.free_symbols & set(rows)}

@@ -90,14 +90,18 @@ class Variant:
 
 
 @lru_cache(maxsize=512)
-def _variant(structure, view, conventions) -> Variant:
+def _variant(structure, view, conventions, family: str = "deepseek") -> Variant:
     # lazy: sympy (only this path needs it)
     from derivations.activations import view_terms
+    from derivations.activations.shape import Shape
     from derivations.assembly.conventions import side_terms, weight_side
-    base = _build(structure)
-    q_lora = structure[0]
-    acts = view_terms(view, q_lora)
-    extra = list(side_terms(base, conventions)) + list(acts.values())
+    from derivations import families
+    base = _build(structure, family)
+    fam = families.get(family)
+    shape = structure[0] if family == "deepseek" else Shape(family, tuple(zip(fam.flags, structure)))
+    acts = view_terms(view, shape)
+    sides = side_terms(base, conventions) if "conventions" in fam.sections else ()
+    extra = list(sides) + list(acts.values())
     return Variant(base.overlay(extra), {k: t.id for k, t in acts.items()}, weight_side(conventions))
 
 
@@ -109,7 +113,7 @@ def variant(model, training=None) -> Variant:
     from derivations.activations import View
     training = training or cfg.Training()
     conventions = getattr(training, "conventions", cfg.Conventions())
-    return _variant(model.structure, View.of(training), conventions.side("weights"))
+    return _variant(model.structure, View.of(training), conventions.side("weights"), model.family)
 
 
 def configured(model, training=None) -> Terms:

@@ -322,6 +322,37 @@ def test_a_toy_familys_activation_terms(toy, tmp_path):
     assert [p.key for p in reg["act.stage"].parts] == ["gqa", "dense", "head"]
 
 
+def test_a_toy_familys_estimate_from_its_generated_evaluators(toy, tmp_path):
+    """The toy's evaluators generated in memory from its terms (derivations.generate.install: the tables and
+    module python -m derivations.generate commits for DeepSeek) give its per-device estimate: the paper's
+    model states of the stage's parameters (2 + 4 + 2 + 2 + 2 bytes, ZeRO-1 over DP) and one micro-batch of
+    its layers' activations, each equal to a count of its tensors made here."""
+    from derivations import generate
+    from derivations.assembly.device import estimate
+    from derivations.config import Layout, Training
+    from derivations.config.presets import load_model
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps(TOY_FILE))
+    spec = load_model(str(path))
+    generate.install(toy)
+    est = estimate(spec, Layout(dp=2, tp=2, pp=2), Training(mbs=1, seq=64, zero=1), stage_index=0)
+    layer, ends = _toy_tensors(TOY_FILE)
+    norms = layer["input_layernorm"] + layer["post_attention_layernorm"]
+    per_device = 2 * ((sum(layer.values()) - norms) // 2 + norms) + ends["embed_tokens"] // 2
+    assert est.params == {"non_moe": per_device, "moe": 0, "total": per_device}
+    assert est.bytes["weights"] == 2 * per_device and est.bytes["gradients"] == 4 * per_device
+    assert est.bytes["optimizer"] == (4 + 2 + 2) * per_device / 2           # ZeRO-1: sharded over DP = 2
+    b, s_, h, n_h, n_kv, d, f = 1, 64, spec.h, spec.n_h, spec.n_kv, spec.d_h, spec.h_F
+    hidden, heads = b * s_ * h // 2, b * s_ * d // 2        # SP = TP = 2 (the paper's default): b s h / SP
+    gqa = 2 * hidden + 2 * hidden + 2 * heads * n_h + 2 * 2 * heads * n_kv \
+        + (2 + 1 + 2) * b * n_h * s_ * s_ // 2 + 2 * heads * n_h + hidden
+    dense = 2 * hidden + 2 * hidden + 2 * 2 * b * s_ * f // 2 + 2 * 2 * b * s_ * f // 2 + hidden
+    assert est.bytes["activations"] == 2 * (gqa + dense)
+    assert est.bytes["total"] == sum(est.bytes[k] for k in ("weights", "gradients", "optimizer", "activations"))
+    assert [kind for _, kind, _ in est.by_layer] == ["dense", "dense"]
+    assert est.term_ids["activations_gqa_layer"] == "act.gqa.layer" and "activations_moe_layer" not in est.term_ids
+
+
 def test_the_shape_path_names_and_builds_deepseeks_terms_as_the_generated_tables_do():
     """The path a family without generated tables takes (what a view keeps built from the family's tensor
     lists with sympy: derivations/activations/shape.py) gives DeepSeek's terms exactly as the generated

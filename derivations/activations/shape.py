@@ -37,6 +37,13 @@ class Shape:
         return self.declared.module("activations").specs(kind, dict(self.flags))
 
 
+def of_model(model):
+    """What the activation modules take for ``model``: the q_lora flag of a model of the family whose tables are
+    committed (derivations/generated/, DeepSeek's), else its family's :class:`Shape`."""
+    from derivations.evaluate import FAMILY  # lazy: the one name this module needs of it
+    return model.q_lora if model.family == FAMILY else Shape.of(model)
+
+
 def is_shape(shape) -> bool:
     return isinstance(shape, Shape)
 

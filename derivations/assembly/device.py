@@ -21,7 +21,9 @@ from fractions import Fraction
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from derivations import config as cfg
+from derivations import families
 from derivations.activations.naming import activation_ids as _view_ids
+from derivations.activations.shape import of_model
 from derivations.activations.view import View
 from derivations import evaluate as ev
 from derivations.assembly import overheads, schedules
@@ -35,12 +37,12 @@ from symbolic.exact import as_number
 def activation_ids(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, str]:
     """{kind: term id} of the activation terms of ``training``'s view (recomputation policy,
     attention kernel, FP8 caching, conventions); the terms are in ``variant(model, training).terms``."""
-    return dict(_view_ids(View.of(training), model.q_lora))
+    return dict(_view_ids(View.of(training), of_model(model)))
 
 
 def _kinds(model, training, values: Mapping) -> Dict[str, Fraction]:
     """{kind: bytes} of one layer's (or sublayer's) kept tensors under ``training``'s view at ``values``."""
-    return ev.activation_values(View.of(training), model.q_lora, values)
+    return ev.activation_values(View.of(training), of_model(model), values)
 
 
 def _view_variant(training) -> Tuple[bool, bool]:
@@ -49,12 +51,12 @@ def _view_variant(training) -> Tuple[bool, bool]:
     return view.conv.mtp_activations == "last-stage", view.recompute == "full"
 
 
-def _assemble(training, holds: str, inputs: Mapping, chunks=(), all_stages=()) -> Dict:
+def _assemble(training, holds: str, inputs: Mapping, chunks=(), all_stages=(), family: str = ev.FAMILY) -> Dict:
     """The printed per-device assembly (derivations/assembly/device_terms.py, generated into
     derivations/generated/) at ``inputs`` (the stage's values, the kinds' bytes, the model states and
     runtime buffers, :func:`_inputs`) and, with a schedule, at each chunk's composition and in-flight
     count; ``holds``: paper, schedule or given (the activations an input)."""
-    _, n_chunks = ev.device_inputs()
+    _, n_chunks = ev.device_inputs(family)
     if len(chunks) > n_chunks:
         raise ValueError(f"the device assembly has {n_chunks} chunks, the schedule {len(chunks)}")
     v = dict(inputs)
@@ -62,13 +64,13 @@ def _assemble(training, holds: str, inputs: Mapping, chunks=(), all_stages=()) -
         comp = chunks[c].composition(all_stages[chunks[c].stage]).named() if c < len(chunks) else {}
         v.update({f"{k}_{c}": comp.get(k, 0) for k in ("L_d", "L_m", "e_E", "e_H")})
         v[f"n_fl_{c}"] = chunks[c].inflight if c < len(chunks) else 0
-    return ev.device(*_view_variant(training), holds, v)
+    return ev.device(*_view_variant(training), holds, v, family)
 
 
 def _inputs(model, training, values: Mapping, states: Mapping, runtime) -> Dict:
     """The assembly's inputs: ``values`` (the stage's substitution), each activation kind's bytes under
     ``training``'s view as its symbol (M_A, M_E, ...), the model states and the runtime buffers."""
-    kinds, _ = ev.device_inputs()
+    kinds, _ = ev.device_inputs(model.family)
     per_kind = _kinds(model, training, values)
     return {**values, **{sym: per_kind.get(kind, 0) for kind, sym in kinds.items()}, **states, "runtime": runtime}
 
@@ -184,20 +186,21 @@ def _model_states(model, layout, training, comp, held) -> Tuple[Dict, Dict, Tupl
     Megatron's most-loaded shard (its formula divides by PP itself)."""
     side = weight_side(training.conventions)
     if side.rank == "megatron":
-        dev = ev.derived(megatron_values(model, layout, training))
+        dev = ev.derived(megatron_values(model, layout, training), model.family)
     else:
         held_comp = {"L_d": sum(c.dense for c in held), "L_m": sum(c.moe for c in held),
                      "e_E": sum(int(c.embedding) for c in held), "e_H": sum(int(c.head) for c in held)}
         if training.conventions.mtp:  # the MTP modules' parameters on the last stage
             held_comp = dict(zip(("L_d", "L_m", "e_E", "e_H"), mtp_stage_shift(model, layout.pp, *held_comp.values())))
-        dev = ev.derived({**named(model, layout, training, comp), **held_comp})
-    terms = ev.Terms(model.structure, dev)
+        dev = ev.derived({**named(model, layout, training, comp), **held_comp}, model.family)
+    terms = ev.Terms(model.structure, dev, model.family)
     if side.rank == "megatron":
         parts = terms.parts(side.params)
         P_n = sum((Fraction(v) for _, tags, v in parts if "non_moe" in tags), Fraction(0))
         P_m = sum((Fraction(v) for _, tags, v in parts if "moe" in tags), Fraction(0))
     else:
-        P_n, P_m = Fraction(terms.term(side.non_moe)), Fraction(terms.term(side.moe))
+        P_n = Fraction(terms.term(side.non_moe))
+        P_m = Fraction(terms.term(side.moe)) if side.moe in terms else Fraction(0)  # no experts: no P_m
     ids = device_component_ids(model, training, schedule_ok=True)
     ids = {k: ids[k] for k in ("weights", "gradients", "optimizer")}
     return ids, {k: Fraction(terms.term(t)) for k, t in ids.items()}, (P_n, P_m), side.params
@@ -217,7 +220,8 @@ def _virtual_peak(model, layout, training, comp, inputs):
                                                 f"{comp.moe}: the layout is modelled when each rank holds the dense and "
                                                 f"MoE counts of a contiguous split (--layers-per-stage: the per-rank "
                                                 f"sums)")
-    at = lambda c: Fraction(_assemble(training, "paper", {**inputs, **c.named()})["activations_per_microbatch"])
+    at = lambda c: Fraction(_assemble(training, "paper", {**inputs, **c.named()},
+                                      family=model.family)["activations_per_microbatch"])
     layer_bytes = [at(schedules.part_composition(c, "layers")) for c in chunks]
     head = at(schedules.part_composition(chunks[-1], "head")) if chunks[-1].head else Fraction(0)
     m = training.microbatches or 4 * layout.pp  # steady state: the order repeats every PP V chunk-forwards
@@ -251,7 +255,7 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
                                        training.virtual_layers is not None)
     else:
         chunks, held = (), (comp,)
-    values = ev.derived(named(model, layout, training, comp))
+    values = ev.derived(named(model, layout, training, comp), model.family)
     act = activation_ids(model, training)
     ids, byts, (P_n, P_m), params_id = _model_states(model, layout, training, comp, held)
     notes += convention_notes(training)
@@ -261,9 +265,10 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     virtual = None
     if training.schedule == "interleaved" and training.virtual_layers is not None:
         virtual = _virtual_peak(model, layout, training, comp, inputs)
-        v = _assemble(training, "given", {**inputs, "activations": virtual[0]})
+        v = _assemble(training, "given", {**inputs, "activations": virtual[0]}, family=model.family)
     else:
-        v = _assemble(training, "schedule" if training.schedule else "paper", inputs, chunks, all_stages)
+        v = _assemble(training, "schedule" if training.schedule else "paper", inputs, chunks, all_stages,
+                      model.family)
     ids["activations"] = act["peak" if training.schedule else "stage"]
     byts["activations"] = Fraction(v["activations"])
     if rb != "none":
@@ -273,8 +278,10 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     byts["activations_per_microbatch"] = Fraction(v["activations_per_microbatch"])
     ids["activations_per_layer"] = act["layer"]
     byts["activations_per_layer"] = Fraction(v["activations_per_layer"])
-    ids["activations_mla_layer"] = act["mla"]
-    ids["activations_moe_layer"] = act["moe"]
+    attention = families.get(model.family).attention
+    ids[f"activations_{attention}_layer"] = act[attention]  # DeepSeek's activations_mla_layer
+    if "moe" in act:
+        ids["activations_moe_layer"] = act["moe"]
     ids["params"] = params_id
     chunk_list = tuple((all_stages[ch.stage], ch.inflight) for ch in chunks if ch.part != "head")
     heads = [ch.inflight for ch in chunks if ch.part == "head" and all_stages[ch.stage].head]
@@ -324,10 +331,11 @@ def stage_params(model: cfg.ModelSpec, layout: cfg.Layout, accounting: str = "pa
     tid = "params.stage" if accounting == "paper" else "params.stage.checkpoint"
     rows = []
     for comp in cfg.stages(model, layout):
-        terms = ev.Terms(model.structure, ev.derived(named(model, None, None, comp)))
+        terms = ev.Terms(model.structure, ev.derived(named(model, None, None, comp), model.family), model.family)
         parts = {key: Fraction(v) for key, _, v in terms.parts(tid)}
         rows.append((comp, Fraction(terms.term(tid)), parts))
     whole = cfg.whole_model(model)
-    total = Fraction(ev.Terms(model.structure, ev.derived(named(model, None, None, whole))).term(tid))
+    total = Fraction(ev.Terms(model.structure, ev.derived(named(model, None, None, whole), model.family),
+                              model.family).term(tid))
     assert total == sum(r[1] for r in rows), "stage split does not add up to the model"
     return rows, total

@@ -46,8 +46,20 @@ from derivations.activations.views import View
 from derivations.assembly import overheads
 from derivations.config import Conventions
 
-#: The activation kinds and the symbol each one's bytes stand as (the page's M^A, M^E, ... of Table 10).
-KINDS = {"mla": "M_A", "moe": "M_E", "dense": "M_D", "head": "M_H", "mtp": "M_MTP"}
+#: The symbol of each kind by its role: a family's attention kind (DeepSeek's mla) is M_A.
+ROLE_SYMBOLS = {"moe": "M_E", "dense": "M_D", "head": "M_H", "mtp": "M_MTP"}
+
+
+def kinds_of(shape=True) -> Dict[str, str]:
+    """{kind: symbol} of a family's kinds (``shape``: DeepSeek's q_lora flag, or another family's
+    :class:`~derivations.activations.shape.Shape`): its attention M_A, the others by role."""
+    from derivations.activations import shape as shapes
+    fam = shapes.family(shape)
+    return {k: ("M_A" if k == fam.attention else ROLE_SYMBOLS[k]) for k in fam.kinds}
+
+
+#: DeepSeek's activation kinds and the symbol each one's bytes stand as (the page's M^A, M^E, ... of Table 10).
+KINDS = kinds_of(True)
 #: The composition symbols of a stage, in order (derivations/config/layout.py ``StageComposition.named``).
 COMPOSITION = ("L_d", "L_m", "e_E", "e_H")
 #: Chunks a device runs under a schedule: at most two (DualPipe's own and mirror stage; interleaved's
@@ -93,19 +105,21 @@ def _in_kinds(term, by_id: Dict, kind_of: Dict[str, sp.Symbol]):
 
 
 @lru_cache(maxsize=None)
-def activation_terms(mtp: bool, full: bool) -> Dict[str, sp.Expr]:
+def activation_terms(mtp: bool, full: bool, shape=True) -> Dict[str, sp.Expr]:
     """{'stage', 'peak', 'layer': expression in the kinds' symbols} of the view's ``act.stage``,
-    ``act.peak`` and ``act.layer`` (their rows, from derivations/activations/kinds.py)."""
+    ``act.peak`` and ``act.layer`` (their rows, from derivations/activations/kinds.py) for ``shape``'s
+    family (:func:`kinds_of`)."""
     view = View("full" if full else "none", conv=Conventions(mtp_activations="last-stage" if mtp else "none"))
-    terms = view_terms(view)
+    terms = view_terms(view, shape)
     by_id = {t.id: t for t in terms.values()}
-    kind_of = {terms[k].id: _symbol(s) for k, s in KINDS.items() if k in terms}
+    kind_of = {terms[k].id: _symbol(s) for k, s in kinds_of(shape).items() if k in terms}
     return {k: _in_kinds(terms[k], by_id, kind_of) for k in ("stage", "peak", "layer")}
 
 
-def assembly(mtp: bool, full: bool, holds: str) -> List[Tuple[str, sp.Expr]]:
-    """[(name, expression), ...] of one variant (see the module docstring), in evaluation order."""
-    t = activation_terms(mtp, full)
+def assembly(mtp: bool, full: bool, holds: str, shape=True) -> List[Tuple[str, sp.Expr]]:
+    """[(name, expression), ...] of one variant (see the module docstring), in evaluation order, for
+    ``shape``'s family (DeepSeek's by default)."""
+    t = activation_terms(mtp, full, shape)
     S = _symbol
     if holds == "paper":  # one micro-batch: act.stage
         out = [("activations", t["stage"]), ("total", None), ("activations_per_microbatch", S("activations"))]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Dict
 
 from derivations.activations.naming import activation_ids
+from derivations.activations.shape import of_model
 from derivations.activations.view import View
 from derivations.config import ZERO_NAMES, ConfigError, Conventions, whole_model
 from derivations.config.values import named
@@ -100,5 +101,5 @@ def device_component_ids(model, training, schedule_ok: bool = False) -> Dict[str
     if training.zero not in ZERO_NAMES:
         raise ConfigError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {training.zero!r}")
     ids = weight_side(training.conventions).component_ids(training.zero)
-    ids["activations"] = activation_ids(View.of(training), model.q_lora)["stage"]
+    ids["activations"] = activation_ids(View.of(training), of_model(model))["stage"]
     return {k: ids[k] for k in COMPONENTS}

@@ -63,6 +63,9 @@ class Family:
     sections: the shared sections (derivations/assembly, derivations/activations) that build its terms after
     its own parameters module, in order (:data:`SECTIONS`; the ``conventions`` section reproduces other
     tools' estimators of DeepSeek models);
+    structure_letters: one letter per flag naming a structure in generated file names (default: each flag's
+    first letter; DeepSeek's ``qbt``: ``q1b1t0``); activation_flags: the flags its tensor lists depend on
+    (DeepSeek's ``q_lora``: one activation table per value, derivations/generated/);
     divides: the layout rules over its dimensions, in the order they are checked (:class:`Divides`);
     flags: the names of a model's structure (ModelSpec.structure, in order), which decide which terms
     exist; each section's ``terms(registry, family, flags)`` reads the flags it needs by name.
@@ -82,9 +85,22 @@ class Family:
     attention_label: str = ""
     layer_what: str = "transformer layer"
     sections: Tuple[str, ...] = SECTIONS
+    structure_letters: str = ""
+    activation_flags: Tuple[str, ...] = ()
     divides: Tuple[Divides, ...] = ()
     layer: Tuple[str, ...] = ()
     flags: Tuple[str, ...] = ("q_lora", "routing_bias", "tied")
+
+    def structure_key(self, structure) -> str:
+        """The name of a structure (its flags' values, in order) in generated file names: ``q1b1t0``."""
+        letters = self.structure_letters or "".join(f[0] for f in self.flags)
+        return "".join(f"{c}{int(x)}" for c, x in zip(letters, structure))
+
+    def activation_key(self, flags) -> str:
+        """The name of the activation tables of the flags ``flags`` ({name: value}) depend on (``q1``), or ``all``."""
+        letters = self.structure_letters or "".join(f[0] for f in self.flags)
+        by_flag = dict(zip(self.flags, letters))
+        return "".join(f"{by_flag[f]}{int(flags[f])}" for f in self.activation_flags) or "all"
 
     @property
     def attention(self) -> str:

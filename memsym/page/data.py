@@ -95,7 +95,7 @@ def model_states(pool: Pool) -> Dict:
     from derivations.assembly.sides import weight_side
     out = {}
     for structure in STRUCTURES:
-        model = SimpleNamespace(structure=structure)
+        model = SimpleNamespace(structure=structure, family="deepseek")
         per = {}
         for rank, shared in SIDES:
             tr = _side_training(rank, shared)

@@ -61,4 +61,5 @@ FAMILY = Family(
     parameters="derivations.families.deepseek.parameters", activations="derivations.families.deepseek.activations",
     config="derivations.families.deepseek.config",
     layer_terms=LAYER_TERMS, layer=("mla", "moe"), divides=DIVIDES,
-    attention_label="MLA", layer_what="MoE transformer layer (MLA + MoE)")
+    attention_label="MLA", layer_what="MoE transformer layer (MLA + MoE)", structure_letters="qbt",
+    activation_flags=("q_lora",))
