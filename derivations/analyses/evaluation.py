@@ -10,7 +10,9 @@ and bytes enter as exact coefficients), in cache-sized blocks (:func:`symbolic.s
 Each (ZeRO stage, policy) then picks its components, each configuration is judged at its
 most-loaded stage, and the peak is the paper's Sec. 6 ``(1 + f_frag) * total + M_buf``
 (derivations/assembly/overheads.py).  Under a pipeline schedule or a global batch every device is
-judged instead (derivations/analyses/scheduled.py).  No sympy is imported unless a caller passes
+judged instead (derivations/analyses/scheduled.py).  In the paper's view most columns repeat a layout's
+or a choice's values, and are built only when read whole (:class:`Columns`: ranking and formatting read
+the rows they need; writing every column of 321,552 configurations cost more than evaluating them).  No sympy is imported unless a caller passes
 its own expressions to :func:`search` (they are then lambdified: :func:`_compile`).
 
 Numbers are float64 evaluations of exact rational expressions: integers below 2^53 come out
@@ -20,6 +22,7 @@ checks rows against exact evaluation).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
@@ -167,76 +170,201 @@ def _values(model, training, exprs: Optional[Mapping[str, object]], keys, cols, 
     return {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), (n_g, K)) for k in keys}
 
 
-def _at(a, flat, per: int = 1):
-    """a[g, j[g]] of each group (flat = g K + j); a column broadcast over the compositions is the column.
-    ``per`` > 1: ``a`` holds one row per layout, the groups of a layout being ``per`` consecutive groups,
-    and ``flat`` indexes it (layout K + j)."""
-    if a.strides[1] == 0:
-        return np.repeat(a[:, 0], per) if per > 1 else a[:, 0]
-    return np.ascontiguousarray(a).reshape(-1).take(flat)
+class Columns(MutableMapping):
+    """The columns of a search, {name: array of one value per configuration}, some of them lazy.
+
+    Without a schedule most columns are repetitions: a layout's values tiled once per (ZeRO stage,
+    policy) choice, a choice's ZeRO stage and policy repeated over its rows, and the components and stage
+    of a configuration read at its most-loaded composition from the evaluated terms.  They are built
+    as arrays on first access (``columns[name]``, the same arrays as ever); :meth:`take` reads the values
+    of some rows without building the column (ranking and row formatting need a few rows of each, the
+    full columns of 321,552 configurations cost more to write than to compute).
+    ``lazy``: {name: (full() -> array, take(idx) -> array)}."""
+
+    def __init__(self, arrays=(), lazy=(), order=None):
+        self._arrays, self._lazy = dict(arrays), dict(lazy)
+        self._order = list(order) if order is not None else \
+            list(self._arrays) + [k for k in self._lazy if k not in self._arrays]
+
+    def __getitem__(self, key):
+        if key not in self._arrays:
+            full, _ = self._lazy[key]  # KeyError for an unknown column
+            self._arrays[key] = full()
+        return self._arrays[key]
+
+    def __setitem__(self, key, value):
+        if key not in self._arrays and key not in self._lazy:
+            self._order.append(key)
+        self._arrays[key] = value
+        self._lazy.pop(key, None)
+
+    def __delitem__(self, key):
+        if key not in self._arrays and key not in self._lazy:
+            raise KeyError(key)
+        self._arrays.pop(key, None)
+        self._lazy.pop(key, None)
+        self._order.remove(key)
+
+    def __contains__(self, key):
+        return key in self._arrays or key in self._lazy
+
+    def __iter__(self):
+        return iter(list(self._order))
+
+    def __len__(self):
+        return len(self._order)
+
+    def take(self, key, idx):
+        """``self[key][idx]`` without building a lazy column."""
+        if key in self._arrays:
+            return self._arrays[key][idx]
+        return self._lazy[key][1](np.asarray(idx, dtype=np.int64))
 
 
-def _most_loaded(value, choices, compo, per_layout=frozenset(), per: int = 1):
-    """Per (ZeRO stage, policy): each configuration's components at its most-loaded stage.
-    ``per_layout``: the keys of ``value`` held once per layout (the model states, which depend on
-    neither b nor s), a layout's ``per`` groups sharing them.
-    Returns ({column: [block per choice]}, group index of every output row)."""
-    n_g = compo.shape[0]
+def take(columns, key, idx):
+    """``columns[key][idx]``; a :class:`Columns` reads the rows without building a lazy column."""
+    return columns.take(key, idx) if isinstance(columns, Columns) else columns[key][idx]
+
+
+def _most_loaded(value, choices, n_g: int, K: int, per_layout=frozenset(), per: int = 1):
+    """Per (ZeRO stage, policy) present in ``choices``: each group's total at its most-loaded composition.
+    ``value``: {key: (n_g, K) array}, or for the keys of ``per_layout`` (the model states, which depend on
+    neither b nor s) (n_g / per, K): a layout's ``per`` consecutive groups share its row.
+    Returns ([(zero, policy index, pick)], [total (n_g,) per choice], [composition index (n_g,) per choice]):
+    the first most-loaded composition of each group (``np.argmax``)."""
     zeros = sorted({z for z, _ in choices})
     policies = tuple(dict.fromkeys(r for _, r in choices))
-    comps = list(next(iter(choices.values())))
-    blocks = {c: [] for c in comps + ["total", "zero", "recompute", "stage"]}
-    rows_g = []
-    K = compo.shape[1]
-    base = np.arange(n_g) * K
-    lbase = (np.arange(n_g) // per) * K if per > 1 else base  # a group's layout row, for the per-layout keys
-    stage = np.ascontiguousarray(compo[:, :, 4])
+    comps = list(next(iter(choices.values()))) if choices else []
+    present, totals, js = [], [], []
     partial = {}  # the components but the last summed once per distinct (ids): the same additions in order
-    step = lambda k: per if k in per_layout else 1
     for z in zeros:
         for ri, r in enumerate(policies):
             pick = choices.get((z, r))
             if pick is None:
                 continue
-            head = tuple(pick[c] for c in comps[:-1])
-            if head not in partial:
-                x = sum(value[k] for k in head)
-                partial[head] = np.repeat(x, per, axis=0) if per > 1 and set(head) <= per_layout else x
-            total = partial[head] + value[pick[comps[-1]]] if comps[:-1] else sum(value[pick[c]] for c in comps)
+            head, last = tuple(pick[c] for c in comps[:-1]), pick[comps[-1]]
+            if head and per > 1 and set(head) <= per_layout and last not in per_layout:
+                if head not in partial:  # per layout; a layout's groups add their own last component below
+                    partial[head] = sum(value[k] for k in head)
+                total = (partial[head][:, None, :] + value[last].reshape(n_g // per, per, K)).reshape(n_g, K)
+            elif head:
+                if head not in partial:
+                    x = sum(value[k] for k in head)
+                    partial[head] = np.repeat(x, per, axis=0) if per > 1 and set(head) <= per_layout else x
+                total = partial[head] + value[last]
+            else:
+                total = sum(value[pick[c]] for c in comps)
             j = np.argmax(total, axis=1)  # first most-loaded composition
-            flat = base + j
-            lflat = lbase + j if per > 1 else flat
-            for c in comps:
-                blocks[c].append(_at(value[pick[c]], lflat if step(pick[c]) > 1 else flat, step(pick[c])))
-            blocks["total"].append(_at(total, flat))
-            blocks["zero"].append(np.full(n_g, z, dtype=np.int64))
-            blocks["recompute"].append(np.full(n_g, ri, dtype=np.int64))
-            blocks["stage"].append(_at(stage, flat))
-            rows_g.append(np.arange(n_g))
-    return blocks, (np.concatenate(rows_g) if rows_g else np.zeros(0, np.int64))
+            present.append((z, ri, pick))
+            totals.append(np.take_along_axis(total, j[:, None], axis=1)[:, 0])
+            js.append(j)
+    return present, totals, js
+
+
+def _layout_values(lay, comp, seq, mbs, grid: bool):
+    """{row symbol name: float64 array} broadcasting to (layouts, s, b, K): the layout (DP, TP, PP, EP, ETP,
+    CP, SP = TP) per layout, s and b along their axes, the compositions (layouts, K).  ``grid`` False:
+    (layouts, K) rows for terms that depend on neither b nor s, at the first of each (as the groups')."""
+    sizes = {"DP": "dp", "TP": "tp", "PP": "pp", "EP": "ep", "ETP": "etp", "CP": "cp", "SP": "tp"}
+    shape = (-1, 1, 1, 1) if grid else (-1, 1)
+    out = {k: lay[v].astype(np.float64).reshape(shape) for k, v in sizes.items()}
+    for j, k in enumerate(("L_d", "L_m", "e_E", "e_H")):
+        c = comp[:, :, j].astype(np.float64)
+        out[k] = c[:, None, None, :] if grid else c
+    shape = ((1, -1, 1, 1), (1, 1, -1, 1)) if grid else ((1, 1), (1, 1))
+    out["s"] = np.asarray(seq if grid else seq[:1], dtype=np.float64).reshape(shape[0])
+    out["b"] = np.asarray(mbs if grid else mbs[:1], dtype=np.float64).reshape(shape[1])
+    return out
+
+
+def _kernel_values(model, training, keys, rows, shape) -> Dict[str, object]:
+    """{key: array of ``shape``}: the generated kernels' terms ``keys`` at ``rows`` (broadcasting)."""
+    out = {}
+    for group in dict.fromkeys(kernels.group_of(model, [k]) for k in keys):
+        out.update(kernels.values(model, training, group, rows))
+    return {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), shape).reshape(-1, shape[-1]) for k in keys}
 
 
 def _stage_view(model, training, exprs, choices, enum, seqs, mbs):
     """The paper's view (no schedule): every configuration at its most-loaded stage, one micro-batch per
-    stage.  Columns: the groups' columns tiled once per choice, then the components of each choice.
-    With the generated kernels the model states (independent of b and s: derivations/analyses/kernelgen.py
-    checks it) are evaluated once per layout, not once per (layout, s, b) group."""
-    cols, compo = _rows(model, enum, seqs, mbs)
+    stage.  Columns (a :class:`Columns`): the groups' columns tiled once per choice, then the components
+    of each choice.  With the generated kernels the model states (independent of b and s:
+    derivations/analyses/kernelgen.py checks it) are evaluated once per layout, not once per (layout, s, b)
+    group, and the activations over the grid (layouts, s, b, compositions) by broadcasting (the same
+    element-wise operations as over the rows of every group)."""
+    lay = enum.arrays
+    n_l, n_s, n_b = len(enum), len(seqs), len(mbs)
+    per, n_g = n_s * n_b, n_l * n_s * n_b  # group g = (layout * n_s + s) * n_b + b
+    table, K = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
+    comp = table[lay["pp"]]  # (n_l, K, 5)
     keys = sorted({k for pick in choices.values() for k in pick.values()})
-    per = len(seqs) * len(mbs)
     states = frozenset(k for pick in choices.values() for c, k in pick.items() if c != "activations")
     if exprs is None and per > 1 and not states & {pick["activations"] for pick in choices.values()}:
-        value = _values(model, training, None, sorted(states), {k: v[::per] for k, v in cols.items()}, compo[::per])
-        value.update(_values(model, training, None, [k for k in keys if k not in states], cols, compo))
+        value = _kernel_values(model, training, sorted(states), _layout_values(lay, comp, seqs, mbs, False),
+                               (n_l, K))
+        grid = (n_l, n_s, n_b, K)
+        value.update(_kernel_values(model, training, [k for k in keys if k not in states],
+                                    _layout_values(lay, comp, seqs, mbs, True), grid))
     else:
+        cols, compo = _rows(model, enum, seqs, mbs)
         states, value = frozenset(), _values(model, training, exprs, keys, cols, compo)
-    blocks, g = _most_loaded(value, choices, compo, states, per)
-    cols["edp"] = cols["dp"] * cols["tp"] * cols["cp"] // (cols["ep"] * cols["etp"])
-    n_c = len(g) // max(len(cols["dp"]), 1)  # g is arange(n_g) once per choice: a tile, not a gather
-    out = {k: np.tile(v, n_c) for k, v in cols.items()}
-    for k, v in blocks.items():
-        out[k] = np.concatenate(v) if v else np.zeros(0)
-    return out
+    present, totals, js = _most_loaded(value, choices, n_g, K, states, per)
+    n_c = len(present)
+    seq_a, mbs_a = np.array(seqs, dtype=np.int64), np.array(mbs, dtype=np.int64)
+    group = {k: lay[k] for k in ("dp", "tp", "pp", "ep", "etp", "cp")}
+    group["sp"] = lay["tp"]  # sequence parallelism on: SP = TP (Table 9)
+    group["edp"] = lay["dp"] * lay["tp"] * lay["cp"] // (lay["ep"] * lay["etp"])
+    at = {k: (lambda v: lambda g: v[g // per])(v) for k, v in group.items()}  # by group index
+    at["seq"], at["mbs"] = (lambda g: seq_a[(g // n_b) % n_s]), (lambda g: mbs_a[g % n_b])
+    every = np.arange(n_g)
+    lazy = {}
+    for k in ("dp", "tp", "pp", "ep", "etp", "cp", "sp", "seq", "mbs", "edp"):
+        lazy[k] = ((lambda f: lambda: np.tile(f(every), n_c))(at[k]),
+                   (lambda f: lambda idx: f(idx % n_g) if n_g else np.zeros(0, np.int64))(at[k]))
+    stage = comp[:, :, 4]
+
+    def component(c):
+        def rows_of(ci, g):  # the values of choice ci at groups g
+            key = present[ci][2][c]
+            a = value[key]
+            return a[g // per if key in states else g, js[ci][g]]
+
+        def full():
+            if not present:
+                return np.zeros(0)
+            return np.concatenate([rows_of(ci, every) for ci in range(n_c)])
+        return full, _by_choice(rows_of, n_g, n_c, np.float64)
+
+    comps = list(next(iter(choices.values()))) if choices else []
+    for c in comps:
+        lazy[c] = component(c)
+    per_choice = {"zero": np.array([z for z, _, _ in present], dtype=np.int64),
+                  "recompute": np.array([ri for _, ri, _ in present], dtype=np.int64)}
+    for k, v in per_choice.items():
+        lazy[k] = ((lambda v: lambda: np.repeat(v, n_g) if present else np.zeros(0))(v),
+                   (lambda v: lambda idx: v[idx // n_g] if n_g else np.zeros(0, np.int64))(v))
+    stage_at = lambda ci, g: stage[g // per, js[ci][g]]
+    lazy["stage"] = ((lambda: np.concatenate([stage_at(ci, every) for ci in range(n_c)]) if present else np.zeros(0)),
+                     _by_choice(stage_at, n_g, n_c, np.int64))
+    order = ["dp", "tp", "pp", "ep", "etp", "cp", "sp", "seq", "mbs", "edp"] + comps + ["total", "zero",
+                                                                                          "recompute", "stage"]
+    # the columns in their order as ever: the groups', then the components, total, ZeRO stage, policy, stage
+    return Columns({"total": np.concatenate(totals) if totals else np.zeros(0)}, lazy, order)
+
+
+def _by_choice(rows_of, n_g: int, n_c: int, dtype):
+    """take(idx) of a per-choice column: ``rows_of(choice, groups)`` for the rows of each choice in ``idx``."""
+    def take(idx):
+        out = np.empty(len(idx), dtype=dtype)
+        if not len(idx):
+            return out
+        ci, g = np.divmod(idx, n_g)
+        for c in range(n_c):
+            m = ci == c
+            if m.any():
+                out[m] = rows_of(c, g[m])
+        return out
+    return take
 
 
 def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object],

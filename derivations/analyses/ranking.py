@@ -17,7 +17,7 @@ import numpy as np
 
 from derivations import config as cfg
 from derivations.analyses.enumeration import LAYOUT_FIELDS
-from derivations.analyses.evaluation import SearchResult
+from derivations.analyses.evaluation import SearchResult, take
 
 SORTS = ("bubble", "peak", "headroom")
 
@@ -44,10 +44,10 @@ def order(result: SearchResult, only_fitting: bool = True, sort: str = "bubble")
     _check_sort(sort)
     idx = np.flatnonzero(c["fits"]) if only_fitting else np.arange(len(c["peak"]))
     if sort == "bubble":
-        bubble = c["bubble"][idx] if "bubble" in c else c["pp"][idx].astype(np.float64)
-        keys = [np.round(bubble, 12), -np.round(c["headroom"][idx])] + [c[k][idx] for k in _BUBBLE_TIES]
+        bubble = c["bubble"][idx] if "bubble" in c else take(c, "pp", idx).astype(np.float64)
+        keys = [np.round(bubble, 12), -np.round(c["headroom"][idx])] + [take(c, k, idx) for k in _BUBBLE_TIES]
     else:
-        keys = [np.round(c["peak"][idx]) * (-1 if sort == "peak" else 1)] + [c[k][idx] for k in _PEAK_TIES]
+        keys = [np.round(c["peak"][idx]) * (-1 if sort == "peak" else 1)] + [take(c, k, idx) for k in _PEAK_TIES]
     return idx[_sort_by(keys)]
 
 
@@ -55,12 +55,20 @@ def _keys(result: SearchResult, sort: str):
     """The sort keys of :func:`order`, most significant first, as functions of row indices."""
     c = result.columns
     _check_sort(sort)
-    col = lambda k: lambda i: c[k][i]
+    col = lambda k: _of_layout(lambda i: take(c, k, i), k in LAYOUT_FIELDS)  # rows of a column, never all of it
     if sort == "bubble":
-        first = (lambda i: np.round(c["bubble"][i], 12)) if "bubble" in c else (lambda i: c["pp"][i].astype(np.float64))
+        first = (lambda i: np.round(c["bubble"][i], 12)) if "bubble" in c else \
+            _of_layout(lambda i: take(c, "pp", i).astype(np.float64), True)
         return [first, lambda i: -np.round(c["headroom"][i])] + [col(k) for k in _BUBBLE_TIES]
     sign = -1 if sort == "peak" else 1
     return [lambda i: np.round(c["peak"][i]) * sign] + [col(k) for k in _PEAK_TIES]
+
+
+def _of_layout(key, constant: bool):
+    """``key`` marked ``per_layout`` when it is a function of the layout alone (DP, TP, PP, EP, ETP, CP; PP
+    is the bubble without a schedule): equal on every row of a layout, it never narrows a layout's rows."""
+    key.per_layout = constant
+    return key
 
 
 def _mixed_radix(cols, n: int):
@@ -75,15 +83,20 @@ def _mixed_radix(cols, n: int):
     return key
 
 
-def layout_index(result: SearchResult):
+def layout_index(result: SearchResult, rows=None):
     """(int64 id of each row's layout (DP, TP, PP, EP, ETP, CP), number of ids): the rows of one layout
     share an id.  Without a schedule the rows are the choices x (layout, s, b) groups in order, so the id
-    is arithmetic; otherwise the layouts are numbered by their values."""
+    is arithmetic; otherwise the layouts are numbered by their values.  ``rows``: the ids of those rows
+    only (int64 row indices)."""
     c = result.columns
-    n = len(c["dp"])
+    n = len(c["total"] if "total" in c else c["dp"])  # a search's every column has a row per configuration
     n_l = len(result.enumeration)
     if result.layout_groups and n_l and n % (n_l * result.layout_groups) == 0 and result.enumeration.distinct():
-        return (np.arange(n, dtype=np.int64) % (n_l * result.layout_groups)) // result.layout_groups, n_l
+        at = np.arange(n, dtype=np.int64) if rows is None else rows
+        return (at % (n_l * result.layout_groups)) // result.layout_groups, n_l
+    if rows is not None:
+        ids, n_ids = layout_index(result)
+        return ids[rows], n_ids
     if not n:
         return np.zeros(0, np.int64), 0
     cols = [c[k].astype(np.int64) for k in LAYOUT_FIELDS]
@@ -107,15 +120,18 @@ def _layout_minima(result: SearchResult, keys, cand):
     """Rows (ascending) of ``cand`` (ascending), one per layout: the layout's first row in the order of
     ``keys`` (then row), found by narrowing the candidates to each layout's minimum key by key (one pass of
     ``np.minimum.at`` per key, usually a few keys)."""
-    ids, n_ids = layout_index(result)
-    present = int(np.count_nonzero(np.bincount(ids[cand], minlength=n_ids))) if len(cand) else 0
+    g, n_ids = layout_index(result, cand)  # the candidates' layouts, g[i] of keep[i] below
+    present = int(np.count_nonzero(np.bincount(g, minlength=n_ids))) if len(cand) else 0
     keep = cand
     for k in keys:
         if len(keep) == present:  # one candidate left per layout
             break
-        x, g = k(keep), ids[keep]
-        keep = keep[x == _group_min(x, g, n_ids)[g]]
-    g = ids[keep]  # ties in every key: the lowest row of each layout (keep ascends)
+        if getattr(k, "per_layout", False):  # the same on every row of a layout: keeps them all
+            continue
+        x = k(keep)
+        best = x == _group_min(x, g, n_ids)[g]
+        keep, g = keep[best], g[best]
+    # ties in every key: the lowest row of each layout (keep ascends)
     by = np.argsort(g, kind="stable")
     first = by[np.r_[True, g[by][1:] != g[by][:-1]]] if len(g) else by
     return keep[np.sort(first)]
@@ -195,7 +211,7 @@ def first_per_layout(result: SearchResult, idx):
     c = result.columns
     if len(idx) == 0:
         return idx
-    cols = [c[k][idx].astype(np.int64) for k in LAYOUT_FIELDS]
+    cols = [take(c, k, idx).astype(np.int64) for k in LAYOUT_FIELDS]
     radices = [int(col.max()) + 1 for col in cols]
     if np.prod([float(r) for r in radices]) < 2.0 ** 62:  # one integer key per layout (mixed radix)
         key = np.zeros(len(idx), dtype=np.int64)

@@ -14,7 +14,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from derivations.analyses.evaluation import SearchResult
+from derivations.analyses.evaluation import SearchResult, take
 
 ROW_KEYS = ("dp", "tp", "pp", "ep", "etp", "cp", "sp", "edp", "mbs", "seq", "zero", "recompute", "stage",
             "weights", "gradients", "optimizer", "activations", "total", "peak", "headroom")
@@ -31,7 +31,7 @@ def columns(result: SearchResult, idx) -> Dict[str, list]:
     c = result.columns
     out = {}
     for k in row_keys(result):
-        a = c[k][idx]
+        a = take(c, k, idx)
         out[k] = np.rint(a).astype(np.int64).tolist() if k in BYTE_KEYS else a.tolist()
     out["recompute"] = [result.policies[i] for i in out["recompute"]]
     return out
