@@ -53,12 +53,12 @@ def _spec(model):
     preset's name would call it what it no longer is); or the preset or config.json a text names (read once,
     now)."""
     # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.config import ModelSpec, load_model
+    from derivations.config import load_model
     from derivations.config.presets import checked
-    if isinstance(model, ModelSpec):
-        return checked(model)
     if isinstance(model, (str, os.PathLike)):
         return load_model(os.fspath(model))
+    if isinstance(getattr(type(model), "family", None), str):  # a family's model spec (ModelSpec for DeepSeek)
+        return checked(model)
     raise TypeError(f"model must be a preset name, a config.json path or a ModelSpec, got {type(model).__name__}")
 
 

@@ -11,7 +11,8 @@ import pytest
 import sympy as sp
 
 from derivations import config as cfg
-from derivations.config import hfconfig
+from derivations.config import hfconfig  # noqa: F401
+from derivations.families.deepseek import checkpoint as ckpt
 from memsym.cli import main
 from derivations.notation import D, N, h
 from symbolic.numeric import exact
@@ -145,7 +146,7 @@ def test_models_without_mtp():
 
 # ---------------------------------------------------------------- terms = the checkpoint's tensor inventory
 def _inventory(m):
-    tensors = hfconfig.checkpoint_tensors(m, mtp=True)
+    tensors = ckpt.checkpoint_tensors(m, mtp=True)
     main_ = sum(t.numel for t in tensors if t.part == "main")
     mtp = sum(t.numel for t in tensors if t.part == "mtp")
     # one token: N_r of the N routed experts; the embedding is looked up, not multiplied (when tied,
@@ -174,7 +175,7 @@ def test_terms_count_what_the_checkpoint_inventory_holds(model):
 
 def test_tied_embeddings_are_counted_once():
     m = cfg.load_model(str(DATA / "variants" / "tied_no_mtp_greedy.json"))
-    names = [t.name for t in hfconfig.checkpoint_tensors(m)]
+    names = [t.name for t in ckpt.checkpoint_tensors(m)]
     assert "lm_head.weight" not in names
     d = params_json(str(DATA / "variants" / "tied_no_mtp_greedy.json"))
     a = d["activated"]
@@ -195,12 +196,12 @@ def test_mtp_module_term_is_block_eh_proj_and_norms():
 
 def test_fp8_scales_are_per_128_block_of_the_fused_shapes():
     m = cfg.PRESETS["deepseek-v3"]
-    byname = {t.name: t for t in hfconfig.checkpoint_tensors(m, mtp=False)}
+    byname = {t.name: t for t in ckpt.checkpoint_tensors(m, mtp=False)}
     kv_a = byname["model.layers.0.self_attn.kv_a_proj_with_mqa.weight"]
     assert kv_a.shape == (m.d_c + m.d_hr, m.h)
-    assert hfconfig.fp8_scale_numel(kv_a, (128, 128)) == 5 * 56         # 576 rows: ceil(576/128) = 5
+    assert ckpt.fp8_scale_numel(kv_a, (128, 128)) == 5 * 56         # 576 rows: ceil(576/128) = 5
     experts = byname["model.layers.3.mlp.experts.{e}.down_proj.weight"]
-    assert experts.count == m.N and hfconfig.fp8_scale_numel(experts, (128, 128)) == m.N * 56 * 16
+    assert experts.count == m.N and ckpt.fp8_scale_numel(experts, (128, 128)) == m.N * 56 * 16
 
 
 # ---------------------------------------------------------------- every command accepts any such model

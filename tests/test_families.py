@@ -353,6 +353,31 @@ def test_a_toy_familys_estimate_from_its_generated_evaluators(toy, tmp_path):
     assert est.term_ids["activations_gqa_layer"] == "act.gqa.layer" and "activations_moe_layer" not in est.term_ids
 
 
+def test_a_toy_family_through_the_python_api(toy, tmp_path):
+    """memsym.params and memsym.estimate (the commands' own data, options resolved as the command line resolves
+    them) for the toy's config.json and for its spec object; --mtp refused for a family without MTP."""
+    import memsym
+    from derivations import generate
+    from symbolic.errors import ConfigError
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps(TOY_FILE))
+    generate.install(toy)
+    layer, ends = _toy_tensors(TOY_FILE)
+    p = memsym.params(str(path), pp=2)
+    assert p.total == 4 * sum(layer.values()) + sum(ends.values())
+    assert p.per_layer.to_dict() == {"dense_layer": sum(layer.values()), "gqa": sum(layer.values()) - 3 * 688 * 256
+                                     - 2 * 256, "norm": 2 * 256, "embedding": 256000, "head": 256000}
+    assert [st["params"] for st in p.stages] == [2 * sum(layer.values()) + ends["embed_tokens"],
+                                                 2 * sum(layer.values()) + ends["lm_head"]]
+    assert p.activated.with_embedding_and_head == p.total and "per_moe_layer" not in p.activated.to_dict()
+    spec = memsym.load_model(str(path))
+    e = memsym.estimate(spec, dp=2, tp=2, pp=2, mbs=1, seq=64, stage=1)
+    assert e.model == "toy_gqa (h 256, 4 layers)" and e.stage.head and e.stage.moe_layers == 0
+    assert e.bytes.total == e.bytes.weights + e.bytes.gradients + e.bytes.optimizer + e.bytes.activations
+    with pytest.raises(ConfigError, match="no multi-token-prediction modules"):
+        memsym.params(spec, mtp=True)
+
+
 def test_the_shape_path_names_and_builds_deepseeks_terms_as_the_generated_tables_do():
     """The path a family without generated tables takes (what a view keeps built from the family's tensor
     lists with sympy: derivations/activations/shape.py) gives DeepSeek's terms exactly as the generated

@@ -9,7 +9,7 @@ from fractions import Fraction
 from derivations import config as cfg
 from derivations import evaluate as ev
 from derivations.assembly.device import stage_params
-from derivations.config.hfconfig import checkpoint_files
+from derivations import families
 
 
 def summary(model: cfg.ModelSpec, pp=None, layers_per_stage=None, accounting: str = "paper", mtp: bool = False):
@@ -21,12 +21,14 @@ def summary(model: cfg.ModelSpec, pp=None, layers_per_stage=None, accounting: st
     if pp > model.l:
         raise cfg.ConfigError("pp-layers", f"PP={pp} is larger than the {model.l} layers of {model.name}")
     rows, total = stage_params(model, layout, accounting)
-    base = ev.Terms(model.structure, ev.derived(cfg.named(model)))
+    fam = families.get(model.family)
+    base = ev.Terms(model.structure, ev.derived(cfg.named(model), fam.name), fam.name)
     kinds = {kind: Fraction(base.term(tid)) for kind, tid in (
-        ("dense_layer", "params.layer.dense"), ("moe_layer", "params.layer.moe"), ("mla", "params.mla"),
-        ("norm", "params.norm"), ("embedding", "params.embedding"), ("head", "params.head"))}
+        ("dense_layer", "params.layer.dense"), ("moe_layer", "params.layer.moe"),
+        (fam.attention, "params." + fam.attention), ("norm", "params.norm"), ("embedding", "params.embedding"),
+        ("head", "params.head")) if tid in base}
     whole = cfg.whole_model(model)
-    terms = ev.Terms(model.structure, ev.derived(cfg.named(model, None, None, whole)))
+    terms = ev.Terms(model.structure, ev.derived(cfg.named(model, None, None, whole), fam.name), fam.name)
     extras = {}
     if accounting == "checkpoint":
         extras = {key: Fraction(v) for key, _, v in terms.parts("params.stage.checkpoint") if key != "paper"}
@@ -41,11 +43,13 @@ def summary(model: cfg.ModelSpec, pp=None, layers_per_stage=None, accounting: st
         "total": total,
         "activated": activated_params(terms, accounting),
     }
+    if mtp and "mtp" not in fam.kinds:
+        raise cfg.ConfigError("mtp", f"--mtp: {model.name} ({fam.title}) has no multi-token-prediction modules")
     if mtp:
         data["mtp"] = mtp_params(model, terms)
         data["total_with_mtp"] = total + data["mtp"]["params"]
-    if accounting == "checkpoint":
-        data["checkpoint_files"] = checkpoint_files(model)
+    if accounting == "checkpoint" and fam.checkpoint:
+        data["checkpoint_files"] = fam.module("checkpoint").checkpoint_files(model)
     return data, rows
 
 
@@ -59,9 +63,12 @@ def activated_params(terms, accounting: str) -> dict:
     total = Fraction(terms.term(tid))
     paper = {key: Fraction(v) for key, _, v in terms.parts("params.activated")}
     emb, head = paper["embedding"], paper["head"]
-    return {"with_embedding_and_head": total, "without_embedding": total - emb,
-            "without_embedding_and_head": total - emb - head,
-            "per_moe_layer": Fraction(terms.term("params.activated.layer.moe")), "term": tid}
+    out = {"with_embedding_and_head": total, "without_embedding": total - emb,
+           "without_embedding_and_head": total - emb - head}
+    if "params.activated.layer.moe" in terms:  # a family with experts
+        out["per_moe_layer"] = Fraction(terms.term("params.activated.layer.moe"))
+    out["term"] = tid
+    return out
 
 
 def mtp_params(model, terms) -> dict:

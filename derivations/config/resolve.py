@@ -88,7 +88,7 @@ def model_of(values: Mapping[str, object]) -> ModelSpec:
     """The model of ``model`` (a preset or a config.json, read now), or the ModelSpec given (the
     Python API's: evaluated as given, never read again by name)."""
     model = values["model"]
-    return model if isinstance(model, ModelSpec) else load_model(model)
+    return load_model(model) if isinstance(model, str) else model
 
 
 def layout_of(values: Mapping[str, object]) -> Layout:

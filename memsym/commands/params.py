@@ -77,7 +77,7 @@ def run(args) -> int:
     if mtp is not None:
         print()
         print(render_mtp(model, mtp, total))
-    if args.accounting == "checkpoint":
+    if "checkpoint_files" in data:
         print()
         print(render_files(model, data["checkpoint_files"]))
     return 0
@@ -93,8 +93,9 @@ def fmt_b(x) -> str:
 
 
 def render_activated(model, a) -> str:
-    lines = [f"activated parameters per token (N_r={model.N_r} routed + N_s={model.N_s} shared experts per MoE "
-             f"layer, everything dense; {a['term']})",
+    routed = (f"N_r={model.N_r} routed + N_s={model.N_s} shared experts per MoE layer, everything dense"
+              if "per_moe_layer" in a else "every layer dense: every parameter")
+    lines = [f"activated parameters per token ({routed}; {a['term']})",
              f"  {'with embedding and head':<54}{fmt_int(a['with_embedding_and_head']):>20}"
              f"  {fmt_b(a['with_embedding_and_head'])}",
              f"  {'without the embedding (a lookup, not a product)':<54}{fmt_int(a['without_embedding']):>20}"

@@ -59,7 +59,7 @@ FAMILY = Family(
     name="deepseek", title="DeepSeek-V2/V3 (MLA + DeepSeekMoE)", short="MLA + MoE", model_types=MODEL_TYPES, dimensions=DIMENSIONS,
     topk_methods=TOPK_METHODS, kinds=("mla", "moe", "dense", "head", "mtp"),
     parameters="derivations.families.deepseek.parameters", activations="derivations.families.deepseek.activations",
-    config="derivations.families.deepseek.config",
+    config="derivations.families.deepseek.config", checkpoint="derivations.families.deepseek.checkpoint",
     layer_terms=LAYER_TERMS, layer=("mla", "moe"), divides=DIVIDES,
     attention_label="MLA", layer_what="MoE transformer layer (MLA + MoE)", structure_letters="qbt",
     activation_flags=("q_lora",))
