@@ -235,12 +235,14 @@ def test_a_toy_family_reads_its_configs_and_layout_rules(toy, tmp_path):
     with pytest.raises(ConfigError, match=r"is not an architecture memsym covers \(MLA \+ MoE: deepseek_v2, "
                                           r"deepseek_v3, kimi_k2; GQA \+ SwiGLU: toy_gqa\)"):
         hfconfig.from_dict(dict(TOY_FILE, model_type="llama"), "t.json")
-    validate_layout(spec, Layout(dp=4, tp=2, pp=2))       # 2 | 8 heads, 2 kv heads, 688
+    validate_layout(spec, Layout(dp=4, tp=2, pp=2, ep=1, etp=1))  # 2 | 8 heads, 2 kv heads, 688
     with pytest.raises(ConfigError, match=r"TP=4 must divide n_kv=2 \(toy_gqa") as e:
-        validate_layout(spec, Layout(dp=2, tp=4, pp=1))
+        validate_layout(spec, Layout(dp=2, tp=4, pp=1, ep=1, etp=1))
     assert e.value.constraint == "tp-divides-kv-heads"
     with pytest.raises(ConfigError, match="PP=8 is larger than the 4 layers"):
-        validate_layout(spec, Layout(dp=1, tp=1, pp=8))
+        validate_layout(spec, Layout(dp=1, tp=1, pp=8, ep=1, etp=1))
+    with pytest.raises(ConfigError, match="ETP=2: toy_gqa .* has no experts to split; ETP must be 1"):
+        validate_layout(spec, Layout(dp=2, tp=1, pp=1, ep=1, etp=2))
     # no expert rule names EP: the toy's search lattice has EP = ETP = 1 only
     from derivations.analyses.enumeration import _axis_divisors
     assert _axis_divisors(spec, "ep") == [1] and _axis_divisors(spec, "etp") == [1]
@@ -335,7 +337,7 @@ def test_a_toy_familys_estimate_from_its_generated_evaluators(toy, tmp_path):
     path.write_text(json.dumps(TOY_FILE))
     spec = load_model(str(path))
     generate.install(toy)
-    est = estimate(spec, Layout(dp=2, tp=2, pp=2), Training(mbs=1, seq=64, zero=1), stage_index=0)
+    est = estimate(spec, Layout(dp=2, tp=2, pp=2, ep=1, etp=1), Training(mbs=1, seq=64, zero=1), stage_index=0)
     layer, ends = _toy_tensors(TOY_FILE)
     norms = layer["input_layernorm"] + layer["post_attention_layernorm"]
     per_device = 2 * ((sum(layer.values()) - norms) // 2 + norms) + ends["embed_tokens"] // 2
@@ -376,6 +378,27 @@ def test_a_toy_family_through_the_python_api(toy, tmp_path):
     assert e.bytes.total == e.bytes.weights + e.bytes.gradients + e.bytes.optimizer + e.bytes.activations
     with pytest.raises(ConfigError, match="no multi-token-prediction modules"):
         memsym.params(spec, mtp=True)
+
+
+def test_a_toy_family_on_the_command_line(toy, tmp_path, capsys):
+    """memsym's command line (in this process, where the toy is registered): params and estimate of the toy's
+    config.json, its layout defaults (EP = ETP = 1: no experts) under typed options, EP > 1 refused on one line."""
+    from derivations import generate
+    from memsym.cli import main
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps(TOY_FILE))
+    generate.install(toy)
+    assert main(["params", "--model", str(path), "--pp", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "layers: 4 dense, 0 MoE" in out and "every layer dense: every parameter" in out
+    assert main(["estimate", "--model", str(path), "--dp", "2", "--tp", "2", "--pp", "2", "--seq", "64", "--json"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert (est["layout"]["ep"], est["layout"]["etp"], est["stage"]["moe_layers"]) == (1, 1, 0)
+    assert est["terms"]["activations_gqa_layer"] == "act.gqa.layer" and est["params"]["moe"] == 0
+    assert main(["estimate", "--model", str(path), "--dp", "2", "--tp", "2", "--pp", "2", "--ep", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["memsym: error: EP=2: toy_gqa (h 256, 4 layers) (GQA + SwiGLU) has no experts to split; EP must "
+                   "be 1"]
 
 
 def test_the_shape_path_names_and_builds_deepseeks_terms_as_the_generated_tables_do():

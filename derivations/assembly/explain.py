@@ -12,6 +12,7 @@ from symbolic.exact import fmt_int
 
 from derivations import config as cfg
 from derivations import evaluate as ev
+from derivations import families
 from derivations.assembly.sides import megatron_values, mtp_stage_shift
 
 
@@ -49,7 +50,8 @@ def explain_split(est) -> list:
 
 def _terms(est, values=None):
     """The device's terms at ``values`` (default: the estimate's), from the generated evaluators."""
-    return ev.Terms(est.model.structure, ev.derived(dict(est.values if values is None else values)))
+    family = est.model.family
+    return ev.Terms(est.model.structure, ev.derived(dict(est.values if values is None else values), family), family)
 
 
 def explain_megatron(est) -> list:
@@ -92,14 +94,16 @@ def explain_params(est) -> list:
     t = _terms(est)
     val = lambda tid: fmt_int(t.term(tid))
     n = st.dense + st.moe
-    pn = [f"{n} layer{'s' * (n != 1)} x (MLA {val('static.layer.mla')} + LN {val('static.layer.norm')})"]
+    fam = families.get(m.family)
+    att, kind = fam.attention_label, fam.attention  # DeepSeek's MLA, static.layer.mla, params.mla
+    pn = [f"{n} layer{'s' * (n != 1)} x ({att} {val('static.layer.' + kind)} + LN {val('static.layer.norm')})"]
     if st.dense:
         pn.append(f"{st.dense} dense FFN x {val('static.layer.dense_ffn')} (split by TP={lay.tp})")
     if st.embedding:
         pn.append(f"embedding {val('static.embedding')} (v h / TP)")
     if st.head:
         pn.append(f"head {val('static.head')} (v h / TP)")
-    mats = lambda tag: ", ".join(key.replace("_", "^", 1) for key, tags, _ in t.parts("params.mla") if tag in tags)
+    mats = lambda tag: ", ".join(key.replace("_", "^", 1) for key, tags, _ in t.parts("params." + kind) if tag in tags)
     mtp_note = []
     if est.training.conventions.mtp and st.head and m.mtp_layers:  # conventions.mtp_stage_shift
         _, moe2, emb2, _ = mtp_stage_shift(m, lay.pp, st.dense, st.moe, int(st.embedding), 1)
@@ -108,7 +112,8 @@ def explain_params(est) -> list:
                     + (f", + the embedding copy {val('static.embedding')} (v h / TP) Megatron-Core keeps there"
                        if emb2 > int(st.embedding) else "")]
     lines = ["  P_n = " + " + ".join(pn),
-             f"        MLA: {mats('tp_split')} split by TP={lay.tp}; {mats('replicated')} and LN replicated"]
+             f"        {att}: {mats('tp_split')} split by TP={lay.tp}; "
+             + (f"{mats('replicated')} and LN replicated" if mats("replicated") else "LN replicated")]
     if st.moe:
         expert = Fraction(t.term("params.expert"))
         moe_id = "static.layer.moe.shared-tp" if shared_tp else "static.layer.moe"

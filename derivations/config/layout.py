@@ -72,7 +72,12 @@ def validate_layout(model: ModelSpec, layout: Layout, seq: Optional[int] = None)
         if layout.sp not in (1, layout.tp):
             raise ConfigError("sp", f"SP must be 1 (off) or equal TP={layout.tp}, got SP={layout.sp}")
     dims = model.named()
-    for rule in families.get(model.family).divides:
+    fam = families.get(model.family)
+    for axis, one in fam.layout_defaults().items():
+        if getattr(layout, axis) != one:
+            raise ConfigError("no-experts", f"{axis.upper()}={getattr(layout, axis)}: {model.name} ({fam.title}) has "
+                                            f"no experts to split; {axis.upper()} must be 1")
+    for rule in fam.divides:
         if rule.symbol is None:
             _edp(layout)
         elif dims[rule.symbol] % getattr(layout, rule.axis):

@@ -17,10 +17,12 @@ from typing import Collection, Dict, Mapping, Optional, Tuple
 
 from symbolic.errors import ConfigError
 
+from derivations import families
 from derivations.config.layout import Layout
 from derivations.config.limits import SEARCH_GRID
 from derivations.config.model import ModelSpec
-from derivations.config.presets import load_model
+from derivations.config.hfconfig import read_json
+from derivations.config.presets import PRESETS, load_model
 from derivations.config.recipes import RECIPES
 from derivations.config.switches import BYTES_CONVENTIONS, CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
 from derivations.config.training import Training, parse_recompute, with_global_batch
@@ -57,12 +59,35 @@ def resolved(values: Mapping[str, object], typed: Collection[str]) -> Dict[str, 
     """``values`` with the recipe's and the conventions preset's options applied under the typed ones."""
     out = dict(values)
     name = preset_name(values)
+    layered = set(typed)
     if name is not None:
         out.update({k: v for k, v in CONVENTION_PRESETS[name].items() if k not in typed})
+        layered |= set(CONVENTION_PRESETS[name])
     recipe = values.get("recipe")
     if recipe:
         out.update({k: v for k, v in RECIPES[recipe].options.items() if k not in typed})
+        layered |= set(RECIPES[recipe].options)
+    family = _family_of(out.get("model"))
+    if family is not None:  # the family's defaults (EP = ETP = 1 without experts), under all of the above
+        out.update({k: v for k, v in family.layout_defaults().items() if k in out and k not in layered})
     return out
+
+
+def _family_of(model) -> Optional["families.Family"]:
+    """The family of the model the options name, known before the model is built: a spec's, a preset's, or
+    the one whose model_types hold a config.json's ``model_type`` (read as bounded data; None when it cannot
+    be read: the model's own reading then reports why)."""
+    if model is None:
+        return None
+    if not isinstance(model, str):
+        return families.find(getattr(model, "family", None))
+    if model in PRESETS:
+        return families.find(PRESETS[model].family)
+    try:
+        mt = read_json(model).get("model_type")
+    except (ConfigError, OSError, ValueError):
+        return None
+    return families.for_model_type(mt) if isinstance(mt, str) else None
 
 
 def check_conflicts(values: Mapping[str, object], typed: Collection[str]) -> None:

@@ -93,6 +93,15 @@ class Family:
     layer: Tuple[str, ...] = ()
     flags: Tuple[str, ...] = ("q_lora", "routing_bias", "tied")
 
+    def splits(self, axis: str) -> bool:
+        """Whether some layout rule of the family splits a dimension by ``axis`` (DeepSeek: EP splits N)."""
+        return any(d.axis == axis for d in self.divides if d.symbol)
+
+    def layout_defaults(self) -> Dict[str, int]:
+        """The family's defaults of the layout (between a conventions preset and the paper's): EP = ETP = 1
+        for a family with no experts to split (the paper's EP = 8 is DeepSeek-V3's)."""
+        return {axis: 1 for axis in ("ep", "etp") if not self.splits(axis)}
+
     def structure_key(self, structure) -> str:
         """The name of a structure (its flags' values, in order) in generated file names: ``q1b1t0``."""
         letters = self.structure_letters or "".join(f[0] for f in self.flags)

@@ -336,7 +336,8 @@ def render_text(est) -> str:
             label = "runtime buffers" if k == "runtime" else k
             lines.append(f"  {label:<26}{fmt_int(est.bytes[k]):>{wb}}{fmt_gib(est.bytes[k]):>{wg}}  {est.term_ids[k]}")
     lines.append(f"  {'total':<26}{fmt_int(est.bytes['total']):>{wb}}{fmt_gib(est.bytes['total']):>{wg}}")
-    lines.append(f"  {'(one MoE layer, act.)':<26}{fmt_int(est.bytes['activations_per_layer']):>{wb}}"
+    one = "(one MoE layer, act.)" if est.stage.moe or est.model.family == "deepseek" else "(one layer, act.)"
+    lines.append(f"  {one:<26}{fmt_int(est.bytes['activations_per_layer']):>{wb}}"
                  f"{fmt_gib(est.bytes['activations_per_layer']):>{wg}}  {est.term_ids['activations_per_layer']}")
     lines += _schedule_lines(est)
     if _bytes_dtypes(tr):
