@@ -89,6 +89,7 @@ TOY_INIT = '''
                                 ("head_dim", "d_h", "head dimension d_h"), ("vocab_size", "v", "vocabulary v")),
                     topk_methods=(), kinds=("gqa", "dense", "head"), parameters="toyfamily.parameters",
                     activations="toyfamily.activations", config="toyfamily.config", flags=("tied",),
+                    report="toyfamily.report",
                     attention_label="GQA", sections=("parameters", "static", "zero", "activations", "overheads"),
                     layer=("gqa", "dense"), layer_what="transformer layer (GQA + dense FFN)",
                     layer_terms=(Kind("gqa", "act.gqa.layer", "one GQA layer", "toy",
@@ -147,9 +148,10 @@ TOY_CONFIG = '''
                 **{field: getattr(spec, attr) for field, attr, _ in FAMILY.dimensions}}
 '''
 TOY_PARAMETERS = '''
-    import sympy as sp
+    from derivations.notation import SymbolInfo, d_h, h, h_F, n_h, register, v
     from symbolic.term import Part, Term
-    h, h_F, n_h, n_kv, d_h, v = sp.symbols("h h_F n_h n_kv d_h v", positive=True, integer=True)
+    # the family's own symbol, registered beside the paper's (Table 1's h, h_F, n_h, d_h, v are shared)
+    n_kv = register([SymbolInfo("n_kv", "n_{kv}", "key-value heads (grouped-query attention)", "model", "toy")])["n_kv"]
 
     def terms(registry, family, flags):
         yield Term("params.gqa", "grouped-query attention of one layer", "params", "toy",
@@ -165,11 +167,10 @@ TOY_PARAMETERS = '''
         yield Term("params.head", "head", "params", "toy", (Part("head", "v x h", (0,) if flags["tied"] else (v, h)),))
 '''
 TOY_ACTIVATIONS = '''
-    import sympy as sp
-    from derivations.notation import B_a, B_k, CP, SP, TP, b, h, s
+    from derivations.notation import B_a, B_k, CP, SP, TP, b, d_h, h, n_h, s
     from derivations.tensors import dense_specs, head_specs, norm_parts
     from symbolic.term import Part
-    n_h, n_kv, d_h = sp.symbols("n_h n_kv d_h", positive=True, integer=True)
+    from toyfamily.parameters import n_kv
 
     def gqa_specs():
         return (
@@ -194,6 +195,24 @@ TOY_ACTIVATIONS = '''
     def specs(kind, flags):
         return SPECS[kind]()
 '''
+TOY_REPORT = '''
+    SECTIONS = (
+        dict(key="setting", title="Configuration", source="toy", blocks=(
+            "p:A grouped-query-attention model with a dense SwiGLU FFN in every layer.", "estimate")),
+        dict(key="notation", title="Notation", source="toy", blocks=("notation",)),
+        dict(key="parameters", title="Parameters", source="toy", blocks=(
+            "p:A stage holds {sym:L_d} layers; {term:params.gqa} is one layer's attention.", "terms"),
+             prefixes=("params",)),
+        dict(key="static", title="Per device", source="toy", blocks=("terms",), prefixes=("static",), at_stage=True),
+        dict(key="zero", title="ZeRO", source="toy", blocks=("terms",), prefixes=("zero",), at_stage=True),
+        dict(key="activations", title="Activations", source="toy", blocks=(
+            "p:One layer keeps {term:act.gqa.layer} without recomputation.", "terms"), prefixes=("act",),
+             at_stage=True, parts=True),
+        dict(key="overheads", title="Buffers and fragmentation", source="Sec. 6", blocks=("overheads", "terms"),
+             prefixes=("overhead",)),
+        dict(key="other", title="Other terms", source="memsym", blocks=("terms",), prefixes=("",), at_stage=True),
+    )
+'''
 TOY_FILE = {"model_type": "toy_gqa", "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4,
             "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 1000}
 
@@ -207,12 +226,20 @@ def toy(tmp_path, monkeypatch):
     (pkg / "config.py").write_text(textwrap.dedent(TOY_CONFIG))
     (pkg / "parameters.py").write_text(textwrap.dedent(TOY_PARAMETERS))
     (pkg / "activations.py").write_text(textwrap.dedent(TOY_ACTIVATIONS))
+    (pkg / "report.py").write_text(textwrap.dedent(TOY_REPORT))
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(families, "_REGISTRY", dict(families._all_registered()))
     for mod in [m for m in sys.modules if m == "toyfamily" or m.startswith("toyfamily.")]:
         monkeypatch.delitem(sys.modules, mod)
     import toyfamily
-    return families.register(toyfamily.FAMILY)
+    from derivations import evaluate
+    from symbolic import notation
+    saved = [(d, dict(d)) for d in (notation.REGISTRY, notation.SYMBOLS, notation.DEFINITIONS, evaluate._INSTALLED)]
+    yield families.register(toyfamily.FAMILY)
+    for d, before in saved:  # the toy's symbols and evaluators leave the process's registries as they were
+        d.clear()
+        d.update(before)
+    evaluate._json.cache_clear()
 
 
 def test_a_toy_family_reads_its_configs_and_layout_rules(toy, tmp_path):
@@ -399,6 +426,35 @@ def test_a_toy_family_on_the_command_line(toy, tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["memsym: error: EP=2: toy_gqa (h 256, 4 layers) (GQA + SwiGLU) has no experts to split; EP must "
                    "be 1"]
+
+
+def test_a_toy_familys_report(toy, tmp_path, capsys):
+    """memsym report of the toy (Markdown, LaTeX, HTML): the sections its family declares (toyfamily/report.py),
+    its own symbol and terms rendered, its per-device total the estimate's; twice byte-identical."""
+    from derivations import generate
+    from memsym.cli import main
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps(TOY_FILE))
+    generate.install(toy)
+    argv = ["report", "--model", str(path), "--dp", "2", "--tp", "2", "--pp", "2", "--seq", "64", "--mbs", "1",
+            "--format", "tex,md,html"]
+    assert main(argv + ["--out", str(tmp_path / "a")]) == 0
+    assert main(argv + ["--out", str(tmp_path / "b")]) == 0
+    capsys.readouterr()
+    names = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "b").iterdir())
+    assert all((tmp_path / "a" / n).read_bytes() == (tmp_path / "b" / n).read_bytes() for n in names)
+    md = (tmp_path / "a" / "report.md").read_text()
+    titles = [line for line in md.splitlines() if line.startswith("## ")]
+    assert titles == ["## 1. Configuration", "## 2. Notation", "## 3. Parameters", "## 4. Per device", "## 5. ZeRO",
+                      "## 6. Activations", "## 7. Buffers and fragmentation"]
+    assert "$n_{kv}$" in md and "#### `params.gqa`" in md and "#### `act.gqa.layer`" in md
+    assert "MLA" not in md.split("## 3.")[1] and "act.moe" not in md
+    assert main(["estimate", "--model", str(path), "--dp", "2", "--tp", "2", "--pp", "2", "--seq", "64", "--mbs", "1",
+                 "--stage", "1", "--json"]) == 0
+    total = json.loads(capsys.readouterr().out)["bytes"]["total"]
+    assert f"| total |  | {total:,} |" in md
+    assert "\\section" in (tmp_path / "a" / "report.tex").read_text()
 
 
 def test_the_shape_path_names_and_builds_deepseeks_terms_as_the_generated_tables_do():

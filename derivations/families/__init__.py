@@ -67,6 +67,8 @@ class Family:
     first letter; DeepSeek's ``qbt``: ``q1b1t0``); activation_flags: the flags its tensor lists depend on
     (DeepSeek's ``q_lora``: one activation table per value, derivations/generated/);
     divides: the layout rules over its dimensions, in the order they are checked (:class:`Divides`);
+    report: the module (plain data) whose ``SECTIONS`` are its report's sections, their prose, tables and term
+    prefixes (memsym/report/sections.py; DeepSeek's are the paper's, memsym's default);
     checkpoint: the module listing a released checkpoint's tensors (``checkpoint_files``), if any;
     flags: the names of a model's structure (ModelSpec.structure, in order), which decide which terms
     exist; each section's ``terms(registry, family, flags)`` reads the flags it needs by name.
@@ -83,6 +85,7 @@ class Family:
     activations: str
     config: str
     checkpoint: str = ""
+    report: str = ""
     layer_terms: Tuple[Kind, ...] = ()
     attention_label: str = ""
     layer_what: str = "transformer layer"

@@ -21,6 +21,7 @@ from .forms import code_digest
 import sys
 import sympy
 from derivations import config as cfg
+from derivations import notation as nt
 from .context import Context
 from . import sections
 from .blocks import Report, Stub, Table
@@ -44,8 +45,10 @@ def report_key(ctx, plan) -> Optional[Tuple]:
         return None
     if ctx.subs != cfg.substitution(ctx.model, ctx.layout, ctx.training, ctx.stage):
         return None
+    # the notation table lists every registered symbol: a family registered in this process adds its own
+    registry = repr(sorted(nt.REGISTRY.items()))
     return ("report", repr(ctx.model), repr(ctx.layout), repr(ctx.training), repr(ctx.stage), repr(plan),
-            sympy.__version__, sys.version_info[:2], code_digest())
+            registry, sympy.__version__, sys.version_info[:2], code_digest())
 
 
 def _key(parts, name: str) -> Optional[str]:

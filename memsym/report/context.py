@@ -81,7 +81,10 @@ class Context:
                                          self._terms is not configured(self.model, self.training)):
             return None
         conventions = getattr(self.training, "conventions", cfg.Conventions())
-        return repr(self.model.structure), repr(View.of(self.training)), repr(conventions.side("weights"))
+        structure = repr(self.model.structure)
+        if self.model.family != "deepseek":  # another family's structures are its own
+            structure = f"{self.model.family}:{structure}"
+        return structure, repr(View.of(self.training)), repr(conventions.side("weights"))
 
     @property
     def names(self) -> Dict:
@@ -118,7 +121,7 @@ class Context:
         edp = self.value_of(nt.EDP)
         if edp is not None:
             out[nt.EDP] = sp.Rational(edp.numerator, edp.denominator)
-        if self.model.d_v == self.model.d_h:  # the paper writes d_h for the value head dimension
+        if getattr(self.model, "d_v", None) == self.model.d_h:  # DeepSeek: the paper writes d_h for d_v
             out[nt.d_v] = nt.d_h
         return out
 

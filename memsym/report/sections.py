@@ -94,6 +94,17 @@ SECTIONS: Tuple[SectionSpec, ...] = (
 )
 
 
+def sections_of(ctx) -> Tuple[SectionSpec, ...]:
+    """The sections of the report of ``ctx``'s model: :data:`SECTIONS` (the paper's, for DeepSeek), or those its
+    family declares (``Family.report``: a module whose ``SECTIONS`` is a tuple of SectionSpec fields as dicts:
+    the prose, tables and term prefixes its sections need)."""
+    from derivations import families
+    fam = families.find(getattr(ctx.model, "family", None))
+    if fam is None or not fam.report:
+        return SECTIONS
+    return tuple(SectionSpec(**dict(spec)) for spec in fam.module("report").SECTIONS)
+
+
 def _matches(tid: str, prefix: str) -> bool:
     return prefix == "" or tid == prefix or tid.startswith(prefix + ".")
 
@@ -101,7 +112,7 @@ def _matches(tid: str, prefix: str) -> bool:
 def section_term_ids(ctx) -> Dict[str, List[str]]:
     """Term ids per section: each term goes to the first section whose prefixes match it."""
     out, claimed = {}, set()
-    for spec in SECTIONS:
+    for spec in sections_of(ctx):
         ids = [tid for tid in ctx.terms if tid not in claimed and any(_matches(tid, p) for p in spec.prefixes)]
         claimed.update(ids)
         out[spec.key] = ids
@@ -144,7 +155,7 @@ def outline_report(ctx) -> Report:
     with no content are left out."""
     ids = section_term_ids(ctx)
     sections = []
-    for spec in SECTIONS:
+    for spec in sections_of(ctx):
         has_tables = any(b != "terms" and not b.startswith("p:") for b in spec.blocks)
         if spec.prefixes and not ids[spec.key] and not has_tables:
             continue  # a section of terms only, with none to show
