@@ -129,6 +129,35 @@ def _indices(n, n_g, seed):
             np.concatenate([rand, rand[::-1]]), rand.tolist()]
 
 
+def _other_indices(n, n_g, seed):
+    """Indices of every other kind numpy reads for a 1-D array of n rows: negative (arrays, lists and
+    0-d), a single integer (Python, numpy, negative), boolean masks (array and list), 2-D and unsigned
+    arrays, an empty list; and out of range (either end, scalar and array) or a mask of another length,
+    which numpy refuses with an IndexError."""
+    rng = np.random.default_rng(seed)
+    neg = rng.integers(-n, 0, 32)
+    mask = rng.random(n) < 0.25
+    return [neg, neg.tolist(), np.concatenate([neg, -neg - 1]), np.array([-1, -n, -n_g, -n_g - 1]) % n - n,
+            np.array([-1, 0, n - 1], dtype=np.int32), np.array(-1), -1, -n, 0, n - 1, n // 2, np.int64(n - 1),
+            np.int32(-2), mask, mask.tolist(), np.zeros(n, bool), np.ones(n, bool),
+            np.array([[0, -1], [n - 1, n // 2]]), np.array([0, n - 1], dtype=np.uint32), [],
+            n, -n - 1, np.int64(n), np.array([0, n]), np.array([-n - 1, 0]), [n + 7], np.zeros(n + 1, bool),
+            np.ones(n - 1, bool).tolist()]
+
+
+def _same_or_both_refuse(got, want):
+    """got() equals want() (values, dtype, shape, a scalar for a scalar), or both raise an IndexError."""
+    try:
+        w = want()
+    except IndexError:
+        with pytest.raises(IndexError):
+            got()
+        return
+    g = got()
+    assert type(g) is type(w) and np.shape(g) == np.shape(w), (type(g), type(w), np.shape(g), np.shape(w))
+    np.testing.assert_array_equal(g, w, strict=True)
+
+
 @pytest.mark.parametrize("name, gpus, kw", [
     ("deepseek-v3", 64, {}),
     ("deepseek-v3", 1024, {"seqs": (4096, 8192), "mbs": (1, 2), "zeros": (1, 3), "recompute": "full,selective"}),
@@ -169,11 +198,19 @@ def test_lazy_columns_take_equals_the_built_columns(name, gpus, kw):
                 want = built[k][np.asarray(idx, dtype=np.int64)]
                 assert got.dtype == want.dtype, (k, got.dtype, want.dtype)
                 np.testing.assert_array_equal(got, want, strict=True, err_msg=k)
+    others = _other_indices(n, n_g, gpus)
+    for k in _COLUMN_ORDER:  # negative, scalar, boolean and out-of-range indices: numpy's answer, or its IndexError
+        for idx in others:
+            for f in (c.take, lambda k, idx: E.take(c, k, idx)):
+                _same_or_both_refuse(lambda: f(k, idx), lambda: built[k][idx])
     assert list(c) == _COLUMN_ORDER  # take builds nothing into the order
+    assert all(k not in c._arrays for k in c._lazy), "take built a lazy column"
     for k in _COLUMN_ORDER:  # then built whole: the same array as the other result's, and take agrees still
         np.testing.assert_array_equal(c[k], built[k], strict=True, err_msg=k)
         idx = index_sets[-2]
         np.testing.assert_array_equal(c.take(k, idx), built[k][idx], strict=True, err_msg=k)
+        for idx in others:
+            _same_or_both_refuse(lambda: c.take(k, idx), lambda: built[k][idx])
     assert list(c) == list(fresh.columns) == _COLUMN_ORDER
 
 
@@ -190,11 +227,20 @@ def test_take_of_a_scheduled_search_reads_its_columns():
                                           strict=True, err_msg=k)
 
 
-@pytest.mark.xfail(strict=True, reason="with no (ZeRO, policy) choice the built zero/recompute/stage columns are "
-                                       "np.zeros(0) (float64) while take gives int64")
 def test_lazy_columns_of_an_empty_search_keep_their_dtypes():
+    """With no (ZeRO, policy) choice: every column of a search (the components too), no row, the same
+    dtype read by take or built, as a search with choices has; any row is out of range."""
     res = E.configurations(cfg.PRESETS["deepseek-v3"], 64, 80 * 2 ** 30, zeros=())
+    some = E.configurations(cfg.PRESETS["deepseek-v3"], 64, 80 * 2 ** 30, zeros=(1,), recompute="full")
+    assert list(res.columns) == _COLUMN_ORDER
     empty = np.zeros(0, dtype=np.int64)
-    took = {k: res.columns.take(k, empty) for k in res.columns}
     for k in res.columns:
-        assert took[k].dtype == np.asarray(res.columns[k]).dtype, k
+        for idx in (empty, [], np.zeros(0, bool)):
+            took = res.columns.take(k, idx)
+            assert took.shape == (0,) and took.dtype == some.columns.take(k, empty).dtype, k
+        for idx in (0, -1, np.array([0]), np.ones(1, bool)):
+            with pytest.raises(IndexError):
+                res.columns.take(k, idx)
+    for k in res.columns:
+        built = np.asarray(res.columns[k])
+        assert built.shape == (0,) and built.dtype == np.asarray(some.columns[k]).dtype, k

@@ -35,6 +35,7 @@ from derivations import config as cfg
 from derivations.analyses import kernels
 from derivations.analyses.enumeration import Enumeration, distinct_stages, enumerate_layouts
 from derivations.assembly.overheads import named_values, peak
+from derivations.assembly.sides import COMPONENTS
 
 #: The names of the symbols that vary by row: the layout, b, s and the stage composition (the rest is fixed).
 ROW_NAMES = ("DP", "TP", "PP", "EP", "ETP", "CP", "SP", "b", "s", "L_d", "L_m", "e_E", "e_H")
@@ -179,7 +180,8 @@ class Columns(MutableMapping):
     as arrays on first access (``columns[name]``, the same arrays as ever); :meth:`take` reads the values
     of some rows without building the column (ranking and row formatting need a few rows of each, the
     full columns of 321,552 configurations cost more to write than to compute).
-    ``lazy``: {name: (full() -> array, take(idx) -> array)}."""
+    ``lazy``: {name: (full() -> array, take(idx) -> array)}, ``idx`` non-negative int64 positions below
+    the number of rows (:meth:`take` reads any index numpy reads into them)."""
 
     def __init__(self, arrays=(), lazy=(), order=None):
         self._arrays, self._lazy = dict(arrays), dict(lazy)
@@ -215,10 +217,62 @@ class Columns(MutableMapping):
         return len(self._order)
 
     def take(self, key, idx):
-        """``self[key][idx]`` without building a lazy column."""
+        """``np.asarray(self[key])[idx]`` (values, dtype and shape; IndexError where numpy raises one) without
+        building a lazy column.  An integer, an integer array or list (negative counting from the end), a
+        boolean mask of every row: the rows are the number of values of ``total``; a lazy column reads the
+        rows as non-negative int64 positions.  Any other index (a slice, a tuple, ...): the column built."""
         if key in self._arrays:
-            return self._arrays[key][idx]
-        return self._lazy[key][1](np.asarray(idx, dtype=np.int64))
+            return np.asarray(self._arrays[key])[idx]
+        lazy = self._lazy[key][1]  # KeyError for an unknown column
+        rows = _positions(idx, len(self._arrays["total"])) if "total" in self._arrays else None
+        if rows is None:
+            return np.asarray(self[key])[idx]
+        pos, shape = rows
+        out = lazy(pos)
+        return out[0] if shape is None else out.reshape(shape)
+
+
+_INT64 = np.iinfo(np.int64)
+
+
+def _positions(idx, n: int):
+    """``idx`` as numpy reads it to index a 1-D array of ``n`` values: (the positions, non-negative int64,
+    1-D; the shape of the result, None for a single integer: a scalar).  IndexError for a position out of
+    range or a boolean mask of another length (numpy's); None for an index of any other kind (numpy reads
+    it).  O(len(idx)) array operations."""
+    if isinstance(idx, (bool, np.bool_)):
+        return None  # a new axis, not a row
+    if isinstance(idx, (int, np.integer)):
+        i = int(idx)
+        if not _INT64.min <= i <= _INT64.max:
+            return None
+        if not -n <= i < n:
+            raise IndexError(f"index {i} is out of bounds for axis 0 with size {n}")
+        return np.array([i + n if i < 0 else i], dtype=np.int64), None
+    if not isinstance(idx, (list, np.ndarray)):
+        return None
+    a = np.asarray(idx)
+    if a.dtype.kind == "b":
+        if a.ndim != 1:
+            return None
+        if len(a) != n:
+            raise IndexError(f"boolean index did not match indexed array along axis 0; size of axis is {n} "
+                             f"but size of corresponding boolean axis is {len(a)}")
+        pos = np.flatnonzero(a)
+        return pos, pos.shape
+    if a.dtype.kind not in "iu":
+        if not (isinstance(idx, list) and a.size == 0):
+            return None
+        a = a.astype(np.int64)  # [] indexes no row (numpy reads an empty list as integers)
+    pos = a.reshape(-1).astype(np.int64, copy=False)  # unsigned wraps as numpy's cast to intp does
+    if len(pos):
+        lo, hi = pos.min(), pos.max()
+        if lo < -n or hi >= n:
+            bad = lo if lo < -n else hi
+            raise IndexError(f"index {bad} is out of bounds for axis 0 with size {n}")
+        if lo < 0:
+            pos = np.where(pos < 0, pos + n, pos)
+    return pos, (None if a.ndim == 0 else a.shape)
 
 
 def take(columns, key, idx):
@@ -335,17 +389,19 @@ def _stage_view(model, training, exprs, choices, enum, seqs, mbs):
             return np.concatenate([rows_of(ci, every) for ci in range(n_c)])
         return full, _by_choice(rows_of, n_g, n_c, np.float64)
 
-    comps = list(next(iter(choices.values()))) if choices else []
+    # no choice (no ZeRO stage): no row, and the components of the composition, empty float64 columns
+    comps = list(next(iter(choices.values()))) if choices else list(COMPONENTS)
     for c in comps:
         lazy[c] = component(c)
     per_choice = {"zero": np.array([z for z, _, _ in present], dtype=np.int64),
                   "recompute": np.array([ri for _, ri, _ in present], dtype=np.int64)}
     for k, v in per_choice.items():
-        lazy[k] = ((lambda v: lambda: np.repeat(v, n_g) if present else np.zeros(0))(v),
+        lazy[k] = ((lambda v: lambda: np.repeat(v, n_g))(v),  # int64 with no choice too
                    (lambda v: lambda idx: v[idx // n_g] if n_g else np.zeros(0, np.int64))(v))
     stage_at = lambda ci, g: stage[g // per, js[ci][g]]
-    lazy["stage"] = ((lambda: np.concatenate([stage_at(ci, every) for ci in range(n_c)]) if present else np.zeros(0)),
-                     _by_choice(stage_at, n_g, n_c, np.int64))
+    lazy["stage"] = ((lambda: np.concatenate([stage_at(ci, every) for ci in range(n_c)]) if present
+                      else np.zeros(0, dtype=stage.dtype)),
+                     _by_choice(stage_at, n_g, n_c, stage.dtype))
     order = ["dp", "tp", "pp", "ep", "etp", "cp", "sp", "seq", "mbs", "edp"] + comps + ["total", "zero",
                                                                                           "recompute", "stage"]
     # the columns in their order as ever: the groups', then the components, total, ZeRO stage, policy, stage
@@ -353,7 +409,8 @@ def _stage_view(model, training, exprs, choices, enum, seqs, mbs):
 
 
 def _by_choice(rows_of, n_g: int, n_c: int, dtype):
-    """take(idx) of a per-choice column: ``rows_of(choice, groups)`` for the rows of each choice in ``idx``."""
+    """take(idx) of a per-choice column: ``rows_of(choice, groups)`` for the rows of each choice in ``idx``
+    (non-negative int64 positions below n_c * n_g, as :meth:`Columns.take` gives them: every row is filled)."""
     def take(idx):
         out = np.empty(len(idx), dtype=dtype)
         if not len(idx):
