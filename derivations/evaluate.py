@@ -75,13 +75,25 @@ def device_inputs(family: str = FAMILY) -> Tuple[Dict[str, str], int]:
     return _module(family).DEVICE_KINDS, _module(family).DEVICE_CHUNKS
 
 
+class MissingSymbol(ValueError):
+    """A term reads a symbol the configuration gives no value (a shared tensor list naming a dimension the
+    model's family does not have): derivations/assembly/device.py reports it as a ConfigError."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.name = name
+
+
 # ----------------------------------------------------------------------------- trees
 def _ev(t, v, graph):
     kind = type(t)
     if kind is int:
         return t
     if kind is str:
-        return v[t]
+        try:
+            return v[t]
+        except KeyError:
+            raise MissingSymbol(t) from None
     op = t[0]
     if op == "*":
         out = 1

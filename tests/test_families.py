@@ -455,6 +455,36 @@ def test_a_toy_familys_report(toy, tmp_path, capsys):
     total = json.loads(capsys.readouterr().out)["bytes"]["total"]
     assert f"| total |  | {total:,} |" in md
     assert "\\section" in (tmp_path / "a" / "report.tex").read_text()
+    # the notebooks run in a kernel of their own: the setup cell makes the toy known there as in this process
+    assert main(["report", "--model", str(path), "--dp", "2", "--tp", "2", "--pp", "2", "--seq", "64", "--mbs", "1",
+                 "--format", "ipynb", "--out", str(tmp_path / "nb")]) == 0
+    capsys.readouterr()
+    setting = json.loads((tmp_path / "nb" / "report-01-setting.ipynb").read_text())
+    setup = "".join(setting["cells"][1]["source"])
+    assert "importlib.import_module('toyfamily').FAMILY" in setup and "ToySpec(name='toy_gqa (h 256, 4 layers)'" in setup
+    outputs = [o for c in setting["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+    assert outputs and not any(o.get("output_type") == "error" for o in outputs)
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["search", "--gpus", "16", "--hbm", "80GiB"], "memsym search (its generated kernels) is not available"),
+    (["compare"], "memsym compare (other tools' conventions) is not available"),
+    (["estimate", "--tensors"], "--tensors is not available"),
+    (["estimate", "--conventions", "megatron"], "--rank megatron / --shared-expert tp is not available"),
+    (["estimate", "--shared-expert", "tp"], "--rank stage / --shared-expert tp is not available"),
+    (["estimate", "--conventions", "transformers"], "reads the symbol d_hr, which the model does not define"),
+])
+def test_what_the_toy_family_has_no_terms_for_is_refused_on_one_line(toy, tmp_path, capsys, argv, says):
+    """The DeepSeek-only commands and conventions, asked of the toy: exit 2 and one line, no traceback."""
+    from derivations import generate
+    from memsym.cli import main
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps(TOY_FILE))
+    generate.install(toy)
+    layout = [] if argv[0] == "search" else ["--dp", "2", "--tp", "2", "--pp", "2"]
+    assert main(argv + ["--model", str(path)] + layout) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("memsym: error: ") and says in err[0], err
 
 
 def test_the_shape_path_names_and_builds_deepseeks_terms_as_the_generated_tables_do():

@@ -8,6 +8,7 @@ from fractions import Fraction
 from typing import Dict, List, Optional, Tuple
 
 from derivations import config as cfg
+from derivations import families
 from derivations.assembly.conventions import ORDER, PRESETS, switch_value, with_preset, with_switch
 from derivations.assembly.device import estimate
 
@@ -83,6 +84,8 @@ DEFAULT_PRESETS = ("paper", "megatron", "modelzoo")
 def compare(model, layout, training, stage=None, mtp=False, presets=DEFAULT_PRESETS):
     """{preset: (Estimate, quantities)} and {preset: Waterfall from paper} for one layout
     (``presets``: which, paper always first)."""
+    if "conventions" not in families.get(model.family).sections:  # other tools' conventions of DeepSeek models
+        raise families.unsupported(model, "memsym compare (other tools' conventions)")
     presets = ("paper",) + tuple(p for p in presets if p != "paper")
     for name in presets:
         if name not in PRESETS:

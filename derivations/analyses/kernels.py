@@ -19,6 +19,7 @@ from symbolic.search import evaluate
 
 from derivations import config as cfg
 from derivations import evaluate as ev
+from derivations import families
 from derivations.assembly.sides import device_component_ids
 from derivations.config.values import named
 from derivations.generated import SEARCH_KERNELS
@@ -42,6 +43,8 @@ def choices(model, zeros=(0, 1, 2, 3), recompute=None) -> Dict[Tuple[int, str], 
 
 def module(model):
     """The generated kernels of ``model``'s structure (q_lora, routing_bias, tied)."""
+    if model.family != ev.FAMILY:  # the kernels are committed for DeepSeek's structures only
+        raise families.unsupported(model, "memsym search (its generated kernels)")
     return import_module(f"derivations.generated.{SEARCH_KERNELS[ev.structure_key(model.structure)]}")
 
 

@@ -55,6 +55,7 @@ from fractions import Fraction
 from typing import Dict, List, Optional, Tuple
 
 from derivations import config as cfg
+from derivations import families
 from derivations.assembly.sides import WeightSide, mtp_stage_shift, weight_side  # noqa: F401  (re-exported)
 from derivations.config.switches import (ORDER, PRESETS, describe, notes, preset_of, switch_value,  # noqa: F401
                                          switches_json, with_preset, with_switch)
@@ -265,6 +266,8 @@ def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
     # lazy: sympy (only this path needs it)
     from symbolic.numeric import exact
     from derivations.activations import KEPT_FOR, View, flatten, mla_specs, moe_specs
+    if model.family != "deepseek":  # the MLA and MoE tensor lists
+        raise families.unsupported(model, "--tensors")
     cfg.validate_layout(model, layout, training.seq)
     cfg.validate_training(training)
     lay_stage = cfg.stage(model, layout, stage if stage is not None else (1 if layout.pp > 1 else 0))

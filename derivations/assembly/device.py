@@ -28,7 +28,7 @@ from derivations.activations.view import View
 from derivations import evaluate as ev
 from derivations.assembly import overheads, schedules
 from derivations.assembly.runtime import buffers_bytes, buffers_id
-from derivations.assembly.sides import device_component_ids, megatron_values, mtp_stage_shift, weight_side
+from derivations.assembly.sides import device_component_ids, megatron_values, mtp_stage_shift, weight_side_of
 from derivations.config.switches import notes as convention_notes, switches_json
 from derivations.config.values import named, symbol_keyed
 from symbolic.exact import as_number
@@ -184,7 +184,7 @@ def _model_states(model, layout, training, comp, held) -> Tuple[Dict, Dict, Tupl
     """({component: term id}, {component: exact bytes}, (P_n, P_m), params id) of the weights,
     gradients and optimizer states: at the stage(s) the device holds, or at the whole model for
     Megatron's most-loaded shard (its formula divides by PP itself)."""
-    side = weight_side(training.conventions)
+    side = weight_side_of(model, training.conventions)
     if side.rank == "megatron":
         dev = ev.derived(megatron_values(model, layout, training), model.family)
     else:
@@ -240,6 +240,14 @@ def _virtual_peak(model, layout, training, comp, inputs):
 
 
 def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
+    try:
+        return _estimate_at(model, layout, training, stage_index, assumptions)
+    except ev.MissingSymbol as e:
+        raise cfg.ConfigError("values", f"{model.name}: a term of this configuration reads the symbol {e.name}, "
+                                        f"which the model does not define (its family has no such dimension)") from None
+
+
+def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     """One device: its inputs gathered (the stage's composition and values, the chunks a schedule runs,
     the model states of the stages it holds, each activation kind's bytes under the view) and the one
     assembly, printed from derivations/assembly/device_terms.py, evaluated at them."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Dict
 
+from derivations import families
 from derivations.activations.naming import activation_ids
 from derivations.activations.shape import of_model
 from derivations.activations.view import View
@@ -67,6 +68,17 @@ def weight_side(conventions: Conventions) -> WeightSide:
                       "static.device.moe.shared-tp", "zero", ".shared-tp")
 
 
+def weight_side_of(model, conventions: Conventions) -> WeightSide:
+    """:func:`weight_side`, refused (one line) for a model whose family has no other tools' conventions
+    (the ``conventions`` section: Megatron-LM's and ModelZoo's ranks, --shared-expert tp)."""
+    side = weight_side(conventions)
+    if side.prefix != "zero" or side.suffix:
+        fam = families.find(getattr(model, "family", None))
+        if fam is not None and "conventions" not in fam.sections:
+            raise families.unsupported(model, f"--rank {conventions.rank} / --shared-expert {conventions.shared_expert}")
+    return side
+
+
 def megatron_values(model, layout, training) -> Dict[str, object]:
     """The substitution (by name) of Megatron's shard: the whole model's L_d, L_m (the formula divides
     by PP itself) and D = the model's MTP layers under ``--mtp``, else 0."""
@@ -100,6 +112,6 @@ def device_component_ids(model, training, schedule_ok: bool = False) -> Dict[str
                                       f"one-micro-batch-per-stage view; use `memsym estimate --schedule` for schedules")
     if training.zero not in ZERO_NAMES:
         raise ConfigError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {training.zero!r}")
-    ids = weight_side(training.conventions).component_ids(training.zero)
+    ids = weight_side_of(model, training.conventions).component_ids(training.zero)
     ids["activations"] = activation_ids(View.of(training), of_model(model))["stage"]
     return {k: ids[k] for k in COMPONENTS}

@@ -193,6 +193,17 @@ def for_model_type(model_type: str):
     return next((f for f in _REGISTRY.values() if model_type in f.model_types), None)
 
 
+def unsupported(model, what: str):
+    """The error (exit 2, one line) for ``what`` asked of a model whose family has no terms for it: other
+    tools' conventions (a family without the ``conventions`` section), the search's committed kernels
+    and the --tensors listing (DeepSeek's)."""
+    from symbolic.errors import ConfigError  # lazy: this module is plain data otherwise
+    fam = find(getattr(model, "family", None))
+    title = fam.title if fam is not None else "unknown"
+    return ConfigError("family", f"{what} is not available for {model.name} (family {title}): it covers the "
+                                 f"DeepSeek family's models")
+
+
 def model_types() -> Tuple[str, ...]:
     """Every model_type some family reads, in registration order."""
     _load()

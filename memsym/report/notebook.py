@@ -22,6 +22,8 @@ import tempfile
 from functools import lru_cache
 from typing import Callable, Optional, Sequence
 
+from derivations.config import ModelSpec
+
 from .extras import report_extra
 from .nbhtml import NBCONVERT_TEMPLATE, html_exporter, html_of_text, to_html, to_ipynb  # noqa: F401
 from .rendering import environment, render_block
@@ -55,12 +57,33 @@ def model_source(model) -> str:
     again (it may have changed since)."""
     if model.source == "preset":
         return f"cfg.load_model({model.name!r})"
-    return _call("cfg.ModelSpec", model, tuple(f.name for f in dataclasses.fields(model)))
+    fields = tuple(f.name for f in dataclasses.fields(model))
+    if type(model) is ModelSpec:
+        return _call("cfg.ModelSpec", model, fields)
+    cls = type(model)  # another family's spec, from its config module
+    return _call(f"importlib.import_module({cls.__module__!r}).{cls.__qualname__}", model, fields)
+
+
+def family_source(model) -> str:
+    """The lines that make ``model``'s family known to a kernel when it is not one of derivations/families/
+    (registered in the report's process, such as a test's toy): its package's folder on sys.path, the
+    family registered and its evaluators generated, as the report's process did.  Empty for DeepSeek."""
+    from derivations import families
+    fam = families.get(model.family)
+    if fam.config.startswith("derivations.families."):
+        return ""
+    package = fam.config.rsplit(".", 1)[0]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(sys.modules[package].__file__)))
+    return (f"import importlib, sys\n"
+            f"sys.path.insert(0, {root!r})  # the family {fam.name!r}: not shipped with memsym\n"
+            f"from derivations import families as _families, generate as _generate\n"
+            f"_generate.install(_families.register(importlib.import_module({package!r}).FAMILY))\n")
 
 
 def setup_source(ctx) -> str:
     env = environment("notebook")
     return env.get_template("notebook/setup.py.j2").render(
+        family=family_source(ctx.model),
         model=model_source(ctx.model), source=None if ctx.model.source == "preset" else ctx.model.source,
         layout=_call("cfg.Layout", ctx.layout, ("dp", "tp", "pp", "ep", "etp", "cp")),
         training=_call("cfg.Training", ctx.training, ("mbs", "seq", "zero", "recompute")),
@@ -308,7 +331,7 @@ def normalise(nb) -> None:
 
 def warm_source(ctx) -> str:
     """What the kernel imports and builds before the first notebook (same process: later cells reuse it)."""
-    return ("import memsym.report, symbolic.render, symbolic.numeric\n"
+    return (family_source(ctx.model) + "import memsym.report, symbolic.render, symbolic.numeric\n"
             "from derivations import config as cfg\n"
             "from derivations import build as _build\n"
             f"_build({model_source(ctx.model)})\n"
