@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from derivations import config as cfg
+from derivations.analyses import columns as C
 from derivations.analyses import evaluation as E
 from derivations.analyses import search as S
 from memsym.cli import main
@@ -166,7 +167,7 @@ def _same_or_both_refuse(got, want):
     ("deepseek-v2-lite", 16, {"seqs": (2048,), "mbs": (1,), "zeros": (2,), "recompute": "full"}),
 ], ids=["v3-64-every-choice", "v3-1024-seqs-mbs", "v3-256-one-seq-mbs", "v2-lite-48", "v2-lite-16-one-seq-mbs"])
 def test_lazy_columns_take_equals_the_built_columns(name, gpus, kw):
-    """Columns.take (and evaluation.take) of any rows of any column equals the column built whole, in
+    """Columns.take (and columns.take) of any rows of any column equals the column built whole, in
     values and dtype, before and after the column is built; the columns keep their order.  The other
     result's columns are all built first, so the two paths never share a built array."""
     model = cfg.PRESETS[name]
@@ -174,7 +175,7 @@ def test_lazy_columns_take_equals_the_built_columns(name, gpus, kw):
     fresh = E.configurations(model, gpus, 80 * 2 ** 30, **kw)
     built = {k: np.asarray(fresh.columns[k]) for k in fresh.columns}
     c = res.columns
-    assert isinstance(c, E.Columns)
+    assert isinstance(c, C.Columns)
     assert list(c) == list(built) == _COLUMN_ORDER
     seqs, mbs, lay = kw.get("seqs", (4096,)), kw.get("mbs", (1, 2, 4)), res.enumeration.arrays
     n, n_l = len(built["total"]), len(res.enumeration)
@@ -194,14 +195,14 @@ def test_lazy_columns_take_equals_the_built_columns(name, gpus, kw):
     index_sets = _indices(n, n_g, gpus)
     for k in _COLUMN_ORDER:  # every column read by rows while still lazy
         for idx in index_sets:
-            for got in (c.take(k, idx), E.take(c, k, idx)):
+            for got in (c.take(k, idx), C.take(c, k, idx)):
                 want = built[k][np.asarray(idx, dtype=np.int64)]
                 assert got.dtype == want.dtype, (k, got.dtype, want.dtype)
                 np.testing.assert_array_equal(got, want, strict=True, err_msg=k)
     others = _other_indices(n, n_g, gpus)
     for k in _COLUMN_ORDER:  # negative, scalar, boolean and out-of-range indices: numpy's answer, or its IndexError
         for idx in others:
-            for f in (c.take, lambda k, idx: E.take(c, k, idx)):
+            for f in (c.take, lambda k, idx: C.take(c, k, idx)):
                 _same_or_both_refuse(lambda: f(k, idx), lambda: built[k][idx])
     assert list(c) == _COLUMN_ORDER  # take builds nothing into the order
     assert all(k not in c._arrays for k in c._lazy), "take built a lazy column"
@@ -215,7 +216,7 @@ def test_lazy_columns_take_equals_the_built_columns(name, gpus, kw):
 
 
 def test_take_of_a_scheduled_search_reads_its_columns():
-    """Under a pipeline schedule the columns are plain arrays: evaluation.take is indexing."""
+    """Under a pipeline schedule the columns are plain arrays: columns.take is indexing."""
     model = cfg.PRESETS["deepseek-v2-lite"]
     res = E.configurations(model, 32, 80 * 2 ** 30, schedule="1f1b", microbatches=8, mbs=(1, 2), zeros=(1,))
     c = res.columns
@@ -223,7 +224,7 @@ def test_take_of_a_scheduled_search_reads_its_columns():
     assert n
     for k in c:
         for idx in _indices(n, n, 7):
-            np.testing.assert_array_equal(E.take(c, k, idx), np.asarray(c[k])[np.asarray(idx, np.int64)],
+            np.testing.assert_array_equal(C.take(c, k, idx), np.asarray(c[k])[np.asarray(idx, np.int64)],
                                           strict=True, err_msg=k)
 
 

@@ -22,7 +22,7 @@ checks rows against exact evaluation).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import MutableMapping
+
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
@@ -33,6 +33,7 @@ from symbolic.search import FACTOR_ABOVE, evaluate
 
 from derivations import config as cfg
 from derivations.analyses import kernels
+from derivations.analyses.columns import Columns
 from derivations.analyses.enumeration import Enumeration, distinct_stages, enumerate_layouts
 from derivations.assembly.overheads import named_values, peak
 from derivations.assembly.sides import COMPONENTS
@@ -169,115 +170,6 @@ def _values(model, training, exprs: Optional[Mapping[str, object]], keys, cols, 
                                                     f"stage symbol)")
         out = dict(zip(names, evaluate(fn, [rows[a] for a in args])))
     return {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), (n_g, K)) for k in keys}
-
-
-class Columns(MutableMapping):
-    """The columns of a search, {name: array of one value per configuration}, some of them lazy.
-
-    Without a schedule most columns are repetitions: a layout's values tiled once per (ZeRO stage,
-    policy) choice, a choice's ZeRO stage and policy repeated over its rows, and the components and stage
-    of a configuration read at its most-loaded composition from the evaluated terms.  They are built
-    as arrays on first access (``columns[name]``, the same arrays as ever); :meth:`take` reads the values
-    of some rows without building the column (ranking and row formatting need a few rows of each, the
-    full columns of 321,552 configurations cost more to write than to compute).
-    ``lazy``: {name: (full() -> array, take(idx) -> array)}, ``idx`` non-negative int64 positions below
-    the number of rows (:meth:`take` reads any index numpy reads into them)."""
-
-    def __init__(self, arrays=(), lazy=(), order=None):
-        self._arrays, self._lazy = dict(arrays), dict(lazy)
-        self._order = list(order) if order is not None else \
-            list(self._arrays) + [k for k in self._lazy if k not in self._arrays]
-
-    def __getitem__(self, key):
-        if key not in self._arrays:
-            full, _ = self._lazy[key]  # KeyError for an unknown column
-            self._arrays[key] = full()
-        return self._arrays[key]
-
-    def __setitem__(self, key, value):
-        if key not in self._arrays and key not in self._lazy:
-            self._order.append(key)
-        self._arrays[key] = value
-        self._lazy.pop(key, None)
-
-    def __delitem__(self, key):
-        if key not in self._arrays and key not in self._lazy:
-            raise KeyError(key)
-        self._arrays.pop(key, None)
-        self._lazy.pop(key, None)
-        self._order.remove(key)
-
-    def __contains__(self, key):
-        return key in self._arrays or key in self._lazy
-
-    def __iter__(self):
-        return iter(list(self._order))
-
-    def __len__(self):
-        return len(self._order)
-
-    def take(self, key, idx):
-        """``np.asarray(self[key])[idx]`` (values, dtype and shape; IndexError where numpy raises one) without
-        building a lazy column.  An integer, an integer array or list (negative counting from the end), a
-        boolean mask of every row: the rows are the number of values of ``total``; a lazy column reads the
-        rows as non-negative int64 positions.  Any other index (a slice, a tuple, ...): the column built."""
-        if key in self._arrays:
-            return np.asarray(self._arrays[key])[idx]
-        lazy = self._lazy[key][1]  # KeyError for an unknown column
-        rows = _positions(idx, len(self._arrays["total"])) if "total" in self._arrays else None
-        if rows is None:
-            return np.asarray(self[key])[idx]
-        pos, shape = rows
-        out = lazy(pos)
-        return out[0] if shape is None else out.reshape(shape)
-
-
-_INT64 = np.iinfo(np.int64)
-
-
-def _positions(idx, n: int):
-    """``idx`` as numpy reads it to index a 1-D array of ``n`` values: (the positions, non-negative int64,
-    1-D; the shape of the result, None for a single integer: a scalar).  IndexError for a position out of
-    range or a boolean mask of another length (numpy's); None for an index of any other kind (numpy reads
-    it).  O(len(idx)) array operations."""
-    if isinstance(idx, (bool, np.bool_)):
-        return None  # a new axis, not a row
-    if isinstance(idx, (int, np.integer)):
-        i = int(idx)
-        if not _INT64.min <= i <= _INT64.max:
-            return None
-        if not -n <= i < n:
-            raise IndexError(f"index {i} is out of bounds for axis 0 with size {n}")
-        return np.array([i + n if i < 0 else i], dtype=np.int64), None
-    if not isinstance(idx, (list, np.ndarray)):
-        return None
-    a = np.asarray(idx)
-    if a.dtype.kind == "b":
-        if a.ndim != 1:
-            return None
-        if len(a) != n:
-            raise IndexError(f"boolean index did not match indexed array along axis 0; size of axis is {n} "
-                             f"but size of corresponding boolean axis is {len(a)}")
-        pos = np.flatnonzero(a)
-        return pos, pos.shape
-    if a.dtype.kind not in "iu":
-        if not (isinstance(idx, list) and a.size == 0):
-            return None
-        a = a.astype(np.int64)  # [] indexes no row (numpy reads an empty list as integers)
-    pos = a.reshape(-1).astype(np.int64, copy=False)  # unsigned wraps as numpy's cast to intp does
-    if len(pos):
-        lo, hi = pos.min(), pos.max()
-        if lo < -n or hi >= n:
-            bad = lo if lo < -n else hi
-            raise IndexError(f"index {bad} is out of bounds for axis 0 with size {n}")
-        if lo < 0:
-            pos = np.where(pos < 0, pos + n, pos)
-    return pos, (None if a.ndim == 0 else a.shape)
-
-
-def take(columns, key, idx):
-    """``columns[key][idx]``; a :class:`Columns` reads the rows without building a lazy column."""
-    return columns.take(key, idx) if isinstance(columns, Columns) else columns[key][idx]
 
 
 def _most_loaded(value, choices, n_g: int, K: int, per_layout=frozenset(), per: int = 1):

@@ -17,7 +17,8 @@ import numpy as np
 
 from derivations import config as cfg
 from derivations.analyses.enumeration import LAYOUT_FIELDS
-from derivations.analyses.evaluation import SearchResult, take
+from derivations.analyses.columns import take
+from derivations.analyses.evaluation import SearchResult
 
 SORTS = ("bubble", "peak", "headroom")
 

@@ -14,7 +14,8 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from derivations.analyses.evaluation import SearchResult, take
+from derivations.analyses.columns import take
+from derivations.analyses.evaluation import SearchResult
 
 ROW_KEYS = ("dp", "tp", "pp", "ep", "etp", "cp", "sp", "edp", "mbs", "seq", "zero", "recompute", "stage",
             "weights", "gradients", "optimizer", "activations", "total", "peak", "headroom")
