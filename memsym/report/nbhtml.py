@@ -6,6 +6,8 @@ helper processes converting notebooks (:mod:`.converter`) load nbconvert without
 """
 from __future__ import annotations
 
+import json
+
 from symbolic.resources import TEMPLATES_DIR
 
 from .extras import report_extra
@@ -44,6 +46,20 @@ def to_html(nb, name: str) -> str:
     body, _ = html_exporter().from_notebook_node(nb, resources={"metadata": {"name": name},
                                                                 "memsym_math": math_scripts(notebook=True)})
     return body
+
+
+def to_json(nb) -> str:
+    """The notebook as plain JSON (what a :class:`~memsym.report.converter.Converter` is sent): its
+    data as built, without the schema validation and formatting of :func:`to_ipynb`."""
+    return json.dumps(nb, ensure_ascii=False)
+
+
+def html_of_json(text: str, name: str) -> str:
+    """:func:`to_html` of a notebook given as :func:`to_json` of it (the same notebook nodes)."""
+    with report_extra():
+        # lazy: nbformat (only this path needs it)
+        from nbformat.notebooknode import from_dict
+    return to_html(from_dict(json.loads(text)), name)
 
 
 def html_of_text(text: str, name: str) -> str:
