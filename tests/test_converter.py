@@ -218,3 +218,21 @@ def test_memsym_report_killed_with_sigterm_leaves_no_process(tmp_path):
         proc.kill()
         proc.wait()
     assert not (tmp_path / "out").exists()
+
+
+def test_a_notebook_the_schema_refuses_is_checked_where_it_is_converted(notebooks):
+    """The report's process sends its notebooks unchecked: a helper checks each against nbformat's
+    schema and refuses one that fails (the caller then converts it, checking it: the error shows)."""
+    import copy
+    stem, nb = notebooks[0]
+    bad = copy.deepcopy(nb)
+    bad.cells[0]["cell_type"] = "bogus"
+    converter = conv.Converter.start()
+    try:
+        with pytest.raises(RuntimeError):
+            converter.submit(bad, "bad").get(timeout=GUARD * 5)
+        assert converter.submit(nb, stem).get(timeout=GUARD * 5) == nbm.to_html(nb, stem)
+    finally:
+        converter.close()
+    with pytest.raises(Exception, match="bogus|valid"):
+        nbm.checked(bad)

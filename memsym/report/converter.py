@@ -49,8 +49,9 @@ _PR_SET_PDEATHSIG = 1
 
 
 def _warm() -> None:
-    """Convert a small notebook once (discarded): what nbconvert compiles on its first use
-    (pygments' lexer, mistune, bleach, soupsieve's selectors) is compiled before the real ones."""
+    """Check and convert a small notebook once (discarded): what nbformat and nbconvert compile on their
+    first use (the schema's validator, pygments' lexer, mistune, bleach, soupsieve's selectors) is
+    compiled before the real ones, and before the first helper forks the others."""
     from nbformat.notebooknode import from_dict
     nb = from_dict({"nbformat": 4, "nbformat_minor": 5, "metadata": {"language_info": {"name": "python"}},
                     "cells": [
@@ -62,7 +63,7 @@ def _warm() -> None:
                                       "data": {"text/plain": "T()", "text/markdown": "**t**\n\n$$x$$"}},
                                      {"output_type": "display_data", "metadata": {},
                                       "data": {"text/plain": "x", "text/latex": "$\\displaystyle x$"}}]}]})
-    nbm.to_html(nb, "warm")
+    nbm.to_html(nbm.checked(nb), "warm")
 
 
 # ----------------------------------------------------------------------------- framing on the pipes

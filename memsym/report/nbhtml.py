@@ -54,12 +54,22 @@ def to_json(nb) -> str:
     return json.dumps(nb, ensure_ascii=False)
 
 
+def checked(nb):
+    """``nb`` once nbformat's schema accepts it (a ValidationError otherwise)."""
+    with report_extra():
+        # lazy: nbformat (only this path needs it)
+        import nbformat
+    nbformat.validate(nb)
+    return nb
+
+
 def html_of_json(text: str, name: str) -> str:
-    """:func:`to_html` of a notebook given as :func:`to_json` of it (the same notebook nodes)."""
+    """:func:`to_html` of a notebook given as :func:`to_json` of it (the same notebook nodes), checked
+    against nbformat's schema first (the report's process sends it unchecked)."""
     with report_extra():
         # lazy: nbformat (only this path needs it)
         from nbformat.notebooknode import from_dict
-    return to_html(from_dict(json.loads(text)), name)
+    return to_html(checked(from_dict(json.loads(text))), name)
 
 
 def html_of_text(text: str, name: str) -> str:
