@@ -78,19 +78,29 @@ def _both_helpers(converter) -> list:
 
 
 @pytest.fixture(scope="module")
-def notebooks():
+def computed():
     ctx = rp.Context.create()
     plan = rp.outline_report(ctx)
-    done = rp.complete_report(ctx, plan)
+    return ctx, plan, rp.complete_report(ctx, plan)
+
+
+@pytest.fixture(scope="module")
+def notebooks(computed):
+    ctx, plan, done = computed
     return [(nbm.stem(o), nbm.build_notebook(ctx, plan, o, computed=d.blocks))
             for o, d in zip(plan.sections, done.sections) if o.notebook]
 
 
-def test_the_helpers_give_the_same_html(notebooks):
+def test_the_helpers_give_the_same_html(computed, notebooks):
+    """The notebooks as the report sends them (built without nbformat, unchecked, as JSON) convert to
+    the HTML of the notebooks nbformat builds and checks, byte for byte."""
+    ctx, plan, done = computed
+    sent = [nbm.build_notebook(ctx, plan, o, computed=d.blocks, sent=True)
+            for o, d in zip(plan.sections, done.sections) if o.notebook]
     converter = conv.Converter.start()
     assert converter is not None
     try:
-        pending = [(stem, nb, converter.submit(nb, stem)) for stem, nb in notebooks]
+        pending = [(stem, nb, converter.submit(light, stem)) for (stem, nb), light in zip(notebooks, sent)]
         for stem, nb, html in pending:
             assert html.get(timeout=300) == nbm.to_html(nb, stem), stem
         assert len(converter.pids()) == conv.WORKERS
@@ -236,3 +246,19 @@ def test_a_notebook_the_schema_refuses_is_checked_where_it_is_converted(notebook
         converter.close()
     with pytest.raises(Exception, match="bogus|valid"):
         nbm.checked(bad)
+
+
+def test_the_report_process_loads_no_notebook_package_for_html(tmp_path):
+    """nbformat, nbconvert (and jsonschema, IPython) load in the helpers only: the report's own process
+    builds the notebooks as plain nodes and sends them as JSON."""
+    code = textwrap.dedent("""
+        import sys
+        from memsym.cli import main
+        rc = main(["report", "--format", "tex,md,html", "--out", sys.argv[1]])
+        print("loaded:", rc, *sorted(m for m in ("nbformat", "nbconvert", "jsonschema", "IPython") if m in sys.modules))
+    """)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               MEMSYM_CACHE="0", HOME=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "out")], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=600)
+    assert out.stdout.splitlines()[-1].split() == ["loaded:", "0"], out.stdout + out.stderr

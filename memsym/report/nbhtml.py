@@ -65,15 +65,22 @@ def checked(nb):
 
 def html_of_json(text: str, name: str) -> str:
     """:func:`to_html` of a notebook given as :func:`to_json` of it (the same notebook nodes), checked
-    against nbformat's schema first (the report's process sends it unchecked)."""
+    against nbformat's schema first: the report's process sends it unchecked, and without nbformat's
+    version numbers when it built it without nbformat (``build_notebook(sent=True)``: set here)."""
     with report_extra():
         # lazy: nbformat (only this path needs it)
+        from nbformat import v4
         from nbformat.notebooknode import from_dict
-    return to_html(checked(from_dict(json.loads(text))), name)
+    nb = from_dict(json.loads(text))
+    if nb.get("nbformat", 0) is None:
+        nb["nbformat"] = v4.nbformat
+    if nb.get("nbformat_minor", 0) is None:
+        nb["nbformat_minor"] = v4.nbformat_minor
+    return to_html(checked(nb), name)
 
 
 def html_of_text(text: str, name: str) -> str:
-    """:func:`to_html` of a notebook given as its ``.ipynb`` text (what a :class:`~memsym.report.converter.Converter` is sent)."""
+    """:func:`to_html` of a notebook given as its ``.ipynb`` text."""
     with report_extra():
         # lazy: nbformat (only this path needs it)
         import nbformat
