@@ -61,12 +61,6 @@ def test_html_alone_needs_no_kernel_and_matches_the_executed_notebooks(published
     assert (tmp_path / "report.html").read_bytes() == (out / "report.html").read_bytes()
 
 
-def test_the_converter_processes_are_off():
-    """memsym report converts its notebooks in its own process (memsym/report/converter.py: ENABLED)."""
-    from memsym.report.converter import Converter
-    assert Converter.start() is None
-
-
 def test_converter_process_gives_the_same_html(ctx, monkeypatch):
     from memsym.report import converter as conv
     monkeypatch.setattr(conv, "ENABLED", True)

@@ -25,7 +25,8 @@ from typing import Callable, Optional, Sequence
 from derivations.config import ModelSpec
 
 from .extras import report_extra
-from .nbhtml import NBCONVERT_TEMPLATE, html_exporter, html_of_text, to_html, to_ipynb  # noqa: F401
+from .nbhtml import (NBCONVERT_TEMPLATE, checked, html_exporter, html_of_json, html_of_text,  # noqa: F401
+                     to_html, to_ipynb, to_json)
 from .rendering import environment, render_block
 
 #: The kernel spec written into every notebook (what Jupyter shows when a user opens it).
@@ -90,23 +91,32 @@ def setup_source(ctx) -> str:
         stage=ctx.stage.index).rstrip("\n")
 
 
-def build_notebook(ctx, report, section, computed: Optional[Sequence] = None):
+def build_notebook(ctx, report, section, computed: Optional[Sequence] = None, sent: bool = False):
     """The notebook of one report section: unexecuted, or with ``computed`` (the section's blocks
     computed, :func:`memsym.report.sections.complete_report`) its code cells' outputs filled in
-    as the kernel shows them (:func:`fill_outputs`), without a kernel."""
-    with report_extra():
-        # lazy: nbformat (only this path needs it)
-        import nbformat
-        from nbformat import v4
-        from nbformat.notebooknode import NotebookNode
+    as the kernel shows them (:func:`fill_outputs`), without a kernel.  ``sent``: the notebook only
+    goes out as JSON (:func:`memsym.report.nbhtml.to_json`) to whoever converts it, which checks it
+    against nbformat's schema and sets nbformat's version numbers (:func:`memsym.report.nbhtml.html_of_json`):
+    built of plain nodes without importing nbformat (its import, 0.12 s with jsonschema, and compiling
+    the schema's validator, 0.1 s, were on the report's critical path)."""
+    if sent:
+        node, version = Node, (None, None)
+    else:
+        with report_extra():
+            # lazy: nbformat (only this path needs it)
+            import nbformat
+            from nbformat import v4
+            from nbformat.notebooknode import NotebookNode
+        node, version = NotebookNode, (v4.nbformat, v4.nbformat_minor)
     env = environment("notebook")
     cells = []
     formatter = _format if computed is not None else None
 
     def add(kind, source, shows=(), display=False):
-        cell = _new_cell(kind, source, f"{section.key}-{len(cells):02d}")  # stable ids (not nbformat's random ones)
+        # stable ids (not nbformat's random ones)
+        cell = _new_cell(kind, source, f"{section.key}-{len(cells):02d}", node)
         if formatter is not None and kind == "code":
-            cell.outputs = [_output(obj, display) for obj in shows]
+            cell.outputs = [_output(obj, display, node) for obj in shows]
         cells.append(cell)
 
     add("md", env.get_template("notebook/title.md.j2").render(report=report, section=section).rstrip("\n"))
@@ -133,28 +143,43 @@ def build_notebook(ctx, report, section, computed: Optional[Sequence] = None):
             add("code", env.get_template("notebook/equations.py.j2").render(blocks=run).rstrip("\n"),
                 shows=computed[first:i + 1] if computed is not None else (), display=True)
         i += 1
-    nb = NotebookNode(nbformat=v4.nbformat, nbformat_minor=v4.nbformat_minor, metadata=NotebookNode(), cells=[])
+    nb = node(nbformat=version[0], nbformat_minor=version[1], metadata=node(), cells=[])
     nb.update(cells=cells)
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata["language_info"] = {"name": "python"}
     nb.metadata["title"] = f"{section.number}. {section.title}"
-    nbformat.validate(nb)
+    if not sent:
+        nbformat.validate(nb)
     if computed is not None:
         normalise(nb)
     return nb
 
 
-def _new_cell(kind: str, source: str, cell_id: str):
+class Node(dict):
+    """A notebook node as nbformat's ``NotebookNode`` is (a dict whose keys read and set as attributes),
+    for a notebook built without nbformat (``build_notebook(sent=True)``)."""
+
+    def __getattr__(self, key):
+        try:
+            return self[key]
+        except KeyError:
+            raise AttributeError(key) from None
+
+    def __setattr__(self, key, value):
+        self[key] = value
+
+
+def _new_cell(kind: str, source: str, cell_id: str, node=None):
     """A markdown (``kind`` 'md') or code cell as ``nbformat.v4.new_markdown_cell`` /
     ``new_code_cell`` make it, without validating each cell against the schema (the whole notebook
     is validated once, :func:`build_notebook`): nbformat's per-cell validation with jsonschema was
-    most of the time of building the notebooks."""
-    # lazy: nbformat (only this path needs it)
-    from nbformat.notebooknode import NotebookNode
+    most of the time of building the notebooks.  ``node``: the node type (default nbformat's)."""
+    if node is None:
+        # lazy: nbformat (only this path needs it)
+        from nbformat.notebooknode import NotebookNode as node
     if kind == "md":
-        return NotebookNode(id=cell_id, cell_type="markdown", source=source, metadata=NotebookNode())
-    return NotebookNode(id=cell_id, cell_type="code", metadata=NotebookNode(), execution_count=None, source=source,
-                        outputs=[])
+        return node(id=cell_id, cell_type="markdown", source=source, metadata=node())
+    return node(id=cell_id, cell_type="code", metadata=node(), execution_count=None, source=source, outputs=[])
 
 
 @lru_cache(maxsize=None)
@@ -184,14 +209,14 @@ def _format(obj):
     return data, {}
 
 
-def _output(obj, display: bool):
+def _output(obj, display: bool, node=None):
     """The output a kernel records for ``obj``: a cell's value (execute_result) or ``display(obj)``."""
-    # lazy: nbformat (only this path needs it)
-    from nbformat.notebooknode import NotebookNode
+    if node is None:
+        # lazy: nbformat (only this path needs it)
+        from nbformat.notebooknode import NotebookNode as node
     data, metadata = _format(obj)
     # as nbformat.v4.new_output makes it, not validated alone (the notebook is, once)
-    out = NotebookNode(output_type="display_data" if display else "execute_result", metadata=NotebookNode(),
-                       data=NotebookNode())
+    out = node(output_type="display_data" if display else "execute_result", metadata=node(), data=node())
     if not display:
         out.execution_count = None
     out.update(metadata=metadata)

@@ -196,8 +196,8 @@ def _submit(ctx, plan, outline, section, converter, pending: Dict[str, Tuple[obj
     ``pending`` as {stem: (notebook, pending HTML)}."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from . import notebook as nbm
-    if outline.notebook:
-        nb = nbm.build_notebook(ctx, plan, outline, computed=section.blocks)
+    if outline.notebook:  # checked against the schema by the helper, or here if it fails (_notebooks_html)
+        nb = nbm.build_notebook(ctx, plan, outline, computed=section.blocks, sent=True)
         pending[nbm.stem(outline)] = (nb, converter.submit(nb, nbm.stem(outline)))
 
 
@@ -225,7 +225,7 @@ def _notebooks_html(ctx, plan, report, say, converter=None,
         try:
             out[stem] = html.get(timeout=CONVERT_TIMEOUT)
         except Exception:                   # the helper process failed or hangs: convert here
-            out[stem] = nbm.to_html(nb, stem)
+            out[stem] = nbm.html_of_json(nbm.to_json(nb), stem)  # as a helper converts it
     return {f"{stem}.html": out[stem] for stem in stems}
 
 
