@@ -8,6 +8,7 @@ import dataclasses
 import json
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -473,6 +474,9 @@ def test_a_toy_familys_report(toy, tmp_path, capsys):
     (["estimate", "--conventions", "megatron"], "--rank megatron / --shared-expert tp is not available"),
     (["estimate", "--shared-expert", "tp"], "--rank stage / --shared-expert tp is not available"),
     (["estimate", "--conventions", "transformers"], "reads the symbol d_hr, which the model does not define"),
+    (["estimate", "--mtp"], "--mtp: toy_gqa (h 256, 4 layers) (GQA + SwiGLU) has no multi-token-prediction modules"),
+    (["estimate", "--mtp-activations", "last-stage"], "--mtp-activations last-stage: toy_gqa"),
+    (["estimate", "--recipe", "deepseek-v3"], "--recipe deepseek-v3 is a recipe for a DeepSeek-V2/V3"),
 ])
 def test_what_the_toy_family_has_no_terms_for_is_refused_on_one_line(toy, tmp_path, capsys, argv, says):
     """The DeepSeek-only commands and conventions, asked of the toy: exit 2 and one line, no traceback."""
@@ -485,6 +489,49 @@ def test_what_the_toy_family_has_no_terms_for_is_refused_on_one_line(toy, tmp_pa
     assert main(argv + ["--model", str(path)] + layout) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("memsym: error: ") and says in err[0], err
+
+
+def test_a_family_from_elsewhere_is_never_cached_by_the_report(toy, tmp_path):
+    """Its code is not in the digests memsym's caches are keyed by: the report and its forms are computed."""
+    from derivations import generate
+    from derivations.config import Layout, Training
+    from derivations.config.presets import load_model
+    from memsym.report import Context
+    from memsym.report.cached import report_key
+    from memsym.report.sections import outline_report
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps(TOY_FILE))
+    generate.install(toy)
+    ctx = Context.create(load_model(str(path)), Layout(dp=2, tp=2, pp=2, ep=1, etp=1), Training(mbs=1, seq=64))
+    assert ctx.registry_key() is None and report_key(ctx, outline_report(ctx)) is None
+    deepseek = Context.create()
+    assert deepseek.registry_key() is not None and report_key(deepseek, outline_report(deepseek)) is not None
+
+
+def test_registering_a_family_first_keeps_the_packages_families(tmp_path):
+    """families.register before anything read the registry: DeepSeek's family is still found, and a family
+    claiming its model_type is refused (a fresh process: this one's registry is loaded already)."""
+    import subprocess
+    pkg = tmp_path / "toyfamily"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text(textwrap.dedent(TOY_INIT))
+    code = textwrap.dedent('''
+        import dataclasses, sys
+        from derivations import families
+        import toyfamily
+        families.register(toyfamily.FAMILY)
+        assert families.for_model_type("deepseek_v3").name == "deepseek"
+        try:
+            families.register(dataclasses.replace(toyfamily.FAMILY, name="clash", model_types=("deepseek_v3",)))
+        except ValueError as e:
+            print(e)
+    ''')
+    import os
+    root = str(Path(__file__).resolve().parents[1])  # this checkout (derivations/ beside tests/)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), root]))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "model_type 'deepseek_v3' is read by family 'deepseek'" in out.stdout
 
 
 def test_the_shape_path_names_and_builds_deepseeks_terms_as_the_generated_tables_do():

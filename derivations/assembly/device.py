@@ -28,7 +28,8 @@ from derivations.activations.view import View
 from derivations import evaluate as ev
 from derivations.assembly import overheads, schedules
 from derivations.assembly.runtime import buffers_bytes, buffers_id
-from derivations.assembly.sides import device_component_ids, megatron_values, mtp_stage_shift, weight_side_of
+from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
+                                       weight_side_of)
 from derivations.config.switches import notes as convention_notes, switches_json
 from derivations.config.values import named, symbol_keyed
 from symbolic.exact import as_number
@@ -251,6 +252,7 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     """One device: its inputs gathered (the stage's composition and values, the chunks a schedule runs,
     the model states of the stages it holds, each activation kind's bytes under the view) and the one
     assembly, printed from derivations/assembly/device_terms.py, evaluated at them."""
+    check_mtp(model, training.conventions)
     cfg.validate_layout(model, layout, training.seq)
     cfg.validate_training(training)
     comp = cfg.stage(model, layout, stage_index)

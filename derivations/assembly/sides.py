@@ -68,6 +68,14 @@ def weight_side(conventions: Conventions) -> WeightSide:
                       "static.device.moe.shared-tp", "zero", ".shared-tp")
 
 
+def check_mtp(model, conventions: Conventions) -> None:
+    """--mtp and --mtp-activations last-stage refused (one line) for a model whose family has no MTP modules."""
+    fam = families.find(getattr(model, "family", None))
+    if fam is not None and "mtp" not in fam.kinds and (conventions.mtp or conventions.mtp_activations != "none"):
+        opt = "--mtp" if conventions.mtp else f"--mtp-activations {conventions.mtp_activations}"
+        raise ConfigError("mtp", f"{opt}: {model.name} ({fam.title}) has no multi-token-prediction modules")
+
+
 def weight_side_of(model, conventions: Conventions) -> WeightSide:
     """:func:`weight_side`, refused (one line) for a model whose family has no other tools' conventions
     (the ``conventions`` section: Megatron-LM's and ModelZoo's ranks, --shared-expert tp)."""
@@ -112,6 +120,7 @@ def device_component_ids(model, training, schedule_ok: bool = False) -> Dict[str
                                       f"one-micro-batch-per-stage view; use `memsym estimate --schedule` for schedules")
     if training.zero not in ZERO_NAMES:
         raise ConfigError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {training.zero!r}")
+    check_mtp(model, training.conventions)
     ids = weight_side_of(model, training.conventions).component_ids(training.zero)
     ids["activations"] = activation_ids(View.of(training), of_model(model))["stage"]
     return {k: ids[k] for k in COMPONENTS}

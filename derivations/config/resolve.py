@@ -68,6 +68,12 @@ def resolved(values: Mapping[str, object], typed: Collection[str]) -> Dict[str, 
         out.update({k: v for k, v in RECIPES[recipe].options.items() if k not in typed})
         layered |= set(RECIPES[recipe].options)
     family = _family_of(out.get("model"))
+    if recipe and family is not None and "model" in typed:
+        own = _family_of(RECIPES[recipe].options.get("model"))
+        if own is not None and own.name != family.name:
+            shown = getattr(out["model"], "name", out["model"])
+            raise ConfigError("recipe", f"--recipe {recipe} is a recipe for a {own.title} model; --model "
+                                        f"{shown} is a {family.title} model")
     if family is not None:  # the family's defaults (EP = ETP = 1 without experts), under all of the above
         out.update({k: v for k, v in family.layout_defaults().items() if k in out and k not in layered})
     return out

@@ -142,10 +142,13 @@ class Divides:
 
 
 _REGISTRY: Dict[str, Family] = {}
+_LOADED = False
 
 
 def register(family: Family) -> Family:
-    """Add ``family`` (a test's toy family, or one of the packages here); its model_types must be new."""
+    """Add ``family`` (a test's toy family, or one of the packages here); its model_types must be new (the
+    packages' families are found first, so a family registered early cannot hide or take theirs)."""
+    _load()
     taken = {t: f.name for f in _REGISTRY.values() if f.name != family.name for t in f.model_types}
     clash = sorted(set(family.model_types) & set(taken))
     if clash:
@@ -156,7 +159,9 @@ def register(family: Family) -> Family:
 
 def _load():
     """Register the ``FAMILY`` of every package here, once (a new family is found by being a package)."""
-    if not _REGISTRY:
+    global _LOADED
+    if not _LOADED:
+        _LOADED = True
         for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name != "deepseek"):
             family = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FAMILY", None)
             if isinstance(family, Family):
@@ -191,6 +196,13 @@ def for_model_type(model_type: str):
     """The family that reads configs of ``model_type``, or None."""
     _load()
     return next((f for f in _REGISTRY.values() if model_type in f.model_types), None)
+
+
+def packaged(name) -> bool:
+    """Whether family ``name`` is one of derivations/families/ (its code is memsym's: caches keyed by memsym's
+    sources describe it; a family registered from elsewhere is never cached)."""
+    fam = find(name)
+    return fam is not None and fam.config.startswith(__name__ + ".")
 
 
 def unsupported(model, what: str):

@@ -40,6 +40,11 @@ def _analyse(args):
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_from_args(args)
     wrt = S.parse_symbols(args.wrt)
+    if args.wrt == DEFAULT_WRT:  # the default's model dimensions (N_r) only where the model has them
+        # lazy: sympy's registry (this command needs it anyway)
+        from derivations import notation as nt
+        defined = set(model.named())
+        wrt = [x for x in wrt if nt.REGISTRY[x.name].role != "model" or x.name in defined]
     stage = common.stage_from_args(args)
     if stage is None:
         stage = default_stage(layout)

@@ -21,6 +21,7 @@ from .forms import code_digest
 import sys
 import sympy
 from derivations import config as cfg
+from derivations import families
 from derivations import notation as nt
 from .context import Context
 from . import sections
@@ -45,6 +46,8 @@ def report_key(ctx, plan) -> Optional[Tuple]:
         return None
     if ctx.subs != cfg.substitution(ctx.model, ctx.layout, ctx.training, ctx.stage):
         return None
+    if not families.packaged(getattr(ctx.model, "family", None)):
+        return None  # a family from elsewhere: its code is not in code_digest(), so no key describes it
     # the notation table lists every registered symbol: a family registered in this process adds its own
     registry = repr(sorted(nt.REGISTRY.items()))
     return ("report", repr(ctx.model), repr(ctx.layout), repr(ctx.training), repr(ctx.stage), repr(plan),

@@ -12,6 +12,7 @@ from typing import Dict, Optional, Tuple
 import sympy as sp
 
 from derivations import config as cfg
+from derivations import families
 from derivations import notation as nt
 
 from .blocks import Equation, Table
@@ -81,6 +82,8 @@ class Context:
                                          self._terms is not configured(self.model, self.training)):
             return None
         conventions = getattr(self.training, "conventions", cfg.Conventions())
+        if not families.packaged(self.model.family):
+            return None  # a family from elsewhere: memsym's code digests do not describe its terms
         structure = repr(self.model.structure)
         if self.model.family != "deepseek":  # another family's structures are its own
             structure = f"{self.model.family}:{structure}"
