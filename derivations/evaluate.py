@@ -46,9 +46,8 @@ def _module(family: str = FAMILY):
 
 
 def structure_key(structure, family: str = FAMILY) -> str:
-    if family == FAMILY:
-        return "q{}b{}t{}".format(*(int(x) for x in structure))
-    from derivations import families  # lazy: another family's names (DeepSeek's need no registry)
+    """The name of a structure in generated file names (the family's: derivations/families ``structure_key``)."""
+    from derivations import families  # lazy: plain data; evaluate's own importers need no registry
     return families.get(family).structure_key(structure)
 
 

@@ -93,13 +93,12 @@ class Variant:
 def _variant(structure, view, conventions, family: str = "deepseek") -> Variant:
     # lazy: sympy (only this path needs it)
     from derivations.activations import view_terms
-    from derivations.activations.shape import Shape
+    from derivations.activations import shape as shapes
     from derivations.assembly.conventions import side_terms, weight_side
     from derivations import families
     base = _build(structure, family)
     fam = families.get(family)
-    shape = structure[0] if family == "deepseek" else Shape(family, tuple(zip(fam.flags, structure)))
-    acts = view_terms(view, shape)
+    acts = view_terms(view, shapes.of(family, structure))
     sides = side_terms(base, conventions) if "conventions" in fam.sections else ()
     extra = list(sides) + list(acts.values())
     return Variant(base.overlay(extra), {k: t.id for k, t in acts.items()}, weight_side(conventions))

@@ -30,7 +30,6 @@ from derivations.notation import D, L_d, L_m, e_H, n_fl
 from symbolic.term import Part, Term, combine
 
 from derivations.activations import shape as shapes
-from derivations import evaluate
 from derivations.activations.naming import kept, named, reduced  # noqa: F401  (the ids: one logic, pure)
 from derivations.activations.inventory import KEPT_FOR, SPECS, dense_specs, head_specs, mla_specs, mla_tensors, moe_specs, moe_tensors  # noqa: F401
 from derivations.activations.views import (CHECKPOINT_TAGS, EXT, FLASH, MLA, MOE, PAPER, PRESET_CONVENTIONS, View, apply,  # noqa: F401
@@ -131,8 +130,7 @@ REGISTERED = (PAPER, View("full"), View("selective"), View(attention="flash"), V
 def terms(reg, family, flags):
     """The activation terms of the :data:`REGISTERED` views (DeepSeek's from its q_lora flag and the generated
     tables, another family's from its :class:`~derivations.activations.shape.Shape`)."""
-    generated = family.name == evaluate.FAMILY  # the family whose tables derivations/generated/ holds
-    q_lora = flags["q_lora"] if generated else shapes.Shape(family.name, tuple(flags.items()))
+    q_lora = shapes.of(family.name, tuple(flags.values()))
     seen = set()
     for view in REGISTERED:
         for t in view_terms(view, q_lora).values():

@@ -23,11 +23,6 @@ class Shape:
     family: str
     flags: Tuple[Tuple[str, object], ...]
 
-    @classmethod
-    def of(cls, model) -> "Shape":
-        fam = families.get(model.family)
-        return cls(fam.name, tuple(zip(fam.flags, model.structure)))
-
     @property
     def declared(self) -> families.Family:
         return families.get(self.family)
@@ -37,11 +32,19 @@ class Shape:
         return self.declared.module("activations").specs(kind, dict(self.flags))
 
 
-def of_model(model):
-    """What the activation modules take for ``model``: the q_lora flag of a model of the family whose tables are
-    committed (derivations/generated/, DeepSeek's), else its family's :class:`Shape`."""
+def of(family: str, structure):
+    """What the activation modules take for a structure (its flags' values, in the family's order): the
+    q_lora flag for the family whose tables are committed (derivations/generated/, DeepSeek's), else the
+    family's :class:`Shape`."""
     from derivations.evaluate import FAMILY  # lazy: the one name this module needs of it
-    return model.q_lora if model.family == FAMILY else Shape.of(model)
+    if family == FAMILY:
+        return structure[0]
+    return Shape(family, tuple(zip(families.get(family).flags, structure)))
+
+
+def of_model(model):
+    """:func:`of` a model's family and structure."""
+    return of(model.family, model.structure)
 
 
 def is_shape(shape) -> bool:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from derivations import config as cfg
+from derivations import families
 from derivations.assembly import explain
 from symbolic.exact import count, fmt_gib, fmt_int
 from . import COMMANDS, common
@@ -336,7 +337,8 @@ def render_text(est) -> str:
             label = "runtime buffers" if k == "runtime" else k
             lines.append(f"  {label:<26}{fmt_int(est.bytes[k]):>{wb}}{fmt_gib(est.bytes[k]):>{wg}}  {est.term_ids[k]}")
     lines.append(f"  {'total':<26}{fmt_int(est.bytes['total']):>{wb}}{fmt_gib(est.bytes['total']):>{wg}}")
-    one = "(one MoE layer, act.)" if est.stage.moe or est.model.family == "deepseek" else "(one layer, act.)"
+    moe_family = "moe" in families.get(est.model.family).kinds
+    one = "(one MoE layer, act.)" if moe_family else "(one layer, act.)"
     lines.append(f"  {one:<26}{fmt_int(est.bytes['activations_per_layer']):>{wb}}"
                  f"{fmt_gib(est.bytes['activations_per_layer']):>{wg}}  {est.term_ids['activations_per_layer']}")
     lines += _schedule_lines(est)
