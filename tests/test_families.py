@@ -233,6 +233,7 @@ def toy(tmp_path, monkeypatch):
     for mod in [m for m in sys.modules if m == "toyfamily" or m.startswith("toyfamily.")]:
         monkeypatch.delitem(sys.modules, mod)
     import toyfamily
+    import derivations.notation  # noqa: F401 (the paper's symbols registered before the registries are saved)
     from derivations import evaluate
     from symbolic import notation
     saved = [(d, dict(d)) for d in (notation.REGISTRY, notation.SYMBOLS, notation.DEFINITIONS, evaluate._INSTALLED)]
@@ -566,3 +567,83 @@ def test_a_switch_is_declared_once():
             for value in spec.values:  # the rule reads this switch: a tensor with the tag exists iff the value is listed
                 view = View(conv=dataclasses.replace(Conventions(), **{name: value}))
                 assert EXISTS[tag](view) == (value in values), (name, tag, value)
+
+
+# ----------------------------------------------------------------------------- the calculator page of a toy model
+TOY_PAGE = [
+    [("dp", 4), ("tp", 2), ("pp", 2)],
+    [("dp", 2), ("tp", 2), ("pp", 2), ("zero", 3), ("recompute", "full"), ("mbs", 2), ("seq", 2048)],
+    [("dp", 8), ("pp", 4), ("schedule", "1f1b"), ("microbatches", 8), ("attention", "flash"),
+     ("recompute", "selective"), ("seq", 1024)],
+    [("dp", 2), ("tp", 2), ("pp", 2), ("cp", 2), ("conventions", "mcore"), ("zero", 1), ("stage", 0)],
+    [("dp", 4), ("pp", 2), ("dropout_masks", "none"), ("swiglu", "fused"), ("norm_storage", "te"),
+     ("head_state", "mcore"), ("ce_backward", "cast"), ("runtime_buffers", "te"), ("checkpoints", "one"),
+     ("schedule", "interleaved"), ("vpp", 2), ("microbatches", 4),
+     ("recompute", "custom"), ("op-norm", True), ("op-mla_up", True), ("fp8_activations", True), ("imbalance", "1.5")],
+]
+TOY_REFUSED = [
+    [("tp", 3), ("pp", 2)],                       # the toy's own rule: TP | n_h (its Divides, in its words)
+    [("tp", 8), ("pp", 2), ("dp", 1)],            # TP | n_kv
+    [("ep", 2), ("pp", 2)],                       # no experts to split
+    [("pp", 2), ("conventions", "megatron")],     # Megatron's rank: other tools' conventions, DeepSeek's only
+    [("pp", 2), ("mtp_activations", "last-stage")],  # no MTP modules
+    [("pp", 8)],                                  # more stages than its 4 layers
+    # transformers' rotary cache reads DeepSeek's d_h^R, a dimension the toy does not have
+    [("dp", 2), ("tp", 2), ("pp", 2), ("conventions", "transformers")],
+]
+
+
+@pytest.fixture
+def toy_page(toy, tmp_path):
+    """The calculator page of the toy's config.json (`memsym page --model FILE`: memsym.page.render with the
+    model read by the command line's reader), and the file."""
+    from derivations import generate
+    from memsym.cli import main
+    from memsym.page import PAGE_NAME
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps(TOY_FILE))
+    generate.install(toy)
+    assert main(["page", "--model", str(path), "--out", str(tmp_path / "page")]) == 0
+    return tmp_path / "page" / PAGE_NAME, path
+
+
+def _page_estimate(browser, page, controls):
+    """The page's state and refusal after setting ``controls`` on a fresh load (the paper's default layout, PP 16,
+    is refused for a 4-layer model: no control is set when the page loads)."""
+    from test_page import _set
+    browser.get(page.as_uri())
+    for k, v in controls:
+        _set(browser, k, v)
+    return browser.execute_script("return document.body.dataset.state"), browser.find_element("id", "error").text
+
+
+def test_a_toy_familys_calculator_page(toy_page, browser, capsys):
+    """The calculator page of a toy model, generated from the toy's own terms without editing any file outside
+    its package: every number the page shows is the command line's estimate (exact), under layouts, ZeRO,
+    recomputation, schedules and conventions presets, and what the command line refuses the page refuses in
+    its words (the toy's own layout rules among them)."""
+    from test_page import _argv, _dom_exact
+    from memsym.cli import main
+    page, path = toy_page
+    html = page.read_text(encoding="utf-8")
+    assert "toy_gqa (h 256, 4 layers) (GQA + SwiGLU)" in html and "<script src" not in html
+    for controls in TOY_PAGE:
+        state, err = _page_estimate(browser, page, controls)
+        assert (state, err) == ("ok", ""), (controls, err)
+        assert main(["estimate", "--model", str(path), *_argv(controls), "--json"]) == 0
+        want = json.loads(capsys.readouterr().out)
+        assert int(browser.find_element("id", "v-stage").get_attribute("data-index")) == want["stage"]["index"]
+        for k in ("non_moe", "moe", "total"):
+            assert _dom_exact(browser, f"params-{k}") == want["params"][k], (controls, k)
+        keys = ["weights", "gradients", "optimizer", "activations", "total", "activations_per_layer"]
+        for k in keys + (["activations_per_microbatch"] if want["training"]["schedule"] else []):
+            assert _dom_exact(browser, f"bytes-{k}") == want["bytes"][k], (controls, k)
+        for end in ("low", "high"):
+            assert float(_dom_exact(browser, f"peak-{end}")) == pytest.approx(want["overheads"][end]["peak"], rel=1e-15)
+        assert "GQA + dense FFN" in browser.find_element("id", "results").text
+    for controls in TOY_REFUSED:
+        state, err = _page_estimate(browser, page, controls)
+        assert main(["estimate", "--model", str(path), *_argv(controls)]) == 2
+        said = capsys.readouterr().err.strip().splitlines()
+        assert len(said) == 1 and said[0].startswith("memsym: error: "), said
+        assert (state, err) == ("error", said[0][len("memsym: error: "):]), controls

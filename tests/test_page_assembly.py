@@ -88,7 +88,7 @@ def test_browser_assembly_equals_the_python_one(browser, page):
             got = browser.execute_script("""
                 const inputs = {};
                 for (const [k, v] of Object.entries(arguments[1])) inputs[k] = Q.parse(v);
-                const out = assemble(arguments[0], inputs);
+                const out = assemble(DATA.families.deepseek.device, arguments[0], inputs);
                 return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Q.str(v)]));""",
                                          key, {k: str(v) for k, v in inputs.items()})
             want = ev.device(mtp, full, holds, inputs)

@@ -15,14 +15,21 @@ def add_parser(sub):
                                    "from the same sympy expressions the command line evaluates (exact BigInt "
                                    "rationals).")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (created if missing)")
+    p.add_argument("--model", action="append", metavar="NAME|config.json", default=None,
+                   help="a model the page offers instead of the DeepSeek presets and a pasted config.json, read as "
+                        "`memsym estimate --model` reads it (a preset, or a config.json of any family memsym "
+                        "reads); repeatable")
     p.add_argument("--json", action="store_true", help="print the path written as JSON")
     p.set_defaults(run=run)
 
 
 def data(args) -> dict:
     # lazy: modules this module's importers do not need (loaded only on this path)
+    from derivations.config.presets import load_model
+
     from ..page import write
-    return {"page": str(write(args.out))}
+    models = [load_model(m) for m in args.model or ()]
+    return {"page": str(write(args.out, models=models))}
 
 
 def run(args) -> int:

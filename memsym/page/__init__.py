@@ -8,6 +8,7 @@ the command line reads them; ui.js, the controls).  It loads nothing: no script,
 """
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from .. import __version__
@@ -20,30 +21,35 @@ def _script_json(obj) -> str:
     return json.dumps(obj, separators=(",", ":"), sort_keys=False).replace("</", "<\\/")
 
 
-def render(check: bool = True, data=None) -> str:
-    """The page's HTML; ``data``: a :func:`memsym.page.data.generate` result to reuse."""
+def render(check: bool = True, data=None, models=()) -> str:
+    """The page's HTML; ``data``: a :func:`memsym.page.data.generate` result to reuse; ``models``: ModelSpecs
+    the page offers instead of DeepSeek's presets (``memsym page --model FILE``, any family's)."""
     # lazy: sympy, jinja2 (only this path needs it)
     import jinja2
 
     from symbolic.resources import TEMPLATES_DIR
 
     from .data import generate
-    d = dict(generate(check=check) if data is None else data)
+    d = dict(generate(check=check, models=models) if data is None else data)
     fns, mathml = d.pop("fns"), d.pop("mathml")
     folder = Path(TEMPLATES_DIR) / "page"
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), autoescape=False, keep_trailing_newline=True)
+    given = list(d["models"])
+    subject = (f"{d['options']['default_model']}-style models (Zhang & Su, arXiv 2502.07846)" if not given else
+               "; ".join(f"{n} ({d['families'][d['models'][n]['family']]['title']})" for n in given)
+               + ", by the method of Zhang & Su (arXiv 2502.07846)")
     return env.get_template("page.html.j2").render(
         data_json=_script_json(d), fns=",\n".join(fns), mathml_json=_script_json(mathml),
         runtime_js=(folder / "runtime.js").read_text(encoding="utf-8"),
         inputs_js=(folder / "inputs.js").read_text(encoding="utf-8"),
         ui_js=(folder / "ui.js").read_text(encoding="utf-8"),
-        version=__version__, default_model=d["options"]["default_model"])
+        version=__version__, subject=html.escape(subject))
 
 
-def write(out_dir, check: bool = True) -> Path:
+def write(out_dir, check: bool = True, models=()) -> Path:
     """Write the page into ``out_dir`` (created if needed), atomically; its path."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.files import write_atomic
     path = Path(out_dir) / PAGE_NAME
-    write_atomic(path, render(check=check))
+    write_atomic(path, render(check=check, models=models))
     return path

@@ -32,6 +32,7 @@ from derivations import variant
 
 from .codegen import js, mathml, symbols_of
 from derivations.config import limits as L
+from derivations.generate import device_shape, structures
 from derivations.families import get as _family
 from derivations.notation import EXTENSION_DEFAULTS, M_buf, PAPER_BYTES, f_frag
 from derivations.config.presets import PRESET_NAMES, preset_path
@@ -51,6 +52,7 @@ class Pool:
         self.mls: List[str] = []
         self.exprs: List[sp.Expr] = []
         self.symbols: set = set()
+        self.reads: List[List[str]] = []
 
     def add(self, expr, display=None) -> int:
         expr = sp.sympify(expr)
@@ -60,18 +62,14 @@ class Pool:
             self.fns.append(f"(e) => {js(expr)}")
             self.exprs.append(expr)
             self.mls.append(mathml(expr if display is None else display))
-            self.symbols |= symbols_of(expr)
+            self.reads.append(sorted(symbols_of(expr)))
+            self.symbols |= set(self.reads[-1])
         return self.index[key]
 
 
 # ----------------------------------------------------------------------------- model states
 SIDES = tuple((rank, shared) for rank in cfg.CONVENTION_SWITCHES["rank"].values
               for shared in cfg.CONVENTION_SWITCHES["shared_expert"].values)
-STRUCTURES = tuple(itertools.product((True, False), repeat=3))  # (q_lora, routing_bias, tied)
-
-
-def _struct_key(structure) -> str:
-    return "".join("1" if x else "0" for x in structure)
 
 
 def _side_training(rank: str, shared: str) -> cfg.Training:
@@ -89,16 +87,24 @@ def _display(term):
     return out
 
 
-def model_states(pool: Pool) -> Dict:
-    """{structure: {side: {ids: {zero: {component: id}}, terms: {id: fn}, P_n, P_m}}}."""
+def model_states(pool: Pool, fam=DEEPSEEK) -> Dict:
+    """{structure key: {side: {ids: {zero: {component: id}}, terms: {id: fn}, P_n, P_m} or {refused: message}}}
+    of every structure of ``fam`` (its flags' values, :meth:`Family.structure_key`); a weight side the family
+    has no terms for (other tools' conventions) is refused with the command line's message."""
     # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.assembly.sides import weight_side
+    from derivations.assembly.sides import weight_side, weight_side_of
+    from symbolic.errors import ConfigError
     out = {}
-    for structure in STRUCTURES:
-        model = SimpleNamespace(structure=structure, family="deepseek")
+    for structure in structures(fam):
+        model = SimpleNamespace(structure=structure, family=fam.name, name="{name}")
         per = {}
         for rank, shared in SIDES:
             tr = _side_training(rank, shared)
+            try:
+                weight_side_of(model, tr.conventions)
+            except ConfigError as e:  # the model's name is put in by the page
+                per[f"{rank}/{shared}"] = {"refused": str(e)}
+                continue
             var = variant(model, tr)
             side = weight_side(tr.conventions)
             ids = {z: {k: v for k, v in side.component_ids(z).items() if k in ("weights", "gradients", "optimizer")}
@@ -110,10 +116,11 @@ def model_states(pool: Pool) -> Dict:
                 P_n = sum((p.expr for p in t.parts if "non_moe" in p.tags), sp.Integer(0))
                 P_m = sum((p.expr for p in t.parts if "moe" in p.tags), sp.Integer(0))
             else:
-                P_n, P_m = var.terms[side.non_moe].expr, var.terms[side.moe].expr
+                P_n = var.terms[side.non_moe].expr  # no experts: no P_m (device.py)
+                P_m = var.terms[side.moe].expr if side.moe in var.terms else sp.Integer(0)
             per[f"{rank}/{shared}"] = {"ids": ids, "terms": terms, "P_n": pool.add(P_n), "P_m": pool.add(P_m),
                                        "params_id": side.params}
-        out[_struct_key(structure)] = per
+        out[fam.structure_key(structure)] = per
     return out
 
 
@@ -138,13 +145,29 @@ def make_view(rc: str, assign: Dict):
     return View(rc, ops, val("attention"), bool(val("fp8")), conv)
 
 
-def units(q_lora: bool):
-    """Every tensor of the lists: (kind, key, label, count, num, den, tags)."""
+def flag_sets(fam) -> List[Dict[str, bool]]:
+    """Each assignment of the flags ``fam``'s tensor lists depend on (DeepSeek's q_lora; none: one)."""
+    return [dict(zip(fam.activation_flags, values))
+            for values in itertools.product((True, False), repeat=len(fam.activation_flags))]
+
+
+def shape_of(fam, flags: Dict):
+    """What the activation modules take for ``flags`` (derivations/activations/shape.py ``of``): the other
+    structure flags, on which no tensor list depends, at their first value."""
     # lazy: sympy (only this path needs it)
-    from derivations.activations.inventory import SPECS
+    from derivations.activations import shape as shapes
+    return shapes.of(fam.name, tuple(flags.get(f, True) for f in fam.flags))
+
+
+def units(shape):
+    """Every tensor of the lists of ``shape``'s family: (kind, key, label, count, num, den, tags)."""
+    # lazy: sympy (only this path needs it)
+    from derivations.activations import shape as shapes
     from derivations.activations.views import Group
-    for kind, specs in SPECS.items():
-        for spec in specs(q_lora):
+    fam = shapes.family(shape)
+    flags = dict(shape.flags) if shapes.is_shape(shape) else {"q_lora": shape}
+    for kind in fam.kinds:
+        for spec in fam.module("activations").specs(kind, flags):
             if isinstance(spec, Group):
                 for key, label, num, den, tags in spec.subs:
                     yield (kind, f"{spec.key}.{key}", f"{spec.label.split(':')[0]}: {label}", spec.count, tuple(num),
@@ -168,7 +191,9 @@ def _random_assign(rng) -> Dict:
     return {f: rng.choice(vals) for f, vals in features()}
 
 
-def activation_units(pool: Pool, q_lora: bool, probes: int = 12, seed: int = 16) -> List[Dict]:
+def activation_units(pool: Pool, shape, probes: int = 12, seed: int = 16) -> List[Dict]:
+    """The tensors of ``shape`` (DeepSeek's q_lora flag, or another family's Shape), each with its table: the
+    expression the view keeps, by recompute policy and the values of the features that change it."""
     rng = random.Random(seed)
     feats = features()
     names = dict(feats)
@@ -180,7 +205,7 @@ def activation_units(pool: Pool, q_lora: bool, probes: int = 12, seed: int = 16)
     presets += [dict(p, mtp_activations="last-stage") for p in presets]
     bases = [{}] + presets + [_random_assign(rng) for _ in range(probes)]
     out = []
-    for unit in units(q_lora):
+    for unit in units(shape):
         relevant = []
         for f, vals in feats:
             rcs = ("custom",) if f.startswith("op:") else RC
@@ -211,33 +236,57 @@ def evaluate_units(unit_list, rc: str, assign: Dict, pool_exprs: List) -> Dict[s
     return out
 
 
-def check_activations(unit_list, q_lora: bool, pool_exprs: List, n: int = 200, seed: int = 1) -> None:
+def check_activations(unit_list, shape, pool_exprs: List, n: int = 200, seed: int = 1) -> None:
     """The generated tables give every kind's term of ``n`` random views (AssertionError otherwise)."""
     # lazy: sympy (only this path needs it)
+    from derivations.activations import shape as shapes
     from derivations.activations import view_terms
     rng = random.Random(seed)
+    kinds = shapes.family(shape).kinds
     for i in range(n):
         rc, assign = rng.choice(RC), _random_assign(rng)
         if rc == "custom" and not any(assign[f"op:{o}"] for o in cfg.RECOMPUTE_OPS):
             assign["op:norm"] = True
         got = evaluate_units(unit_list, rc, assign, pool_exprs)
-        want = view_terms(make_view(rc, assign), q_lora)
-        for kind in ("mla", "moe", "dense", "head") + (("mtp",) if "mtp" in want else ()):
-            assert sp.simplify(got.get(kind, 0) - want[kind].expr) == 0, (rc, assign, kind)
+        want = view_terms(make_view(rc, assign), shape)
+        for kind in kinds:
+            if kind in want:
+                assert sp.simplify(got.get(kind, 0) - want[kind].expr) == 0, (rc, assign, kind)
 
 
-def device(pool: Pool) -> Dict:
-    """The per-device assembly (derivations/assembly/device_terms.py), printed: {kinds: {kind: symbol},
-    chunks, stage: {view variant: act.stage}, variants: {variant: [[name, function], ...]}} (the names in evaluation order; the same
-    expressions derivations/generate.py prints to exact Python for the command line)."""
+def device(pool: Pool, fam=DEEPSEEK) -> Dict:
+    """The per-device assembly (derivations/assembly/device_terms.py) of ``fam``, printed: {kinds: {kind: symbol},
+    chunks, stage: {view variant: act.stage}, variants: {variant: [[name, function], ...]}} (the names in evaluation
+    order; the same expressions derivations/generate.py prints to exact Python for the command line)."""
     # lazy: sympy (only this path needs it)
     from derivations.assembly import device_terms as dt
-    return {"kinds": dict(dt.KINDS), "chunks": dt.CHUNKS,
+    shape = device_shape(fam)
+    return {"kinds": dict(dt.kinds_of(shape)), "chunks": dt.CHUNKS,
             # act.stage of each view variant, as the page shows it (the assembly's own expression)
-            "stage": {f"mtp{int(mtp)}full{int(full)}": pool.add(dt.activation_terms(mtp, full)["stage"])
+            "stage": {f"mtp{int(mtp)}full{int(full)}": pool.add(dt.activation_terms(mtp, full, shape)["stage"])
                       for mtp, full in itertools.product((False, True), repeat=2)},
-            "variants": {key: [[name, pool.add(expr)] for name, expr in dt.assembly(mtp, full, holds)]
+            "layer": pool.add(dt.activation_terms(False, False, shape)["layer"]),
+            "variants": {key: [[name, pool.add(expr)] for name, expr in dt.assembly(mtp, full, holds, shape)]
                          for key, mtp, full, holds in dt.variants()}}
+
+
+def family_data(pool: Pool, fam, check: bool = True) -> Dict:
+    """What the page evaluates a model of ``fam`` with: its model states per structure, its activation tables
+    per assignment of its activation flags, its device assembly, and its declaration as the page reads it
+    (the flags in order and their letters, the layout rules, the layout defaults, the MTP modules)."""
+    acts = {}
+    for flags in flag_sets(fam):
+        shape = shape_of(fam, flags)
+        acts[fam.activation_key(flags)] = activation_units(pool, shape)
+        if check:
+            check_activations(acts[fam.activation_key(flags)], shape, pool.exprs, n=60)
+    letters = fam.structure_letters or "".join(f[0] for f in fam.flags)
+    return {"title": fam.title, "short": fam.short, "flags": list(fam.flags), "letters": letters,
+            "activation_flags": list(fam.activation_flags),
+            "states": model_states(pool, fam), "activations": acts, "device": device(pool, fam),
+            "mtp": "mtp" in fam.kinds, "layout_defaults": fam.layout_defaults(),
+            "layer_label": "one MoE layer" if "moe" in fam.layer else f"one {fam.layer_what}",
+            "divides": [[d.rule, d.symbol, d.axis, d.text] for d in fam.divides]}
 
 
 # ----------------------------------------------------------------------------- schedules, overheads
@@ -296,12 +345,25 @@ def options() -> Dict:
         "convention_presets": {k: {kk: jsonable(vv) for kk, vv in p.items()} for k, p in cfg.CONVENTION_PRESETS.items()},
         "bytes_conventions": {k: [v[0], v[1]] for k, v in cfg.BYTES_CONVENTIONS.items()},
         "recipes": {k: {"description": r.description, "options": {kk: jsonable(vv) for kk, vv in r.options.items()},
-                        "device": list(r.device) if r.device else None} for k, r in RECIPES.items()},
+                        "device": list(r.device) if r.device else None, "family": _recipe_family(r)}
+                    for k, r in RECIPES.items()},
         "gib": cfg.GiB,
         # --runtime-buffers: the per-device runtime buffers' bytes of each value (derivations/assembly/runtime.py)
         "runtime_buffers": {v: _q(exact(buffers_term(v), {})) for v in cfg.CONVENTION_SWITCHES["runtime_buffers"].values
                             if v != "none"},
     }
+
+
+def _recipe_family(recipe):
+    """[name, title] of the family of a recipe's model (a preset), or None (resolve.py refuses a recipe for
+    another family's model)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
+    from derivations.config.presets import PRESETS
+    model = recipe.options.get("model")
+    if model not in PRESETS:
+        return None
+    fam = _family(PRESETS[model].family)
+    return [fam.name, fam.title]
 
 
 def _read_text(path) -> str:
@@ -355,19 +417,37 @@ def gpus() -> List[Dict]:
              "source": g.source} for g in presets().values()]
 
 
-def generate(check: bool = True) -> Dict:
-    """Everything the page needs: the JavaScript functions, their MathML and the option data."""
+def model_data(spec) -> Dict:
+    """A model read by the command line's reader (``memsym page --model FILE``), as the page evaluates it: its
+    family, name, structure flags, layer kinds and symbols' values (ModelSpec.named(); decimal strings)."""
+    return {"family": spec.family, "name": spec.name, "structure": [bool(x) for x in spec.structure],
+            "kinds": list(spec.layer_kinds()), "named": {k: str(v) for k, v in spec.named().items()},
+            "tie_word_embeddings": bool(getattr(spec, "tie_word_embeddings", False)),
+            "mtp_layers": int(getattr(spec, "mtp_layers", 0))}
+
+
+def generate(check: bool = True, models=()) -> Dict:
+    """Everything the page needs: the JavaScript functions, their MathML and the option data.  Without
+    ``models`` the page offers DeepSeek's presets and a pasted config.json (the page's own reader of DeepSeek's
+    fields, templates/page/runtime.js); with ``models`` (ModelSpecs, any family's) it offers those models."""
     pool = Pool()
-    states = model_states(pool)
-    acts = {}
-    for q_lora in (True, False):
-        acts["1" if q_lora else "0"] = activation_units(pool, q_lora)
-    dev = device(pool)
+    fams = [DEEPSEEK] if not models else []
+    for spec in models:
+        fam = _family(spec.family)
+        if fam not in fams:
+            fams.append(fam)
+    per = {fam.name: family_data(pool, fam, check) for fam in fams}
     sched = schedules(pool)
     over = overheads(pool)
-    if check:
-        for q_lora in (True, False):
-            check_activations(acts["1" if q_lora else "0"], q_lora, pool.exprs, n=60)
-    return {"fns": pool.fns, "mathml": pool.mls, "symbols": sorted(pool.symbols), "states": states,
-            "activations": acts, "device": dev, "schedules": sched, "overheads": over,
-            "options": options(), "inputs": inputs(), "gpus": gpus(), "features": [[f, list(v)] for f, v in features()]}
+    opts = options()
+    given = {}
+    for spec in models:
+        name = spec.name
+        while name in given:
+            name += "'"
+        given[name] = model_data(spec)
+    if models:  # the given models only: no DeepSeek preset, no pasted config.json
+        opts["presets"], opts["default_model"] = {}, next(iter(given))
+    return {"fns": pool.fns, "mathml": pool.mls, "symbols": sorted(pool.symbols), "reads": pool.reads, "families": per,
+            "models": given, "schedules": sched, "overheads": over,
+            "options": opts, "inputs": inputs(), "gpus": gpus(), "features": [[f, list(v)] for f, v in features()]}

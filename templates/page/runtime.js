@@ -122,7 +122,27 @@ function fromDict(data, path, name, fields) {
   m.q_lora = m.d_cq !== null; m.routing_bias = topk === "noaux_tc";
   m.kinds = [];
   for (let i = 0; i < m.l; i++) m.kinds.push(i >= m.first_k_dense && i % m.moe_layer_freq === 0 ? "moe" : "dense");
+  // as the command line's spec: its family, its structure (ModelSpec.structure) and its symbols (ModelSpec.named)
+  m.family = "deepseek"; m.structure = [m.q_lora, m.routing_bias, tied];
+  m.named = { h: m.h, h_F: m.h_F, h_E: m.h_E, l: m.l, n_h: m.n_h, d_c: m.d_c, d_h: m.d_h, d_hr: m.d_hr, d_v: m.d_v, N: m.N,
+    N_s: m.N_s, N_r: m.N_r, v: m.v, D: m.mtp_layers, n_g: m.n_group, k_g: m.topk_group };
+  if (m.d_cq !== null) m.named.d_cq = m.d_cq;
   return m;
+}
+/** A model the command line read (``memsym page --model FILE``: memsym/page/data.py model_data), any family's. */
+function givenModel(d) {
+  const m = Object.assign({}, d);
+  m.l = Number(d.named.l);
+  return m;
+}
+/** The family data of a model (memsym/page/data.py family_data). */
+const familyOf = (m) => DATA.families[m.family];
+/** Families.structure_key: each flag's letter and value (``q1b1t0``). */
+const structureKey = (m) => familyOf(m).letters.split("").map((c, i) => c + (m.structure[i] ? 1 : 0)).join("");
+/** Families.activation_key: the letters and values of the flags the tensor lists depend on (``q1``), or ``all``. */
+function activationKey(m) {
+  const f = familyOf(m);
+  return f.activation_flags.map((flag) => { const i = f.flags.indexOf(flag); return f.letters[i] + (m.structure[i] ? 1 : 0); }).join("") || "all";
 }
 /** hfconfig._fp8_block: only checked (FP8 scales are storage, not estimated memory). */
 function fp8Block(data, err) {
@@ -175,16 +195,17 @@ function validateLayout(m, lay, seq) {
   const { tp, ep, etp, cp, dp } = lay;
   if (lay.sp !== null && lay.sp !== 1 && lay.sp !== tp)
     throw new ConfigError(`SP must be 1 (off) or equal TP=${tp}, got SP=${lay.sp}`, ["sp", "tp"]);
-  if (m.n_h % tp) throw new ConfigError(`TP=${tp} must divide n_h=${m.n_h} (attention heads of ${m.name})`, ["tp"]);
-  if (m.N % ep) throw new ConfigError(`EP=${ep} must divide N=${m.N} (routed experts of ${m.name})`, ["ep"]);
-  const world = BigInt(dp) * BigInt(tp) * BigInt(cp), experts = BigInt(ep) * BigInt(etp);  // up to 2^60: exact
-  if (world % experts) {
-    const dtc = cp === 1 ? "DP*TP" : "DP*TP*CP";
-    throw new ConfigError(`${dtc}=${world} must be divisible by EP*ETP=${experts} (EDP = ${dtc}/(EP*ETP) must be an integer; DP=${dp}, TP=${tp}, EP=${ep}, ETP=${etp}` + (cp !== 1 ? `, CP=${cp}` : "") + ")",
-      ["dp", "tp", "ep", "etp"].concat(cp !== 1 ? ["cp"] : []));
+  // a family with no experts to split keeps EP = ETP = 1 (Family.layout_defaults)
+  for (const [axis, one] of Object.entries(familyOf(m).layout_defaults))
+    if (lay[axis] !== one)
+      throw new ConfigError(`${axis.toUpperCase()}=${lay[axis]}: ${m.name} (${familyOf(m).title}) has no experts to split; ${axis.toUpperCase()} must be 1`, [axis]);
+  // the family's rules in their order (Family.divides; the message its text formatted as layout.py formats it)
+  const degrees = { DP: dp, TP: tp, PP: lay.pp, EP: ep, ETP: etp, CP: cp };
+  for (const [, symbol, axis, text] of familyOf(m).divides) {
+    if (symbol === null) { edpInteger(lay); continue; }
+    if (BigInt(m.named[symbol]) % BigInt(lay[axis]))
+      throw new ConfigError(text.replace(/\{(\w+)\}/g, (_, k) => (k === "name" ? m.name : String(k in degrees ? degrees[k] : m.named[k]))), [axis]);
   }
-  if (m.h_E % etp) throw new ConfigError(`ETP=${etp} must divide h_E=${m.h_E}`, ["etp"]);
-  if (m.h_F % tp) throw new ConfigError(`TP=${tp} must divide h_F=${m.h_F} (dense FFN)`, ["tp"]);
   if (lay.pp > m.l) throw new ConfigError(`PP=${lay.pp} is larger than the ${m.l} layers of ${m.name}`, ["pp"]);
   const SP = lay.sp === null ? tp : lay.sp;
   if (seq % cp) throw new ConfigError(`CP=${cp} must divide the sequence length s=${seq}`, ["cp", "seq"]);
@@ -192,6 +213,16 @@ function validateLayout(m, lay, seq) {
     throw new ConfigError(`SP*CP=${SP * cp} must divide the sequence length s=${seq} (sequence parallelism splits the sequence over SP=${SP} ranks)`,
       ["seq", lay.sp === null ? "tp" : "sp", "cp"]);
   stageLayers(m, lay);
+}
+/** layout._edp: EDP = DP TP CP / (EP ETP), the data-parallel degree of the experts, an integer. */
+function edpInteger(lay) {
+  const { tp, ep, etp, cp, dp } = lay;
+  const world = BigInt(dp) * BigInt(tp) * BigInt(cp), experts = BigInt(ep) * BigInt(etp);  // up to 2^60: exact
+  if (world % experts) {
+    const dtc = cp === 1 ? "DP*TP" : "DP*TP*CP";
+    throw new ConfigError(`${dtc}=${world} must be divisible by EP*ETP=${experts} (EDP = ${dtc}/(EP*ETP) must be an integer; DP=${dp}, TP=${tp}, EP=${ep}, ETP=${etp}` + (cp !== 1 ? `, CP=${cp}` : "") + ")",
+      ["dp", "tp", "ep", "etp"].concat(cp !== 1 ? ["cp"] : []));
+  }
 }
 function validateTraining(t) {
   if (t.microbatches !== null && t.schedule === null)
@@ -204,6 +235,15 @@ function validateTraining(t) {
   if (t.conventions.mtp && t.conventions.rank === "modelzoo")
     throw new ConfigError("--mtp counts the D MTP layers' parameters on the last stage (--rank stage) or in Megatron's most-loaded shard (--rank megatron); the ModelZoo rank counts none",
       ["mtp", "rank", "conventions"]);
+}
+
+/** sides.check_mtp: --mtp and --mtp-activations last-stage refused for a family without MTP modules. */
+function checkMtp(m, t) {
+  const c = t.conventions;
+  if (!familyOf(m).mtp && (c.mtp || c.mtp_activations !== "none")) {
+    const opt = c.mtp ? "--mtp" : `--mtp-activations ${c.mtp_activations}`;
+    throw new ConfigError(`${opt}: ${m.name} (${familyOf(m).title}) has no multi-token-prediction modules`, [c.mtp ? "mtp" : "mtp_activations"]);
+  }
 }
 
 // ----------------------------------------------------------------------------- schedules (derivations/assembly/schedules.py)
@@ -232,10 +272,7 @@ function heldStages(name, pp, index) { return name === "dualpipe" ? [index, pp -
 // ----------------------------------------------------------------------------- the substitution (config.substitution)
 function substitution(m, lay, t, comp) {
   const e = {};
-  for (const k of ["h", "h_F", "h_E", "l", "n_h", "d_c", "d_h", "d_hr", "d_v", "N", "N_s", "N_r", "v"]) e[k] = Q.n(m[k]);
-  e.D = Q.n(m.mtp_layers);
-  e.n_g = Q.n(m.n_group === undefined ? 1 : m.n_group); e.k_g = Q.n(m.topk_group === undefined ? 1 : m.topk_group);
-  if (m.d_cq !== null) e.d_cq = Q.n(m.d_cq);
+  for (const [k, x] of Object.entries(m.named)) e[k] = Q.n(x);  // ModelSpec.named
   Object.assign(e, { DP: Q.n(lay.dp), TP: Q.n(lay.tp), PP: Q.n(lay.pp), EP: Q.n(lay.ep), ETP: Q.n(lay.etp), CP: Q.n(lay.cp),
     SP: Q.n(lay.sp === null ? lay.tp : lay.sp) });
   e.b = Q.n(t.mbs); e.s = Q.n(t.seq);
@@ -258,8 +295,9 @@ function viewKey(t) {
 }
 function keptUnits(m, t) {
   const feats = Object.fromEntries(DATA.features);
-  const a = viewKey(t), rc = t.recompute, out = { mla: [], moe: [], dense: [], head: [], mtp: [] };
-  for (const u of DATA.activations[m.q_lora ? "1" : "0"]) {
+  const a = viewKey(t), rc = t.recompute, out = {};
+  for (const kind of Object.keys(familyOf(m).device.kinds)) out[kind] = [];
+  for (const u of familyOf(m).activations[activationKey(m)]) {
     const fs = rc === "custom" ? u.feats : u.feats.filter((f) => !f.startsWith("op:"));
     const key = rc + fs.map((f) => feats[f].indexOf(a[f])).join("");
     const i = u.table[key];
@@ -268,8 +306,12 @@ function keptUnits(m, t) {
   }
   return out;
 }
-function kindValues(kept, e) {  // derivations.evaluate.activation_values: each kind's kept tensors
+function kindValues(m, kept, e) {  // derivations.evaluate.activation_values: each kind's kept tensors
   const out = {};
+  // a tensor of the shared lists that reads a dimension the model's family lacks (device.py: MissingSymbol)
+  for (const list of Object.values(kept)) for (const k of list) for (const sym of DATA.reads[k.fn])
+    if (e[sym] === undefined)
+      throw new ConfigError(`${m.name}: a term of this configuration reads the symbol ${sym}, which the model does not define (its family has no such dimension)`, []);
   for (const [kind, list] of Object.entries(kept)) out[kind] = Q.add(...list.map((k) => FNS[k.fn](e)));
   return out;
 }
@@ -287,9 +329,9 @@ function variantKey(t) {
   return `mtp${mtp}full${full}.${t.schedule !== null ? "schedule" : "paper"}`;
 }
 /** The printed assembly of ``key`` at ``inputs``: each name set in turn (stopping after ``until``). */
-function assemble(key, inputs, until) {
+function assemble(dev, key, inputs, until) {
   const v = Object.assign({}, inputs);
-  for (const [name, fn] of DATA.device.variants[key]) {
+  for (const [name, fn] of dev.variants[key]) {
     v[name] = FNS[fn](v);
     if (name === until) break;
   }
@@ -311,8 +353,8 @@ function heldComposition(m, lay, t, held) {
 /** The model states of the held stages (device._model_states): the weight side's printed terms at the
     held composition, or at the whole model for Megatron's shard. */
 function modelStates(m, lay, t, held, subs, cached) {
-  const struct = (m.q_lora ? "1" : "0") + (m.routing_bias ? "1" : "0") + (m.tie_word_embeddings ? "1" : "0");
-  const side = DATA.states[struct][`${t.conventions.rank}/${t.conventions.shared_expert}`];
+  const side = familyOf(m).states[structureKey(m)][`${t.conventions.rank}/${t.conventions.shared_expert}`];
+  if (side.refused) throw new ConfigError(side.refused.split("{name}").join(m.name), ["conventions", "rank", "shared_expert"]);
   const ids = Object.assign({}, side.ids[String(t.zero)]);
   let at, key;
   if (t.conventions.rank === "megatron") {
@@ -335,19 +377,20 @@ function deviceInputs(m, lay, t, index, all, cached) {
   const comp = all[index];
   const subs = cached("subs:" + compKey(comp), () => substitution(m, lay, t, comp));
   const kept = cached("kept", () => keptUnits(m, t));
-  const kinds = cached("kinds", () => kindValues(kept, subs));  // a kind's bytes read no composition
+  const kinds = cached("kinds", () => kindValues(m, kept, subs));  // a kind's bytes read no composition
   const ch = t.schedule !== null ? chunks(t.schedule, lay.pp, index, t.microbatches, t.vpp) : [];
   const held = t.schedule !== null ? heldStages(t.schedule, lay.pp, index).map((i) => all[i]) : [comp];
   const states = modelStates(m, lay, t, held, subs, cached);
   const rb = t.conventions.runtime_buffers;
   const e = Object.assign({}, subs, states.bytes, { runtime: rb && rb !== "none" ? Q.parse(DATA.options.runtime_buffers[rb]) : Q.n(0) });
-  for (const [kind, sym] of Object.entries(DATA.device.kinds)) e[sym] = kinds[kind] === undefined ? Q.n(0) : kinds[kind];
-  for (let c = 0; c < DATA.device.chunks; c++) {
+  const dev = familyOf(m).device;
+  for (const [kind, sym] of Object.entries(dev.kinds)) e[sym] = kinds[kind] === undefined ? Q.n(0) : kinds[kind];
+  for (let c = 0; c < dev.chunks; c++) {
     const part = c < ch.length ? subsComposition(partComposition(all[ch[c].stage], ch[c].part)) : {};
     for (const k of ["L_d", "L_m", "e_E", "e_H"]) e[`${k}_${c}`] = part[k] === undefined ? Q.n(0) : part[k];
     e[`n_fl_${c}`] = c < ch.length ? ch[c].inflight : Q.n(0);
   }
-  if (ch.length > DATA.device.chunks) throw new Error(`the device assembly has ${DATA.device.chunks} chunks, the schedule ${ch.length}`);
+  if (ch.length > dev.chunks) throw new Error(`the device assembly has ${dev.chunks} chunks, the schedule ${ch.length}`);
   return { comp, held, chunks: ch, kept, subs, states, inputs: e };
 }
 const subsComposition = (c) => ({ L_d: Q.n(c.dense), L_m: Q.n(c.moe), e_E: Q.n(c.embedding ? 1 : 0), e_H: Q.n(c.head ? 1 : 0) });
@@ -357,7 +400,7 @@ function device(m, lay, t, index, all, memo, until) {
   memo = memo || new Map();
   const cached = (key, fn) => { if (!memo.has(key)) memo.set(key, fn()); return memo.get(key); };
   const d = deviceInputs(m, lay, t, index, all, cached);
-  const v = assemble(variantKey(t), d.inputs, until);
+  const v = assemble(familyOf(m).device, variantKey(t), d.inputs, until);
   const rb = t.conventions.runtime_buffers, ids = Object.assign({}, d.states.ids);
   const bytes = Object.assign({}, d.states.bytes, { activations: v.activations });
   if (rb && rb !== "none") { bytes.runtime = v.runtime; ids.runtime = `runtime.buffers.${rb}`; }
@@ -374,6 +417,7 @@ function device(m, lay, t, index, all, memo, until) {
 function estimate(m, lay, t, stageIndex) {
   validateLayout(m, lay, t.seq);
   validateTraining(t);
+  checkMtp(m, t);
   const all = stages(m, lay), memo = new Map();
   if (stageIndex === null) {
     if (t.schedule === null) stageIndex = lay.pp > 1 ? 1 : 0;

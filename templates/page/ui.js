@@ -30,10 +30,12 @@ function checkbox(id, label, help) {
 function buildForm() {
   const O = DATA.options, T = O.training, L = O.layout;
   let html = "<fieldset><legend>Model</legend>";
-  html += field("opt-model", "--model: preset or pasted config.json",
-    `<select id="opt-model" name="opt-model">` + Object.keys(O.presets).map((n) => `<option value="${n}">${n}</option>`).join("") +
-    `<option value="config">pasted config.json (below)</option></select>`);
-  html += field("opt-config", "pasted Hugging Face config.json (read as data)",
+  const names = Object.keys(O.presets).concat(Object.keys(DATA.models));
+  const paste = DATA.families.deepseek !== undefined && Object.keys(O.presets).length > 0;  // the page reads DeepSeek's fields
+  html += field("opt-model", paste ? "--model: preset or pasted config.json" : "--model (read by `memsym page --model`)",
+    `<select id="opt-model" name="opt-model">` + names.map((n) => `<option value="${esc(n)}">${esc(n)}</option>`).join("") +
+    (paste ? `<option value="config">pasted config.json (below)</option>` : "") + "</select>");
+  if (paste) html += field("opt-config", "pasted Hugging Face config.json (read as data)",
     `<textarea id="opt-config" name="opt-config" rows="4" spellcheck="false" placeholder='{"model_type": "deepseek_v3", ...}'></textarea>`);
   html += "</fieldset><fieldset><legend>Parallel layout (Table 5)</legend>";
   for (const k of LAYOUT) html += field(`opt-${k}`, `--${k} (${k.toUpperCase()})`, textInput(`opt-${k}`, `default ${L[k]}`));
@@ -136,6 +138,21 @@ function resolve(typed) {
   return a;
 }
 
+/** resolve.resolved's end: a recipe for another family's model refused when a model was chosen, then the model's
+    family's layout defaults (EP = ETP = 1 without experts) for what neither was typed nor set by a preset or recipe. */
+function familyDefaults(a, m, typed) {
+  const O = DATA.options, recipe = $("opt-recipe").value, preset = $("opt-conventions").value;
+  const layered = new Set(Object.keys(typed));
+  if (preset) for (const k of Object.keys(O.convention_presets[preset])) layered.add(k);
+  if (recipe) {
+    for (const k of Object.keys(O.recipes[recipe].options)) layered.add(k);
+    const own = O.recipes[recipe].family;
+    if (own && $("opt-model").value !== O.default_model && own[0] !== m.family)
+      throw new ConfigError(`--recipe ${recipe} is a recipe for a ${own[1]} model; --model ${m.name} is a ${familyOf(m).title} model`, ["recipe", "model"]);
+  }
+  for (const [k, v] of Object.entries(familyOf(m).layout_defaults)) if (!layered.has(k)) a[k] = v;
+}
+
 /** common.training_from_args */
 function trainingOf(a, typed) {
   const O = DATA.options;
@@ -165,6 +182,9 @@ function modelOf(a) {
   if (choice === "config")  // read as `memsym estimate --model config.json` reads that file
     return fromDict(readConfigJSON($("opt-config").value, "config.json", ["config"]), "config.json", "config", ["config"]);
   const name = ("model" in a && choice === DATA.options.default_model) ? a.model : choice;
+  if (name in DATA.models) return givenModel(DATA.models[name]);
+  if (!(name in DATA.options.presets))  // a recipe's model on a page of other models
+    throw new ConfigError(`--model ${name}: this page offers ${Object.keys(DATA.models).join(", ")} (memsym page --model)`, ["model", "recipe"]);
   if (!(name in PRESET_MODELS)) PRESET_MODELS[name] = fromDict(readConfigJSON(DATA.options.presets[name], name, ["model"]), name, name, ["model"]);
   return PRESET_MODELS[name];
 }
@@ -175,11 +195,12 @@ const math = (inner) => `<math display="inline">${inner}</math>`;
 function valueCells(key, q) {
   return `<td class="num" id="v-${key}" data-exact="${Q.str(q)}">${fmtInt(q)}</td><td class="num" id="g-${key}">${fmtGiB(q)}</td>`;
 }
-function actFormula(kept, variant) {  // act.stage of the view's variant: the device assembly's expression
-  const sym = { mla: "<msup><mi>M</mi><mi>A</mi></msup>", moe: "<msup><mi>M</mi><mi>E</mi></msup>",
-    dense: "<msup><mi>M</mi><mi>D</mi></msup>", head: "<msup><mi>M</mi><mi>H</mi></msup>",
-    mtp: "<msup><mi>M</mi><mi>MTP</mi></msup>" };
-  const head = DATA.mathml[DATA.device.stage[variant.split(".")[0]]];
+/** A kind's symbol (M_A, M_E, ...: device_terms.kinds_of) as Table 10 prints it, M^A. */
+const kindSymbol = (sym) => `<msup><mi>M</mi><mi>${esc(sym.split("_")[1])}</mi></msup>`;
+function actFormula(m, kept, variant) {  // act.stage of the view's variant: the device assembly's expression
+  const dev = familyOf(m).device, sym = {};
+  for (const [kind, s] of Object.entries(dev.kinds)) sym[kind] = kindSymbol(s);
+  const head = DATA.mathml[dev.stage[variant.split(".")[0]]];
   let out = `<div class="formula">${math(head)}</div><details><summary>the tensors kept per layer (this view)</summary>`;
   for (const [kind, list] of Object.entries(kept)) {
     if (kind === "mtp" && !list.length) continue;  // no MTP module trained (--mtp-activations none)
@@ -194,7 +215,7 @@ function render(m, t, est, gpu) {
   let html = `<p id="summary">${esc(m.name)}, one device of <span id="v-stage" data-index="${st.index}">${esc(stName)}</span>; ZeRO ${t.zero} (${DATA.options.zero_names[t.zero]}), recompute ${esc(t.recompute === "custom" ? "custom:" + t.recompute_ops.join(",") : t.recompute)}, b=${t.mbs}, s=${t.seq}` +
     (t.schedule ? `; schedule ${esc(t.schedule)}, <span id="v-inflight">${fmtInt(est.inflight)}</span> micro-batches in flight` : "") + "</p>";
   html += `<table id="params"><caption>Parameters on the device (Table 6)</caption><thead><tr><th scope="col">quantity</th><th scope="col">formula</th><th scope="col">params</th><th scope="col">billions</th></tr></thead><tbody>`;
-  const side = DATA.states[(m.q_lora ? "1" : "0") + (m.routing_bias ? "1" : "0") + (m.tie_word_embeddings ? "1" : "0")][`${t.conventions.rank}/${t.conventions.shared_expert}`];
+  const side = familyOf(m).states[structureKey(m)][`${t.conventions.rank}/${t.conventions.shared_expert}`];
   for (const [k, label, fn] of [["non_moe", "non-MoE P_n", side.P_n], ["moe", "MoE P_m", side.P_m], ["total", "total", null]]) {
     const q = est.params[k];
     html += `<tr><th scope="row">${label}</th><td class="formula">${fn === null ? math("<msub><mi>P</mi><mi>n</mi></msub><mo>+</mo><msub><mi>P</mi><mi>m</mi></msub>") : `<details><summary>formula</summary><div class="scroll">${math(DATA.mathml[fn])}</div></details>`}</td>` +
@@ -207,11 +228,11 @@ function render(m, t, est, gpu) {
     html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS[k]}"></span>${k}</th><td><code>${esc(id)}</code></td><td class="formula"><div class="scroll">${math(DATA.mathml[side.terms[id]])}</div></td>${valueCells("bytes-" + k, b[k])}</tr>`;
   }
   const actId = t.schedule ? "n_fl x act.stage (held at the peak)" : "act.stage (one micro-batch)";
-  html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.activations}"></span>activations</th><td><code>${actId}</code></td><td class="formula"><div class="scroll">${actFormula(est.kept, est.variant)}</div></td>${valueCells("bytes-activations", b.activations)}</tr>`;
+  html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.activations}"></span>activations</th><td><code>${actId}</code></td><td class="formula"><div class="scroll">${actFormula(m, est.kept, est.variant)}</div></td>${valueCells("bytes-activations", b.activations)}</tr>`;
   if (b.runtime !== undefined) html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.runtime}"></span>runtime buffers</th><td><code>${esc(est.ids.runtime)}</code></td><td class="formula">cuBLAS workspaces (derivations/assembly/runtime.py)</td>${valueCells("bytes-runtime", b.runtime)}</tr>`;
   html += `<tr class="total"><th scope="row">total</th><td></td><td class="formula">${math("<mi>weights</mi><mo>+</mo><mi>gradients</mi><mo>+</mo><mi>optimizer</mi><mo>+</mo><mi>activations</mi>" + (b.runtime !== undefined ? "<mo>+</mo><mi>runtime</mi>" : ""))}</td>${valueCells("bytes-total", b.total)}</tr>`;
   if (t.schedule) html += `<tr><th scope="row">one micro-batch, act.</th><td><code>act.stage</code></td><td></td>${valueCells("bytes-activations_per_microbatch", b.activations_per_microbatch)}</tr>`;
-  html += `<tr><th scope="row">one MoE layer, act.</th><td><code>act.layer</code></td><td class="formula">${math("<msup><mi>M</mi><mi>A</mi></msup><mo>+</mo><msup><mi>M</mi><mi>E</mi></msup>")}</td>${valueCells("bytes-activations_per_layer", b.activations_per_layer)}</tr>`;
+  html += `<tr><th scope="row">${esc(familyOf(m).layer_label)}, act.</th><td><code>act.layer</code></td><td class="formula">${math(DATA.mathml[familyOf(m).device.layer])}</td>${valueCells("bytes-activations_per_layer", b.activations_per_layer)}</tr>`;
   html += "</tbody></table>";
   const lo = est.overheads.low.peak, hi = est.overheads.high.peak, hbm = Q.n(gpu.bytes);
   const verdict = Q.cmp(hi, hbm) <= 0 ? "fits" : (Q.cmp(lo, hbm) <= 0 ? "fits only at the low end" : "does not fit");
@@ -267,6 +288,9 @@ function update() {
     const a = resolve(typed);
     checkConflicts(a, typed);
     const m = modelOf(a);
+    familyDefaults(a, m, typed);
+    // the empty fields' defaults: the model's family's (EP = ETP = 1 without experts), else the paper's
+    for (const k of LAYOUT) { const f = familyOf(m).layout_defaults[k]; $(`opt-${k}`).placeholder = `default ${f === undefined ? DATA.options.layout[k] : f}`; }
     const lay = { dp: a.dp, tp: a.tp, pp: a.pp, ep: a.ep, etp: a.etp, cp: a.cp, sp: a.sp, layers_per_stage: a.layers_per_stage };
     const t = trainingOf(a, typed);
     const est = estimate(m, lay, t, "stage" in typed ? typed.stage : null);
