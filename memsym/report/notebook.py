@@ -25,7 +25,7 @@ from typing import Callable, Optional, Sequence
 from derivations.config import ModelSpec
 
 from .extras import report_extra
-from .nbhtml import (NBCONVERT_TEMPLATE, checked, html_exporter, html_of_json, html_of_text,  # noqa: F401
+from .nbhtml import (NBCONVERT_TEMPLATE, checked, fast, html_exporter, html_of_json, html_of_text,  # noqa: F401
                      to_html, to_ipynb, to_json)
 from .rendering import environment, render_block
 
