@@ -116,3 +116,23 @@ def test_canonical_is_beautifulsoups_print():
         except nbfast.Unsupported:
             continue
         assert got == str(soup)
+
+
+def test_the_template_paths_are_nbconverts():
+    assert nbfast._template_paths(str(TEMPLATES_DIR / "nbconvert")) == nbhtml.html_exporter().template_paths
+
+
+def test_a_helpers_conversion_imports_no_nbconvert():
+    """What a helper process runs (html_of_json of a report's notebook) loads neither nbconvert nor bs4."""
+    import subprocess
+    import sys
+    ctx = rp.Context.create()
+    plan = rp.outline_report(ctx)
+    o = plan.sections[0]
+    done = rp.complete_report(ctx, plan)
+    text = nbhtml.to_json(nbm.build_notebook(ctx, plan, o, computed=done.sections[0].blocks, sent=True))
+    code = ("import sys, json\nfrom memsym.report import nbhtml\n"
+            "html = nbhtml.html_of_json(sys.stdin.read(), 'n')\n"
+            "print(json.dumps([html.startswith('<!DOCTYPE html>'), 'nbconvert' in sys.modules, 'bs4' in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], input=text, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == [True, False, False]
