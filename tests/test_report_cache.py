@@ -221,7 +221,7 @@ def test_equation_forms_are_json_and_a_bad_entry_is_rebuilt(ctx, tmp_path, monke
     first = _equations(ctx)
     payloads = [_payload(p, fm.KIND) for p in sorted((tmp_path / fm.KIND).iterdir())]
     forms = [json.loads(p) for p in payloads if p.startswith(b"{")]
-    assert forms and all(set(f) == {"paper", "closed", "at", "uses", "parts"} for f in forms)
+    assert forms and all(set(f) == {"paper", "closed", "at", "uses", "parts", "value", "part_values"} for f in forms)
     assert fm._forms_of(b'{"paper": 1}') is None and fm._forms_of(b"\xff") is None
     assert _equations(ctx) == first
 
@@ -248,3 +248,36 @@ def test_contexts_with_the_same_registry_key_have_the_same_terms():
     hand = rp.Context.create()
     hand._terms = dict(hand.terms)
     assert hand.registry_key() is None
+
+
+def test_the_forms_trees_evaluate_as_the_terms():
+    """The value trees kept with an equation's forms (memsym/report/equations.py: tree, tree_value) give the
+    term's and each part's exact value, as Context.exact does, at several configurations of each registry."""
+    from fractions import Fraction
+    from derivations import config as cfg
+    from memsym.report import equations as eq
+    from symbolic.notation import expand_derived
+    cases = [(None, cfg.Training()), (None, cfg.Training(seq=8192, mbs=3, recompute="selective", zero=3)),
+             (None, cfg.Training(conventions=cfg.Conventions(rank="megatron"), recompute="full")),
+             ("deepseek-v2-lite", cfg.Training(seq=2048, attention="flash"))]
+    checked = 0
+    for model, tr in cases:
+        c = rp.Context.create(model, training=tr, layout=cfg.Layout(dp=8, tp=1, pp=2, ep=8, etp=1, cp=2))
+        for term in c.terms.values():
+            full = c.subs_for(term)
+            t = eq.tree(term.base_expr)
+            got = eq.tree_value(t, full)
+            want = c.exact(term, full)
+            assert got is None or got == want, term.id
+            checked += got is not None
+            for p in term.parts:
+                got = eq.tree_value(eq.tree(expand_derived(p.expr)), full)
+                assert got is None or got == c.exact(p.expr, full), (term.id, p.key)
+    assert checked > 200
+    # a symbol unset or not a rational, or a division by zero: None (the caller evaluates the expression)
+    from derivations import notation as nt
+    assert eq.tree_value(["+", "s", 1], {}) is None
+    assert eq.tree_value(["+", "s", 1], {nt.SYMBOLS["s"]: 0.5}) is None
+    assert eq.tree_value(["^", "TP", -1], {nt.SYMBOLS["TP"]: 0}) is None
+    assert eq.tree_value(["^", "TP", -1], {nt.SYMBOLS["TP"]: 4}) == Fraction(1, 4)
+    assert eq.tree_value(["q", 1, 3], {}) == Fraction(1, 3)

@@ -31,7 +31,7 @@ from .tables import CONFIGURATION_FREE, TABLES
 KIND = "report"
 #: What the HTML of a notebook depends on besides its cells (nbconvert and what it renders with).
 HTML_PACKAGES = ("nbconvert", "nbformat", "ipython", "mistune", "pygments", "jinja2", "markupsafe", "bleach",
-                 "nh3", "traitlets", "beautifulsoup4")
+                 "nh3", "traitlets", "beautifulsoup4", "jupyterlab_pygments", "jupyter_core", "defusedxml")
 
 
 def report_key(ctx, plan) -> Optional[Tuple]:

@@ -63,7 +63,7 @@ def _warm() -> None:
                                       "data": {"text/plain": "T()", "text/markdown": "**t**\n\n$$x$$"}},
                                      {"output_type": "display_data", "metadata": {},
                                       "data": {"text/plain": "x", "text/latex": "$\\displaystyle x$"}}]}]})
-    nbm.to_html(nbm.checked(nb), "warm")
+    nbm.to_html(nbm.checked(nb), "warm", checked=True)
 
 
 # ----------------------------------------------------------------------------- framing on the pipes
@@ -146,7 +146,8 @@ def _first_helper(pipes: List[List[int]], parent: int) -> None:
     _child_start(parent, keep=[own[0], own[3]] + [fd for p in pipes[1:] for fd in (p[0], p[3])],
                  close=[fd for p in pipes for fd in p])
     try:
-        nbm.html_exporter()
+        if not nbm.fast():
+            nbm.html_exporter()  # nbconvert, unless nbfast makes its HTML
         _warm()
     except Exception:  # never fail here: a conversion that fails shows in the caller, who converts it
         pass

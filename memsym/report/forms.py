@@ -56,7 +56,21 @@ def closed_latex(term, subs: Mapping, names: Mapping, make: Callable[[], str]) -
 
 
 def _subs_text(subs: Mapping) -> str:
-    return repr(sorted((str(k), sp.srepr(v)) for k, v in subs.items()))
+    return repr(sorted((str(k), _srepr(v)) for k, v in subs.items()))
+
+
+_SREPR: Dict = {}
+
+
+def _srepr(v) -> str:
+    """``sp.srepr(v)``, printed once per value and type (an equation's key prints the same few numbers again)."""
+    if not (type(v) is int or getattr(v, "is_Rational", False) is True or getattr(v, "is_Symbol", False) is True):
+        return sp.srepr(v)  # only values whose equals print the same (not a Float of another precision)
+    k = (type(v), v)
+    out = _SREPR.get(k)
+    if out is None:
+        out = _SREPR[k] = sp.srepr(v)
+    return out
 
 
 def equation_forms(ctx, term, dsubs: Mapping, full: Mapping, names: Mapping, show_parts: bool,
@@ -91,6 +105,66 @@ def equation_forms(ctx, term, dsubs: Mapping, full: Mapping, names: Mapping, sho
     return value
 
 
+def counted_symbols(terms) -> set:
+    """The symbols of the factors the paper's forms of ``terms`` count (``N/EP``:
+    :meth:`symbolic.term.Part.factors`): their values decide those forms."""
+    return {s for t in terms for p in t.parts for i in p.counts if i < len(p.num)
+            for s in sp.sympify(p.num[i]).free_symbols}
+
+
+def display_json(ctx, name: str, parts: tuple, make: Callable[[], object], check: Callable[[object], bool]):
+    """``make()`` (plain data: what a table shows that only the display substitution decides), from the cache
+    when the same registry (:meth:`memsym.report.context.Context.registry_key`) was shown with the same
+    ``parts`` (texts: the substitutions it depends on) and names by the same code before; kept as JSON."""
+    key_of = getattr(ctx, "registry_key", None)
+    reg = key_of() if key_of is not None and cache.enabled() else None
+    if reg is None:
+        return make()
+    key_parts = (name, reg) + tuple(parts) + (_names_text(tuple(ctx.names.items())), sp.__version__,
+                                               sys.version_info[:2], code_digest())
+    if key_parts[-1] is None:  # the code changed under this process: no key describes it
+        return make()
+    k = cache.key(*key_parts)
+    data = cache.load(KIND, k)
+    if data is not None:
+        try:
+            value = json.loads(data.decode("utf-8"))
+        except ValueError:
+            value = None
+        if value is not None and check(value):
+            return value
+    value = make()
+    cache.store(KIND, k, json.dumps(value).encode("utf-8"))
+    return value
+
+
+def term_outputs(ctx, term, make: Callable[[], Dict]) -> Dict:
+    """``make()`` (the MIME bundle a kernel shows for ``term``: its ``repr`` and ``_repr_latex_``, sympy's
+    printing of the term, which no number of the configuration changes), from the cache when the same term of
+    the same registry was shown with the same names by the same code before; kept as JSON (pairs, in order)."""
+    key_of = getattr(ctx, "registry_key", None)
+    reg = key_of() if key_of is not None and cache.enabled() else None
+    if reg is None:
+        return make()
+    parts = ("term-outputs", reg, term.id, _names_text(tuple(ctx.names.items())), sp.__version__,
+             sys.version_info[:2], code_digest())
+    if parts[-1] is None:  # the code changed under this process: no key describes it
+        return make()
+    k = cache.key(*parts)
+    data = cache.load(KIND, k)
+    if data is not None:
+        try:
+            pairs = json.loads(data.decode("utf-8"))
+        except ValueError:
+            pairs = None
+        if isinstance(pairs, list) and all(isinstance(x, list) and len(x) == 2 and all(isinstance(y, str) for y in x)
+                                           for x in pairs):
+            return dict(pairs)
+    value = make()
+    cache.store(KIND, k, json.dumps([[m, t] for m, t in value.items()]).encode("utf-8"))
+    return value
+
+
 @lru_cache(maxsize=8)
 def _names_text(items) -> str:
     """The symbol names of a key as text (the report's names are the same for every equation: once)."""
@@ -105,7 +179,9 @@ def _forms_of(data: bytes) -> Optional[Dict]:
         return None
     pairs = lambda xs: isinstance(xs, list) and all(
         isinstance(x, list) and len(x) == 2 and all(isinstance(y, str) for y in x) for x in xs)
-    ok = (isinstance(value, dict) and set(value) == {"paper", "closed", "at", "uses", "parts"}
+    ok = (isinstance(value, dict) and set(value) == {"paper", "closed", "at", "uses", "parts", "value", "part_values"}
+          and isinstance(value["part_values"], list)
+          and all(isinstance(x, list) and len(x) == 2 and type(x[0]) is int for x in value["part_values"])
           and isinstance(value["paper"], str) and isinstance(value["closed"], str) and pairs(value["at"])
           and pairs(value["uses"]) and isinstance(value["parts"], list)
           and all(isinstance(x, list) and len(x) == 2 and type(x[0]) is int and isinstance(x[1], str)

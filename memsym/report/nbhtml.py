@@ -41,10 +41,33 @@ def html_exporter():
     return _EXPORTER
 
 
-def to_html(nb, name: str) -> str:
-    """HTML of a notebook through nbconvert and the ``memsym`` template (offline MathML for LaTeX)."""
+#: Whether :func:`to_html` tries :mod:`.nbfast` (nbconvert's HTML without nbconvert) first.
+FAST = True
+
+
+def fast() -> bool:
+    """Whether :func:`to_html` can make nbconvert's HTML without importing nbconvert (:mod:`.nbfast`)."""
+    from . import nbfast  # lazy: plain Python until it converts
+    return FAST and nbfast.available()
+
+
+def to_html(nb, name: str, checked: bool = False) -> str:
+    """HTML of a notebook through nbconvert and the ``memsym`` template (offline MathML for LaTeX): the
+    same bytes from :mod:`.nbfast` without nbconvert where it reproduces them, else nbconvert's.
+    ``checked``: ``nb`` passed nbformat's schema already (:func:`checked`), as nbconvert checks it."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from .offline import math_scripts
+    if fast():
+        from . import nbfast
+        if not checked:
+            with report_extra():
+                # lazy: nbformat (only this path needs it)
+                import nbformat
+            nbformat.validate(nb, relax_add_props=True)  # what nbconvert checks after its preprocessors
+        try:
+            return nbfast.to_html(nb, name, str(TEMPLATES_DIR / "nbconvert"), math_scripts(notebook=True))
+        except nbfast.Unsupported:
+            pass
     body, _ = html_exporter().from_notebook_node(nb, resources={"metadata": {"name": name},
                                                                 "memsym_math": math_scripts(notebook=True)})
     return body
@@ -78,7 +101,7 @@ def html_of_json(text: str, name: str) -> str:
         nb["nbformat"] = v4.nbformat
     if nb.get("nbformat_minor", 0) is None:
         nb["nbformat_minor"] = v4.nbformat_minor
-    return to_html(checked(nb), name)
+    return to_html(checked(nb), name, checked=True)
 
 
 def html_of_text(text: str, name: str) -> str:

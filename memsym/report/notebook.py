@@ -25,7 +25,7 @@ from typing import Callable, Optional, Sequence
 from derivations.config import ModelSpec
 
 from .extras import report_extra
-from .nbhtml import (NBCONVERT_TEMPLATE, checked, html_exporter, html_of_json, html_of_text,  # noqa: F401
+from .nbhtml import (NBCONVERT_TEMPLATE, checked, fast, html_exporter, html_of_json, html_of_text,  # noqa: F401
                      to_html, to_ipynb, to_json)
 from .rendering import environment, render_block
 
@@ -116,7 +116,7 @@ def build_notebook(ctx, report, section, computed: Optional[Sequence] = None, se
         # stable ids (not nbformat's random ones)
         cell = _new_cell(kind, source, f"{section.key}-{len(cells):02d}", node)
         if formatter is not None and kind == "code":
-            cell.outputs = [_output(obj, display, node) for obj in shows]
+            cell.outputs = [_output(obj, display, node, ctx) for obj in shows]
         cells.append(cell)
 
     add("md", env.get_template("notebook/title.md.j2").render(report=report, section=section).rstrip("\n"))
@@ -209,12 +209,19 @@ def _format(obj):
     return data, {}
 
 
-def _output(obj, display: bool, node=None):
-    """The output a kernel records for ``obj``: a cell's value (execute_result) or ``display(obj)``."""
+def _output(obj, display: bool, node=None, ctx=None):
+    """The output a kernel records for ``obj``: a cell's value (execute_result) or ``display(obj)``.
+    ``ctx``: the report's context, whose terms' outputs (sympy's printing) may come from the cache
+    (:func:`memsym.report.forms.term_outputs`)."""
     if node is None:
         # lazy: nbformat (only this path needs it)
         from nbformat.notebooknode import NotebookNode as node
-    data, metadata = _format(obj)
+    from symbolic.term import Term  # lazy: sympy (only this path needs it)
+    if ctx is not None and type(obj) is Term and ctx.terms.get(obj.id) is obj:
+        from .forms import term_outputs
+        data, metadata = term_outputs(ctx, obj, lambda: _format(obj)[0]), {}
+    else:
+        data, metadata = _format(obj)
     # as nbformat.v4.new_output makes it, not validated alone (the notebook is, once)
     out = node(output_type="display_data" if display else "execute_result", metadata=node(), data=node())
     if not display:

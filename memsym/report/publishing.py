@@ -182,7 +182,7 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
                                             lambda: _notebooks_html(ctx, plan, report, say, converter, pending)))
     if run is not None:
         from . import notebook as nbm
-        if "html" in formats:
+        if "html" in formats and not nbm.fast():
             nbm.html_exporter()                 # load nbconvert while the kernel works
         for stem, nb in run.results():          # convert each notebook as soon as it has run
             if "ipynb" in formats:

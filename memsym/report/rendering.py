@@ -51,12 +51,80 @@ def make_environment(kind: str, templates_dir=None):
     env.filters["comment"] = one_line
     env.filters["esc"] = {"tex": tex_escape, "md": md_escape}.get(kind, str)
     env.filters["term_latex"] = lambda term, subs=None, form="paper": term_latex(term, subs, form, names=report_names())
+    if kind in CELLS:
+        env.globals["cell_of"] = CELLS[kind]
+    if kind == "tex":
+        env.globals["tex_spec"] = tex_spec
     if kind == "html":
         from markupsafe import Markup
 
         from .offline import math_scripts
         env.globals["offline_math"] = lambda: Markup(math_scripts())
     return env
+
+
+# A table cell or paragraph segment in each format: what the ``cell`` macros of templates/macros.*.j2 printed,
+# as functions (a report has thousands of cells; a Jinja macro call costs ten times these).
+def _tex_cell(c) -> str:
+    k = c.kind
+    if k == "text":
+        return tex_escape(c.value)
+    if k == "math":
+        v = str(c.value)
+        if len(c.value) > 60 and "\\left" in c.value:
+            return "\\vspace{-\\baselineskip}\\begin{dmath*}[compact]" + v + "\\end{dmath*}"
+        return "$\\displaystyle " + v + "$"
+    if k == "code":
+        return "\\texttt{" + tex_escape(c.value).replace(".", ".\\allowbreak{}") + "}"
+    if k == "int":
+        return str(fmt_int(c.value))
+    if k == "gib":
+        return str(fmt_gib(c.value))
+    return ""
+
+
+def _md_cell(c, in_table=True) -> str:
+    k = c.kind
+    if k == "text":
+        return md_escape(c.value) if in_table else str(c.value)
+    if k == "math":
+        return f"${c.value}$"
+    if k == "code":
+        return f"`{c.value}`"
+    if k == "int":
+        return str(fmt_int(c.value))
+    if k == "gib":
+        return str(fmt_gib(c.value))
+    return ""
+
+
+def _html_cell(c):
+    from markupsafe import Markup, escape
+    k = c.kind
+    if k == "text":
+        return escape(c.value)
+    if k == "math":
+        return Markup("\\(") + escape(c.value) + Markup("\\)")
+    if k == "code":
+        return Markup("<code>") + escape(c.value) + Markup("</code>")
+    if k == "int":
+        return escape(fmt_int(c.value))
+    if k == "gib":
+        return escape(fmt_gib(c.value))
+    return Markup("")
+
+
+CELLS = {"tex": _tex_cell, "md": _md_cell, "html": _html_cell}
+
+
+def tex_spec(b):
+    """The LaTeX column types of table ``b``: its alignments, a left-aligned column whose longest text cell
+    is over 45 characters wrapping (``p.42``), so a table never runs off the page."""
+    spec = []
+    for i, a in enumerate(b.align):
+        longest = max([len(row[i].value) for row in b.rows if i < len(row) and row[i].kind == "text"] + [0])
+        spec.append("p.42" if (a == "l" and longest > 45) else a)
+    return spec
 
 
 def render_block(block, fmt: str) -> str:

@@ -15,6 +15,7 @@ from derivations import notation as nt
 
 from .blocks import A, C, G, I, M, T, Table
 from .equations import breakable_latex
+from .forms import _subs_text, counted_symbols, display_json
 from .text import braced
 
 ZERO_ORDER = (0, 1, 2, 3)
@@ -150,20 +151,21 @@ def table_activations(ctx) -> Table:
     paper prints it: the per-layer term at the layout, times the number of layers, expanded."""
     dsubs = ctx.display_subs(True)
     ident = dict(nt.PAPER_IDENTITIES) if ctx.model.d_v == ctx.model.d_h else {}
+    variants = _stage_variants(ctx)
+    subs_of = {vid: [ctx.terms[r[0]] for r in (_refs(p) for p in ctx.terms[vid].parts) if r] for vid in variants}
+    counted = counted_symbols(t for ts in subs_of.values() for t in ts)
+    key = (repr(variants), _subs_text(dsubs), _subs_text({k: v for k, v in ctx.subs.items() if k in counted}),
+           repr(sorted(map(str, ident.items()))))
+    formulas = display_json(ctx, "table10-formulas", key, lambda: _stage_formulas(ctx, variants, dsubs, ident),
+                            lambda f: isinstance(f, list) and len(f) == len(variants) and all(
+                                isinstance(rs, list) and all(isinstance(r, list) and len(r) == 2 and type(r[0]) is int
+                                                             and isinstance(r[1], str) for r in rs) for rs in f))
     rows = []
-    for vid in _stage_variants(ctx):
+    for vid, shown_rows in zip(variants, formulas):
         stage_term = ctx.terms[vid]
         policy = vid[len("act.stage"):].lstrip(".") or "none"
-        for p in stage_term.parts:
-            refs = [t[4:] for t in p.tags if t.startswith("ref:")]
-            if not refs:
-                continue
-            sub = ctx.terms[refs[0]]
-            coef = sp.sympify(p.num[0]).xreplace(dsubs) if len(p.num) == 2 else sp.Integer(1)
-            if coef == 0:
-                continue
-            per_layer = sp.Add(*[c * sp.Mul(*rest) / den for c, rest, den in sub.rows(dsubs, ctx.subs)])
-            shown = breakable_latex(sp.expand((coef * per_layer).xreplace(ident)), ctx.names)
+        for i, shown in shown_rows:
+            p = stage_term.parts[i]
             v = ctx.exact(p.expr)
             rows.append((T(p.label), T(policy), M(shown), I(v), G(v)))
         total = ctx.exact(stage_term)
@@ -173,6 +175,30 @@ def table_activations(ctx) -> Table:
     return Table("table10", f"Activations of one micro-batch on one device of stage {st.index} ({st.label}), "
                             f"by recomputation policy", "Table 10",
                  ("module", "AC", "formula at the layout", "bytes", "GiB"), A("l l p.45 r r"), tuple(rows), note)
+
+
+def _refs(p) -> List[str]:
+    return [t[4:] for t in p.tags if t.startswith("ref:")]
+
+
+def _stage_formulas(ctx, variants, dsubs, ident) -> List[List[list]]:
+    """[[part index, formula at the layout], ...] per stage variant: the rows of Table 10 (each part naming a
+    per-layer term, at the layout, times its count, expanded; a part the stage does not hold left out)."""
+    out = []
+    for vid in variants:
+        rows = []
+        for i, p in enumerate(ctx.terms[vid].parts):
+            refs = _refs(p)
+            if not refs:
+                continue
+            sub = ctx.terms[refs[0]]
+            coef = sp.sympify(p.num[0]).xreplace(dsubs) if len(p.num) == 2 else sp.Integer(1)
+            if coef == 0:
+                continue
+            per_layer = sp.Add(*[c * sp.Mul(*rest) / den for c, rest, den in sub.rows(dsubs, ctx.subs)])
+            rows.append([i, breakable_latex(sp.expand((coef * per_layer).xreplace(ident)), ctx.names)])
+        out.append(rows)
+    return out
 
 
 def _estimate(ctx):

@@ -68,7 +68,8 @@ def tex_escape(text) -> str:
 
 def _escape(text: str) -> str:
     # a control character (C0, DEL, C1: a path may hold one) stops pdflatex: shown as its code, \x7f
-    text = "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
     out = _TEX_RE.sub(lambda m: _TEX_SPECIAL[m.group(0)], text)
     out = _DASHES.sub("-{}", out)   # "--conventions" stays two hyphens, not an en dash
     if out.isascii():
