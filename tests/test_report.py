@@ -273,3 +273,24 @@ def test_implementation_waterfall_starts_at_the_paper_and_adds_up(built):
     # flash attention (TE) drops the s^2 score tensors, 87% of the paper's layer at s = 4096 (Sec. 5, Table 10)
     flash = next(r for r in table.rows if r[0].value == "mcore-te" and r[1].value == "attention")
     assert flash[5].value.startswith("-") and flash[4].value < per_layer // 5
+
+
+def test_rendering_loads_no_sympy(built, tmp_path):
+    """A computed report renders in a process without sympy (the blocks are plain data; sympy only prints the
+    forms they hold): what a report served from plain data, with no sympy import, needs."""
+    import pickle
+    import subprocess
+    import sys
+    (tmp_path / "report.pickle").write_bytes(pickle.dumps(built))  # written by this test: read back below
+    want = {fmt: rp.render(built, fmt) for fmt in ("tex", "md", "html")}
+    code = ("import pickle, sys\nfrom memsym.report import rendering\nfrom memsym.report.blocks import Report\n"
+            f"rep = pickle.loads(open({str(tmp_path / 'report.pickle')!r}, 'rb').read())\n"
+            "for fmt in ('tex', 'md', 'html'):\n"
+            f"    open({str(tmp_path)!r} + '/out.' + fmt, 'w', encoding='utf-8').write(rendering.render(rep, fmt))\n"
+            "blocks = [b for s in rep.sections for b in s.blocks]\n"
+            "assert all(b._repr_markdown_() == rendering.render_block(b, 'md') for b in blocks)\n"
+            "print('sympy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False"]
+    for fmt, text in want.items():
+        assert (tmp_path / f"out.{fmt}").read_text(encoding="utf-8") == text, fmt

@@ -1,7 +1,7 @@
 """Rendering: the Jinja environments of ``templates/`` and the report or one block through them."""
 from __future__ import annotations
 
-from symbolic.render import fmt_gib, fmt_int, term_latex
+from symbolic.exact import fmt_gib, fmt_int
 from symbolic.resources import TEMPLATES_DIR
 
 from .text import md_escape, one_line, report_names, tex_escape
@@ -50,7 +50,7 @@ def make_environment(kind: str, templates_dir=None):
     env.filters["md"] = md_escape
     env.filters["comment"] = one_line
     env.filters["esc"] = {"tex": tex_escape, "md": md_escape}.get(kind, str)
-    env.filters["term_latex"] = lambda term, subs=None, form="paper": term_latex(term, subs, form, names=report_names())
+    env.filters["term_latex"] = _term_latex
     if kind in CELLS:
         env.globals["cell_of"] = CELLS[kind]
     if kind == "tex":
@@ -61,6 +61,14 @@ def make_environment(kind: str, templates_dir=None):
         from .offline import math_scripts
         env.globals["offline_math"] = lambda: Markup(math_scripts())
     return env
+
+
+def _term_latex(term, subs=None, form="paper") -> str:
+    """A term's LaTeX in the report's names (the ``term_latex`` filter: a term is a sympy object, so sympy is
+    loaded only here, not to render a computed report)."""
+    # lazy: sympy (only this path needs it)
+    from symbolic.render import term_latex
+    return term_latex(term, subs, form, names=report_names())
 
 
 # A table cell or paragraph segment in each format: what the ``cell`` macros of templates/macros.*.j2 printed,

@@ -4,11 +4,6 @@ from __future__ import annotations
 import re
 from typing import Mapping, Optional
 
-import sympy as sp
-
-from symbolic.notation import latex_names
-from symbolic.render import paper_order
-
 _SCRIPT = re.compile(r"([_^])([A-Za-z0-9])(?![A-Za-z0-9{])")
 
 
@@ -21,6 +16,8 @@ def braced(name: str) -> str:
 
 def report_names(extra: Optional[Mapping] = None) -> dict:
     """``symbol_names`` for the report: the registry's paper LaTeX, braced (see :func:`braced`)."""
+    # lazy: sympy (the rendering of a computed report, which this module's escapers serve, needs none)
+    from symbolic.notation import latex_names
     names = {k: braced(v) for k, v in latex_names().items()}
     if extra:
         names.update({k: braced(v) for k, v in extra.items()})
@@ -31,6 +28,11 @@ def latex_of(expr, names: Optional[Mapping] = None, ordered: bool = True, **sett
     """LaTeX of an expression in the paper's order with explicit symbol names; ``settings``
     go to ``sympy.latex`` (the report passes ``long_frac_ratio=2`` so that a long closed
     form prints as ``\\frac{b s}{2} \\left(...\\right)``, which LaTeX can break)."""
+    # lazy: sympy (the rendering of a computed report, which this module's escapers serve, needs none)
+    import sympy as sp
+
+    from symbolic.notation import latex_names
+    from symbolic.render import paper_order
     e = paper_order(expr) if ordered else expr
     return sp.latex(e, order="none", symbol_names=dict(names) if names is not None else latex_names(), **settings)
 
