@@ -83,3 +83,20 @@ def test_compare_plot_is_deterministic_and_checked(tmp_path):
     p = subprocess.run([sys.executable, "-m", "memsym", "compare", "--plot", str(bad)], capture_output=True,
                        text=True)
     assert p.returncode == 2 and "Traceback" not in p.stderr and not os.path.exists(bad)
+
+
+def test_compare_loads_no_sympy():
+    """The waterfall and ``memsym compare`` run the generated evaluators (derivations.assembly.device.estimate)
+    with the switches of derivations.config.switches: sympy is never imported (the report's implementations
+    table is computed this way too)."""
+    code = ("import sys, io, contextlib; from memsym.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    assert main(['compare']) == 0\n"
+            "from derivations import config as cfg\n"
+            "from derivations.analyses.compare import waterfall\n"
+            "waterfall(cfg.load_model('deepseek-v3'), cfg.Layout(), cfg.Training(), 'mcore', stage=1)\n"
+            "print('sympy' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "MEMSYM_CACHE": "0"})
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["False"]

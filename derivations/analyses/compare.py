@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Tuple
 
 from derivations import config as cfg
 from derivations import families
-from derivations.assembly.conventions import ORDER, PRESETS, switch_value, with_preset, with_switch
+from derivations.config.switches import ORDER, PRESETS, switch_value, with_preset, with_switch
 from derivations.assembly.device import estimate
 
 
