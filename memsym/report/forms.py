@@ -14,21 +14,13 @@ import json
 from functools import lru_cache
 from typing import Callable, Dict, Mapping, Optional
 
-from symbolic import cache, digests
-import derivations
-import memsym
-import symbolic
+from symbolic import cache
 import sys
 import sympy as sp
-from symbolic.resources import PAPER_DIR, TEMPLATES_DIR
+
+from .digest import code_digest  # noqa: F401  (re-exported: memsym.report.forms.code_digest)
 
 KIND = "report/forms"
-
-
-@lru_cache(maxsize=None)
-def code_digest() -> str:
-    """A hash of every file the report is made from: code, the paper's data and the templates."""
-    return digests.tree_digest(*derivations.__path__, *symbolic.__path__, *memsym.__path__, PAPER_DIR, TEMPLATES_DIR)
 
 
 def closed_latex(term, subs: Mapping, names: Mapping, make: Callable[[], str]) -> str:
