@@ -294,3 +294,33 @@ def test_rendering_loads_no_sympy(built, tmp_path):
     assert out == ["False"]
     for fmt, text in want.items():
         assert (tmp_path / f"out.{fmt}").read_text(encoding="utf-8") == text, fmt
+
+
+def test_notebooks_of_computed_blocks_load_no_sympy(ctx, built, tmp_path):
+    """The notebook of a section of tables and prose, its outputs from the computed blocks, is built in a process
+    without sympy, the same as here (no term is shown: a term's outputs are sympy's printing)."""
+    import pickle
+    import subprocess
+    import sys
+    import types
+    from memsym.report import notebook as nbm
+    from memsym.report.nbhtml import to_json
+    plan = rp.outline_report(ctx)
+    keys = [o.key for o, d in zip(plan.sections, built.sections)
+            if o.notebook and not any(b.kind == "equation" for b in d.blocks)]
+    assert {"setting", "implementations", "comparison"} <= set(keys)
+    want = {o.key: to_json(nbm.build_notebook(ctx, plan, o, computed=d.blocks, sent=True))
+            for o, d in zip(plan.sections, built.sections) if o.key in keys}
+    plain = types.SimpleNamespace(model=ctx.model, layout=ctx.layout, training=ctx.training, stage=ctx.stage)
+    (tmp_path / "in.pickle").write_bytes(pickle.dumps((plain, plan, built, keys)))  # written by this test
+    code = ("import json, pickle, sys\nfrom memsym.report import notebook as nbm\n"
+            "from memsym.report.nbhtml import to_json\n"
+            f"ctx, plan, built, keys = pickle.loads(open({str(tmp_path / 'in.pickle')!r}, 'rb').read())\n"
+            "out = {o.key: to_json(nbm.build_notebook(ctx, plan, o, computed=d.blocks, sent=True))\n"
+            "       for o, d in zip(plan.sections, built.sections) if o.key in keys}\n"
+            f"open({str(tmp_path / 'out.json')!r}, 'w').write(json.dumps(out))\n"
+            "print('sympy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False"]
+    import json
+    assert json.loads((tmp_path / "out.json").read_text()) == want

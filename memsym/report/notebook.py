@@ -191,16 +191,24 @@ def _formatter():
     return DisplayFormatter()
 
 
+def _term_class():
+    """:class:`symbolic.term.Term` when a term can exist in this process (its module, which loads sympy, is
+    loaded), else a class nothing is: the notebook of computed blocks alone is built without sympy."""
+    module = sys.modules.get("symbolic.term")
+    return getattr(module, "Term", _NoTerm) if module is not None else _NoTerm
+
+
+class _NoTerm:
+    """No object's type (see :func:`_term_class`)."""
+
+
 def _format(obj):
     """(data, metadata) as IPython's display formatter gives them for ``obj``: for the report's
     blocks and terms, which define only ``_repr_markdown_`` or ``_repr_latex_`` and a dataclass
     ``__repr__`` (which IPython's pretty printer shows as it is), without importing IPython
     (tests/test_notebook.py compares the two); anything else through IPython's formatter."""
-    # lazy: sympy (only this path needs it)
-    from symbolic.term import Term
-
     from .blocks import Equation, Table
-    if type(obj) not in (Table, Equation, Term):
+    if type(obj) not in (Table, Equation, _term_class()):
         return _formatter().format(obj)
     data = {"text/plain": repr(obj)}
     for mime, method in (("text/markdown", "_repr_markdown_"), ("text/latex", "_repr_latex_")):
@@ -216,8 +224,7 @@ def _output(obj, display: bool, node=None, ctx=None):
     if node is None:
         # lazy: nbformat (only this path needs it)
         from nbformat.notebooknode import NotebookNode as node
-    from symbolic.term import Term  # lazy: sympy (only this path needs it)
-    if ctx is not None and type(obj) is Term and ctx.terms.get(obj.id) is obj:
+    if ctx is not None and type(obj) is _term_class() and ctx.terms.get(obj.id) is obj:
         from .forms import term_outputs
         data, metadata = term_outputs(ctx, obj, lambda: _format(obj)[0]), {}
     else:
