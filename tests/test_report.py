@@ -324,3 +324,27 @@ def test_notebooks_of_computed_blocks_load_no_sympy(ctx, built, tmp_path):
     assert out == ["False"]
     import json
     assert json.loads((tmp_path / "out.json").read_text()) == want
+
+
+def test_configuration_parts_load_no_sympy(ctx, built, tmp_path):
+    """The setting, the estimate, Sec. 6 and the implementations tables (memsym.report.fresh: the generated
+    evaluators) are computed from the configuration alone in a process without sympy, as the report shows them."""
+    import pickle
+    import subprocess
+    import sys
+    import types
+    plain = types.SimpleNamespace(model=ctx.model, layout=ctx.layout, training=ctx.training, stage=ctx.stage)
+    (tmp_path / "in.pickle").write_bytes(pickle.dumps(plain))  # written by this test
+    code = ("import pickle, sys\nfrom memsym.report import fresh\n"
+            f"ctx = pickle.loads(open({str(tmp_path / 'in.pickle')!r}, 'rb').read())\n"
+            "out = (fresh.setting(ctx), fresh.table_estimate(ctx), fresh.table_overheads(ctx),\n"
+            "       fresh.table_implementation_waterfall(ctx))\n"
+            f"open({str(tmp_path / 'out.pickle')!r}, 'wb').write(pickle.dumps(out))\n"
+            "print('sympy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False"]
+    setting, *tables = pickle.loads((tmp_path / "out.pickle").read_bytes())  # written by the process above
+    assert setting == built.setting
+    shown = {b.key: b for s in built.sections for b in s.blocks if b.kind == "table"}
+    assert [t.key for t in tables] == ["estimate", "overheads", "implementations"]
+    assert all(t == shown[t.key] for t in tables)

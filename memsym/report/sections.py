@@ -15,10 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from derivations import config as cfg
-
 from .blocks import Report, Section, Stub
-from .equations import equation, fmt_num, para
+from .equations import equation, para
+from .fresh import setting as _setting, shown_path  # noqa: F401  (shown_path re-exported)
 from .tables import TABLE_SOURCES, TABLES
 
 
@@ -130,24 +129,6 @@ def _outline_section(ctx, spec: SectionSpec, number: int, term_ids: Sequence[str
         else:
             blocks.append(Stub("table", key=b, source=TABLE_SOURCES.get(b, "")))
     return Section(spec.key, number, spec.title, spec.source, blocks, spec.notebook)
-
-
-def shown_path(path: str) -> str:
-    """A path as text: bytes that are not UTF-8 (kept by Python as surrogates) shown as ``\\xff``."""
-    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-
-
-def _setting(ctx) -> Tuple[Tuple[str, str], ...]:
-    lay, tr, st = ctx.layout, ctx.training, ctx.stage
-    return (
-        ("model", ctx.model.name if ctx.model.source == "preset" else
-         f"{ctx.model.name} (read from {shown_path(ctx.model.source)})"),
-        ("layout", f"DP={lay.dp} TP={lay.tp} PP={lay.pp} EP={lay.ep} ETP={lay.etp} SP={lay.SP} CP={lay.cp} "
-                   f"(EDP={fmt_num(lay.edp)}, {lay.world} GPUs)"),
-        ("stage", f"{st.index} of {lay.pp} ({st.label}: {st.dense} dense, {st.moe} MoE"
-                  f"{', embedding' if st.embedding else ''}{', head' if st.head else ''})"),
-        ("training", f"b={tr.mbs} s={tr.seq} ZeRO {tr.zero} ({cfg.ZERO_NAMES[tr.zero]}) recompute {tr.recompute}"),
-    )
 
 
 def outline_report(ctx) -> Report:

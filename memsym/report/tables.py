@@ -16,6 +16,7 @@ from derivations import notation as nt
 from .blocks import A, C, G, I, M, T, Table
 from .equations import breakable_latex
 from .forms import _subs_text, counted_symbols, display_json
+from .fresh import _estimate, table_estimate, table_implementation_waterfall, table_overheads  # noqa: F401
 from .text import braced
 
 ZERO_ORDER = (0, 1, 2, 3)
@@ -201,42 +202,6 @@ def _stage_formulas(ctx, variants, dsubs, ident) -> List[List[list]]:
     return out
 
 
-def _estimate(ctx):
-    """The estimate of ``ctx``'s stage, made once per context (the estimate and Sec. 6 tables show it)."""
-    known = ctx.__dict__.get("_estimate")
-    if known is None or known[0] != (ctx.model, ctx.layout, ctx.training, ctx.stage):
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        from derivations.assembly.device import estimate
-        known = ctx.__dict__["_estimate"] = ((ctx.model, ctx.layout, ctx.training, ctx.stage),
-                                             estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index))
-    return known[1]
-
-
-def table_estimate(ctx) -> Table:
-    est = _estimate(ctx)
-    rows = [(T(k), C(est.term_ids[k]), I(est.bytes[k]), G(est.bytes[k]))
-            for k in ("weights", "gradients", "optimizer", "activations")]
-    rows.append((T("total"), T(""), I(est.bytes["total"]), G(est.bytes["total"])))
-    rows += [(T("convention"), T(a[len("convention "):]), T(""), T(""))  # switches not at the paper's choice
-             for a in est.assumptions if a.startswith("convention ")]
-    tr = ctx.training
-    return Table("estimate", f"Per-device memory at this configuration (ZeRO {tr.zero} ({cfg.ZERO_NAMES[tr.zero]}), "
-                             f"recompute {tr.recompute}, b = {tr.mbs}, s = {tr.seq})", "memsym estimate",
-                 ("component", "term", "bytes", "GiB"), A("l l r r"), tuple(rows))
-
-
-def table_overheads(ctx) -> Table:
-    est = _estimate(ctx)
-    rows = []
-    for end in ("low", "high"):
-        o = est.overheads[end]
-        rows.append((T(end), T(f"{float(o['f_frag']) * 100:.0f}%"), G(est.bytes["total"]), G(o["fragmentation"]),
-                     G(o["buffers"]), G(o["peak"])))
-    return Table("overheads", "Peak per device at both ends of the paper's ranges (GiB)", "Sec. 6",
-                 ("end", "fragmentation", "allocated", "+ fragmentation", "+ buffers", "peak"), A("l r r r r r"),
-                 tuple(rows))
-
-
 def table_comparison(ctx) -> Table:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.paper.reproduce import run
@@ -293,29 +258,6 @@ def table_traces(ctx) -> Table:
                       "recomputation; each record's file says its full settings and command. preset: --conventions "
                       "transformers or mcore at the record's settings on one device; unexplained records keep their "
                       "exact difference from the preset.")
-
-
-def table_implementation_waterfall(ctx) -> Table:
-    """From the paper's tensor list to each implementation's, one switch at a time, for one MoE
-    layer's activations at this configuration (``memsym compare --conventions paper,P``)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.analyses.compare import waterfall
-    rows = []
-    for end in ("transformers", "mcore", "mcore-te"):
-        wf, _, _ = waterfall(ctx.model, ctx.layout, ctx.training, end, stage=ctx.stage.index)
-        q = "activations_per_layer"
-        rows.append((T(end), T("paper"), T(""), T(""), I(wf.first[q]), T("")))
-        for step in wf.steps:
-            d = step.delta[q]
-            if d:
-                spec = cfg.CONVENTION_SWITCHES.get(step.name)
-                rows.append((T(end), C(spec.option if spec else step.name), T(str(step.before)), T(str(step.after)),
-                             I(step.values[q]), T(("+" if d > 0 else "") + f"{int(d):,}")))
-    return Table("implementations", "One MoE layer's activations from the paper's tensors to each implementation's "
-                                    "(bytes), one switch at a time", "memsym compare --conventions paper,P",
-                 ("preset", "switch", "from", "to", "bytes", "change"), A("l l l l r r"), tuple(rows),
-                 note="mcore-te is --conventions mcore --kernels te (Transformer Engine's kernels, read from their "
-                      "sources, not traced).")
 
 
 #: Where each table is in the paper (for notebook cells, without building the table).
