@@ -590,6 +590,7 @@ TOY_REFUSED = [
     [("pp", 8)],                                  # more stages than its 4 layers
     # transformers' rotary cache reads DeepSeek's d_h^R, a dimension the toy does not have
     [("dp", 2), ("tp", 2), ("pp", 2), ("conventions", "transformers")],
+    [("pp", 2), ("recipe", "deepseek-v3")],       # a recipe for a DeepSeek model: the page's model is typed
 ]
 
 
@@ -626,7 +627,7 @@ def test_a_toy_familys_calculator_page(toy_page, browser, capsys):
     from memsym.cli import main
     page, path = toy_page
     html = page.read_text(encoding="utf-8")
-    assert "toy_gqa (h 256, 4 layers) (GQA + SwiGLU)" in html and "<script src" not in html
+    assert f"{path}, a GQA + SwiGLU model" in html and "<script src" not in html
     for controls in TOY_PAGE:
         state, err = _page_estimate(browser, page, controls)
         assert (state, err) == ("ok", ""), (controls, err)

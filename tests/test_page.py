@@ -247,3 +247,14 @@ def test_random_configurations_in_the_browser(browser, page):
         for k in ("weights", "gradients", "optimizer", "activations", "total"):
             assert _dom_exact(browser, f"bytes-{k}") == exact.bytes[k], (controls, k)
         done += 1
+
+
+def test_a_model_named_twice_is_offered_once():
+    """memsym page --model x.json --model ./x.json: one model (its specs are equal); different models, each
+    under the argument that named it."""
+    from derivations.config.presets import load_model
+    from memsym.page.data import _distinct
+    a, b = load_model("deepseek-v2-lite"), load_model("tests/data/tiny/config.json")
+    same = load_model("./tests/data/tiny/config.json")
+    got = _distinct([("tests/data/tiny/config.json", b), ("deepseek-v2-lite", a), ("./tests/data/tiny/config.json", same)])
+    assert [arg for arg, _ in got] == ["tests/data/tiny/config.json", "deepseek-v2-lite"]

@@ -28,7 +28,7 @@ def data(args) -> dict:
     from derivations.config.presets import load_model
 
     from ..page import write
-    models = [load_model(m) for m in args.model or ()]
+    models = [(m, load_model(m)) for m in args.model or ()]
     return {"page": str(write(args.out, models=models))}
 
 

@@ -22,8 +22,8 @@ def _script_json(obj) -> str:
 
 
 def render(check: bool = True, data=None, models=()) -> str:
-    """The page's HTML; ``data``: a :func:`memsym.page.data.generate` result to reuse; ``models``: ModelSpecs
-    the page offers instead of DeepSeek's presets (``memsym page --model FILE``, any family's)."""
+    """The page's HTML; ``data``: a :func:`memsym.page.data.generate` result to reuse; ``models``: (argument,
+    ModelSpec) pairs the page offers instead of DeepSeek's presets (``memsym page --model FILE``, any family's)."""
     # lazy: sympy, jinja2 (only this path needs it)
     import jinja2
 
@@ -36,7 +36,7 @@ def render(check: bool = True, data=None, models=()) -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), autoescape=False, keep_trailing_newline=True)
     given = list(d["models"])
     subject = (f"{d['options']['default_model']}-style models (Zhang & Su, arXiv 2502.07846)" if not given else
-               "; ".join(f"{n} ({d['families'][d['models'][n]['family']]['title']})" for n in given)
+               "; ".join(f"{n}, a {d['families'][d['models'][n]['family']]['title']} model" for n in given)
                + ", by the method of Zhang & Su (arXiv 2502.07846)")
     return env.get_template("page.html.j2").render(
         data_json=_script_json(d), fns=",\n".join(fns), mathml_json=_script_json(mathml),

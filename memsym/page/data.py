@@ -429,10 +429,13 @@ def model_data(spec) -> Dict:
 def generate(check: bool = True, models=()) -> Dict:
     """Everything the page needs: the JavaScript functions, their MathML and the option data.  Without
     ``models`` the page offers DeepSeek's presets and a pasted config.json (the page's own reader of DeepSeek's
-    fields, templates/page/runtime.js); with ``models`` (ModelSpecs, any family's) it offers those models."""
+    fields, templates/page/runtime.js); with ``models`` ((argument, ModelSpec) pairs, any family's: the
+    ``--model`` text and what it reads) it offers those models, each under its argument (the same model twice:
+    once)."""
     pool = Pool()
+    models = _distinct(models)
     fams = [DEEPSEEK] if not models else []
-    for spec in models:
+    for _, spec in models:
         fam = _family(spec.family)
         if fam not in fams:
             fams.append(fam)
@@ -440,14 +443,20 @@ def generate(check: bool = True, models=()) -> Dict:
     sched = schedules(pool)
     over = overheads(pool)
     opts = options()
-    given = {}
-    for spec in models:
-        name = spec.name
-        while name in given:
-            name += "'"
-        given[name] = model_data(spec)
+    given = {argument: model_data(spec) for argument, spec in models}
     if models:  # the given models only: no DeepSeek preset, no pasted config.json
         opts["presets"], opts["default_model"] = {}, next(iter(given))
     return {"fns": pool.fns, "mathml": pool.mls, "symbols": sorted(pool.symbols), "reads": pool.reads, "families": per,
             "models": given, "schedules": sched, "overheads": over,
             "options": opts, "inputs": inputs(), "gpus": gpus(), "features": [[f, list(v)] for f, v in features()]}
+
+
+def _distinct(models) -> List:
+    """(argument, spec) pairs, a model the page would evaluate as an earlier one (the same file named twice: its
+    :func:`model_data`, which leaves out where it was read from) left out."""
+    out, seen = [], []
+    for argument, spec in models:
+        if argument not in [a for a, _ in out] and model_data(spec) not in seen:
+            out.append((argument, spec))
+            seen.append(model_data(spec))
+    return out

@@ -32,7 +32,7 @@ function buildForm() {
   let html = "<fieldset><legend>Model</legend>";
   const names = Object.keys(O.presets).concat(Object.keys(DATA.models));
   const paste = DATA.families.deepseek !== undefined && Object.keys(O.presets).length > 0;  // the page reads DeepSeek's fields
-  html += field("opt-model", paste ? "--model: preset or pasted config.json" : "--model (read by `memsym page --model`)",
+  html += field("opt-model", paste ? "--model: preset or pasted config.json" : "--model (as memsym page --model read it)",
     `<select id="opt-model" name="opt-model">` + names.map((n) => `<option value="${esc(n)}">${esc(n)}</option>`).join("") +
     (paste ? `<option value="config">pasted config.json (below)</option>` : "") + "</select>");
   if (paste) html += field("opt-config", "pasted Hugging Face config.json (read as data)",
@@ -147,8 +147,9 @@ function familyDefaults(a, m, typed) {
   if (recipe) {
     for (const k of Object.keys(O.recipes[recipe].options)) layered.add(k);
     const own = O.recipes[recipe].family;
-    if (own && $("opt-model").value !== O.default_model && own[0] !== m.family)
-      throw new ConfigError(`--recipe ${recipe} is a recipe for a ${own[1]} model; --model ${m.name} is a ${familyOf(m).title} model`, ["recipe", "model"]);
+    const chosen = $("opt-model").value, typed = Object.keys(DATA.models).length > 0 || chosen !== O.default_model;
+    if (own && typed && own[0] !== m.family)  // resolve.resolved: the model as it was given (a path, a preset)
+      throw new ConfigError(`--recipe ${recipe} is a recipe for a ${own[1]} model; --model ${chosen === "config" ? "config.json" : chosen} is a ${familyOf(m).title} model`, ["recipe", "model"]);
   }
   for (const [k, v] of Object.entries(familyOf(m).layout_defaults)) if (!layered.has(k)) a[k] = v;
 }
@@ -181,7 +182,9 @@ function modelOf(a) {
   const choice = $("opt-model").value;
   if (choice === "config")  // read as `memsym estimate --model config.json` reads that file
     return fromDict(readConfigJSON($("opt-config").value, "config.json", ["config"]), "config.json", "config", ["config"]);
-  const name = ("model" in a && choice === DATA.options.default_model) ? a.model : choice;
+  // the preset chosen by default yields to a recipe's model; a model of `memsym page --model` is typed
+  const given = Object.keys(DATA.models).length > 0;
+  const name = ("model" in a && !given && choice === DATA.options.default_model) ? a.model : choice;
   if (name in DATA.models) return givenModel(DATA.models[name]);
   if (!(name in DATA.options.presets))  // a recipe's model on a page of other models
     throw new ConfigError(`--model ${name}: this page offers ${Object.keys(DATA.models).join(", ")} (memsym page --model)`, ["model", "recipe"]);
