@@ -43,12 +43,12 @@ def order(result: SearchResult, only_fitting: bool = True, sort: str = "bubble")
     """
     c = result.columns
     _check_sort(sort)
-    idx = np.flatnonzero(c["fits"]) if only_fitting else np.arange(len(c["peak"]))
+    idx = np.flatnonzero(c["fits"]) if only_fitting else np.arange(len(c["fits"]))
     if sort == "bubble":
         bubble = c["bubble"][idx] if "bubble" in c else take(c, "pp", idx).astype(np.float64)
-        keys = [np.round(bubble, 12), -np.round(c["headroom"][idx])] + [take(c, k, idx) for k in _BUBBLE_TIES]
+        keys = [np.round(bubble, 12), -np.round(take(c, "headroom", idx))] + [take(c, k, idx) for k in _BUBBLE_TIES]
     else:
-        keys = [np.round(c["peak"][idx]) * (-1 if sort == "peak" else 1)] + [take(c, k, idx) for k in _PEAK_TIES]
+        keys = [np.round(take(c, "peak", idx)) * (-1 if sort == "peak" else 1)] + [take(c, k, idx) for k in _PEAK_TIES]
     return idx[_sort_by(keys)]
 
 
@@ -60,9 +60,9 @@ def _keys(result: SearchResult, sort: str):
     if sort == "bubble":
         first = (lambda i: np.round(c["bubble"][i], 12)) if "bubble" in c else \
             _of_layout(lambda i: take(c, "pp", i).astype(np.float64), True)
-        return [first, lambda i: -np.round(c["headroom"][i])] + [col(k) for k in _BUBBLE_TIES]
+        return [first, lambda i: -np.round(take(c, "headroom", i))] + [col(k) for k in _BUBBLE_TIES]
     sign = -1 if sort == "peak" else 1
-    return [lambda i: np.round(c["peak"][i]) * sign] + [col(k) for k in _PEAK_TIES]
+    return [lambda i: np.round(take(c, "peak", i)) * sign] + [col(k) for k in _PEAK_TIES]
 
 
 def _of_layout(key, constant: bool):
@@ -144,21 +144,54 @@ def ranked(result: SearchResult, sort: str = "bubble", per_layout: bool = True, 
 
     Per layout, the first row in the order is the layout's minimum by the keys (then the row index, as
     the sort is stable): the candidates are narrowed key by key to each layout's minimum, and only the
-    winners, one per layout, are sorted (:func:`_layout_minima`).  Across every configuration the first
-    ``top`` rows are selected key by key with ``np.partition`` and only those sorted.  Keys with a NaN
-    take the full sort."""
+    winners, one per layout, are sorted (:func:`_layout_minima`), a block of layouts at a time
+    (:func:`_candidates`).  Across every configuration the first ``top`` rows are selected key by key
+    with ``np.partition`` and only those sorted.  Keys with a NaN take the full sort."""
     keys = _keys(result, sort)
-    cand = np.flatnonzero(result.columns["fits"])
     if not per_layout and top is None:
         return order(result, sort=sort)
-    c = result.columns
-    if any(c[k].dtype.kind == "f" and np.isnan(c[k][cand]).any() for k in ("bubble", "headroom", "peak") if k in c):
+    blocks = _candidates(result, per_layout)
+    if any(_has_nan(result.columns, rows) for rows in blocks):
         idx = order(result, sort=sort)
         idx = first_per_layout(result, idx) if per_layout else idx
         return idx if top is None else idx[:top]
-    keep = _layout_minima(result, keys, cand) if per_layout else _first(keys, cand, 0, top)
+    if not per_layout:
+        keep = _first(keys, blocks[0], 0, top)
+    elif len(blocks) == 1:
+        keep = _layout_minima(result, keys, blocks[0])
+    else:  # layouts never share a block: each block's winners are its layouts'
+        keep = np.sort(np.concatenate([_layout_minima(result, keys, rows) for rows in blocks]))
     out = keep[_sort_by([k(keep) for k in keys])]
     return out if top is None else out[:top]
+
+
+def _has_nan(c, rows) -> bool:
+    """Whether a float key column (bubble, headroom, peak) holds a NaN at ``rows``."""
+    for k in ("bubble", "headroom", "peak"):
+        if k in c:
+            x = take(c, k, rows)
+            if x.dtype.kind == "f" and np.isnan(x).any():
+                return True
+    return False
+
+
+def _candidates(result: SearchResult, by_layout: bool, rows: int = 1 << 15):
+    """The fitting rows (ascending int64), in blocks.  With ``by_layout`` and the rows laid out as choices x
+    (layout, s, b) groups (:func:`layout_index`), each block holds every row of a range of layouts, about
+    ``rows`` rows: no array of a value per candidate (208,051 of them for search --gpus 16384); otherwise
+    one block."""
+    fits = result.columns["fits"]
+    n, n_l, per = len(fits), len(result.enumeration), result.layout_groups
+    if not (by_layout and per and n_l and n % (n_l * per) == 0 and result.enumeration.distinct()):
+        return [np.flatnonzero(fits)]
+    n_g = n_l * per
+    by_choice = np.asarray(fits).reshape(n // n_g, n_g)
+    step = max(1, rows // max(1, (n // n_g) * per))  # layouts per block
+    out = []
+    for lo in range(0, n_l, step):
+        ci, j = np.nonzero(by_choice[:, lo * per:min(n_l, lo + step) * per])
+        out.append(ci.astype(np.int64) * n_g + (j.astype(np.int64) + lo * per))
+    return out
 
 
 def _first(keys, rows, j, n):
