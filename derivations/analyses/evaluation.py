@@ -230,7 +230,7 @@ def _most_loaded(value, choices, blocks, pos, shape):
     """Per (ZeRO stage, policy) present in ``choices``: each group's total at its most-loaded composition.
     ``value``: {key: array of ``shape`` (s, b, pairs), or (pairs,) for the model states (they depend on
     neither b nor s)}, the pairs in :func:`_pairs`' ``blocks``; ``pos``: each layout's position in a block.
-    Returns ([(zero, policy index, pick)], [total (n_g,) per choice, groups in order], [(the sum of the
+    Returns ([(zero, policy index, pick)], the totals (choices x groups, in order), [(the sum of the
     components but the last, the last) per choice]).  The maximum over a layout's compositions is a
     running ``np.maximum`` over the blocks: the total of the first most-loaded composition (as
     ``np.argmax``, which :func:`_stage_view` runs for the rows that are read)."""
@@ -238,27 +238,25 @@ def _most_loaded(value, choices, blocks, pos, shape):
     policies = tuple(dict.fromkeys(r for _, r in choices))
     comps = list(next(iter(choices.values()))) if choices else []
     per = shape[0] * shape[1]
-    present, totals, parts = [], [], []
+    present = [(z, ri, choices[z, r]) for z in zeros for ri, r in enumerate(policies) if (z, r) in choices]
+    n_g = len(pos) * per
+    totals = np.empty(len(present) * n_g)  # each choice's groups written in place: no copy of every row
+    parts = []
     partial = {}  # the components but the last summed once per distinct (ids): the same additions in order
-    for z in zeros:
-        for ri, r in enumerate(policies):
-            pick = choices.get((z, r))
-            if pick is None:
-                continue
-            head, last = tuple(pick[c] for c in comps[:-1]), pick[comps[-1]]
-            if head not in partial:  # (no head: 0 + the last, as the sum of one component)
-                partial[head] = sum((value[k] for k in head), np.zeros(shape[-1:]) if not head else 0)
-            h, a = partial[head], value[last]
-            best = np.zeros((per, 0))
-            for i, (o, n) in enumerate(blocks):
-                t = np.broadcast_to(h[..., o:o + n] + a[..., o:o + n], shape[:2] + (n,)).reshape(per, n)
-                if i:
-                    np.maximum(best[:, :n], t, out=best[:, :n])
-                else:
-                    best = t.copy()
-            present.append((z, ri, pick))
-            totals.append(best[:, pos].T.reshape(-1))
-            parts.append((h, a))
+    for ci, (_, _, pick) in enumerate(present):
+        head, last = tuple(pick[c] for c in comps[:-1]), pick[comps[-1]]
+        if head not in partial:  # (no head: 0 + the last, as the sum of one component)
+            partial[head] = sum((value[k] for k in head), np.zeros(shape[-1:]) if not head else 0)
+        h, a = partial[head], value[last]
+        best = np.zeros((per, 0))
+        for i, (o, n) in enumerate(blocks):
+            t = np.broadcast_to(h[..., o:o + n] + a[..., o:o + n], shape[:2] + (n,)).reshape(per, n)
+            if i:
+                np.maximum(best[:, :n], t, out=best[:, :n])
+            else:
+                best = t.copy()
+        totals[ci * n_g:(ci + 1) * n_g].reshape(-1, per)[...] = best[:, pos].T
+        parts.append((h, a))
     return present, totals, parts
 
 
@@ -350,7 +348,7 @@ def _stage_view(model, training, exprs, choices, enum, seqs, mbs):
     order = ["dp", "tp", "pp", "ep", "etp", "cp", "sp", "seq", "mbs", "edp"] + comps + ["total", "zero",
                                                                                           "recompute", "stage"]
     # the columns in their order as ever: the groups', then the components, total, ZeRO stage, policy, stage
-    return Columns({"total": np.concatenate(totals) if totals else np.zeros(0)}, lazy, order)
+    return Columns({"total": totals}, lazy, order)
 
 
 def _by_choice(rows_of, n_g: int, n_c: int, dtype):
