@@ -5,7 +5,8 @@ rationals as floats; :class:`ExactPython` is :class:`sympy.printing.pycode.Pytho
 made exact: a product's negative powers and a rational's denominator become one division by a
 ``Fraction`` (``_Q``), integer powers stay ``**``, ``floor`` is ``math.floor`` of the exact
 value, ``Piecewise`` a conditional expression, ``Min``/``Max`` the builtins.  Symbols print as
-``v["name"]`` (the evaluator's substitution, a dict of exact values).  The generated module
+``v["name"]`` (the evaluator's substitution, a dict of exact values), or as local names ``_name``
+(a generated function that binds them once).  The generated module
 defines ``_Q = fractions.Fraction`` and ``_floor = math.floor``.
 """
 from __future__ import annotations
@@ -18,12 +19,12 @@ from sympy.printing.pycode import PythonCodePrinter
 class ExactPython(PythonCodePrinter):
     """Exact Python for integer and rational expressions (see the module docstring)."""
 
-    def __init__(self, values: str = "v"):
+    def __init__(self, values: str = "v", local: bool = False):
         super().__init__({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": False})
-        self._values = values
+        self._values, self._local = values, local
 
     def _print_Symbol(self, expr):
-        return f'{self._values}["{expr.name}"]'
+        return f"_{expr.name}" if self._local else f'{self._values}["{expr.name}"]'
 
     def _print_Integer(self, expr):
         return str(int(expr))
@@ -100,9 +101,10 @@ class ExactPython(PythonCodePrinter):
         return '_Q(10) ** 400'  # never reached: callers substitute a finite value first
 
 
-def python(expr, values: str = "v") -> str:
-    """Exact Python source of ``expr`` reading symbol values from the dict named ``values``."""
-    text = ExactPython(values).doprint(sp.sympify(expr))
+def python(expr, values: str = "v", local: bool = False) -> str:
+    """Exact Python source of ``expr`` reading symbol values from the dict named ``values`` (``local``: from
+    the local names ``_name``, which the caller binds)."""
+    text = ExactPython(values, local).doprint(sp.sympify(expr))
     if precedence(sp.sympify(expr)) < PRECEDENCE["Atom"] and not text.startswith("("):
         return f"({text})"
     return text

@@ -40,6 +40,13 @@ class Columns(MutableMapping):
         self._arrays[key] = value
         self._lazy.pop(key, None)
 
+    def set_lazy(self, key, full, take):
+        """Make ``key`` a lazy column (``full() -> array``, ``take(idx) -> array``), last unless already a column."""
+        if key not in self._arrays and key not in self._lazy:
+            self._order.append(key)
+        self._arrays.pop(key, None)
+        self._lazy[key] = (full, take)
+
     def __delitem__(self, key):
         if key not in self._arrays and key not in self._lazy:
             raise KeyError(key)

@@ -90,6 +90,24 @@ def lattice(model: cfg.ModelSpec, gpus: int):
     DP*TP*PP*CP = ``gpus``, EP a divisor of gcd(N, DP*TP*CP), ETP of gcd(h_E, DP*TP*CP/EP), in the
     order of nested loops over TP, PP, CP, EP, ETP (ascending)."""
     import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
+    axes, ok = _lattice_axes(model, gpus)
+    at = np.nonzero(ok)
+    return {k: _along(v, at) for k, v in axes.items()}
+
+
+def _along(axis, at):
+    """The values of a factored lattice's ``axis`` (one axis of size > 1, or a single value) at the indices
+    ``at`` (three int arrays, as ``np.nonzero`` gives them)."""
+    import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
+    d = [i for i, n in enumerate(axis.shape) if n > 1]
+    return axis.reshape(-1)[at[d[0]]] if d else np.full(len(at[0]), axis.reshape(-1)[0], dtype=axis.dtype)
+
+
+def _lattice_axes(model: cfg.ModelSpec, gpus: int):
+    """The lattice factored: ({dp, tp, pp, cp: (triples, 1, 1), ep: (1, E, 1), etp: (1, 1, F) int64 arrays},
+    (triples, E, F) bool: the (TP, PP, CP) triple with that EP and ETP is a candidate); :func:`lattice`'s
+    candidates are the true entries in C order."""
+    import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
     D = np.array(divisors(gpus), dtype=np.int64)
     tp, pp = np.meshgrid(D, D, indexing="ij")
     ok = gpus % (tp * pp) == 0
@@ -99,13 +117,12 @@ def lattice(model: cfg.ModelSpec, gpus: int):
     i, j = np.nonzero(ok)
     tp, pp, cp = tp[i], pp[i], D[j]
     dp = gpus // (tp * pp * cp)
-    dtc = dp * tp * cp
-    E = np.array(_axis_divisors(model, "ep"), dtype=np.int64)
-    F = np.array(_axis_divisors(model, "etp"), dtype=np.int64)
-    ok = (dtc[:, None, None] % E[None, :, None] == 0) & \
-        ((dtc[:, None, None] // E[None, :, None]) % F[None, None, :] == 0)
-    t, e, f = np.nonzero(ok)
-    return {"dp": dp[t], "tp": tp[t], "pp": pp[t], "ep": E[e], "etp": F[f], "cp": cp[t]}
+    dtc = (dp * tp * cp)[:, None, None]
+    E = np.array(_axis_divisors(model, "ep"), dtype=np.int64)[None, :, None]
+    F = np.array(_axis_divisors(model, "etp"), dtype=np.int64)[None, None, :]
+    ok = (dtc % E == 0) & ((dtc // E) % F == 0)
+    col = lambda a: a[:, None, None]
+    return {"dp": col(dp), "tp": col(tp), "pp": col(pp), "ep": E, "etp": F, "cp": col(cp)}, ok
 
 
 def _axis_divisors(model, axis: str) -> List[int]:
@@ -131,16 +148,17 @@ def rejections(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (4096,)
 def _rejection_codes(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (4096,),
                      gpus_per_node: Optional[int] = None):
     """:func:`rejections` as (int8 array: 0 valid, i the i-th name, names): small integers instead of
-    Python objects, so the rules and the counts are array operations."""
+    Python objects, so the rules and the counts are array operations.  The columns may broadcast (the
+    factored lattice of :func:`enumerate_layouts`): the codes have their broadcast shape."""
     import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
     tp, pp, cp, ep, etp, dp = (lay[k] for k in ("tp", "pp", "cp", "ep", "etp", "dp"))
-    out = np.zeros(len(tp), dtype=np.int8)
     names: List[str] = []
+    broken = []  # (code, where the rule is broken), in validate_layout's order
 
     def rule(name, bad):
         if name not in names:
             names.append(name)
-        out[bad & (out == 0)] = names.index(name) + 1
+        broken.append((names.index(name) + 1, bad))
     if gpus_per_node:
         rule("tp-inside-node", (gpus_per_node % tp != 0) | (gpus_per_node % etp != 0))
     dims, degrees = model.named(), {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "etp": etp, "dp": dp}
@@ -150,6 +168,9 @@ def _rejection_codes(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (
     for s in seqs:
         rule("cp-divides-seq", s % cp != 0)
         rule("sp-divides-seq", s % (tp * cp) != 0)
+    out = np.zeros(np.broadcast_shapes(*(np.shape(x) for x in (tp, pp, cp, ep, etp, dp))), dtype=np.int8)
+    for code, bad in reversed(broken):  # the first rule broken is written last: its code stays
+        np.copyto(out, code, where=bad)
     return out, tuple(names)
 
 
@@ -166,13 +187,14 @@ def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (40
         raise cfg.ConfigError("gpus", f"--gpus must be at most 2^20 = {MAX_GPUS:,} (the search's ceiling), got {gpus}")
     for s in seqs:
         OPTIONS["seq"].check(s, "--seq")
-    lay = lattice(model, gpus)
-    code, names = _rejection_codes(model, lay, seqs, gpus_per_node)
-    valid = code == 0
-    counts = np.bincount(code, minlength=len(names) + 1)
+    axes, ok = _lattice_axes(model, gpus)  # the rules on the factored lattice: no array per candidate
+    code, names = _rejection_codes(model, axes, seqs, gpus_per_node)
+    code = np.broadcast_to(code, ok.shape)
+    counts = np.bincount(code[ok], minlength=len(names) + 1)
     rejected = Counter({k: int(counts[i + 1]) for i, k in sorted(enumerate(names), key=lambda x: x[1])
                         if counts[i + 1]})
-    return Enumeration(gpus, rejected=rejected, arrays={k: lay[k][valid] for k in LAYOUT_FIELDS})
+    at = np.nonzero(ok & (code == 0))  # the valid candidates' (triple, EP, ETP) indices, in the lattice's order
+    return Enumeration(gpus, rejected=rejected, arrays={k: _along(axes[k], at) for k in LAYOUT_FIELDS})
 
 
 def distinct_stages(model: cfg.ModelSpec, layout: cfg.Layout) -> List[cfg.StageComposition]:

@@ -3,10 +3,10 @@
 A configuration is a valid layout (derivations/analyses/enumeration.py), a ZeRO stage, a
 recomputation policy, a micro-batch b and a sequence length s.  Every component term
 (weights, gradients, optimizer replicated or sharded, activations of every recomputation
-policy; derivations/assembly/totals.py) is evaluated for every (layout, s, b, stage
-composition) row in one pass of the generated numpy kernels (derivations/analyses/kernels.py:
+policy; derivations/assembly/totals.py) is evaluated for every (s, b, layout, distinct stage
+composition of the layout) in one pass of the generated numpy kernels (derivations/analyses/kernels.py:
 printed from the terms by ``python -m derivations.generate``, committed; the model's dimensions
-and bytes enter as exact coefficients), in cache-sized blocks (:func:`symbolic.search.evaluate`).
+and bytes enter as exact coefficients), in cache-sized blocks (:func:`_blocks`).
 Each (ZeRO stage, policy) then picks its components, each configuration is judged at its
 most-loaded stage, and the peak is the paper's Sec. 6 ``(1 + f_frag) * total + M_buf``
 (derivations/assembly/overheads.py).  Under a pipeline schedule or a global batch every device is
@@ -29,7 +29,7 @@ from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from symbolic.search import FACTOR_ABOVE, evaluate
+from symbolic.search import FACTOR_ABOVE
 
 from derivations import config as cfg
 from derivations.analyses import kernels
@@ -98,8 +98,12 @@ def _stage_table(model, pps: Tuple[int, ...]):
     for pp, sts in stage_of.items():
         rows = [(s.dense, s.moe, int(s.embedding), int(s.head), s.index) for s in sts]
         table[pp] = rows + [rows[-1]] * (K - len(rows))
+    count = np.zeros(len(table), dtype=np.int64)
+    for pp, sts in stage_of.items():
+        count[pp] = len(sts)
     table.setflags(write=False)
-    return table, K
+    count.setflags(write=False)
+    return table, K, count
 
 
 def _rows(model, enum: Enumeration, seqs, mbs):
@@ -107,7 +111,7 @@ def _rows(model, enum: Enumeration, seqs, mbs):
     (padded by repeating the last).  Returns (columns of the groups, (n_g, K, 5) compositions:
     L_d, L_m, e_E, e_H, stage index)."""
     lay = enum.arrays
-    table, K = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
+    table, K, _ = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
     n_l = len(enum)
     per_layout = table[lay["pp"]]
     seq_a, mbs_a = np.array(seqs, dtype=np.int64), np.array(mbs, dtype=np.int64)
@@ -142,119 +146,146 @@ def _compile(model, training, exprs: Mapping[str, object], factor: bool):
     return compile_fn(tup, args), tuple(a.name for a in args), tuple(keys)
 
 
-def _row_values(cols, compo) -> Dict[str, object]:
-    """{row symbol name: float64 array}: the layout, b and s per group (n_g, 1), the compositions (n_g, K)."""
-    flat = {"DP": cols["dp"], "TP": cols["tp"], "PP": cols["pp"], "EP": cols["ep"], "ETP": cols["etp"],
-            "CP": cols["cp"], "SP": cols["sp"], "b": cols["mbs"], "s": cols["seq"]}
-    out = {k: v.astype(np.float64)[:, None] for k, v in flat.items()}
-    for j, k in enumerate(("L_d", "L_m", "e_E", "e_H")):
-        out[k] = compo[:, :, j].astype(np.float64)
+def _pairs(model, lay):
+    """The (layout, stage composition) pairs the paper's view evaluates: each layout at its own distinct
+    compositions, not at the K of the longest pipeline (search --gpus 16384: 24,072 pairs instead of 44,660
+    padded ones, measured), composition by composition: block k holds the k-th composition of the layouts
+    that have one, the layouts in the order ``by`` (most compositions first, stable), so each block is a
+    prefix of the one before and the most-loaded stage is a running maximum over slices.  Returns (the
+    :func:`_stage_table` table, K, each layout's number of compositions (n_l,), its position in ``by``
+    (n_l,), the blocks' (offset, length), the pairs' {L_d, L_m, e_E, e_H: float64 (P,)}, their layouts (P,))."""
+    table, K, count = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
+    pp = lay["pp"]
+    n_k = count[pp]
+    by = np.argsort(-n_k, kind="stable")
+    pos = np.empty_like(by)
+    pos[by] = np.arange(len(by))
+    lens = [int(np.count_nonzero(n_k > k)) for k in range(K)]
+    blocks = [(sum(lens[:k]), n) for k, n in enumerate(lens) if n]
+    owner = np.concatenate([by[:n] for _, n in blocks]) if blocks else by
+    comp = {}
+    for j, name in enumerate(("L_d", "L_m", "e_E", "e_H")):
+        col = table[:, :, j].astype(np.float64)
+        comp[name] = np.concatenate([col[pp[by[:n]], k] for k, (_, n) in enumerate(blocks)]) if blocks else \
+            np.zeros(0)
+    return table, K, n_k, pos, blocks, comp, owner
+
+
+def _pair_values(lay, owner, comp, seq, mbs) -> Dict[str, object]:
+    """{row symbol name: float64 array}: the layout (DP, TP, PP, EP, ETP, CP, SP = TP) and the composition of
+    each pair (P,), the last axis, s and b along the axes before it: broadcasting to (s, b, pairs)."""
+    sizes = {"DP": "dp", "TP": "tp", "PP": "pp", "EP": "ep", "ETP": "etp", "CP": "cp", "SP": "tp"}
+    of = {v: lay[v].astype(np.float64)[owner] for v in dict.fromkeys(sizes.values())}
+    out = {k: of[v] for k, v in sizes.items()}
+    out.update(comp)
+    out["s"] = np.asarray(seq, dtype=np.float64).reshape(-1, 1, 1)
+    out["b"] = np.asarray(mbs, dtype=np.float64).reshape(1, -1, 1)
     return out
 
 
-def _values(model, training, exprs: Optional[Mapping[str, object]], keys, cols, compo) -> Dict[str, object]:
-    """{key: (n_g, K) float64 array}: every term ``keys`` in one vectorised pass (the layout, b, s and the
-    compositions as arrays): the generated kernels, or with ``exprs`` those expressions lambdified."""
-    n_g, K = compo.shape[:2]
-    rows = _row_values(cols, compo)
+def _blocks(values_at, keys, rows, shape, chunk: int = 1 << 14) -> Dict[str, object]:
+    """{key: float64 array of ``shape`` (..., pairs)}: ``values_at(rows)`` ({key: array broadcasting to it})
+    over blocks of ``chunk`` pairs (the last axis of every row array with one value per pair), whose
+    temporaries stay in the CPU cache as in :func:`symbolic.search.evaluate`; element-wise, the same
+    numbers as one call."""
+    P = shape[-1]
+    if P <= chunk:
+        out = values_at(rows)
+        return {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), shape) for k in keys}
+    full = {k: np.empty(shape) for k in keys}
+    for i in range(0, P, chunk):
+        out = values_at({r: v[..., i:i + chunk] if np.ndim(v) and np.shape(v)[-1] == P else v
+                         for r, v in rows.items()})
+        for k in keys:
+            full[k][..., i:i + chunk] = out[k]
+    return full
+
+
+def _values(model, training, exprs: Optional[Mapping[str, object]], keys, rows, shape, factor: bool):
+    """{key: float64 array of ``shape``}: the terms ``keys`` at the pairs' ``rows`` (:func:`_pair_values`) in
+    one vectorised pass: the generated kernels, or with ``exprs`` those expressions lambdified (factored
+    when ``factor``)."""
     if exprs is None:
         training = training or cfg.Training()
-        out = {}
-        for group in dict.fromkeys(kernels.group_of(model, [k]) for k in keys):
-            out.update(kernels.values(model, training, group, rows))
+        groups = tuple(dict.fromkeys(kernels.group_of(model, [k]) for k in keys))
+
+        def values_at(part):
+            out = {}
+            for group in groups:
+                out.update(kernels.values(model, training, group, part))
+            return out
     else:
-        fn, args, names = _compile(model, training, exprs, n_g * K > FACTOR_ABOVE)
+        fn, args, names = _compile(model, training, exprs, factor)
         missing = [a for a in args if a not in rows]
         if missing:
             raise cfg.ConfigError("missing-values", f"search: no value for {missing[0]} (not a layout, training or "
                                                     f"stage symbol)")
-        out = dict(zip(names, evaluate(fn, [rows[a] for a in args])))
-    return {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), (n_g, K)) for k in keys}
+
+        def values_at(part):
+            return dict(zip(names, fn(*[part[a] for a in args])))
+    return _blocks(values_at, keys, rows, shape)
 
 
-def _most_loaded(value, choices, n_g: int, K: int, per_layout=frozenset(), per: int = 1):
+def _most_loaded(value, choices, blocks, pos, shape):
     """Per (ZeRO stage, policy) present in ``choices``: each group's total at its most-loaded composition.
-    ``value``: {key: (n_g, K) array}, or for the keys of ``per_layout`` (the model states, which depend on
-    neither b nor s) (n_g / per, K): a layout's ``per`` consecutive groups share its row.
-    Returns ([(zero, policy index, pick)], [total (n_g,) per choice], [composition index (n_g,) per choice]):
-    the first most-loaded composition of each group (``np.argmax``)."""
+    ``value``: {key: array of ``shape`` (s, b, pairs), or (pairs,) for the model states (they depend on
+    neither b nor s)}, the pairs in :func:`_pairs`' ``blocks``; ``pos``: each layout's position in a block.
+    Returns ([(zero, policy index, pick)], the totals (choices x groups, in order), [(the sum of the
+    components but the last, the last) per choice]).  The maximum over a layout's compositions is a
+    running ``np.maximum`` over the blocks: the total of the first most-loaded composition (as
+    ``np.argmax``, which :func:`_stage_view` runs for the rows that are read)."""
     zeros = sorted({z for z, _ in choices})
     policies = tuple(dict.fromkeys(r for _, r in choices))
     comps = list(next(iter(choices.values()))) if choices else []
-    present, totals, js = [], [], []
+    per = shape[0] * shape[1]
+    present = [(z, ri, choices[z, r]) for z in zeros for ri, r in enumerate(policies) if (z, r) in choices]
+    n_g = len(pos) * per
+    totals = np.empty(len(present) * n_g)  # each choice's groups written in place: no copy of every row
+    parts = []
     partial = {}  # the components but the last summed once per distinct (ids): the same additions in order
-    for z in zeros:
-        for ri, r in enumerate(policies):
-            pick = choices.get((z, r))
-            if pick is None:
-                continue
-            head, last = tuple(pick[c] for c in comps[:-1]), pick[comps[-1]]
-            if head and per > 1 and set(head) <= per_layout and last not in per_layout:
-                if head not in partial:  # per layout; a layout's groups add their own last component below
-                    partial[head] = sum(value[k] for k in head)
-                total = (partial[head][:, None, :] + value[last].reshape(n_g // per, per, K)).reshape(n_g, K)
-            elif head:
-                if head not in partial:
-                    x = sum(value[k] for k in head)
-                    partial[head] = np.repeat(x, per, axis=0) if per > 1 and set(head) <= per_layout else x
-                total = partial[head] + value[last]
+    for ci, (_, _, pick) in enumerate(present):
+        head, last = tuple(pick[c] for c in comps[:-1]), pick[comps[-1]]
+        if head not in partial:  # (no head: 0 + the last, as the sum of one component)
+            partial[head] = sum((value[k] for k in head), np.zeros(shape[-1:]) if not head else 0)
+        h, a = partial[head], value[last]
+        best = np.zeros((per, 0))
+        for i, (o, n) in enumerate(blocks):
+            t = np.broadcast_to(h[..., o:o + n] + a[..., o:o + n], shape[:2] + (n,)).reshape(per, n)
+            if i:
+                np.maximum(best[:, :n], t, out=best[:, :n])
             else:
-                total = sum(value[pick[c]] for c in comps)
-            j = np.argmax(total, axis=1)  # first most-loaded composition
-            present.append((z, ri, pick))
-            totals.append(np.take_along_axis(total, j[:, None], axis=1)[:, 0])
-            js.append(j)
-    return present, totals, js
-
-
-def _layout_values(lay, comp, seq, mbs, grid: bool):
-    """{row symbol name: float64 array} broadcasting to (layouts, s, b, K): the layout (DP, TP, PP, EP, ETP,
-    CP, SP = TP) per layout, s and b along their axes, the compositions (layouts, K).  ``grid`` False:
-    (layouts, K) rows for terms that depend on neither b nor s, at the first of each (as the groups')."""
-    sizes = {"DP": "dp", "TP": "tp", "PP": "pp", "EP": "ep", "ETP": "etp", "CP": "cp", "SP": "tp"}
-    shape = (-1, 1, 1, 1) if grid else (-1, 1)
-    out = {k: lay[v].astype(np.float64).reshape(shape) for k, v in sizes.items()}
-    for j, k in enumerate(("L_d", "L_m", "e_E", "e_H")):
-        c = comp[:, :, j].astype(np.float64)
-        out[k] = c[:, None, None, :] if grid else c
-    shape = ((1, -1, 1, 1), (1, 1, -1, 1)) if grid else ((1, 1), (1, 1))
-    out["s"] = np.asarray(seq if grid else seq[:1], dtype=np.float64).reshape(shape[0])
-    out["b"] = np.asarray(mbs if grid else mbs[:1], dtype=np.float64).reshape(shape[1])
-    return out
-
-
-def _kernel_values(model, training, keys, rows, shape) -> Dict[str, object]:
-    """{key: array of ``shape``}: the generated kernels' terms ``keys`` at ``rows`` (broadcasting)."""
-    out = {}
-    for group in dict.fromkeys(kernels.group_of(model, [k]) for k in keys):
-        out.update(kernels.values(model, training, group, rows))
-    return {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), shape).reshape(-1, shape[-1]) for k in keys}
+                best = t.copy()
+        totals[ci * n_g:(ci + 1) * n_g].reshape(-1, per)[...] = best[:, pos].T
+        parts.append((h, a))
+    return present, totals, parts
 
 
 def _stage_view(model, training, exprs, choices, enum, seqs, mbs):
     """The paper's view (no schedule): every configuration at its most-loaded stage, one micro-batch per
     stage.  Columns (a :class:`Columns`): the groups' columns tiled once per choice, then the components
-    of each choice.  With the generated kernels the model states (independent of b and s:
-    derivations/analyses/kernelgen.py checks it) are evaluated once per layout, not once per (layout, s, b)
-    group, and the activations over the grid (layouts, s, b, compositions) by broadcasting (the same
-    element-wise operations as over the rows of every group)."""
+    of each choice.  Every term is evaluated at the (layout, distinct composition) pairs (:func:`_pairs`),
+    the activations over the grid (s, b, pairs) by broadcasting (the same element-wise operations as over
+    the rows of every group); with the generated kernels the model states (independent of b and s:
+    derivations/analyses/kernelgen.py checks it) once per pair, not once per (layout, s, b) group.  The
+    pairs are the last axis: numpy's inner loops run over thousands of them, not over a few compositions.
+    Which composition is the most-loaded (for the components and the stage) is found only for the rows
+    that are read."""
     lay = enum.arrays
     n_l, n_s, n_b = len(enum), len(seqs), len(mbs)
     per, n_g = n_s * n_b, n_l * n_s * n_b  # group g = (layout * n_s + s) * n_b + b
-    table, K = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
-    comp = table[lay["pp"]]  # (n_l, K, 5)
+    table, K, n_k, pos, blocks, comp, owner = _pairs(model, lay)
+    P = len(owner)
     keys = sorted({k for pick in choices.values() for k in pick.values()})
     states = frozenset(k for pick in choices.values() for c, k in pick.items() if c != "activations")
-    if exprs is None and per > 1 and not states & {pick["activations"] for pick in choices.values()}:
-        value = _kernel_values(model, training, sorted(states), _layout_values(lay, comp, seqs, mbs, False),
-                               (n_l, K))
-        grid = (n_l, n_s, n_b, K)
-        value.update(_kernel_values(model, training, [k for k in keys if k not in states],
-                                    _layout_values(lay, comp, seqs, mbs, True), grid))
-    else:
-        cols, compo = _rows(model, enum, seqs, mbs)
-        states, value = frozenset(), _values(model, training, exprs, keys, cols, compo)
-    present, totals, js = _most_loaded(value, choices, n_g, K, states, per)
+    if exprs is not None or states & {pick["activations"] for pick in choices.values()}:
+        states = frozenset()  # every term over the grid
+    rows = _pair_values(lay, owner, comp, seqs, mbs)
+    factor = n_g * K > FACTOR_ABOVE  # as over the rows of every group, padded to K compositions
+    value = _values(model, training, exprs, [k for k in keys if k not in states], rows, (n_s, n_b, P), factor)
+    if states:  # at the first s and b
+        rows.update(s=rows["s"][:1].reshape(1), b=rows["b"][:, :1].reshape(1))
+        value.update(_values(model, training, exprs, sorted(states), rows, (P,), factor))
+    present, totals, parts = _most_loaded(value, choices, blocks, pos, (n_s, n_b, P))
     n_c = len(present)
     seq_a, mbs_a = np.array(seqs, dtype=np.int64), np.array(mbs, dtype=np.int64)
     group = {k: lay[k] for k in ("dp", "tp", "pp", "ep", "etp", "cp")}
@@ -267,13 +298,33 @@ def _stage_view(model, training, exprs, choices, enum, seqs, mbs):
     for k in ("dp", "tp", "pp", "ep", "etp", "cp", "sp", "seq", "mbs", "edp"):
         lazy[k] = ((lambda f: lambda: np.tile(f(every), n_c))(at[k]),
                    (lambda f: lambda idx: f(idx % n_g) if n_g else np.zeros(0, np.int64))(at[k]))
-    stage = comp[:, :, 4]
+
+    def of(a, p, pair):  # a term's values at pairs ``pair`` of the (s, b) groups ``p``
+        return a[pair] if np.ndim(a) == 1 else np.broadcast_to(a, (n_s, n_b, P)).reshape(per, P)[p, pair]
+
+    starts = np.array([o for o, _ in blocks], dtype=np.int64)
+    memo = {}
+
+    def pairs(g):  # (group indices g) -> the pairs of each group's layout (len(g), K), the last repeated
+        l = g // per
+        return starts[np.minimum(np.arange(K), n_k[l][:, None] - 1)] + pos[l][:, None]
+
+    def argmax(ci, g):  # the first most-loaded composition of choice ci at groups g (its index in the layout)
+        head, last = parts[ci]
+        p, pair = (g % per)[:, None], pairs(g)
+        return np.argmax(of(head, p, pair) + of(last, p, pair), axis=1)
+
+    def most_loaded(ci, g):
+        if ci not in memo and 4 * len(g) >= n_g:  # most of the rows: every row once, kept for the other columns
+            memo[ci] = argmax(ci, every)
+        return memo[ci][g] if ci in memo else argmax(ci, g)
+
+    stage = table[:, :, 4]
+    pp_a = lay["pp"]
 
     def component(c):
         def rows_of(ci, g):  # the values of choice ci at groups g
-            key = present[ci][2][c]
-            a = value[key]
-            return a[g // per if key in states else g, js[ci][g]]
+            return of(value[present[ci][2][c]], g % per, starts[most_loaded(ci, g)] + pos[g // per])
 
         def full():
             if not present:
@@ -290,14 +341,14 @@ def _stage_view(model, training, exprs, choices, enum, seqs, mbs):
     for k, v in per_choice.items():
         lazy[k] = ((lambda v: lambda: np.repeat(v, n_g))(v),  # int64 with no choice too
                    (lambda v: lambda idx: v[idx // n_g] if n_g else np.zeros(0, np.int64))(v))
-    stage_at = lambda ci, g: stage[g // per, js[ci][g]]
+    stage_at = lambda ci, g: stage[pp_a[g // per], most_loaded(ci, g)]
     lazy["stage"] = ((lambda: np.concatenate([stage_at(ci, every) for ci in range(n_c)]) if present
                       else np.zeros(0, dtype=stage.dtype)),
                      _by_choice(stage_at, n_g, n_c, stage.dtype))
     order = ["dp", "tp", "pp", "ep", "etp", "cp", "sp", "seq", "mbs", "edp"] + comps + ["total", "zero",
                                                                                           "recompute", "stage"]
     # the columns in their order as ever: the groups', then the components, total, ZeRO stage, policy, stage
-    return Columns({"total": np.concatenate(totals) if totals else np.zeros(0)}, lazy, order)
+    return Columns({"total": totals}, lazy, order)
 
 
 def _by_choice(rows_of, n_g: int, n_c: int, dtype):
@@ -352,15 +403,32 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
         out = _stage_view(model, training, exprs, choices, enum, seqs, mbs)
     if "edp" not in out:
         out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
-    out["peak"] = peak(out["total"], float(over["f_frag"]), float(over["M_buf"]))
-    out["headroom"] = hbm - out["peak"]
-    out["fits"] = out["peak"] <= hbm
+    f, buf = float(over["f_frag"]), float(over["M_buf"])
+    if isinstance(out, Columns):  # the peak and headroom of the rows read (ranking and formatting read a few)
+        total = out["total"]
+        at = lambda idx: peak(total[idx], f, buf)
+        out.set_lazy("peak", lambda: peak(total, f, buf), at)
+        out.set_lazy("headroom", lambda: hbm - out["peak"], lambda idx: hbm - at(idx))
+        out["fits"] = _fits(total, f, buf, hbm)
+    else:
+        out["peak"] = peak(out["total"], f, buf)
+        out["headroom"] = hbm - out["peak"]
+        out["fits"] = out["peak"] <= hbm
     if "microbatches" in out:  # the pipeline bubble fraction (PP - 1) / (m + PP - 1) of each configuration
         m = np.where(out["microbatches"] > 0, out["microbatches"], 10 ** 9).astype(np.float64)
         out["bubble"] = (out["pp"] - 1) / (m + out["pp"] - 1)
     return SearchResult(gpus, hbm, enum, tuple(dict.fromkeys(r for _, r in choices)), over, out,
                         schedule=training.schedule, global_batch=global_batch, invalid=invalid,
                         layout_groups=groups)
+
+
+def _fits(total, f: float, buf: float, hbm: int, chunk: int = 1 << 14):
+    """``peak(total, f, buf) <= hbm`` (the same operations) in blocks of ``chunk`` rows: no temporary of a
+    value per configuration (321,552 of them for search --gpus 16384)."""
+    out = np.empty(len(total), dtype=bool)
+    for i in range(0, len(total), chunk):
+        out[i:i + chunk] = peak(total[i:i + chunk], f, buf) <= hbm
+    return out
 
 
 def pipeline(schedule=None, microbatches=None, vpp=None, global_batch=None) -> cfg.Training:

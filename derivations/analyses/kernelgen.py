@@ -11,7 +11,8 @@ named after the first: ``derivations.generated.SEARCH_KERNELS``), holding per gr
 states, the activations):
 
 * ``<group>_coefficients(v)``: the distinct coefficients, exact Python (integers and
-  ``fractions.Fraction``) printed by :func:`symbolic.codegen.python` from a substitution by name;
+  ``fractions.Fraction``) printed by :func:`symbolic.codegen.python` from a substitution by name
+  (each value bound once to a local name);
 * ``<group>(c0, ..., cn, <rows>)``: the terms as numpy code, sympy's own printer
   (``sympy.lambdify``'s NumPy printer with common subexpressions, :func:`symbolic.numeric.compile`)
   of the row polynomial in its factored (multivariate Horner) form (:func:`symbolic.search.factored`),
@@ -58,10 +59,15 @@ def group_source(name: str, exprs: Sequence[sp.Expr], rows: Sequence[sp.Symbol])
             c = coefs.setdefault(coef, sp.Symbol(f"c{len(coefs)}"))
             poly += c * mono
         polys.append(poly)
+    # each value read once into a local name: shorter source, compiled when the search imports it
+    # (~1.7 ms instead of ~3.6 for deepseek_search_q1b1t0 without bytecode files, measured)
+    names = sorted({x.name for coef in coefs for x in sp.sympify(coef).free_symbols})
+    local = all(n.isidentifier() for n in names)
     lines = [f"def {name}_coefficients(v):",
-             f'    """The {len(coefs)} coefficients of ``{name}`` at the substitution ``v`` (exact)."""',
-             "    return ("]
-    lines += [f"        {python(coef)}," for coef in coefs]
+             f'    """The {len(coefs)} coefficients of ``{name}`` at the substitution ``v`` (exact)."""']
+    lines += [f'    _{n} = v["{n}"]' for n in names] if local else []
+    lines += ["    return ("]
+    lines += [f"        {python(coef, local=local)}," for coef in coefs]
     lines += ["    )", "", ""]
     args = list(coefs.values()) + list(rows)
     fn = compile_fn(sp.Tuple(*[factored(p) for p in polys]), args)

@@ -43,12 +43,12 @@ def order(result: SearchResult, only_fitting: bool = True, sort: str = "bubble")
     """
     c = result.columns
     _check_sort(sort)
-    idx = np.flatnonzero(c["fits"]) if only_fitting else np.arange(len(c["peak"]))
+    idx = np.flatnonzero(c["fits"]) if only_fitting else np.arange(len(c["fits"]))
     if sort == "bubble":
         bubble = c["bubble"][idx] if "bubble" in c else take(c, "pp", idx).astype(np.float64)
-        keys = [np.round(bubble, 12), -np.round(c["headroom"][idx])] + [take(c, k, idx) for k in _BUBBLE_TIES]
+        keys = [np.round(bubble, 12), -np.round(take(c, "headroom", idx))] + [take(c, k, idx) for k in _BUBBLE_TIES]
     else:
-        keys = [np.round(c["peak"][idx]) * (-1 if sort == "peak" else 1)] + [take(c, k, idx) for k in _PEAK_TIES]
+        keys = [np.round(take(c, "peak", idx)) * (-1 if sort == "peak" else 1)] + [take(c, k, idx) for k in _PEAK_TIES]
     return idx[_sort_by(keys)]
 
 
@@ -60,9 +60,9 @@ def _keys(result: SearchResult, sort: str):
     if sort == "bubble":
         first = (lambda i: np.round(c["bubble"][i], 12)) if "bubble" in c else \
             _of_layout(lambda i: take(c, "pp", i).astype(np.float64), True)
-        return [first, lambda i: -np.round(c["headroom"][i])] + [col(k) for k in _BUBBLE_TIES]
+        return [first, lambda i: -np.round(take(c, "headroom", i))] + [col(k) for k in _BUBBLE_TIES]
     sign = -1 if sort == "peak" else 1
-    return [lambda i: np.round(c["peak"][i]) * sign] + [col(k) for k in _PEAK_TIES]
+    return [lambda i: np.round(take(c, "peak", i)) * sign] + [col(k) for k in _PEAK_TIES]
 
 
 def _of_layout(key, constant: bool):
@@ -120,7 +120,8 @@ def _group_min(values, ids, n_ids):
 def _layout_minima(result: SearchResult, keys, cand):
     """Rows (ascending) of ``cand`` (ascending), one per layout: the layout's first row in the order of
     ``keys`` (then row), found by narrowing the candidates to each layout's minimum key by key (one pass of
-    ``np.minimum.at`` per key, usually a few keys)."""
+    ``np.minimum.at`` per key, usually a few keys); None when a key compared holds a NaN (its order is the
+    full sort's: :func:`ranked` takes it)."""
     g, n_ids = layout_index(result, cand)  # the candidates' layouts, g[i] of keep[i] below
     present = int(np.count_nonzero(np.bincount(g, minlength=n_ids))) if len(cand) else 0
     keep = cand
@@ -130,6 +131,8 @@ def _layout_minima(result: SearchResult, keys, cand):
         if getattr(k, "per_layout", False):  # the same on every row of a layout: keeps them all
             continue
         x = k(keep)
+        if x.dtype.kind == "f" and np.isnan(x).any():
+            return None
         best = x == _group_min(x, g, n_ids)[g]
         keep, g = keep[best], g[best]
     # ties in every key: the lowest row of each layout (keep ascends)
@@ -144,21 +147,56 @@ def ranked(result: SearchResult, sort: str = "bubble", per_layout: bool = True, 
 
     Per layout, the first row in the order is the layout's minimum by the keys (then the row index, as
     the sort is stable): the candidates are narrowed key by key to each layout's minimum, and only the
-    winners, one per layout, are sorted (:func:`_layout_minima`).  Across every configuration the first
-    ``top`` rows are selected key by key with ``np.partition`` and only those sorted.  Keys with a NaN
-    take the full sort."""
+    winners, one per layout, are sorted (:func:`_layout_minima`), a block of layouts at a time
+    (:func:`_candidates`).  Across every configuration the first ``top`` rows are selected key by key
+    with ``np.partition`` and only those sorted.  Keys with a NaN where they are compared take the full
+    sort (the winners of a layout whose other keys are never compared are the full sort's)."""
     keys = _keys(result, sort)
-    cand = np.flatnonzero(result.columns["fits"])
     if not per_layout and top is None:
         return order(result, sort=sort)
-    c = result.columns
-    if any(c[k].dtype.kind == "f" and np.isnan(c[k][cand]).any() for k in ("bubble", "headroom", "peak") if k in c):
+    if per_layout:
+        minima = [_layout_minima(result, keys, rows) for rows in _candidates(result)]
+        keep = None if any(m is None for m in minima) else \
+            minima[0] if len(minima) == 1 else np.sort(np.concatenate(minima))  # layouts never share a block
+    else:
+        cand = np.flatnonzero(result.columns["fits"])
+        keep = None if _has_nan(result.columns, cand) else _first(keys, cand, 0, top)
+    if keep is None:
         idx = order(result, sort=sort)
         idx = first_per_layout(result, idx) if per_layout else idx
         return idx if top is None else idx[:top]
-    keep = _layout_minima(result, keys, cand) if per_layout else _first(keys, cand, 0, top)
     out = keep[_sort_by([k(keep) for k in keys])]
     return out if top is None else out[:top]
+
+
+def _has_nan(c, rows) -> bool:
+    """Whether a float key column (bubble, headroom, peak) holds a NaN at ``rows``."""
+    for k in ("bubble", "headroom", "peak"):
+        if k in c:
+            x = take(c, k, rows)
+            if x.dtype.kind == "f" and np.isnan(x).any():
+                return True
+    return False
+
+
+def _candidates(result: SearchResult, rows: int = 1 << 16):
+    """The fitting rows (ascending int64), in blocks.  With the rows laid out as choices x (layout, s, b)
+    groups (:func:`layout_index`), each block holds every row of a range of layouts, about ``rows`` rows: no
+    array of a value per candidate (208,051 of them for search --gpus 16384); otherwise one block."""
+    fits = result.columns["fits"]
+    n, n_l, per = len(fits), len(result.enumeration), result.layout_groups
+    if not (per and n_l and n % (n_l * per) == 0 and result.enumeration.distinct()):
+        return [np.flatnonzero(fits)]
+    n_g = n_l * per
+    n_c = n // n_g
+    edges = np.r_[np.arange(0, n_l, max(1, rows // max(1, n_c * per))), n_l] * per  # blocks of layouts
+    parts = []
+    for ci in range(n_c):  # each choice's candidates, cut at the blocks' edges
+        c = np.flatnonzero(fits[ci * n_g:(ci + 1) * n_g])
+        cut = np.searchsorted(c, edges)
+        c += ci * n_g
+        parts.append((c, cut))
+    return [np.concatenate([c[cut[b]:cut[b + 1]] for c, cut in parts]) for b in range(len(edges) - 1)]
 
 
 def _first(keys, rows, j, n):

@@ -11,31 +11,47 @@ ROWS = ('CP', 'DP', 'EP', 'ETP', 'L_d', 'L_m', 'PP', 'SP', 'TP', 'b', 'e_E', 'e_
 
 def states_coefficients(v):
     """The 24 coefficients of ``states`` at the substitution ``v`` (exact)."""
+    _B_1 = v["B_1"]
+    _B_2 = v["B_2"]
+    _B_g = v["B_g"]
+    _B_m = v["B_m"]
+    _B_w = v["B_w"]
+    _N = v["N"]
+    _N_s = v["N_s"]
+    _d_c = v["d_c"]
+    _d_h = v["d_h"]
+    _d_hr = v["d_hr"]
+    _d_v = v["d_v"]
+    _h = v["h"]
+    _h_E = v["h_E"]
+    _h_F = v["h_F"]
+    _n_h = v["n_h"]
+    _v = v["v"]
     return (
-        (v["B_g"]*v["d_c"]*v["h"] + v["B_g"]*v["d_c"] + v["B_g"]*v["d_hr"]*v["h"] + 2*v["B_g"]*v["h"]),
-        (v["B_g"]*v["N"]*v["h"] + 3*v["B_g"]*v["N_s"]*v["h"]*v["h_E"] + v["B_g"]*v["d_c"]*v["h"] + v["B_g"]*v["d_c"] + v["B_g"]*v["d_hr"]*v["h"] + 2*v["B_g"]*v["h"]),
-        (v["B_g"]*v["h"]*v["v"]),
-        (v["B_g"]*v["d_c"]*v["d_h"]*v["n_h"] + v["B_g"]*v["d_c"]*v["d_v"]*v["n_h"] + v["B_g"]*v["d_h"]*v["h"]*v["n_h"] + v["B_g"]*v["d_hr"]*v["h"]*v["n_h"] + v["B_g"]*v["d_v"]*v["h"]*v["n_h"] + 3*v["B_g"]*v["h"]*v["h_F"]),
-        (v["B_g"]*v["d_c"]*v["d_h"]*v["n_h"] + v["B_g"]*v["d_c"]*v["d_v"]*v["n_h"] + v["B_g"]*v["d_h"]*v["h"]*v["n_h"] + v["B_g"]*v["d_hr"]*v["h"]*v["n_h"] + v["B_g"]*v["d_v"]*v["h"]*v["n_h"]),
-        (3*v["B_g"]*v["N"]*v["h"]*v["h_E"]),
-        (3*v["B_g"]*v["N"]*v["h"]*v["h_E"] + v["B_g"]*v["d_c"]*v["d_h"]*v["n_h"] + v["B_g"]*v["d_c"]*v["d_v"]*v["n_h"] + v["B_g"]*v["d_h"]*v["h"]*v["n_h"] + v["B_g"]*v["d_hr"]*v["h"]*v["n_h"] + v["B_g"]*v["d_v"]*v["h"]*v["n_h"]),
-        (v["B_g"]*v["N"]*v["h"] + 3*v["B_g"]*v["N_s"]*v["h"]*v["h_E"]),
-        (v["B_1"]*v["d_c"]*v["h"] + v["B_1"]*v["d_c"] + v["B_1"]*v["d_hr"]*v["h"] + 2*v["B_1"]*v["h"] + v["B_2"]*v["d_c"]*v["h"] + v["B_2"]*v["d_c"] + v["B_2"]*v["d_hr"]*v["h"] + 2*v["B_2"]*v["h"] + v["B_m"]*v["d_c"]*v["h"] + v["B_m"]*v["d_c"] + v["B_m"]*v["d_hr"]*v["h"] + 2*v["B_m"]*v["h"]),
-        (v["B_1"]*v["N"]*v["h"] + 3*v["B_1"]*v["N_s"]*v["h"]*v["h_E"] + v["B_1"]*v["d_c"]*v["h"] + v["B_1"]*v["d_c"] + v["B_1"]*v["d_hr"]*v["h"] + 2*v["B_1"]*v["h"] + v["B_2"]*v["N"]*v["h"] + 3*v["B_2"]*v["N_s"]*v["h"]*v["h_E"] + v["B_2"]*v["d_c"]*v["h"] + v["B_2"]*v["d_c"] + v["B_2"]*v["d_hr"]*v["h"] + 2*v["B_2"]*v["h"] + v["B_m"]*v["N"]*v["h"] + 3*v["B_m"]*v["N_s"]*v["h"]*v["h_E"] + v["B_m"]*v["d_c"]*v["h"] + v["B_m"]*v["d_c"] + v["B_m"]*v["d_hr"]*v["h"] + 2*v["B_m"]*v["h"]),
-        (v["B_1"]*v["h"]*v["v"] + v["B_2"]*v["h"]*v["v"] + v["B_m"]*v["h"]*v["v"]),
-        (v["B_1"]*v["d_c"]*v["d_h"]*v["n_h"] + v["B_1"]*v["d_c"]*v["d_v"]*v["n_h"] + v["B_1"]*v["d_h"]*v["h"]*v["n_h"] + v["B_1"]*v["d_hr"]*v["h"]*v["n_h"] + v["B_1"]*v["d_v"]*v["h"]*v["n_h"] + 3*v["B_1"]*v["h"]*v["h_F"] + v["B_2"]*v["d_c"]*v["d_h"]*v["n_h"] + v["B_2"]*v["d_c"]*v["d_v"]*v["n_h"] + v["B_2"]*v["d_h"]*v["h"]*v["n_h"] + v["B_2"]*v["d_hr"]*v["h"]*v["n_h"] + v["B_2"]*v["d_v"]*v["h"]*v["n_h"] + 3*v["B_2"]*v["h"]*v["h_F"] + v["B_m"]*v["d_c"]*v["d_h"]*v["n_h"] + v["B_m"]*v["d_c"]*v["d_v"]*v["n_h"] + v["B_m"]*v["d_h"]*v["h"]*v["n_h"] + v["B_m"]*v["d_hr"]*v["h"]*v["n_h"] + v["B_m"]*v["d_v"]*v["h"]*v["n_h"] + 3*v["B_m"]*v["h"]*v["h_F"]),
-        (v["B_1"]*v["d_c"]*v["d_h"]*v["n_h"] + v["B_1"]*v["d_c"]*v["d_v"]*v["n_h"] + v["B_1"]*v["d_h"]*v["h"]*v["n_h"] + v["B_1"]*v["d_hr"]*v["h"]*v["n_h"] + v["B_1"]*v["d_v"]*v["h"]*v["n_h"] + v["B_2"]*v["d_c"]*v["d_h"]*v["n_h"] + v["B_2"]*v["d_c"]*v["d_v"]*v["n_h"] + v["B_2"]*v["d_h"]*v["h"]*v["n_h"] + v["B_2"]*v["d_hr"]*v["h"]*v["n_h"] + v["B_2"]*v["d_v"]*v["h"]*v["n_h"] + v["B_m"]*v["d_c"]*v["d_h"]*v["n_h"] + v["B_m"]*v["d_c"]*v["d_v"]*v["n_h"] + v["B_m"]*v["d_h"]*v["h"]*v["n_h"] + v["B_m"]*v["d_hr"]*v["h"]*v["n_h"] + v["B_m"]*v["d_v"]*v["h"]*v["n_h"]),
-        (3*v["B_1"]*v["N"]*v["h"]*v["h_E"] + 3*v["B_2"]*v["N"]*v["h"]*v["h_E"] + 3*v["B_m"]*v["N"]*v["h"]*v["h_E"]),
-        (3*v["B_1"]*v["N"]*v["h"]*v["h_E"] + v["B_1"]*v["d_c"]*v["d_h"]*v["n_h"] + v["B_1"]*v["d_c"]*v["d_v"]*v["n_h"] + v["B_1"]*v["d_h"]*v["h"]*v["n_h"] + v["B_1"]*v["d_hr"]*v["h"]*v["n_h"] + v["B_1"]*v["d_v"]*v["h"]*v["n_h"] + 3*v["B_2"]*v["N"]*v["h"]*v["h_E"] + v["B_2"]*v["d_c"]*v["d_h"]*v["n_h"] + v["B_2"]*v["d_c"]*v["d_v"]*v["n_h"] + v["B_2"]*v["d_h"]*v["h"]*v["n_h"] + v["B_2"]*v["d_hr"]*v["h"]*v["n_h"] + v["B_2"]*v["d_v"]*v["h"]*v["n_h"] + 3*v["B_m"]*v["N"]*v["h"]*v["h_E"] + v["B_m"]*v["d_c"]*v["d_h"]*v["n_h"] + v["B_m"]*v["d_c"]*v["d_v"]*v["n_h"] + v["B_m"]*v["d_h"]*v["h"]*v["n_h"] + v["B_m"]*v["d_hr"]*v["h"]*v["n_h"] + v["B_m"]*v["d_v"]*v["h"]*v["n_h"]),
-        (v["B_1"]*v["N"]*v["h"] + 3*v["B_1"]*v["N_s"]*v["h"]*v["h_E"] + v["B_2"]*v["N"]*v["h"] + 3*v["B_2"]*v["N_s"]*v["h"]*v["h_E"] + v["B_m"]*v["N"]*v["h"] + 3*v["B_m"]*v["N_s"]*v["h"]*v["h_E"]),
-        (v["B_w"]*v["d_c"]*v["h"] + v["B_w"]*v["d_c"] + v["B_w"]*v["d_hr"]*v["h"] + 2*v["B_w"]*v["h"]),
-        (v["B_w"]*v["N"]*v["h"] + 3*v["B_w"]*v["N_s"]*v["h"]*v["h_E"] + v["B_w"]*v["d_c"]*v["h"] + v["B_w"]*v["d_c"] + v["B_w"]*v["d_hr"]*v["h"] + 2*v["B_w"]*v["h"]),
-        (v["B_w"]*v["h"]*v["v"]),
-        (v["B_w"]*v["d_c"]*v["d_h"]*v["n_h"] + v["B_w"]*v["d_c"]*v["d_v"]*v["n_h"] + v["B_w"]*v["d_h"]*v["h"]*v["n_h"] + v["B_w"]*v["d_hr"]*v["h"]*v["n_h"] + v["B_w"]*v["d_v"]*v["h"]*v["n_h"] + 3*v["B_w"]*v["h"]*v["h_F"]),
-        (v["B_w"]*v["d_c"]*v["d_h"]*v["n_h"] + v["B_w"]*v["d_c"]*v["d_v"]*v["n_h"] + v["B_w"]*v["d_h"]*v["h"]*v["n_h"] + v["B_w"]*v["d_hr"]*v["h"]*v["n_h"] + v["B_w"]*v["d_v"]*v["h"]*v["n_h"]),
-        (3*v["B_w"]*v["N"]*v["h"]*v["h_E"]),
-        (3*v["B_w"]*v["N"]*v["h"]*v["h_E"] + v["B_w"]*v["d_c"]*v["d_h"]*v["n_h"] + v["B_w"]*v["d_c"]*v["d_v"]*v["n_h"] + v["B_w"]*v["d_h"]*v["h"]*v["n_h"] + v["B_w"]*v["d_hr"]*v["h"]*v["n_h"] + v["B_w"]*v["d_v"]*v["h"]*v["n_h"]),
-        (v["B_w"]*v["N"]*v["h"] + 3*v["B_w"]*v["N_s"]*v["h"]*v["h_E"]),
+        (_B_g*_d_c*_h + _B_g*_d_c + _B_g*_d_hr*_h + 2*_B_g*_h),
+        (_B_g*_N*_h + 3*_B_g*_N_s*_h*_h_E + _B_g*_d_c*_h + _B_g*_d_c + _B_g*_d_hr*_h + 2*_B_g*_h),
+        (_B_g*_h*_v),
+        (_B_g*_d_c*_d_h*_n_h + _B_g*_d_c*_d_v*_n_h + _B_g*_d_h*_h*_n_h + _B_g*_d_hr*_h*_n_h + _B_g*_d_v*_h*_n_h + 3*_B_g*_h*_h_F),
+        (_B_g*_d_c*_d_h*_n_h + _B_g*_d_c*_d_v*_n_h + _B_g*_d_h*_h*_n_h + _B_g*_d_hr*_h*_n_h + _B_g*_d_v*_h*_n_h),
+        (3*_B_g*_N*_h*_h_E),
+        (3*_B_g*_N*_h*_h_E + _B_g*_d_c*_d_h*_n_h + _B_g*_d_c*_d_v*_n_h + _B_g*_d_h*_h*_n_h + _B_g*_d_hr*_h*_n_h + _B_g*_d_v*_h*_n_h),
+        (_B_g*_N*_h + 3*_B_g*_N_s*_h*_h_E),
+        (_B_1*_d_c*_h + _B_1*_d_c + _B_1*_d_hr*_h + 2*_B_1*_h + _B_2*_d_c*_h + _B_2*_d_c + _B_2*_d_hr*_h + 2*_B_2*_h + _B_m*_d_c*_h + _B_m*_d_c + _B_m*_d_hr*_h + 2*_B_m*_h),
+        (_B_1*_N*_h + 3*_B_1*_N_s*_h*_h_E + _B_1*_d_c*_h + _B_1*_d_c + _B_1*_d_hr*_h + 2*_B_1*_h + _B_2*_N*_h + 3*_B_2*_N_s*_h*_h_E + _B_2*_d_c*_h + _B_2*_d_c + _B_2*_d_hr*_h + 2*_B_2*_h + _B_m*_N*_h + 3*_B_m*_N_s*_h*_h_E + _B_m*_d_c*_h + _B_m*_d_c + _B_m*_d_hr*_h + 2*_B_m*_h),
+        (_B_1*_h*_v + _B_2*_h*_v + _B_m*_h*_v),
+        (_B_1*_d_c*_d_h*_n_h + _B_1*_d_c*_d_v*_n_h + _B_1*_d_h*_h*_n_h + _B_1*_d_hr*_h*_n_h + _B_1*_d_v*_h*_n_h + 3*_B_1*_h*_h_F + _B_2*_d_c*_d_h*_n_h + _B_2*_d_c*_d_v*_n_h + _B_2*_d_h*_h*_n_h + _B_2*_d_hr*_h*_n_h + _B_2*_d_v*_h*_n_h + 3*_B_2*_h*_h_F + _B_m*_d_c*_d_h*_n_h + _B_m*_d_c*_d_v*_n_h + _B_m*_d_h*_h*_n_h + _B_m*_d_hr*_h*_n_h + _B_m*_d_v*_h*_n_h + 3*_B_m*_h*_h_F),
+        (_B_1*_d_c*_d_h*_n_h + _B_1*_d_c*_d_v*_n_h + _B_1*_d_h*_h*_n_h + _B_1*_d_hr*_h*_n_h + _B_1*_d_v*_h*_n_h + _B_2*_d_c*_d_h*_n_h + _B_2*_d_c*_d_v*_n_h + _B_2*_d_h*_h*_n_h + _B_2*_d_hr*_h*_n_h + _B_2*_d_v*_h*_n_h + _B_m*_d_c*_d_h*_n_h + _B_m*_d_c*_d_v*_n_h + _B_m*_d_h*_h*_n_h + _B_m*_d_hr*_h*_n_h + _B_m*_d_v*_h*_n_h),
+        (3*_B_1*_N*_h*_h_E + 3*_B_2*_N*_h*_h_E + 3*_B_m*_N*_h*_h_E),
+        (3*_B_1*_N*_h*_h_E + _B_1*_d_c*_d_h*_n_h + _B_1*_d_c*_d_v*_n_h + _B_1*_d_h*_h*_n_h + _B_1*_d_hr*_h*_n_h + _B_1*_d_v*_h*_n_h + 3*_B_2*_N*_h*_h_E + _B_2*_d_c*_d_h*_n_h + _B_2*_d_c*_d_v*_n_h + _B_2*_d_h*_h*_n_h + _B_2*_d_hr*_h*_n_h + _B_2*_d_v*_h*_n_h + 3*_B_m*_N*_h*_h_E + _B_m*_d_c*_d_h*_n_h + _B_m*_d_c*_d_v*_n_h + _B_m*_d_h*_h*_n_h + _B_m*_d_hr*_h*_n_h + _B_m*_d_v*_h*_n_h),
+        (_B_1*_N*_h + 3*_B_1*_N_s*_h*_h_E + _B_2*_N*_h + 3*_B_2*_N_s*_h*_h_E + _B_m*_N*_h + 3*_B_m*_N_s*_h*_h_E),
+        (_B_w*_d_c*_h + _B_w*_d_c + _B_w*_d_hr*_h + 2*_B_w*_h),
+        (_B_w*_N*_h + 3*_B_w*_N_s*_h*_h_E + _B_w*_d_c*_h + _B_w*_d_c + _B_w*_d_hr*_h + 2*_B_w*_h),
+        (_B_w*_h*_v),
+        (_B_w*_d_c*_d_h*_n_h + _B_w*_d_c*_d_v*_n_h + _B_w*_d_h*_h*_n_h + _B_w*_d_hr*_h*_n_h + _B_w*_d_v*_h*_n_h + 3*_B_w*_h*_h_F),
+        (_B_w*_d_c*_d_h*_n_h + _B_w*_d_c*_d_v*_n_h + _B_w*_d_h*_h*_n_h + _B_w*_d_hr*_h*_n_h + _B_w*_d_v*_h*_n_h),
+        (3*_B_w*_N*_h*_h_E),
+        (3*_B_w*_N*_h*_h_E + _B_w*_d_c*_d_h*_n_h + _B_w*_d_c*_d_v*_n_h + _B_w*_d_h*_h*_n_h + _B_w*_d_hr*_h*_n_h + _B_w*_d_v*_h*_n_h),
+        (_B_w*_N*_h + 3*_B_w*_N_s*_h*_h_E),
     )
 
 
@@ -54,19 +70,34 @@ def states(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15,
 
 def activations_coefficients(v):
     """The 12 coefficients of ``activations`` at the substitution ``v`` (exact)."""
+    _B_a = v["B_a"]
+    _B_k = v["B_k"]
+    _F = v["F"]
+    _N = v["N"]
+    _N_r = v["N_r"]
+    _N_s = v["N_s"]
+    _d_c = v["d_c"]
+    _d_h = v["d_h"]
+    _d_hr = v["d_hr"]
+    _d_v = v["d_v"]
+    _h = v["h"]
+    _h_E = v["h_E"]
+    _h_F = v["h_F"]
+    _n_h = v["n_h"]
+    _v = v["v"]
     return (
-        (v["B_a"]*v["d_c"]),
-        (2*v["B_a"]*v["N"] + v["B_a"]*v["N_r"] + v["B_a"]*v["N_s"]*v["h"] + 4*v["B_a"]*v["N_s"]*v["h_E"] + v["B_a"]*v["d_c"] + v["B_k"]*v["N_s"]*v["h"]),
-        (v["B_a"]*v["v"] + 4*v["v"]),
-        (2*v["B_a"]*v["n_h"] + v["B_k"]*v["n_h"]),
-        (4*v["B_a"]*v["h"] + v["B_k"]*v["h"]),
-        (4*v["B_a"]*v["h"] + 2*v["B_k"]*v["h"]),
-        (2*v["B_a"]*v["h"]),
-        (2*v["B_a"]*v["d_h"]*v["n_h"] + 2*v["B_a"]*v["d_hr"]*v["n_h"] + 2*v["B_a"]*v["d_v"]*v["n_h"] + 4*v["B_a"]*v["h_F"]),
-        (2*v["B_a"]*v["d_h"]*v["n_h"] + 2*v["B_a"]*v["d_hr"]*v["n_h"] + 2*v["B_a"]*v["d_v"]*v["n_h"]),
-        (v["B_a"]*v["F"]*v["N_r"]*v["h"] + v["B_k"]*v["F"]*v["N_r"]*v["h"]),
-        (4*v["B_a"]*v["F"]*v["N_r"]*v["h_E"]),
-        (v["B_a"]*v["N_r"]),
+        (_B_a*_d_c),
+        (2*_B_a*_N + _B_a*_N_r + _B_a*_N_s*_h + 4*_B_a*_N_s*_h_E + _B_a*_d_c + _B_k*_N_s*_h),
+        (_B_a*_v + 4*_v),
+        (2*_B_a*_n_h + _B_k*_n_h),
+        (4*_B_a*_h + _B_k*_h),
+        (4*_B_a*_h + 2*_B_k*_h),
+        (2*_B_a*_h),
+        (2*_B_a*_d_h*_n_h + 2*_B_a*_d_hr*_n_h + 2*_B_a*_d_v*_n_h + 4*_B_a*_h_F),
+        (2*_B_a*_d_h*_n_h + 2*_B_a*_d_hr*_n_h + 2*_B_a*_d_v*_n_h),
+        (_B_a*_F*_N_r*_h + _B_k*_F*_N_r*_h),
+        (4*_B_a*_F*_N_r*_h_E),
+        (_B_a*_N_r),
     )
 
 
