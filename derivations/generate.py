@@ -415,9 +415,7 @@ def tables(fam=DEEPSEEK) -> Dict[str, Dict]:
     assignment of the activation flags (with their expressions), and what every evaluation shares."""
     out = {f"{fam.name}-{structure_key(s, fam)}.json": structure_terms(s, fam) for s in structures(fam)}
     by_tag = exists_features()
-    flag_sets = [dict(zip(fam.activation_flags, values))
-                 for values in itertools.product((True, False), repeat=len(fam.activation_flags))]
-    for flags in flag_sets:
+    for flags in fam.activation_flag_sets():
         pool = Pool()
         specs = activation_specs(pool, by_tag, fam, (flags,))
         key = fam.activation_key(flags)

@@ -11,6 +11,7 @@ Families never import each other (an import-linter contract in pyproject.toml).
 from __future__ import annotations
 
 import importlib
+import itertools
 import pkgutil
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
@@ -105,16 +106,24 @@ class Family:
         for a family with no experts to split (the paper's EP = 8 is DeepSeek-V3's)."""
         return {axis: 1 for axis in ("ep", "etp") if not self.splits(axis)}
 
+    @property
+    def letters(self) -> str:
+        """One letter per flag, in order, naming structures (:attr:`structure_letters`, else each flag's first)."""
+        return self.structure_letters or "".join(f[0] for f in self.flags)
+
     def structure_key(self, structure) -> str:
         """The name of a structure (its flags' values, in order) in generated file names: ``q1b1t0``."""
-        letters = self.structure_letters or "".join(f[0] for f in self.flags)
-        return "".join(f"{c}{int(x)}" for c, x in zip(letters, structure))
+        return "".join(f"{c}{int(x)}" for c, x in zip(self.letters, structure))
 
     def activation_key(self, flags) -> str:
         """The name of the activation tables of the flags ``flags`` ({name: value}) depend on (``q1``), or ``all``."""
-        letters = self.structure_letters or "".join(f[0] for f in self.flags)
-        by_flag = dict(zip(self.flags, letters))
+        by_flag = dict(zip(self.flags, self.letters))
         return "".join(f"{by_flag[f]}{int(flags[f])}" for f in self.activation_flags) or "all"
+
+    def activation_flag_sets(self):
+        """Each assignment ({name: value}) of the flags its tensor lists depend on (DeepSeek's q_lora: two; none: one)."""
+        return [dict(zip(self.activation_flags, values))
+                for values in itertools.product((True, False), repeat=len(self.activation_flags))]
 
     @property
     def attention(self) -> str:

@@ -145,12 +145,6 @@ def make_view(rc: str, assign: Dict):
     return View(rc, ops, val("attention"), bool(val("fp8")), conv)
 
 
-def flag_sets(fam) -> List[Dict[str, bool]]:
-    """Each assignment of the flags ``fam``'s tensor lists depend on (DeepSeek's q_lora; none: one)."""
-    return [dict(zip(fam.activation_flags, values))
-            for values in itertools.product((True, False), repeat=len(fam.activation_flags))]
-
-
 def shape_of(fam, flags: Dict):
     """What the activation modules take for ``flags`` (derivations/activations/shape.py ``of``): the other
     structure flags, on which no tensor list depends, at their first value."""
@@ -275,13 +269,12 @@ def family_data(pool: Pool, fam, check: bool = True) -> Dict:
     per assignment of its activation flags, its device assembly, and its declaration as the page reads it
     (the flags in order and their letters, the layout rules, the layout defaults, the MTP modules)."""
     acts = {}
-    for flags in flag_sets(fam):
+    for flags in fam.activation_flag_sets():
         shape = shape_of(fam, flags)
         acts[fam.activation_key(flags)] = activation_units(pool, shape)
         if check:
             check_activations(acts[fam.activation_key(flags)], shape, pool.exprs, n=60)
-    letters = fam.structure_letters or "".join(f[0] for f in fam.flags)
-    return {"title": fam.title, "short": fam.short, "flags": list(fam.flags), "letters": letters,
+    return {"title": fam.title, "short": fam.short, "flags": list(fam.flags), "letters": fam.letters,
             "activation_flags": list(fam.activation_flags),
             "states": model_states(pool, fam), "activations": acts, "device": device(pool, fam),
             "mtp": "mtp" in fam.kinds, "layout_defaults": fam.layout_defaults(),

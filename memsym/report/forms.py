@@ -80,7 +80,7 @@ def equation_forms(ctx, term, dsubs: Mapping, full: Mapping, names: Mapping, sho
     reg = key_of() if key_of is not None and cache.enabled() else None
     if reg is None:
         return make()
-    counted = {s for p in term.parts for i in p.counts if i < len(p.num) for s in sp.sympify(p.num[i]).free_symbols}
+    counted = counted_symbols((term,))
     parts = ("equation-forms", reg, term.id, show_parts, _subs_text(dsubs),
              _subs_text({k: v for k, v in full.items() if k in counted}),
              _names_text(tuple(names.items())), sp.__version__, sys.version_info[:2], code_digest())
@@ -134,27 +134,13 @@ def term_outputs(ctx, term, make: Callable[[], Dict]) -> Dict:
     """``make()`` (the MIME bundle a kernel shows for ``term``: its ``repr`` and ``_repr_latex_``, sympy's
     printing of the term, which no number of the configuration changes), from the cache when the same term of
     the same registry was shown with the same names by the same code before; kept as JSON (pairs, in order)."""
-    key_of = getattr(ctx, "registry_key", None)
-    reg = key_of() if key_of is not None and cache.enabled() else None
-    if reg is None:
-        return make()
-    parts = ("term-outputs", reg, term.id, _names_text(tuple(ctx.names.items())), sp.__version__,
-             sys.version_info[:2], code_digest())
-    if parts[-1] is None:  # the code changed under this process: no key describes it
-        return make()
-    k = cache.key(*parts)
-    data = cache.load(KIND, k)
-    if data is not None:
-        try:
-            pairs = json.loads(data.decode("utf-8"))
-        except ValueError:
-            pairs = None
-        if isinstance(pairs, list) and all(isinstance(x, list) and len(x) == 2 and all(isinstance(y, str) for y in x)
-                                           for x in pairs):
-            return dict(pairs)
-    value = make()
-    cache.store(KIND, k, json.dumps([[m, t] for m, t in value.items()]).encode("utf-8"))
-    return value
+    return dict(display_json(ctx, "term-outputs", (term.id,), lambda: [[m, t] for m, t in make().items()], _pairs))
+
+
+def _pairs(xs) -> bool:
+    """Whether ``xs`` is a JSON list of [text, text] pairs."""
+    return isinstance(xs, list) and all(isinstance(x, list) and len(x) == 2 and all(isinstance(y, str) for y in x)
+                                        for x in xs)
 
 
 @lru_cache(maxsize=8)
@@ -169,13 +155,11 @@ def _forms_of(data: bytes) -> Optional[Dict]:
         value = json.loads(data.decode("utf-8"))
     except ValueError:
         return None
-    pairs = lambda xs: isinstance(xs, list) and all(
-        isinstance(x, list) and len(x) == 2 and all(isinstance(y, str) for y in x) for x in xs)
     ok = (isinstance(value, dict) and set(value) == {"paper", "closed", "at", "uses", "parts", "value", "part_values"}
           and isinstance(value["part_values"], list)
           and all(isinstance(x, list) and len(x) == 2 and type(x[0]) is int for x in value["part_values"])
-          and isinstance(value["paper"], str) and isinstance(value["closed"], str) and pairs(value["at"])
-          and pairs(value["uses"]) and isinstance(value["parts"], list)
+          and isinstance(value["paper"], str) and isinstance(value["closed"], str) and _pairs(value["at"])
+          and _pairs(value["uses"]) and isinstance(value["parts"], list)
           and all(isinstance(x, list) and len(x) == 2 and type(x[0]) is int and isinstance(x[1], str)
                   for x in value["parts"]))
     return value if ok else None
