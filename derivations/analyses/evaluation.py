@@ -252,11 +252,14 @@ def _most_loaded(value, choices, blocks, pos, shape):
         h, a = partial[head], value[last]
         best = np.zeros((per, 0))
         for i, (o, n) in enumerate(blocks):
-            t = np.broadcast_to(h[..., o:o + n] + a[..., o:o + n], shape[:2] + (n,)).reshape(per, n)
+            t = h[..., o:o + n] + a[..., o:o + n]
+            if t.shape[:-1] != shape[:2]:  # both terms per pair: the same for every (s, b)
+                t = np.broadcast_to(t, shape[:2] + (n,))
+            t = t.reshape(per, n)
             if i:
                 np.maximum(best[:, :n], t, out=best[:, :n])
             else:
-                best = t.copy()
+                best = t if t.flags.writeable else t.copy()  # the sum is new: the running maximum
         totals[ci * n_g:(ci + 1) * n_g].reshape(-1, per)[...] = best[:, pos].T
         parts.append((h, a))
     return present, totals, parts
