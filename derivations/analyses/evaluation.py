@@ -183,12 +183,14 @@ def _pair_values(lay, owner, comp, seq, mbs) -> Dict[str, object]:
     return out
 
 
-def _blocks(values_at, keys, rows, shape, chunk: int = 1 << 14) -> Dict[str, object]:
+def _blocks(values_at, keys, rows, shape, size: int = 1 << 18) -> Dict[str, object]:
     """{key: float64 array of ``shape`` (..., pairs)}: ``values_at(rows)`` ({key: array broadcasting to it})
-    over blocks of ``chunk`` pairs (the last axis of every row array with one value per pair), whose
-    temporaries stay in the CPU cache as in :func:`symbolic.search.evaluate`; element-wise, the same
-    numbers as one call."""
+    over blocks of pairs (the last axis of every row array with one value per pair) of about ``size``
+    values each, whose temporaries stay in the CPU cache as in :func:`symbolic.search.evaluate`;
+    element-wise, the same numbers as one call.  One block when it holds every pair (search --gpus 16384:
+    3 x 24,072 values): blocks are copied into the outputs, one more array per term."""
     P = shape[-1]
+    chunk = max(1024, size // max(1, int(np.prod(shape[:-1]))))
     if P <= chunk:
         out = values_at(rows)
         return {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), shape) for k in keys}
@@ -212,7 +214,7 @@ def _values(model, training, exprs: Optional[Mapping[str, object]], keys, rows, 
         def values_at(part):
             out = {}
             for group in groups:
-                out.update(kernels.values(model, training, group, part))
+                out.update(kernels.values(model, training, group, part, chunk=None))  # blocked by _blocks
             return out
     else:
         fn, args, names = _compile(model, training, exprs, factor)
@@ -250,11 +252,14 @@ def _most_loaded(value, choices, blocks, pos, shape):
         h, a = partial[head], value[last]
         best = np.zeros((per, 0))
         for i, (o, n) in enumerate(blocks):
-            t = np.broadcast_to(h[..., o:o + n] + a[..., o:o + n], shape[:2] + (n,)).reshape(per, n)
+            t = h[..., o:o + n] + a[..., o:o + n]
+            if t.shape[:-1] != shape[:2]:  # both terms per pair: the same for every (s, b)
+                t = np.broadcast_to(t, shape[:2] + (n,))
+            t = t.reshape(per, n)
             if i:
                 np.maximum(best[:, :n], t, out=best[:, :n])
             else:
-                best = t.copy()
+                best = t if t.flags.writeable else t.copy()  # the sum is new: the running maximum
         totals[ci * n_g:(ci + 1) * n_g].reshape(-1, per)[...] = best[:, pos].T
         parts.append((h, a))
     return present, totals, parts

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from importlib import import_module
-from typing import Dict, Mapping, Sequence, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from symbolic.search import evaluate
 
@@ -67,14 +67,17 @@ def group_of(model, keys: Sequence[str]) -> str:
                                            f"(run python -m derivations.generate)")
 
 
-def values(model, training, group: str, rows: Mapping[str, object]) -> Dict[str, object]:
+def values(model, training, group: str, rows: Mapping[str, object],
+           chunk: Optional[int] = 1 << 14) -> Dict[str, object]:
     """{term id: array} of a group's terms at the rows (``rows``: {row symbol name: array or number},
-    broadcasting): the kernel evaluated in blocks of rows."""
+    broadcasting): the kernel evaluated in blocks of ``chunk`` rows (axis 0), or in one call (None: the
+    caller blocks its own axes)."""
     mod = module(model)
     missing = [r for r in mod.ROWS if r not in rows]
     if missing:
         raise cfg.ConfigError("missing-values", f"search: no value for {', '.join(missing)} "
                                                 f"(not a layout, training or stage symbol)")
     fn = getattr(mod, group)
-    outs = evaluate(fn, list(coefficients(model, training, group)) + [rows[r] for r in mod.ROWS])
+    args = list(coefficients(model, training, group)) + [rows[r] for r in mod.ROWS]
+    outs = fn(*args) if chunk is None else evaluate(fn, args, chunk)
     return dict(zip(mod.TERMS[group], outs))

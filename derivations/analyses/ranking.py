@@ -148,8 +148,8 @@ def ranked(result: SearchResult, sort: str = "bubble", per_layout: bool = True, 
     Per layout, the first row in the order is the layout's minimum by the keys (then the row index, as
     the sort is stable): the candidates are narrowed key by key to each layout's minimum, and only the
     winners, one per layout, are sorted (:func:`_layout_minima`), a block of layouts at a time
-    (:func:`_candidates`).  Across every configuration the first ``top`` rows are selected key by key
-    with ``np.partition`` and only those sorted.  Keys with a NaN where they are compared take the full
+    (:func:`_candidates`).  Across every configuration, or the winners, the first ``top`` rows are
+    selected key by key with ``np.partition`` and only those sorted.  Keys with a NaN where they are compared take the full
     sort (the winners of a layout whose other keys are never compared are the full sort's)."""
     keys = _keys(result, sort)
     if not per_layout and top is None:
@@ -158,6 +158,9 @@ def ranked(result: SearchResult, sort: str = "bubble", per_layout: bool = True, 
         minima = [_layout_minima(result, keys, rows) for rows in _candidates(result)]
         keep = None if any(m is None for m in minima) else \
             minima[0] if len(minima) == 1 else np.sort(np.concatenate(minima))  # layouts never share a block
+        if keep is not None and top is not None:  # the first ``top`` winners only are sorted
+            cut = _first(keys, keep, 0, top)
+            keep = keep if cut is None else cut  # (a NaN: every winner sorted, as the full sort orders it)
     else:
         cand = np.flatnonzero(result.columns["fits"])
         keep = None if _has_nan(result.columns, cand) else _first(keys, cand, 0, top)
@@ -202,16 +205,18 @@ def _candidates(result: SearchResult, rows: int = 1 << 16):
 def _first(keys, rows, j, n):
     """Rows (ascending) among ``rows`` (ascending) holding at least the first ``n`` in the lexicographic
     order of ``keys[j:]`` (then row): those below the n-th smallest value of key j, and of those equal to
-    it the first ones by the later keys."""
+    it the first ones by the later keys; None when a key compared holds a NaN (the caller sorts every row)."""
     if len(rows) <= n:
         return rows
     if j == len(keys):
         return rows[:n]
     x = keys[j](rows)
+    if x.dtype.kind == "f" and np.isnan(x).any():
+        return None
     kth = np.partition(x, n - 1)[n - 1]
     less = rows[x < kth]
     tied = _first(keys, rows[x == kth], j + 1, n - len(less))
-    return np.sort(np.concatenate([less, tied]))
+    return None if tied is None else np.sort(np.concatenate([less, tied]))
 
 
 def _dense_rank(k):
