@@ -43,11 +43,12 @@ def C(x) -> Cell:
 
 
 def I(x) -> Cell:  # noqa: E743
-    return Cell("int", Fraction(x)) if x is not None else Cell("blank")
+    """An exact number (a Fraction as it is: while a plan is made, memsym/report/plan.py ``Traced``)."""
+    return Cell("int", x if isinstance(x, Fraction) else Fraction(x)) if x is not None else Cell("blank")
 
 
 def G(x) -> Cell:
-    return Cell("gib", Fraction(x)) if x is not None else Cell("blank")
+    return Cell("gib", x if isinstance(x, Fraction) else Fraction(x)) if x is not None else Cell("blank")
 
 
 class _Markdown:

@@ -100,7 +100,7 @@ class Context:
     def value_of(self, sym):
         """Exact value of a symbol at this configuration (derived symbols evaluated), or None."""
         if sym in self.subs:
-            return Fraction(self.subs[sym])
+            return self.traced(Fraction(self.subs[sym]), sym, self.subs)
         if sym in nt.DEFINITIONS:
             return self.exact(nt.DEFINITIONS[sym])
         return None
@@ -137,11 +137,17 @@ class Context:
         if expr is not None:  # a term's expression as built (its derived symbols are in subs)
             value = rational(expr, subs)
             if value is not None:
-                return value
+                return self.traced(value, term_or_expr, subs)
         try:
-            return exact(term_or_expr, subs)
+            return self.traced(exact(term_or_expr, subs), term_or_expr, subs)
         except cfg.ConfigError:
             return None
+
+    def traced(self, value, term_or_expr, subs: Dict):
+        """``value`` (of ``term_or_expr`` at ``subs``), with its expression in ``s`` while this report's plan
+        is made (memsym/report/planmake.py sets ``_tracer``); else ``value`` itself."""
+        tracer = self.__dict__.get("_tracer")
+        return value if tracer is None or value is None else tracer(value, term_or_expr, subs)
 
     # convenience for notebooks ------------------------------------------------------
     def equation(self, term_id: str, with_stage: Optional[bool] = None, parts: bool = False) -> Equation:

@@ -207,6 +207,8 @@ def equation(ctx, term, with_stage: bool, show_parts: bool = False) -> Equation:
     value = tree_value(forms["value"], full) if trees else None
     if value is None:
         value = ctx.exact(term, full)
+    else:
+        value = _traced(ctx, value, term, full)
     value_bytes = None
     if value is not None:
         value_bytes = value * Fraction(full.get(nt.B_w, 2)) if term.unit == "params" else value
@@ -214,11 +216,17 @@ def equation(ctx, term, with_stage: bool, show_parts: bool = False) -> Equation:
 
     def part_value(i):
         got = tree_value(part_trees.get(i), full)
-        return got if got is not None else ctx.exact(term.parts[i].expr, full)
+        return _traced(ctx, got, term.parts[i].expr, full) if got is not None else ctx.exact(term.parts[i].expr, full)
     parts = tuple((T(term.parts[i].label), M(shown), I(part_value(i))) for i, shown in forms["parts"])
     return Equation(term.id, braced(term.symbol) if term.symbol else "", term.meaning, term.provenance, term.unit,
                     forms["paper"], forms["closed"], tuple(map(tuple, forms["at"])), tuple(map(tuple, forms["uses"])),
                     value, value_bytes, parts, with_stage)
+
+
+def _traced(ctx, value, expr, subs):
+    """``ctx.traced`` (a plan being made: memsym/report/planmake.py) when ``ctx`` is a Context."""
+    traced = getattr(ctx, "traced", None)
+    return traced(value, expr, subs) if traced is not None else value
 
 
 _REF = re.compile(r"\{(sym|term):([A-Za-z0-9_.]+)\}")

@@ -80,7 +80,7 @@ class _NotebookRun:
 
 
 def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
-            progress: Optional[Callable[[str], None]] = None, converter=None) -> Published:
+            progress: Optional[Callable[[str], None]] = None, converter=None, make_plan: bool = False) -> Published:
     """Build the report of ``ctx`` and write the requested formats to ``out_dir``.
 
     Everything is rendered in memory first and written at the end all or nothing
@@ -89,7 +89,8 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
     still writes the other files and reports the engine's first error).  The report is laid out once: the notebooks are built from the outline
     and run while the same outline is computed for the other formats.  ``converter``: a
     :class:`~memsym.report.converter.Converter` the caller started (``memsym report`` starts it
-    before loading the report's modules), used for the notebooks' HTML and closed here.
+    before loading the report's modules), used for the notebooks' HTML and closed here.  ``make_plan``
+    (``memsym report``): when the report is computed afresh, store its plan (:mod:`.plan`, :mod:`.planmake`).
     """
     out = Path(out_dir) if out_dir is not None else default_out_dir()
     formats = tuple(f for f in FORMATS if f in formats)
@@ -117,7 +118,17 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
         if converter is not None and cached.has_notebook_html(ctx, plan):
             converter.close(failed=True)        # the notebooks' HTML is in the cache: nothing to convert
             converter = None
-        _render_all(ctx, plan, out, formats, run, outputs, result, say, converter)
+        tracing = make_plan and _plannable(ctx, plan, formats)
+        if tracing:
+            from .planmake import tracer
+            ctx.__dict__["_tracer"] = tracer(ctx.training.seq)
+        try:
+            report = _render_all(ctx, plan, out, formats, run, outputs, result, say, converter)
+        finally:
+            ctx.__dict__.pop("_tracer", None)
+        if tracing and _traced(report):  # computed afresh (not read from the cache)
+            from .planmake import make
+            say("making the report's plan" + ("" if make(ctx, plan, report, outputs, formats, say) else ": none"))
     except BaseException:
         if kernel is not None:
             _stop(kernel, run)                  # do not leave a kernel behind
@@ -130,6 +141,24 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
     stale = () if "report.pdf" not in outputs else ("report.log",)  # the log of an earlier failed compile
     result.written.extend(write_tree(out, outputs, remove=stale))  # all or nothing (symbolic/files.py)
     return result
+
+
+def _plannable(ctx, outline, formats) -> bool:
+    """Whether a plan of this report can be made (:mod:`.plan`: tex, md and html only, a key)."""
+    from . import plan as P
+    fmts = tuple(f for f in FORMATS if f in formats)
+    return bool(fmts) and all(f in P.PLAN_FORMATS for f in fmts) and type(ctx).__name__ == "Context" and \
+        cached.report_key(ctx, outline) is not None
+
+
+def _traced(report) -> bool:
+    """Whether a number of ``report`` carries its expression (:class:`.plan.Traced`)."""
+    from .plan import Traced
+    for s in report.sections:
+        for b in s.blocks:
+            if isinstance(getattr(b, "value", None), Traced):
+                return True
+    return False
 
 
 def _stop(kernel, run: Optional[_NotebookRun]) -> None:
@@ -189,6 +218,7 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
                 outputs[f"{stem}.ipynb"] = nbm.to_ipynb(nb)
             if "html" in formats:
                 outputs[f"{stem}.html"] = nbm.to_html(nb, stem)
+    return report
 
 
 def _submit(ctx, plan, outline, section, converter, pending: Dict[str, Tuple[object, object]]) -> None:

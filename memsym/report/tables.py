@@ -70,11 +70,13 @@ def table_layers(ctx) -> Table:
         content = (["embedding"] if first else []) + ["MLA", "dense FFN" if kind == "dense" else
                                                        f"router + {ctx.model.N} + {ctx.model.N_s} experts", "LN"] + \
                   (["output head"] if last else [])
-        p = exact(term, cfg.substitution(ctx.model, None, ctx.training, comp))
+        at = cfg.substitution(ctx.model, None, ctx.training, comp)
+        p = ctx.traced(exact(term, at), term, at) if hasattr(ctx, "traced") else exact(term, at)
         label = f"{a}" if a == b else f"{a}-{b} (each)"
         rows.append((T(label), T(" + ".join(content)), I(p), G(_gib_of_params(ctx, p))))
     whole = cfg.whole_model(ctx.model)
-    total = exact(term, cfg.substitution(ctx.model, None, ctx.training, whole))
+    at = cfg.substitution(ctx.model, None, ctx.training, whole)
+    total = ctx.traced(exact(term, at), term, at) if hasattr(ctx, "traced") else exact(term, at)
     rows.append((T("total"), T(f"{ctx.model.l} layers"), I(total), G(_gib_of_params(ctx, total))))
     return Table("table3", "Parameters per layer (term params.stage at one layer's composition)", "Table 3",
                  ("layers", "content", "parameters", "GiB (weights)"), A("l p.45 r r"), tuple(rows))
