@@ -125,7 +125,8 @@ def test_a_plan_that_is_not_a_plan_is_not_used(planned, tmp_path, monkeypatch):
     training = dataclasses.replace(cfg.Training(), seq=2050)
     comp = cfg.stage(model, layout, 1)
     parts = P.fresh_parts(P.Setting(model, layout, training, comp))
-    good = {"version": P.VERSION, "s": 4096, "slots": [["t", ["*", 2, "s"], "int"]], "files": {"report.md": ["x", 0]},
+    good = {"version": P.VERSION, "s": 4096, "slots": [["t", ["*", 2, "s"], "int"]], "lines": ["x"],
+            "files": {"report.md": [[0], 0]},
             "fresh": json.loads(json.dumps(P.skeletons(parts)))}
     assert P.fill(good, 2050, parts) == {"report.md": "x4,100"}
     for bad in (["t", ["*", 2, "b"], "int"], ["t", ["exec", "s"], "int"], ["t", "s", "eval"], ["f", "x", 0, 0, "int"],

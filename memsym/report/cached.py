@@ -28,10 +28,9 @@ from . import sections
 from .blocks import Report, Stub, Table
 from .tables import CONFIGURATION_FREE, TABLES
 
+from .digest import HTML_PACKAGES
+
 KIND = "report"
-#: What the HTML of a notebook depends on besides its cells (nbconvert and what it renders with).
-HTML_PACKAGES = ("nbconvert", "nbformat", "ipython", "mistune", "pygments", "jinja2", "markupsafe", "bleach",
-                 "nh3", "traitlets", "beautifulsoup4", "jupyterlab_pygments", "jupyter_core", "defusedxml")
 
 
 def report_key(ctx, plan) -> Optional[Tuple]:

@@ -2,7 +2,8 @@
 few times the cost of a new ``memsym estimate``).
 
 A *plan* is data, never code: the report's files (``report.tex``/``.md``/``.html`` and the notebooks' HTML)
-as literal text between *slots*, each slot a number that the sequence length ``s`` changes.  A slot is
+as literal text between *slots*, each slot a number that the sequence length ``s`` changes (the literal text
+as indices into the plan's ``lines``, each distinct line once).  A slot is
 
 * ``["t", tree, fmt]``: an exact expression tree in ``s`` alone (integers, ``["q", p, q]``, ``["+", ...]``,
   ``["*", ...]``, ``["^", base, k]``, the name ``"s"``: the term's own sympy expression with every other
@@ -32,14 +33,11 @@ from fractions import Fraction
 from typing import Dict, List, Optional, Sequence
 
 #: The plan's format (a part of its key).
-VERSION = 1
+VERSION = 2
 #: The formats a plan holds (the notebooks' HTML with ``html``).
 PLAN_FORMATS = ("tex", "md", "html")
 #: Tables of :mod:`.fresh`: computed again at the new configuration (their numbers are slots ``f`` and ``k``).
 FRESH_TABLES = ("estimate", "overheads", "implementations")
-#: Packages whose versions the files depend on (Jinja, and what the notebooks' HTML is made with).
-PACKAGES = ("sympy", "jinja2", "markupsafe", "nbconvert", "nbformat", "mistune", "pygments", "bleach",
-            "beautifulsoup4", "jupyterlab_pygments", "jupyter_core")
 #: What stands for slot ``k`` in a plan's text while it is made: digits only, so every escaper, Markdown
 #: and pygments treat it as they treat the number it stands for.
 MARKER = re.compile(r"7392(\d{6})2937")
@@ -216,39 +214,29 @@ def fill(doc: dict, s: int, parts: Dict[str, object]) -> Optional[Dict[str, str]
         texts = [_slot_text(spec, s, parts) for spec in doc["slots"]]
         if not all(SAFE.match(t) for t in texts):
             return None
-        out = {}
+        lines, out = doc["lines"], {}
         for name, pieces in doc["files"].items():
-            out[name] = "".join(p if type(p) is str else texts[p] for p in pieces)
+            out[name] = "".join("\n".join([lines[i] for i in p]) if type(p) is list else texts[p] for p in pieces)
         return out
     except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError):
         return None
 
 
 # ----------------------------------------------------------------------------- the key
-def _versions() -> tuple:
-    from importlib import metadata
-    out = []
-    for name in PACKAGES:
-        try:
-            out.append((name, metadata.version(name)))
-        except metadata.PackageNotFoundError:
-            out.append((name, None))
-    return tuple(out)
-
-
 def plan_key(model, layout, training, stage, formats: Sequence[str], notebooks: bool) -> Optional[str]:
     """The cache key of the plan of this configuration (all but ``training.seq``), or None: no cache, a family
     that is not memsym's own (its code is not in :func:`memsym.report.digest.code_digest`), code changed."""
     from symbolic import cache
     from derivations import families
-    from .digest import code_digest
+    from .digest import HTML_PACKAGES, code_digest, installed_versions
     if not cache.enabled() or not families.packaged(getattr(model, "family", None)):
         return None
     digest = code_digest()
     if digest is None:
         return None
     parts = ("report-plan", VERSION, repr(model), repr(layout), repr(dataclasses.replace(training, seq=0)),
-             repr(stage), repr(tuple(formats)), notebooks, digest, sys.version_info[:2], _versions())
+             repr(stage), repr(tuple(formats)), notebooks, digest, sys.version_info[:2],
+             installed_versions(("sympy",) + HTML_PACKAGES))
     return cache.key(*parts)
 
 
@@ -263,6 +251,7 @@ def load(k: str) -> Optional[dict]:
     except (UnicodeDecodeError, ValueError):
         return None
     ok = (isinstance(doc, dict) and doc.get("version") == VERSION and isinstance(doc.get("slots"), list)
+          and isinstance(doc.get("lines"), list) and all(type(x) is str for x in doc["lines"])
           and isinstance(doc.get("files"), dict) and all(isinstance(v, list) for v in doc["files"].values()))
     return doc if ok else None
 

@@ -151,15 +151,20 @@ def _notebooks(ctx, outline, marked, slots: _Slots) -> Dict[str, str]:
     return out
 
 
-def _split(text: str, n: int) -> Optional[list]:
+def _split(text: str, n: int, lines: Dict[str, int]) -> Optional[list]:
+    """``text`` as [literal, slot, literal, ...], each literal the indices of its lines in ``lines`` (the
+    notebooks' pages share most of their lines: the plan holds each line once)."""
     pieces, pos = [], 0
+
+    def literal(t):
+        return [lines.setdefault(line, len(lines)) for line in t.split("\n")]
     for m in P.MARKER.finditer(text):
         k = int(m.group(1))
         if k >= n:
             return None
-        pieces += [text[pos:m.start()], k]
+        pieces += [literal(text[pos:m.start()]), k]
         pos = m.end()
-    return pieces + [text[pos:]]
+    return pieces + [literal(text[pos:])]
 
 
 def document(ctx, outline, report, formats) -> Optional[dict]:
@@ -173,14 +178,14 @@ def document(ctx, outline, report, formats) -> Optional[dict]:
             texts.update(_notebooks(ctx, outline, marked, slots))
     finally:
         rendering.MARKING = None
-    files = {}
+    files, lines = {}, {}
     for name, text in texts.items():
-        pieces = _split(text, len(slots.specs))
+        pieces = _split(text, len(slots.specs), lines)
         if pieces is None:
             return None
         files[name] = pieces
     fresh = P.skeletons(P.fresh_parts(P.Setting(ctx.model, ctx.layout, ctx.training, ctx.stage)))
-    return {"version": P.VERSION, "s": ctx.training.seq, "slots": slots.specs, "files": files,
+    return {"version": P.VERSION, "s": ctx.training.seq, "slots": slots.specs, "lines": list(lines), "files": files,
             "fresh": json.loads(json.dumps(fresh))}
 
 
