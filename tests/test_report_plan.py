@@ -114,6 +114,20 @@ def test_a_tampered_plan_is_deleted_and_the_report_computed(planned, tmp_path):
     assert any(not p.exists() or p.read_bytes() != raw for p, raw in tampered.items())
 
 
+def test_a_pdf_or_notebooks_are_never_served_from_a_plan(planned, monkeypatch):
+    d, env = planned
+    monkeypatch.setenv("MEMSYM_CACHE_DIR", env["MEMSYM_CACHE_DIR"])
+    from memsym.cli import build_parser
+    from memsym.commands import common
+    args = build_parser().parse_args(["report", "--seq", "2050"])   # as the command line resolves them
+    config = (None, common.layout_from_args(args), common.training_from_args(args), None)
+    said = []
+    assert P.serve(*config, ("tex", "md", "html"), d / "s1", said.append)  # the plan
+    for formats in (("tex", "md", "html", "ipynb"), ("tex", "pdf"), ("tex", "md", "html", "pdf", "ipynb")):
+        assert P.serve(*config, formats, d / "s2", said.append) is None
+    assert not (d / "s2").exists()
+
+
 def test_a_plan_that_is_not_a_plan_is_not_used(planned, tmp_path, monkeypatch):
     """Verified entries under the plan's key that are not plans (malformed slots, a foreign tree) are refused."""
     d, env = planned

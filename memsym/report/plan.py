@@ -261,9 +261,9 @@ def serve(model, layout, training, stage, formats: Sequence[str], out_dir, say) 
     an index or None, as ``Context.create`` takes them) from its plan: the files written, or None (no plan, or it
     does not apply: the caller computes the report, and says what is wrong with the configuration).  Loads no
     sympy."""
-    formats = tuple(f for f in PLAN_FORMATS if f in formats)
     if not formats or any(f not in PLAN_FORMATS for f in formats):
-        return None
+        return None  # a PDF or notebooks: computed
+    formats = tuple(f for f in PLAN_FORMATS if f in formats)
     from derivations import config as cfg
     from derivations.config import ConfigError
     from derivations.assembly.device import default_stage

@@ -167,8 +167,9 @@ def _split(text: str, n: int, lines: Dict[str, int]) -> Optional[list]:
     return pieces + [literal(text[pos:])]
 
 
-def document(ctx, outline, report, formats) -> Optional[dict]:
-    """The plan of ``report`` (computed with a tracing context, laid out as ``outline``), or None."""
+def document(ctx, outline, report, formats, fresh) -> Optional[dict]:
+    """The plan of ``report`` (computed with a tracing context, laid out as ``outline``; ``fresh`` its
+    :func:`.plan.fresh_parts`), or None."""
     slots = _Slots()
     marked = _marked(report, slots)
     rendering.MARKING = slots.mark
@@ -184,9 +185,8 @@ def document(ctx, outline, report, formats) -> Optional[dict]:
         if pieces is None:
             return None
         files[name] = pieces
-    fresh = P.skeletons(P.fresh_parts(P.Setting(ctx.model, ctx.layout, ctx.training, ctx.stage)))
     return {"version": P.VERSION, "s": ctx.training.seq, "slots": slots.specs, "lines": list(lines), "files": files,
-            "fresh": json.loads(json.dumps(fresh))}
+            "fresh": json.loads(json.dumps(P.skeletons(fresh)))}
 
 
 def _second(ctx, outline, report, formats, doc) -> bool:
@@ -215,13 +215,12 @@ def make(ctx, outline, report, outputs: Dict[str, object], formats, say) -> bool
     k = P.plan_key(ctx.model, ctx.layout, ctx.training, ctx.stage, formats, "html" in formats)
     if k is None:
         return False
-    doc = document(ctx, outline, report, formats)
+    parts = P.fresh_parts(P.Setting(ctx.model, ctx.layout, ctx.training, ctx.stage))
+    doc = document(ctx, outline, report, formats, parts)
     if doc is None:
         return False
-    parts = P.fresh_parts(P.Setting(ctx.model, ctx.layout, ctx.training, ctx.stage))
     here = P.fill(doc, ctx.training.seq, parts)
-    if here is None or set(here) != {n for n in outputs if n.endswith(".html") or n in doc["files"]} or any(
-            here[n] != outputs[n] for n in here):
+    if here is None or set(here) != set(outputs) or any(here[n] != outputs[n] for n in here):
         say("no plan: it does not give this report")
         return False
     if not _second(ctx, outline, report, formats, doc):

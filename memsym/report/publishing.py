@@ -126,9 +126,6 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
             report = _render_all(ctx, plan, out, formats, run, outputs, result, say, converter)
         finally:
             ctx.__dict__.pop("_tracer", None)
-        if tracing and _traced(report):  # computed afresh (not read from the cache)
-            from .planmake import make
-            say("making the report's plan" + ("" if make(ctx, plan, report, outputs, formats, say) else ": none"))
     except BaseException:
         if kernel is not None:
             _stop(kernel, run)                  # do not leave a kernel behind
@@ -140,15 +137,28 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
     say(f"writing {count(len(outputs), 'file')} to {out}")
     stale = () if "report.pdf" not in outputs else ("report.log",)  # the log of an earlier failed compile
     result.written.extend(write_tree(out, outputs, remove=stale))  # all or nothing (symbolic/files.py)
+    if tracing and _traced(report):  # computed afresh (not read from the cache): its plan, once the files are out
+        _make_plan(ctx, plan, report, outputs, formats, say)
     return result
+
+
+def _make_plan(ctx, outline, report, outputs, formats, say) -> None:
+    """Store the plan of ``report`` (:func:`memsym.report.planmake.make`); a plan is an optimisation: whatever
+    goes wrong making it is said and the report stands as written."""
+    from .planmake import make
+    try:
+        made = make(ctx, outline, report, outputs, formats, say)
+    except Exception as exc:  # the files are written; the next report of this configuration is computed
+        say(f"no plan: {type(exc).__name__}: {exc}")
+        made = False
+    say("making the report's plan" + ("" if made else ": none"))
 
 
 def _plannable(ctx, outline, formats) -> bool:
     """Whether a plan of this report can be made (:mod:`.plan`: tex, md and html only, a key)."""
     from . import plan as P
     fmts = tuple(f for f in FORMATS if f in formats)
-    return bool(fmts) and all(f in P.PLAN_FORMATS for f in fmts) and type(ctx).__name__ == "Context" and \
-        cached.report_key(ctx, outline) is not None
+    return bool(fmts) and all(f in P.PLAN_FORMATS for f in fmts) and cached.report_key(ctx, outline) is not None
 
 
 def _traced(report) -> bool:
