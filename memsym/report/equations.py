@@ -208,7 +208,7 @@ def equation(ctx, term, with_stage: bool, show_parts: bool = False) -> Equation:
     if value is None:
         value = ctx.exact(term, full)
     else:
-        value = _traced(ctx, value, term, full)
+        value = traced(ctx, value, term, full)
     value_bytes = None
     if value is not None:
         value_bytes = value * Fraction(full.get(nt.B_w, 2)) if term.unit == "params" else value
@@ -216,15 +216,16 @@ def equation(ctx, term, with_stage: bool, show_parts: bool = False) -> Equation:
 
     def part_value(i):
         got = tree_value(part_trees.get(i), full)
-        return _traced(ctx, got, term.parts[i].expr, full) if got is not None else ctx.exact(term.parts[i].expr, full)
+        return traced(ctx, got, term.parts[i].expr, full) if got is not None else ctx.exact(term.parts[i].expr, full)
     parts = tuple((T(term.parts[i].label), M(shown), I(part_value(i))) for i, shown in forms["parts"])
     return Equation(term.id, braced(term.symbol) if term.symbol else "", term.meaning, term.provenance, term.unit,
                     forms["paper"], forms["closed"], tuple(map(tuple, forms["at"])), tuple(map(tuple, forms["uses"])),
                     value, value_bytes, parts, with_stage)
 
 
-def _traced(ctx, value, expr, subs):
-    """``ctx.traced`` (a plan being made: memsym/report/planmake.py) when ``ctx`` is a Context."""
+def traced(ctx, value, expr, subs):
+    """``ctx.traced(value, expr, subs)`` (a plan being made: memsym/report/planmake.py) when ``ctx`` is a
+    Context, else ``value``."""
     traced = getattr(ctx, "traced", None)
     return traced(value, expr, subs) if traced is not None else value
 

@@ -14,7 +14,7 @@ from derivations import config as cfg
 from derivations import notation as nt
 
 from .blocks import A, C, G, I, M, T, Table
-from .equations import breakable_latex
+from .equations import breakable_latex, traced
 from .forms import _subs_text, counted_symbols, display_json
 from .fresh import _estimate, table_estimate, table_implementation_waterfall, table_overheads  # noqa: F401
 from .text import braced
@@ -71,12 +71,12 @@ def table_layers(ctx) -> Table:
                                                        f"router + {ctx.model.N} + {ctx.model.N_s} experts", "LN"] + \
                   (["output head"] if last else [])
         at = cfg.substitution(ctx.model, None, ctx.training, comp)
-        p = ctx.traced(exact(term, at), term, at) if hasattr(ctx, "traced") else exact(term, at)
+        p = traced(ctx, exact(term, at), term, at)
         label = f"{a}" if a == b else f"{a}-{b} (each)"
         rows.append((T(label), T(" + ".join(content)), I(p), G(_gib_of_params(ctx, p))))
     whole = cfg.whole_model(ctx.model)
     at = cfg.substitution(ctx.model, None, ctx.training, whole)
-    total = ctx.traced(exact(term, at), term, at) if hasattr(ctx, "traced") else exact(term, at)
+    total = traced(ctx, exact(term, at), term, at)
     rows.append((T("total"), T(f"{ctx.model.l} layers"), I(total), G(_gib_of_params(ctx, total))))
     return Table("table3", "Parameters per layer (term params.stage at one layer's composition)", "Table 3",
                  ("layers", "content", "parameters", "GiB (weights)"), A("l p.45 r r"), tuple(rows))
