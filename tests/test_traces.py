@@ -60,7 +60,6 @@ def hf_layer_bytes(c, b, s, Ba=2):
         c["v_head_dim"]
     N, k, hE, hF, V = c["n_routed_experts"], c["num_experts_per_tok"], c["moe_intermediate_size"], \
         c["intermediate_size"], c["vocab_size"]
-    G, kG = c.get("n_group", 1), c.get("topk_group", 1)
     t = b * s
     fp32 = Ba == 4
 
@@ -75,8 +74,10 @@ def hf_layer_bytes(c, b, s, Ba=2):
             + Ba * t * nh * dv)                            # o_proj input
     ffn_norm = rmsnorm(h) + Ba * t * h
     dense = ffn_norm + 4 * Ba * t * hF
-    router = ((0 if fp32 else 4 * t * h + 4 * N * h) + 4 * t * N + 8 * t * G * 2 + 8 * t * kG + t * N
-              + 8 * t * k + 4 * t + 4 * t * k)
+    # FP32 input/weight copies, FP32 scores, top-k indices, normaliser, weights; the group-limited
+    # top-k bookkeeping (each group's top-2 and the kept groups' int64 indices, the bool mask) is saved
+    # by nodes whose outputs are discarded (only topk's indices are used): freed in the forward
+    router = ((0 if fp32 else 4 * t * h + 4 * N * h) + 4 * t * N + 8 * t * k + 4 * t + 4 * t * k)
     routed = t * k * (16 + 4 + 3 * Ba * h + 4 * Ba * hE)
     shared = 4 * Ba * t * hE * c["n_shared_experts"]
     moe = ffn_norm + router + routed + shared
@@ -117,7 +118,6 @@ def mcore_layer_bytes(c, b, s, Ba=2):
         c["v_head_dim"]
     N, k, hE, hF, V = c["n_routed_experts"], c["num_experts_per_tok"], c["moe_intermediate_size"], \
         c["intermediate_size"], c["vocab_size"]
-    G, kG = c.get("n_group", 1), c.get("topk_group", 1)
     t, fp32 = b * s, Ba == 4
 
     def rmsnorm(w):  # FP32 input copy (the input at fp32), FP32 rsqrt, FP32 pre-weight value
@@ -132,8 +132,8 @@ def mcore_layer_bytes(c, b, s, Ba=2):
             + 2 * Ba * t * nh * dv)                                   # value (bmm), linear_proj input
     ffn_norm = rmsnorm(h) + Ba * t * h
     dense = ffn_norm + 5 * Ba * t * hF                                # fc1 out (2), silu, x_linear + 0, product
-    router = 4 * t * N + (0 if fp32 else Ba * t * N) + 8 * t * G * (k // kG) + 8 * t * kG + t * N + 8 * t * k \
-        + Ba * t * (k + 1)
+    # with the expert bias only group_limited_topk's indices are used: its bookkeeping is freed in the forward
+    router = 4 * t * N + (0 if fp32 else Ba * t * N) + 8 * t * k + Ba * t * (k + 1)
     dispatch = t * N + Ba * t * N + 8 * t * k
     routed = t * k * (Ba * h + Ba + 6 * Ba * hE)                      # tokens, probs; fc1 (2), silu, +0, glu, x p
     shared = 5 * Ba * t * hE * c["n_shared_experts"]

@@ -46,6 +46,9 @@ def add_parser(sub):
     p.add_argument("--unexplained", metavar="WHY", default="",
                    help="with --record: the preset does not predict this trace yet; WHY names what is missing (the "
                         "record keeps measured minus predicted, so a change on either side is noticed)")
+    p.add_argument("--change", metavar="TEXT", default="",
+                   help="with --record: what changed since the record was last made (kept with the earlier changes "
+                        "of FILE, newest last, so a record says why its numbers moved)")
     common.add_json_option(p)
     p.set_defaults(run=run)
 
@@ -84,7 +87,9 @@ def run(args) -> int:
     if args.record:
         from memsym.trace.records import to_toml
         from symbolic.files import write_atomic
-        write_atomic(args.record, to_toml(out, args.unexplained, conf.sha256))
+        from memsym.trace.records import changes_of
+        changes = changes_of(args.record) + ([args.change] if args.change else [])
+        write_atomic(args.record, to_toml(out, args.unexplained, conf.sha256, changes))
     if args.json:
         common.print_json(out)
     else:
@@ -102,7 +107,7 @@ def _check_record(args) -> None:
     if not os.path.isdir(folder):
         raise ConfigError("trace.record", f"--record {args.record}: the folder {folder} does not exist")
     for option, value in (("--model", args.model), ("--recompute", args.recompute),
-                          ("--unexplained", args.unexplained)):
+                          ("--unexplained", args.unexplained), ("--change", args.change)):
         try:
             toml_string(value)
         except ValueError as exc:
@@ -133,5 +138,11 @@ def render(out) -> str:
               "per tensor family (measured bytes, every layer):"]
     for fam, v in sorted(m["families"].items(), key=lambda kv: -kv[1]["bytes"]):
         lines.append(f"  {fam:<58} {v['bytes']:>14,}  ({v['count']} storages)")
+    gone = m.get("discarded") or {}
+    if gone.get("storages"):
+        lines += ["", f"saved during the forward by nodes freed before its end (not held, not counted): "
+                      f"{gone['bytes']:,} bytes in {gone['storages']} storages"]
+        for fam, v in sorted(gone["families"].items(), key=lambda kv: -kv[1]["bytes"]):
+            lines.append(f"  {fam:<58} {v['bytes']:>14,}  ({v['count']} storages)")
     return "\n".join(lines)
 

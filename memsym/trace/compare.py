@@ -80,9 +80,13 @@ def result(args, rec, info, model=None) -> dict:
     n = info["n_layers"]
     per, outside = rec.by_layer(n)
     kinds = ["dense" if i < info["first_dense"] else "moe" for i in range(n)]
+    gone = rec.discarded()
     measured = {"activations_by_layer": [{"layer": i, "kind": kinds[i], "bytes": per[i]} for i in range(n)],
                 "activations_outside_layers": outside,
-                "families": families(rec)}
+                "families": families(rec),
+                # saved during the forward by nodes freed before its end (memsym/trace/recorder.py): not held
+                "discarded": {"bytes": sum(r.nbytes for r in gone), "storages": len(gone),
+                              "families": families(rec, gone)}}
     from derivations.config import CONVENTION_PRESETS
     preset = args.conventions or (args.framework if args.framework in CONVENTION_PRESETS else "paper")
     try:

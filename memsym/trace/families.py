@@ -13,9 +13,10 @@ def family(r, kinds=None) -> str:
     return f"{mod} {r.dtype}"
 
 
-def families(rec) -> Dict[str, Dict]:
+def families(rec, saved=None) -> Dict[str, Dict]:
+    """Bytes and storage count per family of the storages held at the end of the forward (or of ``saved``)."""
     out: Dict[str, Dict] = {}
-    for r in rec.saved.values():
+    for r in rec.held() if saved is None else saved:
         f = out.setdefault(family(r), {"bytes": 0, "count": 0})
         f["bytes"] += r.nbytes
         f["count"] += 1

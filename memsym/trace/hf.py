@@ -57,5 +57,5 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
 
 
 def _alive_check(rec) -> str:
-    """Every recorded storage is alive after the forward (held by the graph or by us): the count."""
-    return f"{len(rec.saved)} storages recorded"
+    """How many recorded storages a live autograd node still holds at the end of the forward."""
+    return f"{len(rec.saved)} storages recorded, {len(rec.held())} held at the end of the forward"

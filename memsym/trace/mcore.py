@@ -234,6 +234,6 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     info = {"framework": "mcore", "versions": {"torch": torch.__version__.split("+")[0],
                                                "megatron-core": megatron.core.__version__},
             "loss": float(loss.detach()), "params_with_grad": grads,
-            "alive_check": f"{len(rec.saved)} storages recorded",
+            "alive_check": f"{len(rec.saved)} storages recorded, {len(rec.held())} held at the end of the forward",
             "n_layers": raw["num_hidden_layers"], "first_dense": raw.get("first_k_dense_replace", 0)}
     return rec, info

@@ -1,15 +1,26 @@
-"""Record the tensors autograd saves for backward (torch's ``saved_tensors_hooks``).
+"""Record the tensors autograd saves for backward (torch's ``saved_tensors_hooks``) and what is
+still held of them at the end of the forward.
 
 Each storage counts once, by the bytes of its whole storage, identified by the storage
 object (``untyped_storage()._cdata`` with a reference held, so no address is reused while
 recording; ``data_ptr()`` is not an identity: Megatron frees recomputed outputs with
-``resize_(0)`` and their addresses are reused).  Parameters and buffers are excluded.  A
-storage belongs to the layer whose operation saved it; saved by operations of more than one
-layer, or outside the layers, it counts outside the layers.
+``resize_(0)`` and their addresses are reused).  Parameters and buffers are excluded.
+
+A save counts while the autograd node that saved it is alive.  The pack hook hands autograd a
+small holder of the *detached* tensor and keeps only a weak reference to the holder: the holder
+lives exactly as long as the node's SavedVariable (torch/csrc/autograd/saved_variable.cpp keeps
+the packed object), so a node freed during the forward (an operation whose outputs were all
+discarded: transformers' and Megatron-Core's group-limited top-k bookkeeping, whose nodes die as
+soon as only the integer indices are used) frees its holders.  Handing autograd the tensor
+itself would keep a saved *output* alive through its own ``grad_fn`` (a reference cycle through
+C++ that ``gc`` cannot see), so no discarded node would ever be freed.  A storage belongs to the
+layer whose *live* saves hold it; held by saves of more than one layer, or outside the layers, it
+counts outside the layers.  Saves whose every holder died are reported apart (:meth:`discarded`).
 """
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -43,11 +54,31 @@ class Saved:
     sublayer: str
     sites: List[Tuple[str, str]] = field(default_factory=list)  # every (module, node) that saved it
     layers: set = field(default_factory=set)
+    holders: list = field(default_factory=list)  # (weak reference to the holder autograd keeps, layer) per save
+    alive: bool = True  # some save still held at the end of the forward (set by Recorder.finalize)
+
+    def live_layers(self) -> set:
+        """The layers (None: outside) of the saves whose holder autograd keeps now."""
+        return {layer for ref, layer in self.holders if ref() is not None}
 
     def to_json(self):
         return {"bytes": self.nbytes, "dtype": self.dtype, "shape": list(self.shape), "module": self.module,
                 "node": self.node, "layer": self.layer, "sublayer": self.sublayer,
-                "saved_by": len(self.sites)}
+                "saved_by": len(self.sites), "held": self.alive}
+
+
+class _Held:
+    """What autograd keeps for one save: the detached tensor (no ``grad_fn``, so no cycle back to
+    the saving node); weakly referenced by the recorder to tell whether the node is still alive."""
+
+    __slots__ = ("tensor", "__weakref__")
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+
+def _unpack(held):
+    return held.tensor if isinstance(held, _Held) else held
 
 
 def sublayer_of(path: str) -> str:
@@ -103,15 +134,15 @@ class Recorder:
                                           path, node, layer, sublayer_of(path))
         rec.sites.append((path, node))
         rec.layers.add(layer)
-        if len(rec.layers) > 1:  # saved by operations of more than one layer (or also outside): outside
-            rec.layer, rec.sublayer = None, "shared"
-        return t
+        held = _Held(t.detach())
+        rec.holders.append((weakref.ref(held), layer))
+        return held
 
     def __enter__(self):
         for mod in self.model.modules():
             self.handles.append(mod.register_forward_pre_hook(self._pre))
             self.handles.append(mod.register_forward_hook(self._post, always_call=True))
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
         self._hooks.__enter__()
         return self
 
@@ -123,11 +154,20 @@ class Recorder:
         return False
 
     def finalize(self):
-        """Bytes of each storage as the forward leaves it: Megatron's output-discarding
-        recomputation (tensor_parallel/random.py: CheckpointWithoutOutput.discard_output_and_register_recompute)
-        frees a saved output with ``untyped_storage().resize_(0)`` once its consumer ran."""
+        """Bytes of each storage as the forward leaves it (Megatron's output-discarding recomputation,
+        tensor_parallel/random.py: CheckpointWithoutOutput.discard_output_and_register_recompute, frees
+        a saved output with ``untyped_storage().resize_(0)`` once its consumer ran), and its layer from
+        the saves still held: one layer's, or outside (``shared``) when held by more than one."""
         for key, rec in self.saved.items():
             rec.nbytes = self.keep[key].nbytes()
+            live = rec.live_layers()
+            rec.alive = bool(live)
+            if len(live) == 1:
+                rec.layer = next(iter(live))
+                rec.sublayer = sublayer_of(next(m for (m, _), (ref, _l) in zip(rec.sites, rec.holders)
+                                                if ref() is not None))
+            elif len(live) > 1:  # held by saves of more than one layer (or also outside): outside
+                rec.layer, rec.sublayer = None, "shared"
 
     def push(self, path: str):
         """Attribute what is saved until :meth:`pop` to ``path`` (a checkpoint run for one layer)."""
@@ -137,10 +177,19 @@ class Recorder:
         self.stack.pop()
 
     # results
+    def held(self) -> List[Saved]:
+        """The storages some live save still holds at the end of the forward."""
+        return [r for r in self.saved.values() if r.alive]
+
+    def discarded(self) -> List[Saved]:
+        """The storages saved only by nodes freed during the forward (every holder gone)."""
+        return [r for r in self.saved.values() if not r.alive]
+
     def by_layer(self, n_layers: int) -> Tuple[List[int], int]:
+        """Bytes held at the end of the forward per layer, and outside the layers."""
         per = [0] * n_layers
         outside = 0
-        for r in self.saved.values():
+        for r in self.held():
             if r.layer is None:
                 outside += r.nbytes
             else:

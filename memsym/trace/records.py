@@ -99,15 +99,34 @@ def _comment(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
-def to_toml(out: Dict, unexplained: str = "", sha256_of_config: str = None) -> str:
+def changes_of(path: str) -> List[str]:
+    """The ``changes`` an existing record at ``path`` lists (none when there is no record or it is not one:
+    only a regular file of at most 1 MiB is read, never a FIFO or a device)."""
+    import stat
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opened so does not block
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > 1 << 20:
+                return []
+            old = tomllib.loads(f.read(1 << 20).decode("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return []
+    changes = old.get("changes")
+    return [c for c in changes if isinstance(c, str)] if isinstance(changes, list) else []
+
+
+def to_toml(out: Dict, unexplained: str = "", sha256_of_config: str = None, changes: List[str] = ()) -> str:
     """A record of one ``trace`` result (see the module docstring); every string from the user
     (the config's path, --recompute, the WHY of --unexplained) is a TOML string, so a newline or a
     quote in one is kept as data, never read as a key.  ``sha256_of_config``: of the bytes traced
-    (:class:`derivations.hfconfig.ConfigFile`), else of the file read now."""
+    (:class:`derivations.hfconfig.ConfigFile`), else of the file read now.  ``changes``: what moved the
+    record's numbers since it was first made, oldest first (``trace --record FILE --change TEXT``)."""
     s, m, p = out["settings"], out["measured"], out["predicted"]
     digest = sha256_of_config or sha256(s["model"])
     lines = [f"# measured by: {_comment(command(s))} --record FILE", f"command = {_v(command(s))}",
-             f"framework = {_v(s['framework'])}", "",
+             f"framework = {_v(s['framework'])}"] + (
+             ["changes = [" + ", ".join(_v(c) for c in changes) + "]"] if changes else []) + ["",
              "[config]", f"path = {_v(s['model'])}", f"sha256 = {_v(digest)}", "",
              "[settings]"] + [f"{k} = {_v(s[k])}" for k in SETTINGS if k not in ("framework", "model")] + [
              "", "[versions]"] + [f"{toml_key(k)} = {_v(v)}" for k, v in sorted(out["versions"].items())] + [
@@ -123,6 +142,11 @@ def to_toml(out: Dict, unexplained: str = "", sha256_of_config: str = None) -> s
                   + "]", f"outside_layers = {_v(m['activations_outside_layers'] - p['activations_outside_layers'])}"]
     lines += ["", "[measured.families]"] + [f"{toml_key(k)} = {_v(v['bytes'])}"
                                             for k, v in sorted(m["families"].items())]
+    gone = m.get("discarded")
+    if gone and gone["storages"]:  # saved by nodes freed during the forward (memsym/trace/recorder.py)
+        lines += ["", "[measured.discarded]", f"bytes = {_v(gone['bytes'])}", f"storages = {_v(gone['storages'])}",
+                  "", "[measured.discarded.families]"] + [f"{toml_key(k)} = {_v(v['bytes'])}"
+                                                           for k, v in sorted(gone["families"].items())]
     return "\n".join(lines) + "\n"
 
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import sympy as sp
 
 from derivations.notation import (B_a, B_k, CP, EP, ETP, E_token, N, N_r, N_s, SP, TP, b, d_c, d_cq, d_h, d_hr, d_v, h,
-                                  k_g, n_g, n_h, s)
+                                  n_h, s)
 from derivations.constants import FLASH, MLA, MOE
 from derivations.tensors import (B_IS_1, CONV, HF, IS_FP32, MC, MZ, NOT_FP32, TE, Group, dense_specs, expert_tensors,
                                  head_specs, norm_parts)
@@ -88,7 +87,11 @@ def mla_specs(q_lora: bool = True):
 
 
 def hf_router_parts():
-    """transformers' router (DeepseekV3TopkRouter.forward), ``--router-state transformers``."""
+    """transformers' router (DeepseekV3TopkRouter.forward), ``--router-state transformers``.  The
+    group-limited top-k bookkeeping (each group's top-2 indices, the kept groups' indices, the bool
+    mask of ``masked_fill``) is saved by nodes whose outputs are discarded (only the top-k *indices*
+    are used; the weights are gathered from the scores), so autograd frees it during the forward:
+    not held at its end (memsym/trace/recorder.py), not counted."""
     src, tags = HF + ": DeepseekV3TopkRouter.forward", ("router", "hf_router")
     return (
         Part("hf_router_in", "router: FP32 copy of its input (hidden_states.type(float32); none when B_a = 4)",
@@ -96,11 +99,6 @@ def hf_router_parts():
         Part("hf_router_w", "router: FP32 copy of its weight (self.weight.type(float32); none when B_a = 4)",
              (4, N, h, NOT_FP32), (), src, tags),
         Part("hf_scores", "router: FP32 sigmoid scores", (4, b, s, N), (CP,), src, tags),
-        Part("hf_group_top2", "router: int64 indices of the top-2 scores of each expert group", (8, b, s, n_g, 2),
-             (CP,), src, tags),
-        Part("hf_group_idx", "router: int64 indices of the k_g groups kept", (8, b, s, k_g), (CP,), src, tags),
-        Part("hf_group_mask", "router: bool mask of the experts outside the kept groups (masked_fill)",
-             (1, b, s, N), (CP,), src, tags),
         Part("hf_topk_idx", "router: int64 top-N_r expert indices (topk and gather)", (8, b, s, N_r), (CP,), src,
              tags + ("routing",)),
         Part("hf_topk_norm", "router: FP32 normaliser of the top-k weights (norm_topk_prob)", (4, b, s), (CP,), src,
@@ -111,7 +109,12 @@ def hf_router_parts():
 
 def mcore_router_parts():
     """Megatron-Core's router and all-to-all dispatcher bookkeeping (``--router-state mcore``,
-    ``--experts alltoall``), per token of the device's b s."""
+    ``--experts alltoall``), per token of the device's b s.  With the expert bias (``noaux_tc``,
+    ``moe_router_enable_expert_bias``) ``group_limited_topk`` runs on the biased scores and only its
+    indices are used (the probabilities are gathered from the unbiased scores), so its bookkeeping
+    (each group's top indices, the kept groups' indices, the bool mask) is freed during the forward
+    and not counted.  (Without the bias its top-k values are the probabilities and it stays held:
+    not modelled yet, issue 26 item 3.)"""
     src = MC + "transformer/moe/moe_utils.py: topk_routing_with_score_function, group_limited_topk"
     tags = ("router", "mcore_router")
     perm = MC + "transformer/moe/moe_utils.py: permute (unfused), MoEAlltoAllTokenDispatcher"
@@ -119,11 +122,6 @@ def mcore_router_parts():
         Part("mc_scores", "router: FP32 sigmoid output (sigmoid(logits.float()))", (4, b, s, N), (CP,), src, tags),
         Part("mc_scores_ba", "router: the scores cast to B_a, kept by gather (the same storage when B_a = 4)",
              (B_a, b, s, N, NOT_FP32), (CP,), src, tags),
-        Part("mc_group_top", "router: int64 indices of the top-floor(N_r/k_g) scores of each expert group (topk // group_topk)",
-             (8, b, s, n_g, sp.floor(N_r / k_g)), (CP,), src, tags),
-        Part("mc_group_idx", "router: int64 indices of the k_g groups kept", (8, b, s, k_g), (CP,), src, tags),
-        Part("mc_group_mask", "router: bool mask of the experts outside the kept groups (masked_fill)", (1, b, s, N),
-             (CP,), src, tags),
         Part("mc_topk_idx", "router: int64 top-N_r indices (topk, gather, scatter)", (8, b, s, N_r), (CP,), src,
              tags + ("routing",)),
         Part("mc_topk", "router: the B_a top-N_r scores and their normaliser (scores / scores.sum)",
@@ -252,8 +250,7 @@ KEPT_FOR = {
     "latent_fp32": "latent RMSNorms backward (FP32 copies)", "latent_rstd": "latent RMSNorms backward (FP32 rsqrt)",
     "latent_pre": "latent RMSNorms' weight gradients", "v_kv": "core attention P V (v, a view of kv_b_proj's output)",
     "hf_router_in": "router weight gradient (FP32 input)", "hf_router_w": "router input gradient (FP32 weight)",
-    "hf_scores": "sigmoid backward and gather (FP32 scores)", "hf_group_top2": "group top-2 backward (indices)",
-    "hf_group_idx": "group top-k backward (indices)", "hf_group_mask": "masked_fill backward (mask)",
+    "hf_scores": "sigmoid backward and gather (FP32 scores)",
     "hf_topk_idx": "top-k backward and gather (indices)", "hf_topk_norm": "normalisation backward (divisor)",
     "hf_topk_w": "normalisation backward (weights)", "loop_idx": "index, index_add_ backward (indices)",
     "loop_weight": "weighting backward (routing weight)", "loop_source": "index_add_ backward (its source)",
@@ -262,8 +259,7 @@ KEPT_FOR = {
     "norm_rsigma": "fused RMSNorm backward (FP32 rsigma)", "latent_rsigma": "latent fused RMSNorms backward (rsigma)",
     "rope_layer": "rotary multiply backward (cos, sin of q and of k)", "causal_mask": "masked_fill_ backward (mask)",
     "mc_scores": "sigmoid backward (its output)", "mc_scores_ba": "gather backward (the B_a scores)",
-    "mc_group_top": "group top-k backward (indices)", "mc_group_idx": "group top-k backward (indices)",
-    "mc_group_mask": "masked_fill backward (mask)", "mc_topk_idx": "top-k, gather and scatter backward (indices)",
+    "mc_topk_idx": "top-k, gather and scatter backward (indices)",
     "mc_topk": "normalisation backward (scores, divisor)", "a2a_map": "masked_select backward (mask)",
     "a2a_probs": "masked_select backward (the transposed probabilities)",
     "a2a_idx": "index_select and unpermute backward (indices)",
