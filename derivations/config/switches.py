@@ -147,9 +147,11 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "gather; perm, the weights' gather; inv_perm, the un-sort) and the FP32 sorted routing weight, and "
                "the int32 per-expert offsets of grouped_mm, 4 N/EP bytes; the combine sums, keeping no source). "
                "transformers' own default is grouped: PreTrainedModel.get_correct_experts_implementation "
-               "(modeling_utils.py) picks grouped_mm when the config sets no experts_implementation, on a GPU as on "
-               "CPU, and _grouped_mm (integrations/moe.py) runs torch's grouped_mm kernel on SM80+ (torch >= 2.9), "
-               "else the grouped_mm_fallback op, which keeps the same tensors; loop is experts_implementation='eager'",
+               "(modeling_utils.py) picks grouped_mm when the config names no experts_implementation, on a GPU as on "
+               "CPU; on a GPU, _grouped_mm (integrations/moe.py, _can_use_grouped_mm) runs torch's grouped_mm "
+               "kernel on compute capability 8.0+ (9.x only with torch <= 2.8), else transformers' "
+               "grouped_mm_fallback op, which keeps the same input and offsets; loop is experts_implementation "
+               "'eager', what the transformers preset models",
                "no bookkeeping tensors",
                exists={"loop": ("loop",), "a2a": ("alltoall",), "grouped": ("grouped",)},
                label="expert implementation"),
