@@ -17,6 +17,7 @@ from symbolic.term import Part
 MZ = "NVIDIA Megatron-MoE-ModelZoo DeepSeek estimator (--inventory modelzoo)"
 CONV = "convention (not in the paper; see --help)"
 HF = "transformers 5.24 models/deepseek_v3/modeling_deepseek_v3.py"
+HF_MOE = "transformers 5.24 integrations/moe.py"
 MC = "megatron-core 0.16.1 megatron/core/"
 TE = "Transformer Engine pytorch/module/rmsnorm.py (fused RMSNorm: saves its input and the FP32 rsigma)"
 
@@ -82,6 +83,11 @@ def expert_tensors(tokens, inter_den, routed=False, x_tags=()):
                  ("loop",)),
                 ("loop_source", "index_add_'s source: the weighted output cast to B_a (transformers' expert loop)",
                  (B_a, tokens, h), (), ("loop",)),
+                ("grouped_idx", "three int64 indices of grouped_mm_experts_forward: perm // top_k (the tokens' "
+                                "gather), perm (the routing weights' gather) and inv_perm (the un-sort) (transformers' "
+                                "grouped_mm experts)", (24, tokens), (), ("grouped",)),
+                ("grouped_weight", "FP32 routing weight of each token-copy in expert order, kept by the weighting "
+                                   "multiply (transformers' grouped_mm experts)", (4, tokens), (), ("grouped",)),
                 ("weighted", "activation product kept by the probability multiply (Megatron-Core MLP.forward "
                              "per_token_scale)", (B_a, tokens, h_E), inter_den, ("a2a", "inter", "weighted")),
                 ("probs_perm", "permuted routing probabilities, B_a per token-copy (the per_token_scale)",

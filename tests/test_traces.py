@@ -51,10 +51,11 @@ def test_preset_predicts_the_record(rec):
 
 
 # ---------------------------------------------------------------- independent transcription
-def hf_layer_bytes(c, b, s, Ba=2):
+def hf_layer_bytes(c, b, s, Ba=2, experts="loop"):
     """transformers 5.24 DeepseekV3 saved bytes per layer and outside, transcribed from
     modeling_deepseek_v3.py by reading it (each storage once), for bf16 (Ba 2) or fp32 (Ba 4),
-    eager attention, the eager expert loop, no recomputation, dropout 0."""
+    eager attention, the eager expert loop (``experts="loop"``) or the grouped_mm experts
+    (``"grouped"``, :func:`hf_grouped_routed_bytes`), no recomputation, dropout 0."""
     h, nh = c["hidden_size"], c["num_attention_heads"]
     dcq, dc, dh, dhr, dv = c["q_lora_rank"], c["kv_lora_rank"], c["qk_nope_head_dim"], c["qk_rope_head_dim"], \
         c["v_head_dim"]
@@ -78,11 +79,30 @@ def hf_layer_bytes(c, b, s, Ba=2):
     # top-k bookkeeping (each group's top-2 and the kept groups' int64 indices, the bool mask) is saved
     # by nodes whose outputs are discarded (only topk's indices are used): freed in the forward
     router = ((0 if fp32 else 4 * t * h + 4 * N * h) + 4 * t * N + 8 * t * k + 4 * t + 4 * t * k)
-    routed = t * k * (16 + 4 + 3 * Ba * h + 4 * Ba * hE)
+    routed = t * k * (16 + 4 + 3 * Ba * h + 4 * Ba * hE) if experts == "loop" else hf_grouped_routed_bytes(c, b, s, Ba)
     shared = 4 * Ba * t * hE * c["n_shared_experts"]
     moe = ffn_norm + router + routed + shared
     outside = (8 * t + 2 * Ba * s * dhr + rmsnorm(h) + Ba * t * h + 4 * t * V + 8 * t + (8 if b == 1 else 0) + 4)
     return attn + dense, attn + moe, outside
+
+
+def hf_grouped_routed_bytes(c, b, s, Ba=2):
+    """What transformers 5.24's grouped_mm experts keep for backward (integrations/moe.py:
+    grouped_mm_experts_forward, config._experts_implementation = "grouped_mm"), transcribed by reading it,
+    each storage once, for S = b s k token-copies sorted by expert:
+      hidden_states[perm // num_top_k]     index saves its int64 indices (S), a new tensor even at k = 1
+      sample_weights[perm]                 index saves perm (int64, S)
+      grouped_mm(selected, gate_up_proj)   saves its input (B_a S h) and the int32 offsets (N: cumsum of histc)
+      act_fn(gate) * up                    silu saves gate, the multiply up: both views of the gate_up output
+                                           (B_a S 2 h_E, one storage); the multiply also the silu output (B_a S h_E)
+      grouped_mm(product, down_proj)       saves the product (B_a S h_E) and the same offsets
+      proj_out * sample_weights_g[:, None] saves the down output (B_a S h) and the FP32 sorted weights (4 S)
+      weighted_out[inv_perm]               index saves inv_perm (int64, S)
+      view(...).sum(dim=1), .to(dtype)     save nothing (no index_add_ source, unlike the loop)
+    torch.sort, histc and cumsum run on integers or without grad: nothing saved."""
+    S = b * s * c["num_experts_per_tok"]
+    h, hE, N = c["hidden_size"], c["moe_intermediate_size"], c["n_routed_experts"]
+    return S * (8 + 8 + 8 + 4) + S * (Ba * h + Ba * h) + S * (2 * Ba * hE + Ba * hE + Ba * hE) + 4 * N
 
 
 def _cfg(path):
@@ -106,6 +126,65 @@ def test_preset_equals_the_transcription_at_other_dims(tmp_path, h, nh, N, k, G,
     d, m, o = hf_layer_bytes(c, b, s, 4 if dtype == "fp32" else 2)
     assert [r["bytes"] for r in p["activations_by_layer"]] == [d, m, m]
     assert p["activations_outside_layers"] == o
+
+
+@pytest.mark.parametrize("h,nh,N,k,G,kG,b,s,dtype", [
+    (384, 6, 16, 3, 4, 2, 2, 128, "bf16"), (128, 2, 4, 1, 1, 1, 1, 64, "bf16"), (384, 6, 16, 3, 4, 2, 3, 96, "fp32"),
+    (7168, 128, 256, 8, 8, 4, 1, 4096, "bf16")])
+def test_grouped_experts_equal_the_transcription_at_other_dims(tmp_path, h, nh, N, k, G, kG, b, s, dtype):
+    """A transformers trace run with --experts grouped is predicted with the transformers preset and
+    --experts grouped (memsym/trace/compare.py), and that is the hand transcription of grouped_mm's tensors."""
+    c = dict(_cfg("tests/data/tiny/config.json"), hidden_size=h, num_attention_heads=nh, num_key_value_heads=nh,
+             n_routed_experts=N, num_experts_per_tok=k, n_group=G, topk_group=kG, intermediate_size=3 * h,
+             moe_intermediate_size=h // 2, q_lora_rank=h // 4 + 8, kv_lora_rank=h // 4, vocab_size=999)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(c))
+    import types
+    from memsym.trace.compare import predicted
+    p = predicted(types.SimpleNamespace(model=str(path), mbs=b, seq=s, act_dtype=dtype, recompute="none",
+                                        framework="transformers", experts="grouped"), "transformers")
+    Ba = 4 if dtype == "fp32" else 2
+    d, m, o = hf_layer_bytes(c, b, s, Ba, experts="grouped")
+    assert [r["bytes"] for r in p["activations_by_layer"]] == [d, m, m]
+    assert p["activations_outside_layers"] == o
+    assert p["estimate"].endswith("--conventions transformers" + (" --act-dtype fp32" if Ba == 4 else "")
+                                  + " --experts grouped")
+    # the loop differs by (B_a h - 8) bytes per token-copy and the 4 N bytes of offsets, nothing else
+    dl, ml, ol = hf_layer_bytes(c, b, s, Ba)
+    assert (dl, ol) == (d, o) and ml - m == b * s * k * (Ba * h - 8) - 4 * N
+
+
+def test_grouped_records_are_exact_and_the_preset_stays_loop():
+    """Both grouped_mm records (two configs, b and s) are predicted to the byte (test_preset_predicts_the_record),
+    none unexplained; the trace's --experts maps to the switch only for the framework's own preset."""
+    import types
+    from derivations.config import CONVENTION_PRESETS
+    from memsym.trace.compare import experts_switch
+    grouped = [r for r in RECORDS if r["settings"]["experts"] == "grouped"]
+    assert len({(r["config"]["path"], r["settings"]["mbs"], r["settings"]["seq"]) for r in grouped}) >= 2
+    assert all("unexplained" not in r for r in grouped)
+    assert CONVENTION_PRESETS["transformers"]["experts"] == "loop"
+    args = types.SimpleNamespace(framework="transformers", experts="grouped")
+    assert experts_switch(args, "transformers") == "grouped" and experts_switch(args, "paper") is None
+    assert experts_switch(types.SimpleNamespace(framework="transformers", experts="loop"), "transformers") is None
+    assert experts_switch(types.SimpleNamespace(framework="mcore", experts="loop"), "mcore") is None
+
+
+def test_grouped_offsets_are_per_local_expert_not_per_token(capsys):
+    """--experts grouped at EP 2 against loop: per token-copy the device holds ((b s N_r/EP) under the paper's
+    count, b s N_r under --routed-tokens dispatch at SP 1) 28 bytes instead of 20 + B_a h, and the int32
+    offsets of its N/EP local experts, 4 N/EP bytes, which the dispatch count does not multiply."""
+    c = _cfg("tests/data/tiny/config.json")
+    h, N, k, b, s = c["hidden_size"], c["n_routed_experts"], c["num_experts_per_tok"], 2, 64
+
+    def moe(*extra):
+        assert main(["estimate", "--model", "tests/data/tiny/config.json", "--dp", "2", "--tp", "1", "--pp", "1",
+                     "--ep", "2", "--etp", "1", "--mbs", str(b), "--seq", str(s), "--conventions", "transformers",
+                     "--json", *extra]) == 0
+        return json.loads(capsys.readouterr().out)["bytes"]["activations_by_layer"][-1]["bytes"]
+    for extra, copies in (((), b * s * k // 2), (("--routed-tokens", "dispatch"), b * s * k)):
+        loop, grouped = moe(*extra), moe("--experts", "grouped", *extra)
+        assert loop - grouped == copies * (2 * h + 20 - 28) - 4 * N // 2
 
 
 def mcore_layer_bytes(c, b, s, Ba=2):
@@ -232,7 +311,8 @@ def test_retrace_matches_the_record(rec):
 
 @pytest.mark.trace
 @pytest.mark.skipif(not _have_torch(), reason="needs pip install 'memsym[trace]'")
-def test_trace_of_a_generated_config_is_predicted(tmp_path):
+@pytest.mark.parametrize("experts", ["loop", "grouped"])
+def test_trace_of_a_generated_config_is_predicted(tmp_path, experts):
     c = dict(_cfg("tests/data/tiny/config.json"), hidden_size=192, num_attention_heads=3, num_key_value_heads=3,
              n_routed_experts=12, num_experts_per_tok=3, n_group=4, topk_group=2, intermediate_size=320,
              moe_intermediate_size=96, q_lora_rank=80, kv_lora_rank=48, vocab_size=777)
@@ -241,15 +321,28 @@ def test_trace_of_a_generated_config_is_predicted(tmp_path):
     import types
     from memsym.trace import hf
     from memsym.trace.compare import result
-    st = dict(mbs=3, seq=96, act_dtype="bf16", attention="eager", experts="loop", recompute="none")
+    st = dict(mbs=3, seq=96, act_dtype="bf16", attention="eager", experts=experts, recompute="none")
     rec, info = hf.run(str(path), **st)
     out = result(types.SimpleNamespace(framework="transformers", conventions=None, tensors=False, model=str(path),
                                        **st), rec, info)
     assert out["measured"]["activations_by_layer"] == out["predicted"]["activations_by_layer"]
     assert out["measured"]["activations_outside_layers"] == out["predicted"]["activations_outside_layers"]
-    d, m, o = hf_layer_bytes(c, 3, 96)
+    d, m, o = hf_layer_bytes(c, 3, 96, experts=experts)
     assert [r["bytes"] for r in out["measured"]["activations_by_layer"]] == [d, m, m]
     assert out["measured"]["activations_outside_layers"] == o
+
+
+@pytest.mark.trace
+@pytest.mark.skipif(not _have_torch(), reason="needs pip install 'memsym[trace]'")
+def test_transformers_default_experts_implementation_is_grouped_mm():
+    """What the README and --experts' help say: a DeepseekV3 model built from a config that names no
+    experts_implementation runs grouped_mm (modeling_utils.py: PreTrainedModel.get_correct_experts_implementation),
+    so transformers' default is --experts grouped; the transformers preset models the eager loop."""
+    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+    raw = _cfg("tests/data/tiny/config.json")
+    conf = DeepseekV3Config(**{k: v for k, v in raw.items() if k not in ("architectures", "torch_dtype")})
+    assert conf._experts_implementation is None
+    assert DeepseekV3ForCausalLM(conf).config._experts_implementation == "grouped_mm"
 
 
 @pytest.mark.trace

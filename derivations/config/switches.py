@@ -132,7 +132,8 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "routing choice",
                exists={"paper_router": ("paper",), "hf_router": ("transformers",), "mcore_router": ("mcore",)},
                label="router tensors kept"),
-    SwitchSpec("experts", "--experts", ("paper", "loop", "alltoall"), {"loop": "expert-loop", "alltoall": "a2a"},
+    SwitchSpec("experts", "--experts", ("paper", "loop", "alltoall", "grouped"),
+               {"loop": "expert-loop", "alltoall": "a2a", "grouped": "grouped-mm"},
                "activations",
                "routed experts' bookkeeping: paper (none beyond the expert tensors) or loop (transformers' "
                "DeepseekV3Experts.forward, eager: per token-copy the int64 (top-k position, token) index pair of "
@@ -141,8 +142,18 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "and SequentialMLP applying the probabilities in the expert, mlp.py: MLP.forward per_token_scale: the "
                "bool routing map and the B_a probabilities transposed (b s N each), the int64 sorted token indices "
                "and the permuted B_a probabilities (b s N_r each), and per token-copy the activation product the "
-               "probability multiply keeps, B_a h_E)", "no bookkeeping tensors",
-               exists={"loop": ("loop",), "a2a": ("alltoall",)},
+               "probability multiply keeps, B_a h_E) or grouped (transformers' grouped_mm experts, integrations/"
+               "moe.py: grouped_mm_experts_forward: per token-copy three int64 indices (perm // top_k, the tokens' "
+               "gather; perm, the weights' gather; inv_perm, the un-sort) and the FP32 sorted routing weight, and "
+               "the int32 per-expert offsets of grouped_mm, 4 N/EP bytes; the combine sums, keeping no source). "
+               "transformers' own default is grouped: PreTrainedModel.get_correct_experts_implementation "
+               "(modeling_utils.py) picks grouped_mm when the config names no experts_implementation, on a GPU as on "
+               "CPU; on a GPU, _grouped_mm (integrations/moe.py, _can_use_grouped_mm) runs torch's grouped_mm "
+               "kernel on compute capability 8.0+ (9.x only with torch <= 2.8), else transformers' "
+               "grouped_mm_fallback op, which keeps the same input and offsets; loop is experts_implementation "
+               "'eager', what the transformers preset models",
+               "no bookkeeping tensors",
+               exists={"loop": ("loop",), "a2a": ("alltoall",), "grouped": ("grouped",)},
                label="expert implementation"),
     SwitchSpec("shared_input", "--shared-input", ("own", "router"), {"router": "shared-input-once"},
                "activations",

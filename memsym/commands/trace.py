@@ -32,7 +32,9 @@ def add_parser(sub):
     p.add_argument("--attention", choices=("eager", "sdpa", "flash"), default="eager",
                    help="attention implementation (flash needs a GPU)")
     p.add_argument("--experts", choices=("loop", "grouped"), default="loop",
-                   help="transformers' expert implementation: loop (eager) or grouped (grouped_mm)")
+                   help="transformers' expert implementation: loop (eager; the transformers preset) or grouped "
+                        "(grouped_mm, transformers' default when the config names none; predicted with --experts "
+                        "grouped)")
     p.add_argument("--recompute", default="none",
                    help="none | full (transformers: gradient_checkpointing_enable(); mcore: uniform, one layer per "
                         "checkpoint) | selective (mcore: core_attn) | custom:MODULES (mcore's recompute_modules: "

@@ -10,6 +10,24 @@ MCORE_MODULES = {"core_attn": ("score",), "mlp": ("ffn",), "moe": ("router", "ex
                  "shared_experts": ("shared",)}
 
 
+#: The trace's ``--experts`` as the ``experts`` switch of the framework's own preset: transformers'
+#: ``config._experts_implementation`` "eager" (loop, the preset's) or "grouped_mm" (grouped).  Megatron-Core's
+#: local spec runs one implementation (SequentialMLP behind the all-to-all dispatcher: its preset's alltoall).
+TRACE_EXPERTS = {"transformers": {"loop": "loop", "grouped": "grouped"}}
+
+
+def experts_switch(args, preset: str):
+    """The ``experts`` switch value the trace ran (:data:`TRACE_EXPERTS`), when ``preset`` is the traced
+    framework's own and differs from it there; else None (the preset's value stands)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
+    from derivations.config import CONVENTION_PRESETS
+    framework = getattr(args, "framework", "")
+    value = TRACE_EXPERTS.get(framework, {}).get(getattr(args, "experts", "loop"))
+    if preset != framework or value is None or value == CONVENTION_PRESETS[preset]["experts"]:
+        return None
+    return value
+
+
 def memsym_recompute(framework: str, recompute: str) -> str:
     """``--recompute`` of the trace as memsym's (Megatron-Core module names become operators)."""
     if framework != "mcore" or not recompute.startswith("custom:"):
@@ -42,6 +60,9 @@ def _estimate(args, preset: str, model=None):
     rec = cfg.parse_recompute(memsym_recompute(getattr(args, "framework", ""), args.recompute))
     training = cfg.Training(mbs=args.mbs, seq=args.seq, recompute=rec[0], recompute_ops=rec[1])
     training = with_preset(training, preset)
+    experts = experts_switch(args, preset)
+    if experts is not None:
+        training = with_switch(training, "experts", experts)
     # a trace records what autograd saves: the cross-entropy backward's transient is not a saved tensor
     training = with_switch(training, "ce_backward", "none")
     if _mtp(args, model):
@@ -57,6 +78,9 @@ def predicted(args, preset: str, model=None) -> dict:
             "--mbs", str(args.mbs), "--seq", str(args.seq), "--conventions", preset]
     if args.act_dtype == "fp32":
         argv += ["--act-dtype", "fp32"]
+    experts = experts_switch(args, preset)
+    if experts is not None:
+        argv += ["--experts", experts]
     if args.recompute != "none":
         argv += ["--recompute", memsym_recompute(getattr(args, "framework", ""), args.recompute)]
     est = _estimate(args, preset, model)

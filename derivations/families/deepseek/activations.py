@@ -10,8 +10,8 @@ from dataclasses import replace
 from derivations.notation import (B_a, B_k, CP, EP, ETP, E_token, N, N_r, N_s, SP, TP, b, d_c, d_cq, d_h, d_hr, d_v, h,
                                   n_h, s)
 from derivations.constants import FLASH, MLA, MOE
-from derivations.tensors import (B_IS_1, CONV, HF, IS_FP32, MC, MZ, NOT_FP32, TE, Group, dense_specs, expert_tensors,
-                                 head_specs, norm_parts)
+from derivations.tensors import (B_IS_1, CONV, HF, HF_MOE, IS_FP32, MC, MZ, NOT_FP32, TE, Group, dense_specs,
+                                 expert_tensors, head_specs, norm_parts)
 from symbolic.term import Part
 
 
@@ -159,6 +159,9 @@ def moe_specs():
         Group("routed", "routed experts on the device, N/EP of them: per expert its tokens' input and mask "
                         "(3 E_token h) and gate, up, activation and product outputs (8 E_token h_E)",
               N / EP, expert_tensors(E_token, (ETP,), routed=True, x_tags=("permuted",)), MOE, ("experts", "routed")),
+        Part("grouped_offs", "int32 offsets of the local experts' token groups (cumsum of the histc counts), kept "
+                             "by both grouped_mm calls (transformers' grouped_mm experts)", (4, N), (EP,),
+             HF_MOE + ": grouped_mm_experts_forward, _grouped_mm", ("experts", "grouped")),
         Group("shared", "shared experts N_s: all b s tokens' input and mask (3bsh) and intermediate outputs (8bsh_E)",
               N_s, shared, MOE, ("shared",)),
     )
@@ -254,6 +257,8 @@ KEPT_FOR = {
     "hf_topk_idx": "top-k backward and gather (indices)", "hf_topk_norm": "normalisation backward (divisor)",
     "hf_topk_w": "normalisation backward (weights)", "loop_idx": "index, index_add_ backward (indices)",
     "loop_weight": "weighting backward (routing weight)", "loop_source": "index_add_ backward (its source)",
+    "grouped_idx": "index backward of the gathers and the un-sort (indices)",
+    "grouped_weight": "weighting backward (routing weight)", "grouped_offs": "grouped_mm backward (group offsets)",
     "labels": "nll_loss backward (target, total weight)", "input_ids": "embedding backward (indices)",
     "rope": "rotary multiply backward (cos, sin)",
     "norm_rsigma": "fused RMSNorm backward (FP32 rsigma)", "latent_rsigma": "latent fused RMSNorms backward (rsigma)",
