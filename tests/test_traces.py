@@ -75,10 +75,11 @@ def hf_layer_bytes(c, b, s, Ba=2, experts="loop"):
             + Ba * t * nh * dv)                            # o_proj input
     ffn_norm = rmsnorm(h) + Ba * t * h
     dense = ffn_norm + 4 * Ba * t * hF
-    # FP32 input/weight copies, FP32 scores, top-k indices, normaliser, weights; the group-limited
+    # FP32 input copy (the router's weight is kept FP32 by from_config: no copy), FP32 scores, top-k
+    # indices, normaliser, weights; the group-limited
     # top-k bookkeeping (each group's top-2 and the kept groups' int64 indices, the bool mask) is saved
     # by nodes whose outputs are discarded (only topk's indices are used): freed in the forward
-    router = ((0 if fp32 else 4 * t * h + 4 * N * h) + 4 * t * N + 8 * t * k + 4 * t + 4 * t * k)
+    router = ((0 if fp32 else 4 * t * h) + 4 * t * N + 8 * t * k + 4 * t + 4 * t * k)
     routed = t * k * (16 + 4 + 3 * Ba * h + 4 * Ba * hE) if experts == "loop" else hf_grouped_routed_bytes(c, b, s, Ba)
     shared = 4 * Ba * t * hE * c["n_shared_experts"]
     moe = ffn_norm + router + routed + shared

@@ -1,7 +1,11 @@
 """Hugging Face transformers' ``DeepseekV3ForCausalLM`` traced on CPU (memsym trace --framework transformers).
 
-The model is built from a config (random weights, no download), in the activation dtype,
-and runs one forward pass with labels (the FP32 cross-entropy loss) under the
+The model is built from a config (random weights, no download) as a training run builds it:
+``DeepseekV3ForCausalLM._from_config(config, dtype=...)``, what ``AutoModelForCausalLM.from_config``
+and ``from_pretrained(..., dtype=...)`` do (modeling_utils.py: ``PreTrainedModel._from_config``), so
+``_keep_in_fp32_modules_strict`` (the router's ``gate.weight`` and ``e_score_correction_bias``) stays
+FP32 while everything else takes the activation dtype (``model.to(dtype)`` would cast the router to
+BF16 and make its FP32 ``.type(float32)`` a copy a real run never makes).  It runs one forward pass with labels (the FP32 cross-entropy loss) under the
 :class:`memsym.trace.recorder.Recorder`, then one backward pass to show it trains.
 """
 from __future__ import annotations
@@ -39,7 +43,10 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     config._attn_implementation = impl
     config._experts_implementation = exp
     torch.manual_seed(seed)
-    model = DeepseekV3ForCausalLM(config).to(dtype)
+    model = DeepseekV3ForCausalLM._from_config(config, dtype=dtype)
+    got = (model.config._attn_implementation, model.config._experts_implementation)
+    if got != (impl, exp):  # _from_config resolves the implementations again: it must keep the ones asked for
+        raise ConfigError("trace.implementation", f"transformers built attention/experts {got}, not {(impl, exp)}")
     model.train()
     if recompute == "full":
         model.gradient_checkpointing_enable()

@@ -91,13 +91,13 @@ def hf_router_parts():
     group-limited top-k bookkeeping (each group's top-2 indices, the kept groups' indices, the bool
     mask of ``masked_fill``) is saved by nodes whose outputs are discarded (only the top-k *indices*
     are used; the weights are gathered from the scores), so autograd frees it during the forward:
-    not held at its end (memsym/trace/recorder.py), not counted."""
+    not held at its end (memsym/trace/recorder.py), not counted.  The router's weight is a parameter
+    kept in FP32 (``_keep_in_fp32_modules_strict``, honoured by ``from_config``/``from_pretrained`` with a
+    dtype), so ``self.weight.type(float32)`` is the parameter itself: no copy."""
     src, tags = HF + ": DeepseekV3TopkRouter.forward", ("router", "hf_router")
     return (
         Part("hf_router_in", "router: FP32 copy of its input (hidden_states.type(float32); none when B_a = 4)",
              (4, b, s, h, NOT_FP32), (CP,), src, tags),
-        Part("hf_router_w", "router: FP32 copy of its weight (self.weight.type(float32); none when B_a = 4)",
-             (4, N, h, NOT_FP32), (), src, tags),
         Part("hf_scores", "router: FP32 sigmoid scores", (4, b, s, N), (CP,), src, tags),
         Part("hf_topk_idx", "router: int64 top-N_r expert indices (topk and gather)", (8, b, s, N_r), (CP,), src,
              tags + ("routing",)),
@@ -252,7 +252,7 @@ KEPT_FOR = {
     "norm_pre": "RMSNorm weight gradient (the normalised value)",
     "latent_fp32": "latent RMSNorms backward (FP32 copies)", "latent_rstd": "latent RMSNorms backward (FP32 rsqrt)",
     "latent_pre": "latent RMSNorms' weight gradients", "v_kv": "core attention P V (v, a view of kv_b_proj's output)",
-    "hf_router_in": "router weight gradient (FP32 input)", "hf_router_w": "router input gradient (FP32 weight)",
+    "hf_router_in": "router weight gradient (FP32 input)",
     "hf_scores": "sigmoid backward and gather (FP32 scores)",
     "hf_topk_idx": "top-k backward and gather (indices)", "hf_topk_norm": "normalisation backward (divisor)",
     "hf_topk_w": "normalisation backward (weights)", "loop_idx": "index, index_add_ backward (indices)",
