@@ -66,6 +66,8 @@ STRUCTURES = structures(DEEPSEEK)
 SPECIAL = {
     "_not_fp32": sp.Piecewise((0, sp.Eq(nt.B_a, 4)), (1, True)),
     "_b_is_1": sp.Piecewise((1, sp.Eq(nt.b, 1)), (0, True)),
+    "_v_view": sp.Piecewise((1, sp.Eq(nt.b, 1)), (1, sp.Eq(nt.n_h, nt.TP)), (0, True)),
+    "_topk_gt_1": sp.Piecewise((0, sp.Eq(nt.N_r, 1)), (1, True)),
     "_floor_Nr_kg": sp.floor(nt.N_r / nt.k_g),
 }
 ACT_SWITCHES = tuple(k for k, s in CONVENTION_SWITCHES.items() if s.side in ("activations", "both"))

@@ -70,7 +70,7 @@ def hf_layer_bytes(c, b, s, Ba=2, experts="loop"):
             + 4 * t * (dcq + dc + (dhr if fp32 else 0)) + 2 * 4 * t + Ba * t * (dcq + dc)  # latent norms
             + Ba * t * (dcq + dc)                          # q_b_proj, kv_b_proj inputs
             + 2 * Ba * t * nh * (dh + dhr)                 # query, key
-            + Ba * t * nh * (dv + (dh if b == 1 else 0))   # value (b = 1: the kv_b_proj output)
+            + Ba * t * nh * (dv + (dh if b == 1 or nh == 1 else 0))  # value (b = 1 or 1 head: kv_b_proj's output)
             + 4 * b * nh * s * s + (0 if fp32 else Ba * b * nh * s * s)   # FP32 softmax, probabilities
             + Ba * t * nh * dv)                            # o_proj input
     ffn_norm = rmsnorm(h) + Ba * t * h
@@ -113,7 +113,7 @@ def _cfg(path):
 
 @pytest.mark.parametrize("h,nh,N,k,G,kG,b,s,dtype", [
     (384, 6, 16, 3, 4, 2, 2, 128, "bf16"), (128, 2, 4, 1, 1, 1, 1, 64, "bf16"), (384, 6, 16, 3, 4, 2, 3, 96, "fp32"),
-    (7168, 128, 256, 8, 8, 4, 1, 4096, "bf16")])
+    (128, 1, 4, 1, 2, 1, 2, 64, "bf16"), (7168, 128, 256, 8, 8, 4, 1, 4096, "bf16")])
 def test_preset_equals_the_transcription_at_other_dims(tmp_path, h, nh, N, k, G, kG, b, s, dtype):
     c = dict(_cfg("tests/data/tiny/config.json"), hidden_size=h, num_attention_heads=nh, num_key_value_heads=nh,
              n_routed_experts=N, num_experts_per_tok=k, n_group=G, topk_group=kG, intermediate_size=3 * h,
@@ -213,7 +213,8 @@ def mcore_layer_bytes(c, b, s, Ba=2):
     ffn_norm = rmsnorm(h) + Ba * t * h
     dense = ffn_norm + 5 * Ba * t * hF                                # fc1 out (2), silu, x_linear + 0, product
     # with the expert bias only group_limited_topk's indices are used: its bookkeeping is freed in the forward
-    router = 4 * t * N + (0 if fp32 else Ba * t * N) + 8 * t * k + Ba * t * (k + 1)
+    # the top-k scores and their normaliser only when k > 1 (``probs = scores / sum if topk > 1 else scores``)
+    router = 4 * t * N + (0 if fp32 else Ba * t * N) + 8 * t * k + (Ba * t * (k + 1) if k > 1 else 0)
     dispatch = t * N + Ba * t * N + 8 * t * k
     routed = t * k * (Ba * h + Ba + 6 * Ba * hE)                      # tokens, probs; fc1 (2), silu, +0, glu, x p
     shared = 5 * Ba * t * hE * c["n_shared_experts"]
@@ -224,7 +225,7 @@ def mcore_layer_bytes(c, b, s, Ba=2):
 
 @pytest.mark.parametrize("h,nh,N,k,G,kG,b,s,dtype", [
     (384, 6, 16, 3, 4, 2, 2, 128, "bf16"), (128, 2, 4, 1, 1, 1, 1, 64, "bf16"), (384, 6, 16, 4, 4, 2, 3, 96, "fp32"),
-    (7168, 128, 256, 8, 8, 4, 1, 4096, "bf16")])
+    (128, 1, 6, 1, 3, 2, 2, 64, "fp32"), (7168, 128, 256, 8, 8, 4, 1, 4096, "bf16")])
 def test_mcore_preset_equals_the_transcription_at_other_dims(tmp_path, h, nh, N, k, G, kG, b, s, dtype):
     c = dict(_cfg("tests/data/tiny/config.json"), hidden_size=h, num_attention_heads=nh, num_key_value_heads=nh,
              n_routed_experts=N, num_experts_per_tok=k, n_group=G, topk_group=kG, intermediate_size=3 * h,

@@ -128,7 +128,8 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "TopKRouter with sigmoid scores, expert bias and group-limited routing, moe_utils.py: "
                "topk_routing_with_score_function, group_limited_topk: the FP32 sigmoid output, the scores cast to "
                "B_a (none when B_a = 4), the int64 group top-(N_r/k_g) and group top-k_g indices, the bool group mask, "
-               "the int64 top-N_r indices, the B_a top-k scores and their normaliser)", "logits, probabilities, "
+               "the int64 top-N_r indices, the B_a top-k scores and their normaliser, at N_r > 1 only)", "logits, "
+               "probabilities, "
                "routing choice",
                exists={"paper_router": ("paper",), "hf_router": ("transformers",), "mcore_router": ("mcore",)},
                label="router tensors kept"),
@@ -164,8 +165,8 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                label="shared experts' input"),
     SwitchSpec("value_storage", "--value-storage", ("copy", "kv-view"), {"kv-view": "v-view"}, "activations",
                "v as P V keeps it: copy (the paper: B_a b s d_v n_h) or kv-view (transformers: v is a view of the "
-               "kv_b_proj output; at b = 1 matmul keeps that whole storage, B_a s (d_h + d_v) n_h, at b > 1 a "
-               "contiguous copy of v)", "B_a b s d_v n_h",
+               "kv_b_proj output; at b = 1 or with one head on the device matmul's reshape is a view and keeps that whole "
+               "storage, B_a b s (d_h + d_v) n_h, else a contiguous copy of v)", "B_a b s d_v n_h",
                exists={"v_copy": ("copy",), "v_view": ("kv-view",)},
                label="v storage"),
     SwitchSpec("head_state", "--head-state", ("paper", "transformers", "mcore"),

@@ -19,6 +19,10 @@ def derived(v):
         v["_floor_Nr_kg"] = (_floor(v["N_r"]/_Q(v["k_g"])))
     if "B_a" in v:
         v["_not_fp32"] = (0 if v["B_a"] == 4 else 1)
+    if "N_r" in v:
+        v["_topk_gt_1"] = (0 if v["N_r"] == 1 else 1)
+    if "TP" in v and "b" in v and "n_h" in v:
+        v["_v_view"] = (1 if v["TP"] == v["n_h"] or v["b"] == 1 else 0)
     return v
 
 

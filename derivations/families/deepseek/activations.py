@@ -10,8 +10,8 @@ from dataclasses import replace
 from derivations.notation import (B_a, B_k, CP, EP, ETP, E_token, N, N_r, N_s, SP, TP, b, d_c, d_cq, d_h, d_hr, d_v, h,
                                   n_h, s)
 from derivations.constants import FLASH, MLA, MOE
-from derivations.tensors import (B_IS_1, CONV, HF, HF_MOE, IS_FP32, MC, MZ, NOT_FP32, TE, Group, dense_specs,
-                                 expert_tensors, head_specs, norm_parts)
+from derivations.tensors import (CONV, HF, HF_MOE, IS_FP32, MC, MZ, NOT_FP32, TE, TOPK_GT_1, V_VIEW, Group,
+                                 dense_specs, expert_tensors, head_specs, norm_parts)
 from symbolic.term import Part
 
 
@@ -62,9 +62,11 @@ def mla_specs(q_lora: bool = True):
         Part("q", "q with its RoPE part", (B_a, b, s, d_h + d_hr, n_h), (TP, CP), MLA, ("mla_up",), row="qk"),
         Part("k", "k with its RoPE part", (B_a, b, s, d_h + d_hr, n_h), (TP, CP), MLA, ("mla_up",), row="qk"),
         Part("v", "v", (B_a, b, s, d_v, n_h), (TP, CP), MLA, ("mla_up", "v_copy")),
-        Part("v_kv", "v as P V keeps it: a contiguous copy at b > 1, the whole kv_b_proj output (k_nope and v) "
-                     "at b = 1", (B_a, b, s, n_h, d_v + B_IS_1 * d_h), (TP, CP),
-             HF + ": DeepseekV3Attention.expand_kv, eager_attention_forward", ("mla_up", "v_view")),
+        Part("v_kv", "v as P V keeps it: the whole kv_b_proj output (k_nope and v) when b = 1 or one head is "
+                     "on the device (matmul's reshape of the v view is then a view), else a contiguous copy",
+             (B_a, b, s, n_h, d_v + V_VIEW * d_h), (TP, CP),
+             HF + ": DeepseekV3Attention.expand_kv, eager_attention_forward (torch.matmul: reshape to b n_h)",
+             ("mla_up", "v_view")),
         Part("softmax", "softmax output", (B_a, b, n_h, s ** 2), (TP, CP), MLA, ("score", "eager", "softmax_out"),
              row="score"),
         Part("causal_mask", "bool causal mask s x s built each call (get_default_causal_mask), kept by masked_fill_",
@@ -124,8 +126,9 @@ def mcore_router_parts():
              (B_a, b, s, N, NOT_FP32), (CP,), src, tags),
         Part("mc_topk_idx", "router: int64 top-N_r indices (topk, gather, scatter)", (8, b, s, N_r), (CP,), src,
              tags + ("routing",)),
-        Part("mc_topk", "router: the B_a top-N_r scores and their normaliser (scores / scores.sum)",
-             (B_a, b, s, N_r + 1), (CP,), src, tags),
+        Part("mc_topk", "router: the B_a top-N_r scores and their normaliser (scores / scores.sum; none at "
+                        "N_r = 1: no normalisation, topk > 1 only)",
+             (B_a, b, s, N_r + 1, TOPK_GT_1), (CP,), src, tags),
         Part("a2a_map", "dispatcher: bool routing map, transposed N x b s (masked_select)", (1, b, s, N), (CP,), perm,
              ("routing", "router", "a2a")),
         Part("a2a_probs", "dispatcher: the B_a routing probabilities transposed N x b s (masked_select)",
