@@ -69,3 +69,44 @@ def test_a_saved_output_does_not_keep_its_own_node_alive():
     assert [r.nbytes for r in rec.held()] == [64]       # x, 16 FP32
     assert [r.nbytes for r in rec.discarded()] == [64]  # exp's output, 16 FP32
     out.backward()
+
+
+def test_a_stage_modules_output_counts_outside_the_layers_however_many_layers_hold_it():
+    """transformers' RoPE tables are computed once before the layers and handed to each: with several layers
+    their saves make them shared (outside), and with one layer they must stay outside too (Recorder(stage=)),
+    not move into that layer (what the preset predicts: the stage's, whatever its layer count)."""
+    torch = _torch()
+    from memsym.trace.recorder import Recorder
+
+    class Table(torch.nn.Module):
+        def forward(self, x):
+            return torch.ones(8, dtype=torch.float32) * 2.0  # 32 B, no grad: only a layer's mul saves it
+
+    class Mul(torch.nn.Module):
+        def forward(self, x, table):
+            return x * table                               # saves table (x requires grad)
+
+    class Model(torch.nn.Module):
+        def __init__(self, n):
+            super().__init__()
+            self.table = Table()
+            self.layers = torch.nn.ModuleList([Mul() for _ in range(n)])
+
+        def forward(self, x):
+            t = self.table(x)
+            for layer in self.layers:
+                x = layer(x, t)
+            return x.sum()
+    x = torch.randn(8, requires_grad=True)
+    for n in (1, 2):
+        for stage in (False, True):
+            model = Model(n)
+            with Recorder(model, stage=(model.table,) if stage else ()) as rec:
+                out = model(x)
+            per, outside = rec.by_layer(n)
+            # each layer's mul saves the table only (32 B, one storage): one layer's alone unless it is the stage's
+            if n == 1:
+                assert (per, outside) == (([0], 32) if stage else ([32], 0)), (stage, per, outside)
+            else:
+                assert (per, outside) == ([0, 0], 32), (stage, per, outside)
+            out.backward()

@@ -51,7 +51,8 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     if recompute == "full":
         model.gradient_checkpointing_enable()
     ids = torch.randint(2, config.vocab_size, (mbs, seq))
-    with Recorder(model) as rec:
+    # the RoPE cos and sin tables: computed once, handed to every layer (the stage's, not a layer's)
+    with Recorder(model, stage=(model.model.rotary_emb,)) as rec:
         out = model(input_ids=ids, labels=ids)
     alive = _alive_check(rec)
     out.loss.backward()

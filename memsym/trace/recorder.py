@@ -15,7 +15,10 @@ soon as only the integer indices are used) frees its holders.  Handing autograd 
 itself would keep a saved *output* alive through its own ``grad_fn`` (a reference cycle through
 C++ that ``gc`` cannot see), so no discarded node would ever be freed.  A storage belongs to the
 layer whose *live* saves hold it; held by saves of more than one layer, or outside the layers, it
-counts outside the layers.  Saves whose every holder died are reported apart (:meth:`discarded`).
+counts outside the layers.  The outputs of the modules named ``stage`` (transformers' rotary embedding:
+the cos and sin tables computed once before the layers and handed to each) belong to the stage, not to a
+layer: they count outside the layers even when a single layer holds them (a one-layer model).  Saves
+whose every holder died are reported apart (:meth:`discarded`).
 """
 from __future__ import annotations
 
@@ -99,8 +102,10 @@ def sublayer_of(path: str) -> str:
 class Recorder:
     """A context manager: module stack (forward hooks) + saved-tensor hooks."""
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, stage=()):
         self.model = model
+        self.stage = tuple(stage)  # modules whose outputs belong to the stage (counted outside the layers)
+        self.stage_keys: Dict[int, object] = {}  # their output storages, held so their ids are not reused
         self.stack: List[str] = []
         self.saved: Dict[int, Saved] = {}
         self.keep: Dict[int, object] = {}  # the storages, held so their ids are not reused
@@ -116,6 +121,12 @@ class Recorder:
     def _post(self, mod, args, out):
         if self.stack:
             self.stack.pop()
+
+    def _stage_output(self, mod, args, out):
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.device.type != "meta":
+                st = t.untyped_storage()
+                self.stage_keys[st._cdata] = st
 
     def _pack(self, t):
         if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.device.type == "meta":
@@ -142,6 +153,8 @@ class Recorder:
         for mod in self.model.modules():
             self.handles.append(mod.register_forward_pre_hook(self._pre))
             self.handles.append(mod.register_forward_hook(self._post, always_call=True))
+        for mod in self.stage:
+            self.handles.append(mod.register_forward_hook(self._stage_output))
         self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, _unpack)
         self._hooks.__enter__()
         return self
@@ -167,6 +180,8 @@ class Recorder:
                 rec.sublayer = sublayer_of(next(m for (m, _), (ref, _l) in zip(rec.sites, rec.holders)
                                                 if ref() is not None))
             elif len(live) > 1:  # held by saves of more than one layer (or also outside): outside
+                rec.layer, rec.sublayer = None, "shared"
+            if live and key in self.stage_keys:  # a stage-wide input of the layers: outside, however many hold it
                 rec.layer, rec.sublayer = None, "shared"
 
     def push(self, path: str):
