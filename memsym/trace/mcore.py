@@ -143,6 +143,16 @@ def _init_parallel(seed: int):
     model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
 
 
+def _reset_trackers():
+    """Forget the auxiliary-loss logging tracker of an earlier trace in this process, as a new training
+    process starts without one: moe_utils.py save_to_aux_losses_tracker sizes each loss's ``values`` by the
+    first call's layer count and keeps it module-global (``_MOE_LAYER_WISE_LOGGING_TRACKER``), so a later
+    model with more layers would index past it (``clear_aux_losses_tracker`` only zeroes the values)."""
+    # lazy: megatron (optional; only this path needs it)
+    from megatron.core.transformer.moe.moe_utils import get_moe_layer_wise_logging_tracker
+    get_moe_layer_wise_logging_tracker().clear()
+
+
 def transformer_config(raw: Dict, act_dtype: str, recompute: str):
     """``MLATransformerConfig`` from a Hugging Face DeepSeek-V3 config (the fields Megatron-Bridge's
     DeepSeek-V3 conversion maps; dropout 0 as the config says; no auxiliary loss)."""
@@ -207,6 +217,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
             self.hidden_size_per_partition = width * self.num_attention_heads_per_partition
 
     _init_parallel(seed)
+    _reset_trackers()
     config = transformer_config(raw, act_dtype, recompute)
     del settings
     spec = get_gpt_decoder_block_spec(config, use_transformer_engine=False, normalization="RMSNorm")
