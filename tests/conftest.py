@@ -73,3 +73,13 @@ def browser():
     d = webdriver.Chrome(service=Service(driver), options=opts)
     yield d
     d.quit()
+
+
+# ----------------------------------------------------------------------------- tests/test_random_traces.py
+def pytest_terminal_summary(terminalreporter):
+    """The random traces' seed, in every run's summary (a fresh one each run: MEMSYM_RANDOM_SEED replays it)."""
+    seeds = {v for reps in terminalreporter.stats.values() for r in reps
+             for k, v in getattr(r, "user_properties", ()) if k == "random_seed"}
+    for s in sorted(seeds):
+        terminalreporter.write_line(f"random traces (tests/test_random_traces.py): seed {s}; replay with "
+                                    f"MEMSYM_RANDOM_SEED={s} python -m pytest tests/test_random_traces.py")
