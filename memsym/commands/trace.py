@@ -35,6 +35,14 @@ def add_parser(sub):
                    help="transformers' expert implementation: loop (eager; the transformers preset) or grouped "
                         "(grouped_mm, transformers' default when the config names none; predicted with --experts "
                         "grouped)")
+    p.add_argument("--swiglu", choices=("fused", "unfused"), default=None,
+                   help="mcore: SwiGLU fusion (bias_activation_fusion; default fused, the DeepSeek recipes' "
+                        "(Megatron-Bridge deepseek_provider.py): only fc1's output is saved)")
+    p.add_argument("--router-dtype", choices=("fp32", "activation"), default=None,
+                   help="mcore: the router's dtype (moe_router_dtype; default fp32, the DeepSeek recipes')")
+    p.add_argument("--aux-loss", choices=("seq", "global", "none"), default=None,
+                   help="mcore: the load-balancing loss Megatron-Core builds (moe_router_load_balancing_type "
+                        "seq_aux_loss, global_aux_loss or none; default seq, the DeepSeek recipes')")
     p.add_argument("--recompute", default="none",
                    help="none | full (transformers: gradient_checkpointing_enable(); mcore: uniform, one layer per "
                         "checkpoint) | selective (mcore: core_attn) | custom:MODULES (mcore's recompute_modules: "
@@ -62,7 +70,7 @@ def run(args) -> int:
     from memsym.trace import INSTALL_HINT, inputs, missing
     conf = inputs.read(args.model)
     inputs.check_size(conf.model, args.mbs, args.seq)
-    inputs.check_options(args.framework, args.attention, args.experts, args.recompute)
+    inputs.check_options(args.framework, args.attention, args.experts, args.recompute, settings_of(args))
     inputs.check_conventions(args.conventions)
     if args.record:
         _check_record(args)
@@ -76,7 +84,7 @@ def run(args) -> int:
         from memsym.trace import hf as impl
     try:
         rec, info = impl.run(conf.data, args.mbs, args.seq, args.act_dtype, args.attention, args.experts,
-                             args.recompute)
+                             args.recompute, settings=settings_of(args))
     except ConfigError:
         raise
     except (ValueError, TypeError, KeyError, IndexError, AssertionError, RuntimeError) as exc:
@@ -97,6 +105,12 @@ def run(args) -> int:
     else:
         print(render(out))
     return 0
+
+
+def settings_of(args) -> dict:
+    """The Megatron-Core settings given on the command line (memsym/trace/inputs.py MCORE_SETTINGS)."""
+    return {k: getattr(args, k, None) for k in ("swiglu", "router_dtype", "aux_loss")
+            if getattr(args, k, None) is not None}
 
 
 def _check_record(args) -> None:

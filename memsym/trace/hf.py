@@ -16,14 +16,14 @@ from . import inputs
 
 
 def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
-        experts: str = "loop", recompute: str = "none", seed: int = 0):
+        experts: str = "loop", recompute: str = "none", seed: int = 0, settings=None):
     """Build, trace one forward, run one backward.  Returns (recorder, info dict).
 
     ``config``: the parsed config.json (what :func:`memsym.trace.inputs.read` validated) or its path.
     Every check (:mod:`memsym.trace.inputs`: ConfigError) comes before torch is imported."""
     raw, spec = inputs.of(config)
     inputs.check_size(spec, mbs, seq)
-    inputs.check_options("transformers", attention, experts, recompute)
+    inputs.check_options("transformers", attention, experts, recompute, settings)
     # lazy: sympy, numpy, jinja2, torch, transformers (optional; only this path needs it)
     import torch
     import transformers

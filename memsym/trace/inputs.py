@@ -22,6 +22,42 @@ from . import MAX_PARAMS, MAX_SCORE_ELEMENTS, MAX_TOKENS
 #: Megatron-Core's selective recomputation modules (TransformerConfig.recompute_modules).
 MCORE_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act", "shared_experts")
 
+#: Megatron-Core's settings a trace takes beyond the config (``memsym trace --framework mcore``): option ->
+#: (TransformerConfig field, {value: the field's value}), the first value the DeepSeek recipes' (Megatron-Bridge
+#: src/megatron/bridge/models/deepseek/deepseek_provider.py: DeepSeekModelProvider sets bias_activation_fusion
+#: True, moe_router_dtype "fp32", moe_router_load_balancing_type "seq_aux_loss"; the V3 provider
+#: moe_aux_loss_coeff 1e-4, Moonlight's 1e-3).  ``unfused``/``activation``/``none`` are what the records made
+#: before these options ran (Megatron-Core's defaults when the recipe is not used).
+MCORE_SETTINGS = {
+    "swiglu": ("bias_activation_fusion", {"fused": True, "unfused": False}),
+    "router_dtype": ("moe_router_dtype", {"fp32": "fp32", "activation": None}),
+    "aux_loss": ("moe_router_load_balancing_type", {"seq": "seq_aux_loss", "global": "global_aux_loss",
+                                                   "none": "none"}),
+}
+#: The recipes' values (the default of each option).
+MCORE_RECIPE = {k: next(iter(v[1])) for k, v in MCORE_SETTINGS.items()}
+#: The load-balancing loss coefficient a trace sets when a loss is built (DeepSeek-V3's provider, 1e-4: what the
+#: loss keeps does not depend on it).
+MCORE_AUX_COEFF = 1e-4
+
+
+def mcore_settings(settings: Optional[Mapping] = None) -> dict:
+    """The Megatron-Core settings of a trace (:data:`MCORE_SETTINGS`), each checked (ConfigError), the
+    recipe's where not given."""
+    out = dict(MCORE_RECIPE)
+    for key, value in (settings or {}).items():
+        if value is None:
+            continue
+        if key not in MCORE_SETTINGS:
+            raise ConfigError("trace.settings", f"{key!r} is not a Megatron-Core trace setting "
+                                                f"({', '.join(MCORE_SETTINGS)})")
+        if value not in MCORE_SETTINGS[key][1]:
+            raise ConfigError("trace.settings", f"--{key.replace('_', '-')} {_shown(value)}: Megatron-Core takes "
+                                                f"{' or '.join(MCORE_SETTINGS[key][1])}")
+        out[key] = value
+    return out
+
+
 #: Optional fields an implementation reads that estimate does not: (check, what it must be).
 _NUMBER = (lambda x: _is_number(x) and x > 0, "a positive finite number")
 EXTRA_FIELDS = {
@@ -128,8 +164,17 @@ def mcore_recompute(recompute: str) -> dict:
     return {"recompute_granularity": "selective", "recompute_modules": mods}
 
 
-def check_options(framework: str, attention: str, experts: str, recompute: str) -> None:
-    """The options ``framework`` takes (ConfigError otherwise): before anything is imported."""
+def check_options(framework: str, attention: str, experts: str, recompute: str,
+                  settings: Optional[Mapping] = None) -> None:
+    """The options ``framework`` takes (ConfigError otherwise): before anything is imported.
+    ``settings``: Megatron-Core's (:data:`MCORE_SETTINGS`; given to transformers, refused)."""
+    given = {k: v for k, v in (settings or {}).items() if v is not None}
+    if framework == "mcore":
+        mcore_settings(given)
+    elif given:
+        names = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise ConfigError("trace.settings", f"{names}: Megatron-Core's settings; transformers' model has none "
+                                            f"(its SwiGLU, router dtype and losses are the model code's)")
     if attention == "flash":
         raise ConfigError("trace.attention", "--attention flash needs a GPU (FlashAttention-2); use eager or sdpa")
     if framework == "mcore":

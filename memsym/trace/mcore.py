@@ -31,7 +31,7 @@ the Megatron-Core 0.16.1 code it works around):
 from __future__ import annotations
 
 import os
-from typing import Dict
+from typing import Dict, Optional
 
 from . import inputs
 
@@ -143,15 +143,20 @@ def _init_parallel(seed: int):
     model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
 
 
-def transformer_config(raw: Dict, act_dtype: str, recompute: str):
+def transformer_config(raw: Dict, act_dtype: str, recompute: str, settings: Optional[Dict] = None):
     """``MLATransformerConfig`` from a Hugging Face DeepSeek-V3 config (the fields Megatron-Bridge's
-    DeepSeek-V3 conversion maps; dropout 0 as the config says; no auxiliary loss)."""
+    DeepSeek-V3 conversion maps; dropout 0 as the config says) with ``settings``
+    (:data:`memsym.trace.inputs.MCORE_SETTINGS`: SwiGLU fusion, router dtype, load-balancing loss; the
+    DeepSeek recipes' where not given)."""
     # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
     import torch
     from megatron.core.transformer.transformer_config import MLATransformerConfig
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[act_dtype]
     L, k = raw["num_hidden_layers"], raw.get("first_k_dense_replace", 0)
     topk_method = raw.get("topk_method", "noaux_tc")
+    st = inputs.mcore_settings(settings)
+    fields = {inputs.MCORE_SETTINGS[key][0]: inputs.MCORE_SETTINGS[key][1][value] for key, value in st.items()}
+    fields["moe_aux_loss_coeff"] = inputs.MCORE_AUX_COEFF if st["aux_loss"] != "none" else 0.0
     return MLATransformerConfig(
         num_layers=L, hidden_size=raw["hidden_size"], num_attention_heads=raw["num_attention_heads"],
         ffn_hidden_size=raw["intermediate_size"], q_lora_rank=raw.get("q_lora_rank"),
@@ -166,28 +171,26 @@ def transformer_config(raw: Dict, act_dtype: str, recompute: str):
         moe_router_topk_scaling_factor=raw.get("routed_scaling_factor"),
         moe_router_score_function=raw.get("scoring_func", "sigmoid"),
         moe_router_enable_expert_bias=topk_method == "noaux_tc", moe_router_pre_softmax=False,
-        moe_router_load_balancing_type="none", moe_aux_loss_coeff=0.0,
         moe_token_dispatcher_type="alltoall", moe_grouped_gemm=False, moe_permute_fusion=False,
         normalization="RMSNorm", layernorm_epsilon=raw.get("rms_norm_eps", 1e-6), gated_linear_unit=True,
         activation_func=torch.nn.functional.silu, add_bias_linear=False,
         hidden_dropout=0.0, attention_dropout=raw.get("attention_dropout", 0.0),
         use_cpu_initialization=True, bf16=act_dtype == "bf16", params_dtype=dtype, pipeline_dtype=dtype,
-        bias_activation_fusion=False, masked_softmax_fusion=False, persist_layer_norm=False,
+        masked_softmax_fusion=False, persist_layer_norm=False,
         bias_dropout_fusion=False, apply_rope_fusion=False, gradient_accumulation_fusion=False,
         cross_entropy_loss_fusion=False, tensor_model_parallel_size=1, sequence_parallel=False,
-        mtp_num_layers=raw.get("num_nextn_predict_layers") or None, **recompute_settings(recompute))
+        mtp_num_layers=raw.get("num_nextn_predict_layers") or None, **fields, **recompute_settings(recompute))
 
 
 def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
-        experts: str = "loop", recompute: str = "none", seed: int = 0):
+        experts: str = "loop", recompute: str = "none", seed: int = 0, settings: Optional[Dict] = None):
     """Build, trace one forward, run one backward.  Returns (recorder, info dict).
 
     ``config``: the parsed config.json (what :func:`memsym.trace.inputs.read` validated) or its path.
     Every check (:mod:`memsym.trace.inputs`: ConfigError) comes before torch is imported."""
     raw, spec = inputs.of(config)
     inputs.check_size(spec, mbs, seq)
-    inputs.check_options("mcore", attention, experts, recompute)
-    settings = recompute_settings(recompute)
+    inputs.check_options("mcore", attention, experts, recompute, settings)
     # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
     import torch
     _patch()
@@ -207,8 +210,11 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
             self.hidden_size_per_partition = width * self.num_attention_heads_per_partition
 
     _init_parallel(seed)
-    config = transformer_config(raw, act_dtype, recompute)
-    del settings
+    # the load-balancing losses' logging tracker is per process (moe_utils.py: save_to_aux_losses_tracker sizes
+    # it by the first model's layers): emptied, so a second trace in one process starts as the first
+    from megatron.core.transformer.moe.moe_utils import get_moe_layer_wise_logging_tracker
+    get_moe_layer_wise_logging_tracker().clear()
+    config = transformer_config(raw, act_dtype, recompute, settings)
     spec = get_gpt_decoder_block_spec(config, use_transformer_engine=False, normalization="RMSNorm")
     for ls in spec.layer_specs:
         ls.submodules.self_attention.submodules.core_attention = MLADotProductAttention

@@ -18,6 +18,8 @@ import types
 
 
 SETTINGS = ("framework", "model", "mbs", "seq", "act_dtype", "attention", "experts", "recompute")
+#: Megatron-Core's own settings (memsym/trace/inputs.py MCORE_SETTINGS), in its records only.
+MCORE_SETTING_KEYS = ("swiglu", "router_dtype", "aux_loss")
 
 
 def traces_dir() -> str:
@@ -51,7 +53,8 @@ def command(settings: Dict) -> str:
     return (f"python -m memsym trace --framework {shlex.quote(s['framework'])} --model {shlex.quote(s['model'])} "
             f"--mbs {s['mbs']} --seq {s['seq']} --act-dtype {shlex.quote(s['act_dtype'])} "
             f"--attention {shlex.quote(s['attention'])} --experts {shlex.quote(s['experts'])} "
-            f"--recompute {shlex.quote(s['recompute'])}")
+            f"--recompute {shlex.quote(s['recompute'])}"
+            + "".join(f" --{k.replace('_', '-')} {shlex.quote(s[k])}" for k in MCORE_SETTING_KEYS if k in s))
 
 
 _TOML_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
@@ -128,7 +131,8 @@ def to_toml(out: Dict, unexplained: str = "", sha256_of_config: str = None, chan
              f"framework = {_v(s['framework'])}"] + (
              ["changes = [" + ", ".join(_v(c) for c in changes) + "]"] if changes else []) + ["",
              "[config]", f"path = {_v(s['model'])}", f"sha256 = {_v(digest)}", "",
-             "[settings]"] + [f"{k} = {_v(s[k])}" for k in SETTINGS if k not in ("framework", "model")] + [
+             "[settings]"] + [f"{k} = {_v(s[k])}" for k in SETTINGS + MCORE_SETTING_KEYS
+                              if k not in ("framework", "model") and k in s] + [
              "", "[versions]"] + [f"{toml_key(k)} = {_v(v)}" for k, v in sorted(out["versions"].items())] + [
              "", "[measured]",
              "activations_by_layer = [" + ", ".join(
@@ -182,7 +186,8 @@ def retrace(rec: Dict) -> Dict:
     from .inputs import read
     conf = read(config_path(rec))
     rec_, info = impl.run(conf.data, st["mbs"], st["seq"], st["act_dtype"], st["attention"],
-                          st["experts"], st["recompute"])
+                          st["experts"], st["recompute"],
+                          settings={k: st[k] for k in MCORE_SETTING_KEYS if k in st} or None)
     args = types.SimpleNamespace(model=config_path(rec), framework=rec["framework"], conventions=None,
                                  tensors=False, **st)
     return result(args, rec_, info, conf.model)
