@@ -93,8 +93,11 @@ def result(args, rec, info, model=None) -> dict:
     settings = {"framework": args.framework, "model": args.model, "mbs": args.mbs, "seq": args.seq,
                 "act_dtype": args.act_dtype, "attention": args.attention, "experts": args.experts,
                 "recompute": args.recompute}
+    if getattr(args, "fake", False):
+        settings["fake"] = True
     return {"settings": settings, "versions": info["versions"], "measured": measured, "predicted": pred,
             "trains": {"loss": info["loss"], "params_with_grad": info["params_with_grad"]},
+            "routing": info.get("routing", "the router's (real scores)"),
             "cross_check": info["alive_check"],
             "tensors": [r.to_json() for r in rec.saved.values()] if args.tensors else None}
 
