@@ -141,8 +141,11 @@ def result(args, rec, info, model=None) -> dict:
     if args.framework == "mcore":  # its settings as run (the recipe's where not given)
         from .inputs import MCORE_SETTINGS, mcore_settings
         settings.update(mcore_settings({k: getattr(args, k, None) for k in MCORE_SETTINGS}))
+    if getattr(args, "fake", False):
+        settings["fake"] = True
     return {"settings": settings, "versions": info["versions"], "measured": measured, "predicted": pred,
             "trains": {"loss": info["loss"], "params_with_grad": info["params_with_grad"]},
+            "routing": info.get("routing", "the router's (real scores)"),
             "cross_check": info["alive_check"],
             "tensors": [r.to_json() for r in rec.saved.values()] if args.tensors else None}
 

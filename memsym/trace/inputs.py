@@ -17,7 +17,7 @@ from typing import Mapping, Optional, Union
 
 from symbolic.errors import ConfigError
 
-from . import MAX_PARAMS, MAX_SCORE_ELEMENTS, MAX_TOKENS
+from . import MAX_FAKE_LAYERS, MAX_FAKE_TOKENS, MAX_PARAMS, MAX_SCORE_ELEMENTS, MAX_TOKENS
 
 #: Megatron-Core's selective recomputation modules (TransformerConfig.recompute_modules).
 MCORE_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act", "shared_experts")
@@ -141,6 +141,33 @@ def check_size(m, mbs: int, seq: int) -> None:
     if score > MAX_SCORE_ELEMENTS:
         raise ConfigError("trace.scores", f"the score tensor b n_h s^2 has {score:,} elements; trace runs on CPU "
                                           f"up to {MAX_SCORE_ELEMENTS:,} (memsym.trace.MAX_SCORE_ELEMENTS)")
+
+
+def check_fake(m, mbs: int, seq: int, recompute: str) -> None:
+    """``--fake`` (memsym/trace/fake.py): nothing is allocated, so the size limits of :func:`check_size`
+    do not apply; what is bounded is time and the real routing tensors (ConfigError naming the limit).
+    No recomputation: a fake trace runs no backward, so there is nothing to recompute into."""
+    layers = m.l + (m.mtp_layers or 0)
+    if layers > MAX_FAKE_LAYERS:
+        raise ConfigError("trace.fake", f"--fake: the config has {m.l} decoder layers and {m.mtp_layers or 0} MTP "
+                                        f"modules; a fake trace builds at most {MAX_FAKE_LAYERS} of them "
+                                        f"(memsym.trace.MAX_FAKE_LAYERS): cut the config (num_hidden_layers, "
+                                        f"first_k_dense_replace, num_nextn_predict_layers; "
+                                        f"tests/data/deepseek-v3-l2/config.json is one)")
+    if mbs * seq > MAX_FAKE_TOKENS:
+        raise ConfigError("trace.tokens", f"--fake: mbs x seq = {mbs * seq:,} tokens; a fake trace runs up to "
+                                          f"{MAX_FAKE_TOKENS:,} (memsym.trace.MAX_FAKE_TOKENS)")
+    if recompute != "none":
+        raise ConfigError("trace.recompute", f"--fake --recompute {_shown(recompute)}: a fake trace runs the "
+                                             f"forward only; trace recomputation without --fake")
+
+
+def check_trace(m, mbs: int, seq: int, recompute: str, fake: bool) -> None:
+    """The size checks of a trace: :func:`check_fake` with ``--fake``, else :func:`check_size`."""
+    if fake:
+        check_fake(m, mbs, seq, recompute)
+    else:
+        check_size(m, mbs, seq)
 
 
 def mcore_recompute(recompute: str) -> dict:

@@ -24,6 +24,9 @@ the Megatron-Core 0.16.1 code it works around):
 * a subclass of the local ``DotProductAttention`` accepting the ``k_channels``/``v_channels``
   that ``MLASelfAttention`` passes (its output width is ``v_head_dim`` heads; upstream MLA is only
   wired for TE's attention);
+* the process-wide ``GlobalMemoryBuffer`` (``parallel_state.py``; DotProductAttention's baddbmm
+  output with beta 0, never saved) emptied at each run, so ``--fake`` and real runs in one process
+  never share its tensor;
 * ``CheckpointWithoutOutput(fp8=False)``: ``self.fp8 = fp8 is not None`` is True for False and
   calls a TE-only function; set to ``bool(fp8)`` (selective ``layernorm``/``mla_up_proj``/
   ``moe_act`` recomputation without TE).
@@ -140,6 +143,9 @@ def _init_parallel(seed: int):
         dist.init_process_group("gloo", rank=0, world_size=1)
     if not ps.model_parallel_is_initialized():
         ps.initialize_model_parallel(1, 1)
+    # the process-wide GlobalMemoryBuffer (DotProductAttention's baddbmm output, beta 0: never saved) is
+    # per run, so a fake run's fake buffer never reaches a real run, nor a real one a fake run
+    ps.get_global_memory_buffer().buffer.clear()
     model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
 
 
@@ -183,15 +189,20 @@ def transformer_config(raw: Dict, act_dtype: str, recompute: str, settings: Opti
 
 
 def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
-        experts: str = "loop", recompute: str = "none", seed: int = 0, settings: Optional[Dict] = None):
+        experts: str = "loop", recompute: str = "none", seed: int = 0, settings: Optional[Dict] = None,
+        fake: bool = False, balanced: bool = False):
     """Build, trace one forward, run one backward.  Returns (recorder, info dict).
 
     ``config``: the parsed config.json (what :func:`memsym.trace.inputs.read` validated) or its path.
+    ``fake``: under FakeTensorMode, balanced routing, forward only; ``balanced``: a real trace with
+    the balanced routing of :mod:`memsym.trace.fake`.
     Every check (:mod:`memsym.trace.inputs`: ConfigError) comes before torch is imported."""
     raw, spec = inputs.of(config)
-    inputs.check_size(spec, mbs, seq)
+    inputs.check_trace(spec, mbs, seq, recompute, fake)
     inputs.check_options("mcore", attention, experts, recompute, settings)
     # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
+    import contextlib
+
     import torch
     _patch()
     import megatron.core
@@ -199,6 +210,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     from megatron.core.models.gpt.gpt_model import GPTModel
     from megatron.core.transformer.dot_product_attention import DotProductAttention
 
+    from .fake import describe, routing_mode
     from .recorder import Recorder
 
     class MLADotProductAttention(DotProductAttention):
@@ -223,23 +235,37 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
         from megatron.core.models.gpt.gpt_layer_specs import get_gpt_mtp_block_spec
         mtp_spec = get_gpt_mtp_block_spec(config, spec, use_transformer_engine=False)
     torch.manual_seed(seed)
-    model = GPTModel(config, spec, mtp_block_spec=mtp_spec, vocab_size=raw["vocab_size"], max_sequence_length=max(seq, 1),
-                     position_embedding_type="rope", share_embeddings_and_output_weights=bool(
-                         raw.get("tie_word_embeddings", False)), rotary_base=raw.get("rope_theta", 10000))
+    fake_mode = None
+    if fake:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        fake_mode = FakeTensorMode()
+    routing = routing_mode(fake_mode) if fake or balanced else contextlib.nullcontext()
+    with fake_mode or contextlib.nullcontext(), routing:  # the dispatcher's index tensors get their values
+        model = GPTModel(config, spec, mtp_block_spec=mtp_spec, vocab_size=raw["vocab_size"],
+                         max_sequence_length=max(seq, 1), position_embedding_type="rope",
+                         share_embeddings_and_output_weights=bool(raw.get("tie_word_embeddings", False)),
+                         rotary_base=raw.get("rope_theta", 10000))
     model.train()
-    ids = torch.randint(2, raw["vocab_size"], (mbs, seq))
-    pos = torch.arange(seq).unsqueeze(0).expand(mbs, seq)
     global _RECORDER
-    with Recorder(model) as rec:
-        _RECORDER = rec
-        losses = model(ids, pos, None, labels=ids)  # [b, s] FP32 per-token losses
-        loss = losses.float().mean()
-    _RECORDER = None
-    loss.backward()
-    grads = sum(p.grad is not None or getattr(p, "main_grad", None) is not None for p in model.parameters())
+    with fake_mode or contextlib.nullcontext(), routing:
+        ids = torch.randint(2, raw["vocab_size"], (mbs, seq))
+        pos = torch.arange(seq).unsqueeze(0).expand(mbs, seq)
+        with Recorder(model) as rec:
+            _RECORDER = rec
+            try:
+                losses = model(ids, pos, None, labels=ids)  # [b, s] FP32 per-token losses
+                loss = losses.float().mean()
+            finally:
+                _RECORDER = None
+    value, grads = None, 0
+    if not fake:  # a fake trace runs no backward (nothing to compute it with)
+        loss.backward()
+        value = float(loss.detach())
+        grads = sum(p.grad is not None or getattr(p, "main_grad", None) is not None for p in model.parameters())
     info = {"framework": "mcore", "versions": {"torch": torch.__version__.split("+")[0],
                                                "megatron-core": megatron.core.__version__},
-            "loss": float(loss.detach()), "params_with_grad": grads,
+            "loss": value, "params_with_grad": grads,
             "alive_check": f"{len(rec.saved)} storages recorded, {len(rec.held())} held at the end of the forward",
-            "n_layers": raw["num_hidden_layers"], "first_dense": raw.get("first_k_dense_replace", 0)}
+            "n_layers": raw["num_hidden_layers"], "first_dense": raw.get("first_k_dense_replace", 0),
+            "routing": describe(routing)}
     return rec, info
