@@ -79,6 +79,11 @@ def run(args) -> int:
     inputs.check_conventions(args.conventions)
     if args.record:
         _check_record(args)
+    else:
+        given = [o for o, v in (("--unexplained", args.unexplained), ("--change", args.change)) if v]
+        if given:  # they describe a record: without one they would be dropped silently
+            verb = "describe" if len(given) > 1 else "describes"
+            raise ConfigError("trace.record", f"{' and '.join(given)} {verb} a record: give --record FILE")
     need = missing(args.framework)
     if need:
         print(f"memsym trace: error: {need} is not installed: {INSTALL_HINT}", file=sys.stderr)
