@@ -98,8 +98,8 @@ def expert_tensors(tokens, inter_den, routed=False, x_tags=()):
                                    "multiply (transformers' grouped_mm experts)", (4, tokens), (), ("grouped",)),
                 ("weighted", "activation product kept by the probability multiply (Megatron-Core MLP.forward "
                              "per_token_scale)", (B_a, tokens, h_E), inter_den, ("a2a", "inter", "weighted")),
-                ("probs_perm", "permuted routing probabilities, B_a per token-copy (the per_token_scale)",
-                 (B_a, tokens), (), ("a2a",)))
+                ("probs_perm", "permuted routing probabilities per token-copy (the per_token_scale), in the router "
+                               "dtype", (B_a, tokens), (), ("a2a", "router_dt")))
     return out
 
 

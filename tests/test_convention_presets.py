@@ -95,6 +95,6 @@ def test_a_preset_missing_a_switch_is_refused(tmp_path):
     folder = tmp_path / "p"
     shutil.copytree(PRESET_DIR, folder)
     path = folder / "mcore.toml"
-    path.write_text(path.read_text().replace('swiglu = "offset-copy"\n', ""))
+    path.write_text(path.read_text().replace('swiglu = "fused"\n', ""))
     with pytest.raises(ValueError, match="mcore.toml: a preset sets every switch; missing swiglu"):
         read_presets(folder)

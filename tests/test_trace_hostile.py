@@ -151,6 +151,11 @@ def run(capsys):
     (("--seq", "-80GiB"), "--seq"),
     (("--record", "-x"), "--record"),
     (("--unexplained", "-x"), "--unexplained"),
+    (("--unexplained", "why"), "--record"),
+    (("--change", "what moved"), "--change describes a record"),
+    (("--swiglu", "fused"), "--swiglu"),
+    (("--framework", "mcore", "--aux-loss", "x"), "--aux-loss"),
+    (("--framework", "mcore", "--router-dtype", "fp16"), "--router-dtype"),
     (("--framework", "jax"), "--framework"),
     (("--recompute", "selective"), "--recompute"),
     (("--recompute", "full\n[x]"), "--recompute"),
@@ -256,3 +261,24 @@ def test_trace_record_of_a_hostile_path_round_trips(tmp_path):
 
 if os.environ.get("MEMSYM_REQUIRE_TRACE"):  # CI with the extra: the trace test must run, not skip
     assert _have_torch(), "MEMSYM_REQUIRE_TRACE is set but the trace extra is not installed"
+
+
+def test_a_records_changes_are_kept_and_a_fifo_is_not_read(tmp_path):
+    """trace --record FILE --change TEXT keeps the changes FILE lists (memsym/trace/records.py changes_of); a
+    FIFO, a directory, an oversized or malformed file in its place gives none, without blocking."""
+    import os
+    from memsym.trace.records import changes_of
+    rec = tmp_path / "r.toml"
+    rec.write_text('command = "x"\nchanges = ["first", "second \\"quoted\\""]\n')
+    assert changes_of(str(rec)) == ["first", 'second "quoted"']
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert changes_of(str(fifo)) == []                     # opened non-blocking, then refused: not a file
+    assert changes_of(str(tmp_path)) == []
+    assert changes_of(str(tmp_path / "absent")) == []
+    (tmp_path / "bad.toml").write_text("changes = [")
+    assert changes_of(str(tmp_path / "bad.toml")) == []
+    (tmp_path / "big.toml").write_text("changes = []\n" + "#" * (1 << 21))
+    assert changes_of(str(tmp_path / "big.toml")) == []
+    (tmp_path / "odd.toml").write_text('changes = ["ok", 3]\n')
+    assert changes_of(str(tmp_path / "odd.toml")) == ["ok"]

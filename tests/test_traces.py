@@ -160,15 +160,14 @@ def test_grouped_records_are_exact_and_the_preset_stays_loop():
     none unexplained; the trace's --experts maps to the switch only for the framework's own preset."""
     import types
     from derivations.config import CONVENTION_PRESETS
-    from memsym.trace.compare import experts_switch
+    from memsym.trace.compare import run_switches
     grouped = [r for r in RECORDS if r["settings"]["experts"] == "grouped"]
     assert len({(r["config"]["path"], r["settings"]["mbs"], r["settings"]["seq"]) for r in grouped}) >= 2
     assert all("unexplained" not in r for r in grouped)
     assert CONVENTION_PRESETS["transformers"]["experts"] == "loop"
     args = types.SimpleNamespace(framework="transformers", experts="grouped")
-    assert experts_switch(args, "transformers") == "grouped" and experts_switch(args, "paper") is None
-    assert experts_switch(types.SimpleNamespace(framework="transformers", experts="loop"), "transformers") is None
-    assert experts_switch(types.SimpleNamespace(framework="mcore", experts="loop"), "mcore") is None
+    assert run_switches(args, "transformers") == [("experts", "grouped")] and run_switches(args, "paper") == []
+    assert run_switches(types.SimpleNamespace(framework="transformers", experts="loop"), "transformers") == []
 
 
 def test_grouped_offsets_are_per_local_expert_not_per_token(capsys):
@@ -188,11 +187,13 @@ def test_grouped_offsets_are_per_local_expert_not_per_token(capsys):
         assert loop - grouped == copies * (2 * h + 20 - 28) - 4 * N // 2
 
 
-def mcore_layer_bytes(c, b, s, Ba=2):
+def mcore_layer_bytes(c, b, s, Ba=2, swiglu="fused", router_dtype="fp32", aux_loss="seq"):
     """Megatron-Core 0.16.1 saved bytes per layer and outside (local spec, TP = 1, dropout 0, group-limited
     sigmoid routing with expert bias, all-to-all dispatcher, SequentialMLP), transcribed by reading
     multi_latent_attention.py, dot_product_attention.py, fused_softmax.py, rope_utils.py, mlp.py,
-    moe_utils.py and cross_entropy.py with torch.rms_norm's CPU composite (each storage once)."""
+    fused_bias_swiglu.py, router.py, moe_utils.py and cross_entropy.py with torch.rms_norm's CPU composite
+    (each storage once); by default with the DeepSeek recipes' settings (fused SwiGLU, FP32 router,
+    seq_aux_loss), else as given (unfused, activation, none / global)."""
     h, nh = c["hidden_size"], c["num_attention_heads"]
     dcq, dc, dh, dhr, dv = c["q_lora_rank"], c["kv_lora_rank"], c["qk_nope_head_dim"], c["qk_rope_head_dim"], \
         c["v_head_dim"]
@@ -211,13 +212,22 @@ def mcore_layer_bytes(c, b, s, Ba=2):
             + 4 * b * nh * s * s + (0 if fp32 else Ba * b * nh * s * s)  # FP32 softmax, B_a probabilities
             + 2 * Ba * t * nh * dv)                                   # value (bmm), linear_proj input
     ffn_norm = rmsnorm(h) + Ba * t * h
-    dense = ffn_norm + 5 * Ba * t * hF                                # fc1 out (2), silu, x_linear + 0, product
-    # with the expert bias only group_limited_topk's indices are used: its bookkeeping is freed in the forward
-    # the top-k scores and their normaliser only when k > 1 (``probs = scores / sum if topk > 1 else scores``)
-    router = 4 * t * N + (0 if fp32 else Ba * t * N) + 8 * t * k + (Ba * t * (k + 1) if k > 1 else 0)
-    dispatch = t * N + Ba * t * N + 8 * t * k
-    routed = t * k * (Ba * h + Ba + 6 * Ba * hE)                      # tokens, probs; fc1 (2), silu, +0, glu, x p
-    shared = 5 * Ba * t * hE * c["n_shared_experts"]
+    # unfused glu: fc1 out (2), silu, x_linear + 0, product (fc2's input); fused (BiasSwiGLUFunction): fc1 out
+    # (2) and fc2's input
+    glu = 5 if swiglu == "unfused" else 3
+    dense = ffn_norm + glu * Ba * t * hF
+    R = 4 if router_dtype == "fp32" else Ba                           # the router's logits and probabilities
+    # FP32 sigmoid output, its cast to the logits' dtype (none when they are FP32), top-k indices, the top-k
+    # scores and normaliser; with the expert bias only group_limited_topk's indices are used: freed in the forward
+    # (the top-k scores and normaliser only when k > 1: ``probs = scores / sum if topk > 1 else scores``)
+    router = 4 * t * N + (0 if R == 4 else Ba * t * N) + 8 * t * k + (R * t * (k + 1) if k > 1 else 0)
+    if aux_loss != "none":  # the scores again and their normaliser; tokens per expert and the loss scalar
+        router += R * t * N + R * t + (8 * b * N + R if aux_loss == "seq" else 4 * N + 4)
+    dispatch = t * N + R * t * N + 8 * t * k
+    # per token-copy: its input, its probability (R); unfused: fc1 (2), silu, +0, glu, x p; fused
+    # (WeightedSwiGLUFunction keeps its input and the probabilities): fc1 (2), fc2's input
+    routed = t * k * (Ba * h + R + (6 if swiglu == "unfused" else 3) * Ba * hE)
+    shared = glu * Ba * t * hE * c["n_shared_experts"]
     moe = ffn_norm + router + dispatch + routed + shared
     outside = 8 * t + rmsnorm(h) + Ba * t * h + 4 * t * V + 9 * t     # ids, final norm, head input, CE
     return attn + dense, attn + moe, outside
@@ -265,7 +275,7 @@ def test_mcore_te_kernels_change_what_the_docs_say(capsys):
     local_attn = (2 * (4 * t * h) + 4 * t) + (2 * 4 * t * (dcq + dc) + 8 * t) + 4 * Ba * s_ * dhr + s_ * s_ \
         + 4 * nh * s_ * s_ + Ba * nh * s_ * s_
     te_attn = (Ba * t * h + 4 * t) + (Ba * t * (dcq + dc) + 8 * t) + 4 * nh * s_  # output: W^O input, as local
-    local_ffn = 2 * (4 * t * h) + 4 * t + 3 * Ba * t * c["intermediate_size"]
+    local_ffn = 2 * (4 * t * h) + 4 * t + 1 * Ba * t * c["intermediate_size"]  # SwiGLU fused under both
     te_ffn = Ba * t * h + 4 * t + 1 * Ba * t * c["intermediate_size"]
     d_local, d_te = out["local"]["activations_by_layer"][0]["bytes"], out["te"]["activations_by_layer"][0]["bytes"]
     assert d_local - d_te == (local_attn - te_attn) + (local_ffn - te_ffn)
@@ -308,7 +318,10 @@ def test_retrace_matches_the_record(rec):
     out = records.retrace(rec)
     assert out["measured"]["activations_by_layer"] == rec["measured"]["activations_by_layer"]
     assert out["measured"]["activations_outside_layers"] == rec["measured"]["activations_outside_layers"]
-    assert out["trains"]["params_with_grad"] > 0
+    if rec["settings"].get("fake"):  # FakeTensorMode (memsym/trace/fake.py): forward only
+        assert out["trains"] == {"loss": None, "params_with_grad": 0} and out["settings"]["fake"] is True
+    else:
+        assert out["trains"]["params_with_grad"] > 0
 
 
 @pytest.mark.trace

@@ -26,6 +26,10 @@ construction ``act.mla.layer`` minus exactly its score rows.  Tags:
   latent_norm  the latents' RMSNorm outputs (exist under --latent-norms kept)
   dispatch_mask / row_map   the routing state (--routing-state mask / row-map)
   paper_only / modelzoo_only  in one tensor inventory only (--inventory paper / modelzoo)
+  router_dt    in the router's dtype: B_a, or 4 under --router-dtype fp32
+  router_cast  the router scores' cast to B_a (exists under --router-dtype activation)
+  aux / aux_seq / aux_global  the load-balancing loss's tensors (--aux-loss seq or global / seq / global)
+  per_expert   a per-expert (or scalar) tensor, whole on every rank: not divided by --router-tensors sp
 
 Conventions (derivations/assembly/conventions.py, presets in derivations/config/convention_presets/).  Every modelling assumption of the paper
 is a switch of :class:`derivations.config.Conventions` applied by the same View, from the tags
@@ -101,19 +105,20 @@ def scale(view: View, tags: Iterable[str]) -> Tuple[Tuple, Tuple, Tuple[str, ...
     """(extra numerator factors, extra denominator factors, notes) the conventions apply
     to a tensor with these tags (:data:`RULES`)."""
     tags, num, den, notes = set(tags), (), (), ()
-    for need, switch, value, n, d, note in RULES:
-        if need <= tags and getattr(view.conv, switch) == value:
+    for need, switch, value, n, d, note, *unless in RULES:
+        if need <= tags and getattr(view.conv, switch) == value and not (unless and unless[0] & tags):
             num, den, notes = num + n, den + d, notes + (note,)
     return num, den, notes
 
 
 #: Conventions that rescale a tensor: (tags it needs, switch, value, extra numerator,
-#: extra denominator, note).  dispatch: each of the N/EP local experts receives
+#: extra denominator, note[, tags that exempt a tensor]).  dispatch: each of the N/EP local experts receives
 #: E_token EP/SP token-copies (EP source devices of b s/SP tokens each), b s N_r/SP in all.
 RULES = (
     (frozenset({"routed"}), "routed_tokens", "dispatch", (EP,), (SP,),
      "dispatch: E_token EP/SP token-copies per local expert, b s N_r/SP per device"),
-    (frozenset({"router"}), "router_tensors", "sp", (), (SP,), "divided by SP"),
+    (frozenset({"router"}), "router_tensors", "sp", (), (SP,), "divided by SP", frozenset({"per_expert"})),
+    (frozenset({"router_dt"}), "router_dtype", "fp32", (4 / B_a,), (), "in the FP32 router's dtype"),
     (frozenset({"routed", "permuted"}), "expert_tp", "modelzoo", (ETP,), (),
      "ModelZoo's ETP rule: the permuted tokens multiplied by ETP"),
     (frozenset({"routed", "inter"}), "expert_tp", "modelzoo", (ETP,), (),

@@ -122,17 +122,39 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                {"transformers": "hf-router", "mcore": "mcore-router"},
                "activations",
                "router tensors kept: paper (logits and probabilities 2 B_a b s N, routing choice) or transformers "
-               "(DeepseekV3TopkRouter.forward: an FP32 copy of its input and of its weight (when B_a != 4), the "
-               "FP32 sigmoid scores, the int64 indices of the group top-2 and group top-k_g, the bool group mask, "
-               "the int64 top-N_r indices, the FP32 normaliser and FP32 top-k weights) or mcore (Megatron-Core's "
+               "(DeepseekV3TopkRouter.forward: an FP32 copy of its input (when B_a != 4; the weight is kept FP32 by "
+               "from_config/from_pretrained with a dtype), the FP32 sigmoid scores, the int64 top-N_r indices, the "
+               "FP32 normaliser and FP32 top-k weights; the group-limited top-k's indices and mask are freed during "
+               "the forward, their nodes' outputs being dropped) or mcore (Megatron-Core's "
                "TopKRouter with sigmoid scores, expert bias and group-limited routing, moe_utils.py: "
-               "topk_routing_with_score_function, group_limited_topk: the FP32 sigmoid output, the scores cast to "
-               "B_a (none when B_a = 4), the int64 group top-(N_r/k_g) and group top-k_g indices, the bool group mask, "
-               "the int64 top-N_r indices, the B_a top-k scores and their normaliser, at N_r > 1 only)", "logits, "
-               "probabilities, "
+               "topk_routing_with_score_function: the FP32 sigmoid output, the scores cast to B_a (none when B_a = 4 "
+               "or under --router-dtype fp32), the int64 top-N_r indices, the top-k scores and their normaliser in "
+               "the router dtype, at N_r > 1 only; group_limited_topk's bookkeeping is freed during the forward, only its indices "
+               "being used)", "logits, probabilities, "
                "routing choice",
                exists={"paper_router": ("paper",), "hf_router": ("transformers",), "mcore_router": ("mcore",)},
                label="router tensors kept"),
+    SwitchSpec("router_dtype", "--router-dtype", ("activation", "fp32"), {"fp32": "fp32-router"}, "activations",
+               "the dtype of the router's logits and of the probabilities it hands on: activation (the paper, "
+               "Megatron-Core's default: B_a) or fp32 (moe_router_dtype='fp32', what the DeepSeek recipes set, "
+               "Megatron-Bridge models/deepseek/deepseek_provider.py: router.py TopKRouter.gating computes the logits "
+               "in FP32 (moe_utils.py RouterGatingLinearFunction, which saves its input and weight as they are), so "
+               "the top-k probabilities, the dispatcher's and the experts' per-token-copy probabilities and the "
+               "auxiliary loss's scores are FP32 and the scores are not cast to B_a). transformers' router is FP32 "
+               "in its own code (DeepseekV3TopkRouter.forward)", "B_a",
+               exists={"router_cast": ("activation",)},
+               label="router dtype"),
+    SwitchSpec("aux_loss", "--aux-loss", ("none", "seq", "global"), {"seq": "seq-aux", "global": "global-aux"},
+               "activations",
+               "the load-balancing loss the router builds and what its backward keeps: none (the paper: DeepSeek-V3 "
+               "balances by the expert bias), seq (Megatron-Core's seq_aux_loss, the DeepSeek recipes' "
+               "moe_router_load_balancing_type, Megatron-Bridge deepseek_provider.py) or global (global_aux_loss): "
+               "router.py TopKRouter.routing, _apply_seq_aux_loss / _apply_global_aux_loss; moe_utils.py "
+               "compute_routing_scores_for_aux_loss (sigmoid scores and their per-token normaliser, in the router "
+               "dtype), switch_load_balancing_loss_func (the tokens per expert, int64 per sequence and expert for "
+               "seq, FP32 averaged per expert for global) and MoEAuxLossAutoScaler (the loss scalar)", "none",
+               exists={"aux": ("seq", "global"), "aux_seq": ("seq",), "aux_global": ("global",)},
+               label="load-balancing loss"),
     SwitchSpec("experts", "--experts", ("paper", "loop", "alltoall", "grouped"),
                {"loop": "expert-loop", "alltoall": "a2a", "grouped": "grouped-mm"},
                "activations",
@@ -248,7 +270,8 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
 #: there): activations first (largest first in the paper's reading), then the weight side.
 CONVENTION_ORDER = ("routed_tokens", "attention", "router_tensors", "shared_expert", "dropout_masks", "checkpoints",
                     "swiglu", "expert_outputs", "latent_norms", "routing_state", "norm_storage", "softmax_dtype",
-                    "router_state", "experts", "shared_input", "value_storage", "head_state", "ce_backward", "causal_mask",
+                    "router_state", "router_dtype", "aux_loss", "experts", "shared_input", "value_storage",
+                    "head_state", "ce_backward", "causal_mask",
                     "rope_tables", "mtp_activations", "expert_tp", "bytes_per_param", "rank", "runtime_buffers",
                     "mtp", "inventory")
 

@@ -35,10 +35,23 @@ def add_parser(sub):
                    help="transformers' expert implementation: loop (eager; the transformers preset) or grouped "
                         "(grouped_mm, transformers' default when the config names none; predicted with --experts "
                         "grouped)")
+    p.add_argument("--swiglu", choices=("fused", "unfused"), default=None,
+                   help="mcore: SwiGLU fusion (bias_activation_fusion; default fused, the DeepSeek recipes' "
+                        "(Megatron-Bridge deepseek_provider.py): only fc1's output is saved)")
+    p.add_argument("--router-dtype", choices=("fp32", "activation"), default=None,
+                   help="mcore: the router's dtype (moe_router_dtype; default fp32, the DeepSeek recipes')")
+    p.add_argument("--aux-loss", choices=("seq", "global", "none"), default=None,
+                   help="mcore: the load-balancing loss Megatron-Core builds (moe_router_load_balancing_type "
+                        "seq_aux_loss, global_aux_loss or none; default seq, the DeepSeek recipes')")
     p.add_argument("--recompute", default="none",
                    help="none | full (transformers: gradient_checkpointing_enable(); mcore: uniform, one layer per "
                         "checkpoint) | selective (mcore: core_attn) | custom:MODULES (mcore's recompute_modules: "
                         "core_attn, mla_up_proj, layernorm, mlp, moe, moe_act, shared_experts)")
+    p.add_argument("--fake", action="store_true",
+                   help="real dimensions without memory: build and run the forward under torch's FakeTensorMode "
+                        "(no tensor is allocated, so the size limits do not apply; at most "
+                        "memsym.trace.MAX_FAKE_LAYERS layers: cut the config), with deterministic balanced routing "
+                        "(every expert b s N_r / N token-copies) and no backward")
     p.add_argument("--conventions", default=None, metavar="PRESET",
                    help="the preset predicting the trace (default: the framework's own)")
     p.add_argument("--tensors", action="store_true", help="list every recorded storage")
@@ -61,11 +74,16 @@ def run(args) -> int:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from memsym.trace import INSTALL_HINT, inputs, missing
     conf = inputs.read(args.model)
-    inputs.check_size(conf.model, args.mbs, args.seq)
-    inputs.check_options(args.framework, args.attention, args.experts, args.recompute)
+    inputs.check_trace(conf.model, args.mbs, args.seq, args.recompute, args.fake)
+    inputs.check_options(args.framework, args.attention, args.experts, args.recompute, settings_of(args))
     inputs.check_conventions(args.conventions)
     if args.record:
         _check_record(args)
+    else:
+        given = [o for o, v in (("--unexplained", args.unexplained), ("--change", args.change)) if v]
+        if given:  # they describe a record: without one they would be dropped silently
+            verb = "describe" if len(given) > 1 else "describes"
+            raise ConfigError("trace.record", f"{' and '.join(given)} {verb} a record: give --record FILE")
     need = missing(args.framework)
     if need:
         print(f"memsym trace: error: {need} is not installed: {INSTALL_HINT}", file=sys.stderr)
@@ -76,7 +94,7 @@ def run(args) -> int:
         from memsym.trace import hf as impl
     try:
         rec, info = impl.run(conf.data, args.mbs, args.seq, args.act_dtype, args.attention, args.experts,
-                             args.recompute)
+                             args.recompute, settings=settings_of(args), fake=args.fake)
     except ConfigError:
         raise
     except (ValueError, TypeError, KeyError, IndexError, AssertionError, RuntimeError) as exc:
@@ -99,6 +117,12 @@ def run(args) -> int:
     return 0
 
 
+def settings_of(args) -> dict:
+    """The Megatron-Core settings given on the command line (memsym/trace/inputs.py MCORE_SETTINGS)."""
+    return {k: getattr(args, k, None) for k in ("swiglu", "router_dtype", "aux_loss")
+            if getattr(args, k, None) is not None}
+
+
 def _check_record(args) -> None:
     """``--record FILE`` can be written, and every string it will hold is one TOML can (before the trace)."""
     # lazy: modules this module's importers do not need (loaded only on this path)
@@ -119,10 +143,13 @@ def _check_record(args) -> None:
 def render(out) -> str:
     m, p = out["measured"], out["predicted"]
     s = out["settings"]
+    t = out["trains"]
+    trains = (f"trains: loss {t['loss']:.4f}, {t['params_with_grad']} parameters with a gradient"
+              if t["loss"] is not None else "fake tensors (FakeTensorMode): forward only, no loss or backward")
     lines = [f"trace: {s['framework']} {out['versions']}, {s['model']}, b {s['mbs']}, s {s['seq']}, "
-             f"{s['act_dtype']}, attention {s['attention']}, experts {s['experts']}, recompute {s['recompute']}",
-             f"trains: loss {out['trains']['loss']:.4f}, {out['trains']['params_with_grad']} parameters with a "
-             f"gradient; {out['cross_check']}", "",
+             f"{s['act_dtype']}, attention {s['attention']}, experts {s['experts']}, recompute {s['recompute']}"
+             + (", fake" if s.get("fake") else ""),
+             f"{trains}; routing {out['routing']}; {out['cross_check']}", "",
              f"{'layer':>8} {'kind':>6} {'measured':>14} {'predicted (' + p['conventions'] + ')':>24} {'ratio':>8}"]
     pl = {r["layer"]: r["bytes"] for r in p.get("activations_by_layer") or []}
     for r in m["activations_by_layer"]:

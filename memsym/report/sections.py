@@ -78,9 +78,13 @@ SECTIONS: Tuple[SectionSpec, ...] = (
     SectionSpec("implementations", "Measured against implementations", "memsym trace, paper/traces", (
         "p:Real implementations keep more than the paper's tensor list. memsym trace builds Hugging Face "
         "transformers' DeepseekV3ForCausalLM and Megatron-Core's GPTModel (local layer spec) from scaled-down "
-        "configs on CPU and records every storage autograd saves for backward in one forward pass. The presets "
+        "configs on CPU and records every storage autograd saves for backward and still holds at the end of one "
+        "forward pass; with --fake, "
+        "DeepSeek-V3 and Moonlight-16B-A3B at their real dimensions (one dense and one MoE layer) run under torch's "
+        "FakeTensorMode (no memory allocated) with deterministic balanced routing. The presets "
         "transformers and mcore are the paper's list with named switches on the tensor tags, each citing the "
-        "source it models; they predict every record below to the byte.", "traces",
+        "source it models; they predict every record below to the byte but those marked unexplained (the status "
+        "column), whose difference the record keeps.", "traces",
         "p:The same switches at this report's configuration: how one MoE layer's activations change from the "
         "paper's tensors to each implementation's.", "implementations")),
     SectionSpec("other", "Other terms", "memsym", (

@@ -254,10 +254,12 @@ def table_traces(ctx) -> Table:
                            "terms, per layer kind and outside the layers",
                  "paper/traces/*.toml (memsym trace ... --record)",
                  ("record", "layer", "measured", "preset", "paper", "measured / paper", "status"),
-                 A("p.24 l r r r r l"), tuple(rows),
+                 A("p.17 l r r r r l"), tuple(rows),
                  note="record: framework (hf: transformers, mcore: Megatron-Core local spec), config (tiny: h 256, "
-                      "tiny512: h 512), micro-batch b, sequence s, dtype, attention and experts (transformers), "
-                      "recomputation; each record's file says its full settings and command. preset: --conventions "
+                      "tiny512: h 512; v3-l2, moonlight-l2: DeepSeek-V3 and Moonlight-16B-A3B at their real dimensions cut to "
+                      "one dense and one MoE layer), micro-batch b, sequence s, dtype, attention and experts "
+                      "(transformers), recomputation, fake (traced under FakeTensorMode with balanced routing: memsym "
+                      "trace --fake); each record's file says its full settings and command. preset: --conventions "
                       "transformers or mcore at the record's settings on one device; unexplained records keep their "
                       "exact difference from the preset.")
 

@@ -27,6 +27,12 @@ MAX_PARAMS = 50_000_000
 MAX_SCORE_ELEMENTS = 64 * 1024 * 1024
 MAX_TOKENS = 16384
 
+#: ``--fake`` (memsym/trace/fake.py) allocates no activation, so MAX_PARAMS and the others do not
+#: apply; what bounds it is time (a forward op by op, N experts each a loop) and the real routing
+#: tensors beside the fake ones (b s N_r x N of them): decoder layers and tokens.
+MAX_FAKE_LAYERS = 4
+MAX_FAKE_TOKENS = 32768
+
 
 def missing(framework: str = "transformers"):
     """The name of the first package the trace extra needs that is not installed, or None."""

@@ -10,22 +10,39 @@ MCORE_MODULES = {"core_attn": ("score",), "mlp": ("ffn",), "moe": ("router", "ex
                  "shared_experts": ("shared",)}
 
 
-#: The trace's ``--experts`` as the ``experts`` switch of the framework's own preset: transformers'
-#: ``config._experts_implementation`` "eager" (loop, the preset's) or "grouped_mm" (grouped).  Megatron-Core's
-#: local spec runs one implementation (SequentialMLP behind the all-to-all dispatcher: its preset's alltoall).
-TRACE_EXPERTS = {"transformers": {"loop": "loop", "grouped": "grouped"}}
+#: What a trace ran, as switches of the framework's own preset: {framework: {trace setting: {its value: the
+#: switch's value}}} (the switch has the setting's name unless :data:`SWITCH_OF` says otherwise).
+#: transformers' ``--experts``: ``config._experts_implementation`` "eager" (loop, the preset's) or "grouped_mm"
+#: (grouped).  Megatron-Core's local spec runs one experts implementation (SequentialMLP behind the all-to-all
+#: dispatcher: its preset's alltoall); its settings (memsym/trace/inputs.py MCORE_SETTINGS): SwiGLU fusion
+#: (fused: fusions/fused_bias_swiglu.py keeps fc1's output; unfused: mlp.py's glu with its offset copy), the
+#: router's dtype and the load-balancing loss.
+TRACE_SWITCHES = {
+    "transformers": {"experts": {"loop": "loop", "grouped": "grouped"}},
+    "mcore": {"swiglu": {"fused": "fused", "unfused": "offset-copy"},
+              "router_dtype": {"fp32": "fp32", "activation": "activation"},
+              "aux_loss": {"seq": "seq", "global": "global", "none": "none"}},
+}
 
 
-def experts_switch(args, preset: str):
-    """The ``experts`` switch value the trace ran (:data:`TRACE_EXPERTS`), when ``preset`` is the traced
-    framework's own and differs from it there; else None (the preset's value stands)."""
+def run_switches(args, preset: str):
+    """``[(switch, value)]``: what the trace ran (:data:`TRACE_SWITCHES`) where it differs from ``preset``, when
+    ``preset`` is the traced framework's own; else none (another preset predicts with its own values)."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.config import CONVENTION_PRESETS
+    from .inputs import MCORE_RECIPE
     framework = getattr(args, "framework", "")
-    value = TRACE_EXPERTS.get(framework, {}).get(getattr(args, "experts", "loop"))
-    if preset != framework or value is None or value == CONVENTION_PRESETS[preset]["experts"]:
-        return None
-    return value
+    if preset != framework:
+        return []
+    out = []
+    for setting, values in TRACE_SWITCHES.get(framework, {}).items():
+        given = getattr(args, setting, None)
+        if given is None:
+            given = MCORE_RECIPE.get(setting, "loop") if framework == "mcore" else "loop"
+        value = values.get(given)
+        if value is not None and value != CONVENTION_PRESETS[preset][setting]:
+            out.append((setting, value))
+    return out
 
 
 def memsym_recompute(framework: str, recompute: str) -> str:
@@ -60,9 +77,8 @@ def _estimate(args, preset: str, model=None):
     rec = cfg.parse_recompute(memsym_recompute(getattr(args, "framework", ""), args.recompute))
     training = cfg.Training(mbs=args.mbs, seq=args.seq, recompute=rec[0], recompute_ops=rec[1])
     training = with_preset(training, preset)
-    experts = experts_switch(args, preset)
-    if experts is not None:
-        training = with_switch(training, "experts", experts)
+    for switch, value in run_switches(args, preset):
+        training = with_switch(training, switch, value)
     # a trace records what autograd saves: the cross-entropy backward's transient is not a saved tensor
     training = with_switch(training, "ce_backward", "none")
     if _mtp(args, model):
@@ -78,9 +94,10 @@ def predicted(args, preset: str, model=None) -> dict:
             "--mbs", str(args.mbs), "--seq", str(args.seq), "--conventions", preset]
     if args.act_dtype == "fp32":
         argv += ["--act-dtype", "fp32"]
-    experts = experts_switch(args, preset)
-    if experts is not None:
-        argv += ["--experts", experts]
+    # lazy: modules this module's importers do not need (loaded only on this path)
+    from derivations.config.switches import CONVENTION_SWITCHES
+    for switch, value in run_switches(args, preset):
+        argv += [CONVENTION_SWITCHES[switch].option, value]
     if args.recompute != "none":
         argv += ["--recompute", memsym_recompute(getattr(args, "framework", ""), args.recompute)]
     est = _estimate(args, preset, model)
@@ -121,8 +138,14 @@ def result(args, rec, info, model=None) -> dict:
     settings = {"framework": args.framework, "model": args.model, "mbs": args.mbs, "seq": args.seq,
                 "act_dtype": args.act_dtype, "attention": args.attention, "experts": args.experts,
                 "recompute": args.recompute}
+    if args.framework == "mcore":  # its settings as run (the recipe's where not given)
+        from .inputs import MCORE_SETTINGS, mcore_settings
+        settings.update(mcore_settings({k: getattr(args, k, None) for k in MCORE_SETTINGS}))
+    if getattr(args, "fake", False):
+        settings["fake"] = True
     return {"settings": settings, "versions": info["versions"], "measured": measured, "predicted": pred,
             "trains": {"loss": info["loss"], "params_with_grad": info["params_with_grad"]},
+            "routing": info.get("routing", "the router's (real scores)"),
             "cross_check": info["alive_check"],
             "tensors": [r.to_json() for r in rec.saved.values()] if args.tensors else None}
 

@@ -5,8 +5,11 @@ The model is built from a config (random weights, no download) as a training run
 and ``from_pretrained(..., dtype=...)`` do (modeling_utils.py: ``PreTrainedModel._from_config``), so
 ``_keep_in_fp32_modules_strict`` (the router's ``gate.weight`` and ``e_score_correction_bias``) stays
 FP32 while everything else takes the activation dtype (``model.to(dtype)`` would cast the router to
-BF16 and make its FP32 ``.type(float32)`` a copy a real run never makes).  It runs one forward pass with labels (the FP32 cross-entropy loss) under the
-:class:`memsym.trace.recorder.Recorder`, then one backward pass to show it trains.
+BF16 and make its FP32 ``.type(float32)`` a copy a real run never makes).  It runs one forward pass
+with labels (the FP32 cross-entropy loss) under the :class:`memsym.trace.recorder.Recorder`, then one backward pass to show it trains.  With
+``fake`` (``memsym trace --fake``) it is built and run under torch's FakeTensorMode at the
+config's real dimensions with balanced routing and no backward (:mod:`memsym.trace.fake`);
+``balanced`` gives a real trace the same routing.
 """
 from __future__ import annotations
 
@@ -16,24 +19,30 @@ from . import inputs
 
 
 def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
-        experts: str = "loop", recompute: str = "none", seed: int = 0):
+        experts: str = "loop", recompute: str = "none", seed: int = 0, settings=None, fake: bool = False,
+        balanced: bool = False):
     """Build, trace one forward, run one backward.  Returns (recorder, info dict).
 
     ``config``: the parsed config.json (what :func:`memsym.trace.inputs.read` validated) or its path.
+    ``fake``: under FakeTensorMode, balanced routing, forward only; ``balanced``: a real trace with
+    the balanced routing of :mod:`memsym.trace.fake`.
     Every check (:mod:`memsym.trace.inputs`: ConfigError) comes before torch is imported."""
     raw, spec = inputs.of(config)
-    inputs.check_size(spec, mbs, seq)
-    inputs.check_options("transformers", attention, experts, recompute)
+    inputs.check_trace(spec, mbs, seq, recompute, fake)
+    inputs.check_options("transformers", attention, experts, recompute, settings)
     # lazy: sympy, numpy, jinja2, torch, transformers (optional; only this path needs it)
+    import contextlib
+
     import torch
     import transformers
     from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 
+    from .fake import describe, routing_mode
     from .recorder import Recorder
 
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[act_dtype]
     keep = {k: v for k, v in raw.items() if k not in ("auto_map", "quantization_config", "architectures",
-                                                       "transformers_version", "torch_dtype")}
+                                                       "transformers_version", "torch_dtype", "_comment")}
     impl = {"eager": "eager", "sdpa": "sdpa", "flash": "flash_attention_2"}[attention]
     exp = {"loop": "eager", "grouped": "grouped_mm"}[experts]
     try:
@@ -43,24 +52,38 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     config._attn_implementation = impl
     config._experts_implementation = exp
     torch.manual_seed(seed)
-    model = DeepseekV3ForCausalLM._from_config(config, dtype=dtype)
+    fake_mode = None
+    if fake:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        fake_mode = FakeTensorMode()
+        with fake_mode:
+            model = DeepseekV3ForCausalLM._from_config(config, dtype=dtype)
+    else:
+        model = DeepseekV3ForCausalLM._from_config(config, dtype=dtype)
     got = (model.config._attn_implementation, model.config._experts_implementation)
     if got != (impl, exp):  # _from_config resolves the implementations again: it must keep the ones asked for
         raise ConfigError("trace.implementation", f"transformers built attention/experts {got}, not {(impl, exp)}")
     model.train()
     if recompute == "full":
         model.gradient_checkpointing_enable()
-    ids = torch.randint(2, config.vocab_size, (mbs, seq))
-    # the RoPE cos and sin tables: computed once, handed to every layer (the stage's, not a layer's)
-    with Recorder(model, stage=(model.model.rotary_emb,)) as rec:
-        out = model(input_ids=ids, labels=ids)
+    routing = contextlib.nullcontext()
+    if fake or balanced:
+        routing = routing_mode(fake_mode)
+    with fake_mode or contextlib.nullcontext(), routing:
+        ids = torch.randint(2, config.vocab_size, (mbs, seq))
+        # the RoPE cos and sin tables: computed once, handed to every layer (the stage's, not a layer's)
+        with Recorder(model, stage=(model.model.rotary_emb,)) as rec:
+            out = model(input_ids=ids, labels=ids)
     alive = _alive_check(rec)
-    out.loss.backward()
-    grads = sum(p.grad is not None for p in model.parameters())
+    loss, grads = None, 0
+    if not fake:  # a fake trace runs no backward (nothing to compute it with)
+        out.loss.backward()
+        loss, grads = float(out.loss.detach()), sum(p.grad is not None for p in model.parameters())
     info = {"framework": "transformers", "versions": {"torch": torch.__version__.split("+")[0],
                                                       "transformers": transformers.__version__},
-            "loss": float(out.loss.detach()), "params_with_grad": grads, "alive_check": alive,
-            "n_layers": config.num_hidden_layers, "first_dense": config.first_k_dense_replace}
+            "loss": loss, "params_with_grad": grads, "alive_check": alive,
+            "n_layers": config.num_hidden_layers, "first_dense": config.first_k_dense_replace,
+            "routing": describe(routing)}
     return rec, info
 
 

@@ -17,10 +17,46 @@ from typing import Mapping, Optional, Union
 
 from symbolic.errors import ConfigError
 
-from . import MAX_PARAMS, MAX_SCORE_ELEMENTS, MAX_TOKENS
+from . import MAX_FAKE_LAYERS, MAX_FAKE_TOKENS, MAX_PARAMS, MAX_SCORE_ELEMENTS, MAX_TOKENS
 
 #: Megatron-Core's selective recomputation modules (TransformerConfig.recompute_modules).
 MCORE_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act", "shared_experts")
+
+#: Megatron-Core's settings a trace takes beyond the config (``memsym trace --framework mcore``): option ->
+#: (TransformerConfig field, {value: the field's value}), the first value the DeepSeek recipes' (Megatron-Bridge
+#: src/megatron/bridge/models/deepseek/deepseek_provider.py: DeepSeekModelProvider sets bias_activation_fusion
+#: True, moe_router_dtype "fp32", moe_router_load_balancing_type "seq_aux_loss"; the V3 provider
+#: moe_aux_loss_coeff 1e-4, Moonlight's 1e-3).  ``unfused``/``activation``/``none`` are what the records made
+#: before these options ran (Megatron-Core's defaults when the recipe is not used).
+MCORE_SETTINGS = {
+    "swiglu": ("bias_activation_fusion", {"fused": True, "unfused": False}),
+    "router_dtype": ("moe_router_dtype", {"fp32": "fp32", "activation": None}),
+    "aux_loss": ("moe_router_load_balancing_type", {"seq": "seq_aux_loss", "global": "global_aux_loss",
+                                                   "none": "none"}),
+}
+#: The recipes' values (the default of each option).
+MCORE_RECIPE = {k: next(iter(v[1])) for k, v in MCORE_SETTINGS.items()}
+#: The load-balancing loss coefficient a trace sets when a loss is built (DeepSeek-V3's provider, 1e-4: what the
+#: loss keeps does not depend on it).
+MCORE_AUX_COEFF = 1e-4
+
+
+def mcore_settings(settings: Optional[Mapping] = None) -> dict:
+    """The Megatron-Core settings of a trace (:data:`MCORE_SETTINGS`), each checked (ConfigError), the
+    recipe's where not given."""
+    out = dict(MCORE_RECIPE)
+    for key, value in (settings or {}).items():
+        if value is None:
+            continue
+        if key not in MCORE_SETTINGS:
+            raise ConfigError("trace.settings", f"{key!r} is not a Megatron-Core trace setting "
+                                                f"({', '.join(MCORE_SETTINGS)})")
+        if value not in MCORE_SETTINGS[key][1]:
+            raise ConfigError("trace.settings", f"--{key.replace('_', '-')} {_shown(value)}: Megatron-Core takes "
+                                                f"{' or '.join(MCORE_SETTINGS[key][1])}")
+        out[key] = value
+    return out
+
 
 #: Optional fields an implementation reads that estimate does not: (check, what it must be).
 _NUMBER = (lambda x: _is_number(x) and x > 0, "a positive finite number")
@@ -107,6 +143,33 @@ def check_size(m, mbs: int, seq: int) -> None:
                                           f"up to {MAX_SCORE_ELEMENTS:,} (memsym.trace.MAX_SCORE_ELEMENTS)")
 
 
+def check_fake(m, mbs: int, seq: int, recompute: str) -> None:
+    """``--fake`` (memsym/trace/fake.py): nothing is allocated, so the size limits of :func:`check_size`
+    do not apply; what is bounded is time and the real routing tensors (ConfigError naming the limit).
+    No recomputation: a fake trace runs no backward, so there is nothing to recompute into."""
+    layers = m.l + (m.mtp_layers or 0)
+    if layers > MAX_FAKE_LAYERS:
+        raise ConfigError("trace.fake", f"--fake: the config has {m.l} decoder layers and {m.mtp_layers or 0} MTP "
+                                        f"modules; a fake trace builds at most {MAX_FAKE_LAYERS} of them "
+                                        f"(memsym.trace.MAX_FAKE_LAYERS): cut the config (num_hidden_layers, "
+                                        f"first_k_dense_replace, num_nextn_predict_layers; "
+                                        f"tests/data/deepseek-v3-l2/config.json is one)")
+    if mbs * seq > MAX_FAKE_TOKENS:
+        raise ConfigError("trace.tokens", f"--fake: mbs x seq = {mbs * seq:,} tokens; a fake trace runs up to "
+                                          f"{MAX_FAKE_TOKENS:,} (memsym.trace.MAX_FAKE_TOKENS)")
+    if recompute != "none":
+        raise ConfigError("trace.recompute", f"--fake --recompute {_shown(recompute)}: a fake trace runs the "
+                                             f"forward only; trace recomputation without --fake")
+
+
+def check_trace(m, mbs: int, seq: int, recompute: str, fake: bool) -> None:
+    """The size checks of a trace: :func:`check_fake` with ``--fake``, else :func:`check_size`."""
+    if fake:
+        check_fake(m, mbs, seq, recompute)
+    else:
+        check_size(m, mbs, seq)
+
+
 def mcore_recompute(recompute: str) -> dict:
     """TransformerConfig's recomputation fields for ``--recompute``: none; full (uniform, one layer
     per checkpoint: Megatron-LM's ``--recompute-granularity full --recompute-method uniform
@@ -128,8 +191,17 @@ def mcore_recompute(recompute: str) -> dict:
     return {"recompute_granularity": "selective", "recompute_modules": mods}
 
 
-def check_options(framework: str, attention: str, experts: str, recompute: str) -> None:
-    """The options ``framework`` takes (ConfigError otherwise): before anything is imported."""
+def check_options(framework: str, attention: str, experts: str, recompute: str,
+                  settings: Optional[Mapping] = None) -> None:
+    """The options ``framework`` takes (ConfigError otherwise): before anything is imported.
+    ``settings``: Megatron-Core's (:data:`MCORE_SETTINGS`; given to transformers, refused)."""
+    given = {k: v for k, v in (settings or {}).items() if v is not None}
+    if framework == "mcore":
+        mcore_settings(given)
+    elif given:
+        names = ", ".join("--" + k.replace("_", "-") for k in given)
+        raise ConfigError("trace.settings", f"{names}: Megatron-Core's settings; transformers' model has none "
+                                            f"(its SwiGLU, router dtype and losses are the model code's)")
     if attention == "flash":
         raise ConfigError("trace.attention", "--attention flash needs a GPU (FlashAttention-2); use eager or sdpa")
     if framework == "mcore":

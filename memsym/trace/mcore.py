@@ -24,6 +24,9 @@ the Megatron-Core 0.16.1 code it works around):
 * a subclass of the local ``DotProductAttention`` accepting the ``k_channels``/``v_channels``
   that ``MLASelfAttention`` passes (its output width is ``v_head_dim`` heads; upstream MLA is only
   wired for TE's attention);
+* the process-wide ``GlobalMemoryBuffer`` (``parallel_state.py``; DotProductAttention's baddbmm
+  output with beta 0, never saved) emptied at each run, so ``--fake`` and real runs in one process
+  never share its tensor;
 * ``CheckpointWithoutOutput(fp8=False)``: ``self.fp8 = fp8 is not None`` is True for False and
   calls a TE-only function; set to ``bool(fp8)`` (selective ``layernorm``/``mla_up_proj``/
   ``moe_act`` recomputation without TE).
@@ -31,7 +34,7 @@ the Megatron-Core 0.16.1 code it works around):
 from __future__ import annotations
 
 import os
-from typing import Dict
+from typing import Dict, Optional
 
 from . import inputs
 
@@ -140,28 +143,26 @@ def _init_parallel(seed: int):
         dist.init_process_group("gloo", rank=0, world_size=1)
     if not ps.model_parallel_is_initialized():
         ps.initialize_model_parallel(1, 1)
+    # the process-wide GlobalMemoryBuffer (DotProductAttention's baddbmm output, beta 0: never saved) is
+    # per run, so a fake run's fake buffer never reaches a real run, nor a real one a fake run
+    ps.get_global_memory_buffer().buffer.clear()
     model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
 
 
-def _reset_trackers():
-    """Forget the auxiliary-loss logging tracker of an earlier trace in this process, as a new training
-    process starts without one: moe_utils.py save_to_aux_losses_tracker sizes each loss's ``values`` by the
-    first call's layer count and keeps it module-global (``_MOE_LAYER_WISE_LOGGING_TRACKER``), so a later
-    model with more layers would index past it (``clear_aux_losses_tracker`` only zeroes the values)."""
-    # lazy: megatron (optional; only this path needs it)
-    from megatron.core.transformer.moe.moe_utils import get_moe_layer_wise_logging_tracker
-    get_moe_layer_wise_logging_tracker().clear()
-
-
-def transformer_config(raw: Dict, act_dtype: str, recompute: str):
+def transformer_config(raw: Dict, act_dtype: str, recompute: str, settings: Optional[Dict] = None):
     """``MLATransformerConfig`` from a Hugging Face DeepSeek-V3 config (the fields Megatron-Bridge's
-    DeepSeek-V3 conversion maps; dropout 0 as the config says; no auxiliary loss)."""
+    DeepSeek-V3 conversion maps; dropout 0 as the config says) with ``settings``
+    (:data:`memsym.trace.inputs.MCORE_SETTINGS`: SwiGLU fusion, router dtype, load-balancing loss; the
+    DeepSeek recipes' where not given)."""
     # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
     import torch
     from megatron.core.transformer.transformer_config import MLATransformerConfig
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[act_dtype]
     L, k = raw["num_hidden_layers"], raw.get("first_k_dense_replace", 0)
     topk_method = raw.get("topk_method", "noaux_tc")
+    st = inputs.mcore_settings(settings)
+    fields = {inputs.MCORE_SETTINGS[key][0]: inputs.MCORE_SETTINGS[key][1][value] for key, value in st.items()}
+    fields["moe_aux_loss_coeff"] = inputs.MCORE_AUX_COEFF if st["aux_loss"] != "none" else 0.0
     return MLATransformerConfig(
         num_layers=L, hidden_size=raw["hidden_size"], num_attention_heads=raw["num_attention_heads"],
         ffn_hidden_size=raw["intermediate_size"], q_lora_rank=raw.get("q_lora_rank"),
@@ -176,29 +177,32 @@ def transformer_config(raw: Dict, act_dtype: str, recompute: str):
         moe_router_topk_scaling_factor=raw.get("routed_scaling_factor"),
         moe_router_score_function=raw.get("scoring_func", "sigmoid"),
         moe_router_enable_expert_bias=topk_method == "noaux_tc", moe_router_pre_softmax=False,
-        moe_router_load_balancing_type="none", moe_aux_loss_coeff=0.0,
         moe_token_dispatcher_type="alltoall", moe_grouped_gemm=False, moe_permute_fusion=False,
         normalization="RMSNorm", layernorm_epsilon=raw.get("rms_norm_eps", 1e-6), gated_linear_unit=True,
         activation_func=torch.nn.functional.silu, add_bias_linear=False,
         hidden_dropout=0.0, attention_dropout=raw.get("attention_dropout", 0.0),
         use_cpu_initialization=True, bf16=act_dtype == "bf16", params_dtype=dtype, pipeline_dtype=dtype,
-        bias_activation_fusion=False, masked_softmax_fusion=False, persist_layer_norm=False,
+        masked_softmax_fusion=False, persist_layer_norm=False,
         bias_dropout_fusion=False, apply_rope_fusion=False, gradient_accumulation_fusion=False,
         cross_entropy_loss_fusion=False, tensor_model_parallel_size=1, sequence_parallel=False,
-        mtp_num_layers=raw.get("num_nextn_predict_layers") or None, **recompute_settings(recompute))
+        mtp_num_layers=raw.get("num_nextn_predict_layers") or None, **fields, **recompute_settings(recompute))
 
 
 def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
-        experts: str = "loop", recompute: str = "none", seed: int = 0):
+        experts: str = "loop", recompute: str = "none", seed: int = 0, settings: Optional[Dict] = None,
+        fake: bool = False, balanced: bool = False):
     """Build, trace one forward, run one backward.  Returns (recorder, info dict).
 
     ``config``: the parsed config.json (what :func:`memsym.trace.inputs.read` validated) or its path.
+    ``fake``: under FakeTensorMode, balanced routing, forward only; ``balanced``: a real trace with
+    the balanced routing of :mod:`memsym.trace.fake`.
     Every check (:mod:`memsym.trace.inputs`: ConfigError) comes before torch is imported."""
     raw, spec = inputs.of(config)
-    inputs.check_size(spec, mbs, seq)
-    inputs.check_options("mcore", attention, experts, recompute)
-    settings = recompute_settings(recompute)
+    inputs.check_trace(spec, mbs, seq, recompute, fake)
+    inputs.check_options("mcore", attention, experts, recompute, settings)
     # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
+    import contextlib
+
     import torch
     _patch()
     import megatron.core
@@ -206,6 +210,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     from megatron.core.models.gpt.gpt_model import GPTModel
     from megatron.core.transformer.dot_product_attention import DotProductAttention
 
+    from .fake import describe, routing_mode
     from .recorder import Recorder
 
     class MLADotProductAttention(DotProductAttention):
@@ -217,9 +222,11 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
             self.hidden_size_per_partition = width * self.num_attention_heads_per_partition
 
     _init_parallel(seed)
-    _reset_trackers()
-    config = transformer_config(raw, act_dtype, recompute)
-    del settings
+    # the load-balancing losses' logging tracker is per process (moe_utils.py: save_to_aux_losses_tracker sizes
+    # it by the first model's layers): emptied, so a second trace in one process starts as the first
+    from megatron.core.transformer.moe.moe_utils import get_moe_layer_wise_logging_tracker
+    get_moe_layer_wise_logging_tracker().clear()
+    config = transformer_config(raw, act_dtype, recompute, settings)
     spec = get_gpt_decoder_block_spec(config, use_transformer_engine=False, normalization="RMSNorm")
     for ls in spec.layer_specs:
         ls.submodules.self_attention.submodules.core_attention = MLADotProductAttention
@@ -228,23 +235,37 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
         from megatron.core.models.gpt.gpt_layer_specs import get_gpt_mtp_block_spec
         mtp_spec = get_gpt_mtp_block_spec(config, spec, use_transformer_engine=False)
     torch.manual_seed(seed)
-    model = GPTModel(config, spec, mtp_block_spec=mtp_spec, vocab_size=raw["vocab_size"], max_sequence_length=max(seq, 1),
-                     position_embedding_type="rope", share_embeddings_and_output_weights=bool(
-                         raw.get("tie_word_embeddings", False)), rotary_base=raw.get("rope_theta", 10000))
+    fake_mode = None
+    if fake:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        fake_mode = FakeTensorMode()
+    routing = routing_mode(fake_mode) if fake or balanced else contextlib.nullcontext()
+    with fake_mode or contextlib.nullcontext(), routing:  # the dispatcher's index tensors get their values
+        model = GPTModel(config, spec, mtp_block_spec=mtp_spec, vocab_size=raw["vocab_size"],
+                         max_sequence_length=max(seq, 1), position_embedding_type="rope",
+                         share_embeddings_and_output_weights=bool(raw.get("tie_word_embeddings", False)),
+                         rotary_base=raw.get("rope_theta", 10000))
     model.train()
-    ids = torch.randint(2, raw["vocab_size"], (mbs, seq))
-    pos = torch.arange(seq).unsqueeze(0).expand(mbs, seq)
     global _RECORDER
-    with Recorder(model) as rec:
-        _RECORDER = rec
-        losses = model(ids, pos, None, labels=ids)  # [b, s] FP32 per-token losses
-        loss = losses.float().mean()
-    _RECORDER = None
-    loss.backward()
-    grads = sum(p.grad is not None or getattr(p, "main_grad", None) is not None for p in model.parameters())
+    with fake_mode or contextlib.nullcontext(), routing:
+        ids = torch.randint(2, raw["vocab_size"], (mbs, seq))
+        pos = torch.arange(seq).unsqueeze(0).expand(mbs, seq)
+        with Recorder(model) as rec:
+            _RECORDER = rec
+            try:
+                losses = model(ids, pos, None, labels=ids)  # [b, s] FP32 per-token losses
+                loss = losses.float().mean()
+            finally:
+                _RECORDER = None
+    value, grads = None, 0
+    if not fake:  # a fake trace runs no backward (nothing to compute it with)
+        loss.backward()
+        value = float(loss.detach())
+        grads = sum(p.grad is not None or getattr(p, "main_grad", None) is not None for p in model.parameters())
     info = {"framework": "mcore", "versions": {"torch": torch.__version__.split("+")[0],
                                                "megatron-core": megatron.core.__version__},
-            "loss": float(loss.detach()), "params_with_grad": grads,
+            "loss": value, "params_with_grad": grads,
             "alive_check": f"{len(rec.saved)} storages recorded, {len(rec.held())} held at the end of the forward",
-            "n_layers": raw["num_hidden_layers"], "first_dense": raw.get("first_k_dense_replace", 0)}
+            "n_layers": raw["num_hidden_layers"], "first_dense": raw.get("first_k_dense_replace", 0),
+            "routing": describe(routing)}
     return rec, info

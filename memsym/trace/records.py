@@ -18,6 +18,13 @@ import types
 
 
 SETTINGS = ("framework", "model", "mbs", "seq", "act_dtype", "attention", "experts", "recompute")
+#: Megatron-Core's own settings (memsym/trace/inputs.py MCORE_SETTINGS), in its records only.
+MCORE_SETTING_KEYS = ("swiglu", "router_dtype", "aux_loss")
+#: ``fake = true`` in a record's [settings] (``memsym trace --fake``); absent in the others.
+FAKE_NOTE = ("traced under torch's FakeTensorMode at the config's real dimensions (no memory allocated), forward only "
+             "(the tensors saved for backward when the forward ends), with deterministic balanced routing: every "
+             "top-k picks columns (r k + j) mod n for row r, so each expert receives b s N_r / N token-copies "
+             "(memsym/trace/fake.py)")
 
 
 def traces_dir() -> str:
@@ -51,7 +58,9 @@ def command(settings: Dict) -> str:
     return (f"python -m memsym trace --framework {shlex.quote(s['framework'])} --model {shlex.quote(s['model'])} "
             f"--mbs {s['mbs']} --seq {s['seq']} --act-dtype {shlex.quote(s['act_dtype'])} "
             f"--attention {shlex.quote(s['attention'])} --experts {shlex.quote(s['experts'])} "
-            f"--recompute {shlex.quote(s['recompute'])}")
+            f"--recompute {shlex.quote(s['recompute'])}"
+            + "".join(f" --{k.replace('_', '-')} {shlex.quote(s[k])}" for k in MCORE_SETTING_KEYS if k in s)
+            + (" --fake" if s.get("fake") else ""))
 
 
 _TOML_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
@@ -86,8 +95,10 @@ def toml_key(key: str) -> str:
 
 
 def _v(x) -> str:
-    """A TOML value: a string (:func:`toml_string`) or an integer."""
-    if isinstance(x, int) and not isinstance(x, bool):
+    """A TOML value: a string (:func:`toml_string`), an integer or a boolean."""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, int):
         return str(x)
     if isinstance(x, str):
         return toml_string(x)
@@ -125,10 +136,12 @@ def to_toml(out: Dict, unexplained: str = "", sha256_of_config: str = None, chan
     s, m, p = out["settings"], out["measured"], out["predicted"]
     digest = sha256_of_config or sha256(s["model"])
     lines = [f"# measured by: {_comment(command(s))} --record FILE", f"command = {_v(command(s))}",
-             f"framework = {_v(s['framework'])}"] + (
+             f"framework = {_v(s['framework'])}"] + ([f"note = {_v(FAKE_NOTE)}"] if s.get("fake") else []) + (
              ["changes = [" + ", ".join(_v(c) for c in changes) + "]"] if changes else []) + ["",
              "[config]", f"path = {_v(s['model'])}", f"sha256 = {_v(digest)}", "",
-             "[settings]"] + [f"{k} = {_v(s[k])}" for k in SETTINGS if k not in ("framework", "model")] + [
+             "[settings]"] + [f"{k} = {_v(s[k])}" for k in SETTINGS + MCORE_SETTING_KEYS
+                              if k not in ("framework", "model") and k in s] + (
+             ["fake = true"] if s.get("fake") else []) + [
              "", "[versions]"] + [f"{toml_key(k)} = {_v(v)}" for k, v in sorted(out["versions"].items())] + [
              "", "[measured]",
              "activations_by_layer = [" + ", ".join(
@@ -177,12 +190,14 @@ def retrace(rec: Dict) -> Dict:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from .compare import result
     from . import hf, mcore
-    st = rec["settings"]
+    st = dict(rec["settings"])
+    st.setdefault("fake", False)
     impl = mcore if rec["framework"] == "mcore" else hf
     from .inputs import read
     conf = read(config_path(rec))
     rec_, info = impl.run(conf.data, st["mbs"], st["seq"], st["act_dtype"], st["attention"],
-                          st["experts"], st["recompute"])
+                          st["experts"], st["recompute"],
+                          settings={k: st[k] for k in MCORE_SETTING_KEYS if k in st} or None, fake=st.get("fake", False))
     args = types.SimpleNamespace(model=config_path(rec), framework=rec["framework"], conventions=None,
                                  tensors=False, **st)
     return result(args, rec_, info, conf.model)

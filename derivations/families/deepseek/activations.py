@@ -122,19 +122,43 @@ def mcore_router_parts():
     perm = MC + "transformer/moe/moe_utils.py: permute (unfused), MoEAlltoAllTokenDispatcher"
     return (
         Part("mc_scores", "router: FP32 sigmoid output (sigmoid(logits.float()))", (4, b, s, N), (CP,), src, tags),
-        Part("mc_scores_ba", "router: the scores cast to B_a, kept by gather (the same storage when B_a = 4)",
-             (B_a, b, s, N, NOT_FP32), (CP,), src, tags),
+        Part("mc_scores_ba", "router: the scores cast to B_a, kept by gather (the same storage when B_a = 4; none "
+                             "with an FP32 router, whose logits are FP32)",
+             (B_a, b, s, N, NOT_FP32), (CP,), src, tags + ("router_cast",)),
         Part("mc_topk_idx", "router: int64 top-N_r indices (topk, gather, scatter)", (8, b, s, N_r), (CP,), src,
              tags + ("routing",)),
-        Part("mc_topk", "router: the B_a top-N_r scores and their normaliser (scores / scores.sum; none at "
-                        "N_r = 1: no normalisation, topk > 1 only)",
-             (B_a, b, s, N_r + 1, TOPK_GT_1), (CP,), src, tags),
+        Part("mc_topk", "router: the top-N_r scores and their normaliser (scores / scores.sum), in the router dtype; "
+                        "none at N_r = 1 (no normalisation: topk > 1 only)",
+             (B_a, b, s, N_r + 1, TOPK_GT_1), (CP,), src, tags + ("router_dt",)),
         Part("a2a_map", "dispatcher: bool routing map, transposed N x b s (masked_select)", (1, b, s, N), (CP,), perm,
              ("routing", "router", "a2a")),
-        Part("a2a_probs", "dispatcher: the B_a routing probabilities transposed N x b s (masked_select)",
-             (B_a, b, s, N), (CP,), perm, ("routing", "router", "a2a")),
+        Part("a2a_probs", "dispatcher: the routing probabilities transposed N x b s (masked_select), in the router "
+                          "dtype", (B_a, b, s, N), (CP,), perm, ("routing", "router", "a2a", "router_dt")),
         Part("a2a_idx", "dispatcher: int64 sorted token indices, one per token-copy (index_select, unpermute)",
              (8, b, s, N_r), (CP,), perm, ("routing", "router", "a2a")),
+    )
+
+
+def aux_loss_parts():
+    """Megatron-Core's load-balancing loss (``--aux-loss seq|global``; router.py TopKRouter.routing): the scores
+    ``compute_routing_scores_for_aux_loss`` computes again from the logits (sigmoid, in the router dtype, saved
+    by the sigmoid and the division) and their per-token normaliser (scores.sum + 1e-20, saved by the division);
+    ``switch_load_balancing_loss_func``'s multiply keeps the tokens per expert: per sequence and expert, int64,
+    for seq_aux_loss (the b s tokens reshaped to [s, b N]); FP32 averaged over the steps, per expert, for
+    global_aux_loss; MoEAuxLossAutoScaler keeps the loss scalar (the router dtype for seq; FP32 for global, the
+    product with the FP32 averages).  The per-expert tensors are whole on every rank (not divided by SP)."""
+    src = MC + "transformer/moe/router.py: TopKRouter._apply_seq_aux_loss, _apply_global_aux_loss; moe_utils.py: "
+    return (
+        Part("aux_scores", "load-balancing loss: the sigmoid scores again, in the router dtype",
+             (B_a, b, s, N), (CP,), src + "compute_routing_scores_for_aux_loss", ("router", "aux", "router_dt")),
+        Part("aux_norm", "load-balancing loss: the scores' per-token normaliser, in the router dtype",
+             (B_a, b, s), (CP,), src + "compute_routing_scores_for_aux_loss", ("router", "aux", "router_dt")),
+        Part("aux_seq_tokens", "seq_aux_loss: int64 tokens per sequence and expert (b N)", (8, b, N), (),
+             src + "switch_load_balancing_loss_func", ("router", "aux_seq", "per_expert")),
+        Part("aux_seq_loss", "seq_aux_loss: the loss scalar (MoEAuxLossAutoScaler), in the router dtype", (B_a,), (),
+             src + "MoEAuxLossAutoScaler", ("router", "aux_seq", "router_dt", "per_expert")),
+        Part("aux_global", "global_aux_loss: FP32 averaged tokens per expert and the FP32 loss scalar", (4, N + 1), (),
+             src + "switch_load_balancing_loss_func, MoEAuxLossAutoScaler", ("router", "aux_global", "per_expert")),
     )
 
 
@@ -152,6 +176,7 @@ def moe_specs():
              ("router", "paper_only", "paper_router")),
         *hf_router_parts(),
         *mcore_router_parts(),
+        *aux_loss_parts(),
         Part("mz_router_probs", "router probabilities", (B_a, b, s, N), (CP,), MZ, ("router", "modelzoo_only")),
         Part("routing", "routing choice / dispatch mask", (B_a, b, s, N_r), (CP,), MOE,
              ("routing", "dispatch_mask", "paper_router")),
@@ -267,6 +292,11 @@ KEPT_FOR = {
     "norm_rsigma": "fused RMSNorm backward (FP32 rsigma)", "latent_rsigma": "latent fused RMSNorms backward (rsigma)",
     "rope_layer": "rotary multiply backward (cos, sin of q and of k)", "causal_mask": "masked_fill_ backward (mask)",
     "mc_scores": "sigmoid backward (its output)", "mc_scores_ba": "gather backward (the B_a scores)",
+    "aux_scores": "load-balancing loss: sigmoid and division backward (the scores)",
+    "aux_norm": "load-balancing loss: division backward (the normaliser)",
+    "aux_seq_tokens": "load-balancing loss: multiply backward (tokens per expert)",
+    "aux_seq_loss": "MoEAuxLossAutoScaler (the loss)", "aux_global": "load-balancing loss: multiply backward, "
+                                                                    "MoEAuxLossAutoScaler",
     "mc_topk_idx": "top-k, gather and scatter backward (indices)",
     "mc_topk": "normalisation backward (scores, divisor)", "a2a_map": "masked_select backward (mask)",
     "a2a_probs": "masked_select backward (the transposed probabilities)",

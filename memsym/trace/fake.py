@@ -1,0 +1,221 @@
+"""Real dimensions without memory: ``memsym trace --fake`` (torch's FakeTensorMode) and balanced routing.
+
+Under :class:`torch._subclasses.fake_tensor.FakeTensorMode` every tensor has its shape, dtype,
+strides and a storage of its size (``untyped_storage().nbytes()``, what
+:class:`memsym.trace.recorder.Recorder` counts) but no data, so a model at its real dimensions
+runs its forward without allocating them.  What a forward does with data it needs to know
+(how many tokens each expert receives: ``nonzero``, ``masked_select``, ``.tolist()``,
+``.item()``) comes from :class:`Routing`, a dispatch mode above the fake one:
+
+* every ``aten.topk`` of floating scores (the routers' group and expert choices; nothing else
+  in the traced forwards calls top-k) returns, for row ``r``, the columns ``(r k + j) mod n``,
+  ``j < k``, and the values gathered at them: routing is deterministic and balanced (each of
+  the ``N`` experts receives ``b s N_r / N`` token-copies when ``N`` divides ``b s N_r``, else
+  counts that differ by at most one), whatever the scores;
+* under fake tensors, a tensor whose values follow from known values only (the top-k indices,
+  the input ids, ``arange``/``zeros``/``ones``/``full`` and their ``*_like``, and whatever is
+  computed from those alone: the routing map, the tokens per expert, the permutation indices)
+  carries a real *shadow* computed on CPU beside it (at most :data:`SHADOW_LIMIT` elements),
+  which answers the data-dependent operations; an operation that needs the data of a tensor
+  without a shadow gets zeros of its shape (only shapes matter then: ``masked_select`` of the
+  probabilities by the routing map), and ``.item()`` of one is an error naming the operator.
+
+Factories of uninitialised memory (``empty`` and the like: the parameters before their init)
+get no shadow, so a model built under :class:`Routing` (Megatron-Core's, whose all-to-all
+dispatcher makes its chunk indices with ``arange`` at construction) holds real values only for
+what routing needs.
+
+Without fake tensors (``balanced`` of a real trace), only the top-k is replaced, so a real
+trace with the same routing can be compared with a fake one (tests/test_fake_traces.py).
+Nothing runs backward under fake tensors: the trace is the tensors saved for backward when
+the forward ends.
+"""
+from __future__ import annotations
+
+#: The most elements a shadow (a real tensor computed beside a fake one) may have.
+SHADOW_LIMIT = 1 << 24
+
+
+def balanced_indices(rows: int, n: int, k: int):
+    """``[rows, k]`` int64: row ``r`` picks columns ``(r k + j) mod n`` (``j < k``)."""
+    # lazy: sympy, numpy, jinja2, torch (optional; only this path needs it)
+    import torch
+    r = torch.arange(rows, dtype=torch.int64).unsqueeze(1)
+    return (r * k + torch.arange(k, dtype=torch.int64).unsqueeze(0)) % n
+
+
+def describe(mode) -> str:
+    """How a trace routed tokens (its info's ``routing``): the router's, or :class:`Routing`'s."""
+    if getattr(mode, "topk_calls", None) is None:
+        return "the router's (real scores)"
+    return f"balanced: {mode.topk_calls} top-k replaced (memsym/trace/fake.py)"
+
+
+def routing_mode(fake_mode=None):
+    """A :class:`Routing` dispatch mode (the class needs torch, so it is made here)."""
+    # lazy: sympy, numpy, jinja2, torch (optional; only this path needs it)
+    import torch
+    from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException,
+                                               FakeTensor, unset_fake_temporarily)
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten, tree_map_only, tree_unflatten
+    from torch.utils.weak import WeakIdKeyDictionary
+
+    aten = torch.ops.aten
+    #: Operators whose values follow from their inputs' metadata alone.
+    filled = {aten.zeros_like.default, aten.ones_like.default, aten.full_like.default,
+              aten.new_zeros.default, aten.new_ones.default, aten.new_full.default,
+              aten.zero_.default, aten.fill_.Scalar}
+    #: Factories of uninitialised memory: no value to know (the parameters' before their init).
+    uninitialised = {aten.empty.memory_format, aten.empty_strided.default, aten.empty_like.default,
+                     aten.new_empty.default, aten.new_empty_strided.default}
+
+    class Routing(TorchDispatchMode):
+        """Balanced top-k; under ``fake_mode``, real shadows of the values routing needs."""
+
+        def __init__(self, fake):
+            super().__init__()
+            self.fake = fake
+            self.shadow = WeakIdKeyDictionary()
+            self.stale = {}  # fake storages written without their shadow: cdata -> storage (held)
+            self.topk_calls = 0
+
+        # ---------------------------------------------------------------- helpers
+        def known(self, t) -> bool:
+            if not isinstance(t, FakeTensor):
+                return True
+            return t in self.shadow and t.untyped_storage()._cdata not in self.stale
+
+        def as_fake(self, t):
+            if isinstance(t, FakeTensor) or not isinstance(t, torch.Tensor):
+                return t
+            f = self.fake.from_tensor(t)
+            self.shadow[f] = t
+            return f
+
+        def as_real(self, t, placeholder: str = ""):
+            """The value of ``t``: itself (real), its shadow, or a placeholder of its metadata:
+            ``like`` (its strides, for an operator that reads only those) or ``zeros`` (its shape,
+            no memory: an operator whose output shape is all that is used)."""
+            if not isinstance(t, FakeTensor):
+                return t
+            if self.known(t):
+                return self.shadow[t]
+            if placeholder == "like":
+                return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype)
+            if placeholder == "zeros":
+                return torch.zeros((), dtype=t.dtype).expand(t.shape)
+            raise KeyError(t)
+
+        def attach(self, fake_out, real_out):
+            fl, _ = tree_flatten(fake_out)
+            rl, _ = tree_flatten(real_out)
+            for f, r in zip(fl, rl):
+                if isinstance(f, FakeTensor) and isinstance(r, torch.Tensor):
+                    self.shadow[f] = r
+
+        def _stale(self, func, args, kwargs):
+            """Mark every tensor ``func`` writes as stale (its shadow no longer its value)."""
+            schema = func._schema
+            if not schema.is_mutable:
+                return
+            for i, a in enumerate(schema.arguments):
+                if a.alias_info is None or not a.alias_info.is_write:
+                    continue
+                v = args[i] if i < len(args) else kwargs.get(a.name)
+                for t in (v if isinstance(v, (list, tuple)) else [v]):
+                    if isinstance(t, FakeTensor):
+                        st = t.untyped_storage()
+                        self.stale[st._cdata] = st
+
+        def topk(self, args, kwargs):
+            x, k = args[0], args[1]
+            dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
+            dim = dim % x.dim()
+            n = x.shape[dim]
+            moved = list(x.shape)
+            moved.pop(dim)
+            rows = 1
+            for m in moved:
+                rows *= m
+            with unset_fake_temporarily():  # real indices (their shadow, under fake tensors)
+                idx = balanced_indices(rows, n, k).reshape(*moved, k).movedim(-1, dim).contiguous()
+                if self.fake is not None:
+                    idx = self.as_fake(idx)
+            self.topk_calls += 1
+            return torch.gather(x, dim, idx), idx
+
+        # ---------------------------------------------------------------- dispatch
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is aten.topk.default and args[0].is_floating_point():
+                return self.topk(args, kwargs)
+            if self.fake is None:
+                return func(*args, **kwargs)
+            flat, _ = tree_flatten((args, kwargs))
+            tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+            known = func not in uninitialised and all(self.known(t) for t in tensors)
+            fill = func in filled
+            with unset_fake_temporarily():
+                fargs, fkwargs = tree_map_only(torch.Tensor, self.as_fake, (args, kwargs))
+            try:
+                out = func(*fargs, **fkwargs)
+            except (DynamicOutputShapeException, DataDependentOutputException):
+                return self.data_dependent(func, args, kwargs, known)
+            if not (known or fill):
+                self._stale(func, fargs, fkwargs)
+                return out
+            size = sum(t.numel() for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
+            if size > SHADOW_LIMIT:
+                self._stale(func, fargs, fkwargs)
+                return out
+            with unset_fake_temporarily():
+                rargs, rkwargs = tree_map_only(torch.Tensor, lambda t: self.as_real(t, "like" if fill else ""),
+                                               (args, kwargs))
+                real = func(*rargs, **rkwargs)
+            self.attach(out, real)
+            return out
+
+        def data_dependent(self, func, args, kwargs, known):
+            """An operator whose output shape or value needs data: computed on the shadows (or,
+            for a tensor without one, on zeros of its shape: the output has no shadow then)."""
+            if not known and func is aten._local_scalar_dense.default:
+                raise RuntimeError(f"memsym trace --fake: {func} needs the value of a tensor routing "
+                                   f"does not determine")
+            with unset_fake_temporarily():
+                rargs, rkwargs = tree_map_only(torch.Tensor, lambda t: self.as_real(t, "zeros"), (args, kwargs))
+                real = func(*rargs, **rkwargs)
+                fl, spec = tree_flatten(real)
+                outs = []
+                for r in fl:
+                    if isinstance(r, torch.Tensor):
+                        f = self.fake.from_tensor(r)
+                        if known:
+                            self.shadow[f] = r
+                        outs.append(f)
+                    else:
+                        outs.append(r)
+            return tree_unflatten(outs, spec)
+
+    return Routing(fake_mode)
+
+
+def to_dtype(model, dtype) -> None:
+    """``model.to(dtype)`` for a model of fake tensors: every floating parameter and buffer
+    replaced by its cast (``Module.to`` would swap them in place, which a fake parameter with a
+    weak reference refuses); one tensor shared by two modules stays shared."""
+    # lazy: sympy, numpy, jinja2, torch (optional; only this path needs it)
+    import torch
+    done = {}
+    for mod in model.modules():
+        for name, p in list(mod._parameters.items()):
+            if p is not None and p.is_floating_point() and p.dtype != dtype:
+                if id(p) not in done:
+                    with torch.no_grad():
+                        done[id(p)] = torch.nn.Parameter(p.to(dtype), requires_grad=p.requires_grad)
+                mod._parameters[name] = done[id(p)]
+        for name, b in list(mod._buffers.items()):
+            if b is not None and b.is_floating_point() and b.dtype != dtype:
+                if id(b) not in done:
+                    done[id(b)] = b.to(dtype)
+                mod._buffers[name] = done[id(b)]
