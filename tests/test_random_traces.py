@@ -17,7 +17,8 @@ topk_group 1..n_group, top-k 1..min(4, experts in the kept groups); 0-3 shared e
 layers then 1-2 MoE layers; vocabulary 64-2048; tied or not; 0-1 MTP module (Megatron-Core builds and
 trains it; transformers builds none).  Training: micro-batch 1-2; sequence 64-384 (any integer);
 BF16 or FP32; recomputation none or full (transformers), none, full or selective (Megatron-Core);
-transformers' experts loop or grouped (grouped_mm: torch._grouped_mm needs 16-byte strides, so h and
+Megatron-Core's SwiGLU fused or unfused, router dtype FP32 or the activations', auxiliary loss none,
+seq or global (memsym/trace/inputs.py MCORE_SETTINGS); transformers' experts loop or grouped (grouped_mm: torch._grouped_mm needs 16-byte strides, so h and
 h_E are then multiples of 8).
 
 Restricted, and why:
@@ -40,6 +41,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
+
+from memsym.trace.inputs import MCORE_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = json.loads((ROOT / "tests" / "data" / "tiny" / "config.json").read_text())
@@ -82,15 +85,17 @@ def configs(draw):
     training = {
         "transformers": dict(common, experts="grouped" if grouped else "loop",
                              recompute=draw(st.sampled_from(["none", "full"]))),
-        "mcore": dict(common, experts="loop", recompute=draw(st.sampled_from(["none", "full", "selective"]))),
+        "mcore": dict(common, experts="loop", recompute=draw(st.sampled_from(["none", "full", "selective"])),
+                      settings={k: draw(st.sampled_from(sorted(v[1]))) for k, v in MCORE_SETTINGS.items()}),
     }
     return c, training
 
 
 def command(framework: str, path: str, t: dict) -> str:
+    extra = "".join(f" --{k.replace('_', '-')} {v}" for k, v in t.get("settings", {}).items())
     return (f"python -m memsym trace --framework {framework} --model {path} --mbs {t['mbs']} --seq {t['seq']} "
             f"--act-dtype {t['act_dtype']} --attention {t['attention']} --experts {t['experts']} "
-            f"--recompute {t['recompute']}")
+            f"--recompute {t['recompute']}{extra}")
 
 
 def trace(framework: str, path: str, t: dict) -> dict:
@@ -98,8 +103,9 @@ def trace(framework: str, path: str, t: dict) -> dict:
     from memsym.trace import hf, mcore
     from memsym.trace.compare import result
     rec, info = (hf if framework == "transformers" else mcore).run(path, **t)
-    return result(types.SimpleNamespace(framework=framework, conventions=None, tensors=False, model=path, **t),
-                  rec, info)
+    given = {k: v for k, v in t.items() if k != "settings"}
+    return result(types.SimpleNamespace(framework=framework, conventions=None, tensors=False, model=path, **given,
+                                        **t.get("settings", {})), rec, info)
 
 
 def differences(out: dict) -> list:
@@ -178,7 +184,7 @@ def test_the_strategy_draws_valid_configs():
         assert spec.l == c["num_hidden_layers"] and spec.first_k_dense < spec.l
         for framework, t in training.items():
             inputs.check_size(spec, t["mbs"], t["seq"])
-            inputs.check_options(framework, t["attention"], t["experts"], t["recompute"])
+            inputs.check_options(framework, t["attention"], t["experts"], t["recompute"], t.get("settings"))
             if t["experts"] == "grouped":
                 assert c["hidden_size"] % 8 == 0 and c["moe_intermediate_size"] % 8 == 0
     check()
