@@ -10,7 +10,7 @@ from typing import Tuple
 
 import sympy as sp
 
-from derivations.notation import B_a, B_k, CP, SP, TP, b, d_hr, h, h_E, h_F, s, v
+from derivations.notation import B_a, B_k, CP, N_r, SP, TP, b, d_hr, h, h_E, h_F, s, v
 from derivations.constants import EXT
 from symbolic.term import Part
 
@@ -18,6 +18,7 @@ MZ = "NVIDIA Megatron-MoE-ModelZoo DeepSeek estimator (--inventory modelzoo)"
 CONV = "convention (not in the paper; see --help)"
 HF = "transformers 5.24 models/deepseek_v3/modeling_deepseek_v3.py"
 HF_MOE = "transformers 5.24 integrations/moe.py"
+HF_V2 = "transformers 5.24 models/deepseek_v2/modeling_deepseek_v2.py"
 MC = "megatron-core 0.16.1 megatron/core/"
 TE = "Transformer Engine pytorch/module/rmsnorm.py (fused RMSNorm: saves its input and the FP32 rsigma)"
 
@@ -28,6 +29,9 @@ IS_FP32 = 1 - NOT_FP32
 #: 1 when b = 1: a view that is contiguous at b = 1 keeps its whole base storage (transformers' v, the
 #: kv_b_proj output; the shifted labels, the padded b (s + 1) labels).
 B_IS_1 = sp.Piecewise((1, sp.Eq(b, 1)), (0, True))
+#: 1 when more than one expert is chosen per token (N_r > 1), else 0: Megatron-Core normalises the sigmoid
+#: top-k scores only then (``scores / scores.sum(...) if topk > 1 else scores``).
+NR_GT_1 = sp.Piecewise((0, sp.Eq(N_r, 1)), (1, True))
 
 
 @dataclass(frozen=True)

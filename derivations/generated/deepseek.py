@@ -19,6 +19,8 @@ def derived(v):
         v["_floor_Nr_kg"] = (_floor(v["N_r"]/_Q(v["k_g"])))
     if "B_a" in v:
         v["_not_fp32"] = (0 if v["B_a"] == 4 else 1)
+    if "N_r" in v:
+        v["_nr_gt_1"] = (0 if v["N_r"] == 1 else 1)
     return v
 
 
