@@ -14,7 +14,7 @@ compiled form of the terms, written here from the same sympy terms the report re
   is kept, the polynomial of its bytes.
 * ``<family>.py``: the few symbols that are not polynomial, printed as exact Python
   (:mod:`symbolic.codegen`): the derived symbols (E_token, EDP), the two storage indicators and
-  floor(N_r/k_g), the pipeline schedules' in-flight counts, and the per-device assembly: one device's
+  floor(N_r/k_g), the indicator of N_r > 1, the pipeline schedules' in-flight counts, and the per-device assembly: one device's
   activations (``act.stage``'s rows, or ``act.peak``'s at each chunk of a schedule), total, layer split
   and Sec. 6 peak from its components (derivations/assembly/device_terms.py; the page prints the same
   expressions to JavaScript).

@@ -41,6 +41,26 @@ _ENTRIES = [
                "extension (the group-limited router of transformers' DeepSeek-V3)"),
     SymbolInfo("k_g", "k_{g}", "expert groups kept per token (HF topk_group)", "model",
                "extension (the group-limited router of transformers' DeepSeek-V3)"),
+    # routing indicators (0 or 1, from the config: ModelSpec.routing): which tensors each framework's router keeps
+    SymbolInfo("u_v2", "\\delta_{V2}", "1 when transformers runs DeepSeek-V2's modelling code (model_type "
+               "deepseek_v2: softmax scores, greedy or group-limited top-k, no top-k normalisation, complex RoPE "
+               "tables), 0 for DeepSeek-V3's (deepseek_v3, kimi_k2)", "model",
+               "extension (transformers models/deepseek_v2, deepseek_v3)", nonnegative_only=True),
+    SymbolInfo("u_nt", "\\delta_{nt}", "1 when the top-k weights are normalised (HF norm_topk_prob; default true, "
+               "false for deepseek_v2)", "model", "extension (transformers' DeepSeek-V3 router)",
+               nonnegative_only=True),
+    SymbolInfo("u_lg", "\\delta_{lg}", "1 when the top-k is group-limited greedy (HF topk_method "
+               "group_limited_greedy)", "model", "extension (transformers' DeepSeek-V2 router)",
+               nonnegative_only=True),
+    SymbolInfo("u_sg", "\\delta_{\\sigma}", "1 when the router scores with a sigmoid, 0 with a softmax (HF "
+               "scoring_func; default sigmoid, softmax for deepseek_v2)", "model",
+               "extension (Megatron-Core moe_router_score_function)", nonnegative_only=True),
+    SymbolInfo("u_eb", "\\delta_{eb}", "1 with the expert bias of aux-loss-free balancing (HF topk_method "
+               "noaux_tc)", "model", "extension (Megatron-Core moe_router_enable_expert_bias)",
+               nonnegative_only=True),
+    SymbolInfo("u_gk", "\\delta_{gk}", "1 when Megatron-Core's top-k is group-limited (HF topk_group, or "
+               "DeepseekV3Config's default when absent)", "model",
+               "extension (Megatron-Core moe_router_group_topk)", nonnegative_only=True),
     SymbolInfo("l", "l", "number of transformer layers", "model", "Table 1"),
     SymbolInfo("v", "v", "vocabulary size", "model", "Table 1"),
     SymbolInfo("D", "D", "multi-token-prediction (MTP) modules, the MTP depth (HF num_nextn_predict_layers)",
@@ -111,6 +131,10 @@ h = SYMBOLS["h"]; h_E = SYMBOLS["h_E"]; h_F = SYMBOLS["h_F"]; d_h = SYMBOLS["d_h
 n_h = SYMBOLS["n_h"]; d_cq = SYMBOLS["d_cq"]; d_hr = SYMBOLS["d_hr"]; d_c = SYMBOLS["d_c"]
 N = SYMBOLS["N"]; N_s = SYMBOLS["N_s"]; N_r = SYMBOLS["N_r"]; l = SYMBOLS["l"]; v = SYMBOLS["v"]
 D = SYMBOLS["D"]; n_g = SYMBOLS["n_g"]; k_g = SYMBOLS["k_g"]
+u_v2 = SYMBOLS["u_v2"]; u_nt = SYMBOLS["u_nt"]; u_lg = SYMBOLS["u_lg"]; u_sg = SYMBOLS["u_sg"]; u_eb = SYMBOLS["u_eb"]
+u_gk = SYMBOLS["u_gk"]
+#: The routing indicators (0 or 1, ModelSpec.routing): a tensor they make 0 is not made by the model's router.
+ROUTING = (u_v2, u_nt, u_lg, u_sg, u_eb, u_gk)
 b = SYMBOLS["b"]; s = SYMBOLS["s"]
 DP = SYMBOLS["DP"]; TP = SYMBOLS["TP"]; PP = SYMBOLS["PP"]; EP = SYMBOLS["EP"]; ETP = SYMBOLS["ETP"]
 SP = SYMBOLS["SP"]; CP = SYMBOLS["CP"]; z = SYMBOLS["z"]

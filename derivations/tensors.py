@@ -18,6 +18,7 @@ MZ = "NVIDIA Megatron-MoE-ModelZoo DeepSeek estimator (--inventory modelzoo)"
 CONV = "convention (not in the paper; see --help)"
 HF = "transformers 5.24 models/deepseek_v3/modeling_deepseek_v3.py"
 HF_MOE = "transformers 5.24 integrations/moe.py"
+HF_V2 = "transformers 5.24 models/deepseek_v2/modeling_deepseek_v2.py"
 MC = "megatron-core 0.16.1 megatron/core/"
 TE = "Transformer Engine pytorch/module/rmsnorm.py (fused RMSNorm: saves its input and the FP32 rsigma)"
 

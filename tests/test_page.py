@@ -127,6 +127,10 @@ CONFIGS = [
     # the MTP module's parameters on the last stage (stage rank) and the head held once under interleaving
     [("conventions", "mcore-te"), ("mtp", True), ("mtp_activations", "last-stage"), ("schedule", "interleaved"),
      ("vpp", 2), ("microbatches", 32), ("stage", 15)],
+    # DeepSeek-V2's routing (softmax, group-limited greedy, no expert bias) and V2-Lite's (greedy, one group) under
+    # the frameworks' presets: the page reads the routing indicators as ModelSpec.routing does
+    [("model", "deepseek-v2"), ("conventions", "mcore"), ("dp", 16), ("tp", 4), ("pp", 8), ("ep", 16)],
+    [("model", "deepseek-v2-lite"), ("conventions", "transformers"), ("dp", 8), ("tp", 1), ("pp", 3), ("ep", 8)],
 ]
 
 

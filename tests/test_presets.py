@@ -15,16 +15,18 @@ DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent
 
 COMMON = dict(source="preset", moe_layer_freq=1, tie_word_embeddings=False, d_c=512, d_h=128, d_hr=64, d_v=128)
+#: DeepSeek-V2's routing (its config.json: softmax scores, no top-k normalisation)
+V2 = dict(model_type="deepseek_v2", scoring_func="softmax", norm_topk_prob=False)
 EXPECTED = {
     "deepseek-v3": cfg.ModelSpec(name="deepseek-v3", h=7168, h_F=18432, h_E=2048, l=61, n_h=128, d_cq=1536,
                                  N=256, N_s=1, N_r=8, v=129280, first_k_dense=3, topk_method="noaux_tc",
-                                 mtp_layers=1, fp8_block=(128, 128), **COMMON),
+                                 mtp_layers=1, fp8_block=(128, 128), n_group=8, topk_group=4, **COMMON),
     "deepseek-v2": cfg.ModelSpec(name="deepseek-v2", h=5120, h_F=12288, h_E=1536, l=60, n_h=128, d_cq=1536,
                                  N=160, N_s=2, N_r=6, v=102400, first_k_dense=1, topk_method="group_limited_greedy",
-                                 mtp_layers=0, fp8_block=None, **COMMON),
+                                 mtp_layers=0, fp8_block=None, n_group=8, topk_group=3, **V2, **COMMON),
     "deepseek-v2-lite": cfg.ModelSpec(name="deepseek-v2-lite", h=2048, h_F=10944, h_E=1408, l=27, n_h=16, d_cq=None,
                                       N=64, N_s=2, N_r=6, v=102400, first_k_dense=1, topk_method="greedy",
-                                      mtp_layers=0, fp8_block=None, **COMMON),
+                                      mtp_layers=0, fp8_block=None, n_group=1, topk_group=1, **V2, **COMMON),
 }
 
 

@@ -55,19 +55,23 @@ def hf_layer_bytes(c, b, s, Ba=2, experts="loop"):
     """transformers 5.24 DeepseekV3 saved bytes per layer and outside, transcribed from
     modeling_deepseek_v3.py by reading it (each storage once), for bf16 (Ba 2) or fp32 (Ba 4),
     eager attention, the eager expert loop (``experts="loop"``) or the grouped_mm experts
-    (``"grouped"``, :func:`hf_grouped_routed_bytes`), no recomputation, dropout 0."""
+    (``"grouped"``, :func:`hf_grouped_routed_bytes`), no recomputation, dropout 0.  A ``deepseek_v2``
+    config runs modeling_deepseek_v2.py (AutoModelForCausalLM): its attention saves what V3's does (its
+    complex RoPE multiply saves only the table: the FP32 complex q/k views need no saving for q's and k's
+    gradient), its RoPE table is one complex64 freqs_cis, and its router is :func:`hf_router_bytes`'s."""
     h, nh = c["hidden_size"], c["num_attention_heads"]
     dcq, dc, dh, dhr, dv = c["q_lora_rank"], c["kv_lora_rank"], c["qk_nope_head_dim"], c["qk_rope_head_dim"], \
         c["v_head_dim"]
-    N, k, hE, hF, V = c["n_routed_experts"], c["num_experts_per_tok"], c["moe_intermediate_size"], \
-        c["intermediate_size"], c["vocab_size"]
+    k, hE, hF, V = c["num_experts_per_tok"], c["moe_intermediate_size"], c["intermediate_size"], c["vocab_size"]
     t = b * s
     fp32 = Ba == 4
 
     def rmsnorm(w):  # x.to(float32) [the input itself at fp32], rsqrt, pre-weight value
         return 4 * t * w + 4 * t + Ba * t * w
-    attn = (rmsnorm(h) + Ba * t * h                       # input norm; its output (q_a_proj/kv_a_proj input)
-            + 4 * t * (dcq + dc + (dhr if fp32 else 0)) + 2 * 4 * t + Ba * t * (dcq + dc)  # latent norms
+    # no query compression (q_lora_rank null): q_proj reads the input norm's output, no q latent or its norm
+    nlat, dcq = (2, dcq) if dcq is not None else (1, 0)
+    attn = (rmsnorm(h) + Ba * t * h                       # input norm; its output (q_a_proj/q_proj/kv_a_proj input)
+            + 4 * t * (dcq + dc + (dhr if fp32 else 0)) + nlat * 4 * t + Ba * t * (dcq + dc)  # latent norms
             + Ba * t * (dcq + dc)                          # q_b_proj, kv_b_proj inputs
             + 2 * Ba * t * nh * (dh + dhr)                 # query, key
             + Ba * t * nh * (dv + (dh if b == 1 or nh == 1 else 0))  # value (b = 1 or 1 head: kv_b_proj's output)
@@ -75,16 +79,34 @@ def hf_layer_bytes(c, b, s, Ba=2, experts="loop"):
             + Ba * t * nh * dv)                            # o_proj input
     ffn_norm = rmsnorm(h) + Ba * t * h
     dense = ffn_norm + 4 * Ba * t * hF
-    # FP32 input copy (the router's weight is kept FP32 by from_config: no copy), FP32 scores, top-k
-    # indices, normaliser, weights; the group-limited
-    # top-k bookkeeping (each group's top-2 and the kept groups' int64 indices, the bool mask) is saved
-    # by nodes whose outputs are discarded (only topk's indices are used): freed in the forward
-    router = ((0 if fp32 else 4 * t * h) + 4 * t * N + 8 * t * k + 4 * t + 4 * t * k)
+    router = hf_router_bytes(c, t, Ba)
     routed = t * k * (16 + 4 + 3 * Ba * h + 4 * Ba * hE) if experts == "loop" else hf_grouped_routed_bytes(c, b, s, Ba)
     shared = 4 * Ba * t * hE * c["n_shared_experts"]
     moe = ffn_norm + router + routed + shared
-    outside = (8 * t + 2 * Ba * s * dhr + rmsnorm(h) + Ba * t * h + 4 * t * V + 8 * t + (8 if b == 1 else 0) + 4)
+    # RoPE: V3's cos and sin (B_a each); V2's freqs_cis, s d_h^R / 2 complex64 (8 B), whatever B_a
+    rope = 8 * s * (dhr // 2) if c.get("model_type") == "deepseek_v2" else 2 * Ba * s * dhr
+    outside = (8 * t + rope + rmsnorm(h) + Ba * t * h + 4 * t * V + 8 * t + (8 if b == 1 else 0) + 4)
     return attn + dense, attn + moe, outside
+
+
+def hf_router_bytes(c, t, Ba=2):
+    """What transformers 5.24's router keeps for t tokens, transcribed by reading the code the config's
+    model_type runs (each storage once).  Both: ``hidden_states.type(float32)`` (a copy unless Ba = 4; the
+    weight is kept FP32 by from_config: no copy) saved by F.linear, the FP32 scores saved by their activation,
+    topk's int64 indices; ``* routed_scaling_factor`` multiplies by a Python float (nothing saved).
+    DeepseekV3TopkRouter (deepseek_v3): sigmoid, whatever scoring_func and topk_method say; the group-limited
+    top-k bookkeeping (each group's top-2 and the kept groups' int64 indices, the bool mask) is saved by nodes
+    whose outputs are discarded (only topk's indices are used; the weights are gathered from the scores):
+    freed in the forward, at one group too; ``norm_topk_prob`` (DeepseekV3Config's default true): the in-place
+    division keeps the FP32 normaliser and the gathered weights.  DeepseekV2TopkRouter (deepseek_v2):
+    softmax(dtype=float32) keeps its result; ``greedy``: topk of the scores, its values the weights;
+    ``group_limited_greedy``: the groups' max (its indices freed with the discarded group top-k) and
+    masked_fill's bool mask, held; no norm_topk_prob in its code."""
+    h, N, k = c["hidden_size"], c["n_routed_experts"], c["num_experts_per_tok"]
+    common = (0 if Ba == 4 else 4 * t * h) + 4 * t * N + 8 * t * k
+    if c.get("model_type") == "deepseek_v2":
+        return common + (t * N if c.get("topk_method") == "group_limited_greedy" else 0)
+    return common + (4 * t + 4 * t * k if c.get("norm_topk_prob", True) else 0)
 
 
 def hf_grouped_routed_bytes(c, b, s, Ba=2):
@@ -188,8 +210,8 @@ def test_grouped_offsets_are_per_local_expert_not_per_token(capsys):
 
 
 def mcore_layer_bytes(c, b, s, Ba=2, swiglu="fused", router_dtype="fp32", aux_loss="seq"):
-    """Megatron-Core 0.16.1 saved bytes per layer and outside (local spec, TP = 1, dropout 0, group-limited
-    sigmoid routing with expert bias, all-to-all dispatcher, SequentialMLP), transcribed by reading
+    """Megatron-Core 0.16.1 saved bytes per layer and outside (local spec, TP = 1, dropout 0, the config's
+    routing (:func:`mcore_router_bytes`), all-to-all dispatcher, SequentialMLP), transcribed by reading
     multi_latent_attention.py, dot_product_attention.py, fused_softmax.py, rope_utils.py, mlp.py,
     fused_bias_swiglu.py, router.py, moe_utils.py and cross_entropy.py with torch.rms_norm's CPU composite
     (each storage once); by default with the DeepSeek recipes' settings (fused SwiGLU, FP32 router,
@@ -203,8 +225,9 @@ def mcore_layer_bytes(c, b, s, Ba=2, swiglu="fused", router_dtype="fp32", aux_lo
 
     def rmsnorm(w):  # FP32 input copy (the input at fp32), FP32 rsqrt, FP32 pre-weight value
         return 4 * t * w + 4 * t + 4 * t * w
+    nlat, dcq = (2, dcq) if dcq is not None else (1, 0)              # q_lora_rank null: linear_q_proj, no q norm
     attn = (rmsnorm(h) + Ba * t * h                                  # input norm, its output (down projections)
-            + 4 * t * (dcq + dc + (dhr if fp32 else 0)) + 2 * 4 * t + 4 * t * (dcq + dc)  # q/kv layernorms
+            + 4 * t * (dcq + dc + (dhr if fp32 else 0)) + nlat * 4 * t + 4 * t * (dcq + dc)  # q/kv layernorms
             + Ba * t * (dcq + dc)                                     # up-projection inputs
             + 4 * Ba * s * dhr                                        # cos, sin for q and k
             + 2 * Ba * t * nh * (dh + dhr)                            # query, key (baddbmm)
@@ -217,12 +240,7 @@ def mcore_layer_bytes(c, b, s, Ba=2, swiglu="fused", router_dtype="fp32", aux_lo
     glu = 5 if swiglu == "unfused" else 3
     dense = ffn_norm + glu * Ba * t * hF
     R = 4 if router_dtype == "fp32" else Ba                           # the router's logits and probabilities
-    # FP32 sigmoid output, its cast to the logits' dtype (none when they are FP32), top-k indices, the top-k
-    # scores and normaliser; with the expert bias only group_limited_topk's indices are used: freed in the forward
-    # (the top-k scores and normaliser only when k > 1: ``probs = scores / sum if topk > 1 else scores``)
-    router = 4 * t * N + (0 if R == 4 else Ba * t * N) + 8 * t * k + (R * t * (k + 1) if k > 1 else 0)
-    if aux_loss != "none":  # the scores again and their normaliser; tokens per expert and the loss scalar
-        router += R * t * N + R * t + (8 * b * N + R if aux_loss == "seq" else 4 * N + 4)
+    router = mcore_router_bytes(c, t, b, Ba, R, aux_loss)
     dispatch = t * N + R * t * N + 8 * t * k
     # per token-copy: its input, its probability (R); unfused: fc1 (2), silu, +0, glu, x p; fused
     # (WeightedSwiGLUFunction keeps its input and the probabilities): fc1 (2), fc2's input
@@ -231,6 +249,41 @@ def mcore_layer_bytes(c, b, s, Ba=2, swiglu="fused", router_dtype="fp32", aux_lo
     moe = ffn_norm + router + dispatch + routed + shared
     outside = 8 * t + rmsnorm(h) + Ba * t * h + 4 * t * V + 9 * t     # ids, final norm, head input, CE
     return attn + dense, attn + moe, outside
+
+
+def mcore_router_bytes(c, t, b, Ba=2, R=4, aux_loss="seq"):
+    """What Megatron-Core 0.16.1's TopKRouter keeps for t tokens (router.py, moe_utils.py:
+    topk_routing_with_score_function, group_limited_topk, compute_routing_scores_for_aux_loss,
+    switch_load_balancing_loss_func), R the router dtype's bytes, transcribed by reading them with the router
+    Megatron-Bridge's DeepSeek bridges configure from the config: score function scoring_func (default softmax
+    for deepseek_v2, sigmoid else), moe_router_pre_softmax True, the expert bias for noaux_tc (topk_method's
+    default: greedy for deepseek_v2), the group-limited top-k when the transformers config has a topk_group
+    (the config's, or DeepseekV3Config's default 4; DeepseekV2Config has none).
+      sigmoid: sigmoid(logits.float()) keeps its FP32 output; with the bias the top-k runs on the biased
+        scores and only its indices are used (group_limited_topk's bookkeeping freed), and gather keeps the
+        scores cast to the logits' dtype (none when they are FP32); without the bias the top-k values are the
+        scores: masked_fill's bool mask is held (group top-k indices freed); scores / (sum + 1e-20) keeps the
+        top-k scores and the normaliser, only when k > 1.
+      softmax (pre-softmax): softmax(dtype=float32) keeps its FP32 output; the top-k of its cast is the
+        probabilities: masked_fill's bool mask (groups), the indices; nothing normalised.
+    The top-k's int64 indices (topk, scatter) either way; ``* scaling_factor`` by a Python float (nothing).
+    Load-balancing loss: the scores again (sigmoid in the router dtype with its normaliser; softmax FP32), the
+    int64 tokens per sequence and expert and the loss scalar (the scores' dtype) for seq, the FP32 averaged
+    tokens per expert and loss for global."""
+    N, k = c["n_routed_experts"], c["num_experts_per_tok"]
+    v2 = c.get("model_type") == "deepseek_v2"
+    sigmoid = c.get("scoring_func", "softmax" if v2 else "sigmoid") == "sigmoid"
+    bias = c.get("topk_method", "greedy" if v2 else "noaux_tc") == "noaux_tc"
+    grouped = c.get("topk_group", None if v2 else 4) is not None
+    if sigmoid:
+        router = (4 * t * N + (Ba * t * N if bias and R != 4 else 0) + (t * N if grouped and not bias else 0)
+                  + 8 * t * k + (R * t * (k + 1) if k > 1 else 0))
+    else:
+        router = 4 * t * N + (t * N if grouped else 0) + 8 * t * k
+    if aux_loss != "none":
+        S = R if sigmoid else 4
+        router += S * t * N + (R * t if sigmoid else 0) + (8 * b * N + S if aux_loss == "seq" else 4 * N + 4)
+    return router
 
 
 @pytest.mark.parametrize("h,nh,N,k,G,kG,b,s,dtype", [
@@ -249,6 +302,103 @@ def test_mcore_preset_equals_the_transcription_at_other_dims(tmp_path, h, nh, N,
     d, m, o = mcore_layer_bytes(c, b, s, 4 if dtype == "fp32" else 2)
     assert [r["bytes"] for r in p["activations_by_layer"]] == [d, m, m]
     assert p["activations_outside_layers"] == o
+
+
+#: Routing variants of the tiny config (what a config says, as each framework reads it): V3-style configs that
+#: turn the normalisation off, score with a softmax or drop the expert bias (with groups or one group), and
+#: V2-style configs (model_type deepseek_v2: DeepSeek-V2's field values) with greedy, greedy without groups,
+#: group-limited greedy, and a sigmoid.
+V2 = dict(model_type="deepseek_v2", architectures=["DeepseekV2ForCausalLM"], scoring_func="softmax",
+          norm_topk_prob=False, routed_scaling_factor=16.0)
+ROUTING = {
+    "v3-no-norm": dict(norm_topk_prob=False),
+    "v3-softmax-greedy": dict(scoring_func="softmax", topk_method="greedy"),
+    "v3-sigmoid-greedy-groups": dict(topk_method="greedy", n_group=4, topk_group=2),
+    "v3-sigmoid-greedy-one-group": dict(topk_method="greedy", n_group=1, topk_group=1),
+    "v2-greedy-one-group": dict(V2, topk_method="greedy", n_group=1, topk_group=1, routed_scaling_factor=1.0),
+    "v2-greedy": dict(V2, topk_method="greedy", n_group=None, topk_group=None),
+    "v2-group-limited": dict(V2, topk_method="group_limited_greedy", n_group=4, topk_group=2),
+    "v2-sigmoid-greedy": dict(V2, scoring_func="sigmoid", topk_method="greedy", n_group=None, topk_group=None),
+}
+
+
+def _routing_config(tmp_path, variant, **dims):
+    c = dict(_cfg("tests/data/tiny/config.json"), **dims)
+    c.update(ROUTING[variant])
+    c = {key: x for key, x in c.items() if x is not None}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(c))
+    return c, path
+
+
+@pytest.mark.parametrize("variant", list(ROUTING))
+@pytest.mark.parametrize("k,b,s,dtype,router_dtype,aux_loss", [
+    (3, 2, 128, "bf16", "fp32", "seq"), (4, 1, 64, "bf16", "activation", "global"), (1, 3, 96, "fp32", "activation",
+                                                                                     "seq"),
+    (2, 2, 64, "bf16", "activation", "none")])
+def test_routing_variants_equal_the_transcription(tmp_path, variant, k, b, s, dtype, router_dtype, aux_loss):
+    """Each routing variant, in both frameworks' presets, is the hand transcription of the router the
+    framework's code runs for that config (hf_router_bytes, mcore_router_bytes), at other dims."""
+    import types
+    from memsym.trace.compare import predicted
+    h = 384
+    c, path = _routing_config(tmp_path, variant, hidden_size=h, num_attention_heads=6, num_key_value_heads=6,
+                              n_routed_experts=16, num_experts_per_tok=k, intermediate_size=3 * h,
+                              moe_intermediate_size=h // 2, q_lora_rank=h // 4 + 8, kv_lora_rank=h // 4, vocab_size=999)
+    Ba = 4 if dtype == "fp32" else 2
+    p = predicted(types.SimpleNamespace(model=str(path), mbs=b, seq=s, act_dtype=dtype, recompute="none",
+                                        framework="transformers"), "transformers")
+    d, m, o = hf_layer_bytes(c, b, s, Ba)
+    assert [r["bytes"] for r in p["activations_by_layer"]] == [d, m, m]
+    assert p["activations_outside_layers"] == o
+    p = predicted(types.SimpleNamespace(model=str(path), mbs=b, seq=s, act_dtype=dtype, recompute="none",
+                                        framework="mcore", router_dtype=router_dtype, aux_loss=aux_loss), "mcore")
+    d, m, o = mcore_layer_bytes(c, b, s, Ba, router_dtype=router_dtype, aux_loss=aux_loss)
+    assert [r["bytes"] for r in p["activations_by_layer"]] == [d, m, m]
+    assert p["activations_outside_layers"] == o
+
+
+V2_RECORDS = [r for r in RECORDS if "/tiny-v2" in r["config"]["path"]]
+
+
+@pytest.mark.parametrize("rec", V2_RECORDS, ids=[r["_file"] for r in V2_RECORDS])
+def test_v2_records_are_the_transcription(rec):
+    """The DeepSeek-V2-style records (tests/data/tiny-v2*: softmax scores, greedy or group-limited greedy, no
+    expert bias, in both frameworks) measured what the transcriptions of the code read."""
+    c, st, m = _cfg(rec["config"]["path"]), rec["settings"], rec["measured"]
+    b, s, Ba = st["mbs"], st["seq"], 4 if st["act_dtype"] == "fp32" else 2
+    assert c["model_type"] == "deepseek_v2" and st["recompute"] == "none"
+    if rec["framework"] == "mcore":
+        d, mo, o = mcore_layer_bytes(c, b, s, Ba, st["swiglu"], st["router_dtype"], st["aux_loss"])
+    else:
+        d, mo, o = hf_layer_bytes(c, b, s, Ba, st["experts"])
+    assert [r["bytes"] for r in m["activations_by_layer"]] == [d, mo, mo]
+    assert m["activations_outside_layers"] == o
+
+
+def test_v2_records_cover_both_frameworks_and_both_top_k_methods():
+    assert {r["framework"] for r in V2_RECORDS} == {"transformers", "mcore"}
+    assert {_cfg(r["config"]["path"])["topk_method"] for r in V2_RECORDS} == {"greedy", "group_limited_greedy"}
+    assert all("unexplained" not in r for r in V2_RECORDS)
+
+
+def test_routing_the_frameworks_ignore():
+    """What each framework's code does not read changes nothing it keeps: transformers' DeepSeek-V3 code
+    neither scoring_func nor topk_method nor the groups (sigmoid; the group bookkeeping freed), its DeepSeek-V2
+    code no norm_topk_prob; Megatron-Core no norm_topk_prob (it normalises the sigmoid top-k when k > 1, never
+    the pre-softmax one); neither the routed scaling factor (a multiply by a Python number)."""
+    base = _cfg("tests/data/tiny/config.json")
+    v2 = dict(base, **ROUTING["v2-group-limited"])
+    t, b = 256, 2
+    assert hf_router_bytes(dict(base, scoring_func="softmax", topk_method="greedy", n_group=4, topk_group=2), t) \
+        == hf_router_bytes(base, t)
+    assert hf_router_bytes(dict(v2, norm_topk_prob=True), t) == hf_router_bytes(v2, t)
+    for c in (base, v2):
+        assert mcore_router_bytes(dict(c, norm_topk_prob=not c.get("norm_topk_prob", True)), t, b) == \
+            mcore_router_bytes(c, t, b)
+    # and the presets agree: the indicators the config's fields set are the only ones these tensors read
+    from derivations.config.hfconfig import from_dict
+    assert from_dict(dict(base, routed_scaling_factor=1.0)).named() == from_dict(base).named()
 
 
 def test_mcore_records_cover_none_full_and_three_selective_sets_at_two_configs():
@@ -378,6 +528,35 @@ def test_mcore_trace_of_a_generated_config_is_predicted(tmp_path):
     assert out["measured"]["activations_by_layer"] == out["predicted"]["activations_by_layer"]
     assert out["measured"]["activations_outside_layers"] == out["predicted"]["activations_outside_layers"]
     d, m, o = mcore_layer_bytes(c, 3, 96)
+    assert [r["bytes"] for r in out["measured"]["activations_by_layer"]] == [d, m, m]
+    assert out["measured"]["activations_outside_layers"] == o
+
+
+@pytest.mark.trace
+@pytest.mark.skipif(not _have_torch(), reason="needs pip install 'memsym[trace]'")
+@pytest.mark.parametrize("framework,variant", [
+    ("transformers", "v3-no-norm"), ("transformers", "v2-greedy"), ("transformers", "v2-group-limited"),
+    ("mcore", "v3-softmax-greedy"), ("mcore", "v3-sigmoid-greedy-groups"), ("mcore", "v2-greedy-one-group"),
+    ("mcore", "v2-greedy"), ("mcore", "v2-sigmoid-greedy")])
+def test_trace_of_a_routing_variant_is_predicted(tmp_path, framework, variant):
+    """A generated config of each routing variant, traced: measured == the preset == the transcription, per
+    layer and outside (the code each framework runs for the config: memsym/trace/hf.py, mcore.py)."""
+    h = 192
+    c, path = _routing_config(tmp_path, variant, hidden_size=h, num_attention_heads=3, num_key_value_heads=3,
+                              n_routed_experts=12, num_experts_per_tok=3, intermediate_size=320,
+                              moe_intermediate_size=96, q_lora_rank=80, kv_lora_rank=48, vocab_size=777)
+    import types
+    from memsym.trace import hf, mcore
+    from memsym.trace.compare import result
+    st = dict(mbs=2, seq=96, act_dtype="bf16", attention="eager", experts="loop", recompute="none")
+    settings = {"router_dtype": "activation"} if framework == "mcore" else {}
+    rec, info = (mcore if framework == "mcore" else hf).run(str(path), settings=settings or None, **st)
+    out = result(types.SimpleNamespace(framework=framework, conventions=None, tensors=False, model=str(path),
+                                       **settings, **st), rec, info)
+    assert out["measured"]["activations_by_layer"] == out["predicted"]["activations_by_layer"]
+    assert out["measured"]["activations_outside_layers"] == out["predicted"]["activations_outside_layers"]
+    d, m, o = (mcore_layer_bytes(c, 2, 96, router_dtype="activation") if framework == "mcore"
+               else hf_layer_bytes(c, 2, 96))
     assert [r["bytes"] for r in out["measured"]["activations_by_layer"]] == [d, m, m]
     assert out["measured"]["activations_outside_layers"] == o
 

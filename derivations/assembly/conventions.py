@@ -60,7 +60,8 @@ from derivations.assembly.sides import WeightSide, mtp_stage_shift, weight_side 
 from derivations.config.switches import (ORDER, PRESETS, describe, notes, preset_of, switch_value,  # noqa: F401
                                          switches_json, with_preset, with_switch)
 from derivations.notation import (B_a, CP, D, DP, EP, ETP, L_d, L_m, N, N_r, N_s, PP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
-                               h, h_E, h_F, n_h, s, v)
+                               ROUTING, h, h_E, h_F, n_h, s, v)
+from derivations.tensors import TOPK_GT_1
 from symbolic.term import Part, Term, combine
 from derivations.assembly.sides import megatron_values
 from derivations.config.values import symbol_keyed
@@ -259,6 +260,16 @@ class TensorRow:
     kept_for: str
 
 
+def indicators(subs) -> Dict:
+    """{indicator: 0 or 1} of a configuration's substitution ``subs`` (keyed by symbol): the model's routing
+    indicators (derivations/notation.py ROUTING) and the N_r > 1 indicator (derivations/tensors.py TOPK_GT_1),
+    for display: a tensor they make 0 is one the model's router does not make."""
+    out = {k: v for k, v in subs.items() if k in ROUTING}
+    if N_r in subs:
+        out[TOPK_GT_1] = TOPK_GT_1.xreplace({N_r: subs[N_r]})
+    return out
+
+
 def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training,
                 stage: Optional[int] = None) -> Tuple[List[TensorRow], Dict[str, Fraction]]:
     """Every tensor one MoE transformer layer (MLA + MoE) keeps for backward, one micro-batch,
@@ -273,9 +284,12 @@ def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
     lay_stage = cfg.stage(model, layout, stage if stage is not None else (1 if layout.pp > 1 else 0))
     subs = cfg.substitution(model, layout, training, lay_stage)
     view = View.of(training)
+    routing = indicators(subs)
     rows = []
     for sub, specs in (("MLA", mla_specs(model.q_lora)), ("MoE", moe_specs())):
         for p in flatten(view, specs):
+            if p.expr.xreplace(routing) == 0:
+                continue  # a tensor the model's router does not make (an indicator is 0)
             rows.append(TensorRow(sub, p, exact(p.expr, subs), KEPT_FOR.get(p.key.split(".")[-1], "")))
     saving = {}
     for name, _, need in SAVINGS:

@@ -67,8 +67,7 @@ def named(spec: ModelSpec) -> ModelSpec:
     is called."""
     for name in PRESET_NAMES:
         p = PRESETS[name]
-        if (replace(spec, name=p.name, source=p.source) == p
-                and (spec.n_group, spec.topk_group) == (p.n_group, p.topk_group)):
+        if replace(spec, name=p.name, source=p.source) == p:
             return replace(spec, name=p.name)
     return spec
 

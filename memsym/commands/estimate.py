@@ -163,10 +163,12 @@ def _tensors_json(args, model, layout, training, computed=None) -> dict:
 def _display_subs(est):
     """Parallel degrees and bytes per element substituted, the paper's way of printing a tensor (4bsh/2)."""
     # lazy: sympy (only this path needs it)
+    from derivations.assembly.conventions import indicators
     from derivations.notation import REGISTRY
     shown = {k: v for k, v in est.subs.items() if k.name in REGISTRY and
              (REGISTRY[k.name].role == "bytes" or (REGISTRY[k.name].role == "parallel" and v == 1))}
-    return shown, None  # bytes and unit degrees substituted; TP, SP, EP stay symbols (they are what differs)
+    # bytes, unit degrees and the model's indicators (routing, N_r > 1) substituted; TP, SP, EP stay symbols
+    return {**shown, **indicators(est.subs)}, None
 
 
 def _formula(part, dsubs) -> str:

@@ -24,7 +24,8 @@ def add_parser(sub):
                                    "against the preset's predicted bytes per layer and per tensor family. Needs "
                                    "pip install 'memsym[trace]'.")
     p.add_argument("--framework", choices=("transformers", "mcore"), default="transformers",
-                   help="transformers: Hugging Face DeepseekV3ForCausalLM; mcore: Megatron-Core (local spec)")
+                   help="transformers: Hugging Face DeepseekV3ForCausalLM (DeepseekV2ForCausalLM for a deepseek_v2 "
+                        "config); mcore: Megatron-Core (local spec)")
     p.add_argument("--model", required=True, metavar="CONFIG", help="a Hugging Face config.json (scaled down)")
     p.add_argument("--mbs", type=common.positive_int, default=1, metavar="B", help="micro-batch size")
     p.add_argument("--seq", type=common.positive_int, default=256, metavar="S", help="sequence length")

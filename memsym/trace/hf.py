@@ -1,4 +1,5 @@
-"""Hugging Face transformers' ``DeepseekV3ForCausalLM`` traced on CPU (memsym trace --framework transformers).
+"""Hugging Face transformers' ``DeepseekV3ForCausalLM`` (``DeepseekV2ForCausalLM`` for a ``deepseek_v2``
+config, as ``AutoModelForCausalLM`` maps model_type) traced on CPU (memsym trace --framework transformers).
 
 The model is built from a config (random weights, no download) as a training run builds it:
 ``DeepseekV3ForCausalLM._from_config(config, dtype=...)``, what ``AutoModelForCausalLM.from_config``
@@ -29,13 +30,15 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     Every check (:mod:`memsym.trace.inputs`: ConfigError) comes before torch is imported."""
     raw, spec = inputs.of(config)
     inputs.check_trace(spec, mbs, seq, recompute, fake)
+    inputs.check_routing("transformers", spec)
     inputs.check_options("transformers", attention, experts, recompute, settings)
     # lazy: sympy, numpy, jinja2, torch, transformers (optional; only this path needs it)
     import contextlib
 
     import torch
     import transformers
-    from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
+
+    config_class, model_class = _classes(raw.get("model_type"))
 
     from .fake import describe, routing_mode
     from .recorder import Recorder
@@ -46,9 +49,9 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     impl = {"eager": "eager", "sdpa": "sdpa", "flash": "flash_attention_2"}[attention]
     exp = {"loop": "eager", "grouped": "grouped_mm"}[experts]
     try:
-        config = DeepseekV3Config(**keep)
+        config = config_class(**keep)
     except (TypeError, ValueError, KeyError) as exc:  # a field transformers refuses (memsym reads it not)
-        raise ConfigError("trace.config", f"transformers' DeepseekV3Config refuses the config: {exc}") from None
+        raise ConfigError("trace.config", f"transformers' {config_class.__name__} refuses the config: {exc}") from None
     config._attn_implementation = impl
     config._experts_implementation = exp
     torch.manual_seed(seed)
@@ -57,9 +60,9 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
         from torch._subclasses.fake_tensor import FakeTensorMode
         fake_mode = FakeTensorMode()
         with fake_mode:
-            model = DeepseekV3ForCausalLM._from_config(config, dtype=dtype)
+            model = model_class._from_config(config, dtype=dtype)
     else:
-        model = DeepseekV3ForCausalLM._from_config(config, dtype=dtype)
+        model = model_class._from_config(config, dtype=dtype)
     got = (model.config._attn_implementation, model.config._experts_implementation)
     if got != (impl, exp):  # _from_config resolves the implementations again: it must keep the ones asked for
         raise ConfigError("trace.implementation", f"transformers built attention/experts {got}, not {(impl, exp)}")
@@ -85,6 +88,21 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
             "n_layers": config.num_hidden_layers, "first_dense": config.first_k_dense_replace,
             "routing": describe(routing)}
     return rec, info
+
+
+#: The modelling code transformers runs for a config's model_type (AutoModelForCausalLM's mapping,
+#: models/auto/modeling_auto.py): DeepSeek-V2's own classes for ``deepseek_v2``; DeepSeek-V3's for
+#: ``deepseek_v3`` and for ``kimi_k2`` (not in transformers' mapping: Kimi K2 publishes DeepSeek-V3's code).
+MODEL_CLASSES = {"deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM")}
+DEFAULT_CLASSES = ("DeepseekV3Config", "DeepseekV3ForCausalLM")
+
+
+def _classes(model_type):
+    """(config class, model class) transformers builds for ``model_type`` (:data:`MODEL_CLASSES`)."""
+    # lazy: torch, transformers (optional; only this path needs it)
+    import transformers
+    config_name, model_name = MODEL_CLASSES.get(model_type, DEFAULT_CLASSES)
+    return getattr(transformers, config_name), getattr(transformers, model_name)
 
 
 def _alive_check(rec) -> str:

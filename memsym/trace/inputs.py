@@ -66,9 +66,7 @@ EXTRA_FIELDS = {
     "routed_scaling_factor": _NUMBER,
     "attention_dropout": (lambda x: _is_number(x) and 0 <= x < 1, "a finite number in [0, 1)"),
     "initializer_range": (lambda x: _is_number(x) and x >= 0, "a finite number >= 0"),
-    "scoring_func": (lambda x: x in ("sigmoid", "softmax"), '"sigmoid" or "softmax"'),
     "hidden_act": (lambda x: x == "silu", '"silu" (the SwiGLU the presets model)'),
-    "norm_topk_prob": (lambda x: isinstance(x, bool), "true or false"),
     "num_key_value_heads": (lambda x: _is_int(x) and x > 0, "a positive integer"),
     "max_position_embeddings": (lambda x: _is_int(x) and 0 < x <= 1 << 24, "a positive integer <= 2^24"),
 }
@@ -168,6 +166,25 @@ def check_trace(m, mbs: int, seq: int, recompute: str, fake: bool) -> None:
         check_fake(m, mbs, seq, recompute)
     else:
         check_size(m, mbs, seq)
+
+
+def check_routing(framework: str, m) -> None:
+    """A routing the framework's code runs (ConfigError otherwise): transformers' DeepSeek-V2 code
+    (DeepseekV2TopkRouter.forward, ``deepseek_v2``) has a top-k for ``greedy`` and ``group_limited_greedy``
+    only (any other topk_method leaves its weights unset) and groups only from the config (DeepseekV2Config
+    has no default n_group/topk_group); Megatron-Core's group-limited top-k needs both counts."""
+    n_group, topk_group = m.groups()
+    if framework == "transformers" and m.model_type == "deepseek_v2":
+        if m.topk_method not in ("greedy", "group_limited_greedy"):
+            raise ConfigError("trace.topk_method", f"topk_method {_shown(m.topk_method)}: transformers' DeepSeek-V2 "
+                                                   f"code (model_type deepseek_v2) routes with greedy or "
+                                                   f"group_limited_greedy only")
+        if m.topk_method == "group_limited_greedy" and (n_group is None or topk_group is None):
+            raise ConfigError("trace.n_group", "topk_method group_limited_greedy: transformers' DeepSeek-V2 code needs "
+                                               "n_group and topk_group in the config")
+    if framework == "mcore" and topk_group is not None and n_group is None:
+        raise ConfigError("trace.n_group", "topk_group without n_group: Megatron-Core's group-limited top-k needs "
+                                           "both (moe_router_num_groups, moe_router_group_topk)")
 
 
 def mcore_recompute(recompute: str) -> dict:

@@ -149,9 +149,26 @@ def _init_parallel(seed: int):
     model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
 
 
+def routing_fields(spec) -> Dict:
+    """TransformerConfig's router fields for a model (:class:`~derivations.config.model.ModelSpec`), as
+    Megatron-Bridge's DeepSeek bridges map a Hugging Face config (models/conversion/model_bridge.py
+    CONFIG_MAPPING: scoring_func, n_group, topk_group and routed_scaling_factor of the transformers config, so
+    an absent n_group/topk_group is its class's default; models/deepseek: moe_router_pre_softmax True for
+    every DeepSeek model): the score function is the config's ``scoring_func`` (the V3 bridge sets sigmoid,
+    what every V3 config says) and the expert bias is on for ``noaux_tc`` (the V3 bridge's; the V2 bridge
+    has none).  ``norm_topk_prob`` has no field: Megatron-Core normalises the sigmoid top-k (k > 1) and not the
+    pre-softmax top-k, whatever the config says; the scaling factor multiplies by a Python number (nothing
+    saved)."""
+    n_group, topk_group = spec.groups()
+    return {"moe_router_score_function": spec.scoring_func, "moe_router_pre_softmax": True,
+            "moe_router_enable_expert_bias": spec.routing_bias,
+            "moe_router_num_groups": n_group if topk_group is not None else None,
+            "moe_router_group_topk": topk_group}
+
+
 def transformer_config(raw: Dict, act_dtype: str, recompute: str, settings: Optional[Dict] = None):
-    """``MLATransformerConfig`` from a Hugging Face DeepSeek-V3 config (the fields Megatron-Bridge's
-    DeepSeek-V3 conversion maps; dropout 0 as the config says) with ``settings``
+    """``MLATransformerConfig`` from a Hugging Face DeepSeek config (the fields Megatron-Bridge's DeepSeek
+    conversions map, the router's by :func:`routing_fields`; dropout 0 as the config says) with ``settings``
     (:data:`memsym.trace.inputs.MCORE_SETTINGS`: SwiGLU fusion, router dtype, load-balancing loss; the
     DeepSeek recipes' where not given)."""
     # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
@@ -159,7 +176,7 @@ def transformer_config(raw: Dict, act_dtype: str, recompute: str, settings: Opti
     from megatron.core.transformer.transformer_config import MLATransformerConfig
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[act_dtype]
     L, k = raw["num_hidden_layers"], raw.get("first_k_dense_replace", 0)
-    topk_method = raw.get("topk_method", "noaux_tc")
+    _, spec = inputs.of(raw)
     st = inputs.mcore_settings(settings)
     fields = {inputs.MCORE_SETTINGS[key][0]: inputs.MCORE_SETTINGS[key][1][value] for key, value in st.items()}
     fields["moe_aux_loss_coeff"] = inputs.MCORE_AUX_COEFF if st["aux_loss"] != "none" else 0.0
@@ -172,12 +189,8 @@ def transformer_config(raw: Dict, act_dtype: str, recompute: str, settings: Opti
         num_moe_experts=raw["n_routed_experts"], moe_router_topk=raw["num_experts_per_tok"],
         moe_ffn_hidden_size=raw["moe_intermediate_size"],
         moe_shared_expert_intermediate_size=raw["moe_intermediate_size"] * (raw.get("n_shared_experts") or 0) or None,
-        moe_layer_freq=[0] * k + [1] * (L - k), moe_router_num_groups=raw.get("n_group") or None,
-        moe_router_group_topk=raw.get("topk_group") or None,
-        moe_router_topk_scaling_factor=raw.get("routed_scaling_factor"),
-        moe_router_score_function=raw.get("scoring_func", "sigmoid"),
-        moe_router_enable_expert_bias=topk_method == "noaux_tc", moe_router_pre_softmax=False,
-        moe_token_dispatcher_type="alltoall", moe_grouped_gemm=False, moe_permute_fusion=False,
+        moe_layer_freq=[0] * k + [1] * (L - k), moe_router_topk_scaling_factor=raw.get("routed_scaling_factor"),
+        **routing_fields(spec), moe_token_dispatcher_type="alltoall", moe_grouped_gemm=False, moe_permute_fusion=False,
         normalization="RMSNorm", layernorm_epsilon=raw.get("rms_norm_eps", 1e-6), gated_linear_unit=True,
         activation_func=torch.nn.functional.silu, add_bias_linear=False,
         hidden_dropout=0.0, attention_dropout=raw.get("attention_dropout", 0.0),
@@ -199,6 +212,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     Every check (:mod:`memsym.trace.inputs`: ConfigError) comes before torch is imported."""
     raw, spec = inputs.of(config)
     inputs.check_trace(spec, mbs, seq, recompute, fake)
+    inputs.check_routing("mcore", spec)
     inputs.check_options("mcore", attention, experts, recompute, settings)
     # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
     import contextlib

@@ -101,8 +101,16 @@ function fromDict(data, path, name, fields) {
   const topk = get("topk_method", defaultTopk);
   if (typeof topk !== "string" || !O.topk_methods.includes(topk))
     throw err(`field 'topk_method' must be one of ${O.topk_methods.join(", ")}, got ${typeName(topk)} ${shownValue(topk)}`);
-  m.n_group = int("n_group", "expert groups n_g", 1, 1n, false);
-  m.topk_group = int("topk_group", "expert groups kept k_g", 1, 1n, false);
+  m.n_group = int("n_group", "expert groups n_g", 1, null, false);
+  m.topk_group = int("topk_group", "expert groups kept k_g", 1, null, false);
+  // the routing the config leaves out: its model type's (config.py SCORING_DEFAULTS, NORM_DEFAULTS, GROUP_DEFAULTS)
+  const v2 = mt === "deepseek_v2";
+  const scoring = get("scoring_func", v2 ? "softmax" : "sigmoid");
+  if (typeof scoring !== "string" || !O.scoring_funcs.includes(scoring))
+    throw err(`field 'scoring_func' must be one of ${O.scoring_funcs.join(", ")}, got ${typeName(scoring)} ${shownValue(scoring)}`);
+  const norm = get("norm_topk_prob", !v2);
+  if (typeof norm !== "boolean")
+    throw err(`field 'norm_topk_prob' must be true or false, got ${typeName(norm)} ${shownValue(norm)}`);
   const tied = get("tie_word_embeddings", false);
   if (typeof tied !== "boolean")
     throw err(`field 'tie_word_embeddings' must be true or false, got ${typeName(tied)} ${shownValue(tied)}`);
@@ -124,8 +132,13 @@ function fromDict(data, path, name, fields) {
   for (let i = 0; i < m.l; i++) m.kinds.push(i >= m.first_k_dense && i % m.moe_layer_freq === 0 ? "moe" : "dense");
   // as the command line's spec: its family, its structure (ModelSpec.structure) and its symbols (ModelSpec.named)
   m.family = "deepseek"; m.structure = [m.q_lora, m.routing_bias, tied];
+  // ModelSpec.routing: the routing indicators (0 or 1) the routers' tensor lists read
+  const topkGroup = m.topk_group !== null ? m.topk_group : (v2 ? null : 4n);
   m.named = { h: m.h, h_F: m.h_F, h_E: m.h_E, l: m.l, n_h: m.n_h, d_c: m.d_c, d_h: m.d_h, d_hr: m.d_hr, d_v: m.d_v, N: m.N,
-    N_s: m.N_s, N_r: m.N_r, v: m.v, D: m.mtp_layers, n_g: m.n_group, k_g: m.topk_group };
+    N_s: m.N_s, N_r: m.N_r, v: m.v, D: m.mtp_layers, n_g: m.n_group !== null ? m.n_group : 1n,
+    k_g: m.topk_group !== null ? m.topk_group : 1n, u_v2: v2 ? 1 : 0, u_nt: norm ? 1 : 0,
+    u_lg: topk === "group_limited_greedy" ? 1 : 0, u_sg: scoring === "sigmoid" ? 1 : 0, u_eb: m.routing_bias ? 1 : 0,
+    u_gk: topkGroup !== null ? 1 : 0 };
   if (m.d_cq !== null) m.named.d_cq = m.d_cq;
   return m;
 }

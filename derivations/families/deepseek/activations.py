@@ -8,9 +8,9 @@ from dataclasses import replace
 
 
 from derivations.notation import (B_a, B_k, CP, EP, ETP, E_token, N, N_r, N_s, SP, TP, b, d_c, d_cq, d_h, d_hr, d_v, h,
-                                  n_h, s)
+                                  n_h, s, u_eb, u_gk, u_lg, u_nt, u_sg, u_v2)
 from derivations.constants import FLASH, MLA, MOE
-from derivations.tensors import (CONV, HF, HF_MOE, IS_FP32, MC, MZ, NOT_FP32, TE, TOPK_GT_1, V_VIEW, Group,
+from derivations.tensors import (CONV, HF, HF_MOE, HF_V2, IS_FP32, MC, MZ, NOT_FP32, TE, TOPK_GT_1, V_VIEW, Group,
                                  dense_specs, expert_tensors, head_specs, norm_parts)
 from symbolic.term import Part
 
@@ -89,47 +89,69 @@ def mla_specs(q_lora: bool = True):
 
 
 def hf_router_parts():
-    """transformers' router (DeepseekV3TopkRouter.forward), ``--router-state transformers``.  The
-    group-limited top-k bookkeeping (each group's top-2 indices, the kept groups' indices, the bool
-    mask of ``masked_fill``) is saved by nodes whose outputs are discarded (only the top-k *indices*
-    are used; the weights are gathered from the scores), so autograd frees it during the forward:
-    not held at its end (memsym/trace/recorder.py), not counted.  The router's weight is a parameter
-    kept in FP32 (``_keep_in_fp32_modules_strict``, honoured by ``from_config``/``from_pretrained`` with a
-    dtype), so ``self.weight.type(float32)`` is the parameter itself: no copy."""
+    """transformers' router, ``--router-state transformers``: DeepSeek-V3's code (DeepseekV3TopkRouter.forward;
+    deepseek_v3, kimi_k2) or, for a ``deepseek_v2`` config (u_v2 = 1), DeepSeek-V2's (DeepseekV2TopkRouter.forward).
+    Both keep the FP32 copy of the input, the FP32 scores (V3: sigmoid, whatever scoring_func says; V2: softmax)
+    and the int64 top-k indices.  V3's group-limited top-k bookkeeping (each group's top-2 indices, the kept
+    groups' indices, the bool mask of ``masked_fill``) is saved by nodes whose outputs are discarded (only the
+    top-k *indices* are used; the weights are gathered from the scores), so autograd frees it during the forward
+    at any n_group, one group included: not held at its end (memsym/trace/recorder.py), not counted; with
+    ``norm_topk_prob`` (u_nt) it keeps the normaliser and the normalised weights.  V2's top-k values are the
+    weights: ``greedy`` keeps nothing more; ``group_limited_greedy`` (u_lg) keeps ``masked_fill``'s bool mask
+    (its groups' maxima and indices are freed); V2 never normalises (its code reads no norm_topk_prob).  The
+    routed scaling multiplies by a Python number (nothing saved).  The router's weight is a parameter kept in
+    FP32 (``_keep_in_fp32_modules_strict``, honoured by ``from_config``/``from_pretrained`` with a dtype), so
+    ``self.weight.type(float32)`` is the parameter itself: no copy."""
     src, tags = HF + ": DeepseekV3TopkRouter.forward", ("router", "hf_router")
+    src2 = HF_V2 + ": DeepseekV2TopkRouter.forward"
     return (
         Part("hf_router_in", "router: FP32 copy of its input (hidden_states.type(float32); none when B_a = 4)",
              (4, b, s, h, NOT_FP32), (CP,), src, tags),
-        Part("hf_scores", "router: FP32 sigmoid scores", (4, b, s, N), (CP,), src, tags),
-        Part("hf_topk_idx", "router: int64 top-N_r expert indices (topk and gather)", (8, b, s, N_r), (CP,), src,
-             tags + ("routing",)),
-        Part("hf_topk_norm", "router: FP32 normaliser of the top-k weights (norm_topk_prob)", (4, b, s), (CP,), src,
-             tags),
-        Part("hf_topk_w", "router: FP32 normalised top-k weights", (4, b, s, N_r), (CP,), src, tags),
+        Part("hf_scores", "router: FP32 sigmoid scores", (4, b, s, N, 1 - u_v2), (CP,), src, tags),
+        Part("hf_softmax", "router: FP32 softmax scores (DeepSeek-V2's code)", (4, b, s, N, u_v2), (CP,), src2, tags),
+        Part("hf_topk_idx", "router: int64 top-N_r expert indices (topk and gather)", (8, b, s, N_r), (CP,),
+             src + "; " + src2, tags + ("routing",)),
+        Part("hf_group_mask", "router: bool mask of the experts outside the kept groups (masked_fill; DeepSeek-V2's "
+                              "group_limited_greedy)", (1, b, s, N, u_v2 * u_lg), (CP,), src2, tags),
+        Part("hf_topk_norm", "router: FP32 normaliser of the top-k weights (norm_topk_prob)",
+             (4, b, s, (1 - u_v2) * u_nt), (CP,), src, tags),
+        Part("hf_topk_w", "router: FP32 normalised top-k weights", (4, b, s, N_r, (1 - u_v2) * u_nt), (CP,), src, tags),
     )
 
 
 def mcore_router_parts():
     """Megatron-Core's router and all-to-all dispatcher bookkeeping (``--router-state mcore``,
-    ``--experts alltoall``), per token of the device's b s.  With the expert bias (``noaux_tc``,
-    ``moe_router_enable_expert_bias``) ``group_limited_topk`` runs on the biased scores and only its
-    indices are used (the probabilities are gathered from the unbiased scores), so its bookkeeping
-    (each group's top indices, the kept groups' indices, the bool mask) is freed during the forward
-    and not counted.  (Without the bias its top-k values are the probabilities and it stays held:
-    not modelled yet, issue 26 item 3.)"""
+    ``--experts alltoall``), per token of the device's b s, with the routing Megatron-Bridge maps
+    (memsym/trace/mcore.py ``routing_fields``: the config's scoring_func (u_sg), the expert bias for
+    ``noaux_tc`` (u_eb), the group-limited top-k when topk_group is set (u_gk), moe_router_pre_softmax).
+    Sigmoid: the FP32 sigmoid output; with the expert bias ``group_limited_topk`` (or the plain top-k) runs on
+    the biased scores and only its indices are used (the probabilities are gathered from the B_a scores), so
+    its bookkeeping (each group's top indices, the kept groups' indices, the bool mask) is freed during the
+    forward; without the bias its top-k values are the probabilities and ``masked_fill``'s bool mask stays held
+    (the group top-k indices are freed); the top-k scores are normalised when N_r > 1 (whatever norm_topk_prob
+    says; at N_r = 1 the score is the probability, nothing kept).
+    Softmax (pre-softmax top-k, the DeepSeek bridges' moe_router_pre_softmax): the FP32 softmax output, the
+    group mask, the indices; the top-k values are the probabilities, not normalised: nothing else.  The
+    routed scaling multiplies by a Python number (nothing saved)."""
     src = MC + "transformer/moe/moe_utils.py: topk_routing_with_score_function, group_limited_topk"
     tags = ("router", "mcore_router")
     perm = MC + "transformer/moe/moe_utils.py: permute (unfused), MoEAlltoAllTokenDispatcher"
     return (
-        Part("mc_scores", "router: FP32 sigmoid output (sigmoid(logits.float()))", (4, b, s, N), (CP,), src, tags),
-        Part("mc_scores_ba", "router: the scores cast to B_a, kept by gather (the same storage when B_a = 4; none "
-                             "with an FP32 router, whose logits are FP32)",
-             (B_a, b, s, N, NOT_FP32), (CP,), src, tags + ("router_cast",)),
+        Part("mc_scores", "router: FP32 sigmoid output (sigmoid(logits.float()))", (4, b, s, N, u_sg), (CP,), src,
+             tags),
+        Part("mc_softmax", "router: FP32 softmax output (softmax(logits, dtype=float32), before the top-k)",
+             (4, b, s, N, 1 - u_sg), (CP,), src, tags),
+        Part("mc_scores_ba", "router: the sigmoid scores cast to B_a, kept by gather with the expert bias (the same "
+                             "storage when B_a = 4; none with an FP32 router, whose logits are FP32)",
+             (B_a, b, s, N, NOT_FP32, u_sg * u_eb), (CP,), src, tags + ("router_cast",)),
+        Part("mc_group_mask", "router: bool mask of the experts outside the kept groups (masked_fill), held when the "
+                              "group-limited top-k values are the probabilities (no expert bias)",
+             (1, b, s, N, u_gk * (1 - u_sg * u_eb)), (CP,), src, tags),
         Part("mc_topk_idx", "router: int64 top-N_r indices (topk, gather, scatter)", (8, b, s, N_r), (CP,), src,
              tags + ("routing",)),
         Part("mc_topk", "router: the top-N_r scores and their normaliser (scores / scores.sum), in the router dtype; "
                         "none at N_r = 1 (no normalisation: topk > 1 only)",
-             (B_a, b, s, N_r + 1, TOPK_GT_1), (CP,), src, tags + ("router_dt",)),
+             (B_a, b, s, N_r + 1, u_sg, TOPK_GT_1), (CP,), src, tags + ("router_dt",)),
         Part("a2a_map", "dispatcher: bool routing map, transposed N x b s (masked_select)", (1, b, s, N), (CP,), perm,
              ("routing", "router", "a2a")),
         Part("a2a_probs", "dispatcher: the routing probabilities transposed N x b s (masked_select), in the router "
@@ -141,22 +163,28 @@ def mcore_router_parts():
 
 def aux_loss_parts():
     """Megatron-Core's load-balancing loss (``--aux-loss seq|global``; router.py TopKRouter.routing): the scores
-    ``compute_routing_scores_for_aux_loss`` computes again from the logits (sigmoid, in the router dtype, saved
-    by the sigmoid and the division) and their per-token normaliser (scores.sum + 1e-20, saved by the division);
-    ``switch_load_balancing_loss_func``'s multiply keeps the tokens per expert: per sequence and expert, int64,
-    for seq_aux_loss (the b s tokens reshaped to [s, b N]); FP32 averaged over the steps, per expert, for
-    global_aux_loss; MoEAuxLossAutoScaler keeps the loss scalar (the router dtype for seq; FP32 for global, the
-    product with the FP32 averages).  The per-expert tensors are whole on every rank (not divided by SP)."""
+    ``compute_routing_scores_for_aux_loss`` computes again from the logits: a sigmoid (u_sg = 1), in the router
+    dtype, saved by the sigmoid and the division, with its per-token normaliser (scores.sum + 1e-20, saved by
+    the division); or a softmax (u_sg = 0), FP32 whatever the router dtype (softmax(dtype=float32)), saved by
+    the softmax, no normaliser; ``switch_load_balancing_loss_func``'s multiply keeps the tokens per expert: per
+    sequence and expert, int64, for seq_aux_loss (the b s tokens reshaped to [s, b N]); FP32 averaged over the
+    steps, per expert, for global_aux_loss; MoEAuxLossAutoScaler keeps the loss scalar (for seq the scores'
+    dtype: the router's for the sigmoid, FP32 for the softmax; FP32 for global, the product with the FP32
+    averages).  The per-expert tensors are whole on every rank (not divided by SP)."""
     src = MC + "transformer/moe/router.py: TopKRouter._apply_seq_aux_loss, _apply_global_aux_loss; moe_utils.py: "
     return (
         Part("aux_scores", "load-balancing loss: the sigmoid scores again, in the router dtype",
-             (B_a, b, s, N), (CP,), src + "compute_routing_scores_for_aux_loss", ("router", "aux", "router_dt")),
+             (B_a, b, s, N, u_sg), (CP,), src + "compute_routing_scores_for_aux_loss", ("router", "aux", "router_dt")),
+        Part("aux_softmax", "load-balancing loss: the FP32 softmax scores again",
+             (4, b, s, N, 1 - u_sg), (CP,), src + "compute_routing_scores_for_aux_loss", ("router", "aux")),
         Part("aux_norm", "load-balancing loss: the scores' per-token normaliser, in the router dtype",
-             (B_a, b, s), (CP,), src + "compute_routing_scores_for_aux_loss", ("router", "aux", "router_dt")),
+             (B_a, b, s, u_sg), (CP,), src + "compute_routing_scores_for_aux_loss", ("router", "aux", "router_dt")),
         Part("aux_seq_tokens", "seq_aux_loss: int64 tokens per sequence and expert (b N)", (8, b, N), (),
              src + "switch_load_balancing_loss_func", ("router", "aux_seq", "per_expert")),
-        Part("aux_seq_loss", "seq_aux_loss: the loss scalar (MoEAuxLossAutoScaler), in the router dtype", (B_a,), (),
-             src + "MoEAuxLossAutoScaler", ("router", "aux_seq", "router_dt", "per_expert")),
+        Part("aux_seq_loss", "seq_aux_loss: the loss scalar (MoEAuxLossAutoScaler), in the router dtype",
+             (B_a, u_sg), (), src + "MoEAuxLossAutoScaler", ("router", "aux_seq", "router_dt", "per_expert")),
+        Part("aux_seq_loss_fp32", "seq_aux_loss: the FP32 loss scalar (MoEAuxLossAutoScaler) of the softmax scores",
+             (4, 1 - u_sg), (), src + "MoEAuxLossAutoScaler", ("router", "aux_seq", "per_expert")),
         Part("aux_global", "global_aux_loss: FP32 averaged tokens per expert and the FP32 loss scalar", (4, N + 1), (),
              src + "switch_load_balancing_loss_func, MoEAuxLossAutoScaler", ("router", "aux_global", "per_expert")),
     )
@@ -235,9 +263,27 @@ def mtp_specs():
     return tuple(out)
 
 
+def deepseek_head_specs():
+    """The shared head list (:func:`derivations.tensors.head_specs`) with transformers' RoPE tables as the code
+    of the config's model_type makes them: DeepSeek-V3's cos and sin (2 B_a s d_h^R), or DeepSeek-V2's one
+    complex64 table ``freqs_cis`` (s d_h^R / 2 complex numbers of 8 bytes, whatever B_a), each one storage
+    shared by every layer's rotary multiply (u_v2: DeepSeek-V2's code)."""
+    out = []
+    for p in head_specs():
+        if p.key != "rope":
+            out.append(p)
+            continue
+        out.append(replace(p, num=tuple(p.num) + (1 - u_v2,)))
+        out.append(Part("rope_complex", "RoPE table of DeepSeek-V2's code: complex64 freqs_cis, s d_h^R / 2 complex "
+                                        "numbers of 8 B, saved by every layer's complex rotary multiply (one storage "
+                                        "shared by all layers)", (4, s, d_hr, u_v2), p.den,
+                        HF_V2 + ": DeepseekV2RotaryEmbedding.forward, apply_rotary_emb", p.tags))
+    return tuple(out)
+
+
 #: The tensor lists of each kind (q_lora -> specs), in the paper's order.
 SPECS = {"mla": mla_specs, "moe": lambda q_lora=True: moe_specs(), "dense": lambda q_lora=True: dense_specs(),
-         "head": lambda q_lora=True: head_specs(), "mtp": lambda q_lora=True: mtp_specs()}
+         "head": lambda q_lora=True: deepseek_head_specs(), "mtp": lambda q_lora=True: mtp_specs()}
 
 def specs(kind: str, flags):
     """The tensor list of ``kind`` for the structure ``flags`` (the interface every family's activations
@@ -292,6 +338,11 @@ KEPT_FOR = {
     "norm_rsigma": "fused RMSNorm backward (FP32 rsigma)", "latent_rsigma": "latent fused RMSNorms backward (rsigma)",
     "rope_layer": "rotary multiply backward (cos, sin of q and of k)", "causal_mask": "masked_fill_ backward (mask)",
     "mc_scores": "sigmoid backward (its output)", "mc_scores_ba": "gather backward (the B_a scores)",
+    "mc_softmax": "softmax backward (its output)", "hf_softmax": "softmax backward (FP32 scores)",
+    "mc_group_mask": "masked_fill backward (mask)", "hf_group_mask": "masked_fill backward (mask)",
+    "aux_softmax": "load-balancing loss: softmax backward (the scores)",
+    "aux_seq_loss_fp32": "MoEAuxLossAutoScaler (the loss)", "rope_complex": "complex rotary multiply backward "
+                                                                            "(freqs_cis)",
     "aux_scores": "load-balancing loss: sigmoid and division backward (the scores)",
     "aux_norm": "load-balancing loss: division backward (the normaliser)",
     "aux_seq_tokens": "load-balancing loss: multiply backward (tokens per expert)",

@@ -9,7 +9,8 @@ The fields (transformers models/deepseek_v3/configuration_deepseek_v3.py, Deepse
   qk_rope_head_dim d_h^R, v_head_dim d_v, n_routed_experts N, n_shared_experts N_s,
   num_experts_per_tok N_r, vocab_size v, num_nextn_predict_layers D (MTP modules),
   first_k_dense_replace and moe_layer_freq (which layers are MoE), topk_method (noaux_tc
-  keeps a routing bias of N per MoE layer), tie_word_embeddings,
+  keeps a routing bias of N per MoE layer), the routing (model_type: which transformers code runs;
+  scoring_func, norm_topk_prob, n_group, topk_group: ``ModelSpec.routing``), tie_word_embeddings,
   quantization_config.weight_block_size (FP8 block scales; storage only).
 
 The bounded reading of the file and the checks of one field are derivations/config/hfconfig.py's
@@ -18,13 +19,23 @@ No sympy here (reading a config stays free of it).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, List, Mapping, Optional, Tuple
 
 from symbolic.errors import ConfigError
 
 from derivations.families.deepseek import DIMENSIONS, FAMILY
+
+
+#: What a config leaves out of its routing, by model_type: the default of transformers' config class and code
+#: (DeepseekV2Config / DeepseekV2TopkRouter: softmax scores, norm_topk_prob false, no groups; DeepseekV3Config /
+#: DeepseekV3TopkRouter, also Kimi K2's: sigmoid scores, norm_topk_prob true, n_group 8, topk_group 4).
+SCORING_DEFAULTS = {"deepseek_v2": "softmax"}
+NORM_DEFAULTS = {"deepseek_v2": False}
+GROUP_DEFAULTS = {"deepseek_v2": (None, None)}
+#: The scoring functions of the routers (config scoring_func; Megatron-Core's moe_router_score_function).
+SCORING_FUNCS = ("sigmoid", "softmax")
 
 
 @dataclass(frozen=True)
@@ -62,10 +73,13 @@ class ModelSpec:
     mtp_layers: int = 0
     fp8_block: Optional[Tuple[int, int]] = None
     source: str = "preset"
-    # group-limited routing (HF n_group, topk_group): only transformers' router tensors depend on them, so
-    # they take no part in a model's identity (the dimensions the paper's Table 1 names)
-    n_group: int = field(default=1, compare=False)
-    topk_group: int = field(default=1, compare=False)
+    # the routing as the config gives it (transformers models/deepseek_v2, deepseek_v3; what each framework's
+    # router keeps for backward depends on it: the indicators of :meth:`routing`)
+    model_type: str = "deepseek_v3"
+    scoring_func: str = "sigmoid"
+    norm_topk_prob: bool = True
+    n_group: Optional[int] = None
+    topk_group: Optional[int] = None
 
     #: The family whose terms describe this model (derivations/families/deepseek).
     family = FAMILY.name
@@ -79,6 +93,27 @@ class ModelSpec:
     def routing_bias(self) -> bool:
         """noaux_tc routing keeps a per-expert score-correction bias (N per MoE layer)."""
         return self.topk_method == "noaux_tc"
+
+    def groups(self) -> Tuple[Optional[int], Optional[int]]:
+        """(n_group, topk_group) of the transformers config: the config's, else its class's defaults
+        (DeepseekV3Config: 8 and 4; DeepseekV2Config: none).  What Megatron-Bridge maps onto Megatron-Core's
+        ``moe_router_num_groups``/``moe_router_group_topk``."""
+        n_group, topk_group = GROUP_DEFAULTS.get(self.model_type, (8, 4))
+        return (n_group if self.n_group is None else self.n_group,
+                topk_group if self.topk_group is None else self.topk_group)
+
+    @property
+    def group_limited(self) -> bool:
+        """Megatron-Core runs its group-limited top-k (``moe_router_group_topk`` set: :meth:`groups`)."""
+        return self.groups()[1] is not None
+
+    def routing(self) -> Dict[str, int]:
+        """The routing indicators (0 or 1) the routers' tensor lists read (derivations/notation.py): u_v2
+        (transformers runs DeepSeek-V2's code), u_nt (norm_topk_prob), u_lg (group_limited_greedy), u_sg
+        (sigmoid scores), u_eb (the expert bias, noaux_tc), u_gk (Megatron-Core's group-limited top-k)."""
+        return {"u_v2": int(self.model_type == "deepseek_v2"), "u_nt": int(self.norm_topk_prob),
+                "u_lg": int(self.topk_method == "group_limited_greedy"), "u_sg": int(self.scoring_func == "sigmoid"),
+                "u_eb": int(self.routing_bias), "u_gk": int(self.group_limited)}
 
     @property
     def structure(self) -> Tuple:
@@ -97,7 +132,8 @@ class ModelSpec:
         """{symbol name: value} of the model's symbols (derivations/notation.py)."""
         out = {"h": self.h, "h_F": self.h_F, "h_E": self.h_E, "l": self.l, "n_h": self.n_h, "d_c": self.d_c,
                "d_h": self.d_h, "d_hr": self.d_hr, "d_v": self.d_v, "N": self.N, "N_s": self.N_s, "N_r": self.N_r,
-               "v": self.v, "D": self.mtp_layers, "n_g": self.n_group, "k_g": self.topk_group}
+               "v": self.v, "D": self.mtp_layers, "n_g": self.n_group or 1, "k_g": self.topk_group or 1,
+               **self.routing()}
         if self.d_cq is not None:
             out["d_cq"] = self.d_cq
         return out
@@ -144,8 +180,16 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
     if not isinstance(topk, str) or topk not in methods:
         raise f.err("topk_method", f"field 'topk_method' must be one of {', '.join(methods)}, "
                                    f"got {f.type_name(topk)} {f.shown(topk)}")
-    n_group = f.int("n_group", "expert groups n_g", default=1, required=False)
-    topk_group = f.int("topk_group", "expert groups kept k_g", default=1, required=False)
+    n_group = f.int("n_group", "expert groups n_g", required=False)
+    topk_group = f.int("topk_group", "expert groups kept k_g", required=False)
+    scoring = data.get("scoring_func", SCORING_DEFAULTS.get(mt, "sigmoid"))
+    if not isinstance(scoring, str) or scoring not in SCORING_FUNCS:
+        raise f.err("scoring_func", f"field 'scoring_func' must be one of {', '.join(SCORING_FUNCS)}, "
+                                    f"got {f.type_name(scoring)} {f.shown(scoring)}")
+    norm = data.get("norm_topk_prob", NORM_DEFAULTS.get(mt, True))
+    if not isinstance(norm, bool):
+        raise f.err("norm_topk_prob", f"field 'norm_topk_prob' must be true or false, "
+                                      f"got {f.type_name(norm)} {f.shown(norm)}")
     tied = data.get("tie_word_embeddings", False)
     if not isinstance(tied, bool):
         raise f.err("tie_word_embeddings", f"field 'tie_word_embeddings' must be true or false, "
@@ -165,20 +209,22 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
     return ModelSpec(name=name or shape_name(mt, dims), d_cq=d_cq, N_s=N_s, first_k_dense=first_k,
                      moe_layer_freq=freq, topk_method=topk, tie_word_embeddings=tied, mtp_layers=mtp,
                      fp8_block=f.fp8_block(), source=str(f.path) if source is None else source,
-                     n_group=n_group, topk_group=topk_group, **dims)
+                     model_type=mt, scoring_func=scoring, norm_topk_prob=norm, n_group=n_group,
+                     topk_group=topk_group, **dims)
 
 
 def fields_of(spec: ModelSpec) -> Dict:
     """The config.json fields of ``spec`` (what :func:`from_fields` reads back; a ModelSpec built or changed
     in Python is validated by reading these: derivations/config/presets.py ``checked``)."""
-    data = {"model_type": "deepseek_v3", "hidden_size": spec.h, "intermediate_size": spec.h_F,
+    data = {"model_type": spec.model_type, "hidden_size": spec.h, "intermediate_size": spec.h_F,
             "moe_intermediate_size": spec.h_E, "num_hidden_layers": spec.l, "num_attention_heads": spec.n_h,
             "kv_lora_rank": spec.d_c, "qk_nope_head_dim": spec.d_h, "qk_rope_head_dim": spec.d_hr,
             "v_head_dim": spec.d_v, "n_routed_experts": spec.N, "num_experts_per_tok": spec.N_r, "vocab_size": spec.v,
             "q_lora_rank": spec.d_cq, "n_shared_experts": spec.N_s, "first_k_dense_replace": spec.first_k_dense,
             "moe_layer_freq": spec.moe_layer_freq, "num_nextn_predict_layers": spec.mtp_layers,
-            "topk_method": spec.topk_method, "n_group": spec.n_group, "topk_group": spec.topk_group,
+            "topk_method": spec.topk_method, "scoring_func": spec.scoring_func, "norm_topk_prob": spec.norm_topk_prob,
             "tie_word_embeddings": spec.tie_word_embeddings}
+    data.update({k: x for k, x in (("n_group", spec.n_group), ("topk_group", spec.topk_group)) if x is not None})
     if spec.fp8_block is not None:
         block = spec.fp8_block
         if not isinstance(block, tuple):
