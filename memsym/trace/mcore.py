@@ -29,7 +29,10 @@ the Megatron-Core 0.16.1 code it works around):
   never share its tensor;
 * ``CheckpointWithoutOutput(fp8=False)``: ``self.fp8 = fp8 is not None`` is True for False and
   calls a TE-only function; set to ``bool(fp8)`` (selective ``layernorm``/``mla_up_proj``/
-  ``moe_act`` recomputation without TE).
+  ``moe_act`` recomputation without TE);
+* during a profiled step only (``--step``, :mod:`memsym.trace.step`), a one-rank ``all_reduce`` returns at once
+  (:class:`_one_rank_all_reduce`: gloo's thread would free the cross-entropy's reduced tensors unseen by the
+  profiler).
 """
 from __future__ import annotations
 
@@ -291,7 +294,9 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
         get_cuda_rng_tracker().set_states(states)
         ps.get_global_memory_buffer().buffer.clear()
         get_moe_layer_wise_logging_tracker().clear()
-        measured = profiled.run(build(), make_inputs, lambda m, ids, pos: forward(m, ids, pos, hold=False), _grads)
+        with _one_rank_all_reduce():
+            measured = profiled.run(build(), make_inputs, lambda m, ids, pos: forward(m, ids, pos, hold=False),
+                                    _grads)
     info = {"framework": "mcore", "versions": {"torch": torch.__version__.split("+")[0],
                                                "megatron-core": megatron.core.__version__},
             "loss": value, "params_with_grad": grads,
@@ -301,6 +306,33 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     if measured is not None:
         info["step"] = measured
     return rec, info
+
+
+class _one_rank_all_reduce:
+    """During the profiled step, ``torch.distributed.all_reduce`` over one rank returns at once: the sum over one
+    rank is the tensor itself.  Gloo's worker thread holds the tensor until it drops the finished work, racing the
+    caller, and a free made on that thread is not reported to the profiler (its memory reporting is per thread,
+    c10/core/CPUAllocator.cpp): the vocab-parallel cross-entropy's sum of exponentials then looked alive to the
+    end in some runs."""
+
+    def __enter__(self):
+        # lazy: torch (optional; only this path needs it)
+        import torch.distributed as dist
+        self.real = real = dist.all_reduce
+
+        def all_reduce(tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):
+            if not async_op and dist.get_world_size(group) == 1 and op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX,
+                                                                           dist.ReduceOp.MIN):
+                return None
+            return real(tensor, op=op, group=group, async_op=async_op)
+        dist.all_reduce = all_reduce
+        return self
+
+    def __exit__(self, *exc):
+        # lazy: torch (optional; only this path needs it)
+        import torch.distributed as dist
+        dist.all_reduce = self.real
+        return False
 
 
 def _grads(model):

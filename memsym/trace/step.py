@@ -48,6 +48,7 @@ _RNG = "get_state of torch._C.Generator"
 #: the checkpoint implementations whose functions recompute in the backward (a layer's own code, outside any
 #: submodule, is recomputed in their frames: transformers' decoder layer's residual adds)
 _CHECKPOINTS = ("torch/utils/checkpoint.py", "megatron/core/tensor_parallel/random.py")
+_COMPILED = re.compile(r"## Call CompiledFxGraph \w+ ##")
 _LAYER_PATH = re.compile(r".*?layers\.\d+")
 
 
@@ -129,6 +130,7 @@ def analyse(prof, model, held: Dict[int, object], grads: List) -> Dict:
     # the allocations, in the allocator's order (checked against its running total event by event)
     made: List[Alloc] = []
     live: Dict[int, Alloc] = {}
+    at_ptr: Dict[int, Alloc] = {}  # the live allocations by address
     timeline = []  # (time, allocation, +-bytes)
     base, total = None, 0
     for e in events:
@@ -142,15 +144,19 @@ def analyse(prof, model, held: Dict[int, object], grads: List) -> Dict:
             raise AssertionError(f"the profiler's allocation events disagree with the allocator's running total "
                                  f"({base + total} != {f.total_allocated} at {f.alloc_size:+} bytes)")
         if f.alloc_size > 0:
+            if f.ptr in at_ptr:  # its block was freed where the profiler does not see (another thread)
+                raise AssertionError(f"{at_ptr[f.ptr].size} bytes at an address allocated again were freed unseen "
+                                     f"by the profiler (on a thread it does not follow)")
             key = TensorKey.from_allocation(f)
             a = Alloc(f.alloc_size, e.start_time_ns, key, mp._categories.get(key, 0) if key else None, e)
             a.dtype, a.shape = meta.get(key, (None, None)) if key is not None else (None, None)
             a.origin = _origin(e, ranges, names, fwd_module)
-            live[f.allocation_id] = a
+            live[f.allocation_id] = at_ptr[f.ptr] = a
             made.append(a)
             timeline.append((e.start_time_ns, a, f.alloc_size))
         elif f.allocation_id in live:
             a = live.pop(f.allocation_id)
+            del at_ptr[f.ptr]
             a.t1 = e.start_time_ns
             timeline.append((e.start_time_ns, a, f.alloc_size))
         # else: the free of a block allocated before the step: not the step's
@@ -233,7 +239,8 @@ def analyse(prof, model, held: Dict[int, object], grads: List) -> Dict:
         "unsaved_at_end_of_forward": _grouped([a for a in at_end if a.saved is None]),
         "held_at_peak": _held(at_peak),
         "categories_at_peak": _by(at_peak, lambda a: a.category.name if a.category is not None else "none"),
-        "made_at_peak": _grouped([a for a in at_peak if a.origin["phase"] in ("backward", "recompute")]),
+        "made_at_peak": _grouped([a for a in at_peak if a.origin["phase"] == "backward"])
+        + _grouped([a for a in at_peak if a.origin["phase"] == "recompute"], detail=False),
         "layers": [{"layer": k, "peak": v, "at": _at(a)} for k, (v, a) in sorted(layers.items(), key=_layer_order)],
         "peak_allocated": allocated,
         "left_out": {"gradients_at_end": found,
@@ -297,23 +304,26 @@ def _module_of(ev, names) -> Optional[str]:
     from torch._C._profiler import _EventType
     p = ev.parent
     while p is not None:
-        if p.typed[0] == _EventType.PyCall and p.typed[1].module is not None:
-            return names.get(p.typed[1].module.self_ptr, "?")
+        if p.typed[0] == _EventType.PyCall and p.typed[1].module is not None and p.typed[1].module.self_ptr in names:
+            return names[p.typed[1].module.self_ptr]
         p = p.parent
     return None
 
 
 def _forward_modules(events, names, ranges) -> Dict[int, Optional[str]]:
-    """{sequence number: module path} of the forward's ops: an autograd node has its forward op's number."""
+    """{sequence number: module path} of the ops that made autograd nodes (an autograd node has the number of the
+    op that made it): the forward's, and a recomputation's in the backward (ops inside a node have none)."""
     # lazy: torch (optional; only this path needs it)
     from torch._C._profiler import _EventType
     out = {}
-    lo, hi = ranges[RANGES[1]]
+    lo, hi = ranges[RANGES[1]][0], ranges[RANGES[2]][1]
     for e in events:
         if e.typed[0] == _EventType.TorchOp and lo <= e.start_time_ns <= hi:
             n = e.typed[1].sequence_number
             if n >= 0 and n not in out:
-                out[n] = _module_of(e, names)
+                module = _module_of(e, names)
+                if module is not None:
+                    out[n] = module
     return out
 
 
@@ -341,16 +351,15 @@ def _origin(ev, ranges, names, fwd_module) -> Dict:
                         module = _LAYER_PATH.match(module).group(0) if _LAYER_PATH.match(module) else module
                 break
             if op is None and not name.startswith("memsym."):
-                op = name
-        elif kind == _EventType.PyCall and phase == "backward" and (
-                p.typed[1].module is not None or any(f in name for f in _CHECKPOINTS)):
-            recompute = True  # a module's forward, or a checkpoint's function, run inside the backward
-            if p.typed[1].module is not None:
-                module = names.get(p.typed[1].module.self_ptr, "?")
+                op = _COMPILED.sub("## Call CompiledFxGraph ##", name)  # its hash is not the model's
+        elif kind == _EventType.PyCall:
+            mod = p.typed[1].module
+            if phase == "backward" and (mod is not None or any(f in name for f in _CHECKPOINTS)):
+                recompute = True  # a module's forward, or a checkpoint's function, run inside the backward
+            # a module the model does not hold (made in a forward: Megatron's torch.nn.Softmax()(x)) is its caller's
+            if mod is not None and mod.self_ptr in names:
+                module = names[mod.self_ptr]
                 break
-        elif kind == _EventType.PyCall and p.typed[1].module is not None:
-            module = names.get(p.typed[1].module.self_ptr, "?")
-            break
         p = p.parent
     if recompute:
         phase, node, engine = "recompute", None, False
@@ -418,12 +427,14 @@ def _held(allocs) -> List[Dict]:
             sorted(out.items(), key=lambda kv: (order[kv[0][0]],) + _layer_order((kv[0][1],))[:2])]
 
 
-def _grouped(allocs) -> List[Dict]:
-    """Allocations grouped by (phase, module with layer indices kept, node, op, dtype, shape): bytes and count,
-    largest first."""
+def _grouped(allocs, detail: bool = True) -> List[Dict]:
+    """Allocations grouped by (phase, module, node, op, dtype, shape, category), or (``detail=False``) by
+    (phase, module) only: bytes and count, largest first."""
     out: Dict = {}
     for a in allocs:
         d = a.describe()
+        if not detail:
+            d.update(node=None, op=None, dtype="", shape=[], category="")
         k = (d["phase"], d["module"], d["node"] or "", d["op"] or "", d["dtype"], tuple(d["shape"]), d["category"])
         g = out.setdefault(k, {**d, "bytes": 0, "count": 0})
         g["bytes"] += a.size
