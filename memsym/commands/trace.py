@@ -199,8 +199,8 @@ def render_step(st) -> list:
         lines.append(f"    {h['what']:<11} {str(h['layer']):>8} {h['bytes']:>14,}")
     lines.append("  made in the backward and held at the peak:")
     for g in st["made_at_peak"]:
-        lines.append(f"    {g['bytes']:>12,} {g['count']:>4}x {g['phase']:<9} {g['module']} {g['node'] or ''} "
-                     f"{g['op'] or ''} {g['dtype']} {g['shape']}")
+        detail = f" {g['node'] or ''} {g['op'] or ''} {g['dtype']} {g['shape']}" if g["dtype"] else ""
+        lines.append(f"    {g['bytes']:>12,} {g['count']:>4}x {g['phase']:<9} {g['module']}{detail}")
     lines.append("  held at the end of the forward, not saved:")
     for g in st["unsaved_at_end_of_forward"]:
         lines.append(f"    {g['bytes']:>12,} {g['count']:>4}x {g['module']} {g['op'] or '(no op)'} {g['dtype']} "

@@ -8,10 +8,11 @@ allocation torch's own category (PARAMETER, GRADIENT, ACTIVATION, TEMPORARY, INP
 
 Activation bytes at a moment: every allocation the step made and has not freed, except
 
-* parameters and parameter gradients: torch's categories PARAMETER and GRADIENT (torch sets both per tensor
-  id, so for every version of a tensor; :func:`analyse` checks that no tensor moves between them and the
-  others across versions, and that the GRADIENT bytes left at the end are exactly the parameters' ``.grad``
-  storages).  Parameters and buffers exist before the step: the allocator never reports them;
+* parameter gradients: the allocations alive at the end that are the parameters' ``.grad`` storages (each is
+  torch's GRADIENT, checked; torch also calls GRADIENT any leaf's ``.grad`` made in the backward, as the detached
+  input of a layer Megatron-Core's ``CheckpointFunction`` recomputes: an activation gradient, counted), and
+  torch's PARAMETER (set per tensor id, so for every version of a tensor: checked).  Parameters and buffers
+  exist before the step: the allocator never reports them;
 * kernel scratch: an allocation no op ever saw as a tensor, made and freed inside one ``aten::`` op (the CPU
   GEMM's packing buffers in ``aten::mm``/``bmm``/``baddbmm``, a comparison's wrapped scalar): a CPU kernel's,
   not the model's, and machine-dependent (``peak_allocated`` keeps them);
@@ -24,14 +25,17 @@ allocator's (each event checked against its running total), the categories torch
 running at the peak the profiler's events (an autograd node's module is the module of the forward op with the
 node's sequence number; a module called inside the backward is a recomputation).
 
-Three ranges mark the phases (``torch.profiler.record_function``): ``memsym.inputs`` (the token ids),
+Ranges mark the phases (``torch.profiler.record_function``): ``memsym.inputs`` (the token ids),
 ``memsym.forward`` (the model with labels to its loss; what the model returns but the loss is dropped when the
 forward returns, as transformers' ``Trainer.training_step`` and Megatron's ``forward_step`` keep the loss only;
-the inputs too, as the Trainer deletes them) and ``memsym.backward``.  The forward runs under a
+the inputs too, as the Trainer deletes them), ``memsym.backward`` and ``memsym.gc`` (a collection after the
+step: what it frees was held only by reference cycles, ``cycles``).  The forward runs under a
 :class:`memsym.trace.recorder.Recorder` that holds nothing (``hold=False``), so the storages saved for backward
 are known by address at the end of the forward without changing when anything is freed.  Python's cycle
 collector is off during the step (collected before): a tensor held only by a reference cycle would otherwise
-be freed at a moment no model decides.
+be freed at a moment no model decides.  The profiler reports only what c10's CPU allocator allocates, on the
+threads it follows (its memory reporting is per thread): a block freed on another thread would look alive, and
+is refused when its address is allocated again (paper/traces/STEP.md).
 """
 from __future__ import annotations
 
@@ -231,6 +235,8 @@ def analyse(prof, model, held: Dict[int, object], grads: List) -> Dict:
     cycles_set = set(cycles)
     at_peak = [a for a in counted if a.live(peak_t)]
     at_end = [a for a in counted if a.live(t_fwd)]
+    checks.append(f"held only by reference cycles (freed by a collection after the step): "
+                  f"{sum(a.size for a in cycles)} bytes, {sum(a.size for a in at_peak if a in cycles_set)} at the peak")
     return {
         "peak": peak, "at": _at(peak_a),
         "reached": sum(1 for c in rises if c == peak),
