@@ -167,6 +167,7 @@ def run(capsys):
     (("--mbs", "64", "--seq", "1024"), "MAX_TOKENS"),
     (("--seq", "8192"), "MAX_SCORE_ELEMENTS"),
     (("--record", "/nonexistent-folder/r.toml"), "does not exist"),
+    (("--fake", "--step"), "--fake --step"),
 ])
 def test_bad_options_exit_2_in_one_line_naming_them(run, argv, said):
     model = () if argv == ("--model",) else ("--model", str(TINY))

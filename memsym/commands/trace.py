@@ -53,6 +53,11 @@ def add_parser(sub):
                         "(no tensor is allocated, so the size limits do not apply; at most "
                         "memsym.trace.MAX_FAKE_LAYERS layers: cut the config), with deterministic balanced routing "
                         "(every expert b s N_r / N token-copies) and no backward")
+    p.add_argument("--step", action="store_true",
+                   help="also profile one training step (a model built the same way, the same tokens) with torch's "
+                        "profiler and report its peak of activation bytes over the forward and the backward, when "
+                        "it happens (phase, autograd node, op, module) and what is held then (memsym/trace/step.py; "
+                        "--record writes it as [measured.step])")
     p.add_argument("--conventions", default=None, metavar="PRESET",
                    help="the preset predicting the trace (default: the framework's own)")
     p.add_argument("--tensors", action="store_true", help="list every recorded storage")
@@ -75,7 +80,7 @@ def run(args) -> int:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from memsym.trace import INSTALL_HINT, inputs, missing
     conf = inputs.read(args.model)
-    inputs.check_trace(conf.model, args.mbs, args.seq, args.recompute, args.fake)
+    inputs.check_trace(conf.model, args.mbs, args.seq, args.recompute, args.fake, args.step)
     inputs.check_options(args.framework, args.attention, args.experts, args.recompute, settings_of(args))
     inputs.check_conventions(args.conventions)
     if args.record:
@@ -95,7 +100,7 @@ def run(args) -> int:
         from memsym.trace import hf as impl
     try:
         rec, info = impl.run(conf.data, args.mbs, args.seq, args.act_dtype, args.attention, args.experts,
-                             args.recompute, settings=settings_of(args), fake=args.fake)
+                             args.recompute, settings=settings_of(args), fake=args.fake, step=args.step)
     except ConfigError:
         raise
     except (ValueError, TypeError, KeyError, IndexError, AssertionError, RuntimeError) as exc:
@@ -174,5 +179,41 @@ def render(out) -> str:
                       f"{gone['bytes']:,} bytes in {gone['storages']} storages"]
         for fam, v in sorted(gone["families"].items(), key=lambda kv: -kv[1]["bytes"]):
             lines.append(f"  {fam:<58} {v['bytes']:>14,}  ({v['count']} storages)")
+    if out.get("step"):
+        lines += [""] + render_step(out["step"])
     return "\n".join(lines)
+
+
+def _where(at) -> str:
+    what = at.get("node") or at.get("op") or "?"
+    if at.get("node") and at.get("op"):
+        what += f" / {at['op']}"
+    return f"{at.get('phase')}, {what}, module {at.get('module')}"
+
+
+def render_step(st) -> list:
+    """The profiled step (memsym/trace/step.py) as text lines."""
+    lines = [f"step (torch profiler, activations only): peak {st['peak']:,} bytes in the {_where(st['at'])}"
+             + (f" (reached {st['reached']} times)" if st["reached"] > 1 else ""),
+             f"  end of the forward {st['end_of_forward']:,} = saved {st['saved_at_end_of_forward']:,} + held "
+             f"otherwise {st['end_of_forward'] - st['saved_at_end_of_forward']:,}; forward peak "
+             f"{st['forward_peak']:,} in the {_where(st['forward_peak_at'])}",
+             f"  left out: parameter gradients {st['left_out']['gradients_at_end']:,}, kernel scratch up to "
+             f"{st['left_out']['scratch']:,}, RNG states up to {st['left_out']['rng']:,} (every allocation but "
+             f"parameters and gradients: peak {st['peak_allocated']:,})", "  held at the peak:"]
+    for h in st["held_at_peak"]:
+        lines.append(f"    {h['what']:<11} {str(h['layer']):>8} {h['bytes']:>14,}")
+    lines.append("  made in the backward and held at the peak:")
+    for g in st["made_at_peak"]:
+        detail = f" {g['node'] or ''} {g['op'] or ''} {g['dtype']} {g['shape']}" if g["dtype"] else ""
+        lines.append(f"    {g['bytes']:>12,} {g['count']:>4}x {g['phase']:<9} {g['module']}{detail}")
+    lines.append("  held at the end of the forward, not saved:")
+    for g in st["unsaved_at_end_of_forward"]:
+        lines.append(f"    {g['bytes']:>12,} {g['count']:>4}x {g['module']} {g['op'] or '(no op)'} {g['dtype']} "
+                     f"{g['shape']}")
+    lines.append("  the backward of each layer (largest activation bytes while its nodes run):")
+    for r in st["layers"]:
+        lines.append(f"    {str(r['layer']):>8} {r['peak']:>14,}  {_where(r['at'])}")
+    lines += [f"  checks: {c}" for c in st["checks"]]
+    return lines
 

@@ -259,7 +259,8 @@ def table_traces(ctx) -> Table:
                       "tiny512: h 512; v3-l2, moonlight-l2: DeepSeek-V3 and Moonlight-16B-A3B at their real dimensions cut to "
                       "one dense and one MoE layer), micro-batch b, sequence s, dtype, attention and experts "
                       "(transformers), recomputation, fake (traced under FakeTensorMode with balanced routing: memsym "
-                      "trace --fake); each record's file says its full settings and command. preset: --conventions "
+                      "trace --fake), step (also the peak of a whole step, profiled: memsym trace --step, "
+                      "paper/traces/STEP.md); each record's file says its full settings and command. preset: --conventions "
                       "transformers or mcore at the record's settings on one device; unexplained records keep their "
                       "exact difference from the preset.")
 

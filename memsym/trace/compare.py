@@ -143,10 +143,24 @@ def result(args, rec, info, model=None) -> dict:
         settings.update(mcore_settings({k: getattr(args, k, None) for k in MCORE_SETTINGS}))
     if getattr(args, "fake", False):
         settings["fake"] = True
-    return {"settings": settings, "versions": info["versions"], "measured": measured, "predicted": pred,
-            "trains": {"loss": info["loss"], "params_with_grad": info["params_with_grad"]},
-            "routing": info.get("routing", "the router's (real scores)"),
-            "cross_check": info["alive_check"],
-            "tensors": [r.to_json() for r in rec.saved.values()] if args.tensors else None}
+    out = {"settings": settings, "versions": info["versions"], "measured": measured, "predicted": pred,
+           "trains": {"loss": info["loss"], "params_with_grad": info["params_with_grad"]},
+           "routing": info.get("routing", "the router's (real scores)"),
+           "cross_check": info["alive_check"],
+           "tensors": [r.to_json() for r in rec.saved.values()] if args.tensors else None}
+    if "step" in info:  # memsym trace --step (memsym/trace/step.py)
+        settings["step"] = True
+        out["step"] = step_result(info["step"], rec, info, n)
+    return out
+
+
+def step_result(measured: dict, rec, info: dict, n_layers: int) -> dict:
+    """The profiled step's result (memsym/trace/step.py) as data, after checking that its model ran as the traced
+    one: the same loss, and its forward's saves (its own Recorder) hold what the trace's hold, layer by layer."""
+    mine = measured["recorder"].by_layer(n_layers)
+    if measured["loss"] != info["loss"] or mine != rec.by_layer(n_layers):
+        raise AssertionError(f"the profiled step did not run as the trace: loss {measured['loss']} vs {info['loss']}, "
+                             f"saved per layer and outside {mine} vs {rec.by_layer(n_layers)}")
+    return {k: v for k, v in measured.items() if k not in ("recorder", "allocations", "loss")}
 
 

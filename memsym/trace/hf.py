@@ -21,16 +21,20 @@ from . import inputs
 
 def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
         experts: str = "loop", recompute: str = "none", seed: int = 0, settings=None, fake: bool = False,
-        balanced: bool = False):
+        balanced: bool = False, step: bool = False):
     """Build, trace one forward, run one backward.  Returns (recorder, info dict).
 
     ``config``: the parsed config.json (what :func:`memsym.trace.inputs.read` validated) or its path.
     ``fake``: under FakeTensorMode, balanced routing, forward only; ``balanced``: a real trace with
-    the balanced routing of :mod:`memsym.trace.fake`.
+    the balanced routing of :mod:`memsym.trace.fake`; ``step``: first a forward and backward of a model built
+    the same way (same weights, same tokens) under torch's profiler (:mod:`memsym.trace.step`: its result is
+    ``info["step"]``).
     Every check (:mod:`memsym.trace.inputs`: ConfigError) comes before torch is imported."""
     raw, spec = inputs.of(config)
-    inputs.check_trace(spec, mbs, seq, recompute, fake)
+    inputs.check_trace(spec, mbs, seq, recompute, fake, step)
     inputs.check_routing("transformers", spec)
+    if step and balanced:
+        raise ConfigError("trace.step", "a profiled step runs the router's own routing (no balanced routing)")
     inputs.check_options("transformers", attention, experts, recompute, settings)
     # lazy: sympy, numpy, jinja2, torch, transformers (optional; only this path needs it)
     import contextlib
@@ -54,24 +58,37 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
         raise ConfigError("trace.config", f"transformers' {config_class.__name__} refuses the config: {exc}") from None
     config._attn_implementation = impl
     config._experts_implementation = exp
-    torch.manual_seed(seed)
     fake_mode = None
     if fake:
         from torch._subclasses.fake_tensor import FakeTensorMode
         fake_mode = FakeTensorMode()
-        with fake_mode:
+
+    def build():
+        torch.manual_seed(seed)
+        with fake_mode or contextlib.nullcontext():
             model = model_class._from_config(config, dtype=dtype)
-    else:
-        model = model_class._from_config(config, dtype=dtype)
-    got = (model.config._attn_implementation, model.config._experts_implementation)
-    if got != (impl, exp):  # _from_config resolves the implementations again: it must keep the ones asked for
-        raise ConfigError("trace.implementation", f"transformers built attention/experts {got}, not {(impl, exp)}")
-    model.train()
-    if recompute == "full":
-        model.gradient_checkpointing_enable()
+        got = (model.config._attn_implementation, model.config._experts_implementation)
+        if got != (impl, exp):  # _from_config resolves the implementations again: it must keep the ones asked for
+            raise ConfigError("trace.implementation", f"transformers built attention/experts {got}, not {(impl, exp)}")
+        model.train()
+        if recompute == "full":
+            model.gradient_checkpointing_enable()
+        return model
+
+    def make_inputs():
+        return (torch.randint(2, config.vocab_size, (mbs, seq)),)
+
+    def forward(model, ids, hold=True):
+        """The loss (transformers' Trainer.compute_loss keeps the loss only) and the Recorder of the forward;
+        the RoPE cos and sin tables, computed once and handed to every layer, are the stage's, not a layer's."""
+        with Recorder(model, stage=(model.model.rotary_emb,), hold=hold) as rec:
+            out = model(input_ids=ids, labels=ids)
+        return out.loss, rec
+
     routing = contextlib.nullcontext()
     if fake or balanced:
         routing = routing_mode(fake_mode)
+    model = build()
     with fake_mode or contextlib.nullcontext(), routing:
         ids = torch.randint(2, config.vocab_size, (mbs, seq))
         # the RoPE cos and sin tables: computed once, handed to every layer (the stage's, not a layer's)
@@ -82,11 +99,19 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     if not fake:  # a fake trace runs no backward (nothing to compute it with)
         out.loss.backward()
         loss, grads = float(out.loss.detach()), sum(p.grad is not None for p in model.parameters())
+    measured = None
+    if step:  # then the profiled step, on a model built as the traced one (memsym/trace/step.py)
+        from . import step as profiled
+        del model, ids, out
+        measured = profiled.run(build(), make_inputs, lambda m, ids: forward(m, ids, hold=False),
+                                lambda m: [p.grad for p in m.parameters() if p.grad is not None])
     info = {"framework": "transformers", "versions": {"torch": torch.__version__.split("+")[0],
                                                       "transformers": transformers.__version__},
             "loss": loss, "params_with_grad": grads, "alive_check": alive,
             "n_layers": config.num_hidden_layers, "first_dense": config.first_k_dense_replace,
             "routing": describe(routing)}
+    if measured is not None:
+        info["step"] = measured
     return rec, info
 
 

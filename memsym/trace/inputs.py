@@ -160,8 +160,12 @@ def check_fake(m, mbs: int, seq: int, recompute: str) -> None:
                                              f"forward only; trace recomputation without --fake")
 
 
-def check_trace(m, mbs: int, seq: int, recompute: str, fake: bool) -> None:
-    """The size checks of a trace: :func:`check_fake` with ``--fake``, else :func:`check_size`."""
+def check_trace(m, mbs: int, seq: int, recompute: str, fake: bool, step: bool = False) -> None:
+    """The size checks of a trace: :func:`check_fake` with ``--fake``, else :func:`check_size`; ``--step``
+    (memsym/trace/step.py) profiles a forward and a backward, so it takes real tensors."""
+    if fake and step:
+        raise ConfigError("trace.step", "--fake --step: a fake trace allocates nothing and runs no backward; "
+                                        "profile the step of a real trace (without --fake)")
     if fake:
         check_fake(m, mbs, seq, recompute)
     else:

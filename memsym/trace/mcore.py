@@ -29,7 +29,10 @@ the Megatron-Core 0.16.1 code it works around):
   never share its tensor;
 * ``CheckpointWithoutOutput(fp8=False)``: ``self.fp8 = fp8 is not None`` is True for False and
   calls a TE-only function; set to ``bool(fp8)`` (selective ``layernorm``/``mla_up_proj``/
-  ``moe_act`` recomputation without TE).
+  ``moe_act`` recomputation without TE);
+* during a profiled step only (``--step``, :mod:`memsym.trace.step`), a one-rank ``all_reduce`` returns at once
+  (:class:`_one_rank_all_reduce`: gloo's thread would free the cross-entropy's reduced tensors unseen by the
+  profiler).
 """
 from __future__ import annotations
 
@@ -203,17 +206,22 @@ def transformer_config(raw: Dict, act_dtype: str, recompute: str, settings: Opti
 
 def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
         experts: str = "loop", recompute: str = "none", seed: int = 0, settings: Optional[Dict] = None,
-        fake: bool = False, balanced: bool = False):
+        fake: bool = False, balanced: bool = False, step: bool = False):
     """Build, trace one forward, run one backward.  Returns (recorder, info dict).
 
     ``config``: the parsed config.json (what :func:`memsym.trace.inputs.read` validated) or its path.
     ``fake``: under FakeTensorMode, balanced routing, forward only; ``balanced``: a real trace with
-    the balanced routing of :mod:`memsym.trace.fake`.
+    the balanced routing of :mod:`memsym.trace.fake`; ``step``: first a forward and backward of a model built
+    the same way (same weights, same tokens) under torch's profiler (:mod:`memsym.trace.step`: its result is
+    ``info["step"]``).
     Every check (:mod:`memsym.trace.inputs`: ConfigError) comes before torch is imported."""
     raw, spec = inputs.of(config)
-    inputs.check_trace(spec, mbs, seq, recompute, fake)
+    inputs.check_trace(spec, mbs, seq, recompute, fake, step)
     inputs.check_routing("mcore", spec)
     inputs.check_options("mcore", attention, experts, recompute, settings)
+    if step and balanced:
+        from symbolic.errors import ConfigError
+        raise ConfigError("trace.step", "a profiled step runs the router's own routing (no balanced routing)")
     # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
     import contextlib
 
@@ -222,6 +230,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     import megatron.core
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
     from megatron.core.models.gpt.gpt_model import GPTModel
+    from megatron.core.tensor_parallel.random import get_cuda_rng_tracker
     from megatron.core.transformer.dot_product_attention import DotProductAttention
 
     from .fake import describe, routing_mode
@@ -248,38 +257,106 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     if config.mtp_num_layers:  # the D MTP modules (DeepSeek-V3 Sec. 2.2) on the (only) stage, as Megatron builds them
         from megatron.core.models.gpt.gpt_layer_specs import get_gpt_mtp_block_spec
         mtp_spec = get_gpt_mtp_block_spec(config, spec, use_transformer_engine=False)
-    torch.manual_seed(seed)
     fake_mode = None
     if fake:
         from torch._subclasses.fake_tensor import FakeTensorMode
         fake_mode = FakeTensorMode()
     routing = routing_mode(fake_mode) if fake or balanced else contextlib.nullcontext()
-    with fake_mode or contextlib.nullcontext(), routing:  # the dispatcher's index tensors get their values
-        model = GPTModel(config, spec, mtp_block_spec=mtp_spec, vocab_size=raw["vocab_size"],
-                         max_sequence_length=max(seq, 1), position_embedding_type="rope",
-                         share_embeddings_and_output_weights=bool(raw.get("tie_word_embeddings", False)),
-                         rotary_base=raw.get("rope_theta", 10000))
-    model.train()
-    global _RECORDER
-    with fake_mode or contextlib.nullcontext(), routing:
+
+    def build():
+        torch.manual_seed(seed)
+        with fake_mode or contextlib.nullcontext(), routing:  # the dispatcher's index tensors get their values
+            return GPTModel(config, spec, mtp_block_spec=mtp_spec, vocab_size=raw["vocab_size"],
+                            max_sequence_length=max(seq, 1), position_embedding_type="rope",
+                            share_embeddings_and_output_weights=bool(raw.get("tie_word_embeddings", False)),
+                            rotary_base=raw.get("rope_theta", 10000)).train()
+
+    def make_inputs():
         ids = torch.randint(2, raw["vocab_size"], (mbs, seq))
-        pos = torch.arange(seq).unsqueeze(0).expand(mbs, seq)
-        with Recorder(model) as rec:
+        return ids, torch.arange(seq).unsqueeze(0).expand(mbs, seq)
+
+    def forward(model, ids, pos, hold=True):
+        """The mean of the per-token losses (what the trace backpropagates) and the Recorder of the forward."""
+        global _RECORDER
+        with Recorder(model, hold=hold) as rec:
             _RECORDER = rec
             try:
                 losses = model(ids, pos, None, labels=ids)  # [b, s] FP32 per-token losses
                 loss = losses.float().mean()
             finally:
                 _RECORDER = None
+        return loss, rec
+
+    states = get_cuda_rng_tracker().get_states()
+    model = build()
+    with fake_mode or contextlib.nullcontext(), routing:
+        ids, pos = make_inputs()
+        loss, rec = forward(model, ids, pos)
     value, grads = None, 0
     if not fake:  # a fake trace runs no backward (nothing to compute it with)
         loss.backward()
         value = float(loss.detach())
         grads = sum(p.grad is not None or getattr(p, "main_grad", None) is not None for p in model.parameters())
+    measured = None
+    if step:  # then the profiled step, on a model built as the traced one (memsym/trace/step.py), the compiled
+        # kernels (the fused SwiGLU's torch.compile) compiled by the trace, as a training step after the first has
+        # them; the RNG tracker's states, the attention's global buffer and the loss tracker as the trace found them
+        from megatron.core import parallel_state as ps
+
+        from . import step as profiled
+        del model, ids, pos, loss
+        get_cuda_rng_tracker().set_states(states)
+        ps.get_global_memory_buffer().buffer.clear()
+        get_moe_layer_wise_logging_tracker().clear()
+        with _one_rank_all_reduce():
+            measured = profiled.run(build(), make_inputs, lambda m, ids, pos: forward(m, ids, pos, hold=False),
+                                    _grads)
     info = {"framework": "mcore", "versions": {"torch": torch.__version__.split("+")[0],
                                                "megatron-core": megatron.core.__version__},
             "loss": value, "params_with_grad": grads,
             "alive_check": f"{len(rec.saved)} storages recorded, {len(rec.held())} held at the end of the forward",
             "n_layers": raw["num_hidden_layers"], "first_dense": raw.get("first_k_dense_replace", 0),
             "routing": describe(routing)}
+    if measured is not None:
+        info["step"] = measured
     return rec, info
+
+
+class _one_rank_all_reduce:
+    """During the profiled step, ``torch.distributed.all_reduce`` over one rank returns at once: the sum over one
+    rank is the tensor itself.  Gloo's worker thread holds the tensor until it drops the finished work, racing the
+    caller, and a free made on that thread is not reported to the profiler (its memory reporting is per thread,
+    c10/core/CPUAllocator.cpp): the vocab-parallel cross-entropy's sum of exponentials then looked alive to the
+    end in some runs."""
+
+    def __enter__(self):
+        # lazy: torch (optional; only this path needs it)
+        import torch.distributed as dist
+        self.real = real = dist.all_reduce
+
+        def all_reduce(tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):
+            if not async_op and dist.get_world_size(group) == 1 and op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX,
+                                                                           dist.ReduceOp.MIN):
+                return None
+            return real(tensor, op=op, group=group, async_op=async_op)
+        dist.all_reduce = all_reduce
+        return self
+
+    def __exit__(self, *exc):
+        # lazy: torch (optional; only this path needs it)
+        import torch.distributed as dist
+        dist.all_reduce = self.real
+        return False
+
+
+def _grads(model):
+    """The parameters' gradients after a backward (no DDP wrapper: autograd's ``.grad``; ``main_grad`` when a
+    wrapper accumulates into its buffers)."""
+    out = []
+    for p in model.parameters():
+        g = getattr(p, "main_grad", None)
+        if g is None:
+            g = p.grad
+        if g is not None:
+            out.append(g)
+    return out

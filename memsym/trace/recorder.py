@@ -102,13 +102,19 @@ def sublayer_of(path: str) -> str:
 class Recorder:
     """A context manager: module stack (forward hooks) + saved-tensor hooks."""
 
-    def __init__(self, model: torch.nn.Module, stage=()):
+    def __init__(self, model: torch.nn.Module, stage=(), hold: bool = True):
         self.model = model
         self.stage = tuple(stage)  # modules whose outputs belong to the stage (counted outside the layers)
-        self.stage_keys: Dict[int, object] = {}  # their output storages, held so their ids are not reused
+        # their output storages, held so their ids are not reused (``hold=False``: weakly, see ``keep``)
+        self.stage_keys: Dict[int, object] = {}
         self.stack: List[str] = []
         self.saved: Dict[int, Saved] = {}
-        self.keep: Dict[int, object] = {}  # the storages, held so their ids are not reused
+        # the storages, held so their ids are not reused; ``hold=False`` (``memsym trace --step``, whose
+        # profiled step must allocate and free as the model alone does) keeps weak references instead, and
+        # a storage that died gives its record up to a new storage at the same address (:meth:`_retire`)
+        self.keep: Dict[int, object] = {}
+        self.hold = hold
+        self._retired = 0
         self.excluded = {p.untyped_storage()._cdata for p in model.parameters()}
         self.excluded |= {b.untyped_storage()._cdata for b in model.buffers()}
         self.handles = []
@@ -126,7 +132,7 @@ class Recorder:
         for t in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(t, torch.Tensor) and t.layout == torch.strided and t.device.type != "meta":
                 st = t.untyped_storage()
-                self.stage_keys[st._cdata] = st
+                self.stage_keys[st._cdata] = st if self.hold else weakref.ref(st)
 
     def _pack(self, t):
         if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.device.type == "meta":
@@ -139,8 +145,10 @@ class Recorder:
         layer = layer_of(path)
         node = ""
         rec = self.saved.get(key)
+        if rec is not None and not self.hold and self.keep[key]() is None:
+            rec = self._retire(key)
         if rec is None:
-            self.keep[key] = st
+            self.keep[key] = st if self.hold else weakref.ref(st)
             rec = self.saved[key] = Saved(key, st.nbytes(), str(t.dtype).replace("torch.", ""), tuple(t.shape),
                                           path, node, layer, sublayer_of(path))
         rec.sites.append((path, node))
@@ -166,13 +174,28 @@ class Recorder:
         self.finalize()
         return False
 
+    def _retire(self, key):
+        """``hold=False``: the storage recorded at ``key`` died (every save of it was freed), so the address is
+        another storage's now: the old record moves to a key no storage has (a negative number)."""
+        self._retired += 1
+        self.saved[-self._retired] = self.saved.pop(key)
+        self.keep[-self._retired] = self.keep.pop(key)
+        return None
+
+    def storage(self, key):
+        """The storage recorded at ``key``, or None (``hold=False``: it died)."""
+        st = self.keep[key]
+        return st() if isinstance(st, weakref.ref) else st
+
     def finalize(self):
         """Bytes of each storage as the forward leaves it (Megatron's output-discarding recomputation,
         tensor_parallel/random.py: CheckpointWithoutOutput.discard_output_and_register_recompute, frees
         a saved output with ``untyped_storage().resize_(0)`` once its consumer ran), and its layer from
         the saves still held: one layer's, or outside (``shared``) when held by more than one."""
         for key, rec in self.saved.items():
-            rec.nbytes = self.keep[key].nbytes()
+            st = self.storage(key)
+            if st is not None:  # else (hold=False) it died: the bytes it had when saved
+                rec.nbytes = st.nbytes()
             live = rec.live_layers()
             rec.alive = bool(live)
             if len(live) == 1:

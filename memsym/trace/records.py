@@ -60,7 +60,7 @@ def command(settings: Dict) -> str:
             f"--attention {shlex.quote(s['attention'])} --experts {shlex.quote(s['experts'])} "
             f"--recompute {shlex.quote(s['recompute'])}"
             + "".join(f" --{k.replace('_', '-')} {shlex.quote(s[k])}" for k in MCORE_SETTING_KEYS if k in s)
-            + (" --fake" if s.get("fake") else ""))
+            + (" --fake" if s.get("fake") else "") + (" --step" if s.get("step") else ""))
 
 
 _TOML_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
@@ -141,7 +141,7 @@ def to_toml(out: Dict, unexplained: str = "", sha256_of_config: str = None, chan
              "[config]", f"path = {_v(s['model'])}", f"sha256 = {_v(digest)}", "",
              "[settings]"] + [f"{k} = {_v(s[k])}" for k in SETTINGS + MCORE_SETTING_KEYS
                               if k not in ("framework", "model") and k in s] + (
-             ["fake = true"] if s.get("fake") else []) + [
+             ["fake = true"] if s.get("fake") else []) + (["step = true"] if s.get("step") else []) + [
              "", "[versions]"] + [f"{toml_key(k)} = {_v(v)}" for k, v in sorted(out["versions"].items())] + [
              "", "[measured]",
              "activations_by_layer = [" + ", ".join(
@@ -155,12 +155,54 @@ def to_toml(out: Dict, unexplained: str = "", sha256_of_config: str = None, chan
                   + "]", f"outside_layers = {_v(m['activations_outside_layers'] - p['activations_outside_layers'])}"]
     lines += ["", "[measured.families]"] + [f"{toml_key(k)} = {_v(v['bytes'])}"
                                             for k, v in sorted(m["families"].items())]
+    if out.get("step"):
+        lines += step_toml(out["step"])
     gone = m.get("discarded")
     if gone and gone["storages"]:  # saved by nodes freed during the forward (memsym/trace/recorder.py)
         lines += ["", "[measured.discarded]", f"bytes = {_v(gone['bytes'])}", f"storages = {_v(gone['storages'])}",
                   "", "[measured.discarded.families]"] + [f"{toml_key(k)} = {_v(v['bytes'])}"
                                                            for k, v in sorted(gone["families"].items())]
     return "\n".join(lines) + "\n"
+
+
+#: [measured.step]'s note (``memsym trace --step``).
+STEP_NOTE = ("one forward and backward of the model (built as the traced one, the same tokens) under torch's profiler "
+             "with memory profiling (memsym/trace/step.py): activation bytes are every allocation the step made and "
+             "has not freed, but parameters and parameter gradients, kernel scratch (made and freed inside one aten "
+             "op, never a tensor) and RNG states; the peak is their largest over the step, with what was running "
+             "(phase, autograd node, op, the module of the node's forward op) and what was held; explained in "
+             "paper/traces/STEP.md")
+
+
+def _inline(d: Dict, keys) -> str:
+    return "{" + ", ".join(f"{k} = " + ("[" + ", ".join(_v(x) for x in d[k]) + "]" if isinstance(d[k], list)
+                                       else _v("" if d[k] is None else d[k])) for k in keys) + "}"
+
+
+def step_toml(st: Dict) -> List[str]:
+    """The ``[measured.step]`` lines of a profiled step (memsym/trace/step.py)."""
+    at = st["at"]
+    where = ("phase", "node", "op", "module", "layer")
+    lines = ["", "[measured.step]", f"note = {_v(STEP_NOTE)}", f"peak = {_v(st['peak'])}"]
+    lines += [f"{k} = {_v('' if at.get(k) is None else at[k])}" for k in where]
+    lines += [f"reached = {_v(st['reached'])}", f"end_of_forward = {_v(st['end_of_forward'])}",
+              f"saved_at_end_of_forward = {_v(st['saved_at_end_of_forward'])}",
+              f"forward_peak = {_v(st['forward_peak'])}",
+              "forward_peak_at = " + _inline(st["forward_peak_at"], where),
+              "held_at_peak = [" + ", ".join(_inline(h, ("what", "layer", "bytes")) for h in st["held_at_peak"]) + "]",
+              "made_at_peak = [" + ", ".join(_inline(g, ("phase", "module", "node", "op", "dtype", "shape", "bytes",
+                                                         "count")) for g in st["made_at_peak"]) + "]",
+              "unsaved_at_end_of_forward = [" + ", ".join(
+                  _inline(g, ("module", "op", "dtype", "shape", "bytes", "count"))
+                  for g in st["unsaved_at_end_of_forward"]) + "]",
+              "layers = [" + ", ".join(_inline(dict(r["at"], layer=r["layer"], peak=r["peak"]),
+                                               ("layer", "peak") + where[:4]) for r in st["layers"]) + "]",
+              "", "[measured.step.categories_at_peak]"]
+    lines += [f"{toml_key(k)} = {_v(v)}" for k, v in st["categories_at_peak"].items()]
+    # left out of the activation bytes: the gradients at the end, the RNG states' largest (kernel scratch is the
+    # CPU kernels' and this machine's: not recorded)
+    lines += ["", "[measured.step.left_out]"] + [f"{k} = {_v(st['left_out'][k])}" for k in ("gradients_at_end", "rng")]
+    return lines
 
 
 def config_path(rec: Dict) -> str:
@@ -184,20 +226,23 @@ def predict(rec: Dict, preset: str = None) -> Dict:
     return predicted(args, preset or rec["framework"])
 
 
-def retrace(rec: Dict) -> Dict:
-    """Measure a record's settings again (needs the trace extra): the ``trace`` result."""
+def retrace(rec: Dict, step: bool = None) -> Dict:
+    """Measure a record's settings again (needs the trace extra): the ``trace`` result; ``step``: profile the
+    step too (default: when the record did)."""
 
     # lazy: modules this module's importers do not need (loaded only on this path)
     from .compare import result
     from . import hf, mcore
     st = dict(rec["settings"])
     st.setdefault("fake", False)
+    st["step"] = bool(st.get("step")) if step is None else step
     impl = mcore if rec["framework"] == "mcore" else hf
     from .inputs import read
     conf = read(config_path(rec))
     rec_, info = impl.run(conf.data, st["mbs"], st["seq"], st["act_dtype"], st["attention"],
                           st["experts"], st["recompute"],
-                          settings={k: st[k] for k in MCORE_SETTING_KEYS if k in st} or None, fake=st.get("fake", False))
+                          settings={k: st[k] for k in MCORE_SETTING_KEYS if k in st} or None, fake=st.get("fake", False),
+                          step=st["step"])
     args = types.SimpleNamespace(model=config_path(rec), framework=rec["framework"], conventions=None,
                                  tensors=False, **st)
     return result(args, rec_, info, conf.model)
