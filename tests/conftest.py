@@ -83,3 +83,17 @@ def pytest_terminal_summary(terminalreporter):
     for s in sorted(seeds):
         terminalreporter.write_line(f"random traces (tests/test_random_traces.py): seed {s}; replay with "
                                     f"MEMSYM_RANDOM_SEED={s} python -m pytest tests/test_random_traces.py")
+
+
+@pytest.fixture()
+def run_trace(capsys):
+    """``memsym trace ARGV`` in this process: (exit status, what it wrote to stderr)."""
+    from memsym.cli import main
+
+    def go(*argv):
+        try:
+            code = main(["trace", *argv])
+        except SystemExit as exc:
+            code = exc.code
+        return code, capsys.readouterr().err
+    return go

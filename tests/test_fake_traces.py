@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pytest
 
-from memsym.cli import main
 from memsym.trace import records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,14 +85,8 @@ def test_a_real_record_is_written_as_before():
 
 # ---------------------------------------------------------------- the limits
 @pytest.fixture()
-def run(capsys):
-    def go(*argv):
-        try:
-            code = main(["trace", *argv])
-        except SystemExit as exc:
-            code = exc.code
-        return code, capsys.readouterr().err
-    return go
+def run(run_trace):
+    return run_trace
 
 
 @pytest.mark.parametrize("model,argv,said", [

@@ -24,7 +24,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memsym.cli import main
 from memsym.trace import records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,14 +132,8 @@ def test_a_refused_config_never_imports_torch(hostile):
 
 # ----------------------------------------------------------------------------- options
 @pytest.fixture()
-def run(capsys):
-    def go(*argv):
-        try:
-            code = main(["trace", *argv])
-        except SystemExit as exc:
-            code = exc.code
-        return code, capsys.readouterr().err
-    return go
+def run(run_trace):
+    return run_trace
 
 
 @pytest.mark.parametrize("argv,said", [

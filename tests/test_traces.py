@@ -133,15 +133,22 @@ def _cfg(path):
         return json.load(f)
 
 
+def _scaled(tmp_path, h, nh, N, k, G, kG, **extra):
+    """The tiny config at hidden size h, nh heads, N experts of which k per token, G groups keeping kG (the
+    other widths follow h), written to ``tmp_path``: (the config, its path)."""
+    c = dict(_cfg("tests/data/tiny/config.json"), hidden_size=h, num_attention_heads=nh, num_key_value_heads=nh,
+             n_routed_experts=N, num_experts_per_tok=k, n_group=G, topk_group=kG, intermediate_size=3 * h,
+             moe_intermediate_size=h // 2, q_lora_rank=h // 4 + 8, kv_lora_rank=h // 4, vocab_size=999, **extra)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(c))
+    return c, path
+
+
 @pytest.mark.parametrize("h,nh,N,k,G,kG,b,s,dtype", [
     (384, 6, 16, 3, 4, 2, 2, 128, "bf16"), (128, 2, 4, 1, 1, 1, 1, 64, "bf16"), (384, 6, 16, 3, 4, 2, 3, 96, "fp32"),
     (128, 1, 4, 1, 2, 1, 2, 64, "bf16"), (7168, 128, 256, 8, 8, 4, 1, 4096, "bf16")])
 def test_preset_equals_the_transcription_at_other_dims(tmp_path, h, nh, N, k, G, kG, b, s, dtype):
-    c = dict(_cfg("tests/data/tiny/config.json"), hidden_size=h, num_attention_heads=nh, num_key_value_heads=nh,
-             n_routed_experts=N, num_experts_per_tok=k, n_group=G, topk_group=kG, intermediate_size=3 * h,
-             moe_intermediate_size=h // 2, q_lora_rank=h // 4 + 8, kv_lora_rank=h // 4, vocab_size=999)
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(c))
+    c, path = _scaled(tmp_path, h, nh, N, k, G, kG)
     import types
     from memsym.trace.compare import predicted
     p = predicted(types.SimpleNamespace(model=str(path), mbs=b, seq=s, act_dtype=dtype, recompute="none"),
@@ -157,11 +164,7 @@ def test_preset_equals_the_transcription_at_other_dims(tmp_path, h, nh, N, k, G,
 def test_grouped_experts_equal_the_transcription_at_other_dims(tmp_path, h, nh, N, k, G, kG, b, s, dtype):
     """A transformers trace run with --experts grouped is predicted with the transformers preset and
     --experts grouped (memsym/trace/compare.py), and that is the hand transcription of grouped_mm's tensors."""
-    c = dict(_cfg("tests/data/tiny/config.json"), hidden_size=h, num_attention_heads=nh, num_key_value_heads=nh,
-             n_routed_experts=N, num_experts_per_tok=k, n_group=G, topk_group=kG, intermediate_size=3 * h,
-             moe_intermediate_size=h // 2, q_lora_rank=h // 4 + 8, kv_lora_rank=h // 4, vocab_size=999)
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(c))
+    c, path = _scaled(tmp_path, h, nh, N, k, G, kG)
     import types
     from memsym.trace.compare import predicted
     p = predicted(types.SimpleNamespace(model=str(path), mbs=b, seq=s, act_dtype=dtype, recompute="none",
@@ -290,11 +293,7 @@ def mcore_router_bytes(c, t, b, Ba=2, R=4, aux_loss="seq"):
     (384, 6, 16, 3, 4, 2, 2, 128, "bf16"), (128, 2, 4, 1, 1, 1, 1, 64, "bf16"), (384, 6, 16, 4, 4, 2, 3, 96, "fp32"),
     (128, 1, 6, 1, 3, 2, 2, 64, "fp32"), (7168, 128, 256, 8, 8, 4, 1, 4096, "bf16")])
 def test_mcore_preset_equals_the_transcription_at_other_dims(tmp_path, h, nh, N, k, G, kG, b, s, dtype):
-    c = dict(_cfg("tests/data/tiny/config.json"), hidden_size=h, num_attention_heads=nh, num_key_value_heads=nh,
-             n_routed_experts=N, num_experts_per_tok=k, n_group=G, topk_group=kG, intermediate_size=3 * h,
-             moe_intermediate_size=h // 2, q_lora_rank=h // 4 + 8, kv_lora_rank=h // 4, vocab_size=999)
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(c))
+    c, path = _scaled(tmp_path, h, nh, N, k, G, kG)
     import types
     from memsym.trace.compare import predicted
     p = predicted(types.SimpleNamespace(model=str(path), mbs=b, seq=s, act_dtype=dtype, recompute="none",
@@ -581,12 +580,7 @@ def mcore_mtp_bytes(c, b, s, moe_layer, Ba=2):
 def test_mcore_preset_predicts_the_mtp_modules_as_transcribed(tmp_path, h, nh, N, k, D, b, s, dtype):
     """--mtp-activations last-stage under the mcore preset: the decoder's layers unchanged, and D times
     the transcription of one MTP module (mcore_mtp_bytes) outside them."""
-    c = dict(_cfg("tests/data/tiny/config.json"), hidden_size=h, num_attention_heads=nh, num_key_value_heads=nh,
-             n_routed_experts=N, num_experts_per_tok=k, n_group=1, topk_group=1, intermediate_size=3 * h,
-             moe_intermediate_size=h // 2, q_lora_rank=h // 4 + 8, kv_lora_rank=h // 4, vocab_size=999,
-             num_nextn_predict_layers=D)
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(c))
+    c, path = _scaled(tmp_path, h, nh, N, k, 1, 1, num_nextn_predict_layers=D)
     import types
     from memsym.trace.compare import predicted
     p = predicted(types.SimpleNamespace(model=str(path), mbs=b, seq=s, act_dtype=dtype, recompute="none",
