@@ -257,22 +257,36 @@ if os.environ.get("MEMSYM_REQUIRE_TRACE"):  # CI with the extra: the trace test 
     assert _have_torch(), "MEMSYM_REQUIRE_TRACE is set but the trace extra is not installed"
 
 
-def test_a_records_changes_are_kept_and_a_fifo_is_not_read(tmp_path):
-    """trace --record FILE --change TEXT keeps the changes FILE lists (memsym/trace/records.py changes_of); a
-    FIFO, a directory, an oversized or malformed file in its place gives none, without blocking."""
+def test_a_records_changes_are_kept_and_nothing_else_is_overwritten(tmp_path, run):
+    """trace --record FILE keeps the changes of the record at FILE (memsym/trace/records.py changes_of); anything
+    else there (a symbolic link, a FIFO or device, an oversized, non-UTF-8 or non-TOML file, a file that is not a
+    record, a changes entry that is not a list of strings) is refused before the trace, in one line, and left as
+    it was: rewriting it would destroy it or drop the record's history.  A FIFO is never read (no blocking)."""
     import os
     from memsym.trace.records import changes_of
     rec = tmp_path / "r.toml"
-    rec.write_text('command = "x"\nchanges = ["first", "second \\"quoted\\""]\n')
+    rec.write_text('command = "x"\nchanges = ["first", "second \\"quoted\\""]\n[measured]\nactivations_outside_layers = 1\n')
     assert changes_of(str(rec)) == ["first", 'second "quoted"']
+    assert changes_of(str(tmp_path / "absent")) == []
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    assert changes_of(str(fifo)) == []                     # opened non-blocking, then refused: not a file
-    assert changes_of(str(tmp_path)) == []
-    assert changes_of(str(tmp_path / "absent")) == []
-    (tmp_path / "bad.toml").write_text("changes = [")
-    assert changes_of(str(tmp_path / "bad.toml")) == []
-    (tmp_path / "big.toml").write_text("changes = []\n" + "#" * (1 << 21))
-    assert changes_of(str(tmp_path / "big.toml")) == []
-    (tmp_path / "odd.toml").write_text('changes = ["ok", 3]\n')
-    assert changes_of(str(tmp_path / "odd.toml")) == ["ok"]
+    link = tmp_path / "link.toml"
+    link.symlink_to(rec)
+    bad = {"fifo": (fifo, "not a regular file"), "link": (link, "symbolic link")}
+    for name, text in (("toml", "changes = ["), ("notrecord", 'title = "my notes"\n'),
+                       ("odd", 'command = "x"\nchanges = ["ok", 3]\n[measured]\n')):
+        (tmp_path / name).write_text(text)
+        bad[name] = (tmp_path / name, "not a record" if name != "odd" else "not a list of strings")
+    (tmp_path / "latin1").write_bytes(b"command = '\xe9'\n")
+    bad["latin1"] = (tmp_path / "latin1", "not a record")
+    (tmp_path / "big").write_text('command = "x"\n#' + "z" * (5 << 20))
+    bad["big"] = (tmp_path / "big", "at most")
+    for name, (path, said) in bad.items():
+        with pytest.raises(ValueError, match=said):
+            changes_of(str(path))
+        before = os.lstat(path)
+        code, err = run("--model", str(TINY), "--mbs", "1", "--seq", "64", "--record", str(path), "--change", "c")
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "not overwritten" in err, (name, err)
+        after = os.lstat(path)
+        assert (after.st_ino, after.st_mode, after.st_size) == (before.st_ino, before.st_mode, before.st_size), name
+    assert rec.read_text().startswith('command = "x"')       # the link's target untouched

@@ -135,7 +135,9 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                exists={"paper_router": ("paper",), "hf_router": ("transformers",), "mcore_router": ("mcore",)},
                label="router tensors kept"),
     SwitchSpec("router_dtype", "--router-dtype", ("activation", "fp32"), {"fp32": "fp32-router"}, "activations",
-               "the dtype of the router's logits and of the probabilities it hands on: activation (the paper, "
+               "the dtype of Megatron-Core's router logits and of the probabilities it hands on (its tensors under "
+               "--router-state mcore and --experts alltoall, and the --aux-loss tensors; the paper's and the other "
+               "inventories' router tensors keep their own dtypes): activation (the paper, "
                "Megatron-Core's default: B_a) or fp32 (moe_router_dtype='fp32', what the DeepSeek recipes set, "
                "Megatron-Bridge models/deepseek/deepseek_provider.py: router.py TopKRouter.gating computes the logits "
                "in FP32 (moe_utils.py RouterGatingLinearFunction, which saves its input and weight as they are), so "
@@ -146,7 +148,8 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                label="router dtype"),
     SwitchSpec("aux_loss", "--aux-loss", ("none", "seq", "global"), {"seq": "seq-aux", "global": "global-aux"},
                "activations",
-               "the load-balancing loss the router builds and what its backward keeps: none (the paper: DeepSeek-V3 "
+               "the load-balancing loss Megatron-Core's router builds and what its backward keeps (transformers' "
+               "DeepSeek models build none): none (the paper: DeepSeek-V3 "
                "balances by the expert bias), seq (Megatron-Core's seq_aux_loss, the DeepSeek recipes' "
                "moe_router_load_balancing_type, Megatron-Bridge deepseek_provider.py) or global (global_aux_loss): "
                "router.py TopKRouter.routing, _apply_seq_aux_loss / _apply_global_aux_loss; moe_utils.py "

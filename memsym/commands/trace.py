@@ -113,8 +113,7 @@ def run(args) -> int:
     if args.record:
         from memsym.trace.records import to_toml
         from symbolic.files import write_atomic
-        from memsym.trace.records import changes_of
-        changes = changes_of(args.record) + ([args.change] if args.change else [])
+        changes = args.earlier_changes + ([args.change] if args.change else [])
         write_atomic(args.record, to_toml(out, args.unexplained, conf.sha256, changes))
     if args.json:
         common.print_json(out)
@@ -132,12 +131,18 @@ def settings_of(args) -> dict:
 def _check_record(args) -> None:
     """``--record FILE`` can be written, and every string it will hold is one TOML can (before the trace)."""
     # lazy: modules this module's importers do not need (loaded only on this path)
-    from memsym.trace.records import toml_string
-    if os.path.isdir(args.record):
+    from memsym.trace.records import changes_of, toml_string
+    if os.path.isdir(args.record) and not os.path.islink(args.record):
         raise ConfigError("trace.record", f"--record {args.record}: is a directory; name the record's file")
     folder = os.path.dirname(os.path.abspath(args.record))
     if not os.path.isdir(folder):
         raise ConfigError("trace.record", f"--record {args.record}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ConfigError("trace.record", f"--record {args.record}: the folder {folder} is not writable")
+    try:  # what is there already: a record memsym wrote (its changes kept), or nothing
+        args.earlier_changes = changes_of(args.record)
+    except ValueError as exc:
+        raise ConfigError("trace.record", f"--record {args.record}: {exc}; not overwritten") from None
     for option, value in (("--model", args.model), ("--recompute", args.recompute),
                           ("--unexplained", args.unexplained), ("--change", args.change)):
         try:

@@ -110,21 +110,41 @@ def _comment(text: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
+#: The largest record ``changes_of`` reads (a record is a few KB; its changes grow by one line per re-record).
+MAX_RECORD_BYTES = 4 << 20
+
+
 def changes_of(path: str) -> List[str]:
-    """The ``changes`` an existing record at ``path`` lists (none when there is no record or it is not one:
-    only a regular file of at most 1 MiB is read, never a FIFO or a device)."""
+    """The ``changes`` the record at ``path`` lists: none when nothing is there.  Anything else at ``path``
+    that is not a record memsym wrote (a symbolic link, a FIFO or device, a directory, a file over
+    :data:`MAX_RECORD_BYTES`, not UTF-8 or not TOML, or TOML without a record's ``command`` and
+    ``[measured]``, or whose ``changes`` is not a list of strings) is a ValueError saying why: rewriting it
+    would destroy it or drop its history.  A FIFO is opened without blocking and never read."""
     import stat
+    if os.path.islink(path):
+        raise ValueError("is a symbolic link (name the record's file itself)")
+    if not os.path.lexists(path):
+        return []
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO opened so does not block
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode) or st.st_size > 1 << 20:
-                return []
-            old = tomllib.loads(f.read(1 << 20).decode("utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-        return []
-    changes = old.get("changes")
-    return [c for c in changes if isinstance(c, str)] if isinstance(changes, list) else []
+    except OSError as exc:
+        raise ValueError(f"cannot be read ({exc.strerror})") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError("exists and is not a regular file")
+        if st.st_size > MAX_RECORD_BYTES:
+            raise ValueError(f"is {st.st_size:,} bytes, not a record (at most {MAX_RECORD_BYTES:,})")
+        try:
+            old = tomllib.loads(f.read(MAX_RECORD_BYTES + 1).decode("utf-8"))
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"exists and is not a record ({type(exc).__name__})") from None
+    if not isinstance(old.get("command"), str) or not isinstance(old.get("measured"), dict):
+        raise ValueError("exists and is not a record (no command and [measured])")
+    changes = old.get("changes", [])
+    if not isinstance(changes, list) or not all(isinstance(c, str) for c in changes):
+        raise ValueError("has a changes entry that is not a list of strings")
+    return list(changes)
 
 
 def to_toml(out: Dict, unexplained: str = "", sha256_of_config: str = None, changes: List[str] = ()) -> str:
