@@ -290,3 +290,15 @@ def test_a_records_changes_are_kept_and_nothing_else_is_overwritten(tmp_path, ru
         after = os.lstat(path)
         assert (after.st_ino, after.st_mode, after.st_size) == (before.st_ino, before.st_mode, before.st_size), name
     assert rec.read_text().startswith('command = "x"')       # the link's target untouched
+
+
+def test_a_megatron_record_made_before_its_settings_were_options_is_predicted_as_it_ran():
+    """A Megatron-Core record without swiglu/router_dtype/aux_loss in its settings (made before they were
+    options) ran Megatron-Core's defaults (unfused, activation, none), not the recipes' defaults of today."""
+    import tomllib
+    from memsym.trace import records
+    rec = tomllib.loads((ROOT / "paper" / "traces" / "mcore-tiny-b2-s512-bf16.toml").read_text())
+    assert rec["settings"]["swiglu"] == "unfused"
+    old = dict(rec, settings={k: v for k, v in rec["settings"].items() if k not in records.MCORE_SETTING_KEYS})
+    assert records.settings_of(old)["aux_loss"] == "none"
+    assert records.predict(old)["activations_by_layer"] == rec["measured"]["activations_by_layer"]

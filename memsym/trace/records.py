@@ -236,12 +236,26 @@ def config_path(rec: Dict) -> str:
     return str(PAPER_DIR.parent / path)
 
 
+#: What a Megatron-Core record made before its settings were options ran (and says by having none of them):
+#: Megatron-Core's own defaults, unfused SwiGLU, the router in the activations' dtype, no load-balancing loss.
+MCORE_BEFORE = {"swiglu": "unfused", "router_dtype": "activation", "aux_loss": "none"}
+
+
+def settings_of(rec: Dict) -> Dict:
+    """A record's settings; a Megatron-Core record without any of its own settings (made before they were
+    options) ran :data:`MCORE_BEFORE`, not today's defaults (the DeepSeek recipes')."""
+    st = dict(rec["settings"])
+    if rec.get("framework") == "mcore" and not any(k in st for k in MCORE_SETTING_KEYS):
+        st.update(MCORE_BEFORE)
+    return st
+
+
 def predict(rec: Dict, preset: str = None) -> Dict:
     """``estimate --json``'s per-layer bytes at a record's settings (no torch)."""
 
     # lazy: modules this module's importers do not need (loaded only on this path)
     from .compare import predicted
-    st = rec["settings"]
+    st = settings_of(rec)
     args = types.SimpleNamespace(model=config_path(rec), framework=rec["framework"], **st)
     return predicted(args, preset or rec["framework"])
 
@@ -253,7 +267,7 @@ def retrace(rec: Dict, step: bool = None) -> Dict:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from .compare import result
     from . import hf, mcore
-    st = dict(rec["settings"])
+    st = settings_of(rec)
     st.setdefault("fake", False)
     st["step"] = bool(st.get("step")) if step is None else step
     impl = mcore if rec["framework"] == "mcore" else hf
