@@ -54,13 +54,13 @@ _ENTRIES = [
                nonnegative_only=True),
     SymbolInfo("u_sg", "\\delta_{\\sigma}", "1 when the router scores with a sigmoid, 0 with a softmax (HF "
                "scoring_func; default sigmoid, softmax for deepseek_v2)", "model",
-               "extension (Megatron-Core moe_router_score_function)", nonnegative_only=True),
+               "extension (Megatron-Core router.py: the score function)", nonnegative_only=True),
     SymbolInfo("u_eb", "\\delta_{eb}", "1 with the expert bias of aux-loss-free balancing (HF topk_method "
-               "noaux_tc)", "model", "extension (Megatron-Core moe_router_enable_expert_bias)",
+               "noaux_tc)", "model", "extension (Megatron-Core router.py: the expert bias)",
                nonnegative_only=True),
     SymbolInfo("u_gk", "\\delta_{gk}", "1 when Megatron-Core's top-k is group-limited (HF topk_group, or "
                "DeepseekV3Config's default when absent)", "model",
-               "extension (Megatron-Core moe_router_group_topk)", nonnegative_only=True),
+               "extension (Megatron-Core router.py: the group top-k)", nonnegative_only=True),
     SymbolInfo("l", "l", "number of transformer layers", "model", "Table 1"),
     SymbolInfo("v", "v", "vocabulary size", "model", "Table 1"),
     SymbolInfo("D", "D", "multi-token-prediction (MTP) modules, the MTP depth (HF num_nextn_predict_layers)",
