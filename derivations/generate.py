@@ -45,6 +45,7 @@ from derivations import _build, families
 from derivations import notation as nt
 from derivations.activations.shape import Shape
 from derivations.activations.views import EXISTS, RULES, Group, View, _kept
+from derivations.tensors import B_IS_1, NOT_FP32, TOPK_GT_1, V_VIEW
 from derivations.assembly import device_terms, schedules
 from derivations.assembly.conventions import side_terms
 from derivations.config import CONVENTION_SWITCHES, RECOMPUTE_OPS, SCHEDULES, Conventions
@@ -64,10 +65,7 @@ def structures(fam) -> Tuple[Tuple[bool, ...], ...]:
 STRUCTURES = structures(DEEPSEEK)
 #: Non-polynomial pieces of the terms, as symbols the generated ``derived`` function computes.
 SPECIAL = {
-    "_not_fp32": sp.Piecewise((0, sp.Eq(nt.B_a, 4)), (1, True)),
-    "_b_is_1": sp.Piecewise((1, sp.Eq(nt.b, 1)), (0, True)),
-    "_v_view": sp.Piecewise((1, sp.Eq(nt.b, 1)), (1, sp.Eq(nt.n_h, nt.TP)), (0, True)),
-    "_topk_gt_1": sp.Piecewise((0, sp.Eq(nt.N_r, 1)), (1, True)),
+    "_not_fp32": NOT_FP32, "_b_is_1": B_IS_1, "_v_view": V_VIEW, "_topk_gt_1": TOPK_GT_1,
     "_floor_Nr_kg": sp.floor(nt.N_r / nt.k_g),
 }
 ACT_SWITCHES = tuple(k for k, s in CONVENTION_SWITCHES.items() if s.side in ("activations", "both"))

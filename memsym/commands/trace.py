@@ -124,8 +124,9 @@ def run(args) -> int:
 
 def settings_of(args) -> dict:
     """The Megatron-Core settings given on the command line (memsym/trace/inputs.py MCORE_SETTINGS)."""
-    return {k: getattr(args, k, None) for k in ("swiglu", "router_dtype", "aux_loss")
-            if getattr(args, k, None) is not None}
+    # lazy: modules this module's importers do not need (loaded only on this path)
+    from memsym.trace.inputs import MCORE_SETTINGS
+    return {k: getattr(args, k) for k in MCORE_SETTINGS if getattr(args, k, None) is not None}
 
 
 def _check_record(args) -> None:

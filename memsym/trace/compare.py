@@ -11,7 +11,7 @@ MCORE_MODULES = {"core_attn": ("score",), "mlp": ("ffn",), "moe": ("router", "ex
 
 
 #: What a trace ran, as switches of the framework's own preset: {framework: {trace setting: {its value: the
-#: switch's value}}} (the switch has the setting's name unless :data:`SWITCH_OF` says otherwise).
+#: switch's value}}} (each switch has its setting's name).
 #: transformers' ``--experts``: ``config._experts_implementation`` "eager" (loop, the preset's) or "grouped_mm"
 #: (grouped).  Megatron-Core's local spec runs one experts implementation (SequentialMLP behind the all-to-all
 #: dispatcher: its preset's alltoall); its settings (memsym/trace/inputs.py MCORE_SETTINGS): SwiGLU fusion
@@ -34,12 +34,11 @@ def run_switches(args, preset: str):
     framework = getattr(args, "framework", "")
     if preset != framework:
         return []
+    defaults = {"transformers": {"experts": "loop"}, "mcore": MCORE_RECIPE}[framework]  # what a trace runs untold
     out = []
-    for setting, values in TRACE_SWITCHES.get(framework, {}).items():
+    for setting, values in TRACE_SWITCHES[framework].items():
         given = getattr(args, setting, None)
-        if given is None:
-            given = MCORE_RECIPE.get(setting, "loop") if framework == "mcore" else "loop"
-        value = values.get(given)
+        value = values.get(defaults[setting] if given is None else given)
         if value is not None and value != CONVENTION_PRESETS[preset][setting]:
             out.append((setting, value))
     return out

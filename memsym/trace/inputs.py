@@ -36,6 +36,9 @@ MCORE_SETTINGS = {
 }
 #: The recipes' values (the default of each option).
 MCORE_RECIPE = {k: next(iter(v[1])) for k, v in MCORE_SETTINGS.items()}
+#: What a Megatron-Core record made before these settings were options ran (and says by having none of them):
+#: Megatron-Core's own defaults, unfused SwiGLU, the router in the activations' dtype, no load-balancing loss.
+MCORE_BEFORE = {"swiglu": "unfused", "router_dtype": "activation", "aux_loss": "none"}
 #: The load-balancing loss coefficient a trace sets when a loss is built (DeepSeek-V3's provider, 1e-4: what the
 #: loss keeps does not depend on it).
 MCORE_AUX_COEFF = 1e-4

@@ -56,7 +56,6 @@ class Saved:
     layer: Optional[int]  # None: outside the layers
     sublayer: str
     sites: List[Tuple[str, str]] = field(default_factory=list)  # every (module, node) that saved it
-    layers: set = field(default_factory=set)
     holders: list = field(default_factory=list)  # (weak reference to the holder autograd keeps, layer) per save
     alive: bool = True  # some save still held at the end of the forward (set by Recorder.finalize)
 
@@ -152,7 +151,6 @@ class Recorder:
             rec = self.saved[key] = Saved(key, st.nbytes(), str(t.dtype).replace("torch.", ""), tuple(t.shape),
                                           path, node, layer, sublayer_of(path))
         rec.sites.append((path, node))
-        rec.layers.add(layer)
         held = _Held(t.detach())
         rec.holders.append((weakref.ref(held), layer))
         return held

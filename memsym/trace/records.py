@@ -16,10 +16,12 @@ import tomllib
 from typing import Dict, List
 import types
 
+from .inputs import MCORE_BEFORE, MCORE_SETTINGS
+
 
 SETTINGS = ("framework", "model", "mbs", "seq", "act_dtype", "attention", "experts", "recompute")
-#: Megatron-Core's own settings (memsym/trace/inputs.py MCORE_SETTINGS), in its records only.
-MCORE_SETTING_KEYS = ("swiglu", "router_dtype", "aux_loss")
+#: Megatron-Core's own settings, in its records only.
+MCORE_SETTING_KEYS = tuple(MCORE_SETTINGS)
 #: ``fake = true`` in a record's [settings] (``memsym trace --fake``); absent in the others.
 FAKE_NOTE = ("traced under torch's FakeTensorMode at the config's real dimensions (no memory allocated), forward only "
              "(the tensors saved for backward when the forward ends), with deterministic balanced routing: every "
@@ -236,14 +238,9 @@ def config_path(rec: Dict) -> str:
     return str(PAPER_DIR.parent / path)
 
 
-#: What a Megatron-Core record made before its settings were options ran (and says by having none of them):
-#: Megatron-Core's own defaults, unfused SwiGLU, the router in the activations' dtype, no load-balancing loss.
-MCORE_BEFORE = {"swiglu": "unfused", "router_dtype": "activation", "aux_loss": "none"}
-
-
 def settings_of(rec: Dict) -> Dict:
     """A record's settings; a Megatron-Core record without any of its own settings (made before they were
-    options) ran :data:`MCORE_BEFORE`, not today's defaults (the DeepSeek recipes')."""
+    options) ran :data:`memsym.trace.inputs.MCORE_BEFORE`, not today's defaults (the DeepSeek recipes')."""
     st = dict(rec["settings"])
     if rec.get("framework") == "mcore" and not any(k in st for k in MCORE_SETTING_KEYS):
         st.update(MCORE_BEFORE)
