@@ -69,6 +69,13 @@ def device(mtp: bool, full: bool, holds: str, values: Mapping, family: str = FAM
     return _module(family).device(mtp, full, holds, dict(values))
 
 
+def step(framework: str, policy: str, values: Mapping, family: str = FAMILY) -> Dict[str, Fraction]:
+    """{moment: bytes above one micro-batch's end of the forward} of a step (derivations/assembly/step_terms.py,
+    generated) at ``values``."""
+    mod = _module(family)
+    return mod.step(framework, policy, {**dict.fromkeys(mod.STEP_INPUTS, 0), **values})
+
+
 def device_inputs(family: str = FAMILY) -> Tuple[Dict[str, str], int]:
     """({activation kind: its symbol's name}, chunks) of the per-device assembly's inputs (generated)."""
     return _module(family).DEVICE_KINDS, _module(family).DEVICE_CHUNKS

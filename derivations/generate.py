@@ -46,7 +46,7 @@ from derivations import notation as nt
 from derivations.activations.shape import Shape
 from derivations.activations.views import EXISTS, RULES, Group, View, _kept
 from derivations.tensors import B_IS_1, NOT_FP32, TOPK_GT_1, V_VIEW
-from derivations.assembly import device_terms, schedules
+from derivations.assembly import device_terms, schedules, step_terms
 from derivations.assembly.conventions import side_terms
 from derivations.config import CONVENTION_SWITCHES, RECOMPUTE_OPS, SCHEDULES, Conventions
 from symbolic.codegen import python
@@ -407,7 +407,27 @@ def python_module(fam=DEEPSEEK) -> str:
     lines.append("    return v")
     lines += ["", ""] + _inflight_source()
     lines += ["", ""] + _device_source(fam)
+    lines += ["", ""] + _step_source()
     return "\n".join(lines) + "\n"
+
+
+def _step_source() -> List[str]:
+    """``step(framework, policy, v)``: the moments of one micro-batch's step, each its bytes above the end of
+    its forward (derivations/assembly/step_terms.py), as exact Python."""
+    lines = []
+    for fw, pol in step_terms.variants():
+        ms = step_terms.moments(fw, pol)
+        body = ", ".join(f'"{name}": {python(m.expr)}' for name, m in ms.items())
+        lines += [f"def _step_{fw}_{pol}(v):", f"    return {{{body}}}", "", ""]
+    lines += ["#: Every name the moments read (a family without a dimension reads it as 0: its moments are DeepSeek's).",
+              f"STEP_INPUTS = {step_terms.inputs()!r}", "", "",
+              "STEP = {" + ", ".join(f"({fw!r}, {pol!r}): _step_{fw}_{pol}" for fw, pol in step_terms.variants())
+              + "}", "", "",
+              "def step(framework, policy, v):",
+              '    """{moment: bytes above one micro-batch\'s end-of-forward activations} (derivations/assembly/',
+              '    step_terms.py): ``framework`` paper, transformers or mcore; ``policy`` none, part or full."""',
+              "    return STEP[(framework, policy)](v)"]
+    return lines
 
 
 def tables(fam=DEEPSEEK) -> Dict[str, Dict]:
@@ -456,7 +476,9 @@ def search_kernels() -> Tuple[Dict[str, str], Dict[str, str]]:
         if any(x.name in by_row for e in terms.values() for x in e.free_symbols):
             raise ValueError("a search term holds a non-polynomial function of a row symbol: the kernels "
                              "are polynomials in the rows")
-        body = tuple(kernelgen.module_body(kernelgen.groups_of(choices, terms), rows))
+        groups = kernelgen.groups_of(choices, terms)
+        groups["step"] = {t: _specials(e) for t, e in kernelgen.step_terms_of(model, choices).items()}
+        body = tuple(kernelgen.module_body(groups, rows))
         bodies.setdefault(body, []).append(structure_key(s))
     files = {f"{FAMILY}_search_{keys[0]}.py": kernelgen.module_source(FAMILY, keys, body)
              for body, keys in bodies.items()}

@@ -100,8 +100,17 @@ def _variant(structure, view, conventions, family: str = "deepseek") -> Variant:
     fam = families.get(family)
     acts = view_terms(view, shapes.of(family, structure))
     sides = side_terms(base, conventions) if "conventions" in fam.sections else ()
-    extra = list(sides) + list(acts.values())
+    extra = list(sides) + list(acts.values()) + list(step_moments(view).values())
     return Variant(base.overlay(extra), {k: t.id for k, t in acts.items()}, weight_side(conventions))
+
+
+def step_moments(view) -> Dict:
+    """{moment: Term} of the step's moments under ``view`` (derivations/assembly/step_terms.py): the framework
+    ``--head-state`` names, the view's recomputation policy."""
+    # lazy: sympy (only this path needs it)
+    from derivations.assembly import step_terms
+    framework = view.conv.head_state if view.conv.head_state in step_terms.FRAMEWORKS else "paper"
+    return step_terms.moments(framework, step_terms.policy_of(view.recompute))
 
 
 def variant(model, training=None) -> Variant:

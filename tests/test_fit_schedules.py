@@ -38,7 +38,8 @@ def test_scheduled_search_is_estimate_all_stages(schedule, kw):
         tr = cfg.Training(mbs=int(c["mbs"][i]), zero=int(c["zero"][i]), recompute=res.policies[int(c["recompute"][i])],
                           schedule=schedule, microbatches=m, vpp=kw.get("vpp"))
         every, worst = device.estimate_all(V3, lay, tr)
-        assert round(c["total"][i]) == every[worst].bytes["total"] and worst == c["stage"][i]
+        # the search judges the step's peak (the end of the forward + one backward: step_terms.py)
+        assert round(c["total"][i]) == every[worst].bytes["step_total"] and worst == c["stage"][i]
         if "global_batch" in kw:
             assert m * lay.dp * tr.mbs == kw["global_batch"]
 
@@ -70,7 +71,9 @@ def test_fit_under_1f1b_answer_fits_and_the_next_does_not():
     lay, tr = cfg.Layout(), cfg.Training(zero=1, recompute="full", schedule="1f1b", microbatches=64)
     res = fit.solve(V3, lay, tr, 80 * GiB, "mbs")
     b = res["answer"]
-    assert b == 5
+    # 5 at the end of the forward; the step's peak adds one MoE layer rebuilt in its backward (about 11.5 GiB
+    # at b = 2 for this stage: derivations/assembly/step_terms.py, issue 26)
+    assert b == 2 and res["moment"] == "step.paper.full.moe_layer"
     _, _, pk = budget.peaks(V3, lay, cfg.Training(**{**tr.__dict__, "mbs": b}))
     _, _, pk1 = budget.peaks(V3, lay, cfg.Training(**{**tr.__dict__, "mbs": b + 1}))
     assert pk["high"] <= 80 * GiB < pk1["high"]

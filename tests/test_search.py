@@ -318,7 +318,9 @@ def test_generated_kernels_give_the_numbers_of_the_lambdified_terms(model, gpus,
     common = dict(mbs=kw.get("mbs", (1, 2, 4)), seqs=kw.get("seqs", (4096,)), training=training,
                   overheads=overhead_values("high"), global_batch=kw.get("global_batch"),
                   enumeration=S.enumerate_layouts(model, gpus, kw.get("seqs", (4096,)), 8))
-    want = S.search(model, gpus, 80 * GiB, totals.choice_terms(model, choices), choices, **common)
+    from derivations.analyses.kernelgen import step_terms_of
+    exprs = {**totals.choice_terms(model, choices), **step_terms_of(model, choices)}  # and the step's moments
+    want = S.search(model, gpus, 80 * GiB, exprs, choices, **common)
     got = S.search(model, gpus, 80 * GiB, None, choices, **common)
     _same_rows(got, want)
     cli = S.configurations(model, gpus, 80 * GiB, mbs=common["mbs"], seqs=common["seqs"], schedule=kw.get("schedule"),

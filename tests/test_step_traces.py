@@ -141,45 +141,125 @@ def _dims(rec):
     L = c["num_hidden_layers"]
     return dict(b=b, s=s, t=b * s, h=c["hidden_size"], V=c["vocab_size"], nh=c["num_attention_heads"],
                 dr=c["qk_rope_head_dim"], N=c["n_routed_experts"], k=c["num_experts_per_tok"],
-                hE=c["moe_intermediate_size"], L=L, Lm=L - c["first_k_dense_replace"], Ba=2, one=int(b == 1))
+                hE=c["moe_intermediate_size"], hs=c["moe_intermediate_size"] * c["n_shared_experts"],
+                L=L, Lm=L - c["first_k_dense_replace"], Ba=2, one=int(b == 1))
 
 
-def _none_layers(framework, b):
-    """The layers' saved bytes of the step record without recomputation at micro-batch ``b``."""
-    rec = next(r for r in STEP_RECORDS if r["framework"] == framework and r["settings"]["recompute"] == "none"
-               and r["settings"]["mbs"] == b)
-    return [x["bytes"] for x in rec["measured"]["activations_by_layer"]]
+def _none_layers(rec):
+    """The layers' saved bytes of the step record without recomputation with ``rec``'s framework, expert
+    implementation (transformers), micro-batch and sequence."""
+    def same(r):
+        return (r["framework"], r["settings"].get("experts"), r["settings"]["mbs"], r["settings"]["seq"]) == (
+            rec["framework"], rec["settings"].get("experts"), rec["settings"]["mbs"], rec["settings"]["seq"])
+    none = [r for r in STEP_RECORDS if r["settings"]["recompute"] == "none" and same(r)]
+    assert len(none) == 1, [r["_file"] for r in none]
+    return [x["bytes"] for x in none[0]["measured"]["activations_by_layer"]]
+
+
+#: The router's token-copies per routed expert (expert order), per MoE layer, of the loop-expert full-recompute
+#: records (the traced model's routing: the Recorder's saves of the no-recompute trace, each loop expert's int64
+#: token indices).  Only the loop experts' transient depends on them (paper/traces/STEP.md).
+LOOP_ROUTING = {
+    "hf-tiny-b1-s256-bf16-eager-loop-full-step.toml": {1: [52, 96, 42, 79, 67, 69, 49, 58],
+                                                       2: [129, 42, 21, 46, 44, 56, 97, 77]},
+    "hf-tiny-b2-s256-bf16-eager-loop-full-step.toml": {1: [93, 168, 99, 183, 118, 146, 105, 112],
+                                                       2: [213, 110, 93, 93, 105, 121, 131, 158]},
+}
+
+
+def step_excess(rec):
+    """paper/traces/STEP.md's X = peak - A of a step record ("The peak as A + X"), from the config's dimensions
+    and the no-recompute record's layer bytes: (X, the moment's name, details)."""
+    d = _dims(rec)
+    b, s, t, h, V, nh, dr, N, k, hE, hs, L, Lm, Ba, one = (d[x] for x in (
+        "b", "s", "t", "h", "V", "nh", "dr", "N", "k", "hE", "hs", "L", "Lm", "Ba", "one"))
+    fw, rc = rec["framework"], rec["settings"]["recompute"]
+    if fw == "transformers" and rc == "none":
+        return 8 * t * V - 8 * t + 8 * (L + Lm) + 4 - 8 * one, "head", {}
+    if fw == "mcore" and rc in ("none", "selective"):
+        return (Ba * b * nh * s * s + 4 * L * s * dr + Lm * (5 * t * N + 8 * N + 24) + 4 * L + Ba * t * (V + h)
+                + (28 - 8 * one) * t + 8 * s), "cross-entropy", {}
+    An = _none_layers(rec)
+    AM = An[L - 1]
+    if fw == "mcore":
+        assert rc == "full"
+        return (AM + Ba * b * nh * s * s + 4 * L * s * dr + Lm * (5 * t * N + 8 * N) + 8 * (Lm - 1) * t * k
+                + 4 * t * k + 2 * Ba * t * h + 3 * Ba * t * k * h - 4 * t * V - 8 * t * h - 13 * t + 4 * L + 32), \
+            "recompute", {}
+    assert (fw, rc) == ("transformers", "full")
+    U = Ba * b * s * s + 2 * Ba * s * dr + 8 * s + 8 * (L + Lm) + 4
+    if rec["settings"]["experts"] == "grouped":
+        return (AM + U - Ba * t * h - 4 * Ba * t * hs - 4 * t * h - 4 * t * V + 12 * t * k * h - 8 * t * k - 12 * t
+                - 8 * one), "grouped", {}
+    x_end = AM + U + Ba * t * h - 4 * t * h - 4 * t * V + 4 * t * N + 4 * t * k - 12 * t + 16 - 8 * one
+    cE = 3 * Ba * h + 4 * Ba * hE + 20  # a loop expert's saves per token-copy
+
+    def x_i(i, na, nb):  # layer i's transient: the second expert its backward visits, at gate_up's SelectBackward0
+        W = sum(8 * (1 + (j >= L - Lm)) for j in range(i + 1, L))
+        return (An[i] + U - W + (i + 1 - L) * Ba * t * h - 4 * Ba * t * hs - 4 * t * h - 4 * t * V - 12 * t - 8 * one
+                + 2 * Ba * N * hE * h + 2 * Ba * hE * h + 4 * t * k - cE * (na + nb) + (16 + Ba * h) * nb)
+    xs = {}
+    for i, counts in LOOP_ROUTING[rec["_file"]].items():
+        used = [n for n in counts if n > 0]
+        assert sum(used) == t * k and len(used) >= 2
+        xs[i] = (x_i(i, used[-1], used[-2]), used[-2])
+    best = max([x_end] + [x for x, _ in xs.values()])
+    return best, ("recompute" if best == x_end else "transient"), {
+        "x_end": x_end, "x_i": xs, "bound": max(x_end, x_i(L - 1, 0, 0))}
 
 
 @pytest.mark.parametrize("rec", STEP_RECORDS, ids=IDS)
 def test_the_step_peak_follows_STEP_md(rec):
-    """paper/traces/STEP.md's formulas, from the config's dimensions and the bytes the trace saved ([measured])."""
+    """paper/traces/STEP.md's formulas, from the config's dimensions and the bytes the trace saved ([measured]):
+    the end of the forward, the peak as A + X, where it is and what is held then."""
     st, m = rec["measured"]["step"], rec["measured"]
     d = _dims(rec)
-    b, s, t, h, V, nh, dr, N, k, hE, L, Lm, Ba, one = (d[x] for x in (
-        "b", "s", "t", "h", "V", "nh", "dr", "N", "k", "hE", "L", "Lm", "Ba", "one"))
+    b, s, t, h, V, nh, dr, N, k, hE, hs, L, Lm, Ba, one = (d[x] for x in (
+        "b", "s", "t", "h", "V", "nh", "dr", "N", "k", "hE", "hs", "L", "Lm", "Ba", "one"))
     A = sum(x["bytes"] for x in m["activations_by_layer"]) + m["activations_outside_layers"]
     fw, rc = rec["framework"], rec["settings"]["recompute"]
     where = (st["phase"], st["node"], st["op"], st["module"])
+    X, moment, more = step_excess(rec)
+    assert st["peak"] == A + X
+    H = 4 * t * V + 2 * Ba * t * h + 4 * t * h + 20 * t + 4 + 8 * one  # transformers' head and embedding saves
     if fw == "transformers" and rc == "none":
         end = A + 8 * (L + Lm) + 4
-        assert st["end_of_forward"] == end
+        assert st["end_of_forward"] == end and m["activations_outside_layers"] == H + 2 * Ba * s * dr
         assert st["peak"] == end - (8 * t + 4 + 8 * one) + 4 + 8 * t * V
         assert where == ("backward", "LogSoftmaxBackward0", "aten::_log_softmax_backward_data", "(model)")
     elif fw == "transformers" and rc == "full":
         U = Ba * b * s * s + 2 * Ba * s * dr + 8 * s + 8 * (L + Lm) + 4
-        assert st["end_of_forward"] == A + U
-        R = _none_layers(fw, b)[L - 1] + 2 * Ba * t * h + 4 * t * N + 4 * t * k + 16
-        recomputed = (L * Ba * t * h + 8 * t) + U + R + Ba * t * h + 4
-        if b == 1:  # the loop experts' whole-parameter gradient transient outgrows the recomputation
-            assert st["peak"] > recomputed and where[:3] == ("backward", "SelectBackward0", "aten::empty")
-            assert {"bytes": Ba * N * 2 * hE * h, "count": 1} in [
-                {"bytes": g["bytes"], "count": g["count"]} for g in st["made_at_peak"] if g["node"] == "SelectBackward0"]
-        else:
-            assert st["peak"] == recomputed and where[0] == "recompute" and st["layer"] == L - 1
+        assert st["end_of_forward"] == A + U and A == L * Ba * t * h + H
+        AM = _none_layers(rec)[L - 1]
+        if rec["settings"]["experts"] == "grouped":  # in the routed experts' backward, whatever the routing
+            R = AM - Ba * t * h - 4 * Ba * t * hs - 8 * t * k
+            assert st["peak"] == (L * Ba * t * h + 8 * t) + U + R + (Ba * t * h + 4) + (Ba * t * h + 12 * t * k * h)
+            assert where == ("backward", "MulBackward0", "aten::mul", "model.layers.%d.mlp.experts" % (L - 1))
             assert {"what": "recomputed", "layer": L - 1, "bytes": R} in st["held_at_peak"]
+            fp32 = [g for g in st["made_at_peak"] if g["phase"] == "backward"
+                    and g["module"] == "model.layers.%d.mlp.experts" % (L - 1)]
+            assert sorted(g["node"] for g in fp32) == ["IndexBackward0", "MulBackward0", "MulBackward0"]
+            assert all((g["dtype"], g["shape"], g["bytes"]) == ("float32", [t * k, h], 4 * t * k * h) for g in fp32)
+        else:
+            R = AM + 2 * Ba * t * h + 4 * t * N + 4 * t * k + 16
+            assert A + more["x_end"] == (L * Ba * t * h + 8 * t) + U + R + Ba * t * h + 4
+            assert A + more["x_end"] <= st["peak"] <= A + more["bound"]  # for any routing
+            for i, (x, nb) in more["x_i"].items():  # each MoE layer's transient, below the peak or at it
+                assert x <= X
+                if moment == "transient":  # the layers' largest moments are their transients
+                    assert next(r["peak"] for r in st["layers"] if r["layer"] == i) == A + x
+            if moment == "transient":
+                assert where[:3] == ("backward", "SelectBackward0", "aten::empty")
+                i, nb = next((i, nb) for i, (x, nb) in more["x_i"].items() if x == X)
+                assert st["layer"] == i
+                made = {(g["node"], g["dtype"], tuple(g["shape"]), g["bytes"]) for g in st["made_at_peak"]}
+                assert ("SelectBackward0", "bfloat16", (N, 2 * hE, h), Ba * N * 2 * hE * h) in made
+                assert ("MmBackward0", "bfloat16", (nb, h), Ba * nb * h) in made  # the second expert's input grad
+            else:
+                assert where[0] == "recompute" and st["layer"] == L - 1
+                assert {"what": "recomputed", "layer": L - 1, "bytes": R} in st["held_at_peak"]
     elif fw == "mcore" and rc in ("none", "selective"):
-        U = Ba * b * nh * s * s + 4 * L * s * dr + Lm * (5 * t * N + 8 * N + 24) + 12
+        U = Ba * b * nh * s * s + 4 * L * s * dr + Lm * (5 * t * N + 8 * N + 24) + 4 * L
         assert st["end_of_forward"] == A + U + 4
         assert st["peak"] == A + U + Ba * t * (V + h) + (28 - 8 * one) * t + 8 * s
         assert where == ("forward", "", "aten::empty_strided", "(model)") and st["peak"] == st["forward_peak"]
@@ -188,9 +268,17 @@ def test_the_step_peak_follows_STEP_md(rec):
         state = 5 * t * N + 8 * N + 8 * t * k  # a MoE layer's dispatcher state after a forward without grad
         Uf = Ba * b * nh * s * s + 4 * L * s * dr + Lm * state + 4
         assert st["end_of_forward"] == A + Uf
-        R = next(x["bytes"] for x in st["held_at_peak"] if x["what"] == "recomputed")
+        assert A == L * Ba * t * h + 4 * t * V + 8 * t * h + Ba * t * h + 21 * t
+        R = _none_layers(rec)[L - 1] + 2 * Ba * t * h + 3 * Ba * t * k * h + 5 * t * N + 4 * t * k + 8 * N + 4 * L + 24
+        assert {"what": "recomputed", "layer": L - 1, "bytes": R} in st["held_at_peak"]
         assert st["peak"] == (L * Ba * t * h + 8 * t) + (Uf - state) + Ba * t * h + 4 + R
         assert where == ("recompute", "", "aten::cat", "decoder.layers.%d.mlp.experts" % (L - 1))
+
+
+def test_every_loop_full_record_has_its_routing():
+    loop_full = {r["_file"] for r in STEP_RECORDS if r["framework"] == "transformers" and
+                 r["settings"]["recompute"] == "full" and r["settings"].get("experts") == "loop"}
+    assert loop_full == set(LOOP_ROUTING)
 
 
 # ---------------------------------------------------------------- slow: measured again (torch)

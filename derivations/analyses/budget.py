@@ -1,6 +1,7 @@
 """Will it fit?  A configuration against a memory budget (``estimate --hbm/--gpu``).
 
-The configuration is judged at its most-loaded device (every pipeline stage, with the
+The configuration is judged at its most-loaded device at the step's peak (the end of the forward plus
+what one micro-batch's backward adds: derivations/assembly/step_terms.py) (every pipeline stage, with the
 schedule's in-flight micro-batches when one is given: the assembly of ``estimate
 --all-stages``) at each end of the Sec. 6 ranges (none, low, high).  When it does not fit at
 the high (conservative) end, the cheapest single change that makes it fit is looked for, in
@@ -54,9 +55,10 @@ class Verdict:
 
 
 def peaks(model, layout, training) -> Tuple[int, Fraction, Dict[str, Fraction]]:
-    """(most-loaded stage, its total, {end: peak}) of a configuration (exact)."""
+    """(most-loaded stage, its total at the step's peak, {end: peak}) of a configuration (exact): the end of the
+    forward plus the step excess (derivations/assembly/step_terms.py: a backward's moment)."""
     every, worst = device.estimate_all(model, layout, training)
-    total = every[worst].bytes["total"]
+    total = every[worst].bytes["step_total"]  # the step's peak: the end of the forward + the step excess
     ends = at_ends(total)
     return worst, total, {"none": total, "low": ends["low"]["peak"], "high": ends["high"]["peak"]}
 

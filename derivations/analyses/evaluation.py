@@ -287,6 +287,11 @@ def _stage_view(model, training, exprs, choices, enum, seqs, mbs):
     rows = _pair_values(lay, owner, comp, seqs, mbs)
     factor = n_g * K > FACTOR_ABOVE  # as over the rows of every group, padded to K compositions
     value = _values(model, training, exprs, [k for k in keys if k not in states], rows, (n_s, n_b, P), factor)
+    step = {a: p for a, p in kernels.step_keys(choices).items() if exprs is None or all(k in exprs for k in p)}
+    if step:  # the step's peak: each recomputing policy's rebuilt layer (derivations/assembly/step_terms.py)
+        moments = _values(model, training, exprs, sorted({k for p in step.values() for k in p}), rows,
+                          (n_s, n_b, P), factor)
+        kernels.add_step(value, step, moments, rows["L_d"], rows["L_m"])
     if states:  # at the first s and b
         rows.update(s=rows["s"][:1].reshape(1), b=rows["b"][:, :1].reshape(1))
         value.update(_values(model, training, exprs, sorted(states), rows, (P,), factor))

@@ -34,7 +34,7 @@ def fits(model, layout, training, stages, hbm, overheads):
     rows = []
     f, buf = _ends(overheads)
     for st in stages:
-        total = device.components(model, layout, training, st.index)["total"]
+        total = device.components(model, layout, training, st.index)["step_total"]  # the step's peak
         rows.append((st, total, peak(total, f, buf)))
     return all(p <= hbm for _, _, p in rows), rows
 
@@ -101,6 +101,8 @@ def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_en
     nxt = answer + multiple
     if global_batch is not None and field == "mbs":  # m follows b: the answer among the b that divide G / DP
         answer, nxt, with_var = _global_batch_mbs(model, layout, training, hbm, over, stages, global_batch)
+    # the backward moment in the binding stage's closed form (the largest at the first value that does not fit)
+    moment = device.estimate(model, layout, with_var(answer + multiple), binding.index).term_ids["step"]
     # exact checks: the answer fits on every stage, the next valid value does not (on the binding stage)
     check = {}
     if answer >= 1:
@@ -125,6 +127,7 @@ def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_en
     least["zero"] = next((z for z, ok, _ in zero_rows if ok), None)
     least["recompute"] = next((r for r, ok, _ in policy_rows if ok), None)
     return {"var": var, "field": field, "answer": answer, "binding": binding, "root": root, "stages": per_stage,
+            "moment": moment,
             "check": check, "overheads": over, "overheads_end": overheads_end, "least": least,
             "zero_rows": zero_rows, "policy_rows": policy_rows, "multiple": multiple}
 
@@ -134,9 +137,19 @@ def _solved_stage(model, layout, training, st, var, over, hbm, multiple):
     # lazy: sympy (the closed forms only)
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
+    from derivations.assembly import totals
     if isinstance(var, str):
         var = nt.b if var == "mbs" else nt.s
     over = {getattr(nt, k) if isinstance(k, str) else k: v for k, v in over.items()}
     subs = cfg.substitution(model, layout, training, st)
     states, act = device_expressions(model, layout, training, st.index)
+    field = "mbs" if var == nt.b else "seq"
+    f, buf = over[nt.f_frag], over[nt.M_buf]
+    answer = roots.monotone(model, layout, training, st.index, field, multiple, f, buf, hbm)
+    # the step's peak is the largest of its moments: the one that binds is the largest at the first value
+    # that does not fit (every moment fits at the answer), a polynomial there
+    nxt = device.estimate(model, layout, replace(training, **{field: answer + multiple}), st.index)
+    if nxt.bytes["step"]:
+        act = act + totals.step_expression(model, training, st, nxt.term_ids["step"],
+                                           answer + multiple if field == "mbs" else None)
     return S.solve_budget(states, act, var, subs, over, hbm, multiple)

@@ -116,3 +116,28 @@ def groups_of(choices: Mapping[Tuple[int, str], Mapping[str, str]], terms: Mappi
         for comp, tid in pick.items():
             ids["activations" if comp == "activations" else "states"].add(tid)
     return {g: {t: terms[t] for t in sorted(v)} for g, v in ids.items()}
+
+
+def step_terms_of(model, choices: Mapping[Tuple[int, str], Mapping[str, str]]) -> Dict[str, sp.Expr]:
+    """{:func:`step_id`: expression} of every recomputing policy the choices hold: the paper view's moments
+    (derivations/assembly/step_terms.py) with the kinds' symbols replaced by the view's activation terms,
+    polynomials in the rows once the factors Min(1, L_m), Min(1, L_d), Min(1, L_d + L_m) are set to 1 (the
+    search applies them: derivations/analyses/evaluation.py ``step_excess``)."""
+    # lazy: the activation terms (generate only)
+    from derivations.activations import view_terms
+    from derivations.activations.view import View
+    from derivations.assembly import step_terms as S
+    from derivations.analyses.kernels import step_id
+    out = {}
+    for policy in dict.fromkeys(r for _, r in choices):
+        pol = S.policy_of(policy)
+        if pol == "none":
+            continue
+        at, none = view_terms(View(policy), model.q_lora), view_terms(View("none"), model.q_lora)
+        sym = lambda n: sp.Symbol(n, nonnegative=True)  # noqa: E731
+        rep = {sym(v): at[k].expr for k, v in (("mla", "M_A"), ("moe", "M_E"), ("dense", "M_D"))}
+        rep.update({sym(v + "0"): none[k].expr for k, v in (("mla", "M_A"), ("moe", "M_E"), ("dense", "M_D"))})
+        rep.update({S.has_moe: 1, S.has_dense: 1, S.has_layers: 1})
+        for name, term in S.moments("paper", pol).items():
+            out[step_id(name[:-len("_layer")], policy)] = term.expr.xreplace(rep)
+    return dict(sorted(out.items()))

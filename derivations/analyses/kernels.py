@@ -81,3 +81,28 @@ def values(model, training, group: str, rows: Mapping[str, object],
     args = list(coefficients(model, training, group)) + [rows[r] for r in mod.ROWS]
     outs = fn(*args) if chunk is None else evaluate(fn, args, chunk)
     return dict(zip(mod.TERMS[group], outs))
+
+
+def step_id(kind: str, policy: str) -> str:
+    """The search's key of one step moment of the paper's view (derivations/assembly/step_terms.py): a layer of
+    ``kind`` (moe, dense) rebuilt under ``policy``, without its factor 'the stage has such a layer'
+    (derivations/analyses/kernelgen.py ``step_terms_of`` prints them)."""
+    return f"step.paper.{kind}_layer.{policy}"
+
+
+def step_keys(choices) -> Dict[str, Tuple[str, str]]:
+    """{activation term id: (MoE moment key, dense moment key)} of the choices' recomputing policies."""
+    return {pick["activations"]: (step_id("moe", r), step_id("dense", r))
+            for (_, r), pick in choices.items() if r in ("full", "selective")}
+
+
+def add_step(value: Dict, keys: Mapping[str, Tuple[str, str]], moments: Mapping, L_d, L_m) -> None:
+    """Each recomputing policy's activations in ``value`` plus its step excess, in place (new arrays): the
+    largest of its moments at the composition (a MoE layer rebuilt when the stage has one, a dense layer
+    likewise; 0 without a layer), derivations/assembly/step_terms.py's ``paper`` moments as the device
+    assembly evaluates them (derivations/assembly/device.py ``step_excess``)."""
+    # lazy: numpy (the search only)
+    import numpy as np
+    for act, (moe, dense) in keys.items():
+        x = np.maximum(np.where(L_m > 0, moments[moe], 0.0), np.where(L_d > 0, moments[dense], 0.0))
+        value[act] = value[act] + np.maximum(x, 0.0)

@@ -29,7 +29,7 @@ def coefficients(model, layout, training, index: int, field: str, step: int) -> 
     for x in xs:
         c = device.components(model, layout, replace(training, **{field: x}), index)
         states.append(Fraction(c["weights"] + c["gradients"] + c["optimizer"]))
-        acts.append(Fraction(c["activations"]))
+        acts.append(Fraction(c["activations"] + c["step"]))  # at the step's peak
     if len(set(states)) != 1:
         return None
     # Newton's divided differences: A(x) = y0 + d1 (x - x0) + d2 (x - x0)(x - x1) + d3 (...)
@@ -95,7 +95,40 @@ def largest(model, layout, training, stages: Sequence, hbm: int, over: Dict, fie
     for st in stages:
         got = coefficients(model, layout, training, st.index, field, step)
         value = integer(got[0], got[1], f, buf, hbm, step) if got is not None else None
+        if value is not None and not checked(model, layout, training, st.index, field, step, f, buf, hbm, value):
+            value = monotone(model, layout, training, st.index, field, step, f, buf, hbm)
         if value is None:
             value = fallback(model, layout, training, st, field, over, hbm, step).integer
         out = value if out is None else min(out, value)
     return out
+
+
+def _fits(model, layout, training, index, field, x, f, buf, hbm) -> bool:
+    c = device.components(model, layout, replace(training, **{field: x}), index)
+    return (1 + Fraction(f)) * c["step_total"] + Fraction(buf) <= hbm
+
+
+def checked(model, layout, training, index, field, step, f, buf, hbm, value) -> bool:
+    """Whether ``value`` fits and ``value + step`` does not, exactly: the step's peak is the largest of its
+    moments (derivations/assembly/step_terms.py), a polynomial only piecewise, so four samples may not
+    give it."""
+    return ((value == 0 or _fits(model, layout, training, index, field, value, f, buf, hbm))
+            and not _fits(model, layout, training, index, field, value + step, f, buf, hbm))
+
+
+def monotone(model, layout, training, index, field, step, f, buf, hbm, limit: int = 1 << 40) -> int:
+    """The largest multiple of ``step`` that fits, by doubling and bisection over the exact evaluators (the
+    peak grows with b and with s): for a peak that is the largest of several polynomials."""
+    fits = lambda k: _fits(model, layout, training, index, field, k * step, f, buf, hbm)  # noqa: E731
+    if not fits(1):
+        return 0
+    lo = 1
+    while fits(2 * lo):
+        lo *= 2
+        if lo * step > limit:
+            return lo * step
+    hi = 2 * lo  # fits(lo), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo * step

@@ -345,14 +345,16 @@ def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = Non
     est = every[index]
     b, over = est.bytes, est.overheads
     if run.kind == "max_allocated":
-        predicted, low, high = b["total"], b["total"], b["total"]
-        compared = ("allocated total (model states + activations held at the peak"
-                    + (" + runtime buffers" if "runtime" in b else "") + "), no allocator overheads")
+        predicted, low, high = b["step_total"], b["step_total"], b["step_total"]
+        compared = ("allocated total at the step's peak (model states + activations held at the peak + one "
+                    "micro-batch's backward moment" + (" + runtime buffers" if "runtime" in b else "")
+                    + "), no allocator overheads")
     elif run.kind in ("reserved", "nvidia_smi"):
-        predicted, low, high = over["low"]["peak"], over["low"]["peak"], over["high"]["peak"]
-        compared = "peak with the Sec. 6 allocator overheads: low end (5%, 0.8 GiB); high end (30%, 2 GiB) as range"
+        predicted, low, high = over["low"]["step_peak"], over["low"]["step_peak"], over["high"]["step_peak"]
+        compared = ("the step's peak with the Sec. 6 allocator overheads: low end (5%, 0.8 GiB); high end (30%, 2 GiB) "
+                    "as range")
     else:
-        predicted, low, high = b["total"], b["total"], over["high"]["peak"]
+        predicted, low, high = b["step_total"], b["step_total"], over["high"]["step_peak"]
         compared = "allocated total at the most-loaded stage against the capacity exceeded"
     measured = run.measured_bytes
     ratio = Fraction(predicted) / measured
@@ -363,9 +365,11 @@ def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = Non
         "measured_bytes": measured, "predicted_bytes": predicted, "ratio": ratio,
         "predicted_range_bytes": [low, high], "compared": compared,
         "stage": index, "most_loaded_stage": worst,
-        "components": {k: b.get(k, 0) for k in ("weights", "gradients", "optimizer", "activations", "runtime",
-                                                "total", "activations_per_microbatch")},
-        "peak_with_overheads": {"low": over["low"]["peak"], "high": over["high"]["peak"]},
+        "components": {**{k: b.get(k, 0) for k in ("weights", "gradients", "optimizer", "activations", "runtime",
+                                                   "step", "activations_per_microbatch")},
+                       "total": b["step_total"]},  # at the step's peak (derivations/assembly/step_terms.py)
+        "step_moment": est.term_ids.get("step", ""),
+        "peak_with_overheads": {"low": over["low"]["step_peak"], "high": over["high"]["step_peak"]},
         "inflight_microbatches": est.inflight,
         "notes": list(run.notes),
     }

@@ -110,7 +110,7 @@ def evaluate_block(model, training, choices, compiled, cols, m, progress=None):
     configuration's most-loaded device under the schedule."""
     # lazy: numpy (only this path needs it)
     import numpy as np
-    states, acts = compiled
+    states, acts, steps = compiled
     n = len(cols["dp"])
     pps = cols["pp"]
     K = int(pps.max()) if n else 1
@@ -126,6 +126,15 @@ def evaluate_block(model, training, choices, compiled, cols, m, progress=None):
         valid[sel, :pp] = True
     value = dict(zip(states[0], _values(model, training, states, cols, state)))
     value.update(dict(zip(acts[0], _values(model, training, acts, cols, act))))
+    step = {a: p for a, p in kernels.step_keys(choices).items() if all(k in steps[0] for k in p)}
+    if step:  # the step's peak: one micro-batch's rebuilt layer at the device's own stage (step_terms.py)
+        own = np.zeros((n, K, 4))
+        for pp in set(pps.tolist()):
+            sel = np.flatnonzero(pps == pp)
+            own[sel, :pp] = np.array([(st.dense, st.moe, int(st.embedding), int(st.head))
+                                      for st in cfg.stages(model, cfg.Layout(pp=pp))], dtype=np.float64)
+        moments = dict(zip(steps[0], _values(model, training, steps, cols, own)))
+        kernels.add_step(value, step, moments, own[:, :, 0], own[:, :, 1])
     zeros = sorted({z for z, _ in choices})
     policies = tuple(dict.fromkeys(r for _, r in choices))
     comps = list(next(iter(choices.values())))
@@ -154,8 +163,11 @@ def run(model, training, exprs, choices, cols, global_batch: Optional[int], prog
     comps = list(next(iter(choices.values())))
     state_keys = sorted({ids[c] for ids in choices.values() for c in comps if c != "activations"})
     act_keys = sorted({ids["activations"] for ids in choices.values()})
-    compiled = tuple((keys, None if exprs is None else _compile(model, training, exprs, keys))
-                     for keys in (state_keys, act_keys))
+    # the step's moments of the recomputing policies (the generated kernels', or the caller's when it gives them)
+    step_keys = sorted({k for p in kernels.step_keys(choices).values() for k in p
+                        if exprs is None or k in exprs})
+    compiled = tuple((keys, None if exprs is None or not keys else _compile(model, training, exprs, keys))
+                     for keys in (state_keys, act_keys, step_keys))
     m, ok = microbatches(cols["dp"], cols["mbs"], global_batch, training.microbatches)
     rejected = Counter()
     if global_batch is not None:

@@ -425,6 +425,16 @@ def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: 
 
 
 # ----------------------------------------------------------------------------- one configuration
+def _at_step(c: Mapping) -> Dict:
+    """The assembled device's components at the step's peak: the model states, the activations, the step's
+    backward moment (derivations/assembly/step_terms.py; only when there is one) and their total."""
+    out = {k: c[k] for k in ("weights", "gradients", "optimizer", "activations")}
+    if c["step"]:
+        out["step"] = c["step"]
+    out["total"] = c["step_total"]
+    return out
+
+
 def configuration(model, layout, training, stage_index, wrt, rows=5):
     """(bytes per component, stage, [Sensitivity]) at a configuration: the derivatives of the
     per-device total's components (``derivations.totals``) and exact finite differences of the
@@ -433,15 +443,19 @@ def configuration(model, layout, training, stage_index, wrt, rows=5):
     from derivations import variant
     from derivations.assembly import device
     from derivations.assembly import totals
-    values = device.components(model, layout, training, stage_index)  # validates
+    values = _at_step(device.components(model, layout, training, stage_index))  # validates
     comp = cfg.stage(model, layout, stage_index)
     subs = cfg.substitution(model, layout, training, comp)
     components = totals.device_components(model, layout, training, stage_index)
+    est = device.estimate(model, layout, training, stage_index)
+    if est.bytes["step"]:  # the step's peak: the backward moment that binds at this configuration
+        components["step"] = totals.step_expression(model, training, comp, est.term_ids["step"])
     terms = None if training.schedule else variant(model, training).terms  # rows: the paper's tensors
     tie = {nt.SP: nt.TP} if layout.sp is None else {}
     out = []
     for x in wrt:
         res = analyse(components, x, subs, tie=tie, terms=terms, row_limit=rows)
-        res.finite = finite_differences(device.components, model, layout, training, stage_index, x.name)
+        res.finite = finite_differences(lambda *a: _at_step(device.components(*a)), model, layout, training,
+                                        stage_index, x.name)
         out.append(res)
     return values, comp, out

@@ -16,7 +16,7 @@ micro-batches of its stage(s); under DualPipe the device holds two stages' param
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -30,7 +30,7 @@ from derivations.assembly import overheads, schedules
 from derivations.assembly.runtime import buffers_bytes, buffers_id
 from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
                                        weight_side_of)
-from derivations.config.switches import notes as convention_notes, switches_json
+from derivations.config.switches import notes as convention_notes, switches_json, with_switch
 from derivations.config.values import named, symbol_keyed
 from symbolic.exact import as_number
 
@@ -175,9 +175,10 @@ def estimate(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, s
 
 def estimate_all(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training,
                  assumptions: Sequence[str] = ()) -> Tuple[List[Estimate], int]:
-    """Every stage's estimate and the index of the most-loaded one (largest total; first on ties)."""
+    """Every stage's estimate and the index of the most-loaded one (largest total at the step's peak: the end
+    of the forward plus the step excess; first on ties)."""
     every = [_estimate(model, layout, training, i, assumptions) for i in range(layout.pp)]
-    worst = max(range(len(every)), key=lambda i: (every[i].bytes["total"], -i))
+    worst = max(range(len(every)), key=lambda i: (every[i].bytes["step_total"], -i))
     return every, worst
 
 
@@ -284,6 +285,8 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     if rb != "none":
         ids["runtime"], byts["runtime"] = buffers_id(rb), runtime
     byts["total"] = Fraction(v["total"])
+    byts["step"], ids["step"] = step_excess(model, training, inputs, values)
+    byts["step_total"] = byts["total"] + byts["step"]
     ids["activations_per_microbatch"] = act["stage"]
     byts["activations_per_microbatch"] = Fraction(v["activations_per_microbatch"])
     ids["activations_per_layer"] = act["layer"]
@@ -300,19 +303,48 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     if training.schedule:
         values = dict(values, n_fl=chunks[0].inflight)
     return Estimate(model, layout, training, comp, {"non_moe": P_n, "moe": P_m, "total": P_n + P_m}, byts,
-                    _ends(v), ids, values, held, chunk_list, heads[0] if heads else None,
+                    _ends(v, byts["step_total"]), ids, values, held, chunk_list, heads[0] if heads else None,
                     virtual is not None, notes, *layer_split(model, comp, v))
 
 
-def _ends(v: Mapping) -> Dict[str, Dict[str, Fraction]]:
-    """{low, high: {f_frag, fragmentation, buffers, peak}}: the Sec. 6 ends (derivations/assembly/overheads.py)
-    of the assembly ``v``."""
+def _ends(v: Mapping, step_total=None) -> Dict[str, Dict[str, Fraction]]:
+    """{low, high: {f_frag, fragmentation, buffers, peak, step_peak}}: the Sec. 6 ends (derivations/assembly/
+    overheads.py) of the assembly ``v``; ``step_peak`` the same overheads on the step's peak (the total plus
+    the step excess, derivations/assembly/step_terms.py), which the verdicts judge."""
     out = {}
     for end in ("low", "high"):
         o = overheads.named_values(end)
         out[end] = {"f_frag": o["f_frag"], "fragmentation": Fraction(v[f"fragmentation_{end}"]), "buffers": o["M_buf"],
                     "peak": Fraction(v[f"peak_{end}"])}
+        if step_total is not None:
+            out[end]["step_peak"] = Fraction(overheads.peak(step_total, Fraction(o["f_frag"]), Fraction(o["M_buf"])))
     return out
+
+
+def step_excess(model, training, inputs: Mapping, values: Mapping) -> Tuple[Fraction, str]:
+    """(X, the moment's term id; '' when X = 0): what one micro-batch's backward holds above its end-of-forward activations at the step's largest
+    moment (derivations/assembly/step_terms.py, printed into derivations/generated/): the framework named by
+    ``--head-state``, the kinds' bytes under the view (``inputs``) and without recomputation."""
+    conv = training.conventions
+    framework = conv.head_state if conv.head_state in ("paper", "transformers", "mcore") else "paper"
+    policy = {"none": "none", "full": "full"}.get(training.recompute, "partial")  # step_terms.policy_of
+    kinds, _ = ev.device_inputs(model.family)
+    # the moments are over the saved tensors: without the cross-entropy backward's transient (--ce-backward
+    # cast counts it in the head as the last stage's peak), which the moments replace
+    plain = with_switch(training, "ce_backward", "none") if conv.ce_backward != "none" else training
+    at = _kinds(model, plain, values)
+    none = _kinds(model, replace(plain, recompute="none", recompute_ops=()), values)
+    v = {**dict.fromkeys(("M_A", "M_E", "M_D", "M_H", "M_A0", "M_E0", "M_D0"), 0), **inputs}  # a family without a kind
+    v.update({sym: at.get(kind, 0) for kind, sym in kinds.items()})
+    v.update({sym + "0": none.get(kind, 0) for kind, sym in kinds.items() if sym in ("M_A", "M_E", "M_D")})
+    v.update(u_eager=int(training.attention == "eager"), u_grouped=int(conv.experts == "grouped"),
+             u_local=int(conv.causal_mask == "per-layer"))  # step_terms.INDICATORS
+    cast = Fraction(values.get("e_H", 0)) * (Fraction(inputs.get("M_H", 0)) - Fraction(v.get("M_H", 0)))
+    moments = {name: Fraction(x) - cast for name, x in ev.step(framework, policy, v, model.family).items()}
+    name = max(moments, key=lambda k: moments[k], default=None)  # the first largest
+    if name is None or moments[name] <= 0:
+        return Fraction(0), ""
+    return moments[name], f"step.{framework}.{policy}.{name}"  # step_terms.term_id
 
 
 def layer_split(model, comp, v: Mapping) -> Tuple[Tuple[Tuple[int, str, Fraction], ...], Fraction]:
@@ -329,9 +361,10 @@ def layer_split(model, comp, v: Mapping) -> Tuple[Tuple[Tuple[int, str, Fraction
 
 def components(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, stage_index: int) -> Dict:
     """Exact bytes of weights, gradients, optimizer, activations and their total on one device of
-    stage ``stage_index`` (what fit and sensitivity compare; the same assembly as :func:`estimate`)."""
+    stage ``stage_index``, the step excess and the total at the step's peak (what fit and sensitivity
+    compare; the same assembly as :func:`estimate`)."""
     b = _estimate(model, layout, training, stage_index, ()).bytes
-    return {k: b[k] for k in ("weights", "gradients", "optimizer", "activations", "total")}
+    return {k: b[k] for k in ("weights", "gradients", "optimizer", "activations", "total", "step", "step_total")}
 
 
 def stage_params(model: cfg.ModelSpec, layout: cfg.Layout, accounting: str = "paper"):

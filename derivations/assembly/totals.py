@@ -94,3 +94,43 @@ def device_total(model, training: Training) -> Term:
     return combine("total.device", f"bytes on one device of a stage: model states under ZeRO {training.zero} "
                                    f"({ZERO_NAMES[training.zero]}) and one micro-batch's activations ({ids['activations']})",
                    "bytes", "Sec. 4-5 (Tables 8, 10)", [(k, k, 1, terms[t]) for k, t in ids.items()])
+
+
+def step_expression(model, training, st, term_id: str, at: int = None):
+    """The moment ``term_id`` (``step.<framework>.<policy>.<moment>``, derivations/assembly/step_terms.py) of stage
+    ``st`` as an expression in b and s: the kinds' symbols replaced by the view's activation terms (and,
+    M_X0, the same conventions' without recomputation), less the head's cross-entropy transient the moments
+    replace; b = 1's storage indicator at its value at b = ``at`` (default: the training's b), the stage's
+    composition substituted."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
+    from dataclasses import replace as _replace
+
+    from derivations import evaluate as ev
+    from derivations import notation as nt
+    from derivations.activations import view_terms
+    from derivations.activations.shape import of_model
+    from derivations.activations.view import View
+    from derivations.assembly import step_terms
+    from derivations.config.switches import with_switch
+    from derivations.tensors import B_IS_1
+    _, framework, policy, moment = term_id.split(".")
+    expr = step_terms.moments(framework, policy)[moment].expr
+    conv = training.conventions
+    plain = with_switch(training, "ce_backward", "none") if conv.ce_backward != "none" else training
+    shape = of_model(model)
+    terms = view_terms(View.of(plain), shape)
+    none = view_terms(View.of(_replace(plain, recompute="none", recompute_ops=())), shape)
+    with_cast = view_terms(View.of(training), shape)
+    kinds, _ = ev.device_inputs(model.family)
+    sym = lambda name: sp.Symbol(name, nonnegative=True)  # noqa: E731
+    rep = {sym(s): terms[k].expr for k, s in kinds.items() if k in terms}
+    rep.update({sym(s + "0"): none[k].expr for k, s in kinds.items() if k in none and s in ("M_A", "M_E", "M_D")})
+    rep.update({step_terms.u_eager: int(training.attention == "eager"),
+                step_terms.u_grouped: int(conv.experts == "grouped"),
+                step_terms.u_local: int(conv.causal_mask == "per-layer")})
+    out = expr.xreplace(rep)
+    if "head" in terms:
+        out -= nt.e_H * (with_cast["head"].expr - terms["head"].expr)
+    b_now = training.mbs if at is None else at
+    return out.xreplace({B_IS_1: int(b_now == 1)}).xreplace({nt.L_d: st.dense, nt.L_m: st.moe,
+                                                              nt.e_E: int(st.embedding), nt.e_H: int(st.head)})

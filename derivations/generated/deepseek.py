@@ -127,3 +127,52 @@ def device(mtp, full, holds, v):
     with the MTP modules' activations (``mtp``) or full recomputation (``full``), its activations held
     as one micro-batch, a schedule's chunks or given (``holds``: paper, schedule, given)."""
     return DEVICE[(mtp, full, holds)](v)
+
+
+def _step_paper_none(v):
+    return {}
+
+
+def _step_paper_partial(v):
+    return {"moe_layer": (v["B_a"]*v["b"]*v["h"]*v["s"]*min(1, v["L_m"])/_Q(v["CP"]*v["SP"]) + ((-1)*v["M_A"] + v["M_A0"] + (-1)*v["M_E"] + v["M_E0"])*min(1, v["L_m"])), "dense_layer": (v["B_a"]*v["b"]*v["h"]*v["s"]*min(1, v["L_d"])/_Q(v["CP"]*v["SP"]) + ((-1)*v["M_A"] + v["M_A0"] + (-1)*v["M_D"] + v["M_D0"])*min(1, v["L_d"]))}
+
+
+def _step_paper_full(v):
+    return {"moe_layer": (v["B_a"]*v["b"]*v["h"]*v["s"]*min(1, v["L_m"])/_Q(v["CP"]*v["SP"]) + ((-1)*v["M_A"] + v["M_A0"] + (-1)*v["M_E"] + v["M_E0"])*min(1, v["L_m"])), "dense_layer": (v["B_a"]*v["b"]*v["h"]*v["s"]*min(1, v["L_d"])/_Q(v["CP"]*v["SP"]) + ((-1)*v["M_A"] + v["M_A0"] + (-1)*v["M_D"] + v["M_D0"])*min(1, v["L_d"]))}
+
+
+def _step_transformers_none(v):
+    return {"end": (8*v["L_m"] + 4*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"])), "head": (8*v["L_m"] + 8*v["b"]*v["e_H"]*v["s"]*v["v"] + v["e_H"]*((-1)*8*v["b"]*v["s"] + (-1)*8*(1 if v["b"] == 1 else 0) - 4) + 8*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]))}
+
+
+def _step_transformers_partial(v):
+    return {"end": (8*v["L_m"] + 4*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"])), "head": (8*v["L_m"] + 8*v["b"]*v["e_H"]*v["s"]*v["v"] + v["e_H"]*((-1)*8*v["b"]*v["s"] + (-1)*8*(1 if v["b"] == 1 else 0) - 4) + 8*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]))}
+
+
+def _step_transformers_full(v):
+    return {"end": (v["B_a"]*v["b"]*v["s"]**2*v["u_eager"]*min(1, v["L_d"] + v["L_m"]) + 8*v["L_m"] + 4*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]) + (2*v["B_a"]*v["d_hr"]*v["s"] + 8*v["s"])*min(1, v["L_d"] + v["L_m"])), "head": (v["B_a"]*v["b"]*v["s"]**2*v["u_eager"]*min(1, v["L_d"] + v["L_m"]) + 8*v["L_m"] + 8*v["b"]*v["e_H"]*v["s"]*v["v"] + v["e_H"]*((-1)*8*v["b"]*v["s"] + (-1)*8*(1 if v["b"] == 1 else 0) - 4) + 8*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]) + (2*v["B_a"]*v["d_hr"]*v["s"] + 8*v["s"])*min(1, v["L_d"] + v["L_m"])), "rebuild": (v["B_a"]*v["b"]*v["h"]*v["s"] + v["B_a"]*v["b"]*v["s"]**2*v["u_eager"]*min(1, v["L_d"] + v["L_m"]) + 8*v["L_m"] + (-1)*v["e_H"]*(v["M_H"] + (-1)*8*v["b"]*v["s"]) + 8*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]) + (2*v["B_a"]*v["d_hr"]*v["s"] + 8*v["s"])*min(1, v["L_d"] + v["L_m"]) + (2*v["B_a"]*v["b"]*v["h"]*v["s"] + v["M_A0"] + v["M_E0"] + 4*v["N"]*v["b"]*v["s"] + 4*v["N_r"]*v["b"]*v["s"] + 16)*min(1, v["L_m"])), "experts": (v["B_a"]*v["b"]*v["h"]*v["s"]*v["u_grouped"]*min(1, v["L_m"]) + 12*v["N_r"]*v["b"]*v["h"]*v["s"]*v["u_grouped"]*min(1, v["L_m"]) + (-1)*v["e_H"]*v["u_grouped"]*(v["M_H"] + (-1)*8*v["b"]*v["s"]) + v["u_grouped"]*(v["B_a"]*v["b"]*v["h"]*v["s"] + 4*v["e_H"]) + v["u_grouped"]*((-1)*4*v["B_a"]*v["N_s"]*v["b"]*v["h_E"]*v["s"] + (-1)*v["B_a"]*v["b"]*v["h"]*v["s"] + v["M_A0"] + v["M_E0"] + (-1)*8*v["N_r"]*v["b"]*v["s"])*min(1, v["L_m"]) + v["u_grouped"]*(v["B_a"]*v["b"]*v["s"]**2*v["u_eager"]*min(1, v["L_d"] + v["L_m"]) + 8*v["L_m"] + 4*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]) + (2*v["B_a"]*v["d_hr"]*v["s"] + 8*v["s"])*min(1, v["L_d"] + v["L_m"])))}
+
+
+def _step_mcore_none(v):
+    return {"end": (v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["TP"]) + v["L_m"]*(5*v["N"]*v["b"]*v["s"] + 8*v["N"] + 24) + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"]) + 4*v["e_H"] + (4*v["L_d"] + 4*v["L_m"])*min(1, v["L_m"])), "ce": (v["B_a"]*v["b"]*v["e_E"]*v["e_H"]*v["h"]*v["s"] + v["B_a"]*v["b"]*v["e_H"]*v["s"]*v["v"]/_Q(v["TP"]) + v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["TP"]) + v["L_m"]*(5*v["N"]*v["b"]*v["s"] + 8*v["N"] + 24) + v["b"]*v["e_H"]*v["s"]*(28 + (-1)*8*(1 if v["b"] == 1 else 0)) + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"]) + 8*v["e_H"]*v["s"] + (4*v["L_d"] + 4*v["L_m"])*min(1, v["L_m"]))}
+
+
+def _step_mcore_partial(v):
+    return {"end": (v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["TP"]) + v["L_m"]*(5*v["N"]*v["b"]*v["s"] + 8*v["N"] + 24) + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"]) + 4*v["e_H"] + (4*v["L_d"] + 4*v["L_m"])*min(1, v["L_m"])), "ce": (v["B_a"]*v["b"]*v["e_E"]*v["e_H"]*v["h"]*v["s"] + v["B_a"]*v["b"]*v["e_H"]*v["s"]*v["v"]/_Q(v["TP"]) + v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["TP"]) + v["L_m"]*(5*v["N"]*v["b"]*v["s"] + 8*v["N"] + 24) + v["b"]*v["e_H"]*v["s"]*(28 + (-1)*8*(1 if v["b"] == 1 else 0)) + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"]) + 8*v["e_H"]*v["s"] + (4*v["L_d"] + 4*v["L_m"])*min(1, v["L_m"]))}
+
+
+def _step_mcore_full(v):
+    return {"end": (v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["TP"]) + v["L_m"]*(5*v["N"]*v["b"]*v["s"] + 8*v["N"] + 8*v["N_r"]*v["b"]*v["s"]) + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"]) + 4*v["e_H"]), "ce": (v["B_a"]*v["b"]*v["e_E"]*v["e_H"]*v["h"]*v["s"] + v["B_a"]*v["b"]*v["e_H"]*v["s"]*v["v"]/_Q(v["TP"]) + v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["TP"]) + v["L_m"]*(5*v["N"]*v["b"]*v["s"] + 8*v["N"] + 8*v["N_r"]*v["b"]*v["s"]) + v["b"]*v["e_H"]*v["s"]*(28 + (-1)*8*(1 if v["b"] == 1 else 0)) + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"]) + 8*v["e_H"]*v["s"]), "rebuild": (v["B_a"]*v["b"]*v["h"]*v["s"] + v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["TP"]) + v["L_m"]*(5*v["N"]*v["b"]*v["s"] + 8*v["N"] + 8*v["N_r"]*v["b"]*v["s"]) + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"]) + (-1)*v["e_H"]*(v["M_H"] + (-1)*8*v["b"]*v["s"]) + 8*v["e_H"] + (-1)*(5*v["N"]*v["b"]*v["s"] + 8*v["N"] + 8*v["N_r"]*v["b"]*v["s"])*min(1, v["L_m"]) + (3*v["B_a"]*v["N_r"]*v["b"]*v["h"]*v["s"] + 2*v["B_a"]*v["b"]*v["h"]*v["s"] + 4*v["L_d"] + 4*v["L_m"] + v["M_A0"] + v["M_E0"] + 5*v["N"]*v["b"]*v["s"] + 8*v["N"] + 4*v["N_r"]*v["b"]*v["s"] + 24)*min(1, v["L_m"]))}
+
+
+#: Every name the moments read (a family without a dimension reads it as 0: its moments are DeepSeek's).
+STEP_INPUTS = ('B_a', 'CP', 'L_d', 'L_m', 'M_A', 'M_A0', 'M_D', 'M_D0', 'M_E', 'M_E0', 'M_H', 'N', 'N_r', 'N_s', 'SP', 'TP', 'b', 'd_hr', 'e_E', 'e_H', 'h', 'h_E', 'n_h', 's', 'u_eager', 'u_grouped', 'u_local', 'v')
+
+
+STEP = {('paper', 'none'): _step_paper_none, ('paper', 'partial'): _step_paper_partial, ('paper', 'full'): _step_paper_full, ('transformers', 'none'): _step_transformers_none, ('transformers', 'partial'): _step_transformers_partial, ('transformers', 'full'): _step_transformers_full, ('mcore', 'none'): _step_mcore_none, ('mcore', 'partial'): _step_mcore_partial, ('mcore', 'full'): _step_mcore_full}
+
+
+def step(framework, policy, v):
+    """{moment: bytes above one micro-batch's end-of-forward activations} (derivations/assembly/
+    step_terms.py): ``framework`` paper, transformers or mcore; ``policy`` none, part or full."""
+    return STEP[(framework, policy)](v)

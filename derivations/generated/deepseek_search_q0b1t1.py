@@ -5,7 +5,7 @@ as exact Python and the terms as numpy code of the row symbols and those coeffic
 from fractions import Fraction as _Q  # noqa: F401 (used when a coefficient is a fraction)
 from math import floor as _floor  # noqa: F401 (used when a coefficient has a floor)
 
-TERMS = {'states': ('zero.gradients.replicated', 'zero.gradients.sharded', 'zero.optimizer.replicated', 'zero.optimizer.sharded', 'zero.weights.replicated', 'zero.weights.sharded'), 'activations': ('act.stage', 'act.stage.full', 'act.stage.selective')}
+TERMS = {'states': ('zero.gradients.replicated', 'zero.gradients.sharded', 'zero.optimizer.replicated', 'zero.optimizer.sharded', 'zero.weights.replicated', 'zero.weights.sharded'), 'activations': ('act.stage', 'act.stage.full', 'act.stage.selective'), 'step': ('step.paper.dense_layer.full', 'step.paper.dense_layer.selective', 'step.paper.moe_layer.full', 'step.paper.moe_layer.selective')}
 ROWS = ('CP', 'DP', 'EP', 'ETP', 'L_d', 'L_m', 'PP', 'SP', 'TP', 'b', 'e_E', 'e_H', 's')
 
 
@@ -110,3 +110,42 @@ def activations(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, CP, DP, EP, ET
     x5 = L_d + L_m
     x6 = c6*x1
     return (b*s*x0*(L_d*c0 + x1*(L_d*c5 + c6*e_H) + x2*(L_d*c7 + c3*s*x5 + x4) + x3), b*s*x0*(L_m*c11 + x2*x4 + x6*(e_H + x5)), b*s*x0*(L_d*(c0 + c5*x1 + c7*x2) + e_H*(c2*x2 + x6) + x3))
+
+
+def step_coefficients(v):
+    """The 10 coefficients of ``step`` at the substitution ``v`` (exact)."""
+    _B_a = v["B_a"]
+    _B_k = v["B_k"]
+    _F = v["F"]
+    _N = v["N"]
+    _N_r = v["N_r"]
+    _N_s = v["N_s"]
+    _d_c = v["d_c"]
+    _d_h = v["d_h"]
+    _d_hr = v["d_hr"]
+    _d_v = v["d_v"]
+    _h = v["h"]
+    _h_E = v["h_E"]
+    _h_F = v["h_F"]
+    _n_h = v["n_h"]
+    return (
+        (_B_a*_d_c),
+        (2*_B_a*_n_h + _B_k*_n_h),
+        (3*_B_a*_h + 2*_B_k*_h),
+        (2*_B_a*_d_h*_n_h + 2*_B_a*_d_hr*_n_h + 2*_B_a*_d_v*_n_h + 4*_B_a*_h_F),
+        (_B_a*_h),
+        (2*_B_a*_N + _B_a*_N_s*_h + 4*_B_a*_N_s*_h_E + _B_a*_d_c + _B_k*_N_s*_h),
+        (3*_B_a*_h + _B_k*_h),
+        (2*_B_a*_d_h*_n_h + 2*_B_a*_d_hr*_n_h + 2*_B_a*_d_v*_n_h),
+        (_B_a*_F*_N_r*_h + _B_k*_F*_N_r*_h),
+        (4*_B_a*_F*_N_r*_h_E),
+    )
+
+
+def step(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, CP, DP, EP, ETP, L_d, L_m, PP, SP, TP, b, e_E, e_H, s):
+    x0 = 1/CP
+    x1 = 1/SP
+    x2 = 1/TP
+    x3 = c1*s
+    x4 = b*s*x0*(c1*s*x2 + c4*x1)
+    return (b*s*x0*(c0 + c2*x1 + x2*(c3 + x3)), x4, b*s*x0*(c5 + c6*x1 + x2*(c7 + x3) + (c8 + c9/ETP)/EP), x4)

@@ -338,7 +338,13 @@ def render_text(est) -> str:
         if k in est.bytes:
             label = "runtime buffers" if k == "runtime" else k
             lines.append(f"  {label:<26}{fmt_int(est.bytes[k]):>{wb}}{fmt_gib(est.bytes[k]):>{wg}}  {est.term_ids[k]}")
-    lines.append(f"  {'total':<26}{fmt_int(est.bytes['total']):>{wb}}{fmt_gib(est.bytes['total']):>{wg}}")
+    lines.append(f"  {'total':<26}{fmt_int(est.bytes['total']):>{wb}}{fmt_gib(est.bytes['total']):>{wg}}"
+                 "  (at the end of the forward)")
+    if est.bytes["step"]:
+        lines.append(f"  {'+ one backward':<26}{fmt_int(est.bytes['step']):>{wb}}{fmt_gib(est.bytes['step']):>{wg}}"
+                     f"  {est.term_ids['step']}")
+        lines.append(f"  {'total at the step peak':<26}{fmt_int(est.bytes['step_total']):>{wb}}"
+                     f"{fmt_gib(est.bytes['step_total']):>{wg}}  (what a verdict judges)")
     moe_family = "moe" in families.get(est.model.family).kinds
     one = "(one MoE layer, act.)" if moe_family else "(one layer, act.)"
     lines.append(f"  {one:<26}{fmt_int(est.bytes['activations_per_layer']):>{wb}}"
@@ -351,7 +357,8 @@ def render_text(est) -> str:
     for end in ("low", "high"):
         o = est.overheads[end]
         lines.append(f"  {end:<5} f_frag={float(o['f_frag']):.2f} +{fmt_gib(o['fragmentation'])} GiB, buffers "
-                     f"{fmt_gib(o['buffers'])} GiB -> peak {fmt_gib(o['peak'])} GiB")
+                     f"{fmt_gib(o['buffers'])} GiB -> peak {fmt_gib(o['peak'])} GiB"
+                     + (f"; at the step peak {fmt_gib(o['step_peak'])} GiB" if est.bytes["step"] else ""))
     if est.assumptions:
         lines += ["", "assumptions:"] + [f"  - {a}" for a in est.assumptions]
     return "\n".join(lines)

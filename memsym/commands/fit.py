@@ -10,8 +10,10 @@ from derivations import config as cfg
 def add_parser(sub):
     p = sub.add_parser("fit", help=COMMANDS["fit"],
                        description="Solves the Sec. 6 budget (1 + f_frag)(S + A(x)) + M_buf <= --hbm for x = b "
-                                   "(--solve mbs; activations are linear in b) or x = s (--solve seq; quadratic in s "
-                                   "without recomputation) with sympy, shows the closed-form root, its exact value "
+                                   "(--solve mbs; activations are linear in b) or x = s (--solve seq; quadratic in s: "
+                                   "the attention scores, kept or rebuilt) with sympy, A at the step's peak (the end "
+                                   "of the forward plus the backward moment that binds: under recomputation the "
+                                   "layer rebuilt, derivations/assembly/step_terms.py), shows the closed-form root, its exact value "
                                    "and the largest valid integer (s a multiple of SP*CP), and checks exactly that the "
                                    "integer fits and the next one does not. Every pipeline stage is solved (the "
                                    "most constrained one binds) unless --stage is given. Also reports the least ZeRO "
@@ -135,8 +137,10 @@ def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
     out["hbm"] = hbm
     out["overheads"] = {"end": res["overheads_end"], "f_frag": float(Fraction(over[nt.f_frag])),
                         "M_buf": _num(over[nt.M_buf]),
-                        "peak": "(1 + f_frag) * (weights + gradients + optimizer + activations) + M_buf"}
+                        "peak": "(1 + f_frag) * (weights + gradients + optimizer + activations + step) + M_buf"}
     out["pipeline"] = res["pipeline"]
+    # the backward moment the closed form adds to the activations (derivations/assembly/step_terms.py), or null
+    out["step_moment"] = res.get("moment") or None
     out["solve"] = res["field"]
     out["symbol"] = res["var"].name
     out[res["field"]] = res["answer"]
@@ -206,8 +210,9 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
         f"pipeline: {_pipeline_text(res['pipeline'])}",
         f"Sec. 6 peak = (1 + f_frag)(S + A({var})) + M_buf at the {res['overheads_end']} end of the paper's ranges: "
         f"f_frag = {float(Fraction(over[nt.f_frag])):.2f}, M_buf = {fmt_gib(over[nt.M_buf])} GiB",
-        f"S = weights + gradients + optimizer states; A({var}) = activations, "
-        f"{'linear' if root.degree == 1 else 'quadratic'} in {var}",
+        f"S = weights + gradients + optimizer states; A({var}) = activations"
+        + (f" at the step's peak (the end of the forward + the backward moment that binds, {res['moment']})"
+           if res.get("moment") else "") + f", {'linear' if root.degree == 1 else 'quadratic'} in {var}",
         "",
         f"largest {what} that fits: {var}* = {form(root.structural)}",
         f"  binding stage {st.index} ({st.label}), the most constrained of {len(res['stages'])} distinct stage"

@@ -246,6 +246,8 @@ def render_text(model, args, hbm, result, idx) -> str:
         f"pipeline stage evaluated, each judged at its most-loaded stage",
         f"fit: peak = (1 + {o['f_frag']:.2f}) x total + {fmt_gib(o['M_buf'])} GiB <= {fmt_gib(hbm)} GiB "
         f"(Sec. 6, {o['end']} end): {fmt_int(c['fitting'])} configurations fit",
+        "step: total at the step's peak; under recomputation activ adds the layer one micro-batch's backward "
+        "rebuilds (memsym estimate: '+ one backward')",
         "view: " + h["schedule"]["view"] + (f" ({result.schedule}" + (f", global batch {result.global_batch}"
                                                                        if result.global_batch else "") + ")"
                                             if result.schedule else ""),

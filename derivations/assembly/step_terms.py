@@ -1,0 +1,240 @@
+"""The peak over the whole training step, as terms: what one micro-batch's backward adds to the end of its forward.
+
+The paper (Sec. 5-6) judges a device at the end of the forward: every in-flight micro-batch's kept
+activations (``act.stage``).  A step passes through later moments that hold more (issue 26 item 6):
+the backward of the last stage's head (the loss gradient of the logits, FP32 t x V), and under
+recomputation the backward of a layer, which first rebuilds that layer's activations and holds them
+with its gradients.  A *moment* here is the bytes one micro-batch holds at such a moment above its own
+end-of-forward activations (``act.stage`` of the view, A); the device's step peak is
+
+    n_fl A + X,   X = max(0, moment_1, moment_2, ...)   (the step excess; n_fl = 1 without a schedule)
+
+since only one micro-batch at a time is in its backward.  The moments are written in the assembly's
+symbols (derivations/assembly/device_terms.py): the kinds' bytes under the view (M_A, M_E, M_D, M_H)
+and under the same conventions without recomputation (M_A0, M_E0, M_D0), the stage's composition and
+the dimensions; they are printed as exact Python into derivations/generated/ (``step``) like the rest
+of the assembly.
+
+Which moments a device passes through is the framework's (the ``--head-state`` switch names it):
+
+* ``paper``: the ideal kernels of the paper's view.  Without recomputation the end of the forward is
+  the peak (the paper's own reading, kept).  With recomputation each layer kind of the stage (MoE,
+  dense) is a moment: the layer rebuilt, its activations without recomputation replacing what the
+  policy kept of it, plus the gradient of its output (B_a b s h / (SP CP)); the heaviest binds.
+
+Each moment is a polynomial in b and s (fit solves the one that binds in closed form).
+* ``transformers``: transformers 5.24 eager DeepseekV3ForCausalLM, measured in paper/traces/*-step.toml
+  and explained in paper/traces/STEP.md.
+* ``mcore``: Megatron-Core 0.16.1 (local spec), likewise.
+
+The framework moments are exact against the step records at TP = PP = EP = CP = 1 (tests/
+test_step_terms.py); the parallel degrees divide them as the tensors they name are split, which no
+record checks yet.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+from typing import Dict, Tuple
+
+import sympy as sp
+
+from derivations import notation as nt
+from derivations.tensors import B_IS_1, HF, MC
+from symbolic.term import Part, Term
+
+#: The frameworks with moments of their own (the ``--head-state`` values).
+FRAMEWORKS = ("paper", "transformers", "mcore")
+#: Recomputation as the moments see it: none, a part of each layer (selective, custom) or all of it.
+POLICIES = ("none", "partial", "full")
+
+_S = lambda name: sp.Symbol(name, nonnegative=True)  # noqa: E731
+#: The kinds' bytes without recomputation (the same conventions): inputs beside the view's M_A, M_E, ...
+NONE_KINDS = {"mla": "M_A0", "moe": "M_E0", "dense": "M_D0"}
+M_A, M_E, M_D, M_H = (_S(n) for n in ("M_A", "M_E", "M_D", "M_H"))
+M_A0, M_E0, M_D0 = (_S(n) for n in NONE_KINDS.values())
+#: 1 under eager attention (the score buffers and wrapped scaling numbers exist), 0 under flash.
+u_eager = _S("u_eager")
+#: 1 for transformers' grouped_mm experts (``--experts grouped``), 0 for its expert loop.
+u_grouped = _S("u_grouped")
+#: 1 under Megatron-Core's local layer spec (its DotProductAttention, the one that keeps a causal mask per
+#: layer: ``--causal-mask per-layer``, what ``--kernels local`` sets), 0 under Transformer Engine's attention.
+u_local = _S("u_local")
+#: Indicators the evaluators set besides the configuration's values (derivations/assembly/device.py).
+INDICATORS = ("u_eager", "u_grouped", "u_local")
+
+b, s, h, V, n_h, d_r, N, k = nt.b, nt.s, nt.h, nt.v, nt.n_h, nt.d_hr, nt.N, nt.N_r
+B_a, TP, SP, CP = nt.B_a, nt.TP, nt.SP, nt.CP
+L_d, L_m, e_E, e_H = nt.L_d, nt.L_m, nt.e_E, nt.e_H
+#: tokens of one micro-batch on a device of the sequence-parallel region
+t = b * s
+L = L_d + L_m
+#: 1 when the stage has a layer of the kind (Min(1, n) of a count n >= 0)
+has_moe, has_dense, has_layers = sp.Min(1, L_m), sp.Min(1, L_d), sp.Min(1, L)
+
+STEP = "paper/traces/STEP.md"
+
+
+def _term(tid: str, meaning: str, prov: str, parts) -> Term:
+    return Term(tid, meaning, "bytes", prov, tuple(Part(key, label, (expr,), provenance=p) for key, label, expr, p in parts))
+
+
+def _paper(policy: str) -> Dict[str, Term]:
+    if policy == "none":
+        return {}
+    grad = ("grad", "the gradient of the layer's output (B_a b s h / (SP CP))", B_a * b * s * h / (SP * CP), "")
+    prov = "extension (issue 26 item 6): the ideal kernels of the paper's view"
+    return {f"{kind}_layer": _term(f"step.paper.{kind}_layer", f"the backward of a {kind} layer of the stage: its "
+                                   "activations rebuilt (without recomputation, less what the policy kept) and the "
+                                   "gradient of its output", prov,
+                                   [("rebuilt", f"the {kind} layer's activations without recomputation (MLA and "
+                                     f"{ffn}), less what the policy keeps of them", has * (M_A0 - M_A + m0 - m), ""),
+                                    (grad[0], grad[1], has * grad[2], grad[3])])
+            for kind, ffn, has, m0, m in (("moe", "MoE", has_moe, M_E0, M_E), ("dense", "dense FFN", has_dense, M_D0, M_D))}
+
+
+def _transformers(policy: str) -> Dict[str, Term]:
+    wrapped = ("wrapped", "float64 0-dim wrapped numbers MulBackward0 keeps: one per eager attention "
+               "(attn_weights * self.scaling), one per MoE gate (topk_weights * routed_scaling_factor)",
+               8 * (u_eager * L + L_m), HF + ": eager_attention_forward, DeepseekV3MoE.route_tokens_to_experts")
+    loss = ("loss", "the FP32 loss", 4 * e_H, "transformers 5.24 loss/loss_utils.py: ForCausalLMLoss")
+    held = [wrapped, loss]
+    if policy == "full":  # torch.utils.checkpoint (non-reentrant) keeps each checkpointed call's arguments
+        held += [("mask", "the eager 4-d causal mask (b x 1 x s x s, B_a), a checkpointed argument",
+                  has_layers * u_eager * B_a * b * s ** 2, HF + ": DeepseekV3Model.forward (create_causal_mask)"),
+                 ("rope", "the RoPE cos and sin (s x d_r, B_a each) and the int64 positions, checkpointed arguments",
+                  has_layers * (2 * B_a * s * d_r + 8 * s), HF + ": DeepseekV3Model.forward (rotary_emb)")]
+    eof = sum(p[2] for p in held)
+    out = {"end": _term("step.transformers.end", "held at the end of the forward besides the saved tensors",
+                        STEP + " (transformers)", held)}
+    head = [("held", "what the end of the forward holds besides the saves", eof, STEP),
+            ("labels", "released: the int64 shifted labels (a view of the padded labels at b = 1) and the FP32 "
+                       "total weight, NllLossBackward0's saves", -(8 * t + 8 * B_IS_1 + 4) * e_H,
+             "transformers 5.24 loss/loss_utils.py: fixed_cross_entropy; aten LossNLL.cpp"),
+            ("seed", "the loss's FP32 seed gradient", 4 * e_H, "torch autograd"),
+            ("grads", "NllLossBackward0's FP32 gradient of the log-probabilities and LogSoftmaxBackward0's FP32 "
+                      "output, t x V each", 8 * t * V * e_H, "aten SoftMax.cpp: log_softmax_backward_cpu_out")]
+    out["head"] = _term("step.transformers.head", "the head's backward: LogSoftmaxBackward0 (log_softmax_backward)",
+                        STEP + " (transformers, no recomputation)", head)
+    if policy == "full":
+        rebuilt = [("held", "what the end of the forward holds besides the saves", eof, STEP),
+                   ("head", "released: the head's saves but the input ids (8 b s)", -e_H * (M_H - 8 * t), STEP),
+                   ("grad", "the last layer's output gradient (B_a, model.norm's ToCopyBackward0) and the seed",
+                    B_a * t * h + 4 * e_H, STEP),
+                   ("layer", "the MoE layer rebuilt, as far as non-reentrant checkpoint's early stop runs it: its "
+                             "saves without recomputation, the residual after attention and the routed experts' "
+                             "summed output (B_a t h each), the FP32 router logits (t x N) and scaled top-k weights "
+                             "(t x k), the layer's two wrapped numbers",
+                    has_moe * (M_A0 + M_E0 + 2 * B_a * t * h + 4 * t * N + 4 * t * k + 16),
+                    "torch/utils/checkpoint.py (early stop); " + STEP)]
+        out["rebuild"] = _term("step.transformers.rebuild", "the recomputation of the last MoE layer ends",
+                               STEP + " (transformers, full recomputation)", rebuilt)
+        # grouped_mm experts: the backward of the routing-weight multiply, every token copy at once
+        experts = [("held", "what the end of the forward holds besides the saves", eof, STEP),
+                   ("head", "released: the head's saves but the input ids (8 b s)", -e_H * (M_H - 8 * t), STEP),
+                   ("grad", "the last layer's output gradient and the seed", B_a * t * h + 4 * e_H, STEP),
+                   ("layer", "what is left of the rebuilt MoE layer (non-reentrant checkpoint stops after the shared "
+                             "expert's last save): its saves without recomputation less the shared experts' (their "
+                             "input B_a t h and four B_a t h_E N_s: they ran last, their backward first) and inv_perm "
+                             "(int64 t k, its IndexBackward0 has run)",
+                    has_moe * (M_A0 + M_E0 - B_a * t * h - 4 * B_a * t * nt.h_E * nt.N_s - 8 * t * k), STEP),
+                   ("sum", "the engine's sum of the MoE input's gradients from the shared expert's gate and up "
+                           "projections (B_a t h)", has_moe * B_a * t * h, "torch autograd (engine)"),
+                   ("fp32", "three FP32 t k x h buffers: IndexBackward0's gradient and MulBackward0's two products "
+                            "(FP32: the routing weights are)", has_moe * 12 * t * k * h,
+                    "transformers 5.24 integrations/moe.py: grouped_mm_experts_forward (proj_out * sample_weights_g)")]
+        out["experts"] = _term("step.transformers.experts", "the grouped_mm experts' backward of the last MoE layer "
+                               "(MulBackward0 of the routing-weight multiply)",
+                               STEP + " (transformers, full recomputation, grouped_mm)",
+                               [(key, label, u_grouped * expr, p) for key, label, expr, p in experts])
+    return out
+
+
+def _mcore(policy: str) -> Dict[str, Term]:
+    full = policy == "full"
+    tn = 5 * t * N + 8 * N + (8 * t * k if full else 24)
+    held = [("scores", "the GlobalMemoryBuffer the local spec's core attention's baddbmm writes the scores into "
+                       "(B_a b n_h s^2 / TP), allocated once", has_layers * u_eager * u_local * B_a * b * n_h * s ** 2 / TP,
+             MC + "parallel_state.py: GlobalMemoryBuffer; transformer/dot_product_attention.py"),
+            ("rope", "each MLA layer's FP32 RotaryEmbedding output (s x d_r), kept by its lru_cache",
+             4 * L * s * d_r, MC + "models/common/embeddings/rotary_pos_embedding.py: RotaryEmbedding.forward"),
+            ("dispatcher", "per MoE layer the all-to-all dispatcher's attributes: FP32 probs and bool routing map "
+                           "(t x N), int64 tokens per expert (N)"
+             + (", int64 permutation indices (t k)" if full else ", three wrapped numbers"),
+             L_m * tn, MC + "transformer/moe/token_dispatcher.py: MoEAlltoAllTokenDispatcher.dispatch_preprocess; "
+             "moe_utils.py: permute")]
+    if not full:
+        held.append(("tracker", "the load-balancing loss tracker's FP32 value per layer", 4 * L * has_moe,
+                     MC + "transformer/moe/moe_utils.py: save_to_aux_losses_tracker"))
+    eof = sum(p[2] for p in held)
+    out = {"end": _term("step.mcore.end", "held at the end of the forward besides the saved tensors",
+                        STEP + " (Megatron-Core)",
+                        held + [("loss", "the FP32 loss", 4 * e_H, MC + "models/gpt/gpt_model.py")])}
+    ce = [("held", "what the end of the forward holds besides the saves (no loss yet)", eof, STEP),
+          ("logits", "the B_a logits [s, b, V / TP] (GPTModel's local until the loss returns)", e_H * B_a * t * V / TP,
+           MC + "models/gpt/gpt_model.py: GPTModel.forward"),
+          ("embedding", "the embedding's output (GPTModel.forward's decoder_input, held to its end)",
+           e_H * e_E * B_a * t * h, MC + "models/gpt/gpt_model.py: GPTModel.forward"),
+          ("locals", "the transposed int64 targets (a copy unless b = 1), logits_max (FP32), arange_1d (int64), "
+                     "predicted_logits_1d (FP32) and its clone", e_H * (28 - 8 * B_IS_1) * t,
+           MC + "tensor_parallel/cross_entropy.py: _VocabParallelCrossEntropy.forward; language_module.py"),
+          ("positions", "the int64 position ids", e_H * 8 * s, MC + "models/gpt/gpt_model.py")]
+    out["ce"] = _term("step.mcore.ce", "the vocabulary-parallel cross-entropy's forward", STEP + " (Megatron-Core)", ce)
+    if full:  # CheckpointFunction.backward rebuilds the last layer, up to SequentialMLP's torch.cat
+        rebuilt = [("held", "what the end of the forward holds besides the saves, less the last layer's dispatcher "
+                            "state (its recomputation makes it anew, counted below)",
+                    eof - has_moe * tn, STEP),
+                   ("loss", "the FP32 loss and its seed gradient", 8 * e_H, MC + "models/gpt/gpt_model.py"),
+                   ("head", "released: the head's saves but the input ids (8 b s)", -e_H * (M_H - 8 * t), STEP),
+                   ("grad", "the last layer's output gradient (B_a t h)", B_a * t * h,
+                    MC + "tensor_parallel/random.py: CheckpointFunction.backward"),
+                   ("layer", "the MoE layer rebuilt so far: its saves without recomputation, the residual after "
+                             "attention and the shared expert's output (B_a t h each), the dispatcher's state "
+                             "(5 t N + 8 N), permute's output and FP32 permuted probabilities (B_a t k h + 4 t k), "
+                             "the experts' outputs and their torch.cat (2 B_a t k h), the loss tracker (4 L) and "
+                             "the router's three wrapped numbers",
+                    has_moe * (M_A0 + M_E0 + 2 * B_a * t * h + 3 * B_a * t * k * h + 5 * t * N + 4 * t * k + 8 * N
+                               + 4 * L + 24),
+                    MC + "transformer/transformer_layer.py: _forward_mlp; transformer/moe/moe_layer.py: MoELayer."
+                    "forward; transformer/moe/moe_utils.py: permute; transformer/moe/experts.py: SequentialMLP.forward")]
+        out["rebuild"] = _term("step.mcore.rebuild", "the recomputation of the last MoE layer, at the experts' "
+                               "torch.cat", STEP + " (Megatron-Core, full recomputation)", rebuilt)
+    return out
+
+
+@lru_cache(maxsize=None)
+def moments(framework: str, policy: str) -> Dict[str, Term]:
+    """{moment: Term} of ``framework`` (:data:`FRAMEWORKS`) under ``policy`` (:data:`POLICIES`): each moment's
+    bytes above one micro-batch's end-of-forward activations."""
+    if framework not in FRAMEWORKS or policy not in POLICIES:
+        raise ValueError((framework, policy))
+    made = {"paper": _paper, "transformers": _transformers, "mcore": _mcore}[framework](policy)
+    return {name: replace(t, id=term_id(framework, policy, name)) for name, t in made.items()}
+
+
+def term_id(framework: str, policy: str, moment: str) -> str:
+    """``step.<framework>.<policy>.<moment>``: one moment's term id (its expression depends on all three)."""
+    return f"step.{framework}.{policy}.{moment}"
+
+
+def excess(framework: str, policy: str) -> sp.Expr:
+    """X = max(0, moments): the step excess over one micro-batch's end-of-forward activations."""
+    ms = [m.expr for m in moments(framework, policy).values()]
+    return sp.Max(0, *ms) if ms else sp.Integer(0)
+
+
+def variants() -> Tuple[Tuple[str, str], ...]:
+    return tuple((f, p) for f in FRAMEWORKS for p in POLICIES)
+
+
+def policy_of(recompute: str) -> str:
+    """A recomputation policy as the moments see it (:data:`POLICIES`)."""
+    return {"none": "none", "full": "full"}.get(recompute, "partial")
+
+
+def inputs() -> Tuple[str, ...]:
+    """Every symbol's name the moments read."""
+    names = set()
+    for f, p in variants():
+        names |= {x.name for x in excess(f, p).free_symbols}
+    return tuple(sorted(names))

@@ -1,0 +1,93 @@
+"""The peak over the whole step (derivations/assembly/step_terms.py): the presets' predicted step peak against
+the peaks torch's own allocator counters measured over a real forward and backward (paper/traces/*-step.toml,
+memsym/trace/step.py), and the paper view's rebuilt layer against the per-layer terms it is made of."""
+from __future__ import annotations
+
+import tomllib
+import types
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from derivations import config as cfg
+from derivations.assembly import device
+
+ROOT = Path(__file__).resolve().parents[1]
+STEP_RECORDS = sorted((ROOT / "paper" / "traces").glob("*-step.toml"))
+
+#: Step records no closed form predicts, and why (paper/traces/STEP.md says the same).
+UNEXPLAINED = {
+    "hf-tiny-b1-s256-bf16-eager-loop-full-step": "the peak is a transient of the expert loop's backward that "
+    "depends on the routing (one expert's token copies, what is left of the layer's recomputation)",
+}
+
+
+def _predicted(rec):
+    """(end-of-forward activations, step excess, its moment) of the preset at a record's settings, as the
+    trace comparison builds the estimate (memsym/trace/compare.py ``_estimate``: one device, the preset's
+    conventions, the cross-entropy backward's transient left out: the moments replace it)."""
+    from memsym.trace.compare import _estimate
+    from memsym.trace.records import config_path, settings_of
+    st = settings_of(rec)
+    args = types.SimpleNamespace(model=config_path(rec), framework=rec["framework"], **st)
+    est = _estimate(args, rec["framework"])
+    b = est.to_json()["bytes"]
+    end = sum(x["bytes"] for x in b["activations_by_layer"]) + b["activations_outside_layers"]
+    return end, est.bytes["step"], est.term_ids["step"]
+
+
+def test_there_are_step_records_of_every_policy_and_framework():
+    seen = set()
+    for path in STEP_RECORDS:
+        rec = tomllib.loads(path.read_text())
+        seen.add((rec["framework"], rec["settings"]["recompute"], rec["settings"]["mbs"]))
+    for fw, policies in (("transformers", ("none", "full")), ("mcore", ("none", "full", "selective"))):
+        for pol in policies:
+            assert {(fw, pol, 1), (fw, pol, 2)} <= seen, (fw, pol)
+
+
+@pytest.mark.parametrize("path", STEP_RECORDS, ids=[p.stem for p in STEP_RECORDS])
+def test_the_presets_step_peak_equals_the_measured_one(path):
+    rec = tomllib.loads(path.read_text())
+    measured = rec["measured"]
+    saved = sum(x["bytes"] for x in measured["activations_by_layer"]) + measured["activations_outside_layers"]
+    end, step, moment = _predicted(rec)
+    assert end == saved  # the end of the forward, per layer and outside, as every record (tests/test_traces.py)
+    peak = measured["step"]["peak"]
+    if path.stem in UNEXPLAINED:
+        assert end + step != peak, f"{path.stem} is now predicted: remove it from UNEXPLAINED"
+        assert end + step < peak  # recorded as unexplained: the preset is below, by what STEP.md names
+        return
+    assert end + step == peak, (path.stem, moment, peak - end - step)
+    assert moment.startswith("step." + rec["framework"] + "."), moment
+
+
+@pytest.mark.parametrize("policy", ["full", "selective"])
+@pytest.mark.parametrize("mbs,seq", [(1, 4096), (3, 1000)])
+def test_the_paper_views_rebuilt_layer_is_its_layer_without_recomputation(policy, mbs, seq):
+    """The paper's view: the step excess of a stage of MoE layers is one MoE layer's activations without
+    recomputation less what the policy keeps of it, plus the B_a b s h / SP gradient of its output (the
+    per-layer terms the paper's Table 10 checks, read from two estimates)."""
+    model = cfg.load_model("deepseek-v3")
+    layout = cfg.Layout()
+    at = lambda r: device.estimate(model, layout, cfg.Training(mbs=mbs, seq=seq, recompute=r), 1)  # noqa: E731
+    none, kept = at("none"), at(policy)
+    grad = Fraction(2 * mbs * seq * model.h, layout.SP)
+    want = none.bytes["activations_per_layer"] - kept.bytes["activations_per_layer"] + grad
+    assert kept.bytes["step"] == want
+    assert kept.term_ids["step"] == f"step.paper.{'full' if policy == 'full' else 'partial'}.moe_layer"
+    assert kept.bytes["step_total"] == kept.bytes["total"] + want
+    assert none.bytes["step"] == 0 and none.term_ids["step"] == ""  # no recomputation: the end of the forward
+
+
+def test_the_issue_example_no_longer_fits():
+    """Issue 26: 1F1B, 64 micro-batches, ZeRO 1, full recomputation, b 5 on an H800 said 56.87 GiB, "fits";
+    with the rebuilt MoE layer (28.72 GiB at b 5 without recomputation) it is above 80 GiB."""
+    from derivations.analyses import budget
+    model = cfg.load_model("deepseek-v3")
+    tr = cfg.Training(mbs=5, zero=1, recompute="full", schedule="1f1b", microbatches=64)
+    v = budget.verdict(model, cfg.Layout(), tr, 80 * 2 ** 30, search_changes=False)
+    assert v.peaks["none"] > 80 * 2 ** 30
+    est = device.estimate(model, cfg.Layout(), tr)
+    assert est.bytes["total"] < 57 * 2 ** 30 < est.bytes["step_total"] == v.peaks["none"]
