@@ -108,9 +108,8 @@ def step_moments(view) -> Dict:
     """{moment: Term} of the step's moments under ``view`` (derivations/assembly/step_terms.py): the framework
     ``--head-state`` names, the view's recomputation policy."""
     # lazy: sympy (only this path needs it)
-    from derivations.assembly import step_terms
-    framework = view.conv.head_state if view.conv.head_state in step_terms.FRAMEWORKS else "paper"
-    return step_terms.moments(framework, step_terms.policy_of(view.recompute))
+    from derivations.assembly import step_names, step_terms
+    return step_terms.moments(step_names.framework_of(view.conv), step_names.policy_of(view.recompute))
 
 
 def variant(model, training=None) -> Variant:

@@ -113,6 +113,28 @@ def _dom_exact(d, key):
     return Fraction(d.find_element("id", f"v-{key}").get_attribute("data-exact"))
 
 
+def _dom_step(d):
+    """{step, step_total, id, low, high} the page shows: one micro-batch's backward above the end of its forward
+    (the rows '+ one backward' and 'total at the step peak', shown only when it is not 0, as estimate's text) and
+    the Sec. 6 peaks the verdict judges (at the step's peak; the end of the forward's when the step adds nothing)."""
+    rows = d.find_elements("id", "v-bytes-step")
+    if not rows:
+        assert not d.find_elements("id", "v-bytes-step_total") and not d.find_elements("id", "v-step-peak-low")
+        return {"step": Fraction(0), "step_total": _dom_exact(d, "bytes-total"), "id": "",
+                **{end: _dom_exact(d, f"peak-{end}") for end in ("low", "high")}}
+    term = d.find_element("css selector", "#bytes tr.step code").text
+    return {"step": _dom_exact(d, "bytes-step"), "step_total": _dom_exact(d, "bytes-step_total"), "id": term,
+            **{end: _dom_exact(d, f"step-peak-{end}") for end in ("low", "high")}}
+
+
+def _assert_step(d, exact, context):
+    """The page's step excess, total at the step's peak, its moment and judged peaks: the Python's, exactly."""
+    got = _dom_step(d)
+    want = {"step": exact.bytes["step"], "step_total": exact.bytes["step_total"], "id": exact.term_ids["step"],
+            **{end: exact.overheads[end]["step_peak"] for end in ("low", "high")}}
+    assert got == want, (context, got, want)
+
+
 PAPER = [("dp", 32), ("tp", 2), ("pp", 16), ("ep", 8), ("etp", 1), ("zero", 1)]
 CONFIGS = [
     PAPER,
@@ -160,6 +182,7 @@ def test_browser_equals_estimate_json(browser, page, tmp_path, i):
         assert _dom_exact(browser, f"bytes-{k}") == exact.bytes[k], k
     for end in ("low", "high"):
         assert _dom_exact(browser, f"peak-{end}") == exact.overheads[end]["peak"]
+    _assert_step(browser, exact, controls)
     if i == 0:  # the paper's layout under ZeRO-1: Tables 6 and 8
         assert js["params"]["total"] == 6_250_364_928 == _dom_exact(browser, "params-total")
         assert js["bytes"]["optimizer"] == 5_928_075_264 == _dom_exact(browser, "bytes-optimizer")
@@ -227,7 +250,7 @@ def test_random_configurations_in_the_browser(browser, page):
     from memsym.cli import build_parser
     from memsym.commands import common
     rng = random.Random(16)
-    done = 0
+    done = stepped = 0
     while done < 12:
         controls = [("tp", rng.choice([1, 2, 4])), ("pp", rng.choice([1, 2, 4, 8, 16])), ("ep", rng.choice([1, 8, 32])),
                     ("zero", rng.choice([0, 1, 2, 3])), ("recompute", rng.choice(["none", "full", "selective"])),
@@ -248,9 +271,14 @@ def test_random_configurations_in_the_browser(browser, page):
               if (el.type === 'checkbox') el.checked = !!v; else el.value = v === null ? '' : String(v); }
             update();""", controls)
         assert not browser.find_element("id", "error").text
+        # the most-loaded stage: the largest total at the step's peak (device.estimate_all)
+        assert int(browser.find_element("id", "v-stage").get_attribute("data-index")) == exact.stage.index, controls
         for k in ("weights", "gradients", "optimizer", "activations", "total"):
             assert _dom_exact(browser, f"bytes-{k}") == exact.bytes[k], (controls, k)
+        _assert_step(browser, exact, controls)
+        stepped += exact.bytes["step"] > 0
         done += 1
+    assert stepped  # a configuration the step's peak binds
 
 
 def test_a_model_named_twice_is_offered_once():

@@ -26,7 +26,7 @@ from derivations.activations.naming import activation_ids as _view_ids
 from derivations.activations.shape import of_model
 from derivations.activations.view import View
 from derivations import evaluate as ev
-from derivations.assembly import overheads, schedules
+from derivations.assembly import overheads, schedules, step_names
 from derivations.assembly.runtime import buffers_bytes, buffers_id
 from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
                                        weight_side_of)
@@ -326,25 +326,23 @@ def step_excess(model, training, inputs: Mapping, values: Mapping) -> Tuple[Frac
     moment (derivations/assembly/step_terms.py, printed into derivations/generated/): the framework named by
     ``--head-state``, the kinds' bytes under the view (``inputs``) and without recomputation."""
     conv = training.conventions
-    framework = conv.head_state if conv.head_state in ("paper", "transformers", "mcore") else "paper"
-    policy = {"none": "none", "full": "full"}.get(training.recompute, "partial")  # step_terms.policy_of
+    framework, policy = step_names.framework_of(conv), step_names.policy_of(training.recompute)
     kinds, _ = ev.device_inputs(model.family)
     # the moments are over the saved tensors: without the cross-entropy backward's transient (--ce-backward
     # cast counts it in the head as the last stage's peak), which the moments replace
     plain = with_switch(training, "ce_backward", "none") if conv.ce_backward != "none" else training
     at = _kinds(model, plain, values)
     none = _kinds(model, replace(plain, recompute="none", recompute_ops=()), values)
-    v = {**dict.fromkeys(("M_A", "M_E", "M_D", "M_H", "M_A0", "M_E0", "M_D0"), 0), **inputs}  # a family without a kind
+    v = dict(inputs)  # (a name a family lacks reads as 0: derivations/evaluate.py step)
     v.update({sym: at.get(kind, 0) for kind, sym in kinds.items()})
-    v.update({sym + "0": none.get(kind, 0) for kind, sym in kinds.items() if sym in ("M_A", "M_E", "M_D")})
-    v.update(u_eager=int(training.attention == "eager"), u_grouped=int(conv.experts == "grouped"),
-             u_local=int(conv.causal_mask == "per-layer"))  # step_terms.INDICATORS
+    v.update({sym + "0": none.get(kind, 0) for kind, sym in kinds.items() if sym + "0" in step_names.NONE_KINDS.values()})
+    v.update(step_names.indicators(training))
     cast = Fraction(values.get("e_H", 0)) * (Fraction(inputs.get("M_H", 0)) - Fraction(v.get("M_H", 0)))
     moments = {name: Fraction(x) - cast for name, x in ev.step(framework, policy, v, model.family).items()}
     name = max(moments, key=lambda k: moments[k], default=None)  # the first largest
     if name is None or moments[name] <= 0:
         return Fraction(0), ""
-    return moments[name], f"step.{framework}.{policy}.{name}"  # step_terms.term_id
+    return moments[name], step_names.term_id(framework, policy, name)
 
 
 def layer_split(model, comp, v: Mapping) -> Tuple[Tuple[Tuple[int, str, Fraction], ...], Fraction]:

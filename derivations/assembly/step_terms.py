@@ -40,17 +40,13 @@ from typing import Dict, Tuple
 import sympy as sp
 
 from derivations import notation as nt
+from derivations.assembly.step_names import (FRAMEWORKS, INDICATORS, NONE_KINDS, POLICIES, policy_of,  # noqa: F401
+                                             term_id)
 from derivations.tensors import B_IS_1, HF, MC
 from symbolic.term import Part, Term
 
-#: The frameworks with moments of their own (the ``--head-state`` values).
-FRAMEWORKS = ("paper", "transformers", "mcore")
-#: Recomputation as the moments see it: none, a part of each layer (selective, custom) or all of it.
-POLICIES = ("none", "partial", "full")
 
 _S = lambda name: sp.Symbol(name, nonnegative=True)  # noqa: E731
-#: The kinds' bytes without recomputation (the same conventions): inputs beside the view's M_A, M_E, ...
-NONE_KINDS = {"mla": "M_A0", "moe": "M_E0", "dense": "M_D0"}
 M_A, M_E, M_D, M_H = (_S(n) for n in ("M_A", "M_E", "M_D", "M_H"))
 M_A0, M_E0, M_D0 = (_S(n) for n in NONE_KINDS.values())
 #: 1 under eager attention (the score buffers and wrapped scaling numbers exist), 0 under flash.
@@ -60,8 +56,6 @@ u_grouped = _S("u_grouped")
 #: 1 under Megatron-Core's local layer spec (its DotProductAttention, the one that keeps a causal mask per
 #: layer: ``--causal-mask per-layer``, what ``--kernels local`` sets), 0 under Transformer Engine's attention.
 u_local = _S("u_local")
-#: Indicators the evaluators set besides the configuration's values (derivations/assembly/device.py).
-INDICATORS = ("u_eager", "u_grouped", "u_local")
 
 b, s, h, V, n_h, d_r, N, k = nt.b, nt.s, nt.h, nt.v, nt.n_h, nt.d_hr, nt.N, nt.N_r
 B_a, TP, SP, CP = nt.B_a, nt.TP, nt.SP, nt.CP
@@ -212,9 +206,7 @@ def moments(framework: str, policy: str) -> Dict[str, Term]:
     return {name: replace(t, id=term_id(framework, policy, name)) for name, t in made.items()}
 
 
-def term_id(framework: str, policy: str, moment: str) -> str:
-    """``step.<framework>.<policy>.<moment>``: one moment's term id (its expression depends on all three)."""
-    return f"step.{framework}.{policy}.{moment}"
+
 
 
 def excess(framework: str, policy: str) -> sp.Expr:
@@ -225,11 +217,6 @@ def excess(framework: str, policy: str) -> sp.Expr:
 
 def variants() -> Tuple[Tuple[str, str], ...]:
     return tuple((f, p) for f in FRAMEWORKS for p in POLICIES)
-
-
-def policy_of(recompute: str) -> str:
-    """A recomputation policy as the moments see it (:data:`POLICIES`)."""
-    return {"none": "none", "full": "full"}.get(recompute, "partial")
 
 
 def inputs() -> Tuple[str, ...]:

@@ -110,7 +110,7 @@ def step_expression(model, training, st, term_id: str, at: int = None):
     from derivations.activations import view_terms
     from derivations.activations.shape import of_model
     from derivations.activations.view import View
-    from derivations.assembly import step_terms
+    from derivations.assembly import step_names, step_terms
     from derivations.config.switches import with_switch
     from derivations.tensors import B_IS_1
     _, framework, policy, moment = term_id.split(".")
@@ -125,9 +125,7 @@ def step_expression(model, training, st, term_id: str, at: int = None):
     sym = lambda name: sp.Symbol(name, nonnegative=True)  # noqa: E731
     rep = {sym(s): terms[k].expr for k, s in kinds.items() if k in terms}
     rep.update({sym(s + "0"): none[k].expr for k, s in kinds.items() if k in none and s in ("M_A", "M_E", "M_D")})
-    rep.update({step_terms.u_eager: int(training.attention == "eager"),
-                step_terms.u_grouped: int(conv.experts == "grouped"),
-                step_terms.u_local: int(conv.causal_mask == "per-layer")})
+    rep.update({sym(k): v for k, v in step_names.indicators(training).items()})
     out = expr.xreplace(rep)
     if "head" in terms:
         out -= nt.e_H * (with_cast["head"].expr - terms["head"].expr)

@@ -20,7 +20,9 @@ from derivations.notation import expand_derived
 DISPLAY = {"d_cq": "d_c\u2032", "d_hr": "d_h^R", "e_E": "\u03b4_E", "e_H": "\u03b4_H", "n_mb": "m", "VPP": "V",
            "i_s": "i", "n_fl": "n_fl", "E_token": "E_token", "M_buf": "M_buf", "f_frag": "f_frag",
            # the activation kinds of the device assembly (derivations/assembly/device_terms.py), as Table 10
-           "M_A": "M^A", "M_E": "M^E", "M_D": "M^D", "M_H": "M^H", "M_MTP": "M^MTP"}
+           "M_A": "M^A", "M_E": "M^E", "M_D": "M^D", "M_H": "M^H", "M_MTP": "M^MTP",
+           # and without recomputation, which the step's moments read (derivations/assembly/step_terms.py)
+           "M_A0": "M^A_0", "M_E0": "M^E_0", "M_D0": "M^D_0"}
 
 
 class RationalJS(JavascriptCodePrinter):

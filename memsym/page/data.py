@@ -13,7 +13,9 @@ to JavaScript (exact BigInt rationals) and MathML by :mod:`memsym.page.codegen`.
   (found by probing, then checked against the views' own sums, :func:`check_activations`).
 * One device: the per-device assembly of derivations/assembly/device_terms.py (activations of one
   micro-batch, (L_d + L_m) M^A + L_m M^E + L_d M^D + delta_H M^H, or under a schedule n_fl x that at each
-  chunk; the total; the layer split; the Sec. 6 peak at both ends), printed as the command line's is.
+  chunk; the total; the layer split; the Sec. 6 peak at both ends), printed as the command line's is; and the
+  step's moments (derivations/assembly/step_terms.py: what one micro-batch's backward holds above the end of its
+  forward), whose largest, added to the total, is the step's peak a verdict judges.
 * Schedules: the in-flight formulas of ``derivations.schedules.formulas``.
 * The ends of the Sec. 6 ranges (derivations/assembly/overheads.py), shown beside the peaks.
 """
@@ -251,7 +253,8 @@ def check_activations(unit_list, shape, pool_exprs: List, n: int = 200, seed: in
 def device(pool: Pool, fam=DEEPSEEK) -> Dict:
     """The per-device assembly (derivations/assembly/device_terms.py) of ``fam``, printed: {kinds: {kind: symbol},
     chunks, stage: {view variant: act.stage}, variants: {variant: [[name, function], ...]}} (the names in evaluation
-    order; the same expressions derivations/generate.py prints to exact Python for the command line)."""
+    order; the same expressions derivations/generate.py prints to exact Python for the command line) and the
+    step's moments (:func:`step`)."""
     # lazy: sympy (only this path needs it)
     from derivations.assembly import device_terms as dt
     shape = device_shape(fam)
@@ -261,7 +264,29 @@ def device(pool: Pool, fam=DEEPSEEK) -> Dict:
                       for mtp, full in itertools.product((False, True), repeat=2)},
             "layer": pool.add(dt.activation_terms(False, False, shape)["layer"]),
             "variants": {key: [[name, pool.add(expr)] for name, expr in dt.assembly(mtp, full, holds, shape)]
-                         for key, mtp, full, holds in dt.variants()}}
+                         for key, mtp, full, holds in dt.variants()},
+            **step(pool)}
+
+
+def step(pool: Pool) -> Dict:
+    """The step's moments (derivations/assembly/step_terms.py), printed: {step: {framework: {policy: [[moment,
+    function, term id], ...]}}, step_policy: {--recompute value: policy}, step_none: {kind's symbol: its symbol
+    without recomputation}, step_indicators: {indicator: [option, value]}}.  The moments in their order (the first
+    largest binds, as device.step_excess takes it), the same expressions derivations/generate.py prints to exact
+    Python for the command line; written in DeepSeek's symbols, a family without one of them reads it as 0 (the
+    generated STEP_INPUTS), as the command line does."""
+    # lazy: sympy (only this path needs it)
+    from derivations.assembly import step_terms as stt
+    for name, (option, value) in stt.INDICATORS.items():
+        values = cfg.ATTENTION if option == "attention" else cfg.CONVENTION_SWITCHES[option].values
+        if value not in values:
+            raise ValueError(f"step_names.INDICATORS: {name} reads {option} = {value!r}, not one of {values}")
+    moments = {fw: {pol: [[name, pool.add(term.expr), term.id] for name, term in stt.moments(fw, pol).items()]
+                    for pol in stt.POLICIES} for fw in stt.FRAMEWORKS}
+    return {"step": moments, "step_policy": {rc: stt.policy_of(rc) for rc in cfg.RECOMPUTE},
+            # the kinds' symbols without recomputation (M_A0 of M_A, ...)
+            "step_none": {name[:-1]: name for name in stt.NONE_KINDS.values()},
+            "step_indicators": {k: list(v) for k, v in stt.INDICATORS.items()}}
 
 
 def family_data(pool: Pool, fam, check: bool = True) -> Dict:
@@ -296,7 +321,13 @@ def overheads(pool: Pool) -> Dict:
     from derivations.assembly import overheads as oh
     ends = {end: {"f_frag": _q(oh.overhead_values(end)[f_frag]), "M_buf": _q(oh.overhead_values(end)[M_buf])}
             for end in ("low", "high")}
-    return {"ends": ends}  # their peaks: the device assembly's peak_low, peak_high
+    # their peaks: the device assembly's peak_low, peak_high; at the step's peak (the total plus the step excess,
+    # derivations/assembly/step_terms.py), which the verdict judges: the same Sec. 6 peak of step_total
+    step_total = sp.Symbol("step_total", nonnegative=True)
+    ends_of = {end: oh.named_values(end) for end in ("low", "high")}
+    peaks = {end: pool.add(oh.peak(step_total, sp.Rational(o["f_frag"]), sp.Rational(o["M_buf"])))
+             for end, o in ends_of.items()}
+    return {"ends": ends, "step_peak": peaks}
 
 
 def _q(x) -> str:

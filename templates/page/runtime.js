@@ -4,7 +4,8 @@
    schedules.validate / chunks / held_stages, the inputs of device._estimate, commands/common's option
    resolution) and the page's controls.  Every formula it evaluates is a generated function of
    FNS (memsym/page/data.py, printed from the sympy terms), the per-device assembly included
-   (derivations/assembly/device_terms.py); none is written here. */
+   (derivations/assembly/device_terms.py) and the step's moments (derivations/assembly/step_terms.py);
+   none is written here. */
 
 // ----------------------------------------------------------------------------- exact rationals
 function gcd(a, b) { a = a < 0n ? -a : a; b = b < 0n ? -b : b; while (b) { [a, b] = [b, a % b]; } return a; }
@@ -407,8 +408,43 @@ function deviceInputs(m, lay, t, index, all, cached) {
   return { comp, held, chunks: ch, kept, subs, states, inputs: e };
 }
 const subsComposition = (c) => ({ L_d: Q.n(c.dense), L_m: Q.n(c.moe), e_E: Q.n(c.embedding ? 1 : 0), e_H: Q.n(c.head ? 1 : 0) });
+/** device.step_excess: what one micro-batch's backward holds above its end-of-forward activations at the step's
+    largest moment (derivations/assembly/step_terms.py, printed: DATA.families[...].device.step), {bytes, id, fn, cast}
+    (0, '' and null when no moment exceeds the end of the forward).  The moments of the framework --head-state
+    names under the recomputation policy's class, at the assembly's inputs with the kinds' bytes re-evaluated
+    without the cross-entropy backward's transient (--ce-backward none: the moments replace it) and, as M_A0,
+    M_E0, M_D0, without recomputation; a name a family lacks reads 0.  Each moment less the transient that the
+    view's own head counts (delta_H (M_H - M_H without it)); the first largest binds. */
+function stepExcess(m, t, d, cached) {
+  const dev = familyOf(m).device, conv = t.conventions;
+  const framework = conv.head_state in dev.step ? conv.head_state : "paper";
+  const moments = dev.step[framework][dev.step_policy[t.recompute]];
+  const plain = Object.assign({}, t, { conventions: Object.assign({}, conv, { ce_backward: "none" }) });
+  const none = Object.assign({}, plain, { recompute: "none", recompute_ops: [] });
+  // a kind's bytes read no composition (deviceInputs): one evaluation for every stage
+  const at = cached("kinds:plain", () => kindValues(m, keptUnits(m, plain), d.subs));
+  const at0 = cached("kinds:none", () => kindValues(m, keptUnits(m, none), d.subs));
+  const zero = Q.n(0), v = Object.assign({}, d.inputs);
+  for (const [kind, sym] of Object.entries(dev.kinds)) {
+    v[sym] = at[kind] === undefined ? zero : at[kind];
+    if (sym in dev.step_none) v[dev.step_none[sym]] = at0[kind] === undefined ? zero : at0[kind];
+  }
+  for (const [name, [option, value]] of Object.entries(dev.step_indicators))  // step_terms.INDICATORS
+    v[name] = Q.n((option === "attention" ? t.attention : conv[option]) === value ? 1 : 0);
+  for (const [, fn] of moments) for (const sym of DATA.reads[fn]) if (v[sym] === undefined) v[sym] = zero;
+  const own = d.inputs.M_H === undefined ? zero : d.inputs.M_H, eH = d.subs.e_H === undefined ? zero : d.subs.e_H;
+  const minusCast = Q.mul(-1, eH, Q.add(own, Q.mul(-1, v.M_H === undefined ? zero : v.M_H)));
+  let best = null;
+  for (const [, fn, id] of moments) {
+    const x = Q.add(FNS[fn](v), minusCast);
+    if (best === null || Q.cmp(x, best.bytes) > 0) best = { bytes: x, id, fn };  // the first largest
+  }
+  if (best === null || Q.cmp(best.bytes, zero) <= 0) return { bytes: zero, id: "", fn: null, cast: Q.mul(-1, minusCast) };
+  return Object.assign(best, { cast: Q.mul(-1, minusCast) });
+}
 /** One device of stage ``index``: its inputs and the printed assembly (up to ``until``: the total, when
-    only the most-loaded stage is sought); ``memo`` shares what equal compositions give between stages. */
+    only the most-loaded stage is sought), the step excess and the total at the step's peak; ``memo`` shares
+    what equal compositions give between stages. */
 function device(m, lay, t, index, all, memo, until) {
   memo = memo || new Map();
   const cached = (key, fn) => { if (!memo.has(key)) memo.set(key, fn()); return memo.get(key); };
@@ -417,14 +453,18 @@ function device(m, lay, t, index, all, memo, until) {
   const rb = t.conventions.runtime_buffers, ids = Object.assign({}, d.states.ids);
   const bytes = Object.assign({}, d.states.bytes, { activations: v.activations });
   if (rb && rb !== "none") { bytes.runtime = v.runtime; ids.runtime = `runtime.buffers.${rb}`; }
-  Object.assign(bytes, { total: v.total, activations_per_microbatch: v.activations_per_microbatch,
-    activations_per_layer: v.activations_per_layer });
+  const step = stepExcess(m, t, d, cached);
+  // device._estimate_at: the total at the step's peak, the end of the forward plus the step excess
+  Object.assign(bytes, { total: v.total, step: step.bytes, step_total: Q.add(v.total, step.bytes),
+    activations_per_microbatch: v.activations_per_microbatch, activations_per_layer: v.activations_per_layer });
+  ids.step = step.id;
   const overheads = {};
   for (const [end, o] of Object.entries(DATA.overheads.ends))
-    overheads[end] = { f_frag: Q.parse(o.f_frag), buffers: Q.parse(o.M_buf), fragmentation: v[`fragmentation_${end}`], peak: v[`peak_${end}`] };
+    overheads[end] = { f_frag: Q.parse(o.f_frag), buffers: Q.parse(o.M_buf), fragmentation: v[`fragmentation_${end}`], peak: v[`peak_${end}`],
+      step_peak: FNS[DATA.overheads.step_peak[end]]({ step_total: bytes.step_total }) };
   const P_n = d.states.P_n, P_m = d.states.P_m;
   return { stage: d.comp, held: d.held, chunks: d.chunks, params: { non_moe: P_n, moe: P_m, total: Q.add(P_n, P_m) }, bytes,
-    ids, params_id: d.states.params_id, kept: d.kept, subs: d.subs, overheads, variant: variantKey(t),
+    ids, params_id: d.states.params_id, kept: d.kept, subs: d.subs, overheads, variant: variantKey(t), step,
     inflight: t.schedule !== null ? Q.add(...d.chunks.filter((c) => c.part !== "head").map((c) => c.inflight)) : null };
 }
 function estimate(m, lay, t, stageIndex) {
@@ -434,10 +474,10 @@ function estimate(m, lay, t, stageIndex) {
   const all = stages(m, lay), memo = new Map();
   if (stageIndex === null) {
     if (t.schedule === null) stageIndex = lay.pp > 1 ? 1 : 0;
-    else {  // the most-loaded stage (largest total; the first on ties)
+    else {  // the most-loaded stage (device.estimate_all: largest total at the step's peak; the first on ties)
       let worst = null, worstTotal = null;
       for (let i = 0; i < all.length; i++) {
-        const total = device(m, lay, t, i, all, memo, "total").bytes.total;
+        const total = device(m, lay, t, i, all, memo, "total").bytes.step_total;
         if (worst === null || Q.cmp(total, worstTotal) > 0) { worst = i; worstTotal = total; }
       }
       return device(m, lay, t, worst, all, memo);

@@ -193,7 +193,8 @@ function modelOf(a) {
 }
 
 // ----------------------------------------------------------------------------- rendering
-const COLORS = { weights: "#4e79a7", gradients: "#f28e2b", optimizer: "#59a14f", activations: "#e15759", runtime: "#76b7b2" };
+const COLORS = { weights: "#4e79a7", gradients: "#f28e2b", optimizer: "#59a14f", activations: "#e15759", runtime: "#76b7b2",
+  step: "#b07aa1" };
 const math = (inner) => `<math display="inline">${inner}</math>`;
 function valueCells(key, q) {
   return `<td class="num" id="v-${key}" data-exact="${Q.str(q)}">${fmtInt(q)}</td><td class="num" id="g-${key}">${fmtGiB(q)}</td>`;
@@ -233,24 +234,40 @@ function render(m, t, est, gpu) {
   const actId = t.schedule ? "n_fl x act.stage (held at the peak)" : "act.stage (one micro-batch)";
   html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.activations}"></span>activations</th><td><code>${actId}</code></td><td class="formula"><div class="scroll">${actFormula(m, est.kept, est.variant)}</div></td>${valueCells("bytes-activations", b.activations)}</tr>`;
   if (b.runtime !== undefined) html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.runtime}"></span>runtime buffers</th><td><code>${esc(est.ids.runtime)}</code></td><td class="formula">cuBLAS workspaces (derivations/assembly/runtime.py)</td>${valueCells("bytes-runtime", b.runtime)}</tr>`;
-  html += `<tr class="total"><th scope="row">total</th><td></td><td class="formula">${math("<mi>weights</mi><mo>+</mo><mi>gradients</mi><mo>+</mo><mi>optimizer</mi><mo>+</mo><mi>activations</mi>" + (b.runtime !== undefined ? "<mo>+</mo><mi>runtime</mi>" : ""))}</td>${valueCells("bytes-total", b.total)}</tr>`;
+  // the step's peak (memsym estimate's text): shown when one micro-batch's backward holds more than the end of its forward
+  const stepped = Q.cmp(b.step, Q.n(0)) > 0;
+  html += `<tr class="total"><th scope="row">total</th><td>${stepped ? "<small>at the end of the forward</small>" : ""}</td><td class="formula"><div class="scroll">${math("<mi>weights</mi><mo>+</mo><mi>gradients</mi><mo>+</mo><mi>optimizer</mi><mo>+</mo><mi>activations</mi>" + (b.runtime !== undefined ? "<mo>+</mo><mi>runtime</mi>" : ""))}</div></td>${valueCells("bytes-total", b.total)}</tr>`;
+  if (stepped) {
+    const cast = Q.cmp(est.step.cast, Q.n(0)) !== 0 ? `<p class="note">less the head's cross-entropy backward transient (--ce-backward cast), which the moments replace: <span class="num">${fmtInt(est.step.cast)}</span> bytes</p>` : "";
+    html += `<tr class="step"><th scope="row"><span class="swatch" style="background:${COLORS.step}"></span>+ one backward</th><td><code>${esc(est.ids.step)}</code></td>` +
+      `<td class="formula"><details><summary>formula</summary><div class="scroll">${math(DATA.mathml[est.step.fn])}</div>${cast}</details></td>${valueCells("bytes-step", b.step)}</tr>`;
+    html += `<tr class="total step-total"><th scope="row">total at the step peak</th><td><small>what the verdict judges</small></td><td class="formula"><div class="scroll">${math("<mi>total</mi><mo>+</mo><mi>one backward</mi>")}</div></td>${valueCells("bytes-step_total", b.step_total)}</tr>`;
+  }
   if (t.schedule) html += `<tr><th scope="row">one micro-batch, act.</th><td><code>act.stage</code></td><td></td>${valueCells("bytes-activations_per_microbatch", b.activations_per_microbatch)}</tr>`;
   html += `<tr><th scope="row">${esc(familyOf(m).layer_label)}, act.</th><td><code>act.layer</code></td><td class="formula">${math(DATA.mathml[familyOf(m).device.layer])}</td>${valueCells("bytes-activations_per_layer", b.activations_per_layer)}</tr>`;
   html += "</tbody></table>";
-  const lo = est.overheads.low.peak, hi = est.overheads.high.peak, hbm = Q.n(gpu.bytes);
+  // the verdict judges the step's peak (analyses/budget.py: the total plus the step excess, with the Sec. 6 overheads)
+  const lo = est.overheads.low.step_peak, hi = est.overheads.high.step_peak, hbm = Q.n(gpu.bytes);
   const verdict = Q.cmp(hi, hbm) <= 0 ? "fits" : (Q.cmp(lo, hbm) <= 0 ? "fits only at the low end" : "does not fit");
-  html += `<p id="verdict" class="${verdict === "fits" ? "ok" : (verdict === "does not fit" ? "bad" : "warn")}">Against one ${esc(gpu.name)} (<span id="v-hbm" data-exact="${gpu.bytes}">${fmtGiB(hbm)}</span> GiB): peak with Sec. 6 overheads <span id="v-peak-low" data-exact="${Q.str(lo)}">${fmtGiB(lo)}</span> - <span id="v-peak-high" data-exact="${Q.str(hi)}">${fmtGiB(hi)}</span> GiB (${pct(lo, hbm)} - ${pct(hi, hbm)}): <strong id="v-verdict">${verdict}</strong>; allocated (no overheads) ${fmtGiB(b.total)} GiB.</p>`;
-  html += bar(b, hbm, hi);
+  const span = (id, q) => `<span id="${id}" data-exact="${Q.str(q)}">${fmtGiB(q)}</span>`;
+  const ends = (field, id) => `${span(`v-${id}-low`, est.overheads.low[field])} - ${span(`v-${id}-high`, est.overheads.high[field])} GiB`;
+  html += `<p id="verdict" class="${verdict === "fits" ? "ok" : (verdict === "does not fit" ? "bad" : "warn")}">Against one ${esc(gpu.name)} (<span id="v-hbm" data-exact="${gpu.bytes}">${fmtGiB(hbm)}</span> GiB): peak with Sec. 6 overheads ${ends("peak", "peak")}` +
+    (stepped ? ` at the end of the forward, ${ends("step_peak", "step-peak")} at the step peak` : "") +
+    ` (${pct(lo, hbm)} - ${pct(hi, hbm)}): <strong id="v-verdict">${verdict}</strong>; allocated (no overheads) ${fmtGiB(b.step_total)} GiB${stepped ? " at the step peak" : ""}.</p>`;
+  html += bar(b, hbm, hi, est.ids.step);
   $("results").innerHTML = html;
 }
-function bar(b, hbm, hi) {
+/** The components stacked (and one micro-batch's backward at the step's peak, ``stepId`` its moment), the Sec. 6
+    overheads to the judged peak ``hi`` and the GPU's capacity. */
+function bar(b, hbm, hi, stepId) {
   const W = 760, H = 54, scale = Math.max(Q.float(hi), Q.float(hbm));
   let x = 0, svg = `<svg id="bar" role="img" aria-label="stacked bar of the components against the GPU" width="${W + 20}" height="${H + 40}" viewBox="0 0 ${W + 20} ${H + 40}">`;
-  for (const k of ["weights", "gradients", "optimizer", "activations", "runtime"]) {
-    if (b[k] === undefined) continue;
-    const w = Q.float(b[k]) / scale * W;
-    svg += `<rect x="${10 + x}" y="10" width="${Math.max(w, 0)}" height="${H - 20}" fill="${COLORS[k]}"><title>${k}: ${fmtGiB(b[k])} GiB</title></rect>`;
-    if (w > 60) svg += `<text x="${10 + x + 4}" y="${H / 2 + 4}" fill="#fff" font-size="12">${k} ${fmtGiB(b[k], 1)}</text>`;
+  for (const k of ["weights", "gradients", "optimizer", "activations", "runtime", "step"]) {
+    if (b[k] === undefined || (k === "step" && !stepId)) continue;
+    const w = Q.float(b[k]) / scale * W, label = k === "step" ? "backward" : k;
+    svg += `<rect x="${10 + x}" y="10" width="${Math.max(w, 0)}" height="${H - 20}" fill="${COLORS[k]}"><title>${k === "step" ? `one backward (${esc(stepId)})` : k}: ${fmtGiB(b[k])} GiB</title></rect>`;
+    const text = `${label} ${fmtGiB(b[k], 1)}`;
+    if (w > Math.max(60, 7 * text.length + 8)) svg += `<text x="${10 + x + 4}" y="${H / 2 + 4}" fill="#fff" font-size="12">${text}</text>`;
     x += w;
   }
   const g = Q.float(hbm) / scale * W, p = Q.float(hi) / scale * W;

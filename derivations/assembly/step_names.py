@@ -1,0 +1,44 @@
+"""The names the step's moments are keyed by (pure: no sympy): read by derivations/assembly/step_terms.py (the
+terms), derivations/assembly/device.py (the exact evaluation) and memsym/page/data.py (the page's), so the three
+cannot drift apart.
+
+* :data:`FRAMEWORKS`: whose moments a configuration passes through, the ``--head-state`` value (the switch that
+  says which framework's head, loss and embedding the conventions are).
+* :data:`POLICIES` and :func:`policy_of`: recomputation as the moments see it.
+* :data:`INDICATORS`: the 0/1 symbols the moments read besides the configuration's values, each 1 when an option
+  (``attention`` or a convention switch) has a value (:func:`indicators`).
+* :data:`NONE_KINDS`: the kinds' bytes without recomputation, inputs beside the view's M_A, M_E, M_D.
+"""
+from __future__ import annotations
+
+from typing import Dict
+
+FRAMEWORKS = ("paper", "transformers", "mcore")
+POLICIES = ("none", "partial", "full")
+#: indicator: (option, value). u_eager: eager attention (score buffers, wrapped scaling numbers); u_grouped:
+#: transformers' grouped_mm experts; u_local: Megatron-Core's local layer spec (its DotProductAttention keeps a
+#: causal mask per layer, ``--causal-mask per-layer``, what ``--kernels local`` sets).
+INDICATORS = {"u_eager": ("attention", "eager"), "u_grouped": ("experts", "grouped"),
+              "u_local": ("causal_mask", "per-layer")}
+NONE_KINDS = {"mla": "M_A0", "moe": "M_E0", "dense": "M_D0"}
+
+
+def framework_of(conventions) -> str:
+    """The framework whose moments ``conventions`` pass through (``--head-state``; the paper's otherwise)."""
+    return conventions.head_state if conventions.head_state in FRAMEWORKS else "paper"
+
+
+def policy_of(recompute: str) -> str:
+    """A recomputation policy as the moments see it: none, partial (selective, custom) or full."""
+    return {"none": "none", "full": "full"}.get(recompute, "partial")
+
+
+def term_id(framework: str, policy: str, moment: str) -> str:
+    """``step.<framework>.<policy>.<moment>``: one moment's term id (its expression depends on all three)."""
+    return f"step.{framework}.{policy}.{moment}"
+
+
+def indicators(training) -> Dict[str, int]:
+    """{indicator: 0 or 1} of ``training`` (:data:`INDICATORS`)."""
+    read = lambda option: training.attention if option == "attention" else getattr(training.conventions, option)  # noqa: E731
+    return {name: int(read(option) == value) for name, (option, value) in INDICATORS.items()}
