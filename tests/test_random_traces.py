@@ -1,9 +1,10 @@
 """Random DeepSeek-family configurations traced in both frameworks and predicted to the byte (issue 26 item 5).
 
 A hypothesis strategy draws a small config.json and the training settings; each draw is traced in
-transformers (``DeepseekV3ForCausalLM``) and in Megatron-Core (``GPTModel``, local spec) on CPU
-(memsym/trace/hf.py, mcore.py) and compared with the framework's preset (memsym/trace/compare.py:
-``result``) per layer and outside the layers: measured == predicted, every byte.
+transformers (``DeepseekV3ForCausalLM``, or ``DeepseekV2ForCausalLM`` for a ``deepseek_v2`` draw) and in
+Megatron-Core (``GPTModel``, local spec, the router as memsym/trace/mcore.py ``routing_fields`` maps the
+config) on CPU (memsym/trace/hf.py, mcore.py) and compared with the framework's preset
+(memsym/trace/compare.py: ``result``) per layer and outside the layers: measured == predicted, every byte.
 
 The seed is fresh each run (printed in the summary and in a failure) unless ``MEMSYM_RANDOM_SEED`` gives
 it; ``MEMSYM_RANDOM_EXAMPLES`` sets the draws (default :data:`EXAMPLES`).  A failing draw prints its
@@ -12,26 +13,42 @@ of paper/traces/).  No shrinking (each step would be two more traces): the draw 
 
 What the strategy draws (:func:`configs`): hidden size 64-384; heads 1-8; q_lora_rank null or 4-128;
 kv_lora_rank 4-128; rope (even) 2-32, nope 4-64 and v 4-64 head dims; dense FFN 16-512, experts' 8-256;
-2-9 routed experts in n_group groups (a group holds at least 2: transformers sums each group's top 2),
-topk_group 1..n_group, top-k 1..min(4, experts in the kept groups); 0-3 shared experts; 0-2 dense
-layers then 1-2 MoE layers; vocabulary 64-2048; tied or not; 0-1 MTP module (Megatron-Core builds and
-trains it; transformers builds none).  Training: micro-batch 1-2; sequence 64-384 (any integer);
-BF16 or FP32; recomputation none or full (transformers), none, full or selective (Megatron-Core);
-Megatron-Core's SwiGLU fused or unfused, router dtype FP32 or the activations', auxiliary loss none,
-seq or global (memsym/trace/inputs.py MCORE_SETTINGS); transformers' experts loop or grouped (grouped_mm: torch._grouped_mm needs 16-byte strides, so h and
-h_E are then multiples of 8).
+2-9 routed experts; 0-3 shared experts; 0-2 dense layers then 1-2 MoE layers; vocabulary 64-2048; tied or
+not; 0-1 MTP module (Megatron-Core builds and trains it; transformers builds none).  The routing
+(:func:`routings`, issue 26 item 3): model_type deepseek_v3 or deepseek_v2; topk_method noaux_tc (the expert
+bias; deepseek_v3 only), greedy or group_limited_greedy; scoring_func sigmoid, or softmax without noaux_tc;
+n_group groups (one group included) keeping topk_group 1..n_group, or (a greedy deepseek_v2 config) no groups
+at all; top-k 1..min(4, experts in the kept groups); norm_topk_prob true or false; routed_scaling_factor
+left out (the config class's default; Megatron-Core none) or 0.125-32.  What each framework runs of it:
+transformers' DeepSeek-V3 code always takes the sigmoid, the expert bias and the groups, whatever
+scoring_func and topk_method say; its DeepSeek-V2 code always the softmax, never normalises, and limits the
+groups for group_limited_greedy only; Megatron-Core follows scoring_func (pre-softmax), has the expert bias for
+noaux_tc, the group-limited top-k whenever topk_group is given, and normalises the sigmoid top-k whatever
+norm_topk_prob says.  Training: micro-batch 1-2; sequence 64-384 (any integer); BF16 or FP32;
+recomputation none or full (transformers), none, full or selective (Megatron-Core); Megatron-Core's SwiGLU
+fused or unfused, router dtype FP32 or the activations', auxiliary loss none, seq or global
+(memsym/trace/inputs.py MCORE_SETTINGS); transformers' experts loop or grouped (grouped_mm:
+torch._grouped_mm needs 16-byte strides, so h and h_E are then multiples of 8).
 
-Restricted, and why:
-* routing is DeepSeek-V3's: sigmoid scores, noaux_tc (the expert bias), norm_topk_prob true.  Softmax
-  scoring, greedy / group-limited greedy top-k and V2-style configs without the bias change what the
-  routers keep (issue 26 item 3); Megatron-Core refuses the expert bias with softmax scores, and
-  transformers 5.24's DeepseekV3TopkRouter always takes the sigmoid.
+Restricted, and why (every draw is traced in both frameworks; none is skipped):
+* what a framework cannot build is not drawn: softmax scores with noaux_tc (Megatron-Core refuses the
+  expert bias with softmax scores); noaux_tc in a deepseek_v2 config (transformers' DeepseekV2TopkRouter has
+  no such top-k: memsym/trace/inputs.py check_routing; Megatron-Core would run it as a deepseek_v3 one);
+  groups of one expert in a deepseek_v3 config (DeepseekV3TopkRouter sums each group's top 2); a deepseek_v3
+  config without n_group/topk_group (DeepseekV3Config's 8 groups keeping 4 need 16 or more experts);
+  topk_group without n_group (Megatron-Core refuses it) or n_group without topk_group (both frameworks ignore
+  it); more top-k than experts in the kept groups (Megatron-Core's masked scores would route to -inf).
+* deepseek_v2 configs: hidden size a multiple of the heads (DeepseekV2Config refuses others) and, in FP32,
+  even qk_nope_head_dim and kv_lora_rank (its complex RoPE's view_as_complex needs even strides and offsets;
+  in BF16 the ``.float()`` before it is a contiguous copy).
 * attention is eager in both: Megatron-Core's local spec has only the unfused DotProductAttention;
   transformers' flash needs a GPU, and its sdpa on CPU runs PyTorch's math kernel (an FP32 upcast no
   preset models: paper/traces/hf-tiny-b2-s256-bf16-sdpa-loop.toml is recorded as unexplained).
+* model_type kimi_k2 is not drawn (transformers runs DeepSeek-V3's code for it, as for deepseek_v3).
 """
 import itertools
 import json
+import math
 import os
 import random
 import tempfile
@@ -54,34 +71,60 @@ EXAMPLES = int(os.environ.get("MEMSYM_RANDOM_EXAMPLES") or 12)
 
 
 @st.composite
+def routings(draw, N: int):
+    """The routing fields of a config of N routed experts (module docstring): model_type, scoring_func,
+    topk_method, n_group/topk_group (or none), num_experts_per_tok, norm_topk_prob, routed_scaling_factor."""
+    v2 = draw(st.booleans())  # transformers runs DeepseekV2TopkRouter (softmax, greedy / group-limited greedy)
+    if v2:  # transformers' DeepSeek-V2 code has no noaux_tc (memsym/trace/inputs.py check_routing)
+        method = draw(st.sampled_from(["greedy", "group_limited_greedy"]))
+    else:
+        method = draw(st.sampled_from(["noaux_tc", "greedy", "group_limited_greedy"]))
+    # Megatron-Core refuses the expert bias (noaux_tc) with softmax scores
+    scoring = "sigmoid" if method == "noaux_tc" else draw(st.sampled_from(["sigmoid", "softmax"]))
+    # DeepSeek-V3's code sums each group's top 2 (a group holds at least 2) and has no config without groups
+    # (DeepseekV3Config's 8 and 4 do not divide 2-9 experts into groups of 2); DeepSeek-V2's takes each group's
+    # maximum (groups of one expert too) and a greedy V2 config may leave the groups out (no group-limited top-k)
+    fits = [g for g in range(1, N + 1) if N % g == 0 and (v2 or g == 1 or N // g >= 2)]
+    has_groups = not v2 or method == "group_limited_greedy" or draw(st.booleans())
+    G = draw(st.sampled_from(fits)) if has_groups else 1
+    kG = draw(st.integers(1, G)) if has_groups else 1
+    out = dict(model_type="deepseek_v2" if v2 else "deepseek_v3", scoring_func=scoring, topk_method=method,
+               n_group=G if has_groups else None, topk_group=kG if has_groups else None,
+               num_experts_per_tok=draw(st.integers(1, min(4, kG * (N // G)))),
+               norm_topk_prob=draw(st.booleans()),
+               routed_scaling_factor=draw(st.none() | st.sampled_from([1.0, 2.5, 16.0]) | st.floats(0.125, 32.0)))
+    return {k: v for k, v in out.items() if v is not None}  # None: the field left out (its class's default)
+
+
+@st.composite
 def configs(draw):
-    """(config.json fields, training settings) of one small DeepSeek-V3-style model (module docstring)."""
+    """(config.json fields, training settings) of one small DeepSeek-family model (module docstring)."""
     grouped = draw(st.booleans())  # transformers' experts implementation (torch._grouped_mm: 16-byte strides)
-    mult = 8 if grouped else 1
-    h = draw(st.integers(64 // mult, 384 // mult)) * mult
-    nh = draw(st.integers(1, 8))
     N = draw(st.integers(2, 9))
-    G = draw(st.sampled_from([g for g in range(1, N + 1) if N % g == 0 and (g == 1 or N // g >= 2)]))
-    kG = draw(st.integers(1, G))
-    k = draw(st.integers(1, min(4, kG * (N // G))))
+    routing = draw(routings(N))
+    nh = draw(st.integers(1, 8))
+    # h: a multiple of 8 for grouped_mm; DeepseekV2Config also refuses h not a multiple of the heads
+    mult = math.lcm(8 if grouped else 1, nh if routing["model_type"] == "deepseek_v2" else 1)
+    h = draw(st.integers(-(-64 // mult), 384 // mult)) * mult
+    hmult = 8 if grouped else 1
+    act_dtype = draw(st.sampled_from(["bf16", "fp32"]))
+    # DeepSeek-V2's complex RoPE views q_pe and k_pe as complex (view_as_complex: even strides and offset); in
+    # FP32 .float() is no copy, so the columns before them (qk_nope_head_dim, kv_lora_rank) must be even
+    pair = 2 if routing["model_type"] == "deepseek_v2" and act_dtype == "fp32" else 1
     dense, moe = draw(st.integers(0, 2)), draw(st.integers(1, 2))
-    c = dict(BASE)
-    for key in ("architectures", "torch_dtype"):
-        c.pop(key)
+    c = {k: v for k, v in BASE.items()
+         if k not in ("architectures", "torch_dtype", "n_group", "topk_group", "routed_scaling_factor")}
     c.update(
         hidden_size=h, num_attention_heads=nh, num_key_value_heads=nh,
-        q_lora_rank=draw(st.none() | st.integers(4, 128)), kv_lora_rank=draw(st.integers(4, 128)),
-        qk_rope_head_dim=2 * draw(st.integers(1, 16)), qk_nope_head_dim=draw(st.integers(4, 64)),
+        q_lora_rank=draw(st.none() | st.integers(4, 128)), kv_lora_rank=draw(st.integers(4 // pair, 128 // pair)) * pair,
+        qk_rope_head_dim=2 * draw(st.integers(1, 16)), qk_nope_head_dim=draw(st.integers(4 // pair, 64 // pair)) * pair,
         v_head_dim=draw(st.integers(4, 64)), intermediate_size=draw(st.integers(16, 512)),
-        moe_intermediate_size=draw(st.integers(8 // mult, 256 // mult)) * mult,
-        n_routed_experts=N, num_experts_per_tok=k, n_group=G, topk_group=kG,
-        n_shared_experts=draw(st.integers(0, 3)), first_k_dense_replace=dense, num_hidden_layers=dense + moe,
-        vocab_size=draw(st.integers(64, 2048)), tie_word_embeddings=draw(st.booleans()),
-        num_nextn_predict_layers=draw(st.integers(0, 1)),
-        # DeepSeek-V3's routing only (module docstring): issue 26 item 3 covers the others
-        scoring_func="sigmoid", topk_method="noaux_tc", norm_topk_prob=True)
+        moe_intermediate_size=draw(st.integers(8 // hmult, 256 // hmult)) * hmult,
+        n_routed_experts=N, n_shared_experts=draw(st.integers(0, 3)), first_k_dense_replace=dense,
+        num_hidden_layers=dense + moe, vocab_size=draw(st.integers(64, 2048)),
+        tie_word_embeddings=draw(st.booleans()), num_nextn_predict_layers=draw(st.integers(0, 1)), **routing)
     common = dict(mbs=draw(st.integers(1, 2)), seq=draw(st.integers(64, 384)),
-                  act_dtype=draw(st.sampled_from(["bf16", "fp32"])), attention="eager")
+                  act_dtype=act_dtype, attention="eager")
     training = {
         "transformers": dict(common, experts="grouped" if grouped else "loop",
                              recompute=draw(st.sampled_from(["none", "full"]))),
@@ -169,25 +212,47 @@ def test_random_config_is_predicted_in_both_frameworks(draw, record_property):
 
 def test_the_strategy_draws_valid_configs():
     """Every draw is a config memsym's reader takes (derivations/config/hfconfig.py) within the trace's
-    limits (memsym/trace/inputs.py), and its routing fits both frameworks: a group holds at least two
-    experts, the kept groups at least top-k (no torch needed)."""
+    limits and routings (memsym/trace/inputs.py), and its routing fits both frameworks: transformers'
+    DeepSeek-V3 code (a group holds at least two experts), DeepSeek-V2's (h a multiple of the heads, no
+    noaux_tc, groups for group_limited_greedy), Megatron-Core's (no expert bias with softmax scores, the
+    groups divide the experts, the kept groups hold at least top-k) (no torch needed)."""
     from memsym.trace import inputs
 
+    seen = set()
+
     @seed(SEED)
-    @settings(max_examples=200, deadline=None, database=None)
+    @settings(max_examples=300, deadline=None, database=None)
     @given(draw=configs())
     def check(draw):
         c, training = draw
         _, spec = inputs.of(c)
-        N, G, kG, k = c["n_routed_experts"], c["n_group"], c["topk_group"], c["num_experts_per_tok"]
-        assert N % G == 0 and (G == 1 or N // G >= 2) and 1 <= kG <= G and 1 <= k <= min(4, kG * N // G)
+        N, k = c["n_routed_experts"], c["num_experts_per_tok"]
+        G, kG = spec.groups()
+        v2 = c["model_type"] == "deepseek_v2"
+        assert (G is None) == (kG is None) and (G is not None or v2 and c["topk_method"] == "greedy")
+        G, kG = G or 1, kG or 1
+        assert N % G == 0 and (v2 or G == 1 or N // G >= 2) and 1 <= kG <= G and 1 <= k <= min(4, kG * N // G)
+        assert not (spec.routing_bias and spec.scoring_func == "softmax")
+        if v2:
+            assert c["hidden_size"] % c["num_attention_heads"] == 0 and c["topk_method"] != "noaux_tc"
+            if training["transformers"]["act_dtype"] == "fp32":
+                assert c["qk_nope_head_dim"] % 2 == 0 and c["kv_lora_rank"] % 2 == 0
         assert spec.l == c["num_hidden_layers"] and spec.first_k_dense < spec.l
         for framework, t in training.items():
             inputs.check_size(spec, t["mbs"], t["seq"])
+            inputs.check_routing(framework, spec)
             inputs.check_options(framework, t["attention"], t["experts"], t["recompute"], t.get("settings"))
             if t["experts"] == "grouped":
                 assert c["hidden_size"] % 8 == 0 and c["moe_intermediate_size"] % 8 == 0
+        seen.add((c["model_type"], spec.scoring_func, spec.topk_method, spec.norm_topk_prob, spec.group_limited,
+                  G == 1, "routed_scaling_factor" in c))
     check()
+    # every routing variant is drawn: both model types, scores, top-k methods, norm_topk_prob, groups or none,
+    # one group, the scaling factor given or left out
+    for i, values in enumerate([{"deepseek_v2", "deepseek_v3"}, {"sigmoid", "softmax"},
+                                {"noaux_tc", "greedy", "group_limited_greedy"}, {True, False}, {True, False},
+                                {True, False}, {True, False}]):
+        assert {v[i] for v in seen} == values, i
 
 
 if os.environ.get("MEMSYM_REQUIRE_TRACE"):  # CI with the extra: the random traces must run, not skip
