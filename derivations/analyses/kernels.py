@@ -96,13 +96,18 @@ def step_keys(choices) -> Dict[str, Tuple[str, str]]:
             for (_, r), pick in choices.items() if r in ("full", "selective")}
 
 
-def add_step(value: Dict, keys: Mapping[str, Tuple[str, str]], moments: Mapping, L_d, L_m) -> None:
-    """Each recomputing policy's activations in ``value`` plus its step excess, in place (new arrays): the
-    largest of its moments at the composition (a MoE layer rebuilt when the stage has one, a dense layer
-    likewise; 0 without a layer), derivations/assembly/step_terms.py's ``paper`` moments as the device
-    assembly evaluates them (derivations/assembly/device.py ``step_excess``)."""
+def step_excess(keys: Mapping[str, Tuple[str, str]], moments: Mapping, L_d, L_m) -> Dict[str, object]:
+    """{activation term id: its policy's step excess}: the largest of the policy's moments at the composition
+    (a MoE layer rebuilt when the stage has one, a dense layer likewise; 0 without a layer),
+    derivations/assembly/step_terms.py's ``paper`` moments as derivations/assembly/device.py ``step_excess``
+    evaluates them."""
     # lazy: numpy (the search only)
     import numpy as np
-    for act, (moe, dense) in keys.items():
-        x = np.maximum(np.where(L_m > 0, moments[moe], 0.0), np.where(L_d > 0, moments[dense], 0.0))
-        value[act] = value[act] + np.maximum(x, 0.0)
+    return {act: np.maximum(np.maximum(np.where(L_m > 0, moments[moe], 0.0), np.where(L_d > 0, moments[dense], 0.0)),
+                            0.0) for act, (moe, dense) in keys.items()}
+
+
+def add_step(value: Dict, keys: Mapping[str, Tuple[str, str]], moments: Mapping, L_d, L_m) -> None:
+    """Each recomputing policy's activations in ``value`` plus its :func:`step_excess`, in place (new arrays)."""
+    for act, x in step_excess(keys, moments, L_d, L_m).items():
+        value[act] = value[act] + x

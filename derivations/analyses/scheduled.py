@@ -127,14 +127,22 @@ def evaluate_block(model, training, choices, compiled, cols, m, progress=None):
     value = dict(zip(states[0], _values(model, training, states, cols, state)))
     value.update(dict(zip(acts[0], _values(model, training, acts, cols, act))))
     step = {a: p for a, p in kernels.step_keys(choices).items() if all(k in steps[0] for k in p)}
-    if step:  # the step's peak: one micro-batch's rebuilt layer at the device's own stage (step_terms.py)
-        own = np.zeros((n, K, 4))
-        for pp in set(pps.tolist()):
-            sel = np.flatnonzero(pps == pp)
-            own[sel, :pp] = np.array([(st.dense, st.moe, int(st.embedding), int(st.head))
-                                      for st in cfg.stages(model, cfg.Layout(pp=pp))], dtype=np.float64)
-        moments = dict(zip(steps[0], _values(model, training, steps, cols, own)))
-        kernels.add_step(value, step, moments, own[:, :, 0], own[:, :, 1])
+    if step:  # the step's peak: one micro-batch's rebuilt layer on a stage the device runs (step_terms.py)
+        held = 2 if training.schedule == "dualpipe" else 1  # its own stage, and DualPipe's mirror stage
+        x = {}
+        for h in range(held):
+            comp = np.zeros((n, K, 4))
+            for pp in set(pps.tolist()):
+                sel = np.flatnonzero(pps == pp)
+                every = cfg.stages(model, cfg.Layout(pp=pp))
+                comp[sel, :pp] = np.array([[(s.dense, s.moe, int(s.embedding), int(s.head)) for s in
+                                            [every[schedules.held_stages(training.schedule, pp, i)[h]]]][0]
+                                           for i in range(pp)], dtype=np.float64)
+            moments = dict(zip(steps[0], _values(model, training, steps, cols, comp)))
+            for act, got in kernels.step_excess(step, moments, comp[:, :, 0], comp[:, :, 1]).items():
+                x[act] = got if act not in x else np.maximum(x[act], got)
+        for act, got in x.items():
+            value[act] = value[act] + got
     zeros = sorted({z for z, _ in choices})
     policies = tuple(dict.fromkeys(r for _, r in choices))
     comps = list(next(iter(choices.values())))

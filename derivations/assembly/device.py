@@ -285,7 +285,8 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     if rb != "none":
         ids["runtime"], byts["runtime"] = buffers_id(rb), runtime
     byts["total"] = Fraction(v["total"])
-    byts["step"], ids["step"] = step_excess(model, training, inputs, values)
+    # one micro-batch's backward on any stage the device runs (DualPipe: its own and its mirror stage)
+    byts["step"], ids["step"] = _held_step(model, layout, training, inputs, values, comp, held)
     byts["step_total"] = byts["total"] + byts["step"]
     ids["activations_per_microbatch"] = act["stage"]
     byts["activations_per_microbatch"] = Fraction(v["activations_per_microbatch"])
@@ -319,6 +320,20 @@ def _ends(v: Mapping, step_total=None) -> Dict[str, Dict[str, Fraction]]:
         if step_total is not None:
             out[end]["step_peak"] = Fraction(overheads.peak(step_total, Fraction(o["f_frag"]), Fraction(o["M_buf"])))
     return out
+
+
+def _held_step(model, layout, training, inputs: Mapping, values: Mapping, comp, held) -> Tuple[Fraction, str]:
+    """The largest :func:`step_excess` over the stages the device runs (its own first; DualPipe's mirror stage
+    holds other layers or the head): the first largest."""
+    best = step_excess(model, training, inputs, values)
+    for st in held:
+        if st.index == comp.index:
+            continue
+        at = ev.derived(named(model, layout, training, st), model.family)
+        got = step_excess(model, training, {**inputs, **at}, at)
+        if got[0] > best[0]:
+            best = got
+    return best
 
 
 def step_excess(model, training, inputs: Mapping, values: Mapping) -> Tuple[Fraction, str]:

@@ -17,19 +17,21 @@ of the assembly.
 
 Which moments a device passes through is the framework's (the ``--head-state`` switch names it):
 
-* ``paper``: the ideal kernels of the paper's view.  Without recomputation the end of the forward is
-  the peak (the paper's own reading, kept).  With recomputation each layer kind of the stage (MoE,
-  dense) is a moment: the layer rebuilt, its activations without recomputation replacing what the
-  policy kept of it, plus the gradient of its output (B_a b s h / (SP CP)); the heaviest binds.
-
-Each moment is a polynomial in b and s (fit solves the one that binds in closed form).
+* ``paper``: the ideal kernels of the paper's view, which counts kept tensors (Sec. 5), not gradients or a
+  kernel's transients.  Without recomputation the end of the forward is the peak (the paper's own reading,
+  kept).  With recomputation each layer kind of the stage (MoE, dense) is a moment: the layer rebuilt, its
+  activations without recomputation replacing what the policy kept of it; the heaviest binds.  A policy
+  that keeps everything (``custom:`` of operators with nothing to recompute) adds nothing: no policy is
+  judged above no recomputation.  Each paper moment is a polynomial in b and s at a stage, so fit solves
+  the one that binds in closed form.
 * ``transformers``: transformers 5.24 eager DeepseekV3ForCausalLM, measured in paper/traces/*-step.toml
   and explained in paper/traces/STEP.md.
 * ``mcore``: Megatron-Core 0.16.1 (local spec), likewise.
 
-The framework moments are exact against the step records at TP = PP = EP = CP = 1 (tests/
-test_step_terms.py); the parallel degrees divide them as the tensors they name are split, which no
-record checks yet.
+The framework moments are exact against the step records (tests/test_step_terms.py), all at TP = PP = EP =
+CP = 1 and s = 256: the parallel degrees divide them as the tensors they name are split (a CP rank its s / CP
+tokens), which no record checks yet, and a layer's attention backward (b n_h s^2 gradients), which binds at
+longer sequences, is not a moment yet (paper/traces/STEP.md).
 """
 from __future__ import annotations
 
@@ -60,8 +62,10 @@ u_local = _S("u_local")
 b, s, h, V, n_h, d_r, N, k = nt.b, nt.s, nt.h, nt.v, nt.n_h, nt.d_hr, nt.N, nt.N_r
 B_a, TP, SP, CP = nt.B_a, nt.TP, nt.SP, nt.CP
 L_d, L_m, e_E, e_H = nt.L_d, nt.L_m, nt.e_E, nt.e_H
-#: tokens of one micro-batch on a device of the sequence-parallel region
-t = b * s
+#: the sequence and the tokens of one micro-batch a device holds under context parallelism (the frameworks' moments
+#: were traced at CP = 1: a rank is taken to hold its s / CP tokens of every tensor they name)
+s_loc = s / CP
+t = b * s_loc
 L = L_d + L_m
 #: 1 when the stage has a layer of the kind (Min(1, n) of a count n >= 0)
 has_moe, has_dense, has_layers = sp.Min(1, L_m), sp.Min(1, L_d), sp.Min(1, L)
@@ -76,14 +80,11 @@ def _term(tid: str, meaning: str, prov: str, parts) -> Term:
 def _paper(policy: str) -> Dict[str, Term]:
     if policy == "none":
         return {}
-    grad = ("grad", "the gradient of the layer's output (B_a b s h / (SP CP))", B_a * b * s * h / (SP * CP), "")
     prov = "extension (issue 26 item 6): the ideal kernels of the paper's view"
     return {f"{kind}_layer": _term(f"step.paper.{kind}_layer", f"the backward of a {kind} layer of the stage: its "
-                                   "activations rebuilt (without recomputation, less what the policy kept) and the "
-                                   "gradient of its output", prov,
+                                   "activations rebuilt (without recomputation, less what the policy kept)", prov,
                                    [("rebuilt", f"the {kind} layer's activations without recomputation (MLA and "
-                                     f"{ffn}), less what the policy keeps of them", has * (M_A0 - M_A + m0 - m), ""),
-                                    (grad[0], grad[1], has * grad[2], grad[3])])
+                                     f"{ffn}), less what the policy keeps of them", has * (M_A0 - M_A + m0 - m), "")])
             for kind, ffn, has, m0, m in (("moe", "MoE", has_moe, M_E0, M_E), ("dense", "dense FFN", has_dense, M_D0, M_D))}
 
 
@@ -95,9 +96,9 @@ def _transformers(policy: str) -> Dict[str, Term]:
     held = [wrapped, loss]
     if policy == "full":  # torch.utils.checkpoint (non-reentrant) keeps each checkpointed call's arguments
         held += [("mask", "the eager 4-d causal mask (b x 1 x s x s, B_a), a checkpointed argument",
-                  has_layers * u_eager * B_a * b * s ** 2, HF + ": DeepseekV3Model.forward (create_causal_mask)"),
+                  has_layers * u_eager * B_a * b * s_loc ** 2, HF + ": DeepseekV3Model.forward (create_causal_mask)"),
                  ("rope", "the RoPE cos and sin (s x d_r, B_a each) and the int64 positions, checkpointed arguments",
-                  has_layers * (2 * B_a * s * d_r + 8 * s), HF + ": DeepseekV3Model.forward (rotary_emb)")]
+                  has_layers * (2 * B_a * s_loc * d_r + 8 * s_loc), HF + ": DeepseekV3Model.forward (rotary_emb)")]
     eof = sum(p[2] for p in held)
     out = {"end": _term("step.transformers.end", "held at the end of the forward besides the saved tensors",
                         STEP + " (transformers)", held)}
@@ -148,10 +149,10 @@ def _mcore(policy: str) -> Dict[str, Term]:
     full = policy == "full"
     tn = 5 * t * N + 8 * N + (8 * t * k if full else 24)
     held = [("scores", "the GlobalMemoryBuffer the local spec's core attention's baddbmm writes the scores into "
-                       "(B_a b n_h s^2 / TP), allocated once", has_layers * u_eager * u_local * B_a * b * n_h * s ** 2 / TP,
+                       "(B_a b n_h s^2 / TP), allocated once", has_layers * u_eager * u_local * B_a * b * n_h * s_loc ** 2 / TP,
              MC + "parallel_state.py: GlobalMemoryBuffer; transformer/dot_product_attention.py"),
             ("rope", "each MLA layer's FP32 RotaryEmbedding output (s x d_r), kept by its lru_cache",
-             4 * L * s * d_r, MC + "models/common/embeddings/rotary_pos_embedding.py: RotaryEmbedding.forward"),
+             4 * L * s_loc * d_r, MC + "models/common/embeddings/rotary_pos_embedding.py: RotaryEmbedding.forward"),
             ("dispatcher", "per MoE layer the all-to-all dispatcher's attributes: FP32 probs and bool routing map "
                            "(t x N), int64 tokens per expert (N)"
              + (", int64 permutation indices (t k)" if full else ", three wrapped numbers"),
@@ -172,7 +173,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
           ("locals", "the transposed int64 targets (a copy unless b = 1), logits_max (FP32), arange_1d (int64), "
                      "predicted_logits_1d (FP32) and its clone", e_H * (28 - 8 * B_IS_1) * t,
            MC + "tensor_parallel/cross_entropy.py: _VocabParallelCrossEntropy.forward; language_module.py"),
-          ("positions", "the int64 position ids", e_H * 8 * s, MC + "models/gpt/gpt_model.py")]
+          ("positions", "the int64 position ids", e_H * 8 * s_loc, MC + "models/gpt/gpt_model.py")]
     out["ce"] = _term("step.mcore.ce", "the vocabulary-parallel cross-entropy's forward", STEP + " (Megatron-Core)", ce)
     if full:  # CheckpointFunction.backward rebuilds the last layer, up to SequentialMLP's torch.cat
         rebuilt = [("held", "what the end of the forward holds besides the saves, less the last layer's dispatcher "

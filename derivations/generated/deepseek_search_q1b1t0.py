@@ -116,7 +116,7 @@ def activations(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, CP, DP, EP, ET
 
 
 def step_coefficients(v):
-    """The 10 coefficients of ``step`` at the substitution ``v`` (exact)."""
+    """The 9 coefficients of ``step`` at the substitution ``v`` (exact)."""
     _B_a = v["B_a"]
     _B_k = v["B_k"]
     _F = v["F"]
@@ -135,21 +135,20 @@ def step_coefficients(v):
     return (
         (_B_a*_d_c + _B_a*_d_cq),
         (2*_B_a*_n_h + _B_k*_n_h),
-        (3*_B_a*_h + 2*_B_k*_h),
+        (2*_B_a*_h + 2*_B_k*_h),
         (2*_B_a*_d_h*_n_h + 2*_B_a*_d_hr*_n_h + 2*_B_a*_d_v*_n_h + 4*_B_a*_h_F),
-        (_B_a*_h),
         (2*_B_a*_N + _B_a*_N_s*_h + 4*_B_a*_N_s*_h_E + _B_a*_d_c + _B_a*_d_cq + _B_k*_N_s*_h),
-        (3*_B_a*_h + _B_k*_h),
+        (2*_B_a*_h + _B_k*_h),
         (2*_B_a*_d_h*_n_h + 2*_B_a*_d_hr*_n_h + 2*_B_a*_d_v*_n_h),
         (_B_a*_F*_N_r*_h + _B_k*_F*_N_r*_h),
         (4*_B_a*_F*_N_r*_h_E),
     )
 
 
-def step(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, CP, DP, EP, ETP, L_d, L_m, PP, SP, TP, b, e_E, e_H, s):
+def step(c0, c1, c2, c3, c4, c5, c6, c7, c8, CP, DP, EP, ETP, L_d, L_m, PP, SP, TP, b, e_E, e_H, s):
     x0 = 1/CP
     x1 = 1/SP
     x2 = 1/TP
     x3 = c1*s
-    x4 = b*s*x0*(c1*s*x2 + c4*x1)
-    return (b*s*x0*(c0 + c2*x1 + x2*(c3 + x3)), x4, b*s*x0*(c5 + c6*x1 + x2*(c7 + x3) + (c8 + c9/ETP)/EP), x4)
+    x4 = b*c1*s**2*x0*x2
+    return (b*s*x0*(c0 + c2*x1 + x2*(c3 + x3)), x4, b*s*x0*(c4 + c5*x1 + x2*(c6 + x3) + (c7 + c8/ETP)/EP), x4)

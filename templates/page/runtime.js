@@ -453,7 +453,14 @@ function device(m, lay, t, index, all, memo, until) {
   const rb = t.conventions.runtime_buffers, ids = Object.assign({}, d.states.ids);
   const bytes = Object.assign({}, d.states.bytes, { activations: v.activations });
   if (rb && rb !== "none") { bytes.runtime = v.runtime; ids.runtime = `runtime.buffers.${rb}`; }
-  const step = stepExcess(m, t, d, cached);
+  // one micro-batch's backward on any stage the device runs (device._held_step: DualPipe's mirror stage too)
+  let step = stepExcess(m, t, d, cached);
+  for (const comp of d.held) {
+    if (comp.index === d.comp.index) continue;
+    const subs = cached("subs:" + compKey(comp), () => substitution(m, lay, t, comp));
+    const other = stepExcess(m, t, Object.assign({}, d, { subs, inputs: Object.assign({}, d.inputs, subs) }), cached);
+    if (Q.cmp(other.bytes, step.bytes) > 0) step = other;
+  }
   // device._estimate_at: the total at the step's peak, the end of the forward plus the step excess
   Object.assign(bytes, { total: v.total, step: step.bytes, step_total: Q.add(v.total, step.bytes),
     activations_per_microbatch: v.activations_per_microbatch, activations_per_layer: v.activations_per_layer });
