@@ -20,13 +20,6 @@ UNEXPLAINED = {
     "hf-tiny-b1-s256-bf16-eager-loop-full-step": "the peak is a transient of the expert loop's backward that "
     "depends on the routing (one expert's token copies, what is left of the layer's recomputation)",
 }
-#: Step records whose peak is a moment the presets do not have yet: a layer's attention (the backward's b n_h s^2
-#: softmax gradients, Megatron-Core's forward inside its core attention), which binds from s = 512 on; STEP.md
-#: derives it. The presets predict less: these verdicts are optimistic until it is a moment.
-ATTENTION = {f"hf-tiny-b{b}-s1024-bf16-eager-grouped{r}-step" for b in (1, 2) for r in ("", "-full")} | {
-    f"mcore-tiny-b{b}-s{s}-bf16{r}-step" for b in (1, 2) for s in (512, 1024) for r in ("-full", "-selective")} | {
-    f"mcore-tiny-b{b}-s1024-bf16-step" for b in (1, 2)}
-UNEXPLAINED.update({stem: "a layer's attention moment (not yet a preset moment)" for stem in ATTENTION})
 
 
 def _predicted(rec):
@@ -115,7 +108,7 @@ def test_a_dualpipe_device_judges_the_backward_of_both_its_stages():
     both (the review: the head's backward was missing on device 0 under --conventions transformers)."""
     from derivations.config.switches import with_preset
     model, layout = cfg.load_model("deepseek-v3"), cfg.Layout(pp=4)
-    tr = with_preset(cfg.Training(schedule="dualpipe", microbatches=16), "transformers")
+    tr = with_preset(cfg.Training(seq=256, schedule="dualpipe", microbatches=16), "transformers")  # the head binds
     first, last = device.estimate(model, layout, tr, 0), device.estimate(model, layout, tr, 3)
     assert first.bytes["step"] == last.bytes["step"] > 0
     assert first.term_ids["step"] == last.term_ids["step"] == "step.transformers.none.head"

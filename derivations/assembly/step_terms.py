@@ -25,13 +25,16 @@ Which moments a device passes through is the framework's (the ``--head-state`` s
   judged above no recomputation.  Each paper moment is a polynomial in b and s at a stage, so fit solves
   the one that binds in closed form.
 * ``transformers``: transformers 5.24 eager DeepseekV3ForCausalLM, measured in paper/traces/*-step.toml
-  and explained in paper/traces/STEP.md.
-* ``mcore``: Megatron-Core 0.16.1 (local spec), likewise.
+  and explained in paper/traces/STEP.md: the head's log-softmax backward, the last layer's attention
+  backward, the rebuilt last layer, the grouped_mm experts' backward.
+* ``mcore``: Megatron-Core 0.16.1 (local spec), likewise: the cross-entropy forward, the last layer's
+  attention in the forward, the backward of a recomputed core attention, the rebuilt last layer.
 
-The framework moments are exact against the step records (tests/test_step_terms.py), all at TP = PP = EP =
-CP = 1 and s = 256: the parallel degrees divide them as the tensors they name are split (a CP rank its s / CP
-tokens), which no record checks yet, and a layer's attention backward (b n_h s^2 gradients), which binds at
-longer sequences, is not a moment yet (paper/traces/STEP.md).
+The framework moments are exact against the step records (tests/test_step_terms.py: s 256 to 1024, b 1 and 2,
+all at TP = PP = EP = CP = 1; the attention's moments bind from s 512 on): the parallel degrees divide them as
+the tensors they name are split (a CP rank its s / CP tokens), which no record checks yet.  The attention's
+moments are those of eager attention (transformers) and the local spec's core attention (Megatron-Core);
+fused attention kernels keep no b n_h s^2 tensor, and have none.
 """
 from __future__ import annotations
 
@@ -71,6 +74,25 @@ L = L_d + L_m
 has_moe, has_dense, has_layers = sp.Min(1, L_m), sp.Min(1, L_d), sp.Min(1, L)
 
 STEP = "paper/traces/STEP.md"
+#: the attention scores of one micro-batch on a device, b n_h s^2 (n_h / TP heads, s / CP queries and keys)
+P = b * (n_h / TP) * s_loc ** 2
+#: the q/k head width (content and RoPE parts)
+d_qk = nt.d_h + d_r
+#: the last layer's saves (MoE when the stage has one, else dense): the view's own, A_{L-1} of STEP.md
+A_last = M_A + has_moe * M_E + (1 - has_moe) * M_D
+
+
+def _left_hf():
+    """S_hf of STEP.md: what transformers' layer saved up to its scores (three DeepseekV3RMSNorm, q and k saved by
+    matmul, the FP32 softmax output)."""
+    return ((4 + 2 * B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 2 * B_a * t * (n_h / TP) * d_qk + 4 * P)
+
+
+def _left_mc():
+    """S_mc of STEP.md: what Megatron-Core's layer saved up to its scores (three torch RMSNorms, the up-projections'
+    inputs, four B_a s d_r RoPE saves, q and k)."""
+    return ((8 + B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 4 * B_a * s_loc * d_r
+            + 2 * B_a * t * (n_h / TP) * d_qk)
 
 
 def _term(tid: str, meaning: str, prov: str, parts) -> Term:
@@ -111,6 +133,20 @@ def _transformers(policy: str) -> Dict[str, Term]:
                       "output, t x V each", 8 * t * V * e_H, "aten SoftMax.cpp: log_softmax_backward_cpu_out")]
     out["head"] = _term("step.transformers.head", "the head's backward: LogSoftmaxBackward0 (log_softmax_backward)",
                         STEP + " (transformers, no recomputation)", head)
+    # the last layer's attention backward (SoftmaxBackward0): binds from s ~ 1024 on the tiny config (STEP.md)
+    hv = B_a * t * (n_h / TP) * nt.d_v
+    attn = [("held", "what the end of the forward holds besides the saves, less the loss", eof - 4 * e_H, STEP),
+            ("head", "released: the head's saves but the input ids (8 b s)" + (
+                "" if policy == "full" else " and the RoPE cos and sin (B_a s d_r each, every layer's)"),
+             -e_H * (M_H - 8 * t - (0 if policy == "full" else 2 * B_a * s_loc * d_r)), STEP),
+            ("left", "what the layer saved up to its scores (three RMSNorms, q and k, the FP32 softmax output)",
+             _left_hf() - (A_last if policy != "full" else 0), HF + ": DeepseekV3Attention.forward, eager_attention_forward"),
+            ("grads", "ToCopyBackward0's FP32 gradient of the probabilities and SoftmaxBackward0's FP32 output "
+                      "(4 b n_h s^2 each), the residual gradient (B_a t h) and the value's B_a gradient",
+             8 * P + B_a * t * h + hv, "aten SoftMax.cpp: softmax_backward_cpu_out; torch autograd")]
+    out["attention"] = _term("step.transformers.attention", "the last layer's attention backward (SoftmaxBackward0)",
+                             STEP + " (the attention's moments)",
+                             [(key, label, has_layers * u_eager * expr, p) for key, label, expr, p in attn])
     if policy == "full":
         rebuilt = [("held", "what the end of the forward holds besides the saves", eof, STEP),
                    ("head", "released: the head's saves but the input ids (8 b s)", -e_H * (M_H - 8 * t), STEP),
@@ -175,6 +211,57 @@ def _mcore(policy: str) -> Dict[str, Term]:
            MC + "tensor_parallel/cross_entropy.py: _VocabParallelCrossEntropy.forward; language_module.py"),
           ("positions", "the int64 position ids", e_H * 8 * s_loc, MC + "models/gpt/gpt_model.py")]
     out["ce"] = _term("step.mcore.ce", "the vocabulary-parallel cross-entropy's forward", STEP + " (Megatron-Core)", ce)
+    # a layer's attention (the local spec's core attention: FusedScaleMaskSoftmax.forward_torch_softmax), STEP.md
+    hv, release = B_a * t * (n_h / TP) * nt.d_v, ("head", "released: the head's saves but the input ids (8 b s)",
+                                                 -e_H * (M_H - 8 * t), STEP)
+    soft = MC + "fusions/fused_softmax.py: FusedScaleMaskSoftmax.forward_torch_softmax"
+    if not full:  # the forward inside the last layer's attention, at probs.bfloat16()
+        fwd = [("held", "what the end of the forward holds besides the saves, less the last layer's dispatcher state "
+                        "(not yet made)" + (" and with the checkpoint's int32 mask type" if policy == "partial" else ""),
+                eof - has_moe * tn + (4 if policy == "partial" else 0), STEP),
+               release,
+               ("left", "what the last layer saved up to its scores (three RMSNorms, the up-projections' inputs, the RoPE "
+                        "saves, q and k) in place of its saves", _left_mc() - A_last,
+                MC + "transformer/multi_latent_attention.py; transformer/dot_product_attention.py"),
+               ("scores", "baddbmm's output (B_a b n_h s^2: beta 0 returns a new tensor), input.float()'s FP32 copy and "
+                          "the FP32 softmax (4 b n_h s^2 each), the B_a probabilities being made, the bool causal mask",
+                8 * P + 2 * B_a * P + s_loc ** 2, soft),
+               ("value", "the value (B_a t n_h d_v)", hv, MC + "transformer/multi_latent_attention.py"),
+               ("stream", "the residual stream and the embedding's output (B_a t h each), the position ids",
+                2 * B_a * t * h + 8 * s_loc, MC + "models/gpt/gpt_model.py; transformer/transformer_layer.py")]
+        out["attention_forward"] = _term("step.mcore.attention_forward", "the last layer's attention in the forward, "
+                                         "at the softmax's cast to B_a", STEP + " (the attention's moments)",
+                                         [(key, label, has_layers * u_eager * u_local * e, p) for key, label, e, p in fwd])
+    if policy == "partial":  # the backward of the last layer's recomputed core attention
+        bwd = [("held", "what the end of the forward holds besides the saves, 12 bytes of 0-dim values fewer (the "
+                        "router's wrapped numbers released; the loss and the checkpoint's int32 mask type held)",
+                eof - 12, STEP),
+               release,
+               ("left", "what the last layer saved up to its scores in place of its saves, and the router's int64 top-k "
+                        "indices (still held by a node not yet run)", _left_mc() + 8 * t * k - A_last, STEP),
+               ("recomputed", "the recomputed FP32 softmax (4 b n_h s^2), the bool causal mask, the context "
+                              "CheckpointFunction.backward holds as outputs (B_a t n_h d_v), the checkpoint's value",
+                4 * P + s_loc ** 2 + 2 * hv, MC + "transformer/attention.py: _checkpointed_attention_forward"),
+               ("grads", "the FP32 gradient of the probabilities and SoftmaxBackward0's output (4 b n_h s^2 each), the "
+                         "residual gradient, the context's and the value's gradients", 8 * P + B_a * t * h + 2 * hv,
+                "aten SoftMax.cpp; torch autograd")]
+        out["attention"] = _term("step.mcore.attention", "the backward of the last layer's recomputed core attention",
+                                 STEP + " (the attention's moments)",
+                                 [(key, label, has_layers * u_eager * u_local * e, p) for key, label, e, p in bwd])
+    if full:  # the first layer's attention backward: every later layer's input gradient is still held
+        first = [("held", "what the end of the forward holds besides the saves, the loss tracker (4 L) and 8 bytes of "
+                          "0-dim values", eof + 4 * L + 8, STEP),
+                 release,
+                 ("left", "what the first layer, rebuilt, saved up to its scores", _left_mc(), STEP),
+                 ("recomputed", "the recomputed FP32 softmax and the softmax backward's FP32 gradient and output "
+                                "(4 b n_h s^2 each), the bool causal mask, the context's gradient",
+                  12 * P + s_loc ** 2 + hv, soft),
+                 ("grads", "the input gradients of the later layers (the detached inputs' .grad: "
+                           "CheckpointFunction.backward) and this layer's output gradient, B_a t h each",
+                  (L + 1) * B_a * t * h, MC + "tensor_parallel/random.py: CheckpointFunction.backward")]
+        out["attention"] = _term("step.mcore.attention", "the backward of the first layer's rebuilt core attention",
+                                 STEP + " (the attention's moments)",
+                                 [(key, label, has_layers * u_eager * u_local * e, p) for key, label, e, p in first])
     if full:  # CheckpointFunction.backward rebuilds the last layer, up to SequentialMLP's torch.cat
         rebuilt = [("held", "what the end of the forward holds besides the saves, less the last layer's dispatcher "
                             "state (its recomputation makes it anew, counted below)",
