@@ -127,6 +127,7 @@ def step_terms_of(model, choices: Mapping[Tuple[int, str], Mapping[str, str]]) -
     from derivations.activations import view_terms
     from derivations.activations.view import View
     from derivations.assembly import step_terms as S
+    from derivations.assembly.device_terms import kinds_of
     from derivations.analyses.kernels import step_id
     out = {}
     for policy in dict.fromkeys(r for _, r in choices):
@@ -134,10 +135,7 @@ def step_terms_of(model, choices: Mapping[Tuple[int, str], Mapping[str, str]]) -
         if pol == "none":
             continue
         at, none = view_terms(View(policy), model.q_lora), view_terms(View("none"), model.q_lora)
-        sym = lambda n: sp.Symbol(n, nonnegative=True)  # noqa: E731
-        rep = {sym(v): at[k].expr for k, v in (("mla", "M_A"), ("moe", "M_E"), ("dense", "M_D"))}
-        rep.update({sym(v + "0"): none[k].expr for k, v in (("mla", "M_A"), ("moe", "M_E"), ("dense", "M_D"))})
-        rep.update({S.has_moe: 1, S.has_dense: 1, S.has_layers: 1})
         for name, term in S.moments("paper", pol).items():
-            out[step_id(name[:-len("_layer")], policy)] = term.expr.xreplace(rep)
+            expr = S.in_terms(term.expr, kinds_of(model.q_lora), at, none)
+            out[step_id(name[:-len("_layer")], policy)] = expr.xreplace({S.has_moe: 1, S.has_dense: 1, S.has_layers: 1})
     return dict(sorted(out.items()))

@@ -16,7 +16,7 @@ micro-batches of its stage(s); under DualPipe the device holds two stages' param
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -30,7 +30,7 @@ from derivations.assembly import overheads, schedules, step_names
 from derivations.assembly.runtime import buffers_bytes, buffers_id
 from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
                                        weight_side_of)
-from derivations.config.switches import notes as convention_notes, switches_json, with_switch
+from derivations.config.switches import notes as convention_notes, switches_json
 from derivations.config.values import named, symbol_keyed
 from symbolic.exact import as_number
 
@@ -337,20 +337,22 @@ def _held_step(model, layout, training, inputs: Mapping, values: Mapping, comp, 
 
 
 def step_excess(model, training, inputs: Mapping, values: Mapping) -> Tuple[Fraction, str]:
-    """(X, the moment's term id; '' when X = 0): what one micro-batch's backward holds above its end-of-forward activations at the step's largest
-    moment (derivations/assembly/step_terms.py, printed into derivations/generated/): the framework named by
-    ``--head-state``, the kinds' bytes under the view (``inputs``) and without recomputation."""
+    """(X, the moment's term id; '' when X = 0): what one micro-batch's backward holds above its end-of-forward
+    activations at the step's largest moment (derivations/assembly/step_terms.py, printed into
+    derivations/generated/): the framework named by ``--head-state``, the kinds' bytes under the view (``inputs``)
+    and without recomputation."""
     conv = training.conventions
     framework, policy = step_names.framework_of(conv), step_names.policy_of(training.recompute)
     kinds, _ = ev.device_inputs(model.family)
-    # the moments are over the saved tensors: without the cross-entropy backward's transient (--ce-backward
-    # cast counts it in the head as the last stage's peak), which the moments replace
-    plain = with_switch(training, "ce_backward", "none") if conv.ce_backward != "none" else training
-    at = _kinds(model, plain, values)
-    none = _kinds(model, replace(plain, recompute="none", recompute_ops=()), values)
+    plain, bare = step_names.trainings(training)
+    # the kinds the inputs hold already when the training is ``plain`` (no cross-entropy transient); the same
+    # ones without recomputation when there is none
+    at = None if plain is training else _kinds(model, plain, values)
+    none = _kinds(model, bare, values) if bare != plain else (at or {k: inputs.get(s, 0) for k, s in kinds.items()})
     v = dict(inputs)  # (a name a family lacks reads as 0: derivations/evaluate.py step)
-    v.update({sym: at.get(kind, 0) for kind, sym in kinds.items()})
-    v.update({sym + "0": none.get(kind, 0) for kind, sym in kinds.items() if sym + "0" in step_names.NONE_KINDS.values()})
+    if at is not None:
+        v.update({sym: at.get(kind, 0) for kind, sym in kinds.items()})
+    v.update({step_names.NONE_OF[sym]: none.get(kind, 0) for kind, sym in kinds.items() if sym in step_names.NONE_OF})
     v.update(step_names.indicators(training))
     cast = Fraction(values.get("e_H", 0)) * (Fraction(inputs.get("M_H", 0)) - Fraction(v.get("M_H", 0)))
     moments = {name: Fraction(x) - cast for name, x in ev.step(framework, policy, v, model.family).items()}

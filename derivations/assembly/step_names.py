@@ -7,11 +7,12 @@ cannot drift apart.
 * :data:`POLICIES` and :func:`policy_of`: recomputation as the moments see it.
 * :data:`INDICATORS`: the 0/1 symbols the moments read besides the configuration's values, each 1 when an option
   (``attention`` or a convention switch) has a value (:func:`indicators`).
-* :data:`NONE_KINDS`: the kinds' bytes without recomputation, inputs beside the view's M_A, M_E, M_D.
+* :data:`NONE_OF`: the symbols of the kinds' bytes without recomputation, inputs beside the view's M_A, M_E, M_D.
+* :func:`trainings`: the two trainings whose kinds the moments read.
 """
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Tuple
 
 FRAMEWORKS = ("paper", "transformers", "mcore")
 POLICIES = ("none", "partial", "full")
@@ -20,7 +21,8 @@ POLICIES = ("none", "partial", "full")
 #: causal mask per layer, ``--causal-mask per-layer``, what ``--kernels local`` sets).
 INDICATORS = {"u_eager": ("attention", "eager"), "u_grouped": ("experts", "grouped"),
               "u_local": ("causal_mask", "per-layer")}
-NONE_KINDS = {"mla": "M_A0", "moe": "M_E0", "dense": "M_D0"}
+#: {kind's symbol: the same kind's bytes without recomputation} (M_A: the family's attention, M_E MoE, M_D dense)
+NONE_OF = {"M_A": "M_A0", "M_E": "M_E0", "M_D": "M_D0"}
 
 
 def framework_of(conventions) -> str:
@@ -36,6 +38,17 @@ def policy_of(recompute: str) -> str:
 def term_id(framework: str, policy: str, moment: str) -> str:
     """``step.<framework>.<policy>.<moment>``: one moment's term id (its expression depends on all three)."""
     return f"step.{framework}.{policy}.{moment}"
+
+
+def trainings(training) -> Tuple[object, object]:
+    """(the training whose kinds the moments read, the same without recomputation): the moments are over the saved
+    tensors, so without the cross-entropy backward's transient (``--ce-backward cast`` counts it in the head as the
+    last stage's peak), which they replace."""
+    from dataclasses import replace
+
+    from derivations.config.switches import with_switch
+    plain = with_switch(training, "ce_backward", "none") if training.conventions.ce_backward != "none" else training
+    return plain, replace(plain, recompute="none", recompute_ops=())
 
 
 def indicators(training) -> Dict[str, int]:

@@ -45,7 +45,7 @@ from typing import Dict, Tuple
 import sympy as sp
 
 from derivations import notation as nt
-from derivations.assembly.step_names import (FRAMEWORKS, INDICATORS, NONE_KINDS, POLICIES, policy_of,  # noqa: F401
+from derivations.assembly.step_names import (FRAMEWORKS, INDICATORS, NONE_OF, POLICIES, policy_of,  # noqa: F401
                                              term_id)
 from derivations.tensors import B_IS_1, HF, MC
 from symbolic.term import Part, Term
@@ -53,7 +53,7 @@ from symbolic.term import Part, Term
 
 _S = lambda name: sp.Symbol(name, nonnegative=True)  # noqa: E731
 M_A, M_E, M_D, M_H = (_S(n) for n in ("M_A", "M_E", "M_D", "M_H"))
-M_A0, M_E0, M_D0 = (_S(n) for n in NONE_KINDS.values())
+M_A0, M_E0, M_D0 = (_S(NONE_OF[n]) for n in ("M_A", "M_E", "M_D"))
 #: 1 under eager attention (the score buffers and wrapped scaling numbers exist), 0 under flash.
 u_eager = _S("u_eager")
 #: 1 for transformers' grouped_mm experts (``--experts grouped``), 0 for its expert loop.
@@ -95,15 +95,18 @@ def _left_mc():
             + 2 * B_a * t * (n_h / TP) * d_qk)
 
 
-def _term(tid: str, meaning: str, prov: str, parts) -> Term:
-    return Term(tid, meaning, "bytes", prov, tuple(Part(key, label, (expr,), provenance=p) for key, label, expr, p in parts))
+def _term(meaning: str, prov: str, parts, factor=1) -> Term:
+    """A moment of ``parts`` (key, label, bytes, source), each times ``factor`` (when the moment exists); its id is
+    set by :func:`moments`."""
+    return Term("step", meaning, "bytes", prov,
+                tuple(Part(key, label, (factor * expr,), provenance=p) for key, label, expr, p in parts))
 
 
 def _paper(policy: str) -> Dict[str, Term]:
     if policy == "none":
         return {}
     prov = "extension (issue 26 item 6): the ideal kernels of the paper's view"
-    return {f"{kind}_layer": _term(f"step.paper.{kind}_layer", f"the backward of a {kind} layer of the stage: its "
+    return {f"{kind}_layer": _term(f"the backward of a {kind} layer of the stage: its "
                                    "activations rebuilt (without recomputation, less what the policy kept)", prov,
                                    [("rebuilt", f"the {kind} layer's activations without recomputation (MLA and "
                                      f"{ffn}), less what the policy keeps of them", has * (M_A0 - M_A + m0 - m), "")])
@@ -122,7 +125,7 @@ def _transformers(policy: str) -> Dict[str, Term]:
                  ("rope", "the RoPE cos and sin (s x d_r, B_a each) and the int64 positions, checkpointed arguments",
                   has_layers * (2 * B_a * s_loc * d_r + 8 * s_loc), HF + ": DeepseekV3Model.forward (rotary_emb)")]
     eof = sum(p[2] for p in held)
-    out = {"end": _term("step.transformers.end", "held at the end of the forward besides the saved tensors",
+    out = {"end": _term("held at the end of the forward besides the saved tensors",
                         STEP + " (transformers)", held)}
     head = [("held", "what the end of the forward holds besides the saves", eof, STEP),
             ("labels", "released: the int64 shifted labels (a view of the padded labels at b = 1) and the FP32 "
@@ -131,7 +134,7 @@ def _transformers(policy: str) -> Dict[str, Term]:
             ("seed", "the loss's FP32 seed gradient", 4 * e_H, "torch autograd"),
             ("grads", "NllLossBackward0's FP32 gradient of the log-probabilities and LogSoftmaxBackward0's FP32 "
                       "output, t x V each", 8 * t * V * e_H, "aten SoftMax.cpp: log_softmax_backward_cpu_out")]
-    out["head"] = _term("step.transformers.head", "the head's backward: LogSoftmaxBackward0 (log_softmax_backward)",
+    out["head"] = _term("the head's backward: LogSoftmaxBackward0 (log_softmax_backward)",
                         STEP + " (transformers, no recomputation)", head)
     # the last layer's attention backward (SoftmaxBackward0): binds from s ~ 1024 on the tiny config (STEP.md)
     hv = B_a * t * (n_h / TP) * nt.d_v
@@ -144,40 +147,40 @@ def _transformers(policy: str) -> Dict[str, Term]:
             ("grads", "ToCopyBackward0's FP32 gradient of the probabilities and SoftmaxBackward0's FP32 output "
                       "(4 b n_h s^2 each), the residual gradient (B_a t h) and the value's B_a gradient",
              8 * P + B_a * t * h + hv, "aten SoftMax.cpp: softmax_backward_cpu_out; torch autograd")]
-    out["attention"] = _term("step.transformers.attention", "the last layer's attention backward (SoftmaxBackward0)",
+    out["attention"] = _term("the last layer's attention backward (SoftmaxBackward0)",
                              STEP + " (the attention's moments)",
-                             [(key, label, has_layers * u_eager * expr, p) for key, label, expr, p in attn])
+                             attn, has_layers * u_eager)
     if policy == "full":
-        rebuilt = [("held", "what the end of the forward holds besides the saves", eof, STEP),
-                   ("head", "released: the head's saves but the input ids (8 b s)", -e_H * (M_H - 8 * t), STEP),
-                   ("grad", "the last layer's output gradient (B_a, model.norm's ToCopyBackward0) and the seed",
-                    B_a * t * h + 4 * e_H, STEP),
-                   ("layer", "the MoE layer rebuilt, as far as non-reentrant checkpoint's early stop runs it: its "
-                             "saves without recomputation, the residual after attention and the routed experts' "
-                             "summed output (B_a t h each), the FP32 router logits (t x N) and scaled top-k weights "
-                             "(t x k), the layer's two wrapped numbers",
-                    has_moe * (M_A0 + M_E0 + 2 * B_a * t * h + 4 * t * N + 4 * t * k + 16),
-                    "torch/utils/checkpoint.py (early stop); " + STEP)]
-        out["rebuild"] = _term("step.transformers.rebuild", "the recomputation of the last MoE layer ends",
+        # what the last layer's backward starts with: the end of the forward, the head's saves released, the layer's
+        # output gradient and the seed
+        start = [("held", "what the end of the forward holds besides the saves", eof, STEP),
+                 ("head", "released: the head's saves but the input ids (8 b s)", -e_H * (M_H - 8 * t), STEP),
+                 ("grad", "the last layer's output gradient (B_a, model.norm's ToCopyBackward0) and the seed",
+                  B_a * t * h + 4 * e_H, STEP)]
+        rebuilt = start + [
+            ("layer", "the MoE layer rebuilt, as far as non-reentrant checkpoint's early stop runs it: its saves without "
+                      "recomputation, the residual after attention and the routed experts' summed output (B_a t h each), "
+                      "the FP32 router logits (t x N) and scaled top-k weights (t x k), the layer's two wrapped numbers",
+             has_moe * (M_A0 + M_E0 + 2 * B_a * t * h + 4 * t * N + 4 * t * k + 16),
+             "torch/utils/checkpoint.py (early stop); " + STEP)]
+        out["rebuild"] = _term("the recomputation of the last MoE layer ends",
                                STEP + " (transformers, full recomputation)", rebuilt)
         # grouped_mm experts: the backward of the routing-weight multiply, every token copy at once
-        experts = [("held", "what the end of the forward holds besides the saves", eof, STEP),
-                   ("head", "released: the head's saves but the input ids (8 b s)", -e_H * (M_H - 8 * t), STEP),
-                   ("grad", "the last layer's output gradient and the seed", B_a * t * h + 4 * e_H, STEP),
-                   ("layer", "what is left of the rebuilt MoE layer (non-reentrant checkpoint stops after the shared "
-                             "expert's last save): its saves without recomputation less the shared experts' (their "
-                             "input B_a t h and four B_a t h_E N_s: they ran last, their backward first) and inv_perm "
-                             "(int64 t k, its IndexBackward0 has run)",
-                    has_moe * (M_A0 + M_E0 - B_a * t * h - 4 * B_a * t * nt.h_E * nt.N_s - 8 * t * k), STEP),
-                   ("sum", "the engine's sum of the MoE input's gradients from the shared expert's gate and up "
-                           "projections (B_a t h)", has_moe * B_a * t * h, "torch autograd (engine)"),
-                   ("fp32", "three FP32 t k x h buffers: IndexBackward0's gradient and MulBackward0's two products "
-                            "(FP32: the routing weights are)", has_moe * 12 * t * k * h,
-                    "transformers 5.24 integrations/moe.py: grouped_mm_experts_forward (proj_out * sample_weights_g)")]
-        out["experts"] = _term("step.transformers.experts", "the grouped_mm experts' backward of the last MoE layer "
+        experts = start + [
+            ("layer", "what is left of the rebuilt MoE layer (non-reentrant checkpoint stops after the shared expert's "
+                      "last save): its saves without recomputation less the shared experts' (their input B_a t h and "
+                      "four B_a t h_E N_s: they ran last, their backward first) and inv_perm (int64 t k, its "
+                      "IndexBackward0 has run)",
+             has_moe * (M_A0 + M_E0 - B_a * t * h - 4 * B_a * t * nt.h_E * nt.N_s - 8 * t * k), STEP),
+            ("sum", "the engine's sum of the MoE input's gradients from the shared expert's gate and up projections "
+                    "(B_a t h)", has_moe * B_a * t * h, "torch autograd (engine)"),
+            ("fp32", "three FP32 t k x h buffers: IndexBackward0's gradient and MulBackward0's two products (FP32: the "
+                     "routing weights are)", has_moe * 12 * t * k * h,
+             "transformers 5.24 integrations/moe.py: grouped_mm_experts_forward (proj_out * sample_weights_g)")]
+        out["experts"] = _term("the grouped_mm experts' backward of the last MoE layer "
                                "(MulBackward0 of the routing-weight multiply)",
                                STEP + " (transformers, full recomputation, grouped_mm)",
-                               [(key, label, u_grouped * expr, p) for key, label, expr, p in experts])
+                               experts, u_grouped)
     return out
 
 
@@ -198,7 +201,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
         held.append(("tracker", "the load-balancing loss tracker's FP32 value per layer", 4 * L * has_moe,
                      MC + "transformer/moe/moe_utils.py: save_to_aux_losses_tracker"))
     eof = sum(p[2] for p in held)
-    out = {"end": _term("step.mcore.end", "held at the end of the forward besides the saved tensors",
+    out = {"end": _term("held at the end of the forward besides the saved tensors",
                         STEP + " (Megatron-Core)",
                         held + [("loss", "the FP32 loss", 4 * e_H, MC + "models/gpt/gpt_model.py")])}
     ce = [("held", "what the end of the forward holds besides the saves (no loss yet)", eof, STEP),
@@ -210,7 +213,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
                      "predicted_logits_1d (FP32) and its clone", e_H * (28 - 8 * B_IS_1) * t,
            MC + "tensor_parallel/cross_entropy.py: _VocabParallelCrossEntropy.forward; language_module.py"),
           ("positions", "the int64 position ids", e_H * 8 * s_loc, MC + "models/gpt/gpt_model.py")]
-    out["ce"] = _term("step.mcore.ce", "the vocabulary-parallel cross-entropy's forward", STEP + " (Megatron-Core)", ce)
+    out["ce"] = _term("the vocabulary-parallel cross-entropy's forward", STEP + " (Megatron-Core)", ce)
     # a layer's attention (the local spec's core attention: FusedScaleMaskSoftmax.forward_torch_softmax), STEP.md
     hv, release = B_a * t * (n_h / TP) * nt.d_v, ("head", "released: the head's saves but the input ids (8 b s)",
                                                  -e_H * (M_H - 8 * t), STEP)
@@ -229,9 +232,9 @@ def _mcore(policy: str) -> Dict[str, Term]:
                ("value", "the value (B_a t n_h d_v)", hv, MC + "transformer/multi_latent_attention.py"),
                ("stream", "the residual stream and the embedding's output (B_a t h each), the position ids",
                 2 * B_a * t * h + 8 * s_loc, MC + "models/gpt/gpt_model.py; transformer/transformer_layer.py")]
-        out["attention_forward"] = _term("step.mcore.attention_forward", "the last layer's attention in the forward, "
+        out["attention_forward"] = _term("the last layer's attention in the forward, "
                                          "at the softmax's cast to B_a", STEP + " (the attention's moments)",
-                                         [(key, label, has_layers * u_eager * u_local * e, p) for key, label, e, p in fwd])
+                                         fwd, has_layers * u_eager * u_local)
     if policy == "partial":  # the backward of the last layer's recomputed core attention
         bwd = [("held", "what the end of the forward holds besides the saves, 12 bytes of 0-dim values fewer (the "
                         "router's wrapped numbers released; the loss and the checkpoint's int32 mask type held)",
@@ -245,9 +248,9 @@ def _mcore(policy: str) -> Dict[str, Term]:
                ("grads", "the FP32 gradient of the probabilities and SoftmaxBackward0's output (4 b n_h s^2 each), the "
                          "residual gradient, the context's and the value's gradients", 8 * P + B_a * t * h + 2 * hv,
                 "aten SoftMax.cpp; torch autograd")]
-        out["attention"] = _term("step.mcore.attention", "the backward of the last layer's recomputed core attention",
+        out["attention"] = _term("the backward of the last layer's recomputed core attention",
                                  STEP + " (the attention's moments)",
-                                 [(key, label, has_layers * u_eager * u_local * e, p) for key, label, e, p in bwd])
+                                 bwd, has_layers * u_eager * u_local)
     if full:  # the first layer's attention backward: every later layer's input gradient is still held
         first = [("held", "what the end of the forward holds besides the saves, the loss tracker (4 L) and 8 bytes of "
                           "0-dim values", eof + 4 * L + 8, STEP),
@@ -259,9 +262,9 @@ def _mcore(policy: str) -> Dict[str, Term]:
                  ("grads", "the input gradients of the later layers (the detached inputs' .grad: "
                            "CheckpointFunction.backward) and this layer's output gradient, B_a t h each",
                   (L + 1) * B_a * t * h, MC + "tensor_parallel/random.py: CheckpointFunction.backward")]
-        out["attention"] = _term("step.mcore.attention", "the backward of the first layer's rebuilt core attention",
+        out["attention"] = _term("the backward of the first layer's rebuilt core attention",
                                  STEP + " (the attention's moments)",
-                                 [(key, label, has_layers * u_eager * u_local * e, p) for key, label, e, p in first])
+                                 first, has_layers * u_eager * u_local)
     if full:  # CheckpointFunction.backward rebuilds the last layer, up to SequentialMLP's torch.cat
         rebuilt = [("held", "what the end of the forward holds besides the saves, less the last layer's dispatcher "
                             "state (its recomputation makes it anew, counted below)",
@@ -279,7 +282,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
                                + 4 * L + 24),
                     MC + "transformer/transformer_layer.py: _forward_mlp; transformer/moe/moe_layer.py: MoELayer."
                     "forward; transformer/moe/moe_utils.py: permute; transformer/moe/experts.py: SequentialMLP.forward")]
-        out["rebuild"] = _term("step.mcore.rebuild", "the recomputation of the last MoE layer, at the experts' "
+        out["rebuild"] = _term("the recomputation of the last MoE layer, at the experts' "
                                "torch.cat", STEP + " (Megatron-Core, full recomputation)", rebuilt)
     return out
 
@@ -294,7 +297,12 @@ def moments(framework: str, policy: str) -> Dict[str, Term]:
     return {name: replace(t, id=term_id(framework, policy, name)) for name, t in made.items()}
 
 
-
+def in_terms(expr: sp.Expr, kinds, at, none) -> sp.Expr:
+    """``expr`` (a moment) with each kind's symbol replaced by the view's activation term (``at``: {kind: Term}) and
+    its :data:`NONE_OF` symbol by the term without recomputation (``none``); ``kinds``: {kind: symbol}."""
+    rep = {_S(sym): at[k].expr for k, sym in kinds.items() if k in at}
+    rep.update({_S(NONE_OF[sym]): none[k].expr for k, sym in kinds.items() if k in none and sym in NONE_OF})
+    return expr.xreplace(rep)
 
 
 def excess(framework: str, policy: str) -> sp.Expr:

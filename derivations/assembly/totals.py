@@ -103,30 +103,21 @@ def step_expression(model, training, st, term_id: str, at: int = None):
     replace; b = 1's storage indicator at its value at b = ``at`` (default: the training's b), the stage's
     composition substituted."""
     # lazy: modules this module's importers do not need (loaded only on this path)
-    from dataclasses import replace as _replace
-
     from derivations import evaluate as ev
     from derivations import notation as nt
     from derivations.activations import view_terms
     from derivations.activations.shape import of_model
     from derivations.activations.view import View
     from derivations.assembly import step_names, step_terms
-    from derivations.config.switches import with_switch
     from derivations.tensors import B_IS_1
     _, framework, policy, moment = term_id.split(".")
     expr = step_terms.moments(framework, policy)[moment].expr
-    conv = training.conventions
-    plain = with_switch(training, "ce_backward", "none") if conv.ce_backward != "none" else training
+    plain, bare = step_names.trainings(training)
     shape = of_model(model)
-    terms = view_terms(View.of(plain), shape)
-    none = view_terms(View.of(_replace(plain, recompute="none", recompute_ops=())), shape)
-    with_cast = view_terms(View.of(training), shape)
+    terms, with_cast = view_terms(View.of(plain), shape), view_terms(View.of(training), shape)
     kinds, _ = ev.device_inputs(model.family)
-    sym = lambda name: sp.Symbol(name, nonnegative=True)  # noqa: E731
-    rep = {sym(s): terms[k].expr for k, s in kinds.items() if k in terms}
-    rep.update({sym(s + "0"): none[k].expr for k, s in kinds.items() if k in none and s in ("M_A", "M_E", "M_D")})
-    rep.update({sym(k): v for k, v in step_names.indicators(training).items()})
-    out = expr.xreplace(rep)
+    out = step_terms.in_terms(expr, kinds, terms, view_terms(View.of(bare), shape))
+    out = out.xreplace({sp.Symbol(k, nonnegative=True): v for k, v in step_names.indicators(training).items()})
     if "head" in terms:
         out -= nt.e_H * (with_cast["head"].expr - terms["head"].expr)
     b_now = training.mbs if at is None else at

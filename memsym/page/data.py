@@ -285,7 +285,7 @@ def step(pool: Pool) -> Dict:
                     for pol in stt.POLICIES} for fw in stt.FRAMEWORKS}
     return {"step": moments, "step_policy": {rc: stt.policy_of(rc) for rc in cfg.RECOMPUTE},
             # the kinds' symbols without recomputation (M_A0 of M_A, ...)
-            "step_none": {name[:-1]: name for name in stt.NONE_KINDS.values()},
+            "step_none": dict(stt.NONE_OF),
             "step_indicators": {k: list(v) for k, v in stt.INDICATORS.items()}}
 
 
