@@ -325,22 +325,25 @@ def _ends(v: Mapping, step_total=None) -> Dict[str, Dict[str, Fraction]]:
 def _held_step(model, layout, training, inputs: Mapping, values: Mapping, comp, held) -> Tuple[Fraction, str]:
     """The largest :func:`step_excess` over the stages the device runs (its own first; DualPipe's mirror stage
     holds other layers or the head): the first largest."""
-    best = step_excess(model, training, inputs, values)
+    kind_of = model.layer_kinds() if training.expert_tokens else None  # a traced routing is read layer by layer
+    stage = lambda st: tuple((i, kind_of[i]) for i in st.layers) if kind_of else None  # noqa: E731
+    best = step_excess(model, training, inputs, values, stage(comp))
     for st in held:
         if st.index == comp.index:
             continue
         at = ev.derived(named(model, layout, training, st), model.family)
-        got = step_excess(model, training, {**inputs, **at}, at)
+        got = step_excess(model, training, {**inputs, **at}, at, stage(st))
         if got[0] > best[0]:
             best = got
     return best
 
 
-def step_excess(model, training, inputs: Mapping, values: Mapping) -> Tuple[Fraction, str]:
+def step_excess(model, training, inputs: Mapping, values: Mapping, layers=None) -> Tuple[Fraction, str]:
     """(X, the moment's term id; '' when X = 0): what one micro-batch's backward holds above its end-of-forward
     activations at the step's largest moment (derivations/assembly/step_terms.py, printed into
     derivations/generated/): the framework named by ``--head-state``, the kinds' bytes under the view (``inputs``)
-    and without recomputation."""
+    and without recomputation; ``layers``: ((layer, kind), ...) of the stage, which a traced routing
+    (Training.expert_tokens, step_names.routing) is read against."""
     conv = training.conventions
     framework, policy = step_names.framework_of(conv), step_names.policy_of(training.recompute)
     kinds, _ = ev.device_inputs(model.family)
@@ -356,6 +359,15 @@ def step_excess(model, training, inputs: Mapping, values: Mapping) -> Tuple[Frac
     v.update(step_names.indicators(training))
     cast = Fraction(values.get("e_H", 0)) * (Fraction(inputs.get("M_H", 0)) - Fraction(v.get("M_H", 0)))
     moments = {name: Fraction(x) - cast for name, x in ev.step(framework, policy, v, model.family).items()}
+    # a traced routing (Training.expert_tokens): the routed moments layer by layer at the router's counts
+    rows = step_names.routing(training.expert_tokens, layers) if layers is not None else None
+    if rows is not None:
+        got = [{n: Fraction(x) - cast for n, x in ev.step(framework, policy, {**v, **r}, model.family).items()
+                if n in step_names.ROUTED} for r in rows]
+        for n in step_names.ROUTED:
+            if n in moments:
+                moments[n] = max((g[n] for g in got), default=None)
+        moments = {n: x for n, x in moments.items() if x is not None}
     name = max(moments, key=lambda k: moments[k], default=None)  # the first largest
     if name is None or moments[name] <= 0:
         return Fraction(0), ""

@@ -12,7 +12,7 @@ cannot drift apart.
 """
 from __future__ import annotations
 
-from typing import Dict, Tuple
+from typing import Dict, List, Optional, Tuple
 
 FRAMEWORKS = ("paper", "transformers", "mcore")
 POLICIES = ("none", "partial", "full")
@@ -21,6 +21,12 @@ POLICIES = ("none", "partial", "full")
 #: causal mask per layer, ``--causal-mask per-layer``, what ``--kernels local`` sets).
 INDICATORS = {"u_eager": ("attention", "eager"), "u_grouped": ("experts", "grouped"),
               "u_local": ("causal_mask", "per-layer")}
+#: the routing symbols a moment may read (step_terms: n_a, n_b the token copies of the last and the second-last expert
+#: a MoE layer used, j_l, j_m the layers and MoE layers after it on the stage), each 0 when not given (the bound
+#: that holds for any routing, at the stage's last layer); :func:`routing` gives them per layer from a traced routing
+ROUTING = ("n_a", "n_b", "j_l", "j_m")
+#: the moments that read them: they occur only in a layer whose backward visits at least two experts
+ROUTED = ("expert_loop",)
 #: {kind's symbol: the same kind's bytes without recomputation} (M_A: the family's attention, M_E MoE, M_D dense)
 NONE_OF = {"M_A": "M_A0", "M_E": "M_E0", "M_D": "M_D0"}
 
@@ -55,3 +61,27 @@ def indicators(training) -> Dict[str, int]:
     """{indicator: 0 or 1} of ``training`` (:data:`INDICATORS`)."""
     read = lambda option: training.attention if option == "attention" else getattr(training.conventions, option)  # noqa: E731
     return {name: int(read(option) == value) for name, (option, value) in INDICATORS.items()}
+
+
+def routing(expert_tokens, kinds) -> Optional[List[Dict[str, int]]]:
+    """The :data:`ROUTING` values of each MoE layer of a stage whose router's counts are known, or None when none
+    is (every routing symbol reads 0: the bound).  ``expert_tokens``: ((layer, (count, ...)), ...) as
+    Training.expert_tokens; ``kinds``: ((layer index, 'dense' | 'moe'), ...) of the stage in order.  A layer whose
+    counts are not given takes the bound at its place; one that used fewer than two experts has no
+    :data:`ROUTED` moment (the returned list leaves it out)."""
+    if not expert_tokens:
+        return None
+    known = dict(expert_tokens)
+    out = []
+    for pos, (layer, kind) in enumerate(kinds):
+        if kind != "moe":
+            continue
+        after = kinds[pos + 1:]
+        row = {"j_l": len(after), "j_m": sum(k == "moe" for _, k in after), "n_a": 0, "n_b": 0}
+        if layer in known:
+            used = [c for c in known[layer] if c > 0]
+            if len(used) < 2:
+                continue
+            row["n_a"], row["n_b"] = used[-1], used[-2]
+        out.append(row)
+    return out

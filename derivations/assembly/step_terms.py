@@ -61,6 +61,10 @@ u_grouped = _S("u_grouped")
 #: 1 under Megatron-Core's local layer spec (its DotProductAttention, the one that keeps a causal mask per
 #: layer: ``--causal-mask per-layer``, what ``--kernels local`` sets), 0 under Transformer Engine's attention.
 u_local = _S("u_local")
+#: the routing a moment depends on (transformers' expert loop): the token copies of the last and the second-last
+#: expert a MoE layer used, and the layers and MoE layers after it on the stage (step_names.ROUTING; 0 when not
+#: given: the bound that holds for any routing, at the stage's last layer)
+n_a, n_b, j_l, j_m = (_S(n) for n in ("n_a", "n_b", "j_l", "j_m"))
 
 b, s, h, V, n_h, d_r, N, k = nt.b, nt.s, nt.h, nt.v, nt.n_h, nt.d_hr, nt.N, nt.N_r
 B_a, TP, SP, CP = nt.B_a, nt.TP, nt.SP, nt.CP
@@ -181,7 +185,38 @@ def _transformers(policy: str) -> Dict[str, Term]:
                                "(MulBackward0 of the routing-weight multiply)",
                                STEP + " (transformers, full recomputation, grouped_mm)",
                                experts, u_grouped)
+        out["expert_loop"] = _term("the expert loop's backward of a rebuilt MoE layer, at the second expert it "
+                                   "visits (SelectBackward0 of gate_up_proj)",
+                                   STEP + " (loop experts at b 1: a transient of the expert loop)",
+                                   start + _loop_parts(), has_moe * (1 - u_grouped) * sp.Min(1, N - 1))
     return out
+
+
+def _loop_parts():
+    """P_i of STEP.md less the start of a layer's backward: MoE layer i's expert loop (transformers' eager
+    experts, ``DeepseekV3Experts.forward``) rebuilt, at the ``SelectBackward0`` of the second expert its backward
+    visits (the engine has made one zero gradient of the whole gate_up_proj and holds it while adding it in).
+    ``n_a``, ``n_b``: the token copies the router sent to the last and the second-last expert the layer used (the
+    first two the backward visits); ``j_l``, ``j_m``: the layers and the MoE layers after it on the stage (their
+    backward is over).  Read as 0 when not given: the last layer with the bound that holds for any routing."""
+    c_E = 3 * B_a * h + 4 * B_a * nt.h_E + 20
+    return [("after", "released: the later layers' checkpointed inputs (B_a t h each) and wrapped numbers",
+             -j_l * B_a * t * h - 8 * (u_eager * j_l + j_m),
+             "torch/utils/checkpoint.py; " + HF + ": eager_attention_forward, DeepseekV3MoE.route_tokens_to_experts"),
+            ("layer", "what is left of the rebuilt layer: its saves without recomputation less the shared experts' "
+                      "(their input B_a t h and four B_a t h_E N_s: their backward ran first) and the two visited "
+                      "experts' saves (c_E per token copy), but the second's int64 token indices (torch.where: 16 "
+                      "per token copy, held by its IndexBackward0)",
+             M_A0 + M_E0 - B_a * t * h - 4 * B_a * t * nt.h_E * nt.N_s - c_E * (n_a + n_b) + 16 * n_b, STEP),
+            ("select", "SelectBackward0's zero gradient of the whole gate_up_proj (B_a N 2 h_E h: the device's N / EP "
+                       "experts, h_E / ETP wide), made for the second expert the backward visits while the first's is "
+                       "the parameter's .grad",
+             2 * B_a * (N / nt.EP) * (nt.h_E / nt.ETP) * h,
+             "torch autograd: select_backward; " + HF + ": DeepseekV3Experts.forward"),
+            ("grads", "MmBackward0's gradients of the expert's weight slice (B_a 2 h_E h) and of its input "
+                      "(B_a n_b h), IndexBackward0's zero gradient of the hidden states and the engine's sum of the "
+                      "MoE input's gradients (B_a t h each), the engine's FP32 sum of the top-k weights' gradients",
+             2 * B_a * (nt.h_E / nt.ETP) * h + B_a * h * n_b + 2 * B_a * t * h + 4 * t * k, "torch autograd (engine)")]
 
 
 def _mcore(policy: str) -> Dict[str, Term]:

@@ -105,6 +105,11 @@ class Training:
     #: (virtual stage j on rank j mod PP, chunk j // PP); None: each rank's layers in V equal chunks
     virtual_layers: Optional[Tuple[int, ...]] = None
     conventions: Conventions = Conventions()
+    #: the token copies each routed expert received, per MoE layer in expert order, as a traced router gave them
+    #: (((layer, (count, ...)), ...): paper/traces/*-step.toml ``expert_tokens``); empty: not known, and a moment
+    #: that depends on them (transformers' expert loop, derivations/assembly/step_terms.py) takes the bound that
+    #: holds for any routing
+    expert_tokens: Tuple[Tuple[int, Tuple[int, ...]], ...] = ()
 
     @property
     def recompute_label(self) -> str:

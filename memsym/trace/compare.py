@@ -1,6 +1,8 @@
 """Measured (a trace) beside predicted (a preset's estimate at the traced settings): no torch here."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 from symbolic.errors import ConfigError
 
 
@@ -84,6 +86,9 @@ def _estimate(args, preset: str, model=None):
         training = with_switch(training, "mtp_activations", "last-stage")
     if args.act_dtype == "fp32":
         training = training.with_bytes(B_a=4)
+    tokens = getattr(args, "expert_tokens", None)  # a step record's routing ([measured.step] expert_tokens)
+    if tokens:
+        training = replace(training, expert_tokens=tuple((r["layer"], tuple(r["counts"])) for r in tokens))
     return estimate(model, layout, training)
 
 
@@ -150,6 +155,8 @@ def result(args, rec, info, model=None) -> dict:
     if "step" in info:  # memsym trace --step (memsym/trace/step.py)
         settings["step"] = True
         out["step"] = step_result(info["step"], rec, info, n)
+        if info.get("expert_tokens"):
+            out["step"]["expert_tokens"] = info["expert_tokens"]
     return out
 
 

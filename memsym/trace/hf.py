@@ -89,11 +89,19 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     if fake or balanced:
         routing = routing_mode(fake_mode)
     model = build()
+    counts, hooks = {}, []
+    if step:  # the router's token copies per expert, each MoE layer (the experts' top-k indices, as they get them)
+        for i, layer in enumerate(model.model.layers):
+            experts = getattr(layer.mlp, "experts", None)
+            if experts is not None:
+                hooks.append(experts.register_forward_pre_hook(_counter(counts, i, config.n_routed_experts)))
     with fake_mode or contextlib.nullcontext(), routing:
         ids = torch.randint(2, config.vocab_size, (mbs, seq))
         # the RoPE cos and sin tables: computed once, handed to every layer (the stage's, not a layer's)
         with Recorder(model, stage=(model.model.rotary_emb,)) as rec:
             out = model(input_ids=ids, labels=ids)
+    for hook in hooks:
+        hook.remove()
     alive = _alive_check(rec)
     loss, grads = None, 0
     if not fake:  # a fake trace runs no backward (nothing to compute it with)
@@ -112,7 +120,19 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
             "routing": describe(routing)}
     if measured is not None:
         info["step"] = measured
+        info["expert_tokens"] = [{"layer": i, "counts": counts[i]} for i in sorted(counts)]
     return rec, info
+
+
+def _counter(counts, layer: int, n_experts: int):
+    """A forward pre-hook of a MoE layer's experts (``experts(hidden_states, top_k_index, top_k_weights)``,
+    transformers 5.24 DeepseekV3MoE.forward): ``counts[layer]``, the token copies the router sent to each expert,
+    in expert order (the forward's only: the recomputation routes the same tokens again)."""
+    def hook(module, args):
+        if layer not in counts:
+            import torch
+            counts[layer] = torch.bincount(args[1].reshape(-1).detach(), minlength=n_experts).tolist()
+    return hook
 
 
 #: The modelling code transformers runs for a config's model_type (AutoModelForCausalLM's mapping,

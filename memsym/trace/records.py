@@ -219,6 +219,9 @@ def step_toml(st: Dict) -> List[str]:
                   for g in st["unsaved_at_end_of_forward"]) + "]",
               "layers = [" + ", ".join(_inline(dict(r["at"], layer=r["layer"], peak=r["peak"]),
                                                ("layer", "peak") + where[:4]) for r in st["layers"]) + "]",
+              ] + ([
+              "expert_tokens = [" + ", ".join(_inline(r, ("layer", "counts")) for r in st["expert_tokens"]) + "]",
+              ] if st.get("expert_tokens") else []) + [
               "", "[measured.step.categories_at_peak]"]
     lines += [f"{toml_key(k)} = {_v(v)}" for k, v in st["categories_at_peak"].items()]
     # left out of the activation bytes: the gradients at the end, the RNG states' largest (kernel scratch is the
