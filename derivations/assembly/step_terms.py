@@ -154,6 +154,34 @@ def _transformers(policy: str) -> Dict[str, Term]:
     out["attention"] = _term("the last layer's attention backward (SoftmaxBackward0)",
                              STEP + " (the attention's moments)",
                              attn, has_layers * u_eager)
+    if policy == "none":
+        # a MoE layer's routed experts' backward: every save of the earlier layers still held (STEP.md, "transformers
+        # 5.24, no recomputation: in the routed experts' backward"; binds below s ~ 128 on the tiny config, and at
+        # DeepSeek-V3's dimensions the loop's whole-parameter zero gradient is ~15 GB)
+        start = [("held", "what the end of the forward holds besides the saves", eof, STEP),
+                 ("head", "released: the head's saves but the input ids (8 b s) and the RoPE cos and sin (B_a s d_r "
+                          "each, every layer's)", -e_H * (M_H - 8 * t - 2 * B_a * s_loc * d_r), STEP),
+                 ("grad", "the last layer's output gradient (B_a, model.norm's ToCopyBackward0) and the seed",
+                  B_a * t * h + 4 * e_H, STEP)]
+        out["expert_loop"] = _term("the expert loop's backward of a MoE layer, at the second expert it visits "
+                                   "(SelectBackward0 of gate_up_proj)",
+                                   STEP + " (transformers, no recomputation: the routed experts' backward)",
+                                   start + _loop_parts_none(), has_moe * (1 - u_grouped) * sp.Min(1, N - 1))
+        grouped = start + [
+            ("layer", "released of the last MoE layer's saves: the shared experts' (their input B_a t h and four "
+                      "B_a t h_E N_s: they ran last, their backward first) and inv_perm (int64 t k, its IndexBackward0 "
+                      "has run)", -(B_a * t * h + 4 * B_a * t * nt.h_E * nt.N_s + 8 * t * k), STEP),
+            ("sum", "the engine's sum of the MoE input's gradients from the shared expert's gate and up projections "
+                    "(B_a t h)", B_a * t * h, "torch autograd (engine)"),
+            ("fp32", "three FP32 t k x h buffers: IndexBackward0's gradient and MulBackward0's two products (FP32: the "
+                     "routing weights are)", 12 * t * k * h,
+             "transformers 5.24 integrations/moe.py: grouped_mm_experts_forward (proj_out * sample_weights_g)"),
+            ("cast", "the engine's B_a cast of MulBackward0's FP32 gradient of proj_out (t k x h), made while the "
+                     "node still keeps its saves", B_a * t * k * h, "torch autograd (engine): validate_outputs")]
+        out["experts"] = _term("the grouped_mm experts' backward of the last MoE layer (the engine's cast of "
+                               "MulBackward0's gradient of the routing-weight multiply)",
+                               STEP + " (transformers, no recomputation: the routed experts' backward)",
+                               grouped, has_moe * u_grouped)
     if policy == "full":
         # what the last layer's backward starts with: the end of the forward, the head's saves released, the layer's
         # output gradient and the seed
@@ -217,6 +245,24 @@ def _loop_parts():
                       "(B_a n_b h), IndexBackward0's zero gradient of the hidden states and the engine's sum of the "
                       "MoE input's gradients (B_a t h each), the engine's FP32 sum of the top-k weights' gradients",
              2 * B_a * (nt.h_E / nt.ETP) * h + B_a * h * n_b + 2 * B_a * t * h + 4 * t * k, "torch autograd (engine)")]
+
+
+def _loop_parts_none():
+    """Q_i of STEP.md less the start of a layer's backward, without recomputation: MoE layer i's expert loop
+    (``DeepseekV3Experts.forward``) at the ``SelectBackward0`` of the second expert its backward visits, every save of
+    the earlier layers held.  The routing symbols as in :func:`_loop_parts` (0: the stage's last layer and the bound
+    for any routing); the layers after layer i have released their saves."""
+    c_E = 3 * B_a * h + 4 * B_a * nt.h_E + 20
+    # the transient and the backward's buffers are those of the rebuilt layer's (the same nodes, the same tensors)
+    select, grads = _loop_parts()[2:]
+    return [("after", "released: the saves and wrapped numbers of the layers after it (their backward is over)",
+             -j_m * (M_A + M_E) - (j_l - j_m) * (M_A + M_D) - 8 * (u_eager * j_l + j_m),
+             HF + ": DeepseekV3DecoderLayer.forward, eager_attention_forward, DeepseekV3MoE.route_tokens_to_experts"),
+            ("layer", "released of the layer's saves: the shared experts' (their input B_a t h and four B_a t h_E N_s: "
+                      "their backward ran first) and the two visited experts' (c_E per token copy), but the second's "
+                      "int64 token indices (torch.where: 16 per token copy, held by its IndexBackward0)",
+             -B_a * t * h - 4 * B_a * t * nt.h_E * nt.N_s - c_E * (n_a + n_b) + 16 * n_b, STEP),
+            select, grads]
 
 
 def _mcore(policy: str) -> Dict[str, Term]:
