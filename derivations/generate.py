@@ -58,8 +58,9 @@ FAMILY = DEEPSEEK.name
 
 
 def structures(fam) -> Tuple[Tuple[bool, ...], ...]:
-    """Every structure of a family: each combination of its flags (DeepSeek's q_lora, routing_bias, tied)."""
-    return tuple(itertools.product((True, False), repeat=len(fam.flags)))
+    """Every structure of a family: each combination of its flags (DeepSeek's q_lora, routing_bias, tied, indexer)
+    that the family allows (derivations/families ``Family.structures``)."""
+    return fam.structures()
 
 
 STRUCTURES = structures(DEEPSEEK)

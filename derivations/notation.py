@@ -61,6 +61,13 @@ _ENTRIES = [
     SymbolInfo("u_gk", "\\delta_{gk}", "1 when Megatron-Core's top-k is group-limited (HF topk_group, or "
                "DeepseekV3Config's default when absent)", "model",
                "extension (Megatron-Core router.py: the group top-k)", nonnegative_only=True),
+    # DeepSeek Sparse Attention (DeepSeek-V3.2; transformers models/deepseek_v32 DeepseekV32Indexer)
+    SymbolInfo("n_I", "n_{I}", "heads of the DSA lightning indexer (HF index_n_heads)", "model",
+               "extension (DeepSeek-V3.2-Exp: transformers models/deepseek_v32, DeepseekV32Indexer)"),
+    SymbolInfo("d_I", "d_{I}", "head dimension of the DSA lightning indexer (HF index_head_dim)", "model",
+               "extension (DeepSeek-V3.2-Exp: transformers models/deepseek_v32, DeepseekV32Indexer)"),
+    SymbolInfo("k_I", "k_{I}", "tokens each query attends to under DSA (HF index_topk)", "model",
+               "extension (DeepSeek-V3.2-Exp: transformers models/deepseek_v32, DeepseekV32Indexer)"),
     SymbolInfo("l", "l", "number of transformer layers", "model", "Table 1"),
     SymbolInfo("v", "v", "vocabulary size", "model", "Table 1"),
     SymbolInfo("D", "D", "multi-token-prediction (MTP) modules, the MTP depth (HF num_nextn_predict_layers)",

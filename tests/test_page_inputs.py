@@ -18,6 +18,7 @@ import os
 import re
 import time
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -353,6 +354,15 @@ def _cases():
              model('"' + "\u00e9" * 50 + '"'), model('"' + "\U0001f600" * 30 + '"'), model("1" * 30), model("-" + "1" * 30),
              model("-" + "1" * 31), model("[" * 33 + "]" * 33), "[" * 200, "[" * 3000 + "]" * 3000, '{"a": 1}' + " " * 10 + "}",
              "\t\r\n {} \t", '{"a": "\t"}', '{"a": "\x7f\x1f"}']
+    # DeepSeek-V3.2 (DSA's indexer): each of its refusals (derivations/families/deepseek/config.py _indexer; a valid
+    # pasted config is named "config" by the page and by its shape by the command line, so only refusals compare)
+    dsa = json.loads((Path(__file__).resolve().parent / "data" / "dsa" / "config.json").read_text())
+    v3 = {**{k: v for k, v in dsa.items() if not k.startswith("index_")}, "model_type": "deepseek_v3"}
+    dsas = [{**dsa, "q_lora_rank": None}, {**dsa, "index_head_dim": 8}, {**dsa, "index_topk": 0},
+            {**dsa, "index_n_heads": "2"}, {**dsa, "mlp_layer_types": ["sparse"] * 3},
+            {**dsa, "mlp_layer_types": "dense"}, {**dsa, "layer_types": ["sliding_attention"]},
+            {**dsa, "index_topk": 2 ** 41}, {**v3, "index_topk": 16}, {**v3, "model_type": "deepseek_v2", "index_n_heads": 2}]
+    out += [(f"dsa {i}", json.dumps(d)) for i, d in enumerate(dsas)]
     return out + [(f"json {i}: {e[:24]!r}", e) for i, e in enumerate(edges)]
 
 
@@ -401,12 +411,14 @@ JSON_VALUES = ["1e9", str(2 ** 53 + 1), "1e300", "7168.0", "-1", "0", "true", "f
                "16777217", '"\\u0000"', '"\\ud800"', '"x\\y"', "1E400", "0.0", "[128, 128]", "[1e2, 128]",
                '"\u00e9\U0001f600\\n"', "01", "1.", "-", "[1,]", '{"a": 1, "a": 2}', '"' + "x" * 100 + '"',
                "1e16", "1e15", "0.0001", "0.00001", "123456789.123456789", "-1e-7", "5e-324", "1.7976931348623157e308",
-               '"\u200b\u0085\u00ad\u2028"', '"it\'s \\"x\\""', '"' + "\u00e9" * 30 + '"']
+               '"\u200b\u0085\u00ad\u2028"', '"it\'s \\"x\\""', '"' + "\u00e9" * 30 + '"', '"deepseek_v32"',
+               '["indexed_attention"]', '["dense", "dense", "dense"]']
 #: The config.json fields a mutation may touch (and one the reader ignores).
 JSON_FIELDS = [f for f, _, _ in _DIMENSIONS] + [
     "model_type", "q_lora_rank", "n_shared_experts", "first_k_dense_replace", "moe_layer_freq",
     "num_nextn_predict_layers", "topk_method", "n_group", "topk_group", "tie_word_embeddings", "attention_bias",
-    "quantization_config", "unused_field"]
+    "quantization_config", "unused_field", "index_n_heads", "index_head_dim", "index_topk", "mlp_layer_types",
+    "layer_types"]
 
 
 @st.composite

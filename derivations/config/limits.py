@@ -138,6 +138,9 @@ FIELDS: Dict[str, Limit] = {
     "moe_layer_freq": Limit("moe_layer_freq", 1, LAYERS, "at most the layers"),
     "num_nextn_predict_layers": Limit("num_nextn_predict_layers", 0, 2 ** 10, "released models have 1"),
     "weight_block_size": Limit("weight_block_size", 1, DIM, "FP8 blocks are 128 x 128"),
+    "index_n_heads": Limit("index_n_heads", 1, 2 ** 16, "DSA indexers have ~2^6 heads"),
+    "index_head_dim": Limit("index_head_dim", 1, DIM, "head dimensions are ~2^7"),
+    "index_topk": Limit("index_topk", 1, 2 ** 40, "DSA keeps ~2^11 tokens per query"),
 }
 
 

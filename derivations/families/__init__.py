@@ -96,6 +96,12 @@ class Family:
     divides: Tuple[Divides, ...] = ()
     layer: Tuple[str, ...] = ()
     flags: Tuple[str, ...] = ("q_lora", "routing_bias", "tied")
+    #: flags added after the first structures were named: a structure names them only when set (DeepSeek's
+    #: ``indexer``: ``q1b1t0`` has none, ``q1b1t0i1`` has DSA's indexer), so earlier names keep meaning the same
+    late_flags: Tuple[str, ...] = ()
+    #: (flag, flag it needs): a structure with the first set and the second not does not exist (DeepSeek: the
+    #: DSA indexer reads the query's compressed form, so ``indexer`` needs ``q_lora``)
+    requires: Tuple[Tuple[str, str], ...] = ()
 
     def splits(self, axis: str) -> bool:
         """Whether some layout rule of the family splits a dimension by ``axis`` (DeepSeek: EP splits N)."""
@@ -112,8 +118,19 @@ class Family:
         return self.structure_letters or "".join(f[0] for f in self.flags)
 
     def structure_key(self, structure) -> str:
-        """The name of a structure (its flags' values, in order) in generated file names: ``q1b1t0``."""
-        return "".join(f"{c}{int(x)}" for c, x in zip(self.letters, structure))
+        """The name of a structure (its flags' values, in order) in generated file names: ``q1b1t0`` (a late
+        flag only when set: ``q1b1t0i1``)."""
+        return "".join(f"{c}{int(x)}" for c, x, f in zip(self.letters, structure, self.flags)
+                       if x or f not in self.late_flags)
+
+    def structures(self) -> Tuple[Tuple[bool, ...], ...]:
+        """Every structure of the family: each combination of its flags that :attr:`requires` allows."""
+        out = []
+        for values in itertools.product((True, False), repeat=len(self.flags)):
+            by = dict(zip(self.flags, values))
+            if not any(by[a] and not by[b] for a, b in self.requires):
+                out.append(values)
+        return tuple(out)
 
     def activation_key(self, flags) -> str:
         """The name of the activation tables of the flags ``flags`` ({name: value}) depend on (``q1``), or ``all``."""

@@ -8,4 +8,4 @@ search's numpy kernels (:mod:`derivations.analyses.kernels` runs them, without s
 equal kernels share one module (``SEARCH_KERNELS``)."""
 
 #: {structure: module of its search kernels}
-SEARCH_KERNELS = {'q0b0t0': 'deepseek_search_q0b1t0', 'q0b0t1': 'deepseek_search_q0b1t1', 'q0b1t0': 'deepseek_search_q0b1t0', 'q0b1t1': 'deepseek_search_q0b1t1', 'q1b0t0': 'deepseek_search_q1b1t0', 'q1b0t1': 'deepseek_search_q1b1t1', 'q1b1t0': 'deepseek_search_q1b1t0', 'q1b1t1': 'deepseek_search_q1b1t1'}
+SEARCH_KERNELS = {'q0b0t0': 'deepseek_search_q0b1t0', 'q0b0t1': 'deepseek_search_q0b1t1', 'q0b1t0': 'deepseek_search_q0b1t0', 'q0b1t1': 'deepseek_search_q0b1t1', 'q1b0t0': 'deepseek_search_q1b1t0', 'q1b0t0i1': 'deepseek_search_q1b1t0i1', 'q1b0t1': 'deepseek_search_q1b1t1', 'q1b0t1i1': 'deepseek_search_q1b1t1i1', 'q1b1t0': 'deepseek_search_q1b1t0', 'q1b1t0i1': 'deepseek_search_q1b1t0i1', 'q1b1t1': 'deepseek_search_q1b1t1', 'q1b1t1i1': 'deepseek_search_q1b1t1i1'}

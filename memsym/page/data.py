@@ -300,6 +300,7 @@ def family_data(pool: Pool, fam, check: bool = True) -> Dict:
         if check:
             check_activations(acts[fam.activation_key(flags)], shape, pool.exprs, n=60)
     return {"title": fam.title, "short": fam.short, "flags": list(fam.flags), "letters": fam.letters,
+            "late_flags": list(fam.late_flags),
             "activation_flags": list(fam.activation_flags),
             "states": model_states(pool, fam), "activations": acts, "device": device(pool, fam),
             "mtp": "mtp" in fam.kinds, "layout_defaults": fam.layout_defaults(),

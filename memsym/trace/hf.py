@@ -137,8 +137,10 @@ def _counter(counts, layer: int, n_experts: int):
 
 #: The modelling code transformers runs for a config's model_type (AutoModelForCausalLM's mapping,
 #: models/auto/modeling_auto.py): DeepSeek-V2's own classes for ``deepseek_v2``; DeepSeek-V3's for
-#: ``deepseek_v3`` and for ``kimi_k2`` (not in transformers' mapping: Kimi K2 publishes DeepSeek-V3's code).
-MODEL_CLASSES = {"deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM")}
+#: ``deepseek_v3`` and for ``kimi_k2`` (not in transformers' mapping: Kimi K2 publishes DeepSeek-V3's code);
+#: DeepSeek-V3.2's for ``deepseek_v32`` (models/deepseek_v32: V3 with the DSA lightning indexer).
+MODEL_CLASSES = {"deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM"),
+                 "deepseek_v32": ("DeepseekV32Config", "DeepseekV32ForCausalLM")}
 DEFAULT_CLASSES = ("DeepseekV3Config", "DeepseekV3ForCausalLM")
 
 

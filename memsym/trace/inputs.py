@@ -189,6 +189,10 @@ def check_routing(framework: str, m) -> None:
         if m.topk_method == "group_limited_greedy" and (n_group is None or topk_group is None):
             raise ConfigError("trace.n_group", "topk_method group_limited_greedy: transformers' DeepSeek-V2 code needs "
                                                "n_group and topk_group in the config")
+    if framework == "mcore" and getattr(m, "indexer", False):
+        raise ConfigError("trace.dsa", f"model_type {m.model_type}: Megatron-Core's DeepSeek Sparse Attention "
+                                       "(transformer/experimental_attention_variant/dsa.py) is not traced yet; trace "
+                                       "it with --framework transformers")
     if framework == "mcore" and topk_group is not None and n_group is None:
         raise ConfigError("trace.n_group", "topk_group without n_group: Megatron-Core's group-limited top-k needs "
                                            "both (moe_router_num_groups, moe_router_group_topk)")

@@ -98,7 +98,7 @@ function fromDict(data, path, name, fields) {
   m.first_k_dense = int("first_k_dense_replace", "leading dense layers", 0);
   m.moe_layer_freq = int("moe_layer_freq", "MoE layer frequency", 1, 1n, false);
   m.mtp_layers = int("num_nextn_predict_layers", "MTP modules D", 0, 0n, false);
-  const defaultTopk = (mt === "deepseek_v3" || mt === "kimi_k2") ? "noaux_tc" : "greedy";
+  const defaultTopk = (mt === "deepseek_v3" || mt === "kimi_k2" || mt === "deepseek_v32") ? "noaux_tc" : "greedy";
   const topk = get("topk_method", defaultTopk);
   if (typeof topk !== "string" || !O.topk_methods.includes(topk))
     throw err(`field 'topk_method' must be one of ${O.topk_methods.join(", ")}, got ${typeName(topk)} ${shownValue(topk)}`);
@@ -120,6 +120,30 @@ function fromDict(data, path, name, fields) {
     if (val !== false && val !== null)
       throw err(`field ${reprStr(flag)} = ${shownValue(val)}: projection biases are not covered (DeepSeek checkpoints have none)`);
   }
+  // config.py _indexer: DeepSeek Sparse Attention's lightning indexer (deepseek_v32 only; DeepseekV32Config's defaults)
+  const index = [["index_n_heads", "n_I", "indexer heads n_I", 64n], ["index_head_dim", "d_I", "indexer head dimension d_I", 128n],
+    ["index_topk", "k_I", "tokens each query attends to k_I", 2048n]];
+  m.indexer = false;
+  if (mt !== "deepseek_v32") {
+    const given = index.find(([k]) => data.has(k));
+    if (given !== undefined)
+      throw err(`field ${reprStr(given[0])}: a DSA indexer is read for model_type deepseek_v32 only (this config's transformers code, ${mt}, builds none)`);
+  } else {
+    if (m.d_cq === null)
+      throw err("q_lora_rank must be set for deepseek_v32 (its indexer reads the compressed query; transformers' DeepseekV32Attention has no uncompressed form)");
+    for (const [field, attr, meaning, dflt] of index) m[attr] = int(field, meaning, 1, dflt, false);
+    if (m.d_I < m.d_hr)
+      throw err(`index_head_dim=${m.d_I} is below qk_rope_head_dim: the indexer rotates its first qk_rope_head_dim dimensions`);
+    const kinds = get("mlp_layer_types", null);
+    const nd = m.first_k_dense < m.l ? m.first_k_dense : m.l;
+    if (kinds !== null && !(Array.isArray(kinds) && BigInt(kinds.length) === m.l
+        && kinds.every((x, i) => x === (BigInt(i) < nd ? "dense" : "sparse"))))
+      throw err("field 'mlp_layer_types' must be first_k_dense_replace 'dense' entries then 'sparse' ones (other patterns are not covered)");
+    const types = get("layer_types", null);
+    if (types !== null && !(Array.isArray(types) && types.every((x) => x === "indexed_attention")))
+      throw err("field 'layer_types' must list 'indexed_attention' only (other attention types are not covered)");
+    m.indexer = true;
+  }
   if (m.N_r > m.N) throw err(`num_experts_per_tok=${m.N_r} exceeds n_routed_experts=${m.N}`);
   if (m.first_k_dense > m.l) throw err(`first_k_dense_replace=${m.first_k_dense} exceeds num_hidden_layers=${m.l}`);
   fp8Block(data, err);
@@ -127,12 +151,13 @@ function fromDict(data, path, name, fields) {
   for (const k of ["h", "h_F", "h_E", "l", "n_h", "d_c", "d_h", "d_hr", "d_v", "N", "N_r", "v", "N_s", "first_k_dense",
     "moe_layer_freq", "mtp_layers"]) m[k] = Number(m[k]);
   if (m.d_cq !== null) m.d_cq = Number(m.d_cq);
+  if (m.indexer) for (const k of ["n_I", "d_I", "k_I"]) m[k] = Number(m[k]);
   m.name = name; m.topk_method = topk; m.tie_word_embeddings = tied;
   m.q_lora = m.d_cq !== null; m.routing_bias = topk === "noaux_tc";
   m.kinds = [];
   for (let i = 0; i < m.l; i++) m.kinds.push(i >= m.first_k_dense && i % m.moe_layer_freq === 0 ? "moe" : "dense");
   // as the command line's spec: its family, its structure (ModelSpec.structure) and its symbols (ModelSpec.named)
-  m.family = "deepseek"; m.structure = [m.q_lora, m.routing_bias, tied];
+  m.family = "deepseek"; m.structure = [m.q_lora, m.routing_bias, tied, m.indexer];
   // ModelSpec.routing: the routing indicators (0 or 1) the routers' tensor lists read
   const topkGroup = m.topk_group !== null ? m.topk_group : (v2 ? null : 4n);
   m.named = { h: m.h, h_F: m.h_F, h_E: m.h_E, l: m.l, n_h: m.n_h, d_c: m.d_c, d_h: m.d_h, d_hr: m.d_hr, d_v: m.d_v, N: m.N,
@@ -141,6 +166,7 @@ function fromDict(data, path, name, fields) {
     u_lg: topk === "group_limited_greedy" ? 1 : 0, u_sg: scoring === "sigmoid" ? 1 : 0, u_eb: m.routing_bias ? 1 : 0,
     u_gk: topkGroup !== null ? 1 : 0 };
   if (m.d_cq !== null) m.named.d_cq = m.d_cq;
+  if (m.indexer) Object.assign(m.named, { n_I: m.n_I, d_I: m.d_I, k_I: m.k_I });
   return m;
 }
 /** A model the command line read (``memsym page --model FILE``: memsym/page/data.py model_data), any family's. */
@@ -151,8 +177,12 @@ function givenModel(d) {
 }
 /** The family data of a model (memsym/page/data.py family_data). */
 const familyOf = (m) => DATA.families[m.family];
-/** Families.structure_key: each flag's letter and value (``q1b1t0``). */
-const structureKey = (m) => familyOf(m).letters.split("").map((c, i) => c + (m.structure[i] ? 1 : 0)).join("");
+/** Families.structure_key: each flag's letter and value (``q1b1t0``; a late flag only when set: ``q1b1t0i1``). */
+const structureKey = (m) => {
+  const f = familyOf(m);
+  return f.letters.split("").map((c, i) => (m.structure[i] || !f.late_flags.includes(f.flags[i]) ? c + (m.structure[i] ? 1 : 0) : ""))
+    .join("");
+};
 /** Families.activation_key: the letters and values of the flags the tensor lists depend on (``q1``), or ``all``. */
 function activationKey(m) {
   const f = familyOf(m);

@@ -10,8 +10,9 @@ tensors kept for backward: derivations/families/deepseek/activations.py (Sec. 5)
 from derivations.constants import EXT, MLA, MOE
 from derivations.families import Divides, Family, Kind
 
-#: model_type values of the DeepseekV2/V3 modelling code.
-MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2")
+#: model_type values of the DeepseekV2/V3 modelling code, and of DeepSeek-V3.2's (deepseek_v32: V3 plus DeepSeek
+#: Sparse Attention's lightning indexer, transformers models/deepseek_v32).
+MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
 #: topk_method values of the DeepseekV2/V3 modelling code ("gready" is the HF default's spelling).
 TOPK_METHODS = ("greedy", "gready", "group_limited_greedy", "noaux_tc")
 #: config field -> (ModelSpec attribute, meaning); all required, positive integers.
@@ -61,5 +62,6 @@ FAMILY = Family(
     parameters="derivations.families.deepseek.parameters", activations="derivations.families.deepseek.activations",
     config="derivations.families.deepseek.config", checkpoint="derivations.families.deepseek.checkpoint",
     layer_terms=LAYER_TERMS, layer=("mla", "moe"), divides=DIVIDES,
-    attention_label="MLA", layer_what="MoE transformer layer (MLA + MoE)", structure_letters="qbt",
-    activation_flags=("q_lora",))
+    attention_label="MLA", layer_what="MoE transformer layer (MLA + MoE)", structure_letters="qbti",
+    activation_flags=("q_lora",), flags=("q_lora", "routing_bias", "tied", "indexer"), late_flags=("indexer",),
+    requires=(("indexer", "q_lora"),))

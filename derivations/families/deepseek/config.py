@@ -80,6 +80,11 @@ class ModelSpec:
     norm_topk_prob: bool = True
     n_group: Optional[int] = None
     topk_group: Optional[int] = None
+    # DeepSeek Sparse Attention's lightning indexer (deepseek_v32: HF index_n_heads, index_head_dim, index_topk;
+    # 0: no indexer, dense attention)
+    n_I: int = 0
+    d_I: int = 0
+    k_I: int = 0
 
     #: The family whose terms describe this model (derivations/families/deepseek).
     family = FAMILY.name
@@ -88,6 +93,11 @@ class ModelSpec:
     @property
     def q_lora(self) -> bool:
         return self.d_cq is not None
+
+    @property
+    def indexer(self) -> bool:
+        """DeepSeek Sparse Attention: each layer's attention has a lightning indexer (deepseek_v32)."""
+        return self.n_I > 0
 
     @property
     def routing_bias(self) -> bool:
@@ -118,7 +128,7 @@ class ModelSpec:
     @property
     def structure(self) -> Tuple:
         """What decides the *shape* of the terms (the dimensions stay symbols): FAMILY.flags, in order."""
-        return (self.q_lora, self.routing_bias, self.tie_word_embeddings)
+        return (self.q_lora, self.routing_bias, self.tie_word_embeddings, self.indexer)
 
     def is_moe_layer(self, i: int) -> bool:
         """HF DeepseekV2/V3 rule: MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0."""
@@ -136,6 +146,8 @@ class ModelSpec:
                **self.routing()}
         if self.d_cq is not None:
             out["d_cq"] = self.d_cq
+        if self.indexer:
+            out.update(n_I=self.n_I, d_I=self.d_I, k_I=self.k_I)
         return out
 
     def values(self) -> Dict:
@@ -174,7 +186,7 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
     freq = f.int("moe_layer_freq", "MoE layer frequency", default=1, required=False)
     mtp = f.int("num_nextn_predict_layers", "MTP modules D", minimum=0, default=0, required=False)
 
-    default_topk = "noaux_tc" if mt in ("deepseek_v3", "kimi_k2") else "greedy"
+    default_topk = "noaux_tc" if mt in ("deepseek_v3", "kimi_k2", "deepseek_v32") else "greedy"
     topk = data.get("topk_method", default_topk)
     methods = FAMILY.topk_methods
     if not isinstance(topk, str) or topk not in methods:
@@ -200,6 +212,7 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
             raise f.err(flag, f"field {flag!r} = {f.shown(val)}: projection biases are not covered "
                               f"(DeepSeek checkpoints have none)")
 
+    index = _indexer(f, mt, d_cq, first_k, dims["l"])
     if dims["N_r"] > dims["N"]:
         raise f.err("num_experts_per_tok", f"num_experts_per_tok={dims['N_r']} exceeds "
                                            f"n_routed_experts={dims['N']}")
@@ -210,7 +223,42 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
                      moe_layer_freq=freq, topk_method=topk, tie_word_embeddings=tied, mtp_layers=mtp,
                      fp8_block=f.fp8_block(), source=str(f.path) if source is None else source,
                      model_type=mt, scoring_func=scoring, norm_topk_prob=norm, n_group=n_group,
-                     topk_group=topk_group, **dims)
+                     topk_group=topk_group, **index, **dims)
+
+
+#: DeepseekV32Config's defaults (transformers 5.24 models/deepseek_v32/configuration_deepseek_v32.py, documented
+#: as DeepSeek-V3.2-Exp's checkpoint): index_n_heads 64, index_head_dim 128, index_topk 2048
+INDEX_DEFAULTS = (("index_n_heads", "n_I", "indexer heads n_I", 64), ("index_head_dim", "d_I", "indexer head "
+                  "dimension d_I", 128), ("index_topk", "k_I", "tokens each query attends to k_I", 2048))
+
+
+def _indexer(f, mt: str, d_cq, first_k: int, layers: int) -> Dict[str, int]:
+    """The DSA indexer's dimensions of a ``deepseek_v32`` config ({} for the others, which have none)."""
+    if mt != "deepseek_v32":
+        given = [k for k, *_ in INDEX_DEFAULTS if k in f.data]
+        if given:
+            raise f.err(given[0], f"field {given[0]!r}: a DSA indexer is read for model_type deepseek_v32 only "
+                                  f"(this config's transformers code, {mt}, builds none)")
+        return {}
+    if d_cq is None:
+        raise f.err("q_lora_rank", "q_lora_rank must be set for deepseek_v32 (its indexer reads the compressed "
+                                   "query; transformers' DeepseekV32Attention has no uncompressed form)")
+    out = {attr: f.int(name, meaning, default=default, required=False)
+           for name, attr, meaning, default in INDEX_DEFAULTS}
+    if out["d_I"] < f.int("qk_rope_head_dim", "per-head RoPE dimension d_h^R"):
+        raise f.err("index_head_dim", f"index_head_dim={out['d_I']} is below qk_rope_head_dim: the indexer "
+                                      "rotates its first qk_rope_head_dim dimensions")
+    kinds = f.data.get("mlp_layer_types")
+    want = ["dense"] * min(first_k, layers) + ["sparse"] * (layers - min(first_k, layers))
+    if kinds is not None and kinds != want:
+        raise f.err("mlp_layer_types", "field 'mlp_layer_types' must be first_k_dense_replace 'dense' entries "
+                                       "then 'sparse' ones (other patterns are not covered)")
+    layer_types = f.data.get("layer_types")
+    if layer_types is not None and (not isinstance(layer_types, list)
+                                    or any(x != "indexed_attention" for x in layer_types)):
+        raise f.err("layer_types", "field 'layer_types' must list 'indexed_attention' only (other attention "
+                                   "types are not covered)")
+    return out
 
 
 def fields_of(spec: ModelSpec) -> Dict:
@@ -225,6 +273,8 @@ def fields_of(spec: ModelSpec) -> Dict:
             "topk_method": spec.topk_method, "scoring_func": spec.scoring_func, "norm_topk_prob": spec.norm_topk_prob,
             "tie_word_embeddings": spec.tie_word_embeddings}
     data.update({k: x for k, x in (("n_group", spec.n_group), ("topk_group", spec.topk_group)) if x is not None})
+    if spec.indexer:
+        data.update({name: getattr(spec, attr) for name, attr, _, _ in INDEX_DEFAULTS})
     if spec.fp8_block is not None:
         block = spec.fp8_block
         if not isinstance(block, tuple):

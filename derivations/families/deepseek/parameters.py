@@ -6,7 +6,7 @@ the paper's tensor-parallel rule (Sec. 3): ``tp_split`` (W^UQ, W^UK, W^UV, W^O) 
 """
 from __future__ import annotations
 
-from derivations.notation import N, d_c, d_cq, d_h, d_hr, d_v, h, h_E, h_F, n_h, v
+from derivations.notation import SYMBOLS, N, d_c, d_cq, d_h, d_hr, d_v, h, h_E, h_F, n_h, v
 from symbolic.term import Part, Term
 
 
@@ -43,6 +43,25 @@ def mla_matrices(q_lora: bool = True):
     return q + kv
 
 
+DSA = "transformers 5.24 models/deepseek_v32: DeepseekV32Indexer (DeepSeek-V3.2-Exp's lightning indexer)"
+
+
+def indexer_matrices():
+    """DeepSeek Sparse Attention's lightning indexer of one layer (DeepSeek-V3.2): its query projection from the
+    compressed query c_Q (wq_b, n_I d_I x d_c'), its one key head (wk, d_I x h) with a LayerNorm (weight and
+    bias), and the per-head weights of its scores (weights_proj, n_I x h); not split by tensor parallelism."""
+    n_I, d_I = SYMBOLS["n_I"], SYMBOLS["d_I"]
+    return [
+        Part("W_IQ", "indexer.wq_b: indexer query projection, n_I d_I x d_c'", (n_I, d_I, d_cq), provenance=DSA,
+             tags=("replicated",)),
+        Part("W_IK", "indexer.wk: indexer key projection, d_I x h", (d_I, h), provenance=DSA, tags=("replicated",)),
+        Part("I_norm", "indexer.k_norm: LayerNorm of the indexer key, weight and bias", (2, d_I), provenance=DSA,
+             tags=("replicated",)),
+        Part("W_Iw", "indexer.weights_proj: per-head weights of the index scores, n_I x h", (n_I, h), provenance=DSA,
+             tags=("replicated",)),
+    ]
+
+
 def norm_weights(q_lora: bool = True):
     """RMSNorm weights of one layer ("LN" of Table 3): 2h + d_c' + d_c."""
     parts = [
@@ -66,9 +85,13 @@ def expert_matrices(inter=h_E):
 
 def terms(registry, family, flags):
     """The family's parameter terms (Table 2) for its structure ``flags`` (q_lora, routing_bias, tied)."""
-    q_lora, tied = flags["q_lora"], flags["tied"]
-    yield Term("params.mla", "parameters of the MLA projection matrices of one layer", "params",
-               "Table 2; Sec. 2", tuple(mla_matrices(q_lora)))
+    q_lora, tied, dsa = flags["q_lora"], flags["tied"], flags.get("indexer", False)
+    if dsa:  # DeepSeek-V3.2: the attention sublayer is MLA and its lightning indexer
+        yield Term("params.mla", "parameters of the MLA projection matrices and the DSA indexer of one layer",
+                   "params", "Table 2; Sec. 2; " + DSA, tuple(mla_matrices(q_lora) + indexer_matrices()))
+    else:
+        yield Term("params.mla", "parameters of the MLA projection matrices of one layer", "params",
+                   "Table 2; Sec. 2", tuple(mla_matrices(q_lora)))
     yield Term("params.norm", "RMSNorm weights of one layer (LN)", "params", "Table 3", tuple(norm_weights(q_lora)))
     yield Term("params.expert", "parameters of one MoE expert (routed or shared), 3 h h_E", "params", "Table 2",
                tuple(expert_matrices(h_E)))

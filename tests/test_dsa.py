@@ -1,0 +1,102 @@
+"""DeepSeek-V3.2's DeepSeek Sparse Attention in the DeepSeek family (derivations/families/deepseek: the ``indexer``
+structure flag, the symbols n_I, d_I, k_I): configs read, the lightning indexer's parameters, and counts against
+transformers' own model built on the meta device (the oracle: transformers 5.24 models/deepseek_v32, not memsym's
+terms)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from derivations import config as cfg
+from symbolic.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "data" / "dsa" / "config.json"
+
+
+def _params(path, *extra):
+    out = subprocess.run([sys.executable, "-m", "memsym", "params", "--model", str(path), "--json", *extra],
+                         capture_output=True, text=True, cwd=ROOT, check=True)
+    return json.loads(out.stdout)
+
+
+def _transformers_count(config: dict):
+    """(parameters, {module path: parameters} of layer 1's attention) of transformers' DeepseekV32ForCausalLM
+    built on the meta device from ``config`` (no memory, no weights)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    keep = {k: v for k, v in config.items() if k not in ("architectures", "_comment", "torch_dtype")}
+    conf = transformers.DeepseekV32Config(**keep)
+    with torch.device("meta"):
+        model = transformers.DeepseekV32ForCausalLM(conf)
+    attn = {n: p.numel() for n, p in model.model.layers[1].self_attn.named_parameters()}
+    return sum(p.numel() for p in model.parameters()), attn
+
+
+def _released_shape(tmp_path):
+    """DeepSeek-V3.2-Exp's dimensions: transformers' DeepseekV32Config defaults (documented as the
+    deepseek-ai/DeepSeek-V3.2-Exp checkpoint's, configuration_deepseek_v32.py), written as a config.json."""
+    transformers = pytest.importorskip("transformers")
+    data = transformers.DeepseekV32Config().to_dict()
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data, default=str))
+    return path, data
+
+
+def test_a_deepseek_v32_config_has_an_indexer():
+    model = cfg.load_model(str(TINY))
+    assert model.indexer and (model.n_I, model.d_I, model.k_I) == (2, 32, 16)
+    assert model.structure[-1] is True
+    v3 = cfg.load_model(str(ROOT / "tests" / "data" / "tiny" / "config.json"))
+    assert not v3.indexer and v3.structure[-1] is False
+
+
+@pytest.mark.parametrize("path", [TINY, "released"], ids=["tiny", "released"])
+def test_parameters_equal_transformers_model_on_the_meta_device(path, tmp_path):
+    if path == "released":
+        path, data = _released_shape(tmp_path)
+    else:
+        data = json.loads(Path(path).read_text())
+    total, attn = _transformers_count(data)
+    paper = _params(path)
+    # transformers' model: every parameter of the main model (the routing bias is a buffer; no MTP module is built)
+    assert paper["total"] + data["hidden_size"] == total  # + the final RMSNorm
+    assert paper["per_layer"]["mla"] == sum(v for k, v in attn.items() if "layernorm" not in k)
+    indexer = sum(v for k, v in attn.items() if k.startswith("indexer."))
+    n_I, d_I, d_cq, h = data["index_n_heads"], data["index_head_dim"], data["q_lora_rank"], data["hidden_size"]
+    assert indexer == n_I * d_I * d_cq + d_I * h + 2 * d_I + n_I * h
+
+
+def test_the_indexer_adds_its_parameters_to_v3s():
+    v32 = _params(TINY)["per_layer"]
+    v3 = _params(ROOT / "tests" / "data" / "tiny" / "config.json")["per_layer"]
+    assert v32["mla"] - v3["mla"] == 2 * 32 * 96 + 32 * 256 + 2 * 32 + 2 * 256
+    assert v32["moe_layer"] - v3["moe_layer"] == v32["mla"] - v3["mla"]
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"q_lora_rank": None}, "q_lora_rank"),
+    ({"index_head_dim": 8}, "index_head_dim"),
+    ({"mlp_layer_types": ["sparse", "sparse", "sparse"]}, "mlp_layer_types"),
+    ({"layer_types": ["sliding_attention"] * 3}, "layer_types"),
+    ({"index_topk": 0}, "index_topk"),
+])
+def test_what_a_dsa_config_must_hold(tmp_path, change, field):
+    data = {**json.loads(TINY.read_text()), **change}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError) as exc:
+        cfg.load_model(str(path))
+    assert field in str(exc.value)
+
+
+def test_an_indexer_field_elsewhere_is_refused(tmp_path):
+    data = {**json.loads((ROOT / "tests" / "data" / "tiny" / "config.json").read_text()), "index_topk": 64}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="deepseek_v32 only"):
+        cfg.load_model(str(path))
