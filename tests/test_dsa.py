@@ -100,3 +100,21 @@ def test_an_indexer_field_elsewhere_is_refused(tmp_path):
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match="deepseek_v32 only"):
         cfg.load_model(str(path))
+
+
+def test_kimi_k25_reads_its_language_model(tmp_path):
+    """Kimi K2.5 (transformers models/kimi_k25, Kimi_K25Config): the language model is its text_config (a DeepSeek-V3,
+    kimi_k2 read as it is, deepseek_v3 when it names none); the vision tower is not counted."""
+    k2 = json.loads((ROOT / "tests" / "data" / "variants" / "kimi_k2_shape.json").read_text())
+    path = tmp_path / "k25.json"
+    path.write_text(json.dumps({"model_type": "kimi_k25", "text_config": k2, "vision_config": {"hidden_size": 1152}}))
+    assert _params(path)["total"] == _params(ROOT / "tests" / "data" / "variants" / "kimi_k2_shape.json")["total"]
+    inner = {k: v for k, v in k2.items() if k != "model_type"}
+    path.write_text(json.dumps({"model_type": "kimi_k25", "text_config": inner}))
+    assert cfg.load_model(str(path)).model_type == "deepseek_v3"
+    for text, message in (([1], "must be an object, got array"), (None, "must be an object, got null"),
+                          ({**k2, "model_type": "kimi_k25"}, "a wrapper in a wrapper"),
+                          ({**k2, "hidden_size": "x"}, "text_config: field 'hidden_size'")):
+        path.write_text(json.dumps({"model_type": "kimi_k25", "text_config": text}))
+        with pytest.raises(ConfigError, match=message):
+            cfg.load_model(str(path))

@@ -266,7 +266,7 @@ def test_a_toy_family_reads_its_configs_and_layout_rules(toy, tmp_path):
     with pytest.raises(ConfigError, match="must be a positive integer, got -2"):
         hfconfig.from_dict(dict(TOY_FILE, num_key_value_heads=-2), "t.json")
     with pytest.raises(ConfigError, match=r"is not an architecture memsym covers \(MLA \+ MoE: deepseek_v2, "
-                                          r"deepseek_v3, kimi_k2, deepseek_v32; GQA \+ SwiGLU: toy_gqa\)"):
+                                          r"deepseek_v3, kimi_k2, deepseek_v32, kimi_k25 \(text_config\); GQA \+ SwiGLU: toy_gqa\)"):
         hfconfig.from_dict(dict(TOY_FILE, model_type="llama"), "t.json")
     validate_layout(spec, Layout(dp=4, tp=2, pp=2, ep=1, etp=1))  # 2 | 8 heads, 2 kv heads, 688
     with pytest.raises(ConfigError, match=r"TP=4 must divide n_kv=2 \(toy_gqa") as e:

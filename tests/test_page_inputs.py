@@ -363,6 +363,16 @@ def _cases():
             {**dsa, "mlp_layer_types": "dense"}, {**dsa, "layer_types": ["sliding_attention"]},
             {**dsa, "index_topk": 2 ** 41}, {**v3, "index_topk": 16}, {**v3, "model_type": "deepseek_v2", "index_n_heads": 2}]
     out += [(f"dsa {i}", json.dumps(d)) for i, d in enumerate(dsas)]
+    # Kimi K2.5: the language model is text_config (derivations/config/hfconfig.py from_dict); its refusals
+    k2 = json.loads((Path(__file__).resolve().parent / "data" / "variants" / "kimi_k2_shape.json").read_text())
+    k25 = [{"model_type": "kimi_k25"}, {"model_type": "kimi_k25", "text_config": [1]},
+           {"model_type": "kimi_k25", "text_config": None}, {"model_type": "kimi_k25", "text_config": "{}"},
+           {"model_type": "kimi_k25", "text_config": {**k2, "hidden_size": "x"}},
+           {"model_type": "kimi_k25", "text_config": {**k2, "model_type": None}},
+           {"model_type": "kimi_k25", "text_config": {**k2, "model_type": "kimi_k25"}},
+           {"model_type": "kimi_k25", "text_config": {k: v for k, v in k2.items() if k != "model_type"} | {"vocab_size": 0}},
+           {"model_type": "kimi_k25", "text_config": {**k2, "model_type": "llama"}}, {"model_type": "llama"}]
+    out += [(f"k25 {i}", json.dumps(d)) for i, d in enumerate(k25)]
     return out + [(f"json {i}: {e[:24]!r}", e) for i, e in enumerate(edges)]
 
 

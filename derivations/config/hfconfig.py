@@ -105,7 +105,8 @@ class Fields:
 
 
 def _covered() -> str:
-    return "; ".join(f"{f.short}: {', '.join(f.model_types)}" for f in families.all())
+    return "; ".join(f"{f.short}: {', '.join(f.model_types + tuple(f'{mt} ({field})' for mt, field, _ in f.wrappers))}"
+                     for f in families.all())
 
 
 def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
@@ -119,6 +120,17 @@ def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
     if mt is None:
         raise _err(path, "model_type", f"required field 'model_type' is missing (memsym covers "
                                        f"{', '.join(families.model_types())})")
+    wrapped = families.wrapper(mt) if isinstance(mt, str) else None
+    if wrapped is not None:  # a multimodal config: its language model is one field (Kimi K2.5's text_config)
+        field, inner = wrapped
+        text = data.get(field)
+        if not isinstance(text, dict):
+            raise _err(path, field, f"model_type {_shown(mt)}: field {field!r} (its language model) must be an "
+                                    f"object, got {_type_name(text)}")
+        data, path = {"model_type": inner, **text}, f"{path} {field}"
+        mt = data["model_type"]
+        if isinstance(mt, str) and families.wrapper(mt) is not None:
+            raise _err(path, "model_type", f"model_type {_shown(mt)} inside {field}: a wrapper in a wrapper is not read")
     family = families.for_model_type(mt) if isinstance(mt, str) else None
     if family is None:
         raise _err(path, "model_type", f"model_type {_shown(mt)} is not an architecture memsym covers "

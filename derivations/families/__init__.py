@@ -102,6 +102,10 @@ class Family:
     #: (flag, flag it needs): a structure with the first set and the second not does not exist (DeepSeek: the
     #: DSA indexer reads the query's compressed form, so ``indexer`` needs ``q_lora``)
     requires: Tuple[Tuple[str, str], ...] = ()
+    #: (model_type, field, inner model_type when the field names none): configs that hold one of the family's
+    #: language models in a field (Kimi K2.5's ``kimi_k25``: its ``text_config``, a DeepSeek-V3); the rest of such
+    #: a config (a vision tower) is not counted
+    wrappers: Tuple[Tuple[str, str, str], ...] = ()
 
     def splits(self, axis: str) -> bool:
         """Whether some layout rule of the family splits a dimension by ``axis`` (DeepSeek: EP splits N)."""
@@ -240,6 +244,14 @@ def unsupported(model, what: str):
     title = fam.title if fam is not None else "unknown"
     return ConfigError("family", f"{what} is not available for {model.name} (family {title}): it covers the "
                                  f"DeepSeek family's models")
+
+
+def wrapper(model_type: str):
+    """(field, inner model_type default) of a config whose ``model_type`` holds a family's language model in a
+    field (:attr:`Family.wrappers`), or None."""
+    _load()
+    return next(((field, inner) for f in _REGISTRY.values() for mt, field, inner in f.wrappers if mt == model_type),
+                None)
 
 
 def model_types() -> Tuple[str, ...]:

@@ -356,6 +356,7 @@ def options() -> Dict:
         "presets": {n: _read_text(preset_path(n)) for n in PRESET_NAMES},
         "default_model": cfg.DEFAULT_MODEL,
         "model_types": list(DEEPSEEK.model_types), "topk_methods": list(DEEPSEEK.topk_methods),
+        "wrappers": [list(w) for w in DEEPSEEK.wrappers],
         "scoring_funcs": list(DEEPSEEK.module("config").SCORING_FUNCS),
         "dimensions": [list(d) for d in DEEPSEEK.dimensions],
         "layout": {"dp": lay.dp, "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "etp": lay.etp, "cp": lay.cp},

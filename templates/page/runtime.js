@@ -63,7 +63,7 @@ class ConfigError extends Error {
 /** The model of a parsed config.json (a Map, inputs.js readConfigJSON), every field checked as
     hfconfig.from_dict checks it (FIELDS' limits included); the dimensions become Numbers (at most
     2^24 by the limits), n_group and topk_group, unbounded there, stay BigInt. */
-function fromDict(data, path, name, fields) {
+function fromDict(data, path, name, fields, inner) {
   const err = (message) => new ConfigError(`${path}: ${message}`, fields);
   const get = (k, dflt) => (data.has(k) ? data.get(k) : dflt);
   const int = (field, meaning, minimum, dflt, required) => {
@@ -86,9 +86,21 @@ function fromDict(data, path, name, fields) {
   };
   const O = DATA.options;
   const mt = get("model_type", null);
-  if (mt === null) throw err(`required field 'model_type' is missing (memsym covers ${O.model_types.join(", ")})`);
+  if (mt === null && !inner) throw err(`required field 'model_type' is missing (memsym covers ${O.model_types.join(", ")})`);
+  // hfconfig.from_dict: a config holding the language model in a field (Kimi K2.5's text_config)
+  const wrap = O.wrappers.find((w) => w[0] === mt);
+  if (wrap !== undefined && inner)
+    throw err(`model_type ${shownValue(mt)} inside ${inner}: a wrapper in a wrapper is not read`);
+  if (wrap !== undefined) {
+    const [, field, innerType] = wrap;
+    const text = get(field, null);
+    if (!(text instanceof Map))
+      throw err(`model_type ${shownValue(mt)}: field ${reprStr(field)} (its language model) must be an object, got ${typeName(text)}`);
+    return fromDict(new Map([["model_type", innerType], ...text]), `${path} ${field}`, name, fields, field);
+  }
+  const covered = O.model_types.concat(O.wrappers.map((w) => `${w[0]} (${w[1]})`));
   if (!(typeof mt === "string" && O.model_types.includes(mt)))
-    throw err(`model_type ${shownValue(mt)} is not an architecture memsym covers (MLA + MoE: ${O.model_types.join(", ")})`);
+    throw err(`model_type ${shownValue(mt)} is not an architecture memsym covers (MLA + MoE: ${covered.join(", ")})`);
   const m = {};
   for (const [field, attr, meaning] of O.dimensions) m[attr] = int(field, meaning);
   if (!data.has("q_lora_rank"))

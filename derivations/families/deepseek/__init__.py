@@ -64,4 +64,7 @@ FAMILY = Family(
     layer_terms=LAYER_TERMS, layer=("mla", "moe"), divides=DIVIDES,
     attention_label="MLA", layer_what="MoE transformer layer (MLA + MoE)", structure_letters="qbti",
     activation_flags=("q_lora",), flags=("q_lora", "routing_bias", "tied", "indexer"), late_flags=("indexer",),
-    requires=(("indexer", "q_lora"),))
+    requires=(("indexer", "q_lora"),),
+    # Kimi K2.5 (transformers 5.24 models/kimi_k25, Kimi_K25Config): the language model is text_config, a DeepSeek-V3
+    # (its sub-config's default model_type; kimi_k2 read as it is)
+    wrappers=(("kimi_k25", "text_config", "deepseek_v3"),))
