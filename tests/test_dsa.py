@@ -84,6 +84,8 @@ def test_the_indexer_adds_its_parameters_to_v3s():
     ({"mlp_layer_types": ["sparse", "sparse", "sparse"]}, "mlp_layer_types"),
     ({"layer_types": ["sliding_attention"] * 3}, "layer_types"),
     ({"index_topk": 0}, "index_topk"),
+    ({"moe_layer_freq": 2}, "moe_layer_freq"),
+    ({"layer_types": ["indexed_attention"]}, "layer_types"),
 ])
 def test_what_a_dsa_config_must_hold(tmp_path, change, field):
     data = {**json.loads(TINY.read_text()), **change}

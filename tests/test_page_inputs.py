@@ -361,7 +361,8 @@ def _cases():
     dsas = [{**dsa, "q_lora_rank": None}, {**dsa, "index_head_dim": 8}, {**dsa, "index_topk": 0},
             {**dsa, "index_n_heads": "2"}, {**dsa, "mlp_layer_types": ["sparse"] * 3},
             {**dsa, "mlp_layer_types": "dense"}, {**dsa, "layer_types": ["sliding_attention"]},
-            {**dsa, "index_topk": 2 ** 41}, {**v3, "index_topk": 16}, {**v3, "model_type": "deepseek_v2", "index_n_heads": 2}]
+            {**dsa, "index_topk": 2 ** 41}, {**dsa, "moe_layer_freq": 2}, {**dsa, "layer_types": []},
+            {**dsa, "layer_types": ["indexed_attention"]}, {**v3, "index_topk": 16}, {**v3, "model_type": "deepseek_v2", "index_n_heads": 2}]
     out += [(f"dsa {i}", json.dumps(d)) for i, d in enumerate(dsas)]
     # Kimi K2.5: the language model is text_config (derivations/config/hfconfig.py from_dict); its refusals
     k2 = json.loads((Path(__file__).resolve().parent / "data" / "variants" / "kimi_k2_shape.json").read_text())

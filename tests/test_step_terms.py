@@ -149,3 +149,26 @@ def test_a_traced_routing_is_read_layer_by_layer():
     # a MoE layer without counts takes the bound at its place
     assert routing(((3, (1, 1)),), kinds) == [{"j_l": 2, "j_m": 1, "n_a": 0, "n_b": 0},
                                               {"j_l": 0, "j_m": 0, "n_a": 1, "n_b": 1}]
+
+
+def test_one_expert_per_device_has_no_second_expert_to_visit():
+    """The expert loop's transient is made from the second expert a device's backward visits: with EP = N a device
+    holds one expert and the moment does not occur (the review: it did)."""
+    from derivations.config.switches import with_preset
+    model = cfg.load_model("deepseek-v3")
+    for ep, has in ((256, False), (8, True)):
+        tr = with_preset(cfg.Training(seq=256, attention="flash"), "transformers")
+        est = device.estimate(model, cfg.Layout(dp=256, tp=1, pp=1, ep=ep, etp=1), tr, 0)
+        assert (est.term_ids["step"] == "step.transformers.none.expert_loop") == has, (ep, est.term_ids["step"])
+
+
+@pytest.mark.parametrize("tokens", [((99, (5,) * 8),), ((0, (64,) * 8),), ((1, (64,) * 7),), ((1, (0,) * 8),),
+                                    ((1, (64,) * 8), (1, (64,) * 8)), ((1, (-1,) + (73,) * 7),)])
+def test_a_routing_that_is_not_the_models_is_refused(tokens):
+    from dataclasses import replace
+    from derivations.config.switches import with_preset
+    from symbolic.errors import ConfigError
+    model = cfg.load_model(str(ROOT / "tests" / "data" / "tiny" / "config.json"))
+    tr = replace(with_preset(cfg.Training(mbs=1, seq=256, recompute="full"), "transformers"), expert_tokens=tokens)
+    with pytest.raises(ConfigError, match="expert_tokens entry"):
+        device.estimate(model, cfg.Layout(dp=1, tp=1, pp=1, ep=1, etp=1), tr)

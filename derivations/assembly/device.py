@@ -326,6 +326,10 @@ def _held_step(model, layout, training, inputs: Mapping, values: Mapping, comp, 
     """The largest :func:`step_excess` over the stages the device runs (its own first; DualPipe's mirror stage
     holds other layers or the head): the first largest."""
     kind_of = model.layer_kinds() if training.expert_tokens else None  # a traced routing is read layer by layer
+    if kind_of:
+        dims = model.named()
+        _check_expert_tokens(training.expert_tokens, kind_of, dims.get("N", 0),
+                             Fraction(training.mbs * training.seq * dims.get("N_r", 0), layout.cp))
     stage = lambda st: tuple((i, kind_of[i]) for i in st.layers) if kind_of else None  # noqa: E731
     best = step_excess(model, training, inputs, values, stage(comp))
     for st in held:
@@ -336,6 +340,23 @@ def _held_step(model, layout, training, inputs: Mapping, values: Mapping, comp, 
         if got[0] > best[0]:
             best = got
     return best
+
+
+def _check_expert_tokens(tokens, kind_of, n_experts, copies) -> None:
+    """Training.expert_tokens names MoE layers of the model, once each, with a non-negative count per routed expert
+    summing to the device's token copies b s N_r / CP (ConfigError otherwise)."""
+    seen = set()
+    for entry in tokens:
+        layer, counts = entry if isinstance(entry, tuple) and len(entry) == 2 else (None, None)
+        ok = (isinstance(layer, int) and not isinstance(layer, bool) and 0 <= layer < len(kind_of)
+              and kind_of[layer] == "moe" and layer not in seen and isinstance(counts, tuple)
+              and len(counts) == n_experts
+              and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)
+              and sum(counts) == copies)
+        if not ok:
+            raise cfg.ConfigError("expert-tokens", f"expert_tokens entry {str(entry)[:80]}: each entry must be (a MoE "
+                                               f"layer of the model, named once, {n_experts} non-negative counts summing to b s N_r / CP = {copies})")
+        seen.add(layer)
 
 
 def step_excess(model, training, inputs: Mapping, values: Mapping, layers=None) -> Tuple[Fraction, str]:

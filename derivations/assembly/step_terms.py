@@ -166,7 +166,7 @@ def _transformers(policy: str) -> Dict[str, Term]:
         out["expert_loop"] = _term("the expert loop's backward of a MoE layer, at the second expert it visits "
                                    "(SelectBackward0 of gate_up_proj)",
                                    STEP + " (transformers, no recomputation: the routed experts' backward)",
-                                   start + _loop_parts_none(), has_moe * (1 - u_grouped) * sp.Min(1, N - 1))
+                                   start + _loop_parts_none(), has_moe * (1 - u_grouped) * sp.Min(1, N / nt.EP - 1))
         grouped = start + [
             ("layer", "released of the last MoE layer's saves: the shared experts' (their input B_a t h and four "
                       "B_a t h_E N_s: they ran last, their backward first) and inv_perm (int64 t k, its IndexBackward0 "
@@ -216,7 +216,7 @@ def _transformers(policy: str) -> Dict[str, Term]:
         out["expert_loop"] = _term("the expert loop's backward of a rebuilt MoE layer, at the second expert it "
                                    "visits (SelectBackward0 of gate_up_proj)",
                                    STEP + " (loop experts at b 1: a transient of the expert loop)",
-                                   start + _loop_parts(), has_moe * (1 - u_grouped) * sp.Min(1, N - 1))
+                                   start + _loop_parts(), has_moe * (1 - u_grouped) * sp.Min(1, N / nt.EP - 1))
     return out
 
 

@@ -201,6 +201,12 @@ def render_step(st) -> list:
     """The profiled step (memsym/trace/step.py) as text lines."""
     lines = [f"step (torch profiler, activations only): peak {st['peak']:,} bytes in the {_where(st['at'])}"
              + (f" (reached {st['reached']} times)" if st["reached"] > 1 else ""),
+             ] + ([f"  predicted ({st['predicted']['conventions']}"
+                   + (", with the router's counts" if st["predicted"]["routing"] else "") + "): "
+                   f"{st['predicted']['peak']:,} bytes ({st['predicted']['moment']}): "
+                   + ("== measured" if st["predicted"]["peak"] == st["peak"] else
+                      f"measured - predicted = {st['peak'] - st['predicted']['peak']:+,}")]
+                  if st.get("predicted") else []) + [
              f"  end of the forward {st['end_of_forward']:,} = saved {st['saved_at_end_of_forward']:,} + held "
              f"otherwise {st['end_of_forward'] - st['saved_at_end_of_forward']:,}; forward peak "
              f"{st['forward_peak']:,} in the {_where(st['forward_peak_at'])}",

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from types import SimpleNamespace
+from typing import Optional
 
 from symbolic.errors import ConfigError
 
@@ -157,7 +159,21 @@ def result(args, rec, info, model=None) -> dict:
         out["step"] = step_result(info["step"], rec, info, n)
         if info.get("expert_tokens"):
             out["step"]["expert_tokens"] = info["expert_tokens"]
+        out["step"]["predicted"] = predicted_step(args, preset, model, info.get("expert_tokens"))
     return out
+
+
+def predicted_step(args, preset: str, model, expert_tokens) -> Optional[dict]:
+    """The preset's step peak at the traced settings (derivations/assembly/step_terms.py: the end of the forward and
+    its largest moment), the router's counts given (the expert loop's moment reads them), or None if it refuses."""
+    try:
+        est = _estimate(SimpleNamespace(**{**vars(args), "expert_tokens": expert_tokens}), preset, model)
+    except ConfigError:
+        return None
+    b = est.to_json()["bytes"]
+    end = sum(x["bytes"] for x in b["activations_by_layer"]) + b["activations_outside_layers"]
+    return {"conventions": preset, "peak": int(end + est.bytes["step"]), "routing": bool(expert_tokens),
+            "moment": est.term_ids["step"] or "the end of the forward"}
 
 
 def step_result(measured: dict, rec, info: dict, n_layers: int) -> dict:

@@ -146,14 +146,16 @@ function fromDict(data, path, name, fields, inner) {
     for (const [field, attr, meaning, dflt] of index) m[attr] = int(field, meaning, 1, dflt, false);
     if (m.d_I < m.d_hr)
       throw err(`index_head_dim=${m.d_I} is below qk_rope_head_dim: the indexer rotates its first qk_rope_head_dim dimensions`);
+    if (m.moe_layer_freq !== 1n)
+      throw err(`moe_layer_freq=${m.moe_layer_freq}: transformers' DeepSeek-V3.2 code makes every layer after first_k_dense_replace a MoE layer (write 1 or leave it out)`);
     const kinds = get("mlp_layer_types", null);
     const nd = m.first_k_dense < m.l ? m.first_k_dense : m.l;
     if (kinds !== null && !(Array.isArray(kinds) && BigInt(kinds.length) === m.l
         && kinds.every((x, i) => x === (BigInt(i) < nd ? "dense" : "sparse"))))
       throw err("field 'mlp_layer_types' must be first_k_dense_replace 'dense' entries then 'sparse' ones (other patterns are not covered)");
     const types = get("layer_types", null);
-    if (types !== null && !(Array.isArray(types) && types.every((x) => x === "indexed_attention")))
-      throw err("field 'layer_types' must list 'indexed_attention' only (other attention types are not covered)");
+    if (types !== null && !(Array.isArray(types) && BigInt(types.length) === m.l && types.every((x) => x === "indexed_attention")))
+      throw err("field 'layer_types' must list 'indexed_attention' once per layer (other attention types are not covered)");
     m.indexer = true;
   }
   if (m.N_r > m.N) throw err(`num_experts_per_tok=${m.N_r} exceeds n_routed_experts=${m.N}`);

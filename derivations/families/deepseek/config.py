@@ -212,7 +212,7 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
             raise f.err(flag, f"field {flag!r} = {f.shown(val)}: projection biases are not covered "
                               f"(DeepSeek checkpoints have none)")
 
-    index = _indexer(f, mt, d_cq, first_k, dims["l"])
+    index = _indexer(f, mt, d_cq, first_k, freq, dims["l"])
     if dims["N_r"] > dims["N"]:
         raise f.err("num_experts_per_tok", f"num_experts_per_tok={dims['N_r']} exceeds "
                                            f"n_routed_experts={dims['N']}")
@@ -232,7 +232,7 @@ INDEX_DEFAULTS = (("index_n_heads", "n_I", "indexer heads n_I", 64), ("index_hea
                   "dimension d_I", 128), ("index_topk", "k_I", "tokens each query attends to k_I", 2048))
 
 
-def _indexer(f, mt: str, d_cq, first_k: int, layers: int) -> Dict[str, int]:
+def _indexer(f, mt: str, d_cq, first_k: int, freq: int, layers: int) -> Dict[str, int]:
     """The DSA indexer's dimensions of a ``deepseek_v32`` config ({} for the others, which have none)."""
     if mt != "deepseek_v32":
         given = [k for k, *_ in INDEX_DEFAULTS if k in f.data]
@@ -248,16 +248,19 @@ def _indexer(f, mt: str, d_cq, first_k: int, layers: int) -> Dict[str, int]:
     if out["d_I"] < f.int("qk_rope_head_dim", "per-head RoPE dimension d_h^R"):
         raise f.err("index_head_dim", f"index_head_dim={out['d_I']} is below qk_rope_head_dim: the indexer "
                                       "rotates its first qk_rope_head_dim dimensions")
+    if freq != 1:  # DeepseekV32Config builds mlp_layer_types from first_k_dense_replace alone
+        raise f.err("moe_layer_freq", f"moe_layer_freq={freq}: transformers' DeepSeek-V3.2 code makes every layer "
+                                      "after first_k_dense_replace a MoE layer (write 1 or leave it out)")
     kinds = f.data.get("mlp_layer_types")
     want = ["dense"] * min(first_k, layers) + ["sparse"] * (layers - min(first_k, layers))
     if kinds is not None and kinds != want:
         raise f.err("mlp_layer_types", "field 'mlp_layer_types' must be first_k_dense_replace 'dense' entries "
                                        "then 'sparse' ones (other patterns are not covered)")
     layer_types = f.data.get("layer_types")
-    if layer_types is not None and (not isinstance(layer_types, list)
+    if layer_types is not None and (not isinstance(layer_types, list) or len(layer_types) != layers
                                     or any(x != "indexed_attention" for x in layer_types)):
-        raise f.err("layer_types", "field 'layer_types' must list 'indexed_attention' only (other attention "
-                                   "types are not covered)")
+        raise f.err("layer_types", "field 'layer_types' must list 'indexed_attention' once per layer (other "
+                                   "attention types are not covered)")
     return out
 
 
