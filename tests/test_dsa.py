@@ -120,3 +120,14 @@ def test_kimi_k25_reads_its_language_model(tmp_path):
         path.write_text(json.dumps({"model_type": "kimi_k25", "text_config": text}))
         with pytest.raises(ConfigError, match=message):
             cfg.load_model(str(path))
+
+
+def test_estimate_says_what_of_dsa_it_does_not_model():
+    out = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--model", str(TINY), "--pp", "1", "--json"],
+                         capture_output=True, text=True, cwd=ROOT, check=True)
+    notes = json.loads(out.stdout)["assumptions"]
+    assert any(n.startswith("DSA indexer:") and "not modelled" in n for n in notes)
+    v3 = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--model", str(ROOT / "tests" / "data" / "tiny" /
+                                                                                  "config.json"), "--pp", "1", "--json"],
+                        capture_output=True, text=True, cwd=ROOT, check=True)
+    assert not any("DSA" in n for n in json.loads(v3.stdout)["assumptions"])
