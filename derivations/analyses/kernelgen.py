@@ -126,12 +126,12 @@ def step_terms_of(model, choices: Mapping[Tuple[int, str], Mapping[str, str]]) -
     # lazy: the activation terms (generate only)
     from derivations.activations import view_terms
     from derivations.activations.view import View
-    from derivations.assembly import step_terms as S
+    from derivations.assembly import step_names, step_terms as S
     from derivations.assembly.device_terms import kinds_of
     from derivations.analyses.kernels import step_id
     out = {}
     for policy in dict.fromkeys(r for _, r in choices):
-        pol = S.policy_of(policy)
+        pol = step_names.policy_of(policy)
         if pol == "none":
             continue
         at, none = view_terms(View(policy), model.q_lora), view_terms(View("none"), model.q_lora)

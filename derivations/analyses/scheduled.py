@@ -128,16 +128,17 @@ def evaluate_block(model, training, choices, compiled, cols, m, progress=None):
     value.update(dict(zip(acts[0], _values(model, training, acts, cols, act))))
     step = {a: p for a, p in kernels.step_keys(choices).items() if all(k in steps[0] for k in p)}
     if step:  # the step's peak: one micro-batch's rebuilt layer on a stage the device runs (step_terms.py)
-        held = 2 if training.schedule == "dualpipe" else 1  # its own stage, and DualPipe's mirror stage
+        # its own stage, and under DualPipe the mirror stage it holds too (schedules.held_stages)
+        held = len(schedules.held_stages(training.schedule, 1, 0))
         x = {}
         for h in range(held):
             comp = np.zeros((n, K, 4))
             for pp in set(pps.tolist()):
                 sel = np.flatnonzero(pps == pp)
                 every = cfg.stages(model, cfg.Layout(pp=pp))
-                comp[sel, :pp] = np.array([[(s.dense, s.moe, int(s.embedding), int(s.head)) for s in
-                                            [every[schedules.held_stages(training.schedule, pp, i)[h]]]][0]
-                                           for i in range(pp)], dtype=np.float64)
+                on = [every[schedules.held_stages(training.schedule, pp, i)[h]] for i in range(pp)]
+                comp[sel, :pp] = np.array([(s.dense, s.moe, int(s.embedding), int(s.head)) for s in on],
+                                          dtype=np.float64)
             moments = dict(zip(steps[0], _values(model, training, steps, cols, comp)))
             for act, got in kernels.step_excess(step, moments, comp[:, :, 0], comp[:, :, 1]).items():
                 x[act] = got if act not in x else np.maximum(x[act], got)

@@ -270,10 +270,7 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     act = activation_ids(model, training)
     ids, byts, (P_n, P_m), params_id = _model_states(model, layout, training, comp, held)
     notes += convention_notes(training)
-    if getattr(model, "indexer", False):  # DeepSeek-V3.2's DSA (README: "DeepSeek-V3.2: DeepSeek Sparse Attention")
-        notes.append("DSA indexer: its parameters are counted; as transformers 5.24 runs it (under no_grad) it keeps "
-                     "nothing for backward; its forward transients (FP32 b s n_I s scores in eager), a sparse kernel's "
-                     "b s k_I view and its own training are not modelled")
+    notes += model.notes() if hasattr(model, "notes") else []  # what the family says it leaves out of this model
     rb = training.conventions.runtime_buffers  # per-device runtime buffers (derivations/assembly/runtime.py)
     runtime = Fraction(buffers_bytes(rb)) if rb != "none" else Fraction(0)
     inputs = _inputs(model, training, values, byts, runtime)

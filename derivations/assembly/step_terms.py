@@ -45,8 +45,7 @@ from typing import Dict, Tuple
 import sympy as sp
 
 from derivations import notation as nt
-from derivations.assembly.step_names import (FRAMEWORKS, INDICATORS, NONE_OF, POLICIES, policy_of,  # noqa: F401
-                                             term_id)
+from derivations.assembly.step_names import FRAMEWORKS, NONE_OF, POLICIES, term_id
 from derivations.tensors import B_IS_1, HF, MC
 from symbolic.term import Part, Term
 
@@ -84,6 +83,15 @@ P = b * (n_h / TP) * s_loc ** 2
 d_qk = nt.d_h + d_r
 #: the last layer's saves (MoE when the stage has one, else dense): the view's own, A_{L-1} of STEP.md
 A_last = M_A + has_moe * M_E + (1 - has_moe) * M_D
+#: what transformers' shared experts save (their input, and gate and up outputs, activation output and product:
+#: B_a t h + 4 B_a t h_E N_s); they run last in a MoE layer, so their backward runs first
+SHARED = B_a * t * h + 4 * B_a * t * nt.h_E * nt.N_s
+#: c_E of STEP.md: what one of transformers' loop experts saves per token copy (its int64 token index, input,
+#: gate-up output, activation output and product, FP32 routing weight, down projection's output and its B_a cast)
+C_E = 3 * B_a * h + 4 * B_a * nt.h_E + 20
+#: released of a MoE layer once its backward has visited two loop experts: their saves, but the second's int64 token
+#: indices (torch.where: 16 per token copy, held by its IndexBackward0); n_a, n_b their token copies
+VISITED = 16 * n_b - C_E * (n_a + n_b)
 
 
 def _left_hf():
@@ -170,12 +178,8 @@ def _transformers(policy: str) -> Dict[str, Term]:
         grouped = start + [
             ("layer", "released of the last MoE layer's saves: the shared experts' (their input B_a t h and four "
                       "B_a t h_E N_s: they ran last, their backward first) and inv_perm (int64 t k, its IndexBackward0 "
-                      "has run)", -(B_a * t * h + 4 * B_a * t * nt.h_E * nt.N_s + 8 * t * k), STEP),
-            ("sum", "the engine's sum of the MoE input's gradients from the shared expert's gate and up projections "
-                    "(B_a t h)", B_a * t * h, "torch autograd (engine)"),
-            ("fp32", "three FP32 t k x h buffers: IndexBackward0's gradient and MulBackward0's two products (FP32: the "
-                     "routing weights are)", 12 * t * k * h,
-             "transformers 5.24 integrations/moe.py: grouped_mm_experts_forward (proj_out * sample_weights_g)"),
+                      "has run)", -(SHARED + 8 * t * k), STEP),
+            *_grouped_parts(1),
             ("cast", "the engine's B_a cast of MulBackward0's FP32 gradient of proj_out (t k x h), made while the "
                      "node still keeps its saves", B_a * t * k * h, "torch autograd (engine): validate_outputs")]
         out["experts"] = _term("the grouped_mm experts' backward of the last MoE layer (the engine's cast of "
@@ -203,12 +207,8 @@ def _transformers(policy: str) -> Dict[str, Term]:
                       "last save): its saves without recomputation less the shared experts' (their input B_a t h and "
                       "four B_a t h_E N_s: they ran last, their backward first) and inv_perm (int64 t k, its "
                       "IndexBackward0 has run)",
-             has_moe * (M_A0 + M_E0 - B_a * t * h - 4 * B_a * t * nt.h_E * nt.N_s - 8 * t * k), STEP),
-            ("sum", "the engine's sum of the MoE input's gradients from the shared expert's gate and up projections "
-                    "(B_a t h)", has_moe * B_a * t * h, "torch autograd (engine)"),
-            ("fp32", "three FP32 t k x h buffers: IndexBackward0's gradient and MulBackward0's two products (FP32: the "
-                     "routing weights are)", has_moe * 12 * t * k * h,
-             "transformers 5.24 integrations/moe.py: grouped_mm_experts_forward (proj_out * sample_weights_g)")]
+             has_moe * (M_A0 + M_E0 - SHARED - 8 * t * k), STEP),
+            *_grouped_parts(has_moe)]
         out["experts"] = _term("the grouped_mm experts' backward of the last MoE layer "
                                "(MulBackward0 of the routing-weight multiply)",
                                STEP + " (transformers, full recomputation, grouped_mm)",
@@ -220,6 +220,16 @@ def _transformers(policy: str) -> Dict[str, Term]:
     return out
 
 
+def _grouped_parts(m):
+    """The grouped_mm experts' backward buffers (times ``m``): the engine's sum of the MoE input's gradients and the
+    three FP32 t k x h buffers of the routing-weight multiply."""
+    return [("sum", "the engine's sum of the MoE input's gradients from the shared expert's gate and up projections "
+                    "(B_a t h)", m * B_a * t * h, "torch autograd (engine)"),
+            ("fp32", "three FP32 t k x h buffers: IndexBackward0's gradient and MulBackward0's two products (FP32: the "
+                     "routing weights are)", m * 12 * t * k * h,
+             "transformers 5.24 integrations/moe.py: grouped_mm_experts_forward (proj_out * sample_weights_g)")]
+
+
 def _loop_parts():
     """P_i of STEP.md less the start of a layer's backward: MoE layer i's expert loop (transformers' eager
     experts, ``DeepseekV3Experts.forward``) rebuilt, at the ``SelectBackward0`` of the second expert its backward
@@ -227,7 +237,6 @@ def _loop_parts():
     ``n_a``, ``n_b``: the token copies the router sent to the last and the second-last expert the layer used (the
     first two the backward visits); ``j_l``, ``j_m``: the layers and the MoE layers after it on the stage (their
     backward is over).  Read as 0 when not given: the last layer with the bound that holds for any routing."""
-    c_E = 3 * B_a * h + 4 * B_a * nt.h_E + 20
     return [("after", "released: the later layers' checkpointed inputs (B_a t h each) and wrapped numbers",
              -j_l * B_a * t * h - 8 * (u_eager * j_l + j_m),
              "torch/utils/checkpoint.py; " + HF + ": eager_attention_forward, DeepseekV3MoE.route_tokens_to_experts"),
@@ -235,7 +244,7 @@ def _loop_parts():
                       "(their input B_a t h and four B_a t h_E N_s: their backward ran first) and the two visited "
                       "experts' saves (c_E per token copy), but the second's int64 token indices (torch.where: 16 "
                       "per token copy, held by its IndexBackward0)",
-             M_A0 + M_E0 - B_a * t * h - 4 * B_a * t * nt.h_E * nt.N_s - c_E * (n_a + n_b) + 16 * n_b, STEP),
+             M_A0 + M_E0 - SHARED + VISITED, STEP),
             ("select", "SelectBackward0's zero gradient of the whole gate_up_proj (B_a N 2 h_E h: the device's N / EP "
                        "experts, h_E / ETP wide), made for the second expert the backward visits while the first's is "
                        "the parameter's .grad",
@@ -252,7 +261,6 @@ def _loop_parts_none():
     (``DeepseekV3Experts.forward``) at the ``SelectBackward0`` of the second expert its backward visits, every save of
     the earlier layers held.  The routing symbols as in :func:`_loop_parts` (0: the stage's last layer and the bound
     for any routing); the layers after layer i have released their saves."""
-    c_E = 3 * B_a * h + 4 * B_a * nt.h_E + 20
     # the transient and the backward's buffers are those of the rebuilt layer's (the same nodes, the same tensors)
     select, grads = _loop_parts()[2:]
     return [("after", "released: the saves and wrapped numbers of the layers after it (their backward is over)",
@@ -261,7 +269,7 @@ def _loop_parts_none():
             ("layer", "released of the layer's saves: the shared experts' (their input B_a t h and four B_a t h_E N_s: "
                       "their backward ran first) and the two visited experts' (c_E per token copy), but the second's "
                       "int64 token indices (torch.where: 16 per token copy, held by its IndexBackward0)",
-             -B_a * t * h - 4 * B_a * t * nt.h_E * nt.N_s - c_E * (n_a + n_b) + 16 * n_b, STEP),
+             -SHARED + VISITED, STEP),
             select, grads]
 
 

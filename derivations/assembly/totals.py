@@ -117,9 +117,10 @@ def step_expression(model, training, st, term_id: str, at: int = None):
     terms, with_cast = view_terms(View.of(plain), shape), view_terms(View.of(training), shape)
     kinds, _ = ev.device_inputs(model.family)
     out = step_terms.in_terms(expr, kinds, terms, view_terms(View.of(bare), shape))
-    out = out.xreplace({sp.Symbol(k, nonnegative=True): v for k, v in step_names.indicators(training).items()})
-    # the routing a moment may read: the bound that holds for any routing (step_names.ROUTING), as evaluated
-    out = out.xreplace({sp.Symbol(k, nonnegative=True): 0 for k in step_names.ROUTING})
+    # the indicators, and the routing a moment may read at the bound that holds for any routing (step_names.ROUTING,
+    # as evaluated without a traced routing)
+    fixed = {**step_names.indicators(training), **dict.fromkeys(step_names.ROUTING, 0)}
+    out = out.xreplace({sp.Symbol(k, nonnegative=True): v for k, v in fixed.items()})
     if "head" in terms:
         out -= nt.e_H * (with_cast["head"].expr - terms["head"].expr)
     b_now = training.mbs if at is None else at

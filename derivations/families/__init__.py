@@ -6,7 +6,9 @@ that give its dimensions; its ``parameters`` module yields the parameter terms o
 (``terms(registry, *, q_lora, routing_bias, tied)``), its ``activations`` module the tensor lists of
 each kind of sublayer (``SPECS``, ``KEPT_FOR``).  DeepSeek-V2/V3 (and the Moonlight and Kimi K2
 configs, which use its modelling code) are the first family: derivations/families/deepseek/.
-Families never import each other (an import-linter contract in pyproject.toml).
+Families never import each other (an import-linter contract in pyproject.toml).  A family's spec may define
+``notes()``: what its terms leave out of that model, listed among an estimate's assumptions
+(derivations/assembly/device.py).
 """
 from __future__ import annotations
 

@@ -276,17 +276,17 @@ def step(pool: Pool) -> Dict:
     Python for the command line; written in DeepSeek's symbols, a family without one of them reads it as 0 (the
     generated STEP_INPUTS), as the command line does."""
     # lazy: sympy (only this path needs it)
-    from derivations.assembly import step_terms as stt
-    for name, (option, value) in stt.INDICATORS.items():
+    from derivations.assembly import step_names as names, step_terms as stt
+    for name, (option, value) in names.INDICATORS.items():
         values = cfg.ATTENTION if option == "attention" else cfg.CONVENTION_SWITCHES[option].values
         if value not in values:
             raise ValueError(f"step_names.INDICATORS: {name} reads {option} = {value!r}, not one of {values}")
     moments = {fw: {pol: [[name, pool.add(term.expr), term.id] for name, term in stt.moments(fw, pol).items()]
-                    for pol in stt.POLICIES} for fw in stt.FRAMEWORKS}
-    return {"step": moments, "step_policy": {rc: stt.policy_of(rc) for rc in cfg.RECOMPUTE},
+                    for pol in names.POLICIES} for fw in names.FRAMEWORKS}
+    return {"step": moments, "step_policy": {rc: names.policy_of(rc) for rc in cfg.RECOMPUTE},
             # the kinds' symbols without recomputation (M_A0 of M_A, ...)
-            "step_none": dict(stt.NONE_OF),
-            "step_indicators": {k: list(v) for k, v in stt.INDICATORS.items()}}
+            "step_none": dict(names.NONE_OF),
+            "step_indicators": {k: list(v) for k, v in names.INDICATORS.items()}}
 
 
 def family_data(pool: Pool, fam, check: bool = True) -> Dict:

@@ -130,6 +130,15 @@ class ModelSpec:
         """What decides the *shape* of the terms (the dimensions stay symbols): FAMILY.flags, in order."""
         return (self.q_lora, self.routing_bias, self.tie_word_embeddings, self.indexer)
 
+    def notes(self) -> List[str]:
+        """What the terms leave out of this model, for an estimate's assumptions: DeepSeek-V3.2's DSA indexer (README:
+        "DeepSeek-V3.2: DeepSeek Sparse Attention")."""
+        if not self.indexer:
+            return []
+        return ["DSA indexer: its parameters are counted; as transformers 5.24 runs it (under no_grad) it keeps nothing "
+                "for backward; its forward transients (FP32 b s n_I s scores in eager), a sparse kernel's b s k_I view "
+                "and its own training are not modelled"]
+
     def is_moe_layer(self, i: int) -> bool:
         """HF DeepseekV2/V3 rule: MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0."""
         return i >= self.first_k_dense and i % self.moe_layer_freq == 0
@@ -212,7 +221,7 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
             raise f.err(flag, f"field {flag!r} = {f.shown(val)}: projection biases are not covered "
                               f"(DeepSeek checkpoints have none)")
 
-    index = _indexer(f, mt, d_cq, first_k, freq, dims["l"])
+    index = _indexer(f, mt, d_cq, first_k, freq, dims["l"], dims["d_hr"])
     if dims["N_r"] > dims["N"]:
         raise f.err("num_experts_per_tok", f"num_experts_per_tok={dims['N_r']} exceeds "
                                            f"n_routed_experts={dims['N']}")
@@ -232,7 +241,7 @@ INDEX_DEFAULTS = (("index_n_heads", "n_I", "indexer heads n_I", 64), ("index_hea
                   "dimension d_I", 128), ("index_topk", "k_I", "tokens each query attends to k_I", 2048))
 
 
-def _indexer(f, mt: str, d_cq, first_k: int, freq: int, layers: int) -> Dict[str, int]:
+def _indexer(f, mt: str, d_cq, first_k: int, freq: int, layers: int, d_hr: int) -> Dict[str, int]:
     """The DSA indexer's dimensions of a ``deepseek_v32`` config ({} for the others, which have none)."""
     if mt != "deepseek_v32":
         given = [k for k, *_ in INDEX_DEFAULTS if k in f.data]
@@ -245,7 +254,7 @@ def _indexer(f, mt: str, d_cq, first_k: int, freq: int, layers: int) -> Dict[str
                                    "query; transformers' DeepseekV32Attention has no uncompressed form)")
     out = {attr: f.int(name, meaning, default=default, required=False)
            for name, attr, meaning, default in INDEX_DEFAULTS}
-    if out["d_I"] < f.int("qk_rope_head_dim", "per-head RoPE dimension d_h^R"):
+    if out["d_I"] < d_hr:
         raise f.err("index_head_dim", f"index_head_dim={out['d_I']} is below qk_rope_head_dim: the indexer "
                                       "rotates its first qk_rope_head_dim dimensions")
     if freq != 1:  # DeepseekV32Config builds mlp_layer_types from first_k_dense_replace alone
