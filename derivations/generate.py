@@ -406,6 +406,8 @@ def python_module(fam=DEEPSEEK) -> str:
         lines.append(f"    if {cond}:")
         lines.append(f'        v["{name}"] = {python(expr)}')
     lines.append("    return v")
+    if "activations" not in fam.sections:  # a family whose activations are not modelled: its parameters' terms only
+        return "\n".join(lines) + "\n"
     lines += ["", ""] + _inflight_source()
     lines += ["", ""] + _device_source(fam)
     lines += ["", ""] + _step_source()
@@ -435,6 +437,8 @@ def tables(fam=DEEPSEEK) -> Dict[str, Dict]:
     """{file name: content}: the terms of each model structure, the activation tables of each
     assignment of the activation flags (with their expressions), and what every evaluation shares."""
     out = {f"{fam.name}-{structure_key(s, fam)}.json": structure_terms(s, fam) for s in structures(fam)}
+    if "activations" not in fam.sections:
+        return out
     by_tag = exists_features()
     for flags in fam.activation_flag_sets():
         pool = Pool()
@@ -493,6 +497,11 @@ def outputs() -> Dict[Path, bytes]:
     kernels, index = search_kernels()
     files.update({OUT / name: src.encode() for name, src in kernels.items()})
     files[OUT / f"{FAMILY}.py"] = python_module().encode()
+    for fam in families.all():  # the other families of derivations/families/: their terms and module
+        if fam is not DEEPSEEK and families.packaged(fam.name):
+            files.update({OUT / name: json.dumps(data, sort_keys=True, separators=(",", ":")).encode() + b"\n"
+                          for name, data in tables(fam).items()})
+            files[OUT / f"{fam.name}.py"] = python_module(fam).encode()
     files[OUT / "__init__.py"] = (INIT + f"\n#: {{structure: module of its search kernels}}\nSEARCH_KERNELS = "
                                   f"{index!r}\n").encode()
     return files

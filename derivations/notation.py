@@ -178,3 +178,17 @@ PAPER_FACTOR_ORDER = ["n_fl", "B_w", "B_g", "B_m", "B_1", "B_2", "B_a", "B_k", "
                       "d_h", "d_v", "d_hr", "v", "DP", "TP", "SP", "CP", "PP", "EP", "ETP", "EDP",
                       "n_mb", "VPP", "i_s"]
 register((), factor_order=PAPER_FACTOR_ORDER)
+
+
+def _family_symbols() -> None:
+    """Register each family's own symbols (``derivations/families/<name>/notation.py``: DeepSeek-V4's d_a, n_hc, ...)
+    with the paper's, so a model's values are keyed by symbol whichever path reads them first (found by file: the
+    families' package imports this module)."""
+    import importlib
+    from pathlib import Path
+
+    for path in sorted((Path(__file__).resolve().parent / "families").glob("*/notation.py")):
+        importlib.import_module(f"derivations.families.{path.parent.name}.notation")
+
+
+_family_symbols()

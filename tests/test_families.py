@@ -21,7 +21,8 @@ from derivations.config.switches import CONVENTION_SWITCHES, Conventions
 
 def test_the_deepseek_family_is_what_the_config_reader_reads():
     fam = families.get("deepseek")
-    assert fam.model_types == families.model_types() == ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
+    assert fam.model_types[:4] == ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
+    assert families.model_types() == fam.model_types + ("deepseek_v4",)  # DeepSeek-V4's family after DeepSeek's
     assert fam.module("config").ModelSpec is ModelSpec and ModelSpec.family == "deepseek"
     assert families.for_model_type("kimi_k2") is fam and families.for_model_type("llama") is None
     spec_fields = {f.name for f in dataclasses.fields(ModelSpec)}
@@ -266,7 +267,8 @@ def test_a_toy_family_reads_its_configs_and_layout_rules(toy, tmp_path):
     with pytest.raises(ConfigError, match="must be a positive integer, got -2"):
         hfconfig.from_dict(dict(TOY_FILE, num_key_value_heads=-2), "t.json")
     with pytest.raises(ConfigError, match=r"is not an architecture memsym covers \(MLA \+ MoE: deepseek_v2, "
-                                          r"deepseek_v3, kimi_k2, deepseek_v32, kimi_k25 \(text_config\); GQA \+ SwiGLU: toy_gqa\)"):
+                                          r"deepseek_v3, kimi_k2, deepseek_v32, .*kimi_k25 \(text_config\); "
+                                          r"CSA/HCA \+ mHC \+ MoE: deepseek_v4; GQA \+ SwiGLU: toy_gqa\)"):
         hfconfig.from_dict(dict(TOY_FILE, model_type="llama"), "t.json")
     validate_layout(spec, Layout(dp=4, tp=2, pp=2, ep=1, etp=1))  # 2 | 8 heads, 2 kv heads, 688
     with pytest.raises(ConfigError, match=r"TP=4 must divide n_kv=2 \(toy_gqa") as e:

@@ -37,6 +37,12 @@ def of(family: str, structure):
     q_lora flag for the family whose tables are committed (derivations/generated/, DeepSeek's), else the
     family's :class:`Shape`."""
     from derivations.evaluate import FAMILY  # lazy: the one name this module needs of it
+    declared = families.get(family)
+    if "activations" not in declared.sections:  # its parameters are modelled, its activations not yet
+        from symbolic.errors import ConfigError  # lazy: this module is plain data otherwise
+        raise ConfigError("family", f"the activations of {declared.title} models are not modelled yet: "
+                                    f"`memsym params` counts their parameters; estimate, fit, search, sensitivity, "
+                                    f"compare, report and the page need their activations")
     if family == FAMILY:
         return structure[0]
     return Shape(family, tuple(zip(families.get(family).flags, structure)))

@@ -26,7 +26,10 @@ def summary(model: cfg.ModelSpec, pp=None, layers_per_stage=None, accounting: st
     kinds = {kind: Fraction(base.term(tid)) for kind, tid in (
         ("dense_layer", "params.layer.dense"), ("moe_layer", "params.layer.moe"),
         (fam.attention, "params." + fam.attention), ("norm", "params.norm"), ("embedding", "params.embedding"),
-        ("head", "params.head")) if tid in base}
+        ("head", "params.head")) if tid in base and (kind != "dense_layer" or "dense" in fam.kinds)}
+    # the family's own terms beside them (DeepSeek-V4's hyper-connections, compressors, hyper-connection head)
+    kinds.update({key: Fraction(base.term(tid)) for key, _, tid in fam.layer_extra})
+    kinds.update({key: Fraction(base.term(tid)) for key, _, _, tid, at in fam.additions if at == "stage"})
     whole = cfg.whole_model(model)
     terms = ev.Terms(model.structure, ev.derived(cfg.named(model, None, None, whole), fam.name), fam.name)
     extras = {}
@@ -34,7 +37,8 @@ def summary(model: cfg.ModelSpec, pp=None, layers_per_stage=None, accounting: st
         extras = {key: Fraction(v) for key, _, v in terms.parts("params.stage.checkpoint") if key != "paper"}
     data = {
         "model": model.name, "accounting": accounting, "pp": pp,
-        "layer_kinds": {"dense": whole.dense, "moe": whole.moe},
+        "layer_kinds": {"dense": whole.dense, "moe": whole.moe,
+                        **{feature: dict(whole.extra)[sym] for sym, feature, _ in fam.counts}},
         "per_layer": kinds,
         "stages": [{"stage": c.index, "layers": [c.layers.start, c.layers.stop - 1], "dense_layers": c.dense,
                     "moe_layers": c.moe, "embedding": c.embedding, "head": c.head, "params": p,

@@ -22,7 +22,7 @@ Extensions for real checkpoints (the released Hugging Face config.json files, co
 """
 from __future__ import annotations
 
-from derivations.notation import D, L_d, L_m, N, N_r, N_s, e_E, e_H, h
+from derivations.notation import SYMBOLS, D, L_d, L_m, N, N_r, N_s, e_E, e_H, h
 from symbolic.term import Part, Term, combine
 
 
@@ -34,9 +34,11 @@ def terms(reg, family, flags):
     att, att_id = family.attention_label, "params." + family.attention
     attn, norm, dense_ffn = reg[att_id], reg["params.norm"], reg["params.dense_ffn"]
     moe_family = "moe" in family.kinds
+    extra = [(key, label, 1, reg[tid]) for key, label, tid in family.layer_extra]
     dense = combine("params.layer.dense", f"parameters of one dense transformer layer ({att} + dense FFN + LN)",
                     "params", "Table 3, layers 1-2",
-                    [(family.attention, att, 1, attn), ("ffn", "dense FFN", 1, dense_ffn), ("norm", "LN", 1, norm)])
+                    [(family.attention, att, 1, attn), ("ffn", "dense FFN", 1, dense_ffn), ("norm", "LN", 1, norm)]
+                    + extra)
     yield dense
     moe = None
     if moe_family:
@@ -44,14 +46,16 @@ def terms(reg, family, flags):
         moe = combine("params.layer.moe", f"parameters of one MoE transformer layer ({att} + router + N + N_s "
                                           f"experts + LN)", "params", "Table 3, layers 3-59",
                       [(family.attention, att, 1, attn), ("router", "router", 1, router),
-                       ("experts", "routed and shared experts (N + N_s)", N + N_s, expert), ("norm", "LN", 1, norm)])
+                       ("experts", "routed and shared experts (N + N_s)", N + N_s, expert), ("norm", "LN", 1, norm)]
+                      + extra)
         yield moe
     layers = "L_d dense and L_m MoE layers" if moe_family else "L_d layers"
     stage = combine("params.stage", f"parameters of a pipeline stage holding {layers} "
                                     "(+ embedding if e_E = 1, + head if e_H = 1)", "params", "Tables 3-4",
                     [("dense", "dense layers", L_d, dense)] + ([("moe", "MoE layers", L_m, moe)] if moe else [])
                     + [("embedding", "word embedding", e_E, reg["params.embedding"]),
-                       ("head", "output head", e_H, reg["params.head"])])
+                       ("head", "output head", e_H, reg["params.head"])]
+                    + additions(reg, family, "stage"))
     yield stage
     final_norm = Term("params.final_norm", "final RMSNorm before the head (in real checkpoints; "
                                            "not counted by the paper)", "params", "digest sec. 12 (checkpoint)",
@@ -65,12 +69,18 @@ def terms(reg, family, flags):
                     "digest sec. 12 (checkpoint)", (Part("bias", "e_score_correction_bias", (N,)),))
         yield bias
         extra.append(("router_bias", "routing bias per MoE layer (checkpoint only)", L_m, bias))
-    rows = [("paper", "as the paper counts (params.stage)", 1, stage)] + extra
+    rows = [("paper", "as the paper counts (params.stage)", 1, stage)] + extra + additions(reg, family, "checkpoint")
     yield combine("params.stage.checkpoint", "parameters of a stage counting every tensor of a real checkpoint",
                   "params", "Tables 3-4 + digest sec. 12", rows)
     yield from activated_terms(reg, family, dense, moe, final_norm, bias, tied)
     if "mtp" in family.kinds:
         yield from mtp_terms(reg, bias)
+
+
+def additions(reg, family, where):
+    """The rows of the family's :attr:`~derivations.families.Family.additions` counted ``where`` ("stage" or
+    "checkpoint"): (key, label, its count symbol, its term)."""
+    return [(key, label, SYMBOLS[count], reg[tid]) for key, label, count, tid, at in family.additions if at == where]
 
 
 ACT = "digest sec. 12 (activated parameters; extension)"
@@ -89,7 +99,8 @@ def activated_terms(reg, family, dense, moe, final_norm, bias, tied):
                         [(family.attention, att, 1, reg["params." + family.attention]),
                          ("router", "router", 1, reg["params.router"]),
                          ("experts", "chosen routed and shared experts (N_r + N_s)", N_r + N_s, reg["params.expert"]),
-                         ("norm", "LN", 1, reg["params.norm"])])
+                         ("norm", "LN", 1, reg["params.norm"])]
+                        + [(key, label, 1, reg[tid]) for key, label, tid in family.layer_extra])
         yield layer
     emb, head = reg["params.embedding"], reg["params.head"]
     if tied:  # one v x h matrix: used by every token as the head; the lookup row is then empty
@@ -100,12 +111,14 @@ def activated_terms(reg, family, dense, moe, final_norm, bias, tied):
                   [("dense", "dense layers", L_d, dense)]
                   + ([("moe", "MoE layers, activated part", L_m, layer)] if layer is not None else [])
                   + [("embedding", "word embedding" + (" (tied: counted as the head)" if tied else ""), e_E, emb),
-                     ("head", "output head", e_H, head)])
+                     ("head", "output head", e_H, head)]
+                  + additions(reg, family, "stage"))
     yield act
     rows = [("paper", "as the paper counts (params.activated)", 1, act),
             ("final_norm", "final RMSNorm (checkpoint only)", e_H, final_norm)]
     if bias is not None:
         rows.append(("router_bias", "routing bias per MoE layer (checkpoint only)", L_m, bias))
+    rows += additions(reg, family, "checkpoint")
     yield combine("params.activated.checkpoint", "activated parameters counting every tensor of a real checkpoint",
                   "params", ACT, rows)
 

@@ -9,7 +9,7 @@ generalisation to the stages the paper does not tabulate: the dense FFN is split
 """
 from __future__ import annotations
 
-from derivations.notation import EP, ETP, L_d, L_m, N, N_s, TP, e_E, e_H, h
+from derivations.notation import SYMBOLS, EP, ETP, L_d, L_m, N, N_s, TP, e_E, e_H, h
 from symbolic.term import Part, Term, combine
 
 
@@ -64,11 +64,18 @@ def terms(reg, family, flags):
                   [("norm", "LN per layer", layers, norm)])
     yield combine(f"static.device.{kind}", f"{att} parameters on one device of a stage", "params", f"Table 6, {att}",
                   [(kind, f"{att} per layer", layers, attn)])
+    own = []  # the family's terms beside the paper's: every layer's (layer_extra), the stage's (additions)
+    for key, label, count, tid in ([(k, lab, layers, t) for k, lab, t in family.layer_extra]
+                                   + [(k, lab, SYMBOLS[c], t) for k, lab, c, t, at in family.additions if at == "stage"]):
+        term = _per_device(reg[tid], "static." + tid[len("params."):], reg[tid].meaning + ", on one device",
+                           "extension of Sec. 3")
+        yield term
+        own.append((key, label, count, term))
     non_moe = combine("static.device.non_moe", "non-MoE parameters on one device of a stage (P_n)", "params",
                       "Table 6, non-MoE part",
                       [("norm", "RMSNorm", layers, norm), (kind, att, layers, attn),
                        ("dense_ffn", "dense FFN", L_d, ffn), ("embedding", "embedding", e_E, emb),
-                       ("head", "output head", e_H, head)], symbol="P_n")
+                       ("head", "output head", e_H, head)] + own, symbol="P_n")
     yield non_moe
     rows = [("non_moe", "non-MoE", 1, non_moe)]
     if moe is not None:

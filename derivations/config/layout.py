@@ -152,10 +152,13 @@ class StageComposition:
     moe: int
     embedding: bool
     head: bool
+    #: (symbol, value) of the family's own counts (derivations/families Family.counts: DeepSeek-V4's L_C, L_H, L_R)
+    extra: Tuple[Tuple[str, int], ...] = ()
 
     def named(self) -> Dict[str, int]:
-        """{symbol name: value} of L_d, L_m, e_E, e_H."""
-        return {"L_d": self.dense, "L_m": self.moe, "e_E": int(self.embedding), "e_H": int(self.head)}
+        """{symbol name: value} of L_d, L_m, e_E, e_H (and the family's own counts)."""
+        return {"L_d": self.dense, "L_m": self.moe, "e_E": int(self.embedding), "e_H": int(self.head),
+                **dict(self.extra)}
 
     def values(self) -> Dict:
         return symbol_keyed(self.named())
@@ -170,7 +173,12 @@ class StageComposition:
 def compose(model: ModelSpec, layers: range, first: bool, last: bool, index: int = 0) -> StageComposition:
     kinds = model.layer_kinds()  # cached per model (ModelSpec.layer_kinds)
     dense = sum(1 for i in layers if kinds[i] == "dense")
-    return StageComposition(index, layers, dense, len(layers) - dense, first, last)
+    counts = families.get(model.family).counts
+    extra = ()
+    if counts:
+        features = model.layer_features()
+        extra = tuple((sym, sum(1 for i in layers if feature in features[i])) for sym, feature, _ in counts)
+    return StageComposition(index, layers, dense, len(layers) - dense, first, last, extra)
 
 
 def stages(model: ModelSpec, layout: Layout) -> List[StageComposition]:

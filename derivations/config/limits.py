@@ -124,6 +124,9 @@ FIELDS: Dict[str, Limit] = {
     "intermediate_size": Limit("intermediate_size", 1, DIM, "the largest FFN sizes are ~2^16"),
     "moe_intermediate_size": Limit("moe_intermediate_size", 1, DIM, "the largest expert sizes are ~2^14"),
     "num_hidden_layers": Limit("num_hidden_layers", 1, LAYERS, "the deepest models have ~10^2 layers"),
+    # GLM-5's shared indexer layers (transformers models/glm_moe_dsa, GlmMoeDsaConfig.__post_init__)
+    "index_topk_freq": Limit("index_topk_freq", 1, LAYERS, "at most the layers"),
+    "index_skip_topk_offset": Limit("index_skip_topk_offset", 0, LAYERS, "at most the layers"),
     "num_attention_heads": Limit("num_attention_heads", 1, 2 ** 16, "the most heads are ~2^8"),
     "kv_lora_rank": Limit("kv_lora_rank", 1, DIM, "compression ranks are ~2^9"),
     "q_lora_rank": Limit("q_lora_rank", 1, DIM, "compression ranks are ~2^11"),
@@ -141,6 +144,14 @@ FIELDS: Dict[str, Limit] = {
     "index_n_heads": Limit("index_n_heads", 1, 2 ** 16, "DSA indexers have ~2^6 heads"),
     "index_head_dim": Limit("index_head_dim", 1, DIM, "head dimensions are ~2^7"),
     "index_topk": Limit("index_topk", 1, 2 ** 40, "DSA keeps ~2^11 tokens per query"),
+    # DeepSeek-V4 (transformers models/deepseek_v4, DeepseekV4Config)
+    "head_dim": Limit("head_dim", 1, DIM, "head dimensions are ~2^9"),
+    "o_groups": Limit("o_groups", 1, 2 ** 16, "output projections have ~2^4 groups"),
+    "o_lora_rank": Limit("o_lora_rank", 1, DIM, "output ranks are ~2^10"),
+    "hc_mult": Limit("hc_mult", 1, 2 ** 8, "hyper-connections keep ~4 streams"),
+    "hc_sinkhorn_iters": Limit("hc_sinkhorn_iters", 1, 2 ** 10, "Sinkhorn runs ~20 iterations"),
+    "sliding_window": Limit("sliding_window", 1, 2 ** 40, "sliding windows are ~2^7 tokens"),
+    "num_hash_layers": Limit("num_hash_layers", 0, LAYERS, "at most the layers"),
 }
 
 

@@ -108,6 +108,16 @@ class Family:
     #: language models in a field (Kimi K2.5's ``kimi_k25``: its ``text_config``, a DeepSeek-V3); the rest of such
     #: a config (a vision tower) is not counted
     wrappers: Tuple[Tuple[str, str, str], ...] = ()
+    #: (symbol, feature, meaning): counts of a stage beside L_d, L_m, e_E, e_H, each the number of its layers whose
+    #: ``ModelSpec.layer_features()`` holds ``feature`` (DeepSeek-V4's L_C: layers with compressed sparse attention)
+    counts: Tuple[Tuple[str, str, str], ...] = ()
+    #: (key, label, term id): parameter terms every transformer layer holds beside its attention, FFN and norms
+    #: (DeepSeek-V4's hyper-connections), replicated over TP
+    layer_extra: Tuple[Tuple[str, str, str], ...] = ()
+    #: (key, label, count symbol, term id, where): parameter terms a stage holds ``count`` times beside its layers
+    #: (DeepSeek-V4's CSA compressors, L_C of them), counted in the stage ("stage") or only as a checkpoint stores
+    #: them ("checkpoint"); replicated over TP
+    additions: Tuple[Tuple[str, str, str, str, str], ...] = ()
 
     def splits(self, axis: str) -> bool:
         """Whether some layout rule of the family splits a dimension by ``axis`` (DeepSeek: EP splits N)."""

@@ -54,7 +54,8 @@ def run(args) -> int:
         common.print_json(data)
         return 0
     print(f"memsym params: {model.name}, {args.accounting} accounting, PP={args.pp}")
-    print(f"layers: {whole['dense']} dense, {whole['moe']} MoE")
+    own = "".join(f", {n} {k}" for k, n in whole.items() if k not in ("dense", "moe"))
+    print(f"layers: {whole['dense']} dense, {whole['moe']} MoE{own}")
     print()
     print(f"{'per layer kind':<32}{'params':>20}{'BF16 GiB':>12}")
     for k, v in kinds.items():

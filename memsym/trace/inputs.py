@@ -166,6 +166,9 @@ def check_fake(m, mbs: int, seq: int, recompute: str) -> None:
 def check_trace(m, mbs: int, seq: int, recompute: str, fake: bool, step: bool = False) -> None:
     """The size checks of a trace: :func:`check_fake` with ``--fake``, else :func:`check_size`; ``--step``
     (memsym/trace/step.py) profiles a forward and a backward, so it takes real tensors."""
+    if getattr(m, "family", "deepseek") != "deepseek":  # the tracers build DeepSeek's modelling code only
+        raise ConfigError("trace.family", f"memsym trace covers the DeepSeek family's models (its predictions are "
+                                          f"their activation terms); {m.name} is not one of them")
     if fake and step:
         raise ConfigError("trace.step", "--fake --step: a fake trace allocates nothing and runs no backward; "
                                         "profile the step of a real trace (without --fake)")

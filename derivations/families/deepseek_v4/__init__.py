@@ -1,0 +1,76 @@
+"""The DeepSeek-V4 family: shared-KV attention with compressed sparse (CSA) and heavily compressed (HCA) key-values,
+grouped low-rank output projection, manifold-constrained hyper-connections and DeepSeekMoE with hash-routed first
+layers, as data.
+
+Read from Hugging Face configs of transformers 5.24 models/deepseek_v4 (DeepseekV4Config; its defaults are documented
+as the deepseek-ai/DeepSeek-V4-Flash-Base checkpoint).  V4 is no longer MLA: each layer's attention projects the query
+through a LoRA (q_a_proj, q_b_proj), one key-value head of ``head_dim`` shared by every query head (kv_proj), a
+per-head attention sink, and a grouped output projection (o_a_proj per group of heads, o_b_proj); a layer of type
+``compressed_sparse_attention`` adds a compressor of every m_C tokens with a lightning indexer choosing k_I
+compressed entries per query, one of type ``heavily_compressed_attention`` a compressor of every m_H tokens, one of
+type ``sliding_attention`` neither.  The field mapping onto memsym's symbols is ``DIMENSIONS``; the rest
+(layer_types, compress_rates, mlp_layer_types, head_dim's rotary part) is read in ``config.py``.  Parameters:
+``parameters.py``.
+"""
+from derivations.families import Divides, Family, Kind
+
+#: model_type of transformers' DeepSeek-V4 code (models/deepseek_v4).
+MODEL_TYPES = ("deepseek_v4",)
+#: config field -> (ModelSpec attribute, meaning, DeepseekV4Config's default); all positive integers.
+DIMENSIONS = (
+    ("hidden_size", "h", "hidden size h", 4096),
+    ("moe_intermediate_size", "h_E", "expert intermediate size h_E", 2048),
+    ("num_hidden_layers", "l", "layers l", 43),
+    ("num_attention_heads", "n_h", "attention heads n_h", 64),
+    ("head_dim", "d_a", "head dimension d_a (of every query head and of the one shared key-value head)", 512),
+    ("q_lora_rank", "d_cq", "query compression rank d_c'", 1024),
+    ("o_groups", "g_O", "groups of the output projection g_O", 8),
+    ("o_lora_rank", "d_O", "output projection rank per group d_O", 1024),
+    ("n_routed_experts", "N", "routed experts N", 256),
+    ("num_experts_per_tok", "N_r", "routed experts per token N_r", 6),
+    ("vocab_size", "v", "vocabulary size v", 129280),
+    ("hc_mult", "n_hc", "hyper-connection streams n_hc", 4),
+    ("hc_sinkhorn_iters", "t_S", "Sinkhorn iterations of the hyper-connections t_S", 20),
+    ("sliding_window", "w", "sliding window w", 128),
+    ("index_n_heads", "n_I", "indexer heads n_I", 64),
+    ("index_head_dim", "d_I", "indexer head dimension d_I", 128),
+    ("index_topk", "k_I", "compressed entries each query attends to k_I", 512),
+)
+
+#: The kinds of sublayer: the attention (every layer's shared-KV attention with its sliding window), the MoE
+#: sublayer, and the head.
+LAYER_TERMS = (
+    Kind("attn", "act.attn.layer", "one V4 attention sublayer", "transformers 5.24 models/deepseek_v4",
+         label="attention", per="layers"),
+    Kind("moe", "act.moe.layer", "one V4 MoE sublayer", "transformers 5.24 models/deepseek_v4", label="MoE",
+         per="moe"),
+    Kind("head", "act.head", "the hyper-connection head, final norm, head and loss on the last stage", "memsym",
+         label="head and loss", per="last"),
+)
+
+DIVIDES = (
+    Divides("tp-divides-heads", "n_h", "tp", "TP={TP} must divide n_h={n_h} (attention heads of {name})"),
+    Divides("ep-divides-experts", "N", "ep", "EP={EP} must divide N={N} (routed experts of {name})"),
+    Divides("edp-integer", None),
+    Divides("etp-divides-expert", "h_E", "etp", "ETP={ETP} must divide h_E={h_E}"),
+)
+
+FAMILY = Family(
+    name="deepseek_v4", title="DeepSeek-V4 (CSA/HCA attention + mHC + DeepSeekMoE)", short="CSA/HCA + mHC + MoE",
+    model_types=MODEL_TYPES, dimensions=tuple(d[:3] for d in DIMENSIONS), topk_methods=(),
+    kinds=("attn", "moe", "head"),
+    parameters="derivations.families.deepseek_v4.parameters",
+    activations="derivations.families.deepseek_v4.activations", config="derivations.families.deepseek_v4.config",
+    layer_terms=LAYER_TERMS, layer=("attn", "moe"), divides=DIVIDES, attention_label="attention",
+    layer_what="V4 transformer layer (attention + MoE + hyper-connections)",
+    sections=("parameters", "static", "zero"), flags=("tied",),
+    counts=(("L_C", "CSA", "layers with compressed sparse attention (CSA) held by the stage"),
+            ("L_H", "HCA", "layers with heavily compressed attention (HCA) held by the stage"),
+            ("L_R", "learned-router", "MoE layers with a learned router and its score-correction bias held by the stage "
+                                   "(the hash-routed ones have none)")),
+    layer_extra=(("hc", "hyper-connections (mHC)", "params.hc"),),
+    additions=(("csa", "CSA compressors and indexers", "L_C", "params.compressor.csa", "stage"),
+               ("hca", "HCA compressors", "L_H", "params.compressor.hca", "stage"),
+               ("hc_head", "hyper-connection head", "e_H", "params.hc_head", "stage"),
+               ("router_bias", "routing bias per learned-router layer (checkpoint only)", "L_R", "params.router_bias",
+                "checkpoint")))

@@ -1,0 +1,232 @@
+"""The DeepSeek-V4 family's model: :class:`ModelSpec` and the mapping of a Hugging Face config.json of transformers
+5.24 models/deepseek_v4 (DeepseekV4Config, configuration_deepseek_v4.py) onto it (:func:`from_fields`).
+
+What the config gives beyond ``DIMENSIONS``: ``layer_types`` (per layer ``sliding_attention``,
+``compressed_sparse_attention`` or ``heavily_compressed_attention``; default, as DeepseekV4Config.__post_init__ builds
+it: two HCA layers then CSA and HCA alternating, or the legacy ``compress_ratios`` 0/4/128 per layer),
+``compress_rates`` (m_C for CSA, m_H for HCA; default 4 and 128; legacy ``compress_rate_csa``/``compress_rate_hca``),
+``mlp_layer_types`` (``hash_moe``: experts chosen by a frozen token-id table, no score-correction bias; ``moe``:
+learned top-k; default the first three hash-routed, legacy ``num_hash_layers``), the rotary part of ``head_dim``
+(``partial_rotary_factor``, legacy ``qk_rope_head_dim``), ``num_nextn_predict_layers`` (MTP in the checkpoint; not built
+by transformers, not counted).  transformers builds one shared expert of ``moe_intermediate_size`` and one key-value
+head whatever ``n_shared_experts`` and ``num_key_value_heads`` say, so other values are refused.  No sympy here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from fractions import Fraction
+from typing import Dict, FrozenSet, List, Mapping, Optional, Tuple
+
+from derivations.families.deepseek_v4 import DIMENSIONS, FAMILY
+
+#: layer_types values (DEEPSEEK_V4_LAYER_TYPES) and what memsym calls each
+ATTENTION_TYPES = {"sliding_attention": "sliding", "compressed_sparse_attention": "csa",
+                   "heavily_compressed_attention": "hca"}
+#: legacy compress_ratios entries -> layer type (_COMPRESS_RATIO_TO_LAYER_TYPE)
+_RATIO_TYPES = {0: "sliding_attention", 4: "compressed_sparse_attention", 128: "heavily_compressed_attention"}
+MLP_TYPES = ("hash_moe", "moe")
+SCORING_FUNCS = ("sqrtsoftplus", "softmax", "sigmoid")
+#: DeepseekV4Config's defaults beside the dimensions
+DEFAULT_RATES = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
+DEFAULT_HASH_LAYERS = 3
+DEFAULT_ROTARY_FACTOR = Fraction(64, 512)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A DeepSeek-V4 model in memsym's symbols (``DIMENSIONS``), its layer types and its routing.
+
+    ``attention`` holds each layer's attention type (``sliding``, ``csa``, ``hca``), ``hashed`` whether each layer's
+    experts are hash-routed; ``m_C``/``m_H`` are the compression rates, ``d_hr`` the rotary part of a head."""
+
+    name: str
+    h: int
+    h_E: int
+    l: int
+    n_h: int
+    d_a: int
+    d_cq: int
+    g_O: int
+    d_O: int
+    N: int
+    N_r: int
+    v: int
+    n_hc: int
+    t_S: int
+    w: int
+    n_I: int
+    d_I: int
+    k_I: int
+    d_hr: int
+    m_C: int
+    m_H: int
+    attention: Tuple[str, ...] = field(default=())
+    hashed: Tuple[bool, ...] = field(default=())
+    tie_word_embeddings: bool = False
+    mtp_layers: int = 0
+    scoring_func: str = "sqrtsoftplus"
+    source: str = "preset"
+    model_type: str = "deepseek_v4"
+    #: one shared expert (DeepseekV4SparseMoeBlock.shared_experts), every layer MoE
+    N_s = 1
+    first_k_dense = 0
+    family = FAMILY.name
+
+    @property
+    def structure(self) -> Tuple:
+        """FAMILY.flags, in order."""
+        return (self.tie_word_embeddings,)
+
+    def notes(self) -> List[str]:
+        """What the terms leave out of this model, for an estimate's assumptions."""
+        return ["DeepSeek-V4: parameters and model states are counted (transformers 5.24's model); its activations, "
+                "the hash-routing table (int64 v N_r per hash-routed layer, a buffer) and the MTP module are not "
+                "modelled yet"]
+
+    def layer_kinds(self) -> List[str]:
+        """Every V4 layer is a MoE layer."""
+        return ["moe"] * self.l
+
+    def layer_features(self) -> Tuple[FrozenSet[str], ...]:
+        """Per layer what FAMILY.counts counts: its attention type (``CSA``, ``HCA``) and ``learned-router`` for a
+        learned router (DeepseekV4TopKRouter keeps e_score_correction_bias; DeepseekV4HashRouter does not)."""
+        return _features(self.attention, self.hashed)
+
+    def named(self) -> Dict[str, int]:
+        """{symbol name: value} of the model's symbols."""
+        out = {attr: getattr(self, attr) for _, attr, _, _ in DIMENSIONS}
+        out.update(d_hr=self.d_hr, m_C=self.m_C, m_H=self.m_H, N_s=1, D=self.mtp_layers)
+        return out
+
+    def values(self) -> Dict:
+        from derivations.notation import SYMBOLS  # lazy: sympy, for the symbolic side only
+        return {SYMBOLS[k]: x for k, x in self.named().items()}
+
+
+@lru_cache(maxsize=64)
+def _features(attention: Tuple[str, ...], hashed: Tuple[bool, ...]) -> Tuple[FrozenSet[str], ...]:
+    names = {"csa": "CSA", "hca": "HCA"}
+    return tuple(frozenset({names[a]} if a in names else set()) | (set() if x else {"learned-router"})
+                 for a, x in zip(attention, hashed))
+
+
+def shape_name(model_type: str, dims: Mapping) -> str:
+    """``deepseek_v4 (h 4096, 43 layers, 256 experts)``: what the model is, never the file's name."""
+    return f"{model_type} (h {dims['h']}, {dims['l']} layers, {dims['N']} experts)"
+
+
+def _bool(f, name: str, default: bool = False) -> bool:
+    val = f.data.get(name, default)
+    if not isinstance(val, bool):
+        raise f.err(name, f"field {name!r} must be true or false, got {f.type_name(val)} {f.shown(val)}")
+    return val
+
+
+def _rates(f) -> Dict[str, int]:
+    rates = dict(DEFAULT_RATES)
+    given = f.data.get("compress_rates")
+    if given is not None:
+        if not isinstance(given, dict) or set(given) - set(DEFAULT_RATES):
+            raise f.err("compress_rates", "field 'compress_rates' must be an object with keys "
+                                          "'compressed_sparse_attention' and 'heavily_compressed_attention'")
+        rates.update(given)
+    for legacy, key in (("compress_rate_csa", "compressed_sparse_attention"),
+                        ("compress_rate_hca", "heavily_compressed_attention")):
+        if f.data.get(legacy) is not None:
+            rates[key] = f.data[legacy]
+    for key, val in rates.items():
+        if not (isinstance(val, int) and not isinstance(val, bool) and 1 <= val <= 1 << 20):
+            raise f.err("compress_rates", f"compress_rates[{key!r}] must be a positive integer, got {f.shown(val)}")
+    return rates
+
+
+def _layer_types(f, layers: int) -> Tuple[str, ...]:
+    given, legacy = f.data.get("layer_types"), f.data.get("compress_ratios")
+    if given is None and legacy is not None:
+        if not isinstance(legacy, list) or any(x not in _RATIO_TYPES or isinstance(x, bool) for x in legacy):
+            raise f.err("compress_ratios", "field 'compress_ratios' must list 0, 4 or 128 per layer")
+        given = [_RATIO_TYPES[x] for x in legacy]
+    if given is None:  # DeepseekV4Config.__post_init__: two HCA layers, then CSA and HCA alternating
+        given = ["heavily_compressed_attention"] * min(layers, 2) + [
+            "compressed_sparse_attention" if i % 2 else "heavily_compressed_attention" for i in range(max(layers - 2, 0))]
+    if not isinstance(given, list) or any(x not in ATTENTION_TYPES for x in given):
+        raise f.err("layer_types", "field 'layer_types' must list " + ", ".join(ATTENTION_TYPES) + " per layer")
+    if len(given) < layers:
+        raise f.err("layer_types", f"field 'layer_types' has {len(given)} entries for {layers} layers")
+    return tuple(ATTENTION_TYPES[x] for x in given[:layers])  # transformers keeps the first num_hidden_layers
+
+
+def _mlp_types(f, layers: int) -> Tuple[bool, ...]:
+    given = f.data.get("mlp_layer_types")
+    if given is None:
+        n_hash = f.int("num_hash_layers", "hash-routed layers", minimum=0, default=DEFAULT_HASH_LAYERS, required=False)
+        given = ["hash_moe"] * min(layers, n_hash) + ["moe"] * max(0, layers - n_hash)
+    if not isinstance(given, list) or any(x not in MLP_TYPES for x in given):
+        raise f.err("mlp_layer_types", "field 'mlp_layer_types' must list 'hash_moe' or 'moe' per layer")
+    if len(given) < layers:
+        raise f.err("mlp_layer_types", f"field 'mlp_layer_types' has {len(given)} entries for {layers} layers")
+    return tuple(x == "hash_moe" for x in given[:layers])
+
+
+def _rotary(f, head_dim: int) -> int:
+    """The rotary part of a head: head_dim x partial_rotary_factor (legacy qk_rope_head_dim / head_dim; default
+    64/512), truncated to an integer as DeepseekV4Config does."""
+    prf, legacy = f.data.get("partial_rotary_factor"), f.data.get("qk_rope_head_dim")
+    if prf is None and legacy is not None:
+        return f.int("qk_rope_head_dim", "rotary dimensions d_h^R")
+    if prf is None:
+        return int(head_dim * DEFAULT_ROTARY_FACTOR)
+    if not isinstance(prf, (int, float)) or isinstance(prf, bool) or not 0 < prf <= 1:
+        raise f.err("partial_rotary_factor", f"field 'partial_rotary_factor' must be a number in (0, 1], got "
+                                             f"{f.shown(prf)}")
+    return int(head_dim * prf)
+
+
+def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> ModelSpec:
+    """The :class:`ModelSpec` of a parsed config.json, every field it uses checked through ``f``."""
+    data, mt = f.data, f.data["model_type"]
+    dims = {attr: f.int(field_, meaning, default=default, required=False)
+            for field_, attr, meaning, default in DIMENSIONS}
+    for field_, want, why in (("num_key_value_heads", 1, "one key-value head shared by every query head"),
+                              ("n_shared_experts", 1, "one shared expert of moe_intermediate_size")):
+        val = data.get(field_, want)
+        if val != want or isinstance(val, bool):
+            raise f.err(field_, f"field {field_!r} = {f.shown(val)}: transformers' DeepSeek-V4 code builds {why}; "
+                                f"write {want} or leave it out")
+    if (dims["n_h"] * dims["d_a"]) % dims["g_O"]:
+        raise f.err("o_groups", f"o_groups={dims['g_O']} must divide num_attention_heads x head_dim = "
+                                f"{dims['n_h'] * dims['d_a']} (the grouped output projection)")
+    if dims["N_r"] > dims["N"]:
+        raise f.err("num_experts_per_tok", f"num_experts_per_tok={dims['N_r']} exceeds n_routed_experts={dims['N']}")
+    for flag in ("attention_bias", "mlp_bias"):
+        if data.get(flag, False) not in (False, None):
+            raise f.err(flag, f"field {flag!r} = {f.shown(data[flag])}: projection biases are not covered "
+                              f"(DeepSeek-V4 has none)")
+    scoring = data.get("scoring_func", "sqrtsoftplus")
+    if not isinstance(scoring, str) or scoring not in SCORING_FUNCS:
+        raise f.err("scoring_func", f"field 'scoring_func' must be one of {', '.join(SCORING_FUNCS)}, "
+                                    f"got {f.type_name(scoring)} {f.shown(scoring)}")
+    rates = _rates(f)
+    d_hr = _rotary(f, dims["d_a"])
+    if not 1 <= d_hr <= dims["d_a"] or d_hr % 2 or d_hr > dims["d_I"]:
+        raise f.err("partial_rotary_factor", f"the rotary part of a head ({d_hr}) must be even, at least 2 and at "
+                                             f"most head_dim and index_head_dim")
+    mtp = f.int("num_nextn_predict_layers", "MTP modules D", minimum=0, default=1, required=False)
+    return ModelSpec(name=name or shape_name(mt, dims), d_hr=d_hr, m_C=rates["compressed_sparse_attention"],
+                     m_H=rates["heavily_compressed_attention"], attention=_layer_types(f, dims["l"]),
+                     hashed=_mlp_types(f, dims["l"]), tie_word_embeddings=_bool(f, "tie_word_embeddings"),
+                     mtp_layers=mtp, scoring_func=scoring, source=str(f.path) if source is None else source,
+                     model_type=mt, **dims)
+
+
+def fields_of(spec: ModelSpec) -> Dict:
+    """The config.json fields of ``spec`` (what :func:`from_fields` reads back)."""
+    inverse = {v: k for k, v in ATTENTION_TYPES.items()}
+    data = {"model_type": spec.model_type, **{field_: getattr(spec, attr) for field_, attr, _, _ in DIMENSIONS}}
+    data.update(layer_types=[inverse[a] for a in spec.attention],
+                mlp_layer_types=["hash_moe" if x else "moe" for x in spec.hashed],
+                compress_rates={"compressed_sparse_attention": spec.m_C, "heavily_compressed_attention": spec.m_H},
+                qk_rope_head_dim=spec.d_hr, tie_word_embeddings=spec.tie_word_embeddings,
+                num_nextn_predict_layers=spec.mtp_layers, scoring_func=spec.scoring_func)
+    return data

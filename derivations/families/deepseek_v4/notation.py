@@ -1,0 +1,31 @@
+"""DeepSeek-V4's own symbols, registered beside the paper's (derivations/notation.py; h, h_E, n_h, d_c', d_h^R, N,
+N_r, N_s, v, n_I, d_I, k_I are shared): the attention head d_a, the grouped output projection g_O and d_O, the
+hyper-connections n_hc and t_S, the sliding window w, the compression rates m_C and m_H, and a stage's counts of CSA,
+HCA and learned-router layers (derivations/families/deepseek_v4 FAMILY.counts).  Importing it registers them."""
+from __future__ import annotations
+
+from derivations.notation import SymbolInfo, register
+
+V4 = "DeepSeek-V4 (transformers 5.24 models/deepseek_v4, DeepseekV4Config)"
+
+SYMBOLS = register([
+    SymbolInfo("d_a", "d_{a}", "head dimension of every query head and of the one shared key-value head (HF head_dim)",
+               "model", V4),
+    SymbolInfo("g_O", "g_{O}", "groups of heads of the grouped output projection (HF o_groups)", "model", V4),
+    SymbolInfo("d_O", "d_{O}", "rank of the grouped output projection per group (HF o_lora_rank)", "model", V4),
+    SymbolInfo("n_hc", "n_{hc}", "hyper-connection streams per token (HF hc_mult)", "model", V4),
+    SymbolInfo("t_S", "t_{S}", "Sinkhorn iterations of a hyper-connection's mixing (HF hc_sinkhorn_iters)", "model", V4),
+    SymbolInfo("w", "w", "sliding window of every attention layer (HF sliding_window)", "model", V4),
+    SymbolInfo("m_C", "m_{C}", "tokens per compressed entry of compressed sparse attention (HF compress_rates, CSA)",
+               "model", V4),
+    SymbolInfo("m_H", "m_{H}", "tokens per compressed entry of heavily compressed attention (HF compress_rates, HCA)",
+               "model", V4),
+    SymbolInfo("L_C", "L_{C}", "layers with compressed sparse attention (CSA) held by the stage", "stage", V4,
+               nonnegative_only=True),
+    SymbolInfo("L_H", "L_{H}", "layers with heavily compressed attention (HCA) held by the stage", "stage", V4,
+               nonnegative_only=True),
+    SymbolInfo("L_R", "L_{R}", "MoE layers with a learned router (and its score-correction bias) held by the stage",
+               "stage", V4, nonnegative_only=True),
+])
+d_a, g_O, d_O, n_hc, t_S, w, m_C, m_H, L_C, L_H, L_R = (
+    SYMBOLS[k] for k in ("d_a", "g_O", "d_O", "n_hc", "t_S", "w", "m_C", "m_H", "L_C", "L_H", "L_R"))
