@@ -471,12 +471,12 @@ def search_kernels() -> Tuple[Dict[str, str], Dict[str, str]]:
 
     from derivations.analyses import kernelgen
     from derivations.assembly import totals
-    rows = [nt.SYMBOLS[name] for name in kernelgen.ROWS]
     bodies: Dict[tuple, List[str]] = {}
     for s in STRUCTURES:
         model = SimpleNamespace(structure=s, q_lora=s[0], family=FAMILY)  # the choices and terms read only these
         choices = totals.choices(model)
         terms = {t: _specials(term.expr) for t, term in totals.choice_terms(model, choices).items()}
+        rows = [nt.SYMBOLS[name] for name in kernelgen.rows_of(DEEPSEEK, terms.values())]
         by_row = {k for k, e in SPECIAL.items() if e.free_symbols & set(rows)}
         if any(x.name in by_row for e in terms.values() for x in e.free_symbols):
             raise ValueError("a search term holds a non-polynomial function of a row symbol: the kernels "

@@ -68,6 +68,9 @@ _ENTRIES = [
                "extension (DeepSeek-V3.2-Exp: transformers models/deepseek_v32, DeepseekV32Indexer)"),
     SymbolInfo("k_I", "k_{I}", "tokens each query attends to under DSA (HF index_topk)", "model",
                "extension (DeepSeek-V3.2-Exp: transformers models/deepseek_v32, DeepseekV32Indexer)"),
+    SymbolInfo("L_I", "L_{I}", "layers holding a DSA lightning indexer of their own held by the stage (every layer "
+               "of DeepSeek-V3.2; GLM-5's 'full' layers, not its 'shared' ones)", "stage",
+               "extension (transformers 5.24 models/glm_moe_dsa, GlmMoeDsaAttention)", nonnegative_only=True),
     SymbolInfo("l", "l", "number of transformer layers", "model", "Table 1"),
     SymbolInfo("v", "v", "vocabulary size", "model", "Table 1"),
     SymbolInfo("D", "D", "multi-token-prediction (MTP) modules, the MTP depth (HF num_nextn_predict_layers)",

@@ -65,17 +65,20 @@ def test_parameters_equal_transformers_model_on_the_meta_device(path, tmp_path):
     paper = _params(path)
     # transformers' model: every parameter of the main model (the routing bias is a buffer; no MTP module is built)
     assert paper["total"] + data["hidden_size"] == total  # + the final RMSNorm
-    assert paper["per_layer"]["mla"] == sum(v for k, v in attn.items() if "layernorm" not in k)
+    # the indexer is its own row (params.indexer, L_I of them: every layer of V3.2), beside the MLA
     indexer = sum(v for k, v in attn.items() if k.startswith("indexer."))
+    assert paper["per_layer"]["indexer"] == indexer and paper["layer_kinds"]["indexer"] == data["num_hidden_layers"]
+    assert paper["per_layer"]["mla"] + indexer == sum(v for k, v in attn.items() if "layernorm" not in k)
     n_I, d_I, d_cq, h = data["index_n_heads"], data["index_head_dim"], data["q_lora_rank"], data["hidden_size"]
     assert indexer == n_I * d_I * d_cq + d_I * h + 2 * d_I + n_I * h
 
 
 def test_the_indexer_adds_its_parameters_to_v3s():
-    v32 = _params(TINY)["per_layer"]
-    v3 = _params(ROOT / "tests" / "data" / "tiny" / "config.json")["per_layer"]
-    assert v32["mla"] - v3["mla"] == 2 * 32 * 96 + 32 * 256 + 2 * 32 + 2 * 256
-    assert v32["moe_layer"] - v3["moe_layer"] == v32["mla"] - v3["mla"]
+    v32, v3 = _params(TINY), _params(ROOT / "tests" / "data" / "tiny" / "config.json")
+    indexer = 2 * 32 * 96 + 32 * 256 + 2 * 32 + 2 * 256
+    assert v32["per_layer"]["indexer"] == indexer and "indexer" not in v3["per_layer"]
+    assert v32["per_layer"]["mla"] == v3["per_layer"]["mla"]
+    assert v32["total"] - v3["total"] == 3 * indexer  # one in each of the 3 layers
 
 
 @pytest.mark.parametrize("change,field", [
@@ -100,7 +103,7 @@ def test_an_indexer_field_elsewhere_is_refused(tmp_path):
     data = {**json.loads((ROOT / "tests" / "data" / "tiny" / "config.json").read_text()), "index_topk": 64}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(ConfigError, match="deepseek_v32 only"):
+    with pytest.raises(ConfigError, match="deepseek_v32 or glm_moe_dsa only"):
         cfg.load_model(str(path))
 
 

@@ -21,7 +21,9 @@ from derivations.config.switches import CONVENTION_SWITCHES, Conventions
 
 def test_the_deepseek_family_is_what_the_config_reader_reads():
     fam = families.get("deepseek")
-    assert fam.model_types[:4] == ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
+    assert fam.model_types[:5] == ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa")
+    # DSA's indexers: a stage counts its layers holding one (L_I; GLM-5's shared layers hold none)
+    assert [c[:2] for c in fam.counts] == [("L_I", "indexer")] and fam.additions[0][2:4] == ("L_I", "params.indexer")
     assert families.model_types() == fam.model_types + ("deepseek_v4",)  # DeepSeek-V4's family after DeepSeek's
     assert fam.module("config").ModelSpec is ModelSpec and ModelSpec.family == "deepseek"
     assert families.for_model_type("kimi_k2") is fam and families.for_model_type("llama") is None

@@ -364,6 +364,20 @@ def _cases():
             {**dsa, "index_topk": 2 ** 41}, {**dsa, "moe_layer_freq": 2}, {**dsa, "layer_types": []},
             {**dsa, "layer_types": ["indexed_attention"]}, {**v3, "index_topk": 16}, {**v3, "model_type": "deepseek_v2", "index_n_heads": 2}]
     out += [(f"dsa {i}", json.dumps(d)) for i, d in enumerate(dsas)]
+    # GLM-5 (glm_moe_dsa: shared indexer layers): each refusal of its indexer types (config.py _indexer_types)
+    glm = json.loads((Path(__file__).resolve().parent / "data" / "glm5" / "config.json").read_text())
+    bare = {k: v for k, v in glm.items() if k != "indexer_types"}
+    glms = [{**glm, "indexer_types": ["full", "shared"]}, {**glm, "indexer_types": ["full", "shared", "sparse", "full"]},
+            {**glm, "indexer_types": ["shared", "full", "full", "full"]}, {**glm, "indexer_types": "FSSF"},
+            {**bare, "index_topk_pattern": "FSXF"}, {**bare, "index_topk_pattern": "FSS"},
+            {**bare, "index_topk_pattern": "SFFF"}, {**bare, "index_topk_pattern": ["full", "shared", "full", 1]},
+            {**bare, "index_topk_pattern": 7}, {**bare, "index_topk_freq": 0}, {**bare, "index_topk_freq": "2"},
+            {**bare, "index_topk_freq": 2, "index_skip_topk_offset": 0}, {**bare, "index_skip_topk_offset": -1},
+            {**bare, "index_topk_freq": 10 ** 5}, {**glm, "q_lora_rank": None}, {**glm, "moe_layer_freq": 2},
+            {**glm, "mlp_layer_types": ["dense", "sparse", "dense", "sparse"]}, {**glm, "index_head_dim": 8},
+            {**dsa, "indexer_types": ["full"] * 3}, {**dsa, "index_topk_freq": 2}, {**v3, "index_skip_topk_offset": 2},
+            {**v3, "indexer_types": None}]
+    out += [(f"glm {i}", json.dumps(d)) for i, d in enumerate(glms)]
     # Kimi K2.5: the language model is text_config (derivations/config/hfconfig.py from_dict); its refusals
     k2 = json.loads((Path(__file__).resolve().parent / "data" / "variants" / "kimi_k2_shape.json").read_text())
     k25 = [{"model_type": "kimi_k25"}, {"model_type": "kimi_k25", "text_config": [1]},
@@ -382,6 +396,30 @@ def test_pasted_config_says_what_the_command_line_says(fresh, cli, name, text):
     controls = [("model", "config"), ("config", text)]
     seconds = _apply(fresh, controls, reset=False)
     _check(fresh, cli, controls, seconds=seconds)
+
+
+#: GLM-5 pasted (tests/data/glm5: layers full, shared, shared, full; tests/data/glm-5: GlmMoeDsaConfig's defaults):
+#: each stage's DSA indexers (L_I, ModelSpec.layer_features) as the command line counts them, split by the pipeline,
+#: held twice under DualPipe, on the last stage with --mtp, and under the other tools' ranks
+GLM_LAYOUTS = [
+    [("dp", "1"), ("tp", "1"), ("pp", "4"), ("ep", "1"), ("stage", "0")],
+    [("dp", "1"), ("tp", "1"), ("pp", "4"), ("ep", "1"), ("stage", "1")],
+    [("dp", "2"), ("tp", "2"), ("pp", "2"), ("ep", "4"), ("schedule", "dualpipe"), ("microbatches", "8")],
+    [("dp", "2"), ("tp", "1"), ("pp", "2"), ("ep", "2"), ("mtp", True), ("stage", "1")],
+    [("dp", "2"), ("tp", "2"), ("pp", "4"), ("ep", "2"), ("conventions", "megatron"), ("mtp", True)],
+    [("dp", "2"), ("tp", "2"), ("pp", "4"), ("ep", "2"), ("conventions", "modelzoo")],
+]
+
+
+@pytest.mark.parametrize("folder, layout", [("glm5", i) for i in range(len(GLM_LAYOUTS))] + [("glm-5", None)],
+                         ids=[f"tiny {i}" for i in range(len(GLM_LAYOUTS))] + ["released"])
+def test_a_pasted_glm5_config_is_estimated_as_the_command_line(fresh, cli, folder, layout):
+    data = json.loads((Path(__file__).resolve().parent / "data" / folder / "config.json").read_text())
+    controls = [("model", "config"), ("config", json.dumps({**data, "num_nextn_predict_layers": 1})),
+                *(GLM_LAYOUTS[layout] if layout is not None else [])]  # released: the paper's layout
+    _apply(fresh, controls, reset=False)
+    s, message = _check(fresh, cli, controls)
+    assert message is None and s["state"] == "ok"
 
 
 # ----------------------------------------------------------------------------- the fuzz
@@ -423,13 +461,13 @@ JSON_VALUES = ["1e9", str(2 ** 53 + 1), "1e300", "7168.0", "-1", "0", "true", "f
                '"\u00e9\U0001f600\\n"', "01", "1.", "-", "[1,]", '{"a": 1, "a": 2}', '"' + "x" * 100 + '"',
                "1e16", "1e15", "0.0001", "0.00001", "123456789.123456789", "-1e-7", "5e-324", "1.7976931348623157e308",
                '"\u200b\u0085\u00ad\u2028"', '"it\'s \\"x\\""', '"' + "\u00e9" * 30 + '"', '"deepseek_v32"',
-               '["indexed_attention"]', '["dense", "dense", "dense"]']
+               '["indexed_attention"]', '["dense", "dense", "dense"]', '"glm_moe_dsa"', '["full", "shared"]', '"FSF"']
 #: The config.json fields a mutation may touch (and one the reader ignores).
 JSON_FIELDS = [f for f, _, _ in _DIMENSIONS] + [
     "model_type", "q_lora_rank", "n_shared_experts", "first_k_dense_replace", "moe_layer_freq",
     "num_nextn_predict_layers", "topk_method", "n_group", "topk_group", "tie_word_embeddings", "attention_bias",
     "quantization_config", "unused_field", "index_n_heads", "index_head_dim", "index_topk", "mlp_layer_types",
-    "layer_types"]
+    "layer_types", "indexer_types", "index_topk_pattern", "index_topk_freq", "index_skip_topk_offset"]
 
 
 @st.composite

@@ -15,9 +15,11 @@ What the strategy draws (:func:`configs`): hidden size 64-384; heads 1-8; q_lora
 kv_lora_rank 4-128; rope (even) 2-32, nope 4-64 and v 4-64 head dims; dense FFN 16-512, experts' 8-256;
 2-9 routed experts; 0-3 shared experts; 0-2 dense layers then 1-2 MoE layers; vocabulary 64-2048; tied or
 not; 0-1 MTP module (Megatron-Core builds and trains it; transformers builds none).  The routing
-(:func:`routings`, issue 26 item 3): model_type deepseek_v3, deepseek_v2 or deepseek_v32 (DeepSeek-V3.2: V3's
-router with DSA's lightning indexer of 1-4 heads, a head dimension of the RoPE dims plus 0-32 and top-k 1-96,
-traced in transformers only: Megatron-Core's DSA is not traced yet); topk_method noaux_tc (the expert
+(:func:`routings`, issue 26 item 3): model_type deepseek_v3, deepseek_v2, deepseek_v32 or glm_moe_dsa
+(DeepSeek-V3.2: V3's router with DSA's lightning indexer of 1-4 heads, a head dimension of the RoPE dims plus
+0-32 and top-k 1-96; GLM-5: the same, its router V3's, with each layer after the first full or shared as
+indexer_types lists them, as index_topk_freq 1-3 and index_skip_topk_offset 1-3 give them, or every layer full;
+both traced in transformers only: Megatron-Core's DSA is not traced yet); topk_method noaux_tc (the expert
 bias; deepseek_v3 only), greedy or group_limited_greedy; scoring_func sigmoid, or softmax without noaux_tc;
 n_group groups (one group included) keeping topk_group 1..n_group, or (a greedy deepseek_v2 config) no groups
 at all; top-k 1..min(4, experts in the kept groups); norm_topk_prob true or false; routed_scaling_factor
@@ -32,8 +34,8 @@ fused or unfused, router dtype FP32 or the activations', auxiliary loss none, se
 (memsym/trace/inputs.py MCORE_SETTINGS); transformers' experts loop or grouped (grouped_mm:
 torch._grouped_mm needs 16-byte strides, so h and h_E are then multiples of 8).
 
-Restricted, and why (every draw is traced in both frameworks, a deepseek_v32 one in transformers only; none is
-skipped):
+Restricted, and why (every draw is traced in both frameworks, a deepseek_v32 or glm_moe_dsa one in transformers
+only; none is skipped):
 * what a framework cannot build is not drawn: softmax scores with noaux_tc (Megatron-Core refuses the
   expert bias with softmax scores); noaux_tc in a deepseek_v2 config (transformers' DeepseekV2TopkRouter has
   no such top-k: memsym/trace/inputs.py check_routing; Megatron-Core would run it as a deepseek_v3 one);
@@ -71,6 +73,8 @@ BASE = json.loads((ROOT / "tests" / "data" / "tiny" / "config.json").read_text()
 SEED = int(os.environ.get("MEMSYM_RANDOM_SEED") or random.SystemRandom().randrange(2 ** 32))
 #: Draws per run, each traced once per framework (about 1 s a trace on a CI core).
 EXAMPLES = int(os.environ.get("MEMSYM_RANDOM_EXAMPLES") or 12)
+#: The model types with DeepSeek Sparse Attention (transformers models/deepseek_v32, models/glm_moe_dsa)
+DSA = ("deepseek_v32", "glm_moe_dsa")
 
 
 @st.composite
@@ -78,8 +82,9 @@ def routings(draw, N: int):
     """The routing fields of a config of N routed experts (module docstring): model_type, scoring_func,
     topk_method, n_group/topk_group (or none), num_experts_per_tok, norm_topk_prob, routed_scaling_factor."""
     # deepseek_v2: transformers runs DeepseekV2TopkRouter (softmax, greedy / group-limited greedy); deepseek_v32:
-    # DeepSeek-V3's router and MoE, with DSA's lightning indexer in the attention
-    mt = draw(st.sampled_from(["deepseek_v2", "deepseek_v3", "deepseek_v32"]))
+    # DeepSeek-V3's router and MoE, with DSA's lightning indexer in the attention; glm_moe_dsa: the same router
+    # (GlmMoeDsaTopkRouter is V3's), its shared layers without an indexer
+    mt = draw(st.sampled_from(["deepseek_v2", "deepseek_v3"] + list(DSA)))
     v2 = mt == "deepseek_v2"
     if v2:  # transformers' DeepSeek-V2 code has no noaux_tc (memsym/trace/inputs.py check_routing)
         method = draw(st.sampled_from(["greedy", "group_limited_greedy"]))
@@ -129,10 +134,16 @@ def configs(draw):
         n_routed_experts=N, n_shared_experts=draw(st.integers(0, 3)), first_k_dense_replace=dense,
         num_hidden_layers=dense + moe, vocab_size=draw(st.integers(64, 2048)),
         tie_word_embeddings=draw(st.booleans()), num_nextn_predict_layers=draw(st.integers(0, 1)), **routing)
-    if routing["model_type"] == "deepseek_v32":  # the indexer reads the compressed query and rotates d_h^R dims
+    if routing["model_type"] in DSA:  # the indexer reads the compressed query and rotates d_h^R dims
         c.update(q_lora_rank=draw(st.integers(4, 128)), index_n_heads=draw(st.integers(1, 4)),
                  index_head_dim=c["qk_rope_head_dim"] + 2 * draw(st.integers(0, 16)),
                  index_topk=draw(st.integers(1, 96)))
+    if routing["model_type"] == "glm_moe_dsa":  # which layers run their own indexer (layer 0 always does)
+        sharing = draw(st.sampled_from(["types", "freq", "none"]))
+        if sharing == "types":
+            c["indexer_types"] = ["full"] + [draw(st.sampled_from(["full", "shared"])) for _ in range(dense + moe - 1)]
+        elif sharing == "freq":
+            c.update(index_topk_freq=draw(st.integers(1, 3)), index_skip_topk_offset=draw(st.integers(1, 3)))
     common = dict(mbs=draw(st.integers(1, 2)), seq=draw(st.integers(64, 384)),
                   act_dtype=act_dtype, attention="eager")
     training = {
@@ -141,7 +152,7 @@ def configs(draw):
         "mcore": dict(common, experts="loop", recompute=draw(st.sampled_from(["none", "full", "selective"])),
                       settings={k: draw(st.sampled_from(sorted(v[1]))) for k, v in MCORE_SETTINGS.items()}),
     }
-    if routing["model_type"] == "deepseek_v32":  # Megatron-Core's DSA is not traced yet (memsym/trace/inputs.py)
+    if routing["model_type"] in DSA:  # Megatron-Core's DSA is not traced yet (memsym/trace/inputs.py)
         del training["mcore"]
     return c, training
 
@@ -200,8 +211,8 @@ def _path() -> str:
           phases=(Phase.explicit, Phase.generate), suppress_health_check=list(HealthCheck))
 @given(draw=configs())
 def test_random_config_is_predicted_in_both_frameworks(draw, record_property):
-    """Every draw, traced in transformers and in Megatron-Core (a deepseek_v32 one in transformers only): measured ==
-    predicted per layer and outside."""
+    """Every draw, traced in transformers and in Megatron-Core (a deepseek_v32 or glm_moe_dsa one in transformers
+    only): measured == predicted per layer and outside."""
     record_property("random_seed", SEED)
     c, training = draw
     path = _path()
@@ -262,7 +273,7 @@ def test_the_strategy_draws_valid_configs():
     check()
     # every routing variant is drawn: both model types, scores, top-k methods, norm_topk_prob, groups or none,
     # one group, the scaling factor given or left out
-    for i, values in enumerate([{"deepseek_v2", "deepseek_v3", "deepseek_v32"}, {"sigmoid", "softmax"},
+    for i, values in enumerate([{"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa"}, {"sigmoid", "softmax"},
                                 {"noaux_tc", "greedy", "group_limited_greedy"}, {True, False}, {True, False},
                                 {True, False}, {True, False}]):
         assert {v[i] for v in seen} == values, i

@@ -29,7 +29,9 @@ def summary(model: cfg.ModelSpec, pp=None, layers_per_stage=None, accounting: st
         ("head", "params.head")) if tid in base and (kind != "dense_layer" or "dense" in fam.kinds)}
     # the family's own terms beside them (DeepSeek-V4's hyper-connections, compressors, hyper-connection head)
     kinds.update({key: Fraction(base.term(tid)) for key, _, tid in fam.layer_extra})
-    kinds.update({key: Fraction(base.term(tid)) for key, _, _, tid, at in fam.additions if at == "stage"})
+    kinds.update({key: Fraction(base.term(tid)) for key, _, _, tid, at in fam.additions if at == "stage" and tid in base})
+    # a count is reported where the model's terms read it (DeepSeek's L_I: a structure with DSA's params.indexer)
+    counted = {c for _, _, c, tid, _ in fam.additions if tid in base}
     whole = cfg.whole_model(model)
     terms = ev.Terms(model.structure, ev.derived(cfg.named(model, None, None, whole), fam.name), fam.name)
     extras = {}
@@ -38,7 +40,7 @@ def summary(model: cfg.ModelSpec, pp=None, layers_per_stage=None, accounting: st
     data = {
         "model": model.name, "accounting": accounting, "pp": pp,
         "layer_kinds": {"dense": whole.dense, "moe": whole.moe,
-                        **{feature: dict(whole.extra)[sym] for sym, feature, _ in fam.counts}},
+                        **{feature: dict(whole.extra)[sym] for sym, feature, _ in fam.counts if sym in counted}},
         "per_layer": kinds,
         "stages": [{"stage": c.index, "layers": [c.layers.start, c.layers.stop - 1], "dense_layers": c.dense,
                     "moe_layers": c.moe, "embedding": c.embedding, "head": c.head, "params": p,

@@ -198,10 +198,11 @@ def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (40
 
 
 def distinct_stages(model: cfg.ModelSpec, layout: cfg.Layout) -> List[cfg.StageComposition]:
-    """The first stage of each distinct composition (L_d, L_m, e_E, e_H) of a layout's pipeline split."""
+    """The first stage of each distinct composition (L_d, L_m, e_E, e_H and the family's counts: DeepSeek's L_I)
+    of a layout's pipeline split."""
     seen, out = set(), []
     for st in cfg.stages(model, layout):
-        key = (st.dense, st.moe, st.embedding, st.head)
+        key = (st.dense, st.moe, st.embedding, st.head, st.extra)
         if key not in seen:
             seen.add(key)
             out.append(st)

@@ -38,8 +38,15 @@ from derivations.analyses.enumeration import Enumeration, distinct_stages, enume
 from derivations.assembly.overheads import named_values, peak
 from derivations.assembly.sides import COMPONENTS
 
-#: The names of the symbols that vary by row: the layout, b, s and the stage composition (the rest is fixed).
+#: The names of the symbols that vary by row: the layout, b, s and the stage composition (the rest is fixed; a
+#: family's own counts, DeepSeek's L_I, vary by row too: :func:`row_names`).
 ROW_NAMES = ("DP", "TP", "PP", "EP", "ETP", "CP", "SP", "b", "s", "L_d", "L_m", "e_E", "e_H")
+
+
+def row_names(model) -> Tuple[str, ...]:
+    """:data:`ROW_NAMES` and ``model``'s family's own composition counts (derivations/config/layout.py
+    ``composition_names``)."""
+    return ROW_NAMES[:9] + cfg.composition_names(model.family)
 
 
 class Overheads(dict):
@@ -90,13 +97,15 @@ class SearchResult:
 
 @lru_cache(maxsize=64)
 def _stage_table(model, pps: Tuple[int, ...]):
-    """((max PP + 1, K, 5) int64 table: per PP its distinct stage compositions L_d, L_m, e_E, e_H and
-    stage index, padded to K by repeating the last; K), for the PP degrees ``pps``."""
+    """((max PP + 1, K, C + 1) int64 table: per PP its distinct stage compositions (the C symbols of
+    ``composition_names``: L_d, L_m, e_E, e_H and the family's counts) and stage index (last), padded to K by
+    repeating the last; K), for the PP degrees ``pps``."""
+    names = cfg.composition_names(model.family)
     stage_of = {pp: distinct_stages(model, cfg.Layout(pp=pp)) for pp in pps}
     K = max((len(v) for v in stage_of.values()), default=1)
-    table = np.zeros((max(stage_of, default=0) + 1, K, 5), dtype=np.int64)
+    table = np.zeros((max(stage_of, default=0) + 1, K, len(names) + 1), dtype=np.int64)
     for pp, sts in stage_of.items():
-        rows = [(s.dense, s.moe, int(s.embedding), int(s.head), s.index) for s in sts]
+        rows = [s.vector(names) + (s.index,) for s in sts]
         table[pp] = rows + [rows[-1]] * (K - len(rows))
     count = np.zeros(len(table), dtype=np.int64)
     for pp, sts in stage_of.items():
@@ -108,8 +117,8 @@ def _stage_table(model, pps: Tuple[int, ...]):
 
 def _rows(model, enum: Enumeration, seqs, mbs):
     """The evaluation grid: one row per (layout, s, b) group, K stage compositions per row
-    (padded by repeating the last).  Returns (columns of the groups, (n_g, K, 5) compositions:
-    L_d, L_m, e_E, e_H, stage index)."""
+    (padded by repeating the last).  Returns (columns of the groups, (n_g, K, C + 1) compositions:
+    L_d, L_m, e_E, e_H, the family's counts, stage index)."""
     lay = enum.arrays
     table, K, _ = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
     n_l = len(enum)
@@ -136,7 +145,7 @@ def _compile(model, training, exprs: Mapping[str, object], factor: bool):
     from symbolic.search import factored
     from derivations import notation as nt
     fixed = {k: v for k, v in cfg.substitution(model, None, training or cfg.Training()).items()
-             if k.name not in ROW_NAMES}
+             if k.name not in row_names(model)}
     keys = list(exprs)
     tup = sp.Tuple(*[nt.expand_derived(sp.sympify(getattr(exprs[k], "expr", exprs[k]))).xreplace(fixed)
                      for k in keys])
@@ -153,7 +162,8 @@ def _pairs(model, lay):
     that have one, the layouts in the order ``by`` (most compositions first, stable), so each block is a
     prefix of the one before and the most-loaded stage is a running maximum over slices.  Returns (the
     :func:`_stage_table` table, K, each layout's number of compositions (n_l,), its position in ``by``
-    (n_l,), the blocks' (offset, length), the pairs' {L_d, L_m, e_E, e_H: float64 (P,)}, their layouts (P,))."""
+    (n_l,), the blocks' (offset, length), the pairs' {L_d, L_m, e_E, e_H, the family's counts: float64 (P,)}, their
+    layouts (P,))."""
     table, K, count = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
     pp = lay["pp"]
     n_k = count[pp]
@@ -164,7 +174,7 @@ def _pairs(model, lay):
     blocks = [(sum(lens[:k]), n) for k, n in enumerate(lens) if n]
     owner = np.concatenate([by[:n] for _, n in blocks]) if blocks else by
     comp = {}
-    for j, name in enumerate(("L_d", "L_m", "e_E", "e_H")):
+    for j, name in enumerate(cfg.composition_names(model.family)):
         col = table[:, :, j].astype(np.float64)
         comp[name] = np.concatenate([col[pp[by[:n]], k] for k, (_, n) in enumerate(blocks)]) if blocks else \
             np.zeros(0)
@@ -329,7 +339,7 @@ def _stage_view(model, training, exprs, choices, enum, seqs, mbs):
             memo[ci] = argmax(ci, every)
         return memo[ci][g] if ci in memo else argmax(ci, g)
 
-    stage = table[:, :, 4]
+    stage = table[:, :, -1]
     pp_a = lay["pp"]
 
     def component(c):

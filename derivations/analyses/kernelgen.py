@@ -3,8 +3,8 @@
 The search (derivations/analyses/evaluation.py) evaluates the per-device component terms of every
 (ZeRO stage, recomputation policy) choice (derivations/assembly/totals.py ``choices`` and
 ``choice_terms``) over millions of rows.  A term is a polynomial in the symbols that vary by row (the
-layout's degrees and their reciprocals, b, s and the stage composition L_d, L_m, e_E, e_H;
-:data:`ROWS`) whose coefficients are polynomials in the model's dimensions and the bytes per
+layout's degrees and their reciprocals, b, s and the stage composition L_d, L_m, e_E, e_H and a family's own
+counts; :data:`ROWS`, :func:`rows_of`) whose coefficients are polynomials in the model's dimensions and the bytes per
 element.  For each model structure this module prints one Python module,
 ``derivations/generated/<family>_search_<structure>.py`` (structures with equal kernels share one,
 named after the first: ``derivations.generated.SEARCH_KERNELS``), holding per group of terms (the model
@@ -32,8 +32,16 @@ from symbolic.codegen import python
 from symbolic.numeric import compile as compile_fn, source
 from symbolic.search import factored
 
-#: The symbols that vary by row (derivations/analyses/evaluation.py ROW_SYMBOLS), in argument order.
+#: The symbols that vary by row (derivations/analyses/evaluation.py ROW_NAMES), in argument order; a structure whose
+#: terms read a family's own composition counts (DeepSeek's L_I) has them after these (:func:`rows_of`).
 ROWS = ("CP", "DP", "EP", "ETP", "L_d", "L_m", "PP", "SP", "TP", "b", "e_E", "e_H", "s")
+
+
+def rows_of(family, exprs) -> Tuple[str, ...]:
+    """:data:`ROWS` and, in the family's order, those of its own composition counts (``Family.counts``) that the
+    expressions ``exprs`` read: a structure without DSA's indexer keeps the rows (and kernels) it had."""
+    free = {x.name for e in exprs for x in e.free_symbols}
+    return ROWS + tuple(sym for sym, _, _ in family.counts if sym in free)
 
 
 def split(expr, rows: Sequence[sp.Symbol]) -> Dict[sp.Expr, sp.Expr]:
@@ -83,15 +91,15 @@ def module_body(groups: Mapping[str, Mapping[str, sp.Expr]], rows: Sequence[sp.S
     order), ``ROWS`` (the row arguments' names) and each group's two functions.  Structures whose
     bodies are equal share one module (derivations/generate.py: search_kernels)."""
     names = tuple(r.name for r in rows)
-    if names != ROWS:
-        raise ValueError(f"search kernel: rows {names} are not {ROWS}")
+    if names[:len(ROWS)] != ROWS:
+        raise ValueError(f"search kernel: rows {names} do not start with {ROWS}")
     for tid, e in groups.get("states", {}).items():  # the search evaluates them once per layout
         if {x.name for x in e.free_symbols} & {"b", "s"}:
             raise ValueError(f"search kernel: the model states' {tid} depends on b or s")
     lines = ["from fractions import Fraction as _Q  # noqa: F401 (used when a coefficient is a fraction)",
              "from math import floor as _floor  # noqa: F401 (used when a coefficient has a floor)", "",
              f"TERMS = {{{', '.join(f'{g!r}: {tuple(ts)!r}' for g, ts in groups.items())}}}",
-             f"ROWS = {ROWS!r}", "", ""]
+             f"ROWS = {names!r}", "", ""]
     for g, terms in groups.items():
         lines += group_source(g, list(terms.values()), rows) + ["", ""]
     while lines and lines[-1] == "":

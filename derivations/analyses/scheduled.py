@@ -2,8 +2,8 @@
 
 Under a schedule (derivations/assembly/schedules.py) device i of a pipeline holds the parameters of
 its held stages (two under DualPipe) and n_fl micro-batches of each chunk it runs.  Every
-per-device term is linear and homogeneous in the stage composition (L_d, L_m, e_E, e_H; the
-tests check it), so a device is two compositions: the sum of its held stages' for the model
+per-device term is linear and homogeneous in the stage composition (L_d, L_m, e_E, e_H and the family's
+counts; the tests check it), so a device is two compositions: the sum of its held stages' for the model
 states, and the in-flight-weighted sum sum_c n_fl_c x composition_c for the activations (a
 chunk may hold only a stage's layers or only its head: ``schedules.Chunk.composition``):
 one vectorised evaluation covers every device, the same numbers as ``device.estimate``
@@ -27,8 +27,6 @@ from derivations.assembly import schedules
 
 #: Configurations per evaluation block (each is up to PP device slots).
 BLOCK = 4096
-#: The stage composition's symbols, by name.
-COMP = ("L_d", "L_m", "e_E", "e_H")
 #: The layout's symbols, by name, and the columns holding them.
 FLAT = {"DP": "dp", "TP": "tp", "PP": "pp", "EP": "ep", "ETP": "etp", "CP": "cp", "SP": "sp", "b": "mbs", "s": "seq"}
 
@@ -38,14 +36,15 @@ def slots(model: cfg.ModelSpec, pp: int, schedule: str, m: Optional[int], vpp: O
     """(state compositions, activation compositions, stage index) of the PP devices, as tuples:
     the held stages' summed composition, the in-flight-weighted one."""
     stages = cfg.stages(model, cfg.Layout(pp=pp))
-    vec = lambda st: (st.dense, st.moe, int(st.embedding), int(st.head))
+    names = cfg.composition_names(model.family)  # L_d, L_m, e_E, e_H and the family's counts (DeepSeek's L_I)
+    vec = lambda st: st.vector(names)
     state, act = [], []
     for i in range(pp):
         held = schedules.held_stages(schedule, pp, i)
-        state.append(tuple(sum(vec(stages[j])[k] for j in held) for k in range(4)))
+        state.append(tuple(sum(vec(stages[j])[k] for j in held) for k in range(len(names))))
         chunks = schedules.chunks(schedule, pp, i, m, vpp)
         act.append(tuple(sum((c.inflight * vec(c.composition(stages[c.stage]))[k] for c in chunks), Fraction(0))
-                         for k in range(4)))
+                         for k in range(len(names))))
     return tuple(state), tuple(act), tuple(range(pp))
 
 
@@ -69,19 +68,20 @@ def _compile(model, training, exprs: Mapping[str, object], keys):
 
     from symbolic.numeric import compile as compile_fn
     from derivations import notation as nt
+    comp = cfg.composition_names(model.family)
     fixed = {k: v for k, v in cfg.substitution(model, None, training).items() if k.name not in FLAT and
-             k.name not in COMP}
+             k.name not in comp}
     tup = sp.Tuple(*[nt.expand_derived(sp.sympify(getattr(exprs[k], "expr", exprs[k]))).xreplace(fixed) for k in keys])
     args = sorted(tup.free_symbols, key=lambda x: x.name)
     return compile_fn(tup, args), tuple(a.name for a in args)
 
 
-def _rows(cols, comp):
+def _rows(model, cols, comp):
     """{row symbol name: float64 array}: the layout, b and s per configuration (n, 1), the compositions (n, K)."""
     # lazy: numpy (only this path needs it)
     import numpy as np
     out = {name: cols[col].astype(np.float64)[:, None] for name, col in FLAT.items()}
-    out.update({name: comp[:, :, i] for i, name in enumerate(COMP)})
+    out.update({name: comp[:, :, i] for i, name in enumerate(cfg.composition_names(model.family))})
     return out
 
 
@@ -91,7 +91,7 @@ def _values(model, training, compiled, cols, comp):
     # lazy: numpy (only this path needs it)
     import numpy as np
     keys, fn = compiled
-    rows = _rows(cols, comp)
+    rows = _rows(model, cols, comp)
     if fn is None:
         got = kernels.values(model, training, kernels.group_of(model, keys), rows)
         out = [got[k] for k in keys]
@@ -114,8 +114,9 @@ def evaluate_block(model, training, choices, compiled, cols, m, progress=None):
     n = len(cols["dp"])
     pps = cols["pp"]
     K = int(pps.max()) if n else 1
-    state = np.zeros((n, K, 4))
-    act = np.zeros((n, K, 4))
+    names = cfg.composition_names(model.family)
+    state = np.zeros((n, K, len(names)))
+    act = np.zeros((n, K, len(names)))
     valid = np.zeros((n, K), dtype=bool)
     for key in set(zip(pps.tolist(), m.tolist())):
         pp, mm = key
@@ -132,13 +133,12 @@ def evaluate_block(model, training, choices, compiled, cols, m, progress=None):
         held = len(schedules.held_stages(training.schedule, 1, 0))
         x = {}
         for h in range(held):
-            comp = np.zeros((n, K, 4))
+            comp = np.zeros((n, K, len(names)))
             for pp in set(pps.tolist()):
                 sel = np.flatnonzero(pps == pp)
                 every = cfg.stages(model, cfg.Layout(pp=pp))
                 on = [every[schedules.held_stages(training.schedule, pp, i)[h]] for i in range(pp)]
-                comp[sel, :pp] = np.array([(s.dense, s.moe, int(s.embedding), int(s.head)) for s in on],
-                                          dtype=np.float64)
+                comp[sel, :pp] = np.array([s.vector(names) for s in on], dtype=np.float64)
             moments = dict(zip(steps[0], _values(model, training, steps, cols, comp)))
             for act, got in kernels.step_excess(step, moments, comp[:, :, 0], comp[:, :, 1]).items():
                 x[act] = got if act not in x else np.maximum(x[act], got)

@@ -78,6 +78,7 @@ def megatron_params(reg, shared_tp: bool = True) -> Term:
     norms = reg["params.norm"]
     latent_norms = sum((p.expr for p in norms.parts if p.key in ("q_norm", "kv_norm")), 0)
     A = reg["params.mla"].expr + latent_norms
+    I_A, L_A = _indexers(reg)
     F_d = 3 * h * h_F
     F_s = 3 * h * h_E * N_s
     F_r = 3 * h * h_E * N
@@ -88,8 +89,10 @@ def megatron_params(reg, shared_tp: bool = True) -> Term:
                    (F_s, L_m / PP + D), (), f"{MEG}; convention --shared-expert replicated", ("non_moe", "shared")))
     return Term(f"conv.megatron.params{sfx}", "parameters of Megatron's most-loaded shard"
                 + ("" if shared_tp else " with the shared experts replicated"), "params", MEG, (
-        Part("tp_split", "TP-split: ([(A + F_d) L_d + A L_m]/PP + A D + h v) / TP",
-             ((A + F_d) * L_d / PP + A * L_m / PP + A * D + h * v,), (TP,), MEG, ("non_moe",)),
+        Part("tp_split", "TP-split: ([(A + F_d) L_d + A L_m]/PP + A D + h v) / TP" + (
+             " with DSA's indexers in A: + (I L_I / PP + I D) / TP" if I_A != 0 else ""),
+             ((A + F_d) * L_d / PP + A * L_m / PP + A * D + h * v + I_A * L_A / PP + I_A * D,), (TP,), MEG,
+             ("non_moe",)),
         shared,
         Part("replicated", "replicated: (2h per layer + h N router per MoE layer + final norm h)/PP + MTP layers'",
              ((2 * h * (L_d + L_m) + h * N * L_m + h) / PP + (2 * h + h * N) * D,), (), MEG, ("non_moe",)),
@@ -115,6 +118,16 @@ def megatron_terms(reg, q_lora):
     yield from _states("conv.megatron", params, MEG)
 
 
+def _indexers(reg):
+    """(I, L_I): one DSA lightning indexer's parameters (``params.indexer``) and the layers holding one, or (0, 0)
+    without DSA.  Neither Megatron-LM's formula nor the ModelZoo script knows DSA; memsym counts the indexers with
+    the attention projections A (TP-split, as A is), so a DeepSeek-V3.2 or GLM-5 rank keeps every parameter."""
+    if "params.indexer" not in reg:
+        return 0, 0
+    from derivations.notation import SYMBOLS  # the family's count (derivations/families/deepseek FAMILY.counts)
+    return reg["params.indexer"].expr, SYMBOLS["L_I"]
+
+
 # ----------------------------------------------------------------------------- NVIDIA ModelZoo
 MZ_SCRIPT = "NVIDIA Megatron-MoE-ModelZoo DeepSeek memory estimator, calc()"
 
@@ -127,13 +140,17 @@ def modelzoo_params(reg):
     experts split by TP, and the N routed experts over EP, split by ETP; no embedding, head,
     norms or router.  Here layers_per_pp is the stage's L_d + L_m."""
     A = sum((p.expr for p in reg["params.mla"].parts), 0)
+    I_A, L_A = _indexers(reg)
     F_E = 3 * h * h_E
     n_layers = L_d + L_m
+    attn = (Part("attn", "attention projections per layer / TP (moe_layer_dense_params)", (n_layers, A), (TP,),
+                 MZ_SCRIPT),)
+    if I_A != 0:
+        attn += (Part("indexer", "DSA lightning indexers / TP, counted with the attention projections (L_I)",
+                      (L_A, I_A), (TP,), "memsym: DSA (the script has none)"),)
     non_moe = Term("conv.modelzoo.params.non_moe", "non-MoE parameters of the ModelZoo script's rank: attention "
                    "projections and shared experts of every layer of the stage, split by TP", "params", MZ_SCRIPT,
-                   (Part("attn", "attention projections per layer / TP (moe_layer_dense_params)", (n_layers, A), (TP,),
-                         MZ_SCRIPT),
-                    Part("shared", "shared experts per layer / TP", (n_layers, N_s, F_E), (TP,), MZ_SCRIPT)))
+                   attn + (Part("shared", "shared experts per layer / TP", (n_layers, N_s, F_E), (TP,), MZ_SCRIPT),))
     moe = Term("conv.modelzoo.params.moe", "MoE parameters of the ModelZoo script's rank: the routed experts of every "
                "layer of the stage over EP, split by ETP", "params", MZ_SCRIPT,
                (Part("experts", "routed experts per layer / (EP ETP) (moe_layer_moe_params / etp)", (n_layers, N, F_E),

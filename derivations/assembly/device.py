@@ -190,10 +190,10 @@ def _model_states(model, layout, training, comp, held) -> Tuple[Dict, Dict, Tupl
     if side.rank == "megatron":
         dev = ev.derived(megatron_values(model, layout, training), model.family)
     else:
-        held_comp = {"L_d": sum(c.dense for c in held), "L_m": sum(c.moe for c in held),
-                     "e_E": sum(int(c.embedding) for c in held), "e_H": sum(int(c.head) for c in held)}
+        names = cfg.composition_names(model.family)
+        held_comp = {k: sum(c.named()[k] for c in held) for k in names}
         if training.conventions.mtp:  # the MTP modules' parameters on the last stage
-            held_comp = dict(zip(("L_d", "L_m", "e_E", "e_H"), mtp_stage_shift(model, layout.pp, *held_comp.values())))
+            held_comp = mtp_stage_shift(model, layout.pp, held_comp)
         dev = ev.derived({**named(model, layout, training, comp), **held_comp}, model.family)
     terms = ev.Terms(model.structure, dev, model.family)
     if side.rank == "megatron":

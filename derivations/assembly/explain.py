@@ -90,7 +90,9 @@ def explain_params(est) -> list:
     shared_tp = est.training.conventions.shared_expert == "tp"
     if len(est.held) > 1:  # DualPipe: the device holds two stages' parameters
         st = SimpleNamespace(dense=sum(c.dense for c in est.held), moe=sum(c.moe for c in est.held),
-                             embedding=any(c.embedding for c in est.held), head=any(c.head for c in est.held))
+                             embedding=any(c.embedding for c in est.held), head=any(c.head for c in est.held),
+                             named=lambda: {k: sum(c.named()[k] for c in est.held)
+                                            for k in cfg.composition_names(m.family)})
     t = _terms(est)
     val = lambda tid: fmt_int(t.term(tid))
     n = st.dense + st.moe
@@ -99,6 +101,10 @@ def explain_params(est) -> list:
     pn = [f"{n} layer{'s' * (n != 1)} x ({att} {val('static.layer.' + kind)} + LN {val('static.layer.norm')})"]
     if st.dense:
         pn.append(f"{st.dense} dense FFN x {val('static.layer.dense_ffn')} (split by TP={lay.tp})")
+    for _, label, count, tid, at in fam.additions:  # the family's per-stage terms (DeepSeek's L_I indexers)
+        n_add = st.named()[count]
+        if at == "stage" and "static." + tid[len("params."):] in t and n_add:
+            pn.append(f"{label}: {n_add} x {val('static.' + tid[len('params.'):])} (replicated)")
     if st.embedding:
         pn.append(f"embedding {val('static.embedding')} (v h / TP)")
     if st.head:
@@ -106,9 +112,10 @@ def explain_params(est) -> list:
     mats = lambda tag: ", ".join(key.replace("_", "^", 1) for key, tags, _ in t.parts("params." + kind) if tag in tags)
     mtp_note = []
     if est.training.conventions.mtp and st.head and m.mtp_layers:  # conventions.mtp_stage_shift
-        _, moe2, emb2, _ = mtp_stage_shift(m, lay.pp, st.dense, st.moe, int(st.embedding), 1)
+        emb2 = mtp_stage_shift(m, lay.pp, {**st.named(), "e_H": 1})["e_E"]
         mtp_note = [f"  --mtp: + {m.mtp_layers} MTP module{'s' * (m.mtp_layers != 1)} on this last stage, each counted "
-                    f"as one more MoE layer (MLA + LN in P_n, experts in P_m)"
+                    f"as one more MoE layer ({att} + LN" + (" + its DSA indexer" if m.mtp_layer_features() else "")
+                    + " in P_n, experts in P_m)"
                     + (f", + the embedding copy {val('static.embedding')} (v h / TP) Megatron-Core keeps there"
                        if emb2 > int(st.embedding) else "")]
     lines = ["  P_n = " + " + ".join(pn),

@@ -79,8 +79,10 @@ def terms(reg, family, flags):
 
 def additions(reg, family, where):
     """The rows of the family's :attr:`~derivations.families.Family.additions` counted ``where`` ("stage" or
-    "checkpoint"): (key, label, its count symbol, its term)."""
-    return [(key, label, SYMBOLS[count], reg[tid]) for key, label, count, tid, at in family.additions if at == where]
+    "checkpoint"): (key, label, its count symbol, its term), for those whose term the structure has (DeepSeek's
+    ``params.indexer``: a structure with the ``indexer`` flag)."""
+    return [(key, label, SYMBOLS[count], reg[tid]) for key, label, count, tid, at in family.additions
+            if at == where and tid in reg]
 
 
 ACT = "digest sec. 12 (activated parameters; extension)"
@@ -123,9 +125,12 @@ def activated_terms(reg, family, dense, moe, final_norm, bias, tied):
                   "params", ACT, rows)
 
 
-def _mtp_module(term_id, meaning, block_id, block, bias):
+def _mtp_module(term_id, meaning, block_id, block, bias, indexer=None):
     parts = [Part("block", f"one MoE transformer block ({block_id})", (block.expr,), provenance=block.provenance,
                   tags=("ref:" + block_id,))]
+    if indexer is not None:  # DSA: the block's attention runs an indexer of its own (a layer L_I counts)
+        parts.append(Part("indexer", "the block's DSA lightning indexer (params.indexer)", (indexer.expr,),
+                          provenance=indexer.provenance, tags=("ref:params.indexer",)))
     if bias is not None:
         parts.append(Part("router_bias", "routing bias of the block (noaux_tc)", (N,), provenance=MTP))
     parts += [
@@ -138,17 +143,19 @@ def _mtp_module(term_id, meaning, block_id, block, bias):
 
 
 def mtp_terms(reg, bias):
-    """D MTP modules; embedding and output head shared with the main model (not counted again)."""
+    """D MTP modules; embedding and output head shared with the main model (not counted again).  With DSA each
+    module's block holds a lightning indexer (``params.indexer``), as every layer of DeepSeek-V3.2 does."""
+    indexer = reg["params.indexer"] if "params.indexer" in reg else None
     module = _mtp_module("params.mtp.module", "parameters of one multi-token-prediction module: one MoE block, "
                                               "eh_proj (h x 2h), enorm, hnorm and shared_head.norm (embedding and "
                                               "head shared, not counted)", "params.layer.moe", reg["params.layer.moe"],
-                         bias)
+                         bias, indexer)
     yield module
     yield combine("params.mtp", "parameters of the D MTP modules (embedding and head shared, not counted again)",
                   "params", MTP, [("modules", "MTP modules", D, module)])
     active = _mtp_module("params.mtp.module.activated", "parameters of one MTP module one token passes through "
                                                         "(activated MoE block; shared embedding and head not counted)",
-                         "params.activated.layer.moe", reg["params.activated.layer.moe"], bias)
+                         "params.activated.layer.moe", reg["params.activated.layer.moe"], bias, indexer)
     yield active
     yield combine("params.mtp.activated", "parameters of the D MTP modules one token passes through (shared "
                                           "embedding and head not counted)", "params", MTP,

@@ -88,8 +88,8 @@ def part_composition(comp, part: str):
     """``comp`` (a StageComposition) reduced to ``part`` (:data:`PARTS`)."""
     if part == "layers":
         return replace(comp, head=False)
-    if part == "head":
-        return replace(comp, dense=0, moe=0, embedding=False)
+    if part == "head":  # no layer: none of the family's layer counts either
+        return replace(comp, dense=0, moe=0, embedding=False, extra=tuple((k, 0) for k, _ in comp.extra))
     return comp
 
 

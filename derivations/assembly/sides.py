@@ -95,20 +95,27 @@ def megatron_values(model, layout, training) -> Dict[str, object]:
     return out
 
 
-def mtp_stage_shift(model, pp: int, dense: int, moe: int, embedding: int, head: int):
-    """(L_d, L_m, e_E, e_H) of a device's held stages with ``--mtp`` under the stage rank: Megatron-Core
-    builds the D MTP modules on the last stage (models/gpt/gpt_model.py, ``mtp_process``), each one more
-    MoE transformer layer (its eh_proj and norms are not counted), and when PP > 1 that stage keeps its
-    own copy of the word embedding (``if self.pre_process or self.mtp_process: self.embedding = ...``),
-    a second v x h matrix unless the embeddings are tied (the output layer then uses that copy, which
-    memsym counts as the head) or the device already holds the embedding (DualPipe's rank 0).  Every
-    weight term is linear in the composition, so the shift is exact."""
+def mtp_stage_shift(model, pp: int, comp: Dict[str, int]) -> Dict[str, int]:
+    """The composition ``comp`` ({L_d, L_m, e_E, e_H and the family's counts: value}) of a device's held stages
+    with ``--mtp`` under the stage rank: Megatron-Core builds the D MTP modules on the last stage
+    (models/gpt/gpt_model.py, ``mtp_process``), each one more MoE transformer layer (its eh_proj and norms are
+    not counted) with the layer features an MTP block holds (``ModelSpec.mtp_layer_features``: DSA's indexer,
+    L_I), and when PP > 1 that stage keeps its own copy of the word embedding (``if self.pre_process or
+    self.mtp_process: self.embedding = ...``), a second v x h matrix unless the embeddings are tied (the output
+    layer then uses that copy, which memsym counts as the head) or the device already holds the embedding
+    (DualPipe's rank 0).  Every weight term is linear in the composition, so the shift is exact."""
+    head, embedding = comp["e_H"], comp["e_E"]
     if not head:
-        return dense, moe, embedding, head
+        return dict(comp)
     # no copy when the device already holds the embedding (PP = 1, or DualPipe's rank 0 holding stages 0 and
     # PP - 1: the embedding and head are shared there, DeepSeek-V3 report Sec. 3.2.1)
     copy = 0 if model.tie_word_embeddings or pp == 1 or embedding or not model.mtp_layers else head
-    return dense, moe + model.mtp_layers * head, embedding + copy, head
+    out = {**comp, "L_m": comp["L_m"] + model.mtp_layers * head, "e_E": embedding + copy}
+    features = model.mtp_layer_features()
+    for sym, feature, _ in families.get(model.family).counts:
+        if feature in features:
+            out[sym] = comp[sym] + model.mtp_layers * head
+    return out
 
 
 def device_component_ids(model, training, schedule_ok: bool = False) -> Dict[str, str]:

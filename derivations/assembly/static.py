@@ -66,7 +66,8 @@ def terms(reg, family, flags):
                   [(kind, f"{att} per layer", layers, attn)])
     own = []  # the family's terms beside the paper's: every layer's (layer_extra), the stage's (additions)
     for key, label, count, tid in ([(k, lab, layers, t) for k, lab, t in family.layer_extra]
-                                   + [(k, lab, SYMBOLS[c], t) for k, lab, c, t, at in family.additions if at == "stage"]):
+                                   + [(k, lab, SYMBOLS[c], t) for k, lab, c, t, at in family.additions
+                                      if at == "stage" and t in reg]):
         term = _per_device(reg[tid], "static." + tid[len("params."):], reg[tid].meaning + ", on one device",
                            "extension of Sec. 3")
         yield term

@@ -67,7 +67,6 @@ def device_components(model, layout, training: Training, index: int) -> Dict[str
     assembles them (every term is linear in the stage composition L_d, L_m, e_E, e_H)."""
 
     # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations import notation as nt
     from derivations.assembly import schedules
     if training.virtual_layers is not None:  # the closed forms count each rank's layers in V equal chunks
         raise ConfigError("virtual-layers", "--virtual-layers (a simulated interleaved order) has no closed form "
@@ -76,8 +75,7 @@ def device_components(model, layout, training: Training, index: int) -> Dict[str
     if not training.schedule:
         return dict(comps)
     every = cfg.stages(model, layout)
-    at = lambda e, j: e.xreplace({nt.L_d: every[j].dense, nt.L_m: every[j].moe, nt.e_E: int(every[j].embedding),
-                                  nt.e_H: int(every[j].head)})
+    at = lambda e, j: e.xreplace(every[j].values())  # L_d, L_m, e_E, e_H and the family's counts (DeepSeek's L_I)
     held = schedules.held_stages(training.schedule, layout.pp, index)
     chunks = schedules.chunks(training.schedule, layout.pp, index, training.microbatches, training.vpp)
     out = {k: sum(at(comps[k].expr, j) for j in held) for k in ("weights", "gradients", "optimizer")}

@@ -142,9 +142,20 @@ def stage_layers(model: ModelSpec, layout: Layout) -> List[range]:
     return out
 
 
+#: The composition symbols every family's stage has (Table 4), in order; a family's own counts follow them
+#: (:func:`composition_names`).
+COMPOSITION = ("L_d", "L_m", "e_E", "e_H")
+
+
+def composition_names(family: str) -> Tuple[str, ...]:
+    """The symbols of a stage's composition in ``family``: L_d, L_m, e_E, e_H and the family's own counts
+    (derivations/families Family.counts: DeepSeek's L_I), in the order :meth:`StageComposition.vector` gives them."""
+    return COMPOSITION + tuple(sym for sym, _, _ in families.get(family).counts)
+
+
 @dataclass(frozen=True)
 class StageComposition:
-    """What one pipeline stage holds: the values of L_d, L_m, e_E, e_H."""
+    """What one pipeline stage holds: the values of L_d, L_m, e_E, e_H (and its family's own counts)."""
 
     index: int
     layers: range
@@ -162,6 +173,11 @@ class StageComposition:
 
     def values(self) -> Dict:
         return symbol_keyed(self.named())
+
+    def vector(self, names: Tuple[str, ...]) -> Tuple[int, ...]:
+        """The values of the composition symbols ``names`` (:func:`composition_names`), in order."""
+        named = self.named()
+        return tuple(named[n] for n in names)
 
     @property
     def label(self) -> str:

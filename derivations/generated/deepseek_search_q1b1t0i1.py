@@ -6,11 +6,11 @@ from fractions import Fraction as _Q  # noqa: F401 (used when a coefficient is a
 from math import floor as _floor  # noqa: F401 (used when a coefficient has a floor)
 
 TERMS = {'states': ('zero.gradients.replicated', 'zero.gradients.sharded', 'zero.optimizer.replicated', 'zero.optimizer.sharded', 'zero.weights.replicated', 'zero.weights.sharded'), 'activations': ('act.stage', 'act.stage.full', 'act.stage.selective'), 'step': ('step.paper.dense_layer.full', 'step.paper.dense_layer.selective', 'step.paper.moe_layer.full', 'step.paper.moe_layer.selective')}
-ROWS = ('CP', 'DP', 'EP', 'ETP', 'L_d', 'L_m', 'PP', 'SP', 'TP', 'b', 'e_E', 'e_H', 's')
+ROWS = ('CP', 'DP', 'EP', 'ETP', 'L_d', 'L_m', 'PP', 'SP', 'TP', 'b', 'e_E', 'e_H', 's', 'L_I')
 
 
 def states_coefficients(v):
-    """The 24 coefficients of ``states`` at the substitution ``v`` (exact)."""
+    """The 27 coefficients of ``states`` at the substitution ``v`` (exact)."""
     _B_1 = v["B_1"]
     _B_2 = v["B_2"]
     _B_g = v["B_g"]
@@ -31,24 +31,27 @@ def states_coefficients(v):
     _n_h = v["n_h"]
     _v = v["v"]
     return (
-        (_B_g*_d_I*_d_cq*_n_I + _B_g*_d_I*_h + 2*_B_g*_d_I + _B_g*_d_c*_h + _B_g*_d_c + _B_g*_d_cq*_d_hr*_n_h + _B_g*_d_cq*_h + _B_g*_d_cq + _B_g*_d_hr*_h + _B_g*_h*_n_I + 2*_B_g*_h),
-        (_B_g*_N*_h + 3*_B_g*_N_s*_h*_h_E + _B_g*_d_I*_d_cq*_n_I + _B_g*_d_I*_h + 2*_B_g*_d_I + _B_g*_d_c*_h + _B_g*_d_c + _B_g*_d_cq*_d_hr*_n_h + _B_g*_d_cq*_h + _B_g*_d_cq + _B_g*_d_hr*_h + _B_g*_h*_n_I + 2*_B_g*_h),
+        (_B_g*_d_c*_h + _B_g*_d_c + _B_g*_d_cq*_d_hr*_n_h + _B_g*_d_cq*_h + _B_g*_d_cq + _B_g*_d_hr*_h + 2*_B_g*_h),
+        (_B_g*_N*_h + 3*_B_g*_N_s*_h*_h_E + _B_g*_d_c*_h + _B_g*_d_c + _B_g*_d_cq*_d_hr*_n_h + _B_g*_d_cq*_h + _B_g*_d_cq + _B_g*_d_hr*_h + 2*_B_g*_h),
+        (_B_g*_d_I*_d_cq*_n_I + _B_g*_d_I*_h + 2*_B_g*_d_I + _B_g*_h*_n_I),
         (_B_g*_h*_v),
         (_B_g*_d_c*_d_h*_n_h + _B_g*_d_c*_d_v*_n_h + _B_g*_d_cq*_d_h*_n_h + _B_g*_d_v*_h*_n_h + 3*_B_g*_h*_h_F),
         (_B_g*_d_c*_d_h*_n_h + _B_g*_d_c*_d_v*_n_h + _B_g*_d_cq*_d_h*_n_h + _B_g*_d_v*_h*_n_h),
         (3*_B_g*_N*_h*_h_E),
         (3*_B_g*_N*_h*_h_E + _B_g*_d_c*_d_h*_n_h + _B_g*_d_c*_d_v*_n_h + _B_g*_d_cq*_d_h*_n_h + _B_g*_d_v*_h*_n_h),
         (_B_g*_N*_h + 3*_B_g*_N_s*_h*_h_E),
-        (_B_1*_d_I*_d_cq*_n_I + _B_1*_d_I*_h + 2*_B_1*_d_I + _B_1*_d_c*_h + _B_1*_d_c + _B_1*_d_cq*_d_hr*_n_h + _B_1*_d_cq*_h + _B_1*_d_cq + _B_1*_d_hr*_h + _B_1*_h*_n_I + 2*_B_1*_h + _B_2*_d_I*_d_cq*_n_I + _B_2*_d_I*_h + 2*_B_2*_d_I + _B_2*_d_c*_h + _B_2*_d_c + _B_2*_d_cq*_d_hr*_n_h + _B_2*_d_cq*_h + _B_2*_d_cq + _B_2*_d_hr*_h + _B_2*_h*_n_I + 2*_B_2*_h + _B_m*_d_I*_d_cq*_n_I + _B_m*_d_I*_h + 2*_B_m*_d_I + _B_m*_d_c*_h + _B_m*_d_c + _B_m*_d_cq*_d_hr*_n_h + _B_m*_d_cq*_h + _B_m*_d_cq + _B_m*_d_hr*_h + _B_m*_h*_n_I + 2*_B_m*_h),
-        (_B_1*_N*_h + 3*_B_1*_N_s*_h*_h_E + _B_1*_d_I*_d_cq*_n_I + _B_1*_d_I*_h + 2*_B_1*_d_I + _B_1*_d_c*_h + _B_1*_d_c + _B_1*_d_cq*_d_hr*_n_h + _B_1*_d_cq*_h + _B_1*_d_cq + _B_1*_d_hr*_h + _B_1*_h*_n_I + 2*_B_1*_h + _B_2*_N*_h + 3*_B_2*_N_s*_h*_h_E + _B_2*_d_I*_d_cq*_n_I + _B_2*_d_I*_h + 2*_B_2*_d_I + _B_2*_d_c*_h + _B_2*_d_c + _B_2*_d_cq*_d_hr*_n_h + _B_2*_d_cq*_h + _B_2*_d_cq + _B_2*_d_hr*_h + _B_2*_h*_n_I + 2*_B_2*_h + _B_m*_N*_h + 3*_B_m*_N_s*_h*_h_E + _B_m*_d_I*_d_cq*_n_I + _B_m*_d_I*_h + 2*_B_m*_d_I + _B_m*_d_c*_h + _B_m*_d_c + _B_m*_d_cq*_d_hr*_n_h + _B_m*_d_cq*_h + _B_m*_d_cq + _B_m*_d_hr*_h + _B_m*_h*_n_I + 2*_B_m*_h),
+        (_B_1*_d_c*_h + _B_1*_d_c + _B_1*_d_cq*_d_hr*_n_h + _B_1*_d_cq*_h + _B_1*_d_cq + _B_1*_d_hr*_h + 2*_B_1*_h + _B_2*_d_c*_h + _B_2*_d_c + _B_2*_d_cq*_d_hr*_n_h + _B_2*_d_cq*_h + _B_2*_d_cq + _B_2*_d_hr*_h + 2*_B_2*_h + _B_m*_d_c*_h + _B_m*_d_c + _B_m*_d_cq*_d_hr*_n_h + _B_m*_d_cq*_h + _B_m*_d_cq + _B_m*_d_hr*_h + 2*_B_m*_h),
+        (_B_1*_N*_h + 3*_B_1*_N_s*_h*_h_E + _B_1*_d_c*_h + _B_1*_d_c + _B_1*_d_cq*_d_hr*_n_h + _B_1*_d_cq*_h + _B_1*_d_cq + _B_1*_d_hr*_h + 2*_B_1*_h + _B_2*_N*_h + 3*_B_2*_N_s*_h*_h_E + _B_2*_d_c*_h + _B_2*_d_c + _B_2*_d_cq*_d_hr*_n_h + _B_2*_d_cq*_h + _B_2*_d_cq + _B_2*_d_hr*_h + 2*_B_2*_h + _B_m*_N*_h + 3*_B_m*_N_s*_h*_h_E + _B_m*_d_c*_h + _B_m*_d_c + _B_m*_d_cq*_d_hr*_n_h + _B_m*_d_cq*_h + _B_m*_d_cq + _B_m*_d_hr*_h + 2*_B_m*_h),
+        (_B_1*_d_I*_d_cq*_n_I + _B_1*_d_I*_h + 2*_B_1*_d_I + _B_1*_h*_n_I + _B_2*_d_I*_d_cq*_n_I + _B_2*_d_I*_h + 2*_B_2*_d_I + _B_2*_h*_n_I + _B_m*_d_I*_d_cq*_n_I + _B_m*_d_I*_h + 2*_B_m*_d_I + _B_m*_h*_n_I),
         (_B_1*_h*_v + _B_2*_h*_v + _B_m*_h*_v),
         (_B_1*_d_c*_d_h*_n_h + _B_1*_d_c*_d_v*_n_h + _B_1*_d_cq*_d_h*_n_h + _B_1*_d_v*_h*_n_h + 3*_B_1*_h*_h_F + _B_2*_d_c*_d_h*_n_h + _B_2*_d_c*_d_v*_n_h + _B_2*_d_cq*_d_h*_n_h + _B_2*_d_v*_h*_n_h + 3*_B_2*_h*_h_F + _B_m*_d_c*_d_h*_n_h + _B_m*_d_c*_d_v*_n_h + _B_m*_d_cq*_d_h*_n_h + _B_m*_d_v*_h*_n_h + 3*_B_m*_h*_h_F),
         (_B_1*_d_c*_d_h*_n_h + _B_1*_d_c*_d_v*_n_h + _B_1*_d_cq*_d_h*_n_h + _B_1*_d_v*_h*_n_h + _B_2*_d_c*_d_h*_n_h + _B_2*_d_c*_d_v*_n_h + _B_2*_d_cq*_d_h*_n_h + _B_2*_d_v*_h*_n_h + _B_m*_d_c*_d_h*_n_h + _B_m*_d_c*_d_v*_n_h + _B_m*_d_cq*_d_h*_n_h + _B_m*_d_v*_h*_n_h),
         (3*_B_1*_N*_h*_h_E + 3*_B_2*_N*_h*_h_E + 3*_B_m*_N*_h*_h_E),
         (3*_B_1*_N*_h*_h_E + _B_1*_d_c*_d_h*_n_h + _B_1*_d_c*_d_v*_n_h + _B_1*_d_cq*_d_h*_n_h + _B_1*_d_v*_h*_n_h + 3*_B_2*_N*_h*_h_E + _B_2*_d_c*_d_h*_n_h + _B_2*_d_c*_d_v*_n_h + _B_2*_d_cq*_d_h*_n_h + _B_2*_d_v*_h*_n_h + 3*_B_m*_N*_h*_h_E + _B_m*_d_c*_d_h*_n_h + _B_m*_d_c*_d_v*_n_h + _B_m*_d_cq*_d_h*_n_h + _B_m*_d_v*_h*_n_h),
         (_B_1*_N*_h + 3*_B_1*_N_s*_h*_h_E + _B_2*_N*_h + 3*_B_2*_N_s*_h*_h_E + _B_m*_N*_h + 3*_B_m*_N_s*_h*_h_E),
-        (_B_w*_d_I*_d_cq*_n_I + _B_w*_d_I*_h + 2*_B_w*_d_I + _B_w*_d_c*_h + _B_w*_d_c + _B_w*_d_cq*_d_hr*_n_h + _B_w*_d_cq*_h + _B_w*_d_cq + _B_w*_d_hr*_h + _B_w*_h*_n_I + 2*_B_w*_h),
-        (_B_w*_N*_h + 3*_B_w*_N_s*_h*_h_E + _B_w*_d_I*_d_cq*_n_I + _B_w*_d_I*_h + 2*_B_w*_d_I + _B_w*_d_c*_h + _B_w*_d_c + _B_w*_d_cq*_d_hr*_n_h + _B_w*_d_cq*_h + _B_w*_d_cq + _B_w*_d_hr*_h + _B_w*_h*_n_I + 2*_B_w*_h),
+        (_B_w*_d_c*_h + _B_w*_d_c + _B_w*_d_cq*_d_hr*_n_h + _B_w*_d_cq*_h + _B_w*_d_cq + _B_w*_d_hr*_h + 2*_B_w*_h),
+        (_B_w*_N*_h + 3*_B_w*_N_s*_h*_h_E + _B_w*_d_c*_h + _B_w*_d_c + _B_w*_d_cq*_d_hr*_n_h + _B_w*_d_cq*_h + _B_w*_d_cq + _B_w*_d_hr*_h + 2*_B_w*_h),
+        (_B_w*_d_I*_d_cq*_n_I + _B_w*_d_I*_h + 2*_B_w*_d_I + _B_w*_h*_n_I),
         (_B_w*_h*_v),
         (_B_w*_d_c*_d_h*_n_h + _B_w*_d_c*_d_v*_n_h + _B_w*_d_cq*_d_h*_n_h + _B_w*_d_v*_h*_n_h + 3*_B_w*_h*_h_F),
         (_B_w*_d_c*_d_h*_n_h + _B_w*_d_c*_d_v*_n_h + _B_w*_d_cq*_d_h*_n_h + _B_w*_d_v*_h*_n_h),
@@ -58,18 +61,21 @@ def states_coefficients(v):
     )
 
 
-def states(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, c20, c21, c22, c23, CP, DP, EP, ETP, L_d, L_m, PP, SP, TP, b, e_E, e_H, s):
+def states(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16, c17, c18, c19, c20, c21, c22, c23, c24, c25, c26, CP, DP, EP, ETP, L_d, L_m, PP, SP, TP, b, e_E, e_H, s, L_I):
     x0 = 1/TP
     x1 = e_E + e_H
-    x2 = L_d*c3 + c2*x1
-    x3 = 1/(EP*ETP)
-    x4 = 1/DP
-    x5 = 1/CP
-    x6 = L_d + L_m
-    x7 = EP*ETP
-    x8 = L_d*c11 + c10*x1
-    x9 = L_d*c19 + c18*x1
-    return (L_d*c0 + L_m*(c1 + c5*x3) + x0*(L_m*c4 + x2), x4*x5*(c0*x6 + x0*(L_m*(c6 + c7*x7) + x2)), L_d*c8 + L_m*(c13*x3 + c9) + x0*(L_m*c12 + x8), x4*x5*(c8*x6 + x0*(L_m*(c14 + c15*x7) + x8)), L_d*c16 + L_m*(c17 + c21*x3) + x0*(L_m*c20 + x9), x4*x5*(c16*x6 + x0*(L_m*(c22 + c23*x7) + x9)))
+    x2 = L_d*c4 + c3*x1
+    x3 = L_I*c2
+    x4 = 1/(EP*ETP)
+    x5 = 1/DP
+    x6 = 1/CP
+    x7 = L_d + L_m
+    x8 = EP*ETP
+    x9 = L_d*c13 + c12*x1
+    x10 = L_I*c11
+    x11 = L_d*c22 + c21*x1
+    x12 = L_I*c20
+    return (L_d*c0 + L_m*(c1 + c6*x4) + x0*(L_m*c5 + x2) + x3, x5*x6*(c0*x7 + x0*(L_m*(c7 + c8*x8) + x2) + x3), L_d*c9 + L_m*(c10 + c15*x4) + x0*(L_m*c14 + x9) + x10, x5*x6*(c9*x7 + x0*(L_m*(c16 + c17*x8) + x9) + x10), L_d*c18 + L_m*(c19 + c24*x4) + x0*(L_m*c23 + x11) + x12, x5*x6*(c18*x7 + x0*(L_m*(c25 + c26*x8) + x11) + x12))
 
 
 def activations_coefficients(v):
@@ -106,7 +112,7 @@ def activations_coefficients(v):
     )
 
 
-def activations(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, CP, DP, EP, ETP, L_d, L_m, PP, SP, TP, b, e_E, e_H, s):
+def activations(c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, CP, DP, EP, ETP, L_d, L_m, PP, SP, TP, b, e_E, e_H, s, L_I):
     x0 = 1/CP
     x1 = 1/SP
     x2 = 1/TP
@@ -147,7 +153,7 @@ def step_coefficients(v):
     )
 
 
-def step(c0, c1, c2, c3, c4, c5, c6, c7, c8, CP, DP, EP, ETP, L_d, L_m, PP, SP, TP, b, e_E, e_H, s):
+def step(c0, c1, c2, c3, c4, c5, c6, c7, c8, CP, DP, EP, ETP, L_d, L_m, PP, SP, TP, b, e_E, e_H, s, L_I):
     x0 = 1/CP
     x1 = 1/SP
     x2 = 1/TP

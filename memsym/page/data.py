@@ -301,6 +301,7 @@ def family_data(pool: Pool, fam, check: bool = True) -> Dict:
             check_activations(acts[fam.activation_key(flags)], shape, pool.exprs, n=60)
     return {"title": fam.title, "short": fam.short, "flags": list(fam.flags), "letters": fam.letters,
             "late_flags": list(fam.late_flags),
+            "counts": [[sym, feature] for sym, feature, _ in fam.counts],
             "activation_flags": list(fam.activation_flags),
             "states": model_states(pool, fam), "activations": acts, "device": device(pool, fam),
             "mtp": "mtp" in fam.kinds, "layout_defaults": fam.layout_defaults(),
@@ -446,9 +447,14 @@ def gpus() -> List[Dict]:
 
 def model_data(spec) -> Dict:
     """A model read by the command line's reader (``memsym page --model FILE``), as the page evaluates it: its
-    family, name, structure flags, layer kinds and symbols' values (ModelSpec.named(); decimal strings)."""
+    family, name, structure flags, layer kinds, the features of each layer and of an MTP module that its family
+    counts (ModelSpec.layer_features, mtp_layer_features: DeepSeek's DSA indexer) and its symbols' values
+    (ModelSpec.named(); decimal strings)."""
+    features = spec.layer_features() if hasattr(spec, "layer_features") else [()] * spec.l
+    mtp = spec.mtp_layer_features() if hasattr(spec, "mtp_layer_features") else ()
     return {"family": spec.family, "name": spec.name, "structure": [bool(x) for x in spec.structure],
-            "kinds": list(spec.layer_kinds()), "named": {k: str(v) for k, v in spec.named().items()},
+            "kinds": list(spec.layer_kinds()), "features": [sorted(f) for f in features],
+            "mtp_features": sorted(mtp), "named": {k: str(v) for k, v in spec.named().items()},
             "tie_word_embeddings": bool(getattr(spec, "tie_word_embeddings", False)),
             "mtp_layers": int(getattr(spec, "mtp_layers", 0))}
 

@@ -138,9 +138,11 @@ def _counter(counts, layer: int, n_experts: int):
 #: The modelling code transformers runs for a config's model_type (AutoModelForCausalLM's mapping,
 #: models/auto/modeling_auto.py): DeepSeek-V2's own classes for ``deepseek_v2``; DeepSeek-V3's for
 #: ``deepseek_v3`` and for ``kimi_k2`` (not in transformers' mapping: Kimi K2 publishes DeepSeek-V3's code);
-#: DeepSeek-V3.2's for ``deepseek_v32`` (models/deepseek_v32: V3 with the DSA lightning indexer).
+#: DeepSeek-V3.2's for ``deepseek_v32`` (models/deepseek_v32: V3 with the DSA lightning indexer); GLM-5's for
+#: ``glm_moe_dsa`` (models/glm_moe_dsa: V3.2 whose ``shared`` layers reuse the previous layer's top-k).
 MODEL_CLASSES = {"deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM"),
-                 "deepseek_v32": ("DeepseekV32Config", "DeepseekV32ForCausalLM")}
+                 "deepseek_v32": ("DeepseekV32Config", "DeepseekV32ForCausalLM"),
+                 "glm_moe_dsa": ("GlmMoeDsaConfig", "GlmMoeDsaForCausalLM")}
 DEFAULT_CLASSES = ("DeepseekV3Config", "DeepseekV3ForCausalLM")
 
 

@@ -38,6 +38,9 @@ const Q = {
   floor(a) { a = Q.of(a); const q = a.n / a.d; return Q.make(a.n < 0n && q * a.d !== a.n ? q - 1n : q, 1n); },
   // sympy Piecewise((v, Eq(x, y)), (w, True)) over rationals: which(cond, v, w)
   eq(a, b) { return Q.cmp(a, b) === 0; },
+  // and the orderings (DeepSeek-V4's HCA indicator: s >= m_H)
+  le(a, b) { return Q.cmp(a, b) <= 0; },
+  lt(a, b) { return Q.cmp(a, b) < 0; },
   str(a) { return a.d === 1n ? a.n.toString() : `${a.n}/${a.d}`; },
   float(a) { return Number(a.n) / Number(a.d); },
 };
@@ -110,7 +113,7 @@ function fromDict(data, path, name, fields, inner) {
   m.first_k_dense = int("first_k_dense_replace", "leading dense layers", 0);
   m.moe_layer_freq = int("moe_layer_freq", "MoE layer frequency", 1, 1n, false);
   m.mtp_layers = int("num_nextn_predict_layers", "MTP modules D", 0, 0n, false);
-  const defaultTopk = (mt === "deepseek_v3" || mt === "kimi_k2" || mt === "deepseek_v32") ? "noaux_tc" : "greedy";
+  const defaultTopk = ["deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa"].includes(mt) ? "noaux_tc" : "greedy";
   const topk = get("topk_method", defaultTopk);
   if (typeof topk !== "string" || !O.topk_methods.includes(topk))
     throw err(`field 'topk_method' must be one of ${O.topk_methods.join(", ")}, got ${typeName(topk)} ${shownValue(topk)}`);
@@ -132,22 +135,27 @@ function fromDict(data, path, name, fields, inner) {
     if (val !== false && val !== null)
       throw err(`field ${reprStr(flag)} = ${shownValue(val)}: projection biases are not covered (DeepSeek checkpoints have none)`);
   }
-  // config.py _indexer: DeepSeek Sparse Attention's lightning indexer (deepseek_v32 only; DeepseekV32Config's defaults)
-  const index = [["index_n_heads", "n_I", "indexer heads n_I", 64n], ["index_head_dim", "d_I", "indexer head dimension d_I", 128n],
-    ["index_topk", "k_I", "tokens each query attends to k_I", 2048n]];
+  // config.py _indexer: DeepSeek Sparse Attention's lightning indexer (deepseek_v32 and glm_moe_dsa only; their config
+  // classes' defaults, config.py DSA) and GLM-5's indexer_types (config.py _indexer_types)
+  const dsa = { deepseek_v32: [[64n, 128n, 2048n], "DeepseekV32Attention"], glm_moe_dsa: [[32n, 128n, 2048n], "GlmMoeDsaAttention"] };
+  const index = [["index_n_heads", "n_I", "indexer heads n_I"], ["index_head_dim", "d_I", "indexer head dimension d_I"],
+    ["index_topk", "k_I", "tokens each query attends to k_I"]];
+  const sharing = ["indexer_types", "index_topk_pattern", "index_topk_freq", "index_skip_topk_offset"];
   m.indexer = false;
-  if (mt !== "deepseek_v32") {
-    const given = index.find(([k]) => data.has(k));
+  m.indexer_types = [];
+  if (!Object.prototype.hasOwnProperty.call(dsa, mt)) {
+    const given = index.map(([k]) => k).concat(sharing).find((k) => data.has(k));
     if (given !== undefined)
-      throw err(`field ${reprStr(given[0])}: a DSA indexer is read for model_type deepseek_v32 only (this config's transformers code, ${mt}, builds none)`);
+      throw err(`field ${reprStr(given)}: a DSA indexer is read for model_type ${Object.keys(dsa).join(" or ")} only (this config's transformers code, ${mt}, builds none)`);
   } else {
+    const [defaults, attention] = dsa[mt];
     if (m.d_cq === null)
-      throw err("q_lora_rank must be set for deepseek_v32 (its indexer reads the compressed query; transformers' DeepseekV32Attention has no uncompressed form)");
-    for (const [field, attr, meaning, dflt] of index) m[attr] = int(field, meaning, 1, dflt, false);
+      throw err(`q_lora_rank must be set for ${mt} (its indexer reads the compressed query; transformers' ${attention} has no uncompressed form)`);
+    index.forEach(([field, attr, meaning], i) => { m[attr] = int(field, meaning, 1, defaults[i], false); });
     if (m.d_I < m.d_hr)
       throw err(`index_head_dim=${m.d_I} is below qk_rope_head_dim: the indexer rotates its first qk_rope_head_dim dimensions`);
     if (m.moe_layer_freq !== 1n)
-      throw err(`moe_layer_freq=${m.moe_layer_freq}: transformers' DeepSeek-V3.2 code makes every layer after first_k_dense_replace a MoE layer (write 1 or leave it out)`);
+      throw err(`moe_layer_freq=${m.moe_layer_freq}: transformers' ${mt} code makes every layer after first_k_dense_replace a MoE layer (write 1 or leave it out)`);
     const kinds = get("mlp_layer_types", null);
     const nd = m.first_k_dense < m.l ? m.first_k_dense : m.l;
     if (kinds !== null && !(Array.isArray(kinds) && BigInt(kinds.length) === m.l
@@ -156,6 +164,39 @@ function fromDict(data, path, name, fields, inner) {
     const types = get("layer_types", null);
     if (types !== null && !(Array.isArray(types) && BigInt(types.length) === m.l && types.every((x) => x === "indexed_attention")))
       throw err("field 'layer_types' must list 'indexed_attention' once per layer (other attention types are not covered)");
+    if (mt === "deepseek_v32") {
+      const given = sharing.find((k) => data.has(k));
+      if (given !== undefined)
+        throw err(`field ${reprStr(given)}: shared indexer layers are read for model_type glm_moe_dsa only (transformers' deepseek_v32 code runs an indexer in every layer)`);
+    } else {
+      // GlmMoeDsaConfig.__post_init__: indexer_types, else index_topk_pattern, else index_topk_freq / index_skip_topk_offset
+      let field, layerTypes;
+      if (get("indexer_types", null) !== null) {
+        field = "indexer_types"; layerTypes = data.get(field);
+      } else if (get("index_topk_pattern", null) !== null) {
+        field = "index_topk_pattern";
+        const pattern = data.get(field);
+        if (typeof pattern === "string") {
+          if ([...pattern].some((c) => c !== "F" && c !== "S"))
+            throw err(`field 'index_topk_pattern' must be a string of F (full) and S (shared), got ${shownValue(pattern)}`);
+          layerTypes = [...pattern].map((c) => (c === "F" ? "full" : "shared"));
+        } else layerTypes = pattern;
+      } else {
+        field = "index_skip_topk_offset";
+        const freq = int("index_topk_freq", "layers per full indexer layer", 1, 1n, false);
+        const offset = int("index_skip_topk_offset", "leading full indexer layers", 0, 2n, false);
+        layerTypes = [];
+        for (let i = 0n; i < m.l; i++) {
+          const j = i - offset + 1n;
+          layerTypes.push((j > 0n ? j : 0n) % freq === 0n ? "full" : "shared");
+        }
+      }
+      if (!(Array.isArray(layerTypes) && BigInt(layerTypes.length) === m.l && layerTypes.every((x) => x === "full" || x === "shared")))
+        throw err(`field ${reprStr(field)} must give 'full' or 'shared' once per layer (${m.l}), got ${typeName(layerTypes)} ${shownValue(layerTypes)}`);
+      if (layerTypes[0] !== "full")
+        throw err(`field ${reprStr(field)}: layer 0 must be 'full' (a 'shared' layer reuses the top-k of the full layer before it)`);
+      m.indexer_types = layerTypes;
+    }
     m.indexer = true;
   }
   if (m.N_r > m.N) throw err(`num_experts_per_tok=${m.N_r} exceeds n_routed_experts=${m.N}`);
@@ -170,10 +211,13 @@ function fromDict(data, path, name, fields, inner) {
   m.q_lora = m.d_cq !== null; m.routing_bias = topk === "noaux_tc";
   m.kinds = [];
   for (let i = 0; i < m.l; i++) m.kinds.push(i >= m.first_k_dense && i % m.moe_layer_freq === 0 ? "moe" : "dense");
+  // ModelSpec.layer_features and mtp_layer_features: the layers (and MTP modules) holding a DSA indexer of their own
+  m.features = m.kinds.map((_, i) => (m.indexer && (m.indexer_types.length === 0 || m.indexer_types[i] === "full") ? ["indexer"] : []));
+  m.mtp_features = m.indexer ? ["indexer"] : [];
   // as the command line's spec: its family, its structure (ModelSpec.structure) and its symbols (ModelSpec.named)
   m.family = "deepseek"; m.structure = [m.q_lora, m.routing_bias, tied, m.indexer];
-  // ModelSpec.routing: the routing indicators (0 or 1) the routers' tensor lists read
-  const topkGroup = m.topk_group !== null ? m.topk_group : (v2 ? null : 4n);
+  // ModelSpec.routing: the routing indicators (0 or 1) the routers' tensor lists read (config.py GROUP_DEFAULTS)
+  const topkGroup = m.topk_group !== null ? m.topk_group : (v2 ? null : (mt === "glm_moe_dsa" ? 1n : 4n));
   m.named = { h: m.h, h_F: m.h_F, h_E: m.h_E, l: m.l, n_h: m.n_h, d_c: m.d_c, d_h: m.d_h, d_hr: m.d_hr, d_v: m.d_v, N: m.N,
     N_s: m.N_s, N_r: m.N_r, v: m.v, D: m.mtp_layers, n_g: m.n_group !== null ? m.n_group : 1n,
     k_g: m.topk_group !== null ? m.topk_group : 1n, u_v2: v2 ? 1 : 0, u_nt: norm ? 1 : 0,
@@ -243,7 +287,13 @@ function stageLayers(m, lay) {
 function compose(m, range, first, last, index) {
   let dense = 0;
   for (let i = range[0]; i < range[1]; i++) if (m.kinds[i] === "dense") dense++;
-  return { index, layers: range, dense, moe: range[1] - range[0] - dense, embedding: first, head: last };
+  // the family's own counts (Family.counts: DeepSeek's L_I), each its layers holding a feature (StageComposition.extra)
+  const extra = {};
+  for (const [sym, feature] of familyOf(m).counts) {
+    extra[sym] = 0;
+    for (let i = range[0]; i < range[1]; i++) if (m.features[i].includes(feature)) extra[sym]++;
+  }
+  return { index, layers: range, dense, moe: range[1] - range[0] - dense, embedding: first, head: last, extra };
 }
 function stages(m, lay) {
   const split = stageLayers(m, lay);
@@ -322,7 +372,8 @@ function chunks(name, pp, index, m, vpp) {
 // a chunk's part of its stage's composition (schedules.Chunk.composition): all, its layers, or its head
 function partComposition(comp, part) {
   if (part === "layers") return Object.assign({}, comp, { head: false });
-  if (part === "head") return Object.assign({}, comp, { dense: 0, moe: 0, embedding: false });
+  if (part === "head")
+    return Object.assign({}, comp, { dense: 0, moe: 0, embedding: false, extra: Object.fromEntries(Object.keys(comp.extra).map((k) => [k, 0])) });
   return comp;
 }
 function heldStages(name, pp, index) { return name === "dualpipe" ? [index, pp - 1 - index] : [index]; }
@@ -340,7 +391,7 @@ function substitution(m, lay, t, comp) {
   if (t.microbatches !== null) e.n_mb = Q.n(t.microbatches);
   if (t.vpp !== null) e.VPP = Q.n(t.vpp);
   e.z = Q.n(t.zero);
-  if (comp) Object.assign(e, { L_d: Q.n(comp.dense), L_m: Q.n(comp.moe), e_E: Q.n(comp.embedding ? 1 : 0), e_H: Q.n(comp.head ? 1 : 0) });
+  if (comp) Object.assign(e, subsComposition(comp));
   return e;
 }
 
@@ -379,7 +430,7 @@ function kindValues(m, kept, e) {  // derivations.evaluate.activation_values: ea
    composition, the chunks a schedule runs, the held stages' model states, each activation kind's bytes) and
    evaluates the assembly printed from derivations/assembly/device_terms.py (DATA.device), the expressions
    the command line evaluates printed as exact Python (derivations/generated). */
-const compKey = (c) => `${c.dense}|${c.moe}|${c.embedding ? 1 : 0}|${c.head ? 1 : 0}`;
+const compKey = (c) => `${c.dense}|${c.moe}|${c.embedding ? 1 : 0}|${c.head ? 1 : 0}|${Object.values(c.extra).join("|")}`;
 /** device_terms.variant_key: the view's variant (MTP modules' activations, full recomputation) and how its
     activations are held (one micro-batch, a schedule's chunks). */
 function variantKey(t) {
@@ -395,16 +446,19 @@ function assemble(dev, key, inputs, until) {
   }
   return v;
 }
-/** (L_d, L_m, e_E, e_H) of the stages a device holds, summed, with --mtp under the stage rank
-    (sides.mtp_stage_shift: the MTP modules on the last stage, and its copy of the embedding). */
+/** (L_d, L_m, e_E, e_H and the family's counts) of the stages a device holds, summed, with --mtp under the stage
+    rank (sides.mtp_stage_shift: the MTP modules on the last stage with the features an MTP block holds, and its
+    copy of the embedding). */
 function heldComposition(m, lay, t, held) {
   const count = (f) => held.reduce((a, c) => a + f(c), 0);
   const out = { L_d: count((c) => c.dense), L_m: count((c) => c.moe), e_E: count((c) => (c.embedding ? 1 : 0)),
     e_H: count((c) => (c.head ? 1 : 0)) };
+  for (const [sym] of familyOf(m).counts) out[sym] = count((c) => c.extra[sym]);
   if (t.conventions.mtp && out.e_H) {
     const copy = (m.tie_word_embeddings || lay.pp === 1 || !m.mtp_layers || out.e_E) ? 0 : out.e_H;
     out.L_m += m.mtp_layers * out.e_H;
     out.e_E += copy;
+    for (const [sym, feature] of familyOf(m).counts) if (m.mtp_features.includes(feature)) out[sym] += m.mtp_layers * out.e_H;
   }
   return Object.fromEntries(Object.entries(out).map(([k, x]) => [k, Q.n(x)]));
 }
@@ -451,7 +505,8 @@ function deviceInputs(m, lay, t, index, all, cached) {
   if (ch.length > dev.chunks) throw new Error(`the device assembly has ${dev.chunks} chunks, the schedule ${ch.length}`);
   return { comp, held, chunks: ch, kept, subs, states, inputs: e };
 }
-const subsComposition = (c) => ({ L_d: Q.n(c.dense), L_m: Q.n(c.moe), e_E: Q.n(c.embedding ? 1 : 0), e_H: Q.n(c.head ? 1 : 0) });
+const subsComposition = (c) => Object.assign({ L_d: Q.n(c.dense), L_m: Q.n(c.moe), e_E: Q.n(c.embedding ? 1 : 0), e_H: Q.n(c.head ? 1 : 0) },
+  Object.fromEntries(Object.entries(c.extra).map(([k, x]) => [k, Q.n(x)])));
 /** device.step_excess: what one micro-batch's backward holds above its end-of-forward activations at the step's
     largest moment (derivations/assembly/step_terms.py, printed: DATA.families[...].device.step), {bytes, id, fn, cast}
     (0, '' and null when no moment exceeds the end of the forward).  The moments of the framework --head-state

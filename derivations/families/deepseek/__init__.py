@@ -10,9 +10,10 @@ tensors kept for backward: derivations/families/deepseek/activations.py (Sec. 5)
 from derivations.constants import EXT, MLA, MOE
 from derivations.families import Divides, Family, Kind
 
-#: model_type values of the DeepseekV2/V3 modelling code, and of DeepSeek-V3.2's (deepseek_v32: V3 plus DeepSeek
-#: Sparse Attention's lightning indexer, transformers models/deepseek_v32).
-MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
+#: model_type values of the DeepseekV2/V3 modelling code, of DeepSeek-V3.2's (deepseek_v32: V3 plus DeepSeek
+#: Sparse Attention's lightning indexer, transformers models/deepseek_v32) and of GLM-5's (glm_moe_dsa: V3.2 whose
+#: ``shared`` layers reuse the previous layer's top-k and have no indexer, transformers models/glm_moe_dsa).
+MODEL_TYPES = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa")
 #: topk_method values of the DeepseekV2/V3 modelling code ("gready" is the HF default's spelling).
 TOPK_METHODS = ("greedy", "gready", "group_limited_greedy", "noaux_tc")
 #: config field -> (ModelSpec attribute, meaning); all required, positive integers.
@@ -65,6 +66,10 @@ FAMILY = Family(
     attention_label="MLA", layer_what="MoE transformer layer (MLA + MoE)", structure_letters="qbti",
     activation_flags=("q_lora",), flags=("q_lora", "routing_bias", "tied", "indexer"), late_flags=("indexer",),
     requires=(("indexer", "q_lora"),),
+    # DeepSeek Sparse Attention's lightning indexer: L_I of a stage's layers hold one (ModelSpec.layer_features: every
+    # layer of deepseek_v32, GLM-5's 'full' ones), its parameters (params.indexer) counted per stage beside the layers
+    counts=(("L_I", "indexer", "layers with a DSA lightning indexer of their own held by the stage"),),
+    additions=(("indexer", "DSA lightning indexers", "L_I", "params.indexer", "stage"),),
     # Kimi K2.5 (transformers 5.24 models/kimi_k25, Kimi_K25Config): the language model is text_config, a DeepSeek-V3
     # (its sub-config's default model_type; kimi_k2 read as it is)
     wrappers=(("kimi_k25", "text_config", "deepseek_v3"),))

@@ -13,6 +13,10 @@ The fields (transformers models/deepseek_v3/configuration_deepseek_v3.py, Deepse
   scoring_func, norm_topk_prob, n_group, topk_group: ``ModelSpec.routing``), tie_word_embeddings,
   quantization_config.weight_block_size (FP8 block scales; storage only).
 
+DeepSeek Sparse Attention (``deepseek_v32``, transformers models/deepseek_v32; ``glm_moe_dsa``, GLM-5,
+models/glm_moe_dsa): the lightning indexer's index_n_heads n_I, index_head_dim d_I, index_topk k_I, and GLM-5's
+indexer_types (which layers run an indexer of their own: :func:`_indexer_types`).
+
 The bounded reading of the file and the checks of one field are derivations/config/hfconfig.py's
 (:class:`~derivations.config.hfconfig.Fields`), handed in: a family imports no configuration module.
 No sympy here (reading a config stays free of it).
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, List, Mapping, Optional, Tuple
+from typing import Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 from symbolic.errors import ConfigError
 
@@ -33,7 +37,8 @@ from derivations.families.deepseek import DIMENSIONS, FAMILY
 #: DeepseekV3TopkRouter, also Kimi K2's: sigmoid scores, norm_topk_prob true, n_group 8, topk_group 4).
 SCORING_DEFAULTS = {"deepseek_v2": "softmax"}
 NORM_DEFAULTS = {"deepseek_v2": False}
-GROUP_DEFAULTS = {"deepseek_v2": (None, None)}
+#: (GlmMoeDsaConfig, transformers 5.24 models/glm_moe_dsa: n_group 1, topk_group 1)
+GROUP_DEFAULTS = {"deepseek_v2": (None, None), "glm_moe_dsa": (1, 1)}
 #: The scoring functions of the routers (config scoring_func; Megatron-Core's moe_router_score_function).
 SCORING_FUNCS = ("sigmoid", "softmax")
 
@@ -80,11 +85,14 @@ class ModelSpec:
     norm_topk_prob: bool = True
     n_group: Optional[int] = None
     topk_group: Optional[int] = None
-    # DeepSeek Sparse Attention's lightning indexer (deepseek_v32: HF index_n_heads, index_head_dim, index_topk;
-    # 0: no indexer, dense attention)
+    # DeepSeek Sparse Attention's lightning indexer (deepseek_v32, glm_moe_dsa: HF index_n_heads, index_head_dim,
+    # index_topk; 0: no indexer, dense attention)
     n_I: int = 0
     d_I: int = 0
     k_I: int = 0
+    # which layers run an indexer of their own (GLM-5's HF indexer_types: "full"; "shared" reuses the previous full
+    # layer's top-k and has no indexer); () with an indexer: every layer's (deepseek_v32)
+    indexer_types: Tuple[str, ...] = ()
 
     #: The family whose terms describe this model (derivations/families/deepseek).
     family = FAMILY.name
@@ -96,7 +104,8 @@ class ModelSpec:
 
     @property
     def indexer(self) -> bool:
-        """DeepSeek Sparse Attention: each layer's attention has a lightning indexer (deepseek_v32)."""
+        """DeepSeek Sparse Attention: the attention selects its keys with a lightning indexer (deepseek_v32, glm_moe_dsa;
+        which layers hold one: :meth:`layer_features`)."""
         return self.n_I > 0
 
     @property
@@ -131,13 +140,18 @@ class ModelSpec:
         return (self.q_lora, self.routing_bias, self.tie_word_embeddings, self.indexer)
 
     def notes(self) -> List[str]:
-        """What the terms leave out of this model, for an estimate's assumptions: DeepSeek-V3.2's DSA indexer (README:
-        "DeepSeek-V3.2: DeepSeek Sparse Attention")."""
+        """What the terms leave out of this model, for an estimate's assumptions: DeepSeek-V3.2's and GLM-5's DSA indexer
+        (README: "DeepSeek-V3.2: DeepSeek Sparse Attention", "GLM-5")."""
         if not self.indexer:
             return []
-        return ["DSA indexer: its parameters are counted; as transformers 5.24 runs it (under no_grad) it keeps nothing "
-                "for backward; its forward transients (FP32 b s n_I s scores in eager), a sparse kernel's b s k_I view "
-                "and its own training are not modelled"]
+        out = ["DSA indexer: its parameters are counted; as transformers 5.24 runs it (under no_grad) it keeps nothing "
+               "for backward; its forward transients (FP32 b s n_I s scores in eager), a sparse kernel's b s k_I view "
+               "and its own training are not modelled"]
+        if self.model_type == "glm_moe_dsa":  # GlmMoeDsaModel.forward hands each layer the top-k before it
+            out.append("GLM-5 under full recomputation: transformers' checkpoint of each layer keeps its "
+                       "prev_topk_indices argument until the backward, int32 b s min(k_I, s) per full layer another "
+                       "layer follows (not a saved tensor), not modelled")
+        return out
 
     def is_moe_layer(self, i: int) -> bool:
         """HF DeepseekV2/V3 rule: MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0."""
@@ -146,6 +160,21 @@ class ModelSpec:
     def layer_kinds(self) -> List[str]:
         """'moe' or 'dense' for each layer (a new list; computed once per model: a stage split asks often)."""
         return list(_layer_kinds(self.l, self.first_k_dense, self.moe_layer_freq))
+
+    def layer_features(self) -> Tuple[FrozenSet[str], ...]:
+        """Per layer what FAMILY.counts counts: ``indexer`` for a layer whose attention runs a DSA lightning indexer of
+        its own (every layer of deepseek_v32; GLM-5's ``full`` layers: transformers 5.24 GlmMoeDsaAttention builds
+        ``indexer = None`` on a ``shared`` one).  The types are the config's, layer by layer: a model whose l differs
+        from their number (sensitivity's finite difference in l) has none to read."""
+        if self.indexer_types and len(self.indexer_types) != self.l:
+            raise ConfigError("indexer_types", f"{self.name}: indexer_types lists {len(self.indexer_types)} layers, "
+                                               f"the model has {self.l}")
+        return _features(self.l, self.indexer, self.indexer_types)
+
+    def mtp_layer_features(self) -> FrozenSet[str]:
+        """What of FAMILY.counts' features an MTP module's block holds: DSA's indexer (its parameters are counted in
+        ``params.mtp.module``, and L_I counts it when ``--mtp`` puts the modules on the last stage)."""
+        return frozenset({"indexer"}) if self.indexer else frozenset()
 
     def named(self) -> Dict[str, int]:
         """{symbol name: value} of the model's symbols (derivations/notation.py)."""
@@ -169,6 +198,12 @@ class ModelSpec:
 @lru_cache(maxsize=64)
 def _layer_kinds(layers: int, first_k_dense: int, freq: int) -> Tuple[str, ...]:
     return tuple("moe" if i >= first_k_dense and i % freq == 0 else "dense" for i in range(layers))
+
+
+@lru_cache(maxsize=64)
+def _features(layers: int, indexer: bool, types: Tuple[str, ...]) -> Tuple[FrozenSet[str], ...]:
+    own = [indexer and (not types or types[i] == "full") for i in range(layers)]
+    return tuple(frozenset({"indexer"}) if x else frozenset() for x in own)
 
 
 def shape_name(model_type: str, dims: Mapping) -> str:
@@ -195,7 +230,7 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
     freq = f.int("moe_layer_freq", "MoE layer frequency", default=1, required=False)
     mtp = f.int("num_nextn_predict_layers", "MTP modules D", minimum=0, default=0, required=False)
 
-    default_topk = "noaux_tc" if mt in ("deepseek_v3", "kimi_k2", "deepseek_v32") else "greedy"
+    default_topk = "noaux_tc" if mt in ("deepseek_v3", "kimi_k2") + tuple(DSA) else "greedy"
     topk = data.get("topk_method", default_topk)
     methods = FAMILY.topk_methods
     if not isinstance(topk, str) or topk not in methods:
@@ -235,31 +270,40 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
                      topk_group=topk_group, **index, **dims)
 
 
-#: DeepseekV32Config's defaults (transformers 5.24 models/deepseek_v32/configuration_deepseek_v32.py, documented
-#: as DeepSeek-V3.2-Exp's checkpoint): index_n_heads 64, index_head_dim 128, index_topk 2048
-INDEX_DEFAULTS = (("index_n_heads", "n_I", "indexer heads n_I", 64), ("index_head_dim", "d_I", "indexer head "
-                  "dimension d_I", 128), ("index_topk", "k_I", "tokens each query attends to k_I", 2048))
+#: The model types with DeepSeek Sparse Attention and their config classes' defaults of the indexer (transformers
+#: 5.24): DeepseekV32Config (models/deepseek_v32/configuration_deepseek_v32.py, documented as DeepSeek-V3.2-Exp's
+#: checkpoint) 64, 128, 2048 and GlmMoeDsaConfig (models/glm_moe_dsa/configuration_glm_moe_dsa.py, documented as
+#: zai-org/GLM-5's) 32, 128, 2048, for index_n_heads, index_head_dim, index_topk; and each one's attention class
+DSA = {"deepseek_v32": ((64, 128, 2048), "DeepseekV32Attention"), "glm_moe_dsa": ((32, 128, 2048), "GlmMoeDsaAttention")}
+#: (field, ModelSpec attribute, meaning) of the indexer's dimensions
+INDEX_FIELDS = (("index_n_heads", "n_I", "indexer heads n_I"), ("index_head_dim", "d_I", "indexer head dimension d_I"),
+                ("index_topk", "k_I", "tokens each query attends to k_I"))
+#: GLM-5's per-layer indexer fields (GlmMoeDsaConfig.__post_init__): indexer_types, or the pattern it is built from
+SHARING_FIELDS = ("indexer_types", "index_topk_pattern", "index_topk_freq", "index_skip_topk_offset")
+INDEXER_TYPES = ("full", "shared")
 
 
-def _indexer(f, mt: str, d_cq, first_k: int, freq: int, layers: int, d_hr: int) -> Dict[str, int]:
-    """The DSA indexer's dimensions of a ``deepseek_v32`` config ({} for the others, which have none)."""
-    if mt != "deepseek_v32":
-        given = [k for k, *_ in INDEX_DEFAULTS if k in f.data]
+def _indexer(f, mt: str, d_cq, first_k: int, freq: int, layers: int, d_hr: int) -> Dict:
+    """The DSA indexer's dimensions of a ``deepseek_v32`` or ``glm_moe_dsa`` config and, for GLM-5, which layers run
+    one ({} for the others, which have none)."""
+    if mt not in DSA:
+        given = [k for k, *_ in INDEX_FIELDS if k in f.data] + [k for k in SHARING_FIELDS if k in f.data]
         if given:
-            raise f.err(given[0], f"field {given[0]!r}: a DSA indexer is read for model_type deepseek_v32 only "
-                                  f"(this config's transformers code, {mt}, builds none)")
+            raise f.err(given[0], f"field {given[0]!r}: a DSA indexer is read for model_type {' or '.join(DSA)} "
+                                  f"only (this config's transformers code, {mt}, builds none)")
         return {}
+    defaults, attention = DSA[mt]
     if d_cq is None:
-        raise f.err("q_lora_rank", "q_lora_rank must be set for deepseek_v32 (its indexer reads the compressed "
-                                   "query; transformers' DeepseekV32Attention has no uncompressed form)")
+        raise f.err("q_lora_rank", f"q_lora_rank must be set for {mt} (its indexer reads the compressed query; "
+                                   f"transformers' {attention} has no uncompressed form)")
     out = {attr: f.int(name, meaning, default=default, required=False)
-           for name, attr, meaning, default in INDEX_DEFAULTS}
+           for (name, attr, meaning), default in zip(INDEX_FIELDS, defaults)}
     if out["d_I"] < d_hr:
         raise f.err("index_head_dim", f"index_head_dim={out['d_I']} is below qk_rope_head_dim: the indexer "
                                       "rotates its first qk_rope_head_dim dimensions")
-    if freq != 1:  # DeepseekV32Config builds mlp_layer_types from first_k_dense_replace alone
-        raise f.err("moe_layer_freq", f"moe_layer_freq={freq}: transformers' DeepSeek-V3.2 code makes every layer "
-                                      "after first_k_dense_replace a MoE layer (write 1 or leave it out)")
+    if freq != 1:  # DeepseekV32Config and GlmMoeDsaConfig build mlp_layer_types from first_k_dense_replace alone
+        raise f.err("moe_layer_freq", f"moe_layer_freq={freq}: transformers' {mt} code makes every layer after "
+                                      "first_k_dense_replace a MoE layer (write 1 or leave it out)")
     kinds = f.data.get("mlp_layer_types")
     want = ["dense"] * min(first_k, layers) + ["sparse"] * (layers - min(first_k, layers))
     if kinds is not None and kinds != want:
@@ -270,7 +314,46 @@ def _indexer(f, mt: str, d_cq, first_k: int, freq: int, layers: int, d_hr: int) 
                                     or any(x != "indexed_attention" for x in layer_types)):
         raise f.err("layer_types", "field 'layer_types' must list 'indexed_attention' once per layer (other "
                                    "attention types are not covered)")
-    return out
+    if mt == "deepseek_v32":
+        given = [k for k in SHARING_FIELDS if k in f.data]
+        if given:
+            raise f.err(given[0], f"field {given[0]!r}: shared indexer layers are read for model_type glm_moe_dsa "
+                                  "only (transformers' deepseek_v32 code runs an indexer in every layer)")
+        return out
+    return {**out, "indexer_types": _indexer_types(f, layers)}
+
+
+def _indexer_types(f, layers: int) -> Tuple[str, ...]:
+    """GLM-5's indexer type of each layer, as transformers 5.24 GlmMoeDsaConfig.__post_init__ builds it
+    (models/glm_moe_dsa/configuration_glm_moe_dsa.py): ``indexer_types`` if given, else ``index_topk_pattern`` (a
+    string of F and S, or a list), else layer i is ``full`` iff max(i - index_skip_topk_offset + 1, 0) is a multiple
+    of index_topk_freq (defaults 2 and 1: every layer full; transformers reads a freq below 1 as 1, memsym refuses
+    it).  A ``shared`` layer reuses the top-k of the layer before it, so layer 0 must be ``full``
+    (GlmMoeDsaAttention raises otherwise)."""
+    data = f.data
+    if data.get("indexer_types") is not None:
+        field, types = "indexer_types", data["indexer_types"]
+    elif data.get("index_topk_pattern") is not None:
+        field, pattern = "index_topk_pattern", data["index_topk_pattern"]
+        if isinstance(pattern, str):
+            if any(c not in "FS" for c in pattern):
+                raise f.err(field, f"field 'index_topk_pattern' must be a string of F (full) and S (shared), "
+                                   f"got {f.shown(pattern)}")
+            types = ["full" if c == "F" else "shared" for c in pattern]
+        else:
+            types = pattern
+    else:
+        field = "index_skip_topk_offset"  # what makes layer 0 shared here (offset 0 with a freq above 1)
+        freq = f.int("index_topk_freq", "layers per full indexer layer", default=1, required=False)
+        offset = f.int("index_skip_topk_offset", "leading full indexer layers", minimum=0, default=2, required=False)
+        types = ["full" if max(i - offset + 1, 0) % freq == 0 else "shared" for i in range(layers)]
+    if not isinstance(types, list) or len(types) != layers or any(x not in INDEXER_TYPES for x in types):
+        raise f.err(field, f"field {field!r} must give 'full' or 'shared' once per layer ({layers}), got "
+                           f"{f.type_name(types)} {f.shown(types)}")
+    if types[0] != "full":
+        raise f.err(field, f"field {field!r}: layer 0 must be 'full' (a 'shared' layer reuses the top-k of the full "
+                           "layer before it)")
+    return tuple(types)
 
 
 def fields_of(spec: ModelSpec) -> Dict:
@@ -286,7 +369,9 @@ def fields_of(spec: ModelSpec) -> Dict:
             "tie_word_embeddings": spec.tie_word_embeddings}
     data.update({k: x for k, x in (("n_group", spec.n_group), ("topk_group", spec.topk_group)) if x is not None})
     if spec.indexer:
-        data.update({name: getattr(spec, attr) for name, attr, _, _ in INDEX_DEFAULTS})
+        data.update({name: getattr(spec, attr) for name, attr, _ in INDEX_FIELDS})
+    if spec.indexer_types:
+        data["indexer_types"] = list(spec.indexer_types)
     if spec.fp8_block is not None:
         block = spec.fp8_block
         if not isinstance(block, tuple):

@@ -43,13 +43,15 @@ def mla_matrices(q_lora: bool = True):
     return q + kv
 
 
-DSA = "transformers 5.24 models/deepseek_v32: DeepseekV32Indexer (DeepSeek-V3.2-Exp's lightning indexer)"
+DSA = ("transformers 5.24 models/deepseek_v32: DeepseekV32Indexer (DeepSeek-V3.2-Exp's lightning indexer; GLM-5's "
+       "models/glm_moe_dsa GlmMoeDsaIndexer subclasses it)")
 
 
 def indexer_matrices():
-    """DeepSeek Sparse Attention's lightning indexer of one layer (DeepSeek-V3.2): its query projection from the
-    compressed query c_Q (wq_b, n_I d_I x d_c'), its one key head (wk, d_I x h) with a LayerNorm (weight and
-    bias), and the per-head weights of its scores (weights_proj, n_I x h); not split by tensor parallelism."""
+    """DeepSeek Sparse Attention's lightning indexer of one layer (DeepSeek-V3.2, and GLM-5's ``full`` layers): its
+    query projection from the compressed query c_Q (wq_b, n_I d_I x d_c'), its one key head (wk, d_I x h) with a
+    LayerNorm (weight and bias), and the per-head weights of its scores (weights_proj, n_I x h); not split by tensor
+    parallelism.  A stage holds L_I of them (derivations/families/deepseek FAMILY.additions)."""
     n_I, d_I = SYMBOLS["n_I"], SYMBOLS["d_I"]
     return [
         Part("W_IQ", "indexer.wq_b: indexer query projection, n_I d_I x d_c'", (n_I, d_I, d_cq), provenance=DSA,
@@ -85,13 +87,12 @@ def expert_matrices(inter=h_E):
 
 def terms(registry, family, flags):
     """The family's parameter terms (Table 2) for its structure ``flags`` (q_lora, routing_bias, tied)."""
-    q_lora, tied, dsa = flags["q_lora"], flags["tied"], flags.get("indexer", False)
-    if dsa:  # DeepSeek-V3.2: the attention sublayer is MLA and its lightning indexer
-        yield Term("params.mla", "parameters of the MLA projection matrices and the DSA indexer of one layer",
-                   "params", "Table 2; Sec. 2; " + DSA, tuple(mla_matrices(q_lora) + indexer_matrices()))
-    else:
-        yield Term("params.mla", "parameters of the MLA projection matrices of one layer", "params",
-                   "Table 2; Sec. 2", tuple(mla_matrices(q_lora)))
+    q_lora, tied = flags["q_lora"], flags["tied"]
+    yield Term("params.mla", "parameters of the MLA projection matrices of one layer", "params",
+               "Table 2; Sec. 2", tuple(mla_matrices(q_lora)))
+    if flags.get("indexer", False):  # DSA: the layers with an indexer of their own hold it beside their MLA (L_I)
+        yield Term("params.indexer", "parameters of the DSA lightning indexer of one layer that runs its own", "params",
+                   DSA, tuple(indexer_matrices()))
     yield Term("params.norm", "RMSNorm weights of one layer (LN)", "params", "Table 3", tuple(norm_weights(q_lora)))
     yield Term("params.expert", "parameters of one MoE expert (routed or shared), 3 h h_E", "params", "Table 2",
                tuple(expert_matrices(h_E)))
