@@ -85,9 +85,39 @@ def structure_key(structure, fam=DEEPSEEK) -> str:
 
 
 # ----------------------------------------------------------------------------- expression trees
+def family_special(fam) -> Dict[str, sp.Expr]:
+    """{name: expression} of the non-polynomial pieces of a family's own terms (its activations module's
+    ``SPECIAL``: DeepSeek-V4's compressed entries floor(s / m_C)), printed into its module's ``derived``."""
+    if fam is DEEPSEEK or "activations" not in fam.sections:
+        return {}
+    return dict(getattr(fam.module("activations"), "SPECIAL", {}))
+
+
+def _foreign_derived(fam) -> set:
+    """The derived symbols other families declare (their notation module's ``DERIVED``): not printed into ``fam``'s
+    module (every term is expanded before it is encoded; a family's own are printed for its display)."""
+    import importlib
+    out = set()
+    for other in families.all():
+        if other is not fam and families.packaged(other.name):
+            try:
+                mod = importlib.import_module(f"derivations.families.{other.name}.notation")
+            except ModuleNotFoundError:
+                continue
+            out |= set(getattr(mod, "DERIVED", ()))
+    return out
+
+
+def _all_special() -> Dict[str, sp.Expr]:
+    out = dict(SPECIAL)
+    for fam in families.all():
+        out.update(family_special(fam))
+    return out
+
+
 def _specials(expr):
     expr = nt.expand_derived(sp.sympify(expr))
-    return expr.xreplace({v: sp.Symbol(k) for k, v in SPECIAL.items()})
+    return expr.xreplace({v: sp.Symbol(k) for k, v in _all_special().items()})
 
 
 def tree(expr, refs: Dict = None):
@@ -399,7 +429,8 @@ def python_module(fam=DEEPSEEK) -> str:
              'are in the JSON beside it."""',
              "from fractions import Fraction as _Q", "from math import floor as _floor", "", "",
              "def derived(v):", '    """Add to ``v`` the derived symbols and non-polynomial factors whose inputs it holds."""']
-    defs = [(s.name, e) for s, e in nt.DEFINITIONS.items()] + list(SPECIAL.items())
+    defs = [(s.name, e) for s, e in nt.DEFINITIONS.items() if s not in _foreign_derived(fam)] \
+        + list(SPECIAL.items()) + list(family_special(fam).items())
     for name, expr in sorted(defs):
         need = sorted(x.name for x in sp.sympify(expr).free_symbols)
         cond = " and ".join(f'"{n}" in v' for n in need)

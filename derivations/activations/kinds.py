@@ -26,7 +26,7 @@ from typing import Dict, Tuple
 
 from derivations.config import Conventions
 from derivations.families.deepseek import FAMILY as DEEPSEEK
-from derivations.notation import D, L_d, L_m, e_H, n_fl
+from derivations.notation import SYMBOLS, D, L_d, L_m, e_H, n_fl
 from symbolic.term import Part, Term, combine
 
 from derivations.activations import shape as shapes
@@ -107,7 +107,8 @@ def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
         policy += ", with the MTP modules (--mtp-activations last-stage)"
     tail = ".mtp" if mtp else ""
     layers = L_d + L_m if "moe" in fam.kinds else L_d
-    per = {"layers": layers, "moe": L_m, "dense": L_d, "last": e_H}
+    per = {"layers": layers, "moe": L_m, "dense": L_d, "last": e_H,
+           **{sym: SYMBOLS[sym] for sym, _, _ in fam.counts}}  # a family's own counts (DeepSeek-V4's L_C, L_H)
     out["layer"] = combine(f"act.layer{sfx}", f"activation bytes of one {fam.layer_what}, {policy}",
                            "bytes", "Sec. 5", [(k, kinds[k].label, 1, out[k]) for k in fam.layer])
     out["stage"] = combine(f"act.stage{sfx}{tail}", f"activation bytes of one micro-batch on one device of a stage, {policy}",

@@ -152,4 +152,4 @@ def _solved_stage(model, layout, training, st, var, over, hbm, multiple):
     if nxt.bytes["step"]:
         act = act + totals.step_expression(model, training, st, nxt.term_ids["step"],
                                            answer + multiple if field == "mbs" else None)
-    return S.solve_budget(states, act, var, subs, over, hbm, multiple)
+    return S.solve_budget(states, act, var, subs, over, hbm, multiple, at=answer + multiple)

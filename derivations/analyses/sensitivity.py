@@ -101,6 +101,27 @@ def level_subs(subs: Mapping, x: sp.Symbol, level: str) -> Dict:
     return {k: v for k, v in subs.items() if k not in keep}
 
 
+def local_form(expr, x: sp.Symbol, subs: Mapping):
+    """``expr`` with its pieces that are not polynomial in ``x`` replaced by the polynomial that equals them around
+    the configuration ``subs`` (x at its value there): an indicator (Piecewise: b = 1, s >= m_H) by its value, a
+    floor (DeepSeek-V4's compressed entries floor(s / m_C)) by its argument less the argument's fractional part
+    there, so floor(s / m_C) reads s / m_C - r / m_C with r = s mod m_C (its slope the average one, 1 / m_C).  Exact
+    on the window of x around the value; elsewhere the exact evaluators decide (fit's integer answer)."""
+    expr = sp.sympify(expr)
+    pieces = [a for a in expr.atoms(sp.Piecewise, sp.floor) if x in a.free_symbols]
+    if not pieces:
+        return expr
+    rep = {}
+    for a in pieces:
+        if isinstance(a, sp.floor):
+            arg = a.args[0]
+            at = sp.nsimplify(arg.xreplace(dict(subs)))
+            rep[a] = arg - (at - sp.floor(at))
+        else:
+            rep[a] = sp.Integer(_exact(a, subs))
+    return expr.xreplace(rep)
+
+
 # ----------------------------------------------------------------------------- derivatives
 @dataclass
 class Derivative:
@@ -208,7 +229,8 @@ def analyse(components: Mapping[str, object], x: sp.Symbol, subs: Mapping, *, ti
     terms: the term registry, to break the derivative down by the paper's rows.
     """
     tie = {k: v for k, v in (tie or {}).items() if k != x}
-    exprs = {k: nt.expand_derived(sp.sympify(getattr(c, "expr", c))).xreplace(tie) for k, c in components.items()}
+    exprs = {k: local_form(nt.expand_derived(sp.sympify(getattr(c, "expr", c))).xreplace(tie), x, subs)
+             for k, c in components.items()}
     exprs["total"] = sp.Add(*exprs.values())
     xv = Fraction(subs[x]) if x in subs else None
     if xv is None:
@@ -246,7 +268,7 @@ def analyse(components: Mapping[str, object], x: sp.Symbol, subs: Mapping, *, ti
             if not hasattr(c, "parts"):
                 continue
             for tid, key, label, mult, e in leaf_rows(c, terms):
-                e = nt.expand_derived(mult * e).xreplace(tie)
+                e = local_form(nt.expand_derived(mult * e).xreplace(tie), x, subs)
                 d = sp.diff(e, x)
                 if d == 0:
                     continue
@@ -373,7 +395,7 @@ def _generic_roots(var: sp.Symbol, powers: Tuple[int, ...]) -> List[sp.Expr]:
 
 
 def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: Mapping, hbm: int,
-                 multiple: int = 1) -> BudgetRoot:
+                 multiple: int = 1, at=None) -> BudgetRoot:
     """Solve the Sec. 6 budget for ``var`` (b or s) at one stage.
 
     states: model-state bytes (independent of var); activations: polynomial of degree 1 or 2
@@ -383,6 +405,8 @@ def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: 
     sub_wo = {k: v for k, v in subs.items() if k != var}
     stage_s = level_subs(sub_wo, var, "stage")
     act = nt.expand_derived(sp.sympify(getattr(activations, "expr", activations)))
+    if at is not None:  # pieces not polynomial in var (indicators, floors): their local form at var = at
+        act = local_form(act, var, {**subs, var: at})
     st_expr = nt.expand_derived(sp.sympify(getattr(states, "expr", states)))
     if var in st_expr.free_symbols:
         raise cfg.ConfigError("solve", f"model states depend on {var}: cannot solve the budget in closed form")

@@ -63,7 +63,7 @@ def _assemble(training, holds: str, inputs: Mapping, chunks=(), all_stages=(), f
     v = dict(inputs)
     for c in range(n_chunks):
         comp = chunks[c].composition(all_stages[chunks[c].stage]).named() if c < len(chunks) else {}
-        v.update({f"{k}_{c}": comp.get(k, 0) for k in ("L_d", "L_m", "e_E", "e_H")})
+        v.update({f"{k}_{c}": comp.get(k, 0) for k in cfg.composition_names(family)})
         v[f"n_fl_{c}"] = chunks[c].inflight if c < len(chunks) else 0
     return ev.device(*_view_variant(training), holds, v, family)
 
@@ -404,7 +404,11 @@ def layer_split(model, comp, v: Mapping) -> Tuple[Tuple[Tuple[int, str, Fraction
     assembly ``v``.  Their sum is ``activations_per_microbatch``."""
     kinds = {"dense": Fraction(v["activations_dense_layer"]), "moe": Fraction(v["activations_moe_layer"])}
     kind_of = model.layer_kinds()
-    rows = tuple((i, kind_of[i], kinds[kind_of[i]]) for i in comp.layers)
+    counts = families.get(model.family).counts  # a layer with a counted feature adds its own (DeepSeek-V4's CSA)
+    features = model.layer_features() if counts else None
+    extra = lambda i: sum((Fraction(v.get(f"activations_{sym}_layer", 0)) for sym, feature, _ in counts  # noqa: E731
+                           if feature in features[i]), Fraction(0))
+    rows = tuple((i, kind_of[i], kinds[kind_of[i]] + (extra(i) if counts else 0)) for i in comp.layers)
     return rows, Fraction(v["activations_outside_layers"])
 
 

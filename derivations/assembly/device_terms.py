@@ -55,7 +55,14 @@ def kinds_of(shape=True) -> Dict[str, str]:
     :class:`~derivations.activations.shape.Shape`): its attention M_A, the others by role."""
     from derivations.activations import shape as shapes
     fam = shapes.family(shape)
-    return {k: ("M_A" if k == fam.attention else ROLE_SYMBOLS[k]) for k in fam.kinds}
+    return {k: ("M_A" if k == fam.attention else ROLE_SYMBOLS.get(k, "M_" + k.upper())) for k in fam.kinds}
+
+
+def composition(shape=True) -> Tuple[str, ...]:
+    """The composition symbols of a stage of ``shape``'s family: :data:`COMPOSITION`, then its own counts
+    (derivations/families Family.counts: DeepSeek-V4's L_C, L_H, L_R)."""
+    from derivations.activations import shape as shapes
+    return COMPOSITION + tuple(sym for sym, _, _ in shapes.family(shape).counts)
 
 
 #: DeepSeek's activation kinds and the symbol each one's bytes stand as (the page's M^A, M^E, ... of Table 10).
@@ -81,9 +88,9 @@ def variants() -> List[Tuple[str, bool, bool, str]]:
             for mtp, full, holds in itertools.product((False, True), (False, True), HOLDS)]
 
 
-def chunk_symbols(c: int) -> Dict[str, sp.Symbol]:
+def chunk_symbols(c: int, names=COMPOSITION) -> Dict[str, sp.Symbol]:
     """{composition name: symbol} of chunk ``c`` and its in-flight count (``n_fl``)."""
-    return {**{k: sp.Symbol(f"{k}_{c}", nonnegative=True) for k in COMPOSITION},
+    return {**{k: sp.Symbol(f"{k}_{c}", nonnegative=True) for k in names},
             "n_fl": sp.Symbol(f"n_fl_{c}", nonnegative=True)}
 
 
@@ -120,14 +127,15 @@ def assembly(mtp: bool, full: bool, holds: str, shape=True) -> List[Tuple[str, s
     """[(name, expression), ...] of one variant (see the module docstring), in evaluation order, for
     ``shape``'s family (DeepSeek's by default)."""
     t = activation_terms(mtp, full, shape)
+    names = composition(shape)
     S = _symbol
     if holds == "paper":  # one micro-batch: act.stage
         out = [("activations", t["stage"]), ("total", None), ("activations_per_microbatch", S("activations"))]
     elif holds == "schedule":  # act.peak = n_fl x act.stage, at each chunk's composition and in-flight count
         peak = sp.Integer(0)
         for c in range(CHUNKS):
-            sym = chunk_symbols(c)
-            peak += t["peak"].xreplace({nt.n_fl: sym["n_fl"], **{getattr(nt, k): sym[k] for k in COMPOSITION}})
+            sym = chunk_symbols(c, names)
+            peak += t["peak"].xreplace({nt.n_fl: sym["n_fl"], **{nt.SYMBOLS[k]: sym[k] for k in names}})
         out = [("activations", peak), ("total", None), ("activations_per_microbatch", t["stage"])]
     elif holds == "given":
         out = [("total", None), ("activations_per_microbatch", t["stage"])]
@@ -137,9 +145,14 @@ def assembly(mtp: bool, full: bool, holds: str, shape=True) -> List[Tuple[str, s
     out = [(name, total if name == "total" else expr) for name, expr in out]  # first: what the stage search needs
     out.append(("activations_per_layer", t["layer"]))
     dense, moe = sp.diff(t["stage"], nt.L_d), sp.diff(t["stage"], nt.L_m)
-    out += [("activations_dense_layer", dense), ("activations_moe_layer", moe),
-            ("activations_outside_layers", S("activations_per_microbatch") - nt.L_d * S("activations_dense_layer")
-             - nt.L_m * S("activations_moe_layer"))]
+    out += [("activations_dense_layer", dense), ("activations_moe_layer", moe)]
+    # a family's own counts: what one layer with the feature adds (DeepSeek-V4's CSA layer: activations_L_C_layer)
+    own = [(k, sp.diff(t["stage"], nt.SYMBOLS[k])) for k in names[len(COMPOSITION):]]
+    own = [(k, d) for k, d in own if d != 0]  # a count the activations do not read (DeepSeek's L_I, V4's L_R)
+    out += [(f"activations_{k}_layer", d) for k, d in own]
+    out.append(("activations_outside_layers", S("activations_per_microbatch") - nt.L_d * S("activations_dense_layer")
+                - nt.L_m * S("activations_moe_layer") - sum((nt.SYMBOLS[k] * S(f"activations_{k}_layer")
+                                                             for k, _ in own), sp.Integer(0))))
     for end in ENDS:  # Sec. 6 at the ends of its ranges
         o = overheads.named_values(end)
         f, buf = sp.Rational(o["f_frag"]), sp.Rational(o["M_buf"])

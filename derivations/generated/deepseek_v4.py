@@ -13,14 +13,144 @@ def derived(v):
         v["EDP"] = (v["CP"]*v["DP"]*v["TP"]/_Q(v["EP"]*v["ETP"]))
     if "CP" in v and "F" in v and "N" in v and "N_r" in v and "b" in v and "s" in v:
         v["E_token"] = (v["F"]*v["N_r"]*v["b"]*v["s"]/_Q(v["CP"]*v["N"]))
+    if "m_C" in v and "s" in v:
+        v["T_C"] = (_floor(v["s"]/_Q(v["m_C"])))
+    if "m_H" in v and "s" in v:
+        v["T_H"] = (_floor(v["s"]/_Q(v["m_H"])))
+    if "m_C" in v and "s" in v:
+        v["_T_C"] = (_floor(v["s"]/_Q(v["m_C"])))
+    if "m_H" in v and "s" in v:
+        v["_T_H"] = (_floor(v["s"]/_Q(v["m_H"])))
     if "b" in v:
         v["_b_is_1"] = (1 if v["b"] == 1 else 0)
     if "N_r" in v and "k_g" in v:
         v["_floor_Nr_kg"] = (_floor(v["N_r"]/_Q(v["k_g"])))
+    if "m_H" in v and "s" in v:
+        v["_hca_on"] = (1 if (v["m_H"] <= v["s"]) else 0)
     if "B_a" in v:
         v["_not_fp32"] = (0 if v["B_a"] == 4 else 1)
     if "N_r" in v:
         v["_topk_gt_1"] = (0 if v["N_r"] == 1 else 1)
     if "TP" in v and "b" in v and "n_h" in v:
         v["_v_view"] = (1 if v["TP"] == v["n_h"] or v["b"] == 1 else 0)
+    if "B_a" in v:
+        v["u_cast"] = (0 if v["B_a"] == 4 else 1)
+    if "m_H" in v and "s" in v:
+        v["u_hca"] = (1 if (v["m_H"] <= v["s"]) else 0)
+    if "TP" in v and "b" in v and "n_h" in v:
+        v["u_kv"] = (1 if v["TP"] == v["n_h"] or v["b"] == 1 else 0)
     return v
+
+
+def inflight(schedule, v):
+    """[(which stage, micro-batches in flight, part), ...] of the device ``v["i_s"]`` under
+    ``schedule`` (derivations/assembly/schedules.py formulas; ``v["n_mb"]`` None: as many as fill
+    the pipeline)."""
+    finite = v.get("n_mb") is not None
+    if schedule == '1f1b':
+        return [('own', min(v["n_mb"], v["PP"] + (-1)*v["i_s"]), 'all')] if finite else [('own', (v["PP"] + (-1)*v["i_s"]), 'all')]
+    if schedule == 'interleaved':
+        return [('own', (min(v["VPP"]*v["n_mb"], v["PP"]*(v["VPP"] - 1) + 2*v["PP"] + (-1)*2*v["i_s"] - 1)/_Q(v["VPP"])), 'layers'), ('own', 1, 'head')] if finite else [('own', (v["PP"]*(v["VPP"] - 1) + 2*v["PP"] + (-1)*2*v["i_s"] - 1)/_Q(v["VPP"]), 'layers'), ('own', 1, 'head')]
+    if schedule == 'dualpipe':
+        return [('own', (v["PP"] + (-1)*v["i_s"]), 'all'), ('mirror', (v["i_s"] + 1), 'all')] if finite else [('own', (v["PP"] + (-1)*v["i_s"]), 'all'), ('mirror', (v["i_s"] + 1), 'all')]
+    if schedule == 'zb':
+        return [('own', min(v["n_mb"], v["PP"] + (-1)*v["i_s"]), 'all')] if finite else [('own', (v["PP"] + (-1)*v["i_s"]), 'all')]
+    raise ValueError(schedule)
+
+
+#: The activation kinds' symbols and the chunks of the per-device assembly (derivations/assembly/device_terms.py).
+DEVICE_KINDS = {'attn': 'M_A', 'csa': 'M_CSA', 'hca': 'M_HCA', 'moe': 'M_E', 'head': 'M_H'}
+DEVICE_CHUNKS = 2
+
+
+def _device_common(v):
+    v["activations_per_layer"] = (v["M_A"] + v["M_E"])
+    v["activations_dense_layer"] = v["M_A"]
+    v["activations_moe_layer"] = (v["M_A"] + v["M_E"])
+    v["activations_L_C_layer"] = v["M_CSA"]
+    v["activations_L_H_layer"] = v["M_HCA"]
+    v["activations_outside_layers"] = (-1)*v["L_C"]*v["activations_L_C_layer"] + (-1)*v["L_H"]*v["activations_L_H_layer"] + (-1)*v["L_d"]*v["activations_dense_layer"] + (-1)*v["L_m"]*v["activations_moe_layer"] + v["activations_per_microbatch"]
+    v["fragmentation_low"] = (v["total"]/_Q(20))
+    v["peak_low"] = (21*v["total"]/_Q(20) + _Q(4294967296, 5))
+    v["fragmentation_high"] = (3*v["total"]/_Q(10))
+    v["peak_high"] = (13*v["total"]/_Q(10) + 2147483648)
+    return v
+
+
+def _device_mtp0full0_paper(v):
+    v["activations"] = (v["L_C"]*v["M_CSA"] + v["L_H"]*v["M_HCA"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
+    v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
+    v["activations_per_microbatch"] = v["activations"]
+    return _device_common(v)
+
+
+def _device_mtp0full0_schedule(v):
+    v["activations"] = (v["n_fl_0"]*(v["L_C_0"]*v["M_CSA"] + v["L_H_0"]*v["M_HCA"] + v["L_m_0"]*v["M_E"] + v["M_A"]*(v["L_d_0"] + v["L_m_0"]) + v["M_H"]*v["e_H_0"]) + v["n_fl_1"]*(v["L_C_1"]*v["M_CSA"] + v["L_H_1"]*v["M_HCA"] + v["L_m_1"]*v["M_E"] + v["M_A"]*(v["L_d_1"] + v["L_m_1"]) + v["M_H"]*v["e_H_1"]))
+    v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
+    v["activations_per_microbatch"] = (v["L_C"]*v["M_CSA"] + v["L_H"]*v["M_HCA"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
+    return _device_common(v)
+
+
+def _device_mtp0full0_given(v):
+    v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
+    v["activations_per_microbatch"] = (v["L_C"]*v["M_CSA"] + v["L_H"]*v["M_HCA"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
+    return _device_common(v)
+
+
+DEVICE = {(False, False, 'paper'): _device_mtp0full0_paper, (False, False, 'schedule'): _device_mtp0full0_schedule, (False, False, 'given'): _device_mtp0full0_given, (False, True, 'paper'): _device_mtp0full0_paper, (False, True, 'schedule'): _device_mtp0full0_schedule, (False, True, 'given'): _device_mtp0full0_given, (True, False, 'paper'): _device_mtp0full0_paper, (True, False, 'schedule'): _device_mtp0full0_schedule, (True, False, 'given'): _device_mtp0full0_given, (True, True, 'paper'): _device_mtp0full0_paper, (True, True, 'schedule'): _device_mtp0full0_schedule, (True, True, 'given'): _device_mtp0full0_given}
+
+
+def device(mtp, full, holds, v):
+    """``v`` with the per-device assembly set in order (derivations/assembly/device_terms.py): the view
+    with the MTP modules' activations (``mtp``) or full recomputation (``full``), its activations held
+    as one micro-batch, a schedule's chunks or given (``holds``: paper, schedule, given)."""
+    return DEVICE[(mtp, full, holds)](v)
+
+
+def _step_paper_none(v):
+    return {}
+
+
+def _step_paper_partial(v):
+    return {"moe_layer": ((-1)*v["M_A"] + v["M_A0"] + (-1)*v["M_E"] + v["M_E0"])*min(1, v["L_m"]), "dense_layer": ((-1)*v["M_A"] + v["M_A0"] + (-1)*v["M_D"] + v["M_D0"])*min(1, v["L_d"])}
+
+
+def _step_paper_full(v):
+    return {"moe_layer": ((-1)*v["M_A"] + v["M_A0"] + (-1)*v["M_E"] + v["M_E0"])*min(1, v["L_m"]), "dense_layer": ((-1)*v["M_A"] + v["M_A0"] + (-1)*v["M_D"] + v["M_D0"])*min(1, v["L_d"])}
+
+
+def _step_transformers_none(v):
+    return {"end": (8*v["L_m"] + 4*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"])), "head": (8*v["L_m"] + v["e_H"]*((-1)*8*(1 if v["b"] == 1 else 0) - 4 + (-1)*8*v["b"]*v["s"]/_Q(v["CP"])) + 8*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]) + 8*v["b"]*v["e_H"]*v["s"]*v["v"]/_Q(v["CP"])), "attention": (-1)*v["e_H"]*v["u_eager"]*((-1)*2*v["B_a"]*v["d_hr"]*v["s"]/_Q(v["CP"]) + v["M_H"] + (-1)*8*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*(8*v["L_m"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*(v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + v["B_a"]*v["b"]*v["d_v"]*v["n_h"]*v["s"]/_Q(v["CP"]*v["TP"]) + 8*v["b"]*v["n_h"]*v["s"]**2/_Q(v["CP"]**2*v["TP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*(2*v["B_a"]*v["b"]*v["n_h"]*v["s"]*(v["d_h"] + v["d_hr"])/_Q(v["CP"]*v["TP"]) + (-1)*v["M_A"] + (-1)*v["M_D"]*(1 + (-1)*min(1, v["L_m"])) + (-1)*v["M_E"]*min(1, v["L_m"]) + v["b"]*v["s"]*(2*v["B_a"] + 4)*(v["d_c"] + v["d_cq"] + v["h"])/_Q(v["CP"]) + 12*v["b"]*v["s"]/_Q(v["CP"]) + 4*v["b"]*v["n_h"]*v["s"]**2/_Q(v["CP"]**2*v["TP"]))*min(1, v["L_d"] + v["L_m"]), "expert_loop": (2*v["B_a"]*v["N"]*v["h"]*v["h_E"]*(1 + (-1)*v["u_grouped"])*min(1, v["L_m"])*min(1, -1 + v["N"]/_Q(v["EP"]))/_Q(v["EP"]*v["ETP"]) + (-1)*v["e_H"]*(1 + (-1)*v["u_grouped"])*((-1)*2*v["B_a"]*v["d_hr"]*v["s"]/_Q(v["CP"]) + v["M_H"] + (-1)*8*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_m"])*min(1, -1 + v["N"]/_Q(v["EP"])) + (1 + (-1)*v["u_grouped"])*(v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + 4*v["e_H"])*min(1, v["L_m"])*min(1, -1 + v["N"]/_Q(v["EP"])) + (1 + (-1)*v["u_grouped"])*(8*v["L_m"] + 4*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]))*min(1, v["L_m"])*min(1, -1 + v["N"]/_Q(v["EP"])) + (1 + (-1)*v["u_grouped"])*((-1)*8*v["j_l"]*v["u_eager"] + (-1)*v["j_m"]*(v["M_A"] + v["M_E"]) + (-1)*8*v["j_m"] + (-1)*(v["M_A"] + v["M_D"])*(v["j_l"] + (-1)*v["j_m"]))*min(1, v["L_m"])*min(1, -1 + v["N"]/_Q(v["EP"])) + (1 + (-1)*v["u_grouped"])*(v["B_a"]*v["h"]*v["n_b"] + 2*v["B_a"]*v["h"]*v["h_E"]/_Q(v["ETP"]) + 2*v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + 4*v["N_r"]*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_m"])*min(1, -1 + v["N"]/_Q(v["EP"])) + (1 + (-1)*v["u_grouped"])*((-1)*4*v["B_a"]*v["N_s"]*v["b"]*v["h_E"]*v["s"]/_Q(v["CP"]) + (-1)*v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + 16*v["n_b"] + (-1)*(v["n_a"] + v["n_b"])*(3*v["B_a"]*v["h"] + 4*v["B_a"]*v["h_E"] + 20))*min(1, v["L_m"])*min(1, -1 + v["N"]/_Q(v["EP"]))), "experts": (v["B_a"]*v["N_r"]*v["b"]*v["h"]*v["s"]*v["u_grouped"]*min(1, v["L_m"])/_Q(v["CP"]) + v["B_a"]*v["b"]*v["h"]*v["s"]*v["u_grouped"]*min(1, v["L_m"])/_Q(v["CP"]) + (-1)*v["e_H"]*v["u_grouped"]*((-1)*2*v["B_a"]*v["d_hr"]*v["s"]/_Q(v["CP"]) + v["M_H"] + (-1)*8*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_m"]) + v["u_grouped"]*(v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + 4*v["e_H"])*min(1, v["L_m"]) + v["u_grouped"]*(8*v["L_m"] + 4*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]))*min(1, v["L_m"]) + v["u_grouped"]*((-1)*4*v["B_a"]*v["N_s"]*v["b"]*v["h_E"]*v["s"]/_Q(v["CP"]) + (-1)*v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + (-1)*8*v["N_r"]*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_m"]) + 12*v["N_r"]*v["b"]*v["h"]*v["s"]*v["u_grouped"]*min(1, v["L_m"])/_Q(v["CP"]))}
+
+
+def _step_transformers_partial(v):
+    return {"end": (8*v["L_m"] + 4*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"])), "head": (8*v["L_m"] + v["e_H"]*((-1)*8*(1 if v["b"] == 1 else 0) - 4 + (-1)*8*v["b"]*v["s"]/_Q(v["CP"])) + 8*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]) + 8*v["b"]*v["e_H"]*v["s"]*v["v"]/_Q(v["CP"])), "attention": (-1)*v["e_H"]*v["u_eager"]*((-1)*2*v["B_a"]*v["d_hr"]*v["s"]/_Q(v["CP"]) + v["M_H"] + (-1)*8*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*(8*v["L_m"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*(v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + v["B_a"]*v["b"]*v["d_v"]*v["n_h"]*v["s"]/_Q(v["CP"]*v["TP"]) + 8*v["b"]*v["n_h"]*v["s"]**2/_Q(v["CP"]**2*v["TP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*(2*v["B_a"]*v["b"]*v["n_h"]*v["s"]*(v["d_h"] + v["d_hr"])/_Q(v["CP"]*v["TP"]) + (-1)*v["M_A"] + (-1)*v["M_D"]*(1 + (-1)*min(1, v["L_m"])) + (-1)*v["M_E"]*min(1, v["L_m"]) + v["b"]*v["s"]*(2*v["B_a"] + 4)*(v["d_c"] + v["d_cq"] + v["h"])/_Q(v["CP"]) + 12*v["b"]*v["s"]/_Q(v["CP"]) + 4*v["b"]*v["n_h"]*v["s"]**2/_Q(v["CP"]**2*v["TP"]))*min(1, v["L_d"] + v["L_m"])}
+
+
+def _step_transformers_full(v):
+    return {"end": (v["B_a"]*v["b"]*v["s"]**2*v["u_eager"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2) + 8*v["L_m"] + 4*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]) + (2*v["B_a"]*v["d_hr"]*v["s"]/_Q(v["CP"]) + 8*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"])), "head": (v["B_a"]*v["b"]*v["s"]**2*v["u_eager"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2) + 8*v["L_m"] + v["e_H"]*((-1)*8*(1 if v["b"] == 1 else 0) - 4 + (-1)*8*v["b"]*v["s"]/_Q(v["CP"])) + 8*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]) + (2*v["B_a"]*v["d_hr"]*v["s"]/_Q(v["CP"]) + 8*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]) + 8*v["b"]*v["e_H"]*v["s"]*v["v"]/_Q(v["CP"])), "attention": (-1)*v["e_H"]*v["u_eager"]*(v["M_H"] + (-1)*8*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*(v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + v["B_a"]*v["b"]*v["d_v"]*v["n_h"]*v["s"]/_Q(v["CP"]*v["TP"]) + 8*v["b"]*v["n_h"]*v["s"]**2/_Q(v["CP"]**2*v["TP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*(v["B_a"]*v["b"]*v["s"]**2*v["u_eager"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2) + 8*v["L_m"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]) + (2*v["B_a"]*v["d_hr"]*v["s"]/_Q(v["CP"]) + 8*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*(2*v["B_a"]*v["b"]*v["n_h"]*v["s"]*(v["d_h"] + v["d_hr"])/_Q(v["CP"]*v["TP"]) + v["b"]*v["s"]*(2*v["B_a"] + 4)*(v["d_c"] + v["d_cq"] + v["h"])/_Q(v["CP"]) + 12*v["b"]*v["s"]/_Q(v["CP"]) + 4*v["b"]*v["n_h"]*v["s"]**2/_Q(v["CP"]**2*v["TP"]))*min(1, v["L_d"] + v["L_m"]), "rebuild": (v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + v["B_a"]*v["b"]*v["s"]**2*v["u_eager"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2) + 8*v["L_m"] + (-1)*v["e_H"]*(v["M_H"] + (-1)*8*v["b"]*v["s"]/_Q(v["CP"])) + 8*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]) + (2*v["B_a"]*v["d_hr"]*v["s"]/_Q(v["CP"]) + 8*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]) + (2*v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + v["M_A0"] + v["M_E0"] + 16 + 4*v["N"]*v["b"]*v["s"]/_Q(v["CP"]) + 4*v["N_r"]*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_m"])), "experts": (v["B_a"]*v["b"]*v["h"]*v["s"]*v["u_grouped"]*min(1, v["L_m"])/_Q(v["CP"]) + (-1)*v["e_H"]*v["u_grouped"]*(v["M_H"] + (-1)*8*v["b"]*v["s"]/_Q(v["CP"])) + v["u_grouped"]*(v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + 4*v["e_H"]) + v["u_grouped"]*(v["B_a"]*v["b"]*v["s"]**2*v["u_eager"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2) + 8*v["L_m"] + 4*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]) + (2*v["B_a"]*v["d_hr"]*v["s"]/_Q(v["CP"]) + 8*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"])) + v["u_grouped"]*((-1)*4*v["B_a"]*v["N_s"]*v["b"]*v["h_E"]*v["s"]/_Q(v["CP"]) + (-1)*v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + v["M_A0"] + v["M_E0"] + (-1)*8*v["N_r"]*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_m"]) + 12*v["N_r"]*v["b"]*v["h"]*v["s"]*v["u_grouped"]*min(1, v["L_m"])/_Q(v["CP"])), "expert_loop": (2*v["B_a"]*v["N"]*v["h"]*v["h_E"]*(1 + (-1)*v["u_grouped"])*min(1, v["L_m"])*min(1, -1 + v["N"]/_Q(v["EP"]))/_Q(v["EP"]*v["ETP"]) + (-1)*v["e_H"]*(1 + (-1)*v["u_grouped"])*(v["M_H"] + (-1)*8*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_m"])*min(1, -1 + v["N"]/_Q(v["EP"])) + (1 + (-1)*v["u_grouped"])*(v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + 4*v["e_H"])*min(1, v["L_m"])*min(1, -1 + v["N"]/_Q(v["EP"])) + (1 + (-1)*v["u_grouped"])*((-1)*v["B_a"]*v["b"]*v["h"]*v["j_l"]*v["s"]/_Q(v["CP"]) + (-1)*8*v["j_l"]*v["u_eager"] + (-1)*8*v["j_m"])*min(1, v["L_m"])*min(1, -1 + v["N"]/_Q(v["EP"])) + (1 + (-1)*v["u_grouped"])*(v["B_a"]*v["h"]*v["n_b"] + 2*v["B_a"]*v["h"]*v["h_E"]/_Q(v["ETP"]) + 2*v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + 4*v["N_r"]*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_m"])*min(1, -1 + v["N"]/_Q(v["EP"])) + (1 + (-1)*v["u_grouped"])*(v["B_a"]*v["b"]*v["s"]**2*v["u_eager"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2) + 8*v["L_m"] + 4*v["e_H"] + 8*v["u_eager"]*(v["L_d"] + v["L_m"]) + (2*v["B_a"]*v["d_hr"]*v["s"]/_Q(v["CP"]) + 8*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]))*min(1, v["L_m"])*min(1, -1 + v["N"]/_Q(v["EP"])) + (1 + (-1)*v["u_grouped"])*((-1)*4*v["B_a"]*v["N_s"]*v["b"]*v["h_E"]*v["s"]/_Q(v["CP"]) + (-1)*v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + v["M_A0"] + v["M_E0"] + 16*v["n_b"] + (-1)*(v["n_a"] + v["n_b"])*(3*v["B_a"]*v["h"] + 4*v["B_a"]*v["h_E"] + 20))*min(1, v["L_m"])*min(1, -1 + v["N"]/_Q(v["EP"])))}
+
+
+def _step_mcore_none(v):
+    return {"end": (v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2*v["TP"]) + v["L_m"]*(8*v["N"] + 24 + 5*v["N"]*v["b"]*v["s"]/_Q(v["CP"])) + 4*v["e_H"] + (4*v["L_d"] + 4*v["L_m"])*min(1, v["L_m"]) + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"])/_Q(v["CP"])), "ce": (v["B_a"]*v["b"]*v["e_E"]*v["e_H"]*v["h"]*v["s"]/_Q(v["CP"]) + v["B_a"]*v["b"]*v["e_H"]*v["s"]*v["v"]/_Q(v["CP"]*v["TP"]) + v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2*v["TP"]) + v["L_m"]*(8*v["N"] + 24 + 5*v["N"]*v["b"]*v["s"]/_Q(v["CP"])) + (4*v["L_d"] + 4*v["L_m"])*min(1, v["L_m"]) + v["b"]*v["e_H"]*v["s"]*(28 + (-1)*8*(1 if v["b"] == 1 else 0))/_Q(v["CP"]) + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"])/_Q(v["CP"]) + 8*v["e_H"]*v["s"]/_Q(v["CP"])), "attention_forward": (v["B_a"]*v["b"]*v["d_v"]*v["n_h"]*v["s"]*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]*v["TP"]) + (-1)*v["e_H"]*v["u_eager"]*v["u_local"]*(v["M_H"] + (-1)*8*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*v["u_local"]*(2*v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + 8*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*v["u_local"]*(2*v["B_a"]*v["b"]*v["n_h"]*v["s"]**2/_Q(v["CP"]**2*v["TP"]) + v["s"]**2/_Q(v["CP"]**2) + 8*v["b"]*v["n_h"]*v["s"]**2/_Q(v["CP"]**2*v["TP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*v["u_local"]*(v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2*v["TP"]) + v["L_m"]*(8*v["N"] + 24 + 5*v["N"]*v["b"]*v["s"]/_Q(v["CP"])) + (4*v["L_d"] + 4*v["L_m"])*min(1, v["L_m"]) + (-1)*(8*v["N"] + 24 + 5*v["N"]*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_m"]) + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"])/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*v["u_local"]*(4*v["B_a"]*v["d_hr"]*v["s"]/_Q(v["CP"]) + 2*v["B_a"]*v["b"]*v["n_h"]*v["s"]*(v["d_h"] + v["d_hr"])/_Q(v["CP"]*v["TP"]) + (-1)*v["M_A"] + (-1)*v["M_D"]*(1 + (-1)*min(1, v["L_m"])) + (-1)*v["M_E"]*min(1, v["L_m"]) + v["b"]*v["s"]*(v["B_a"] + 8)*(v["d_c"] + v["d_cq"] + v["h"])/_Q(v["CP"]) + 12*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]))}
+
+
+def _step_mcore_partial(v):
+    return {"end": (v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2*v["TP"]) + v["L_m"]*(8*v["N"] + 24 + 5*v["N"]*v["b"]*v["s"]/_Q(v["CP"])) + 4*v["e_H"] + (4*v["L_d"] + 4*v["L_m"])*min(1, v["L_m"]) + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"])/_Q(v["CP"])), "ce": (v["B_a"]*v["b"]*v["e_E"]*v["e_H"]*v["h"]*v["s"]/_Q(v["CP"]) + v["B_a"]*v["b"]*v["e_H"]*v["s"]*v["v"]/_Q(v["CP"]*v["TP"]) + v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2*v["TP"]) + v["L_m"]*(8*v["N"] + 24 + 5*v["N"]*v["b"]*v["s"]/_Q(v["CP"])) + (4*v["L_d"] + 4*v["L_m"])*min(1, v["L_m"]) + v["b"]*v["e_H"]*v["s"]*(28 + (-1)*8*(1 if v["b"] == 1 else 0))/_Q(v["CP"]) + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"])/_Q(v["CP"]) + 8*v["e_H"]*v["s"]/_Q(v["CP"])), "attention_forward": (v["B_a"]*v["b"]*v["d_v"]*v["n_h"]*v["s"]*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]*v["TP"]) + (-1)*v["e_H"]*v["u_eager"]*v["u_local"]*(v["M_H"] + (-1)*8*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*v["u_local"]*(2*v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + 8*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*v["u_local"]*(2*v["B_a"]*v["b"]*v["n_h"]*v["s"]**2/_Q(v["CP"]**2*v["TP"]) + v["s"]**2/_Q(v["CP"]**2) + 8*v["b"]*v["n_h"]*v["s"]**2/_Q(v["CP"]**2*v["TP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*v["u_local"]*(v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2*v["TP"]) + v["L_m"]*(8*v["N"] + 24 + 5*v["N"]*v["b"]*v["s"]/_Q(v["CP"])) + (4*v["L_d"] + 4*v["L_m"])*min(1, v["L_m"]) + (-1)*(8*v["N"] + 24 + 5*v["N"]*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_m"]) + 4 + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"])/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*v["u_local"]*(4*v["B_a"]*v["d_hr"]*v["s"]/_Q(v["CP"]) + 2*v["B_a"]*v["b"]*v["n_h"]*v["s"]*(v["d_h"] + v["d_hr"])/_Q(v["CP"]*v["TP"]) + (-1)*v["M_A"] + (-1)*v["M_D"]*(1 + (-1)*min(1, v["L_m"])) + (-1)*v["M_E"]*min(1, v["L_m"]) + v["b"]*v["s"]*(v["B_a"] + 8)*(v["d_c"] + v["d_cq"] + v["h"])/_Q(v["CP"]) + 12*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"])), "attention": (-1)*v["e_H"]*v["u_eager"]*v["u_local"]*(v["M_H"] + (-1)*8*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*v["u_local"]*(v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + 2*v["B_a"]*v["b"]*v["d_v"]*v["n_h"]*v["s"]/_Q(v["CP"]*v["TP"]) + 8*v["b"]*v["n_h"]*v["s"]**2/_Q(v["CP"]**2*v["TP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*v["u_local"]*(2*v["B_a"]*v["b"]*v["d_v"]*v["n_h"]*v["s"]/_Q(v["CP"]*v["TP"]) + v["s"]**2/_Q(v["CP"]**2) + 4*v["b"]*v["n_h"]*v["s"]**2/_Q(v["CP"]**2*v["TP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*v["u_local"]*(v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2*v["TP"]) + v["L_m"]*(8*v["N"] + 24 + 5*v["N"]*v["b"]*v["s"]/_Q(v["CP"])) + (4*v["L_d"] + 4*v["L_m"])*min(1, v["L_m"]) - 12 + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"])/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*v["u_local"]*(4*v["B_a"]*v["d_hr"]*v["s"]/_Q(v["CP"]) + 2*v["B_a"]*v["b"]*v["n_h"]*v["s"]*(v["d_h"] + v["d_hr"])/_Q(v["CP"]*v["TP"]) + (-1)*v["M_A"] + (-1)*v["M_D"]*(1 + (-1)*min(1, v["L_m"])) + (-1)*v["M_E"]*min(1, v["L_m"]) + 8*v["N_r"]*v["b"]*v["s"]/_Q(v["CP"]) + v["b"]*v["s"]*(v["B_a"] + 8)*(v["d_c"] + v["d_cq"] + v["h"])/_Q(v["CP"]) + 12*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"])}
+
+
+def _step_mcore_full(v):
+    return {"end": (v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2*v["TP"]) + v["L_m"]*(8*v["N"] + 5*v["N"]*v["b"]*v["s"]/_Q(v["CP"]) + 8*v["N_r"]*v["b"]*v["s"]/_Q(v["CP"])) + 4*v["e_H"] + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"])/_Q(v["CP"])), "ce": (v["B_a"]*v["b"]*v["e_E"]*v["e_H"]*v["h"]*v["s"]/_Q(v["CP"]) + v["B_a"]*v["b"]*v["e_H"]*v["s"]*v["v"]/_Q(v["CP"]*v["TP"]) + v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2*v["TP"]) + v["L_m"]*(8*v["N"] + 5*v["N"]*v["b"]*v["s"]/_Q(v["CP"]) + 8*v["N_r"]*v["b"]*v["s"]/_Q(v["CP"])) + v["b"]*v["e_H"]*v["s"]*(28 + (-1)*8*(1 if v["b"] == 1 else 0))/_Q(v["CP"]) + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"])/_Q(v["CP"]) + 8*v["e_H"]*v["s"]/_Q(v["CP"])), "attention": (v["B_a"]*v["b"]*v["h"]*v["s"]*v["u_eager"]*v["u_local"]*(v["L_d"] + v["L_m"] + 1)*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]) + (-1)*v["e_H"]*v["u_eager"]*v["u_local"]*(v["M_H"] + (-1)*8*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*v["u_local"]*(v["B_a"]*v["b"]*v["d_v"]*v["n_h"]*v["s"]/_Q(v["CP"]*v["TP"]) + v["s"]**2/_Q(v["CP"]**2) + 12*v["b"]*v["n_h"]*v["s"]**2/_Q(v["CP"]**2*v["TP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*v["u_local"]*(4*v["B_a"]*v["d_hr"]*v["s"]/_Q(v["CP"]) + 2*v["B_a"]*v["b"]*v["n_h"]*v["s"]*(v["d_h"] + v["d_hr"])/_Q(v["CP"]*v["TP"]) + v["b"]*v["s"]*(v["B_a"] + 8)*(v["d_c"] + v["d_cq"] + v["h"])/_Q(v["CP"]) + 12*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"]) + v["u_eager"]*v["u_local"]*(v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2*v["TP"]) + 4*v["L_d"] + v["L_m"]*(8*v["N"] + 5*v["N"]*v["b"]*v["s"]/_Q(v["CP"]) + 8*v["N_r"]*v["b"]*v["s"]/_Q(v["CP"])) + 4*v["L_m"] + 8 + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"])/_Q(v["CP"]))*min(1, v["L_d"] + v["L_m"])), "rebuild": (v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + v["B_a"]*v["b"]*v["n_h"]*v["s"]**2*v["u_eager"]*v["u_local"]*min(1, v["L_d"] + v["L_m"])/_Q(v["CP"]**2*v["TP"]) + v["L_m"]*(8*v["N"] + 5*v["N"]*v["b"]*v["s"]/_Q(v["CP"]) + 8*v["N_r"]*v["b"]*v["s"]/_Q(v["CP"])) + (-1)*v["e_H"]*(v["M_H"] + (-1)*8*v["b"]*v["s"]/_Q(v["CP"])) + 8*v["e_H"] + (-1)*(8*v["N"] + 5*v["N"]*v["b"]*v["s"]/_Q(v["CP"]) + 8*v["N_r"]*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_m"]) + (3*v["B_a"]*v["N_r"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + 2*v["B_a"]*v["b"]*v["h"]*v["s"]/_Q(v["CP"]) + 4*v["L_d"] + 4*v["L_m"] + v["M_A0"] + v["M_E0"] + 8*v["N"] + 24 + 5*v["N"]*v["b"]*v["s"]/_Q(v["CP"]) + 4*v["N_r"]*v["b"]*v["s"]/_Q(v["CP"]))*min(1, v["L_m"]) + v["d_hr"]*v["s"]*(4*v["L_d"] + 4*v["L_m"])/_Q(v["CP"]))}
+
+
+#: Every name the moments read (a family without a dimension reads it as 0: its moments are DeepSeek's).
+STEP_INPUTS = ('B_a', 'CP', 'EP', 'ETP', 'L_d', 'L_m', 'M_A', 'M_A0', 'M_D', 'M_D0', 'M_E', 'M_E0', 'M_H', 'N', 'N_r', 'N_s', 'TP', 'b', 'd_c', 'd_cq', 'd_h', 'd_hr', 'd_v', 'e_E', 'e_H', 'h', 'h_E', 'j_l', 'j_m', 'n_a', 'n_b', 'n_h', 's', 'u_eager', 'u_grouped', 'u_local', 'v')
+
+
+STEP = {('paper', 'none'): _step_paper_none, ('paper', 'partial'): _step_paper_partial, ('paper', 'full'): _step_paper_full, ('transformers', 'none'): _step_transformers_none, ('transformers', 'partial'): _step_transformers_partial, ('transformers', 'full'): _step_transformers_full, ('mcore', 'none'): _step_mcore_none, ('mcore', 'partial'): _step_mcore_partial, ('mcore', 'full'): _step_mcore_full}
+
+
+def step(framework, policy, v):
+    """{moment: bytes above one micro-batch's end-of-forward activations} (derivations/assembly/
+    step_terms.py): ``framework`` paper, transformers or mcore; ``policy`` none, part or full."""
+    return STEP[(framework, policy)](v)

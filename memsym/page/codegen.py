@@ -69,6 +69,18 @@ class RationalJS(JavascriptCodePrinter):
     def _print_Equality(self, expr):
         return f"Q.eq({self._print(expr.lhs)}, {self._print(expr.rhs)})"
 
+    def _print_LessThan(self, expr):  # sympy writes a >= b as b <= a
+        return f"Q.le({self._print(expr.lhs)}, {self._print(expr.rhs)})"
+
+    def _print_GreaterThan(self, expr):
+        return f"Q.le({self._print(expr.rhs)}, {self._print(expr.lhs)})"
+
+    def _print_StrictLessThan(self, expr):
+        return f"Q.lt({self._print(expr.lhs)}, {self._print(expr.rhs)})"
+
+    def _print_StrictGreaterThan(self, expr):
+        return f"Q.lt({self._print(expr.rhs)}, {self._print(expr.lhs)})"
+
     def _print_Piecewise(self, expr):
         """Piecewise((v, cond), ..., (w, True)) as nested conditionals (exact comparisons)."""
         *pairs, (last, cond) = expr.args

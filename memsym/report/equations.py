@@ -23,6 +23,25 @@ from .text import braced, latex_of
 
 #: Paper forms longer than this (LaTeX characters) are printed with sympy's long_frac_ratio.
 LONG_FORM = 600
+#: A fraction whose numerator's LaTeX is longer than this runs past a line (breqn breaks no fraction): the paper form
+#: is then printed with its long fractions broken off, as for a long form (DeepSeek-V3.2's ZeRO-sharded sums).
+LONG_NUMERATOR = 200
+
+
+def _widest_numerator(latex: str) -> int:
+    """The length of the longest ``\\frac`` numerator in ``latex`` (its braces matched)."""
+    widest, at = 0, latex.find("\\frac{")
+    while at >= 0:
+        i, depth = at + len("\\frac{"), 1
+        start = i
+        while i < len(latex) and depth:
+            depth += {"{": 1, "}": -1}.get(latex[i], 0)
+            i += 1
+        widest = max(widest, i - 1 - start)
+        at = latex.find("\\frac{", at + 1)
+    return widest
+
+
 #: Closed forms longer than this are printed with sympy's long_frac_ratio.
 LONG_CLOSED = 150
 
@@ -108,7 +127,8 @@ def _forms(ctx, term, dsubs, full, names, show_parts: bool) -> Dict:
     shown_names.update({sym: lx for sym, (lx, _) in used.items()})
     shown = view.display(dsubs, full)
     paper = sp.latex(shown, order="none", symbol_names=shown_names)
-    if len(paper) > LONG_FORM:  # print long fractions as \frac{..}{..} (...) so LaTeX can break them
+    if len(paper) > LONG_FORM or _widest_numerator(paper) > LONG_NUMERATOR:
+        # print long fractions as \frac{..}{..} (...) so LaTeX can break them
         paper = sp.latex(shown, order="none", symbol_names=shown_names, long_frac_ratio=2)
     closed = closed_latex(term, dsubs, names, lambda: breakable_latex(closed_expr(term, dsubs), names))
     parts = _parts(term, view, dsubs, full, shown_names) if show_parts else []

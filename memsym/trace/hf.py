@@ -99,7 +99,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
         ids = torch.randint(2, config.vocab_size, (mbs, seq))
         # the RoPE cos and sin tables: computed once, handed to every layer (the stage's, not a layer's)
         with Recorder(model, stage=(model.model.rotary_emb,)) as rec:
-            out = model(input_ids=ids, labels=ids)
+            out = model(input_ids=ids, labels=ids, **NO_CACHE.get(raw.get("model_type"), {}))
     for hook in hooks:
         hook.remove()
     alive = _alive_check(rec)
@@ -116,7 +116,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     info = {"framework": "transformers", "versions": {"torch": torch.__version__.split("+")[0],
                                                       "transformers": transformers.__version__},
             "loss": loss, "params_with_grad": grads, "alive_check": alive,
-            "n_layers": config.num_hidden_layers, "first_dense": config.first_k_dense_replace,
+            "n_layers": config.num_hidden_layers, "first_dense": getattr(config, "first_k_dense_replace", 0),
             "routing": describe(routing)}
     if measured is not None:
         info["step"] = measured
@@ -139,10 +139,15 @@ def _counter(counts, layer: int, n_experts: int):
 #: models/auto/modeling_auto.py): DeepSeek-V2's own classes for ``deepseek_v2``; DeepSeek-V3's for
 #: ``deepseek_v3`` and for ``kimi_k2`` (not in transformers' mapping: Kimi K2 publishes DeepSeek-V3's code);
 #: DeepSeek-V3.2's for ``deepseek_v32`` (models/deepseek_v32: V3 with the DSA lightning indexer); GLM-5's for
-#: ``glm_moe_dsa`` (models/glm_moe_dsa: V3.2 whose ``shared`` layers reuse the previous layer's top-k).
+#: ``glm_moe_dsa`` (models/glm_moe_dsa: V3.2 whose ``shared`` layers reuse the previous layer's top-k); DeepSeek-V4's
+#: for ``deepseek_v4`` (models/deepseek_v4).
 MODEL_CLASSES = {"deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM"),
                  "deepseek_v32": ("DeepseekV32Config", "DeepseekV32ForCausalLM"),
-                 "glm_moe_dsa": ("GlmMoeDsaConfig", "GlmMoeDsaForCausalLM")}
+                 "glm_moe_dsa": ("GlmMoeDsaConfig", "GlmMoeDsaForCausalLM"),
+                 "deepseek_v4": ("DeepseekV4Config", "DeepseekV4ForCausalLM")}
+#: Forward arguments of a training forward by model_type: DeepSeek-V4's config defaults to use_cache, and a cache kept
+#: with the output holds the CSA indexer's compressor alive (paper/traces/V4.md, 4.2); a training step builds none.
+NO_CACHE = {"deepseek_v4": {"use_cache": False}}
 DEFAULT_CLASSES = ("DeepseekV3Config", "DeepseekV3ForCausalLM")
 
 

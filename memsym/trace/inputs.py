@@ -121,6 +121,9 @@ def check_fields(data: Mapping, path: str = "<config>") -> None:
 def estimate_params(m) -> int:
     """Parameters of a model (:class:`~derivations.model.ModelSpec`), roughly: the size check
     before anything is built."""
+    if hasattr(m, "d_a"):  # DeepSeek-V4: attention, a CSA compressor's worth, experts (derivations/families/deepseek_v4)
+        att = m.h * (m.d_cq + 5 * m.d_a) + m.d_cq * m.n_h * m.d_a + m.n_h * m.d_a * m.d_O + m.h * m.g_O * m.d_O
+        return 2 * m.v * m.h + m.l * (att + 3 * m.h * m.h_E * (m.N + 1))
     att = m.h * ((m.d_cq or 0) + m.d_c + m.d_hr) + (m.d_cq or m.h) * m.n_h * (m.d_h + m.d_hr) \
         + m.d_c * m.n_h * (m.d_h + m.d_v) + m.n_h * m.d_v * m.h
     moe = 3 * m.h * m.h_E * (m.N + m.N_s)
@@ -166,9 +169,9 @@ def check_fake(m, mbs: int, seq: int, recompute: str) -> None:
 def check_trace(m, mbs: int, seq: int, recompute: str, fake: bool, step: bool = False) -> None:
     """The size checks of a trace: :func:`check_fake` with ``--fake``, else :func:`check_size`; ``--step``
     (memsym/trace/step.py) profiles a forward and a backward, so it takes real tensors."""
-    if getattr(m, "family", "deepseek") != "deepseek":  # the tracers build DeepSeek's modelling code only
-        raise ConfigError("trace.family", f"memsym trace covers the DeepSeek family's models (its predictions are "
-                                          f"their activation terms); {m.name} is not one of them")
+    if getattr(m, "family", "deepseek") != "deepseek" and (fake or step):
+        raise ConfigError("trace.family", f"--{'fake' if fake else 'step'}: {m.name} is traced end-of-forward only "
+                                          f"(the fake routing and the step's moments are the DeepSeek family's)")
     if fake and step:
         raise ConfigError("trace.step", "--fake --step: a fake trace allocates nothing and runs no backward; "
                                         "profile the step of a real trace (without --fake)")
@@ -183,6 +186,11 @@ def check_routing(framework: str, m) -> None:
     (DeepseekV2TopkRouter.forward, ``deepseek_v2``) has a top-k for ``greedy`` and ``group_limited_greedy``
     only (any other topk_method leaves its weights unset) and groups only from the config (DeepseekV2Config
     has no default n_group/topk_group); Megatron-Core's group-limited top-k needs both counts."""
+    if getattr(m, "family", "deepseek") != "deepseek":  # DeepSeek-V4: transformers' models/deepseek_v4 only
+        if framework != "transformers":
+            raise ConfigError("trace.family", f"model_type {m.model_type}: Megatron-Core has no model of it; trace it "
+                                              f"with --framework transformers")
+        return
     n_group, topk_group = m.groups()
     if framework == "transformers" and m.model_type == "deepseek_v2":
         if m.topk_method not in ("greedy", "group_limited_greedy"):

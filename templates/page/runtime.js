@@ -499,7 +499,9 @@ function deviceInputs(m, lay, t, index, all, cached) {
   for (const [kind, sym] of Object.entries(dev.kinds)) e[sym] = kinds[kind] === undefined ? Q.n(0) : kinds[kind];
   for (let c = 0; c < dev.chunks; c++) {
     const part = c < ch.length ? subsComposition(partComposition(all[ch[c].stage], ch[c].part)) : {};
-    for (const k of ["L_d", "L_m", "e_E", "e_H"]) e[`${k}_${c}`] = part[k] === undefined ? Q.n(0) : part[k];
+    // the composition and the family's counts (DeepSeek-V4's L_C, L_H): device_terms.composition
+    for (const k of ["L_d", "L_m", "e_E", "e_H", ...familyOf(m).counts.map(([sym]) => sym)])
+      e[`${k}_${c}`] = part[k] === undefined ? Q.n(0) : part[k];
     e[`n_fl_${c}`] = c < ch.length ? ch[c].inflight : Q.n(0);
   }
   if (ch.length > dev.chunks) throw new Error(`the device assembly has ${dev.chunks} chunks, the schedule ${ch.length}`);

@@ -37,15 +37,24 @@ DIMENSIONS = (
     ("index_topk", "k_I", "compressed entries each query attends to k_I", 512),
 )
 
+V4_SRC = "transformers 5.24 models/deepseek_v4 (paper/traces/V4.md)"
 #: The kinds of sublayer: the attention (every layer's shared-KV attention with its sliding window), the MoE
 #: sublayer, and the head.
 LAYER_TERMS = (
-    Kind("attn", "act.attn.layer", "one V4 attention sublayer", "transformers 5.24 models/deepseek_v4",
+    Kind("attn", "act.attn.layer", "one V4 attention sublayer (its hyper-connection, sliding-window attention over s "
+         "keys and stream mix)", V4_SRC,
+         full=("only the layer's input streams are kept", "only the layer's input streams are kept"),
          label="attention", per="layers"),
-    Kind("moe", "act.moe.layer", "one V4 MoE sublayer", "transformers 5.24 models/deepseek_v4", label="MoE",
-         per="moe"),
-    Kind("head", "act.head", "the hyper-connection head, final norm, head and loss on the last stage", "memsym",
-         label="head and loss", per="last"),
+    Kind("csa", "act.csa.layer", "what a CSA layer adds (its compressor and T_C = floor(s / m_C) more keys)", V4_SRC,
+         full=("nothing kept", "nothing kept"), label="CSA compressor and keys", per="L_C"),
+    Kind("hca", "act.hca.layer", "what an HCA layer adds (its compressor and T_H = floor(s / m_H) more keys)", V4_SRC,
+         full=("nothing kept", "nothing kept"), label="HCA compressor and keys", per="L_H"),
+    Kind("moe", "act.moe.layer", "one V4 MoE sublayer (its hyper-connection, router, shared and routed experts and "
+         "stream mix)", V4_SRC,
+         full=("the mid-layer streams are kept", "nothing kept: the layer's one checkpoint is its input streams"),
+         label="MoE", per="moe"),
+    Kind("head", "act.head", "the input ids, hyper-connection head, final norm, head and loss on the last stage",
+         V4_SRC, label="head and loss", per="last"),
 )
 
 DIVIDES = (
@@ -58,12 +67,13 @@ DIVIDES = (
 FAMILY = Family(
     name="deepseek_v4", title="DeepSeek-V4 (CSA/HCA attention + mHC + DeepSeekMoE)", short="CSA/HCA + mHC + MoE",
     model_types=MODEL_TYPES, dimensions=tuple(d[:3] for d in DIMENSIONS), topk_methods=(),
-    kinds=("attn", "moe", "head"),
+    kinds=("attn", "csa", "hca", "moe", "head"),
     parameters="derivations.families.deepseek_v4.parameters",
     activations="derivations.families.deepseek_v4.activations", config="derivations.families.deepseek_v4.config",
+    report="derivations.families.deepseek_v4.report",
     layer_terms=LAYER_TERMS, layer=("attn", "moe"), divides=DIVIDES, attention_label="attention",
     layer_what="V4 transformer layer (attention + MoE + hyper-connections)",
-    sections=("parameters", "static", "zero"), flags=("tied",),
+    sections=("parameters", "static", "zero", "activations", "overheads"), flags=("tied",),
     counts=(("L_C", "CSA", "layers with compressed sparse attention (CSA) held by the stage"),
             ("L_H", "HCA", "layers with heavily compressed attention (HCA) held by the stage"),
             ("L_R", "learned-router", "MoE layers with a learned router and its score-correction bias held by the stage "

@@ -26,7 +26,8 @@ ATTENTION_TYPES = {"sliding_attention": "sliding", "compressed_sparse_attention"
 #: legacy compress_ratios entries -> layer type (_COMPRESS_RATIO_TO_LAYER_TYPE)
 _RATIO_TYPES = {0: "sliding_attention", 4: "compressed_sparse_attention", 128: "heavily_compressed_attention"}
 MLP_TYPES = ("hash_moe", "moe")
-SCORING_FUNCS = ("sqrtsoftplus", "softmax", "sigmoid")
+#: the router's score functions transformers' ACT2FN provides (DeepseekV4TopKRouter.score_fn; "softmax" fails there)
+SCORING_FUNCS = ("sqrtsoftplus", "sigmoid")
 #: DeepseekV4Config's defaults beside the dimensions
 DEFAULT_RATES = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128}
 DEFAULT_HASH_LAYERS = 3
@@ -80,9 +81,10 @@ class ModelSpec:
 
     def notes(self) -> List[str]:
         """What the terms leave out of this model, for an estimate's assumptions."""
-        return ["DeepSeek-V4: parameters and model states are counted (transformers 5.24's model); its activations, "
-                "the hash-routing table (int64 v N_r per hash-routed layer, a buffer) and the MTP module are not "
-                "modelled yet"]
+        return ["DeepSeek-V4: activations as transformers 5.24 keeps them (eager; paper/traces/V4.md); not modelled: "
+                "the hash-routing table (an int64 v x N_r buffer per hash-routed layer), the MTP module, a kept "
+                "generation cache (use_cache with the output held keeps the CSA indexer's compressor), the forward's "
+                "transients (the indexer's FP32 b s n_I T scores)"]
 
     def layer_kinds(self) -> List[str]:
         """Every V4 layer is a MoE layer."""
@@ -96,7 +98,8 @@ class ModelSpec:
     def named(self) -> Dict[str, int]:
         """{symbol name: value} of the model's symbols."""
         out = {attr: getattr(self, attr) for _, attr, _, _ in DIMENSIONS}
-        out.update(d_hr=self.d_hr, m_C=self.m_C, m_H=self.m_H, N_s=1, D=self.mtp_layers)
+        out.update(d_hr=self.d_hr, m_C=self.m_C, m_H=self.m_H, N_s=1, D=self.mtp_layers,
+                   u_sg=int(self.scoring_func == "sigmoid"))
         return out
 
     def values(self) -> Dict:

@@ -29,3 +29,39 @@ SYMBOLS = register([
 ])
 d_a, g_O, d_O, n_hc, t_S, w, m_C, m_H, L_C, L_H, L_R = (
     SYMBOLS[k] for k in ("d_a", "g_O", "d_O", "n_hc", "t_S", "w", "m_C", "m_H", "L_C", "L_H", "L_R"))
+
+#: Derived symbols of V4's activation terms, each kept for display and replaced by its definition before evaluation
+#: (derivations/notation.py): the compressed entries of a CSA and an HCA layer, and three indicators.
+_DERIVED = register([
+    SymbolInfo("T_C", "T_{C}", "compressed key-value entries of a CSA layer, floor(s / m_C) (leftover tokens make "
+               "none)", "derived", V4, nonnegative_only=True),
+    SymbolInfo("T_H", "T_{H}", "compressed key-value entries of an HCA layer, floor(s / m_H)", "derived", V4,
+               nonnegative_only=True),
+    SymbolInfo("u_kv", "\\delta_{kv}", "1 when eager attention keeps the shared key-value head as one storage (b = 1 or "
+               "one head on the device, n_h = TP), else 0 (K^T and V are copied per head)", "derived", V4,
+               nonnegative_only=True),
+    SymbolInfo("u_hca", "\\delta_{hca}", "1 when an HCA layer has a compressed entry (s >= m_H), else 0", "derived", V4,
+               nonnegative_only=True),
+    SymbolInfo("u_cast", "\\delta_{cast}", "1 unless B_a = 4 (a cast to FP32 is then no copy), else 0", "derived", V4,
+               nonnegative_only=True),
+], definitions={})
+T_C, T_H, u_kv, u_hca, u_cast = (_DERIVED[k] for k in ("T_C", "T_H", "u_kv", "u_hca", "u_cast"))
+
+
+#: This family's derived symbols (derivations/generate.py prints a family's own definitions, not another's).
+DERIVED = (T_C, T_H, u_kv, u_hca, u_cast)
+
+
+def _define():
+    """The definitions: floor(s / m) and three indicators, the last two the very expressions of derivations.tensors'
+    V_VIEW and NOT_FP32 (written here: that module imports the notation this one completes)."""
+    import sympy as sp
+
+    from derivations.notation import DEFINITIONS, B_a, TP, b, n_h, s
+    DEFINITIONS.update({T_C: sp.floor(s / m_C), T_H: sp.floor(s / m_H),
+                        u_kv: sp.Piecewise((1, sp.Eq(b, 1)), (1, sp.Eq(n_h, TP)), (0, True)),
+                        u_hca: sp.Piecewise((1, sp.Ge(s, m_H)), (0, True)),
+                        u_cast: sp.Piecewise((0, sp.Eq(B_a, 4)), (1, True))})
+
+
+_define()

@@ -13,7 +13,7 @@ from derivations.notation import SYMBOLS, N, d_cq, h, h_E, n_h, v
 from symbolic.term import Part, Term
 
 n_I, d_I = SYMBOLS["n_I"], SYMBOLS["d_I"]
-SRC = "transformers 5.24 models/deepseek_v4/modeling_deepseek_v4.py"
+SRC = "transformers 5.24 deepseek_v4"
 
 
 def _p(key, label, shape, module, split=False):
@@ -89,10 +89,10 @@ def terms(registry, family, flags):
     yield Term("params.attn", "parameters of one layer's attention (query LoRA, shared key-value head, grouped "
                               "output projection, sinks; its sliding window has none)", "params",
                SRC + ": DeepseekV4Attention", tuple(attention_matrices()))
-    yield Term("params.compressor.csa", "parameters of a CSA layer's compressor (every m_C tokens) and its lightning "
-                                        "indexer", "params", SRC + ": DeepseekV4CSACompressor, DeepseekV4Indexer",
+    yield Term("params.compressor.csa", "parameters of a CSA layer's compressor, one key-value entry per m_C tokens, "
+                                        "and its lightning indexer", "params", SRC + ": DeepseekV4CSACompressor, DeepseekV4Indexer",
                tuple(compressor_matrices(m_C, 2, "DeepseekV4CSACompressor") + indexer_matrices()))
-    yield Term("params.compressor.hca", "parameters of an HCA layer's compressor (every m_H tokens)", "params",
+    yield Term("params.compressor.hca", "parameters of an HCA layer's compressor, one key-value entry per m_H tokens", "params",
                SRC + ": DeepseekV4HCACompressor", tuple(compressor_matrices(m_H, 1, "DeepseekV4HCACompressor")))
     yield Term("params.norm", "RMSNorm weights of one layer (before the attention and before the MoE)", "params",
                SRC + ": DeepseekV4DecoderLayer",
