@@ -86,8 +86,8 @@ def test_sequence_parallelism_must_divide_the_sequence(v3):
 SPLIT = {
     "model": ["ModelSpec"],
     "presets": ["DEFAULT_MODEL", "PRESETS", "load_model"],
-    "layout": ["Layout", "StageComposition", "compose", "layer_range", "stage", "stage_layers", "stages",
-               "validate_layout", "whole_model"],
+    "layout": ["Layout", "StageComposition", "compose", "composition_names", "layer_range", "stage", "stage_layers",
+               "stages", "validate_layout", "whole_model"],
     "training": ["ATTENTION", "DTYPES", "RECOMPUTE", "RECOMPUTE_OPS", "SCHEDULES", "ZERO_NAMES", "Training",
                  "parse_recompute", "validate_training"],
     "switches": ["BYTES_CONVENTIONS", "BYTES_HELP", "CONVENTION_ORDER", "CONVENTION_PRESETS", "CONVENTION_SOURCES",
