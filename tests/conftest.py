@@ -81,8 +81,9 @@ def pytest_terminal_summary(terminalreporter):
     seeds = {v for reps in terminalreporter.stats.values() for r in reps
              for k, v in getattr(r, "user_properties", ()) if k == "random_seed"}
     for s in sorted(seeds):
-        terminalreporter.write_line(f"random traces (tests/test_random_traces.py): seed {s}; replay with "
-                                    f"MEMSYM_RANDOM_SEED={s} python -m pytest tests/test_random_traces.py")
+        terminalreporter.write_line(f"random traces (tests/test_random_traces*.py): seed {s}; replay with "
+                                    f"MEMSYM_RANDOM_SEED={s} python -m pytest tests/test_random_traces.py "
+                                    f"tests/test_random_traces_v4.py")
 
 
 @pytest.fixture()

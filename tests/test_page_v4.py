@@ -34,13 +34,13 @@ CONFIGS = [
 ]
 
 
-@pytest.mark.parametrize("i", range(len(CONFIGS)))
-def test_the_page_equals_estimate_for_v4(browser, v4_page, i):
+def _assert_page_is_estimate(browser, page, controls):
+    """The page at ``controls`` shows what memsym estimate prints for the same options: the stage, the parameters,
+    the bytes (and one micro-batch's under a schedule)."""
     from derivations.assembly.device import estimate
     from memsym.cli import build_parser
     from memsym.commands import common
-    controls = CONFIGS[i]
-    _configure(browser, v4_page, controls)
+    _configure(browser, page, controls)
     err = browser.find_element("id", "error")
     assert not err.text, err.text
     args = build_parser("estimate").parse_args(["estimate", *_argv(controls)])
@@ -55,3 +55,16 @@ def test_the_page_equals_estimate_for_v4(browser, v4_page, i):
         keys.append("activations_per_microbatch")
     for k in keys:
         assert _dom_exact(browser, f"bytes-{k}") == exact.bytes[k], k
+
+
+@pytest.mark.parametrize("i", range(len(CONFIGS)))
+def test_the_page_equals_estimate_for_v4(browser, v4_page, i):
+    _assert_page_is_estimate(browser, v4_page, CONFIGS[i])
+
+
+@pytest.mark.parametrize("model", ["paper/models/deepseek-v4-flash.json", "paper/models/glm-5.json",
+                                   "paper/models/deepseek-v3.2-exp.json"])
+def test_the_default_page_offers_the_released_models(browser, page, model):
+    """memsym page (no --model) offers DeepSeek's presets and the released models of every family (paper/models/):
+    each chosen equals memsym estimate --model FILE."""
+    _assert_page_is_estimate(browser, page, [("model", model), ("pp", 4), ("tp", 2), ("ep", 8)])

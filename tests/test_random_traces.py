@@ -214,7 +214,12 @@ def test_random_config_is_predicted_in_both_frameworks(draw, record_property):
     """Every draw, traced in transformers and in Megatron-Core (a deepseek_v32 or glm_moe_dsa one in transformers
     only): measured == predicted per layer and outside."""
     record_property("random_seed", SEED)
-    c, training = draw
+    check_draw(*draw)
+
+
+def check_draw(c: dict, training: dict) -> None:
+    """Write the drawn config.json, trace it in each framework of ``training`` and fail (saying the seed, the
+    commands that re-measure it and the config) where measured != predicted."""
     path = _path()
     text = json.dumps(c, indent=2)
     Path(path).write_text(text)
@@ -231,7 +236,6 @@ def test_random_config_is_predicted_in_both_frameworks(draw, record_property):
         msg = (f"MEMSYM_RANDOM_SEED={SEED}: measured != predicted\n" + "\n".join(failures)
                + f"\n{path}:\n{text}\n(add --record paper/traces/NAME.toml to a command to make it a record)")
         pytest.fail(msg, pytrace=False)
-
 
 
 def test_the_strategy_draws_valid_configs():

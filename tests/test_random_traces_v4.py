@@ -11,14 +11,11 @@ sqrtsoftplus or sigmoid; vocabulary 64-1024, tied or not.  Training: micro-batch
 compression rate too: no entry), BF16 or FP32, recomputation none or full, experts loop or grouped (h and the
 experts' width then multiples of 8: torch._grouped_mm's 16-byte strides).  Megatron-Core has no DeepSeek-V4
 model: transformers only."""
-import json
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from tests.test_random_traces import EXAMPLES, SEED, _have_trace, _path, command, differences, trace
+from test_random_traces import EXAMPLES, SEED, _have_trace, check_draw
 
 TYPES = ("sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention")
 
@@ -65,20 +62,7 @@ def configs(draw):
 def test_random_v4_config_is_predicted(draw, record_property):
     """Every draw, traced in transformers: measured == predicted per layer and outside."""
     record_property("random_seed", SEED)
-    c, training = draw
-    path = _path()
-    text = json.dumps(c, indent=2)
-    Path(path).write_text(text)
-    t = training["transformers"]
-    try:
-        bad = differences(trace("transformers", path, t))
-    except Exception as exc:  # a refusal of a drawn config is a failing draw too
-        bad = [("trace", f"{type(exc).__name__}: {exc}", "a measurement")]
-    if bad:
-        rows = "\n".join(f"    {w}: measured {m}, predicted {p}" for w, m, p in bad)
-        pytest.fail(f"MEMSYM_RANDOM_SEED={SEED}: measured != predicted\n{command('transformers', path, t)}\n{rows}\n"
-                    f"{path}:\n{text}\n(add --record paper/traces/NAME.toml to the command to make it a record)",
-                    pytrace=False)
+    check_draw(*draw)
 
 
 def test_the_v4_strategy_draws_valid_configs():

@@ -104,7 +104,8 @@ class Fields:
         return _fp8_block(self.data, self.path)
 
 
-def _covered() -> str:
+def covered() -> str:
+    """Each family's architecture and the model_types it reads (what an unread model_type is told)."""
     return "; ".join(f"{f.short}: {', '.join(f.model_types + tuple(f'{mt} ({field})' for mt, field, _ in f.wrappers))}"
                      for f in families.all())
 
@@ -134,7 +135,7 @@ def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
     family = families.for_model_type(mt) if isinstance(mt, str) else None
     if family is None:
         raise _err(path, "model_type", f"model_type {_shown(mt)} is not an architecture memsym covers "
-                                       f"({_covered()})")
+                                       f"({covered()})")
     return family.module("config").from_fields(Fields(data, path), name, source)
 
 

@@ -35,6 +35,8 @@ from derivations import variant
 from .codegen import js, mathml, symbols_of
 from derivations.config import limits as L
 from derivations.generate import device_shape, structures
+from derivations import families as _families
+from derivations.config.hfconfig import covered
 from derivations.families import get as _family
 from derivations.notation import EXTENSION_DEFAULTS, M_buf, PAPER_BYTES, f_frag
 from derivations.config.presets import PRESET_NAMES, preset_path
@@ -357,6 +359,9 @@ def options() -> Dict:
         "presets": {n: _read_text(preset_path(n)) for n in PRESET_NAMES},
         "default_model": cfg.DEFAULT_MODEL,
         "model_types": list(DEEPSEEK.model_types), "topk_methods": list(DEEPSEEK.topk_methods),
+        # what the command line's reader says of a config it does not read (hfconfig.from_dict: every family's)
+        "all_model_types": list(_families.model_types()), "covered": covered(),
+        "other_families": {mt: f.title for f in _families.all() if f is not DEEPSEEK for mt in f.model_types},
         "wrappers": [list(w) for w in DEEPSEEK.wrappers],
         "scoring_funcs": list(DEEPSEEK.module("config").SCORING_FUNCS),
         "dimensions": [list(d) for d in DEEPSEEK.dimensions],
@@ -468,7 +473,8 @@ def generate(check: bool = True, models=()) -> Dict:
     pool = Pool()
     models = _distinct(models)
     fams = [DEEPSEEK] if not models else []
-    for _, spec in models:
+    released = released_models() if not models else []
+    for _, spec in list(models) + released:
         fam = _family(spec.family)
         if fam not in fams:
             fams.append(fam)
@@ -480,8 +486,29 @@ def generate(check: bool = True, models=()) -> Dict:
     if models:  # the given models only: no DeepSeek preset, no pasted config.json
         opts["presets"], opts["default_model"] = {}, next(iter(given))
     return {"fns": pool.fns, "mathml": pool.mls, "symbols": sorted(pool.symbols), "reads": pool.reads, "families": per,
-            "models": given, "schedules": sched, "overheads": over,
+            "models": given, "released": {argument: model_data(spec) for argument, spec in released},
+            "schedules": sched, "overheads": over,
             "options": opts, "inputs": inputs(), "gpus": gpus(), "features": [[f, list(v)] for f, v in features()]}
+
+
+#: The released models' configs after DeepSeek-V3 (paper/models/, each with its source; the Megatron-Core proxies
+#: left out), which the page offers beside DeepSeek's presets: every family memsym reads.
+RELEASED = ("deepseek-v3.2-exp", "glm-5", "kimi-k2", "deepseek-v4-flash", "deepseek-v4-pro")
+
+
+def released_models() -> List:
+    """(``paper/models/<name>.json``, ModelSpec) of :data:`RELEASED`, read as ``memsym estimate --model`` reads them
+    (none when memsym runs outside its repository: they are the repository's data, not the package's)."""
+    import os
+
+    from derivations.config.presets import load_model
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = []
+    for name in RELEASED:
+        rel = f"paper/models/{name}.json"
+        if os.path.exists(os.path.join(root, rel)):
+            out.append((rel, load_model(os.path.join(root, rel))))
+    return out
 
 
 def _distinct(models) -> List:

@@ -105,9 +105,21 @@ def of(config: Union[Mapping, str]):
         # lazy: modules this module's importers do not need (loaded only on this path)
         from derivations.config.hfconfig import from_dict
         check_fields(config)
-        return config, from_dict(config, "<config>", "config")
+        return language_model(config), from_dict(config, "<config>", "config")
     conf = read(config)
-    return conf.data, conf.model
+    return language_model(conf.data), conf.model
+
+
+def language_model(data: Mapping) -> Mapping:
+    """The fields the framework builds its language model from: a wrapper's field (Kimi K2.5's ``text_config``, with
+    its model_type defaulted as hfconfig.from_dict reads it: derivations/families Family.wrappers), else ``data``."""
+    # lazy: the registry (plain data)
+    from derivations import families
+    wrapped = families.wrapper(data.get("model_type")) if isinstance(data.get("model_type"), str) else None
+    if wrapped is None:
+        return data
+    field, inner = wrapped
+    return {"model_type": inner, **data[field]}
 
 
 def check_fields(data: Mapping, path: str = "<config>") -> None:

@@ -89,7 +89,7 @@ function fromDict(data, path, name, fields, inner) {
   };
   const O = DATA.options;
   const mt = get("model_type", null);
-  if (mt === null && !inner) throw err(`required field 'model_type' is missing (memsym covers ${O.model_types.join(", ")})`);
+  if (mt === null && !inner) throw err(`required field 'model_type' is missing (memsym covers ${O.all_model_types.join(", ")})`);
   // hfconfig.from_dict: a config holding the language model in a field (Kimi K2.5's text_config)
   const wrap = O.wrappers.find((w) => w[0] === mt);
   if (wrap !== undefined && inner)
@@ -101,9 +101,10 @@ function fromDict(data, path, name, fields, inner) {
       throw err(`model_type ${shownValue(mt)}: field ${reprStr(field)} (its language model) must be an object, got ${typeName(text)}`);
     return fromDict(new Map([["model_type", innerType], ...text]), `${path} ${field}`, name, fields, field);
   }
-  const covered = O.model_types.concat(O.wrappers.map((w) => `${w[0]} (${w[1]})`));
+  if (typeof mt === "string" && mt in O.other_families)  // another family's config: its reader is the command line's
+    throw err(`model_type ${shownValue(mt)} (${O.other_families[mt]}): the page reads pasted DeepSeek-family configs; write a page for this one with memsym page --model config.json`);
   if (!(typeof mt === "string" && O.model_types.includes(mt)))
-    throw err(`model_type ${shownValue(mt)} is not an architecture memsym covers (MLA + MoE: ${covered.join(", ")})`);
+    throw err(`model_type ${shownValue(mt)} is not an architecture memsym covers (${O.covered})`);
   const m = {};
   for (const [field, attr, meaning] of O.dimensions) m[attr] = int(field, meaning);
   if (!data.has("q_lora_rank"))

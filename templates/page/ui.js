@@ -30,7 +30,7 @@ function checkbox(id, label, help) {
 function buildForm() {
   const O = DATA.options, T = O.training, L = O.layout;
   let html = "<fieldset><legend>Model</legend>";
-  const names = Object.keys(O.presets).concat(Object.keys(DATA.models));
+  const names = Object.keys(O.presets).concat(Object.keys(DATA.released), Object.keys(DATA.models));
   const paste = DATA.families.deepseek !== undefined && Object.keys(O.presets).length > 0;  // the page reads DeepSeek's fields
   html += field("opt-model", paste ? "--model: preset or pasted config.json" : "--model (as memsym page --model read it)",
     `<select id="opt-model" name="opt-model">` + names.map((n) => `<option value="${esc(n)}">${esc(n)}</option>`).join("") +
@@ -186,6 +186,7 @@ function modelOf(a) {
   const given = Object.keys(DATA.models).length > 0;
   const name = ("model" in a && !given && choice === DATA.options.default_model) ? a.model : choice;
   if (name in DATA.models) return givenModel(DATA.models[name]);
+  if (name in DATA.released) return givenModel(DATA.released[name]);  // a released model of any family (paper/models)
   if (!(name in DATA.options.presets))  // a recipe's model on a page of other models
     throw new ConfigError(`--model ${name}: this page offers ${Object.keys(DATA.models).join(", ")} (memsym page --model)`, ["model", "recipe"]);
   if (!(name in PRESET_MODELS)) PRESET_MODELS[name] = fromDict(readConfigJSON(DATA.options.presets[name], name, ["model"]), name, name, ["model"]);

@@ -84,7 +84,9 @@ class ModelSpec:
         return ["DeepSeek-V4: activations as transformers 5.24 keeps them (eager; paper/traces/V4.md); not modelled: "
                 "the hash-routing table (an int64 v x N_r buffer per hash-routed layer), the MTP module, a kept "
                 "generation cache (use_cache with the output held keeps the CSA indexer's compressor), the forward's "
-                "transients (the indexer's FP32 b s n_I T scores)"]
+                "transients (the indexer's FP32 b s n_I T scores); the step's peak uses the DeepSeek family's moments "
+                "(a rebuilt layer is a sliding one: a CSA or HCA layer's compressor and T more keys are not added; "
+                "not traced for V4)"]
 
     def layer_kinds(self) -> List[str]:
         """Every V4 layer is a MoE layer."""

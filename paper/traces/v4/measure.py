@@ -202,7 +202,7 @@ def closed_form(cfg, b, s, experts, dt, var, counts=None):
     d_r, d_cq = cfg.qk_rope_head_dim, cfg.q_lora_rank
     g, d_g = cfg.o_groups, cfg.o_lora_rank
     n, tS = cfg.hc_mult, cfg.hc_sinkhorn_iters
-    n_I, d_I = cfg.index_n_heads, cfg.index_head_dim
+    d_I = cfg.index_head_dim  # n_I appears in no kept tensor (the indexer's scores feed only a top-k)
     N, Nr, hE, v = cfg.n_routed_experts, cfg.num_experts_per_tok, cfg.moe_intermediate_size, cfg.vocab_size
     bs = b * s
 
