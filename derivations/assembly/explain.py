@@ -16,10 +16,14 @@ from derivations import families
 from derivations.assembly.sides import megatron_values, mtp_stage_shift
 
 
-def stage_content(c) -> str:
-    """What a stage holds, in words (embedding, dense and MoE layers, head)."""
+def stage_content(c, family: str = "deepseek") -> str:
+    """What a stage holds, in words (embedding, dense and MoE layers, head), with its family's own counts of
+    attention layers (DeepSeek-V4's CSA and HCA: ``3 MoE (1 CSA, 2 HCA)``)."""
+    own = {sym: feature for sym, feature, _ in families.get(family).counts if feature in ("CSA", "HCA")}
+    kinds = ", ".join(f"{n} {own[sym]}" for sym, n in c.extra if sym in own and n)
     return ", ".join((["embedding"] if c.embedding else []) + ([f"{c.dense} dense"] if c.dense else []) +
-                     ([f"{c.moe} MoE"] if c.moe else []) + (["head"] if c.head else []))
+                     ([f"{c.moe} MoE" + (f" ({kinds})" if kinds else "")] if c.moe else []) +
+                     (["head"] if c.head else []))
 
 
 def explain_split(est) -> list:
@@ -33,7 +37,7 @@ def explain_split(est) -> list:
              + (" (--layers-per-stage)" if lay.layers_per_stage else " (change with --layers-per-stage)")]
     groups = []
     for c in all_stages:
-        key = (len(c.layers), c.dense, c.moe, c.embedding, c.head)
+        key = (len(c.layers), c.dense, c.moe, c.embedding, c.head, c.extra)
         if groups and groups[-1][0] == key:
             groups[-1][1].append(c)
         else:
@@ -44,7 +48,7 @@ def explain_split(est) -> list:
         start, stop = first.layers.start, last.layers.stop - 1
         layers = f"layer {start}" if start == stop else f"layers {start}-{stop}"
         mark = f"  <- stage {est.stage.index}, this device" if first.index <= est.stage.index <= last.index else ""
-        lines.append(f"  {name:<13}{layers:<16}{stage_content(first)}{' each' if len(cs) > 1 else ''}{mark}")
+        lines.append(f"  {name:<13}{layers:<16}{stage_content(first, m.family)}{' each' if len(cs) > 1 else ''}{mark}")
     return lines
 
 

@@ -279,7 +279,7 @@ def render_all(every, worst, device=None) -> str:
              f"({e0.term_ids['activations']}); GiB",
              "",
              ]
-    contents = [explain.stage_content(e.stage) + (f" + stage {e.held[1].index} ({explain.stage_content(e.held[1])})" if len(e.held) > 1
+    contents = [explain.stage_content(e.stage, e.model.family) + (f" + stage {e.held[1].index} ({explain.stage_content(e.held[1], e.model.family)})" if len(e.held) > 1
                                      else "") for e in every]
     wc = max(30, 2 + max(len(c) for c in contents))
     runtime = "runtime" in e0.bytes
@@ -389,6 +389,6 @@ def _schedule_lines(est) -> list:
     lines.append(f"  schedule {TITLES[est.training.schedule]}: {what} in flight at the peak ({parts}); {how}")
     if len(est.held) > 1:
         other = est.held[1]
-        lines.append(f"  DualPipe: this device also holds stage {other.index} ({other.label}: {explain.stage_content(other)}); "
+        lines.append(f"  DualPipe: this device also holds stage {other.index} ({other.label}: {explain.stage_content(other, est.model.family)}); "
                      f"parameters, gradients and optimizer states count both stages")
     return lines

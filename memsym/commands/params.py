@@ -44,6 +44,7 @@ def data(args) -> dict:
 def run(args) -> int:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses.counts import summary
+    from derivations.assembly.explain import stage_content
     model = common.model_from_args(args)
     data, rows = summary(model, args.pp, args.layers_per_stage, args.accounting, args.mtp)
     args.pp = data["pp"]
@@ -63,9 +64,7 @@ def run(args) -> int:
     print()
     print(f"{'stage':<8}{'layers':<14}{'content':<34}{'params':>20}{'BF16 GiB':>12}")
     for c, p, _ in rows:
-        content = ", ".join(x for x in (["embedding"] if c.embedding else []) +
-                            ([f"{c.dense} dense"] if c.dense else []) + ([f"{c.moe} MoE"] if c.moe else []) +
-                            (["head"] if c.head else []))
+        content = stage_content(c, model.family)
         print(f"{c.index:<8}{c.label.replace('layers ', '').replace('layer ', ''):<14}{content:<34}"
               f"{fmt_int(p):>20}{fmt_gib(2 * p):>12}")
     if extras:
