@@ -75,3 +75,38 @@ def kept(view, shape: Shape) -> Mapping[str, Tuple]:
     for kind in shape.declared.kinds:
         out[kind] = tuple((p.key, p.expr) for p in apply(view, shape.specs(kind)))
     return out
+
+
+@lru_cache(maxsize=64)
+def inert(shape) -> Tuple[bool, Tuple[str, ...]]:
+    """(whether FP8 caching retypes none of the family's tensors, the custom recomputation operators that name none of
+    them) of another family's :class:`Shape` (DeepSeek's: (False, ()), its lists carry every operator): options that
+    would only rename its terms (DeepSeek-V4 has no MLA latent, and transformers caches nothing in FP8)."""
+    from derivations.activations.views import Group  # lazy: sympy (the tensor lists)
+    from derivations.config import RECOMPUTE_OPS
+    if not is_shape(shape):
+        return False, ()
+    tags = set()
+    for kind in shape.declared.kinds:
+        for spec in shape.specs(kind):
+            tags |= set(spec.tags)
+            if isinstance(spec, Group):
+                tags |= {t for sub in spec.subs for t in sub[4]}
+    return not tags & {"fp8", "e5m6"}, tuple(op for op in RECOMPUTE_OPS if op not in tags)
+
+
+def check_options(shape, training) -> None:
+    """Refuse (ConfigError, one line) an option of ``training`` that changes no tensor of ``shape``'s family
+    (:func:`inert`)."""
+    from symbolic.errors import ConfigError  # lazy: this module is plain data otherwise
+    fp8, ops = inert(shape)
+    title = family(shape).title
+    if fp8 and training.fp8:
+        raise ConfigError("fp8-activations", f"--fp8-activations: no tensor of {title} is cached in FP8 (the "
+                                             f"DeepSeek-V3 report's caching names MLA and MoE tensors)")
+    idle = [op for op in training.recompute_ops if op in ops]
+    if training.recompute == "custom" and idle:
+        from derivations.config import RECOMPUTE_OPS
+        valid = ", ".join(op for op in RECOMPUTE_OPS if op not in ops)
+        raise ConfigError("recompute-ops", f"--recompute custom:{','.join(idle)}: no tensor of {title} is recomputed "
+                                           f"by it; its operators: {valid}")

@@ -50,6 +50,9 @@ def summary(model: cfg.ModelSpec, pp=None, layers_per_stage=None, accounting: st
         "activated": activated_params(terms, accounting),
     }
     if mtp and "mtp" not in fam.kinds:
+        if getattr(model, "mtp_layers", 0):
+            raise cfg.ConfigError("mtp", f"--mtp: {model.name}'s {model.mtp_layers} multi-token-prediction module(s) "
+                                         f"are not modelled for {fam.title} (transformers builds none)")
         raise cfg.ConfigError("mtp", f"--mtp: {model.name} ({fam.title}) has no multi-token-prediction modules")
     if mtp:
         data["mtp"] = mtp_params(model, terms)

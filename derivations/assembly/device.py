@@ -23,6 +23,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 from derivations import config as cfg
 from derivations import families
 from derivations.activations.naming import activation_ids as _view_ids
+from derivations.activations import shape as shapes
 from derivations.activations.shape import of_model
 from derivations.activations.view import View
 from derivations import evaluate as ev
@@ -256,6 +257,7 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     check_mtp(model, training.conventions)
     cfg.validate_layout(model, layout, training.seq)
     cfg.validate_training(training)
+    shapes.check_options(of_model(model), training)  # an option that changes none of its family's tensors
     comp = cfg.stage(model, layout, stage_index)
     all_stages = cfg.stages(model, layout)
     notes = list(assumptions)

@@ -102,7 +102,8 @@ def explain_params(est) -> list:
     n = st.dense + st.moe
     fam = families.get(m.family)
     att, kind = fam.attention_label, fam.attention  # DeepSeek's MLA, static.layer.mla, params.mla
-    pn = [f"{n} layer{'s' * (n != 1)} x ({att} {val('static.layer.' + kind)} + LN {val('static.layer.norm')})"]
+    extra = "".join(f" + {label} {val('static.' + tid[len('params.'):])}" for _, label, tid in fam.layer_extra)
+    pn = [f"{n} layer{'s' * (n != 1)} x ({att} {val('static.layer.' + kind)} + LN {val('static.layer.norm')}{extra})"]
     if st.dense:
         pn.append(f"{st.dense} dense FFN x {val('static.layer.dense_ffn')} (split by TP={lay.tp})")
     for _, label, count, tid, at in fam.additions:  # the family's per-stage terms (DeepSeek's L_I indexers)

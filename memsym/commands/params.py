@@ -44,6 +44,7 @@ def data(args) -> dict:
 def run(args) -> int:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses.counts import summary
+    from derivations import families
     from derivations.assembly.explain import stage_content
     model = common.model_from_args(args)
     data, rows = summary(model, args.pp, args.layers_per_stage, args.accounting, args.mtp)
@@ -69,8 +70,10 @@ def run(args) -> int:
               f"{fmt_int(p):>20}{fmt_gib(2 * p):>12}")
     if extras:
         print("  checkpoint-only tensors (not counted by the paper), included above:")
+        # the family's own checkpoint rows by their labels (DeepSeek-V4's learned routers' biases), else DeepSeek's
+        own = {key: label for key, label, _, _, at in families.get(model.family).additions if at == "checkpoint"}
         for k, v in extras.items():
-            print(f"    {EXTRA_LABELS.get(k, k):<52}{fmt_int(v):>20}")
+            print(f"    {own.get(k, EXTRA_LABELS.get(k, k)):<52}{fmt_int(v):>20}")
     print(f"{'total':<56}{fmt_int(total):>20}{fmt_gib(2 * total):>12}  {fmt_b(total)}")
     print()
     print(render_activated(model, activated))

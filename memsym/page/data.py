@@ -308,7 +308,16 @@ def family_data(pool: Pool, fam, check: bool = True) -> Dict:
             "states": model_states(pool, fam), "activations": acts, "device": device(pool, fam),
             "mtp": "mtp" in fam.kinds, "layout_defaults": fam.layout_defaults(),
             "layer_label": "one MoE layer" if "moe" in fam.layer else f"one {fam.layer_what}",
-            "divides": [[d.rule, d.symbol, d.axis, d.text] for d in fam.divides]}
+            "divides": [[d.rule, d.symbol, d.axis, d.text] for d in fam.divides],
+            # options that change none of its tensors, refused (derivations/activations/shape.py inert)
+            "inert": _inert(fam)}
+
+
+def _inert(fam) -> Dict:
+    """{fp8: FP8 caching retypes none of the family's tensors, ops: the custom recomputation operators naming none}."""
+    from derivations.activations import shape as shapes
+    fp8, ops = shapes.inert(shapes.of(fam.name, fam.structures()[0]))
+    return {"fp8": fp8, "ops": list(ops)}
 
 
 # ----------------------------------------------------------------------------- schedules, overheads

@@ -32,7 +32,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     Every check (:mod:`memsym.trace.inputs`: ConfigError) comes before torch is imported."""
     raw, spec = inputs.of(config)
     inputs.check_trace(spec, mbs, seq, recompute, fake, step)
-    inputs.check_routing("transformers", spec)
+    inputs.check_routing("transformers", spec, attention)
     if step and balanced:
         raise ConfigError("trace.step", "a profiled step runs the router's own routing (no balanced routing)")
     inputs.check_options("transformers", attention, experts, recompute, settings)

@@ -193,7 +193,7 @@ def check_trace(m, mbs: int, seq: int, recompute: str, fake: bool, step: bool = 
         check_size(m, mbs, seq)
 
 
-def check_routing(framework: str, m) -> None:
+def check_routing(framework: str, m, attention: str = "eager") -> None:
     """A routing the framework's code runs (ConfigError otherwise): transformers' DeepSeek-V2 code
     (DeepseekV2TopkRouter.forward, ``deepseek_v2``) has a top-k for ``greedy`` and ``group_limited_greedy``
     only (any other topk_method leaves its weights unset) and groups only from the config (DeepseekV2Config
@@ -202,6 +202,9 @@ def check_routing(framework: str, m) -> None:
         if framework != "transformers":
             raise ConfigError("trace.family", f"model_type {m.model_type}: Megatron-Core has no model of it; trace it "
                                               f"with --framework transformers")
+        if attention != "eager":  # DeepseekV4PreTrainedModel: _supports_sdpa = _supports_flash_attn = False
+            raise ConfigError("trace.attention", f"--attention {attention}: transformers runs {m.model_type} with "
+                                                 f"eager attention only (its sinks; sdpa and flash are refused)")
         return
     n_group, topk_group = m.groups()
     if framework == "transformers" and m.model_type == "deepseek_v2":

@@ -576,9 +576,21 @@ function device(m, lay, t, index, all, memo, until) {
     ids, params_id: d.states.params_id, kept: d.kept, subs: d.subs, overheads, variant: variantKey(t), step,
     inflight: t.schedule !== null ? Q.add(...d.chunks.filter((c) => c.part !== "head").map((c) => c.inflight)) : null };
 }
+/** shape.check_options: an option that changes none of the family's tensors is refused. */
+function checkInert(m, t) {
+  const fam = familyOf(m), inert = fam.inert;
+  if (inert.fp8 && t.fp8)
+    throw new ConfigError(`--fp8-activations: no tensor of ${fam.title} is cached in FP8 (the DeepSeek-V3 report's caching names MLA and MoE tensors)`, ["fp8_activations"]);
+  const idle = t.recompute === "custom" ? t.recompute_ops.filter((o) => inert.ops.includes(o)) : [];
+  if (idle.length) {
+    const valid = Object.keys(DATA.options.recompute_ops).filter((o) => !inert.ops.includes(o));
+    throw new ConfigError(`--recompute custom:${idle.join(",")}: no tensor of ${fam.title} is recomputed by it; its operators: ${valid.join(", ")}`, ["recompute"]);
+  }
+}
 function estimate(m, lay, t, stageIndex) {
   validateLayout(m, lay, t.seq);
   validateTraining(t);
+  checkInert(m, t);
   checkMtp(m, t);
   const all = stages(m, lay), memo = new Map();
   if (stageIndex === null) {

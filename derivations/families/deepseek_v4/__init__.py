@@ -82,5 +82,5 @@ FAMILY = Family(
     additions=(("csa", "CSA compressors and indexers", "L_C", "params.compressor.csa", "stage"),
                ("hca", "HCA compressors", "L_H", "params.compressor.hca", "stage"),
                ("hc_head", "hyper-connection head", "e_H", "params.hc_head", "stage"),
-               ("router_bias", "routing bias per learned-router layer (checkpoint only)", "L_R", "params.router_bias",
+               ("router_bias", "routing bias, N per learned-router layer", "L_R", "params.router_bias",
                 "checkpoint")))

@@ -129,8 +129,8 @@ def _bool(f, name: str, default: bool = False) -> bool:
 
 
 def _rates(f) -> Dict[str, int]:
-    rates = dict(DEFAULT_RATES)
     given = f.data.get("compress_rates")
+    rates = dict(DEFAULT_RATES) if given is None else {}  # DeepseekV4Config takes a given dict as it is
     if given is not None:
         if not isinstance(given, dict) or set(given) - set(DEFAULT_RATES):
             raise f.err("compress_rates", "field 'compress_rates' must be an object with keys "
@@ -146,16 +146,27 @@ def _rates(f) -> Dict[str, int]:
     return rates
 
 
+def _rate(f, rates, layer_type: str, attention) -> int:
+    """The compression rate of ``layer_type`` (0 when no layer has it); a layer of that type without its rate is refused
+    (DeepseekV4Config takes a given compress_rates as it is, and its compressor then finds none)."""
+    if layer_type not in rates:
+        if ATTENTION_TYPES[layer_type] in attention:
+            raise f.err("compress_rates", f"field 'compress_rates' has no rate for {layer_type!r}, which a layer uses")
+        return DEFAULT_RATES[layer_type]  # unused: no layer of the type
+    return rates[layer_type]
+
+
 def _layer_types(f, layers: int) -> Tuple[str, ...]:
     given, legacy = f.data.get("layer_types"), f.data.get("compress_ratios")
     if given is None and legacy is not None:
-        if not isinstance(legacy, list) or any(x not in _RATIO_TYPES or isinstance(x, bool) for x in legacy):
+        if not isinstance(legacy, list) or any(not isinstance(x, int) or isinstance(x, bool) or x not in _RATIO_TYPES
+                                               for x in legacy):
             raise f.err("compress_ratios", "field 'compress_ratios' must list 0, 4 or 128 per layer")
         given = [_RATIO_TYPES[x] for x in legacy]
     if given is None:  # DeepseekV4Config.__post_init__: two HCA layers, then CSA and HCA alternating
         given = ["heavily_compressed_attention"] * min(layers, 2) + [
             "compressed_sparse_attention" if i % 2 else "heavily_compressed_attention" for i in range(max(layers - 2, 0))]
-    if not isinstance(given, list) or any(x not in ATTENTION_TYPES for x in given):
+    if not isinstance(given, list) or any(not isinstance(x, str) or x not in ATTENTION_TYPES for x in given):
         raise f.err("layer_types", "field 'layer_types' must list " + ", ".join(ATTENTION_TYPES) + " per layer")
     if len(given) < layers:
         raise f.err("layer_types", f"field 'layer_types' has {len(given)} entries for {layers} layers")
@@ -167,7 +178,7 @@ def _mlp_types(f, layers: int) -> Tuple[bool, ...]:
     if given is None:
         n_hash = f.int("num_hash_layers", "hash-routed layers", minimum=0, default=DEFAULT_HASH_LAYERS, required=False)
         given = ["hash_moe"] * min(layers, n_hash) + ["moe"] * max(0, layers - n_hash)
-    if not isinstance(given, list) or any(x not in MLP_TYPES for x in given):
+    if not isinstance(given, list) or any(not isinstance(x, str) or x not in MLP_TYPES for x in given):
         raise f.err("mlp_layer_types", "field 'mlp_layer_types' must list 'hash_moe' or 'moe' per layer")
     if len(given) < layers:
         raise f.err("mlp_layer_types", f"field 'mlp_layer_types' has {len(given)} entries for {layers} layers")
@@ -178,8 +189,8 @@ def _rotary(f, head_dim: int) -> int:
     """The rotary part of a head: head_dim x partial_rotary_factor (legacy qk_rope_head_dim / head_dim; default
     64/512), truncated to an integer as DeepseekV4Config does."""
     prf, legacy = f.data.get("partial_rotary_factor"), f.data.get("qk_rope_head_dim")
-    if prf is None and legacy is not None:
-        return f.int("qk_rope_head_dim", "rotary dimensions d_h^R")
+    if prf is None and legacy is not None:  # folded as DeepseekV4Config does: int(head_dim * (r / head_dim))
+        return int(head_dim * (f.int("qk_rope_head_dim", "rotary dimensions d_h^R") / head_dim))
     if prf is None:
         return int(head_dim * DEFAULT_ROTARY_FACTOR)
     if not isinstance(prf, (int, float)) or isinstance(prf, bool) or not 0 < prf <= 1:
@@ -196,7 +207,7 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
     for field_, want, why in (("num_key_value_heads", 1, "one key-value head shared by every query head"),
                               ("n_shared_experts", 1, "one shared expert of moe_intermediate_size")):
         val = data.get(field_, want)
-        if val != want or isinstance(val, bool):
+        if not isinstance(val, int) or isinstance(val, bool) or val != want:
             raise f.err(field_, f"field {field_!r} = {f.shown(val)}: transformers' DeepSeek-V4 code builds {why}; "
                                 f"write {want} or leave it out")
     if (dims["n_h"] * dims["d_a"]) % dims["g_O"]:
@@ -213,13 +224,15 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
         raise f.err("scoring_func", f"field 'scoring_func' must be one of {', '.join(SCORING_FUNCS)}, "
                                     f"got {f.type_name(scoring)} {f.shown(scoring)}")
     rates = _rates(f)
+    attention = _layer_types(f, dims["l"])
     d_hr = _rotary(f, dims["d_a"])
     if not 1 <= d_hr <= dims["d_a"] or d_hr % 2 or d_hr > dims["d_I"]:
         raise f.err("partial_rotary_factor", f"the rotary part of a head ({d_hr}) must be even, at least 2 and at "
                                              f"most head_dim and index_head_dim")
     mtp = f.int("num_nextn_predict_layers", "MTP modules D", minimum=0, default=1, required=False)
-    return ModelSpec(name=name or shape_name(mt, dims), d_hr=d_hr, m_C=rates["compressed_sparse_attention"],
-                     m_H=rates["heavily_compressed_attention"], attention=_layer_types(f, dims["l"]),
+    return ModelSpec(name=name or shape_name(mt, dims), d_hr=d_hr,
+                     m_C=_rate(f, rates, "compressed_sparse_attention", attention),
+                     m_H=_rate(f, rates, "heavily_compressed_attention", attention), attention=attention,
                      hashed=_mlp_types(f, dims["l"]), tie_word_embeddings=_bool(f, "tie_word_embeddings"),
                      mtp_layers=mtp, scoring_func=scoring, source=str(f.path) if source is None else source,
                      model_type=mt, **dims)
