@@ -68,3 +68,16 @@ def test_the_default_page_offers_the_released_models(browser, page, model):
     """memsym page (no --model) offers DeepSeek's presets and the released models of every family (paper/models/):
     each chosen equals memsym estimate --model FILE."""
     _assert_page_is_estimate(browser, page, [("model", model), ("pp", 4), ("tp", 2), ("ep", 8)])
+
+
+@pytest.mark.parametrize("extra", [[("fp8_activations", True)], [("recompute", "custom"), ("op-latent", True)]])
+def test_the_page_refuses_what_changes_no_v4_tensor(browser, page, extra, capsys):
+    """FP8 caching and recomputing an MLA operator change no V4 tensor: the page refuses them with the command line's
+    own message (derivations/activations/shape.py check_options)."""
+    from memsym.cli import main
+    controls = [("model", "paper/models/deepseek-v4-flash.json"), *extra]
+    _configure(browser, page, controls)
+    shown = browser.find_element("id", "error").text
+    assert main(["estimate", *_argv(controls)]) == 2
+    said = capsys.readouterr().err.strip().removeprefix("memsym: error: ")
+    assert said and said in shown
