@@ -82,10 +82,10 @@ def inert(shape) -> Tuple[bool, Tuple[str, ...]]:
     """(whether FP8 caching retypes none of the family's tensors, the custom recomputation operators that name none of
     them) of another family's :class:`Shape` (DeepSeek's: (False, ()), its lists carry every operator): options that
     would only rename its terms (DeepSeek-V4 has no MLA latent, and transformers caches nothing in FP8)."""
+    if not is_shape(shape):  # (before any import: DeepSeek's estimate reads the generated tables, no sympy)
+        return False, ()
     from derivations.activations.views import Group  # lazy: sympy (the tensor lists)
     from derivations.config import RECOMPUTE_OPS
-    if not is_shape(shape):
-        return False, ()
     tags = set()
     for kind in shape.declared.kinds:
         for spec in shape.specs(kind):

@@ -38,14 +38,12 @@ from derivations.analyses.enumeration import Enumeration, distinct_stages, enume
 from derivations.assembly.overheads import named_values, peak
 from derivations.assembly.sides import COMPONENTS
 
-#: The names of the symbols that vary by row: the layout, b, s and the stage composition (the rest is fixed; a
-#: family's own counts, DeepSeek's L_I, vary by row too: :func:`row_names`).
+#: The names of the symbols that vary by row: the layout, b, s and the stage composition (and a family's counts).
 ROW_NAMES = ("DP", "TP", "PP", "EP", "ETP", "CP", "SP", "b", "s", "L_d", "L_m", "e_E", "e_H")
 
 
 def row_names(model) -> Tuple[str, ...]:
-    """:data:`ROW_NAMES` and ``model``'s family's own composition counts (derivations/config/layout.py
-    ``composition_names``)."""
+    """:data:`ROW_NAMES` and ``model``'s family's own counts (derivations/config/layout.py ``composition_names``)."""
     return ROW_NAMES[:9] + cfg.composition_names(model.family)
 
 
@@ -116,9 +114,8 @@ def _stage_table(model, pps: Tuple[int, ...]):
 
 
 def _rows(model, enum: Enumeration, seqs, mbs):
-    """The evaluation grid: one row per (layout, s, b) group, K stage compositions per row
-    (padded by repeating the last).  Returns (columns of the groups, (n_g, K, C + 1) compositions:
-    L_d, L_m, e_E, e_H, the family's counts, stage index)."""
+    """The evaluation grid: one row per (layout, s, b) group, K stage compositions per row (padded by repeating the
+    last).  Returns (columns of the groups, (n_g, K, C + 1) compositions: composition_names, stage index)."""
     lay = enum.arrays
     table, K, _ = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
     n_l = len(enum)
@@ -161,9 +158,8 @@ def _pairs(model, lay):
     padded ones, measured), composition by composition: block k holds the k-th composition of the layouts
     that have one, the layouts in the order ``by`` (most compositions first, stable), so each block is a
     prefix of the one before and the most-loaded stage is a running maximum over slices.  Returns (the
-    :func:`_stage_table` table, K, each layout's number of compositions (n_l,), its position in ``by``
-    (n_l,), the blocks' (offset, length), the pairs' {L_d, L_m, e_E, e_H, the family's counts: float64 (P,)}, their
-    layouts (P,))."""
+    :func:`_stage_table` table, K, each layout's number of compositions (n_l,), its position in ``by`` (n_l,), the
+    blocks' (offset, length), the pairs' {composition symbol: float64 (P,)}, their layouts (P,))."""
     table, K, count = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
     pp = lay["pp"]
     n_k = count[pp]
