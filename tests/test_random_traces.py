@@ -194,6 +194,9 @@ def _have_trace():
     return missing("transformers") is None and missing("mcore") is None
 
 
+#: How the random tests draw: EXAMPLES fresh draws, no database, no shrinking (each step would be more traces).
+DRAWS = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=False,
+                 phases=(Phase.explicit, Phase.generate), suppress_health_check=list(HealthCheck))
 _DRAWS = itertools.count(1)
 _DIR = []  # the folder of the drawn config.json files (made on the first draw; kept for the commands printed)
 
@@ -207,8 +210,7 @@ def _path() -> str:
 @pytest.mark.trace
 @pytest.mark.skipif(not _have_trace(), reason="needs pip install 'memsym[trace]'")
 @seed(SEED)
-@settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=False,
-          phases=(Phase.explicit, Phase.generate), suppress_health_check=list(HealthCheck))
+@DRAWS
 @given(draw=configs())
 def test_random_config_is_predicted_in_both_frameworks(draw, record_property):
     """Every draw, traced in transformers and in Megatron-Core (a deepseek_v32 or glm_moe_dsa one in transformers
