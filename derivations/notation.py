@@ -191,7 +191,11 @@ def _family_symbols() -> None:
     from pathlib import Path
 
     for path in sorted((Path(__file__).resolve().parent / "families").glob("*/notation.py")):
-        importlib.import_module(f"derivations.families.{path.parent.name}.notation")
+        mod = importlib.import_module(f"derivations.families.{path.parent.name}.notation")
+        FAMILY_SYMBOLS[path.parent.name] = frozenset(getattr(mod, "SYMBOLS", {})) | frozenset(
+            s.name for s in getattr(mod, "DERIVED", ()))
 
 
+#: {family: names of the symbols its own notation module registers} (a report lists another family's not)
+FAMILY_SYMBOLS: Dict[str, frozenset] = {}
 _family_symbols()

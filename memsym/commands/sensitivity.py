@@ -149,7 +149,8 @@ def render_text(model, layout, training, comp, values, results, with_latex=False
     from derivations.analyses import sensitivity as S
     form = S.latex if with_latex else S.text
     lines = [f"memsym sensitivity: {model.name}, one device of stage {comp.index} of {layout.pp} ({comp.label}: "
-             f"L_d={comp.dense}, L_m={comp.moe}, e_E={int(comp.embedding)}, e_H={int(comp.head)})",
+             f"L_d={comp.dense}, L_m={comp.moe}, e_E={int(comp.embedding)}, e_H={int(comp.head)}"
+             + "".join(f", {k}={v}" for k, v in comp.extra) + ")",
              f"layout DP={layout.dp} TP={layout.tp} PP={layout.pp} EP={layout.ep} ETP={layout.etp} SP={layout.SP} "
              f"CP={layout.cp}; ZeRO {training.zero} ({cfg.ZERO_NAMES[training.zero]}); recompute "
              f"{training.recompute_label}; b={training.mbs} s={training.seq}",

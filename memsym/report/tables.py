@@ -28,10 +28,16 @@ def _gib_of_params(ctx, params):
 
 def table_notation(ctx) -> Table:
     rows = []
+    family = getattr(ctx.model, "family", "deepseek")
+    foreign = set().union(*[names for fam, names in nt.FAMILY_SYMBOLS.items() if fam != family])
     for name, info in nt.REGISTRY.items():
+        if name in foreign:  # another family's own symbol (DeepSeek-V4's in a DeepSeek report)
+            continue
         val = ctx.value_of(nt.SYMBOLS[name])
+        if family != "deepseek" and info.role == "model" and val is None:  # a DeepSeek dimension this model lacks
+            continue
         rows.append((M(braced(info.latex)), C(name), T(info.meaning), T(info.role), T(info.source), I(val)))
-    return Table("notation", "Notation: every symbol of the registry, with its value at this configuration",
+    return Table("notation", "Notation: every symbol of the model's family, with its value at this configuration",
                  "Table 1 (+ Tables 5, 7, 9 and extensions)", ("symbol", "name", "meaning", "role", "source", "value"),
                  A("l l p.34 l p.18 r"), tuple(rows))
 
