@@ -118,6 +118,9 @@ class Family:
     #: (DeepSeek-V4's CSA compressors, L_C of them), counted in the stage ("stage") or only as a checkpoint stores
     #: them ("checkpoint"); replicated over TP
     additions: Tuple[Tuple[str, str, str, str, str], ...] = ()
+    #: what one ``act.layer`` is, where the family's layers differ (DeepSeek-V4's: "one sliding layer", no compressor);
+    #: "" reads as DeepSeek's "one MoE layer"
+    layer_name: str = ""
 
     def splits(self, axis: str) -> bool:
         """Whether some layout rule of the family splits a dimension by ``axis`` (DeepSeek: EP splits N)."""

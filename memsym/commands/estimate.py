@@ -346,9 +346,7 @@ def render_text(est) -> str:
         lines.append(f"  {'total at the step peak':<26}{fmt_int(est.bytes['step_total']):>{wb}}"
                      f"{fmt_gib(est.bytes['step_total']):>{wg}}  (what a verdict judges)")
     fam = families.get(est.model.family)
-    # act.layer: one layer of the family's layer kinds (DeepSeek-V4's: a sliding-attention layer, no compressor)
-    one = ("(one sliding layer, act.)" if fam.counts and "csa" in fam.kinds else
-           "(one MoE layer, act.)" if "moe" in fam.kinds else "(one layer, act.)")
+    one = f"({fam.layer_name or ('one MoE layer' if 'moe' in fam.kinds else 'one layer')}, act.)"
     lines.append(f"  {one:<26}{fmt_int(est.bytes['activations_per_layer']):>{wb}}"
                  f"{fmt_gib(est.bytes['activations_per_layer']):>{wg}}  {est.term_ids['activations_per_layer']}")
     lines += _schedule_lines(est)

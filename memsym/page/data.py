@@ -307,7 +307,7 @@ def family_data(pool: Pool, fam, check: bool = True) -> Dict:
             "activation_flags": list(fam.activation_flags),
             "states": model_states(pool, fam), "activations": acts, "device": device(pool, fam),
             "mtp": "mtp" in fam.kinds, "layout_defaults": fam.layout_defaults(),
-            "layer_label": "one MoE layer" if "moe" in fam.layer else f"one {fam.layer_what}",
+            "layer_label": fam.layer_name or ("one MoE layer" if "moe" in fam.layer else f"one {fam.layer_what}"),
             "divides": [[d.rule, d.symbol, d.axis, d.text] for d in fam.divides],
             # options that change none of its tensors, refused (derivations/activations/shape.py inert)
             "inert": _inert(fam)}

@@ -72,7 +72,7 @@ FAMILY = Family(
     activations="derivations.families.deepseek_v4.activations", config="derivations.families.deepseek_v4.config",
     report="derivations.families.deepseek_v4.report",
     layer_terms=LAYER_TERMS, layer=("attn", "moe"), divides=DIVIDES, attention_label="attention",
-    layer_what="V4 transformer layer (attention + MoE + hyper-connections)",
+    layer_what="V4 transformer layer (attention + MoE + hyper-connections)", layer_name="one sliding layer",
     sections=("parameters", "static", "zero", "activations", "overheads"), flags=("tied",),
     counts=(("L_C", "CSA", "layers with compressed sparse attention (CSA) held by the stage"),
             ("L_H", "HCA", "layers with heavily compressed attention (HCA) held by the stage"),
