@@ -68,6 +68,8 @@ def test_the_default_page_offers_the_released_models(browser, page, model):
     """memsym page (no --model) offers DeepSeek's presets and the released models of every family (paper/models/):
     each chosen equals memsym estimate --model FILE."""
     _assert_page_is_estimate(browser, page, [("model", model), ("pp", 4), ("tp", 2), ("ep", 8)])
+    if "v4" in model:  # the stage line names its CSA and HCA layers, as the command line does (layers 11-21)
+        assert browser.find_element("id", "v-stage").text.endswith("11 MoE (6 CSA, 5 HCA))")
 
 
 @pytest.mark.parametrize("extra", [[("fp8_activations", True)], [("recompute", "custom"), ("op-latent", True)]])

@@ -216,7 +216,11 @@ function actFormula(m, kept, variant) {  // act.stage of the view's variant: the
 }
 function render(m, t, est, gpu) {
   const b = est.bytes, st = est.stage;
-  const stName = `stage ${st.index} (layers ${st.layers[0]}-${st.layers[1] - 1}: ${[st.embedding ? "embedding" : "", st.dense ? `${st.dense} dense` : "", st.moe ? `${st.moe} MoE` : "", st.head ? "head" : ""].filter(Boolean).join(", ")})`;
+  // explain.stage_content: the family's CSA and HCA layers named beside the MoE count ("11 MoE (4 CSA, 7 HCA)")
+  const own = familyOf(m).counts.filter(([, f]) => f === "CSA" || f === "HCA").map(([sym, f]) => [st.extra[sym] || 0, f])
+    .filter(([n]) => n).map(([n, f]) => `${n} ${f}`).join(", ");
+  const moe = st.moe ? `${st.moe} MoE` + (own ? ` (${own})` : "") : "";
+  const stName = `stage ${st.index} (layers ${st.layers[0]}-${st.layers[1] - 1}: ${[st.embedding ? "embedding" : "", st.dense ? `${st.dense} dense` : "", moe, st.head ? "head" : ""].filter(Boolean).join(", ")})`;
   let html = `<p id="summary">${esc(m.name)}, one device of <span id="v-stage" data-index="${st.index}">${esc(stName)}</span>; ZeRO ${t.zero} (${DATA.options.zero_names[t.zero]}), recompute ${esc(t.recompute === "custom" ? "custom:" + t.recompute_ops.join(",") : t.recompute)}, b=${t.mbs}, s=${t.seq}` +
     (t.schedule ? `; schedule ${esc(t.schedule)}, <span id="v-inflight">${fmtInt(est.inflight)}</span> micro-batches in flight` : "") + "</p>";
   html += `<table id="params"><caption>Parameters on the device (Table 6)</caption><thead><tr><th scope="col">quantity</th><th scope="col">formula</th><th scope="col">params</th><th scope="col">billions</th></tr></thead><tbody>`;
