@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+from functools import lru_cache
 import json
 import random
 import sys
@@ -108,16 +109,18 @@ def _foreign_derived(fam) -> set:
     return out
 
 
-def _all_special() -> Dict[str, sp.Expr]:
+@lru_cache(maxsize=None)
+def _special_symbols(fams) -> Dict[sp.Expr, sp.Symbol]:
+    """{expression: its symbol} of SPECIAL and of every family's own (once per set of registered families)."""
     out = dict(SPECIAL)
-    for fam in families.all():
+    for fam in fams:
         out.update(family_special(fam))
-    return out
+    return {v: sp.Symbol(k) for k, v in out.items()}
 
 
 def _specials(expr):
     expr = nt.expand_derived(sp.sympify(expr))
-    return expr.xreplace({v: sp.Symbol(k) for k, v in _all_special().items()})
+    return expr.xreplace(_special_symbols(families.all()))
 
 
 def tree(expr, refs: Dict = None):

@@ -162,6 +162,14 @@ DEFINITIONS.update({
     EDP: DP * TP * CP / (EP * ETP),
 })
 
+#: Storage indicators (0 or 1) of the tensor lists, which any family's definitions may read (derivations/tensors.py
+#: re-exports them with their reasons): B_a != 4 (a cast to FP32 copies), b = 1, b = 1 or one head on the device
+#: (n_h = TP: a head view folds into its matrix product), N_r > 1.
+NOT_FP32 = sp.Piecewise((0, sp.Eq(B_a, 4)), (1, True))
+B_IS_1 = sp.Piecewise((1, sp.Eq(b, 1)), (0, True))
+V_VIEW = sp.Piecewise((1, sp.Eq(b, 1)), (1, sp.Eq(n_h, TP)), (0, True))
+TOPK_GT_1 = sp.Piecewise((0, sp.Eq(N_r, 1)), (1, True))
+
 #: The paper writes d_h for the value head dimension; these identities turn our
 #: notation into the paper's when comparing with its printed formulas.
 #: F = 1 is the paper's balanced routing (Table 9: E_token = b s N_r / N).

@@ -8,9 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Tuple
 
-import sympy as sp
-
-from derivations.notation import B_a, B_k, CP, N_r, SP, TP, b, d_hr, h, h_E, h_F, n_h, s, v
+from derivations.notation import (B_IS_1, NOT_FP32, TOPK_GT_1, V_VIEW, B_a, B_k, CP, SP, TP, b, d_hr, h, h_E,  # noqa: F401
+                                  h_F, s, v)
 from derivations.constants import EXT
 from symbolic.term import Part
 
@@ -22,21 +21,18 @@ HF_V2 = "transformers 5.24 models/deepseek_v2/modeling_deepseek_v2.py"
 MC = "megatron-core 0.16.1 megatron/core/"
 TE = "Transformer Engine pytorch/module/rmsnorm.py (fused RMSNorm: saves its input and the FP32 rsigma)"
 
-#: 1 when activations are not FP32 (B_a != 4), else 0: a cast to FP32 (``.to(float32)``) is then a
+# The storage indicators (defined with the notation, derivations/notation.py, so a family's definitions read them):
+#: NOT_FP32: 1 when activations are not FP32 (B_a != 4), else 0: a cast to FP32 (``.to(float32)``) is then a
 #: no-op returning the same storage, so an FP32 copy is not a second tensor (storage aliasing).
-NOT_FP32 = sp.Piecewise((0, sp.Eq(B_a, 4)), (1, True))
-IS_FP32 = 1 - NOT_FP32
-#: 1 when b = 1: a view that is contiguous at b = 1 keeps its whole base storage (transformers' v, the
+#: B_IS_1: 1 when b = 1: a view that is contiguous at b = 1 keeps its whole base storage (transformers' v, the
 #: kv_b_proj output; the shifted labels, the padded b (s + 1) labels).
-B_IS_1 = sp.Piecewise((1, sp.Eq(b, 1)), (0, True))
-#: 1 when b = 1 or one head is on the device (n_h = TP): a [b, n_h, s, d] view of a [b, s, n_h, d'] tensor
+#: V_VIEW: 1 when b = 1 or one head is on the device (n_h = TP): a [b, n_h, s, d] view of a [b, s, n_h, d'] tensor
 #: merges its two leading dimensions without a copy only then (strides b: s n_h d', n_h: d'), so torch.matmul's
 #: reshape to [b n_h, s, d] is a view and its bmm keeps the whole base storage (transformers' v, the
 #: kv_b_proj output), else a contiguous copy (aten/src/ATen/native/LinearAlgebra.cpp: _matmul_impl, reshape).
-V_VIEW = sp.Piecewise((1, sp.Eq(b, 1)), (1, sp.Eq(n_h, TP)), (0, True))
-#: 0 when N_r = 1: a one-expert top-k has no normalisation (Megatron-Core's
+#: TOPK_GT_1: 0 when N_r = 1: a one-expert top-k has no normalisation (Megatron-Core's
 #: ``probs = scores / scores.sum(...) if topk > 1 else scores``), so nothing saves its scores or divisor.
-TOPK_GT_1 = sp.Piecewise((0, sp.Eq(N_r, 1)), (1, True))
+IS_FP32 = 1 - NOT_FP32
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from derivations.activations import view_terms
 from derivations.activations.views import View
 from derivations.assembly import overheads
 from derivations.config import Conventions
+from derivations.config.layout import COMPOSITION, composition_names
 
 #: The symbol of each kind by its role: a family's attention kind (DeepSeek's mla) is M_A.
 ROLE_SYMBOLS = {"moe": "M_E", "dense": "M_D", "head": "M_H", "mtp": "M_MTP"}
@@ -58,17 +59,8 @@ def kinds_of(shape=True) -> Dict[str, str]:
     return {k: ("M_A" if k == fam.attention else ROLE_SYMBOLS.get(k, "M_" + k.upper())) for k in fam.kinds}
 
 
-def composition(shape=True) -> Tuple[str, ...]:
-    """The composition symbols of a stage of ``shape``'s family: :data:`COMPOSITION`, then its own counts
-    (derivations/families Family.counts: DeepSeek-V4's L_C, L_H, L_R)."""
-    from derivations.activations import shape as shapes
-    return COMPOSITION + tuple(sym for sym, _, _ in shapes.family(shape).counts)
-
-
 #: DeepSeek's activation kinds and the symbol each one's bytes stand as (the page's M^A, M^E, ... of Table 10).
 KINDS = kinds_of(True)
-#: The composition symbols of a stage, in order (derivations/config/layout.py ``StageComposition.named``).
-COMPOSITION = ("L_d", "L_m", "e_E", "e_H")
 #: Chunks a device runs under a schedule: at most two (DualPipe's own and mirror stage; interleaved's
 #: layers and head), derivations/assembly/schedules.py.
 CHUNKS = 2
@@ -127,7 +119,8 @@ def assembly(mtp: bool, full: bool, holds: str, shape=True) -> List[Tuple[str, s
     """[(name, expression), ...] of one variant (see the module docstring), in evaluation order, for
     ``shape``'s family (DeepSeek's by default)."""
     t = activation_terms(mtp, full, shape)
-    names = composition(shape)
+    from derivations.activations import shape as shapes
+    names = composition_names(shapes.family(shape).name)  # L_d, L_m, e_E, e_H and the family's counts
     S = _symbol
     if holds == "paper":  # one micro-batch: act.stage
         out = [("activations", t["stage"]), ("total", None), ("activations_per_microbatch", S("activations"))]

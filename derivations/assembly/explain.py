@@ -19,7 +19,8 @@ from derivations.assembly.sides import megatron_values, mtp_stage_shift
 def stage_content(c, family: str = "deepseek") -> str:
     """What a stage holds, in words (embedding, dense and MoE layers, head), with its family's own counts of
     attention layers (DeepSeek-V4's CSA and HCA: ``3 MoE (1 CSA, 2 HCA)``)."""
-    own = {sym: feature for sym, feature, _ in families.get(family).counts if feature in ("CSA", "HCA")}
+    fam = families.get(family)
+    own = {sym: feature for sym, feature, _ in fam.counts if feature in fam.named_counts}
     kinds = ", ".join(f"{n} {own[sym]}" for sym, n in c.extra if sym in own and n)
     return ", ".join((["embedding"] if c.embedding else []) + ([f"{c.dense} dense"] if c.dense else []) +
                      ([f"{c.moe} MoE" + (f" ({kinds})" if kinds else "")] if c.moe else []) +

@@ -121,6 +121,9 @@ class Family:
     #: what one ``act.layer`` is, where the family's layers differ (DeepSeek-V4's: "one sliding layer", no compressor);
     #: "" reads as DeepSeek's "one MoE layer"
     layer_name: str = ""
+    #: the features of :attr:`counts` a stage's content names beside its MoE count (DeepSeek-V4's attention types:
+    #: "11 MoE (4 CSA, 7 HCA)")
+    named_counts: Tuple[str, ...] = ()
 
     def splits(self, axis: str) -> bool:
         """Whether some layout rule of the family splits a dimension by ``axis`` (DeepSeek: EP splits N)."""

@@ -303,7 +303,7 @@ def family_data(pool: Pool, fam, check: bool = True) -> Dict:
             check_activations(acts[fam.activation_key(flags)], shape, pool.exprs, n=60)
     return {"title": fam.title, "short": fam.short, "flags": list(fam.flags), "letters": fam.letters,
             "late_flags": list(fam.late_flags),
-            "counts": [[sym, feature] for sym, feature, _ in fam.counts],
+            "counts": [[sym, feature] for sym, feature, _ in fam.counts], "named_counts": list(fam.named_counts),
             "activation_flags": list(fam.activation_flags),
             "states": model_states(pool, fam), "activations": acts, "device": device(pool, fam),
             "mtp": "mtp" in fam.kinds, "layout_defaults": fam.layout_defaults(),

@@ -217,7 +217,8 @@ function actFormula(m, kept, variant) {  // act.stage of the view's variant: the
 function render(m, t, est, gpu) {
   const b = est.bytes, st = est.stage;
   // explain.stage_content: the family's CSA and HCA layers named beside the MoE count ("11 MoE (4 CSA, 7 HCA)")
-  const own = familyOf(m).counts.filter(([, f]) => f === "CSA" || f === "HCA").map(([sym, f]) => [st.extra[sym] || 0, f])
+  const fam = familyOf(m);
+  const own = fam.counts.filter(([, f]) => fam.named_counts.includes(f)).map(([sym, f]) => [st.extra[sym] || 0, f])
     .filter(([n]) => n).map(([n, f]) => `${n} ${f}`).join(", ");
   const moe = st.moe ? `${st.moe} MoE` + (own ? ` (${own})` : "") : "";
   const stName = `stage ${st.index} (layers ${st.layers[0]}-${st.layers[1] - 1}: ${[st.embedding ? "embedding" : "", st.dense ? `${st.dense} dense` : "", moe, st.head ? "head" : ""].filter(Boolean).join(", ")})`;

@@ -73,6 +73,7 @@ FAMILY = Family(
     report="derivations.families.deepseek_v4.report",
     layer_terms=LAYER_TERMS, layer=("attn", "moe"), divides=DIVIDES, attention_label="attention",
     layer_what="V4 transformer layer (attention + MoE + hyper-connections)", layer_name="one sliding layer",
+    named_counts=("CSA", "HCA"),
     sections=("parameters", "static", "zero", "activations", "overheads"), flags=("tied",),
     counts=(("L_C", "CSA", "layers with compressed sparse attention (CSA) held by the stage"),
             ("L_H", "HCA", "layers with heavily compressed attention (HCA) held by the stage"),

@@ -37,9 +37,8 @@ from symbolic.term import Part
 SRC = "transformers 5.24 deepseek_v4"
 #: The compressed entries (T_C, T_H: floor(s / m)) and an HCA layer's indicator (s >= m_H), as the generated modules
 #: compute them (their definitions, derivations/families/deepseek_v4/notation.py; b = 1's and B_a = 4's indicators,
-#: u_kv and u_cast, are derivations.tensors' and already the shared modules')
+#: u_kv and u_cast, are the notation's storage indicators and already the shared modules')
 SPECIAL = {"_T_C": DEFINITIONS[T_C], "_T_H": DEFINITIONS[T_H], "_hca_on": DEFINITIONS[u_hca]}
-V_VIEW, NOT_FP32, HCA_ON = u_kv, u_cast, u_hca
 
 
 def _p(key, label, num, den, where, tags=()):
@@ -54,7 +53,7 @@ def hyper_connection(which: str, input_tags):
     tok = (b, s)
     return (
         _p(f"{which}_fp32", f"{which}: FP32 copy of the flattened streams (its input norm's; the streams themselves "
-                            "when B_a = 4)", (4, NOT_FP32, *tok, n_hc, h), (SP, CP), where),
+                            "when B_a = 4)", (4, u_cast, *tok, n_hc, h), (SP, CP), where),
         _p(f"{which}_rstd", f"{which}: FP32 rsqrt per token", (4, *tok), (SP, CP), where),
         _p(f"{which}_normed", f"{which}: normalised streams, the projection's FP32 input", (4, *tok, n_hc, h), (SP, CP),
            where),
@@ -88,9 +87,9 @@ def attention_keys(S, tags_eager, note):
     where = "eager_attention_forward (repeat_kv, matmul)"
     return (
         _p(f"kv{note}", f"the shared key-value head over {S} keys, one storage (b = 1 or one head on the device)",
-           (V_VIEW, B_a, b, S, d_a), (CP,), where, tags_eager),
+           (u_kv, B_a, b, S, d_a), (CP,), where, tags_eager),
         _p(f"kv_copies{note}", f"K^T and V materialised for the n_h / TP heads over {S} keys (b > 1)",
-           (1 - V_VIEW, 2, B_a, b, n_h, S, d_a), (TP, CP), where, tags_eager),
+           (1 - u_kv, 2, B_a, b, n_h, S, d_a), (TP, CP), where, tags_eager),
         _p(f"kv_flash{note}", f"the shared key-value head over {S} keys (a fused kernel's input)", (B_a, b, S, d_a),
            (CP,), "a fused attention kernel", ("flash",)),
         _p(f"kv_selective{note}", f"the shared key-value head over {S} keys (the recomputed core attention's input)",
@@ -105,7 +104,7 @@ def scores(S, note):
     return (
         _p(f"softmax{note}", f"FP32 softmax over the {S} logits and the sink", (4, b, n_h, s, S + 1), (TP, CP), where,
            ("score", "eager")),
-        _p(f"probs{note}", f"probabilities cast to B_a, {S} columns", (NOT_FP32, B_a, b, n_h, s, S), (TP, CP), where,
+        _p(f"probs{note}", f"probabilities cast to B_a, {S} columns", (u_cast, B_a, b, n_h, s, S), (TP, CP), where,
            ("score", "eager")),
     )
 
@@ -121,7 +120,7 @@ def attn_specs():
         *rms_norm("q_a_norm", "q_a_norm", d_cq, (CP,), a),
         _p("q_residual", "the compressed query c_Q in B_a (q_b_proj's input)", (B_a, b, s, d_cq), (CP,), a),
         _p("q_norm", "q_b_norm (unweighted): the FP32 query copy (q itself when B_a = 4), the FP32 rsqrt and its cast "
-                     "(the rsqrt itself when B_a = 4)", (b, s, n_h, 4 * NOT_FP32 * d_a + 4 + NOT_FP32 * B_a), (TP, CP),
+                     "(the rsqrt itself when B_a = 4)", (b, s, n_h, 4 * u_cast * d_a + 4 + u_cast * B_a), (TP, CP),
            "DeepseekV4UnweightedRMSNorm.forward"),
         _p("q", "the query in B_a (q_b_norm's input)", (B_a, b, s, n_h, d_a), (TP, CP), a),
         _p("rope", "cos and sin repeated to d_h^R for q, the key-value head and the output's inverse rotation "
@@ -149,7 +148,7 @@ def _more_keys(T, note):
     return (
         _p(f"softmax_{note}", f"FP32 softmax: {T} more columns (the compressed keys)", (4, b, n_h, s, T), (TP, CP),
            "eager_attention_forward", ("score", "eager")),
-        _p(f"probs_{note}", f"B_a probabilities: {T} more columns", (NOT_FP32, B_a, b, n_h, s, T), (TP, CP),
+        _p(f"probs_{note}", f"B_a probabilities: {T} more columns", (u_cast, B_a, b, n_h, s, T), (TP, CP),
            "eager_attention_forward", ("score", "eager")),
         *attention_keys(T, ("score", "eager"), f"_{note}"),
     )
@@ -161,7 +160,7 @@ def csa_specs():
     c = "DeepseekV4CSACompressor.forward"
     return (
         _p("csa_gates", "compressor: FP32 softmax of the gates over 2 m_C slots, and its B_a cast (the softmax "
-                        "itself when B_a = 4)", (2, b, T_C, m_C, d_a, 4 + NOT_FP32 * B_a), (CP,), c),
+                        "itself when B_a = 4)", (2, b, T_C, m_C, d_a, 4 + u_cast * B_a), (CP,), c),
         _p("csa_kv", "compressor: the 2 m_C overlapping key-value slots per entry (new_kv) in B_a",
            (2, B_a, b, T_C, m_C, d_a), (CP,), c),
         _p("csa_norm", "compressor kv_norm: FP32 input copy, rsqrt and normalised value", (4, b, T_C, 2 * d_a + 1),
@@ -179,9 +178,9 @@ def hca_specs():
     c = "DeepseekV4HCACompressor.forward"
     return (
         _p("hca_kv", "compressor: kv_proj's output in B_a, all s tokens (its window view is kept)",
-           (HCA_ON, B_a, b, s, d_a), (CP,), c),
+           (u_hca, B_a, b, s, d_a), (CP,), c),
         _p("hca_gates", "compressor: FP32 softmax of the gates over m_H tokens, and its B_a cast (the softmax itself "
-                        "when B_a = 4)", (b, T_H, m_H, d_a, 4 + NOT_FP32 * B_a), (CP,), c),
+                        "when B_a = 4)", (b, T_H, m_H, d_a, 4 + u_cast * B_a), (CP,), c),
         _p("hca_norm", "compressor kv_norm: FP32 input copy, rsqrt and normalised value", (4, b, T_H, 2 * d_a + 1),
            (CP,), c),
         _p("hca_rope", "compressor: cos and sin at the entries' positions, per batch row", (2, B_a, b, T_H, d_hr),
@@ -231,7 +230,7 @@ def head_specs():
            ("head",)),
         _p("hc_head", "hc_head: FP32 copy of the last streams (the streams themselves when B_a = 4), rsqrt, the "
                       "normalised streams, the mixes, their sigmoid and pre + eps",
-           (b, s, 4 * NOT_FP32 * n_hc * h + 4 + 4 * n_hc * h + 12 * n_hc), (SP, CP), "DeepseekV4HyperHead.forward",
+           (b, s, 4 * u_cast * n_hc * h + 4 + 4 * n_hc * h + 12 * n_hc), (SP, CP), "DeepseekV4HyperHead.forward",
            ("head",)),
         _p("last_streams", "the last layer's output streams in B_a (hc_head's collapse)", (B_a, b, s, n_hc, h),
            (SP, CP), "DeepseekV4HyperHead.forward", ("head",)),

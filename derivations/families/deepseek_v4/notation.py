@@ -53,15 +53,12 @@ DERIVED = (T_C, T_H, u_kv, u_hca, u_cast)
 
 
 def _define():
-    """The definitions: floor(s / m) and three indicators, the last two the very expressions of derivations.tensors'
-    V_VIEW and NOT_FP32 (written here: that module imports the notation this one completes)."""
+    """The definitions: floor(s / m), and indicators, two of them the notation's storage indicators (V_VIEW, NOT_FP32)."""
     import sympy as sp
 
-    from derivations.notation import DEFINITIONS, B_a, TP, b, n_h, s
-    DEFINITIONS.update({T_C: sp.floor(s / m_C), T_H: sp.floor(s / m_H),
-                        u_kv: sp.Piecewise((1, sp.Eq(b, 1)), (1, sp.Eq(n_h, TP)), (0, True)),
-                        u_hca: sp.Piecewise((1, sp.Ge(s, m_H)), (0, True)),
-                        u_cast: sp.Piecewise((0, sp.Eq(B_a, 4)), (1, True))})
+    from derivations.notation import DEFINITIONS, NOT_FP32, V_VIEW, s
+    DEFINITIONS.update({T_C: sp.floor(s / m_C), T_H: sp.floor(s / m_H), u_kv: V_VIEW,
+                        u_hca: sp.Piecewise((1, sp.Ge(s, m_H)), (0, True)), u_cast: NOT_FP32})
 
 
 _define()
