@@ -227,3 +227,25 @@ def activation_values(view, q_lora: bool, values: Mapping, kinds: Iterable[str] 
                 total = total + _ev(exprs[row], values, None)
         out[kind] = total
     return out
+
+
+def tensor_values(view, q_lora: bool, values: Mapping, kind: str) -> Dict[str, Fraction]:
+    """{tensor key: bytes} of every tensor ``view`` keeps of ``kind`` at ``values``, a group's tensor as
+    ``<group>.<tensor>`` (its count times one copy): the rows :func:`activation_values` sums, one by one
+    (derivations/assembly/offload.py selects some of them by key)."""
+    kinds, exprs = _kinds(q_lora)
+    f = features(view, FAMILY if isinstance(q_lora, bool) else q_lora.family)
+    out = {}
+    for spec in kinds.get(kind, ()):
+        if spec[0] == "P":
+            _, key, feats, table = spec
+            i = table.get("|".join(f[x] for x in feats))
+            if i is not None:
+                out[key] = _ev(exprs[i], values, None)
+            continue
+        _, key, count, subs = spec
+        for sub, feats, table in subs:
+            i = table.get("|".join(f[x] for x in feats))
+            if i is not None:
+                out[f"{key}.{sub}"] = _ev(exprs[count], values, None) * _ev(exprs[i], values, None)
+    return out

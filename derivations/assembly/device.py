@@ -27,7 +27,7 @@ from derivations.activations import shape as shapes
 from derivations.activations.shape import of_model
 from derivations.activations.view import View
 from derivations import evaluate as ev
-from derivations.assembly import overheads, schedules, step_names
+from derivations.assembly import offload, overheads, schedules, step_names
 from derivations.assembly.runtime import buffers_bytes, buffers_id
 from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
                                        weight_side_of)
@@ -131,7 +131,8 @@ class Estimate:
                          "zero_name": cfg.ZERO_NAMES[tr.zero], "recompute": tr.recompute_label,
                          "bytes_per_element": {k: num(Fraction(v)) for k, v in tr.bytes},
                          "attention": tr.attention, "fp8_activations": tr.fp8, "imbalance": num(Fraction(tr.imbalance)),
-                         "schedule": tr.schedule, "microbatches": tr.microbatches, "vpp": tr.vpp},
+                         "schedule": tr.schedule, "microbatches": tr.microbatches, "vpp": tr.vpp,
+                         **({"offload_activations": list(tr.offload)} if tr.offload else {})},
             "stage": {"index": st.index, "layers": [st.layers.start, st.layers.stop - 1], "dense_layers": st.dense,
                       "moe_layers": st.moe, "embedding": st.embedding, "head": st.head},
             "params": {k: num(v) for k, v in self.params.items()},
@@ -209,7 +210,7 @@ def _model_states(model, layout, training, comp, held) -> Tuple[Dict, Dict, Tupl
     return ids, {k: Fraction(terms.term(t)) for k, t in ids.items()}, (P_n, P_m), side.params
 
 
-def _virtual_peak(model, layout, training, comp, inputs):
+def _virtual_peak(model, layout, training, comp, inputs, off=None):
     """(bytes held at the peak, ((chunk composition, in flight), ...), head in flight or None) of rank
     ``comp.index`` under Megatron's pipeline layout (``--virtual-layers``): every state of its
     interleaved order (schedules.interleaved_order) weighs each chunk's activations by its in-flight
@@ -226,6 +227,8 @@ def _virtual_peak(model, layout, training, comp, inputs):
     at = lambda c: Fraction(_assemble(training, "paper", {**inputs, **c.named()},
                                       family=model.family)["activations_per_microbatch"])
     layer_bytes = [at(schedules.part_composition(c, "layers")) for c in chunks]
+    if off is not None:  # --offload-activations: each chunk's layers keep their tensors less the offloaded ones
+        layer_bytes = [a - c.dense * off["dense"] - c.moe * off["moe"] for a, c in zip(layer_bytes, chunks)]
     head = at(schedules.part_composition(chunks[-1], "head")) if chunks[-1].head else Fraction(0)
     m = training.microbatches or 4 * layout.pp  # steady state: the order repeats every PP V chunk-forwards
     if m % layout.pp:
@@ -277,14 +280,29 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     runtime = Fraction(buffers_bytes(rb)) if rb != "none" else Fraction(0)
     inputs = _inputs(model, training, values, byts, runtime)
     virtual = None
+    off = offload.per_layer(model, training, values) if training.offload else None
     if training.schedule == "interleaved" and training.virtual_layers is not None:
-        virtual = _virtual_peak(model, layout, training, comp, inputs)
-        v = _assemble(training, "given", {**inputs, "activations": virtual[0]}, family=model.family)
+        virtual = _virtual_peak(model, layout, training, comp, inputs, off)
+        given = virtual[0]
+        if off is not None:
+            given += offload.resident(model, training, comp, off)
+        v = _assemble(training, "given", {**inputs, "activations": given}, family=model.family)
     else:
         v = _assemble(training, "schedule" if training.schedule else "paper", inputs, chunks, all_stages,
                       model.family)
+        if off is not None:  # the held layer micro-batches of the schedule's chunks (one without a schedule)
+            held_layers = [(n.inflight, n.composition(all_stages[n.stage])) for n in chunks] or [(1, comp)]
+            held_dm = (sum(Fraction(n) * c.dense for n, c in held_layers),
+                       sum(Fraction(n) * c.moe for n, c in held_layers))
+            cut = offload.saving(model, training, comp, values, held_dm)
+            v = _assemble(training, "given", {**inputs, "activations": Fraction(v["activations"]) - cut},
+                          family=model.family)
+    if off is not None:
+        notes.append(offload.assumption(training))
     ids["activations"] = act["peak" if training.schedule else "stage"]
     byts["activations"] = Fraction(v["activations"])
+    if off is not None:  # the peak's activations less what offloading takes off (the term names both)
+        ids["activations"] += " + " + offload.term_id(training)
     if rb != "none":
         ids["runtime"], byts["runtime"] = buffers_id(rb), runtime
     byts["total"] = Fraction(v["total"])

@@ -33,8 +33,8 @@ from derivations.config.model import ModelSpec
 from derivations.config.presets import DEFAULT_MODEL, PRESETS, load_model
 from derivations.config.switches import (BYTES_CONVENTIONS, BYTES_HELP, CONVENTION_ORDER, CONVENTION_PRESETS, CONVENTION_SOURCES,
                        CONVENTION_SWITCHES, MTP_HELP, NAMING_PRESETS, Conventions, SwitchSpec, validate_conventions)
-from derivations.config.training import (ATTENTION, DTYPES, RECOMPUTE, RECOMPUTE_OPS, SCHEDULES, ZERO_NAMES, Training, parse_recompute,
-                       validate_training)
+from derivations.config.training import (ATTENTION, DTYPES, OFFLOAD_MODULES, RECOMPUTE, RECOMPUTE_OPS, SCHEDULES, ZERO_NAMES,
+                       Training, parse_offload, parse_recompute, validate_training)
 
 __all__ = ["DEFAULT_MODEL", 
     "ConfigError", "GiB", "parse_size", "substitution", "named",
@@ -47,8 +47,8 @@ __all__ = ["DEFAULT_MODEL",
     "BYTES_CONVENTIONS", "BYTES_HELP", "CONVENTION_ORDER", "CONVENTION_PRESETS", "CONVENTION_SOURCES",
     "CONVENTION_SWITCHES", "MTP_HELP", "NAMING_PRESETS", "Conventions", "SwitchSpec", "validate_conventions",
     # training
-    "ATTENTION", "DTYPES", "RECOMPUTE", "RECOMPUTE_OPS", "SCHEDULES", "ZERO_NAMES", "Training", "parse_recompute",
-    "validate_training",
+    "ATTENTION", "DTYPES", "OFFLOAD_MODULES", "RECOMPUTE", "RECOMPUTE_OPS", "SCHEDULES", "ZERO_NAMES", "Training",
+    "parse_offload", "parse_recompute", "validate_training",
 ]
 
 

@@ -25,7 +25,7 @@ from derivations.config.hfconfig import read_json
 from derivations.config.presets import PRESETS, load_model
 from derivations.config.recipes import RECIPES
 from derivations.config.switches import BYTES_CONVENTIONS, CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
-from derivations.config.training import Training, parse_recompute, with_global_batch
+from derivations.config.training import Training, parse_offload, parse_recompute, with_global_batch
 
 #: The dtype options and the Table 7 symbols each sets.
 DTYPE_OPTIONS = (("weight_dtype", ("B_w",)), ("grad_dtype", ("B_g",)), ("master_dtype", ("B_m",)),
@@ -147,6 +147,9 @@ def training_of(values: Mapping[str, object], typed: Collection[str]) -> Trainin
                  attention=v.get("attention", "eager"), fp8=v.get("fp8_activations", False),
                  imbalance=v.get("imbalance", 1), schedule=v.get("schedule"), microbatches=v.get("microbatches"),
                  vpp=v.get("vpp"), virtual_layers=v.get("virtual_layers"))
+    if v.get("offload_activations"):  # Megatron's --offload-modules (a tuple from the command line or the API)
+        off = v["offload_activations"]
+        t = replace(t, offload=parse_offload(off if isinstance(off, str) else ",".join(off)))
     t = replace(t, conventions=conventions_of(v))
     byts = {sym: v[dest] for dest, syms in DTYPE_OPTIONS if v.get(dest) is not None for sym in syms}
     t = t.with_bytes(**byts) if byts else t

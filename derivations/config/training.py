@@ -37,6 +37,19 @@ RECOMPUTE_OPS = {
     "ffn": "dense FFN intermediates (SwiGLU inputs and outputs)",
 }
 ATTENTION = ("eager", "flash")
+#: Megatron-Core's fine-grained activation offloading (``--fine-grained-activation-offloading --offload-modules``,
+#: megatron/core/transformer/transformer_config.py: offload_modules): each module's saved tensors go to host memory
+#: after its forward (the tensors: derivations/assembly/offload.py), in Megatron's order of choices.
+OFFLOAD_MODULES = {
+    "attn_norm": "the input RMSNorm's saved tensors (the layer input)",
+    "qkv_linear": "what the MLA down- and up-projections save (their inputs: the RMSNorm output, the latents and "
+                  "their norms)",
+    "core_attn": "what the core attention saves (q, k, v and the softmax output)",
+    "attn_proj": "the output projection's input (the attention output)",
+    "mlp_norm": "the pre-MLP RMSNorm's saved tensors (the sublayer input)",
+    "expert_fc1": "the routed experts' fc1 input (the permuted tokens)",
+    "moe_act": "the routed experts' activation input (the fc1 output, gate and up)",
+}
 #: Pipeline schedules (derivations/assembly/schedules.py); None keeps the paper's one-micro-batch view.
 SCHEDULES = ("1f1b", "interleaved", "dualpipe", "zb")
 #: Data-type names accepted by the precision options, in bytes per element.
@@ -77,6 +90,26 @@ def parse_recompute(text: str) -> Tuple[str, Tuple[str, ...]]:
 
 
 
+def parse_offload(text: str) -> Tuple[str, ...]:
+    """``'core_attn,attn_proj'`` -> ('core_attn', 'attn_proj'): Megatron's --offload-modules, in OFFLOAD_MODULES
+    order; attn_proj only with core_attn (Megatron's own check, transformer_config.py __post_init__)."""
+    names = [o.strip() for o in str(text).split(",") if o.strip()]
+    if not names:
+        raise ConfigError("offload-activations", f"--offload-activations needs module names: "
+                                                 f"{', '.join(OFFLOAD_MODULES)}")
+    bad = [o for o in names if o not in OFFLOAD_MODULES]
+    if bad:
+        raise ConfigError("offload-activations", f"unknown offload module {_short(bad[0])}; valid: "
+                                                 f"{', '.join(OFFLOAD_MODULES)}")
+    twice = next((o for i, o in enumerate(names) if o in names[:i]), None)
+    if twice is not None:
+        raise ConfigError("offload-activations", f"offload module {twice} is named twice")
+    if "attn_proj" in names and "core_attn" not in names:
+        raise ConfigError("offload-activations", "attn_proj is offloaded only with core_attn (Megatron-Core refuses "
+                                                 "it alone: transformer_config.py)")
+    return tuple(o for o in OFFLOAD_MODULES if o in names)
+
+
 @dataclass(frozen=True)
 class Training:
     """Training settings (Table 9) and data types (Table 7), plus the extensions beyond the paper.
@@ -110,6 +143,9 @@ class Training:
     #: that depends on them (transformers' expert loop, derivations/assembly/step_terms.py) takes the bound that
     #: holds for any routing
     expert_tokens: Tuple[Tuple[int, Tuple[int, ...]], ...] = ()
+    #: Megatron-Core's fine-grained activation offloading: the --offload-modules offloaded (OFFLOAD_MODULES order);
+    #: empty: none (derivations/assembly/offload.py)
+    offload: Tuple[str, ...] = ()
 
     @property
     def recompute_label(self) -> str:
@@ -200,6 +236,17 @@ def validate_training(t: Training) -> None:
             raise ConfigError("virtual-layers", f"--virtual-layers needs at most {LAYERS} non-negative layer counts, "
                                                 f"got {_short(t.virtual_layers)}")
     validate_conventions(t.conventions)
+    if t.offload:
+        parse_offload(",".join(t.offload))
+        if t.recompute == "full":
+            raise ConfigError("offload-activations", "--offload-activations offloads tensors full recomputation does "
+                                                     "not keep (Megatron offloads inside the layers it would recompute)")
+        if t.fp8:
+            raise ConfigError("offload-activations", "--offload-activations is Megatron-Core's, --fp8-activations "
+                                                     "DeepSeek-V3's caching: not modelled together")
+        if t.conventions.head_state != "mcore":
+            raise ConfigError("offload-activations", "--offload-activations selects Megatron-Core's saved tensors: it "
+                                                     "needs --conventions mcore or mcore-te (--head-state mcore)")
     for k, v in t.bytes:
         if isinstance(v, bool) or not isinstance(v, (int, Fraction)) or v <= 0:
             raise ConfigError("bytes", f"bytes per element {k} must be positive, got {v!r}")

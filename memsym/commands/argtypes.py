@@ -197,6 +197,14 @@ def recompute_policy(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def offload_modules(text: str):
+    """``--offload-activations core_attn,attn_proj`` -> ('core_attn', 'attn_proj') (derivations/config/training.py)."""
+    try:
+        return cfg.parse_offload(text)
+    except cfg.ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 _DECIMAL = re.compile(DECIMAL_PATTERN)
 
 

@@ -11,7 +11,7 @@ from derivations.config import resolve as R
 
 from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
     _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS, apply_limits, dtype_bytes, recompute_policy, imbalance_factor,
-    layer_counts)
+    layer_counts, offload_modules)
 from derivations.config.recipes import RECIPES
 
 
@@ -110,6 +110,11 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
                         "Sec. 5), selective (recompute the core attention: drop the b n_h s^2 tensors; Korthikanti "
                         "et al. 2022) or custom:OP,... recomputing the named operators, one of: "
                         + ", ".join(cfg.RECOMPUTE_OPS) + " (DeepSeek-V3 recomputes norm,mla_up)")
+    g.add_argument("--offload-activations", type=offload_modules, default=None, action=E, metavar="MODULE,...",
+                   help="Megatron-Core's fine-grained activation offloading (--fine-grained-activation-offloading "
+                        "--offload-modules): the saved tensors of these modules (of at least 2^20 elements) go to host "
+                        "memory between forward and backward, but for the rank's last layer of micro-batch 0; one of: "
+                        + ", ".join(cfg.OFFLOAD_MODULES) + " (needs --conventions mcore or mcore-te)")
     g.add_argument("--attention", choices=list(cfg.ATTENTION), default=D.attention, action=E,
                    help="attention kernel: eager (the paper's 5 b n_h s^2/TP score tensors, default) or flash "
                         "(fused: no s^2 tensor, FP32 log-sum-exp per row, 4 b n_h s/(TP CP) bytes per layer)")

@@ -1,0 +1,124 @@
+"""Megatron-Core's fine-grained activation offloading (derivations/assembly/offload.py, ``--offload-activations``).
+
+The expected bytes are computed by hand from Megatron-LM d98e8a64's code (which tensor each module's group
+encloses, fine_grained_activation_offload.py's 2^20-element threshold) at the offloading test's proxy
+(h 1024, 32 heads, q/kv LoRA 1536/512, v_head_dim 128, 32 experts top-4, TP2 SP2 EP4, b 1, s 4096), and checked
+against ``memsym estimate --tensors`` (the per-tensor listing, built from the sympy tensor lists, not from the
+generated tables offloading reads)."""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from derivations import config as cfg
+from derivations.assembly import offload
+from derivations.assembly.conventions import tensor_rows
+from derivations.assembly.device import estimate
+from derivations.config.switches import with_preset
+from memsym.cli import main
+
+PAPER = Path(__file__).resolve().parent.parent / "paper"
+ALL = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act")
+b, s, h, n_tp, SP = 1, 4096, 1024, 16, 2  # 32 heads / TP 2
+#: each module's saved tensors at the proxy, by hand (bytes, BF16): Megatron's code, not memsym's lists
+BY_HAND = {
+    "attn_norm": 2 * b * s * h // SP,              # the layer input (CheckpointWithoutOutput under layernorm recompute)
+    "qkv_linear": 2 * b * s * (1536 + 512),        # c_Q and c_KV, the latent norms' inputs (not split)
+    "core_attn": 2 * b * n_tp * s * s,             # the softmax output (q, k, v: recomputed, mla_up_proj)
+    "attn_proj": 2 * b * s * n_tp * 128,           # linear_proj's input
+    "mlp_norm": 2 * b * s * h // SP,               # the MoE sublayer input
+    "expert_fc1": 2 * (b * s * 4 // 4) * h,        # the permuted tokens, b s N_r / EP copies (balanced)
+    "moe_act": 2 * 2 * (b * s * 4 // 4) * 1024,    # the fc1 output, gate and up
+}
+
+
+def proxy(offloaded=ALL, **kw):
+    model = cfg.load_model(str(PAPER / "models" / "mcore-proxy-h1024-l15-d3.json"))
+    layout = cfg.Layout(dp=2, tp=2, pp=2, ep=4, etp=1, cp=1, sp=2, layers_per_stage=(9, 6))
+    t = with_preset(cfg.Training(mbs=1, seq=4096, recompute="custom", recompute_ops=("norm", "mla_up", "swiglu", "ffn")),
+                    "mcore-te")
+    return model, layout, replace(t, offload=tuple(offloaded), attention="eager", **kw)  # unfused attention
+
+
+def test_each_module_offloads_exactly_its_saved_tensors():
+    model, layout, t = proxy()
+    values = cfg.named(model, layout, t, cfg.stage(model, layout, 1))
+    from derivations import evaluate as ev
+    got = offload.tensors(model, t, ev.derived(values))
+    per_module = {}
+    for kind in ("mla", "moe"):
+        for module, _, byts in got[kind]:
+            per_module[module] = per_module.get(module, 0) + byts
+    assert per_module == BY_HAND
+    # the same tensors as the per-tensor listing names them (its keys are the generated tables' keys)
+    rows, _ = tensor_rows(model, layout, replace(t, offload=()), 1)
+    listed = {(r.sublayer, r.part.key): r.bytes for r in rows}
+    for kind, sub in (("mla", "MLA"), ("moe", "MoE")):
+        for _, key, byts in got[kind]:
+            assert listed[(sub, key)] == byts
+    # what stays: the shared experts' gate and up outputs (no module's group), the router's, dispatcher's and
+    # load-balancing loss's tensors (in no group: 4 b s N x 3 + 8 b s N_r x 2 + b s N + 4 b s (N_r + 1) + 4 b s
+    # + 8 b N + 4) and the FP32 probabilities per token copy (4 b s N_r / EP = 16,384 B: under 2^20 elements)
+    kept = sum(listed.values()) - sum(BY_HAND.values())
+    N, Nr = 32, 4
+    router = 3 * 4 * b * s * N + 2 * 8 * b * s * Nr + b * s * N + 4 * b * s * (Nr + 1) + 4 * b * s + 8 * b * N + 4
+    assert kept == 2 * 2 * b * s * 1024 + router + 4 * b * s * Nr // 4
+
+
+def test_small_tensors_stay_on_the_device():
+    """A saved tensor of fewer than 2^20 elements is not offloaded (tensor_need_offloading_checker): at s 1024 the
+    layer input is 2^19 elements."""
+    model, layout, t = proxy(("attn_norm", "core_attn"))
+    t = replace(t, seq=1024)
+    from derivations import evaluate as ev
+    got = offload.tensors(model, t, ev.derived(cfg.named(model, layout, t, cfg.stage(model, layout, 1))))
+    assert [k for _, k, _ in got["mla"]] == ["softmax"]  # 16 x 1024^2 = 2^24 elements
+
+
+def test_peak_keeps_one_layer_and_the_rest_less_the_offloaded():
+    model, layout, t = proxy()
+    t = replace(t, schedule="interleaved", vpp=4, microbatches=4, virtual_layers=(3, 2, 2, 2, 2, 2, 2, 0))
+    on, off = estimate(model, layout, t, 1), estimate(model, layout, replace(t, offload=()), 1)
+    layer = sum(BY_HAND.values())
+    # peak state 2+2+2+1 (the head held once): 12 layer micro-batches, all offloaded but the last layer of
+    # micro-batch 0's last chunk; without offloading the largest state is 3+2+2+0 (14 layer micro-batches)
+    full = off.bytes["activations_per_layer"]
+    head = off.outside_layers
+    assert on.bytes["activations"] == 12 * (full - layer) + layer + head
+    assert off.bytes["activations"] == 14 * full
+    assert "act.offload.attn_norm-qkv_linear-core_attn-attn_proj-mlp_norm-expert_fc1-moe_act" in on.term_ids["activations"]
+
+
+def test_mtp_layer_is_the_resident_one():
+    model = cfg.load_model(str(PAPER / "models" / "mcore-proxy-h1024-l15-d3-mtp1.json"))
+    _, layout, t = proxy()
+    t = replace(t, conventions=replace(t.conventions, mtp_activations="last-stage", mtp=True))
+    comp = cfg.stage(model, layout, 1)
+    assert offload.resident(model, t, comp, {"moe": 1, "dense": 1}) == 0
+    assert offload.resident(model, t, cfg.stage(model, layout, 0), {"moe": 1, "dense": 2}) == 1
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (("--offload-activations", "attn_proj"), "only with core_attn"),
+    (("--offload-activations", "mlp"), "unknown offload module"),
+    (("--offload-activations", "core_attn", "--recompute", "full"), "full recomputation"),
+])
+def test_refused_on_one_line(capsys, extra, needle):
+    code = None
+    try:
+        code = main(["estimate", "--conventions", "mcore-te", *extra])
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) <= 2 and needle in err[-1]
+
+
+def test_refused_outside_megatron_core(capsys):
+    try:
+        code = main(["estimate", "--offload-activations", "core_attn"])
+    except SystemExit as exc:
+        code = exc.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code != 0 and len(err) == 1 and "--conventions mcore" in err[0]
