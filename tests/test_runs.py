@@ -192,6 +192,8 @@ def test_a_run_under_the_papers_conventions_is_the_independent_formula(tmp_path,
     for key in ("weight_dtype", "grad_dtype", "master_dtype", "optimizer_dtype", "act_dtype"):
         block = re.sub(rf"(?m)^{key} = .*\n", "", block)
     block = re.sub(r"(?m)^global_batch = .*\n", "", block)
+    # under another id: read through its tables, not its arguments (paper/runs/<id>.yaml: the launch's own dtypes)
+    block = block.replace('id = "mcore-fsdp-proxy-ep2"', 'id = "fsdp-proxy-by-its-tables"')
     data = tmp_path / "runs.toml"
     data.write_text("schema = 1\n\n[[runs]]\n" + block)
     code, out, err = run(capsys, "runs", "--data", str(data), "--conventions", "paper", "--json")
@@ -288,6 +290,6 @@ def test_the_uniform_h1024_proxies_are_in_the_band_with_their_mtp_module(results
     (--ce-backward cast, measured on CPU) they are predicted within 0.90-1.10."""
     ids = ("mcore-proxy-h1024-tp2pp2vpp4ep4", "mcore-proxy-h1024-tp2pp2vpp4ep4-fp8")
     assert all(results[i]["confidence"] == "high" and results[i]["kind"] == "max_allocated" for i in ids)
-    assert all("--mtp-activations last-stage" in results[i]["estimate_command"] for i in ids)
+    assert all(results[i]["launch"]["options"]["mtp_activations"] == "last-stage" for i in ids)  # --mtp-num-layers 1
     assert {i: 0.9 <= results[i]["ratio"] <= 1.1 for i in ids} == dict.fromkeys(ids, True), \
         {i: round(results[i]["ratio"], 3) for i in ids}

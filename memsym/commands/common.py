@@ -59,7 +59,11 @@ def resolve_presets(namespace) -> None:
 
 
 def finish(args) -> None:
-    """After parsing (the command line, the API): presets resolved, contradictions refused (ConfigError)."""
+    """After parsing (the command line, the API): a launch file's options set under the typed ones
+    (memsym/commands/launch.py), presets resolved, contradictions refused (ConfigError)."""
+    if hasattr(args, "from_megatron"):
+        from .launch import apply  # lazy: only the commands that read a launch file
+        apply(args)
     resolve_presets(args)
     check_conflicts(args)
 

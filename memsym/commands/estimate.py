@@ -5,7 +5,7 @@ from derivations import config as cfg
 from derivations import families
 from derivations.assembly import explain
 from symbolic.exact import count, fmt_gib, fmt_int
-from . import COMMANDS, common
+from . import COMMANDS, common, launch
 from derivations.config.recipes import RECIPES
 from derivations.config.switches import preset_of
 from derivations.config.values import PAPER_BYTES
@@ -22,6 +22,7 @@ def add_parser(sub):
                                    "precision, routing imbalance, pipeline schedules (activations held at the "
                                    "peak) and recipes (--recipe deepseek-v3).")
     common.add_model_option(p)
+    launch.add_options(p)
     common.add_layout_options(p)
     common.add_training_options(p)
     common.add_convention_options(p)
@@ -45,6 +46,8 @@ def add_parser(sub):
 
 
 def run(args) -> int:
+    if args.explain:
+        return launch.explain(args)
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly.device import estimate, estimate_all
     model = common.model_from_args(args)

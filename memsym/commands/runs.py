@@ -56,6 +56,15 @@ def _shown_model(path: str) -> str:
     return rel if not rel.startswith("..") else path
 
 
+def launch_file(run):
+    """The run's original arguments (``paper/runs/<id>.yaml``, the model_config.yaml of a Megatron-LM run verbatim),
+    or None: a Megatron-Core run is read through them (--from-megatron), with the run's GPU count."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
+    from symbolic.resources import PAPER_DIR
+    path = PAPER_DIR / "runs" / f"{run.id}.yaml"
+    return str(path) if run.framework == "megatron-core" and path.is_file() else None
+
+
 def evaluate(runs, forced=None):
     """[(run, result dict)] for ``runs``: each evaluated under its preset and compared by kind."""
     # lazy: modules this module's importers do not need (loaded only on this path)
@@ -63,13 +72,21 @@ def evaluate(runs, forced=None):
     from derivations.assembly.device import estimate_all
     from derivations.config.gpus import gpu as gpu_preset
     from .keywords import namespace
+    from .launch import apply
     available = list(cfg.CONVENTION_PRESETS)
     out = []
     for run in runs:
         preset, note = R.choose_preset(run, available, forced)
-        opts = R.estimate_options(run, preset, cfg.CONVENTION_PRESETS)
+        arguments = launch_file(run)
+        if arguments is not None:  # the run's original arguments, read as --from-megatron reads them
+            opts = {"from_megatron": arguments, "gpus": run.gpus, "conventions": preset}
+        else:
+            opts = R.estimate_options(run, preset, cfg.CONVENTION_PRESETS)
         try:  # the options of ``memsym estimate`` for the run, resolved as that command line resolves them
-            c = common.configuration(namespace("estimate", opts))
+            ns = namespace("estimate", opts)
+            if arguments is not None:
+                apply(ns, quiet=True)
+            c = common.configuration(ns)
             every, worst = estimate_all(c.model, c.layout, c.training, list(c.assumptions))
         except cfg.ConfigError as exc:
             raise cfg.ConfigError("runs", f"run {run.id!r} under --conventions {preset}: {exc}") from None
@@ -78,6 +95,10 @@ def evaluate(runs, forced=None):
         res["conventions"] = {"preset": preset, "wanted": R.FRAMEWORK_PRESETS[run.framework][0],
                               "fallback": note is not None, "note": note,
                               "dropped": R.dropped(run, preset, cfg.CONVENTION_PRESETS)}
+        if arguments is not None:
+            opts = {**opts, "from_megatron": _shown_model(arguments)}
+            res["launch"] = {"file": opts["from_megatron"], "options": dict(ns._launch.options),
+                             "not_modelled": list(ns._launch.unmodelled)}
         res["estimate_command"] = R.command_line(opts, _shown_model(run.model))
         res["assumptions"] = list(every[res["stage"]].assumptions)
         out.append((run, res))

@@ -1,0 +1,466 @@
+"""A Megatron-LM launch read as data: the argument list of a shell script or of a functional test's
+``model_config.yaml``, never run.
+
+Two forms are read (:func:`read_launch`):
+
+* a **shell script** that calls ``pretrain_gpt.py`` (``torchrun ... pretrain_gpt.py ...``,
+  ``python pretrain_gpt.py ...``, ``python -m torch.distributed.run ...``): its text is split into
+  statements (newlines and ``;`` outside quotes, ``\\``-newline continuations joined, ``#`` comments
+  dropped), each statement into words by :mod:`shlex`.  Assignments ``X=4``, ``export X=4`` and arrays
+  ``ARGS=( --num-layers 16 ... )`` / ``ARGS+=( ... )`` are remembered in file order; ``$X``, ``${X}``,
+  ``${X:-4}`` (and ``${X-4}``, ``${X:=4}``) and ``"${ARGS[@]}"`` are expanded from them.  Nothing is
+  executed: no environment is read, no command substitution (``$(...)``, backquotes) is run.  A
+  variable the file does not set stays *unresolved*: it is an error only where its value is read (a
+  memory-relevant flag), so ``--save $CHECKPOINT_PATH`` costs nothing.  The torchrun words before the
+  script give the world size (``--nproc-per-node`` x ``--nnodes``).
+* a **model_config.yaml** (Megatron-LM tests/functional_tests/test_cases/*/*/model_config.yaml):
+  ``MODEL_ARGS`` maps ``--flag`` to its value (``true``: a switch given; ``false``: not given), as the
+  test harness passes them to pretrain_gpt.py; ``ENV_VARS`` is kept.  No world size: the test recipe
+  (tests/test_utils/recipes/) holds it.  Read with PyYAML's safe loader, aliases refused.
+
+The mapping of the flags onto memsym's options is :mod:`derivations.config.megatron`.  Bad input
+raises :class:`~symbolic.errors.ConfigError` naming the file (one line, exit 2 on the command line).
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import stat
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from symbolic.errors import ConfigError
+
+from derivations.config.limits import CONFIG_BYTES, LAYERS
+
+#: A variable the file does not set, kept in a value as ``\\0NAME\\0`` until that value is read.
+_UNSET = "\0"
+_VAR = re.compile(r"\$(?:\{(?P<braced>[^}]*)\}|(?P<plain>[A-Za-z_][A-Za-z0-9_]*|[0-9#?@*$!-]))")
+_ASSIGN = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<op>\+?=)(?P<value>.*)$", re.S)
+_BRACED = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-=])(?P<default>.*))?$", re.S)
+_ARRAY = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<op>\+?=)\((?P<inner>.*)\)$", re.S)
+#: The characters of shlex's words that end a command (a pipe, a list, a redirection)
+_CONTROL = set("|&;<>")
+_FD = re.compile(r"(?<=\s)[0-9]+(?=[<>])")  # the descriptor of a redirection (2>&1), dropped before splitting
+_ARRAY_ALL = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)\[[@*]\]$")
+#: Words that start a shell statement which is not a command whose flags are read (skipped).
+_KEYWORDS = {"if", "then", "else", "elif", "fi", "for", "while", "until", "do", "done", "case", "esac", "function",
+             "{", "}", "!", "[[", "]]", "[", "test", "echo", "printf", "set", "unset", "source", ".", "cd",
+             "mkdir", "exit", "return", "shift", "trap", "wait"}
+#: Words that precede an assignment (``export X=4``).
+_DECLARE = {"export", "local", "declare", "readonly", "typeset"}
+#: Launchers whose own options come before the training script (torchrun and torch.distributed's modules).
+_LAUNCHERS = {"torchrun", "torch.distributed.run", "torch.distributed.launch"}
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What a launch file holds: ``flags`` the Megatron arguments in order (each flag -> its words; a
+    switch has none), ``world`` the GPU count its launcher gives (or None) and ``world_from`` where it
+    came from, ``env`` the environment the file sets (ENV_VARS or exported variables)."""
+
+    path: str
+    kind: str  # "shell" or "yaml"
+    flags: Dict[str, Tuple[str, ...]]
+    world: Optional[int] = None
+    world_from: str = ""
+    env: Dict[str, str] = field(default_factory=dict)
+
+    def value(self, flag: str) -> Optional[str]:
+        """The single value of ``flag`` (None when absent); an unresolved variable or a switch is refused."""
+        if flag not in self.flags:
+            return None
+        words = self.flags[flag]
+        if len(words) != 1:
+            raise self.err(f"{flag} takes one value, got {len(words)} ({' '.join(map(shown, words)) or 'none'})")
+        return self.resolved(flag, words[0])
+
+    def words(self, flag: str) -> Tuple[str, ...]:
+        return tuple(self.resolved(flag, w) for w in self.flags.get(flag, ()))
+
+    def resolved(self, flag: str, word: str) -> str:
+        if _UNSET in word:
+            name = word.split(_UNSET)[1]
+            raise self.err(f"{flag} reads the variable {name}, which the file does not set (memsym runs nothing "
+                           f"and reads no environment): set it in the file or type the memsym option")
+        return word
+
+    def err(self, message: str) -> ConfigError:
+        return ConfigError("from-megatron", f"{self.path}: {message}")
+
+
+def shown(word: str) -> str:
+    """A word as the file wrote it, an unresolved variable as ``$NAME``."""
+    return re.sub(f"{_UNSET}([^{_UNSET}]*){_UNSET}", r"$\1", word)
+
+
+def _read_text(path: str) -> str:
+    def err(message):
+        return ConfigError("from-megatron", f"{path}: {message}")
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise err(f"cannot read the launch file: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise err("not a regular file (a launch script or a model_config.yaml)")
+    if st.st_size > CONFIG_BYTES:
+        raise err(f"{st.st_size} bytes; a launch file has at most {CONFIG_BYTES}")
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(CONFIG_BYTES + 1)
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise err(f"not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise err(f"cannot read the launch file: {exc.strerror or exc}") from None
+
+
+def read_launch(path: str) -> Launch:
+    """The Megatron arguments of ``path``: a model_config.yaml (``.yaml``/``.yml``, or text with a top-level
+    ``MODEL_ARGS:``) or a shell script."""
+    text = _read_text(str(path))
+    if str(path).endswith((".yaml", ".yml")) or re.search(r"(?m)^MODEL_ARGS\s*:", text):
+        return _from_yaml(str(path), text)
+    return _from_shell(str(path), text)
+
+
+# ------------------------------------------------------------------------------------------- YAML
+def _from_yaml(path: str, text: str) -> Launch:
+    # lazy: PyYAML only for this form of launch file
+    import yaml
+
+    class _Loader(yaml.SafeLoader):
+        def compose_node(self, parent, index):  # no anchors or aliases: a test config has none
+            if self.check_event(yaml.AliasEvent):
+                raise ConfigError("from-megatron", f"{path}: YAML aliases (*name) are not read")
+            return super().compose_node(parent, index)
+
+    def err(message):
+        return ConfigError("from-megatron", f"{path}: {message}")
+    try:
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise err(f"not a YAML file{where}: {getattr(exc, 'problem', None) or exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("MODEL_ARGS"), dict):
+        raise err("a model_config.yaml maps MODEL_ARGS to the --flag: value pairs of the run; none found")
+    flags: Dict[str, Tuple[str, ...]] = {}
+    for key, val in data["MODEL_ARGS"].items():
+        if not isinstance(key, str) or not key.startswith("--"):
+            raise err(f"MODEL_ARGS key {key!r} is not a --flag")
+        if val is False or val is None:
+            continue  # the harness passes a false switch as nothing
+        if val is True:
+            flags[key] = ()
+        elif isinstance(val, list):
+            flags[key] = tuple(_yaml_word(v) for v in val)
+        elif isinstance(val, (str, int, float)):
+            flags[key] = (_yaml_word(val),)
+        else:
+            raise err(f"MODEL_ARGS {key}: a value must be text, a number, true/false or a list, got {val!r}")
+    env = data.get("ENV_VARS") or {}
+    if not isinstance(env, dict):
+        raise err("ENV_VARS must map names to values")
+    return Launch(path, "yaml", flags, env={str(k): str(v) for k, v in env.items()})
+
+
+def _yaml_word(val) -> str:
+    text = str(val)
+    # ${NAME} in a test config is filled by the harness from its own environment: unresolved here
+    return _VAR.sub(lambda m: f"{_UNSET}{m.group('braced') or m.group('plain')}{_UNSET}", text)
+
+
+# ------------------------------------------------------------------------------------------- shell
+def _statements(text: str, path: str) -> List[str]:
+    """The statements of a shell script: split at newlines and ``;`` outside quotes and array
+    parentheses, continuations joined, comments dropped (the text of each, unexpanded)."""
+    out, cur, quote, depth, i, n = [], [], None, 0, 0, len(text)
+    while i < n:
+        c = text[i]
+        if quote == "'":
+            cur.append(c)
+            quote = None if c == "'" else quote
+        elif c == "\\" and i + 1 < n:
+            if text[i + 1] == "\n":
+                cur.append(" ")  # a continuation
+            else:
+                cur.append(text[i:i + 2])
+            i += 2
+            continue
+        elif quote == '"':
+            cur.append(c)
+            quote = None if c == '"' else quote
+        elif c in "'\"":
+            cur.append(c)
+            quote = c
+        elif c == "#" and (not cur or cur[-1] in " \t\n(;"):
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        elif c == "(" and cur and cur[-1] == "=":
+            depth += 1
+            cur.append(c)
+        elif c == ")" and depth:
+            depth -= 1
+            cur.append(c)
+        elif c in "\n;" and not depth:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(c if c != "\n" else " ")
+        i += 1
+    if quote or depth:
+        raise ConfigError("from-megatron", f"{path}: unterminated {'quote ' + quote if quote else 'array ('} at the "
+                                           f"end of the file")
+    out.append("".join(cur))
+    return [s.strip() for s in out if s.strip()]
+
+
+class _Shell:
+    """The variables of a script as it is read, statement by statement (nothing is run)."""
+
+    def __init__(self, path: str):
+        self.path, self.vars, self.arrays = path, {}, {}
+
+    def err(self, message: str) -> ConfigError:
+        return ConfigError("from-megatron", f"{self.path}: {message}")
+
+    def expand(self, text: str) -> str:
+        """``text`` with its variables expanded, for shlex to split: inside single quotes nothing, inside double
+        quotes a value stays one word, outside it splits as the shell would; an array's ``[@]`` gives its words."""
+        out, quote, i = [], None, 0
+        while i < len(text):
+            c = text[i]
+            if quote == "'":
+                out.append(c)
+                quote = None if c == "'" else quote
+            elif c == "\\" and i + 1 < len(text):
+                out.append(text[i:i + 2])
+                i += 2
+                continue
+            elif c == "'" and quote is None:
+                out.append(c)
+                quote = "'"
+            elif c == '"':
+                quote = None if quote == '"' else '"'
+                out.append(c)
+            elif c == "`" or text.startswith("$(", i):
+                raise self.err(f"command substitution {shown(text[i:i + 24])!r}... is not run: write the value")
+            elif c == "$":
+                m = _VAR.match(text, i)
+                if m is None:
+                    out.append(c)
+                else:
+                    out.append(self._value(m, quote == '"'))
+                    i = m.end()
+                    continue
+            else:
+                out.append(c)
+            i += 1
+        return "".join(out)
+
+    def _value(self, m, quoted: bool) -> str:
+        braced, plain = m.group("braced"), m.group("plain")
+        if braced is not None:
+            arr = _ARRAY_ALL.match(braced)
+            if arr:
+                words = self.arrays.get(arr.group("name"))
+                if words is None:
+                    return _UNSET + arr.group("name") + _UNSET
+                joined = " ".join(shlex.quote(w) for w in words)
+                return f'"{joined}"' if quoted else joined  # closes and reopens the quotes around the words
+            b = _BRACED.match(braced)
+            if b is None:
+                raise self.err(f"${{{braced}}}: only ${{NAME}}, ${{NAME:-default}} and ${{NAME[@]}} are read")
+            name, op, default = b.group("name"), b.group("op"), b.group("default")
+        else:
+            name, op, default = plain, None, None
+        val = self.vars.get(name)
+        if val is None and name in self.arrays:
+            val = self.arrays[name][0] if self.arrays[name] else ""
+        if op is not None and (val is None or (op.startswith(":") and val == "")):
+            val = self.expand(default)
+            if op.endswith("="):
+                self.vars[name] = val
+        if val is None:
+            return _UNSET + name + _UNSET
+        return val.replace("\\", "\\\\").replace('"', '\\"') if quoted else val
+
+    def words(self, text: str) -> List[str]:
+        try:
+            lex = shlex.shlex(_FD.sub("", self.expand(text)), posix=True, punctuation_chars="|&;<>")
+            lex.whitespace_split, lex.commenters = True, ""
+            return list(lex)
+        except ValueError as exc:
+            raise self.err(f"cannot split {shown(text[:60])!r}: {exc}") from None
+
+    def assign_array(self, name: str, op: str, inner: str) -> None:
+        words = self.words(inner)
+        self.arrays[name] = (self.arrays.get(name, []) if op == "+=" else []) + words
+
+
+def _from_shell(path: str, text: str) -> Launch:
+    sh = _Shell(path)
+    for stmt in _statements(text.replace("\r\n", "\n"), path):
+        head = stmt.split(None, 1)
+        if head[0] in _DECLARE and len(head) > 1:
+            stmt, head = head[1], head[1].split(None, 1)
+        array = _ARRAY.match(stmt)
+        if array:
+            sh.assign_array(array.group("name"), array.group("op"), array.group("inner"))
+            continue
+        if head[0] in _KEYWORDS:
+            continue
+        words = sh.words(stmt)
+        words = words[:next((i for i, w in enumerate(words) if w and set(w) <= _CONTROL), len(words))]
+        while words and _ASSIGN.match(words[0]):  # X=4 alone, or before a command (its environment)
+            m = _ASSIGN.match(words.pop(0))
+            name, val = m.group("name"), m.group("value")
+            sh.vars[name] = (sh.vars.get(name, "") + val) if m.group("op") == "+=" else val
+        script = next((i for i, w in enumerate(words) if w.endswith(".py") and not w.startswith("-")), None)
+        if script is None:
+            continue
+        world, where = _world(sh, words[:script])
+        return Launch(path, "shell", _flags(sh, words[script + 1:], words[script]), world, where,
+                      env={k: v for k, v in sh.vars.items() if _UNSET not in v})
+    raise sh.err("no command running a training script (pretrain_gpt.py, torchrun ... pretrain_gpt.py) was found")
+
+
+def _flags(sh: _Shell, words: List[str], script: str) -> Dict[str, Tuple[str, ...]]:
+    """Megatron's ``--flag value...`` words in order (``--flag=value`` split); a flag given twice keeps the last,
+    as argparse does."""
+    flags: Dict[str, Tuple[str, ...]] = {}
+    current = None
+    for w in words:
+        if w.startswith("--") and len(w) > 2:
+            name, eq, val = w.partition("=")
+            current = name
+            flags.pop(name, None)
+            flags[name] = (val,) if eq else ()
+        elif current is None and w == "":
+            continue  # an empty array expanded in quotes
+        elif current is None:
+            raise sh.err(f"{shown(w)!r} after {script} is not a --flag: Megatron's arguments are --flag value pairs")
+        else:
+            flags[current] = flags[current] + (w,)
+    return flags
+
+
+def _world(sh: _Shell, words: List[str]) -> Tuple[Optional[int], str]:
+    """GPUs of a torchrun launch: --nproc-per-node x --nnodes (1 when not given); None without torchrun."""
+    if not any(os.path.basename(w) in _LAUNCHERS for w in words):
+        return None, ""
+    opts: Dict[str, str] = {}
+    for a, b in zip(words, words[1:] + [""]):
+        name, eq, val = a.partition("=")
+        if name in ("--nproc-per-node", "--nproc_per_node", "--nnodes"):
+            opts[name.replace("_", "-")] = val if eq else b
+    per, nodes = opts.get("--nproc-per-node"), opts.get("--nnodes", "1")
+    if per is None:
+        return None, ""
+    for name, val in (("--nproc-per-node", per), ("--nnodes", nodes)):
+        if _UNSET in val:
+            raise sh.err(f"torchrun {name} reads the variable {val.split(_UNSET)[1]}, which the file does not set: "
+                         f"set it in the file or type --gpus")
+        if not re.fullmatch(r"[0-9]{1,6}", val) or int(val) < 1:
+            raise sh.err(f"torchrun {name} {shown(val)!r}: memsym reads a positive GPU count (or type --gpus)")
+    return int(per) * int(nodes), f"torchrun --nproc-per-node {per} --nnodes {nodes}"
+
+
+# ------------------------------------------------------------------------------------------- small grammars
+def layer_pattern(text: str, what: str = "--moe-layer-freq") -> List[int]:
+    """Megatron's list expression of 0s and 1s (``([0]*3+[1]*13)``, ``([1]*3+[0]*1)*3``, ``[0,1,1]``), parsed
+    by hand (Megatron evaluates it; memsym never does): expr = term ('+' term)*, term = atom ('*' N)* or
+    N '*' atom, atom = '[' N (',' N)* ']' or '(' expr ')'; at most 10^4 entries."""
+    s = re.sub(r"\s+", "", text)
+    pos = 0
+
+    def fail(message):
+        return ConfigError("from-megatron", f"{what} {text!r}: {message}")
+
+    def number():
+        nonlocal pos
+        m = re.compile(r"[0-9]{1,6}").match(s, pos)
+        if m is None:
+            raise fail(f"expected a number at character {pos + 1}")
+        pos = m.end()
+        return int(m.group())
+
+    def atom():
+        nonlocal pos
+        if pos < len(s) and s[pos] == "[":
+            pos += 1
+            items = [number()]
+            while pos < len(s) and s[pos] == ",":
+                pos += 1
+                items.append(number())
+            if pos >= len(s) or s[pos] != "]":
+                raise fail(f"expected ']' at character {pos + 1}")
+            pos += 1
+            return items
+        if pos < len(s) and s[pos] == "(":
+            pos += 1
+            items = expr()
+            if pos >= len(s) or s[pos] != ")":
+                raise fail(f"expected ')' at character {pos + 1}")
+            pos += 1
+            return items
+        if pos < len(s) and s[pos].isdigit():
+            k = number()
+            if pos >= len(s) or s[pos] != "*":
+                raise fail(f"expected '*' after {k} at character {pos + 1}")
+            pos += 1
+            return times(atom(), k)
+        raise fail(f"expected '[' or '(' at character {pos + 1}")
+
+    def times(items, k):
+        if len(items) * k > LAYERS:
+            raise fail(f"more than {LAYERS} entries")
+        return items * k
+
+    def term():
+        nonlocal pos
+        items = atom()
+        while pos < len(s) and s[pos] == "*":
+            pos += 1
+            items = times(items, number())
+        return items
+
+    def expr():
+        nonlocal pos
+        items = term()
+        while pos < len(s) and s[pos] == "+":
+            pos += 1
+            items = items + term()
+            if len(items) > LAYERS:
+                raise fail(f"more than {LAYERS} entries")
+        return items
+
+    out = expr()
+    if pos != len(s):
+        raise fail(f"unexpected {s[pos]!r} at character {pos + 1}")
+    if any(x not in (0, 1) for x in out):
+        raise fail("entries must be 0 (dense) or 1 (MoE)")
+    return out
+
+
+def pipeline_layout(text: str) -> List[str]:
+    """Megatron's --pipeline-model-parallel-layout as its virtual stages, each a string of E (embedding),
+    t (decoder layer), m (MTP), L (loss): megatron/core/transformer/pipeline_parallel_layer_layout.py
+    parse_str_to_list (commas dropped, ``(...)*n`` then ``x*n`` unrolled, split at '|'), with the unrolling
+    bounded (at most 10^4 characters)."""
+    s = text.replace(",", "").replace(" ", "")
+
+    def fail(message):
+        return ConfigError("from-megatron", f"--pipeline-model-parallel-layout {text!r}: {message}")
+    for pattern in (re.compile(r"\(([^)]+)\)\*(\d{1,5})"), re.compile(r"(.)\*(\d{1,5})")):
+        size = len(s) + sum(len(m.group(1)) * int(m.group(2)) for m in pattern.finditer(s))
+        if size > LAYERS:
+            raise fail(f"unrolls to more than {LAYERS} characters")
+        s = pattern.sub(lambda m: m.group(1) * int(m.group(2)), s)  # one pass each, as Megatron's re.sub
+    bad = sorted(set(s) - set("EtmL|"))
+    if bad:
+        raise fail(f"unknown layer character {bad[0]!r} (Megatron's: E, t, m, L and |)")
+    return s.split("|")

@@ -1,0 +1,125 @@
+"""``--from-megatron FILE``: a Megatron-LM launch (a script calling pretrain_gpt.py, or a functional test's
+model_config.yaml) read as memsym's options (derivations/config/launch.py reads the file,
+derivations/config/megatron.py maps the flags).  The file's options are set as if typed, under the options
+typed beside it (those win); ``--explain`` prints each resolved option and where it came from."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from .argtypes import path_text, positive_int
+
+
+def add_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("launch file (a Megatron-LM run as it is launched; options typed beside it win)")
+    g.add_argument("--from-megatron", default=None, metavar="FILE", type=path_text,
+                   help="read the model and every memory-relevant option from a Megatron-LM launch: a shell script "
+                        "calling pretrain_gpt.py (torchrun, arrays, variables the file sets) or a functional test's "
+                        "model_config.yaml; nothing is run. Megatron's default applies to a flag not given; flags "
+                        "memsym does not model are named in one warning")
+    g.add_argument("--gpus", type=positive_int, default=None, metavar="N",
+                   help="GPUs of the job (DP = N / (TP PP CP)) when the file does not say (a model_config.yaml "
+                        "never does: Megatron-LM's test recipes run on 8); default: torchrun's --nproc-per-node x "
+                        "--nnodes in the script, else a typed --dp")
+    g.add_argument("--vocab-size", type=positive_int, default=None, metavar="V",
+                   help="the tokenizer's vocabulary before Megatron's padding, when the file's tokenizer arguments "
+                        "do not give it (memsym opens no tokenizer file)")
+    g.add_argument("--explain", action="store_true",
+                   help="print the memsym options the launch resolves to, one per line with the Megatron flag or "
+                        "default it came from, and stop")
+
+
+def apply(args, quiet: bool = False) -> None:
+    """Set the launch's options on ``args`` under the typed ones (after parsing, before presets resolve)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
+    from symbolic.errors import ConfigError
+    from derivations.config.hfconfig import from_dict
+    from derivations.config.launch import read_launch
+    from derivations.config.megatron import resolve
+    from .keywords import namespace
+    path = getattr(args, "from_megatron", None)
+    if path is None:
+        extra = [o for o, d in (("--gpus", "gpus"), ("--vocab-size", "vocab_size"), ("--explain", "explain"))
+                 if getattr(args, d, None)]
+        if extra:
+            raise ConfigError("from-megatron", f"{', '.join(extra)} read(s) a launch file: give --from-megatron FILE")
+        return
+    typed = set(explicit(args))
+    known = tuple(vars(args))
+    res = resolve(read_launch(path), gpus=args.gpus, dp=args.dp if "dp" in typed else None,
+                  vocab=args.vocab_size, build_model="model" not in typed, known=known,
+                  typed={d: getattr(args, d) for d in ("tp", "pp", "cp") if d in typed})
+    opts = {k: v for k, v in res.options.items() if k in known}
+    command = getattr(args, "command", None) or "estimate"
+    res.unmodelled += [f"{flag_of(k)} {v} (memsym {command} has no such option)" for k, v in res.options.items()
+                       if k not in known]
+    flags = {k: (True if v == "True" else v) for k, v in opts.items()}
+    ns = namespace(command, flags)
+    for dest in opts:
+        if dest not in typed:
+            setattr(args, dest, getattr(ns, dest))
+            explicit(args).add(dest)
+    if res.model is not None:
+        args.model = from_dict(res.model, path, _name(path, res.model), source=path)
+        explicit(args).add("model")
+    args._launch, args._typed_before_launch = res, typed
+    if res.unmodelled and not quiet and not getattr(args, "explain", False):
+        print(f"memsym: warning: {path}: not modelled (memsym counts the job without them): "
+              f"{'; '.join(res.unmodelled)}", file=sys.stderr)
+
+
+def explicit(namespace) -> set:
+    """The dests typed (memsym/commands/common.py keeps them on the namespace as ``_explicit``)."""
+    if not hasattr(namespace, "_explicit"):
+        setattr(namespace, "_explicit", set())
+    return namespace._explicit
+
+
+def _name(path: str, fields) -> str:
+    return (f"{os.path.basename(path)} (h {fields['hidden_size']}, {fields['num_hidden_layers']} layers, "
+            f"{fields['n_routed_experts']} experts)")
+
+
+def flag_of(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def explain_data(args) -> dict:
+    res = args._launch
+    typed = {d for d in explicit_typed(args)}
+    options = [{"option": flag_of(d), "value": v, "from": res.origin[d]} if d not in typed else
+               {"option": flag_of(d), "value": "(typed)", "from": f"typed beside the file (the file's: {v})"}
+               for d, v in res.options.items()]
+    return {"launch": args.from_megatron, "options": options,
+            "model": None if res.model is None else [{"field": k, "value": v, "from": res.model_origin.get(k, "")}
+                                                      for k, v in res.model.items()],
+            "not_modelled": list(res.unmodelled), "assumptions": list(res.notes)}
+
+
+def explicit_typed(args):
+    return getattr(args, "_typed_before_launch", set())
+
+
+def explain(args) -> int:
+    """``--explain``: the resolved options (text, or JSON with --json)."""
+    data = explain_data(args)
+    if getattr(args, "json", False):
+        print(json.dumps(data, indent=2))
+        return 0
+    lines = [f"memsym options of {data['launch']} (typed beside it: 'typed'):"]
+    w = max(len(o["option"]) + 1 + len(str(o["value"])) for o in data["options"])
+    for o in data["options"]:
+        shown = o["option"] + ("" if o["value"] == "True" else " " + str(o["value"]))
+        lines.append(f"  {shown:<{w}}  {o['from']}")
+    if data["model"]:
+        lines += ["", "--model: a DeepSeek-V3 config built from the flags (config.json field, value, source):"]
+        wf = max(len(f"{m['field']} {m['value']}") for m in data["model"])
+        lines += [f"  {m['field'] + ' ' + str(m['value']):<{wf}}  {m['from']}" for m in data["model"]]
+    if data["not_modelled"]:
+        lines += ["", "not modelled (memsym counts the job without them):"] + [f"  {x}" for x in data["not_modelled"]]
+    if data["assumptions"]:
+        lines += ["", "assumptions:"] + [f"  - {x}" for x in data["assumptions"]]
+    print("\n".join(lines))
+    return 0
