@@ -525,12 +525,19 @@ def search_kernels() -> Tuple[Dict[str, str], Dict[str, str]]:
     return files, dict(sorted(index.items()))
 
 
+def steptime_source() -> str:
+    """The step-time model's module (derivations/steptime/printing.py)."""
+    from derivations.steptime import printing  # lazy: the step-time model (generate only)
+    return printing.module_source()
+
+
 def outputs() -> Dict[Path, bytes]:
     files = {OUT / name: json.dumps(data, sort_keys=True, separators=(",", ":")).encode() + b"\n"
              for name, data in tables().items()}
     kernels, index = search_kernels()
     files.update({OUT / name: src.encode() for name, src in kernels.items()})
     files[OUT / f"{FAMILY}.py"] = python_module().encode()
+    files[OUT / f"{FAMILY}_time.py"] = steptime_source().encode()
     for fam in families.all():  # the other families of derivations/families/: their terms and module
         if fam is not DEEPSEEK and families.packaged(fam.name):
             files.update({OUT / name: json.dumps(data, sort_keys=True, separators=(",", ":")).encode() + b"\n"

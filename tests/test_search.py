@@ -260,6 +260,7 @@ def test_ranked_is_the_sorted_order_cut(gpus, kw):
     """ranked (partial selection, one winner per layout) lists exactly what the full sort then
     first_per_layout and the cut at --top list, for every sort, with and without the per-layout cut."""
     res = S.configurations(V3, gpus, 80 * GiB, **kw)
+    S.add_time(res, V3, S.pipeline(kw.get("schedule"), kw.get("microbatches"), None, kw.get("global_batch")))
     for sort in S.SORTS:
         for per_layout in (True, False):
             want = S.order(res, sort=sort)
@@ -277,6 +278,7 @@ def test_ranked_breaks_ties_like_the_stable_sort():
     cols = {k: rng.integers(1, 3, n) for k in ("dp", "tp", "pp", "ep", "etp", "cp", "zero", "recompute", "mbs", "seq")}
     cols["peak"] = rng.integers(0, 3, n).astype(np.float64) * 1e9
     cols["headroom"] = 80e9 - cols["peak"]
+    cols["step_time"] = rng.integers(1, 4, n).astype(np.float64) * 0.25  # ties in the time too
     cols["fits"] = rng.random(n) < 0.8
     enum = S.Enumeration(1, arrays={k: cols[k][:n // 4] for k in S.LAYOUT_FIELDS})  # layouts repeat
     res = SimpleNamespace(columns=cols, enumeration=enum, layout_groups=4)

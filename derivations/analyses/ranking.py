@@ -20,14 +20,14 @@ from derivations.analyses.enumeration import LAYOUT_FIELDS
 from derivations.analyses.columns import take
 from derivations.analyses.evaluation import SearchResult
 
-SORTS = ("bubble", "peak", "headroom")
+SORTS = ("time", "bubble", "peak", "headroom")
 
 #: Tie-breaking columns of each sort, after its leading keys.
 _BUBBLE_TIES = ("tp", "zero", "recompute", "pp", "cp", "ep", "etp", "mbs", "seq")
 _PEAK_TIES = ("zero", "recompute", "tp", "pp", "cp", "ep", "etp", "mbs", "seq")
 
 
-def _check_sort(sort: str) -> None:
+def _check_sort(sort: str) -> None:  # 'time' needs the time columns (timing.add_time)
     if sort not in SORTS:
         raise cfg.ConfigError("sort", f"--sort must be one of {', '.join(SORTS)}, got {sort!r}")
 
@@ -44,7 +44,10 @@ def order(result: SearchResult, only_fitting: bool = True, sort: str = "bubble")
     c = result.columns
     _check_sort(sort)
     idx = np.flatnonzero(c["fits"]) if only_fitting else np.arange(len(c["fits"]))
-    if sort == "bubble":
+    if sort == "time":  # the shortest estimated step first (derivations/analyses/timing.py), then as 'bubble'
+        keys = [_seconds(take(c, "step_time", idx)), -np.round(take(c, "headroom", idx))] + \
+            [take(c, k, idx) for k in _BUBBLE_TIES]
+    elif sort == "bubble":
         bubble = c["bubble"][idx] if "bubble" in c else take(c, "pp", idx).astype(np.float64)
         keys = [np.round(bubble, 12), -np.round(take(c, "headroom", idx))] + [take(c, k, idx) for k in _BUBBLE_TIES]
     else:
@@ -57,12 +60,20 @@ def _keys(result: SearchResult, sort: str):
     c = result.columns
     _check_sort(sort)
     col = lambda k: _of_layout(lambda i: take(c, k, i), k in LAYOUT_FIELDS)  # rows of a column, never all of it
+    if sort == "time":
+        return [lambda i: _seconds(take(c, "step_time", i)), lambda i: -np.round(take(c, "headroom", i))] + \
+            [col(k) for k in _BUBBLE_TIES]
     if sort == "bubble":
         first = (lambda i: np.round(c["bubble"][i], 12)) if "bubble" in c else \
             _of_layout(lambda i: take(c, "pp", i).astype(np.float64), True)
         return [first, lambda i: -np.round(take(c, "headroom", i))] + [col(k) for k in _BUBBLE_TIES]
     sign = -1 if sort == "peak" else 1
     return [lambda i: np.round(take(c, "peak", i)) * sign] + [col(k) for k in _PEAK_TIES]
+
+
+def _seconds(x):
+    """Step times compared to the microsecond: float noise below it never reorders rows."""
+    return np.round(x, 6)
 
 
 def _of_layout(key, constant: bool):

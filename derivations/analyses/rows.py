@@ -19,12 +19,17 @@ from derivations.analyses.evaluation import SearchResult
 
 ROW_KEYS = ("dp", "tp", "pp", "ep", "etp", "cp", "sp", "edp", "mbs", "seq", "zero", "recompute", "stage",
             "weights", "gradients", "optimizer", "activations", "total", "peak", "headroom")
+#: the step-time model's columns (derivations/analyses/timing.py), seconds and tokens per second per GPU
+TIME_KEYS = ("step_time", "tokens_per_gpu_s", "time_compute", "time_recompute", "time_TP", "time_EP", "time_CP",
+             "time_PP", "time_DP", "time_bubble", "time_optimizer", "time_microbatch")
 BYTE_KEYS = ("weights", "gradients", "optimizer", "activations", "total", "peak", "headroom")
 
 
 def row_keys(result: SearchResult) -> Tuple[str, ...]:
-    """ROW_KEYS, and under a schedule the micro-batch count m of each configuration."""
-    return ROW_KEYS + (("microbatches",) if "microbatches" in result.columns else ())
+    """ROW_KEYS, under a schedule the micro-batch count m of each configuration, and the step time's
+    columns when the search was timed (TIME_KEYS)."""
+    return ROW_KEYS + (("microbatches",) if "microbatches" in result.columns else ()) + \
+        (TIME_KEYS if "step_time" in result.columns else ())
 
 
 def columns(result: SearchResult, idx) -> Dict[str, list]:
@@ -33,7 +38,8 @@ def columns(result: SearchResult, idx) -> Dict[str, list]:
     out = {}
     for k in row_keys(result):
         a = take(c, k, idx)
-        out[k] = np.rint(a).astype(np.int64).tolist() if k in BYTE_KEYS else a.tolist()
+        out[k] = np.rint(a).astype(np.int64).tolist() if k in BYTE_KEYS else \
+            [float(x) for x in np.round(a, 6 if k != "tokens_per_gpu_s" else 1)] if k in TIME_KEYS else a.tolist()
     out["recompute"] = [result.policies[i] for i in out["recompute"]]
     return out
 

@@ -29,7 +29,8 @@ from derivations.analyses.enumeration import (LAYOUT_FIELDS, MAX_GPUS, Enumerati
                                               enumerate_layouts, lattice, rejections)
 from derivations.analyses.evaluation import SearchResult, configurations, pipeline, search
 from derivations.analyses.ranking import SORTS, first_per_layout, layout_index, order, ranked
-from derivations.analyses.rows import BYTE_KEYS, ROW_KEYS, columns, row_keys, rows
+from derivations.analyses.rows import BYTE_KEYS, ROW_KEYS, TIME_KEYS, columns, row_keys, rows
+from derivations.analyses.timing import add_time
 
 __all__ = [
     # symbolic.search, the kernel
@@ -41,5 +42,7 @@ __all__ = [
     # ranking
     "SORTS", "first_per_layout", "layout_index", "order", "ranked",
     # rows
-    "BYTE_KEYS", "ROW_KEYS", "columns", "row_keys", "rows",
+    "BYTE_KEYS", "ROW_KEYS", "TIME_KEYS", "columns", "row_keys", "rows",
+    # the step time (derivations/steptime)
+    "add_time",
 ]

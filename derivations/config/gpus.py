@@ -12,6 +12,8 @@ from symbolic.errors import ConfigError
 from symbolic.units import parse_size
 
 DATA = Path(__file__).with_name("gpus.toml")
+#: the rates a preset may give (gpus.toml's header says what each is)
+RATES = ("bf16", "fp8", "hbm_bandwidth", "nvlink", "network")
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,14 @@ class GPU:
     kind: str
     source: str
     aliases: Tuple[str, ...] = ()
+    #: published rates of the step-time model (derivations/steptime): {'bf16', 'fp8' (dense FLOP/s),
+    #: 'hbm_bandwidth', 'nvlink', 'network' (bytes/s, one direction per GPU)}; 'rates_source' says where from
+    rates: Tuple[Tuple[str, float], ...] = ()
+    rates_source: str = ""
+
+    def rate(self, name: str):
+        """A published rate (RATES) of this GPU, or None when the datasheet gives none (the A100 has no FP8)."""
+        return dict(self.rates).get(name)
 
     def to_json(self) -> Dict:
         return {"key": self.key, "name": self.name, "capacity": self.capacity, "kind": self.kind,
@@ -39,7 +49,9 @@ def presets() -> Dict[str, GPU]:
     for key, e in data.items():
         if e["kind"] not in ("framework", "vendor"):
             raise ValueError(f"{DATA}: {key}: kind must be framework or vendor")
-        out[key] = GPU(key, e["name"], parse_size(e["capacity"]), e["kind"], e["source"], tuple(e.get("aliases", ())))
+        rates = tuple((r, float(e[r])) for r in RATES if r in e)
+        out[key] = GPU(key, e["name"], parse_size(e["capacity"]), e["kind"], e["source"], tuple(e.get("aliases", ())),
+                       rates, e.get("rates_source", ""))
     return out
 
 

@@ -208,6 +208,22 @@ def offload_modules(text: str):
 _DECIMAL = re.compile(DECIMAL_PATTERN)
 
 
+def unit_fraction(text: str) -> Fraction:
+    """A fraction in (0, 1] typed as a decimal (0.45) or a ratio (9/20): an efficiency of the step-time model."""
+    s = str(text).strip()
+    parts = s.split("/")
+    if len(s) > MAX_NUMBER_CHARS or len(parts) > 2 or not all(_DECIMAL.fullmatch(x.strip()) for x in parts):
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1] in ASCII digits (e.g. 0.5 or 1/2, at most "
+                                         f"{MAX_NUMBER_CHARS} characters), got {_shown(text)}")
+    try:
+        val = Fraction(parts[0].strip()) / (Fraction(parts[1].strip()) if len(parts) == 2 else 1)
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {_shown(text)}") from None
+    if not 0 < val <= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction in (0, 1], got {_shown(text)}")
+    return val
+
+
 def imbalance_factor(text: str) -> Fraction:
     if len(text) > MAX_NUMBER_CHARS or not _DECIMAL.fullmatch(text.strip()):
         raise argparse.ArgumentTypeError(f"imbalance F must be a decimal number >= 1 in ASCII digits (e.g. 1.25, "

@@ -58,10 +58,22 @@ def add_parser(sub):
     p.add_argument("--overheads", choices=["high", "low", "none"], default="high",
                    help="end of the Sec. 6 ranges: high (30%% fragmentation, 2 GiB buffers; default, conservative), "
                         "low (5%%, 0.8 GiB) or none")
-    p.add_argument("--sort", choices=["bubble", "peak", "headroom"], default="bubble",
-                   help="order: bubble (default: the fewest pipeline bubbles, (PP-1)/(m+PP-1) under the schedule, PP "
-                        "without one, then the most headroom, then the smaller TP), peak (largest first: needs the "
-                        "least memory saving) or headroom (most first)")
+    p.add_argument("--sort", choices=["time", "bubble", "peak", "headroom"], default="time",
+                   help="order: time (default: the shortest estimated step, or the most tokens per second per GPU, "
+                        "under the step-time model; then the most headroom), bubble (the fewest pipeline bubbles, "
+                        "(PP-1)/(m+PP-1) under the schedule, PP without one, then the most headroom, then the smaller "
+                        "TP), peak (largest first: needs the least memory saving) or headroom (most first)")
+    t = p.add_argument_group("step time (derivations/steptime: published rates of --gpu, h800 without one)")
+    t.add_argument("--overlap", choices=["none", "megatron", "ideal"], default="megatron",
+                   help="transfers hidden behind compute: megatron (default: data-parallel traffic behind the step, "
+                        "the context-parallel ring behind attention, under DualPipe the EP all-to-all and PP "
+                        "transfers behind the paired chunks), none, or ideal (every transfer behind compute)")
+    t.add_argument("--gemm-efficiency", type=common.unit_fraction, default=1, metavar="F",
+                   help="fraction of the GPU's peak matrix rate the kernels reach (default 1: the peak)")
+    t.add_argument("--dispatcher", choices=["alltoall", "deepep"], default=None,
+                   help="the experts' dispatch: alltoall (Megatron-Core's, every copy of a token to its expert's "
+                        "rank) or deepep (once per node, forwarded over NVLink: DeepSeek-V3 Sec. 3.2.2); default "
+                        "deepep under --schedule dualpipe, else alltoall")
     p.add_argument("--top", type=common.positive_int, default=None,
                    help="rows to list (text default 20; JSON/CSV default every configuration that fits)")
     p.add_argument("--all-configurations", action="store_true",
@@ -104,6 +116,12 @@ def _search(args, rows=None):
                               seqs=args.seq, overheads=args.overheads, schedule=args.schedule,
                               microbatches=args.microbatches, vpp=args.vpp, global_batch=args.global_batch,
                               gpus_per_node=args.gpus_per_node, progress=_progress())
+    if model.family == "deepseek":  # the step-time model covers the DeepSeek family
+        S.add_time(result, model, S.pipeline(args.schedule, args.microbatches, args.vpp, args.global_batch),
+                   gpu=args.gpu, overlap=args.overlap, efficiency=args.gemm_efficiency,
+                   gpus_per_node=args.gpus_per_node, vpp=args.vpp, dispatcher=args.dispatcher)
+    elif args.sort == "time":
+        args.sort = "bubble"
     return model, hbm, result, S.ranked(result, sort=args.sort, per_layout=not args.all_configurations, top=rows)
 
 
@@ -211,7 +229,8 @@ def write_json(model, args, hbm, result, idx) -> None:
     cols, keys = S.columns(result, idx), S.row_keys(result)
     quoted = {p: json.dumps(p) for p in result.policies}
     cols["recompute"] = [quoted[x] for x in cols["recompute"]]
-    template = "    {" + ", ".join(f'"{k}": %{"s" if k == "recompute" else "d"}' for k in keys) + "}"
+    template = "    {" + ", ".join(f'"{k}": %{"s" if k == "recompute" else "r" if k in S.TIME_KEYS else "d"}'
+                                   for k in keys) + "}"
     body = ",\n".join(template % vals for vals in zip(*(cols[k] for k in keys)))
     sys.stdout.write(head[:-2] + ',\n  "rows": [\n' + body + "\n  ]\n}\n")
 
@@ -259,22 +278,50 @@ def render_text(model, args, hbm, result, idx) -> str:
         lines.append("no configuration fits")
         return "\n".join(lines)
     how = {"peak": "peak, largest first", "headroom": "headroom, most first",
-           "bubble": "fewest pipeline bubbles, then most headroom, then smaller TP"}[args.sort]
+           "bubble": "fewest pipeline bubbles, then most headroom, then smaller TP",
+           "time": "estimated step time, shortest first, then most headroom"}[args.sort]
     sched = "microbatches" in result.columns
-    lines += ["", f"top {len(idx)} by {how} (GiB; stage = most-loaded " + ("device" if sched else "stage") + ")"]
+    timed = "step_time" in result.columns
+    if timed:
+        lines += _time_header(result)
+    lines += ["", f"top {len(idx)} by {how} (GiB; stage = most-loaded " + ("device" if sched else "stage") +
+              (("; seconds per step" if sched else "; seconds per micro-batch") + ", exposed transfers per group"
+               if timed else "") + ")"]
     cols = ("DP", "TP", "PP", "EP", "ETP", "CP", "ZeRO", "recompute", "b", "s") + (("m",) if sched else ()) + \
         ("stage", "weights", "grads", "optim", "activ", "total", "peak", "headroom")
     widths = (5, 4, 4, 4, 4, 4, 5, 11, 3, 7) + ((6,) if sched else ()) + (6, 9, 8, 8, 8, 8, 8, 9)
+    tcols = ("time", "tok/s/GPU", "compute", "recomp", "TP", "EP", "CP", "PP", "DP", "bubble") if timed else ()
+    tkeys = ("step_time", "tokens_per_gpu_s", "time_compute", "time_recompute", "time_TP", "time_EP", "time_CP",
+             "time_PP", "time_DP", "time_bubble")
+    rows = S.rows(result, idx)
     table = [[r["dp"], r["tp"], r["pp"], r["ep"], r["etp"], r["cp"], r["zero"], r["recompute"], r["mbs"], r["seq"]]
              + ([r["microbatches"]] if sched else []) + [r["stage"]]
              + [fmt_gib(r[k]) for k in ("weights", "gradients", "optimizer", "activations", "total", "peak", "headroom")]
-             for r in S.rows(result, idx)]
+             + ([_seconds(r[k]) if k != "tokens_per_gpu_s" else fmt_int(round(r[k])) for k in tkeys] if timed else [])
+             for r in rows]
+    cols, widths = cols + tcols, widths + tuple(max(7, len(c) + 1) for c in tcols)
     # a column widens with its values (CP=1024, huge bytes) so neighbours never run together
     widths = [max(w, 1 + max(len(str(v[i])) for v in table)) for i, w in enumerate(widths)]
     lines.append("".join(f"{x:>{w}}" for x, w in zip(cols, widths)))
     for vals in table:
         lines.append("".join(f"{x:>{w}}" for x, w in zip(vals, widths)))
     return "\n".join(lines)
+
+
+def _seconds(x: float) -> str:
+    """Seconds with three significant figures at least (0.0123, 1.23, 12.3, 1,234)."""
+    return f"{x:,.0f}" if x >= 1000 else f"{x:.3g}" if x >= 0.001 or x == 0 else f"{x:.1e}"
+
+
+def _time_header(result) -> list:
+    """The step-time model's assumptions, one line each."""
+    t = result.time
+    g = t["gpu"]
+    eff = t["efficiency"]
+    return [f"time: derivations/steptime on {g.name}: {g.rate('bf16') / 1e12:,.1f} TFLOP/s BF16 dense x efficiency "
+            f"{float(eff):g}, HBM {g.rate('hbm_bandwidth') / 1e12:g} TB/s, NVLink {g.rate('nvlink') / 1e9:g} GB/s, "
+            f"network {g.rate('network') / 1e9:g} GB/s per GPU, {t['gpus_per_node']} GPUs per node; overlap "
+            f"{t['overlap']}, dispatcher {t['dispatcher']}" + ("" if result.schedule else "; no schedule: one micro-batch's period, no bubble")]
 
 
 def _progress():

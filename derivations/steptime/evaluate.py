@@ -1,0 +1,144 @@
+"""The step-time model evaluated without sympy: its printed functions (``derivations/generated/deepseek_time.py``)
+at arrays of configurations, with the inputs named in :mod:`derivations.steptime.model`.
+
+:func:`parts` takes the rows (the layout's degrees, b, s, ZeRO stage, recomputation, micro-batches and a
+stage composition) and returns every part of the step in seconds; :func:`slowest_stage` takes, per
+configuration, the stage of its pipeline whose step is the longest (the pipeline runs at its pace).
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from functools import lru_cache
+from typing import Dict, Mapping, Optional
+
+import numpy as np
+
+from derivations import config as cfg
+from derivations import evaluate as ev
+from derivations import families
+from derivations.config import gpus as gpu_presets
+from derivations.steptime import placement
+
+#: the GPU whose rates the model reads when none is named: the paper's (DeepSeek trained on H800s)
+DEFAULT_GPU = "h800"
+OVERLAPS = ("none", "megatron", "ideal")
+#: the parts :func:`parts` returns, in the order they are printed
+PARTS = ("compute", "recompute", "TP", "EP", "CP", "PP", "DP", "bubble", "optimizer", "microbatch", "step")
+
+
+class TimeError(cfg.ConfigError):
+    pass
+
+
+def _module():
+    # lazy: the generated module (only the time's paths read it)
+    from derivations.generated import deepseek_time
+    return deepseek_time
+
+
+def check(model: cfg.ModelSpec, gpu=None, overlap: str = "megatron", efficiency=1) -> "gpu_presets.GPU":
+    """The GPU preset whose rates the model uses (``gpu``: a preset, a name or None for the default), after
+    checking the model and options it can time."""
+    if model.family != "deepseek":
+        raise TimeError("time", f"the step-time model covers the DeepSeek family (MLA and MoE); "
+                                f"{model.name} is {families.get(model.family).title}")
+    if overlap not in OVERLAPS:
+        raise TimeError("overlap", f"--overlap must be one of {', '.join(OVERLAPS)}, got {overlap!r}")
+    if isinstance(efficiency, bool) or not isinstance(efficiency, (int, float, Fraction)) or not 0 < efficiency <= 1:
+        raise TimeError("gemm-efficiency", f"--gemm-efficiency must be in (0, 1], got {efficiency!r}")
+    g = gpu_presets.gpu(gpu or DEFAULT_GPU) if not isinstance(gpu, gpu_presets.GPU) else gpu
+    if g.rate("bf16") is None:
+        raise TimeError("gpu", f"{g.name} has no published rates in derivations/config/gpus.toml")
+    return g
+
+
+@lru_cache(maxsize=32)
+def _model_constants(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, float]:
+    """The model's dimensions, bytes per element and per-layer parameter counts (params.* terms, exact)."""
+    fam = families.get(model.family)
+    values = cfg.named(model, None, training)
+    terms = ev.Terms(model.structure, ev.derived(values, fam.name), fam.name)
+    out = {k: float(values[k]) for k in ("h", "n_h", "d_h", "d_hr", "d_v", "N_r", "N_s", "F", "B_a", "B_w", "B_g",
+                                          "B_m", "B_1", "B_2")}
+    for name, tid in (("P_A", "params.mla"), ("P_F", "params.dense_ffn"), ("P_E", "params.expert"),
+                      ("P_R", "params.router"), ("P_H", "params.head")):
+        out[name] = float(terms.term(tid)) if tid in terms else 0.0
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _device_coefficients(model: cfg.ModelSpec, tp: int, ep: int, etp: int) -> Dict[str, tuple]:
+    """{'P_n', 'P_m'}: (coefficient of each composition count) of the device's non-MoE and MoE parameters
+    (static.device.non_moe and static.device.moe are linear in the counts: each count alone, exact)."""
+    fam = families.get(model.family)
+    names = cfg.composition_names(model.family)
+    layout = cfg.Layout(tp=tp, ep=ep, etp=etp, sp=tp)
+    out = {"P_n": [], "P_m": []}
+    for c in names:
+        values = cfg.named(model, layout, None)
+        values.update({n: int(n == c) for n in names})
+        terms = ev.Terms(model.structure, ev.derived(values, fam.name), fam.name)
+        out["P_n"].append(float(terms.term("static.device.non_moe")))
+        out["P_m"].append(float(terms.term("static.device.moe")))
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def device_params(model: cfg.ModelSpec, rows: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """{'P_n', 'P_m'}: the device's parameters at each row (its tp, ep, etp and composition counts)."""
+    names = cfg.composition_names(model.family)
+    keys = np.stack([np.asarray(rows[k], dtype=np.int64) for k in ("tp", "ep", "etp")], axis=1)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    counts = np.stack([np.asarray(rows[n], dtype=np.float64) for n in names], axis=1)
+    out = {}
+    for part in ("P_n", "P_m"):
+        coef = np.array([_device_coefficients(model, *map(int, u))[part] for u in uniq]).reshape(len(uniq), len(names))
+        out[part] = np.einsum("ij,ij->i", counts, coef[inv]) if len(inv) else np.zeros(0)
+    return out
+
+
+def dispatcher_of(schedule: Optional[str], dispatcher: Optional[str] = None) -> str:
+    """The experts' dispatcher: as given, else DeepSeek's node-deduplicating one under DualPipe (DeepSeek-V3
+    report Sec. 3.2.2: DualPipe with its own all-to-all kernels), Megatron-Core's all-to-all otherwise."""
+    if dispatcher is not None:
+        if dispatcher not in placement.DISPATCHERS:
+            raise TimeError("dispatcher", f"--dispatcher must be one of {', '.join(placement.DISPATCHERS)}, "
+                                          f"got {dispatcher!r}")
+        return dispatcher
+    return "deepep" if schedule == "dualpipe" else "alltoall"
+
+
+def _groups_kept(model: cfg.ModelSpec) -> int:
+    """k_g when routing is group-limited (k_g < n_g), else N_r (no limit beyond top-k)."""
+    named = model.named()
+    n_g, k_g = named.get("n_g", 1), named.get("k_g", 1)
+    return int(k_g) if n_g and k_g and k_g < n_g else int(model.N_r)
+
+
+def parts(model: cfg.ModelSpec, training: cfg.Training, rows: Mapping[str, np.ndarray], *, gpu=None,
+          schedule: Optional[str] = None, vpp: int = 2, overlap: str = "megatron", efficiency=1,
+          gpus_per_node: int = 8, attention: str = "eager", dispatcher: Optional[str] = None) -> Dict[str, np.ndarray]:
+    """{part: seconds} (PARTS) of each row.  ``rows``: arrays of dp, tp, pp, ep, etp, cp, mbs, seq, zero,
+    recompute (policy names), microbatches (m; 1 without a schedule: one micro-batch's period) and the
+    composition counts (L_d, L_m, e_E, e_H, ...).  Without a schedule there is no bubble.  ``dispatcher``
+    (placement.DISPATCHERS; None: 'deepep' under DualPipe, DeepSeek's own stack, else Megatron's 'alltoall')."""
+    g = check(model, gpu, overlap, efficiency)
+    n = len(np.asarray(rows["tp"]))
+    f = lambda k: np.asarray(rows[k], dtype=np.float64)
+    v: Dict[str, object] = dict(_model_constants(model, training))
+    v.update(TP=f("tp"), CP=f("cp"), PP=f("pp"), EP=f("ep"), ETP=f("etp"), DP=f("dp"), b=f("mbs"), s=f("seq"),
+             z=f("zero"), L_d=f("L_d"), L_m=f("L_m"), e_H=f("e_H"), n_mb=f("microbatches"))
+    v.update(device_params(model, rows))
+    policy = np.asarray(rows["recompute"])
+    v["rho_full"] = (policy == "full").astype(np.float64)
+    v["rho_sel"] = (policy == "selective").astype(np.float64)
+    v["c_A"] = 1.0 if attention == "eager" else 0.5
+    v["u_E"] = 1.0 if attention == "eager" else 0.0
+    v.update(placement.schedule_coefficients(schedule, v["PP"], vpp))
+    v.update(placement.bandwidths(rows, gpus_per_node, g.rate("nvlink"), g.rate("network")))
+    v["tau_EP"] = placement.dispatch_seconds(rows, gpus_per_node, g.rate("nvlink"), g.rate("network"), model.N_r,
+                                             _groups_kept(model), dispatcher_of(schedule, dispatcher))
+    v.update(Phi=g.rate("bf16"), eta=float(efficiency), W_M=g.rate("hbm_bandwidth"))
+    name = overlap + ("_dualpipe" if schedule == "dualpipe" and overlap == "megatron" else "")
+    out = getattr(_module(), "step_" + name)(v)
+    return {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), (n,)) for k in PARTS}

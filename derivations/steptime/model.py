@@ -1,0 +1,202 @@
+"""The step-time model's expressions (sympy; imported by ``python -m derivations.generate`` and the report).
+
+Everything is per device (one GPU) of one pipeline stage holding L_d dense and L_m MoE layers (and the
+head when e_H = 1), for one micro-batch of b sequences of s tokens, in seconds, FLOPs or bytes:
+
+* **Compute** (:func:`flops`): a matrix product of an (n x k) by a (k x m) matrix is 2 n k m FLOPs, so a
+  token through a layer costs twice the layer's matrix parameters it passes through (Kaplan et al.,
+  arXiv:2001.08361, Sec. 2.1; Narayanan et al., arXiv:2104.04473, Sec. 5.1), plus the attention scores
+  and their product with the values, 2 s n_h (d_h + d_h^R + d_v) per token and layer (c_A = 1: the
+  eager kernel computes every score; 1/2: a causal flash kernel skips the masked half).  The backward
+  is twice the forward (input and weight gradients, one forward each; the weight-gradient half is t_W,
+  what zero-bubble schedules move), full recomputation re-runs the layers' forward, selective the core
+  attention's.  A phase takes the longer of its FLOPs at the peak rate Phi times the named efficiency
+  eta and of reading the device's weights from HBM (W_M bytes/s): the roofline (Williams et al., CACM
+  52(4), 2009) that makes a micro-batch of a few tokens per GPU slow.  Eager attention (u_E = 1) also
+  moves its s x s matrices through HBM, memory-bound (Dao et al., FlashAttention, arXiv:2205.14135,
+  Sec. 2.2): the forward writes the scores, reads and writes the softmax and reads it for the values
+  (4 passes of B_a bytes per element), the backward reads the probabilities, writes and reads their
+  gradient, writes and reads the scores' gradient twice (7 passes); a flash kernel keeps them on chip.
+* **Communication** (:func:`volumes`): bytes one device sends per micro-batch in each group, at the group's
+  bandwidth beta (derivations/steptime/placement.py: NVLink inside a node, the network across nodes):
+  TP with sequence parallelism, two all-gathers and two reduce-scatters of b s h / CP per layer
+  (Korthikanti et al., arXiv:2205.05198, Sec. 4.2.2); EP, the dispatch and combine of each token's
+  hidden state, tau_EP seconds per byte (placement.py: its copies to the experts' shards over NVLink
+  and the network under the dispatcher); CP, the ring
+  of key/value blocks, CP - 1 of them per layer forward and twice that backward (Liu et al., Ring
+  Attention, arXiv:2310.01889; Megatron-Core's TE context parallelism); PP, one activation forward and
+  one gradient backward per stage boundary.  Under full recomputation the forward's TP, EP and CP traffic
+  runs again.
+* **Data parallelism** (per step): gradients reduced and weights gathered over DP CP replicas (non-MoE
+  parameters) and EDP (experts): 2 Psi gradient bytes for an all-reduce without ZeRO, a reduce-scatter
+  of gradients and an all-gather of weights under ZeRO-1/2, and under ZeRO-3 both gathers and the
+  reduce-scatter every micro-batch (Rajbhandari et al., ZeRO, arXiv:1910.02054, Sec. 7).
+* **Optimizer step**: Adam reads the gradient, master weight and both moments and writes them and the
+  weight once, at the HBM bandwidth (memory-bound: a few FLOPs per element).
+* **Step** (:func:`step_time`): m micro-batches, the schedule's bubble (DeepSeek-V3 report, Table 2:
+  1F1B (PP - 1)(F + B), ZB1P (PP - 1)(F + B - 2W), DualPipe (PP/2 - 1)(F&B + B - 3W); Megatron's
+  interleaved 1F1B divides 1F1B's by V; coefficients chi_mb, chi_B, chi_W), the data-parallel traffic
+  not hidden and the optimizer step.
+
+Overlap, a named switch (``OVERLAPS``): 'none' exposes every transfer; 'megatron' hides what Megatron-LM
+overlaps when asked (--overlap-grad-reduce, --overlap-param-gather: the data-parallel traffic behind the
+step's compute; TE's context parallelism: the ring behind the attention it feeds) and, under DualPipe,
+the EP all-to-all and PP transfers behind the paired chunks' compute (DeepSeek-V3 report, Sec. 3.2.1);
+'ideal' hides every transfer behind the micro-batch's compute, an upper bound on speed.
+"""
+from __future__ import annotations
+
+from typing import Dict
+
+import sympy as sp
+
+from derivations import notation as nt
+
+_P = dict(positive=True)
+#: the model's own symbols: peak matrix rate, efficiency, HBM bandwidth, bandwidth of each group
+Phi = sp.Symbol("Phi", **_P)
+eta = sp.Symbol("eta", **_P)
+W_M = sp.Symbol("W_M", **_P)
+beta = {g: sp.Symbol(f"beta_{g}", **_P) for g in ("TP", "CP", "PP", "DP", "EDP")}
+#: seconds the experts' dispatch takes per byte of one token's hidden state (placement.py: its copies over
+#: NVLink and the network under the dispatcher, the longer of the two)
+tau_EP = sp.Symbol("tau_EP", nonnegative=True)
+c_A = sp.Symbol("c_A", **_P)
+#: 1 when the attention is eager (its s x s scores and probabilities are tensors in HBM), 0 for a flash kernel
+u_E = sp.Symbol("u_E", nonnegative=True)
+rho_full, rho_sel = sp.Symbol("rho_full", nonnegative=True), sp.Symbol("rho_sel", nonnegative=True)
+chi_mb, chi_B, chi_W = (sp.Symbol(n, nonnegative=True) for n in ("chi_mb", "chi_B", "chi_W"))
+#: the per-layer parameter counts a token passes through (the family's params.* terms, substituted by :func:`inputs`)
+P_A, P_F, P_E, P_R, P_H = (sp.Symbol(n, nonnegative=True) for n in ("P_A", "P_F", "P_E", "P_R", "P_H"))
+#: the device's parameters of a stage: non-MoE (replicated over DP CP) and MoE (over EDP)
+P_n, P_m = sp.Symbol("P_n", nonnegative=True), sp.Symbol("P_m", nonnegative=True)
+
+OVERLAPS = ("none", "megatron", "ideal")
+
+MEANING = {
+    "Phi": "peak dense matrix-multiply rate of the GPU in the compute dtype, FLOP/s (gpus.toml bf16)",
+    "eta": "matrix-multiply efficiency: the fraction of Phi the kernels reach (--gemm-efficiency, default 1)",
+    "W_M": "HBM bandwidth, bytes/s (gpus.toml hbm_bandwidth)",
+    "c_A": "fraction of the s x s attention scores computed: 1 eager, 1/2 a causal flash kernel",
+    "u_E": "1 with eager attention (the s x s matrices pass through HBM), 0 with a flash kernel",
+    "rho_full": "1 under full recomputation, else 0", "rho_sel": "1 under selective (core attention), else 0",
+    "chi_mb": "micro-batch times in the bubble", "chi_B": "backward times in the bubble (DualPipe)",
+    "chi_W": "weight-gradient times saved from the bubble (ZB1P, DualPipe)",
+    "P_A": "attention parameters of one layer (params.mla)", "P_F": "dense FFN parameters (params.dense_ffn)",
+    "P_E": "parameters of one expert (params.expert)", "P_R": "router parameters (params.router)",
+    "P_H": "output head parameters (params.head)",
+    "P_n": "non-MoE parameters on the device (static.device.non_moe)",
+    "P_m": "MoE parameters on the device (static.device.moe)",
+    **{f"beta_{g}": f"bandwidth one device sends at in its {g} group, bytes/s (placement.py)" for g in beta},
+    "tau_EP": "seconds of the experts' dispatch per byte of a token's hidden state (placement.py)",
+}
+
+b, s, h, n_h = nt.b, nt.s, nt.h, nt.n_h
+TP, CP, PP, EP, DP, EDP = nt.TP, nt.CP, nt.PP, nt.EP, nt.DP, nt.EDP
+L_d, L_m, e_H = nt.L_d, nt.L_m, nt.e_H
+m = nt.n_mb
+
+
+def flops() -> Dict[str, sp.Expr]:
+    """FLOPs of one micro-batch's forward on one device of the stage: 'layers' (matrix products of the
+    L_d + L_m layers), 'attention' (scores and their product with values), 'head'."""
+    tokens = b * s / (CP * TP)  # the micro-batch's tokens over the devices sharing its work
+    matrix = (L_d + L_m) * P_A + L_d * P_F + L_m * (P_R + nt.F * (nt.N_r + nt.N_s) * P_E)
+    score = c_A * s * n_h * (nt.d_h + nt.d_hr + nt.d_v)
+    return {"layers": 2 * tokens * matrix, "attention": 2 * tokens * (L_d + L_m) * score,
+            "head": 2 * tokens * e_H * P_H}
+
+
+def volumes() -> Dict[str, sp.Expr]:
+    """Bytes one device sends per micro-batch forward in each group (the backward's multiple is in
+    :func:`comm_times`); 'DP' and 'EDP' per step (:func:`dp_volumes`)."""
+    layers = L_d + L_m
+    return {
+        "TP": 4 * layers * (TP - 1) / TP * b * s * h * nt.B_a / CP,
+        "EP": 2 * L_m * nt.F * b * s * h * nt.B_a / (CP * TP),
+        "CP": layers * (CP - 1) * b * s / CP * n_h / TP * (nt.d_h + nt.d_hr + nt.d_v) * nt.B_a,
+        "PP": sp.Min(1, PP - 1) * b * s * h * nt.B_a / (CP * TP),
+    }
+
+
+def dp_volumes() -> Dict[str, sp.Expr]:
+    """Bytes one device sends per step for its non-MoE ('DP', over DP CP replicas) and MoE ('EDP') parameters."""
+    per_param = sp.Piecewise((2 * nt.B_g, sp.Eq(nt.z, 0)), (nt.B_g + nt.B_w, nt.z < 3),
+                             (m * (nt.B_g + 2 * nt.B_w), True))
+    return {"DP": (DP * CP - 1) / (DP * CP) * P_n * per_param, "EDP": (EDP - 1) / EDP * P_m * per_param}
+
+
+def times() -> Dict[str, sp.Expr]:
+    """Seconds of one micro-batch on one device: t_F (forward), t_B (backward), t_W (its weight-gradient
+    half), t_R (recomputation), t_att (the core attention's forward), c_<group> (each group's transfers,
+    forward and backward), and per step t_DP (data-parallel traffic) and t_opt (optimizer)."""
+    f = flops()
+    rate = eta * Phi
+    weights = nt.B_w * (P_n + P_m)
+    # eager attention's s x s matrices through HBM (softmax and its backward are memory-bound)
+    matrix = u_E * b * n_h * s ** 2 * nt.B_a * (L_d + L_m) / (TP * CP)
+    t_sm = 4 * matrix / W_M
+    t_mm = sp.Max((f["layers"] + f["attention"] + f["head"]) / rate, weights / W_M)
+    t_F = t_mm + t_sm
+    t_att = f["attention"] / rate + t_sm
+    t_R = rho_full * (sp.Max((f["layers"] + f["attention"]) / rate, weights / W_M) + t_sm) + rho_sel * t_att
+    v = volumes()
+    again = 2 + rho_full  # forward, backward and the recomputed forward
+    c = {"c_TP": again * v["TP"] / beta["TP"], "c_EP": again * v["EP"] * tau_EP,
+         "c_CP": (3 + rho_full) * v["CP"] / beta["CP"], "c_PP": 2 * v["PP"] / beta["PP"]}
+    dv = dp_volumes()
+    sharded = sp.Piecewise((P_n + P_m, sp.Eq(nt.z, 0)), (P_n / (DP * CP) + P_m / EDP, True))
+    adam = nt.B_g + 2 * (nt.B_m + nt.B_1 + nt.B_2) + nt.B_w
+    return {"t_F": t_F, "t_B": 2 * t_mm + 7 * matrix / W_M, "t_W": t_mm, "t_R": t_R, "t_att": t_att, **c,
+            "t_DP": dv["DP"] / beta["DP"] + dv["EDP"] / beta["EDP"], "t_opt": sharded * adam / W_M}
+
+
+def exposed(overlap: str, dualpipe: bool, t: Dict[str, sp.Expr]) -> Dict[str, sp.Expr]:
+    """The seconds of each group's transfers left exposed per micro-batch ('TP', 'EP', 'CP', 'PP') and per
+    step ('DP') under ``overlap`` (OVERLAPS) and, with ``dualpipe``, DualPipe's own overlap."""
+    compute = t["t_F"] + t["t_B"] + t["t_R"]
+    groups = ("TP", "EP", "CP", "PP")
+    if overlap == "none":
+        return {**{g: t["c_" + g] for g in groups}, "DP": t["t_DP"]}
+    if overlap == "ideal":  # everything behind the micro-batch's compute: what exceeds it, group by group
+        return {**_beyond([t["c_" + g] for g in groups], compute, groups),
+                "DP": sp.Max(0, t["t_DP"] - m * (t["t_F"] + t["t_B"]))}
+    out = {"TP": t["c_TP"], "EP": t["c_EP"], "CP": sp.Max(0, t["c_CP"] - (3 + rho_full) * t["t_att"]),
+           "PP": t["c_PP"]}
+    if dualpipe:  # the all-to-all and PP transfers of a chunk pair behind its compute
+        out.update(_beyond([t["c_EP"], t["c_PP"]], compute, ("EP", "PP")))
+    out["DP"] = sp.Max(0, t["t_DP"] - m * (t["t_F"] + t["t_B"]))
+    return out
+
+
+def _beyond(costs, budget, names) -> Dict[str, sp.Expr]:
+    """{name: seconds of its transfer left exposed} when ``costs`` run in order behind ``budget`` seconds of
+    compute: each its part of what the running sum exceeds the budget by (no division: 0 when nothing is sent)."""
+    out, before = {}, 0
+    for name, c in zip(names, costs):
+        out[name] = sp.Max(0, before + c - budget) - sp.Max(0, before - budget)
+        before = before + c
+    return out
+
+
+def step_time(overlap: str, dualpipe: bool) -> Dict[str, sp.Expr]:
+    """{'compute', 'recompute', 'TP', 'EP', 'CP', 'PP', 'DP', 'bubble', 'optimizer', 'microbatch', 'step'}:
+    seconds of one step on one device of the stage (m micro-batches, the bubble, the exposed data-parallel
+    traffic and the optimizer step); 'microbatch' is one micro-batch's time (the step's period per
+    micro-batch in steady state)."""
+    t = times()
+    x = exposed(overlap, dualpipe, t)
+    per = {g: x[g] for g in ("TP", "EP", "CP", "PP")}
+    mb = t["t_F"] + t["t_B"] + t["t_R"] + sum(per.values())
+    bubble = chi_mb * mb + chi_B * t["t_B"] - chi_W * t["t_W"]
+    out = {"compute": m * (t["t_F"] + t["t_B"]), "recompute": m * t["t_R"],
+           **{g: m * v for g, v in per.items()}, "DP": x["DP"], "bubble": bubble, "optimizer": t["t_opt"],
+           "microbatch": mb}
+    out["step"] = m * mb + bubble + x["DP"] + t["t_opt"]
+    return out
+
+
+def variants():
+    """(name, overlap, dualpipe) of every generated step-time function."""
+    return [(f"{o}{'_dualpipe' if d else ''}", o, d) for o in OVERLAPS for d in (False, True)
+            if not (d and o != "megatron")]

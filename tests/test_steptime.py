@@ -1,0 +1,143 @@
+"""The step-time model (derivations/steptime): its parts against arithmetic written out here from the
+model's dimensions and the published rates, not through the model's own expressions."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from derivations import config as cfg
+from derivations.config import PRESETS
+from derivations.config import gpus
+from derivations.steptime import evaluate as E
+from derivations.steptime import placement
+
+V3 = PRESETS["deepseek-v3"]
+H800 = gpus.gpu("h800")
+
+
+def _row(**kw):
+    base = dict(dp=1, tp=1, pp=1, ep=1, etp=1, cp=1, mbs=1, seq=4096, zero=1, recompute="none", microbatches=1,
+                L_d=0, L_m=1, e_E=0, e_H=0, L_I=0)
+    base.update(kw)
+    return {k: np.array([v], dtype=object if k == "recompute" else None) for k, v in base.items()}
+
+
+def _one(rows, **kw):
+    out = E.parts(V3, cfg.Training(), rows, gpu="h800", **kw)
+    return {k: float(v[0]) for k, v in out.items()}
+
+
+def _moe_layer_matrix_params():
+    """Parameters a token passes through in one V3 MoE layer, by hand from the config's dimensions
+    (MLA with query compression, the router, 8 routed and 1 shared expert of 3 h h_E)."""
+    h, n_h, d_h, d_hr, d_v, d_c, d_cq, h_E = 7168, 128, 128, 64, 128, 512, 1536, 2048
+    mla = (h * d_cq + d_cq * n_h * (d_h + d_hr)          # W^DQ, W^UQ and W^QR
+           + h * (d_c + d_hr)                           # W^DKV, W^KR
+           + d_c * n_h * (d_h + d_v)                    # W^UK, W^UV
+           + n_h * d_v * h)                             # W^O
+    return mla + 256 * h + 9 * 3 * h * h_E
+
+
+def test_compute_is_six_flops_per_parameter_and_token_at_the_peak():
+    """Forward 2, backward 4 FLOPs per parameter a token passes through (plus the attention's scores, and
+    eager attention's matrices through HBM) at 989.4 TFLOP/s, one micro-batch of 4096 tokens; EP 64: 4 experts
+    of 128 x 8 tokens each on the device, compute-bound."""
+    got = _one(_row(ep=64), overlap="none", attention="flash")
+    tokens = 4096
+    scores = 2 * tokens * 0.5 * 4096 * 128 * (128 + 64 + 128)  # a causal flash kernel: half of s x s
+    want = 3 * (2 * tokens * _moe_layer_matrix_params() + scores) / 989.4e12
+    assert got["compute"] == pytest.approx(want, rel=1e-12)
+    eager = _one(_row(ep=64), overlap="none", attention="eager")
+    matrix = 128 * 4096 ** 2 * 2  # heads x s x s x BF16
+    want_eager = 3 * (2 * tokens * _moe_layer_matrix_params() + 2 * scores) / 989.4e12 + (4 + 7) * matrix / 3.35e12
+    assert eager["compute"] == pytest.approx(want_eager, rel=1e-12)
+
+
+def test_a_few_tokens_per_gpu_are_bound_by_reading_the_weights():
+    """The roofline: with 4 tokens a layer's weights take longer to read (3.35 TB/s) than to multiply (and
+    with every expert of the layer on one device, 4096 tokens too: 128 per expert)."""
+    got = _one(_row(seq=4), overlap="none", attention="flash")
+    weights = 2 * (1536 + 512 + 2 * 7168 + 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256
+                   + 128 * 128 * 7168 + 256 * 7168 + 257 * 3 * 7168 * 2048)  # norms + MLA + router + experts, BF16
+    assert got["compute"] == pytest.approx(3 * weights / 3.35e12, rel=1e-12)
+
+
+def test_the_1f1b_bubble_is_pp_minus_one_microbatch_periods():
+    rows = _row(pp=4, microbatches=32)
+    got = _one(rows, schedule="1f1b", overlap="none")
+    assert got["bubble"] == pytest.approx(3 * got["microbatch"], rel=1e-12)
+    assert got["step"] == pytest.approx(32 * got["microbatch"] + got["bubble"] + got["DP"] + got["optimizer"],
+                                        rel=1e-12)
+    inter = _one(rows, schedule="interleaved", vpp=3, overlap="none")
+    assert inter["bubble"] == pytest.approx(got["bubble"] / 3, rel=1e-12)
+    assert _one(rows, overlap="none")["bubble"] == 0  # no schedule: no bubble
+
+
+def test_data_parallel_traffic_follows_the_zero_paper():
+    """ZeRO (Rajbhandari et al., Sec. 7): an all-reduce moves 2 Psi gradient bytes; ZeRO-1 a reduce-scatter and
+    an all-gather; over 8 replicas in a node, (D - 1)/D of each at NVLink's 160 GB/s (H800, DeepSeek-V3 Sec. 3.2.2)."""
+    rows = _row(dp=8, zero=0)
+    psi = E.device_params(V3, rows)
+    p = float(psi["P_n"][0] + psi["P_m"][0])
+    z0 = _one(rows, overlap="none")["DP"]
+    assert z0 == pytest.approx(7 / 8 * p * 2 * 4 / 160e9, rel=1e-12)  # FP32 gradients
+    z1 = _one(_row(dp=8, zero=1), overlap="none")["DP"]
+    assert z1 == pytest.approx(7 / 8 * p * (4 + 2) / 160e9, rel=1e-12)
+
+
+def test_groups_across_nodes_send_at_the_network_bandwidth():
+    rows = {k: np.array(v) for k, v in dict(tp=[8, 2], cp=[1, 8], dp=[4, 4], ep=[1, 1], etp=[1, 1], pp=[1, 1]).items()}
+    b = placement.bandwidths(rows, 8, 160e9, 50e9)
+    assert list(b["beta_TP"]) == [160e9, 160e9]
+    assert list(b["beta_CP"]) == [160e9, 50e9]  # CP 8 over ranks 2 apart spans two nodes
+    assert list(b["beta_DP"]) == [50e9, 50e9]
+
+
+def test_the_dispatch_over_nodes_alltoall_and_node_deduplicated():
+    """EP 64 over 8 nodes, 8 experts per token, 4 groups kept: per byte of a token's hidden state the all-to-all
+    sends 8 x 56/64 copies over the network; DeepSeek's dispatch at most 4 nodes, 7/8 of them remote, and
+    forwards 8 x 7/8 copies inside the node."""
+    rows = {"ep": np.array([64, 8]), "etp": np.array([1, 1])}
+    a2a = placement.dispatch_seconds(rows, 8, 160e9, 50e9, 8, 4, "alltoall")
+    assert a2a[0] == pytest.approx(8 * 56 / 64 / 50e9, rel=1e-12)
+    assert a2a[1] == pytest.approx(8 * 7 / 8 / 160e9, rel=1e-12)  # inside a node: NVLink only
+    deep = placement.dispatch_seconds(rows, 8, 160e9, 50e9, 8, 4, "deepep")
+    assert deep[0] == pytest.approx(max(4 * 7 / 8 / 50e9, 8 * 7 / 8 / 160e9), rel=1e-12)
+
+
+def test_overlap_hides_only_what_compute_covers():
+    rows = _row(ep=64, dp=64, microbatches=8)
+    none, ideal = _one(rows, overlap="none"), _one(rows, overlap="ideal")
+    compute = (none["compute"] + none["recompute"]) / 8
+    sent = (none["TP"] + none["EP"] + none["CP"] + none["PP"]) / 8
+    assert (ideal["TP"] + ideal["EP"] + ideal["CP"] + ideal["PP"]) / 8 == pytest.approx(max(0, sent - compute))
+    assert ideal["step"] <= _one(rows, overlap="megatron")["step"] <= none["step"]
+
+
+def test_refusals_are_one_line():
+    with pytest.raises(cfg.ConfigError, match="overlap"):
+        E.parts(V3, cfg.Training(), _row(), overlap="some")
+    with pytest.raises(cfg.ConfigError, match="gemm-efficiency"):
+        E.parts(V3, cfg.Training(), _row(), efficiency=1.5)
+    with pytest.raises(cfg.ConfigError, match="DeepSeek family"):
+        E.check(PRESETS.get("deepseek-v4-flash") or cfg.load_model("paper/models/deepseek-v4-flash.json"))
+
+
+def test_search_ranks_by_time_and_keeps_micro_batches_of_real_size():
+    """Issue 29's first acceptance line: on 1024 H800s the first 20 layouts keep >= 512 tokens per GPU per
+    micro-batch and each row carries its step time and parts."""
+    out = subprocess.run([sys.executable, "-m", "memsym", "search", "--gpus", "1024", "--gpu", "h800",
+                          "--global-batch", "15360", "--seq", "4096", "--json"], capture_output=True, text=True,
+                         timeout=300, check=True).stdout
+    d = json.loads(out)
+    assert d["sort"] == "time"
+    rows = d["rows"][:20]
+    assert rows and all(r["mbs"] * r["seq"] / r["cp"] >= 512 for r in rows)
+    times = [r["step_time"] for r in rows]
+    assert times == sorted(times) and all(t > 0 for t in times)
+    for r in rows:
+        parts = sum(r[k] for k in ("time_compute", "time_recompute", "time_TP", "time_EP", "time_CP", "time_PP",
+                                   "time_DP", "time_bubble", "time_optimizer"))
+        assert parts == pytest.approx(r["step_time"], abs=1e-5)
