@@ -141,3 +141,28 @@ def test_search_ranks_by_time_and_keeps_micro_batches_of_real_size():
         parts = sum(r[k] for k in ("time_compute", "time_recompute", "time_TP", "time_EP", "time_CP", "time_PP",
                                    "time_DP", "time_bubble", "time_optimizer"))
         assert parts == pytest.approx(r["step_time"], abs=1e-5)
+
+
+def test_estimate_time_is_the_search_rows_time():
+    """estimate --time of a layout gives the time search --json lists for the same configuration."""
+    run = lambda *a: json.loads(subprocess.run([sys.executable, "-m", "memsym", *a, "--json"], capture_output=True,
+                                               text=True, timeout=300, check=True).stdout)
+    d = run("search", "--gpus", "1024", "--gpu", "h800", "--global-batch", "15360", "--seq", "4096", "--top", "3")
+    for r in d["rows"]:
+        e = run("estimate", "--dp", str(r["dp"]), "--tp", str(r["tp"]), "--pp", str(r["pp"]), "--ep", str(r["ep"]),
+                "--etp", str(r["etp"]), "--cp", str(r["cp"]), "--sp", str(r["sp"]), "--zero", str(r["zero"]),
+                "--recompute", r["recompute"], "--mbs", str(r["mbs"]), "--seq", str(r["seq"]),
+                "--schedule", "1f1b", "--microbatches", str(r["microbatches"]), "--gpu", "h800", "--time")
+        assert e["time"]["parts"]["step"] == pytest.approx(r["step_time"], abs=1e-5)
+
+
+def test_sensitivity_time_slope_is_the_finite_difference():
+    """The closed-form dT/db against the generated evaluator's (T(b + h) - T(b - h)) / 2h."""
+    from derivations.steptime.sensitivity import time_sensitivity
+    layout = cfg.Layout(dp=32, tp=2, pp=16, ep=8, etp=1, sp=2)
+    train = cfg.Training(recompute="full", schedule="1f1b", microbatches=64, mbs=4)
+    s = time_sensitivity(V3, layout, train, ["b", "s"], gpu="h800")
+    from dataclasses import replace
+    t = lambda **kw: E.layout_time(V3, layout, replace(train, **kw), gpu="h800")["parts"]["step"]
+    assert s["wrt"]["b"]["derivative"] == pytest.approx((t(mbs=5) - t(mbs=3)) / 2, rel=1e-6)
+    assert s["wrt"]["s"]["derivative"] == pytest.approx((t(seq=4097) - t(seq=4095)) / 2, rel=1e-4)

@@ -124,6 +124,18 @@ def parts(model: cfg.ModelSpec, training: cfg.Training, rows: Mapping[str, np.nd
     (placement.DISPATCHERS; None: 'deepep' under DualPipe, DeepSeek's own stack, else Megatron's 'alltoall')."""
     g = check(model, gpu, overlap, efficiency)
     n = len(np.asarray(rows["tp"]))
+    v = inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, attention, dispatcher)
+    out = getattr(_module(), "step_" + variant(schedule, overlap))(v)
+    return {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), (n,)) for k in PARTS}
+
+
+def variant(schedule: Optional[str], overlap: str) -> str:
+    """The generated function of an overlap under a schedule (derivations/steptime/model.py variants)."""
+    return overlap + ("_dualpipe" if schedule == "dualpipe" and overlap == "megatron" else "")
+
+
+def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, attention, dispatcher) -> Dict:
+    """{input name: value or array}: every input of the printed functions (``INPUTS``) at ``rows``."""
     f = lambda k: np.asarray(rows[k], dtype=np.float64)
     v: Dict[str, object] = dict(_model_constants(model, training))
     v.update(TP=f("tp"), CP=f("cp"), PP=f("pp"), EP=f("ep"), ETP=f("etp"), DP=f("dp"), b=f("mbs"), s=f("seq"),
@@ -139,6 +151,39 @@ def parts(model: cfg.ModelSpec, training: cfg.Training, rows: Mapping[str, np.nd
     v["tau_EP"] = placement.dispatch_seconds(rows, gpus_per_node, g.rate("nvlink"), g.rate("network"), model.N_r,
                                              _groups_kept(model), dispatcher_of(schedule, dispatcher))
     v.update(Phi=g.rate("bf16"), eta=float(efficiency), W_M=g.rate("hbm_bandwidth"))
-    name = overlap + ("_dualpipe" if schedule == "dualpipe" and overlap == "megatron" else "")
-    out = getattr(_module(), "step_" + name)(v)
-    return {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), (n,)) for k in PARTS}
+    return v
+
+
+def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, *, gpu=None,
+                overlap: str = "megatron", efficiency=1, gpus_per_node: int = 8,
+                dispatcher: Optional[str] = None, with_inputs: bool = False) -> Dict:
+    """One configuration's step (``memsym estimate --time``): {'stage': the slowest stage's index, 'gpu': the
+    preset's key, 'parts': {part: seconds} at that stage, 'tokens_per_gpu_s', 'microbatches', 'dispatcher'}.
+    The policies the model times are none, full and selective (custom operator lists are refused)."""
+    if training.recompute not in ("none", "full", "selective") or training.recompute_ops:
+        raise TimeError("time", f"--time: the step-time model times --recompute none, full or selective, not "
+                                f"{training.recompute!r}{' with operators' if training.recompute_ops else ''}")
+    g = check(model, gpu, overlap, efficiency)
+    sts = cfg.stages(model, layout)
+    m = training.microbatches or 1
+    names = cfg.composition_names(model.family)
+    rows = {k: np.array([getattr(layout, k)] * len(sts)) for k in ("dp", "tp", "pp", "ep", "etp", "cp")}
+    rows.update(mbs=np.array([training.mbs] * len(sts)), seq=np.array([training.seq] * len(sts)),
+                zero=np.array([training.zero] * len(sts)), recompute=np.array([training.recompute] * len(sts)),
+                microbatches=np.array([m] * len(sts)))
+    for n in names:
+        rows[n] = np.array([st.named()[n] for st in sts])
+    out = parts(model, training, rows, gpu=g, schedule=training.schedule, vpp=training.vpp or 2, overlap=overlap,
+                efficiency=efficiency, gpus_per_node=gpus_per_node, attention=training.attention,
+                dispatcher=dispatcher)
+    slow = int(np.argmax(out["step"]))
+    step = float(out["step"][slow])
+    gpus = layout.dp * layout.tp * layout.pp * layout.cp
+    return {"stage": sts[slow].index, "gpu": g.key, "overlap": overlap, "efficiency": float(efficiency),
+            "dispatcher": dispatcher_of(training.schedule, dispatcher), "microbatches": m,
+            "parts": {k: float(v[slow]) for k, v in out.items()},
+            "tokens_per_gpu_s": layout.dp * m * training.mbs * training.seq / (step * gpus) if step > 0 else None,
+            **({"inputs": {k: float(np.asarray(x).reshape(-1)[slow if np.size(x) > 1 else 0])
+                           for k, x in inputs(model, training, rows, g, training.schedule, training.vpp or 2,
+                                              efficiency, gpus_per_node, training.attention, dispatcher).items()},
+                "composition": sts[slow].named()} if with_inputs else {})}

@@ -5,6 +5,7 @@ from derivations import config as cfg
 from derivations import families
 from derivations.assembly import explain
 from symbolic.exact import count, fmt_gib, fmt_int
+from .timeopts import add_time_options, time_lines
 from . import COMMANDS, common, launch
 from derivations.config.recipes import RECIPES
 from derivations.config.switches import preset_of
@@ -41,8 +42,19 @@ def add_parser(sub):
     p.add_argument("--all-stages", action="store_true",
                    help="print every pipeline stage (its layers, in-flight micro-batches, activations, model states, "
                         "total) and mark the most-loaded one")
+    add_time_options(p, with_flag=True)
     common.add_json_option(p)
     p.set_defaults(run=run)
+
+
+def _time(args, model, layout, training):
+    """The step-time model's result for ``--time`` (None without it)."""
+    if not getattr(args, "time", False):
+        return None
+    # lazy: the step-time model (only --time reads it)
+    from derivations.steptime import evaluate as steptime
+    return steptime.layout_time(model, layout, training, gpu=args.gpu, overlap=args.overlap,
+                                efficiency=args.gemm_efficiency, dispatcher=args.dispatcher)
 
 
 def run(args) -> int:
@@ -65,12 +77,18 @@ def run(args) -> int:
         return 0
     est = estimate(model, layout, training, common.stage_from_args(args), notes)
     verdict = _verdict(args, model, layout, training)
+    timed = _time(args, model, layout, training)
     if args.json:
-        common.print_json(data(args, est, verdict))
+        common.print_json({**data(args, est, verdict), **({"time": timed} if timed else {})})
         return 0
     print(render_text(est))
     for line in _device_lines(est, device) + _verdict_lines(verdict):
         print(line)
+    if timed:
+        # lazy: the GPU presets (only --time names one)
+        from derivations.config import gpus
+        for line in time_lines(timed, gpus.gpu(timed["gpu"])):
+            print(line)
     return 0
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from . import COMMANDS, common
+from .timeopts import add_time_options, seconds
 import io
 import json
 import os
@@ -63,17 +64,7 @@ def add_parser(sub):
                         "under the step-time model; then the most headroom), bubble (the fewest pipeline bubbles, "
                         "(PP-1)/(m+PP-1) under the schedule, PP without one, then the most headroom, then the smaller "
                         "TP), peak (largest first: needs the least memory saving) or headroom (most first)")
-    t = p.add_argument_group("step time (derivations/steptime: published rates of --gpu, h800 without one)")
-    t.add_argument("--overlap", choices=["none", "megatron", "ideal"], default="megatron",
-                   help="transfers hidden behind compute: megatron (default: data-parallel traffic behind the step, "
-                        "the context-parallel ring behind attention, under DualPipe the EP all-to-all and PP "
-                        "transfers behind the paired chunks), none, or ideal (every transfer behind compute)")
-    t.add_argument("--gemm-efficiency", type=common.unit_fraction, default=1, metavar="F",
-                   help="fraction of the GPU's peak matrix rate the kernels reach (default 1: the peak)")
-    t.add_argument("--dispatcher", choices=["alltoall", "deepep"], default=None,
-                   help="the experts' dispatch: alltoall (Megatron-Core's, every copy of a token to its expert's "
-                        "rank) or deepep (once per node, forwarded over NVLink: DeepSeek-V3 Sec. 3.2.2); default "
-                        "deepep under --schedule dualpipe, else alltoall")
+    add_time_options(p)
     p.add_argument("--top", type=common.positive_int, default=None,
                    help="rows to list (text default 20; JSON/CSV default every configuration that fits)")
     p.add_argument("--all-configurations", action="store_true",
@@ -297,7 +288,7 @@ def render_text(model, args, hbm, result, idx) -> str:
     table = [[r["dp"], r["tp"], r["pp"], r["ep"], r["etp"], r["cp"], r["zero"], r["recompute"], r["mbs"], r["seq"]]
              + ([r["microbatches"]] if sched else []) + [r["stage"]]
              + [fmt_gib(r[k]) for k in ("weights", "gradients", "optimizer", "activations", "total", "peak", "headroom")]
-             + ([_seconds(r[k]) if k != "tokens_per_gpu_s" else fmt_int(round(r[k])) for k in tkeys] if timed else [])
+             + ([seconds(r[k]) if k != "tokens_per_gpu_s" else fmt_int(round(r[k])) for k in tkeys] if timed else [])
              for r in rows]
     cols, widths = cols + tcols, widths + tuple(max(7, len(c) + 1) for c in tcols)
     # a column widens with its values (CP=1024, huge bytes) so neighbours never run together
@@ -306,11 +297,6 @@ def render_text(model, args, hbm, result, idx) -> str:
     for vals in table:
         lines.append("".join(f"{x:>{w}}" for x, w in zip(vals, widths)))
     return "\n".join(lines)
-
-
-def _seconds(x: float) -> str:
-    """Seconds with three significant figures at least (0.0123, 1.23, 12.3, 1,234)."""
-    return f"{x:,.0f}" if x >= 1000 else f"{x:.3g}" if x >= 0.001 or x == 0 else f"{x:.1e}"
 
 
 def _time_header(result) -> list:

@@ -1,6 +1,7 @@
 """memsym sensitivity: closed-form derivatives, elasticities and finite differences of the per-device memory."""
 from __future__ import annotations
 
+from .timeopts import add_time_options, sensitivity_lines
 from . import COMMANDS, common
 from derivations import config as cfg
 from symbolic.exact import fmt_gib, fmt_int
@@ -28,6 +29,7 @@ def add_parser(sub):
                    help="rows of the paper to list per symbol, largest derivative first (default 5)")
     p.add_argument("--latex", action="store_true", help="print (and add to JSON) the forms as LaTeX")
     p.add_argument("--plot", default=None, metavar="FILE", help="tornado chart of the elasticities (.png or .svg)")
+    add_time_options(p, with_flag=True, gpu=True)
     common.add_json_option(p)
     p.set_defaults(run=run)
 
@@ -55,10 +57,21 @@ def _analyse(args):
     return model, layout, training, comp, values, results
 
 
+def _time(args, model, layout, training, results):
+    """The step time's slopes for ``--time`` (None without it), in the symbols of --wrt."""
+    if not getattr(args, "time", False):
+        return None
+    # lazy: the step-time model (only --time reads it)
+    from derivations.steptime.sensitivity import time_sensitivity
+    return time_sensitivity(model, layout, training, [r.name for r in results], gpu=args.gpu, overlap=args.overlap,
+                            efficiency=args.gemm_efficiency, dispatcher=args.dispatcher)
+
+
 def data(args) -> dict:
     """What ``sensitivity --json`` prints."""
     model, layout, training, comp, values, results = _analyse(args)
-    return to_json(model, layout, training, comp, values, results, args.latex)
+    timed = _time(args, model, layout, training, results)
+    return {**to_json(model, layout, training, comp, values, results, args.latex), **({"time": timed} if timed else {})}
 
 
 def run(args) -> int:
@@ -71,10 +84,14 @@ def run(args) -> int:
         from ..plots import tornado
         tornado(tornado_items(results), args.plot,
                 title=f"{model.name}, stage {comp.index}: elasticities of the per-device total")
+    timed = _time(args, model, layout, training, results)
     if args.json:
-        common.print_json(to_json(model, layout, training, comp, values, results, args.latex))
+        common.print_json({**to_json(model, layout, training, comp, values, results, args.latex),
+                           **({"time": timed} if timed else {})})
         return 0
     print(render_text(model, layout, training, comp, values, results, args.latex))
+    for line in sensitivity_lines(timed) if timed else ():
+        print(line)
     return 0
 
 

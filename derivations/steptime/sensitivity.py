@@ -1,0 +1,56 @@
+"""Closed-form sensitivity of the step time (``memsym sensitivity --time``; imports sympy).
+
+The step's expression (derivations/steptime/model.py :func:`step_time`) with the device's parameters
+P_n and P_m written as the terms they are (static.device.non_moe, static.device.moe: functions of TP, EP, ETP and
+the stage's composition) and the bubble's coefficients as the schedule's functions of PP, every other input at
+the configuration's slowest stage, differentiated in each variable: dT/dx and the elasticity (x/T) dT/dx.
+Held where they are: the links a group uses (placement.py; a degree that moves a group across a node boundary
+is a step, not a slope) and the stage's layers (a change of PP moves the bubble, not the layers per stage).
+"""
+from __future__ import annotations
+
+from typing import Dict, Sequence
+
+import sympy as sp
+
+from derivations import config as cfg
+from derivations import notation as nt
+from derivations import terms as T
+from derivations.steptime import evaluate as E
+from derivations.steptime import model as M
+
+
+def _bubble(schedule, vpp: int) -> Dict:
+    """The schedule's bubble coefficients as functions of PP (placement.schedule_coefficients, symbolic)."""
+    PP, half = nt.PP, nt.PP / 2 - 1
+    table = {None: (0, 0, 0), "1f1b": (PP - 1, 0, 0), "interleaved": ((PP - 1) / vpp, 0, 0),
+             "zb": (PP - 1, 0, 2 * (PP - 1)), "dualpipe": (half, half, 3 * half)}
+    return dict(zip((M.chi_mb, M.chi_B, M.chi_W), table[schedule]))
+
+
+def time_sensitivity(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, wrt: Sequence[str], *,
+                     gpu=None, overlap: str = "megatron", efficiency=1, gpus_per_node: int = 8,
+                     dispatcher=None) -> Dict:
+    """{'step': seconds, 'stage': index, 'wrt': {name: {'derivative': s per unit, 'elasticity': float}}}."""
+    t = E.layout_time(model, layout, training, gpu=gpu, overlap=overlap, efficiency=efficiency,
+                      gpus_per_node=gpus_per_node, dispatcher=dispatcher, with_inputs=True)
+    name = E.variant(training.schedule, overlap)
+    step = nt.expand_derived(M.step_time(overlap, name.endswith("_dualpipe"))["step"])
+    reg = T.build(model)
+    comp = {nt.SYMBOLS[k]: v for k, v in t["composition"].items()}
+    dims = {nt.SYMBOLS[k]: v for k, v in cfg.named(model).items() if k in nt.SYMBOLS}
+    device = {M.P_n: reg["static.device.non_moe"].base_expr, M.P_m: reg["static.device.moe"].base_expr}
+    expr = step.xreplace({k: e.xreplace(comp).xreplace(dims) for k, e in device.items()})
+    expr = expr.xreplace(_bubble(training.schedule, training.vpp or 2))
+    point = {s: sp.Float(t["inputs"][s.name]) for s in expr.free_symbols if s.name in t["inputs"]}
+    out = {}
+    for w in wrt:
+        x = nt.SYMBOLS.get(w)
+        if x is None or x not in expr.free_symbols:
+            out[w] = {"derivative": 0.0, "elasticity": 0.0}
+            continue
+        d = float(sp.diff(expr, x).xreplace(point).evalf().replace(sp.Heaviside, lambda a, *h: sp.Heaviside(a, 1)))
+        val = float(point[x])
+        T_ = t["parts"]["step"]
+        out[w] = {"derivative": d, "elasticity": d * val / T_ if T_ else 0.0}
+    return {"step": t["parts"]["step"], "stage": t["stage"], "wrt": out}

@@ -1,0 +1,58 @@
+"""The step-time model's options (derivations/steptime), shared by ``search``, ``estimate --time`` and
+``sensitivity --time``; and its lines as the commands print them."""
+from __future__ import annotations
+
+from .argtypes import unit_fraction
+
+
+def add_time_options(p, with_flag: bool = False, gpu: bool = False):
+    """--overlap, --gemm-efficiency, --dispatcher (and --time when ``with_flag``, --gpu when ``gpu``) on ``p``."""
+    t = p.add_argument_group("step time (derivations/steptime: the published rates of --gpu, h800 without one)")
+    if gpu:
+        t.add_argument("--gpu", default=None, metavar="NAME",
+                       help="the GPU preset whose rates the step time uses (derivations/config/gpus.toml; default h800)")
+    if with_flag:
+        t.add_argument("--time", action="store_true",
+                       help="also estimate the step's time: compute, recomputation, each group's exposed transfers, "
+                            "the bubble and the optimizer step at the slowest stage, from published rates")
+    t.add_argument("--overlap", choices=["none", "megatron", "ideal"], default="megatron",
+                   help="transfers hidden behind compute: megatron (default: data-parallel traffic behind the step, "
+                        "the context-parallel ring behind attention, under DualPipe the EP all-to-all and PP "
+                        "transfers behind the paired chunks), none, or ideal (every transfer behind compute)")
+    t.add_argument("--gemm-efficiency", type=unit_fraction, default=1, metavar="F",
+                   help="fraction of the GPU's peak matrix rate the kernels reach (default 1: the peak)")
+    t.add_argument("--dispatcher", choices=["alltoall", "deepep"], default=None,
+                   help="the experts' dispatch: alltoall (Megatron-Core's, every copy of a token to its expert's "
+                        "rank) or deepep (once per node, forwarded over NVLink: DeepSeek-V3 Sec. 3.2.2); default "
+                        "deepep under --schedule dualpipe, else alltoall")
+    return t
+
+
+def seconds(x: float) -> str:
+    """Seconds with three significant figures at least (0.0123, 1.23, 12.3, 1,234)."""
+    return f"{x:,.0f}" if x >= 1000 else f"{x:.3g}" if x >= 0.001 or x == 0 else f"{x:.1e}"
+
+
+def time_lines(t: dict, gpu) -> list:
+    """``estimate --time``'s lines for :func:`derivations.steptime.evaluate.layout_time`'s result."""
+    p = t["parts"]
+    exposed = ", ".join(f"{g} {seconds(p[g])}" for g in ("TP", "EP", "CP", "PP", "DP"))
+    return ["", f"step time (derivations/steptime, {gpu.name}: {gpu.rate('bf16') / 1e12:,.1f} TFLOP/s BF16 x "
+                f"{t['efficiency']:g}; overlap {t['overlap']}, dispatcher {t['dispatcher']}; slowest stage "
+                f"{t['stage']}):",
+            f"  step        {seconds(p['step'])} s   ({t['microbatches']} micro-batch"
+            f"{'es' if t['microbatches'] != 1 else ''} of {seconds(p['microbatch'])} s; "
+            f"{t['tokens_per_gpu_s']:,.0f} tokens/s per GPU)",
+            f"  compute     {seconds(p['compute'])} s   recomputation {seconds(p['recompute'])} s   bubble "
+            f"{seconds(p['bubble'])} s   optimizer {seconds(p['optimizer'])} s",
+            f"  exposed transfers (s): {exposed}"]
+
+
+def sensitivity_lines(s: dict) -> list:
+    """``sensitivity --time``'s lines for :func:`derivations.steptime.sensitivity.time_sensitivity`'s result."""
+    lines = ["", f"step time T = {seconds(s['step'])} s at the slowest stage ({s['stage']}); closed-form slope "
+                 f"of the step-time model (derivations/steptime), links and stage layers held:",
+             f"  {'symbol':<8} {'dT/dx (s per unit)':>20} {'elasticity':>11}"]
+    for name, d in s["wrt"].items():
+        lines.append(f"  {name:<8} {d['derivative']:>20.6g} {d['elasticity']:>+11.4f}")
+    return lines
