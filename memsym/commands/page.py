@@ -29,7 +29,18 @@ def data(args) -> dict:
 
     from ..page import write
     models = [(m, load_model(m)) for m in args.model or ()]
-    return {"page": str(write(args.out, models=models))}
+    return {"page": str(write(args.out, models=models, progress=_progress()))}
+
+
+def _progress():
+    """A line on stderr per step of the generation, with the seconds since the first (stdout keeps the answer)."""
+    import sys
+    import time
+    start = time.monotonic()
+
+    def say(text):
+        print(f"memsym page: {time.monotonic() - start:5.1f} s  {text}", file=sys.stderr, flush=True)
+    return say
 
 
 def run(args) -> int:

@@ -21,16 +21,17 @@ def _script_json(obj) -> str:
     return json.dumps(obj, separators=(",", ":"), sort_keys=False).replace("</", "<\\/")
 
 
-def render(check: bool = True, data=None, models=()) -> str:
+def render(check: bool = True, data=None, models=(), progress=None) -> str:
     """The page's HTML; ``data``: a :func:`memsym.page.data.generate` result to reuse; ``models``: (argument,
-    ModelSpec) pairs the page offers instead of DeepSeek's presets (``memsym page --model FILE``, any family's)."""
+    ModelSpec) pairs the page offers instead of DeepSeek's presets (``memsym page --model FILE``, any family's);
+    ``progress``: told what is being built (a line each step)."""
     # lazy: sympy, jinja2 (only this path needs it)
     import jinja2
 
     from symbolic.resources import TEMPLATES_DIR
 
     from .data import generate
-    d = dict(generate(check=check, models=models) if data is None else data)
+    d = dict(generate(check=check, models=models, progress=progress) if data is None else data)
     fns, mathml = d.pop("fns"), d.pop("mathml")
     folder = Path(TEMPLATES_DIR) / "page"
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), autoescape=False, keep_trailing_newline=True)
@@ -46,10 +47,10 @@ def render(check: bool = True, data=None, models=()) -> str:
         version=__version__, subject=html.escape(subject))
 
 
-def write(out_dir, check: bool = True, models=()) -> Path:
-    """Write the page into ``out_dir`` (created if needed), atomically; its path."""
+def write(out_dir, check: bool = True, models=(), progress=None) -> Path:
+    """Write the page into ``out_dir`` (created if needed), atomically; its path (``progress``: see :func:`render`)."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.files import write_atomic
     path = Path(out_dir) / PAGE_NAME
-    write_atomic(path, render(check=check, models=models))
+    write_atomic(path, render(check=check, models=models, progress=progress))
     return path

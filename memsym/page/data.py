@@ -51,7 +51,7 @@ class Pool:
     """Distinct expressions, each printed once: index -> JavaScript function and MathML."""
 
     def __init__(self):
-        self.index: Dict[str, int] = {}
+        self.index: Dict[Tuple, int] = {}
         self.fns: List[str] = []
         self.mls: List[str] = []
         self.exprs: List[sp.Expr] = []
@@ -60,7 +60,9 @@ class Pool:
 
     def add(self, expr, display=None) -> int:
         expr = sp.sympify(expr)
-        key = sp.srepr(expr) + "|" + (sp.srepr(display) if display is not None else "")
+        # sympy's structural equality and hash: two expressions are one exactly when their trees are (as their
+        # srepr texts are), without printing them
+        key = (expr, None if display is None else sp.sympify(display))
         if key not in self.index:
             self.index[key] = len(self.fns)
             self.fns.append(f"(e) => {js(expr)}")
@@ -182,43 +184,115 @@ def _outcome(unit, view):
     if got is None:
         return None
     n, d, _ = got
-    return sp.sympify(count) * sp.Mul(*[sp.sympify(f) for f in n]) / sp.Mul(*[sp.sympify(f) for f in d])
+    return _product(count, n, d)
+
+
+def _product(count, n, d, _memo={}):
+    """count x prod(n) / prod(d) as sympy builds it (memoised: the same factors recur across views and tensors,
+    and sympy's construction is a function of them)."""
+    key = (count, n, d)
+    out = _memo.get(key)
+    if out is None:
+        out = _memo[key] = sp.sympify(count) * sp.Mul(*[sp.sympify(f) for f in n]) / sp.Mul(*[sp.sympify(f) for f in d])
+    return out
 
 
 def _random_assign(rng) -> Dict:
     return {f: rng.choice(vals) for f, vals in features()}
 
 
-def activation_units(pool: Pool, shape, probes: int = 12, seed: int = 16) -> List[Dict]:
-    """The tensors of ``shape`` (DeepSeek's q_lora flag, or another family's Shape), each with its table: the
-    expression the view keeps, by recompute policy and the values of the features that change it."""
-    rng = random.Random(seed)
-    feats = features()
-    names = dict(feats)
-    # every preset's switches as a probe too: a tensor that exists only under two switches together
-    # (Megatron-Core's probability-weighted product: --experts alltoall and --swiglu not fused) is seen
-    presets = [{k: v for k, v in p.items() if k in names and v in names[k]} for p in cfg.CONVENTION_PRESETS.values()]
-    # and each with the MTP modules trained: their tensors exist only then, so that is where the other
-    # switches are seen to act on them
-    presets += [dict(p, mtp_activations="last-stage") for p in presets]
-    bases = [{}] + presets + [_random_assign(rng) for _ in range(probes)]
-    out = []
-    for unit in units(shape):
-        relevant = []
+class _Views:
+    """The views of the probes and the tables, each built once (:func:`make_view` is a function of the recompute
+    policy and the features' values, absent ones at their first): a view of the same values is the same object,
+    numbered in the order first asked for."""
+
+    def __init__(self):
+        self.feats = features()
+        self.first = [(f, vals[0]) for f, vals in self.feats]
+        self.index: Dict[Tuple, int] = {}
+        self.views: List = []
+        #: {a tensor's (count, factors, tags): :func:`_unit_table`'s answer}
+        self.units: Dict[Tuple, Tuple] = {}
+
+    def id(self, rc: str, assign: Dict) -> int:
+        key = (rc,) + tuple(assign.get(f, v0) for f, v0 in self.first)
+        i = self.index.get(key)
+        if i is None:
+            i = self.index[key] = len(self.views)
+            self.views.append(make_view(rc, assign))
+        return i
+
+
+_PROBES: Dict[Tuple[int, int], Tuple] = {}
+
+
+def _probes(probes: int, seed: int):
+    """(views, {feature: [(view id with the feature at its first value, view id at another value), ...]}): the
+    pairs :func:`activation_units` compares a tensor under, in its order; the same for every tensor list (they
+    read no tensor), built once per (probes, seed)."""
+    if (probes, seed) not in _PROBES:
+        rng = random.Random(seed)
+        feats = features()
+        names = dict(feats)
+        # every preset's switches as a probe too: a tensor that exists only under two switches together
+        # (Megatron-Core's probability-weighted product: --experts alltoall and --swiglu not fused) is seen
+        presets = [{k: v for k, v in p.items() if k in names and v in names[k]}
+                   for p in cfg.CONVENTION_PRESETS.values()]
+        # and each with the MTP modules trained: their tensors exist only then, so that is where the other
+        # switches are seen to act on them
+        presets += [dict(p, mtp_activations="last-stage") for p in presets]
+        bases = [{}] + presets + [_random_assign(rng) for _ in range(probes)]
+        views = _Views()
+        pairs = {}
         for f, vals in feats:
             rcs = ("custom",) if f.startswith("op:") else RC
-            if any(_outcome(unit, make_view(rc, {**b, f: vals[0]})) != _outcome(unit, make_view(rc, {**b, f: v}))
-                   for b in bases for rc in rcs for v in vals[1:]):
-                relevant.append(f)
-        table = {}
-        for rc in RC:
-            fs = relevant if rc == "custom" else [f for f in relevant if not f.startswith("op:")]
-            for bits in itertools.product(*(range(len(dict(feats)[f])) for f in fs)):
-                assign = {f: dict(feats)[f][b] for f, b in zip(fs, bits)}
-                expr = _outcome(unit, make_view(rc, assign))
-                table[rc + "".join(str(b) for b in bits)] = None if expr is None else pool.add(expr)
+            pairs[f] = [(views.id(rc, {**b, f: vals[0]}), views.id(rc, {**b, f: v}))
+                        for b in bases for rc in rcs for v in vals[1:]]
+            # a pair of one view twice changes nothing: left out (the comparison is of a view with itself)
+            pairs[f] = [p for p in pairs[f] if p[0] != p[1]]
+        _PROBES[(probes, seed)] = (views, pairs)
+    return _PROBES[(probes, seed)]
+
+
+def _unit_table(unit, views, pairs):
+    """(the features that change ``unit``, [(table key, expression or None), ...]) of one tensor; a function of its
+    count, factors and tags (memoised by them: the lists of several shapes share most tensors)."""
+    _, _, _, count, num, den, tags = unit
+    memo = views.units
+    key = (count, num, den, tags)
+    if key in memo:
+        return memo[key]
+    outcome: Dict[int, object] = {}
+
+    def at(i):
+        if i not in outcome:
+            outcome[i] = _outcome(unit, views.views[i])
+        return outcome[i]
+    relevant = [f for f, _ in views.feats if any(at(a) != at(b) for a, b in pairs[f])]
+    table = []
+    values = dict(views.feats)
+    for rc in RC:
+        fs = relevant if rc == "custom" else [f for f in relevant if not f.startswith("op:")]
+        for bits in itertools.product(*(range(len(values[f])) for f in fs)):
+            assign = {f: values[f][b] for f, b in zip(fs, bits)}
+            table.append((rc + "".join(str(b) for b in bits), at(views.id(rc, assign))))
+    memo[key] = (relevant, table)
+    return memo[key]
+
+
+def activation_units(pool: Pool, shape, probes: int = 12, seed: int = 16) -> List[Dict]:
+    """The tensors of ``shape`` (DeepSeek's q_lora flag, or another family's Shape), each with its table: the
+    expression the view keeps, by recompute policy and the values of the features that change it.  A feature
+    changes a tensor when, under one of the probes (no switch, every conventions preset, each with the MTP
+    modules trained, and ``probes`` random views drawn with ``seed``) and any recompute policy, another value of it
+    changes the expression kept."""
+    views, pairs = _probes(probes, seed)
+    out = []
+    for unit in units(shape):
+        relevant, entries = _unit_table(unit, views, pairs)
+        table = {k: None if expr is None else pool.add(expr) for k, expr in entries}
         kind, key, label = unit[:3]
-        out.append({"kind": kind, "key": key, "label": label, "feats": relevant, "table": table})
+        out.append({"kind": kind, "key": key, "label": label, "feats": list(relevant), "table": table})
     return out
 
 
@@ -234,8 +308,9 @@ def evaluate_units(unit_list, rc: str, assign: Dict, pool_exprs: List) -> Dict[s
     return out
 
 
-def check_activations(unit_list, shape, pool_exprs: List, n: int = 200, seed: int = 1) -> None:
-    """The generated tables give every kind's term of ``n`` random views (AssertionError otherwise)."""
+def check_activations(unit_list, shape, pool_exprs: List, n: int = 200, seed: int = 1, part=(0, 1)) -> None:
+    """The generated tables give every kind's term of ``n`` random views (AssertionError otherwise); ``part``
+    (k, m): only the draws i with i mod m = k (the same draws: each is drawn whether checked here or not)."""
     # lazy: sympy (only this path needs it)
     from derivations.activations import shape as shapes
     from derivations.activations import view_terms
@@ -245,11 +320,57 @@ def check_activations(unit_list, shape, pool_exprs: List, n: int = 200, seed: in
         rc, assign = rng.choice(RC), _random_assign(rng)
         if rc == "custom" and not any(assign[f"op:{o}"] for o in cfg.RECOMPUTE_OPS):
             assign["op:norm"] = True
+        if i % part[1] != part[0]:
+            continue
         got = evaluate_units(unit_list, rc, assign, pool_exprs)
         want = view_terms(make_view(rc, assign), shape)
         for kind in kinds:
             if kind in want:
-                assert sp.simplify(got.get(kind, 0) - want[kind].expr) == 0, (rc, assign, kind)
+                diff = got.get(kind, 0) - want[kind].expr
+                # zero as built, or once expanded (an identity: exact), else as simplify proves it
+                assert diff == 0 or sp.expand(diff) == 0 or sp.simplify(diff) == 0, (rc, assign, kind)
+
+
+#: The random views :func:`generate` checks each activation table against (per shape).
+CHECKED_VIEWS = 60
+
+
+def check_all(pending, pool_exprs: List, n: int = CHECKED_VIEWS) -> None:
+    """:func:`check_activations` of every (unit list, shape) of ``pending``, the draws shared between this process
+    and a forked one (half each, where the system forks: the check is the generation's longest part and reads
+    what is built; it writes nothing) -- AssertionError if either finds a table wrong."""
+    import os
+    import sys
+
+    def run(part):
+        for unit_list, shape in pending:
+            check_activations(unit_list, shape, pool_exprs, n=n, part=part)
+    if not hasattr(os, "fork") or not pending:
+        return run((0, 1))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the odd draws; its answer on the pipe, then gone without running any exit handler
+        os.close(read)
+        code = 0
+        try:
+            run((1, 2))
+            os.write(write, b"ok")
+        except BaseException as e:  # noqa: BLE001 (said to the parent, which raises it)
+            os.write(write, repr(e).encode("utf-8", "replace")[:4000])
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write)
+    try:
+        run((0, 2))
+    finally:
+        with os.fdopen(read, "rb") as f:
+            said = f.read().decode("utf-8", "replace")
+        os.waitpid(pid, 0)
+    if said != "ok":
+        raise AssertionError(f"the activation tables' check (the other half of the views): {said or 'no answer'}")
 
 
 def device(pool: Pool, fam=DEEPSEEK) -> Dict:
@@ -291,16 +412,23 @@ def step(pool: Pool) -> Dict:
             "step_indicators": {k: list(v) for k, v in names.INDICATORS.items()}}
 
 
-def family_data(pool: Pool, fam, check: bool = True) -> Dict:
+def family_data(pool: Pool, fam, check: bool = True, pending=None, progress=None) -> Dict:
     """What the page evaluates a model of ``fam`` with: its model states per structure, its activation tables
     per assignment of its activation flags, its device assembly, and its declaration as the page reads it
-    (the flags in order and their letters, the layout rules, the layout defaults, the MTP modules)."""
+    (the flags in order and their letters, the layout rules, the layout defaults, the MTP modules).  With
+    ``check``, each activation table is checked (:func:`check_activations`) here, or, given a list ``pending``,
+    appended to it for :func:`check_all`."""
+    say = progress or (lambda text: None)
     acts = {}
     for flags in fam.activation_flag_sets():
         shape = shape_of(fam, flags)
+        say(f"{fam.title}: activation tables" + (f" ({', '.join(f'{k}={v}' for k, v in flags.items())})" if flags else ""))
         acts[fam.activation_key(flags)] = activation_units(pool, shape)
-        if check:
-            check_activations(acts[fam.activation_key(flags)], shape, pool.exprs, n=60)
+        if check and pending is not None:
+            pending.append((acts[fam.activation_key(flags)], shape))
+        elif check:
+            check_activations(acts[fam.activation_key(flags)], shape, pool.exprs, n=CHECKED_VIEWS)
+    say(f"{fam.title}: model states and the device assembly")
     return {"title": fam.title, "short": fam.short, "flags": list(fam.flags), "letters": fam.letters,
             "late_flags": list(fam.late_flags),
             "counts": [[sym, feature] for sym, feature, _ in fam.counts], "named_counts": list(fam.named_counts),
@@ -473,12 +601,12 @@ def model_data(spec) -> Dict:
             "mtp_layers": int(getattr(spec, "mtp_layers", 0))}
 
 
-def generate(check: bool = True, models=()) -> Dict:
+def generate(check: bool = True, models=(), progress=None) -> Dict:
     """Everything the page needs: the JavaScript functions, their MathML and the option data.  Without
     ``models`` the page offers DeepSeek's presets and a pasted config.json (the page's own reader of DeepSeek's
     fields, templates/page/runtime.js); with ``models`` ((argument, ModelSpec) pairs, any family's: the
     ``--model`` text and what it reads) it offers those models, each under its argument (the same model twice:
-    once)."""
+    once).  ``progress``: called with a line saying what is being built, as it starts (memsym page's stderr)."""
     pool = Pool()
     models = _distinct(models)
     fams = [DEEPSEEK] if not models else []
@@ -487,10 +615,17 @@ def generate(check: bool = True, models=()) -> Dict:
         fam = _family(spec.family)
         if fam not in fams:
             fams.append(fam)
-    per = {fam.name: family_data(pool, fam, check) for fam in fams}
+    pending = []
+    per = {fam.name: family_data(pool, fam, check, pending, progress) for fam in fams}
+    if progress:
+        progress("schedules, overheads, options")
     sched = schedules(pool)
     over = overheads(pool)
     opts = options()
+    if check:
+        if progress:
+            progress(f"checking the activation tables against {CHECKED_VIEWS} random views each")
+        check_all(pending, pool.exprs)
     given = {argument: model_data(spec) for argument, spec in models}
     if models:  # the given models only: no DeepSeek preset, no pasted config.json
         opts["presets"], opts["default_model"] = {}, next(iter(given))
