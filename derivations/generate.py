@@ -505,23 +505,27 @@ def search_kernels() -> Tuple[Dict[str, str], Dict[str, str]]:
 
     from derivations.analyses import kernelgen
     from derivations.assembly import totals
+    from derivations.config import Training
     bodies: Dict[tuple, List[str]] = {}
-    for s in STRUCTURES:
-        model = SimpleNamespace(structure=s, q_lora=s[0], family=FAMILY)  # the choices and terms read only these
-        choices = totals.choices(model)
-        terms = {t: _specials(term.expr) for t, term in totals.choice_terms(model, choices).items()}
-        rows = [nt.SYMBOLS[name] for name in kernelgen.rows_of(DEEPSEEK, terms.values())]
-        by_row = {k for k, e in SPECIAL.items() if e.free_symbols & set(rows)}
-        if any(x.name in by_row for e in terms.values() for x in e.free_symbols):
-            raise ValueError("a search term holds a non-polynomial function of a row symbol: the kernels "
-                             "are polynomials in the rows")
-        groups = kernelgen.groups_of(choices, terms)
-        groups["step"] = {t: _specials(e) for t, e in kernelgen.step_terms_of(model, choices).items()}
-        body = tuple(kernelgen.module_body(groups, rows))
-        bodies.setdefault(body, []).append(structure_key(s))
-    files = {f"{FAMILY}_search_{keys[0]}.py": kernelgen.module_source(FAMILY, keys, body)
-             for body, keys in bodies.items()}
-    index = {k: f"{FAMILY}_search_{keys[0]}" for keys in bodies.values() for k in keys}
+    for attention in ("eager", "flash"):  # the paper's kernel, and the fused one frameworks run
+        base = Training(attention=attention)
+        for s in STRUCTURES:
+            model = SimpleNamespace(structure=s, q_lora=s[0], family=FAMILY)  # the choices and terms read only these
+            choices = totals.choices(model, training=base)
+            terms = {t: _specials(term.expr) for t, term in totals.choice_terms(model, choices, base).items()}
+            rows = [nt.SYMBOLS[name] for name in kernelgen.rows_of(DEEPSEEK, terms.values())]
+            by_row = {k for k, e in SPECIAL.items() if e.free_symbols & set(rows)}
+            if any(x.name in by_row for e in terms.values() for x in e.free_symbols):
+                raise ValueError("a search term holds a non-polynomial function of a row symbol: the kernels "
+                                 "are polynomials in the rows")
+            groups = kernelgen.groups_of(choices, terms)
+            groups["step"] = {t: _specials(e) for t, e in kernelgen.step_terms_of(model, choices, attention).items()}
+            body = tuple(kernelgen.module_body(groups, rows))
+            bodies.setdefault((attention, body), []).append(structure_key(s))
+    tail = {"eager": ("", ""), "flash": ("_flash", "-flash")}
+    files = {f"{FAMILY}_search_{keys[0]}{tail[a][0]}.py": kernelgen.module_source(FAMILY, keys, body)
+             for (a, body), keys in bodies.items()}
+    index = {k + tail[a][1]: f"{FAMILY}_search_{keys[0]}{tail[a][0]}" for (a, _), keys in bodies.items() for k in keys}
     return files, dict(sorted(index.items()))
 
 
@@ -543,7 +547,8 @@ def outputs() -> Dict[Path, bytes]:
             files.update({OUT / name: json.dumps(data, sort_keys=True, separators=(",", ":")).encode() + b"\n"
                           for name, data in tables(fam).items()})
             files[OUT / f"{fam.name}.py"] = python_module(fam).encode()
-    files[OUT / "__init__.py"] = (INIT + f"\n#: {{structure: module of its search kernels}}\nSEARCH_KERNELS = "
+    files[OUT / "__init__.py"] = (INIT + f"\n#: {{structure (-flash: under flash attention): module of its search "
+                                  f"kernels}}\nSEARCH_KERNELS = "
                                   f"{index!r}\n").encode()
     return files
 

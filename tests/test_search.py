@@ -278,7 +278,7 @@ def test_ranked_breaks_ties_like_the_stable_sort():
     cols = {k: rng.integers(1, 3, n) for k in ("dp", "tp", "pp", "ep", "etp", "cp", "zero", "recompute", "mbs", "seq")}
     cols["peak"] = rng.integers(0, 3, n).astype(np.float64) * 1e9
     cols["headroom"] = 80e9 - cols["peak"]
-    cols["step_time"] = rng.integers(1, 4, n).astype(np.float64) * 0.25  # ties in the time too
+    cols["tokens_per_gpu_s"] = rng.integers(1, 4, n).astype(np.float64) * 250  # ties in the time too
     cols["fits"] = rng.random(n) < 0.8
     enum = S.Enumeration(1, arrays={k: cols[k][:n // 4] for k in S.LAYOUT_FIELDS})  # layouts repeat
     res = SimpleNamespace(columns=cols, enumeration=enum, layout_groups=4)

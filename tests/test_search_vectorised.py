@@ -90,11 +90,15 @@ def _json(capsys, argv):
     return json.loads(capsys.readouterr().out)
 
 
-@pytest.mark.parametrize("extra", [[], ["--global-batch", "2048"]], ids=["paper", "1f1b"])
+@pytest.mark.parametrize("extra", [[], ["--global-batch", "2048"], ["--attention", "eager"],
+                                   ["--attention", "eager", "--global-batch", "2048"]],
+                         ids=["paper", "1f1b", "paper-eager", "1f1b-eager"])
 def test_every_number_search_lists_equals_estimate_json(capsys, extra):
     """Rows of search --json (the first, the last and a sample between) against estimate --json of the
-    same configuration: every byte count equal, to the byte."""
+    same configuration (the search's attention kernel, flash by default): every byte count equal, to the byte."""
     d = _json(capsys, ["search", "--gpus", "512", "--hbm", "80GiB", "--all-configurations", "--json"] + extra)
+    assert d["attention"] == ("eager" if "eager" in extra else "flash")
+    extra = [x for x in extra if x not in ("--attention", "eager")] + ["--attention", d["attention"]]
     rows = d["rows"]
     assert rows
     pick = sorted(set([0, len(rows) - 1] + list(np.random.default_rng(0).integers(0, len(rows), 14))))

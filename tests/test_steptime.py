@@ -81,9 +81,12 @@ def test_data_parallel_traffic_follows_the_zero_paper():
     rows = _row(dp=8, zero=0)
     psi = E.device_params(V3, rows)
     p = float(psi["P_n"][0] + psi["P_m"][0])
-    z0 = _one(rows, overlap="none")["DP"]
+    z0 = _one(rows, overlap="none", schedule="1f1b")["DP"]
     assert z0 == pytest.approx(7 / 8 * p * 2 * 4 / 160e9, rel=1e-12)  # FP32 gradients
-    z1 = _one(_row(dp=8, zero=1), overlap="none")["DP"]
+    z1 = _one(_row(dp=8, zero=1), overlap="none", schedule="1f1b")["DP"]
+    assert _one(_row(dp=8, zero=1), overlap="none")["DP"] == 0  # no schedule: a micro-batch's period, no step
+    z3 = _one(_row(dp=8, zero=3), overlap="none")["DP"]  # ZeRO-3: both gathers and the reduce every micro-batch
+    assert z3 == pytest.approx(7 / 8 * p * (4 + 2 * 2) / 160e9, rel=1e-12)
     assert z1 == pytest.approx(7 / 8 * p * (4 + 2) / 160e9, rel=1e-12)
 
 
@@ -132,11 +135,11 @@ def test_search_ranks_by_time_and_keeps_micro_batches_of_real_size():
                           "--global-batch", "15360", "--seq", "4096", "--json"], capture_output=True, text=True,
                          timeout=300, check=True).stdout
     d = json.loads(out)
-    assert d["sort"] == "time"
+    assert d["sort"] == "time" and d["attention"] == "flash"
     rows = d["rows"][:20]
     assert rows and all(r["mbs"] * r["seq"] / r["cp"] >= 512 for r in rows)
     times = [r["step_time"] for r in rows]
-    assert times == sorted(times) and all(t > 0 for t in times)
+    assert times == sorted(times) and all(t > 0 for t in times)  # one global batch: the most tokens/s first
     for r in rows:
         parts = sum(r[k] for k in ("time_compute", "time_recompute", "time_TP", "time_EP", "time_CP", "time_PP",
                                    "time_DP", "time_bubble", "time_optimizer"))
@@ -152,7 +155,8 @@ def test_estimate_time_is_the_search_rows_time():
         e = run("estimate", "--dp", str(r["dp"]), "--tp", str(r["tp"]), "--pp", str(r["pp"]), "--ep", str(r["ep"]),
                 "--etp", str(r["etp"]), "--cp", str(r["cp"]), "--sp", str(r["sp"]), "--zero", str(r["zero"]),
                 "--recompute", r["recompute"], "--mbs", str(r["mbs"]), "--seq", str(r["seq"]),
-                "--schedule", "1f1b", "--microbatches", str(r["microbatches"]), "--gpu", "h800", "--time")
+                "--schedule", "1f1b", "--microbatches", str(r["microbatches"]), "--gpu", "h800", "--time",
+                "--attention", d["attention"])
         assert e["time"]["parts"]["step"] == pytest.approx(r["step_time"], abs=1e-5)
 
 
@@ -166,3 +170,13 @@ def test_sensitivity_time_slope_is_the_finite_difference():
     t = lambda **kw: E.layout_time(V3, layout, replace(train, **kw), gpu="h800")["parts"]["step"]
     assert s["wrt"]["b"]["derivative"] == pytest.approx((t(mbs=5) - t(mbs=3)) / 2, rel=1e-6)
     assert s["wrt"]["s"]["derivative"] == pytest.approx((t(seq=4097) - t(seq=4095)) / 2, rel=1e-4)
+
+
+def test_deepseek_v3_layout_ranks_among_the_first_ten():
+    """Issue 29, item 3: on 2,048 H800s, global batch 15,360, DualPipe, DeepSeek's layout (TP 1, PP 16, EP 64)
+    is among the first 10 layouts the search lists (the check of /work/shared/acceptance/choose)."""
+    out = subprocess.run([sys.executable, "-m", "memsym", "search", "--model", "deepseek-v3", "--gpus", "2048", "--gpu",
+                          "h800", "--global-batch", "15360", "--seq", "4096", "--schedule", "dualpipe", "--json"],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    top = json.loads(out)["rows"][:10]
+    assert any(r["tp"] == 1 and r["pp"] == 16 and r["ep"] == 64 for r in top), [(r["tp"], r["pp"], r["ep"]) for r in top]

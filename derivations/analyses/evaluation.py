@@ -215,7 +215,7 @@ def _values(model, training, exprs: Optional[Mapping[str, object]], keys, rows, 
     when ``factor``)."""
     if exprs is None:
         training = training or cfg.Training()
-        groups = tuple(dict.fromkeys(kernels.group_of(model, [k]) for k in keys))
+        groups = tuple(dict.fromkeys(kernels.group_of(model, [k], training.attention) for k in keys))
 
         def values_at(part):
             out = {}
@@ -447,7 +447,7 @@ def _fits(total, f: float, buf: float, hbm: int, chunk: int = 1 << 14):
     return out
 
 
-def pipeline(schedule=None, microbatches=None, vpp=None, global_batch=None) -> cfg.Training:
+def pipeline(schedule=None, microbatches=None, vpp=None, global_batch=None, attention: str = "eager") -> cfg.Training:
     """The schedule part of a search or fit: with a global batch and no schedule, 1F1B (what
     Megatron-LM runs); a global batch and a fixed micro-batch count conflict."""
     if global_batch is not None:
@@ -457,7 +457,7 @@ def pipeline(schedule=None, microbatches=None, vpp=None, global_batch=None) -> c
             raise cfg.ConfigError("global-batch", "give --global-batch (sequences per step: m = global / (DP mbs)) "
                                                   "or --microbatches, not both")
         schedule = schedule or "1f1b"
-    t = cfg.Training(schedule=schedule, microbatches=microbatches, vpp=vpp)
+    t = cfg.Training(schedule=schedule, microbatches=microbatches, vpp=vpp, attention=attention)
     cfg.validate_training(t)
     return t
 
@@ -477,23 +477,24 @@ def _policies(recompute) -> Tuple[str, ...]:
 
 def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2, 3), recompute=None,
                    mbs=(1, 2, 4), seqs=(4096,), overheads: str = "high", schedule=None, microbatches=None,
-                   vpp=None, global_batch=None, gpus_per_node: Optional[int] = 8, progress=None) -> SearchResult:
+                   vpp=None, global_batch=None, gpus_per_node: Optional[int] = 8, progress=None,
+                   attention: str = "eager") -> SearchResult:
     """Every configuration of ``gpus`` GPUs (layouts x ZeRO stages ``zeros`` x recomputation
     policies ``recompute``, a comma-separated text or None for every named policy, x ``mbs``
     x ``seqs``) evaluated against ``hbm`` bytes at one end of the Sec. 6 ranges; under a
     schedule (or a global batch) at each configuration's most-loaded device, TP and ETP inside
-    a node of ``gpus_per_node`` GPUs.  The terms are the generated kernels' (no sympy)."""
+    a node of ``gpus_per_node`` GPUs, the attention kernel ``attention``.  The terms are the generated kernels'."""
     policies = _policies(recompute)
     bad = [z for z in zeros if z not in cfg.ZERO_NAMES]
     if bad:
         raise cfg.ConfigError("zero", f"--zero must list ZeRO stages among 0,1,2,3, got {bad}")
-    training = pipeline(schedule, microbatches, vpp, global_batch)
+    training = pipeline(schedule, microbatches, vpp, global_batch, attention)
     if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int)
                                       or not 1 <= gpus_per_node <= 1024):
         raise cfg.ConfigError("gpus-per-node", f"--gpus-per-node must be an integer in 1..1024, got {gpus_per_node!r}")
     zeros = tuple(dict.fromkeys(zeros))
     seqs = tuple(dict.fromkeys(seqs))
     enum = enumerate_layouts(model, gpus, seqs, gpus_per_node)
-    return search(model, gpus, hbm, None, kernels.choices(model, zeros, policies), mbs=tuple(dict.fromkeys(mbs)),
+    return search(model, gpus, hbm, None, kernels.choices(model, zeros, policies, attention), mbs=tuple(dict.fromkeys(mbs)),
                   seqs=seqs, training=training, overheads=named_values(overheads), enumeration=enum,
                   global_batch=global_batch, progress=progress)

@@ -126,7 +126,8 @@ def groups_of(choices: Mapping[Tuple[int, str], Mapping[str, str]], terms: Mappi
     return {g: {t: terms[t] for t in sorted(v)} for g, v in ids.items()}
 
 
-def step_terms_of(model, choices: Mapping[Tuple[int, str], Mapping[str, str]]) -> Dict[str, sp.Expr]:
+def step_terms_of(model, choices: Mapping[Tuple[int, str], Mapping[str, str]],
+                  attention: str = "eager") -> Dict[str, sp.Expr]:
     """{:func:`step_id`: expression} of every recomputing policy the choices hold: the paper view's moments
     (derivations/assembly/step_terms.py) with the kinds' symbols replaced by the view's activation terms,
     polynomials in the rows once the factors Min(1, L_m), Min(1, L_d), Min(1, L_d + L_m) are set to 1 (the
@@ -142,7 +143,8 @@ def step_terms_of(model, choices: Mapping[Tuple[int, str], Mapping[str, str]]) -
         pol = step_names.policy_of(policy)
         if pol == "none":
             continue
-        at, none = view_terms(View(policy), model.q_lora), view_terms(View("none"), model.q_lora)
+        at = view_terms(View(policy, attention=attention), model.q_lora)
+        none = view_terms(View("none", attention=attention), model.q_lora)
         for name, term in S.moments("paper", pol).items():
             expr = S.in_terms(term.expr, kinds_of(model.q_lora), at, none)
             out[step_id(name[:-len("_layer")], policy)] = expr.xreplace({S.has_moe: 1, S.has_dense: 1, S.has_layers: 1})

@@ -32,35 +32,41 @@ def policies() -> Tuple[str, ...]:
     return tuple(r for r in cfg.RECOMPUTE if r != "custom")
 
 
-def choices(model, zeros=(0, 1, 2, 3), recompute=None) -> Dict[Tuple[int, str], Dict[str, str]]:
+def choices(model, zeros=(0, 1, 2, 3), recompute=None, attention: str = "eager") -> Dict[Tuple[int, str], Dict[str, str]]:
     """{(ZeRO stage, policy): {component: term id}}: derivations/assembly/totals.py ``choices`` of the
-    default training, from the one statement of the composition (derivations/assembly/sides.py)."""
+    default training under ``attention``'s kernel, from the one statement of the composition
+    (derivations/assembly/sides.py)."""
     from dataclasses import replace
-    base = cfg.Training()
+    base = cfg.Training(attention=attention)
     return {(z, r): device_component_ids(model, replace(base, zero=z, recompute=r, recompute_ops=()))
             for z in zeros for r in (recompute or policies())}
 
 
-def module(model):
-    """The generated kernels of ``model``'s structure (q_lora, routing_bias, tied)."""
+def module(model, attention: str = "eager"):
+    """The generated kernels of ``model``'s structure (q_lora, routing_bias, tied) under ``attention``'s kernel
+    (eager: the paper's; flash: the fused one, ``<structure>-flash``)."""
     if model.family != ev.FAMILY:  # the kernels are committed for DeepSeek's structures only
         raise families.unsupported(model, "memsym search (its generated kernels)")
-    return import_module(f"derivations.generated.{SEARCH_KERNELS[ev.structure_key(model.structure)]}")
+    key = ev.structure_key(model.structure) + ("" if attention == "eager" else f"-{attention}")
+    if key not in SEARCH_KERNELS:
+        raise cfg.ConfigError("attention", f"search: no generated kernels for attention {attention!r} "
+                                           f"(eager or flash)")
+    return import_module(f"derivations.generated.{SEARCH_KERNELS[key]}")
 
 
 @lru_cache(maxsize=64)
 def coefficients(model, training, group: str) -> Tuple[float, ...]:
     """The coefficients of a group's kernel for ``model`` under ``training``'s fixed values (everything
     but the row symbols), computed exactly and converted once to float64."""
-    mod = module(model)
+    mod = module(model, training.attention)
     rows = set(mod.ROWS)
     fixed = {k: v for k, v in named(model, None, training).items() if k not in rows}
     return tuple(float(c) for c in getattr(mod, f"{group}_coefficients")(ev.derived(fixed)))
 
 
-def group_of(model, keys: Sequence[str]) -> str:
+def group_of(model, keys: Sequence[str], attention: str = "eager") -> str:
     """The group ('states' or 'activations') whose kernel computes every term of ``keys``."""
-    for g, terms in module(model).TERMS.items():
+    for g, terms in module(model, attention).TERMS.items():
         if set(keys) <= set(terms):
             return g
     raise cfg.ConfigError("search-kernel", f"search: no generated kernel computes {sorted(keys)} "
@@ -72,7 +78,7 @@ def values(model, training, group: str, rows: Mapping[str, object],
     """{term id: array} of a group's terms at the rows (``rows``: {row symbol name: array or number},
     broadcasting): the kernel evaluated in blocks of ``chunk`` rows (axis 0), or in one call (None: the
     caller blocks its own axes)."""
-    mod = module(model)
+    mod = module(model, training.attention)
     missing = [r for r in mod.ROWS if r not in rows]
     if missing:
         raise cfg.ConfigError("missing-values", f"search: no value for {', '.join(missing)} "

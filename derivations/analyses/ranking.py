@@ -44,8 +44,8 @@ def order(result: SearchResult, only_fitting: bool = True, sort: str = "bubble")
     c = result.columns
     _check_sort(sort)
     idx = np.flatnonzero(c["fits"]) if only_fitting else np.arange(len(c["fits"]))
-    if sort == "time":  # the shortest estimated step first (derivations/analyses/timing.py), then as 'bubble'
-        keys = [_seconds(take(c, "step_time", idx)), -np.round(take(c, "headroom", idx))] + \
+    if sort == "time":  # the most tokens per second per GPU first (derivations/analyses/timing.py), then as 'bubble'
+        keys = [_throughput(take(c, "tokens_per_gpu_s", idx)), -np.round(take(c, "headroom", idx))] + \
             [take(c, k, idx) for k in _BUBBLE_TIES]
     elif sort == "bubble":
         bubble = c["bubble"][idx] if "bubble" in c else take(c, "pp", idx).astype(np.float64)
@@ -61,7 +61,7 @@ def _keys(result: SearchResult, sort: str):
     _check_sort(sort)
     col = lambda k: _of_layout(lambda i: take(c, k, i), k in LAYOUT_FIELDS)  # rows of a column, never all of it
     if sort == "time":
-        return [lambda i: _seconds(take(c, "step_time", i)), lambda i: -np.round(take(c, "headroom", i))] + \
+        return [lambda i: _throughput(take(c, "tokens_per_gpu_s", i)), lambda i: -np.round(take(c, "headroom", i))] + \
             [col(k) for k in _BUBBLE_TIES]
     if sort == "bubble":
         first = (lambda i: np.round(c["bubble"][i], 12)) if "bubble" in c else \
@@ -71,9 +71,11 @@ def _keys(result: SearchResult, sort: str):
     return [lambda i: np.round(take(c, "peak", i)) * sign] + [col(k) for k in _PEAK_TIES]
 
 
-def _seconds(x):
-    """Step times compared to the microsecond: float noise below it never reorders rows."""
-    return np.round(x, 6)
+def _throughput(x):
+    """Tokens per second per GPU, most first, compared to a thousandth: float noise below it never reorders rows.
+    Under a global batch every layout trains the same tokens per step, so this is the shortest step first;
+    with a fixed micro-batch count or none, layouts training different tokens per step compare fairly."""
+    return -np.round(x, 3)
 
 
 def _of_layout(key, constant: bool):

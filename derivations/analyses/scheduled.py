@@ -93,7 +93,7 @@ def _values(model, training, compiled, cols, comp):
     keys, fn = compiled
     rows = _rows(model, cols, comp)
     if fn is None:
-        got = kernels.values(model, training, kernels.group_of(model, keys), rows)
+        got = kernels.values(model, training, kernels.group_of(model, keys, training.attention), rows)
         out = [got[k] for k in keys]
     else:
         f, args = fn

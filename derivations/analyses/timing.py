@@ -59,18 +59,28 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
 
     memo: Dict = {}
 
+    def fitting():  # every part at the fitting rows, NaN elsewhere (ranking reads only those): computed once
+        if "all" not in memo:
+            n = len(c["fits"])
+            idx = np.flatnonzero(c["fits"])
+            got = at(idx)
+            memo["all"] = {k: np.full(n, np.nan) for k in got}
+            for k, v in got.items():
+                memo["all"][k][idx] = v
+        return memo["all"]
+
     def column(key):
         def take_rows(idx):
-            return at(idx)["step" if key == "step_time" else key]
-
-        def full():
-            if "all" not in memo:
-                memo["all"] = at(np.arange(len(c["total"])))
-            return memo["all"]["step" if key == "step_time" else key]
-        return full, take_rows
+            idx = np.asarray(idx, dtype=np.int64)
+            out = fitting()[key][idx]
+            missing = np.isnan(out)
+            if missing.any():  # rows that do not fit, read by a caller: computed for them alone
+                out[missing] = at(idx[missing])[key]
+            return out
+        return (lambda: fitting()[key]), take_rows
 
     for key in ("step_time", "tokens_per_gpu_s") + tuple("time_" + p for p in timing.PARTS if p != "step"):
-        full, take_rows = column(key[5:] if key.startswith("time_") else key)
+        full, take_rows = column("step" if key == "step_time" else key[5:] if key.startswith("time_") else key)
         if hasattr(c, "set_lazy"):
             c.set_lazy(key, full, take_rows)
         else:

@@ -86,9 +86,12 @@ def _device_coefficients(model: cfg.ModelSpec, tp: int, ep: int, etp: int) -> Di
 def device_params(model: cfg.ModelSpec, rows: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
     """{'P_n', 'P_m'}: the device's parameters at each row (its tp, ep, etp and composition counts)."""
     names = cfg.composition_names(model.family)
-    keys = np.stack([np.asarray(rows[k], dtype=np.int64) for k in ("tp", "ep", "etp")], axis=1)
-    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    tp, ep, etp = (np.asarray(rows[k], dtype=np.int64) for k in ("tp", "ep", "etp"))
+    radix = int(max(tp.max(initial=0), ep.max(initial=0), etp.max(initial=0))) + 1
+    key = (tp * radix + ep) * radix + etp  # one integer per (tp, ep, etp): a 1-d unique, not a row sort
+    ukey, inv = np.unique(key, return_inverse=True)
     inv = inv.reshape(-1)
+    uniq = np.stack([ukey // (radix * radix), (ukey // radix) % radix, ukey % radix], axis=1)
     counts = np.stack([np.asarray(rows[n], dtype=np.float64) for n in names], axis=1)
     out = {}
     for part in ("P_n", "P_m"):
@@ -120,13 +123,19 @@ def parts(model: cfg.ModelSpec, training: cfg.Training, rows: Mapping[str, np.nd
           gpus_per_node: int = 8, attention: str = "eager", dispatcher: Optional[str] = None) -> Dict[str, np.ndarray]:
     """{part: seconds} (PARTS) of each row.  ``rows``: arrays of dp, tp, pp, ep, etp, cp, mbs, seq, zero,
     recompute (policy names), microbatches (m; 1 without a schedule: one micro-batch's period) and the
-    composition counts (L_d, L_m, e_E, e_H, ...).  Without a schedule there is no bubble.  ``dispatcher``
+    composition counts (L_d, L_m, e_E, e_H, ...).  Without a schedule the step is one micro-batch's period in
+    steady state: no bubble, and the per-step data-parallel traffic (but ZeRO-3's, every micro-batch's) and the
+    optimizer update are not counted.  ``dispatcher``
     (placement.DISPATCHERS; None: 'deepep' under DualPipe, DeepSeek's own stack, else Megatron's 'alltoall')."""
     g = check(model, gpu, overlap, efficiency)
     n = len(np.asarray(rows["tp"]))
     v = inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, attention, dispatcher)
     out = getattr(_module(), "step_" + variant(schedule, overlap))(v)
-    return {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), (n,)) for k in PARTS}
+    out = {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), (n,)) for k in PARTS}
+    if schedule is None:  # one micro-batch's period in steady state: the per-step traffic and update not counted
+        dp = np.where(v["z"] == 3, out["DP"], 0.0)  # ZeRO-3 gathers and reduces every micro-batch
+        out.update(DP=np.broadcast_to(dp, (n,)), optimizer=np.zeros(n), step=out["microbatch"] + dp)
+    return out
 
 
 def variant(schedule: Optional[str], overlap: str) -> str:

@@ -56,12 +56,16 @@ def add_parser(sub):
                    help="ZeRO stages to try (default 0,1,2,3)")
     p.add_argument("--recompute", default=None, action=common._Explicit, metavar="POLICY,...",
                    help="recomputation policies to try (default: every policy with an activation term: none, full, ...)")
+    p.add_argument("--attention", choices=["flash", "eager"], default="flash",
+                   help="the attention kernel every configuration runs: flash (default: a fused kernel, no s x s "
+                        "tensor, what Megatron-Core with Transformer Engine, torchtitan and DeepSeek run) or eager "
+                        "(the paper's view: the 5 b n_h s^2 score tensors kept, and read through HBM)")
     p.add_argument("--overheads", choices=["high", "low", "none"], default="high",
                    help="end of the Sec. 6 ranges: high (30%% fragmentation, 2 GiB buffers; default, conservative), "
                         "low (5%%, 0.8 GiB) or none")
     p.add_argument("--sort", choices=["time", "bubble", "peak", "headroom"], default="time",
-                   help="order: time (default: the shortest estimated step, or the most tokens per second per GPU, "
-                        "under the step-time model; then the most headroom), bubble (the fewest pipeline bubbles, "
+                   help="order: time (default: the most tokens per second per GPU under the step-time model, the "
+                        "shortest step under a global batch; then the most headroom), bubble (the fewest pipeline bubbles, "
                         "(PP-1)/(m+PP-1) under the schedule, PP without one, then the most headroom, then the smaller "
                         "TP), peak (largest first: needs the least memory saving) or headroom (most first)")
     add_time_options(p)
@@ -106,11 +110,12 @@ def _search(args, rows=None):
     result = S.configurations(model, args.gpus, hbm, zeros=args.zero, recompute=args.recompute, mbs=args.mbs,
                               seqs=args.seq, overheads=args.overheads, schedule=args.schedule,
                               microbatches=args.microbatches, vpp=args.vpp, global_batch=args.global_batch,
-                              gpus_per_node=args.gpus_per_node, progress=_progress())
+                              gpus_per_node=args.gpus_per_node, progress=_progress(), attention=args.attention)
     if model.family == "deepseek":  # the step-time model covers the DeepSeek family
-        S.add_time(result, model, S.pipeline(args.schedule, args.microbatches, args.vpp, args.global_batch),
+        S.add_time(result, model, S.pipeline(args.schedule, args.microbatches, args.vpp, args.global_batch,
+                                             args.attention),
                    gpu=args.gpu, overlap=args.overlap, efficiency=args.gemm_efficiency,
-                   gpus_per_node=args.gpus_per_node, vpp=args.vpp, dispatcher=args.dispatcher)
+                   gpus_per_node=args.gpus_per_node, vpp=args.vpp, dispatcher=args.dispatcher, attention=args.attention)
     elif args.sort == "time":
         args.sort = "bubble"
     return model, hbm, result, S.ranked(result, sort=args.sort, per_layout=not args.all_configurations, top=rows)
@@ -202,7 +207,7 @@ def _header(model, args, hbm, result) -> dict:
         "counts": {"lattice_candidates": enum.candidates, "valid_layouts": len(enum),
                    "rejected": dict(sorted(enum.rejected.items())), "considered": result.considered,
                    "fitting": result.fitting, "invalid_configurations": dict(sorted(result.invalid.items()))},
-        "sort": args.sort,
+        "sort": args.sort, "attention": args.attention,
         "schedule": {"name": result.schedule, "global_batch": result.global_batch, "microbatches": args.microbatches,
                      "vpp": args.vpp, "gpus_per_node": args.gpus_per_node,
                      "view": "pipeline schedule: each configuration at its most-loaded device with its in-flight "
@@ -253,7 +258,9 @@ def render_text(model, args, hbm, result, idx) -> str:
         f"configurations considered: {fmt_int(c['considered'])} (layouts x {count(n_b, 'micro-batch size')} x "
         f"{count(n_s, 'sequence length')} x {count(len(set(args.zero)), 'ZeRO stage')} x "
         f"{count(len(result.policies), 'recomputation policy', 'recomputation policies')}), every "
-        f"pipeline stage evaluated, each judged at its most-loaded stage",
+        f"pipeline stage evaluated, each judged at its most-loaded stage; attention: {args.attention}"
+        + (" (fused, no s x s tensor; --attention eager: the paper's)" if args.attention == "flash" else
+           " (the paper's view)"),
         f"fit: peak = (1 + {o['f_frag']:.2f}) x total + {fmt_gib(o['M_buf'])} GiB <= {fmt_gib(hbm)} GiB "
         f"(Sec. 6, {o['end']} end): {fmt_int(c['fitting'])} configurations fit",
         "step: total at the step's peak; under recomputation activ adds the layer one micro-batch's backward "
@@ -270,7 +277,8 @@ def render_text(model, args, hbm, result, idx) -> str:
         return "\n".join(lines)
     how = {"peak": "peak, largest first", "headroom": "headroom, most first",
            "bubble": "fewest pipeline bubbles, then most headroom, then smaller TP",
-           "time": "estimated step time, shortest first, then most headroom"}[args.sort]
+           "time": "estimated tokens per second per GPU, most first (the shortest step under a global batch), then "
+                   "most headroom"}[args.sort]
     sched = "microbatches" in result.columns
     timed = "step_time" in result.columns
     if timed:
@@ -307,7 +315,8 @@ def _time_header(result) -> list:
     return [f"time: derivations/steptime on {g.name}: {g.rate('bf16') / 1e12:,.1f} TFLOP/s BF16 dense x efficiency "
             f"{float(eff):g}, HBM {g.rate('hbm_bandwidth') / 1e12:g} TB/s, NVLink {g.rate('nvlink') / 1e9:g} GB/s, "
             f"network {g.rate('network') / 1e9:g} GB/s per GPU, {t['gpus_per_node']} GPUs per node; overlap "
-            f"{t['overlap']}, dispatcher {t['dispatcher']}" + ("" if result.schedule else "; no schedule: one micro-batch's period, no bubble")]
+            f"{t['overlap']}, dispatcher {t['dispatcher']}" + ("" if result.schedule else "; no schedule: one micro-batch's period in steady state (no bubble, "
+                                         "no per-step data-parallel traffic but ZeRO-3's, no optimizer update)")]
 
 
 def _progress():
