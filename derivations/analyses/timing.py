@@ -19,6 +19,8 @@ from derivations.analyses.evaluation import SearchResult, _stage_table
 from derivations.steptime import evaluate as timing
 
 _LAYOUT = ("dp", "tp", "pp", "ep", "etp", "cp", "mbs", "seq", "zero")
+#: rows timed at once: each row is K stage compositions, and the printed function keeps about 40 temporaries
+BLOCK = 1 << 13
 
 
 def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.Training] = None, *, gpu=None,
@@ -63,10 +65,11 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
         if "all" not in memo:
             n = len(c["fits"])
             idx = np.flatnonzero(c["fits"])
-            got = at(idx)
-            memo["all"] = {k: np.full(n, np.nan) for k in got}
-            for k, v in got.items():
-                memo["all"][k][idx] = v
+            memo["all"] = {k: np.full(n, np.nan) for k in timing.PARTS + ("tokens_per_gpu_s",)}
+            for i in range(0, len(idx), BLOCK):  # blocks: the printed function's temporaries stay small
+                part = idx[i:i + BLOCK]
+                for k, v in at(part).items():
+                    memo["all"][k][part] = v
         return memo["all"]
 
     def column(key):
