@@ -65,6 +65,8 @@ def test_every_formula_is_printed_from_a_term(generated):
 def _set(d, control, value):
     from selenium.webdriver.support.ui import Select
     el = d.find_element("id", f"opt-{control}")
+    # a control folded away (Assumptions, Precision, more layout options) is unfolded first, as a person does
+    d.execute_script("for (let e = arguments[0]; e; e = e.parentElement) if (e.tagName === 'DETAILS') e.open = true;", el)
     if el.tag_name == "select":
         Select(el).select_by_value("" if value is None else str(value))
     elif el.get_attribute("type") == "checkbox":

@@ -9,6 +9,8 @@ const DTYPE_OPTIONS = [["weight_dtype", ["B_w"], "weights"], ["grad_dtype", ["B_
   ["master_dtype", ["B_m"], "the optimizer's master weights"], ["optimizer_dtype", ["B_1", "B_2"], "both Adam moments"],
   ["act_dtype", ["B_a"], "activations"]];
 const LAYOUT = ["dp", "tp", "pp", "ep", "etp", "cp"];
+/** The GPU the page judges against until another is chosen. */
+const PAGE_GPU = "h800";
 
 /** One control with its label and, below it, where a refusal of it is shown (#err-<id>). */
 function field(id, label, control, help) {
@@ -27,52 +29,69 @@ function checkbox(id, label, help) {
     `<div class="field-error" id="err-${id}" hidden></div></div>`;
 }
 
+/** The conventions presets by the framework each describes (the --conventions choices), as a practitioner names it. */
+const FRAMEWORKS = { paper: "the paper (Zhang & Su)", megatron: "Megatron-LM's estimator", modelzoo: "Megatron-MoE-ModelZoo",
+  transformers: "Hugging Face transformers", mcore: "Megatron-Core (local spec)", "mcore-te": "Megatron-Core with Transformer Engine" };
+/** A label: what it is in words, then the command line's flag (what the URL and the command below say). */
+const lab = (words, flag) => `${esc(words)} <span class="flag">${esc(flag)}</span>`;
+function fieldHTML(id, labelHTML, control, help) {
+  return `<div class="field" id="field-${id}"><label for="${id}"${help ? ` title="${esc(help)}"` : ""}>${labelHTML}</label>${control}` +
+    `<div class="field-error" id="err-${id}" hidden></div></div>`;
+}
+
 function buildForm() {
   const O = DATA.options, T = O.training, L = O.layout;
-  let html = "<fieldset><legend>Model</legend>";
+  const sel = (id, options, dflt) => select(id, options, dflt);
+  let html = `<fieldset id="setup"><legend>Model, framework and GPUs</legend>`;
   const names = Object.keys(O.presets).concat(Object.keys(DATA.released), Object.keys(DATA.models));
   const paste = DATA.families.deepseek !== undefined && Object.keys(O.presets).length > 0;  // the page reads DeepSeek's fields
-  html += field("opt-model", paste ? "--model: preset or pasted config.json" : "--model (as memsym page --model read it)",
+  html += fieldHTML("opt-model", lab(paste ? "model: a preset, a released model or a pasted config.json" : "model (as memsym page --model read it)", "--model"),
     `<select id="opt-model" name="opt-model">` + names.map((n) => `<option value="${esc(n)}">${esc(n)}</option>`).join("") +
     (paste ? `<option value="config">pasted config.json (below)</option>` : "") + "</select>");
-  if (paste) html += field("opt-config", "pasted Hugging Face config.json (read as data)",
+  if (paste) html += fieldHTML("opt-config", lab("pasted Hugging Face config.json (read as data)", "--model config.json"),
     `<textarea id="opt-config" name="opt-config" rows="4" spellcheck="false" placeholder='{"model_type": "deepseek_v3", ...}'></textarea>`);
-  html += "</fieldset><fieldset><legend>Parallel layout (Table 5)</legend>";
-  for (const k of LAYOUT) html += field(`opt-${k}`, `--${k} (${k.toUpperCase()})`, textInput(`opt-${k}`, `default ${L[k]}`));
-  html += field("opt-sp", "--sp (SP: TP or 1)", textInput("opt-sp", "default TP"));
-  html += field("opt-layers_per_stage", "--layers-per-stage N,N,...", textInput("opt-layers_per_stage", "default: the paper's split"));
-  html += field("opt-stage", "--stage (pipeline stage reported)", textInput("opt-stage", "default 1; with a schedule the most-loaded"));
-  html += "</fieldset><fieldset><legend>Training (Tables 7 and 9)</legend>";
-  html += field("opt-recipe", "--recipe", select("opt-recipe", Object.keys(O.recipes), "(none)"));
-  html += field("opt-zero", "--zero (ZeRO stage)", select("opt-zero", Object.keys(O.zero_names).map(String), `default ${T.zero}`));
-  html += field("opt-recompute", "--recompute", select("opt-recompute", O.recompute, `default ${T.recompute}`));
-  html += `<div class="ops" role="group" aria-label="operators a custom recomputation recomputes">`;
-  for (const [op, what] of Object.entries(O.recompute_ops)) html += checkbox(`opt-op-${op}`, `custom: ${op}`, what);
-  html += "</div>";
-  html += field("opt-attention", "--attention", select("opt-attention", O.attention, `default ${T.attention}`));
-  html += field("opt-mbs", "--mbs (micro-batch b)", textInput("opt-mbs", `default ${T.mbs}`));
-  html += field("opt-seq", "--seq (sequence s)", textInput("opt-seq", `default ${T.seq}`));
-  html += field("opt-imbalance", "--imbalance (F >= 1)", textInput("opt-imbalance", `default ${T.imbalance}`));
-  html += "</fieldset><fieldset><legend>Pipeline schedule</legend>";
-  html += field("opt-schedule", "--schedule", select("opt-schedule", O.schedules, "(none: one micro-batch)"));
-  html += field("opt-microbatches", "--microbatches (m)", textInput("opt-microbatches", "default: enough to fill the pipeline"));
-  html += field("opt-vpp", "--vpp (V, interleaved)", textInput("opt-vpp", "default 2"));
-  html += "</fieldset><fieldset><legend>Precision (Table 7)</legend>";
-  for (const [dest, syms, what] of DTYPE_OPTIONS)
-    html += field(`opt-${dest}`, `--${dest.replace("_", "-")} (${syms.join(",")}: ${what})`, select(`opt-${dest}`, Object.keys(O.dtypes), "default"));
-  html += checkbox("opt-fp8_activations", "--fp8-activations", "cache the DeepSeek-V3 report's FP8 / E5M6 activations");
-  html += "</fieldset><fieldset><legend>Conventions</legend>";
-  html += field("opt-conventions", "--conventions (preset)", select("opt-conventions", Object.keys(O.convention_presets), "(none)"));
-  for (const [name, s] of Object.entries(O.switches))
-    html += field(`opt-${name}`, s.option, select(`opt-${name}`, s.values, `default ${s.values[0]}`), s.help);
-  html += field("opt-bytes_per_param", "--bytes-per-param", select("opt-bytes_per_param", Object.keys(O.bytes_conventions), "default paper"));
-  html += checkbox("opt-mtp", "--mtp", "count the D MTP layers in Megatron's shard (needs --rank megatron)");
-  html += "</fieldset><fieldset><legend>Fit against a GPU</legend>";
-  html += field("opt-gpu", "GPU (memory a training job can use)",
+  html += fieldHTML("opt-conventions", lab("framework: whose memory accounting", "--conventions"),
+    `<select id="opt-conventions" name="opt-conventions"><option value="">the paper's (no preset)</option>` +
+    Object.keys(O.convention_presets).map((k) => `<option value="${esc(k)}">${esc(k)}: ${esc(FRAMEWORKS[k] || k)}</option>`).join("") + "</select>");
+  html += fieldHTML("opt-gpu", lab("GPU (memory a training job can use)", "--gpu"),
     `<select id="opt-gpu" name="opt-gpu">` + DATA.gpus.map((g) => `<option value="${g.id}">${esc(g.name)} (${esc(g.capacity)})</option>`).join("") + "</select>");
-  html += "</fieldset>";
+  html += fieldHTML("opt-gpus", lab("GPUs in the job (sets DP = GPUs / (TP PP CP))", "--gpus"), textInput("opt-gpus", "DP TP PP CP"));
+  html += `</fieldset><fieldset id="layout"><legend>Parallel layout</legend><div class="grid">`;
+  const words = { dp: "data", tp: "tensor", pp: "pipeline", ep: "expert", etp: "expert tensor", cp: "context" };
+  for (const k of LAYOUT) html += fieldHTML(`opt-${k}`, lab(`${k.toUpperCase()}, ${words[k]}`, `--${k}`), textInput(`opt-${k}`, `${L[k]}`));
+  html += `</div><details class="more" id="more-layout"><summary>more: sequence parallelism, the pipeline split, the stage shown</summary>`;
+  html += fieldHTML("opt-sp", lab("SP: TP or 1", "--sp"), textInput("opt-sp", "default TP"));
+  html += fieldHTML("opt-layers_per_stage", lab("layers per stage N,N,...", "--layers-per-stage"), textInput("opt-layers_per_stage", "default: the paper's split"));
+  html += fieldHTML("opt-stage", lab("pipeline stage shown", "--stage"), textInput("opt-stage", "1; with a schedule the most-loaded"));
+  html += `</details></fieldset><fieldset id="training"><legend>Training</legend><div class="grid">`;
+  html += fieldHTML("opt-mbs", lab("micro-batch b", "--mbs"), textInput("opt-mbs", `${T.mbs}`));
+  html += fieldHTML("opt-seq", lab("sequence s", "--seq"), textInput("opt-seq", `${T.seq}`));
+  html += fieldHTML("opt-global_batch", lab("global batch G", "--global-batch"), textInput("opt-global_batch", "none"));
+  html += fieldHTML("opt-zero", lab("ZeRO stage", "--zero"), sel("opt-zero", Object.keys(O.zero_names).map(String), `${T.zero} (${O.zero_names[T.zero]})`));
+  html += "</div>";
+  html += fieldHTML("opt-recompute", lab("recomputation", "--recompute"), sel("opt-recompute", O.recompute, `${T.recompute}`));
+  html += `<div class="ops" id="ops" role="group" aria-label="operators a custom recomputation recomputes">`;
+  for (const [op, what] of Object.entries(O.recompute_ops)) html += checkbox(`opt-op-${op}`, `custom: ${op}`, what);
+  html += `</div><div class="grid">`;
+  html += fieldHTML("opt-attention", lab("attention kernel", "--attention"), sel("opt-attention", O.attention, `${T.attention}`));
+  html += fieldHTML("opt-imbalance", lab("routing imbalance F >= 1", "--imbalance"), textInput("opt-imbalance", `${T.imbalance}`));
+  html += fieldHTML("opt-schedule", lab("pipeline schedule", "--schedule"), sel("opt-schedule", O.schedules, "none: one micro-batch"));
+  html += fieldHTML("opt-microbatches", lab("micro-batches m", "--microbatches"), textInput("opt-microbatches", "fill the pipeline"));
+  html += fieldHTML("opt-vpp", lab("virtual stages V (interleaved)", "--vpp"), textInput("opt-vpp", "2"));
+  html += fieldHTML("opt-recipe", lab("recipe", "--recipe"), sel("opt-recipe", Object.keys(O.recipes), "none"));
+  html += "</div>";
+  html += checkbox("opt-fp8_activations", "cache activations in FP8 (--fp8-activations)", "the DeepSeek-V3 report's FP8 / E5M6 activations");
+  html += `</fieldset><details class="group" id="precision"><summary>Precision <small>(data types: the paper's Table 7 unless set)</small></summary>`;
+  for (const [dest, syms, what] of DTYPE_OPTIONS)
+    html += fieldHTML(`opt-${dest}`, lab(`${what} (${syms.join(", ")})`, `--${dest.replace("_", "-")}`), sel(`opt-${dest}`, Object.keys(O.dtypes), "default"));
+  html += fieldHTML("opt-bytes_per_param", lab("bytes per parameter convention", "--bytes-per-param"), sel("opt-bytes_per_param", Object.keys(O.bytes_conventions), "paper"));
+  html += `</details><details class="group" id="assumptions"><summary>Assumptions <small>(each convention on its own; the framework above sets them all)</small></summary>`;
+  for (const [name, s] of Object.entries(O.switches))
+    html += fieldHTML(`opt-${name}`, lab(s.help.split(/[:;(]/)[0].slice(0, 60), s.option), sel(`opt-${name}`, s.values, `${s.values[0]}`), s.help);
+  html += checkbox("opt-mtp", "count the MTP layers in Megatron's shard (--mtp)", "needs --rank megatron");
+  html += "</details>";
   $("controls").innerHTML = html;
-  $("opt-gpu").value = "h800";
+  $("opt-gpu").value = PAGE_GPU;
 }
 
 // ----------------------------------------------------------------------------- reading the controls (argparse's types)
@@ -83,6 +102,7 @@ function typedOptions() {
   const t = {};
   const text = (dest) => $(`opt-${dest}`).value;
   const typed = (dest, read) => { const raw = text(dest); if (raw !== "") t[dest] = read(dest, raw); };
+  typed("gpus", positiveInt);  // the page's: DP = GPUs / (TP PP CP) (withGpus)
   for (const k of LAYOUT) typed(k, positiveInt);
   typed("sp", positiveInt);
   typed("layers_per_stage", intList);
@@ -99,6 +119,7 @@ function typedOptions() {
   if (text("attention") !== "") t.attention = text("attention");
   typed("mbs", positiveInt);
   typed("seq", positiveInt);
+  typed("global_batch", positiveInt);
   typed("imbalance", (dest, raw) => Q.str(imbalanceFactor(dest, raw)));
   if (text("schedule") !== "") t.schedule = text("schedule");
   typed("microbatches", positiveInt);
@@ -196,7 +217,47 @@ function modelOf(a) {
 // ----------------------------------------------------------------------------- rendering
 const COLORS = { weights: "#4e79a7", gradients: "#f28e2b", optimizer: "#59a14f", activations: "#e15759", runtime: "#76b7b2",
   step: "#b07aa1" };
-const math = (inner) => `<math display="inline">${inner}</math>`;
+/** A formula that wraps: its top-level sum cut into one <math> per term (and a long term into one per factor), so
+    that a line breaks between them as text does (MathML Core breaks no line inside a <math>). */
+function math(inner) {
+  const tpl = document.createElement("template");
+  tpl.innerHTML = `<math>${inner}</math>`;
+  let node = tpl.content.firstElementChild;
+  while (node && node.children.length === 1 && node.firstElementChild.localName === "mrow") node = node.firstElementChild;
+  const kids = node ? [...node.children] : [];
+  const op = (el, ops) => el.localName === "mo" && ops.includes(el.textContent.trim());
+  const groups = (els, ops) => {
+    const out = [];
+    for (const el of els) { if (!out.length || op(el, ops)) out.push([]); out[out.length - 1].push(el); }
+    return out;
+  };
+  const terms = groups(kids, ["+", "-", "\u2212", "="]);
+  if (terms.length <= 1 && kids.length <= 1) return `<math display="inline">${inner}</math>`;
+  // an operator that starts a piece keeps its infix spacing (alone first in a <math> it would read as a prefix sign)
+  const piece = (els) => {
+    if (els.length > 1 && op(els[0], ["+", "-", "\u2212", "="])) els[0].setAttribute("form", "infix");
+    return `<math display="inline" class="piece">${els.map((e) => e.outerHTML).join("")}</math>`;
+  };
+  return `<span class="mwrap">` + terms.map((term) => {
+    // a term's factors (invisible times at its top level) each a piece, joined without a space: a break only where needed
+    // (a term that is one product: its factors are the pieces)
+    const flat = term.flatMap((e) => (e.localName === "mrow" && [...e.children].some((c) => op(c, ["\u2062"])) ? [...e.children] : [e]));
+    const factors = groups(flat, ["\u2062"]);
+    return factors.length > 1 && term.length > 6 ? `<span class="term">${factors.map(piece).join("<wbr>")}</span>` : piece(term);
+  }).join(" ") + "</span>";
+}
+/** A piece still wider than its cell (a wide fraction) is set smaller, never cut and never scrolled. */
+function fitFormulas() {
+  for (const el of document.querySelectorAll("#results math")) el.style.fontSize = "";
+  for (const el of document.querySelectorAll("#results math")) {
+    const box = el.closest("td, .formula, p, div");
+    if (!box) continue;
+    const room = box.clientWidth - 4, wide = el.getBoundingClientRect().width;
+    if (room > 0 && wide > room) el.style.fontSize = `${Math.max(0.4, room / wide).toFixed(3)}em`;
+  }
+}
+/** A term id that breaks after its dots (zero.optimizer.replicated), not inside a word. */
+const termId = (id) => esc(id).replace(/\./g, ".<wbr>");
 function valueCells(key, q) {
   return `<td class="num" id="v-${key}" data-exact="${Q.str(q)}">${fmtInt(q)}</td><td class="num" id="g-${key}">${fmtGiB(q)}</td>`;
 }
@@ -214,7 +275,7 @@ function actFormula(m, kept, variant) {  // act.stage of the view's variant: the
   }
   return out + "</details>";
 }
-function render(m, t, est, gpu) {
+function render(m, t, est, gpu, lay) {
   const b = est.bytes, st = est.stage;
   // explain.stage_content: the family's CSA and HCA layers named beside the MoE count ("11 MoE (4 CSA, 7 HCA)")
   const fam = familyOf(m);
@@ -222,35 +283,36 @@ function render(m, t, est, gpu) {
     .filter(([n]) => n).map(([n, f]) => `${n} ${f}`).join(", ");
   const moe = st.moe ? `${st.moe} MoE` + (own ? ` (${own})` : "") : "";
   const stName = `stage ${st.index} (layers ${st.layers[0]}-${st.layers[1] - 1}: ${[st.embedding ? "embedding" : "", st.dense ? `${st.dense} dense` : "", moe, st.head ? "head" : ""].filter(Boolean).join(", ")})`;
-  let html = `<p id="summary">${esc(m.name)}, one device of <span id="v-stage" data-index="${st.index}">${esc(stName)}</span>; ZeRO ${t.zero} (${DATA.options.zero_names[t.zero]}), recompute ${esc(t.recompute === "custom" ? "custom:" + t.recompute_ops.join(",") : t.recompute)}, b=${t.mbs}, s=${t.seq}` +
+  const gpus = lay.dp * lay.tp * lay.pp * lay.cp;
+  let html = `<p id="summary"><strong>${esc(m.name)}</strong> on <span id="v-gpus">${gpus.toLocaleString("en-US")}</span> GPUs (DP ${lay.dp}, TP ${lay.tp}, PP ${lay.pp}, EP ${lay.ep}, ETP ${lay.etp}, CP ${lay.cp}), one device of <span id="v-stage" data-index="${st.index}">${esc(stName)}</span>; ZeRO ${t.zero} (${DATA.options.zero_names[t.zero]}), recompute ${esc(t.recompute === "custom" ? "custom:" + t.recompute_ops.join(",") : t.recompute)}, b=${t.mbs}, s=${t.seq}` +
     (t.schedule ? `; schedule ${esc(t.schedule)}, <span id="v-inflight">${fmtInt(est.inflight)}</span> micro-batches in flight` : "") + "</p>";
   html += `<table id="params"><caption>Parameters on the device (Table 6)</caption><thead><tr><th scope="col">quantity</th><th scope="col">formula</th><th scope="col">params</th><th scope="col">billions</th></tr></thead><tbody>`;
   const side = familyOf(m).states[structureKey(m)][`${t.conventions.rank}/${t.conventions.shared_expert}`];
   for (const [k, label, fn] of [["non_moe", "non-MoE P_n", side.P_n], ["moe", "MoE P_m", side.P_m], ["total", "total", null]]) {
     const q = est.params[k];
-    html += `<tr><th scope="row">${label}</th><td class="formula">${fn === null ? math("<msub><mi>P</mi><mi>n</mi></msub><mo>+</mo><msub><mi>P</mi><mi>m</mi></msub>") : `<details><summary>formula</summary><div class="scroll">${math(DATA.mathml[fn])}</div></details>`}</td>` +
+    html += `<tr><th scope="row">${label}</th><td class="formula">${fn === null ? math("<msub><mi>P</mi><mi>n</mi></msub><mo>+</mo><msub><mi>P</mi><mi>m</mi></msub>") : `<details><summary>formula</summary>${math(DATA.mathml[fn])}</details>`}</td>` +
       `<td class="num" id="v-params-${k}" data-exact="${Q.str(q)}">${fmtInt(q)}</td><td class="num">${(Q.float(q) / 1e9).toFixed(3)}</td></tr>`;
   }
   html += "</tbody></table>";
   html += `<table id="bytes"><caption>Bytes on the device (Tables 8 and 10)</caption><thead><tr><th scope="col">component</th><th scope="col">term</th><th scope="col">formula</th><th scope="col">bytes</th><th scope="col">GiB</th></tr></thead><tbody>`;
   for (const k of ["weights", "gradients", "optimizer"]) {
     const id = est.ids[k];
-    html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS[k]}"></span>${k}</th><td><code>${esc(id)}</code></td><td class="formula"><div class="scroll">${math(DATA.mathml[side.terms[id]])}</div></td>${valueCells("bytes-" + k, b[k])}</tr>`;
+    html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS[k]}"></span>${k}</th><td><code>${termId(id)}</code></td><td class="formula">${math(DATA.mathml[side.terms[id]])}</td>${valueCells("bytes-" + k, b[k])}</tr>`;
   }
-  const actId = t.schedule ? "n_fl x act.stage (held at the peak)" : "act.stage (one micro-batch)";
-  html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.activations}"></span>activations</th><td><code>${actId}</code></td><td class="formula"><div class="scroll">${actFormula(m, est.kept, est.variant)}</div></td>${valueCells("bytes-activations", b.activations)}</tr>`;
-  if (b.runtime !== undefined) html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.runtime}"></span>runtime buffers</th><td><code>${esc(est.ids.runtime)}</code></td><td class="formula">cuBLAS workspaces (derivations/assembly/runtime.py)</td>${valueCells("bytes-runtime", b.runtime)}</tr>`;
+  const actId = t.schedule ? "n<sub>fl</sub> &times; <code>act.<wbr>stage</code> <small>(held at the peak)</small>" : "<code>act.<wbr>stage</code> <small>(one micro-batch)</small>";
+  html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.activations}"></span>activations</th><td>${actId}</td><td class="formula">${actFormula(m, est.kept, est.variant)}</td>${valueCells("bytes-activations", b.activations)}</tr>`;
+  if (b.runtime !== undefined) html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.runtime}"></span>runtime buffers</th><td><code>${termId(est.ids.runtime)}</code></td><td class="formula">cuBLAS workspaces (derivations/assembly/runtime.py)</td>${valueCells("bytes-runtime", b.runtime)}</tr>`;
   // the step's peak (memsym estimate's text): shown when one micro-batch's backward holds more than the end of its forward
   const stepped = Q.cmp(b.step, Q.n(0)) > 0;
-  html += `<tr class="total"><th scope="row">total</th><td>${stepped ? "<small>at the end of the forward</small>" : ""}</td><td class="formula"><div class="scroll">${math("<mi>weights</mi><mo>+</mo><mi>gradients</mi><mo>+</mo><mi>optimizer</mi><mo>+</mo><mi>activations</mi>" + (b.runtime !== undefined ? "<mo>+</mo><mi>runtime</mi>" : ""))}</div></td>${valueCells("bytes-total", b.total)}</tr>`;
+  html += `<tr class="total"><th scope="row">total</th><td>${stepped ? "<small>at the end of the forward</small>" : ""}</td><td class="formula">${math("<mrow><mi>weights</mi><mo>+</mo><mi>gradients</mi><mo>+</mo><mi>optimizer</mi><mo>+</mo><mi>activations</mi>" + (b.runtime !== undefined ? "<mo>+</mo><mi>runtime</mi>" : "") + "</mrow>")}</td>${valueCells("bytes-total", b.total)}</tr>`;
   if (stepped) {
     const cast = Q.cmp(est.step.cast, Q.n(0)) !== 0 ? `<p class="note">less the head's cross-entropy backward transient (--ce-backward cast), which the moments replace: <span class="num">${fmtInt(est.step.cast)}</span> bytes</p>` : "";
-    html += `<tr class="step"><th scope="row"><span class="swatch" style="background:${COLORS.step}"></span>+ one backward</th><td><code>${esc(est.ids.step)}</code></td>` +
-      `<td class="formula"><details><summary>formula</summary><div class="scroll">${math(DATA.mathml[est.step.fn])}</div>${cast}</details></td>${valueCells("bytes-step", b.step)}</tr>`;
-    html += `<tr class="total step-total"><th scope="row">total at the step peak</th><td><small>what the verdict judges</small></td><td class="formula"><div class="scroll">${math("<mi>total</mi><mo>+</mo><mi>one backward</mi>")}</div></td>${valueCells("bytes-step_total", b.step_total)}</tr>`;
+    html += `<tr class="step"><th scope="row"><span class="swatch" style="background:${COLORS.step}"></span>+ one backward</th><td><code>${termId(est.ids.step)}</code></td>` +
+      `<td class="formula"><details><summary>formula</summary>${math(DATA.mathml[est.step.fn])}${cast}</details></td>${valueCells("bytes-step", b.step)}</tr>`;
+    html += `<tr class="total step-total"><th scope="row">total at the step peak</th><td><small>what the verdict judges</small></td><td class="formula">${math("<mrow><mi>total</mi><mo>+</mo><mi>one backward</mi></mrow>")}</td>${valueCells("bytes-step_total", b.step_total)}</tr>`;
   }
-  if (t.schedule) html += `<tr><th scope="row">one micro-batch, act.</th><td><code>act.stage</code></td><td></td>${valueCells("bytes-activations_per_microbatch", b.activations_per_microbatch)}</tr>`;
-  html += `<tr><th scope="row">${esc(familyOf(m).layer_label)}, act.</th><td><code>act.layer</code></td><td class="formula">${math(DATA.mathml[familyOf(m).device.layer])}</td>${valueCells("bytes-activations_per_layer", b.activations_per_layer)}</tr>`;
+  if (t.schedule) html += `<tr><th scope="row">one micro-batch, act.</th><td><code>act.<wbr>stage</code></td><td></td>${valueCells("bytes-activations_per_microbatch", b.activations_per_microbatch)}</tr>`;
+  html += `<tr><th scope="row">${esc(familyOf(m).layer_label)}, act.</th><td><code>act.<wbr>layer</code></td><td class="formula">${math(DATA.mathml[familyOf(m).device.layer])}</td>${valueCells("bytes-activations_per_layer", b.activations_per_layer)}</tr>`;
   html += "</tbody></table>";
   // the verdict judges the step's peak (analyses/budget.py: the total plus the step excess, with the Sec. 6 overheads)
   const lo = est.overheads.low.step_peak, hi = est.overheads.high.step_peak, hbm = Q.n(gpu.bytes);
@@ -264,22 +326,34 @@ function render(m, t, est, gpu) {
   $("results").innerHTML = html;
 }
 /** The components stacked (and one micro-batch's backward at the step's peak, ``stepId`` its moment), the Sec. 6
-    overheads to the judged peak ``hi`` and the GPU's capacity. */
+    overheads to the judged peak ``hi`` and the GPU's capacity: an HTML bar as wide as the page, each segment labelled
+    inside when its label fits (fitBar), and a legend that always gives every value. */
 function bar(b, hbm, hi, stepId) {
-  const W = 760, H = 54, scale = Math.max(Q.float(hi), Q.float(hbm));
-  let x = 0, svg = `<svg id="bar" role="img" aria-label="stacked bar of the components against the GPU" width="${W + 20}" height="${H + 40}" viewBox="0 0 ${W + 20} ${H + 40}">`;
+  const scale = Math.max(Q.float(hi), Q.float(hbm)), pc = (q) => (Q.float(q) / scale * 100);
+  let x = 0, segs = "", legend = "";
   for (const k of ["weights", "gradients", "optimizer", "activations", "runtime", "step"]) {
     if (b[k] === undefined || (k === "step" && !stepId)) continue;
-    const w = Q.float(b[k]) / scale * W, label = k === "step" ? "backward" : k;
-    svg += `<rect x="${10 + x}" y="10" width="${Math.max(w, 0)}" height="${H - 20}" fill="${COLORS[k]}"><title>${k === "step" ? `one backward (${esc(stepId)})` : k}: ${fmtGiB(b[k])} GiB</title></rect>`;
-    const text = `${label} ${fmtGiB(b[k], 1)}`;
-    if (w > Math.max(60, 7 * text.length + 8)) svg += `<text x="${10 + x + 4}" y="${H / 2 + 4}" fill="#fff" font-size="12">${text}</text>`;
+    const w = Math.max(pc(b[k]), 0), name = k === "step" ? "backward" : k, what = k === "step" ? `one backward (${stepId})` : k;
+    segs += `<div class="seg" style="left:${x.toFixed(3)}%;width:${w.toFixed(3)}%;background:${COLORS[k]}" title="${esc(what)}: ${fmtGiB(b[k])} GiB">` +
+      `<span data-short="${fmtGiB(b[k], 1)}">${name} ${fmtGiB(b[k], 1)}</span></div>`;
+    legend += `<li><span class="swatch" style="background:${COLORS[k]}"></span>${esc(name)} ${fmtGiB(b[k])} GiB</li>`;
     x += w;
   }
-  const g = Q.float(hbm) / scale * W, p = Q.float(hi) / scale * W;
-  svg += `<rect x="${10 + x}" y="14" width="${Math.max(p - x, 0)}" height="${H - 28}" fill="none" stroke="#888" stroke-dasharray="3,2"><title>Sec. 6 overheads (high end)</title></rect>`;
-  svg += `<line x1="${10 + g}" y1="2" x2="${10 + g}" y2="${H}" stroke="#000" stroke-width="2"/><text x="${Math.min(10 + g, W - 60)}" y="${H + 14}" font-size="12">GPU ${fmtGiB(hbm, 0)} GiB</text>`;
-  return svg + "</svg>";
+  const g = pc(hbm), p = pc(hi);
+  segs += `<div class="over" style="left:${x.toFixed(3)}%;width:${Math.max(p - x, 0).toFixed(3)}%" title="Sec. 6 overheads (high end)"></div>`;
+  segs += `<div class="gpu" style="left:${g.toFixed(3)}%"></div>`;
+  const where = g > 60 ? `right:${(100 - g).toFixed(3)}%` : `left:${g.toFixed(3)}%`;
+  legend += `<li><span class="swatch over"></span>Sec. 6 overheads (high end)</li>`;
+  return `<div id="bar" role="img" aria-label="stacked bar of the components against the GPU"><div class="track">${segs}</div>` +
+    `<div class="gpu-label" style="${where}">GPU ${fmtGiB(hbm, 0)} GiB</div></div><ul class="legend">${legend}</ul>`;
+}
+/** A segment's label shortened to its number, or hidden, when it does not fit inside (measured, not guessed). */
+function fitBar() {
+  for (const span of document.querySelectorAll("#bar .seg span")) {
+    const room = span.parentElement.clientWidth - 6;
+    if (span.scrollWidth > room) span.textContent = span.dataset.short;
+    if (span.scrollWidth > room) span.hidden = true;
+  }
 }
 
 /** The field the user last changed: a refusal that concerns several fields is shown next to it. */
@@ -299,6 +373,8 @@ function showRefusal(message, fields) {
     const slot = $(`err-opt-${primary}`);
     slot.textContent = message; slot.hidden = false;
     $(`opt-${primary}`).setAttribute("aria-describedby", `err-opt-${primary}`);
+    // a field folded away (Assumptions, Precision, more layout options) is unfolded to show why
+    for (let el = slot.parentElement; el; el = el.parentElement) if (el.tagName === "DETAILS") el.open = true;
   }
   document.body.dataset.state = "error";
 }
@@ -307,25 +383,215 @@ function clearRefusals() {
   for (const el of document.querySelectorAll(".field.invalid")) el.classList.remove("invalid");
   for (const el of document.querySelectorAll("[aria-invalid]")) { el.removeAttribute("aria-invalid"); el.removeAttribute("aria-describedby"); }
 }
+
+// ----------------------------------------------------------------------------- the GPU count and the global batch
+/** --gpus (the page's; search's flag): DP = GPUs / (TP PP CP) when DP is not typed, else the two must agree. */
+function withGpus(typed) {
+  if (!("gpus" in typed)) return typed;
+  const a = resolve(typed), per = a.tp * a.pp * a.cp, g = typed.gpus;
+  if ("dp" in typed) {
+    if (typed.dp * per !== g)
+      throw new ConfigError(`--gpus ${g} must equal DP * TP * PP * CP = ${typed.dp} * ${a.tp} * ${a.pp} * ${a.cp} = ${typed.dp * per} (leave DP empty to derive it from the GPUs)`, ["gpus", "dp"]);
+    return typed;
+  }
+  if (g % per !== 0)
+    throw new ConfigError(`--gpus ${g} must be a multiple of TP * PP * CP = ${a.tp} * ${a.pp} * ${a.cp} = ${per} (DP = GPUs / (TP PP CP))`, ["gpus", "tp", "pp", "cp"]);
+  return Object.assign({}, typed, { dp: g / per });
+}
+/** training.with_global_batch: m = G / (DP mbs) micro-batches, 1F1B unless a schedule is given. */
+function withGlobalBatch(a, t, typed) {
+  if (!("global_batch" in typed)) return t;
+  const G = typed.global_batch, per = a.dp * t.mbs;
+  if (G % per !== 0)
+    throw new ConfigError(`--global-batch ${G} is not a multiple of DP * mbs = ${a.dp} * ${t.mbs} = ${per} (m = G / (DP mbs) micro-batches)`, ["global_batch", "dp", "mbs"]);
+  if (t.microbatches !== null && t.microbatches !== undefined)
+    throw new ConfigError("give --global-batch or --microbatches, not both", ["global_batch", "microbatches"]);
+  return Object.assign({}, t, { schedule: t.schedule || "1f1b", microbatches: G / per });
+}
+
+// ----------------------------------------------------------------------------- the URL and the command line
+/** Every control as the command line names it: [flag without --, control id without opt-, kind]; the URL's keys are
+    these flags (#tp=4&zero=1), the command shown uses them.  config and gpus are the page's own (a pasted file; DP from
+    the GPUs, search's --gpus). */
+function stateOptions() {
+  const O = DATA.options, out = [["model", "model", "model"], ["config", "config", "text"], ["conventions", "conventions", "select"],
+    ["gpu", "gpu", "gpu"], ["gpus", "gpus", "text"]];
+  for (const k of LAYOUT) out.push([k, k, "text"]);
+  out.push(["sp", "sp", "text"], ["layers-per-stage", "layers_per_stage", "text"], ["stage", "stage", "text"],
+    ["mbs", "mbs", "text"], ["seq", "seq", "text"], ["global-batch", "global_batch", "text"], ["zero", "zero", "select"],
+    ["recompute", "recompute", "recompute"], ["attention", "attention", "select"], ["imbalance", "imbalance", "text"],
+    ["schedule", "schedule", "select"], ["microbatches", "microbatches", "text"], ["vpp", "vpp", "text"],
+    ["recipe", "recipe", "select"], ["fp8-activations", "fp8_activations", "flag"]);
+  for (const [dest] of DTYPE_OPTIONS) out.push([dest.replace("_", "-"), dest, "select"]);
+  out.push(["bytes-per-param", "bytes_per_param", "select"]);
+  for (const [name, sw] of Object.entries(O.switches)) out.push([sw.option.replace(/^--/, ""), name, "select"]);
+  out.push(["mtp", "mtp", "flag"]);
+  return out;
+}
+let STATE_OPTIONS = null;
+const stateOpts = () => (STATE_OPTIONS = STATE_OPTIONS || stateOptions());
+/** A control's value as the URL and the command line write it, or null when it is at its default (not typed). */
+function controlValue(dest, kind) {
+  const el = $(`opt-${dest}`);
+  if (!el) return null;
+  if (kind === "flag") return el.checked ? true : null;
+  if (kind === "gpu") return el.value === PAGE_GPU ? null : el.value;
+  if (kind === "model") return el.value === DATA.options.default_model || (el.value === "" && !el.options.length) ? null : el.value;
+  if (dest === "config") return $("opt-model").value === "config" && el.value !== "" ? el.value : null;
+  if (kind === "recompute") {
+    if (el.value !== "custom") return el.value === "" ? null : el.value;
+    return "custom:" + Object.keys(DATA.options.recompute_ops).filter((o) => $(`opt-op-${o}`).checked).join(",");
+  }
+  return el.value === "" ? null : el.value;
+}
+/** The URL's text of a value: percent-encoded but for what reads well in a URL (, : / + -). */
+const urlText = (v) => encodeURIComponent(v).replace(/%2C/g, ",").replace(/%3A/g, ":").replace(/%2F/g, "/");
+function hashOfControls() {
+  const parts = [];
+  for (const [key, dest, kind] of stateOpts()) {
+    const v = controlValue(dest, kind);
+    if (v !== null) parts.push(v === true ? key : `${key}=${urlText(v)}`);
+  }
+  return parts.join("&");
+}
+/** The URL follows the controls (history.replaceState: no new history entry per key typed, no hashchange). */
+function writeHash() {
+  const h = hashOfControls();
+  const url = location.href.replace(/#.*$/, "") + (h ? "#" + h : "");
+  if (url !== location.href) history.replaceState(null, "", url);
+}
+/** What the URL said that the page cannot show (an unknown key, a value no control offers): refused like a typed
+    option until a control is changed. */
+let hashProblems = [];
+function resetControls() {
+  for (const el of document.querySelectorAll("#controls input, #controls textarea, #controls select")) {
+    if (el.type === "checkbox") el.checked = false;
+    else if (el.tagName === "SELECT") el.selectedIndex = 0;
+    else el.value = "";
+  }
+  $("opt-gpu").value = PAGE_GPU;
+}
+function applyHash() {
+  hashProblems = [];
+  resetControls();
+  const text = location.hash.replace(/^#/, "");
+  const byKey = Object.fromEntries(stateOpts().map((o) => [o[0], o]));
+  for (const part of text.split("&")) {
+    if (!part) continue;
+    const eq = part.indexOf("=");
+    let key, val;
+    try {
+      key = decodeURIComponent(eq < 0 ? part : part.slice(0, eq)).replace(/^--/, "");
+      val = eq < 0 ? null : decodeURIComponent(part.slice(eq + 1));
+    } catch (e) {
+      hashProblems.push(new ConfigError(`the URL's ${shownText(part)} is not valid percent-encoding`, []));
+      continue;
+    }
+    const opt = byKey[key];
+    if (!opt) {
+      hashProblems.push(new ConfigError(`the URL names ${shownText(key)}, which is not an option of memsym estimate this page has (e.g. #tp=4&zero=1)`, []));
+      continue;
+    }
+    const [, dest, kind] = opt, el = $(`opt-${dest}`);
+    if (!el) { hashProblems.push(new ConfigError(`the URL names --${key}, which this page does not offer`, [])); continue; }
+    if (kind === "flag") {
+      if (val === null || ["", "1", "true", "on", "yes"].includes(val.toLowerCase())) el.checked = true;
+      else if (["0", "false", "off", "no"].includes(val.toLowerCase())) el.checked = false;
+      else hashProblems.push(argError(dest, `--${key} is a switch: write it alone (#${key}) or ${key}=0, got ${shownText(val)}`));
+      continue;
+    }
+    if (val === null) val = "";
+    if (kind === "recompute") {
+      const [rc, rest] = val.includes(":") ? [val.slice(0, val.indexOf(":")), val.slice(val.indexOf(":") + 1)] : [val, null];
+      if (!DATA.options.recompute.includes(rc) && rc !== "") {
+        hashProblems.push(argError(dest, `invalid choice: ${shownText(val)} (choose from ${DATA.options.recompute.join(", ")}, custom:OP,...)`));
+        continue;
+      }
+      el.value = rc;
+      const ops = rest === null || rest === "" ? [] : rest.split(",");
+      const bad = ops.filter((o) => !(o in DATA.options.recompute_ops));
+      if (bad.length) hashProblems.push(argError(dest, `unknown operator ${shownText(bad[0])}; valid: ${Object.keys(DATA.options.recompute_ops).join(", ")}`));
+      for (const o of Object.keys(DATA.options.recompute_ops)) $(`opt-op-${o}`).checked = ops.includes(o);
+      continue;
+    }
+    if (kind === "model" && val === "config.json" && [...el.options].some((o) => o.value === "config")) val = "config";
+    if (el.tagName === "SELECT") {
+      if (![...el.options].some((o) => o.value === val)) {
+        const choices = [...el.options].map((o) => o.value).filter((v) => v !== "");
+        hashProblems.push(argError(dest, `invalid choice: ${shownText(val)} (choose from ${choices.join(", ")})`));
+        continue;
+      }
+    }
+    el.value = val;
+  }
+}
+
+/** A word the shell reads as it is, else quoted ('...'). */
+function shellWord(w) {
+  w = String(w);
+  return /^[A-Za-z0-9_.,:\/=+@%-]+$/.test(w) ? w : "'" + w.replace(/'/g, `'"'"'`) + "'";
+}
+/** `memsym estimate ...` of the controls: the command line that prints the numbers shown (the GPU count as the --dp
+    it sets; a pasted config.json as --model config.json, the file to save). */
+function commandLine(typed) {
+  const out = ["memsym", "estimate"];
+  for (const [key, dest, kind] of stateOpts()) {
+    const v = controlValue(dest, kind);
+    if (dest === "config" || dest === "gpus") continue;
+    if (dest === "dp" && v === null && typed && typed.dp !== undefined) { out.push("--dp", String(typed.dp)); continue; }
+    if (dest === "gpu") { out.push("--gpu", $("opt-gpu").value); continue; }
+    if (v === null) continue;
+    if (v === true) { out.push(`--${key}`); continue; }
+    const text = kind === "model" && v === "config" ? "config.json" : v;
+    out.push(text.startsWith("-") ? `--${key}=${text}` : `--${key}`, ...(text.startsWith("-") ? [] : [text]));
+  }
+  return out.map(shellWord).join(" ");
+}
+function showCommand(typed) {
+  $("command-text").textContent = commandLine(typed);
+  $("command-note").hidden = $("opt-model").value !== "config";
+}
+
+/** The layout search panel (section#search): filled by the search of issue 29 (the same rows as memsym search, from
+    the generated evaluators); called after every update with the state (the typed options, the resolved ones, the
+    estimate or the refusal). Nothing yet. */
+function renderSearch(state) {  // eslint-disable-line no-unused-vars
+}
+
+// ----------------------------------------------------------------------------- the page's life
+/** The controls that show only when they apply: the operators of a custom recomputation, the pasted config.json. */
+function showApplicable() {
+  $("ops").hidden = $("opt-recompute").value !== "custom";
+  if ($("opt-config")) $("field-opt-config").hidden = $("opt-model").value !== "config";
+}
 function update() {
   clearRefusals();
+  showApplicable();
+  let typed = null;
   try {
-    const typed = typedOptions();
+    if (hashProblems.length) throw hashProblems[0];
+    typed = withGpus(typedOptions());
     const a = resolve(typed);
     checkConflicts(a, typed);
     const m = modelOf(a);
     familyDefaults(a, m, typed);
     // the empty fields' defaults: the model's family's (EP = ETP = 1 without experts), else the paper's
-    for (const k of LAYOUT) { const f = familyOf(m).layout_defaults[k]; $(`opt-${k}`).placeholder = `default ${f === undefined ? DATA.options.layout[k] : f}`; }
+    for (const k of LAYOUT) {
+      const f = familyOf(m).layout_defaults[k];
+      $(`opt-${k}`).placeholder = k === "dp" && typed.dp !== undefined && !$("opt-dp").value ? `${typed.dp} (from the GPUs)` : `${f === undefined ? DATA.options.layout[k] : f}`;
+    }
     const lay = { dp: a.dp, tp: a.tp, pp: a.pp, ep: a.ep, etp: a.etp, cp: a.cp, sp: a.sp, layers_per_stage: a.layers_per_stage };
-    const t = trainingOf(a, typed);
+    $("opt-gpus").placeholder = `${lay.dp * lay.tp * lay.pp * lay.cp} = DP TP PP CP`;
+    const t = withGlobalBatch(a, trainingOf(a, typed), typed);
     const est = estimate(m, lay, t, "stage" in typed ? typed.stage : null);
     const gpu = DATA.gpus.find((g) => g.id === $("opt-gpu").value);
-    render(m, t, est, gpu);
+    render(m, t, est, gpu, lay);
     const err = $("error");
     err.textContent = ""; err.hidden = true;
     $("error-note").hidden = true;
     document.body.dataset.state = "ok";
+    showCommand(typed);
+    renderSearch({ typed, resolved: a, model: m, layout: lay, training: t, estimate: est, gpu, error: null });
   } catch (e) {
     $("results").innerHTML = "";  // first: whatever follows, no number of an earlier input stays
     document.body.dataset.state = "error";
@@ -334,7 +600,11 @@ function update() {
       showRefusal(`internal error of the page (please report it): ${e && e.name ? e.name + ": " : ""}${e && e.message !== undefined ? e.message : e}`, []);
       console.error(e);
     }
+    try { showCommand(typed); } catch (e2) { $("command-text").textContent = ""; }
+    renderSearch({ typed, error: e });
   }
+  fitFormulas();
+  fitBar();
 }
 
 function applyRecipeDevice() {
@@ -348,12 +618,23 @@ function applyRecipeDevice() {
 
 document.addEventListener("DOMContentLoaded", () => {
   buildForm();
-  const edited = (ev) => { if (ev.target && ev.target.id && ev.target.id.startsWith("opt-")) lastEdited = ev.target.id.slice(4); };
-  $("controls").addEventListener("input", (ev) => { edited(ev); update(); });
+  const edited = (ev) => {
+    if (ev.target && ev.target.id && ev.target.id.startsWith("opt-")) lastEdited = ev.target.id.slice(4);
+    hashProblems = [];  // a control changed: the URL is the controls' again
+  };
+  $("controls").addEventListener("input", (ev) => { edited(ev); update(); writeHash(); });
   $("controls").addEventListener("change", (ev) => {
     edited(ev);
     if (ev.target.id === "opt-recipe") { try { applyRecipeDevice(); } catch (e) { console.error(e); } }
     update();
+    writeHash();
   });
+  $("command-copy").addEventListener("click", () => {
+    const text = $("command-text").textContent;
+    if (navigator.clipboard) navigator.clipboard.writeText(text).then(() => { $("command-copy").textContent = "copied"; }, () => {});
+  });
+  window.addEventListener("hashchange", () => { lastEdited = null; applyHash(); update(); });
+  window.addEventListener("resize", () => { fitFormulas(); update(); });
+  applyHash();
   update();
 });
