@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from . import COMMANDS, common
 import sys
+import textwrap
 
 
 def add_parser(sub):
@@ -58,8 +59,8 @@ def _verdict(args) -> int:
             continue
         print()
         print(f"{title} ({len(rows)}; GiB = 2^30 bytes, the paper's \"GB\"; B params = billions of parameters)")
-        cells = [(r.entry.place, _with_unit(r.entry.printed, r.entry.unit), _with_unit(r.derived_text(), r.entry.unit),
-                  r.status) for r in rows]
+        cells = [(r.entry.place, _with_unit(_grouped(r.entry.printed), r.entry.unit),
+                  _with_unit(r.derived_text(), r.entry.unit), STATUS_TEXT.get(r.status, r.status)) for r in rows]
         wp = max(len(c[0]) for c in cells) + 2   # the full place: rows are told apart
         wv = max(max(len(c[1]), len(c[2])) for c in cells) + 2
         print(f"  {'place':<{wp}}{'printed':>{wv}}{'derived':>{wv}}  status")
@@ -69,8 +70,9 @@ def _verdict(args) -> int:
     print()
     print(f"discrepancies with known causes ({len(disc)}):")
     for r in disc:
-        print(f"  {r.entry.place}: printed {_with_unit(r.entry.printed, r.entry.unit)}, derived "
-              f"{_with_unit(r.derived_text(), r.entry.unit)}: {r.entry.discrepancy}")
+        print(textwrap.fill(f"{r.entry.place}: printed {_with_unit(r.entry.printed, r.entry.unit)}, derived "
+                            f"{_with_unit(r.derived_text(), r.entry.unit)}: {r.entry.discrepancy}", width=100,
+                            initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False))
     n_ok = sum(1 for r in results if r.status == "agrees")
     print()
     print("\n".join(summary_lines(formulas)))
@@ -83,6 +85,17 @@ def _verdict(args) -> int:
     for c in failing:
         print(f"  {c.status}: {c.formula.place}: {c.detail()}")
     return 1 if bad or failing else 0
+
+
+#: how the text shows a status: a discrepancy recorded with its cause is explained, not alarming
+STATUS_TEXT = {"discrepancy": "known discrepancy (explained)"}
+
+
+def _grouped(text: str) -> str:
+    """A printed integer with thousands separators, as the derived column writes it (1510162432 -> 1,510,162,432);
+    anything else as printed."""
+    s = str(text)
+    return f"{int(s):,}" if s.isdigit() else s
 
 
 def _with_unit(text: str, unit: str) -> str:
