@@ -122,3 +122,55 @@ def test_refused_outside_megatron_core(capsys):
         code = exc.code
     err = capsys.readouterr().err.strip().splitlines()
     assert code != 0 and len(err) == 1 and "--conventions mcore" in err[0]
+
+
+# --- the step moment under offloading: an offloaded layer's core-attention backward (offload.MOMENT) ---------------
+#: by hand at the proxy (B_a 2, 16 heads per device, s 4096, b 1): Transformer Engine's unfused attention saves the
+#: softmax output twice (its fused softmax and torch.bmm with v) and Megatron's offload hooks reload one device tensor
+#: per save (fine_grained_activation_offload.py tensor_push / reload); q, k (192 wide) and v (128) are reloaded, and
+#: refilled by the mla_up_proj checkpoint's recompute; bmm's backward makes the probabilities' and v's gradients
+P = 2 * b * n_tp * s * s
+Q, K, V = 2 * b * s * n_tp * 192, 2 * b * s * n_tp * 192, 2 * b * s * n_tp * 128
+CTX = 2 * b * s * n_tp * 128
+
+
+def test_moment_parts_by_hand():
+    model, layout, t = proxy()
+    from derivations import evaluate as ev
+    values = ev.derived(cfg.named(model, layout, t, cfg.stage(model, layout, 1)))
+    parts = {key: byts for key, _, byts, _ in offload.moment_parts(model, t, values)}
+    assert parts == {"reloaded": 2 * P + Q + K + V, "recomputed": Q + K + V, "grads": P + V + CTX}
+    # without mla_up_proj recomputation q, k and v were kept (and offloaded): reloaded once, not recomputed
+    t2 = replace(t, recompute_ops=("norm", "swiglu", "ffn"))
+    parts = {key: byts for key, _, byts, _ in offload.moment_parts(model, t2, values)}
+    assert parts == {"reloaded": 2 * P + Q + K + V, "grads": P + V + CTX}
+
+
+@pytest.mark.parametrize("change", [dict(attention="flash"), dict(offload=("attn_norm", "mlp_norm"))])
+def test_no_moment_without_an_offloaded_unfused_core_attention(change):
+    model, layout, t = proxy()
+    from derivations import evaluate as ev
+    values = ev.derived(cfg.named(model, layout, t, cfg.stage(model, layout, 1)))
+    assert offload.moment_parts(model, replace(t, **change), values) == ()
+
+
+def test_backward_states_follow_megatrons_interleaved_order():
+    """Rank 1 of PP 2, V 4, m 4 (by hand from schedules.py's forward_backward_pipelining_with_interleaving: 6
+    warm-up forwards, then F(mb, chunk) and B in the order F(0,3) B(0,3) F(1,3) B(1,3) F(2,0) B(0,2) F(3,0) B(1,2)
+    F(2,1) B(0,1) F(3,1) B(1,1) F(2,2) B(0,0) F(3,2) B(1,0)): the chunks held after each forward, the backward's."""
+    from derivations.assembly.schedules import backward_states
+    assert backward_states(2, 4, 4, 1) == [
+        ((2, 2, 2, 1), 3), ((2, 2, 2, 1), 3), ((3, 2, 2, 0), 2), ((4, 2, 1, 0), 2),
+        ((4, 3, 0, 0), 1), ((4, 3, 0, 0), 1), ((4, 2, 1, 0), 0), ((3, 2, 2, 0), 0)]
+
+
+def test_step_peak_is_the_moment_above_fourteen_emptied_layers():
+    model, layout, t = proxy()
+    t = replace(t, schedule="interleaved", vpp=4, microbatches=4, virtual_layers=(3, 2, 2, 2, 2, 2, 2, 0))
+    on, off = estimate(model, layout, t, 1), estimate(model, layout, replace(t, offload=()), 1)
+    left = off.bytes["activations_per_layer"] - sum(BY_HAND.values())  # what an offloaded MoE layer keeps
+    # before a backward of chunks 0-2 the rank holds 14 layer micro-batches (3+2+2, 4+2+1, 4+3+0 chunks of 2 layers)
+    moment = 14 * left + (2 * P + Q + K + V) + (Q + K + V) + (P + V + CTX)
+    assert on.term_ids["step"] == offload.MOMENT
+    assert on.bytes["activations"] + on.bytes["step"] == moment
+    assert off.term_ids["step"] != offload.MOMENT

@@ -237,12 +237,15 @@ def _virtual_peak(model, layout, training, comp, inputs, off=None):
                                                 f"multiple of PP, got {m}")
     v = len(chunks)
     best, best_state = None, None
+    held_at = lambda state: sum(n * a for n, a in zip(state, layer_bytes)) + state[-1] * head  # noqa: E731
     for state in schedules.distinct_states(layout.pp, v, m, comp.index):  # (every state: the same largest)
-        val = sum(n * a for n, a in zip(state, layer_bytes)) + state[-1] * head
-        if best is None or val > best:
-            best, best_state = val, state
+        if best is None or held_at(state) > best:
+            best, best_state = held_at(state), state
     held = tuple((c, Fraction(n)) for c, n in zip(chunks, best_state))
-    return best, held, (Fraction(best_state[-1]) if chunks[-1].head else None)
+    # --offload-activations: what is held before the backward of a chunk with (offloaded) layers
+    before = max((held_at(st) for st, c in schedules.backward_states(layout.pp, v, m, comp.index) if chunks[c].layers),
+                 default=Fraction(0)) if off is not None else None
+    return best, held, (Fraction(best_state[-1]) if chunks[-1].head else None), before
 
 
 def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
@@ -308,6 +311,11 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     byts["total"] = Fraction(v["total"])
     # one micro-batch's backward on any stage the device runs (DualPipe: its own and its mirror stage)
     byts["step"], ids["step"] = _held_step(model, layout, training, inputs, values, comp, held)
+    if off is not None:  # an offloaded layer's core-attention backward (offload.MOMENT), when it holds more
+        before = virtual[3] if virtual is not None else byts["activations"] - offload.resident(model, training, comp, off)
+        x = offload.step_moment(model, training, values, before) - byts["activations"]
+        if x > byts["step"]:
+            byts["step"], ids["step"] = x, offload.MOMENT
     byts["step_total"] = byts["total"] + byts["step"]
     ids["activations_per_microbatch"] = act["stage"]
     byts["activations_per_microbatch"] = Fraction(v["activations_per_microbatch"])

@@ -38,6 +38,33 @@ Read from Megatron-LM d98e8a64 (``--fine-grained-activation-offloading --offload
 
 So at the peak each in-flight micro-batch's layers keep their tensors less the offloaded ones, and one layer keeps
 them all: ``act.offload`` = -(held layer micro-batches x each kind's offloaded bytes) + the resident layer's.
+
+**A step moment under offloading** (``step.offload.core_attn``, :func:`step_moment`): the backward of an offloaded
+layer's unfused core attention, at its ``BmmBackward0`` (the product of the probabilities and the value).
+Offloading empties the held layers, so the moment a layer's own s^2 tensors come back can exceed the end of the
+forward.  What is on the device then, read from the code:
+
+* *Each save is reloaded apart.*  Transformer Engine's ``UnfusedDotProductAttention._forward`` (transformer_engine/
+  pytorch/attention/dot_product_attention/backends.py; ``--attention-backend unfused`` selects it: Megatron's
+  language_module.py sets NVTE_UNFUSED_ATTN=1) saves the softmax output twice: the fused softmax's setup_context
+  (softmax.py ``ctx.save_for_backward(output)``) and ``torch.bmm(attention_probs, value)`` (BmmBackward0 keeps
+  both operands); baddbmm keeps q and k.  The saved-tensor hook gives each save its own tag
+  (``ChunkOffloadHandler.tensor_push``), ``bulk_offload_group`` copies each tag to the host and ``reload`` makes
+  a new device tensor per tag (``torch.empty``): the probabilities come back as two tensors, q, k and v as one each
+  (Megatron-Core's local spec does the same: fusions/fused_softmax.py ScaledUpperTriangMaskedSoftmax saves its
+  output, transformer/dot_product_attention.py the same bmm).
+* *q, k and v twice under mla_up_proj recomputation.*  multi_latent_attention.py ``forward`` commits the core_attn
+  group (offloading q, k, v and resizing their storages to 0: ``forced_released_tensors``) before
+  ``qkv_up_checkpoint.discard_output_and_register_recompute(core_attn_out)``; the checkpoint's recompute runs when
+  the gradient of ``core_attn_out`` is made, before the core attention's backward, and refills them.
+* *The gradients.*  BmmBackward0 makes the probabilities' gradient (the softmax output's size and dtype) and the
+  value's; the context's gradient is its input.
+* *What else is held.*  The layers in flight at the state before a backward of a chunk with offloaded layers
+  (schedules.backward_states; Megatron's interleaved 1F1B runs one forward, then one backward), each less its
+  offloaded tensors.  The resident layer's backward is the step's first (post_warmup_callback): it is not held.
+  A reload runs one group ahead (``on_group_start_backward`` -> ``bulk_reload``: the group whose backward is
+  next); the small groups reloaded beside this one, the layer's latents the recompute reads and what the step's
+  ``end`` moment holds besides the saves (tens of MiB) are not counted.
 """
 from __future__ import annotations
 
@@ -47,6 +74,7 @@ from typing import Dict, Mapping, Tuple
 from derivations import evaluate as ev
 from derivations.config import ConfigError, Training
 from derivations.activations.view import View
+from derivations.assembly import step_names
 
 SOURCE = ("Megatron-LM d98e8a64 megatron/core/pipeline_parallel/fine_grained_activation_offload.py "
           "(ChunkOffloadHandler.bulk_offload_group, tensor_need_offloading_checker, should_bulk_offload; "
@@ -128,4 +156,46 @@ def assumption(training: Training) -> str:
     return (f"activations of {', '.join(training.offload)} offloaded to host memory (Megatron-Core's fine-grained "
             f"offloading, {term_id(training)}): each held layer micro-batch keeps its tensors less those modules' saved "
             f"tensors of at least {MIN_ELEMENTS:,} elements; the rank's last layer of micro-batch 0 keeps them all "
-            f"(the MTP layer instead on a stage with MTP)")
+            f"(the MTP layer instead on a stage with MTP); the step's peak may be an offloaded layer's unfused "
+            f"core-attention backward ({MOMENT}: its saves reloaded one device tensor per save, the softmax output "
+            f"twice, and bmm's gradients, above the layers in flight less their offloaded tensors)")
+
+
+#: the step moment's term id (see the module's docstring)
+MOMENT = "step.offload.core_attn"
+_TE = "Transformer Engine attention/dot_product_attention/backends.py: UnfusedDotProductAttention._forward"
+
+
+def moment_parts(model, training: Training, values: Mapping) -> Tuple[Tuple[str, str, Fraction, str], ...]:
+    """((key, label, bytes, source), ...) of what the backward of an offloaded layer's core attention brings back and
+    makes (:data:`MOMENT`), at ``values``; () unless the attention is unfused and its core_attn group offloaded."""
+    if training.attention != "eager" or "core_attn" not in training.offload:
+        return ()
+    view = View.of(training)
+    if "score" in view.dropped:  # a recomputed core attention is not offloaded (MultiLatentAttention.forward)
+        return ()
+    kept = ev.tensor_values(view, model.q_lora, values, "mla")
+    full = ev.tensor_values(View.of(step_names.trainings(training)[1]), model.q_lora, values, "mla")
+    B_a = Fraction(values["B_a"])
+    big = lambda key: Fraction(full.get(key, 0)) if Fraction(full.get(key, 0)) / B_a >= MIN_ELEMENTS else 0  # noqa: E731
+    qkv = sum((big(k) for k in ("q", "k", "v")), Fraction(0))
+    parts = [("reloaded", "the core_attn group's saves, reloaded one device tensor per save: the softmax output twice "
+              "(the fused softmax's and BmmBackward0's), q, k and v once",
+              2 * big("softmax") + qkv, SOURCE.split(" (")[0] + " (ChunkOffloadHandler.tensor_push, bulk_offload_group, "
+              "reload); " + _TE)]
+    if not all(k in kept for k in ("q", "k", "v")):
+        parts.append(("recomputed", "q, k and v refilled by the mla_up_proj checkpoint's recompute (its hook on the "
+                      "context's gradient), beside their reloaded copies", qkv,
+                      "Megatron-LM d98e8a64 transformer/multi_latent_attention.py: MultiLatentAttention.forward "
+                      "(discard_output_and_register_recompute after the core_attn commit)"))
+    parts.append(("grads", "BmmBackward0's gradients of the probabilities and of the value, and the context's "
+                  "gradient", Fraction(full.get("softmax", 0)) + Fraction(full.get("v", 0))
+                  + Fraction(full.get("attn_out", 0)), "torch autograd: bmm's backward; " + _TE))
+    return tuple(parts)
+
+
+def step_moment(model, training: Training, values: Mapping, held: Fraction) -> Fraction:
+    """The activations on the device at :data:`MOMENT`: ``held`` (the layers in flight before the backward, less
+    their offloaded tensors) and :func:`moment_parts`; 0 when there is no such moment."""
+    parts = moment_parts(model, training, values)
+    return held + sum((p[2] for p in parts), Fraction(0)) if parts else Fraction(0)

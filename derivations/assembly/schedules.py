@@ -217,6 +217,13 @@ def distinct_states(pp: int, v: int, m: int, index: int) -> List[Tuple[int, ...]
     return _order(pp, v, m, index, min(m * v, warm + pp * v))
 
 
+def backward_states(pp: int, v: int, m: int, index: int) -> List[Tuple[Tuple[int, ...], int]]:
+    """(state, chunk) for each steady-state step of :func:`distinct_states`: the chunks held after the step's
+    forward and the chunk whose backward runs next (V-1 - (k // PP) mod V for the k-th backward)."""
+    warm = min(2 * (pp - index - 1) + (v - 1) * pp, m * v)
+    return [(st, v - 1 - (k // pp) % v) for k, st in enumerate(distinct_states(pp, v, m, index)[warm:])]
+
+
 def _order(pp: int, v: int, m: int, index: int, until: int) -> List[Tuple[int, ...]]:
     """The first ``until`` states of the interleaved order of rank ``index`` (see :func:`interleaved_order`)."""
     total = m * v
