@@ -56,7 +56,7 @@ def run(args) -> int:
         return 0
     print(render_text(model, layout, training, hbm, res, args.latex))
     print(f"{res['field']} at each end of the Sec. 6 ranges: " + ", ".join(
-        f"{e} {ends[e]}" for e in ("high", "low", "none")) + " (high: 30% fragmentation + 2 GiB buffers; "
+        f"{e} {ends[e]:,}" for e in ("high", "low", "none")) + " (high: 30% fragmentation + 2 GiB buffers; "
         "low: 5% + 0.8 GiB; none: no overheads)")
     return 0
 

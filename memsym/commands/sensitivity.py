@@ -160,50 +160,67 @@ def to_json(model, layout, training, comp, values, results, with_latex=False) ->
     return out
 
 
+WIDTH = 100
+
+
+def _wrap(line: str, indent: int) -> str:
+    """``line`` folded at WIDTH columns between words (a formula breaks at its spaces, around + and -), the
+    continuation lines indented by ``indent``."""
+    if len(line) <= WIDTH:
+        return line
+    import textwrap  # lazy: only long lines
+    return textwrap.fill(line, WIDTH, subsequent_indent=" " * indent, break_long_words=False,
+                         break_on_hyphens=False, drop_whitespace=True)
+
+
 def render_text(model, layout, training, comp, values, results, with_latex=False) -> str:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     form = S.latex if with_latex else S.text
-    lines = [f"memsym sensitivity: {model.name}, one device of stage {comp.index} of {layout.pp} ({comp.label}: "
-             f"L_d={comp.dense}, L_m={comp.moe}, e_E={int(comp.embedding)}, e_H={int(comp.head)}"
-             + "".join(f", {k}={v}" for k, v in comp.extra) + ")",
+    lines = [_wrap(f"memsym sensitivity: {model.name}, one device of stage {comp.index} of {layout.pp} ({comp.label}: "
+                   f"L_d={comp.dense}, L_m={comp.moe}, e_E={int(comp.embedding)}, e_H={int(comp.head)}"
+                   + "".join(f", {k}={v}" for k, v in comp.extra) + ")", 4),
              f"layout DP={layout.dp} TP={layout.tp} PP={layout.pp} EP={layout.ep} ETP={layout.etp} SP={layout.SP} "
              f"CP={layout.cp}; ZeRO {training.zero} ({cfg.ZERO_NAMES[training.zero]}); recompute "
              f"{training.recompute_label}; b={training.mbs} s={training.seq}",
-             "M = " + ", ".join(f"{k} {fmt_gib(v)}" for k, v in values.items() if k != "total")
-             + f"; total {fmt_int(values['total'])} B ({fmt_gib(values['total'])} GiB)"]
+             "M (GiB) = " + ", ".join(f"{k} {fmt_gib(v)}" for k, v in values.items() if k != "total")
+             + f"; total {fmt_gib(values['total'])} ({fmt_int(values['total'])} B)"]
     for r in results:
         info = nt.REGISTRY[r.name]
         lines += ["", f"d/d{r.name}  ({info.meaning}; {r.name} = {fmt_int(r.value)})"]
         if r.note:
-            lines.append(f"  note: {r.note}")
+            lines.append(_wrap(f"  note: {r.note}", 8))
         if r.derivatives:
-            lines.append(f"  {'component':<12}{'dM/d' + r.name + ' at the layout':>26}{'elasticity':>12}{'share':>9}"
-                         f"  closed form (paper's form at the layout's parallel degrees)")
+            lines.append(f"  {'component':<12}{'dM/d' + r.name + ' (B per unit of ' + r.name + ')':>34}{'elasticity':>12}"
+                         f"{'share':>9}")
             for k, d in r.derivatives.items():
                 el = f"{d.elasticity:+.4f}" if d.elasticity is not None else "-"
                 sh = f"{d.share:+.4f}" if d.share is not None else "-"
-                lines.append(f"  {k:<12}{fmt_int(d.value):>26}{el:>12}{sh:>9}  {form(d.paper)}")
+                lines.append(f"  {k:<12}{fmt_int(d.value):>34}{el:>12}{sh:>9}")
+            forms = [(k, form(d.paper)) for k, d in r.derivatives.items() if d.value != 0]
+            if forms:
+                lines.append(f"  closed forms of dM/d{r.name} (the paper's form at the layout's parallel degrees, B):")
+                lines += [_wrap(f"    {k}: {f}", 8) for k, f in forms]
             tot = r.derivatives["total"]
             if tot.value != 0:
-                lines.append(f"  total, symbolic in the parallel degrees: {form(tot.stage)}")
+                lines.append(_wrap(f"    total, symbolic in the parallel degrees: {form(tot.stage)}", 8))
         if r.rows:
-            lines.append(f"  rows of the paper carrying dM/d{r.name} (largest first):")
+            lines.append(f"  rows of the paper carrying dM/d{r.name} (largest first; B):")
             tot = r.derivatives["total"].value
             for row in r.rows:
                 pct = f" ({float(row.value / tot) * 100:.1f}%)" if tot else ""
-                lines.append(f"    {row.term} [{row.row}] x {form(row.multiplicity)}: {form(row.paper)} = "
-                             f"{fmt_int(row.value)}{pct}")
-                lines.append(f"      {row.label}")
+                lines.append(_wrap(f"    {row.term} [{row.row}] x {form(row.multiplicity)}: {form(row.paper)} = "
+                                   f"{fmt_int(row.value)}{pct}", 8))
+                lines.append(_wrap(f"      {row.label}", 8))
         for f in r.finite:
             dt = f.delta["total"]
             rel = f" ({f.relative * 100:+.2f}%)" if f.relative is not None else ""
             comps = ", ".join(f"{k} {'+' if v >= 0 else ''}{fmt_int(v)}" for k, v in f.delta.items()
                               if k != "total" and v != 0) or "no component changes"
             moved = f"; the stage holds {f.stage[1]} (was {f.stage[0]})" if f.stage[0] != f.stage[1] else ""
-            lines.append(f"  finite difference to the {f.direction} valid value, {r.name} {f.before} -> {f.after}: "
-                         f"total {'+' if dt >= 0 else ''}{fmt_int(dt)} B{rel} [{comps}]{moved}")
+            lines.append(_wrap(f"  finite difference to the {f.direction} valid value, {r.name} {f.before} -> {f.after}: "
+                               f"total {'+' if dt >= 0 else ''}{fmt_int(dt)} B{rel} [{comps}]{moved}", 6))
         if not r.finite and r.name in ("DP", "TP", "PP", "EP", "ETP", "CP", "SP", "b", "s"):
             lines.append(f"  no other valid value of {r.name} nearby")
     return "\n".join(lines)

@@ -50,8 +50,8 @@ def time_lines(t: dict, gpu) -> list:
 
 def sensitivity_lines(s: dict) -> list:
     """``sensitivity --time``'s lines for :func:`derivations.steptime.sensitivity.time_sensitivity`'s result."""
-    lines = ["", f"step time T = {seconds(s['step'])} s at the slowest stage ({s['stage']}); closed-form slope "
-                 f"of the step-time model (derivations/steptime), links and stage layers held:",
+    lines = ["", f"step time T = {seconds(s['step'])} s at the slowest stage ({s['stage']}); closed-form slopes of",
+             "the step-time model (derivations/steptime), the links and the stage's layers held:",
              f"  {'symbol':<8} {'dT/dx (s per unit)':>20} {'elasticity':>11}"]
     for name, d in s["wrt"].items():
         lines.append(f"  {name:<8} {d['derivative']:>20.6g} {d['elasticity']:>+11.4f}")
