@@ -246,14 +246,36 @@ function math(inner) {
     return factors.length > 1 && term.length > 6 ? `<span class="term">${factors.map(piece).join("<wbr>")}</span>` : piece(term);
   }).join(" ") + "</span>";
 }
-/** A piece still wider than its cell (a wide fraction) is set smaller, never cut and never scrolled. */
+/** A <math> wider than its cell cut finer: every nested row opened (fractions, scripts and roots kept whole), a
+    piece before each +, -, = and each invisible times, the pieces side by side where a line may break. */
+function splitDeeper(el) {
+  const flat = [];
+  const walk = (x) => { if (x.localName === "mrow" || x.localName === "math") for (const c of x.children) walk(c); else flat.push(x); };
+  walk(el);
+  const cut = (x) => x.localName === "mo" && ["+", "-", "\u2212", "=", "\u2062"].includes(x.textContent.trim());
+  const groups = [];
+  for (const x of flat) { if (!groups.length || cut(x)) groups.push([]); groups[groups.length - 1].push(x); }
+  if (groups.length < 2) return false;
+  const span = document.createElement("span");
+  span.className = "term";
+  span.innerHTML = groups.map((g) => {
+    if (g.length > 1 && g[0].localName === "mo" && g[0].textContent.trim() !== "\u2062") g[0].setAttribute("form", "infix");
+    return `<math display="inline" class="piece">${g.map((x) => x.outerHTML).join("")}</math>`;
+  }).join("<wbr>");
+  el.replaceWith(span);
+  return true;
+}
+/** Formulas fit their cells: a piece too wide is cut finer (splitDeeper), and one still too wide (a wide fraction)
+    set smaller until it fits -- never cut, never scrolled. */
 function fitFormulas() {
-  for (const el of document.querySelectorAll("#results math")) el.style.fontSize = "";
+  const room = (el) => { const box = el.parentElement.closest("td, .formula, p, div"); return box ? box.clientWidth - 4 : 0; };
+  for (const el of [...document.querySelectorAll("#results math")]) {
+    const r = room(el);
+    if (r > 0 && el.getBoundingClientRect().width > r) splitDeeper(el);
+  }
   for (const el of document.querySelectorAll("#results math")) {
-    const box = el.closest("td, .formula, p, div");
-    if (!box) continue;
-    const room = box.clientWidth - 4, wide = el.getBoundingClientRect().width;
-    if (room > 0 && wide > room) el.style.fontSize = `${Math.max(0.4, room / wide).toFixed(3)}em`;
+    const r = room(el), wide = el.getBoundingClientRect().width;
+    if (r > 0 && wide > r) el.style.fontSize = `${(Math.floor(r / wide * 1000) / 1000).toFixed(3)}em`;
   }
 }
 /** A term id that breaks after its dots (zero.optimizer.replicated), not inside a word. */
