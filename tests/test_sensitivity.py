@@ -195,7 +195,7 @@ def test_sensitivity_cli_acceptance(capsys):
 
 def test_sensitivity_cli_text_latex(capsys):
     assert main(["sensitivity", "--wrt", "s,PP", "--latex"]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # lines fold at 100 columns
     assert "20 b s n_{h}" in out or "20 b s n_h" in out
     assert "acts only through the stage composition" in out
 
