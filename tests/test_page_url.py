@@ -122,7 +122,9 @@ def test_no_sideways_scrolling_and_few_controls_at_first(browser, page, tmp_path
     browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
                             {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": width < 600})
     try:
-        for state in ("", STATES[4]):
+        # the widest formulas found: the step's moments under transformers' and Megatron-Core's full recomputation
+        for state in ("", STATES[4], "schedule=1f1b&recompute=full&conventions=transformers",
+                      "model=paper/models/glm-5.json&conventions=mcore&recompute=full"):
             _load(browser, page, state, settle=0.3)
             # every formula unfolded too (the widest the page gets)
             browser.execute_script("document.querySelectorAll('#results details').forEach((e) => { e.open = true; });"
