@@ -110,7 +110,11 @@ def _main(argv: Optional[List[str]] = None) -> int:
 
 
 def _dispatch(argv: List[str]) -> int:
-    """Parse ``argv`` and run its subcommand."""
+    """Parse ``argv`` and run its subcommand (``--help-all``: the help with every switch)."""
+    if "--help-all" in argv and _command(argv):
+        from .commands import common  # lazy: a subcommand's help only
+        common.HELP_ALL[0] = True
+        argv = ["--help" if a == "--help-all" else a for a in argv]
     parser = build_parser(only=_command(argv) or "")
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):

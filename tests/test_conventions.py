@@ -237,12 +237,17 @@ def test_mtp_under_the_stage_rank_puts_the_modules_on_the_last_stage(capsys):
 
 # ------------------------------------------------------------------ CLI: presets, overrides, help
 def test_every_switch_has_help_text():
-    p = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--help"], capture_output=True, text=True)
+    """--help-all lists every switch with its help; --help the common options, and says where the rest are."""
+    p = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--help-all"], capture_output=True, text=True)
     text = " ".join(p.stdout.split())
     for spec in cfg.CONVENTION_SWITCHES.values():
         assert spec.option in text and spec.help.split("(")[0].strip() in text, spec.option
     for opt in ("--conventions", "--bytes-per-param", "--mtp", "--attention", "--tensors"):
         assert opt in text
+    short = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--help"], capture_output=True, text=True).stdout
+    assert "--help-all" in short and "--conventions" in short and "--tp" in short
+    assert "  --routed-tokens {" not in short and "  --routed-tokens {" in p.stdout  # the switch's own entry
+    assert len(short.splitlines()) < len(p.stdout.splitlines()) / 2
 
 
 def test_typed_switch_overrides_the_preset_in_any_order(capsys):

@@ -158,11 +158,18 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
 
 
 
+#: [True] while ``--help-all`` builds the parser: every switch in the help; --help shows the common ones
+HELP_ALL = [False]
+
+
 def add_convention_options(p: argparse.ArgumentParser) -> None:
     """The modelling assumptions (derivations/config/convention_presets/): a preset and one option per switch, each
     defaulting to the paper's choice (derivations.config.CONVENTION_SWITCHES)."""
+    shown = HELP_ALL[0]
     g = p.add_argument_group("conventions (modelling assumptions; defaults: the paper's; switches typed beside "
-                             "--conventions override it)")
+                             "--conventions override it)" + ("" if shown else
+                             f"; the {len(cfg.CONVENTION_SWITCHES) + 2} switches, one per assumption, are listed by "
+                             f"--help-all"))
     p.set_defaults(_conventions_preset=True)
     g.add_argument("--conventions", choices=list(cfg.CONVENTION_PRESETS), default=None,
                    help="set every switch to one source's assumptions: paper (default); modelzoo (NVIDIA "
@@ -178,12 +185,13 @@ def add_convention_options(p: argparse.ArgumentParser) -> None:
                         "fused attention and fused RoPE, Megatron's fused SwiGLU: --norm-storage te --attention flash "
                         "--softmax-dtype activation --causal-mask none --rope-tables shared --swiglu fused; read from "
                         "the sources, not traced)")
+    hidden = lambda text: text if shown else argparse.SUPPRESS  # noqa: E731  (--help shows the common options)
     for spec in cfg.CONVENTION_SWITCHES.values():
         g.add_argument(spec.option, dest=spec.name, choices=list(spec.values), default=spec.default, action=_Explicit,
-                       help=spec.help + f" (default {spec.default})")
+                       help=hidden(spec.help + f" (default {spec.default})"))
     g.add_argument("--bytes-per-param", dest="bytes_per_param", choices=list(cfg.BYTES_CONVENTIONS), default="paper",
-                   action=_Explicit, help=cfg.BYTES_HELP + " (default paper)")
-    g.add_argument("--mtp", action=_ExplicitTrue, default=False, help=cfg.MTP_HELP)
+                   action=_Explicit, help=hidden(cfg.BYTES_HELP + " (default paper)"))
+    g.add_argument("--mtp", action=_ExplicitTrue, default=False, help=hidden(cfg.MTP_HELP))
 
 
 def conventions_from_args(args) -> cfg.Conventions:
