@@ -74,6 +74,9 @@ def add_parser(sub):
     p.add_argument("--all-configurations", action="store_true",
                    help="list every fitting configuration (layout x ZeRO x recomputation x micro-batch); by default "
                         "each layout appears once, with its best-ranked fitting configuration")
+    p.add_argument("--wide", action="store_true",
+                   help="the full table: every memory component and every exposed transfer (lines wider than 100 "
+                        "columns); by default the rows show the layout, the peak and headroom and the time's parts")
     p.add_argument("--csv", default=None, metavar="FILE", help="also write the rows as CSV (atomically)")
     p.add_argument("--plot", default=None, metavar="FILE",
                    help="stacked per-component breakdown of the listed rows (.png or .svg)")
@@ -281,30 +284,54 @@ def render_text(model, args, hbm, result, idx) -> str:
                    "most headroom"}[args.sort]
     sched = "microbatches" in result.columns
     timed = "step_time" in result.columns
+    wide = getattr(args, "wide", False)
     if timed:
         lines += _time_header(result)
-    lines += ["", f"top {len(idx)} by {how} (GiB; stage = most-loaded " + ("device" if sched else "stage") +
-              (("; seconds per step" if sched else "; seconds per micro-batch") + ", exposed transfers per group"
-               if timed else "") + ")"]
-    cols = ("DP", "TP", "PP", "EP", "ETP", "CP", "ZeRO", "recompute", "b", "s") + (("m",) if sched else ()) + \
-        ("stage", "weights", "grads", "optim", "activ", "total", "peak", "headroom")
-    widths = (5, 4, 4, 4, 4, 4, 5, 11, 3, 7) + ((6,) if sched else ()) + (6, 9, 8, 8, 8, 8, 8, 9)
-    tcols = ("time", "tok/s/GPU", "compute", "recomp", "TP", "EP", "CP", "PP", "DP", "bubble") if timed else ()
-    tkeys = ("step_time", "tokens_per_gpu_s", "time_compute", "time_recompute", "time_TP", "time_EP", "time_CP",
-             "time_PP", "time_DP", "time_bubble")
     rows = S.rows(result, idx)
-    table = [[r["dp"], r["tp"], r["pp"], r["ep"], r["etp"], r["cp"], r["zero"], r["recompute"], r["mbs"], r["seq"]]
-             + ([r["microbatches"]] if sched else []) + [r["stage"]]
-             + [fmt_gib(r[k]) for k in ("weights", "gradients", "optimizer", "activations", "total", "peak", "headroom")]
-             + ([seconds(r[k]) if k != "tokens_per_gpu_s" else fmt_int(round(r[k])) for k in tkeys] if timed else [])
-             for r in rows]
-    cols, widths = cols + tcols, widths + tuple(max(7, len(c) + 1) for c in tcols)
+    if timed and not wide:
+        lines += ["", f"top {len(idx)} by {how}", "(GiB at the most-loaded " + ("device" if sched else "stage") +
+                  "; seconds per " + ("step" if sched else "micro-batch") + ": compute with recomputation, the "
+                  "exposed transfers of every group, the bubble; --wide: every component and group)"]
+        cols = ("DP", "TP", "PP", "EP", "ETP", "CP", "Z", "recompute", "b") + (("m",) if sched else ()) + \
+            ("peak", "free", "time", "tok/s/GPU", "comp", "comm", "bubble")
+        widths = (5, 4, 4, 4, 4, 4, 2, 10, 3) + ((5,) if sched else ()) + (7, 7, 7, 10, 7, 7, 7)
+        comm = ("time_TP", "time_EP", "time_CP", "time_PP", "time_DP")
+        table = [[r["dp"], r["tp"], r["pp"], r["ep"], r["etp"], r["cp"], r["zero"], r["recompute"], r["mbs"]]
+                 + ([r["microbatches"]] if sched else [])
+                 + [fmt_gib(r["peak"]), fmt_gib(r["headroom"]), seconds(r["step_time"]),
+                    fmt_int(round(r["tokens_per_gpu_s"])), seconds(r["time_compute"] + r["time_recompute"]),
+                    seconds(sum(r[k] for k in comm)), seconds(r["time_bubble"])] for r in rows]
+    else:
+        lines += ["", f"top {len(idx)} by {how} (GiB; stage = most-loaded " + ("device" if sched else "stage") +
+                  (("; seconds per step" if sched else "; seconds per micro-batch") + ", exposed transfers per group"
+                   if timed else "") + ")"]
+        cols = ("DP", "TP", "PP", "EP", "ETP", "CP", "ZeRO", "recompute", "b", "s") + (("m",) if sched else ()) + \
+            ("stage", "weights", "grads", "optim", "activ", "total", "peak", "headroom")
+        widths = (5, 4, 4, 4, 4, 4, 5, 11, 3, 7) + ((6,) if sched else ()) + (6, 9, 8, 8, 8, 8, 8, 9)
+        tcols = ("time", "tok/s/GPU", "compute", "recomp", "TP", "EP", "CP", "PP", "DP", "bubble") if timed else ()
+        tkeys = ("step_time", "tokens_per_gpu_s", "time_compute", "time_recompute", "time_TP", "time_EP", "time_CP",
+                 "time_PP", "time_DP", "time_bubble")
+        table = [[r["dp"], r["tp"], r["pp"], r["ep"], r["etp"], r["cp"], r["zero"], r["recompute"], r["mbs"], r["seq"]]
+                 + ([r["microbatches"]] if sched else []) + [r["stage"]]
+                 + [fmt_gib(r[k]) for k in ("weights", "gradients", "optimizer", "activations", "total", "peak",
+                                            "headroom")]
+                 + ([seconds(r[k]) if k != "tokens_per_gpu_s" else fmt_int(round(r[k])) for k in tkeys]
+                    if timed else []) for r in rows]
+        cols, widths = cols + tcols, widths + tuple(max(7, len(c) + 1) for c in tcols)
     # a column widens with its values (CP=1024, huge bytes) so neighbours never run together
     widths = [max(w, 1 + max(len(str(v[i])) for v in table)) for i, w in enumerate(widths)]
     lines.append("".join(f"{x:>{w}}" for x, w in zip(cols, widths)))
     for vals in table:
         lines.append("".join(f"{x:>{w}}" for x, w in zip(vals, widths)))
+    if not wide:
+        lines = [ln if len(ln) <= 100 or ln.startswith(" ") else _fold(ln) for ln in lines]
     return "\n".join(lines)
+
+
+def _fold(line: str) -> str:
+    """A header line folded at 100 columns between words."""
+    import textwrap  # lazy: text output only
+    return textwrap.fill(line, 100, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
 
 
 def _time_header(result) -> list:
