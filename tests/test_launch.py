@@ -98,14 +98,17 @@ def test_a_model_config_yaml(capsys):
             model["vocab_size"], model["first_k_dense_replace"], model["moe_layer_freq"], model["n_shared_experts"],
             model["tie_word_embeddings"], model["scoring_func"], model["topk_method"]) == \
         (640, 640, None, 64, 50304, 0, 2, 0, True, "softmax", "greedy")
-    assert data["not_modelled"] == ["--fp8-format hybrid", "--moe-token-dispatcher-type allgather"]
+    # --fp8-format hybrid without --fp8-recipe: Megatron's default recipe, delayed (transformer_config.py fp8_recipe)
+    assert opts["--linear-recipe"] == "delayed" and "--quantized-param-gather" not in opts
+    assert data["not_modelled"] == ["--moe-token-dispatcher-type allgather"]
 
 
 def test_an_unmodelled_flag_is_one_warning_line(capsys):
     code, out, err = run(capsys, "estimate", "--from-megatron", YAML, "--gpus", "8", "--json")
     assert code == 0
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and "warning" in lines[0] and "--fp8-format hybrid" in lines[0], err
+    assert len(lines) == 1 and "warning" in lines[0] and "--moe-token-dispatcher-type allgather" in lines[0], err
+    assert "--fp8-format" not in err  # read: --linear-recipe delayed
     assert "--save" not in err and "--bf16" not in err  # ignored or read, never warned about
     json.loads(out)
 
@@ -133,6 +136,10 @@ def test_every_megatron_run_resolves_to_the_flags_it_uses(capsys, entry):
     for k, v in training.items():
         want = ",".join(map(str, v)) if isinstance(v, list) else str(v)
         assert opts["--" + k.replace("_", "-")] == want, k
+    # the FP8 runs' recipe as their [runs.flags] record it (Megatron's --fp8-recipe, --linear-recipe's values)
+    flags = entry.get("flags", {})
+    assert opts.get("--linear-recipe") == (flags.get("--fp8-recipe", "delayed") if "--fp8-format" in flags else None)
+    opts.pop("--linear-recipe", None)
     hand = {"layout": set(entry["layout"]), "training": set(entry["training"])}
     extra = {k for k in opts if k[2:].replace("-", "_") not in hand["layout"] | hand["training"]}
     assert extra <= {"--bytes-per-param", "--mtp", "--mtp-activations", "--conventions", "--router-dtype", "--aux-loss",

@@ -27,7 +27,7 @@ from derivations.activations import shape as shapes
 from derivations.activations.shape import of_model
 from derivations.activations.view import View
 from derivations import evaluate as ev
-from derivations.assembly import offload, overheads, schedules, step_names
+from derivations.assembly import offload, overheads, quantized, schedules, step_names
 from derivations.assembly.runtime import buffers_bytes, buffers_id
 from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
                                        weight_side_of)
@@ -132,7 +132,9 @@ class Estimate:
                          "bytes_per_element": {k: num(Fraction(v)) for k, v in tr.bytes},
                          "attention": tr.attention, "fp8_activations": tr.fp8, "imbalance": num(Fraction(tr.imbalance)),
                          "schedule": tr.schedule, "microbatches": tr.microbatches, "vpp": tr.vpp,
-                         **({"offload_activations": list(tr.offload)} if tr.offload else {})},
+                         **({"offload_activations": list(tr.offload)} if tr.offload else {}),
+                         **({"linear_recipe": tr.linear_recipe, "quantized_param_gather": tr.quantized_params}
+                            if tr.linear_recipe else {})},
             "stage": {"index": st.index, "layers": [st.layers.start, st.layers.stop - 1], "dense_layers": st.dense,
                       "moe_layers": st.moe, "embedding": st.embedding, "head": st.head},
             "params": {k: num(v) for k, v in self.params.items()},
@@ -207,10 +209,18 @@ def _model_states(model, layout, training, comp, held) -> Tuple[Dict, Dict, Tupl
         P_m = Fraction(terms.term(side.moe)) if side.moe in terms else Fraction(0)  # no experts: no P_m
     ids = device_component_ids(model, training, schedule_ok=True)
     ids = {k: ids[k] for k in ("weights", "gradients", "optimizer")}
-    return ids, {k: Fraction(terms.term(t)) for k, t in ids.items()}, (P_n, P_m), side.params
+    byts = {k: Fraction(terms.term(t)) for k, t in ids.items()}
+    if training.linear_recipe:  # TE's cached quantized weight copies (state.quantized), beside the weights
+        if side.rank != "stage":
+            raise cfg.ConfigError("linear-recipe", f"--linear-recipe counts TE's weight copies on the device of a "
+                                                   f"stage (--rank stage), not --rank {side.rank}")
+        byts["weights"] += quantized.copies(training, quantized.linear_params(terms, dev, side.params),
+                                            dict(training.bytes)["B_w"])
+        ids["weights"] += " + " + quantized.state_id(training)
+    return ids, byts, (P_n, P_m), side.params
 
 
-def _virtual_peak(model, layout, training, comp, inputs, off=None):
+def _virtual_peak(model, layout, training, comp, inputs, off=None, quant=None):
     """(bytes held at the peak, ((chunk composition, in flight), ...), head in flight or None) of rank
     ``comp.index`` under Megatron's pipeline layout (``--virtual-layers``): every state of its
     interleaved order (schedules.interleaved_order) weighs each chunk's activations by its in-flight
@@ -229,7 +239,11 @@ def _virtual_peak(model, layout, training, comp, inputs, off=None):
     layer_bytes = [at(schedules.part_composition(c, "layers")) for c in chunks]
     if off is not None:  # --offload-activations: each chunk's layers keep their tensors less the offloaded ones
         layer_bytes = [a - c.dense * off["dense"] - c.moe * off["moe"] for a, c in zip(layer_bytes, chunks)]
+    if quant is not None:  # --linear-recipe: each chunk's layers keep their linear inputs quantized
+        layer_bytes = [a + c.dense * quant["dense"] + c.moe * quant["moe"] for a, c in zip(layer_bytes, chunks)]
     head = at(schedules.part_composition(chunks[-1], "head")) if chunks[-1].head else Fraction(0)
+    if quant is not None and chunks[-1].head:
+        head += quant["head"]
     m = training.microbatches or 4 * layout.pp  # steady state: the order repeats every PP V chunk-forwards
     if m % layout.pp:
         raise cfg.ConfigError("virtual-layers", f"--virtual-layers simulates Megatron's interleaved order, which runs "
@@ -284,8 +298,9 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     inputs = _inputs(model, training, values, byts, runtime)
     virtual = None
     off = offload.per_layer(model, training, values) if training.offload else None
+    quant = quantized.per_layer(model, training, values) if training.linear_recipe else None
     if training.schedule == "interleaved" and training.virtual_layers is not None:
-        virtual = _virtual_peak(model, layout, training, comp, inputs, off)
+        virtual = _virtual_peak(model, layout, training, comp, inputs, off, quant)
         given = virtual[0]
         if off is not None:
             given += offload.resident(model, training, comp, off)
@@ -300,12 +315,20 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
             cut = offload.saving(model, training, comp, values, held_dm)
             v = _assemble(training, "given", {**inputs, "activations": Fraction(v["activations"]) - cut},
                           family=model.family)
+        if quant is not None:  # the held layer (and head) micro-batches of the schedule's chunks
+            held_q = [(n.inflight, n.composition(all_stages[n.stage])) for n in chunks] or [(1, comp)]
+            v = _assemble(training, "given", {**inputs, "activations": Fraction(v["activations"])
+                                              + quantized.change(quant, held_q)}, family=model.family)
     if off is not None:
         notes.append(offload.assumption(training))
+    if quant is not None:
+        notes.append(quantized.assumption(training))
     ids["activations"] = act["peak" if training.schedule else "stage"]
     byts["activations"] = Fraction(v["activations"])
     if off is not None:  # the peak's activations less what offloading takes off (the term names both)
         ids["activations"] += " + " + offload.term_id(training)
+    if quant is not None:
+        ids["activations"] += " + " + quantized.act_id(training)
     if rb != "none":
         ids["runtime"], byts["runtime"] = buffers_id(rb), runtime
     byts["total"] = Fraction(v["total"])

@@ -35,6 +35,7 @@ from derivations.config.switches import (BYTES_CONVENTIONS, BYTES_HELP, CONVENTI
                        CONVENTION_SWITCHES, MTP_HELP, NAMING_PRESETS, Conventions, SwitchSpec, validate_conventions)
 from derivations.config.training import (ATTENTION, DTYPES, OFFLOAD_MODULES, RECOMPUTE, RECOMPUTE_OPS, SCHEDULES, ZERO_NAMES,
                        Training, parse_offload, parse_recompute, validate_training)
+from derivations.config.quantization import RECIPES as LINEAR_RECIPES
 
 __all__ = ["DEFAULT_MODEL", 
     "ConfigError", "GiB", "parse_size", "substitution", "named",
@@ -48,7 +49,7 @@ __all__ = ["DEFAULT_MODEL",
     "CONVENTION_SWITCHES", "MTP_HELP", "NAMING_PRESETS", "Conventions", "SwitchSpec", "validate_conventions",
     # training
     "ATTENTION", "DTYPES", "OFFLOAD_MODULES", "RECOMPUTE", "RECOMPUTE_OPS", "SCHEDULES", "ZERO_NAMES", "Training",
-    "parse_offload", "parse_recompute", "validate_training",
+    "parse_offload", "parse_recompute", "validate_training", "LINEAR_RECIPES",
 ]
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from derivations.config.launch import Launch, layer_pattern, pipeline_layout, shown
+from derivations.config.megatron_precision import quantization
 from derivations.config.megatron_flags import (DTYPE_NAMES, FSDP_ZERO, GPT2_VOCAB, IGNORED,  # noqa: F401 (IGNORED: the table)
                                                   KNOWN_TOKENIZER_MODELS, RECOMPUTE_MODULES)
 
@@ -170,6 +171,7 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
         put("mtp", True, f"--mtp-num-layers {mtp}: the MTP modules' weights on the last stage")
         put("mtp_activations", "last-stage", f"--mtp-num-layers {mtp}: Megatron-Core builds them on the last stage")
     _conventions(a, launch, r, put, known)
+    quantization(a, launch, r, put, known)
 
     r.unmodelled = [" ".join((f,) + tuple(shown(w) for w in launch.flags[f]))
                     for f in launch.flags if f not in a.used and f not in IGNORED] + r.unmodelled + a.extra

@@ -150,6 +150,8 @@ def training_of(values: Mapping[str, object], typed: Collection[str]) -> Trainin
     if v.get("offload_activations"):  # Megatron's --offload-modules (a tuple from the command line or the API)
         off = v["offload_activations"]
         t = replace(t, offload=parse_offload(off if isinstance(off, str) else ",".join(off)))
+    if v.get("linear_recipe") or v.get("quantized_param_gather"):  # Transformer Engine's quantized linear layers
+        t = replace(t, linear_recipe=v.get("linear_recipe"), quantized_params=bool(v.get("quantized_param_gather")))
     t = replace(t, conventions=conventions_of(v))
     byts = {sym: v[dest] for dest, syms in DTYPE_OPTIONS if v.get(dest) is not None for sym in syms}
     t = t.with_bytes(**byts) if byts else t

@@ -14,6 +14,7 @@ from symbolic.errors import ConfigError
 from derivations.config.values import EXTENSION_DEFAULTS, PAPER_BYTES, imbalance_value, optional, symbol_keyed
 from derivations.config.layout import positive_int
 from derivations.config.limits import IMBALANCE, LAYERS, OPTIONS
+from derivations.config.quantization import RECIPES
 from derivations.config.switches import BYTES_CONVENTIONS, Conventions, validate_conventions
 
 
@@ -146,6 +147,11 @@ class Training:
     #: Megatron-Core's fine-grained activation offloading: the --offload-modules offloaded (OFFLOAD_MODULES order);
     #: empty: none (derivations/assembly/offload.py)
     offload: Tuple[str, ...] = ()
+    #: Transformer Engine's low-precision recipe of the linear layers (derivations/config/quantization.py RECIPES:
+    #: Megatron's --fp8-recipe / --fp4-recipe); None: BF16 linears (derivations/assembly/quantized.py)
+    linear_recipe: Optional[str] = None
+    #: the linear layers' weights kept as quantized parameters (Megatron's --fp8-param-gather / --fp4-param-gather)
+    quantized_params: bool = False
 
     @property
     def recompute_label(self) -> str:
@@ -247,9 +253,34 @@ def validate_training(t: Training) -> None:
         if t.conventions.head_state != "mcore":
             raise ConfigError("offload-activations", "--offload-activations selects Megatron-Core's saved tensors: it "
                                                      "needs --conventions mcore or mcore-te (--head-state mcore)")
+    _validate_recipe(t)
     for k, v in t.bytes:
         if isinstance(v, bool) or not isinstance(v, (int, Fraction)) or v <= 0:
             raise ConfigError("bytes", f"bytes per element {k} must be positive, got {v!r}")
+
+
+def _validate_recipe(t: Training) -> None:
+    """--linear-recipe and --quantized-param-gather: Transformer Engine's, refused beside what they are not modelled
+    with (one line each)."""
+    if t.quantized_params and t.linear_recipe is None:
+        raise ConfigError("quantized-param-gather", "--quantized-param-gather keeps the linear layers' weights in the "
+                                                    "format of --linear-recipe: give --linear-recipe")
+    if t.linear_recipe is None:
+        return
+    if t.linear_recipe not in RECIPES:
+        raise ConfigError("linear-recipe", f"--linear-recipe must be one of {', '.join(RECIPES)}, got "
+                                           f"{_short(t.linear_recipe)}")
+    if t.fp8:
+        raise ConfigError("linear-recipe", "--linear-recipe is Transformer Engine's quantized linear layers, "
+                                           "--fp8-activations DeepSeek-V3's own FP8 caching: give one")
+    if t.offload:
+        raise ConfigError("linear-recipe", "--linear-recipe and --offload-activations are not modelled together")
+    if t.conventions.head_state != "mcore" or t.conventions.norm_storage != "te":
+        raise ConfigError("linear-recipe", "--linear-recipe selects the tensors Transformer Engine's linear layers "
+                                           "save in Megatron-Core: it needs --conventions mcore-te")
+    if t.zero >= 3:
+        raise ConfigError("linear-recipe", "--linear-recipe with ZeRO-3 (sharded parameters) is not modelled: TE's "
+                                           "weight copies of gathered parameters")
 
 
 def with_global_batch(layout, training, global_batch):

@@ -151,6 +151,15 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
         default = names[byts[sym.split(",")[0]]]
         g.add_argument(opt, type=dtype_bytes, default=None, action=E, metavar="{" + ",".join(cfg.DTYPES) + "}",
                        help=f"data type of {what}, bytes {sym} (default {default})")
+    g.add_argument("--linear-recipe", choices=list(cfg.LINEAR_RECIPES), default=None, action=E,
+                   help="Transformer Engine's low-precision recipe of the linear layers (Megatron's --fp8-recipe "
+                        "delayed|tensorwise|blockwise|mxfp8, --fp4-recipe nvfp4): their saved inputs in the format "
+                        "(1 B, + FP32 per 1x128 blockwise, + 1 B per 32 mxfp8; nvfp4 1/2 B + 1 B per 16) and TE's "
+                        "cached quantized weight copies (both directions) on every device; needs --conventions "
+                        "mcore-te; not with --fp8-activations (DeepSeek-V3's own caching)")
+    g.add_argument("--quantized-param-gather", action=T, default=False,
+                   help="the linear layers' weights are quantized parameters (Megatron's --fp8-param-gather, "
+                        "--fp4-param-gather): no BF16 copy of them beside TE's quantized ones")
     g.add_argument("--fp8-activations", action=T, default=D.fp8,
                    help="cache in FP8 the activations the DeepSeek-V3 report names (Sec. 3.3): MoE up-projection "
                         "inputs and SwiGLU inputs (B_f8 = 1 B), the attention output before W^O in E5M6 (B_o = 1.5 B)")

@@ -1,0 +1,175 @@
+"""Transformer Engine's quantized linear layers in Megatron-Core (``--linear-recipe R``, ``--quantized-param-gather``).
+
+Two named terms, beside the BF16 view's (the formats' bytes: derivations/config/quantization.py):
+
+* ``act.quantized.<R>``: each held layer micro-batch keeps its linear layers' inputs in the format instead of B_a.
+* ``state.quantized.<R>``: the quantized weight copies TE caches on every device, model-state-like.
+
+**What a linear layer saves** (Transformer Engine d0067d0d, transformer_engine/pytorch/module/): under a recipe
+``_Linear`` (linear.py ``_linear_forward``) quantizes its input and saves the quantized tensor, column-wise data
+only (``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``; a column-parallel input all-gathered
+under sequence parallelism keeps its quantized local shard, ``backward_input_needs_gather``), not the BF16 one;
+``_LayerNormLinear`` (layernorm_linear.py) saves its BF16 input for the norm's backward and the quantized norm
+output ``ln_out``; ``_GroupedLinear`` (grouped_linear.py) each expert's quantized input, column-wise.  Unless the
+module has ``save_original_input`` (then the BF16 input, linear.py), which Megatron-Core (d98e8a64) sets on the
+attention output projection for every recipe but delayed (transformer/attention.py: "the output of the fused
+core_attn is saved by itself", ``set_save_original_input(self.linear_proj)``), on the routed experts' fc2 under
+moe_act recomputation (moe/experts.py) and on the down-projections / shared experts' fc1 under layernorm
+recomputation (multi_latent_attention.py ``set_for_recompute_input_layernorm``, moe_layer.py).  Applied to
+memsym's tensors of Megatron-Core's TE spec (models/gpt/gpt_layer_specs.py: TENorm input norm, two TELinear
+down-projections, TELayerNormColumnParallelLinear up-projections with the latents' norms fused, TERowParallelLinear
+output projection; dense fc1 TELayerNormColumnParallelLinear; TEGroupedLinear experts; TE shared experts):
+
+  down_in       the two down-projections (W^DQ; W^DKV with W^KR) each quantize the RMSNorm output: 2 copies
+  latent_norm   the up-projections' fused norm output ln_out (the latents stay B_a: the norm's input)
+  attn_out      delayed only: linear_proj's quantized input (eager: instead of B_a; flash: beside the
+                fused attention's own saved output)
+  router_in     the shared experts' fc1 keeps its own quantized copy beside the router's B_a input
+  routed.x      the grouped fc1's input (the permuted tokens)
+  fc2 inputs    the product of the routed, shared and dense SwiGLU (one tensor of tokens x h_E), kept by fc2
+  ffn_in        the dense fc1's fused norm output
+  MTP           its transformer layer as one MoE layer, and eh_proj's 2h input
+
+The router (a torch linear in FP32), the output layer (Megatron's ColumnParallelLinear), the core attention (BF16
+unless fp8_dot_product_attention) and the SwiGLU inputs (fc1 outputs, saved by the activation) are not quantized.
+
+**The weight copies** (linear.py ``Linear.forward``): Megatron-Core's TE wrappers pass ``is_first_microbatch``
+(extensions/transformer_engine.py, ``disable_parameter_transpose_cache`` False by default; the schedule sets it on
+the first micro-batch of each step: pipeline_parallel/schedules.py ``set_is_first_microbatch``), so TE caches the
+quantized weight in ``self._fp8_workspaces["weight"]`` (grouped_linear.py: one per expert) and updates it in
+place (base.py ``quantize_weight``): one copy per TE linear, persistent across micro-batches and steps, with both
+directions (``weight_quantizer.set_usage(rowwise=True, columnwise=...)`` while grad is enabled).  The backward
+reuses it (the saved ``weightmat`` is the workspace): no copy per micro-batch.  Under ``--quantized-param-gather``
+(Megatron's fp8_param / fp4_param) the parameter itself is the quantized tensor (``quantize_weight``: "Already-
+quantized weight") and no BF16 copy of those weights exists: the term takes B_w off them.
+"""
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Dict, Mapping, Tuple
+
+from derivations import evaluate as ev
+from derivations.activations.view import View
+from derivations.config import ConfigError, Training
+from derivations.config.quantization import FORMATS, input_bytes, weight_bytes
+
+TE = "Transformer Engine d0067d0d transformer_engine/pytorch/module/"
+MC = "Megatron-LM d98e8a64 megatron/core/"
+
+
+def act_id(training: Training) -> str:
+    return f"act.quantized.{training.linear_recipe}"
+
+
+def state_id(training: Training) -> str:
+    return f"state.quantized.{training.linear_recipe}" + (".param-gather" if training.quantized_params else "")
+
+
+def _rows(kind: str, t: Mapping[str, Fraction], B_a: Fraction, q: Fraction, training: Training, prefix: str = ""):
+    """((key, label, delta bytes, source), ...) of one layer's (or sublayer's) tensors ``t`` under the recipe."""
+    out = []
+    get = lambda k: Fraction(t.get(prefix + k, 0))  # noqa: E731
+    ratio = (q - B_a) / B_a  # a B_a tensor replaced by its quantized copy
+    if kind == "mla":
+        if get("down_in"):
+            out.append(("down_in", "down-projections' input: two quantized copies (W^DQ; W^DKV, W^KR) for one B_a",
+                        get("down_in") * (2 * q - B_a) / B_a, TE + "linear.py _linear_forward"))
+        if get("latent_norm"):
+            out.append(("latent_norm", "up-projections' fused norm output ln_out, quantized",
+                        get("latent_norm") * ratio, TE + "layernorm_linear.py _LayerNormLinear.forward"))
+        if training.linear_recipe == "delayed" and get("attn_out"):
+            extra = ratio if training.attention == "eager" else q / B_a
+            out.append(("attn_out", "output projection's quantized input (delayed: no save_original_input)",
+                        get("attn_out") * extra, MC + "transformer/attention.py (set_save_original_input)"))
+    elif kind == "moe":
+        if get("router_in") and get("shared.swiglu_in"):
+            out.append(("shared_in", "shared experts' fc1: its quantized copy of the router's input",
+                        get("router_in") * q / B_a, TE + "linear.py _linear_forward (backward_input_needs_gather)"))
+        if get("routed.x"):
+            out.append(("routed.x", "grouped fc1's input (the permuted tokens), quantized", get("routed.x") * ratio,
+                        TE + "grouped_linear.py _GroupedLinear.forward"))
+        for group in ("routed", "shared"):
+            if get(f"{group}.swiglu_out") and get(f"{group}.swiglu_in"):
+                out.append((f"{group}.fc2_in", f"{group} experts' fc2 input (the SwiGLU product), quantized",
+                            get(f"{group}.swiglu_in") / 2 * ratio, TE + ("grouped_linear.py" if group == "routed"
+                                                                          else "linear.py")))
+    elif kind == "dense":
+        if get("ffn_in"):
+            out.append(("ffn_in", "dense fc1's fused norm output ln_out, quantized", get("ffn_in") * ratio,
+                        TE + "layernorm_linear.py _LayerNormLinear.forward"))
+        if get("swiglu_out") and get("swiglu_in"):
+            out.append(("fc2_in", "dense fc2 input (the SwiGLU product), quantized", get("swiglu_in") / 2 * ratio,
+                        TE + "linear.py _linear_forward"))
+    return out
+
+
+def parts(model, training: Training, values: Mapping) -> Dict[str, Tuple[Tuple[str, str, Fraction, str], ...]]:
+    """{'mla', 'moe', 'dense', 'mtp': ((key, label, delta bytes, source), ...)}: what the recipe changes in one layer
+    micro-batch of each kind at ``values`` (negative: fewer bytes); 'mtp' the MTP module's eh_proj input."""
+    if model.family != "deepseek":
+        raise ConfigError("linear-recipe", f"--linear-recipe selects the tensors of Megatron-Core's MLA and MoE "
+                                           f"layers; {model.name} is of the {model.family} family")
+    view = View.of(training)
+    B_a, q = Fraction(values["B_a"]), input_bytes(training.linear_recipe)
+    out = {kind: tuple(_rows(kind, ev.tensor_values(view, model.q_lora, values, kind), B_a, q, training))
+           for kind in ("mla", "moe", "dense")}
+    eh = Fraction(ev.tensor_values(view, model.q_lora, values, "mtp").get("mtp_eh_in", 0)) if model.mtp_layers else 0
+    out["mtp"] = ((("mtp_eh_in", "MTP eh_proj input, quantized", eh * (q - B_a) / B_a,
+                    MC + "transformer/multi_token_prediction.py (get_fp8_context)"),) if eh else ())
+    return out
+
+
+def per_layer(model, training: Training, values: Mapping) -> Dict[str, Fraction]:
+    """{'dense', 'moe', 'head'}: the bytes one held layer micro-batch of each kind changes by (its MLA's and its
+    FFN's), and the head part with its MTP modules (each one more MoE layer, held with the head)."""
+    p = parts(model, training, values)
+    total = lambda kind: sum((r[2] for r in p[kind]), Fraction(0))  # noqa: E731
+    mtp = training.conventions.mtp_activations == "last-stage" and View.of(training).recompute != "full"
+    head = model.mtp_layers * (total("mla") + total("moe")) + total("mtp") if mtp else Fraction(0)
+    return {"dense": total("mla") + total("dense"), "moe": total("mla") + total("moe"), "head": head}
+
+
+def change(per: Mapping[str, Fraction], held) -> Fraction:
+    """The bytes the recipe changes the held activations by: ``held`` ((in flight, composition), ...)."""
+    return sum((Fraction(n) * (c.dense * per["dense"] + c.moe * per["moe"] + (per["head"] if c.head else 0))
+                for n, c in held), Fraction(0))
+
+
+def linear_params(terms, dev: Mapping, params_id: str) -> Fraction:
+    """The weights of TE linear layers on the device: its parameters (``params_id``, at the held stages'
+    composition ``dev``) less its norms, word embedding and output head (Megatron's VocabParallelEmbedding and
+    ColumnParallelLinear) and routers (a torch linear, N x h per MoE layer)."""
+    other = Fraction(terms.term("static.device.norm"))
+    other += Fraction(dev.get("e_E", 0)) * Fraction(terms.term("static.embedding"))
+    other += Fraction(dev.get("e_H", 0)) * Fraction(terms.term("static.head"))
+    other += Fraction(dev.get("L_m", 0)) * Fraction(dev.get("N", 0)) * Fraction(dev["h"])
+    return Fraction(terms.term(params_id)) - other
+
+
+def copies(training: Training, P_lin: Fraction, B_w) -> Fraction:
+    """``state.quantized``: P_lin weights x both directions' bytes, less their B_w copy under param gather."""
+    out = P_lin * weight_bytes(training.linear_recipe)
+    return out - P_lin * Fraction(B_w) if training.quantized_params else out
+
+
+def assumption(training: Training) -> str:
+    f = FORMATS[training.linear_recipe]
+    return (f"linear layers in Transformer Engine's {f.te} ({f.megatron}; {act_id(training)}, {state_id(training)}): "
+            f"their saved inputs at {f.input_bytes} B per element (one direction with its scales), TE's cached weight "
+            f"copies at {f.weight_bytes} B per weight (both directions, Hopper)"
+            + (", the weights themselves quantized (param gather)" if training.quantized_params else "")
+            + "; the per-layer tensor list and the backward moment stay in B_a")
+
+
+def format_term(name: str):
+    """``quant.format.<name>``: bytes per element of the recipe's saved input and weight copies (a Term: sympy is
+    imported here, for the symbolic side only)."""
+    # lazy: sympy (estimate/params import no sympy)
+    from symbolic.term import Part, Term
+    f = FORMATS[name]
+    return Term(f"quant.format.{name}", f"bytes per element of {f.te}'s quantized tensors", "bytes", f.source,
+                (Part("values", "values", (f.values,), provenance=f.source),
+                 Part("input_scale", "scales per element of a saved input (one direction)", (f.input_scale,),
+                      provenance=f.source),
+                 Part("weight", "a weight's copies, both directions, with their scales", (f.weight_bytes,),
+                      provenance=f.source)))
