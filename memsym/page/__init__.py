@@ -4,7 +4,8 @@
 :mod:`memsym.page.data` (every formula printed from the sympy terms, exact over BigInt
 rationals; formulas as presentation MathML) and the page's runtime and controls
 (``templates/page/``: runtime.js, the estimate; inputs.js, the fields and a pasted config.json read as
-the command line reads them; ui.js, the controls).  It loads nothing: no script, style, font or image from the network.
+the command line reads them; ui.js, the controls; search.js, the layout search over the functions
+:mod:`memsym.page.search` prints).  It loads nothing: no script, style, font or image from the network.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ def render(check: bool = True, data=None, models=(), progress=None) -> str:
 
     from .data import generate
     d = dict(generate(check=check, models=models, progress=progress) if data is None else data)
-    fns, mathml = d.pop("fns"), d.pop("mathml")
+    fns, mathml, search_js = d.pop("fns"), d.pop("mathml"), d.pop("search_js")
     folder = Path(TEMPLATES_DIR) / "page"
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), autoescape=False, keep_trailing_newline=True)
     given = list(d["models"])
@@ -44,6 +45,7 @@ def render(check: bool = True, data=None, models=(), progress=None) -> str:
         runtime_js=(folder / "runtime.js").read_text(encoding="utf-8"),
         inputs_js=(folder / "inputs.js").read_text(encoding="utf-8"),
         ui_js=(folder / "ui.js").read_text(encoding="utf-8"),
+        search_fns=search_js, search_js=(folder / "search.js").read_text(encoding="utf-8"),
         version=__version__, subject=html.escape(subject))
 
 

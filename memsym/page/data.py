@@ -1,4 +1,4 @@
-"""What the calculator page evaluates, generated from the derivation's terms.
+"""What the calculator page evaluates: the data and formulas ``memsym page`` prints from the derivation's terms.
 
 Nothing here writes a formula: every expression comes from ``derivations`` and is printed
 to JavaScript (exact BigInt rationals) and MathML by :mod:`memsym.page.codegen`.
@@ -7,10 +7,7 @@ to JavaScript (exact BigInt rationals) and MathML by :mod:`memsym.page.codegen`.
   embeddings) and weight side of the conventions (``--rank`` x ``--shared-expert``), the
   terms ``derivations.variant(model, training)`` names for weights, gradients and optimizer
   states under every ZeRO stage (``side.component_ids``), and the device's P_n and P_m.
-* Activations: every tensor of the Sec. 5 lists (``derivations.inventory.SPECS``) with a
-  table of what the view (``derivations.views``) makes of it, tensor by tensor: the table
-  is filled by calling ``views._kept`` over the view's features that change that tensor
-  (found by probing, then checked against the views' own sums, :func:`check_activations`).
+* Activations: the tables of :mod:`memsym.page.activations`, one per tensor of the Sec. 5 lists.
 * One device: the per-device assembly of derivations/assembly/device_terms.py (activations of one
   micro-batch, (L_d + L_m) M^A + L_m M^E + L_d M^D + delta_H M^H, or under a schedule n_fl x that at each
   chunk; the total; the layer split; the Sec. 6 peak at both ends), printed as the command line's is; and the
@@ -18,11 +15,12 @@ to JavaScript (exact BigInt rationals) and MathML by :mod:`memsym.page.codegen`.
   forward), whose largest, added to the total, is the step's peak a verdict judges.
 * Schedules: the in-flight formulas of ``derivations.schedules.formulas``.
 * The ends of the Sec. 6 ranges (derivations/assembly/overheads.py), shown beside the peaks.
+* The layout search (:mod:`memsym.page.search`): the search's kernels and the step-time model, printed in a
+  process of their own while the rest is built.
 """
 from __future__ import annotations
 
 import itertools
-import random
 from fractions import Fraction
 from types import SimpleNamespace
 from typing import Dict, List, Tuple
@@ -32,6 +30,8 @@ import sympy as sp
 from derivations import config as cfg
 from derivations import variant
 
+from .activations import (CHECKED_VIEWS, RC, activation_units, check_activations, check_all,  # noqa: F401
+                          evaluate_units, features, make_view, shape_of)
 from .codegen import js, mathml, symbols_of
 from derivations.config import limits as L
 from derivations.generate import device_shape, structures
@@ -43,9 +43,6 @@ from derivations.config.presets import PRESET_NAMES, preset_path
 
 #: The family the page reads configs of (its JavaScript reader maps DeepSeek's fields: templates/page/).
 DEEPSEEK = _family("deepseek")
-
-RC = ("none", "selective", "full", "custom")
-
 
 class Pool:
     """Distinct expressions, each printed once: index -> JavaScript function and MathML."""
@@ -128,249 +125,6 @@ def model_states(pool: Pool, fam=DEEPSEEK) -> Dict:
                                        "params_id": side.params}
         out[fam.structure_key(structure)] = per
     return out
-
-
-# ----------------------------------------------------------------------------- activations
-def features() -> List[Tuple[str, Tuple]]:
-    """The view's features: (name, (values...)), a switch's values in order (at most 10: the page's table keys
-    are one digit per feature); recompute is categorical (RC)."""
-    out = [("attention", tuple(cfg.ATTENTION)), ("fp8", (False, True))]
-    out += [(k, s.values) for k, s in cfg.CONVENTION_SWITCHES.items() if s.side in ("activations", "both")]
-    out += [(f"op:{o}", (False, True)) for o in cfg.RECOMPUTE_OPS]
-    return out
-
-
-def make_view(rc: str, assign: Dict):
-    """The derivations View of a recompute policy and feature values (absent: the first value)."""
-    # lazy: sympy (only this path needs it)
-    from derivations.activations.views import View
-    feats = dict(features())
-    val = lambda f: assign.get(f, feats[f][0])
-    ops = tuple(o for o in cfg.RECOMPUTE_OPS if val(f"op:{o}")) if rc == "custom" else ()
-    conv = cfg.Conventions(**{k: val(k) for k, s in cfg.CONVENTION_SWITCHES.items() if s.side in ("activations", "both")})
-    return View(rc, ops, val("attention"), bool(val("fp8")), conv)
-
-
-def shape_of(fam, flags: Dict):
-    """What the activation modules take for ``flags`` (derivations/activations/shape.py ``of``): the other
-    structure flags, on which no tensor list depends, at their first value."""
-    # lazy: sympy (only this path needs it)
-    from derivations.activations import shape as shapes
-    return shapes.of(fam.name, tuple(flags.get(f, True) for f in fam.flags))
-
-
-def units(shape):
-    """Every tensor of the lists of ``shape``'s family: (kind, key, label, count, num, den, tags)."""
-    # lazy: sympy (only this path needs it)
-    from derivations.activations import shape as shapes
-    from derivations.activations.views import Group
-    fam = shapes.family(shape)
-    flags = dict(shape.flags) if shapes.is_shape(shape) else {"q_lora": shape}
-    for kind in fam.kinds:
-        for spec in fam.module("activations").specs(kind, flags):
-            if isinstance(spec, Group):
-                for key, label, num, den, tags in spec.subs:
-                    yield (kind, f"{spec.key}.{key}", f"{spec.label.split(':')[0]}: {label}", spec.count, tuple(num),
-                           tuple(den), tuple(spec.tags) + tuple(tags))
-            else:
-                yield (kind, spec.key, spec.label, 1, tuple(spec.num), tuple(spec.den), tuple(spec.tags))
-
-
-def _outcome(unit, view):
-    # lazy: sympy (only this path needs it)
-    from derivations.activations.views import _kept
-    kind, key, label, count, num, den, tags = unit
-    got = _kept(view, num, den, tags)
-    if got is None:
-        return None
-    n, d, _ = got
-    return _product(count, n, d)
-
-
-def _product(count, n, d, _memo={}):
-    """count x prod(n) / prod(d) as sympy builds it (memoised: the same factors recur across views and tensors,
-    and sympy's construction is a function of them)."""
-    key = (count, n, d)
-    out = _memo.get(key)
-    if out is None:
-        out = _memo[key] = sp.sympify(count) * sp.Mul(*[sp.sympify(f) for f in n]) / sp.Mul(*[sp.sympify(f) for f in d])
-    return out
-
-
-def _random_assign(rng) -> Dict:
-    return {f: rng.choice(vals) for f, vals in features()}
-
-
-class _Views:
-    """The views of the probes and the tables, each built once (:func:`make_view` is a function of the recompute
-    policy and the features' values, absent ones at their first): a view of the same values is the same object,
-    numbered in the order first asked for."""
-
-    def __init__(self):
-        self.feats = features()
-        self.first = [(f, vals[0]) for f, vals in self.feats]
-        self.index: Dict[Tuple, int] = {}
-        self.views: List = []
-        #: {a tensor's (count, factors, tags): :func:`_unit_table`'s answer}
-        self.units: Dict[Tuple, Tuple] = {}
-
-    def id(self, rc: str, assign: Dict) -> int:
-        key = (rc,) + tuple(assign.get(f, v0) for f, v0 in self.first)
-        i = self.index.get(key)
-        if i is None:
-            i = self.index[key] = len(self.views)
-            self.views.append(make_view(rc, assign))
-        return i
-
-
-_PROBES: Dict[Tuple[int, int], Tuple] = {}
-
-
-def _probes(probes: int, seed: int):
-    """(views, {feature: [(view id with the feature at its first value, view id at another value), ...]}): the
-    pairs :func:`activation_units` compares a tensor under, in its order; the same for every tensor list (they
-    read no tensor), built once per (probes, seed)."""
-    if (probes, seed) not in _PROBES:
-        rng = random.Random(seed)
-        feats = features()
-        names = dict(feats)
-        # every preset's switches as a probe too: a tensor that exists only under two switches together
-        # (Megatron-Core's probability-weighted product: --experts alltoall and --swiglu not fused) is seen
-        presets = [{k: v for k, v in p.items() if k in names and v in names[k]}
-                   for p in cfg.CONVENTION_PRESETS.values()]
-        # and each with the MTP modules trained: their tensors exist only then, so that is where the other
-        # switches are seen to act on them
-        presets += [dict(p, mtp_activations="last-stage") for p in presets]
-        bases = [{}] + presets + [_random_assign(rng) for _ in range(probes)]
-        views = _Views()
-        pairs = {}
-        for f, vals in feats:
-            rcs = ("custom",) if f.startswith("op:") else RC
-            pairs[f] = [(views.id(rc, {**b, f: vals[0]}), views.id(rc, {**b, f: v}))
-                        for b in bases for rc in rcs for v in vals[1:]]
-            # a pair of one view twice changes nothing: left out (the comparison is of a view with itself)
-            pairs[f] = [p for p in pairs[f] if p[0] != p[1]]
-        _PROBES[(probes, seed)] = (views, pairs)
-    return _PROBES[(probes, seed)]
-
-
-def _unit_table(unit, views, pairs):
-    """(the features that change ``unit``, [(table key, expression or None), ...]) of one tensor; a function of its
-    count, factors and tags (memoised by them: the lists of several shapes share most tensors)."""
-    _, _, _, count, num, den, tags = unit
-    memo = views.units
-    key = (count, num, den, tags)
-    if key in memo:
-        return memo[key]
-    outcome: Dict[int, object] = {}
-
-    def at(i):
-        if i not in outcome:
-            outcome[i] = _outcome(unit, views.views[i])
-        return outcome[i]
-    relevant = [f for f, _ in views.feats if any(at(a) != at(b) for a, b in pairs[f])]
-    table = []
-    values = dict(views.feats)
-    for rc in RC:
-        fs = relevant if rc == "custom" else [f for f in relevant if not f.startswith("op:")]
-        for bits in itertools.product(*(range(len(values[f])) for f in fs)):
-            assign = {f: values[f][b] for f, b in zip(fs, bits)}
-            table.append((rc + "".join(str(b) for b in bits), at(views.id(rc, assign))))
-    memo[key] = (relevant, table)
-    return memo[key]
-
-
-def activation_units(pool: Pool, shape, probes: int = 12, seed: int = 16) -> List[Dict]:
-    """The tensors of ``shape`` (DeepSeek's q_lora flag, or another family's Shape), each with its table: the
-    expression the view keeps, by recompute policy and the values of the features that change it.  A feature
-    changes a tensor when, under one of the probes (no switch, every conventions preset, each with the MTP
-    modules trained, and ``probes`` random views drawn with ``seed``) and any recompute policy, another value of it
-    changes the expression kept."""
-    views, pairs = _probes(probes, seed)
-    out = []
-    for unit in units(shape):
-        relevant, entries = _unit_table(unit, views, pairs)
-        table = {k: None if expr is None else pool.add(expr) for k, expr in entries}
-        kind, key, label = unit[:3]
-        out.append({"kind": kind, "key": key, "label": label, "feats": list(relevant), "table": table})
-    return out
-
-
-def evaluate_units(unit_list, rc: str, assign: Dict, pool_exprs: List) -> Dict[str, sp.Expr]:
-    """{kind: sum of the kept tensors' expressions} read from the generated tables (what the page does)."""
-    feats = dict(features())
-    out = {}
-    for u in unit_list:
-        fs = u["feats"] if rc == "custom" else [f for f in u["feats"] if not f.startswith("op:")]
-        key = rc + "".join(str(feats[f].index(assign.get(f, feats[f][0]))) for f in fs)
-        i = u["table"][key]
-        out[u["kind"]] = out.get(u["kind"], sp.Integer(0)) + (pool_exprs[i] if i is not None else 0)
-    return out
-
-
-def check_activations(unit_list, shape, pool_exprs: List, n: int = 200, seed: int = 1, part=(0, 1)) -> None:
-    """The generated tables give every kind's term of ``n`` random views (AssertionError otherwise); ``part``
-    (k, m): only the draws i with i mod m = k (the same draws: each is drawn whether checked here or not)."""
-    # lazy: sympy (only this path needs it)
-    from derivations.activations import shape as shapes
-    from derivations.activations import view_terms
-    rng = random.Random(seed)
-    kinds = shapes.family(shape).kinds
-    for i in range(n):
-        rc, assign = rng.choice(RC), _random_assign(rng)
-        if rc == "custom" and not any(assign[f"op:{o}"] for o in cfg.RECOMPUTE_OPS):
-            assign["op:norm"] = True
-        if i % part[1] != part[0]:
-            continue
-        got = evaluate_units(unit_list, rc, assign, pool_exprs)
-        want = view_terms(make_view(rc, assign), shape)
-        for kind in kinds:
-            if kind in want:
-                diff = got.get(kind, 0) - want[kind].expr
-                # zero as built, or once expanded (an identity: exact), else as simplify proves it
-                assert diff == 0 or sp.expand(diff) == 0 or sp.simplify(diff) == 0, (rc, assign, kind)
-
-
-#: The random views :func:`generate` checks each activation table against (per shape).
-CHECKED_VIEWS = 60
-
-
-def check_all(pending, pool_exprs: List, n: int = CHECKED_VIEWS) -> None:
-    """:func:`check_activations` of every (unit list, shape) of ``pending``, the draws shared between this process
-    and a forked one (half each, where the system forks: the check is the generation's longest part and reads
-    what is built; it writes nothing) -- AssertionError if either finds a table wrong."""
-    import os
-    import sys
-
-    def run(part):
-        for unit_list, shape in pending:
-            check_activations(unit_list, shape, pool_exprs, n=n, part=part)
-    if not hasattr(os, "fork") or not pending:
-        return run((0, 1))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: the odd draws; its answer on the pipe, then gone without running any exit handler
-        os.close(read)
-        code = 0
-        try:
-            run((1, 2))
-            os.write(write, b"ok")
-        except BaseException as e:  # noqa: BLE001 (said to the parent, which raises it)
-            os.write(write, repr(e).encode("utf-8", "replace")[:4000])
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(write)
-    try:
-        run((0, 2))
-    finally:
-        with os.fdopen(read, "rb") as f:
-            said = f.read().decode("utf-8", "replace")
-        os.waitpid(pid, 0)
-    if said != "ok":
-        raise AssertionError(f"the activation tables' check (the other half of the views): {said or 'no answer'}")
 
 
 def device(pool: Pool, fam=DEEPSEEK) -> Dict:
@@ -607,6 +361,9 @@ def generate(check: bool = True, models=(), progress=None) -> Dict:
     fields, templates/page/runtime.js); with ``models`` ((argument, ModelSpec) pairs, any family's: the
     ``--model`` text and what it reads) it offers those models, each under its argument (the same model twice:
     once).  ``progress``: called with a line saying what is being built, as it starts (memsym page's stderr)."""
+    # lazy: the search's printing (sympy), started first: it runs in a process of its own meanwhile
+    from . import search
+    search_result = search.start()
     pool = Pool()
     models = _distinct(models)
     fams = [DEEPSEEK] if not models else []
@@ -626,13 +383,17 @@ def generate(check: bool = True, models=(), progress=None) -> Dict:
         if progress:
             progress(f"checking the activation tables against {CHECKED_VIEWS} random views each")
         check_all(pending, pool.exprs)
+    if progress:
+        progress("the layout search's kernels and step-time model")
+    searched = search_result()
     given = {argument: model_data(spec) for argument, spec in models}
     if models:  # the given models only: no DeepSeek preset, no pasted config.json
         opts["presets"], opts["default_model"] = {}, next(iter(given))
     return {"fns": pool.fns, "mathml": pool.mls, "symbols": sorted(pool.symbols), "reads": pool.reads, "families": per,
             "models": given, "released": {argument: model_data(spec) for argument, spec in released},
             "schedules": sched, "overheads": over,
-            "options": opts, "inputs": inputs(), "gpus": gpus(), "features": [[f, list(v)] for f, v in features()]}
+            "options": opts, "inputs": inputs(), "gpus": gpus(), "features": [[f, list(v)] for f, v in features()],
+            "search": searched["data"], "search_js": searched["js"]}
 
 
 #: The released models' configs after DeepSeek-V3 (paper/models/, each with its source; the Megatron-Core proxies

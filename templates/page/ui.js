@@ -574,11 +574,8 @@ function showCommand(typed) {
   $("command-note").hidden = $("opt-model").value !== "config";
 }
 
-/** The layout search panel (section#search): filled by the search of issue 29 (the same rows as memsym search, from
-    the generated evaluators); called after every update with the state (the typed options, the resolved ones, the
-    estimate or the refusal). Nothing yet. */
-function renderSearch(state) {  // eslint-disable-line no-unused-vars
-}
+/* The layout search panel (section#search) is search.js's renderSearch(state), called after every update with the
+   state (the typed options, the resolved ones, the estimate or the refusal). */
 
 // ----------------------------------------------------------------------------- the page's life
 /** The controls that show only when they apply: the operators of a custom recomputation, the pasted config.json. */
@@ -589,10 +586,11 @@ function showApplicable() {
 function update() {
   clearRefusals();
   showApplicable();
-  let typed = null;
+  let typed = null, raw = null;
   try {
     if (hashProblems.length) throw hashProblems[0];
-    typed = withGpus(typedOptions());
+    raw = typedOptions();
+    typed = withGpus(raw);
     const a = resolve(typed);
     checkConflicts(a, typed);
     const m = modelOf(a);
@@ -623,7 +621,7 @@ function update() {
       console.error(e);
     }
     try { showCommand(typed); } catch (e2) { $("command-text").textContent = ""; }
-    renderSearch({ typed, error: e });
+    renderSearch({ typed: typed || raw, error: e });  // the search reads no layout field: it may still run
   }
   fitFormulas();
   fitBar();
