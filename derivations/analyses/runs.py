@@ -69,7 +69,7 @@ TRAINING_KEYS = {"mbs": int, "seq": int, "global_batch": int, "schedule": str, "
                  "recompute": str,
                  "zero": int, "distributed_optimizer": bool, "attention": str, "fp8_activations": bool, "mtp": bool,
                  "weight_dtype": str, "grad_dtype": str, "master_dtype": str, "optimizer_dtype": str,
-                 "act_dtype": str, "imbalance": str, "offload_activations": list}
+                 "act_dtype": str, "imbalance": str, "offload_activations": list, "linear_recipe": str}
 _REQUIRED = ("id", "title", "framework", "kind", "measured_bytes", "statistic", "rank", "gpus", "confidence",
              "confidence_why", "source", "model", "layout", "training")
 _OPTIONAL = ("gpu", "notes", "flags", "conventions")
