@@ -104,19 +104,26 @@ def _kernel(module: str) -> Dict:
     out = {"rows": [r.name for r in rows], "terms": {}, "coefficients": {}, "code": {},
            "choices": {f"{z}|{r}": pick for (z, r), pick in choices.items()}}
     for g, exprs in groups.items():
-        coefs: Dict = {}
-        polys = []
-        for e in exprs.values():
-            poly = 0
-            for mono, coef in kernelgen.split(e, rows).items():
-                c = coefs.setdefault(coef, sp.Symbol(f"c{len(coefs)}"))
-                poly += c * mono
-            polys.append(poly)
         out["terms"][g] = list(exprs)
-        out["coefficients"][g] = "(e) => [" + ", ".join(js(sp.sympify(c).xreplace(back)) for c in coefs) + "]"
-        head = "const " + ", ".join(f"{r.name} = r.{r.name}" for r in rows) + ";"
-        out["code"][g] = "(c, r) => {\n  " + "\n  ".join([head] + _body([factored(p) for p in polys])) + "\n}"
+        key = (tuple(exprs.values()), tuple(rows))
+        if key not in _GROUPS:  # the model states are the same under either attention kernel: printed once
+            coefs: Dict = {}
+            polys = []
+            for e in exprs.values():
+                poly = 0
+                for mono, coef in kernelgen.split(e, rows).items():
+                    c = coefs.setdefault(coef, sp.Symbol(f"c{len(coefs)}"))
+                    poly += c * mono
+                polys.append(poly)
+            head = "const " + ", ".join(f"{r.name} = r.{r.name}" for r in rows) + ";"
+            _GROUPS[key] = ("(e) => [" + ", ".join(js(sp.sympify(c).xreplace(back)) for c in coefs) + "]",
+                            "(c, r) => {\n  " + "\n  ".join([head] + _body([factored(p) for p in polys])) + "\n}")
+        out["coefficients"][g], out["code"][g] = _GROUPS[key]
     return out
+
+
+#: {(a group's expressions, the rows): (its coefficients' JavaScript, its kernel's)}: printed once per process
+_GROUPS: Dict = {}
 
 
 def _time() -> Dict:

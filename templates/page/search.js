@@ -427,8 +427,8 @@ function searchHTML(note) {
     const parts = SEARCH.time_parts.filter((p) => !["step", "microbatch"].includes(p) && r[`time_${p}`] > 0)
       .map((p) => `${p} ${fmtNum(r[`time_${p}`], 2)} s`).join(", ");
     html += `<tr data-rank="${i + 1}"><td class="num">${i + 1}</td>` +
-      `<td>DP ${r.dp} · TP ${r.tp} · PP ${r.pp} · EP ${r.ep} · ETP ${r.etp} · CP ${r.cp}</td>` +
-      `<td>ZeRO-${r.zero} · ${esc(r.recompute)} · b ${r.mbs}${r.microbatches !== undefined ? ` · m ${r.microbatches}` : ""}</td>` +
+      `<td>DP&nbsp;${r.dp} · TP&nbsp;${r.tp} · PP&nbsp;${r.pp} · EP&nbsp;${r.ep} · ETP&nbsp;${r.etp} · CP&nbsp;${r.cp}</td>` +
+      `<td>ZeRO-${r.zero} · ${esc(r.recompute)} · b&nbsp;${r.mbs}${r.microbatches !== undefined ? ` · m&nbsp;${r.microbatches}` : ""}</td>` +
       `<td class="num">${fmtNum(r.tokens_per_gpu_s, 1)}</td>` +
       `<td class="num" title="${esc(parts)}">${fmtNum(r.step_time, 2)} s</td>` +
       `<td class="num" title="headroom ${gib(r.headroom)} GiB">${gib(r.peak)} GiB</td>` +
