@@ -35,7 +35,8 @@ Conventions (derivations/assembly/conventions.py, presets in derivations/config/
 is a switch of :class:`derivations.config.Conventions` applied by the same View, from the tags
 only: :data:`EXISTS` (tensors that exist under one choice), :data:`RULES` (tensors a choice
 rescales: dispatch multiplies the routed tensors by EP/SP, --router-tensors sp divides the
-router's by SP, --shared-expert tp the shared experts' intermediates by TP, --swiglu fused
+router's by SP, --latents sp the MLA latents' (c_Q, c_KV, their norms; not the ModelZoo inventory's
+own) by SP, --shared-expert tp the shared experts' intermediates by TP, --swiglu fused
 halves the SwiGLU outputs), dropped masks and the checkpoints of full recomputation.  The
 tensor lists (``*_specs``) hold the paper's tensors and the ModelZoo inventory's own, tagged,
 so the paper's default view keeps the paper's terms and ids; a view with other conventions
@@ -118,6 +119,8 @@ RULES = (
     (frozenset({"routed"}), "routed_tokens", "dispatch", (EP,), (SP,),
      "dispatch: E_token EP/SP token-copies per local expert, b s N_r/SP per device"),
     (frozenset({"router"}), "router_tensors", "sp", (), (SP,), "divided by SP", frozenset({"per_expert"})),
+    (frozenset({"latent"}), "latents", "sp", (), (SP,), "on the sequence-parallel shard: divided by SP",
+     frozenset({"modelzoo_only"})),
     (frozenset({"router_dt"}), "router_dtype", "fp32", (4 / B_a,), (), "in the FP32 router's dtype"),
     (frozenset({"routed", "permuted"}), "expert_tp", "modelzoo", (ETP,), (),
      "ModelZoo's ETP rule: the permuted tokens multiplied by ETP"),

@@ -95,6 +95,18 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "counts each latent once) or kept (beside the latents, as ModelZoo counts)", "not kept",
                exists={"latent_norm": ("kept",)},
                label="latent norm outputs"),
+    SwitchSpec("latents", "--latents", ("full", "sp"), {"sp": "latents-sp"}, "activations",
+               "the MLA latents c_Q and c_KV, their RMSNorm outputs and the norms' saved statistics: full (the "
+               "paper: over the whole sequence, the down-projections' weights being replicated) or sp (divided by "
+               "SP: Megatron-Core with Transformer Engine, Megatron-LM d98e8a64 transformer/multi_latent_attention.py "
+               "MLASelfAttention.__init__ builds the down-projections as TELinear parallel_mode='duplicated' (TE "
+               "tp_size 1, no input all-gather), so _qkv_down_projection runs them on the sequence-parallel shard "
+               "([s/TP, b, q_lora_rank]); the up-projections, TELayerNormColumnParallelLinear with the latents' "
+               "norms fused, save their local input, norm output and rsigma and all-gather the norm output for the "
+               "GEMM only (Transformer Engine d0067d0d pytorch/module/layernorm_linear.py _LayerNormLinear.forward: "
+               "ln_out_total freed after the GEMM, gathered again in the backward); the k RoPE part is gathered to "
+               "the whole sequence and saved by no operation)", "over the whole sequence",
+               label="MLA latents"),
     SwitchSpec("routing_state", "--routing-state", ("mask", "row-map"), {"row-map": "row-map"}, "activations",
                "routing state kept for backward: mask (the paper's routing choice, B_a b s N_r) or row-map "
                "(Megatron's int64 permutation row map, 8 b s N bytes; divided by SP with --router-tensors sp)",
@@ -272,8 +284,9 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
 #: The order ``memsym compare`` flips the switches from ``paper`` to a preset (documented
 #: there): activations first (largest first in the paper's reading), then the weight side.
 CONVENTION_ORDER = ("routed_tokens", "attention", "router_tensors", "shared_expert", "dropout_masks", "checkpoints",
-                    "swiglu", "expert_outputs", "latent_norms", "routing_state", "norm_storage", "softmax_dtype",
-                    "router_state", "router_dtype", "aux_loss", "experts", "shared_input", "value_storage",
+                    "swiglu", "expert_outputs", "latent_norms", "latents", "routing_state", "norm_storage",
+                    "softmax_dtype", "router_state", "router_dtype", "aux_loss", "experts", "shared_input",
+                    "value_storage",
                     "head_state", "ce_backward", "causal_mask",
                     "rope_tables", "mtp_activations", "expert_tp", "bytes_per_param", "rank", "runtime_buffers",
                     "mtp", "inventory")
