@@ -13,7 +13,10 @@ def add_parser(sub):
                                    "formula (MathML printed by sympy), its value in bytes and GiB, the fit verdict "
                                    "against a GPU and a stacked bar of the components. The evaluation code is printed "
                                    "from the same sympy expressions the command line evaluates (exact BigInt "
-                                   "rationals).")
+                                   "rationals). Given a GPU count, a layout search panel lists the rows of `memsym "
+                                   "search` for the page's model, GPU, global batch, sequence length and schedule, in "
+                                   "its order, computed in the page from the search's kernels and the step-time "
+                                   "model printed the same way (floats, as the search computes them).")
     p.add_argument("--out", required=True, metavar="DIR", help="output directory (created if missing)")
     p.add_argument("--model", action="append", metavar="NAME|config.json", default=None,
                    help="a model the page offers instead of the DeepSeek presets and a pasted config.json, read as "

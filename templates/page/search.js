@@ -420,6 +420,8 @@ function searchHTML(note) {
     (invalid ? ` (invalid: ${invalid})` : "") + `, ${fmtNum(c.fitting, 0)} fit. ` +
     `Each layout's best configuration (ZeRO stage, recomputation, micro-batch b), the most tokens per second per GPU first ` +
     `under the step-time model; ${S.schedule ? `each device at its peak under ${esc(S.schedule)}` : "one micro-batch per stage (the paper's view: give the global batch for a schedule)"}. ` +
+    `The search reads the model, the GPU, the GPU count, the global batch, the sequence length and the schedule above; ` +
+    `it chooses the layout, ZeRO stage, recomputation and b itself, with the paper's conventions (as memsym search does). ` +
     `Searched in ${fmtNum(S.ms / 1000, 1)} s.</p>`;
   if (!S.rows.length) return html + `<p class="search-note">No configuration fits.</p>`;
   html += `<table id="search-rows"><thead><tr><th>#</th><th>layout</th><th>training</th><th>tokens/s per GPU</th><th>step</th><th>peak</th><th></th></tr></thead><tbody>`;
