@@ -25,7 +25,9 @@ b, s, h, n_tp, SP = 1, 4096, 1024, 16, 2  # 32 heads / TP 2
 #: each module's saved tensors at the proxy, by hand (bytes, BF16): Megatron's code, not memsym's lists
 BY_HAND = {
     "attn_norm": 2 * b * s * h // SP,              # the layer input (CheckpointWithoutOutput under layernorm recompute)
-    "qkv_linear": 2 * b * s * (1536 + 512),        # c_Q and c_KV, the latent norms' inputs (not split)
+    # c_Q and c_KV, the latent norms' inputs, on the sequence-parallel shard: the down-projections are TELinear
+    # parallel_mode='duplicated' (multi_latent_attention.py _qkv_down_projection: [s / TP, b, q_lora_rank])
+    "qkv_linear": 2 * b * s * (1536 + 512) // SP,
     "core_attn": 2 * b * n_tp * s * s,             # the softmax output (q, k, v: recomputed, mla_up_proj)
     "attn_proj": 2 * b * s * n_tp * 128,           # linear_proj's input
     "mlp_norm": 2 * b * s * h // SP,               # the MoE sublayer input

@@ -49,7 +49,7 @@ def proxy(recipe="tensorwise", **kw):
 
 
 #: one layer micro-batch's change under tensorwise (1 B for B_a = 2 B), by hand
-MLA = -b * s * D_LAT                       # the up-projections' fused norm output (latents not split); the two
+MLA = -b * s * D_LAT // SP                 # the up-projections' fused norm output (on the SP shard); the two
 #                                            down-projections' copies of 1 B replace one B_a tensor: 0; linear_proj
 #                                            keeps its BF16 input (save_original_input)
 MOE = (+b * s * h // SP                    # the shared experts' fc1 copy of the router input
