@@ -143,6 +143,29 @@ def _probes(probes: int, seed: int):
     return _PROBES[(probes, seed)]
 
 
+def _closure(relevant: List[str], views, at) -> List[str]:
+    """``relevant`` and every feature that changes the tensor once a relevant feature takes another value (from
+    no switch set): a switch that acts only beside another's non-default value (Megatron-Core's router scores
+    split by SP only under --router-state mcore) is found though no probe set both; repeated until nothing new.
+    In the features' order."""
+    values = dict(views.feats)
+    found = set(relevant)
+    while True:
+        new = set()
+        for g in sorted(found):
+            for v in values[g][1:]:
+                for f, vals in views.feats:
+                    if f in found or f in new or f == g:
+                        continue
+                    rcs = ("custom",) if f.startswith("op:") or g.startswith("op:") else RC
+                    if any(at(views.id(rc, {g: v, f: vals[0]})) != at(views.id(rc, {g: v, f: w}))
+                           for rc in rcs for w in vals[1:]):
+                        new.add(f)
+        if not new:
+            return [f for f, _ in views.feats if f in found]
+        found |= new
+
+
 def _unit_table(unit, views, pairs):
     """(the features that change ``unit``, [(table key, expression or None), ...]) of one tensor; a function of its
     count, factors and tags (memoised by them: the lists of several shapes share most tensors)."""
@@ -158,6 +181,7 @@ def _unit_table(unit, views, pairs):
             outcome[i] = _outcome(unit, views.views[i])
         return outcome[i]
     relevant = [f for f, _ in views.feats if any(at(a) != at(b) for a, b in pairs[f])]
+    relevant = _closure(relevant, views, at)
     table = []
     values = dict(views.feats)
     for rc in RC:
