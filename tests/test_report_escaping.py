@@ -67,7 +67,7 @@ def report_run(tmp_path_factory):
 
 def _html_files(out: Path):
     files = sorted(out.glob("*.html"))
-    assert len(files) == 12 and (out / "report.html") in files   # report.html and 11 notebooks
+    assert len(files) == 13 and (out / "report.html") in files   # report.html and 12 notebooks
     return files
 
 
@@ -143,7 +143,8 @@ def test_comment_filter_keeps_a_notebook_comment_on_one_line():
 def test_notebooks_ran_and_hold_the_model_as_a_literal(report_run):
     config, out = report_run
     books = sorted(out.glob("report-*.ipynb"))
-    assert len(books) == 11
+    from memsym.report.sections import SECTIONS
+    assert len(books) == sum(s.notebook for s in SECTIONS) == 12  # one per section, the step time's included
     for path in books:
         nb = json.loads(path.read_text(encoding="utf-8"))
         code = [c for c in nb["cells"] if c["cell_type"] == "code"]

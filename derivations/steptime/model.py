@@ -126,11 +126,12 @@ def dp_volumes() -> Dict[str, sp.Expr]:
     return {"DP": (DP * CP - 1) / (DP * CP) * P_n * per_param, "EDP": (EDP - 1) / EDP * P_m * per_param}
 
 
-def times() -> Dict[str, sp.Expr]:
+def times(f: Dict[str, sp.Expr] = None) -> Dict[str, sp.Expr]:
     """Seconds of one micro-batch on one device: t_F (forward), t_B (backward), t_W (its weight-gradient
     half), t_R (recomputation), t_att (the core attention's forward), c_<group> (each group's transfers,
-    forward and backward), and per step t_DP (data-parallel traffic) and t_opt (optimizer)."""
-    f = flops()
+    forward and backward), and per step t_DP (data-parallel traffic) and t_opt (optimizer).  ``f``: the
+    forward FLOPs by part (:func:`flops`; the report passes symbols for them, to print the times shorter)."""
+    f = flops() if f is None else f
     rate = eta * Phi
     weights = nt.B_w * (P_n + P_m)
     # eager attention's s x s matrices through HBM (softmax and its backward are memory-bound)

@@ -90,6 +90,13 @@ SECTIONS: Tuple[SectionSpec, ...] = (
     SectionSpec("other", "Other terms", "memsym", (
         "p:Terms not covered by the sections above (added by extensions), at the layout and the chosen stage.",
         "terms"), prefixes=("",), at_stage=True),
+    SectionSpec("steptime", "Step time (extension)", "derivations/steptime", (
+        "p:How long one training step takes on this layout, from published rates only (the GPU's dense BF16 peak "
+        "times an efficiency, its HBM, NVLink and network bandwidths; derivations/config/gpus.toml): compute at "
+        "six FLOPs per parameter a token passes through, bounded below by reading the device's weights, each "
+        "parallel group's transfers at its link, the schedule's bubble (DeepSeek-V3 report, Table 2) and the "
+        "optimizer step. memsym search ranks layouts by it; nothing in it is fitted to a measured run.",
+        "steptime")),
     SectionSpec("comparison", "The paper's printed numbers against memsym", "paper/printed.toml", (
         "p:Every number the paper prints, recomputed at the paper's configuration (DeepSeek-v3, DP32 TP2 PP16 EP8 "
         "ETP1), with its status: agrees (rounds to the printed value at its precision), discrepancy (a known "

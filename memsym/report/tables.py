@@ -186,6 +186,11 @@ def table_activations(ctx) -> Table:
                  ("module", "AC", "formula at the layout", "bytes", "GiB"), A("l l p.45 r r"), tuple(rows), note)
 
 
+def _steptime(ctx) -> Table:
+    from .steptime import table_steptime  # lazy: the step-time model (this table only)
+    return table_steptime(ctx)
+
+
 def _refs(p) -> List[str]:
     return [t[4:] for t in p.tags if t.startswith("ref:")]
 
@@ -276,7 +281,7 @@ TABLE_SOURCES = {"notation": "Table 1", "table2": "Table 2", "table3": "Table 3"
                  "table5": "Table 5", "table6": "Table 6", "table7": "Table 7", "table8": "Table 8",
                  "table9": "Table 9", "table10": "Table 10", "estimate": "memsym estimate", "overheads": "Sec. 6",
                  "comparison": "paper/printed.toml", "traces": "paper/traces/*.toml",
-                 "implementations": "memsym compare"}
+                 "implementations": "memsym compare", "steptime": "derivations/steptime"}
 
 #: Tables that read nothing of the Context: the paper's configuration (comparison) and each trace's own
 #: settings (traces); the report's cache keeps them once for every configuration (memsym.report.cached).
@@ -287,5 +292,5 @@ TABLES: Dict[str, Callable[..., Table]] = {   # key -> table of a Context
     "table5": table_layout, "table6": table_static, "table7": table_bytes, "table8": table_zero,
     "table9": table_activation_setting, "table10": table_activations, "estimate": table_estimate,
     "overheads": table_overheads, "comparison": table_comparison, "traces": table_traces,
-    "implementations": table_implementation_waterfall,
+    "implementations": table_implementation_waterfall, "steptime": _steptime,
 }
