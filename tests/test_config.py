@@ -103,5 +103,8 @@ def test_config_is_the_single_import_point():
         for name in names:
             assert getattr(cfg, name) is getattr(mod, name), f"{module}.{name}"
     assert sorted(cfg.__all__) == sorted([n for ns in SPLIT.values() for n in ns]
-                                         + ["ConfigError", "GiB", "parse_size", "substitution", "named"])
+                                         + ["ConfigError", "GiB", "parse_size", "substitution", "named",
+                                            "LINEAR_RECIPES"])
+    from derivations.config import quantization
+    assert cfg.LINEAR_RECIPES is quantization.RECIPES  # Transformer Engine's recipes (--linear-recipe)
     assert cfg.GiB == 2 ** 30 and cfg.parse_size("1GiB") == cfg.GiB
