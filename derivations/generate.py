@@ -47,10 +47,10 @@ from derivations import notation as nt
 from derivations.activations.shape import Shape
 from derivations.activations.views import EXISTS, RULES, Group, View, _kept
 from derivations.tensors import B_IS_1, NOT_FP32, TOPK_GT_1, V_VIEW
-from derivations.assembly import device_terms, schedules, step_terms
+from derivations.assembly import printing
 from derivations.assembly.conventions import side_terms
-from derivations.config import CONVENTION_SWITCHES, RECOMPUTE_OPS, SCHEDULES, Conventions
-from symbolic.codegen import python
+from derivations.config import CONVENTION_SWITCHES, RECOMPUTE_OPS, Conventions
+from symbolic.codegen import json_tree as tree, python
 
 OUT = Path(__file__).resolve().parent / "generated"
 #: The family whose evaluators are committed in derivations/generated/ (the others: :func:`install`).
@@ -121,30 +121,6 @@ def _special_symbols(fams) -> Dict[sp.Expr, sp.Symbol]:
 def _specials(expr):
     expr = nt.expand_derived(sp.sympify(expr))
     return expr.xreplace(_special_symbols(families.all()))
-
-
-def tree(expr, refs: Dict = None):
-    """``expr`` as a JSON tree: an integer, a symbol's name, ``["q", p, q]`` (a rational),
-    ``["+", ...]``, ``["*", ...]``, ``["^", base, integer exponent]``, or ``["r", term id]`` for a
-    sub-expression equal to a term's (``refs``: {expression: term id}); sympy's canonical form, so
-    two trees are equal exactly when the expressions are (sympy's structural ``==``)."""
-    refs = refs or {}
-    expr = sp.sympify(expr)
-    if expr in refs:
-        return ["r", refs[expr]]
-    if expr.is_Integer:
-        return int(expr)
-    if expr.is_Rational:
-        return ["q", int(expr.p), int(expr.q)]
-    if expr.is_Symbol:
-        return expr.name
-    if expr.is_Add:
-        return ["+", *[tree(a, refs) for a in expr.args]]
-    if expr.is_Mul:
-        return ["*", *[tree(a, refs) for a in expr.args]]
-    if expr.is_Pow and expr.exp.is_Integer:
-        return ["^", tree(expr.base, refs), int(expr.exp)]
-    raise ValueError(f"cannot encode {expr!r} ({type(expr).__name__})")
 
 
 def factor_tree(factors, refs: Dict):
@@ -366,62 +342,10 @@ def structure_terms(structure, fam=DEEPSEEK) -> Dict:
 
 
 # ----------------------------------------------------------------------------- the Python module
-def _inflight_source() -> List[str]:
-    """``inflight(schedule, finite)``: the schedules' in-flight formulas as exact Python (derivations/assembly/schedules.py)."""
-    lines = ["def inflight(schedule, v):",
-             '    """[(which stage, micro-batches in flight, part), ...] of the device ``v["i_s"]`` under',
-             '    ``schedule`` (derivations/assembly/schedules.py formulas; ``v["n_mb"]`` None: as many as fill',
-             '    the pipeline)."""',
-             "    finite = v.get(\"n_mb\") is not None"]
-    for name in SCHEDULES:
-        lines.append(f"    if schedule == {name!r}:")
-        rows_fin, rows_inf = [], []
-        for which, expr, part in schedules.formulas(name):
-            rows_fin.append(f"({which!r}, {python(expr)}, {part!r})")
-            rows_inf.append(f"({which!r}, {python(expr.xreplace({nt.n_mb: sp.oo}).doit())}, {part!r})")
-        lines.append(f"        return [{', '.join(rows_fin)}] if finite else [{', '.join(rows_inf)}]")
-    lines.append("    raise ValueError(schedule)")
-    return lines
-
-
 def device_shape(fam):
     """The shape the device assembly is printed for: DeepSeek's (its q_lora flag; the assembly, in the kinds'
     symbols, is the same for every structure), or another family's first structure."""
     return True if fam is DEEPSEEK else Shape(fam.name, tuple(zip(fam.flags, structures(fam)[0])))
-
-
-def _device_source(fam=DEEPSEEK) -> List[str]:
-    """``device(mtp, full, holds, v)``: the per-device assembly (derivations/assembly/device_terms.py) as
-    exact Python; each variant's function sets its names in ``v`` in order and returns ``v``.  The lines
-    every variant ends with are one function they call, and variants of equal lines share one (the module
-    is compiled on every run: estimate imports it)."""
-    shape = device_shape(fam)
-    bodies = {(mtp, full, holds): [f'    v["{name}"] = {python(expr)}'
-                                   for name, expr in device_terms.assembly(mtp, full, holds, shape)]
-              for _, mtp, full, holds in device_terms.variants()}
-    common = 0
-    while all(len(b) > common for b in bodies.values()) and len({b[-1 - common] for b in bodies.values()}) == 1:
-        common += 1
-    lines = ["#: The activation kinds' symbols and the chunks of the per-device assembly "
-             "(derivations/assembly/device_terms.py).",
-             f"DEVICE_KINDS = {dict(device_terms.kinds_of(shape))!r}", f"DEVICE_CHUNKS = {device_terms.CHUNKS!r}",
-             "", "",
-             "def _device_common(v):", *next(iter(bodies.values()))[len(next(iter(bodies.values()))) - common:],
-             "    return v"]
-    names, seen = {}, {}
-    for key, mtp, full, holds in device_terms.variants():
-        own = tuple(bodies[(mtp, full, holds)][:len(bodies[(mtp, full, holds)]) - common])
-        if own not in seen:
-            seen[own] = "_device_" + key.replace(".", "_")
-            lines += ["", "", f"def {seen[own]}(v):", *own, "    return _device_common(v)"]
-        names[(mtp, full, holds)] = seen[own]
-    lines += ["", "", "DEVICE = {" + ", ".join(f"{k!r}: {n}" for k, n in names.items()) + "}", "", "",
-              "def device(mtp, full, holds, v):",
-              '    """``v`` with the per-device assembly set in order (derivations/assembly/device_terms.py): the view',
-              "    with the MTP modules' activations (``mtp``) or full recomputation (``full``), its activations held",
-              "    as one micro-batch, a schedule's chunks or given (``holds``: paper, schedule, given).\"\"\"",
-              "    return DEVICE[(mtp, full, holds)](v)"]
-    return lines
 
 
 def python_module(fam=DEEPSEEK) -> str:
@@ -442,29 +366,10 @@ def python_module(fam=DEEPSEEK) -> str:
     lines.append("    return v")
     if "activations" not in fam.sections:  # a family whose activations are not modelled: its parameters' terms only
         return "\n".join(lines) + "\n"
-    lines += ["", ""] + _inflight_source()
-    lines += ["", ""] + _device_source(fam)
-    lines += ["", ""] + _step_source()
+    lines += ["", ""] + printing.inflight_source()
+    lines += ["", ""] + printing.device_source(device_shape(fam))
+    lines += ["", ""] + printing.step_source()
     return "\n".join(lines) + "\n"
-
-
-def _step_source() -> List[str]:
-    """``step(framework, policy, v)``: the moments of one micro-batch's step, each its bytes above the end of
-    its forward (derivations/assembly/step_terms.py), as exact Python."""
-    lines = []
-    for fw, pol in step_terms.variants():
-        ms = step_terms.moments(fw, pol)
-        body = ", ".join(f'"{name}": {python(m.expr)}' for name, m in ms.items())
-        lines += [f"def _step_{fw}_{pol}(v):", f"    return {{{body}}}", "", ""]
-    lines += ["#: Every name the moments read (a family without a dimension reads it as 0: its moments are DeepSeek's).",
-              f"STEP_INPUTS = {step_terms.inputs()!r}", "", "",
-              "STEP = {" + ", ".join(f"({fw!r}, {pol!r}): _step_{fw}_{pol}" for fw, pol in step_terms.variants())
-              + "}", "", "",
-              "def step(framework, policy, v):",
-              '    """{moment: bytes above one micro-batch\'s end-of-forward activations} (derivations/assembly/',
-              '    step_terms.py): ``framework`` paper, transformers or mcore; ``policy`` none, part or full."""',
-              "    return STEP[(framework, policy)](v)"]
-    return lines
 
 
 def tables(fam=DEEPSEEK) -> Dict[str, Dict]:

@@ -11,6 +11,8 @@ defines ``_Q = fractions.Fraction`` and ``_floor = math.floor``.
 """
 from __future__ import annotations
 
+from typing import Dict, Optional
+
 import sympy as sp
 from sympy.printing.precedence import PRECEDENCE, precedence
 from sympy.printing.pycode import PythonCodePrinter
@@ -108,3 +110,27 @@ def python(expr, values: str = "v", local: bool = False) -> str:
     if precedence(sp.sympify(expr)) < PRECEDENCE["Atom"] and not text.startswith("("):
         return f"({text})"
     return text
+
+
+def json_tree(expr, refs: Optional[Dict] = None):
+    """``expr`` as a JSON tree: an integer, a symbol's name, ``["q", p, q]`` (a rational),
+    ``["+", ...]``, ``["*", ...]``, ``["^", base, integer exponent]``, or ``["r", term id]`` for a
+    sub-expression equal to a term's (``refs``: {expression: term id}); sympy's canonical form, so
+    two trees are equal exactly when the expressions are (sympy's structural ``==``)."""
+    refs = refs or {}
+    expr = sp.sympify(expr)
+    if expr in refs:
+        return ["r", refs[expr]]
+    if expr.is_Integer:
+        return int(expr)
+    if expr.is_Rational:
+        return ["q", int(expr.p), int(expr.q)]
+    if expr.is_Symbol:
+        return expr.name
+    if expr.is_Add:
+        return ["+", *[json_tree(a, refs) for a in expr.args]]
+    if expr.is_Mul:
+        return ["*", *[json_tree(a, refs) for a in expr.args]]
+    if expr.is_Pow and expr.exp.is_Integer:
+        return ["^", json_tree(expr.base, refs), int(expr.exp)]
+    raise ValueError(f"cannot encode {expr!r} ({type(expr).__name__})")

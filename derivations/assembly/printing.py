@@ -1,0 +1,83 @@
+"""Printing the assembly's formulas as exact Python for the generated ``<family>.py`` modules (run by ``python -m
+derivations.generate``; imports sympy): the schedules' in-flight counts (:mod:`.schedules`), the per-device
+assembly (:mod:`.device_terms`) and the step's moments (:mod:`.step_terms`)."""
+from __future__ import annotations
+
+from typing import List
+
+import sympy as sp
+
+from derivations import notation as nt
+from derivations.assembly import device_terms, schedules, step_terms
+from derivations.config import SCHEDULES
+from symbolic.codegen import python
+
+
+def inflight_source() -> List[str]:
+    """``inflight(schedule, finite)``: the schedules' in-flight formulas as exact Python (derivations/assembly/schedules.py)."""
+    lines = ["def inflight(schedule, v):",
+             '    """[(which stage, micro-batches in flight, part), ...] of the device ``v["i_s"]`` under',
+             '    ``schedule`` (derivations/assembly/schedules.py formulas; ``v["n_mb"]`` None: as many as fill',
+             '    the pipeline)."""',
+             "    finite = v.get(\"n_mb\") is not None"]
+    for name in SCHEDULES:
+        lines.append(f"    if schedule == {name!r}:")
+        rows_fin, rows_inf = [], []
+        for which, expr, part in schedules.formulas(name):
+            rows_fin.append(f"({which!r}, {python(expr)}, {part!r})")
+            rows_inf.append(f"({which!r}, {python(expr.xreplace({nt.n_mb: sp.oo}).doit())}, {part!r})")
+        lines.append(f"        return [{', '.join(rows_fin)}] if finite else [{', '.join(rows_inf)}]")
+    lines.append("    raise ValueError(schedule)")
+    return lines
+
+
+def device_source(shape) -> List[str]:
+    """``device(mtp, full, holds, v)``: the per-device assembly (derivations/assembly/device_terms.py) as
+    exact Python; each variant's function sets its names in ``v`` in order and returns ``v``.  The lines
+    every variant ends with are one function they call, and variants of equal lines share one (the module
+    is compiled on every run: estimate imports it).  ``shape``: the family's (derivations/generate.py device_shape)."""
+    bodies = {(mtp, full, holds): [f'    v["{name}"] = {python(expr)}'
+                                   for name, expr in device_terms.assembly(mtp, full, holds, shape)]
+              for _, mtp, full, holds in device_terms.variants()}
+    common = 0
+    while all(len(b) > common for b in bodies.values()) and len({b[-1 - common] for b in bodies.values()}) == 1:
+        common += 1
+    lines = ["#: The activation kinds' symbols and the chunks of the per-device assembly "
+             "(derivations/assembly/device_terms.py).",
+             f"DEVICE_KINDS = {dict(device_terms.kinds_of(shape))!r}", f"DEVICE_CHUNKS = {device_terms.CHUNKS!r}",
+             "", "",
+             "def _device_common(v):", *next(iter(bodies.values()))[len(next(iter(bodies.values()))) - common:],
+             "    return v"]
+    names, seen = {}, {}
+    for key, mtp, full, holds in device_terms.variants():
+        own = tuple(bodies[(mtp, full, holds)][:len(bodies[(mtp, full, holds)]) - common])
+        if own not in seen:
+            seen[own] = "_device_" + key.replace(".", "_")
+            lines += ["", "", f"def {seen[own]}(v):", *own, "    return _device_common(v)"]
+        names[(mtp, full, holds)] = seen[own]
+    lines += ["", "", "DEVICE = {" + ", ".join(f"{k!r}: {n}" for k, n in names.items()) + "}", "", "",
+              "def device(mtp, full, holds, v):",
+              '    """``v`` with the per-device assembly set in order (derivations/assembly/device_terms.py): the view',
+              "    with the MTP modules' activations (``mtp``) or full recomputation (``full``), its activations held",
+              "    as one micro-batch, a schedule's chunks or given (``holds``: paper, schedule, given).\"\"\"",
+              "    return DEVICE[(mtp, full, holds)](v)"]
+    return lines
+
+
+def step_source() -> List[str]:
+    """``step(framework, policy, v)``: the moments of one micro-batch's step, each its bytes above the end of
+    its forward (derivations/assembly/step_terms.py), as exact Python."""
+    lines = []
+    for fw, pol in step_terms.variants():
+        ms = step_terms.moments(fw, pol)
+        body = ", ".join(f'"{name}": {python(m.expr)}' for name, m in ms.items())
+        lines += [f"def _step_{fw}_{pol}(v):", f"    return {{{body}}}", "", ""]
+    lines += ["#: Every name the moments read (a family without a dimension reads it as 0: its moments are DeepSeek's).",
+              f"STEP_INPUTS = {step_terms.inputs()!r}", "", "",
+              "STEP = {" + ", ".join(f"({fw!r}, {pol!r}): _step_{fw}_{pol}" for fw, pol in step_terms.variants())
+              + "}", "", "",
+              "def step(framework, policy, v):",
+              '    """{moment: bytes above one micro-batch\'s end-of-forward activations} (derivations/assembly/',
+              '    step_terms.py): ``framework`` paper, transformers or mcore; ``policy`` none, part or full."""',
+              "    return STEP[(framework, policy)](v)"]
+    return lines
