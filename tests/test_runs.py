@@ -283,6 +283,24 @@ def test_high_confidence_max_allocated_runs_are_within_the_band(results):
     assert not out, out
 
 
+def test_every_high_and_medium_run_is_within_its_own_kind_of_number(results):
+    """Issue 28's acceptance: every high- and medium-confidence run within 0.90-1.10 of the number it published,
+    an out-of-memory run predicted above the capacity it exceeded, a run that fit predicted below its GPU's."""
+    # lazy: the GPU presets (their capacities)
+    from derivations.config import gpus
+    sure = [r for r in results.values() if r["confidence"] in ("high", "medium")]
+    assert sure
+    for r in sure:
+        if r["kind"] == "oom":
+            assert r["predicted_bytes"] > r["measured_bytes"], r["id"]
+        else:
+            assert 0.9 <= r["ratio"] <= 1.1, (r["id"], round(r["ratio"], 3))
+    for r in results.values():
+        if r["kind"] != "oom":
+            entry = next(e for e in RUNS if e["id"] == r["id"])
+            assert r["predicted_bytes"] < gpus.gpu(entry["gpu"]).capacity, r["id"]
+
+
 def test_the_uniform_h1024_proxies_are_in_the_band_with_their_mtp_module(results):
     """The two high-confidence h1024 Megatron-LM proxies with 2 layers per virtual stage train MTP 1: with
     the MTP module's activations (--mtp-activations last-stage, traced exactly on CPU), the head and MTP
