@@ -95,15 +95,17 @@ def shown(word: str) -> str:
     return re.sub(f"{_UNSET}([^{_UNSET}]*){_UNSET}", r"$\1", word)
 
 
-def _read_text(path: str) -> str:
+def read_text(path: str, option: str = "from-megatron", what: str = "a launch script or a model_config.yaml") -> str:
+    """The text of a launch file (``--from-megatron``'s, ``--from-torchtitan``'s): a regular file of at most
+    CONFIG_BYTES bytes of UTF-8, else a ConfigError of ``option`` naming the file."""
     def err(message):
-        return ConfigError("from-megatron", f"{path}: {message}")
+        return ConfigError(option, f"{path}: {message}")
     try:
         st = os.stat(path)
     except OSError as exc:
         raise err(f"cannot read the launch file: {exc.strerror or exc}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise err("not a regular file (a launch script or a model_config.yaml)")
+        raise err(f"not a regular file ({what})")
     if st.st_size > CONFIG_BYTES:
         raise err(f"{st.st_size} bytes; a launch file has at most {CONFIG_BYTES}")
     try:
@@ -119,7 +121,7 @@ def _read_text(path: str) -> str:
 def read_launch(path: str) -> Launch:
     """The Megatron arguments of ``path``: a model_config.yaml (``.yaml``/``.yml``, or text with a top-level
     ``MODEL_ARGS:``) or a shell script."""
-    text = _read_text(str(path))
+    text = read_text(str(path))
     if str(path).endswith((".yaml", ".yml")) or re.search(r"(?m)^MODEL_ARGS\s*:", text):
         return _from_yaml(str(path), text)
     return _from_shell(str(path), text)

@@ -19,6 +19,11 @@ def add_options(p: argparse.ArgumentParser) -> None:
                         "calling pretrain_gpt.py (torchrun, arrays, variables the file sets) or a functional test's "
                         "model_config.yaml; nothing is run. Megatron's default applies to a flag not given; flags "
                         "memsym does not model are named in one warning")
+    g.add_argument("--from-torchtitan", default=None, metavar="FILE", type=path_text,
+                   help="read the model and every memory-relevant option from a torchtitan job config (the TOML "
+                        "of run_train.sh's CONFIG_FILE; [model] name deepseek_v3 and its registered flavor); "
+                        "torchtitan's default applies to a key not given; keys memsym does not model are named "
+                        "in one warning")
     g.add_argument("--gpus", type=positive_int, default=None, metavar="N",
                    help="GPUs of the job (DP = N / (TP PP CP)) when the file does not say (a model_config.yaml "
                         "never does: Megatron-LM's test recipes run on 8); default: torchrun's --nproc-per-node x "
@@ -39,18 +44,31 @@ def apply(args, quiet: bool = False) -> None:
     from derivations.config.launch import read_launch
     from derivations.config.megatron import resolve
     from .keywords import namespace
-    path = getattr(args, "from_megatron", None)
-    if path is None:
+    path, titan = getattr(args, "from_megatron", None), getattr(args, "from_torchtitan", None)
+    if path is not None and titan is not None:
+        raise ConfigError("from-torchtitan", "--from-megatron and --from-torchtitan together: give one launch file")
+    if path is None and titan is None:
         extra = [o for o, d in (("--gpus", "gpus"), ("--vocab-size", "vocab_size"), ("--explain", "explain"))
                  if getattr(args, d, None)]
         if extra:
-            raise ConfigError("from-megatron", f"{', '.join(extra)} read(s) a launch file: give --from-megatron FILE")
+            raise ConfigError("from-megatron", f"{', '.join(extra)} read(s) a launch file: give --from-megatron FILE "
+                                               "or --from-torchtitan FILE")
         return
     typed = set(explicit(args))
     known = tuple(vars(args))
-    res = resolve(read_launch(path), gpus=args.gpus, dp=args.dp if "dp" in typed else None,
-                  vocab=args.vocab_size, build_model="model" not in typed, known=known,
-                  typed={d: getattr(args, d) for d in ("tp", "pp", "cp") if d in typed})
+    if titan is not None:
+        # lazy: the torchtitan reader only on this path
+        from derivations.config.torchtitan import read_job_config, resolve as resolve_titan
+        if args.vocab_size is not None:
+            raise ConfigError("from-torchtitan", "--vocab-size reads Megatron's tokenizer arguments: a torchtitan "
+                                                 "flavor gives its vocabulary (type --model for another)")
+        path = titan
+        res = resolve_titan(read_job_config(path), path, gpus=args.gpus, dp=args.dp if "dp" in typed else None,
+                            build_model="model" not in typed, known=known)
+    else:
+        res = resolve(read_launch(path), gpus=args.gpus, dp=args.dp if "dp" in typed else None,
+                      vocab=args.vocab_size, build_model="model" not in typed, known=known,
+                      typed={d: getattr(args, d) for d in ("tp", "pp", "cp") if d in typed})
     opts = {k: v for k, v in res.options.items() if k in known}
     command = getattr(args, "command", None) or "estimate"
     res.unmodelled += [f"{flag_of(k)} {v} (memsym {command} has no such option)" for k, v in res.options.items()
@@ -92,7 +110,7 @@ def explain_data(args) -> dict:
     options = [{"option": flag_of(d), "value": v, "from": res.origin[d]} if d not in typed else
                {"option": flag_of(d), "value": "(typed)", "from": f"typed beside the file (the file's: {v})"}
                for d, v in res.options.items()]
-    return {"launch": args.from_megatron, "options": options,
+    return {"launch": getattr(args, "from_torchtitan", None) or args.from_megatron, "options": options,
             "model": None if res.model is None else [{"field": k, "value": v, "from": res.model_origin.get(k, "")}
                                                       for k, v in res.model.items()],
             "not_modelled": list(res.unmodelled), "assumptions": list(res.notes)}
@@ -114,7 +132,7 @@ def explain(args) -> int:
         shown = o["option"] + ("" if o["value"] == "True" else " " + str(o["value"]))
         lines.append(f"  {shown:<{w}}  {o['from']}")
     if data["model"]:
-        lines += ["", "--model: a DeepSeek-V3 config built from the flags (config.json field, value, source):"]
+        lines += ["", "--model: a DeepSeek-V3 config built from the file (config.json field, value, source):"]
         wf = max(len(f"{m['field']} {m['value']}") for m in data["model"])
         lines += [f"  {m['field'] + ' ' + str(m['value']):<{wf}}  {m['from']}" for m in data["model"]]
     if data["not_modelled"]:

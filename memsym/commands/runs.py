@@ -56,13 +56,21 @@ def _shown_model(path: str) -> str:
     return rel if not rel.startswith("..") else path
 
 
+#: The option that reads a framework's original arguments, and their file's suffix under paper/runs/.
+LAUNCH_READERS = {"megatron-core": ("from_megatron", ".yaml"), "torchtitan": ("from_torchtitan", ".toml")}
+
+
 def launch_file(run):
-    """The run's original arguments (``paper/runs/<id>.yaml``, the model_config.yaml of a Megatron-LM run verbatim),
-    or None: a Megatron-Core run is read through them (--from-megatron), with the run's GPU count."""
+    """(option, path) of the run's original arguments, or None: ``paper/runs/<id>.yaml`` (the model_config.yaml of
+    a Megatron-LM run verbatim, read through --from-megatron) or ``paper/runs/<id>.toml`` (a torchtitan job config,
+    read through --from-torchtitan), each with the run's GPU count."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.resources import PAPER_DIR
-    path = PAPER_DIR / "runs" / f"{run.id}.yaml"
-    return str(path) if run.framework == "megatron-core" and path.is_file() else None
+    if run.framework not in LAUNCH_READERS:
+        return None
+    option, suffix = LAUNCH_READERS[run.framework]
+    path = PAPER_DIR / "runs" / f"{run.id}{suffix}"
+    return (option, str(path)) if path.is_file() else None
 
 
 def evaluate(runs, forced=None):
@@ -77,9 +85,10 @@ def evaluate(runs, forced=None):
     out = []
     for run in runs:
         preset, note = R.choose_preset(run, available, forced)
-        arguments = launch_file(run)
-        if arguments is not None:  # the run's original arguments, read as --from-megatron reads them
-            opts = {"from_megatron": arguments, "gpus": run.gpus, "conventions": preset}
+        launch = launch_file(run)
+        arguments = launch and launch[1]
+        if launch is not None:  # the run's original arguments, read as --from-megatron / --from-torchtitan read them
+            opts = {launch[0]: arguments, "gpus": run.gpus, "conventions": preset}
         else:
             opts = R.estimate_options(run, preset, cfg.CONVENTION_PRESETS)
         try:  # the options of ``memsym estimate`` for the run, resolved as that command line resolves them
@@ -96,8 +105,8 @@ def evaluate(runs, forced=None):
                               "fallback": note is not None, "note": note,
                               "dropped": R.dropped(run, preset, cfg.CONVENTION_PRESETS)}
         if arguments is not None:
-            opts = {**opts, "from_megatron": _shown_model(arguments)}
-            res["launch"] = {"file": opts["from_megatron"], "options": dict(ns._launch.options),
+            opts = {**opts, launch[0]: _shown_model(arguments)}
+            res["launch"] = {"file": opts[launch[0]], "options": dict(ns._launch.options),
                              "not_modelled": list(ns._launch.unmodelled)}
         res["estimate_command"] = R.command_line(opts, _shown_model(run.model))
         res["assumptions"] = list(every[res["stage"]].assumptions)

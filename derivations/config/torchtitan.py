@@ -1,0 +1,367 @@
+"""A torchtitan job config (the TOML ``CONFIG_FILE`` of ``run_train.sh``) read as data and mapped onto memsym's
+options, with torchtitan's own default for a key the file does not give.
+
+Read with :mod:`tomllib` (data only), bounded and checked as a Megatron launch file is
+(:func:`derivations.config.launch.read_text`).  The model is the registered ``[model] name`` / ``flavor``: only
+``deepseek_v3`` (TrainSpec name) with the flavors of ``deepseekv3_configs``; a flavor whose arguments equal a
+memsym preset field by field is that preset (16B = deepseek-v2-lite), else a config is built from them.
+Sources, pytorch/torchtitan at 99fee810b7e253273ed8d1e10eb6c5f60ba69eff (main when issue #1789 was opened,
+2025-10-02; torchtitan replaced its TOML job configs by a Python registry at 9810191, #2386):
+
+  JC   torchtitan/config/job_config.py (the dataclasses; their defaults are the defaults below)
+  PD   torchtitan/distributed/parallel_dims.py (ParallelDims._validate, _build_mesh_with_ep)
+  PAR  torchtitan/models/deepseek_v3/infra/parallelize.py (parallelize_deepseekv3, apply_non_moe_tp)
+  AC   torchtitan/distributed/activation_checkpoint.py (apply_ac, _apply_ac_to_transformer_block)
+  DS   torchtitan/models/deepseek_v3/__init__.py (deepseekv3_configs), model/args.py, torchtitan/models/moe.py
+
+  key                                    default        memsym                 where
+  model.name / model.flavor              llama3 / debugmodel  --model          JC Model; DS deepseekv3_configs
+  parallelism.data_parallel_shard_degree -1 (the rest)  --dp, --zero 3         JC Parallelism; PD _validate
+  parallelism.data_parallel_replicate_degree 1          (HSDP: see below)      JC Parallelism; parallelize.py dp_mesh
+  parallelism.tensor_parallel_degree     1              --tp, --sp = TP        JC; PAR apply_non_moe_tp
+  parallelism.pipeline_parallel_degree   1              --pp                   JC
+  parallelism.pipeline_parallel_microbatch_size 1       --mbs under PP         JC
+  parallelism.pipeline_parallel_schedule 1F1B           --schedule 1f1b        JC
+  parallelism.context_parallel_degree    1              --cp                   JC
+  parallelism.expert_parallel_degree     1              --ep                   JC; PD _validate
+  parallelism.expert_tensor_parallel_degree 1           --etp (TP when EP 1)   JC; PD _validate
+  training.local_batch_size              8              --mbs                  JC Training
+  training.seq_len                       2048           --seq                  JC Training
+  training.global_batch_size             -1 (local DP)  --global-batch         JC Training
+  training.dtype                         float32        --master/--grad/--optimizer-dtype  JC Training
+  training.mixed_precision_param         bfloat16       --weight/--act-dtype   JC Training; PAR apply_fsdp
+  training.mixed_precision_reduce        float32        --grad-dtype           JC Training; PAR apply_fsdp
+  activation_checkpoint.mode             selective      --recompute            JC ActivationCheckpoint
+  activation_checkpoint.selective_ac_option "2"         --recompute            JC; AC
+  optimizer.name                         AdamW          (Adam's two moments)   JC Optimizer
+
+HSDP (replicate R > 1 and shard S > 1): R copies of an FSDP group of S x CP ranks (parallelize.py dp_mesh
+("dp_replicate", "dp_shard_cp")); a GPU's memory is its group's, so memsym counts one group: --dp S --zero 3 (a
+given global batch divided by R).  DDP (R > 1, S = 1, no CP, no EP): --dp R --zero 0.
+"""
+from __future__ import annotations
+
+import tomllib
+from typing import Dict, Optional, Tuple
+
+from symbolic.errors import ConfigError
+
+from derivations.config.launch import read_text
+from derivations.config.megatron import Resolution
+
+REV = "99fee810"
+JC, PD, PAR, AC, DS = ("job_config.py", "parallel_dims.py", "deepseek_v3/infra/parallelize.py",
+                       "activation_checkpoint.py", "deepseek_v3/__init__.py deepseekv3_configs")
+
+#: deepseekv3_configs (DS): the memory-relevant DeepSeekV3ModelArgs / MoEArgs of each flavor (vocab, dim, inter_dim,
+#: moe_inter_dim, n_layers, n_dense_layers, n_heads, num_experts, num_shared_experts, top_k, score_func, route_norm,
+#: n_expert_groups, n_limited_groups, q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim,
+#: use_flex_attn).  Defaults of args.py/moe.py where the flavor sets none (n_expert_groups 1, n_limited_groups 1).
+_ARGS = ("vocab_size", "dim", "inter_dim", "moe_inter_dim", "n_layers", "n_dense_layers", "n_heads", "num_experts",
+         "num_shared_experts", "top_k", "score_func", "route_norm", "n_expert_groups", "n_limited_groups",
+         "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "use_flex_attn")
+_DEBUG = (2048, 256, 1024, 256, 6, 1, 16, 8, 2, 3, "softmax", False, 1, 1, 0, 512, 128, 64, 128)
+FLAVORS: Dict[str, Dict[str, object]] = {k: dict(zip(_ARGS, v)) for k, v in {
+    "debugmodel": _DEBUG + (False,),
+    "debugmodel_flex_attn": _DEBUG + (True,),
+    "16B": (102400, 2048, 10944, 1408, 27, 1, 16, 64, 2, 6, "softmax", False, 1, 1, 0, 512, 128, 64, 128, True),
+    "236B": (102400, 5120, 12288, 1536, 60, 1, 128, 160, 2, 6, "softmax", False, 8, 3, 1536, 512, 128, 64, 128, True),
+    "671B": (129280, 7168, 18432, 2048, 61, 3, 128, 256, 1, 8, "sigmoid", True, 8, 4, 1536, 512, 128, 64, 128, True),
+}.items()}
+
+#: Sections and keys that change none of the memory memsym models (read by no mapping, never warned about).
+IGNORED_SECTIONS = frozenset({"job", "profiling", "metrics", "lr_scheduler", "checkpoint", "comm",
+                              "memory_estimation", "fault_tolerance", "experimental", "validation"})
+IGNORED = frozenset("""
+model.hf_assets_path model.tokenizer_path model.print_after_conversion optimizer.lr optimizer.eps
+optimizer.weight_decay optimizer.beta1 optimizer.beta2 optimizer.implementation training.dataset training.dataset_path
+training.max_norm training.steps training.gc_freq training.gc_debug training.seed training.deterministic
+training.debug_moe_force_load_balance parallelism.enable_async_tensor_parallel parallelism.disable_loss_parallel
+parallelism.context_parallel_rotate_method parallelism.pipeline_parallel_split_points
+parallelism.module_fqns_per_model_part parallelism.pipeline_parallel_first_stage_less_layers
+parallelism.pipeline_parallel_last_stage_less_layers parallelism.pipeline_parallel_layers_per_stage
+parallelism.pipeline_parallel_schedule_csv parallelism.enable_compiled_autograd activation_checkpoint.early_stop
+activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns
+""".split())
+_DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
+
+
+def err(path: str, message: str) -> ConfigError:
+    return ConfigError("from-torchtitan", f"{path}: {message}")
+
+
+def read_job_config(path: str) -> Dict[str, object]:
+    """The job config's tables (``tomllib``: data only; size, file kind and encoding checked as a launch file's)."""
+    text = read_text(str(path), "from-torchtitan", "a torchtitan job config")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise err(path, f"not a TOML job config: {exc}") from None
+    for section, table in data.items():
+        if not isinstance(table, dict):
+            raise err(path, f"{section} = {table!r}: a job config's top level holds tables ([{section}])")
+    return data
+
+
+class _Keys:
+    """The config's keys read one at a time (each read key is remembered: the rest are warned about)."""
+
+    def __init__(self, path: str, data: Dict[str, object]):
+        self.path, self.data, self.used = path, data, set()
+
+    def get(self, key: str, default, where: str) -> Tuple[object, str]:
+        section, name = key.split(".", 1)
+        self.used.add(key)
+        table = self.data.get(section, {})
+        if name in table:
+            return table[name], f"[{section}] {name} = {table[name]!r}"
+        return default, f"torchtitan default {default!r} ({JC} {where})"
+
+    def int(self, key: str, default: int, where: str, low: int = 1) -> Tuple[int, str]:
+        val, src = self.get(key, default, where)
+        if isinstance(val, bool) or not isinstance(val, int) or not (low <= val <= 10 ** 9):
+            raise err(self.path, f"{key} = {val!r}: expected an integer >= {low}")
+        return val, src
+
+    def choice(self, key: str, default: str, where: str, choices) -> Tuple[str, str]:
+        val, src = self.get(key, default, where)
+        if val not in choices:
+            raise err(self.path, f"{key} = {val!r}: torchtitan accepts {', '.join(map(repr, choices))}")
+        return val, src
+
+    def rest(self):
+        """Every key the mappings did not read (section.key; a nested table by its dotted path)."""
+        def walk(prefix, table):
+            for k, v in table.items():
+                if isinstance(v, dict):
+                    yield from walk(f"{prefix}.{k}", v)
+                else:
+                    yield f"{prefix}.{k}", v
+        for section, table in self.data.items():
+            if section not in IGNORED_SECTIONS:
+                yield from ((k, v) for k, v in walk(section, table) if k not in self.used and k not in IGNORED)
+
+
+def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: Optional[int] = None,
+            build_model: bool = True, known: Tuple[str, ...] = ()) -> Resolution:
+    """memsym's options of a job config.  ``gpus``/``dp``: typed (the world size: --gpus, else the product of the
+    degrees when the file gives data_parallel_shard_degree, else DP typed; else an error)."""
+    k, r = _Keys(path, data), Resolution()
+
+    def put(dest, value, origin):
+        r.options[dest], r.origin[dest] = str(value), origin
+
+    if build_model:
+        _model(k, r, put)
+    else:
+        k.get("model.name", "llama3", "Model.name"), k.get("model.flavor", "debugmodel", "Model.flavor")
+    _layout(k, r, put, gpus, dp)
+    _training(k, r, put)
+    unknown, memory = [], []
+    for key, val in k.rest():
+        (memory if key.split(".")[0] in ("compile", "quantize", "model", "training", "parallelism", "optimizer",
+                                         "activation_checkpoint") else unknown).append((key, val))
+    converters = data.get("model", {}).get("converters", [])
+    comp = k.data.get("compile", {})
+    memory = [(key, v) for key, v in memory if not key.startswith("compile.")]
+    if comp.get("enable") is True:  # JC Compile; PAR apply_compile (model), the loss compiled (train.py)
+        memory.insert(0, ("compile.enable", f"True, components {comp.get('components', ['model', 'loss'])!r} "
+                                            "(torch.compile: fused kernels, fewer saved intermediates)"))
+    elif "enable" in comp and not isinstance(comp["enable"], bool):
+        raise err(k.path, f"compile.enable = {comp['enable']!r}: expected true or false")
+    if not converters:  # [quantize.*] takes effect only through model.converters (parallelize.py; job_config.py Model.converters)
+        memory = [(key, v) for key, v in memory if not key.startswith("quantize.")]
+    r.unmodelled += [f"{key} = {v if key == 'compile.enable' else repr(v)}" for key, v in memory]
+    r.unmodelled += [f"{key} (not a key of torchtitan's JobConfig, {JC})" for key, _ in unknown]
+    return r
+
+
+def _model(k: _Keys, r: Resolution, put) -> None:
+    # lazy: the presets' config.json files only when a flavor is compared with them
+    from derivations.config.presets import PRESET_NAMES, preset_path
+    from derivations.config.hfconfig import read_json
+    name, n_src = k.get("model.name", "llama3", "Model.name")
+    flavor, f_src = k.get("model.flavor", "debugmodel", "Model.flavor")
+    if name != "deepseek_v3":
+        raise err(k.path, f"model.name = {name!r}: memsym reads torchtitan's deepseek_v3 (DeepSeek-V3 family); "
+                          "give --model for another config")
+    if flavor not in FLAVORS:
+        raise err(k.path, f"model.flavor = {flavor!r}: deepseek_v3's flavors are {', '.join(FLAVORS)} ({DS})")
+    a = FLAVORS[flavor]
+    fields = {"model_type": "deepseek_v3", "hidden_size": a["dim"], "intermediate_size": a["inter_dim"],
+              "moe_intermediate_size": a["moe_inter_dim"], "num_hidden_layers": a["n_layers"],
+              "first_k_dense_replace": a["n_dense_layers"], "moe_layer_freq": 1,
+              "num_attention_heads": a["n_heads"], "num_key_value_heads": a["n_heads"],
+              "q_lora_rank": a["q_lora_rank"] or None, "kv_lora_rank": a["kv_lora_rank"],
+              "qk_nope_head_dim": a["qk_nope_head_dim"], "qk_rope_head_dim": a["qk_rope_head_dim"],
+              "v_head_dim": a["v_head_dim"], "n_routed_experts": a["num_experts"],
+              "n_shared_experts": a["num_shared_experts"], "num_experts_per_tok": a["top_k"],
+              "scoring_func": a["score_func"], "norm_topk_prob": a["route_norm"], "topk_method": "greedy",
+              "n_group": a["n_expert_groups"], "topk_group": a["n_limited_groups"], "num_nextn_predict_layers": 0,
+              "tie_word_embeddings": False, "vocab_size": a["vocab_size"]}
+    src = f"{n_src}, {f_src}: {DS}[{flavor!r}]"
+    for preset in PRESET_NAMES:
+        p = read_json(preset_path(preset))
+        if all(p.get(f, 0 if f == "num_nextn_predict_layers" else None) == v
+               for f, v in fields.items() if f != "model_type"):
+            put("model", preset, f"{src}, equal to the preset field by field (memory-relevant args)")
+            break
+    else:
+        r.model = fields
+        r.model_origin = {f: src for f in fields}
+        r.model_origin.update({"first_k_dense_replace": f"{src} n_dense_layers", "moe_layer_freq":
+                               "model.py: every layer from n_dense_layers on is MoE", "tie_word_embeddings":
+                               "model.py: a separate output Linear", "num_nextn_predict_layers": "no MTP module",
+                               "q_lora_rank": f"{src} q_lora_rank {a['q_lora_rank']} (0: none)",
+                               "topk_method": "moe.py: greedy top-k; expert_bias is a buffer, not a parameter"})
+    r.notes.append("torchtitan's MoE keeps expert_bias and tokens_per_expert buffers (moe.py: num_experts FP32 each "
+                   "per MoE layer): not counted")
+    put("attention", "flash", f"{src} use_flex_attn {a['use_flex_attn']} (FlexAttention or SDPA: fused, no s^2 "
+                              "scores tensor)")
+
+
+def _layout(k: _Keys, r: Resolution, put, gpus: Optional[int], dp: Optional[int]) -> None:
+    P = "Parallelism"
+    rep, rep_src = k.int("parallelism.data_parallel_replicate_degree", 1, f"{P}.data_parallel_replicate_degree")
+    shard, sh_src = k.get("parallelism.data_parallel_shard_degree", -1, f"{P}.data_parallel_shard_degree")
+    if shard != -1:
+        shard, sh_src = k.int("parallelism.data_parallel_shard_degree", -1, f"{P}.data_parallel_shard_degree")
+    tp, tp_src = k.int("parallelism.tensor_parallel_degree", 1, f"{P}.tensor_parallel_degree")
+    pp, pp_src = k.int("parallelism.pipeline_parallel_degree", 1, f"{P}.pipeline_parallel_degree")
+    cp, cp_src = k.int("parallelism.context_parallel_degree", 1, f"{P}.context_parallel_degree")
+    ep, ep_src = k.int("parallelism.expert_parallel_degree", 1, f"{P}.expert_parallel_degree")
+    etp, etp_src = k.int("parallelism.expert_tensor_parallel_degree", 1, f"{P}.expert_tensor_parallel_degree")
+    size = rep * tp * pp * cp
+    if gpus is not None:
+        world, w_src = gpus, f"--gpus {gpus}"
+    elif shard != -1:
+        world, w_src = size * shard, "the product of the file's degrees"
+    elif dp is not None:
+        world, w_src = dp * tp * pp * cp, "typed --dp"
+    else:
+        raise err(k.path, "data_parallel_shard_degree is -1 (the rest of the world, torchtitan's default): give "
+                          "--gpus N (the job's GPU count)")
+    if shard == -1:  # PD _validate: dp_shard = world_size // (dp_replicate cp tp pp)
+        if world % size:
+            raise err(k.path, f"{w_src}: {world} GPUs is not a multiple of replicate {rep} x CP {cp} x TP {tp} x "
+                              f"PP {pp} ({PD} _validate)")
+        shard, sh_src = world // size, f"{sh_src}: {world} / (replicate {rep} CP {cp} TP {tp} PP {pp}) ({PD})"
+    elif size * shard != world:
+        raise err(k.path, f"replicate {rep} x shard {shard} x CP {cp} x TP {tp} x PP {pp} = {size * shard} != "
+                          f"{w_src} {world} ({PD} _validate)")
+    if ep > 1:  # PD _validate
+        if etp not in (tp, 1):
+            raise err(k.path, f"expert_tensor_parallel_degree {etp}: torchtitan supports ETP = TP or 1 ({PD})")
+        unit = cp if etp == tp else cp * tp
+        if ep % unit or (shard * unit) % ep:
+            raise err(k.path, f"expert_parallel_degree {ep} must be a multiple of {unit} dividing {shard * unit} "
+                              f"(dp_shard x {'CP' if etp == tp else 'CP x TP'}; {PD} _validate)")
+    else:
+        etp, etp_src = tp, f"EP 1: the experts are tensor-parallel like the rest (parallelize.py apply_moe_ep_tp); {etp_src}"
+    if rep > 1 and (shard > 1 or cp > 1 or ep > 1):
+        dp_, zero, z_src = shard, 3, (f"HSDP: {rep} replicas of an FSDP group of {shard} ({rep_src}; parallelize.py dp_mesh); "
+                                      f"memsym counts one group (a GPU's memory is its group's)")
+        r.notes.append(f"HSDP: --dp {shard} is one replica group of {rep}; the job has {world} GPUs")
+    elif rep > 1:
+        dp_, zero, z_src = rep, 0, f"DDP over {rep} ({rep_src}; parallelize.py apply_ddp): nothing sharded"
+    else:
+        dp_, zero = shard, 3 if (shard > 1 or cp > 1 or ep > 1) else 0
+        z_src = (f"FSDP2 fully_shard over dp_shard x CP (parallelize.py apply_fsdp): parameters, gradients and optimizer "
+                 f"states sharded ({sh_src})" if zero else "no data parallelism: nothing sharded")
+    r.world = world
+    put("dp", dp_, f"{sh_src}; world {world} ({w_src})" if rep == 1 else z_src)
+    put("tp", tp, tp_src), put("pp", pp, pp_src), put("ep", ep, ep_src), put("etp", etp, etp_src), put("cp", cp, cp_src)
+    put("sp", tp, f"{PAR} apply_non_moe_tp: SequenceParallel norms whenever TP > 1 (SP = TP)")
+    put("zero", zero, z_src)
+    if zero == 3:
+        raf, raf_src = k.choice("parallelism.fsdp_reshard_after_forward", "default", f"{P}.fsdp_reshard_after_forward",
+                                ("default", "always", "never"))
+        if raf == "never" or (raf == "default" and pp > 1):
+            r.unmodelled.append(f"fsdp_reshard_after_forward {raf!r}: unsharded parameters kept from forward to "
+                                "backward (parallelize.py apply_fsdp)")
+        r.notes.append(f"FSDP2 ({raf_src}): the all-gathered parameters of the running and the prefetched block "
+                       "are not counted (memsym's ZeRO-3 holds the shard)")
+    else:
+        k.get("parallelism.fsdp_reshard_after_forward", "default", P)
+    r.dp_layout = (rep, shard)
+
+
+def _training(k: _Keys, r: Resolution, put) -> None:
+    T = "Training"
+    local, l_src = k.int("training.local_batch_size", 8, f"{T}.local_batch_size")
+    seq, s_src = k.int("training.seq_len", 2048, f"{T}.seq_len")
+    gbs, g_src = k.get("training.global_batch_size", -1, f"{T}.global_batch_size")
+    pp = int(r.options["pp"])
+    if pp > 1:
+        mbs, m_src = k.int("parallelism.pipeline_parallel_microbatch_size", 1,
+                           "Parallelism.pipeline_parallel_microbatch_size")
+        sched, sc_src = k.get("parallelism.pipeline_parallel_schedule", "1F1B", "Parallelism.pipeline_parallel_schedule")
+        if local % mbs:
+            raise err(k.path, f"local_batch_size {local} is not a multiple of the PP micro-batch size {mbs}")
+        if sched != "1F1B":
+            r.unmodelled.append(f"pipeline_parallel_schedule {sched!r} (counted as 1F1B)")
+        put("mbs", mbs, m_src)
+        put("schedule", "1f1b", sc_src)
+    else:
+        k.get("parallelism.pipeline_parallel_schedule", "1F1B", ""), k.get(
+            "parallelism.pipeline_parallel_microbatch_size", 1, "")
+        put("mbs", local, l_src)
+    put("seq", seq, s_src)
+    rep, shard = r.dp_layout
+    if gbs != -1 and (isinstance(gbs, bool) or not isinstance(gbs, int) or gbs < 1 or gbs % (local * rep * shard)):
+        raise err(k.path, f"global_batch_size = {gbs!r}: expected -1 or a multiple of local_batch_size x DP "
+                          f"({local * rep * shard})")
+    if gbs != -1 or pp > 1:  # memsym's DP is one replica group under HSDP: its share of the batch
+        whole = gbs if gbs != -1 else local * rep * shard
+        put("global_batch", whole * int(r.options["dp"]) // (rep * shard),
+            g_src if gbs != -1 else f"{g_src}: local x DP")
+    _recompute(k, r, put)
+    _precision(k, r, put)
+
+
+def _recompute(k: _Keys, r: Resolution, put) -> None:
+    mode, m_src = k.choice("activation_checkpoint.mode", "selective", "ActivationCheckpoint.mode",
+                           ("none", "selective", "full"))
+    opt, o_src = k.get("activation_checkpoint.selective_ac_option", "2", "ActivationCheckpoint.selective_ac_option")
+    if mode != "selective":
+        put("recompute", mode, f"{m_src} ({AC} apply_ac)")
+    elif opt == "op":
+        put("recompute", "selective", f"{m_src}, {o_src}: op-level SAC ({AC} _apply_op_sac: saves the outputs of "
+                                      "the save list, every other mm recomputed); memsym's selective (the core "
+                                      "attention recomputed) is the closest, an approximation")
+    elif isinstance(opt, str) and opt.isdigit() and int(opt) >= 1:
+        if int(opt) == 1:
+            put("recompute", "full", f"{m_src}, {o_src}: every layer checkpointed ({AC} _apply_layer_sac)")
+        else:
+            put("recompute", "none", f"{m_src}, {o_src}: every {opt}th layer checkpointed, counted as none")
+            r.unmodelled.append(f"selective_ac_option {opt!r}: every {opt}th block fully checkpointed (memsym "
+                                "checkpoints all or none; counted as none, an over-count)")
+    else:
+        raise err(k.path, f"activation_checkpoint.selective_ac_option = {opt!r}: 'op' or a positive integer ({AC})")
+
+
+def _precision(k: _Keys, r: Resolution, put) -> None:
+    T = "Training"
+    dtype, d_src = k.choice("training.dtype", "float32", f"{T}.dtype", tuple(_DTYPES))
+    param, p_src = k.choice("training.mixed_precision_param", "bfloat16", f"{T}.mixed_precision_param",
+                            tuple(_DTYPES))
+    red, r_src = k.choice("training.mixed_precision_reduce", "float32", f"{T}.mixed_precision_reduce", ("float32",))
+    fsdp = r.options["zero"] == "3"
+    if k.get("training.enable_cpu_offload", False, f"{T}.enable_cpu_offload")[0]:
+        r.unmodelled.append("training.enable_cpu_offload true (FSDP's shards on the CPU)")
+    name, n_src = k.get("optimizer.name", "AdamW", "Optimizer.name")
+    if name not in ("AdamW", "Adam"):
+        r.unmodelled.append(f"optimizer.name {name!r} (memsym counts Adam's two moments)")
+    if k.get("optimizer.early_step_in_backward", False, "Optimizer.early_step_in_backward")[0]:
+        r.unmodelled.append("optimizer.early_step_in_backward true (gradients freed per parameter)")
+    master = _DTYPES[dtype]
+    weight = _DTYPES[param] if fsdp else master
+    w_src = f"{p_src}: FSDP's param_dtype (parallelize.py apply_fsdp)" if fsdp else f"{d_src} (no FSDP: autocast, not modelled)"
+    put("weight_dtype", weight, w_src)
+    put("grad_dtype", master, f"{d_src}: the sharded gradients of the {master} parameters; {r_src} reduce")
+    put("master_dtype", master, f"{d_src}: the sharded parameters the optimizer steps")
+    put("optimizer_dtype", master, f"{d_src}: Adam's moments like their parameters ({n_src})")
+    put("act_dtype", weight, w_src + " (the activations)")
+    if weight == master:
+        r.notes.append(f"weights and the optimizer's parameters are one {master} copy; memsym counts a master copy "
+                       "beside the weights (an over-count)")
