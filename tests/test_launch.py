@@ -165,8 +165,11 @@ def test_memsym_runs_reads_every_megatron_run_through_its_arguments(capsys):
             assert r["estimate_command"].startswith(f"memsym estimate --from-megatron paper/runs/{r['id']}.yaml "
                                                     f"--gpus {r['gpus']} "), r["estimate_command"]
             assert r["launch"]["file"] == f"paper/runs/{r['id']}.yaml"
-        else:
-            assert "launch" not in r
+        else:  # torchtitan's job config (tests/test_launch_torchtitan.py)
+            assert r["framework"] == "torchtitan"
+            assert r["estimate_command"].startswith(f"memsym estimate --from-torchtitan paper/runs/{r['id']}.toml "
+                                                    f"--gpus {r['gpus']} "), r["estimate_command"]
+            assert r["launch"]["file"] == f"paper/runs/{r['id']}.toml"
 
 
 def test_the_runs_arguments_are_the_model_configs_verbatim():
