@@ -1,0 +1,172 @@
+"""``memsym estimate --from-torchtitan FILE``: a torchtitan job config read as memsym's options
+(derivations/config/torchtitan.py, memsym/commands/launch.py).
+
+Expectations are written by hand from torchtitan's sources at 99fee810b7e253273ed8d1e10eb6c5f60ba69eff
+(torchtitan/config/job_config.py defaults: local_batch_size 8, seq_len 2048, data_parallel_shard_degree -1,
+activation_checkpoint mode 'selective' with selective_ac_option '2', dtype float32, mixed_precision_param bfloat16;
+parallel_dims.py _validate; deepseek_v3/__init__.py deepseekv3_configs), or, for the run of paper/runs.toml, are
+the hand translation its [runs.layout]/[runs.training]/[runs.model] record; never computed with the code under test."""
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from memsym.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = next(r for r in tomllib.loads((ROOT / "paper" / "runs.toml").read_text())["runs"] if r["framework"] == "torchtitan")
+RUN_FILE = str(ROOT / "paper" / "runs" / f"{RUN['id']}.toml")
+MODEL = '[model]\nname = "deepseek_v3"\nflavor = "16B"\n'
+
+
+def run(capsys, *argv):
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(tmp_path, text, name="job.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def explained(capsys, *argv):
+    code, out, err = run(capsys, "estimate", *argv, "--explain", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    return {o["option"]: o["value"] for o in data["options"]}, data
+
+
+def test_a_minimal_job_config_takes_torchtitans_defaults(tmp_path, capsys):
+    path = write(tmp_path, MODEL + "[parallelism]\ndata_parallel_shard_degree = 4\nexpert_parallel_degree = 2\n")
+    opts, data = explained(capsys, "--from-torchtitan", path)
+    # the world is replicate 1 x shard 4 x CP 1 x TP 1 x PP 1 = 4 (every degree given or defaulted, shard not -1)
+    assert opts == {"--model": "deepseek-v2-lite", "--attention": "flash", "--dp": "4", "--tp": "1", "--pp": "1",
+                    "--ep": "2", "--etp": "1", "--cp": "1", "--sp": "1", "--zero": "3", "--mbs": "8", "--seq": "2048",
+                    "--recompute": "none", "--weight-dtype": "bf16", "--grad-dtype": "fp32", "--master-dtype": "fp32",
+                    "--optimizer-dtype": "fp32", "--act-dtype": "bf16"}
+    origin = {o["option"]: o["from"] for o in data["options"]}
+    assert "torchtitan default 8" in origin["--mbs"] and "Training.local_batch_size" in origin["--mbs"]
+    assert "torchtitan default 2048" in origin["--seq"]
+    # selective with selective_ac_option '2' (every other block): memsym checkpoints all or none, said
+    assert any("selective_ac_option '2'" in x for x in data["not_modelled"]), data["not_modelled"]
+
+
+def test_shard_degree_minus_one_is_the_rest_of_the_world(tmp_path, capsys):
+    path = write(tmp_path, MODEL + "[parallelism]\ndata_parallel_shard_degree = -1\ntensor_parallel_degree = 2\n"
+                                   "[activation_checkpoint]\nmode = \"full\"\n")
+    code, _, err = run(capsys, "estimate", "--from-torchtitan", path)
+    assert code == 2 and "--gpus" in err and len(err.strip().splitlines()) == 1, err
+    opts, _ = explained(capsys, "--from-torchtitan", path, "--gpus", "16")
+    # 16 / (TP 2) = 8 shards; SP = TP (SequenceParallel norms); EP 1: experts tensor-parallel (ETP = TP)
+    assert (opts["--dp"], opts["--tp"], opts["--sp"], opts["--etp"], opts["--zero"], opts["--recompute"]) == \
+           ("8", "2", "2", "2", "3", "full")
+
+
+def test_hsdp_counts_one_replica_group(tmp_path, capsys):
+    path = write(tmp_path, MODEL + "[parallelism]\ndata_parallel_replicate_degree = 2\n"
+                                   "data_parallel_shard_degree = 4\n[training]\nlocal_batch_size = 2\n"
+                                   "global_batch_size = 32\n")
+    opts, data = explained(capsys, "--from-torchtitan", path)
+    # 2 replicas of an FSDP group of 4: one group, ZeRO-3 over 4; the batch 32 = 2 x 4 x 2 x 2 steps: the group's 16
+    assert (opts["--dp"], opts["--zero"], opts["--mbs"], opts["--global-batch"]) == ("4", "3", "2", "16")
+    assert any("HSDP" in x for x in data["assumptions"])
+
+
+def test_unknown_memory_keys_are_named_in_one_warning(tmp_path, capsys):
+    path = write(tmp_path, '[model]\nname = "deepseek_v3"\nflavor = "16B"\nconverters = ["float8"]\n'
+                 '[parallelism]\ndata_parallel_shard_degree = 8\n[compile]\nenable = true\ncomponents = ["loss"]\n'
+                 '[training]\nfrobnicate = 1\n[optimizer]\nlr = 1e-4\n[job]\ndump_folder = "x"\n'
+                 '[quantize.linear.float8]\nfilter_fqns = ["output"]\n')
+    code, out, err = run(capsys, "estimate", "--from-torchtitan", path)
+    assert code == 0, err
+    lines = [x for x in err.splitlines() if "warning" in x]
+    assert len(lines) == 1, err
+    for named in ("compile.enable", "model.converters", "training.frobnicate", "quantize.linear.float8.filter_fqns"):
+        assert named in lines[0], lines[0]
+    assert "optimizer.lr" not in err and "dump_folder" not in err
+
+
+def _huge(p):
+    return write(p, "# " + "x" * (5 * 2 ** 20) + "\n")
+
+
+@pytest.mark.parametrize("text, named", [
+    (MODEL + "[training]\nlocal_batch_size = \"eight\"\n", "local_batch_size = 'eight'"),
+    (MODEL + "[activation_checkpoint]\nmode = \"partial\"\n", "mode = 'partial'"),
+    (MODEL + "[activation_checkpoint]\nselective_ac_option = \"layer\"\n", "selective_ac_option"),
+    ('[model]\nname = "deepseek_v3"\nflavor = "7B"\n', "flavor = '7B'"),
+    ('[model]\nname = "llama3"\n', "name = 'llama3'"),
+    ("parallelism = 3\n" + MODEL, "a job config's top level holds tables"),
+    (MODEL + "[parallelism]\nexpert_parallel_degree = 3\ndata_parallel_shard_degree = 8\n", "expert_parallel_degree 3"),
+    (MODEL + "[parallelism]\ndata_parallel_shard_degree = 4\n", "!= --gpus 8"),
+    (MODEL + "[parallelism\n", "not a TOML job config"),
+    (None, "a launch file has at most"),
+])
+def test_bad_job_configs_exit_2_with_one_line(tmp_path, capsys, text, named):
+    path = _huge(tmp_path) if text is None else write(tmp_path, text)
+    code, out, err = run(capsys, "estimate", "--from-torchtitan", path, "--gpus", "8")
+    assert code == 2, (out, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert named in err, err
+
+
+def test_both_launch_files_are_refused_and_typed_options_win(tmp_path, capsys):
+    path = write(tmp_path, MODEL + "[parallelism]\ndata_parallel_shard_degree = 8\n")
+    code, _, err = run(capsys, "estimate", "--from-torchtitan", path, "--from-megatron", path)
+    assert code == 2 and "together" in err and len(err.strip().splitlines()) == 1, err
+    opts, data = explained(capsys, "--from-torchtitan", path, "--mbs", "2")
+    assert opts["--mbs"] == "(typed)"
+    assert "the file's: 8" in next(o["from"] for o in data["options"] if o["option"] == "--mbs")
+
+
+def test_a_flavor_unlike_every_preset_builds_its_config(tmp_path, capsys):
+    # 671B: deepseek-v3's shape but no MTP module in torchtitan's model: built, not the preset
+    path = write(tmp_path, '[model]\nname = "deepseek_v3"\nflavor = "671B"\n[parallelism]\n'
+                           'data_parallel_shard_degree = 64\nexpert_parallel_degree = 64\n')
+    opts, data = explained(capsys, "--from-torchtitan", path)
+    model = {m["field"]: m["value"] for m in data["model"]}
+    assert "--model" not in opts
+    assert (model["hidden_size"], model["num_hidden_layers"], model["first_k_dense_replace"],
+            model["n_routed_experts"], model["n_shared_experts"], model["num_experts_per_tok"],
+            model["q_lora_rank"], model["vocab_size"], model["num_nextn_predict_layers"]) == \
+           (7168, 61, 3, 256, 1, 8, 1536, 129280, 0)
+
+
+def test_the_runs_entry_resolves_to_its_hand_translation(capsys):
+    opts, data = explained(capsys, "--from-torchtitan", RUN_FILE, "--gpus", str(RUN["gpus"]))
+    assert opts["--model"] == RUN["model"]["preset"]
+    for k, v in {**RUN["layout"], **RUN["training"]}.items():
+        assert opts["--" + k.replace("_", "-")] == str(v), (k, v, opts)
+    # the flags the entry records are the file's, as torchtitan reads them (-1 shards: 8 over 8 GPUs)
+    flags = RUN["flags"]
+    assert int(opts["--dp"]) == flags["parallelism.data_parallel_shard_degree"]
+    assert int(opts["--ep"]) == flags["parallelism.expert_parallel_degree"]
+    assert int(opts["--mbs"]) == flags["training.local_batch_size"]
+    assert int(opts["--seq"]) == flags["training.seq_len"]
+    assert [x for x in data["not_modelled"]] == ["compile.enable = True, components ['loss'] (torch.compile: fused "
+                                                 "kernels, fewer saved intermediates)"]
+
+
+def test_the_explain_text_names_each_source(capsys):
+    code, out, err = run(capsys, "estimate", "--from-torchtitan", RUN_FILE, "--gpus", "8", "--explain")
+    assert code == 0, err
+    assert "--recompute selective" in out and "selective_ac_option = 'op'" in out
+    assert "--dp 8" in out and "data_parallel_shard_degree = -1" in out
+    assert "--weight-dtype bf16" in out and "Training.mixed_precision_param" in out
+
+
+def test_estimate_json_with_a_job_config_imports_no_sympy():
+    import subprocess
+    import sys
+    code = ("import sys; from memsym.cli import main; main(['estimate', '--from-torchtitan', %r, '--gpus', '8', "
+            "'--json']); assert 'sympy' not in sys.modules, 'sympy imported'" % RUN_FILE)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-400:]
