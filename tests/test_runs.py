@@ -216,7 +216,7 @@ def test_text_output_is_a_table(capsys):
     code, out, _ = run(capsys, "runs", "--verbose")
     assert code == 0
     assert "measured" in out and "predicted" in out and "ratio" in out
-    assert "memsym estimate --model" in out and "NVIDIA/Megatron-LM @ d98e8a64" in out
+    assert "memsym estimate --from-" in out and "NVIDIA/Megatron-LM @ d98e8a64" in out
 
 
 @needs_matplotlib
@@ -229,6 +229,13 @@ def test_plot(tmp_path, capsys):
 
 # ------------------------------------------------------------------------------------------ bad input
 GOOD = (PAPER / "runs.toml").read_text()
+
+
+def _titan_on_12(s):
+    """The torchtitan run on 12 GPUs (its job config read with --gpus 12: 12 shards, which EP 8 does not divide)."""
+    at = s.index('id = "torchtitan-dsv3-16b-fsdp8-ep8-oom"')
+    head, tail = s[:at], s[at:]
+    return head + tail.replace("gpus = 8\n", "gpus = 12\n", 1).replace("dp = 8\n", "dp = 12\n", 1)
 
 
 @pytest.mark.parametrize("edit, named", [
@@ -248,7 +255,7 @@ GOOD = (PAPER / "runs.toml").read_text()
                          ""), "missing statistic"),
     (lambda s: s + "\n[[runs]\n", "not a TOML file"),
     (lambda s: s.replace("[runs.training]\nmbs = 8", "[runs.training]\nmbs = 8\ntp = 2", 1), "no option tp"),
-    (lambda s: s.replace("dp = 8\ntp = 1\npp = 1\nep = 8", "dp = 8\ntp = 1\npp = 1\nep = 3"), "torchtitan"),
+    (lambda s: _titan_on_12(s), "torchtitan"),  # 12 GPUs: EP 8 does not divide the 12 shards (parallel_dims.py)
 ])
 def test_bad_runs_files_exit_2_with_one_line(tmp_path, capsys, edit, named):
     bad = edit(GOOD)
