@@ -70,7 +70,7 @@ def test_a_script_estimates_and_typed_options_win(capsys):
     code, out, err = run(capsys, "estimate", "--from-megatron", SCRIPT, "--mbs", "1", "--tp", "1", "--explain", "--json")
     assert code == 0, err
     opts = {o["option"]: o for o in json.loads(out)["options"]}
-    assert opts["--mbs"]["value"] == "(typed)" and "the file's: 2" in opts["--mbs"]["from"]
+    assert opts["--mbs"]["value"] == "1" and "the file's: 2" in opts["--mbs"]["from"]  # the typed value shown
     assert opts["--dp"]["value"] == "8" and opts["--etp"]["value"] == "1" and opts["--sp"]["value"] == "1"
     code, out, err = run(capsys, "estimate", "--from-megatron", SCRIPT, "--mbs", "1", "--json")
     assert code == 0, err

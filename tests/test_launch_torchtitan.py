@@ -123,7 +123,7 @@ def test_both_launch_files_are_refused_and_typed_options_win(tmp_path, capsys):
     code, _, err = run(capsys, "estimate", "--from-torchtitan", path, "--from-megatron", path)
     assert code == 2 and "together" in err and len(err.strip().splitlines()) == 1, err
     opts, data = explained(capsys, "--from-torchtitan", path, "--mbs", "2")
-    assert opts["--mbs"] == "(typed)"
+    assert opts["--mbs"] == "2"  # the typed value
     assert "the file's: 8" in next(o["from"] for o in data["options"] if o["option"] == "--mbs")
 
 

@@ -142,6 +142,8 @@ def _from_yaml(path: str, text: str) -> Launch:
         return ConfigError("from-megatron", f"{path}: {message}")
     try:
         data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+    except RecursionError:
+        raise ConfigError("from-megatron", f"{path}: nested too deeply to be a model_config.yaml") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -220,6 +222,11 @@ def _statements(text: str, path: str) -> List[str]:
     return [s.strip() for s in out if s.strip()]
 
 
+#: the longest statement a script's variables may expand to (a flag's value is a few dozen characters; variables
+#: doubled line by line would otherwise grow to 2^n times their size before anything is read)
+MAX_EXPANDED = 1 << 16
+
+
 class _Shell:
     """The variables of a script as it is read, statement by statement (nothing is run)."""
 
@@ -261,7 +268,16 @@ class _Shell:
             else:
                 out.append(c)
             i += 1
-        return "".join(out)
+            if len(out) > MAX_EXPANDED:  # (each piece is bounded: the check below)
+                raise self._too_long()
+        got = "".join(out)
+        if len(got) > MAX_EXPANDED:
+            raise self._too_long()
+        return got
+
+    def _too_long(self) -> ConfigError:
+        return self.err(f"a statement expands to more than {MAX_EXPANDED:,} characters (variables doubled on "
+                        f"themselves?): a launch file's values are short")
 
     def _value(self, m, quoted: bool) -> str:
         braced, plain = m.group("braced"), m.group("plain")
@@ -291,8 +307,9 @@ class _Shell:
         return val.replace("\\", "\\\\").replace('"', '\\"') if quoted else val
 
     def words(self, text: str) -> List[str]:
+        expanded = _FD.sub("", self.expand(text))  # (its own errors name the file once)
         try:
-            lex = shlex.shlex(_FD.sub("", self.expand(text)), posix=True, punctuation_chars="|&;<>")
+            lex = shlex.shlex(expanded, posix=True, punctuation_chars="|&;<>")
             lex.whitespace_split, lex.commenters = True, ""
             return list(lex)
         except ValueError as exc:

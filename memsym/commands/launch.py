@@ -108,12 +108,23 @@ def explain_data(args) -> dict:
     res = args._launch
     typed = {d for d in explicit_typed(args)}
     options = [{"option": flag_of(d), "value": v, "from": res.origin[d]} if d not in typed else
-               {"option": flag_of(d), "value": "(typed)", "from": f"typed beside the file (the file's: {v})"}
+               {"option": flag_of(d), "value": _typed_value(args, d, v),
+                "from": "typed beside the file" + (f" (the file's: {v})" if str(v) != _typed_value(args, d, v)
+                                                   else " (overrides it)")}
                for d, v in res.options.items()]
     return {"launch": getattr(args, "from_torchtitan", None) or args.from_megatron, "options": options,
             "model": None if res.model is None else [{"field": k, "value": v, "from": res.model_origin.get(k, "")}
                                                       for k, v in res.model.items()],
             "not_modelled": list(res.unmodelled), "assumptions": list(res.notes)}
+
+
+def _typed_value(args, dest: str, resolved) -> str:
+    """The value typed for ``dest``.  Where the file's layout was resolved again with it (a typed TP re-derives DP),
+    the resolution holds the typed value and the file's own is not kept: then only 'overrides it' is said."""
+    v = getattr(args, dest, None)
+    if v is None:
+        return str(resolved)
+    return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
 
 
 def explicit_typed(args):
