@@ -237,3 +237,22 @@ def test_estimate_json_with_a_launch_imports_no_sympy():
             "assert 'sympy' not in sys.modules, 'sympy imported'" % SCRIPT)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_script_that_doubles_its_variables_is_refused_quickly(tmp_path, capsys):
+    """Variables doubled line by line (2^39 x 16 characters if expanded) stop at the expansion cap, one line."""
+    import time
+    lines = ["A0=abcdefghijklmnop"] + [f"A{i}=$A{i - 1}$A{i - 1}" for i in range(1, 40)]
+    path = tmp_path / "dbl.sh"
+    path.write_text("\n".join(lines + ["torchrun pretrain_gpt.py --num-layers 4 --save $A39"]) + "\n")
+    start = time.monotonic()
+    code, _, err = run(capsys, "estimate", "--from-megatron", str(path), "--gpus", "8")
+    assert code == 2 and "expands to more than" in err and len(err.strip().splitlines()) == 1, err
+    assert time.monotonic() - start < 10
+
+
+def test_a_yaml_nested_too_deeply_is_one_line(tmp_path, capsys):
+    path = tmp_path / "deep.yaml"
+    path.write_text("MODEL_ARGS:\n  --x: " + "[" * 100000 + "]" * 100000 + "\n")
+    code, _, err = run(capsys, "estimate", "--from-megatron", str(path), "--gpus", "8")
+    assert code == 2 and "nested too deeply" in err and len(err.strip().splitlines()) == 1, err
