@@ -240,15 +240,13 @@ def test_estimate_json_with_a_launch_imports_no_sympy():
 
 
 def test_a_script_that_doubles_its_variables_is_refused_quickly(tmp_path, capsys):
-    """Variables doubled line by line (2^39 x 16 characters if expanded) stop at the expansion cap, one line."""
-    import time
+    """Variables doubled line by line (2^39 x 16 characters if expanded) stop at the expansion cap, one line (no
+    clock here: without the cap the run does not end)."""
     lines = ["A0=abcdefghijklmnop"] + [f"A{i}=$A{i - 1}$A{i - 1}" for i in range(1, 40)]
     path = tmp_path / "dbl.sh"
     path.write_text("\n".join(lines + ["torchrun pretrain_gpt.py --num-layers 4 --save $A39"]) + "\n")
-    start = time.monotonic()
     code, _, err = run(capsys, "estimate", "--from-megatron", str(path), "--gpus", "8")
     assert code == 2 and "expands to more than" in err and len(err.strip().splitlines()) == 1, err
-    assert time.monotonic() - start < 10
 
 
 def test_a_yaml_nested_too_deeply_is_one_line(tmp_path, capsys):
