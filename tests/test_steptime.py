@@ -180,3 +180,19 @@ def test_deepseek_v3_layout_ranks_among_the_first_ten():
                          capture_output=True, text=True, timeout=300, check=True).stdout
     top = json.loads(out)["rows"][:10]
     assert any(r["tp"] == 1 and r["pp"] == 16 and r["ep"] == 64 for r in top), [(r["tp"], r["pp"], r["ep"]) for r in top]
+
+
+def test_sensitivity_time_without_a_schedule_is_the_slope_of_what_estimate_prints():
+    """No schedule: the step is one micro-batch's period; dT/db and dT/dCP are those of that function (a micro-batch
+    twice as large takes twice as long; CP 2 halves it), and dT/dEP inside a node follows the dispatch's copies."""
+    from dataclasses import replace
+    from derivations.steptime.sensitivity import time_sensitivity
+    layout = cfg.Layout(dp=32, tp=2, pp=16, ep=8, etp=1, sp=2)
+    s = time_sensitivity(V3, layout, cfg.Training(), ["b", "CP", "DP", "EP"], gpu="h800")
+    t = lambda lay, **kw: E.layout_time(V3, lay, replace(cfg.Training(), **kw), gpu="h800")["parts"]["step"]
+    base = t(layout)
+    assert s["wrt"]["b"]["derivative"] == pytest.approx(t(layout, mbs=2) - base, rel=1e-9)  # linear in b
+    assert s["wrt"]["DP"]["derivative"] == 0 and t(replace(layout, dp=16)) == pytest.approx(base)
+    assert s["wrt"]["CP"]["elasticity"] == pytest.approx(-1.0, abs=1e-9)
+    lo = (base - t(replace(layout, ep=4))) / 4
+    assert 0 < s["wrt"]["EP"]["derivative"] < lo  # the copies' (n - 1)/n flattens: the slope at 8 below the secant

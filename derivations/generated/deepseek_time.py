@@ -34,23 +34,29 @@ def _step_none(B_1, B_2, B_a, B_g, B_m, B_w, CP, DP, EP, ETP, F, L_d, L_m, N_r, 
     x19 = rho_full*(x18 + reduce(maximum, [x9, x14*x15])) + rho_sel*(x13*x15 + x18)
     x20 = rho_full + 2
     x21 = B_a*h
-    x22 = s*x20*x21*x5*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x23 = x11*x21
-    x24 = F*L_m*tau_EP*x20*x23
-    x25 = n_h*s*x1*x12*x6*(CP - 1)*(rho_full + 3)/beta_CP
-    x26 = x23*reduce(minimum, [1, PP - 1])/beta_PP
-    x27 = CP*DP
-    x28 = equal(z, 0)
-    x29 = B_g + B_w
-    x30 = select([x28,less(z, 3),True], [2*B_g,x29,n_mb*(B_g + 2*B_w)], default=nan)
-    x31 = x3/DP
-    x32 = P_n*x31
-    x33 = EP*ETP*P_m*x31*x4
-    x34 = x30*x33*(-1 + TP*x27/(EP*ETP))/beta_EDP + x30*x32*(x27 - 1)/beta_DP
-    x35 = x17 + x19 + x22 + x24 + x25 + x26
-    x36 = chi_B*(2*x16 + 7*x7) - chi_W*x16 + chi_mb*x35
-    x37 = x0*(2*B_1 + 2*B_2 + 2*B_m + x29)*select([x28,True], [x8,x32 + x33], default=nan)
-    return (n_mb*x17, n_mb*x19, n_mb*x22, n_mb*x24, n_mb*x25, n_mb*x26, x34, x36, x37, x35, n_mb*x35 + x34 + x36 + x37)
+    x22 = s*x21*x5
+    x23 = x20*x22*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
+    x24 = 2*n_mb
+    x25 = x22*x24
+    x26 = F*L_m*tau_EP*x20
+    x27 = n_h*s*x1*x12*x6*(CP - 1)*(rho_full + 3)/beta_CP
+    x28 = reduce(minimum, [1, PP - 1])/beta_PP
+    x29 = equal(z, 0)
+    x30 = less(z, 3)
+    x31 = select([x29,x30,True], [0,B_w,B_w*x24], default=nan)
+    x32 = CP*DP
+    x33 = x3/DP
+    x34 = P_n*x33
+    x35 = x34*(x32 - 1)/beta_DP
+    x36 = select([x29,x30,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x37 = EP*ETP*P_m*x33*x4
+    x38 = x37*(-1 + TP*x32/(EP*ETP))/beta_EDP
+    x39 = x31*x35 + x31*x38 + x35*x36 + x36*x38
+    x40 = x11*x21
+    x41 = x17 + x19 + x23 + x26*x40 + x27 + x28*x40
+    x42 = chi_B*(2*x16 + 7*x7) - chi_W*x16 + chi_mb*x41
+    x43 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x29,True], [x8,x34 + x37], default=nan)
+    return (n_mb*x17, n_mb*x19, n_mb*x23, x25*x26, n_mb*x27, x25*x28, x39, x42, x43, x41, n_mb*x41 + x39 + x42 + x43)
 
 
 def step_none(v):
@@ -76,30 +82,41 @@ def _step_megatron(B_1, B_2, B_a, B_g, B_m, B_w, CP, DP, EP, ETP, F, L_d, L_m, N
     x15 = 1/(Phi*eta)
     x16 = reduce(maximum, [x9, x15*(P_H*e_H*x11 + x14)])
     x17 = 3*x16 + 11*x7
-    x18 = n_mb*x17
-    x19 = 4*x7
-    x20 = x13*x15 + x19
-    x21 = rho_full*(x19 + reduce(maximum, [x9, x14*x15])) + rho_sel*x20
-    x22 = rho_full + 2
-    x23 = B_a*h
-    x24 = s*x22*x23*x5*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x25 = x11*x23
-    x26 = F*L_m*tau_EP*x22*x25
-    x27 = rho_full + 3
-    x28 = reduce(maximum, [0, -x20*x27 + n_h*s*x1*x12*x27*x6*(CP - 1)/beta_CP])
-    x29 = x25*reduce(minimum, [1, PP - 1])/beta_PP
-    x30 = CP*DP
+    x18 = 4*x7
+    x19 = x13*x15 + x18
+    x20 = rho_full*(x18 + reduce(maximum, [x9, x14*x15])) + rho_sel*x19
+    x21 = rho_full + 2
+    x22 = B_a*h
+    x23 = s*x22*x5
+    x24 = x21*x23*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
+    x25 = 2*n_mb
+    x26 = x23*x25
+    x27 = F*L_m*tau_EP*x21
+    x28 = rho_full + 3
+    x29 = reduce(maximum, [0, -x19*x28 + n_h*s*x1*x12*x28*x6*(CP - 1)/beta_CP])
+    x30 = reduce(minimum, [1, PP - 1])/beta_PP
     x31 = equal(z, 0)
-    x32 = B_g + B_w
-    x33 = select([x31,less(z, 3),True], [2*B_g,x32,n_mb*(B_g + 2*B_w)], default=nan)
-    x34 = x3/DP
-    x35 = P_n*x34
-    x36 = EP*ETP*P_m*x34*x4
-    x37 = reduce(maximum, [0, -x18 + x33*x36*(-1 + TP*x30/(EP*ETP))/beta_EDP + x33*x35*(x30 - 1)/beta_DP])
-    x38 = x17 + x21 + x24 + x26 + x28 + x29
-    x39 = chi_B*(2*x16 + 7*x7) - chi_W*x16 + chi_mb*x38
-    x40 = x0*(2*B_1 + 2*B_2 + 2*B_m + x32)*select([x31,True], [x8,x35 + x36], default=nan)
-    return (x18, n_mb*x21, n_mb*x24, n_mb*x26, n_mb*x28, n_mb*x29, x37, x39, x40, x38, n_mb*x38 + x37 + x39 + x40)
+    x32 = less(z, 3)
+    x33 = select([x31,x32,True], [0,B_w,B_w*x25], default=nan)
+    x34 = 1/beta_DP
+    x35 = CP*DP
+    x36 = x35 - 1
+    x37 = 1/DP
+    x38 = x3*x37
+    x39 = P_n*x38
+    x40 = x34*x36*x39
+    x41 = select([x31,x32,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x42 = 1/beta_EDP
+    x43 = -1 + TP*x35/(EP*ETP)
+    x44 = EP*ETP*P_m*x38*x4
+    x45 = x42*x43*x44
+    x46 = 2*x16 + 7*x7
+    x47 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x17 + (x33*x40 + x33*x45 + x40*x41 + x41*x45)/n_mb]),reduce(maximum, [0, EP*ETP*P_m*x3*x37*x4*x41*x42*x43 + P_n*x3*x34*x36*x37*x41 - x46]) + reduce(maximum, [0, EP*ETP*P_m*x3*x33*x37*x4*x42*x43 + P_n*x3*x33*x34*x36*x37 - x16 - x18])], default=nan)
+    x48 = x11*x22
+    x49 = x17 + x20 + x24 + x27*x48 + x29 + x30*x48
+    x50 = chi_B*x46 - chi_W*x16 + chi_mb*x49
+    x51 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x31,True], [x8,x39 + x44], default=nan)
+    return (n_mb*x17, n_mb*x20, n_mb*x24, x26*x27, n_mb*x29, x26*x30, x47, x50, x51, x49, n_mb*x49 + x47 + x50 + x51)
 
 
 def step_megatron(v):
@@ -125,30 +142,38 @@ def _step_megatron_dualpipe(B_1, B_2, B_a, B_g, B_m, B_w, CP, DP, EP, ETP, F, L_
     x15 = 1/(Phi*eta)
     x16 = reduce(maximum, [x9, x15*(P_H*e_H*x11 + x14)])
     x17 = 3*x16 + 11*x7
-    x18 = n_mb*x17
-    x19 = 4*x7
-    x20 = x13*x15 + x19
-    x21 = rho_full*(x19 + reduce(maximum, [x9, x14*x15])) + rho_sel*x20
-    x22 = rho_full + 2
-    x23 = B_a*h*s*x22*x5*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x24 = x17 + x21
-    x25 = -2*B_a*F*L_m*b*h*s*tau_EP*x22*x3*x4 + x24
-    x26 = reduce(maximum, [0, -x25])
-    x27 = rho_full + 3
-    x28 = reduce(maximum, [0, -x20*x27 + n_h*s*x1*x12*x27*x6*(CP - 1)/beta_CP])
-    x29 = reduce(maximum, [0, 2*B_a*b*h*s*x3*x4*reduce(minimum, [1, PP - 1])/beta_PP - x25])
-    x30 = CP*DP
-    x31 = equal(z, 0)
-    x32 = B_g + B_w
-    x33 = select([x31,less(z, 3),True], [2*B_g,x32,n_mb*(B_g + 2*B_w)], default=nan)
-    x34 = x3/DP
-    x35 = P_n*x34
-    x36 = EP*ETP*P_m*x34*x4
-    x37 = reduce(maximum, [0, -x18 + x33*x36*(-1 + TP*x30/(EP*ETP))/beta_EDP + x33*x35*(x30 - 1)/beta_DP])
-    x38 = x23 + x24 + x28 + x29
-    x39 = chi_B*(2*x16 + 7*x7) - chi_W*x16 + chi_mb*x38
-    x40 = x0*(2*B_1 + 2*B_2 + 2*B_m + x32)*select([x31,True], [x8,x35 + x36], default=nan)
-    return (x18, n_mb*x21, n_mb*x23, n_mb*x26, n_mb*x28, n_mb*(-x26 + x29), x37, x39, x40, x38, n_mb*x38 + x37 + x39 + x40)
+    x18 = 4*x7
+    x19 = x13*x15 + x18
+    x20 = rho_full*(x18 + reduce(maximum, [x9, x14*x15])) + rho_sel*x19
+    x21 = rho_full + 2
+    x22 = B_a*h*s*x21*x5*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
+    x23 = x17 + x20
+    x24 = -2*B_a*F*L_m*b*h*s*tau_EP*x21*x3*x4 + x23
+    x25 = reduce(maximum, [0, -x24])
+    x26 = rho_full + 3
+    x27 = reduce(maximum, [0, -x19*x26 + n_h*s*x1*x12*x26*x6*(CP - 1)/beta_CP])
+    x28 = reduce(maximum, [0, 2*B_a*b*h*s*x3*x4*reduce(minimum, [1, PP - 1])/beta_PP - x24])
+    x29 = equal(z, 0)
+    x30 = less(z, 3)
+    x31 = select([x29,x30,True], [0,B_w,2*B_w*n_mb], default=nan)
+    x32 = 1/beta_DP
+    x33 = CP*DP
+    x34 = x33 - 1
+    x35 = 1/DP
+    x36 = x3*x35
+    x37 = P_n*x36
+    x38 = x32*x34*x37
+    x39 = select([x29,x30,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x40 = 1/beta_EDP
+    x41 = -1 + TP*x33/(EP*ETP)
+    x42 = EP*ETP*P_m*x36*x4
+    x43 = x40*x41*x42
+    x44 = 2*x16 + 7*x7
+    x45 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x17 + (x31*x38 + x31*x43 + x38*x39 + x39*x43)/n_mb]),reduce(maximum, [0, EP*ETP*P_m*x3*x35*x39*x4*x40*x41 + P_n*x3*x32*x34*x35*x39 - x44]) + reduce(maximum, [0, EP*ETP*P_m*x3*x31*x35*x4*x40*x41 + P_n*x3*x31*x32*x34*x35 - x16 - x18])], default=nan)
+    x46 = x22 + x23 + x27 + x28
+    x47 = chi_B*x44 - chi_W*x16 + chi_mb*x46
+    x48 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x29,True], [x8,x37 + x42], default=nan)
+    return (n_mb*x17, n_mb*x20, n_mb*x22, n_mb*x25, n_mb*x27, n_mb*(-x25 + x28), x45, x47, x48, x46, n_mb*x46 + x45 + x47 + x48)
 
 
 def step_megatron_dualpipe(v):
@@ -197,18 +222,21 @@ def _step_ideal(B_1, B_2, B_a, B_g, B_m, B_w, CP, DP, EP, ETP, F, L_d, L_m, N_r,
     x38 = B_a*h
     x39 = x12*x38
     x40 = reduce(maximum, [0, F*L_m*tau_EP*x27*x39 + n_h*s*x1*x13*x34*x35*x36*x6 + s*x25*x26*x27*x28*x38*x5 - x18 - x22 - x23 - x8 + x39*reduce(minimum, [1, PP - 1])/beta_PP])
-    x41 = CP*DP
-    x42 = equal(z, 0)
-    x43 = B_g + B_w
-    x44 = select([x42,less(z, 3),True], [2*B_g,x43,n_mb*(B_g + 2*B_w)], default=nan)
+    x41 = equal(z, 0)
+    x42 = less(z, 3)
+    x43 = select([x41,x42,True], [0,B_w,2*B_w*n_mb], default=nan)
+    x44 = CP*DP
     x45 = x3/DP
     x46 = P_n*x45
-    x47 = EP*ETP*P_m*x4*x45
-    x48 = reduce(maximum, [0, -x20 + x44*x47*(-1 + TP*x41/(EP*ETP))/beta_EDP + x44*x46*(x41 - 1)/beta_DP])
-    x49 = x29 + x40
-    x50 = chi_B*(2*x17 + 7*x7) - chi_W*x17 + chi_mb*x49
-    x51 = x0*(2*B_1 + 2*B_2 + 2*B_m + x43)*select([x42,True], [x9,x46 + x47], default=nan)
-    return (x20, n_mb*x24, n_mb*x31, n_mb*(-x31 + x33), n_mb*(-x33 + x37), n_mb*(-x37 + x40), x48, x50, x51, x49, n_mb*x49 + x48 + x50 + x51)
+    x47 = x46*(x44 - 1)/beta_DP
+    x48 = select([x41,x42,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x49 = EP*ETP*P_m*x4*x45
+    x50 = x49*(-1 + TP*x44/(EP*ETP))/beta_EDP
+    x51 = reduce(maximum, [0, -x20 + x43*x47 + x43*x50 + x47*x48 + x48*x50])
+    x52 = x29 + x40
+    x53 = chi_B*(2*x17 + 7*x7) - chi_W*x17 + chi_mb*x52
+    x54 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x41,True], [x9,x46 + x49], default=nan)
+    return (x20, n_mb*x24, n_mb*x31, n_mb*(-x31 + x33), n_mb*(-x33 + x37), n_mb*(-x37 + x40), x51, x53, x54, x52, n_mb*x52 + x51 + x53 + x54)
 
 
 def step_ideal(v):

@@ -120,10 +120,14 @@ def volumes() -> Dict[str, sp.Expr]:
 
 
 def dp_volumes() -> Dict[str, sp.Expr]:
-    """Bytes one device sends per step for its non-MoE ('DP', over DP CP replicas) and MoE ('EDP') parameters."""
-    per_param = sp.Piecewise((2 * nt.B_g, sp.Eq(nt.z, 0)), (nt.B_g + nt.B_w, nt.z < 3),
-                             (m * (nt.B_g + 2 * nt.B_w), True))
-    return {"DP": (DP * CP - 1) / (DP * CP) * P_n * per_param, "EDP": (EDP - 1) / EDP * P_m * per_param}
+    """Bytes one device sends per step for its non-MoE ('DP', over DP CP replicas) and MoE ('EDP') parameters:
+    '<group>_reduce' the gradients' (an all-reduce without ZeRO, a reduce-scatter with it; ZeRO-3's every
+    micro-batch), '<group>_gather' the weights' all-gather (ZeRO-1/2 once after the update, ZeRO-3 in every
+    micro-batch's forward and backward)."""
+    reduce = sp.Piecewise((2 * nt.B_g, sp.Eq(nt.z, 0)), (nt.B_g, nt.z < 3), (m * nt.B_g, True))
+    gather = sp.Piecewise((0, sp.Eq(nt.z, 0)), (nt.B_w, nt.z < 3), (2 * m * nt.B_w, True))
+    share = {"DP": (DP * CP - 1) / (DP * CP) * P_n, "EDP": (EDP - 1) / EDP * P_m}
+    return {f"{g}_{k}": v * per for g, v in share.items() for k, per in (("reduce", reduce), ("gather", gather))}
 
 
 def times(f: Dict[str, sp.Expr] = None) -> Dict[str, sp.Expr]:
@@ -148,8 +152,11 @@ def times(f: Dict[str, sp.Expr] = None) -> Dict[str, sp.Expr]:
     dv = dp_volumes()
     sharded = sp.Piecewise((P_n + P_m, sp.Eq(nt.z, 0)), (P_n / (DP * CP) + P_m / EDP, True))
     adam = nt.B_g + 2 * (nt.B_m + nt.B_1 + nt.B_2) + nt.B_w
-    return {"t_F": t_F, "t_B": 2 * t_mm + 7 * matrix / W_M, "t_W": t_mm, "t_R": t_R, "t_att": t_att, **c,
-            "t_DP": dv["DP"] / beta["DP"] + dv["EDP"] / beta["EDP"], "t_opt": sharded * adam / W_M}
+    out = {"t_F": t_F, "t_B": 2 * t_mm + 7 * matrix / W_M, "t_W": t_mm, "t_R": t_R, "t_att": t_att, **c,
+            "t_red": dv["DP_reduce"] / beta["DP"] + dv["EDP_reduce"] / beta["EDP"],
+            "t_gat": dv["DP_gather"] / beta["DP"] + dv["EDP_gather"] / beta["EDP"], "t_opt": sharded * adam / W_M}
+    out["t_DP"] = out["t_red"] + out["t_gat"]
+    return out
 
 
 def exposed(overlap: str, dualpipe: bool, t: Dict[str, sp.Expr]) -> Dict[str, sp.Expr]:
@@ -166,7 +173,11 @@ def exposed(overlap: str, dualpipe: bool, t: Dict[str, sp.Expr]) -> Dict[str, sp
            "PP": t["c_PP"]}
     if dualpipe:  # the all-to-all and PP transfers of a chunk pair behind its compute
         out.update(_beyond([t["c_EP"], t["c_PP"]], compute, ("EP", "PP")))
-    out["DP"] = sp.Max(0, t["t_DP"] - m * (t["t_F"] + t["t_B"]))
+    # Megatron's --overlap-grad-reduce starts a bucket's reduce in the last micro-batch's backward (the others run
+    # under no_sync: megatron/core/pipeline_parallel/schedules.py), --overlap-param-gather the next step's gather
+    # in the first micro-batch's forward; ZeRO-3 (Megatron-FSDP) prefetches each micro-batch's gathers behind it
+    out["DP"] = sp.Piecewise((m * sp.Max(0, t["t_DP"] / m - t["t_F"] - t["t_B"]), sp.Eq(nt.z, 3)),
+                             (sp.Max(0, t["t_red"] - t["t_B"]) + sp.Max(0, t["t_gat"] - t["t_F"]), True))
     return out
 
 

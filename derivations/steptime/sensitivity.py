@@ -5,7 +5,9 @@ P_n and P_m written as the terms they are (static.device.non_moe, static.device.
 the stage's composition) and the bubble's coefficients as the schedule's functions of PP, every other input at
 the configuration's slowest stage, differentiated in each variable: dT/dx and the elasticity (x/T) dT/dx.
 Held where they are: the links a group uses (placement.py; a degree that moves a group across a node boundary
-is a step, not a slope) and the stage's layers (a change of PP moves the bubble, not the layers per stage).
+is a step, not a slope; the dispatch's copies per link follow EP and ETP) and the stage's layers (a change of PP
+moves the bubble, not the layers per stage).  Without a schedule the function is the one the evaluator reports:
+one micro-batch's period.
 """
 from __future__ import annotations
 
@@ -28,6 +30,20 @@ def _bubble(schedule, vpp: int) -> Dict:
     return dict(zip((M.chi_mb, M.chi_B, M.chi_W), table[schedule]))
 
 
+def _dispatch(model, layout, per_node: int, g, dispatcher: str):
+    """tau_EP (placement.dispatch_seconds) as a function of EP and ETP, its case held: the n = EP ETP ranks inside
+    one node (q = n) or across nodes (q = N per node)."""
+    n, copies = nt.EP * nt.ETP, model.N_r * nt.ETP
+    nvl, net = sp.Float(g.rate("nvlink")), sp.Float(g.rate("network"))
+    if layout.ep * layout.etp <= per_node:
+        return copies * (n - 1) / n / nvl
+    if dispatcher == "alltoall":
+        return sp.Max(copies * (n - per_node) / n / net, copies * (per_node - 1) / n / nvl)
+    nodes = n / per_node
+    k = sp.Min(copies, E._groups_kept(model), nodes)
+    return sp.Max(k * (nodes - 1) / nodes / net, copies * sp.Rational(per_node - 1, per_node) / nvl)
+
+
 def time_sensitivity(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, wrt: Sequence[str], *,
                      gpu=None, overlap: str = "megatron", efficiency=1, gpus_per_node: int = 8,
                      dispatcher=None) -> Dict:
@@ -35,13 +51,20 @@ def time_sensitivity(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Tra
     t = E.layout_time(model, layout, training, gpu=gpu, overlap=overlap, efficiency=efficiency,
                       gpus_per_node=gpus_per_node, dispatcher=dispatcher, with_inputs=True)
     name = E.variant(training.schedule, overlap)
-    step = nt.expand_derived(M.step_time(overlap, name.endswith("_dualpipe"))["step"])
+    parts = M.step_time(overlap, name.endswith("_dualpipe"))
+    # what the evaluator reports as the step: without a schedule one micro-batch's period (ZeRO-3's traffic in it)
+    step = parts["step"] if training.schedule else \
+        parts["microbatch"] + sp.Piecewise((parts["DP"], sp.Eq(nt.z, 3)), (0, True))
+    step = nt.expand_derived(step)
     reg = T.build(model)
     comp = {nt.SYMBOLS[k]: v for k, v in t["composition"].items()}
     dims = {nt.SYMBOLS[k]: v for k, v in cfg.named(model).items() if k in nt.SYMBOLS}
     device = {M.P_n: reg["static.device.non_moe"].base_expr, M.P_m: reg["static.device.moe"].base_expr}
     expr = step.xreplace({k: e.xreplace(comp).xreplace(dims) for k, e in device.items()})
     expr = expr.xreplace(_bubble(training.schedule, training.vpp or 2))
+    g = E.check(model, gpu, overlap, efficiency)
+    expr = expr.xreplace({M.tau_EP: _dispatch(model, layout, gpus_per_node, g, E.dispatcher_of(training.schedule,
+                                                                                                dispatcher))})
     point = {s: sp.Float(t["inputs"][s.name]) for s in expr.free_symbols if s.name in t["inputs"]}
     out = {}
     for w in wrt:
