@@ -87,7 +87,7 @@ def run(args) -> int:
     if timed:
         # lazy: the GPU presets (only --time names one)
         from derivations.config import gpus
-        for line in time_lines(timed, gpus.gpu(timed["gpu"])):
+        for line in time_lines(timed, gpus.gpu(timed["gpu"]), training.attention):
             print(line)
     return 0
 

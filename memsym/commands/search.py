@@ -44,7 +44,7 @@ def add_parser(sub):
     g.add_argument("--recipe", choices=list(RECIPES), default=None,
                    help="take the schedule, micro-batches, virtual stages, sequence length, micro-batch size, ZeRO "
                         "stage and (a named) recomputation of a recipe (`memsym estimate --help`), unless typed; the "
-                        "search keeps the paper's eager attention and BF16 activations")
+                        "search keeps its --attention kernel (flash unless typed) and BF16 activations")
     g.add_argument("--gpus-per-node", type=common.positive_int, default=8, metavar="N",
                    help="GPUs per node (default 8): tensor-parallel groups, TP and ETP, stay inside a node (each "
                         "divides N); layouts with TP or ETP across nodes are rejected and counted")
@@ -277,7 +277,7 @@ def render_text(model, args, hbm, result, idx) -> str:
                                                              for k, v in c["invalid_configurations"].items()))
     if not len(idx):
         lines.append("no configuration fits")
-        return "\n".join(lines)
+        return "\n".join(ln if len(ln) <= 100 else _fold(ln) for ln in lines)
     how = {"peak": "peak, largest first", "headroom": "headroom, most first",
            "bubble": "fewest pipeline bubbles, then most headroom, then smaller TP",
            "time": "estimated tokens per second per GPU, most first (the shortest step under a global batch), then "

@@ -184,8 +184,8 @@ def render_text(model, layout, training, comp, values, results, with_latex=False
              f"layout DP={layout.dp} TP={layout.tp} PP={layout.pp} EP={layout.ep} ETP={layout.etp} SP={layout.SP} "
              f"CP={layout.cp}; ZeRO {training.zero} ({cfg.ZERO_NAMES[training.zero]}); recompute "
              f"{training.recompute_label}; b={training.mbs} s={training.seq}",
-             "M (GiB) = " + ", ".join(f"{k} {fmt_gib(v)}" for k, v in values.items() if k != "total")
-             + f"; total {fmt_gib(values['total'])} ({fmt_int(values['total'])} B)"]
+             _wrap("M (GiB) = " + ", ".join(f"{k} {fmt_gib(v)}" for k, v in values.items() if k != "total")
+                   + f"; total {fmt_gib(values['total'])} ({fmt_int(values['total'])} B)", 4)]
     for r in results:
         info = nt.REGISTRY[r.name]
         lines += ["", f"d/d{r.name}  ({info.meaning}; {r.name} = {fmt_int(r.value)})"]

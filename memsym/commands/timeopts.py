@@ -33,19 +33,23 @@ def seconds(x: float) -> str:
     return f"{x:,.0f}" if x >= 1000 else f"{x:.3g}" if x >= 0.001 or x == 0 else f"{x:.1e}"
 
 
-def time_lines(t: dict, gpu) -> list:
-    """``estimate --time``'s lines for :func:`derivations.steptime.evaluate.layout_time`'s result."""
+def time_lines(t: dict, gpu, attention: str = "eager") -> list:
+    """``estimate --time``'s lines for :func:`derivations.steptime.evaluate.layout_time`'s result (each within
+    100 columns)."""
     p = t["parts"]
-    exposed = ", ".join(f"{g} {seconds(p[g])}" for g in ("TP", "EP", "CP", "PP", "DP"))
-    return ["", f"step time (derivations/steptime, {gpu.name}: {gpu.rate('bf16') / 1e12:,.1f} TFLOP/s BF16 x "
-                f"{t['efficiency']:g}; overlap {t['overlap']}, dispatcher {t['dispatcher']}; slowest stage "
-                f"{t['stage']}):",
+    per_step = t["microbatches"] > 1 or p["bubble"] or p["optimizer"]
+    exposed = ", ".join(f"{g} {seconds(p[g])}" for g in ("TP", "EP", "CP", "PP"))
+    dp = f", DP {seconds(p['DP'])}" if per_step or p["DP"] else ", DP not counted (no schedule)"
+    return ["", f"step time (derivations/steptime) on {gpu.name}: {gpu.rate('bf16') / 1e12:,.1f} TFLOP/s BF16",
+            f"  x efficiency {t['efficiency']:g}; attention {attention}; overlap {t['overlap']}; dispatcher "
+            f"{t['dispatcher']}; slowest stage {t['stage']}",
             f"  step        {seconds(p['step'])} s   ({t['microbatches']} micro-batch"
             f"{'es' if t['microbatches'] != 1 else ''} of {seconds(p['microbatch'])} s; "
             f"{t['tokens_per_gpu_s']:,.0f} tokens/s per GPU)",
             f"  compute     {seconds(p['compute'])} s   recomputation {seconds(p['recompute'])} s   bubble "
-            f"{seconds(p['bubble'])} s   optimizer {seconds(p['optimizer'])} s",
-            f"  exposed transfers (s): {exposed}"]
+            f"{seconds(p['bubble'])} s   optimizer "
+            + (f"{seconds(p['optimizer'])} s" if per_step else "not counted (no schedule)"),
+            f"  exposed transfers (s): {exposed}{dp}"]
 
 
 def sensitivity_lines(s: dict) -> list:
