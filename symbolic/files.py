@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 import shutil
@@ -45,6 +46,10 @@ def check_out_file(path) -> None:
         raise ConfigError("output", f"cannot write {path}: directory {d} does not exist")
     if os.path.isdir(path):
         raise ConfigError("output", f"cannot write {path}: it is a directory")
+    if os.path.lexists(path) and (os.path.islink(path) or not stat.S_ISREG(os.lstat(path).st_mode)):
+        # the file is replaced whole (write_atomic): a link, a FIFO or a device would be replaced, not written to
+        raise ConfigError("output", f"cannot write {path}: it is not a regular file (a link, a device or a pipe); "
+                                    f"name a file")
     if not os.access(d, os.W_OK):
         raise ConfigError("output", f"cannot write {path}: directory {d} is not writable")
 

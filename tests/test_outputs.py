@@ -178,3 +178,21 @@ def test_report_without_out_writes_under_the_current_directory(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     assert publishing.default_out_dir() == tmp_path / "memsym-report"
     assert ROOT not in publishing.default_out_dir().parents
+
+
+def test_an_output_that_is_not_a_regular_file_is_refused(tmp_path):
+    """The output is replaced whole (written beside and renamed): a symlink, a FIFO or a device at the path would be
+    replaced, not written to: refused on one line, nothing changed (a review wrote --csv /dev/full as root)."""
+    import subprocess
+    import sys
+    target = tmp_path / "target.csv"
+    target.write_text("kept\n")
+    link = tmp_path / "link.csv"
+    link.symlink_to(target)
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    for path in (link, fifo):
+        p = subprocess.run([sys.executable, "-m", "memsym", "search", "--gpus", "64", "--csv", str(path)],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2 and "not a regular file" in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr
+    assert link.is_symlink() and target.read_text() == "kept\n" and fifo.is_fifo()
