@@ -15,21 +15,12 @@ import pytest
 
 from derivations import config as cfg
 from derivations.config.launch import layer_pattern, pipeline_layout
-from memsym.cli import main
+from clirun import run  # tests/clirun.py
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "launch"
 SCRIPT, YAML = str(DATA / "run.sh"), str(DATA / "model_config.yaml")
 RUNS = [r for r in tomllib.loads((ROOT / "paper" / "runs.toml").read_text())["runs"] if r["framework"] == "megatron-core"]
-
-
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def explained(capsys, *argv):

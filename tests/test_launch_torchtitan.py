@@ -14,21 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from memsym.cli import main
+from clirun import run  # tests/clirun.py
 
 ROOT = Path(__file__).resolve().parent.parent
 RUN = next(r for r in tomllib.loads((ROOT / "paper" / "runs.toml").read_text())["runs"] if r["framework"] == "torchtitan")
 RUN_FILE = str(ROOT / "paper" / "runs" / f"{RUN['id']}.toml")
 MODEL = '[model]\nname = "deepseek_v3"\nflavor = "16B"\n'
-
-
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def write(tmp_path, text, name="job.toml"):

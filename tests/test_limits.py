@@ -8,20 +8,12 @@ import pytest
 
 from derivations import config as cfg
 from derivations.config import limits as L
-from memsym.cli import build_parser, main
+from memsym.cli import build_parser
+from clirun import run  # tests/clirun.py
 from memsym.commands import COMMANDS
 from memsym.commands import common
 from symbolic.errors import ConfigError
 from symbolic.search import divisors
-
-
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_every_integer_option_of_every_command_has_a_limit():

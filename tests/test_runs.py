@@ -17,6 +17,7 @@ import pytest
 import independent as ind
 from derivations import config as cfg
 from memsym.cli import main
+from clirun import run  # tests/clirun.py
 
 ROOT = Path(__file__).resolve().parent.parent
 PAPER = ROOT / "paper"
@@ -24,15 +25,6 @@ RUNS = tomllib.loads((PAPER / "runs.toml").read_text())["runs"]
 KINDS = {"max_allocated", "reserved", "nvidia_smi", "oom"}
 needs_matplotlib = pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None,
                                       reason="matplotlib (the plot extra) is not installed")
-
-
-def run(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")
