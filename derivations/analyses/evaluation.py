@@ -83,6 +83,7 @@ class SearchResult:
     #: without a schedule, the (s, b) groups of each layout: the rows are choices x layouts x groups, in
     #: order (:func:`derivations.analyses.ranking.layout_index`); None when the rows are laid out otherwise
     layout_groups: Optional[int] = None
+    training: Optional[cfg.Training] = None  #: what the configurations ran under (schedule, m, attention kernel)
 
     @property
     def considered(self) -> int:
@@ -435,7 +436,7 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
         out["bubble"] = (out["pp"] - 1) / (m + out["pp"] - 1)
     return SearchResult(gpus, hbm, enum, tuple(dict.fromkeys(r for _, r in choices)), over, out,
                         schedule=training.schedule, global_batch=global_batch, invalid=invalid,
-                        layout_groups=groups)
+                        layout_groups=groups, training=training)
 
 
 def _fits(total, f: float, buf: float, hbm: int, chunk: int = 1 << 14):
@@ -457,8 +458,7 @@ def pipeline(schedule=None, microbatches=None, vpp=None, global_batch=None, atte
             raise cfg.ConfigError("global-batch", "give --global-batch (sequences per step: m = global / (DP mbs)) "
                                                   "or --microbatches, not both")
         schedule = schedule or "1f1b"
-    t = cfg.Training(schedule=schedule, microbatches=microbatches, vpp=vpp, attention=attention)
-    cfg.validate_training(t)
+    cfg.validate_training(t := cfg.Training(schedule=schedule, microbatches=microbatches, vpp=vpp, attention=attention))
     return t
 
 

@@ -25,10 +25,12 @@ BLOCK = 1 << 13
 
 def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.Training] = None, *, gpu=None,
              overlap: str = "megatron", efficiency=1, gpus_per_node: int = 8, vpp: Optional[int] = None,
-             attention: str = "eager", dispatcher: Optional[str] = None) -> None:
-    """Add the time columns to ``result`` (in place); ``gpu``: the preset whose rates are used."""
+             attention: Optional[str] = None, dispatcher: Optional[str] = None) -> None:
+    """Add the time columns to ``result`` (in place); ``gpu``: the preset whose rates are used; ``training``: the
+    search's own (``result.training``) unless given."""
     c = result.columns
-    training = training or cfg.Training()
+    training = training or result.training or cfg.Training()
+    attention = attention or training.attention
     g = timing.check(model, gpu, overlap, efficiency)
     names = cfg.composition_names(model.family)
     vpp = vpp or training.vpp or 2

@@ -26,6 +26,13 @@ OVERLAPS = ("none", "megatron", "ideal")
 PARTS = ("compute", "recompute", "TP", "EP", "CP", "PP", "DP", "bubble", "optimizer", "microbatch", "step")
 
 
+#: the step-time model's per-layer parameter inputs and the terms they are (derivations/steptime/model.py)
+PARAMETER_TERMS = (("P_A", "params.mla"), ("P_F", "params.dense_ffn"), ("P_E", "params.expert"),
+                   ("P_R", "params.router"), ("P_H", "params.head"))
+#: the device's parameters of a stage, non-MoE and MoE, and their terms
+DEVICE_TERMS = (("P_n", "static.device.non_moe"), ("P_m", "static.device.moe"))
+
+
 class TimeError(cfg.ConfigError):
     pass
 
@@ -60,8 +67,7 @@ def _model_constants(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, 
     terms = ev.Terms(model.structure, ev.derived(values, fam.name), fam.name)
     out = {k: float(values[k]) for k in ("h", "n_h", "d_h", "d_hr", "d_v", "N_r", "N_s", "F", "B_a", "B_w", "B_g",
                                           "B_m", "B_1", "B_2")}
-    for name, tid in (("P_A", "params.mla"), ("P_F", "params.dense_ffn"), ("P_E", "params.expert"),
-                      ("P_R", "params.router"), ("P_H", "params.head")):
+    for name, tid in PARAMETER_TERMS:
         out[name] = float(terms.term(tid)) if tid in terms else 0.0
     return out
 
@@ -73,13 +79,13 @@ def _device_coefficients(model: cfg.ModelSpec, tp: int, ep: int, etp: int) -> Di
     fam = families.get(model.family)
     names = cfg.composition_names(model.family)
     layout = cfg.Layout(tp=tp, ep=ep, etp=etp, sp=tp)
-    out = {"P_n": [], "P_m": []}
+    out = {name: [] for name, _ in DEVICE_TERMS}
     for c in names:
         values = cfg.named(model, layout, None)
         values.update({n: int(n == c) for n in names})
         terms = ev.Terms(model.structure, ev.derived(values, fam.name), fam.name)
-        out["P_n"].append(float(terms.term("static.device.non_moe")))
-        out["P_m"].append(float(terms.term("static.device.moe")))
+        for name, tid in DEVICE_TERMS:
+            out[name].append(float(terms.term(tid)))
     return {k: tuple(v) for k, v in out.items()}
 
 
@@ -94,7 +100,7 @@ def device_params(model: cfg.ModelSpec, rows: Mapping[str, np.ndarray]) -> Dict[
     uniq = np.stack([ukey // (radix * radix), (ukey // radix) % radix, ukey % radix], axis=1)
     counts = np.stack([np.asarray(rows[n], dtype=np.float64) for n in names], axis=1)
     out = {}
-    for part in ("P_n", "P_m"):
+    for part, _ in DEVICE_TERMS:
         coef = np.array([_device_coefficients(model, *map(int, u))[part] for u in uniq]).reshape(len(uniq), len(names))
         out[part] = np.einsum("ij,ij->i", counts, coef[inv]) if len(inv) else np.zeros(0)
     return out

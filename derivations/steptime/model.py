@@ -51,6 +51,7 @@ from typing import Dict
 import sympy as sp
 
 from derivations import notation as nt
+from derivations.steptime.evaluate import OVERLAPS
 
 _P = dict(positive=True)
 #: the model's own symbols: peak matrix rate, efficiency, HBM bandwidth, bandwidth of each group
@@ -70,26 +71,6 @@ chi_mb, chi_B, chi_W = (sp.Symbol(n, nonnegative=True) for n in ("chi_mb", "chi_
 P_A, P_F, P_E, P_R, P_H = (sp.Symbol(n, nonnegative=True) for n in ("P_A", "P_F", "P_E", "P_R", "P_H"))
 #: the device's parameters of a stage: non-MoE (replicated over DP CP) and MoE (over EDP)
 P_n, P_m = sp.Symbol("P_n", nonnegative=True), sp.Symbol("P_m", nonnegative=True)
-
-OVERLAPS = ("none", "megatron", "ideal")
-
-MEANING = {
-    "Phi": "peak dense matrix-multiply rate of the GPU in the compute dtype, FLOP/s (gpus.toml bf16)",
-    "eta": "matrix-multiply efficiency: the fraction of Phi the kernels reach (--gemm-efficiency, default 1)",
-    "W_M": "HBM bandwidth, bytes/s (gpus.toml hbm_bandwidth)",
-    "c_A": "fraction of the s x s attention scores computed: 1 eager, 1/2 a causal flash kernel",
-    "u_E": "1 with eager attention (the s x s matrices pass through HBM), 0 with a flash kernel",
-    "rho_full": "1 under full recomputation, else 0", "rho_sel": "1 under selective (core attention), else 0",
-    "chi_mb": "micro-batch times in the bubble", "chi_B": "backward times in the bubble (DualPipe)",
-    "chi_W": "weight-gradient times saved from the bubble (ZB1P, DualPipe)",
-    "P_A": "attention parameters of one layer (params.mla)", "P_F": "dense FFN parameters (params.dense_ffn)",
-    "P_E": "parameters of one expert (params.expert)", "P_R": "router parameters (params.router)",
-    "P_H": "output head parameters (params.head)",
-    "P_n": "non-MoE parameters on the device (static.device.non_moe)",
-    "P_m": "MoE parameters on the device (static.device.moe)",
-    **{f"beta_{g}": f"bandwidth one device sends at in its {g} group, bytes/s (placement.py)" for g in beta},
-    "tau_EP": "seconds of the experts' dispatch per byte of a token's hidden state (placement.py)",
-}
 
 b, s, h, n_h = nt.b, nt.s, nt.h, nt.n_h
 TP, CP, PP, EP, DP, EDP = nt.TP, nt.CP, nt.PP, nt.EP, nt.DP, nt.EDP

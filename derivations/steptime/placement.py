@@ -53,19 +53,23 @@ def dispatch_seconds(rows: Mapping[str, np.ndarray], per_node: int, nvlink: floa
     remote, and reaches each copy's GPU inside the node over NVLink, (q - 1)/q of the copies.  The two links
     work at once: the longer time."""
     f = lambda k: np.asarray(rows[k], dtype=np.float64)
-    ep, etp = f("ep"), f("etp")
-    n = ep * etp
-    q = np.minimum(n, per_node)
-    copies = top_k * etp
+    n = f("ep") * f("etp")
+    return dispatch_time(n, np.minimum(n, per_node), top_k * f("etp"), groups_kept, nvlink, network, dispatcher)
+
+
+def dispatch_time(n, q, copies, groups_kept, nvlink, network, dispatcher: str, minimum=np.minimum,
+                  maximum=np.maximum):
+    """:func:`dispatch_seconds`' formula, of the n = EP ETP ranks, q of them per node and each token's ``copies``
+    (numpy arrays, or sympy expressions with ``minimum``/``maximum`` sympy's Min/Max: the step time's slopes)."""
     if dispatcher == "alltoall":
         net, nvl = copies * (n - q) / n, copies * (q - 1) / n
     elif dispatcher == "deepep":
         nodes = n / q
-        k = np.minimum(np.minimum(copies, groups_kept), nodes)
+        k = minimum(minimum(copies, groups_kept), nodes)
         net, nvl = k * (nodes - 1) / nodes, copies * (q - 1) / q
     else:
         raise ValueError(f"unknown dispatcher {dispatcher!r}")
-    return np.maximum(net / network, nvl / nvlink)
+    return maximum(net / network, nvl / nvlink)
 
 
 def schedule_coefficients(schedule: Optional[str], pp, vpp: int = 2) -> Dict[str, np.ndarray]:

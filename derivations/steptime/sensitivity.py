@@ -20,6 +20,7 @@ from derivations import notation as nt
 from derivations import terms as T
 from derivations.steptime import evaluate as E
 from derivations.steptime import model as M
+from derivations.steptime import placement
 
 
 def _bubble(schedule, vpp: int) -> Dict:
@@ -31,17 +32,12 @@ def _bubble(schedule, vpp: int) -> Dict:
 
 
 def _dispatch(model, layout, per_node: int, g, dispatcher: str):
-    """tau_EP (placement.dispatch_seconds) as a function of EP and ETP, its case held: the n = EP ETP ranks inside
+    """tau_EP (placement.dispatch_time) as a function of EP and ETP, its case held: the n = EP ETP ranks inside
     one node (q = n) or across nodes (q = N per node)."""
-    n, copies = nt.EP * nt.ETP, model.N_r * nt.ETP
-    nvl, net = sp.Float(g.rate("nvlink")), sp.Float(g.rate("network"))
-    if layout.ep * layout.etp <= per_node:
-        return copies * (n - 1) / n / nvl
-    if dispatcher == "alltoall":
-        return sp.Max(copies * (n - per_node) / n / net, copies * (per_node - 1) / n / nvl)
-    nodes = n / per_node
-    k = sp.Min(copies, E._groups_kept(model), nodes)
-    return sp.Max(k * (nodes - 1) / nodes / net, copies * sp.Rational(per_node - 1, per_node) / nvl)
+    n = nt.EP * nt.ETP
+    q = n if layout.ep * layout.etp <= per_node else per_node
+    return placement.dispatch_time(n, q, model.N_r * nt.ETP, E._groups_kept(model), sp.Float(g.rate("nvlink")),
+                                   sp.Float(g.rate("network")), dispatcher, sp.Min, sp.Max)
 
 
 def time_sensitivity(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, wrt: Sequence[str], *,
@@ -59,7 +55,7 @@ def time_sensitivity(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Tra
     reg = T.build(model)
     comp = {nt.SYMBOLS[k]: v for k, v in t["composition"].items()}
     dims = {nt.SYMBOLS[k]: v for k, v in cfg.named(model).items() if k in nt.SYMBOLS}
-    device = {M.P_n: reg["static.device.non_moe"].base_expr, M.P_m: reg["static.device.moe"].base_expr}
+    device = {sp.Symbol(name, nonnegative=True): reg[tid].base_expr for name, tid in E.DEVICE_TERMS}
     expr = step.xreplace({k: e.xreplace(comp).xreplace(dims) for k, e in device.items()})
     expr = expr.xreplace(_bubble(training.schedule, training.vpp or 2))
     g = E.check(model, gpu, overlap, efficiency)

@@ -115,10 +115,8 @@ def _search(args, rows=None):
                               microbatches=args.microbatches, vpp=args.vpp, global_batch=args.global_batch,
                               gpus_per_node=args.gpus_per_node, progress=_progress(), attention=args.attention)
     if model.family == "deepseek":  # the step-time model covers the DeepSeek family
-        S.add_time(result, model, S.pipeline(args.schedule, args.microbatches, args.vpp, args.global_batch,
-                                             args.attention),
-                   gpu=args.gpu, overlap=args.overlap, efficiency=args.gemm_efficiency,
-                   gpus_per_node=args.gpus_per_node, vpp=args.vpp, dispatcher=args.dispatcher, attention=args.attention)
+        S.add_time(result, model, gpu=args.gpu, overlap=args.overlap, efficiency=args.gemm_efficiency,
+                   gpus_per_node=args.gpus_per_node, vpp=args.vpp, dispatcher=args.dispatcher)
     elif args.sort == "time":
         args.sort = "bubble"
     return model, hbm, result, S.ranked(result, sort=args.sort, per_layout=not args.all_configurations, top=rows)

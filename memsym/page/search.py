@@ -28,15 +28,15 @@ from typing import Callable, Dict, List
 import sympy as sp
 from sympy.printing.jscode import JavascriptCodePrinter
 
+from derivations.steptime.evaluate import DEVICE_TERMS, PARAMETER_TERMS
+
 from .codegen import js
 
 #: The step-time model's variants the page runs: Megatron's overlap (search's default --overlap), with DualPipe's own.
 TIME_VARIANTS = (("megatron", "megatron", False), ("megatron_dualpipe", "megatron", True))
 #: The terms the step-time model's inputs read (derivations/steptime/evaluate.py ``_model_constants`` and
 #: ``_device_coefficients``), exact.
-PARAMS = (("P_A", "params.mla"), ("P_F", "params.dense_ffn"), ("P_E", "params.expert"), ("P_R", "params.router"),
-          ("P_H", "params.head"))
-DEVICE = (("P_n", "static.device.non_moe"), ("P_m", "static.device.moe"))
+PARAMS, DEVICE = PARAMETER_TERMS, DEVICE_TERMS
 
 
 class FloatJS(JavascriptCodePrinter):

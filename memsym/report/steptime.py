@@ -15,35 +15,31 @@ def table_steptime(ctx) -> Table:
     F_mm, F_att = sp.Symbol("F_mm", positive=True), sp.Symbol("F_att", positive=True)
     f = M_.flops()
     t = M_.times({"layers": F_mm, "attention": F_att, "head": 0})
-    names = dict(ctx.names)
-    names.update({F_mm: "F_{mm}", F_att: "F_{att}", M_.W_M: "W_{M}", M_.chi_mb: "\\chi_{mb}", M_.chi_B: "\\chi_{B}",
-                  M_.chi_W: "\\chi_{W}", M_.rho_full: "\\rho_{full}", M_.rho_sel: "\\rho_{sel}", M_.u_E: "u_{E}",
-                  M_.tau_EP: "\\tau_{EP}"})
+    names = ctx.names  # the model's own symbols print as sympy prints them (F_mm as F_{mm}, chi_mb as \chi_{mb})
     note = ("Exposed transfers follow the overlap switch (none, megatron, ideal; DualPipe also hides the EP and PP "
             "transfers of its paired chunks); m micro-batches per step. Values at a configuration: memsym estimate "
             "--time; memsym search ranks layouts by them.")
     t_mb, t_B, t_W = sp.Symbol("t_mb", positive=True), sp.Symbol("t_B", positive=True), sp.Symbol("t_W", positive=True)
-    names.update({t_mb: "t_{mb}", t_B: "t_{B}", t_W: "t_{W}"})
     m = sp.Symbol("m", positive=True)
     rows_spec = [
-        ("forward FLOPs, matrix products (incl. the head)", "F_mm", f["layers"] + f["head"], None),
-        ("forward FLOPs, attention scores", "F_att", f["attention"], None),
-        ("forward", "t_F", t["t_F"], None),
-        ("backward", "t_B", t["t_B"], None),
-        ("its weight-gradient half", "t_W", t["t_W"], None),
-        ("recomputation", "t_R", t["t_R"], None),
-        ("compute of the step", "compute", m * (sp.Symbol("t_F") + t_B), "compute"),
-        ("recomputation of the step", "recompute", m * sp.Symbol("t_R"), "recompute"),
-        ("TP transfers", "c_TP", t["c_TP"], "TP"),
-        ("EP dispatch and combine", "c_EP", t["c_EP"], "EP"),
-        ("CP ring", "c_CP", t["c_CP"], "CP"),
-        ("PP sends", "c_PP", t["c_PP"], "PP"),
-        ("data-parallel traffic (per step)", "t_DP", t["t_DP"], "DP"),
-        ("optimizer step", "t_opt", t["t_opt"], "optimizer"),
+        ("forward FLOPs, matrix products (incl. the head)", "F_mm", f["layers"] + f["head"]),
+        ("forward FLOPs, attention scores", "F_att", f["attention"]),
+        ("forward", "t_F", t["t_F"]),
+        ("backward", "t_B", t["t_B"]),
+        ("its weight-gradient half", "t_W", t["t_W"]),
+        ("recomputation", "t_R", t["t_R"]),
+        ("compute of the step", "compute", m * (sp.Symbol("t_F") + t_B)),
+        ("recomputation of the step", "recompute", m * sp.Symbol("t_R")),
+        ("TP transfers", "c_TP", t["c_TP"]),
+        ("EP dispatch and combine", "c_EP", t["c_EP"]),
+        ("CP ring", "c_CP", t["c_CP"]),
+        ("PP sends", "c_PP", t["c_PP"]),
+        ("data-parallel traffic (per step)", "t_DP", t["t_DP"]),
+        ("optimizer step", "t_opt", t["t_opt"]),
         ("bubble (t_mb: a micro-batch's compute and exposed transfers)", "bubble",
-         M_.chi_mb * t_mb + M_.chi_B * t_B - M_.chi_W * t_W, "bubble"),
+         M_.chi_mb * t_mb + M_.chi_B * t_B - M_.chi_W * t_W),
     ]
-    rows = tuple((T(label), C(sym), M(breakable_latex(expr, names))) for label, sym, expr, _ in rows_spec) + \
+    rows = tuple((T(label), C(sym), M(breakable_latex(expr, names))) for label, sym, expr in rows_spec) + \
         ((T("step"), C("step"), M(r"m\,t_{mb} + \mathrm{bubble} + t_{DP}^{exposed} + t_{opt}")),)
     return Table("steptime", "The step-time model: each part as derivations/steptime/model.py writes it", "memsym",
                  ("part", "symbol", "expression"), A("p.25 l p.55"), rows, note=note)
