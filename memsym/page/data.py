@@ -403,17 +403,10 @@ RELEASED = ("deepseek-v3.2-exp", "glm-5", "kimi-k2", "deepseek-v4-flash", "deeps
 
 def released_models() -> List:
     """(``paper/models/<name>.json``, ModelSpec) of :data:`RELEASED`, read as ``memsym estimate --model`` reads them
-    (none when memsym runs outside its repository: they are the repository's data, not the package's)."""
-    import os
-
+    (``paper/`` is the repository's folder in a checkout, the package ``memsym_paper`` in a wheel)."""
     from derivations.config.presets import load_model
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    out = []
-    for name in RELEASED:
-        rel = f"paper/models/{name}.json"
-        if os.path.exists(os.path.join(root, rel)):
-            out.append((rel, load_model(os.path.join(root, rel))))
-    return out
+    from symbolic.resources import PAPER_DIR
+    return [(f"paper/models/{name}.json", load_model(str(PAPER_DIR / "models" / f"{name}.json"))) for name in RELEASED]
 
 
 def _distinct(models) -> List:
