@@ -32,9 +32,27 @@ def exact_text(x) -> str:
 
 
 def as_number(x):
-    """A JSON number for an exact value: an int when integral, else the nearest float."""
+    """A JSON number for an exact value: an int when integral, else the nearest float (the exact ``"p/q"`` text
+    beyond a float's range)."""
     x = _fraction(x)
-    return int(x) if x.denominator == 1 else float(x)
+    if x.denominator == 1:
+        return int(x)
+    try:
+        return float(x)
+    except OverflowError:
+        return as_exact(x)
+
+
+def fixed(x, decimals: int) -> str:
+    """``x`` to ``decimals`` places with thousands separators: as float formatting prints it within 2^53 (what
+    every output and the page print), rounded exactly (half to even) beyond, where a float would overflow or
+    lose the integer part."""
+    x = _fraction(x)
+    if abs(x) < 2 ** 53:
+        return f"{float(x):,.{decimals}f}"
+    q = round(x * 10 ** decimals)
+    whole, frac = divmod(abs(q), 10 ** decimals)
+    return ("-" if x < 0 else "") + f"{whole:,}" + (f".{frac:0{decimals}d}" if decimals else "")
 
 
 def fmt_int(x) -> str:
@@ -42,7 +60,7 @@ def fmt_int(x) -> str:
     x = _fraction(x)
     if x.denominator == 1:
         return f"{x.numerator:,}"
-    return f"{float(x):,.3f}"
+    return fixed(x, 3)
 
 
 def count(n, one: str, many: Optional[str] = None) -> str:
@@ -52,4 +70,4 @@ def count(n, one: str, many: Optional[str] = None) -> str:
 
 def fmt_gib(nbytes, decimals: int = 2) -> str:
     """Bytes as GiB (2^30), ``decimals`` places, thousands separators."""
-    return f"{float(_fraction(nbytes) / GiB):,.{decimals}f}"
+    return fixed(_fraction(nbytes) / GiB, decimals)

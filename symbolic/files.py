@@ -21,11 +21,15 @@ def write_atomic(path, data) -> None:
         raise TypeError(f"write_atomic writes str or bytes, got {type(data).__name__}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:  # an existing file keeps its mode; a new one gets what open() would give it under the user's umask
+        mode = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(raw)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -33,6 +37,20 @@ def write_atomic(path, data) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux's /proc/self/status), else set and restored."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def check_out_file(path) -> None:
@@ -65,6 +83,9 @@ def check_out_dir(path) -> Path:
         raise ConfigError("output", f"--out {path}: exists and is not a directory")
     probe = path
     while not probe.exists():
+        if probe.is_symlink():  # a link to nothing: the folder could not be made there
+            raise ConfigError("output", f"--out {path}: {probe} is a symbolic link to nothing "
+                                        f"({os.readlink(probe)})")
         probe = probe.parent
     if not probe.is_dir():
         raise ConfigError("output", f"--out {path}: cannot create the directory ({probe} is not a directory)")
@@ -102,7 +123,7 @@ def write_tree(out, files, remove=()) -> list:
     while not probe.exists():
         created.append(probe)
         probe = probe.parent
-    staging = None
+    staging, mask = None, _umask()
     try:
         for d in reversed(created):
             d.mkdir()
@@ -115,11 +136,15 @@ def write_tree(out, files, remove=()) -> list:
                     fh.write(raw)
                     fh.flush()
                     os.fsync(fh.fileno())
-                os.chmod(staging / name, 0o644)
+                try:  # a file written again keeps its mode; a new one gets the user's umask
+                    mode = stat.S_IMODE(os.stat(out / name).st_mode)
+                except OSError:
+                    mode = 0o666 & ~mask
+                os.chmod(staging / name, mode)
             except OSError as exc:
                 raise ConfigError("output", f"cannot write {out / name}: {_describe(exc)}; {out} is unchanged") \
                     from None
-        _commit(staging, out, names, remove)
+        _commit(staging, out, names, remove, 0o777 & ~mask)
     except BaseException:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
@@ -133,8 +158,8 @@ def write_tree(out, files, remove=()) -> list:
     return [out / name for name in names]
 
 
-def _commit(staging: Path, out: Path, names, remove) -> None:
-    """Move the staged files into ``out``: one rename of the folder when ``out`` is new, else one
+def _commit(staging: Path, out: Path, names, remove, folder_mode: int) -> None:
+    """Move the staged files into ``out``: one rename of the folder (made ``folder_mode``) when ``out`` is new, else one
     rename per file with the old copies set aside and put back on failure.  SIGINT is held
     until the end (the renames take microseconds)."""
     # lazy: modules this module's importers do not need (loaded only on this path)
@@ -150,7 +175,7 @@ def _commit(staging: Path, out: Path, names, remove) -> None:
     try:
         try:
             if not out.exists():
-                os.chmod(staging, 0o755)
+                os.chmod(staging, folder_mode)
                 os.rename(staging, out)
                 return
             old = staging / ".old"

@@ -38,6 +38,7 @@ class Bounds:
     name: str = "config.json"
     typical: str = "a few KiB"
     nests: int = 3
+    reading: str = "the model config"
 
 
 def type_name(x) -> str:
@@ -94,13 +95,13 @@ def _depth(data) -> int:
     return deepest
 
 
-def stat_of(path: str, error: Error) -> os.stat_result:
+def stat_of(path: str, error: Error, reading: str = "the model config") -> os.stat_result:
     try:
         return os.stat(path)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise error(path, "file", "is a symbolic link loop (too many levels of symbolic links)") from None
-        raise error(path, "file", f"cannot read the model config: {exc.strerror or exc}") from None
+        raise error(path, "file", f"cannot read {reading}: {exc.strerror or exc}") from None
     except ValueError:  # a NUL character
         raise error(path, "file", "is not a path (it holds a NUL character)") from None
 
@@ -108,7 +109,7 @@ def stat_of(path: str, error: Error) -> os.stat_result:
 def read_bounded(path: str, b: Bounds, error: Error) -> bytes:
     """At most ``b.max_bytes`` bytes of the regular file ``path`` (a device, FIFO, socket or
     directory is named as what it is, never opened for reading)."""
-    st = stat_of(path, error)
+    st = stat_of(path, error, b.reading)
     if not stat.S_ISREG(st.st_mode):
         kind = next((k for test, k in _KINDS if test(st.st_mode)), "not a regular file")
         raise error(path, "file", f"is {kind}, not a {b.name} file")
@@ -117,7 +118,7 @@ def read_bounded(path: str, b: Bounds, error: Error) -> bytes:
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
-        raise error(path, "file", f"cannot read the model config: {exc.strerror or exc}") from None
+        raise error(path, "file", f"cannot read {b.reading}: {exc.strerror or exc}") from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced since the stat above
             raise error(path, "file", "is not a regular file")
@@ -129,7 +130,7 @@ def read_bounded(path: str, b: Bounds, error: Error) -> bytes:
             chunks.append(chunk)
             n += len(chunk)
     except OSError as exc:
-        raise error(path, "file", f"cannot read the model config: {exc.strerror or exc}") from None
+        raise error(path, "file", f"cannot read {b.reading}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
     if n > b.max_bytes:

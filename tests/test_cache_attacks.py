@@ -1,6 +1,6 @@
 """Attacks on the on-disk caches, as a user would mount them.
 
-Every cache memsym keeps (built terms, numba kernels, the report's entries; estimate, params and search
+Every cache memsym keeps (built terms, the report's entries; estimate, params and search
 keep none: they read the generated evaluators) is warmed by real commands, then poisoned: each file replaced by a pickle whose
 loading writes a marker (Python files get code appended), or every digit in it changed.  The next
 runs must run no code and print what a run with every cache off prints.  With two local users (made
@@ -23,20 +23,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-KERNEL = ("import numpy as np, sympy as sp\n"
-          "from symbolic import compiled\n"
-          "x, y = sp.symbols('x y', positive=True)\n"
-          "print(compiled.compile(3 * y / x + 1, [x, y])(np.array([1.0, 2.0]), np.array([4.0, 4.0])).tolist())\n")
 #: The commands whose caches are attacked: estimate (none: a poisoned cache must not reach it either),
 #: fit (the built terms; search keeps nothing: its kernels are generated), report
-#: (computed report, rendered files, closed forms, notebooks' HTML) and a numba kernel.
+#: (computed report, rendered files, closed forms, notebooks' HTML).
 COMMANDS = [
     ["-m", "memsym", "estimate", "--zero", "1", "--json"],
     ["-m", "memsym", "estimate", "--gpu", "h100"],
     ["-m", "memsym", "fit", "--hbm", "80GiB", "--json"],
     ["-m", "memsym", "report", "--model", "deepseek-v2-lite", "--dp", "8", "--tp", "1", "--pp", "1", "--ep", "8",
      "--format", "md,html", "--out", "{out}"],
-    ["-c", KERNEL],
 ]
 
 
@@ -99,7 +94,7 @@ def test_a_poisoned_cache_runs_nothing_and_changes_no_number(truth, tmp_path, ho
     env.pop("MEMSYM_CACHE", None)
     assert run_all(env, tmp_path) == truth            # cold
     kinds = sorted(p.name for p in cache.iterdir() if p.is_dir())
-    assert {"kernels", "report", "terms"} <= set(kinds), kinds
+    assert {"report", "terms"} <= set(kinds), kinds
     marker = tmp_path / "ran"
     assert poison(cache, marker, how) >= 10
     assert run_all(env, tmp_path) == truth and not marker.exists()

@@ -240,6 +240,16 @@ def test_a_script_that_doubles_its_variables_is_refused_quickly(tmp_path, capsys
     assert code == 2 and "expands to more than" in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_a_long_value_read_on_many_lines_is_refused_for_the_whole_file(tmp_path, capsys):
+    """Each statement under the per-statement cap, the file over the whole-file one: a 60,000-character value read
+    on 1,000 short lines (about 0.07 s a line without the file's cap: minutes) is one line naming the file."""
+    lines = ["V=" + "x" * 60000] + [f'A{i}="$V"' for i in range(1000)]
+    path = tmp_path / "long.sh"
+    path.write_text("\n".join(lines + ["torchrun pretrain_gpt.py --num-layers 4"]) + "\n")
+    code, _, err = run(capsys, "estimate", "--from-megatron", str(path), "--gpus", "8")
+    assert code == 2 and "in all" in err and str(path) in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_a_yaml_nested_too_deeply_is_one_line(tmp_path, capsys):
     path = tmp_path / "deep.yaml"
     path.write_text("MODEL_ARGS:\n  --x: " + "[" * 100000 + "]" * 100000 + "\n")

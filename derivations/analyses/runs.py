@@ -20,13 +20,14 @@ Arithmetic is exact (Fractions); the ratio becomes a float only where it is prin
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from symbolic import tomlfile
 from symbolic.errors import ConfigError
+from symbolic.jsonfile import Bounds
 from symbolic.resources import PAPER_DIR
 
 #: The default file of runs.
@@ -76,7 +77,9 @@ _OPTIONAL = ("gpu", "notes", "flags", "conventions")
 _SOURCE_REQUIRED = ("repository", "revision", "path")
 _SOURCE_OPTIONAL = ("config", "url")
 _ID = re.compile(r"[a-z0-9][a-z0-9-]{0,79}")
-_MAX_BYTES = 1 << 20  # the file is a few dozen KiB
+#: a runs file (paper/runs.toml, or --data): a few dozen KiB of [[runs]] tables with their [runs.*] tables
+RUNS_BOUNDS = Bounds(max_bytes=1 << 20, max_depth=8, max_digits=30, name="TOML file", typical="a few dozen KiB",
+                     nests=3, reading="the runs file")
 
 
 @dataclass(frozen=True)
@@ -223,17 +226,7 @@ def load(path=None) -> List[Run]:
     ConfigError naming the run and the field.  Model files are resolved against ``paper/``
     (the folder of the default file), whichever file the runs come from."""
     path = Path(path) if path is not None else RUNS_FILE
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(_MAX_BYTES + 1)
-    except OSError as exc:
-        raise ConfigError("runs", f"{path}: cannot read the runs file: {exc.strerror or exc}") from None
-    if len(raw) > _MAX_BYTES:
-        raise ConfigError("runs", f"{path}: larger than {_MAX_BYTES} bytes; a runs file is a few dozen KiB")
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError("runs", f"{path}: not a TOML file: {exc}") from None
+    data = tomlfile.read(path, RUNS_BOUNDS, lambda p, _, message: ConfigError("runs", f"{p}: {message}"))
     if data.get("schema") != 1:
         raise ConfigError("runs", f"{path}: schema must be 1, got {data.get('schema')!r}")
     entries = data.get("runs")

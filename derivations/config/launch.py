@@ -109,8 +109,14 @@ def read_text(path: str, option: str = "from-megatron", what: str = "a launch sc
     if st.st_size > CONFIG_BYTES:
         raise err(f"{st.st_size} bytes; a launch file has at most {CONFIG_BYTES}")
     try:
-        with open(path, "rb") as fh:
+        # non-blocking, and checked again once open: a file swapped for a FIFO since the stat never blocks the read
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise err(f"not a regular file ({what})")
             raw = fh.read(CONFIG_BYTES + 1)
+        if len(raw) > CONFIG_BYTES:
+            raise err(f"more than {CONFIG_BYTES} bytes; a launch file has at most {CONFIG_BYTES}")
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise err(f"not UTF-8 text (byte {exc.start})") from None
@@ -144,6 +150,8 @@ def _from_yaml(path: str, text: str) -> Launch:
         data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
     except RecursionError:
         raise ConfigError("from-megatron", f"{path}: nested too deeply to be a model_config.yaml") from None
+    except ValueError as exc:  # an integer past Python's 4,300-digit conversion limit
+        raise err(f"not a model_config.yaml: {str(exc).split(';')[0]}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
@@ -225,13 +233,16 @@ def _statements(text: str, path: str) -> List[str]:
 #: the longest statement a script's variables may expand to (a flag's value is a few dozen characters; variables
 #: doubled line by line would otherwise grow to 2^n times their size before anything is read)
 MAX_EXPANDED = 1 << 16
+#: the most a whole script may expand to, all its statements together: a long value read on many short lines would
+#: otherwise cost (lines x value) of work however each statement is bounded
+MAX_FILE_EXPANDED = 1 << 18
 
 
 class _Shell:
     """The variables of a script as it is read, statement by statement (nothing is run)."""
 
     def __init__(self, path: str):
-        self.path, self.vars, self.arrays = path, {}, {}
+        self.path, self.vars, self.arrays, self.expanded = path, {}, {}, 0
 
     def err(self, message: str) -> ConfigError:
         return ConfigError("from-megatron", f"{self.path}: {message}")
@@ -273,6 +284,10 @@ class _Shell:
         got = "".join(out)
         if len(got) > MAX_EXPANDED:
             raise self._too_long()
+        self.expanded += len(got)
+        if self.expanded > MAX_FILE_EXPANDED:
+            raise self.err(f"its statements expand to more than {MAX_FILE_EXPANDED:,} characters in all (a long "
+                           f"variable read on many lines?): a launch file's values are short")
         return got
 
     def _too_long(self) -> ConfigError:
@@ -392,12 +407,13 @@ def _world(sh: _Shell, words: List[str]) -> Tuple[Optional[int], str]:
 def layer_pattern(text: str, what: str = "--moe-layer-freq") -> List[int]:
     """Megatron's list expression of 0s and 1s (``([0]*3+[1]*13)``, ``([1]*3+[0]*1)*3``, ``[0,1,1]``), parsed
     by hand (Megatron evaluates it; memsym never does): expr = term ('+' term)*, term = atom ('*' N)* or
-    N '*' atom, atom = '[' N (',' N)* ']' or '(' expr ')'; at most 10^4 entries."""
+    N '*' atom, atom = '[' N (',' N)* ']' or '(' expr ')'; at most 10^4 entries, nested at most 32 deep."""
     s = re.sub(r"\s+", "", text)
-    pos = 0
+    pos, depth = 0, 0
 
     def fail(message):
-        return ConfigError("from-megatron", f"{what} {text!r}: {message}")
+        return ConfigError("from-megatron", f"{what} {shown(text[:60])!r}{'...' if len(text) > 60 else ''}: "
+                                            f"{message}")
 
     def number():
         nonlocal pos
@@ -408,6 +424,16 @@ def layer_pattern(text: str, what: str = "--moe-layer-freq") -> List[int]:
         return int(m.group())
 
     def atom():
+        nonlocal pos, depth
+        depth += 1
+        if depth > 32:
+            raise fail(f"nested more than 32 deep at character {pos + 1}")
+        try:
+            return _atom()
+        finally:
+            depth -= 1
+
+    def _atom():
         nonlocal pos
         if pos < len(s) and s[pos] == "[":
             pos += 1

@@ -41,12 +41,14 @@ given global batch divided by R).  DDP (R > 1, S = 1, no CP, no EP): --dp R --ze
 """
 from __future__ import annotations
 
-import tomllib
 from typing import Dict, Optional, Tuple
 
+from symbolic import tomlfile
 from symbolic.errors import ConfigError
+from symbolic.jsonfile import Bounds
 
 from derivations.config.launch import read_text
+from derivations.config.limits import CONFIG_BYTES
 from derivations.config.megatron import Resolution
 
 REV = "99fee810"
@@ -86,6 +88,12 @@ activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns
 _DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
 
 
+#: a job config's bounds beyond a launch file's (derivations/config/launch.py read_text): its tables nest two deep,
+#: its integers are degrees, steps and sizes
+JOB_CONFIG = Bounds(max_bytes=CONFIG_BYTES, max_depth=8, max_digits=30, name="TOML job config", nests=2,
+                    reading="the job config")
+
+
 def err(path: str, message: str) -> ConfigError:
     return ConfigError("from-torchtitan", f"{path}: {message}")
 
@@ -93,10 +101,7 @@ def err(path: str, message: str) -> ConfigError:
 def read_job_config(path: str) -> Dict[str, object]:
     """The job config's tables (``tomllib``: data only; size, file kind and encoding checked as a launch file's)."""
     text = read_text(str(path), "from-torchtitan", "a torchtitan job config")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise err(path, f"not a TOML job config: {exc}") from None
+    data = tomlfile.loads(text, str(path), JOB_CONFIG, lambda p, _, message: err(p, message))
     for section, table in data.items():
         if not isinstance(table, dict):
             raise err(path, f"{section} = {table!r}: a job config's top level holds tables ([{section}])")

@@ -21,7 +21,6 @@ configuration at which to evaluate them.  A comparison says:
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
@@ -30,7 +29,13 @@ from typing import Dict, List, Optional, Tuple
 
 from derivations.config import ConfigError, GiB
 
+from symbolic import tomlfile  # noqa: E402
+from symbolic.jsonfile import Bounds  # noqa: E402
 from symbolic.resources import PAPER_DIR  # noqa: E402
+
+#: a paper data file (paper/printed.toml, or reproduce --data): some hundred KiB of [[entry]] tables
+PAPER_DATA = Bounds(max_bytes=4 << 20, max_depth=8, max_digits=40, name="TOML paper data file",
+                    typical="some hundred KiB", nests=3, reading="the paper data file")
 UNIT_SCALE = {"B": Fraction(10 ** 9), "GB": Fraction(GiB), "params": Fraction(1), "bytes": Fraction(1)}
 BYTE_UNITS = {"GB", "bytes"}
 
@@ -88,11 +93,7 @@ def load(path: Optional[Path] = None) -> Tuple[Dict, List[Entry]]:
     """Read the paper data file: (meta, entries).  Raises ConfigError (a ValueError; the command
     line exits 2 with one line) naming a malformed entry."""
     path = Path(path or PAPER_DIR / "printed.toml")
-    with open(path, "rb") as fh:
-        try:
-            data = tomllib.load(fh)
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError("paper-data", f"{path}: not valid TOML: {exc}") from None
+    data = tomlfile.read(path, PAPER_DATA, lambda p, _, message: ConfigError("paper-data", f"{p}: {message}"))
     entries = []
     for kind in ("entry", "rederived"):
         for raw in data.get(kind, []):

@@ -40,6 +40,7 @@ from derivations import build
 from derivations import config as cfg
 from derivations import notation as nt
 from symbolic.errors import ConfigError
+from symbolic.exact import as_number
 from symbolic.formula import (Comparison, FormulaError, Leaf, carriers, compare, monomial_rank, multiples,
                               parse_assumptions, parse_formula, substitute, symbol_rank)
 from symbolic.term import Term
@@ -120,7 +121,8 @@ class VerifyResult:
 
     @property
     def gib_at_paper(self) -> Optional[float]:
-        return None if self.bytes_at_paper is None else float(self.bytes_at_paper) / GiB
+        # (a float within its range, the exact "p/q" beyond: a user's formula may be 2^1100 bytes)
+        return None if self.bytes_at_paper is None else as_number(Fraction(self.bytes_at_paper) / GiB)
 
 
 # ------------------------------------------------------------------------- the term

@@ -81,6 +81,7 @@ def run(args) -> int:
     from memsym.trace import INSTALL_HINT, inputs, missing
     conf = inputs.read(args.model)
     inputs.check_trace(conf.model, args.mbs, args.seq, args.recompute, args.fake, args.step)
+    inputs.check_routing(args.framework, conf.model, args.attention)  # a refusal does not wait for torch
     inputs.check_options(args.framework, args.attention, args.experts, args.recompute, settings_of(args))
     inputs.check_conventions(args.conventions)
     if args.record:

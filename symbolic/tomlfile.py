@@ -1,0 +1,47 @@
+"""A TOML file read as bounded data (``tomllib``: data only, nothing executed), as :mod:`symbolic.jsonfile` reads
+JSON: a regular file of at most ``b.max_bytes`` bytes opened without blocking, UTF-8, nested at most
+``b.max_depth`` deep, no integer of more than ``b.max_digits`` digits.  Every problem is one error built by the
+caller's ``error(path, field, message)``."""
+from __future__ import annotations
+
+import tomllib
+from typing import Dict
+
+from .jsonfile import Bounds, Error, read_bounded
+
+
+def _check(data, b: Bounds, path: str, error: Error) -> None:
+    """Depth and integer sizes of parsed ``data``, without recursion."""
+    stack = [(data, 1)]
+    while stack:
+        x, d = stack.pop()
+        if isinstance(x, (dict, list)):
+            if d > b.max_depth:
+                raise error(path, "toml", f"nested deeper than {b.max_depth} levels (a {b.name} nests {b.nests})")
+            stack.extend((v, d + 1) for v in (x.values() if isinstance(x, dict) else x))
+        elif isinstance(x, int) and not isinstance(x, bool) and abs(x) >= 10 ** b.max_digits:
+            raise error(path, "toml", f"an integer of more than {b.max_digits} digits: no {b.name} field has one")
+
+
+def read(path, b: Bounds, error: Error) -> Dict:
+    """The tables of the TOML file ``path``, bounded as the module says."""
+    path = str(path)
+    raw = read_bounded(path, b, error)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(path, "toml", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    return loads(text, path, b, error)
+
+
+def loads(text: str, path: str, b: Bounds, error: Error) -> Dict:
+    """The tables of ``text`` (read from ``path``), nesting and integers bounded by ``b``."""
+    try:
+        data = tomllib.loads(text)
+    except RecursionError:
+        raise error(path, "toml", f"nested too deeply to be a {b.name}") from None
+    except ValueError as exc:  # tomllib.TOMLDecodeError, or an integer past Python's 4,300-digit conversion limit
+        text = str(exc).split(";")[0] if not isinstance(exc, tomllib.TOMLDecodeError) else str(exc)
+        raise error(path, "toml", f"not a {b.name}: {text}") from None
+    _check(data, b, path, error)
+    return data
