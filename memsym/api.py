@@ -8,6 +8,7 @@ what ``--json`` prints.  Bad input raises :class:`symbolic.errors.ConfigError`.
 """
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import json
@@ -83,10 +84,12 @@ class Result:
         return len(self._data)
 
     def __getattr__(self, name):
-        data = self.__dict__.get("_data")
-        if isinstance(data, dict) and name in data:
-            return _wrap(self._command, data[name], name)
-        raise AttributeError(f"{self._command} result has no field {name!r}"
+        # (only the JSON's fields: a private or special name is not looked up here, so copy, deepcopy and pickle,
+        # which ask for __deepcopy__ and __setstate__ of an instance not yet filled, see a plain object)
+        data, command = self.__dict__.get("_data"), self.__dict__.get("_command", "memsym")
+        if not name.startswith("_") and isinstance(data, dict) and name in data:
+            return _wrap(command, data[name], name)
+        raise AttributeError(f"{command} result has no field {name!r}"
                              + (f"; fields: {', '.join(data)}" if isinstance(data, dict) else ""))
 
     def __dir__(self):
@@ -235,7 +238,9 @@ def load_model(name_or_path: str = None):
     """A model preset by name or a Hugging Face ``config.json`` (read as data)."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.config import DEFAULT_MODEL, load_model as load
-    return load(name_or_path or DEFAULT_MODEL)
+    # a copy of its own: what a caller does to it (object.__setattr__ on the frozen spec) never reaches the preset
+    # every later call reads
+    return copy.copy(load(name_or_path or DEFAULT_MODEL))
 
 
 __all__ = ["Result", "Verdict", "estimate", "params", "fit", "search", "sensitivity", "compare", "verify", "terms",

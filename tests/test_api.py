@@ -190,3 +190,26 @@ def test_a_verdict_iterates_and_compares_as_verdicts():
     assert not any(none.fits) and not all(none.fits) and all(every.fits)
     assert none.fits == False and every.fits == True  # noqa: E712  (what a user writes)
     assert every.fits.to_dict() == {"none": True, "low": True, "high": True}
+
+
+def test_a_model_changed_by_its_caller_never_reaches_the_preset():
+    """load_model gives a copy of its own: forcing a field of the frozen spec (as the review did) changes that copy
+    only, and the preset every later call reads is the published one (N = 256 routed experts)."""
+    import memsym
+    before = memsym.estimate("deepseek-v3").to_dict()
+    spec = memsym.load_model("deepseek-v3")
+    object.__setattr__(spec, "N", 2 ** 40)
+    assert memsym.load_model("deepseek-v3").N == 256
+    assert memsym.estimate("deepseek-v3").to_dict() == before
+
+
+def test_results_copy_and_pickle():
+    import copy
+    import pickle
+
+    import memsym
+    r = memsym.estimate("deepseek-v3", gpu="h800")
+    for other in (copy.copy(r), copy.deepcopy(r), pickle.loads(pickle.dumps(r))):
+        assert other.to_dict() == r.to_dict() and other.params.total == r.params.total
+    fits = r.fits
+    assert copy.deepcopy(fits) == fits and pickle.loads(pickle.dumps(fits)) == fits
