@@ -41,7 +41,8 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
     def at(idx) -> Dict[str, np.ndarray]:
         idx = np.asarray(idx, dtype=np.int64)
         rows = {k: take(c, k, idx).astype(np.int64) for k in _LAYOUT}
-        rows["recompute"] = np.asarray(result.policies, dtype=object)[take(c, "recompute", idx).astype(np.int64)] \
+        # the policies' names as a string array (not objects): the step's inputs compare them per row in C
+        rows["recompute"] = np.asarray(result.policies)[take(c, "recompute", idx).astype(np.int64)] \
             if len(idx) else np.zeros(0, dtype=object)
         rows["microbatches"] = take(c, "microbatches", idx).astype(np.int64) if "microbatches" in c \
             else np.ones(len(idx), dtype=np.int64)
