@@ -29,6 +29,8 @@ def install(family: str, tables: Mapping, module) -> None:
     """The evaluators of ``family`` generated in memory ({file name: content}, the ``<family>.py`` module)."""
     _INSTALLED[family] = (dict(tables), module)
     _json.cache_clear()
+    _symbols.cache_clear()
+    _VALUES.clear()
 
 
 @lru_cache(maxsize=None)
@@ -121,11 +123,54 @@ def _ev(t, v, graph):
     raise ValueError(f"unknown node {op!r}")
 
 
+def _reads(t, out: set, refs: set) -> None:
+    """The symbols a tree reads (into ``out``) and the terms it refers to (into ``refs``)."""
+    if type(t) is str:
+        out.add(t)
+    elif type(t) is list:
+        if t[0] == "r":
+            refs.add(t[1])
+        elif t[0] != "q":
+            for a in t[1:]:
+                _reads(a, out, refs)
+
+
+@lru_cache(maxsize=None)
+def _symbols(name: str) -> Dict[str, Tuple[str, ...]]:
+    """{term id: the symbols its value reads, through the terms it refers to} of a generated terms file."""
+    parts_of = _json(name)
+    own, refs = {}, {}
+    for tid, parts in parts_of.items():
+        own[tid], refs[tid] = set(), set()
+        for part in parts:
+            _reads(part[2], own[tid], refs[tid])
+    out: Dict[str, Tuple[str, ...]] = {}
+
+    def close(tid):
+        if tid not in out:
+            got = set(own[tid])
+            for r in refs[tid]:
+                got.update(close(r))
+            out[tid] = tuple(sorted(got))
+        return out[tid]
+    for tid in parts_of:
+        close(tid)
+    return out
+
+
+#: {(terms file, term id, (its symbols' values and types)): value}: a term evaluated at one substitution is
+#: reused at every other that gives its symbols the same values (the search's step time evaluates the device's
+#: parameters at every (TP, EP, ETP) and stage count; the parameter terms under them read none of those)
+_VALUES: Dict[Tuple, object] = {}
+_VALUES_MAX = 1 << 16
+
+
 class Terms:
     """The terms of one model structure evaluated at one substitution (each term once)."""
 
     def __init__(self, structure, values: Mapping, family: str = FAMILY):
-        self.parts_of = _json(f"{family}-{structure_key(structure, family)}.json")
+        self._name = f"{family}-{structure_key(structure, family)}.json"
+        self.parts_of = _json(self._name)
         self.v = values
         self._memo: Dict[str, Fraction] = {}
 
@@ -135,9 +180,20 @@ class Terms:
     def term(self, tid: str):
         out = self._memo.get(tid)
         if out is None:
-            out = 0
-            for part in self.parts_of[tid]:
-                out = out + _ev(part[2], self.v, self)
+            v = self.v
+            try:
+                key = (self._name, tid, tuple((v[x], type(v[x])) for x in _symbols(self._name)[tid]))
+            except KeyError:  # a symbol unset: evaluated, to say which (MissingSymbol)
+                key = None
+            out = _VALUES.get(key) if key is not None else None
+            if out is None:
+                out = 0
+                for part in self.parts_of[tid]:
+                    out = out + _ev(part[2], v, self)
+                if key is not None:
+                    if len(_VALUES) >= _VALUES_MAX:
+                        _VALUES.clear()
+                    _VALUES[key] = out
             self._memo[tid] = out
         return out
 

@@ -16,6 +16,7 @@ import numpy as np
 from derivations import config as cfg
 from derivations.analyses.columns import take
 from derivations.analyses.evaluation import SearchResult, _stage_table
+from derivations.analyses.ranking import layout_index
 from derivations.steptime import evaluate as timing
 
 _LAYOUT = ("dp", "tp", "pp", "ep", "etp", "cp", "mbs", "seq", "zero")
@@ -40,26 +41,57 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
     def at(idx) -> Dict[str, np.ndarray]:
         idx = np.asarray(idx, dtype=np.int64)
         rows = {k: take(c, k, idx).astype(np.int64) for k in _LAYOUT}
-        rows["recompute"] = np.asarray(result.policies, dtype=object)[take(c, "recompute", idx).astype(np.int64)] \
+        # the policies' names as a string array (not objects): the step's inputs compare them per row in C
+        rows["recompute"] = np.asarray(result.policies)[take(c, "recompute", idx).astype(np.int64)] \
             if len(idx) else np.zeros(0, dtype=object)
         rows["microbatches"] = take(c, "microbatches", idx).astype(np.int64) if "microbatches" in c \
             else np.ones(len(idx), dtype=np.int64)
         pps = tuple(sorted(set(rows["pp"].tolist()))) or (1,)
         table, K, count = _stage_table(model, pps)
-        comp = table[rows["pp"]]  # (n, K, C + 1): every distinct composition of the row's pipeline
-        flat = {k: np.repeat(v, K) for k, v in rows.items()}
+        # each row at its pipeline's distinct compositions only (the table's padding repeats the last): a (row,
+        # stage) pair per composition, rows in order
+        per = count[rows["pp"]]
+        row = np.repeat(np.arange(len(idx)), per)
+        start = np.cumsum(per) - per
+        stage = np.arange(len(row)) - start[row]
+        comp = table[rows["pp"][row], stage]  # (pairs, C + 1)
+        flat = {k: v[row] for k, v in rows.items()}
         for j, name in enumerate(names):
-            flat[name] = comp[:, :, j].reshape(-1)
+            flat[name] = comp[:, j]
         out = timing.parts(model, training, flat, gpu=g, schedule=result.schedule, vpp=vpp, overlap=overlap,
                            efficiency=efficiency, gpus_per_node=gpus_per_node, attention=attention,
                            dispatcher=dispatcher)
-        step = out["step"].reshape(-1, K)
-        slow = np.argmax(step, axis=1)  # the pipeline runs at its slowest stage's pace
-        pick = {k: v.reshape(-1, K)[np.arange(len(idx)), slow] for k, v in out.items()}
+        step = np.full((len(idx), K), -np.inf)
+        step[row, stage] = out["step"]
+        slow = start + np.argmax(step, axis=1)  # the pipeline runs at its slowest stage's pace (the first, on a tie)
+        pick = {k: v[slow] for k, v in out.items()}
         gpus = rows["dp"] * rows["tp"] * rows["pp"] * rows["cp"]
         tokens = rows["dp"] * rows["microbatches"] * rows["mbs"] * rows["seq"]
         pick["tokens_per_gpu_s"] = tokens / (np.where(pick["step"] > 0, pick["step"], np.inf) * gpus)
         return pick
+
+    def distinct(idx):
+        """(rows of ``idx`` to time, for each row of ``idx`` the one timed for it): without a schedule the step
+        reads the ZeRO stage only as ZeRO-3 or not (derivations/steptime/evaluate.py ``parts``: one micro-batch's
+        period, whose data-parallel traffic is ZeRO-3's alone), so configurations that differ only by ZeRO 0, 1
+        or 2 are timed once; with a schedule every row is its own."""
+        if result.schedule is not None or not len(idx):
+            return idx, np.arange(len(idx))
+        cols = [layout_index(result, idx)[0]] + [take(c, k, idx).astype(np.int64) for k in ("mbs", "seq")]
+        cols += [take(c, "recompute", idx).astype(np.int64), (take(c, "zero", idx) == 3).astype(np.int64)]
+        if "microbatches" in c:
+            cols.append(take(c, "microbatches", idx).astype(np.int64))
+        if min(int(x.min()) for x in cols) >= 0 and np.prod([float(x.max()) + 1 for x in cols]) < 2.0 ** 62:
+            key = np.zeros(len(idx), dtype=np.int64)  # one integer per row (mixed radix)
+            for x in cols:
+                key = key * (int(x.max()) + 1) + x
+            by = np.argsort(key, kind="stable")  # np.unique's inverse is ~10x slower (numpy 2.4, measured)
+            new = np.r_[True, key[by][1:] != key[by][:-1]]
+            inv = np.empty(len(idx), dtype=np.int64)
+            inv[by] = np.cumsum(new) - 1
+            return idx[by[new]], inv
+        _, first, inv = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
+        return idx[first], inv.reshape(-1)
 
     memo: Dict = {}
 
@@ -67,11 +99,14 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
         if "all" not in memo:
             n = len(c["fits"])
             idx = np.flatnonzero(c["fits"])
-            memo["all"] = {k: np.full(n, np.nan) for k in timing.PARTS + ("tokens_per_gpu_s",)}
-            for i in range(0, len(idx), BLOCK):  # blocks: the printed function's temporaries stay small
-                part = idx[i:i + BLOCK]
-                for k, v in at(part).items():
-                    memo["all"][k][part] = v
+            timed, back = distinct(idx)
+            got = {k: np.empty(len(timed)) for k in timing.PARTS + ("tokens_per_gpu_s",)}
+            for i in range(0, len(timed), BLOCK):  # blocks: the printed function's temporaries stay small
+                for k, v in at(timed[i:i + BLOCK]).items():
+                    got[k][i:i + BLOCK] = v
+            memo["all"] = {k: np.full(n, np.nan) for k in got}
+            for k, v in got.items():
+                memo["all"][k][idx] = v[back]
         return memo["all"]
 
     def column(key):
