@@ -47,7 +47,8 @@ def test_no_generated_html_loads_a_remote_resource(html_dir):
 
 
 def test_report_html_renders_its_formulas_offline(html_dir, tmp_path):
-    chrome, driver = shutil.which("chromium") or shutil.which("chromium-browser"), shutil.which("chromedriver")
+    from conftest import _chromium
+    chrome, driver = _chromium(), shutil.which("chromedriver")
     if not (chrome and driver):
         if os.environ.get("MEMSYM_REQUIRE_BROWSER"):
             pytest.fail("MEMSYM_REQUIRE_BROWSER is set but chromium / chromedriver are not installed")
