@@ -76,7 +76,22 @@ def resolved(values: Mapping[str, object], typed: Collection[str]) -> Dict[str, 
                                         f"{shown} is a {family.title} model")
     if family is not None:  # the family's defaults (EP = ETP = 1 without experts), under all of the above
         out.update({k: v for k, v in family.layout_defaults().items() if k in out and k not in layered})
+    if out.get("gpus") is not None and "dp" in out:
+        out["dp"] = _dp_of_gpus(out, typed)
     return out
+
+
+def _dp_of_gpus(values: Mapping[str, object], typed: Collection[str]) -> int:
+    """DP = GPUs / (TP PP CP) for ``--gpus`` (as search and a launch file derive it), or the typed DP when the two
+    agree; ConfigError when the GPUs do not divide or contradict it."""
+    gpus, tp, pp, cp = (values[k] for k in ("gpus", "tp", "pp", "cp"))
+    if gpus % (tp * pp * cp):
+        raise ConfigError("gpus", f"--gpus {gpus} is not a multiple of TP PP CP = {tp} x {pp} x {cp} = {tp * pp * cp}")
+    dp = gpus // (tp * pp * cp)
+    if "dp" in typed and values["dp"] != dp:
+        raise ConfigError("gpus", f"--gpus {gpus} with --dp {values['dp']}: DP TP PP CP = "
+                                  f"{values['dp'] * tp * pp * cp} GPUs, not {gpus} (give one of them)")
+    return dp
 
 
 def _family_of(model) -> Optional["families.Family"]:

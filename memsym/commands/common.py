@@ -90,6 +90,9 @@ def add_layout_options(p: argparse.ArgumentParser, stage: bool = True) -> None:
                         f"attention, its s/CP query rows of the s^2 scores (default {L.cp})")
     g.add_argument("--sp", type=positive_int, default=L.sp, action=E,
                    help="sequence-parallel degree SP: TP (on, the default) or 1 (off)")
+    g.add_argument("--gpus", type=positive_int, default=None, metavar="N", action=E,
+                   help="GPUs of the job: DP = N / (TP PP CP) unless --dp is typed (then they must agree); with a "
+                        "launch file, when the file does not say")
     g.add_argument("--layers-per-stage", type=int_list, default=L.layers_per_stage, metavar="N,N,...", action=E,
                    help="explicit pipeline split (default: the paper's, e.g. 4,...,4,1 for 61 layers at PP=16)")
     if stage:

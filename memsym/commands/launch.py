@@ -24,10 +24,6 @@ def add_options(p: argparse.ArgumentParser) -> None:
                         "of run_train.sh's CONFIG_FILE; [model] name deepseek_v3 and its registered flavor); "
                         "torchtitan's default applies to a key not given; keys memsym does not model are named "
                         "in one warning")
-    g.add_argument("--gpus", type=positive_int, default=None, metavar="N",
-                   help="GPUs of the job (DP = N / (TP PP CP)) when the file does not say (a model_config.yaml "
-                        "never does: Megatron-LM's test recipes run on 8); default: torchrun's --nproc-per-node x "
-                        "--nnodes in the script, else a typed --dp")
     g.add_argument("--vocab-size", type=positive_int, default=None, metavar="V",
                    help="the tokenizer's vocabulary before Megatron's padding, when the file's tokenizer arguments "
                         "do not give it (memsym opens no tokenizer file)")
@@ -48,8 +44,7 @@ def apply(args, quiet: bool = False) -> None:
     if path is not None and titan is not None:
         raise ConfigError("from-torchtitan", "--from-megatron and --from-torchtitan together: give one launch file")
     if path is None and titan is None:
-        extra = [o for o, d in (("--gpus", "gpus"), ("--vocab-size", "vocab_size"), ("--explain", "explain"))
-                 if getattr(args, d, None)]
+        extra = [o for o, d in (("--vocab-size", "vocab_size"), ("--explain", "explain")) if getattr(args, d, None)]
         if extra:
             raise ConfigError("from-megatron", f"{', '.join(extra)} read(s) a launch file: give --from-megatron FILE "
                                                "or --from-torchtitan FILE")
