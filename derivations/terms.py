@@ -23,27 +23,12 @@ from types import MappingProxyType
 from typing import Dict
 
 from symbolic.term import Terms
-import sys
-import sympy
-import symbolic
 
 
 @lru_cache(maxsize=None)
 def _build(structure, family: str = "deepseek") -> Terms:
-    """The frozen registry of ``family``'s terms for one structure (its flags, in order).  A family of
-    derivations/families/ is read from the on-disk cache (:mod:`symbolic.cache`) when the same structure was
-    built by the same code (keyed by the family, the sources of derivations/ and symbolic/ and sympy's
-    version); a family registered from elsewhere (a test's toy) is built, never cached."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from symbolic import cache, digests
-    from derivations import families
-    if not families.get(family).parameters.startswith("derivations.families."):
-        return _make(structure, family)
-    key = ("build", repr(structure), sympy.__version__, sys.version_info[:2],
-           digests.source_digest(sys.modules["derivations"], symbolic))
-    if family != "deepseek":
-        key += (family,)
-    return cache.pickled("terms", key, lambda: _make(structure, family))
+    """The frozen registry of ``family``'s terms for one structure (its flags, in order), built once per process."""
+    return _make(structure, family)
 
 
 def _make(structure, family: str = "deepseek") -> Terms:

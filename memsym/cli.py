@@ -15,8 +15,6 @@ import re
 import sys
 from typing import List, Optional
 
-from symbolic import notices
-
 from .commands import COMMANDS
 from .lines import one_line
 from . import __version__
@@ -93,19 +91,12 @@ def _main(argv: Optional[List[str]] = None) -> int:
     for stream in (sys.stdout, sys.stderr):  # a name typed with undecodable bytes still prints
         if hasattr(stream, "reconfigure") and getattr(stream, "errors", None) == "strict":
             stream.reconfigure(errors="backslashreplace")
-    if not process or _command(argv) is None:  # (no subcommand: help or version, no cache to warn about)
+    if not process or _command(argv) is None:  # (no subcommand: help or version)
         return _dispatch(argv)
-    # a cache warning is printed after a successful run (an error stays one line); the cache module
-    # (hmac, pickle, secrets) is loaded only by a command that uses it, not by --help or estimate
-    notices.DEFER = True
     rc = _dispatch(argv)
     # the process ends next: its objects need no cycle collection at exit (the interpreter's final
     # collection walked a report's sympy objects for 0.3 s; the OS frees the memory)
     gc.freeze()
-    cache = sys.modules.get("symbolic.cache")
-    warning = cache.pending_warning() if cache is not None else None
-    if warning and rc == 0:
-        print(warning, file=sys.stderr)
     return rc
 
 

@@ -64,8 +64,7 @@ def test_notebook_functions_import_lazily_and_name_the_extra(monkeypatch):
     with pytest.raises(ConfigError, match=r"memsym\[report\]"):
         nbm.build_notebook(ctx, plan, plan.sections[0])
     _missing(monkeypatch, "nbconvert")
-    from memsym.report import nbhtml  # the exporter is made there (notebook.py re-exports html_exporter)
-    monkeypatch.setattr(nbhtml, "_EXPORTER", None)
+    nbm.html_exporter.cache_clear()
     with pytest.raises(ConfigError, match=r"memsym\[report\]"):
         nbm.html_exporter()
 

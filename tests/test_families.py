@@ -500,23 +500,6 @@ def test_what_the_toy_family_has_no_terms_for_is_refused_on_one_line(toy, tmp_pa
     assert len(err) == 1 and err[0].startswith("memsym: error: ") and says in err[0], err
 
 
-def test_a_family_from_elsewhere_is_never_cached_by_the_report(toy, tmp_path):
-    """Its code is not in the digests memsym's caches are keyed by: the report and its forms are computed."""
-    from derivations import generate
-    from derivations.config import Layout, Training
-    from derivations.config.presets import load_model
-    from memsym.report import Context
-    from memsym.report.cached import report_key
-    from memsym.report.sections import outline_report
-    path = tmp_path / "toy.json"
-    path.write_text(json.dumps(TOY_FILE))
-    generate.install(toy)
-    ctx = Context.create(load_model(str(path)), Layout(dp=2, tp=2, pp=2, ep=1, etp=1), Training(mbs=1, seq=64))
-    assert ctx.registry_key() is None and report_key(ctx, outline_report(ctx)) is None
-    deepseek = Context.create()
-    assert deepseek.registry_key() is not None and report_key(deepseek, outline_report(deepseek)) is not None
-
-
 def test_registering_a_family_first_keeps_the_packages_families(tmp_path):
     """families.register before anything read the registry: DeepSeek's family is still found, and a family
     claiming its model_type is refused (a fresh process: this one's registry is loaded already)."""

@@ -61,38 +61,6 @@ def test_html_alone_needs_no_kernel_and_matches_the_executed_notebooks(published
     assert (tmp_path / "report.html").read_bytes() == (out / "report.html").read_bytes()
 
 
-def test_converter_process_gives_the_same_html(ctx, monkeypatch):
-    from memsym.report import converter as conv
-    monkeypatch.setattr(conv, "ENABLED", True)
-    plan = rp.outline_report(ctx)
-    done = rp.complete_report(ctx, plan)
-    outline, section = next((o, d) for o, d in zip(plan.sections, done.sections) if o.key == "activations")
-    nb = nbm.build_notebook(ctx, plan, outline, computed=section.blocks)
-    from memsym.report.converter import Converter
-    converter = Converter.start()
-    if converter is None:
-        pytest.skip("no second core or no fork here")
-    try:
-        assert converter.submit(nb, "x").get(timeout=120) == nbm.to_html(nb, "x")
-    finally:
-        converter.close()
-
-
-def test_html_is_converted_here_when_the_converter_process_fails(ctx, tmp_path, monkeypatch):
-    from memsym.report import publishing
-
-    class Broken:
-        def submit(self, nb, name):
-            class Result:
-                def get(self, timeout=None):
-                    raise OSError("the helper died")
-            return Result()
-    plan = rp.outline_report(ctx)
-    done = rp.complete_report(ctx, plan)
-    assert publishing._notebooks_html(ctx, plan, done, lambda m: None, Broken()) == \
-        publishing._notebooks_html(ctx, plan, done, lambda m: None)
-
-
 def _outputs(path, mime):
     nb = nbformat.read(path, as_version=4)
     return "\n".join(o.get("data", {}).get(mime, "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
@@ -149,14 +117,3 @@ def test_failing_cell_is_reported(ctx):
     nb = v4.new_notebook(cells=[v4.new_code_cell("raise ValueError('boom')")])
     with pytest.raises(nbm.NotebookError, match="boom"):
         nbm.execute([nb])
-
-
-def test_outputs_are_formatted_as_ipython_formats_them(ctx):
-    """The notebooks' outputs of the report's blocks and terms are built without IPython
-    (notebook._format): the same MIME bundles as IPython's display formatter."""
-    from IPython.core.formatters import DisplayFormatter
-    ipython = DisplayFormatter()
-    plan = rp.outline_report(ctx)
-    done = rp.complete_report(ctx, plan)
-    objs = [b for s in done.sections for b in s.blocks if b.kind in ("table", "equation")] + list(ctx.terms.values())
-    assert objs and all(nbm._format(o) == ipython.format(o) for o in objs)

@@ -57,7 +57,7 @@ def report_run(tmp_path_factory):
     assert SCRIPT in str(config)
     out = base / "out"
     formats = "md,html,ipynb,tex" + (",pdf" if _tex_required() else "")
-    env = dict(os.environ, MEMSYM_CACHE="0", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     p = subprocess.run([sys.executable, "-m", "memsym", "report", "--model", str(config), "--dp", "1", "--tp", "1",
                         "--pp", "1", "--ep", "1", "--stage", "0", "--out", str(out), "--format", formats],
                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)

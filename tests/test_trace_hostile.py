@@ -49,7 +49,7 @@ print(json.dumps({"rc": rc, "stderr": err.decode("utf-8", "replace"), "seconds":
 
 def _measured(argv):
     """{rc, stderr, seconds, rss_kib} of ``python -m memsym <argv>`` in a fresh wrapper."""
-    env = dict(os.environ, MEMSYM_CACHE="0", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     p = subprocess.run([sys.executable, "-c", WRAPPER, sys.executable, "-m", "memsym", *argv],
                        capture_output=True, text=True, env=env, cwd=ROOT, timeout=4 * SECONDS)
     assert p.returncode == 0, p.stderr
@@ -121,7 +121,7 @@ def test_every_hostile_config_exits_2_in_one_line_quickly_and_small(hostile, fra
 
 def test_a_refused_config_never_imports_torch(hostile):
     """The checks come before the implementation: python -X importtime lists every module imported."""
-    env = dict(os.environ, MEMSYM_CACHE="0", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     for _, model, _ in (hostile[0], hostile[3]):                   # /dev/zero; llama, parsed whole
         p = subprocess.run([sys.executable, "-X", "importtime", "-m", "memsym", "trace", "--model", model],
                            capture_output=True, text=True, env=env, cwd=ROOT, timeout=SECONDS * 3)
@@ -237,7 +237,7 @@ def test_trace_record_of_a_hostile_path_round_trips(tmp_path):
     shutil.copy(TINY, config)
     record = tmp_path / "rec\nevil = 1.toml"
     why = 'why"\ninjected = 1\n[config]\npath = "evil"'
-    env = dict(os.environ, MEMSYM_CACHE="0", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
     p = subprocess.run([sys.executable, "-m", "memsym", "trace", "--model", str(config), "--seq", "64", "--json",
                         "--record", str(record), "--unexplained", why], capture_output=True, text=True, env=env,
                        cwd=ROOT, timeout=600)

@@ -21,7 +21,7 @@ def formats_type(text: str):
 
 
 def add_parser(sub):
-    # lazy: modules this module's importers do not need (no sympy: the report's helper process starts first)
+    # lazy: modules this module's importers do not need (no sympy: --help stays instant)
     from ..report.formats import FORMATS
     p = sub.add_parser("report", help=COMMANDS["report"],
                        description="Writes a report that follows the paper's sections (notation, Table 2 matrices, "
@@ -56,17 +56,15 @@ def progress(message: str) -> None:
         sys.stderr.flush()
 
 
-def write(ctx, out, formats, stream=None, converter=None, make_plan: bool = False) -> int:
+def write(ctx, out, formats, stream=None) -> int:
     """Publish the report of ``ctx``; print the files written (on ``stream``, default
-    stdout); progress on stderr; 0, or 1 if the PDF failed.  ``converter``: see
-    :func:`memsym.report.publishing.publish`."""
+    stdout); progress on stderr; 0, or 1 if the PDF failed."""
     # lazy: sympy (only this path needs it)
     from ..report import publish
     from ..report.notebook import NotebookError
     start = time.monotonic()
     try:
-        res = publish(ctx, out, formats, progress) if converter is None and not make_plan else \
-            publish(ctx, out, formats, progress, converter=converter, make_plan=make_plan)
+        res = publish(ctx, out, formats, progress)
     except (NotebookError, RuntimeError, TimeoutError) as exc:   # nothing was written
         print(f"memsym report: error: {one_line(exc)}", file=sys.stderr)
         return 1
@@ -89,41 +87,8 @@ def run(args) -> int:
     if args.out is not None:
         from symbolic.files import check_out_dir
         check_out_dir(args.out)
-    if _from_plan(args):
-        return 0
-    converter = None
-    if "html" in args.formats and "ipynb" not in args.formats:
-        # lazy: nbconvert, in a helper process forked now, before this one loads sympy and the report
-        from ..report.converter import Converter
-        converter = Converter.start()
-    try:
-        # lazy: sympy (only this path needs it)
-        from ..report import Context
-        ctx = Context.create(args.model, common.layout_from_args(args), common.training_from_args(args),
-                             common.stage_from_args(args))
-        return write(ctx, args.out, args.formats, converter=converter, make_plan=True)
-    finally:
-        if converter is not None:
-            converter.close(failed=True)  # closed by publish already, unless it failed before
-
-
-def _from_plan(args) -> bool:
-    """The report of a sequence length not reported before, from the plan a report of the same configuration
-    but ``s`` stored (memsym/report/plan.py): no sympy, no Jinja, no notebook converted.  False when there is
-    none or it does not apply (the report is then computed)."""
-    # lazy: plain Python and the generated evaluators (no sympy)
-    from ..report.plan import serve
-    from symbolic.resources import build_dir
-    start = time.monotonic()
-    try:
-        config = (args.model, common.layout_from_args(args), common.training_from_args(args),
-                  common.stage_from_args(args))
-    except (ConfigError, OSError, ValueError):
-        return False  # the report says why
-    written = serve(*config, args.formats, args.out if args.out is not None else build_dir(), progress)
-    if written is None:
-        return False
-    for path in written:
-        print(one_line(path))
-    progress(f"done in {time.monotonic() - start:.1f} s")
-    return True
+    # lazy: sympy (only this path needs it)
+    from ..report import Context
+    ctx = Context.create(args.model, common.layout_from_args(args), common.training_from_args(args),
+                         common.stage_from_args(args))
+    return write(ctx, args.out, args.formats)

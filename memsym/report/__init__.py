@@ -4,12 +4,11 @@ The model (built once from the terms of a :class:`Context`): :mod:`.blocks` (cel
 tables, equations, sections), :mod:`.context`, :mod:`.equations`, :mod:`.tables`,
 :mod:`.sections`.  Rendering: :mod:`.text` (LaTeX names, escaping) and :mod:`.rendering`
 (the Jinja templates in ``templates/``).  Publishing: :mod:`.publishing` (atomic files),
-:mod:`.pdf` (a TeX engine), :mod:`.notebook` (one executed notebook per section; needs the
-report extra, :mod:`.extras`), :mod:`.nbhtml` and :mod:`.converter` (their HTML).
+:mod:`.pdf` (a TeX engine), :mod:`.notebook` (one executed notebook per section and its HTML
+through nbconvert; needs the report extra, :mod:`.extras`).
 
-The names below load on first use (PEP 562): importing :mod:`.formats` or :mod:`.converter`
-(what ``memsym report`` needs before anything else) loads no sympy, so the helper process
-converting notebooks starts at once.
+The names below load on first use (PEP 562): importing :mod:`.formats` (what ``memsym report``
+parses its options with) loads no sympy, so ``memsym --help`` stays instant.
 """
 from __future__ import annotations
 

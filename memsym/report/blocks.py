@@ -43,7 +43,7 @@ def C(x) -> Cell:
 
 
 def I(x) -> Cell:  # noqa: E743
-    """An exact number (a Fraction as it is: while a plan is made, memsym/report/plan.py ``Traced``)."""
+    """An exact number."""
     return Cell("int", x if isinstance(x, Fraction) else Fraction(x)) if x is not None else Cell("blank")
 
 

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 import sympy as sp
 
 from derivations import config as cfg
-from derivations import families
 from derivations import notation as nt
 
 from .blocks import Equation, Table
@@ -62,33 +61,6 @@ class Context:
             self._terms = configured(self.model, self.training)  # this configuration's terms only
         return self._terms
 
-    def registry_key(self) -> Optional[Tuple[str, str, str]]:
-        """What this context's term registry is made from, as :func:`derivations.variant` builds it
-        (the model's structure, the activation view of the training, the conventions of the weights
-        side), or None when its terms are not that registry (changed by hand) or it is a subclass.
-        Contexts with the same key show the same registry (tests/test_report_cache.py)."""
-        known = self.__dict__.get("_registry_key")
-        if known is not None and known[0] is self._terms and known[1] == (self.model, self.training):
-            return known[2]
-        key = self._registry_key()
-        self.__dict__["_registry_key"] = (self._terms, (self.model, self.training), key)
-        return key
-
-    def _registry_key(self) -> Optional[Tuple[str, str, str]]:
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        from derivations import configured
-        from derivations.activations import View
-        if type(self) is not Context or (self._terms is not None and
-                                         self._terms is not configured(self.model, self.training)):
-            return None
-        conventions = getattr(self.training, "conventions", cfg.Conventions())
-        if not families.packaged(self.model.family):
-            return None  # a family from elsewhere: memsym's code digests do not describe its terms
-        structure = repr(self.model.structure)
-        if self.model.family != "deepseek":  # another family's structures are its own
-            structure = f"{self.model.family}:{structure}"
-        return structure, repr(View.of(self.training)), repr(conventions.side("weights"))
-
     @property
     def names(self) -> Dict:
         """The report's LaTeX names of the registry's symbols (made again when the registry grew)."""
@@ -100,7 +72,7 @@ class Context:
     def value_of(self, sym):
         """Exact value of a symbol at this configuration (derived symbols evaluated), or None."""
         if sym in self.subs:
-            return self.traced(Fraction(self.subs[sym]), sym, self.subs)
+            return Fraction(self.subs[sym])
         if sym in nt.DEFINITIONS:
             return self.exact(nt.DEFINITIONS[sym])
         return None
@@ -137,17 +109,11 @@ class Context:
         if expr is not None:  # a term's expression as built (its derived symbols are in subs)
             value = rational(expr, subs)
             if value is not None:
-                return self.traced(value, term_or_expr, subs)
+                return value
         try:
-            return self.traced(exact(term_or_expr, subs), term_or_expr, subs)
+            return exact(term_or_expr, subs)
         except cfg.ConfigError:
             return None
-
-    def traced(self, value, term_or_expr, subs: Dict):
-        """``value`` (of ``term_or_expr`` at ``subs``), with its expression in ``s`` while this report's plan
-        is made (memsym/report/planmake.py sets ``_tracer``); else ``value`` itself."""
-        tracer = self.__dict__.get("_tracer")
-        return value if tracer is None or value is None else tracer(value, term_or_expr, subs)
 
     # convenience for notebooks ------------------------------------------------------
     def equation(self, term_id: str, with_stage: Optional[bool] = None, parts: bool = False) -> Equation:

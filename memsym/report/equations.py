@@ -9,16 +9,14 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from fractions import Fraction
-from typing import Dict, Optional, Tuple
+from typing import Dict, Tuple
 
 import sympy as sp
 
 from derivations import notation as nt
-from symbolic.notation import expand_derived
 from symbolic.render import closed_expr
 
 from .blocks import C, Equation, I, M, Paragraph, T
-from .forms import closed_latex, equation_forms
 from .text import braced, latex_of
 
 #: Paper forms longer than this (LaTeX characters) are printed with sympy's long_frac_ratio.
@@ -121,7 +119,7 @@ def _parts(term, view, dsubs, full, names):
 def _forms(ctx, term, dsubs, full, names, show_parts: bool) -> Dict:
     """What an equation shows that only the display substitution decides (no number of the
     configuration): the paper's form, the closed form, the substitution shown, the named terms
-    used and the parts' paper forms, as plain data (:func:`memsym.report.forms.equation_forms`)."""
+    used and the parts' paper forms."""
     view, used = _named_view(ctx, term)
     shown_names = dict(names)
     shown_names.update({sym: lx for sym, (lx, _) in used.items()})
@@ -130,124 +128,25 @@ def _forms(ctx, term, dsubs, full, names, show_parts: bool) -> Dict:
     if len(paper) > LONG_FORM or _widest_numerator(paper) > LONG_NUMERATOR:
         # print long fractions as \frac{..}{..} (...) so LaTeX can break them
         paper = sp.latex(shown, order="none", symbol_names=shown_names, long_frac_ratio=2)
-    closed = closed_latex(term, dsubs, names, lambda: breakable_latex(closed_expr(term, dsubs), names))
+    closed = breakable_latex(closed_expr(term, dsubs), names)
     parts = _parts(term, view, dsubs, full, shown_names) if show_parts else []
-    return {"paper": paper, "closed": closed, "at": [list(r) for r in _at(ctx, dsubs, term, names)],
-            "uses": [list(u) for u in used.values()], "parts": parts,
-            "value": tree(term.base_expr), "part_values": [[i, tree(expand_derived(term.parts[i].expr))]
-                                                          for i, _ in parts]}
-
-
-class _NoTree(Exception):
-    """An expression :func:`tree` does not transcribe (a function, a symbol outside the registry)."""
-
-
-def tree(expr):
-    """``expr`` (a sum of products of integer powers of registry symbols and rationals) as plain data:
-    a symbol's name, an int, ``["q", p, q]``, ``["+", ...]``, ``["*", ...]``, ``["^", base, k]``; None for
-    anything else.  :func:`tree_value` evaluates it as :func:`symbolic.numeric.rational` evaluates ``expr``."""
-    try:
-        return _tree(expr)
-    except _NoTree:
-        return None
-
-
-def _tree(e):
-    if e.is_Symbol:
-        if nt.SYMBOLS.get(e.name) is not e:
-            raise _NoTree
-        return e.name
-    if e.is_Rational:
-        return int(e.p) if e.q == 1 else ["q", int(e.p), int(e.q)]
-    if e.is_Add or e.is_Mul:
-        return ["+" if e.is_Add else "*"] + [_tree(a) for a in e.args]
-    if e.is_Pow and e.exp.is_Integer:
-        return ["^", _tree(e.base), int(e.exp.p)]
-    raise _NoTree
-
-
-class _NoValue(Exception):
-    """A tree :func:`tree_value` does not evaluate (a symbol unset or not a rational, a division by zero)."""
-
-
-def tree_value(t, subs: Dict) -> Optional[Fraction]:
-    """The exact value of tree ``t`` (:func:`tree`) at ``subs`` (registry symbols -> numbers): what
-    :func:`symbolic.numeric.rational` gives for the expression, or None where it gives None or the tree is
-    none (the caller then evaluates the expression)."""
-    if t is None:
-        return None
-    try:
-        return Fraction(_value(t, subs))
-    except (_NoValue, KeyError, ZeroDivisionError, TypeError, IndexError, ValueError):
-        return None
-
-
-def _value(t, subs):
-    kind = type(t)
-    if kind is int:
-        return t
-    if kind is str:
-        v = subs[nt.SYMBOLS[t]]
-        if type(v) is int or type(v) is Fraction:
-            return v
-        if isinstance(v, sp.Rational):
-            return int(v.p) if v.q == 1 else Fraction(int(v.p), int(v.q))
-        raise _NoValue(t)
-    op = t[0]
-    if op == "+":
-        out = 0
-        for a in t[1:]:
-            out = out + _value(a, subs)
-        return out
-    if op == "*":
-        out = 1
-        for a in t[1:]:
-            out = out * _value(a, subs)
-        return out
-    if op == "^":
-        base, k = _value(t[1], subs), t[2]
-        if type(k) is not int:
-            raise _NoValue(t)
-        return base ** k if k >= 0 else Fraction(1) / base ** -k
-    if op == "q" and type(t[1]) is int and type(t[2]) is int:
-        return Fraction(t[1], t[2])
-    raise _NoValue(t)
+    return {"paper": paper, "closed": closed, "at": _at(ctx, dsubs, term, names), "uses": tuple(used.values()),
+            "parts": parts}
 
 
 def equation(ctx, term, with_stage: bool, show_parts: bool = False) -> Equation:
     """The three forms of a term at ``ctx`` (see :class:`Equation`)."""
     full = ctx.subs_for(term)
     dsubs = ctx.display_subs(with_stage, full)
-    names = ctx.names
-    forms = equation_forms(ctx, term, dsubs, full, names, show_parts,
-                           lambda: _forms(ctx, term, dsubs, full, names, show_parts))
-    # the values from the forms' trees (sympy's expressions as plain data: no sympy walk), unless this context
-    # is not one its configuration determines (its terms or exact changed by hand: registry_key None)
-    trees = ctx.registry_key() is not None if hasattr(ctx, "registry_key") else False
-    value = tree_value(forms["value"], full) if trees else None
-    if value is None:
-        value = ctx.exact(term, full)
-    else:
-        value = traced(ctx, value, term, full)
+    forms = _forms(ctx, term, dsubs, full, ctx.names, show_parts)
+    value = ctx.exact(term, full)
     value_bytes = None
     if value is not None:
         value_bytes = value * Fraction(full.get(nt.B_w, 2)) if term.unit == "params" else value
-    part_trees = dict((i, t) for i, t in forms["part_values"]) if trees else {}
-
-    def part_value(i):
-        got = tree_value(part_trees.get(i), full)
-        return traced(ctx, got, term.parts[i].expr, full) if got is not None else ctx.exact(term.parts[i].expr, full)
-    parts = tuple((T(term.parts[i].label), M(shown), I(part_value(i))) for i, shown in forms["parts"])
+    parts = tuple((T(term.parts[i].label), M(shown), I(ctx.exact(term.parts[i].expr, full)))
+                  for i, shown in forms["parts"])
     return Equation(term.id, braced(term.symbol) if term.symbol else "", term.meaning, term.provenance, term.unit,
-                    forms["paper"], forms["closed"], tuple(map(tuple, forms["at"])), tuple(map(tuple, forms["uses"])),
-                    value, value_bytes, parts, with_stage)
-
-
-def traced(ctx, value, expr, subs):
-    """``ctx.traced(value, expr, subs)`` (a plan being made: memsym/report/planmake.py) when ``ctx`` is a
-    Context, else ``value``."""
-    traced = getattr(ctx, "traced", None)
-    return traced(value, expr, subs) if traced is not None else value
+                    forms["paper"], forms["closed"], forms["at"], forms["uses"], value, value_bytes, parts, with_stage)
 
 
 _REF = re.compile(r"\{(sym|term):([A-Za-z0-9_.]+)\}")

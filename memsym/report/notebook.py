@@ -23,12 +23,14 @@ from functools import lru_cache
 from typing import Callable, Optional, Sequence
 
 from derivations.config import ModelSpec
+from symbolic.resources import TEMPLATES_DIR
 
 from .extras import report_extra
-from .nbhtml import (NBCONVERT_TEMPLATE, checked, fast, html_exporter, html_of_json, html_of_text,  # noqa: F401
-                     to_html, to_ipynb, to_json)
+from .offline import math_scripts
 from .rendering import environment, render_block
 
+#: The nbconvert template (templates/nbconvert/memsym) the notebooks' HTML is made with.
+NBCONVERT_TEMPLATE = "memsym"
 #: The kernel spec written into every notebook (what Jupyter shows when a user opens it).
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
@@ -91,32 +93,24 @@ def setup_source(ctx) -> str:
         stage=ctx.stage.index).rstrip("\n")
 
 
-def build_notebook(ctx, report, section, computed: Optional[Sequence] = None, sent: bool = False):
-    """The notebook of one report section: unexecuted, or with ``computed`` (the section's blocks
-    computed, :func:`memsym.report.sections.complete_report`) its code cells' outputs filled in
-    as the kernel shows them (:func:`fill_outputs`), without a kernel.  ``sent``: the notebook only
-    goes out as JSON (:func:`memsym.report.nbhtml.to_json`) to whoever converts it, which checks it
-    against nbformat's schema and sets nbformat's version numbers (:func:`memsym.report.nbhtml.html_of_json`):
-    built of plain nodes without importing nbformat (its import, 0.12 s with jsonschema, and compiling
-    the schema's validator, 0.1 s, were on the report's critical path)."""
-    if sent:
-        node, version = Node, (None, None)
-    else:
-        with report_extra():
-            # lazy: nbformat (only this path needs it)
-            import nbformat
-            from nbformat import v4
-            from nbformat.notebooknode import NotebookNode
-        node, version = NotebookNode, (v4.nbformat, v4.nbformat_minor)
+def build_notebook(ctx, report, section, computed: Optional[Sequence] = None):
+    """The notebook of one report section (nbformat.v4): unexecuted, or with ``computed`` (the section's
+    blocks computed, :func:`memsym.report.sections.complete_report`) its code cells' outputs filled in as
+    the kernel shows them (IPython's display formatter of each block and term), without a kernel."""
+    with report_extra():
+        # lazy: nbformat (only this path needs it)
+        from nbformat import v4
     env = environment("notebook")
     cells = []
-    formatter = _format if computed is not None else None
 
     def add(kind, source, shows=(), display=False):
-        # stable ids (not nbformat's random ones)
-        cell = _new_cell(kind, source, f"{section.key}-{len(cells):02d}", node)
-        if formatter is not None and kind == "code":
-            cell.outputs = [_output(obj, display, node, ctx) for obj in shows]
+        cell_id = f"{section.key}-{len(cells):02d}"  # stable ids (not nbformat's random ones)
+        if kind == "md":
+            cells.append(v4.new_markdown_cell(source, id=cell_id))
+            return
+        cell = v4.new_code_cell(source, id=cell_id)
+        if computed is not None:
+            cell.outputs = [_output(obj, display) for obj in shows]
         cells.append(cell)
 
     add("md", env.get_template("notebook/title.md.j2").render(report=report, section=section).rstrip("\n"))
@@ -143,99 +137,58 @@ def build_notebook(ctx, report, section, computed: Optional[Sequence] = None, se
             add("code", env.get_template("notebook/equations.py.j2").render(blocks=run).rstrip("\n"),
                 shows=computed[first:i + 1] if computed is not None else (), display=True)
         i += 1
-    nb = node(nbformat=version[0], nbformat_minor=version[1], metadata=node(), cells=[])
-    nb.update(cells=cells)
-    nb.metadata["kernelspec"] = dict(KERNELSPEC)
-    nb.metadata["language_info"] = {"name": "python"}
-    nb.metadata["title"] = f"{section.number}. {section.title}"
-    if not sent:
-        nbformat.validate(nb)
+    nb = v4.new_notebook(cells=cells, metadata={"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"},
+                                                "title": f"{section.number}. {section.title}"})
     if computed is not None:
         normalise(nb)
     return nb
-
-
-class Node(dict):
-    """A notebook node as nbformat's ``NotebookNode`` is (a dict whose keys read and set as attributes),
-    for a notebook built without nbformat (``build_notebook(sent=True)``)."""
-
-    def __getattr__(self, key):
-        try:
-            return self[key]
-        except KeyError:
-            raise AttributeError(key) from None
-
-    def __setattr__(self, key, value):
-        self[key] = value
-
-
-def _new_cell(kind: str, source: str, cell_id: str, node=None):
-    """A markdown (``kind`` 'md') or code cell as ``nbformat.v4.new_markdown_cell`` /
-    ``new_code_cell`` make it, without validating each cell against the schema (the whole notebook
-    is validated once, :func:`build_notebook`): nbformat's per-cell validation with jsonschema was
-    most of the time of building the notebooks.  ``node``: the node type (default nbformat's)."""
-    if node is None:
-        # lazy: nbformat (only this path needs it)
-        from nbformat.notebooknode import NotebookNode as node
-    if kind == "md":
-        return node(id=cell_id, cell_type="markdown", source=source, metadata=node())
-    return node(id=cell_id, cell_type="code", metadata=node(), execution_count=None, source=source, outputs=[])
 
 
 @lru_cache(maxsize=None)
 def _formatter():
     """IPython's display formatter: what the kernel turns a cell's value into (its MIME bundle); one per process."""
     with report_extra():
-        # lazy: modules this module's importers do not need (loaded only on this path)
+        # lazy: IPython (only this path needs it)
         from IPython.core.formatters import DisplayFormatter
     return DisplayFormatter()
 
 
-def _term_class():
-    """:class:`symbolic.term.Term` when a term can exist in this process (its module, which loads sympy, is
-    loaded), else a class nothing is: the notebook of computed blocks alone is built without sympy."""
-    module = sys.modules.get("symbolic.term")
-    return getattr(module, "Term", _NoTerm) if module is not None else _NoTerm
+def _output(obj, display: bool):
+    """The output a kernel records for ``obj``: a cell's value (execute_result) or ``display(obj)``."""
+    # lazy: nbformat (only this path needs it)
+    from nbformat import v4
+    data, metadata = _formatter().format(obj)
+    if display:
+        return v4.new_output("display_data", data=data, metadata=metadata)
+    return v4.new_output("execute_result", data=data, metadata=metadata, execution_count=None)
 
 
-class _NoTerm:
-    """No object's type (see :func:`_term_class`)."""
-
-
-def _format(obj):
-    """(data, metadata) as IPython's display formatter gives them for ``obj``: for the report's
-    blocks and terms, which define only ``_repr_markdown_`` or ``_repr_latex_`` and a dataclass
-    ``__repr__`` (which IPython's pretty printer shows as it is), without importing IPython
-    (tests/test_notebook.py compares the two); anything else through IPython's formatter."""
-    from .blocks import Equation, Table
-    if type(obj) not in (Table, Equation, _term_class()):
-        return _formatter().format(obj)
-    data = {"text/plain": repr(obj)}
-    for mime, method in (("text/markdown", "_repr_markdown_"), ("text/latex", "_repr_latex_")):
-        if hasattr(obj, method):
-            data[mime] = getattr(obj, method)()
-    return data, {}
-
-
-def _output(obj, display: bool, node=None, ctx=None):
-    """The output a kernel records for ``obj``: a cell's value (execute_result) or ``display(obj)``.
-    ``ctx``: the report's context, whose terms' outputs (sympy's printing) may come from the cache
-    (:func:`memsym.report.forms.term_outputs`)."""
-    if node is None:
+def to_ipynb(nb) -> str:
+    """The notebook's ``.ipynb`` text."""
+    with report_extra():
         # lazy: nbformat (only this path needs it)
-        from nbformat.notebooknode import NotebookNode as node
-    if ctx is not None and type(obj) is _term_class() and ctx.terms.get(obj.id) is obj:
-        from .forms import term_outputs
-        data, metadata = term_outputs(ctx, obj, lambda: _format(obj)[0]), {}
-    else:
-        data, metadata = _format(obj)
-    # as nbformat.v4.new_output makes it, not validated alone (the notebook is, once)
-    out = node(output_type="display_data" if display else "execute_result", metadata=node(), data=node())
-    if not display:
-        out.execution_count = None
-    out.update(metadata=metadata)
-    out.data = data
-    return out
+        import nbformat
+    return nbformat.writes(nb) + "\n"
+
+
+@lru_cache(maxsize=None)
+def html_exporter():
+    """nbconvert's HTMLExporter with the ``memsym`` template of ``templates/nbconvert/`` (one per process)."""
+    with report_extra("HTML notebooks"):
+        # lazy: nbconvert (only this path needs it)
+        from nbconvert import HTMLExporter
+    # optimistic_validation: the notebook is checked against the schema once, after the preprocessors,
+    # not after each of them (the same notebooks pass or fail)
+    return HTMLExporter(template_name=NBCONVERT_TEMPLATE, optimistic_validation=True,
+                        extra_template_basedirs=[str(TEMPLATES_DIR / "nbconvert")])
+
+
+def to_html(nb, name: str) -> str:
+    """The notebook's HTML: nbconvert's HTMLExporter with the ``memsym`` template (offline MathML for LaTeX,
+    :func:`memsym.report.offline.math_scripts`)."""
+    body, _ = html_exporter().from_notebook_node(nb, resources={"metadata": {"name": name},
+                                                                "memsym_math": math_scripts(notebook=True)})
+    return body
 
 
 class _VenvKernelSpecs:

@@ -11,21 +11,6 @@ TEX_DELIMITERS = dict(block_start_string="((*", block_end_string="*))", variable
                       variable_end_string=")))", comment_start_string="((=", comment_end_string="=))",
                       line_statement_prefix=None, line_comment_prefix=None)
 KINDS = ("tex", "md", "html", "notebook")
-#: While a plan is made (memsym/report/planmake.py): ``(value, 'int' | 'gib')`` -> the marker printed for a
-#: number the sequence length changes, or None (the number printed); None otherwise.
-MARKING = None
-
-
-def _num(x) -> str:
-    """:func:`symbolic.exact.fmt_int` (the ``num`` filter), or a plan's marker (:data:`MARKING`)."""
-    mark = MARKING(x, "int") if MARKING is not None else None
-    return fmt_int(x) if mark is None else mark
-
-
-def _gib(x) -> str:
-    """:func:`symbolic.exact.fmt_gib` (the ``gib`` filter), or a plan's marker (:data:`MARKING`)."""
-    mark = MARKING(x, "gib") if MARKING is not None else None
-    return fmt_gib(x) if mark is None else mark
 
 _ENVIRONMENTS: dict = {}
 
@@ -59,8 +44,8 @@ def make_environment(kind: str, templates_dir=None):
     if kind == "html":
         opts["autoescape"] = True
     env = jinja2.Environment(**opts)
-    env.filters["num"] = _num
-    env.filters["gib"] = _gib
+    env.filters["num"] = fmt_int
+    env.filters["gib"] = fmt_gib
     env.filters["tex"] = tex_escape
     env.filters["md"] = md_escape
     env.filters["comment"] = one_line
@@ -100,9 +85,9 @@ def _tex_cell(c) -> str:
     if k == "code":
         return "\\texttt{" + tex_escape(c.value).replace(".", ".\\allowbreak{}") + "}"
     if k == "int":
-        return str(_num(c.value))
+        return fmt_int(c.value)
     if k == "gib":
-        return str(_gib(c.value))
+        return fmt_gib(c.value)
     return ""
 
 
@@ -115,9 +100,9 @@ def _md_cell(c, in_table=True) -> str:
     if k == "code":
         return f"`{c.value}`"
     if k == "int":
-        return str(_num(c.value))
+        return fmt_int(c.value)
     if k == "gib":
-        return str(_gib(c.value))
+        return fmt_gib(c.value)
     return ""
 
 
@@ -131,9 +116,9 @@ def _html_cell(c):
     if k == "code":
         return Markup("<code>") + escape(c.value) + Markup("</code>")
     if k == "int":
-        return escape(_num(c.value))
+        return escape(fmt_int(c.value))
     if k == "gib":
-        return escape(_gib(c.value))
+        return escape(fmt_gib(c.value))
     return Markup("")
 
 

@@ -1,7 +1,6 @@
 """The report's step-time table (issue 29): the step-time model's expressions (derivations/steptime/model.py),
 printed in LaTeX with the notation's names.  Their values at a configuration are ``memsym estimate --time``'s
-(the generated evaluator, derivations/steptime/evaluate.py): the table shows no number, so a report of another
-sequence length is still its plan's (memsym/report/plan.py: only exact numbers in s are slots)."""
+(the generated evaluator, derivations/steptime/evaluate.py): the table shows no number."""
 from __future__ import annotations
 
 import sympy as sp

@@ -6,7 +6,7 @@ Each is a function of a :class:`~memsym.report.context.Context` returning a
 from __future__ import annotations
 
 from fractions import Fraction
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Tuple
 
 import sympy as sp
 
@@ -14,9 +14,7 @@ from derivations import config as cfg
 from derivations import notation as nt
 
 from .blocks import A, C, G, I, M, T, Table
-from .equations import breakable_latex, traced
-from .forms import _subs_text, counted_symbols, display_json
-from .fresh import _estimate, table_estimate, table_implementation_waterfall, table_overheads  # noqa: F401
+from .equations import breakable_latex
 from .text import braced
 
 ZERO_ORDER = (0, 1, 2, 3)
@@ -77,12 +75,12 @@ def table_layers(ctx) -> Table:
                                                        f"router + {ctx.model.N} + {ctx.model.N_s} experts", "LN"] + \
                   (["output head"] if last else [])
         at = cfg.substitution(ctx.model, None, ctx.training, comp)
-        p = traced(ctx, exact(term, at), term, at)
+        p = exact(term, at)
         label = f"{a}" if a == b else f"{a}-{b} (each)"
         rows.append((T(label), T(" + ".join(content)), I(p), G(_gib_of_params(ctx, p))))
     whole = cfg.whole_model(ctx.model)
     at = cfg.substitution(ctx.model, None, ctx.training, whole)
-    total = traced(ctx, exact(term, at), term, at)
+    total = exact(term, at)
     rows.append((T("total"), T(f"{ctx.model.l} layers"), I(total), G(_gib_of_params(ctx, total))))
     return Table("table3", "Parameters per layer (term params.stage at one layer's composition)", "Table 3",
                  ("layers", "content", "parameters", "GiB (weights)"), A("l p.45 r r"), tuple(rows))
@@ -161,14 +159,7 @@ def table_activations(ctx) -> Table:
     dsubs = ctx.display_subs(True)
     ident = dict(nt.PAPER_IDENTITIES) if ctx.model.d_v == ctx.model.d_h else {}
     variants = _stage_variants(ctx)
-    subs_of = {vid: [ctx.terms[r[0]] for r in (_refs(p) for p in ctx.terms[vid].parts) if r] for vid in variants}
-    counted = counted_symbols(t for ts in subs_of.values() for t in ts)
-    key = (repr(variants), _subs_text(dsubs), _subs_text({k: v for k, v in ctx.subs.items() if k in counted}),
-           repr(sorted(map(str, ident.items()))))
-    formulas = display_json(ctx, "table10-formulas", key, lambda: _stage_formulas(ctx, variants, dsubs, ident),
-                            lambda f: isinstance(f, list) and len(f) == len(variants) and all(
-                                isinstance(rs, list) and all(isinstance(r, list) and len(r) == 2 and type(r[0]) is int
-                                                             and isinstance(r[1], str) for r in rs) for rs in f))
+    formulas = _stage_formulas(ctx, variants, dsubs, ident)
     rows = []
     for vid, shown_rows in zip(variants, formulas):
         stage_term = ctx.terms[vid]
@@ -276,16 +267,96 @@ def table_traces(ctx) -> Table:
                       "exact difference from the preset.")
 
 
+def shown_path(path: str) -> str:
+    """A path as text: bytes that are not UTF-8 (kept by Python as surrogates) shown as ``\\xff``."""
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _fraction_text(v) -> str:
+    """An exact number as ``7`` or ``7/2`` (:func:`memsym.report.equations.fmt_num` of a Fraction)."""
+    f = Fraction(v)
+    return str(f.numerator) if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
+
+
+def setting(ctx) -> Tuple[Tuple[str, str], ...]:
+    """The report's configuration lines (model, layout, stage, training)."""
+    lay, tr, st = ctx.layout, ctx.training, ctx.stage
+    return (
+        ("model", ctx.model.name if ctx.model.source == "preset" else
+         f"{ctx.model.name} (read from {shown_path(ctx.model.source)})"),
+        ("layout", f"DP={lay.dp} TP={lay.tp} PP={lay.pp} EP={lay.ep} ETP={lay.etp} SP={lay.SP} CP={lay.cp} "
+                   f"(EDP={_fraction_text(lay.edp)}, {lay.world} GPUs)"),
+        ("stage", f"{st.index} of {lay.pp} ({st.label}: {st.dense} dense, {st.moe} MoE"
+                  f"{', embedding' if st.embedding else ''}{', head' if st.head else ''})"),
+        ("training", f"b={tr.mbs} s={tr.seq} ZeRO {tr.zero} ({cfg.ZERO_NAMES[tr.zero]}) recompute {tr.recompute}"),
+    )
+
+
+def _estimate(ctx):
+    """The estimate of ``ctx``'s stage, made once per context (the estimate and Sec. 6 tables show it)."""
+    known = ctx.__dict__.get("_estimate")
+    if known is None or known[0] != (ctx.model, ctx.layout, ctx.training, ctx.stage):
+        # lazy: modules this module's importers do not need (loaded only on this path)
+        from derivations.assembly.device import estimate
+        known = ctx.__dict__["_estimate"] = ((ctx.model, ctx.layout, ctx.training, ctx.stage),
+                                             estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index))
+    return known[1]
+
+
+def table_estimate(ctx) -> Table:
+    est = _estimate(ctx)
+    rows = [(T(k), C(est.term_ids[k]), I(est.bytes[k]), G(est.bytes[k]))
+            for k in ("weights", "gradients", "optimizer", "activations")]
+    rows.append((T("total"), T(""), I(est.bytes["total"]), G(est.bytes["total"])))
+    rows += [(T("convention"), T(a[len("convention "):]), T(""), T(""))  # switches not at the paper's choice
+             for a in est.assumptions if a.startswith("convention ")]
+    tr = ctx.training
+    return Table("estimate", f"Per-device memory at this configuration (ZeRO {tr.zero} ({cfg.ZERO_NAMES[tr.zero]}), "
+                             f"recompute {tr.recompute}, b = {tr.mbs}, s = {tr.seq})", "memsym estimate",
+                 ("component", "term", "bytes", "GiB"), A("l l r r"), tuple(rows))
+
+
+def table_overheads(ctx) -> Table:
+    est = _estimate(ctx)
+    rows = []
+    for end in ("low", "high"):
+        o = est.overheads[end]
+        rows.append((T(end), T(f"{float(o['f_frag']) * 100:.0f}%"), G(est.bytes["total"]), G(o["fragmentation"]),
+                     G(o["buffers"]), G(o["peak"])))
+    return Table("overheads", "Peak per device at both ends of the paper's ranges (GiB)", "Sec. 6",
+                 ("end", "fragmentation", "allocated", "+ fragmentation", "+ buffers", "peak"), A("l r r r r r"),
+                 tuple(rows))
+
+
+def table_implementation_waterfall(ctx) -> Table:
+    """From the paper's tensor list to each implementation's, one switch at a time, for one MoE
+    layer's activations at this configuration (``memsym compare --conventions paper,P``)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
+    from derivations.analyses.compare import waterfall
+    rows = []
+    for end in ("transformers", "mcore", "mcore-te"):
+        wf, _, _ = waterfall(ctx.model, ctx.layout, ctx.training, end, stage=ctx.stage.index)
+        q = "activations_per_layer"
+        rows.append((T(end), T("paper"), T(""), T(""), I(wf.first[q]), T("")))
+        for step in wf.steps:
+            d = step.delta[q]
+            if d:
+                spec = cfg.CONVENTION_SWITCHES.get(step.name)
+                rows.append((T(end), C(spec.option if spec else step.name), T(str(step.before)), T(str(step.after)),
+                             I(step.values[q]), T(("+" if d > 0 else "") + f"{int(d):,}")))
+    return Table("implementations", "One MoE layer's activations from the paper's tensors to each implementation's "
+                                    "(bytes), one switch at a time", "memsym compare --conventions paper,P",
+                 ("preset", "switch", "from", "to", "bytes", "change"), A("l l l l r r"), tuple(rows),
+                 note="mcore-te is --conventions mcore --kernels te (Transformer Engine's kernels, read from their "
+                      "sources, not traced).")
+
+
 #: Where each table is in the paper (for notebook cells, without building the table).
 TABLE_SOURCES = {"notation": "Table 1", "table2": "Table 2", "table3": "Table 3", "table4": "Table 4",
                  "table5": "Table 5", "table6": "Table 6", "table7": "Table 7", "table8": "Table 8",
                  "table9": "Table 9", "table10": "Table 10", "estimate": "memsym estimate", "overheads": "Sec. 6",
                  "comparison": "paper/printed.toml", "traces": "paper/traces/*.toml",
                  "implementations": "memsym compare", "steptime": "derivations/steptime"}
-
-#: Tables that read nothing of the Context: the paper's configuration (comparison) and each trace's own
-#: settings (traces); the report's cache keeps them once for every configuration (memsym.report.cached).
-CONFIGURATION_FREE = frozenset({"comparison", "traces"})
 
 TABLES: Dict[str, Callable[..., Table]] = {   # key -> table of a Context
     "notation": table_notation, "table2": table_matrices, "table3": table_layers, "table4": table_stages,
