@@ -4,9 +4,10 @@ conflicting options), run in-process through ``memsym.cli.main``.
 
 Every run must exit 0, 2, or 1 where 1 is a verdict (verify: not equal; reproduce: a
 disagreement), print no traceback, print exactly one error line on exit 2, and finish within
-10 s.  The CI run is derandomised (a fixed sequence of examples); ``MEMSYM_FUZZ_EXAMPLES=20000``
-runs a longer one.  Report writes are only generated with a bad value and always point at a
-temporary folder; searches use small GPU counts (the limits bound the rest).
+10 s.  The CI run is derandomised (a fixed sequence of examples); ``MEMSYM_FUZZ_N=20000`` (or
+``MEMSYM_FUZZ_EXAMPLES``) runs a longer one.  Every subcommand is drawn; report, page and trace lines are only
+generated with a bad value (a trace would run for minutes, a page for seconds) and always point at a temporary
+folder; searches use small GPU counts (the limits bound the rest).
 """
 from __future__ import annotations
 
@@ -25,10 +26,12 @@ from hypothesis import strategies as st
 from derivations.config import limits as L
 from memsym.cli import build_parser, main
 
-EXAMPLES = int(os.environ.get("MEMSYM_FUZZ_EXAMPLES", "2000"))
+EXAMPLES = int(os.environ.get("MEMSYM_FUZZ_N", os.environ.get("MEMSYM_FUZZ_EXAMPLES", "2000")))
 #: Commands and how often each is drawn (fit and report are slow when valid: drawn less).
 WEIGHTS = {"estimate": 24, "params": 10, "terms": 3, "verify": 16, "search": 12, "compare": 8, "sensitivity": 6,
-           "fit": 3, "reproduce": 5, "report": 4}
+           "fit": 3, "reproduce": 5, "report": 4, "runs": 3, "page": 2, "trace": 3}
+#: Commands drawn only with a value that fails before any work (a valid one runs for seconds or minutes).
+FAILING = {"report", "page", "trace"}
 #: 1 is a verdict for these commands only.
 VERDICT = {"verify", "reproduce"}
 
@@ -86,9 +89,10 @@ def _strings(dest, tmp):
         "out": [str(tmp / "out"), "/dev/null", "/", str(tmp / "good.json")],
         "csv": [str(tmp / "rows.csv"), str(tmp / "nodir" / "rows.csv"), "/", str(tmp)],
         "plot": ["/", str(tmp / "nodir" / "p.png"), str(tmp / "p.txt"), str(tmp)],
-        "data": [str(tmp / "bad.json"), "/dev/zero", str(tmp / "missing.toml"), "/"],
+        "data": [str(tmp / "bad.json"), "/dev/zero", str(tmp / "missing.toml"), "/", str(tmp / "deep.toml"),
+                 str(tmp / "big.toml"), str(tmp / "bin.toml")],
         "formula": ["bsh", "-bsh", "4bsh/2", "b**s**h", "s^999999", "(((", "2^2^2^2^2^2", "\\frac{a}{b}", "9" * 5000,
-                    "x" * 10000, "-", "5b n_h s^2/2", "bsh/0", "E", "d_cq d_c", "-2bs"],
+                    "x" * 10000, "-", "5b n_h s^2/2", "bsh/0", "E", "d_cq d_c", "-2bs", "2^1100*b", "-2^1100*b*s"],
         "against": ["act.mla.layer", "act.stage:moe", "act.stage:mla+moe", "nope", "act.stage:", "params.mla"],
         "assume": ["TP=2", "SP=TP", "TP=0", "X=1", "TP=\u0663", "TP", "=", "b=10**100", "s=s+1", "EP=N/32"],
         "wrt": ["s", "b,s", "nope", "s,s", "h,h_E,N", "DP"],
@@ -127,7 +131,7 @@ def command_lines(draw, catalogue, tmp):
     command = draw(st.sampled_from([c for c, w in WEIGHTS.items() for _ in range(w)]))
     actions = catalogue[command]
     argv = [command]
-    must_fail = command == "report" or (command == "reproduce" and draw(st.booleans()))
+    must_fail = command in FAILING or (command == "reproduce" and draw(st.booleans()))
     for opt, action in actions:
         if opt is None:  # a positional (verify's formula)
             argv.append(draw(_value(command, action.dest, action, tmp)))
@@ -149,6 +153,10 @@ def command_lines(draw, catalogue, tmp):
             argv += pair
     if command == "report":  # every report line fails before any work (a bad --seq), in a temporary folder
         argv += ["--out", str(tmp / "out"), "--format", "md", "--seq", "\u0663"]
+    elif command == "page":  # likewise (a model that is no config.json), into a temporary folder
+        argv += ["--out", str(tmp / "page"), "--model", "/dev/zero"]
+    elif command == "trace":  # a size no trace takes: refused before torch is imported
+        argv += ["--seq", "\u0663"]
     elif must_fail:
         argv += ["--out", str(tmp / "out"), "--data", "/dev/zero"]
     return argv
@@ -187,6 +195,9 @@ def hostile_tmp(tmp_path_factory):
     (tmp / "good.json").write_bytes(open(preset_path("deepseek-v2-lite"), "rb").read())
     (tmp / "bad.json").write_text('{"model_type": "deepseek_v3", "hidden_size": ')
     (tmp / "deep.json").write_text("[" * 100000 + "]" * 100000)
+    (tmp / "deep.toml").write_text("a = " + "[" * 600 + "]" * 600 + "\n")
+    (tmp / "big.toml").write_text("schema = " + "9" * 5000 + "\n")
+    (tmp / "bin.toml").write_bytes(bytes(range(256)) * 4)
     (tmp / "p.txt").write_text("")
     os.symlink(tmp / "loop", tmp / "loop")
     return tmp
