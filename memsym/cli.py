@@ -9,6 +9,7 @@ on stderr, never a traceback), 130 interrupted (Ctrl-C; one line).
 from __future__ import annotations
 
 import argparse
+import difflib
 import gc
 import importlib
 import re
@@ -35,6 +36,9 @@ class _Parser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message):  # one line, exit 2
+        unknown = re.match(r"unrecognized arguments: (.*)$", message)
+        if unknown:
+            message += self._did_you_mean(unknown.group(1).split())
         m = re.match(r"argument (\S+?)(?:/\S+)?: expected one argument$", message)
         if m:  # name the value that was taken for an option: `--model -cfg.json`
             opt = m.group(1)
@@ -43,6 +47,22 @@ class _Parser(argparse.ArgumentParser):
                 message += f" (got {after[0]!r}, read as an option; write {opt}={after[0]} for a value starting with -)"
         self.exit(2, f"memsym {self.prog.split(' ', 1)[-1] if ' ' in self.prog else ''}: error: {one_line(message)}\n"
                      .replace("memsym : ", "memsym: "))
+
+
+    def _did_you_mean(self, words: List[str]) -> str:
+        """`` (did you mean --tp?)`` for the unknown options among ``words``: the subcommand's own options nearest
+        to each (difflib's ratio, as Python 3.14's argparse suggests), or nothing."""
+        subs = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+        command = next((w for w in self._argv if subs is not None and w in subs.choices), None)
+        parser = subs.choices[command] if command is not None else self
+        options = [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
+        hints = []
+        for word in words:
+            if word.startswith("--"):
+                near = difflib.get_close_matches(word.split("=", 1)[0], options, n=3, cutoff=0.6)
+                if near:
+                    hints.append(f"{word.split('=', 1)[0]}: did you mean {' or '.join(near)}?")
+        return f" ({'; '.join(hints)})" if hints else ""
 
 
 def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:

@@ -97,3 +97,21 @@ def test_tex_shows_control_characters_as_their_codes():
     from memsym.report.text import tex_escape
     out = tex_escape("a\x7fb\x1bc\u0085d\u009be")
     assert all(c.isprintable() for c in out) and "x7f" in out and "x9b" in out
+
+
+@pytest.mark.parametrize("argv, hint", [
+    (["estimate", "--tpp", "2"], "--tpp: did you mean --tp"),
+    (["fit", "--hmb", "80GiB"], "did you mean --mbs or --hbm?"),
+    (["estimate", "--recompte=full"], "--recompte: did you mean --recompute"),
+    (["search", "--gpus", "8", "--gpus-per-nde", "4"], "did you mean --gpus-per-node"),
+])
+def test_a_mistyped_option_gets_did_you_mean_from_its_own_command(capsys, argv, hint):
+    from clirun import run
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and hint in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_an_unknown_option_far_from_every_other_gets_no_guess(capsys):
+    from clirun import run
+    code, _, err = run(capsys, "estimate", "--zzzz", "2")
+    assert code == 2 and "unrecognized arguments: --zzzz 2" in err and "did you mean" not in err
