@@ -217,3 +217,22 @@ def test_the_model_at_the_peak_is_not_slower_than_a_published_run():
         print(f"{run['id']}: measured {measured:,.0f} tokens/s/GPU, model at the peak {predicted:,.0f}: "
               f"efficiency reached {measured / predicted:.2f}")
         assert predicted >= measured, (run["id"], predicted, measured)
+
+
+def test_all_stages_times_every_stage(capsys):
+    """--all-stages --time: each stage's time per micro-batch; the slowest is the one the step is timed at (what
+    estimate --time reports), and the last stage (one MoE layer and the head) is faster than a 4-MoE-layer one."""
+    import json
+
+    from clirun import run
+    argv = ["estimate", "--gpu", "h800", "--global-batch", "1024", "--time", "--json"]
+    code, out, err = run(capsys, *argv, "--all-stages")
+    assert code == 0, err
+    every = json.loads(out)["time"]
+    code, out, err = run(capsys, *argv)
+    one = json.loads(out)["time"]
+    per_mb = {s["stage"]: s["parts"]["microbatch"] for s in every["stages"]}
+    assert sorted(per_mb) == list(range(16)) and max(per_mb, key=per_mb.get) == one["stage"]
+    assert per_mb[one["stage"]] == one["parts"]["microbatch"] and per_mb[15] < per_mb[1]
+    code, out, err = run(capsys, *argv[:-1], "--all-stages")
+    assert code == 0 and "s/mb" in out and "step time" in out, err

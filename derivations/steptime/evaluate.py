@@ -171,9 +171,10 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
 
 def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, *, gpu=None,
                 overlap: str = "megatron", efficiency=1, gpus_per_node: int = 8,
-                dispatcher: Optional[str] = None, with_inputs: bool = False) -> Dict:
+                dispatcher: Optional[str] = None, with_inputs: bool = False, every: bool = False) -> Dict:
     """One configuration's step (``memsym estimate --time``): {'stage': the slowest stage's index, 'gpu': the
-    preset's key, 'parts': {part: seconds} at that stage, 'tokens_per_gpu_s', 'microbatches', 'dispatcher'}.
+    preset's key, 'parts': {part: seconds} at that stage, 'tokens_per_gpu_s', 'microbatches', 'dispatcher'};
+    ``every`` adds 'stages': [{'stage', 'parts'}] of every stage (``--all-stages --time``).
     The policies the model times are none, full and selective (custom operator lists are refused)."""
     if training.recompute not in ("none", "full", "selective") or training.recompute_ops:
         raise TimeError("time", f"--time: the step-time model times --recompute none, full or selective, not "
@@ -201,4 +202,6 @@ def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
             **({"inputs": {k: float(np.asarray(x).reshape(-1)[slow if np.size(x) > 1 else 0])
                            for k, x in inputs(model, training, rows, g, training.schedule, training.vpp or 2,
                                               efficiency, gpus_per_node, training.attention, dispatcher).items()},
-                "composition": sts[slow].named()} if with_inputs else {})}
+                "composition": sts[slow].named()} if with_inputs else {}),
+            **({"stages": [{"stage": st.index, "parts": {k: float(v[i]) for k, v in out.items()}}
+                           for i, st in enumerate(sts)]} if every else {})}

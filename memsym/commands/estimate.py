@@ -47,14 +47,14 @@ def add_parser(sub):
     p.set_defaults(run=run)
 
 
-def _time(args, model, layout, training):
-    """The step-time model's result for ``--time`` (None without it)."""
+def _time(args, model, layout, training, every: bool = False):
+    """The step-time model's result for ``--time`` (None without it); ``every``: each stage's too."""
     if not getattr(args, "time", False):
         return None
     # lazy: the step-time model (only --time reads it)
     from derivations.steptime import evaluate as steptime
     return steptime.layout_time(model, layout, training, gpu=args.gpu, overlap=args.overlap,
-                                efficiency=args.gemm_efficiency, dispatcher=args.dispatcher)
+                                efficiency=args.gemm_efficiency, dispatcher=args.dispatcher, every=every)
 
 
 def run(args) -> int:
@@ -70,10 +70,16 @@ def run(args) -> int:
         return _run_tensors(args, model, layout, training)
     if args.all_stages:
         every, worst = estimate_all(model, layout, training, notes)
+        timed = _time(args, model, layout, training, every=True)
         if args.json:
-            common.print_json(_all_stages_json(every, worst, device))
+            common.print_json({**_all_stages_json(every, worst, device), **({"time": timed} if timed else {})})
             return 0
-        print(render_all(every, worst, device))
+        print(render_all(every, worst, device, timed))
+        if timed:
+            # lazy: the GPU presets (only --time names one)
+            from derivations.config import gpus
+            for line in time_lines(timed, gpus.gpu(timed["gpu"]), training.attention):
+                print(line)
         return 0
     est = estimate(model, layout, training, common.stage_from_args(args), notes)
     verdict = _verdict(args, model, layout, training)
@@ -289,8 +295,10 @@ def _bytes_dtypes(tr) -> str:
     return "bytes per element: " + " ".join(f"{k}={fmt_int(v)}" for k, v in tr.bytes)
 
 
-def render_all(every, worst, device=None) -> str:
-    """Every stage of the layout, the most-loaded marked."""
+def render_all(every, worst, device=None, timed=None) -> str:
+    """Every stage of the layout, the most-loaded marked; with ``timed`` (--time), each stage's time per
+    micro-batch (the slowest sets the step)."""
+    per_mb = {s["stage"]: s["parts"]["microbatch"] for s in timed["stages"]} if timed else {}
     e0 = every[0]
     lay, tr = e0.layout, e0.training
     lines = [f"memsym estimate: {e0.model.name}, every stage of PP={lay.pp}; layout DP={lay.dp} TP={lay.tp} "
@@ -305,7 +313,8 @@ def render_all(every, worst, device=None) -> str:
     wc = max(30, 2 + max(len(c) for c in contents))
     runtime = "runtime" in e0.bytes
     lines.append(f"  {'stage':<6}{'layers':<12}{'content':<{wc}}{'in flight':>10}{'act/mb':>9}{'act':>9}"
-                 f"{'weights':>9}{'grads':>9}{'optim':>9}" + (f"{'runtime':>9}" if runtime else "") + f"{'total':>9}")
+                 f"{'weights':>9}{'grads':>9}{'optim':>9}" + (f"{'runtime':>9}" if runtime else "") + f"{'total':>9}"
+                 + (f"{'s/mb':>9}" if per_mb else ""))
     for e, content in zip(every, contents):
         st = e.stage
         layers = st.label.replace("layers ", "").replace("layer ", "")
@@ -316,7 +325,8 @@ def render_all(every, worst, device=None) -> str:
         lines.append(f"{'*' if e.stage.index == worst else ' '} {st.index:<6}{layers:<12}{content:<{wc}}{fl:>10}"
                      f"{fmt_gib(b['activations_per_microbatch']):>9}{fmt_gib(b['activations']):>9}"
                      f"{fmt_gib(b['weights']):>9}{fmt_gib(b['gradients']):>9}{fmt_gib(b['optimizer']):>9}"
-                     + (f"{fmt_gib(b['runtime']):>9}" if runtime else "") + f"{fmt_gib(b['total']):>9}")
+                     + (f"{fmt_gib(b['runtime']):>9}" if runtime else "") + f"{fmt_gib(b['total']):>9}"
+                     + (f"{per_mb[st.index]:>9.4f}" if per_mb else ""))
     w = every[worst]
     lines += ["", f"* most-loaded: stage {worst} ({fmt_gib(w.bytes['total'])} GiB allocated; with Sec. 6 overheads "
                   f"{fmt_gib(w.overheads['low']['peak'])} - {fmt_gib(w.overheads['high']['peak'])} GiB)"]
