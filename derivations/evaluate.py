@@ -64,11 +64,12 @@ def inflight(schedule: str, pp: int, index: int, microbatches: Optional[int], vp
     return _module().inflight(schedule, {"PP": pp, "i_s": index, "n_mb": microbatches, "VPP": vpp})
 
 
-def device(mtp: bool, full: bool, holds: str, values: Mapping, family: str = FAMILY) -> Dict:
+def device(mtp: bool, full: bool, holds: str, values: Mapping, family: str = FAMILY, options: bool = False) -> Dict:
     """``values`` plus the per-device assembly (activations, total, layer split, Sec. 6 ends) of a view with
     the MTP modules' activations (``mtp``) or full recomputation (``full``), its activations held as
-    ``holds`` (paper, schedule, given): derivations/assembly/device_terms.py, generated."""
-    return _module(family).device(mtp, full, holds, dict(values))
+    ``holds`` (paper, schedule, given), with the terms of offloading and linear recipes when ``options``:
+    derivations/assembly/device_terms.py, generated."""
+    return _module(family).device(mtp, full, holds, dict(values), options)
 
 
 def step(framework: str, policy: str, values: Mapping, family: str = FAMILY) -> Dict[str, Fraction]:

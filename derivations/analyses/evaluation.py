@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
@@ -32,7 +32,7 @@ import numpy as np
 from symbolic.search import FACTOR_ABOVE
 
 from derivations import config as cfg
-from derivations.analyses import kernels
+from derivations.analyses import exact, kernels
 from derivations.analyses.columns import Columns
 from derivations.analyses.enumeration import Enumeration, distinct_stages, enumerate_layouts
 from derivations.assembly.overheads import named_values, peak
@@ -408,7 +408,11 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
     enum = enumeration or enumerate_layouts(model, gpus, seqs)
     over = Overheads({getattr(k, "name", k): v for k, v in (overheads or {"f_frag": 0, "M_buf": 0}).items()})
     training = training or cfg.Training()
-    if training.schedule or global_batch is not None:
+    if exact.needed(training):  # options the kernels do not hold: the printed assembly, configuration by configuration
+        accepted = exact.choices(training, list(choices))
+        choices = {k: v for k, v in choices.items() if k in accepted}
+        out, invalid, groups = exact.run(model, training, accepted, enum, seqs, mbs, global_batch, progress)
+    elif training.schedule or global_batch is not None:
         # lazy: the schedules' module only under a schedule
         from derivations.analyses import scheduled
         cols, _ = _rows(model, enum, seqs, mbs)
@@ -478,17 +482,25 @@ def _policies(recompute) -> Tuple[str, ...]:
 def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2, 3), recompute=None,
                    mbs=(1, 2, 4), seqs=(4096,), overheads: str = "high", schedule=None, microbatches=None,
                    vpp=None, global_batch=None, gpus_per_node: Optional[int] = 8, progress=None,
-                   attention: str = "eager") -> SearchResult:
+                   attention: str = "eager", options: Optional[cfg.Training] = None) -> SearchResult:
     """Every configuration of ``gpus`` GPUs (layouts x ZeRO stages ``zeros`` x recomputation
     policies ``recompute``, a comma-separated text or None for every named policy, x ``mbs``
     x ``seqs``) evaluated against ``hbm`` bytes at one end of the Sec. 6 ranges; under a
     schedule (or a global batch) at each configuration's most-loaded device, TP and ETP inside
-    a node of ``gpus_per_node`` GPUs, the attention kernel ``attention``.  The terms are the generated kernels'."""
+    a node of ``gpus_per_node`` GPUs, the attention kernel ``attention``.  The terms are the generated kernels';
+    ``options``: a Training whose conventions, --offload-activations, --linear-recipe, --quantized-param-gather
+    and --virtual-layers the configurations run under (then the printed assembly evaluates them:
+    derivations/analyses/exact.py)."""
     policies = _policies(recompute)
     bad = [z for z in zeros if z not in cfg.ZERO_NAMES]
     if bad:
         raise cfg.ConfigError("zero", f"--zero must list ZeRO stages among 0,1,2,3, got {bad}")
     training = pipeline(schedule, microbatches, vpp, global_batch, attention)
+    if options is not None:
+        training = replace(training, conventions=options.conventions, offload=options.offload,
+                           linear_recipe=options.linear_recipe, quantized_params=options.quantized_params,
+                           virtual_layers=options.virtual_layers)
+        cfg.validate_training(training)
     if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int)
                                       or not 1 <= gpus_per_node <= 1024):
         raise cfg.ConfigError("gpus-per-node", f"--gpus-per-node must be an integer in 1..1024, got {gpus_per_node!r}")

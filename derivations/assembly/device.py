@@ -57,7 +57,8 @@ def _assemble(training, holds: str, inputs: Mapping, chunks=(), all_stages=(), f
     """The printed per-device assembly (derivations/assembly/device_terms.py, generated into
     derivations/generated/) at ``inputs`` (the stage's values, the kinds' bytes, the model states and
     runtime buffers, :func:`_inputs`) and, with a schedule, at each chunk's composition and in-flight
-    count; ``holds``: paper, schedule or given (the activations an input)."""
+    count; ``holds``: paper, schedule or given (the activations held an input, ``activations_held``); the
+    variant with the options' terms (their inputs in ``inputs``: :func:`_option_inputs`)."""
     _, n_chunks = ev.device_inputs(family)
     if len(chunks) > n_chunks:
         raise ValueError(f"the device assembly has {n_chunks} chunks, the schedule {len(chunks)}")
@@ -66,7 +67,7 @@ def _assemble(training, holds: str, inputs: Mapping, chunks=(), all_stages=(), f
         comp = chunks[c].composition(all_stages[chunks[c].stage]).named() if c < len(chunks) else {}
         v.update({f"{k}_{c}": comp.get(k, 0) for k in cfg.composition_names(family)})
         v[f"n_fl_{c}"] = chunks[c].inflight if c < len(chunks) else 0
-    return ev.device(*_view_variant(training), holds, v, family)
+    return ev.device(*_view_variant(training), holds, v, family, options=True)
 
 
 def _inputs(model, training, values: Mapping, states: Mapping, runtime) -> Dict:
@@ -75,6 +76,20 @@ def _inputs(model, training, values: Mapping, states: Mapping, runtime) -> Dict:
     kinds, _ = ev.device_inputs(model.family)
     per_kind = _kinds(model, training, values)
     return {**values, **{sym: per_kind.get(kind, 0) for kind, sym in kinds.items()}, **states, "runtime": runtime}
+
+
+def _option_inputs(model, training, values: Mapping, comp) -> Dict[str, Fraction]:
+    """The options' inputs of the assembly (derivations/assembly/device_terms.py): O_D, O_E, O_R of
+    --offload-activations (offload.per_layer, offload.resident), Q_D, Q_E, Q_H of --linear-recipe
+    (quantized.per_layer); 0 when the option is off."""
+    out = dict.fromkeys(("O_D", "O_E", "O_R", "Q_D", "Q_E", "Q_H"), Fraction(0))
+    if training.offload:
+        off = offload.per_layer(model, training, values)
+        out.update(O_D=off["dense"], O_E=off["moe"], O_R=offload.resident(model, training, comp, off))
+    if training.linear_recipe:
+        q = quantized.per_layer(model, training, values)
+        out.update(Q_D=q["dense"], Q_E=q["moe"], Q_H=q["head"])
+    return out
 
 
 @dataclass
@@ -220,12 +235,13 @@ def _model_states(model, layout, training, comp, held) -> Tuple[Dict, Dict, Tupl
     return ids, byts, (P_n, P_m), side.params
 
 
-def _virtual_peak(model, layout, training, comp, inputs, off=None, quant=None):
-    """(bytes held at the peak, ((chunk composition, in flight), ...), head in flight or None) of rank
-    ``comp.index`` under Megatron's pipeline layout (``--virtual-layers``): every state of its
-    interleaved order (schedules.interleaved_order) weighs each chunk's activations by its in-flight
-    micro-batches (and the head, loss and MTP modules with the last chunk of the last rank); the peak is
-    the largest, exactly (each chunk's ``act.stage`` the printed assembly's at its composition)."""
+def _virtual_peak(model, layout, training, comp, inputs):
+    """(bytes held at the peak less the resident layer's, ((chunk composition, in flight), ...), head in flight or
+    None, the bytes held before the backward of a chunk with layers) of rank ``comp.index`` under Megatron's
+    pipeline layout (``--virtual-layers``): every state of its interleaved order (schedules.interleaved_order)
+    weighs each chunk's activations by its in-flight micro-batches (and the head, loss and MTP modules with the
+    last chunk of the last rank); the peak is the largest, exactly (each chunk's bytes the printed assembly's one
+    micro-batch at its composition, with the options' terms but the resident layer's)."""
     chunks = schedules.virtual_chunks(model, layout, comp.index, training.virtual_layers, training.vpp)
     dense, moe = sum(c.dense for c in chunks), sum(c.moe for c in chunks)
     if (dense, moe) != (comp.dense, comp.moe):
@@ -234,16 +250,10 @@ def _virtual_peak(model, layout, training, comp, inputs, off=None, quant=None):
                                                 f"{comp.moe}: the layout is modelled when each rank holds the dense and "
                                                 f"MoE counts of a contiguous split (--layers-per-stage: the per-rank "
                                                 f"sums)")
-    at = lambda c: Fraction(_assemble(training, "paper", {**inputs, **c.named()},
-                                      family=model.family)["activations_per_microbatch"])
+    at = lambda c: Fraction(_assemble(training, "paper", {**inputs, **c.named(), "O_R": 0},  # noqa: E731
+                                      family=model.family)["activations"])
     layer_bytes = [at(schedules.part_composition(c, "layers")) for c in chunks]
-    if off is not None:  # --offload-activations: each chunk's layers keep their tensors less the offloaded ones
-        layer_bytes = [a - c.dense * off["dense"] - c.moe * off["moe"] for a, c in zip(layer_bytes, chunks)]
-    if quant is not None:  # --linear-recipe: each chunk's layers keep their linear inputs quantized
-        layer_bytes = [a + c.dense * quant["dense"] + c.moe * quant["moe"] for a, c in zip(layer_bytes, chunks)]
     head = at(schedules.part_composition(chunks[-1], "head")) if chunks[-1].head else Fraction(0)
-    if quant is not None and chunks[-1].head:
-        head += quant["head"]
     m = training.microbatches or 4 * layout.pp  # steady state: the order repeats every PP V chunk-forwards
     if m % layout.pp:
         raise cfg.ConfigError("virtual-layers", f"--virtual-layers simulates Megatron's interleaved order, which runs "
@@ -258,7 +268,7 @@ def _virtual_peak(model, layout, training, comp, inputs, off=None, quant=None):
     held = tuple((c, Fraction(n)) for c, n in zip(chunks, best_state))
     # --offload-activations: what is held before the backward of a chunk with (offloaded) layers
     before = max((held_at(st) for st, c in schedules.backward_states(layout.pp, v, m, comp.index) if chunks[c].layers),
-                 default=Fraction(0)) if off is not None else None
+                 default=Fraction(0)) if training.offload else None
     return best, held, (Fraction(best_state[-1]) if chunks[-1].head else None), before
 
 
@@ -295,47 +305,32 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     notes += model.notes() if hasattr(model, "notes") else []  # what the family says it leaves out of this model
     rb = training.conventions.runtime_buffers  # per-device runtime buffers (derivations/assembly/runtime.py)
     runtime = Fraction(buffers_bytes(rb)) if rb != "none" else Fraction(0)
-    inputs = _inputs(model, training, values, byts, runtime)
+    inputs = {**_inputs(model, training, values, byts, runtime), **_option_inputs(model, training, values, comp)}
     virtual = None
-    off = offload.per_layer(model, training, values) if training.offload else None
-    quant = quantized.per_layer(model, training, values) if training.linear_recipe else None
     if training.schedule == "interleaved" and training.virtual_layers is not None:
-        virtual = _virtual_peak(model, layout, training, comp, inputs, off, quant)
-        given = virtual[0]
-        if off is not None:
-            given += offload.resident(model, training, comp, off)
-        v = _assemble(training, "given", {**inputs, "activations": given}, family=model.family)
+        virtual = _virtual_peak(model, layout, training, comp, inputs)
+        v = _assemble(training, "given", {**inputs, "activations_held": virtual[0]}, family=model.family)
     else:
         v = _assemble(training, "schedule" if training.schedule else "paper", inputs, chunks, all_stages,
                       model.family)
-        if off is not None:  # the held layer micro-batches of the schedule's chunks (one without a schedule)
-            held_layers = [(n.inflight, n.composition(all_stages[n.stage])) for n in chunks] or [(1, comp)]
-            held_dm = (sum(Fraction(n) * c.dense for n, c in held_layers),
-                       sum(Fraction(n) * c.moe for n, c in held_layers))
-            cut = offload.saving(model, training, comp, values, held_dm)
-            v = _assemble(training, "given", {**inputs, "activations": Fraction(v["activations"]) - cut},
-                          family=model.family)
-        if quant is not None:  # the held layer (and head) micro-batches of the schedule's chunks
-            held_q = [(n.inflight, n.composition(all_stages[n.stage])) for n in chunks] or [(1, comp)]
-            v = _assemble(training, "given", {**inputs, "activations": Fraction(v["activations"])
-                                              + quantized.change(quant, held_q)}, family=model.family)
-    if off is not None:
+    off, quant = bool(training.offload), bool(training.linear_recipe)
+    if off:
         notes.append(offload.assumption(training))
-    if quant is not None:
+    if quant:
         notes.append(quantized.assumption(training))
     ids["activations"] = act["peak" if training.schedule else "stage"]
     byts["activations"] = Fraction(v["activations"])
-    if off is not None:  # the peak's activations less what offloading takes off (the term names both)
+    if off:  # the peak's activations less what offloading takes off (the term names both)
         ids["activations"] += " + " + offload.term_id(training)
-    if quant is not None:
+    if quant:
         ids["activations"] += " + " + quantized.act_id(training)
     if rb != "none":
         ids["runtime"], byts["runtime"] = buffers_id(rb), runtime
     byts["total"] = Fraction(v["total"])
     # one micro-batch's backward on any stage the device runs (DualPipe: its own and its mirror stage)
     byts["step"], ids["step"] = _held_step(model, layout, training, inputs, values, comp, held)
-    if off is not None:  # an offloaded layer's core-attention backward (offload.MOMENT), when it holds more
-        before = virtual[3] if virtual is not None else byts["activations"] - offload.resident(model, training, comp, off)
+    if off:  # an offloaded layer's core-attention backward (offload.MOMENT), when it holds more
+        before = virtual[3] if virtual is not None else byts["activations"] - inputs["O_R"]
         x = offload.step_moment(model, training, values, before) - byts["activations"]
         if x > byts["step"]:
             byts["step"], ids["step"] = x, offload.MOMENT
@@ -469,6 +464,18 @@ def components(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training,
     compare; the same assembly as :func:`estimate`)."""
     b = _estimate(model, layout, training, stage_index, ()).bytes
     return {k: b[k] for k in ("weights", "gradients", "optimizer", "activations", "total", "step", "step_total")}
+
+
+def model_states(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, stage_index: int) -> Dict:
+    """Exact bytes of weights, gradients and optimizer states on one device of stage ``stage_index`` (those of
+    :func:`components`, without the activations)."""
+    comp = cfg.stage(model, layout, stage_index)
+    if training.schedule:
+        every = cfg.stages(model, layout)
+        held = tuple(every[i] for i in schedules.held_stages(training.schedule, layout.pp, stage_index))
+    else:
+        held = (comp,)
+    return _model_states(model, layout, training, comp, held)[1]
 
 
 def stage_params(model: cfg.ModelSpec, layout: cfg.Layout, accounting: str = "paper"):

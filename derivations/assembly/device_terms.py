@@ -20,6 +20,18 @@ the total, such as the search for the most-loaded stage, stops there).  Inputs:
   weights, gradients, optimizer   the model states of the held stages (the weight side's terms, Table 8)
   runtime                    the runtime buffers (derivations/assembly/runtime.py; 0 when none)
 
+and, in the variants with the options (``options``: what ``estimate`` and ``search`` evaluate; each input 0 when
+its option is off):
+
+  O_D, O_E, O_R              --offload-activations (derivations/assembly/offload.py): the bytes one held dense
+                             and one held MoE layer micro-batch offload (``offload.per_layer``) and those the
+                             rank keeps anyway (its last layer of micro-batch 0: ``offload.resident``)
+  Q_D, Q_E, Q_H              --linear-recipe (derivations/assembly/quantized.py): the bytes one held dense and one
+                             held MoE layer micro-batch change by (``act.quantized``: their linear layers' inputs
+                             kept quantized) and the head part with its MTP modules (``quantized.per_layer``)
+  activations_held           holds ``given``: the activations held before the resident layer's (--virtual-layers:
+                             the largest state of Megatron's interleaved order, each chunk's bytes this assembly's)
+
 Outputs: ``activations_per_microbatch`` (``act.stage`` with the kinds as symbols), ``activations``
 (that, or under a schedule sum_c n_fl_c x ``act.stage`` at chunk c's composition: ``act.peak``'s
 row at each chunk), ``total`` (Sec. 4-5: the model states + activations + runtime buffers),
@@ -30,7 +42,10 @@ what is outside the layers) and the Sec. 6 fragmentation and peak at both ends o
 and ``act.peak`` terms (derivations/activations/kinds.py), which depend on the view only through
 the MTP modules (``--mtp-activations last-stage``) and full recomputation: hence the variants
 ``mtp<0|1>full<0|1>``, each ``.paper`` (one micro-batch, the paper's view), ``.schedule`` (the
-chunks) or ``.given`` (activations an input: Megatron's simulated interleaved order, device.py).
+chunks) or ``.given`` (activations an input: Megatron's simulated interleaved order, device.py), and each
+with the options (``+options``: the activations of every held layer micro-batch less what it offloads and
+changed by the linear recipe, plus the resident layer's offloaded bytes; ``activations_per_microbatch`` stays
+``act.stage``).  The variants without them are the options' at O = Q = 0 (the tests check it).
 """
 from __future__ import annotations
 
@@ -75,9 +90,22 @@ def variant_key(mtp: bool, full: bool, holds: str) -> str:
     return f"mtp{int(mtp)}full{int(full)}.{holds}"
 
 
-def variants() -> List[Tuple[str, bool, bool, str]]:
-    return [(variant_key(mtp, full, holds), mtp, full, holds)
+def variants(options: bool = False) -> List[Tuple[str, bool, bool, str]]:
+    """(key, mtp, full, holds) of every variant, without or with the options' terms (key ``...+options``)."""
+    return [(variant_key(mtp, full, holds) + ("+options" if options else ""), mtp, full, holds)
             for mtp, full, holds in itertools.product((False, True), (False, True), HOLDS)]
+
+
+#: The options' inputs (see the module docstring): offloading's, the linear recipe's, a given hold's.
+OFFLOAD, QUANTIZED = ("O_D", "O_E", "O_R"), ("Q_D", "Q_E", "Q_H")
+
+
+def _options(sym: Dict[str, sp.Symbol]) -> sp.Expr:
+    """What the options change one micro-batch of a composition ``sym`` ({L_d, L_m, e_H: symbol}) by: each held
+    layer micro-batch less its offloaded bytes and changed by the linear recipe, the head part by the recipe."""
+    S = _symbol
+    return (sym["L_d"] * (S("Q_D") - S("O_D")) + sym["L_m"] * (S("Q_E") - S("O_E"))
+            + sym["e_H"] * S("Q_H"))
 
 
 def chunk_symbols(c: int, names=COMPOSITION) -> Dict[str, sp.Symbol]:
@@ -115,21 +143,31 @@ def activation_terms(mtp: bool, full: bool, shape=True) -> Dict[str, sp.Expr]:
     return {k: _in_kinds(terms[k], by_id, kind_of) for k in ("stage", "peak", "layer")}
 
 
-def assembly(mtp: bool, full: bool, holds: str, shape=True) -> List[Tuple[str, sp.Expr]]:
+def assembly(mtp: bool, full: bool, holds: str, shape=True, options: bool = False) -> List[Tuple[str, sp.Expr]]:
     """[(name, expression), ...] of one variant (see the module docstring), in evaluation order, for
-    ``shape``'s family (DeepSeek's by default)."""
+    ``shape``'s family (DeepSeek's by default), with the options' terms when ``options``."""
     t = activation_terms(mtp, full, shape)
     from derivations.activations import shape as shapes
     names = composition_names(shapes.family(shape).name)  # L_d, L_m, e_E, e_H and the family's counts
     S = _symbol
-    if holds == "paper":  # one micro-batch: act.stage
+    own = {k: nt.SYMBOLS[k] for k in COMPOSITION}
+    if holds == "paper" and options:  # one micro-batch: act.stage, changed by the options
+        out = [("activations_per_microbatch", t["stage"]),
+               ("activations", S("activations_per_microbatch") + _options(own) + S("O_R")), ("total", None)]
+    elif holds == "paper":  # one micro-batch: act.stage
         out = [("activations", t["stage"]), ("total", None), ("activations_per_microbatch", S("activations"))]
     elif holds == "schedule":  # act.peak = n_fl x act.stage, at each chunk's composition and in-flight count
         peak = sp.Integer(0)
         for c in range(CHUNKS):
             sym = chunk_symbols(c, names)
             peak += t["peak"].xreplace({nt.n_fl: sym["n_fl"], **{nt.SYMBOLS[k]: sym[k] for k in names}})
-        out = [("activations", peak), ("total", None), ("activations_per_microbatch", t["stage"])]
+            if options:  # each of the chunk's n_fl micro-batches changed by the options
+                peak += sym["n_fl"] * _options(sym)
+        out = [("activations", peak + (S("O_R") if options else 0)), ("total", None),
+               ("activations_per_microbatch", t["stage"])]
+    elif holds == "given" and options:
+        out = [("activations", S("activations_held") + S("O_R")), ("total", None),
+               ("activations_per_microbatch", t["stage"])]
     elif holds == "given":
         out = [("total", None), ("activations_per_microbatch", t["stage"])]
     else:
@@ -156,9 +194,10 @@ def assembly(mtp: bool, full: bool, holds: str, shape=True) -> List[Tuple[str, s
 def inputs() -> Tuple[str, ...]:
     """Every input symbol's name (what an evaluator sets before the first expression)."""
     names = set()
-    for key, mtp, full, holds in variants():
-        done = set()
-        for name, expr in assembly(mtp, full, holds):
-            names |= {s.name for s in expr.free_symbols} - done
-            done.add(name)
+    for options in (False, True):
+        for key, mtp, full, holds in variants(options):
+            done = set()
+            for name, expr in assembly(mtp, full, holds, options=options):
+                names |= {s.name for s in expr.free_symbols} - done
+                done.add(name)
     return tuple(sorted(names))

@@ -144,14 +144,6 @@ def resident(model, training: Training, comp, off: Mapping[str, Fraction]) -> Fr
     return off[model.layer_kinds()[comp.layers[-1]]]
 
 
-def saving(model, training: Training, comp, values: Mapping, held) -> Fraction:
-    """The bytes offloading takes off the peak of stage ``comp``: ``held`` ((dense, moe) layer micro-batches held
-    at the peak) times each kind's offloaded bytes, less the resident layer's."""
-    off = per_layer(model, training, values)
-    dense, moe = held
-    return Fraction(dense) * off["dense"] + Fraction(moe) * off["moe"] - resident(model, training, comp, off)
-
-
 def assumption(training: Training) -> str:
     return (f"activations of {', '.join(training.offload)} offloaded to host memory (Megatron-Core's fine-grained "
             f"offloading, {term_id(training)}): each held layer micro-batch keeps its tensors less those modules' saved "

@@ -32,13 +32,16 @@ def inflight_source() -> List[str]:
 
 
 def device_source(shape) -> List[str]:
-    """``device(mtp, full, holds, v)``: the per-device assembly (derivations/assembly/device_terms.py) as
-    exact Python; each variant's function sets its names in ``v`` in order and returns ``v``.  The lines
-    every variant ends with are one function they call, and variants of equal lines share one (the module
-    is compiled on every run: estimate imports it).  ``shape``: the family's (derivations/generate.py device_shape)."""
-    bodies = {(mtp, full, holds): [f'    v["{name}"] = {python(expr)}'
-                                   for name, expr in device_terms.assembly(mtp, full, holds, shape)]
-              for _, mtp, full, holds in device_terms.variants()}
+    """``device(mtp, full, holds, v, options)``: the per-device assembly (derivations/assembly/device_terms.py) as
+    exact Python, every variant without and with the options' terms; each variant's function sets its names in
+    ``v`` in order and returns ``v``.  The lines every variant ends with are one function they call, and variants
+    of equal lines share one (the module is compiled on every run: estimate imports it).  ``shape``: the family's
+    (derivations/generate.py device_shape)."""
+    every = [(key, (mtp, full, holds) + ((True,) if options else ()), mtp, full, holds, options)
+             for options in (False, True) for key, mtp, full, holds in device_terms.variants(options)]
+    bodies = {at: [f'    v["{name}"] = {python(expr)}'
+                   for name, expr in device_terms.assembly(mtp, full, holds, shape, options)]
+              for _, at, mtp, full, holds, options in every}
     common = 0
     while all(len(b) > common for b in bodies.values()) and len({b[-1 - common] for b in bodies.values()}) == 1:
         common += 1
@@ -49,18 +52,19 @@ def device_source(shape) -> List[str]:
              "def _device_common(v):", *next(iter(bodies.values()))[len(next(iter(bodies.values()))) - common:],
              "    return v"]
     names, seen = {}, {}
-    for key, mtp, full, holds in device_terms.variants():
-        own = tuple(bodies[(mtp, full, holds)][:len(bodies[(mtp, full, holds)]) - common])
+    for key, at, *_ in every:
+        own = tuple(bodies[at][:len(bodies[at]) - common])
         if own not in seen:
-            seen[own] = "_device_" + key.replace(".", "_")
+            seen[own] = "_device_" + key.replace(".", "_").replace("+", "_")
             lines += ["", "", f"def {seen[own]}(v):", *own, "    return _device_common(v)"]
-        names[(mtp, full, holds)] = seen[own]
+        names[at] = seen[own]
     lines += ["", "", "DEVICE = {" + ", ".join(f"{k!r}: {n}" for k, n in names.items()) + "}", "", "",
-              "def device(mtp, full, holds, v):",
+              "def device(mtp, full, holds, v, options=False):",
               '    """``v`` with the per-device assembly set in order (derivations/assembly/device_terms.py): the view',
               "    with the MTP modules' activations (``mtp``) or full recomputation (``full``), its activations held",
-              "    as one micro-batch, a schedule's chunks or given (``holds``: paper, schedule, given).\"\"\"",
-              "    return DEVICE[(mtp, full, holds)](v)"]
+              "    as one micro-batch, a schedule's chunks or given (``holds``: paper, schedule, given), with the",
+              "    terms of --offload-activations and --linear-recipe when ``options`` (their inputs O_*, Q_*).\"\"\"",
+              "    return DEVICE[(mtp, full, holds, True) if options else (mtp, full, holds)](v)"]
     return lines
 
 

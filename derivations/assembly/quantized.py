@@ -129,12 +129,6 @@ def per_layer(model, training: Training, values: Mapping) -> Dict[str, Fraction]
     return {"dense": total("mla") + total("dense"), "moe": total("mla") + total("moe"), "head": head}
 
 
-def change(per: Mapping[str, Fraction], held) -> Fraction:
-    """The bytes the recipe changes the held activations by: ``held`` ((in flight, composition), ...)."""
-    return sum((Fraction(n) * (c.dense * per["dense"] + c.moe * per["moe"] + (per["head"] if c.head else 0))
-                for n, c in held), Fraction(0))
-
-
 def linear_params(terms, dev: Mapping, params_id: str) -> Fraction:
     """The weights of TE linear layers on the device: its parameters (``params_id``, at the held stages'
     composition ``dev``) less its norms, word embedding and output head (Megatron's VocabParallelEmbedding and

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from . import COMMANDS, common
+from .argtypes import layer_counts, offload_modules
 from .timeopts import add_time_options, seconds
 import io
 import json
@@ -56,7 +57,7 @@ def add_parser(sub):
                    help="ZeRO stages to try (default 0,1,2,3)")
     p.add_argument("--recompute", default=None, action=common._Explicit, metavar="POLICY,...",
                    help="recomputation policies to try (default: every policy with an activation term: none, full, ...)")
-    p.add_argument("--attention", choices=["flash", "eager"], default="flash",
+    p.add_argument("--attention", choices=["flash", "eager"], default="flash", action=common._Explicit,
                    help="the attention kernel every configuration runs: flash (default: a fused kernel, no s x s "
                         "tensor, what Megatron-Core with Transformer Engine, torchtitan and DeepSeek run) or eager "
                         "(the paper's view: the 5 b n_h s^2 score tensors kept, and read through HBM)")
@@ -68,6 +69,20 @@ def add_parser(sub):
                         "shortest step under a global batch; then the most headroom), bubble (the fewest pipeline bubbles, "
                         "(PP-1)/(m+PP-1) under the schedule, PP without one, then the most headroom, then the smaller "
                         "TP), peak (largest first: needs the least memory saving) or headroom (most first)")
+    g = p.add_argument_group("what every configuration runs (the options of `memsym estimate`; then each configuration "
+                             "is evaluated by estimate's printed assembly, exactly, one by one: slower)")
+    g.add_argument("--offload-activations", type=offload_modules, default=None, action=common._Explicit,
+                   metavar="MODULE,...", help="Megatron-Core's fine-grained activation offloading of these modules "
+                                              "(`memsym estimate --help`; needs --conventions mcore or mcore-te)")
+    g.add_argument("--linear-recipe", choices=list(cfg.LINEAR_RECIPES), default=None, action=common._Explicit,
+                   help="Transformer Engine's low-precision recipe of the linear layers (`memsym estimate --help`; "
+                        "needs --conventions mcore-te; ZeRO-3 is left out)")
+    g.add_argument("--quantized-param-gather", action=common._ExplicitTrue, default=False,
+                   help="with --linear-recipe: the linear layers' weights are quantized parameters")
+    g.add_argument("--virtual-layers", type=layer_counts, default=None, action=common._Explicit, metavar="N,N,...",
+                   help="Megatron's pipeline layout as the layers of its PP x V virtual stages (`memsym estimate "
+                        "--help`; needs --schedule interleaved): layouts of another PP x V are counted invalid")
+    common.add_convention_options(p)
     add_time_options(p)
     p.add_argument("--top", type=common.positive_int, default=None,
                    help="rows to list (text default 20; JSON/CSV default every configuration that fits)")
@@ -113,13 +128,23 @@ def _search(args, rows=None):
     result = S.configurations(model, args.gpus, hbm, zeros=args.zero, recompute=args.recompute, mbs=args.mbs,
                               seqs=args.seq, overheads=args.overheads, schedule=args.schedule,
                               microbatches=args.microbatches, vpp=args.vpp, global_batch=args.global_batch,
-                              gpus_per_node=args.gpus_per_node, progress=_progress(), attention=args.attention)
+                              gpus_per_node=args.gpus_per_node, progress=_progress(), attention=args.attention,
+                              options=_options(args))
     if model.family == "deepseek":  # the step-time model covers the DeepSeek family
         S.add_time(result, model, gpu=args.gpu, overlap=args.overlap, efficiency=args.gemm_efficiency,
                    gpus_per_node=args.gpus_per_node, vpp=args.vpp, dispatcher=args.dispatcher)
     elif args.sort == "time":
         args.sort = "bubble"
     return model, hbm, result, S.ranked(result, sort=args.sort, per_layout=not args.all_configurations, top=rows)
+
+
+def _options(args):
+    """A Training of what every configuration runs beside the searched choices (the conventions, offloading, the
+    linear recipe, Megatron's virtual stages), or None when that is the paper's (the generated kernels')."""
+    opts = cfg.Training(conventions=common.conventions_from_args(args), offload=args.offload_activations or (),
+                        linear_recipe=args.linear_recipe, quantized_params=args.quantized_param_gather,
+                        virtual_layers=args.virtual_layers)
+    return opts if opts != cfg.Training() else None
 
 
 def data(args) -> dict:

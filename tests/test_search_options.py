@@ -1,0 +1,158 @@
+"""memsym search under --offload-activations, --linear-recipe and --virtual-layers (issue 42 item 4, one assembly).
+
+The options are terms of the printed per-device assembly (derivations/assembly/device_terms.py, variants
+``+options``); search evaluates every configuration by it (derivations/analyses/exact.py) and each row must equal
+``memsym estimate`` of its configuration at its stage, byte for byte.  Since both read the same assembly, each option
+is also checked at one point against numbers by hand from the framework source the existing tests cite
+(tests/test_offload.py: Megatron-LM d98e8a64's offload groups and 2^20-element threshold; tests/test_quantized.py:
+Transformer Engine's saved quantized inputs; tests/test_schedules.py: Megatron-Core's interleaved order)."""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import sympy as sp
+
+from clirun import run
+from derivations import config as cfg
+from derivations.assembly import device_terms as dt
+from derivations.assembly.conventions import with_preset, with_switch
+from derivations.assembly.device import estimate
+
+MODELS = Path(__file__).resolve().parent.parent / "paper" / "models"
+L15 = str(MODELS / "mcore-proxy-h1024-l15-d3.json")
+L16 = str(MODELS / "mcore-proxy-h1024-l16-d1-mtp1.json")
+L16D3 = str(MODELS / "mcore-proxy-h1024-l16-d3-mtp1.json")
+
+
+def _inlined(exprs, given=()):
+    """{name: expression in the inputs only} of an assembly (each name's expression with the names before it
+    substituted); ``given``: names that are inputs of the variant."""
+    out = {}
+    for name, expr in exprs:
+        out[name] = sp.expand(expr.xreplace({sp.Symbol(k, nonnegative=True): v for k, v in out.items()}))
+    return out
+
+
+def test_the_variants_without_options_are_the_options_at_zero():
+    """Every variant with the options' terms is the plain one at O = Q = 0 (a given hold: its held activations)."""
+    zero = {sp.Symbol(k, nonnegative=True): 0 for k in dt.OFFLOAD + dt.QUANTIZED}
+    held = {sp.Symbol("activations_held", nonnegative=True): sp.Symbol("activations", nonnegative=True)}
+    for _, mtp, full, holds in dt.variants():
+        plain = _inlined(dt.assembly(mtp, full, holds))
+        with_options = _inlined(dt.assembly(mtp, full, holds, options=True))
+        if holds == "given":  # the plain variant reads its activations, the options' their held part
+            with_options.pop("activations")
+        assert set(plain) == set(with_options)
+        for name, expr in with_options.items():
+            assert sp.expand(expr.xreplace(zero).xreplace(held) - plain[name]) == 0, (mtp, full, holds, name)
+        assert any(expr.free_symbols & set(zero) for expr in with_options.values())
+
+
+def _search(capsys, *argv):
+    code, out, err = run(capsys, "search", "--gpus", "8", "--hbm", "1000GiB", "--conventions", "mcore-te",
+                         "--all-configurations", "--json", *argv)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _estimate(capsys, model, row, *argv):
+    code, out, err = run(capsys, "estimate", "--json", "--model", model, "--conventions", "mcore-te",
+                         "--dp", str(row["dp"]), "--tp", str(row["tp"]), "--pp", str(row["pp"]), "--ep", str(row["ep"]),
+                         "--etp", str(row["etp"]), "--cp", str(row["cp"]), "--zero", str(row["zero"]),
+                         "--recompute", row["recompute"], "--mbs", str(row["mbs"]), "--seq", str(row["seq"]),
+                         "--stage", str(row["stage"]), *argv)
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _rows_equal_estimate(capsys, d, model, argv, n=5, seed=0):
+    """n random rows of a search (and its first and last) against estimate --json of their configuration."""
+    rows = d["rows"]
+    assert rows
+    pick = sorted({0, len(rows) - 1, *np.random.default_rng(seed).integers(0, len(rows), n).tolist()})
+    for r in (rows[i] for i in pick):
+        extra = ["--microbatches", str(r["microbatches"])] if "microbatches" in r and r["microbatches"] > 0 else []
+        e = _estimate(capsys, model, r, "--attention", d["attention"], *argv, *extra)
+        for k in ("weights", "gradients", "optimizer"):
+            assert r[k] == e["bytes"][k], (r, k)
+        assert r["activations"] == e["bytes"]["activations"] + e["bytes"]["step"], r
+        assert r["total"] == e["bytes"]["step_total"], r
+        peak = Fraction(str(e["overheads"]["high"]["step_peak"]))
+        assert r["peak"] == round(peak) and r["headroom"] == round(d["hbm"] - peak), r
+    return rows
+
+
+def _row(rows, **at):
+    (r,) = [r for r in rows if all(r[k] == v for k, v in at.items())]
+    return r
+
+
+PROXY = dict(dp=2, tp=2, pp=2, ep=4, etp=1, cp=1)
+
+
+def test_offloading_rows_equal_estimate_and_the_hand_count(capsys):
+    argv = ["--offload-activations", "mlp_norm"]
+    d = _search(capsys, "--model", L15, "--mbs", "1", "--zero", "1,3", *argv)
+    assert set(r["recompute"] for r in d["rows"]) == {"none", "selective"}  # full: refused with offloading
+    rows = _rows_equal_estimate(capsys, d, L15, argv)
+    # by hand (tests/test_offload.py BY_HAND): mlp_norm's group is the sublayer input, 2 b s h / SP bytes per layer,
+    # dense or MoE; every layer of the stage offloads it but the rank's last (the offload margin)
+    plain = _search(capsys, "--model", L15, "--mbs", "1", "--zero", "1,3")["rows"]
+    at = dict(PROXY, zero=1, recompute="none", mbs=1)
+    on, off = _row(rows, **at), _row(plain, **at)
+    layers = {0: 8, 1: 7}[on["stage"]]  # 15 layers at PP 2: layers 0-7 (3 dense, 5 MoE), 8-14 (7 MoE) and the head
+    assert off["stage"] == on["stage"]
+    assert off["activations"] - on["activations"] == (layers - 1) * 2 * 1 * 4096 * 1024 // 2
+
+
+def test_core_attn_offloading_rows_equal_estimate(capsys):
+    argv = ["--offload-activations", "core_attn"]
+    d = _search(capsys, "--model", L15, "--mbs", "1", "--zero", "1", "--attention", "eager", *argv)
+    _rows_equal_estimate(capsys, d, L15, argv, seed=1)
+
+
+def test_linear_recipe_rows_equal_estimate_and_the_hand_count(capsys):
+    argv = ["--linear-recipe", "tensorwise"]
+    d = _search(capsys, "--model", L16, "--mbs", "4", "--zero", "1,2,3", "--recompute", "none", *argv)
+    assert {r["zero"] for r in d["rows"]} == {1, 2}  # ZeRO-3: refused with a linear recipe
+    rows = _rows_equal_estimate(capsys, d, L16, argv)
+    # by hand (tests/test_quantized.py MLA, MOE at the same proxy, b 4, s 4096): one MoE layer micro-batch changes
+    # by the up-projections' fused norm output and the MoE sublayer's linear inputs, 1 B instead of B_a = 2
+    b, s, h, SP, EP, NR, H_E = 4, 4096, 1024, 2, 4, 4, 1024
+    mla = -b * s * (1536 + 512) // SP
+    moe = b * s * h // SP - b * s * NR // EP * h - b * s * NR // EP * H_E - b * s * H_E
+    plain = _search(capsys, "--model", L16, "--mbs", "4", "--zero", "1", "--recompute", "none")["rows"]
+    at = dict(PROXY, zero=1, recompute="none", mbs=4)
+    on, off = _row(rows, **at), _row(plain, **at)
+    assert on["stage"] == off["stage"] == 1  # layers 8-15, all MoE, and the head (no MTP activations)
+    assert on["activations"] - off["activations"] == 8 * (mla + moe)
+    # and the mxfp8 recipe of the acceptance at one row
+    d = _search(capsys, "--model", L16, "--mbs", "4", "--zero", "1", "--recompute", "none", "--linear-recipe", "mxfp8")
+    _rows_equal_estimate(capsys, d, L16, ["--linear-recipe", "mxfp8"], n=2)
+
+
+def test_virtual_layers_rows_equal_estimate_and_the_hand_count(capsys):
+    """PP 2, V 4, m 4 (tests/test_schedules.py): rank 1 holds chunks of 2 layers (its virtual stages 1, 3, 5, 7),
+    after its 7 warm-up forwards chunks 0-2 twice and chunk 3 with the head once: 14 layer micro-batches."""
+    argv = ["--schedule", "interleaved", "--vpp", "4", "--microbatches", "4", "--virtual-layers", "3,2,2,2,2,2,1,2"]
+    d = _search(capsys, "--model", L16D3, "--mbs", "4", "--zero", "1", "--recompute", "none,selective", *argv)
+    assert d["counts"]["invalid_configurations"]["virtual-layers"] > 0  # PP other than 2
+    rows = _rows_equal_estimate(capsys, d, L16D3, argv)
+    assert {(r["pp"], r["microbatches"]) for r in rows} == {(2, 4)}
+    model = cfg.load_model(L16D3)
+    lay = cfg.Layout(**PROXY, sp=2)
+    base = with_switch(with_preset(cfg.Training(mbs=4, seq=4096, zero=1, attention="flash"), "mcore-te"),
+                       "mtp_activations", "none")
+    plain = estimate(model, lay, base, 1)
+    (L,) = {x for _, _, x in plain.by_layer}
+    tr = replace(base, schedule="interleaved", vpp=4, microbatches=4, virtual_layers=(3, 2, 2, 2, 2, 2, 1, 2))
+    est = estimate(model, lay, tr, 1)
+    assert est.bytes["activations"] == 14 * L + plain.outside_layers
+    r = _row(rows, **dict(PROXY, zero=1, recompute="none", mbs=4))
+    devices = [estimate(model, lay, tr, i) for i in (0, 1)]
+    worst = max((0, 1), key=lambda i: (devices[i].bytes["step_total"], -i))
+    assert r["stage"] == worst and r["total"] == devices[worst].bytes["step_total"]
