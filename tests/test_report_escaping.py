@@ -106,7 +106,8 @@ def test_report_md_holds_the_name_as_escaped_text(report_run):
 # and, where installed, CommonMark's reference port (GitHub and JupyterLab are CommonMark).
 _PIECES = st.one_of(st.sampled_from([*"\\`*_{}[]()#|~$:@&<>!+-.=\"' /", "www.", "http://", "\\(", "$$", "]", "](",
                                      IMG, SCRIPT, "&amp;", "&#36;", "\\begin{x}", "{{ y }}", "\r\n", "\n", "\t"]),
-                    st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")))
+                    # (control and format characters are shown as their codes: tested below)
+                    st.characters(codec="utf-8", exclude_categories=("Cs", "Cc", "Cf")))
 
 
 def _renderers(anchors: bool = True):
@@ -200,3 +201,26 @@ def test_every_html_page_runs_nothing_and_shows_the_name(report_run, browser):
         if page.name == "report.html":
             assert browser.execute_script("return document.title") == TITLE
             assert any(NAME in t for t in got["literal"])              # the setting's model line
+
+
+def test_control_and_bidi_characters_of_a_path_are_shown_as_codes(tmp_path):
+    """ESC, BEL and U+202E in a config's path reach report.md as their codes, never raw (``cat report.md`` would
+    obey them: colours, a bell, text reversed), and report.tex likewise."""
+    import json
+    import subprocess
+    import sys
+
+    from derivations.config.presets import preset_path
+    data = json.loads(open(preset_path("deepseek-v2-lite")).read())
+    data["num_hidden_layers"] = 5
+    path = tmp_path / "c\x1b[31m\x07\u202ed.json"
+    path.write_text(json.dumps(data))
+    out = tmp_path / "rep"
+    p = subprocess.run([sys.executable, "-m", "memsym", "report", "--model", str(path), "--pp", "1", "--dp", "8",
+                        "--ep", "8", "--out", str(out), "--format", "md,tex"], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr
+    for name in ("report.md", "report.tex"):
+        text = (out / name).read_text(encoding="utf-8")
+        assert not any(c in text for c in "\x1b\x07\u202e"), name
+    assert "x1b" in (out / "report.md").read_text(encoding="utf-8")

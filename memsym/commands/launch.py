@@ -9,6 +9,7 @@ import json
 import os
 import sys
 
+from ..lines import one_line
 from .argtypes import path_text, positive_int
 
 
@@ -79,8 +80,8 @@ def apply(args, quiet: bool = False) -> None:
         explicit(args).add("model")
     args._launch, args._typed_before_launch = res, typed
     if res.unmodelled and not quiet and not getattr(args, "explain", False):
-        print(f"memsym: warning: {path}: not modelled (memsym counts the job without them): "
-              f"{'; '.join(res.unmodelled)}", file=sys.stderr)
+        print(one_line(f"memsym: warning: {path}: not modelled (memsym counts the job without them): "
+                       f"{'; '.join(res.unmodelled)}"), file=sys.stderr)
 
 
 def explicit(namespace) -> set:
@@ -91,7 +92,8 @@ def explicit(namespace) -> set:
 
 
 def _name(path: str, fields) -> str:
-    return (f"{os.path.basename(path)} (h {fields['hidden_size']}, {fields['num_hidden_layers']} layers, "
+    # (the file's name as a terminal shows it: a control character of the path as its code, memsym/lines.py)
+    return (f"{one_line(os.path.basename(path))} (h {fields['hidden_size']}, {fields['num_hidden_layers']} layers, "
             f"{fields['n_routed_experts']} experts)")
 
 

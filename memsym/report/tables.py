@@ -268,8 +268,10 @@ def table_traces(ctx) -> Table:
 
 
 def shown_path(path: str) -> str:
-    """A path as text: bytes that are not UTF-8 (kept by Python as surrogates) shown as ``\\xff``."""
-    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    """A path as text: bytes that are not UTF-8 (kept by Python as surrogates) shown as ``\\xff``, control and
+    bidirectional-format characters as their codes (``\\x1b``, ``\\u202e``: a terminal or a page would obey them)."""
+    text = str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text if text.isprintable() else "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
 def _fraction_text(v) -> str:

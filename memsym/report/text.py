@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Mapping, Optional
 
 _SCRIPT = re.compile(r"([_^])([A-Za-z0-9])(?![A-Za-z0-9{])")
@@ -100,9 +101,13 @@ def _md_sub(m) -> str:
 def md_escape(text) -> str:
     """Plain text made literal inside a line of Markdown (a table cell, a title, a list item):
     every character with a meaning in Markdown or its maths is backslash-escaped, ``& < >``
-    become entities (no raw HTML survives), and a line break becomes a space.  Renderers show
-    the text exactly as given (tests/test_report_escaping.py)."""
-    return _MD_RE.sub(_md_sub, str(text))
+    become entities (no raw HTML survives), a line break becomes a space, and any other control or
+    bidirectional-format character (ESC, BEL, U+202E: ``cat report.md`` would obey them) is shown as its
+    code (``\\x1b``).  Renderers show the text exactly as given (tests/test_report_escaping.py)."""
+    out = _MD_RE.sub(_md_sub, str(text))
+    if out.isprintable():
+        return out
+    return "".join("\\" + repr(c)[2:-1] if c != "\t" and unicodedata.category(c) in ("Cc", "Cf") else c for c in out)
 
 
 def one_line(text) -> str:
