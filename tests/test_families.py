@@ -656,3 +656,47 @@ def test_a_toy_familys_calculator_page(toy_page, browser, capsys):
         said = capsys.readouterr().err.strip().splitlines()
         assert len(said) == 1 and said[0].startswith("memsym: error: "), said
         assert (state, err) == ("error", said[0][len("memsym: error: "):]), controls
+
+
+def test_the_registry_on_first_use_from_many_threads(tmp_path):
+    """14 threads making their first call at once in a fresh process each read a DeepSeek-V3 and a DeepSeek-V4
+    config.json: none finds the registry empty or half-filled (it was marked loaded before its families were
+    registered: "model_type 'deepseek_v3' is not an architecture memsym covers ()").  The discovery of the families'
+    packages is slowed, so the other threads arrive while the first registers them."""
+    import os
+    import subprocess
+    data = Path(__file__).resolve().parent / "data"
+    code = textwrap.dedent('''
+        import pkgutil, sys, threading, time
+        import memsym.api  # imported before the threads start: they meet at the registry, not at an import
+        from derivations import families
+
+        listing = pkgutil.iter_modules
+        def slow(path=None, prefix=""):  # the first thread is inside the registry's discovery for 0.3 s
+            time.sleep(0.3)
+            return listing(path, prefix)
+
+        pkgutil.iter_modules = slow
+        barrier, out = threading.Barrier(14), []
+
+        def first_call(path):
+            barrier.wait()
+            try:
+                out.append(memsym.api.load_model(path).family)
+            except Exception as e:
+                out.append(repr(e))
+
+        paths = [sys.argv[1], sys.argv[2]] * 7
+        threads = [threading.Thread(target=first_call, args=(p,)) for p in paths]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(sorted(out))
+    ''')
+    root = str(Path(__file__).resolve().parents[1])  # this checkout (derivations/ beside tests/)
+    env = dict(os.environ, PYTHONPATH=root)
+    out = subprocess.run([sys.executable, "-c", code, str(data / "tiny" / "config.json"),
+                          str(data / "v4" / "config.json")], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(sorted(["deepseek", "deepseek_v4"] * 7))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import itertools
 import pkgutil
+import threading
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
@@ -190,13 +191,24 @@ class Divides:
 
 
 _REGISTRY: Dict[str, Family] = {}
+#: Held while the packages' families are found and while a family is added: the first use from many threads at once
+#: waits for the whole registry (re-entrant: a family's import may read the registry it is being added to).
+_LOCK = threading.RLock()
+#: True once every package's family is registered (set after, never before: a reader seeing it sees them all).
 _LOADED = False
+#: True while this thread registers the packages' families (a read from inside that import sees the ones so far).
+_LOADING = False
 
 
 def register(family: Family) -> Family:
     """Add ``family`` (a test's toy family, or one of the packages here); its model_types must be new (the
     packages' families are found first, so a family registered early cannot hide or take theirs)."""
-    _load()
+    with _LOCK:
+        _load()
+        return _add(family)
+
+
+def _add(family: Family) -> Family:
     taken = {t: f.name for f in _REGISTRY.values() if f.name != family.name for t in f.model_types}
     clash = sorted(set(family.model_types) & set(taken))
     if clash:
@@ -206,14 +218,23 @@ def register(family: Family) -> Family:
 
 
 def _load():
-    """Register the ``FAMILY`` of every package here, once (a new family is found by being a package)."""
-    global _LOADED
-    if not _LOADED:
-        _LOADED = True
-        for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name != "deepseek"):
-            family = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FAMILY", None)
-            if isinstance(family, Family):
-                register(family)
+    """Register the ``FAMILY`` of every package here, once (a new family is found by being a package).  Thread-safe:
+    a thread arriving while another registers them waits until all are registered."""
+    global _LOADED, _LOADING
+    if _LOADED:
+        return
+    with _LOCK:
+        if _LOADED or _LOADING:
+            return
+        _LOADING = True
+        try:
+            for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name != "deepseek"):
+                family = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FAMILY", None)
+                if isinstance(family, Family):
+                    _add(family)
+            _LOADED = True
+        finally:
+            _LOADING = False
 
 
 def _all_registered() -> Dict[str, Family]:
