@@ -37,7 +37,7 @@ def _build(structure, family: str = "deepseek") -> Terms:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic import cache, digests
     from derivations import families
-    if not families.get(family).parameters.startswith("derivations.families."):
+    if not families.packaged(family):
         return _make(structure, family)
     key = ("build", repr(structure), sympy.__version__, sys.version_info[:2],
            digests.source_digest(sys.modules["derivations"], symbolic))
@@ -61,8 +61,11 @@ def _make(structure, family: str = "deepseek") -> Terms:
     flags = MappingProxyType(dict(zip(fam.flags, structure)))
     terms = Terms()
     terms.hint = "(list them with `memsym terms`)"
-    # each section receives the registry so far, the family (derivations/families) and its structure flags
-    for module in [fam.module("parameters")] + [shared[name] for name in fam.sections]:
+    # the family's own parameters, then each shared section, receiving the registry so far, the family
+    # (derivations/families) and its structure flags
+    for t in fam.parameter_terms(terms, flags):
+        terms.add(t)
+    for module in [shared[name] for name in fam.sections]:
         for t in module.terms(terms, fam, flags):
             terms.add(t)
     return terms.freeze()
