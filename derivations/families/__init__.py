@@ -271,6 +271,8 @@ def register(family: Family) -> Family:
 
 
 def _add(family: Family) -> Family:
+    """Add ``family`` (under the lock) to a new registry dict: a reader iterating the old one meanwhile sees it whole."""
+    global _REGISTRY
     if not isinstance(family, Family) or not family.name:
         raise TypeError(f"a family is an instance of a derivations.families.Family subclass with a name, got "
                         f"{family!r}")
@@ -278,7 +280,7 @@ def _add(family: Family) -> Family:
     clash = sorted(set(family.model_types) & set(taken))
     if clash:
         raise ValueError(f"family {family.name!r}: model_type {clash[0]!r} is read by family {taken[clash[0]]!r}")
-    _REGISTRY[family.name] = family
+    _REGISTRY = {**_REGISTRY, family.name: family}
     return family
 
 
