@@ -155,7 +155,7 @@ class Family:
         name = f"{self.package}.{part}"
         return name if name in sys.modules or importlib.util.find_spec(name) is not None else ""
 
-    # the folder's modules by name ("" when absent), as the declaration's fields named them before
+    # the name of each module of the folder, "" when it has none (read as the modules' names: fam.config, fam.report)
     config = property(lambda self: self._has("config"))
     parameters = property(lambda self: self._has("parameters"))
     activations = property(lambda self: self._has("activations"))
