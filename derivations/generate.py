@@ -91,21 +91,16 @@ def family_special(fam) -> Dict[str, sp.Expr]:
     ``SPECIAL``: DeepSeek-V4's compressed entries floor(s / m_C)), printed into its module's ``derived``."""
     if fam is DEEPSEEK or "activations" not in fam.sections:
         return {}
-    return dict(getattr(fam.module("activations"), "SPECIAL", {}))
+    return fam.special_symbols()
 
 
 def _foreign_derived(fam) -> set:
     """The derived symbols other families declare (their notation module's ``DERIVED``): not printed into ``fam``'s
     module (every term is expanded before it is encoded; a family's own are printed for its display)."""
-    import importlib
     out = set()
     for other in families.all():
         if other is not fam and families.packaged(other.name):
-            try:
-                mod = importlib.import_module(f"derivations.families.{other.name}.notation")
-            except ModuleNotFoundError:
-                continue
-            out |= set(getattr(mod, "DERIVED", ()))
+            out |= set(getattr(other.notation(), "DERIVED", ()))
     return out
 
 
@@ -265,7 +260,7 @@ def decision_table(num, den, tags, feats, pool: Pool) -> Dict[str, int]:
 
 
 def _specs(fam, flags: Dict, kind: str):
-    return fam.module("activations").specs(kind, flags)
+    return fam.activation_specs(kind, flags)
 
 
 def activation_specs(pool: Pool, by_tag, fam=DEEPSEEK, flag_sets=({"q_lora": True}, {"q_lora": False})) -> Dict:

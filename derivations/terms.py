@@ -46,8 +46,11 @@ def _make(structure, family: str = "deepseek") -> Terms:
     flags = MappingProxyType(dict(zip(fam.flags, structure)))
     terms = Terms()
     terms.hint = "(list them with `memsym terms`)"
-    # each section receives the registry so far, the family (derivations/families) and its structure flags
-    for module in [fam.module("parameters")] + [shared[name] for name in fam.sections]:
+    # the family's own parameters, then each shared section, receiving the registry so far, the family
+    # (derivations/families) and its structure flags
+    for t in fam.parameter_terms(terms, flags):
+        terms.add(t)
+    for module in [shared[name] for name in fam.sections]:
         for t in module.terms(terms, fam, flags):
             terms.add(t)
     return terms.freeze()

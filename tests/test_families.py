@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -52,190 +53,64 @@ def test_the_parameters_module_is_the_familys(tmp_path):
     assert ids[0] == "params.mla" and "params.head" in ids
 
 
-def test_a_family_is_a_package_with_its_declaration(tmp_path, monkeypatch):
-    """A toy family written in a temporary package registers, builds its parameter terms from its own
-    module, and refuses to take a model_type another family reads."""
-    pkg = tmp_path / "toyfamily"
+def test_a_family_is_its_declaration_and_hooks(tmp_path, monkeypatch):
+    """A family written in a temporary package registers and builds its parameter terms through its hook, here a
+    method of its own declaration (its folder has no parameters module), and refuses to take a model_type another
+    family reads."""
+    pkg = tmp_path / "gqafamily"
     pkg.mkdir()
     (pkg / "__init__.py").write_text(textwrap.dedent('''
-        from derivations.families import Family
-        FAMILY = Family(name="toy", title="GQA + SwiGLU", short="GQA + SwiGLU", model_types=("toy_gqa",),
-                        dimensions=(("hidden_size", "h", "hidden size h"),), topk_methods=(),
-                        kinds=("gqa", "dense", "head"), parameters="toyfamily.parameters",
-                        activations="toyfamily.activations", config="toyfamily.config", flags=("tied",))
-    '''))
-    (pkg / "parameters.py").write_text(textwrap.dedent('''
         import sympy as sp
+        from derivations.families import Family
         from symbolic.term import Part, Term
         h, n_kv, d_h, n_h = sp.symbols("h n_kv d_h n_h", positive=True, integer=True)
-        def terms(registry, family, flags):
-            yield Term("params." + family.attention, "grouped-query attention of one layer", "params", "toy",
-                       (Part("W_Q", "W^Q", (h, n_h, d_h)), Part("W_KV", "W^K and W^V", (2, h, n_kv, d_h)),
-                        Part("W_O", "W^O", (n_h, d_h, h))))
+
+        class GQA(Family):
+            name, title, short, model_types = "gqa", "GQA + SwiGLU", "GQA + SwiGLU", ("toy_gqa",)
+            kinds, flags = ("gqa", "dense", "head"), ("tied",)
+
+            def parameter_terms(self, registry, flags):
+                yield Term("params." + self.attention, "grouped-query attention of one layer", "params", "toy",
+                           (Part("W_Q", "W^Q", (h, n_h, d_h)), Part("W_KV", "W^K and W^V", (2, h, n_kv, d_h)),
+                            Part("W_O", "W^O", (n_h, d_h, h))))
+
+        FAMILY = GQA()
     '''))
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(families, "_REGISTRY", dict(families._REGISTRY))
-    sys.modules.pop("toyfamily", None)
-    import toyfamily
-    fam = families.register(toyfamily.FAMILY)
+    monkeypatch.setattr(families, "_REGISTRY", dict(families._all_registered()))
+    monkeypatch.delitem(sys.modules, "gqafamily", raising=False)
+    import gqafamily
+    fam = families.register(gqafamily.FAMILY)
     assert families.for_model_type("toy_gqa") is fam and families.get("deepseek").model_types[0] == "deepseek_v2"
-    mod = fam.module("parameters")
-    (term,) = mod.terms(None, fam, {"tied": False})
+    assert (fam.package, fam.parameters, fam.config) == ("gqafamily", "", "")  # no such modules in its folder
+    assert not families.packaged("gqa") and fam.layout_defaults() == {"ep": 1, "etp": 1}
+    (term,) = fam.parameter_terms(None, {"tied": False})
     assert term.id == "params.gqa"
-    assert term.expr.subs({mod.h: 128, mod.n_h: 8, mod.n_kv: 2, mod.d_h: 16}) == \
-        128 * 8 * 16 + 2 * 128 * 2 * 16 + 8 * 16 * 128
+    m = gqafamily
+    assert term.expr.subs({m.h: 128, m.n_h: 8, m.n_kv: 2, m.d_h: 16}) == 128 * 8 * 16 + 2 * 128 * 2 * 16 + 8 * 16 * 128
+    clash = type("Clash", (gqafamily.GQA,), {"name": "clash", "model_types": ("kimi_k2",)})()
     with pytest.raises(ValueError, match="model_type 'kimi_k2' is read by family 'deepseek'"):
-        families.register(dataclasses.replace(fam, name="clash", model_types=("kimi_k2",)))
+        families.register(clash)
+    with pytest.raises(TypeError, match="Family subclass with a name"):
+        families.register(type("Nameless", (gqafamily.GQA,), {"name": ""})())
 
 
-TOY_INIT = '''
-    from derivations.families import Divides, Family, Kind
-    FAMILY = Family(name="toy", title="GQA + SwiGLU", short="GQA + SwiGLU", model_types=("toy_gqa",),
-                    dimensions=(("hidden_size", "h", "hidden size h"), ("intermediate_size", "h_F", "FFN width h_F"),
-                                ("num_hidden_layers", "l", "layers l"), ("num_attention_heads", "n_h", "heads n_h"),
-                                ("num_key_value_heads", "n_kv", "key-value heads n_kv"),
-                                ("head_dim", "d_h", "head dimension d_h"), ("vocab_size", "v", "vocabulary v")),
-                    topk_methods=(), kinds=("gqa", "dense", "head"), parameters="toyfamily.parameters",
-                    activations="toyfamily.activations", config="toyfamily.config", flags=("tied",),
-                    report="toyfamily.report",
-                    attention_label="GQA", sections=("parameters", "static", "zero", "activations", "overheads"),
-                    layer=("gqa", "dense"), layer_what="transformer layer (GQA + dense FFN)",
-                    layer_terms=(Kind("gqa", "act.gqa.layer", "one GQA layer", "toy",
-                                      full=("only the layer input is kept", "only the layer input is kept"),
-                                      label="GQA"),
-                                 Kind("dense", "act.dense.layer", "one dense FFN sublayer", "toy",
-                                      full=("only the layer input is kept", "nothing kept"), label="dense FFN",
-                                      per="dense"),
-                                 Kind("head", "act.head", "final norm, head and loss", "toy", label="head and loss",
-                                      per="last")),
-                    divides=(Divides("tp-divides-heads", "n_h", "tp", "TP={TP} must divide n_h={n_h}"),
-                             Divides("tp-divides-kv-heads", "n_kv", "tp", "TP={TP} must divide n_kv={n_kv} ({name})"),
-                             Divides("tp-divides-ffn", "h_F", "tp", "TP={TP} must divide h_F={h_F}")))
-'''
-TOY_CONFIG = '''
-    from dataclasses import dataclass
-    from toyfamily import FAMILY
+#: The toy family's folder (GQA + SwiGLU, written outside memsym) and a config.json of its model_type
+TOY_DIR = Path(__file__).resolve().parent / "data" / "toyfamily"
+TOY_FILE = json.loads((Path(__file__).resolve().parent / "data" / "toy" / "config.json").read_text())
 
-    @dataclass(frozen=True)
-    class ToySpec:
-        name: str
-        h: int
-        h_F: int
-        l: int
-        n_h: int
-        n_kv: int
-        d_h: int
-        v: int
-        tie_word_embeddings: bool = False
-        source: str = "preset"
-        family = FAMILY.name
 
-        @property
-        def structure(self):
-            return (self.tie_word_embeddings,)
-
-        def layer_kinds(self):
-            return ["dense"] * self.l
-
-        def named(self):
-            return {k: getattr(self, k) for k in ("h", "h_F", "l", "n_h", "n_kv", "d_h", "v")}
-
-    def shape_name(model_type, dims):
-        return f"{model_type} (h {dims['h']}, {dims['l']} layers)"
-
-    def from_fields(f, name=None, source=None):
-        dims = {attr: f.int(field, meaning) for field, attr, meaning in FAMILY.dimensions}
-        if dims["n_h"] % dims["n_kv"]:
-            raise f.err("num_key_value_heads", "num_key_value_heads must divide num_attention_heads")
-        tied = f.data.get("tie_word_embeddings", False)
-        return ToySpec(name=name or shape_name(f.data["model_type"], dims), tie_word_embeddings=tied,
-                       source=str(f.path) if source is None else source, **dims)
-
-    def fields_of(spec):
-        return {"model_type": "toy_gqa", "tie_word_embeddings": spec.tie_word_embeddings,
-                **{field: getattr(spec, attr) for field, attr, _ in FAMILY.dimensions}}
-'''
-TOY_PARAMETERS = '''
-    from derivations.notation import SymbolInfo, d_h, h, h_F, n_h, register, v
-    from symbolic.term import Part, Term
-    # the family's own symbol, registered beside the paper's (Table 1's h, h_F, n_h, d_h, v are shared)
-    n_kv = register([SymbolInfo("n_kv", "n_{kv}", "key-value heads (grouped-query attention)", "model", "toy")])["n_kv"]
-
-    def terms(registry, family, flags):
-        yield Term("params.gqa", "grouped-query attention of one layer", "params", "toy",
-                   (Part("W_Q", "W^Q", (h, n_h, d_h), tags=("tp_split",)),
-                    Part("W_KV", "W^K and W^V", (2, h, n_kv, d_h), tags=("tp_split",)),
-                    Part("W_O", "W^O", (n_h, d_h, h), tags=("tp_split",))))
-        yield Term("params.norm", "RMSNorms of one layer", "params", "toy",
-                   (Part("attn_norm", "input_layernorm", (h,)), Part("ffn_norm", "post_attention_layernorm", (h,))))
-        yield Term("params.dense_ffn", "SwiGLU MLP", "params", "toy",
-                   (Part("gate_proj", "gate", (h, h_F)), Part("up_proj", "up", (h, h_F)),
-                    Part("down_proj", "down", (h_F, h))))
-        yield Term("params.embedding", "embedding", "params", "toy", (Part("embed", "v x h", (v, h)),))
-        yield Term("params.head", "head", "params", "toy", (Part("head", "v x h", (0,) if flags["tied"] else (v, h)),))
-'''
-TOY_ACTIVATIONS = '''
-    from derivations.notation import B_a, B_k, CP, SP, TP, b, d_h, h, n_h, s
-    from derivations.tensors import dense_specs, head_specs, norm_parts
-    from symbolic.term import Part
-    from toyfamily.parameters import n_kv
-
-    def gqa_specs():
-        return (
-            Part("norm_in", "RMSNorm input (the layer input)", (B_a, b, s, h), (SP, CP), "toy",
-                 ("layer_input", "plain_norm"), row="x"),
-            *norm_parts(h, (SP, CP), "the attention's"),
-            Part("qkv_in", "q, k, v projections' input", (B_a, b, s, h), (SP, CP), "toy", ("norm",), row="x"),
-            Part("q", "q", (B_a, b, s, n_h, d_h), (TP, CP), "toy", ("mla_up",)),
-            Part("k", "k", (B_a, b, s, n_kv, d_h), (TP, CP), "toy", ("mla_up",)),
-            Part("v", "v", (B_a, b, s, n_kv, d_h), (TP, CP), "toy", ("mla_up",)),
-            Part("softmax", "softmax output", (B_a, b, n_h, s ** 2), (TP, CP), "toy", ("score", "eager", "softmax_out")),
-            Part("score_mask", "dropout mask", (B_k, b, n_h, s ** 2), (TP, CP), "toy", ("score", "mask", "eager")),
-            Part("score_dropout", "dropout output", (B_a, b, n_h, s ** 2), (TP, CP), "toy",
-                 ("score", "eager", "probs", "dropout_out")),
-            Part("softmax_stats", "log-sum-exp", (4, b, n_h, s), (TP, CP), "toy", ("score", "flash")),
-            Part("attn_out", "attention output", (B_a, b, s, n_h, d_h), (TP, CP), "toy", ("e5m6",)),
-            Part("out_mask", "dropout mask after W^O", (B_k, b, s, h), (SP, CP), "toy", ("mask",)),
-        )
-
-    SPECS = {"gqa": gqa_specs, "dense": dense_specs, "head": head_specs}
-
-    def specs(kind, flags):
-        return SPECS[kind]()
-'''
-TOY_REPORT = '''
-    SECTIONS = (
-        dict(key="setting", title="Configuration", source="toy", blocks=(
-            "p:A grouped-query-attention model with a dense SwiGLU FFN in every layer.", "estimate")),
-        dict(key="notation", title="Notation", source="toy", blocks=("notation",)),
-        dict(key="parameters", title="Parameters", source="toy", blocks=(
-            "p:A stage holds {sym:L_d} layers; {term:params.gqa} is one layer's attention.", "terms"),
-             prefixes=("params",)),
-        dict(key="static", title="Per device", source="toy", blocks=("terms",), prefixes=("static",), at_stage=True),
-        dict(key="zero", title="ZeRO", source="toy", blocks=("terms",), prefixes=("zero",), at_stage=True),
-        dict(key="activations", title="Activations", source="toy", blocks=(
-            "p:One layer keeps {term:act.gqa.layer} without recomputation.", "terms"), prefixes=("act",),
-             at_stage=True, parts=True),
-        dict(key="overheads", title="Buffers and fragmentation", source="Sec. 6", blocks=("overheads", "terms"),
-             prefixes=("overhead",)),
-        dict(key="other", title="Other terms", source="memsym", blocks=("terms",), prefixes=("",), at_stage=True),
-    )
-'''
-TOY_FILE = {"model_type": "toy_gqa", "hidden_size": 256, "intermediate_size": 688, "num_hidden_layers": 4,
-            "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 1000}
+def _toy_package(tmp_path) -> Path:
+    """A copy of the toy's folder alone in ``tmp_path`` (its parent to put on sys.path)."""
+    shutil.copytree(TOY_DIR, tmp_path / "toyfamily", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
 
 
 @pytest.fixture
 def toy(tmp_path, monkeypatch):
-    """A GQA + SwiGLU family written in a temporary package and registered (the registry restored after)."""
-    pkg = tmp_path / "toyfamily"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text(textwrap.dedent(TOY_INIT))
-    (pkg / "config.py").write_text(textwrap.dedent(TOY_CONFIG))
-    (pkg / "parameters.py").write_text(textwrap.dedent(TOY_PARAMETERS))
-    (pkg / "activations.py").write_text(textwrap.dedent(TOY_ACTIVATIONS))
-    (pkg / "report.py").write_text(textwrap.dedent(TOY_REPORT))
-    monkeypatch.syspath_prepend(str(tmp_path))
+    """The toy family (tests/data/toyfamily) copied alone to a temporary folder and registered (the registry
+    restored after)."""
+    monkeypatch.syspath_prepend(str(_toy_package(tmp_path)))
     monkeypatch.setattr(families, "_REGISTRY", dict(families._all_registered()))
     for mod in [m for m in sys.modules if m == "toyfamily" or m.startswith("toyfamily.")]:
         monkeypatch.delitem(sys.modules, mod)
@@ -301,6 +176,47 @@ def _toy_tensors(t):
              "gate_proj": f * h, "up_proj": f * h, "down_proj": h * f,
              "input_layernorm": h, "post_attention_layernorm": h}
     return layer, {"embed_tokens": v * h, "lm_head": v * h}
+
+
+def test_a_toy_family_from_its_folder_alone(tmp_path):
+    """derivations/families/README.md's contract: the toy's folder copied alone (tests/data/toyfamily), made known
+    with one line in a fresh process, and memsym's command line reads its config.json: params and estimate equal
+    counts of its tensors made here.  No file of memsym names the toy: nothing outside its folder was edited."""
+    import os
+    import subprocess
+    root = Path(__file__).resolve().parents[1]  # this checkout (derivations/ beside tests/)
+    for package in ("derivations", "memsym", "symbolic"):
+        for path in (root / package).rglob("*.py"):
+            text = path.read_text(encoding="utf-8")
+            assert "toy_gqa" not in text and "toyfamily" not in text, path
+    code = textwrap.dedent('''
+        import importlib, sys
+        from derivations import families, generate
+        from memsym.cli import main
+        generate.install(families.register(importlib.import_module("toyfamily").FAMILY))  # the one line
+        sys.exit(main(sys.argv[1:]))
+    ''')
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(_toy_package(tmp_path)), str(root)]))
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps(TOY_FILE))
+
+    def run(*argv):
+        out = subprocess.run([sys.executable, "-c", code, *argv, "--model", str(path)], capture_output=True,
+                             text=True, env=env, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    layer, ends = _toy_tensors(TOY_FILE)
+    p = run("params", "--pp", "2", "--json")
+    assert p["total"] == 4 * sum(layer.values()) + sum(ends.values())
+    assert [st["params"] for st in p["stages"]] == [2 * sum(layer.values()) + ends["embed_tokens"],
+                                                    2 * sum(layer.values()) + ends["lm_head"]]
+    e = run("estimate", "--dp", "2", "--tp", "2", "--pp", "2", "--seq", "64", "--mbs", "1", "--zero", "1", "--json")
+    norms = layer["input_layernorm"] + layer["post_attention_layernorm"]
+    per_device = 2 * ((sum(layer.values()) - norms) // 2 + norms) + ends["embed_tokens"] // 2  # stage 0, TP = 2
+    assert e["model"] == "toy_gqa (h 256, 4 layers)" and e["stage"]["moe_layers"] == 0
+    assert e["params"] == {"non_moe": per_device, "moe": 0, "total": per_device}
+    assert (e["bytes"]["weights"], e["bytes"]["gradients"]) == (2 * per_device, 4 * per_device)
 
 
 def test_a_toy_familys_parameters_static_and_zero_terms(toy, tmp_path):
@@ -504,17 +420,14 @@ def test_registering_a_family_first_keeps_the_packages_families(tmp_path):
     """families.register before anything read the registry: DeepSeek's family is still found, and a family
     claiming its model_type is refused (a fresh process: this one's registry is loaded already)."""
     import subprocess
-    pkg = tmp_path / "toyfamily"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text(textwrap.dedent(TOY_INIT))
+    _toy_package(tmp_path)
     code = textwrap.dedent('''
-        import dataclasses, sys
         from derivations import families
         import toyfamily
         families.register(toyfamily.FAMILY)
         assert families.for_model_type("deepseek_v3").name == "deepseek"
         try:
-            families.register(dataclasses.replace(toyfamily.FAMILY, name="clash", model_types=("deepseek_v3",)))
+            families.register(type("Clash", (toyfamily.Toy,), {"name": "clash", "model_types": ("deepseek_v3",)})())
         except ValueError as e:
             print(e)
     ''')
@@ -639,3 +552,47 @@ def test_a_toy_familys_calculator_page(toy_page, browser, capsys):
         said = capsys.readouterr().err.strip().splitlines()
         assert len(said) == 1 and said[0].startswith("memsym: error: "), said
         assert (state, err) == ("error", said[0][len("memsym: error: "):]), controls
+
+
+def test_the_registry_on_first_use_from_many_threads(tmp_path):
+    """14 threads making their first call at once in a fresh process each read a DeepSeek-V3 and a DeepSeek-V4
+    config.json: none finds the registry empty or half-filled (it was marked loaded before its families were
+    registered: "model_type 'deepseek_v3' is not an architecture memsym covers ()").  The discovery of the families'
+    packages is slowed, so the other threads arrive while the first registers them."""
+    import os
+    import subprocess
+    data = Path(__file__).resolve().parent / "data"
+    code = textwrap.dedent('''
+        import pkgutil, sys, threading, time
+        import memsym.api  # imported before the threads start: they meet at the registry, not at an import
+        from derivations import families
+
+        listing = pkgutil.iter_modules
+        def slow(path=None, prefix=""):  # the first thread is inside the registry's discovery for 0.3 s
+            time.sleep(0.3)
+            return listing(path, prefix)
+
+        pkgutil.iter_modules = slow
+        barrier, out = threading.Barrier(14), []
+
+        def first_call(path):
+            barrier.wait()
+            try:
+                out.append(memsym.api.load_model(path).family)
+            except Exception as e:
+                out.append(repr(e))
+
+        paths = [sys.argv[1], sys.argv[2]] * 7
+        threads = [threading.Thread(target=first_call, args=(p,)) for p in paths]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        print(sorted(out))
+    ''')
+    root = str(Path(__file__).resolve().parents[1])  # this checkout (derivations/ beside tests/)
+    env = dict(os.environ, PYTHONPATH=root)
+    out = subprocess.run([sys.executable, "-c", code, str(data / "tiny" / "config.json"),
+                          str(data / "v4" / "config.json")], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == str(sorted(["deepseek", "deepseek_v4"] * 7))

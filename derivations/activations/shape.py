@@ -29,7 +29,7 @@ class Shape:
 
     def specs(self, kind: str):
         """The tensor list of ``kind`` (the family's ``activations.specs``)."""
-        return self.declared.module("activations").specs(kind, dict(self.flags))
+        return self.declared.activation_specs(kind, dict(self.flags))
 
 
 def of(family: str, structure):

@@ -58,7 +58,7 @@ def summary(model: cfg.ModelSpec, pp=None, layers_per_stage=None, accounting: st
         data["mtp"] = mtp_params(model, terms)
         data["total_with_mtp"] = total + data["mtp"]["params"]
     if accounting == "checkpoint" and fam.checkpoint:
-        data["checkpoint_files"] = fam.module("checkpoint").checkpoint_files(model)
+        data["checkpoint_files"] = fam.checkpoint_files(model)
     return data, rows
 
 

@@ -136,7 +136,7 @@ def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
     if family is None:
         raise _err(path, "model_type", f"model_type {_shown(mt)} is not an architecture memsym covers "
                                        f"({covered()})")
-    return family.module("config").from_fields(Fields(data, path), name, source)
+    return family.read_config(Fields(data, path), name, source)
 
 
 def _fp8_block(data: Mapping, path: str) -> Optional[Tuple[int, int]]:

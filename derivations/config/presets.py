@@ -110,11 +110,10 @@ def checked(spec: ModelSpec) -> ModelSpec:
     family = families.find(getattr(spec, "family", None))
     if family is None:
         raise ConfigError("model", f"not a model of a family memsym covers: {spec!r}")
-    reader = family.module("config")
-    data = reader.fields_of(spec)
+    data = family.config_fields(spec)
     rebuilt = from_dict(data, "ModelSpec", spec.name, spec.source)
-    if rebuilt != spec or reader.fields_of(rebuilt) != data:
+    if rebuilt != spec or family.config_fields(rebuilt) != data:
         raise ConfigError("model", f"ModelSpec fields are not those of a model memsym reads: {spec!r}")
     if spec.name in PRESETS and named(replace(spec, name="")).name != spec.name:
-        return replace(spec, name=reader.shape_name(spec.family, spec.named()), source="python")
+        return replace(spec, name=family.shape_name(spec.family, spec.named()), source="python")
     return spec

@@ -1,20 +1,22 @@
-"""Model families: each subpackage declares one family (``derivations/families/<name>/``).
+"""Model families: each folder here is one family (``derivations/families/<name>/``), found by being a package.
 
-A family's ``__init__`` holds its :class:`Family` declaration as plain data (no sympy, so reading a
-config.json stays free of it): the Hugging Face ``model_type`` values it reads and the config fields
-that give its dimensions; its ``parameters`` module yields the parameter terms of its matrices
-(``terms(registry, *, q_lora, routing_bias, tied)``), its ``activations`` module the tensor lists of
-each kind of sublayer (``SPECS``, ``KEPT_FOR``).  DeepSeek-V2/V3 (and the Moonlight and Kimi K2
-configs, which use its modelling code) are the first family: derivations/families/deepseek/.
+A family's ``__init__`` subclasses :class:`Family` (plain declarations, no sympy, so reading a config.json stays
+free of it) and names its instance ``FAMILY``; the hooks of :class:`Family` read the modules of its folder (its
+config reader, its parameter terms, its tensor lists, ...), and a family overrides one to behave otherwise.  The
+contract, and what adding a family touches, is derivations/families/README.md.  DeepSeek-V2/V3 (and the Moonlight
+and Kimi K2 configs, which use its modelling code) are the first family: derivations/families/deepseek/.
 Families never import each other (an import-linter contract in pyproject.toml).  A family's spec may define
 ``notes()``: what its terms leave out of that model, listed among an estimate's assumptions
-(derivations/assembly/device.py).
+(derivations/assembly/device.py).  A family from elsewhere (a test's toy) is added with :func:`register`.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import itertools
 import pkgutil
+import sys
+import threading
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
@@ -48,47 +50,55 @@ SECTIONS = ("parameters", "static", "zero", "activations", "overheads", "convent
 
 
 @dataclass(frozen=True)
-class Family:
-    """One model family, declared as data.
+class Divides:
+    """A divisibility rule of a parallel layout over one of the family's dimensions: ``axis`` (a layout
+    degree: tp, ep, etp, ...) must divide the model's ``symbol`` (ModelSpec.named()); ``rule`` names it in a
+    ConfigError, whose message is ``text`` formatted with the layout's degrees (TP, EP, ...), the model's
+    symbols and its ``name``.  ``symbol`` None is the layout's own rule ``rule`` (edp-integer: EDP =
+    DP TP CP / (EP ETP) an integer) at this place in the order (derivations/config/layout.py)."""
 
-    name: the family's package under derivations/families/; title: how the report names it; short: its
-    architecture in a few words (``MLA + MoE``: what an error lists beside its model_types);
-    model_types: the Hugging Face ``model_type`` values read as this family; dimensions: (config field,
-    ModelSpec attribute, meaning) of each required positive integer; topk_methods: the router's
-    ``topk_method`` values the modelling code accepts; kinds: the kinds of sublayer with a tensor list,
-    the attention's first; layer_terms: the kinds with activation terms of their own (:class:`Kind`);
-    layer: the kinds one transformer layer of the largest kind holds (``act.layer``: MLA + MoE); parameters / activations: the modules (sympy) of its terms and tensor lists;
-    config: the module (no sympy) of its model
-    spec, ``from_fields`` (a config.json's fields -> spec), ``fields_of`` (the inverse) and ``shape_name``;
-    attention_label: how tables name its attention sublayer (``MLA``; its parameters are the term
-    ``params.<attention>``, the TP split of each matrix given by its tags ``tp_split``/``replicated``);
-    layer_what: what ``act.layer`` is one of (its ``layer`` kinds together);
-    sections: the shared sections (derivations/assembly, derivations/activations) that build its terms after
-    its own parameters module, in order (:data:`SECTIONS`; the ``conventions`` section reproduces other
-    tools' estimators of DeepSeek models);
-    structure_letters: one letter per flag naming a structure in generated file names (default: each flag's
-    first letter; DeepSeek's ``qbt``: ``q1b1t0``); activation_flags: the flags its tensor lists depend on
-    (DeepSeek's ``q_lora``: one activation table per value, derivations/generated/);
-    divides: the layout rules over its dimensions, in the order they are checked (:class:`Divides`);
-    report: the module (plain data) whose ``SECTIONS`` are its report's sections, their prose, tables and term
-    prefixes (memsym/report/sections.py; DeepSeek's are the paper's, memsym's default);
-    checkpoint: the module listing a released checkpoint's tensors (``checkpoint_files``), if any;
-    flags: the names of a model's structure (ModelSpec.structure, in order), which decide which terms
-    exist; each section's ``terms(registry, family, flags)`` reads the flags it needs by name.
+    rule: str
+    symbol: Optional[str]
+    axis: str = ""
+    text: str = ""
+
+
+class Family:
+    """A model family: the base class its folder's ``__init__`` subclasses (``FAMILY``, its one instance).
+
+    The contract is derivations/families/README.md.  A family declares what it is as class attributes (the
+    defaults here are a family's without experts, MTP or structure flags) and behaves through its hooks, the
+    methods below, whose defaults read the modules of its folder (:attr:`package`): ``config`` (its model spec,
+    ``from_fields``, ``fields_of``, ``shape_name``), ``parameters`` (``terms``), ``activations`` (``specs``,
+    ``SPECIAL``), and where it has them ``notation``, ``report`` (``SECTIONS``) and ``checkpoint``
+    (``checkpoint_files``).  A family overrides a hook to behave otherwise; nothing outside its folder names it.
+
+    Declarations.  name: the family's package under derivations/families/ (its generated files' prefix); title:
+    how the report names it; short: its architecture in a few words (``MLA + MoE``: what an error lists beside its
+    model_types); model_types: the Hugging Face ``model_type`` values read as this family; dimensions: (config
+    field, ModelSpec attribute, meaning) of each required positive integer; topk_methods: the router's
+    ``topk_method`` values the modelling code accepts; kinds: the kinds of sublayer with a tensor list, the
+    attention's first; layer_terms: the kinds with activation terms of their own (:class:`Kind`); layer: the kinds
+    one transformer layer of the largest kind holds (``act.layer``: MLA + MoE); attention_label: how tables name
+    its attention sublayer (``MLA``; its parameters are the term ``params.<attention>``, the TP split of each matrix
+    given by its tags ``tp_split``/``replicated``); layer_what: what ``act.layer`` is one of (its ``layer`` kinds
+    together); sections: the shared sections (derivations/assembly, derivations/activations) that build its terms
+    after its own parameters, in order (:data:`SECTIONS`; the ``conventions`` section reproduces other tools'
+    estimators of DeepSeek models); structure_letters: one letter per flag naming a structure in generated file
+    names (default: each flag's first letter; DeepSeek's ``qbti``: ``q1b1t0``); activation_flags: the flags its
+    tensor lists depend on (DeepSeek's ``q_lora``: one activation table per value, derivations/generated/);
+    divides: the layout rules over its dimensions, in the order they are checked (:class:`Divides`); flags: the
+    names of a model's structure (ModelSpec.structure, in order), which decide which terms exist; each section's
+    ``terms(registry, family, flags)`` reads the flags it needs by name.
     """
 
-    name: str
-    title: str
-    short: str
-    model_types: Tuple[str, ...]
-    dimensions: Tuple[Tuple[str, str, str], ...]
-    topk_methods: Tuple[str, ...]
-    kinds: Tuple[str, ...]
-    parameters: str
-    activations: str
-    config: str
-    checkpoint: str = ""
-    report: str = ""
+    name: str = ""
+    title: str = ""
+    short: str = ""
+    model_types: Tuple[str, ...] = ()
+    dimensions: Tuple[Tuple[str, str, str], ...] = ()
+    topk_methods: Tuple[str, ...] = ()
+    kinds: Tuple[str, ...] = ()
     layer_terms: Tuple[Kind, ...] = ()
     attention_label: str = ""
     layer_what: str = "transformer layer"
@@ -97,7 +107,7 @@ class Family:
     activation_flags: Tuple[str, ...] = ()
     divides: Tuple[Divides, ...] = ()
     layer: Tuple[str, ...] = ()
-    flags: Tuple[str, ...] = ("q_lora", "routing_bias", "tied")
+    flags: Tuple[str, ...] = ()
     #: flags added after the first structures were named: a structure names them only when set (DeepSeek's
     #: ``indexer``: ``q1b1t0`` has none, ``q1b1t0i1`` has DSA's indexer), so earlier names keep meaning the same
     late_flags: Tuple[str, ...] = ()
@@ -125,6 +135,77 @@ class Family:
     #: "11 MoE (4 CSA, 7 HCA)")
     named_counts: Tuple[str, ...] = ()
 
+    def __repr__(self) -> str:
+        return f"<family {self.name} ({self.package})>"
+
+    # -- its folder ------------------------------------------------------------------------------------
+    @property
+    def package(self) -> str:
+        """The family's folder as a package: the module its class is defined in (``derivations.families.deepseek``;
+        a test's toy family: the folder it was imported from)."""
+        return type(self).__module__
+
+    def module(self, part: str):
+        """The module ``part`` of the family's folder (``config``, ``parameters``, ...; imported on first use:
+        ``parameters`` and ``activations`` need sympy)."""
+        return importlib.import_module(f"{self.package}.{part}")
+
+    def _has(self, part: str) -> str:
+        """The name of the folder's module ``part``, or "" when the folder has none."""
+        name = f"{self.package}.{part}"
+        return name if name in sys.modules or importlib.util.find_spec(name) is not None else ""
+
+    # the name of each module of the folder, "" when it has none (read as the modules' names: fam.config, fam.report)
+    config = property(lambda self: self._has("config"))
+    parameters = property(lambda self: self._has("parameters"))
+    activations = property(lambda self: self._has("activations"))
+    checkpoint = property(lambda self: self._has("checkpoint"))
+    report = property(lambda self: self._has("report"))
+
+    # -- hooks: reading a config.json (no sympy) --------------------------------------------------------------
+    def read_config(self, fields, name: Optional[str] = None, source: Optional[str] = None):
+        """The family's model spec of a parsed config.json, every field it uses checked through ``fields`` (a
+        derivations.config.hfconfig.Fields: ``int``, ``err``, ``shown``, ``type_name``, ``fp8_block``)."""
+        return self.module("config").from_fields(fields, name, source)
+
+    def config_fields(self, spec) -> Dict:
+        """The config.json fields of ``spec`` (what :meth:`read_config` reads back: derivations/config/presets.py
+        ``checked`` validates a spec built in Python by reading them)."""
+        return self.module("config").fields_of(spec)
+
+    def shape_name(self, model_type: str, dims) -> str:
+        """The name of a model read from a file, from what it is (``deepseek_v3 (h 7168, 61 layers, 256 experts)``)."""
+        return self.module("config").shape_name(model_type, dims)
+
+    # -- hooks: terms (sympy) -----------------------------------------------------------------------------------
+    def parameter_terms(self, registry, flags):
+        """The terms of its matrices (``params.<attention>``, ``params.embedding``, ...) for the structure ``flags``
+        ({flag: value}), before the shared :attr:`sections` build on them."""
+        return self.module("parameters").terms(registry, self, flags)
+
+    def activation_specs(self, kind: str, flags):
+        """The tensors one sublayer of ``kind`` keeps for backward (Parts and Groups) under ``flags``."""
+        return self.module("activations").specs(kind, flags)
+
+    def special_symbols(self) -> Dict:
+        """{name: expression} of the non-polynomial pieces of its terms (DeepSeek-V4's floor(s / m_C)), each printed
+        as one input of its generated evaluators."""
+        return dict(getattr(self.module("activations"), "SPECIAL", {})) if "activations" in self.sections else {}
+
+    def notation(self):
+        """Its own symbols' module (registered beside the paper's on import: DeepSeek-V4's d_a, n_hc, ...), or None."""
+        return self.module("notation") if self._has("notation") else None
+
+    # -- hooks: what a report and a checkpoint listing read ----------------------------------------------------
+    def report_sections(self) -> Optional[tuple]:
+        """Its report's sections (dicts of memsym/report/sections.py SectionSpec fields), or None for the paper's."""
+        return self.module("report").SECTIONS if self._has("report") else None
+
+    def checkpoint_files(self, model) -> Optional[Dict]:
+        """What a released checkpoint of ``model`` stores (its tensors, by file), or None when not listed."""
+        return self.module("checkpoint").checkpoint_files(model) if self._has("checkpoint") else None
+
+    # -- hooks: the layout ----------------------------------------------------------------------------------
     def splits(self, axis: str) -> bool:
         """Whether some layout rule of the family splits a dimension by ``axis`` (DeepSeek: EP splits N)."""
         return any(d.axis == axis for d in self.divides if d.symbol)
@@ -134,6 +215,7 @@ class Family:
         for a family with no experts to split (the paper's EP = 8 is DeepSeek-V3's)."""
         return {axis: 1 for axis in ("ep", "etp") if not self.splits(axis)}
 
+    # -- hooks: structures and the names of its generated evaluators ----------------------------------------------
     @property
     def letters(self) -> str:
         """One letter per flag, in order, naming structures (:attr:`structure_letters`, else each flag's first)."""
@@ -169,51 +251,57 @@ class Family:
         """The kind of its attention sublayer (``mla`` for DeepSeek: term ids ``act.mla.layer``, ...)."""
         return self.kinds[0]
 
-    def module(self, part: str):
-        """The family's ``config``, ``parameters`` or ``activations`` module (imported on first use; the
-        last two need sympy)."""
-        return importlib.import_module(getattr(self, part))
-
-
-@dataclass(frozen=True)
-class Divides:
-    """A divisibility rule of a parallel layout over one of the family's dimensions: ``axis`` (a layout
-    degree: tp, ep, etp, ...) must divide the model's ``symbol`` (ModelSpec.named()); ``rule`` names it in a
-    ConfigError, whose message is ``text`` formatted with the layout's degrees (TP, EP, ...), the model's
-    symbols and its ``name``.  ``symbol`` None is the layout's own rule ``rule`` (edp-integer: EDP =
-    DP TP CP / (EP ETP) an integer) at this place in the order (derivations/config/layout.py)."""
-
-    rule: str
-    symbol: Optional[str]
-    axis: str = ""
-    text: str = ""
-
 
 _REGISTRY: Dict[str, Family] = {}
+#: Held while the packages' families are found and while a family is added: the first use from many threads at once
+#: waits for the whole registry (re-entrant: a family's import may read the registry it is being added to).
+_LOCK = threading.RLock()
+#: True once every package's family is registered (set after, never before: a reader seeing it sees them all).
 _LOADED = False
+#: True while this thread registers the packages' families (a read from inside that import sees the ones so far).
+_LOADING = False
 
 
 def register(family: Family) -> Family:
     """Add ``family`` (a test's toy family, or one of the packages here); its model_types must be new (the
     packages' families are found first, so a family registered early cannot hide or take theirs)."""
-    _load()
+    with _LOCK:
+        _load()
+        return _add(family)
+
+
+def _add(family: Family) -> Family:
+    """Add ``family`` (under the lock) to a new registry dict: a reader iterating the old one meanwhile sees it whole."""
+    global _REGISTRY
+    if not isinstance(family, Family) or not family.name:
+        raise TypeError(f"a family is an instance of a derivations.families.Family subclass with a name, got "
+                        f"{family!r}")
     taken = {t: f.name for f in _REGISTRY.values() if f.name != family.name for t in f.model_types}
     clash = sorted(set(family.model_types) & set(taken))
     if clash:
         raise ValueError(f"family {family.name!r}: model_type {clash[0]!r} is read by family {taken[clash[0]]!r}")
-    _REGISTRY[family.name] = family
+    _REGISTRY = {**_REGISTRY, family.name: family}
     return family
 
 
 def _load():
-    """Register the ``FAMILY`` of every package here, once (a new family is found by being a package)."""
-    global _LOADED
-    if not _LOADED:
-        _LOADED = True
-        for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name != "deepseek"):
-            family = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FAMILY", None)
-            if isinstance(family, Family):
-                register(family)
+    """Register the ``FAMILY`` of every package here, once (a new family is found by being a package).  Thread-safe:
+    a thread arriving while another registers them waits until all are registered."""
+    global _LOADED, _LOADING
+    if _LOADED:
+        return
+    with _LOCK:
+        if _LOADED or _LOADING:
+            return
+        _LOADING = True
+        try:
+            for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name != "deepseek"):
+                family = getattr(importlib.import_module(f"{__name__}.{info.name}"), "FAMILY", None)
+                if isinstance(family, Family):
+                    _add(family)
+            _LOADED = True
+        finally:
+            _LOADING = False
 
 
 def _all_registered() -> Dict[str, Family]:
@@ -250,7 +338,7 @@ def packaged(name) -> bool:
     """Whether family ``name`` is one of derivations/families/ (its code is memsym's: caches keyed by memsym's
     sources describe it; a family registered from elsewhere is never cached)."""
     fam = find(name)
-    return fam is not None and fam.config.startswith(__name__ + ".")
+    return fam is not None and fam.package.startswith(__name__ + ".")
 
 
 def unsupported(model, what: str):

@@ -56,7 +56,7 @@ def units(shape):
     fam = shapes.family(shape)
     flags = dict(shape.flags) if shapes.is_shape(shape) else {"q_lora": shape}
     for kind in fam.kinds:
-        for spec in fam.module("activations").specs(kind, flags):
+        for spec in fam.activation_specs(kind, flags):
             if isinstance(spec, Group):
                 for key, label, num, den, tags in spec.subs:
                     yield (kind, f"{spec.key}.{key}", f"{spec.label.split(':')[0]}: {label}", spec.count, tuple(num),

@@ -111,7 +111,7 @@ def sections_of(ctx) -> Tuple[SectionSpec, ...]:
     fam = families.find(getattr(ctx.model, "family", None))
     if fam is None or not fam.report:
         return SECTIONS
-    return tuple(SectionSpec(**dict(spec)) for spec in fam.module("report").SECTIONS)
+    return tuple(SectionSpec(**dict(spec)) for spec in fam.report_sections())
 
 
 def _matches(tid: str, prefix: str) -> bool:

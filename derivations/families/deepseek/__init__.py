@@ -57,19 +57,33 @@ DIVIDES = (
     Divides("tp-divides-ffn", "h_F", "tp", "TP={TP} must divide h_F={h_F} (dense FFN)"),
 )
 
-FAMILY = Family(
-    name="deepseek", title="DeepSeek-V2/V3 (MLA + DeepSeekMoE)", short="MLA + MoE", model_types=MODEL_TYPES, dimensions=DIMENSIONS,
-    topk_methods=TOPK_METHODS, kinds=("mla", "moe", "dense", "head", "mtp"),
-    parameters="derivations.families.deepseek.parameters", activations="derivations.families.deepseek.activations",
-    config="derivations.families.deepseek.config", checkpoint="derivations.families.deepseek.checkpoint",
-    layer_terms=LAYER_TERMS, layer=("mla", "moe"), divides=DIVIDES,
-    attention_label="MLA", layer_what="MoE transformer layer (MLA + MoE)", structure_letters="qbti",
-    activation_flags=("q_lora",), flags=("q_lora", "routing_bias", "tied", "indexer"), late_flags=("indexer",),
-    requires=(("indexer", "q_lora"),),
+class DeepSeek(Family):
+    """DeepSeek-V2/V3 and the configs read as them (Table 1's notation; hooks: the modules of this folder)."""
+
+    name = "deepseek"
+    title = "DeepSeek-V2/V3 (MLA + DeepSeekMoE)"
+    short = "MLA + MoE"
+    model_types = MODEL_TYPES
+    dimensions = DIMENSIONS
+    topk_methods = TOPK_METHODS
+    kinds = ("mla", "moe", "dense", "head", "mtp")
+    layer_terms = LAYER_TERMS
+    layer = ("mla", "moe")
+    divides = DIVIDES
+    attention_label = "MLA"
+    layer_what = "MoE transformer layer (MLA + MoE)"
+    structure_letters = "qbti"
+    activation_flags = ("q_lora",)
+    flags = ("q_lora", "routing_bias", "tied", "indexer")
+    late_flags = ("indexer",)
+    requires = (("indexer", "q_lora"),)
     # DeepSeek Sparse Attention's lightning indexer: L_I of a stage's layers hold one (ModelSpec.layer_features: every
     # layer of deepseek_v32, GLM-5's 'full' ones), its parameters (params.indexer) counted per stage beside the layers
-    counts=(("L_I", "indexer", "layers with a DSA lightning indexer of their own held by the stage"),),
-    additions=(("indexer", "DSA lightning indexers", "L_I", "params.indexer", "stage"),),
+    counts = (("L_I", "indexer", "layers with a DSA lightning indexer of their own held by the stage"),)
+    additions = (("indexer", "DSA lightning indexers", "L_I", "params.indexer", "stage"),)
     # Kimi K2.5 (transformers 5.24 models/kimi_k25, Kimi_K25Config): the language model is text_config, a DeepSeek-V3
     # (its sub-config's default model_type; kimi_k2 read as it is)
-    wrappers=(("kimi_k25", "text_config", "deepseek_v3"),))
+    wrappers = (("kimi_k25", "text_config", "deepseek_v3"),)
+
+
+FAMILY = DeepSeek()

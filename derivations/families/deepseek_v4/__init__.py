@@ -64,24 +64,34 @@ DIVIDES = (
     Divides("etp-divides-expert", "h_E", "etp", "ETP={ETP} must divide h_E={h_E}"),
 )
 
-FAMILY = Family(
-    name="deepseek_v4", title="DeepSeek-V4 (CSA/HCA attention + mHC + DeepSeekMoE)", short="CSA/HCA + mHC + MoE",
-    model_types=MODEL_TYPES, dimensions=tuple(d[:3] for d in DIMENSIONS), topk_methods=(),
-    kinds=("attn", "csa", "hca", "moe", "head"),
-    parameters="derivations.families.deepseek_v4.parameters",
-    activations="derivations.families.deepseek_v4.activations", config="derivations.families.deepseek_v4.config",
-    report="derivations.families.deepseek_v4.report",
-    layer_terms=LAYER_TERMS, layer=("attn", "moe"), divides=DIVIDES, attention_label="attention",
-    layer_what="V4 transformer layer (attention + MoE + hyper-connections)", layer_name="one sliding layer",
-    named_counts=("CSA", "HCA"),
-    sections=("parameters", "static", "zero", "activations", "overheads"), flags=("tied",),
-    counts=(("L_C", "CSA", "layers with compressed sparse attention (CSA) held by the stage"),
-            ("L_H", "HCA", "layers with heavily compressed attention (HCA) held by the stage"),
-            ("L_R", "learned-router", "MoE layers with a learned router and its score-correction bias held by the stage "
-                                   "(the hash-routed ones have none)")),
-    layer_extra=(("hc", "hyper-connections (mHC)", "params.hc"),),
-    additions=(("csa", "CSA compressors and indexers", "L_C", "params.compressor.csa", "stage"),
-               ("hca", "HCA compressors", "L_H", "params.compressor.hca", "stage"),
-               ("hc_head", "hyper-connection head", "e_H", "params.hc_head", "stage"),
-               ("router_bias", "routing bias, N per learned-router layer", "L_R", "params.router_bias",
-                "checkpoint")))
+class DeepSeekV4(Family):
+    """DeepSeek-V4 (transformers 5.24 models/deepseek_v4; hooks: the modules of this folder)."""
+
+    name = "deepseek_v4"
+    title = "DeepSeek-V4 (CSA/HCA attention + mHC + DeepSeekMoE)"
+    short = "CSA/HCA + mHC + MoE"
+    model_types = MODEL_TYPES
+    dimensions = tuple(d[:3] for d in DIMENSIONS)
+    kinds = ("attn", "csa", "hca", "moe", "head")
+    layer_terms = LAYER_TERMS
+    layer = ("attn", "moe")
+    divides = DIVIDES
+    attention_label = "attention"
+    layer_what = "V4 transformer layer (attention + MoE + hyper-connections)"
+    layer_name = "one sliding layer"
+    named_counts = ("CSA", "HCA")
+    sections = ("parameters", "static", "zero", "activations", "overheads")
+    flags = ("tied",)
+    counts = (("L_C", "CSA", "layers with compressed sparse attention (CSA) held by the stage"),
+              ("L_H", "HCA", "layers with heavily compressed attention (HCA) held by the stage"),
+              ("L_R", "learned-router", "MoE layers with a learned router and its score-correction bias held by the "
+                                        "stage (the hash-routed ones have none)"))
+    layer_extra = (("hc", "hyper-connections (mHC)", "params.hc"),)
+    additions = (("csa", "CSA compressors and indexers", "L_C", "params.compressor.csa", "stage"),
+                 ("hca", "HCA compressors", "L_H", "params.compressor.hca", "stage"),
+                 ("hc_head", "hyper-connection head", "e_H", "params.hc_head", "stage"),
+                 ("router_bias", "routing bias, N per learned-router layer", "L_R", "params.router_bias",
+                  "checkpoint"))
+
+
+FAMILY = DeepSeekV4()
