@@ -17,12 +17,14 @@ from .. import __version__
 PAGE_NAME = "memsym-calculator.html"
 
 
-def _script_json(obj) -> str:
-    """JSON safe inside a <script> element."""
-    return json.dumps(obj, separators=(",", ":"), sort_keys=False).replace("</", "<\\/")
+def script_json(obj) -> str:
+    """JSON safe inside a <script> element: no ``<`` (so no ``</script`` and no ``<!--``, which would end the
+    element or open the HTML parser's escaped state) and no ``-->``, each written as the JSON escape JavaScript
+    reads back as the same text."""
+    return json.dumps(obj, separators=(",", ":")).replace("<", "\\u003c").replace("-->", "--\\u003e")
 
 
-def render(check: bool = True, data=None, models=(), progress=None) -> str:
+def render(data=None, models=(), progress=None) -> str:
     """The page's HTML; ``data``: a :func:`memsym.page.data.generate` result to reuse; ``models``: (argument,
     ModelSpec) pairs the page offers instead of DeepSeek's presets (``memsym page --model FILE``, any family's);
     ``progress``: told what is being built (a line each step)."""
@@ -32,7 +34,7 @@ def render(check: bool = True, data=None, models=(), progress=None) -> str:
     from symbolic.resources import TEMPLATES_DIR
 
     from .data import generate
-    d = dict(generate(check=check, models=models, progress=progress) if data is None else data)
+    d = dict(generate(models=models, progress=progress) if data is None else data)
     fns, mathml, search_js = d.pop("fns"), d.pop("mathml"), d.pop("search_js")
     folder = Path(TEMPLATES_DIR) / "page"
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), autoescape=False, keep_trailing_newline=True)
@@ -41,7 +43,7 @@ def render(check: bool = True, data=None, models=(), progress=None) -> str:
                "; ".join(f"{n}, a {d['families'][d['models'][n]['family']]['title']} model" for n in given)
                + ", by the method of Zhang & Su (arXiv 2502.07846)")
     return env.get_template("page.html.j2").render(
-        data_json=_script_json(d), fns=",\n".join(fns), mathml_json=_script_json(mathml),
+        data_json=script_json(d), fns=",\n".join(fns), mathml_json=script_json(mathml),
         runtime_js=(folder / "runtime.js").read_text(encoding="utf-8"),
         inputs_js=(folder / "inputs.js").read_text(encoding="utf-8"),
         ui_js=(folder / "ui.js").read_text(encoding="utf-8"),
@@ -49,10 +51,10 @@ def render(check: bool = True, data=None, models=(), progress=None) -> str:
         version=__version__, subject=html.escape(subject))
 
 
-def write(out_dir, check: bool = True, models=(), progress=None) -> Path:
+def write(out_dir, models=(), progress=None) -> Path:
     """Write the page into ``out_dir`` (created if needed), atomically; its path (``progress``: see :func:`render`)."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.files import write_atomic
     path = Path(out_dir) / PAGE_NAME
-    write_atomic(path, render(check=check, models=models, progress=progress))
+    write_atomic(path, render(models=models, progress=progress))
     return path

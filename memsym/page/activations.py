@@ -3,7 +3,7 @@
 Every tensor of the lists (``derivations.inventory.SPECS``, a family's own) gets a table of what the view
 (``derivations.views``) makes of it, keyed by the recomputation policy and the values of the features that change
 that tensor: the table is filled by calling ``views._kept`` over those features (found by probing), then checked
-against the views' own sums (:func:`check_activations`, :func:`check_all`).  The expressions are added to the page's
+against the views' own sums by the tests (:func:`check_activations`).  The expressions are added to the page's
 :class:`memsym.page.data.Pool` (printed to JavaScript and MathML by :mod:`memsym.page.codegen`); nothing here writes
 a formula.
 """
@@ -242,45 +242,3 @@ def check_activations(unit_list, shape, pool_exprs: List, n: int = 200, seed: in
                 diff = got.get(kind, 0) - want[kind].expr
                 # zero as built, or once expanded (an identity: exact), else as simplify proves it
                 assert diff == 0 or sp.expand(diff) == 0 or sp.simplify(diff) == 0, (rc, assign, kind)
-
-
-#: The random views :func:`generate` checks each activation table against (per shape).
-CHECKED_VIEWS = 60
-
-
-def check_all(pending, pool_exprs: List, n: int = CHECKED_VIEWS) -> None:
-    """:func:`check_activations` of every (unit list, shape) of ``pending``, the draws shared between this process
-    and a forked one (half each, where the system forks: the check is the generation's longest part and reads
-    what is built; it writes nothing) -- AssertionError if either finds a table wrong."""
-    import os
-    import sys
-
-    def run(part):
-        for unit_list, shape in pending:
-            check_activations(unit_list, shape, pool_exprs, n=n, part=part)
-    if not hasattr(os, "fork") or not pending:
-        return run((0, 1))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: the odd draws; its answer on the pipe, then gone without running any exit handler
-        os.close(read)
-        code = 0
-        try:
-            run((1, 2))
-            os.write(write, b"ok")
-        except BaseException as e:  # noqa: BLE001 (said to the parent, which raises it)
-            os.write(write, repr(e).encode("utf-8", "replace")[:4000])
-            code = 1
-        finally:
-            os._exit(code)
-    os.close(write)
-    try:
-        run((0, 2))
-    finally:
-        with os.fdopen(read, "rb") as f:
-            said = f.read().decode("utf-8", "replace")
-        os.waitpid(pid, 0)
-    if said != "ok":
-        raise AssertionError(f"the activation tables' check (the other half of the views): {said or 'no answer'}")
