@@ -25,7 +25,7 @@ def paper_layout():
 @pytest.fixture(scope="session")
 def generated():
     from memsym.page import data as page_data
-    return page_data.generate(check=False)
+    return page_data.generate()
 
 
 @pytest.fixture(scope="session")

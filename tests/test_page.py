@@ -2,6 +2,7 @@
 to the byte in a real browser (headless Chromium driven by selenium with the system chromedriver)."""
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -45,19 +46,42 @@ def test_page_command_writes_one_offline_html(tmp_path):
     assert "<script src" not in html and "<link" not in html
 
 
-@pytest.mark.parametrize("q_lora", [True, False])
-def test_activation_tables_give_every_view(generated, q_lora):
-    """The per-tensor tables of the page reproduce each kind's term of random views (other seed
-    than the generator's own check)."""
+def _activation_shapes():
+    """(family, flags) of every family the page offers and every assignment of its activation flags."""
+    from derivations import families
+    return [(fam.name, flags) for fam in families.all() for flags in fam.activation_flag_sets()]
+
+
+@pytest.mark.parametrize("family, flags", _activation_shapes(), ids=lambda x: x if isinstance(x, str) else
+                         ",".join(f"{k}={v}" for k, v in x.items()) or "all")
+@pytest.mark.parametrize("seed", [1, 7])
+def test_activation_tables_give_every_view(family, flags, seed):
+    """The per-tensor tables of the page reproduce each kind's term of 60 random views, as the views themselves
+    sum it (derivations.activations.view_terms): the check memsym page ran on itself, here."""
+    from derivations.families import get
+    shape = page_data.shape_of(get(family), flags)
     pool = page_data.Pool()
-    units = page_data.activation_units(pool, q_lora)
-    page_data.check_activations(units, q_lora, pool.exprs, n=40, seed=7)
+    units = page_data.activation_units(pool, shape)
+    page_data.check_activations(units, shape, pool.exprs, n=60, seed=seed)
 
 
 def test_every_formula_is_printed_from_a_term(generated):
     assert all(f.startswith("(e) => ") for f in generated["fns"])
     assert len(generated["fns"]) == len(generated["mathml"])
     assert all(m.startswith("<m") for m in generated["mathml"])
+
+
+#: A model's path (memsym page --model PATH names it) that opens an HTML comment and a script in the page's <script>.
+HOSTILE = "models/<!--<script>/x.json"
+
+
+def test_the_page_json_cannot_end_its_script():
+    """The JSON the page embeds holds no ``<`` and no ``-->``, and reads back as the same data."""
+    from memsym.page import script_json
+    data = {"models": {HOSTILE: 1}, "text": "</SCRIPT><!-- -->"}
+    text = script_json(data)
+    assert "<" not in text and "-->" not in text
+    assert json.loads(text) == data
 
 
 # ----------------------------------------------------------------------------- the browser
@@ -292,3 +316,17 @@ def test_a_model_named_twice_is_offered_once():
     same = load_model("./tests/data/tiny/config.json")
     got = _distinct([("tests/data/tiny/config.json", b), ("deepseek-v2-lite", a), ("./tests/data/tiny/config.json", same)])
     assert [arg for arg, _ in got] == ["tests/data/tiny/config.json", "deepseek-v2-lite"]
+
+
+def test_a_model_path_holding_a_script_tag_is_offered(browser, generated, tmp_path):
+    """A page whose model was named by a path holding ``<!--<script>`` loads, offers the model under
+    that path and estimates it (the embedded JSON escapes them)."""
+    from memsym.page import render
+    d = dict(generated, models={HOSTILE: generated["released"]["paper/models/deepseek-v3.2-exp.json"]}, released={},
+             options=dict(generated["options"], presets={}, default_model=HOSTILE))
+    path = tmp_path / PAGE_NAME
+    path.write_text(render(data=d), encoding="utf-8")
+    browser.get(path.as_uri())
+    assert browser.execute_script("return document.body.dataset.state") == "ok"
+    assert browser.execute_script("return document.getElementById('opt-model').value") == HOSTILE
+    assert browser.execute_script("return Object.keys(DATA.models)") == [HOSTILE]

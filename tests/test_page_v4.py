@@ -18,7 +18,7 @@ def v4_page(tmp_path_factory):
     from derivations.config.presets import load_model
     from memsym.page import PAGE_NAME, render
     from memsym.page import data as page_data
-    data = page_data.generate(check=False, models=[(m, load_model(str(ROOT / m))) for m in MODELS])
+    data = page_data.generate(models=[(m, load_model(str(ROOT / m))) for m in MODELS])
     path = tmp_path_factory.mktemp("v4page") / PAGE_NAME
     path.write_text(render(data=data), encoding="utf-8")
     return path

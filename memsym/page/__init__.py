@@ -3,8 +3,9 @@
 :func:`render` returns the page (HTML text): the data and JavaScript functions of
 :mod:`memsym.page.data` (every formula printed from the sympy terms, exact over BigInt
 rationals; formulas as presentation MathML) and the page's runtime and controls
-(``templates/page/``: runtime.js, the estimate; inputs.js, the fields and a pasted config.json read as
-the command line reads them; ui.js, the controls; search.js, the layout search over the functions
+(``templates/page/``: form.html.j2, the controls, rendered here from :mod:`memsym.page.form`'s table;
+runtime.js, the estimate; inputs.js, the fields and a pasted config.json read as the command line reads them;
+ui.js, the controls' reading, the URL and the results; search.js, the layout search over the functions
 :mod:`memsym.page.search` prints).  It loads nothing: no script, style, font or image from the network.
 """
 from __future__ import annotations
@@ -17,12 +18,14 @@ from .. import __version__
 PAGE_NAME = "memsym-calculator.html"
 
 
-def _script_json(obj) -> str:
-    """JSON safe inside a <script> element."""
-    return json.dumps(obj, separators=(",", ":"), sort_keys=False).replace("</", "<\\/")
+def script_json(obj) -> str:
+    """JSON safe inside a <script> element: no ``<`` (so no ``</script`` and no ``<!--``, which would end the
+    element or open the HTML parser's escaped state) and no ``-->``, each written as the JSON escape JavaScript
+    reads back as the same text."""
+    return json.dumps(obj, separators=(",", ":")).replace("<", "\\u003c").replace("-->", "--\\u003e")
 
 
-def render(check: bool = True, data=None, models=(), progress=None) -> str:
+def render(data=None, models=(), progress=None) -> str:
     """The page's HTML; ``data``: a :func:`memsym.page.data.generate` result to reuse; ``models``: (argument,
     ModelSpec) pairs the page offers instead of DeepSeek's presets (``memsym page --model FILE``, any family's);
     ``progress``: told what is being built (a line each step)."""
@@ -32,16 +35,20 @@ def render(check: bool = True, data=None, models=(), progress=None) -> str:
     from symbolic.resources import TEMPLATES_DIR
 
     from .data import generate
-    d = dict(generate(check=check, models=models, progress=progress) if data is None else data)
+    from .form import behaviour, controls
+    d = dict(generate(models=models, progress=progress) if data is None else data)
     fns, mathml, search_js = d.pop("fns"), d.pop("mathml"), d.pop("search_js")
     folder = Path(TEMPLATES_DIR) / "page"
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), autoescape=False, keep_trailing_newline=True)
+    form = controls(d)
+    d["form"] = behaviour(form)
     given = list(d["models"])
     subject = (f"{d['options']['default_model']}-style models (Zhang & Su, arXiv 2502.07846)" if not given else
                "; ".join(f"{n}, a {d['families'][d['models'][n]['family']]['title']} model" for n in given)
                + ", by the method of Zhang & Su (arXiv 2502.07846)")
     return env.get_template("page.html.j2").render(
-        data_json=_script_json(d), fns=",\n".join(fns), mathml_json=_script_json(mathml),
+        form=env.overlay(autoescape=True).get_template("form.html.j2").render(form=form).strip(),
+        data_json=script_json(d), fns=",\n".join(fns), mathml_json=script_json(mathml),
         runtime_js=(folder / "runtime.js").read_text(encoding="utf-8"),
         inputs_js=(folder / "inputs.js").read_text(encoding="utf-8"),
         ui_js=(folder / "ui.js").read_text(encoding="utf-8"),
@@ -49,10 +56,10 @@ def render(check: bool = True, data=None, models=(), progress=None) -> str:
         version=__version__, subject=html.escape(subject))
 
 
-def write(out_dir, check: bool = True, models=(), progress=None) -> Path:
+def write(out_dir, models=(), progress=None) -> Path:
     """Write the page into ``out_dir`` (created if needed), atomically; its path (``progress``: see :func:`render`)."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.files import write_atomic
     path = Path(out_dir) / PAGE_NAME
-    write_atomic(path, render(check=check, models=models, progress=progress))
+    write_atomic(path, render(models=models, progress=progress))
     return path

@@ -30,7 +30,7 @@ import sympy as sp
 from derivations import config as cfg
 from derivations import variant
 
-from .activations import (CHECKED_VIEWS, RC, activation_units, check_activations, check_all,  # noqa: F401
+from .activations import (RC, activation_units, check_activations,  # noqa: F401
                           evaluate_units, features, make_view, shape_of)
 from .codegen import js, mathml, symbols_of
 from derivations.config import limits as L
@@ -166,22 +166,17 @@ def step(pool: Pool) -> Dict:
             "step_indicators": {k: list(v) for k, v in names.INDICATORS.items()}}
 
 
-def family_data(pool: Pool, fam, check: bool = True, pending=None, progress=None) -> Dict:
+def family_data(pool: Pool, fam, progress=None) -> Dict:
     """What the page evaluates a model of ``fam`` with: its model states per structure, its activation tables
     per assignment of its activation flags, its device assembly, and its declaration as the page reads it
-    (the flags in order and their letters, the layout rules, the layout defaults, the MTP modules).  With
-    ``check``, each activation table is checked (:func:`check_activations`) here, or, given a list ``pending``,
-    appended to it for :func:`check_all`."""
+    (the flags in order and their letters, the layout rules, the layout defaults, the MTP modules).  The tables
+    are checked against the views by the tests (tests/test_page.py, :func:`check_activations`)."""
     say = progress or (lambda text: None)
     acts = {}
     for flags in fam.activation_flag_sets():
         shape = shape_of(fam, flags)
         say(f"{fam.title}: activation tables" + (f" ({', '.join(f'{k}={v}' for k, v in flags.items())})" if flags else ""))
         acts[fam.activation_key(flags)] = activation_units(pool, shape)
-        if check and pending is not None:
-            pending.append((acts[fam.activation_key(flags)], shape))
-        elif check:
-            check_activations(acts[fam.activation_key(flags)], shape, pool.exprs, n=CHECKED_VIEWS)
     say(f"{fam.title}: model states and the device assembly")
     return {"title": fam.title, "short": fam.short, "flags": list(fam.flags), "letters": fam.letters,
             "late_flags": list(fam.late_flags),
@@ -355,7 +350,7 @@ def model_data(spec) -> Dict:
             "mtp_layers": int(getattr(spec, "mtp_layers", 0))}
 
 
-def generate(check: bool = True, models=(), progress=None) -> Dict:
+def generate(models=(), progress=None) -> Dict:
     """Everything the page needs: the JavaScript functions, their MathML and the option data.  Without
     ``models`` the page offers DeepSeek's presets and a pasted config.json (the page's own reader of DeepSeek's
     fields, templates/page/runtime.js); with ``models`` ((argument, ModelSpec) pairs, any family's: the
@@ -372,17 +367,12 @@ def generate(check: bool = True, models=(), progress=None) -> Dict:
         fam = _family(spec.family)
         if fam not in fams:
             fams.append(fam)
-    pending = []
-    per = {fam.name: family_data(pool, fam, check, pending, progress) for fam in fams}
+    per = {fam.name: family_data(pool, fam, progress) for fam in fams}
     if progress:
         progress("schedules, overheads, options")
     sched = schedules(pool)
     over = overheads(pool)
     opts = options()
-    if check:
-        if progress:
-            progress(f"checking the activation tables against {CHECKED_VIEWS} random views each")
-        check_all(pending, pool.exprs)
     if progress:
         progress("the layout search's kernels and step-time model")
     searched = search_result()

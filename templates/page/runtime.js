@@ -408,10 +408,11 @@ function keptUnits(m, t) {
   const a = viewKey(t), rc = t.recompute, out = {};
   for (const kind of Object.keys(familyOf(m).device.kinds)) out[kind] = [];
   for (const u of familyOf(m).activations[activationKey(m)]) {
+    // the table's entry: the features' value indices in itertools.product order (memsym/page/activations.py)
     const fs = rc === "custom" ? u.feats : u.feats.filter((f) => !f.startsWith("op:"));
-    const key = rc + fs.map((f) => feats[f].indexOf(a[f])).join("");
-    const i = u.table[key];
-    if (i === undefined) throw new Error(`no table entry ${key} for ${u.key}`);
+    const at = fs.reduce((k, f) => k * feats[f].length + feats[f].indexOf(a[f]), 0);
+    const i = fs.every((f) => feats[f].includes(a[f])) ? u.table[rc][at] : undefined;
+    if (i === undefined) throw new Error(`no table entry ${rc} ${at} for ${u.key}`);
     if (i !== null) out[u.kind].push({ unit: u, fn: i });
   }
   return out;

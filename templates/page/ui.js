@@ -5,130 +5,33 @@
 
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
-const DTYPE_OPTIONS = [["weight_dtype", ["B_w"], "weights"], ["grad_dtype", ["B_g"], "gradients"],
-  ["master_dtype", ["B_m"], "the optimizer's master weights"], ["optimizer_dtype", ["B_1", "B_2"], "both Adam moments"],
-  ["act_dtype", ["B_a"], "activations"]];
-const LAYOUT = ["dp", "tp", "pp", "ep", "etp", "cp"];
+/** The controls are rendered at generation (memsym/page/form.py, templates/page/form.html.j2); DATA.form says how
+    they are read: the --*-dtype options with the byte symbols each sets, the layout's degrees. */
+const DTYPE_OPTIONS = DATA.form.dtypes;
+const LAYOUT = Object.keys(DATA.options.layout);
 /** The GPU the page judges against until another is chosen. */
 const PAGE_GPU = "h800";
 
-/** One control with its label and, below it, where a refusal of it is shown (#err-<id>). */
-function field(id, label, control, help) {
-  return `<div class="field" id="field-${id}"><label for="${id}"${help ? ` title="${esc(help)}"` : ""}>${esc(label)}</label>${control}` +
-    `<div class="field-error" id="err-${id}" hidden></div></div>`;
-}
-function textInput(id, placeholder) {
-  return `<input type="text" id="${id}" name="${id}" inputmode="numeric" autocomplete="off" placeholder="${esc(placeholder)}">`;
-}
-function select(id, options, dflt) {
-  const opts = [[" ", dflt]].concat(options.map((o) => [o, o]));
-  return `<select id="${id}" name="${id}">` + opts.map(([v, t]) => `<option value="${esc(v.trim())}">${esc(t)}</option>`).join("") + "</select>";
-}
-function checkbox(id, label, help) {
-  return `<div class="field check" id="field-${id}"><input type="checkbox" id="${id}" name="${id}"><label for="${id}">${esc(label)}</label>${help ? `<small>${esc(help)}</small>` : ""}` +
-    `<div class="field-error" id="err-${id}" hidden></div></div>`;
-}
-
-/** The conventions presets by the framework each describes (the --conventions choices), as a practitioner names it. */
-const FRAMEWORKS = { paper: "the paper (Zhang & Su)", megatron: "Megatron-LM's estimator", modelzoo: "Megatron-MoE-ModelZoo",
-  transformers: "Hugging Face transformers", mcore: "Megatron-Core (local spec)", "mcore-te": "Megatron-Core with Transformer Engine" };
-/** A label: what it is in words, then the command line's flag (what the URL and the command below say). */
-const lab = (words, flag) => `${esc(words)} <span class="flag">${esc(flag)}</span>`;
-function fieldHTML(id, labelHTML, control, help) {
-  return `<div class="field" id="field-${id}"><label for="${id}"${help ? ` title="${esc(help)}"` : ""}>${labelHTML}</label>${control}` +
-    `<div class="field-error" id="err-${id}" hidden></div></div>`;
-}
-
-function buildForm() {
-  const O = DATA.options, T = O.training, L = O.layout;
-  const sel = (id, options, dflt) => select(id, options, dflt);
-  let html = `<fieldset id="setup"><legend>Model, framework and GPUs</legend>`;
-  const names = Object.keys(O.presets).concat(Object.keys(DATA.released), Object.keys(DATA.models));
-  const paste = DATA.families.deepseek !== undefined && Object.keys(O.presets).length > 0;  // the page reads DeepSeek's fields
-  html += fieldHTML("opt-model", lab(paste ? "model: a preset, a released model or a pasted config.json" : "model (as memsym page --model read it)", "--model"),
-    `<select id="opt-model" name="opt-model">` + names.map((n) => `<option value="${esc(n)}">${esc(n)}</option>`).join("") +
-    (paste ? `<option value="config">pasted config.json (below)</option>` : "") + "</select>");
-  if (paste) html += fieldHTML("opt-config", lab("pasted Hugging Face config.json (read as data)", "--model config.json"),
-    `<textarea id="opt-config" name="opt-config" rows="4" spellcheck="false" placeholder='{"model_type": "deepseek_v3", ...}'></textarea>`);
-  html += fieldHTML("opt-conventions", lab("framework: whose memory accounting", "--conventions"),
-    `<select id="opt-conventions" name="opt-conventions"><option value="">the paper's (no preset)</option>` +
-    Object.keys(O.convention_presets).map((k) => `<option value="${esc(k)}">${esc(k)}: ${esc(FRAMEWORKS[k] || k)}</option>`).join("") + "</select>");
-  html += fieldHTML("opt-gpu", lab("GPU (memory a training job can use)", "--gpu"),
-    `<select id="opt-gpu" name="opt-gpu">` + DATA.gpus.map((g) => `<option value="${g.id}">${esc(g.name)} (${esc(g.capacity)})</option>`).join("") + "</select>");
-  html += fieldHTML("opt-gpus", lab("GPUs in the job (sets DP = GPUs / (TP PP CP))", "--gpus"), textInput("opt-gpus", "DP TP PP CP"));
-  html += `</fieldset><fieldset id="layout"><legend>Parallel layout</legend><div class="grid">`;
-  const words = { dp: "data", tp: "tensor", pp: "pipeline", ep: "expert", etp: "expert tensor", cp: "context" };
-  for (const k of LAYOUT) html += fieldHTML(`opt-${k}`, lab(`${k.toUpperCase()}, ${words[k]}`, `--${k}`), textInput(`opt-${k}`, `${L[k]}`));
-  html += `</div><details class="more" id="more-layout"><summary>more: sequence parallelism, the pipeline split, the stage shown</summary>`;
-  html += fieldHTML("opt-sp", lab("SP: TP or 1", "--sp"), textInput("opt-sp", "default TP"));
-  html += fieldHTML("opt-layers_per_stage", lab("layers per stage N,N,...", "--layers-per-stage"), textInput("opt-layers_per_stage", "default: the paper's split"));
-  html += fieldHTML("opt-stage", lab("pipeline stage shown", "--stage"), textInput("opt-stage", "1; with a schedule the most-loaded"));
-  html += `</details></fieldset><fieldset id="training"><legend>Training</legend><div class="grid">`;
-  html += fieldHTML("opt-mbs", lab("micro-batch b", "--mbs"), textInput("opt-mbs", `${T.mbs}`));
-  html += fieldHTML("opt-seq", lab("sequence s", "--seq"), textInput("opt-seq", `${T.seq}`));
-  html += fieldHTML("opt-global_batch", lab("global batch G", "--global-batch"), textInput("opt-global_batch", "none"));
-  html += fieldHTML("opt-zero", lab("ZeRO stage", "--zero"), sel("opt-zero", Object.keys(O.zero_names).map(String), `${T.zero} (${O.zero_names[T.zero]})`));
-  html += "</div>";
-  html += fieldHTML("opt-recompute", lab("recomputation", "--recompute"), sel("opt-recompute", O.recompute, `${T.recompute}`));
-  html += `<div class="ops" id="ops" role="group" aria-label="operators a custom recomputation recomputes">`;
-  for (const [op, what] of Object.entries(O.recompute_ops)) html += checkbox(`opt-op-${op}`, `custom: ${op}`, what);
-  html += `</div><div class="grid">`;
-  html += fieldHTML("opt-attention", lab("attention kernel", "--attention"), sel("opt-attention", O.attention, `${T.attention}`));
-  html += fieldHTML("opt-imbalance", lab("routing imbalance F >= 1", "--imbalance"), textInput("opt-imbalance", `${T.imbalance}`));
-  html += fieldHTML("opt-schedule", lab("pipeline schedule", "--schedule"), sel("opt-schedule", O.schedules, "none: one micro-batch"));
-  html += fieldHTML("opt-microbatches", lab("micro-batches m", "--microbatches"), textInput("opt-microbatches", "fill the pipeline"));
-  html += fieldHTML("opt-vpp", lab("virtual stages V (interleaved)", "--vpp"), textInput("opt-vpp", "2"));
-  html += fieldHTML("opt-recipe", lab("recipe", "--recipe"), sel("opt-recipe", Object.keys(O.recipes), "none"));
-  html += "</div>";
-  html += checkbox("opt-fp8_activations", "cache activations in FP8 (--fp8-activations)", "the DeepSeek-V3 report's FP8 / E5M6 activations");
-  html += `</fieldset><details class="group" id="precision"><summary>Precision <small>(data types: the paper's Table 7 unless set)</small></summary>`;
-  for (const [dest, syms, what] of DTYPE_OPTIONS)
-    html += fieldHTML(`opt-${dest}`, lab(`${what} (${syms.join(", ")})`, `--${dest.replace("_", "-")}`), sel(`opt-${dest}`, Object.keys(O.dtypes), "default"));
-  html += fieldHTML("opt-bytes_per_param", lab("bytes per parameter convention", "--bytes-per-param"), sel("opt-bytes_per_param", Object.keys(O.bytes_conventions), "paper"));
-  html += `</details><details class="group" id="assumptions"><summary>Assumptions <small>(each convention on its own; the framework above sets them all)</small></summary>`;
-  for (const [name, s] of Object.entries(O.switches))
-    html += fieldHTML(`opt-${name}`, lab(s.help.split(/[:;(]/)[0].slice(0, 60), s.option), sel(`opt-${name}`, s.values, `${s.values[0]}`), s.help);
-  html += checkbox("opt-mtp", "count the MTP layers in Megatron's shard (--mtp)", "needs --rank megatron");
-  html += "</details>";
-  $("controls").innerHTML = html;
-  $("opt-gpu").value = PAGE_GPU;
-}
-
 // ----------------------------------------------------------------------------- reading the controls (argparse's types)
-/** The typed options, {dest: value}, each read as `memsym estimate --<option>=<text>` reads it
-    (inputs.js); an empty field is not typed.  Read in the order of the form: the first refusal is
-    the one the command line gives for these options in this order. */
+/** How a typed field's text is read, by the argparse type memsym/page/form.py names (inputs.js). */
+const READERS = { positive_int: positiveInt, nonnegative_int: nonnegInt, int_list: intList,
+  imbalance: (dest, raw) => Q.str(imbalanceFactor(dest, raw)), int: (dest, raw) => parseInt(raw, 10),
+  choice: (dest, raw) => raw, dtype: (dest, raw) => DATA.options.dtypes[raw] };
+/** The typed options, {dest: value}, each read as `memsym estimate --<option>=<text>` reads it; an empty field (an
+    unchecked box) is not typed.  Read in DATA.form.read's order: the first refusal is the one the command line gives
+    for these options in this order. */
 function typedOptions() {
   const t = {};
-  const text = (dest) => $(`opt-${dest}`).value;
-  const typed = (dest, read) => { const raw = text(dest); if (raw !== "") t[dest] = read(dest, raw); };
-  typed("gpus", positiveInt);  // the page's: DP = GPUs / (TP PP CP) (withGpus)
-  for (const k of LAYOUT) typed(k, positiveInt);
-  typed("sp", positiveInt);
-  typed("layers_per_stage", intList);
-  typed("stage", nonnegInt);
-  const zero = text("zero");
-  if (zero !== "") t.zero = parseInt(zero, 10);
-  const rc = text("recompute");
-  if (rc !== "") {
+  for (const [dest, read] of DATA.form.read) {
+    const el = $(`opt-${dest}`);
+    if (read === "flag") { if (el.checked) t[dest] = true; continue; }
+    if (el.value === "") continue;
+    if (read !== "recompute") { t[dest] = READERS[read](dest, el.value); continue; }
     const ops = Object.keys(DATA.options.recompute_ops).filter((o) => $(`opt-op-${o}`).checked);
-    if (rc === "custom" && !ops.length)
+    if (el.value === "custom" && !ops.length)
       throw argError("recompute", `custom recomputation needs operators, e.g. custom:norm,mla_up; valid: ${Object.keys(DATA.options.recompute_ops).join(", ")}`);
-    t.recompute = [rc, rc === "custom" ? ops : []];
+    t.recompute = [el.value, el.value === "custom" ? ops : []];
   }
-  if (text("attention") !== "") t.attention = text("attention");
-  typed("mbs", positiveInt);
-  typed("seq", positiveInt);
-  typed("global_batch", positiveInt);
-  typed("imbalance", (dest, raw) => Q.str(imbalanceFactor(dest, raw)));
-  if (text("schedule") !== "") t.schedule = text("schedule");
-  typed("microbatches", positiveInt);
-  typed("vpp", positiveInt);
-  for (const [dest] of DTYPE_OPTIONS) { const v = text(dest); if (v !== "") t[dest] = DATA.options.dtypes[v]; }
-  if ($("opt-fp8_activations").checked) t.fp8_activations = true;
-  for (const name of Object.keys(DATA.options.switches)) if (text(name) !== "") t[name] = text(name);
-  if (text("bytes_per_param") !== "") t.bytes_per_param = text("bytes_per_param");
-  if ($("opt-mtp").checked) t.mtp = true;
   return t;
 }
 /** common.check_conflicts: a bytes-per-param convention of ZeRO >= z with --zero typed below it. */
@@ -432,26 +335,10 @@ function withGlobalBatch(a, t, typed) {
 }
 
 // ----------------------------------------------------------------------------- the URL and the command line
-/** Every control as the command line names it: [flag without --, control id without opt-, kind]; the URL's keys are
-    these flags (#tp=4&zero=1), the command shown uses them.  config and gpus are the page's own (a pasted file; DP from
-    the GPUs, search's --gpus). */
-function stateOptions() {
-  const O = DATA.options, out = [["model", "model", "model"], ["config", "config", "text"], ["conventions", "conventions", "select"],
-    ["gpu", "gpu", "gpu"], ["gpus", "gpus", "text"]];
-  for (const k of LAYOUT) out.push([k, k, "text"]);
-  out.push(["sp", "sp", "text"], ["layers-per-stage", "layers_per_stage", "text"], ["stage", "stage", "text"],
-    ["mbs", "mbs", "text"], ["seq", "seq", "text"], ["global-batch", "global_batch", "text"], ["zero", "zero", "select"],
-    ["recompute", "recompute", "recompute"], ["attention", "attention", "select"], ["imbalance", "imbalance", "text"],
-    ["schedule", "schedule", "select"], ["microbatches", "microbatches", "text"], ["vpp", "vpp", "text"],
-    ["recipe", "recipe", "select"], ["fp8-activations", "fp8_activations", "flag"]);
-  for (const [dest] of DTYPE_OPTIONS) out.push([dest.replace("_", "-"), dest, "select"]);
-  out.push(["bytes-per-param", "bytes_per_param", "select"]);
-  for (const [name, sw] of Object.entries(O.switches)) out.push([sw.option.replace(/^--/, ""), name, "select"]);
-  out.push(["mtp", "mtp", "flag"]);
-  return out;
-}
-let STATE_OPTIONS = null;
-const stateOpts = () => (STATE_OPTIONS = STATE_OPTIONS || stateOptions());
+/** Every control as the command line names it: [flag without --, control id without opt-, kind] (DATA.form.state,
+    memsym/page/form.py); the URL's keys are these flags (#tp=4&zero=1), the command shown uses them.  config and gpus
+    are the page's own (a pasted file; DP from the GPUs, search's --gpus). */
+const stateOpts = () => DATA.form.state;
 /** A control's value as the URL and the command line write it, or null when it is at its default (not typed). */
 function controlValue(dest, kind) {
   const el = $(`opt-${dest}`);
@@ -637,7 +524,6 @@ function applyRecipeDevice() {
 }
 
 document.addEventListener("DOMContentLoaded", () => {
-  buildForm();
   const edited = (ev) => {
     if (ev.target && ev.target.id && ev.target.id.startsWith("opt-")) lastEdited = ev.target.id.slice(4);
     hashProblems = [];  // a control changed: the URL is the controls' again
