@@ -1,6 +1,7 @@
 """memsym page: an interactive calculator, one self-contained HTML file generated from the terms."""
 from __future__ import annotations
 
+from ..lines import one_line
 from . import COMMANDS
 
 
@@ -55,5 +56,5 @@ def run(args) -> int:
         from .common import print_json
         print_json(out)
     else:
-        print(out["page"])
+        print(one_line(out["page"]))  # (a control character of the path as its code, memsym/lines.py)
     return 0
