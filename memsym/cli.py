@@ -21,6 +21,38 @@ from .lines import one_line
 from . import __version__
 
 
+#: [False] while ``--help-all`` is asked for: every option's whole help; --help shows each one's first clause
+BRIEF = [True]
+
+
+class _Brief:
+    """A help formatter's brevity (``--help``): an option's help to its first clause, a group's title to its
+    name; ``--help-all`` shows them whole."""
+
+    def _expand_help(self, action):
+        return _first_clause(super()._expand_help(action))
+
+    def start_section(self, heading):
+        super().start_section(_first_clause(heading, 4) if heading else heading)
+
+    def add_usage(self, usage, actions, groups, prefix=None):  # the positionals only: the options follow
+        super().add_usage(usage, [a for a in actions if not a.option_strings], groups, prefix)
+
+    def add_text(self, text):  # the description (the first text added; not the epilog): its first sentence
+        described, self._described = getattr(self, "_described", False), True
+        if text and text is not argparse.SUPPRESS and "%(prog)" not in text and not described:
+            first = re.split(r"(?<=\.)\s", text.strip(), maxsplit=1)[0]
+            text = first + ("" if first == text.strip() else " (more: --help-all)")
+        super().add_text(text)
+
+
+def _first_clause(text: str, shortest: int = 12) -> str:
+    """``text`` without its parentheses, to its first clause."""
+    text = re.sub(r"\s*\([^()]*\)", "", text)
+    cut = re.search(r"; |: |\. |, e\.g\.|, default|, when |, one |, each ", text)
+    return text[:cut.start()].rstrip(" ,") if cut and cut.start() >= shortest else text
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (exit 2), and a value that starts with ``-`` and a digit
     (``--hbm -80GiB``, ``--tp -3``) read as the option's value, so its own check names it; no
@@ -28,6 +60,8 @@ class _Parser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        if BRIEF[0]:
+            self.formatter_class = type("BriefFormatter", (_Brief, self.formatter_class), {})
         self._negative_number_matcher = re.compile(r"^-\.?\d")
         self._argv: List[str] = []
 
@@ -122,10 +156,14 @@ def _main(argv: Optional[List[str]] = None) -> int:
 
 def _dispatch(argv: List[str]) -> int:
     """Parse ``argv`` and run its subcommand (``--help-all``: the help with every switch)."""
-    if "--help-all" in argv and _command(argv):
+    whole = "--help-all" in argv and bool(_command(argv))
+    BRIEF[0] = not whole  # (set on every call: an earlier call in the same process may have asked for --help-all)
+    if whole:
         from .commands import common  # lazy: a subcommand's help only
         common.HELP_ALL[0] = True
         argv = ["--help" if a == "--help-all" else a for a in argv]
+    elif f"{__package__}.commands.common" in sys.modules:
+        sys.modules[f"{__package__}.commands.common"].HELP_ALL[0] = False
     parser = build_parser(only=_command(argv) or "")
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):

@@ -115,3 +115,24 @@ def test_an_unknown_option_far_from_every_other_gets_no_guess(capsys):
     from clirun import run
     code, _, err = run(capsys, "estimate", "--zzzz", "2")
     assert code == 2 and "unrecognized arguments: --zzzz 2" in err and "did you mean" not in err
+
+
+def test_help_is_short_and_help_all_whole(capsys):
+    """--help: each option's first clause, the usage and description short (under 100 lines for every command);
+    --help-all: every option's whole help and every convention switch."""
+    from memsym.cli import main
+    from memsym.commands import COMMANDS
+    for name in COMMANDS:
+        for flag in ("--help", "--help-all"):
+            with pytest.raises(SystemExit):
+                main([name, flag])
+            out = capsys.readouterr().out
+            if flag == "--help":
+                assert len(out.splitlines()) < 100, (name, len(out.splitlines()))
+                short = out
+            else:
+                assert len(out) >= len(short)
+    with pytest.raises(SystemExit):
+        main(["estimate", "--help-all"])
+    whole = capsys.readouterr().out
+    assert "--routed-tokens" in whole and "(default" in whole
