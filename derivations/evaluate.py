@@ -43,7 +43,7 @@ def _json(family: str):
     return json.loads((GENERATED / f"{family}.json").read_bytes())
 
 
-#: The node of a generated tree that chooses by a flag (derivations/generate.py ``CHOOSE``).
+#: The node of a generated tree that chooses by a flag (symbolic/codegen.py ``CHOOSE``, ``merged``).
 CHOOSE = "?"
 
 

@@ -12,7 +12,7 @@ compiled form of the terms, written here from the same sympy terms the report re
   and, for each combination of their values under which it is kept, the index of its bytes'
   expression (each distinct expression once).  One file for every structure: where structures
   differ the value is a choice ``["?", flag, when set, when not]`` on a structure flag
-  (:func:`merged`), so whatever they share is written once.
+  (:func:`symbolic.codegen.merged`), so whatever they share is written once.
 * ``<family>.py``: the few symbols that are not polynomial, printed as exact Python
   (:mod:`symbolic.codegen`): the derived symbols (E_token, EDP), the two storage indicators and
   floor(N_r/k_g), the indicator of N_r > 1, the pipeline schedules' in-flight counts, and the per-device assembly: one device's
@@ -52,7 +52,7 @@ from derivations.tensors import B_IS_1, NOT_FP32, TOPK_GT_1, V_VIEW
 from derivations.assembly import printing
 from derivations.assembly.conventions import side_terms
 from derivations.config import CONVENTION_SWITCHES, RECOMPUTE_OPS, Conventions
-from symbolic.codegen import json_tree as tree, python
+from symbolic.codegen import json_tree as tree, merged, plain, python
 
 OUT = Path(__file__).resolve().parent / "generated"
 #: The family whose evaluators are committed in derivations/generated/ (the others: :func:`install`).
@@ -374,47 +374,6 @@ def python_module(fam=DEEPSEEK) -> str:
     return "\n".join(lines) + "\n"
 
 
-#: The node of a merged tree that chooses by a flag: ``["?", flag, value when set, value when not]``
-#: (derivations/evaluate.py ``resolve`` replaces each by its branch, and drops a dict entry that resolves to null).
-CHOOSE = "?"
-
-
-def _matters(cases, flag) -> bool:
-    by: Dict = {}
-    for at, v in cases:
-        by.setdefault(tuple(x for k, x in at.items() if k != flag), set()).add(json.dumps(v, sort_keys=True))
-    return any(len(vs) > 1 for vs in by.values())
-
-
-def merged(cases: List[Tuple[Dict[str, bool], object]]):
-    """One JSON value standing for each case's (``cases``: [({flag: value}, JSON value or None: absent), ...]): a
-    value equal in every case once, dicts key by key, lists of equal length (and equal head: an operator, a
-    part's key) item by item, and otherwise a :data:`CHOOSE` node on the first flag whose value alone changes
-    it, so whatever the cases share is written once."""
-    first = cases[0][1]
-    if all(v == first for _, v in cases[1:]):
-        return first
-    values = [v for _, v in cases]
-    if all(type(v) is dict for v in values):
-        keys = sorted({k for v in values for k in v})
-        return {k: merged([(at, v.get(k)) for at, v in cases]) for k in keys}
-    if all(type(v) is list and len(v) == len(first) and len(v) > 0 for v in values) and (
-            type(first[0]) is not str or all(v[0] == first[0] for v in values)):
-        return [merged([(at, v[i]) for at, v in cases]) for i in range(len(first))]
-    flags = list(cases[0][0])
-    flag = next((f for f in flags if _matters(cases, f)), None) or next(
-        f for f in flags if len({at[f] for at, _ in cases}) > 1)
-    return [CHOOSE, flag, merged([c for c in cases if c[0][flag]]), merged([c for c in cases if not c[0][flag]])]
-
-
-def _plain(value) -> None:
-    """A generated value holds no :data:`CHOOSE` node and no null of its own (they would read as choices)."""
-    if value is None or (type(value) is list and value[:1] == [CHOOSE]):
-        raise ValueError(f"generate: {value!r} reads as a choice")
-    for v in value.values() if type(value) is dict else value if type(value) is list else ():
-        _plain(v)
-
-
 def tables(fam=DEEPSEEK) -> Dict[str, Dict]:
     """{``<family>.json``: content}: the terms of every model structure (``terms``) and the activation tables of
     every assignment of the activation flags with their expressions (``activations``), each :func:`merged`
@@ -423,7 +382,7 @@ def tables(fam=DEEPSEEK) -> Dict[str, Dict]:
     cases = []
     for s in structures(fam):
         terms = structure_terms(s, fam)
-        _plain(terms)
+        plain(terms)
         cases.append((dict(zip(flags, s)), terms))
     out = {"family": fam.name, "flags": flags, "terms": merged(cases)}
     if "activations" not in fam.sections:
@@ -434,9 +393,9 @@ def tables(fam=DEEPSEEK) -> Dict[str, Dict]:
         specs = activation_specs(pool, by_tag, fam, (flag_set,))
         check_tables(specs, pool, fam=fam, flags=flag_set)
         kinds = specs[fam.activation_key(flag_set)]
-        _plain(kinds)
+        plain(kinds)
         acts.append(({f: bool(flag_set[f]) for f in fam.activation_flags}, kinds))
-    _plain(pool.items)
+    plain(pool.items)
     out["activations"] = {"kinds": merged(acts), "exprs": pool.items}
     out["features"] = {k: list(v) for k, v in FEATURES.items()}
     return {f"{fam.name}.json": out}

@@ -93,13 +93,13 @@ _JSON = st.recursive(st.integers(-3, 3) | st.sampled_from(["a", "b", "*", "+"]),
 @settings(max_examples=200, deadline=None)
 @given(st.lists(_JSON, min_size=8, max_size=8), st.integers(0, 7))
 def test_one_merged_tree_resolves_to_each_structure_s(values, absent):
-    """derivations/generate.py ``merged`` writes one value for every assignment of three flags (a dict's entry
+    """symbolic/codegen.py ``merged`` writes one value for every assignment of three flags (a dict's entry
     absent in some) and derivations/evaluate.py ``resolve`` gives back each assignment's own, order and all (the
     generated files' dicts have sorted keys)."""
     import itertools
     import json
 
-    from derivations.generate import merged
+    from symbolic.codegen import merged
     flags = [dict(zip("pqr", bits)) for bits in itertools.product((True, False), repeat=3)]
     cases = [(f, json.loads(json.dumps({"k": v, **({"gone": v} if i != absent else {})}, sort_keys=True)))
              for i, (f, v) in enumerate(zip(flags, values))]
