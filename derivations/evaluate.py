@@ -4,7 +4,8 @@
 tree with references between terms, the tensors each activation kind keeps as decision tables over
 the features of a view, and the per-device assembly (derivations/assembly/device_terms.py) as exact
 Python (derivations/generate.py).
-This module reads them (JSON, loaded once per file) and evaluates them in integers and
+This module reads them (one JSON per family, each structure's terms and each assignment of the
+activation flags' tables resolved from it once: :func:`resolve`) and evaluates them in integers and
 ``fractions.Fraction``: the same numbers as :func:`symbolic.numeric.exact` of the sympy terms
 (tests/test_evaluate.py checks every term and view), at a fraction of the cost and with no sympy
 import.  A substitution here is a dict from a symbol's name to its exact value.
@@ -29,28 +30,51 @@ def install(family: str, tables: Mapping, module) -> None:
     """The evaluators of ``family`` generated in memory ({file name: content}, the ``<family>.py`` module)."""
     _INSTALLED[family] = (dict(tables), module)
     _json.cache_clear()
+    _terms.cache_clear()
+    _activations.cache_clear()
     _symbols.cache_clear()
     _VALUES.clear()
 
 
 @lru_cache(maxsize=None)
-def _json(name: str):
-    family = name.split("-")[0]
+def _json(family: str):
     if family in _INSTALLED:
-        return _INSTALLED[family][0][name]
-    return json.loads((GENERATED / name).read_bytes())
+        return _INSTALLED[family][0][f"{family}.json"]
+    return json.loads((GENERATED / f"{family}.json").read_bytes())
+
+
+#: The node of a generated tree that chooses by a flag (symbolic/codegen.py ``CHOOSE``, ``merged``).
+CHOOSE = "?"
+
+
+def resolve(value, flags: Mapping[str, bool]):
+    """A generated value with each ``["?", flag, when set, when not]`` replaced by its branch under ``flags`` and
+    a dict's entries that resolve to null left out: the value of one structure (or activation flags)."""
+    if type(value) is list:
+        if value and value[0] == CHOOSE:
+            return resolve(value[2] if flags[value[1]] else value[3], flags)
+        return [resolve(v, flags) for v in value]
+    if type(value) is dict:
+        out = {}
+        for k, v in value.items():
+            v = resolve(v, flags)
+            if v is not None:
+                out[k] = v
+        return out
+    return value
+
+
+@lru_cache(maxsize=None)
+def _terms(family: str, structure: Tuple[bool, ...]) -> Dict:
+    """{term id: [[part key, [tags], tree, label], ...]} of one structure of a family (generated, resolved)."""
+    data = _json(family)
+    return resolve(data["terms"], dict(zip(data["flags"], structure)))
 
 
 def _module(family: str = FAMILY):
     if family in _INSTALLED:
         return _INSTALLED[family][1]
     return import_module(f"derivations.generated.{family}")
-
-
-def structure_key(structure, family: str = FAMILY) -> str:
-    """The name of a structure in generated file names (the family's: derivations/families ``structure_key``)."""
-    from derivations import families  # lazy: plain data; evaluate's own importers need no registry
-    return families.get(family).structure_key(structure)
 
 
 # ----------------------------------------------------------------------------- substitutions
@@ -137,9 +161,9 @@ def _reads(t, out: set, refs: set) -> None:
 
 
 @lru_cache(maxsize=None)
-def _symbols(name: str) -> Dict[str, Tuple[str, ...]]:
-    """{term id: the symbols its value reads, through the terms it refers to} of a generated terms file."""
-    parts_of = _json(name)
+def _symbols(family: str, structure: Tuple[bool, ...]) -> Dict[str, Tuple[str, ...]]:
+    """{term id: the symbols its value reads, through the terms it refers to} of one structure's terms."""
+    parts_of = _terms(family, structure)
     own, refs = {}, {}
     for tid, parts in parts_of.items():
         own[tid], refs[tid] = set(), set()
@@ -159,7 +183,7 @@ def _symbols(name: str) -> Dict[str, Tuple[str, ...]]:
     return out
 
 
-#: {(terms file, term id, (its symbols' values and types)): value}: a term evaluated at one substitution is
+#: {((family, structure), term id, (its symbols' values and types)): value}: a term evaluated at one substitution is
 #: reused at every other that gives its symbols the same values (the search's step time evaluates the device's
 #: parameters at every (TP, EP, ETP) and stage count; the parameter terms under them read none of those)
 _VALUES: Dict[Tuple, object] = {}
@@ -170,8 +194,8 @@ class Terms:
     """The terms of one model structure evaluated at one substitution (each term once)."""
 
     def __init__(self, structure, values: Mapping, family: str = FAMILY):
-        self._name = f"{family}-{structure_key(structure, family)}.json"
-        self.parts_of = _json(self._name)
+        self._name = (family, tuple(structure))
+        self.parts_of = _terms(*self._name)
         self.v = values
         self._memo: Dict[str, Fraction] = {}
 
@@ -183,7 +207,7 @@ class Terms:
         if out is None:
             v = self.v
             try:
-                key = (self._name, tid, tuple((v[x], type(v[x])) for x in _symbols(self._name)[tid]))
+                key = (self._name, tid, tuple((v[x], type(v[x])) for x in _symbols(*self._name)[tid]))
             except KeyError:  # a symbol unset: evaluated, to say which (MissingSymbol)
                 key = None
             out = _VALUES.get(key) if key is not None else None
@@ -218,7 +242,7 @@ OPS_PREFIX = "op:"
 
 def features(view, family: str = FAMILY) -> Dict[str, str]:
     """The features of a view (derivations.activations.views.View) the decision tables read."""
-    names = _json(f"{family}-common.json")["features"]
+    names = _json(family)["features"]
     conv = view.conv
     out = {"recompute": view.recompute, "attention": view.attention, "fp8": "1" if view.fp8 else "0"}
     for name in names:
@@ -229,14 +253,19 @@ def features(view, family: str = FAMILY) -> Dict[str, str]:
     return out
 
 
+@lru_cache(maxsize=None)
+def _activations(family: str, flags: Tuple[Tuple[str, bool], ...]) -> Tuple[Dict, List]:
+    data = _json(family)["activations"]
+    return resolve(data["kinds"], dict(flags)), data["exprs"]
+
+
 def _kinds(q_lora):
     """The activation tables of DeepSeek's ``q_lora`` flag, or of another family's Shape (installed)."""
     if isinstance(q_lora, bool):
-        data = _json(f"{FAMILY}-activations-{'q1' if q_lora else 'q0'}.json")
-    else:
-        fam = q_lora.declared
-        data = _json(f"{fam.name}-activations-{fam.activation_key(dict(q_lora.flags))}.json")
-    return data["kinds"], data["exprs"]
+        return _activations(FAMILY, (("q_lora", q_lora),))
+    fam = q_lora.declared
+    flags = dict(q_lora.flags)
+    return _activations(fam.name, tuple((f, bool(flags[f])) for f in fam.activation_flags))
 
 
 @lru_cache(maxsize=4096)

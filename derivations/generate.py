@@ -5,23 +5,25 @@ compiled form of the terms, written here from the same sympy terms the report re
 ``derivations/generated/`` (committed; ``--check`` exits 1 when regenerating would change a byte):
 
 * ``<family>.json``: every term of every model structure (and of every weight side of the
-  conventions) as an exact polynomial: a list of monomials ``[p, q, [[symbol, exponent], ...]]``
-  meaning ``p/q * prod(symbol**exponent)``, negative exponents for denominators, each polynomial
-  once in ``polys`` (a term or part names it by index, so equal polynomials have equal indices);
-  the tensors each activation kind keeps for backward, as decision tables: for each tensor, the
-  features of the view it depends on (recomputation policy, kernel, FP8 caching, the recomputed
-  operators, the conventions' switches) and, for each combination of their values under which it
-  is kept, the polynomial of its bytes.
+  conventions) as an exact expression tree (:func:`symbolic.codegen.json_tree`; a factor equal to
+  another term's expression is a reference to it); the tensors each activation kind keeps for
+  backward, as decision tables: for each tensor, the features of the view it depends on
+  (recomputation policy, kernel, FP8 caching, the recomputed operators, the conventions' switches)
+  and, for each combination of their values under which it is kept, the index of its bytes'
+  expression (each distinct expression once).  One file for every structure: where structures
+  differ the value is a choice ``["?", flag, when set, when not]`` on a structure flag
+  (:func:`symbolic.codegen.merged`), so whatever they share is written once.
 * ``<family>.py``: the few symbols that are not polynomial, printed as exact Python
   (:mod:`symbolic.codegen`): the derived symbols (E_token, EDP), the two storage indicators and
   floor(N_r/k_g), the indicator of N_r > 1, the pipeline schedules' in-flight counts, and the per-device assembly: one device's
   activations (``act.stage``'s rows, or ``act.peak``'s at each chunk of a schedule), total, layer split
   and Sec. 6 peak from its components (derivations/assembly/device_terms.py; the page prints the same
   expressions to JavaScript).
-* ``<family>_search_<structure>.py``: the search's kernels (derivations/analyses/kernelgen.py): the
-  terms of every (ZeRO stage, recomputation policy) choice as exact coefficient functions of the
-  model's values and numpy functions of the row symbols, printed by sympy's own printers; the
-  search and its schedules evaluate them with no sympy (derivations/analyses/kernels.py).
+* ``<family>_search.py``: the search's kernels (derivations/analyses/kernelgen.py): the terms of
+  every (ZeRO stage, recomputation policy) choice of every structure as exact coefficient functions of
+  the model's values and numpy functions of the row symbols, printed by sympy's own printers, each
+  distinct one once and chosen by the structure's flags; the search and its schedules evaluate them
+  with no sympy (derivations/analyses/kernels.py).
 
 The decision tables are filled by calling the views' own logic (``views._kept``) on every
 combination of the features a tensor's tags involve, and checked against it on random views
@@ -50,7 +52,7 @@ from derivations.tensors import B_IS_1, NOT_FP32, TOPK_GT_1, V_VIEW
 from derivations.assembly import printing
 from derivations.assembly.conventions import side_terms
 from derivations.config import CONVENTION_SWITCHES, RECOMPUTE_OPS, Conventions
-from symbolic.codegen import json_tree as tree, python
+from symbolic.codegen import json_tree as tree, merged, plain, python
 
 OUT = Path(__file__).resolve().parent / "generated"
 #: The family whose evaluators are committed in derivations/generated/ (the others: :func:`install`).
@@ -368,20 +370,30 @@ def python_module(fam=DEEPSEEK) -> str:
 
 
 def tables(fam=DEEPSEEK) -> Dict[str, Dict]:
-    """{file name: content}: the terms of each model structure, the activation tables of each
-    assignment of the activation flags (with their expressions), and what every evaluation shares."""
-    out = {f"{fam.name}-{structure_key(s, fam)}.json": structure_terms(s, fam) for s in structures(fam)}
+    """{``<family>.json``: content}: the terms of every model structure (``terms``) and the activation tables of
+    every assignment of the activation flags with their expressions (``activations``), each :func:`merged`
+    over the flags (``flags``), and the features a view is read through."""
+    flags = list(fam.flags)
+    cases = []
+    for s in structures(fam):
+        terms = structure_terms(s, fam)
+        plain(terms)
+        cases.append((dict(zip(flags, s)), terms))
+    out = {"family": fam.name, "flags": flags, "terms": merged(cases)}
     if "activations" not in fam.sections:
-        return out
+        return {f"{fam.name}.json": out}
     by_tag = exists_features()
-    for flags in fam.activation_flag_sets():
-        pool = Pool()
-        specs = activation_specs(pool, by_tag, fam, (flags,))
-        key = fam.activation_key(flags)
-        check_tables(specs, pool, fam=fam, flags=flags)
-        out[f"{fam.name}-activations-{key}.json"] = {"kinds": specs[key], "exprs": pool.items}
-    out[f"{fam.name}-common.json"] = {"family": fam.name, "features": {k: list(v) for k, v in FEATURES.items()}}
-    return out
+    pool, acts = Pool(), []
+    for flag_set in fam.activation_flag_sets():
+        specs = activation_specs(pool, by_tag, fam, (flag_set,))
+        check_tables(specs, pool, fam=fam, flags=flag_set)
+        kinds = specs[fam.activation_key(flag_set)]
+        plain(kinds)
+        acts.append(({f: bool(flag_set[f]) for f in fam.activation_flags}, kinds))
+    plain(pool.items)
+    out["activations"] = {"kinds": merged(acts), "exprs": pool.items}
+    out["features"] = {k: list(v) for k, v in FEATURES.items()}
+    return {f"{fam.name}.json": out}
 
 
 def install(fam) -> None:
@@ -397,16 +409,18 @@ def install(fam) -> None:
 
 
 def search_kernels() -> Tuple[Dict[str, str], Dict[str, str]]:
-    """({file name: source}, {structure key: module name}) of the search's kernels, one module per distinct
-    kernel of the model structures
-    (derivations/analyses/kernelgen.py): the terms of every (ZeRO stage, named recomputation policy)
-    choice of the default training (what ``memsym search`` evaluates), derived symbols expanded."""
+    """({file name: source}, {structure (-flash: under flash attention): its kernel's name}) of the search's kernels
+    (derivations/analyses/kernelgen.py): one module, the terms of every (ZeRO stage, named recomputation policy)
+    choice of the default training (what ``memsym search`` evaluates) of every structure, derived symbols
+    expanded.  Structures whose kernels are all equal share a name (the first's: ``deepseek_search_q0b1t0``),
+    which the calculator page gives the kernels it prints (memsym/page/search.py)."""
     from types import SimpleNamespace
 
     from derivations.analyses import kernelgen
     from derivations.assembly import totals
     from derivations.config import Training
-    bodies: Dict[tuple, List[str]] = {}
+    variants: Dict[tuple, tuple] = {}
+    names: Dict[tuple, List[str]] = {}
     for attention in ("eager", "flash"):  # the paper's kernel, and the fused one frameworks run
         base = Training(attention=attention)
         for s in STRUCTURES:
@@ -420,13 +434,15 @@ def search_kernels() -> Tuple[Dict[str, str], Dict[str, str]]:
                                  "are polynomials in the rows")
             groups = kernelgen.groups_of(choices, terms)
             groups["step"] = {t: _specials(e) for t, e in kernelgen.step_terms_of(model, choices, attention).items()}
-            body = tuple(kernelgen.module_body(groups, rows))
-            bodies.setdefault((attention, body), []).append(structure_key(s))
+            variants[(s, attention)] = (groups, rows)
+            key = (attention, tuple(rows), tuple((g, tuple(ts.items())) for g, ts in groups.items()))
+            names.setdefault(key, []).append(structure_key(s))
     tail = {"eager": ("", ""), "flash": ("_flash", "-flash")}
-    files = {f"{FAMILY}_search_{keys[0]}{tail[a][0]}.py": kernelgen.module_source(FAMILY, keys, body)
-             for (a, body), keys in bodies.items()}
-    index = {k + tail[a][1]: f"{FAMILY}_search_{keys[0]}{tail[a][0]}" for (a, _), keys in bodies.items() for k in keys}
-    return files, dict(sorted(index.items()))
+    index = {k + tail[key[0]][1]: f"{FAMILY}_search_{keys[0]}{tail[key[0]][0]}" for key, keys in names.items()
+             for k in keys}
+    rows = [nt.SYMBOLS[name] for name in kernelgen.ROWS + tuple(sym for sym, _, _ in DEEPSEEK.counts)]
+    source = kernelgen.module_source(FAMILY, DEEPSEEK.flags, variants, rows)
+    return {f"{FAMILY}_search.py": source}, dict(sorted(index.items()))
 
 
 def steptime_source() -> str:
@@ -447,7 +463,7 @@ def outputs() -> Dict[Path, bytes]:
             files.update({OUT / name: json.dumps(data, sort_keys=True, separators=(",", ":")).encode() + b"\n"
                           for name, data in tables(fam).items()})
             files[OUT / f"{fam.name}.py"] = python_module(fam).encode()
-    files[OUT / "__init__.py"] = (INIT + f"\n#: {{structure (-flash: under flash attention): module of its search "
+    files[OUT / "__init__.py"] = (INIT + f"\n#: {{structure (-flash: under flash attention): the name of its search "
                                   f"kernels}}\nSEARCH_KERNELS = "
                                   f"{index!r}\n").encode()
     return files
@@ -458,9 +474,10 @@ INIT = '''"""Evaluators generated from the terms (``python -m derivations.genera
 ``<family>.json`` holds every term as an exact polynomial and the activation tensors as decision
 tables; ``<family>.py`` the few non-polynomial symbols, the schedules' in-flight counts and the
 per-device assembly.
-:mod:`derivations.evaluate` reads them without sympy.  ``<family>_search_<structure>.py`` are the
-search's numpy kernels (:mod:`derivations.analyses.kernels` runs them, without sympy); structures with
-equal kernels share one module (``SEARCH_KERNELS``)."""
+:mod:`derivations.evaluate` reads them without sympy.  ``<family>_search.py`` holds the search's numpy
+kernels of every structure, each distinct one once (:mod:`derivations.analyses.kernels` runs them, without
+sympy); structures whose kernels are all equal share a name (``SEARCH_KERNELS``: the calculator page
+prints one kernel per name)."""
 '''
 
 
@@ -472,15 +489,21 @@ def main(argv=None) -> int:
         return 2
     check = argv == ["--check"]
     stale = []
-    for path, data in outputs().items():
+    files = outputs()
+    for path, data in files.items():
         old = path.read_bytes() if path.exists() else None
         if old != data:
             stale.append(path)
             if not check:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
+    for path in sorted(OUT.glob("*")):  # a file no longer generated (a structure's, before one file per family)
+        if path.suffix in (".py", ".json") and path not in files:
+            stale.append(path)
+            if not check:
+                path.unlink()
     for path in stale:
-        print(f"{'stale' if check else 'wrote'}: {path.relative_to(OUT.parent.parent)} "
+        print(f"{'stale' if check else 'wrote' if path.exists() else 'deleted'}: {path.relative_to(OUT.parent.parent)} "
               f"({hashlib.sha256(path.read_bytes() if path.exists() else b'').hexdigest()[:12]})")
     return 1 if (check and stale) else 0
 

@@ -8,10 +8,14 @@ value, ``Piecewise`` a conditional expression, ``Min``/``Max`` the builtins.  Sy
 ``v["name"]`` (the evaluator's substitution, a dict of exact values), or as local names ``_name``
 (a generated function that binds them once).  The generated module
 defines ``_Q = fractions.Fraction`` and ``_floor = math.floor``.
+
+:func:`json_tree` writes an expression as a JSON tree, and :func:`merged` one JSON value for several
+structures' (a choice node on a structure flag where they differ).
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+import json
+from typing import Dict, List, Optional, Tuple
 
 import sympy as sp
 from sympy.printing.precedence import PRECEDENCE, precedence
@@ -134,3 +138,45 @@ def json_tree(expr, refs: Optional[Dict] = None):
     if expr.is_Pow and expr.exp.is_Integer:
         return ["^", json_tree(expr.base, refs), int(expr.exp)]
     raise ValueError(f"cannot encode {expr!r} ({type(expr).__name__})")
+
+
+#: The node of a merged tree that chooses by a flag: ``["?", flag, value when set, value when not]``
+#: (derivations/evaluate.py ``resolve``
+#: replaces each by its branch, and drops a dict entry that resolves to null).
+CHOOSE = "?"
+
+
+def _matters(cases, flag) -> bool:
+    by: Dict = {}
+    for at, v in cases:
+        by.setdefault(tuple(x for k, x in at.items() if k != flag), set()).add(json.dumps(v, sort_keys=True))
+    return any(len(vs) > 1 for vs in by.values())
+
+
+def merged(cases: List[Tuple[Dict[str, bool], object]]):
+    """One JSON value standing for each case's (``cases``: [({flag: value}, JSON value or None: absent), ...]): a
+    value equal in every case once, dicts key by key, lists of equal length (and equal head: an operator, a
+    part's key) item by item, and otherwise a :data:`CHOOSE` node on the first flag whose value alone changes
+    it, so whatever the cases share is written once."""
+    first = cases[0][1]
+    if all(v == first for _, v in cases[1:]):
+        return first
+    values = [v for _, v in cases]
+    if all(type(v) is dict for v in values):
+        keys = sorted({k for v in values for k in v})
+        return {k: merged([(at, v.get(k)) for at, v in cases]) for k in keys}
+    if all(type(v) is list and len(v) == len(first) and len(v) > 0 for v in values) and (
+            type(first[0]) is not str or all(v[0] == first[0] for v in values)):
+        return [merged([(at, v[i]) for at, v in cases]) for i in range(len(first))]
+    flags = list(cases[0][0])
+    flag = next((f for f in flags if _matters(cases, f)), None) or next(
+        f for f in flags if len({at[f] for at, _ in cases}) > 1)
+    return [CHOOSE, flag, merged([c for c in cases if c[0][flag]]), merged([c for c in cases if not c[0][flag]])]
+
+
+def plain(value) -> None:
+    """A generated value holds no :data:`CHOOSE` node and no null of its own (they would read as choices)."""
+    if value is None or (type(value) is list and value[:1] == [CHOOSE]):
+        raise ValueError(f"generate: {value!r} reads as a choice")
+    for v in value.values() if type(value) is dict else value if type(value) is list else ():
+        plain(v)

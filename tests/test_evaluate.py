@@ -83,3 +83,27 @@ def test_every_activation_kind_of_a_random_view_equals_sympys(seed):
     terms = view_terms(view, model.q_lora)
     for kind in ("mla", "moe", "dense", "head"):
         assert Fraction(got[kind]) == numeric.exact(expand_derived(terms[kind].expr), subs), (kind, view)
+
+
+_JSON = st.recursive(st.integers(-3, 3) | st.sampled_from(["a", "b", "*", "+"]),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from("xyz"), inner,
+                                                                                     max_size=3), max_leaves=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_JSON, min_size=8, max_size=8), st.integers(0, 7))
+def test_one_merged_tree_resolves_to_each_structure_s(values, absent):
+    """symbolic/codegen.py ``merged`` writes one value for every assignment of three flags (a dict's entry
+    absent in some) and derivations/evaluate.py ``resolve`` gives back each assignment's own, order and all (the
+    generated files' dicts have sorted keys)."""
+    import itertools
+    import json
+
+    from symbolic.codegen import merged
+    flags = [dict(zip("pqr", bits)) for bits in itertools.product((True, False), repeat=3)]
+    cases = [(f, json.loads(json.dumps({"k": v, **({"gone": v} if i != absent else {})}, sort_keys=True)))
+             for i, (f, v) in enumerate(zip(flags, values))]
+    one = merged(cases)
+    for f, want in cases:
+        got = ev.resolve(one, f)
+        assert got == want and list(got) == list(want)

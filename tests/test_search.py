@@ -311,7 +311,7 @@ def _same_rows(got, want):
     (cfg.PRESETS["deepseek-v2"], 256, {"global_batch": 4096}),
     (V3, 512, {"schedule": "dualpipe", "global_batch": 4096})])
 def test_generated_kernels_give_the_numbers_of_the_lambdified_terms(model, gpus, kw):
-    """The search's generated kernels (derivations/generated/*_search_*.py, no sympy) against the terms
+    """The search's generated kernels (derivations/generated/deepseek_search.py, no sympy) against the terms
     themselves lambdified with sympy (search with ``exprs``): the same rows, to the byte."""
     from derivations.assembly import totals
     from derivations.assembly.overheads import overhead_values
@@ -345,7 +345,7 @@ def test_search_imports_no_sympy():
 
 
 def test_committed_search_kernels_are_the_generated_ones():
-    """derivations/generated/*_search_*.py are what ``python -m derivations.generate`` prints now (the
+    """derivations/generated/deepseek_search.py is what ``python -m derivations.generate`` prints now (the
     kernels are the terms: a change to a term without regenerating fails here, as ``--check`` does)."""
     from derivations import generate
     for name, src in generate.search_kernels()[0].items():

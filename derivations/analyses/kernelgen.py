@@ -5,18 +5,22 @@ The search (derivations/analyses/evaluation.py) evaluates the per-device compone
 ``choice_terms``) over millions of rows.  A term is a polynomial in the symbols that vary by row (the
 layout's degrees and their reciprocals, b, s and the stage composition L_d, L_m, e_E, e_H and a family's own
 counts; :data:`ROWS`, :func:`rows_of`) whose coefficients are polynomials in the model's dimensions and the bytes per
-element.  For each model structure this module prints one Python module,
-``derivations/generated/<family>_search_<structure>.py`` (structures with equal kernels share one,
-named after the first: ``derivations.generated.SEARCH_KERNELS``), holding per group of terms (the model
-states, the activations):
+element.  For a family this module prints one Python module, ``derivations/generated/<family>_search.py``,
+holding per group of terms (the model states, the activations, the step's moments) of every structure under
+each attention kernel, each distinct function once:
 
-* ``<group>_coefficients(v)``: the distinct coefficients, exact Python (integers and
+* ``<group>_coefficients_<i>(v)``: the distinct coefficients, exact Python (integers and
   ``fractions.Fraction``) printed by :func:`symbolic.codegen.python` from a substitution by name
   (each value bound once to a local name);
-* ``<group>(c0, ..., cn, <rows>)``: the terms as numpy code, sympy's own printer
+* ``<group>_<i>(c0, ..., cn, <rows>)``: the terms as numpy code, sympy's own printer
   (``sympy.lambdify``'s NumPy printer with common subexpressions, :func:`symbolic.numeric.compile`)
   of the row polynomial in its factored (multivariate Horner) form (:func:`symbolic.search.factored`),
-  the coefficients as scalar arguments.
+  the coefficients as scalar arguments;
+* ``kernel(flags, attention)``: a structure's (its flags as booleans, the attention kernel): its rows and
+  each group's term ids, coefficients and kernel, as conditionals on the flags they depend on.
+
+Each function is printed from one structure's terms alone: the flags choose a function and are never multiplied
+into a float, so a structure's numbers are those of its own terms' kernels, to the bit.
 
 So the run time needs neither sympy nor a cache: the coefficients are computed exactly for the
 model, converted once to float64 (as lambdify prints a rational), and the row polynomial evaluated
@@ -57,8 +61,9 @@ def split(expr, rows: Sequence[sp.Symbol]) -> Dict[sp.Expr, sp.Expr]:
     return {m: c for m, c in out.items() if c != 0}
 
 
-def group_source(name: str, exprs: Sequence[sp.Expr], rows: Sequence[sp.Symbol]) -> List[str]:
-    """The lines of ``<name>_coefficients(v)`` and ``<name>(c0, ..., rows)`` for the terms ``exprs``."""
+def group_split(exprs: Sequence[sp.Expr], rows: Sequence[sp.Symbol]) -> Tuple[Tuple[sp.Expr, ...], Tuple[sp.Expr, ...]]:
+    """(the distinct coefficients, each term as a polynomial of the rows in ``c0``, ``c1``, ...) of the terms
+    ``exprs``: a coefficient is named by its first appearance."""
     coefs: Dict[sp.Expr, sp.Symbol] = {}
     polys = []
     for e in exprs:
@@ -67,53 +72,110 @@ def group_source(name: str, exprs: Sequence[sp.Expr], rows: Sequence[sp.Symbol])
             c = coefs.setdefault(coef, sp.Symbol(f"c{len(coefs)}"))
             poly += c * mono
         polys.append(poly)
+    return tuple(coefs), tuple(polys)
+
+
+def coefficients_source(name: str, group: str, coefs: Sequence[sp.Expr]) -> List[str]:
+    """The lines of ``<name>(v)``: the coefficients ``coefs`` of ``group``'s terms, exact Python."""
     # each value read once into a local name: shorter source, compiled when the search imports it
-    # (~1.7 ms instead of ~3.6 for deepseek_search_q1b1t0 without bytecode files, measured)
     names = sorted({x.name for coef in coefs for x in sp.sympify(coef).free_symbols})
     local = all(n.isidentifier() for n in names)
-    lines = [f"def {name}_coefficients(v):",
-             f'    """The {len(coefs)} coefficients of ``{name}`` at the substitution ``v`` (exact)."""']
+    lines = [f"def {name}(v):",
+             f'    """The {len(coefs)} coefficients of ``{group}`` at the substitution ``v`` (exact)."""']
     lines += [f'    _{n} = v["{n}"]' for n in names] if local else []
     lines += ["    return ("]
     lines += [f"        {python(coef, local=local)}," for coef in coefs]
-    lines += ["    )", "", ""]
-    args = list(coefs.values()) + list(rows)
-    fn = compile_fn(sp.Tuple(*[factored(p) for p in polys]), args)
+    return lines + ["    )"]
+
+
+def kernel_source(name: str, polys: Sequence[sp.Expr], rows: Sequence[sp.Symbol]) -> List[str]:
+    """The lines of ``<name>(c0, ..., cn, <rows>)``: the polynomials ``polys`` as numpy code, sympy's own printer
+    of their factored form (:func:`symbolic.numeric.compile`)."""
+    coefs = sorted({x for p in polys for x in p.free_symbols if x not in set(rows)}, key=lambda c: int(c.name[1:]))
+    fn = compile_fn(sp.Tuple(*[factored(p) for p in polys]), list(coefs) + list(rows))
     src = source(fn).replace("def _lambdifygenerated(", f"def {name}(", 1)
     if f"def {name}(" not in src:
         raise ValueError("search kernel: lambdify's source changed shape")
-    lines += src.rstrip("\n").split("\n")
-    return lines
+    return src.rstrip("\n").split("\n")
 
 
-def module_body(groups: Mapping[str, Mapping[str, sp.Expr]], rows: Sequence[sp.Symbol]) -> List[str]:
-    """The lines of a generated module after its docstring: ``TERMS`` {group: (term id, ...)} (the outputs'
-    order), ``ROWS`` (the row arguments' names) and each group's two functions.  Structures whose
-    bodies are equal share one module (derivations/generate.py: search_kernels)."""
+def _check(groups: Mapping[str, Mapping[str, sp.Expr]], rows: Sequence[sp.Symbol]) -> None:
     names = tuple(r.name for r in rows)
     if names[:len(ROWS)] != ROWS:
         raise ValueError(f"search kernel: rows {names} do not start with {ROWS}")
     for tid, e in groups.get("states", {}).items():  # the search evaluates them once per layout
         if {x.name for x in e.free_symbols} & {"b", "s"}:
             raise ValueError(f"search kernel: the model states' {tid} depends on b or s")
-    lines = ["from fractions import Fraction as _Q  # noqa: F401 (used when a coefficient is a fraction)",
-             "from math import floor as _floor  # noqa: F401 (used when a coefficient has a floor)", "",
-             f"TERMS = {{{', '.join(f'{g!r}: {tuple(ts)!r}' for g, ts in groups.items())}}}",
-             f"ROWS = {names!r}", "", ""]
-    for g, terms in groups.items():
-        lines += group_source(g, list(terms.values()), rows) + ["", ""]
-    while lines and lines[-1] == "":
-        lines.pop()
-    return lines
 
 
-def module_source(family: str, structure_keys: Sequence[str], body: Sequence[str]) -> str:
-    """The generated module of the model structures ``structure_keys`` (one :func:`module_body`)."""
+def _choice(cases: Sequence[Tuple[Dict[str, bool], str]], names: Sequence[str], used: set) -> str:
+    """A Python expression of the switches ``names`` giving each case's value (source text) where the case's
+    switches hold: a conditional on the first switch whose value alone changes the answer, recursively (the
+    switches it reads are added to ``used``)."""
+    values = list(dict.fromkeys(v for _, v in cases))
+    if len(values) == 1:
+        return values[0]
+
+    def matters(n):
+        by = {}
+        for at, v in cases:
+            by.setdefault(tuple(x for k, x in at.items() if k != n), set()).add(v)
+        return any(len(vs) > 1 for vs in by.values())
+    n = next((n for n in names if matters(n)), None) or next(n for n in names if len({at[n] for at, _ in cases}) > 1)
+    used.add(n)
+    yes = _choice([c for c in cases if c[0][n]], names, used)
+    no = _choice([c for c in cases if not c[0][n]], names, used)
+    return f"({yes} if {n} else {no})"
+
+
+def module_source(family: str, flags: Sequence[str], variants: Mapping[Tuple[Tuple[bool, ...], str], Tuple],
+                  rows: Sequence[sp.Symbol]) -> str:
+    """The generated search module of a family: every distinct group of coefficients and every distinct kernel of
+    the ``variants`` ({(structure, attention): (groups, the rows they read)}; groups: {group: {term id:
+    expression}}) printed once, each kernel taking every row of ``rows`` (the family's, in order: a structure's
+    kernels read only its own rows), and ``kernel(flags, attention)`` choosing a structure's by its flags."""
+    coef_names: Dict[Tuple, str] = {}
+    kernel_names: Dict[Tuple, str] = {}
+    body: List[str] = []
+    cases: Dict[str, List] = {}
+    for (structure, attention), (groups, own) in variants.items():
+        _check(groups, own)
+        at = {**dict(zip(flags, structure)), "flash": attention == "flash"}
+        cases.setdefault("rows", []).append((at, repr(tuple(r.name for r in own))))
+        for g, terms in groups.items():
+            coefs, polys = group_split(list(terms.values()), rows)
+            if (g, coefs) not in coef_names:
+                coef_names[(g, coefs)] = name = f"{g}_coefficients_{sum(k[0] == g for k in coef_names)}"
+                body += ["", ""] + coefficients_source(name, g, coefs)
+            if (g, polys) not in kernel_names:
+                kernel_names[(g, polys)] = name = f"{g}_{sum(k[0] == g for k in kernel_names)}"
+                body += ["", ""] + kernel_source(name, polys, rows)
+            for part, src in (("terms", repr(tuple(terms))), ("coefficients", coef_names[(g, coefs)]),
+                              ("kernel", kernel_names[(g, polys)])):
+                cases.setdefault((g, part), []).append((at, src))
+    names, used = list(flags) + ["flash"], set()
+    chosen = {g: _choice(c, names, used) for g, c in cases.items()}
     head = ['"""GENERATED by ``python -m derivations.generate`` from the terms of derivations/ (family '
-            f'{family}, structures {", ".join(structure_keys)}); do not edit.', "",
-            "The search's kernels (derivations/analyses/kernelgen.py): per group of terms, its coefficients",
-            'as exact Python and the terms as numpy code of the row symbols and those coefficients."""']
-    return "\n".join(head + list(body)) + "\n"
+            f'{family}); do not edit.', "",
+            "The search's kernels (derivations/analyses/kernelgen.py) of every structure of the family under each",
+            "attention kernel: per group of terms, its coefficients as exact Python and the terms as numpy code of",
+            "the row symbols and those coefficients, each distinct one printed once; ``kernel`` chooses a",
+            'structure\'s by its flags."""',
+            "from fractions import Fraction as _Q  # noqa: F401 (used when a coefficient is a fraction)",
+            "from math import floor as _floor  # noqa: F401 (used when a coefficient has a floor)", "",
+            "#: The row symbols every kernel takes, in argument order.",
+            f"ROWS = {tuple(r.name for r in rows)!r}"]
+    tail = ["", "", "def kernel(flags, attention):",
+            '    """(the rows the terms read, {group: (term ids, coefficients, kernel)}) of the structure whose flags',
+            "    are ``flags`` ({flag: bool}) under ``attention``'s kernel (eager or flash).\"\"\"",
+            *[f'    {n} = flags["{n}"]' for n in flags if n in used],
+            *(['    flash = attention == "flash"'] if "flash" in used else []),
+            f"    return {chosen['rows']}, {{"]
+    for g in dict.fromkeys(k[0] for k in chosen if k != "rows"):
+        tail += [f"        {g!r}: (", *[f"            {chosen[(g, part)]},"
+                                        for part in ("terms", "coefficients", "kernel")], "        ),"]
+    tail += ["    }"]
+    return "\n".join(head + body + tail) + "\n"
 
 
 def groups_of(choices: Mapping[Tuple[int, str], Mapping[str, str]], terms: Mapping[str, sp.Expr]):

@@ -1,19 +1,18 @@
 """The search's kernels at run time: the generated numpy functions of the component terms, no sympy.
 
-``python -m derivations.generate`` prints, per model structure, the terms every (ZeRO stage,
+``python -m derivations.generate`` prints, for every model structure, the terms every (ZeRO stage,
 recomputation policy) choice of the search uses as exact coefficient functions and numpy
-functions of the row symbols (derivations/analyses/kernelgen.py, committed in
-derivations/generated/<family>_search_<structure>.py).  Here a model's coefficients are computed
-exactly from its substitution by name (:func:`derivations.config.values.named`, the derived and
-non-polynomial symbols by :func:`derivations.evaluate.derived`), converted once to float64, and the
-kernels evaluated over the rows in cache-sized blocks (:func:`symbolic.search.evaluate`).  Nothing
-is cached between processes and nothing is replayed: every number is computed.
+functions of the row symbols, each distinct function once, chosen by the structure's flags
+(derivations/analyses/kernelgen.py, committed in derivations/generated/<family>_search.py).  Here a
+model's coefficients are computed exactly from its substitution by name (:func:`derivations.config.values.named`,
+the derived and non-polynomial symbols by :func:`derivations.evaluate.derived`), converted once to float64, and
+the kernels evaluated over the rows in cache-sized blocks (:func:`symbolic.search.evaluate`).  Nothing is cached
+between processes and nothing is replayed: every number is computed.
 """
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import import_module
-from typing import Dict, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from symbolic.search import evaluate
 
@@ -22,7 +21,8 @@ from derivations import evaluate as ev
 from derivations import families
 from derivations.assembly.sides import device_component_ids
 from derivations.config.values import named
-from derivations.generated import SEARCH_KERNELS
+from derivations.generated import deepseek_search as generated
+from derivations.generated.deepseek_search import ROWS
 
 FAMILY = ev.FAMILY
 
@@ -42,31 +42,41 @@ def choices(model, zeros=(0, 1, 2, 3), recompute=None, attention: str = "eager")
             for z in zeros for r in (recompute or policies())}
 
 
-def module(model, attention: str = "eager"):
-    """The generated kernels of ``model``'s structure (q_lora, routing_bias, tied) under ``attention``'s kernel
-    (eager: the paper's; flash: the fused one, ``<structure>-flash``)."""
+class Kernels(NamedTuple):
+    """A structure's search kernels under one attention kernel (the generated ``kernel``): the rows its terms read
+    (``rows``: each kernel takes all of the module's ``ROWS``, the others given 0) and {group: (term ids,
+    coefficients function, kernel function)}."""
+    rows: Tuple[str, ...]
+    groups: Dict[str, Tuple[Tuple[str, ...], Callable, Callable]]
+
+
+@lru_cache(maxsize=None)
+def _kernels(family: str, structure: Tuple[bool, ...], attention: str) -> Kernels:
+    return Kernels(*generated.kernel(dict(zip(families.get(family).flags, structure)), attention))
+
+
+def module(model, attention: str = "eager") -> Kernels:
+    """The generated kernels of ``model``'s structure (q_lora, routing_bias, tied, indexer) under ``attention``'s
+    kernel (eager: the paper's; flash: the fused one)."""
     if model.family != ev.FAMILY:  # the kernels are committed for DeepSeek's structures only
         raise families.unsupported(model, "memsym search (its generated kernels)")
-    key = ev.structure_key(model.structure) + ("" if attention == "eager" else f"-{attention}")
-    if key not in SEARCH_KERNELS:
+    if attention not in ("eager", "flash"):
         raise cfg.ConfigError("attention", f"search: no generated kernels for attention {attention!r} "
                                            f"(eager or flash)")
-    return import_module(f"derivations.generated.{SEARCH_KERNELS[key]}")
+    return _kernels(model.family, tuple(model.structure), attention)
 
 
 @lru_cache(maxsize=64)
 def coefficients(model, training, group: str) -> Tuple[float, ...]:
     """The coefficients of a group's kernel for ``model`` under ``training``'s fixed values (everything
     but the row symbols), computed exactly and converted once to float64."""
-    mod = module(model, training.attention)
-    rows = set(mod.ROWS)
-    fixed = {k: v for k, v in named(model, None, training).items() if k not in rows}
-    return tuple(float(c) for c in getattr(mod, f"{group}_coefficients")(ev.derived(fixed)))
+    fixed = {k: v for k, v in named(model, None, training).items() if k not in ROWS}
+    return tuple(float(c) for c in module(model, training.attention).groups[group][1](ev.derived(fixed)))
 
 
 def group_of(model, keys: Sequence[str], attention: str = "eager") -> str:
     """The group ('states' or 'activations') whose kernel computes every term of ``keys``."""
-    for g, terms in module(model, attention).TERMS.items():
+    for g, (terms, _, _) in module(model, attention).groups.items():
         if set(keys) <= set(terms):
             return g
     raise cfg.ConfigError("search-kernel", f"search: no generated kernel computes {sorted(keys)} "
@@ -78,15 +88,15 @@ def values(model, training, group: str, rows: Mapping[str, object],
     """{term id: array} of a group's terms at the rows (``rows``: {row symbol name: array or number},
     broadcasting): the kernel evaluated in blocks of ``chunk`` rows (axis 0), or in one call (None: the
     caller blocks its own axes)."""
-    mod = module(model, training.attention)
-    missing = [r for r in mod.ROWS if r not in rows]
+    kern = module(model, training.attention)
+    missing = [r for r in kern.rows if r not in rows]
     if missing:
         raise cfg.ConfigError("missing-values", f"search: no value for {', '.join(missing)} "
                                                 f"(not a layout, training or stage symbol)")
-    fn = getattr(mod, group)
-    args = list(coefficients(model, training, group)) + [rows[r] for r in mod.ROWS]
+    terms, _, fn = kern.groups[group]
+    args = list(coefficients(model, training, group)) + [rows[r] if r in kern.rows else 0 for r in ROWS]
     outs = fn(*args) if chunk is None else evaluate(fn, args, chunk)
-    return dict(zip(mod.TERMS[group], outs))
+    return dict(zip(terms, outs))
 
 
 def step_id(kind: str, policy: str) -> str:
