@@ -69,6 +69,7 @@ class _Devices:
     def __init__(self, model, training: cfg.Training):
         self.model, self.training = model, training
         self.memo: Dict = {}
+        self.states: Dict = {}  # the model states read neither b, s nor the policy
 
     def at(self, layout: cfg.Layout, training: cfg.Training, index: int, zero: int) -> Dict[str, Fraction]:
         key = (layout, training.mbs, training.seq, training.microbatches, training.recompute, index)
@@ -78,7 +79,10 @@ class _Devices:
         got = self.memo[key]
         if got["zero"] == zero:
             return got
-        states = device.model_states(self.model, layout, replace(training, zero=zero), index)
+        key = (layout, training.schedule, training.vpp, index, zero)
+        if key not in self.states:
+            self.states[key] = device.model_states(self.model, layout, replace(training, zero=zero), index)
+        states = self.states[key]
         out = dict(got, **states)
         out["step_total"] = got["step_total"] - sum(got[k] for k in states) + sum(states.values())
         return out
