@@ -20,6 +20,7 @@ from clirun import run
 from derivations import config as cfg
 from derivations.assembly import device_terms as dt
 from derivations.assembly.conventions import with_preset, with_switch
+from derivations.assembly import device
 from derivations.assembly.device import estimate
 
 MODELS = Path(__file__).resolve().parent.parent / "paper" / "models"
@@ -156,3 +157,44 @@ def test_virtual_layers_rows_equal_estimate_and_the_hand_count(capsys):
     devices = [estimate(model, lay, tr, i) for i in (0, 1)]
     worst = max((0, 1), key=lambda i: (devices[i].bytes["step_total"], -i))
     assert r["stage"] == worst and r["total"] == devices[worst].bytes["step_total"]
+
+
+OPTIONS = [  # (model, conventions preset, what the configurations run)
+    (L15, "mcore-te", dict()),
+    (L15, "mcore", dict(offload=("mlp_norm", "expert_fc1"))),
+    (L15, "mcore-te", dict(offload=("core_attn", "attn_norm"), attention="eager")),
+    (L16, "mcore-te", dict(linear_recipe="mxfp8", quantized_params=True)),
+    (L16, "mcore-te", dict(linear_recipe="delayed", attention="eager")),
+    (L16D3, "mcore-te", dict(offload=("qkv_linear", "moe_act"))),
+]
+
+
+def test_every_stage_at_once_equals_estimate_at_every_row():
+    """The paper's view evaluates every (layout, stage) at once (derivations/analyses/exact.py ``_stage_view``):
+    every row of a search over 8 GPUs is ``device.components`` (estimate's assembly, exactly) at its configuration
+    and stage, and that stage is the first most-loaded of the layout's distinct stages."""
+    from derivations.analyses import exact
+    from derivations.analyses.enumeration import distinct_stages, enumerate_layouts
+    for path, preset, opts in OPTIONS:
+        model = cfg.load_model(path)
+        training = replace(with_preset(cfg.Training(attention=opts.pop("attention", "flash")), preset), **opts)
+        assert exact.fast(model, training)
+        enum = enumerate_layouts(model, 8, (4096,))
+        pairs = [(z, r) for z in (0, 1, 2, 3) for r in ("none", "selective", "full")]
+        cols, _, _ = exact.run(model, training, pairs, enum, (4096,), (1, 2))
+        policies = tuple(dict.fromkeys(r for _, r in exact.choices(training, pairs)))
+        assert len(cols["total"]) > 0
+        for i in range(len(cols["total"])):
+            row = {k: int(v[i]) if v.dtype.kind == "i" else float(v[i]) for k, v in cols.items()}
+            layout = cfg.Layout(dp=row["dp"], tp=row["tp"], pp=row["pp"], ep=row["ep"], etp=row["etp"],
+                                cp=row["cp"], sp=row["sp"])
+            t = replace(training, zero=row["zero"], recompute=policies[row["recompute"]], recompute_ops=(),
+                        mbs=row["mbs"], seq=row["seq"])
+            got = {st.index: device.components(model, layout, t, st.index) for st in distinct_stages(model, layout)}
+            worst = max(got, key=lambda k: (got[k]["step_total"], -k))
+            assert row["stage"] == worst, (path, opts, row)
+            e = got[worst]
+            for k in ("weights", "gradients", "optimizer"):
+                assert round(row[k]) == round(e[k]), (path, opts, row, k)
+            assert round(row["activations"]) == round(e["activations"] + e["step"]), (path, opts, row)
+            assert round(row["total"]) == round(e["step_total"]), (path, opts, row)

@@ -235,30 +235,18 @@ def _model_states(model, layout, training, comp, held) -> Tuple[Dict, Dict, Tupl
     return ids, byts, (P_n, P_m), side.params
 
 
-def _virtual_peak(model, layout, training, comp, inputs):
+def _virtual_peak(model, layout, training, comp, inputs, chunks):
     """(bytes held at the peak less the resident layer's, ((chunk composition, in flight), ...), head in flight or
     None, the bytes held before the backward of a chunk with layers) of rank ``comp.index`` under Megatron's
     pipeline layout (``--virtual-layers``): every state of its interleaved order (schedules.interleaved_order)
     weighs each chunk's activations by its in-flight micro-batches (and the head, loss and MTP modules with the
     last chunk of the last rank); the peak is the largest, exactly (each chunk's bytes the printed assembly's one
     micro-batch at its composition, with the options' terms but the resident layer's)."""
-    chunks = schedules.virtual_chunks(model, layout, comp.index, training.virtual_layers, training.vpp)
-    dense, moe = sum(c.dense for c in chunks), sum(c.moe for c in chunks)
-    if (dense, moe) != (comp.dense, comp.moe):
-        raise cfg.ConfigError("virtual-layers", f"--virtual-layers gives stage {comp.index} {dense} dense and {moe} "
-                                                f"MoE layers, memsym's contiguous stage ({comp.label}) {comp.dense} and "
-                                                f"{comp.moe}: the layout is modelled when each rank holds the dense and "
-                                                f"MoE counts of a contiguous split (--layers-per-stage: the per-rank "
-                                                f"sums)")
     at = lambda c: Fraction(_assemble(training, "paper", {**inputs, **c.named(), "O_R": 0},  # noqa: E731
                                       family=model.family)["activations"])
     layer_bytes = [at(schedules.part_composition(c, "layers")) for c in chunks]
     head = at(schedules.part_composition(chunks[-1], "head")) if chunks[-1].head else Fraction(0)
     m = training.microbatches or 4 * layout.pp  # steady state: the order repeats every PP V chunk-forwards
-    if m % layout.pp:
-        raise cfg.ConfigError("virtual-layers", f"--virtual-layers simulates Megatron's interleaved order, which runs "
-                                                f"micro-batches in groups of PP={layout.pp}: --microbatches must be a "
-                                                f"multiple of PP, got {m}")
     v = len(chunks)
     best, best_state = None, None
     held_at = lambda state: sum(n * a for n, a in zip(state, layer_bytes)) + state[-1] * head  # noqa: E731
@@ -270,6 +258,26 @@ def _virtual_peak(model, layout, training, comp, inputs):
     before = max((held_at(st) for st, c in schedules.backward_states(layout.pp, v, m, comp.index) if chunks[c].layers),
                  default=Fraction(0)) if training.offload else None
     return best, held, (Fraction(best_state[-1]) if chunks[-1].head else None), before
+
+
+def _virtual_chunks(model, layout, training, comp):
+    """The chunks of rank ``comp.index`` under ``--virtual-layers`` (schedules.virtual_chunks), refused (ConfigError)
+    when they are not the stage's dense and MoE counts or m is not a multiple of PP: checked before any term is
+    evaluated."""
+    chunks = schedules.virtual_chunks(model, layout, comp.index, training.virtual_layers, training.vpp)
+    dense, moe = sum(c.dense for c in chunks), sum(c.moe for c in chunks)
+    if (dense, moe) != (comp.dense, comp.moe):
+        raise cfg.ConfigError("virtual-layers", f"--virtual-layers gives stage {comp.index} {dense} dense and {moe} "
+                                                f"MoE layers, memsym's contiguous stage ({comp.label}) {comp.dense} and "
+                                                f"{comp.moe}: the layout is modelled when each rank holds the dense and "
+                                                f"MoE counts of a contiguous split (--layers-per-stage: the per-rank "
+                                                f"sums)")
+    m = training.microbatches or 4 * layout.pp
+    if m % layout.pp:
+        raise cfg.ConfigError("virtual-layers", f"--virtual-layers simulates Megatron's interleaved order, which runs "
+                                                f"micro-batches in groups of PP={layout.pp}: --microbatches must be a "
+                                                f"multiple of PP, got {m}")
+    return chunks
 
 
 def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
@@ -305,10 +313,12 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     notes += model.notes() if hasattr(model, "notes") else []  # what the family says it leaves out of this model
     rb = training.conventions.runtime_buffers  # per-device runtime buffers (derivations/assembly/runtime.py)
     runtime = Fraction(buffers_bytes(rb)) if rb != "none" else Fraction(0)
+    v_chunks = (_virtual_chunks(model, layout, training, comp)
+                if training.schedule == "interleaved" and training.virtual_layers is not None else None)
     inputs = {**_inputs(model, training, values, byts, runtime), **_option_inputs(model, training, values, comp)}
     virtual = None
-    if training.schedule == "interleaved" and training.virtual_layers is not None:
-        virtual = _virtual_peak(model, layout, training, comp, inputs)
+    if v_chunks is not None:
+        virtual = _virtual_peak(model, layout, training, comp, inputs, v_chunks)
         v = _assemble(training, "given", {**inputs, "activations_held": virtual[0]}, family=model.family)
     else:
         v = _assemble(training, "schedule" if training.schedule else "paper", inputs, chunks, all_stages,

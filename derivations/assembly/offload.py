@@ -113,7 +113,9 @@ def tensors(model, training: Training, values: Mapping) -> Dict[str, Tuple[Tuple
         raise ConfigError("offload-activations", f"--offload-activations selects the tensors of Megatron-Core's MLA "
                                                  f"and MoE layers; {model.name} is of the {model.family} family")
     view = View.of(training)
-    rows = {kind: ev.tensor_values(view, model.q_lora, values, kind) for kind in ("mla", "moe", "dense")}
+    named = {kind for module in training.offload for kind, _, _ in MODULE_TENSORS[module]}
+    rows = {kind: ev.tensor_values(view, model.q_lora, values, kind) for kind in ("mla", "moe", "dense")
+            if kind in named}  # only the kinds the modules name: the search memoises this by the symbols it reads
     out: Dict[str, list] = {"mla": [], "moe": [], "dense": []}
     for module in training.offload:
         if module == "core_attn" and "score" in view.dropped:

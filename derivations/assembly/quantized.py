@@ -133,11 +133,12 @@ def linear_params(terms, dev: Mapping, params_id: str) -> Fraction:
     """The weights of TE linear layers on the device: its parameters (``params_id``, at the held stages'
     composition ``dev``) less its norms, word embedding and output head (Megatron's VocabParallelEmbedding and
     ColumnParallelLinear) and routers (a torch linear, N x h per MoE layer)."""
-    other = Fraction(terms.term("static.device.norm"))
-    other += Fraction(dev.get("e_E", 0)) * Fraction(terms.term("static.embedding"))
-    other += Fraction(dev.get("e_H", 0)) * Fraction(terms.term("static.head"))
-    other += Fraction(dev.get("L_m", 0)) * Fraction(dev.get("N", 0)) * Fraction(dev["h"])
-    return Fraction(terms.term(params_id)) - other
+    # (exact numbers in, exact out; the search passes float64 arrays: derivations/analyses/exact.py)
+    other = terms.term("static.device.norm")
+    other = other + dev.get("e_E", 0) * terms.term("static.embedding")
+    other = other + dev.get("e_H", 0) * terms.term("static.head")
+    other = other + dev.get("L_m", 0) * dev.get("N", 0) * dev["h"]
+    return terms.term(params_id) - other
 
 
 def copies(training: Training, P_lin: Fraction, B_w) -> Fraction:
