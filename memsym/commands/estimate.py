@@ -1,6 +1,8 @@
 """memsym estimate: the per-device memory of one stage (Tables 6, 8, 10; Sec. 6)."""
 from __future__ import annotations
 
+import sys
+
 from derivations import config as cfg
 from derivations import families
 from derivations.assembly import explain
@@ -65,6 +67,7 @@ def run(args) -> int:
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_from_args(args)
     notes = common.recipe_assumptions(args)
+    _warn_framework(args, layout, training)
     device = _device(args)
     if args.tensors:
         return _run_tensors(args, model, layout, training)
@@ -96,6 +99,17 @@ def run(args) -> int:
         for line in time_lines(timed, gpus.gpu(timed["gpu"]), training.attention):
             print(line)
     return 0
+
+
+def _warn_framework(args, layout, training) -> None:
+    """One warning line when --framework (or the conventions' framework) does not run this ZeRO stage at this PP
+    or this schedule (derivations/config/frameworks.py); the estimate is still printed."""
+    # lazy: the frameworks' table (only this path)
+    from derivations.config.frameworks import framework
+    fw = framework(getattr(args, "framework", None), getattr(args, "conventions", None))
+    why = fw and fw.refusal(training.zero, layout.pp, training.schedule)
+    if why:
+        print(f"memsym: warning: {why}", file=sys.stderr)
 
 
 def _verdict(args, model, layout, training):

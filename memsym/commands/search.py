@@ -130,12 +130,33 @@ def _search(args, rows=None):
                               microbatches=args.microbatches, vpp=args.vpp, global_batch=args.global_batch,
                               gpus_per_node=args.gpus_per_node, progress=_progress(), attention=args.attention,
                               options=_options(args))
+    _framework(args, result)
     if model.family == "deepseek":  # the step-time model covers the DeepSeek family
         S.add_time(result, model, gpu=args.gpu, overlap=args.overlap, efficiency=args.gemm_efficiency,
                    gpus_per_node=args.gpus_per_node, vpp=args.vpp, dispatcher=args.dispatcher)
     elif args.sort == "time":
         args.sort = "bubble"
     return model, hbm, result, S.ranked(result, sort=args.sort, per_layout=not args.all_configurations, top=rows)
+
+
+def _framework(args, result) -> None:
+    """--framework (or the conventions' framework): a configuration the framework does not run (its ZeRO stage at
+    its PP) is not listed, counted among the invalid ones; a schedule it does not run is refused."""
+    # lazy: numpy and the frameworks' table (only this path)
+    import numpy as np
+
+    from derivations.config.frameworks import framework
+    fw = framework(args.framework, args.conventions)
+    if fw is None:
+        return
+    if args.schedule is not None and args.schedule not in fw.schedules:
+        raise cfg.ConfigError("framework", f"--schedule {args.schedule}: {fw.refusal(0, 2, args.schedule)}")
+    col = result.columns
+    allowed = np.where(col["pp"] > 1, np.isin(col["zero"], fw.zero_pp), np.isin(col["zero"], fw.zero))
+    dropped = int((col["fits"] & ~allowed).sum())
+    col["fits"] = col["fits"] & allowed
+    if dropped:
+        result.invalid[f"fitting, but not run by {fw.name}"] += dropped
 
 
 def _options(args):
