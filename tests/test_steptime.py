@@ -217,3 +217,30 @@ def test_the_model_at_the_peak_is_not_slower_than_a_published_run():
         print(f"{run['id']}: measured {measured:,.0f} tokens/s/GPU, model at the peak {predicted:,.0f}: "
               f"efficiency reached {measured / predicted:.2f}")
         assert predicted >= measured, (run["id"], predicted, measured)
+
+
+def test_the_period_reads_no_zero_stage_and_a_grid_is_its_rows():
+    """What the search's bound on each layout's throughput rests on (derivations/analyses/timing.py ``fastest``):
+    one micro-batch's period reads no ZeRO stage, in every variant's expression and in the printed functions,
+    and the parts over a grid numpy broadcasts (layouts x policies x micro-batch sizes) are, to the bit, the
+    parts of each of its configurations given one by one."""
+    from derivations import notation as nt
+    from derivations.steptime import model as M
+    for _, overlap, dualpipe in M.variants():
+        assert nt.z not in M.step_time(overlap, dualpipe)["microbatch"].free_symbols
+    lay = {"dp": [64, 8, 2, 128], "tp": [1, 2, 8, 1], "pp": [16, 8, 4, 2], "ep": [64, 16, 8, 32], "etp": [1, 1, 2, 1],
+           "cp": [1, 4, 2, 1], "L_d": [3, 0, 0, 3], "L_m": [1, 8, 13, 28], "e_E": [1, 0, 0, 1], "e_H": [0, 0, 1, 0],
+           "L_I": [0, 1, 3, 0]}
+    grid = {k: np.array(v)[:, None, None] for k, v in lay.items()}
+    grid.update(recompute=np.array(["none", "full", "selective"])[None, :, None], mbs=np.array([1, 2, 4])[None, None],
+                seq=np.array([[[4096]]]), zero=np.array([[[3]]]), microbatches=np.array([[[1]]]))
+    shape = (4, 3, 3)
+    flat = {k: np.broadcast_to(v, shape).reshape(-1) for k, v in grid.items()}
+    for kw in ({}, {"overlap": "none"}, {"schedule": "dualpipe", "attention": "flash"}):
+        got, want = E.parts(V3, cfg.Training(), grid, gpu="h800", **kw), E.parts(V3, cfg.Training(), flat,
+                                                                               gpu="h800", **kw)
+        assert all(got[k].shape == shape and np.array_equal(got[k].reshape(-1), want[k]) for k in E.PARTS)
+        periods = [E.parts(V3, cfg.Training(), dict(flat, zero=np.full(36, z)), gpu="h800", **kw)["microbatch"]
+                   for z in range(4)]
+        assert all(np.array_equal(p, periods[0]) for p in periods)
+        assert "schedule" in kw or np.all(want["step"] >= want["microbatch"])  # + ZeRO-3's traffic
