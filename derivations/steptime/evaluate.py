@@ -75,18 +75,38 @@ def _model_constants(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, 
 @lru_cache(maxsize=4096)
 def _device_coefficients(model: cfg.ModelSpec, tp: int, ep: int, etp: int) -> Dict[str, tuple]:
     """{'P_n', 'P_m'}: (coefficient of each composition count) of the device's non-MoE and MoE parameters
-    (static.device.non_moe and static.device.moe are linear in the counts: each count alone, exact).  The
-    derived symbols are computed once, before the counts are set: a derived symbol reading a count would be
-    missing, and its term raise MissingSymbol, rather than take another count's value."""
+    (static.device.non_moe and static.device.moe are linear in the counts: each count alone, exact), each
+    computed once per value of the degrees its term reads (:func:`_degrees_read`)."""
+    out = {}
+    for name, tid in DEVICE_TERMS:
+        read = _degrees_read(model, tid)
+        out[name] = _term_coefficients(model, tid, *(x if k in read else 1 for k, x in
+                                                     (("tp", tp), ("ep", ep), ("etp", etp))))
+    return out
+
+
+@lru_cache(maxsize=64)
+def _degrees_read(model: cfg.ModelSpec, tid: str) -> frozenset:
+    """Which of tp (the symbols TP and SP = TP), ep (EP) and etp (ETP) term ``tid`` reads: all three when it reads
+    a derived symbol (EDP, ...: :func:`derivations.evaluate.derived`), whose inputs are not told apart here.  The
+    substitution's other symbols are the same at every (tp, ep, etp)."""
+    read = set(ev.reads(model.structure, tid, model.family))
+    given = set(cfg.named(model, cfg.Layout(), None)) | set(cfg.composition_names(model.family))
+    if read - given:
+        return frozenset(("tp", "ep", "etp"))
+    return frozenset(k for k, syms in (("tp", {"TP", "SP"}), ("ep", {"EP"}), ("etp", {"ETP"})) if read & syms)
+
+
+@lru_cache(maxsize=4096)
+def _term_coefficients(model: cfg.ModelSpec, tid: str, tp: int, ep: int, etp: int) -> tuple:
+    """(coefficient of each composition count) of term ``tid`` (linear in the counts) at the degrees, exact then
+    converted to float64.  The derived symbols are computed once, before the counts are set: a derived symbol
+    reading a count would be missing, and the term raise MissingSymbol, rather than take another count's."""
     fam = families.get(model.family)
     names = cfg.composition_names(model.family)
     base = ev.derived(cfg.named(model, cfg.Layout(tp=tp, ep=ep, etp=etp, sp=tp), None), fam.name)
-    out = {name: [] for name, _ in DEVICE_TERMS}
-    for c in names:
-        terms = ev.Terms(model.structure, {**base, **{n: int(n == c) for n in names}}, fam.name)
-        for name, tid in DEVICE_TERMS:
-            out[name].append(float(terms.term(tid)))
-    return {k: tuple(v) for k, v in out.items()}
+    return tuple(float(ev.Terms(model.structure, {**base, **{n: int(n == c) for n in names}}, fam.name).term(tid))
+                 for c in names)
 
 
 def device_params(model: cfg.ModelSpec, rows: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
