@@ -244,3 +244,17 @@ def test_the_period_reads_no_zero_stage_and_a_grid_is_its_rows():
                    for z in range(4)]
         assert all(np.array_equal(p, periods[0]) for p in periods)
         assert "schedule" in kw or np.all(want["step"] >= want["microbatch"])  # + ZeRO-3's traffic
+
+
+def test_the_devices_parameter_coefficients_are_the_terms_at_each_layout():
+    """The coefficients of the device's parameters (computed once per value of the degrees their term reads) are
+    the terms evaluated at the whole substitution of each (TP, EP, ETP), each composition count alone."""
+    from derivations import evaluate as ev
+    for model in (V3, PRESETS["deepseek-v2-lite"]):
+        names = cfg.composition_names(model.family)
+        for tp, ep, etp in [(1, 1, 1), (2, 8, 1), (8, 64, 2), (4, 16, 4), (16, 2, 8)]:
+            got = E._device_coefficients(model, tp, ep, etp)
+            base = cfg.named(model, cfg.Layout(tp=tp, ep=ep, etp=etp, sp=tp), None)
+            for part, tid in E.DEVICE_TERMS:
+                assert got[part] == tuple(float(ev.exact(model.structure, tid, {**base, **{n: int(n == c) for n in names}}))
+                                          for c in names), (model.name, tp, ep, etp, part)
