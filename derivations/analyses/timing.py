@@ -131,8 +131,16 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
         otherwise.  Without a schedule a row's step is its slowest stage's micro-batch period plus ZeRO-3's
         traffic (derivations/steptime/evaluate.py ``parts``), so never less than the period at any one of its
         stages, which reads no ZeRO stage (derivations/steptime/model.py ``step_time``): the periods at one
-        composition per pipeline degree (:func:`_probe_stages`), over the grid of layouts x policies x (s, b)
-        groups, bound every row of a layout.  Rounding is monotone: the floats computed keep the bound."""
+        composition per pipeline degree (:func:`probe_stages`), over the grid of layouts x policies x (s, b)
+        groups, bound every row of a layout.  Rounding is monotone: the floats computed keep the bound.  Computed
+        once."""
+        if "fastest" not in bounds:
+            bounds["fastest"] = layout_bounds()
+        return bounds["fastest"]
+
+    bounds: Dict[str, Optional[np.ndarray]] = {}
+
+    def layout_bounds() -> Optional[np.ndarray]:
         enum, per = result.enumeration, result.layout_groups
         n_l = len(enum)
         if result.schedule is not None or "microbatches" in c or not (per and n_l and n % (n_l * per) == 0
@@ -158,7 +166,7 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
                     recompute=np.asarray(result.policies)[used][None, :, None],
                     zero=np.zeros((1, 1, 1), dtype=np.int64), microbatches=np.ones((1, 1, 1), dtype=np.int64))
         table, _, _ = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
-        comp = table[lay["pp"], _probe_stages(lay, grid, table)[lay["pp"]]]
+        comp = table[lay["pp"], probe_stages(lay, grid, table)[lay["pp"]]]
         for j, name in enumerate(names):
             grid[name] = comp[:, j, None, None]
         period = timing.parts(model, training, grid, **options)["microbatch"]
@@ -168,7 +176,7 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
         most[some] = np.where(need[some], bound, -np.inf).reshape(len(some), -1).max(axis=1)
         return most
 
-    def _probe_stages(lay, grid, table) -> np.ndarray:
+    def probe_stages(lay, grid, table) -> np.ndarray:
         """For each pipeline degree (an array indexed by it), the composition whose period is the longest at the
         degree's first layout, the first policy and (s, b) group: the bound's, usually the slowest stage."""
         pps = sorted(set(lay["pp"].tolist()))
