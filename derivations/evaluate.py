@@ -231,6 +231,12 @@ class Terms:
         return {key: label for key, _, _, label in self.parts_of[tid]}
 
 
+def reads(structure, tid: str, family: str = FAMILY) -> Tuple[str, ...]:
+    """The symbols term ``tid`` of a model structure reads, through the terms it refers to (sorted): its value
+    is the same at any two substitutions that agree on them."""
+    return _symbols(family, tuple(structure))[tid]
+
+
 def exact(structure, tid: str, values: Mapping) -> Fraction:
     """The exact value of term ``tid`` of a model structure at ``values`` (names -> numbers)."""
     return Fraction(Terms(structure, derived(values)).term(tid))

@@ -291,6 +291,23 @@ def test_ranked_breaks_ties_like_the_stable_sort():
                 assert np.array_equal(got, want if top is None else want[:top]), (sort, per_layout, top)
 
 
+@pytest.mark.parametrize("model, gpus, kw", [(V3, 1024, {}), (cfg.PRESETS["deepseek-v2-lite"], 64,
+                                                                  {"mbs": (1, 3), "seqs": (2048, 4096),
+                                                                   "recompute": "full,none"})])
+def test_the_time_bound_is_at_least_every_fitting_rows_throughput(model, gpus, kw):
+    """``result.time['fastest']`` (derivations/analyses/timing.py), by which ranking by time skips layouts: per
+    layout, at least the tokens per second per GPU of each of its fitting rows (all computed here), -inf
+    where none fits."""
+    res = S.configurations(model, gpus, 80 * GiB, **kw)
+    S.add_time(res, model)
+    bound = res.time["fastest"]()
+    ids, n_ids = S.layout_index(res)
+    fits = res.columns["fits"]
+    most = np.full(n_ids, -np.inf)
+    np.maximum.at(most, ids[fits], res.columns["tokens_per_gpu_s"][fits])
+    assert fits.any() and np.array_equal(bound == -np.inf, most == -np.inf) and np.all(bound >= most)
+
+
 def _same_rows(got, want):
     """Two searches list the same configurations with the same bytes to the byte (rows round to the
     nearest byte) and the same verdicts; the float columns agree to float64's rounding."""

@@ -236,3 +236,44 @@ def test_all_stages_times_every_stage(capsys):
     assert per_mb[one["stage"]] == one["parts"]["microbatch"] and per_mb[15] < per_mb[1]
     code, out, err = run(capsys, *argv[:-1], "--all-stages")
     assert code == 0 and "s/mb" in out and "step time" in out, err
+
+
+def test_the_period_reads_no_zero_stage_and_a_grid_is_its_rows():
+    """What the search's bound on each layout's throughput rests on (derivations/analyses/timing.py ``fastest``):
+    one micro-batch's period reads no ZeRO stage, in every variant's expression and in the printed functions,
+    and the parts over a grid numpy broadcasts (layouts x policies x micro-batch sizes) are, to the bit, the
+    parts of each of its configurations given one by one."""
+    from derivations import notation as nt
+    from derivations.steptime import model as M
+    for _, overlap, dualpipe in M.variants():
+        assert nt.z not in M.step_time(overlap, dualpipe)["microbatch"].free_symbols
+    lay = {"dp": [64, 8, 2, 128], "tp": [1, 2, 8, 1], "pp": [16, 8, 4, 2], "ep": [64, 16, 8, 32], "etp": [1, 1, 2, 1],
+           "cp": [1, 4, 2, 1], "L_d": [3, 0, 0, 3], "L_m": [1, 8, 13, 28], "e_E": [1, 0, 0, 1], "e_H": [0, 0, 1, 0],
+           "L_I": [0, 1, 3, 0]}
+    grid = {k: np.array(v)[:, None, None] for k, v in lay.items()}
+    grid.update(recompute=np.array(["none", "full", "selective"])[None, :, None], mbs=np.array([1, 2, 4])[None, None],
+                seq=np.array([[[4096]]]), zero=np.array([[[3]]]), microbatches=np.array([[[1]]]))
+    shape = (4, 3, 3)
+    flat = {k: np.broadcast_to(v, shape).reshape(-1) for k, v in grid.items()}
+    for kw in ({}, {"overlap": "none"}, {"schedule": "dualpipe", "attention": "flash"}):
+        got, want = E.parts(V3, cfg.Training(), grid, gpu="h800", **kw), E.parts(V3, cfg.Training(), flat,
+                                                                               gpu="h800", **kw)
+        assert all(got[k].shape == shape and np.array_equal(got[k].reshape(-1), want[k]) for k in E.PARTS)
+        periods = [E.parts(V3, cfg.Training(), dict(flat, zero=np.full(36, z)), gpu="h800", **kw)["microbatch"]
+                   for z in range(4)]
+        assert all(np.array_equal(p, periods[0]) for p in periods)
+        assert "schedule" in kw or np.all(want["step"] >= want["microbatch"])  # + ZeRO-3's traffic
+
+
+def test_the_devices_parameter_coefficients_are_the_terms_at_each_layout():
+    """The coefficients of the device's parameters (computed once per value of the degrees their term reads) are
+    the terms evaluated at the whole substitution of each (TP, EP, ETP), each composition count alone."""
+    from derivations import evaluate as ev
+    for model in (V3, PRESETS["deepseek-v2-lite"]):
+        names = cfg.composition_names(model.family)
+        for tp, ep, etp in [(1, 1, 1), (2, 8, 1), (8, 64, 2), (4, 16, 4), (16, 2, 8)]:
+            got = E._device_coefficients(model, tp, ep, etp)
+            base = cfg.named(model, cfg.Layout(tp=tp, ep=ep, etp=etp, sp=tp), None)
+            for part, tid in E.DEVICE_TERMS:
+                assert got[part] == tuple(float(ev.exact(model.structure, tid, {**base, **{n: int(n == c) for n in names}}))
+                                          for c in names), (model.name, tp, ep, etp, part)

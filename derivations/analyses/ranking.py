@@ -163,10 +163,15 @@ def ranked(result: SearchResult, sort: str = "bubble", per_layout: bool = True, 
     winners, one per layout, are sorted (:func:`_layout_minima`), a block of layouts at a time
     (:func:`_candidates`).  Across every configuration, or the winners, the first ``top`` rows are
     selected key by key with ``np.partition`` and only those sorted.  Keys with a NaN where they are compared take the full
-    sort (the winners of a layout whose other keys are never compared are the full sort's)."""
+    sort (the winners of a layout whose other keys are never compared are the full sort's).  By time, per layout,
+    with ``top``: only the layouts whose bound could place them (:func:`_fastest_layouts`)."""
     keys = _keys(result, sort)
     if not per_layout and top is None:
         return order(result, sort=sort)
+    if per_layout and top is not None and sort == "time":
+        fast = _fastest_layouts(result, keys, top)
+        if fast is not None:
+            return fast
     if per_layout:
         minima = [_layout_minima(result, keys, rows) for rows in _candidates(result)]
         keep = None if any(m is None for m in minima) else \
@@ -183,6 +188,44 @@ def ranked(result: SearchResult, sort: str = "bubble", per_layout: bool = True, 
         return idx if top is None else idx[:top]
     out = keep[_sort_by([k(keep) for k in keys])]
     return out if top is None else out[:top]
+
+
+def _fastest_layouts(result: SearchResult, keys, top: int):
+    """``ranked(result, 'time', True, top)`` from the rows of a few layouts, or None (no bound, or a NaN compared).
+
+    ``result.time['fastest']()`` (derivations/analyses/timing.py) bounds each layout's tokens per second per GPU
+    from above, so its first key (:func:`_throughput`, monotone) from below.  Layouts are taken in the order of
+    their bounds, the most promising first, in batches doubling in size, each reduced to its winner
+    (:func:`_layout_minima`); once ``top`` winners are known and the ``top``-th one's first key is below every
+    layout left's bound, no layout left can win a place (ties in the first key are broken by the later keys: a
+    layout left that could tie is taken too).  The winners are then sorted like every layout's."""
+    fastest = (getattr(result, "time", None) or {}).get("fastest")
+    bound = fastest() if fastest is not None else None
+    if bound is None or top < 1:
+        return None
+    low = _throughput(bound)  # each layout's least first key: -inf without a bound, +inf where none fits
+    by = np.argsort(low, kind="stable")
+    by = by[:int(np.count_nonzero(low < np.inf))]  # the layouts with a fitting row
+    fits, n_l, per = result.columns["fits"], len(result.enumeration), result.layout_groups
+    n_g = n_l * per
+    choice, group = np.arange(len(fits) // n_g, dtype=np.int64) * n_g, np.arange(per, dtype=np.int64)
+    done, size, wins = 0, 4 * top, []
+    while done < len(by):
+        batch = np.sort(by[done:done + size])  # their fitting rows, ascending (choice, layout, group)
+        rows = (choice[:, None, None] + batch[None, :, None] * per + group[None, None, :]).reshape(-1)
+        win = _layout_minima(result, keys, rows[fits[rows]])
+        if win is None:
+            return None
+        wins.append(win)
+        done, size = done + len(batch), 2 * size
+        if done < len(by) and sum(map(len, wins)) >= top:
+            first = keys[0](np.concatenate(wins))
+            if np.isnan(first).any():
+                return None
+            if np.partition(first, top - 1)[top - 1] < low[by[done]]:
+                break
+    keep = np.sort(np.concatenate(wins)) if wins else np.zeros(0, dtype=np.int64)
+    return keep[_sort_by([k(keep) for k in keys])][:top]
 
 
 def _has_nan(c, rows) -> bool:

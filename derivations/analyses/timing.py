@@ -5,7 +5,9 @@ Columns added: ``step_time`` (seconds of one optimizer step, or of one micro-bat
 schedule or global batch), ``time_<part>`` for each part of :data:`derivations.steptime.evaluate.PARTS`
 (compute, recompute, exposed TP/EP/CP/PP/DP transfers, bubble, optimizer) and ``tokens_per_gpu_s``
 (tokens the job trains per second per GPU: DP m b s over the step's time and the GPUs).  They are
-computed only for the rows read (ranking reads the fitting ones).
+computed only for the rows read, each row once; without a schedule ``result.time['fastest']`` bounds each
+layout's throughput, so ranking by time reads the rows of a few layouts only
+(derivations/analyses/ranking.py).
 """
 from __future__ import annotations
 
@@ -35,8 +37,8 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
     g = timing.check(model, gpu, overlap, efficiency)
     names = cfg.composition_names(model.family)
     vpp = vpp or training.vpp or 2
-    result.time = {"gpu": g, "overlap": overlap, "efficiency": efficiency, "gpus_per_node": gpus_per_node,
-                   "dispatcher": timing.dispatcher_of(result.schedule, dispatcher)}
+    options = dict(gpu=g, schedule=result.schedule, vpp=vpp, overlap=overlap, efficiency=efficiency,
+                   gpus_per_node=gpus_per_node, attention=attention, dispatcher=dispatcher)
 
     def at(idx) -> Dict[str, np.ndarray]:
         idx = np.asarray(idx, dtype=np.int64)
@@ -58,9 +60,7 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
         flat = {k: v[row] for k, v in rows.items()}
         for j, name in enumerate(names):
             flat[name] = comp[:, j]
-        out = timing.parts(model, training, flat, gpu=g, schedule=result.schedule, vpp=vpp, overlap=overlap,
-                           efficiency=efficiency, gpus_per_node=gpus_per_node, attention=attention,
-                           dispatcher=dispatcher)
+        out = timing.parts(model, training, flat, **options)
         step = np.full((len(idx), K), -np.inf)
         step[row, stage] = out["step"]
         slow = start + np.argmax(step, axis=1)  # the pipeline runs at its slowest stage's pace (the first, on a tie)
@@ -93,32 +93,105 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
         _, first, inv = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
         return idx[first], inv.reshape(-1)
 
-    memo: Dict = {}
+    n = len(c["fits"])
+    keys = timing.PARTS + ("tokens_per_gpu_s",)
+    got: Dict[str, np.ndarray] = {}  # {part: every row's value, set where ``done``}
+    done = np.zeros(n, dtype=bool)
 
-    def fitting():  # every part at the fitting rows, NaN elsewhere (ranking reads only those): computed once
-        if "all" not in memo:
-            n = len(c["fits"])
-            idx = np.flatnonzero(c["fits"])
-            timed, back = distinct(idx)
-            got = {k: np.empty(len(timed)) for k in timing.PARTS + ("tokens_per_gpu_s",)}
-            for i in range(0, len(timed), BLOCK):  # blocks: the printed function's temporaries stay small
+    def compute(idx) -> Dict[str, np.ndarray]:
+        """Every part, computed at the rows of ``idx`` not computed yet, in blocks (the printed function's
+        temporaries stay small): a row's values are the same whatever rows it is computed with (element-wise)."""
+        if not got:
+            got.update({k: np.empty(n) for k in keys})
+        todo = np.sort(idx[~done[idx]])
+        if len(todo):
+            todo = todo[np.r_[True, todo[1:] != todo[:-1]]]  # each once (np.unique would import numpy.ma)
+            timed, back = distinct(todo)
+            vals = {k: np.empty(len(timed)) for k in keys}
+            for i in range(0, len(timed), BLOCK):
                 for k, v in at(timed[i:i + BLOCK]).items():
-                    got[k][i:i + BLOCK] = v
-            memo["all"] = {k: np.full(n, np.nan) for k in got}
-            for k, v in got.items():
-                memo["all"][k][idx] = v[back]
-        return memo["all"]
+                    vals[k][i:i + BLOCK] = v
+            for k, v in vals.items():
+                got[k][todo] = v[back]
+            done[todo] = True
+        return got
 
     def column(key):
+        def full():  # every part at the fitting rows, NaN elsewhere (ranking reads only those)
+            return np.where(c["fits"], compute(np.flatnonzero(c["fits"]))[key], np.nan)
+
         def take_rows(idx):
             idx = np.asarray(idx, dtype=np.int64)
-            out = fitting()[key][idx]
-            missing = np.isnan(out)
-            if missing.any():  # rows that do not fit, read by a caller: computed for them alone
-                out[missing] = at(idx[missing])[key]
-            return out
-        return (lambda: fitting()[key]), take_rows
+            return compute(idx)[key][idx]
+        return full, take_rows
 
+    def fastest() -> Optional[np.ndarray]:
+        """Per layout (ranking.layout_index's ids: the enumeration's order), at least the tokens per second per
+        GPU of each of its fitting rows (-inf where none fits); None under a schedule or with the rows laid out
+        otherwise.  Without a schedule a row's step is its slowest stage's micro-batch period plus ZeRO-3's
+        traffic (derivations/steptime/evaluate.py ``parts``), so never less than the period at any one of its
+        stages, which reads no ZeRO stage (derivations/steptime/model.py ``step_time``): the periods at one
+        composition per pipeline degree (:func:`probe_stages`), over the grid of layouts x policies x (s, b)
+        groups, bound every row of a layout.  Rounding is monotone: the floats computed keep the bound.  Computed
+        once."""
+        if "fastest" not in bounds:
+            bounds["fastest"] = layout_bounds()
+        return bounds["fastest"]
+
+    bounds: Dict[str, Optional[np.ndarray]] = {}
+
+    def layout_bounds() -> Optional[np.ndarray]:
+        enum, per = result.enumeration, result.layout_groups
+        n_l = len(enum)
+        if result.schedule is not None or "microbatches" in c or not (per and n_l and n % (n_l * per) == 0
+                                                                       and enum.distinct()):
+            return None
+        n_g = n_l * per
+        policy = take(c, "recompute", np.arange(n // n_g, dtype=np.int64) * n_g).astype(np.int64)
+        used = sorted(set(policy.tolist()))
+        fits = c["fits"].reshape(-1, n_g)
+        need = np.zeros((len(used), n_g), dtype=bool)  # (policy, group): fits at some ZeRO stage
+        for ci, p in enumerate(policy.tolist()):
+            need[used.index(p)] |= fits[ci]
+        need = need.reshape(len(used), n_l, per).transpose(1, 0, 2)  # (layout, policy, group)
+        some = np.flatnonzero(need.any(axis=(1, 2)))  # the layouts timed: those with a fitting row
+        most = np.full(n_l, -np.inf)
+        if not len(some):
+            return most
+        lay = {k: enum.arrays[k][some].astype(np.int64) for k in _LAYOUT[:6]}
+        groups = np.arange(per, dtype=np.int64)
+        grid = {k: v[:, None, None] for k, v in lay.items()}  # (layout, policy, group)
+        grid.update(mbs=take(c, "mbs", groups).astype(np.int64)[None, None, :],
+                    seq=take(c, "seq", groups).astype(np.int64)[None, None, :],
+                    recompute=np.asarray(result.policies)[used][None, :, None],
+                    zero=np.zeros((1, 1, 1), dtype=np.int64), microbatches=np.ones((1, 1, 1), dtype=np.int64))
+        table, _, _ = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
+        comp = table[lay["pp"], probe_stages(lay, grid, table)[lay["pp"]]]
+        for j, name in enumerate(names):
+            grid[name] = comp[:, j, None, None]
+        period = timing.parts(model, training, grid, **options)["microbatch"]
+        gpus = grid["dp"] * grid["tp"] * grid["pp"] * grid["cp"]
+        tokens = grid["dp"] * grid["microbatches"] * grid["mbs"] * grid["seq"]
+        bound = np.where(period > 0, tokens / (np.where(period > 0, period, np.inf) * gpus), np.inf)
+        most[some] = np.where(need[some], bound, -np.inf).reshape(len(some), -1).max(axis=1)
+        return most
+
+    def probe_stages(lay, grid, table) -> np.ndarray:
+        """For each pipeline degree (an array indexed by it), the composition whose period is the longest at the
+        degree's first layout, the first policy and (s, b) group: the bound's, usually the slowest stage."""
+        pps = sorted(set(lay["pp"].tolist()))
+        first = np.array([int(np.argmax(lay["pp"] == pp)) for pp in pps])
+        probe = {k: np.repeat(v[first][:, None], table.shape[1], axis=1) for k, v in lay.items()}  # (degree, stage)
+        probe.update({k: v.reshape(-1)[:1][:, None] for k, v in grid.items() if k not in lay})
+        for j, name in enumerate(names):
+            probe[name] = table[lay["pp"][first]][:, :, j]
+        period = timing.parts(model, training, probe, **options)["microbatch"]
+        out = np.zeros(len(table), dtype=np.int64)
+        out[pps] = np.argmax(period, axis=1)
+        return out
+
+    result.time = {"gpu": g, "overlap": overlap, "efficiency": efficiency, "gpus_per_node": gpus_per_node,
+                   "dispatcher": timing.dispatcher_of(result.schedule, dispatcher), "fastest": fastest}
     for key in ("step_time", "tokens_per_gpu_s") + tuple("time_" + p for p in timing.PARTS if p != "step"):
         full, take_rows = column("step" if key == "step_time" else key[5:] if key.startswith("time_") else key)
         if hasattr(c, "set_lazy"):

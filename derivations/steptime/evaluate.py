@@ -75,34 +75,56 @@ def _model_constants(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, 
 @lru_cache(maxsize=4096)
 def _device_coefficients(model: cfg.ModelSpec, tp: int, ep: int, etp: int) -> Dict[str, tuple]:
     """{'P_n', 'P_m'}: (coefficient of each composition count) of the device's non-MoE and MoE parameters
-    (static.device.non_moe and static.device.moe are linear in the counts: each count alone, exact)."""
+    (static.device.non_moe and static.device.moe are linear in the counts: each count alone, exact), each
+    computed once per value of the degrees its term reads (:func:`_degrees_read`)."""
+    out = {}
+    for name, tid in DEVICE_TERMS:
+        read = _degrees_read(model, tid)
+        out[name] = _term_coefficients(model, tid, *(x if k in read else 1 for k, x in
+                                                     (("tp", tp), ("ep", ep), ("etp", etp))))
+    return out
+
+
+@lru_cache(maxsize=64)
+def _degrees_read(model: cfg.ModelSpec, tid: str) -> frozenset:
+    """Which of tp (the symbols TP and SP = TP), ep (EP) and etp (ETP) term ``tid`` reads: all three when it reads
+    a derived symbol (EDP, ...: :func:`derivations.evaluate.derived`), whose inputs are not told apart here.  The
+    substitution's other symbols are the same at every (tp, ep, etp)."""
+    read = set(ev.reads(model.structure, tid, model.family))
+    given = set(cfg.named(model, cfg.Layout(), None)) | set(cfg.composition_names(model.family))
+    if read - given:
+        return frozenset(("tp", "ep", "etp"))
+    return frozenset(k for k, syms in (("tp", {"TP", "SP"}), ("ep", {"EP"}), ("etp", {"ETP"})) if read & syms)
+
+
+@lru_cache(maxsize=4096)
+def _term_coefficients(model: cfg.ModelSpec, tid: str, tp: int, ep: int, etp: int) -> tuple:
+    """(coefficient of each composition count) of term ``tid`` (linear in the counts) at the degrees, exact then
+    converted to float64.  The derived symbols are computed once, before the counts are set: a derived symbol
+    reading a count would be missing, and the term raise MissingSymbol, rather than take another count's."""
     fam = families.get(model.family)
     names = cfg.composition_names(model.family)
-    layout = cfg.Layout(tp=tp, ep=ep, etp=etp, sp=tp)
-    out = {name: [] for name, _ in DEVICE_TERMS}
-    for c in names:
-        values = cfg.named(model, layout, None)
-        values.update({n: int(n == c) for n in names})
-        terms = ev.Terms(model.structure, ev.derived(values, fam.name), fam.name)
-        for name, tid in DEVICE_TERMS:
-            out[name].append(float(terms.term(tid)))
-    return {k: tuple(v) for k, v in out.items()}
+    base = ev.derived(cfg.named(model, cfg.Layout(tp=tp, ep=ep, etp=etp, sp=tp), None), fam.name)
+    return tuple(float(ev.Terms(model.structure, {**base, **{n: int(n == c) for n in names}}, fam.name).term(tid))
+                 for c in names)
 
 
 def device_params(model: cfg.ModelSpec, rows: Mapping[str, np.ndarray]) -> Dict[str, np.ndarray]:
-    """{'P_n', 'P_m'}: the device's parameters at each row (its tp, ep, etp and composition counts)."""
+    """{'P_n', 'P_m'}: the device's parameters at each row (its tp, ep, etp and composition counts: arrays of
+    one shape, or numbers)."""
     names = cfg.composition_names(model.family)
-    tp, ep, etp = (np.asarray(rows[k], dtype=np.int64) for k in ("tp", "ep", "etp"))
+    shape = np.shape(rows["tp"])
+    tp, ep, etp = (np.asarray(rows[k], dtype=np.int64).reshape(-1) for k in ("tp", "ep", "etp"))
     radix = int(max(tp.max(initial=0), ep.max(initial=0), etp.max(initial=0))) + 1
     key = (tp * radix + ep) * radix + etp  # one integer per (tp, ep, etp): a 1-d unique, not a row sort
     ukey, inv = np.unique(key, return_inverse=True)
     inv = inv.reshape(-1)
     uniq = np.stack([ukey // (radix * radix), (ukey // radix) % radix, ukey % radix], axis=1)
-    counts = np.stack([np.asarray(rows[n], dtype=np.float64) for n in names], axis=1)
+    counts = np.stack([np.asarray(rows[n], dtype=np.float64).reshape(-1) for n in names], axis=1)
     out = {}
     for part, _ in DEVICE_TERMS:
         coef = np.array([_device_coefficients(model, *map(int, u))[part] for u in uniq]).reshape(len(uniq), len(names))
-        out[part] = np.einsum("ij,ij->i", counts, coef[inv]) if len(inv) else np.zeros(0)
+        out[part] = (np.einsum("ij,ij->i", counts, coef[inv]) if len(inv) else np.zeros(0)).reshape(shape)
     return out
 
 
@@ -129,18 +151,20 @@ def parts(model: cfg.ModelSpec, training: cfg.Training, rows: Mapping[str, np.nd
           gpus_per_node: int = 8, attention: str = "eager", dispatcher: Optional[str] = None) -> Dict[str, np.ndarray]:
     """{part: seconds} (PARTS) of each row.  ``rows``: arrays of dp, tp, pp, ep, etp, cp, mbs, seq, zero,
     recompute (policy names), microbatches (m; 1 without a schedule: one micro-batch's period) and the
-    composition counts (L_d, L_m, e_E, e_H, ...).  Without a schedule the step is one micro-batch's period in
-    steady state: no bubble, and the per-step data-parallel traffic (but ZeRO-3's, every micro-batch's) and the
-    optimizer update are not counted.  ``dispatcher``
-    (placement.DISPATCHERS; None: 'deepep' under DualPipe, DeepSeek's own stack, else Megatron's 'alltoall')."""
+    composition counts (L_d, L_m, e_E, e_H, ...), 1-d or of shapes numpy broadcasts (tp, ep, etp and the counts
+    of one shape), the parts then of the broadcast shape.  Without a schedule the step is one micro-batch's
+    period in steady state: no bubble, and the per-step data-parallel traffic (but ZeRO-3's, every
+    micro-batch's) and the optimizer update are not counted: the step is the micro-batch's period plus
+    ZeRO-3's traffic, never less than the period.  ``dispatcher`` (placement.DISPATCHERS; None: 'deepep' under
+    DualPipe, DeepSeek's own stack, else Megatron's 'alltoall')."""
     g = check(model, gpu, overlap, efficiency)
-    n = len(np.asarray(rows["tp"]))
+    n = np.broadcast_shapes(*(np.shape(x) for x in rows.values()))
     v = inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, attention, dispatcher)
     out = getattr(_module(), "step_" + variant(schedule, overlap))(v)
-    out = {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), (n,)) for k in PARTS}
+    out = {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), n) for k in PARTS}
     if schedule is None:  # one micro-batch's period in steady state: the per-step traffic and update not counted
         dp = np.where(v["z"] == 3, out["DP"], 0.0)  # ZeRO-3 gathers and reduces every micro-batch
-        out.update(DP=np.broadcast_to(dp, (n,)), optimizer=np.zeros(n), step=out["microbatch"] + dp)
+        out.update(DP=np.broadcast_to(dp, n), optimizer=np.zeros(n), step=out["microbatch"] + dp)
     return out
 
 
