@@ -124,7 +124,7 @@ def _argv(controls):
         if k == "recompute":
             rc = v
             continue
-        if k in ("fp8_activations", "mtp"):
+        if k in ("fp8_activations", "mtp", "quantized_param_gather"):
             out += [f"--{k.replace('_', '-')}"] if v else []
             continue
         if k == "gpu" or v in (None, ""):
@@ -179,6 +179,17 @@ CONFIGS = [
     # the frameworks' presets: the page reads the routing indicators as ModelSpec.routing does
     [("model", "deepseek-v2"), ("conventions", "mcore"), ("dp", 16), ("tp", 4), ("pp", 8), ("ep", 16)],
     [("model", "deepseek-v2-lite"), ("conventions", "transformers"), ("dp", 8), ("tp", 1), ("pp", 3), ("ep", 8)],
+    # Transformer Engine's quantized linear layers (--linear-recipe, derivations/assembly/quantized.py): one
+    # micro-batch; a schedule with the MTP module's activations, the weights as quantized parameters; a model without
+    # query compression under eager attention, DualPipe and selective recomputation
+    [("conventions", "mcore-te"), ("linear_recipe", "mxfp8")],
+    [("conventions", "mcore-te"), ("linear_recipe", "delayed"), ("mtp_activations", "last-stage"), ("mtp", True),
+     ("schedule", "1f1b"), ("microbatches", 32), ("quantized_param_gather", True), ("stage", 15)],
+    [("model", "deepseek-v2-lite"), ("conventions", "mcore-te"), ("linear_recipe", "nvfp4"), ("attention", "eager"),
+     ("dp", 8), ("tp", 1), ("pp", 2), ("ep", 8), ("schedule", "dualpipe"), ("microbatches", 8),
+     ("recompute", "selective"), ("mbs", 2)],
+    [("conventions", "mcore-te"), ("linear_recipe", "blockwise"), ("recompute", "full"), ("cp", 2),
+     ("mtp_activations", "last-stage")],
 ]
 
 
@@ -223,6 +234,12 @@ INVALID = [
     [("microbatches", 4)], [("schedule", "1f1b"), ("vpp", 3)], [("schedule", "dualpipe"), ("pp", 15)],
     [("schedule", "dualpipe"), ("microbatches", 6)], [("schedule", "interleaved"), ("vpp", 1)],
     [("recompute", "custom")], [("model", "deepseek-v2-lite"), ("tp", 32)], [("pp", 2), ("seq", 4095)],
+    # --linear-recipe refused as training._validate_recipe and device._model_states refuse it
+    [("linear_recipe", "mxfp8")], [("quantized_param_gather", True)],
+    [("conventions", "mcore-te"), ("linear_recipe", "tensorwise"), ("zero", 3)],
+    [("conventions", "mcore-te"), ("linear_recipe", "tensorwise"), ("fp8_activations", True)],
+    [("conventions", "mcore-te"), ("linear_recipe", "mxfp8"), ("rank", "megatron")],
+    [("model", "paper/models/deepseek-v4-flash.json"), ("conventions", "mcore-te"), ("linear_recipe", "mxfp8")],
 ]
 
 

@@ -33,7 +33,7 @@ from derivations.config.presets import preset_path
 INT_FIELDS = ["dp", "tp", "pp", "ep", "etp", "cp", "sp", "layers_per_stage", "stage", "mbs", "seq", "imbalance",
               "microbatches", "vpp"]
 ORDER = ["dp", "tp", "pp", "ep", "etp", "cp", "sp", "layers_per_stage", "stage", "zero", "recompute", "mbs", "seq",
-         "imbalance", "schedule", "microbatches", "vpp", "bytes_per_param"]
+         "imbalance", "schedule", "microbatches", "vpp", "bytes_per_param", "linear_recipe"]
 #: One update of the page on a hostile input takes at most this long (it froze for minutes before the limits):
 #: the review's bound on hostile input (issue 44: nothing over 10 s), not a speed measurement; the page's
 #: speed is the benchmark's (a full run took 2.2 s once, 5.6 s on a 2-core machine with other jobs).
@@ -130,7 +130,7 @@ def _argv(values):
             out.append(f"--recompute={v[k]}" + (":" + ",".join(ops) if v[k] == "custom" else ""))
         else:
             out.append(f"--{k.replace('_', '-')}={v[k]}")
-    for k in ("mtp", "fp8_activations"):
+    for k in ("mtp", "fp8_activations", "quantized_param_gather"):
         if v.get(k):
             out.append(f"--{k.replace('_', '-')}")
     return out
@@ -453,7 +453,9 @@ SELECTS = st.one_of(
     st.tuples(st.just("recompute"), st.sampled_from(["none", "full", "selective", "custom"])),
     st.tuples(st.just("zero"), st.sampled_from(["0", "1", "2", "3"])),
     st.tuples(st.just("bytes_per_param"), st.sampled_from(["distributed", "fp32-moments"])),
-    st.tuples(st.just("conventions"), st.sampled_from(["megatron", "modelzoo"])),
+    st.tuples(st.just("conventions"), st.sampled_from(["megatron", "modelzoo", "mcore-te"])),
+    st.tuples(st.just("linear_recipe"), st.sampled_from(["delayed", "blockwise", "mxfp8", "nvfp4"])),
+    st.tuples(st.just("quantized_param_gather"), st.just(True)),
     st.tuples(st.just("mtp"), st.just(True)))
 
 JSON_VALUES = ["1e9", str(2 ** 53 + 1), "1e300", "7168.0", "-1", "0", "true", "false", "null", '"61"', "[61]", "{}",

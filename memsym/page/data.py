@@ -21,6 +21,7 @@ to JavaScript (exact BigInt rationals) and MathML by :mod:`memsym.page.codegen`.
 from __future__ import annotations
 
 import itertools
+import json
 from fractions import Fraction
 from types import SimpleNamespace
 from typing import Dict, List, Tuple
@@ -123,8 +124,85 @@ def model_states(pool: Pool, fam=DEEPSEEK) -> Dict:
                 P_m = var.terms[side.moe].expr if side.moe in var.terms else sp.Integer(0)
             per[f"{rank}/{shared}"] = {"ids": ids, "terms": terms, "P_n": pool.add(P_n), "P_m": pool.add(P_m),
                                        "params_id": side.params}
+            if side.rank == "stage" and fam is DEEPSEEK:  # --linear-recipe: the weights of TE's linear layers
+                per[f"{rank}/{shared}"]["linear"] = pool.add(_linear_params(var, side.params))
         out[fam.structure_key(structure)] = per
     return out
+
+
+def _linear_params(var, params_id: str) -> sp.Expr:
+    """quantized.linear_params (derivations/assembly/quantized.py) called on the variant's expressions: the weights
+    of the TE linear layers on the device, in the held composition's symbols (the page's model-state inputs)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
+    from derivations import notation as nt
+    from derivations.assembly import quantized
+    terms = SimpleNamespace(term=lambda tid: var.terms[tid].expr)
+    return quantized.linear_params(terms, {k: nt.SYMBOLS[k] for k in ("e_E", "e_H", "L_m", "N", "h")}, params_id)
+
+
+def linear_recipe(pool: Pool, keys: Dict[str, List[str]]) -> Dict:
+    """--linear-recipe on the page: {bytes: {recipe: [input, weight]} (derivations/config/quantization.py
+    FORMATS), rows: {recipe: {attention: {kind: [[row, gates, value, coefficient], ...]}}}, refusals}.  A row of
+    quantized._rows (derivations/assembly/quantized.py) as data, found by calling it: what one layer micro-batch of
+    ``kind`` changes by is the coefficient (an expression in B_a) times the kept bytes of the tensor ``value``, when
+    every tensor of ``gates`` is kept (``keys``: {kind: the tensors of its lists}); checked against _rows at random
+    bytes.  The MTP module's eh_proj input (quantized.parts' 'mtp' row) is one more row of kind mtp."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
+    import random
+    from derivations import notation as nt
+    from derivations.assembly import quantized
+    from derivations.config.quantization import FORMATS
+    B_a, one, rng = nt.SYMBOLS["B_a"], Fraction(1), random.Random(1)
+    rows = {}
+    for recipe, f in FORMATS.items():
+        q = f.input_bytes
+        for attention in cfg.ATTENTION:
+            tr = SimpleNamespace(linear_recipe=recipe, attention=attention)
+            got = {}
+            for kind, names in keys.items():
+                at = lambda t: {r[0]: r[2] for r in quantized._rows(kind, t, B_a, q, tr)}  # noqa: E731
+                full = dict.fromkeys(names, one)
+                spec = []
+                for name, coef in at(full).items():
+                    gates = [k for k in names if name not in at({**full, k: Fraction(0)})]
+                    (value,) = [k for k in names if sp.expand(at({**full, k: 2 * one})[name] - 2 * coef) == 0]
+                    spec.append([name, gates, value, coef])
+                for _ in range(20):  # the rows as data give _rows' deltas at random bytes, some tensors not kept
+                    t = {k: Fraction(rng.randint(1, 9)) for k in names if rng.random() < 0.8}
+                    want = {name: sp.expand(d) for name, d in at(t).items()}
+                    mine = {name: sp.expand(coef * t[value]) for name, gates, value, coef in spec
+                            if all(t.get(g) for g in gates)}
+                    assert mine == want, (recipe, attention, kind, t)
+                got[kind] = [[name, gates, value, pool.add(coef)] for name, gates, value, coef in spec]
+            got["mtp"] = [["mtp_eh_in", ["mtp_eh_in"], "mtp_eh_in", pool.add((q - B_a) / B_a)]]
+            rows.setdefault(recipe, {})[attention] = got
+    return {"bytes": {k: [_q(f.input_bytes), _q(f.weight_bytes)] for k, f in FORMATS.items()}, "rows": rows,
+            "refusals": _recipe_refusals()}
+
+
+def _recipe_refusals() -> Dict:
+    """training._validate_recipe (derivations/config/training.py) as a table: {axes: [[option, values], ...], table:
+    {values joined by '|': [the option refused, message]}} of what it refuses over every value of what it reads
+    (a recipe as its first: the others refuse alike)."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
+    from derivations.config import training as trn
+    from symbolic.errors import ConfigError
+    axes = [["linear_recipe", [None, cfg.LINEAR_RECIPES[0]]], ["quantized_params", [False, True]],
+            ["fp8", [False, True]], ["head_state", list(cfg.CONVENTION_SWITCHES["head_state"].values)],
+            ["norm_storage", list(cfg.CONVENTION_SWITCHES["norm_storage"].values)], ["zero", sorted(cfg.ZERO_NAMES)]]
+    table, messages = {}, []
+    for vals in itertools.product(*(v for _, v in axes)):
+        a = dict(zip((k for k, _ in axes), vals))
+        t = cfg.Training(zero=a["zero"], fp8=a["fp8"], linear_recipe=a["linear_recipe"],
+                         quantized_params=a["quantized_params"],
+                         conventions=cfg.Conventions(head_state=a["head_state"], norm_storage=a["norm_storage"]))
+        try:
+            trn._validate_recipe(t)
+        except ConfigError as e:
+            said = [e.constraint.replace("-", "_"), str(e)]
+            messages += [said] if said not in messages else []
+            table[json.dumps(vals, separators=(",", ":"))] = messages.index(said)
+    return {"axes": axes, "table": table, "messages": messages}
 
 
 def device(pool: Pool, fam=DEEPSEEK) -> Dict:
@@ -142,6 +220,9 @@ def device(pool: Pool, fam=DEEPSEEK) -> Dict:
             "layer": pool.add(dt.activation_terms(False, False, shape)["layer"]),
             "variants": {key: [[name, pool.add(expr)] for name, expr in dt.assembly(mtp, full, holds, shape)]
                          for key, mtp, full, holds in dt.variants()},
+            # with the options' terms (--linear-recipe's Q_D, Q_E, Q_H; the others 0), one micro-batch or a schedule
+            "options": {key: [[name, pool.add(expr)] for name, expr in dt.assembly(mtp, full, holds, shape, True)]
+                        for key, mtp, full, holds in dt.variants(True) if holds != "given" and fam is DEEPSEEK},
             **step(pool)}
 
 
@@ -368,6 +449,14 @@ def generate(models=(), progress=None) -> Dict:
         if fam not in fams:
             fams.append(fam)
     per = {fam.name: family_data(pool, fam, progress) for fam in fams}
+    quant = None
+    if DEEPSEEK.name in per:  # --linear-recipe: Megatron-Core's MLA and MoE layers (DeepSeek's tensors)
+        keys: Dict[str, List[str]] = {}
+        for table in per[DEEPSEEK.name]["activations"].values():
+            for u in table:
+                if u["kind"] in ("mla", "moe", "dense") and u["key"] not in keys.setdefault(u["kind"], []):
+                    keys[u["kind"]].append(u["key"])
+        quant = linear_recipe(pool, keys)
     if progress:
         progress("schedules, overheads, options")
     sched = schedules(pool)
@@ -381,7 +470,7 @@ def generate(models=(), progress=None) -> Dict:
         opts["presets"], opts["default_model"] = {}, next(iter(given))
     return {"fns": pool.fns, "mathml": pool.mls, "symbols": sorted(pool.symbols), "reads": pool.reads, "families": per,
             "models": given, "released": {argument: model_data(spec) for argument, spec in released},
-            "schedules": sched, "overheads": over,
+            "schedules": sched, "overheads": over, "quantized": quant,
             "options": opts, "inputs": inputs(), "gpus": gpus(), "features": [[f, list(v)] for f, v in features()],
             "search": searched["data"], "search_js": searched["js"]}
 

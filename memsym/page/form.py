@@ -28,7 +28,8 @@ FRAMEWORKS = {"paper": "the paper (Zhang & Su)", "megatron": "Megatron-LM's esti
 #: options in this order): the GPU count, the layout, then the training, the precision and the assumptions.
 READ = ("gpus", *(k for k, _ in LAYOUT), "sp", "layers_per_stage", "stage", "zero", "recompute", "attention", "mbs",
         "seq", "global_batch", "imbalance", "schedule", "microbatches", "vpp", *(d for d, _, _ in DTYPES),
-        "fp8_activations", *cfg.CONVENTION_SWITCHES, "bytes_per_param", "mtp")
+        "fp8_activations", "linear_recipe", "quantized_param_gather", *cfg.CONVENTION_SWITCHES, "bytes_per_param",
+        "mtp")
 
 
 def _text(dest, words, placeholder, read="positive_int", flag=None):
@@ -93,7 +94,12 @@ def controls(data: Dict) -> Dict[str, List[Dict]]:
                       "the DeepSeek-V3 report's FP8 / E5M6 activations")],
         "precision": [_select(dest, f"{what} ({', '.join(syms)})", O["dtypes"], "default", read="dtype",
                               flag="--" + dest.replace("_", "-", 1)) for dest, syms, what in DTYPES]
-        + [_select("bytes_per_param", "bytes per parameter convention", O["bytes_conventions"], "paper")],
+        + [_select("bytes_per_param", "bytes per parameter convention", O["bytes_conventions"], "paper")]
+        # Transformer Engine's quantized linear layers (derivations/assembly/quantized.py), where DeepSeek's are read
+        + ([_select("linear_recipe", "linear layers in TE's recipe (needs mcore-te)", data["quantized"]["bytes"],
+                    "none: BF16"),
+            _flag("quantized_param_gather", "the linear weights quantized (--quantized-param-gather)",
+                  "Megatron's --fp8-param-gather: no BF16 copy of them")] if data.get("quantized") else []),
         "assumptions": [_select(name, re.split(r"[:;(]", s["help"])[0][:60], s["values"], s["values"][0],
                                 flag=s["option"], help=s["help"]) for name, s in O["switches"].items()]
         + [_flag("mtp", "count the MTP layers in Megatron's shard (--mtp)", "needs --rank megatron")],

@@ -344,6 +344,12 @@ function validateTraining(t) {
   if (t.conventions.mtp && t.conventions.rank === "modelzoo")
     throw new ConfigError("--mtp counts the D MTP layers' parameters on the last stage (--rank stage) or in Megatron's most-loaded shard (--rank megatron); the ModelZoo rank counts none",
       ["mtp", "rank", "conventions"]);
+  // training._validate_recipe, as the table printed from it (memsym/page/data.py _recipe_refusals)
+  const R = DATA.quantized && DATA.quantized.refusals, c = t.conventions;
+  const at = { linear_recipe: t.linear_recipe === null ? null : R && R.axes[0][1][1], quantized_params: t.quantized_params,
+    fp8: t.fp8, head_state: c.head_state, norm_storage: c.norm_storage, zero: t.zero };
+  const i = R ? R.table[JSON.stringify(R.axes.map(([k]) => at[k]))] : undefined;
+  if (i !== undefined) throw new ConfigError(R.messages[i][1], [R.messages[i][0], "conventions", "zero", "fp8_activations"]);
 }
 
 /** sides.check_mtp: --mtp and --mtp-activations last-stage refused for a family without MTP modules. */
@@ -437,12 +443,12 @@ const compKey = (c) => `${c.dense}|${c.moe}|${c.embedding ? 1 : 0}|${c.head ? 1 
     activations are held (one micro-batch, a schedule's chunks). */
 function variantKey(t) {
   const mtp = t.conventions.mtp_activations === "last-stage" ? 1 : 0, full = t.recompute === "full" ? 1 : 0;
-  return `mtp${mtp}full${full}.${t.schedule !== null ? "schedule" : "paper"}`;
+  return `mtp${mtp}full${full}.${t.schedule !== null ? "schedule" : "paper"}${t.linear_recipe !== null ? "+options" : ""}`;
 }
 /** The printed assembly of ``key`` at ``inputs``: each name set in turn (stopping after ``until``). */
 function assemble(dev, key, inputs, until) {
   const v = Object.assign({}, inputs);
-  for (const [name, fn] of dev.variants[key]) {
+  for (const [name, fn] of dev.variants[key] || dev.options[key]) {
     v[name] = FNS[fn](v);
     if (name === until) break;
   }
@@ -483,6 +489,12 @@ function modelStates(m, lay, t, held, subs, cached) {
   return cached("states:" + key, () => {
     const d = at(), bytes = {};
     for (const k of ["weights", "gradients", "optimizer"]) bytes[k] = FNS[side.terms[ids[k]]](d);
+    if (t.linear_recipe !== null) {  // TE's cached quantized weight copies (quantized.copies), beside the weights
+      if (t.conventions.rank !== "stage")
+        throw new ConfigError(`--linear-recipe counts TE's weight copies on the device of a stage (--rank stage), not --rank ${t.conventions.rank}`, ["linear_recipe", "rank", "conventions"]);
+      const lin = side.linear === undefined ? Q.n(0) : FNS[side.linear](d), w = Q.parse(DATA.quantized.bytes[t.linear_recipe][1]);
+      bytes.weights = Q.add(bytes.weights, Q.mul(lin, w), t.quantized_params ? Q.mul(-1, lin, t.bytes.B_w) : 0);
+    }
     return { bytes, ids, P_n: FNS[side.P_n](d), P_m: FNS[side.P_m](d), params_id: side.params_id };
   });
 }
@@ -499,6 +511,7 @@ function deviceInputs(m, lay, t, index, all, cached) {
   const e = Object.assign({}, subs, states.bytes, { runtime: rb && rb !== "none" ? Q.parse(DATA.options.runtime_buffers[rb]) : Q.n(0) });
   const dev = familyOf(m).device;
   for (const [kind, sym] of Object.entries(dev.kinds)) e[sym] = kinds[kind] === undefined ? Q.n(0) : kinds[kind];
+  if (t.linear_recipe !== null) Object.assign(e, cached("quantized", () => quantizedInputs(m, t, kept, subs)));
   for (let c = 0; c < dev.chunks; c++) {
     const part = c < ch.length ? subsComposition(partComposition(all[ch[c].stage], ch[c].part)) : {};
     // the composition and the family's counts (DeepSeek-V4's L_C, L_H): device_terms.composition
@@ -508,6 +521,23 @@ function deviceInputs(m, lay, t, index, all, cached) {
   }
   if (ch.length > dev.chunks) throw new Error(`the device assembly has ${dev.chunks} chunks, the schedule ${ch.length}`);
   return { comp, held, chunks: ch, kept, subs, states, inputs: e };
+}
+/** quantized.per_layer (--linear-recipe): Q_D, Q_E, Q_H, what one held dense and one MoE layer micro-batch and the
+    head part change by, from quantized._rows as data (DATA.quantized.rows, memsym/page/data.py) at the kept tensors'
+    bytes; the assembly's other options' inputs 0. */
+function quantizedInputs(m, t, kept, subs) {
+  if (m.family !== "deepseek")
+    throw new ConfigError(`--linear-recipe selects the tensors of Megatron-Core's MLA and MoE layers; ${m.name} is of the ${m.family} family`, ["linear_recipe", "model"]);
+  const rows = DATA.quantized.rows[t.linear_recipe][t.attention], zero = Q.n(0), D = Q.n(m.named.D);
+  const total = (kind) => {
+    const at = Object.fromEntries((kept[kind] || []).map((k) => [k.unit.key, FNS[k.fn](subs)]));
+    return Q.add(...rows[kind].filter(([, gates]) => gates.every((g) => at[g] && at[g].n !== 0n))
+      .map(([, , value, coef]) => Q.mul(FNS[coef](subs), at[value])));
+  };
+  const mla = total("mla"), moe = total("moe");
+  const mtp = t.conventions.mtp_activations === "last-stage" && t.recompute !== "full";
+  const head = mtp ? Q.add(Q.mul(D, Q.add(mla, moe)), D.n !== 0n ? total("mtp") : zero) : zero;
+  return { Q_D: Q.add(mla, total("dense")), Q_E: Q.add(mla, moe), Q_H: head, O_D: zero, O_E: zero, O_R: zero };
 }
 const subsComposition = (c) => Object.assign({ L_d: Q.n(c.dense), L_m: Q.n(c.moe), e_E: Q.n(c.embedding ? 1 : 0), e_H: Q.n(c.head ? 1 : 0) },
   Object.fromEntries(Object.entries(c.extra).map(([k, x]) => [k, Q.n(x)])));

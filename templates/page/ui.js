@@ -51,7 +51,7 @@ function resolve(typed) {
   const a = { model: O.default_model, dp: L.dp, tp: L.tp, pp: L.pp, ep: L.ep, etp: L.etp, cp: L.cp, sp: null,
     layers_per_stage: null, zero: T.zero, recompute: [T.recompute, []], attention: T.attention, mbs: T.mbs, seq: T.seq,
     imbalance: T.imbalance, schedule: null, microbatches: null, vpp: null, fp8_activations: false,
-    bytes_per_param: "paper", mtp: false };
+    bytes_per_param: "paper", mtp: false, linear_recipe: null, quantized_param_gather: false };
   for (const [dest] of DTYPE_OPTIONS) a[dest] = null;
   for (const [name, s] of Object.entries(O.switches)) a[name] = s.values[0];
   const recipe = $("opt-recipe").value, preset = $("opt-conventions").value;
@@ -98,7 +98,8 @@ function trainingOf(a, typed) {
   const order = Object.keys(O.recompute_ops);
   return { mbs: a.mbs, seq: a.seq, zero, recompute: rc, recompute_ops: order.filter((o) => ops.includes(o)),
     attention: a.attention, fp8: !!a.fp8_activations, imbalance: Q.parse(a.imbalance), schedule: a.schedule,
-    microbatches: a.microbatches, vpp: a.vpp, bytes, conventions };
+    microbatches: a.microbatches, vpp: a.vpp, bytes, conventions, linear_recipe: a.linear_recipe || null,
+    quantized_params: !!a.quantized_param_gather };
 }
 
 const PRESET_MODELS = {};
@@ -222,10 +223,12 @@ function render(m, t, est, gpu, lay) {
   html += `<table id="bytes"><caption>Bytes on the device (Tables 8 and 10)</caption><thead><tr><th scope="col">component</th><th scope="col">term</th><th scope="col">formula</th><th scope="col">bytes</th><th scope="col">GiB</th></tr></thead><tbody>`;
   for (const k of ["weights", "gradients", "optimizer"]) {
     const id = est.ids[k];
-    html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS[k]}"></span>${k}</th><td><code>${termId(id)}</code></td><td class="formula">${math(DATA.mathml[side.terms[id]])}</td>${valueCells("bytes-" + k, b[k])}</tr>`;
+    const te = k === "weights" && t.linear_recipe ? ` + <code>${termId(`state.quantized.${t.linear_recipe}${t.quantized_params ? ".param-gather" : ""}`)}</code>` : "";
+    html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS[k]}"></span>${k}</th><td><code>${termId(id)}</code>${te}</td><td class="formula">${math(DATA.mathml[side.terms[id]])}</td>${valueCells("bytes-" + k, b[k])}</tr>`;
   }
   const actId = t.schedule ? "n<sub>fl</sub> &times; <code>act.<wbr>stage</code> <small>(held at the peak)</small>" : "<code>act.<wbr>stage</code> <small>(one micro-batch)</small>";
-  html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.activations}"></span>activations</th><td>${actId}</td><td class="formula">${actFormula(m, est.kept, est.variant)}</td>${valueCells("bytes-activations", b.activations)}</tr>`;
+  const actTe = t.linear_recipe ? ` + <code>${termId(`act.quantized.${t.linear_recipe}`)}</code>` : "";
+  html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.activations}"></span>activations</th><td>${actId}${actTe}</td><td class="formula">${actFormula(m, est.kept, est.variant)}</td>${valueCells("bytes-activations", b.activations)}</tr>`;
   if (b.runtime !== undefined) html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.runtime}"></span>runtime buffers</th><td><code>${termId(est.ids.runtime)}</code></td><td class="formula">cuBLAS workspaces (derivations/assembly/runtime.py)</td>${valueCells("bytes-runtime", b.runtime)}</tr>`;
   // the step's peak (memsym estimate's text): shown when one micro-batch's backward holds more than the end of its forward
   const stepped = Q.cmp(b.step, Q.n(0)) > 0;
