@@ -192,7 +192,7 @@ def add_convention_options(p: argparse.ArgumentParser) -> None:
                         "distributed, with the same runtime switches as modelzoo but the paper's tensor list, "
                         "--inventory paper; add --mtp to count the MTP layer). `memsym compare` itemises the gaps")
     g.add_argument("--framework", choices=("megatron", "megatron-fsdp", "torchtitan", "deepspeed"), default=None,
-                   help="the training framework whose ZeRO stages and schedules are run (derivations/config/"
+                   help="the framework whose ZeRO stages and schedules are run (derivations/config/"
                         "frameworks.py): search lists only those, estimate warns on another; default: the "
                         "conventions' framework (megatron for megatron, mcore, mcore-te, modelzoo), else none")
     g.add_argument("--kernels", choices=("local", "te"), default=None,

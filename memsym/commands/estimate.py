@@ -36,14 +36,14 @@ def add_parser(sub):
                    help="sequences per optimizer step: m = G / (DP * mbs) micro-batches (sets --microbatches; the "
                         "schedule is 1f1b unless --schedule says otherwise)")
     p.add_argument("--tensors", action="store_true",
-                   help="list every tensor one MoE transformer layer (MLA + MoE) keeps for backward, one micro-batch, "
+                   help="list each tensor an MoE layer keeps for backward (MLA + MoE), one micro-batch, "
                         "under the chosen recomputation and conventions: name, formula at the layout, bytes, the "
                         "operation whose backward keeps it; and what recomputing the norms, the activation function, "
                         "the MLA up-projections and RoPE, the shared experts, or offloading the routed experts' fc1 "
                         "outputs would save")
     p.add_argument("--all-stages", action="store_true",
                    help="print every pipeline stage (its layers, in-flight micro-batches, activations, model states, "
-                        "total) and mark the most-loaded one")
+                        "total; with --time its time per micro-batch); the most-loaded one marked")
     add_time_options(p, with_flag=True)
     common.add_json_option(p)
     p.set_defaults(run=run)

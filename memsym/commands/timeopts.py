@@ -20,7 +20,7 @@ def add_time_options(p, with_flag: bool = False, gpu: bool = False):
                         "the context-parallel ring behind attention, under DualPipe the EP all-to-all and PP "
                         "transfers behind the paired chunks), none, or ideal (every transfer behind compute)")
     t.add_argument("--gemm-efficiency", type=unit_fraction, default=1, metavar="F",
-                   help="fraction of the GPU's peak matrix rate the kernels reach (default 1: the peak)")
+                   help="fraction of the GPU's peak matrix rate reached (default 1: the peak)")
     t.add_argument("--dispatcher", choices=["alltoall", "deepep"], default=None,
                    help="the experts' dispatch: alltoall (Megatron-Core's, every copy of a token to its expert's "
                         "rank) or deepep (once per node, forwarded over NVLink: DeepSeek-V3 Sec. 3.2.2); default "
