@@ -108,3 +108,12 @@ def test_config_is_the_single_import_point():
     from derivations.config import quantization
     assert cfg.LINEAR_RECIPES is quantization.RECIPES  # Transformer Engine's recipes (--linear-recipe)
     assert cfg.GiB == 2 ** 30 and cfg.parse_size("1GiB") == cfg.GiB
+
+
+def test_a_gpu_name_two_cards_carry_is_refused(capsys):
+    """--gpu a100 was silently the 80 GB card; the 40 GB card is another (issue 46 item 6)."""
+    from clirun import run
+    code, out, err = run(capsys, "estimate", "--gpu", "a100")
+    assert code == 2 and out == "" and "a100-40gb, a100-80gb" in err
+    for name in ("a100-40gb", "A100-80GB", "a100_80gb"):
+        assert run(capsys, "estimate", "--gpu", name)[0] == 0

@@ -61,6 +61,10 @@ def gpu(name: str) -> GPU:
     for g in presets().values():
         if key == g.key or key in g.aliases:
             return g
+    cards = [k for k in presets() if k.startswith(key + "-")]
+    if len(cards) > 1:  # a100: the 40 GB or the 80 GB card, whose capacities differ by half
+        raise ConfigError("gpu", f"--gpu {name!r} names {len(cards)} cards of different memory: give one of "
+                                 f"{', '.join(cards)}")
     raise ConfigError("gpu", f"unknown GPU {name!r}: use one of {', '.join(presets())} or --hbm SIZE")
 
 
