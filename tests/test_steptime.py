@@ -277,3 +277,14 @@ def test_the_devices_parameter_coefficients_are_the_terms_at_each_layout():
             for part, tid in E.DEVICE_TERMS:
                 assert got[part] == tuple(float(ev.exact(model.structure, tid, {**base, **{n: int(n == c) for n in names}}))
                                           for c in names), (model.name, tp, ep, etp, part)
+
+
+def test_the_time_says_what_the_conventions_set_and_that_the_layout_does_not_fit(capsys):
+    """issue 45 item 5: --conventions mcore-te sets the attention kernel the time depends on, and a layout over
+    the budget is timed with a flag beside its time; a typed kernel and a layout that fits say neither."""
+    from clirun import run
+    argv = ["estimate", "--time", "--gpu", "h800", "--global-batch", "1024", "--conventions", "mcore-te"]
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "attention flash: set by --conventions mcore-te" in out and "would not run" in out
+    code, out, err = run(capsys, *argv, "--attention", "flash", "--zero", "1", "--recompute", "full")
+    assert code == 0 and "set by --conventions" not in out and "would not run" not in out

@@ -96,9 +96,23 @@ def run(args) -> int:
     if timed:
         # lazy: the GPU presets (only --time names one)
         from derivations.config import gpus
-        for line in time_lines(timed, gpus.gpu(timed["gpu"]), training.attention):
+        for line in time_lines(timed, gpus.gpu(timed["gpu"]), training.attention) + _time_notes(args, verdict):
             print(line)
     return 0
+
+
+def _time_notes(args, verdict) -> list:
+    """What the time assumed that the user did not type (issue 45: a conventions preset that sets the attention
+    kernel changes the time), and a layout that does not fit, flagged beside its time."""
+    notes = []
+    preset = getattr(args, "conventions", None)
+    if preset and "attention" not in common.explicit(args) and "attention" in cfg.CONVENTION_PRESETS[preset]:
+        notes.append(f"  attention {args.attention}: set by --conventions {preset} (type --attention to change it)")
+    if verdict is not None and not all(verdict.fits.values()):
+        ends = [e for e in ("none", "low", "high") if not verdict.fits[e]]
+        notes.append(f"  this layout does not fit the budget above ({', '.join(ends)}): the time is of a job that "
+                     f"would not run")
+    return notes
 
 
 def _warn_framework(args, layout, training) -> None:
