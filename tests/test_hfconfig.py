@@ -205,3 +205,21 @@ def test_cli_bad_config_in_a_subprocess_has_no_traceback():
                        capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.strip().count("\n") == 0 and "num_attention_heads" in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("value", [4, 1, 32, "16", 16.0])
+def test_num_key_value_heads_other_than_the_heads_is_refused(tmp_path, value):
+    """issue 43 item 5: num_key_value_heads != num_attention_heads was accepted without a word (transformers'
+    eager attention repeats MLA's keys and values by their ratio); equal to the heads, or absent, it is read."""
+    import json
+
+    from derivations.config.presets import preset_path
+    data = json.loads(open(preset_path("deepseek-v2-lite")).read())
+    data["num_key_value_heads"] = value
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(cfg.ConfigError, match="num_key_value_heads"):
+        cfg.load_model(str(path))
+    data["num_key_value_heads"] = data["num_attention_heads"]
+    path.write_text(json.dumps(data))
+    assert cfg.load_model(str(path)).n_h == 16

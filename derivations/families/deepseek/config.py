@@ -250,6 +250,13 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
     if not isinstance(tied, bool):
         raise f.err("tie_word_embeddings", f"field 'tie_word_embeddings' must be true or false, "
                                            f"got {f.type_name(tied)} {f.shown(tied)}")
+    kv_heads = data.get("num_key_value_heads")
+    if kv_heads is not None and (type(kv_heads) is not int or kv_heads != dims["n_h"]):  # (any other type too)
+        raise f.err("num_key_value_heads", f"num_key_value_heads={f.shown(kv_heads)} with num_attention_heads="
+                                           f"{dims['n_h']}: MLA's keys and values have a head per query head "
+                                           f"(kv_b_proj), and transformers' eager attention repeats them "
+                                           f"num_attention_heads / num_key_value_heads times (repeat_kv): "
+                                           f"not covered; write {dims['n_h']} or leave it out")
     for flag in ("attention_bias", "mlp_bias"):
         val = data.get(flag, False)
         if val is not False and val is not None:
