@@ -227,7 +227,8 @@ def bench_wall(a, memsym, res):
     res["fit_to_estimate"] = t["fit"]["median"] / t["estimate, new"]["median"]
     res["wall"] = t
     say(f"    a new estimate / import sympy = {res['cold_start_ratio']:.2f} (goal <= 1.2); search 16384 = "
-        f"{res['search_16384_s']:.2f} s (goal < 1), {res['search_16384_to_estimate']:.2f}x a new estimate (goal <= 1.5)")
+        f"{res['search_16384_s']:.2f} s (goal < 1), {res['search_16384_to_estimate']:.2f}x a new estimate "
+        "(goal <= 1.5)")
     say(f"    search 1024 = {res['search_1024_to_estimate']:.2f}x a new estimate; fit = {res['fit_to_estimate']:.2f}x "
         f"(its closed forms are sympy's solve)")
     say(f"    search 16384 = {res['search_16384_to_8']:.2f}x search 8, its floor: the same imports, almost no work "

@@ -15,8 +15,8 @@ compiled form of the terms, written here from the same sympy terms the report re
   (:func:`symbolic.codegen.merged`), so whatever they share is written once.
 * ``<family>.py``: the few symbols that are not polynomial, printed as exact Python
   (:mod:`symbolic.codegen`): the derived symbols (E_token, EDP), the two storage indicators and
-  floor(N_r/k_g), the indicator of N_r > 1, the pipeline schedules' in-flight counts, and the per-device assembly: one device's
-  activations (``act.stage``'s rows, or ``act.peak``'s at each chunk of a schedule), total, layer split
+  floor(N_r/k_g), the indicator of N_r > 1, the pipeline schedules' in-flight counts, and the per-device assembly:
+  one device's activations (``act.stage``'s rows, or ``act.peak``'s at each chunk of a schedule), total, layer split
   and Sec. 6 peak from its components (derivations/assembly/device_terms.py; the page prints the same
   expressions to JavaScript).
 * ``<family>_search.py``: the search's kernels (derivations/analyses/kernelgen.py): the terms of
@@ -352,7 +352,8 @@ def python_module(fam=DEEPSEEK) -> str:
              'pipeline schedules\' in-flight counts and the per-device assembly, as exact Python; the polynomials',
              'are in the JSON beside it."""',
              "from fractions import Fraction as _Q", "from math import floor as _floor", "", "",
-             "def derived(v):", '    """Add to ``v`` the derived symbols and non-polynomial factors whose inputs it holds."""']
+             "def derived(v):",
+             '    """Add to ``v`` the derived symbols and non-polynomial factors whose inputs it holds."""']
     defs = [(s.name, e) for s, e in nt.DEFINITIONS.items() if s not in _foreign_derived(fam)] \
         + list(SPECIAL.items()) + list(family_special(fam).items())
     for name, expr in sorted(defs):
@@ -404,7 +405,8 @@ def install(fam) -> None:
 
     from derivations import evaluate
     module = types.ModuleType(f"derivations.generated.{fam.name}")
-    exec(compile(python_module(fam), f"<generated {fam.name}>", "exec"), module.__dict__)  # printed above, from our terms
+    exec(compile(python_module(fam), f"<generated {fam.name}>", "exec"),
+         module.__dict__)  # printed above, from our terms
     evaluate.install(fam.name, tables(fam), module)
 
 

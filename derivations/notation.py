@@ -184,8 +184,8 @@ PAPER_BYTES: Dict[sp.Symbol, int] = {SYMBOLS[k]: v for k, v in _values.PAPER_BYT
 EXTENSION_DEFAULTS: Dict[sp.Symbol, object] = {SYMBOLS[k]: sp.sympify(v) for k, v in _values.EXTENSION_DEFAULTS.items()}
 
 #: Order in which the paper writes factors of a product (``bsh``, ``b n_h s^2``).
-PAPER_FACTOR_ORDER = ["n_fl", "B_w", "B_g", "B_m", "B_1", "B_2", "B_a", "B_k", "B_f8", "B_o", "L_d", "L_m", "e_E", "e_H",
-                      "F", "b", "s", "N_r", "N", "N_s", "E_token", "n_h", "h", "h_E", "h_F", "d_cq", "d_c",
+PAPER_FACTOR_ORDER = ["n_fl", "B_w", "B_g", "B_m", "B_1", "B_2", "B_a", "B_k", "B_f8", "B_o", "L_d", "L_m", "e_E",
+                      "e_H", "F", "b", "s", "N_r", "N", "N_s", "E_token", "n_h", "h", "h_E", "h_F", "d_cq", "d_c",
                       "d_h", "d_v", "d_hr", "v", "DP", "TP", "SP", "CP", "PP", "EP", "ETP", "EDP",
                       "n_mb", "VPP", "i_s"]
 register((), factor_order=PAPER_FACTOR_ORDER)

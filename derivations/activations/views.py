@@ -31,9 +31,9 @@ construction ``act.mla.layer`` minus exactly its score rows.  Tags:
   aux / aux_seq / aux_global  the load-balancing loss's tensors (--aux-loss seq or global / seq / global)
   per_expert   a per-expert (or scalar) tensor, whole on every rank: not divided by --router-tensors sp
 
-Conventions (derivations/assembly/conventions.py, presets in derivations/config/convention_presets/).  Every modelling assumption of the paper
-is a switch of :class:`derivations.config.Conventions` applied by the same View, from the tags
-only: :data:`EXISTS` (tensors that exist under one choice), :data:`RULES` (tensors a choice
+Conventions (derivations/assembly/conventions.py, presets in derivations/config/convention_presets/).
+Every modelling assumption of the paper is a switch of :class:`derivations.config.Conventions` applied by the
+same View, from the tags only: :data:`EXISTS` (tensors that exist under one choice), :data:`RULES` (tensors a choice
 rescales: dispatch multiplies the routed tensors by EP/SP, --router-tensors sp divides the
 router's by SP, --latents sp the MLA latents' (c_Q, c_KV, their norms; not the ModelZoo inventory's
 own) by SP, --shared-expert tp the shared experts' intermediates by TP, --swiglu fused

@@ -122,7 +122,8 @@ def _paper(policy: str) -> Dict[str, Term]:
                                    "activations rebuilt (without recomputation, less what the policy kept)", prov,
                                    [("rebuilt", f"the {kind} layer's activations without recomputation (MLA and "
                                      f"{ffn}), less what the policy keeps of them", has * (M_A0 - M_A + m0 - m), "")])
-            for kind, ffn, has, m0, m in (("moe", "MoE", has_moe, M_E0, M_E), ("dense", "dense FFN", has_dense, M_D0, M_D))}
+            for kind, ffn, has, m0, m in (("moe", "MoE", has_moe, M_E0, M_E),
+                                          ("dense", "dense FFN", has_dense, M_D0, M_D))}
 
 
 def _transformers(policy: str) -> Dict[str, Term]:
@@ -155,7 +156,8 @@ def _transformers(policy: str) -> Dict[str, Term]:
                 "" if policy == "full" else " and the RoPE cos and sin (B_a s d_r each, every layer's)"),
              -e_H * (M_H - 8 * t - (0 if policy == "full" else 2 * B_a * s_loc * d_r)), STEP),
             ("left", "what the layer saved up to its scores (three RMSNorms, q and k, the FP32 softmax output)",
-             _left_hf() - (A_last if policy != "full" else 0), HF + ": DeepseekV3Attention.forward, eager_attention_forward"),
+             _left_hf() - (A_last if policy != "full" else 0),
+             HF + ": DeepseekV3Attention.forward, eager_attention_forward"),
             ("grads", "ToCopyBackward0's FP32 gradient of the probabilities and SoftmaxBackward0's FP32 output "
                       "(4 b n_h s^2 each), the residual gradient (B_a t h) and the value's B_a gradient",
              8 * P + B_a * t * h + hv, "aten SoftMax.cpp: softmax_backward_cpu_out; torch autograd")]
@@ -194,9 +196,10 @@ def _transformers(policy: str) -> Dict[str, Term]:
                  ("grad", "the last layer's output gradient (B_a, model.norm's ToCopyBackward0) and the seed",
                   B_a * t * h + 4 * e_H, STEP)]
         rebuilt = start + [
-            ("layer", "the MoE layer rebuilt, as far as non-reentrant checkpoint's early stop runs it: its saves without "
-                      "recomputation, the residual after attention and the routed experts' summed output (B_a t h each), "
-                      "the FP32 router logits (t x N) and scaled top-k weights (t x k), the layer's two wrapped numbers",
+            ("layer", "the MoE layer rebuilt, as far as non-reentrant checkpoint's early stop runs it: its saves "
+                      "without recomputation, the residual after attention and the routed experts' summed output "
+                      "(B_a t h each), the FP32 router logits (t x N) and scaled top-k weights (t x k), the layer's "
+                      "two wrapped numbers",
              has_moe * (M_A0 + M_E0 + 2 * B_a * t * h + 4 * t * N + 4 * t * k + 16),
              "torch/utils/checkpoint.py (early stop); " + STEP)]
         out["rebuild"] = _term("the recomputation of the last MoE layer ends",
@@ -277,7 +280,8 @@ def _mcore(policy: str) -> Dict[str, Term]:
     full = policy == "full"
     tn = 5 * t * N + 8 * N + (8 * t * k if full else 24)
     held = [("scores", "the GlobalMemoryBuffer the local spec's core attention's baddbmm writes the scores into "
-                       "(B_a b n_h s^2 / TP), allocated once", has_layers * u_eager * u_local * B_a * b * n_h * s_loc ** 2 / TP,
+                       "(B_a b n_h s^2 / TP), allocated once",
+                       has_layers * u_eager * u_local * B_a * b * n_h * s_loc ** 2 / TP,
              MC + "parallel_state.py: GlobalMemoryBuffer; transformer/dot_product_attention.py"),
             ("rope", "each MLA layer's FP32 RotaryEmbedding output (s x d_r), kept by its lru_cache",
              4 * L * s_loc * d_r, MC + "models/common/embeddings/rotary_pos_embedding.py: RotaryEmbedding.forward"),
@@ -309,13 +313,15 @@ def _mcore(policy: str) -> Dict[str, Term]:
     soft = MC + "fusions/fused_softmax.py: FusedScaleMaskSoftmax.forward_torch_softmax"
     if not full:  # the forward inside the last layer's attention, at probs.bfloat16()
         fwd = [("held", "what the end of the forward holds besides the saves, less the last layer's dispatcher state "
-                        "(not yet made)" + (" and with the checkpoint's int32 mask type" if policy == "partial" else ""),
+                        "(not yet made)"
+                        + (" and with the checkpoint's int32 mask type" if policy == "partial" else ""),
                 eof - has_moe * tn + (4 if policy == "partial" else 0), STEP),
                release,
-               ("left", "what the last layer saved up to its scores (three RMSNorms, the up-projections' inputs, the RoPE "
-                        "saves, q and k) in place of its saves", _left_mc() - A_last,
+               ("left", "what the last layer saved up to its scores (three RMSNorms, the up-projections' inputs, the "
+                        "RoPE saves, q and k) in place of its saves", _left_mc() - A_last,
                 MC + "transformer/multi_latent_attention.py; transformer/dot_product_attention.py"),
-               ("scores", "baddbmm's output (B_a b n_h s^2: beta 0 returns a new tensor), input.float()'s FP32 copy and "
+               ("scores",
+                "baddbmm's output (B_a b n_h s^2: beta 0 returns a new tensor), input.float()'s FP32 copy and "
                           "the FP32 softmax (4 b n_h s^2 each), the B_a probabilities being made, the bool causal mask",
                 8 * P + 2 * B_a * P + s_loc ** 2, soft),
                ("value", "the value (B_a t n_h d_v)", hv, MC + "transformer/multi_latent_attention.py"),
@@ -329,8 +335,8 @@ def _mcore(policy: str) -> Dict[str, Term]:
                         "router's wrapped numbers released; the loss and the checkpoint's int32 mask type held)",
                 eof - 12, STEP),
                release,
-               ("left", "what the last layer saved up to its scores in place of its saves, and the router's int64 top-k "
-                        "indices (still held by a node not yet run)", _left_mc() + 8 * t * k - A_last, STEP),
+               ("left", "what the last layer saved up to its scores in place of its saves, and the router's int64 "
+                        "top-k indices (still held by a node not yet run)", _left_mc() + 8 * t * k - A_last, STEP),
                ("recomputed", "the recomputed FP32 softmax (4 b n_h s^2), the bool causal mask, the context "
                               "CheckpointFunction.backward holds as outputs (B_a t n_h d_v), the checkpoint's value",
                 4 * P + s_loc ** 2 + 2 * hv, MC + "transformer/attention.py: _checkpointed_attention_forward"),
@@ -370,7 +376,8 @@ def _mcore(policy: str) -> Dict[str, Term]:
                     has_moe * (M_A0 + M_E0 + 2 * B_a * t * h + 3 * B_a * t * k * h + 5 * t * N + 4 * t * k + 8 * N
                                + 4 * L + 24),
                     MC + "transformer/transformer_layer.py: _forward_mlp; transformer/moe/moe_layer.py: MoELayer."
-                    "forward; transformer/moe/moe_utils.py: permute; transformer/moe/experts.py: SequentialMLP.forward")]
+                    "forward; transformer/moe/moe_utils.py: permute; transformer/moe/experts.py: "
+                    "SequentialMLP.forward")]
         out["rebuild"] = _term("the recomputation of the last MoE layer, at the experts' "
                                "torch.cat", STEP + " (Megatron-Core, full recomputation)", rebuilt)
     return out

@@ -27,14 +27,15 @@ from symbolic.errors import ConfigError
 from symbolic.units import GiB, parse_size
 
 from derivations.config.values import named, symbol_keyed
-from derivations.config.layout import (Layout, StageComposition, compose, composition_names, layer_range, stage, stage_layers,
-                                       stages, validate_layout, whole_model)
+from derivations.config.layout import (Layout, StageComposition, compose, composition_names, layer_range, stage,
+                                       stage_layers, stages, validate_layout, whole_model)
 from derivations.config.model import ModelSpec
 from derivations.config.presets import DEFAULT_MODEL, PRESETS, load_model
-from derivations.config.switches import (BYTES_CONVENTIONS, BYTES_HELP, CONVENTION_ORDER, CONVENTION_PRESETS, CONVENTION_SOURCES,
-                       CONVENTION_SWITCHES, MTP_HELP, NAMING_PRESETS, Conventions, SwitchSpec, validate_conventions)
-from derivations.config.training import (ATTENTION, DTYPES, OFFLOAD_MODULES, RECOMPUTE, RECOMPUTE_OPS, SCHEDULES, ZERO_NAMES,
-                       Training, parse_offload, parse_recompute, validate_training)
+from derivations.config.switches import (BYTES_CONVENTIONS, BYTES_HELP, CONVENTION_ORDER, CONVENTION_PRESETS,
+                                         CONVENTION_SOURCES, CONVENTION_SWITCHES, MTP_HELP, NAMING_PRESETS,
+                                         Conventions, SwitchSpec, validate_conventions)
+from derivations.config.training import (ATTENTION, DTYPES, OFFLOAD_MODULES, RECOMPUTE, RECOMPUTE_OPS, SCHEDULES,
+                                         ZERO_NAMES, Training, parse_offload, parse_recompute, validate_training)
 from derivations.config.quantization import RECIPES as LINEAR_RECIPES
 
 __all__ = ["DEFAULT_MODEL", 

@@ -97,7 +97,8 @@ MEGATRON_FP8 = ("delayed", "tensorwise", "blockwise", "mxfp8")
 
 def recipe(name: str) -> Format:
     if name not in FORMATS:
-        raise ConfigError("linear-recipe", f"--linear-recipe must be one of {', '.join(RECIPES)}, got {str(name)[:40]!r}")
+        raise ConfigError("linear-recipe",
+                          f"--linear-recipe must be one of {', '.join(RECIPES)}, got {str(name)[:40]!r}")
     return FORMATS[name]
 
 

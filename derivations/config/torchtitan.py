@@ -174,7 +174,8 @@ def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: 
                                             "(torch.compile: fused kernels, fewer saved intermediates)"))
     elif "enable" in comp and not isinstance(comp["enable"], bool):
         raise err(k.path, f"compile.enable = {comp['enable']!r}: expected true or false")
-    if not converters:  # [quantize.*] takes effect only through model.converters (parallelize.py; job_config.py Model.converters)
+    # [quantize.*] takes effect only through model.converters (parallelize.py; job_config.py Model.converters)
+    if not converters:
         memory = [(key, v) for key, v in memory if not key.startswith("quantize.")]
     r.unmodelled += [f"{key} = {v if key == 'compile.enable' else repr(v)}" for key, v in memory]
     r.unmodelled += [f"{key} (not a key of torchtitan's JobConfig, {JC})" for key, _ in unknown]
@@ -262,17 +263,18 @@ def _layout(k: _Keys, r: Resolution, put, gpus: Optional[int], dp: Optional[int]
             raise err(k.path, f"expert_parallel_degree {ep} must be a multiple of {unit} dividing {shard * unit} "
                               f"(dp_shard x {'CP' if etp == tp else 'CP x TP'}; {PD} _validate)")
     else:
-        etp, etp_src = tp, f"EP 1: the experts are tensor-parallel like the rest (parallelize.py apply_moe_ep_tp); {etp_src}"
+        etp, etp_src = tp, ("EP 1: the experts are tensor-parallel like the rest (parallelize.py apply_moe_ep_tp); "
+                            f"{etp_src}")
     if rep > 1 and (shard > 1 or cp > 1 or ep > 1):
-        dp_, zero, z_src = shard, 3, (f"HSDP: {rep} replicas of an FSDP group of {shard} ({rep_src}; parallelize.py dp_mesh); "
-                                      f"memsym counts one group (a GPU's memory is its group's)")
+        dp_, zero, z_src = shard, 3, (f"HSDP: {rep} replicas of an FSDP group of {shard} ({rep_src}; parallelize.py "
+                                      "dp_mesh); memsym counts one group (a GPU's memory is its group's)")
         r.notes.append(f"HSDP: --dp {shard} is one replica group of {rep}; the job has {world} GPUs")
     elif rep > 1:
         dp_, zero, z_src = rep, 0, f"DDP over {rep} ({rep_src}; parallelize.py apply_ddp): nothing sharded"
     else:
         dp_, zero = shard, 3 if (shard > 1 or cp > 1 or ep > 1) else 0
-        z_src = (f"FSDP2 fully_shard over dp_shard x CP (parallelize.py apply_fsdp): parameters, gradients and optimizer "
-                 f"states sharded ({sh_src})" if zero else "no data parallelism: nothing sharded")
+        z_src = ("FSDP2 fully_shard over dp_shard x CP (parallelize.py apply_fsdp): parameters, gradients and "
+                 f"optimizer states sharded ({sh_src})" if zero else "no data parallelism: nothing sharded")
     r.world = world
     put("dp", dp_, f"{sh_src}; world {world} ({w_src})" if rep == 1 else z_src)
     put("tp", tp, tp_src), put("pp", pp, pp_src), put("ep", ep, ep_src), put("etp", etp, etp_src), put("cp", cp, cp_src)
@@ -300,7 +302,8 @@ def _training(k: _Keys, r: Resolution, put) -> None:
     if pp > 1:
         mbs, m_src = k.int("parallelism.pipeline_parallel_microbatch_size", 1,
                            "Parallelism.pipeline_parallel_microbatch_size")
-        sched, sc_src = k.get("parallelism.pipeline_parallel_schedule", "1F1B", "Parallelism.pipeline_parallel_schedule")
+        sched, sc_src = k.get("parallelism.pipeline_parallel_schedule", "1F1B",
+                              "Parallelism.pipeline_parallel_schedule")
         if local % mbs:
             raise err(k.path, f"local_batch_size {local} is not a multiple of the PP micro-batch size {mbs}")
         if sched != "1F1B":
@@ -361,7 +364,8 @@ def _precision(k: _Keys, r: Resolution, put) -> None:
         r.unmodelled.append("optimizer.early_step_in_backward true (gradients freed per parameter)")
     master = _DTYPES[dtype]
     weight = _DTYPES[param] if fsdp else master
-    w_src = f"{p_src}: FSDP's param_dtype (parallelize.py apply_fsdp)" if fsdp else f"{d_src} (no FSDP: autocast, not modelled)"
+    w_src = (f"{p_src}: FSDP's param_dtype (parallelize.py apply_fsdp)" if fsdp
+             else f"{d_src} (no FSDP: autocast, not modelled)")
     put("weight_dtype", weight, w_src)
     put("grad_dtype", master, f"{d_src}: the sharded gradients of the {master} parameters; {r_src} reduce")
     put("master_dtype", master, f"{d_src}: the sharded parameters the optimizer steps")

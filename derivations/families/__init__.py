@@ -242,7 +242,8 @@ class Family:
         return "".join(f"{by_flag[f]}{int(flags[f])}" for f in self.activation_flags) or "all"
 
     def activation_flag_sets(self):
-        """Each assignment ({name: value}) of the flags its tensor lists depend on (DeepSeek's q_lora: two; none: one)."""
+        """Each assignment ({name: value}) of the flags its tensor lists depend on (DeepSeek's q_lora: two;
+        none: one)."""
         return [dict(zip(self.activation_flags, values))
                 for values in itertools.product((True, False), repeat=len(self.activation_flags))]
 
@@ -271,7 +272,8 @@ def register(family: Family) -> Family:
 
 
 def _add(family: Family) -> Family:
-    """Add ``family`` (under the lock) to a new registry dict: a reader iterating the old one meanwhile sees it whole."""
+    """Add ``family`` (under the lock) to a new registry dict: a reader iterating the old one meanwhile sees it
+    whole."""
     global _REGISTRY
     if not isinstance(family, Family) or not family.name:
         raise TypeError(f"a family is an instance of a derivations.families.Family subclass with a name, got "

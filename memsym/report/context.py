@@ -96,7 +96,8 @@ class Context:
         edp = self.value_of(nt.EDP)
         if edp is not None:
             out[nt.EDP] = sp.Rational(edp.numerator, edp.denominator)
-        if getattr(self.model, "d_v", None) == getattr(self.model, "d_h", None):  # DeepSeek: the paper writes d_h for d_v
+        # DeepSeek: the paper writes d_h for d_v
+        if getattr(self.model, "d_v", None) == getattr(self.model, "d_h", None):
             out[nt.d_v] = nt.d_h
         return out
 

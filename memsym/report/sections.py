@@ -56,8 +56,9 @@ SECTIONS: Tuple[SectionSpec, ...] = (
         "table3", "table4", "terms"), prefixes=("params",)),
     SectionSpec("static", "Static parameters per device", "Sec. 3, Tables 5-6", (
         "table5", "table6",
-        "p:Per-device terms are shown at the layout and at the chosen stage's composition; {term:static.device.non_moe} "
-        "and {term:static.device.moe} are the non-MoE and MoE parameters of Sec. 4.", "terms"),
+        "p:Per-device terms are shown at the layout and at the chosen stage's composition; "
+        "{term:static.device.non_moe} and {term:static.device.moe} are the non-MoE and MoE parameters of Sec. "
+        "4.", "terms"),
         prefixes=("static",), at_stage=True),
     SectionSpec("zero", "ZeRO", "Sec. 4, Tables 7-8", (
         "table7", "table8",

@@ -217,7 +217,8 @@ def table_comparison(ctx) -> Table:
         rows.append((T(r.entry.place), T(printed), T(derived), T(r.status), T(r.entry.discrepancy),
                      C(", ".join(r.entry.terms))))
     return Table("comparison", "Every printed number of the paper against memsym (paper's configuration)",
-                 "paper/printed.toml", ("place", "printed", "derived", "status", "cause", "term"), A("p.19 l l l p.2 p.15"),
+                 "paper/printed.toml", ("place", "printed", "derived", "status", "cause", "term"),
+                 A("p.19 l l l p.2 p.15"),
                  tuple(rows))
 
 
@@ -258,13 +259,13 @@ def table_traces(ctx) -> Table:
                  ("record", "layer", "measured", "preset", "paper", "measured / paper", "status"),
                  A("p.17 l r r r r l"), tuple(rows),
                  note="record: framework (hf: transformers, mcore: Megatron-Core local spec), config (tiny: h 256, "
-                      "tiny512: h 512; v3-l2, moonlight-l2: DeepSeek-V3 and Moonlight-16B-A3B at their real dimensions cut to "
-                      "one dense and one MoE layer), micro-batch b, sequence s, dtype, attention and experts "
+                      "tiny512: h 512; v3-l2, moonlight-l2: DeepSeek-V3 and Moonlight-16B-A3B at their real dimensions "
+                      "cut to one dense and one MoE layer), micro-batch b, sequence s, dtype, attention and experts "
                       "(transformers), recomputation, fake (traced under FakeTensorMode with balanced routing: memsym "
                       "trace --fake), step (also the peak of a whole step, profiled: memsym trace --step, "
-                      "paper/traces/STEP.md); each record's file says its full settings and command. preset: --conventions "
-                      "transformers or mcore at the record's settings on one device; unexplained records keep their "
-                      "exact difference from the preset.")
+                      "paper/traces/STEP.md); each record's file says its full settings and command. preset: "
+                      "--conventions transformers or mcore at the record's settings on one device; unexplained records "
+                      "keep their exact difference from the preset.")
 
 
 def shown_path(path: str) -> str:

@@ -7,8 +7,8 @@ and ``from_pretrained(..., dtype=...)`` do (modeling_utils.py: ``PreTrainedModel
 ``_keep_in_fp32_modules_strict`` (the router's ``gate.weight`` and ``e_score_correction_bias``) stays
 FP32 while everything else takes the activation dtype (``model.to(dtype)`` would cast the router to
 BF16 and make its FP32 ``.type(float32)`` a copy a real run never makes).  It runs one forward pass
-with labels (the FP32 cross-entropy loss) under the :class:`memsym.trace.recorder.Recorder`, then one backward pass to show it trains.  With
-``fake`` (``memsym trace --fake``) it is built and run under torch's FakeTensorMode at the
+with labels (the FP32 cross-entropy loss) under the :class:`memsym.trace.recorder.Recorder`, then one backward
+pass to show it trains.  With ``fake`` (``memsym trace --fake``) it is built and run under torch's FakeTensorMode at the
 config's real dimensions with balanced routing and no backward (:mod:`memsym.trace.fake`);
 ``balanced`` gives a real trace the same routing.
 """

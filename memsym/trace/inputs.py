@@ -133,7 +133,8 @@ def check_fields(data: Mapping, path: str = "<config>") -> None:
 def estimate_params(m) -> int:
     """Parameters of a model (:class:`~derivations.model.ModelSpec`), roughly: the size check
     before anything is built."""
-    if hasattr(m, "d_a"):  # DeepSeek-V4: attention, a CSA compressor's worth, experts (derivations/families/deepseek_v4)
+    # DeepSeek-V4: attention, a CSA compressor's worth, experts (derivations/families/deepseek_v4)
+    if hasattr(m, "d_a"):
         att = m.h * (m.d_cq + 5 * m.d_a) + m.d_cq * m.n_h * m.d_a + m.n_h * m.d_a * m.d_O + m.h * m.g_O * m.d_O
         return 2 * m.v * m.h + m.l * (att + 3 * m.h * m.h_E * (m.N + 1))
     att = m.h * ((m.d_cq or 0) + m.d_c + m.d_hr) + (m.d_cq or m.h) * m.n_h * (m.d_h + m.d_hr) \

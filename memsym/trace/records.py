@@ -275,7 +275,8 @@ def retrace(rec: Dict, step: bool = None) -> Dict:
     conf = read(config_path(rec))
     rec_, info = impl.run(conf.data, st["mbs"], st["seq"], st["act_dtype"], st["attention"],
                           st["experts"], st["recompute"],
-                          settings={k: st[k] for k in MCORE_SETTING_KEYS if k in st} or None, fake=st.get("fake", False),
+                          settings={k: st[k] for k in MCORE_SETTING_KEYS if k in st} or None,
+                          fake=st.get("fake", False),
                           step=st["step"])
     args = types.SimpleNamespace(model=config_path(rec), framework=rec["framework"], conventions=None,
                                  tensors=False, **st)
