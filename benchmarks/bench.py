@@ -8,9 +8,7 @@ range (min-max) of the repetitions.  Paths, on N random valid configurations of 
   floor          numpy reading the 12 input columns and writing their sum, in the same cache-sized
                  blocks: the cost of touching the data, which no numpy evaluation can beat
   numpy          symbolic.numeric.compile of the factored expression in cache-sized blocks
-                 (symbolic.search.evaluate): the engine's path (search); reported under the
-                 contract's key "compiled" too, since it is the one compiled form memsym has
-                 (lambdify's printed numpy function; the numba backend was deleted, issue 42)
+                 (symbolic.search.evaluate): the engine's path (search), also reported as "compiled"
   numpy 1 call   the same function on whole columns; numpy unfactored: the terms' own structure
   hand numpy     a competent hand-written numpy version of the formula (tests/independent.py's
                  formula with the model's constants folded), in the same blocks

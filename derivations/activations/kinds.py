@@ -13,8 +13,8 @@ The paper's readings (Sec. 5, Tables 9-10):
   M_1^E = 4bsh/SP + 4bsN + 2bsN_r + (N/EP)(3 E_token h + 8 E_token h_E) + N_s(3bsh + 8bsh_E)
   M_2^A = 2bsh/SP,  M_2^E = 2bsh/SP + 2bsN_r  (full recomputation)
 
-The tensor lists are in :mod:`derivations.inventory`, the views (recomputation policies,
-attention kernels, FP8 caching, conventions) in :mod:`derivations.views`; this module
+The tensor lists are in :mod:`derivations.activations.inventory`, the views (recomputation policies,
+attention kernels, FP8 caching, conventions) in :mod:`derivations.activations.views`; this module
 assembles each view's terms: per layer (``act.mla.layer``, ``act.moe.layer``, ...), per
 stage and in flight (``act.stage``, ``act.peak``).
 """

@@ -4,8 +4,8 @@ For the DeepSeek family the activation modules take its ``q_lora`` flag and read
 from the generated decision tables (derivations/evaluate.py ``kept``: no sympy).  Any other family
 (one with no generated tables, such as a test's toy) is given as a :class:`Shape`; what a view keeps
 of each kind is then built from the family's own tensor lists (its ``activations.specs(kind, flags)``)
-and compared by sympy's structural equality, the relation the generated tables encode.  The same
-naming and terms follow from either (tests/test_families.py checks DeepSeek's through both).
+and compared by sympy's structural equality, the relation the generated tables encode: the same
+naming and terms follow from either.
 """
 from __future__ import annotations
 

@@ -1,52 +1,32 @@
 """Conventions: every modelling assumption a named switch; other sources reproduced exactly.
 
-The paper (Secs. 3-5) makes choices a reader may not share.  Each is a switch of
-:class:`derivations.config.Conventions` (or of Training: the attention kernel, the bytes per
-parameter), defaulting to the paper's, listed with its help text in
-``derivations.config.CONVENTION_SWITCHES`` and applied through *one* mechanism each:
+Each choice of the paper (Secs. 3-5) a reader may not share is a switch of :class:`derivations.config.Conventions`
+(or of Training), defaulting to the paper's, listed in ``derivations.config.CONVENTION_SWITCHES`` and applied
+one way: activations through the tensor tags (derivations/activations/views.py); weights through the parts of
+the parameter terms (``static.device.moe.shared-tp``) and the rank reported (the paper's stage or Megatron's
+most-loaded shard, ``conv.megatron.*``); bytes per parameter through Table 7's symbols
+(``Training.with_bytes_convention``).  Presets (``--conventions``, ``derivations.config.CONVENTION_PRESETS``) set
+every switch to one source's assumptions.
 
-* activations: the tensor tags of ``derivations/activations/__init__.py`` (a :class:`View` keeps,
-  rescales or drops each tensor from its tags; the switch is named in the term id, label
-  and provenance, e.g. ``act.moe.layer.dispatch``);
-* weights: the parts of the parameter terms (``static.layer.moe`` 'shared' split by TP:
-  ``static.device.moe.shared-tp`` and ``zero.*.shared-tp``), and the rank reported: the
-  paper's stage or Megatron's most-loaded shard (``conv.megatron.*``);
-* bytes per parameter: a substitution of Table 7's symbols (and ZeRO-1 for Megatron's
-  distributed optimizer), ``Training.with_bytes_convention``.
-
-Presets (``--conventions``) set every switch to one source's assumptions
-(``derivations.config.CONVENTION_PRESETS``): ``paper``; ``megatron``, Megatron-LM's
-weight-and-optimizer estimate with the Megatron-LM runtime choices the ModelZoo estimator
-encodes on the paper's tensor list; ``modelzoo``, the same runtime choices on NVIDIA's
-ModelZoo tensor list (``--inventory modelzoo``).
-
-* ``conv.megatron.*``: Megatron-LM ``theoretical_memory_usage.py`` weight-and-optimizer
-  estimate with expert parallelism.  Per layer A = MLA parameters including the q/kv
-  latent norms, F_d = 3 h h_F, F_s = 3 h h_E N_s, F_r = 3 h h_E N.  Its "most-loaded
-  shard" holds
+* ``conv.megatron.*``: Megatron-LM ``theoretical_memory_usage.py``'s weight-and-optimizer estimate with expert
+  parallelism.  Per layer A = MLA parameters including the q/kv latent norms, F_d = 3 h h_F, F_s = 3 h h_E N_s,
+  F_r = 3 h h_E N.  Its most-loaded shard holds
 
     TP-split   ([(A + F_d) L_d + A L_m] / PP + A D + h v) / TP
     shared     F_s (L_m / PP + D) / TP        (TP-split too; replicated under --shared-expert replicated)
     replicated (2h (L_d + L_m) + h N L_m + h) / PP + (2h + h N) D
     experts    F_r (L_m / PP + D) / (ETP EP)
 
-  with L_d, L_m the model's dense and MoE layers and D the MTP layers; bytes are
-  (TP-split + shared + replicated) beta(DP) + experts beta(EDP), beta(d) = 6 + 12/d with
-  the distributed optimizer, i.e. the Table 7 bytes with FP32 moments (2/4/4/4/4) and
-  ZeRO-1: B_w + B_g + (B_m + B_1 + B_2)/d.
+  with D the MTP layers; bytes are (TP-split + shared + replicated) beta(DP) + experts beta(EDP),
+  beta(d) = 6 + 12/d with the distributed optimizer: Table 7's bytes with FP32 moments and ZeRO-1.
 
-* ``conv.modelzoo.*``: the activation accounting of NVIDIA's Megatron-MoE-ModelZoo
-  DeepSeek estimator, one MoE transformer layer and micro-batch, with
-  t = b s N_r / TP routed token-copies per device, written literally; full recomputation
-  keeps the layer input only.  ``act.layer.modelzoo`` (the preset's view of the tagged
-  tensor lists) equals it at SP = TP (tests/test_conventions.py).
+* ``conv.modelzoo.*``: NVIDIA Megatron-MoE-ModelZoo's DeepSeek activation estimator, one MoE layer and
+  micro-batch, t = b s N_r / TP routed token-copies per device, written literally; full recomputation keeps
+  the layer input only.  ``act.layer.modelzoo`` (the preset's view of the tensor lists) equals it at SP = TP.
 
-``memsym compare`` flips the switches one at a time from ``paper`` to each preset in the
-fixed order ``derivations.config.CONVENTION_ORDER`` (:func:`waterfall`): routed tokens,
-attention, router tensors, shared expert, dropout masks, checkpoints, SwiGLU, expert
-outputs, latent norms, routing state, bytes per parameter, rank, MTP, and last the
-per-tensor inventory.  Each step's bytes are exact; they sum to the difference of the two
-totals.
+``memsym compare`` flips the switches one at a time from ``paper`` to a preset in the order
+``derivations.config.CONVENTION_ORDER`` (:func:`waterfall`); each step is exact and the steps sum to the
+difference of the two totals.
 """
 from __future__ import annotations
 

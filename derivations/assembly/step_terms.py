@@ -1,40 +1,30 @@
 """The peak over the whole training step, as terms: what one micro-batch's backward adds to the end of its forward.
 
-The paper (Sec. 5-6) judges a device at the end of the forward: every in-flight micro-batch's kept
-activations (``act.stage``).  A step passes through later moments that hold more (issue 26 item 6):
-the backward of the last stage's head (the loss gradient of the logits, FP32 t x V), and under
-recomputation the backward of a layer, which first rebuilds that layer's activations and holds them
-with its gradients.  A *moment* here is the bytes one micro-batch holds at such a moment above its own
-end-of-forward activations (``act.stage`` of the view, A); the device's step peak is
+The paper (Sec. 5-6) judges a device at the end of the forward (``act.stage``, A per micro-batch).  A step passes
+through later moments that hold more (issue 26 item 6): the head's backward (the logits' FP32 gradient, t x V)
+and, under recomputation, a layer's backward, which rebuilds the layer's activations and holds them with its
+gradients.  A *moment* is the bytes one micro-batch holds then above A; since one micro-batch at a time is in
+its backward, the device's step peak is
 
     n_fl A + X,   X = max(0, moment_1, moment_2, ...)   (the step excess; n_fl = 1 without a schedule)
 
-since only one micro-batch at a time is in its backward.  The moments are written in the assembly's
-symbols (derivations/assembly/device_terms.py): the kinds' bytes under the view (M_A, M_E, M_D, M_H)
-and under the same conventions without recomputation (M_A0, M_E0, M_D0), the stage's composition and
-the dimensions; they are printed as exact Python into derivations/generated/ (``step``) like the rest
-of the assembly.
+The moments are written in the assembly's symbols (derivations/assembly/device_terms.py: M_A, M_E, M_D, M_H
+under the view, M_A0, M_E0, M_D0 without recomputation) and printed into derivations/generated/ (``step``).
+Which moments a device passes through is the framework's (``--head-state``):
 
-Which moments a device passes through is the framework's (the ``--head-state`` switch names it):
+* ``paper``: the paper's view counts kept tensors, not gradients or transients.  Without recomputation the end
+  of the forward is the peak; with it each layer kind of the stage (MoE, dense) is a moment, the layer rebuilt
+  (its activations without recomputation replacing what the policy kept).  Each is a polynomial in b and s at a
+  stage, so fit solves the binding one in closed form.
+* ``transformers``: transformers 5.24 eager DeepseekV3ForCausalLM, measured in paper/traces/*-step.toml and
+  explained in paper/traces/STEP.md: the head's log-softmax backward, the last layer's attention backward, the
+  rebuilt last layer, the grouped_mm experts' backward.
+* ``mcore``: Megatron-Core 0.16.1 (local spec), likewise: the cross-entropy forward, the last layer's attention
+  in the forward, the backward of a recomputed core attention, the rebuilt last layer.
 
-* ``paper``: the ideal kernels of the paper's view, which counts kept tensors (Sec. 5), not gradients or a
-  kernel's transients.  Without recomputation the end of the forward is the peak (the paper's own reading,
-  kept).  With recomputation each layer kind of the stage (MoE, dense) is a moment: the layer rebuilt, its
-  activations without recomputation replacing what the policy kept of it; the heaviest binds.  A policy
-  that keeps everything (``custom:`` of operators with nothing to recompute) adds nothing: no policy is
-  judged above no recomputation.  Each paper moment is a polynomial in b and s at a stage, so fit solves
-  the one that binds in closed form.
-* ``transformers``: transformers 5.24 eager DeepseekV3ForCausalLM, measured in paper/traces/*-step.toml
-  and explained in paper/traces/STEP.md: the head's log-softmax backward, the last layer's attention
-  backward, the rebuilt last layer, the grouped_mm experts' backward.
-* ``mcore``: Megatron-Core 0.16.1 (local spec), likewise: the cross-entropy forward, the last layer's
-  attention in the forward, the backward of a recomputed core attention, the rebuilt last layer.
-
-The framework moments are exact against the step records (tests/test_step_terms.py: s 256 to 1024, b 1 and 2,
-all at TP = PP = EP = CP = 1; the attention's moments bind from s 512 on): the parallel degrees divide them as
-the tensors they name are split (a CP rank its s / CP tokens), which no record checks yet.  The attention's
-moments are those of eager attention (transformers) and the local spec's core attention (Megatron-Core);
-fused attention kernels keep no b n_h s^2 tensor, and have none.
+The framework moments are exact against the step records at TP = PP = EP = CP = 1; the parallel degrees divide
+them as the tensors they name are split, which no record checks.  The attention moments are eager attention's
+(transformers) and the local spec's core attention's (Megatron-Core): fused kernels keep no b n_h s^2 tensor.
 """
 from __future__ import annotations
 

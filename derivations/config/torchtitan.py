@@ -5,35 +5,16 @@ Read with :mod:`tomllib` (data only), bounded and checked as a Megatron launch f
 (:func:`derivations.config.launch.read_text`).  The model is the registered ``[model] name`` / ``flavor``: only
 ``deepseek_v3`` (TrainSpec name) with the flavors of ``deepseekv3_configs``; a flavor whose arguments equal a
 memsym preset field by field is that preset (16B = deepseek-v2-lite), else a config is built from them.
-Sources, pytorch/torchtitan at 99fee810b7e253273ed8d1e10eb6c5f60ba69eff (main when issue #1789 was opened,
-2025-10-02; torchtitan replaced its TOML job configs by a Python registry at 9810191, #2386):
+Sources, pytorch/torchtitan at 99fee810b7e253273ed8d1e10eb6c5f60ba69eff (2025-10-02; torchtitan replaced its TOML
+job configs by a Python registry at 9810191, #2386):
 
-  JC   torchtitan/config/job_config.py (the dataclasses; their defaults are the defaults below)
+  JC   torchtitan/config/job_config.py (the dataclasses: the defaults)
   PD   torchtitan/distributed/parallel_dims.py (ParallelDims._validate, _build_mesh_with_ep)
   PAR  torchtitan/models/deepseek_v3/infra/parallelize.py (parallelize_deepseekv3, apply_non_moe_tp)
   AC   torchtitan/distributed/activation_checkpoint.py (apply_ac, _apply_ac_to_transformer_block)
   DS   torchtitan/models/deepseek_v3/__init__.py (deepseekv3_configs), model/args.py, torchtitan/models/moe.py
 
-  key                                    default        memsym                 where
-  model.name / model.flavor              llama3 / debugmodel  --model          JC Model; DS deepseekv3_configs
-  parallelism.data_parallel_shard_degree -1 (the rest)  --dp, --zero 3         JC Parallelism; PD _validate
-  parallelism.data_parallel_replicate_degree 1          (HSDP: see below)      JC Parallelism; parallelize.py dp_mesh
-  parallelism.tensor_parallel_degree     1              --tp, --sp = TP        JC; PAR apply_non_moe_tp
-  parallelism.pipeline_parallel_degree   1              --pp                   JC
-  parallelism.pipeline_parallel_microbatch_size 1       --mbs under PP         JC
-  parallelism.pipeline_parallel_schedule 1F1B           --schedule 1f1b        JC
-  parallelism.context_parallel_degree    1              --cp                   JC
-  parallelism.expert_parallel_degree     1              --ep                   JC; PD _validate
-  parallelism.expert_tensor_parallel_degree 1           --etp (TP when EP 1)   JC; PD _validate
-  training.local_batch_size              8              --mbs                  JC Training
-  training.seq_len                       2048           --seq                  JC Training
-  training.global_batch_size             -1 (local DP)  --global-batch         JC Training
-  training.dtype                         float32        --master/--grad/--optimizer-dtype  JC Training
-  training.mixed_precision_param         bfloat16       --weight/--act-dtype   JC Training; PAR apply_fsdp
-  training.mixed_precision_reduce        float32        --grad-dtype           JC Training; PAR apply_fsdp
-  activation_checkpoint.mode             selective      --recompute            JC ActivationCheckpoint
-  activation_checkpoint.selective_ac_option "2"         --recompute            JC; AC
-  optimizer.name                         AdamW          (Adam's two moments)   JC Optimizer
+Each key's default and its source are named where it is read (``_Keys.get``).
 
 HSDP (replicate R > 1 and shard S > 1): R copies of an FSDP group of S x CP ranks (parallelize.py dp_mesh
 ("dp_replicate", "dp_shard_cp")); a GPU's memory is its group's, so memsym counts one group: --dp S --zero 3 (a
