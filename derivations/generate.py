@@ -28,20 +28,23 @@ from functools import lru_cache
 import json
 import random
 import sys
+import types
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Dict, List, Tuple
 
 import sympy as sp
 
-from derivations import _build, families
+from derivations import _build, evaluate, families
 from derivations import notation as nt
+from derivations.analyses import kernelgen
 from derivations.activations.shape import Shape
 from derivations.activations.views import EXISTS, RULES, Group, View, _kept
 from derivations.tensors import B_IS_1, NOT_FP32, TOPK_GT_1, V_VIEW
-from derivations.assembly import printing
+from derivations.assembly import printing, totals
 from derivations.assembly.conventions import side_terms
-from derivations.config import CONVENTION_SWITCHES, RECOMPUTE_OPS, Conventions
+from derivations.config import CONVENTION_SWITCHES, RECOMPUTE_OPS, Conventions, Training
 from symbolic.codegen import json_tree as tree, merged, plain, python
 
 OUT = Path(__file__).resolve().parent / "generated"
@@ -391,9 +394,6 @@ def install(fam) -> None:
     """Generate a family's evaluators in memory and hand them to :mod:`derivations.evaluate` (a family outside
     derivations/families/, such as a test's toy, whose files are not committed): the same tables and
     module :func:`outputs` writes for DeepSeek, printed from the family's own terms."""
-    import types
-
-    from derivations import evaluate
     module = types.ModuleType(f"derivations.generated.{fam.name}")
     exec(compile(python_module(fam), f"<generated {fam.name}>", "exec"),
          module.__dict__)  # printed above, from our terms
@@ -406,11 +406,6 @@ def search_kernels() -> Tuple[Dict[str, str], Dict[str, str]]:
     choice of the default training (what ``memsym search`` evaluates) of every structure, derived symbols
     expanded.  Structures whose kernels are all equal share a name (the first's: ``deepseek_search_q0b1t0``),
     which the calculator page gives the kernels it prints (memsym/page/search.py)."""
-    from types import SimpleNamespace
-
-    from derivations.analyses import kernelgen
-    from derivations.assembly import totals
-    from derivations.config import Training
     variants: Dict[tuple, tuple] = {}
     names: Dict[tuple, List[str]] = {}
     for attention in ("eager", "flash"):  # the paper's kernel, and the fused one frameworks run

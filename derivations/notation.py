@@ -11,6 +11,8 @@ Nothing here does work at import time beyond creating and registering the symbol
 """
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
 from typing import Dict
 
 import sympy as sp
@@ -195,9 +197,6 @@ def _family_symbols() -> None:
     """Register each family's own symbols (``derivations/families/<name>/notation.py``: DeepSeek-V4's d_a, n_hc, ...)
     with the paper's, so a model's values are keyed by symbol whichever path reads them first (found by file: the
     families' package imports this module)."""
-    import importlib
-    from pathlib import Path
-
     for path in sorted((Path(__file__).resolve().parent / "families").glob("*/notation.py")):
         mod = importlib.import_module(f"derivations.families.{path.parent.name}.notation")
         FAMILY_SYMBOLS[path.parent.name] = frozenset(getattr(mod, "SYMBOLS", {})) | frozenset(

@@ -36,15 +36,18 @@ from typing import Dict, List, Optional, Tuple
 
 from derivations import config as cfg
 from derivations import families
+from derivations.activations import KEPT_FOR, View, flatten, mla_specs, moe_specs
 from derivations.assembly.sides import WeightSide, mtp_stage_shift, weight_side  # noqa: F401  (re-exported)
+from derivations.assembly.sides import megatron_values
+from derivations.assembly.zero import sharding_terms
 from derivations.config.switches import (ORDER, PRESETS, describe, notes, preset_of, switch_value,  # noqa: F401
                                          switches_json, with_preset, with_switch)
-from derivations.notation import (B_a, CP, D, DP, EP, ETP, L_d, L_m, N, N_r, N_s, PP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
-                               ROUTING, h, h_E, h_F, n_h, s, v)
-from derivations.tensors import TOPK_GT_1
-from symbolic.term import Part, Term, combine
-from derivations.assembly.sides import megatron_values
 from derivations.config.values import symbol_keyed
+from derivations.notation import (B_a, CP, D, DP, EP, ETP, L_d, L_m, N, N_r, N_s, PP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
+                               ROUTING, SYMBOLS, h, h_E, h_F, n_h, s, v)
+from derivations.tensors import TOPK_GT_1
+from symbolic.numeric import exact
+from symbolic.term import Part, Term, combine
 
 MEG = "Megatron-LM theoretical_memory_usage.py (2026, with expert parallelism)"
 MZ = "NVIDIA Megatron-MoE-ModelZoo DeepSeek estimator"
@@ -83,8 +86,6 @@ def megatron_params(reg, shared_tp: bool = True) -> Term:
 
 def _states(prefix: str, params: Term, provenance: str, sfx: str = ""):
     """Weights, gradients, optimizer terms of ``params`` (non_moe parts over DP, moe over EDP)."""
-    # lazy: sympy (only this path needs it)
-    from derivations.assembly.zero import sharding_terms
     P_n = sum(p.expr for p in params.parts if "non_moe" in p.tags)
     P_m = sum(p.expr for p in params.parts if "moe" in p.tags)
     # Megatron's formula: beta(DP) for the non-expert parameters, as the issue states it
@@ -104,7 +105,6 @@ def _indexers(reg):
     the attention projections A (TP-split, as A is), so a DeepSeek-V3.2 or GLM-5 rank keeps every parameter."""
     if "params.indexer" not in reg:
         return 0, 0
-    from derivations.notation import SYMBOLS  # the family's count (derivations/families/deepseek FAMILY.counts)
     return reg["params.indexer"].expr, SYMBOLS["L_I"]
 
 
@@ -143,8 +143,6 @@ def modelzoo_params(reg):
 def modelzoo_terms(reg):
     non_moe, moe, total = modelzoo_params(reg)
     yield from (non_moe, moe, total)
-    # lazy: sympy (only this path needs it)
-    from derivations.assembly.zero import sharding_terms
     # calc(): dense parameters over dense_dp = gpus / (pp tp) = DP CP, experts over moe_dp = EDP
     yield from sharding_terms("conv.modelzoo", non_moe.expr, moe.expr, MZ_SCRIPT)
 
@@ -198,8 +196,6 @@ def _shared_tp_terms(reg):
     yield combine("static.device.total.shared-tp", "parameters on one device of a stage (P_n + P_m), shared "
                                                    "experts split by TP", "params", f"Table 6, total; {SHARED_TP}",
                   [("non_moe", "non-MoE", 1, non_moe), ("moe", "MoE", 1, dev)])
-    # lazy: sympy (only this path needs it)
-    from derivations.assembly.zero import sharding_terms
     for t in sharding_terms("zero", non_moe.expr, dev.expr, f"Sec. 4, Table 8; {SHARED_TP}"):
         yield replace(t, id=t.id + ".shared-tp")
 
@@ -225,8 +221,6 @@ def megatron_substitution(model: cfg.ModelSpec, layout: cfg.Layout, training: cf
 
 def split_params(reg, side: WeightSide, subs) -> Tuple[Fraction, Fraction]:
     """(non-MoE, MoE) parameters of the device under ``side`` at ``subs``."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from symbolic.numeric import exact
     if side.rank == "megatron":
         t = reg[side.params]
         return (sum((exact(p.expr, subs) for p in t.parts if "non_moe" in p.tags), Fraction(0)),
@@ -271,9 +265,6 @@ def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
                 stage: Optional[int] = None) -> Tuple[List[TensorRow], Dict[str, Fraction]]:
     """Every tensor one MoE transformer layer (MLA + MoE) keeps for backward, one micro-batch,
     under ``training``'s view and conventions, and {option: bytes it would save}."""
-    # lazy: sympy (only this path needs it)
-    from symbolic.numeric import exact
-    from derivations.activations import KEPT_FOR, View, flatten, mla_specs, moe_specs
     if model.family != "deepseek":  # the MLA and MoE tensor lists
         raise families.unsupported(model, "--tensors")
     cfg.validate_layout(model, layout, training.seq)

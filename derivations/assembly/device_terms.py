@@ -41,6 +41,7 @@ from typing import Dict, List, Tuple
 import sympy as sp
 
 from derivations import notation as nt
+from derivations.activations import shape as shapes
 from derivations.activations import view_terms
 from derivations.activations.views import View
 from derivations.assembly import overheads
@@ -54,7 +55,6 @@ ROLE_SYMBOLS = {"moe": "M_E", "dense": "M_D", "head": "M_H", "mtp": "M_MTP"}
 def kinds_of(shape=True) -> Dict[str, str]:
     """{kind: symbol} of a family's kinds (``shape``: DeepSeek's q_lora flag, or another family's
     :class:`~derivations.activations.shape.Shape`): its attention M_A, the others by role."""
-    from derivations.activations import shape as shapes
     fam = shapes.family(shape)
     return {k: ("M_A" if k == fam.attention else ROLE_SYMBOLS.get(k, "M_" + k.upper())) for k in fam.kinds}
 
@@ -132,7 +132,6 @@ def assembly(mtp: bool, full: bool, holds: str, shape=True, options: bool = Fals
     """[(name, expression), ...] of one variant (see the module docstring), in evaluation order, for
     ``shape``'s family (DeepSeek's by default), with the options' terms when ``options``."""
     t = activation_terms(mtp, full, shape)
-    from derivations.activations import shape as shapes
     names = composition_names(shapes.family(shape).name)  # L_d, L_m, e_E, e_H and the family's counts
     S = _symbol
     own = {k: nt.SYMBOLS[k] for k in COMPOSITION}

@@ -30,7 +30,9 @@ from symbolic.jsonfile import Bounds
 
 from derivations.config.launch import read_text
 from derivations.config.limits import CONFIG_BYTES
+from derivations.config.hfconfig import read_json
 from derivations.config.megatron import Resolution
+from derivations.config.presets import PRESET_NAMES, preset_path
 
 REV = "99fee810"
 JC, PD, PAR, AC, DS = ("job_config.py", "parallel_dims.py", "deepseek_v3/infra/parallelize.py",
@@ -164,9 +166,6 @@ def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: 
 
 
 def _model(k: _Keys, r: Resolution, put) -> None:
-    # lazy: the presets' config.json files only when a flavor is compared with them
-    from derivations.config.presets import PRESET_NAMES, preset_path
-    from derivations.config.hfconfig import read_json
     name, n_src = k.get("model.name", "llama3", "Model.name")
     flavor, f_src = k.get("model.flavor", "debugmodel", "Model.flavor")
     if name != "deepseek_v3":

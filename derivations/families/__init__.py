@@ -20,6 +20,8 @@ import threading
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
+from symbolic.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -347,7 +349,6 @@ def unsupported(model, what: str):
     """The error (exit 2, one line) for ``what`` asked of a model whose family has no terms for it: other
     tools' conventions (a family without the ``conventions`` section), the search's committed kernels
     and the --tensors listing (DeepSeek's)."""
-    from symbolic.errors import ConfigError  # lazy: this module is plain data otherwise
     fam = find(getattr(model, "family", None))
     title = fam.title if fam is not None else "unknown"
     return ConfigError("family", f"{what} is not available for {model.name} (family {title}): it covers the "

@@ -14,9 +14,12 @@ config's real dimensions with balanced routing and no backward (:mod:`memsym.tra
 """
 from __future__ import annotations
 
+import contextlib
+
 from symbolic.errors import ConfigError
 
 from . import inputs
+from .fake import describe, routing_mode
 
 
 def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
@@ -36,15 +39,13 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     if step and balanced:
         raise ConfigError("trace.step", "a profiled step runs the router's own routing (no balanced routing)")
     inputs.check_options("transformers", attention, experts, recompute, settings)
-    # lazy: sympy, numpy, jinja2, torch, transformers (optional; only this path needs it)
-    import contextlib
 
+    # lazy: torch and transformers (optional, memsym[trace]; only this path needs them)
     import torch
     import transformers
 
     config_class, model_class = _classes(raw.get("model_type"))
 
-    from .fake import describe, routing_mode
     from .recorder import Recorder
 
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[act_dtype]

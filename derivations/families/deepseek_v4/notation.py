@@ -4,7 +4,9 @@ hyper-connections n_hc and t_S, the sliding window w, the compression rates m_C 
 HCA and learned-router layers (derivations/families/deepseek_v4 FAMILY.counts).  Importing it registers them."""
 from __future__ import annotations
 
-from derivations.notation import SymbolInfo, register
+import sympy as sp
+
+from derivations.notation import DEFINITIONS, NOT_FP32, V_VIEW, SymbolInfo, register, s
 
 V4 = "DeepSeek-V4 (transformers 5.24 models/deepseek_v4, DeepseekV4Config)"
 
@@ -57,9 +59,6 @@ DERIVED = (T_C, T_H, u_kv, u_hca, u_cast)
 def _define():
     """The definitions: floor(s / m), and indicators, two of them the notation's storage indicators
     (V_VIEW, NOT_FP32)."""
-    import sympy as sp
-
-    from derivations.notation import DEFINITIONS, NOT_FP32, V_VIEW, s
     DEFINITIONS.update({T_C: sp.floor(s / m_C), T_H: sp.floor(s / m_H), u_kv: V_VIEW,
                         u_hca: sp.Piecewise((1, sp.Ge(s, m_H)), (0, True)), u_cast: NOT_FP32})
 
