@@ -8,9 +8,7 @@ range (min-max) of the repetitions.  Paths, on N random valid configurations of 
   floor          numpy reading the 12 input columns and writing their sum, in the same cache-sized
                  blocks: the cost of touching the data, which no numpy evaluation can beat
   numpy          symbolic.numeric.compile of the factored expression in cache-sized blocks
-                 (symbolic.search.evaluate): the engine's path (search); reported under the
-                 contract's key "compiled" too, since it is the one compiled form memsym has
-                 (lambdify's printed numpy function; the numba backend was deleted, issue 42)
+                 (symbolic.search.evaluate): the engine's path (search), also reported as "compiled"
   numpy 1 call   the same function on whole columns; numpy unfactored: the terms' own structure
   hand numpy     a competent hand-written numpy version of the formula (tests/independent.py's
                  formula with the model's constants folded), in the same blocks
@@ -227,7 +225,8 @@ def bench_wall(a, memsym, res):
     res["fit_to_estimate"] = t["fit"]["median"] / t["estimate, new"]["median"]
     res["wall"] = t
     say(f"    a new estimate / import sympy = {res['cold_start_ratio']:.2f} (goal <= 1.2); search 16384 = "
-        f"{res['search_16384_s']:.2f} s (goal < 1), {res['search_16384_to_estimate']:.2f}x a new estimate (goal <= 1.5)")
+        f"{res['search_16384_s']:.2f} s (goal < 1), {res['search_16384_to_estimate']:.2f}x a new estimate "
+        "(goal <= 1.5)")
     say(f"    search 1024 = {res['search_1024_to_estimate']:.2f}x a new estimate; fit = {res['fit_to_estimate']:.2f}x "
         f"(its closed forms are sympy's solve)")
     say(f"    search 16384 = {res['search_16384_to_8']:.2f}x search 8, its floor: the same imports, almost no work "

@@ -2,8 +2,8 @@
 
 Table 7's bytes per element (and the 1-byte dropout mask of Sec. 5.1), and the values of the
 extension symbols that reproduce the paper (balanced routing F = 1; the FP8 / E5M6 cached
-activations' bytes); the provenance labels of the tensor lists.  By symbol name: derivations/config/values.py builds substitutions from
-them, derivations/notation.py keys them by symbol."""
+activations' bytes); the provenance labels of the tensor lists.  By symbol name:
+derivations/config/values.py builds substitutions from them, derivations/notation.py keys them by symbol."""
 from __future__ import annotations
 
 from fractions import Fraction

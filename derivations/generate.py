@@ -1,34 +1,24 @@
 """``python -m derivations.generate [--check]``: the evaluators printed from the terms, committed.
 
-The numbers of ``estimate``, ``params``, ``search`` and the calculator page come from one
-compiled form of the terms, written here from the same sympy terms the report renders, into
-``derivations/generated/`` (committed; ``--check`` exits 1 when regenerating would change a byte):
+The numbers of ``estimate``, ``params``, ``search`` and the calculator page come from one compiled form of the
+sympy terms the report renders, written into ``derivations/generated/`` (``--check`` exits 1 when regenerating
+would change a byte):
 
-* ``<family>.json``: every term of every model structure (and of every weight side of the
-  conventions) as an exact expression tree (:func:`symbolic.codegen.json_tree`; a factor equal to
-  another term's expression is a reference to it); the tensors each activation kind keeps for
-  backward, as decision tables: for each tensor, the features of the view it depends on
-  (recomputation policy, kernel, FP8 caching, the recomputed operators, the conventions' switches)
-  and, for each combination of their values under which it is kept, the index of its bytes'
-  expression (each distinct expression once).  One file for every structure: where structures
-  differ the value is a choice ``["?", flag, when set, when not]`` on a structure flag
-  (:func:`symbolic.codegen.merged`), so whatever they share is written once.
-* ``<family>.py``: the few symbols that are not polynomial, printed as exact Python
-  (:mod:`symbolic.codegen`): the derived symbols (E_token, EDP), the two storage indicators and
-  floor(N_r/k_g), the indicator of N_r > 1, the pipeline schedules' in-flight counts, and the per-device assembly: one device's
-  activations (``act.stage``'s rows, or ``act.peak``'s at each chunk of a schedule), total, layer split
-  and Sec. 6 peak from its components (derivations/assembly/device_terms.py; the page prints the same
-  expressions to JavaScript).
-* ``<family>_search.py``: the search's kernels (derivations/analyses/kernelgen.py): the terms of
-  every (ZeRO stage, recomputation policy) choice of every structure as exact coefficient functions of
-  the model's values and numpy functions of the row symbols, printed by sympy's own printers, each
-  distinct one once and chosen by the structure's flags; the search and its schedules evaluate them
+* ``<family>.json``: every term of every model structure and weight side as an exact expression tree
+  (:func:`symbolic.codegen.json_tree`), and the tensors each activation kind keeps as decision tables: for each
+  tensor, the view features it depends on and, for each combination under which it is kept, the index of its
+  bytes' expression.  Where structures differ a value is a choice ``["?", flag, when set, when not]``
+  (:func:`symbolic.codegen.merged`).
+* ``<family>.py``: what is not polynomial, as exact Python (:mod:`symbolic.codegen`): the derived symbols, the
+  storage indicators, floor(N_r/k_g), the schedules' in-flight counts and the per-device assembly
+  (derivations/assembly/device_terms.py; the page prints the same expressions to JavaScript).
+* ``<family>_search.py``: the search's kernels (derivations/analyses/kernelgen.py), the terms of every (ZeRO
+  stage, recomputation policy) as exact coefficient functions and numpy functions of the row symbols, evaluated
   with no sympy (derivations/analyses/kernels.py).
 
-The decision tables are filled by calling the views' own logic (``views._kept``) on every
-combination of the features a tensor's tags involve, and checked against it on random views
-before anything is written: the tables are the views, not a second reading of them.
-:mod:`derivations.evaluate` evaluates them (exact, no sympy).
+The decision tables are filled by calling the views' own logic (``views._kept``) on every combination of a
+tensor's features and checked against it on random views before anything is written.
+:mod:`derivations.evaluate` evaluates them.
 """
 from __future__ import annotations
 
@@ -38,20 +28,23 @@ from functools import lru_cache
 import json
 import random
 import sys
+import types
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Dict, List, Tuple
 
 import sympy as sp
 
-from derivations import _build, families
+from derivations import _build, evaluate, families
 from derivations import notation as nt
+from derivations.analyses import kernelgen
 from derivations.activations.shape import Shape
 from derivations.activations.views import EXISTS, RULES, Group, View, _kept
 from derivations.tensors import B_IS_1, NOT_FP32, TOPK_GT_1, V_VIEW
-from derivations.assembly import printing
+from derivations.assembly import printing, totals
 from derivations.assembly.conventions import side_terms
-from derivations.config import CONVENTION_SWITCHES, RECOMPUTE_OPS, Conventions
+from derivations.config import CONVENTION_SWITCHES, RECOMPUTE_OPS, Conventions, Training
 from symbolic.codegen import json_tree as tree, merged, plain, python
 
 OUT = Path(__file__).resolve().parent / "generated"
@@ -352,7 +345,8 @@ def python_module(fam=DEEPSEEK) -> str:
              'pipeline schedules\' in-flight counts and the per-device assembly, as exact Python; the polynomials',
              'are in the JSON beside it."""',
              "from fractions import Fraction as _Q", "from math import floor as _floor", "", "",
-             "def derived(v):", '    """Add to ``v`` the derived symbols and non-polynomial factors whose inputs it holds."""']
+             "def derived(v):",
+             '    """Add to ``v`` the derived symbols and non-polynomial factors whose inputs it holds."""']
     defs = [(s.name, e) for s, e in nt.DEFINITIONS.items() if s not in _foreign_derived(fam)] \
         + list(SPECIAL.items()) + list(family_special(fam).items())
     for name, expr in sorted(defs):
@@ -400,11 +394,9 @@ def install(fam) -> None:
     """Generate a family's evaluators in memory and hand them to :mod:`derivations.evaluate` (a family outside
     derivations/families/, such as a test's toy, whose files are not committed): the same tables and
     module :func:`outputs` writes for DeepSeek, printed from the family's own terms."""
-    import types
-
-    from derivations import evaluate
     module = types.ModuleType(f"derivations.generated.{fam.name}")
-    exec(compile(python_module(fam), f"<generated {fam.name}>", "exec"), module.__dict__)  # printed above, from our terms
+    exec(compile(python_module(fam), f"<generated {fam.name}>", "exec"),
+         module.__dict__)  # printed above, from our terms
     evaluate.install(fam.name, tables(fam), module)
 
 
@@ -414,11 +406,6 @@ def search_kernels() -> Tuple[Dict[str, str], Dict[str, str]]:
     choice of the default training (what ``memsym search`` evaluates) of every structure, derived symbols
     expanded.  Structures whose kernels are all equal share a name (the first's: ``deepseek_search_q0b1t0``),
     which the calculator page gives the kernels it prints (memsym/page/search.py)."""
-    from types import SimpleNamespace
-
-    from derivations.analyses import kernelgen
-    from derivations.assembly import totals
-    from derivations.config import Training
     variants: Dict[tuple, tuple] = {}
     names: Dict[tuple, List[str]] = {}
     for attention in ("eager", "flash"):  # the paper's kernel, and the fused one frameworks run

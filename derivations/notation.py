@@ -11,6 +11,8 @@ Nothing here does work at import time beyond creating and registering the symbol
 """
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
 from typing import Dict
 
 import sympy as sp
@@ -184,8 +186,8 @@ PAPER_BYTES: Dict[sp.Symbol, int] = {SYMBOLS[k]: v for k, v in _values.PAPER_BYT
 EXTENSION_DEFAULTS: Dict[sp.Symbol, object] = {SYMBOLS[k]: sp.sympify(v) for k, v in _values.EXTENSION_DEFAULTS.items()}
 
 #: Order in which the paper writes factors of a product (``bsh``, ``b n_h s^2``).
-PAPER_FACTOR_ORDER = ["n_fl", "B_w", "B_g", "B_m", "B_1", "B_2", "B_a", "B_k", "B_f8", "B_o", "L_d", "L_m", "e_E", "e_H",
-                      "F", "b", "s", "N_r", "N", "N_s", "E_token", "n_h", "h", "h_E", "h_F", "d_cq", "d_c",
+PAPER_FACTOR_ORDER = ["n_fl", "B_w", "B_g", "B_m", "B_1", "B_2", "B_a", "B_k", "B_f8", "B_o", "L_d", "L_m", "e_E",
+                      "e_H", "F", "b", "s", "N_r", "N", "N_s", "E_token", "n_h", "h", "h_E", "h_F", "d_cq", "d_c",
                       "d_h", "d_v", "d_hr", "v", "DP", "TP", "SP", "CP", "PP", "EP", "ETP", "EDP",
                       "n_mb", "VPP", "i_s"]
 register((), factor_order=PAPER_FACTOR_ORDER)
@@ -195,9 +197,6 @@ def _family_symbols() -> None:
     """Register each family's own symbols (``derivations/families/<name>/notation.py``: DeepSeek-V4's d_a, n_hc, ...)
     with the paper's, so a model's values are keyed by symbol whichever path reads them first (found by file: the
     families' package imports this module)."""
-    import importlib
-    from pathlib import Path
-
     for path in sorted((Path(__file__).resolve().parent / "families").glob("*/notation.py")):
         mod = importlib.import_module(f"derivations.families.{path.parent.name}.notation")
         FAMILY_SYMBOLS[path.parent.name] = frozenset(getattr(mod, "SYMBOLS", {})) | frozenset(

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Tuple
 
-from derivations.notation import (B_IS_1, NOT_FP32, TOPK_GT_1, V_VIEW, B_a, B_k, CP, SP, TP, b, d_hr, h, h_E,  # noqa: F401
-                                  h_F, s, v)
+from derivations.notation import (  # noqa: F401
+    B_IS_1, NOT_FP32, TOPK_GT_1, V_VIEW, B_a, B_k, CP, SP, TP, b, d_hr, h, h_E, h_F, s, v)
 from derivations.constants import EXT
 from symbolic.term import Part
 
@@ -137,7 +137,8 @@ def head_specs():
              (8, b, s), (CP,), HF + ": DeepseekV3Model.forward (embed_tokens); " + MC +
              "models/common/embeddings/language_model_embedding.py", ("head", "ids")),
         Part("ce_target", "bool target mask and int64 masked targets of the vocab-parallel cross-entropy (9 B per "
-                          "token)", (9, b, s), (CP,), MC + "tensor_parallel/cross_entropy.py: VocabParallelCrossEntropy",
+                          "token)", (9, b, s), (CP,),
+                          MC + "tensor_parallel/cross_entropy.py: VocabParallelCrossEntropy",
              ("head", "mcore_head")),
         Part("rope_freqs", "RoPE frequencies, one FP32 s d_h^R table cached by RotaryEmbedding.forward and kept by "
                            "every layer's fused RoPE (Transformer Engine)", (4, s, d_hr), (CP,),

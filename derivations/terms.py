@@ -22,6 +22,11 @@ from functools import lru_cache
 from types import MappingProxyType
 from typing import Dict
 
+from derivations import config as cfg
+from derivations import families
+from derivations.activations import View
+from derivations.activations import shape as shapes
+from derivations.assembly import overheads
 from symbolic.term import Terms
 
 
@@ -34,9 +39,7 @@ def _build(structure, family: str = "deepseek") -> Terms:
 def _make(structure, family: str = "deepseek") -> Terms:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.activations import kinds as activations
-    from derivations import families
     from derivations.assembly import conventions
-    from derivations.assembly import overheads
     from derivations.assembly import parameters
     from derivations.assembly import static
     from derivations.assembly import zero
@@ -60,9 +63,7 @@ def build(model=None) -> Terms:
     """The frozen registry of every base term for ``model`` (a family's model spec; default DeepSeek-v3's
     structure), shared and cached per family and structure."""
     if model is None:
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        from derivations.config import DEFAULT_MODEL, PRESETS
-        model = PRESETS[DEFAULT_MODEL]
+        model = cfg.PRESETS[cfg.DEFAULT_MODEL]
     return _build(model.structure, model.family)
 
 
@@ -81,9 +82,7 @@ class Variant:
 def _variant(structure, view, conventions, family: str = "deepseek") -> Variant:
     # lazy: sympy (only this path needs it)
     from derivations.activations import view_terms
-    from derivations.activations import shape as shapes
     from derivations.assembly.conventions import side_terms, weight_side
-    from derivations import families
     base = _build(structure, family)
     fam = families.get(family)
     acts = view_terms(view, shapes.of(family, structure))
@@ -103,9 +102,6 @@ def step_moments(view) -> Dict:
 def variant(model, training=None) -> Variant:
     """The :class:`Variant` of ``training`` (default: the paper's) for ``model``; cached, immutable,
     and independent of whatever else ran in the process."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations import config as cfg
-    from derivations.activations import View
     training = training or cfg.Training()
     conventions = getattr(training, "conventions", cfg.Conventions())
     return _variant(model.structure, View.of(training), conventions.side("weights"), model.family)

@@ -10,8 +10,8 @@ numpy and the derivations are imported by the functions that need them.
 """
 __version__ = "0.1.0"
 
-_API = ("Result", "Verdict", "estimate", "params", "fit", "search", "sensitivity", "compare", "verify", "terms", "load_model",
-        "ConfigError")
+_API = ("Result", "Verdict", "estimate", "params", "fit", "search", "sensitivity", "compare", "verify", "terms",
+        "load_model", "ConfigError")
 
 
 def __getattr__(name):

@@ -14,8 +14,14 @@ import os
 import json
 from typing import Any, Dict, List
 
-from symbolic.errors import ConfigError
 from html import escape
+
+from derivations.config import DEFAULT_MODEL, load_model as load
+from derivations.config.presets import checked
+from symbolic.errors import ConfigError
+
+from .commands.common import finish, json_default
+from .commands.keywords import namespace
 
 
 def _run(command: str, positional: List[str], options: Dict[str, Any]) -> Dict:
@@ -28,9 +34,6 @@ def _args(command: str, positional: List[str], options: Dict[str, Any]):
     option's own type and action, no argv built), resolved as the command line resolves them; the model
     is set as the ModelSpec it stands for (never typed back as text and read again: the spec given is
     the spec evaluated)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from memsym.commands.common import finish
-    from memsym.commands.keywords import namespace
     options = dict(options)
     model = options.pop("model", None)
     args = namespace(command, options, positional)
@@ -43,8 +46,6 @@ def _args(command: str, positional: List[str], options: Dict[str, Any]):
 
 def _plain(data) -> Any:
     """The JSON value of ``data`` (what the CLI prints): exact numbers as the CLI writes them."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from .commands.common import json_default
     return json.loads(json.dumps(data, default=json_default))
 
 
@@ -55,7 +56,6 @@ def _spec(model):
     now)."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.config import load_model
-    from derivations.config.presets import checked
     if isinstance(model, (str, os.PathLike)):
         return load_model(os.fspath(model))
     if isinstance(getattr(type(model), "family", None), str):  # a family's model spec (ModelSpec for DeepSeek)
@@ -236,8 +236,6 @@ def terms(model=None):
 
 def load_model(name_or_path: str = None):
     """A model preset by name or a Hugging Face ``config.json`` (read as data)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.config import DEFAULT_MODEL, load_model as load
     # a copy of its own: what a caller does to it (object.__setattr__ on the frozen spec) never reaches the preset
     # every later call reads
     return copy.copy(load(name_or_path or DEFAULT_MODEL))

@@ -7,6 +7,10 @@ import stat
 import tempfile
 from pathlib import Path
 import shutil
+import signal
+import threading
+
+from .errors import ConfigError
 
 
 def write_atomic(path, data) -> None:
@@ -56,8 +60,6 @@ def _umask() -> int:
 def check_out_file(path) -> None:
     """Fail early (ConfigError, exit 2) if the file ``path`` cannot be written: its directory is
     missing or not writable, or ``path`` is a directory.  Nothing is created here."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from .errors import ConfigError
     path = os.fspath(path)
     d = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(d):
@@ -76,8 +78,6 @@ def check_out_dir(path) -> Path:
     """``path`` as an output folder, checked before any work is done (nothing is created
     here): ConfigError (exit 2) naming it when it is a file, or when it cannot be created
     or written because its nearest existing ancestor is a file or not writable."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from .errors import ConfigError
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ConfigError("output", f"--out {path}: exists and is not a directory")
@@ -110,9 +110,6 @@ def write_tree(out, files, remove=()) -> list:
     else is left behind; the error is ConfigError naming the file and the cause (an
     interruption is re-raised as KeyboardInterrupt).  Returns the paths written, sorted.
     """
-
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from .errors import ConfigError
     out = Path(out)
     names = sorted(files)
     for name in names:
@@ -162,11 +159,6 @@ def _commit(staging: Path, out: Path, names, remove, folder_mode: int) -> None:
     """Move the staged files into ``out``: one rename of the folder (made ``folder_mode``) when ``out`` is new, else one
     rename per file with the old copies set aside and put back on failure.  SIGINT is held
     until the end (the renames take microseconds)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    import signal
-    import threading
-
-    from .errors import ConfigError
     held = []
     main = threading.current_thread() is threading.main_thread()
     previous = signal.getsignal(signal.SIGINT) if main else None

@@ -63,7 +63,8 @@ def make_symbol(info: SymbolInfo) -> sp.Symbol:
     return sp.Symbol(info.name, positive=True)
 
 
-def register(entries: Iterable[SymbolInfo], definitions: Mapping = (), factor_order: Iterable[str] = ()) -> Dict[str, sp.Symbol]:
+def register(entries: Iterable[SymbolInfo], definitions: Mapping = (),
+             factor_order: Iterable[str] = ()) -> Dict[str, sp.Symbol]:
     """Add ``entries`` (and the definitions of derived symbols, and the order in which
     products print their factors) to the registry; returns {name: Symbol} of the entries.
     Registering the same name twice with another meaning is an error."""

@@ -12,6 +12,8 @@ from typing import Dict, List, Mapping, Tuple
 import sympy as sp
 
 from . import notation as nt
+from .numeric import exact
+from .render import paper_order
 
 
 # ----------------------------------------------------------------------------- forms
@@ -34,8 +36,6 @@ def dominant_form(expr, subs: Mapping) -> sp.Expr:
     Within a group the terms are ordered by their value at ``subs`` (the largest first), a
     group whose terms are all negative is shown as ``-(...)/den``; groups are ordered by value.
     """
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from .render import paper_order
     e = sp.expand(expr)
     if e == 0:
         return sp.Integer(0)
@@ -68,8 +68,6 @@ def latex(expr) -> str:
 
 
 def _exact(expr, subs: Mapping) -> Fraction:
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from .numeric import exact
     return exact(expr, subs)
 
 

@@ -11,6 +11,7 @@ Terms are symbolic: a configuration is a substitution applied to ``Term.expr``.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Dict, Iterable, Mapping, Sequence, Tuple
@@ -270,8 +271,6 @@ class Terms(Dict[str, Term]):
         return out.freeze()
 
     def __missing__(self, key):
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        import difflib
         close = difflib.get_close_matches(key, list(self), n=5, cutoff=0.5)
         hint = f"; closest: {', '.join(close)}" if close else ""
         raise KeyError(f"unknown term {key!r}{hint}{(' ' + self.hint) if self.hint else ''}")

@@ -39,8 +39,10 @@ def test_table10_rows_are_four_times_the_layer_terms(terms):
     assert at(st.part("mla").expr, four) == at(4 * terms["act.mla.layer"].expr)
     assert at(st.part("moe").expr, four) == at(4 * terms["act.moe.layer"].expr)
     # Table 10 printed rows (Sec. 5), with N/EP = 32 substituted as the paper does
-    mla10 = 10 * b * s * h + 8 * b * s * (d_cq + d_c) + 16 * b * s * d_h * n_h + 8 * b * s * d_hr * n_h + 10 * b * n_h * s ** 2
-    moe10 = 20 * b * s * h + 16 * b * s * N + 8 * b * s * N_r + 4 * b * s * (N_r / N) * (96 * h + 256 * h_E) + 32 * b * s * h_E
+    mla10 = (10 * b * s * h + 8 * b * s * (d_cq + d_c) + 16 * b * s * d_h * n_h + 8 * b * s * d_hr * n_h
+             + 10 * b * n_h * s ** 2)
+    moe10 = (20 * b * s * h + 16 * b * s * N + 8 * b * s * N_r + 4 * b * s * (N_r / N) * (96 * h + 256 * h_E)
+             + 32 * b * s * h_E)
     assert at(st.part("mla").expr, four) == sp.expand(mla10)
     assert at(st.part("moe").expr, {**four, N: 256, N_s: 1}) == sp.expand(moe10.subs(N, 256))
     full = terms["act.stage.full"]

@@ -136,8 +136,8 @@ def test_repr_shows_values():
 
 
 def test_report_at_pp1_needs_no_stage(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "memsym", "report", "--model", "deepseek-v2-lite", "--dp", "8", "--tp", "1",
-                        "--pp", "1", "--ep", "8", "--out", str(tmp_path / "r"), "--format", "md"],
+    p = subprocess.run([sys.executable, "-m", "memsym", "report", "--model", "deepseek-v2-lite", "--dp", "8", "--tp",
+                        "1", "--pp", "1", "--ep", "8", "--out", str(tmp_path / "r"), "--format", "md"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert "stage 0" in (tmp_path / "r" / "report.md").read_text()

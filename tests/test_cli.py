@@ -35,7 +35,8 @@ def test_recompute_and_mbs_scale(capsys):
     one = run_json(capsys, "estimate")["bytes"]["activations"]
     for mbs in (2, 4):
         assert run_json(capsys, "estimate", "--mbs", str(mbs))["bytes"]["activations"] == mbs * one
-        assert run_json(capsys, "estimate", "--mbs", str(mbs), "--recompute", "full")["bytes"]["activations"] == mbs * full
+        full_mbs = run_json(capsys, "estimate", "--mbs", str(mbs), "--recompute", "full")
+        assert full_mbs["bytes"]["activations"] == mbs * full
 
 
 def test_params_totals(capsys):
@@ -72,7 +73,8 @@ def test_terms_lists_ids(capsys):
         assert tid in out
 
 
-@pytest.mark.parametrize("argv", [["estimate", "--model", "a\nb.json"], ["search", "--gpus", "64", "--csv", "x/\n/y.csv"],
+@pytest.mark.parametrize("argv", [["estimate", "--model", "a\nb.json"],
+                                  ["search", "--gpus", "64", "--csv", "x/\n/y.csv"],
                                   ["verify", "\n", "--against", "nope", "--", "--latex", "--assume", "\n", "--"]])
 def test_a_newline_typed_in_an_argument_is_escaped_in_the_one_error_line(argv, capsys, tmp_path, monkeypatch):
     """Exit 2 promises one line on stderr: a path or argument holding a newline is shown as \\n (found by the

@@ -1,4 +1,5 @@
-"""Conventions (derivations/config/convention_presets/): other sources reproduced exactly, and every modelling assumption a switch.
+"""Conventions (derivations/config/convention_presets/): other sources reproduced exactly, and every modelling
+assumption a switch.
 
 Each switch is pinned by the bytes it moves at the paper's layout (b=1, s=4096, TP=SP=2, EP=8),
 derived from its formula (the tensors it adds, removes or rescales), not pasted from a run.
@@ -126,7 +127,8 @@ def test_routed_tokens_dispatch(terms, subs):
 
 
 def test_attention_flash(subs):
-    assert layer(subs, attention="flash") - layer(subs) == delta(subs, -5 * b * n_h * s ** 2 / TP + 4 * b * n_h * s / TP)
+    assert layer(subs, attention="flash") - layer(subs) == delta(subs,
+                                                                 -5 * b * n_h * s ** 2 / TP + 4 * b * n_h * s / TP)
 
 
 def test_router_tensors_sp_halves_4bsN(subs):
@@ -155,7 +157,8 @@ def test_dropout_masks_none(subs):
 
 def test_checkpoints_one(subs):
     assert layer(subs, "full") == 58785792
-    assert layer(subs, "full", checkpoints="one") - layer(subs, "full") == -delta(subs, 2 * b * s * h / SP + 2 * b * s * N_r)
+    assert (layer(subs, "full", checkpoints="one") - layer(subs, "full")
+            == -delta(subs, 2 * b * s * h / SP + 2 * b * s * N_r))
     assert layer(subs, checkpoints="one") == layer(subs)  # no effect without full recomputation
     assert view_terms(View(conv=cfg.Conventions(checkpoints="one")))["layer"].id == "act.layer"  # not named
 
@@ -244,7 +247,8 @@ def test_every_switch_has_help_text():
         assert spec.option in text and spec.help.split("(")[0].strip() in text, spec.option
     for opt in ("--conventions", "--bytes-per-param", "--mtp", "--attention", "--tensors"):
         assert opt in text
-    short = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--help"], capture_output=True, text=True).stdout
+    short = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--help"], capture_output=True,
+                           text=True).stdout
     assert "--help-all" in short and "--conventions" in short and "--tp" in short
     assert "  --routed-tokens {" not in short and "  --routed-tokens {" in p.stdout  # the switch's own entry
     assert len(short.splitlines()) < len(p.stdout.splitlines()) / 2

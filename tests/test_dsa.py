@@ -131,6 +131,7 @@ def test_estimate_says_what_of_dsa_it_does_not_model():
     notes = json.loads(out.stdout)["assumptions"]
     assert any(n.startswith("DSA indexer:") and "not modelled" in n for n in notes)
     v3 = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--model", str(ROOT / "tests" / "data" / "tiny" /
-                                                                                  "config.json"), "--pp", "1", "--json"],
+                                                                                  "config.json"), "--pp", "1",
+                                                                                  "--json"],
                         capture_output=True, text=True, cwd=ROOT, check=True)
     assert not any("DSA" in n for n in json.loads(v3.stdout)["assumptions"])

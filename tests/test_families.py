@@ -387,7 +387,8 @@ def test_a_toy_familys_report(toy, tmp_path, capsys):
     capsys.readouterr()
     setting = json.loads((tmp_path / "nb" / "report-01-setting.ipynb").read_text())
     setup = "".join(setting["cells"][1]["source"])
-    assert "importlib.import_module('toyfamily').FAMILY" in setup and "ToySpec(name='toy_gqa (h 256, 4 layers)'" in setup
+    assert "importlib.import_module('toyfamily').FAMILY" in setup
+    assert "ToySpec(name='toy_gqa (h 256, 4 layers)'" in setup
     outputs = [o for c in setting["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
     assert outputs and not any(o.get("output_type") == "error" for o in outputs)
 
@@ -456,7 +457,8 @@ def test_the_shape_path_names_and_builds_deepseeks_terms_as_the_generated_tables
             assert generated.keys() == generic.keys()
             for kind in generated:
                 a, g = generated[kind], generic[kind]
-                assert (a.id, a.meaning, a.provenance, a.parts) == (g.id, g.meaning, g.provenance, g.parts), (view, kind)
+                assert ((a.id, a.meaning, a.provenance, a.parts)
+                        == (g.id, g.meaning, g.provenance, g.parts)), (view, kind)
 
 
 def test_a_switch_is_declared_once():
@@ -468,7 +470,8 @@ def test_a_switch_is_declared_once():
         assert spec.label, name
         for tag, values in spec.exists.items():
             assert values and set(values) <= set(spec.values), (name, tag)
-            for value in spec.values:  # the rule reads this switch: a tensor with the tag exists iff the value is listed
+            # the rule reads this switch: a tensor with the tag exists iff the value is listed
+            for value in spec.values:
                 view = View(conv=dataclasses.replace(Conventions(), **{name: value}))
                 assert EXISTS[tag](view) == (value in values), (name, tag, value)
 

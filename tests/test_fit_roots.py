@@ -68,8 +68,8 @@ def test_answer_only_imports_no_sympy():
             "m = cfg.PRESETS['deepseek-v3']\n"
             "for solve in ('mbs', 'seq'):\n"
             "    for end in ('high', 'low', 'none'):\n"
-            "        fit.solve(m, cfg.Layout(), cfg.Training(zero=3), 80 * 2 ** 30, solve, None, end, answer_only=True)\n"
-            "print('sympy' in sys.modules)")
+            "        fit.solve(m, cfg.Layout(), cfg.Training(zero=3), 80 * 2 ** 30, solve, None, end, "
+            "answer_only=True)\nprint('sympy' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "False"

@@ -23,7 +23,8 @@ def cli(*argv):
     return subprocess.run([sys.executable, "-m", "memsym", *argv], capture_output=True, text=True)
 
 
-@pytest.mark.parametrize("schedule, kw", [("1f1b", dict(global_batch=1024)), ("interleaved", dict(microbatches=32, vpp=2)),
+@pytest.mark.parametrize("schedule, kw",
+                         [("1f1b", dict(global_batch=1024)), ("interleaved", dict(microbatches=32, vpp=2)),
                                           ("dualpipe", dict(microbatches=64)), ("zb", dict(global_batch=512))])
 def test_scheduled_search_is_estimate_all_stages(schedule, kw):
     """Every device judged by the search equals the most-loaded stage of estimate --all-stages, exactly."""

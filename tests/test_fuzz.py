@@ -220,7 +220,8 @@ def test_fuzz_command_lines(catalogue, hostile_tmp, monkeypatch):
 
 
 @pytest.mark.parametrize("argv", [
-    ["search", "--gpus", "2305843009213693951"], ["search", "--gpus", str(10 ** 30)], ["search", "--gpus", str(2 ** 40)],
+    ["search", "--gpus", "2305843009213693951"], ["search", "--gpus", str(10 ** 30)],
+    ["search", "--gpus", str(2 ** 40)],
     ["search", "--gpus", "1024", "--mbs", ",".join(map(str, range(1, 200)))],
     ["search", "--gpus", "1024", "--seq", str(10 ** 30)], ["search", "--gpus", "1024", "--mbs", str(10 ** 30)],
     ["estimate", "--seq", str(10 ** 30)], ["estimate", "--model", "/dev/zero"], ["estimate", "--model", "/dev/urandom"],

@@ -1,7 +1,7 @@
 """memsym's per-device estimate against the independent hand-written formula (tests/independent.py).
 
-First the hand formula is anchored to the paper's printed / re-derived numbers (Tables 3-10; exact values as in paper/printed.toml),
-then a property test compares it, exactly and component by component, with
+First the hand formula is anchored to the paper's printed / re-derived numbers (Tables 3-10; exact values as in
+paper/printed.toml), then a property test compares it, exactly and component by component, with
 ``derivations.device.estimate`` over random valid layouts: TP, EP, ETP, CP > 1, SP on or off,
 any PP and stage, ZeRO 0-3, recomputation none or full, micro-batch and sequence length.
 """
@@ -48,7 +48,7 @@ def test_model_states_are_table_8(zero, gib):
     states = ind.model_states(V3, DP=32, TP=2, CP=1, EP=8, ETP=1, zero=zero, **STAGE1)
     assert round(sum(states.values()) / GIB, 3) == Fraction(gib)
     if zero == 3:
-        assert states["weights"] == 2 * 741_009_408   # the ZeRO shard P_n/DP + P_m/EDP (exact, as in paper/printed.toml)
+        assert states["weights"] == 2 * 741_009_408  # the ZeRO shard P_n/DP + P_m/EDP (exact, as in paper/printed.toml)
 
 
 def test_activations_are_table_10():

@@ -20,14 +20,16 @@ from clirun import run  # tests/clirun.py
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "launch"
 SCRIPT, YAML = str(DATA / "run.sh"), str(DATA / "model_config.yaml")
-RUNS = [r for r in tomllib.loads((ROOT / "paper" / "runs.toml").read_text())["runs"] if r["framework"] == "megatron-core"]
+RUNS = [r for r in tomllib.loads((ROOT / "paper" / "runs.toml").read_text())["runs"]
+        if r["framework"] == "megatron-core"]
 
 
 def explained(capsys, *argv):
     code, out, err = run(capsys, "estimate", *argv, "--explain", "--json")
     assert code == 0, err
     data = json.loads(out)
-    return {o["option"]: o["value"] for o in data["options"]}, {m["field"]: m["value"] for m in data["model"] or []}, data
+    options = {o["option"]: o["value"] for o in data["options"]}
+    return options, {m["field"]: m["value"] for m in data["model"] or []}, data
 
 
 # ------------------------------------------------------------------------------------------ a shell script
@@ -45,7 +47,8 @@ def test_a_script_with_variables_arrays_continuations_and_torchrun(capsys):
     assert (opts["--conventions"], opts["--router-dtype"], opts["--aux-loss"], opts["--experts"],
             opts["--rope-tables"]) == ("mcore-te", "activation", "none", "alltoall", "shared")
     # the model: 1000 tokens padded to a multiple of 128 x TP 2 = 256: 1024; 2 shared experts of 256
-    assert (model["hidden_size"], model["intermediate_size"], model["moe_intermediate_size"], model["num_hidden_layers"],
+    assert (model["hidden_size"], model["intermediate_size"], model["moe_intermediate_size"],
+            model["num_hidden_layers"],
             model["first_k_dense_replace"], model["moe_layer_freq"], model["n_routed_experts"],
             model["n_shared_experts"], model["num_experts_per_tok"], model["q_lora_rank"], model["kv_lora_rank"],
             model["qk_nope_head_dim"], model["qk_rope_head_dim"], model["v_head_dim"], model["vocab_size"],
@@ -58,7 +61,8 @@ def test_a_script_estimates_and_typed_options_win(capsys):
     code, out, err = run(capsys, "estimate", "--from-megatron", SCRIPT, "--json")
     assert code == 0 and err == "", err
     base = json.loads(out)
-    code, out, err = run(capsys, "estimate", "--from-megatron", SCRIPT, "--mbs", "1", "--tp", "1", "--explain", "--json")
+    code, out, err = run(capsys, "estimate", "--from-megatron", SCRIPT, "--mbs", "1", "--tp", "1", "--explain",
+                         "--json")
     assert code == 0, err
     opts = {o["option"]: o for o in json.loads(out)["options"]}
     assert opts["--mbs"]["value"] == "1" and "the file's: 2" in opts["--mbs"]["from"]  # the typed value shown
@@ -213,7 +217,8 @@ def test_launch_options_need_a_launch_file(capsys):
 
 
 def test_a_yaml_without_model_args_or_with_aliases_is_refused(tmp_path, capsys):
-    for text, named in (("A: 1\n", "MODEL_ARGS"), ("MODEL_ARGS:\n  --num-layers: &n 4\n  --hidden-size: *n\n", "aliases"),
+    for text, named in (("A: 1\n", "MODEL_ARGS"),
+                        ("MODEL_ARGS:\n  --num-layers: &n 4\n  --hidden-size: *n\n", "aliases"),
                         ("MODEL_ARGS: [\n", "not a YAML file")):
         path = tmp_path / "model_config.yaml"
         path.write_text(text)

@@ -17,7 +17,8 @@ import pytest
 from clirun import run  # tests/clirun.py
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN = next(r for r in tomllib.loads((ROOT / "paper" / "runs.toml").read_text())["runs"] if r["framework"] == "torchtitan")
+RUN = next(r for r in tomllib.loads((ROOT / "paper" / "runs.toml").read_text())["runs"]
+           if r["framework"] == "torchtitan")
 RUN_FILE = str(ROOT / "paper" / "runs" / f"{RUN['id']}.toml")
 MODEL = '[model]\nname = "deepseek_v3"\nflavor = "16B"\n'
 

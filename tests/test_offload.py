@@ -39,7 +39,8 @@ BY_HAND = {
 def proxy(offloaded=ALL, **kw):
     model = cfg.load_model(str(PAPER / "models" / "mcore-proxy-h1024-l15-d3.json"))
     layout = cfg.Layout(dp=2, tp=2, pp=2, ep=4, etp=1, cp=1, sp=2, layers_per_stage=(9, 6))
-    t = with_preset(cfg.Training(mbs=1, seq=4096, recompute="custom", recompute_ops=("norm", "mla_up", "swiglu", "ffn")),
+    t = with_preset(cfg.Training(mbs=1, seq=4096, recompute="custom",
+                                 recompute_ops=("norm", "mla_up", "swiglu", "ffn")),
                     "mcore-te")
     return model, layout, replace(t, offload=tuple(offloaded), attention="eager", **kw)  # unfused attention
 
@@ -90,7 +91,8 @@ def test_peak_keeps_one_layer_and_the_rest_less_the_offloaded():
     head = off.outside_layers
     assert on.bytes["activations"] == 12 * (full - layer) + layer + head
     assert off.bytes["activations"] == 14 * full
-    assert "act.offload.attn_norm-qkv_linear-core_attn-attn_proj-mlp_norm-expert_fc1-moe_act" in on.term_ids["activations"]
+    assert ("act.offload.attn_norm-qkv_linear-core_attn-attn_proj-mlp_norm-expert_fc1-moe_act"
+            in on.term_ids["activations"])
 
 
 def test_mtp_layer_is_the_resident_one():

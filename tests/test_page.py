@@ -90,7 +90,8 @@ def _set(d, control, value):
     from selenium.webdriver.support.ui import Select
     el = d.find_element("id", f"opt-{control}")
     # a control folded away (Assumptions, Precision, more layout options) is unfolded first, as a person does
-    d.execute_script("for (let e = arguments[0]; e; e = e.parentElement) if (e.tagName === 'DETAILS') e.open = true;", el)
+    d.execute_script("for (let e = arguments[0]; e; e = e.parentElement) if (e.tagName === 'DETAILS') e.open = true;",
+                     el)
     if el.tag_name == "select":
         Select(el).select_by_value("" if value is None else str(value))
     elif el.get_attribute("type") == "checkbox":
@@ -331,7 +332,8 @@ def test_a_model_named_twice_is_offered_once():
     from memsym.page.data import _distinct
     a, b = load_model("deepseek-v2-lite"), load_model("tests/data/tiny/config.json")
     same = load_model("./tests/data/tiny/config.json")
-    got = _distinct([("tests/data/tiny/config.json", b), ("deepseek-v2-lite", a), ("./tests/data/tiny/config.json", same)])
+    got = _distinct([("tests/data/tiny/config.json", b), ("deepseek-v2-lite", a),
+                     ("./tests/data/tiny/config.json", same)])
     assert [arg for arg, _ in got] == ["tests/data/tiny/config.json", "deepseek-v2-lite"]
 
 

@@ -49,14 +49,16 @@ return {state: document.body.dataset.state, error: document.getElementById('erro
   errorShown: !document.getElementById('error').hidden, results: results.textContent,
   exact: Object.fromEntries(Array.from(results.querySelectorAll('[data-exact]')).map((e) => [e.id, e.dataset.exact])),
   stage: (document.getElementById('v-stage') || {dataset: {}}).dataset.index, slots: slots,
-  held: JSON.stringify(Object.fromEntries(Array.from(document.querySelectorAll('#controls input[type=text], #controls textarea'))
+  held: JSON.stringify(Object.fromEntries(
+    Array.from(document.querySelectorAll('#controls input[type=text], #controls textarea'))
     .map((e) => [e.id.slice(4), e.value])))};
 """
 #: Every control back to its default (not typed), then the given values, each set as a person's
 #: input sets it (an input event per control, which runs the page's own update).
 _APPLY = """
 const values = JSON.parse(arguments[0]), reset = arguments[1];  // JSON text: a lone surrogate arrives escaped
-const fire = (el) => el.dispatchEvent(new Event(el.tagName === 'SELECT' || el.type === 'checkbox' ? 'change' : 'input', {bubbles: true}));
+const fire = (el) => el.dispatchEvent(
+  new Event(el.tagName === 'SELECT' || el.type === 'checkbox' ? 'change' : 'input', {bubbles: true}));
 if (reset) {
   for (const el of document.querySelectorAll('#controls input, #controls textarea, #controls select')) {
     if (el.type === 'checkbox') el.checked = false;
@@ -300,8 +302,10 @@ def test_limits_are_generated_not_copied(fresh):
     got = fresh.execute_script("return DATA.inputs")
     assert {k: (v["low"], v["high"], v["why"]) for k, v in got["options"].items()} == \
         {k: (v.low, v.high, v.why) for k, v in L.OPTIONS.items()}
-    assert {k: (v["low"], v["high"]) for k, v in got["fields"].items()} == {k: (v.low, v.high) for k, v in L.FIELDS.items()}
-    assert (got["max_digits"], got["config_bytes"], got["config_depth"], got["max_number_chars"], got["max_arg_chars"]) \
+    assert ({k: (v["low"], v["high"]) for k, v in got["fields"].items()}
+            == {k: (v.low, v.high) for k, v in L.FIELDS.items()})
+    assert (got["max_digits"], got["config_bytes"], got["config_depth"], got["max_number_chars"],
+            got["max_arg_chars"]) \
         == (L.MAX_DIGITS, L.CONFIG_BYTES, L.CONFIG_DEPTH, L.MAX_NUMBER_CHARS, L.MAX_ARG_CHARS)
     values = {v.high for v in L.OPTIONS.values()} | {v.high for v in L.FIELDS.values()} | {
         L.CONFIG_BYTES, L.MAX_ARG_CHARS, L.IMBALANCE} | set(L.LIST_LENGTHS.values())
@@ -352,8 +356,9 @@ def _cases():
              model('"x\\"y\'z"'), model('"\u2028\u0085\u00ad\U0001f600\\u0000\\ud800"'), model("1e16"), model("1e15"),
              model("0.0001"), model("0.00001"), model("-0.0"), model("5e-324"), model("1e400"), model("-1e400"),
              model("123456789.123456789"), model("[1, 2.5, true, null, {}]"), model('{"a": [1, {"b": "c"}]}'),
-             model('"' + "\u00e9" * 50 + '"'), model('"' + "\U0001f600" * 30 + '"'), model("1" * 30), model("-" + "1" * 30),
-             model("-" + "1" * 31), model("[" * 33 + "]" * 33), "[" * 200, "[" * 3000 + "]" * 3000, '{"a": 1}' + " " * 10 + "}",
+             model('"' + "\u00e9" * 50 + '"'), model('"' + "\U0001f600" * 30 + '"'), model("1" * 30),
+             model("-" + "1" * 30), model("-" + "1" * 31), model("[" * 33 + "]" * 33), "[" * 200,
+             "[" * 3000 + "]" * 3000, '{"a": 1}' + " " * 10 + "}",
              "\t\r\n {} \t", '{"a": "\t"}', '{"a": "\x7f\x1f"}']
     # DeepSeek-V3.2 (DSA's indexer): each of its refusals (derivations/families/deepseek/config.py _indexer; a valid
     # pasted config is named "config" by the page and by its shape by the command line, so only refusals compare)
@@ -363,12 +368,14 @@ def _cases():
             {**dsa, "index_n_heads": "2"}, {**dsa, "mlp_layer_types": ["sparse"] * 3},
             {**dsa, "mlp_layer_types": "dense"}, {**dsa, "layer_types": ["sliding_attention"]},
             {**dsa, "index_topk": 2 ** 41}, {**dsa, "moe_layer_freq": 2}, {**dsa, "layer_types": []},
-            {**dsa, "layer_types": ["indexed_attention"]}, {**v3, "index_topk": 16}, {**v3, "model_type": "deepseek_v2", "index_n_heads": 2}]
+            {**dsa, "layer_types": ["indexed_attention"]}, {**v3, "index_topk": 16},
+            {**v3, "model_type": "deepseek_v2", "index_n_heads": 2}]
     out += [(f"dsa {i}", json.dumps(d)) for i, d in enumerate(dsas)]
     # GLM-5 (glm_moe_dsa: shared indexer layers): each refusal of its indexer types (config.py _indexer_types)
     glm = json.loads((Path(__file__).resolve().parent / "data" / "glm5" / "config.json").read_text())
     bare = {k: v for k, v in glm.items() if k != "indexer_types"}
-    glms = [{**glm, "indexer_types": ["full", "shared"]}, {**glm, "indexer_types": ["full", "shared", "sparse", "full"]},
+    glms = [{**glm, "indexer_types": ["full", "shared"]},
+            {**glm, "indexer_types": ["full", "shared", "sparse", "full"]},
             {**glm, "indexer_types": ["shared", "full", "full", "full"]}, {**glm, "indexer_types": "FSSF"},
             {**bare, "index_topk_pattern": "FSXF"}, {**bare, "index_topk_pattern": "FSS"},
             {**bare, "index_topk_pattern": "SFFF"}, {**bare, "index_topk_pattern": ["full", "shared", "full", 1]},
@@ -386,7 +393,8 @@ def _cases():
            {"model_type": "kimi_k25", "text_config": {**k2, "hidden_size": "x"}},
            {"model_type": "kimi_k25", "text_config": {**k2, "model_type": None}},
            {"model_type": "kimi_k25", "text_config": {**k2, "model_type": "kimi_k25"}},
-           {"model_type": "kimi_k25", "text_config": {k: v for k, v in k2.items() if k != "model_type"} | {"vocab_size": 0}},
+           {"model_type": "kimi_k25",
+            "text_config": {k: v for k, v in k2.items() if k != "model_type"} | {"vocab_size": 0}},
            {"model_type": "kimi_k25", "text_config": {**k2, "model_type": "llama"}}, {"model_type": "llama"}]
     out += [(f"k25 {i}", json.dumps(d)) for i, d in enumerate(k25)]
     return out + [(f"json {i}: {e[:24]!r}", e) for i, e in enumerate(edges)]
@@ -429,7 +437,8 @@ def _limit_edges(limit):
 
 
 HOSTILE_TEXT = ["", " ", "99999999999999999999", "1e9", "1000000000", str(2 ** 53 + 1), "1e300", "7168.0", "-5", "-0",
-                "+0", "0", "007", " 8 ", "\t8\n", "8\x00", "1_000", "0x10", "\u0663", "\uff11\uff16", "\u216b", "\u00b2",
+                "+0", "0", "007", " 8 ", "\t8\n", "8\x00", "1_000", "0x10", "\u0663", "\uff11\uff16", "\u216b",
+                "\u00b2",
                 "nan", "inf", "1,2", "4 4", "\u20131", "9" * 19, "9" * 5000, "-" + "9" * 19, "1e-2000000000", "3/2",
                 "1/0", "0.5", "1.5", "1e6", "1000001", "1." + "0" * 40 + "1", "\u202e1", "\ud800", "\u00a08\u2003",
                 "\ufeff8", "8\x1c", "1,,2", "1, 2 ,3", "a" * 70000, "1" * 40, "\U0001d7d8"]
@@ -480,7 +489,8 @@ def configs(draw):
     pairs = [(k, json.dumps(v)) for k, v in json.loads(_preset(draw(st.sampled_from(
         ["deepseek-v3", "deepseek-v2-lite"])))).items()]
     for _ in range(draw(st.integers(0, 3))):
-        key, raw = draw(st.sampled_from(JSON_FIELDS)), draw(st.sampled_from(JSON_VALUES) | st.integers(-2, 300).map(str))
+        key, raw = draw(st.sampled_from(JSON_FIELDS)), draw(st.sampled_from(JSON_VALUES)
+                                                            | st.integers(-2, 300).map(str))
         how = draw(st.sampled_from(["set", "set", "twice", "drop"]))
         if how == "set":
             pairs = [(k, raw if k == key else v) for k, v in pairs] + ([] if any(k == key for k, _ in pairs)

@@ -58,7 +58,8 @@ def _run(command):
 def test_the_command_shown_prints_the_numbers_shown(browser, page, state):
     """Load #state; run the command line the page shows; every byte count, the parameters and the stage agree."""
     _load(browser, page, state)
-    assert browser.execute_script("return document.body.dataset.state") == "ok", browser.find_element("id", "error").text
+    state_shown = browser.execute_script("return document.body.dataset.state")
+    assert state_shown == "ok", browser.find_element("id", "error").text
     command = _command(browser)
     for part in state.split("&"):  # the URL's options are the command's flags
         key = part.split("=")[0]
@@ -139,7 +140,8 @@ def test_no_sideways_scrolling_and_few_controls_at_first(browser, page, tmp_path
             browser.save_screenshot(str(tmp_path / f"page-{width}-{len(state)}.png"))
         _load(browser, page, settle=0.3)
         shown = browser.execute_script(
-            "return [...document.querySelectorAll('input, select, textarea')].filter((e) => e.offsetParent !== null).length")
+            "return [...document.querySelectorAll('input, select, textarea')].filter((e) => e.offsetParent !== "
+            "null).length")
         assert shown <= 25, shown
         assert not browser.find_element("id", "assumptions").get_attribute("open")
     finally:

@@ -127,7 +127,8 @@ def configs(draw):
          if k not in ("architectures", "torch_dtype", "n_group", "topk_group", "routed_scaling_factor")}
     c.update(
         hidden_size=h, num_attention_heads=nh, num_key_value_heads=nh,
-        q_lora_rank=draw(st.none() | st.integers(4, 128)), kv_lora_rank=draw(st.integers(4 // pair, 128 // pair)) * pair,
+        q_lora_rank=draw(st.none() | st.integers(4, 128)),
+        kv_lora_rank=draw(st.integers(4 // pair, 128 // pair)) * pair,
         qk_rope_head_dim=2 * draw(st.integers(1, 16)), qk_nope_head_dim=draw(st.integers(4 // pair, 64 // pair)) * pair,
         v_head_dim=draw(st.integers(4, 64)), intermediate_size=draw(st.integers(16, 512)),
         moe_intermediate_size=draw(st.integers(8 // hmult, 256 // hmult)) * hmult,

@@ -179,7 +179,8 @@ _PROBE = """
 const hits = [];
 if (document.body.hasAttribute('data-xss')) hits.push('body has data-xss');
 for (const s of document.scripts) if (s.text.includes('data-xss')) hits.push('script: ' + s.text.slice(0, 60));
-for (const i of document.querySelectorAll('img')) if (i.getAttribute('onerror') !== null || i.getAttribute('src') === 'x')
+for (const i of document.querySelectorAll('img'))
+  if (i.getAttribute('onerror') !== null || i.getAttribute('src') === 'x')
   hits.push('img: ' + i.outerHTML.slice(0, 60));
 for (const e of document.querySelectorAll('*')) for (const a of e.attributes)
   if (a.name.startsWith('on') || /^\\s*javascript:/i.test(a.value)) hits.push(e.tagName + ' ' + a.name);

@@ -20,7 +20,8 @@ def test_report_is_the_same_after_estimates_under_every_conventions_preset():
     before = _markdown()
     model, layout = cfg.load_model("deepseek-v3"), cfg.Layout()
     trainings = [_training(p) for p in cfg.CONVENTION_PRESETS]
-    assert len(set(trainings)) == len(cfg.CONVENTION_PRESETS) >= 4      # the presets differ (paper, megatron, modelzoo, transformers, ...)
+    # the presets differ (paper, megatron, modelzoo, transformers, ...)
+    assert len(set(trainings)) == len(cfg.CONVENTION_PRESETS) >= 4
     for training in trainings:
         estimate(model, layout, training)
     assert _markdown() == before

@@ -62,7 +62,8 @@ def test_report_html_renders_its_formulas_offline(html_dir, tmp_path):
         opts.add_argument(a)
     d = webdriver.Chrome(service=Service(driver), options=opts)
     try:
-        for name in ("report.html", next(p for p in sorted(os.listdir(html_dir)) if p.startswith("report-") and "activations" in p
+        for name in ("report.html",
+                     next(p for p in sorted(os.listdir(html_dir)) if p.startswith("report-") and "activations" in p
                                             and p.endswith(".html"))):
             d.get((html_dir / name).as_uri())
             assert d.execute_script("return document.body.getAttribute('data-math')") == "rendered", name

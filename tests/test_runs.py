@@ -135,7 +135,7 @@ def test_every_run_evaluates_with_the_json_keys(results):
         assert abs(r["ratio"] - r["predicted_bytes"] / r["measured_bytes"]) < 1e-12
         c = r["components"]
         # at the step's peak: one micro-batch's backward moment (derivations/assembly/step_terms.py) on top
-        assert c["total"] == c["weights"] + c["gradients"] + c["optimizer"] + c["activations"] + c["runtime"] + c["step"]
+        assert c["total"] == sum(c[k] for k in ("weights", "gradients", "optimizer", "activations", "runtime", "step"))
         assert c["runtime"] == (201_331_712 if r["conventions"]["preset"] == "mcore-te" else 0)  # 5 x TE's + torch's
 
 

@@ -131,7 +131,8 @@ def test_held_activations_are_inflight_times_one_microbatch(v3):
 def test_all_stages_acceptance_text(capsys):
     assert main(["estimate", "--schedule", "1f1b", "--microbatches", "64", "--all-stages"]) == 0
     out = capsys.readouterr().out
-    rows = {int(line[2:8]): line for line in out.splitlines() if line[:2] in ("  ", "* ") and line[2:8].strip().isdigit()}
+    rows = {int(line[2:8]): line for line in out.splitlines() if line[:2] in ("  ", "* ")
+            and line[2:8].strip().isdigit()}
     assert len(rows) == 16
     assert rows[0].split()[-7] == "16" and "embedding, 3 dense, 1 MoE" in rows[0] and "0-3" in rows[0]
     assert rows[15].split()[-7] == "1" and "head" in rows[15]

@@ -73,9 +73,10 @@ def test_the_step_peak_of_a_toy_is_its_hand_count():
 def test_a_leafs_grad_made_in_the_backward_is_an_activation_gradient():
     """torch's reentrant checkpoint (as Megatron-Core's CheckpointFunction) backpropagates a detached copy of its
     input and returns that leaf's ``.grad``: torch's profiler calls it GRADIENT, but it is the activation's gradient
-    and counts (a module run inside the backward is a recomputation).  Forward: x 256, x*w 256 (saved by the checkpoint), exp's output 256 (nobody saves it: freed after
-    the sum), the loss 4: 516 at the end.  Backward: the seed 4, exp recomputed 256, its gradient 256 (the leaf's
-    .grad): the peak 4 + 256 + 256 + 4 + 256 + 256 = 1032 (776 if the leaf's .grad were left out)."""
+    and counts (a module run inside the backward is a recomputation).  Forward: x 256, x*w 256 (saved by the
+    checkpoint), exp's output 256 (nobody saves it: freed after the sum), the loss 4: 516 at the end.  Backward:
+    the seed 4, exp recomputed 256, its gradient 256 (the leaf's .grad): the peak 4 + 256 + 256 + 4 + 256 + 256 =
+    1032 (776 if the leaf's .grad were left out)."""
     torch = _torch()
     from torch.utils.checkpoint import checkpoint
 
@@ -465,9 +466,9 @@ def test_every_loop_full_record_has_its_routing():
 
 
 def test_the_routed_experts_moments_bind_at_short_sequences():
-    """Without recomputation a MoE layer's routed experts' backward (the loop's whole-parameter zero gradient; grouped_mm's
-    FP32 t k x h buffers) holds every earlier layer's saves: above the head's 8 t V at s 32 and 64 on the tiny config
-    (grouped_mm: with vocab_size 256, tests/data/tiny-vocab256), below it at s 256."""
+    """Without recomputation a MoE layer's routed experts' backward (the loop's whole-parameter zero gradient;
+    grouped_mm's FP32 t k x h buffers) holds every earlier layer's saves: above the head's 8 t V at s 32 and 64 on
+    the tiny config (grouped_mm: with vocab_size 256, tests/data/tiny-vocab256), below it at s 256."""
     none = [r for r in STEP_RECORDS if r["framework"] == "transformers" and r["settings"]["recompute"] == "none"]
     short = {r["_file"]: step_excess(r)[1] for r in none if r["settings"]["seq"] < 256}
     assert short == {"hf-tiny-b1-s32-bf16-eager-loop-step.toml": "transient 2",

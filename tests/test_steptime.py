@@ -179,7 +179,8 @@ def test_deepseek_v3_layout_ranks_among_the_first_ten():
                           "h800", "--global-batch", "15360", "--seq", "4096", "--schedule", "dualpipe", "--json"],
                          capture_output=True, text=True, timeout=300, check=True).stdout
     top = json.loads(out)["rows"][:10]
-    assert any(r["tp"] == 1 and r["pp"] == 16 and r["ep"] == 64 for r in top), [(r["tp"], r["pp"], r["ep"]) for r in top]
+    assert any(r["tp"] == 1 and r["pp"] == 16 and r["ep"] == 64 for r in top), [(r["tp"], r["pp"], r["ep"])
+                                                                                for r in top]
 
 
 def test_sensitivity_time_without_a_schedule_is_the_slope_of_what_estimate_prints():

@@ -265,7 +265,8 @@ def test_a_records_changes_are_kept_and_nothing_else_is_overwritten(tmp_path, ru
     import os
     from memsym.trace.records import changes_of
     rec = tmp_path / "r.toml"
-    rec.write_text('command = "x"\nchanges = ["first", "second \\"quoted\\""]\n[measured]\nactivations_outside_layers = 1\n')
+    rec.write_text('command = "x"\nchanges = ["first", "second \\"quoted\\""]\n[measured]\nactivations_outside_layers '
+                   '= 1\n')
     assert changes_of(str(rec)) == ["first", 'second "quoted"']
     assert changes_of(str(tmp_path / "absent")) == []
     fifo = tmp_path / "fifo"

@@ -25,7 +25,7 @@ def _module(torch, discard):
             self.w = torch.nn.Parameter(torch.ones(8, dtype=torch.float32))
 
         def forward(self, x):
-            kept = (x * self.w).exp()          # mul saves x (8 floats: 32 B) and w (a parameter: excluded); exp its output
+            kept = (x * self.w).exp()  # mul saves x (8 floats: 32 B) and w (a parameter: excluded); exp its output
             if discard:                        # a node whose output is dropped at once: freed during the forward
                 _ = torch.sin(x * 3.0)         # mul by a scalar saves nothing; sin saves its input (32 B)
                 idx = torch.topk(x, 2)[1]      # only the indices used: topk's node (it saves its int64 indices) dies

@@ -13,8 +13,8 @@ The paper's readings (Sec. 5, Tables 9-10):
   M_1^E = 4bsh/SP + 4bsN + 2bsN_r + (N/EP)(3 E_token h + 8 E_token h_E) + N_s(3bsh + 8bsh_E)
   M_2^A = 2bsh/SP,  M_2^E = 2bsh/SP + 2bsN_r  (full recomputation)
 
-The tensor lists are in :mod:`derivations.inventory`, the views (recomputation policies,
-attention kernels, FP8 caching, conventions) in :mod:`derivations.views`; this module
+The tensor lists are in :mod:`derivations.activations.inventory`, the views (recomputation policies,
+attention kernels, FP8 caching, conventions) in :mod:`derivations.activations.views`; this module
 assembles each view's terms: per layer (``act.mla.layer``, ``act.moe.layer``, ...), per
 stage and in flight (``act.stage``, ``act.peak``).
 """
@@ -31,9 +31,10 @@ from symbolic.term import Part, Term, combine
 
 from derivations.activations import shape as shapes
 from derivations.activations.naming import kept, named, reduced  # noqa: F401  (the ids: one logic, pure)
-from derivations.activations.inventory import KEPT_FOR, SPECS, dense_specs, head_specs, mla_specs, mla_tensors, moe_specs, moe_tensors  # noqa: F401
-from derivations.activations.views import (CHECKPOINT_TAGS, EXT, FLASH, MLA, MOE, PAPER, PRESET_CONVENTIONS, View, apply,  # noqa: F401
-                    flatten)
+from derivations.activations.inventory import (  # noqa: F401
+    KEPT_FOR, SPECS, dense_specs, head_specs, mla_specs, mla_tensors, moe_specs, moe_tensors)
+from derivations.activations.views import (  # noqa: F401
+    CHECKPOINT_TAGS, EXT, FLASH, MLA, MOE, PAPER, PRESET_CONVENTIONS, View, apply, flatten)
 
 # ----------------------------------------------------------------------------- terms
 #: The family's kinds with terms of their own (derivations/families/deepseek/__init__.py: LAYER_TERMS).
@@ -111,7 +112,8 @@ def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
            **{sym: SYMBOLS[sym] for sym, _, _ in fam.counts}}  # a family's own counts (DeepSeek-V4's L_C, L_H)
     out["layer"] = combine(f"act.layer{sfx}", f"activation bytes of one {fam.layer_what}, {policy}",
                            "bytes", "Sec. 5", [(k, kinds[k].label, 1, out[k]) for k in fam.layer])
-    out["stage"] = combine(f"act.stage{sfx}{tail}", f"activation bytes of one micro-batch on one device of a stage, {policy}",
+    out["stage"] = combine(f"act.stage{sfx}{tail}",
+                           f"activation bytes of one micro-batch on one device of a stage, {policy}",
                            "bytes", "Table 10",
                            [(k, kinds[k].label, per[kinds[k].per], out[k]) for k in kinds]
                            + ([("mtp_layer", "the MTP modules' transformer layers", e_H * D, out["layer"])]

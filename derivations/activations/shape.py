@@ -4,8 +4,8 @@ For the DeepSeek family the activation modules take its ``q_lora`` flag and read
 from the generated decision tables (derivations/evaluate.py ``kept``: no sympy).  Any other family
 (one with no generated tables, such as a test's toy) is given as a :class:`Shape`; what a view keeps
 of each kind is then built from the family's own tensor lists (its ``activations.specs(kind, flags)``)
-and compared by sympy's structural equality, the relation the generated tables encode.  The same
-naming and terms follow from either (tests/test_families.py checks DeepSeek's through both).
+and compared by sympy's structural equality, the relation the generated tables encode: the same
+naming and terms follow from either.
 """
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ from functools import lru_cache
 from typing import Dict, Mapping, Tuple
 
 from derivations import families
+from derivations.config import RECOMPUTE_OPS
+from derivations.evaluate import FAMILY
+from symbolic.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -36,10 +39,8 @@ def of(family: str, structure):
     """What the activation modules take for a structure (its flags' values, in the family's order): the
     q_lora flag for the family whose tables are committed (derivations/generated/, DeepSeek's), else the
     family's :class:`Shape`."""
-    from derivations.evaluate import FAMILY  # lazy: the one name this module needs of it
     declared = families.get(family)
     if "activations" not in declared.sections:  # its parameters are modelled, its activations not yet
-        from symbolic.errors import ConfigError  # lazy: this module is plain data otherwise
         raise ConfigError("family", f"the activations of {declared.title} models are not modelled yet: "
                                     f"`memsym params` counts their parameters; estimate, fit, search, sensitivity, "
                                     f"compare, report and the page need their activations")
@@ -85,7 +86,6 @@ def inert(shape) -> Tuple[bool, Tuple[str, ...]]:
     if not is_shape(shape):  # (before any import: DeepSeek's estimate reads the generated tables, no sympy)
         return False, ()
     from derivations.activations.views import Group  # lazy: sympy (the tensor lists)
-    from derivations.config import RECOMPUTE_OPS
     tags = set()
     for kind in shape.declared.kinds:
         for spec in shape.specs(kind):
@@ -98,7 +98,6 @@ def inert(shape) -> Tuple[bool, Tuple[str, ...]]:
 def check_options(shape, training) -> None:
     """Refuse (ConfigError, one line) an option of ``training`` that changes no tensor of ``shape``'s family
     (:func:`inert`)."""
-    from symbolic.errors import ConfigError  # lazy: this module is plain data otherwise
     fp8, ops = inert(shape)
     title = family(shape).title
     if fp8 and training.fp8:
@@ -106,7 +105,6 @@ def check_options(shape, training) -> None:
                                              f"DeepSeek-V3 report's caching names MLA and MoE tensors)")
     idle = [op for op in training.recompute_ops if op in ops]
     if training.recompute == "custom" and idle:
-        from derivations.config import RECOMPUTE_OPS
         valid = ", ".join(op for op in RECOMPUTE_OPS if op not in ops)
         raise ConfigError("recompute-ops", f"--recompute custom:{','.join(idle)}: no tensor of {title} is recomputed "
                                            f"by it; its operators: {valid}")

@@ -31,51 +31,30 @@ construction ``act.mla.layer`` minus exactly its score rows.  Tags:
   aux / aux_seq / aux_global  the load-balancing loss's tensors (--aux-loss seq or global / seq / global)
   per_expert   a per-expert (or scalar) tensor, whole on every rank: not divided by --router-tensors sp
 
-Conventions (derivations/assembly/conventions.py, presets in derivations/config/convention_presets/).  Every modelling assumption of the paper
-is a switch of :class:`derivations.config.Conventions` applied by the same View, from the tags
-only: :data:`EXISTS` (tensors that exist under one choice), :data:`RULES` (tensors a choice
-rescales: dispatch multiplies the routed tensors by EP/SP, --router-tensors sp divides the
-router's by SP, --latents sp the MLA latents' (c_Q, c_KV, their norms; not the ModelZoo inventory's
-own) by SP, --shared-expert tp the shared experts' intermediates by TP, --swiglu fused
-halves the SwiGLU outputs), dropped masks and the checkpoints of full recomputation.  The
-tensor lists (``*_specs``) hold the paper's tensors and the ModelZoo inventory's own, tagged,
-so the paper's default view keeps the paper's terms and ids; a view with other conventions
-names them in its ids (``act.moe.layer.dispatch``, or the preset, ``act.layer.modelzoo``),
-labels and provenance, leaving out those that change no kept tensor (:func:`reduced`).
+Conventions (derivations/assembly/conventions.py; presets in derivations/config/convention_presets/): each
+modelling assumption is a switch of :class:`derivations.config.Conventions` applied by the same View from the tags
+only: :data:`EXISTS` (tensors that exist under one choice) and :data:`RULES` (tensors a choice rescales).  The
+tensor lists hold the paper's tensors and the ModelZoo inventory's own, tagged, so the paper's view keeps the
+paper's terms and ids; other conventions name themselves in the ids (``act.moe.layer.dispatch``,
+``act.layer.modelzoo``), leaving out those that change no kept tensor (:func:`reduced`).
 
-Policies: none keeps everything; full keeps layer_input, routing and head; selective drops
-``score`` (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
-Transformer Models", Sec. 4.2: recompute the core attention); custom drops the named
-operators (``derivations.config.RECOMPUTE_OPS``).
+Policies: none keeps everything; full keeps layer_input, routing and head; selective drops ``score``
+(Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", Sec. 4.2); custom
+drops the named operators (``derivations.config.RECOMPUTE_OPS``).
 
-Attention kernels: ``eager`` keeps the paper's 5 b n_h s^2/(TP CP) bytes per layer.
-``flash`` (FlashAttention-2 style fused kernel) keeps no s^2 tensor: its backward needs q,
-k, v (kept already), the attention output O (the same tensor as the W^O input, already
-counted once as ``attn_out``) and one FP32 log-sum-exp per query row and head:
-4 b n_h s/(TP CP) bytes.  Dropout inside the kernel is regenerated from the RNG state, so
-no mask is kept.
+Attention: ``eager`` keeps the paper's 5 b n_h s^2/(TP CP) bytes per layer; ``flash`` (FlashAttention-2) keeps no
+s^2 tensor, only one FP32 log-sum-exp per query row and head, 4 b n_h s/(TP CP) (q, k, v and the output O are
+kept already; its dropout is regenerated from the RNG state, so no mask).
 
-Context parallelism: each device holds s/CP of the sequence (every b s term is divided by
-CP) and, for eager attention, the scores of its s/CP query rows against all s keys:
-s^2/(TP CP).  This is the all-gather (or ring, Megatron's CP) arrangement in which the
-K/V blocks of other ranks are not kept for backward; a ring implementation that keeps
-every received K/V block would add 2 (CP - 1)/CP of the k and v terms.
+Context parallelism: each device holds s/CP of the sequence and, for eager attention, the scores of its s/CP
+query rows against all s keys, s^2/(TP CP): the all-gather arrangement (Megatron's CP), in which other ranks'
+K/V blocks are not kept for backward.
 
-FP8 caching (DeepSeek-V3 technical report, arXiv 2412.19437, Sec. 3.3 "Low-Precision
-Storage and Communication"): "it is a natural choice to cache activations in FP8 format
-for the backward pass of the Linear operator. However, special considerations are taken
-on several operators: (1) Inputs of the Linear after the attention operator ... We adopt a
-customized E5M6 data format exclusively for these activations. (2) Inputs of the SwiGLU
-operator in MoE. ... we cache the inputs of the SwiGLU operator and recompute its output
-in the backward pass. These activations are also stored in FP8"; and "we quantize the
-activation before MoE up-projections into FP8 and then apply dispatch components".  So
-``--fp8-activations`` stores: the attention output before W^O in E5M6 (B_o, 12 bits =
-3/2 B, assumed packed); the routed and shared experts' inputs (the MoE up-projection
-inputs) and their SwiGLU inputs (gate and up outputs) in FP8 (B_f8 = 1).  The SwiGLU
-outputs are dropped only when ``swiglu`` is recomputed (the DeepSeek-V3 recipe does).  The
-report's general sentence is not applied to other tensors: it names no other, and in its
-recipe the other Linear inputs (RMSNorm outputs, MLA up-projection outputs) are
-recomputed.  Per-tile scaling factors (one per 1x128 tile) are not counted.
+FP8 caching (DeepSeek-V3 technical report, arXiv 2412.19437, Sec. 3.3 "Low-Precision Storage and
+Communication"), ``--fp8-activations``: the attention output before W^O in E5M6 (B_o = 3/2 B, assumed packed);
+the routed and shared experts' inputs and their SwiGLU inputs in FP8 (B_f8 = 1).  The SwiGLU outputs are dropped
+only when ``swiglu`` is recomputed (the DeepSeek-V3 recipe does); no other tensor is cast (the report names no
+other); per-tile scaling factors are not counted.
 """
 from __future__ import annotations
 

@@ -1,52 +1,32 @@
 """Conventions: every modelling assumption a named switch; other sources reproduced exactly.
 
-The paper (Secs. 3-5) makes choices a reader may not share.  Each is a switch of
-:class:`derivations.config.Conventions` (or of Training: the attention kernel, the bytes per
-parameter), defaulting to the paper's, listed with its help text in
-``derivations.config.CONVENTION_SWITCHES`` and applied through *one* mechanism each:
+Each choice of the paper (Secs. 3-5) a reader may not share is a switch of :class:`derivations.config.Conventions`
+(or of Training), defaulting to the paper's, listed in ``derivations.config.CONVENTION_SWITCHES`` and applied
+one way: activations through the tensor tags (derivations/activations/views.py); weights through the parts of
+the parameter terms (``static.device.moe.shared-tp``) and the rank reported (the paper's stage or Megatron's
+most-loaded shard, ``conv.megatron.*``); bytes per parameter through Table 7's symbols
+(``Training.with_bytes_convention``).  Presets (``--conventions``, ``derivations.config.CONVENTION_PRESETS``) set
+every switch to one source's assumptions.
 
-* activations: the tensor tags of ``derivations/activations/__init__.py`` (a :class:`View` keeps,
-  rescales or drops each tensor from its tags; the switch is named in the term id, label
-  and provenance, e.g. ``act.moe.layer.dispatch``);
-* weights: the parts of the parameter terms (``static.layer.moe`` 'shared' split by TP:
-  ``static.device.moe.shared-tp`` and ``zero.*.shared-tp``), and the rank reported: the
-  paper's stage or Megatron's most-loaded shard (``conv.megatron.*``);
-* bytes per parameter: a substitution of Table 7's symbols (and ZeRO-1 for Megatron's
-  distributed optimizer), ``Training.with_bytes_convention``.
-
-Presets (``--conventions``) set every switch to one source's assumptions
-(``derivations.config.CONVENTION_PRESETS``): ``paper``; ``megatron``, Megatron-LM's
-weight-and-optimizer estimate with the Megatron-LM runtime choices the ModelZoo estimator
-encodes on the paper's tensor list; ``modelzoo``, the same runtime choices on NVIDIA's
-ModelZoo tensor list (``--inventory modelzoo``).
-
-* ``conv.megatron.*``: Megatron-LM ``theoretical_memory_usage.py`` weight-and-optimizer
-  estimate with expert parallelism.  Per layer A = MLA parameters including the q/kv
-  latent norms, F_d = 3 h h_F, F_s = 3 h h_E N_s, F_r = 3 h h_E N.  Its "most-loaded
-  shard" holds
+* ``conv.megatron.*``: Megatron-LM ``theoretical_memory_usage.py``'s weight-and-optimizer estimate with expert
+  parallelism.  Per layer A = MLA parameters including the q/kv latent norms, F_d = 3 h h_F, F_s = 3 h h_E N_s,
+  F_r = 3 h h_E N.  Its most-loaded shard holds
 
     TP-split   ([(A + F_d) L_d + A L_m] / PP + A D + h v) / TP
     shared     F_s (L_m / PP + D) / TP        (TP-split too; replicated under --shared-expert replicated)
     replicated (2h (L_d + L_m) + h N L_m + h) / PP + (2h + h N) D
     experts    F_r (L_m / PP + D) / (ETP EP)
 
-  with L_d, L_m the model's dense and MoE layers and D the MTP layers; bytes are
-  (TP-split + shared + replicated) beta(DP) + experts beta(EDP), beta(d) = 6 + 12/d with
-  the distributed optimizer, i.e. the Table 7 bytes with FP32 moments (2/4/4/4/4) and
-  ZeRO-1: B_w + B_g + (B_m + B_1 + B_2)/d.
+  with D the MTP layers; bytes are (TP-split + shared + replicated) beta(DP) + experts beta(EDP),
+  beta(d) = 6 + 12/d with the distributed optimizer: Table 7's bytes with FP32 moments and ZeRO-1.
 
-* ``conv.modelzoo.*``: the activation accounting of NVIDIA's Megatron-MoE-ModelZoo
-  DeepSeek estimator, one MoE transformer layer and micro-batch, with
-  t = b s N_r / TP routed token-copies per device, written literally; full recomputation
-  keeps the layer input only.  ``act.layer.modelzoo`` (the preset's view of the tagged
-  tensor lists) equals it at SP = TP (tests/test_conventions.py).
+* ``conv.modelzoo.*``: NVIDIA Megatron-MoE-ModelZoo's DeepSeek activation estimator, one MoE layer and
+  micro-batch, t = b s N_r / TP routed token-copies per device, written literally; full recomputation keeps
+  the layer input only.  ``act.layer.modelzoo`` (the preset's view of the tensor lists) equals it at SP = TP.
 
-``memsym compare`` flips the switches one at a time from ``paper`` to each preset in the
-fixed order ``derivations.config.CONVENTION_ORDER`` (:func:`waterfall`): routed tokens,
-attention, router tensors, shared expert, dropout masks, checkpoints, SwiGLU, expert
-outputs, latent norms, routing state, bytes per parameter, rank, MTP, and last the
-per-tensor inventory.  Each step's bytes are exact; they sum to the difference of the two
-totals.
+``memsym compare`` flips the switches one at a time from ``paper`` to a preset in the order
+``derivations.config.CONVENTION_ORDER`` (:func:`waterfall`); each step is exact and the steps sum to the
+difference of the two totals.
 """
 from __future__ import annotations
 
@@ -56,15 +36,18 @@ from typing import Dict, List, Optional, Tuple
 
 from derivations import config as cfg
 from derivations import families
+from derivations.activations import KEPT_FOR, View, flatten, mla_specs, moe_specs
 from derivations.assembly.sides import WeightSide, mtp_stage_shift, weight_side  # noqa: F401  (re-exported)
+from derivations.assembly.sides import megatron_values
+from derivations.assembly.zero import sharding_terms
 from derivations.config.switches import (ORDER, PRESETS, describe, notes, preset_of, switch_value,  # noqa: F401
                                          switches_json, with_preset, with_switch)
-from derivations.notation import (B_a, CP, D, DP, EP, ETP, L_d, L_m, N, N_r, N_s, PP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
-                               ROUTING, h, h_E, h_F, n_h, s, v)
-from derivations.tensors import TOPK_GT_1
-from symbolic.term import Part, Term, combine
-from derivations.assembly.sides import megatron_values
 from derivations.config.values import symbol_keyed
+from derivations.notation import (B_a, CP, D, DP, EP, ETP, L_d, L_m, N, N_r, N_s, PP, TP, b, d_c, d_cq, d_h, d_hr, d_v,
+                               ROUTING, SYMBOLS, h, h_E, h_F, n_h, s, v)
+from derivations.tensors import TOPK_GT_1
+from symbolic.numeric import exact
+from symbolic.term import Part, Term, combine
 
 MEG = "Megatron-LM theoretical_memory_usage.py (2026, with expert parallelism)"
 MZ = "NVIDIA Megatron-MoE-ModelZoo DeepSeek estimator"
@@ -103,8 +86,6 @@ def megatron_params(reg, shared_tp: bool = True) -> Term:
 
 def _states(prefix: str, params: Term, provenance: str, sfx: str = ""):
     """Weights, gradients, optimizer terms of ``params`` (non_moe parts over DP, moe over EDP)."""
-    # lazy: sympy (only this path needs it)
-    from derivations.assembly.zero import sharding_terms
     P_n = sum(p.expr for p in params.parts if "non_moe" in p.tags)
     P_m = sum(p.expr for p in params.parts if "moe" in p.tags)
     # Megatron's formula: beta(DP) for the non-expert parameters, as the issue states it
@@ -124,7 +105,6 @@ def _indexers(reg):
     the attention projections A (TP-split, as A is), so a DeepSeek-V3.2 or GLM-5 rank keeps every parameter."""
     if "params.indexer" not in reg:
         return 0, 0
-    from derivations.notation import SYMBOLS  # the family's count (derivations/families/deepseek FAMILY.counts)
     return reg["params.indexer"].expr, SYMBOLS["L_I"]
 
 
@@ -163,8 +143,6 @@ def modelzoo_params(reg):
 def modelzoo_terms(reg):
     non_moe, moe, total = modelzoo_params(reg)
     yield from (non_moe, moe, total)
-    # lazy: sympy (only this path needs it)
-    from derivations.assembly.zero import sharding_terms
     # calc(): dense parameters over dense_dp = gpus / (pp tp) = DP CP, experts over moe_dp = EDP
     yield from sharding_terms("conv.modelzoo", non_moe.expr, moe.expr, MZ_SCRIPT)
 
@@ -218,8 +196,6 @@ def _shared_tp_terms(reg):
     yield combine("static.device.total.shared-tp", "parameters on one device of a stage (P_n + P_m), shared "
                                                    "experts split by TP", "params", f"Table 6, total; {SHARED_TP}",
                   [("non_moe", "non-MoE", 1, non_moe), ("moe", "MoE", 1, dev)])
-    # lazy: sympy (only this path needs it)
-    from derivations.assembly.zero import sharding_terms
     for t in sharding_terms("zero", non_moe.expr, dev.expr, f"Sec. 4, Table 8; {SHARED_TP}"):
         yield replace(t, id=t.id + ".shared-tp")
 
@@ -245,8 +221,6 @@ def megatron_substitution(model: cfg.ModelSpec, layout: cfg.Layout, training: cf
 
 def split_params(reg, side: WeightSide, subs) -> Tuple[Fraction, Fraction]:
     """(non-MoE, MoE) parameters of the device under ``side`` at ``subs``."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from symbolic.numeric import exact
     if side.rank == "megatron":
         t = reg[side.params]
         return (sum((exact(p.expr, subs) for p in t.parts if "non_moe" in p.tags), Fraction(0)),
@@ -291,9 +265,6 @@ def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
                 stage: Optional[int] = None) -> Tuple[List[TensorRow], Dict[str, Fraction]]:
     """Every tensor one MoE transformer layer (MLA + MoE) keeps for backward, one micro-batch,
     under ``training``'s view and conventions, and {option: bytes it would save}."""
-    # lazy: sympy (only this path needs it)
-    from symbolic.numeric import exact
-    from derivations.activations import KEPT_FOR, View, flatten, mla_specs, moe_specs
     if model.family != "deepseek":  # the MLA and MoE tensor lists
         raise families.unsupported(model, "--tensors")
     cfg.validate_layout(model, layout, training.seq)

@@ -1,51 +1,36 @@
 """The per-device assembly as terms: one device's total and peak for a view, schedule and stage.
 
-``derivations/assembly/device.py`` (the command line) and the calculator page evaluate what one
-device of a pipeline stage holds with functions *printed* from the expressions below, never
-assembled by hand: exact Python by ``python -m derivations.generate`` (the ``device`` function of
-``derivations/generated/deepseek.py``, :func:`symbolic.codegen.python`) and JavaScript over BigInt
-rationals by ``memsym page`` (memsym/page/data.py, :class:`memsym.page.codegen.RationalJS`).
+The command line (derivations/assembly/device.py) and the calculator page evaluate a device with functions
+*printed* from these expressions, never assembled by hand: exact Python by ``python -m derivations.generate``
+(``device`` in derivations/generated/deepseek.py, :func:`symbolic.codegen.python`) and BigInt-rational
+JavaScript by ``memsym page`` (:class:`memsym.page.codegen.RationalJS`).
 
-The assembly is an ordered list of (name, expression): each expression reads the inputs and the
-names before it (a small term graph; an evaluator sets each name in turn, and one that needs only
-the total, such as the search for the most-loaded stage, stops there).  Inputs:
+The assembly is an ordered list of (name, expression), each reading the inputs and the names before it, so an
+evaluator that needs only the total stops there.  Inputs:
 
-  M_A, M_E, M_D, M_H, M_MTP  one layer's (sublayer's) kept activations of each kind, mla, moe, dense,
-                             head, mtp, under the view (derivations/activations: the view's tables)
+  M_A, M_E, M_D, M_H, M_MTP  one layer's (sublayer's) kept activations of each kind under the view
   L_d, L_m, e_E, e_H, D      the stage's composition (Table 4) and the MTP depth
   L_d_c, L_m_c, e_E_c, e_H_c, n_fl_c
-                             chunk c (c < CHUNKS) of a pipeline schedule: the part of a stage it holds
-                             (derivations/assembly/schedules.py, ``Chunk.composition``) and its
-                             micro-batches in flight (``schedules.formulas``); an absent chunk is zero
-  weights, gradients, optimizer   the model states of the held stages (the weight side's terms, Table 8)
+                             chunk c of a pipeline schedule: its part of the stage and its micro-batches in
+                             flight (derivations/assembly/schedules.py); an absent chunk is zero
+  weights, gradients, optimizer   the model states of the held stages (Table 8)
   runtime                    the runtime buffers (derivations/assembly/runtime.py; 0 when none)
 
-and, in the variants with the options (``options``: what ``estimate`` and ``search`` evaluate; each input 0 when
-its option is off):
+and, in the ``+options`` variants (what ``estimate`` and ``search`` evaluate; 0 when the option is off):
 
   O_D, O_E, O_R              --offload-activations (derivations/assembly/offload.py): the bytes one held dense
-                             and one held MoE layer micro-batch offload (``offload.per_layer``) and those the
-                             rank keeps anyway (its last layer of micro-batch 0: ``offload.resident``)
-  Q_D, Q_E, Q_H              --linear-recipe (derivations/assembly/quantized.py): the bytes one held dense and one
-                             held MoE layer micro-batch change by (``act.quantized``: their linear layers' inputs
-                             kept quantized) and the head part with its MTP modules (``quantized.per_layer``)
-  activations_held           holds ``given``: the activations held before the resident layer's (--virtual-layers:
-                             the largest state of Megatron's interleaved order, each chunk's bytes this assembly's)
+                             and MoE layer micro-batch offloads, and those the rank keeps anyway
+  Q_D, Q_E, Q_H              --linear-recipe (derivations/assembly/quantized.py): the bytes one held dense and
+                             MoE layer micro-batch and the head part change by
+  activations_held           ``given``: the activations held before the resident layer's (--virtual-layers)
 
-Outputs: ``activations_per_microbatch`` (``act.stage`` with the kinds as symbols), ``activations``
-(that, or under a schedule sum_c n_fl_c x ``act.stage`` at chunk c's composition: ``act.peak``'s
-row at each chunk), ``total`` (Sec. 4-5: the model states + activations + runtime buffers),
-``activations_per_layer`` (``act.layer``), the layer split (d act.stage / d L_d and / d L_m: one
-dense and one MoE layer, exact because every activation term is linear in the composition, and
-what is outside the layers) and the Sec. 6 fragmentation and peak at both ends of its ranges
-(derivations/assembly/overheads.py).  The activation rows are read off the view's own ``act.stage``
-and ``act.peak`` terms (derivations/activations/kinds.py), which depend on the view only through
-the MTP modules (``--mtp-activations last-stage``) and full recomputation: hence the variants
-``mtp<0|1>full<0|1>``, each ``.paper`` (one micro-batch, the paper's view), ``.schedule`` (the
-chunks) or ``.given`` (activations an input: Megatron's simulated interleaved order, device.py), and each
-with the options (``+options``: the activations of every held layer micro-batch less what it offloads and
-changed by the linear recipe, plus the resident layer's offloaded bytes; ``activations_per_microbatch`` stays
-``act.stage``).  The variants without them are the options' at O = Q = 0 (the tests check it).
+Outputs: ``activations_per_microbatch`` (``act.stage``), ``activations`` (that, or sum_c n_fl_c x ``act.stage``
+at chunk c: ``act.peak``), ``total`` (model states + activations + runtime, Sec. 4-5), ``activations_per_layer``,
+the layer split (d act.stage / d L_d and / d L_m, exact since every activation term is linear in the
+composition) and the Sec. 6 fragmentation and peak (derivations/assembly/overheads.py).  The rows depend on the
+view only through the MTP modules and full recomputation: hence the variants ``mtp<0|1>full<0|1>``, each
+``.paper`` (one micro-batch), ``.schedule`` (the chunks) or ``.given`` (Megatron's simulated interleaved
+order), with or without the options.
 """
 from __future__ import annotations
 
@@ -56,6 +41,7 @@ from typing import Dict, List, Tuple
 import sympy as sp
 
 from derivations import notation as nt
+from derivations.activations import shape as shapes
 from derivations.activations import view_terms
 from derivations.activations.views import View
 from derivations.assembly import overheads
@@ -69,7 +55,6 @@ ROLE_SYMBOLS = {"moe": "M_E", "dense": "M_D", "head": "M_H", "mtp": "M_MTP"}
 def kinds_of(shape=True) -> Dict[str, str]:
     """{kind: symbol} of a family's kinds (``shape``: DeepSeek's q_lora flag, or another family's
     :class:`~derivations.activations.shape.Shape`): its attention M_A, the others by role."""
-    from derivations.activations import shape as shapes
     fam = shapes.family(shape)
     return {k: ("M_A" if k == fam.attention else ROLE_SYMBOLS.get(k, "M_" + k.upper())) for k in fam.kinds}
 
@@ -147,7 +132,6 @@ def assembly(mtp: bool, full: bool, holds: str, shape=True, options: bool = Fals
     """[(name, expression), ...] of one variant (see the module docstring), in evaluation order, for
     ``shape``'s family (DeepSeek's by default), with the options' terms when ``options``."""
     t = activation_terms(mtp, full, shape)
-    from derivations.activations import shape as shapes
     names = composition_names(shapes.family(shape).name)  # L_d, L_m, e_E, e_H and the family's counts
     S = _symbol
     own = {k: nt.SYMBOLS[k] for k in COMPOSITION}

@@ -78,7 +78,8 @@ def explain_modelzoo(est) -> list:
     terms = _terms(est)
     lines = ["  the ModelZoo script's rank (every layer of the stage counted as a MoE layer; no embedding, head, "
              "norms or router):"]
-    for tid, over in (("conv.modelzoo.params.non_moe", "P_n, over DP CP"), ("conv.modelzoo.params.moe", "P_m, over EDP")):
+    for tid, over in (("conv.modelzoo.params.non_moe", "P_n, over DP CP"),
+                      ("conv.modelzoo.params.moe", "P_m, over EDP")):
         labels = terms.labels(tid)
         for key, _, value in terms.parts(tid):
             lines.append(f"    {key:<11}{fmt_int(value):>16}  {labels[key]} ({over})")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+from derivations.config.values import symbol_keyed
 from symbolic.errors import ConfigError
 from symbolic.units import GiB
 
@@ -50,8 +51,6 @@ def named_values(end: str = "high") -> dict:
 
 def overhead_values(end: str = "high") -> dict:
     """{f_frag: ..., M_buf: ...} at one end of the Sec. 6 ranges, keyed by symbol (:func:`named_values`)."""
-    # lazy: modules this module's importers do not need (estimate loads only what it runs)
-    from derivations.config.values import symbol_keyed
     return symbol_keyed(named_values(end))
 
 

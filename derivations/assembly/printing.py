@@ -14,7 +14,8 @@ from symbolic.codegen import python
 
 
 def inflight_source() -> List[str]:
-    """``inflight(schedule, finite)``: the schedules' in-flight formulas as exact Python (derivations/assembly/schedules.py)."""
+    """``inflight(schedule, finite)``: the schedules' in-flight formulas as exact Python
+    (derivations/assembly/schedules.py)."""
     lines = ["def inflight(schedule, v):",
              '    """[(which stage, micro-batches in flight, part), ...] of the device ``v["i_s"]`` under',
              '    ``schedule`` (derivations/assembly/schedules.py formulas; ``v["n_mb"]`` None: as many as fill',
@@ -76,7 +77,8 @@ def step_source() -> List[str]:
         ms = step_terms.moments(fw, pol)
         body = ", ".join(f'"{name}": {python(m.expr)}' for name, m in ms.items())
         lines += [f"def _step_{fw}_{pol}(v):", f"    return {{{body}}}", "", ""]
-    lines += ["#: Every name the moments read (a family without a dimension reads it as 0: its moments are DeepSeek's).",
+    lines += ["#: Every name the moments read (a family without a dimension reads it as 0: its moments are "
+              "DeepSeek's).",
               f"STEP_INPUTS = {step_terms.inputs()!r}", "", "",
               "STEP = {" + ", ".join(f"({fw!r}, {pol!r}): _step_{fw}_{pol}" for fw, pol in step_terms.variants())
               + "}", "", "",

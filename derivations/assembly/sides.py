@@ -83,7 +83,8 @@ def weight_side_of(model, conventions: Conventions) -> WeightSide:
     if side.prefix != "zero" or side.suffix:
         fam = families.find(getattr(model, "family", None))
         if fam is not None and "conventions" not in fam.sections:
-            raise families.unsupported(model, f"--rank {conventions.rank} / --shared-expert {conventions.shared_expert}")
+            raise families.unsupported(model,
+                                       f"--rank {conventions.rank} / --shared-expert {conventions.shared_expert}")
     return side
 
 

@@ -12,7 +12,10 @@ cannot drift apart.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Dict, List, Optional, Tuple
+
+from derivations.config.switches import with_switch
 
 FRAMEWORKS = ("paper", "transformers", "mcore")
 POLICIES = ("none", "partial", "full")
@@ -50,9 +53,6 @@ def trainings(training) -> Tuple[object, object]:
     """(the training whose kinds the moments read, the same without recomputation): the moments are over the saved
     tensors, so without the cross-entropy backward's transient (``--ce-backward cast`` counts it in the head as the
     last stage's peak), which they replace."""
-    from dataclasses import replace
-
-    from derivations.config.switches import with_switch
     plain = with_switch(training, "ce_backward", "none") if training.conventions.ce_backward != "none" else training
     return plain, replace(plain, recompute="none", recompute_ops=())
 

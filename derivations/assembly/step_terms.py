@@ -1,40 +1,30 @@
 """The peak over the whole training step, as terms: what one micro-batch's backward adds to the end of its forward.
 
-The paper (Sec. 5-6) judges a device at the end of the forward: every in-flight micro-batch's kept
-activations (``act.stage``).  A step passes through later moments that hold more (issue 26 item 6):
-the backward of the last stage's head (the loss gradient of the logits, FP32 t x V), and under
-recomputation the backward of a layer, which first rebuilds that layer's activations and holds them
-with its gradients.  A *moment* here is the bytes one micro-batch holds at such a moment above its own
-end-of-forward activations (``act.stage`` of the view, A); the device's step peak is
+The paper (Sec. 5-6) judges a device at the end of the forward (``act.stage``, A per micro-batch).  A step passes
+through later moments that hold more (issue 26 item 6): the head's backward (the logits' FP32 gradient, t x V)
+and, under recomputation, a layer's backward, which rebuilds the layer's activations and holds them with its
+gradients.  A *moment* is the bytes one micro-batch holds then above A; since one micro-batch at a time is in
+its backward, the device's step peak is
 
     n_fl A + X,   X = max(0, moment_1, moment_2, ...)   (the step excess; n_fl = 1 without a schedule)
 
-since only one micro-batch at a time is in its backward.  The moments are written in the assembly's
-symbols (derivations/assembly/device_terms.py): the kinds' bytes under the view (M_A, M_E, M_D, M_H)
-and under the same conventions without recomputation (M_A0, M_E0, M_D0), the stage's composition and
-the dimensions; they are printed as exact Python into derivations/generated/ (``step``) like the rest
-of the assembly.
+The moments are written in the assembly's symbols (derivations/assembly/device_terms.py: M_A, M_E, M_D, M_H
+under the view, M_A0, M_E0, M_D0 without recomputation) and printed into derivations/generated/ (``step``).
+Which moments a device passes through is the framework's (``--head-state``):
 
-Which moments a device passes through is the framework's (the ``--head-state`` switch names it):
+* ``paper``: the paper's view counts kept tensors, not gradients or transients.  Without recomputation the end
+  of the forward is the peak; with it each layer kind of the stage (MoE, dense) is a moment, the layer rebuilt
+  (its activations without recomputation replacing what the policy kept).  Each is a polynomial in b and s at a
+  stage, so fit solves the binding one in closed form.
+* ``transformers``: transformers 5.24 eager DeepseekV3ForCausalLM, measured in paper/traces/*-step.toml and
+  explained in paper/traces/STEP.md: the head's log-softmax backward, the last layer's attention backward, the
+  rebuilt last layer, the grouped_mm experts' backward.
+* ``mcore``: Megatron-Core 0.16.1 (local spec), likewise: the cross-entropy forward, the last layer's attention
+  in the forward, the backward of a recomputed core attention, the rebuilt last layer.
 
-* ``paper``: the ideal kernels of the paper's view, which counts kept tensors (Sec. 5), not gradients or a
-  kernel's transients.  Without recomputation the end of the forward is the peak (the paper's own reading,
-  kept).  With recomputation each layer kind of the stage (MoE, dense) is a moment: the layer rebuilt, its
-  activations without recomputation replacing what the policy kept of it; the heaviest binds.  A policy
-  that keeps everything (``custom:`` of operators with nothing to recompute) adds nothing: no policy is
-  judged above no recomputation.  Each paper moment is a polynomial in b and s at a stage, so fit solves
-  the one that binds in closed form.
-* ``transformers``: transformers 5.24 eager DeepseekV3ForCausalLM, measured in paper/traces/*-step.toml
-  and explained in paper/traces/STEP.md: the head's log-softmax backward, the last layer's attention
-  backward, the rebuilt last layer, the grouped_mm experts' backward.
-* ``mcore``: Megatron-Core 0.16.1 (local spec), likewise: the cross-entropy forward, the last layer's
-  attention in the forward, the backward of a recomputed core attention, the rebuilt last layer.
-
-The framework moments are exact against the step records (tests/test_step_terms.py: s 256 to 1024, b 1 and 2,
-all at TP = PP = EP = CP = 1; the attention's moments bind from s 512 on): the parallel degrees divide them as
-the tensors they name are split (a CP rank its s / CP tokens), which no record checks yet.  The attention's
-moments are those of eager attention (transformers) and the local spec's core attention (Megatron-Core);
-fused attention kernels keep no b n_h s^2 tensor, and have none.
+The framework moments are exact against the step records at TP = PP = EP = CP = 1; the parallel degrees divide
+them as the tensors they name are split, which no record checks.  The attention moments are eager attention's
+(transformers) and the local spec's core attention's (Megatron-Core): fused kernels keep no b n_h s^2 tensor.
 """
 from __future__ import annotations
 
@@ -122,7 +112,8 @@ def _paper(policy: str) -> Dict[str, Term]:
                                    "activations rebuilt (without recomputation, less what the policy kept)", prov,
                                    [("rebuilt", f"the {kind} layer's activations without recomputation (MLA and "
                                      f"{ffn}), less what the policy keeps of them", has * (M_A0 - M_A + m0 - m), "")])
-            for kind, ffn, has, m0, m in (("moe", "MoE", has_moe, M_E0, M_E), ("dense", "dense FFN", has_dense, M_D0, M_D))}
+            for kind, ffn, has, m0, m in (("moe", "MoE", has_moe, M_E0, M_E),
+                                          ("dense", "dense FFN", has_dense, M_D0, M_D))}
 
 
 def _transformers(policy: str) -> Dict[str, Term]:
@@ -155,7 +146,8 @@ def _transformers(policy: str) -> Dict[str, Term]:
                 "" if policy == "full" else " and the RoPE cos and sin (B_a s d_r each, every layer's)"),
              -e_H * (M_H - 8 * t - (0 if policy == "full" else 2 * B_a * s_loc * d_r)), STEP),
             ("left", "what the layer saved up to its scores (three RMSNorms, q and k, the FP32 softmax output)",
-             _left_hf() - (A_last if policy != "full" else 0), HF + ": DeepseekV3Attention.forward, eager_attention_forward"),
+             _left_hf() - (A_last if policy != "full" else 0),
+             HF + ": DeepseekV3Attention.forward, eager_attention_forward"),
             ("grads", "ToCopyBackward0's FP32 gradient of the probabilities and SoftmaxBackward0's FP32 output "
                       "(4 b n_h s^2 each), the residual gradient (B_a t h) and the value's B_a gradient",
              8 * P + B_a * t * h + hv, "aten SoftMax.cpp: softmax_backward_cpu_out; torch autograd")]
@@ -194,9 +186,10 @@ def _transformers(policy: str) -> Dict[str, Term]:
                  ("grad", "the last layer's output gradient (B_a, model.norm's ToCopyBackward0) and the seed",
                   B_a * t * h + 4 * e_H, STEP)]
         rebuilt = start + [
-            ("layer", "the MoE layer rebuilt, as far as non-reentrant checkpoint's early stop runs it: its saves without "
-                      "recomputation, the residual after attention and the routed experts' summed output (B_a t h each), "
-                      "the FP32 router logits (t x N) and scaled top-k weights (t x k), the layer's two wrapped numbers",
+            ("layer", "the MoE layer rebuilt, as far as non-reentrant checkpoint's early stop runs it: its saves "
+                      "without recomputation, the residual after attention and the routed experts' summed output "
+                      "(B_a t h each), the FP32 router logits (t x N) and scaled top-k weights (t x k), the layer's "
+                      "two wrapped numbers",
              has_moe * (M_A0 + M_E0 + 2 * B_a * t * h + 4 * t * N + 4 * t * k + 16),
              "torch/utils/checkpoint.py (early stop); " + STEP)]
         out["rebuild"] = _term("the recomputation of the last MoE layer ends",
@@ -277,7 +270,8 @@ def _mcore(policy: str) -> Dict[str, Term]:
     full = policy == "full"
     tn = 5 * t * N + 8 * N + (8 * t * k if full else 24)
     held = [("scores", "the GlobalMemoryBuffer the local spec's core attention's baddbmm writes the scores into "
-                       "(B_a b n_h s^2 / TP), allocated once", has_layers * u_eager * u_local * B_a * b * n_h * s_loc ** 2 / TP,
+                       "(B_a b n_h s^2 / TP), allocated once",
+                       has_layers * u_eager * u_local * B_a * b * n_h * s_loc ** 2 / TP,
              MC + "parallel_state.py: GlobalMemoryBuffer; transformer/dot_product_attention.py"),
             ("rope", "each MLA layer's FP32 RotaryEmbedding output (s x d_r), kept by its lru_cache",
              4 * L * s_loc * d_r, MC + "models/common/embeddings/rotary_pos_embedding.py: RotaryEmbedding.forward"),
@@ -309,13 +303,15 @@ def _mcore(policy: str) -> Dict[str, Term]:
     soft = MC + "fusions/fused_softmax.py: FusedScaleMaskSoftmax.forward_torch_softmax"
     if not full:  # the forward inside the last layer's attention, at probs.bfloat16()
         fwd = [("held", "what the end of the forward holds besides the saves, less the last layer's dispatcher state "
-                        "(not yet made)" + (" and with the checkpoint's int32 mask type" if policy == "partial" else ""),
+                        "(not yet made)"
+                        + (" and with the checkpoint's int32 mask type" if policy == "partial" else ""),
                 eof - has_moe * tn + (4 if policy == "partial" else 0), STEP),
                release,
-               ("left", "what the last layer saved up to its scores (three RMSNorms, the up-projections' inputs, the RoPE "
-                        "saves, q and k) in place of its saves", _left_mc() - A_last,
+               ("left", "what the last layer saved up to its scores (three RMSNorms, the up-projections' inputs, the "
+                        "RoPE saves, q and k) in place of its saves", _left_mc() - A_last,
                 MC + "transformer/multi_latent_attention.py; transformer/dot_product_attention.py"),
-               ("scores", "baddbmm's output (B_a b n_h s^2: beta 0 returns a new tensor), input.float()'s FP32 copy and "
+               ("scores",
+                "baddbmm's output (B_a b n_h s^2: beta 0 returns a new tensor), input.float()'s FP32 copy and "
                           "the FP32 softmax (4 b n_h s^2 each), the B_a probabilities being made, the bool causal mask",
                 8 * P + 2 * B_a * P + s_loc ** 2, soft),
                ("value", "the value (B_a t n_h d_v)", hv, MC + "transformer/multi_latent_attention.py"),
@@ -329,8 +325,8 @@ def _mcore(policy: str) -> Dict[str, Term]:
                         "router's wrapped numbers released; the loss and the checkpoint's int32 mask type held)",
                 eof - 12, STEP),
                release,
-               ("left", "what the last layer saved up to its scores in place of its saves, and the router's int64 top-k "
-                        "indices (still held by a node not yet run)", _left_mc() + 8 * t * k - A_last, STEP),
+               ("left", "what the last layer saved up to its scores in place of its saves, and the router's int64 "
+                        "top-k indices (still held by a node not yet run)", _left_mc() + 8 * t * k - A_last, STEP),
                ("recomputed", "the recomputed FP32 softmax (4 b n_h s^2), the bool causal mask, the context "
                               "CheckpointFunction.backward holds as outputs (B_a t n_h d_v), the checkpoint's value",
                 4 * P + s_loc ** 2 + 2 * hv, MC + "transformer/attention.py: _checkpointed_attention_forward"),
@@ -370,7 +366,8 @@ def _mcore(policy: str) -> Dict[str, Term]:
                     has_moe * (M_A0 + M_E0 + 2 * B_a * t * h + 3 * B_a * t * k * h + 5 * t * N + 4 * t * k + 8 * N
                                + 4 * L + 24),
                     MC + "transformer/transformer_layer.py: _forward_mlp; transformer/moe/moe_layer.py: MoELayer."
-                    "forward; transformer/moe/moe_utils.py: permute; transformer/moe/experts.py: SequentialMLP.forward")]
+                    "forward; transformer/moe/moe_utils.py: permute; transformer/moe/experts.py: "
+                    "SequentialMLP.forward")]
         out["rebuild"] = _term("the recomputation of the last MoE layer, at the experts' "
                                "torch.cat", STEP + " (Megatron-Core, full recomputation)", rebuilt)
     return out

@@ -1,23 +1,10 @@
 """Configurations: model, parallel layout and training settings, as substitutions.
 
-A configuration never rebuilds a term: it is turned into a mapping from notation
-symbols to exact integers (or rationals) and applied to the symbolic terms
-(:func:`substitution`).  This module is the single import point of the configuration
-(``from derivations import config as cfg``); each idea lives in its own module:
-
-* :mod:`derivations.model`: :class:`ModelSpec`, the dimensions of Table 1 plus the
-  structural facts that decide which terms exist.
-* :mod:`derivations.presets`: the presets (released config.json files shipped as data,
-  :data:`PRESETS`) and :func:`load_model` (a preset or a Hugging Face config.json).
-* :mod:`derivations.layout`: :class:`Layout` (DP, TP, PP, EP, ETP, SP, CP; Table 5,
-  Table 9), its validation and the composition of the pipeline stages.
-* :mod:`derivations.training`: :class:`Training` (micro-batch, sequence, ZeRO stage,
-  recomputation, bytes; Table 7) and its validation.
-* :mod:`derivations.switches`: the modelling conventions (:class:`Conventions`, their
-  switches, presets and bytes-per-parameter conventions).
-
-Invalid input raises :class:`ConfigError`, which names the constraint that failed and
-what was given; the CLI maps it to exit code 2.
+A configuration never rebuilds a term: it becomes a mapping from notation symbols to exact integers (or
+rationals) applied to the symbolic terms (:func:`substitution`).  The single import point of the configuration
+(``from derivations import config as cfg``): the model (Table 1), its presets, the layout (Tables 5 and 9), the
+training settings (Table 7) and the conventions live in the modules imported below.  Invalid input raises
+:class:`ConfigError`, naming the constraint that failed and what was given (exit code 2 on the command line).
 """
 from __future__ import annotations
 
@@ -27,14 +14,15 @@ from symbolic.errors import ConfigError
 from symbolic.units import GiB, parse_size
 
 from derivations.config.values import named, symbol_keyed
-from derivations.config.layout import (Layout, StageComposition, compose, composition_names, layer_range, stage, stage_layers,
-                                       stages, validate_layout, whole_model)
+from derivations.config.layout import (Layout, StageComposition, compose, composition_names, layer_range, stage,
+                                       stage_layers, stages, validate_layout, whole_model)
 from derivations.config.model import ModelSpec
 from derivations.config.presets import DEFAULT_MODEL, PRESETS, load_model
-from derivations.config.switches import (BYTES_CONVENTIONS, BYTES_HELP, CONVENTION_ORDER, CONVENTION_PRESETS, CONVENTION_SOURCES,
-                       CONVENTION_SWITCHES, MTP_HELP, NAMING_PRESETS, Conventions, SwitchSpec, validate_conventions)
-from derivations.config.training import (ATTENTION, DTYPES, OFFLOAD_MODULES, RECOMPUTE, RECOMPUTE_OPS, SCHEDULES, ZERO_NAMES,
-                       Training, parse_offload, parse_recompute, validate_training)
+from derivations.config.switches import (BYTES_CONVENTIONS, BYTES_HELP, CONVENTION_ORDER, CONVENTION_PRESETS,
+                                         CONVENTION_SOURCES, CONVENTION_SWITCHES, MTP_HELP, NAMING_PRESETS,
+                                         Conventions, SwitchSpec, validate_conventions)
+from derivations.config.training import (ATTENTION, DTYPES, OFFLOAD_MODULES, RECOMPUTE, RECOMPUTE_OPS, SCHEDULES,
+                                         ZERO_NAMES, Training, parse_offload, parse_recompute, validate_training)
 from derivations.config.quantization import RECIPES as LINEAR_RECIPES
 
 __all__ = ["DEFAULT_MODEL", 

@@ -131,7 +131,8 @@ def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
         data, path = {"model_type": inner, **text}, f"{path} {field}"
         mt = data["model_type"]
         if isinstance(mt, str) and families.wrapper(mt) is not None:
-            raise _err(path, "model_type", f"model_type {_shown(mt)} inside {field}: a wrapper in a wrapper is not read")
+            raise _err(path, "model_type",
+                       f"model_type {_shown(mt)} inside {field}: a wrapper in a wrapper is not read")
     family = families.for_model_type(mt) if isinstance(mt, str) else None
     if family is None:
         raise _err(path, "model_type", f"model_type {_shown(mt)} is not an architecture memsym covers "
@@ -148,9 +149,11 @@ def _fp8_block(data: Mapping, path: str) -> Optional[Tuple[int, int]]:
     if q.get("quant_method") != "fp8" or q.get("weight_block_size") is None:
         return None
     blk = q["weight_block_size"]
-    if not (isinstance(blk, list) and len(blk) == 2 and all(_is_int(x) and 0 < x <= FIELDS['weight_block_size'].high for x in blk)):
+    if not (isinstance(blk, list) and len(blk) == 2
+            and all(_is_int(x) and 0 < x <= FIELDS['weight_block_size'].high for x in blk)):
         raise _err(path, "quantization_config", f"quantization_config.weight_block_size must be two positive "
-                                                f"integers (at most {FIELDS['weight_block_size'].high}), got {_shown(blk)}")
+                                                f"integers (at most {FIELDS['weight_block_size'].high}), got "
+                                                f"{_shown(blk)}")
     return (blk[0], blk[1])
 
 

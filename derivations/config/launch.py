@@ -1,25 +1,19 @@
 """A Megatron-LM launch read as data: the argument list of a shell script or of a functional test's
-``model_config.yaml``, never run.
+``model_config.yaml``, never run (:func:`read_launch`).
 
-Two forms are read (:func:`read_launch`):
+* A **shell script** calling ``pretrain_gpt.py`` (through ``torchrun``, ``python`` or ``python -m
+  torch.distributed.run``) is split into statements (newlines and ``;`` outside quotes, ``\``-newline
+  continuations joined, ``#`` comments dropped), each into words by :mod:`shlex`.  Assignments (``X=4``,
+  ``export X=4``) and arrays (``ARGS=( ... )``, ``ARGS+=( ... )``) are remembered in file order and ``$X``,
+  ``${X}``, ``${X:-4}``, ``${X-4}``, ``${X:=4}`` and ``"${ARGS[@]}"`` expanded from them.  Nothing is executed:
+  no environment is read, no command substitution run.  A variable the file does not set is an error only where a
+  memory-relevant flag reads it.  The torchrun words give the world size (``--nproc-per-node`` x ``--nnodes``).
+* A **model_config.yaml** (Megatron-LM tests/functional_tests/test_cases/*/*/model_config.yaml): ``MODEL_ARGS``
+  maps ``--flag`` to its value (``true``: given; ``false``: not given) as the harness passes them; ``ENV_VARS`` is
+  kept; no world size (the test recipe holds it).  Read with PyYAML's safe loader, aliases refused.
 
-* a **shell script** that calls ``pretrain_gpt.py`` (``torchrun ... pretrain_gpt.py ...``,
-  ``python pretrain_gpt.py ...``, ``python -m torch.distributed.run ...``): its text is split into
-  statements (newlines and ``;`` outside quotes, ``\\``-newline continuations joined, ``#`` comments
-  dropped), each statement into words by :mod:`shlex`.  Assignments ``X=4``, ``export X=4`` and arrays
-  ``ARGS=( --num-layers 16 ... )`` / ``ARGS+=( ... )`` are remembered in file order; ``$X``, ``${X}``,
-  ``${X:-4}`` (and ``${X-4}``, ``${X:=4}``) and ``"${ARGS[@]}"`` are expanded from them.  Nothing is
-  executed: no environment is read, no command substitution (``$(...)``, backquotes) is run.  A
-  variable the file does not set stays *unresolved*: it is an error only where its value is read (a
-  memory-relevant flag), so ``--save $CHECKPOINT_PATH`` costs nothing.  The torchrun words before the
-  script give the world size (``--nproc-per-node`` x ``--nnodes``).
-* a **model_config.yaml** (Megatron-LM tests/functional_tests/test_cases/*/*/model_config.yaml):
-  ``MODEL_ARGS`` maps ``--flag`` to its value (``true``: a switch given; ``false``: not given), as the
-  test harness passes them to pretrain_gpt.py; ``ENV_VARS`` is kept.  No world size: the test recipe
-  (tests/test_utils/recipes/) holds it.  Read with PyYAML's safe loader, aliases refused.
-
-The mapping of the flags onto memsym's options is :mod:`derivations.config.megatron`.  Bad input
-raises :class:`~symbolic.errors.ConfigError` naming the file (one line, exit 2 on the command line).
+The flags are mapped onto memsym's options by :mod:`derivations.config.megatron`.  Bad input raises
+:class:`~symbolic.errors.ConfigError` naming the file.
 """
 from __future__ import annotations
 

@@ -205,7 +205,8 @@ def stages(model: ModelSpec, layout: Layout) -> List[StageComposition]:
 def stage(model: ModelSpec, layout: Layout, index: int) -> StageComposition:
     all_stages = stages(model, layout)
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(all_stages):
-        raise ConfigError("stage", f"stage must be an integer in 0..{len(all_stages) - 1} (PP={layout.pp}), got {index!r}")
+        raise ConfigError("stage",
+                          f"stage must be an integer in 0..{len(all_stages) - 1} (PP={layout.pp}), got {index!r}")
     return all_stages[index]
 
 

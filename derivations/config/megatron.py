@@ -26,8 +26,8 @@ from typing import Dict, List, Optional, Tuple
 
 from derivations.config.launch import Launch, layer_pattern, pipeline_layout, shown
 from derivations.config.megatron_precision import quantization
-from derivations.config.megatron_flags import (DTYPE_NAMES, FSDP_ZERO, GPT2_VOCAB, IGNORED,  # noqa: F401 (IGNORED: the table)
-                                                  KNOWN_TOKENIZER_MODELS, RECOMPUTE_MODULES)
+from derivations.config.megatron_flags import (  # noqa: F401 (IGNORED: the table)
+    DTYPE_NAMES, FSDP_ZERO, GPT2_VOCAB, IGNORED, KNOWN_TOKENIZER_MODELS, RECOMPUTE_MODULES)
 
 ARGS, TC, MPC = "arguments.py", "transformer_config.py TransformerConfig", "model_parallel_config.py"
 
@@ -91,7 +91,8 @@ class _Args:
 
 
 def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None, vocab: Optional[int] = None,
-            build_model: bool = True, known: Tuple[str, ...] = (), typed: Optional[Dict[str, int]] = None) -> Resolution:
+            build_model: bool = True, known: Tuple[str, ...] = (),
+            typed: Optional[Dict[str, int]] = None) -> Resolution:
     """The memsym options of ``launch``.  ``gpus``/``dp``/``vocab``: typed on memsym's command line (the world
     size: typed --gpus, else the launcher's, else a typed --dp; else an error); ``build_model``: False under a
     typed --model; ``known``: optional memsym options this memsym has (a flag mapped onto one only then)."""
@@ -238,7 +239,8 @@ def _model(a: _Args, launch: Launch, layers: int, pattern: List[int], mtp: int, 
                          "memsym's DeepSeek model holds leading dense layers then every f-th layer MoE")
     if group_topk is None:
         notes.append("no --moe-router-group-topk: Megatron routes without groups; memsym's deepseek_v3 model takes "
-                     "DeepseekV3Config's 8 groups, 4 kept (the group-limited top-k's bookkeeping, freed in the forward)")
+                     "DeepseekV3Config's 8 groups, 4 kept (the group-limited top-k's bookkeeping, freed in the "
+                     "forward)")
     fields = {"model_type": "deepseek_v3", "hidden_size": h, "intermediate_size": ffn, "moe_intermediate_size": moe_ffn,
               "num_hidden_layers": layers, "first_k_dense_replace": dense, "moe_layer_freq": freq,
               "num_attention_heads": heads, "num_key_value_heads": heads, "q_lora_rank": q_lora,
@@ -264,8 +266,9 @@ def _model(a: _Args, launch: Launch, layers: int, pattern: List[int], mtp: int, 
               ("--moe-router-pre-softmax: not normalised" if pre else "softmax over the top-k"),
               "num_nextn_predict_layers": f"--mtp-num-layers {mtp}" if mtp else "no --mtp-num-layers",
               "tie_word_embeddings": "--untie-embeddings-and-output-weights" if untied else "tied (Megatron default)",
-              "vocab_size": f"{v_orig} padded to a multiple of {d_src.split()[-1] if d_src.startswith('--') else multiple}"
-                            f" x TP {tp} = {multiple * tp} (TOK vocab_size_with_padding)",
+              "vocab_size": f"{v_orig} padded to a multiple of "
+                            f"{d_src.split()[-1] if d_src.startswith('--') else multiple} x TP {tp} = {multiple * tp} "
+                            "(TOK vocab_size_with_padding)",
               "n_group": g_src, "topk_group": gk_src}
     return fields, {k: origin[k] for k in fields if k in origin}
 
@@ -282,7 +285,8 @@ def _vocab(a: _Args, launch: Launch, typed: Optional[int], notes: List[str]) -> 
     model = launch.flags.get("--tokenizer-model")  # only its file name is read: a path variable may stay unset
     if kind == "GPT2BPETokenizer" or (kind is None and a.has("--vocab-file") and a.has("--merge-file")):
         notes.append(f"vocabulary: the GPT-2 BPE vocab.json, {GPT2_VOCAB:,} tokens (the file is not opened)")
-        return GPT2_VOCAB, f"GPT-2 BPE ({'--tokenizer-type GPT2BPETokenizer' if kind else '--vocab-file, --merge-file'})"
+        source = "--tokenizer-type GPT2BPETokenizer" if kind else "--vocab-file, --merge-file"
+        return GPT2_VOCAB, f"GPT-2 BPE ({source})"
     name = os.path.basename(shown(model[0])) if model else None
     if name in KNOWN_TOKENIZER_MODELS:
         size, why = KNOWN_TOKENIZER_MODELS[name]
@@ -406,8 +410,10 @@ def _precision(a: _Args, launch: Launch, r: Resolution, put):
                                    ("optim_grads_params", f"{ARGS} _add_distributed_args"), tuple(FSDP_ZERO))
         put("zero", FSDP_ZERO[strategy], f"--use-megatron-fsdp, {s_src}")
         a.has("--use-distributed-optimizer")
-        master, m_src = a.choice("--megatron-fsdp-main-params-dtype", ("fp32", f"{ARGS}"), ("fp32", "bf16", "fp16", "auto"))
-        grads, g_src = a.choice("--megatron-fsdp-main-grads-dtype", ("auto", f"{ARGS}"), ("fp32", "bf16", "fp16", "auto"))
+        master, m_src = a.choice("--megatron-fsdp-main-params-dtype", ("fp32", f"{ARGS}"),
+                                 ("fp32", "bf16", "fp16", "auto"))
+        grads, g_src = a.choice("--megatron-fsdp-main-grads-dtype", ("auto", f"{ARGS}"),
+                                ("fp32", "bf16", "fp16", "auto"))
         master = weights if master == "auto" else master
         grads = weights if grads == "auto" else grads
     else:
@@ -444,7 +450,8 @@ def _conventions(a: _Args, launch: Launch, r: Resolution, put, known: Tuple[str,
         r.unmodelled.append("--transformer-impl inference_optimized")
     te = impl != "local"
     put("conventions", "mcore-te" if te else "mcore", f"{src}: Megatron-Core's allocations"
-                                                      + (" with Transformer Engine's kernels" if te else ", local spec"))
+                                                      + (" with Transformer Engine's kernels" if te
+                                                         else ", local spec"))
     dtype, d_src = a.text("--moe-router-dtype", (None, f"{TC} moe_router_dtype None"))
     if dtype not in (None, "fp32"):
         r.unmodelled.append(f"--moe-router-dtype {dtype}")

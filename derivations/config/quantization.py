@@ -4,20 +4,8 @@ A recipe quantizes the inputs and weights of Transformer Engine's linear layers 
 GroupedLinear); what a quantized tensor costs per element is its values plus its scales.  Read from
 NVIDIA/TransformerEngine d0067d0d (2.20.0.dev0), transformer_engine/common/recipe/__init__.py (the recipes) and
 transformer_engine/pytorch/tensor/*.py (the tensors), and Megatron-LM d98e8a64 megatron/core/fp8_utils.py
-``get_fp8_recipe`` (which recipe each ``--fp8-recipe`` builds):
-
-  recipe      Megatron                       TE recipe              values  scales
-  delayed     --fp8-recipe delayed (default) DelayedScaling         1 B     one FP32 scale_inv per tensor (amax history
-                                                                            and scale in the recipe state)
-  tensorwise  --fp8-recipe tensorwise        Float8CurrentScaling   1 B     one FP32 scale_inv per tensor
-  blockwise   --fp8-recipe blockwise         Float8BlockScaling     1 B     FP32 per 1x128 block (inputs,
-                                                                            x_block_scaling_dim 1), per 128x128 block
-                                                                            (weights, w_block_scaling_dim 2)
-  mxfp8       --fp8-recipe mxfp8             MXFP8BlockScaling      1 B     one E8M0 (1 B) per 32 consecutive values
-  nvfp4       --fp4-format e2m1 (--fp4-recipe NVFP4BlockScaling     1/2 B   one E4M3 (1 B) per 16 values, stored per 16
-              nvfp4)                                                        also for the weights' 16x16 blocks
-                                                                            (nvfp4_tensor.py get_scale_shape), and one
-                                                                            FP32 per tensor
+``get_fp8_recipe`` (which recipe each ``--fp8-recipe`` builds); each recipe's values and scales are in
+:data:`FORMATS`.
 
 **Directions.**  A GEMM's forward reads a tensor row-wise and the backward's weight gradient column-wise.
 Float8 tensors (delayed, tensorwise) on Hopper keep the column-wise copy as a transpose (float8_tensor.py
@@ -97,7 +85,8 @@ MEGATRON_FP8 = ("delayed", "tensorwise", "blockwise", "mxfp8")
 
 def recipe(name: str) -> Format:
     if name not in FORMATS:
-        raise ConfigError("linear-recipe", f"--linear-recipe must be one of {', '.join(RECIPES)}, got {str(name)[:40]!r}")
+        raise ConfigError("linear-recipe",
+                          f"--linear-recipe must be one of {', '.join(RECIPES)}, got {str(name)[:40]!r}")
     return FORMATS[name]
 
 

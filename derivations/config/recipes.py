@@ -1,20 +1,8 @@
 """Recipes: named layouts and training choices (``--recipe``), each with the assumptions it makes.
 
-A recipe is data: the command-line options it sets (by option name; an option typed beside
-``--recipe`` wins) and, for each choice the source does not state, the assumption it had
-to make.  ``memsym estimate --recipe NAME`` lists the assumptions that still hold.
-
-  paper        the paper's settings: Table 5 layout (DP32 TP2 PP16 EP8 ETP1, SP = TP,
-               CP 1), Table 7 data types, Table 9 (b 1, s 4096, no recomputation), ZeRO 0,
-               one micro-batch's activations (no pipeline schedule).  The defaults of memsym.
-  deepseek-v3  the DeepSeek-V3 technical report's own training (arXiv 2412.19437):
-               Sec. 3.1 / 3.2 "16-way Pipeline Parallelism (PP), 64-way Expert Parallelism (EP)
-               spanning 8 nodes, and ZeRO-1 Data Parallelism (DP)" on 2048 H800 GPUs (80 GiB),
-               no tensor parallelism ("we do not use costly Tensor Parallelism"), DualPipe
-               (Sec. 3.2.1); Sec. 3.2.3 "we recompute all RMSNorm operations and MLA
-               up-projections during back-propagation"; Sec. 3.3 BF16 AdamW moments with FP32
-               master weights and gradients, FP8 caching of the activations it names; Sec. 4.2
-               sequence length 4K, batch size 15360 sequences.
+A recipe is data (:data:`RECIPES`): the command-line options it sets (an option typed beside ``--recipe`` wins),
+its source, and for each choice the source does not state the assumption it had to make.  ``memsym estimate
+--recipe NAME`` lists the assumptions that still hold.
 """
 from __future__ import annotations
 

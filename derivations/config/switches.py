@@ -24,8 +24,8 @@ from symbolic.errors import ConfigError
 class SwitchSpec:
     """One modelling assumption: ``values`` with the paper's choice first; ``tokens`` the
     term-id token of each other value (``act.layer.dispatch``); ``side`` what it changes
-    ('activations', 'weights', 'both' or 'device': a per-device term beside both, derivations/assembly/runtime.py); ``help`` the option's text; ``label`` its name in
-    ``memsym compare``'s table;
+    ('activations', 'weights', 'both' or 'device': a per-device term beside both, derivations/assembly/runtime.py);
+    ``help`` the option's text; ``label`` its name in ``memsym compare``'s table;
     ``exists`` the tensor tags it acts on: {tag: the values under which tensors with that tag exist}
     (the tags of the tensor lists: derivations/tensors.py, derivations/families/*/activations.py)."""
 
@@ -64,9 +64,9 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                label="shared expert"),
     SwitchSpec("dropout_masks", "--dropout-masks", ("kept", "none"), {"none": "no-masks"}, "activations",
                "dropout masks (1 B per element: attention, after W^O, after every expert): kept (the paper, Sec. 5) "
-               "or none (dropout off, as DeepSeek-V3 and Megatron's DeepSeek recipes train; then F.dropout(p=0) returns its "
-               "input, so with the softmax in the activations' dtype the attention dropout output is the softmax "
-               "output itself and is not counted twice)", "kept",
+               "or none (dropout off, as DeepSeek-V3 and Megatron's DeepSeek recipes train; then F.dropout(p=0) "
+               "returns its input, so with the softmax in the activations' dtype the attention dropout output is the "
+               "softmax output itself and is not counted twice)", "kept",
                label="dropout masks"),
     SwitchSpec("checkpoints", "--checkpoints", ("two", "one"), {"one": "one-checkpoint"}, "activations",
                "what full recomputation keeps per layer: two (the paper's M_2^A + M_2^E: the MLA and the MoE "
@@ -141,8 +141,8 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "TopKRouter with sigmoid scores, expert bias and group-limited routing, moe_utils.py: "
                "topk_routing_with_score_function: the FP32 sigmoid output, the scores cast to B_a (none when B_a = 4 "
                "or under --router-dtype fp32), the int64 top-N_r indices, the top-k scores and their normaliser in "
-               "the router dtype, at N_r > 1 only; group_limited_topk's bookkeeping is freed during the forward, only its indices "
-               "being used)", "logits, probabilities, "
+               "the router dtype, at N_r > 1 only; group_limited_topk's bookkeeping is freed during the forward, only "
+               "its indices being used)", "logits, probabilities, "
                "routing choice",
                exists={"paper_router": ("paper",), "hf_router": ("transformers",), "mcore_router": ("mcore",)},
                label="router tensors kept"),
@@ -202,8 +202,8 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                label="shared experts' input"),
     SwitchSpec("value_storage", "--value-storage", ("copy", "kv-view"), {"kv-view": "v-view"}, "activations",
                "v as P V keeps it: copy (the paper: B_a b s d_v n_h) or kv-view (transformers: v is a view of the "
-               "kv_b_proj output; at b = 1 or with one head on the device matmul's reshape is a view and keeps that whole "
-               "storage, B_a b s (d_h + d_v) n_h, else a contiguous copy of v)", "B_a b s d_v n_h",
+               "kv_b_proj output; at b = 1 or with one head on the device matmul's reshape is a view and keeps that "
+               "whole storage, B_a b s (d_h + d_v) n_h, else a contiguous copy of v)", "B_a b s d_v n_h",
                exists={"v_copy": ("copy",), "v_view": ("kv-view",)},
                label="v storage"),
     SwitchSpec("head_state", "--head-state", ("paper", "transformers", "mcore"),
@@ -382,7 +382,8 @@ _FIRST_FIELDS = ("routed_tokens", "router_tensors", "shared_expert", "dropout_ma
                  "expert_outputs", "latent_norms", "routing_state", "norm_storage", "softmax_dtype", "router_state",
                  "experts", "shared_input", "value_storage", "head_state", "ce_backward", "causal_mask", "rope_tables",
                  "mtp_activations", "expert_tp", "inventory", "rank", "runtime_buffers")
-_FIELD_ORDER = sorted(CONVENTION_SWITCHES, key=lambda n: _FIRST_FIELDS.index(n) if n in _FIRST_FIELDS else len(_FIRST_FIELDS))
+_FIELD_ORDER = sorted(CONVENTION_SWITCHES,
+                      key=lambda n: _FIRST_FIELDS.index(n) if n in _FIRST_FIELDS else len(_FIRST_FIELDS))
 Conventions = make_dataclass(
     "Conventions", [(name, str, field(default=CONVENTION_SWITCHES[name].default)) for name in _FIELD_ORDER]
     + [("mtp", bool, field(default=False))], bases=(_ConventionMethods,), frozen=True)

@@ -5,35 +5,16 @@ Read with :mod:`tomllib` (data only), bounded and checked as a Megatron launch f
 (:func:`derivations.config.launch.read_text`).  The model is the registered ``[model] name`` / ``flavor``: only
 ``deepseek_v3`` (TrainSpec name) with the flavors of ``deepseekv3_configs``; a flavor whose arguments equal a
 memsym preset field by field is that preset (16B = deepseek-v2-lite), else a config is built from them.
-Sources, pytorch/torchtitan at 99fee810b7e253273ed8d1e10eb6c5f60ba69eff (main when issue #1789 was opened,
-2025-10-02; torchtitan replaced its TOML job configs by a Python registry at 9810191, #2386):
+Sources, pytorch/torchtitan at 99fee810b7e253273ed8d1e10eb6c5f60ba69eff (2025-10-02; torchtitan replaced its TOML
+job configs by a Python registry at 9810191, #2386):
 
-  JC   torchtitan/config/job_config.py (the dataclasses; their defaults are the defaults below)
+  JC   torchtitan/config/job_config.py (the dataclasses: the defaults)
   PD   torchtitan/distributed/parallel_dims.py (ParallelDims._validate, _build_mesh_with_ep)
   PAR  torchtitan/models/deepseek_v3/infra/parallelize.py (parallelize_deepseekv3, apply_non_moe_tp)
   AC   torchtitan/distributed/activation_checkpoint.py (apply_ac, _apply_ac_to_transformer_block)
   DS   torchtitan/models/deepseek_v3/__init__.py (deepseekv3_configs), model/args.py, torchtitan/models/moe.py
 
-  key                                    default        memsym                 where
-  model.name / model.flavor              llama3 / debugmodel  --model          JC Model; DS deepseekv3_configs
-  parallelism.data_parallel_shard_degree -1 (the rest)  --dp, --zero 3         JC Parallelism; PD _validate
-  parallelism.data_parallel_replicate_degree 1          (HSDP: see below)      JC Parallelism; parallelize.py dp_mesh
-  parallelism.tensor_parallel_degree     1              --tp, --sp = TP        JC; PAR apply_non_moe_tp
-  parallelism.pipeline_parallel_degree   1              --pp                   JC
-  parallelism.pipeline_parallel_microbatch_size 1       --mbs under PP         JC
-  parallelism.pipeline_parallel_schedule 1F1B           --schedule 1f1b        JC
-  parallelism.context_parallel_degree    1              --cp                   JC
-  parallelism.expert_parallel_degree     1              --ep                   JC; PD _validate
-  parallelism.expert_tensor_parallel_degree 1           --etp (TP when EP 1)   JC; PD _validate
-  training.local_batch_size              8              --mbs                  JC Training
-  training.seq_len                       2048           --seq                  JC Training
-  training.global_batch_size             -1 (local DP)  --global-batch         JC Training
-  training.dtype                         float32        --master/--grad/--optimizer-dtype  JC Training
-  training.mixed_precision_param         bfloat16       --weight/--act-dtype   JC Training; PAR apply_fsdp
-  training.mixed_precision_reduce        float32        --grad-dtype           JC Training; PAR apply_fsdp
-  activation_checkpoint.mode             selective      --recompute            JC ActivationCheckpoint
-  activation_checkpoint.selective_ac_option "2"         --recompute            JC; AC
-  optimizer.name                         AdamW          (Adam's two moments)   JC Optimizer
+Each key's default and its source are named where it is read (``_Keys.get``).
 
 HSDP (replicate R > 1 and shard S > 1): R copies of an FSDP group of S x CP ranks (parallelize.py dp_mesh
 ("dp_replicate", "dp_shard_cp")); a GPU's memory is its group's, so memsym counts one group: --dp S --zero 3 (a
@@ -49,7 +30,9 @@ from symbolic.jsonfile import Bounds
 
 from derivations.config.launch import read_text
 from derivations.config.limits import CONFIG_BYTES
+from derivations.config.hfconfig import read_json
 from derivations.config.megatron import Resolution
+from derivations.config.presets import PRESET_NAMES, preset_path
 
 REV = "99fee810"
 JC, PD, PAR, AC, DS = ("job_config.py", "parallel_dims.py", "deepseek_v3/infra/parallelize.py",
@@ -174,7 +157,8 @@ def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: 
                                             "(torch.compile: fused kernels, fewer saved intermediates)"))
     elif "enable" in comp and not isinstance(comp["enable"], bool):
         raise err(k.path, f"compile.enable = {comp['enable']!r}: expected true or false")
-    if not converters:  # [quantize.*] takes effect only through model.converters (parallelize.py; job_config.py Model.converters)
+    # [quantize.*] takes effect only through model.converters (parallelize.py; job_config.py Model.converters)
+    if not converters:
         memory = [(key, v) for key, v in memory if not key.startswith("quantize.")]
     r.unmodelled += [f"{key} = {v if key == 'compile.enable' else repr(v)}" for key, v in memory]
     r.unmodelled += [f"{key} (not a key of torchtitan's JobConfig, {JC})" for key, _ in unknown]
@@ -182,9 +166,6 @@ def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: 
 
 
 def _model(k: _Keys, r: Resolution, put) -> None:
-    # lazy: the presets' config.json files only when a flavor is compared with them
-    from derivations.config.presets import PRESET_NAMES, preset_path
-    from derivations.config.hfconfig import read_json
     name, n_src = k.get("model.name", "llama3", "Model.name")
     flavor, f_src = k.get("model.flavor", "debugmodel", "Model.flavor")
     if name != "deepseek_v3":
@@ -262,17 +243,18 @@ def _layout(k: _Keys, r: Resolution, put, gpus: Optional[int], dp: Optional[int]
             raise err(k.path, f"expert_parallel_degree {ep} must be a multiple of {unit} dividing {shard * unit} "
                               f"(dp_shard x {'CP' if etp == tp else 'CP x TP'}; {PD} _validate)")
     else:
-        etp, etp_src = tp, f"EP 1: the experts are tensor-parallel like the rest (parallelize.py apply_moe_ep_tp); {etp_src}"
+        etp, etp_src = tp, ("EP 1: the experts are tensor-parallel like the rest (parallelize.py apply_moe_ep_tp); "
+                            f"{etp_src}")
     if rep > 1 and (shard > 1 or cp > 1 or ep > 1):
-        dp_, zero, z_src = shard, 3, (f"HSDP: {rep} replicas of an FSDP group of {shard} ({rep_src}; parallelize.py dp_mesh); "
-                                      f"memsym counts one group (a GPU's memory is its group's)")
+        dp_, zero, z_src = shard, 3, (f"HSDP: {rep} replicas of an FSDP group of {shard} ({rep_src}; parallelize.py "
+                                      "dp_mesh); memsym counts one group (a GPU's memory is its group's)")
         r.notes.append(f"HSDP: --dp {shard} is one replica group of {rep}; the job has {world} GPUs")
     elif rep > 1:
         dp_, zero, z_src = rep, 0, f"DDP over {rep} ({rep_src}; parallelize.py apply_ddp): nothing sharded"
     else:
         dp_, zero = shard, 3 if (shard > 1 or cp > 1 or ep > 1) else 0
-        z_src = (f"FSDP2 fully_shard over dp_shard x CP (parallelize.py apply_fsdp): parameters, gradients and optimizer "
-                 f"states sharded ({sh_src})" if zero else "no data parallelism: nothing sharded")
+        z_src = ("FSDP2 fully_shard over dp_shard x CP (parallelize.py apply_fsdp): parameters, gradients and "
+                 f"optimizer states sharded ({sh_src})" if zero else "no data parallelism: nothing sharded")
     r.world = world
     put("dp", dp_, f"{sh_src}; world {world} ({w_src})" if rep == 1 else z_src)
     put("tp", tp, tp_src), put("pp", pp, pp_src), put("ep", ep, ep_src), put("etp", etp, etp_src), put("cp", cp, cp_src)
@@ -300,7 +282,8 @@ def _training(k: _Keys, r: Resolution, put) -> None:
     if pp > 1:
         mbs, m_src = k.int("parallelism.pipeline_parallel_microbatch_size", 1,
                            "Parallelism.pipeline_parallel_microbatch_size")
-        sched, sc_src = k.get("parallelism.pipeline_parallel_schedule", "1F1B", "Parallelism.pipeline_parallel_schedule")
+        sched, sc_src = k.get("parallelism.pipeline_parallel_schedule", "1F1B",
+                              "Parallelism.pipeline_parallel_schedule")
         if local % mbs:
             raise err(k.path, f"local_batch_size {local} is not a multiple of the PP micro-batch size {mbs}")
         if sched != "1F1B":
@@ -361,7 +344,8 @@ def _precision(k: _Keys, r: Resolution, put) -> None:
         r.unmodelled.append("optimizer.early_step_in_backward true (gradients freed per parameter)")
     master = _DTYPES[dtype]
     weight = _DTYPES[param] if fsdp else master
-    w_src = f"{p_src}: FSDP's param_dtype (parallelize.py apply_fsdp)" if fsdp else f"{d_src} (no FSDP: autocast, not modelled)"
+    w_src = (f"{p_src}: FSDP's param_dtype (parallelize.py apply_fsdp)" if fsdp
+             else f"{d_src} (no FSDP: autocast, not modelled)")
     put("weight_dtype", weight, w_src)
     put("grad_dtype", master, f"{d_src}: the sharded gradients of the {master} parameters; {r_src} reduce")
     put("master_dtype", master, f"{d_src}: the sharded parameters the optimizer steps")

@@ -245,8 +245,9 @@ def validate_training(t: Training) -> None:
     if t.offload:
         parse_offload(",".join(t.offload))
         if t.recompute == "full":
-            raise ConfigError("offload-activations", "--offload-activations offloads tensors full recomputation does "
-                                                     "not keep (Megatron offloads inside the layers it would recompute)")
+            raise ConfigError("offload-activations", "--offload-activations offloads tensors full recomputation "
+                                                     "does not keep (Megatron offloads inside the layers it would "
+                                                     "recompute)")
         if t.fp8:
             raise ConfigError("offload-activations", "--offload-activations is Megatron-Core's, --fp8-activations "
                                                      "DeepSeek-V3's caching: not modelled together")

@@ -20,6 +20,8 @@ import threading
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
 
+from symbolic.errors import ConfigError
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -242,7 +244,8 @@ class Family:
         return "".join(f"{by_flag[f]}{int(flags[f])}" for f in self.activation_flags) or "all"
 
     def activation_flag_sets(self):
-        """Each assignment ({name: value}) of the flags its tensor lists depend on (DeepSeek's q_lora: two; none: one)."""
+        """Each assignment ({name: value}) of the flags its tensor lists depend on (DeepSeek's q_lora: two;
+        none: one)."""
         return [dict(zip(self.activation_flags, values))
                 for values in itertools.product((True, False), repeat=len(self.activation_flags))]
 
@@ -271,7 +274,8 @@ def register(family: Family) -> Family:
 
 
 def _add(family: Family) -> Family:
-    """Add ``family`` (under the lock) to a new registry dict: a reader iterating the old one meanwhile sees it whole."""
+    """Add ``family`` (under the lock) to a new registry dict: a reader iterating the old one meanwhile sees it
+    whole."""
     global _REGISTRY
     if not isinstance(family, Family) or not family.name:
         raise TypeError(f"a family is an instance of a derivations.families.Family subclass with a name, got "
@@ -345,7 +349,6 @@ def unsupported(model, what: str):
     """The error (exit 2, one line) for ``what`` asked of a model whose family has no terms for it: other
     tools' conventions (a family without the ``conventions`` section), the search's committed kernels
     and the --tensors listing (DeepSeek's)."""
-    from symbolic.errors import ConfigError  # lazy: this module is plain data otherwise
     fam = find(getattr(model, "family", None))
     title = fam.title if fam is not None else "unknown"
     return ConfigError("family", f"{what} is not available for {model.name} (family {title}): it covers the "

@@ -1,31 +1,16 @@
 """Verify hand derivations: a formula typed in the paper's notation against a term.
 
-A researcher derives, say, one MLA layer's activations by hand (Sec. 5.1, M_1^A) and asks
-whether ``4bsh/2 + 2bs(d_cq + d_c) + ...`` is what the model says.  :func:`verify` reads
-the formula (:mod:`symbolic.formula`: a whitelist parser, nothing is evaluated), applies
-the assumptions to both sides and decides equality symbolically; when the two differ it
-reports the simplified difference (term minus formula), the monomials that differ and
-which of the term's tensors carry them, and the difference in bytes at the paper's
-configuration (DeepSeek-v3, Tables 5 and 9).
+:func:`verify` reads the formula (:mod:`symbolic.formula`: a whitelist parser, nothing is evaluated), applies the
+assumptions to both sides and decides equality symbolically; when they differ it reports the simplified
+difference (term minus formula), the monomials that differ and the term's tensors that carry them, and the
+difference in bytes at the paper's configuration (Tables 5 and 9: DeepSeek-v3, b=1, s=4096, DP32 TP2 SP2 PP16 EP8
+ETP1 CP1, stage 1: L_d=0, L_m=4; the assumptions take precedence).
 
-What is substituted (both sides alike)
---------------------------------------
-* ``--assume`` values (``TP=2``, ``SP=TP``, ``EP=N/32``): any symbol of the notation, the
-  value a formula in the same language.  They always win.
-* Derived symbols ``E_token`` (b s N_r / (N CP)) and ``EDP`` are expanded on both sides.
-* The paper's conventions (:func:`paper_defaults`), for each symbol the formula does
-  **not** mention and no assumption sets: bytes per element (Table 7: ``B_a = 2``,
-  ``B_k = 1``, ``B_w = 2`` ...), ``d_v = d_h`` (the paper writes d_h for the value head
-  dimension), the extension symbols at the values that reproduce the paper (``F = 1``,
-  balanced routing), ``CP = 1`` (context parallelism is our extension) and ``ETP = 1``
-  (the paper's formulas are at ETP = 1).  A formula that mentions ``B_a`` keeps ``B_a``
-  symbolic on both sides.
-* Everything else stays symbolic: a term that still has ``TP`` while the formula has
-  ``/2`` is not equal, and the hints say which symbols to assume.
-
-The bytes of a difference are evaluated at the paper's configuration (Tables 5 and 9:
-DeepSeek-v3, b=1, s=4096, DP32 TP2 SP2 PP16 EP8 ETP1 CP1, stage 1's composition
-L_d=0, L_m=4), the assumptions taking precedence.
+Substituted on both sides: the ``--assume`` values (``TP=2``, ``SP=TP``, ``EP=N/32``), which always win; the
+derived ``E_token`` and ``EDP``; and, for each symbol the formula does not mention, the paper's conventions
+(:func:`paper_defaults`: Table 7's bytes, ``d_v = d_h``, the extension symbols at the paper's values,
+``CP = ETP = 1``).  Everything else stays symbolic: a term with ``TP`` against a formula with ``/2`` differs, and
+the hints say which symbols to assume.
 """
 from __future__ import annotations
 

@@ -13,7 +13,8 @@ COMMANDS = {
     "sensitivity": "derivatives and elasticities of the per-device memory, in closed form",
     "fit": "largest micro-batch or longest sequence that fits the HBM, solved in closed form",
     "search": "enumerate every valid layout for a GPU count and list those that fit",
-    "compare": "the paper, Megatron-LM and ModelZoo conventions side by side, and a waterfall of the assumptions between them",
+    "compare": "the paper, Megatron-LM and ModelZoo conventions side by side, and a waterfall of the assumptions "
+               "between them",
     "runs": "predicted vs measured per-GPU memory of published training runs (paper/runs.toml)",
     "trace": "measure a real implementation's saved tensors on CPU (transformers, Megatron-Core) against a preset",
 }

@@ -10,7 +10,8 @@ from derivations import config as cfg
 from derivations.config import resolve as R
 
 from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
-    _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS, apply_limits, dtype_bytes, recompute_policy, imbalance_factor, unit_fraction,
+    _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS,
+    apply_limits, dtype_bytes, recompute_policy, imbalance_factor, unit_fraction,
     layer_counts, offload_modules)
 from derivations.config.recipes import RECIPES
 
@@ -79,10 +80,12 @@ def add_layout_options(p: argparse.ArgumentParser, stage: bool = True) -> None:
     g = p.add_argument_group("parallel layout (defaults: the paper's Table 5)")
     E, L = _Explicit, cfg.Layout()  # the defaults are the Layout dataclass's (the paper's Table 5)
     g.add_argument("--dp", type=positive_int, default=L.dp, action=E, help=f"data-parallel degree DP (default {L.dp})")
-    g.add_argument("--tp", type=positive_int, default=L.tp, action=E, help=f"tensor-parallel degree TP (default {L.tp})")
+    g.add_argument("--tp", type=positive_int, default=L.tp, action=E,
+                   help=f"tensor-parallel degree TP (default {L.tp})")
     g.add_argument("--pp", type=positive_int, default=L.pp, action=E,
                    help=f"pipeline-parallel degree PP (default {L.pp})")
-    g.add_argument("--ep", type=positive_int, default=L.ep, action=E, help=f"expert-parallel degree EP (default {L.ep})")
+    g.add_argument("--ep", type=positive_int, default=L.ep, action=E,
+                   help=f"expert-parallel degree EP (default {L.ep})")
     g.add_argument("--etp", type=positive_int, default=L.etp, action=E,
                    help=f"tensor parallelism inside an expert ETP (default {L.etp})")
     g.add_argument("--cp", type=positive_int, default=L.cp, action=E,
@@ -150,7 +153,8 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
         names.setdefault(n, name)  # bf16 before fp16
     for opt, sym, what in (("--weight-dtype", "B_w", "weights"), ("--grad-dtype", "B_g", "gradients"),
                            ("--master-dtype", "B_m", "the optimizer's master weights"),
-                           ("--optimizer-dtype", "B_1,B_2", "both Adam moments"), ("--act-dtype", "B_a", "activations")):
+                           ("--optimizer-dtype", "B_1,B_2", "both Adam moments"),
+                           ("--act-dtype", "B_a", "activations")):
         default = names[byts[sym.split(",")[0]]]
         g.add_argument(opt, type=dtype_bytes, default=None, action=E, metavar="{" + ",".join(cfg.DTYPES) + "}",
                        help=f"data type of {what}, bytes {sym} (default {default})")

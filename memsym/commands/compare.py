@@ -31,7 +31,8 @@ def add_parser(sub):
     g = p.add_argument_group("training (defaults: the paper's Tables 7 and 9)")
     E, D = common._Explicit, cfg.Training()  # the defaults are the Training dataclass's
     g.add_argument("--zero", type=int, choices=list(cfg.ZERO_NAMES), default=D.zero, action=E,
-                   help=f"ZeRO stage of every preset (default {D.zero}; Megatron's distributed optimizer raises it to 1)")
+                   help=f"ZeRO stage of every preset (default {D.zero}; Megatron's distributed optimizer raises it to "
+                        "1)")
     g.add_argument("--recompute", type=common.recompute_policy, default=(D.recompute, tuple(D.recompute_ops)),
                    action=E, metavar="{none,full,selective,custom:OP,...}",
                    help=f"activation recomputation (default {D.recompute_label})")
@@ -68,7 +69,8 @@ def presets_list(text: str):
     names = [x.strip() for x in str(text).split(",")]
     for name in names:
         if name not in cfg.CONVENTION_PRESETS:
-            raise cfg.ConfigError("conventions", f"--conventions takes presets among {', '.join(cfg.CONVENTION_PRESETS)}, "
+            raise cfg.ConfigError("conventions",
+                                  f"--conventions takes presets among {', '.join(cfg.CONVENTION_PRESETS)}, "
                                                  f"comma-separated; got {name!r} in {text!r}")
     if len(set(names)) != len(names):
         raise cfg.ConfigError("conventions", f"--conventions names a preset twice: {text!r}")
@@ -153,8 +155,8 @@ def render(columns, falls) -> str:
             change = f"{_v(s.before)} -> {_v(s.after)}"
             lines.append(f"  {LABELS[s.name]:<28}{change:<30}{_signed(s.delta['states']):>18}"
                          f"{_signed(s.delta['activations_per_layer']):>18}" + col(_signed(s.delta["runtime"])))
-        lines.append(f"  {'= ' + f.end:<58}{fmt_int(f.last['states']):>18}{fmt_int(f.last['activations_per_layer']):>18}"
-                     + col(fmt_int(f.last["runtime"])))
+        lines.append(f"  {'= ' + f.end:<58}{fmt_int(f.last['states']):>18}"
+                     f"{fmt_int(f.last['activations_per_layer']):>18}" + col(fmt_int(f.last["runtime"])))
         for key, label in (("activations_per_layer", "activations"), ("states", "model states")):
             big = f.largest(key)[:3]
             if big:

@@ -332,12 +332,16 @@ def render_all(every, worst, device=None, timed=None) -> str:
     lines = [f"memsym estimate: {e0.model.name}, every stage of PP={lay.pp}; layout DP={lay.dp} TP={lay.tp} "
              f"PP={lay.pp} EP={lay.ep} ETP={lay.etp} SP={lay.SP} CP={lay.cp}; ZeRO {tr.zero} "
              f"({cfg.ZERO_NAMES[tr.zero]}); {_policy(tr)}; b={tr.mbs} s={tr.seq}",
-             f"activations: {'held at the peak = in-flight x per micro-batch (interleaved: the head, loss and MTP modules once)' if tr.schedule == 'interleaved' else ('held at the peak = in-flight x per micro-batch' if tr.schedule else 'one micro-batch')} "
-             f"({e0.term_ids['activations']}); GiB",
+             "activations: "
+             + ("held at the peak = in-flight x per micro-batch (interleaved: the head, loss and MTP modules once)"
+                if tr.schedule == "interleaved" else
+                "held at the peak = in-flight x per micro-batch" if tr.schedule else "one micro-batch")
+             + f" ({e0.term_ids['activations']}); GiB",
              "",
              ]
-    contents = [explain.stage_content(e.stage, e.model.family) + (f" + stage {e.held[1].index} ({explain.stage_content(e.held[1], e.model.family)})" if len(e.held) > 1
-                                     else "") for e in every]
+    contents = [explain.stage_content(e.stage, e.model.family)
+                + (f" + stage {e.held[1].index} ({explain.stage_content(e.held[1], e.model.family)})"
+                   if len(e.held) > 1 else "") for e in every]
     wc = max(30, 2 + max(len(c) for c in contents))
     runtime = "runtime" in e0.bytes
     lines.append(f"  {'stage':<6}{'layers':<12}{'content':<{wc}}{'in flight':>10}{'act/mb':>9}{'act':>9}"
@@ -379,7 +383,8 @@ def render_text(est) -> str:
     if st.head:
         kinds.append("output head")
     lines = [
-        f"memsym estimate: {est.model.name}, one device of stage {st.index} of {lay.pp} ({st.label}: {', '.join(kinds)})",
+        f"memsym estimate: {est.model.name}, one device of stage {st.index} of {lay.pp} ({st.label}: "
+        f"{', '.join(kinds)})",
         f"layout DP={lay.dp} TP={lay.tp} PP={lay.pp} EP={lay.ep} ETP={lay.etp} SP={lay.SP} CP={lay.cp} "
         f"(EDP={fmt_int(lay.edp)}); ZeRO {tr.zero} ({cfg.ZERO_NAMES[tr.zero]}); {_policy(tr)}; "
         f"b={tr.mbs} s={tr.seq}",
@@ -436,18 +441,20 @@ def _schedule_lines(est) -> list:
              f"{fmt_gib(b['activations_per_microbatch']):>{wg}}  {est.term_ids['activations_per_microbatch']}"]
     if est.virtual:  # Megatron's virtual stages (--virtual-layers): each chunk's own count
         parts = " + ".join(f"{fmt_int(n)} of chunk {j} ({c.label})" for j, (c, n) in enumerate(est.chunks))
-        how = "activations = each chunk's in-flight micro-batches x its layers' activations (the largest state of the order)"
+        how = ("activations = each chunk's in-flight micro-batches x its layers' activations (the largest state of "
+               "the order)")
         what = f"{fmt_int(est.inflight)} micro-batches of the stage's layers (layer-weighted)"
     else:
         parts = " + ".join(f"{fmt_int(n)} of stage {c.index}" for c, n in est.chunks)
         how = "activations = n_fl x one micro-batch's" + (" layers" if est.head_inflight is not None else "")
         what = count(est.inflight, 'micro-batch', 'micro-batches')
     if est.head_inflight is not None:
-        how += (f", plus the head, loss and MTP modules held for {count(est.head_inflight, 'micro-batch', 'micro-batches')} "
-                f"(the last rank's last chunk)")
+        how += (", plus the head, loss and MTP modules held for "
+                f"{count(est.head_inflight, 'micro-batch', 'micro-batches')} (the last rank's last chunk)")
     lines.append(f"  schedule {TITLES[est.training.schedule]}: {what} in flight at the peak ({parts}); {how}")
     if len(est.held) > 1:
         other = est.held[1]
-        lines.append(f"  DualPipe: this device also holds stage {other.index} ({other.label}: {explain.stage_content(other, est.model.family)}); "
-                     f"parameters, gradients and optimizer states count both stages")
+        lines.append(f"  DualPipe: this device also holds stage {other.index} ({other.label}: "
+                     f"{explain.stage_content(other, est.model.family)}); parameters, gradients and optimizer states "
+                     "count both stages")
     return lines

@@ -13,12 +13,12 @@ def add_parser(sub):
                                    "(--solve mbs; activations are linear in b) or x = s (--solve seq; quadratic in s: "
                                    "the attention scores, kept or rebuilt) with sympy, A at the step's peak (the end "
                                    "of the forward plus the backward moment that binds: under recomputation the "
-                                   "layer rebuilt, derivations/assembly/step_terms.py), shows the closed-form root, its exact value "
-                                   "and the largest valid integer (s a multiple of SP*CP), and checks exactly that the "
-                                   "integer fits and the next one does not. Every pipeline stage is solved (the "
-                                   "most constrained one binds) unless --stage is given. Also reports the least ZeRO "
-                                   "stage and the least recomputation policy that fit at --mbs/--seq. Exit 0 when "
-                                   "the budget was solved, also when nothing fits (the answer is then 0 and "
+                                   "layer rebuilt, derivations/assembly/step_terms.py), shows the closed-form root, "
+                                   "its exact value and the largest valid integer (s a multiple of SP*CP), and checks "
+                                   "exactly that the integer fits and the next one does not. Every pipeline stage is "
+                                   "solved (the most constrained one binds) unless --stage is given. Also reports the "
+                                   "least ZeRO stage and the least recomputation policy that fit at --mbs/--seq. Exit "
+                                   "0 when the budget was solved, also when nothing fits (the answer is then 0 and "
                                    "\"fits\" is false); 2 on bad input.")
     common.add_model_option(p)
     common.add_layout_options(p, stage=False)
@@ -116,7 +116,8 @@ def plot_memory_vs_seq(model, layout, training, hbm, res, path):
             ys.append(peak(device.components(model, layout, t, st.index)["total"], over[nt.f_frag], over[nt.M_buf]))
         series[r] = (seqs, ys)
     marks = {training.recompute: res["answer"]} if res["field"] == "seq" and res["answer"] else None
-    memory_vs_seq(series, hbm, path, marks=marks, title=f"{model.name} DP{layout.dp} TP{layout.tp} PP{layout.pp} EP{layout.ep}, "
+    memory_vs_seq(series, hbm, path, marks=marks,
+                  title=f"{model.name} DP{layout.dp} TP{layout.tp} PP{layout.pp} EP{layout.ep}, "
                                            f"stage {st.index}, ZeRO {training.zero}, b={training.mbs}: "
                                            f"Sec. 6 peak ({res['overheads_end']} end)")
 
@@ -255,5 +256,6 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
                                   for z, ok, r in res["zero_rows"]))
     lines.append(f"least recomputation that fits at {at}, ZeRO {training.zero}: "
                  + (lr if lr is not None else "no recomputation policy fits"))
-    lines.append("  " + ", ".join(f"{p}: {fmt_gib(r[2])} GiB{'' if ok else ' (no)'}" for p, ok, r in res["policy_rows"]))
+    lines.append("  " + ", ".join(f"{p}: {fmt_gib(r[2])} GiB{'' if ok else ' (no)'}"
+                                  for p, ok, r in res["policy_rows"]))
     return "\n".join(lines)

@@ -64,8 +64,9 @@ def _store(command: str, parser, ns, action: argparse.Action, value) -> None:
 def namespace(command: str, options: Mapping[str, Any], positional: Sequence[Any] = ()) -> argparse.Namespace:
     """The options namespace of ``command`` for keyword ``options`` (option dests; None, or False for a
     flag: left at the default; a boolean for an option that takes a value is refused) and ``positional``
-    values: defaults as argparse sets them, each keyword stored by its option's action.  An unknown keyword is a TypeError (a Python call's mistake); a bad value or a
-    missing required option is a ConfigError with the command line's message."""
+    values: defaults as argparse sets them, each keyword stored by its option's action.  An unknown keyword is a
+    TypeError (a Python call's mistake); a bad value or a missing required option is a ConfigError with the
+    command line's message."""
     parser = _subparser(command)
     ns = argparse.Namespace(command=command)
     for action in parser._actions:

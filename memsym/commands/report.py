@@ -35,7 +35,8 @@ def add_parser(sub):
                                    "and its HTML with --format html). Files are written atomically and are "
                                    "byte-identical when regenerated.")
     p.add_argument("--out", default=None, metavar="DIR",
-                   help="output directory, written all or nothing (default: ./memsym-report under the current directory)")
+                   help="output directory, written all or nothing (default: ./memsym-report under the current "
+                        "directory)")
     p.add_argument("--format", dest="formats", type=formats_type, default=FORMATS, metavar="LIST",
                    help=f"comma-separated formats among {','.join(FORMATS)} (default: all)")
     common.add_model_option(p)

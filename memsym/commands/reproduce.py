@@ -27,7 +27,8 @@ def run(args) -> int:
         from symbolic.files import check_out_dir
         from ..report import DEFAULT_FORMATS
         from ..report.extras import require_report
-        require_report(DEFAULT_FORMATS, typed=False, command="reproduce --out")  # a missing extra or a bad --out fails before the table is printed
+        require_report(DEFAULT_FORMATS, typed=False,
+                       command="reproduce --out")  # a missing extra or a bad --out fails before the table is printed
         check_out_dir(args.out)
     code = _verdict(args)
     if getattr(args, "out", None):

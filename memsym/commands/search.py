@@ -56,7 +56,8 @@ def add_parser(sub):
     p.add_argument("--zero", type=common.int_list, action=common._Explicit, default=(0, 1, 2, 3), metavar="Z,Z,...",
                    help="ZeRO stages to try (default 0,1,2,3)")
     p.add_argument("--recompute", default=None, action=common._Explicit, metavar="POLICY,...",
-                   help="recomputation policies to try (default: every policy with an activation term: none, full, ...)")
+                   help="recomputation policies to try (default: every policy with an activation term: none, full, "
+                        "...)")
     p.add_argument("--attention", choices=["flash", "eager"], default="flash", action=common._Explicit,
                    help="the attention kernel every configuration runs: flash (default: a fused kernel, no s x s "
                         "tensor, what Megatron-Core with Transformer Engine, torchtitan and DeepSeek run) or eager "
@@ -66,9 +67,9 @@ def add_parser(sub):
                         "low (5%%, 0.8 GiB) or none")
     p.add_argument("--sort", choices=["time", "bubble", "peak", "headroom"], default="time",
                    help="order: time (default: the most tokens per second per GPU under the step-time model, the "
-                        "shortest step under a global batch; then the most headroom), bubble (the fewest pipeline bubbles, "
-                        "(PP-1)/(m+PP-1) under the schedule, PP without one, then the most headroom, then the smaller "
-                        "TP), peak (largest first: needs the least memory saving) or headroom (most first)")
+                        "shortest step under a global batch; then the most headroom), bubble (the fewest pipeline "
+                        "bubbles, (PP-1)/(m+PP-1) under the schedule, PP without one, then the most headroom, then the "
+                        "smaller TP), peak (largest first: needs the least memory saving) or headroom (most first)")
     g = p.add_argument_group("what every configuration runs (the options of `memsym estimate`; then each configuration "
                              "is evaluated by estimate's printed assembly, exactly, one by one: slower)")
     g.add_argument("--offload-activations", type=offload_modules, default=None, action=common._Explicit,
@@ -386,7 +387,8 @@ def _time_header(result) -> list:
     return [f"time: derivations/steptime on {g.name}: {g.rate('bf16') / 1e12:,.1f} TFLOP/s BF16 dense x efficiency "
             f"{float(eff):g}, HBM {g.rate('hbm_bandwidth') / 1e12:g} TB/s, NVLink {g.rate('nvlink') / 1e9:g} GB/s, "
             f"network {g.rate('network') / 1e9:g} GB/s per GPU, {t['gpus_per_node']} GPUs per node; overlap "
-            f"{t['overlap']}, dispatcher {t['dispatcher']}" + ("" if result.schedule else "; no schedule: one micro-batch's period in steady state (no bubble, "
+            f"{t['overlap']}, dispatcher {t['dispatcher']}"
+            + ("" if result.schedule else "; no schedule: one micro-batch's period in steady state (no bubble, "
                                          "no per-step data-parallel traffic but ZeRO-3's, no optimizer update)")]
 
 

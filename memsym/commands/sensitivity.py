@@ -192,8 +192,8 @@ def render_text(model, layout, training, comp, values, results, with_latex=False
         if r.note:
             lines.append(_wrap(f"  note: {r.note}", 8))
         if r.derivatives:
-            lines.append(f"  {'component':<12}{'dM/d' + r.name + ' (B per unit of ' + r.name + ')':>34}{'elasticity':>12}"
-                         f"{'share':>9}")
+            lines.append(f"  {'component':<12}{'dM/d' + r.name + ' (B per unit of ' + r.name + ')':>34}"
+                         f"{'elasticity':>12}{'share':>9}")
             for k, d in r.derivatives.items():
                 el = f"{d.elasticity:+.4f}" if d.elasticity is not None else "-"
                 sh = f"{d.share:+.4f}" if d.share is not None else "-"
@@ -219,8 +219,8 @@ def render_text(model, layout, training, comp, values, results, with_latex=False
             comps = ", ".join(f"{k} {'+' if v >= 0 else ''}{fmt_int(v)}" for k, v in f.delta.items()
                               if k != "total" and v != 0) or "no component changes"
             moved = f"; the stage holds {f.stage[1]} (was {f.stage[0]})" if f.stage[0] != f.stage[1] else ""
-            lines.append(_wrap(f"  finite difference to the {f.direction} valid value, {r.name} {f.before} -> {f.after}: "
-                               f"total {'+' if dt >= 0 else ''}{fmt_int(dt)} B{rel} [{comps}]{moved}", 6))
+            lines.append(_wrap(f"  finite difference to the {f.direction} valid value, {r.name} {f.before} -> "
+                               f"{f.after}: total {'+' if dt >= 0 else ''}{fmt_int(dt)} B{rel} [{comps}]{moved}", 6))
         if not r.finite and r.name in ("DP", "TP", "PP", "EP", "ETP", "CP", "SP", "b", "s"):
             lines.append(f"  no other valid value of {r.name} nearby")
     return "\n".join(lines)

@@ -10,7 +10,8 @@ def add_time_options(p, with_flag: bool = False, gpu: bool = False):
     t = p.add_argument_group("step time (derivations/steptime: the published rates of --gpu, h800 without one)")
     if gpu:
         t.add_argument("--gpu", default=None, metavar="NAME",
-                       help="the GPU preset whose rates the step time uses (derivations/config/gpus.toml; default h800)")
+                       help="the GPU preset whose rates the step time uses (derivations/config/gpus.toml; default "
+                            "h800)")
     if with_flag:
         t.add_argument("--time", action="store_true",
                        help="also estimate the step's time: compute, recomputation, each group's exposed transfers, "

@@ -12,7 +12,11 @@ from typing import Dict, Optional
 import sympy as sp
 
 from derivations import config as cfg
+from derivations import configured
 from derivations import notation as nt
+from derivations.assembly.conventions import megatron_substitution
+from derivations.assembly.device import default_stage
+from symbolic.numeric import exact, rational
 
 from .blocks import Equation, Table
 from .equations import equation
@@ -43,8 +47,6 @@ class Context:
         ``model``: a ModelSpec, a preset name or a Hugging Face config.json path; ``stage`` None:
         as ``estimate`` chooses without a schedule (stage 1, or 0 at PP = 1:
         :func:`derivations.device.default_stage`)."""
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        from derivations.assembly.device import default_stage
         model = cfg.load_model(model) if isinstance(model, str) else (model or cfg.load_model("deepseek-v3"))
         layout = layout or cfg.Layout()
         training = training or cfg.Training()
@@ -56,8 +58,6 @@ class Context:
     @property
     def terms(self):
         if self._terms is None:
-            # lazy: modules this module's importers do not need (loaded only on this path)
-            from derivations import configured
             self._terms = configured(self.model, self.training)  # this configuration's terms only
         return self._terms
 
@@ -83,8 +83,6 @@ class Context:
         MTP layers only under --mtp (derivations.conventions.megatron_substitution)."""
         if getattr(term, "scope", "stage") != "model":
             return self.subs
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        from derivations.assembly.conventions import megatron_substitution
         return megatron_substitution(self.model, self.layout, self.training)
 
     def display_subs(self, with_stage: bool, subs: Optional[Dict] = None) -> Dict:
@@ -96,7 +94,8 @@ class Context:
         edp = self.value_of(nt.EDP)
         if edp is not None:
             out[nt.EDP] = sp.Rational(edp.numerator, edp.denominator)
-        if getattr(self.model, "d_v", None) == getattr(self.model, "d_h", None):  # DeepSeek: the paper writes d_h for d_v
+        # DeepSeek: the paper writes d_h for d_v
+        if getattr(self.model, "d_v", None) == getattr(self.model, "d_h", None):
             out[nt.d_v] = nt.d_h
         return out
 
@@ -104,8 +103,6 @@ class Context:
         """Exact value at this configuration (or at ``subs``), None when a symbol is unset."""
         subs = self.subs if subs is None else subs
         expr = getattr(term_or_expr, "base_expr", None)
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        from symbolic.numeric import exact, rational
         if expr is not None:  # a term's expression as built (its derived symbols are in subs)
             value = rational(expr, subs)
             if value is not None:

@@ -22,6 +22,7 @@ import tempfile
 from functools import lru_cache
 from typing import Callable, Optional, Sequence
 
+from derivations import families
 from derivations.config import ModelSpec
 from symbolic.resources import TEMPLATES_DIR
 
@@ -71,7 +72,6 @@ def family_source(model) -> str:
     """The lines that make ``model``'s family known to a kernel when it is not one of derivations/families/
     (registered in the report's process, such as a test's toy): its package's folder on sys.path, the
     family registered and its evaluators generated, as the report's process did.  Empty for DeepSeek."""
-    from derivations import families
     fam = families.get(model.family)
     if fam.config.startswith("derivations.families."):
         return ""

@@ -41,7 +41,8 @@ def compile_pdf(tex: str, engine: str, progress: Optional[Callable[[str], None]]
         Path(d, "report.tex").write_text(tex, encoding="utf-8")
         for i, cmd in enumerate(cmds):
             if progress:
-                progress(f"compiling report.pdf with {engine}" + (f" (pass {i + 1}/{len(cmds)})" if len(cmds) > 1 else ""))
+                progress(f"compiling report.pdf with {engine}"
+                         + (f" (pass {i + 1}/{len(cmds)})" if len(cmds) > 1 else ""))
             try:
                 run = subprocess.run(cmd, cwd=d, env=env, stdin=subprocess.DEVNULL, capture_output=True, timeout=600)
             except subprocess.TimeoutExpired:

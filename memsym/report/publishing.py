@@ -20,6 +20,7 @@ from symbolic.files import write_atomic  # noqa: F401  (re-exported: memsym.repo
 from symbolic.files import write_tree
 from symbolic.resources import build_dir
 
+from . import notebook as nbm
 from . import rendering
 from .extras import NOTEBOOK_FORMATS, require_report
 from .formats import DEFAULT_FORMATS, FORMATS, parse_formats  # noqa: F401  (re-exported)
@@ -45,8 +46,6 @@ class _NotebookRun:
     """The sections' notebooks executing in ``kernel`` on a background thread."""
 
     def __init__(self, ctx, plan, kernel, say):
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        from . import notebook as nbm
         self.kernel, self.finished = kernel, queue.Queue()
         self.items = [(nbm.stem(s), s.key, nbm.build_notebook(ctx, plan, s)) for s in plan.sections if s.notebook]
         self.worker = threading.Thread(target=self._run, args=(say,), name="memsym-notebooks", daemon=True)
@@ -94,8 +93,6 @@ def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
     if any(f in formats for f in NOTEBOOK_FORMATS):
         require_report(formats)
     if "ipynb" in formats:   # executed notebooks; HTML alone shows the outputs computed here (no kernel)
-        # lazy: notebook needs nbformat, nbclient and nbconvert (optional; only this path needs them)
-        from . import notebook as nbm
         say("starting a kernel and laying out the notebooks")
         kernel = nbm.Kernel().start(warm=nbm.warm_source(ctx))  # it boots while the report is laid out
     run = None
@@ -142,8 +139,6 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
     if "html" in formats and run is not None:
         report.notebooks = run.links()
     elif "html" in formats:
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        from . import notebook as nbm
         report.notebooks = tuple((nbm.stem(s), s.key) for s in plan.sections if s.notebook)
     for fmt in ("tex", "md", "html"):
         if fmt in formats or (fmt == "tex" and "pdf" in formats):
@@ -154,7 +149,6 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
     if run is None and "html" in formats:       # the notebooks' outputs from the blocks computed above
         outputs.update(_notebooks_html(ctx, plan, report, say))
     if run is not None:
-        from . import notebook as nbm
         if "html" in formats:
             nbm.html_exporter()                 # load nbconvert while the kernel works
         for stem, nb in run.results():          # convert each notebook as soon as it has run
@@ -166,8 +160,6 @@ def _render_all(ctx, plan, out: Path, formats, run: Optional[_NotebookRun], outp
 
 def _notebooks_html(ctx, plan, report, say) -> Dict[str, str]:
     """{``report-NN-<section>.html``: HTML} of the notebooks, their outputs from ``report``'s blocks."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from . import notebook as nbm
     out = {}
     for o, d in zip(plan.sections, report.sections):
         if o.notebook:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from derivations import families
+
 from .blocks import Report, Section, Stub
 from .equations import equation, para
 from .tables import TABLE_SOURCES, TABLES, setting
@@ -56,8 +58,9 @@ SECTIONS: Tuple[SectionSpec, ...] = (
         "table3", "table4", "terms"), prefixes=("params",)),
     SectionSpec("static", "Static parameters per device", "Sec. 3, Tables 5-6", (
         "table5", "table6",
-        "p:Per-device terms are shown at the layout and at the chosen stage's composition; {term:static.device.non_moe} "
-        "and {term:static.device.moe} are the non-MoE and MoE parameters of Sec. 4.", "terms"),
+        "p:Per-device terms are shown at the layout and at the chosen stage's composition; "
+        "{term:static.device.non_moe} and {term:static.device.moe} are the non-MoE and MoE parameters of Sec. "
+        "4.", "terms"),
         prefixes=("static",), at_stage=True),
     SectionSpec("zero", "ZeRO", "Sec. 4, Tables 7-8", (
         "table7", "table8",
@@ -107,7 +110,6 @@ def sections_of(ctx) -> Tuple[SectionSpec, ...]:
     """The sections of the report of ``ctx``'s model: :data:`SECTIONS` (the paper's, for DeepSeek), or those its
     family declares (``Family.report``: a module whose ``SECTIONS`` is a tuple of SectionSpec fields as dicts:
     the prose, tables and term prefixes its sections need)."""
-    from derivations import families
     fam = families.find(getattr(ctx.model, "family", None))
     if fam is None or not fam.report:
         return SECTIONS

@@ -12,9 +12,16 @@ import sympy as sp
 
 from derivations import config as cfg
 from derivations import notation as nt
+from derivations.analyses.compare import waterfall
+from derivations.assembly.device import estimate, stage_params
+from derivations.assembly.zero import component_terms
+from derivations.paper.reproduce import run
+from memsym.trace import records
+from symbolic.numeric import exact
 
 from .blocks import A, C, G, I, M, T, Table
 from .equations import breakable_latex
+from .steptime import table_steptime
 from .text import braced
 
 ZERO_ORDER = (0, 1, 2, 3)
@@ -65,8 +72,6 @@ def _layer_groups(model: cfg.ModelSpec):
 
 
 def table_layers(ctx) -> Table:
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from symbolic.numeric import exact
     term = ctx.terms["params.stage"]
     rows = []
     for (kind, first, last), a, b in _layer_groups(ctx.model):
@@ -87,8 +92,6 @@ def table_layers(ctx) -> Table:
 
 
 def table_stages(ctx) -> Table:
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.assembly.device import stage_params
     rows_, total = stage_params(ctx.model, ctx.layout)
     rows = []
     for comp, p, _ in rows_:
@@ -127,8 +130,6 @@ def table_bytes(ctx) -> Table:
 
 
 def table_zero(ctx) -> Table:
-    # lazy: sympy (only this path needs it)
-    from derivations.assembly.zero import component_terms
     rows = []
     for z in ZERO_ORDER:
         ids = component_terms(z)
@@ -178,7 +179,6 @@ def table_activations(ctx) -> Table:
 
 
 def _steptime(ctx) -> Table:
-    from .steptime import table_steptime  # lazy: the step-time model (this table only)
     return table_steptime(ctx)
 
 
@@ -207,8 +207,6 @@ def _stage_formulas(ctx, variants, dsubs, ident) -> List[List[list]]:
 
 
 def table_comparison(ctx) -> Table:
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.paper.reproduce import run
     rows = []
     for r in run():
         unit = {"B": "", "GB": " GB", "params": "", "bytes": ""}[r.entry.unit]
@@ -217,15 +215,14 @@ def table_comparison(ctx) -> Table:
         rows.append((T(r.entry.place), T(printed), T(derived), T(r.status), T(r.entry.discrepancy),
                      C(", ".join(r.entry.terms))))
     return Table("comparison", "Every printed number of the paper against memsym (paper's configuration)",
-                 "paper/printed.toml", ("place", "printed", "derived", "status", "cause", "term"), A("p.19 l l l p.2 p.15"),
+                 "paper/printed.toml", ("place", "printed", "derived", "status", "cause", "term"),
+                 A("p.19 l l l p.2 p.15"),
                  tuple(rows))
 
 
 def table_traces(ctx) -> Table:
     """Each measured trace (paper/traces/*.toml) against its framework's preset and the paper's
     terms: the bytes one layer of each kind keeps, and outside the layers."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from memsym.trace import records
     rows = []
     for rec in records.load_all():
         m = rec["measured"]
@@ -258,13 +255,13 @@ def table_traces(ctx) -> Table:
                  ("record", "layer", "measured", "preset", "paper", "measured / paper", "status"),
                  A("p.17 l r r r r l"), tuple(rows),
                  note="record: framework (hf: transformers, mcore: Megatron-Core local spec), config (tiny: h 256, "
-                      "tiny512: h 512; v3-l2, moonlight-l2: DeepSeek-V3 and Moonlight-16B-A3B at their real dimensions cut to "
-                      "one dense and one MoE layer), micro-batch b, sequence s, dtype, attention and experts "
+                      "tiny512: h 512; v3-l2, moonlight-l2: DeepSeek-V3 and Moonlight-16B-A3B at their real dimensions "
+                      "cut to one dense and one MoE layer), micro-batch b, sequence s, dtype, attention and experts "
                       "(transformers), recomputation, fake (traced under FakeTensorMode with balanced routing: memsym "
                       "trace --fake), step (also the peak of a whole step, profiled: memsym trace --step, "
-                      "paper/traces/STEP.md); each record's file says its full settings and command. preset: --conventions "
-                      "transformers or mcore at the record's settings on one device; unexplained records keep their "
-                      "exact difference from the preset.")
+                      "paper/traces/STEP.md); each record's file says its full settings and command. preset: "
+                      "--conventions transformers or mcore at the record's settings on one device; unexplained records "
+                      "keep their exact difference from the preset.")
 
 
 def shown_path(path: str) -> str:
@@ -298,8 +295,6 @@ def _estimate(ctx):
     """The estimate of ``ctx``'s stage, made once per context (the estimate and Sec. 6 tables show it)."""
     known = ctx.__dict__.get("_estimate")
     if known is None or known[0] != (ctx.model, ctx.layout, ctx.training, ctx.stage):
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        from derivations.assembly.device import estimate
         known = ctx.__dict__["_estimate"] = ((ctx.model, ctx.layout, ctx.training, ctx.stage),
                                              estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index))
     return known[1]
@@ -333,8 +328,6 @@ def table_overheads(ctx) -> Table:
 def table_implementation_waterfall(ctx) -> Table:
     """From the paper's tensor list to each implementation's, one switch at a time, for one MoE
     layer's activations at this configuration (``memsym compare --conventions paper,P``)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.analyses.compare import waterfall
     rows = []
     for end in ("transformers", "mcore", "mcore-te"):
         wf, _, _ = waterfall(ctx.model, ctx.layout, ctx.training, end, stage=ctx.stage.index)

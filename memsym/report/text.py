@@ -103,7 +103,7 @@ def md_escape(text) -> str:
     every character with a meaning in Markdown or its maths is backslash-escaped, ``& < >``
     become entities (no raw HTML survives), a line break becomes a space, and any other control or
     bidirectional-format character (ESC, BEL, U+202E: ``cat report.md`` would obey them) is shown as its
-    code (``\\x1b``).  Renderers show the text exactly as given (tests/test_report_escaping.py)."""
+    code (``\\x1b``).  Renderers show the text exactly as given."""
     out = _MD_RE.sub(_md_sub, str(text))
     if out.isprintable():
         return out

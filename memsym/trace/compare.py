@@ -5,7 +5,14 @@ from dataclasses import replace
 from types import SimpleNamespace
 from typing import Optional
 
+from derivations import config as cfg
+from derivations.assembly.device import estimate
+from derivations.config import CONVENTION_PRESETS
+from derivations.config.switches import CONVENTION_SWITCHES, with_preset, with_switch
 from symbolic.errors import ConfigError
+
+from .families import families
+from .inputs import MCORE_RECIPE, MCORE_SETTINGS, mcore_settings
 
 
 #: Megatron-Core's selective recomputation modules (TransformerConfig.recompute_modules) as memsym's
@@ -32,9 +39,6 @@ TRACE_SWITCHES = {
 def run_switches(args, preset: str):
     """``[(switch, value)]``: what the trace ran (:data:`TRACE_SWITCHES`) where it differs from ``preset``, when
     ``preset`` is the traced framework's own; else none (another preset predicts with its own values)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.config import CONVENTION_PRESETS
-    from .inputs import MCORE_RECIPE
     framework = getattr(args, "framework", "")
     if preset != framework:
         return []
@@ -71,10 +75,6 @@ def _estimate(args, preset: str, model=None):
     """derivations' estimate at the traced settings: one device (DP = TP = PP = EP = ETP = 1), the
     preset's conventions, B_a from --act-dtype, the recomputation traced; ``model``: the ModelSpec
     traced (else read from ``args.model``)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations import config as cfg
-    from derivations.config.switches import with_preset, with_switch
-    from derivations.assembly.device import estimate
     model = model if model is not None else cfg.load_model(args.model)
     layout = cfg.Layout(dp=1, tp=1, pp=1, ep=1, etp=1)
     rec = cfg.parse_recompute(memsym_recompute(getattr(args, "framework", ""), args.recompute))
@@ -100,15 +100,11 @@ def predicted(args, preset: str, model=None) -> dict:
             "--mbs", str(args.mbs), "--seq", str(args.seq), "--conventions", preset]
     if args.act_dtype == "fp32":
         argv += ["--act-dtype", "fp32"]
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.config.switches import CONVENTION_SWITCHES
     for switch, value in run_switches(args, preset):
         argv += [CONVENTION_SWITCHES[switch].option, value]
     if args.recompute != "none":
         argv += ["--recompute", memsym_recompute(getattr(args, "framework", ""), args.recompute)]
     est = _estimate(args, preset, model)
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.config import CONVENTION_PRESETS
     if CONVENTION_PRESETS.get(preset, {}).get("ce_backward", "none") != "none":
         argv += ["--ce-backward", "none"]
     if est.training.conventions.mtp_activations != "none":
@@ -122,8 +118,6 @@ def predicted(args, preset: str, model=None) -> dict:
 def result(args, rec, info, model=None) -> dict:
     """The trace's output: settings, versions, measured (``rec``, ``info``) and predicted bytes
     (:func:`predicted`; ``model``: the ModelSpec traced, else read from ``args.model``)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from memsym.trace.families import families
     n = info["n_layers"]
     per, outside = rec.by_layer(n)
     kinds = ["dense" if i < info["first_dense"] else "moe" for i in range(n)]
@@ -134,7 +128,6 @@ def result(args, rec, info, model=None) -> dict:
                 # saved during the forward by nodes freed before its end (memsym/trace/recorder.py): not held
                 "discarded": {"bytes": sum(r.nbytes for r in gone), "storages": len(gone),
                               "families": families(rec, gone)}}
-    from derivations.config import CONVENTION_PRESETS
     preset = args.conventions or (args.framework if args.framework in CONVENTION_PRESETS else "paper")
     try:
         pred = predicted(args, preset, model)
@@ -145,7 +138,6 @@ def result(args, rec, info, model=None) -> dict:
                 "act_dtype": args.act_dtype, "attention": args.attention, "experts": args.experts,
                 "recompute": args.recompute}
     if args.framework == "mcore":  # its settings as run (the recipe's where not given)
-        from .inputs import MCORE_SETTINGS, mcore_settings
         settings.update(mcore_settings({k: getattr(args, k, None) for k in MCORE_SETTINGS}))
     if getattr(args, "fake", False):
         settings["fake"] = True

@@ -26,7 +26,7 @@ dispatcher makes its chunk indices with ``arange`` at construction) holds real v
 what routing needs.
 
 Without fake tensors (``balanced`` of a real trace), only the top-k is replaced, so a real
-trace with the same routing can be compared with a fake one (tests/test_fake_traces.py).
+trace with the same routing can be compared with a fake one.
 Nothing runs backward under fake tensors: the trace is the tensors saved for backward when
 the forward ends.
 """

@@ -7,16 +7,19 @@ and ``from_pretrained(..., dtype=...)`` do (modeling_utils.py: ``PreTrainedModel
 ``_keep_in_fp32_modules_strict`` (the router's ``gate.weight`` and ``e_score_correction_bias``) stays
 FP32 while everything else takes the activation dtype (``model.to(dtype)`` would cast the router to
 BF16 and make its FP32 ``.type(float32)`` a copy a real run never makes).  It runs one forward pass
-with labels (the FP32 cross-entropy loss) under the :class:`memsym.trace.recorder.Recorder`, then one backward pass to show it trains.  With
-``fake`` (``memsym trace --fake``) it is built and run under torch's FakeTensorMode at the
+with labels (the FP32 cross-entropy loss) under the :class:`memsym.trace.recorder.Recorder`, then one backward
+pass to show it trains.  With ``fake`` (``memsym trace --fake``) it is built and run under torch's FakeTensorMode at the
 config's real dimensions with balanced routing and no backward (:mod:`memsym.trace.fake`);
 ``balanced`` gives a real trace the same routing.
 """
 from __future__ import annotations
 
+import contextlib
+
 from symbolic.errors import ConfigError
 
 from . import inputs
+from .fake import describe, routing_mode
 
 
 def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
@@ -36,15 +39,13 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     if step and balanced:
         raise ConfigError("trace.step", "a profiled step runs the router's own routing (no balanced routing)")
     inputs.check_options("transformers", attention, experts, recompute, settings)
-    # lazy: sympy, numpy, jinja2, torch, transformers (optional; only this path needs it)
-    import contextlib
 
+    # lazy: torch and transformers (optional, memsym[trace]; only this path needs them)
     import torch
     import transformers
 
     config_class, model_class = _classes(raw.get("model_type"))
 
-    from .fake import describe, routing_mode
     from .recorder import Recorder
 
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[act_dtype]

@@ -15,6 +15,9 @@ from __future__ import annotations
 import math
 from typing import Mapping, Optional, Union
 
+from derivations import families
+from derivations.config import CONVENTION_PRESETS
+from derivations.config.presets import load_config
 from symbolic.errors import ConfigError
 
 from . import MAX_FAKE_LAYERS, MAX_FAKE_TOKENS, MAX_PARAMS, MAX_SCORE_ELEMENTS, MAX_TOKENS
@@ -91,8 +94,6 @@ def _shown(x) -> str:
 def read(model: str):
     """The config named by ``--model`` (a config.json, a directory holding one, or a preset name),
     read once and validated as ``memsym estimate`` does: a :class:`derivations.hfconfig.ConfigFile`."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.config.presets import load_config
     conf = load_config(model)
     check_fields(conf.data, model)
     return conf
@@ -113,8 +114,6 @@ def of(config: Union[Mapping, str]):
 def language_model(data: Mapping) -> Mapping:
     """The fields the framework builds its language model from: a wrapper's field (Kimi K2.5's ``text_config``, with
     its model_type defaulted as hfconfig.from_dict reads it: derivations/families Family.wrappers), else ``data``."""
-    # lazy: the registry (plain data)
-    from derivations import families
     wrapped = families.wrapper(data.get("model_type")) if isinstance(data.get("model_type"), str) else None
     if wrapped is None:
         return data
@@ -133,7 +132,8 @@ def check_fields(data: Mapping, path: str = "<config>") -> None:
 def estimate_params(m) -> int:
     """Parameters of a model (:class:`~derivations.model.ModelSpec`), roughly: the size check
     before anything is built."""
-    if hasattr(m, "d_a"):  # DeepSeek-V4: attention, a CSA compressor's worth, experts (derivations/families/deepseek_v4)
+    # DeepSeek-V4: attention, a CSA compressor's worth, experts (derivations/families/deepseek_v4)
+    if hasattr(m, "d_a"):
         att = m.h * (m.d_cq + 5 * m.d_a) + m.d_cq * m.n_h * m.d_a + m.n_h * m.d_a * m.d_O + m.h * m.g_O * m.d_O
         return 2 * m.v * m.h + m.l * (att + 3 * m.h * m.h_E * (m.N + 1))
     att = m.h * ((m.d_cq or 0) + m.d_c + m.d_hr) + (m.d_cq or m.h) * m.n_h * (m.d_h + m.d_hr) \
@@ -277,8 +277,6 @@ def check_conventions(conventions: Optional[str]) -> None:
     """``--conventions``: a preset of derivations.config.CONVENTION_PRESETS, or None (the framework's)."""
     if conventions is None:
         return
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.config import CONVENTION_PRESETS
     if conventions not in CONVENTION_PRESETS:
         raise ConfigError("trace.conventions", f"--conventions {_shown(conventions)}: not a preset; presets: "
                                                f"{', '.join(CONVENTION_PRESETS)}")

@@ -36,10 +36,14 @@ the Megatron-Core 0.16.1 code it works around):
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Dict, Optional
 
+from symbolic.errors import ConfigError
+
 from . import inputs
+from .fake import describe, routing_mode
 
 #: Megatron-Core's selective recomputation modules, and --recompute as TransformerConfig's fields
 #: (checked with the other options before torch is imported: memsym/trace/inputs.py).
@@ -220,11 +224,9 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     inputs.check_routing("mcore", spec)
     inputs.check_options("mcore", attention, experts, recompute, settings)
     if step and balanced:
-        from symbolic.errors import ConfigError
         raise ConfigError("trace.step", "a profiled step runs the router's own routing (no balanced routing)")
-    # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
-    import contextlib
 
+    # lazy: torch and megatron (optional, memsym[trace]; only this path needs them)
     import torch
     _patch()
     import megatron.core
@@ -233,7 +235,6 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     from megatron.core.tensor_parallel.random import get_cuda_rng_tracker
     from megatron.core.transformer.dot_product_attention import DotProductAttention
 
-    from .fake import describe, routing_mode
     from .recorder import Recorder
 
     class MLADotProductAttention(DotProductAttention):

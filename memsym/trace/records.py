@@ -12,11 +12,17 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
+import stat
 import tomllib
 from typing import Dict, List
 import types
 
-from .inputs import MCORE_BEFORE, MCORE_SETTINGS
+from symbolic.resources import PAPER_DIR
+
+from . import hf, mcore
+from .compare import predicted, result
+from .inputs import MCORE_BEFORE, MCORE_SETTINGS, read
 
 
 SETTINGS = ("framework", "model", "mbs", "seq", "act_dtype", "attention", "experts", "recompute")
@@ -30,8 +36,6 @@ FAKE_NOTE = ("traced under torch's FakeTensorMode at the config's real dimension
 
 
 def traces_dir() -> str:
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from symbolic.resources import PAPER_DIR
     return str(PAPER_DIR / "traces")
 
 
@@ -54,8 +58,6 @@ def sha256(path: str) -> str:
 
 def command(settings: Dict) -> str:
     """The ``memsym trace`` command line of ``settings``, each value quoted for a POSIX shell."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    import shlex
     s = settings
     return (f"python -m memsym trace --framework {shlex.quote(s['framework'])} --model {shlex.quote(s['model'])} "
             f"--mbs {s['mbs']} --seq {s['seq']} --act-dtype {shlex.quote(s['act_dtype'])} "
@@ -122,7 +124,6 @@ def changes_of(path: str) -> List[str]:
     :data:`MAX_RECORD_BYTES`, not UTF-8 or not TOML, or TOML without a record's ``command`` and
     ``[measured]``, or whose ``changes`` is not a list of strings) is a ValueError saying why: rewriting it
     would destroy it or drop its history.  A FIFO is opened without blocking and never read."""
-    import stat
     if os.path.islink(path):
         raise ValueError("is a symbolic link (name the record's file itself)")
     if not os.path.lexists(path):
@@ -233,8 +234,6 @@ def step_toml(st: Dict) -> List[str]:
 def config_path(rec: Dict) -> str:
     """The record's config file: its path as recorded, relative to the checkout (the folder that
     holds ``paper/``) unless absolute, so a report run from any directory finds it."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from symbolic.resources import PAPER_DIR
     path = rec["config"]["path"]
     if os.path.isabs(path):
         return path
@@ -252,9 +251,6 @@ def settings_of(rec: Dict) -> Dict:
 
 def predict(rec: Dict, preset: str = None) -> Dict:
     """``estimate --json``'s per-layer bytes at a record's settings (no torch)."""
-
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from .compare import predicted
     st = settings_of(rec)
     args = types.SimpleNamespace(model=config_path(rec), framework=rec["framework"], **st)
     return predicted(args, preset or rec["framework"])
@@ -263,19 +259,15 @@ def predict(rec: Dict, preset: str = None) -> Dict:
 def retrace(rec: Dict, step: bool = None) -> Dict:
     """Measure a record's settings again (needs the trace extra): the ``trace`` result; ``step``: profile the
     step too (default: when the record did)."""
-
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from .compare import result
-    from . import hf, mcore
     st = settings_of(rec)
     st.setdefault("fake", False)
     st["step"] = bool(st.get("step")) if step is None else step
     impl = mcore if rec["framework"] == "mcore" else hf
-    from .inputs import read
     conf = read(config_path(rec))
     rec_, info = impl.run(conf.data, st["mbs"], st["seq"], st["act_dtype"], st["attention"],
                           st["experts"], st["recompute"],
-                          settings={k: st[k] for k in MCORE_SETTING_KEYS if k in st} or None, fake=st.get("fake", False),
+                          settings={k: st[k] for k in MCORE_SETTING_KEYS if k in st} or None,
+                          fake=st.get("fake", False),
                           step=st["step"])
     args = types.SimpleNamespace(model=config_path(rec), framework=rec["framework"], conventions=None,
                                  tensors=False, **st)

@@ -62,7 +62,8 @@ def measure(b: int = SHAPE["b"], s: int = SHAPE["s"], v: int = SHAPE["v"], h: in
             return out
 
     paths = {"unfused": lambda lg, t: vocab_parallel_cross_entropy(lg, t),
-             "fused-native": lambda lg, t: fused_vocab_parallel_cross_entropy(lg, t, ps.get_tensor_model_parallel_group())}
+             "fused-native": lambda lg, t: fused_vocab_parallel_cross_entropy(
+                 lg, t, ps.get_tensor_model_parallel_group())}
     out = {}
     for name, fn in paths.items():
         torch.manual_seed(0)

@@ -42,10 +42,12 @@ def commands():
         for rc in ("none", "full", "selective", "custom:norm,mla_up"):
             out.append(["estimate", "--zero", z, "--recompute", rc, "--json"])
     for extra in (["--attention", "flash"], ["--fp8-activations"], ["--mbs", "4", "--seq", "8192"], ["--cp", "2"],
-                  ["--imbalance", "1.25"], ["--tp", "4", "--ep", "16", "--dp", "64"], ["--stage", "0"], ["--stage", "15"],
+                  ["--imbalance", "1.25"], ["--tp", "4", "--ep", "16", "--dp", "64"], ["--stage", "0"],
+                  ["--stage", "15"],
                   ["--layers-per-stage", "5,4,4,4,4,4,4,4,4,4,4,4,4,4,3,1"], ["--bytes-per-param", "distributed"],
                   ["--weight-dtype", "fp32", "--act-dtype", "fp32"], ["--optimizer-dtype", "bf16"], ["--mtp"],
-                  ["--recipe", "deepseek-v3"], ["--recipe", "paper"], ["--gpu", "h800"], ["--gpu", "h100", "--zero", "3"],
+                  ["--recipe", "deepseek-v3"], ["--recipe", "paper"], ["--gpu", "h800"],
+                  ["--gpu", "h100", "--zero", "3"],
                   ["--hbm", "80GiB"], ["--all-stages"], ["--global-batch", "1024"]):
         out.append(["estimate", *extra, "--json"])
     # conventions presets and single switches

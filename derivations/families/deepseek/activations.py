@@ -33,7 +33,8 @@ def mla_specs(q_lora: bool = True):
              (CP,), HF + ": DeepseekV3Attention.forward, DeepseekV3RMSNorm.forward",
              ("latent", "norm", "fp32_norm")),
         Part("latent_rstd", "latents' RMSNorms: FP32 rsqrt per row, one per norm",
-             (4 * (2 if q_lora else 1), b, s), (CP,), HF + ": DeepseekV3RMSNorm.forward", ("latent", "norm", "fp32_norm")),
+             (4 * (2 if q_lora else 1), b, s), (CP,), HF + ": DeepseekV3RMSNorm.forward",
+             ("latent", "norm", "fp32_norm")),
         Part("latent_pre", "latents' RMSNorms: normalised values before the weight (FP32 under --norm-storage "
                            "torch)", (B_a, b, s, lat_w), (CP,),
              HF + ": DeepseekV3RMSNorm.forward; torch.rms_norm (CPU composite)",

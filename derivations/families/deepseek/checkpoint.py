@@ -1,7 +1,7 @@
 """The tensors of a released DeepSeek checkpoint, by their Hugging Face names and shapes.
 
-:func:`checkpoint_tensors` is an inventory independent of the symbolic terms (tests/test_checkpoints.py
-checks that both count the same weights) that also gives what the model page counts: the MTP
+:func:`checkpoint_tensors` is an inventory independent of the symbolic terms (both count the same
+weights) that also gives what the model page counts: the MTP
 module's own copies of the embedding and head and the FP8 scale tensors (:func:`checkpoint_files`).
 Names: transformers models/deepseek_v3/modeling_deepseek_v3.py and the released
 model.safetensors.index.json.

@@ -104,8 +104,8 @@ class ModelSpec:
 
     @property
     def indexer(self) -> bool:
-        """DeepSeek Sparse Attention: the attention selects its keys with a lightning indexer (deepseek_v32, glm_moe_dsa;
-        which layers hold one: :meth:`layer_features`)."""
+        """DeepSeek Sparse Attention: the attention selects its keys with a lightning indexer (deepseek_v32,
+        glm_moe_dsa; which layers hold one: :meth:`layer_features`)."""
         return self.n_I > 0
 
     @property
@@ -140,8 +140,8 @@ class ModelSpec:
         return (self.q_lora, self.routing_bias, self.tie_word_embeddings, self.indexer)
 
     def notes(self) -> List[str]:
-        """What the terms leave out of this model, for an estimate's assumptions: DeepSeek-V3.2's and GLM-5's DSA indexer
-        (README: "DeepSeek-V3.2: DeepSeek Sparse Attention", "GLM-5")."""
+        """What the terms leave out of this model, for an estimate's assumptions: DeepSeek-V3.2's and GLM-5's DSA
+        indexer (README: "DeepSeek-V3.2: DeepSeek Sparse Attention", "GLM-5")."""
         if not self.indexer:
             return []
         out = ["DSA indexer: its parameters are counted; as transformers 5.24 runs it (under no_grad) it keeps nothing "
@@ -281,7 +281,8 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
 #: 5.24): DeepseekV32Config (models/deepseek_v32/configuration_deepseek_v32.py, documented as DeepSeek-V3.2-Exp's
 #: checkpoint) 64, 128, 2048 and GlmMoeDsaConfig (models/glm_moe_dsa/configuration_glm_moe_dsa.py, documented as
 #: zai-org/GLM-5's) 32, 128, 2048, for index_n_heads, index_head_dim, index_topk; and each one's attention class
-DSA = {"deepseek_v32": ((64, 128, 2048), "DeepseekV32Attention"), "glm_moe_dsa": ((32, 128, 2048), "GlmMoeDsaAttention")}
+DSA = {"deepseek_v32": ((64, 128, 2048), "DeepseekV32Attention"),
+       "glm_moe_dsa": ((32, 128, 2048), "GlmMoeDsaAttention")}
 #: (field, ModelSpec attribute, meaning) of the indexer's dimensions
 INDEX_FIELDS = (("index_n_heads", "n_I", "indexer heads n_I"), ("index_head_dim", "d_I", "indexer head dimension d_I"),
                 ("index_topk", "k_I", "tokens each query attends to k_I"))

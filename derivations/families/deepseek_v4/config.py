@@ -165,7 +165,8 @@ def _layer_types(f, layers: int) -> Tuple[str, ...]:
         given = [_RATIO_TYPES[x] for x in legacy]
     if given is None:  # DeepseekV4Config.__post_init__: two HCA layers, then CSA and HCA alternating
         given = ["heavily_compressed_attention"] * min(layers, 2) + [
-            "compressed_sparse_attention" if i % 2 else "heavily_compressed_attention" for i in range(max(layers - 2, 0))]
+            "compressed_sparse_attention" if i % 2 else "heavily_compressed_attention"
+            for i in range(max(layers - 2, 0))]
     if not isinstance(given, list) or any(not isinstance(x, str) or x not in ATTENTION_TYPES for x in given):
         raise f.err("layer_types", "field 'layer_types' must list " + ", ".join(ATTENTION_TYPES) + " per layer")
     if len(given) < layers:

@@ -4,7 +4,9 @@ hyper-connections n_hc and t_S, the sliding window w, the compression rates m_C 
 HCA and learned-router layers (derivations/families/deepseek_v4 FAMILY.counts).  Importing it registers them."""
 from __future__ import annotations
 
-from derivations.notation import SymbolInfo, register
+import sympy as sp
+
+from derivations.notation import DEFINITIONS, NOT_FP32, V_VIEW, SymbolInfo, register, s
 
 V4 = "DeepSeek-V4 (transformers 5.24 models/deepseek_v4, DeepseekV4Config)"
 
@@ -14,7 +16,8 @@ SYMBOLS = register([
     SymbolInfo("g_O", "g_{O}", "groups of heads of the grouped output projection (HF o_groups)", "model", V4),
     SymbolInfo("d_O", "d_{O}", "rank of the grouped output projection per group (HF o_lora_rank)", "model", V4),
     SymbolInfo("n_hc", "n_{hc}", "hyper-connection streams per token (HF hc_mult)", "model", V4),
-    SymbolInfo("t_S", "t_{S}", "Sinkhorn iterations of a hyper-connection's mixing (HF hc_sinkhorn_iters)", "model", V4),
+    SymbolInfo("t_S", "t_{S}", "Sinkhorn iterations of a hyper-connection's mixing (HF hc_sinkhorn_iters)", "model",
+               V4),
     SymbolInfo("w", "w", "sliding window of every attention layer (HF sliding_window)", "model", V4),
     SymbolInfo("m_C", "m_{C}", "tokens per compressed entry of compressed sparse attention (HF compress_rates, CSA)",
                "model", V4),
@@ -37,7 +40,8 @@ _DERIVED = register([
                "none)", "derived", V4, nonnegative_only=True),
     SymbolInfo("T_H", "T_{H}", "compressed key-value entries of an HCA layer, floor(s / m_H)", "derived", V4,
                nonnegative_only=True),
-    SymbolInfo("u_kv", "\\delta_{kv}", "1 when eager attention keeps the shared key-value head as one storage (b = 1 or "
+    SymbolInfo("u_kv", "\\delta_{kv}",
+               "1 when eager attention keeps the shared key-value head as one storage (b = 1 or "
                "one head on the device, n_h = TP), else 0 (K^T and V are copied per head)", "derived", V4,
                nonnegative_only=True),
     SymbolInfo("u_hca", "\\delta_{hca}", "1 when an HCA layer has a compressed entry (s >= m_H), else 0", "derived", V4,
@@ -53,10 +57,8 @@ DERIVED = (T_C, T_H, u_kv, u_hca, u_cast)
 
 
 def _define():
-    """The definitions: floor(s / m), and indicators, two of them the notation's storage indicators (V_VIEW, NOT_FP32)."""
-    import sympy as sp
-
-    from derivations.notation import DEFINITIONS, NOT_FP32, V_VIEW, s
+    """The definitions: floor(s / m), and indicators, two of them the notation's storage indicators
+    (V_VIEW, NOT_FP32)."""
     DEFINITIONS.update({T_C: sp.floor(s / m_C), T_H: sp.floor(s / m_H), u_kv: V_VIEW,
                         u_hca: sp.Piecewise((1, sp.Ge(s, m_H)), (0, True)), u_cast: NOT_FP32})
 

@@ -90,9 +90,11 @@ def terms(registry, family, flags):
                               "output projection, sinks; its sliding window has none)", "params",
                SRC + ": DeepseekV4Attention", tuple(attention_matrices()))
     yield Term("params.compressor.csa", "parameters of a CSA layer's compressor, one key-value entry per m_C tokens, "
-                                        "and its lightning indexer", "params", SRC + ": DeepseekV4CSACompressor, DeepseekV4Indexer",
+                                        "and its lightning indexer", "params",
+                                        SRC + ": DeepseekV4CSACompressor, DeepseekV4Indexer",
                tuple(compressor_matrices(m_C, 2, "DeepseekV4CSACompressor") + indexer_matrices()))
-    yield Term("params.compressor.hca", "parameters of an HCA layer's compressor, one key-value entry per m_H tokens", "params",
+    yield Term("params.compressor.hca", "parameters of an HCA layer's compressor, one key-value entry per m_H tokens",
+               "params",
                SRC + ": DeepseekV4HCACompressor", tuple(compressor_matrices(m_H, 1, "DeepseekV4HCACompressor")))
     yield Term("params.norm", "RMSNorm weights of one layer (before the attention and before the MoE)", "params",
                SRC + ": DeepseekV4DecoderLayer",

@@ -333,11 +333,13 @@ def doc_form(cfg, b, s, experts, dt, var):
     delta = 1 if var.get("use_cache", True) and not var.get("drop_output") else 0
     h, n_h, d, d_r, d_cq = cfg.hidden_size, cfg.num_attention_heads, cfg.head_dim, cfg.qk_rope_head_dim, cfg.q_lora_rank
     g, d_g, n, tS = cfg.o_groups, cfg.o_lora_rank, cfg.hc_mult, cfg.hc_sinkhorn_iters
-    d_I, N, Nr, hE, v = cfg.index_head_dim, cfg.n_routed_experts, cfg.num_experts_per_tok, cfg.moe_intermediate_size, cfg.vocab_size
+    d_I, N, Nr = cfg.index_head_dim, cfg.n_routed_experts, cfg.num_experts_per_tok
+    hE, v = cfg.moe_intermediate_size, cfg.vocab_size
     m, mp = cfg.compress_rates["compressed_sparse_attention"], cfg.compress_rates["heavily_compressed_attention"]
     HC = n * h * (8 + Ba) + 4 + 20 * n + 8 * n * n + 4 * (2 * tS - 1) * (n * n + n)
     MIX = Ba * (h + n + n * n)
-    layer_hc = 2 * b * s * (HC + MIX) - (2 * 4 * b * s * n * h if f32 else 0) + (2 * 4 * (2 + n) * n * n * h if to else 0)
+    layer_hc = (2 * b * s * (HC + MIX) - (2 * 4 * b * s * n * h if f32 else 0)
+                + (2 * 4 * (2 + n) * n * n * h if to else 0))
 
     def att(S):
         soft = n_h * (S + 1) * Ba if to else n_h * (4 * (S + 1) + S * Ba)
