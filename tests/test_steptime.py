@@ -276,8 +276,9 @@ def test_the_devices_parameter_coefficients_are_the_terms_at_each_layout():
             got = E._device_coefficients(model, tp, ep, etp)
             base = cfg.named(model, cfg.Layout(tp=tp, ep=ep, etp=etp, sp=tp), None)
             for part, tid in E.DEVICE_TERMS:
-                assert got[part] == tuple(float(ev.exact(model.structure, tid, {**base, **{n: int(n == c) for n in names}}))
-                                          for c in names), (model.name, tp, ep, etp, part)
+                want = tuple(float(ev.exact(model.structure, tid, {**base, **{n: int(n == c) for n in names}}))
+                             for c in names)
+                assert got[part] == want, (model.name, tp, ep, etp, part)
 
 
 def test_the_time_says_what_the_conventions_set_and_that_the_layout_does_not_fit(capsys):

@@ -37,7 +37,8 @@ def make_view(rc: str, assign: Dict):
     feats = dict(features())
     val = lambda f: assign.get(f, feats[f][0])
     ops = tuple(o for o in cfg.RECOMPUTE_OPS if val(f"op:{o}")) if rc == "custom" else ()
-    conv = cfg.Conventions(**{k: val(k) for k, s in cfg.CONVENTION_SWITCHES.items() if s.side in ("activations", "both")})
+    conv = cfg.Conventions(**{k: val(k) for k, s in cfg.CONVENTION_SWITCHES.items()
+                              if s.side in ("activations", "both")})
     return View(rc, ops, val("attention"), bool(val("fp8")), conv)
 
 

@@ -256,7 +256,8 @@ def family_data(pool: Pool, fam, progress=None) -> Dict:
     acts = {}
     for flags in fam.activation_flag_sets():
         shape = shape_of(fam, flags)
-        say(f"{fam.title}: activation tables" + (f" ({', '.join(f'{k}={v}' for k, v in flags.items())})" if flags else ""))
+        shown = f" ({', '.join(f'{k}={v}' for k, v in flags.items())})" if flags else ""
+        say(f"{fam.title}: activation tables{shown}")
         acts[fam.activation_key(flags)] = activation_units(pool, shape)
     say(f"{fam.title}: model states and the device assembly")
     return {"title": fam.title, "short": fam.short, "flags": list(fam.flags), "letters": fam.letters,
@@ -342,7 +343,8 @@ def options() -> Dict:
         "extension_defaults": {k.name: _q(v) for k, v in EXTENSION_DEFAULTS.items()},
         "switches": {k: {"option": s.option, "values": list(s.values), "side": s.side, "help": s.help}
                      for k, s in cfg.CONVENTION_SWITCHES.items()},
-        "convention_presets": {k: {kk: jsonable(vv) for kk, vv in p.items()} for k, p in cfg.CONVENTION_PRESETS.items()},
+        "convention_presets": {k: {kk: jsonable(vv) for kk, vv in p.items()}
+                               for k, p in cfg.CONVENTION_PRESETS.items()},
         "bytes_conventions": {k: [v[0], v[1]] for k, v in cfg.BYTES_CONVENTIONS.items()},
         "recipes": {k: {"description": r.description, "options": {kk: jsonable(vv) for kk, vv in r.options.items()},
                         "device": list(r.device) if r.device else None, "family": _recipe_family(r)}

@@ -67,7 +67,8 @@ def controls(data: Dict) -> Dict[str, List[Dict]]:
                    + [[k, f"{k}: {FRAMEWORKS.get(k, k)}"] for k in O["convention_presets"]]}
     gpu = {"dest": "gpu", "kind": "gpu", "flag": "--gpu", "words": "GPU (memory a training job can use)",
            "choices": [[g["id"], f"{g['name']} ({g['capacity']})"] for g in data["gpus"]]}
-    setup = [model, config, conventions, gpu, _text("gpus", "GPUs in the job (sets DP = GPUs / (TP PP CP))", "DP TP PP CP")]
+    setup = [model, config, conventions, gpu,
+             _text("gpus", "GPUs in the job (sets DP = GPUs / (TP PP CP))", "DP TP PP CP")]
     recompute = _select("recompute", "recomputation", O["recompute"], T["recompute"], read="recompute")
     recompute["kind"] = "recompute"
     return {
