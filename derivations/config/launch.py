@@ -1,4 +1,4 @@
-"""A Megatron-LM launch read as data: the argument list of a shell script or of a functional test's
+r"""A Megatron-LM launch read as data: the argument list of a shell script or of a functional test's
 ``model_config.yaml``, never run (:func:`read_launch`).
 
 * A **shell script** calling ``pretrain_gpt.py`` (through ``torchrun``, ``python`` or ``python -m
