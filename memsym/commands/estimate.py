@@ -120,6 +120,8 @@ def _warn_framework(args, layout, training) -> None:
     or this schedule (derivations/config/frameworks.py); the estimate is still printed."""
     # lazy: the frameworks' table (only this path)
     from derivations.config.frameworks import framework
+    if getattr(args, "framework", None) is None and (args.from_megatron or args.from_torchtitan):
+        return  # a launch file is what its framework ran (Megatron-FSDP's ZeRO 2 is Megatron's conventions too)
     fw = framework(getattr(args, "framework", None), getattr(args, "conventions", None))
     why = fw and fw.refusal(training.zero, layout.pp, training.schedule)
     if why:
