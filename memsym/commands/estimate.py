@@ -67,13 +67,13 @@ def run(args) -> int:
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_from_args(args)
     notes = common.recipe_assumptions(args)
-    _warn_framework(args, layout, training)
     device = _device(args)
     if args.tensors:
         return _run_tensors(args, model, layout, training)
     if args.all_stages:
         every, worst = estimate_all(model, layout, training, notes)
         timed = _time(args, model, layout, training, every=True)
+        _warn_framework(args, layout, training)  # (after the work: a refused configuration is one error line)
         if args.json:
             common.print_json({**_all_stages_json(every, worst, device), **({"time": timed} if timed else {})})
             return 0
@@ -87,6 +87,7 @@ def run(args) -> int:
     est = estimate(model, layout, training, common.stage_from_args(args), notes)
     verdict = _verdict(args, model, layout, training)
     timed = _time(args, model, layout, training)
+    _warn_framework(args, layout, training)
     if args.json:
         common.print_json({**data(args, est, verdict), **({"time": timed} if timed else {})})
         return 0
