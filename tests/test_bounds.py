@@ -101,3 +101,26 @@ def test_out_as_a_dangling_link_is_refused_before_any_work(tmp_path):
                        text=True, cwd=ROOT, timeout=60)
     assert p.returncode == 2 and p.stdout == "" and "symbolic link to nothing" in p.stderr, p.stderr
     assert "report:" not in p.stderr  # refused before the report began (no progress line)
+
+
+def test_a_launch_file_swapped_for_a_fifo_after_its_check_never_blocks(tmp_path, monkeypatch):
+    """The review swapped the file for a FIFO between the check and the open (2 of 80 runs hung): the stat is made
+    to see a regular file here, so only the non-blocking open and the fstat after it stand between the read and a
+    FIFO no one writes to."""
+    from derivations.config import launch
+    from symbolic.errors import ConfigError
+    fifo = tmp_path / "run.sh"
+    os.mkfifo(fifo)
+    regular = tmp_path / "regular"
+    regular.write_text("x")
+    real_stat = os.stat
+    monkeypatch.setattr(launch.os, "stat", lambda p, *a, **k: real_stat(regular) if str(p) == str(fifo)
+                        else real_stat(p, *a, **k))
+    with pytest.raises(ConfigError, match="not a regular file"):
+        launch.read_text(str(fifo))
+
+
+def test_a_fifo_named_as_a_launch_file_is_one_line(tmp_path, capsys):
+    fifo = tmp_path / "run.sh"
+    os.mkfifo(fifo)
+    _one_line_refusal(capsys, "estimate", "--from-megatron", str(fifo), "--gpus", "8", says="not a regular file")
