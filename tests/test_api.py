@@ -85,7 +85,7 @@ def test_the_spec_given_is_the_spec_evaluated(fn, kw, tmp_path):
     import dataclasses
 
     from derivations.config.hfconfig import from_dict
-    data = dict(V3, num_attention_heads=64)
+    data = dict(V3, num_attention_heads=64, num_key_value_heads=64)
     path = tmp_path / "h64.json"
     path.write_text(json.dumps(data))
     argv = [fn, "--model", str(path)] + [x for k, v in kw.items() for x in (f"--{k}", str(v))]
@@ -103,7 +103,7 @@ def test_a_spec_loaded_from_a_file_does_not_follow_the_file(tmp_path):
     path.write_text(json.dumps(V3))
     spec = memsym.load_model(str(path))
     before = memsym.estimate(spec, tp=1).params.total
-    path.write_text(json.dumps(dict(V3, num_attention_heads=64)))
+    path.write_text(json.dumps(dict(V3, num_attention_heads=64, num_key_value_heads=64)))
     assert memsym.estimate(spec, tp=1).params.total == before == memsym.estimate("deepseek-v3", tp=1).params.total
     assert memsym.estimate(str(path), tp=1).params.total != before  # a path is read when it is given
 
