@@ -6,14 +6,16 @@ these options every configuration's devices are evaluated by the one printed per
 ``memsym estimate`` evaluates them (derivations/assembly/device.py ``components``: the assembly of
 derivations/assembly/device_terms.py with the options' terms, generated into derivations/generated/), and the
 search's columns are those numbers as float64.  So a row is ``estimate`` of its configuration at its
-most-loaded stage (device under a schedule), byte for byte.  In the paper's view (no schedule) every (layout,
-distinct stage) is evaluated at once (:func:`_stage_view`: the generated trees and printed functions over numpy
-arrays, what depends on few values exactly once per value; tests/test_search_options.py checks every row against
-``device.components``).  Under a schedule each device's activations and step are evaluated
-once per (layout, stage, b, s, policy) and its model states once per ZeRO stage; a (ZeRO stage, policy) the options
-refuse (offloading under full recomputation, a linear recipe under ZeRO-3) is left out, and a layout they refuse
-(a --virtual-layers list of another length than PP x V, or not the stage's counts; m not a multiple of PP) is
-counted invalid.
+most-loaded stage (device under a schedule), byte for byte.  Every device of every layout at one (s, b) is
+evaluated at once (:func:`_vector`: the generated trees and printed functions over numpy arrays, what depends on
+few values exactly once per value): in the paper's view each layout's distinct stages, under a schedule every
+device with its in-flight chunks (derivations/assembly/schedules.py), the stages whose parameters it holds
+(DualPipe: two, and its mirror stage's backward) and, under ``--virtual-layers``, the largest state of its
+interleaved order.  tests/test_search_options.py checks every row against ``device.components``.  A (ZeRO stage,
+policy) the options refuse (offloading under full recomputation, a linear recipe under ZeRO-3) is left out, and a
+layout they refuse (a --virtual-layers list of another length than PP x V, or not the stage's counts; m not a
+multiple of PP) is counted invalid.  What the arrays do not hold (a traced routing, a linear recipe off the stage
+rank) is evaluated one configuration at a time, at most limits.EXACT_DEVICES devices (:func:`bound`).
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from derivations.assembly import device, offload, quantized, schedules, step_nam
 from derivations.assembly.runtime import buffers_bytes
 from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
                                        weight_side_of)
+from derivations.config import limits
 from derivations.config.values import named
 
 #: The columns the search's rows read (derivations/analyses/rows.py), as the kernels' paths fill them.
@@ -181,13 +184,17 @@ def _number(x):
     return float(x) if isinstance(x, Fraction) else x
 
 
-def _stack(dicts: Sequence[Mapping], owner: np.ndarray) -> Dict[str, object]:
+def _stack(dicts: Sequence[Mapping], owner: np.ndarray, differ) -> Dict[str, object]:
     """{name: value}: the names of ``dicts`` (one per layout), a number where every layout has the same value, else
-    a float64 array over the devices (each device its layout's, ``owner``)."""
+    a float64 array over the devices (each device its layout's, ``owner``); only the names in ``differ`` may
+    differ between layouts."""
     out = {}
     for k in dicts[0]:
+        first = dicts[0][k]
+        if k not in differ:
+            out[k] = _number(first)
+            continue
         got = [d[k] for d in dicts]
-        first = got[0]
         if all(x == first and type(x) is type(first) for x in got):
             out[k] = _number(first)
         else:
@@ -196,12 +203,10 @@ def _stack(dicts: Sequence[Mapping], owner: np.ndarray) -> Dict[str, object]:
 
 
 def fast(model, training: cfg.Training) -> bool:
-    """Whether :func:`_vector` evaluates ``training``'s configurations: all but Megatron's pipeline layout
-    (--virtual-layers: its peak is a walk of the rank's interleaved order), a traced routing and a linear recipe
+    """Whether :func:`_vector` evaluates ``training``'s configurations: all but a traced routing and a linear recipe
     off the stage rank (which device._model_states refuses); those one by one (:func:`run`, bounded)."""
     side = weight_side_of(model, training.conventions)
-    return (training.virtual_layers is None and not training.expert_tokens
-            and not (training.linear_recipe and side.rank != "stage"))
+    return not training.expert_tokens and not (training.linear_recipe and side.rank != "stage")
 
 
 class _Slots:
@@ -230,6 +235,18 @@ class _Slots:
                        if schedule == "dualpipe" else None)
         self.resident = np.array([int(offload.resident(model, training, st, {"dense": 1, "moe": 2})) for st in own])
         self._chunks: Dict = {}
+        self.refused: Optional[cfg.ConfigError] = None
+        if training.virtual_layers is not None:  # Megatron's pipeline layout: each rank's chunks (its parts)
+            try:
+                got = [device._virtual_chunks(model, layout, replace(training, microbatches=None), st) for st in own]
+            except cfg.ConfigError as e:
+                self.refused = e
+                return
+            part = schedules.part_composition
+            self.v_layers = np.array([[part(c, "layers").vector(names) for c in vc] for vc in got], dtype=np.float64)
+            self.v_head = np.array([part(vc[-1], "head").vector(names) if vc[-1].head else [0] * len(names)
+                                    for vc in got], dtype=np.float64)
+            self.v_with_layers = [tuple(bool(c.layers) for c in vc) for vc in got]
 
     def chunks(self, m: Optional[int], n_chunks: int) -> Tuple[np.ndarray, np.ndarray]:
         """(compositions (devices, chunks, names), in flight (devices, chunks)) under the schedule at m."""
@@ -270,7 +287,8 @@ def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_b
     configuration at its most-loaded device (first on ties): ``device._estimate_at`` of every device of every
     layout at once, per (s, b) and choice.  Without a schedule the devices are each layout's distinct stages with
     one micro-batch (the paper's view); under one (``scheduled``: 1F1B with only a global batch) every device of
-    the pipeline, m = global_batch / (DP b) when a global batch is given."""
+    the pipeline, m = global_batch / (DP b) when a global batch is given; under --virtual-layers each rank's peak is
+    the largest state of its interleaved order (device._virtual_peak), every rank's states weighed at once."""
     family = model.family
     schedule = (training.schedule or "1f1b") if scheduled else None
     names = cfg.composition_names(family)
@@ -308,10 +326,16 @@ def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_b
                 rkey = (layout.pp, m, s, b)
                 if rkey not in refusals:
                     refusals[rkey] = _refusal(model, replace(training, mbs=b, seq=s), present, layout.pp, m, schedule)
-                if refusals[rkey] is not None:
+                why = refusals[rkey] or slots[li].refused
+                if why is None and training.virtual_layers is not None:
+                    try:
+                        device.virtual_groups(layout.pp, m)
+                    except cfg.ConfigError as e:
+                        why = e
+                if why is not None:
                     if not scheduled:  # the paper's view refuses the search (one configuration's refusal)
-                        raise refusals[rkey]
-                    invalid[refusals[rkey].constraint] += 1
+                        raise why
+                    invalid[why.constraint] += 1
                     continue
                 live.append(li)
                 m_of.append(m)
@@ -338,13 +362,19 @@ def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule
     own, held = cat([sl.own for sl in slots]), cat([sl.held for sl in slots])
     index, resident = cat([sl.index for sl in slots]), cat([sl.resident for sl in slots])
     base = replace(training, mbs=b, seq=s, recompute_ops=())
-    exact = [ev.derived(named(model, layout, replace(base, microbatches=m), sl.every[int(sl.index[0])]), family)
-             for layout, sl, m in zip(layouts, slots, m_of)]
-    stage_values = _stack(exact, owner)
+    # each layout's substitution at its first device (named, derived): what differs between layouts is its degrees,
+    # m and what is derived from them
+    common = named(model, layouts[0], base, slots[0].every[int(slots[0].index[0])])
+    exact = [ev.derived({**common, **layout.named(), **sl.every[int(sl.index[0])].named(),
+                         **({"n_mb": m} if m is not None else {})}, family) for layout, sl, m in zip(layouts, slots, m_of)]
+    differ = set(exact[0]) - set(common) | set(layouts[0].named()) | {"n_mb"}
+    layout_values = _stack(exact, np.arange(len(layouts)), differ)
+    stage_values = {k: x[owner] if isinstance(x, np.ndarray) else x for k, x in layout_values.items()}
     stage_values.update({k: own[:, j] for j, k in enumerate(names)})
+    virtual = training.virtual_layers is not None
     chunk_v: Dict[str, object] = {}
     for c in range(n_chunks):
-        if schedule:
+        if schedule and not virtual:
             got = [sl.chunks(m, n_chunks) for sl, m in zip(slots, m_of)]
             comp, n_fl = cat([x[0][:, c] for x in got]), cat([x[1][:, c] for x in got])
             chunk_v.update({f"{k}_{c}": comp[:, j] for j, k in enumerate(names)})
@@ -353,8 +383,9 @@ def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule
             chunk_v.update({f"{k}_{c}": 0 for k in names})
             chunk_v[f"n_fl_{c}"] = 0
     if side.rank == "megatron":  # Megatron's most-loaded shard: the whole model's (its formula divides by PP)
-        states_values = _stack([ev.derived(megatron_values(model, layout, base), family) for layout in layouts],
-                               owner)
+        whole = megatron_values(model, layouts[0], base)
+        states_values = _stack([ev.derived({**whole, **layout.named(), **({"n_mb": m} if m is not None else {})},
+                                           family) for layout, m in zip(layouts, m_of)], owner, differ)
     else:
         states_values = dict(stage_values, **{k: held[:, j] for j, k in enumerate(names)})
     mirror_values = None
@@ -362,6 +393,8 @@ def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule
         mirror = cat([sl.mirror for sl in slots])
         mirror_values = dict(stage_values, **{k: mirror[:, j] for j, k in enumerate(names)})
     n = len(owner)
+    trees: Dict = {}  # the kinds' expressions at the layouts' values, shared by every view
+    per_policy: Dict = {}
     out = []
     for z, _, r in present:
         tr = replace(base, zero=z, recompute=r, schedule=schedule)
@@ -373,46 +406,36 @@ def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule
             per_weight = quantized.copies(tr, Fraction(1), dict(tr.bytes)["B_w"])
             states["weights"] = states["weights"] + float(per_weight) * quantized.linear_params(
                 terms, terms.v, side.params)
-        key = (s, b, r)
-        if key not in memos:
-            memos[key] = {"off": _Memo(lambda v, t=tr: offload.per_layer(model, t, v)),
-                          "quant": _Memo(lambda v, t=tr: quantized.per_layer(model, t, v)),
-                          "moment": _Memo(lambda v, t=tr: offload.moment_parts(model, t, v))}
-        memo = memos[key]
-        trees: Dict = {}
-        kinds_of = lambda t, at=values, m=trees: ev.activation_values(  # noqa: E731
-            View.of(t), of_model(model), at, q=_divide, memo=m)
-        kinds = kinds_of(tr)
+        if r not in per_policy:  # what reads no model state: once per policy (its ZeRO stages share it)
+            per_policy[r] = _policy(model, tr, memos, (s, b, r), exact, layout_values, trees, owner, resident)
+        kinds, opts, kinds_of = per_policy[r]
         inputs = {**values, **{sym: kinds.get(kind, 0) for kind, sym in kinds_sym.items()}, **states,
-                  "runtime": runtime}
-        opts = dict.fromkeys(("O_D", "O_E", "O_R", "Q_D", "Q_E", "Q_H"), 0)
-        if off:
-            got = [memo["off"](d) for d in exact]
-            O = {k: np.array([float(x[k]) for x in got])[owner] for k in ("dense", "moe")}
-            opts.update(O_D=O["dense"], O_E=O["moe"],
-                        O_R=np.where(resident == 1, O["dense"], np.where(resident == 2, O["moe"], 0.0)))
-        if quant:
-            got = [memo["quant"](d) for d in exact]
-            opts.update({f"Q_{c}": np.array([float(x[k]) for x in got])[owner]
-                         for c, k in (("D", "dense"), ("E", "moe"), ("H", "head"))})
-        inputs.update(opts)
+                  "runtime": runtime, **opts}
         view = View.of(tr)
         mtp, full = view.conv.mtp_activations == "last-stage", view.recompute == "full"
-        v = g[g["DEVICE"][(mtp, full, "schedule" if schedule else "paper", True)].__name__]({**inputs, **chunk_v})
+        fn = lambda holds, v: g[g["DEVICE"][(mtp, full, holds, True)].__name__](v)  # noqa: E731
+        if virtual:
+            held, before = _virtual_held(slots, m_of, training.vpp or 2, lambda comp: fn(
+                "paper", {**inputs, **chunk_v, **{k: comp[:, j] for j, k in enumerate(names)}, "O_R": 0})[
+                    "activations"], n, off)
+            v = fn("given", {**inputs, **chunk_v, "activations_held": held})
+        else:
+            v = fn("schedule" if schedule else "paper", {**inputs, **chunk_v})
+            before = v["activations"] - opts["O_R"]
         activations, total = v["activations"], v["total"]
-        step = _step(g, model, tr, inputs, values, kinds_of)
-        if mirror_values is not None:  # DualPipe: the backward of its mirror stage too (device._held_step)
-            mirror_trees: Dict = {}
-            mirror_kinds = lambda t: ev.activation_values(  # noqa: E731
-                View.of(t), of_model(model), mirror_values, q=_divide, memo=mirror_trees)
-            at = dict(mirror_values, z=z)
-            step = np.maximum(step, _step(g, model, tr, {**inputs, **at}, at, mirror_kinds))
-        if off:
-            got = [memo["moment"](d) for d in exact]
-            has = np.array([bool(p) for p in got])[owner]
-            parts = np.array([float(sum((x[2] for x in p), Fraction(0))) for p in got])[owner]
-            x = np.where(has, activations - opts["O_R"] + parts, 0.0) - activations
-            step = np.maximum(step, x)
+        if ("step", r) not in per_policy:
+            step = _step(g, model, tr, inputs, values, kinds_of)
+            if mirror_values is not None:  # DualPipe: the backward of its mirror stage too (device._held_step)
+                at = dict(mirror_values, z=z)
+                step = np.maximum(step, _step(g, model, tr, {**inputs, **at}, at, kinds_of))
+            if off:
+                got = [memos[(s, b, r)]["moment"](d) for d in exact]
+                has = np.array([bool(p) for p in got])[owner]
+                parts = np.array([float(sum((x[2] for x in p), Fraction(0))) for p in got])[owner]
+                x = np.where(has, before + parts, 0.0) - activations
+                step = np.maximum(step, x)
+            per_policy[("step", r)] = step
+        step = per_policy[("step", r)]
         step_total = total + step
         full_cols = {"weights": states["weights"], "gradients": states["gradients"],
                      "optimizer": states["optimizer"], "activations": activations + step, "total": step_total}
@@ -422,6 +445,63 @@ def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule
         got["stage"] = index[pick]
         out.append(got)
     return out
+
+
+def _policy(model, training, memos: Dict, key, exact, layout_values, trees: Dict, owner, resident):
+    """(kinds, the options' inputs, kinds of a view) of one policy at one (s, b): the assembly's inputs that read no
+    model state; the options' exact values once per distinct substitution of what they read (``memos[key]``)."""
+    if key not in memos:
+        memos[key] = {"off": _Memo(lambda v: offload.per_layer(model, training, v)),
+                      "quant": _Memo(lambda v: quantized.per_layer(model, training, v)),
+                      "moment": _Memo(lambda v: offload.moment_parts(model, training, v))}
+    memo = memos[key]
+    kinds_of = lambda t: _kinds(model, t, layout_values, trees, owner)  # noqa: E731
+    opts = dict.fromkeys(("O_D", "O_E", "O_R", "Q_D", "Q_E", "Q_H"), 0)
+    if training.offload:
+        got = [memo["off"](d) for d in exact]
+        O = {k: np.array([float(x[k]) for x in got])[owner] for k in ("dense", "moe")}
+        opts.update(O_D=O["dense"], O_E=O["moe"],
+                    O_R=np.where(resident == 1, O["dense"], np.where(resident == 2, O["moe"], 0.0)))
+    if training.linear_recipe:
+        got = [memo["quant"](d) for d in exact]
+        opts.update({f"Q_{c}": np.array([float(x[k]) for x in got])[owner]
+                     for c, k in (("D", "dense"), ("E", "moe"), ("H", "head"))})
+    return kinds_of(training), opts, kinds_of
+
+
+def _kinds(model, training, values: Mapping, memo: Dict, owner: np.ndarray) -> Dict[str, object]:
+    """{kind: bytes} of one layer's kept tensors under ``training``'s view (evaluate.activation_values over numpy
+    arrays) at ``values`` (one entry per layout: the kinds read no composition), each device its layout's."""
+    got = ev.activation_values(View.of(training), of_model(model), values, q=_divide, memo=memo)
+    return {k: x[owner] if isinstance(x, np.ndarray) else x for k, x in got.items()}
+
+
+def _virtual_held(slots, m_of, v: int, activations, n: int, off: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """(held at the peak less the resident layer's, held before the backward of a chunk with layers, or 0 without
+    offloading) of every device under --virtual-layers: device._virtual_peak at once, ``activations(comp)`` the
+    printed assembly's one micro-batch at the compositions ``comp`` (devices x names) with the options' terms but
+    the resident layer's; the devices of one (PP, m, rank) share their states (schedules.distinct_states)."""
+    chunks = [np.broadcast_to(np.asarray(activations(np.concatenate([sl.v_layers[:, c] for sl in slots])),
+                                         dtype=np.float64), (n,)) for c in range(v)]
+    head = np.broadcast_to(np.asarray(activations(np.concatenate([sl.v_head for sl in slots])), dtype=np.float64),
+                           (n,))
+    by_chunk = np.stack(chunks + [head], axis=1)  # the head weighs with the last chunk's in-flight count
+    groups: Dict = {}
+    pos = 0
+    for sl, m in zip(slots, m_of):
+        for j, i in enumerate(sl.index.tolist()):
+            groups.setdefault((sl.pp, m or 4 * sl.pp, i, sl.v_with_layers[j]), []).append(pos + j)
+        pos += len(sl.index)
+    held, before = np.zeros(n), np.zeros(n)
+    for (pp, m, i, with_layers), at in groups.items():
+        states = np.array(schedules.distinct_states(pp, v, m, i), dtype=np.float64)
+        weigh = lambda st: np.concatenate([st, st[:, -1:]], axis=1) @ by_chunk[at].T  # noqa: E731
+        held[at] = weigh(states).max(axis=0)
+        if off:
+            back = [st for st, c in schedules.backward_states(pp, v, m, i) if with_layers[c]]
+            if back:
+                before[at] = weigh(np.array(back, dtype=np.float64)).max(axis=0)
+    return held, before
 
 
 def _first_largest(total: np.ndarray, owner: np.ndarray, first: np.ndarray, n: int) -> np.ndarray:
@@ -453,6 +533,16 @@ def _step(g, model, training, inputs: Mapping, values: Mapping, kinds_of) -> np.
     for x in fn({**dict.fromkeys(g["STEP_INPUTS"], 0), **v}).values():
         out = np.maximum(out, x - cast)
     return out
+
+
+def bound(model, layouts, per_device: int, scheduled: bool) -> None:
+    """Refuse (ConfigError, one line) a search evaluated one configuration at a time whose devices, each at
+    ``per_device`` (ZeRO stage, policy, s, b), exceed limits.EXACT_DEVICES (each an estimate, ~1 ms)."""
+    n = per_device * sum(layout.pp if scheduled else len(distinct_stages(model, layout)) for layout in layouts)
+    if n > limits.EXACT_DEVICES:
+        raise cfg.ConfigError("limit.exact_devices", f"search: these options evaluate each configuration's devices "
+                                                     f"one at a time, {n:,} of them, at most {limits.EXACT_DEVICES:,} "
+                                                     f"(~1 ms each): narrow --zero, --mbs, --recompute or --gpus")
 
 
 def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: Enumeration, seqs, mbs,
@@ -494,6 +584,7 @@ def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: E
         out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
         out["stage"] = out["stage"].astype(np.int64)
         return {k: out[k] for k in keys}, +invalid, None if scheduled else len(seqs) * len(mbs)
+    bound(model, layouts, len(present) * len(seqs) * len(mbs), scheduled)
     if not scheduled:  # the paper's view: choices x layouts x (s, b) groups, in the kernels' order
         for z, ri, r in present:
             for li, layout in enumerate(layouts):
