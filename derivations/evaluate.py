@@ -118,7 +118,10 @@ class MissingSymbol(ValueError):
 
 
 # ----------------------------------------------------------------------------- trees
-def _ev(t, v, graph):
+def _ev(t, v, graph, q=Fraction):
+    """A generated tree at ``v`` ({name: value}), term references through ``graph``, its ratios (a node
+    ``["q", a, b]``, a negative power) as ``q(a, b)``: exact with ``fractions.Fraction``; the search passes numpy's
+    division and float64 arrays (plain arithmetic, element-wise: derivations/analyses/exact.py)."""
     kind = type(t)
     if kind is int:
         return t
@@ -131,20 +134,20 @@ def _ev(t, v, graph):
     if op == "*":
         out = 1
         for a in t[1:]:
-            out = out * _ev(a, v, graph)
+            out = out * _ev(a, v, graph, q)
         return out
     if op == "+":
         out = 0
         for a in t[1:]:
-            out = out + _ev(a, v, graph)
+            out = out + _ev(a, v, graph, q)
         return out
     if op == "^":
-        base, k = _ev(t[1], v, graph), t[2]
-        return base ** k if k >= 0 else Fraction(1, base ** -k)
+        base, k = _ev(t[1], v, graph, q), t[2]
+        return base ** k if k >= 0 else q(1, base ** -k)
     if op == "r":
         return graph.term(t[1])
     if op == "q":
-        return Fraction(t[1], t[2])
+        return q(t[1], t[2])
     raise ValueError(f"unknown node {op!r}")
 
 
@@ -191,12 +194,14 @@ _VALUES_MAX = 1 << 16
 
 
 class Terms:
-    """The terms of one model structure evaluated at one substitution (each term once)."""
+    """The terms of one model structure evaluated at one substitution (each term once); ``q`` as :func:`_ev`
+    (another than Fraction: values of any type, not shared between substitutions)."""
 
-    def __init__(self, structure, values: Mapping, family: str = FAMILY):
+    def __init__(self, structure, values: Mapping, family: str = FAMILY, q=Fraction):
         self._name = (family, tuple(structure))
         self.parts_of = _terms(*self._name)
         self.v = values
+        self.q = q
         self._memo: Dict[str, Fraction] = {}
 
     def __contains__(self, tid: str) -> bool:
@@ -205,16 +210,17 @@ class Terms:
     def term(self, tid: str):
         out = self._memo.get(tid)
         if out is None:
-            v = self.v
-            try:
-                key = (self._name, tid, tuple((v[x], type(v[x])) for x in _symbols(*self._name)[tid]))
-            except KeyError:  # a symbol unset: evaluated, to say which (MissingSymbol)
-                key = None
+            v, key = self.v, None
+            if self.q is Fraction:
+                try:
+                    key = (self._name, tid, tuple((v[x], type(v[x])) for x in _symbols(*self._name)[tid]))
+                except KeyError:  # a symbol unset: evaluated, to say which (MissingSymbol)
+                    key = None
             out = _VALUES.get(key) if key is not None else None
             if out is None:
                 out = 0
                 for part in self.parts_of[tid]:
-                    out = out + _ev(part[2], v, self)
+                    out = out + _ev(part[2], v, self, self.q)
                 if key is not None:
                     if len(_VALUES) >= _VALUES_MAX:
                         _VALUES.clear()
@@ -224,7 +230,7 @@ class Terms:
 
     def parts(self, tid: str) -> List[Tuple[str, Tuple[str, ...], object]]:
         """[(part key, tags, value), ...] of term ``tid``."""
-        return [(key, tuple(tags), _ev(t, self.v, self)) for key, tags, t, _ in self.parts_of[tid]]
+        return [(key, tuple(tags), _ev(t, self.v, self, self.q)) for key, tags, t, _ in self.parts_of[tid]]
 
     def labels(self, tid: str) -> Dict[str, str]:
         """{part key: the part's label} of term ``tid`` (what the paper calls each row)."""
@@ -298,9 +304,17 @@ def kept(view, q_lora: bool) -> Dict[str, Tuple]:
     return out
 
 
-def activation_values(view, q_lora: bool, values: Mapping, kinds: Iterable[str] = None) -> Dict[str, Fraction]:
-    """{kind: bytes} of the tensors ``view`` keeps per kind (mla, moe, dense, head, mtp) at ``values``."""
+def activation_values(view, q_lora: bool, values: Mapping, kinds: Iterable[str] = None, q=Fraction,
+                      memo: Optional[Dict[int, object]] = None) -> Dict[str, Fraction]:
+    """{kind: bytes} of the tensors ``view`` keeps per kind (mla, moe, dense, head, mtp) at ``values``; ``q`` as
+    :func:`_ev`; ``memo``: {expression index: value} at ``values``, shared between views."""
     _, exprs = _kinds(q_lora)
+    memo = {} if memo is None else memo
+
+    def at(i):
+        if i not in memo:
+            memo[i] = _ev(exprs[i], values, None, q)
+        return memo[i]
     out = {}
     for kind, rows in kept(view, q_lora).items():
         if kinds is not None and kind not in kinds:
@@ -313,10 +327,10 @@ def activation_values(view, q_lora: bool, values: Mapping, kinds: Iterable[str] 
                 count, subs = row
                 inner = 0
                 for i in subs:
-                    inner = inner + _ev(exprs[i], values, None)
-                total = total + _ev(exprs[count], values, None) * inner
+                    inner = inner + at(i)
+                total = total + at(count) * inner
             else:
-                total = total + _ev(exprs[row], values, None)
+                total = total + at(row)
         out[kind] = total
     return out
 

@@ -200,3 +200,96 @@ def test_every_stage_at_once_equals_estimate_at_every_row():
                 assert round(row[k]) == round(e[k]), (path, opts, row, k)
             assert round(row["activations"]) == round(e["activations"] + e["step"]), (path, opts, row)
             assert round(row["total"]) == round(e["step_total"]), (path, opts, row)
+
+
+SCHEDULED = [  # (model, conventions preset, switches, what the configurations run, global batch)
+    (L16, "mcore-te", dict(mtp=True), dict(schedule="1f1b"), 32),
+    (L16, "mcore-te", dict(mtp=True), dict(schedule="dualpipe"), 32),
+    (L16D3, "mcore", dict(mtp=True, mtp_activations="last-stage"), dict(schedule="interleaved", vpp=2,
+                                                                       offload=("mlp_norm",)), 16),
+    (L16, "megatron", dict(mtp=True), dict(schedule="zb", microbatches=8), None),
+    (L16D3, "mcore-te", dict(mtp=True), dict(schedule="interleaved", vpp=4, microbatches=4,
+                                             virtual_layers=(3, 2, 2, 2, 2, 2, 1, 2), linear_recipe="mxfp8"), None),
+]
+
+
+def test_every_device_at_once_equals_estimate_at_every_row_under_a_schedule():
+    """Under a schedule every device of every layout is evaluated at once (``_vector``): every row of a search over 8
+    GPUs with --mtp (and DualPipe's two stages, the interleaved chunks, Megatron's pipeline layout, the megatron rank)
+    is ``device.components`` (estimate's assembly, exactly, one device at a time) at its configuration and the
+    first most-loaded device, m = global batch / (DP b); the configurations the schedule refuses are counted."""
+    from derivations.analyses import exact
+    from derivations.analyses.enumeration import enumerate_layouts
+    for path, preset, switches, opts, gb in SCHEDULED:
+        model = cfg.load_model(path)
+        training = with_preset(cfg.Training(attention="flash"), preset)
+        training = replace(training, conventions=replace(training.conventions, **switches), **opts)
+        assert exact.fast(model, training)
+        enum = enumerate_layouts(model, 8, (4096,))
+        pairs = [(z, r) for z in (1, 2) for r in ("none", "selective")]
+        cols, invalid, _ = exact.run(model, training, pairs, enum, (4096,), (1, 2), gb)
+        policies = tuple(dict.fromkeys(r for _, r in exact.choices(training, pairs)))
+        assert len(cols["total"]) > 0
+        refused = 0
+        for layout in enum.layouts:
+            for b in (1, 2):
+                m = gb // (layout.dp * b) if gb is not None and gb % (layout.dp * b) == 0 else None
+                t = replace(training, mbs=b, microbatches=m if gb is not None else training.microbatches)
+                if gb is not None and m is None:
+                    continue
+                try:
+                    device.components(model, layout, t, 0)
+                except cfg.ConfigError:
+                    refused += 1
+        assert sum(v for k, v in invalid.items() if k != "global-batch") == refused, (path, opts, invalid)
+        for i in range(len(cols["total"])):
+            row = {k: int(v[i]) if v.dtype.kind == "i" else float(v[i]) for k, v in cols.items()}
+            layout = cfg.Layout(dp=row["dp"], tp=row["tp"], pp=row["pp"], ep=row["ep"], etp=row["etp"],
+                                cp=row["cp"], sp=row["sp"])
+            if gb is not None:
+                assert row["microbatches"] * row["dp"] * row["mbs"] == gb
+            t = replace(training, zero=row["zero"], recompute=policies[row["recompute"]], recompute_ops=(),
+                        mbs=row["mbs"], seq=row["seq"], microbatches=row["microbatches"] if gb is not None
+                        else training.microbatches)
+            got = [device.components(model, layout, t, k) for k in range(layout.pp)]
+            worst = max(range(layout.pp), key=lambda k: (got[k]["step_total"], -k))
+            assert row["stage"] == worst, (path, opts, row)
+            e = got[worst]
+            for k in ("weights", "gradients", "optimizer"):
+                assert round(row[k]) == round(e[k]), (path, opts, row, k)
+            assert round(row["activations"]) == round(e["activations"] + e["step"]), (path, opts, row)
+            assert round(row["total"]) == round(e["step_total"]), (path, opts, row)
+
+
+def test_a_scheduled_mtp_search_lists_what_estimate_prints(capsys):
+    """search --schedule interleaved --mtp --global-batch: random rows against estimate --json of their configuration
+    (its m, its most-loaded device: estimate's own choice under a schedule)."""
+    argv = ["--mtp", "--schedule", "interleaved", "--vpp", "2"]
+    d = _search(capsys, "--model", L16, "--mbs", "1,2", "--zero", "1", "--global-batch", "32", *argv)
+    assert all(r["microbatches"] * r["dp"] * r["mbs"] == 32 for r in d["rows"])
+    rows = d["rows"]
+    assert rows
+    for r in (rows[i] for i in sorted({0, len(rows) - 1, *np.random.default_rng(2).integers(0, len(rows), 5)})):
+        code, out, err = run(capsys, "estimate", "--json", "--model", L16, "--conventions", "mcore-te",
+                             *(x for k in ("dp", "tp", "pp", "ep", "etp", "cp", "zero", "mbs", "seq", "microbatches")
+                               for x in (f"--{k}", str(r[k]))), "--recompute", r["recompute"], *argv)
+        assert code == 0, err
+        e = json.loads(out)
+        assert e["stage"]["index"] == r["stage"], r
+        for k in ("weights", "gradients", "optimizer"):
+            assert r[k] == e["bytes"][k], (r, k)
+        assert r["activations"] == e["bytes"]["activations"] + e["bytes"]["step"], r
+        assert r["total"] == e["bytes"]["step_total"], r
+
+
+def test_a_search_evaluated_one_configuration_at_a_time_is_bounded(capsys):
+    """What the arrays do not hold (here a linear recipe off the stage rank, which estimate refuses) runs one
+    configuration at a time: past limits.EXACT_DEVICES devices the search is refused on one line before any."""
+    from derivations.config import limits
+    code, out, err = run(capsys, "search", "--gpus", "64", "--conventions", "mcore-te", "--rank", "megatron",
+                         "--linear-recipe", "mxfp8")
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert f"at most {limits.EXACT_DEVICES:,}" in err and "--mbs" in err and "--zero" in err
+    code, out, err = run(capsys, "search", "--gpus", "8", "--conventions", "mcore-te", "--rank", "megatron",
+                         "--linear-recipe", "mxfp8", "--zero", "1", "--recompute", "none", "--mbs", "1")
+    assert code == 2 and "--rank stage" in err  # within the bound: estimate's own refusal

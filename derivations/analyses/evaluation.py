@@ -408,7 +408,7 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
     enum = enumeration or enumerate_layouts(model, gpus, seqs)
     over = Overheads({getattr(k, "name", k): v for k, v in (overheads or {"f_frag": 0, "M_buf": 0}).items()})
     training = training or cfg.Training()
-    if exact.needed(training):  # options the kernels do not hold: the printed assembly, configuration by configuration
+    if exact.needed(training):  # options the kernels do not hold: the printed assembly, every device at once
         accepted = exact.choices(training, list(choices))
         choices = {k: v for k, v in choices.items() if k in accepted}
         out, invalid, groups = exact.run(model, training, accepted, enum, seqs, mbs, global_batch, progress)

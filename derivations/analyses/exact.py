@@ -6,14 +6,16 @@ these options every configuration's devices are evaluated by the one printed per
 ``memsym estimate`` evaluates them (derivations/assembly/device.py ``components``: the assembly of
 derivations/assembly/device_terms.py with the options' terms, generated into derivations/generated/), and the
 search's columns are those numbers as float64.  So a row is ``estimate`` of its configuration at its
-most-loaded stage (device under a schedule), byte for byte.  In the paper's view (no schedule) every (layout,
-distinct stage) is evaluated at once (:func:`_stage_view`: the generated trees and printed functions over numpy
-arrays, what depends on few values exactly once per value; tests/test_search_options.py checks every row against
-``device.components``).  Under a schedule each device's activations and step are evaluated
-once per (layout, stage, b, s, policy) and its model states once per ZeRO stage; a (ZeRO stage, policy) the options
-refuse (offloading under full recomputation, a linear recipe under ZeRO-3) is left out, and a layout they refuse
-(a --virtual-layers list of another length than PP x V, or not the stage's counts; m not a multiple of PP) is
-counted invalid.
+most-loaded stage (device under a schedule), byte for byte.  Every device of every layout at one (s, b) is
+evaluated at once (:func:`_vector`: the generated trees and printed functions over numpy arrays, what depends on
+few values exactly once per value): in the paper's view each layout's distinct stages, under a schedule every
+device with its in-flight chunks (derivations/assembly/schedules.py), the stages whose parameters it holds
+(DualPipe: two, and its mirror stage's backward) and, under ``--virtual-layers``, the largest state of its
+interleaved order.  tests/test_search_options.py checks every row against ``device.components``.  A (ZeRO stage,
+policy) the options refuse (offloading under full recomputation, a linear recipe under ZeRO-3) is left out, and a
+layout they refuse (a --virtual-layers list of another length than PP x V, or not the stage's counts; m not a
+multiple of PP) is counted invalid.  What the arrays do not hold (a traced routing, a linear recipe off the stage
+rank) is evaluated one configuration at a time, at most limits.EXACT_DEVICES devices (:func:`bound`).
 """
 from __future__ import annotations
 
@@ -31,9 +33,11 @@ from derivations import evaluate as ev
 from derivations.activations.shape import check_options, of_model
 from derivations.activations.view import View
 from derivations.analyses.enumeration import Enumeration, distinct_stages
-from derivations.assembly import device, offload, quantized, step_names
+from derivations.assembly import device, offload, quantized, schedules, step_names
 from derivations.assembly.runtime import buffers_bytes
-from derivations.assembly.sides import check_mtp, device_component_ids, weight_side_of
+from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
+                                       weight_side_of)
+from derivations.config import limits
 from derivations.config.values import named
 
 #: The columns the search's rows read (derivations/analyses/rows.py), as the kernels' paths fill them.
@@ -108,88 +112,13 @@ def _columns(rows: List[Dict], keys: Sequence[str]) -> Dict[str, np.ndarray]:
                 np.array([float(r[k]) for r in rows], dtype=np.float64)) for k in keys}
 
 
-# ----------------------------------------------------------------------------- the paper's view, every stage at once
-# Without a schedule each device holds one micro-batch of its stage, and its bytes are the printed assembly's
-# (derivations/assembly/device_terms.py, variant ``.paper+options``) at inputs that are polynomials in the
-# configuration (the kinds' bytes, the model states: the generated expression trees) or depend on few of its
-# values (what one layer micro-batch offloads or changes under the linear recipe: a threshold, exact).  So every
-# (layout, distinct stage) is evaluated at once: the trees and the printed functions over float64 arrays, the few
+# ----------------------------------------------------------------------------- every device at once
+# A device's bytes are the printed assembly's (derivations/assembly/device_terms.py, variants ``+options``) at
+# inputs that are polynomials in the configuration (the kinds' bytes, the model states: the generated expression
+# trees, derivations/evaluate.py ``_ev``) or depend on few of its values (what one layer micro-batch offloads or
+# changes under the linear recipe: a threshold, exact).  So every device of every layout at one (s, b) is
+# evaluated at once: the trees and the printed functions over float64 arrays (one entry per device), the few
 # exact values once per distinct substitution of the symbols they read (:class:`_Memo`), as estimate computes them.
-
-
-def _tree(t, v, graph, memo=None):
-    """derivations/evaluate.py ``_ev`` over numpy arrays: a generated expression tree at ``v`` ({name: float64 array
-    or number}), term references through ``graph``; ``memo`` {id(tree): value} of the trees evaluated at ``v``."""
-    kind = type(t)
-    if kind is int:
-        return t
-    if kind is str:
-        return v[t]
-    if memo is not None and id(t) in memo:
-        return memo[id(t)]
-    op = t[0]
-    if op == "*":
-        out = 1
-        for a in t[1:]:
-            out = out * _tree(a, v, graph)
-    elif op == "+":
-        out = 0
-        for a in t[1:]:
-            out = out + _tree(a, v, graph)
-    elif op == "^":
-        base, k = _tree(t[1], v, graph), t[2]
-        out = base ** k if k >= 0 else 1.0 / base ** -k
-    elif op == "r":
-        out = graph.term(t[1])
-    elif op == "q":
-        out = t[1] / t[2]
-    else:
-        raise ValueError(f"unknown node {op!r}")
-    if memo is not None:
-        memo[id(t)] = out
-    return out
-
-
-class _Terms:
-    """derivations/evaluate.py ``Terms`` over numpy arrays: a model structure's terms at ``v``, each once."""
-
-    def __init__(self, model, v: Mapping):
-        self.parts_of = ev.Terms(model.structure, {}, model.family).parts_of
-        self.v, self._memo = v, {}
-
-    def __contains__(self, tid: str) -> bool:
-        return tid in self.parts_of
-
-    def term(self, tid: str):
-        if tid not in self._memo:
-            out = 0
-            for part in self.parts_of[tid]:
-                out = out + _tree(part[2], self.v, self)
-            self._memo[tid] = out
-        return self._memo[tid]
-
-
-def _kinds(model, training, v: Mapping, memo: Dict) -> Dict[str, object]:
-    """derivations/evaluate.py ``activation_values`` over numpy arrays: {kind: bytes} of one layer's kept tensors
-    under ``training``'s view at ``v`` (``memo``: the tensors' trees evaluated at ``v``, shared between views)."""
-    q_lora = of_model(model)
-    _, exprs = ev._kinds(q_lora)
-    out = {}
-    for kind, rows in ev.kept(View.of(training), q_lora).items():
-        total = 0
-        for _, row in rows:
-            if row is None:
-                continue
-            if isinstance(row, tuple):
-                count, subs = row
-                inner = 0
-                for i in subs:
-                    inner = inner + _tree(exprs[i], v, None, memo)
-                total = total + _tree(exprs[count], v, None, memo) * inner
-            else:
-                total = total + _tree(exprs[row], v, None, memo)
-        out[kind] = total
-    return out
 
 
 def _divide(a, b=1):
@@ -255,13 +184,17 @@ def _number(x):
     return float(x) if isinstance(x, Fraction) else x
 
 
-def _stack(dicts: Sequence[Mapping], owner: np.ndarray) -> Dict[str, object]:
+def _stack(dicts: Sequence[Mapping], owner: np.ndarray, differ) -> Dict[str, object]:
     """{name: value}: the names of ``dicts`` (one per layout), a number where every layout has the same value, else
-    a float64 array over the pairs (each pair its layout's, ``owner``)."""
+    a float64 array over the devices (each device its layout's, ``owner``); only the names in ``differ`` may
+    differ between layouts."""
     out = {}
     for k in dicts[0]:
+        first = dicts[0][k]
+        if k not in differ:
+            out[k] = _number(first)
+            continue
         got = [d[k] for d in dicts]
-        first = got[0]
         if all(x == first and type(x) is type(first) for x in got):
             out[k] = _number(first)
         else:
@@ -270,105 +203,305 @@ def _stack(dicts: Sequence[Mapping], owner: np.ndarray) -> Dict[str, object]:
 
 
 def fast(model, training: cfg.Training) -> bool:
-    """Whether :func:`_stage_view` evaluates ``training``'s configurations: the paper's view (no schedule) and the
-    weight side of a stage's device without the MTP modules' parameters shifted (else one by one, :func:`run`)."""
+    """Whether :func:`_vector` evaluates ``training``'s configurations: all but a traced routing and a linear recipe
+    off the stage rank (which device._model_states refuses); those one by one (:func:`run`, bounded)."""
     side = weight_side_of(model, training.conventions)
-    return (not training.schedule and training.virtual_layers is None and side.rank == "stage"
-            and not training.conventions.mtp and not training.expert_tokens)
+    return not training.expert_tokens and not (training.linear_recipe and side.rank != "stage")
 
 
-def _stage_view(model, training: cfg.Training, present, layouts, seqs, mbs) -> Dict[str, np.ndarray]:
-    """The columns of the paper's view (choices x layouts x s x b, each configuration at its most-loaded stage, the
-    first on ties) with every (layout, distinct stage) evaluated at once; ``device._estimate_at``'s steps for one
-    micro-batch per stage, in the same order."""
+class _Slots:
+    """The devices of the layouts of one pipeline split (PP, its stages): each device's own stage, the summed
+    composition of the stages whose parameters it holds (``--mtp`` under the stage rank: the MTP modules' on the
+    last stage, sides.mtp_stage_shift), DualPipe's mirror stage, the layer kind it keeps when offloading
+    (offload.resident: 0 none, 1 dense, 2 MoE) and, per micro-batch count, its chunks (stage part, in flight);
+    in the paper's view the layout's distinct stages, each holding one micro-batch."""
+
+    def __init__(self, model, training, layout, schedule: Optional[str], names, side):
+        self.model, self.training, self.schedule, self.names = model, training, schedule, names
+        self.every = cfg.stages(model, layout)
+        self.pp = layout.pp
+        own = self.every if schedule else distinct_stages(model, layout)
+        self.index = np.array([st.index for st in own], dtype=np.int64)
+        self.own = np.array([st.vector(names) for st in own], dtype=np.float64)
+        held = []
+        for st in own:
+            comp = {k: sum(self.every[j].named()[k] for j in schedules.held_stages(schedule, layout.pp, st.index))
+                    for k in names}
+            if training.conventions.mtp and side.rank == "stage":
+                comp = mtp_stage_shift(model, layout.pp, comp)
+            held.append([comp[k] for k in names])
+        self.held = np.array(held, dtype=np.float64)
+        self.mirror = (np.array([self.every[layout.pp - 1 - st.index].vector(names) for st in own], dtype=np.float64)
+                       if schedule == "dualpipe" else None)
+        self.resident = np.array([int(offload.resident(model, training, st, {"dense": 1, "moe": 2})) for st in own])
+        self._chunks: Dict = {}
+        self.refused: Optional[cfg.ConfigError] = None
+        if training.virtual_layers is not None:  # Megatron's pipeline layout: each rank's chunks (its parts)
+            try:
+                got = [device._virtual_chunks(model, layout, replace(training, microbatches=None), st) for st in own]
+            except cfg.ConfigError as e:
+                self.refused = e
+                return
+            part = schedules.part_composition
+            self.v_layers = np.array([[part(c, "layers").vector(names) for c in vc] for vc in got], dtype=np.float64)
+            self.v_head = np.array([part(vc[-1], "head").vector(names) if vc[-1].head else [0] * len(names)
+                                    for vc in got], dtype=np.float64)
+            self.v_with_layers = [tuple(bool(c.layers) for c in vc) for vc in got]
+
+    def chunks(self, m: Optional[int], n_chunks: int) -> Tuple[np.ndarray, np.ndarray]:
+        """(compositions (devices, chunks, names), in flight (devices, chunks)) under the schedule at m."""
+        if m not in self._chunks:
+            comp = np.zeros((self.pp, n_chunks, len(self.names)))
+            n_fl = np.zeros((self.pp, n_chunks))
+            for i in range(self.pp if self.schedule else 0):
+                got = schedules.chunks(self.schedule, self.pp, i, m, self.training.vpp)
+                if len(got) > n_chunks:
+                    raise ValueError(f"the device assembly has {n_chunks} chunks, the schedule {len(got)}")
+                for c, ch in enumerate(got):
+                    comp[i, c] = ch.composition(self.every[ch.stage]).vector(self.names)
+                    n_fl[i, c] = float(ch.inflight)
+            self._chunks[m] = comp, n_fl
+        return self._chunks[m]
+
+
+def _refusal(model, training: cfg.Training, present, pp: int, m: Optional[int],
+             schedule: Optional[str]) -> Optional[cfg.ConfigError]:
+    """The first refusal of a (layout, s, b) at m (device._estimate_at's checks in order, at each accepted (ZeRO
+    stage, policy)), or None."""
+    for z, _, r in present:
+        t = replace(training, zero=z, recompute=r, recompute_ops=(), schedule=schedule, microbatches=m)
+        try:
+            check_mtp(model, t.conventions)
+            cfg.validate_training(t)
+            check_options(of_model(model), t)
+            if schedule:
+                schedules.validate(schedule, pp, m, t.vpp)
+        except cfg.ConfigError as e:
+            return e
+    return None
+
+
+def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_batch: Optional[int],
+            scheduled: bool):
+    """({column: array (choices, layouts, s, b)}, valid (layouts, s, b), m (layouts, s, b), invalid by rule): each
+    configuration at its most-loaded device (first on ties): ``device._estimate_at`` of every device of every
+    layout at once, per (s, b) and choice.  Without a schedule the devices are each layout's distinct stages with
+    one micro-batch (the paper's view); under one (``scheduled``: 1F1B with only a global batch) every device of
+    the pipeline, m = global_batch / (DP b) when a global batch is given; under --virtual-layers each rank's peak is
+    the largest state of its interleaved order (device._virtual_peak), every rank's states weighed at once."""
     family = model.family
-    pairs = [(li, st) for li, layout in enumerate(layouts) for st in distinct_stages(model, layout)]
-    owner = np.array([li for li, _ in pairs], dtype=np.int64)
+    schedule = (training.schedule or "1f1b") if scheduled else None
     names = cfg.composition_names(family)
-    comp = {k: np.array([st.named()[k] for _, st in pairs], dtype=np.float64) for k in names}
-    first = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if len(pairs) else np.zeros(0, np.int64)
     kinds_sym, n_chunks = ev.device_inputs(family)
     g = _printed(family)
     rb = training.conventions.runtime_buffers
     runtime = float(buffers_bytes(rb)) if rb != "none" else 0
     off, quant = bool(training.offload), bool(training.linear_recipe)
-    # the resident layer of each pair (offload.resident's rule): 0 none, 1 dense, 2 MoE
-    resident = np.array([int(offload.resident(model, training, st, {"dense": 1, "moe": 2})) for _, st in pairs])
     side = weight_side_of(model, training.conventions)
-    n_l, n_s, n_b = len(layouts), len(seqs), len(mbs)
+    n_l, n_s, n_b, n_p = len(layouts), len(seqs), len(mbs), len(present)
     keys = ("weights", "gradients", "optimizer", "activations", "total", "stage")
-    cols = {k: [] for k in keys}
+    cols = {k: np.zeros((n_p, n_l, n_s, n_b)) for k in keys}
+    valid = np.zeros((n_l, n_s, n_b), dtype=bool)
+    ms = np.full((n_l, n_s, n_b), -1, dtype=np.int64)
+    invalid: Counter = Counter()
+    splits: Dict = {}
+    slots = []
+    for layout in layouts:
+        key = (layout.pp, layout.layers_per_stage)
+        if key not in splits:
+            splits[key] = _Slots(model, training, layout, schedule, names, side)
+        slots.append(splits[key])
+    refusals: Dict = {}
     memos: Dict = {}
-    for z, ri, r in present:
-        block = {k: np.empty((n_l, n_s, n_b)) for k in keys}
-        for si, s in enumerate(seqs):
-            for bi, b in enumerate(mbs):
-                tr = replace(training, mbs=b, seq=s, zero=z, recompute=r, recompute_ops=())
-                check_mtp(model, tr.conventions)
-                cfg.validate_training(tr)
-                check_options(of_model(model), tr)
-                exact = [ev.derived(named(model, layout, tr, pairs[first[li]][1]), family)
-                         for li, layout in enumerate(layouts)]
-                values = _stack(exact, owner)
-                values.update(comp)
-                # the model states (device._model_states: the held stage is the stage)
-                ids = device_component_ids(model, tr, schedule_ok=True)
-                terms = _Terms(model, values)
-                states = {k: terms.term(ids[k]) for k in ("weights", "gradients", "optimizer")}
-                if quant:
-                    per_weight = quantized.copies(tr, Fraction(1), dict(tr.bytes)["B_w"])
-                    states["weights"] = states["weights"] + float(per_weight) * quantized.linear_params(
-                        terms, values, side.params)
-                key = (s, b, r)
-                if key not in memos:
-                    memos[key] = {"kinds": {}, "off": _Memo(lambda v, t=tr: offload.per_layer(model, t, v)),
-                                  "quant": _Memo(lambda v, t=tr: quantized.per_layer(model, t, v)),
-                                  "moment": _Memo(lambda v, t=tr: offload.moment_parts(model, t, v))}
-                memo = memos[key]
-                trees: Dict = {}
-                kinds_of = lambda t: _kinds(model, t, values, trees)  # noqa: E731
-                kinds = kinds_of(tr)
-                inputs = {**values, **{sym: kinds.get(kind, 0) for kind, sym in kinds_sym.items()}, **states,
-                          "runtime": runtime}
-                opts = dict.fromkeys(("O_D", "O_E", "O_R", "Q_D", "Q_E", "Q_H"), 0)
-                if off:
-                    got = [memo["off"](d) for d in exact]
-                    O = {k: np.array([float(x[k]) for x in got])[owner] for k in ("dense", "moe")}
-                    opts.update(O_D=O["dense"], O_E=O["moe"],
-                                O_R=np.where(resident == 1, O["dense"], np.where(resident == 2, O["moe"], 0.0)))
-                if quant:
-                    got = [memo["quant"](d) for d in exact]
-                    opts.update({f"Q_{c}": np.array([float(x[k]) for x in got])[owner]
-                                 for c, k in (("D", "dense"), ("E", "moe"), ("H", "head"))})
-                inputs.update(opts)
-                v = dict(inputs)
-                for c in range(n_chunks):
-                    v.update({f"{k}_{c}": 0 for k in names})
-                    v[f"n_fl_{c}"] = 0
-                view = View.of(tr)
-                mtp, full = view.conv.mtp_activations == "last-stage", view.recompute == "full"
-                v = g[g["DEVICE"][(mtp, full, "paper", True)].__name__](v)
-                activations, total = v["activations"], v["total"]
-                step = _step(g, model, tr, inputs, values, kinds_of)
-                if off:
-                    got = [memo["moment"](d) for d in exact]
-                    has = np.array([bool(p) for p in got])[owner]
-                    parts = np.array([float(sum((x[2] for x in p), Fraction(0))) for p in got])[owner]
-                    x = np.where(has, activations - opts["O_R"] + parts, 0.0) - activations
-                    step = np.maximum(step, x)
-                step_total = total + step
-                shape = (len(pairs),)
-                full_cols = {"weights": states["weights"], "gradients": states["gradients"],
-                             "optimizer": states["optimizer"], "activations": activations + step,
-                             "total": step_total}
-                full_cols = {k: np.broadcast_to(np.asarray(x, dtype=np.float64), shape) for k, x in full_cols.items()}
-                pick = _first_largest(full_cols["total"], owner, first, n_l)
-                for k, x in full_cols.items():
-                    block[k][:, si, bi] = x[pick]
-                block["stage"][:, si, bi] = np.array([st.index for _, st in pairs])[pick]
-        for k in keys:
-            cols[k].append(block[k].reshape(-1))
-    return {k: np.concatenate(v) if v else np.zeros(0) for k, v in cols.items()}
+    for si, s in enumerate(seqs):
+        for bi, b in enumerate(mbs):
+            live, m_of = [], []
+            for li, layout in enumerate(layouts):
+                m = training.microbatches
+                if global_batch is not None:
+                    if global_batch % (layout.dp * b):
+                        invalid["global-batch"] += 1
+                        continue
+                    m = global_batch // (layout.dp * b)
+                rkey = (layout.pp, m, s, b)
+                if rkey not in refusals:
+                    refusals[rkey] = _refusal(model, replace(training, mbs=b, seq=s), present, layout.pp, m, schedule)
+                why = refusals[rkey] or slots[li].refused
+                if why is None and training.virtual_layers is not None:
+                    try:
+                        device.virtual_groups(layout.pp, m)
+                    except cfg.ConfigError as e:
+                        why = e
+                if why is not None:
+                    if not scheduled:  # the paper's view refuses the search (one configuration's refusal)
+                        raise why
+                    invalid[why.constraint] += 1
+                    continue
+                live.append(li)
+                m_of.append(m)
+            if not live:
+                continue
+            got = _at(model, training, present, [layouts[li] for li in live], [slots[li] for li in live], m_of, s, b,
+                      schedule, memos, (g, kinds_sym, n_chunks, names, runtime, off, quant, side))
+            for pi in range(n_p):
+                for k in keys:
+                    cols[k][pi, live, si, bi] = got[pi][k]
+            valid[live, si, bi] = True
+            ms[live, si, bi] = [-1 if m is None else m for m in m_of]
+    return cols, valid, ms, invalid
+
+
+def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule, memos: Dict, setting):
+    """[{column: array over ``layouts``} per choice]: the columns of :func:`_vector` at one (s, b)."""
+    g, kinds_sym, n_chunks, names, runtime, off, quant, side = setting
+    family = model.family
+    sizes = [len(sl.index) for sl in slots]
+    owner = np.repeat(np.arange(len(layouts)), sizes)
+    first = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0)  # noqa: E731
+    own, held = cat([sl.own for sl in slots]), cat([sl.held for sl in slots])
+    index, resident = cat([sl.index for sl in slots]), cat([sl.resident for sl in slots])
+    base = replace(training, mbs=b, seq=s, recompute_ops=())
+    # each layout's substitution at its first device (named, derived): what differs between layouts is its degrees,
+    # m and what is derived from them
+    common = named(model, layouts[0], base, slots[0].every[int(slots[0].index[0])])
+    exact = [ev.derived({**common, **layout.named(), **sl.every[int(sl.index[0])].named(),
+                         **({"n_mb": m} if m is not None else {})}, family) for layout, sl, m in zip(layouts, slots, m_of)]
+    differ = set(exact[0]) - set(common) | set(layouts[0].named()) | {"n_mb"}
+    layout_values = _stack(exact, np.arange(len(layouts)), differ)
+    stage_values = {k: x[owner] if isinstance(x, np.ndarray) else x for k, x in layout_values.items()}
+    stage_values.update({k: own[:, j] for j, k in enumerate(names)})
+    virtual = training.virtual_layers is not None
+    chunk_v: Dict[str, object] = {}
+    for c in range(n_chunks):
+        if schedule and not virtual:
+            got = [sl.chunks(m, n_chunks) for sl, m in zip(slots, m_of)]
+            comp, n_fl = cat([x[0][:, c] for x in got]), cat([x[1][:, c] for x in got])
+            chunk_v.update({f"{k}_{c}": comp[:, j] for j, k in enumerate(names)})
+            chunk_v[f"n_fl_{c}"] = n_fl
+        else:
+            chunk_v.update({f"{k}_{c}": 0 for k in names})
+            chunk_v[f"n_fl_{c}"] = 0
+    if side.rank == "megatron":  # Megatron's most-loaded shard: the whole model's (its formula divides by PP)
+        whole = megatron_values(model, layouts[0], base)
+        states_values = _stack([ev.derived({**whole, **layout.named(), **({"n_mb": m} if m is not None else {})},
+                                           family) for layout, m in zip(layouts, m_of)], owner, differ)
+    else:
+        states_values = dict(stage_values, **{k: held[:, j] for j, k in enumerate(names)})
+    mirror_values = None
+    if schedule == "dualpipe":
+        mirror = cat([sl.mirror for sl in slots])
+        mirror_values = dict(stage_values, **{k: mirror[:, j] for j, k in enumerate(names)})
+    n = len(owner)
+    trees: Dict = {}  # the kinds' expressions at the layouts' values, shared by every view
+    per_policy: Dict = {}
+    out = []
+    for z, _, r in present:
+        tr = replace(base, zero=z, recompute=r, schedule=schedule)
+        values = dict(stage_values, z=z)
+        ids = device_component_ids(model, tr, schedule_ok=True)
+        terms = ev.Terms(model.structure, dict(states_values, z=z), family, q=_divide)
+        states = {k: terms.term(ids[k]) for k in ("weights", "gradients", "optimizer")}
+        if quant:
+            per_weight = quantized.copies(tr, Fraction(1), dict(tr.bytes)["B_w"])
+            states["weights"] = states["weights"] + float(per_weight) * quantized.linear_params(
+                terms, terms.v, side.params)
+        if r not in per_policy:  # what reads no model state: once per policy (its ZeRO stages share it)
+            per_policy[r] = _policy(model, tr, memos, (s, b, r), exact, layout_values, trees, owner, resident)
+        kinds, opts, kinds_of = per_policy[r]
+        inputs = {**values, **{sym: kinds.get(kind, 0) for kind, sym in kinds_sym.items()}, **states,
+                  "runtime": runtime, **opts}
+        view = View.of(tr)
+        mtp, full = view.conv.mtp_activations == "last-stage", view.recompute == "full"
+        fn = lambda holds, v: g[g["DEVICE"][(mtp, full, holds, True)].__name__](v)  # noqa: E731
+        if virtual:
+            held, before = _virtual_held(slots, m_of, training.vpp or 2, lambda comp: fn(
+                "paper", {**inputs, **chunk_v, **{k: comp[:, j] for j, k in enumerate(names)}, "O_R": 0})[
+                    "activations"], n, off)
+            v = fn("given", {**inputs, **chunk_v, "activations_held": held})
+        else:
+            v = fn("schedule" if schedule else "paper", {**inputs, **chunk_v})
+            before = v["activations"] - opts["O_R"]
+        activations, total = v["activations"], v["total"]
+        if ("step", r) not in per_policy:
+            step = _step(g, model, tr, inputs, values, kinds_of)
+            if mirror_values is not None:  # DualPipe: the backward of its mirror stage too (device._held_step)
+                at = dict(mirror_values, z=z)
+                step = np.maximum(step, _step(g, model, tr, {**inputs, **at}, at, kinds_of))
+            if off:
+                got = [memos[(s, b, r)]["moment"](d) for d in exact]
+                has = np.array([bool(p) for p in got])[owner]
+                parts = np.array([float(sum((x[2] for x in p), Fraction(0))) for p in got])[owner]
+                x = np.where(has, before + parts, 0.0) - activations
+                step = np.maximum(step, x)
+            per_policy[("step", r)] = step
+        step = per_policy[("step", r)]
+        step_total = total + step
+        full_cols = {"weights": states["weights"], "gradients": states["gradients"],
+                     "optimizer": states["optimizer"], "activations": activations + step, "total": step_total}
+        full_cols = {k: np.broadcast_to(np.asarray(x, dtype=np.float64), (n,)) for k, x in full_cols.items()}
+        pick = _first_largest(full_cols["total"], owner, first, len(layouts))
+        got = {k: x[pick] for k, x in full_cols.items()}
+        got["stage"] = index[pick]
+        out.append(got)
+    return out
+
+
+def _policy(model, training, memos: Dict, key, exact, layout_values, trees: Dict, owner, resident):
+    """(kinds, the options' inputs, kinds of a view) of one policy at one (s, b): the assembly's inputs that read no
+    model state; the options' exact values once per distinct substitution of what they read (``memos[key]``)."""
+    if key not in memos:
+        memos[key] = {"off": _Memo(lambda v: offload.per_layer(model, training, v)),
+                      "quant": _Memo(lambda v: quantized.per_layer(model, training, v)),
+                      "moment": _Memo(lambda v: offload.moment_parts(model, training, v))}
+    memo = memos[key]
+    kinds_of = lambda t: _kinds(model, t, layout_values, trees, owner)  # noqa: E731
+    opts = dict.fromkeys(("O_D", "O_E", "O_R", "Q_D", "Q_E", "Q_H"), 0)
+    if training.offload:
+        got = [memo["off"](d) for d in exact]
+        O = {k: np.array([float(x[k]) for x in got])[owner] for k in ("dense", "moe")}
+        opts.update(O_D=O["dense"], O_E=O["moe"],
+                    O_R=np.where(resident == 1, O["dense"], np.where(resident == 2, O["moe"], 0.0)))
+    if training.linear_recipe:
+        got = [memo["quant"](d) for d in exact]
+        opts.update({f"Q_{c}": np.array([float(x[k]) for x in got])[owner]
+                     for c, k in (("D", "dense"), ("E", "moe"), ("H", "head"))})
+    return kinds_of(training), opts, kinds_of
+
+
+def _kinds(model, training, values: Mapping, memo: Dict, owner: np.ndarray) -> Dict[str, object]:
+    """{kind: bytes} of one layer's kept tensors under ``training``'s view (evaluate.activation_values over numpy
+    arrays) at ``values`` (one entry per layout: the kinds read no composition), each device its layout's."""
+    got = ev.activation_values(View.of(training), of_model(model), values, q=_divide, memo=memo)
+    return {k: x[owner] if isinstance(x, np.ndarray) else x for k, x in got.items()}
+
+
+def _virtual_held(slots, m_of, v: int, activations, n: int, off: bool) -> Tuple[np.ndarray, np.ndarray]:
+    """(held at the peak less the resident layer's, held before the backward of a chunk with layers, or 0 without
+    offloading) of every device under --virtual-layers: device._virtual_peak at once, ``activations(comp)`` the
+    printed assembly's one micro-batch at the compositions ``comp`` (devices x names) with the options' terms but
+    the resident layer's; the devices of one (PP, m, rank) share their states (schedules.distinct_states)."""
+    chunks = [np.broadcast_to(np.asarray(activations(np.concatenate([sl.v_layers[:, c] for sl in slots])),
+                                         dtype=np.float64), (n,)) for c in range(v)]
+    head = np.broadcast_to(np.asarray(activations(np.concatenate([sl.v_head for sl in slots])), dtype=np.float64),
+                           (n,))
+    by_chunk = np.stack(chunks + [head], axis=1)  # the head weighs with the last chunk's in-flight count
+    groups: Dict = {}
+    pos = 0
+    for sl, m in zip(slots, m_of):
+        for j, i in enumerate(sl.index.tolist()):
+            groups.setdefault((sl.pp, m or 4 * sl.pp, i, sl.v_with_layers[j]), []).append(pos + j)
+        pos += len(sl.index)
+    held, before = np.zeros(n), np.zeros(n)
+    for (pp, m, i, with_layers), at in groups.items():
+        states = np.array(schedules.distinct_states(pp, v, m, i), dtype=np.float64)
+        weigh = lambda st: np.concatenate([st, st[:, -1:]], axis=1) @ by_chunk[at].T  # noqa: E731
+        held[at] = weigh(states).max(axis=0)
+        if off:
+            back = [st for st, c in schedules.backward_states(pp, v, m, i) if with_layers[c]]
+            if back:
+                before[at] = weigh(np.array(back, dtype=np.float64)).max(axis=0)
+    return held, before
 
 
 def _first_largest(total: np.ndarray, owner: np.ndarray, first: np.ndarray, n: int) -> np.ndarray:
@@ -402,6 +535,16 @@ def _step(g, model, training, inputs: Mapping, values: Mapping, kinds_of) -> np.
     return out
 
 
+def bound(model, layouts, per_device: int, scheduled: bool) -> None:
+    """Refuse (ConfigError, one line) a search evaluated one configuration at a time whose devices, each at
+    ``per_device`` (ZeRO stage, policy, s, b), exceed limits.EXACT_DEVICES (each an estimate, ~1 ms)."""
+    n = per_device * sum(layout.pp if scheduled else len(distinct_stages(model, layout)) for layout in layouts)
+    if n > limits.EXACT_DEVICES:
+        raise cfg.ConfigError("limit.exact_devices", f"search: these options evaluate each configuration's devices "
+                                                     f"one at a time, {n:,} of them, at most {limits.EXACT_DEVICES:,} "
+                                                     f"(~1 ms each): narrow --zero, --mbs, --recompute or --gpus")
+
+
 def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: Enumeration, seqs, mbs,
         global_batch: Optional[int] = None, progress=None) -> Tuple[Dict, Counter, Optional[int]]:
     """({column: array}, invalid configurations by rule, (s, b) groups per layout or None): every configuration of
@@ -418,24 +561,30 @@ def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: E
             "recompute", "stage"] + (["microbatches"] if scheduled else [])
     rows: List[Dict] = []
     layouts = enum.layouts
-    if not scheduled and fast(model, training):  # every stage at once
-        got = _stage_view(model, training, present, layouts, seqs, mbs)
+    if fast(model, training):  # every device at once
+        got, valid, ms, invalid = _vector(model, training, present, layouts, seqs, mbs, global_batch, scheduled)
         if progress:
             progress(len(layouts), len(layouts))
-        n_g = len(layouts) * len(seqs) * len(mbs)
-        lay = {k: np.repeat(np.array([getattr(x, k) for x in layouts], dtype=np.int64), len(seqs) * len(mbs))
+        shape = (len(present), len(layouts), len(seqs), len(mbs))
+        lay = {k: np.array([getattr(x, k) for x in layouts], dtype=np.int64)[None, :, None, None]
                for k in ("dp", "tp", "pp", "ep", "etp", "cp")}
-        out = {k: np.tile(v, len(present)) for k, v in lay.items()}
+        grid = {**lay, "seq": np.array(seqs, dtype=np.int64)[None, None, :, None],
+                "mbs": np.array(mbs, dtype=np.int64)[None, None, None, :],
+                "zero": np.array([z for z, _, _ in present], dtype=np.int64)[:, None, None, None],
+                "recompute": np.array([ri for _, ri, _ in present], dtype=np.int64)[:, None, None, None],
+                "microbatches": ms[None]}
+        grid = {k: np.broadcast_to(v, shape) for k, v in grid.items()}
+        grid.update(got)
+        # the rows in the order of the one-by-one loops: choices outermost in the paper's view, innermost under a
+        # schedule (its configurations refused or not dividing the global batch left out)
+        order = (lambda x: x.reshape(-1)) if not scheduled else \
+            (lambda x: np.moveaxis(x, 0, -1)[valid].reshape(-1))
+        out = {k: order(v) for k, v in grid.items()}
         out["sp"] = out["tp"]
-        out["seq"] = np.tile(np.repeat(np.array(seqs, dtype=np.int64), len(mbs)), len(layouts) * len(present))
-        out["mbs"] = np.tile(np.array(mbs, dtype=np.int64), len(layouts) * len(seqs) * len(present))
         out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
-        out.update({k: got[k] for k in COMPONENTS})
-        out["total"] = got["total"]
-        out["zero"] = np.repeat(np.array([z for z, _, _ in present], dtype=np.int64), n_g)
-        out["recompute"] = np.repeat(np.array([ri for _, ri, _ in present], dtype=np.int64), n_g)
-        out["stage"] = got["stage"].astype(np.int64)
-        return {k: out[k] for k in keys}, invalid, len(seqs) * len(mbs)
+        out["stage"] = out["stage"].astype(np.int64)
+        return {k: out[k] for k in keys}, +invalid, None if scheduled else len(seqs) * len(mbs)
+    bound(model, layouts, len(present) * len(seqs) * len(mbs), scheduled)
     if not scheduled:  # the paper's view: choices x layouts x (s, b) groups, in the kernels' order
         for z, ri, r in present:
             for li, layout in enumerate(layouts):

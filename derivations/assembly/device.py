@@ -272,12 +272,17 @@ def _virtual_chunks(model, layout, training, comp):
                                                 f"{comp.moe}: the layout is modelled when each rank holds the dense and "
                                                 f"MoE counts of a contiguous split (--layers-per-stage: the per-rank "
                                                 f"sums)")
-    m = training.microbatches or 4 * layout.pp
-    if m % layout.pp:
-        raise cfg.ConfigError("virtual-layers", f"--virtual-layers simulates Megatron's interleaved order, which runs "
-                                                f"micro-batches in groups of PP={layout.pp}: --microbatches must be a "
-                                                f"multiple of PP, got {m}")
+    virtual_groups(layout.pp, training.microbatches)
     return chunks
+
+
+def virtual_groups(pp: int, microbatches: Optional[int]) -> None:
+    """--virtual-layers refused (ConfigError) when m is not a multiple of PP."""
+    m = microbatches or 4 * pp
+    if m % pp:
+        raise cfg.ConfigError("virtual-layers", f"--virtual-layers simulates Megatron's interleaved order, which runs "
+                                                f"micro-batches in groups of PP={pp}: --microbatches must be a "
+                                                f"multiple of PP, got {m}")
 
 
 def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:

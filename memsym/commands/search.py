@@ -71,7 +71,7 @@ def add_parser(sub):
                         "bubbles, (PP-1)/(m+PP-1) under the schedule, PP without one, then the most headroom, then the "
                         "smaller TP), peak (largest first: needs the least memory saving) or headroom (most first)")
     g = p.add_argument_group("what every configuration runs (the options of `memsym estimate`; then each configuration "
-                             "is evaluated by estimate's printed assembly, exactly, one by one: slower)")
+                             "is evaluated by estimate's printed assembly, every device at once)")
     g.add_argument("--offload-activations", type=offload_modules, default=None, action=common._Explicit,
                    metavar="MODULE,...", help="Megatron-Core's fine-grained activation offloading of these modules "
                                               "(`memsym estimate --help`; needs --conventions mcore or mcore-te)")
