@@ -29,7 +29,8 @@ def summary(model: cfg.ModelSpec, pp=None, layers_per_stage=None, accounting: st
         ("head", "params.head")) if tid in base and (kind != "dense_layer" or "dense" in fam.kinds)}
     # the family's own terms beside them (DeepSeek-V4's hyper-connections, compressors, hyper-connection head)
     kinds.update({key: Fraction(base.term(tid)) for key, _, tid in fam.layer_extra})
-    kinds.update({key: Fraction(base.term(tid)) for key, _, _, tid, at in fam.additions if at == "stage" and tid in base})
+    kinds.update({key: Fraction(base.term(tid)) for key, _, _, tid, at in fam.additions
+                  if at == "stage" and tid in base})
     # a count is reported where the model's terms read it (DeepSeek's L_I: a structure with DSA's params.indexer)
     counted = {c for _, _, c, tid, _ in fam.additions if tid in base}
     whole = cfg.whole_model(model)

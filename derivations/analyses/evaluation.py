@@ -12,8 +12,8 @@ most-loaded stage, and the peak is the paper's Sec. 6 ``(1 + f_frag) * total + M
 (derivations/assembly/overheads.py).  Under a pipeline schedule or a global batch every device is
 judged instead (derivations/analyses/scheduled.py).  In the paper's view most columns repeat a layout's
 or a choice's values, and are built only when read whole (:class:`Columns`: ranking and formatting read
-the rows they need; writing every column of 321,552 configurations cost more than evaluating them).  No sympy is imported unless a caller passes
-its own expressions to :func:`search` (they are then lambdified: :func:`_compile`).
+the rows they need; writing every column of 321,552 configurations cost more than evaluating them).  No sympy
+is imported unless a caller passes its own expressions to :func:`search` (they are then lambdified: :func:`_compile`).
 
 Numbers are float64 evaluations of exact rational expressions: integers below 2^53 come out
 exact after rounding to the nearest byte, which is how rows report bytes (tests/test_search.py
@@ -507,6 +507,7 @@ def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2,
     zeros = tuple(dict.fromkeys(zeros))
     seqs = tuple(dict.fromkeys(seqs))
     enum = enumerate_layouts(model, gpus, seqs, gpus_per_node)
-    return search(model, gpus, hbm, None, kernels.choices(model, zeros, policies, attention), mbs=tuple(dict.fromkeys(mbs)),
+    return search(model, gpus, hbm, None, kernels.choices(model, zeros, policies, attention),
+                  mbs=tuple(dict.fromkeys(mbs)),
                   seqs=seqs, training=training, overheads=named_values(overheads), enumeration=enum,
                   global_batch=global_batch, progress=progress)

@@ -366,7 +366,8 @@ def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule
     # m and what is derived from them
     common = named(model, layouts[0], base, slots[0].every[int(slots[0].index[0])])
     exact = [ev.derived({**common, **layout.named(), **sl.every[int(sl.index[0])].named(),
-                         **({"n_mb": m} if m is not None else {})}, family) for layout, sl, m in zip(layouts, slots, m_of)]
+                         **({"n_mb": m} if m is not None else {})}, family)
+             for layout, sl, m in zip(layouts, slots, m_of)]
     differ = set(exact[0]) - set(common) | set(layouts[0].named()) | {"n_mb"}
     layout_values = _stack(exact, np.arange(len(layouts)), differ)
     stage_values = {k: x[owner] if isinstance(x, np.ndarray) else x for k, x in layout_values.items()}

@@ -32,7 +32,8 @@ def policies() -> Tuple[str, ...]:
     return tuple(r for r in cfg.RECOMPUTE if r != "custom")
 
 
-def choices(model, zeros=(0, 1, 2, 3), recompute=None, attention: str = "eager") -> Dict[Tuple[int, str], Dict[str, str]]:
+def choices(model, zeros=(0, 1, 2, 3), recompute=None,
+            attention: str = "eager") -> Dict[Tuple[int, str], Dict[str, str]]:
     """{(ZeRO stage, policy): {component: term id}}: derivations/assembly/totals.py ``choices`` of the
     default training under ``attention``'s kernel, from the one statement of the composition
     (derivations/assembly/sides.py)."""

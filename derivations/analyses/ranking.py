@@ -162,9 +162,9 @@ def ranked(result: SearchResult, sort: str = "bubble", per_layout: bool = True, 
     the sort is stable): the candidates are narrowed key by key to each layout's minimum, and only the
     winners, one per layout, are sorted (:func:`_layout_minima`), a block of layouts at a time
     (:func:`_candidates`).  Across every configuration, or the winners, the first ``top`` rows are
-    selected key by key with ``np.partition`` and only those sorted.  Keys with a NaN where they are compared take the full
-    sort (the winners of a layout whose other keys are never compared are the full sort's).  By time, per layout,
-    with ``top``: only the layouts whose bound could place them (:func:`_fastest_layouts`)."""
+    selected key by key with ``np.partition`` and only those sorted.  Keys with a NaN where they are compared take
+    the full sort (the winners of a layout whose other keys are never compared are the full sort's).  By time, per
+    layout, with ``top``: only the layouts whose bound could place them (:func:`_fastest_layouts`)."""
     keys = _keys(result, sort)
     if not per_layout and top is None:
         return order(result, sort=sort)

@@ -74,8 +74,8 @@ def parse_symbols(names: str) -> List[sp.Symbol]:
         if info is None:
             close = [n for n in nt.REGISTRY if n.lower() == name.lower()]
             hint = f" (did you mean {close[0]}?)" if close else ""
-            raise cfg.ConfigError("wrt", f"--wrt: unknown symbol {name!r}{hint}; symbols: "
-                                         f"{', '.join(n for n, i in nt.REGISTRY.items() if i.role not in ('derived',))}")
+            known = ", ".join(n for n, i in nt.REGISTRY.items() if i.role not in ("derived",))
+            raise cfg.ConfigError("wrt", f"--wrt: unknown symbol {name!r}{hint}; symbols: {known}")
         if info.role == "derived":
             raise cfg.ConfigError("wrt", f"--wrt: {name} is derived ({nt.DEFINITIONS[info.symbol]}); differentiate "
                                          f"with respect to the symbols it is made of")
@@ -249,7 +249,8 @@ def analyse(components: Mapping[str, object], x: sp.Symbol, subs: Mapping, *, ti
         note = ""
         if tie and x in set(tie.values()):
             tied = ", ".join(f"{k} = {v}" for k, v in tie.items() if v == x)
-            note = f"{tied} (sequence parallelism on): d/d{x} includes the {', '.join(str(k) for k in tie)}-split tensors"
+            split = ", ".join(str(k) for k in tie)
+            note = f"{tied} (sequence parallelism on): d/d{x} includes the {split}-split tensors"
         res = Sensitivity(x, xv, True, note)
     stage_s, paper_s = level_subs(subs, x, "stage"), level_subs(subs, x, "paper")
     values = {k: _exact(e, subs) for k, e in exprs.items()}

@@ -267,11 +267,11 @@ def _virtual_chunks(model, layout, training, comp):
     chunks = schedules.virtual_chunks(model, layout, comp.index, training.virtual_layers, training.vpp)
     dense, moe = sum(c.dense for c in chunks), sum(c.moe for c in chunks)
     if (dense, moe) != (comp.dense, comp.moe):
-        raise cfg.ConfigError("virtual-layers", f"--virtual-layers gives stage {comp.index} {dense} dense and {moe} "
-                                                f"MoE layers, memsym's contiguous stage ({comp.label}) {comp.dense} and "
-                                                f"{comp.moe}: the layout is modelled when each rank holds the dense and "
-                                                f"MoE counts of a contiguous split (--layers-per-stage: the per-rank "
-                                                f"sums)")
+        raise cfg.ConfigError("virtual-layers",
+                              f"--virtual-layers gives stage {comp.index} {dense} dense and {moe} MoE layers, "
+                              f"memsym's contiguous stage ({comp.label}) {comp.dense} and {comp.moe}: the layout is "
+                              f"modelled when each rank holds the dense and MoE counts of a contiguous split "
+                              f"(--layers-per-stage: the per-rank sums)")
     virtual_groups(layout.pp, training.microbatches)
     return chunks
 
@@ -416,8 +416,10 @@ def _check_expert_tokens(tokens, kind_of, n_experts, copies) -> None:
               and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts)
               and sum(counts) == copies)
         if not ok:
-            raise cfg.ConfigError("expert-tokens", f"expert_tokens entry {str(entry)[:80]}: each entry must be (a MoE "
-                                               f"layer of the model, named once, {n_experts} non-negative counts summing to b s N_r / CP = {copies})")
+            raise cfg.ConfigError("expert-tokens",
+                                  f"expert_tokens entry {str(entry)[:80]}: each entry must be (a MoE layer of the "
+                                  f"model, named once, {n_experts} non-negative counts summing to b s N_r / CP = "
+                                  f"{copies})")
         seen.add(layer)
 
 

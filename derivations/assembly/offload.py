@@ -148,7 +148,8 @@ def resident(model, training: Training, comp, off: Mapping[str, Fraction]) -> Fr
 
 def assumption(training: Training) -> str:
     return (f"activations of {', '.join(training.offload)} offloaded to host memory (Megatron-Core's fine-grained "
-            f"offloading, {term_id(training)}): each held layer micro-batch keeps its tensors less those modules' saved "
+            f"offloading, {term_id(training)}): each held layer micro-batch keeps its tensors less those modules' "
+            f"saved "
             f"tensors of at least {MIN_ELEMENTS:,} elements; the rank's last layer of micro-batch 0 keeps them all "
             f"(the MTP layer instead on a stage with MTP); the step's peak may be an offloaded layer's unfused "
             f"core-attention backward ({MOMENT}: its saves reloaded one device tensor per save, the softmax output "
@@ -175,8 +176,8 @@ def moment_parts(model, training: Training, values: Mapping) -> Tuple[Tuple[str,
     qkv = sum((big(k) for k in ("q", "k", "v")), Fraction(0))
     parts = [("reloaded", "the core_attn group's saves, reloaded one device tensor per save: the softmax output twice "
               "(the fused softmax's and BmmBackward0's), q, k and v once",
-              2 * big("softmax") + qkv, SOURCE.split(" (")[0] + " (ChunkOffloadHandler.tensor_push, bulk_offload_group, "
-              "reload); " + _TE)]
+              2 * big("softmax") + qkv,
+              SOURCE.split(" (")[0] + " (ChunkOffloadHandler.tensor_push, bulk_offload_group, reload); " + _TE)]
     if not all(k in kept for k in ("q", "k", "v")):
         parts.append(("recomputed", "q, k and v refilled by the mla_up_proj checkpoint's recompute (its hook on the "
                       "context's gradient), beside their reloaded copies", qkv,

@@ -165,8 +165,9 @@ def assumptions(name: str, pp: int, microbatches: Optional[int], vpp: Optional[i
         out.append("interleaved: the device's chunks as --virtual-layers (Megatron's pipeline layout); the peak is the "
                    "largest state of the rank's interleaved order, the head, loss and MTP modules with its last chunk")
     elif name == "interleaved":
-        out.append("interleaved: the device's V chunks are its stage's layers in V equal parts (Megatron's accounting); "
-                   "the head, loss and MTP modules (the last rank's last chunk) are held for one micro-batch")
+        out.append("interleaved: the device's V chunks are its stage's layers in V equal parts (Megatron's "
+                   "accounting); the head, loss and MTP modules (the last rank's last chunk) are held for one "
+                   "micro-batch")
     if name == "dualpipe":
         out.append("DualPipe: device i holds stages i and PP-1-i (2x parameters; gradients and optimizer states of "
                    "both copies kept, not sharded between the mirrored ranks) and PP + 1 micro-batches in flight: "

@@ -3,7 +3,7 @@
 The memory of one device is the sum of four components (Table 8 + Table 10):
 
   weights, gradients, optimizer states   ``zero.<component>.<replicated|sharded>`` chosen by the ZeRO stage (Sec. 4)
-                                         (or the weight side of the conventions: Megatron's shard, TP-split shared experts)
+                                         (or the conventions' weight side: Megatron's shard, TP-split shared experts)
   activations of one micro-batch          ``act.stage`` of the training's view (derivations/activations/__init__.py)
 
 :func:`component_ids` is the one statement of that composition: ``derivations.device``
@@ -90,7 +90,8 @@ def device_total(model, training: Training) -> Term:
     ids = component_ids(model, training)
     terms = variant(model, training).terms
     return combine("total.device", f"bytes on one device of a stage: model states under ZeRO {training.zero} "
-                                   f"({ZERO_NAMES[training.zero]}) and one micro-batch's activations ({ids['activations']})",
+                                   f"({ZERO_NAMES[training.zero]}) and one micro-batch's activations "
+                                   f"({ids['activations']})",
                    "bytes", "Sec. 4-5 (Tables 8, 10)", [(k, k, 1, terms[t]) for k, t in ids.items()])
 
 
