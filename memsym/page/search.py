@@ -20,8 +20,7 @@ built (the activation tables leave the second core idle), :func:`generate` where
 from __future__ import annotations
 
 import json
-import os
-import sys
+from concurrent.futures import ProcessPoolExecutor
 from types import SimpleNamespace
 from typing import Callable, Dict, List
 
@@ -200,35 +199,9 @@ def generate() -> Dict:
 
 
 def start() -> Callable[[], Dict]:
-    """:func:`generate` in a forked process (the page's other work goes on meanwhile); returns the function that
-    waits for it and gives its answer (where the system does not fork, :func:`generate` runs when it is called)."""
-    if not hasattr(os, "fork"):
-        return generate
-    sys.stdout.flush()
-    sys.stderr.flush()
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: its answer as JSON on the pipe, then gone without running any exit handler
-        os.close(read)
-        code = 0
-        try:
-            text = json.dumps({"ok": generate()})
-        except BaseException as e:  # noqa: BLE001 (said to the parent, which raises it)
-            text = json.dumps({"error": repr(e)[:4000]})
-            code = 1
-        try:
-            with os.fdopen(write, "wb") as f:
-                f.write(text.encode("utf-8"))
-        finally:
-            os._exit(code)
-    os.close(write)
-
-    def wait() -> Dict:
-        with os.fdopen(read, "rb") as f:
-            said = f.read().decode("utf-8")
-        os.waitpid(pid, 0)
-        got = json.loads(said) if said else {"error": "no answer"}
-        if "ok" not in got:
-            raise RuntimeError(f"the layout search's printing failed: {got['error']}")
-        return got["ok"]
-    return wait
+    """:func:`generate` in a worker process (concurrent.futures; the page's other work goes on meanwhile); returns the
+    function that waits for it and gives its answer."""
+    pool = ProcessPoolExecutor(max_workers=1)
+    future = pool.submit(generate)
+    pool.shutdown(wait=False)  # (the worker finishes the one task it has)
+    return future.result
