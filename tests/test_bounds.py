@@ -124,3 +124,25 @@ def test_a_fifo_named_as_a_launch_file_is_one_line(tmp_path, capsys):
     fifo = tmp_path / "run.sh"
     os.mkfifo(fifo)
     _one_line_refusal(capsys, "estimate", "--from-megatron", str(fifo), "--gpus", "8", says="not a regular file")
+
+
+@pytest.mark.parametrize("value", ["0x" + "f" * 6000, "0b" + "1" * 20000, "1" + ":59" * 3000])
+def test_a_yaml_integer_in_another_base_is_one_line(tmp_path, capsys, value):
+    """PyYAML reads hex, binary and base-60 integers whole (no digit limit): str() of one raised ValueError."""
+    path = tmp_path / "m.yaml"
+    path.write_text(f"MODEL_ARGS:\n  --num-layers: 4\n  --distributed-timeout-minutes: {value}\n")
+    _one_line_refusal(capsys, "estimate", "--from-megatron", str(path), "--gpus", "8", says="bits")
+
+
+def test_reproduce_data_without_entries_is_refused(tmp_path, capsys):
+    path = tmp_path / "junk.toml"
+    path.write_text("x = 1\n")
+    _one_line_refusal(capsys, "reproduce", "--data", str(path), says="no [[entry]]")
+
+
+def test_the_api_gives_the_time_as_json_does(capsys):
+    import json
+
+    import memsym
+    code, out, _ = run(capsys, "estimate", "--time", "--gpu", "h800", "--global-batch", "1024", "--json")
+    assert memsym.estimate(time=True, gpu="h800", global_batch=1024).to_dict() == json.loads(out)

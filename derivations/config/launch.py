@@ -152,6 +152,15 @@ def _from_yaml(path: str, text: str) -> Launch:
         raise err(f"not a YAML file{where}: {getattr(exc, 'problem', None) or exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("MODEL_ARGS"), dict):
         raise err("a model_config.yaml maps MODEL_ARGS to the --flag: value pairs of the run; none found")
+    stack = [data]  # an integer PyYAML read whole from hex, binary or base 60 (no digit limit): bounded here
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            stack.extend(list(x.keys()) + list(x.values()))
+        elif isinstance(x, list):
+            stack.extend(x)
+        elif isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > 128:
+            raise err(f"an integer of {x.bit_length():,} bits: a model_config.yaml's values are short")
     flags: Dict[str, Tuple[str, ...]] = {}
     for key, val in data["MODEL_ARGS"].items():
         if not isinstance(key, str) or not key.startswith("--"):

@@ -94,6 +94,9 @@ def load(path: Optional[Path] = None) -> Tuple[Dict, List[Entry]]:
     line exits 2 with one line) naming a malformed entry."""
     path = Path(path or PAPER_DIR / "printed.toml")
     data = tomlfile.read(path, PAPER_DATA, lambda p, _, message: ConfigError("paper-data", f"{p}: {message}"))
+    if not data.get("entry") and not data.get("rederived"):
+        raise ConfigError("paper-data", f"{path}: no [[entry]] or [[rederived]] tables: not a paper data file "
+                                        f"(paper/printed.toml's form)")
     entries = []
     for kind in ("entry", "rederived"):
         for raw in data.get(kind, []):

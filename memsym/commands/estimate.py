@@ -170,15 +170,18 @@ def data(args, est=None, verdict=None) -> dict:
                                common.training_from_args(args))
     if args.tensors:
         return _tensors_json(args, model, layout, training)
-    if args.all_stages:
+    if args.all_stages:  # (the Python API's path: the command line prints the same through run)
         # lazy: modules this module's importers do not need (loaded only on this path)
         from derivations.assembly.device import estimate_all
         every, worst = estimate_all(model, layout, training, common.recipe_assumptions(args))
-        return _all_stages_json(every, worst, _device(args))
-    if est is None:
+        timed = _time(args, model, layout, training, every=True)
+        return {**_all_stages_json(every, worst, _device(args)), **({"time": timed} if timed else {})}
+    if est is None:  # the Python API: --time too, as --json prints it
         from derivations.assembly.device import estimate
         est = estimate(model, layout, training, common.stage_from_args(args), common.recipe_assumptions(args))
         verdict = _verdict(args, model, layout, training)
+        timed = _time(args, model, layout, training)
+        return {**data(args, est, verdict), **({"time": timed} if timed else {})}
     return {**est.to_json(), **_device_json(est, _device(args)), **(verdict.to_json() if verdict else {})}
 
 
