@@ -218,10 +218,15 @@ def test_control_and_bidi_characters_of_a_path_are_shown_as_codes(tmp_path):
     path.write_text(json.dumps(data))
     out = tmp_path / "rep"
     p = subprocess.run([sys.executable, "-m", "memsym", "report", "--model", str(path), "--pp", "1", "--dp", "8",
-                        "--ep", "8", "--out", str(out), "--format", "md,tex"], capture_output=True, text=True,
+                        "--ep", "8", "--out", str(out), "--format", "md,tex,html"], capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0, p.stderr
-    for name in ("report.md", "report.tex"):
-        text = (out / name).read_text(encoding="utf-8")
-        assert not any(c in text for c in "\x1b\x07\u202e"), name
+    for f in out.iterdir():  # report.md, report.tex, report.html and every notebook's HTML (a code cell's comment)
+        text = f.read_text(encoding="utf-8")
+        assert not any(c in text for c in "\x1b\x07\u202e"), f.name
+    page = subprocess.run([sys.executable, "-m", "memsym", "page", "--model", str(path), "--out", str(tmp_path / "pg")],
+                          capture_output=True, text=True, timeout=600)
+    assert page.returncode == 0, page.stderr
+    text = next((tmp_path / "pg").iterdir()).read_text(encoding="utf-8")
+    assert not any(c in text for c in "\x1b\x07\u202e") and "x1b" in text
     assert "x1b" in (out / "report.md").read_text(encoding="utf-8")

@@ -33,6 +33,7 @@ from derivations import variant
 
 from .activations import (RC, activation_units, check_activations,  # noqa: F401
                           evaluate_units, features, make_view, shape_of)
+from ..lines import one_line
 from .codegen import js, mathml, symbols_of
 from derivations.config import limits as L
 from derivations.generate import device_shape, structures
@@ -443,7 +444,9 @@ def generate(models=(), progress=None) -> Dict:
     from . import search
     search_result = search.start()
     pool = Pool()
-    models = _distinct(models)
+    # a path's control and bidirectional-format characters (ESC, BEL, U+202E) as their codes: the page shows the
+    # argument in its text, its menu and the command line it prints (memsym/lines.py)
+    models = _distinct([(one_line(argument), spec) for argument, spec in models])
     fams = [DEEPSEEK] if not models else []
     released = released_models() if not models else []
     for _, spec in list(models) + released:

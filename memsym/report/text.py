@@ -112,5 +112,9 @@ def md_escape(text) -> str:
 
 def one_line(text) -> str:
     """Text made one line (every line break a space): what a ``# comment`` in a notebook's code
-    cell may hold without the rest becoming code (templates/notebook/*.py.j2)."""
-    return " ".join(str(text).splitlines())
+    cell may hold without the rest becoming code (templates/notebook/*.py.j2); a control or
+    bidirectional-format character (ESC, U+202E: the "Trojan source" reordering) shown as its code."""
+    out = " ".join(str(text).splitlines())
+    if out.isprintable():
+        return out
+    return "".join("\\" + repr(c)[2:-1] if c != "\t" and unicodedata.category(c) in ("Cc", "Cf") else c for c in out)
