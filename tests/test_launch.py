@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from derivations import config as cfg
-from derivations.config.launch import layer_pattern, pipeline_layout
+from derivations.config.grammars import layer_pattern, pipeline_layout
 from clirun import run  # tests/clirun.py
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,23 +1,14 @@
 """The search's evaluation: every configuration's per-device memory in one vectorised pass.
 
-A configuration is a valid layout (derivations/analyses/enumeration.py), a ZeRO stage, a
-recomputation policy, a micro-batch b and a sequence length s.  Every component term
-(weights, gradients, optimizer replicated or sharded, activations of every recomputation
-policy; derivations/assembly/totals.py) is evaluated for every (s, b, layout, distinct stage
-composition of the layout) in one pass of the generated numpy kernels (derivations/analyses/kernels.py:
-printed from the terms by ``python -m derivations.generate``, committed; the model's dimensions
-and bytes enter as exact coefficients), in cache-sized blocks (:func:`_blocks`).
-Each (ZeRO stage, policy) then picks its components, each configuration is judged at its
-most-loaded stage, and the peak is the paper's Sec. 6 ``(1 + f_frag) * total + M_buf``
-(derivations/assembly/overheads.py).  Under a pipeline schedule or a global batch every device is
-judged instead (derivations/analyses/scheduled.py).  In the paper's view most columns repeat a layout's
-or a choice's values, and are built only when read whole (:class:`Columns`: ranking and formatting read
-the rows they need; writing every column of 321,552 configurations cost more than evaluating them).  No sympy
-is imported unless a caller passes its own expressions to :func:`search` (they are then lambdified: :func:`_compile`).
-
-Numbers are float64 evaluations of exact rational expressions: integers below 2^53 come out
-exact after rounding to the nearest byte, which is how rows report bytes (tests/test_search.py
-checks rows against exact evaluation).
+A configuration is a valid layout (derivations/analyses/enumeration.py), a ZeRO stage, a recomputation policy, a
+micro-batch b and a sequence length s.  Every component term (derivations/assembly/totals.py) is evaluated for every
+(s, b, layout, distinct stage composition) in one pass of the generated numpy kernels (derivations/analyses/
+kernels.py), in cache-sized blocks (:func:`_blocks`); each configuration is judged at its most-loaded stage against
+the Sec. 6 peak ``(1 + f_frag) * total + M_buf``, or under a schedule at every device (scheduled.py), or under
+conventions and options through the printed assembly (exact.py).  Columns that repeat a layout's or a choice's
+values are built only when read whole (:class:`Columns`).  No sympy is imported unless a caller passes its own
+expressions to :func:`search` (then lambdified: :func:`_compile`).  Numbers are float64 evaluations of exact
+rational expressions: integers below 2^53 come out exact after rounding to the nearest byte.
 """
 from __future__ import annotations
 
@@ -389,19 +380,12 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
            seqs: Sequence[int] = (4096,), training: cfg.Training | None = None, overheads: Mapping | None = None,
            enumeration: Enumeration | None = None, global_batch: Optional[int] = None,
            progress: Optional[Callable[[int, int], None]] = None) -> SearchResult:
-    """Evaluate every valid configuration for ``gpus`` GPUs against ``hbm`` bytes.
-
-    exprs: {key: expression} of every component any choice uses (symbolic in everything), lambdified
-        with sympy; None: the generated kernels of the terms (the keys are term ids of
-        :func:`derivations.analyses.kernels.choices`, the default training's).
-    choices: {(zero, policy): {component: key of exprs}}, components in the order to report.
-    training: the other training settings (bytes per element of Table 7 and any extension
-        symbols); its b and s are replaced by ``mbs`` and ``seqs``.  Default: the paper's.
-    overheads: {f_frag: f, M_buf: buf} (Sec. 6; keyed by symbol or name); default none.
-    With ``training.schedule`` (or a ``global_batch``, sequences per step: m = global_batch /
-    (DP b)) every device of every layout is judged at its peak under the schedule
-    (:mod:`derivations.scheduled`); without, each layout's stages hold one micro-batch (the paper's view).
-    """
+    """Evaluate every valid configuration for ``gpus`` GPUs against ``hbm`` bytes.  ``exprs``: {key: expression} of
+    every component a choice uses, lambdified; None: the generated kernels (keys: term ids of
+    :func:`derivations.analyses.kernels.choices`).  ``choices``: {(zero, policy): {component: key}}.  ``training``:
+    the other settings (Table 7's bytes; b and s replaced by ``mbs`` and ``seqs``).  ``overheads``: {f_frag, M_buf}
+    (Sec. 6).  With ``training.schedule`` or a ``global_batch`` (m = global_batch / (DP b)) every device is judged
+    under the schedule (scheduled.py); without, each stage holds one micro-batch (the paper's view)."""
     for name, values in (("--mbs", mbs), ("--seq", seqs)):
         if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
             raise cfg.ConfigError("positive-integer", f"{name} values must be positive integers, got {list(values)}")

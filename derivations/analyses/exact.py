@@ -238,7 +238,7 @@ class _Slots:
         self.refused: Optional[cfg.ConfigError] = None
         if training.virtual_layers is not None:  # Megatron's pipeline layout: each rank's chunks (its parts)
             try:
-                got = [device._virtual_chunks(model, layout, replace(training, microbatches=None), st) for st in own]
+                got = [schedules.rank_chunks(model, layout, replace(training, microbatches=None), st) for st in own]
             except cfg.ConfigError as e:
                 self.refused = e
                 return
@@ -329,7 +329,7 @@ def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_b
                 why = refusals[rkey] or slots[li].refused
                 if why is None and training.virtual_layers is not None:
                     try:
-                        device.virtual_groups(layout.pp, m)
+                        schedules.virtual_groups(layout.pp, m)
                     except cfg.ConfigError as e:
                         why = e
                 if why is not None:

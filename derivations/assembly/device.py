@@ -260,31 +260,6 @@ def _virtual_peak(model, layout, training, comp, inputs, chunks):
     return best, held, (Fraction(best_state[-1]) if chunks[-1].head else None), before
 
 
-def _virtual_chunks(model, layout, training, comp):
-    """The chunks of rank ``comp.index`` under ``--virtual-layers`` (schedules.virtual_chunks), refused (ConfigError)
-    when they are not the stage's dense and MoE counts or m is not a multiple of PP: checked before any term is
-    evaluated."""
-    chunks = schedules.virtual_chunks(model, layout, comp.index, training.virtual_layers, training.vpp)
-    dense, moe = sum(c.dense for c in chunks), sum(c.moe for c in chunks)
-    if (dense, moe) != (comp.dense, comp.moe):
-        raise cfg.ConfigError("virtual-layers",
-                              f"--virtual-layers gives stage {comp.index} {dense} dense and {moe} MoE layers, "
-                              f"memsym's contiguous stage ({comp.label}) {comp.dense} and {comp.moe}: the layout is "
-                              f"modelled when each rank holds the dense and MoE counts of a contiguous split "
-                              f"(--layers-per-stage: the per-rank sums)")
-    virtual_groups(layout.pp, training.microbatches)
-    return chunks
-
-
-def virtual_groups(pp: int, microbatches: Optional[int]) -> None:
-    """--virtual-layers refused (ConfigError) when m is not a multiple of PP."""
-    m = microbatches or 4 * pp
-    if m % pp:
-        raise cfg.ConfigError("virtual-layers", f"--virtual-layers simulates Megatron's interleaved order, which runs "
-                                                f"micro-batches in groups of PP={pp}: --microbatches must be a "
-                                                f"multiple of PP, got {m}")
-
-
 def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     try:
         return _estimate_at(model, layout, training, stage_index, assumptions)
@@ -318,7 +293,7 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     notes += model.notes() if hasattr(model, "notes") else []  # what the family says it leaves out of this model
     rb = training.conventions.runtime_buffers  # per-device runtime buffers (derivations/assembly/runtime.py)
     runtime = Fraction(buffers_bytes(rb)) if rb != "none" else Fraction(0)
-    v_chunks = (_virtual_chunks(model, layout, training, comp)
+    v_chunks = (schedules.rank_chunks(model, layout, training, comp)
                 if training.schedule == "interleaved" and training.virtual_layers is not None else None)
     inputs = {**_inputs(model, training, values, byts, runtime), **_option_inputs(model, training, values, comp)}
     virtual = None

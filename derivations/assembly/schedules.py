@@ -239,3 +239,27 @@ def _order(pp: int, v: int, m: int, index: int, until: int) -> List[Tuple[int, .
             b += 1
     return states
 
+
+def rank_chunks(model, layout, training, comp):
+    """The chunks of rank ``comp.index`` under ``--virtual-layers`` (:func:`virtual_chunks`), refused (ConfigError)
+    when they are not the stage's dense and MoE counts or m is not a multiple of PP: checked before any term is
+    evaluated."""
+    chunks = virtual_chunks(model, layout, comp.index, training.virtual_layers, training.vpp)
+    dense, moe = sum(c.dense for c in chunks), sum(c.moe for c in chunks)
+    if (dense, moe) != (comp.dense, comp.moe):
+        raise ConfigError("virtual-layers",
+                              f"--virtual-layers gives stage {comp.index} {dense} dense and {moe} MoE layers, "
+                              f"memsym's contiguous stage ({comp.label}) {comp.dense} and {comp.moe}: the layout is "
+                              f"modelled when each rank holds the dense and MoE counts of a contiguous split "
+                              f"(--layers-per-stage: the per-rank sums)")
+    virtual_groups(layout.pp, training.microbatches)
+    return chunks
+
+
+def virtual_groups(pp: int, microbatches: Optional[int]) -> None:
+    """--virtual-layers refused (ConfigError) when m is not a multiple of PP."""
+    m = microbatches or 4 * pp
+    if m % pp:
+        raise ConfigError("virtual-layers", f"--virtual-layers simulates Megatron's interleaved order, which runs "
+                                                f"micro-batches in groups of PP={pp}: --microbatches must be a "
+                                                f"multiple of PP, got {m}")

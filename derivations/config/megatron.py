@@ -24,7 +24,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from derivations.config.launch import Launch, layer_pattern, pipeline_layout, shown
+from derivations.config.grammars import layer_pattern, pipeline_layout
+from derivations.config.launch import Launch, shown
 from derivations.config.megatron_precision import quantization
 from derivations.config.megatron_flags import (  # noqa: F401 (IGNORED: the table)
     DTYPE_NAMES, FSDP_ZERO, GPT2_VOCAB, IGNORED, KNOWN_TOKENIZER_MODELS, RECOMPUTE_MODULES)

@@ -229,11 +229,8 @@ def device(pool: Pool, fam=DEEPSEEK) -> Dict:
 
 def step(pool: Pool) -> Dict:
     """The step's moments (derivations/assembly/step_terms.py), printed: {step: {framework: {policy: [[moment,
-    function, term id], ...]}}, step_policy: {--recompute value: policy}, step_none: {kind's symbol: its symbol
-    without recomputation}, step_indicators: {indicator: [option, value]}}.  The moments in their order (the first
-    largest binds, as device.step_excess takes it), the same expressions derivations/generate.py prints to exact
-    Python for the command line; written in DeepSeek's symbols, a family without one of them reads it as 0 (the
-    generated STEP_INPUTS), as the command line does."""
+    function, term id], ...]}}, step_policy, step_none, step_indicators}, in their order (the first largest binds,
+    as device.step_excess takes it); a family without one of DeepSeek's symbols reads it as 0 (STEP_INPUTS)."""
     # lazy: sympy (only this path needs it)
     from derivations.assembly import step_names as names, step_terms as stt
     for name, (option, value) in names.INDICATORS.items():
@@ -435,11 +432,9 @@ def model_data(spec) -> Dict:
 
 
 def generate(models=(), progress=None) -> Dict:
-    """Everything the page needs: the JavaScript functions, their MathML and the option data.  Without
-    ``models`` the page offers DeepSeek's presets and a pasted config.json (the page's own reader of DeepSeek's
-    fields, templates/page/runtime.js); with ``models`` ((argument, ModelSpec) pairs, any family's: the
-    ``--model`` text and what it reads) it offers those models, each under its argument (the same model twice:
-    once).  ``progress``: called with a line saying what is being built, as it starts (memsym page's stderr)."""
+    """Everything the page needs: the JavaScript functions, their MathML and the option data: DeepSeek's presets and
+    a pasted config.json, or ``models`` ((``--model`` text, ModelSpec) pairs of any family, each once).
+    ``progress``: called with a line saying what is being built (memsym page's stderr)."""
     # lazy: the search's printing (sympy), started first: it runs in a process of its own meanwhile
     from . import search
     search_result = search.start()
