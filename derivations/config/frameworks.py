@@ -23,12 +23,12 @@ class Framework:
     def refusal(self, zero: int, pp: int, schedule: Optional[str]) -> Optional[str]:
         """Why this framework does not run ZeRO ``zero`` at PP ``pp`` under ``schedule``, or None."""
         allowed = self.zero_pp if pp > 1 else self.zero
+        why = []
         if zero not in allowed:
-            return (f"{self.name} runs ZeRO {','.join(map(str, allowed))}{' with PP > 1' if pp > 1 else ''}, "
-                    f"not ZeRO {zero} ({self.source})")
+            why.append(f"ZeRO {','.join(map(str, allowed))}{' with PP > 1' if pp > 1 else ''}, not ZeRO {zero}")
         if schedule is not None and pp > 1 and schedule not in self.schedules:
-            return f"{self.name} runs the schedules {', '.join(self.schedules)}, not {schedule} ({self.source})"
-        return None
+            why.append(f"the schedules {', '.join(self.schedules)}, not {schedule}")
+        return f"{self.name} runs {'; and '.join(why)} ({self.source})" if why else None
 
 
 FRAMEWORKS = {f.name: f for f in (
