@@ -89,7 +89,7 @@ class _Parser(argparse.ArgumentParser):
         subs = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
         command = next((w for w in self._argv if subs is not None and w in subs.choices), None)
         parser = subs.choices[command] if command is not None else self
-        options = [s for a in parser._actions for s in a.option_strings if s.startswith("--")]
+        options = [s for a in parser._actions for s in a.option_strings if s.startswith("--")] + ["--help-all"]
         hints = []
         for word in words:
             if word.startswith("--"):
