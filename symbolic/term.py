@@ -220,6 +220,12 @@ class Terms(Dict[str, Term]):
         if self._frozen:
             raise TypeError("this term registry is frozen: add a configuration's terms with overlay()")
 
+    def __copy__(self):  # a frozen registry is a value: its copy is itself (copy's dict path would write to it)
+        return self if self._frozen else self.__class__(self)
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
+
     def add(self, term: Term) -> Term:
         self._check()
         if term.id in self:

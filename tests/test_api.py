@@ -213,3 +213,15 @@ def test_results_copy_and_pickle():
         assert other.to_dict() == r.to_dict() and other.params.total == r.params.total
     fits = r.fits
     assert copy.deepcopy(fits) == fits and pickle.loads(pickle.dumps(fits)) == fits
+
+
+def test_the_term_registry_copies_and_pickles():
+    """A frozen registry is a value: copy and deepcopy give it back (they raised TypeError through dict's own
+    copy path), pickle round-trips it."""
+    import copy
+    import pickle
+
+    import memsym
+    terms = memsym.terms()
+    assert copy.copy(terms) is terms and copy.deepcopy(terms) is terms
+    assert list(pickle.loads(pickle.dumps(terms))) == list(terms)
