@@ -44,6 +44,17 @@ from derivations.config.values import named
 COMPONENTS = ("weights", "gradients", "optimizer", "activations")
 
 
+
+def _microbatches(training, global_batch, dp: int, b: int, invalid):
+    """m of a layout at micro-batch ``b``: the global batch's G / (DP b), counted invalid (False) when that is not
+    an integer, else the training's own."""
+    if global_batch is None:
+        return training.microbatches
+    if global_batch % (dp * b):
+        invalid["global-batch"] += 1
+        return False
+    return global_batch // (dp * b)
+
 def needed(training: cfg.Training) -> bool:
     """Whether ``training`` sets anything the generated kernels do not hold (then the search runs here)."""
     return (training.conventions != cfg.Conventions() or bool(training.offload) or training.linear_recipe is not None
@@ -317,12 +328,9 @@ def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_b
         for bi, b in enumerate(mbs):
             live, m_of = [], []
             for li, layout in enumerate(layouts):
-                m = training.microbatches
-                if global_batch is not None:
-                    if global_batch % (layout.dp * b):
-                        invalid["global-batch"] += 1
-                        continue
-                    m = global_batch // (layout.dp * b)
+                m = _microbatches(training, global_batch, layout.dp, b, invalid)
+                if m is False:
+                    continue
                 rkey = (layout.pp, m, s, b)
                 if rkey not in refusals:
                     refusals[rkey] = _refusal(model, replace(training, mbs=b, seq=s), present, layout.pp, m, schedule)
@@ -603,12 +611,9 @@ def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: E
     for li, layout in enumerate(layouts):
         for s in seqs:
             for b in mbs:
-                m = training.microbatches
-                if global_batch is not None:
-                    if global_batch % (layout.dp * b):
-                        invalid["global-batch"] += 1
-                        continue
-                    m = global_batch // (layout.dp * b)
+                m = _microbatches(training, global_batch, layout.dp, b, invalid)
+                if m is False:
+                    continue
                 tr = replace(training, schedule=schedule, microbatches=m, mbs=b, seq=s)
                 done = []
                 try:
