@@ -498,15 +498,13 @@ def test_a_step_measured_again_equals_its_record(rec):
     again = tomllib.loads(records.to_toml(out, sha256_of_config=rec["config"]["sha256"]))["measured"]["step"]
     want = rec["measured"]["step"]
     assert again["peak"] == want["peak"]
-    if again.get("expert_tokens") == want.get("expert_tokens"):
-        assert again == want
-        return
-    # Another CPU's BF16 kernels (or their threads' reduction order) can break a router tie the other way: a token
-    # or two goes to another expert. What depends on it (the experts' buffers at the peak, each MoE layer's own peak,
-    # the counts) then moves by those tokens; everything else is measured again exactly.
+    # Another CPU's BF16 kernels (or their threads' reduction order) can break a router tie the other way, in the
+    # forward or in a recomputed one: a token or two goes to another expert. What depends on it (the experts'
+    # buffers at the peak, each MoE layer's own peak, the counts) then moves by those tokens; everything else is
+    # measured again exactly.
     routed = ("expert_tokens", "layers", "made_at_peak")
     assert {k: v for k, v in again.items() if k not in routed} == {k: v for k, v in want.items() if k not in routed}
-    for a, b in zip(again["expert_tokens"], want["expert_tokens"], strict=True):
+    for a, b in zip(again.get("expert_tokens", []), want.get("expert_tokens", []), strict=True):
         assert a["layer"] == b["layer"] and sum(a["counts"]) == sum(b["counts"])
         assert max(abs(x - y) for x, y in zip(a["counts"], b["counts"], strict=True)) <= 2
     assert [{k: v for k, v in x.items() if k != "peak"} for x in again["layers"]] == \
