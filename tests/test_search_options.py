@@ -193,13 +193,19 @@ def test_every_stage_at_once_equals_estimate_at_every_row():
             t = replace(training, zero=row["zero"], recompute=policies[row["recompute"]], recompute_ops=(),
                         mbs=row["mbs"], seq=row["seq"])
             got = {st.index: device.components(model, layout, t, st.index) for st in distinct_stages(model, layout)}
-            worst = max(got, key=lambda k: (got[k]["step_total"], -k))
-            assert row["stage"] == worst, (path, opts, row)
-            e = got[worst]
-            for k in ("weights", "gradients", "optimizer"):
-                assert round(row[k]) == round(e[k]), (path, opts, row, k)
-            assert round(row["activations"]) == round(e["activations"] + e["step"]), (path, opts, row)
-            assert round(row["total"]) == round(e["step_total"]), (path, opts, row)
+            _is_the_most_loaded(row, got, (path, opts, row))
+
+
+def _is_the_most_loaded(row, got, why):
+    """The search ``row`` is the first most-loaded of ``got`` ({stage: device.components}), component by
+    component."""
+    worst = max(got, key=lambda k: (got[k]["step_total"], -k))
+    assert row["stage"] == worst, why
+    e = got[worst]
+    for k in ("weights", "gradients", "optimizer"):
+        assert round(row[k]) == round(e[k]), (*why, k)
+    assert round(row["activations"]) == round(e["activations"] + e["step"]), why
+    assert round(row["total"]) == round(e["step_total"]), why
 
 
 SCHEDULED = [  # (model, conventions preset, switches, what the configurations run, global batch)
@@ -251,14 +257,8 @@ def test_every_device_at_once_equals_estimate_at_every_row_under_a_schedule():
             t = replace(training, zero=row["zero"], recompute=policies[row["recompute"]], recompute_ops=(),
                         mbs=row["mbs"], seq=row["seq"], microbatches=row["microbatches"] if gb is not None
                         else training.microbatches)
-            got = [device.components(model, layout, t, k) for k in range(layout.pp)]
-            worst = max(range(layout.pp), key=lambda k: (got[k]["step_total"], -k))
-            assert row["stage"] == worst, (path, opts, row)
-            e = got[worst]
-            for k in ("weights", "gradients", "optimizer"):
-                assert round(row[k]) == round(e[k]), (path, opts, row, k)
-            assert round(row["activations"]) == round(e["activations"] + e["step"]), (path, opts, row)
-            assert round(row["total"]) == round(e["step_total"]), (path, opts, row)
+            got = {k: device.components(model, layout, t, k) for k in range(layout.pp)}
+            _is_the_most_loaded(row, got, (path, opts, row))
 
 
 def test_a_scheduled_mtp_search_lists_what_estimate_prints(capsys):

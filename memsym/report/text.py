@@ -104,17 +104,19 @@ def md_escape(text) -> str:
     become entities (no raw HTML survives), a line break becomes a space, and any other control or
     bidirectional-format character (ESC, BEL, U+202E: ``cat report.md`` would obey them) is shown as its
     code (``\\x1b``).  Renderers show the text exactly as given."""
-    out = _MD_RE.sub(_md_sub, str(text))
-    if out.isprintable():
-        return out
-    return "".join("\\" + repr(c)[2:-1] if c != "\t" and unicodedata.category(c) in ("Cc", "Cf") else c for c in out)
+    return _codes(_MD_RE.sub(_md_sub, str(text)))
 
 
 def one_line(text) -> str:
     """Text made one line (every line break a space): what a ``# comment`` in a notebook's code
     cell may hold without the rest becoming code (templates/notebook/*.py.j2); a control or
     bidirectional-format character (ESC, U+202E: the "Trojan source" reordering) shown as its code."""
-    out = " ".join(str(text).splitlines())
-    if out.isprintable():
-        return out
-    return "".join("\\" + repr(c)[2:-1] if c != "\t" and unicodedata.category(c) in ("Cc", "Cf") else c for c in out)
+    return _codes(" ".join(str(text).splitlines()))
+
+
+def _codes(text: str) -> str:
+    """``text`` with its control and format characters (but tab) as their codes (``\\x1b``, ``\\u202e``)."""
+    if text.isprintable():
+        return text
+    return "".join("\\" + repr(c)[2:-1] if c != "\t" and unicodedata.category(c) in ("Cc", "Cf") else c
+                   for c in text)
