@@ -174,6 +174,9 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
         put("mtp_activations", "last-stage", f"--mtp-num-layers {mtp}: Megatron-Core builds them on the last stage")
     _conventions(a, launch, r, put, known)
     quantization(a, launch, r, put, known)
+    for env, dest in (("PYTORCH_CUDA_ALLOC_CONF", "alloc_conf"), ("NCCL_BUFFSIZE", "nccl_buffsize")):
+        if dest in known and launch.env.get(env) not in (None, ""):  # what --memory reads (issue 46)
+            put(dest, launch.env[env], f"ENV_VARS {env}")
 
     r.unmodelled = [" ".join((f,) + tuple(shown(w) for w in launch.flags[f]))
                     for f in launch.flags if f not in a.used and f not in IGNORED] + r.unmodelled + a.extra

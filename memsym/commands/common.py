@@ -237,6 +237,16 @@ def add_budget_options(p: argparse.ArgumentParser, default_hbm: str = None, what
     p.add_argument("--gpu", default=None, action=_Explicit, metavar="NAME",
                    help=f"a GPU preset instead of --hbm: {gpu_names()} (usable capacity and its source: "
                         "derivations/config/gpus.toml)")
+    p.add_argument("--memory", choices=("allocated", "reserved", "device"), default=None,
+                   help="what is judged against the capacity: allocated (the terms), reserved (PyTorch's caching "
+                        "allocator run over the step: derivations/analyses/allocator.py) or device (reserved + NCCL "
+                        "and DeepEP buffers + the CUDA context: derivations/assembly/overheads_device.py); default: "
+                        "the paper's Sec. 6 ranges")
+    p.add_argument("--alloc-conf", default="", metavar="CONF",
+                   help="PYTORCH_CUDA_ALLOC_CONF for --memory (max_split_size_mb, expandable_segments, "
+                        "garbage_collection_threshold)")
+    p.add_argument("--nccl-buffsize", type=positive_int, default=None, metavar="BYTES",
+                   help="NCCL_BUFFSIZE for --memory device (default NCCL's 4 MiB)")
 
 
 def budget_from_args(args, default_hbm: str = None, required: bool = False):
