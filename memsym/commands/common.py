@@ -237,6 +237,10 @@ def add_budget_options(p: argparse.ArgumentParser, default_hbm: str = None, what
     p.add_argument("--gpu", default=None, action=_Explicit, metavar="NAME",
                    help=f"a GPU preset instead of --hbm: {gpu_names()} (usable capacity and its source: "
                         "derivations/config/gpus.toml)")
+
+
+def add_memory_options(p: argparse.ArgumentParser) -> None:
+    """--memory KIND, --alloc-conf, --nccl-buffsize: which memory is judged (issue 46)."""
     p.add_argument("--memory", choices=("allocated", "reserved", "device"), default=None,
                    help="what is judged against the capacity: allocated (the terms), reserved (PyTorch's caching "
                         "allocator run over the step: derivations/analyses/allocator.py) or device (reserved + NCCL "

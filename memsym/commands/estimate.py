@@ -32,6 +32,7 @@ def add_parser(sub):
     g = p.add_argument_group("memory budget: a verdict (fits at each end of the Sec. 6 ranges, headroom, the cheapest "
                              "single change that fits)")
     common.add_budget_options(g)
+    common.add_memory_options(g)
     p.add_argument("--global-batch", type=common.positive_int, default=None, metavar="G",
                    help="sequences per optimizer step: m = G / (DP * mbs) micro-batches (sets --microbatches; the "
                         "schedule is 1f1b unless --schedule says otherwise)")
