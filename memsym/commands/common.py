@@ -246,11 +246,12 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
                         "allocator run over the step: derivations/analyses/allocator.py) or device (reserved + NCCL "
                         "and DeepEP buffers + the CUDA context: derivations/assembly/overheads_device.py); default: "
                         "the paper's Sec. 6 ranges")
+    hidden = lambda text: text if HELP_ALL[0] else argparse.SUPPRESS  # noqa: E731  (listed by --help-all)
     p.add_argument("--alloc-conf", default="", metavar="CONF",
-                   help="PYTORCH_CUDA_ALLOC_CONF for --memory (max_split_size_mb, expandable_segments, "
-                        "garbage_collection_threshold)")
+                   help=hidden("PYTORCH_CUDA_ALLOC_CONF for --memory (max_split_size_mb, expandable_segments, "
+                        "garbage_collection_threshold)"))
     p.add_argument("--nccl-buffsize", type=positive_int, default=None, metavar="BYTES",
-                   help="NCCL_BUFFSIZE for --memory device (default NCCL's 4 MiB)")
+                   help=hidden("NCCL_BUFFSIZE for --memory device (default NCCL's 4 MiB)"))
 
 
 def budget_from_args(args, default_hbm: str = None, required: bool = False):
