@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from derivations import config as cfg
 from derivations.config.grammars import layer_pattern, pipeline_layout
@@ -135,6 +136,9 @@ def test_every_megatron_run_resolves_to_the_flags_it_uses(capsys, entry):
     flags = entry.get("flags", {})
     assert opts.get("--linear-recipe") == (flags.get("--fp8-recipe", "delayed") if "--fp8-format" in flags else None)
     opts.pop("--linear-recipe", None)
+    # the allocator's options, from the file's ENV_VARS (read by --memory)
+    env = yaml.safe_load(path.read_text()).get("ENV_VARS") or {}
+    assert opts.pop("--alloc-conf", None) == env.get("PYTORCH_CUDA_ALLOC_CONF")
     hand = {"layout": set(entry["layout"]), "training": set(entry["training"])}
     extra = {k for k in opts if k[2:].replace("-", "_") not in hand["layout"] | hand["training"]}
     assert extra <= {"--bytes-per-param", "--mtp", "--mtp-activations", "--conventions", "--router-dtype", "--aux-loss",

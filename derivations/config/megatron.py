@@ -183,6 +183,9 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
         read = [r.origin.pop(d) for d in ("linear_recipe", "quantized_param_gather") if r.options.pop(d, None)]
         r.unmodelled.append("; ".join(read) + ": under Megatron-FSDP's sharded parameters (ZeRO-3) TE's quantized "
                             "linear layers and weight copies are not modelled (counted in BF16)")
+    for env, dest in (("PYTORCH_CUDA_ALLOC_CONF", "alloc_conf"), ("NCCL_BUFFSIZE", "nccl_buffsize")):
+        if dest in known and launch.env.get(env) not in (None, ""):  # what --memory reads (issue 46)
+            put(dest, launch.env[env], f"ENV_VARS {env}")
     r.unmodelled = [" ".join((f,) + tuple(shown(w) for w in launch.flags[f]))
                     for f in launch.flags if f not in a.used and f not in IGNORED] + r.unmodelled + a.extra
     return r
