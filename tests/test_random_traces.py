@@ -235,7 +235,7 @@ def test_random_config_is_predicted_in_both_frameworks(draw, record_property):
 REFUSED = {
     # transformers 5.24 ignores moe_layer_freq: every layer from first_k_dense_replace on is MoE
     "moe_layer_freq": (lambda fw, c: fw == "transformers" and any(
-        i % c.get("moe_layer_freq", 1) for i in range(c["first_k_dense_replace"], c["num_hidden_layers"])), 1),
+        i % c.get("moe_layer_freq", 1) for i in range(c.get("first_k_dense_replace", 0), c["num_hidden_layers"])), 1),
     "attention_dropout": (lambda fw, c: c.get("attention_dropout", 0) > 0, 0.0),
 }
 
