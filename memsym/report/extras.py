@@ -8,7 +8,8 @@ from contextlib import contextmanager
 
 from symbolic.errors import ConfigError
 
-#: What notebooks import: built (nbformat), executed (nbclient, jupyter_client, ipykernel), converted (nbconvert).
+#: What the report extra installs: notebooks built (nbformat), their outputs formatted (IPython, with ipykernel) and
+#: run by a reader (nbclient, jupyter_client, ipykernel), converted (nbconvert).
 REPORT_MODULES = ("nbformat", "nbclient", "nbconvert", "jupyter_client", "ipykernel")
 #: The formats written from notebooks.
 NOTEBOOK_FORMATS = ("ipynb", "html")
