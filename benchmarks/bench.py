@@ -186,7 +186,6 @@ def bench_wall(a, memsym, res):
     for k, s in t.items():
         say(f"    {k:<14} {s['median']:6.3f} [{s['min']:.3f}-{s['max']:.3f}]")
     res["cold_start_ratio"] = t["estimate, new"]["median"] / t["import sympy"]["median"]
-    res["cold_start_new_ratio"] = res["cold_start_ratio"]
     res["search_1024_s"] = t["search 1024"]["median"]
     res["search_16384_s"] = t["search 16384"]["median"]
     res["search_8_s"] = t["search 8"]["median"]

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 import time
 
 from ..lines import one_line
@@ -46,15 +45,9 @@ def add_parser(sub):
     p.set_defaults(run=run)
 
 
-_PROGRESS = threading.Lock()
-
-
 def progress(message: str) -> None:
-    """One line on stderr, written whole: the notebooks' thread and the renderer report at once, and print()
-    writes the text and its newline apart (a line could end inside another)."""
-    with _PROGRESS:
-        sys.stderr.write(f"memsym report: {one_line(message)}\n")
-        sys.stderr.flush()
+    """One line on stderr."""
+    print(f"memsym report: {one_line(message)}", file=sys.stderr, flush=True)
 
 
 def write(ctx, out, formats, stream=None) -> int:
