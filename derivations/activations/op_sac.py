@@ -27,13 +27,14 @@ modelled: derivations/config/torchtitan.py says so where it reads such a config.
 """
 from __future__ import annotations
 
-#: {--selective value: the tags of the tensors it keeps}; ``core-attention`` keeps by View.dropped instead.
+#: {--selective value: (the tags of the tensors it keeps, the tags that exempt a tensor)}; ``core-attention`` keeps
+#: by View.dropped instead.
 SAVES = {
-    "torchtitan-op": frozenset({
+    "torchtitan-op": (frozenset({
         "layer_input", "sublayer_input",  # the RMSNorms' inputs (outside the checkpoints)
         "te_norm",  # their FP32 rstd (fused RMSNorm)
         "norm",  # the RMSNorms' outputs: the checkpointed attention's and MoE's (FFN's, head's) inputs
         "head",  # final norm, head and loss: outside the blocks
         "sac_saved",  # the op outputs _op_sac_save_list saves (op_sac_parts)
-    }),
+    }), frozenset({"latent"})),  # the latents' norms run inside the checkpointed attention: recomputed
 }

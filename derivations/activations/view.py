@@ -70,7 +70,8 @@ class View:
                 return False
             return bool(tags & self.checkpoints)
         if self.recompute == "selective" and self.conv.selective in SAVES:  # an op-level policy (op_sac.py)
-            return bool(tags & SAVES[self.conv.selective])
+            keep, unless = SAVES[self.conv.selective]
+            return bool(tags & keep) and not tags & unless
         return not (tags & self.dropped)
 
     @property
