@@ -41,7 +41,7 @@ RANKS = ("last", "first", "most-loaded")
 #: The conventions presets that fit each framework, best first: the first one memsym has is used.
 FRAMEWORK_PRESETS: Dict[str, Tuple[str, ...]] = {
     "megatron-core": ("mcore-te", "mcore", "megatron"),
-    "torchtitan": ("megatron",),
+    "torchtitan": ("torchtitan",),
 }
 #: Why a framework's preset is what it is (printed with a fallback).
 FRAMEWORK_WHY = {
@@ -50,8 +50,7 @@ FRAMEWORK_WHY = {
                      "attention backend still applies: unfused keeps the s^2 scores); mcore is the same with the "
                      "local spec traced on CPU; megatron is Megatron-LM's weight-and-optimizer estimate with the "
                      "ModelZoo estimator's runtime switches",
-    "torchtitan": "memsym has no torchtitan preset; megatron's runtime switches (fused attention, no dropout masks, "
-                  "fused SwiGLU) are the nearest",
+    "torchtitan": "torchtitan's own preset (derivations/config/convention_presets/torchtitan.toml)",
 }
 #: The band the issue asks of high-confidence max-allocated runs.
 BAND = (Fraction(9, 10), Fraction(11, 10))
