@@ -30,9 +30,7 @@ def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool =
     t.add_argument("--gemm-efficiency", type=unit_fraction, default=1, metavar="F",
                    help="fraction of the GPU's peak matrix rate reached (default 1: the peak)")
     t.add_argument("--efficiency", choices=["peak", "published"], default="peak",
-                   help="peak (default: the upper bound, x --gemm-efficiency) or published: GEMM, grouped GEMM, "
-                        "attention and the experts' dispatch at published benchmarks' rates by shape "
-                        "(derivations/config/efficiency.toml)")
+                   help="peak (default) or published (config/efficiency.toml)")
     t.add_argument("--dispatcher", choices=["alltoall", "deepep"], default=None,
                    help="the experts' dispatch: alltoall (Megatron-Core's, every copy of a token to its expert's "
                         "rank) or deepep (once per node, forwarded over NVLink: DeepSeek-V3 Sec. 3.2.2); default "
