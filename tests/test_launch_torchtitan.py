@@ -187,7 +187,8 @@ def _fsdp2_states(ep: int):
     return (4 * shard + 2 * 2 * unsharded, 4 * vocab * h // 8 + 2 * unsharded + 4 * vocab * h, 8 * shard)
 
 
-@pytest.mark.parametrize("rid, ep", [("torchtitan-dsv3-16b-fsdp8-ep8-lbs4", 8), ("torchtitan-dsv3-16b-fsdp8-ep1-fits", 1)])
+@pytest.mark.parametrize("rid, ep", [("torchtitan-dsv3-16b-fsdp8-ep8-lbs4", 8),
+                                     ("torchtitan-dsv3-16b-fsdp8-ep1-fits", 1)])
 def test_fsdp2_model_states_at_the_peak_by_hand(capsys, rid, ep):
     code, out, err = run(capsys, "estimate", "--from-torchtitan", str(ROOT / "paper" / "runs" / f"{rid}.toml"),
                          "--gpus", "8", "--json")
