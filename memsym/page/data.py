@@ -32,8 +32,7 @@ import sympy as sp
 from derivations import config as cfg
 from derivations import variant
 
-from .activations import (RC, activation_units, check_activations,  # noqa: F401
-                          evaluate_units, features, make_view, shape_of)
+from .activations import activation_units, features, shape_of
 from ..lines import one_line
 from .codegen import js, mathml, symbols_of
 from derivations.config import limits as L
@@ -265,7 +264,7 @@ def family_data(pool: Pool, fam, progress=None) -> Dict:
     """What the page evaluates a model of ``fam`` with: its model states per structure, its activation tables
     per assignment of its activation flags, its device assembly, and its declaration as the page reads it
     (the flags in order and their letters, the layout rules, the layout defaults, the MTP modules).  The tables
-    are checked against the views by the tests (tests/test_page.py, :func:`check_activations`)."""
+    are checked against the views by the tests (tests/test_page.py)."""
     say = progress or (lambda text: None)
     acts = {}
     for flags in fam.activation_flag_sets():
