@@ -16,11 +16,11 @@ import sympy as sp
 
 from derivations import config as cfg
 from derivations.activations import shape as shapes
-from derivations.activations import view_terms
+from derivations.activations import View, view_terms
+from derivations.generate import FEATURES, exists_features
 
 from memsym.page import PAGE_NAME
 from symbolic.exact import fmt_int
-from memsym.page import activations as acts
 from memsym.page import data as page_data
 
 
@@ -67,27 +67,40 @@ def test_activation_tables_give_every_view(family, flags, seed):
     """The per-tensor tables of the page reproduce each kind's term of 60 random views, as the views themselves
     sum it (derivations.activations.view_terms): the check memsym page ran on itself, here."""
     from derivations.families import get
-    shape = page_data.shape_of(get(family), flags)
+    fam = get(family)
+    shape = shapes.of(fam.name, tuple(flags.get(f, True) for f in fam.flags))
     pool = page_data.Pool()
-    units = page_data.activation_units(pool, shape)
+    units = page_data.activation_tables(pool, fam, flags, exists_features())
     check_activations(units, shape, pool.exprs, n=60, seed=seed)
 
 
-def evaluate_units(unit_list, rc: str, assign: Dict, pool_exprs: List) -> Dict[str, sp.Expr]:
+def _feature(view, f: str) -> str:
+    """A view's value of the feature ``f`` as the page's tables are keyed (runtime.js viewKey)."""
+    if f.startswith("op:"):
+        return "1" if f[3:] in view.ops else "0"
+    if f == "fp8":
+        return "1" if view.fp8 else "0"
+    return view.attention if f == "attention" else getattr(view.conv, f)
+
+
+def evaluate_units(unit_list, view, pool_exprs: List) -> Dict[str, sp.Expr]:
     """{kind: sum of the kept tensors' expressions} read from the generated tables (what the page does)."""
-    feats = dict(acts.features())
     out = {}
     for u in unit_list:
         at = 0
-        for f in acts.policy_features(u["feats"], rc):
-            at = at * len(feats[f]) + feats[f].index(assign.get(f, feats[f][0]))
-        i = u["table"][rc][at]
+        for f in u["feats"] if view.recompute == "custom" else [f for f in u["feats"] if not f.startswith("op:")]:
+            at = at * len(FEATURES[f]) + FEATURES[f].index(_feature(view, f))
+        i = u["table"][view.recompute][at]
         out[u["kind"]] = out.get(u["kind"], sp.Integer(0)) + (pool_exprs[i] if i is not None else 0)
     return out
 
 
-def _random_assign(rng) -> Dict:
-    return {f: rng.choice(vals) for f, vals in acts.features()}
+def _random_view(rng) -> View:
+    rc = rng.choice(("none", "selective", "full", "custom"))
+    ops = tuple(o for o in cfg.RECOMPUTE_OPS if rng.random() < 0.5) if rc == "custom" else ()
+    conv = cfg.Conventions(**{k: rng.choice(s.values) for k, s in cfg.CONVENTION_SWITCHES.items()
+                              if s.side in ("activations", "both")})
+    return View(rc, ops or (("norm",) if rc == "custom" else ()), rng.choice(cfg.ATTENTION), rng.random() < 0.5, conv)
 
 
 def check_activations(unit_list, shape, pool_exprs: List, n: int = 200, seed: int = 1) -> None:
@@ -95,16 +108,14 @@ def check_activations(unit_list, shape, pool_exprs: List, n: int = 200, seed: in
     rng = random.Random(seed)
     kinds = shapes.family(shape).kinds
     for _ in range(n):
-        rc, assign = rng.choice(acts.RC), _random_assign(rng)
-        if rc == "custom" and not any(assign[f"op:{o}"] for o in cfg.RECOMPUTE_OPS):
-            assign["op:norm"] = True
-        got = evaluate_units(unit_list, rc, assign, pool_exprs)
-        want = view_terms(acts.make_view(rc, assign), shape)
+        view = _random_view(rng)
+        got = evaluate_units(unit_list, view, pool_exprs)
+        want = view_terms(view, shape)
         for kind in kinds:
             if kind in want:
                 diff = got.get(kind, 0) - want[kind].expr
                 # zero as built, or once expanded (an identity: exact), else as simplify proves it
-                assert diff == 0 or sp.expand(diff) == 0 or sp.simplify(diff) == 0, (rc, assign, kind)
+                assert diff == 0 or sp.expand(diff) == 0 or sp.simplify(diff) == 0, (view, kind)
 
 
 def test_every_formula_is_printed_from_a_term(generated):

@@ -7,7 +7,7 @@ to JavaScript (exact BigInt rationals) and MathML by :mod:`memsym.page.codegen`.
   embeddings) and weight side of the conventions (``--rank`` x ``--shared-expert``), the
   terms ``derivations.variant(model, training)`` names for weights, gradients and optimizer
   states under every ZeRO stage (``side.component_ids``), and the device's P_n and P_m.
-* Activations: the tables of :mod:`memsym.page.activations`, one per tensor of the Sec. 5 lists.
+* Activations: derivations/generate.py's decision tables (the command line's), one per tensor of the Sec. 5 lists.
 * One device: the per-device assembly of derivations/assembly/device_terms.py (activations of one
   micro-batch, (L_d + L_m) M^A + L_m M^E + L_d M^D + delta_H M^H, or under a schedule n_fl x that at each
   chunk; the total; the layer split; the Sec. 6 peak at both ends), printed as the command line's is; and the
@@ -32,11 +32,10 @@ import sympy as sp
 from derivations import config as cfg
 from derivations import variant
 
-from .activations import activation_units, features, shape_of
 from ..lines import one_line
 from .codegen import js, mathml, symbols_of
 from derivations.config import limits as L
-from derivations.generate import device_shape, structures
+from derivations.generate import FEATURES, activation_specs, device_shape, exists_features, structures
 from derivations import families as _families
 from derivations.config.hfconfig import covered
 from derivations.families import get as _family
@@ -266,12 +265,11 @@ def family_data(pool: Pool, fam, progress=None) -> Dict:
     (the flags in order and their letters, the layout rules, the layout defaults, the MTP modules).  The tables
     are checked against the views by the tests (tests/test_page.py)."""
     say = progress or (lambda text: None)
-    acts = {}
+    acts, by_tag = {}, exists_features()
     for flags in fam.activation_flag_sets():
-        shape = shape_of(fam, flags)
         shown = f" ({', '.join(f'{k}={v}' for k, v in flags.items())})" if flags else ""
         say(f"{fam.title}: activation tables{shown}")
-        acts[fam.activation_key(flags)] = activation_units(pool, shape)
+        acts[fam.activation_key(flags)] = activation_tables(pool, fam, flags, by_tag)
     say(f"{fam.title}: model states and the device assembly")
     return {"title": fam.title, "short": fam.short, "flags": list(fam.flags), "letters": fam.letters,
             "late_flags": list(fam.late_flags),
@@ -283,6 +281,34 @@ def family_data(pool: Pool, fam, progress=None) -> Dict:
             "divides": [[d.rule, d.symbol, d.axis, d.text] for d in fam.divides],
             # options that change none of its tensors, refused (derivations/activations/shape.py inert)
             "inert": _inert(fam)}
+
+
+def activation_tables(pool: Pool, fam, flags: Dict, by_tag: Dict) -> List[Dict]:
+    """Every tensor of ``fam``'s lists under the activation ``flags``, with derivations/generate.py's decision table
+    (activation_specs, which the command line evaluates): {kind, key, feats, table: {policy: [expression or None
+    (not kept), ...]}} (:func:`_by_policy`), a group's count multiplied in."""
+    found: List[sp.Expr] = []
+    adder = SimpleNamespace(add=lambda expr: found.append(sp.sympify(expr)) or len(found) - 1)
+    out = []
+    for kind, specs in activation_specs(adder, by_tag, fam, (flags,))[fam.activation_key(flags)].items():
+        for spec in specs:
+            group = spec[0] == "G"  # ["G", key, count, [[key, feats, table], ...]] or ["P", key, feats, table]
+            count = found[spec[2]] if group else 1
+            subs = [[f"{spec[1]}.{k}", *rest] for k, *rest in spec[3]] if group else [spec[1:]]
+            for key, feats, table in subs:  # feats[0]: recompute (every table is by policy)
+                out.append({"kind": kind, "key": key, "feats": feats[1:], "table": {
+                    rc: [None if i is None else pool.add(count * found[i]) for i in _by_policy(table, feats, rc)]
+                    for rc in FEATURES["recompute"]}})
+    return out
+
+
+def _by_policy(table: Dict, feats: List[str], rc: str):
+    """A decision table's entries under the policy ``rc`` over the values of the other features (the recomputed
+    operators under custom only, else not recomputed) in itertools.product order: its index or None (not kept)."""
+    fs = [f for f in feats[1:] if rc == "custom" or not f.startswith("op:")]
+    for vals in itertools.product(*(FEATURES[f] for f in fs)):
+        at = dict(zip(fs, vals), recompute=rc)
+        yield table.get("|".join(at.get(f, "0") for f in feats))
 
 
 def _inert(fam) -> Dict:
@@ -487,7 +513,7 @@ def generate(models=(), progress=None) -> Dict:
             "models": given, "released": {argument: model_data(spec) for argument, spec in released},
             "schedules": sched, "overheads": over, "quantized": quant, "refusals": _refusals(),
             "offload": offloading() if DEEPSEEK.name in per else None,
-            "options": opts, "inputs": inputs(), "gpus": gpus(), "features": [[f, list(v)] for f, v in features()],
+            "options": opts, "inputs": inputs(), "gpus": gpus(), "features": FEATURES,
             "search": searched["data"], "search_js": searched["js"]}
 
 

@@ -407,18 +407,18 @@ function substitution(m, lay, t, comp) {
 }
 
 // ----------------------------------------------------------------------------- the activation view
+/** generate.features_of_view: the view's features as derivations/generate.py's decision tables read them. */
 function viewKey(t) {
-  const a = { attention: t.attention, fp8: t.fp8 };
+  const a = { attention: t.attention, fp8: t.fp8 ? "1" : "0" };
   for (const k of Object.keys(DATA.options.switches)) a[k] = t.conventions[k];
-  for (const o of Object.keys(DATA.options.recompute_ops)) a["op:" + o] = t.recompute_ops.includes(o);
+  for (const o of Object.keys(DATA.options.recompute_ops)) a["op:" + o] = t.recompute_ops.includes(o) ? "1" : "0";
   return a;
 }
 function keptUnits(m, t) {
-  const feats = Object.fromEntries(DATA.features);
-  const a = viewKey(t), rc = t.recompute, out = {};
+  const feats = DATA.features, a = viewKey(t), rc = t.recompute, out = {};
   for (const kind of Object.keys(familyOf(m).device.kinds)) out[kind] = [];
   for (const u of familyOf(m).activations[activationKey(m)]) {
-    // the table's entry: the features' value indices in itertools.product order (memsym/page/activations.py)
+    // the table's entry: the features' value indices in itertools.product order (memsym/page/data.py)
     const fs = rc === "custom" ? u.feats : u.feats.filter((f) => !f.startsWith("op:"));
     const at = fs.reduce((k, f) => k * feats[f].length + feats[f].indexOf(a[f]), 0);
     const i = fs.every((f) => feats[f].includes(a[f])) ? u.table[rc][at] : undefined;
