@@ -8,12 +8,10 @@ to JavaScript (exact BigInt rationals) and MathML by :mod:`memsym.page.codegen`.
   terms ``derivations.variant(model, training)`` names for weights, gradients and optimizer
   states under every ZeRO stage (``side.component_ids``), and the device's P_n and P_m.
 * Activations: derivations/generate.py's decision tables (the command line's), one per tensor of the Sec. 5 lists.
-* One device: the per-device assembly of derivations/assembly/device_terms.py (activations of one
-  micro-batch, (L_d + L_m) M^A + L_m M^E + L_d M^D + delta_H M^H, or under a schedule n_fl x that at each
-  chunk; the total; the layer split; the Sec. 6 peak at both ends), printed as the command line's is; and the
+* One device: the per-device assembly and the schedules' in-flight counts, derivations/generated/<family>.py's
+  ``device`` and ``inflight`` in JavaScript (:func:`assembly_js`); the view's act.stage and act.layer shown; and the
   step's moments (derivations/assembly/step_terms.py: what one micro-batch's backward holds above the end of its
   forward), whose largest, added to the total, is the step's peak a verdict judges.
-* Schedules: the in-flight formulas of ``derivations.schedules.formulas``.
 * The ends of the Sec. 6 ranges (derivations/assembly/overheads.py), shown beside the peaks.
 * The options' data: --linear-recipe's rows (derivations/assembly/quantized.py, found by calling it),
   --offload-activations' module tables (derivations/assembly/offload.py) and validate_training's refusals of them.
@@ -23,19 +21,22 @@ to JavaScript (exact BigInt rationals) and MathML by :mod:`memsym.page.codegen`.
 from __future__ import annotations
 
 import itertools
+import json
 from fractions import Fraction
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Dict, List, Tuple
 
 import sympy as sp
 
 from derivations import config as cfg
-from derivations import variant
+from derivations import generated, variant
 
 from ..lines import one_line
 from .codegen import js, mathml, symbols_of
+from .pyjs import module_js
 from derivations.config import limits as L
-from derivations.generate import FEATURES, activation_specs, device_shape, exists_features, structures
+from derivations.generate import FEATURES, activation_specs, device_shape, exists_features, python_module, structures
 from derivations import families as _families
 from derivations.config.hfconfig import covered
 from derivations.families import get as _family
@@ -221,10 +222,9 @@ def offloading() -> Dict:
 
 
 def device(pool: Pool, fam=DEEPSEEK) -> Dict:
-    """The per-device assembly (derivations/assembly/device_terms.py) of ``fam``, printed: {kinds: {kind: symbol},
-    chunks, stage: {view variant: act.stage}, variants: {variant: [[name, function], ...]}} (the names in evaluation
-    order; the same expressions derivations/generate.py prints to exact Python for the command line) and the
-    step's moments (:func:`step`)."""
+    """What the page shows and reads of ``fam``'s per-device assembly (derivations/assembly/device_terms.py; the page
+    runs the generated one, :func:`assembly_js`): {kinds: {kind: symbol}, chunks, stage: {view variant: act.stage},
+    layer} and the step's moments (:func:`step`)."""
     # lazy: sympy (only this path needs it)
     from derivations.assembly import device_terms as dt
     shape = device_shape(fam)
@@ -232,13 +232,7 @@ def device(pool: Pool, fam=DEEPSEEK) -> Dict:
             # act.stage of each view variant, as the page shows it (the assembly's own expression)
             "stage": {f"mtp{int(mtp)}full{int(full)}": pool.add(dt.activation_terms(mtp, full, shape)["stage"])
                       for mtp, full in itertools.product((False, True), repeat=2)},
-            "layer": pool.add(dt.activation_terms(False, False, shape)["layer"]),
-            "variants": {key: [[name, pool.add(expr)] for name, expr in dt.assembly(mtp, full, holds, shape)]
-                         for key, mtp, full, holds in dt.variants()},
-            # with the options' terms (--linear-recipe's Q_D, Q_E, Q_H; the others 0), one micro-batch or a schedule
-            "options": {key: [[name, pool.add(expr)] for name, expr in dt.assembly(mtp, full, holds, shape, True)]
-                        for key, mtp, full, holds in dt.variants(True) if fam is DEEPSEEK},
-            **step(pool)}
+            "layer": pool.add(dt.activation_terms(False, False, shape)["layer"]), **step(pool)}
 
 
 def step(pool: Pool) -> Dict:
@@ -319,14 +313,6 @@ def _inert(fam) -> Dict:
 
 
 # ----------------------------------------------------------------------------- schedules, overheads
-def schedules(pool: Pool) -> Dict:
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.assembly import schedules as sch
-    return {name: {"title": sch.TITLES[name],
-                   "chunks": [[which, pool.add(expr), part] for which, expr, part in sch.formulas(name)]}
-            for name in cfg.SCHEDULES}
-
-
 def overheads(pool: Pool) -> Dict:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly import overheads as oh
@@ -500,7 +486,6 @@ def generate(models=(), progress=None) -> Dict:
         quant = linear_recipe(pool, keys)
     if progress:
         progress("schedules, overheads, options")
-    sched = schedules(pool)
     over = overheads(pool)
     opts = options()
     if progress:
@@ -511,10 +496,23 @@ def generate(models=(), progress=None) -> Dict:
         opts["presets"], opts["default_model"] = {}, next(iter(given))
     return {"fns": pool.fns, "mathml": pool.mls, "symbols": sorted(pool.symbols), "reads": pool.reads, "families": per,
             "models": given, "released": {argument: model_data(spec) for argument, spec in released},
-            "schedules": sched, "overheads": over, "quantized": quant, "refusals": _refusals(),
+            "overheads": over, "quantized": quant, "refusals": _refusals(),
             "offload": offloading() if DEEPSEEK.name in per else None,
             "options": opts, "inputs": inputs(), "gpus": gpus(), "features": FEATURES,
-            "search": searched["data"], "search_js": searched["js"]}
+            "search": searched["data"], "search_js": searched["js"] + "\n" + assembly_js(fams)}
+
+
+def assembly_js(fams) -> str:
+    """``const ASSEMBLY = {family: {inflight, device, ...}}``: each family's generated module (derivations/generated/
+    <family>.py; a family installed from elsewhere's printed in memory, generate.python_module) in JavaScript
+    (:mod:`memsym.page.pyjs`), exact: the schedules' in-flight counts and the per-device assembly the command line
+    evaluates."""
+    out = []
+    for fam in fams:
+        path = Path(generated.__file__).parent / f"{fam.name}.py"
+        source = path.read_text(encoding="utf-8") if path.exists() else python_module(fam)
+        out.append(f"{json.dumps(fam.name)}: {module_js(source, lambda name: True, ['inflight', 'device', 'DEVICE'])}")
+    return "const ASSEMBLY = {\n" + ",\n".join(out) + "\n};"
 
 
 #: The released models' configs after DeepSeek-V3 (paper/models/, each with its source; the Megatron-Core proxies

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import json
-from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 #: numpy's and math's functions of the printed code, in JavaScript (floats).
@@ -18,8 +17,8 @@ _FLOAT_CALLS = {"equal": "===", "less": "<"}
 
 
 class _Printer:
-    def __init__(self, exact: bool):
-        self.exact = exact
+    def __init__(self, exact: bool, defined=()):
+        self.exact, self.defined = exact, defined
 
     def expr(self, n) -> str:  # noqa: C901 (one case per node the printers write)
         e = self.expr
@@ -35,8 +34,8 @@ class _Printer:
             return f"{e(n.value)}[{e(n.slice)}]"
         if isinstance(n, (ast.Tuple, ast.List)):
             return "[" + ", ".join(e(x) for x in n.elts) + "]"
-        if isinstance(n, ast.Dict):
-            return "{" + ", ".join(f"{e(k)}: {e(v)}" for k, v in zip(n.keys, n.values)) + "}"
+        if isinstance(n, ast.Dict):  # computed keys: a tuple's is its elements joined by commas, as JS reads [a, b]
+            return "{" + ", ".join(f"[{e(k)}]: {e(v)}" for k, v in zip(n.keys, n.values)) + "}"
         if isinstance(n, ast.IfExp):
             return f"({e(n.test)} ? {e(n.body)} : {e(n.orelse)})"
         if isinstance(n, ast.BoolOp):
@@ -49,11 +48,17 @@ class _Printer:
             a, op, b = n.left, n.ops[0], n.comparators[0]
             if isinstance(op, ast.In):
                 return f"({e(a)} in {e(b)})"
+            if isinstance(op, ast.IsNot) and isinstance(b, ast.Constant) and b.value is None:
+                return f"({e(a)} !== null)"
             strings = any(isinstance(x, ast.Constant) and isinstance(x.value, str) for x in (a, b))
             if isinstance(op, ast.Eq):
                 return f"({e(a)} === {e(b)})" if strings or not self.exact else f"Q.eq({e(a)}, {e(b)})"
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
             return self.call(n.func.id, n.args, n.keywords)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get":  # dict.get(k)
+            return f"({e(n.func.value)}[{e(n.args[0])}] ?? null)"
+        if isinstance(n, ast.Call):  # a function the module defines, looked up
+            return f"{e(n.func)}(" + ", ".join(e(x) for x in n.args) + ")"
         raise ValueError(f"pyjs: {ast.dump(n)[:120]} is not printed (line {getattr(n, 'lineno', '?')})")
 
     def binop(self, n) -> str:
@@ -86,6 +91,10 @@ class _Printer:
             for c, v in reversed(list(zip(args[0].elts, args[1].elts))):
                 out = f"({e(c)} ? {e(v)} : {out})"
             return out
+        if name in ("min", "max"):  # over the page's rationals (null: +infinity) or floats
+            return f"{'Q' if self.exact else 'Math'}.{name}(" + ", ".join(e(x) for x in args) + ")"
+        if name in self.defined:  # a function the module defines
+            return f"{name}(" + ", ".join(e(x) for x in args) + ")"
         raise ValueError(f"pyjs: the call {name}() is not printed")
 
     def stmt(self, n, indent: str) -> str:
@@ -97,24 +106,30 @@ class _Printer:
             return f"{indent}{head} = {self.expr(n.value)};\n"
         if isinstance(n, ast.Return):
             return f"{indent}return {self.expr(n.value)};\n"
+        if isinstance(n, ast.Raise):
+            return f"{indent}throw new Error(String({self.expr(n.exc.args[0])}));\n"
         if isinstance(n, ast.If) and not n.orelse:
             body = "".join(self.stmt(s, indent + "  ") for s in n.body)
             return f"{indent}if ({self.expr(n.test)}) {{\n{body}{indent}}}\n"
         raise ValueError(f"pyjs: the statement {ast.dump(n)[:120]} is not printed")
 
 
-def module_js(path: Path, exact: Callable[[str], bool], names: Optional[Iterable[str]] = None) -> str:
+def module_js(source: str, exact: Callable[[str], bool], names: Optional[Iterable[str]] = None) -> str:
     """``(() => {...; return {names}})()``: the module-level constants and functions ``names`` (default: every public
-    one) of the generated module at ``path``, a function exact when ``exact(name)``."""
+    one) of a generated module's ``source``, with the helpers a name's function dispatches to (``_device_*`` of
+    ``device``), a function exact when ``exact(name)``."""
     out, shown = [], []
-    for node in ast.parse(Path(path).read_text(encoding="utf-8")).body:
+    keep, body = None if names is None else tuple(names), ast.parse(source).body
+    defined = {node.name for node in body if isinstance(node, ast.FunctionDef)}
+    for node in body:
         target = node if isinstance(node, ast.FunctionDef) else getattr(node, "targets", [None])[0]
         name = getattr(target, "name", None) or getattr(target, "id", "_")
-        if (names is None and name[0] == "_") or (names is not None and name not in names):
+        if keep is None and name[0] == "_" or keep is not None and name not in keep and not any(
+                name.startswith(f"_{k}_") for k in keep):
             continue
         shown.append(name)
         if isinstance(node, ast.FunctionDef):
-            p = _Printer(exact(name))
+            p = _Printer(exact(name), defined)
             args = ", ".join(a.arg for a in node.args.args)
             out.append(f"function {name}({args}) {{\n" + "".join(p.stmt(s, "  ") for s in node.body) + "}")
         else:

@@ -34,11 +34,11 @@ PARAMS, DEVICE = PARAMETER_TERMS, DEVICE_TERMS
 def _generated(fam: str) -> Dict[str, str]:
     """{name: JavaScript} of the generated modules the search runs (``SEARCH_PY``, ``TIME_PY``, ``DERIVED_PY``)."""
     from derivations import generated
-    folder = Path(generated.__file__).parent
-    return {"SEARCH_PY": module_js(folder / f"{fam}_search.py", lambda name: "_coefficients_" in name),
-            "TIME_PY": module_js(folder / f"{fam}_time.py", lambda name: False,
+    read = lambda name: (Path(generated.__file__).parent / name).read_text(encoding="utf-8")  # noqa: E731
+    return {"SEARCH_PY": module_js(read(f"{fam}_search.py"), lambda name: "_coefficients_" in name),
+            "TIME_PY": module_js(read(f"{fam}_time.py"), lambda name: False,
                                  ["PARTS", "INPUTS", *(f"_step_{v}" for v in TIME_VARIANTS)]),
-            "DERIVED_PY": module_js(folder / f"{fam}.py", lambda name: True, ["derived"])}
+            "DERIVED_PY": module_js(read(f"{fam}.py"), lambda name: True, ["derived"])}
 
 
 def _params() -> Dict:

@@ -3,9 +3,9 @@
    hfconfig.from_dict, layout.validate_layout / stage_layers, training.validate_training,
    schedules.validate / chunks / held_stages / rank_chunks / distinct_states, the inputs of device._estimate and
    of its options: offload.per_layer / resident / moment_parts over offload.py's tables as data, commands/common's
-   option resolution) and the page's controls.  Every formula it evaluates is a generated function of
-   FNS (memsym/page/data.py, printed from the sympy terms), the per-device assembly included
-   (derivations/assembly/device_terms.py) and the step's moments (derivations/assembly/step_terms.py);
+   option resolution) and the page's controls.  Every formula it evaluates is a generated function: of FNS
+   (memsym/page/data.py, printed from the sympy terms: the step's moments, derivations/assembly/step_terms.py,
+   included) or of ASSEMBLY (the per-device assembly and the schedules' in-flight counts, derivations/generated);
    none is written here. */
 
 // ----------------------------------------------------------------------------- exact rationals
@@ -377,8 +377,9 @@ function chunks(name, pp, index, m, vpp) {
   validateSchedule(name, pp, m);
   if (name === "interleaved" && vpp === null) vpp = 2;
   const e = { PP: Q.n(pp), i_s: Q.n(index), n_mb: m === null ? INF : Q.n(m), VPP: Q.n(vpp || 1) };
-  return DATA.schedules[name].chunks.map(([which, fn, part]) => ({ stage: which === "own" ? index : pp - 1 - index,
-    inflight: FNS[fn](e), part }));
+  // derivations/generated/<family>.py inflight: the schedules', the same in every family's module
+  return Object.values(ASSEMBLY)[0].inflight(name, e).map(([which, n, part]) => ({ stage: which === "own" ? index : pp - 1 - index,
+    inflight: n, part }));
 }
 // a chunk's part of its stage's composition (schedules.Chunk.composition): all, its layers, or its head
 function partComposition(comp, part) {
@@ -440,25 +441,20 @@ function kindValues(m, kept, e) {  // derivations.evaluate.activation_values: ea
 // ----------------------------------------------------------------------------- one device (device._estimate)
 /* Nothing below adds or multiplies a byte: it gathers the inputs of the per-device assembly (the stage's
    composition, the chunks a schedule runs, the held stages' model states, each activation kind's bytes) and
-   evaluates the assembly printed from derivations/assembly/device_terms.py (DATA.device), the expressions
-   the command line evaluates printed as exact Python (derivations/generated). */
+   evaluates the assembly printed from derivations/assembly/device_terms.py: the command line's exact Python
+   (derivations/generated/<family>.py) in JavaScript (ASSEMBLY, memsym/page/pyjs.py). */
 const compKey = (c) => `${c.dense}|${c.moe}|${c.embedding ? 1 : 0}|${c.head ? 1 : 0}|${Object.values(c.extra).join("|")}`;
-/** device_terms.variant_key: the view's variant (MTP modules' activations, full recomputation) and how its
+/** The generated device's arguments: the view's variant (MTP modules' activations, full recomputation), how its
     activations are held (one micro-batch, a schedule's chunks, the states of --virtual-layers: given; ``holds``
     another), with the options' terms under --offload-activations or --linear-recipe. */
-function variantKey(t, holds) {
-  const mtp = t.conventions.mtp_activations === "last-stage" ? 1 : 0, full = t.recompute === "full" ? 1 : 0;
-  holds = holds || (t.virtual_layers !== null ? "given" : (t.schedule !== null ? "schedule" : "paper"));
-  return `mtp${mtp}full${full}.${holds}${t.linear_recipe !== null || t.offload.length ? "+options" : ""}`;
+function variantOf(t, holds) {
+  return [t.conventions.mtp_activations === "last-stage", t.recompute === "full",
+    holds || (t.virtual_layers !== null ? "given" : (t.schedule !== null ? "schedule" : "paper")), t.linear_recipe !== null || t.offload.length > 0];
 }
-/** The printed assembly of ``key`` at ``inputs``: each name set in turn (stopping after ``until``). */
-function assemble(dev, key, inputs, until) {
-  const v = Object.assign({}, inputs);
-  for (const [name, fn] of dev.variants[key] || dev.options[key]) {
-    v[name] = FNS[fn](v);
-    if (name === until) break;
-  }
-  return v;
+/** The generated assembly (derivations/generated/<family>.py device) of the variant at ``inputs``. */
+function assemble(m, variant, inputs) {
+  const [mtp, full, holds, options] = variant;
+  return ASSEMBLY[m.family].device(mtp, full, holds, Object.assign({}, inputs), options);
 }
 /** (L_d, L_m, e_E, e_H and the family's counts) of the stages a device holds, summed, with --mtp under the stage
     rank (sides.mtp_stage_shift: the MTP modules on the last stage with the features an MTP block holds, and its
@@ -624,8 +620,8 @@ function interleavedStates(pp, v, mb, index) {
     flight], ...], head: its in-flight count or null, before: offloading, the largest held before the backward of a
     chunk with layers}. */
 function virtualPeak(m, lay, t, index, chunks, inputs) {
-  const dev = familyOf(m).device, key = variantKey(t, "paper"), last = chunks[chunks.length - 1];
-  const at = (c) => assemble(dev, key, Object.assign({}, inputs, subsComposition(c), { O_R: Q.n(0) }), "activations").activations;
+  const variant = variantOf(t, "paper"), last = chunks[chunks.length - 1];
+  const at = (c) => assemble(m, variant, Object.assign({}, inputs, subsComposition(c), { O_R: Q.n(0) })).activations;
   const bytes = chunks.map((c) => at(partComposition(c, "layers"))).concat([last.head ? at(partComposition(last, "head")) : Q.n(0)]);
   const heldAt = (st) => Q.add(...st.concat([st[st.length - 1]]).map((n, c) => Q.mul(n, bytes[c])));
   const { states, backward } = interleavedStates(lay.pp, chunks.length, t.microbatches || 4 * lay.pp, index);
@@ -696,16 +692,15 @@ function stepTrainings(t) {
   const plain = Object.assign({}, t, { conventions: Object.assign({}, t.conventions, { ce_backward: "none" }) });
   return [plain, Object.assign({}, plain, { recompute: "none", recompute_ops: [] })];
 }
-/** One device of stage ``index``: its inputs and the printed assembly (up to ``until``: the total, when
-    only the most-loaded stage is sought), the step excess and the total at the step's peak; ``memo`` shares
-    what equal compositions give between stages. */
-function device(m, lay, t, index, all, memo, until) {
+/** One device of stage ``index``: its inputs and the generated assembly, the step excess and the total at the
+    step's peak; ``memo`` shares what equal compositions give between stages. */
+function device(m, lay, t, index, all, memo) {
   memo = memo || new Map();
   const cached = (key, fn) => { if (!memo.has(key)) memo.set(key, fn()); return memo.get(key); };
   const d = deviceInputs(m, lay, t, index, all, cached);
   // --virtual-layers: the held activations given (read as activations_held with the options' terms, else as activations)
   const held = d.virtual === null ? {} : { activations_held: d.virtual.held, activations: d.virtual.held };
-  const v = assemble(familyOf(m).device, variantKey(t), Object.assign({}, d.inputs, held), until);
+  const v = assemble(m, variantOf(t), Object.assign({}, d.inputs, held));
   const rb = t.conventions.runtime_buffers, ids = Object.assign({}, d.states.ids);
   const bytes = Object.assign({}, d.states.bytes, { activations: v.activations });
   if (rb && rb !== "none") { bytes.runtime = v.runtime; ids.runtime = `runtime.buffers.${rb}`; }
@@ -733,7 +728,7 @@ function device(m, lay, t, index, all, memo, until) {
       step_peak: FNS[DATA.overheads.step_peak[end]]({ step_total: bytes.step_total }) };
   const P_n = d.states.P_n, P_m = d.states.P_m;
   return { stage: d.comp, held: d.held, chunks: d.chunks, params: { non_moe: P_n, moe: P_m, total: Q.add(P_n, P_m) }, bytes,
-    ids, params_id: d.states.params_id, kept: d.kept, subs: d.subs, overheads, variant: variantKey(t), step,
+    ids, params_id: d.states.params_id, kept: d.kept, subs: d.subs, overheads, variant: `mtp${+variantOf(t)[0]}full${+variantOf(t)[1]}`, step,
     inflight: inflight(t, d) };
 }
 /** Estimate.inflight: the micro-batches in flight at the device's peak (under --virtual-layers in units of the
@@ -766,7 +761,7 @@ function estimate(m, lay, t, stageIndex) {
     else {  // the most-loaded stage (device.estimate_all: largest total at the step's peak; the first on ties)
       let worst = null, worstTotal = null;
       for (let i = 0; i < all.length; i++) {
-        const total = device(m, lay, t, i, all, memo, "total").bytes.step_total;
+        const total = device(m, lay, t, i, all, memo).bytes.step_total;
         if (worst === null || Q.cmp(total, worstTotal) > 0) { worst = i; worstTotal = total; }
       }
       return device(m, lay, t, worst, all, memo);

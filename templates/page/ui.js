@@ -194,7 +194,7 @@ const kindSymbol = (sym) => `<msup><mi>M</mi><mi>${esc(sym.split("_")[1])}</mi><
 function actFormula(m, kept, variant) {  // act.stage of the view's variant: the device assembly's expression
   const dev = familyOf(m).device, sym = {};
   for (const [kind, s] of Object.entries(dev.kinds)) sym[kind] = kindSymbol(s);
-  const head = DATA.mathml[dev.stage[variant.split(".")[0]]];
+  const head = DATA.mathml[dev.stage[variant]];
   let out = `<div class="formula">${math(head)}</div><details><summary>the tensors kept per layer (this view)</summary>`;
   for (const [kind, list] of Object.entries(kept)) {
     if (kind === "mtp" && !list.length) continue;  // no MTP module trained (--mtp-activations none)
