@@ -226,13 +226,19 @@ def _model_states(model, layout, training, comp, held) -> Tuple[Dict, Dict, Tupl
     ids = {k: ids[k] for k in ("weights", "gradients", "optimizer")}
     byts = {k: Fraction(terms.term(t)) for k, t in ids.items()}
     if training.linear_recipe:  # TE's cached quantized weight copies (state.quantized), beside the weights
-        if side.rank != "stage":
-            raise cfg.ConfigError("linear-recipe", f"--linear-recipe counts TE's weight copies on the device of a "
-                                                   f"stage (--rank stage), not --rank {side.rank}")
+        check_recipe_rank(model, training)
         byts["weights"] += quantized.copies(training, quantized.linear_params(terms, dev, side.params),
                                             dict(training.bytes)["B_w"])
         ids["weights"] += " + " + quantized.state_id(training)
     return ids, byts, (P_n, P_m), side.params
+
+
+def check_recipe_rank(model, training) -> None:
+    """--linear-recipe counts TE's weight copies on the device of a stage: ConfigError under another --rank."""
+    rank = weight_side_of(model, training.conventions).rank
+    if training.linear_recipe and rank != "stage":
+        raise cfg.ConfigError("linear-recipe", f"--linear-recipe counts TE's weight copies on the device of a "
+                                               f"stage (--rank stage), not --rank {rank}")
 
 
 def _virtual_peak(model, layout, training, comp, inputs, chunks):
