@@ -4,8 +4,8 @@ A configuration is a valid layout (derivations/analyses/enumeration.py), a ZeRO 
 micro-batch b and a sequence length s.  Every component term (derivations/assembly/totals.py) is evaluated for every
 (s, b, layout, distinct stage composition) in one pass of the generated numpy kernels (derivations/analyses/
 kernels.py), in cache-sized blocks (:func:`_blocks`); each configuration is judged at its most-loaded stage against
-the Sec. 6 peak ``(1 + f_frag) * total + M_buf``, or under a schedule at every device (scheduled.py), or under
-conventions and options through the printed assembly (exact.py).  Columns that repeat a layout's or a choice's
+the Sec. 6 peak ``(1 + f_frag) * total + M_buf``; under a schedule (every device) or under conventions and options
+the printed assembly evaluates them (exact.py).  Columns that repeat a layout's or a choice's
 values are built only when read whole (:class:`Columns`).  No sympy is imported unless a caller passes its own
 expressions to :func:`search` (then lambdified: :func:`_compile`).  Numbers are float64 evaluations of exact
 rational expressions: integers below 2^53 come out exact after rounding to the nearest byte.
@@ -103,24 +103,6 @@ def _stage_table(model, pps: Tuple[int, ...]):
     table.setflags(write=False)
     count.setflags(write=False)
     return table, K, count
-
-
-def _rows(model, enum: Enumeration, seqs, mbs):
-    """The evaluation grid: one row per (layout, s, b) group, K stage compositions per row (padded by repeating the
-    last).  Returns (columns of the groups, (n_g, K, C + 1) compositions: composition_names, stage index)."""
-    lay = enum.arrays
-    table, K, _ = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
-    n_l = len(enum)
-    per_layout = table[lay["pp"]]
-    seq_a, mbs_a = np.array(seqs, dtype=np.int64), np.array(mbs, dtype=np.int64)
-    n_s, n_b = len(seq_a), len(mbs_a)  # group index g = ((layout * n_s) + s) * n_b + b
-    li = np.repeat(np.arange(n_l), n_s * n_b)
-    si = np.tile(np.repeat(np.arange(n_s), n_b), n_l)
-    bi = np.tile(np.arange(n_b), n_l * n_s)
-    cols = {k: v[li] for k, v in lay.items()}
-    cols["sp"] = cols["tp"]  # sequence parallelism on: SP = TP (Table 9)
-    cols["seq"], cols["mbs"] = seq_a[si], mbs_a[bi]
-    return cols, per_layout[li]
 
 
 def _compile(model, training, exprs: Mapping[str, object], factor: bool):
@@ -385,23 +367,21 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object
     :func:`derivations.analyses.kernels.choices`).  ``choices``: {(zero, policy): {component: key}}.  ``training``:
     the other settings (Table 7's bytes; b and s replaced by ``mbs`` and ``seqs``).  ``overheads``: {f_frag, M_buf}
     (Sec. 6).  With ``training.schedule`` or a ``global_batch`` (m = global_batch / (DP b)) every device is judged
-    under the schedule (scheduled.py); without, each stage holds one micro-batch (the paper's view)."""
+    under the schedule (exact.py); without, each stage holds one micro-batch (the paper's view)."""
     for name, values in (("--mbs", mbs), ("--seq", seqs)):
         if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
             raise cfg.ConfigError("positive-integer", f"{name} values must be positive integers, got {list(values)}")
     enum = enumeration or enumerate_layouts(model, gpus, seqs)
     over = Overheads({getattr(k, "name", k): v for k, v in (overheads or {"f_frag": 0, "M_buf": 0}).items()})
     training = training or cfg.Training()
-    if exact.needed(training):  # options the kernels do not hold: the printed assembly, every device at once
+    scheduled = bool(training.schedule) or global_batch is not None
+    if exact.needed(training) or scheduled:  # the printed assembly, every device at once
+        if exprs is not None:
+            raise cfg.ConfigError("exprs", "search: a caller's expressions are evaluated in the paper's view only "
+                                           "(no schedule, no global batch, the paper's conventions)")
         accepted = exact.choices(training, list(choices))
         choices = {k: v for k, v in choices.items() if k in accepted}
         out, invalid, groups = exact.run(model, training, accepted, enum, seqs, mbs, global_batch, progress)
-    elif training.schedule or global_batch is not None:
-        # lazy: the schedules' module only under a schedule
-        from derivations.analyses import scheduled
-        cols, _ = _rows(model, enum, seqs, mbs)
-        out, invalid = scheduled.run(model, training, exprs, choices, cols, global_batch, progress)
-        groups = None
     else:
         invalid = Counter()
         groups = len(seqs) * len(mbs)

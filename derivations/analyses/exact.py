@@ -1,8 +1,9 @@
-"""The search under the options its numpy kernels do not print: a conventions preset or switches other than the
-paper's, ``--offload-activations``, ``--linear-recipe`` (``--quantized-param-gather``) and ``--virtual-layers``.
+"""The search under a pipeline schedule (or a global batch) and under the options its numpy kernels do not print: a
+conventions preset or switches other than the paper's, ``--offload-activations``, ``--linear-recipe``
+(``--quantized-param-gather``) and ``--virtual-layers``.
 
-The generated kernels (derivations/analyses/kernels.py) hold the terms of the default training only.  Under any of
-these options every configuration's devices are evaluated by the one printed per-device assembly, exactly as
+The generated kernels (derivations/analyses/kernels.py) hold the paper's view of the default training only.
+Otherwise every configuration's devices are evaluated by the one printed per-device assembly, exactly as
 ``memsym estimate`` evaluates them (derivations/assembly/device.py ``components``: the assembly of
 derivations/assembly/device_terms.py with the options' terms, generated into derivations/generated/), and the
 search's columns are those numbers as float64.  So a row is ``estimate`` of its configuration at its
@@ -52,6 +53,7 @@ def _microbatches(training, global_batch, dp: int, b: int, invalid):
         invalid["global-batch"] += 1
         return False
     return global_batch // (dp * b)
+
 
 def needed(training: cfg.Training) -> bool:
     """Whether ``training`` sets anything the generated kernels do not hold (then the search runs here)."""
@@ -233,8 +235,8 @@ def _refusal(model, training: cfg.Training, present, pp: int, m: Optional[int],
             if schedule:
                 schedules.validate(schedule, pp, m, t.vpp)
             device.check_recipe_rank(model, t)
-        except cfg.ConfigError as e:
-            return e
+        except cfg.ConfigError as e:  # the schedule's own refusals (DualPipe's PP, m) counted under its name
+            return cfg.ConfigError(schedule, str(e)) if schedule and e.constraint.startswith(schedule + "-") else e
     return None
 
 
