@@ -16,7 +16,6 @@ from .errors import ConfigError
 from .exact import as_exact, as_number, exact_text  # noqa: F401  (re-exported: the pure helpers)
 from .notation import SYMBOLS, expand_derived
 import linecache
-import builtins
 from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.precedence import precedence
 
@@ -86,20 +85,6 @@ def compile(obj, args: Sequence) -> Callable:
 def source(fn: Callable) -> str:
     """The Python source lambdify generated for a function from :func:`compile` (kept in ``linecache``)."""
     return "".join(linecache.cache[fn.__code__.co_filename][2])
-
-
-def from_source(src: str) -> Callable:
-    """The function of a :func:`source` text, defined in the namespace lambdify gives it (numpy's names,
-    builtins and range): the same code on the same numpy functions, so the same numbers, without sympy's
-    printing and common-subexpression passes."""
-
-    # lazy: numpy (only this path needs it)
-    import numpy
-    namespace = dict(numpy.__dict__)
-    namespace.update({"builtins": builtins, "range": range})
-    local: Dict = {}
-    exec(builtins.compile(src, "<memsym-kernel>", "exec"), namespace, local)  # our own generated code, never input
-    return local["_lambdifygenerated"]
 
 
 def evaluate(obj, subs: Mapping):
