@@ -475,16 +475,7 @@ def _step(g, model, training, inputs: Mapping, values: Mapping, kinds_of) -> np.
     """device.step_excess over arrays (the largest moment of the step, 0 when none is positive), the printed
     moments' functions (derivations/assembly/step_terms.py) evaluated at every pair at once."""
     framework, policy = step_names.framework_of(training.conventions), step_names.policy_of(training.recompute)
-    kinds, _ = ev.device_inputs(model.family)
-    plain, bare = step_names.trainings(training)
-    at = None if plain is training else kinds_of(plain)
-    none = kinds_of(bare) if bare != plain else (at or {k: inputs.get(s, 0) for k, s in kinds.items()})
-    v = dict(inputs)
-    if at is not None:
-        v.update({sym: at.get(kind, 0) for kind, sym in kinds.items()})
-    v.update({step_names.NONE_OF[sym]: none.get(kind, 0) for kind, sym in kinds.items() if sym in step_names.NONE_OF})
-    v.update(step_names.indicators(training))
-    cast = values.get("e_H", 0) * (inputs.get("M_H", 0) - v.get("M_H", 0))
+    v, cast = device.step_inputs(training, inputs, values, kinds_of, model.family)
     fn = g[g["STEP"][(framework, policy)].__name__]
     out = 0.0
     for x in fn({**dict.fromkeys(g["STEP_INPUTS"], 0), **v}).values():
