@@ -17,8 +17,8 @@ import pytest
 from clirun import run  # tests/clirun.py
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN = next(r for r in tomllib.loads((ROOT / "paper" / "runs.toml").read_text())["runs"]
-           if r["framework"] == "torchtitan")
+TITAN = [r for r in tomllib.loads((ROOT / "paper" / "runs.toml").read_text())["runs"] if r["framework"] == "torchtitan"]
+RUN = TITAN[0]
 RUN_FILE = str(ROOT / "paper" / "runs" / f"{RUN['id']}.toml")
 MODEL = '[model]\nname = "deepseek_v3"\nflavor = "16B"\n'
 
@@ -132,13 +132,15 @@ def test_a_flavor_unlike_every_preset_builds_its_config(tmp_path, capsys):
            (7168, 61, 3, 256, 1, 8, 1536, 129280, 0)
 
 
-def test_the_runs_entry_resolves_to_its_hand_translation(capsys):
-    opts, data = explained(capsys, "--from-torchtitan", RUN_FILE, "--gpus", str(RUN["gpus"]))
-    assert opts["--model"] == RUN["model"]["preset"]
-    for k, v in {**RUN["layout"], **RUN["training"]}.items():
+@pytest.mark.parametrize("entry", TITAN, ids=[r["id"] for r in TITAN])
+def test_the_runs_entry_resolves_to_its_hand_translation(capsys, entry):
+    path = str(ROOT / "paper" / "runs" / f"{entry['id']}.toml")
+    opts, data = explained(capsys, "--from-torchtitan", path, "--gpus", str(entry["gpus"]))
+    assert opts["--model"] == entry["model"]["preset"]
+    for k, v in {**entry["layout"], **entry["training"]}.items():
         assert opts["--" + k.replace("_", "-")] == str(v), (k, v, opts)
     # the flags the entry records are the file's, as torchtitan reads them (-1 shards: 8 over 8 GPUs)
-    flags = RUN["flags"]
+    flags = entry["flags"]
     assert int(opts["--dp"]) == flags["parallelism.data_parallel_shard_degree"]
     assert int(opts["--ep"]) == flags["parallelism.expert_parallel_degree"]
     assert int(opts["--mbs"]) == flags["training.local_batch_size"]

@@ -12,7 +12,7 @@ the measurement by the kind of number (:func:`compare`):
 * ``reserved`` and ``nvidia_smi``: the peak with the Sec. 6 allocator overheads
   (derivations/assembly/overheads.py), the low end as the prediction and both ends as its range;
 * ``oom``: the job ran out of ``measured_bytes``; memsym agrees when its allocated total at
-  the most-loaded stage exceeds that capacity.
+  the most-loaded stage exceeds that capacity; ``fits``: the job ran within it, memsym agrees when it does not.
 
 The measured numbers are only compared against: nothing here feeds them back into a term.
 Arithmetic is exact (Fractions); the ratio becomes a float only where it is printed.
@@ -42,6 +42,8 @@ KINDS = {
                   "MiB, is not modelled)",
     "oom": "an out-of-memory failure at measured_bytes (the GPU's capacity, a lower bound on the need): memsym "
            "agrees when the allocated total at the most-loaded stage exceeds it",
+    "fits": "a job that ran within measured_bytes (the GPU's capacity, an upper bound on the need): memsym agrees "
+            "when the allocated total at the most-loaded stage does not exceed it",
 }
 CONFIDENCE = ("high", "medium", "low")
 RANKS = ("last", "first", "most-loaded")
@@ -201,8 +203,8 @@ def _one(data, base: Path, index: int) -> Run:
     n_model = layout["dp"] * layout["tp"] * layout["pp"] * layout.get("cp", 1)
     if n_model != gpus:
         raise _err(where, f"gpus = {gpus} but DP x TP x PP x CP = {n_model}")
-    if data["kind"] == "oom" and "gpu" not in data:
-        raise _err(where, "an oom run must name its gpu (the capacity it exceeded)")
+    if data["kind"] in ("oom", "fits") and "gpu" not in data:
+        raise _err(where, f"an {data['kind']} run must name its gpu (its capacity)")
     if "gpu" in data:
         # lazy: modules this module's importers do not need (loaded only on this path)
         from derivations.config.gpus import gpu as gpu_preset
@@ -334,7 +336,8 @@ def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = Non
     """Predicted vs measured for ``run`` from the estimates of every stage (``every``, from
     :func:`derivations.device.estimate_all`) and the most-loaded one: exact bytes, the ratio
     predicted / measured as a Fraction, and the components of the stage compared."""
-    index = worst if run.kind == "oom" else stage_index(run, len(every), worst)
+    bound = run.kind in ("oom", "fits")  # judged against a capacity, at the most-loaded stage
+    index = worst if bound else stage_index(run, len(every), worst)
     est = every[index]
     b, over = est.bytes, est.overheads
     if run.kind == "max_allocated":
@@ -348,7 +351,8 @@ def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = Non
                     "as range")
     else:
         predicted, low, high = b["step_total"], b["step_total"], over["high"]["step_peak"]
-        compared = "allocated total at the most-loaded stage against the capacity exceeded"
+        compared = ("allocated total at the most-loaded stage against the capacity "
+                    + ("exceeded" if run.kind == "oom" else "kept"))
     measured = run.measured_bytes
     ratio = Fraction(predicted) / measured
     out: Dict[str, object] = {
@@ -368,7 +372,7 @@ def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = Non
     }
     if run.kind == "max_allocated":
         out["within_band"] = BAND[0] <= ratio <= BAND[1]
-    if run.kind == "oom":
+    if bound:
         out["capacity_bytes"] = measured if capacity is None else capacity
         out["exceeds"] = predicted > out["capacity_bytes"]
         out["exceeds_with_overheads"] = {"low": over["low"]["peak"] > out["capacity_bytes"],

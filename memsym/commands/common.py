@@ -239,6 +239,21 @@ def add_budget_options(p: argparse.ArgumentParser, default_hbm: str = None, what
                         "derivations/config/gpus.toml)")
 
 
+def add_memory_options(p: argparse.ArgumentParser) -> None:
+    """--memory KIND, --alloc-conf, --nccl-buffsize: which memory is judged (issue 46)."""
+    p.add_argument("--memory", choices=("allocated", "reserved", "device"), default=None,
+                   help="what is judged against the capacity: allocated (the terms), reserved (PyTorch's caching "
+                        "allocator run over the step: derivations/analyses/allocator.py) or device (reserved + NCCL "
+                        "and DeepEP buffers + the CUDA context: derivations/assembly/overheads_device.py); default: "
+                        "the paper's Sec. 6 ranges")
+    hidden = lambda text: text if HELP_ALL[0] else argparse.SUPPRESS  # noqa: E731  (listed by --help-all)
+    p.add_argument("--alloc-conf", default="", metavar="CONF",
+                   help=hidden("PYTORCH_CUDA_ALLOC_CONF for --memory (max_split_size_mb, expandable_segments, "
+                        "garbage_collection_threshold)"))
+    p.add_argument("--nccl-buffsize", type=positive_int, default=None, metavar="BYTES",
+                   help=hidden("NCCL_BUFFSIZE for --memory device (default NCCL's 4 MiB)"))
+
+
 def budget_from_args(args, default_hbm: str = None, required: bool = False):
     """(bytes, GPU preset or None) of --hbm / --gpu; None when neither is given and not required."""
     # lazy: modules this module's importers do not need (estimate loads only what it runs)

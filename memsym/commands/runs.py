@@ -22,7 +22,7 @@ def add_parser(sub):
                                    "framework (Megatron-Core: mcore, or megatron where mcore is not available, "
                                    "said in the output) at the stage of the rank measured, and compared by "
                                    "kind: max_allocated with the allocated total (no allocator overheads), "
-                                   "reserved and nvidia_smi with the Sec. 6 peak, oom with the capacity exceeded.")
+                                   "reserved and nvidia_smi with the Sec. 6 peak, oom and fits with the capacity.")
     p.add_argument("--data", default=None, metavar="FILE",
                    help="runs file (default: paper/runs.toml; model files are read under paper/)")
     p.add_argument("--id", dest="ids", default=None, metavar="ID,...",
@@ -148,6 +148,8 @@ def run(args) -> int:
 def _verdict(r) -> str:
     if r["kind"] == "oom":
         return "exceeds" if r["exceeds"] else "FITS (no OOM)"
+    if r["kind"] == "fits":
+        return "EXCEEDS (ran)" if r["exceeds"] else "fits"
     if r["kind"] == "max_allocated":
         return "in band" if r["within_band"] else "out of band"
     low, high = r["predicted_range_bytes"]
@@ -181,9 +183,8 @@ def render(results, verbose=False) -> str:
     dropped = sorted({d for r in results for d in r["conventions"]["dropped"]})
     if notes or dropped:
         lines += ["", "conventions:"] + [f"  - {n}" for n in notes + dropped]
-    oom = [r for r in results if r["kind"] == "oom"]
-    for r in oom:
-        lines.append(f"  oom {r['id']}: allocated {fmt_gib(r['predicted_bytes'])} GiB against a capacity of "
+    for r in (r for r in results if r["kind"] in ("oom", "fits")):
+        lines.append(f"  {r['kind']} {r['id']}: allocated {fmt_gib(r['predicted_bytes'])} GiB against a capacity of "
                      f"{fmt_gib(r['capacity_bytes'])} GiB: {'exceeds' if r['exceeds'] else 'does not exceed'}")
     if verbose:
         for r in results:

@@ -294,7 +294,7 @@ function timeContext(ctx) {
     base[k] = e[k] === undefined ? undefined : Q.float(e[k]);
   for (const k of ["P_A", "P_F", "P_E", "P_R", "P_H"]) base[k] = Q.float(params[k](e));
   Object.assign(base, { c_A: o.attention === "eager" ? 1 : 0.5, u_E: o.attention === "eager" ? 1 : 0, Phi: rate.bf16, eta: 1,
-    W_M: rate.hbm_bandwidth });
+    W_M: rate.hbm_bandwidth, Phi_A: rate.bf16, B_EP: base.B_a, P_U: 0, Q_C: 0 });  // BF16 linears, no custom recomputation
   const n_g = Number(m.named.n_g || 1), k_g = Number(m.named.k_g || 1);
   const groupsKept = n_g && k_g && k_g < n_g ? k_g : Number(m.named.N_r);  // evaluate._groups_kept
   const dispatcher = o.schedule === "dualpipe" ? "deepep" : "alltoall";  // evaluate.dispatcher_of

@@ -1,0 +1,151 @@
+"""--memory (issue 46): PyTorch's caching allocator simulated, and the buffers outside it against their libraries'
+own numbers.  Every expectation is written out from the library's source or a published log, not computed by
+the code under test."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from derivations.analyses import allocator as al
+from derivations.assembly import overheads_device as od
+from symbolic.errors import ConfigError
+from clirun import run
+
+MiB = 1 << 20
+
+
+def test_small_request_packs_a_2mib_segment():
+    # CUDACachingAllocator.cpp: sizes round to 512 B; "Small requests are packed into 2MB buffers"
+    a = al.Allocator()
+    a.malloc(1)
+    a.malloc(1000)
+    assert (a.allocated, a.reserved) == (512 + 1024, 2 * MiB)
+
+
+def test_requests_between_1_and_10_mib_split_a_20_mib_segment():
+    # "requests between 1MB and 10MB will allocate and split a 20MB block"
+    a = al.Allocator()
+    a.malloc(3 * MiB)
+    a.malloc(5 * MiB)
+    assert (a.allocated, a.reserved) == (8 * MiB, 20 * MiB)
+
+
+def test_large_request_rounds_to_2_mib_and_is_not_split_within_1_mib():
+    a = al.Allocator()
+    i = a.malloc(11 * MiB + 1)
+    assert a.reserved == 12 * MiB and a.allocated == 12 * MiB  # the 1 MiB - 512 B rest is not split (<= kSmallSize)
+    a.free(i)
+    a.malloc(11 * MiB)  # the cached segment serves it: nothing new reserved
+    assert a.reserved == 12 * MiB
+
+
+def test_max_split_size_keeps_oversize_blocks_for_large_requests():
+    # get_free_block: "Do not return an oversized block for a large request"
+    big = 600 * MiB
+    for conf, reserved in (("", big), ("max_split_size_mb:512", big + 20 * MiB)):
+        a = al.Allocator(al.settings(conf))
+        a.free(a.malloc(big))
+        a.malloc(4 * MiB)
+        assert a.reserved == reserved, conf
+
+
+def test_expandable_segments_grow_in_20_mib_pages():
+    plain, grown = al.Allocator(), al.Allocator(al.settings("expandable_segments:True"))
+    for a in (plain, grown):
+        for _ in range(3):
+            a.malloc(15 * MiB)  # 16 MiB segments each without; 45 MiB in one segment of 20 MiB pages with
+    assert (plain.reserved, grown.reserved) == (48 * MiB, 60 * MiB)
+    assert grown.allocated == 45 * MiB
+
+
+def test_out_of_memory_releases_cached_segments_and_retries():
+    a = al.Allocator(capacity=100 * MiB)
+    a.free(a.malloc(60 * MiB))
+    a.malloc(80 * MiB)  # 60 + 80 > 100: the free 60 MiB segment is released first
+    assert a.reserved == 80 * MiB
+    with pytest.raises(al.OutOfMemory):
+        a.malloc(30 * MiB)
+
+
+def test_garbage_collection_threshold_releases_before_growing():
+    a = al.Allocator(al.settings("garbage_collection_threshold:0.5"), capacity=100 * MiB)
+    a.free(a.malloc(60 * MiB))
+    a.malloc(62 * MiB)  # reserved 60 MiB > 0.5 x 100 MiB: the free segment goes before the new one is made
+    assert a.reserved == 62 * MiB
+
+
+@pytest.mark.parametrize("conf", ["max_split_size_mb:x", "expandable_segments:maybe",
+                                  "garbage_collection_threshold:1.5"])
+def test_bad_alloc_conf_is_one_config_error(conf):
+    with pytest.raises(ConfigError):
+        al.settings(conf)
+
+
+def test_nccl_p2p_connection_matches_the_allocations_nccl_logs():
+    # NVIDIA/nccl#1685: an all-to-all on 8 H100s allocates, per channel and peer, 10485760 B (receive) and
+    # 2097152 B (send) under NCCL_DEBUG_SUBSYS=ALLOC
+    _, peer, _, _ = od.terms()
+    parts = {p.key: p for p in peer.parts}
+    one = {"B_nccl": 4 * MiB, "C_ch": 1}
+    assert od._value(type(peer)("x", "", "bytes", "", (parts["recv"],)), one) == 10485760
+    assert od._value(type(peer)("x", "", "bytes", "", (parts["send"],)), one) == 2097152
+
+
+def _deepep_nvl_hint(hidden_bytes, num_ranks, num_sms, recv_tokens):
+    # deepseek-ai/DeepEP@79bbb546 csrc/config.hpp Config::get_nvl_buffer_size_hint, line by line (NVSHMEM on,
+    # topk_idx_t int64_t, SourceMeta two ints)
+    num_rdma_ranks = max(num_ranks // 8, 1)
+    num_nvl_ranks = min(num_ranks, 8)
+    num_channels = num_sms // 2
+    n = num_channels * num_nvl_ranks * (2 * num_rdma_ranks + 3) * 4
+    n += num_channels * num_nvl_ranks * recv_tokens * hidden_bytes
+    n += num_channels * num_nvl_ranks * recv_tokens * 8
+    n += num_channels * num_nvl_ranks * recv_tokens * 128 * 8
+    n += num_channels * num_nvl_ranks * recv_tokens * 128 * 4
+    n += num_channels * num_nvl_ranks * recv_tokens * 128 * 4
+    return ((n + 127) // 128) * 128
+
+
+@pytest.mark.parametrize("ep,hidden", [(8, 7168), (4, 2048), (16, 7168), (64, 6144)])
+def test_deepep_buffer_is_its_own_size_hint(ep, hidden):
+    # Megatron's fused_a2a get_buffer: max over get_dispatch_config / get_combine_config (deep_ep/buffer.py: 20 SMs;
+    # num_max_nvl_chunked_recv_tokens 256 up to 8 ranks, 288 for 16-64), BF16 hidden bytes; Buffer's constructor adds
+    # the 8 peers' signals and pointers (8 x (4 + 8 + 8) B) and the 32 MiB workspace
+    tokens = {4: 256, 8: 256, 16: 288, 64: 288}[ep]
+    _, _, deepep, _ = od.terms()
+    got = od._value(deepep, {"EP": ep, "T_nvl": od.deepep_tokens(ep), "h": hidden, "B_a": 2})
+    assert got == _deepep_nvl_hint(2 * hidden, ep, 20, tokens) + 160 + 32 * MiB
+
+
+def test_unknown_deepep_ep_is_a_config_error():
+    with pytest.raises(ConfigError):
+        od.deepep_tokens(6)
+
+
+RUN = "paper/runs/mcore-proxy-h1024-tp2pp2vpp4ep4.yaml"
+
+
+def test_explain_names_each_buffer_with_its_rule(capsys):
+    code, out, err = run(capsys, "estimate", "--from-megatron", RUN, "--gpus", "8", "--memory", "device", "--explain")
+    assert code == 0, err
+    for term, rule in (("device.nccl.ring", "computeBuffSizes"), ("device.nccl.peer", "nccl#1685"),
+                       ("device.deepep", "get_nvl_buffer_size_hint"), ("device.context", "109888")):
+        line = next(x for x in out.splitlines() if x.strip().startswith(term + ":"))
+        assert rule in line
+
+
+def test_memory_json_allocated_is_the_terms_and_device_adds_the_buffers(capsys):
+    code, out, err = run(capsys, "estimate", "--from-megatron", RUN, "--gpus", "8", "--memory", "device", "--gpu",
+                         "h100", "--stage", "1", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    m = d["memory"]
+    assert m["judged"] == "device" and m["alloc_conf"] == "expandable_segments:True"  # the file's ENV_VARS
+    assert m["terms_total"] == d["bytes"]["step_total"]
+    assert 0 <= m["allocated"] - m["terms_total"] < 1 * MiB  # the same peak, each block rounded up to 512 B
+    assert m["allocated"] <= m["reserved"] < m["device"]
+    assert m["device"] - m["reserved"] == sum(b["bytes"] for b in m["buffers"])
+    # DP 2, TP 2 rings; PP 2: one send/receive peer; EP 4 all-to-all: 3 peers; 32 channels of 12 MiB each
+    per_channel = 12 * MiB
+    assert [b["bytes"] for b in m["buffers"]] == [32 * per_channel] * 3 + [3 * 32 * per_channel, 400 * 10 ** 6]
