@@ -149,3 +149,64 @@ def test_memory_json_allocated_is_the_terms_and_device_adds_the_buffers(capsys):
     # DP 2, TP 2 rings; PP 2: one send/receive peer; EP 4 all-to-all: 3 peers; 32 channels of 12 MiB each
     per_channel = 12 * MiB
     assert [b["bytes"] for b in m["buffers"]] == [32 * per_channel] * 3 + [3 * 32 * per_channel, 400 * 10 ** 6]
+
+
+def _estimate(**bytes_):
+    """A stand-in for an Estimate: two layers of 4 MiB and 0.5 MiB outside them per micro-batch."""
+    from types import SimpleNamespace
+    return SimpleNamespace(bytes=bytes_, by_layer=((0, "moe", 4 * MiB), (1, "moe", 4 * MiB)),
+                           outside_layers=MiB // 2)
+
+
+def test_events_hold_the_terms_activations_then_the_backward_moment():
+    # 2 micro-batches in flight (2 x 8.5 MiB = 17 MiB held), the backward's transient 2 MiB on top: the allocated
+    # peak is weights + activations + step = 10 + 17 + 2 MiB (the four layer blocks and the step split one 20 MiB
+    # segment, its rest 2 MiB: every block its request)
+    est = _estimate(weights=10 * MiB, activations=17 * MiB, step=2 * MiB)
+    a = al.run(od.reserved_events(est))
+    assert a.peak_allocated == 29 * MiB and a.allocated == 10 * MiB
+    # 1.5 micro-batches (an interleaved head chunk, say): the terms' 12.75 MiB, the blocks short of it one block
+    a = al.run(od.reserved_events(_estimate(weights=10 * MiB, activations=12 * MiB + 3 * MiB // 4, step=2 * MiB)))
+    assert a.peak_allocated == 10 * MiB + 12 * MiB + 3 * MiB // 4 + 2 * MiB
+
+
+def test_events_never_allocate_what_the_terms_do_not_hold():
+    # offloaded: 6 MiB of the 8.5 MiB micro-batch stays on the device (the first layer and 2 MiB of the second)
+    a = al.run(od.reserved_events(_estimate(weights=MiB, activations=6 * MiB, step=MiB)))
+    assert a.peak_allocated == 8 * MiB
+
+
+def test_largest_bisects_to_the_last_candidate_that_fits():
+    calls = []
+    need = lambda x: calls.append(x) or 10 * x  # noqa: E731
+    assert al.largest(list(range(1, 101)), need, 375) == (37, 370)
+    assert len(calls) <= 7
+    assert al.largest([1, 2], need, 5) == (0, None)
+
+
+def test_fit_memory_device_is_the_largest_b_whose_device_bytes_fit(capsys):
+    code, out, err = run(capsys, "fit", "--gpu", "h100", "--zero", "2", "--memory", "device", "--json")
+    assert code == 0, err
+    m = json.loads(out)["memory"]
+    assert m["judged"] == "device" and m["answer"] >= 1
+    for b, fits in ((m["answer"], True), (m["answer"] + 1, False)):  # every stage fits at b; some does not at b + 1
+        verdicts = []
+        for stage in (0, 1, 15):  # the paper's stages: embedding, body, head
+            code, text, err = run(capsys, "estimate", "--zero", "2", "--mbs", str(b), "--memory", "device", "--gpu",
+                                  "h100", "--stage", str(stage), "--json")
+            assert code == 0, err
+            verdicts.append(json.loads(text)["memory"]["fits"])
+        assert all(verdicts) if fits else not all(verdicts), (b, verdicts)
+
+
+def test_runs_judge_oom_and_fits_by_the_kind_asked(capsys):
+    ids = "torchtitan-dsv3-16b-fsdp8-ep8-oom,torchtitan-dsv3-16b-fsdp8-ep8-lbs4"
+    got = {}
+    for kind in ("allocated", "device"):
+        code, out, err = run(capsys, "runs", "--id", ids, "--memory", kind, "--json")
+        assert code == 0, err
+        got[kind] = {r["id"]: r for r in json.loads(out)["runs"]}
+    oom, res = (got["device"][i] for i in ids.split(","))
+    assert oom["judged"] == "device" and got["allocated"]["torchtitan-dsv3-16b-fsdp8-ep8-oom"]["judged"] == "allocated"
+    assert oom["predicted_bytes"] > got["allocated"]["torchtitan-dsv3-16b-fsdp8-ep8-oom"]["predicted_bytes"]
+    assert "--memory reserved" in res["compared"]  # a reserved figure is compared with the allocator's reserved peak

@@ -304,9 +304,6 @@ def test_every_high_and_medium_run_is_within_its_own_kind_of_number(results):
 TORCHTITAN_FIT = ("torchtitan-dsv3-16b-fsdp8-ep8-lbs4", "torchtitan-dsv3-16b-fsdp8-ep1-fits")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 46 item 5: no torchtitan preset yet (FSDP2's gathered units, op-level "
-                                       "selective checkpointing, compiled loss): memsym runs them under megatron's, "
-                                       "which counts 1.4-2.3x what ran")
 def test_the_torchtitan_runs_that_ran_are_predicted_below_their_gpu(results):
     """Issue 46's acceptance: the runs of the torchtitan job that fit are predicted below the H100's capacity
     (81,559 MiB), while its EP 8 local batch 8 run is predicted above it (test_oom_runs_are_predicted_...)."""

@@ -14,6 +14,7 @@ from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name
     apply_limits, dtype_bytes, recompute_policy, imbalance_factor, unit_fraction,
     layer_counts, offload_modules)
 from derivations.config.recipes import RECIPES
+from symbolic.exact import fmt_gib
 
 
 def check_conflicts(args) -> None:
@@ -252,6 +253,21 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
                         "garbage_collection_threshold)"))
     p.add_argument("--nccl-buffsize", type=positive_int, default=None, metavar="BYTES",
                    help=hidden("NCCL_BUFFSIZE for --memory device (default NCCL's 4 MiB)"))
+
+
+def memory_of(args, est) -> dict:
+    """--memory's bytes of one stage (derivations/analyses/allocator.py memory: allocated, reserved, buffers, device)
+    under the command's --alloc-conf, --dispatcher and --nccl-buffsize: the one helper every verdict of a kind uses."""
+    # lazy: the allocator and sympy's buffer terms (only --memory runs them)
+    from derivations.analyses.allocator import memory
+    return memory(est, getattr(args, "alloc_conf", ""), getattr(args, "dispatcher", None),
+                  getattr(args, "nccl_buffsize", None))
+
+
+def memory_verdict(kind: str, judged: int, capacity: int, of: str) -> str:
+    """One line: the ``kind`` of memory judged, against which capacity, and whether it fits."""
+    return (f"{kind} {fmt_gib(judged)} GiB against {of} {fmt_gib(capacity)} GiB ({float(judged / capacity):.0%}): "
+            f"{'fits' if judged <= capacity else 'DOES NOT FIT'}")
 
 
 def budget_from_args(args, default_hbm: str = None, required: bool = False):
