@@ -210,3 +210,52 @@ def test_runs_judge_oom_and_fits_by_the_kind_asked(capsys):
     assert oom["judged"] == "device" and got["allocated"]["torchtitan-dsv3-16b-fsdp8-ep8-oom"]["judged"] == "allocated"
     assert oom["predicted_bytes"] > got["allocated"]["torchtitan-dsv3-16b-fsdp8-ep8-oom"]["predicted_bytes"]
     assert "--memory reserved" in res["compared"]  # a reserved figure is compared with the allocator's reserved peak
+
+
+def _flex(tmp_path, *flags):
+    """The memory/speed test's launch file with its dispatcher flags replaced by ``flags``."""
+    text = open(RUN).read().replace("  --moe-token-dispatcher-type: alltoall\n", "".join(f"  {f}\n" for f in flags))
+    path = tmp_path / "flex.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("flags", [("--moe-token-dispatcher-type: flex",),
+                                   ("--moe-token-dispatcher-type: flex", "--moe-flex-dispatcher-backend: deepep"),
+                                   ("--moe-token-dispatcher-type: flex", "--moe-enable-deepep: true")])
+def test_flex_with_deepep_reads_deepeps_buffer(tmp_path, capsys, flags):
+    # transformer_config.py: moe_flex_dispatcher_backend defaults to "deepep"; moe_enable_deepep sets it
+    code, out, err = run(capsys, "estimate", "--from-megatron", _flex(tmp_path, *flags), "--gpus", "8", "--memory",
+                         "device", "--stage", "1", "--json")
+    assert code == 0, err
+    terms = [b["term"] for b in json.loads(out)["memory"]["buffers"]]
+    assert "device.deepep" in terms and terms.count("device.nccl.peer") == 1  # PP's send/receive only
+
+
+def test_flex_with_hybridep_keeps_the_nccl_all_to_all_and_says_so(tmp_path, capsys):
+    path = _flex(tmp_path, "--moe-token-dispatcher-type: flex", "--moe-flex-dispatcher-backend: hybridep")
+    code, out, err = run(capsys, "estimate", "--from-megatron", path, "--gpus", "8", "--memory", "device",
+                         "--stage", "1", "--json")
+    assert code == 0, err
+    assert "--moe-flex-dispatcher-backend hybridep" in err  # named among what memsym does not model
+    assert "device.deepep" not in [b["term"] for b in json.loads(out)["memory"]["buffers"]]
+
+
+def test_megatron_routes_each_ranks_own_shard_of_tokens(capsys):
+    """Megatron's all-to-all dispatcher: each of the 4 EP ranks routes its own b s/SP = 4 x 4096 / 2 tokens, top-4 of
+    32 experts, so a rank's 8 experts receive 4 x 8192 x 4 x 8/32 = 32,768 token-copies (the paper's count, b s N_r/EP,
+    is 16,384).  What they keep per copy: the grouped fc1 input (2 h B), its output (2 x 2 h_E B), the fused SwiGLU's
+    product (2 h_E B) and the FP32 permuted probability (4 B); h = h_E = 1024."""
+    per_copy = 2 * 1024 + 4 * 1024 + 2 * 1024 + 4
+    rows = {}
+    for typed in ((), ("--routed-tokens", "paper", "--router-tensors", "full")):
+        code, out, err = run(capsys, "estimate", "--from-megatron", RUN, "--gpus", "8", "--stage", "1", "--json",
+                             *typed)
+        assert code == 0, err
+        rows[typed] = json.loads(out)["bytes"]["activations_per_layer"]
+    # the router's and dispatcher's tensors over b s = 16,384 tokens become those over 8,192: the FP32 sigmoid output,
+    # the transposed probabilities and the load-balancing scores (3 x 4 N B), the routing map (N B), the top-4 indices
+    # and sorted indices (2 x 8 N_r B), the top-k scores and normaliser (4 (N_r + 1) B), the normaliser (4 B)
+    router = 3 * 4 * 32 + 32 + 2 * 8 * 4 + 4 * 5 + 4
+    assert rows[()] - rows[("--routed-tokens", "paper", "--router-tensors", "full")] == (
+        (32768 - 16384) * per_copy - 8192 * router)

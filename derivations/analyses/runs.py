@@ -1,22 +1,11 @@
 """Measured training runs (``paper/runs.toml``) against memsym's predictions.
 
-A run is data: its source, its model, its layout and training options in memsym's terms,
-the number its framework measured, what kind of number that is and on which rank.  This
-module reads and checks the file (:func:`load`), turns a run into the ``memsym estimate``
-options that describe it under the conventions preset of its framework
-(:func:`estimate_options`, :func:`choose_preset`) and compares the assembled device with
-the measurement by the kind of number (:func:`compare`):
-
-* ``max_allocated`` (PyTorch's ``allocated_bytes.all.peak``): the allocated total of the
-  stage of the rank measured, no allocator overheads;
-* ``reserved``: the caching allocator's reserved peak over the step (derivations/analyses/allocator.py memory, under
-  the run's PYTORCH_CUDA_ALLOC_CONF flag); ``nvidia_smi``: the device's bytes (reserved + NCCL and DeepEP buffers +
-  the CUDA context, derivations/assembly/overheads_device.py);
-* ``oom``: the job ran out of ``measured_bytes``; memsym agrees when the memory judged (``--memory``, default
-  device) at the most-loaded stage exceeds that capacity; ``fits``: the job ran within it, memsym agrees when not.
-
-The measured numbers are only compared against: nothing here feeds them back into a term.
-Arithmetic is exact (Fractions); the ratio becomes a float only where it is printed.
+A run is data: its source, its model, its layout and training options in memsym's terms, the number its
+framework measured, what kind of number that is (:data:`KINDS`: what each is compared with) and on which rank.
+This module reads and checks the file (:func:`load`), turns a run into the ``memsym estimate`` options that
+describe it under the conventions preset of its framework (:func:`estimate_options`, :func:`choose_preset`)
+and compares the assembled device with the measurement by its kind (:func:`compare`).  The measured numbers
+are only compared against, exactly (Fractions): nothing here feeds them back into a term.
 """
 from __future__ import annotations
 
@@ -108,9 +97,6 @@ class Run:
     flags: Mapping[str, object] = field(default_factory=dict)
     conventions: Optional[str] = None
 
-    def source_json(self) -> Dict[str, str]:
-        return dict(self.source)
-
 
 def _err(where: str, message: str) -> ConfigError:
     return ConfigError("runs", f"{where}: {message}")
@@ -159,20 +145,13 @@ def _one(data, base: Path, index: int) -> Run:
     unknown = sorted(set(data) - set(_REQUIRED) - set(_OPTIONAL))
     if unknown:
         raise _err(where, f"unknown field {', '.join(unknown)}")
-    rid = _text(where, "id", data["id"])
-    if not _ID.fullmatch(rid):
-        raise _err(where, f"id must be lower-case letters, digits and '-', got {rid!r}")
-    for k in ("title", "statistic", "confidence_why"):
+    for k in ("id", "title", "statistic", "confidence_why", "framework"):
         _text(where, k, data[k])
-    framework = _text(where, "framework", data["framework"])
-    if framework not in FRAMEWORK_PRESETS:
-        raise _err(where, f"framework must be one of {', '.join(FRAMEWORK_PRESETS)}, got {framework!r}")
-    if data["kind"] not in KINDS:
-        raise _err(where, f"kind must be one of {', '.join(KINDS)}, got {data['kind']!r}")
-    if data["confidence"] not in CONFIDENCE:
-        raise _err(where, f"confidence must be one of {', '.join(CONFIDENCE)}, got {data['confidence']!r}")
-    if data["rank"] not in RANKS:
-        raise _err(where, f"rank must be one of {', '.join(RANKS)}, got {data['rank']!r}")
+    if not _ID.fullmatch(data["id"]):
+        raise _err(where, f"id must be lower-case letters, digits and '-', got {data['id']!r}")
+    for k, choices in (("framework", FRAMEWORK_PRESETS), ("kind", KINDS), ("confidence", CONFIDENCE), ("rank", RANKS)):
+        if not isinstance(data[k], str) or data[k] not in choices:
+            raise _err(where, f"{k} must be one of {', '.join(choices)}, got {data[k]!r}")
     measured = _typed(where, "measured_bytes", data["measured_bytes"], int)
     if measured <= 0:
         raise _err(where, "measured_bytes must be positive")
@@ -219,8 +198,8 @@ def _one(data, base: Path, index: int) -> Run:
     conventions = data.get("conventions")
     if conventions is not None:
         _text(where, "conventions", conventions)
-    return Run(rid, data["title"], framework, data["kind"], measured, data["statistic"], data["rank"], gpus,
-               data["confidence"], data["confidence_why"], dict(src), _model(where, data["model"], base),
+    return Run(data["id"], data["title"], data["framework"], data["kind"], measured, data["statistic"], data["rank"],
+               gpus, data["confidence"], data["confidence_why"], dict(src), _model(where, data["model"], base),
                dict(layout), dict(training), data.get("gpu"), tuple(notes), dict(flags), conventions)
 
 
@@ -361,7 +340,7 @@ def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = Non
     measured = run.measured_bytes
     ratio = Fraction(predicted) / measured
     out: Dict[str, object] = {
-        "id": run.id, "title": run.title, "source": run.source_json(), "framework": run.framework,
+        "id": run.id, "title": run.title, "source": dict(run.source), "framework": run.framework,
         "kind": run.kind, "rank": run.rank, "gpus": run.gpus, "gpu": run.gpu, "confidence": run.confidence,
         "confidence_why": run.confidence_why, "statistic": run.statistic,
         "measured_bytes": measured, "predicted_bytes": predicted, "ratio": ratio,

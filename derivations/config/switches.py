@@ -282,14 +282,18 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "per grouped-GEMM stream (4), and PyTorch's 32 MiB cuBLAS workspace; derivations/assembly/runtime.py)",
                "not counted",
                label="runtime buffers"),
-    SwitchSpec("rank", "--rank", ("stage", "megatron", "modelzoo"), {"megatron": "megatron", "modelzoo": "mz-rank"},
+    SwitchSpec("rank", "--rank", ("stage", "megatron", "modelzoo", "fsdp2"),
+               {"megatron": "megatron", "modelzoo": "mz-rank", "fsdp2": "fsdp2"},
                "weights",
                "the rank whose parameters are reported: stage (the paper: one device of the --stage pipeline "
                "stage, Table 6), megatron (Megatron-LM theoretical_memory_usage.py's most-loaded shard: the TP-split "
                "and replicated parameters of an average stage, every MLA matrix and norm split by TP, the shared "
                "experts with the dense parameters, sharded over DP) or modelzoo (the ModelZoo script's rank: every "
                "layer of the stage counted as a MoE layer, attention projections and shared experts / TP, routed "
-               "experts / (EP ETP); no embedding, head, norms or router)", "one device of a pipeline stage",
+               "experts / (EP ETP); no embedding, head, norms or router) or fsdp2 (torchtitan's FSDP2: one device "
+               "of the stage, the router and shared experts sharded with the block over DP CP, one FP32 parameter "
+               "copy, the unsharded blocks, gradients and reduce-scatter input at the step's peak; "
+               "derivations/assembly/fsdp.py)", "one device of a pipeline stage",
                label="rank reported"),
 )}
 

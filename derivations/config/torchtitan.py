@@ -277,8 +277,9 @@ def _layout(k: _Keys, r: Resolution, put, gpus: Optional[int], dp: Optional[int]
         if raf == "never" or (raf == "default" and pp > 1):
             r.unmodelled.append(f"fsdp_reshard_after_forward {raf!r}: unsharded parameters kept from forward to "
                                 "backward (parallelize.py apply_fsdp)")
-        r.notes.append(f"FSDP2 ({raf_src}): the all-gathered parameters of the running and the prefetched block "
-                       "are not counted (memsym's ZeRO-3 holds the shard)")
+        r.notes.append(f"FSDP2 ({raf_src}): --conventions torchtitan's --rank fsdp2 counts the running and the "
+                       "prefetched block all-gathered, the backward's unsharded gradients and reduce-scatter input "
+                       "(derivations/assembly/fsdp.py)")
     else:
         k.get("parallelism.fsdp_reshard_after_forward", "default", P)
     r.dp_layout = (rep, shard)
@@ -367,6 +368,3 @@ def _precision(k: _Keys, r: Resolution, put) -> None:
     put("master_dtype", master, f"{d_src}: the sharded parameters the optimizer steps")
     put("optimizer_dtype", master, f"{d_src}: Adam's moments like their parameters ({n_src})")
     put("act_dtype", weight, w_src + " (the activations)")
-    if weight == master:
-        r.notes.append(f"weights and the optimizer's parameters are one {master} copy; memsym counts a master copy "
-                       "beside the weights (an over-count)")

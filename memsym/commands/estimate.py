@@ -8,6 +8,7 @@ from derivations import families
 from derivations.assembly import explain
 from symbolic.exact import count, fmt_gib, fmt_int
 from .timeopts import add_time_options, nvlink_domain, time_lines
+from .timeopts import efficiency as time_efficiency
 from . import COMMANDS, common, launch
 from derivations.config.recipes import RECIPES
 from derivations.config.switches import preset_of
@@ -57,7 +58,7 @@ def _time(args, model, layout, training, every: bool = False):
     # lazy: the step-time model (only --time reads it)
     from derivations.steptime import evaluate as steptime
     return steptime.layout_time(model, layout, training, gpu=args.gpu, overlap=args.overlap,
-                                efficiency=args.gemm_efficiency, dispatcher=args.dispatcher, every=every,
+                                efficiency=time_efficiency(args), dispatcher=args.dispatcher, every=every,
                                 gpus_per_node=nvlink_domain(args))
 
 

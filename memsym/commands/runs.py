@@ -121,7 +121,7 @@ def evaluate(runs, forced=None, judged="device"):
 
 
 def data(args) -> dict:
-    """What ``memsym runs --json`` prints: {"runs": [...]}."""
+    """What ``memsym runs --json`` prints: {"runs": [...], "kinds": ..., "band": ...}."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import runs as R
     runs = R.select(R.load(args.data), _ids(args.ids))
@@ -134,18 +134,16 @@ def run(args) -> int:
         # lazy: modules this module's importers do not need (loaded only on this path)
         from ..plots import check_output
         check_output(args.plot)
-    from derivations.analyses import runs as R
-    runs = R.select(R.load(args.data), _ids(args.ids))
-    results = [res for _, res in evaluate(runs, args.force_conventions, args.memory)]
+    out = data(args)
     if args.plot:
         from ..plots import predicted_vs_measured
-        predicted_vs_measured([(r["id"], r["kind"], r["measured_bytes"], r["predicted_bytes"]) for r in results],
+        predicted_vs_measured([(r["id"], r["kind"], r["measured_bytes"], r["predicted_bytes"]) for r in out["runs"]],
                               args.plot, "memsym runs: predicted vs measured per GPU",
-                              (float(R.BAND[0]), float(R.BAND[1])))
+                              tuple(float(x) for x in out["band"]))
     if args.json:
-        common.print_json({"runs": results, "kinds": dict(R.KINDS), "band": [R.BAND[0], R.BAND[1]]})
+        common.print_json(out)
         return 0
-    print(render(results, args.verbose))
+    print(render(out["runs"], args.verbose))
     if args.plot:
         print(f"\nplot: {args.plot}")
     return 0
