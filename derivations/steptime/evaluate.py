@@ -22,6 +22,9 @@ from derivations.steptime import placement
 
 #: the GPU whose rates the model reads when none is named: the paper's (DeepSeek trained on H800s)
 DEFAULT_GPU = "h800"
+# without --gpu, a recipe the default (Hopper) has no tensor-core rate for (MXFP8, NVFP4: Blackwell's block-scaled
+# formats) is timed on the first GPU that runs it
+RECIPE_DEFAULT_GPU = "b200"
 OVERLAPS = ("none", "megatron", "ideal")
 #: ``efficiency`` that reads the published benchmarks (derivations/steptime/efficiency.py) instead of one number
 PUBLISHED = "published"
@@ -71,10 +74,11 @@ def check(model: cfg.ModelSpec, gpu=None, overlap: str = "megatron", efficiency=
     if efficiency != PUBLISHED and (isinstance(efficiency, bool) or not isinstance(efficiency, (int, float, Fraction))
                                     or not 0 < efficiency <= 1):
         raise TimeError("gemm-efficiency", f"--gemm-efficiency must be in (0, 1], got {efficiency!r}")
-    g = gpu_presets.gpu(gpu or DEFAULT_GPU) if not isinstance(gpu, gpu_presets.GPU) else gpu
+    rate = RECIPE_RATES[getattr(training, "linear_recipe", None)]
+    default = DEFAULT_GPU if gpu_presets.gpu(DEFAULT_GPU).rate(rate) is not None else RECIPE_DEFAULT_GPU
+    g = gpu_presets.gpu(gpu or default) if not isinstance(gpu, gpu_presets.GPU) else gpu
     if g.rate("bf16") is None:
         raise TimeError("gpu", f"{g.name} has no published rates in derivations/config/gpus.toml")
-    rate = RECIPE_RATES[getattr(training, "linear_recipe", None)]
     if g.rate(rate) is None:
         raise TimeError("linear-recipe", f"--linear-recipe {training.linear_recipe}: {g.name} has no {rate.upper()} "
                                          f"rate (derivations/config/gpus.toml: no such tensor-core instructions)")
