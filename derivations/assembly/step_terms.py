@@ -97,6 +97,23 @@ def _left_mc():
             + 2 * B_a * t * (n_h / TP) * d_qk)
 
 
+def _norm(held, kept: str, kept_bytes, src: str) -> Term:
+    """The final RMSNorm's backward, at ``PowBackward0`` of its FP32 ``pow(2)`` (pow_backward: ``grad * (2 *
+    self.pow(1))``, three FP32 t x h tensors at its last multiply): what the end of the forward holds besides the
+    saves (``held``), of the head's saves only ``kept`` (``kept_bytes``: the ids and the norm's FP32 input, which
+    ``PowBackward0`` still holds), the seed, and five FP32 t x h gradients: MeanBackward1's (the mean's expanded
+    gradient), MulBackward0's of the FP32 input (``x * rsqrt``: held until pow's gradient is added to it) and
+    pow_backward's three (torch autograd: tools/autograd/derivatives.yaml ``pow.Tensor_Scalar``; ``src``: the
+    norm's code).  Binds over the head's log-softmax backward when the vocabulary is below about twice h."""
+    return _term("the final RMSNorm's backward (PowBackward0 of its FP32 pow(2))", src, [
+        ("held", "what the end of the forward holds besides the saves", held, STEP),
+        ("head", f"released: the head's saves but {kept}", -e_H * (M_H - kept_bytes), src),
+        ("seed", "the loss's FP32 seed gradient", 4 * e_H, "torch autograd"),
+        ("grads", "five FP32 t x h gradients: MeanBackward1's, MulBackward0's of the FP32 input and pow_backward's "
+                  "self.pow(1), 2 self.pow(1) and its product with the gradient", 20 * t * h * e_H,
+         "torch 2.13 tools/autograd/derivatives.yaml (pow, mean, mul); torch autograd (engine): InputBuffer")])
+
+
 def _term(meaning: str, prov: str, parts, factor=1) -> Term:
     """A moment of ``parts`` (key, label, bytes, source), each times ``factor`` (when the moment exists); its id is
     set by :func:`moments`."""
@@ -139,6 +156,10 @@ def _transformers(policy: str) -> Dict[str, Term]:
                       "output, t x V each", 8 * t * V * e_H, "aten SoftMax.cpp: log_softmax_backward_cpu_out")]
     out["head"] = _term("the head's backward: LogSoftmaxBackward0 (log_softmax_backward)",
                         STEP + " (transformers, no recomputation)", head)
+    rope = 0 if policy == "full" else 2 * B_a * s_loc * d_r  # (under full recomputation a checkpointed argument)
+    out["norm"] = _norm(eof, "the ids (8 b s), the RoPE cos and sin (B_a s d_r each) and the FP32 copy of the "
+                             "norm's input (4 t h)", 8 * t + rope + 4 * t * h,
+                        HF + ": DeepseekV3RMSNorm.forward (hidden_states.to(torch.float32).pow(2).mean(-1))")
     # the last layer's attention backward (SoftmaxBackward0): binds from s ~ 1024 on the tiny config (STEP.md)
     hv = B_a * t * (n_h / TP) * nt.d_v
     attn = [("held", "what the end of the forward holds besides the saves, less the loss", eof - 4 * e_H, STEP),
@@ -297,6 +318,10 @@ def _mcore(policy: str) -> Dict[str, Term]:
            MC + "tensor_parallel/cross_entropy.py: _VocabParallelCrossEntropy.forward; language_module.py"),
           ("positions", "the int64 position ids", e_H * 8 * s_loc, MC + "models/gpt/gpt_model.py")]
     out["ce"] = _term("the vocabulary-parallel cross-entropy's forward", STEP + " (Megatron-Core)", ce)
+    out["norm"] = _norm(eof + 4 * e_H, "the ids (8 b s) and the FP32 copy of the norm's input (4 t h)",
+                        8 * t + 4 * t * h, "torch 2.13 aten/src/ATen/native/layer_norm.cpp: rms_norm_symint (the "
+                        "composite: input.to(opmath), pow(2).mean, rsqrt; a B_a input with an FP32 weight takes it); "
+                        + MC + "models/gpt/gpt_model.py (decoder.final_layernorm)")
     # a layer's attention (the local spec's core attention: FusedScaleMaskSoftmax.forward_torch_softmax), STEP.md
     hv, release = B_a * t * (n_h / TP) * nt.d_v, ("head", "released: the head's saves but the input ids (8 b s)",
                                                  -e_H * (M_H - 8 * t), STEP)
