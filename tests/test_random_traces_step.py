@@ -31,28 +31,37 @@ RESTRICTED = {
                        "probabilities and the global loss's state are held otherwise, not derived yet"),
     "bf16": ("act_dtype bf16", "in FP32 the casts the moments count are no copies, the loop experts hold one b s h "
                                "buffer more and Megatron-Core's output layer's backward binds: not derived yet"),
-    "untied": ("tie_word_embeddings false", "a tied head's weight gradient (V x h) waits in the engine's input "
-                                            "buffer until the embedding's backward: no moment counts it yet"),
+    "untied mcore": ("tie_word_embeddings false for Megatron-Core", "its tied output layer holds no weight gradient "
+                     "at the final norm's backward as transformers' does (measured), and its selective attention "
+                     "moments are then off by 0.3-0.5 MB: not derived yet"),
+    "no dsa": ("a deepseek_v32 or glm_moe_dsa draw traced as deepseek_v3 (its indexer fields dropped)",
+               "the lightning indexer's forward binds in transformers (5 MB above the moments at s 384): "
+               "no moment yet"),
+    "loop full": ("transformers' loop experts without recomputation (a loop draw under full recomputation runs none)",
+                  "inside the recomputed expert loop a transient binds above the rebuild's end (37,272 bytes at b 2 "
+                  "s 69, seed 11): not derived yet"),
     "mtp": ("no MTP module in Megatron-Core", "the MTP block's final norm's backward binds: no moment yet"),
     "scaling": ("routed_scaling_factor given to Megatron-Core (2.5 when the draw leaves it out)",
                 "its top-k scaling (moe_utils.py topk_routing_with_score_function: probs * scaling_factor) keeps the "
                 "Python number as a wrapped float64, 8 bytes per MoE layer the moments count whatever the config"),
-    "dsa full": ("no full recomputation of a DSA model (deepseek_v32, glm_moe_dsa)",
-                 "the lightning indexer's recomputation binds (4.5-5.9 MB above the moments): not derived yet"),
 }
 
 
 def restricted(c: dict, training: dict):
     """({framework: config.json fields}, training) of a drawn (config, training) as :data:`RESTRICTED` says."""
-    out, c = {}, dict(c, tie_word_embeddings=False)
+    out = {}
+    if c["model_type"] in DSA:
+        c = {k: v for k, v in c.items() if not k.startswith("index")}
+        c["model_type"] = "deepseek_v3"
     training = {f: dict(t, act_dtype="bf16", **({"settings": dict(MCORE_RECIPE)} if f == "mcore" else {}))
                 for f, t in training.items()}
+    if training.get("transformers", {}).get("experts") == "loop":
+        training["transformers"]["recompute"] = "none"
     for framework in training:
         out[framework] = dict(c, **{f: told for f, (refused, told) in REFUSED.items() if refused(framework, c)})
-    if "mcore" in out:
-        out["mcore"].update(num_nextn_predict_layers=0, routed_scaling_factor=c.get("routed_scaling_factor", 2.5))
-    if c["model_type"] in DSA:
-        training["transformers"]["recompute"] = "none"
+    if "mcore" in training:
+        out["mcore"].update(num_nextn_predict_layers=0, tie_word_embeddings=False,
+                            routed_scaling_factor=c.get("routed_scaling_factor", 2.5))
     return out, training
 
 
