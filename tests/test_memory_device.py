@@ -149,3 +149,113 @@ def test_memory_json_allocated_is_the_terms_and_device_adds_the_buffers(capsys):
     # DP 2, TP 2 rings; PP 2: one send/receive peer; EP 4 all-to-all: 3 peers; 32 channels of 12 MiB each
     per_channel = 12 * MiB
     assert [b["bytes"] for b in m["buffers"]] == [32 * per_channel] * 3 + [3 * 32 * per_channel, 400 * 10 ** 6]
+
+
+def _estimate(**bytes_):
+    """A stand-in for an Estimate: two layers of 4 MiB and 0.5 MiB outside them per micro-batch."""
+    from types import SimpleNamespace
+    return SimpleNamespace(bytes=bytes_, by_layer=((0, "moe", 4 * MiB), (1, "moe", 4 * MiB)),
+                           outside_layers=MiB // 2)
+
+
+def test_events_hold_the_terms_activations_then_the_backward_moment():
+    # 2 micro-batches in flight (2 x 8.5 MiB = 17 MiB held), the backward's transient 2 MiB on top: the allocated
+    # peak is weights + activations + step = 10 + 17 + 2 MiB (the four layer blocks and the step split one 20 MiB
+    # segment, its rest 2 MiB: every block its request)
+    est = _estimate(weights=10 * MiB, activations=17 * MiB, step=2 * MiB)
+    a = al.run(od.reserved_events(est))
+    assert a.peak_allocated == 29 * MiB and a.allocated == 10 * MiB
+    # 1.5 micro-batches (an interleaved head chunk, say): the terms' 12.75 MiB, the blocks short of it one block
+    a = al.run(od.reserved_events(_estimate(weights=10 * MiB, activations=12 * MiB + 3 * MiB // 4, step=2 * MiB)))
+    assert a.peak_allocated == 10 * MiB + 12 * MiB + 3 * MiB // 4 + 2 * MiB
+
+
+def test_events_never_allocate_what_the_terms_do_not_hold():
+    # offloaded: 6 MiB of the 8.5 MiB micro-batch stays on the device (the first layer and 2 MiB of the second)
+    a = al.run(od.reserved_events(_estimate(weights=MiB, activations=6 * MiB, step=MiB)))
+    assert a.peak_allocated == 8 * MiB
+
+
+def test_largest_bisects_to_the_last_candidate_that_fits():
+    calls = []
+    need = lambda x: calls.append(x) or 10 * x  # noqa: E731
+    assert al.largest(list(range(1, 101)), need, 375) == (37, 370)
+    assert len(calls) <= 7
+    assert al.largest([1, 2], need, 5) == (0, None)
+
+
+def test_fit_memory_device_is_the_largest_b_whose_device_bytes_fit(capsys):
+    code, out, err = run(capsys, "fit", "--gpu", "h100", "--zero", "2", "--memory", "device", "--json")
+    assert code == 0, err
+    m = json.loads(out)["memory"]
+    assert m["judged"] == "device" and m["answer"] >= 1
+    for b, fits in ((m["answer"], True), (m["answer"] + 1, False)):  # every stage fits at b; some does not at b + 1
+        verdicts = []
+        for stage in (0, 1, 15):  # the paper's stages: embedding, body, head
+            code, text, err = run(capsys, "estimate", "--zero", "2", "--mbs", str(b), "--memory", "device", "--gpu",
+                                  "h100", "--stage", str(stage), "--json")
+            assert code == 0, err
+            verdicts.append(json.loads(text)["memory"]["fits"])
+        assert all(verdicts) if fits else not all(verdicts), (b, verdicts)
+
+
+def test_runs_judge_oom_and_fits_by_the_kind_asked(capsys):
+    ids = "torchtitan-dsv3-16b-fsdp8-ep8-oom,torchtitan-dsv3-16b-fsdp8-ep8-lbs4"
+    got = {}
+    for kind in ("allocated", "device"):
+        code, out, err = run(capsys, "runs", "--id", ids, "--memory", kind, "--json")
+        assert code == 0, err
+        got[kind] = {r["id"]: r for r in json.loads(out)["runs"]}
+    oom, res = (got["device"][i] for i in ids.split(","))
+    assert oom["judged"] == "device" and got["allocated"]["torchtitan-dsv3-16b-fsdp8-ep8-oom"]["judged"] == "allocated"
+    assert oom["predicted_bytes"] > got["allocated"]["torchtitan-dsv3-16b-fsdp8-ep8-oom"]["predicted_bytes"]
+    assert "--memory reserved" in res["compared"]  # a reserved figure is compared with the allocator's reserved peak
+
+
+def _flex(tmp_path, *flags):
+    """The memory/speed test's launch file with its dispatcher flags replaced by ``flags``."""
+    text = open(RUN).read().replace("  --moe-token-dispatcher-type: alltoall\n", "".join(f"  {f}\n" for f in flags))
+    path = tmp_path / "flex.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("flags", [("--moe-token-dispatcher-type: flex",),
+                                   ("--moe-token-dispatcher-type: flex", "--moe-flex-dispatcher-backend: deepep"),
+                                   ("--moe-token-dispatcher-type: flex", "--moe-enable-deepep: true")])
+def test_flex_with_deepep_reads_deepeps_buffer(tmp_path, capsys, flags):
+    # transformer_config.py: moe_flex_dispatcher_backend defaults to "deepep"; moe_enable_deepep sets it
+    code, out, err = run(capsys, "estimate", "--from-megatron", _flex(tmp_path, *flags), "--gpus", "8", "--memory",
+                         "device", "--stage", "1", "--json")
+    assert code == 0, err
+    terms = [b["term"] for b in json.loads(out)["memory"]["buffers"]]
+    assert "device.deepep" in terms and terms.count("device.nccl.peer") == 1  # PP's send/receive only
+
+
+def test_flex_with_hybridep_keeps_the_nccl_all_to_all_and_says_so(tmp_path, capsys):
+    path = _flex(tmp_path, "--moe-token-dispatcher-type: flex", "--moe-flex-dispatcher-backend: hybridep")
+    code, out, err = run(capsys, "estimate", "--from-megatron", path, "--gpus", "8", "--memory", "device",
+                         "--stage", "1", "--json")
+    assert code == 0, err
+    assert "--moe-flex-dispatcher-backend hybridep" in err  # named among what memsym does not model
+    assert "device.deepep" not in [b["term"] for b in json.loads(out)["memory"]["buffers"]]
+
+
+def test_megatron_routes_each_ranks_own_shard_of_tokens(capsys):
+    """Megatron's all-to-all dispatcher: each of the 4 EP ranks routes its own b s/SP = 4 x 4096 / 2 tokens, top-4 of
+    32 experts, so a rank's 8 experts receive 4 x 8192 x 4 x 8/32 = 32,768 token-copies (the paper's count, b s N_r/EP,
+    is 16,384).  What they keep per copy: the grouped fc1 input (2 h B), its output (2 x 2 h_E B), the fused SwiGLU's
+    product (2 h_E B) and the FP32 permuted probability (4 B); h = h_E = 1024."""
+    per_copy = 2 * 1024 + 4 * 1024 + 2 * 1024 + 4
+    rows = {}
+    for typed in ((), ("--routed-tokens", "paper", "--router-tensors", "full")):
+        code, out, err = run(capsys, "estimate", "--from-megatron", RUN, "--gpus", "8", "--stage", "1", "--json",
+                             *typed)
+        assert code == 0, err
+        rows[typed] = json.loads(out)["bytes"]["activations_per_layer"]
+    # the router's and dispatcher's tensors over b s = 16,384 tokens become those over 8,192: the FP32 sigmoid output,
+    # the transposed probabilities and the load-balancing scores (3 x 4 N B), the routing map (N B), the top-4 indices
+    # and sorted indices (2 x 8 N_r B), the top-k scores and normaliser (4 (N_r + 1) B), the normaliser (4 B)
+    router = 3 * 4 * 32 + 32 + 2 * 8 * 4 + 4 * 5 + 4
+    assert rows[()] - rows[("--routed-tokens", "paper", "--router-tensors", "full")] == (
+        (32768 - 16384) * per_copy - 8192 * router)

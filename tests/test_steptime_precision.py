@@ -2,6 +2,7 @@
 dispatch of DeepSeek's recipe.  Oracles are hand arithmetic on the published numbers, never the code under test."""
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import replace
 
@@ -99,3 +100,15 @@ def test_vpp_alone_selects_the_interleaved_schedule():
     values = dict(mbs=1, seq=4096, zero=0, vpp=4, schedule="1f1b")
     assert R.training_of(values, {"vpp"}).schedule == "interleaved"
     assert R.training_of(values, {"vpp", "schedule"}).schedule == "1f1b"
+
+
+def test_a_block_scaled_recipe_without_a_gpu_named_is_timed_on_blackwell_and_refused_on_a_named_hopper(capsys):
+    """Hopper has no MXFP8/NVFP4 tensor-core instructions (gpus.toml gives the H800 no such rate): ``--gpu h800``
+    with ``--linear-recipe mxfp8`` is refused on one line; with no --gpu the step is timed on the B200."""
+    from clirun import run
+    base = ("estimate", "--conventions", "mcore-te", "--linear-recipe", "mxfp8", "--time", "--json")
+    code, out, err = run(capsys, *base, "--gpu", "h800")
+    assert code == 2 and out == "" and "no MXFP8 rate" in err and len(err.strip().splitlines()) == 1, err
+    code, out, err = run(capsys, *base)
+    assert code == 0, err
+    assert json.loads(out)["time"]["gpu"] == "b200", json.loads(out)["time"]

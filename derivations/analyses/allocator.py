@@ -215,6 +215,11 @@ def run(events: Iterable[Tuple[str, object, int]], options: Settings = Settings(
     return a
 
 
+#: What ``--memory`` can judge against a capacity: the allocated bytes (the allocator's peak, the terms rounded as it
+#: rounds them), the reserved bytes (its segments), the device's (reserved + the buffers outside the allocator).
+KINDS = ("allocated", "reserved", "device")
+
+
 def memory(est, alloc_conf: str = "", dispatcher: str = "alltoall", buffsize: int = od.BUFFSIZE) -> dict:
     """{allocated, reserved, buffers, device}: the allocator's peaks over the step of ``est``
     (:func:`run` on derivations/assembly/overheads_device.py ``reserved_events``) and the buffers outside it
@@ -222,6 +227,20 @@ def memory(est, alloc_conf: str = "", dispatcher: str = "alltoall", buffsize: in
     a = run(od.reserved_events(est), settings(alloc_conf))
     h = est.model.named().get("h", 0)
     act = dict(est.training.bytes).get("B_a", 2)
-    bufs = od.buffers(est.layout, h, act, dispatcher, buffsize)
+    bufs = od.buffers(est.layout, h, act, dispatcher or "alltoall", buffsize or od.BUFFSIZE)
     return {"allocated": a.peak_allocated, "reserved": a.peak_reserved, "buffers": bufs,
             "device": a.peak_reserved + sum(b.bytes for b in bufs), "alloc_conf": alloc_conf or ""}
+
+
+def largest(candidates: List[int], judged, capacity: int) -> Tuple[int, Optional[int]]:
+    """(the largest of the ascending ``candidates`` whose ``judged(x)`` bytes fit ``capacity``, 0 when none does;
+    the bytes there or None), by bisection: the judged memory grows with b and s."""
+    lo, hi, best, at = 0, len(candidates), 0, None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        got = judged(candidates[mid])
+        if got <= capacity:
+            best, at, lo = candidates[mid], got, mid + 1
+        else:
+            hi = mid
+    return best, at

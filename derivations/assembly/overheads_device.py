@@ -165,37 +165,45 @@ def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsi
 def reserved_events(est, microbatches: int = 6) -> List[Tuple[str, object, int]]:
     """The step as allocations and frees from an estimate's terms (derivations/analyses/allocator.py's input): the
     model states and runtime buffers once, then ``microbatches`` forwards, each layer's kept activations one block
-    (and what is kept outside the layers one block after them); whenever the layers held reach the in-flight
-    micro-batches of the terms (n_fl x the stage's layers), the oldest micro-batch's backward: its transient (the step
-    excess) allocated, its blocks freed in reverse, the transient freed."""
+    and what is kept outside the layers one block after them, held up to the terms' activations at the end of the
+    forward (``activations``: a block that would pass them first starts the oldest micro-batch's backward; what
+    the terms hold beyond whole blocks, such as an interleaved head chunk, one block kept to the end; what they
+    do not hold, such as offloaded tensors, never allocated); a backward allocates the step's transient (the step
+    excess), frees the micro-batch's blocks in reverse, then the transient.  The allocated peak is the terms'
+    step total, each block rounded up to a byte."""
     up = lambda x: int(-(-Fraction(x) // 1))  # noqa: E731
     b = est.bytes
     ev = [("malloc", k, up(b[k])) for k in ("weights", "gradients", "optimizer", "runtime") if b.get(k)]
-    layers = [up(x) for _, _, x in est.by_layer]
-    n = len(layers)
-    hold, held, queue = Fraction(est.inflight or 1) * n, 0, []
-    step = up(b.get("step", 0))
+    blocks = [(i, up(x)) for i, _, x in est.by_layer] + [("out", up(est.outside_layers))]
+    target, step = up(b.get("activations", 0)), up(b.get("step", 0))
+    held, queue, topped = 0, [], False
+
+    def malloc(m, key, x):
+        nonlocal held
+        if x > 0:
+            ev.append(("malloc", (m, key), x))
+            queue[-1][1].append(((m, key), x))
+            held += x
 
     def backward():
         nonlocal held
         m, keys = queue.pop(0)
         if step:
             ev.append(("malloc", (m, "step"), step))
-        ev.extend(("free", k, 0) for k in reversed(keys))
+        ev.extend(("free", k, 0) for k, _ in reversed(keys))
         if step:
             ev.append(("free", (m, "step"), 0))
-        held -= sum(1 for k in keys if k[1] != "out")
+        held -= sum(x for _, x in keys)
 
     for m in range(microbatches):
         queue.append((m, []))
-        for i, x in enumerate(layers + [up(est.outside_layers)]):
-            if x:
-                ev.append(("malloc", (m, "out" if i == n else i), x))
-                queue[-1][1].append((m, "out" if i == n else i))
-            held += i < n
-            if held >= hold and len(queue) > 1:
+        for key, x in blocks:
+            if held + x > target and len(queue) > 1:
+                if not topped and target > held:
+                    ev.append(("malloc", "rest", target - held))
+                    held, topped = target, True
                 backward()
+            malloc(m, key, x if len(queue) > 1 else min(x, target - held))
     while queue:
         backward()
     return ev
-

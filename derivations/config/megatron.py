@@ -490,10 +490,24 @@ def _conventions(a: _Args, launch: Launch, r: Resolution, put, known: Tuple[str,
     else:
         r.unmodelled.append(f"--moe-router-load-balancing-type {' '.join(kinds)}")
     dispatcher, dsrc = a.text("--moe-token-dispatcher-type", ("allgather", f"{TC} moe_token_dispatcher_type"))
+    if a.has("--num-experts"):  # every dispatcher: each EP rank routes its own sequence-parallel shard of tokens
+        put("routed_tokens", "dispatch", "Megatron-Core's MoE layer routes the b s/SP tokens of its sequence-"
+            "parallel shard and each EP rank receives what its EP peers send its local experts (transformer/moe/"
+            "token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess: output_splits): b s N_r/SP token-copies")
+        put("router_tensors", "sp", "the router runs on the MoE layer's input, the sequence-parallel shard "
+            "[s/SP, b, h] (transformer/moe/router.py TopKRouter.forward)")
+    backend, b_src = a.choice("--moe-flex-dispatcher-backend", ("deepep", f"{TC} moe_flex_dispatcher_backend"),
+                              ("deepep", "hybridep", "ncclep"))
+    if a.has("--moe-enable-deepep"):  # TC __post_init__: moe_enable_deepep sets the backend to deepep
+        backend, b_src = "deepep", "--moe-enable-deepep"
     if dispatcher == "alltoall":
         put("experts", "alltoall", dsrc)
     else:
         r.unmodelled.append(f"--moe-token-dispatcher-type {dispatcher}")
+    if dispatcher == "flex" and backend == "deepep" and "dispatcher" in known:  # DeepEP's buffers (--memory)
+        put("dispatcher", "deepep", f"{dsrc}, {b_src}: DeepEP's buffer (transformer/moe/fused_a2a.py get_buffer)")
+    elif dispatcher == "flex" and a.has("--moe-flex-dispatcher-backend"):
+        r.unmodelled.append(f"--moe-flex-dispatcher-backend {backend}")
     if te:
         fused = not a.has("--no-rope-fusion")
         put("rope_tables", "shared" if fused else "per-layer",

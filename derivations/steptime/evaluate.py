@@ -17,11 +17,17 @@ from derivations import config as cfg
 from derivations import evaluate as ev
 from derivations import families
 from derivations.config import gpus as gpu_presets
+from derivations.steptime import efficiency as published
 from derivations.steptime import placement
 
 #: the GPU whose rates the model reads when none is named: the paper's (DeepSeek trained on H800s)
 DEFAULT_GPU = "h800"
+# without --gpu, a recipe the default (Hopper) has no tensor-core rate for (MXFP8, NVFP4: Blackwell's block-scaled
+# formats) is timed on the first GPU that runs it
+RECIPE_DEFAULT_GPU = "b200"
 OVERLAPS = ("none", "megatron", "ideal")
+#: ``efficiency`` that reads the published benchmarks (derivations/steptime/efficiency.py) instead of one number
+PUBLISHED = "published"
 #: the parts :func:`parts` returns, in the order they are printed
 PARTS = ("compute", "recompute", "TP", "EP", "CP", "PP", "DP", "bubble", "optimizer", "microbatch", "step")
 
@@ -65,12 +71,14 @@ def check(model: cfg.ModelSpec, gpu=None, overlap: str = "megatron", efficiency=
                                 f"{model.name} is {families.get(model.family).title}")
     if overlap not in OVERLAPS:
         raise TimeError("overlap", f"--overlap must be one of {', '.join(OVERLAPS)}, got {overlap!r}")
-    if isinstance(efficiency, bool) or not isinstance(efficiency, (int, float, Fraction)) or not 0 < efficiency <= 1:
+    if efficiency != PUBLISHED and (isinstance(efficiency, bool) or not isinstance(efficiency, (int, float, Fraction))
+                                    or not 0 < efficiency <= 1):
         raise TimeError("gemm-efficiency", f"--gemm-efficiency must be in (0, 1], got {efficiency!r}")
-    g = gpu_presets.gpu(gpu or DEFAULT_GPU) if not isinstance(gpu, gpu_presets.GPU) else gpu
+    rate = RECIPE_RATES[getattr(training, "linear_recipe", None)]
+    default = DEFAULT_GPU if gpu_presets.gpu(DEFAULT_GPU).rate(rate) is not None else RECIPE_DEFAULT_GPU
+    g = gpu_presets.gpu(gpu or default) if not isinstance(gpu, gpu_presets.GPU) else gpu
     if g.rate("bf16") is None:
         raise TimeError("gpu", f"{g.name} has no published rates in derivations/config/gpus.toml")
-    rate = RECIPE_RATES[getattr(training, "linear_recipe", None)]
     if g.rate(rate) is None:
         raise TimeError("linear-recipe", f"--linear-recipe {training.linear_recipe}: {g.name} has no {rate.upper()} "
                                          f"rate (derivations/config/gpus.toml: no such tensor-core instructions)")
@@ -257,10 +265,36 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
     v.update(placement.schedule_coefficients(schedule, v["PP"], vpp))
     domain = gpus_per_node or g.nvlink_domain
     v.update(placement.bandwidths(rows, domain, g.rate("nvlink"), g.rate("network")))
-    v["tau_EP"] = placement.dispatch_seconds(rows, domain, g.rate("nvlink"), g.rate("network"), model.N_r,
-                                             _groups_kept(model), dispatcher_of(schedule, dispatcher))
-    v.update(Phi=g.rate(const["Phi_rate"]), Phi_A=g.rate("bf16"), eta=float(efficiency), W_M=g.rate("hbm_bandwidth"))
+    v.update(Phi=g.rate(const["Phi_rate"]), Phi_A=g.rate("bf16"), W_M=g.rate("hbm_bandwidth"))
+    link = {"nvlink": 1.0, "network": 1.0}
+    if efficiency == PUBLISHED:
+        v["eta"] = _published_eta(model, v)
+        link = published.links(v["EP"])
+    else:
+        v["eta"] = float(efficiency)
+    v["tau_EP"] = placement.dispatch_seconds(rows, domain, g.rate("nvlink") * link["nvlink"],
+                                             g.rate("network") * link["network"], model.N_r, _groups_kept(model),
+                                             dispatcher_of(schedule, dispatcher))
     return v
+
+
+def _published_eta(model: cfg.ModelSpec, v: Dict) -> np.ndarray:
+    """eta under --efficiency published (efficiency.py): the one efficiency giving a micro-batch's matrix products
+    the time they take at their own published efficiencies: the dense products (attention projections, dense and
+    shared FFNs, router, head) at DeepGEMM's at M = b s / (CP TP) rows, the routed experts' grouped GEMM at M = b s
+    EP N_r / (CP TP N) rows per expert, the attention's scores at FlashAttention-3's."""
+    tokens = v["b"] * v["s"] / (v["CP"] * v["TP"])
+    layers = v["L_d"] + v["L_m"]
+    dense = layers * v["P_A"] + v["L_d"] * v["P_F"] + v["L_m"] * (v["P_R"] + v["F"] * v["N_s"] * v["P_E"]) \
+        + v["e_H"] * v["P_H"]
+    experts = v["L_m"] * v["F"] * v["N_r"] * v["P_E"]
+    scores = layers * v["c_A"] * v["s"] * v["n_h"] * (v["d_h"] + v["d_hr"] + v["d_v"])
+    e_d = published.gemm(tokens)
+    e_g = published.gemm(tokens * v["EP"] * model.N_r / (model.named().get("N") or model.N_r), grouped=True)
+    e_a = published.attention()
+    peak = (dense + experts) / v["Phi"] + scores / v["Phi_A"]
+    achieved = dense / (e_d * v["Phi"]) + experts / (e_g * v["Phi"]) + scores / (e_a * v["Phi_A"])
+    return np.where(achieved > 0, peak / np.where(achieved > 0, achieved, 1.0), 1.0)
 
 
 def _v4_attention(model: cfg.ModelSpec, rows, v, const) -> Dict[str, np.ndarray]:
@@ -305,7 +339,8 @@ def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
     slow = int(np.argmax(out["step"]))
     step = float(out["step"][slow])
     gpus = layout.dp * layout.tp * layout.pp * layout.cp
-    return {"stage": sts[slow].index, "gpu": g.key, "overlap": overlap, "efficiency": float(efficiency),
+    return {"stage": sts[slow].index, "gpu": g.key, "overlap": overlap,
+            "efficiency": efficiency if efficiency == PUBLISHED else float(efficiency),
             "precision": RECIPE_RATES[training.linear_recipe], "nvlink_domain": gpus_per_node or g.nvlink_domain,
             "attention": "V4's sliding window and compressed keys (flash)" if model.family == "deepseek_v4" else None,
             "dispatcher": dispatcher_of(training.schedule, dispatcher), "microbatches": m,

@@ -8,6 +8,7 @@ from derivations import families
 from derivations.assembly import explain
 from symbolic.exact import count, fmt_gib, fmt_int
 from .timeopts import add_time_options, nvlink_domain, time_lines
+from .timeopts import efficiency as time_efficiency
 from . import COMMANDS, common, launch
 from derivations.config.recipes import RECIPES
 from derivations.config.switches import preset_of
@@ -57,7 +58,7 @@ def _time(args, model, layout, training, every: bool = False):
     # lazy: the step-time model (only --time reads it)
     from derivations.steptime import evaluate as steptime
     return steptime.layout_time(model, layout, training, gpu=args.gpu, overlap=args.overlap,
-                                efficiency=args.gemm_efficiency, dispatcher=args.dispatcher, every=every,
+                                efficiency=time_efficiency(args), dispatcher=args.dispatcher, every=every,
                                 gpus_per_node=nvlink_domain(args))
 
 
@@ -114,11 +115,7 @@ def _memory(args, est):
     (derivations/assembly/overheads_device.py memory), judged against the budget; None without --memory."""
     if not args.memory:
         return None
-    # lazy: sympy and the allocator (only --memory runs them)
-    from derivations.analyses.allocator import memory
-    from derivations.assembly import overheads_device as od
-    m = memory(est, args.alloc_conf, getattr(args, "dispatcher", None) or "alltoall",
-                  args.nccl_buffsize or od.BUFFSIZE)
+    m = common.memory_of(args, est)
     hbm, gpu = common.budget_from_args(args)
     out = {"judged": args.memory, "allocated": m["allocated"], "reserved": m["reserved"],
            "buffers": [{"term": b.term, "what": b.what, "bytes": b.bytes} for b in m["buffers"]],
@@ -142,9 +139,7 @@ def _memory_lines(args, est, m) -> list:
     lines += ["  + CUDA graph pools: not modelled (memsym has no CUDA-graph option)",
               f"  device     {fmt_gib(m['device']):>9} GiB"]
     if "capacity" in m:
-        judged = m[m["judged"]]
-        lines.append(f"  against {m['capacity_of']} {fmt_gib(m['capacity'])} GiB: {m['judged']} {fmt_gib(judged)} GiB "
-                     f"({float(judged / m['capacity']):.0%}), {'fits' if m['fits'] else 'DOES NOT FIT'}")
+        lines.append("  " + common.memory_verdict(m["judged"], m[m["judged"]], m["capacity"], m["capacity_of"]))
     return lines
 
 

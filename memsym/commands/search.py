@@ -4,6 +4,7 @@ from __future__ import annotations
 from . import COMMANDS, common
 from .argtypes import layer_counts, offload_modules
 from .timeopts import add_time_options, nvlink_domain, seconds
+from .timeopts import efficiency as time_efficiency, efficiency_text
 import io
 import json
 import os
@@ -139,7 +140,7 @@ def _search(args, rows=None):
         # the step reads DeepSeek-V3's FP8 dispatch (--fp8-activations, its recipe's) though the search's memory
         # does not cache activations in FP8
         timed = replace(result.training or cfg.Training(), fp8=bool(getattr(args, "fp8_activations", False)))
-        S.add_time(result, model, timed, gpu=args.gpu, overlap=args.overlap, efficiency=args.gemm_efficiency,
+        S.add_time(result, model, timed, gpu=args.gpu, overlap=args.overlap, efficiency=time_efficiency(args),
                    gpus_per_node=nvlink_domain(args), vpp=args.vpp, dispatcher=args.dispatcher)
     elif args.sort == "time":
         args.sort = "bubble"
@@ -390,8 +391,9 @@ def _time_header(result) -> list:
     t = result.time
     g = t["gpu"]
     eff = t["efficiency"]
-    return [f"time: derivations/steptime on {g.name}: {g.rate('bf16') / 1e12:,.1f} TFLOP/s BF16 dense x efficiency "
-            f"{float(eff):g}, HBM {g.rate('hbm_bandwidth') / 1e12:g} TB/s, NVLink {g.rate('nvlink') / 1e9:g} GB/s, "
+    return [f"time: derivations/steptime on {g.name}: {g.rate('bf16') / 1e12:,.1f} TFLOP/s BF16 dense x "
+            f"efficiency {efficiency_text(eff)}, HBM {g.rate('hbm_bandwidth') / 1e12:g} TB/s, "
+            f"NVLink {g.rate('nvlink') / 1e9:g} GB/s, "
             f"network {g.rate('network') / 1e9:g} GB/s per GPU, {t['gpus_per_node']} GPUs per NVLink domain; overlap "
             f"{t['overlap']}, dispatcher {t['dispatcher']}"
             + ("" if result.schedule else "; no schedule: one micro-batch's period in steady state (no bubble, "

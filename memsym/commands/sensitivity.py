@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .timeopts import add_time_options, nvlink_domain, sensitivity_lines
+from .timeopts import efficiency as time_efficiency
 from . import COMMANDS, common
 from derivations import config as cfg
 from symbolic.exact import fmt_gib, fmt_int
@@ -64,7 +65,7 @@ def _time(args, model, layout, training, results):
     # lazy: the step-time model (only --time reads it)
     from derivations.steptime.sensitivity import time_sensitivity
     return time_sensitivity(model, layout, training, [r.name for r in results], gpu=args.gpu, overlap=args.overlap,
-                            efficiency=args.gemm_efficiency, dispatcher=args.dispatcher,
+                            efficiency=time_efficiency(args), dispatcher=args.dispatcher,
                             gpus_per_node=nvlink_domain(args))
 
 

@@ -2,7 +2,7 @@
 ``sensitivity --time``; and its lines as the commands print them."""
 from __future__ import annotations
 
-from .argtypes import positive_int, unit_fraction
+from .argtypes import help_all, positive_int, unit_fraction
 
 
 def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool = True):
@@ -28,12 +28,24 @@ def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool =
                    help="GPUs one NVLink fabric joins at full bandwidth (default: the GPU's, derivations/config/"
                         "gpus.toml: 8 in an HGX node, 72 in an NVL72 rack); groups beyond it use the network")
     t.add_argument("--gemm-efficiency", type=unit_fraction, default=1, metavar="F",
-                   help="fraction of the GPU's peak matrix rate reached (default 1: the peak)")
+                   help=help_all("fraction of the GPU's peak matrix rate reached (default 1: the peak)"))
+    t.add_argument("--efficiency", choices=["peak", "published"], default="peak",
+                   help="peak (default) or published (config/efficiency.toml)")
     t.add_argument("--dispatcher", choices=["alltoall", "deepep"], default=None,
-                   help="the experts' dispatch: alltoall (Megatron-Core's, every copy of a token to its expert's "
-                        "rank) or deepep (once per node, forwarded over NVLink: DeepSeek-V3 Sec. 3.2.2); default "
-                        "deepep under --schedule dualpipe, else alltoall")
+                   help=help_all("the experts' dispatch: alltoall (Megatron-Core's, every copy of a token to its "
+                                 "expert's rank) or deepep (once per node, forwarded over NVLink: DeepSeek-V3 Sec. "
+                                 "3.2.2); default deepep under --schedule dualpipe, else alltoall"))
     return t
+
+
+def efficiency(args):
+    """The step time's efficiency: 'published' (--efficiency published) or --gemm-efficiency's fraction."""
+    return "published" if getattr(args, "efficiency", "peak") == "published" else args.gemm_efficiency
+
+
+def efficiency_text(eff) -> str:
+    """The efficiency as printed: a fraction, or the published tables' (the Hopper tables applied to the GPU)."""
+    return ("published (config/efficiency.toml, Hopper's)" if eff == "published" else f"{float(eff):g}")
 
 
 def nvlink_domain(args):
@@ -57,8 +69,8 @@ def time_lines(t: dict, gpu, attention: str = "eager") -> list:
     prec = t.get("precision", "bf16")
     att = f" (BF16 {gpu.rate('bf16') / 1e12:,.1f})" if prec != "bf16" else ""
     return ["", f"step time (derivations/steptime) on {gpu.name}: {gpu.rate(prec) / 1e12:,.1f} TFLOP/s {prec.upper()}",
-            f"  x efficiency {t['efficiency']:g}; attention {t.get('attention') or attention}{att}; overlap "
-            f"{t['overlap']}; dispatcher {t['dispatcher']}",
+            f"  x efficiency {efficiency_text(t['efficiency'])}; attention {t.get('attention') or attention}{att}; "
+            f"overlap {t['overlap']}; dispatcher {t['dispatcher']}",
             f"  slowest stage {t['stage']}; NVLink domain of {t['nvlink_domain']} GPUs",
             f"  step        {seconds(p['step'])} s   ({t['microbatches']} micro-batch"
             f"{'es' if t['microbatches'] != 1 else ''} of {seconds(p['microbatch'])} s; "

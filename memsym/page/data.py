@@ -17,8 +17,8 @@ to JavaScript (exact BigInt rationals) and MathML by :mod:`memsym.page.codegen`.
 * The ends of the Sec. 6 ranges (derivations/assembly/overheads.py), shown beside the peaks.
 * The options' data: --linear-recipe's rows (derivations/assembly/quantized.py, found by calling it),
   --offload-activations' module tables (derivations/assembly/offload.py) and validate_training's refusals of them.
-* The layout search (:mod:`memsym.page.search`): the search's kernels and the step-time model, printed in a
-  process of their own while the rest is built.
+* The layout search (:mod:`memsym.page.search`): the search's kernels and the step-time model, the generated
+  modules' functions in JavaScript.
 """
 from __future__ import annotations
 
@@ -32,8 +32,7 @@ import sympy as sp
 from derivations import config as cfg
 from derivations import variant
 
-from .activations import (RC, activation_units, check_activations,  # noqa: F401
-                          evaluate_units, features, make_view, shape_of)
+from .activations import activation_units, features, shape_of
 from ..lines import one_line
 from .codegen import js, mathml, symbols_of
 from derivations.config import limits as L
@@ -265,7 +264,7 @@ def family_data(pool: Pool, fam, progress=None) -> Dict:
     """What the page evaluates a model of ``fam`` with: its model states per structure, its activation tables
     per assignment of its activation flags, its device assembly, and its declaration as the page reads it
     (the flags in order and their letters, the layout rules, the layout defaults, the MTP modules).  The tables
-    are checked against the views by the tests (tests/test_page.py, :func:`check_activations`)."""
+    are checked against the views by the tests (tests/test_page.py)."""
     say = progress or (lambda text: None)
     acts = {}
     for flags in fam.activation_flag_sets():
@@ -452,9 +451,8 @@ def generate(models=(), progress=None) -> Dict:
     """Everything the page needs: the JavaScript functions, their MathML and the option data: DeepSeek's presets and
     a pasted config.json, or ``models`` ((``--model`` text, ModelSpec) pairs of any family, each once).
     ``progress``: called with a line saying what is being built (memsym page's stderr)."""
-    # lazy: the search's printing (sympy), started first: it runs in a process of its own meanwhile
+    # lazy: the search's data and functions (only this path needs them)
     from . import search
-    search_result = search.start()
     pool = Pool()
     # a path's control and bidirectional-format characters (ESC, BEL, U+202E) as their codes: the page shows the
     # argument in its text, its menu and the command line it prints (memsym/lines.py)
@@ -481,7 +479,7 @@ def generate(models=(), progress=None) -> Dict:
     opts = options()
     if progress:
         progress("the layout search's kernels and step-time model")
-    searched = search_result()
+    searched = search.generate()
     given = {argument: model_data(spec) for argument, spec in models}
     if models:  # the given models only: no DeepSeek preset, no pasted config.json
         opts["presets"], opts["default_model"] = {}, next(iter(given))
