@@ -326,8 +326,11 @@ def _mcore(policy: str) -> Dict[str, Term]:
     ce = [("held", "what the end of the forward holds besides the saves (no loss yet)", eof, STEP),
           ("logits", "the B_a logits [s, b, V / TP] (GPTModel's local until the loss returns)", e_H * B_a * t * V / TP,
            MC + "models/gpt/gpt_model.py: GPTModel.forward"),
-          ("embedding", "the embedding's output (GPTModel.forward's decoder_input, held to its end)",
-           e_H * e_E * B_a * t * h, MC + "models/gpt/gpt_model.py: GPTModel.forward"),
+          ("embedding", "the embedding's output (GPTModel.forward's decoder_input, held to its end; under full "
+                        "recomputation it is the first layer's checkpointed input, counted in A)",
+           0 if full else e_H * e_E * B_a * t * h,
+           MC + "models/gpt/gpt_model.py: GPTModel.forward; tensor_parallel/random.py: CheckpointFunction.forward "
+           "(ctx.save_for_backward(*args))"),
           ("locals", "the transposed int64 targets (a copy unless b = 1), logits_max (FP32), arange_1d (int64), "
                      "predicted_logits_1d (FP32) and its clone", e_H * (28 - 8 * B_IS_1) * t,
            MC + "tensor_parallel/cross_entropy.py: _VocabParallelCrossEntropy.forward; language_module.py"),
