@@ -40,6 +40,9 @@ RESTRICTED = {
     "loop full": ("transformers' loop experts without recomputation (a loop draw under full recomputation runs none)",
                   "inside the recomputed expert loop a transient binds above the rebuild's end (37,272 bytes at b 2 "
                   "s 69, seed 11): not derived yet"),
+    "selective": ("Megatron-Core's selective recomputation with noaux_tc routing only (else none)",
+                  "the recomputed core attention's backward holds 4 t bytes fewer than its moment with the other "
+                  "routings (seeds 1 and 12345: the router's saves still held differ): not derived yet"),
     "mtp": ("no MTP module in Megatron-Core", "the MTP block's final norm's backward binds: no moment yet"),
     "scaling": ("routed_scaling_factor given to Megatron-Core (2.5 when the draw leaves it out)",
                 "its top-k scaling (moe_utils.py topk_routing_with_score_function: probs * scaling_factor) keeps the "
@@ -57,6 +60,8 @@ def restricted(c: dict, training: dict):
                 for f, t in training.items()}
     if training.get("transformers", {}).get("experts") == "loop":
         training["transformers"]["recompute"] = "none"
+    if training.get("mcore", {}).get("recompute") == "selective" and c["topk_method"] != "noaux_tc":
+        training["mcore"]["recompute"] = "none"
     for framework in training:
         out[framework] = dict(c, **{f: told for f, (refused, told) in REFUSED.items() if refused(framework, c)})
     if "mcore" in training:
