@@ -427,6 +427,9 @@ def _precision(a: _Args, launch: Launch, r: Resolution, put):
         strategy, s_src = a.choice("--data-parallel-sharding-strategy",
                                    ("optim_grads_params", f"{ARGS} _add_distributed_args"), tuple(FSDP_ZERO))
         put("zero", FSDP_ZERO[strategy], f"--use-megatron-fsdp, {s_src}")
+        if FSDP_ZERO[strategy] == 3:  # the non-unit bucket stays gathered (derivations/assembly/fsdp.py)
+            put("rank", "mfsdp", f"--use-megatron-fsdp, {strategy}: the non-unit bucket (embedding, final norm, "
+                "output layer) kept gathered (megatron_fsdp/param_and_grad_buffer.py AllGatherPipeline.reset)")
         a.has("--use-distributed-optimizer")
         master, m_src = a.choice("--megatron-fsdp-main-params-dtype", ("fp32", f"{ARGS}"),
                                  ("fp32", "bf16", "fp16", "auto"))
