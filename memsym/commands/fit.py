@@ -52,12 +52,13 @@ def run(args) -> int:
     if args.plot:
         plot_memory_vs_seq(model, layout, training, hbm, res, args.plot)
     if args.json:
-        common.print_json(_json(model, layout, training, hbm, res, args.latex, ends))
+        common.print_json({**_json(model, layout, training, hbm, res, args.latex, ends), **common.defaults_used(args)})
         return 0
     print(render_text(model, layout, training, hbm, res, args.latex))
     print(f"{res['field']} at each end of the Sec. 6 ranges: " + ", ".join(
         f"{e} {ends[e]:,}" for e in ("high", "low", "none")) + " (high: 30% fragmentation + 2 GiB buffers; "
         "low: 5% + 0.8 GiB; none: no overheads)")
+    common.print_defaults(args)
     return 0
 
 
@@ -88,7 +89,7 @@ def _json(model, layout, training, hbm, res, with_latex, ends) -> dict:
 def data(args) -> dict:
     """What ``fit --json`` prints."""
     model, layout, training, hbm, res, ends = _solve_all(args)
-    return _json(model, layout, training, hbm, res, args.latex, ends)
+    return {**_json(model, layout, training, hbm, res, args.latex, ends), **common.defaults_used(args)}
 
 
 def plot_memory_vs_seq(model, layout, training, hbm, res, path):
