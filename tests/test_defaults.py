@@ -1,9 +1,9 @@
 """One set of defaults (issue 43 item 2; derivations/config/defaults.py): with no run named every command answers the
-paper's question (eager attention, the paper's Table 10 numbers); once a run is named (--gpu, --gpus, --global-batch,
-a launch file; search always) the attention kernel nobody set is the fused one, as search's, so estimate and fit of
-a search row with only the row's own options give search's peak, time and verdict; --conventions paper (or
---recipe paper) is the paper's view anywhere.  The expectations are search's rows (an independent evaluation: the
-generated kernels) and the paper's printed numbers, never the rule's own output."""
+paper's question (eager attention, the paper's Table 10 numbers), also against a budget (--hbm, --gpu); once a run
+is named (--gpus, --global-batch, a launch file; search always) the attention kernel nobody set is the fused one,
+as search's, so estimate and fit of a search row with only the row's own options give search's peak, time and
+verdict; --conventions paper (or --recipe paper) is the paper's view anywhere.  The expectations are search's rows
+(an independent evaluation: the generated kernels) and the paper's printed numbers, never the rule's own output."""
 from __future__ import annotations
 
 import contextlib
@@ -66,9 +66,10 @@ def test_fit_agrees_with_search_on_its_rows(capsys, rows):
 def test_no_run_named_is_the_papers_view(capsys):
     """A bare estimate is the paper's (Table 10's 24,671,158,272 bytes of activations at stage 1, eager), and says
     so; search, fit and estimate under --conventions paper or --recipe paper keep eager attention with a run named."""
-    e = _json(capsys, "estimate")
-    assert e["bytes"]["activations"] == 24671158272
-    assert e["defaults"] == {"view": "paper", "named_by": [], "set": {"attention": "eager"}}
+    for argv in (("estimate",), ("estimate", "--gpu", "h800"), ("estimate", "--hbm", "80GiB")):
+        e = _json(capsys, *argv)
+        assert e["bytes"]["activations"] == 24671158272, argv
+        assert e["defaults"] == {"view": "paper", "named_by": [], "set": {"attention": "eager"}}, argv
     for argv in (("estimate", "--gpu", "h800", "--conventions", "paper"), ("estimate", "--gpus", "1024", "--recipe",
                                                                            "paper"),
                  ("estimate", "--global-batch", "1024", "--attention", "eager")):
@@ -80,10 +81,10 @@ def test_no_run_named_is_the_papers_view(capsys):
 
 
 @pytest.mark.parametrize("argv, named", [
-    (("estimate", "--gpu", "h800"), ["--gpu"]),
     (("estimate", "--gpus", "1024"), ["--gpus"]),
+    (("estimate", "--gpu", "h800", "--gpus", "1024"), ["--gpus"]),
     (("estimate", "--global-batch", "1024"), ["--global-batch"]),
-    (("sensitivity", "--wrt", "s", "--gpu", "h800"), ["--gpu"]),
+    (("sensitivity", "--wrt", "s", "--gpus", "1024"), ["--gpus"]),
     (("fit", "--hbm", "80GiB", "--global-batch", "4096", "--schedule", "1f1b"), ["--global-batch"]),
 ])
 def test_a_named_run_takes_flash_attention_and_says_so(capsys, argv, named):
@@ -97,7 +98,7 @@ def test_a_named_run_takes_flash_attention_and_says_so(capsys, argv, named):
 
 def test_bare_estimate_flash_is_flash(capsys):
     """With a run named, the activations are those of --attention flash typed (the one kernel: no second path)."""
-    named = _json(capsys, "estimate", "--gpu", "h800")
+    named = _json(capsys, "estimate", "--gpus", "1024")  # DP = 1024 / (TP 2 PP 16): the paper's layout
     typed = _json(capsys, "estimate", "--attention", "flash")
     assert named["bytes"] == typed["bytes"]
     assert named["bytes"]["activations"] < _json(capsys, "estimate")["bytes"]["activations"]

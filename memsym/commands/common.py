@@ -128,7 +128,7 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--attention", choices=list(cfg.ATTENTION), default=D.attention, action=E,
                    help="attention kernel: eager (the paper's 5 b n_h s^2/TP score tensors) or flash (fused: no s^2 "
                         "tensor, FP32 log-sum-exp per row, 4 b n_h s/(TP CP) bytes per layer); default eager, or "
-                        "flash once a run is named (--gpu, --gpus, --global-batch, a launch file)")
+                        "flash once a run is named (--gpus, --global-batch, a launch file)")
     g.add_argument("--mbs", type=positive_int, default=D.mbs, action=E, help=f"micro-batch size b (default {D.mbs})")
     g.add_argument("--seq", type=positive_int, default=D.seq, action=E, help=f"sequence length s (default {D.seq})")
     g.add_argument("--imbalance", type=imbalance_factor, default=Fraction(D.imbalance), action=E, metavar="F",

@@ -20,7 +20,7 @@ def add_parser(sub):
                                    "micro-batch's activations) of one pipeline stage, exact. Defaults are the "
                                    "paper's reference layout (Table 5: DP32 TP2 PP16 EP8 ETP1), stage 1, ZeRO 0, "
                                    "mbs 1, seq 4096, no recomputation; eager attention unless a run is named "
-                                   "(--gpu, --gpus, --global-batch, a launch file: then flash). Buffers and "
+                                   "(--gpus, --global-batch, a launch file: then flash). Buffers and "
                                    "fragmentation (Sec. 6) are reported separately at both ends of the paper's "
                                    "ranges, not in the total. Beyond the paper: recomputation variants, flash "
                                    "attention, FP8 caching, precision, routing imbalance, pipeline schedules "
