@@ -10,8 +10,7 @@ range (min-max) of the repetitions.  Paths, on N random valid configurations of 
   numpy          symbolic.numeric.compile of the factored expression in cache-sized blocks
                  (symbolic.search.evaluate): the engine's path (search), also reported as "compiled"
   numpy 1 call   the same function on whole columns; numpy unfactored: the terms' own structure
-  hand numpy     a competent hand-written numpy version of the formula (tests/independent.py's
-                 formula with the model's constants folded), in the same blocks
+  hand numpy     the hand-written formula of tests/independent.py over float64 columns, in the same blocks
 
 then, as subprocesses (median and range; memsym keeps nothing on disk, so every run computes):
 `python -c "import sympy"`, `memsym estimate`, each repetition a command line not run before (another
@@ -31,6 +30,7 @@ estimate <= 1.2x import sympy.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -113,34 +113,6 @@ HAND_ARGS = ("DP", "TP", "SP", "EP", "ETP", "CP", "b", "s", "L_d", "L_m", "e_E",
 ZERO = 1  # the benchmarked total: ZeRO 1 (os), no recomputation, eager attention, Table 7 bytes
 
 
-def hand_folded(m):
-    """tests/independent.py's per-device total (ZeRO 1, no recomputation) with the model's constants
-    folded by hand into few numpy operations: what a competent numpy programmer would write."""
-    h, h_E, h_F, n_h = m["h"], m["h_E"], m["h_F"], m["n_h"]
-    d_cq, d_c, d_h, d_hr, d_v = m["d_cq"], m["d_c"], m["d_h"], m["d_hr"], m["d_v"]
-    N, N_s, N_r, v = m["N"], m["N_s"], m["N_r"], m["v"]
-    norm_repl = 2 * h + d_cq + d_c + d_cq * h + d_c * h + d_hr * n_h * d_cq + d_hr * h
-    split = d_h * n_h * d_cq + d_h * n_h * d_c + d_v * n_h * d_c + h * d_v * n_h
-    ffn, vh, expert = 3 * h * h_F, v * h, 3 * h * h_E
-    moe_repl, moe_split = N * h + N_s * expert, N * expert
-    mla_sp, mla_c, mla_tp, score = 5 * h, 2 * (d_cq + d_c), 4 * (d_h + d_hr) * n_h + 4 * d_v * n_h, 5 * n_h
-    moe_sp, moe_c, moe_ep = 4 * h, 4 * N + 2 * N_r + N_s * (3 * h + 8 * h_E), N * N_r / N
-    B = independent.W_BYTES + independent.G_BYTES
-
-    def total(DP, TP, SP, EP, ETP, CP, b, s, L_d, L_m, e_E, e_H):
-        rTP, rSP, rEE = 1 / TP, 1 / SP, 1 / (EP * ETP)
-        L = L_d + L_m
-        P_n = (L * split + L_d * ffn + (e_E + e_H) * vh) * rTP + L * norm_repl
-        P_m = L_m * (moe_repl + moe_split * rEE)
-        states = B * (P_n + P_m) + independent.O_BYTES * (P_n + P_m * (EP * ETP) * rTP) / (DP * CP)
-        bs = b * s / CP
-        act = bs * (L * (mla_sp * rSP + mla_c + mla_tp * rTP + score * s * rTP)
-                    + L_m * (moe_sp * rSP + moe_c + moe_ep / EP * (3 * h + 8 * h_E / ETP))
-                    + L_d * (5 * h * rSP + 8 * h_F * rTP) + e_H * (4 * h * rSP + 6 * v * rTP))
-        return states + act
-    return total
-
-
 def touch(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11):
     """The floor: the 12 inputs read and one output written (their sum), as numpy does it."""
     return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11
@@ -168,7 +140,7 @@ def bench_eval(points, repeat):
     cols = random_configurations(model, points)
     vals = [np.ascontiguousarray(cols[a.name], dtype=np.float64) for a in args]
     hand_cols = [np.ascontiguousarray(cols[k], dtype=np.float64) for k in HAND_ARGS]
-    hand = hand_folded(dims)
+    hand = functools.partial(independent.total_numpy, dims, zero=ZERO)
     results = {
         "numpy": evaluate(fn, vals), "numpy_one_call": fn(*vals), "numpy_unfactored": evaluate(plain, vals),
         "hand_numpy": evaluate(hand, hand_cols),
@@ -214,7 +186,6 @@ def bench_wall(a, memsym, res):
     for k, s in t.items():
         say(f"    {k:<14} {s['median']:6.3f} [{s['min']:.3f}-{s['max']:.3f}]")
     res["cold_start_ratio"] = t["estimate, new"]["median"] / t["import sympy"]["median"]
-    res["cold_start_new_ratio"] = res["cold_start_ratio"]
     res["search_1024_s"] = t["search 1024"]["median"]
     res["search_16384_s"] = t["search 16384"]["median"]
     res["search_8_s"] = t["search 8"]["median"]

@@ -41,7 +41,7 @@ from derivations import notation as nt
 from derivations.analyses import kernelgen
 from derivations.activations.shape import Shape
 from derivations.activations.views import EXISTS, RULES, Group, View, _kept
-from derivations.tensors import B_IS_1, NOT_FP32, TOPK_GT_1, V_VIEW
+from derivations.tensors import B_IS_1, EP_GT_1, NOT_FP32, TOPK_GT_1, V_VIEW
 from derivations.assembly import printing, totals
 from derivations.assembly.conventions import side_terms
 from derivations.config import CONVENTION_SWITCHES, RECOMPUTE_OPS, Conventions, Training
@@ -62,7 +62,7 @@ def structures(fam) -> Tuple[Tuple[bool, ...], ...]:
 STRUCTURES = structures(DEEPSEEK)
 #: Non-polynomial pieces of the terms, as symbols the generated ``derived`` function computes.
 SPECIAL = {
-    "_not_fp32": NOT_FP32, "_b_is_1": B_IS_1, "_v_view": V_VIEW, "_topk_gt_1": TOPK_GT_1,
+    "_not_fp32": NOT_FP32, "_b_is_1": B_IS_1, "_v_view": V_VIEW, "_topk_gt_1": TOPK_GT_1, "_ep_gt_1": EP_GT_1,
     "_floor_Nr_kg": sp.floor(nt.N_r / nt.k_g),
 }
 ACT_SWITCHES = tuple(k for k, s in CONVENTION_SWITCHES.items() if s.side in ("activations", "both"))
@@ -216,7 +216,7 @@ def exists_features() -> Dict[str, frozenset]:
 def tensor_features(tags, by_tag) -> Tuple[str, ...]:
     """The features whose value can change what a view keeps of a tensor with ``tags`` (in FEATURES order)."""
     tags = set(tags)
-    feats = {"recompute"}
+    feats = {"recompute", "selective"}  # an op-level selective policy decides every tensor (op_sac.py)
     if tags & CHECKPOINT_FEATURE_TAGS:
         feats.add("checkpoints")
     if "mask" in tags:

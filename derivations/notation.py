@@ -171,6 +171,8 @@ NOT_FP32 = sp.Piecewise((0, sp.Eq(B_a, 4)), (1, True))
 B_IS_1 = sp.Piecewise((1, sp.Eq(b, 1)), (0, True))
 V_VIEW = sp.Piecewise((1, sp.Eq(b, 1)), (1, sp.Eq(n_h, TP)), (0, True))
 TOPK_GT_1 = sp.Piecewise((0, sp.Eq(N_r, 1)), (1, True))
+#: 1 when EP > 1: the experts' tokens cross an all-to-all (torchtitan's ExpertParallel, only then applied).
+EP_GT_1 = sp.Piecewise((0, sp.Eq(EP, 1)), (1, True))
 
 #: The paper writes d_h for the value head dimension; these identities turn our
 #: notation into the paper's when comparing with its printed formulas.

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Tuple
 
 from derivations.notation import (  # noqa: F401
-    B_IS_1, NOT_FP32, TOPK_GT_1, V_VIEW, B_a, B_k, CP, SP, TP, b, d_hr, h, h_E, h_F, s, v)
+    B_IS_1, EP_GT_1, NOT_FP32, TOPK_GT_1, V_VIEW, B_a, B_k, CP, SP, TP, N, N_r, N_s, b, d_hr, h, h_E, h_F, s, v)
 from derivations.constants import EXT
 from symbolic.term import Part
 
@@ -112,6 +112,33 @@ def dense_specs():
         Part("swiglu_out", "activation and product outputs, SwiGLU outputs (split by TP)", (2, B_a, b, s, h_F),
              (TP, CP), EXT, ("ffn", "swiglu"), row="inter"),
         Part("out_mask", "dropout mask after down_proj", (B_k, b, s, h), (SP, CP), EXT, ("mask",)),
+        *op_sac_parts("dense"),
+    )
+
+
+TT = "pytorch/torchtitan@99fee810 "
+TT_SAC = TT + "distributed/activation_checkpoint.py _apply_op_sac (derivations/activations/op_sac.py)"
+
+
+def op_sac_parts(kind: str):
+    """The op outputs torchtitan's op-level selective checkpointing saves in a MoE (``moe``) or dense FFN
+    (``dense``) sublayer (--recompute selective --selective torchtitan-op; derivations/activations/op_sac.py)."""
+    tags = ("sac_tt", "sac_saved")
+    if kind == "dense":  # models/moe.py FeedForward: w1 (1st mm) and w2 (3rd) saved
+        return (Part("sac_w1", "w1's matmul output (the FFN's 1st aten.mm: saved)", (B_a, b, s, h_F), (TP, CP), TT_SAC,
+                     ("ffn",) + tags),
+                Part("sac_w2", "w2's matmul output (the FFN's 3rd aten.mm: saved)", (B_a, b, s, h), (CP,), TT_SAC,
+                     ("ffn",) + tags))
+    moe = TT + "models/moe.py MoE.forward; distributed/expert_parallel.py ExpertParallel"
+    return (
+        Part("sac_gate", "router gate's matmul output, the logits (the MoE's 1st aten.mm: saved)", (B_a, b, s, N),
+             (CP,), moe, ("router",) + tags),
+        Part("sac_shared_w3", "shared experts' w3 matmul output (the 3rd aten.mm: saved)", (B_a, b, s, N_s, h_E),
+             (CP,), moe, ("shared", "inter") + tags),
+        Part("sac_dispatch", "all_to_all_single output of the token dispatch: the token-copies this rank's experts "
+                             "receive (EP > 1)", (B_a, b, s, N_r, h, EP_GT_1), (SP, CP), moe, ("experts",) + tags),
+        Part("sac_combine", "all_to_all_single output of the combine: the experts' outputs back to their tokens "
+                            "(EP > 1)", (B_a, b, s, N_r, h, EP_GT_1), (SP, CP), moe, ("experts",) + tags),
     )
 
 
@@ -124,7 +151,10 @@ def head_specs():
         Part("head_in", "head input (final RMSNorm output)", (B_a, b, s, h), (SP, CP), EXT, ("norm", "head"),
              row="x"),
         Part("logits", "logits (vocabulary split by TP)", (B_a, b, s, v), (TP, CP), EXT, ("head", "paper_head")),
-        Part("loss", "FP32 softmax of the cross-entropy loss", (4, b, s, v), (TP, CP), EXT, ("head",)),
+        Part("loss", "FP32 softmax of the cross-entropy loss", (4, b, s, v), (TP, CP), EXT, ("head", "eager_loss")),
+        Part("tt_loss", "compiled loss: FP32 row maximum and log-sum-exp of the logits, and the int64 labels (16 B "
+                        "per token)", (16, b, s), (CP,), TT + "train.py: torch.compile(cross_entropy_loss) (the "
+                        "partitioner recomputes the FP32 upcast from the B_a logits it saves)", ("head", "tt_head")),
         Part("loss_grad", "the cross-entropy backward's B_a gradient of the logits, cast from the FP32 softmax "
                           "(its in-place FP32 gradient) while that is still held: a transient of one micro-batch at "
                           "the last stage's peak (not kept for backward)", (B_a, b, s, v), (TP, CP),

@@ -54,10 +54,8 @@ def _spec(model):
     hand: types, ranges, relations), and named by what it is when it is a preset changed by hand (the
     preset's name would call it what it no longer is); or the preset or config.json a text names (read once,
     now)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.config import load_model
     if isinstance(model, (str, os.PathLike)):
-        return load_model(os.fspath(model))
+        return load(os.fspath(model))
     if isinstance(getattr(type(model), "family", None), str):  # a family's model spec (ModelSpec for DeepSeek)
         return checked(model)
     raise TypeError(f"model must be a preset name, a config.json path or a ModelSpec, got {type(model).__name__}")
@@ -100,8 +98,7 @@ class Result:
         items of lists, as :meth:`_repr_markdown_` shows them."""
         rows = list(self._rows())
         width = max((len(k) for k, _ in rows), default=0)
-        return "\n".join([f"memsym {self._command} result"] + [
-            f"  {k:<{width}}  {f'{v:,}' if isinstance(v, int) and not isinstance(v, bool) else v}" for k, v in rows])
+        return "\n".join([f"memsym {self._command} result"] + [f"  {k:<{width}}  {_shown(v)}" for k, v in rows])
 
     def _rows(self, limit: int = 12):
         """(field, value) of every scalar, one level into objects, and the first ``limit`` items
@@ -125,15 +122,18 @@ class Result:
 
     def _repr_markdown_(self) -> str:
         lines = [f"**memsym {self._command}**", "", "| field | value |", "|---|---:|"]
-        lines += [f"| `{k}` | {f'{v:,}' if isinstance(v, int) and not isinstance(v, bool) else v} |"
-                  for k, v in self._rows()]
+        lines += [f"| `{k}` | {_shown(v)} |" for k, v in self._rows()]
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
         rows = "".join(f"<tr><td><code>{escape(str(k))}</code></td><td style='text-align:right'>"
-                       f"{escape(f'{v:,}' if isinstance(v, int) and not isinstance(v, bool) else str(v))}</td></tr>"
-                       for k, v in self._rows())
+                       f"{escape(_shown(v))}</td></tr>" for k, v in self._rows())
         return f"<table><caption>memsym {escape(self._command)}</caption>{rows}</table>"
+
+
+def _shown(value) -> str:
+    """A result's value as text: an integer with thousands separators."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
 class Verdict(Result):
@@ -215,16 +215,8 @@ def verify(formula: str, against: str, model=None, **options) -> Result:
         assume = [f"{k}={v}" for k, v in assume.items()]
     elif isinstance(assume, str):
         assume = assume.split()
-    positional = [formula]
-    data = _verify(positional, dict(options, model=model, against=against, assume=assume or None))
-    return Result("verify", data)
-
-
-def _verify(positional, options) -> Dict:
-    args = _args("verify", positional, options)
-    # lazy: sympy (only this path needs it)
-    from memsym.verdict import verify as run
-    return run(args.formula, args.against, assume=args.assume, model=args.model, stage=args.stage).to_json()
+    return Result("verify", _run("verify", [formula], dict(options, model=model, against=against,
+                                                          assume=assume or None)))
 
 
 def terms(model=None):

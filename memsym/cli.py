@@ -73,6 +73,11 @@ class _Parser(argparse.ArgumentParser):
         unknown = re.match(r"unrecognized arguments: (.*)$", message)
         if unknown:
             message += self._did_you_mean(unknown.group(1).split())
+        choice = re.match(r"argument \S+: invalid choice: '(.*)' \(choose from (.*)\)$", message)
+        if choice:  # a mistyped subcommand or choice: the nearest choices, as for options
+            choices = re.findall(r"'([^']*)'", choice.group(2))
+            near = difflib.get_close_matches(choice.group(1), choices, n=3, cutoff=0.6)
+            message += f" (did you mean {' or '.join(near)}?)" if near else ""
         m = re.match(r"argument (\S+?)(?:/\S+)?: expected one argument$", message)
         if m:  # name the value that was taken for an option: `--model -cfg.json`
             opt = m.group(1)

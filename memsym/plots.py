@@ -1,37 +1,21 @@
-"""Plots of the per-device memory (matplotlib, Agg backend), and atomic output files.
-
-Three views, each a pure function of plain data (the commands compute the numbers,
-exactly, and pass them in bytes):
-
-* :func:`memory_vs_seq`: peak (or total) per device against the sequence length s, one
-  line per recomputation policy, with the HBM budget (the quadratic b n_h s^2 attention
-  scores of Sec. 5.1 against the linear full-recomputation checkpoints).
-* :func:`stacked_breakdown`: weights, gradients, optimizer states and activations
-  (Tables 8 and 10) stacked per configuration, the Sec. 6 overheads on top, the budget line.
-* :func:`tornado`: elasticities (x/M)(dM/dx) of the per-device total, largest magnitude on top.
-
-The format follows the file's extension (.png or .svg).  Output is deterministic: the SVG
-hash salt is fixed and no date is written; files are written to a temporary file beside
-the target and renamed, so a failure never leaves a half-written file.
-"""
+"""Plots of the per-device memory (matplotlib, Agg backend): each a pure function of exact bytes the commands
+computed, written deterministically (fixed SVG hash salt, no date) and atomically, as .png or .svg."""
 from __future__ import annotations
 
+import io
 import os
 from typing import Mapping, Optional, Sequence, Tuple
 
 from symbolic.errors import ConfigError
-
-from symbolic.units import GiB  # noqa: E402
-import importlib.util
-import io
+from symbolic.files import check_out_file as check_writable  # the one output-file check
 from symbolic.files import write_atomic as _write
+from symbolic.units import GiB
+
+from .report.extras import installed
+
 FORMATS = ("png", "svg")
 COMPONENT_COLOURS = {"weights": "#4c72b0", "gradients": "#dd8452", "optimizer": "#55a868",
                      "activations": "#c44e52", "overheads": "#bbbbbb"}
-
-
-# ----------------------------------------------------------------------------- output files
-from symbolic.files import check_out_file as check_writable  # noqa: E402  (the one output-file check)
 
 
 def check_output(path: str) -> str:
@@ -58,11 +42,7 @@ def _missing_extra() -> ConfigError:
 
 def _require_matplotlib() -> None:
     """ConfigError naming the plot extra unless matplotlib is installed (found, not imported)."""
-    try:
-        found = importlib.util.find_spec("matplotlib") is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
+    if not installed("matplotlib"):
         raise _missing_extra()
 
 

@@ -19,6 +19,41 @@ def paper_layout():
     return cfg.Layout()
 
 
+# ----------------------------------------------------------------------------- the report's notebooks
+def _shown(nb):
+    """Each code cell's outputs, their execution counts left out (one kernel runs every notebook)."""
+    return [[{k: v for k, v in o.items() if k != "execution_count"} for o in c.outputs]
+            for c in nb.cells if c.cell_type == "code"]
+
+
+@pytest.fixture
+def same_in_a_kernel():
+    """``check(paths)``: each notebook the report wrote, executed by nbclient in one kernel of this interpreter
+    (its folder the current one), records the outputs the report wrote (IPython's display formatter in the
+    report's process) and no error."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    from jupyter_client import KernelManager
+
+    def check(paths):
+        km = KernelManager(kernel_name="python3")   # jupyter_client runs it with sys.executable
+        km.start_kernel(cwd=str(paths[0].parent))
+        kc = None
+        try:
+            for path in paths:
+                written, nb = (nbformat.read(path, as_version=4) for _ in range(2))
+                client = nbclient.NotebookClient(nb, km=km, timeout=120, record_timing=False, kernel_name="python3")
+                client.kc = kc
+                client.execute(cleanup_kc=False)   # a failing cell raises CellExecutionError
+                kc = client.kc
+                assert _shown(nb) == _shown(written), path.name
+        finally:
+            if kc is not None:
+                kc.stop_channels()
+            km.shutdown_kernel(now=True)
+    return check
+
+
 # ----------------------------------------------------------------------------- the calculator page (memsym page)
 # shared by tests/test_page.py and tests/test_page_inputs.py: the page's data is generated once (minutes) and
 # one headless Chromium serves both

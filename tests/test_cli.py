@@ -113,6 +113,15 @@ def test_a_mistyped_option_gets_did_you_mean_from_its_own_command(capsys, argv, 
     assert code == 2 and out == "" and hint in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("argv, hint", [(["sarch", "--gpus", "8"], "did you mean search?"),
+                                        (["estimat"], "did you mean estimate?"),
+                                        (["estimate", "--attention", "flsh"], "did you mean flash?")])
+def test_a_mistyped_command_or_choice_gets_did_you_mean(capsys, argv, hint):
+    from clirun import run
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and hint in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_an_unknown_option_far_from_every_other_gets_no_guess(capsys):
     from clirun import run
     code, _, err = run(capsys, "estimate", "--zzzz", "2")

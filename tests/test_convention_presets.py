@@ -21,6 +21,7 @@ PINNED = {
     "transformers": ("act.layer.transformers", "act.peak.transformers"),
     "mcore": ("act.layer.mcore", "act.peak.mcore"),
     "mcore-te": ("act.layer.mcore-te", "act.peak.mcore-te"),
+    "torchtitan": ("act.layer.torchtitan", "act.peak.torchtitan"),
 }
 
 
@@ -34,8 +35,9 @@ def _ids():
 
 def test_every_preset_is_a_file_setting_every_switch():
     names = sorted(p.stem for p in PRESET_DIR.glob("*.toml") if p.stem != "kernels")
-    assert names == sorted(["paper", "megatron", "modelzoo", "transformers", "mcore", "mcore-te"])
-    assert list(cfg.CONVENTION_PRESETS) == ["paper", "megatron", "modelzoo", "transformers", "mcore", "mcore-te"]
+    assert names == sorted(["paper", "megatron", "modelzoo", "transformers", "mcore", "mcore-te", "torchtitan"])
+    assert list(cfg.CONVENTION_PRESETS) == ["paper", "megatron", "modelzoo", "transformers", "mcore", "mcore-te",
+                                            "torchtitan"]
     for name, p in cfg.CONVENTION_PRESETS.items():
         assert set(cfg.CONVENTION_SWITCHES) | {"attention", "bytes_per_param"} <= set(p), name
         assert cfg.CONVENTION_SOURCES[name].strip(), name
@@ -48,21 +50,21 @@ def test_term_ids_are_pinned():
 
 
 def test_a_preset_added_without_names_terms_renames_nothing(tmp_path):
-    """The hazard this guards: a torchtitan preset with Megatron's activation switches renamed
+    """The hazard this guards: a framework's preset with Megatron's activation switches renamed
     act.layer.megatron to a long switch suffix when ids came from the set of presets."""
     folder = tmp_path / "p"
     shutil.copytree(PRESET_DIR, folder)
     text = (folder / "megatron.toml").read_text()
-    (folder / "torchtitan.toml").write_text(text.replace('name = "megatron"', 'name = "torchtitan"')
-                                            .replace("order = 2", "order = 7").replace("names_terms = true",
+    (folder / "other.toml").write_text(text.replace('name = "megatron"', 'name = "other"')
+                                            .replace("order = 2", "order = 9").replace("names_terms = true",
                                                                                        "names_terms = false"))
     presets, sources, naming, kernels = read_presets(folder)
-    assert "torchtitan" in presets and naming == cfg.NAMING_PRESETS
+    assert "other" in presets and naming == cfg.NAMING_PRESETS
     assert naming_conventions(presets, naming) == naming_conventions(cfg.CONVENTION_PRESETS, cfg.NAMING_PRESETS)
-    (folder / "torchtitan.toml").write_text((folder / "torchtitan.toml").read_text()
+    (folder / "other.toml").write_text((folder / "other.toml").read_text()
                                             .replace("names_terms = false", "names_terms = true"))
     presets, _, naming, _ = read_presets(folder)
-    with pytest.raises(ValueError, match="megatron and torchtitan keep the same activations"):
+    with pytest.raises(ValueError, match="megatron and other keep the same activations"):
         naming_conventions(presets, naming)
 
 

@@ -62,7 +62,7 @@ def test_notebook_functions_import_lazily_and_name_the_extra(monkeypatch):
     plan = rp.outline_report(ctx)
     _missing(monkeypatch, "nbformat")
     with pytest.raises(ConfigError, match=r"memsym\[report\]"):
-        nbm.build_notebook(ctx, plan, plan.sections[0])
+        nbm.build_notebook(ctx, plan, plan.sections[0], ())
     _missing(monkeypatch, "nbconvert")
     nbm.html_exporter.cache_clear()
     with pytest.raises(ConfigError, match=r"memsym\[report\]"):

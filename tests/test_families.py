@@ -354,7 +354,7 @@ def test_a_toy_family_on_the_command_line(toy, tmp_path, capsys):
                    "be 1"]
 
 
-def test_a_toy_familys_report(toy, tmp_path, capsys):
+def test_a_toy_familys_report(toy, tmp_path, capsys, same_in_a_kernel):
     """memsym report of the toy (Markdown, LaTeX, HTML): the sections its family declares (toyfamily/report.py),
     its own symbol and terms rendered, its per-device total the estimate's; twice byte-identical."""
     from derivations import generate
@@ -381,7 +381,7 @@ def test_a_toy_familys_report(toy, tmp_path, capsys):
     total = json.loads(capsys.readouterr().out)["bytes"]["total"]
     assert f"| total |  | {total:,} |" in md
     assert "\\section" in (tmp_path / "a" / "report.tex").read_text()
-    # the notebooks run in a kernel of their own: the setup cell makes the toy known there as in this process
+    # a notebook runs in a kernel of its own: the setup cell makes the toy known there as in this process
     assert main(["report", "--model", str(path), "--dp", "2", "--tp", "2", "--pp", "2", "--seq", "64", "--mbs", "1",
                  "--format", "ipynb", "--out", str(tmp_path / "nb")]) == 0
     capsys.readouterr()
@@ -391,6 +391,7 @@ def test_a_toy_familys_report(toy, tmp_path, capsys):
     assert "ToySpec(name='toy_gqa (h 256, 4 layers)'" in setup
     outputs = [o for c in setting["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
     assert outputs and not any(o.get("output_type") == "error" for o in outputs)
+    same_in_a_kernel([tmp_path / "nb" / "report-01-setting.ipynb"])
 
 
 @pytest.mark.parametrize("argv, says", [

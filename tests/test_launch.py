@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from derivations import config as cfg
 from derivations.config.grammars import layer_pattern, pipeline_layout
@@ -135,10 +136,14 @@ def test_every_megatron_run_resolves_to_the_flags_it_uses(capsys, entry):
     flags = entry.get("flags", {})
     assert opts.get("--linear-recipe") == (flags.get("--fp8-recipe", "delayed") if "--fp8-format" in flags else None)
     opts.pop("--linear-recipe", None)
+    # the allocator's options, from the file's ENV_VARS (read by --memory)
+    env = yaml.safe_load(path.read_text()).get("ENV_VARS") or {}
+    assert opts.pop("--alloc-conf", None) == env.get("PYTORCH_CUDA_ALLOC_CONF")
     hand = {"layout": set(entry["layout"]), "training": set(entry["training"])}
     extra = {k for k in opts if k[2:].replace("-", "_") not in hand["layout"] | hand["training"]}
     assert extra <= {"--bytes-per-param", "--mtp", "--mtp-activations", "--conventions", "--router-dtype", "--aux-loss",
-                     "--experts", "--rope-tables", "--swiglu", "--offload-activations"}, extra
+                     "--experts", "--rope-tables", "--swiglu", "--offload-activations", "--routed-tokens",
+                     "--router-tensors"}, extra
     # beyond the tables: the switches the run's own flags decide, as the entry's preset (mcore-te) sets them,
     # but the RoPE tables of --no-rope-fusion (every run but the DeepSeek-V3 proxy)
     preset = cfg.CONVENTION_PRESETS["mcore-te"]
@@ -181,6 +186,56 @@ def test_moe_layer_freq_and_layout_grammars():
     assert layer_pattern("[0,1]+[1]*2") == [0, 1, 1, 1]
     assert pipeline_layout("Et*3|(tt|)*6tmL") == ["Ettt"] + ["tt"] * 6 + ["tmL"]
     assert pipeline_layout("Et*2|(tt|)*5t|tmL") == ["Ett"] + ["tt"] * 5 + ["t", "tmL"]
+
+
+# ------------------------------------------------------------------------------------------ launch files as published
+_PROXY = str(ROOT / "paper" / "runs" / "mcore-proxy-h1024-selective-recompute.yaml")
+
+
+def _edited(tmp_path, source, drop=(), add=(), replace_layout=None):
+    """A copy of a run's model_config.yaml without the MODEL_ARGS lines starting with ``drop``, with ``add`` lines."""
+    lines = [ln for ln in Path(source).read_text().splitlines() if not ln.strip().startswith(tuple(drop) or "\0")]
+    if replace_layout is not None:
+        lines = [f"  --pipeline-model-parallel-layout: {replace_layout}" if "layout:" in ln else ln for ln in lines]
+    at = lines.index("MODEL_ARGS:") + 1
+    path = tmp_path / "model_config.yaml"
+    path.write_text("\n".join(lines[:at] + [f"  {x}" for x in add] + lines[at:]) + "\n")
+    return str(path)
+
+
+def test_a_layout_with_the_test_harness_shell_escapes(tmp_path, capsys):
+    """Megatron-LM's functional tests wrote the layout escaped for their harness (310082a6 model_config.yaml of
+    gpt3_mcore_te_tp2_pp2_ep4_etp1_selective_recompute_experimental: ``Et*3\\\\|\\\\(tt\\\\|\\\\)*6tmL``, a plain YAML
+    scalar keeping both backslashes; _run_training.sh unescapes it with xargs then eval): read as the plain layout,
+    3,2,2,2,2,2,2,1 decoder layers in 8 virtual stages, 9 and 7 per rank (counted by hand)."""
+    esc = r"Et*3\\|\\(tt\\|\\)*6tmL # Et*3|(tt|)*6tmL"
+    opts, _, data = explained(capsys, "--from-megatron", _edited(tmp_path, _PROXY, replace_layout=esc), "--gpus", "8")
+    assert (opts["--layers-per-stage"], opts["--virtual-layers"], opts["--vpp"]) == ("9,7", "3,2,2,2,2,2,2,1", "4")
+
+
+def test_an_mla_model_without_experts(tmp_path, capsys):
+    """No --num-experts (TransformerConfig num_moe_experts None): every one of the 16 layers a dense SwiGLU MLP."""
+    drop = ("--num-experts", "--moe-layer-freq", "--pipeline-model-parallel-layout")
+    code, _, err = run(capsys, "estimate", "--from-megatron", _edited(tmp_path, _PROXY, drop=drop), "--gpus", "8")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "num_experts must be non None" in err, err
+    path = _edited(tmp_path, _PROXY, drop=drop + ("--expert-model-parallel-size", "--expert-tensor-parallel-size"))
+    opts, model, _ = explained(capsys, "--from-megatron", path, "--gpus", "8")
+    assert (model["first_k_dense_replace"], model["num_hidden_layers"], model["n_shared_experts"]) == (16, 16, 0)
+    code, out, err = run(capsys, "estimate", "--from-megatron", path, "--gpus", "8")
+    assert code == 0, err
+    assert "(16 dense, 0 MoE)" in out
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "mxfp8"])
+def test_megatron_fsdp_with_an_fp8_recipe_is_read(tmp_path, capsys, recipe):
+    """Megatron-FSDP optim_grads_params (ZeRO-3) with --fp8-recipe and --fp8-param-gather (as Megatron-LM's
+    deepseek_proxy_fsdp_ep2_fsdp2 test writes them): read, the recipe named on the not-modelled line."""
+    src = str(ROOT / "paper" / "runs" / "mcore-fsdp-proxy-ep2.yaml")
+    path = _edited(tmp_path, src, add=("--fp8-format: e4m3", f"--fp8-recipe: {recipe}", "--fp8-param-gather: true"))
+    opts, _, data = explained(capsys, "--from-megatron", path, "--gpus", "8")
+    assert opts["--zero"] == "3" and "--linear-recipe" not in opts and "--quantized-param-gather" not in opts
+    line = [m for m in data["not_modelled"] if "--fp8-recipe" in m]
+    assert len(line) == 1 and recipe in line[0] and "--fp8-param-gather" in line[0] and "ZeRO-3" in line[0]
 
 
 # ------------------------------------------------------------------------------------------ bad input

@@ -17,8 +17,8 @@ import pytest
 from clirun import run  # tests/clirun.py
 
 ROOT = Path(__file__).resolve().parent.parent
-RUN = next(r for r in tomllib.loads((ROOT / "paper" / "runs.toml").read_text())["runs"]
-           if r["framework"] == "torchtitan")
+TITAN = [r for r in tomllib.loads((ROOT / "paper" / "runs.toml").read_text())["runs"] if r["framework"] == "torchtitan"]
+RUN = TITAN[0]
 RUN_FILE = str(ROOT / "paper" / "runs" / f"{RUN['id']}.toml")
 MODEL = '[model]\nname = "deepseek_v3"\nflavor = "16B"\n'
 
@@ -40,8 +40,9 @@ def test_a_minimal_job_config_takes_torchtitans_defaults(tmp_path, capsys):
     path = write(tmp_path, MODEL + "[parallelism]\ndata_parallel_shard_degree = 4\nexpert_parallel_degree = 2\n")
     opts, data = explained(capsys, "--from-torchtitan", path)
     # the world is replicate 1 x shard 4 x CP 1 x TP 1 x PP 1 = 4 (every degree given or defaulted, shard not -1)
-    assert opts == {"--model": "deepseek-v2-lite", "--attention": "flash", "--dp": "4", "--tp": "1", "--pp": "1",
-                    "--ep": "2", "--etp": "1", "--cp": "1", "--sp": "1", "--zero": "3", "--mbs": "8", "--seq": "2048",
+    assert opts == {"--conventions": "torchtitan", "--model": "deepseek-v2-lite", "--attention": "flash", "--dp": "4",
+                    "--tp": "1", "--pp": "1", "--ep": "2", "--etp": "1", "--cp": "1", "--sp": "1", "--zero": "3",
+                    "--mbs": "8", "--seq": "2048",
                     "--recompute": "none", "--weight-dtype": "bf16", "--grad-dtype": "fp32", "--master-dtype": "fp32",
                     "--optimizer-dtype": "fp32", "--act-dtype": "bf16"}
     origin = {o["option"]: o["from"] for o in data["options"]}
@@ -74,8 +75,9 @@ def test_hsdp_counts_one_replica_group(tmp_path, capsys):
 
 def test_unknown_memory_keys_are_named_in_one_warning(tmp_path, capsys):
     path = write(tmp_path, '[model]\nname = "deepseek_v3"\nflavor = "16B"\nconverters = ["float8"]\n'
-                 '[parallelism]\ndata_parallel_shard_degree = 8\n[compile]\nenable = true\ncomponents = ["loss"]\n'
-                 '[training]\nfrobnicate = 1\n[optimizer]\nlr = 1e-4\n[job]\ndump_folder = "x"\n'
+                 '[parallelism]\ndata_parallel_shard_degree = 8\n[compile]\nenable = true\n'
+                 'components = ["model", "loss"]\n[training]\nfrobnicate = 1\n[optimizer]\nlr = 1e-4\n'
+                 '[job]\ndump_folder = "x"\n'
                  '[quantize.linear.float8]\nfilter_fqns = ["output"]\n')
     code, out, err = run(capsys, "estimate", "--from-torchtitan", path)
     assert code == 0, err
@@ -132,19 +134,21 @@ def test_a_flavor_unlike_every_preset_builds_its_config(tmp_path, capsys):
            (7168, 61, 3, 256, 1, 8, 1536, 129280, 0)
 
 
-def test_the_runs_entry_resolves_to_its_hand_translation(capsys):
-    opts, data = explained(capsys, "--from-torchtitan", RUN_FILE, "--gpus", str(RUN["gpus"]))
-    assert opts["--model"] == RUN["model"]["preset"]
-    for k, v in {**RUN["layout"], **RUN["training"]}.items():
+@pytest.mark.parametrize("entry", TITAN, ids=[r["id"] for r in TITAN])
+def test_the_runs_entry_resolves_to_its_hand_translation(capsys, entry):
+    path = str(ROOT / "paper" / "runs" / f"{entry['id']}.toml")
+    opts, data = explained(capsys, "--from-torchtitan", path, "--gpus", str(entry["gpus"]))
+    assert opts["--model"] == entry["model"]["preset"]
+    for k, v in {**entry["layout"], **entry["training"]}.items():
         assert opts["--" + k.replace("_", "-")] == str(v), (k, v, opts)
     # the flags the entry records are the file's, as torchtitan reads them (-1 shards: 8 over 8 GPUs)
-    flags = RUN["flags"]
+    flags = entry["flags"]
     assert int(opts["--dp"]) == flags["parallelism.data_parallel_shard_degree"]
     assert int(opts["--ep"]) == flags["parallelism.expert_parallel_degree"]
     assert int(opts["--mbs"]) == flags["training.local_batch_size"]
     assert int(opts["--seq"]) == flags["training.seq_len"]
-    assert [x for x in data["not_modelled"]] == ["compile.enable = True, components ['loss'] (torch.compile: fused "
-                                                 "kernels, fewer saved intermediates)"]
+    assert data["not_modelled"] == []  # the compiled loss is the preset's (--head-state torchtitan)
+    assert opts["--conventions"] == "torchtitan"
 
 
 def test_the_explain_text_names_each_source(capsys):
@@ -162,3 +166,32 @@ def test_estimate_json_with_a_job_config_imports_no_sympy():
             "'--json']); assert 'sympy' not in sys.modules, 'sympy imported'" % RUN_FILE)
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-400:]
+
+
+def _fsdp2_states(ep: int):
+    """(weights, gradients, optimizer) bytes of the 16B flavor on one of 8 GPUs under FSDP2 at the step's peak, by
+    hand from deepseekv3_configs['16B'] (dim 2048, inter_dim 10944, moe_inter_dim 1408, 27 layers, 1 dense,
+    16 heads, 64 experts, 2 shared, kv_lora_rank 512, no q_lora, nope 128, rope 64, v 128, vocab 102400) and
+    apply_fsdp (llama4/infra/parallelize.py): the block (attention, norms, router, shared experts) over the 8
+    ranks, the routed experts over dp_mod_ep = 8 / EP; FP32 sharded parameters and moments; two blocks
+    all-gathered in BF16, the running block's BF16 unsharded gradients, the head's FP32 reduce-scatter input and
+    its FP32 sharded gradients (zero_grad(set_to_none) frees the rest before the forward)."""
+    h, vocab, expert = 2048, 102400, 3 * 2048 * 1408
+    attn = h * 16 * 192 + h * (512 + 64) + 512 * 16 * (128 + 128) + 16 * 128 * h  # wq, wkv_a, wkv_b, wo
+    norms = 2 * h + 512  # attention_norm, ffn_norm, kv_norm
+    non_moe = 27 * (attn + norms) + 3 * h * 10944 + 2 * vocab * h  # layers, dense FFN, embedding, output
+    block = 64 * h + 2 * expert  # router gate, shared experts
+    routed = 64 // ep * expert
+    shard = (non_moe + 26 * block) // 8 + 26 * routed // (8 // ep)
+    unsharded = attn + norms + block + routed
+    return (4 * shard + 2 * 2 * unsharded, 4 * vocab * h // 8 + 2 * unsharded + 4 * vocab * h, 8 * shard)
+
+
+@pytest.mark.parametrize("rid, ep", [("torchtitan-dsv3-16b-fsdp8-ep8-lbs4", 8),
+                                     ("torchtitan-dsv3-16b-fsdp8-ep1-fits", 1)])
+def test_fsdp2_model_states_at_the_peak_by_hand(capsys, rid, ep):
+    code, out, err = run(capsys, "estimate", "--from-torchtitan", str(ROOT / "paper" / "runs" / f"{rid}.toml"),
+                         "--gpus", "8", "--json")
+    assert code == 0, err
+    got = json.loads(out)["bytes"]
+    assert (got["weights"], got["gradients"], got["optimizer"]) == _fsdp2_states(ep)

@@ -8,11 +8,19 @@ import random
 import subprocess
 import sys
 from fractions import Fraction
+from typing import Dict, List
 from html.parser import HTMLParser
 
 import pytest
+import sympy as sp
+
+from derivations import config as cfg
+from derivations.activations import shape as shapes
+from derivations.activations import view_terms
 
 from memsym.page import PAGE_NAME
+from symbolic.exact import fmt_int
+from memsym.page import activations as acts
 from memsym.page import data as page_data
 
 
@@ -62,7 +70,41 @@ def test_activation_tables_give_every_view(family, flags, seed):
     shape = page_data.shape_of(get(family), flags)
     pool = page_data.Pool()
     units = page_data.activation_units(pool, shape)
-    page_data.check_activations(units, shape, pool.exprs, n=60, seed=seed)
+    check_activations(units, shape, pool.exprs, n=60, seed=seed)
+
+
+def evaluate_units(unit_list, rc: str, assign: Dict, pool_exprs: List) -> Dict[str, sp.Expr]:
+    """{kind: sum of the kept tensors' expressions} read from the generated tables (what the page does)."""
+    feats = dict(acts.features())
+    out = {}
+    for u in unit_list:
+        at = 0
+        for f in acts.policy_features(u["feats"], rc):
+            at = at * len(feats[f]) + feats[f].index(assign.get(f, feats[f][0]))
+        i = u["table"][rc][at]
+        out[u["kind"]] = out.get(u["kind"], sp.Integer(0)) + (pool_exprs[i] if i is not None else 0)
+    return out
+
+
+def _random_assign(rng) -> Dict:
+    return {f: rng.choice(vals) for f, vals in acts.features()}
+
+
+def check_activations(unit_list, shape, pool_exprs: List, n: int = 200, seed: int = 1) -> None:
+    """The generated tables give every kind's term of ``n`` random views (AssertionError otherwise)."""
+    rng = random.Random(seed)
+    kinds = shapes.family(shape).kinds
+    for _ in range(n):
+        rc, assign = rng.choice(acts.RC), _random_assign(rng)
+        if rc == "custom" and not any(assign[f"op:{o}"] for o in cfg.RECOMPUTE_OPS):
+            assign["op:norm"] = True
+        got = evaluate_units(unit_list, rc, assign, pool_exprs)
+        want = view_terms(acts.make_view(rc, assign), shape)
+        for kind in kinds:
+            if kind in want:
+                diff = got.get(kind, 0) - want[kind].expr
+                # zero as built, or once expanded (an identity: exact), else as simplify proves it
+                assert diff == 0 or sp.expand(diff) == 0 or sp.simplify(diff) == 0, (rc, assign, kind)
 
 
 def test_every_formula_is_printed_from_a_term(generated):
@@ -191,6 +233,23 @@ CONFIGS = [
      ("recompute", "selective"), ("mbs", 2)],
     [("conventions", "mcore-te"), ("linear_recipe", "blockwise"), ("recompute", "full"), ("cp", 2),
      ("mtp_activations", "last-stage")],
+    # Megatron-Core's activation offloading (--offload-activations, derivations/assembly/offload.py): one micro-batch
+    # under eager attention; every module but the core attention's under 1F1B and selective recomputation; DualPipe
+    # with the MTP module's activations (the stage that runs them keeps no decoder layer)
+    [("conventions", "mcore"), ("offload_activations", "core_attn,attn_proj"), ("attention", "eager")],
+    [("conventions", "mcore-te"), ("offload_activations", "attn_norm, qkv_linear,mlp_norm,expert_fc1,moe_act"),
+     ("schedule", "1f1b"), ("microbatches", 32), ("recompute", "selective")],
+    [("conventions", "mcore"), ("offload_activations", "expert_fc1,core_attn"), ("schedule", "dualpipe"),
+     ("mtp_activations", "last-stage"), ("stage", 15)],
+    # Megatron's pipeline layout (--virtual-layers: the largest state of each rank's interleaved order): V = 2, the
+    # most-loaded rank; V = 3 with the MTP module and an offloaded core attention, whose backward is the step's peak;
+    # a virtual stage without a layer
+    [("pp", 2), ("schedule", "interleaved"), ("virtual_layers", "16,15,15,15"), ("microbatches", 8)],
+    [("conventions", "mcore"), ("pp", 2), ("schedule", "interleaved"), ("vpp", 3),
+     ("virtual_layers", "11,10,10,10,10,10"), ("offload_activations", "core_attn"), ("mtp_activations", "last-stage"),
+     ("mtp", True)],
+    [("model", "deepseek-v2-lite"), ("dp", 8), ("tp", 1), ("pp", 2), ("ep", 8), ("schedule", "interleaved"),
+     ("virtual_layers", "14,0,0,13"), ("microbatches", 4)],
 ]
 
 
@@ -221,6 +280,8 @@ def test_browser_equals_estimate_json(browser, page, tmp_path, i):
     for end in ("low", "high"):
         assert _dom_exact(browser, f"peak-{end}") == exact.overheads[end]["peak"]
     _assert_step(browser, exact, controls)
+    if exact.training.schedule:  # the micro-batches in flight (--virtual-layers: in units of the stage's layers)
+        assert browser.find_element("id", "v-inflight").text == fmt_int(exact.inflight), controls
     if i == 0:  # the paper's layout under ZeRO-1: Tables 6 and 8
         assert js["params"]["total"] == 6_250_364_928 == _dom_exact(browser, "params-total")
         assert js["bytes"]["optimizer"] == 5_928_075_264 == _dom_exact(browser, "bytes-optimizer")
@@ -241,6 +302,19 @@ INVALID = [
     [("conventions", "mcore-te"), ("linear_recipe", "tensorwise"), ("fp8_activations", True)],
     [("conventions", "mcore-te"), ("linear_recipe", "mxfp8"), ("rank", "megatron")],
     [("model", "paper/models/deepseek-v4-flash.json"), ("conventions", "mcore-te"), ("linear_recipe", "mxfp8")],
+    # --offload-activations refused as argtypes.offload_modules, training.validate_training and offload.tensors do
+    [("offload_activations", "attn_proj")], [("offload_activations", " ")], [("offload_activations", "core_attn,x")],
+    [("offload_activations", "moe_act,core_attn,moe_act")], [("offload_activations", "core_attn")],
+    [("conventions", "mcore"), ("offload_activations", "core_attn"), ("recompute", "full")],
+    [("conventions", "mcore"), ("offload_activations", "core_attn"), ("fp8_activations", True)],
+    [("conventions", "mcore-te"), ("offload_activations", "core_attn"), ("linear_recipe", "mxfp8")],
+    [("model", "paper/models/deepseek-v4-flash.json"), ("conventions", "mcore"), ("offload_activations", "moe_act")],
+    # --virtual-layers refused as argtypes.layer_counts, training.validate_training and schedules.rank_chunks do
+    [("virtual_layers", "x")], [("virtual_layers", "1,,2")], [("virtual_layers", "1,-1")],
+    [("virtual_layers", "16,15,15,15")], [("schedule", "interleaved"), ("virtual_layers", "1,2")],
+    [("pp", 2), ("schedule", "interleaved"), ("virtual_layers", "16,15,15,16")],
+    [("pp", 2), ("schedule", "interleaved"), ("virtual_layers", "17,15,15,14")],
+    [("pp", 2), ("schedule", "interleaved"), ("virtual_layers", "16,15,15,15"), ("microbatches", 3)],
 ]
 
 

@@ -134,32 +134,24 @@ def test_show_puts_a_row_into_the_estimate(browser, page):
         assert flag in cmd, (flag, cmd)
 
 
-def test_the_printed_kernels_are_the_generated_modules():
-    """Each kernel the page prints computes the terms of the generated module it stands for, in its order, with as
-    many coefficients (the same split of the same expressions: derivations/analyses/kernelgen.py)."""
-    from types import SimpleNamespace
+def test_the_page_runs_the_generated_modules():
+    """The page's kernels, derived symbols and step-time model are the generated modules' functions written in
+    JavaScript (memsym/page/pyjs.py): every public function of the search module, ``derived`` and the step-time
+    variants the page runs, each once, with the arguments the Python takes."""
+    import ast
+    import re
 
+    from derivations import generated
     from memsym.page import search
-    from derivations.analyses import kernels
-    from derivations.generated import SEARCH_KERNELS
-    for key, name in SEARCH_KERNELS.items():
-        printed = search._kernel(name)
-        structure, _, attention = key.partition("-")
-        model = SimpleNamespace(family="deepseek", structure=search._structure(structure))
-        kern = kernels.module(model, attention or "eager")
-        assert {g: tuple(t) for g, t in printed["terms"].items()} == {g: t for g, (t, _, _) in kern.groups.items()}
-        assert tuple(printed["rows"]) == kern.rows
-        for g, (_, coefficients, _) in kern.groups.items():  # its docstring: "The <n> coefficients of ``<group>`` ..."
-            count = int(coefficients.__doc__.split()[1])
-            assert _top_level_items(printed["coefficients"][g]) == count, (name, g)
-
-
-def _top_level_items(src: str) -> int:
-    """The items of the list a printed ``(e) => [a, b, ...]`` returns."""
-    body = src[src.index("[") + 1:src.rindex("]")]
-    depth, items = 0, 1
-    for ch in body:
-        depth += ch in "([{"
-        depth -= ch in ")]}"
-        items += ch == "," and depth == 0
-    return items
+    printed = search.generate()["js"]
+    folder = os.path.dirname(generated.__file__)
+    for module, wanted in (("deepseek_search", None), ("deepseek", {"derived"}),
+                           ("deepseek_time", {f"_step_{v}" for v in search.TIME_VARIANTS})):
+        with open(os.path.join(folder, module + ".py"), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        fns = {n.name: [a.arg for a in n.args.args] for n in tree.body if isinstance(n, ast.FunctionDef)
+               and (n.name in wanted if wanted else not n.name.startswith("_"))}
+        assert fns and (wanted is None or set(fns) == wanted), module
+        for name, args in fns.items():
+            assert len(re.findall(rf"^function {name}\(", printed, re.M)) == 1, name
+            assert f"function {name}({', '.join(args)}) {{" in printed, name

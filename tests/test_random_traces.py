@@ -11,10 +11,14 @@ it; ``MEMSYM_RANDOM_EXAMPLES`` sets the draws (default :data:`EXAMPLES`).  A fai
 config.json and the ``memsym trace`` commands that re-measure it (add ``--record FILE`` to make it a record
 of paper/traces/).  No shrinking (each step would be two more traces): the draw is reported as drawn.
 
-What the strategy draws (:func:`configs`): hidden size 64-384; heads 1-8; q_lora_rank null or 4-128;
-kv_lora_rank 4-128; rope (even) 2-32, nope 4-64 and v 4-64 head dims; dense FFN 16-512, experts' 8-256;
-2-9 routed experts; 0-3 shared experts; 0-2 dense layers then 1-2 MoE layers; vocabulary 64-2048; tied or
-not; 0-1 MTP module (Megatron-Core builds and trains it; transformers builds none).  The routing
+What the strategy draws (:func:`configs`): hidden size 64-384; heads 1-8; q_lora_rank null or 4-128; kv_lora_rank
+4-128; rope (even) 2-32, nope 4-64 and v 4-64 head dims; dense FFN 16-512, experts' 8-256; 2-9 routed experts; 0-3
+shared experts; 0-2 dense layers then 1-2 MoE layers, moe_layer_freq left out or 1-3 (V2/V3 configs; the last layer
+still MoE: Megatron-Core's MTP block takes the last layer's spec, gpt_layer_specs.py get_gpt_mtp_block_spec, where
+memsym counts DeepSeek-V3's MoE block); attention_dropout left out, 0 or 0.05-0.5; vocabulary 64-2048; tied or not;
+0-1 MTP module (Megatron-Core builds and trains it; transformers builds none). A field a framework's preset refuses
+(:data:`REFUSED`: moe_layer_freq under transformers, which ignores it; attention_dropout above 0) must be refused,
+and the config written as the refusal says predicts the measurement (:func:`as_told`).  The routing
 (:func:`routings`, issue 26 item 3): model_type deepseek_v3, deepseek_v2, deepseek_v32 or glm_moe_dsa
 (DeepSeek-V3.2: V3's router with DSA's lightning indexer of 1-4 heads, a head dimension of the RoPE dims plus
 0-32 and top-k 1-96; GLM-5: the same, its router V3's, with each layer after the first full or shared as
@@ -135,6 +139,12 @@ def configs(draw):
         n_routed_experts=N, n_shared_experts=draw(st.integers(0, 3)), first_k_dense_replace=dense,
         num_hidden_layers=dense + moe, vocab_size=draw(st.integers(64, 2048)),
         tie_word_embeddings=draw(st.booleans()), num_nextn_predict_layers=draw(st.integers(0, 1)), **routing)
+    if routing["model_type"] not in DSA:  # (DSA's configs build their MoE layers from first_k_dense_replace alone)
+        # the last layer stays MoE: Megatron-Core builds the MTP module's block with the last layer's spec
+        freq = draw(st.none() | st.sampled_from([f for f in (1, 2, 3) if (dense + moe - 1) % f == 0]))
+        c.update({} if freq is None else {"moe_layer_freq": freq})
+    dropout = draw(st.none() | st.just(0.0) | st.floats(0.05, 0.5))
+    c.update({} if dropout is None else {"attention_dropout": dropout})
     if routing["model_type"] in DSA:  # the indexer reads the compressed query and rotates d_h^R dims
         c.update(q_lora_rank=draw(st.integers(4, 128)), index_n_heads=draw(st.integers(1, 4)),
                  index_head_dim=c["qk_rope_head_dim"] + 2 * draw(st.integers(0, 16)),
@@ -220,16 +230,52 @@ def test_random_config_is_predicted_in_both_frameworks(draw, record_property):
     check_draw(*draw)
 
 
+#: What a framework's conventions refuse of a config (derivations/families/deepseek/config.py ``ModelSpec.unread``),
+#: and the config as the refusal says to write it: {field: (refused by (framework, config) -> bool, the field as told)}
+REFUSED = {
+    # transformers 5.24 ignores moe_layer_freq: every layer from first_k_dense_replace on is MoE
+    "moe_layer_freq": (lambda fw, c: fw == "transformers" and any(
+        i % c.get("moe_layer_freq", 1) for i in range(c.get("first_k_dense_replace", 0), c["num_hidden_layers"])), 1),
+    "attention_dropout": (lambda fw, c: c.get("attention_dropout", 0) > 0, 0.0),
+}
+
+
+def as_told(framework: str, path: str, c: dict, t: dict, out: dict) -> list:
+    """Where a refused draw is off: the preset must refuse exactly the fields :data:`REFUSED` names, and the config
+    written as the refusal tells must predict the measurement: exactly for moe_layer_freq (transformers builds the
+    same model), and for attention_dropout less the dropout's noise and output (B_a per score each, ATen's CPU
+    _dropout_impl) in place of the probabilities (B_a, unless they are the FP32 softmax output the softmax keeps
+    anyway) in every layer whose scores are kept (no recomputation)."""
+    from memsym.trace.compare import predicted
+    fields = [f for f, (refused, _) in REFUSED.items() if refused(framework, c)]
+    error = out["predicted"].get("error", "")
+    if not fields:
+        return differences(out)
+    if f"hf-config.{fields[0]}" not in error and f": {fields[0]}=" not in error:
+        return [("refusal", error or "none", f"{fields[0]} refused")]
+    told = dict(c, **{f: REFUSED[f][1] for f in fields})
+    Path(path + ".told.json").write_text(json.dumps(told, indent=2))
+    given = {k: v for k, v in t.items() if k != "settings"}
+    args = types.SimpleNamespace(framework=framework, conventions=None, tensors=False, model=path + ".told.json",
+                                 **given, **t.get("settings", {}))
+    pred = predicted(args, framework)
+    if "attention_dropout" in fields and t["recompute"] == "none":
+        ba = 2 if t["act_dtype"] == "bf16" else 4
+        extra = ba * (1 + (ba == 4)) * t["mbs"] * c["num_attention_heads"] * t["seq"] ** 2
+        pred["activations_by_layer"] = [dict(x, bytes=x["bytes"] + extra) for x in pred["activations_by_layer"]]
+    return differences(dict(out, predicted=pred))
+
+
 def check_draw(c: dict, training: dict) -> None:
     """Write the drawn config.json, trace it in each framework of ``training`` and fail (saying the seed, the
-    commands that re-measure it and the config) where measured != predicted."""
+    commands that re-measure it and the config) where measured != predicted (a refused field: :func:`as_told`)."""
     path = _path()
     text = json.dumps(c, indent=2)
     Path(path).write_text(text)
     failures = []
     for framework, t in training.items():
         try:
-            bad = differences(trace(framework, path, t))
+            bad = as_told(framework, path, c, t, trace(framework, path, t))
         except Exception as exc:  # a framework refusing a drawn config is a failing draw too: say which
             bad = [("trace", f"{type(exc).__name__}: {exc}", "a measurement")]
         if bad:
@@ -269,6 +315,10 @@ def test_the_strategy_draws_valid_configs():
             if training["transformers"]["act_dtype"] == "fp32":
                 assert c["qk_nope_head_dim"] % 2 == 0 and c["kv_lora_rank"] % 2 == 0
         assert spec.l == c["num_hidden_layers"] and spec.first_k_dense < spec.l
+        freq = c.get("moe_layer_freq", 1)  # DeepSeek's rule: MoE from first_k_dense_replace on, every freq-th layer
+        assert spec.layer_kinds() == ["moe" if i >= c["first_k_dense_replace"] and i % freq == 0 else "dense"
+                                      for i in range(spec.l)] and "moe" in spec.layer_kinds()
+        assert spec.attention_dropout == c.get("attention_dropout", 0.0)
         for framework, t in training.items():
             inputs.check_size(spec, t["mbs"], t["seq"])
             inputs.check_routing(framework, spec)
@@ -276,14 +326,37 @@ def test_the_strategy_draws_valid_configs():
             if t["experts"] == "grouped":
                 assert c["hidden_size"] % 8 == 0 and c["moe_intermediate_size"] % 8 == 0
         seen.add((c["model_type"], spec.scoring_func, spec.topk_method, spec.norm_topk_prob, spec.group_limited,
-                  G == 1, "routed_scaling_factor" in c))
+                  G == 1, "routed_scaling_factor" in c, c.get("moe_layer_freq", 1) > 1, spec.attention_dropout > 0))
     check()
     # every routing variant is drawn: both model types, scores, top-k methods, norm_topk_prob, groups or none,
     # one group, the scaling factor given or left out
     for i, values in enumerate([{"deepseek_v2", "deepseek_v3", "deepseek_v32", "glm_moe_dsa"}, {"sigmoid", "softmax"},
                                 {"noaux_tc", "greedy", "group_limited_greedy"}, {True, False}, {True, False},
-                                {True, False}, {True, False}]):
+                                {True, False}, {True, False}, {True, False}, {True, False}]):
         assert {v[i] for v in seen} == values, i
+
+
+def test_the_readme_lists_the_fields_each_reader_reads():
+    """README's table of config fields is what the readers consult on the released configs (regenerated here), and
+    every field the strategy draws is one the deepseek_v3 reader reads (none drawn in vain)."""
+    from derivations.config.hfconfig import fields_read, fields_table
+    from memsym.trace import inputs
+    released = [json.loads(p.read_text()) for p in sorted((ROOT / "derivations" / "models").glob("*.json"))
+                + sorted((ROOT / "paper" / "models").glob("*.json"))]
+    table = fields_table([c for c in released if c["model_type"] != "kimi_k25"])  # (a wrapper: its text_config)
+    readme = (ROOT / "README.md").read_text()
+    assert readme.split("<!-- fields: generated -->\n")[1].split("\n<!-- /fields -->")[0] == table
+    read = set(fields_read(BASE))
+
+    @seed(SEED)
+    @settings(max_examples=50, deadline=None, database=None)
+    @given(draw=configs())
+    def check(draw):
+        c = draw[0]
+        if c["model_type"] == "deepseek_v3":
+            # what only the implementations read (checked by the trace: no tensor's size), and the tokenizer's ids
+            assert set(c) - set(inputs.EXTRA_FIELDS) - {"bos_token_id", "eos_token_id", "use_cache"} <= read
+    check()
 
 
 if os.environ.get("MEMSYM_REQUIRE_TRACE"):  # CI with the extra: the random traces must run, not skip

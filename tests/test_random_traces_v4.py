@@ -6,7 +6,8 @@ What the strategy draws (:func:`configs`): hidden size 32-256; heads 1-8 of head
 dims (qk_rope_head_dim, DeepseekV4Config's legacy field); q_lora_rank 8-96; o_groups dividing n_h x head_dim (1-4)
 of rank 4-48; 2-9 routed experts of 8-128, top-k 1-4; hc_mult 1-4 with 1-4 Sinkhorn iterations; sliding window
 4-64; CSA and HCA compression rates 2-8 and 8-32; an indexer of 1-4 heads of the rotary dims plus 0-16, top-k
-1-64; 2-5 layers, each of a random attention type and a random MoE type (hash or learned router); scoring
+1-64; 2-5 layers, each of a random attention type and a random MoE type (hash or learned router); the experts'
+width as moe_intermediate_size or, half the draws, as its alias intermediate_size (which then wins); scoring
 sqrtsoftplus or sigmoid; vocabulary 64-1024, tied or not.  Training: micro-batch 1-2, sequence 8-256 (below a
 compression rate too: no entry), BF16 or FP32, recomputation none or full, experts loop or grouped (h and the
 experts' width then multiples of 8: torch._grouped_mm's 16-byte strides).  Megatron-Core has no DeepSeek-V4
@@ -47,6 +48,8 @@ def configs(draw):
              mlp_layer_types=[draw(st.sampled_from(["hash_moe", "moe"])) for _ in range(layers)],
              scoring_func=draw(st.sampled_from(["sqrtsoftplus", "sigmoid"])),
              vocab_size=draw(st.integers(64, 1024)), tie_word_embeddings=draw(st.booleans()))
+    if draw(st.booleans()):  # DeepseekV4Config.attribute_map: intermediate_size sets moe_intermediate_size
+        c["intermediate_size"] = draw(st.integers(-(-8 // mult), 128 // mult)) * mult
     training = {"transformers": dict(mbs=draw(st.integers(1, 2)), seq=draw(st.integers(8, 256)),
                                      act_dtype=draw(st.sampled_from(["bf16", "fp32"])), attention="eager",
                                      experts="grouped" if grouped else "loop",
@@ -76,6 +79,7 @@ def test_the_v4_strategy_draws_valid_configs():
         c, training = draw
         _, spec = inputs.of(c)
         assert spec.family == "deepseek_v4" and spec.d_hr == c["qk_rope_head_dim"]
+        assert spec.h_E == c.get("intermediate_size", c["moe_intermediate_size"])
         assert [a for a in spec.attention] == [{"sliding_attention": "sliding", "compressed_sparse_attention": "csa",
                                                 "heavy_compressed_attention": "hca"}.get(x, "hca")
                                                for x in c["layer_types"]]

@@ -36,7 +36,7 @@ def test_term_latex_keeps_its_default_and_takes_names(terms):
 def test_tex_environment_uses_latex_safe_delimiters(tmp_path):
     (tmp_path / "t.tex.j2").write_text(r"\section{((( title|tex )))} {{ kept }} %% comment "
                                        r"((* if n *))((( n|num )))((* endif *))")
-    env = rendering.make_environment("tex", tmp_path)
+    env = rendering.environment("tex", tmp_path)
     out = env.get_template("t.tex.j2").render(title="a_b & 50%", n=6250364928)
     assert out == r"\section{a\_b \& 50\%} {{ kept }} %% comment 6,250,364,928"
 
@@ -56,7 +56,7 @@ def test_html_environment_autoescapes():
 
 def test_unknown_environment_kind():
     with pytest.raises(ValueError):
-        rendering.make_environment("docx")
+        rendering.environment("docx")
 
 
 @pytest.mark.parametrize("tid", ["act.mla.layer", "act.moe.layer", "zero.optimizer.sharded", "static.device.total"])

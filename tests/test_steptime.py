@@ -124,8 +124,8 @@ def test_refusals_are_one_line():
         E.parts(V3, cfg.Training(), _row(), overlap="some")
     with pytest.raises(cfg.ConfigError, match="gemm-efficiency"):
         E.parts(V3, cfg.Training(), _row(), efficiency=1.5)
-    with pytest.raises(cfg.ConfigError, match="DeepSeek family"):
-        E.check(PRESETS.get("deepseek-v4-flash") or cfg.load_model("paper/models/deepseek-v4-flash.json"))
+    with pytest.raises(cfg.ConfigError, match="no MXFP8 rate"):  # Hopper has no block-scaled FP8 instructions
+        E.check(V3, "h100", training=cfg.Training(linear_recipe="mxfp8"))
 
 
 def test_search_ranks_by_time_and_keeps_micro_batches_of_real_size():

@@ -95,9 +95,13 @@ def inert(shape) -> Tuple[bool, Tuple[str, ...]]:
     return not tags & {"fp8", "e5m6"}, tuple(op for op in RECOMPUTE_OPS if op not in tags)
 
 
-def check_options(shape, training) -> None:
-    """Refuse (ConfigError, one line) an option of ``training`` that changes no tensor of ``shape``'s family
-    (:func:`inert`)."""
+def check_options(model, training) -> None:
+    """Refuse (ConfigError, one line) an option of ``training`` that changes no tensor of ``model``'s family
+    (:func:`inert`), and a config field the conventions' framework builds otherwise (the model's ``unread``)."""
+    unread = getattr(model, "unread", lambda conventions: None)(training.conventions)
+    if unread is not None:
+        raise ConfigError(f"hf-config.{unread[0]}", f"{model.name}: {unread[1]}")
+    shape = of_model(model)
     fp8, ops = inert(shape)
     title = family(shape).title
     if fp8 and training.fp8:

@@ -13,6 +13,7 @@ from typing import Iterable, Tuple
 from derivations.config import CONVENTION_PRESETS, CONVENTION_SWITCHES, NAMING_PRESETS, Conventions
 
 from derivations.constants import EXT, FLASH, MLA, MOE  # noqa: F401 (provenance labels)
+from derivations.activations.op_sac import SAVES
 CHECKPOINT_TAGS = frozenset({"layer_input", "routing", "head"})
 
 
@@ -68,6 +69,9 @@ class View:
             if self.conv.checkpoints == "one" and "sublayer_input" in tags:
                 return False
             return bool(tags & self.checkpoints)
+        if self.recompute == "selective" and self.conv.selective in SAVES:  # an op-level policy (op_sac.py)
+            keep, unless = SAVES[self.conv.selective]
+            return bool(tags & keep) and not tags & unless
         return not (tags & self.dropped)
 
     @property
@@ -111,7 +115,7 @@ class View:
     @property
     def label(self) -> str:
         pol = {"none": "no recomputation", "full": "full recomputation",
-               "selective": "selective recomputation (core attention)"}.get(
+               "selective": f"selective recomputation ({self.conv.selective.replace('-', ' ')})"}.get(
             self.recompute, f"recomputing {', '.join(self.ops)}")
         extra = []
         if self.recompute != "full":
@@ -140,6 +144,7 @@ EXISTS = {
     "plain_norm": lambda v: v.conv.norm_storage in ("output", "te") or v.recompute == "full",
     "rope": lambda v: v.recompute != "full",
     "score_recomputed": lambda v: v.recompute != "full" and "score" in v.dropped,
+    "sac_saved": lambda v: v.recompute == "selective",  # an op-level policy's saved outputs (op_sac.py)
     **{tag: _switch_rule(name, values) for name, spec in CONVENTION_SWITCHES.items()
        for tag, values in spec.exists.items()},
 }

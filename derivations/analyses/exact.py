@@ -284,7 +284,7 @@ def _refusal(model, training: cfg.Training, present, pp: int, m: Optional[int],
         try:
             check_mtp(model, t.conventions)
             cfg.validate_training(t)
-            check_options(of_model(model), t)
+            check_options(model, t)
             if schedule:
                 schedules.validate(schedule, pp, m, t.vpp)
         except cfg.ConfigError as e:

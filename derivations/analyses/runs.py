@@ -1,21 +1,11 @@
 """Measured training runs (``paper/runs.toml``) against memsym's predictions.
 
-A run is data: its source, its model, its layout and training options in memsym's terms,
-the number its framework measured, what kind of number that is and on which rank.  This
-module reads and checks the file (:func:`load`), turns a run into the ``memsym estimate``
-options that describe it under the conventions preset of its framework
-(:func:`estimate_options`, :func:`choose_preset`) and compares the assembled device with
-the measurement by the kind of number (:func:`compare`):
-
-* ``max_allocated`` (PyTorch's ``allocated_bytes.all.peak``): the allocated total of the
-  stage of the rank measured, no allocator overheads;
-* ``reserved`` and ``nvidia_smi``: the peak with the Sec. 6 allocator overheads
-  (derivations/assembly/overheads.py), the low end as the prediction and both ends as its range;
-* ``oom``: the job ran out of ``measured_bytes``; memsym agrees when its allocated total at
-  the most-loaded stage exceeds that capacity.
-
-The measured numbers are only compared against: nothing here feeds them back into a term.
-Arithmetic is exact (Fractions); the ratio becomes a float only where it is printed.
+A run is data: its source, its model, its layout and training options in memsym's terms, the number its
+framework measured, what kind of number that is (:data:`KINDS`: what each is compared with) and on which rank.
+This module reads and checks the file (:func:`load`), turns a run into the ``memsym estimate`` options that
+describe it under the conventions preset of its framework (:func:`estimate_options`, :func:`choose_preset`)
+and compares the assembled device with the measurement by its kind (:func:`compare`).  The measured numbers
+are only compared against, exactly (Fractions): nothing here feeds them back into a term.
 """
 from __future__ import annotations
 
@@ -25,6 +15,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from derivations.analyses import allocator
 from symbolic import tomlfile
 from symbolic.errors import ConfigError
 from symbolic.jsonfile import Bounds
@@ -36,19 +27,21 @@ RUNS_FILE = PAPER_DIR / "runs.toml"
 KINDS = {
     "max_allocated": "PyTorch's peak allocated bytes (memory_stats allocated_bytes.all.peak): compared with the "
                      "allocated total of the measured rank's stage, no allocator overheads",
-    "reserved": "the caching allocator's reserved bytes: compared with the peak with the Sec. 6 overheads "
-                "(fragmentation 5%-30%, buffers 0.8-2 GiB), the low end as the prediction",
-    "nvidia_smi": "the process's memory as nvidia-smi shows it: compared as reserved (the CUDA context, a few hundred "
-                  "MiB, is not modelled)",
+    "reserved": "the caching allocator's reserved bytes: compared with PyTorch's caching allocator run over the "
+                "step under the run's PYTORCH_CUDA_ALLOC_CONF (memsym estimate --memory reserved)",
+    "nvidia_smi": "the process's memory as nvidia-smi shows it: compared with the reserved bytes + NCCL and DeepEP "
+                  "buffers + the CUDA context (memsym estimate --memory device)",
     "oom": "an out-of-memory failure at measured_bytes (the GPU's capacity, a lower bound on the need): memsym "
-           "agrees when the allocated total at the most-loaded stage exceeds it",
+           "agrees when the memory judged (--memory, default device) at the most-loaded stage exceeds it",
+    "fits": "a job that ran within measured_bytes (the GPU's capacity, an upper bound on the need): memsym agrees "
+            "when the memory judged (--memory, default device) at the most-loaded stage does not exceed it",
 }
 CONFIDENCE = ("high", "medium", "low")
 RANKS = ("last", "first", "most-loaded")
 #: The conventions presets that fit each framework, best first: the first one memsym has is used.
 FRAMEWORK_PRESETS: Dict[str, Tuple[str, ...]] = {
     "megatron-core": ("mcore-te", "mcore", "megatron"),
-    "torchtitan": ("megatron",),
+    "torchtitan": ("torchtitan",),
 }
 #: Why a framework's preset is what it is (printed with a fallback).
 FRAMEWORK_WHY = {
@@ -57,8 +50,7 @@ FRAMEWORK_WHY = {
                      "attention backend still applies: unfused keeps the s^2 scores); mcore is the same with the "
                      "local spec traced on CPU; megatron is Megatron-LM's weight-and-optimizer estimate with the "
                      "ModelZoo estimator's runtime switches",
-    "torchtitan": "memsym has no torchtitan preset; megatron's runtime switches (fused attention, no dropout masks, "
-                  "fused SwiGLU) are the nearest",
+    "torchtitan": "torchtitan's own preset (derivations/config/convention_presets/torchtitan.toml)",
 }
 #: The band the issue asks of high-confidence max-allocated runs.
 BAND = (Fraction(9, 10), Fraction(11, 10))
@@ -104,9 +96,6 @@ class Run:
     notes: Tuple[str, ...] = ()
     flags: Mapping[str, object] = field(default_factory=dict)
     conventions: Optional[str] = None
-
-    def source_json(self) -> Dict[str, str]:
-        return dict(self.source)
 
 
 def _err(where: str, message: str) -> ConfigError:
@@ -156,20 +145,13 @@ def _one(data, base: Path, index: int) -> Run:
     unknown = sorted(set(data) - set(_REQUIRED) - set(_OPTIONAL))
     if unknown:
         raise _err(where, f"unknown field {', '.join(unknown)}")
-    rid = _text(where, "id", data["id"])
-    if not _ID.fullmatch(rid):
-        raise _err(where, f"id must be lower-case letters, digits and '-', got {rid!r}")
-    for k in ("title", "statistic", "confidence_why"):
+    for k in ("id", "title", "statistic", "confidence_why", "framework"):
         _text(where, k, data[k])
-    framework = _text(where, "framework", data["framework"])
-    if framework not in FRAMEWORK_PRESETS:
-        raise _err(where, f"framework must be one of {', '.join(FRAMEWORK_PRESETS)}, got {framework!r}")
-    if data["kind"] not in KINDS:
-        raise _err(where, f"kind must be one of {', '.join(KINDS)}, got {data['kind']!r}")
-    if data["confidence"] not in CONFIDENCE:
-        raise _err(where, f"confidence must be one of {', '.join(CONFIDENCE)}, got {data['confidence']!r}")
-    if data["rank"] not in RANKS:
-        raise _err(where, f"rank must be one of {', '.join(RANKS)}, got {data['rank']!r}")
+    if not _ID.fullmatch(data["id"]):
+        raise _err(where, f"id must be lower-case letters, digits and '-', got {data['id']!r}")
+    for k, choices in (("framework", FRAMEWORK_PRESETS), ("kind", KINDS), ("confidence", CONFIDENCE), ("rank", RANKS)):
+        if not isinstance(data[k], str) or data[k] not in choices:
+            raise _err(where, f"{k} must be one of {', '.join(choices)}, got {data[k]!r}")
     measured = _typed(where, "measured_bytes", data["measured_bytes"], int)
     if measured <= 0:
         raise _err(where, "measured_bytes must be positive")
@@ -201,8 +183,8 @@ def _one(data, base: Path, index: int) -> Run:
     n_model = layout["dp"] * layout["tp"] * layout["pp"] * layout.get("cp", 1)
     if n_model != gpus:
         raise _err(where, f"gpus = {gpus} but DP x TP x PP x CP = {n_model}")
-    if data["kind"] == "oom" and "gpu" not in data:
-        raise _err(where, "an oom run must name its gpu (the capacity it exceeded)")
+    if data["kind"] in ("oom", "fits") and "gpu" not in data:
+        raise _err(where, f"an {data['kind']} run must name its gpu (its capacity)")
     if "gpu" in data:
         # lazy: modules this module's importers do not need (loaded only on this path)
         from derivations.config.gpus import gpu as gpu_preset
@@ -216,8 +198,8 @@ def _one(data, base: Path, index: int) -> Run:
     conventions = data.get("conventions")
     if conventions is not None:
         _text(where, "conventions", conventions)
-    return Run(rid, data["title"], framework, data["kind"], measured, data["statistic"], data["rank"], gpus,
-               data["confidence"], data["confidence_why"], dict(src), _model(where, data["model"], base),
+    return Run(data["id"], data["title"], data["framework"], data["kind"], measured, data["statistic"], data["rank"],
+               gpus, data["confidence"], data["confidence_why"], dict(src), _model(where, data["model"], base),
                dict(layout), dict(training), data.get("gpu"), tuple(notes), dict(flags), conventions)
 
 
@@ -330,11 +312,15 @@ def stage_index(run: Run, pp: int, worst: int) -> int:
     return worst
 
 
-def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = None) -> Dict[str, object]:
+def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = None, judged: str = "device",
+            dispatcher: Optional[str] = None, alloc_conf: Optional[str] = None) -> Dict[str, object]:
     """Predicted vs measured for ``run`` from the estimates of every stage (``every``, from
     :func:`derivations.device.estimate_all`) and the most-loaded one: exact bytes, the ratio
-    predicted / measured as a Fraction, and the components of the stage compared."""
-    index = worst if run.kind == "oom" else stage_index(run, len(every), worst)
+    predicted / measured as a Fraction, and the components of the stage compared.  ``judged``: the kind of
+    memory (allocator.KINDS) an oom or fits run is judged by; ``dispatcher``, ``alloc_conf``: the run's token
+    dispatcher and PYTORCH_CUDA_ALLOC_CONF (default: its flags')."""
+    bound = run.kind in ("oom", "fits")  # judged against a capacity, at the most-loaded stage
+    index = worst if bound else stage_index(run, len(every), worst)
     est = every[index]
     b, over = est.bytes, est.overheads
     if run.kind == "max_allocated":
@@ -342,17 +328,19 @@ def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = Non
         compared = ("allocated total at the step's peak (model states + activations held at the peak + one "
                     "micro-batch's backward moment" + (" + runtime buffers" if "runtime" in b else "")
                     + "), no allocator overheads")
-    elif run.kind in ("reserved", "nvidia_smi"):
-        predicted, low, high = over["low"]["step_peak"], over["low"]["step_peak"], over["high"]["step_peak"]
-        compared = ("the step's peak with the Sec. 6 allocator overheads: low end (5%, 0.8 GiB); high end (30%, 2 GiB) "
-                    "as range")
     else:
-        predicted, low, high = b["step_total"], b["step_total"], over["high"]["step_peak"]
-        compared = "allocated total at the most-loaded stage against the capacity exceeded"
+        conf = alloc_conf or str(run.flags.get("PYTORCH_CUDA_ALLOC_CONF", ""))
+        m = allocator.memory(est, conf, dispatcher)
+        kind = {"reserved": "reserved", "nvidia_smi": "device"}.get(run.kind, judged)
+        predicted = low = high = m[kind]
+        compared = (f"the {kind} bytes (memsym estimate --memory {kind}"
+                    + (f", PYTORCH_CUDA_ALLOC_CONF '{conf}'" if conf else "") + ")"
+                    + ("" if run.kind not in ("oom", "fits") else " at the most-loaded stage against the capacity "
+                       + ("exceeded" if run.kind == "oom" else "kept")))
     measured = run.measured_bytes
     ratio = Fraction(predicted) / measured
     out: Dict[str, object] = {
-        "id": run.id, "title": run.title, "source": run.source_json(), "framework": run.framework,
+        "id": run.id, "title": run.title, "source": dict(run.source), "framework": run.framework,
         "kind": run.kind, "rank": run.rank, "gpus": run.gpus, "gpu": run.gpu, "confidence": run.confidence,
         "confidence_why": run.confidence_why, "statistic": run.statistic,
         "measured_bytes": measured, "predicted_bytes": predicted, "ratio": ratio,
@@ -366,10 +354,11 @@ def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = Non
         "inflight_microbatches": est.inflight,
         "notes": list(run.notes),
     }
-    if run.kind == "max_allocated":
+    if not bound:
         out["within_band"] = BAND[0] <= ratio <= BAND[1]
-    if run.kind == "oom":
+    if bound:
         out["capacity_bytes"] = measured if capacity is None else capacity
+        out["judged"] = kind
         out["exceeds"] = predicted > out["capacity_bytes"]
         out["exceeds_with_overheads"] = {"low": over["low"]["peak"] > out["capacity_bytes"],
                                          "high": over["high"]["peak"] > out["capacity_bytes"]}

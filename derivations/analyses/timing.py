@@ -27,14 +27,14 @@ BLOCK = 1 << 13
 
 
 def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.Training] = None, *, gpu=None,
-             overlap: str = "megatron", efficiency=1, gpus_per_node: int = 8, vpp: Optional[int] = None,
+             overlap: str = "megatron", efficiency=1, gpus_per_node: Optional[int] = None, vpp: Optional[int] = None,
              attention: Optional[str] = None, dispatcher: Optional[str] = None) -> None:
     """Add the time columns to ``result`` (in place); ``gpu``: the preset whose rates are used; ``training``: the
     search's own (``result.training``) unless given."""
     c = result.columns
     training = training or result.training or cfg.Training()
     attention = attention or training.attention
-    g = timing.check(model, gpu, overlap, efficiency)
+    g = timing.check(model, gpu, overlap, efficiency, training)
     names = cfg.composition_names(model.family)
     vpp = vpp or training.vpp or 2
     options = dict(gpu=g, schedule=result.schedule, vpp=vpp, overlap=overlap, efficiency=efficiency,
@@ -190,7 +190,8 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
         out[pps] = np.argmax(period, axis=1)
         return out
 
-    result.time = {"gpu": g, "overlap": overlap, "efficiency": efficiency, "gpus_per_node": gpus_per_node,
+    result.time = {"gpu": g, "overlap": overlap, "efficiency": efficiency,
+                   "gpus_per_node": gpus_per_node or g.nvlink_domain,
                    "dispatcher": timing.dispatcher_of(result.schedule, dispatcher), "fastest": fastest}
     for key in ("step_time", "tokens_per_gpu_s") + tuple("time_" + p for p in timing.PARTS if p != "step"):
         full, take_rows = column("step" if key == "step_time" else key[5:] if key.startswith("time_") else key)

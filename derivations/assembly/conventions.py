@@ -38,6 +38,7 @@ from derivations import config as cfg
 from derivations import families
 from derivations.activations import KEPT_FOR, View, flatten, mla_specs, moe_specs
 from derivations.assembly.sides import WeightSide, mtp_stage_shift, weight_side  # noqa: F401  (re-exported)
+from derivations.assembly import fsdp
 from derivations.assembly.sides import megatron_values
 from derivations.assembly.zero import sharding_terms
 from derivations.config.switches import (ORDER, PRESETS, describe, notes, preset_of, switch_value,  # noqa: F401
@@ -211,7 +212,11 @@ def side_terms(reg, conventions: cfg.Conventions) -> List[Term]:
         params = megatron_params(reg, False)
         return [params, *_states("conv.megatron", params, f"{MEG}; convention --shared-expert replicated",
                                  ".shared-replicated")]
-    return list(_shared_tp_terms(reg)) if shared_tp else []
+    out = list(_shared_tp_terms(reg)) if shared_tp else []
+    if conventions.rank == "fsdp2" and "static.layer.moe" in reg:
+        layer = {t.id: t for t in out}.get("static.layer.moe.shared-tp", reg["static.layer.moe"])
+        out += fsdp.terms(reg, layer, ".shared-tp" if shared_tp else "")
+    return out
 
 
 def megatron_substitution(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training) -> Dict:

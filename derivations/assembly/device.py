@@ -275,7 +275,7 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     check_mtp(model, training.conventions)
     cfg.validate_layout(model, layout, training.seq)
     cfg.validate_training(training)
-    shapes.check_options(of_model(model), training)  # an option that changes none of its family's tensors
+    shapes.check_options(model, training)  # an option that changes none of its tensors, a field built otherwise
     comp = cfg.stage(model, layout, stage_index)
     all_stages = cfg.stages(model, layout)
     notes = list(assumptions)

@@ -49,7 +49,8 @@ FRAMEWORKS = {f.name: f for f in (
 )}
 
 #: The framework a conventions preset describes (``--framework``'s default); the paper's view restricts nothing.
-OF_CONVENTIONS = {"megatron": "megatron", "mcore": "megatron", "mcore-te": "megatron", "modelzoo": "megatron"}
+OF_CONVENTIONS = {"megatron": "megatron", "mcore": "megatron", "mcore-te": "megatron", "modelzoo": "megatron",
+                  "torchtitan": "torchtitan"}
 
 
 def framework(name: Optional[str], conventions: Optional[str] = None) -> Optional[Framework]:

@@ -13,7 +13,7 @@ from symbolic.units import parse_size
 
 DATA = Path(__file__).with_name("gpus.toml")
 #: the rates a preset may give (gpus.toml's header says what each is)
-RATES = ("bf16", "fp8", "hbm_bandwidth", "nvlink", "network")
+RATES = ("bf16", "fp8", "mxfp8", "nvfp4", "hbm_bandwidth", "nvlink", "network")
 
 
 @dataclass(frozen=True)
@@ -27,10 +27,12 @@ class GPU:
     kind: str
     source: str
     aliases: Tuple[str, ...] = ()
-    #: published rates of the step-time model (derivations/steptime): {'bf16', 'fp8' (dense FLOP/s),
-    #: 'hbm_bandwidth', 'nvlink', 'network' (bytes/s, one direction per GPU)}; 'rates_source' says where from
+    #: published rates of the step-time model (derivations/steptime): {'bf16', 'fp8', 'mxfp8', 'nvfp4' (dense
+    #: FLOP/s), 'hbm_bandwidth', 'nvlink', 'network' (bytes/s, one direction per GPU)}; 'rates_source' says where from
     rates: Tuple[Tuple[str, float], ...] = ()
     rates_source: str = ""
+    #: GPUs one NVLink fabric joins (8 in an HGX node, 72 in an NVL72 rack): the default --nvlink-domain
+    nvlink_domain: int = 8
 
     def rate(self, name: str):
         """A published rate (RATES) of this GPU, or None when the datasheet gives none (the A100 has no FP8)."""
@@ -51,7 +53,7 @@ def presets() -> Dict[str, GPU]:
             raise ValueError(f"{DATA}: {key}: kind must be framework or vendor")
         rates = tuple((r, float(e[r])) for r in RATES if r in e)
         out[key] = GPU(key, e["name"], parse_size(e["capacity"]), e["kind"], e["source"], tuple(e.get("aliases", ())),
-                       rates, e.get("rates_source", ""))
+                       rates, e.get("rates_source", ""), int(e.get("nvlink_domain", 8)))
     return out
 
 

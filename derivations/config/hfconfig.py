@@ -140,6 +140,47 @@ def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
     return family.read_config(Fields(data, path), name, source)
 
 
+class _Consulted(dict):
+    """A config's fields that remember which of them a reader consulted (looked up, tested or got)."""
+
+    def __init__(self, data: Mapping):
+        super().__init__(data)
+        self.seen = set()
+
+    def get(self, key, default=None):
+        self.seen.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.seen.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.seen.add(key)
+        return super().__contains__(key)
+
+
+def fields_read(data: Mapping) -> Tuple[str, ...]:
+    """The fields of a config.json the reader of its model_type consults (its family's ``from_fields``, run on
+    ``data``): each one read or refused; every other field is ignored."""
+    consulted = _Consulted(data)
+    from_dict(consulted)
+    return tuple(sorted(consulted.seen))
+
+
+def fields_table(configs) -> str:
+    """The Markdown table of :func:`fields_read` per model type, over the given configs (each model type a column,
+    in the families' order; a wrapper's config counts as its language model's): a row per field."""
+    read: Dict[str, set] = {mt: set() for mt in families.model_types() if families.wrapper(mt) is None}
+    for c in configs:
+        read[c["model_type"]] |= set(fields_read(c))
+    read = {mt: fields for mt, fields in read.items() if fields}
+    rows = [f"| `{f}` | " + " | ".join("yes" if f in fields else "" for fields in read.values()) + " |"
+            for f in sorted(set().union(*read.values()))]
+    return "\n".join(["| field | " + " | ".join(f"`{mt}`" for mt in read) + " |",
+                      "|---|" + "---|" * len(read)] + rows)
+
+
 def _fp8_block(data: Mapping, path: str) -> Optional[Tuple[int, int]]:
     q = data.get("quantization_config")
     if q is None:

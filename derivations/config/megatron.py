@@ -110,6 +110,9 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
     # TP, PP and CP typed beside the file: what DP, ETP's default, SP and the vocabulary's padding derive from
     tp, pp, cp = typed.get("tp", tp), typed.get("pp", pp), typed.get("cp", cp)
     ep, ep_src = a.int("--expert-model-parallel-size", (1, f"{MPC} expert_model_parallel_size"))
+    if ep > 1 and not a.has("--num-experts"):
+        raise launch.err(f"--expert-model-parallel-size {ep} without --num-experts ({ARGS} validate_args: "
+                         "num_experts must be non None to use expert model parallelism)")
     etp, etp_src = a.int("--expert-tensor-parallel-size",
                          (tp, f"{ARGS} validate_args: expert_tensor_parallel_size = tensor_model_parallel_size"))
     size = tp * pp * cp
@@ -140,7 +143,9 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
     layers, _ = a.int("--num-layers")
     if layers is None:
         raise launch.err("--num-layers is required (Megatron's GPT model has no default)")
-    moe_pattern = _moe_pattern(a, layers)
+    moe_pattern = _moe_pattern(a, layers)  # (parsed as Megatron's argparse does, with or without experts)
+    if not a.has("--num-experts"):  # TC num_moe_experts None: an MLA model without experts, every layer dense
+        moe_pattern = [0] * layers
     mtp, mtp_src = a.int("--mtp-num-layers", (0, f"{TC} mtp_num_layers None: no MTP"), low=0)
     if build_model:
         r.model, r.model_origin = _model(a, launch, layers, moe_pattern, mtp, tp, r.notes, vocab)
@@ -174,7 +179,13 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
         put("mtp_activations", "last-stage", f"--mtp-num-layers {mtp}: Megatron-Core builds them on the last stage")
     _conventions(a, launch, r, put, known)
     quantization(a, launch, r, put, known)
-
+    if r.options.get("zero") == "3" and "linear_recipe" in r.options:  # Megatron-FSDP optim_grads_params
+        read = [r.origin.pop(d) for d in ("linear_recipe", "quantized_param_gather") if r.options.pop(d, None)]
+        r.unmodelled.append("; ".join(read) + ": under Megatron-FSDP's sharded parameters (ZeRO-3) TE's quantized "
+                            "linear layers and weight copies are not modelled (counted in BF16)")
+    for env, dest in (("PYTORCH_CUDA_ALLOC_CONF", "alloc_conf"), ("NCCL_BUFFSIZE", "nccl_buffsize")):
+        if dest in known and launch.env.get(env) not in (None, ""):  # what --memory reads (issue 46)
+            put(dest, launch.env[env], f"ENV_VARS {env}")
     r.unmodelled = [" ".join((f,) + tuple(shown(w) for w in launch.flags[f]))
                     for f in launch.flags if f not in a.used and f not in IGNORED] + r.unmodelled + a.extra
     return r
@@ -200,9 +211,8 @@ def _model(a: _Args, launch: Launch, layers: int, pattern: List[int], mtp: int, 
         raise launch.err("no --multi-latent-attention: memsym's DeepSeek family has MLA attention (give --model "
                          "for another config)")
     experts, e_src = a.int("--num-experts")
-    if experts is None:
-        raise launch.err("no --num-experts: memsym's DeepSeek family is a mixture of experts (give --model "
-                         "for another config)")
+    if experts is None:  # an MLA model without experts: every layer a dense MLP
+        experts, e_src = 1, "no --num-experts: every layer dense (TC num_moe_experts None); one placeholder expert"
     if not a.has("--swiglu"):
         a.extra.append("no --swiglu (GeLU MLPs; memsym counts SwiGLU)")
     h, h_src = a.int("--hidden-size")
@@ -213,10 +223,11 @@ def _model(a: _Args, launch: Launch, layers: int, pattern: List[int], mtp: int, 
                                                                              f"int(4h 2/3 / 64) 64 with --swiglu"))
     moe_ffn, m_src = a.int("--moe-ffn-hidden-size", (ffn, f"{ARGS} validate_args: ffn_hidden_size"))
     shared, s_src = a.int("--moe-shared-expert-intermediate-size", (0, f"{TC} None: no shared expert"), low=0)
+    shared, s_src = (shared, s_src) if any(pattern) else (0, e_src)
     if shared % moe_ffn:
         raise launch.err(f"--moe-shared-expert-intermediate-size {shared} is not a multiple of the expert's "
                          f"{moe_ffn}: memsym counts shared experts of the routed experts' size")
-    topk, k_src = a.int("--moe-router-topk", (2, f"{TC} moe_router_topk"))
+    topk, k_src = a.int("--moe-router-topk", (2, f"{TC} moe_router_topk")) if any(pattern) else (1, e_src)
     q_lora, q_src = a.int("--q-lora-rank", (None, f"{ARGS} _add_mla_args: None, no query compression"))
     kv_lora, kv_src = a.int("--kv-lora-rank", (32, f"{ARGS} _add_mla_args"))
     qk, qk_src = a.int("--qk-head-dim", (128, f"{ARGS} _add_mla_args"))
@@ -238,7 +249,9 @@ def _model(a: _Args, launch: Launch, layers: int, pattern: List[int], mtp: int, 
     if freq is None:
         raise launch.err(f"--moe-layer-freq gives MoE layers {[i for i, x in enumerate(pattern) if x][:12]}...: "
                          "memsym's DeepSeek model holds leading dense layers then every f-th layer MoE")
-    if group_topk is None:
+    if not any(pattern):
+        groups, group_topk = 1, 1
+    elif group_topk is None:
         notes.append("no --moe-router-group-topk: Megatron routes without groups; memsym's deepseek_v3 model takes "
                      "DeepseekV3Config's 8 groups, 4 kept (the group-limited top-k's bookkeeping, freed in the "
                      "forward)")
@@ -300,6 +313,10 @@ def _vocab(a: _Args, launch: Launch, typed: Optional[int], notes: List[str]) -> 
 
 def _pipeline(a: _Args, launch: Launch, r: Resolution, put, layers: int, pp: int, pattern: List[int], mtp: int):
     layout, _ = a.text("--pipeline-model-parallel-layout")
+    if layout is not None:  # Megatron-LM's functional tests escaped it for their harness (Et*3\\|\\(tt\\|\\)*6L), which
+        # unescapes it twice (tests/functional_tests/shell_test_utils/_run_training.sh at 310082a6: xargs, then
+        # eval); a layout has no backslash of its own (LAY parse_str_to_list)
+        layout = layout.replace("\\", "")
     per_stage, _ = a.int("--num-layers-per-virtual-pipeline-stage")
     per_rank, vs_src = a.int("--num-virtual-stages-per-pipeline-rank")
     first, f_src = a.int("--decoder-first-pipeline-num-layers", low=0)
@@ -473,10 +490,24 @@ def _conventions(a: _Args, launch: Launch, r: Resolution, put, known: Tuple[str,
     else:
         r.unmodelled.append(f"--moe-router-load-balancing-type {' '.join(kinds)}")
     dispatcher, dsrc = a.text("--moe-token-dispatcher-type", ("allgather", f"{TC} moe_token_dispatcher_type"))
+    if a.has("--num-experts"):  # every dispatcher: each EP rank routes its own sequence-parallel shard of tokens
+        put("routed_tokens", "dispatch", "Megatron-Core's MoE layer routes the b s/SP tokens of its sequence-"
+            "parallel shard and each EP rank receives what its EP peers send its local experts (transformer/moe/"
+            "token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess: output_splits): b s N_r/SP token-copies")
+        put("router_tensors", "sp", "the router runs on the MoE layer's input, the sequence-parallel shard "
+            "[s/SP, b, h] (transformer/moe/router.py TopKRouter.forward)")
+    backend, b_src = a.choice("--moe-flex-dispatcher-backend", ("deepep", f"{TC} moe_flex_dispatcher_backend"),
+                              ("deepep", "hybridep", "ncclep"))
+    if a.has("--moe-enable-deepep"):  # TC __post_init__: moe_enable_deepep sets the backend to deepep
+        backend, b_src = "deepep", "--moe-enable-deepep"
     if dispatcher == "alltoall":
         put("experts", "alltoall", dsrc)
     else:
         r.unmodelled.append(f"--moe-token-dispatcher-type {dispatcher}")
+    if dispatcher == "flex" and backend == "deepep" and "dispatcher" in known:  # DeepEP's buffers (--memory)
+        put("dispatcher", "deepep", f"{dsrc}, {b_src}: DeepEP's buffer (transformer/moe/fused_a2a.py get_buffer)")
+    elif dispatcher == "flex" and a.has("--moe-flex-dispatcher-backend"):
+        r.unmodelled.append(f"--moe-flex-dispatcher-backend {backend}")
     if te:
         fused = not a.has("--no-rope-fusion")
         put("rope_tables", "shared" if fused else "per-layer",

@@ -206,18 +206,22 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "whole storage, B_a b s (d_h + d_v) n_h, else a contiguous copy of v)", "B_a b s d_v n_h",
                exists={"v_copy": ("copy",), "v_view": ("kv-view",)},
                label="v storage"),
-    SwitchSpec("head_state", "--head-state", ("paper", "transformers", "mcore"),
-               {"transformers": "hf-head", "mcore": "mcore-head"}, "activations",
+    SwitchSpec("head_state", "--head-state", ("paper", "transformers", "mcore", "torchtitan"),
+               {"transformers": "hf-head", "mcore": "mcore-head", "torchtitan": "tt-head"}, "activations",
                "what the head, loss and embedding keep: paper (logits and the FP32 loss softmax) or transformers "
                "(DeepseekV3ForCausalLM.forward + ForCausalLMLoss: no logits (upcast, not kept), the FP32 "
                "log-softmax, the int64 shifted labels and a 4-byte total weight; the embedding's int64 input ids and "
                "the RoPE cos and sin tables, B_a s d_h^R each, shared by all layers) or mcore (GPTModel."
                "compute_language_model_loss + tensor_parallel/cross_entropy.py: VocabParallelCrossEntropy: no logits "
                "(an FP32 copy is the loss's input), the FP32 softmax, the bool target mask and int64 masked targets "
-               "(b s each); the embedding's int64 input ids)", "logits and FP32 softmax",
+               "(b s each); the embedding's int64 input ids) or torchtitan (a compiled loss, train.py: "
+               "torch.compile of cross_entropy_loss: the B_a logits, its input, and FP32 per-row statistics "
+               "instead of an FP32 softmax; the int64 labels and input ids)", "logits and FP32 softmax",
                # mcore_ckpt: tensors of Megatron-Core's own checkpointing (the head state says the framework is it)
-               exists={"mcore_head": ("mcore",), "mcore_ckpt": ("mcore",), "ids": ("transformers", "mcore"),
-                       "paper_head": ("paper",), "hf_head": ("transformers",)},
+               exists={"mcore_head": ("mcore",), "mcore_ckpt": ("mcore",),
+                       "ids": ("transformers", "mcore", "torchtitan"),
+                       "paper_head": ("paper", "torchtitan"), "hf_head": ("transformers",),
+                       "eager_loss": ("paper", "transformers", "mcore"), "tt_head": ("torchtitan",)},
                label="head and loss"),
     SwitchSpec("ce_backward", "--ce-backward", ("none", "cast"), {"cast": "ce-cast"}, "activations",
                "the cross-entropy backward's transient at the last stage's peak: none (the paper: only tensors kept "
@@ -264,20 +268,32 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "intermediates divided by ETP) or modelzoo (the ModelZoo script's rule: the permuted tokens "
                "multiplied by ETP, fc1 and activation outputs not divided by ETP)", "intermediates divided by ETP",
                label="expert TP rule"),
+    SwitchSpec("selective", "--selective", ("core-attention", "torchtitan-op"), {"torchtitan-op": "tt-op"},
+               "activations",
+               "what --recompute selective saves: core-attention (Megatron's selective recomputation, Korthikanti et "
+               "al. 2022: the core attention recomputed) or torchtitan-op (torchtitan's op-level selective "
+               "checkpointing with FlexAttention and the model not compiled, derivations/activations/op_sac.py: the "
+               "attention recomputed whole, the MoE saving only its router gate's and shared w3's matmul outputs and "
+               "its two all-to-all outputs)", "the core attention recomputed",
+               exists={"sac_tt": ("torchtitan-op",)}, label="selective policy"),
     SwitchSpec("runtime_buffers", "--runtime-buffers", ("none", "te"), {"te": "te-workspaces"}, "device",
                "buffers the framework keeps on every device, counted in the allocated peak: none (the paper) or te "
                "(Megatron-Core with Transformer Engine on Hopper: TE's cuBLAS workspace of 32 MiB + 1 KiB, one more "
                "per grouped-GEMM stream (4), and PyTorch's 32 MiB cuBLAS workspace; derivations/assembly/runtime.py)",
                "not counted",
                label="runtime buffers"),
-    SwitchSpec("rank", "--rank", ("stage", "megatron", "modelzoo"), {"megatron": "megatron", "modelzoo": "mz-rank"},
+    SwitchSpec("rank", "--rank", ("stage", "megatron", "modelzoo", "fsdp2"),
+               {"megatron": "megatron", "modelzoo": "mz-rank", "fsdp2": "fsdp2"},
                "weights",
                "the rank whose parameters are reported: stage (the paper: one device of the --stage pipeline "
                "stage, Table 6), megatron (Megatron-LM theoretical_memory_usage.py's most-loaded shard: the TP-split "
                "and replicated parameters of an average stage, every MLA matrix and norm split by TP, the shared "
                "experts with the dense parameters, sharded over DP) or modelzoo (the ModelZoo script's rank: every "
                "layer of the stage counted as a MoE layer, attention projections and shared experts / TP, routed "
-               "experts / (EP ETP); no embedding, head, norms or router)", "one device of a pipeline stage",
+               "experts / (EP ETP); no embedding, head, norms or router) or fsdp2 (torchtitan's FSDP2: one device "
+               "of the stage, the router and shared experts sharded with the block over DP CP, one FP32 parameter "
+               "copy, the unsharded blocks, gradients and reduce-scatter input at the step's peak; "
+               "derivations/assembly/fsdp.py)", "one device of a pipeline stage",
                label="rank reported"),
 )}
 
@@ -287,7 +303,7 @@ CONVENTION_ORDER = ("routed_tokens", "attention", "router_tensors", "shared_expe
                     "swiglu", "expert_outputs", "latent_norms", "latents", "routing_state", "norm_storage",
                     "softmax_dtype", "router_state", "router_dtype", "aux_loss", "experts", "shared_input",
                     "value_storage",
-                    "head_state", "ce_backward", "causal_mask",
+                    "head_state", "ce_backward", "causal_mask", "selective",
                     "rope_tables", "mtp_activations", "expert_tp", "bytes_per_param", "rank", "runtime_buffers",
                     "mtp", "inventory")
 

@@ -139,12 +139,16 @@ def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: 
     def put(dest, value, origin):
         r.options[dest], r.origin[dest] = str(value), origin
 
+    put("conventions", "torchtitan", f"derivations/config/convention_presets/torchtitan.toml (torchtitan@{REV}: "
+                                     "FSDP2, op-level selective checkpointing, compiled loss)")
+
+    flex = True  # a typed --model: the flavor's attention unknown, FlexAttention taken (every DeepSeek flavor's)
     if build_model:
-        _model(k, r, put)
+        flex = _model(k, r, put)
     else:
         k.get("model.name", "llama3", "Model.name"), k.get("model.flavor", "debugmodel", "Model.flavor")
     _layout(k, r, put, gpus, dp)
-    _training(k, r, put)
+    _training(k, r, put, flex)
     unknown, memory = [], []
     for key, val in k.rest():
         (memory if key.split(".")[0] in ("compile", "quantize", "model", "training", "parallelism", "optimizer",
@@ -153,8 +157,13 @@ def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: 
     comp = k.data.get("compile", {})
     memory = [(key, v) for key, v in memory if not key.startswith("compile.")]
     if comp.get("enable") is True:  # JC Compile; PAR apply_compile (model), the loss compiled (train.py)
-        memory.insert(0, ("compile.enable", f"True, components {comp.get('components', ['model', 'loss'])!r} "
-                                            "(torch.compile: fused kernels, fewer saved intermediates)"))
+        components = comp.get("components", ["model", "loss"])
+        if "loss" in components:
+            r.notes.append("compile.components has 'loss': the compiled loss keeps the B_a logits and per-row FP32 "
+                           "statistics, not an FP32 softmax (--conventions torchtitan: --head-state torchtitan)")
+        if components != ["loss"]:
+            memory.insert(0, ("compile.enable", f"True, components {components!r} (torch.compile of the model: "
+                                                "fused kernels, fewer saved intermediates)"))
     elif "enable" in comp and not isinstance(comp["enable"], bool):
         raise err(k.path, f"compile.enable = {comp['enable']!r}: expected true or false")
     # [quantize.*] takes effect only through model.converters (parallelize.py; job_config.py Model.converters)
@@ -165,7 +174,8 @@ def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: 
     return r
 
 
-def _model(k: _Keys, r: Resolution, put) -> None:
+def _model(k: _Keys, r: Resolution, put) -> bool:
+    """The flavor's model (a preset or config fields); returns its use_flex_attn."""
     name, n_src = k.get("model.name", "llama3", "Model.name")
     flavor, f_src = k.get("model.flavor", "debugmodel", "Model.flavor")
     if name != "deepseek_v3":
@@ -204,6 +214,7 @@ def _model(k: _Keys, r: Resolution, put) -> None:
                    "per MoE layer): not counted")
     put("attention", "flash", f"{src} use_flex_attn {a['use_flex_attn']} (FlexAttention or SDPA: fused, no s^2 "
                               "scores tensor)")
+    return bool(a["use_flex_attn"])
 
 
 def _layout(k: _Keys, r: Resolution, put, gpus: Optional[int], dp: Optional[int]) -> None:
@@ -266,14 +277,15 @@ def _layout(k: _Keys, r: Resolution, put, gpus: Optional[int], dp: Optional[int]
         if raf == "never" or (raf == "default" and pp > 1):
             r.unmodelled.append(f"fsdp_reshard_after_forward {raf!r}: unsharded parameters kept from forward to "
                                 "backward (parallelize.py apply_fsdp)")
-        r.notes.append(f"FSDP2 ({raf_src}): the all-gathered parameters of the running and the prefetched block "
-                       "are not counted (memsym's ZeRO-3 holds the shard)")
+        r.notes.append(f"FSDP2 ({raf_src}): --conventions torchtitan's --rank fsdp2 counts the running and the "
+                       "prefetched block all-gathered, the backward's unsharded gradients and reduce-scatter input "
+                       "(derivations/assembly/fsdp.py)")
     else:
         k.get("parallelism.fsdp_reshard_after_forward", "default", P)
     r.dp_layout = (rep, shard)
 
 
-def _training(k: _Keys, r: Resolution, put) -> None:
+def _training(k: _Keys, r: Resolution, put, flex: bool) -> None:
     T = "Training"
     local, l_src = k.int("training.local_batch_size", 8, f"{T}.local_batch_size")
     seq, s_src = k.int("training.seq_len", 2048, f"{T}.seq_len")
@@ -303,11 +315,11 @@ def _training(k: _Keys, r: Resolution, put) -> None:
         whole = gbs if gbs != -1 else local * rep * shard
         put("global_batch", whole * int(r.options["dp"]) // (rep * shard),
             g_src if gbs != -1 else f"{g_src}: local x DP")
-    _recompute(k, r, put)
+    _recompute(k, r, put, flex)
     _precision(k, r, put)
 
 
-def _recompute(k: _Keys, r: Resolution, put) -> None:
+def _recompute(k: _Keys, r: Resolution, put, flex: bool) -> None:
     mode, m_src = k.choice("activation_checkpoint.mode", "selective", "ActivationCheckpoint.mode",
                            ("none", "selective", "full"))
     opt, o_src = k.get("activation_checkpoint.selective_ac_option", "2", "ActivationCheckpoint.selective_ac_option")
@@ -315,8 +327,13 @@ def _recompute(k: _Keys, r: Resolution, put) -> None:
         put("recompute", mode, f"{m_src} ({AC} apply_ac)")
     elif opt == "op":
         put("recompute", "selective", f"{m_src}, {o_src}: op-level SAC ({AC} _apply_op_sac: saves the outputs of "
-                                      "the save list, every other mm recomputed); memsym's selective (the core "
-                                      "attention recomputed) is the closest, an approximation")
+                                      "the save list, every other mm recomputed), as --conventions torchtitan's "
+                                      "--selective torchtitan-op (derivations/activations/op_sac.py)")
+        comp = k.data.get("compile", {})
+        if not flex or (comp.get("enable") is True and "model" in comp.get("components", ["model", "loss"])):
+            r.unmodelled.append("selective_ac_option 'op' on whole blocks (the model compiled or no FlexAttention: "
+                                f"{AC} _apply_op_sac; the attention's wq, wkv_b and attention outputs saved, the "
+                                "norms recomputed): counted as torchtitan-op's FlexAttention path")
     elif isinstance(opt, str) and opt.isdigit() and int(opt) >= 1:
         if int(opt) == 1:
             put("recompute", "full", f"{m_src}, {o_src}: every layer checkpointed ({AC} _apply_layer_sac)")
@@ -351,6 +368,3 @@ def _precision(k: _Keys, r: Resolution, put) -> None:
     put("master_dtype", master, f"{d_src}: the sharded parameters the optimizer steps")
     put("optimizer_dtype", master, f"{d_src}: Adam's moments like their parameters ({n_src})")
     put("act_dtype", weight, w_src + " (the activations)")
-    if weight == master:
-        r.notes.append(f"weights and the optimizer's parameters are one {master} copy; memsym counts a master copy "
-                       "beside the weights (an over-count)")

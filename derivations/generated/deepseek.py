@@ -15,6 +15,8 @@ def derived(v):
         v["E_token"] = (v["F"]*v["N_r"]*v["b"]*v["s"]/_Q(v["CP"]*v["N"]))
     if "b" in v:
         v["_b_is_1"] = (1 if v["b"] == 1 else 0)
+    if "EP" in v:
+        v["_ep_gt_1"] = (0 if v["EP"] == 1 else 1)
     if "N_r" in v and "k_g" in v:
         v["_floor_Nr_kg"] = (_floor(v["N_r"]/_Q(v["k_g"])))
     if "B_a" in v:

@@ -23,6 +23,8 @@ def derived(v):
         v["_T_H"] = (_floor(v["s"]/_Q(v["m_H"])))
     if "b" in v:
         v["_b_is_1"] = (1 if v["b"] == 1 else 0)
+    if "EP" in v:
+        v["_ep_gt_1"] = (0 if v["EP"] == 1 else 1)
     if "N_r" in v and "k_g" in v:
         v["_floor_Nr_kg"] = (_floor(v["N_r"]/_Q(v["k_g"])))
     if "m_H" in v and "s" in v:

@@ -17,11 +17,17 @@ from derivations import config as cfg
 from derivations import evaluate as ev
 from derivations import families
 from derivations.config import gpus as gpu_presets
+from derivations.steptime import efficiency as published
 from derivations.steptime import placement
 
 #: the GPU whose rates the model reads when none is named: the paper's (DeepSeek trained on H800s)
 DEFAULT_GPU = "h800"
+# without --gpu, a recipe the default (Hopper) has no tensor-core rate for (MXFP8, NVFP4: Blackwell's block-scaled
+# formats) is timed on the first GPU that runs it
+RECIPE_DEFAULT_GPU = "b200"
 OVERLAPS = ("none", "megatron", "ideal")
+#: ``efficiency`` that reads the published benchmarks (derivations/steptime/efficiency.py) instead of one number
+PUBLISHED = "published"
 #: the parts :func:`parts` returns, in the order they are printed
 PARTS = ("compute", "recompute", "TP", "EP", "CP", "PP", "DP", "bubble", "optimizer", "microbatch", "step")
 
@@ -43,19 +49,39 @@ def _module():
     return deepseek_time
 
 
-def check(model: cfg.ModelSpec, gpu=None, overlap: str = "megatron", efficiency=1) -> "gpu_presets.GPU":
+#: the families the model times: DeepSeek-V2/V3 (MLA + MoE; Kimi K2, V3.2 and GLM-5 configs read as it) and
+#: DeepSeek-V4 (its attention's keys per query and compressors: :func:`_v4_attention`)
+FAMILIES = ("deepseek", "deepseek_v4")
+#: the precision each linear recipe (Transformer Engine's, --linear-recipe) runs its GEMMs at: the gpus.toml rate
+RECIPE_RATES = {None: "bf16", "delayed": "fp8", "tensorwise": "fp8", "blockwise": "fp8", "mxfp8": "mxfp8",
+                "nvfp4": "nvfp4"}
+#: bytes per element a recipe's quantized copy of a tensor takes, its scales included (TE: FP8 1 byte and one FP32
+#: scale per tensor; MXFP8 one E8M0 scale per 32 elements; NVFP4 half a byte, one E4M3 scale per 16 elements)
+RECIPE_BYTES = {"delayed": 1, "tensorwise": 1, "blockwise": 1 + Fraction(4, 128), "mxfp8": 1 + Fraction(1, 32),
+                "nvfp4": Fraction(1, 2) + Fraction(1, 16)}
+#: DeepSeek-V3's FP8 dispatch (report Sec. 3.3.2): 1 byte and a 4-byte scale per 128 elements; combine in BF16
+FP8_DISPATCH_BYTES = 1 + Fraction(4, 128)
+
+
+def check(model: cfg.ModelSpec, gpu=None, overlap: str = "megatron", efficiency=1, training=None) -> "gpu_presets.GPU":
     """The GPU preset whose rates the model uses (``gpu``: a preset, a name or None for the default), after
-    checking the model and options it can time."""
-    if model.family != "deepseek":
-        raise TimeError("time", f"the step-time model covers the DeepSeek family (MLA and MoE); "
+    checking the model and options it can time (and, with ``training``, that the GPU has its recipe's rate)."""
+    if model.family not in FAMILIES:
+        raise TimeError("time", f"the step-time model covers the DeepSeek family (MLA and MoE) and DeepSeek-V4; "
                                 f"{model.name} is {families.get(model.family).title}")
     if overlap not in OVERLAPS:
         raise TimeError("overlap", f"--overlap must be one of {', '.join(OVERLAPS)}, got {overlap!r}")
-    if isinstance(efficiency, bool) or not isinstance(efficiency, (int, float, Fraction)) or not 0 < efficiency <= 1:
+    if efficiency != PUBLISHED and (isinstance(efficiency, bool) or not isinstance(efficiency, (int, float, Fraction))
+                                    or not 0 < efficiency <= 1):
         raise TimeError("gemm-efficiency", f"--gemm-efficiency must be in (0, 1], got {efficiency!r}")
-    g = gpu_presets.gpu(gpu or DEFAULT_GPU) if not isinstance(gpu, gpu_presets.GPU) else gpu
+    rate = RECIPE_RATES[getattr(training, "linear_recipe", None)]
+    default = DEFAULT_GPU if gpu_presets.gpu(DEFAULT_GPU).rate(rate) is not None else RECIPE_DEFAULT_GPU
+    g = gpu_presets.gpu(gpu or default) if not isinstance(gpu, gpu_presets.GPU) else gpu
     if g.rate("bf16") is None:
         raise TimeError("gpu", f"{g.name} has no published rates in derivations/config/gpus.toml")
+    if g.rate(rate) is None:
+        raise TimeError("linear-recipe", f"--linear-recipe {training.linear_recipe}: {g.name} has no {rate.upper()} "
+                                         f"rate (derivations/config/gpus.toml: no such tensor-core instructions)")
     return g
 
 
@@ -65,11 +91,52 @@ def _model_constants(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, 
     fam = families.get(model.family)
     values = cfg.named(model, None, training)
     terms = ev.Terms(model.structure, ev.derived(values, fam.name), fam.name)
+    if fam.name == "deepseek_v4":  # one shared key-value head of d_a (its rotary part d_hr) for keys and values
+        values = {**values, "d_h": values["d_a"] - values["d_hr"], "d_v": values["d_a"]}
     out = {k: float(values[k]) for k in ("h", "n_h", "d_h", "d_hr", "d_v", "N_r", "N_s", "F", "B_a", "B_w", "B_g",
                                           "B_m", "B_1", "B_2")}
     for name, tid in PARAMETER_TERMS:
         out[name] = float(terms.term(tid)) if tid in terms else 0.0
+    for tid in ("params.hc", "params.compressor.csa", "params.compressor.hca"):  # V4's: 0 where absent
+        out[tid] = float(terms.term(tid)) if tid in terms else 0.0
+    out["P_A"] += out["params.hc"]
+    recipe = training.linear_recipe if training is not None else None
+    out["Phi_rate"] = RECIPE_RATES[recipe]
+    out["B_EP"] = float(FP8_DISPATCH_BYTES + values["B_a"]) / 2 if training is not None and training.fp8 \
+        else float(values["B_a"])
+    # the linear layers' input widths per token (each cast once per forward under a low-precision recipe)
+    v = {k: float(x) for k, x in values.items() if isinstance(x, (int, Fraction))}
+    if fam.name == "deepseek_v4":
+        x_att = v["h"] + v["d_cq"] + v["n_h"] * v["d_a"] + v["g_O"] * v["d_O"]
+        x_ffn = 0.0
+    else:
+        x_att = v["h"] + v.get("d_cq", 0) + v["d_c"] + v["n_h"] * v["d_v"]  # V2-Lite: no query compression
+        x_ffn = v["h"] + v["h_F"]
+    x_moe = v["h"] + (v["F"] * v["N_r"] + v["N_s"]) * v["h_E"]
+    cast = float(values["B_a"] + RECIPE_BYTES[recipe]) if recipe else 0.0
+    out.update(X_A=cast * x_att, X_F=cast * x_ffn, X_M=cast * x_moe)
+    out["P_U"] = _recomputed(fam.name, v, out, training.recompute_ops if training is not None else ())
     return out
+
+
+def _recomputed(family: str, v: Dict[str, float], p: Dict[str, float], ops) -> Dict[str, float]:
+    """{'A', 'F', 'M'}: parameters per token whose matrix products a custom recomputation (``ops``, RECOMPUTE_OPS)
+    re-runs, per attention, dense-FFN and MoE layer: 'latent' MLA's down-projections, 'mla_up' its up-projections,
+    'router', 'experts' (the N_r routed, F times), 'shared', 'ffn' the dense FFN's gate and up projections (two
+    thirds of it); 'score' is the core attention's forward (rho_sel); norm, mask and swiglu re-run no matrix
+    product (their HBM traffic is not counted)."""
+    ops = set(ops or ())
+    if family != "deepseek" and ops & {"latent", "mla_up"}:
+        raise TimeError("time", "--time: the recomputation of MLA's projections (latent, mla_up) is the DeepSeek-V2/V3 "
+                                "family's; this model has no MLA")
+    att = 0.0
+    if "latent" in ops:
+        att += v["h"] * (v.get("d_cq", 0) + v["d_c"] + v["d_hr"])
+    if "mla_up" in ops:
+        att += v["n_h"] * (v.get("d_cq", v["h"]) * (v["d_h"] + v["d_hr"]) + v["d_c"] * (v["d_h"] + v["d_v"]))
+    moe = ("router" in ops) * p["P_R"] + ("experts" in ops) * v["F"] * v["N_r"] * p["P_E"] \
+        + ("shared" in ops) * v["N_s"] * p["P_E"]
+    return {"A": att, "F": ("ffn" in ops) * 2 / 3 * p["P_F"], "M": moe}
 
 
 @lru_cache(maxsize=4096)
@@ -148,7 +215,8 @@ def _groups_kept(model: cfg.ModelSpec) -> int:
 
 def parts(model: cfg.ModelSpec, training: cfg.Training, rows: Mapping[str, np.ndarray], *, gpu=None,
           schedule: Optional[str] = None, vpp: int = 2, overlap: str = "megatron", efficiency=1,
-          gpus_per_node: int = 8, attention: str = "eager", dispatcher: Optional[str] = None) -> Dict[str, np.ndarray]:
+          gpus_per_node: Optional[int] = None, attention: str = "eager",
+          dispatcher: Optional[str] = None) -> Dict[str, np.ndarray]:
     """{part: seconds} (PARTS) of each row.  ``rows``: arrays of dp, tp, pp, ep, etp, cp, mbs, seq, zero,
     recompute (policy names), microbatches (m; 1 without a schedule: one micro-batch's period) and the
     composition counts (L_d, L_m, e_E, e_H, ...), 1-d or of shapes numpy broadcasts (tp, ep, etp and the counts
@@ -157,7 +225,7 @@ def parts(model: cfg.ModelSpec, training: cfg.Training, rows: Mapping[str, np.nd
     micro-batch's) and the optimizer update are not counted: the step is the micro-batch's period plus
     ZeRO-3's traffic, never less than the period.  ``dispatcher`` (placement.DISPATCHERS; None: 'deepep' under
     DualPipe, DeepSeek's own stack, else Megatron's 'alltoall')."""
-    g = check(model, gpu, overlap, efficiency)
+    g = check(model, gpu, overlap, efficiency, training)
     n = np.broadcast_shapes(*(np.shape(x) for x in rows.values()))
     v = inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, attention, dispatcher)
     out = getattr(_module(), "step_" + variant(schedule, overlap))(v)
@@ -177,33 +245,85 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
     """{input name: value or array}: every input of the printed functions (``INPUTS``) at ``rows``."""
     f = lambda k: np.asarray(rows[k], dtype=np.float64)
     v: Dict[str, object] = dict(_model_constants(model, training))
+    const = {k: v.pop(k) for k in ("params.hc", "params.compressor.csa", "params.compressor.hca", "Phi_rate", "X_A",
+                                   "X_F", "X_M", "P_U")}
     v.update(TP=f("tp"), CP=f("cp"), PP=f("pp"), EP=f("ep"), ETP=f("etp"), DP=f("dp"), b=f("mbs"), s=f("seq"),
              z=f("zero"), L_d=f("L_d"), L_m=f("L_m"), e_H=f("e_H"), n_mb=f("microbatches"))
     v.update(device_params(model, rows))
+    layers = v["L_d"] + v["L_m"]
     policy = np.asarray(rows["recompute"])
+    ops = set(training.recompute_ops if training is not None else ())
     v["rho_full"] = (policy == "full").astype(np.float64)
-    v["rho_sel"] = (policy == "selective").astype(np.float64)
+    v["rho_sel"] = ((policy == "selective") | ((policy == "custom") & ("score" in ops))).astype(np.float64)
+    u = const["P_U"]
+    v["P_U"] = np.where(policy == "custom", layers * u["A"] + v["L_d"] * u["F"] + v["L_m"] * u["M"], 0.0)
+    v["Q_C"] = layers * const["X_A"] + v["L_d"] * const["X_F"] + v["L_m"] * const["X_M"]
     v["c_A"] = 1.0 if attention == "eager" else 0.5
     v["u_E"] = 1.0 if attention == "eager" else 0.0
+    if model.family == "deepseek_v4":
+        v.update(_v4_attention(model, rows, v, const))
     v.update(placement.schedule_coefficients(schedule, v["PP"], vpp))
-    v.update(placement.bandwidths(rows, gpus_per_node, g.rate("nvlink"), g.rate("network")))
-    v["tau_EP"] = placement.dispatch_seconds(rows, gpus_per_node, g.rate("nvlink"), g.rate("network"), model.N_r,
-                                             _groups_kept(model), dispatcher_of(schedule, dispatcher))
-    v.update(Phi=g.rate("bf16"), eta=float(efficiency), W_M=g.rate("hbm_bandwidth"))
+    domain = gpus_per_node or g.nvlink_domain
+    v.update(placement.bandwidths(rows, domain, g.rate("nvlink"), g.rate("network")))
+    v.update(Phi=g.rate(const["Phi_rate"]), Phi_A=g.rate("bf16"), W_M=g.rate("hbm_bandwidth"))
+    link = {"nvlink": 1.0, "network": 1.0}
+    if efficiency == PUBLISHED:
+        v["eta"] = _published_eta(model, v)
+        link = published.links(v["EP"])
+    else:
+        v["eta"] = float(efficiency)
+    v["tau_EP"] = placement.dispatch_seconds(rows, domain, g.rate("nvlink") * link["nvlink"],
+                                             g.rate("network") * link["network"], model.N_r, _groups_kept(model),
+                                             dispatcher_of(schedule, dispatcher))
     return v
 
 
+def _published_eta(model: cfg.ModelSpec, v: Dict) -> np.ndarray:
+    """eta under --efficiency published (efficiency.py): the one efficiency giving a micro-batch's matrix products
+    the time they take at their own published efficiencies: the dense products (attention projections, dense and
+    shared FFNs, router, head) at DeepGEMM's at M = b s / (CP TP) rows, the routed experts' grouped GEMM at M = b s
+    EP N_r / (CP TP N) rows per expert, the attention's scores at FlashAttention-3's."""
+    tokens = v["b"] * v["s"] / (v["CP"] * v["TP"])
+    layers = v["L_d"] + v["L_m"]
+    dense = layers * v["P_A"] + v["L_d"] * v["P_F"] + v["L_m"] * (v["P_R"] + v["F"] * v["N_s"] * v["P_E"]) \
+        + v["e_H"] * v["P_H"]
+    experts = v["L_m"] * v["F"] * v["N_r"] * v["P_E"]
+    scores = layers * v["c_A"] * v["s"] * v["n_h"] * (v["d_h"] + v["d_hr"] + v["d_v"])
+    e_d = published.gemm(tokens)
+    e_g = published.gemm(tokens * v["EP"] * model.N_r / (model.named().get("N") or model.N_r), grouped=True)
+    e_a = published.attention()
+    peak = (dense + experts) / v["Phi"] + scores / v["Phi_A"]
+    achieved = dense / (e_d * v["Phi"]) + experts / (e_g * v["Phi"]) + scores / (e_a * v["Phi_A"])
+    return np.where(achieved > 0, peak / np.where(achieved > 0, achieved, 1.0), 1.0)
+
+
+def _v4_attention(model: cfg.ModelSpec, rows, v, const) -> Dict[str, np.ndarray]:
+    """DeepSeek-V4's attention on each row's stage (transformers 5.24 models/deepseek_v4): 'c_A', the share of the
+    s keys each query's scores and values are computed for, averaged over the stage's layers: every layer its
+    sliding window of w keys, a CSA layer its k_I chosen compressed entries and its lightning indexer scoring the
+    causal half of T_C = s / m_C entries with n_I heads of d_I (counted as the key-equivalents of those FLOPs),
+    an HCA layer the causal half of its T_H = s / m_H entries; 'u_E' 0 (no s x s tensor exists); 'P_A' the
+    attention's parameters with the stage's compressors shared over its layers."""
+    n = model.named()
+    s = np.asarray(rows["seq"], dtype=np.float64)
+    csa, hca = (np.asarray(rows[k], dtype=np.float64) for k in ("L_C", "L_H"))
+    layers = np.maximum(v["L_d"] + v["L_m"], 1)
+    t_c, t_h = s / n["m_C"], s / n["m_H"]
+    per_key = 2 * n["n_h"] * n["d_a"]  # FLOPs of one key's score and value per query (forward: multiply-adds x 2)
+    indexer = 2 * n["n_I"] * n["d_I"] * t_c / 2 / per_key
+    keys = layers * np.minimum(n["w"], s) + csa * (np.minimum(n["k_I"], t_c) + indexer) + hca * t_h / 2
+    return {"c_A": keys / (layers * s), "u_E": 0.0,
+            "P_A": v["P_A"] + (csa * const["params.compressor.csa"] + hca * const["params.compressor.hca"]) / layers}
+
+
 def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, *, gpu=None,
-                overlap: str = "megatron", efficiency=1, gpus_per_node: int = 8,
+                overlap: str = "megatron", efficiency=1, gpus_per_node: Optional[int] = None,
                 dispatcher: Optional[str] = None, with_inputs: bool = False, every: bool = False) -> Dict:
     """One configuration's step (``memsym estimate --time``): {'stage': the slowest stage's index, 'gpu': the
     preset's key, 'parts': {part: seconds} at that stage, 'tokens_per_gpu_s', 'microbatches', 'dispatcher'};
     ``every`` adds 'stages': [{'stage', 'parts'}] of every stage (``--all-stages --time``).
     The policies the model times are none, full and selective (custom operator lists are refused)."""
-    if training.recompute not in ("none", "full", "selective") or training.recompute_ops:
-        raise TimeError("time", f"--time: the step-time model times --recompute none, full or selective, not "
-                                f"{training.recompute!r}{' with operators' if training.recompute_ops else ''}")
-    g = check(model, gpu, overlap, efficiency)
+    g = check(model, gpu, overlap, efficiency, training)
     sts = cfg.stages(model, layout)
     m = training.microbatches or 1
     names = cfg.composition_names(model.family)
@@ -219,7 +339,10 @@ def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
     slow = int(np.argmax(out["step"]))
     step = float(out["step"][slow])
     gpus = layout.dp * layout.tp * layout.pp * layout.cp
-    return {"stage": sts[slow].index, "gpu": g.key, "overlap": overlap, "efficiency": float(efficiency),
+    return {"stage": sts[slow].index, "gpu": g.key, "overlap": overlap,
+            "efficiency": efficiency if efficiency == PUBLISHED else float(efficiency),
+            "precision": RECIPE_RATES[training.linear_recipe], "nvlink_domain": gpus_per_node or g.nvlink_domain,
+            "attention": "V4's sliding window and compressed keys (flash)" if model.family == "deepseek_v4" else None,
             "dispatcher": dispatcher_of(training.schedule, dispatcher), "microbatches": m,
             "parts": {k: float(v[slow]) for k, v in out.items()},
             "tokens_per_gpu_s": layout.dp * m * training.mbs * training.seq / (step * gpus) if step > 0 else None,

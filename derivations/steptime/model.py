@@ -10,19 +10,23 @@ head when e_H = 1), for one micro-batch of b sequences of s tokens, in seconds, 
   eager kernel computes every score; 1/2: a causal flash kernel skips the masked half).  The backward
   is twice the forward (input and weight gradients, one forward each; the weight-gradient half is t_W,
   what zero-bubble schedules move), full recomputation re-runs the layers' forward, selective the core
-  attention's.  A phase takes the longer of its FLOPs at the peak rate Phi times the named efficiency
-  eta and of reading the device's weights from HBM (W_M bytes/s): the roofline (Williams et al., CACM
-  52(4), 2009) that makes a micro-batch of a few tokens per GPU slow.  Eager attention (u_E = 1) also
-  moves its s x s matrices through HBM, memory-bound (Dao et al., FlashAttention, arXiv:2205.14135,
-  Sec. 2.2): the forward writes the scores, reads and writes the softmax and reads it for the values
-  (4 passes of B_a bytes per element), the backward reads the probabilities, writes and reads their
-  gradient, writes and reads the scores' gradient twice (7 passes); a flash kernel keeps them on chip.
+  attention's, a custom one the matrix products of the operators it names (P_U).  The linear layers run at
+  the rate Phi of their recipe's precision (BF16, FP8, MXFP8, NVFP4: derivations/config/gpus.toml), the
+  attention's scores at its own rate Phi_A (BF16), and a low-precision recipe casts each linear layer's inputs
+  (forward) and output gradients (backward) through HBM (Q_C).  A phase takes the longer of its FLOPs at
+  those rates times the named efficiency eta and of reading the device's weights from HBM (W_M bytes/s):
+  the roofline (Williams et al., CACM 52(4), 2009) that makes a micro-batch of a few tokens per GPU slow.
+  Eager attention (u_E = 1) also moves its s x s matrices through HBM, memory-bound (Dao et al.,
+  FlashAttention, arXiv:2205.14135, Sec. 2.2): the forward writes the scores, reads and writes the softmax
+  and reads it for the values (4 passes of B_a bytes per element), the backward reads the probabilities,
+  writes and reads their gradient, writes and reads the scores' gradient twice (7 passes); a flash kernel
+  keeps them on chip.
 * **Communication** (:func:`volumes`): bytes one device sends per micro-batch in each group, at the group's
-  bandwidth beta (derivations/steptime/placement.py: NVLink inside a node, the network across nodes):
+  bandwidth beta (derivations/steptime/placement.py: NVLink inside the NVLink domain, the network across):
   TP with sequence parallelism, two all-gathers and two reduce-scatters of b s h / CP per layer
   (Korthikanti et al., arXiv:2205.05198, Sec. 4.2.2); EP, the dispatch and combine of each token's
-  hidden state, tau_EP seconds per byte (placement.py: its copies to the experts' shards over NVLink
-  and the network under the dispatcher); CP, the ring
+  hidden state at B_EP bytes per element, tau_EP seconds per byte (placement.py: its copies to the experts'
+  shards over NVLink and the network under the dispatcher); CP, the ring
   of key/value blocks, CP - 1 of them per layer forward and twice that backward (Liu et al., Ring
   Attention, arXiv:2310.01889; Megatron-Core's TE context parallelism); PP, one activation forward and
   one gradient backward per stage boundary.  Under full recomputation the forward's TP, EP and CP traffic
@@ -69,6 +73,17 @@ rho_full, rho_sel = sp.Symbol("rho_full", nonnegative=True), sp.Symbol("rho_sel"
 chi_mb, chi_B, chi_W = (sp.Symbol(n, nonnegative=True) for n in ("chi_mb", "chi_B", "chi_W"))
 #: the per-layer parameter counts a token passes through (the family's params.* terms, substituted by :func:`inputs`)
 P_A, P_F, P_E, P_R, P_H = (sp.Symbol(n, nonnegative=True) for n in ("P_A", "P_F", "P_E", "P_R", "P_H"))
+#: the parameters per token of the stage whose matrix products a custom recomputation re-runs (evaluate.py
+#: RECOMPUTED: MLA's down- and up-projections, the router, the experts), 0 under none, full or selective
+P_U = sp.Symbol("P_U", nonnegative=True)
+#: the attention's own matrix rate (its kernels run in BF16 whatever the linear layers' recipe: Phi is the recipe's)
+Phi_A = sp.Symbol("Phi_A", **_P)
+#: bytes per element the experts' dispatch and combine send, the mean of the two (B_a each; DeepSeek-V3's FP8
+#: dispatch, report Sec. 3.3.2: 1 byte and a 4-byte scale per 128 elements out, BF16 back)
+B_EP = sp.Symbol("B_EP", **_P)
+#: bytes the linear layers' inputs cast to the recipe's precision move through HBM per token of the stage and
+#: forward (read in BF16, written in FP8/FP4: Transformer Engine's quantize kernels), 0 in BF16
+Q_C = sp.Symbol("Q_C", nonnegative=True)
 #: the device's parameters of a stage: non-MoE (replicated over DP CP) and MoE (over EDP)
 P_n, P_m = sp.Symbol("P_n", nonnegative=True), sp.Symbol("P_m", nonnegative=True)
 
@@ -80,12 +95,13 @@ m = nt.n_mb
 
 def flops() -> Dict[str, sp.Expr]:
     """FLOPs of one micro-batch's forward on one device of the stage: 'layers' (matrix products of the
-    L_d + L_m layers), 'attention' (scores and their product with values), 'head'."""
+    L_d + L_m layers), 'attention' (scores and their product with values), 'head', 'recomputed' (the matrix
+    products a custom recomputation re-runs: P_U parameters per token of the stage)."""
     tokens = b * s / (CP * TP)  # the micro-batch's tokens over the devices sharing its work
     matrix = (L_d + L_m) * P_A + L_d * P_F + L_m * (P_R + nt.F * (nt.N_r + nt.N_s) * P_E)
     score = c_A * s * n_h * (nt.d_h + nt.d_hr + nt.d_v)
     return {"layers": 2 * tokens * matrix, "attention": 2 * tokens * (L_d + L_m) * score,
-            "head": 2 * tokens * e_H * P_H}
+            "head": 2 * tokens * e_H * P_H, "recomputed": 2 * tokens * P_U}
 
 
 def volumes() -> Dict[str, sp.Expr]:
@@ -94,7 +110,7 @@ def volumes() -> Dict[str, sp.Expr]:
     layers = L_d + L_m
     return {
         "TP": 4 * layers * (TP - 1) / TP * b * s * h * nt.B_a / CP,
-        "EP": 2 * L_m * nt.F * b * s * h * nt.B_a / (CP * TP),
+        "EP": 2 * L_m * nt.F * b * s * h * B_EP / (CP * TP),
         "CP": layers * (CP - 1) * b * s / CP * n_h / TP * (nt.d_h + nt.d_hr + nt.d_v) * nt.B_a,
         "PP": sp.Min(1, PP - 1) * b * s * h * nt.B_a / (CP * TP),
     }
@@ -116,16 +132,19 @@ def times(f: Dict[str, sp.Expr] = None) -> Dict[str, sp.Expr]:
     half), t_R (recomputation), t_att (the core attention's forward), c_<group> (each group's transfers,
     forward and backward), and per step t_DP (data-parallel traffic) and t_opt (optimizer).  ``f``: the
     forward FLOPs by part (:func:`flops`; the report passes symbols for them, to print the times shorter)."""
-    f = flops() if f is None else f
-    rate = eta * Phi
+    f = {**flops(), **(f or {})}
+    rate, rate_A = eta * Phi, eta * Phi_A
     weights = nt.B_w * (P_n + P_m)
     # eager attention's s x s matrices through HBM (softmax and its backward are memory-bound)
     matrix = u_E * b * n_h * s ** 2 * nt.B_a * (L_d + L_m) / (TP * CP)
     t_sm = 4 * matrix / W_M
-    t_mm = sp.Max((f["layers"] + f["attention"] + f["head"]) / rate, weights / W_M)
-    t_F = t_mm + t_sm
-    t_att = f["attention"] / rate + t_sm
-    t_R = rho_full * (sp.Max((f["layers"] + f["attention"]) / rate, weights / W_M) + t_sm) + rho_sel * t_att
+    # the recipe's quantization of each linear layer's inputs (forward) and output gradients (backward, twice)
+    t_q = Q_C * b * s / (CP * TP) / W_M
+    t_mm = sp.Max((f["layers"] + f["head"]) / rate + f["attention"] / rate_A, weights / W_M)
+    t_F = t_mm + t_sm + t_q
+    t_att = f["attention"] / rate_A + t_sm
+    t_R = rho_full * (sp.Max(f["layers"] / rate + f["attention"] / rate_A, weights / W_M) + t_sm + t_q) \
+        + rho_sel * t_att + f["recomputed"] / rate
     v = volumes()
     again = 2 + rho_full  # forward, backward and the recomputed forward
     c = {"c_TP": again * v["TP"] / beta["TP"], "c_EP": again * v["EP"] * tau_EP,
@@ -133,7 +152,7 @@ def times(f: Dict[str, sp.Expr] = None) -> Dict[str, sp.Expr]:
     dv = dp_volumes()
     sharded = sp.Piecewise((P_n + P_m, sp.Eq(nt.z, 0)), (P_n / (DP * CP) + P_m / EDP, True))
     adam = nt.B_g + 2 * (nt.B_m + nt.B_1 + nt.B_2) + nt.B_w
-    out = {"t_F": t_F, "t_B": 2 * t_mm + 7 * matrix / W_M, "t_W": t_mm, "t_R": t_R, "t_att": t_att, **c,
+    out = {"t_F": t_F, "t_B": 2 * t_mm + 7 * matrix / W_M + 2 * t_q, "t_W": t_mm, "t_R": t_R, "t_att": t_att, **c,
             "t_red": dv["DP_reduce"] / beta["DP"] + dv["EDP_reduce"] / beta["EDP"],
             "t_gat": dv["DP_gather"] / beta["DP"] + dv["EDP_gather"] / beta["EDP"], "t_opt": sharded * adam / W_M}
     out["t_DP"] = out["t_red"] + out["t_gat"]

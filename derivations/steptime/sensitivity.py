@@ -11,7 +11,7 @@ one micro-batch's period.
 """
 from __future__ import annotations
 
-from typing import Dict, Sequence
+from typing import Dict, Optional, Sequence
 
 import sympy as sp
 
@@ -41,7 +41,7 @@ def _dispatch(model, layout, per_node: int, g, dispatcher: str):
 
 
 def time_sensitivity(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, wrt: Sequence[str], *,
-                     gpu=None, overlap: str = "megatron", efficiency=1, gpus_per_node: int = 8,
+                     gpu=None, overlap: str = "megatron", efficiency=1, gpus_per_node: Optional[int] = None,
                      dispatcher=None) -> Dict:
     """{'step': seconds, 'stage': index, 'wrt': {name: {'derivative': s per unit, 'elasticity': float}}}."""
     t = E.layout_time(model, layout, training, gpu=gpu, overlap=overlap, efficiency=efficiency,
@@ -58,9 +58,9 @@ def time_sensitivity(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Tra
     device = {sp.Symbol(name, nonnegative=True): reg[tid].base_expr for name, tid in E.DEVICE_TERMS}
     expr = step.xreplace({k: e.xreplace(comp).xreplace(dims) for k, e in device.items()})
     expr = expr.xreplace(_bubble(training.schedule, training.vpp or 2))
-    g = E.check(model, gpu, overlap, efficiency)
-    expr = expr.xreplace({M.tau_EP: _dispatch(model, layout, gpus_per_node, g, E.dispatcher_of(training.schedule,
-                                                                                                dispatcher))})
+    g = E.check(model, gpu, overlap, efficiency, training)
+    tau = _dispatch(model, layout, gpus_per_node or g.nvlink_domain, g, E.dispatcher_of(training.schedule, dispatcher))
+    expr = expr.xreplace({M.tau_EP: tau})
     point = {s: sp.Float(t["inputs"][s.name]) for s in expr.free_symbols if s.name in t["inputs"]}
     out = {}
     for w in wrt:

@@ -14,6 +14,7 @@ from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name
     apply_limits, dtype_bytes, recompute_policy, imbalance_factor, unit_fraction,
     layer_counts, offload_modules)
 from derivations.config.recipes import RECIPES
+from symbolic.exact import fmt_gib
 
 
 def check_conflicts(args) -> None:
@@ -238,6 +239,36 @@ def add_budget_options(p: argparse.ArgumentParser, default_hbm: str = None, what
     p.add_argument("--gpu", default=None, action=_Explicit, metavar="NAME",
                    help=f"a GPU preset instead of --hbm: {gpu_names()} (usable capacity and its source: "
                         "derivations/config/gpus.toml)")
+
+
+def add_memory_options(p: argparse.ArgumentParser) -> None:
+    """--memory KIND, --alloc-conf, --nccl-buffsize: which memory is judged (issue 46)."""
+    p.add_argument("--memory", choices=("allocated", "reserved", "device"), default=None,
+                   help="what is judged against the capacity: allocated (the terms), reserved (PyTorch's caching "
+                        "allocator run over the step: derivations/analyses/allocator.py) or device (reserved + NCCL "
+                        "and DeepEP buffers + the CUDA context: derivations/assembly/overheads_device.py); default: "
+                        "the paper's Sec. 6 ranges")
+    hidden = lambda text: text if HELP_ALL[0] else argparse.SUPPRESS  # noqa: E731  (listed by --help-all)
+    p.add_argument("--alloc-conf", default="", metavar="CONF",
+                   help=hidden("PYTORCH_CUDA_ALLOC_CONF for --memory (max_split_size_mb, expandable_segments, "
+                        "garbage_collection_threshold)"))
+    p.add_argument("--nccl-buffsize", type=positive_int, default=None, metavar="BYTES",
+                   help=hidden("NCCL_BUFFSIZE for --memory device (default NCCL's 4 MiB)"))
+
+
+def memory_of(args, est) -> dict:
+    """--memory's bytes of one stage (derivations/analyses/allocator.py memory: allocated, reserved, buffers, device)
+    under the command's --alloc-conf, --dispatcher and --nccl-buffsize: the one helper every verdict of a kind uses."""
+    # lazy: the allocator and sympy's buffer terms (only --memory runs them)
+    from derivations.analyses.allocator import memory
+    return memory(est, getattr(args, "alloc_conf", ""), getattr(args, "dispatcher", None),
+                  getattr(args, "nccl_buffsize", None))
+
+
+def memory_verdict(kind: str, judged: int, capacity: int, of: str) -> str:
+    """One line: the ``kind`` of memory judged, against which capacity, and whether it fits."""
+    return (f"{kind} {fmt_gib(judged)} GiB against {of} {fmt_gib(capacity)} GiB ({float(judged / capacity):.0%}): "
+            f"{'fits' if judged <= capacity else 'DOES NOT FIT'}")
 
 
 def budget_from_args(args, default_hbm: str = None, required: bool = False):

@@ -7,7 +7,8 @@ from derivations import config as cfg
 from derivations import families
 from derivations.assembly import explain
 from symbolic.exact import count, fmt_gib, fmt_int
-from .timeopts import add_time_options, time_lines
+from .timeopts import add_time_options, nvlink_domain, time_lines
+from .timeopts import efficiency as time_efficiency
 from . import COMMANDS, common, launch
 from derivations.config.recipes import RECIPES
 from derivations.config.switches import preset_of
@@ -33,6 +34,7 @@ def add_parser(sub):
     g = p.add_argument_group("memory budget: a verdict (fits at each end of the Sec. 6 ranges, headroom, the cheapest "
                              "single change that fits)")
     common.add_budget_options(g)
+    common.add_memory_options(g)
     p.add_argument("--global-batch", type=common.positive_int, default=None, metavar="G",
                    help="sequences per optimizer step: m = G / (DP * mbs) micro-batches (sets --microbatches; the "
                         "schedule is 1f1b unless --schedule says otherwise)")
@@ -57,12 +59,16 @@ def _time(args, model, layout, training, every: bool = False):
     # lazy: the step-time model (only --time reads it)
     from derivations.steptime import evaluate as steptime
     return steptime.layout_time(model, layout, training, gpu=args.gpu, overlap=args.overlap,
-                                efficiency=args.gemm_efficiency, dispatcher=args.dispatcher, every=every)
+                                efficiency=time_efficiency(args), dispatcher=args.dispatcher, every=every,
+                                gpus_per_node=nvlink_domain(args))
 
 
 def run(args) -> int:
     if args.explain:
-        return launch.explain(args)
+        rc = launch.explain(args)
+        if args.memory == "device":
+            print("\n".join(_memory_rules()))
+        return rc
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly.device import estimate, estimate_all
     model = common.model_from_args(args)
@@ -91,11 +97,13 @@ def run(args) -> int:
     verdict = _verdict(args, model, layout, training)
     timed = _time(args, model, layout, training)
     _warn_framework(args, layout, training)
+    memory = _memory(args, est)
     if args.json:
-        common.print_json({**data(args, est, verdict), **({"time": timed} if timed else {})})
+        common.print_json({**data(args, est, verdict), **({"time": timed} if timed else {}),
+                           **({"memory": memory} if memory else {})})
         return 0
     print(render_text(est))
-    for line in _device_lines(est, device) + _verdict_lines(verdict):
+    for line in _device_lines(est, device) + _verdict_lines(verdict) + _memory_lines(args, est, memory):
         print(line)
     if timed:
         # lazy: the GPU presets (only --time names one)
@@ -104,6 +112,51 @@ def run(args) -> int:
             print(line)
     common.print_defaults(args)
     return 0
+
+
+def _memory(args, est):
+    """--memory: the allocator's peaks over the step and the buffers outside it
+    (derivations/assembly/overheads_device.py memory), judged against the budget; None without --memory."""
+    if not args.memory:
+        return None
+    m = common.memory_of(args, est)
+    hbm, gpu = common.budget_from_args(args)
+    out = {"judged": args.memory, "allocated": m["allocated"], "reserved": m["reserved"],
+           "buffers": [{"term": b.term, "what": b.what, "bytes": b.bytes} for b in m["buffers"]],
+           "cuda_graph_pools": None, "device": m["device"], "alloc_conf": m["alloc_conf"],
+           "terms_total": est.bytes["step_total"]}
+    if hbm is not None:
+        out.update(capacity=hbm, capacity_of=gpu.name if gpu else "--hbm", fits=m[args.memory] <= hbm)
+    return out
+
+
+def _memory_lines(args, est, m) -> list:
+    if not m:
+        return []
+    lines = ["", f"memory of the step (--memory {m['judged']}: the {m['judged']} bytes are judged), stage "
+                 f"{est.stage.index}:",
+             f"  allocated  {fmt_gib(m['allocated']):>9} GiB  the caching allocator's peak over the step (the terms at "
+             f"the step's peak: {fmt_gib(m['terms_total'])} GiB)",
+             f"  reserved   {fmt_gib(m['reserved']):>9} GiB  PyTorch's caching allocator run over the step "
+             f"(PYTORCH_CUDA_ALLOC_CONF '{m['alloc_conf']}')"]
+    lines += [f"  + {b['what']:<44} {fmt_gib(b['bytes']):>9} GiB  {b['term']}" for b in m["buffers"]]
+    lines += ["  + CUDA graph pools: not modelled (memsym has no CUDA-graph option)",
+              f"  device     {fmt_gib(m['device']):>9} GiB"]
+    if "capacity" in m:
+        lines.append("  " + common.memory_verdict(m["judged"], m[m["judged"]], m["capacity"], m["capacity_of"]))
+    return lines
+
+
+def _memory_rules() -> list:
+    """--explain --memory device: each buffer term with its library's size rule."""
+    # lazy: sympy (only this path)
+    from derivations.assembly import overheads_device as od
+    lines = ["", "device memory outside the caching allocator (--memory device), each term's size rule:"]
+    for t in od.terms():
+        lines.append(f"  {t.id}: {t.meaning} [{t.provenance}]")
+        lines += [f"    {p.key}: {p.label} = {p.expr}" + (f" [{p.provenance}]" if p.provenance else "")
+                  for p in t.parts]
+    return lines
 
 
 def _time_notes(args, verdict) -> list:

@@ -26,6 +26,7 @@ def add_parser(sub):
                    help="solve for this pipeline stage only (default: every stage, the most constrained binds)")
     common.add_training_options(p)
     common.add_budget_options(p, what=" (required, or --gpu)")
+    common.add_memory_options(p)
     p.add_argument("--global-batch", type=common.positive_int, default=None, metavar="G",
                    help="sequences per optimizer step: m = G / (DP * mbs) micro-batches under the schedule (1f1b "
                         "unless --schedule says otherwise); solving for mbs then keeps G fixed, so m changes with b")
@@ -58,8 +59,37 @@ def run(args) -> int:
     print(f"{res['field']} at each end of the Sec. 6 ranges: " + ", ".join(
         f"{e} {ends[e]:,}" for e in ("high", "low", "none")) + " (high: 30% fragmentation + 2 GiB buffers; "
         "low: 5% + 0.8 GiB; none: no overheads)")
+    if args.memory:
+        m = res["memory"]
+        print(f"--memory {m['judged']}: the largest {m['field']} whose {m['judged']} bytes fit on every stage: "
+              f"{m['answer']:,}" + (f" ({common.memory_verdict(m['judged'], m['bytes'], hbm, m['capacity_of'])})"
+                                    if m["bytes"] is not None else " (none fits)"))
     common.print_defaults(args)
     return 0
+
+
+def _memory_answer(args, model, layout, training, hbm, res, upper) -> dict:
+    """--memory KIND: the largest valid b (or s) at most the answer without overheads (allocated >= the terms)
+    whose KIND bytes (derivations/analyses/allocator.py, through common.memory_of) fit on every stage solved."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
+    from derivations.analyses import fit
+    from derivations.analyses.allocator import largest
+    from derivations.assembly.device import estimate_all
+    from symbolic.search import divisors
+    field, gb = res["field"], args.global_batch
+    if gb is not None and field == "mbs":
+        candidates = [b for b in divisors(gb // layout.dp) if b <= upper]
+    else:
+        candidates = list(range(res["multiple"], upper + 1, res["multiple"]))
+
+    def judged(x):
+        every = estimate_all(model, layout, fit.with_global_batch(layout, replace(training, **{field: x}), gb))[0]
+        return max(common.memory_of(args, e)[args.memory] for e in every
+                   if args.stage is None or e.stage.index == args.stage)
+    answer, at = largest(candidates, judged, hbm)
+    gpu = common.budget_from_args(args)[1]
+    return {"judged": args.memory, "field": field, "answer": answer, "bytes": at,
+            "capacity_of": gpu.name if gpu else "--hbm"}
 
 
 def _solve_all(args):
@@ -77,12 +107,16 @@ def _solve_all(args):
         if end not in ends:
             ends[end] = fit.solve(model, layout, training, hbm, args.solve, args.stage, end, global_batch=gb,
                                   answer_only=True)["answer"]
+    if getattr(args, "memory", None):
+        res["memory"] = _memory_answer(args, model, layout, training, hbm, res, ends["none"])
     return model, layout, training, hbm, res, ends
 
 
 def _json(model, layout, training, hbm, res, with_latex, ends) -> dict:
     out = to_json(model, layout, training, hbm, res, with_latex)
     out["by_overheads"] = {e: ends[e] for e in ("high", "low", "none")}
+    if "memory" in res:
+        out["memory"] = res["memory"]
     return out
 
 

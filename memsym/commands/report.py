@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import threading
 import time
 
 from ..lines import one_line
@@ -31,9 +30,9 @@ def add_parser(sub):
                                    "(factored, sympy-printed in the paper's notation), in closed form and as a value "
                                    "in bytes and GiB. Formats: report.tex (our Jinja templates), report.pdf (compiled "
                                    "with pdflatex, xelatex, lualatex or latexmk when one is on PATH), report.md, "
-                                   "report.html, and one executed notebook per section (report-NN-<section>.ipynb, "
-                                   "and its HTML with --format html). Files are written atomically and are "
-                                   "byte-identical when regenerated.")
+                                   "report.html, and one notebook per section with its outputs "
+                                   "(report-NN-<section>.ipynb, and its HTML with --format html). Files are written "
+                                   "atomically and are byte-identical when regenerated.")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="output directory, written all or nothing (default: ./memsym-report under the current "
                         "directory)")
@@ -46,15 +45,9 @@ def add_parser(sub):
     p.set_defaults(run=run)
 
 
-_PROGRESS = threading.Lock()
-
-
 def progress(message: str) -> None:
-    """One line on stderr, written whole: the notebooks' thread and the renderer report at once, and print()
-    writes the text and its newline apart (a line could end inside another)."""
-    with _PROGRESS:
-        sys.stderr.write(f"memsym report: {one_line(message)}\n")
-        sys.stderr.flush()
+    """One line on stderr."""
+    print(f"memsym report: {one_line(message)}", file=sys.stderr, flush=True)
 
 
 def write(ctx, out, formats, stream=None) -> int:
@@ -62,11 +55,10 @@ def write(ctx, out, formats, stream=None) -> int:
     stdout); progress on stderr; 0, or 1 if the PDF failed."""
     # lazy: sympy (only this path needs it)
     from ..report import publish
-    from ..report.notebook import NotebookError
     start = time.monotonic()
     try:
         res = publish(ctx, out, formats, progress)
-    except (NotebookError, RuntimeError, TimeoutError) as exc:   # nothing was written
+    except (RuntimeError, TimeoutError) as exc:   # nothing was written
         print(f"memsym report: error: {one_line(exc)}", file=sys.stderr)
         return 1
     for path in res.written:

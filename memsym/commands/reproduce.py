@@ -22,18 +22,17 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    if getattr(args, "out", None):
+    if args.out:
         # lazy: sympy (only this path needs it)
         from symbolic.files import check_out_dir
-        from ..report import DEFAULT_FORMATS
+        from ..report import DEFAULT_FORMATS, Context
         from ..report.extras import require_report
+        from .report import write
         require_report(DEFAULT_FORMATS, typed=False,
                        command="reproduce --out")  # a missing extra or a bad --out fails before the table is printed
         check_out_dir(args.out)
     code = _verdict(args)
-    if getattr(args, "out", None):
-        from ..report import Context, DEFAULT_FORMATS
-        from .report import write
+    if args.out:
         code = max(code, write(Context.create(), args.out, DEFAULT_FORMATS,
                                stream=sys.stderr if args.json else sys.stdout))
     return code

@@ -22,7 +22,9 @@ def add_parser(sub):
                                    "framework (Megatron-Core: mcore, or megatron where mcore is not available, "
                                    "said in the output) at the stage of the rank measured, and compared by "
                                    "kind: max_allocated with the allocated total (no allocator overheads), "
-                                   "reserved and nvidia_smi with the Sec. 6 peak, oom with the capacity exceeded.")
+                                   "reserved with PyTorch's caching allocator run over the step, nvidia_smi with "
+                                   "the device's bytes (reserved + communication buffers + CUDA context), oom and "
+                                   "fits with the capacity (by --memory).")
     p.add_argument("--data", default=None, metavar="FILE",
                    help="runs file (default: paper/runs.toml; model files are read under paper/)")
     p.add_argument("--id", dest="ids", default=None, metavar="ID,...",
@@ -30,6 +32,9 @@ def add_parser(sub):
     p.add_argument("--conventions", dest="force_conventions", default=None, metavar="PRESET",
                    help="evaluate every run under this conventions preset instead of its framework's "
                         "(e.g. paper, to see how far the paper's assumptions are from each run)")
+    p.add_argument("--memory", choices=("allocated", "reserved", "device"), default="device",
+                   help="the memory an oom or fits run is judged by against its capacity (default device: reserved + "
+                        "NCCL and DeepEP buffers + the CUDA context; memsym estimate --memory)")
     p.add_argument("--verbose", action="store_true",
                    help="also print, per run, its source, the memsym estimate command it is, and its notes")
     p.add_argument("--plot", default=None, metavar="FILE",
@@ -73,7 +78,7 @@ def launch_file(run):
     return (option, str(path)) if path.is_file() else None
 
 
-def evaluate(runs, forced=None):
+def evaluate(runs, forced=None, judged="device"):
     """[(run, result dict)] for ``runs``: each evaluated under its preset and compared by kind."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import runs as R
@@ -100,7 +105,8 @@ def evaluate(runs, forced=None):
         except cfg.ConfigError as exc:
             raise cfg.ConfigError("runs", f"run {run.id!r} under --conventions {preset}: {exc}") from None
         capacity = gpu_preset(run.gpu).capacity if run.gpu else None
-        res = R.compare(run, every, worst, capacity)
+        res = R.compare(run, every, worst, capacity, judged, getattr(ns, "dispatcher", None),
+                        getattr(ns, "alloc_conf", None))
         res["conventions"] = {"preset": preset, "wanted": R.FRAMEWORK_PRESETS[run.framework][0],
                               "fallback": note is not None, "note": note,
                               "dropped": R.dropped(run, preset, cfg.CONVENTION_PRESETS)}
@@ -115,11 +121,11 @@ def evaluate(runs, forced=None):
 
 
 def data(args) -> dict:
-    """What ``memsym runs --json`` prints: {"runs": [...]}."""
+    """What ``memsym runs --json`` prints: {"runs": [...], "kinds": ..., "band": ...}."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import runs as R
     runs = R.select(R.load(args.data), _ids(args.ids))
-    return {"runs": [res for _, res in evaluate(runs, args.force_conventions)],
+    return {"runs": [res for _, res in evaluate(runs, args.force_conventions, args.memory)],
             "kinds": dict(R.KINDS), "band": [R.BAND[0], R.BAND[1]]}
 
 
@@ -128,18 +134,16 @@ def run(args) -> int:
         # lazy: modules this module's importers do not need (loaded only on this path)
         from ..plots import check_output
         check_output(args.plot)
-    from derivations.analyses import runs as R
-    runs = R.select(R.load(args.data), _ids(args.ids))
-    results = [res for _, res in evaluate(runs, args.force_conventions)]
+    out = data(args)
     if args.plot:
         from ..plots import predicted_vs_measured
-        predicted_vs_measured([(r["id"], r["kind"], r["measured_bytes"], r["predicted_bytes"]) for r in results],
+        predicted_vs_measured([(r["id"], r["kind"], r["measured_bytes"], r["predicted_bytes"]) for r in out["runs"]],
                               args.plot, "memsym runs: predicted vs measured per GPU",
-                              (float(R.BAND[0]), float(R.BAND[1])))
+                              tuple(float(x) for x in out["band"]))
     if args.json:
-        common.print_json({"runs": results, "kinds": dict(R.KINDS), "band": [R.BAND[0], R.BAND[1]]})
+        common.print_json(out)
         return 0
-    print(render(results, args.verbose))
+    print(render(out["runs"], args.verbose))
     if args.plot:
         print(f"\nplot: {args.plot}")
     return 0
@@ -148,10 +152,9 @@ def run(args) -> int:
 def _verdict(r) -> str:
     if r["kind"] == "oom":
         return "exceeds" if r["exceeds"] else "FITS (no OOM)"
-    if r["kind"] == "max_allocated":
-        return "in band" if r["within_band"] else "out of band"
-    low, high = r["predicted_range_bytes"]
-    return "in range" if low <= r["measured_bytes"] <= high else "out of range"
+    if r["kind"] == "fits":
+        return "EXCEEDS (ran)" if r["exceeds"] else "fits"
+    return "in band" if r["within_band"] else "out of band"
 
 
 def render(results, verbose=False) -> str:
@@ -181,10 +184,9 @@ def render(results, verbose=False) -> str:
     dropped = sorted({d for r in results for d in r["conventions"]["dropped"]})
     if notes or dropped:
         lines += ["", "conventions:"] + [f"  - {n}" for n in notes + dropped]
-    oom = [r for r in results if r["kind"] == "oom"]
-    for r in oom:
-        lines.append(f"  oom {r['id']}: allocated {fmt_gib(r['predicted_bytes'])} GiB against a capacity of "
-                     f"{fmt_gib(r['capacity_bytes'])} GiB: {'exceeds' if r['exceeds'] else 'does not exceed'}")
+    for r in (r for r in results if r["kind"] in ("oom", "fits")):
+        lines.append(f"  {r['kind']} {r['id']}: {r['judged']} {fmt_gib(r['predicted_bytes'])} GiB against a capacity "
+                     f"of {fmt_gib(r['capacity_bytes'])} GiB: {'exceeds' if r['exceeds'] else 'does not exceed'}")
     if verbose:
         for r in results:
             s = r["source"]

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 from . import COMMANDS, common
 from .argtypes import layer_counts, offload_modules
-from .timeopts import add_time_options, seconds
+from .timeopts import add_time_options, nvlink_domain, seconds
+from .timeopts import efficiency as time_efficiency, efficiency_text
 import io
 import json
 import os
 import sys
+from dataclasses import replace
+
 from derivations import config as cfg
 from derivations.config.recipes import RECIPES
 from fractions import Fraction
@@ -46,8 +49,9 @@ def add_parser(sub):
                    help="take the schedule, micro-batches, virtual stages, sequence length, micro-batch size, ZeRO "
                         "stage and (a named) recomputation of a recipe (`memsym estimate --help`), unless typed; the "
                         "search keeps its --attention kernel (flash unless typed) and BF16 activations")
-    g.add_argument("--gpus-per-node", type=common.positive_int, default=8, metavar="N",
-                   help="GPUs per node (default 8): tensor-parallel groups, TP and ETP, stay inside a node (each "
+    g.add_argument("--gpus-per-node", type=common.positive_int, default=None, metavar="N",
+                   help="GPUs per node (default 8; the step time's NVLink domain unless --nvlink-domain or the GPU's "
+                        "own is given): tensor-parallel groups, TP and ETP, stay inside a node (each "
                         "divides N); layouts with TP or ETP across nodes are rejected and counted")
     p.add_argument("--mbs", type=common.int_list, action=common._Explicit, default=(1, 2, 4), metavar="B,B,...",
                    help="micro-batch sizes to try (default 1,2,4: Table 9)")
@@ -86,7 +90,7 @@ def add_parser(sub):
                    help="Megatron's pipeline layout as the layers of its PP x V virtual stages (`memsym estimate "
                         "--help`; needs --schedule interleaved): layouts of another PP x V are counted invalid")
     common.add_convention_options(p)
-    add_time_options(p)
+    add_time_options(p, node=False)
     p.add_argument("--top", type=common.positive_int, default=None,
                    help="rows to list (text default 20; JSON/CSV default every configuration that fits)")
     p.add_argument("--all-configurations", action="store_true",
@@ -131,12 +135,15 @@ def _search(args, rows=None):
     result = S.configurations(model, args.gpus, hbm, zeros=args.zero, recompute=args.recompute, mbs=args.mbs,
                               seqs=args.seq, overheads=args.overheads, schedule=args.schedule,
                               microbatches=args.microbatches, vpp=args.vpp, global_batch=args.global_batch,
-                              gpus_per_node=args.gpus_per_node, progress=_progress(), attention=args.attention,
+                              gpus_per_node=args.gpus_per_node or 8, progress=_progress(), attention=args.attention,
                               options=_options(args))
     _framework(args, result)
     if model.family == "deepseek":  # the step-time model covers the DeepSeek family
-        S.add_time(result, model, gpu=args.gpu, overlap=args.overlap, efficiency=args.gemm_efficiency,
-                   gpus_per_node=args.gpus_per_node, vpp=args.vpp, dispatcher=args.dispatcher)
+        # the step reads DeepSeek-V3's FP8 dispatch (--fp8-activations, its recipe's) though the search's memory
+        # does not cache activations in FP8
+        timed = replace(result.training or cfg.Training(), fp8=bool(getattr(args, "fp8_activations", False)))
+        S.add_time(result, model, timed, gpu=args.gpu, overlap=args.overlap, efficiency=time_efficiency(args),
+                   gpus_per_node=nvlink_domain(args), vpp=args.vpp, dispatcher=args.dispatcher)
     elif args.sort == "time":
         args.sort = "bubble"
     return model, hbm, result, S.ranked(result, sort=args.sort, per_layout=not args.all_configurations, top=rows)
@@ -260,7 +267,7 @@ def _header(model, args, hbm, result) -> dict:
                    "fitting": result.fitting, "invalid_configurations": dict(sorted(result.invalid.items()))},
         "sort": args.sort, "attention": args.attention,
         "schedule": {"name": result.schedule, "global_batch": result.global_batch, "microbatches": args.microbatches,
-                     "vpp": args.vpp, "gpus_per_node": args.gpus_per_node,
+                     "vpp": args.vpp, "gpus_per_node": args.gpus_per_node or 8,
                      "view": "pipeline schedule: each configuration at its most-loaded device with its in-flight "
                              "micro-batches" if result.schedule else
                              "the paper's idealisation: one micro-batch per stage (optimistic for PP > 1; give "
@@ -388,9 +395,10 @@ def _time_header(result) -> list:
     t = result.time
     g = t["gpu"]
     eff = t["efficiency"]
-    return [f"time: derivations/steptime on {g.name}: {g.rate('bf16') / 1e12:,.1f} TFLOP/s BF16 dense x efficiency "
-            f"{float(eff):g}, HBM {g.rate('hbm_bandwidth') / 1e12:g} TB/s, NVLink {g.rate('nvlink') / 1e9:g} GB/s, "
-            f"network {g.rate('network') / 1e9:g} GB/s per GPU, {t['gpus_per_node']} GPUs per node; overlap "
+    return [f"time: derivations/steptime on {g.name}: {g.rate('bf16') / 1e12:,.1f} TFLOP/s BF16 dense x "
+            f"efficiency {efficiency_text(eff)}, HBM {g.rate('hbm_bandwidth') / 1e12:g} TB/s, "
+            f"NVLink {g.rate('nvlink') / 1e9:g} GB/s, "
+            f"network {g.rate('network') / 1e9:g} GB/s per GPU, {t['gpus_per_node']} GPUs per NVLink domain; overlap "
             f"{t['overlap']}, dispatcher {t['dispatcher']}"
             + ("" if result.schedule else "; no schedule: one micro-batch's period in steady state (no bubble, "
                                          "no per-step data-parallel traffic but ZeRO-3's, no optimizer update)")]

@@ -1,7 +1,8 @@
 """memsym sensitivity: closed-form derivatives, elasticities and finite differences of the per-device memory."""
 from __future__ import annotations
 
-from .timeopts import add_time_options, sensitivity_lines
+from .timeopts import add_time_options, nvlink_domain, sensitivity_lines
+from .timeopts import efficiency as time_efficiency
 from . import COMMANDS, common
 from derivations import config as cfg
 from symbolic.exact import fmt_gib, fmt_int
@@ -64,7 +65,8 @@ def _time(args, model, layout, training, results):
     # lazy: the step-time model (only --time reads it)
     from derivations.steptime.sensitivity import time_sensitivity
     return time_sensitivity(model, layout, training, [r.name for r in results], gpu=args.gpu, overlap=args.overlap,
-                            efficiency=args.gemm_efficiency, dispatcher=args.dispatcher)
+                            efficiency=time_efficiency(args), dispatcher=args.dispatcher,
+                            gpus_per_node=nvlink_domain(args))
 
 
 def data(args) -> dict:

@@ -2,12 +2,16 @@
 ``sensitivity --time``; and its lines as the commands print them."""
 from __future__ import annotations
 
-from .argtypes import unit_fraction
+from .argtypes import positive_int, unit_fraction
 
 
-def add_time_options(p, with_flag: bool = False, gpu: bool = False):
-    """--overlap, --gemm-efficiency, --dispatcher (and --time when ``with_flag``, --gpu when ``gpu``) on ``p``."""
+def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool = True):
+    """--overlap, --gemm-efficiency, --dispatcher, --nvlink-domain (and --time when ``with_flag``, --gpu when ``gpu``,
+    --gpus-per-node when ``node``) on ``p``."""
     t = p.add_argument_group("step time (derivations/steptime: the published rates of --gpu, h800 without one)")
+    if node:
+        t.add_argument("--gpus-per-node", type=positive_int, default=None, metavar="N",
+                       help="GPUs per node: the NVLink domain when --nvlink-domain is not given (default: the GPU's)")
     if gpu:
         t.add_argument("--gpu", default=None, metavar="NAME",
                        help="the GPU preset whose rates the step time uses (derivations/config/gpus.toml; default "
@@ -20,13 +24,34 @@ def add_time_options(p, with_flag: bool = False, gpu: bool = False):
                    help="transfers hidden behind compute: megatron (default: data-parallel traffic behind the step, "
                         "the context-parallel ring behind attention, under DualPipe the EP all-to-all and PP "
                         "transfers behind the paired chunks), none, or ideal (every transfer behind compute)")
+    t.add_argument("--nvlink-domain", type=positive_int, default=None, metavar="N",
+                   help="GPUs one NVLink fabric joins at full bandwidth (default: the GPU's, derivations/config/"
+                        "gpus.toml: 8 in an HGX node, 72 in an NVL72 rack); groups beyond it use the network")
     t.add_argument("--gemm-efficiency", type=unit_fraction, default=1, metavar="F",
                    help="fraction of the GPU's peak matrix rate reached (default 1: the peak)")
+    t.add_argument("--efficiency", choices=["peak", "published"], default="peak",
+                   help="peak (default) or published (config/efficiency.toml)")
     t.add_argument("--dispatcher", choices=["alltoall", "deepep"], default=None,
                    help="the experts' dispatch: alltoall (Megatron-Core's, every copy of a token to its expert's "
                         "rank) or deepep (once per node, forwarded over NVLink: DeepSeek-V3 Sec. 3.2.2); default "
                         "deepep under --schedule dualpipe, else alltoall")
     return t
+
+
+def efficiency(args):
+    """The step time's efficiency: 'published' (--efficiency published) or --gemm-efficiency's fraction."""
+    return "published" if getattr(args, "efficiency", "peak") == "published" else args.gemm_efficiency
+
+
+def efficiency_text(eff) -> str:
+    """The efficiency as printed: a fraction, or the published tables' (the Hopper tables applied to the GPU)."""
+    return ("published (config/efficiency.toml, Hopper's)" if eff == "published" else f"{float(eff):g}")
+
+
+def nvlink_domain(args):
+    """The NVLink domain the step time uses: --nvlink-domain, else --gpus-per-node when typed, else None (the GPU's
+    own, derivations/config/gpus.toml)."""
+    return getattr(args, "nvlink_domain", None) or getattr(args, "gpus_per_node", None)
 
 
 def seconds(x: float) -> str:
@@ -41,9 +66,12 @@ def time_lines(t: dict, gpu, attention: str = "eager") -> list:
     per_step = t["microbatches"] > 1 or p["bubble"] or p["optimizer"]
     exposed = ", ".join(f"{g} {seconds(p[g])}" for g in ("TP", "EP", "CP", "PP"))
     dp = f", DP {seconds(p['DP'])}" if per_step or p["DP"] else ", DP not counted (no schedule)"
-    return ["", f"step time (derivations/steptime) on {gpu.name}: {gpu.rate('bf16') / 1e12:,.1f} TFLOP/s BF16",
-            f"  x efficiency {t['efficiency']:g}; attention {attention}; overlap {t['overlap']}; dispatcher "
-            f"{t['dispatcher']}; slowest stage {t['stage']}",
+    prec = t.get("precision", "bf16")
+    att = f" (BF16 {gpu.rate('bf16') / 1e12:,.1f})" if prec != "bf16" else ""
+    return ["", f"step time (derivations/steptime) on {gpu.name}: {gpu.rate(prec) / 1e12:,.1f} TFLOP/s {prec.upper()}",
+            f"  x efficiency {efficiency_text(t['efficiency'])}; attention {t.get('attention') or attention}{att}; "
+            f"overlap {t['overlap']}; dispatcher {t['dispatcher']}",
+            f"  slowest stage {t['stage']}; NVLink domain of {t['nvlink_domain']} GPUs",
             f"  step        {seconds(p['step'])} s   ({t['microbatches']} micro-batch"
             f"{'es' if t['microbatches'] != 1 else ''} of {seconds(p['microbatch'])} s; "
             f"{t['tokens_per_gpu_s']:,.0f} tokens/s per GPU)",

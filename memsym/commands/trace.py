@@ -168,12 +168,9 @@ def render(out) -> str:
     for r in m["activations_by_layer"]:
         q = pl.get(r["layer"])
         ratio = f"{r['bytes'] / q:.4f}" if q else "-"
-        lines.append(f"{r['layer']:>8} {r['kind']:>6} {r['bytes']:>14,} {q if q is not None else '-':>24,} "
-                     f"{ratio:>8}" if q is not None else f"{r['layer']:>8} {r['kind']:>6} {r['bytes']:>14,} "
-                     f"{'-':>24} {ratio:>8}")
+        lines.append(f"{r['layer']:>8} {r['kind']:>6} {r['bytes']:>14,} {_grouped(q):>24} {ratio:>8}")
     q = p.get("activations_outside_layers")
-    lines.append(f"{'outside':>8} {'':>6} {m['activations_outside_layers']:>14,} "
-                 f"{(format(q, ',') if q is not None else '-'):>24}")
+    lines.append(f"{'outside':>8} {'':>6} {m['activations_outside_layers']:>14,} {_grouped(q):>24}")
     ok = (p.get("activations_by_layer") == m["activations_by_layer"]
           and q == m["activations_outside_layers"])
     lines += ["", "measured == predicted for every layer and outside" if ok else "measured != predicted", "",
@@ -189,6 +186,10 @@ def render(out) -> str:
     if out.get("step"):
         lines += [""] + render_step(out["step"])
     return "\n".join(lines)
+
+
+def _grouped(n) -> str:
+    return "-" if n is None else format(n, ",")
 
 
 def _where(at) -> str:

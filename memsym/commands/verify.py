@@ -101,10 +101,19 @@ def _formula_may_start_with_minus(p: argparse.ArgumentParser) -> None:
     p._parse_optional = parse
 
 
-def run(args) -> int:
+def _result(args):
     # lazy: sympy (only this path needs it)
     from ..verdict import verify
-    result = verify(args.formula, args.against, assume=args.assume, model=args.model, stage=args.stage)
+    return verify(args.formula, args.against, assume=args.assume, model=args.model, stage=args.stage)
+
+
+def data(args) -> dict:
+    """What ``verify --json`` prints."""
+    return _result(args).to_json()
+
+
+def run(args) -> int:
+    result = _result(args)
     if args.json:
         common.print_json(result.to_json())
     elif args.latex:

@@ -11,7 +11,6 @@ a formula.
 from __future__ import annotations
 
 import itertools
-import random
 from functools import lru_cache
 from typing import Dict, List, Tuple
 
@@ -129,40 +128,3 @@ def activation_units(pool, shape) -> List[Dict]:
         table = {rc: [None if e is None else pool.add(e) for e in exprs] for rc, exprs in entries.items()}
         out.append({"kind": kind, "key": key, "label": label, "feats": feats, "table": table})
     return out
-
-
-def evaluate_units(unit_list, rc: str, assign: Dict, pool_exprs: List) -> Dict[str, sp.Expr]:
-    """{kind: sum of the kept tensors' expressions} read from the generated tables (what the page does)."""
-    feats = dict(features())
-    out = {}
-    for u in unit_list:
-        at = 0
-        for f in policy_features(u["feats"], rc):
-            at = at * len(feats[f]) + feats[f].index(assign.get(f, feats[f][0]))
-        i = u["table"][rc][at]
-        out[u["kind"]] = out.get(u["kind"], sp.Integer(0)) + (pool_exprs[i] if i is not None else 0)
-    return out
-
-
-def _random_assign(rng) -> Dict:
-    return {f: rng.choice(vals) for f, vals in features()}
-
-
-def check_activations(unit_list, shape, pool_exprs: List, n: int = 200, seed: int = 1) -> None:
-    """The generated tables give every kind's term of ``n`` random views (AssertionError otherwise)."""
-    # lazy: sympy (only this path needs it)
-    from derivations.activations import shape as shapes
-    from derivations.activations import view_terms
-    rng = random.Random(seed)
-    kinds = shapes.family(shape).kinds
-    for _ in range(n):
-        rc, assign = rng.choice(RC), _random_assign(rng)
-        if rc == "custom" and not any(assign[f"op:{o}"] for o in cfg.RECOMPUTE_OPS):
-            assign["op:norm"] = True
-        got = evaluate_units(unit_list, rc, assign, pool_exprs)
-        want = view_terms(make_view(rc, assign), shape)
-        for kind in kinds:
-            if kind in want:
-                diff = got.get(kind, 0) - want[kind].expr
-                # zero as built, or once expanded (an identity: exact), else as simplify proves it
-                assert diff == 0 or sp.expand(diff) == 0 or sp.simplify(diff) == 0, (rc, assign, kind)

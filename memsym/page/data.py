@@ -15,13 +15,14 @@ to JavaScript (exact BigInt rationals) and MathML by :mod:`memsym.page.codegen`.
   forward), whose largest, added to the total, is the step's peak a verdict judges.
 * Schedules: the in-flight formulas of ``derivations.schedules.formulas``.
 * The ends of the Sec. 6 ranges (derivations/assembly/overheads.py), shown beside the peaks.
-* The layout search (:mod:`memsym.page.search`): the search's kernels and the step-time model, printed in a
-  process of their own while the rest is built.
+* The options' data: --linear-recipe's rows (derivations/assembly/quantized.py, found by calling it),
+  --offload-activations' module tables (derivations/assembly/offload.py) and validate_training's refusals of them.
+* The layout search (:mod:`memsym.page.search`): the search's kernels and the step-time model, the generated
+  modules' functions in JavaScript.
 """
 from __future__ import annotations
 
 import itertools
-import json
 from fractions import Fraction
 from types import SimpleNamespace
 from typing import Dict, List, Tuple
@@ -31,8 +32,7 @@ import sympy as sp
 from derivations import config as cfg
 from derivations import variant
 
-from .activations import (RC, activation_units, check_activations,  # noqa: F401
-                          evaluate_units, features, make_view, shape_of)
+from .activations import activation_units, features, shape_of
 from ..lines import one_line
 from .codegen import js, mathml, symbols_of
 from derivations.config import limits as L
@@ -177,33 +177,48 @@ def linear_recipe(pool: Pool, keys: Dict[str, List[str]]) -> Dict:
                 got[kind] = [[name, gates, value, pool.add(coef)] for name, gates, value, coef in spec]
             got["mtp"] = [["mtp_eh_in", ["mtp_eh_in"], "mtp_eh_in", pool.add((q - B_a) / B_a)]]
             rows.setdefault(recipe, {})[attention] = got
-    return {"bytes": {k: [_q(f.input_bytes), _q(f.weight_bytes)] for k, f in FORMATS.items()}, "rows": rows,
-            "refusals": _recipe_refusals()}
+    return {"bytes": {k: [_q(f.input_bytes), _q(f.weight_bytes)] for k, f in FORMATS.items()}, "rows": rows}
 
 
-def _recipe_refusals() -> Dict:
-    """training._validate_recipe (derivations/config/training.py) as a table: {axes: [[option, values], ...], table:
-    {values joined by '|': [the option refused, message]}} of what it refuses over every value of what it reads
-    (a recipe as its first: the others refuse alike)."""
+def _refusals() -> Dict:
+    """training.validate_training's refusals of the options (derivations/config/training.py: --offload-activations,
+    --linear-recipe, --quantized-param-gather) as a table over every value of what those rules read: {axes: [[what,
+    values], ...], table: [the index in messages of [the option refused, message], or -1, ...] over the axes' values
+    in itertools.product order, messages}; an option given or not (one module offloaded, one recipe: the others
+    refuse alike), the recomputation full or not."""
     # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.config import training as trn
     from symbolic.errors import ConfigError
-    axes = [["linear_recipe", [None, cfg.LINEAR_RECIPES[0]]], ["quantized_params", [False, True]],
-            ["fp8", [False, True]], ["head_state", list(cfg.CONVENTION_SWITCHES["head_state"].values)],
-            ["norm_storage", list(cfg.CONVENTION_SWITCHES["norm_storage"].values)], ["zero", sorted(cfg.ZERO_NAMES)]]
-    table, messages = {}, []
+    given = [False, True]
+    axes = [["linear_recipe", given], ["quantized_params", given], ["fp8", given],
+            ["head_state", list(cfg.CONVENTION_SWITCHES["head_state"].values)],
+            ["norm_storage", list(cfg.CONVENTION_SWITCHES["norm_storage"].values)], ["zero", sorted(cfg.ZERO_NAMES)],
+            ["offload", given], ["full", given]]
+    table, messages = [], []
     for vals in itertools.product(*(v for _, v in axes)):
         a = dict(zip((k for k, _ in axes), vals))
-        t = cfg.Training(zero=a["zero"], fp8=a["fp8"], linear_recipe=a["linear_recipe"],
+        t = cfg.Training(zero=a["zero"], fp8=a["fp8"], recompute="full" if a["full"] else "none",
+                         linear_recipe=cfg.LINEAR_RECIPES[0] if a["linear_recipe"] else None,
                          quantized_params=a["quantized_params"],
+                         offload=tuple(cfg.OFFLOAD_MODULES)[:1] if a["offload"] else (),
                          conventions=cfg.Conventions(head_state=a["head_state"], norm_storage=a["norm_storage"]))
         try:
-            trn._validate_recipe(t)
+            cfg.validate_training(t)
+            table.append(-1)
         except ConfigError as e:
             said = [e.constraint.replace("-", "_"), str(e)]
             messages += [said] if said not in messages else []
-            table[json.dumps(vals, separators=(",", ":"))] = messages.index(said)
+            table.append(messages.index(said))
     return {"axes": axes, "table": table, "messages": messages}
+
+
+def offloading() -> Dict:
+    """--offload-activations on the page: derivations/assembly/offload.py's tables as data: {modules: {module:
+    [[kind, tensor key, element size: a bytes symbol's name or a number], ...]} (MODULE_TENSORS, in
+    training.OFFLOAD_MODULES' order), min_elements, moment: the step moment's term id}."""
+    # lazy: modules this module's importers do not need (loaded only on this path)
+    from derivations.assembly import offload
+    return {"modules": {m: [list(row) for row in offload.MODULE_TENSORS[m]] for m in cfg.OFFLOAD_MODULES},
+            "min_elements": offload.MIN_ELEMENTS, "moment": offload.MOMENT}
 
 
 def device(pool: Pool, fam=DEEPSEEK) -> Dict:
@@ -223,7 +238,7 @@ def device(pool: Pool, fam=DEEPSEEK) -> Dict:
                          for key, mtp, full, holds in dt.variants()},
             # with the options' terms (--linear-recipe's Q_D, Q_E, Q_H; the others 0), one micro-batch or a schedule
             "options": {key: [[name, pool.add(expr)] for name, expr in dt.assembly(mtp, full, holds, shape, True)]
-                        for key, mtp, full, holds in dt.variants(True) if holds != "given" and fam is DEEPSEEK},
+                        for key, mtp, full, holds in dt.variants(True) if fam is DEEPSEEK},
             **step(pool)}
 
 
@@ -249,7 +264,7 @@ def family_data(pool: Pool, fam, progress=None) -> Dict:
     """What the page evaluates a model of ``fam`` with: its model states per structure, its activation tables
     per assignment of its activation flags, its device assembly, and its declaration as the page reads it
     (the flags in order and their letters, the layout rules, the layout defaults, the MTP modules).  The tables
-    are checked against the views by the tests (tests/test_page.py, :func:`check_activations`)."""
+    are checked against the views by the tests (tests/test_page.py)."""
     say = progress or (lambda text: None)
     acts = {}
     for flags in fam.activation_flag_sets():
@@ -399,6 +414,7 @@ def inputs() -> Dict:
         "fields": {k: _limit(v) for k, v in L.FIELDS.items()},
         "list_lengths": dict(L.LIST_LENGTHS), "set_options": list(L.SET_OPTIONS),
         "max_digits": L.MAX_DIGITS, "max_arg_chars": L.MAX_ARG_CHARS, "max_number_chars": L.MAX_NUMBER_CHARS,
+        "layers": L.LAYERS,
         "imbalance": L.IMBALANCE, "int_pattern": L.INT_PATTERN, "decimal_pattern": L.DECIMAL_PATTERN,
         "config_bytes": L.CONFIG_BYTES, "config_depth": L.CONFIG_DEPTH, "config_digits": L.CONFIG_DIGITS,
         # CPython's json reader raises RecursionError (hfconfig: "nested deeper than ...") this deep: the default
@@ -435,9 +451,8 @@ def generate(models=(), progress=None) -> Dict:
     """Everything the page needs: the JavaScript functions, their MathML and the option data: DeepSeek's presets and
     a pasted config.json, or ``models`` ((``--model`` text, ModelSpec) pairs of any family, each once).
     ``progress``: called with a line saying what is being built (memsym page's stderr)."""
-    # lazy: the search's printing (sympy), started first: it runs in a process of its own meanwhile
+    # lazy: the search's data and functions (only this path needs them)
     from . import search
-    search_result = search.start()
     pool = Pool()
     # a path's control and bidirectional-format characters (ESC, BEL, U+202E) as their codes: the page shows the
     # argument in its text, its menu and the command line it prints (memsym/lines.py)
@@ -464,13 +479,14 @@ def generate(models=(), progress=None) -> Dict:
     opts = options()
     if progress:
         progress("the layout search's kernels and step-time model")
-    searched = search_result()
+    searched = search.generate()
     given = {argument: model_data(spec) for argument, spec in models}
     if models:  # the given models only: no DeepSeek preset, no pasted config.json
         opts["presets"], opts["default_model"] = {}, next(iter(given))
     return {"fns": pool.fns, "mathml": pool.mls, "symbols": sorted(pool.symbols), "reads": pool.reads, "families": per,
             "models": given, "released": {argument: model_data(spec) for argument, spec in released},
-            "schedules": sched, "overheads": over, "quantized": quant,
+            "schedules": sched, "overheads": over, "quantized": quant, "refusals": _refusals(),
+            "offload": offloading() if DEEPSEEK.name in per else None,
             "options": opts, "inputs": inputs(), "gpus": gpus(), "features": [[f, list(v)] for f, v in features()],
             "search": searched["data"], "search_js": searched["js"]}
 

@@ -27,15 +27,16 @@ FRAMEWORKS = {"paper": "the paper (Zhang & Su)", "megatron": "Megatron-LM's esti
 #: The order the page reads the typed fields in (the first refusal is the one the command line gives for these
 #: options in this order): the GPU count, the layout, then the training, the precision and the assumptions.
 READ = ("gpus", *(k for k, _ in LAYOUT), "sp", "layers_per_stage", "stage", "zero", "recompute", "attention", "mbs",
-        "seq", "global_batch", "imbalance", "schedule", "microbatches", "vpp", *(d for d, _, _ in DTYPES),
-        "fp8_activations", "linear_recipe", "quantized_param_gather", *cfg.CONVENTION_SWITCHES, "bytes_per_param",
+        "seq", "global_batch", "imbalance", "schedule", "microbatches", "vpp", "virtual_layers",
+        *(d for d, _, _ in DTYPES), "fp8_activations", "offload_activations", "linear_recipe", "quantized_param_gather",
+        *cfg.CONVENTION_SWITCHES, "bytes_per_param",
         "mtp")
 
 
-def _text(dest, words, placeholder, read="positive_int", flag=None):
-    """A typed field: ``read`` names its argparse type (inputs.js)."""
+def _text(dest, words, placeholder, read="positive_int", flag=None, mode="numeric"):
+    """A typed field: ``read`` names its argparse type (inputs.js), ``mode`` the keyboard it wants (inputmode)."""
     return {"dest": dest, "kind": "text", "words": words, "flag": flag or "--" + dest.replace("_", "-"),
-            "placeholder": placeholder, "read": read}
+            "placeholder": placeholder, "read": read, "mode": mode}
 
 
 def _select(dest, words, choices, default, read="choice", flag=None, help=None):
@@ -90,9 +91,15 @@ def controls(data: Dict) -> Dict[str, List[Dict]]:
                      _select("schedule", "pipeline schedule", O["schedules"], "none: one micro-batch"),
                      _text("microbatches", "micro-batches m", "fill the pipeline"),
                      _text("vpp", "virtual stages V (interleaved)", "2"),
+                     _text("virtual_layers", "layers of the PP x V virtual stages (Megatron's layout)",
+                           "V equal chunks per stage", read="layer_counts"),
                      _select("recipe", "recipe", O["recipes"], "none")],
-        "fp8": [_flag("fp8_activations", "cache activations in FP8 (--fp8-activations)",
-                      "the DeepSeek-V3 report's FP8 / E5M6 activations")],
+        "caching": [_flag("fp8_activations", "cache activations in FP8 (--fp8-activations)",
+                          "the DeepSeek-V3 report's FP8 / E5M6 activations")]
+        # Megatron-Core's fine-grained activation offloading (derivations/assembly/offload.py), on DeepSeek's tensors
+        + ([_text("offload_activations", "offload to host memory: modules (needs mcore)",
+                  ",".join(data["offload"]["modules"]), read="offload_modules", mode="text")]
+           if data.get("offload") else []),
         "precision": [_select(dest, f"{what} ({', '.join(syms)})", O["dtypes"], "default", read="dtype",
                               flag="--" + dest.replace("_", "-", 1)) for dest, syms, what in DTYPES]
         + [_select("bytes_per_param", "bytes per parameter convention", O["bytes_conventions"], "paper")]

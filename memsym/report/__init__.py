@@ -4,7 +4,7 @@ The model (built once from the terms of a :class:`Context`): :mod:`.blocks` (cel
 tables, equations, sections), :mod:`.context`, :mod:`.equations`, :mod:`.tables`,
 :mod:`.sections`.  Rendering: :mod:`.text` (LaTeX names, escaping) and :mod:`.rendering`
 (the Jinja templates in ``templates/``).  Publishing: :mod:`.publishing` (atomic files),
-:mod:`.pdf` (a TeX engine), :mod:`.notebook` (one executed notebook per section and its HTML
+:mod:`.pdf` (a TeX engine), :mod:`.notebook` (one notebook per section, its outputs computed here, and its HTML
 through nbconvert; needs the report extra, :mod:`.extras`).
 
 The names below load on first use (PEP 562): importing :mod:`.formats` (what ``memsym report``

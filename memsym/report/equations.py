@@ -56,18 +56,23 @@ def _named_symbols(ctx, exclude: str):
     return by_id, by_expr, latex
 
 
+def refs(part):
+    """The ids of the terms a part names (its ``ref:`` tags): the per-layer terms of a stage term's parts."""
+    return [t[4:] for t in part.tags if t.startswith("ref:")]
+
+
 def _named_view(ctx, term):
     """``term`` with factors that are whole named terms replaced by their symbols (display only):
     ``(L_d + L_m) M_1^A`` rather than the expanded M_1^A inside Table 10's stage term."""
     by_id, by_expr, latex = _named_symbols(ctx, term.id)
     used, parts = {}, []
     for p in term.parts:
-        refs = [t[4:] for t in p.tags if t.startswith("ref:")]
+        named = refs(p)
         num = list(p.num)
         for i, f in enumerate(num):
             f = sp.sympify(f)
-            if refs:
-                sym = by_id.get(refs[0]) if f == ctx.terms[refs[0]].expr else None
+            if named:
+                sym = by_id.get(named[0]) if f == ctx.terms[named[0]].expr else None
             else:
                 sym = by_expr.get(f)
             if sym is not None:

@@ -8,7 +8,8 @@ from contextlib import contextmanager
 
 from symbolic.errors import ConfigError
 
-#: What notebooks import: built (nbformat), executed (nbclient, jupyter_client, ipykernel), converted (nbconvert).
+#: What the report extra installs: notebooks built (nbformat), their outputs formatted (IPython, with ipykernel) and
+#: run by a reader (nbclient, jupyter_client, ipykernel), converted (nbconvert).
 REPORT_MODULES = ("nbformat", "nbclient", "nbconvert", "jupyter_client", "ipykernel")
 #: The formats written from notebooks.
 NOTEBOOK_FORMATS = ("ipynb", "html")
@@ -19,7 +20,8 @@ def _error(what: str, missing: str) -> ConfigError:
                                 f"pip install 'memsym[report]'")
 
 
-def _installed(name: str) -> bool:
+def installed(name: str) -> bool:
+    """Whether the module ``name`` can be imported (found, not imported)."""
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
@@ -30,7 +32,7 @@ def require_report(formats, typed: bool = True, command: str = "report") -> None
     """ConfigError unless the report extra is installed, when ``formats`` need notebooks; ``typed``
     says whether the user chose them with --format (else they are ``command``'s defaults)."""
     needs = [f for f in NOTEBOOK_FORMATS if f in formats]
-    missing = [m for m in REPORT_MODULES if not _installed(m)] if needs else []
+    missing = [m for m in REPORT_MODULES if not installed(m)] if needs else []
     if missing:
         verb = "is" if len(missing) == 1 else "are"
         what = f"--format {','.join(needs)} needs" if typed else \

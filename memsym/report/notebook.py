@@ -1,4 +1,4 @@
-"""Notebooks: one executable notebook per section of the report (nbformat, nbclient, nbconvert).
+"""Notebooks: one notebook per section of the report (nbformat, IPython's display formatter, nbconvert).
 
 Each notebook starts with a configuration cell (model, layout, training, stage: the
 report's, editable) that builds a :class:`memsym.report.Context` ``S``; the cells below
@@ -7,20 +7,18 @@ value) and tables (``S.table(key)``) and the term itself (``S.terms[id]``, which
 renders as LaTeX through ``Term._repr_latex_``).  A user overrides a symbol with
 ``S.subs[nt.s] = 8192`` and re-runs.
 
-Cell sources come from the templates in ``templates/notebook/``.  Notebooks are executed
-with nbclient in one kernel for all of them (the venv's python, found without any
-installed kernel spec), converted to HTML with nbconvert through the ``memsym`` template
-in ``templates/nbconvert/``, and normalised so regeneration is byte-identical: stable cell
-ids, execution counts renumbered per notebook, no timing metadata.
+Cell sources come from the templates in ``templates/notebook/``; each cell's outputs are what the
+report computed, formatted as the kernel formats them (no kernel runs); the HTML is nbconvert's through
+the ``memsym`` template in ``templates/nbconvert/``.  Cell ids and execution counts are fixed, so
+regeneration is byte-identical.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
 import sys
-import tempfile
 from functools import lru_cache
-from typing import Callable, Optional, Sequence
+from typing import Sequence
 
 from derivations import families
 from derivations.config import ModelSpec
@@ -93,55 +91,50 @@ def setup_source(ctx) -> str:
         stage=ctx.stage.index).rstrip("\n")
 
 
-def build_notebook(ctx, report, section, computed: Optional[Sequence] = None):
-    """The notebook of one report section (nbformat.v4): unexecuted, or with ``computed`` (the section's
-    blocks computed, :func:`memsym.report.sections.complete_report`) its code cells' outputs filled in as
-    the kernel shows them (IPython's display formatter of each block and term), without a kernel."""
+def build_notebook(ctx, report, section, computed: Sequence):
+    """The notebook of one report section (nbformat.v4), each code cell with the outputs a kernel running it
+    records: IPython's display formatter of what the cell shows, from ``computed`` (the section's blocks,
+    :func:`memsym.report.sections.complete_report`) and the terms, in this process (tests/test_notebook.py
+    executes the notebooks in a kernel and finds the same bytes); execution counts follow the code cells."""
     with report_extra():
         # lazy: nbformat (only this path needs it)
         from nbformat import v4
     env = environment("notebook")
     cells = []
 
-    def add(kind, source, shows=(), display=False):
+    def add(source, shows=None, display=False):
         cell_id = f"{section.key}-{len(cells):02d}"  # stable ids (not nbformat's random ones)
-        if kind == "md":
+        if shows is None:
             cells.append(v4.new_markdown_cell(source, id=cell_id))
             return
-        cell = v4.new_code_cell(source, id=cell_id)
-        if computed is not None:
-            cell.outputs = [_output(obj, display) for obj in shows]
-        cells.append(cell)
+        n = sum(c.cell_type == "code" for c in cells) + 1
+        cells.append(v4.new_code_cell(source, id=cell_id, execution_count=n,
+                                      outputs=[_output(obj, display, n) for obj in shows]))
 
-    add("md", env.get_template("notebook/title.md.j2").render(report=report, section=section).rstrip("\n"))
-    add("code", setup_source(ctx))
+    add(env.get_template("notebook/title.md.j2").render(report=report, section=section).rstrip("\n"))
+    add(setup_source(ctx), shows=())
     blocks = list(section.blocks)
     i = 0
     while i < len(blocks):
         block = blocks[i]
         if block.kind == "paragraph":
-            add("md", render_block(block, "md").strip("\n"))
+            add(render_block(block, "md").strip("\n"))
         elif block.kind == "table":
-            add("code", env.get_template("notebook/table.py.j2").render(block=block).rstrip("\n"),
-                shows=computed[i:i + 1] if computed is not None else ())
+            add(env.get_template("notebook/table.py.j2").render(block=block).rstrip("\n"), shows=computed[i:i + 1])
         else:
             # a run of equations: the first term as Jupyter renders it, then one cell showing them all
-            # (a cell costs ~15 ms of kernel round trip; the report's sections hold dozens of terms)
             first = i
             run = [block]
             while i + 1 < len(blocks) and blocks[i + 1].kind == "equation":
                 i += 1
                 run.append(blocks[i])
-            add("code", env.get_template("notebook/term.py.j2").render(block=block).rstrip("\n"),
-                shows=(ctx.terms[block.term_id],) if computed is not None else ())
-            add("code", env.get_template("notebook/equations.py.j2").render(blocks=run).rstrip("\n"),
-                shows=computed[first:i + 1] if computed is not None else (), display=True)
+            add(env.get_template("notebook/term.py.j2").render(block=block).rstrip("\n"),
+                shows=(ctx.terms[block.term_id],))
+            add(env.get_template("notebook/equations.py.j2").render(blocks=run).rstrip("\n"),
+                shows=computed[first:i + 1], display=True)
         i += 1
-    nb = v4.new_notebook(cells=cells, metadata={"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"},
-                                                "title": f"{section.number}. {section.title}"})
-    if computed is not None:
-        normalise(nb)
-    return nb
+    return v4.new_notebook(cells=cells, metadata={"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"},
+                                                  "title": f"{section.number}. {section.title}"})
 
 
 @lru_cache(maxsize=None)
@@ -153,14 +146,14 @@ def _formatter():
     return DisplayFormatter()
 
 
-def _output(obj, display: bool):
-    """The output a kernel records for ``obj``: a cell's value (execute_result) or ``display(obj)``."""
+def _output(obj, display: bool, count: int):
+    """The output a kernel records for ``obj``: the value of cell ``count`` (execute_result) or ``display(obj)``."""
     # lazy: nbformat (only this path needs it)
     from nbformat import v4
     data, metadata = _formatter().format(obj)
     if display:
         return v4.new_output("display_data", data=data, metadata=metadata)
-    return v4.new_output("execute_result", data=data, metadata=metadata, execution_count=None)
+    return v4.new_output("execute_result", data=data, metadata=metadata, execution_count=count)
 
 
 def to_ipynb(nb) -> str:
@@ -189,143 +182,3 @@ def to_html(nb, name: str) -> str:
     body, _ = html_exporter().from_notebook_node(nb, resources={"metadata": {"name": name},
                                                                 "memsym_math": math_scripts(notebook=True)})
     return body
-
-
-class _VenvKernelSpecs:
-    """Kernel specs resolved to this interpreter: a fresh venv with ipykernel installed needs
-    no ``jupyter kernelspec install`` and a user-level ``python3`` spec cannot redirect us."""
-
-    @staticmethod
-    def manager():
-        with report_extra():
-            # lazy: modules this module's importers do not need (loaded only on this path)
-            from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
-
-        class VenvKernelSpecManager(KernelSpecManager):
-            def get_kernel_spec(self, kernel_name, *args, **kwargs):
-                return KernelSpec(argv=[sys.executable, "-Xfrozen_modules=off", "-m", "ipykernel_launcher",
-                                        "-f", "{connection_file}"],
-                                  display_name=KERNELSPEC["display_name"], language="python",
-                                  env={"PYDEVD_DISABLE_FILE_VALIDATION": "1"})
-
-            def find_kernel_specs(self):
-                return {KERNELSPEC["name"]: ""}
-
-        return VenvKernelSpecManager()
-
-
-class NotebookError(RuntimeError):
-    """A notebook cell failed while executing (a bug in memsym or a template, not bad input)."""
-
-
-class Kernel:
-    """One IPython kernel (this interpreter) shared by the notebooks of a report.
-
-    ``start()`` launches it and returns at once, so the kernel boots while the caller lays
-    out the notebooks; ``execute()`` runs notebooks in it, in order, through one client."""
-
-    def __init__(self):
-        self.km = None
-        self.kc = None
-        self._dir = None
-
-    def start(self, warm: str = "") -> "Kernel":
-        """Launch the kernel; ``warm`` is code it runs first (imports), while we keep working."""
-        with report_extra():
-            # lazy: modules this module's importers do not need (loaded only on this path)
-            from jupyter_client import KernelManager
-        self._dir = tempfile.TemporaryDirectory(prefix="memsym-kernel-")
-        cwd = self._dir.name
-        self.km = KernelManager(kernel_name=KERNELSPEC["name"], kernel_spec_manager=_VenvKernelSpecs.manager(),
-                                transport="ipc")
-        self.km.connection_file = os.path.join(cwd, "kernel.json")
-        self.km.ip = os.path.join(cwd, "kernel-ipc")
-        self._null = open(os.devnull, "w")
-        self.km.start_kernel(cwd=cwd, stdout=self._null, stderr=self._null)
-        if warm:
-            self.kc = self.km.client()
-            self.kc.start_channels()
-            self.kc.execute(warm, silent=True, store_history=False)
-        return self
-
-    def execute(self, notebooks: Sequence, timeout: int = 120, progress: Optional[Callable[[str], None]] = None,
-                done: Optional[Callable[[int, object], None]] = None) -> None:
-        """Execute ``notebooks`` in place (``done(i, nb)`` after each).  Each notebook re-imports
-        what it uses, so it runs the same alone in Jupyter; execution counts are renumbered
-        per notebook afterwards."""
-        with report_extra():
-            # lazy: nbformat (only this path needs it)
-            from nbclient import NotebookClient
-            from nbclient.exceptions import CellExecutionError
-        if self.km is None:
-            self.start()
-        for i, nb in enumerate(notebooks):
-            if progress:
-                progress(f"executing notebook {i + 1}/{len(notebooks)}: {nb.metadata.get('title', '')}")
-            client = NotebookClient(nb, km=self.km, timeout=timeout, record_timing=False, allow_errors=False,
-                                    kernel_name=KERNELSPEC["name"], resources={"metadata": {"path": self._dir.name}})
-            client.kc = self.kc
-            try:
-                client.execute(cleanup_kc=False)
-            except CellExecutionError as exc:
-                lines = [ln for ln in str(exc).strip().splitlines() if ln.strip()]
-                raise NotebookError(f"notebook {nb.metadata.get('title', '?')!r} failed: "
-                                    f"{lines[-1] if lines else exc}") from None
-            self.kc = client.kc
-            normalise(nb)
-            if done:
-                done(i, nb)
-
-    def shutdown(self) -> None:
-        try:
-            if self.kc is not None:
-                self.kc.stop_channels()
-            if self.km is not None and self.km.has_kernel:
-                self.km.shutdown_kernel(now=True)
-        finally:
-            if self._dir is not None:
-                self._null.close()
-                self._dir.cleanup()
-            self.km = self.kc = self._dir = None
-
-    def __enter__(self):
-        return self if self.km is not None else self.start()
-
-    def __exit__(self, *exc):
-        self.shutdown()
-
-
-def execute(notebooks: Sequence, timeout: int = 120, progress: Optional[Callable[[str], None]] = None) -> None:
-    """Execute ``notebooks`` in place, in order, in one kernel (a kernel start per notebook
-    would dominate the time)."""
-    with Kernel() as kernel:
-        kernel.execute(notebooks, timeout, progress)
-
-
-def normalise(nb) -> None:
-    """Remove what varies between runs: execution counts follow the cells (1, 2, ...),
-    no timing or kernel metadata, the kernel spec and language info fixed."""
-    n = 0
-    for cell in nb.cells:
-        cell.metadata.pop("execution", None)
-        if cell.cell_type != "code":
-            continue
-        n += 1
-        cell.execution_count = n
-        for out in cell.get("outputs", []):
-            if "execution_count" in out:
-                out["execution_count"] = n
-            out.get("metadata", {}).pop("execution", None)
-    nb.metadata["kernelspec"] = dict(KERNELSPEC)
-    nb.metadata["language_info"] = {"name": "python"}
-    nb.metadata.pop("widgets", None)
-
-
-def warm_source(ctx) -> str:
-    """What the kernel imports and builds before the first notebook (same process: later cells reuse it)."""
-    return (family_source(ctx.model) + "import memsym.report, symbolic.render, symbolic.numeric\n"
-            "from derivations import config as cfg\n"
-            "from derivations import build as _build\n"
-            f"_build({model_source(ctx.model)})\n"
-            "memsym.report.rendering.environment('md').get_template('macros.md.j2')\n"
-            "del cfg, _build\n")

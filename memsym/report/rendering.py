@@ -1,6 +1,8 @@
 """Rendering: the Jinja environments of ``templates/`` and the report or one block through them."""
 from __future__ import annotations
 
+from functools import lru_cache
+
 from symbolic.exact import fmt_gib, fmt_int
 from symbolic.resources import TEMPLATES_DIR
 
@@ -12,20 +14,11 @@ TEX_DELIMITERS = dict(block_start_string="((*", block_end_string="*))", variable
                       line_statement_prefix=None, line_comment_prefix=None)
 KINDS = ("tex", "md", "html", "notebook")
 
-_ENVIRONMENTS: dict = {}
 
-
+@lru_cache(maxsize=None)
 def environment(kind: str, templates_dir=None):
-    """A Jinja environment for ``kind`` (cached: templates compile once per process); see :func:`make_environment`."""
-    key = (kind, str(templates_dir or TEMPLATES_DIR))
-    env = _ENVIRONMENTS.get(key)
-    if env is None:
-        env = _ENVIRONMENTS[key] = make_environment(kind, templates_dir)
-    return env
-
-
-def make_environment(kind: str, templates_dir=None):
-    """A Jinja environment for ``kind`` in ('tex', 'md', 'html', 'notebook').
+    """The Jinja environment for ``kind`` in ('tex', 'md', 'html', 'notebook'), one per process (templates compile
+    once), of ``templates/`` or ``templates_dir``.
 
     ``tex`` uses LaTeX-safe delimiters (``((( var )))``, ``((* block *))``, ``((= comment =))``);
     ``html`` autoescapes.  Filters: ``num`` (exact number, thousands separators), ``gib``

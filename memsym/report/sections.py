@@ -180,6 +180,6 @@ def complete_report(ctx, report: Report, progress: Optional[Callable[[str], None
 
 def build_report(ctx, progress: Optional[Callable[[str], None]] = None, outline: bool = False) -> Report:
     """The whole report for a configuration; ``outline=True``: only its
-    :func:`outline_report`, which the notebooks compute when executed."""
+    :func:`outline_report` (tables and equations named, not computed)."""
     plan = outline_report(ctx)
     return plan if outline else complete_report(ctx, plan, progress)

@@ -20,7 +20,7 @@ from memsym.trace import records
 from symbolic.numeric import exact
 
 from .blocks import A, C, G, I, M, T, Table
-from .equations import breakable_latex
+from .equations import breakable_latex, fmt_num, refs
 from .steptime import table_steptime
 from .text import braced
 
@@ -178,14 +178,6 @@ def table_activations(ctx) -> Table:
                  ("module", "AC", "formula at the layout", "bytes", "GiB"), A("l l p.45 r r"), tuple(rows), note)
 
 
-def _steptime(ctx) -> Table:
-    return table_steptime(ctx)
-
-
-def _refs(p) -> List[str]:
-    return [t[4:] for t in p.tags if t.startswith("ref:")]
-
-
 def _stage_formulas(ctx, variants, dsubs, ident) -> List[List[list]]:
     """[[part index, formula at the layout], ...] per stage variant: the rows of Table 10 (each part naming a
     per-layer term, at the layout, times its count, expanded; a part the stage does not hold left out)."""
@@ -193,10 +185,10 @@ def _stage_formulas(ctx, variants, dsubs, ident) -> List[List[list]]:
     for vid in variants:
         rows = []
         for i, p in enumerate(ctx.terms[vid].parts):
-            refs = _refs(p)
-            if not refs:
+            named = refs(p)
+            if not named:
                 continue
-            sub = ctx.terms[refs[0]]
+            sub = ctx.terms[named[0]]
             coef = sp.sympify(p.num[0]).xreplace(dsubs) if len(p.num) == 2 else sp.Integer(1)
             if coef == 0:
                 continue
@@ -271,12 +263,6 @@ def shown_path(path: str) -> str:
     return text if text.isprintable() else "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
-def _fraction_text(v) -> str:
-    """An exact number as ``7`` or ``7/2`` (:func:`memsym.report.equations.fmt_num` of a Fraction)."""
-    f = Fraction(v)
-    return str(f.numerator) if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
-
-
 def setting(ctx) -> Tuple[Tuple[str, str], ...]:
     """The report's configuration lines (model, layout, stage, training)."""
     lay, tr, st = ctx.layout, ctx.training, ctx.stage
@@ -284,7 +270,7 @@ def setting(ctx) -> Tuple[Tuple[str, str], ...]:
         ("model", ctx.model.name if ctx.model.source == "preset" else
          f"{ctx.model.name} (read from {shown_path(ctx.model.source)})"),
         ("layout", f"DP={lay.dp} TP={lay.tp} PP={lay.pp} EP={lay.ep} ETP={lay.etp} SP={lay.SP} CP={lay.cp} "
-                   f"(EDP={_fraction_text(lay.edp)}, {lay.world} GPUs)"),
+                   f"(EDP={fmt_num(lay.edp)}, {lay.world} GPUs)"),
         ("stage", f"{st.index} of {lay.pp} ({st.label}: {st.dense} dense, {st.moe} MoE"
                   f"{', embedding' if st.embedding else ''}{', head' if st.head else ''})"),
         ("training", f"b={tr.mbs} s={tr.seq} ZeRO {tr.zero} ({cfg.ZERO_NAMES[tr.zero]}) recompute {tr.recompute}"),
@@ -358,5 +344,5 @@ TABLES: Dict[str, Callable[..., Table]] = {   # key -> table of a Context
     "table5": table_layout, "table6": table_static, "table7": table_bytes, "table8": table_zero,
     "table9": table_activation_setting, "table10": table_activations, "estimate": table_estimate,
     "overheads": table_overheads, "comparison": table_comparison, "traces": table_traces,
-    "implementations": table_implementation_waterfall, "steptime": _steptime,
+    "implementations": table_implementation_waterfall, "steptime": table_steptime,
 }

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Mapping, Optional
+from typing import Mapping
 
 _SCRIPT = re.compile(r"([_^])([A-Za-z0-9])(?![A-Za-z0-9{])")
 
@@ -15,27 +15,22 @@ def braced(name: str) -> str:
     return _SCRIPT.sub(r"\1{\2}", name)
 
 
-def report_names(extra: Optional[Mapping] = None) -> dict:
+def report_names() -> dict:
     """``symbol_names`` for the report: the registry's paper LaTeX, braced (see :func:`braced`)."""
     # lazy: sympy (the rendering of a computed report, which this module's escapers serve, needs none)
     from symbolic.notation import latex_names
-    names = {k: braced(v) for k, v in latex_names().items()}
-    if extra:
-        names.update({k: braced(v) for k, v in extra.items()})
-    return names
+    return {k: braced(v) for k, v in latex_names().items()}
 
 
-def latex_of(expr, names: Optional[Mapping] = None, ordered: bool = True, **settings) -> str:
+def latex_of(expr, names: Mapping, **settings) -> str:
     """LaTeX of an expression in the paper's order with explicit symbol names; ``settings``
     go to ``sympy.latex`` (the report passes ``long_frac_ratio=2`` so that a long closed
     form prints as ``\\frac{b s}{2} \\left(...\\right)``, which LaTeX can break)."""
     # lazy: sympy (the rendering of a computed report, which this module's escapers serve, needs none)
     import sympy as sp
 
-    from symbolic.notation import latex_names
     from symbolic.render import paper_order
-    e = paper_order(expr) if ordered else expr
-    return sp.latex(e, order="none", symbol_names=dict(names) if names is not None else latex_names(), **settings)
+    return sp.latex(paper_order(expr), order="none", symbol_names=dict(names), **settings)
 
 
 _TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",

@@ -120,7 +120,7 @@ def result(args, rec, info, model=None) -> dict:
     (:func:`predicted`; ``model``: the ModelSpec traced, else read from ``args.model``)."""
     n = info["n_layers"]
     per, outside = rec.by_layer(n)
-    kinds = ["dense" if i < info["first_dense"] else "moe" for i in range(n)]
+    kinds = info["kinds"]  # which layers the framework built with experts
     gone = rec.discarded()
     measured = {"activations_by_layer": [{"layer": i, "kind": kinds[i], "bytes": per[i]} for i in range(n)],
                 "activations_outside_layers": outside,

@@ -90,6 +90,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     if fake or balanced:
         routing = routing_mode(fake_mode)
     model = build()
+    kinds = ["moe" if hasattr(layer.mlp, "experts") else "dense" for layer in model.model.layers]
     counts, hooks = {}, []
     if step:  # the router's token copies per expert, each MoE layer (the experts' top-k indices, as they get them)
         for i, layer in enumerate(model.model.layers):
@@ -117,8 +118,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     info = {"framework": "transformers", "versions": {"torch": torch.__version__.split("+")[0],
                                                       "transformers": transformers.__version__},
             "loss": loss, "params_with_grad": grads, "alive_check": alive,
-            "n_layers": config.num_hidden_layers, "first_dense": getattr(config, "first_k_dense_replace", 0),
-            "routing": describe(routing)}
+            "n_layers": config.num_hidden_layers, "kinds": kinds, "routing": describe(routing)}
     if measured is not None:
         info["step"] = measured
         info["expert_tokens"] = [{"layer": i, "counts": counts[i]} for i in sorted(counts)]

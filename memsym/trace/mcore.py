@@ -175,20 +175,21 @@ def routing_fields(spec) -> Dict:
 
 def transformer_config(raw: Dict, act_dtype: str, recompute: str, settings: Optional[Dict] = None):
     """``MLATransformerConfig`` from a Hugging Face DeepSeek config (the fields Megatron-Bridge's DeepSeek
-    conversions map, the router's by :func:`routing_fields`; dropout 0 as the config says) with ``settings``
+    conversions map, the router's by :func:`routing_fields`, but the MoE layers as DeepSeek's code and Megatron-LM's
+    --moe-layer-freq read moe_layer_freq, which the Bridge drops; the attention dropout the config's) with ``settings``
     (:data:`memsym.trace.inputs.MCORE_SETTINGS`: SwiGLU fusion, router dtype, load-balancing loss; the
     DeepSeek recipes' where not given)."""
     # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
     import torch
     from megatron.core.transformer.transformer_config import MLATransformerConfig
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[act_dtype]
-    L, k = raw["num_hidden_layers"], raw.get("first_k_dense_replace", 0)
     _, spec = inputs.of(raw)
     st = inputs.mcore_settings(settings)
     fields = {inputs.MCORE_SETTINGS[key][0]: inputs.MCORE_SETTINGS[key][1][value] for key, value in st.items()}
     fields["moe_aux_loss_coeff"] = inputs.MCORE_AUX_COEFF if st["aux_loss"] != "none" else 0.0
     return MLATransformerConfig(
-        num_layers=L, hidden_size=raw["hidden_size"], num_attention_heads=raw["num_attention_heads"],
+        num_layers=raw["num_hidden_layers"], hidden_size=raw["hidden_size"],
+        num_attention_heads=raw["num_attention_heads"],
         ffn_hidden_size=raw["intermediate_size"], q_lora_rank=raw.get("q_lora_rank"),
         kv_lora_rank=raw["kv_lora_rank"], qk_head_dim=raw["qk_nope_head_dim"],
         qk_pos_emb_head_dim=raw["qk_rope_head_dim"], v_head_dim=raw["v_head_dim"], qk_layernorm=True,
@@ -196,7 +197,8 @@ def transformer_config(raw: Dict, act_dtype: str, recompute: str, settings: Opti
         num_moe_experts=raw["n_routed_experts"], moe_router_topk=raw["num_experts_per_tok"],
         moe_ffn_hidden_size=raw["moe_intermediate_size"],
         moe_shared_expert_intermediate_size=raw["moe_intermediate_size"] * (raw.get("n_shared_experts") or 0) or None,
-        moe_layer_freq=[0] * k + [1] * (L - k), moe_router_topk_scaling_factor=raw.get("routed_scaling_factor"),
+        moe_layer_freq=[int(x == "moe") for x in spec.layer_kinds()],  # as Megatron-LM's --moe-layer-freq builds it
+        moe_router_topk_scaling_factor=raw.get("routed_scaling_factor"),
         **routing_fields(spec), moe_token_dispatcher_type="alltoall", moe_grouped_gemm=False, moe_permute_fusion=False,
         normalization="RMSNorm", layernorm_epsilon=raw.get("rms_norm_eps", 1e-6), gated_linear_unit=True,
         activation_func=torch.nn.functional.silu, add_bias_linear=False,
@@ -290,6 +292,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
 
     states = get_cuda_rng_tracker().get_states()
     model = build()
+    kinds = ["moe" if type(layer.mlp).__name__ == "MoELayer" else "dense" for layer in model.decoder.layers]
     with fake_mode or contextlib.nullcontext(), routing:
         ids, pos = make_inputs()
         loss, rec = forward(model, ids, pos)
@@ -316,8 +319,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
                                                "megatron-core": megatron.core.__version__},
             "loss": value, "params_with_grad": grads,
             "alive_check": f"{len(rec.saved)} storages recorded, {len(rec.held())} held at the end of the forward",
-            "n_layers": raw["num_hidden_layers"], "first_dense": raw.get("first_k_dense_replace", 0),
-            "routing": describe(routing)}
+            "n_layers": raw["num_hidden_layers"], "kinds": kinds, "routing": describe(routing)}
     if measured is not None:
         info["step"] = measured
     return rec, info

@@ -195,6 +195,34 @@ function intList(dest, text) {
   }
   return out;
 }
+/** argtypes.layer_counts: int_list without an option's limit (at most LAYERS entries), each non-negative. */
+function layerCounts(dest, text) {
+  boundedText(dest, text);
+  const items = text.split(","), out = [];
+  if (items.length > IN.layers) throw argError(dest, `the list has ${items.length} entries; at most ${IN.layers}`);
+  for (const item of items) {
+    if (!pyStrip(item)) throw argError(dest, `expected comma-separated integers, got ${shownText(text)} (an empty entry)`);
+    try { out.push(intText(dest, item, "comma-separated integers", null, null)); } catch (e) {
+      throw argError(dest, `expected comma-separated integers, got ${shownText(text)}`);
+    }
+  }
+  if (out.some((x) => x < 0)) throw argError(dest, `expected non-negative layer counts, got ${shownText(text)}`);
+  return out;
+}
+/** argtypes.offload_modules: training.parse_offload, the modules in OFFLOAD_MODULES' order. */
+function offloadModules(dest, text) {
+  boundedText(dest, text);
+  const valid = Object.keys(DATA.offload.modules), names = text.split(",").map(pyStrip).filter((o) => o);
+  const short = (x) => { const r = reprStr(x), n = cpLen(r); return n <= 48 ? r : `${cpHead(r, 32)}...(${n} characters)`; };
+  if (!names.length) throw argError(dest, `--offload-activations needs module names: ${valid.join(", ")}`);
+  const bad = names.find((o) => !valid.includes(o));
+  if (bad !== undefined) throw argError(dest, `unknown offload module ${short(bad)}; valid: ${valid.join(", ")}`);
+  const twice = names.find((o, i) => names.indexOf(o) < i);
+  if (twice !== undefined) throw argError(dest, `offload module ${twice} is named twice`);
+  if (names.includes("attn_proj") && !names.includes("core_attn"))
+    throw argError(dest, "attn_proj is offloaded only with core_attn (Megatron-Core refuses it alone: transformer_config.py)");
+  return valid.filter((o) => names.includes(o));
+}
 /** argtypes._text_bounded: any other argument is at most MAX_ARG_CHARS characters. */
 function boundedText(dest, text) {
   const n = cpLen(text);

@@ -1,8 +1,9 @@
 "use strict";
 /* memsym page runtime: exact rationals, the configuration's rules (ported from derivations:
    hfconfig.from_dict, layout.validate_layout / stage_layers, training.validate_training,
-   schedules.validate / chunks / held_stages, the inputs of device._estimate, commands/common's option
-   resolution) and the page's controls.  Every formula it evaluates is a generated function of
+   schedules.validate / chunks / held_stages / rank_chunks / distinct_states, the inputs of device._estimate and
+   of its options: offload.per_layer / resident / moment_parts over offload.py's tables as data, commands/common's
+   option resolution) and the page's controls.  Every formula it evaluates is a generated function of
    FNS (memsym/page/data.py, printed from the sympy terms), the per-device assembly included
    (derivations/assembly/device_terms.py) and the step's moments (derivations/assembly/step_terms.py);
    none is written here. */
@@ -341,15 +342,18 @@ function validateTraining(t) {
       throw new ConfigError(`--vpp applies to --schedule interleaved only, got schedule ${t.schedule === null ? "None" : t.schedule}`, ["vpp", "schedule"]);
     if (t.vpp < 2) throw new ConfigError(`the interleaved schedule needs --vpp V >= 2, got ${t.vpp}`, ["vpp"]);
   }
+  if (t.virtual_layers !== null && t.schedule !== "interleaved")
+    throw new ConfigError("--virtual-layers applies to --schedule interleaved only, got " + (t.schedule ? `--schedule ${t.schedule}` : "no --schedule"),
+      ["virtual_layers", "schedule"]);
   if (t.conventions.mtp && t.conventions.rank === "modelzoo")
     throw new ConfigError("--mtp counts the D MTP layers' parameters on the last stage (--rank stage) or in Megatron's most-loaded shard (--rank megatron); the ModelZoo rank counts none",
       ["mtp", "rank", "conventions"]);
-  // training._validate_recipe, as the table printed from it (memsym/page/data.py _recipe_refusals)
-  const R = DATA.quantized && DATA.quantized.refusals, c = t.conventions;
-  const at = { linear_recipe: t.linear_recipe === null ? null : R && R.axes[0][1][1], quantized_params: t.quantized_params,
-    fp8: t.fp8, head_state: c.head_state, norm_storage: c.norm_storage, zero: t.zero };
-  const i = R ? R.table[JSON.stringify(R.axes.map(([k]) => at[k]))] : undefined;
-  if (i !== undefined) throw new ConfigError(R.messages[i][1], [R.messages[i][0], "conventions", "zero", "fp8_activations"]);
+  // training.validate_training's refusals of the options, the table computed from it (memsym/page/data.py _refusals)
+  const R = DATA.refusals, c = t.conventions;
+  const at = { linear_recipe: t.linear_recipe !== null, quantized_params: t.quantized_params, fp8: t.fp8, head_state: c.head_state,
+    norm_storage: c.norm_storage, zero: t.zero, offload: t.offload.length > 0, full: t.recompute === "full" };
+  const i = R.table[R.axes.reduce((k, [name, values]) => k * values.length + values.indexOf(at[name]), 0)];
+  if (i >= 0) throw new ConfigError(R.messages[i][1], [R.messages[i][0], "conventions", "zero", "fp8_activations", "recompute"]);
 }
 
 /** sides.check_mtp: --mtp and --mtp-activations last-stage refused for a family without MTP modules. */
@@ -440,10 +444,12 @@ function kindValues(m, kept, e) {  // derivations.evaluate.activation_values: ea
    the command line evaluates printed as exact Python (derivations/generated). */
 const compKey = (c) => `${c.dense}|${c.moe}|${c.embedding ? 1 : 0}|${c.head ? 1 : 0}|${Object.values(c.extra).join("|")}`;
 /** device_terms.variant_key: the view's variant (MTP modules' activations, full recomputation) and how its
-    activations are held (one micro-batch, a schedule's chunks). */
-function variantKey(t) {
+    activations are held (one micro-batch, a schedule's chunks, the states of --virtual-layers: given; ``holds``
+    another), with the options' terms under --offload-activations or --linear-recipe. */
+function variantKey(t, holds) {
   const mtp = t.conventions.mtp_activations === "last-stage" ? 1 : 0, full = t.recompute === "full" ? 1 : 0;
-  return `mtp${mtp}full${full}.${t.schedule !== null ? "schedule" : "paper"}${t.linear_recipe !== null ? "+options" : ""}`;
+  holds = holds || (t.virtual_layers !== null ? "given" : (t.schedule !== null ? "schedule" : "paper"));
+  return `mtp${mtp}full${full}.${holds}${t.linear_recipe !== null || t.offload.length ? "+options" : ""}`;
 }
 /** The printed assembly of ``key`` at ``inputs``: each name set in turn (stopping after ``until``). */
 function assemble(dev, key, inputs, until) {
@@ -507,11 +513,12 @@ function deviceInputs(m, lay, t, index, all, cached) {
   const ch = t.schedule !== null ? chunks(t.schedule, lay.pp, index, t.microbatches, t.vpp) : [];
   const held = t.schedule !== null ? heldStages(t.schedule, lay.pp, index).map((i) => all[i]) : [comp];
   const states = modelStates(m, lay, t, held, subs, cached);
+  const ranked = t.virtual_layers !== null ? rankChunks(m, lay, t, comp) : null;
   const rb = t.conventions.runtime_buffers;
   const e = Object.assign({}, subs, states.bytes, { runtime: rb && rb !== "none" ? Q.parse(DATA.options.runtime_buffers[rb]) : Q.n(0) });
   const dev = familyOf(m).device;
   for (const [kind, sym] of Object.entries(dev.kinds)) e[sym] = kinds[kind] === undefined ? Q.n(0) : kinds[kind];
-  if (t.linear_recipe !== null) Object.assign(e, cached("quantized", () => quantizedInputs(m, t, kept, subs)));
+  if (t.linear_recipe !== null || t.offload.length) Object.assign(e, optionInputs(m, t, kept, subs, comp, cached));
   for (let c = 0; c < dev.chunks; c++) {
     const part = c < ch.length ? subsComposition(partComposition(all[ch[c].stage], ch[c].part)) : {};
     // the composition and the family's counts (DeepSeek-V4's L_C, L_H): device_terms.composition
@@ -520,7 +527,116 @@ function deviceInputs(m, lay, t, index, all, cached) {
     e[`n_fl_${c}`] = c < ch.length ? ch[c].inflight : Q.n(0);
   }
   if (ch.length > dev.chunks) throw new Error(`the device assembly has ${dev.chunks} chunks, the schedule ${ch.length}`);
-  return { comp, held, chunks: ch, kept, subs, states, inputs: e };
+  const virtual = ranked === null ? null : virtualPeak(m, lay, t, comp.index, ranked, e);
+  return { comp, held, chunks: ch, kept, subs, states, inputs: e, virtual };
+}
+/** device._option_inputs: O_D, O_E, O_R of --offload-activations, Q_D, Q_E, Q_H of --linear-recipe; 0 when off. */
+function optionInputs(m, t, kept, subs, comp, cached) {
+  const zero = Q.n(0), out = { O_D: zero, O_E: zero, O_R: zero, Q_D: zero, Q_E: zero, Q_H: zero };
+  if (t.offload.length) {
+    const off = cached("offload", () => offloaded(m, t, kept, subs));
+    // offload.resident: the rank's last decoder layer of micro-batch 0 keeps its tensors (none on a stage with the
+    // MTP modules' activations: their layer is the one kept)
+    const none = comp.layers[1] === comp.layers[0] || (comp.head && t.conventions.mtp_activations === "last-stage" && m.mtp_layers);
+    Object.assign(out, { O_D: off.dense, O_E: off.moe, O_R: none ? zero : off[m.kinds[comp.layers[1] - 1]] });
+  }
+  if (t.linear_recipe !== null) Object.assign(out, cached("quantized", () => quantizedInputs(m, t, kept, subs)));
+  return out;
+}
+/** {kind: {tensor key: bytes}} of the kept tensors (evaluate.tensor_values). */
+const tensorBytes = (kept, subs) => Object.fromEntries(Object.entries(kept).map(([kind, list]) =>
+  [kind, Object.fromEntries(list.map((k) => [k.unit.key, FNS[k.fn](subs)]))]));
+/** View.dropped: the core attention's internals recomputed (selective, or custom with score). */
+const scoreRecomputed = (t) => t.recompute === "selective" || (t.recompute === "custom" && t.recompute_ops.includes("score"));
+/** offload.per_layer: what one dense and one MoE layer micro-batch offloads: the kept tensors in the named modules'
+    groups (DATA.offload.modules: offload.MODULE_TENSORS) of at least min_elements elements; a recomputed core
+    attention runs outside the offload context. */
+function offloaded(m, t, kept, subs) {
+  if (m.family !== "deepseek")
+    throw new ConfigError(`--offload-activations selects the tensors of Megatron-Core's MLA and MoE layers; ${m.name} is of the ${m.family} family`, ["offload_activations", "model"]);
+  const O = DATA.offload, at = tensorBytes(kept, subs), sum = { mla: Q.n(0), moe: Q.n(0), dense: Q.n(0) };
+  for (const module of t.offload) {
+    if (module === "core_attn" && scoreRecomputed(t)) continue;
+    for (const [kind, key, elem] of O.modules[module]) {
+      const got = (at[kind] || {})[key];
+      if (got && Q.cmp(got, Q.mul(O.min_elements, typeof elem === "string" ? subs[elem] : Q.n(elem))) >= 0) sum[kind] = Q.add(sum[kind], got);
+    }
+  }
+  return { dense: Q.add(sum.mla, sum.dense), moe: Q.add(sum.mla, sum.moe) };
+}
+/** offload.moment_parts: the bytes the backward of an offloaded layer's unfused core attention brings back and makes
+    (step.offload.core_attn), or null when there is no such moment: the softmax output twice and q, k, v once
+    reloaded (each of at least min_elements elements), q, k, v again when the view recomputes them, and bmm's
+    gradients (the probabilities', the value's, the context's). */
+function offloadMoment(m, t, d, cached) {
+  if (t.attention !== "eager" || !t.offload.includes("core_attn") || scoreRecomputed(t)) return null;
+  const full = tensorBytes(cached("kept:none", () => keptUnits(m, stepTrainings(t)[1])), d.subs).mla;
+  const kept = tensorBytes(d.kept, d.subs).mla, zero = Q.n(0), get = (k) => full[k] || zero;
+  const big = (k) => (Q.cmp(get(k), Q.mul(DATA.offload.min_elements, d.subs.B_a)) >= 0 ? get(k) : zero);
+  const qkv = Q.add(big("q"), big("k"), big("v"));
+  return Q.add(Q.mul(2, big("softmax")), qkv, ["q", "k", "v"].every((k) => k in kept) ? zero : qkv,
+    get("softmax"), get("v"), get("attn_out"));
+}
+
+// ----------------------------------------------------------------------------- --virtual-layers (schedules.py)
+/** schedules.rank_chunks: the chunks of rank comp.index under Megatron's pipeline layout (virtual_chunks: virtual
+    stage j holds the next virtual_layers[j] layers and runs on rank j mod PP as its chunk j // PP), refused when they
+    are not the stage's dense and MoE counts or m is not a multiple of PP. */
+function rankChunks(m, lay, t, comp) {
+  const pp = lay.pp, v = t.vpp || 2, counts = t.virtual_layers, f = ["virtual_layers"];
+  if (counts.length !== pp * v)
+    throw new ConfigError(`--virtual-layers has ${counts.length} entries; PP x V = ${pp} x ${v} = ${pp * v} virtual stages`, f.concat(["pp", "vpp"]));
+  const start = (j) => counts.slice(0, j).reduce((a, b) => a + b, 0);
+  if (start(counts.length) !== m.l) throw new ConfigError(`--virtual-layers sums to ${start(counts.length)}, the model has ${m.l} layers`, f);
+  const out = [];
+  for (let c = 0; c < v; c++) {
+    const j = c * pp + comp.index;
+    out.push(compose(m, [start(j), start(j) + counts[j]], j === 0, j === pp * v - 1, comp.index));
+  }
+  const dense = out.reduce((a, c) => a + c.dense, 0), moe = out.reduce((a, c) => a + c.moe, 0);
+  if (dense !== comp.dense || moe !== comp.moe) {
+    const [a, b] = comp.layers, label = b - a === 1 ? `layer ${a}` : `layers ${a}-${b - 1}`;
+    throw new ConfigError(`--virtual-layers gives stage ${comp.index} ${dense} dense and ${moe} MoE layers, memsym's contiguous stage (${label}) ${comp.dense} and ${comp.moe}: the layout is modelled when each rank holds the dense and MoE counts of a contiguous split (--layers-per-stage: the per-rank sums)`,
+      f.concat(["layers_per_stage"]));
+  }
+  const mb = t.microbatches || 4 * pp;
+  if (mb % pp)
+    throw new ConfigError(`--virtual-layers simulates Megatron's interleaved order, which runs micro-batches in groups of PP=${pp}: --microbatches must be a multiple of PP, got ${mb}`, f.concat(["microbatches"]));
+  return out;
+}
+/** schedules.distinct_states and backward_states: the chunks' in-flight micro-batches after each forward of rank
+    ``index`` in Megatron-Core's interleaved 1F1B up to the end of its first steady-state period, and the steady
+    states with the chunk whose backward runs next. */
+function interleavedStates(pp, v, mb, index) {
+  const warm = Math.min(2 * (pp - index - 1) + (v - 1) * pp, mb * v), until = Math.min(mb * v, warm + pp * v);
+  const held = Array(v).fill(0), states = [];
+  for (let f = 0, b = 0; f < until;) {
+    held[Math.floor(f / pp) % v]++;
+    f++;
+    states.push(held.slice());
+    if (f > warm) { held[v - 1 - Math.floor(b / pp) % v]--; b++; }
+  }
+  return { states, backward: states.slice(warm).map((st, k) => [st, v - 1 - Math.floor(k / pp) % v]) };
+}
+/** device._virtual_peak: the largest state of the rank's interleaved order, each chunk's activations (the printed
+    assembly's one micro-batch at its composition, with the options' terms but the resident layer's) weighed by its
+    in-flight micro-batches, the head, loss and MTP modules with the last chunk; {held, chunks: [[composition, in
+    flight], ...], head: its in-flight count or null, before: offloading, the largest held before the backward of a
+    chunk with layers}. */
+function virtualPeak(m, lay, t, index, chunks, inputs) {
+  const dev = familyOf(m).device, key = variantKey(t, "paper"), last = chunks[chunks.length - 1];
+  const at = (c) => assemble(dev, key, Object.assign({}, inputs, subsComposition(c), { O_R: Q.n(0) }), "activations").activations;
+  const bytes = chunks.map((c) => at(partComposition(c, "layers"))).concat([last.head ? at(partComposition(last, "head")) : Q.n(0)]);
+  const heldAt = (st) => Q.add(...st.concat([st[st.length - 1]]).map((n, c) => Q.mul(n, bytes[c])));
+  const { states, backward } = interleavedStates(lay.pp, chunks.length, t.microbatches || 4 * lay.pp, index);
+  let held = null, state = null, before = null;
+  for (const st of states) { const x = heldAt(st); if (held === null || Q.cmp(x, held) > 0) { held = x; state = st; } }
+  for (const [st, c] of backward) {
+    const x = heldAt(st);
+    if (chunks[c].layers[1] > chunks[c].layers[0] && (before === null || Q.cmp(x, before) > 0)) before = x;
+  }
+  return { held, chunks: chunks.map((c, i) => [c, state[i]]), head: last.head ? state[state.length - 1] : null,
+    before: before === null ? Q.n(0) : before };
 }
 /** quantized.per_layer (--linear-recipe): Q_D, Q_E, Q_H, what one held dense and one MoE layer micro-batch and the
     head part change by, from quantized._rows as data (DATA.quantized.rows, memsym/page/data.py) at the kept tensors'
@@ -528,16 +644,16 @@ function deviceInputs(m, lay, t, index, all, cached) {
 function quantizedInputs(m, t, kept, subs) {
   if (m.family !== "deepseek")
     throw new ConfigError(`--linear-recipe selects the tensors of Megatron-Core's MLA and MoE layers; ${m.name} is of the ${m.family} family`, ["linear_recipe", "model"]);
-  const rows = DATA.quantized.rows[t.linear_recipe][t.attention], zero = Q.n(0), D = Q.n(m.named.D);
+  const rows = DATA.quantized.rows[t.linear_recipe][t.attention], zero = Q.n(0), D = Q.n(m.named.D), bytes = tensorBytes(kept, subs);
   const total = (kind) => {
-    const at = Object.fromEntries((kept[kind] || []).map((k) => [k.unit.key, FNS[k.fn](subs)]));
+    const at = bytes[kind] || {};
     return Q.add(...rows[kind].filter(([, gates]) => gates.every((g) => at[g] && at[g].n !== 0n))
       .map(([, , value, coef]) => Q.mul(FNS[coef](subs), at[value])));
   };
   const mla = total("mla"), moe = total("moe");
   const mtp = t.conventions.mtp_activations === "last-stage" && t.recompute !== "full";
   const head = mtp ? Q.add(Q.mul(D, Q.add(mla, moe)), D.n !== 0n ? total("mtp") : zero) : zero;
-  return { Q_D: Q.add(mla, total("dense")), Q_E: Q.add(mla, moe), Q_H: head, O_D: zero, O_E: zero, O_R: zero };
+  return { Q_D: Q.add(mla, total("dense")), Q_E: Q.add(mla, moe), Q_H: head };
 }
 const subsComposition = (c) => Object.assign({ L_d: Q.n(c.dense), L_m: Q.n(c.moe), e_E: Q.n(c.embedding ? 1 : 0), e_H: Q.n(c.head ? 1 : 0) },
   Object.fromEntries(Object.entries(c.extra).map(([k, x]) => [k, Q.n(x)])));
@@ -552,11 +668,10 @@ function stepExcess(m, t, d, cached) {
   const dev = familyOf(m).device, conv = t.conventions;
   const framework = conv.head_state in dev.step ? conv.head_state : "paper";
   const moments = dev.step[framework][dev.step_policy[t.recompute]];
-  const plain = Object.assign({}, t, { conventions: Object.assign({}, conv, { ce_backward: "none" }) });
-  const none = Object.assign({}, plain, { recompute: "none", recompute_ops: [] });
+  const [plain, none] = stepTrainings(t);
   // a kind's bytes read no composition (deviceInputs): one evaluation for every stage
   const at = cached("kinds:plain", () => kindValues(m, keptUnits(m, plain), d.subs));
-  const at0 = cached("kinds:none", () => kindValues(m, keptUnits(m, none), d.subs));
+  const at0 = cached("kinds:none", () => kindValues(m, cached("kept:none", () => keptUnits(m, none)), d.subs));
   const zero = Q.n(0), v = Object.assign({}, d.inputs);
   for (const [kind, sym] of Object.entries(dev.kinds)) {
     v[sym] = at[kind] === undefined ? zero : at[kind];
@@ -575,6 +690,12 @@ function stepExcess(m, t, d, cached) {
   if (best === null || Q.cmp(best.bytes, zero) <= 0) return { bytes: zero, id: "", fn: null, cast: Q.mul(-1, minusCast) };
   return Object.assign(best, { cast: Q.mul(-1, minusCast) });
 }
+/** step_names.trainings: the training whose kinds the step's moments read (no cross-entropy backward transient) and
+    the same without recomputation. */
+function stepTrainings(t) {
+  const plain = Object.assign({}, t, { conventions: Object.assign({}, t.conventions, { ce_backward: "none" }) });
+  return [plain, Object.assign({}, plain, { recompute: "none", recompute_ops: [] })];
+}
 /** One device of stage ``index``: its inputs and the printed assembly (up to ``until``: the total, when
     only the most-loaded stage is sought), the step excess and the total at the step's peak; ``memo`` shares
     what equal compositions give between stages. */
@@ -582,7 +703,9 @@ function device(m, lay, t, index, all, memo, until) {
   memo = memo || new Map();
   const cached = (key, fn) => { if (!memo.has(key)) memo.set(key, fn()); return memo.get(key); };
   const d = deviceInputs(m, lay, t, index, all, cached);
-  const v = assemble(familyOf(m).device, variantKey(t), d.inputs, until);
+  // --virtual-layers: the held activations given (read as activations_held with the options' terms, else as activations)
+  const held = d.virtual === null ? {} : { activations_held: d.virtual.held, activations: d.virtual.held };
+  const v = assemble(familyOf(m).device, variantKey(t), Object.assign({}, d.inputs, held), until);
   const rb = t.conventions.runtime_buffers, ids = Object.assign({}, d.states.ids);
   const bytes = Object.assign({}, d.states.bytes, { activations: v.activations });
   if (rb && rb !== "none") { bytes.runtime = v.runtime; ids.runtime = `runtime.buffers.${rb}`; }
@@ -593,6 +716,12 @@ function device(m, lay, t, index, all, memo, until) {
     const subs = cached("subs:" + compKey(comp), () => substitution(m, lay, t, comp));
     const other = stepExcess(m, t, Object.assign({}, d, { subs, inputs: Object.assign({}, d.inputs, subs) }), cached);
     if (Q.cmp(other.bytes, step.bytes) > 0) step = other;
+  }
+  const moment = t.offload.length ? offloadMoment(m, t, d, cached) : null;
+  if (moment !== null) {  // an offloaded layer's core-attention backward (offload.step_moment), when it holds more
+    const before = d.virtual !== null ? d.virtual.before : Q.add(v.activations, Q.mul(-1, d.inputs.O_R));
+    const x = Q.add(before, moment, Q.mul(-1, v.activations));
+    if (Q.cmp(x, step.bytes) > 0) step = { bytes: x, id: DATA.offload.moment, fn: null, cast: Q.n(0) };
   }
   // device._estimate_at: the total at the step's peak, the end of the forward plus the step excess
   Object.assign(bytes, { total: v.total, step: step.bytes, step_total: Q.add(v.total, step.bytes),
@@ -605,7 +734,15 @@ function device(m, lay, t, index, all, memo, until) {
   const P_n = d.states.P_n, P_m = d.states.P_m;
   return { stage: d.comp, held: d.held, chunks: d.chunks, params: { non_moe: P_n, moe: P_m, total: Q.add(P_n, P_m) }, bytes,
     ids, params_id: d.states.params_id, kept: d.kept, subs: d.subs, overheads, variant: variantKey(t), step,
-    inflight: t.schedule !== null ? Q.add(...d.chunks.filter((c) => c.part !== "head").map((c) => c.inflight)) : null };
+    inflight: inflight(t, d) };
+}
+/** Estimate.inflight: the micro-batches in flight at the device's peak (under --virtual-layers in units of the
+    stage's layers: the sum of each chunk's in flight x its layers over the stage's layers), null without a schedule. */
+function inflight(t, d) {
+  if (t.schedule === null) return null;
+  if (d.virtual === null) return Q.add(...d.chunks.filter((c) => c.part !== "head").map((c) => c.inflight));
+  const layers = (c) => c.layers[1] - c.layers[0];
+  return Q.div(Q.add(...d.virtual.chunks.map(([c, n]) => Q.n(n * layers(c)))), Q.n(Math.max(layers(d.comp), 1)));
 }
 /** shape.check_options: an option that changes none of the family's tensors is refused. */
 function checkInert(m, t) {

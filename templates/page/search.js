@@ -1,9 +1,10 @@
 "use strict";
 /* The layout search panel (issue 29): the rows and order of `memsym search`, computed in the page.
 
-   Every formula is a function printed from the sympy expressions the command line's evaluators are printed from
-   (SEARCH_FNS, memsym/page/search.py): the search's kernels (derivations/analyses/kernelgen.py), the step-time
-   model (derivations/steptime/model.py), its parameter counts and the Sec. 6 peak.  What is written here is the
+   Every formula is the command line's: the search's kernels, the derived symbols they read and the step-time model
+   are the generated modules' functions written in JavaScript (SEARCH_PY, DERIVED_PY, TIME_PY: memsym/page/pyjs.py),
+   the step time's parameter counts and the Sec. 6 peak printed from the terms (SEARCH_FNS, memsym/page/search.py).
+   What is written here is the
    search's logic, each piece mirroring the Python it names: the layouts (derivations/analyses/enumeration.py), the
    paper's view and the schedules' devices (evaluation.py, scheduled.py), the step time's inputs and slowest stage
    (derivations/steptime/evaluate.py, placement.py; derivations/analyses/timing.py) and the ranking (ranking.py,
@@ -59,9 +60,7 @@ function searchRequest(state) {
   if (o.globalBatch !== null && o.microbatches !== null)
     throw new ConfigError("give --global-batch (sequences per step: m = global / (DP mbs)) or --microbatches, not both", ["global_batch", "microbatches"]);
   if (o.globalBatch !== null) o.schedule = o.schedule || "1f1b";
-  const key = structureKey(m) + (o.attention === "eager" ? "" : `-${o.attention}`);
-  if (!(key in SEARCH.index)) throw new ConfigError(`search: no generated kernels for attention '${o.attention}' (eager or flash)`, ["attention"]);
-  o.module = SEARCH.index[key];
+  if (!(o.attention in SEARCH.choices)) throw new ConfigError(`search: no generated kernels for attention '${o.attention}' (eager or flash)`, ["attention"]);
   o.command = command;
   return { command, options: o };
 }
@@ -125,14 +124,16 @@ function searchValues(m) {
   e.F = Q.parse(DATA.options.training.imbalance);
   return e;
 }
-/** The search's context: the kernels with their coefficients (exact, then floats: kernels.coefficients), the
-    distinct stages per PP (evaluation._stage_table), the choices. */
+/** The search's context: the kernels of the model's structure (the generated ``kernel(flags, attention)``) with
+    their coefficients (exact, then floats: kernels.coefficients), the distinct stages per PP
+    (evaluation._stage_table), the choices. */
 function searchContext(m, o) {
-  const k = SEARCH.kernels[o.module], fns = SEARCH_FNS.kernels[o.module], e = searchValues(m);
+  const flags = Object.fromEntries(familyOf(m).flags.map((f, i) => [f, m.structure[i]]));
+  const [rows, groups] = SEARCH_PY.kernel(flags, o.attention), e = DERIVED_PY.derived(searchValues(m));
   const coef = {};
-  for (const g of Object.keys(k.terms)) coef[g] = fns[`coefficients_${g}`](e).map(Q.float);
+  for (const [g, [, f]] of Object.entries(groups)) coef[g] = f(e).map(Q.float);
   const choices = [];
-  for (const z of o.zeros) o.policies.forEach((r, ri) => { const pick = k.choices[`${z}|${r}`]; if (pick) choices.push({ z, r, ri, pick }); });
+  for (const z of o.zeros) o.policies.forEach((r, ri) => { const pick = SEARCH.choices[o.attention][`${z}|${r}`]; if (pick) choices.push({ z, r, ri, pick }); });
   const comps = Object.keys(choices[0].pick);
   const stageMemo = new Map();
   const stageTable = (pp) => {  // distinct_stages(model, Layout(pp=pp)): the first stage of each composition
@@ -150,7 +151,11 @@ function searchContext(m, o) {
   const step = {};
   for (const c of choices) if (c.r === "full" || c.r === "selective")
     step[c.pick.activations] = [`step.paper.moe_layer.${c.r}`, `step.paper.dense_layer.${c.r}`];
-  const at = (g) => { const ids = k.terms[g], f = fns[g], c = coef[g]; return (r) => { const v = f(c, r), out = {}; ids.forEach((id, i) => { out[id] = v[i]; }); return out; }; };
+  // kernels.values: every row of the module's ROWS, 0 where the structure's terms read none
+  const at = (g) => {
+    const [ids, , f] = groups[g], c = coef[g];
+    return (r) => { const v = f(...c, ...SEARCH_PY.ROWS.map((n) => (rows.includes(n) ? r[n] : 0))), out = {}; ids.forEach((id, i) => { out[id] = v[i]; }); return out; };
+  };
   return { m, o, choices, comps, stageTable, step, states: at("states"), activations: at("activations"), moments: at("step") };
 }
 /** The row symbols of a layout, b, s and a composition (the kernels' ROWS), SP = TP. */
@@ -294,7 +299,7 @@ function timeContext(ctx) {
     base[k] = e[k] === undefined ? undefined : Q.float(e[k]);
   for (const k of ["P_A", "P_F", "P_E", "P_R", "P_H"]) base[k] = Q.float(params[k](e));
   Object.assign(base, { c_A: o.attention === "eager" ? 1 : 0.5, u_E: o.attention === "eager" ? 1 : 0, Phi: rate.bf16, eta: 1,
-    W_M: rate.hbm_bandwidth });
+    W_M: rate.hbm_bandwidth, Phi_A: rate.bf16, B_EP: base.B_a, P_U: 0, Q_C: 0 });  // BF16 linears, no custom recomputation
   const n_g = Number(m.named.n_g || 1), k_g = Number(m.named.k_g || 1);
   const groupsKept = n_g && k_g && k_g < n_g ? k_g : Number(m.named.N_r);  // evaluate._groups_kept
   const dispatcher = o.schedule === "dualpipe" ? "deepep" : "alltoall";  // evaluate.dispatcher_of
@@ -313,8 +318,9 @@ function timeContext(ctx) {
     }
     return coefMemo.get(key);
   };
-  const fn = SEARCH_FNS.time[o.schedule === "dualpipe" ? "megatron_dualpipe" : "megatron"];
-  const parts = SEARCH.time_parts, at = Object.fromEntries(parts.map((p, i) => [p, i]));
+  const f = TIME_PY[o.schedule === "dualpipe" ? "_step_megatron_dualpipe" : "_step_megatron"];
+  const fn = (v) => f(...TIME_PY.INPUTS.map((k) => v[k]));
+  const parts = TIME_PY.PARTS, at = Object.fromEntries(parts.map((p, i) => [p, i]));
   return { base, rate, groupsKept, dispatcher, device, fn, parts, at, vpp: o.vpp || 2 };
 }
 /** One configuration's step (timing.add_time): every part at each distinct stage composition of its pipeline, the
@@ -393,7 +399,7 @@ function rowObject(r) {
   for (const c of Object.keys(r.c.pick)) out[c] = Math.round((c === "activations" ? r.acts : r.states)[r.c.pick[c]]);
   Object.assign(out, { total: Math.round(r.total), peak: Math.round(r.peak), headroom: Math.round(r.headroom) });
   if (r.m !== null) out.microbatches = r.m;
-  const parts = SEARCH.time_parts;
+  const parts = TIME_PY.PARTS;
   out.step_time = r.time[parts.indexOf("step")];
   out.tokens_per_gpu_s = roundTo(r.tps, 1);
   for (const p of parts) if (p !== "step") out[`time_${p}`] = r.time[parts.indexOf(p)];
@@ -426,7 +432,7 @@ function searchHTML(note) {
   if (!S.rows.length) return html + `<p class="search-note">No configuration fits.</p>`;
   html += `<table id="search-rows"><thead><tr><th>#</th><th>layout</th><th>training</th><th>tokens/s per GPU</th><th>step</th><th>peak</th><th></th></tr></thead><tbody>`;
   S.rows.slice(0, SEARCH_ROWS).forEach((r, i) => {
-    const parts = SEARCH.time_parts.filter((p) => !["step", "microbatch"].includes(p) && r[`time_${p}`] > 0)
+    const parts = TIME_PY.PARTS.filter((p) => !["step", "microbatch"].includes(p) && r[`time_${p}`] > 0)
       .map((p) => `${p} ${fmtNum(r[`time_${p}`], 2)} s`).join(", ");
     html += `<tr data-rank="${i + 1}"><td class="num">${i + 1}</td>` +
       `<td>DP&nbsp;${r.dp} · TP&nbsp;${r.tp} · PP&nbsp;${r.pp} · EP&nbsp;${r.ep} · ETP&nbsp;${r.etp} · CP&nbsp;${r.cp}</td>` +

@@ -16,7 +16,8 @@ const PAGE_GPU = "h800";
 /** How a typed field's text is read, by the argparse type memsym/page/form.py names (inputs.js). */
 const READERS = { positive_int: positiveInt, nonnegative_int: nonnegInt, int_list: intList,
   imbalance: (dest, raw) => Q.str(imbalanceFactor(dest, raw)), int: (dest, raw) => parseInt(raw, 10),
-  choice: (dest, raw) => raw, dtype: (dest, raw) => DATA.options.dtypes[raw] };
+  choice: (dest, raw) => raw, dtype: (dest, raw) => DATA.options.dtypes[raw], layer_counts: layerCounts,
+  offload_modules: offloadModules };
 /** The typed options, {dest: value}, each read as `memsym estimate --<option>=<text>` reads it; an empty field (an
     unchecked box) is not typed.  Read in DATA.form.read's order: the first refusal is the one the command line gives
     for these options in this order. */
@@ -51,7 +52,8 @@ function resolve(typed) {
   const a = { model: O.default_model, dp: L.dp, tp: L.tp, pp: L.pp, ep: L.ep, etp: L.etp, cp: L.cp, sp: null,
     layers_per_stage: null, zero: T.zero, recompute: [T.recompute, []], attention: T.attention, mbs: T.mbs, seq: T.seq,
     imbalance: T.imbalance, schedule: null, microbatches: null, vpp: null, fp8_activations: false,
-    bytes_per_param: "paper", mtp: false, linear_recipe: null, quantized_param_gather: false };
+    bytes_per_param: "paper", mtp: false, linear_recipe: null, quantized_param_gather: false,
+    offload_activations: null, virtual_layers: null };
   for (const [dest] of DTYPE_OPTIONS) a[dest] = null;
   for (const [name, s] of Object.entries(O.switches)) a[name] = s.values[0];
   const recipe = $("opt-recipe").value, preset = $("opt-conventions").value;
@@ -99,7 +101,7 @@ function trainingOf(a, typed) {
   return { mbs: a.mbs, seq: a.seq, zero, recompute: rc, recompute_ops: order.filter((o) => ops.includes(o)),
     attention: a.attention, fp8: !!a.fp8_activations, imbalance: Q.parse(a.imbalance), schedule: a.schedule,
     microbatches: a.microbatches, vpp: a.vpp, bytes, conventions, linear_recipe: a.linear_recipe || null,
-    quantized_params: !!a.quantized_param_gather };
+    quantized_params: !!a.quantized_param_gather, offload: a.offload_activations || [], virtual_layers: a.virtual_layers || null };
 }
 
 const PRESET_MODELS = {};
@@ -227,7 +229,8 @@ function render(m, t, est, gpu, lay) {
     html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS[k]}"></span>${k}</th><td><code>${termId(id)}</code>${te}</td><td class="formula">${math(DATA.mathml[side.terms[id]])}</td>${valueCells("bytes-" + k, b[k])}</tr>`;
   }
   const actId = t.schedule ? "n<sub>fl</sub> &times; <code>act.<wbr>stage</code> <small>(held at the peak)</small>" : "<code>act.<wbr>stage</code> <small>(one micro-batch)</small>";
-  const actTe = t.linear_recipe ? ` + <code>${termId(`act.quantized.${t.linear_recipe}`)}</code>` : "";
+  const actTe = (t.linear_recipe ? ` + <code>${termId(`act.quantized.${t.linear_recipe}`)}</code>` : "")
+    + (t.offload.length ? ` + <code>${termId(`act.offload.${t.offload.join("-")}`)}</code>` : "");
   html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.activations}"></span>activations</th><td>${actId}${actTe}</td><td class="formula">${actFormula(m, est.kept, est.variant)}</td>${valueCells("bytes-activations", b.activations)}</tr>`;
   if (b.runtime !== undefined) html += `<tr><th scope="row"><span class="swatch" style="background:${COLORS.runtime}"></span>runtime buffers</th><td><code>${termId(est.ids.runtime)}</code></td><td class="formula">cuBLAS workspaces (derivations/assembly/runtime.py)</td>${valueCells("bytes-runtime", b.runtime)}</tr>`;
   // the step's peak (memsym estimate's text): shown when one micro-batch's backward holds more than the end of its forward
@@ -236,7 +239,7 @@ function render(m, t, est, gpu, lay) {
   if (stepped) {
     const cast = Q.cmp(est.step.cast, Q.n(0)) !== 0 ? `<p class="note">less the head's cross-entropy backward transient (--ce-backward cast), which the moments replace: <span class="num">${fmtInt(est.step.cast)}</span> bytes</p>` : "";
     html += `<tr class="step"><th scope="row"><span class="swatch" style="background:${COLORS.step}"></span>+ one backward</th><td><code>${termId(est.ids.step)}</code></td>` +
-      `<td class="formula"><details><summary>formula</summary>${math(DATA.mathml[est.step.fn])}${cast}</details></td>${valueCells("bytes-step", b.step)}</tr>`;
+      `<td class="formula">${est.step.fn === null ? "the offloaded core attention's backward: its saves reloaded, bmm's gradients (derivations/assembly/offload.py)" : `<details><summary>formula</summary>${math(DATA.mathml[est.step.fn])}${cast}</details>`}</td>${valueCells("bytes-step", b.step)}</tr>`;
     html += `<tr class="total step-total"><th scope="row">total at the step peak</th><td><small>what the verdict judges</small></td><td class="formula">${math("<mrow><mi>total</mi><mo>+</mo><mi>one backward</mi></mrow>")}</td>${valueCells("bytes-step_total", b.step_total)}</tr>`;
   }
   if (t.schedule) html += `<tr><th scope="row">one micro-batch, act.</th><td><code>act.<wbr>stage</code></td><td></td>${valueCells("bytes-activations_per_microbatch", b.activations_per_microbatch)}</tr>`;

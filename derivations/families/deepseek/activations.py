@@ -11,7 +11,7 @@ from derivations.notation import (B_a, B_k, CP, EP, ETP, E_token, N, N_r, N_s, S
                                   n_h, s, u_eb, u_gk, u_lg, u_nt, u_sg, u_v2)
 from derivations.constants import FLASH, MLA, MOE
 from derivations.tensors import (CONV, HF, HF_MOE, HF_V2, IS_FP32, MC, MZ, NOT_FP32, TE, TOPK_GT_1, V_VIEW, Group,
-                                 dense_specs, expert_tensors, head_specs, norm_parts)
+                                 dense_specs, expert_tensors, head_specs, norm_parts, op_sac_parts)
 from symbolic.term import Part
 
 
@@ -221,6 +221,7 @@ def moe_specs():
              HF_MOE + ": grouped_mm_experts_forward, _grouped_mm", ("experts", "grouped")),
         Group("shared", "shared experts N_s: all b s tokens' input and mask (3bsh) and intermediate outputs (8bsh_E)",
               N_s, shared, MOE, ("shared",)),
+        *op_sac_parts("moe"),
     )
 
 

@@ -93,6 +93,8 @@ class ModelSpec:
     # which layers run an indexer of their own (GLM-5's HF indexer_types: "full"; "shared" reuses the previous full
     # layer's top-k and has no indexer); () with an indexer: every layer's (deepseek_v32)
     indexer_types: Tuple[str, ...] = ()
+    # the attention's dropout probability (HF attention_dropout; read only as zero or not: :meth:`unread`)
+    attention_dropout: float = 0.0
 
     #: The family whose terms describe this model (derivations/families/deepseek).
     family = FAMILY.name
@@ -152,6 +154,28 @@ class ModelSpec:
                        "prev_topk_indices argument until the backward, int32 b s min(k_I, s) per full layer another "
                        "layer follows (not a saved tensor), not modelled")
         return out
+
+    def unread(self, conventions) -> Optional[Tuple[str, str]]:
+        """(field, why) of a config field the framework of ``conventions`` builds otherwise than the terms count, or
+        None.  ``moe_layer_freq``: DeepSeek's own modelling code (modeling_deepseek.py, the paper's view) and
+        Megatron-Core (TransformerConfig.moe_layer_freq, Megatron-LM's --moe-layer-freq) read it; transformers 5.24
+        (DeepseekV3DecoderLayer, DeepseekV2DecoderLayer) ignores it, every layer from first_k_dense_replace on MoE
+        (so does Megatron-Bridge's conversion of a config.json: models/deepseek/common.py get_common_configs).
+        ``attention_dropout`` above 0 under ``--dropout-masks none``: the attention then keeps a dropout mask and
+        output per score (transformers' eager_attention_forward, Megatron-Core's DotProductAttention)."""
+        every = list(_layer_kinds(self.l, self.first_k_dense, 1))  # what transformers builds
+        if conventions.head_state == "transformers" and self.layer_kinds() != every:
+            return ("moe_layer_freq", f"moe_layer_freq={self.moe_layer_freq}: transformers 5.24 ignores it and makes "
+                                      f"every layer from first_k_dense_replace on MoE; the transformers conventions "
+                                      f"do not cover it (write 1 for what transformers builds; the paper's and "
+                                      f"Megatron's conventions read it)")
+        if self.attention_dropout > 0 and conventions.dropout_masks == "none":
+            return ("attention_dropout", f"attention_dropout={self.attention_dropout}: the attention then keeps a "
+                                         f"dropout mask and output per score (2 B_a b n_h s^2 as ATen's CPU dropout "
+                                         f"keeps its noise in the scores' dtype; a bool mask on a GPU), and "
+                                         f"--dropout-masks none counts none: give --dropout-masks kept (the "
+                                         f"paper's masks) or write attention_dropout 0")
+        return None
 
     def is_moe_layer(self, i: int) -> bool:
         """HF DeepseekV2/V3 rule: MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0."""
@@ -257,6 +281,10 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
                                            f"(kv_b_proj), and transformers' eager attention repeats them "
                                            f"num_attention_heads / num_key_value_heads times (repeat_kv): "
                                            f"not covered; write {dims['n_h']} or leave it out")
+    dropout = data.get("attention_dropout", 0.0)
+    if not (type(dropout) in (int, float) and 0 <= dropout < 1):
+        raise f.err("attention_dropout", f"field 'attention_dropout' must be a number in [0, 1), "
+                                         f"got {f.type_name(dropout)} {f.shown(dropout)}")
     for flag in ("attention_bias", "mlp_bias"):
         val = data.get(flag, False)
         if val is not False and val is not None:
@@ -274,7 +302,7 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
                      moe_layer_freq=freq, topk_method=topk, tie_word_embeddings=tied, mtp_layers=mtp,
                      fp8_block=f.fp8_block(), source=str(f.path) if source is None else source,
                      model_type=mt, scoring_func=scoring, norm_topk_prob=norm, n_group=n_group,
-                     topk_group=topk_group, **index, **dims)
+                     topk_group=topk_group, attention_dropout=dropout, **index, **dims)
 
 
 #: The model types with DeepSeek Sparse Attention and their config classes' defaults of the indexer (transformers
@@ -374,7 +402,7 @@ def fields_of(spec: ModelSpec) -> Dict:
             "q_lora_rank": spec.d_cq, "n_shared_experts": spec.N_s, "first_k_dense_replace": spec.first_k_dense,
             "moe_layer_freq": spec.moe_layer_freq, "num_nextn_predict_layers": spec.mtp_layers,
             "topk_method": spec.topk_method, "scoring_func": spec.scoring_func, "norm_topk_prob": spec.norm_topk_prob,
-            "tie_word_embeddings": spec.tie_word_embeddings}
+            "tie_word_embeddings": spec.tie_word_embeddings, "attention_dropout": spec.attention_dropout}
     data.update({k: x for k, x in (("n_group", spec.n_group), ("topk_group", spec.topk_group)) if x is not None})
     if spec.indexer:
         data.update({name: getattr(spec, attr) for name, attr, _ in INDEX_FIELDS})

@@ -9,7 +9,9 @@ it: two HCA layers then CSA and HCA alternating, or the legacy ``compress_ratios
 learned top-k; default the first three hash-routed, legacy ``num_hash_layers``), the rotary part of ``head_dim``
 (``partial_rotary_factor``, legacy ``qk_rope_head_dim``), ``num_nextn_predict_layers`` (MTP in the checkpoint; not built
 by transformers, not counted).  transformers builds one shared expert of ``moe_intermediate_size`` and one key-value
-head whatever ``n_shared_experts`` and ``num_key_value_heads`` say, so other values are refused.  No sympy here.
+head whatever ``n_shared_experts`` and ``num_key_value_heads`` say, so other values are refused; ``intermediate_size``,
+when given, is ``moe_intermediate_size`` (DeepseekV4Config.attribute_map: the alias wins); ``attention_dropout`` above 0
+is refused (no dropout tensor is modelled).  No sympy here.
 """
 from __future__ import annotations
 
@@ -205,6 +207,14 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
     data, mt = f.data, f.data["model_type"]
     dims = {attr: f.int(field_, meaning, default=default, required=False)
             for field_, attr, meaning, default in DIMENSIONS}
+    if "intermediate_size" in data:  # DeepseekV4Config.attribute_map: it sets moe_intermediate_size, given or not
+        dims["h_E"] = f.int("intermediate_size", "expert intermediate size h_E (DeepseekV4Config's alias of "
+                                                 "moe_intermediate_size)")
+    dropout = data.get("attention_dropout", 0.0)
+    if dropout not in (0, None):
+        raise f.err("attention_dropout", f"attention_dropout={f.shown(dropout)}: transformers' DeepSeek-V4 eager "
+                                         "attention then keeps a dropout mask and output per score, not modelled "
+                                         "(write 0 or leave it out)")
     for field_, want, why in (("num_key_value_heads", 1, "one key-value head shared by every query head"),
                               ("n_shared_experts", 1, "one shared expert of moe_intermediate_size")):
         val = data.get(field_, want)

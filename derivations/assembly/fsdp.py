@@ -1,0 +1,77 @@
+"""torchtitan's FSDP2 (``--rank fsdp2``): a device's model states at the step's peak, as FSDP2 holds them.
+
+Sources: pytorch/torchtitan@99fee810b7e253273ed8d1e10eb6c5f60ba69eff torchtitan/experiments/llama4/infra/
+parallelize.py ``apply_fsdp`` (deepseek_v3's parallelize imports it) and torchtitan/train.py ``train_step``;
+pytorch/pytorch@010ae4a89516fa3be548ab16dff711414ec12d0b torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py
+``foreach_all_gather``, ``foreach_reduce`` and _fsdp_param_group.py ``FSDPParamGroup.post_backward``.
+
+* **Sharding**: ``fully_shard(transformer_block)`` over the data-parallel mesh (dp_shard x CP) takes the block's
+  attention, norms, router and shared experts; under EP the routed experts are their own unit over dp_mod_ep (EDP).
+  So the router and shared experts are sharded over DP CP, not EDP (Megatron's rule, ``zero.*``).
+* **One parameter copy**: the sharded parameter is the FP32 parameter the optimizer steps (training.dtype);
+  ``MixedPrecisionPolicy(param_dtype)`` casts it to B_w at each all-gather.  Weights: B_m per sharded parameter
+  (no B_w shard beside an FP32 master); optimizer: the two moments.
+* **Unsharded blocks**: with reshard_after_forward a block is all-gathered again in its backward while the one
+  before it is prefetched (set_modules_to_backward_prefetch under EP, FSDP2's default prefetch otherwise): two
+  blocks' unsharded parameters in B_w.  U, a block on the device: attention, norms and the MoE layer (its
+  N/EP routed experts), the largest unit but under EP so wide that a dense FFN outweighs it.
+* **Gradients at the peak** (the stage's last block's backward, every activation held): ``train_step`` calls
+  ``optimizers.zero_grad()`` (set_to_none) before the forward, and foreach_reduce allocates each unit's sharded
+  gradient (its reduce-scatter output) as the backward reaches it, so only the units already reduced hold one: the
+  head's [norm, output] when the stage has it (e_H).  Beside it, the running block's unsharded gradients in B_w
+  (autograd's, freed after the copy-in) and the reduce-scatter input of the unit reduced before it, in the
+  reduce dtype B_g, which ``comm_ctx.reduce_scatter_state`` keeps until this block's post_backward: the head's
+  (v h / TP) when the stage has it, else a block's.  At the end of the backward every sharded gradient exists and
+  the activations are freed: a lower moment whenever the activations exceed B_g P / DP.
+"""
+from __future__ import annotations
+
+from derivations.notation import B_1, B_2, B_g, B_m, B_w, CP, DP, EDP, L_m, e_H
+from symbolic.term import Part, Term
+
+TT = "pytorch/torchtitan@99fee810 experiments/llama4/infra/parallelize.py apply_fsdp"
+FSDP = "pytorch/pytorch@010ae4a8 torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py"
+
+
+def _sum(term: Term, keys) -> object:
+    return sum((p.expr for p in term.parts if p.key in keys), 0)
+
+
+def terms(reg, moe: Term, suffix: str):
+    """``zero.<weights|gradients|optimizer>.<replicated|sharded><suffix>.fsdp2``: the model states under FSDP2,
+    from the registry's per-device terms and ``moe``, one MoE layer's (``static.layer.moe`` or ``.shared-tp``)."""
+    attn = reg["static.layer.mla"].expr + reg["static.layer.norm"].expr
+    block = _sum(moe, ("router", "shared"))  # sharded with the transformer block
+    routed = _sum(moe, ("routed",))  # the routed experts' own unit, over dp_mod_ep
+    P_n, head = reg["static.device.non_moe"].expr, reg["static.head"].expr
+    U = attn + moe.expr
+    over = (DP, CP)
+    rep = lambda n: (Part("non_moe", "non-MoE P_n with the router and shared experts", (n, P_n + L_m * block)),  # noqa: E731
+                     Part("routed", "routed experts", (n, L_m * routed)))
+    shard = lambda n: (  # noqa: E731
+        Part("non_moe", "non-MoE P_n with the router and shared experts / DP CP (the block's unit)",
+             (n, P_n + L_m * block), over, TT),
+        Part("routed", "routed experts / EDP (their unit over dp_mod_ep)", (n, L_m * routed), (EDP,), TT))
+    sfx = suffix + ".fsdp2"
+    yield Term(f"zero.weights.replicated{sfx}", "bytes of the parameters on one device, one FP32 copy (FSDP2 "
+                                                "without sharding)", "bytes", TT, rep(B_m))
+    yield Term(f"zero.weights.sharded{sfx}", "bytes of the parameters on one device at the step's peak under FSDP2: "
+                                             "the sharded FP32 parameters and the unsharded B_w copies of the "
+                                             "running and the prefetched block", "bytes", f"{TT}; {FSDP}",
+               shard(B_m) + (Part("running", "the block in its backward, all-gathered in B_w (U: attention, norms, "
+                                             "MoE layer on the device)", (B_w, U), provenance=FSDP),
+                             Part("prefetched", "the block before it, prefetched", (B_w, U), provenance=TT)))
+    yield Term(f"zero.gradients.replicated{sfx}", "bytes of the gradients on one device (FSDP2 without sharding)",
+               "bytes", TT, rep(B_g))
+    yield Term(f"zero.gradients.sharded{sfx}", "bytes of the gradients on one device at the step's peak under FSDP2 "
+                                               "(zero_grad frees the sharded ones before the forward): the head "
+                                               "unit's sharded gradients, the running block's unsharded gradients, "
+                                               "the reduce-scatter input of the unit reduced before it", "bytes",
+               f"{TT}; {FSDP}",
+               (Part("sharded", "the head unit's sharded gradients (reduced first)", (B_g, e_H, head), over, FSDP),
+                Part("unsharded", "the running block's unsharded gradients in B_w", (B_w, U), provenance=FSDP),
+                Part("reduce_scatter", "the previous unit's reduce-scatter input in B_g (the head's, else a block's)",
+                     (B_g, e_H * head + (1 - e_H) * U), provenance=FSDP)))
+    for stage, parts in (("replicated", rep(B_1 + B_2)), ("sharded", shard(B_1 + B_2))):
+        yield Term(f"zero.optimizer.{stage}{sfx}", "bytes of the optimizer's moments on one device under FSDP2 (the "
+                                                   "FP32 parameter is counted with the weights)", "bytes", TT, parts)

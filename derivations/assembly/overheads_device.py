@@ -1,0 +1,209 @@
+"""Device memory outside the caching allocator: communication buffers and the CUDA context (issue 46).
+
+What ``--memory device`` adds to the reserved bytes, each a term whose parts cite the library's own size rule:
+
+* **NCCL**, per communicator of more than one rank the device belongs to
+  (NVIDIA/nccl@5067397c2676d5aed50042fc39e5c8ee96eb0027): a connection's receive side holds, in one
+  allocation rounded up to CUDA_IPC_MIN (2 MiB, src/include/comm.h), an ``ncclRecvMem`` (4096 B, MEM_ALIGN) and the
+  buffers of the protocols it receives (src/transport/p2p.cc
+  p2pRecvSetup): LL = NCCL_LL_LINES_PER_THREAD 8 x NCCL_LL_MAX_NTHREADS 512 x NCCL_STEPS 8 x 16 B = 512 KiB,
+  LL128 = NCCL_LL128_ELEMS_PER_THREAD 120 x NCCL_LL128_MAX_NTHREADS 640 x 8 steps x 8 B = 4,800 KiB, Simple =
+  NCCL_BUFFSIZE (DEFAULT_BUFFSIZE 4 MiB, src/init.cc computeBuffSizes); the send side an ``ncclSendMem`` (4096 B),
+  with the Simple buffer when the connection reads (P2P read, p2pSendSetup).  A ring (the collectives of DP, TP,
+  CP, expert DP) connects each channel to one peer each way with P2P read; send/receive (PP) and all-to-all (EP)
+  connect every peer, each channel, by P2P write: 10 MiB received + 2 MiB sent, the two allocations NCCL logs for
+  an all-to-all on 8 H100s with 32 channels per peer (NVIDIA/nccl#1685).
+* **DeepEP** (deepseek-ai/DeepEP@79bbb546f6921fbed57f000627a0b92f0d468cf0), the buffer Megatron-Core's fused_a2a
+  get_buffer sizes as its README's get_buffer does: the largest ``Config.get_nvl_buffer_size_hint`` (csrc/config.hpp)
+  of ``Buffer.get_dispatch_config`` and ``get_combine_config`` (deep_ep/buffer.py, 20 SMs: 10 channels), hidden
+  bytes h x max(B_a, 2); Buffer's constructor (csrc/deep_ep.cpp) adds 8 peers' barrier signals and pointers
+  (8 x 4 + 8 x 8 + 8 x 8 B) and a 32 MiB workspace (NUM_WORKSPACE_BYTES, csrc/kernels/configs.cuh); across nodes
+  (EP > 8) the RDMA buffer of ``get_rdma_buffer_size_hint`` in NVSHMEM's symmetric heap.
+* **CUDA context**: about 400 MB with CUDA >= 11.7 and lazy module loading (pytorch/pytorch#109888, ptrblck).
+
+The channel count is a symbol (``C_ch``, default 32: NVIDIA/nccl#1685); every communicator is taken intra-node
+(P2P transport), which is what these sizes are.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import List, Mapping, Tuple
+
+NCCL = "NVIDIA/nccl@5067397c2676d5aed50042fc39e5c8ee96eb0027"
+DEEPEP = "deepseek-ai/DeepEP@79bbb546f6921fbed57f000627a0b92f0d468cf0"
+CONTEXT_SOURCE = "pytorch/pytorch#109888 (CUDA >= 11.7, lazy module loading: about 400MB)"
+IPC_MIN = 2 << 20
+MEM_ALIGN = 4096
+LL = 8 * 512 * 8 * 16
+LL128 = 120 * 640 * 8 * 8
+BUFFSIZE = 4 << 20
+CHANNELS = 32
+CONTEXT = 400 * 10 ** 6
+#: DeepEP deep_ep/buffer.py get_dispatch_config / get_combine_config: EP ranks -> (nvl recv tokens, rdma send, recv)
+DISPATCH = {2: (256, 6, 128), 4: (256, 6, 128), 8: (256, 6, 128), 16: (288, 20, 128), 24: (288, 8, 128),
+            32: (288, 8, 128), 48: (288, 8, 128), 64: (288, 8, 128), 96: (480, 12, 128), 128: (560, 12, 128),
+            144: (720, 12, 128), 160: (720, 12, 128)}
+COMBINE = {2: (256, 6, 128), 4: (256, 6, 128), 8: (256, 6, 128), 16: (288, 12, 128), 24: (288, 8, 128),
+           32: (288, 8, 128), 48: (288, 8, 128), 64: (288, 8, 128), 96: (480, 8, 128), 128: (560, 8, 128),
+           144: (720, 8, 128), 160: (720, 8, 128)}
+DEEPEP_SMS = 20
+NVL_PEERS = 8
+TOPK_MAX = SCALES_MAX = 128
+SOURCE_META = 8  # csrc/kernels/internode.cu SourceMeta: two ints
+TOPK_IDX = 8  # csrc/kernels/configs.cuh: topk_idx_t int64_t (TOPK_IDX_BITS 64)
+DEEPEP_WORKSPACE = 32 << 20
+DEEPEP_META = NVL_PEERS * (4 + 8 + 8)
+
+
+def _align(x, a: int):
+    """x rounded up to a multiple of a (sympy's ceiling for symbols)."""
+    # lazy: sympy (estimate imports no sympy)
+    import sympy as sp
+    return a * sp.ceiling(sp.Rational(1, a) * x)
+
+
+def _symbols():
+    # lazy: sympy (estimate imports no sympy)
+    import sympy as sp
+    return (sp.Symbol("B_nccl", positive=True, integer=True), sp.Symbol("C_ch", positive=True, integer=True),
+            sp.Symbol("h", positive=True, integer=True), sp.Symbol("B_a", positive=True))
+
+
+def terms():
+    """The buffer terms (sympy; their parts name the library's size rule)."""
+    # lazy: sympy (estimate imports no sympy)
+    import sympy as sp
+
+    from symbolic.term import Part, Term
+    B, C, h, B_a = _symbols()
+    p2p = f"{NCCL} src/transport/p2p.cc p2pRecvSetup/p2pSendSetup, src/init.cc computeBuffSizes"
+    ring = Term("device.nccl.ring", "one NCCL ring communicator's buffers (per channel: LL + LL128 received, "
+                "Simple sent, P2P read)", "bytes", p2p,
+                (Part("recv", "receive: ncclRecvMem + LL + LL128, to 2 MiB", (C, _align(MEM_ALIGN + LL + LL128,
+                                                                                     IPC_MIN)), provenance=p2p),
+                 Part("send", "send: ncclSendMem + Simple (NCCL_BUFFSIZE), to 2 MiB",
+                      (C, _align(MEM_ALIGN + B, IPC_MIN)), provenance=p2p)))
+    peer = Term("device.nccl.peer", "NCCL buffers per peer of a send/receive or all-to-all communicator (per "
+                "channel: LL + LL128 + Simple received, P2P write)", "bytes", p2p + "; NVIDIA/nccl#1685",
+                (Part("recv", "receive: ncclRecvMem + LL + LL128 + Simple, to 2 MiB",
+                      (C, _align(MEM_ALIGN + LL + LL128 + B, IPC_MIN)), provenance=p2p),
+                 Part("send", "send: ncclSendMem, to 2 MiB", (C, _align(MEM_ALIGN, IPC_MIN)), provenance=p2p)))
+    hb = h * sp.Max(B_a, 2)
+    ep = sp.Symbol("EP", positive=True, integer=True)
+    tokens = sp.Symbol("T_nvl", positive=True, integer=True)  # the configs' largest num_max_nvl_chunked_recv_tokens
+    ch, nvl = DEEPEP_SMS // 2, sp.Min(ep, NVL_PEERS)
+    rdma_ranks = sp.Max(sp.floor(ep / NVL_PEERS), 1)
+    per = ch * nvl * tokens
+    rule = f"{DEEPEP} csrc/config.hpp Config::get_nvl_buffer_size_hint"
+    deepep = Term("device.deepep", "DeepEP's NVLink buffer (the largest size hint of its dispatch and combine "
+                  "configs), its metadata and workspace", "bytes", rule,
+                  (Part("nvl", "num_channels x NVL ranks x (tokens x (hidden bytes + source meta + top-k indices "
+                        "and weights + scales)) + the channels' counters, to 128 B",
+                        (_align(ch * nvl * (2 * rdma_ranks + 3) * 4 + per * (hb + SOURCE_META) + per * TOPK_MAX
+                                * (TOPK_IDX + 4) + per * SCALES_MAX * 4, 128),), provenance=rule),
+                   Part("meta", "barrier signals and buffer pointers of 8 peers", (DEEPEP_META,),
+                        provenance=f"{DEEPEP} csrc/deep_ep.cpp Buffer::Buffer"),
+                   Part("workspace", "NUM_WORKSPACE_BYTES, 32 MiB", (DEEPEP_WORKSPACE,),
+                        provenance=f"{DEEPEP} csrc/kernels/configs.cuh")))
+    context = Term("device.context", "the CUDA context (driver, lazily loaded kernels)", "bytes", CONTEXT_SOURCE,
+                   (Part("context", "CUDA context, about 400 MB", (CONTEXT,)),))
+    return ring, peer, deepep, context
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One line of the device memory outside the allocator: its term, what it is, its bytes."""
+
+    term: str
+    what: str
+    bytes: int
+
+
+def _value(term, values: Mapping) -> int:
+    # lazy: sympy (estimate imports no sympy)
+    import sympy as sp
+    names = {s.name: s for s in term.expr.free_symbols}
+    return int(sp.Integer(term.expr.xreplace({names[k]: v for k, v in values.items() if k in names})))
+
+
+def deepep_tokens(ep: int) -> int:
+    """The largest num_max_nvl_chunked_recv_tokens of DeepEP's dispatch and combine configs for ``ep`` ranks."""
+    if ep not in DISPATCH:
+        from symbolic.errors import ConfigError
+        raise ConfigError("dispatcher", f"DeepEP has no config for {ep} EP ranks (deep_ep/buffer.py: "
+                                        f"{', '.join(map(str, DISPATCH))})")
+    return max(DISPATCH[ep][0], COMBINE[ep][0])
+
+
+def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsize: int = BUFFSIZE,
+            channels: int = CHANNELS) -> List[Buffer]:
+    """The device's buffers outside the allocator under ``layout``: a ring communicator per group of more than one
+    rank (DP, TP, CP, expert DP), PP's send/receive to its two neighbours, EP's all-to-all (or DeepEP's buffer),
+    the CUDA context."""
+    ring, peer, deepep, context = terms()
+    v = {"B_nccl": buffsize, "C_ch": channels}
+    out = []
+    groups = (("DP", layout.dp), ("TP", layout.tp), ("CP", layout.cp), ("EDP", Fraction(layout.edp)))
+    for name, n in groups:
+        if n > 1:
+            out.append(Buffer(ring.id, f"NCCL {name} ring ({channels} channels)", _value(ring, v)))
+    if layout.pp > 1:
+        peers = min(layout.pp - 1, 2)
+        out.append(Buffer(peer.id, f"NCCL PP send/receive, {peers} peer(s)", peers * _value(peer, v)))
+    if layout.ep > 1:
+        if dispatcher == "deepep":
+            out.append(Buffer(deepep.id, f"DeepEP buffer, EP {layout.ep}", _value(
+                deepep, {"EP": layout.ep, "T_nvl": deepep_tokens(layout.ep), "h": hidden, "B_a": act_bytes})))
+        else:
+            out.append(Buffer(peer.id, f"NCCL EP all-to-all, {layout.ep - 1} peers",
+                              (layout.ep - 1) * _value(peer, v)))
+    out.append(Buffer(context.id, "CUDA context", CONTEXT))
+    return out
+
+
+def reserved_events(est, microbatches: int = 6) -> List[Tuple[str, object, int]]:
+    """The step as allocations and frees from an estimate's terms (derivations/analyses/allocator.py's input): the
+    model states and runtime buffers once, then ``microbatches`` forwards, each layer's kept activations one block
+    and what is kept outside the layers one block after them, held up to the terms' activations at the end of the
+    forward (``activations``: a block that would pass them first starts the oldest micro-batch's backward; what
+    the terms hold beyond whole blocks, such as an interleaved head chunk, one block kept to the end; what they
+    do not hold, such as offloaded tensors, never allocated); a backward allocates the step's transient (the step
+    excess), frees the micro-batch's blocks in reverse, then the transient.  The allocated peak is the terms'
+    step total, each block rounded up to a byte."""
+    up = lambda x: int(-(-Fraction(x) // 1))  # noqa: E731
+    b = est.bytes
+    ev = [("malloc", k, up(b[k])) for k in ("weights", "gradients", "optimizer", "runtime") if b.get(k)]
+    blocks = [(i, up(x)) for i, _, x in est.by_layer] + [("out", up(est.outside_layers))]
+    target, step = up(b.get("activations", 0)), up(b.get("step", 0))
+    held, queue, topped = 0, [], False
+
+    def malloc(m, key, x):
+        nonlocal held
+        if x > 0:
+            ev.append(("malloc", (m, key), x))
+            queue[-1][1].append(((m, key), x))
+            held += x
+
+    def backward():
+        nonlocal held
+        m, keys = queue.pop(0)
+        if step:
+            ev.append(("malloc", (m, "step"), step))
+        ev.extend(("free", k, 0) for k, _ in reversed(keys))
+        if step:
+            ev.append(("free", (m, "step"), 0))
+        held -= sum(x for _, x in keys)
+
+    for m in range(microbatches):
+        queue.append((m, []))
+        for key, x in blocks:
+            if held + x > target and len(queue) > 1:
+                if not topped and target > held:
+                    ev.append(("malloc", "rest", target - held))
+                    held, topped = target, True
+                backward()
+            malloc(m, key, x if len(queue) > 1 else min(x, target - held))
+    while queue:
+        backward()
+    return ev

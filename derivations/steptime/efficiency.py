@@ -1,0 +1,81 @@
+"""``--efficiency published``: the step-time model's efficiencies from published benchmarks
+(``derivations/config/efficiency.toml``), interpolated by shape, never fitted.
+
+* GEMMs: DeepGEMM's published TFLOPS at DeepSeek-V3's shapes, over the GPU's peak, at the rows M a product has:
+  at each published M the shapes' FLOPs over their time (sum 2MNK / sum 2MNK/TFLOPS), then linear in log2 M between
+  the published M and constant beyond them.  Dense products (attention projections, dense and shared FFNs, head) run
+  at M = b s / (CP TP) rows; the routed experts' grouped GEMM at M = b s EP N_r / (CP TP E) rows per expert
+  (balanced routing).
+* Attention: FlashAttention-3's published TFLOPS over the H100's BF16 peak.
+* The experts' dispatch and combine: DeepEP's published bottleneck bandwidths over the link's nominal one, NVLink's
+  and the network's (by EP size, constant beyond the published sizes).
+
+The model has one efficiency eta for a phase's matrix products (derivations/steptime/model.py): :func:`eta` is the
+one that gives the phase the time its parts take at their own efficiencies, sum f_i / Phi_i over
+sum f_i / (eta_i Phi_i).
+"""
+from __future__ import annotations
+
+import tomllib
+from functools import lru_cache
+from pathlib import Path
+from typing import Dict
+
+import numpy as np
+
+from derivations.config import gpus as gpu_presets
+
+DATA = Path(__file__).resolve().parent.parent / "config" / "efficiency.toml"
+
+
+@lru_cache(maxsize=1)
+def tables() -> Dict:
+    with open(DATA, "rb") as fh:
+        return tomllib.load(fh)
+
+
+def _by_rows(name: str):
+    """(log2 M, efficiency) of a GEMM table: each published M's FLOP-weighted rate over the GPU's peak."""
+    t = tables()[name]
+    peak = gpu_presets.gpu(t["gpu"]).rate(t["precision"])
+    ms = sorted({p[0] for p in t["points"]})
+    eff = []
+    for m in ms:
+        pts = [p for p in t["points"] if p[0] == m]
+        flops = sum(2.0 * p[0] * p[1] * p[2] for p in pts)
+        seconds = sum(2.0 * p[0] * p[1] * p[2] / (p[3] * 1e12) for p in pts)
+        eff.append(flops / seconds / peak)
+    return np.log2(ms), np.array(eff)
+
+
+def gemm(rows, grouped: bool = False) -> np.ndarray:
+    """Efficiency of a GEMM (grouped: the experts' per group) of ``rows`` rows (array)."""
+    x, y = _by_rows("gemm_grouped" if grouped else "gemm_dense")
+    return np.interp(np.log2(np.maximum(np.asarray(rows, dtype=np.float64), 1.0)), x, y)
+
+
+def attention() -> float:
+    t = tables()["attention"]
+    return t["tflops"] * 1e12 / gpu_presets.gpu(t["gpu"]).rate(t["precision"])
+
+
+def links(ep) -> Dict[str, np.ndarray]:
+    """{'nvlink', 'network'}: the fraction of each link's bandwidth the experts' dispatch and combine reach."""
+    nv, net = tables()["ep_nvlink"], tables()["ep_network"]
+    pts = np.array(net["points"], dtype=np.float64)
+    network = np.interp(np.asarray(ep, dtype=np.float64), pts[:, 0], (pts[:, 1] + pts[:, 2]) / 2 * 1e9) / net["nominal"]
+    return {"nvlink": np.full(np.shape(ep), float(np.mean(nv["achieved"])) / nv["nominal"]), "network": network}
+
+
+def listing():
+    """Every efficiency and bandwidth fraction ``--efficiency published`` reads, with its source: [(name, value or
+    table, source)]."""
+    t = tables()
+    return [("gemm_dense", dict(zip(*(a.tolist() for a in _by_rows("gemm_dense")))), t["gemm_dense"]["source"]),
+            ("gemm_grouped", dict(zip(*(a.tolist() for a in _by_rows("gemm_grouped")))),
+             t["gemm_grouped"]["source"]),
+            ("attention", attention(), t["attention"]["source"]),
+            ("ep_nvlink", float(np.mean(t["ep_nvlink"]["achieved"])) / t["ep_nvlink"]["nominal"],
+             t["ep_nvlink"]["source"]),
+            ("ep_network", {int(p[0]): (p[1] + p[2]) / 2e0 * 1e9 / t["ep_network"]["nominal"]
+                            for p in t["ep_network"]["points"]}, t["ep_network"]["source"])]

@@ -1,0 +1,261 @@
+"""--memory (issue 46): PyTorch's caching allocator simulated, and the buffers outside it against their libraries'
+own numbers.  Every expectation is written out from the library's source or a published log, not computed by
+the code under test."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from derivations.analyses import allocator as al
+from derivations.assembly import overheads_device as od
+from symbolic.errors import ConfigError
+from clirun import run
+
+MiB = 1 << 20
+
+
+def test_small_request_packs_a_2mib_segment():
+    # CUDACachingAllocator.cpp: sizes round to 512 B; "Small requests are packed into 2MB buffers"
+    a = al.Allocator()
+    a.malloc(1)
+    a.malloc(1000)
+    assert (a.allocated, a.reserved) == (512 + 1024, 2 * MiB)
+
+
+def test_requests_between_1_and_10_mib_split_a_20_mib_segment():
+    # "requests between 1MB and 10MB will allocate and split a 20MB block"
+    a = al.Allocator()
+    a.malloc(3 * MiB)
+    a.malloc(5 * MiB)
+    assert (a.allocated, a.reserved) == (8 * MiB, 20 * MiB)
+
+
+def test_large_request_rounds_to_2_mib_and_is_not_split_within_1_mib():
+    a = al.Allocator()
+    i = a.malloc(11 * MiB + 1)
+    assert a.reserved == 12 * MiB and a.allocated == 12 * MiB  # the 1 MiB - 512 B rest is not split (<= kSmallSize)
+    a.free(i)
+    a.malloc(11 * MiB)  # the cached segment serves it: nothing new reserved
+    assert a.reserved == 12 * MiB
+
+
+def test_max_split_size_keeps_oversize_blocks_for_large_requests():
+    # get_free_block: "Do not return an oversized block for a large request"
+    big = 600 * MiB
+    for conf, reserved in (("", big), ("max_split_size_mb:512", big + 20 * MiB)):
+        a = al.Allocator(al.settings(conf))
+        a.free(a.malloc(big))
+        a.malloc(4 * MiB)
+        assert a.reserved == reserved, conf
+
+
+def test_expandable_segments_grow_in_20_mib_pages():
+    plain, grown = al.Allocator(), al.Allocator(al.settings("expandable_segments:True"))
+    for a in (plain, grown):
+        for _ in range(3):
+            a.malloc(15 * MiB)  # 16 MiB segments each without; 45 MiB in one segment of 20 MiB pages with
+    assert (plain.reserved, grown.reserved) == (48 * MiB, 60 * MiB)
+    assert grown.allocated == 45 * MiB
+
+
+def test_out_of_memory_releases_cached_segments_and_retries():
+    a = al.Allocator(capacity=100 * MiB)
+    a.free(a.malloc(60 * MiB))
+    a.malloc(80 * MiB)  # 60 + 80 > 100: the free 60 MiB segment is released first
+    assert a.reserved == 80 * MiB
+    with pytest.raises(al.OutOfMemory):
+        a.malloc(30 * MiB)
+
+
+def test_garbage_collection_threshold_releases_before_growing():
+    a = al.Allocator(al.settings("garbage_collection_threshold:0.5"), capacity=100 * MiB)
+    a.free(a.malloc(60 * MiB))
+    a.malloc(62 * MiB)  # reserved 60 MiB > 0.5 x 100 MiB: the free segment goes before the new one is made
+    assert a.reserved == 62 * MiB
+
+
+@pytest.mark.parametrize("conf", ["max_split_size_mb:x", "expandable_segments:maybe",
+                                  "garbage_collection_threshold:1.5"])
+def test_bad_alloc_conf_is_one_config_error(conf):
+    with pytest.raises(ConfigError):
+        al.settings(conf)
+
+
+def test_nccl_p2p_connection_matches_the_allocations_nccl_logs():
+    # NVIDIA/nccl#1685: an all-to-all on 8 H100s allocates, per channel and peer, 10485760 B (receive) and
+    # 2097152 B (send) under NCCL_DEBUG_SUBSYS=ALLOC
+    _, peer, _, _ = od.terms()
+    parts = {p.key: p for p in peer.parts}
+    one = {"B_nccl": 4 * MiB, "C_ch": 1}
+    assert od._value(type(peer)("x", "", "bytes", "", (parts["recv"],)), one) == 10485760
+    assert od._value(type(peer)("x", "", "bytes", "", (parts["send"],)), one) == 2097152
+
+
+def _deepep_nvl_hint(hidden_bytes, num_ranks, num_sms, recv_tokens):
+    # deepseek-ai/DeepEP@79bbb546 csrc/config.hpp Config::get_nvl_buffer_size_hint, line by line (NVSHMEM on,
+    # topk_idx_t int64_t, SourceMeta two ints)
+    num_rdma_ranks = max(num_ranks // 8, 1)
+    num_nvl_ranks = min(num_ranks, 8)
+    num_channels = num_sms // 2
+    n = num_channels * num_nvl_ranks * (2 * num_rdma_ranks + 3) * 4
+    n += num_channels * num_nvl_ranks * recv_tokens * hidden_bytes
+    n += num_channels * num_nvl_ranks * recv_tokens * 8
+    n += num_channels * num_nvl_ranks * recv_tokens * 128 * 8
+    n += num_channels * num_nvl_ranks * recv_tokens * 128 * 4
+    n += num_channels * num_nvl_ranks * recv_tokens * 128 * 4
+    return ((n + 127) // 128) * 128
+
+
+@pytest.mark.parametrize("ep,hidden", [(8, 7168), (4, 2048), (16, 7168), (64, 6144)])
+def test_deepep_buffer_is_its_own_size_hint(ep, hidden):
+    # Megatron's fused_a2a get_buffer: max over get_dispatch_config / get_combine_config (deep_ep/buffer.py: 20 SMs;
+    # num_max_nvl_chunked_recv_tokens 256 up to 8 ranks, 288 for 16-64), BF16 hidden bytes; Buffer's constructor adds
+    # the 8 peers' signals and pointers (8 x (4 + 8 + 8) B) and the 32 MiB workspace
+    tokens = {4: 256, 8: 256, 16: 288, 64: 288}[ep]
+    _, _, deepep, _ = od.terms()
+    got = od._value(deepep, {"EP": ep, "T_nvl": od.deepep_tokens(ep), "h": hidden, "B_a": 2})
+    assert got == _deepep_nvl_hint(2 * hidden, ep, 20, tokens) + 160 + 32 * MiB
+
+
+def test_unknown_deepep_ep_is_a_config_error():
+    with pytest.raises(ConfigError):
+        od.deepep_tokens(6)
+
+
+RUN = "paper/runs/mcore-proxy-h1024-tp2pp2vpp4ep4.yaml"
+
+
+def test_explain_names_each_buffer_with_its_rule(capsys):
+    code, out, err = run(capsys, "estimate", "--from-megatron", RUN, "--gpus", "8", "--memory", "device", "--explain")
+    assert code == 0, err
+    for term, rule in (("device.nccl.ring", "computeBuffSizes"), ("device.nccl.peer", "nccl#1685"),
+                       ("device.deepep", "get_nvl_buffer_size_hint"), ("device.context", "109888")):
+        line = next(x for x in out.splitlines() if x.strip().startswith(term + ":"))
+        assert rule in line
+
+
+def test_memory_json_allocated_is_the_terms_and_device_adds_the_buffers(capsys):
+    code, out, err = run(capsys, "estimate", "--from-megatron", RUN, "--gpus", "8", "--memory", "device", "--gpu",
+                         "h100", "--stage", "1", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    m = d["memory"]
+    assert m["judged"] == "device" and m["alloc_conf"] == "expandable_segments:True"  # the file's ENV_VARS
+    assert m["terms_total"] == d["bytes"]["step_total"]
+    assert 0 <= m["allocated"] - m["terms_total"] < 1 * MiB  # the same peak, each block rounded up to 512 B
+    assert m["allocated"] <= m["reserved"] < m["device"]
+    assert m["device"] - m["reserved"] == sum(b["bytes"] for b in m["buffers"])
+    # DP 2, TP 2 rings; PP 2: one send/receive peer; EP 4 all-to-all: 3 peers; 32 channels of 12 MiB each
+    per_channel = 12 * MiB
+    assert [b["bytes"] for b in m["buffers"]] == [32 * per_channel] * 3 + [3 * 32 * per_channel, 400 * 10 ** 6]
+
+
+def _estimate(**bytes_):
+    """A stand-in for an Estimate: two layers of 4 MiB and 0.5 MiB outside them per micro-batch."""
+    from types import SimpleNamespace
+    return SimpleNamespace(bytes=bytes_, by_layer=((0, "moe", 4 * MiB), (1, "moe", 4 * MiB)),
+                           outside_layers=MiB // 2)
+
+
+def test_events_hold_the_terms_activations_then_the_backward_moment():
+    # 2 micro-batches in flight (2 x 8.5 MiB = 17 MiB held), the backward's transient 2 MiB on top: the allocated
+    # peak is weights + activations + step = 10 + 17 + 2 MiB (the four layer blocks and the step split one 20 MiB
+    # segment, its rest 2 MiB: every block its request)
+    est = _estimate(weights=10 * MiB, activations=17 * MiB, step=2 * MiB)
+    a = al.run(od.reserved_events(est))
+    assert a.peak_allocated == 29 * MiB and a.allocated == 10 * MiB
+    # 1.5 micro-batches (an interleaved head chunk, say): the terms' 12.75 MiB, the blocks short of it one block
+    a = al.run(od.reserved_events(_estimate(weights=10 * MiB, activations=12 * MiB + 3 * MiB // 4, step=2 * MiB)))
+    assert a.peak_allocated == 10 * MiB + 12 * MiB + 3 * MiB // 4 + 2 * MiB
+
+
+def test_events_never_allocate_what_the_terms_do_not_hold():
+    # offloaded: 6 MiB of the 8.5 MiB micro-batch stays on the device (the first layer and 2 MiB of the second)
+    a = al.run(od.reserved_events(_estimate(weights=MiB, activations=6 * MiB, step=MiB)))
+    assert a.peak_allocated == 8 * MiB
+
+
+def test_largest_bisects_to_the_last_candidate_that_fits():
+    calls = []
+    need = lambda x: calls.append(x) or 10 * x  # noqa: E731
+    assert al.largest(list(range(1, 101)), need, 375) == (37, 370)
+    assert len(calls) <= 7
+    assert al.largest([1, 2], need, 5) == (0, None)
+
+
+def test_fit_memory_device_is_the_largest_b_whose_device_bytes_fit(capsys):
+    code, out, err = run(capsys, "fit", "--gpu", "h100", "--zero", "2", "--memory", "device", "--json")
+    assert code == 0, err
+    m = json.loads(out)["memory"]
+    assert m["judged"] == "device" and m["answer"] >= 1
+    for b, fits in ((m["answer"], True), (m["answer"] + 1, False)):  # every stage fits at b; some does not at b + 1
+        verdicts = []
+        for stage in (0, 1, 15):  # the paper's stages: embedding, body, head
+            code, text, err = run(capsys, "estimate", "--zero", "2", "--mbs", str(b), "--memory", "device", "--gpu",
+                                  "h100", "--stage", str(stage), "--json")
+            assert code == 0, err
+            verdicts.append(json.loads(text)["memory"]["fits"])
+        assert all(verdicts) if fits else not all(verdicts), (b, verdicts)
+
+
+def test_runs_judge_oom_and_fits_by_the_kind_asked(capsys):
+    ids = "torchtitan-dsv3-16b-fsdp8-ep8-oom,torchtitan-dsv3-16b-fsdp8-ep8-lbs4"
+    got = {}
+    for kind in ("allocated", "device"):
+        code, out, err = run(capsys, "runs", "--id", ids, "--memory", kind, "--json")
+        assert code == 0, err
+        got[kind] = {r["id"]: r for r in json.loads(out)["runs"]}
+    oom, res = (got["device"][i] for i in ids.split(","))
+    assert oom["judged"] == "device" and got["allocated"]["torchtitan-dsv3-16b-fsdp8-ep8-oom"]["judged"] == "allocated"
+    assert oom["predicted_bytes"] > got["allocated"]["torchtitan-dsv3-16b-fsdp8-ep8-oom"]["predicted_bytes"]
+    assert "--memory reserved" in res["compared"]  # a reserved figure is compared with the allocator's reserved peak
+
+
+def _flex(tmp_path, *flags):
+    """The memory/speed test's launch file with its dispatcher flags replaced by ``flags``."""
+    text = open(RUN).read().replace("  --moe-token-dispatcher-type: alltoall\n", "".join(f"  {f}\n" for f in flags))
+    path = tmp_path / "flex.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("flags", [("--moe-token-dispatcher-type: flex",),
+                                   ("--moe-token-dispatcher-type: flex", "--moe-flex-dispatcher-backend: deepep"),
+                                   ("--moe-token-dispatcher-type: flex", "--moe-enable-deepep: true")])
+def test_flex_with_deepep_reads_deepeps_buffer(tmp_path, capsys, flags):
+    # transformer_config.py: moe_flex_dispatcher_backend defaults to "deepep"; moe_enable_deepep sets it
+    code, out, err = run(capsys, "estimate", "--from-megatron", _flex(tmp_path, *flags), "--gpus", "8", "--memory",
+                         "device", "--stage", "1", "--json")
+    assert code == 0, err
+    terms = [b["term"] for b in json.loads(out)["memory"]["buffers"]]
+    assert "device.deepep" in terms and terms.count("device.nccl.peer") == 1  # PP's send/receive only
+
+
+def test_flex_with_hybridep_keeps_the_nccl_all_to_all_and_says_so(tmp_path, capsys):
+    path = _flex(tmp_path, "--moe-token-dispatcher-type: flex", "--moe-flex-dispatcher-backend: hybridep")
+    code, out, err = run(capsys, "estimate", "--from-megatron", path, "--gpus", "8", "--memory", "device",
+                         "--stage", "1", "--json")
+    assert code == 0, err
+    assert "--moe-flex-dispatcher-backend hybridep" in err  # named among what memsym does not model
+    assert "device.deepep" not in [b["term"] for b in json.loads(out)["memory"]["buffers"]]
+
+
+def test_megatron_routes_each_ranks_own_shard_of_tokens(capsys):
+    """Megatron's all-to-all dispatcher: each of the 4 EP ranks routes its own b s/SP = 4 x 4096 / 2 tokens, top-4 of
+    32 experts, so a rank's 8 experts receive 4 x 8192 x 4 x 8/32 = 32,768 token-copies (the paper's count, b s N_r/EP,
+    is 16,384).  What they keep per copy: the grouped fc1 input (2 h B), its output (2 x 2 h_E B), the fused SwiGLU's
+    product (2 h_E B) and the FP32 permuted probability (4 B); h = h_E = 1024."""
+    per_copy = 2 * 1024 + 4 * 1024 + 2 * 1024 + 4
+    rows = {}
+    for typed in ((), ("--routed-tokens", "paper", "--router-tensors", "full")):
+        code, out, err = run(capsys, "estimate", "--from-megatron", RUN, "--gpus", "8", "--stage", "1", "--json",
+                             *typed)
+        assert code == 0, err
+        rows[typed] = json.loads(out)["bytes"]["activations_per_layer"]
+    # the router's and dispatcher's tensors over b s = 16,384 tokens become those over 8,192: the FP32 sigmoid output,
+    # the transposed probabilities and the load-balancing scores (3 x 4 N B), the routing map (N B), the top-4 indices
+    # and sorted indices (2 x 8 N_r B), the top-k scores and normaliser (4 (N_r + 1) B), the normaliser (4 B)
+    router = 3 * 4 * 32 + 32 + 2 * 8 * 4 + 4 * 5 + 4
+    assert rows[()] - rows[("--routed-tokens", "paper", "--router-tensors", "full")] == (
+        (32768 - 16384) * per_copy - 8192 * router)

@@ -1,0 +1,42 @@
+"""--efficiency published (issue 45 item 2): every efficiency and bandwidth fraction the model reads is listed with
+its source, none from a throughput row; the tables' arithmetic checked by hand against the numbers as printed."""
+import pytest
+
+from derivations.steptime import efficiency as E
+
+
+def test_every_efficiency_read_is_listed_with_its_source_and_none_from_a_throughput_row():
+    rows = E.listing()
+    assert [r[0] for r in rows] == ["gemm_dense", "gemm_grouped", "attention", "ep_nvlink", "ep_network"]
+    for name, value, source in rows:
+        print(f"{name}: {value} <- {source}")
+        assert "@" in source or "arXiv" in source, name  # a file@commit or a paper
+        assert "throughput" not in source and "Megatron-Bridge" not in source, name
+        values = value.values() if isinstance(value, dict) else [value]
+        assert all(0 < v <= 1 for v in values), name
+
+
+def test_the_grouped_gemm_at_4096_rows_is_deepgemms_two_shapes_over_the_h800_fp8_peak():
+    """DeepGEMM README@55ab91f: 8 groups of 4096 rows, 4096x7168 at 1346 TFLOPS and 7168x2048 at 1214: the pair's
+    FLOPs over their time, over 1,978.9 TFLOP/s (the H800's dense FP8 peak)."""
+    f1, f2 = 2 * 4096 * 4096 * 7168, 2 * 4096 * 7168 * 2048
+    want = (f1 + f2) / (f1 / 1346e12 + f2 / 1214e12) / 1978.9e12
+    assert E.gemm([4096], grouped=True)[0] == pytest.approx(want, rel=1e-12)
+    assert E.gemm([100000], grouped=True)[0] == pytest.approx(E.gemm([8192], grouped=True)[0])  # constant beyond
+    assert E.gemm([256], grouped=True)[0] < E.gemm([1024], grouped=True)[0]  # a few rows per expert: slower
+
+
+def test_deepep_fractions_are_the_readme_bandwidths_over_the_links():
+    assert E.links([8])["nvlink"][0] == pytest.approx((153 + 158) / 2 / 160)
+    assert E.links([32])["network"][0] == pytest.approx((44 + 47) / 2 / 50)
+    assert E.links([256])["network"][0] == pytest.approx((46 + 45) / 2 / 50)  # constant beyond EP 64
+
+
+def test_peak_is_the_upper_bound(capsys):
+    import json
+
+    from clirun import run
+    argv = ["estimate", "--gpu", "h800", "--global-batch", "1024", "--time", "--json"]
+    peak = json.loads(run(capsys, *argv)[1])["time"]["tokens_per_gpu_s"]
+    pub = json.loads(run(capsys, *argv, "--efficiency", "published")[1])["time"]
+    assert pub["efficiency"] == "published" and pub["tokens_per_gpu_s"] < peak
