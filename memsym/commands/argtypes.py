@@ -238,3 +238,12 @@ def imbalance_factor(text: str) -> Fraction:
         raise argparse.ArgumentTypeError(f"imbalance F must be at most 1e6 (an expert cannot receive more than "
                                          f"every token: F <= N / N_r), got {_shown(text)}")
     return val
+
+
+#: [True] while ``--help-all`` builds the parser: every switch in the help; --help shows the common ones
+HELP_ALL = [False]
+
+
+def help_all(text: str) -> str:
+    """An option's help listed by ``--help-all`` only (``--help`` stays short: issue 43)."""
+    return text if HELP_ALL[0] else argparse.SUPPRESS

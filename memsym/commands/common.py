@@ -12,7 +12,7 @@ from derivations.config import defaults, resolve as R
 from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
     _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS,
     apply_limits, dtype_bytes, recompute_policy, imbalance_factor, unit_fraction,
-    layer_counts, offload_modules)
+    layer_counts, offload_modules, HELP_ALL, help_all)
 from derivations.config.recipes import RECIPES
 from symbolic.exact import fmt_gib
 
@@ -176,10 +176,6 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
 
 
 
-#: [True] while ``--help-all`` builds the parser: every switch in the help; --help shows the common ones
-HELP_ALL = [False]
-
-
 def add_convention_options(p: argparse.ArgumentParser) -> None:
     """The modelling assumptions (derivations/config/convention_presets/): a preset and one option per switch, each
     defaulting to the paper's choice (derivations.config.CONVENTION_SWITCHES)."""
@@ -202,11 +198,11 @@ def add_convention_options(p: argparse.ArgumentParser) -> None:
                         "frameworks.py): search lists only those, estimate warns on another; default: the "
                         "conventions' framework (megatron for megatron, mcore, mcore-te, modelzoo), else none")
     g.add_argument("--kernels", choices=("local", "te"), default=None,
-                   help="with --conventions mcore: local (Megatron-Core's local layer spec, what runs on CPU and what "
-                        "memsym trace --framework mcore measures: default) or te (Transformer Engine's fused RMSNorm, "
-                        "fused attention and fused RoPE, Megatron's fused SwiGLU: --norm-storage te --attention flash "
-                        "--softmax-dtype activation --causal-mask none --rope-tables shared --swiglu fused; read from "
-                        "the sources, not traced)")
+                   help=help_all("with --conventions mcore: local (Megatron-Core's local layer spec, what runs on "
+                                 "CPU and what memsym trace --framework mcore measures: default) or te (Transformer "
+                                 "Engine's fused RMSNorm, fused attention and fused RoPE, Megatron's fused SwiGLU: "
+                                 "--norm-storage te --attention flash --softmax-dtype activation --causal-mask none "
+                                 "--rope-tables shared --swiglu fused; read from the sources, not traced)"))
     hidden = lambda text: text if shown else argparse.SUPPRESS  # noqa: E731  (--help shows the common options)
     for spec in cfg.CONVENTION_SWITCHES.values():
         g.add_argument(spec.option, dest=spec.name, choices=list(spec.values), default=spec.default, action=_Explicit,
@@ -248,7 +244,7 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
                         "allocator run over the step: derivations/analyses/allocator.py) or device (reserved + NCCL "
                         "and DeepEP buffers + the CUDA context: derivations/assembly/overheads_device.py); default: "
                         "the paper's Sec. 6 ranges")
-    hidden = lambda text: text if HELP_ALL[0] else argparse.SUPPRESS  # noqa: E731  (listed by --help-all)
+    hidden = help_all
     p.add_argument("--alloc-conf", default="", metavar="CONF",
                    help=hidden("PYTORCH_CUDA_ALLOC_CONF for --memory (max_split_size_mb, expandable_segments, "
                         "garbage_collection_threshold)"))

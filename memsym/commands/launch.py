@@ -10,7 +10,7 @@ import os
 import sys
 
 from ..lines import one_line
-from .argtypes import path_text, positive_int
+from .argtypes import help_all, path_text, positive_int
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
@@ -26,8 +26,8 @@ def add_options(p: argparse.ArgumentParser) -> None:
                         "torchtitan's default applies to a key not given; keys memsym does not model are named "
                         "in one warning")
     g.add_argument("--vocab-size", type=positive_int, default=None, metavar="V",
-                   help="the tokenizer's vocabulary before Megatron's padding, when the file's tokenizer arguments "
-                        "do not give it (memsym opens no tokenizer file)")
+                   help=help_all("the tokenizer's vocabulary before Megatron's padding, when the file's tokenizer "
+                                 "arguments do not give it (memsym opens no tokenizer file)"))
     g.add_argument("--explain", action="store_true",
                    help="print the memsym options the launch resolves to, one per line with the Megatron flag or "
                         "default it came from, and stop")

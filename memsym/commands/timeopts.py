@@ -2,7 +2,7 @@
 ``sensitivity --time``; and its lines as the commands print them."""
 from __future__ import annotations
 
-from .argtypes import positive_int, unit_fraction
+from .argtypes import help_all, positive_int, unit_fraction
 
 
 def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool = True):
@@ -28,13 +28,13 @@ def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool =
                    help="GPUs one NVLink fabric joins at full bandwidth (default: the GPU's, derivations/config/"
                         "gpus.toml: 8 in an HGX node, 72 in an NVL72 rack); groups beyond it use the network")
     t.add_argument("--gemm-efficiency", type=unit_fraction, default=1, metavar="F",
-                   help="fraction of the GPU's peak matrix rate reached (default 1: the peak)")
+                   help=help_all("fraction of the GPU's peak matrix rate reached (default 1: the peak)"))
     t.add_argument("--efficiency", choices=["peak", "published"], default="peak",
                    help="peak (default) or published (config/efficiency.toml)")
     t.add_argument("--dispatcher", choices=["alltoall", "deepep"], default=None,
-                   help="the experts' dispatch: alltoall (Megatron-Core's, every copy of a token to its expert's "
-                        "rank) or deepep (once per node, forwarded over NVLink: DeepSeek-V3 Sec. 3.2.2); default "
-                        "deepep under --schedule dualpipe, else alltoall")
+                   help=help_all("the experts' dispatch: alltoall (Megatron-Core's, every copy of a token to its "
+                                 "expert's rank) or deepep (once per node, forwarded over NVLink: DeepSeek-V3 Sec. "
+                                 "3.2.2); default deepep under --schedule dualpipe, else alltoall"))
     return t
 
 
