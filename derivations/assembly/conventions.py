@@ -224,15 +224,6 @@ def megatron_substitution(model: cfg.ModelSpec, layout: cfg.Layout, training: cf
     return symbol_keyed(megatron_values(model, layout, training))
 
 
-def split_params(reg, side: WeightSide, subs) -> Tuple[Fraction, Fraction]:
-    """(non-MoE, MoE) parameters of the device under ``side`` at ``subs``."""
-    if side.rank == "megatron":
-        t = reg[side.params]
-        return (sum((exact(p.expr, subs) for p in t.parts if "non_moe" in p.tags), Fraction(0)),
-                sum((exact(p.expr, subs) for p in t.parts if "moe" in p.tags), Fraction(0)))
-    return exact(reg[side.non_moe], subs), exact(reg[side.moe], subs)
-
-
 # ----------------------------------------------------------------------------- per-tensor view
 #: Recomputation / offload options whose saving ``estimate --tensors`` prints: (name, what,
 #: tags a kept tensor needs all of).  The recomputations are ``--recompute custom:OP``.
