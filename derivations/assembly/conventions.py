@@ -216,6 +216,8 @@ def side_terms(reg, conventions: cfg.Conventions) -> List[Term]:
     if conventions.rank == "fsdp2" and "static.layer.moe" in reg:
         layer = {t.id: t for t in out}.get("static.layer.moe.shared-tp", reg["static.layer.moe"])
         out += fsdp.terms(reg, layer, ".shared-tp" if shared_tp else "")
+    if conventions.rank == "mfsdp":
+        out += fsdp.megatron_terms({**reg, **{t.id: t for t in out}}, ".shared-tp" if shared_tp else "")
     return out
 
 
