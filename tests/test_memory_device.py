@@ -151,6 +151,23 @@ def test_memory_json_allocated_is_the_terms_and_device_adds_the_buffers(capsys):
     assert [b["bytes"] for b in m["buffers"]] == [32 * per_channel] * 3 + [3 * 32 * per_channel, 400 * 10 ** 6]
 
 
+@pytest.mark.parametrize("argv", [
+    ("--schedule", "1f1b"),  # 16 micro-batches in flight on stage 0
+    ("--gpus", "1024", "--tp", "2", "--pp", "32", "--ep", "8", "--zero", "2", "--global-batch", "15360"),  # 30
+    ("--schedule", "interleaved", "--vpp", "2", "--stage", "3"),
+    ("--schedule", "dualpipe", "--recompute", "full"),
+])
+def test_the_simulated_step_reaches_the_terms_peak_with_every_micro_batch_in_flight(capsys, argv):
+    """Whatever the schedule holds in flight (here up to 30 micro-batches), the allocator's allocated peak is the
+    terms' step total (each block rounded up), never a few micro-batches of it (the review's finding: 6 forwards
+    were simulated, so a 1F1B stage of 16-30 in flight was judged at a fraction of its bytes)."""
+    code, out, err = run(capsys, "estimate", "--gpu", "h800", "--memory", "device", "--json", *argv)
+    assert code == 0, err
+    m = json.loads(out)["memory"]
+    assert 0 <= m["allocated"] - m["terms_total"] < 256 * MiB, m
+    assert m["allocated"] <= m["reserved"] < m["device"]
+
+
 def _estimate(**bytes_):
     """A stand-in for an Estimate: two layers of 4 MiB and 0.5 MiB outside them per micro-batch."""
     from types import SimpleNamespace
