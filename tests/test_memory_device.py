@@ -76,10 +76,24 @@ def test_garbage_collection_threshold_releases_before_growing():
 
 
 @pytest.mark.parametrize("conf", ["max_split_size_mb:x", "expandable_segments:maybe",
-                                  "garbage_collection_threshold:1.5"])
-def test_bad_alloc_conf_is_one_config_error(conf):
+                                  "garbage_collection_threshold:1.5", "garbage", "max_split_size_mb:20",
+                                  "max_split_size_mb:-5", "max_split_size_mb:\u0663\u0660", "expandable_segments:TRUE",
+                                  "backend:cudaMallocAsync", "roundup_power2_divisions:4"])
+def test_bad_alloc_conf_is_one_config_error(capsys, conf):
+    """What CUDAAllocatorConfig::parseArgs refuses (an unknown key, max_split_size_mb <= 20, not exactly True/False),
+    and what changes bytes memsym does not simulate, are refused: by settings, and by --alloc-conf when it is read
+    (with or without --memory)."""
     with pytest.raises(ConfigError):
         al.settings(conf)
+    for extra in ((), ("--memory", "reserved")):
+        code, out, err = run(capsys, "estimate", "--alloc-conf", conf, *extra)
+        assert code == 2 and out == "" and "PYTORCH_CUDA_ALLOC_CONF" in err and len(err.strip().splitlines()) == 1
+
+
+def test_alloc_conf_pytorch_accepts_is_read():
+    s = al.settings("expandable_segments:True,max_split_size_mb:512,garbage_collection_threshold:0.6,"
+                    "release_lock_on_cudamalloc:True")
+    assert s.expandable and s.max_split == 512 << 20 and s.gc == 0.6
 
 
 def test_nccl_p2p_connection_matches_the_allocations_nccl_logs():
