@@ -58,6 +58,7 @@ def test_ratios_parts_share_and_order(capsys, extra, within_at_least, ordered_at
         p = t["parts"]
         share = "  ".join(f"{k} {p[k] / p['step']:.0%}" for k in ("compute", "recompute", "TP", "EP", "CP", "PP", "DP",
                                                                       "bubble", "optimizer") if p[k] > 0)
+        share = share.replace("  ", f" (memory-bound {p['memory'] / p['step']:.0%})  ", 1)
         lines.append(f"{r['id']:26s} published {r['tokens_per_gpu_s']:>6,} predicted {t['tokens_per_gpu_s']:>8,.0f} "
                      f"ratio {ratio:5.2f} | {share}")
     tables = defaultdict(list)

@@ -6,236 +6,248 @@ from functools import reduce  # noqa: F401
 
 from numpy import equal, less, maximum, minimum, nan, select  # noqa: F401
 
-PARTS = ('compute', 'recompute', 'TP', 'EP', 'CP', 'PP', 'DP', 'bubble', 'optimizer', 'microbatch', 'step')
-INPUTS = ('B_1', 'B_2', 'B_EP', 'B_a', 'B_g', 'B_m', 'B_w', 'CP', 'DP', 'EP', 'ETP', 'F', 'L_d', 'L_m', 'N_r', 'N_s', 'PP', 'P_A', 'P_E', 'P_F', 'P_H', 'P_R', 'P_U', 'P_m', 'P_n', 'Phi', 'Phi_A', 'Q_C', 'TP', 'W_M', 'b', 'beta_CP', 'beta_DP', 'beta_EDP', 'beta_PP', 'beta_TP', 'c_A', 'chi_B', 'chi_W', 'chi_mb', 'd_h', 'd_hr', 'd_v', 'e_H', 'eta', 'h', 'n_h', 'n_mb', 'rho_full', 'rho_sel', 's', 'tau_EP', 'u_E', 'z')
+PARTS = ('compute', 'memory', 'recompute', 'TP', 'EP', 'CP', 'PP', 'DP', 'bubble', 'optimizer', 'microbatch', 'step')
+INPUTS = ('B_1', 'B_2', 'B_EP', 'B_a', 'B_g', 'B_m', 'B_w', 'CP', 'DP', 'D_M', 'EP', 'ETP', 'F', 'L_d', 'L_m', 'M_B', 'M_F', 'N_r', 'N_s', 'PP', 'P_A', 'P_E', 'P_F', 'P_H', 'P_M', 'P_R', 'P_U', 'P_m', 'P_n', 'Phi', 'Phi_A', 'Q_C', 'TP', 'W_M', 'b', 'beta_CP', 'beta_DP', 'beta_EDP', 'beta_PP', 'beta_TP', 'c_A', 'chi_B', 'chi_W', 'chi_mb', 'd_h', 'd_hr', 'd_v', 'e_H', 'eta', 'h', 'n_h', 'n_mb', 'rho_full', 'rho_sel', 's', 'tau_EP', 'u_E', 'z')
 VARIANTS = ('none', 'megatron', 'megatron_dualpipe', 'ideal')
 
 
-def _step_none(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, EP, ETP, F, L_d, L_m, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_h, d_hr, d_v, e_H, eta, h, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, z):
-    x0 = 1/CP
-    x1 = 1/TP
-    x2 = b*x0*x1
-    x3 = s*x2
-    x4 = 1/W_M
-    x5 = Q_C*x4
-    x6 = x3*x5
-    x7 = L_d + L_m
-    x8 = B_a*n_h*x7
-    x9 = s**2*x2
-    x10 = u_E*x4*x8*x9
-    x11 = P_m + P_n
-    x12 = B_w*x11*x4
-    x13 = 1/eta
-    x14 = d_h + d_hr + d_v
-    x15 = 2*c_A*n_h*x13*x14*x7*x9/Phi_A
-    x16 = 2*x3
-    x17 = x16*(L_d*P_F + L_m*(F*P_E*(N_r + N_s) + P_R) + P_A*x7)
-    x18 = x13/Phi
-    x19 = reduce(maximum, [x12, x15 + x18*(P_H*e_H*x16 + x17)])
-    x20 = 11*x10 + 3*x19 + 3*x6
-    x21 = 4*x10
-    x22 = P_U*x16*x18 + rho_full*(x21 + x6 + reduce(maximum, [x12, x15 + x17*x18])) + rho_sel*(x15 + x21)
-    x23 = rho_full + 2
-    x24 = B_a*h
-    x25 = x23*x24*x3*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x26 = 2*n_mb
-    x27 = x26*x3
-    x28 = B_EP*F*L_m*h*tau_EP*x23
-    x29 = x14*x3*x8*(CP - 1)*(rho_full + 3)/beta_CP
-    x30 = x24*reduce(minimum, [1, PP - 1])/beta_PP
-    x31 = equal(z, 0)
-    x32 = less(z, 3)
-    x33 = select([x31,x32,True], [0,B_w,B_w*x26], default=nan)
-    x34 = CP*DP
-    x35 = x0/DP
-    x36 = P_n*x35
-    x37 = x36*(x34 - 1)/beta_DP
-    x38 = select([x31,x32,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x39 = EP*ETP*P_m*x1*x35
-    x40 = x39*(-1 + TP*x34/(EP*ETP))/beta_EDP
-    x41 = x33*x37 + x33*x40 + x37*x38 + x38*x40
-    x42 = x16*x28 + x16*x30 + x20 + x22 + x25 + x29
-    x43 = chi_B*(7*x10 + x16*x5 + 2*x19) - chi_W*x19 + chi_mb*x42
-    x44 = x4*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x31,True], [x11,x36 + x39], default=nan)
-    return (n_mb*x20, n_mb*x22, n_mb*x25, x27*x28, n_mb*x29, x27*x30, x41, x43, x44, x42, n_mb*x42 + x41 + x43 + x44)
+def _step_none(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, M_B, M_F, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_h, d_hr, d_v, e_H, eta, h, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, z):
+    x0 = 1/W_M
+    x1 = P_m + P_n
+    x2 = B_w*x0*x1
+    x3 = 1/eta
+    x4 = d_h + d_hr + d_v
+    x5 = L_d + L_m
+    x6 = 1/CP
+    x7 = 1/TP
+    x8 = b*x6*x7
+    x9 = s**2*x8*(D_M*e_H + x5)
+    x10 = 2*c_A*n_h*x3*x4*x9/Phi_A
+    x11 = s*x8
+    x12 = 2*x11
+    x13 = x12*(L_d*P_F + L_m*(F*P_E*(N_r + N_s) + P_R) + P_A*x5)
+    x14 = x3/Phi
+    x15 = reduce(maximum, [x2, x10 + x14*(e_H*x12*(D_M*P_M + P_H) + x13)])
+    x16 = x0*x11
+    x17 = M_B*x16
+    x18 = M_F*x16
+    x19 = Q_C*x16
+    x20 = B_a*n_h
+    x21 = u_E*x0*x20*x9
+    x22 = x17 + x18 + 3*x19 + 11*x21
+    x23 = 3*x15 + x22
+    x24 = 4*x21
+    x25 = P_U*x12*x14 + rho_full*(x18 + x19 + x24 + reduce(maximum, [x2, x10 + x13*x14])) + rho_sel*(x10 + x24)
+    x26 = rho_full + 2
+    x27 = B_a*h
+    x28 = x11*x26*x27*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
+    x29 = 2*n_mb
+    x30 = x11*x29
+    x31 = B_EP*F*L_m*h*tau_EP*x26
+    x32 = x11*x20*x4*x5*(CP - 1)*(rho_full + 3)/beta_CP
+    x33 = x27*reduce(minimum, [1, PP - 1])/beta_PP
+    x34 = equal(z, 0)
+    x35 = less(z, 3)
+    x36 = select([x34,x35,True], [0,B_w,B_w*x29], default=nan)
+    x37 = CP*DP
+    x38 = x6/DP
+    x39 = P_n*x38
+    x40 = x39*(x37 - 1)/beta_DP
+    x41 = select([x34,x35,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x42 = EP*ETP*P_m*x38*x7
+    x43 = x42*(-1 + TP*x37/(EP*ETP))/beta_EDP
+    x44 = x36*x40 + x36*x43 + x40*x41 + x41*x43
+    x45 = x12*x31 + x12*x33 + x23 + x25 + x28 + x32
+    x46 = chi_B*(Q_C*x0*x12 + 2*x15 + x17 + 7*x21) - chi_W*x15 + chi_mb*x45
+    x47 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x34,True], [x1,x39 + x42], default=nan)
+    return (n_mb*x23, n_mb*x22, n_mb*x25, n_mb*x28, x30*x31, n_mb*x32, x30*x33, x44, x46, x47, x45, n_mb*x45 + x44 + x46 + x47)
 
 
 def step_none(v):
-    return dict(zip(PARTS, _step_none(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['z'])))
+    return dict(zip(PARTS, _step_none(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['M_B'], v['M_F'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['z'])))
 
 
-def _step_megatron(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, EP, ETP, F, L_d, L_m, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_h, d_hr, d_v, e_H, eta, h, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, z):
-    x0 = 1/CP
-    x1 = 1/TP
-    x2 = b*x0*x1
-    x3 = s*x2
-    x4 = 1/W_M
-    x5 = Q_C*x4
-    x6 = x3*x5
-    x7 = L_d + L_m
-    x8 = B_a*n_h*x7
-    x9 = s**2*x2
-    x10 = u_E*x4*x8*x9
-    x11 = P_m + P_n
-    x12 = B_w*x11*x4
-    x13 = 1/eta
-    x14 = d_h + d_hr + d_v
-    x15 = 2*c_A*n_h*x13*x14*x7*x9/Phi_A
-    x16 = 2*x3
-    x17 = x16*(L_d*P_F + L_m*(F*P_E*(N_r + N_s) + P_R) + P_A*x7)
-    x18 = x13/Phi
-    x19 = reduce(maximum, [x12, x15 + x18*(P_H*e_H*x16 + x17)])
-    x20 = 11*x10 + 3*x19 + 3*x6
-    x21 = 4*x10
-    x22 = x15 + x21
-    x23 = x21 + x6
-    x24 = P_U*x16*x18 + rho_full*(x23 + reduce(maximum, [x12, x15 + x17*x18])) + rho_sel*x22
-    x25 = rho_full + 2
-    x26 = B_a*h
-    x27 = x25*x26*x3*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x28 = 2*n_mb
-    x29 = x28*x3
-    x30 = B_EP*F*L_m*h*tau_EP*x25
-    x31 = rho_full + 3
-    x32 = reduce(maximum, [0, -x22*x31 + x14*x3*x31*x8*(CP - 1)/beta_CP])
-    x33 = x26*reduce(minimum, [1, PP - 1])/beta_PP
-    x34 = equal(z, 0)
-    x35 = less(z, 3)
-    x36 = select([x34,x35,True], [0,B_w,B_w*x28], default=nan)
-    x37 = 1/beta_DP
-    x38 = CP*DP
-    x39 = x38 - 1
-    x40 = 1/DP
-    x41 = x0*x40
-    x42 = P_n*x41
-    x43 = x37*x39*x42
-    x44 = select([x34,x35,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x45 = 1/beta_EDP
-    x46 = -1 + TP*x38/(EP*ETP)
-    x47 = EP*ETP*P_m*x1*x41
-    x48 = x45*x46*x47
-    x49 = 7*x10 + x16*x5 + 2*x19
-    x50 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x20 + (x36*x43 + x36*x48 + x43*x44 + x44*x48)/n_mb]),reduce(maximum, [0, EP*ETP*P_m*x0*x1*x40*x44*x45*x46 + P_n*x0*x37*x39*x40*x44 - x49]) + reduce(maximum, [0, EP*ETP*P_m*x0*x1*x36*x40*x45*x46 + P_n*x0*x36*x37*x39*x40 - x19 - x23])], default=nan)
-    x51 = x16*x30 + x16*x33 + x20 + x24 + x27 + x32
-    x52 = chi_B*x49 - chi_W*x19 + chi_mb*x51
-    x53 = x4*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x34,True], [x11,x42 + x47], default=nan)
-    return (n_mb*x20, n_mb*x24, n_mb*x27, x29*x30, n_mb*x32, x29*x33, x50, x52, x53, x51, n_mb*x51 + x50 + x52 + x53)
+def _step_megatron(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, M_B, M_F, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_h, d_hr, d_v, e_H, eta, h, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, z):
+    x0 = 1/W_M
+    x1 = P_m + P_n
+    x2 = B_w*x0*x1
+    x3 = 1/eta
+    x4 = d_h + d_hr + d_v
+    x5 = L_d + L_m
+    x6 = 1/CP
+    x7 = 1/TP
+    x8 = b*x6*x7
+    x9 = s**2*x8*(D_M*e_H + x5)
+    x10 = 2*c_A*n_h*x3*x4*x9/Phi_A
+    x11 = s*x8
+    x12 = 2*x11
+    x13 = x12*(L_d*P_F + L_m*(F*P_E*(N_r + N_s) + P_R) + P_A*x5)
+    x14 = x3/Phi
+    x15 = reduce(maximum, [x2, x10 + x14*(e_H*x12*(D_M*P_M + P_H) + x13)])
+    x16 = x0*x11
+    x17 = M_B*x16
+    x18 = M_F*x16
+    x19 = Q_C*x16
+    x20 = B_a*n_h
+    x21 = u_E*x0*x20*x9
+    x22 = x17 + x18 + 3*x19 + 11*x21
+    x23 = 3*x15 + x22
+    x24 = 4*x21
+    x25 = x10 + x24
+    x26 = x18 + x19 + x24
+    x27 = P_U*x12*x14 + rho_full*(x26 + reduce(maximum, [x2, x10 + x13*x14])) + rho_sel*x25
+    x28 = rho_full + 2
+    x29 = B_a*h
+    x30 = x11*x28*x29*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
+    x31 = 2*n_mb
+    x32 = x11*x31
+    x33 = B_EP*F*L_m*h*tau_EP*x28
+    x34 = rho_full + 3
+    x35 = reduce(maximum, [0, -x25*x34 + x11*x20*x34*x4*x5*(CP - 1)/beta_CP])
+    x36 = x29*reduce(minimum, [1, PP - 1])/beta_PP
+    x37 = equal(z, 0)
+    x38 = less(z, 3)
+    x39 = select([x37,x38,True], [0,B_w,B_w*x31], default=nan)
+    x40 = 1/beta_DP
+    x41 = CP*DP
+    x42 = x41 - 1
+    x43 = 1/DP
+    x44 = x43*x6
+    x45 = P_n*x44
+    x46 = x40*x42*x45
+    x47 = select([x37,x38,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x48 = 1/beta_EDP
+    x49 = -1 + TP*x41/(EP*ETP)
+    x50 = EP*ETP*P_m*x44*x7
+    x51 = x48*x49*x50
+    x52 = Q_C*x0*x12 + 2*x15 + x17 + 7*x21
+    x53 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x23 + (x39*x46 + x39*x51 + x46*x47 + x47*x51)/n_mb]),reduce(maximum, [0, EP*ETP*P_m*x43*x47*x48*x49*x6*x7 + P_n*x40*x42*x43*x47*x6 - x52]) + reduce(maximum, [0, EP*ETP*P_m*x39*x43*x48*x49*x6*x7 + P_n*x39*x40*x42*x43*x6 - x15 - x26])], default=nan)
+    x54 = x12*x33 + x12*x36 + x23 + x27 + x30 + x35
+    x55 = chi_B*x52 - chi_W*x15 + chi_mb*x54
+    x56 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x37,True], [x1,x45 + x50], default=nan)
+    return (n_mb*x23, n_mb*x22, n_mb*x27, n_mb*x30, x32*x33, n_mb*x35, x32*x36, x53, x55, x56, x54, n_mb*x54 + x53 + x55 + x56)
 
 
 def step_megatron(v):
-    return dict(zip(PARTS, _step_megatron(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['z'])))
+    return dict(zip(PARTS, _step_megatron(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['M_B'], v['M_F'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['z'])))
 
 
-def _step_megatron_dualpipe(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, EP, ETP, F, L_d, L_m, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_h, d_hr, d_v, e_H, eta, h, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, z):
-    x0 = 1/CP
-    x1 = 1/TP
-    x2 = b*x0*x1
-    x3 = s*x2
-    x4 = 1/W_M
-    x5 = Q_C*x4
-    x6 = x3*x5
-    x7 = L_d + L_m
-    x8 = B_a*n_h*x7
-    x9 = s**2*x2
-    x10 = u_E*x4*x8*x9
-    x11 = P_m + P_n
-    x12 = B_w*x11*x4
-    x13 = 1/eta
-    x14 = d_h + d_hr + d_v
-    x15 = 2*c_A*n_h*x13*x14*x7*x9/Phi_A
-    x16 = 2*x3
-    x17 = x16*(L_d*P_F + L_m*(F*P_E*(N_r + N_s) + P_R) + P_A*x7)
-    x18 = x13/Phi
-    x19 = reduce(maximum, [x12, x15 + x18*(P_H*e_H*x16 + x17)])
-    x20 = 11*x10 + 3*x19 + 3*x6
-    x21 = 4*x10
-    x22 = x15 + x21
-    x23 = x21 + x6
-    x24 = P_U*x16*x18 + rho_full*(x23 + reduce(maximum, [x12, x15 + x17*x18])) + rho_sel*x22
-    x25 = rho_full + 2
-    x26 = B_a*h*x25*x3*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x27 = x20 + x24
-    x28 = -2*B_EP*F*L_m*b*h*s*tau_EP*x0*x1*x25 + x27
-    x29 = reduce(maximum, [0, -x28])
-    x30 = rho_full + 3
-    x31 = reduce(maximum, [0, -x22*x30 + x14*x3*x30*x8*(CP - 1)/beta_CP])
-    x32 = reduce(maximum, [0, 2*B_a*b*h*s*x0*x1*reduce(minimum, [1, PP - 1])/beta_PP - x28])
-    x33 = equal(z, 0)
-    x34 = less(z, 3)
-    x35 = select([x33,x34,True], [0,B_w,2*B_w*n_mb], default=nan)
-    x36 = 1/beta_DP
-    x37 = CP*DP
-    x38 = x37 - 1
-    x39 = 1/DP
-    x40 = x0*x39
-    x41 = P_n*x40
-    x42 = x36*x38*x41
-    x43 = select([x33,x34,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x44 = 1/beta_EDP
-    x45 = -1 + TP*x37/(EP*ETP)
-    x46 = EP*ETP*P_m*x1*x40
-    x47 = x44*x45*x46
-    x48 = 7*x10 + x16*x5 + 2*x19
-    x49 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x20 + (x35*x42 + x35*x47 + x42*x43 + x43*x47)/n_mb]),reduce(maximum, [0, EP*ETP*P_m*x0*x1*x39*x43*x44*x45 + P_n*x0*x36*x38*x39*x43 - x48]) + reduce(maximum, [0, EP*ETP*P_m*x0*x1*x35*x39*x44*x45 + P_n*x0*x35*x36*x38*x39 - x19 - x23])], default=nan)
-    x50 = x26 + x27 + x31 + x32
-    x51 = chi_B*x48 - chi_W*x19 + chi_mb*x50
-    x52 = x4*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x33,True], [x11,x41 + x46], default=nan)
-    return (n_mb*x20, n_mb*x24, n_mb*x26, n_mb*x29, n_mb*x31, n_mb*(-x29 + x32), x49, x51, x52, x50, n_mb*x50 + x49 + x51 + x52)
+def _step_megatron_dualpipe(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, M_B, M_F, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_h, d_hr, d_v, e_H, eta, h, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, z):
+    x0 = 1/W_M
+    x1 = P_m + P_n
+    x2 = B_w*x0*x1
+    x3 = 1/eta
+    x4 = d_h + d_hr + d_v
+    x5 = L_d + L_m
+    x6 = 1/CP
+    x7 = 1/TP
+    x8 = b*x6*x7
+    x9 = s**2*x8*(D_M*e_H + x5)
+    x10 = 2*c_A*n_h*x3*x4*x9/Phi_A
+    x11 = s*x8
+    x12 = 2*x11
+    x13 = x12*(L_d*P_F + L_m*(F*P_E*(N_r + N_s) + P_R) + P_A*x5)
+    x14 = x3/Phi
+    x15 = reduce(maximum, [x2, x10 + x14*(e_H*x12*(D_M*P_M + P_H) + x13)])
+    x16 = x0*x11
+    x17 = M_B*x16
+    x18 = M_F*x16
+    x19 = Q_C*x16
+    x20 = B_a*n_h
+    x21 = u_E*x0*x20*x9
+    x22 = x17 + x18 + 3*x19 + 11*x21
+    x23 = 3*x15 + x22
+    x24 = 4*x21
+    x25 = x10 + x24
+    x26 = x18 + x19 + x24
+    x27 = P_U*x12*x14 + rho_full*(x26 + reduce(maximum, [x2, x10 + x13*x14])) + rho_sel*x25
+    x28 = rho_full + 2
+    x29 = B_a*h*x11*x28*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
+    x30 = x23 + x27
+    x31 = -2*B_EP*F*L_m*b*h*s*tau_EP*x28*x6*x7 + x30
+    x32 = reduce(maximum, [0, -x31])
+    x33 = rho_full + 3
+    x34 = reduce(maximum, [0, -x25*x33 + x11*x20*x33*x4*x5*(CP - 1)/beta_CP])
+    x35 = reduce(maximum, [0, 2*B_a*b*h*s*x6*x7*reduce(minimum, [1, PP - 1])/beta_PP - x31])
+    x36 = equal(z, 0)
+    x37 = less(z, 3)
+    x38 = select([x36,x37,True], [0,B_w,2*B_w*n_mb], default=nan)
+    x39 = 1/beta_DP
+    x40 = CP*DP
+    x41 = x40 - 1
+    x42 = 1/DP
+    x43 = x42*x6
+    x44 = P_n*x43
+    x45 = x39*x41*x44
+    x46 = select([x36,x37,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x47 = 1/beta_EDP
+    x48 = -1 + TP*x40/(EP*ETP)
+    x49 = EP*ETP*P_m*x43*x7
+    x50 = x47*x48*x49
+    x51 = Q_C*x0*x12 + 2*x15 + x17 + 7*x21
+    x52 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x23 + (x38*x45 + x38*x50 + x45*x46 + x46*x50)/n_mb]),reduce(maximum, [0, EP*ETP*P_m*x42*x46*x47*x48*x6*x7 + P_n*x39*x41*x42*x46*x6 - x51]) + reduce(maximum, [0, EP*ETP*P_m*x38*x42*x47*x48*x6*x7 + P_n*x38*x39*x41*x42*x6 - x15 - x26])], default=nan)
+    x53 = x29 + x30 + x34 + x35
+    x54 = chi_B*x51 - chi_W*x15 + chi_mb*x53
+    x55 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x36,True], [x1,x44 + x49], default=nan)
+    return (n_mb*x23, n_mb*x22, n_mb*x27, n_mb*x29, n_mb*x32, n_mb*x34, n_mb*(-x32 + x35), x52, x54, x55, x53, n_mb*x53 + x52 + x54 + x55)
 
 
 def step_megatron_dualpipe(v):
-    return dict(zip(PARTS, _step_megatron_dualpipe(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['z'])))
+    return dict(zip(PARTS, _step_megatron_dualpipe(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['M_B'], v['M_F'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['z'])))
 
 
-def _step_ideal(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, EP, ETP, F, L_d, L_m, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_h, d_hr, d_v, e_H, eta, h, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, z):
-    x0 = 1/CP
-    x1 = 1/TP
-    x2 = b*x0*x1
-    x3 = s*x2
-    x4 = 1/W_M
-    x5 = Q_C*x4
-    x6 = x3*x5
-    x7 = L_d + L_m
-    x8 = s**2*x2
-    x9 = B_a*n_h*u_E*x4*x7*x8
-    x10 = P_m + P_n
-    x11 = B_w*x10*x4
-    x12 = 1/eta
-    x13 = d_h + d_hr + d_v
-    x14 = 2*c_A*n_h*x12*x13*x7*x8/Phi_A
-    x15 = 2*x3
-    x16 = x15*(L_d*P_F + L_m*(F*P_E*(N_r + N_s) + P_R) + P_A*x7)
-    x17 = x12/Phi
-    x18 = reduce(maximum, [x11, x14 + x17*(P_H*e_H*x15 + x16)])
-    x19 = 3*x18 + 3*x6 + 11*x9
-    x20 = n_mb*x19
-    x21 = 4*x9
-    x22 = P_U*x15*x17 + rho_full*(x21 + x6 + reduce(maximum, [x11, x14 + x16*x17])) + rho_sel*(x14 + x21)
-    x23 = rho_full + 2
-    x24 = x19 + x22
-    x25 = -B_a*b*h*s*x0*x1*x23*(4*L_d + 4*L_m)*(TP - 1)/beta_TP + x24
-    x26 = reduce(maximum, [0, -x25])
-    x27 = -2*B_EP*F*L_m*b*h*s*tau_EP*x0*x1*x23 + x25
-    x28 = reduce(maximum, [0, -x27])
-    x29 = -B_a*b*n_h*s*x0*x1*x13*x7*(CP - 1)*(rho_full + 3)/beta_CP + x27
-    x30 = reduce(maximum, [0, -x29])
-    x31 = reduce(maximum, [0, 2*B_a*b*h*s*x0*x1*reduce(minimum, [1, PP - 1])/beta_PP - x29])
-    x32 = equal(z, 0)
-    x33 = less(z, 3)
-    x34 = select([x32,x33,True], [0,B_w,2*B_w*n_mb], default=nan)
-    x35 = CP*DP
-    x36 = x0/DP
-    x37 = P_n*x36
-    x38 = x37*(x35 - 1)/beta_DP
-    x39 = select([x32,x33,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x40 = EP*ETP*P_m*x1*x36
-    x41 = x40*(-1 + TP*x35/(EP*ETP))/beta_EDP
-    x42 = reduce(maximum, [0, -x20 + x34*x38 + x34*x41 + x38*x39 + x39*x41])
-    x43 = x24 + x31
-    x44 = chi_B*(x15*x5 + 2*x18 + 7*x9) - chi_W*x18 + chi_mb*x43
-    x45 = x4*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x32,True], [x10,x37 + x40], default=nan)
-    return (x20, n_mb*x22, n_mb*x26, n_mb*(-x26 + x28), n_mb*(-x28 + x30), n_mb*(-x30 + x31), x42, x44, x45, x43, n_mb*x43 + x42 + x44 + x45)
+def _step_ideal(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, M_B, M_F, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_h, d_hr, d_v, e_H, eta, h, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, z):
+    x0 = 1/W_M
+    x1 = P_m + P_n
+    x2 = B_w*x0*x1
+    x3 = 1/eta
+    x4 = d_h + d_hr + d_v
+    x5 = L_d + L_m
+    x6 = 1/CP
+    x7 = 1/TP
+    x8 = b*x6*x7
+    x9 = s**2*x8*(D_M*e_H + x5)
+    x10 = 2*c_A*n_h*x3*x4*x9/Phi_A
+    x11 = s*x8
+    x12 = 2*x11
+    x13 = x12*(L_d*P_F + L_m*(F*P_E*(N_r + N_s) + P_R) + P_A*x5)
+    x14 = x3/Phi
+    x15 = reduce(maximum, [x2, x10 + x14*(e_H*x12*(D_M*P_M + P_H) + x13)])
+    x16 = x0*x11
+    x17 = M_B*x16
+    x18 = M_F*x16
+    x19 = Q_C*x16
+    x20 = B_a*n_h*u_E*x0*x9
+    x21 = x17 + x18 + 3*x19 + 11*x20
+    x22 = 3*x15 + x21
+    x23 = n_mb*x22
+    x24 = 4*x20
+    x25 = P_U*x12*x14 + rho_full*(x18 + x19 + x24 + reduce(maximum, [x2, x10 + x13*x14])) + rho_sel*(x10 + x24)
+    x26 = rho_full + 2
+    x27 = x22 + x25
+    x28 = -B_a*b*h*s*x26*x6*x7*(4*L_d + 4*L_m)*(TP - 1)/beta_TP + x27
+    x29 = reduce(maximum, [0, -x28])
+    x30 = -2*B_EP*F*L_m*b*h*s*tau_EP*x26*x6*x7 + x28
+    x31 = reduce(maximum, [0, -x30])
+    x32 = -B_a*b*n_h*s*x4*x5*x6*x7*(CP - 1)*(rho_full + 3)/beta_CP + x30
+    x33 = reduce(maximum, [0, -x32])
+    x34 = reduce(maximum, [0, 2*B_a*b*h*s*x6*x7*reduce(minimum, [1, PP - 1])/beta_PP - x32])
+    x35 = equal(z, 0)
+    x36 = less(z, 3)
+    x37 = select([x35,x36,True], [0,B_w,2*B_w*n_mb], default=nan)
+    x38 = CP*DP
+    x39 = x6/DP
+    x40 = P_n*x39
+    x41 = x40*(x38 - 1)/beta_DP
+    x42 = select([x35,x36,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x43 = EP*ETP*P_m*x39*x7
+    x44 = x43*(-1 + TP*x38/(EP*ETP))/beta_EDP
+    x45 = reduce(maximum, [0, -x23 + x37*x41 + x37*x44 + x41*x42 + x42*x44])
+    x46 = x27 + x34
+    x47 = chi_B*(Q_C*x0*x12 + 2*x15 + x17 + 7*x20) - chi_W*x15 + chi_mb*x46
+    x48 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x35,True], [x1,x40 + x43], default=nan)
+    return (x23, n_mb*x21, n_mb*x25, n_mb*x29, n_mb*(-x29 + x31), n_mb*(-x31 + x33), n_mb*(-x33 + x34), x45, x47, x48, x46, n_mb*x46 + x45 + x47 + x48)
 
 
 def step_ideal(v):
-    return dict(zip(PARTS, _step_ideal(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['z'])))
+    return dict(zip(PARTS, _step_ideal(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['M_B'], v['M_F'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['z'])))

@@ -21,6 +21,11 @@ head when e_H = 1), for one micro-batch of b sequences of s tokens, in seconds, 
   and reads it for the values (4 passes of B_a bytes per element), the backward reads the probabilities,
   writes and reads their gradient, writes and reads the scores' gradient twice (7 passes); a flash kernel
   keeps them on chip.
+* **Memory-bound operations** (M_F, M_B; derivations/steptime/evaluate.py ``MEMORY_OPS``): every elementwise,
+  normalisation and permutation kernel reads its inputs and writes its outputs through HBM (a few FLOPs per
+  element), at the GPU's published HBM bandwidth W_M (no published achieved fraction is applied): the step's
+  'memory' part, with the recipe's casts and eager attention's matrices.  The D MTP modules' matrix products
+  (P_M) run on the head's stage when they are trained (--mtp-activations last-stage).
 * **Communication** (:func:`volumes`): bytes one device sends per micro-batch in each group, at the group's
   bandwidth beta (derivations/steptime/placement.py: NVLink inside the NVLink domain, the network across):
   TP with sequence parallelism, two all-gathers and two reduce-scatters of b s h / CP per layer
@@ -84,6 +89,14 @@ B_EP = sp.Symbol("B_EP", **_P)
 #: bytes the linear layers' inputs cast to the recipe's precision move through HBM per token of the stage and
 #: forward (read in BF16, written in FP8/FP4: Transformer Engine's quantize kernels), 0 in BF16
 Q_C = sp.Symbol("Q_C", nonnegative=True)
+#: bytes the memory-bound operations (norms, residual adds, RoPE, SwiGLU, the router's scores, the experts' permute and
+#: unpermute, the head's cross-entropy) read and write per token of the stage, forward (M_F) and backward (M_B):
+#: evaluate.py MEMORY_OPS, from the tensors derivations/families/deepseek/activations.py lists with their operations
+M_F, M_B = sp.Symbol("M_F", nonnegative=True), sp.Symbol("M_B", nonnegative=True)
+#: the multi-token-prediction modules trained on the head's stage (D under --mtp-activations last-stage, else 0) and
+#: the matrix parameters per token of one (DeepSeek-V3 report Sec. 2.2: an embedding-and-hidden projection of 2h x h,
+#: one transformer layer and the shared head); its layer's attention scores are the layers'
+D_M, P_M = sp.Symbol("D_M", nonnegative=True), sp.Symbol("P_M", nonnegative=True)
 #: the device's parameters of a stage: non-MoE (replicated over DP CP) and MoE (over EDP)
 P_n, P_m = sp.Symbol("P_n", nonnegative=True), sp.Symbol("P_m", nonnegative=True)
 
@@ -95,13 +108,14 @@ m = nt.n_mb
 
 def flops() -> Dict[str, sp.Expr]:
     """FLOPs of one micro-batch's forward on one device of the stage: 'layers' (matrix products of the
-    L_d + L_m layers), 'attention' (scores and their product with values), 'head', 'recomputed' (the matrix
+    L_d + L_m layers), 'attention' (scores and their product with values), 'head' (and the MTP modules'),
+    'recomputed' (the matrix
     products a custom recomputation re-runs: P_U parameters per token of the stage)."""
     tokens = b * s / (CP * TP)  # the micro-batch's tokens over the devices sharing its work
     matrix = (L_d + L_m) * P_A + L_d * P_F + L_m * (P_R + nt.F * (nt.N_r + nt.N_s) * P_E)
     score = c_A * s * n_h * (nt.d_h + nt.d_hr + nt.d_v)
-    return {"layers": 2 * tokens * matrix, "attention": 2 * tokens * (L_d + L_m) * score,
-            "head": 2 * tokens * e_H * P_H, "recomputed": 2 * tokens * P_U}
+    return {"layers": 2 * tokens * matrix, "attention": 2 * tokens * (L_d + L_m + e_H * D_M) * score,
+            "head": 2 * tokens * e_H * (P_H + D_M * P_M), "recomputed": 2 * tokens * P_U}
 
 
 def volumes() -> Dict[str, sp.Expr]:
@@ -129,21 +143,23 @@ def dp_volumes() -> Dict[str, sp.Expr]:
 
 def times(f: Dict[str, sp.Expr] = None) -> Dict[str, sp.Expr]:
     """Seconds of one micro-batch on one device: t_F (forward), t_B (backward), t_W (its weight-gradient
-    half), t_R (recomputation), t_att (the core attention's forward), c_<group> (each group's transfers,
+    half), t_R (recomputation), t_att (the core attention's forward), t_mem (of t_F + t_B, the memory-bound
+    operations: eager attention's matrices, the recipe's casts, M_F and M_B), c_<group> (each group's transfers,
     forward and backward), and per step t_DP (data-parallel traffic) and t_opt (optimizer).  ``f``: the
     forward FLOPs by part (:func:`flops`; the report passes symbols for them, to print the times shorter)."""
     f = {**flops(), **(f or {})}
     rate, rate_A = eta * Phi, eta * Phi_A
     weights = nt.B_w * (P_n + P_m)
     # eager attention's s x s matrices through HBM (softmax and its backward are memory-bound)
-    matrix = u_E * b * n_h * s ** 2 * nt.B_a * (L_d + L_m) / (TP * CP)
+    matrix = u_E * b * n_h * s ** 2 * nt.B_a * (L_d + L_m + e_H * D_M) / (TP * CP)
     t_sm = 4 * matrix / W_M
     # the recipe's quantization of each linear layer's inputs (forward) and output gradients (backward, twice)
     t_q = Q_C * b * s / (CP * TP) / W_M
+    t_mF, t_mB = M_F * b * s / (CP * TP) / W_M, M_B * b * s / (CP * TP) / W_M  # the memory-bound operations
     t_mm = sp.Max((f["layers"] + f["head"]) / rate + f["attention"] / rate_A, weights / W_M)
-    t_F = t_mm + t_sm + t_q
+    t_F = t_mm + t_sm + t_q + t_mF
     t_att = f["attention"] / rate_A + t_sm
-    t_R = rho_full * (sp.Max(f["layers"] / rate + f["attention"] / rate_A, weights / W_M) + t_sm + t_q) \
+    t_R = rho_full * (sp.Max(f["layers"] / rate + f["attention"] / rate_A, weights / W_M) + t_sm + t_q + t_mF) \
         + rho_sel * t_att + f["recomputed"] / rate
     v = volumes()
     again = 2 + rho_full  # forward, backward and the recomputed forward
@@ -152,7 +168,9 @@ def times(f: Dict[str, sp.Expr] = None) -> Dict[str, sp.Expr]:
     dv = dp_volumes()
     sharded = sp.Piecewise((P_n + P_m, sp.Eq(nt.z, 0)), (P_n / (DP * CP) + P_m / EDP, True))
     adam = nt.B_g + 2 * (nt.B_m + nt.B_1 + nt.B_2) + nt.B_w
-    out = {"t_F": t_F, "t_B": 2 * t_mm + 7 * matrix / W_M + 2 * t_q, "t_W": t_mm, "t_R": t_R, "t_att": t_att, **c,
+    t_mem = t_sm + 7 * matrix / W_M + 3 * t_q + t_mF + t_mB
+    out = {"t_F": t_F, "t_B": 2 * t_mm + 7 * matrix / W_M + 2 * t_q + t_mB, "t_W": t_mm, "t_R": t_R, "t_att": t_att,
+           "t_mem": t_mem, **c,
             "t_red": dv["DP_reduce"] / beta["DP"] + dv["EDP_reduce"] / beta["EDP"],
             "t_gat": dv["DP_gather"] / beta["DP"] + dv["EDP_gather"] / beta["EDP"], "t_opt": sharded * adam / W_M}
     out["t_DP"] = out["t_red"] + out["t_gat"]
@@ -192,7 +210,8 @@ def _beyond(costs, budget, names) -> Dict[str, sp.Expr]:
 
 
 def step_time(overlap: str, dualpipe: bool) -> Dict[str, sp.Expr]:
-    """{'compute', 'recompute', 'TP', 'EP', 'CP', 'PP', 'DP', 'bubble', 'optimizer', 'microbatch', 'step'}:
+    """{'compute', 'memory' (of compute, the memory-bound operations at the HBM bandwidth), 'recompute', 'TP',
+    'EP', 'CP', 'PP', 'DP', 'bubble', 'optimizer', 'microbatch', 'step'}:
     seconds of one step on one device of the stage (m micro-batches, the bubble, the exposed data-parallel
     traffic and the optimizer step); 'microbatch' is one micro-batch's time (the step's period per
     micro-batch in steady state)."""
@@ -201,7 +220,7 @@ def step_time(overlap: str, dualpipe: bool) -> Dict[str, sp.Expr]:
     per = {g: x[g] for g in ("TP", "EP", "CP", "PP")}
     mb = t["t_F"] + t["t_B"] + t["t_R"] + sum(per.values())
     bubble = chi_mb * mb + chi_B * t["t_B"] - chi_W * t["t_W"]
-    out = {"compute": m * (t["t_F"] + t["t_B"]), "recompute": m * t["t_R"],
+    out = {"compute": m * (t["t_F"] + t["t_B"]), "memory": m * t["t_mem"], "recompute": m * t["t_R"],
            **{g: m * v for g, v in per.items()}, "DP": x["DP"], "bubble": bubble, "optimizer": t["t_opt"],
            "microbatch": mb}
     out["step"] = m * mb + bubble + x["DP"] + t["t_opt"]

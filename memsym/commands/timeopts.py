@@ -75,8 +75,8 @@ def time_lines(t: dict, gpu, attention: str = "eager") -> list:
             f"  step        {seconds(p['step'])} s   ({t['microbatches']} micro-batch"
             f"{'es' if t['microbatches'] != 1 else ''} of {seconds(p['microbatch'])} s; "
             f"{t['tokens_per_gpu_s']:,.0f} tokens/s per GPU)",
-            f"  compute     {seconds(p['compute'])} s   recomputation {seconds(p['recompute'])} s   bubble "
-            f"{seconds(p['bubble'])} s   optimizer "
+            f"  compute     {seconds(p['compute'])} s, of which memory-bound {seconds(p['memory'])} s (HBM)",
+            f"  recomputation {seconds(p['recompute'])} s   bubble {seconds(p['bubble'])} s   optimizer "
             + (f"{seconds(p['optimizer'])} s" if per_step else "not counted (no schedule)"),
             f"  exposed transfers (s): {exposed}{dp}"]
 
