@@ -7,247 +7,324 @@ from functools import reduce  # noqa: F401
 from numpy import equal, less, maximum, minimum, nan, select  # noqa: F401
 
 PARTS = ('compute', 'memory', 'recompute', 'TP', 'EP', 'CP', 'PP', 'DP', 'bubble', 'optimizer', 'microbatch', 'step')
-INPUTS = ('B_1', 'B_2', 'B_EP', 'B_a', 'B_g', 'B_m', 'B_w', 'CP', 'DP', 'D_M', 'EP', 'ETP', 'F', 'L_d', 'L_m', 'M_B', 'M_F', 'N_r', 'N_s', 'PP', 'P_A', 'P_E', 'P_F', 'P_H', 'P_M', 'P_R', 'P_U', 'P_m', 'P_n', 'Phi', 'Phi_A', 'Q_C', 'TP', 'W_M', 'b', 'beta_CP', 'beta_DP', 'beta_EDP', 'beta_PP', 'beta_TP', 'c_A', 'chi_B', 'chi_W', 'chi_mb', 'd_h', 'd_hr', 'd_v', 'e_H', 'eta', 'h', 'n_h', 'n_mb', 'rho_full', 'rho_sel', 's', 'tau_EP', 'u_E', 'z')
+INPUTS = ('B_1', 'B_2', 'B_EP', 'B_a', 'B_g', 'B_m', 'B_w', 'CP', 'DP', 'D_M', 'EP', 'ETP', 'F', 'L_d', 'L_m', 'N', 'N_r', 'N_s', 'PP', 'P_A', 'P_E', 'P_F', 'P_H', 'P_M', 'P_R', 'P_U', 'P_m', 'P_n', 'Phi', 'Phi_A', 'Q_C', 'TP', 'W_M', 'b', 'beta_CP', 'beta_DP', 'beta_EDP', 'beta_PP', 'beta_TP', 'c_A', 'chi_B', 'chi_W', 'chi_mb', 'd_c', 'd_cq', 'd_h', 'd_hr', 'd_v', 'e_H', 'eta', 'h', 'h_E', 'h_F', 'n_h', 'n_mb', 'rho_full', 'rho_sel', 's', 'tau_EP', 'u_E', 'v', 'z')
 VARIANTS = ('none', 'megatron', 'megatron_dualpipe', 'ideal')
 
 
-def _step_none(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, M_B, M_F, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_h, d_hr, d_v, e_H, eta, h, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, z):
+def _step_none(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, v, z):
     x0 = 1/W_M
     x1 = P_m + P_n
     x2 = B_w*x0*x1
     x3 = 1/eta
-    x4 = d_h + d_hr + d_v
+    x4 = D_M*e_H
     x5 = L_d + L_m
-    x6 = 1/CP
-    x7 = 1/TP
-    x8 = b*x6*x7
-    x9 = s**2*x8*(D_M*e_H + x5)
-    x10 = 2*c_A*n_h*x3*x4*x9/Phi_A
-    x11 = s*x8
-    x12 = 2*x11
-    x13 = x12*(L_d*P_F + L_m*(F*P_E*(N_r + N_s) + P_R) + P_A*x5)
-    x14 = x3/Phi
-    x15 = reduce(maximum, [x2, x10 + x14*(e_H*x12*(D_M*P_M + P_H) + x13)])
-    x16 = x0*x11
-    x17 = M_B*x16
-    x18 = M_F*x16
-    x19 = Q_C*x16
-    x20 = B_a*n_h
-    x21 = u_E*x0*x20*x9
-    x22 = x17 + x18 + 3*x19 + 11*x21
-    x23 = 3*x15 + x22
-    x24 = 4*x21
-    x25 = P_U*x12*x14 + rho_full*(x18 + x19 + x24 + reduce(maximum, [x2, x10 + x13*x14])) + rho_sel*(x10 + x24)
-    x26 = rho_full + 2
-    x27 = B_a*h
-    x28 = x11*x26*x27*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x29 = 2*n_mb
-    x30 = x11*x29
-    x31 = B_EP*F*L_m*h*tau_EP*x26
-    x32 = x11*x20*x4*x5*(CP - 1)*(rho_full + 3)/beta_CP
-    x33 = x27*reduce(minimum, [1, PP - 1])/beta_PP
-    x34 = equal(z, 0)
-    x35 = less(z, 3)
-    x36 = select([x34,x35,True], [0,B_w,B_w*x29], default=nan)
-    x37 = CP*DP
-    x38 = x6/DP
-    x39 = P_n*x38
-    x40 = x39*(x37 - 1)/beta_DP
-    x41 = select([x34,x35,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x42 = EP*ETP*P_m*x38*x7
-    x43 = x42*(-1 + TP*x37/(EP*ETP))/beta_EDP
-    x44 = x36*x40 + x36*x43 + x40*x41 + x41*x43
-    x45 = x12*x31 + x12*x33 + x23 + x25 + x28 + x32
-    x46 = chi_B*(Q_C*x0*x12 + 2*x15 + x17 + 7*x21) - chi_W*x15 + chi_mb*x45
-    x47 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x34,True], [x1,x39 + x42], default=nan)
-    return (n_mb*x23, n_mb*x22, n_mb*x25, n_mb*x28, x30*x31, n_mb*x32, x30*x33, x44, x46, x47, x45, n_mb*x45 + x44 + x46 + x47)
+    x6 = x4 + x5
+    x7 = d_h + d_hr + d_v
+    x8 = 2*n_h
+    x9 = 1/CP
+    x10 = 1/TP
+    x11 = b*x10*x9
+    x12 = s**2*x11
+    x13 = c_A*x12*x3*x6*x7*x8/Phi_A
+    x14 = s*x11
+    x15 = 2*x14
+    x16 = F*(N_r + N_s)
+    x17 = x15*(L_d*P_F + L_m*(P_E*x16 + P_R) + P_A*x5)
+    x18 = x3/Phi
+    x19 = reduce(maximum, [x2, x13 + x18*(e_H*x15*(D_M*P_M + P_H) + x17)])
+    x20 = x0*x14
+    x21 = Q_C*x20
+    x22 = B_a*x6
+    x23 = n_h*u_E*x0*x12*x22
+    x24 = L_m + x4
+    x25 = N*x24
+    x26 = B_a*L_d
+    x27 = h_F*x26
+    x28 = 5*h
+    x29 = B_a*x28
+    x30 = e_H*(D_M + 1)
+    x31 = B_a*h
+    x32 = 2*x31
+    x33 = 2*TP
+    x34 = x22*(d_c + d_cq)
+    x35 = B_a*v*x30
+    x36 = B_a*h_E*x16*x24
+    x37 = x24*x31
+    x38 = d_hr*x22*(x33 + x8) + x37*(3*F*N_r + 1)
+    x39 = x20*(x24*x29 + 8*x25 + x26*x28 + 3*x27 + x29*x6 + x30*x32 + x33*x34 + 8*x35 + 3*x36 + x38)
+    x40 = 6*h
+    x41 = x20*(3*TP*x34 + x22*x40 + 12*x25 + x26*x40 + 5*x27 + 3*x30*x31 + 2*x35 + 5*x36 + 6*x37 + x38)
+    x42 = 3*x21 + 11*x23 + x39 + x41
+    x43 = 3*x19 + x42
+    x44 = 4*x23
+    x45 = P_U*x15*x18 + rho_full*(x21 + x39 + x44 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*(x13 + x44)
+    x46 = rho_full + 2
+    x47 = x14*x46
+    x48 = x31*x47*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
+    x49 = 2*n_mb
+    x50 = B_EP*F*L_m*h*tau_EP
+    x51 = B_a*n_h*x14*x5*x7*(CP - 1)*(rho_full + 3)/beta_CP
+    x52 = x14*reduce(minimum, [1, PP - 1])/beta_PP
+    x53 = equal(z, 0)
+    x54 = less(z, 3)
+    x55 = select([x53,x54,True], [0,B_w,B_w*x49], default=nan)
+    x56 = CP*DP
+    x57 = x9/DP
+    x58 = P_n*x57
+    x59 = x58*(x56 - 1)/beta_DP
+    x60 = select([x53,x54,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x61 = EP*ETP*P_m*x10*x57
+    x62 = x61*(-1 + TP*x56/(EP*ETP))/beta_EDP
+    x63 = x55*x59 + x55*x62 + x59*x60 + x60*x62
+    x64 = x15*x46*x50 + x32*x52 + x43 + x45 + x48 + x51
+    x65 = chi_B*(Q_C*x0*x15 + 2*x19 + 7*x23 + x41) - chi_W*x19 + chi_mb*x64
+    x66 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x53,True], [x1,x58 + x61], default=nan)
+    return (n_mb*x43, n_mb*x42, n_mb*x45, n_mb*x48, x47*x49*x50, n_mb*x51, x31*x49*x52, x63, x65, x66, x64, n_mb*x64 + x63 + x65 + x66)
 
 
 def step_none(v):
-    return dict(zip(PARTS, _step_none(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['M_B'], v['M_F'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['z'])))
+    return dict(zip(PARTS, _step_none(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_c'], v['d_cq'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['h_E'], v['h_F'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['v'], v['z'])))
 
 
-def _step_megatron(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, M_B, M_F, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_h, d_hr, d_v, e_H, eta, h, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, z):
+def _step_megatron(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, v, z):
     x0 = 1/W_M
     x1 = P_m + P_n
     x2 = B_w*x0*x1
     x3 = 1/eta
-    x4 = d_h + d_hr + d_v
+    x4 = D_M*e_H
     x5 = L_d + L_m
-    x6 = 1/CP
-    x7 = 1/TP
-    x8 = b*x6*x7
-    x9 = s**2*x8*(D_M*e_H + x5)
-    x10 = 2*c_A*n_h*x3*x4*x9/Phi_A
-    x11 = s*x8
-    x12 = 2*x11
-    x13 = x12*(L_d*P_F + L_m*(F*P_E*(N_r + N_s) + P_R) + P_A*x5)
-    x14 = x3/Phi
-    x15 = reduce(maximum, [x2, x10 + x14*(e_H*x12*(D_M*P_M + P_H) + x13)])
-    x16 = x0*x11
-    x17 = M_B*x16
-    x18 = M_F*x16
-    x19 = Q_C*x16
-    x20 = B_a*n_h
-    x21 = u_E*x0*x20*x9
-    x22 = x17 + x18 + 3*x19 + 11*x21
-    x23 = 3*x15 + x22
-    x24 = 4*x21
-    x25 = x10 + x24
-    x26 = x18 + x19 + x24
-    x27 = P_U*x12*x14 + rho_full*(x26 + reduce(maximum, [x2, x10 + x13*x14])) + rho_sel*x25
-    x28 = rho_full + 2
-    x29 = B_a*h
-    x30 = x11*x28*x29*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x31 = 2*n_mb
-    x32 = x11*x31
-    x33 = B_EP*F*L_m*h*tau_EP*x28
-    x34 = rho_full + 3
-    x35 = reduce(maximum, [0, -x25*x34 + x11*x20*x34*x4*x5*(CP - 1)/beta_CP])
-    x36 = x29*reduce(minimum, [1, PP - 1])/beta_PP
-    x37 = equal(z, 0)
-    x38 = less(z, 3)
-    x39 = select([x37,x38,True], [0,B_w,B_w*x31], default=nan)
-    x40 = 1/beta_DP
-    x41 = CP*DP
-    x42 = x41 - 1
-    x43 = 1/DP
-    x44 = x43*x6
-    x45 = P_n*x44
-    x46 = x40*x42*x45
-    x47 = select([x37,x38,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x48 = 1/beta_EDP
-    x49 = -1 + TP*x41/(EP*ETP)
-    x50 = EP*ETP*P_m*x44*x7
-    x51 = x48*x49*x50
-    x52 = Q_C*x0*x12 + 2*x15 + x17 + 7*x21
-    x53 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x23 + (x39*x46 + x39*x51 + x46*x47 + x47*x51)/n_mb]),reduce(maximum, [0, EP*ETP*P_m*x43*x47*x48*x49*x6*x7 + P_n*x40*x42*x43*x47*x6 - x52]) + reduce(maximum, [0, EP*ETP*P_m*x39*x43*x48*x49*x6*x7 + P_n*x39*x40*x42*x43*x6 - x15 - x26])], default=nan)
-    x54 = x12*x33 + x12*x36 + x23 + x27 + x30 + x35
-    x55 = chi_B*x52 - chi_W*x15 + chi_mb*x54
-    x56 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x37,True], [x1,x45 + x50], default=nan)
-    return (n_mb*x23, n_mb*x22, n_mb*x27, n_mb*x30, x32*x33, n_mb*x35, x32*x36, x53, x55, x56, x54, n_mb*x54 + x53 + x55 + x56)
+    x6 = x4 + x5
+    x7 = d_h + d_hr + d_v
+    x8 = 2*n_h
+    x9 = 1/CP
+    x10 = 1/TP
+    x11 = b*x10*x9
+    x12 = s**2*x11
+    x13 = c_A*x12*x3*x6*x7*x8/Phi_A
+    x14 = s*x11
+    x15 = 2*x14
+    x16 = F*(N_r + N_s)
+    x17 = x15*(L_d*P_F + L_m*(P_E*x16 + P_R) + P_A*x5)
+    x18 = x3/Phi
+    x19 = reduce(maximum, [x2, x13 + x18*(e_H*x15*(D_M*P_M + P_H) + x17)])
+    x20 = x0*x14
+    x21 = Q_C*x20
+    x22 = B_a*x6
+    x23 = n_h*u_E*x0*x12*x22
+    x24 = L_m + x4
+    x25 = N*x24
+    x26 = B_a*L_d
+    x27 = h_F*x26
+    x28 = 5*h
+    x29 = B_a*x28
+    x30 = e_H*(D_M + 1)
+    x31 = B_a*h
+    x32 = 2*x31
+    x33 = 2*TP
+    x34 = x22*(d_c + d_cq)
+    x35 = B_a*v*x30
+    x36 = B_a*h_E*x16*x24
+    x37 = x24*x31
+    x38 = d_hr*x22*(x33 + x8) + x37*(3*F*N_r + 1)
+    x39 = x20*(x24*x29 + 8*x25 + x26*x28 + 3*x27 + x29*x6 + x30*x32 + x33*x34 + 8*x35 + 3*x36 + x38)
+    x40 = 6*h
+    x41 = x20*(3*TP*x34 + x22*x40 + 12*x25 + x26*x40 + 5*x27 + 3*x30*x31 + 2*x35 + 5*x36 + 6*x37 + x38)
+    x42 = 3*x21 + 11*x23 + x39 + x41
+    x43 = 3*x19 + x42
+    x44 = 4*x23
+    x45 = x13 + x44
+    x46 = x21 + x39 + x44
+    x47 = P_U*x15*x18 + rho_full*(x46 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*x45
+    x48 = rho_full + 2
+    x49 = x14*x48
+    x50 = x31*x49*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
+    x51 = 2*n_mb
+    x52 = B_EP*F*L_m*h*tau_EP
+    x53 = rho_full + 3
+    x54 = reduce(maximum, [0, B_a*n_h*x14*x5*x53*x7*(CP - 1)/beta_CP - x45*x53])
+    x55 = x14*reduce(minimum, [1, PP - 1])/beta_PP
+    x56 = equal(z, 0)
+    x57 = less(z, 3)
+    x58 = select([x56,x57,True], [0,B_w,B_w*x51], default=nan)
+    x59 = 1/beta_DP
+    x60 = CP*DP
+    x61 = x60 - 1
+    x62 = 1/DP
+    x63 = x62*x9
+    x64 = P_n*x63
+    x65 = x59*x61*x64
+    x66 = select([x56,x57,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x67 = 1/beta_EDP
+    x68 = -1 + TP*x60/(EP*ETP)
+    x69 = EP*ETP*P_m*x10*x63
+    x70 = x67*x68*x69
+    x71 = Q_C*x0*x15 + 2*x19 + 7*x23 + x41
+    x72 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x43 + (x58*x65 + x58*x70 + x65*x66 + x66*x70)/n_mb]),reduce(maximum, [0, EP*ETP*P_m*x10*x62*x66*x67*x68*x9 + P_n*x59*x61*x62*x66*x9 - x71]) + reduce(maximum, [0, EP*ETP*P_m*x10*x58*x62*x67*x68*x9 + P_n*x58*x59*x61*x62*x9 - x19 - x46])], default=nan)
+    x73 = x15*x48*x52 + x32*x55 + x43 + x47 + x50 + x54
+    x74 = chi_B*x71 - chi_W*x19 + chi_mb*x73
+    x75 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x56,True], [x1,x64 + x69], default=nan)
+    return (n_mb*x43, n_mb*x42, n_mb*x47, n_mb*x50, x49*x51*x52, n_mb*x54, x31*x51*x55, x72, x74, x75, x73, n_mb*x73 + x72 + x74 + x75)
 
 
 def step_megatron(v):
-    return dict(zip(PARTS, _step_megatron(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['M_B'], v['M_F'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['z'])))
+    return dict(zip(PARTS, _step_megatron(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_c'], v['d_cq'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['h_E'], v['h_F'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['v'], v['z'])))
 
 
-def _step_megatron_dualpipe(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, M_B, M_F, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_h, d_hr, d_v, e_H, eta, h, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, z):
+def _step_megatron_dualpipe(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, v, z):
     x0 = 1/W_M
     x1 = P_m + P_n
     x2 = B_w*x0*x1
     x3 = 1/eta
-    x4 = d_h + d_hr + d_v
+    x4 = D_M*e_H
     x5 = L_d + L_m
-    x6 = 1/CP
-    x7 = 1/TP
-    x8 = b*x6*x7
-    x9 = s**2*x8*(D_M*e_H + x5)
-    x10 = 2*c_A*n_h*x3*x4*x9/Phi_A
-    x11 = s*x8
-    x12 = 2*x11
-    x13 = x12*(L_d*P_F + L_m*(F*P_E*(N_r + N_s) + P_R) + P_A*x5)
-    x14 = x3/Phi
-    x15 = reduce(maximum, [x2, x10 + x14*(e_H*x12*(D_M*P_M + P_H) + x13)])
-    x16 = x0*x11
-    x17 = M_B*x16
-    x18 = M_F*x16
-    x19 = Q_C*x16
-    x20 = B_a*n_h
-    x21 = u_E*x0*x20*x9
-    x22 = x17 + x18 + 3*x19 + 11*x21
-    x23 = 3*x15 + x22
-    x24 = 4*x21
-    x25 = x10 + x24
-    x26 = x18 + x19 + x24
-    x27 = P_U*x12*x14 + rho_full*(x26 + reduce(maximum, [x2, x10 + x13*x14])) + rho_sel*x25
-    x28 = rho_full + 2
-    x29 = B_a*h*x11*x28*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x30 = x23 + x27
-    x31 = -2*B_EP*F*L_m*b*h*s*tau_EP*x28*x6*x7 + x30
-    x32 = reduce(maximum, [0, -x31])
-    x33 = rho_full + 3
-    x34 = reduce(maximum, [0, -x25*x33 + x11*x20*x33*x4*x5*(CP - 1)/beta_CP])
-    x35 = reduce(maximum, [0, 2*B_a*b*h*s*x6*x7*reduce(minimum, [1, PP - 1])/beta_PP - x31])
-    x36 = equal(z, 0)
-    x37 = less(z, 3)
-    x38 = select([x36,x37,True], [0,B_w,2*B_w*n_mb], default=nan)
-    x39 = 1/beta_DP
-    x40 = CP*DP
-    x41 = x40 - 1
-    x42 = 1/DP
-    x43 = x42*x6
-    x44 = P_n*x43
-    x45 = x39*x41*x44
-    x46 = select([x36,x37,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x47 = 1/beta_EDP
-    x48 = -1 + TP*x40/(EP*ETP)
-    x49 = EP*ETP*P_m*x43*x7
-    x50 = x47*x48*x49
-    x51 = Q_C*x0*x12 + 2*x15 + x17 + 7*x21
-    x52 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x23 + (x38*x45 + x38*x50 + x45*x46 + x46*x50)/n_mb]),reduce(maximum, [0, EP*ETP*P_m*x42*x46*x47*x48*x6*x7 + P_n*x39*x41*x42*x46*x6 - x51]) + reduce(maximum, [0, EP*ETP*P_m*x38*x42*x47*x48*x6*x7 + P_n*x38*x39*x41*x42*x6 - x15 - x26])], default=nan)
-    x53 = x29 + x30 + x34 + x35
-    x54 = chi_B*x51 - chi_W*x15 + chi_mb*x53
-    x55 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x36,True], [x1,x44 + x49], default=nan)
-    return (n_mb*x23, n_mb*x22, n_mb*x27, n_mb*x29, n_mb*x32, n_mb*x34, n_mb*(-x32 + x35), x52, x54, x55, x53, n_mb*x53 + x52 + x54 + x55)
+    x6 = x4 + x5
+    x7 = d_h + d_hr + d_v
+    x8 = 2*n_h
+    x9 = 1/CP
+    x10 = 1/TP
+    x11 = b*x10*x9
+    x12 = s**2*x11
+    x13 = c_A*x12*x3*x6*x7*x8/Phi_A
+    x14 = s*x11
+    x15 = 2*x14
+    x16 = F*(N_r + N_s)
+    x17 = x15*(L_d*P_F + L_m*(P_E*x16 + P_R) + P_A*x5)
+    x18 = x3/Phi
+    x19 = reduce(maximum, [x2, x13 + x18*(e_H*x15*(D_M*P_M + P_H) + x17)])
+    x20 = x0*x14
+    x21 = Q_C*x20
+    x22 = B_a*x6
+    x23 = n_h*u_E*x0*x12*x22
+    x24 = L_m + x4
+    x25 = N*x24
+    x26 = B_a*L_d
+    x27 = h_F*x26
+    x28 = 5*h
+    x29 = B_a*x28
+    x30 = e_H*(D_M + 1)
+    x31 = B_a*h
+    x32 = 2*TP
+    x33 = x22*(d_c + d_cq)
+    x34 = B_a*v*x30
+    x35 = B_a*h_E*x16*x24
+    x36 = x24*x31
+    x37 = d_hr*x22*(x32 + x8) + x36*(3*F*N_r + 1)
+    x38 = x20*(x24*x29 + 8*x25 + x26*x28 + 3*x27 + x29*x6 + 2*x30*x31 + x32*x33 + 8*x34 + 3*x35 + x37)
+    x39 = 6*h
+    x40 = x20*(3*TP*x33 + x22*x39 + 12*x25 + x26*x39 + 5*x27 + 3*x30*x31 + 2*x34 + 5*x35 + 6*x36 + x37)
+    x41 = 3*x21 + 11*x23 + x38 + x40
+    x42 = 3*x19 + x41
+    x43 = 4*x23
+    x44 = x13 + x43
+    x45 = x21 + x38 + x43
+    x46 = P_U*x15*x18 + rho_full*(x45 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*x44
+    x47 = rho_full + 2
+    x48 = x14*x31*x47*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
+    x49 = x42 + x46
+    x50 = -2*B_EP*F*L_m*b*h*s*tau_EP*x10*x47*x9 + x49
+    x51 = reduce(maximum, [0, -x50])
+    x52 = rho_full + 3
+    x53 = reduce(maximum, [0, B_a*n_h*x14*x5*x52*x7*(CP - 1)/beta_CP - x44*x52])
+    x54 = reduce(maximum, [0, 2*B_a*b*h*s*x10*x9*reduce(minimum, [1, PP - 1])/beta_PP - x50])
+    x55 = equal(z, 0)
+    x56 = less(z, 3)
+    x57 = select([x55,x56,True], [0,B_w,2*B_w*n_mb], default=nan)
+    x58 = 1/beta_DP
+    x59 = CP*DP
+    x60 = x59 - 1
+    x61 = 1/DP
+    x62 = x61*x9
+    x63 = P_n*x62
+    x64 = x58*x60*x63
+    x65 = select([x55,x56,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x66 = 1/beta_EDP
+    x67 = -1 + TP*x59/(EP*ETP)
+    x68 = EP*ETP*P_m*x10*x62
+    x69 = x66*x67*x68
+    x70 = Q_C*x0*x15 + 2*x19 + 7*x23 + x40
+    x71 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x42 + (x57*x64 + x57*x69 + x64*x65 + x65*x69)/n_mb]),reduce(maximum, [0, EP*ETP*P_m*x10*x61*x65*x66*x67*x9 + P_n*x58*x60*x61*x65*x9 - x70]) + reduce(maximum, [0, EP*ETP*P_m*x10*x57*x61*x66*x67*x9 + P_n*x57*x58*x60*x61*x9 - x19 - x45])], default=nan)
+    x72 = x48 + x49 + x53 + x54
+    x73 = chi_B*x70 - chi_W*x19 + chi_mb*x72
+    x74 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x55,True], [x1,x63 + x68], default=nan)
+    return (n_mb*x42, n_mb*x41, n_mb*x46, n_mb*x48, n_mb*x51, n_mb*x53, n_mb*(-x51 + x54), x71, x73, x74, x72, n_mb*x72 + x71 + x73 + x74)
 
 
 def step_megatron_dualpipe(v):
-    return dict(zip(PARTS, _step_megatron_dualpipe(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['M_B'], v['M_F'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['z'])))
+    return dict(zip(PARTS, _step_megatron_dualpipe(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_c'], v['d_cq'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['h_E'], v['h_F'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['v'], v['z'])))
 
 
-def _step_ideal(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, M_B, M_F, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_h, d_hr, d_v, e_H, eta, h, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, z):
+def _step_ideal(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, v, z):
     x0 = 1/W_M
     x1 = P_m + P_n
     x2 = B_w*x0*x1
     x3 = 1/eta
-    x4 = d_h + d_hr + d_v
+    x4 = D_M*e_H
     x5 = L_d + L_m
-    x6 = 1/CP
-    x7 = 1/TP
-    x8 = b*x6*x7
-    x9 = s**2*x8*(D_M*e_H + x5)
-    x10 = 2*c_A*n_h*x3*x4*x9/Phi_A
-    x11 = s*x8
-    x12 = 2*x11
-    x13 = x12*(L_d*P_F + L_m*(F*P_E*(N_r + N_s) + P_R) + P_A*x5)
-    x14 = x3/Phi
-    x15 = reduce(maximum, [x2, x10 + x14*(e_H*x12*(D_M*P_M + P_H) + x13)])
-    x16 = x0*x11
-    x17 = M_B*x16
-    x18 = M_F*x16
-    x19 = Q_C*x16
-    x20 = B_a*n_h*u_E*x0*x9
-    x21 = x17 + x18 + 3*x19 + 11*x20
-    x22 = 3*x15 + x21
-    x23 = n_mb*x22
-    x24 = 4*x20
-    x25 = P_U*x12*x14 + rho_full*(x18 + x19 + x24 + reduce(maximum, [x2, x10 + x13*x14])) + rho_sel*(x10 + x24)
-    x26 = rho_full + 2
-    x27 = x22 + x25
-    x28 = -B_a*b*h*s*x26*x6*x7*(4*L_d + 4*L_m)*(TP - 1)/beta_TP + x27
-    x29 = reduce(maximum, [0, -x28])
-    x30 = -2*B_EP*F*L_m*b*h*s*tau_EP*x26*x6*x7 + x28
-    x31 = reduce(maximum, [0, -x30])
-    x32 = -B_a*b*n_h*s*x4*x5*x6*x7*(CP - 1)*(rho_full + 3)/beta_CP + x30
-    x33 = reduce(maximum, [0, -x32])
-    x34 = reduce(maximum, [0, 2*B_a*b*h*s*x6*x7*reduce(minimum, [1, PP - 1])/beta_PP - x32])
-    x35 = equal(z, 0)
-    x36 = less(z, 3)
-    x37 = select([x35,x36,True], [0,B_w,2*B_w*n_mb], default=nan)
-    x38 = CP*DP
-    x39 = x6/DP
-    x40 = P_n*x39
-    x41 = x40*(x38 - 1)/beta_DP
-    x42 = select([x35,x36,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x43 = EP*ETP*P_m*x39*x7
-    x44 = x43*(-1 + TP*x38/(EP*ETP))/beta_EDP
-    x45 = reduce(maximum, [0, -x23 + x37*x41 + x37*x44 + x41*x42 + x42*x44])
-    x46 = x27 + x34
-    x47 = chi_B*(Q_C*x0*x12 + 2*x15 + x17 + 7*x20) - chi_W*x15 + chi_mb*x46
-    x48 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x35,True], [x1,x40 + x43], default=nan)
-    return (x23, n_mb*x21, n_mb*x25, n_mb*x29, n_mb*(-x29 + x31), n_mb*(-x31 + x33), n_mb*(-x33 + x34), x45, x47, x48, x46, n_mb*x46 + x45 + x47 + x48)
+    x6 = x4 + x5
+    x7 = d_h + d_hr + d_v
+    x8 = 2*n_h
+    x9 = 1/CP
+    x10 = 1/TP
+    x11 = b*x10*x9
+    x12 = s**2*x11
+    x13 = c_A*x12*x3*x6*x7*x8/Phi_A
+    x14 = s*x11
+    x15 = 2*x14
+    x16 = F*(N_r + N_s)
+    x17 = x15*(L_d*P_F + L_m*(P_E*x16 + P_R) + P_A*x5)
+    x18 = x3/Phi
+    x19 = reduce(maximum, [x2, x13 + x18*(e_H*x15*(D_M*P_M + P_H) + x17)])
+    x20 = x0*x14
+    x21 = Q_C*x20
+    x22 = B_a*x6
+    x23 = n_h*u_E*x0*x12*x22
+    x24 = L_m + x4
+    x25 = N*x24
+    x26 = B_a*L_d
+    x27 = h_F*x26
+    x28 = 5*h
+    x29 = B_a*x28
+    x30 = e_H*(D_M + 1)
+    x31 = B_a*h
+    x32 = 2*TP
+    x33 = x22*(d_c + d_cq)
+    x34 = B_a*v*x30
+    x35 = B_a*h_E*x16*x24
+    x36 = x24*x31
+    x37 = d_hr*x22*(x32 + x8) + x36*(3*F*N_r + 1)
+    x38 = x20*(x24*x29 + 8*x25 + x26*x28 + 3*x27 + x29*x6 + 2*x30*x31 + x32*x33 + 8*x34 + 3*x35 + x37)
+    x39 = 6*h
+    x40 = x20*(3*TP*x33 + x22*x39 + 12*x25 + x26*x39 + 5*x27 + 3*x30*x31 + 2*x34 + 5*x35 + 6*x36 + x37)
+    x41 = 3*x21 + 11*x23 + x38 + x40
+    x42 = 3*x19 + x41
+    x43 = n_mb*x42
+    x44 = 4*x23
+    x45 = P_U*x15*x18 + rho_full*(x21 + x38 + x44 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*(x13 + x44)
+    x46 = rho_full + 2
+    x47 = x42 + x45
+    x48 = -B_a*b*h*s*x10*x46*x9*(4*L_d + 4*L_m)*(TP - 1)/beta_TP + x47
+    x49 = reduce(maximum, [0, -x48])
+    x50 = -2*B_EP*F*L_m*b*h*s*tau_EP*x10*x46*x9 + x48
+    x51 = reduce(maximum, [0, -x50])
+    x52 = -B_a*b*n_h*s*x10*x5*x7*x9*(CP - 1)*(rho_full + 3)/beta_CP + x50
+    x53 = reduce(maximum, [0, -x52])
+    x54 = reduce(maximum, [0, 2*B_a*b*h*s*x10*x9*reduce(minimum, [1, PP - 1])/beta_PP - x52])
+    x55 = equal(z, 0)
+    x56 = less(z, 3)
+    x57 = select([x55,x56,True], [0,B_w,2*B_w*n_mb], default=nan)
+    x58 = CP*DP
+    x59 = x9/DP
+    x60 = P_n*x59
+    x61 = x60*(x58 - 1)/beta_DP
+    x62 = select([x55,x56,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x63 = EP*ETP*P_m*x10*x59
+    x64 = x63*(-1 + TP*x58/(EP*ETP))/beta_EDP
+    x65 = reduce(maximum, [0, -x43 + x57*x61 + x57*x64 + x61*x62 + x62*x64])
+    x66 = x47 + x54
+    x67 = chi_B*(Q_C*x0*x15 + 2*x19 + 7*x23 + x40) - chi_W*x19 + chi_mb*x66
+    x68 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x55,True], [x1,x60 + x63], default=nan)
+    return (x43, n_mb*x41, n_mb*x45, n_mb*x49, n_mb*(-x49 + x51), n_mb*(-x51 + x53), n_mb*(-x53 + x54), x65, x67, x68, x66, n_mb*x66 + x65 + x67 + x68)
 
 
 def step_ideal(v):
-    return dict(zip(PARTS, _step_ideal(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['M_B'], v['M_F'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['z'])))
+    return dict(zip(PARTS, _step_ideal(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_c'], v['d_cq'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['h_E'], v['h_F'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['v'], v['z'])))

@@ -116,53 +116,15 @@ def _model_constants(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, 
     cast = float(values["B_a"] + RECIPE_BYTES[recipe]) if recipe else 0.0
     out.update(X_A=cast * x_att, X_F=cast * x_ffn, X_M=cast * x_moe)
     out["P_U"] = _recomputed(fam.name, v, out, training.recompute_ops if training is not None else ())
-    out["dims"] = {k: v.get(k, 0.0) for k in ("h", "d_cq", "d_c", "n_h", "d_hr", "h_F", "N", "F", "N_r", "N_s", "h_E",
-                                              "v", "B_a")}
-    if fam.name == "deepseek_v4":  # no MLA latents (its attention's norms and RoPE are not listed in MEMORY_OPS)
-        out["dims"].update(d_cq=0.0, d_c=0.0, n_h=0.0, d_hr=0.0)
+    # the widths the memory-bound operations read (model.py MEMORY_OPS; 0 where the model has none: no query
+    # compression, V4's attention without MLA's key-value latent)
+    out.update({k: v.get(k, 0.0) for k in ("d_cq", "d_c", "h_F", "N", "h_E", "v")})
     # the D MTP modules (on the head's stage when trained): eh_proj (2h x h), one MoE layer, the shared head again
     mtp = model.mtp_layers * (getattr(training.conventions, "mtp_activations", "none") != "none") if training else 0
     out["D_M"] = mtp
     out["P_M"] = (2 * v["h"] ** 2 + out["P_A"] + out["P_R"] + v["F"] * (v["N_r"] + v["N_s"]) * out["P_E"]
                         + out["P_H"])
     return out
-
-
-#: the memory-bound operations of each layer kind ('A' every layer's attention, 'F' dense FFN, 'M' MoE, 'H' head):
-#: (name, elements per token read and written forward, backward (functions of the model's dimensions e and TP),
-#: bytes per element (None: B_a), the tensors of derivations/families/deepseek/activations.py (and
-#: derivations/tensors.py's dense and head specs) the op reads and writes).  A unary op reads x and writes y forward,
-#: reads x and dy and writes dx backward (2 and 3 passes); a binary one (residual add, SwiGLU) reads two and writes
-#: one.  Widths are per token of the device's b s / (CP TP) share: a tensor split over heads or TP is its full width
-#: there, one replicated over TP (MLA's latents, the shared RoPE key) TP times it.
-MEMORY_OPS = {
-    "A": (("RMSNorm of the layer input", lambda e, tp: 2 * e["h"], lambda e, tp: 3 * e["h"], None, "norm_in, down_in"),
-          ("residual add", lambda e, tp: 3 * e["h"], lambda e, tp: 3 * e["h"], None, "norm_in (the layer output)"),
-          ("latents' RMSNorms", lambda e, tp: 2 * tp * (e["d_cq"] + e["d_c"]),
-           lambda e, tp: 3 * tp * (e["d_cq"] + e["d_c"]), None, "latent, latent_norm"),
-          ("RoPE of q and the shared k", lambda e, tp: 2 * (e["n_h"] + tp) * e["d_hr"],
-           lambda e, tp: 2 * (e["n_h"] + tp) * e["d_hr"], None, "rope_layer, q, k")),
-    "F": (("RMSNorm of the sublayer input", lambda e, tp: 2 * e["h"], lambda e, tp: 3 * e["h"], None, "ffn_in"),
-          ("residual add", lambda e, tp: 3 * e["h"], lambda e, tp: 3 * e["h"], None, "the sublayer output"),
-          ("SwiGLU", lambda e, tp: 3 * e["h_F"], lambda e, tp: 5 * e["h_F"], None, "swiglu_in, swiglu_out")),
-    "M": (("RMSNorm of the sublayer input", lambda e, tp: 2 * e["h"], lambda e, tp: 3 * e["h"], None, "norm_in"),
-          ("residual add", lambda e, tp: 3 * e["h"], lambda e, tp: 3 * e["h"], None, "the sublayer output"),
-          ("router scores (FP32 sigmoid or softmax)", lambda e, tp: 2 * e["N"], lambda e, tp: 3 * e["N"], 4,
-           "mc_scores, mc_softmax"),
-          ("permute and unpermute of the token copies", lambda e, tp: (3 * e["F"] * e["N_r"] + 1) * e["h"],
-           lambda e, tp: (3 * e["F"] * e["N_r"] + 1) * e["h"], None, "a2a_map, a2a_idx (moe_utils.py permute)"),
-          ("SwiGLU of the routed and shared experts", lambda e, tp: 3 * e["F"] * (e["N_r"] + e["N_s"]) * e["h_E"],
-           lambda e, tp: 5 * e["F"] * (e["N_r"] + e["N_s"]) * e["h_E"], None, "expert swiglu_in, swiglu_out")),
-    # Megatron-Core's vocab-parallel cross-entropy (tensor_parallel/cross_entropy.py): max, subtract, exp, sum and
-    # divide over the logits forward (8 passes), the softmax times the loss gradient backward (2)
-    "H": (("final RMSNorm", lambda e, tp: 2 * e["h"], lambda e, tp: 3 * e["h"], None, "head norm_in"),
-          ("cross-entropy over the logits", lambda e, tp: 8 * e["v"], lambda e, tp: 2 * e["v"], None, "head logits")),
-}
-
-
-def _memory_bytes(e: Dict[str, float], kind: str, tp, backward: bool):
-    """Bytes per token the memory-bound operations (MEMORY_OPS) of one layer of ``kind`` move, forward or backward."""
-    return sum(op[2 if backward else 1](e, tp) * (e["B_a"] if op[3] is None else op[3]) for op in MEMORY_OPS[kind])
 
 
 def _recomputed(family: str, v: Dict[str, float], p: Dict[str, float], ops) -> Dict[str, float]:
@@ -292,7 +254,7 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
     f = lambda k: np.asarray(rows[k], dtype=np.float64)
     v: Dict[str, object] = dict(_model_constants(model, training))
     const = {k: v.pop(k) for k in ("params.hc", "params.compressor.csa", "params.compressor.hca", "params.indexer",
-                                   "Phi_rate", "X_A", "X_F", "X_M", "P_U", "dims")}
+                                   "Phi_rate", "X_A", "X_F", "X_M", "P_U")}
     v.update(TP=f("tp"), CP=f("cp"), PP=f("pp"), EP=f("ep"), ETP=f("etp"), DP=f("dp"), b=f("mbs"), s=f("seq"),
              z=f("zero"), L_d=f("L_d"), L_m=f("L_m"), e_H=f("e_H"), n_mb=f("microbatches"))
     v.update(device_params(model, rows))
@@ -304,11 +266,6 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
     u = const["P_U"]
     v["P_U"] = np.where(policy == "custom", layers * u["A"] + v["L_d"] * u["F"] + v["L_m"] * u["M"], 0.0)
     v["Q_C"] = layers * const["X_A"] + v["L_d"] * const["X_F"] + v["L_m"] * const["X_M"]
-    mtp = v["e_H"] * v["D_M"]  # the MTP modules' layers (attention and MoE) and head, on the head's stage
-    for name, backward in (("M_F", False), ("M_B", True)):
-        per = {k: _memory_bytes(const["dims"], k, v["TP"], backward) for k in MEMORY_OPS}
-        v[name] = (layers + mtp) * per["A"] + v["L_d"] * per["F"] + (v["L_m"] + mtp) * per["M"] \
-            + (v["e_H"] + mtp) * per["H"]
     v["c_A"] = 1.0 if attention == "eager" else 0.5
     v["u_E"] = 1.0 if attention == "eager" else 0.0
     if model.family == "deepseek_v4":

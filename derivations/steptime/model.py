@@ -21,7 +21,7 @@ head when e_H = 1), for one micro-batch of b sequences of s tokens, in seconds, 
   and reads it for the values (4 passes of B_a bytes per element), the backward reads the probabilities,
   writes and reads their gradient, writes and reads the scores' gradient twice (7 passes); a flash kernel
   keeps them on chip.
-* **Memory-bound operations** (M_F, M_B; derivations/steptime/evaluate.py ``MEMORY_OPS``): every elementwise,
+* **Memory-bound operations** (:func:`memory_bytes`, ``MEMORY_OPS``): every elementwise,
   normalisation and permutation kernel reads its inputs and writes its outputs through HBM (a few FLOPs per
   element), at the GPU's published HBM bandwidth W_M (no published achieved fraction is applied): the step's
   'memory' part, with the recipe's casts and eager attention's matrices.  The D MTP modules' matrix products
@@ -89,10 +89,6 @@ B_EP = sp.Symbol("B_EP", **_P)
 #: bytes the linear layers' inputs cast to the recipe's precision move through HBM per token of the stage and
 #: forward (read in BF16, written in FP8/FP4: Transformer Engine's quantize kernels), 0 in BF16
 Q_C = sp.Symbol("Q_C", nonnegative=True)
-#: bytes the memory-bound operations (norms, residual adds, RoPE, SwiGLU, the router's scores, the experts' permute and
-#: unpermute, the head's cross-entropy) read and write per token of the stage, forward (M_F) and backward (M_B):
-#: evaluate.py MEMORY_OPS, from the tensors derivations/families/deepseek/activations.py lists with their operations
-M_F, M_B = sp.Symbol("M_F", nonnegative=True), sp.Symbol("M_B", nonnegative=True)
 #: the multi-token-prediction modules trained on the head's stage (D under --mtp-activations last-stage, else 0) and
 #: the matrix parameters per token of one (DeepSeek-V3 report Sec. 2.2: an embedding-and-hidden projection of 2h x h,
 #: one transformer layer and the shared head); its layer's attention scores are the layers'
@@ -104,6 +100,50 @@ b, s, h, n_h = nt.b, nt.s, nt.h, nt.n_h
 TP, CP, PP, EP, DP, EDP = nt.TP, nt.CP, nt.PP, nt.EP, nt.DP, nt.EDP
 L_d, L_m, e_H = nt.L_d, nt.L_m, nt.e_H
 m = nt.n_mb
+
+
+def _ops():
+    """MEMORY_OPS' rows: (layer kind, operation, elements per token read and written forward, backward, bytes per
+    element, the tensors of derivations/families/deepseek/activations.py (and derivations/tensors.py's dense and head
+    specs) it reads and writes)."""
+    B, h, d_l, h_F, h_E, N_r = nt.B_a, nt.h, nt.d_cq + nt.d_c, nt.h_F, nt.h_E, nt.N_r
+    return (
+        ("A", "RMSNorm of the layer input", 2 * h, 3 * h, B, "norm_in, down_in"),
+        ("A", "residual add", 3 * h, 3 * h, B, "norm_in (the layer output)"),
+        ("A", "latents' RMSNorms (replicated over TP)", 2 * TP * d_l, 3 * TP * d_l, B, "latent, latent_norm"),
+        ("A", "RoPE of q's heads and the shared k (replicated)", 2 * (n_h + TP) * nt.d_hr, 2 * (n_h + TP) * nt.d_hr,
+         B, "rope_layer, q, k"),
+        ("F", "RMSNorm of the sublayer input", 2 * h, 3 * h, B, "ffn_in"),
+        ("F", "residual add", 3 * h, 3 * h, B, "the sublayer output"),
+        ("F", "SwiGLU", 3 * h_F, 5 * h_F, B, "swiglu_in, swiglu_out"),
+        ("M", "RMSNorm of the sublayer input", 2 * h, 3 * h, B, "norm_in"),
+        ("M", "residual add", 3 * h, 3 * h, B, "the sublayer output"),
+        ("M", "router scores (FP32 sigmoid or softmax)", 2 * nt.N, 3 * nt.N, 4, "mc_scores, mc_softmax"),
+        ("M", "permute and unpermute of the token copies", (3 * nt.F * N_r + 1) * h, (3 * nt.F * N_r + 1) * h, B,
+         "a2a_map, a2a_idx (Megatron-Core moe_utils.py permute, unpermute)"),
+        ("M", "SwiGLU of the routed and shared experts", 3 * nt.F * (N_r + nt.N_s) * h_E,
+         5 * nt.F * (N_r + nt.N_s) * h_E, B, "expert_tensors' swiglu_in, swiglu_out"),
+        # Megatron-Core's vocab-parallel cross-entropy (tensor_parallel/cross_entropy.py): max, subtract, exp, sum and
+        # divide over the logits forward (8 passes), the softmax times the loss gradient backward (2)
+        ("H", "final RMSNorm", 2 * h, 3 * h, B, "head norm_in"),
+        ("H", "cross-entropy over the logits", 8 * nt.v, 2 * nt.v, B, "head logits"),
+    )
+
+
+#: the memory-bound operations of each layer kind ('A' every layer's attention, 'F' dense FFN, 'M' MoE, 'H' head):
+#: (kind, operation, elements per token read and written forward, backward, bytes per element, tensors).  A unary op
+#: reads x and writes y forward, reads x and dy and writes dx backward (2 and 3 passes); a binary one (residual add,
+#: SwiGLU) reads two and writes one.  Widths are per token of the device's b s / (CP TP) share: a tensor split over
+#: heads or TP is its full width there, one replicated over TP (MLA's latents, the shared RoPE key) TP times it.
+MEMORY_OPS = _ops()
+
+
+def memory_bytes() -> Dict[str, sp.Expr]:
+    """{'M_F', 'M_B'}: bytes the stage's memory-bound operations (MEMORY_OPS) read and write per token of the device's
+    share, forward and backward: every layer's attention, the dense and MoE sublayers, the head, and the MTP modules'
+    (D_M on the head's stage: one attention and MoE layer and the head each)."""
+    count = {"A": L_d + L_m + e_H * D_M, "F": L_d, "M": L_m + e_H * D_M, "H": e_H * (1 + D_M)}
+    return {name: sum(count[op[0]] * op[col] * op[4] for op in MEMORY_OPS) for name, col in (("M_F", 2), ("M_B", 3))}
 
 
 def flops() -> Dict[str, sp.Expr]:
@@ -155,7 +195,8 @@ def times(f: Dict[str, sp.Expr] = None) -> Dict[str, sp.Expr]:
     t_sm = 4 * matrix / W_M
     # the recipe's quantization of each linear layer's inputs (forward) and output gradients (backward, twice)
     t_q = Q_C * b * s / (CP * TP) / W_M
-    t_mF, t_mB = M_F * b * s / (CP * TP) / W_M, M_B * b * s / (CP * TP) / W_M  # the memory-bound operations
+    mem = memory_bytes()
+    t_mF, t_mB = (mem[k] * b * s / (CP * TP) / W_M for k in ("M_F", "M_B"))  # the memory-bound operations
     t_mm = sp.Max((f["layers"] + f["head"]) / rate + f["attention"] / rate_A, weights / W_M)
     t_F = t_mm + t_sm + t_q + t_mF
     t_att = f["attention"] / rate_A + t_sm
