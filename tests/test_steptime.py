@@ -340,3 +340,35 @@ def test_dsa_attends_to_its_top_k_and_runs_the_lightning_indexer():
     layer = mla + 8 * 256 + 3 * 3 * 256 * 128  # the router and 2 routed + 1 shared expert of 3 h h_E
     want = 3 * (2 * tokens * layer + sparse + indexer) / 989.4e12
     assert t["compute"] - t["memory"] == pytest.approx(want, rel=1e-9)
+
+
+def test_megatron_overlap_switches_hide_what_they_name():
+    """--overlap megatron:SWITCH,...: the EP all-to-all behind the micro-batch's compute (1F1B A2A overlap), without
+    its weight gradients unless they are delayed (t_W, a third of the matrix products' time: no recomputation here);
+    the gradients' reduce only with grad-reduce (the default 'megatron' has it, 'megatron:' none)."""
+    rows = _row(ep=64, dp=64, microbatches=4)
+    none = _one(rows, overlap="none", attention="flash", schedule="1f1b")
+    compute = (none["compute"]) / 4
+    ep = none["EP"] / 4
+    delayed = _one(rows, overlap="megatron:ep,wgrad", attention="flash", schedule="1f1b")
+    assert delayed["EP"] / 4 == pytest.approx(max(0.0, ep - compute), rel=1e-9, abs=1e-15)
+    plain = _one(rows, overlap="megatron:ep", attention="flash", schedule="1f1b")
+    t_w = (none["compute"] - none["memory"]) / 4 / 3
+    assert plain["EP"] / 4 == pytest.approx(max(0.0, ep - (compute - t_w)), rel=1e-9, abs=1e-15)
+    dp = [_one(rows, overlap=o, schedule="1f1b")["DP"] for o in ("megatron:", "megatron")]
+    assert dp[0] > dp[1]
+    assert _one(rows, overlap="megatron")["step"] == _one(rows, overlap="megatron:grad-reduce,param-gather")["step"]
+
+
+def test_from_megatron_reads_the_overlap_flags(tmp_path):
+    launch = tmp_path / "run.sh"
+    launch.write_text("torchrun pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
+                      "--multi-latent-attention --kv-lora-rank 128 --q-lora-rank 256 --qk-head-dim 64 "
+                      "--qk-pos-emb-head-dim 32 --v-head-dim 64 --num-experts 16 --moe-router-topk 2 "
+                      "--moe-ffn-hidden-size 512 --ffn-hidden-size 2048 --swiglu --expert-model-parallel-size 8 "
+                      "--micro-batch-size 1 --seq-length 4096 --overlap-param-gather --tp-comm-overlap "
+                      "--overlap-moe-expert-parallel-comm --bf16 --vocab-size 32000 --tokenizer-type NullTokenizer\n")
+    out = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--from-megatron", str(launch), "--gpus", "8",
+                          "--time", "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["time"]["overlap"] == "megatron:param-gather,ep,tp"

@@ -7,11 +7,11 @@ from functools import reduce  # noqa: F401
 from numpy import equal, less, maximum, minimum, nan, select  # noqa: F401
 
 PARTS = ('compute', 'memory', 'recompute', 'TP', 'EP', 'CP', 'PP', 'DP', 'bubble', 'optimizer', 'microbatch', 'step')
-INPUTS = ('B_1', 'B_2', 'B_EP', 'B_a', 'B_g', 'B_m', 'B_w', 'CP', 'DP', 'D_M', 'EP', 'ETP', 'F', 'L_d', 'L_m', 'N', 'N_r', 'N_s', 'PP', 'P_A', 'P_E', 'P_F', 'P_H', 'P_M', 'P_R', 'P_U', 'P_m', 'P_n', 'Phi', 'Phi_A', 'Q_C', 'TP', 'W_M', 'b', 'beta_CP', 'beta_DP', 'beta_EDP', 'beta_PP', 'beta_TP', 'c_A', 'chi_B', 'chi_W', 'chi_mb', 'd_c', 'd_cq', 'd_h', 'd_hr', 'd_v', 'e_H', 'eta', 'h', 'h_E', 'h_F', 'n_h', 'n_mb', 'rho_full', 'rho_sel', 's', 'tau_EP', 'u_E', 'v', 'z')
+INPUTS = ('B_1', 'B_2', 'B_EP', 'B_a', 'B_g', 'B_m', 'B_w', 'CP', 'DP', 'D_M', 'EP', 'ETP', 'F', 'L_d', 'L_m', 'N', 'N_r', 'N_s', 'PP', 'P_A', 'P_E', 'P_F', 'P_H', 'P_M', 'P_R', 'P_U', 'P_m', 'P_n', 'Phi', 'Phi_A', 'Q_C', 'TP', 'W_M', 'b', 'beta_CP', 'beta_DP', 'beta_EDP', 'beta_PP', 'beta_TP', 'c_A', 'chi_B', 'chi_W', 'chi_mb', 'd_c', 'd_cq', 'd_h', 'd_hr', 'd_v', 'e_H', 'eta', 'h', 'h_E', 'h_F', 'n_h', 'n_mb', 'o_DW', 'o_EP', 'o_GR', 'o_PG', 'o_TP', 'rho_full', 'rho_sel', 's', 'tau_EP', 'u_E', 'v', 'z')
 VARIANTS = ('none', 'megatron', 'megatron_dualpipe', 'ideal')
 
 
-def _step_none(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, v, z):
+def _step_none(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
     x0 = 1/W_M
     x1 = P_m + P_n
     x2 = B_w*x0*x1
@@ -83,10 +83,10 @@ def _step_none(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d,
 
 
 def step_none(v):
-    return dict(zip(PARTS, _step_none(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_c'], v['d_cq'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['h_E'], v['h_F'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['v'], v['z'])))
+    return dict(zip(PARTS, _step_none(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_c'], v['d_cq'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['h_E'], v['h_F'], v['n_h'], v['n_mb'], v['o_DW'], v['o_EP'], v['o_GR'], v['o_PG'], v['o_TP'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['v'], v['z'])))
 
 
-def _step_megatron(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, v, z):
+def _step_megatron(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
     x0 = 1/W_M
     x1 = P_m + P_n
     x2 = B_w*x0*x1
@@ -135,42 +135,46 @@ def _step_megatron(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, 
     x45 = x13 + x44
     x46 = x21 + x39 + x44
     x47 = P_U*x15*x18 + rho_full*(x46 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*x45
-    x48 = rho_full + 2
-    x49 = x14*x48
-    x50 = x31*x49*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x51 = 2*n_mb
-    x52 = B_EP*F*L_m*h*tau_EP
-    x53 = rho_full + 3
-    x54 = reduce(maximum, [0, B_a*n_h*x14*x5*x53*x7*(CP - 1)/beta_CP - x45*x53])
-    x55 = x14*reduce(minimum, [1, PP - 1])/beta_PP
-    x56 = equal(z, 0)
-    x57 = less(z, 3)
-    x58 = select([x56,x57,True], [0,B_w,B_w*x51], default=nan)
-    x59 = 1/beta_DP
-    x60 = CP*DP
-    x61 = x60 - 1
-    x62 = 1/DP
-    x63 = x62*x9
-    x64 = P_n*x63
-    x65 = x59*x61*x64
-    x66 = select([x56,x57,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x67 = 1/beta_EDP
-    x68 = -1 + TP*x60/(EP*ETP)
-    x69 = EP*ETP*P_m*x10*x63
-    x70 = x67*x68*x69
-    x71 = Q_C*x0*x15 + 2*x19 + 7*x23 + x41
-    x72 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x43 + (x58*x65 + x58*x70 + x65*x66 + x66*x70)/n_mb]),reduce(maximum, [0, EP*ETP*P_m*x10*x62*x66*x67*x68*x9 + P_n*x59*x61*x62*x66*x9 - x71]) + reduce(maximum, [0, EP*ETP*P_m*x10*x58*x62*x67*x68*x9 + P_n*x58*x59*x61*x62*x9 - x19 - x46])], default=nan)
-    x73 = x15*x48*x52 + x32*x55 + x43 + x47 + x50 + x54
-    x74 = chi_B*x71 - chi_W*x19 + chi_mb*x73
-    x75 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x56,True], [x1,x64 + x69], default=nan)
-    return (n_mb*x43, n_mb*x42, n_mb*x47, n_mb*x50, x49*x51*x52, n_mb*x54, x31*x51*x55, x72, x74, x75, x73, n_mb*x73 + x72 + x74 + x75)
+    x48 = 1/beta_TP
+    x49 = TP - 1
+    x50 = rho_full + 2
+    x51 = 4*L_d + 4*L_m
+    x52 = x43 + x47
+    x53 = -x19*(1 - o_DW) + x52
+    x54 = -B_a*b*h*o_TP*s*x10*x48*x49*x50*x51*x9 + x53
+    x55 = reduce(maximum, [0, -x54])
+    x56 = x14*x31*x48*x49*x50*x51*(1 - o_TP) - reduce(maximum, [0, -x53])
+    x57 = B_EP*F*L_m*h*tau_EP*x15*x50*(1 - o_EP) + reduce(maximum, [0, 2*B_EP*F*L_m*b*h*o_EP*s*tau_EP*x10*x50*x9 - x54])
+    x58 = rho_full + 3
+    x59 = reduce(maximum, [0, B_a*n_h*x14*x5*x58*x7*(CP - 1)/beta_CP - x45*x58])
+    x60 = 2*n_mb
+    x61 = x14*reduce(minimum, [1, PP - 1])/beta_PP
+    x62 = equal(z, 0)
+    x63 = less(z, 3)
+    x64 = select([x62,x63,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x65 = CP*DP
+    x66 = x9/DP
+    x67 = P_n*x66
+    x68 = x67*(x65 - 1)/beta_DP
+    x69 = EP*ETP*P_m*x10*x66
+    x70 = x69*(-1 + TP*x65/(EP*ETP))/beta_EDP
+    x71 = x64*x68 + x64*x70
+    x72 = select([x62,x63,True], [0,B_w,B_w*x60], default=nan)
+    x73 = x68*x72 + x70*x72
+    x74 = x71 + x73
+    x75 = Q_C*x0*x15 + 2*x19 + 7*x23 + x41
+    x76 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x43 + x74/n_mb]),-o_GR*reduce(minimum, [x71, x75]) - o_PG*reduce(minimum, [x73, x19 + x46]) + x74], default=nan)
+    x77 = x32*x61 + x52 + x56 + x57 + x59
+    x78 = chi_B*x75 - chi_W*x19 + chi_mb*x77
+    x79 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x62,True], [x1,x67 + x69], default=nan)
+    return (n_mb*x43, n_mb*x42, n_mb*x47, n_mb*(x55 + x56), n_mb*(-x55 + x57), n_mb*x59, x31*x60*x61, x76, x78, x79, x77, n_mb*x77 + x76 + x78 + x79)
 
 
 def step_megatron(v):
-    return dict(zip(PARTS, _step_megatron(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_c'], v['d_cq'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['h_E'], v['h_F'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['v'], v['z'])))
+    return dict(zip(PARTS, _step_megatron(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_c'], v['d_cq'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['h_E'], v['h_F'], v['n_h'], v['n_mb'], v['o_DW'], v['o_EP'], v['o_GR'], v['o_PG'], v['o_TP'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['v'], v['z'])))
 
 
-def _step_megatron_dualpipe(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, v, z):
+def _step_megatron_dualpipe(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
     x0 = 1/W_M
     x1 = P_m + P_n
     x2 = B_w*x0*x1
@@ -218,42 +222,44 @@ def _step_megatron_dualpipe(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP,
     x44 = x13 + x43
     x45 = x21 + x38 + x43
     x46 = P_U*x15*x18 + rho_full*(x45 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*x44
-    x47 = rho_full + 2
-    x48 = x14*x31*x47*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x49 = x42 + x46
-    x50 = -2*B_EP*F*L_m*b*h*s*tau_EP*x10*x47*x9 + x49
-    x51 = reduce(maximum, [0, -x50])
-    x52 = rho_full + 3
-    x53 = reduce(maximum, [0, B_a*n_h*x14*x5*x52*x7*(CP - 1)/beta_CP - x44*x52])
-    x54 = reduce(maximum, [0, 2*B_a*b*h*s*x10*x9*reduce(minimum, [1, PP - 1])/beta_PP - x50])
-    x55 = equal(z, 0)
-    x56 = less(z, 3)
-    x57 = select([x55,x56,True], [0,B_w,2*B_w*n_mb], default=nan)
-    x58 = 1/beta_DP
-    x59 = CP*DP
-    x60 = x59 - 1
-    x61 = 1/DP
-    x62 = x61*x9
-    x63 = P_n*x62
-    x64 = x58*x60*x63
-    x65 = select([x55,x56,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x66 = 1/beta_EDP
-    x67 = -1 + TP*x59/(EP*ETP)
-    x68 = EP*ETP*P_m*x10*x62
-    x69 = x66*x67*x68
-    x70 = Q_C*x0*x15 + 2*x19 + 7*x23 + x40
-    x71 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x42 + (x57*x64 + x57*x69 + x64*x65 + x65*x69)/n_mb]),reduce(maximum, [0, EP*ETP*P_m*x10*x61*x65*x66*x67*x9 + P_n*x58*x60*x61*x65*x9 - x70]) + reduce(maximum, [0, EP*ETP*P_m*x10*x57*x61*x66*x67*x9 + P_n*x57*x58*x60*x61*x9 - x19 - x45])], default=nan)
-    x72 = x48 + x49 + x53 + x54
-    x73 = chi_B*x70 - chi_W*x19 + chi_mb*x72
-    x74 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x55,True], [x1,x63 + x68], default=nan)
-    return (n_mb*x42, n_mb*x41, n_mb*x46, n_mb*x48, n_mb*x51, n_mb*x53, n_mb*(-x51 + x54), x71, x73, x74, x72, n_mb*x72 + x71 + x73 + x74)
+    x47 = 1/beta_TP
+    x48 = TP - 1
+    x49 = rho_full + 2
+    x50 = 4*L_d + 4*L_m
+    x51 = x42 + x46
+    x52 = -x19*(1 - o_DW) + x51
+    x53 = x14*x31*x47*x48*x49*x50*(1 - o_TP) - reduce(maximum, [0, -x52]) + reduce(maximum, [0, B_a*b*h*o_TP*s*x10*x47*x48*x49*x50*x9 - x52])
+    x54 = -2*B_EP*F*L_m*b*h*s*tau_EP*x10*x49*x9 + x51
+    x55 = reduce(maximum, [0, -x54])
+    x56 = rho_full + 3
+    x57 = reduce(maximum, [0, B_a*n_h*x14*x5*x56*x7*(CP - 1)/beta_CP - x44*x56])
+    x58 = reduce(maximum, [0, 2*B_a*b*h*s*x10*x9*reduce(minimum, [1, PP - 1])/beta_PP - x54])
+    x59 = equal(z, 0)
+    x60 = less(z, 3)
+    x61 = select([x59,x60,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x62 = CP*DP
+    x63 = x9/DP
+    x64 = P_n*x63
+    x65 = x64*(x62 - 1)/beta_DP
+    x66 = EP*ETP*P_m*x10*x63
+    x67 = x66*(-1 + TP*x62/(EP*ETP))/beta_EDP
+    x68 = x61*x65 + x61*x67
+    x69 = select([x59,x60,True], [0,B_w,2*B_w*n_mb], default=nan)
+    x70 = x65*x69 + x67*x69
+    x71 = x68 + x70
+    x72 = Q_C*x0*x15 + 2*x19 + 7*x23 + x40
+    x73 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x42 + x71/n_mb]),-o_GR*reduce(minimum, [x68, x72]) - o_PG*reduce(minimum, [x70, x19 + x45]) + x71], default=nan)
+    x74 = x51 + x53 + x57 + x58
+    x75 = chi_B*x72 - chi_W*x19 + chi_mb*x74
+    x76 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x59,True], [x1,x64 + x66], default=nan)
+    return (n_mb*x42, n_mb*x41, n_mb*x46, n_mb*x53, n_mb*x55, n_mb*x57, n_mb*(-x55 + x58), x73, x75, x76, x74, n_mb*x74 + x73 + x75 + x76)
 
 
 def step_megatron_dualpipe(v):
-    return dict(zip(PARTS, _step_megatron_dualpipe(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_c'], v['d_cq'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['h_E'], v['h_F'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['v'], v['z'])))
+    return dict(zip(PARTS, _step_megatron_dualpipe(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_c'], v['d_cq'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['h_E'], v['h_F'], v['n_h'], v['n_mb'], v['o_DW'], v['o_EP'], v['o_GR'], v['o_PG'], v['o_TP'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['v'], v['z'])))
 
 
-def _step_ideal(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, v, z):
+def _step_ideal(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
     x0 = 1/W_M
     x1 = P_m + P_n
     x2 = B_w*x0*x1
@@ -327,4 +333,4 @@ def _step_ideal(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d
 
 
 def step_ideal(v):
-    return dict(zip(PARTS, _step_ideal(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_c'], v['d_cq'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['h_E'], v['h_F'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['v'], v['z'])))
+    return dict(zip(PARTS, _step_ideal(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_c'], v['d_cq'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['h_E'], v['h_F'], v['n_h'], v['n_mb'], v['o_DW'], v['o_EP'], v['o_GR'], v['o_PG'], v['o_TP'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['v'], v['z'])))

@@ -26,6 +26,13 @@ DEFAULT_GPU = "h800"
 # formats) is timed on the first GPU that runs it
 RECIPE_DEFAULT_GPU = "b200"
 OVERLAPS = ("none", "megatron", "ideal")
+#: Megatron's overlap switches (``--overlap megatron:SWITCH,...``; model.py exposed) and the inputs they set: the
+#: gradients' reduce behind the backward (--overlap-grad-reduce), the parameters' gather behind the forward
+#: (--overlap-param-gather), the EP all-to-all behind the other micro-batch's compute (--overlap-moe-expert-parallel-
+#: comm: Megatron-Core's 1F1B A2A overlap), the TP collectives behind the GEMMs (--tp-comm-overlap: TE userbuffers),
+#: the weight gradients delayed into that window (--delay-wgrad-compute).  'megatron' alone: the first two.
+OVERLAP_SWITCHES = {"grad-reduce": "o_GR", "param-gather": "o_PG", "ep": "o_EP", "tp": "o_TP", "wgrad": "o_DW"}
+MEGATRON_DEFAULT = ("grad-reduce", "param-gather")
 #: ``efficiency`` that reads the published benchmarks (derivations/steptime/efficiency.py) instead of one number
 PUBLISHED = "published"
 #: the parts :func:`parts` returns, in the order they are printed
@@ -69,8 +76,7 @@ def check(model: cfg.ModelSpec, gpu=None, overlap: str = "megatron", efficiency=
     if model.family not in FAMILIES:
         raise TimeError("time", f"the step-time model covers the DeepSeek family (MLA and MoE) and DeepSeek-V4; "
                                 f"{model.name} is {families.get(model.family).title}")
-    if overlap not in OVERLAPS:
-        raise TimeError("overlap", f"--overlap must be one of {', '.join(OVERLAPS)}, got {overlap!r}")
+    switches(overlap)
     if efficiency != PUBLISHED and (isinstance(efficiency, bool) or not isinstance(efficiency, (int, float, Fraction))
                                     or not 0 < efficiency <= 1):
         raise TimeError("gemm-efficiency", f"--gemm-efficiency must be in (0, 1], got {efficiency!r}")
@@ -235,7 +241,7 @@ def parts(model: cfg.ModelSpec, training: cfg.Training, rows: Mapping[str, np.nd
     DualPipe, DeepSeek's own stack, else Megatron's 'alltoall')."""
     g = check(model, gpu, overlap, efficiency, training)
     n = np.broadcast_shapes(*(np.shape(x) for x in rows.values()))
-    v = inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, attention, dispatcher)
+    v = inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, attention, dispatcher, overlap)
     out = getattr(_module(), "step_" + variant(schedule, overlap))(v)
     out = {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), n) for k in PARTS}
     if schedule is None:  # one micro-batch's period in steady state: the per-step traffic and update not counted
@@ -244,12 +250,26 @@ def parts(model: cfg.ModelSpec, training: cfg.Training, rows: Mapping[str, np.nd
     return out
 
 
+def switches(overlap: str) -> Dict[str, float]:
+    """{o_GR, o_PG, o_EP, o_TP, o_DW: 1 or 0} of ``overlap``: 'none', 'ideal', 'megatron' (its default switches) or
+    'megatron:' and a comma-separated list of OVERLAP_SWITCHES (possibly empty: TE's context-parallel ring only)."""
+    base, colon, rest = str(overlap).partition(":")
+    on = tuple(w for w in rest.split(",") if w) if colon else MEGATRON_DEFAULT
+    bad = [w for w in on if w not in OVERLAP_SWITCHES]
+    if base not in OVERLAPS or bad or (colon and base != "megatron"):
+        raise TimeError("overlap", f"--overlap must be one of {', '.join(OVERLAPS)} or megatron:SWITCH,... (switches: "
+                                   f"{', '.join(OVERLAP_SWITCHES)}), got {overlap!r}")
+    return {sym: float(name in on) for name, sym in OVERLAP_SWITCHES.items()}
+
+
 def variant(schedule: Optional[str], overlap: str) -> str:
     """The generated function of an overlap under a schedule (derivations/steptime/model.py variants)."""
-    return overlap + ("_dualpipe" if schedule == "dualpipe" and overlap == "megatron" else "")
+    base = str(overlap).partition(":")[0]
+    return base + ("_dualpipe" if schedule == "dualpipe" and base == "megatron" else "")
 
 
-def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, attention, dispatcher) -> Dict:
+def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, attention, dispatcher,
+           overlap: str = "megatron") -> Dict:
     """{input name: value or array}: every input of the printed functions (``INPUTS``) at ``rows``."""
     f = lambda k: np.asarray(rows[k], dtype=np.float64)
     v: Dict[str, object] = dict(_model_constants(model, training))
@@ -272,7 +292,7 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
         v.update(_v4_attention(model, rows, v, const))
     elif const["params.indexer"]:
         v.update(_dsa_attention(model, rows, v, const))
-    v.update(placement.schedule_coefficients(schedule, v["PP"], vpp))
+    v.update(placement.schedule_coefficients(schedule, v["PP"], vpp), **switches(overlap))
     domain = gpus_per_node or g.nvlink_domain
     v.update(placement.bandwidths(rows, domain, g.rate("nvlink"), g.rate("network")))
     v.update(Phi=g.rate(const["Phi_rate"]), Phi_A=g.rate("bf16"), W_M=g.rate("hbm_bandwidth"))
@@ -374,9 +394,9 @@ def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
             "dispatcher": dispatcher_of(training.schedule, dispatcher), "microbatches": m,
             "parts": {k: float(v[slow]) for k, v in out.items()},
             "tokens_per_gpu_s": layout.dp * m * training.mbs * training.seq / (step * gpus) if step > 0 else None,
-            **({"inputs": {k: float(np.asarray(x).reshape(-1)[slow if np.size(x) > 1 else 0])
-                           for k, x in inputs(model, training, rows, g, training.schedule, training.vpp or 2,
-                                              efficiency, gpus_per_node, training.attention, dispatcher).items()},
+            **({"inputs": {k: float(np.asarray(x).reshape(-1)[slow if np.size(x) > 1 else 0]) for k, x in
+                           inputs(model, training, rows, g, training.schedule, training.vpp or 2, efficiency,
+                                  gpus_per_node, training.attention, dispatcher, overlap).items()},
                 "composition": sts[slow].named()} if with_inputs else {}),
             **({"stages": [{"stage": st.index, "parts": {k: float(v[i]) for k, v in out.items()}}
                            for i, st in enumerate(sts)]} if every else {})}

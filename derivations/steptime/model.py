@@ -48,8 +48,9 @@ head when e_H = 1), for one micro-batch of b sequences of s tokens, in seconds, 
   not hidden and the optimizer step.
 
 Overlap, a named switch (``OVERLAPS``): 'none' exposes every transfer; 'megatron' hides what Megatron-LM
-overlaps when asked (--overlap-grad-reduce, --overlap-param-gather: the data-parallel traffic behind the
-step's compute; TE's context parallelism: the ring behind the attention it feeds) and, under DualPipe,
+overlaps when asked (its switches o_*, evaluate.py OVERLAP_SWITCHES: --overlap-grad-reduce, --overlap-param-gather
+(the default two), --overlap-moe-expert-parallel-comm, --tp-comm-overlap, --delay-wgrad-compute; TE's context
+parallelism: the ring behind the attention it feeds, always) and, under DualPipe,
 the EP all-to-all and PP transfers behind the paired chunks' compute (DeepSeek-V3 report, Sec. 3.2.1);
 'ideal' hides every transfer behind the micro-batch's compute, an upper bound on speed.
 """
@@ -93,6 +94,9 @@ Q_C = sp.Symbol("Q_C", nonnegative=True)
 #: the matrix parameters per token of one (DeepSeek-V3 report Sec. 2.2: an embedding-and-hidden projection of 2h x h,
 #: one transformer layer and the shared head); its layer's attention scores are the layers'
 D_M, P_M = sp.Symbol("D_M", nonnegative=True), sp.Symbol("P_M", nonnegative=True)
+#: Megatron's overlap switches, 1 on and 0 off (evaluate.py OVERLAP_SWITCHES): the gradients' reduce, the parameters'
+#: gather, the EP all-to-all, the TP collectives, the delayed weight gradients
+o_GR, o_PG, o_EP, o_TP, o_DW = (sp.Symbol(n, nonnegative=True) for n in ("o_GR", "o_PG", "o_EP", "o_TP", "o_DW"))
 #: the device's parameters of a stage: non-MoE (replicated over DP CP) and MoE (over EDP)
 P_n, P_m = sp.Symbol("P_n", nonnegative=True), sp.Symbol("P_m", nonnegative=True)
 
@@ -228,15 +232,21 @@ def exposed(overlap: str, dualpipe: bool, t: Dict[str, sp.Expr]) -> Dict[str, sp
     if overlap == "ideal":  # everything behind the micro-batch's compute: what exceeds it, group by group
         return {**_beyond([t["c_" + g] for g in groups], compute, groups),
                 "DP": sp.Max(0, t["t_DP"] - m * (t["t_F"] + t["t_B"]))}
-    out = {"TP": t["c_TP"], "EP": t["c_EP"], "CP": sp.Max(0, t["c_CP"] - (3 + rho_full) * t["t_att"]),
-           "PP": t["c_PP"]}
+    # --tp-comm-overlap (TE userbuffers) pipelines the TP collectives with the GEMMs beside them, and
+    # --overlap-moe-expert-parallel-comm (Megatron-Core's 1F1B A2A overlap: one micro-batch's forward beside another's
+    # backward) the EP all-to-all with the other micro-batch's compute, the weight gradients in that window only when
+    # delayed (--delay-wgrad-compute): what is switched on runs behind that compute in turn, TP's first
+    window = compute - (1 - o_DW) * t["t_W"]
+    hidden = _beyond([o_TP * t["c_TP"], o_EP * t["c_EP"]], window, ("TP", "EP"))
+    out = {"TP": (1 - o_TP) * t["c_TP"] + hidden["TP"], "EP": (1 - o_EP) * t["c_EP"] + hidden["EP"],
+           "CP": sp.Max(0, t["c_CP"] - (3 + rho_full) * t["t_att"]), "PP": t["c_PP"]}
     if dualpipe:  # the all-to-all and PP transfers of a chunk pair behind its compute
         out.update(_beyond([t["c_EP"], t["c_PP"]], compute, ("EP", "PP")))
     # Megatron's --overlap-grad-reduce starts a bucket's reduce in the last micro-batch's backward (the others run
     # under no_sync: megatron/core/pipeline_parallel/schedules.py), --overlap-param-gather the next step's gather
     # in the first micro-batch's forward; ZeRO-3 (Megatron-FSDP) prefetches each micro-batch's gathers behind it
-    out["DP"] = sp.Piecewise((m * sp.Max(0, t["t_DP"] / m - t["t_F"] - t["t_B"]), sp.Eq(nt.z, 3)),
-                             (sp.Max(0, t["t_red"] - t["t_B"]) + sp.Max(0, t["t_gat"] - t["t_F"]), True))
+    red, gat = t["t_red"] - o_GR * sp.Min(t["t_red"], t["t_B"]), t["t_gat"] - o_PG * sp.Min(t["t_gat"], t["t_F"])
+    out["DP"] = sp.Piecewise((m * sp.Max(0, t["t_DP"] / m - t["t_F"] - t["t_B"]), sp.Eq(nt.z, 3)), (red + gat, True))
     return out
 
 
