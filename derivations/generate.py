@@ -157,14 +157,6 @@ def view_of(features: Dict[str, str]) -> View:
     return View(features["recompute"], ops, features["attention"], features["fp8"] == "1", conv)
 
 
-def features_of_view(view: View) -> Dict[str, str]:
-    """The inverse of :func:`view_of` (what derivations.evaluate computes at run time)."""
-    out = {"recompute": view.recompute, "attention": view.attention, "fp8": "1" if view.fp8 else "0"}
-    out.update({f"op:{o}": "1" if o in view.ops else "0" for o in OPS})
-    out.update({k: getattr(view.conv, k) for k in ACT_SWITCHES})
-    return out
-
-
 class _Recorder:
     """A view that notes which of its features are read (to find what an EXISTS rule depends on)."""
 

@@ -60,6 +60,9 @@ _ENTRIES = [
     SymbolInfo("u_eb", "\\delta_{eb}", "1 with the expert bias of aux-loss-free balancing (HF topk_method "
                "noaux_tc)", "model", "extension (Megatron-Core router.py: the expert bias)",
                nonnegative_only=True),
+    SymbolInfo("u_tw", "\\delta_{tw}", "1 when the head's weight is the embedding's (HF tie_word_embeddings)", "model",
+               "extension (the head's weight gradient waits for the embedding's: derivations/assembly/step_terms.py)",
+               nonnegative_only=True),
     SymbolInfo("u_gk", "\\delta_{gk}", "1 when Megatron-Core's top-k is group-limited (HF topk_group, or "
                "DeepseekV3Config's default when absent)", "model",
                "extension (Megatron-Core router.py: the group top-k)", nonnegative_only=True),
@@ -144,7 +147,7 @@ n_h = SYMBOLS["n_h"]; d_cq = SYMBOLS["d_cq"]; d_hr = SYMBOLS["d_hr"]; d_c = SYMB
 N = SYMBOLS["N"]; N_s = SYMBOLS["N_s"]; N_r = SYMBOLS["N_r"]; l = SYMBOLS["l"]; v = SYMBOLS["v"]
 D = SYMBOLS["D"]; n_g = SYMBOLS["n_g"]; k_g = SYMBOLS["k_g"]
 u_v2 = SYMBOLS["u_v2"]; u_nt = SYMBOLS["u_nt"]; u_lg = SYMBOLS["u_lg"]; u_sg = SYMBOLS["u_sg"]; u_eb = SYMBOLS["u_eb"]
-u_gk = SYMBOLS["u_gk"]
+u_gk = SYMBOLS["u_gk"]; u_tw = SYMBOLS["u_tw"]
 #: The routing indicators (0 or 1, ModelSpec.routing): a tensor they make 0 is not made by the model's router.
 ROUTING = (u_v2, u_nt, u_lg, u_sg, u_eb, u_gk)
 b = SYMBOLS["b"]; s = SYMBOLS["s"]

@@ -16,7 +16,6 @@ from .errors import ConfigError
 from .exact import as_exact, as_number, exact_text  # noqa: F401  (re-exported: the pure helpers)
 from .notation import SYMBOLS, expand_derived
 import linecache
-import builtins
 from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.precedence import precedence
 
@@ -27,59 +26,29 @@ def _expr(obj) -> sp.Expr:
     return expand_derived(getattr(obj, "expr", obj))
 
 
-class _NotRational(Exception):
-    """An expression :func:`_rational` cannot read off its tree (sympy evaluates it)."""
-
-
-def _rational(e, subs: Dict):
-    """The exact value (int or Fraction) at ``subs`` (numbers) of a sum of products of integer powers
-    of symbols and rationals, read off the tree: what :func:`exact` gives, without building the
-    substituted sympy expression (three times faster).  Anything else raises
-    (:class:`_NotRational`; KeyError: a symbol unset; ZeroDivisionError)."""
-    if e.is_Symbol:
-        v = subs[e]
-        if type(v) is int or type(v) is Fraction:
-            return v
-        if isinstance(v, sp.Rational):
-            return int(v.p) if v.q == 1 else Fraction(int(v.p), int(v.q))
-        raise _NotRational(e)
-    if e.is_Rational:
-        return int(e.p) if e.q == 1 else Fraction(int(e.p), int(e.q))
-    if e.is_Add or e.is_Mul:
-        add = e.is_Add
-        out = 0 if add else 1
-        for a in e.args:
-            out = out + _rational(a, subs) if add else out * _rational(a, subs)
-        return out
-    if e.is_Pow and e.exp.is_Integer:
-        base, k = _rational(e.base, subs), int(e.exp.p)
-        return base ** k if k >= 0 else Fraction(1) / base ** -k
-    raise _NotRational(e)
-
-
 def rational(expr, subs: Mapping) -> Optional[Fraction]:
-    """:func:`_rational` of ``expr`` as a Fraction, or None when it cannot be read off the tree (a symbol
-    unset, a division by zero, a function): then :func:`exact` says what."""
+    """The exact value of ``expr`` as written (its derived symbols read from ``subs``), or None when it has none
+    at ``subs`` (a symbol unset, a division by zero): then :func:`exact` says what."""
     try:
-        return Fraction(_rational(expr, subs))
-    except (_NotRational, KeyError, ZeroDivisionError):
+        return _value(expr, subs, "expression")
+    except ConfigError:
         return None
 
 
 def exact(obj, subs: Mapping) -> Fraction:
-    """Exact value of a term (or expression) at a full substitution, as a Fraction."""
-    expr = _expr(obj)
-    value = rational(expr, subs)
-    if value is not None:
-        return value
+    """Exact value of a term (or expression) at a full substitution, as a Fraction: sympy's own ``xreplace``
+    (derivations/evaluate.py evaluates the printed trees; the tests compare the two)."""
+    return _value(_expr(obj), subs, getattr(obj, "id", "expression"))
+
+
+def _value(expr, subs: Mapping, name: str) -> Fraction:
     val = sp.sympify(expr.xreplace(dict(subs)))  # a bare symbol xreplaces to a plain int
     if val.free_symbols:
         missing = ", ".join(sorted(str(x) for x in val.free_symbols))
-        name = getattr(obj, "id", "expression")
         raise ConfigError("missing-values", f"{name}: no value given for {missing}")
     val = sp.nsimplify(val) if not val.is_Rational else val
     if not val.is_Rational:
-        raise ConfigError("not-rational", f"{getattr(obj, 'id', 'expression')} evaluates to {val}, not a rational")
+        raise ConfigError("not-rational", f"{name} evaluates to {val}, not a rational")
     return Fraction(int(val.p), int(val.q))
 
 
@@ -116,20 +85,6 @@ def compile(obj, args: Sequence) -> Callable:
 def source(fn: Callable) -> str:
     """The Python source lambdify generated for a function from :func:`compile` (kept in ``linecache``)."""
     return "".join(linecache.cache[fn.__code__.co_filename][2])
-
-
-def from_source(src: str) -> Callable:
-    """The function of a :func:`source` text, defined in the namespace lambdify gives it (numpy's names,
-    builtins and range): the same code on the same numpy functions, so the same numbers, without sympy's
-    printing and common-subexpression passes."""
-
-    # lazy: numpy (only this path needs it)
-    import numpy
-    namespace = dict(numpy.__dict__)
-    namespace.update({"builtins": builtins, "range": range})
-    local: Dict = {}
-    exec(builtins.compile(src, "<memsym-kernel>", "exec"), namespace, local)  # our own generated code, never input
-    return local["_lambdifygenerated"]
 
 
 def evaluate(obj, subs: Mapping):

@@ -123,6 +123,7 @@ def pytest_terminal_summary(terminalreporter):
     for s in sorted(seeds):
         terminalreporter.write_line(f"random traces (tests/test_random_traces*.py): seed {s}; replay with "
                                     f"MEMSYM_RANDOM_SEED={s} python -m pytest tests/test_random_traces.py "
+                                    f"tests/test_random_traces_step.py "
                                     f"tests/test_random_traces_v4.py")
 
 

@@ -259,3 +259,17 @@ def test_megatron_routes_each_ranks_own_shard_of_tokens(capsys):
     router = 3 * 4 * 32 + 32 + 2 * 8 * 4 + 4 * 5 + 4
     assert rows[()] - rows[("--routed-tokens", "paper", "--router-tensors", "full")] == (
         (32768 - 16384) * per_copy - 8192 * router)
+
+
+def test_megatron_fsdp_keeps_its_non_unit_bucket_gathered(capsys):
+    """Megatron-FSDP (optim_grads_params) keeps the bucket of the parameters outside its units, the word embedding,
+    final norm and output layer, gathered in BF16 (param_and_grad_buffer.py AllGatherPipeline.reset:
+    preserve_non_fsdp_units): v = 50,304 (50,257 padded to a multiple of 64), h = 512, TP 1, untied:
+    (2 v h + h) x 2 B beside ZeRO-3's sharded weights."""
+    path = "paper/runs/mcore-fsdp-proxy-ep2.yaml"
+    weights = {}
+    for typed in ((), ("--rank", "stage")):
+        code, out, err = run(capsys, "estimate", "--from-megatron", path, "--gpus", "8", "--json", *typed)
+        assert code == 0, err
+        weights[typed] = json.loads(out)["bytes"]["weights"]
+    assert weights[()] - weights[("--rank", "stage")] == (2 * 50304 * 512 + 512) * 2

@@ -60,17 +60,3 @@ def test_missing_values_are_a_config_error():
     from derivations import build
     with pytest.raises(cfg.ConfigError, match="no value"):
         numeric.exact(build(V3)["act.stage"], {})
-
-
-def test_from_source_is_the_compiled_function():
-    """A compiled function's generated source, defined again (the search's cache), computes the same bits."""
-    import sympy as sp
-
-    from derivations import notation as nt
-    from symbolic.numeric import compile as compile_fn, from_source, source
-    expr = (nt.b * nt.s ** 2 / nt.TP + 3 * nt.b / (nt.CP * nt.TP), nt.s * sp.Rational(7, 3))
-    fn = compile_fn(sp.Tuple(*expr), [nt.CP, nt.TP, nt.b, nt.s])
-    again = from_source(source(fn))
-    x = np.arange(1.0, 200.0)
-    for a, b in zip(fn(x, x[::-1], 3.0, x), again(x, x[::-1], 3.0, x)):
-        assert np.array_equal(a, b)

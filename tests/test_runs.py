@@ -315,8 +315,7 @@ def test_a_captured_run_stays_recorded_as_unexplained(results):
 
 
 @pytest.mark.xfail(strict=True, reason="recorded in paper/runs.toml as unexplained: mcore-proxy-h1024-selective-"
-                   "recompute 0.94 (--overlap-moe-expert-parallel-comm's combined 1F1B), mcore-fsdp-proxy-ep2 0.93 "
-                   "(Megatron-FSDP's non-unit bucket kept gathered)")
+                   "recompute 0.94 (--overlap-moe-expert-parallel-comm's combined 1F1B)")
 def test_every_high_confidence_run_is_within_five_percent(results):
     """Issue 46's acceptance: every high-confidence run within +-5% of its measured number of its own kind."""
     high = {r["id"]: round(float(r["ratio"]), 3) for r in results.values() if r["confidence"] == "high"}

@@ -12,8 +12,7 @@ from importlib import import_module
 _FROM = {
     "view": ("View", "PAPER", "PRESET_CONVENTIONS", "CHECKPOINT_TAGS", "EXISTS", "MLA", "MOE", "EXT", "FLASH"),
     "views": ("apply", "flatten", "Group", "RULES"),
-    "inventory": ("KEPT_FOR", "SPECS", "dense_specs", "head_specs", "mla_specs", "mla_tensors", "moe_specs",
-                  "moe_tensors"),
+    "inventory": ("KEPT_FOR", "SPECS", "dense_specs", "head_specs", "mla_specs", "moe_specs"),
     "kinds": ("view_terms", "kind_parts", "reduced", "named", "REGISTERED"),
 }
 

@@ -32,7 +32,7 @@ from symbolic.term import Part, Term, combine
 from derivations.activations import shape as shapes
 from derivations.activations.naming import kept, named, reduced  # noqa: F401  (the ids: one logic, pure)
 from derivations.activations.inventory import (  # noqa: F401
-    KEPT_FOR, SPECS, dense_specs, head_specs, mla_specs, mla_tensors, moe_specs, moe_tensors)
+    KEPT_FOR, SPECS, dense_specs, head_specs, mla_specs, moe_specs)
 from derivations.activations.views import (  # noqa: F401
     CHECKPOINT_TAGS, EXT, FLASH, MLA, MOE, PAPER, PRESET_CONVENTIONS, View, apply, flatten)
 

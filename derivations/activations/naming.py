@@ -36,10 +36,6 @@ def _base_ids(q_lora) -> Dict[str, str]:
     return BASE_IDS if not shapes.is_shape(q_lora) else {k.name: k.id for k in shapes.kinds(q_lora)}
 
 
-def _same_kinds(a: View, b: View, q_lora: bool) -> bool:
-    return kept(a, q_lora) == kept(b, q_lora)
-
-
 @lru_cache(maxsize=4096)
 def reduced(view: View, q_lora: bool = True) -> View:
     """``view`` with every convention that changes no kept tensor under its policy reset to the

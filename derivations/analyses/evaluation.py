@@ -4,11 +4,10 @@ A configuration is a valid layout (derivations/analyses/enumeration.py), a ZeRO 
 micro-batch b and a sequence length s.  Every component term (derivations/assembly/totals.py) is evaluated for every
 (s, b, layout, distinct stage composition) in one pass of the generated numpy kernels (derivations/analyses/
 kernels.py), in cache-sized blocks (:func:`_blocks`); each configuration is judged at its most-loaded stage against
-the Sec. 6 peak ``(1 + f_frag) * total + M_buf``, or under a schedule at every device (scheduled.py), or under
-conventions and options through the printed assembly (exact.py).  Columns that repeat a layout's or a choice's
-values are built only when read whole (:class:`Columns`).  No sympy is imported unless a caller passes its own
-expressions to :func:`search` (then lambdified: :func:`_compile`).  Numbers are float64 evaluations of exact
-rational expressions: integers below 2^53 come out exact after rounding to the nearest byte.
+the Sec. 6 peak ``(1 + f_frag) * total + M_buf``; under a schedule (every device) or under conventions and options
+the printed assembly evaluates them (exact.py).  Columns that repeat a layout's or a choice's
+values are built only when read whole (:class:`Columns`).  No sympy is imported.  Numbers are float64 evaluations
+of exact rational expressions: integers below 2^53 come out exact after rounding to the nearest byte.
 """
 from __future__ import annotations
 
@@ -20,22 +19,12 @@ from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
-from symbolic.search import FACTOR_ABOVE
-
 from derivations import config as cfg
 from derivations.analyses import exact, kernels
 from derivations.analyses.columns import Columns
 from derivations.analyses.enumeration import Enumeration, distinct_stages, enumerate_layouts
 from derivations.assembly.overheads import named_values, peak
 from derivations.assembly.sides import COMPONENTS
-
-#: The names of the symbols that vary by row: the layout, b, s and the stage composition (and a family's counts).
-ROW_NAMES = ("DP", "TP", "PP", "EP", "ETP", "CP", "SP", "b", "s", "L_d", "L_m", "e_E", "e_H")
-
-
-def row_names(model) -> Tuple[str, ...]:
-    """:data:`ROW_NAMES` and ``model``'s family's own counts (derivations/config/layout.py ``composition_names``)."""
-    return ROW_NAMES[:9] + cfg.composition_names(model.family)
 
 
 class Overheads(dict):
@@ -105,45 +94,6 @@ def _stage_table(model, pps: Tuple[int, ...]):
     return table, K, count
 
 
-def _rows(model, enum: Enumeration, seqs, mbs):
-    """The evaluation grid: one row per (layout, s, b) group, K stage compositions per row (padded by repeating the
-    last).  Returns (columns of the groups, (n_g, K, C + 1) compositions: composition_names, stage index)."""
-    lay = enum.arrays
-    table, K, _ = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
-    n_l = len(enum)
-    per_layout = table[lay["pp"]]
-    seq_a, mbs_a = np.array(seqs, dtype=np.int64), np.array(mbs, dtype=np.int64)
-    n_s, n_b = len(seq_a), len(mbs_a)  # group index g = ((layout * n_s) + s) * n_b + b
-    li = np.repeat(np.arange(n_l), n_s * n_b)
-    si = np.tile(np.repeat(np.arange(n_s), n_b), n_l)
-    bi = np.tile(np.arange(n_b), n_l * n_s)
-    cols = {k: v[li] for k, v in lay.items()}
-    cols["sp"] = cols["tp"]  # sequence parallelism on: SP = TP (Table 9)
-    cols["seq"], cols["mbs"] = seq_a[si], mbs_a[bi]
-    return cols, per_layout[li]
-
-
-def _compile(model, training, exprs: Mapping[str, object], factor: bool):
-    """(numpy function, its argument names, the keys of its outputs) of caller-given expressions (model
-    dimensions and bytes substituted; in the :func:`symbolic.search.factored` form when ``factor``):
-    lambdified with sympy, only for :func:`search` called with ``exprs``."""
-    # lazy: sympy (only a caller's own expressions need it; the command runs the generated kernels)
-    import sympy as sp
-
-    from symbolic.numeric import compile as compile_fn
-    from symbolic.search import factored
-    from derivations import notation as nt
-    fixed = {k: v for k, v in cfg.substitution(model, None, training or cfg.Training()).items()
-             if k.name not in row_names(model)}
-    keys = list(exprs)
-    tup = sp.Tuple(*[nt.expand_derived(sp.sympify(getattr(exprs[k], "expr", exprs[k]))).xreplace(fixed)
-                     for k in keys])
-    if factor:  # a large grid: the factored form evaluates ~2x faster, its extra compile pays
-        tup = factored(tup)
-    args = sorted(tup.free_symbols, key=lambda x: x.name)
-    return compile_fn(tup, args), tuple(a.name for a in args), tuple(keys)
-
-
 def _pairs(model, lay):
     """The (layout, stage composition) pairs the paper's view evaluates: each layout at its own distinct
     compositions, not at the K of the longest pipeline (search --gpus 16384: 24,072 pairs instead of 44,660
@@ -201,28 +151,16 @@ def _blocks(values_at, keys, rows, shape, size: int = 1 << 18) -> Dict[str, obje
     return full
 
 
-def _values(model, training, exprs: Optional[Mapping[str, object]], keys, rows, shape, factor: bool):
+def _values(model, training, keys, rows, shape):
     """{key: float64 array of ``shape``}: the terms ``keys`` at the pairs' ``rows`` (:func:`_pair_values`) in
-    one vectorised pass: the generated kernels, or with ``exprs`` those expressions lambdified (factored
-    when ``factor``)."""
-    if exprs is None:
-        training = training or cfg.Training()
-        groups = tuple(dict.fromkeys(kernels.group_of(model, [k], training.attention) for k in keys))
+    one vectorised pass of the generated kernels."""
+    groups = tuple(dict.fromkeys(kernels.group_of(model, [k], training.attention) for k in keys))
 
-        def values_at(part):
-            out = {}
-            for group in groups:
-                out.update(kernels.values(model, training, group, part, chunk=None))  # blocked by _blocks
-            return out
-    else:
-        fn, args, names = _compile(model, training, exprs, factor)
-        missing = [a for a in args if a not in rows]
-        if missing:
-            raise cfg.ConfigError("missing-values", f"search: no value for {missing[0]} (not a layout, training or "
-                                                    f"stage symbol)")
-
-        def values_at(part):
-            return dict(zip(names, fn(*[part[a] for a in args])))
+    def values_at(part):
+        out = {}
+        for group in groups:
+            out.update(kernels.values(model, training, group, part, chunk=None))  # blocked by _blocks
+        return out
     return _blocks(values_at, keys, rows, shape)
 
 
@@ -263,12 +201,12 @@ def _most_loaded(value, choices, blocks, pos, shape):
     return present, totals, parts
 
 
-def _stage_view(model, training, exprs, choices, enum, seqs, mbs):
+def _stage_view(model, training, choices, enum, seqs, mbs):
     """The paper's view (no schedule): every configuration at its most-loaded stage, one micro-batch per
     stage.  Columns (a :class:`Columns`): the groups' columns tiled once per choice, then the components
     of each choice.  Every term is evaluated at the (layout, distinct composition) pairs (:func:`_pairs`),
     the activations over the grid (s, b, pairs) by broadcasting (the same element-wise operations as over
-    the rows of every group); with the generated kernels the model states (independent of b and s:
+    the rows of every group); the model states (independent of b and s:
     derivations/analyses/kernelgen.py checks it) once per pair, not once per (layout, s, b) group.  The
     pairs are the last axis: numpy's inner loops run over thousands of them, not over a few compositions.
     Which composition is the most-loaded (for the components and the stage) is found only for the rows
@@ -280,19 +218,17 @@ def _stage_view(model, training, exprs, choices, enum, seqs, mbs):
     P = len(owner)
     keys = sorted({k for pick in choices.values() for k in pick.values()})
     states = frozenset(k for pick in choices.values() for c, k in pick.items() if c != "activations")
-    if exprs is not None or states & {pick["activations"] for pick in choices.values()}:
+    if states & {pick["activations"] for pick in choices.values()}:
         states = frozenset()  # every term over the grid
     rows = _pair_values(lay, owner, comp, seqs, mbs)
-    factor = n_g * K > FACTOR_ABOVE  # as over the rows of every group, padded to K compositions
-    value = _values(model, training, exprs, [k for k in keys if k not in states], rows, (n_s, n_b, P), factor)
-    step = {a: p for a, p in kernels.step_keys(choices).items() if exprs is None or all(k in exprs for k in p)}
+    value = _values(model, training, [k for k in keys if k not in states], rows, (n_s, n_b, P))
+    step = kernels.step_keys(choices)
     if step:  # the step's peak: each recomputing policy's rebuilt layer (derivations/assembly/step_terms.py)
-        moments = _values(model, training, exprs, sorted({k for p in step.values() for k in p}), rows,
-                          (n_s, n_b, P), factor)
+        moments = _values(model, training, sorted({k for p in step.values() for k in p}), rows, (n_s, n_b, P))
         kernels.add_step(value, step, moments, rows["L_d"], rows["L_m"])
     if states:  # at the first s and b
         rows.update(s=rows["s"][:1].reshape(1), b=rows["b"][:, :1].reshape(1))
-        value.update(_values(model, training, exprs, sorted(states), rows, (P,), factor))
+        value.update(_values(model, training, sorted(states), rows, (P,)))
     present, totals, parts = _most_loaded(value, choices, blocks, pos, (n_s, n_b, P))
     n_c = len(present)
     seq_a, mbs_a = np.array(seqs, dtype=np.int64), np.array(mbs, dtype=np.int64)
@@ -375,37 +311,31 @@ def _by_choice(rows_of, n_g: int, n_c: int, dtype):
     return take
 
 
-def search(model: cfg.ModelSpec, gpus: int, hbm: int, exprs: Mapping[str, object],
+def search(model: cfg.ModelSpec, gpus: int, hbm: int,
            choices: Mapping[Tuple[int, str], Mapping[str, str]], *, mbs: Sequence[int] = (1, 2, 4),
            seqs: Sequence[int] = (4096,), training: cfg.Training | None = None, overheads: Mapping | None = None,
            enumeration: Enumeration | None = None, global_batch: Optional[int] = None,
            progress: Optional[Callable[[int, int], None]] = None) -> SearchResult:
-    """Evaluate every valid configuration for ``gpus`` GPUs against ``hbm`` bytes.  ``exprs``: {key: expression} of
-    every component a choice uses, lambdified; None: the generated kernels (keys: term ids of
-    :func:`derivations.analyses.kernels.choices`).  ``choices``: {(zero, policy): {component: key}}.  ``training``:
-    the other settings (Table 7's bytes; b and s replaced by ``mbs`` and ``seqs``).  ``overheads``: {f_frag, M_buf}
-    (Sec. 6).  With ``training.schedule`` or a ``global_batch`` (m = global_batch / (DP b)) every device is judged
-    under the schedule (scheduled.py); without, each stage holds one micro-batch (the paper's view)."""
+    """Evaluate every valid configuration for ``gpus`` GPUs against ``hbm`` bytes.  ``choices``: {(zero, policy):
+    {component: term id}} (:func:`derivations.analyses.kernels.choices`), evaluated by the generated kernels.
+    ``training``: the other settings (Table 7's bytes; b and s replaced by ``mbs`` and ``seqs``).  ``overheads``:
+    {f_frag, M_buf} (Sec. 6).  With ``training.schedule`` or a ``global_batch`` (m = global_batch / (DP b)) every
+    device is judged under the schedule (exact.py); without, each stage holds one micro-batch (the paper's view)."""
     for name, values in (("--mbs", mbs), ("--seq", seqs)):
         if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
             raise cfg.ConfigError("positive-integer", f"{name} values must be positive integers, got {list(values)}")
     enum = enumeration or enumerate_layouts(model, gpus, seqs)
     over = Overheads({getattr(k, "name", k): v for k, v in (overheads or {"f_frag": 0, "M_buf": 0}).items()})
     training = training or cfg.Training()
-    if exact.needed(training):  # options the kernels do not hold: the printed assembly, every device at once
+    scheduled = bool(training.schedule) or global_batch is not None
+    if exact.needed(training) or scheduled:  # the printed assembly, every device at once
         accepted = exact.choices(training, list(choices))
         choices = {k: v for k, v in choices.items() if k in accepted}
         out, invalid, groups = exact.run(model, training, accepted, enum, seqs, mbs, global_batch, progress)
-    elif training.schedule or global_batch is not None:
-        # lazy: the schedules' module only under a schedule
-        from derivations.analyses import scheduled
-        cols, _ = _rows(model, enum, seqs, mbs)
-        out, invalid = scheduled.run(model, training, exprs, choices, cols, global_batch, progress)
-        groups = None
     else:
         invalid = Counter()
         groups = len(seqs) * len(mbs)
-        out = _stage_view(model, training, exprs, choices, enum, seqs, mbs)
+        out = _stage_view(model, training, choices, enum, seqs, mbs)
     if "edp" not in out:
         out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
     f, buf = float(over["f_frag"]), float(over["M_buf"])
@@ -491,7 +421,7 @@ def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2,
     zeros = tuple(dict.fromkeys(zeros))
     seqs = tuple(dict.fromkeys(seqs))
     enum = enumerate_layouts(model, gpus, seqs, gpus_per_node)
-    return search(model, gpus, hbm, None, kernels.choices(model, zeros, policies, attention),
+    return search(model, gpus, hbm, kernels.choices(model, zeros, policies, attention),
                   mbs=tuple(dict.fromkeys(mbs)),
                   seqs=seqs, training=training, overheads=named_values(overheads), enumeration=enum,
                   global_batch=global_batch, progress=progress)

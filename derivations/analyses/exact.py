@@ -1,8 +1,9 @@
-"""The search under the options its numpy kernels do not print: a conventions preset or switches other than the
-paper's, ``--offload-activations``, ``--linear-recipe`` (``--quantized-param-gather``) and ``--virtual-layers``.
+"""The search under a pipeline schedule (or a global batch) and under the options its numpy kernels do not print: a
+conventions preset or switches other than the paper's, ``--offload-activations``, ``--linear-recipe``
+(``--quantized-param-gather``) and ``--virtual-layers``.
 
-The generated kernels (derivations/analyses/kernels.py) hold the terms of the default training only.  Under any of
-these options every configuration's devices are evaluated by the one printed per-device assembly, exactly as
+The generated kernels (derivations/analyses/kernels.py) hold the paper's view of the default training only.
+Otherwise every configuration's devices are evaluated by the one printed per-device assembly, exactly as
 ``memsym estimate`` evaluates them (derivations/assembly/device.py ``components``: the assembly of
 derivations/assembly/device_terms.py with the options' terms, generated into derivations/generated/), and the
 search's columns are those numbers as float64.  So a row is ``estimate`` of its configuration at its
@@ -14,8 +15,7 @@ device with its in-flight chunks (derivations/assembly/schedules.py), the stages
 interleaved order.  tests/test_search_options.py checks every row against ``device.components``.  A (ZeRO stage,
 policy) the options refuse (offloading under full recomputation, a linear recipe under ZeRO-3) is left out, and a
 layout they refuse (a --virtual-layers list of another length than PP x V, or not the stage's counts; m not a
-multiple of PP) is counted invalid.  What the arrays do not hold (a traced routing, a linear recipe off the stage
-rank) is evaluated one configuration at a time, at most limits.EXACT_DEVICES devices (:func:`bound`).
+multiple of PP) is counted invalid, or in the paper's view refuses the search (as estimate refuses it).
 """
 from __future__ import annotations
 
@@ -37,7 +37,6 @@ from derivations.assembly import device, offload, quantized, schedules, step_nam
 from derivations.assembly.runtime import buffers_bytes
 from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
                                        weight_side_of)
-from derivations.config import limits
 from derivations.config.values import named
 
 #: The columns the search's rows read (derivations/analyses/rows.py), as the kernels' paths fill them.
@@ -54,6 +53,7 @@ def _microbatches(training, global_batch, dp: int, b: int, invalid):
         invalid["global-batch"] += 1
         return False
     return global_batch // (dp * b)
+
 
 def needed(training: cfg.Training) -> bool:
     """Whether ``training`` sets anything the generated kernels do not hold (then the search runs here)."""
@@ -75,52 +75,6 @@ def choices(training: cfg.Training, pairs: Sequence[Tuple[int, str]]) -> List[Tu
     if not out and first is not None:
         raise first
     return out
-
-
-class _Devices:
-    """Each device's exact bytes at one (layout, b, s, m, policy): the step's peak and its parts at the first ZeRO
-    stage (device.components), the model states at the others (device.model_states), each computed once."""
-
-    def __init__(self, model, training: cfg.Training):
-        self.model, self.training = model, training
-        self.memo: Dict = {}
-        self.states: Dict = {}  # the model states read neither b, s nor the policy
-
-    def at(self, layout: cfg.Layout, training: cfg.Training, index: int, zero: int) -> Dict[str, Fraction]:
-        key = (layout, training.mbs, training.seq, training.microbatches, training.recompute, index)
-        if key not in self.memo:
-            self.memo[key] = {"zero": zero, **device.components(self.model, layout, replace(training, zero=zero),
-                                                                 index)}
-        got = self.memo[key]
-        if got["zero"] == zero:
-            return got
-        key = (layout, training.schedule, training.vpp, index, zero)
-        if key not in self.states:
-            self.states[key] = device.model_states(self.model, layout, replace(training, zero=zero), index)
-        states = self.states[key]
-        out = dict(got, **states)
-        out["step_total"] = got["step_total"] - sum(got[k] for k in states) + sum(states.values())
-        return out
-
-
-def _row(layout, b, s, z, ri, stage, got, m=None) -> Dict:
-    out = {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "ep": layout.ep, "etp": layout.etp, "cp": layout.cp,
-           "sp": layout.tp, "seq": s, "mbs": b, "edp": layout.dp * layout.tp * layout.cp // (layout.ep * layout.etp),
-           "zero": z, "recompute": ri, "stage": stage}
-    for k in ("weights", "gradients", "optimizer"):
-        out[k] = got[k]
-    out["activations"] = got["activations"] + got["step"]  # the step's peak, as the kernels' rows
-    out["total"] = got["step_total"]
-    if m is not None:
-        out["microbatches"] = m
-    return out
-
-
-def _columns(rows: List[Dict], keys: Sequence[str]) -> Dict[str, np.ndarray]:
-    ints = {"dp", "tp", "pp", "ep", "etp", "cp", "sp", "seq", "mbs", "edp", "zero", "recompute", "stage",
-            "microbatches"}
-    return {k: (np.array([r[k] for r in rows], dtype=np.int64) if k in ints else
-                np.array([float(r[k]) for r in rows], dtype=np.float64)) for k in keys}
 
 
 # ----------------------------------------------------------------------------- every device at once
@@ -213,13 +167,6 @@ def _stack(dicts: Sequence[Mapping], owner: np.ndarray, differ) -> Dict[str, obj
     return out
 
 
-def fast(model, training: cfg.Training) -> bool:
-    """Whether :func:`_vector` evaluates ``training``'s configurations: all but a traced routing and a linear recipe
-    off the stage rank (which device._model_states refuses); those one by one (:func:`run`, bounded)."""
-    side = weight_side_of(model, training.conventions)
-    return not training.expert_tokens and not (training.linear_recipe and side.rank != "stage")
-
-
 class _Slots:
     """The devices of the layouts of one pipeline split (PP, its stages): each device's own stage, the summed
     composition of the stages whose parameters it holds (``--mtp`` under the stage rank: the MTP modules' on the
@@ -287,8 +234,9 @@ def _refusal(model, training: cfg.Training, present, pp: int, m: Optional[int],
             check_options(model, t)
             if schedule:
                 schedules.validate(schedule, pp, m, t.vpp)
-        except cfg.ConfigError as e:
-            return e
+            device.check_recipe_rank(model, t)
+        except cfg.ConfigError as e:  # the schedule's own refusals (DualPipe's PP, m) counted under its name
+            return cfg.ConfigError(schedule, str(e)) if schedule and e.constraint.startswith(schedule + "-") else e
     return None
 
 
@@ -527,31 +475,12 @@ def _step(g, model, training, inputs: Mapping, values: Mapping, kinds_of) -> np.
     """device.step_excess over arrays (the largest moment of the step, 0 when none is positive), the printed
     moments' functions (derivations/assembly/step_terms.py) evaluated at every pair at once."""
     framework, policy = step_names.framework_of(training.conventions), step_names.policy_of(training.recompute)
-    kinds, _ = ev.device_inputs(model.family)
-    plain, bare = step_names.trainings(training)
-    at = None if plain is training else kinds_of(plain)
-    none = kinds_of(bare) if bare != plain else (at or {k: inputs.get(s, 0) for k, s in kinds.items()})
-    v = dict(inputs)
-    if at is not None:
-        v.update({sym: at.get(kind, 0) for kind, sym in kinds.items()})
-    v.update({step_names.NONE_OF[sym]: none.get(kind, 0) for kind, sym in kinds.items() if sym in step_names.NONE_OF})
-    v.update(step_names.indicators(training))
-    cast = values.get("e_H", 0) * (inputs.get("M_H", 0) - v.get("M_H", 0))
+    v, cast = device.step_inputs(training, inputs, values, kinds_of, model.family)
     fn = g[g["STEP"][(framework, policy)].__name__]
     out = 0.0
     for x in fn({**dict.fromkeys(g["STEP_INPUTS"], 0), **v}).values():
         out = np.maximum(out, x - cast)
     return out
-
-
-def bound(model, layouts, per_device: int, scheduled: bool) -> None:
-    """Refuse (ConfigError, one line) a search evaluated one configuration at a time whose devices, each at
-    ``per_device`` (ZeRO stage, policy, s, b), exceed limits.EXACT_DEVICES (each an estimate, ~1 ms)."""
-    n = per_device * sum(layout.pp if scheduled else len(distinct_stages(model, layout)) for layout in layouts)
-    if n > limits.EXACT_DEVICES:
-        raise cfg.ConfigError("limit.exact_devices", f"search: these options evaluate each configuration's devices "
-                                                     f"one at a time, {n:,} of them, at most {limits.EXACT_DEVICES:,} "
-                                                     f"(~1 ms each): narrow --zero, --mbs, --recompute or --gpus")
 
 
 def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: Enumeration, seqs, mbs,
@@ -563,69 +492,29 @@ def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: E
     zeros = sorted({z for z, _ in pairs})
     policies = tuple(dict.fromkeys(r for _, r in pairs))
     present = [(z, ri, r) for z in zeros for ri, r in enumerate(policies) if (z, r) in pairs]
-    devices = _Devices(model, training)
-    invalid: Counter = Counter()
     scheduled = bool(training.schedule) or global_batch is not None
     keys = ["dp", "tp", "pp", "ep", "etp", "cp", "sp", "seq", "mbs", "edp", *COMPONENTS, "total", "zero",
             "recompute", "stage"] + (["microbatches"] if scheduled else [])
-    rows: List[Dict] = []
     layouts = enum.layouts
-    if fast(model, training):  # every device at once
-        got, valid, ms, invalid = _vector(model, training, present, layouts, seqs, mbs, global_batch, scheduled)
-        if progress:
-            progress(len(layouts), len(layouts))
-        shape = (len(present), len(layouts), len(seqs), len(mbs))
-        lay = {k: np.array([getattr(x, k) for x in layouts], dtype=np.int64)[None, :, None, None]
-               for k in ("dp", "tp", "pp", "ep", "etp", "cp")}
-        grid = {**lay, "seq": np.array(seqs, dtype=np.int64)[None, None, :, None],
-                "mbs": np.array(mbs, dtype=np.int64)[None, None, None, :],
-                "zero": np.array([z for z, _, _ in present], dtype=np.int64)[:, None, None, None],
-                "recompute": np.array([ri for _, ri, _ in present], dtype=np.int64)[:, None, None, None],
-                "microbatches": ms[None]}
-        grid = {k: np.broadcast_to(v, shape) for k, v in grid.items()}
-        grid.update(got)
-        # the rows in the order of the one-by-one loops: choices outermost in the paper's view, innermost under a
-        # schedule (its configurations refused or not dividing the global batch left out)
-        order = (lambda x: x.reshape(-1)) if not scheduled else \
-            (lambda x: np.moveaxis(x, 0, -1)[valid].reshape(-1))
-        out = {k: order(v) for k, v in grid.items()}
-        out["sp"] = out["tp"]
-        out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
-        out["stage"] = out["stage"].astype(np.int64)
-        return {k: out[k] for k in keys}, +invalid, None if scheduled else len(seqs) * len(mbs)
-    bound(model, layouts, len(present) * len(seqs) * len(mbs), scheduled)
-    if not scheduled:  # the paper's view: choices x layouts x (s, b) groups, in the kernels' order
-        for z, ri, r in present:
-            for li, layout in enumerate(layouts):
-                stages = distinct_stages(model, layout)
-                for s in seqs:
-                    for b in mbs:
-                        tr = replace(training, mbs=b, seq=s, recompute=r, recompute_ops=())
-                        got = [devices.at(layout, tr, st.index, z) for st in stages]
-                        k = max(range(len(got)), key=lambda i: (got[i]["step_total"], -i))
-                        rows.append(_row(layout, b, s, z, ri, stages[k].index, got[k]))
-                if progress:
-                    progress(li + 1, len(layouts))
-        return _columns(rows, keys), invalid, len(seqs) * len(mbs)
-    schedule = training.schedule or "1f1b"
-    for li, layout in enumerate(layouts):
-        for s in seqs:
-            for b in mbs:
-                m = _microbatches(training, global_batch, layout.dp, b, invalid)
-                if m is False:
-                    continue
-                tr = replace(training, schedule=schedule, microbatches=m, mbs=b, seq=s)
-                done = []
-                try:
-                    for z, ri, r in present:
-                        t = replace(tr, recompute=r, recompute_ops=())
-                        got = [devices.at(layout, t, i, z) for i in range(layout.pp)]
-                        k = max(range(len(got)), key=lambda i: (got[i]["step_total"], -i))
-                        done.append(_row(layout, b, s, z, ri, k, got[k], -1 if m is None else m))
-                except cfg.ConfigError as e:  # a layout or m the schedule or the virtual stages refuse
-                    invalid[e.constraint] += 1
-                    continue
-                rows += done
-        if progress:
-            progress(li + 1, len(layouts))
-    return _columns(rows, keys), +invalid, None
+    got, valid, ms, invalid = _vector(model, training, present, layouts, seqs, mbs, global_batch, scheduled)
+    if progress:
+        progress(len(layouts), len(layouts))
+    shape = (len(present), len(layouts), len(seqs), len(mbs))
+    lay = {k: np.array([getattr(x, k) for x in layouts], dtype=np.int64)[None, :, None, None]
+           for k in ("dp", "tp", "pp", "ep", "etp", "cp")}
+    grid = {**lay, "seq": np.array(seqs, dtype=np.int64)[None, None, :, None],
+            "mbs": np.array(mbs, dtype=np.int64)[None, None, None, :],
+            "zero": np.array([z for z, _, _ in present], dtype=np.int64)[:, None, None, None],
+            "recompute": np.array([ri for _, ri, _ in present], dtype=np.int64)[:, None, None, None],
+            "microbatches": ms[None]}
+    grid = {k: np.broadcast_to(v, shape) for k, v in grid.items()}
+    grid.update(got)
+    # the rows: choices outermost in the paper's view (the kernels' order), innermost under a schedule (its
+    # configurations refused or not dividing the global batch left out)
+    order = (lambda x: x.reshape(-1)) if not scheduled else \
+        (lambda x: np.moveaxis(x, 0, -1)[valid].reshape(-1))
+    out = {k: order(v) for k, v in grid.items()}
+    out["sp"] = out["tp"]
+    out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
+    out["stage"] = out["stage"].astype(np.int64)
+    return {k: out[k] for k in keys}, +invalid, None if scheduled else len(seqs) * len(mbs)

@@ -36,7 +36,7 @@ from symbolic.codegen import python
 from symbolic.numeric import compile as compile_fn, source
 from symbolic.search import factored
 
-#: The symbols that vary by row (derivations/analyses/evaluation.py ROW_NAMES), in argument order; a structure whose
+#: The symbols that vary by row (the layout, b, s, the stage composition), in argument order; a structure whose
 #: terms read a family's own composition counts (DeepSeek's L_I) has them after these (:func:`rows_of`).
 ROWS = ("CP", "DP", "EP", "ETP", "L_d", "L_m", "PP", "SP", "TP", "b", "e_E", "e_H", "s")
 

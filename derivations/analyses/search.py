@@ -10,7 +10,7 @@ recomputation policy, a micro-batch b and a sequence length s.  The search
    (derivations/analyses/enumeration.py);
 2. evaluates every component term for every (layout, s, b, composition) row in one
    vectorised pass, takes the most-loaded stage of each configuration (or, under a pipeline
-   schedule, device: derivations/analyses/scheduled.py) and applies the Sec. 6 peak
+   schedule, device: the printed per-device assembly, derivations/analyses/exact.py) and applies the Sec. 6 peak
    ``(1 + f_frag) * total + M_buf`` (derivations/analyses/evaluation.py);
 3. ranks the fitting configurations, the best of each layout first
    (derivations/analyses/ranking.py);

@@ -216,21 +216,14 @@ def side_terms(reg, conventions: cfg.Conventions) -> List[Term]:
     if conventions.rank == "fsdp2" and "static.layer.moe" in reg:
         layer = {t.id: t for t in out}.get("static.layer.moe.shared-tp", reg["static.layer.moe"])
         out += fsdp.terms(reg, layer, ".shared-tp" if shared_tp else "")
+    if conventions.rank == "mfsdp":
+        out += fsdp.megatron_terms({**reg, **{t.id: t for t in out}}, ".shared-tp" if shared_tp else "")
     return out
 
 
 def megatron_substitution(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training) -> Dict:
     """The substitution of Megatron's shard, keyed by symbol (:func:`derivations.assembly.sides.megatron_values`)."""
     return symbol_keyed(megatron_values(model, layout, training))
-
-
-def split_params(reg, side: WeightSide, subs) -> Tuple[Fraction, Fraction]:
-    """(non-MoE, MoE) parameters of the device under ``side`` at ``subs``."""
-    if side.rank == "megatron":
-        t = reg[side.params]
-        return (sum((exact(p.expr, subs) for p in t.parts if "non_moe" in p.tags), Fraction(0)),
-                sum((exact(p.expr, subs) for p in t.parts if "moe" in p.tags), Fraction(0)))
-    return exact(reg[side.non_moe], subs), exact(reg[side.moe], subs)
 
 
 # ----------------------------------------------------------------------------- per-tensor view

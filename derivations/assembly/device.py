@@ -226,13 +226,19 @@ def _model_states(model, layout, training, comp, held) -> Tuple[Dict, Dict, Tupl
     ids = {k: ids[k] for k in ("weights", "gradients", "optimizer")}
     byts = {k: Fraction(terms.term(t)) for k, t in ids.items()}
     if training.linear_recipe:  # TE's cached quantized weight copies (state.quantized), beside the weights
-        if side.rank != "stage":
-            raise cfg.ConfigError("linear-recipe", f"--linear-recipe counts TE's weight copies on the device of a "
-                                                   f"stage (--rank stage), not --rank {side.rank}")
+        check_recipe_rank(model, training)
         byts["weights"] += quantized.copies(training, quantized.linear_params(terms, dev, side.params),
                                             dict(training.bytes)["B_w"])
         ids["weights"] += " + " + quantized.state_id(training)
     return ids, byts, (P_n, P_m), side.params
+
+
+def check_recipe_rank(model, training) -> None:
+    """--linear-recipe counts TE's weight copies on the device of a stage: ConfigError under another --rank."""
+    rank = weight_side_of(model, training.conventions).rank
+    if training.linear_recipe and rank != "stage":
+        raise cfg.ConfigError("linear-recipe", f"--linear-recipe counts TE's weight copies on the device of a "
+                                               f"stage (--rank stage), not --rank {rank}")
 
 
 def _virtual_peak(model, layout, training, comp, inputs, chunks):
@@ -404,20 +410,8 @@ def step_excess(model, training, inputs: Mapping, values: Mapping, layers=None) 
     derivations/generated/): the framework named by ``--head-state``, the kinds' bytes under the view (``inputs``)
     and without recomputation; ``layers``: ((layer, kind), ...) of the stage, which a traced routing
     (Training.expert_tokens, step_names.routing) is read against."""
-    conv = training.conventions
-    framework, policy = step_names.framework_of(conv), step_names.policy_of(training.recompute)
-    kinds, _ = ev.device_inputs(model.family)
-    plain, bare = step_names.trainings(training)
-    # the kinds the inputs hold already when the training is ``plain`` (no cross-entropy transient); the same
-    # ones without recomputation when there is none
-    at = None if plain is training else _kinds(model, plain, values)
-    none = _kinds(model, bare, values) if bare != plain else (at or {k: inputs.get(s, 0) for k, s in kinds.items()})
-    v = dict(inputs)  # (a name a family lacks reads as 0: derivations/evaluate.py step)
-    if at is not None:
-        v.update({sym: at.get(kind, 0) for kind, sym in kinds.items()})
-    v.update({step_names.NONE_OF[sym]: none.get(kind, 0) for kind, sym in kinds.items() if sym in step_names.NONE_OF})
-    v.update(step_names.indicators(training))
-    cast = Fraction(values.get("e_H", 0)) * (Fraction(inputs.get("M_H", 0)) - Fraction(v.get("M_H", 0)))
+    framework, policy = step_names.framework_of(training.conventions), step_names.policy_of(training.recompute)
+    v, cast = step_inputs(training, inputs, values, lambda t: _kinds(model, t, values), model.family)
     moments = {name: Fraction(x) - cast for name, x in ev.step(framework, policy, v, model.family).items()}
     # a traced routing (Training.expert_tokens): the routed moments layer by layer at the router's counts
     rows = step_names.routing(training.expert_tokens, layers) if layers is not None else None
@@ -432,6 +426,24 @@ def step_excess(model, training, inputs: Mapping, values: Mapping, layers=None) 
     if name is None or moments[name] <= 0:
         return Fraction(0), ""
     return moments[name], step_names.term_id(framework, policy, name)
+
+
+def step_inputs(training, inputs: Mapping, values: Mapping, kinds_of, family: str) -> Tuple[Dict, object]:
+    """(the step's moments' inputs, the head's cross-entropy transient they replace) of one micro-batch's backward:
+    ``inputs`` with the kinds' bytes (``kinds_of(training)``: {kind: bytes}) of the training without the transient
+    and without recomputation (step_names.trainings) and the indicators; exact, or over arrays (the search)."""
+    kinds, _ = ev.device_inputs(family)
+    plain, bare = step_names.trainings(training)
+    # the kinds the inputs hold already when the training is ``plain`` (no cross-entropy transient); the same
+    # ones without recomputation when there is none
+    at = None if plain is training else kinds_of(plain)
+    none = kinds_of(bare) if bare != plain else (at or {k: inputs.get(s, 0) for k, s in kinds.items()})
+    v = dict(inputs)  # (a name a family lacks reads as 0: derivations/evaluate.py step)
+    if at is not None:
+        v.update({sym: at.get(kind, 0) for kind, sym in kinds.items()})
+    v.update({step_names.NONE_OF[sym]: none.get(kind, 0) for kind, sym in kinds.items() if sym in step_names.NONE_OF})
+    v.update(step_names.indicators(training))
+    return v, values.get("e_H", 0) * (inputs.get("M_H", 0) - v.get("M_H", 0))
 
 
 def layer_split(model, comp, v: Mapping) -> Tuple[Tuple[Tuple[int, str, Fraction], ...], Fraction]:

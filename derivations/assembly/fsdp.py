@@ -23,14 +23,29 @@ pytorch/pytorch@010ae4a89516fa3be548ab16dff711414ec12d0b torch/distributed/fsdp/
   reduce dtype B_g, which ``comm_ctx.reduce_scatter_state`` keeps until this block's post_backward: the head's
   (v h / TP) when the stage has it, else a block's.  At the end of the backward every sharded gradient exists and
   the activations are freed: a lower moment whenever the activations exceed B_g P / DP.
+
+Megatron-FSDP (``--rank mfsdp``, the launch reader's --use-megatron-fsdp with optim_grads_params), read at
+NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 megatron/core/distributed/fsdp/: ZeRO-3's sharded
+states (``zero.*``) and one more allocation.  mcore_fsdp_adapter.py makes TransformerLayer, MoETransformerLayer and
+MambaLayer the FSDP units, so the word embedding, final norm and output layer form the non-unit bucket
+(src/megatron_fsdp/param_and_grad_buffer.py ``_get_parameter_groups``: fsdp_unit_id None), padded to a multiple
+of the DP group (with CP) times its chunk_size_factor, a row's length h (``build_data_parallel_buffer_index``:
+``_pad``), padding of less than DP CP h elements not counted (the generated evaluators have no ceiling).  Only
+the units' buckets are released after their forward and backward (``_post_forward``: release_module_parameters
+is registered on unit modules); ``synchronize_param_gather`` resets the all-gather pipeline with
+``preserve_non_fsdp_units=True`` (``AllGatherPipeline.reset``: BucketStatus.PRESERVED), so the non-unit bucket
+stays gathered in B_w from the first step on, at every moment of the step.
 """
 from __future__ import annotations
 
-from derivations.notation import B_1, B_2, B_g, B_m, B_w, CP, DP, EDP, L_m, e_H
+from dataclasses import replace
+
+from derivations.notation import B_1, B_2, B_g, B_m, B_w, CP, DP, EDP, L_m, e_E, e_H, h
 from symbolic.term import Part, Term
 
 TT = "pytorch/torchtitan@99fee810 experiments/llama4/infra/parallelize.py apply_fsdp"
 FSDP = "pytorch/pytorch@010ae4a8 torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py"
+MFSDP = "NVIDIA/Megatron-LM@d98e8a64 megatron/core/distributed/fsdp/src/megatron_fsdp/param_and_grad_buffer.py"
 
 
 def _sum(term: Term, keys) -> object:
@@ -75,3 +90,21 @@ def terms(reg, moe: Term, suffix: str):
     for stage, parts in (("replicated", rep(B_1 + B_2)), ("sharded", shard(B_1 + B_2))):
         yield Term(f"zero.optimizer.{stage}{sfx}", "bytes of the optimizer's moments on one device under FSDP2 (the "
                                                    "FP32 parameter is counted with the weights)", "bytes", TT, parts)
+
+
+def megatron_terms(reg, suffix: str):
+    """``zero.<component>.<replicated|sharded><suffix>.mfsdp``: the model states under Megatron-FSDP, ZeRO's terms
+    (``zero.*<suffix>`` in ``reg``) with the non-unit bucket gathered beside the sharded weights."""
+    for comp in ("weights", "gradients", "optimizer"):
+        for stage in ("replicated", "sharded"):
+            base = reg[f"zero.{comp}.{stage}{suffix}"]
+            if (comp, stage) != ("weights", "sharded"):
+                yield replace(base, id=base.id + ".mfsdp")
+                continue
+            gathered = Part("non_unit", "the non-unit bucket, gathered: e_E v h/TP + e_H (v h/TP + h)",
+                            (B_w, e_E * reg["static.embedding"].expr + e_H * (reg["static.head"].expr + h)),
+                            provenance=f"{MFSDP} _get_parameter_groups, AllGatherPipeline.reset")
+            yield replace(base, id=base.id + ".mfsdp", parts=base.parts + (gathered,),
+                          meaning=base.meaning + ", and Megatron-FSDP's non-unit bucket (embedding, final norm, "
+                                                 "output layer) kept gathered in B_w",
+                          provenance=f"{base.provenance}; {MFSDP}")

@@ -155,16 +155,3 @@ def assumption(training: Training) -> str:
             + (", the weights themselves quantized (param gather)" if training.quantized_params else "")
             + "; the per-layer tensor list and the backward moment stay in B_a")
 
-
-def format_term(name: str):
-    """``quant.format.<name>``: bytes per element of the recipe's saved input and weight copies (a Term: sympy is
-    imported here, for the symbolic side only)."""
-    # lazy: sympy (estimate/params import no sympy)
-    from symbolic.term import Part, Term
-    f = FORMATS[name]
-    return Term(f"quant.format.{name}", f"bytes per element of {f.te}'s quantized tensors", "bytes", f.source,
-                (Part("values", "values", (f.values,), provenance=f.source),
-                 Part("input_scale", "scales per element of a saved input (one direction)", (f.input_scale,),
-                      provenance=f.source),
-                 Part("weight", "a weight's copies, both directions, with their scales", (f.weight_bytes,),
-                      provenance=f.source)))

@@ -56,13 +56,6 @@ TITLES = {
     "dualpipe": "DualPipe (DeepSeek-V3 report, Table 2)",
     "zb": "zero-bubble ZB-H1 (peak as 1F1B)",
 }
-PROVENANCE = {
-    "1f1b": "Narayanan et al. 2021 (PipeDream-flush / 1F1B); DeepSeek-V3 report Table 2 (activation PP)",
-    "interleaved": "Narayanan et al. 2021 Sec. 2.2; Megatron-LM schedules.py and theoretical_memory_usage.py",
-    "dualpipe": "DeepSeek-V3 report Sec. 3.2.1 and Table 2 (2x parameters, activation PP + 1); DualPipe step()",
-    "zb": "Qi et al. 2023 (ZB-H1); DeepSeek-V3 report Table 2 (ZB1P: activation PP)",
-}
-
 
 #: What of a stage's composition a chunk holds: 'all', its 'layers' (e_H = 0: the layers, and on the
 #: first stage the embedding) or its 'head' (L_d = L_m = e_E = 0: the final norm, head, loss and MTP

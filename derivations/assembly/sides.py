@@ -62,7 +62,7 @@ def weight_side(conventions: Conventions) -> WeightSide:
     if conventions.rank == "modelzoo":
         return WeightSide("stage", "conv.modelzoo.params", "conv.modelzoo.params.non_moe", "conv.modelzoo.params.moe",
                           "conv.modelzoo", "")
-    fsdp2 = ".fsdp2" if conventions.rank == "fsdp2" else ""  # derivations/assembly/fsdp.py
+    fsdp2 = {"fsdp2": ".fsdp2", "mfsdp": ".mfsdp"}.get(conventions.rank, "")  # derivations/assembly/fsdp.py
     if not shared_tp:
         return WeightSide("stage", "static.device.total", "static.device.non_moe", "static.device.moe", "zero", fsdp2)
     return WeightSide("stage", "static.device.total.shared-tp", "static.device.non_moe",

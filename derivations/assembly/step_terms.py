@@ -83,6 +83,14 @@ C_E = 3 * B_a * h + 4 * B_a * nt.h_E + 20
 #: indices (torch.where: 16 per token copy, held by its IndexBackward0); n_a, n_b their token copies
 VISITED = 16 * n_b - C_E * (n_a + n_b)
 
+#: a tied head's weight gradient (V / TP x h, in the weight's dtype) when the embedding and the head are on the stage:
+#: the weight is one leaf used twice, so autograd's engine holds the head's gradient in its AccumulateGrad node's
+#: input buffer, from the head's backward until the embedding's backward adds its own (then the sum is the .grad)
+TIED = ("tied", "the tied head's weight gradient (B_w V h), held until the embedding's backward adds its own",
+        nt.SYMBOLS["u_tw"] * e_E * e_H * nt.B_w * V * h / TP,
+        "torch autograd (engine): InputBuffer::accumulate, AccumulateGrad; transformers 5.24 modeling_utils.py: "
+        "tie_weights; " + MC + "models/common/language_module/language_module.py: shared_embedding_or_output_weight")
+
 
 def _left_hf():
     """S_hf of STEP.md: what transformers' layer saved up to its scores (three DeepseekV3RMSNorm, q and k saved by
@@ -97,11 +105,33 @@ def _left_mc():
             + 2 * B_a * t * (n_h / TP) * d_qk)
 
 
-def _term(meaning: str, prov: str, parts, factor=1) -> Term:
-    """A moment of ``parts`` (key, label, bytes, source), each times ``factor`` (when the moment exists); its id is
-    set by :func:`moments`."""
+def _norm(held, kept: str, kept_bytes, src: str, tied: bool) -> Term:
+    """The final RMSNorm's backward, at ``PowBackward0`` of its FP32 ``pow(2)`` (pow_backward: ``grad * (2 *
+    self.pow(1))``, three FP32 t x h tensors at its last multiply): what the end of the forward holds besides the
+    saves (``held``), of the head's saves only ``kept`` (``kept_bytes``: the ids and the norm's FP32 input, which
+    ``PowBackward0`` still holds), the seed, and five FP32 t x h gradients: MeanBackward1's (the mean's expanded
+    gradient), MulBackward0's of the FP32 input (``x * rsqrt``: held until pow's gradient is added to it) and
+    pow_backward's three (torch autograd: tools/autograd/derivatives.yaml ``pow.Tensor_Scalar``; ``src``: the
+    norm's code).  Binds over the head's log-softmax backward when the vocabulary is below about twice h.  ``tied``:
+    the head's weight gradient is held then (:data:`TIED`: transformers; Megatron-Core's tied output layer was
+    measured without it, and its moments are not derived for tied weights)."""
+    return _term("the final RMSNorm's backward (PowBackward0 of its FP32 pow(2))", src, [
+        ("held", "what the end of the forward holds besides the saves", held, STEP),
+        ("head", f"released: the head's saves but {kept}", -e_H * (M_H - kept_bytes), src),
+        ("seed", "the loss's FP32 seed gradient", 4 * e_H, "torch autograd"),
+        ("grads", "five FP32 t x h gradients: MeanBackward1's, MulBackward0's of the FP32 input and pow_backward's "
+                  "self.pow(1), 2 self.pow(1) and its product with the gradient", 20 * t * h * e_H,
+         "torch 2.13 tools/autograd/derivatives.yaml (pow, mean, mul); torch autograd (engine): InputBuffer")],
+                 tied=tied)
+
+
+def _term(meaning: str, prov: str, parts, factor=1, tied=False) -> Term:
+    """A moment of ``parts`` (key, label, bytes, source), each times ``factor`` (when the moment exists); ``tied``:
+    a backward moment after the head's weight gradient is made (:data:`TIED` then held); its id is set by
+    :func:`moments`."""
     return Term("step", meaning, "bytes", prov,
-                tuple(Part(key, label, (factor * expr,), provenance=p) for key, label, expr, p in parts))
+                tuple(Part(key, label, (factor * expr,), provenance=p)
+                      for key, label, expr, p in list(parts) + ([TIED] if tied else [])))
 
 
 def _paper(policy: str) -> Dict[str, Term]:
@@ -139,6 +169,10 @@ def _transformers(policy: str) -> Dict[str, Term]:
                       "output, t x V each", 8 * t * V * e_H, "aten SoftMax.cpp: log_softmax_backward_cpu_out")]
     out["head"] = _term("the head's backward: LogSoftmaxBackward0 (log_softmax_backward)",
                         STEP + " (transformers, no recomputation)", head)
+    rope = 0 if policy == "full" else 2 * B_a * s_loc * d_r  # (under full recomputation a checkpointed argument)
+    out["norm"] = _norm(eof, "the ids (8 b s), the RoPE cos and sin (B_a s d_r each) and the FP32 copy of the "
+                             "norm's input (4 t h)", 8 * t + rope + 4 * t * h,
+                        HF + ": DeepseekV3RMSNorm.forward (hidden_states.to(torch.float32).pow(2).mean(-1))", True)
     # the last layer's attention backward (SoftmaxBackward0): binds from s ~ 1024 on the tiny config (STEP.md)
     hv = B_a * t * (n_h / TP) * nt.d_v
     attn = [("held", "what the end of the forward holds besides the saves, less the loss", eof - 4 * e_H, STEP),
@@ -153,7 +187,7 @@ def _transformers(policy: str) -> Dict[str, Term]:
              8 * P + B_a * t * h + hv, "aten SoftMax.cpp: softmax_backward_cpu_out; torch autograd")]
     out["attention"] = _term("the last layer's attention backward (SoftmaxBackward0)",
                              STEP + " (the attention's moments)",
-                             attn, has_layers * u_eager)
+                             attn, has_layers * u_eager, tied=True)
     if policy == "none":
         # a MoE layer's routed experts' backward: every save of the earlier layers still held (STEP.md, "transformers
         # 5.24, no recomputation: in the routed experts' backward"; binds below s ~ 128 on the tiny config, and at
@@ -166,7 +200,8 @@ def _transformers(policy: str) -> Dict[str, Term]:
         out["expert_loop"] = _term("the expert loop's backward of a MoE layer, at the second expert it visits "
                                    "(SelectBackward0 of gate_up_proj)",
                                    STEP + " (transformers, no recomputation: the routed experts' backward)",
-                                   start + _loop_parts_none(), has_moe * (1 - u_grouped) * sp.Min(1, N / nt.EP - 1))
+                                   start + _loop_parts_none(), has_moe * (1 - u_grouped) * sp.Min(1, N / nt.EP - 1),
+                                   tied=True)
         grouped = start + [
             ("layer", "released of the last MoE layer's saves: the shared experts' (their input B_a t h and four "
                       "B_a t h_E N_s: they ran last, their backward first) and inv_perm (int64 t k, its IndexBackward0 "
@@ -177,7 +212,7 @@ def _transformers(policy: str) -> Dict[str, Term]:
         out["experts"] = _term("the grouped_mm experts' backward of the last MoE layer (the engine's cast of "
                                "MulBackward0's gradient of the routing-weight multiply)",
                                STEP + " (transformers, no recomputation: the routed experts' backward)",
-                               grouped, has_moe * u_grouped)
+                               grouped, has_moe * u_grouped, tied=True)
     if policy == "full":
         # what the last layer's backward starts with: the end of the forward, the head's saves released, the layer's
         # output gradient and the seed
@@ -193,7 +228,7 @@ def _transformers(policy: str) -> Dict[str, Term]:
              has_moe * (M_A0 + M_E0 + 2 * B_a * t * h + 4 * t * N + 4 * t * k + 16),
              "torch/utils/checkpoint.py (early stop); " + STEP)]
         out["rebuild"] = _term("the recomputation of the last MoE layer ends",
-                               STEP + " (transformers, full recomputation)", rebuilt)
+                               STEP + " (transformers, full recomputation)", rebuilt, tied=True)
         # grouped_mm experts: the backward of the routing-weight multiply, every token copy at once
         experts = start + [
             ("layer", "what is left of the rebuilt MoE layer (non-reentrant checkpoint stops after the shared expert's "
@@ -205,11 +240,12 @@ def _transformers(policy: str) -> Dict[str, Term]:
         out["experts"] = _term("the grouped_mm experts' backward of the last MoE layer "
                                "(MulBackward0 of the routing-weight multiply)",
                                STEP + " (transformers, full recomputation, grouped_mm)",
-                               experts, u_grouped)
+                               experts, u_grouped, tied=True)
         out["expert_loop"] = _term("the expert loop's backward of a rebuilt MoE layer, at the second expert it "
                                    "visits (SelectBackward0 of gate_up_proj)",
                                    STEP + " (loop experts at b 1: a transient of the expert loop)",
-                                   start + _loop_parts(), has_moe * (1 - u_grouped) * sp.Min(1, N / nt.EP - 1))
+                                   start + _loop_parts(), has_moe * (1 - u_grouped) * sp.Min(1, N / nt.EP - 1),
+                                   tied=True)
     return out
 
 
@@ -290,13 +326,20 @@ def _mcore(policy: str) -> Dict[str, Term]:
     ce = [("held", "what the end of the forward holds besides the saves (no loss yet)", eof, STEP),
           ("logits", "the B_a logits [s, b, V / TP] (GPTModel's local until the loss returns)", e_H * B_a * t * V / TP,
            MC + "models/gpt/gpt_model.py: GPTModel.forward"),
-          ("embedding", "the embedding's output (GPTModel.forward's decoder_input, held to its end)",
-           e_H * e_E * B_a * t * h, MC + "models/gpt/gpt_model.py: GPTModel.forward"),
+          ("embedding", "the embedding's output (GPTModel.forward's decoder_input, held to its end; under full "
+                        "recomputation it is the first layer's checkpointed input, counted in A)",
+           0 if full else e_H * e_E * B_a * t * h,
+           MC + "models/gpt/gpt_model.py: GPTModel.forward; tensor_parallel/random.py: CheckpointFunction.forward "
+           "(ctx.save_for_backward(*args))"),
           ("locals", "the transposed int64 targets (a copy unless b = 1), logits_max (FP32), arange_1d (int64), "
                      "predicted_logits_1d (FP32) and its clone", e_H * (28 - 8 * B_IS_1) * t,
            MC + "tensor_parallel/cross_entropy.py: _VocabParallelCrossEntropy.forward; language_module.py"),
           ("positions", "the int64 position ids", e_H * 8 * s_loc, MC + "models/gpt/gpt_model.py")]
     out["ce"] = _term("the vocabulary-parallel cross-entropy's forward", STEP + " (Megatron-Core)", ce)
+    out["norm"] = _norm(eof + 4 * e_H, "the ids (8 b s) and the FP32 copy of the norm's input (4 t h)",
+                        8 * t + 4 * t * h, "torch 2.13 aten/src/ATen/native/layer_norm.cpp: rms_norm_symint (the "
+                        "composite: input.to(opmath), pow(2).mean, rsqrt; a B_a input with an FP32 weight takes it); "
+                        + MC + "models/gpt/gpt_model.py (decoder.final_layernorm)", False)
     # a layer's attention (the local spec's core attention: FusedScaleMaskSoftmax.forward_torch_softmax), STEP.md
     hv, release = B_a * t * (n_h / TP) * nt.d_v, ("head", "released: the head's saves but the input ids (8 b s)",
                                                  -e_H * (M_H - 8 * t), STEP)

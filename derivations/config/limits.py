@@ -82,6 +82,8 @@ OPTIONS: Dict[str, Limit] = {
     "microbatches": Limit("microbatches", 1, 2 ** 20, "a step has at most ~10^4 micro-batches"),
     "global_batch": Limit("global_batch", 1, 2 ** 30, "the largest global batches are ~10^5 sequences"),
     "gpus_per_node": Limit("gpus_per_node", 1, 2 ** 10, "nodes hold 4 to 72 GPUs"),
+    "nvlink_domain": Limit("nvlink_domain", 1, 2 ** 10, "an NVLink fabric joins 8 (HGX) to 576 (NVL576) GPUs"),
+    "nccl_buffsize": Limit("nccl_buffsize", 1, 2 ** 34, "NCCL_BUFFSIZE is 4 MiB by default; tuned values are MiBs"),
     "vocab_size": Limit("vocab_size", 1, DIM, "the largest vocabularies are ~2^18 (--from-megatron's tokenizer)"),
     "vpp": Limit("vpp", 1, LAYERS, "at most one virtual stage per layer"),
     "stage": Limit("stage", 0, LAYERS - 1, "at most one pipeline stage per layer"),
@@ -96,11 +98,6 @@ LIST_LENGTHS: Dict[str, int] = {"mbs": 16, "seq": 16, "zero": 4, "layers_per_sta
 #: most this many pairs (2^20 GPUs with TP unconstrained, every ZeRO stage and policy, 4 pairs:
 #: 0.7 GiB, 9 s; 8 pairs would take 1.3 GiB).  Split a larger grid into several searches.
 SEARCH_GRID = 4
-#: A search evaluated one configuration at a time (derivations/analyses/exact.py ``run``: a traced routing, a
-#: linear recipe off the stage rank) evaluates at most this many devices (each configuration's devices: its
-#: layout's stages or, under a schedule, its PP devices, at every ZeRO stage and policy, --mbs and --seq), an
-#: estimate each (~1 ms on a 2-core machine: ~4 s); a larger one is refused before any is evaluated.
-EXACT_DEVICES = 4096
 #: List options that are sets of values to try (search): a value typed twice is refused.
 SET_OPTIONS = ("mbs", "seq", "zero")
 #: Any integer typed on the command line: at most this many digits (checked before it is converted).

@@ -431,6 +431,9 @@ def _precision(a: _Args, launch: Launch, r: Resolution, put):
         strategy, s_src = a.choice("--data-parallel-sharding-strategy",
                                    ("optim_grads_params", f"{ARGS} _add_distributed_args"), tuple(FSDP_ZERO))
         put("zero", FSDP_ZERO[strategy], f"--use-megatron-fsdp, {s_src}")
+        if FSDP_ZERO[strategy] == 3:  # the non-unit bucket stays gathered (derivations/assembly/fsdp.py)
+            put("rank", "mfsdp", f"--use-megatron-fsdp, {strategy}: the non-unit bucket (embedding, final norm, "
+                "output layer) kept gathered (megatron_fsdp/param_and_grad_buffer.py AllGatherPipeline.reset)")
         a.has("--use-distributed-optimizer")
         master, m_src = a.choice("--megatron-fsdp-main-params-dtype", ("fp32", f"{ARGS}"),
                                  ("fp32", "bf16", "fp16", "auto"))
@@ -494,12 +497,6 @@ def _conventions(a: _Args, launch: Launch, r: Resolution, put, known: Tuple[str,
     else:
         r.unmodelled.append(f"--moe-router-load-balancing-type {' '.join(kinds)}")
     dispatcher, dsrc = a.text("--moe-token-dispatcher-type", ("allgather", f"{TC} moe_token_dispatcher_type"))
-    if a.has("--num-experts"):  # every dispatcher: each EP rank routes its own sequence-parallel shard of tokens
-        put("routed_tokens", "dispatch", "Megatron-Core's MoE layer routes the b s/SP tokens of its sequence-"
-            "parallel shard and each EP rank receives what its EP peers send its local experts (transformer/moe/"
-            "token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess: output_splits): b s N_r/SP token-copies")
-        put("router_tensors", "sp", "the router runs on the MoE layer's input, the sequence-parallel shard "
-            "[s/SP, b, h] (transformer/moe/router.py TopKRouter.forward)")
     backend, b_src = a.choice("--moe-flex-dispatcher-backend", ("deepep", f"{TC} moe_flex_dispatcher_backend"),
                               ("deepep", "hybridep", "ncclep"))
     if a.has("--moe-enable-deepep"):  # TC __post_init__: moe_enable_deepep sets the backend to deepep

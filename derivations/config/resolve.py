@@ -6,7 +6,8 @@ parsing (memsym/commands/common.py), the Python API and ``memsym runs`` from key
 (memsym/api.py).  Precedence, whatever the order typed: an option typed wins, then the recipe's
 (:mod:`derivations.config.recipes`), then the conventions preset's
 (``derivations/config/convention_presets/*.toml``; ``--kernels te`` with ``--conventions mcore`` is
-``mcore-te``), then the default.  Then the model, layout, training and stage are built from the
+``mcore-te``), then the view's default (:mod:`derivations.config.defaults`: the paper's, or what practitioners
+run once a run is named), then the option's.  Then the model, layout, training and stage are built from the
 resolved values, and contradictions refused (ConfigError).  Nothing here parses text: values
 arrive converted and bounded by each option's type (memsym/commands/argtypes.py).
 """
@@ -18,6 +19,7 @@ from typing import Collection, Dict, Mapping, Optional, Tuple
 from symbolic.errors import ConfigError
 
 from derivations import families
+from derivations.config import defaults
 from derivations.config.layout import Layout
 from derivations.config.limits import SEARCH_GRID
 from derivations.config.model import ModelSpec
@@ -32,6 +34,8 @@ DTYPE_OPTIONS = (("weight_dtype", ("B_w",)), ("grad_dtype", ("B_g",)), ("master_
                  ("optimizer_dtype", ("B_1", "B_2")), ("act_dtype", ("B_a",)))
 #: Set (default True) on the commands whose ``--conventions`` is one preset to apply (compare's is a list).
 APPLY_CONVENTIONS = "_conventions_preset"
+#: Where :func:`resolved` leaves what the view's defaults set (derivations/config/defaults.py ``applied``).
+DEFAULTS = "_defaults"
 
 
 @dataclass(frozen=True)
@@ -56,7 +60,8 @@ def preset_name(values: Mapping[str, object]) -> Optional[str]:
 
 
 def resolved(values: Mapping[str, object], typed: Collection[str]) -> Dict[str, object]:
-    """``values`` with the recipe's and the conventions preset's options applied under the typed ones."""
+    """``values`` with the recipe's and the conventions preset's options applied under the typed ones, then the
+    view's defaults (what they set kept under DEFAULTS)."""
     out = dict(values)
     name = preset_name(values)
     layered = set(typed)
@@ -67,6 +72,8 @@ def resolved(values: Mapping[str, object], typed: Collection[str]) -> Dict[str, 
     if recipe:
         out.update({k: v for k, v in RECIPES[recipe].options.items() if k not in typed})
         layered |= set(RECIPES[recipe].options)
+    out[DEFAULTS] = defaults.applied(out, layered)
+    out.update(out[DEFAULTS]["set"])
     family = _family_of(out.get("model"))
     if recipe and family is not None and "model" in typed:
         own = _family_of(RECIPES[recipe].options.get("model"))

@@ -282,8 +282,8 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "per grouped-GEMM stream (4), and PyTorch's 32 MiB cuBLAS workspace; derivations/assembly/runtime.py)",
                "not counted",
                label="runtime buffers"),
-    SwitchSpec("rank", "--rank", ("stage", "megatron", "modelzoo", "fsdp2"),
-               {"megatron": "megatron", "modelzoo": "mz-rank", "fsdp2": "fsdp2"},
+    SwitchSpec("rank", "--rank", ("stage", "megatron", "modelzoo", "fsdp2", "mfsdp"),
+               {"megatron": "megatron", "modelzoo": "mz-rank", "fsdp2": "fsdp2", "mfsdp": "mfsdp"},
                "weights",
                "the rank whose parameters are reported: stage (the paper: one device of the --stage pipeline "
                "stage, Table 6), megatron (Megatron-LM theoretical_memory_usage.py's most-loaded shard: the TP-split "
@@ -293,7 +293,9 @@ CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {s.name: s for s in (
                "experts / (EP ETP); no embedding, head, norms or router) or fsdp2 (torchtitan's FSDP2: one device "
                "of the stage, the router and shared experts sharded with the block over DP CP, one FP32 parameter "
                "copy, the unsharded blocks, gradients and reduce-scatter input at the step's peak; "
-               "derivations/assembly/fsdp.py)", "one device of a pipeline stage",
+               "derivations/assembly/fsdp.py) or mfsdp (Megatron-FSDP under ZeRO-3: one device of the stage with the "
+               "non-unit bucket, embedding, final norm and output layer, kept gathered; derivations/assembly/fsdp.py)",
+               "one device of a pipeline stage",
                label="rank reported"),
 )}
 

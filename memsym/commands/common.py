@@ -7,7 +7,7 @@ import sys
 from fractions import Fraction
 
 from derivations import config as cfg
-from derivations.config import resolve as R
+from derivations.config import defaults, resolve as R
 
 from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
     _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS,
@@ -127,8 +127,9 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
                         "memory between forward and backward, but for the rank's last layer of micro-batch 0; one of: "
                         + ", ".join(cfg.OFFLOAD_MODULES) + " (needs --conventions mcore or mcore-te)")
     g.add_argument("--attention", choices=list(cfg.ATTENTION), default=D.attention, action=E,
-                   help="attention kernel: eager (the paper's 5 b n_h s^2/TP score tensors, default) or flash "
-                        "(fused: no s^2 tensor, FP32 log-sum-exp per row, 4 b n_h s/(TP CP) bytes per layer)")
+                   help="attention kernel: eager (the paper's 5 b n_h s^2/TP score tensors) or flash (fused: no s^2 "
+                        "tensor, FP32 log-sum-exp per row, 4 b n_h s/(TP CP) bytes per layer); default eager, or "
+                        "flash once a run is named (--gpus, --global-batch, a launch file)")
     g.add_argument("--mbs", type=positive_int, default=D.mbs, action=E, help=f"micro-batch size b (default {D.mbs})")
     g.add_argument("--seq", type=positive_int, default=D.seq, action=E, help=f"sequence length s (default {D.seq})")
     g.add_argument("--imbalance", type=imbalance_factor, default=Fraction(D.imbalance), action=E, metavar="F",
@@ -333,3 +334,18 @@ def json_default(o):
 def print_json(data) -> None:
     json.dump(data, sys.stdout, indent=2, default=json_default)
     sys.stdout.write("\n")
+
+
+def defaults_used(args) -> dict:
+    """{"defaults": ...}: what the view's defaults set for these options (derivations/config/defaults.py), for a
+    command's --json ({} on a command without them)."""
+    info = getattr(args, R.DEFAULTS, None)
+    return {"defaults": info} if info else {}
+
+
+def print_defaults(args, stream=None) -> None:
+    """The one line of the defaults a command used, on ``stream`` (default stdout; nothing when every such option
+    was given)."""
+    text = defaults.line(getattr(args, R.DEFAULTS, None))
+    if text:
+        print(text, file=stream or sys.stdout)

@@ -20,11 +20,12 @@ def add_parser(sub):
                        description="Per-device parameters and bytes (weights, gradients, optimizer states, one "
                                    "micro-batch's activations) of one pipeline stage, exact. Defaults are the "
                                    "paper's reference layout (Table 5: DP32 TP2 PP16 EP8 ETP1), stage 1, ZeRO 0, "
-                                   "mbs 1, seq 4096, no recomputation. Buffers and fragmentation (Sec. 6) are "
-                                   "reported separately at both ends of the paper's ranges, not in the total. "
-                                   "Beyond the paper: recomputation variants, flash attention, FP8 caching, "
-                                   "precision, routing imbalance, pipeline schedules (activations held at the "
-                                   "peak) and recipes (--recipe deepseek-v3).")
+                                   "mbs 1, seq 4096, no recomputation; eager attention unless a run is named "
+                                   "(--gpus, --global-batch, a launch file: then flash). Buffers and "
+                                   "fragmentation (Sec. 6) are reported separately at both ends of the paper's "
+                                   "ranges, not in the total. Beyond the paper: recomputation variants, flash "
+                                   "attention, FP8 caching, precision, routing imbalance, pipeline schedules "
+                                   "(activations held at the peak) and recipes (--recipe deepseek-v3).")
     common.add_model_option(p)
     launch.add_options(p)
     common.add_layout_options(p)
@@ -81,7 +82,8 @@ def run(args) -> int:
         timed = _time(args, model, layout, training, every=True)
         _warn_framework(args, layout, training)  # (after the work: a refused configuration is one error line)
         if args.json:
-            common.print_json({**_all_stages_json(every, worst, device), **({"time": timed} if timed else {})})
+            common.print_json({**_all_stages_json(every, worst, device), **({"time": timed} if timed else {}),
+                               **common.defaults_used(args)})
             return 0
         print(render_all(every, worst, device, timed))
         if timed:
@@ -89,6 +91,7 @@ def run(args) -> int:
             from derivations.config import gpus
             for line in time_lines(timed, gpus.gpu(timed["gpu"]), training.attention):
                 print(line)
+        common.print_defaults(args)
         return 0
     est = estimate(model, layout, training, common.stage_from_args(args), notes)
     verdict = _verdict(args, model, layout, training)
@@ -107,6 +110,7 @@ def run(args) -> int:
         from derivations.config import gpus
         for line in time_lines(timed, gpus.gpu(timed["gpu"]), training.attention) + _time_notes(args, verdict):
             print(line)
+    common.print_defaults(args)
     return 0
 
 
@@ -228,14 +232,16 @@ def data(args, est=None, verdict=None) -> dict:
         from derivations.assembly.device import estimate_all
         every, worst = estimate_all(model, layout, training, common.recipe_assumptions(args))
         timed = _time(args, model, layout, training, every=True)
-        return {**_all_stages_json(every, worst, _device(args)), **({"time": timed} if timed else {})}
+        return {**_all_stages_json(every, worst, _device(args)), **({"time": timed} if timed else {}),
+                **common.defaults_used(args)}
     if est is None:  # the Python API: --time too, as --json prints it
         from derivations.assembly.device import estimate
         est = estimate(model, layout, training, common.stage_from_args(args), common.recipe_assumptions(args))
         verdict = _verdict(args, model, layout, training)
         timed = _time(args, model, layout, training)
         return {**data(args, est, verdict), **({"time": timed} if timed else {})}
-    return {**est.to_json(), **_device_json(est, _device(args)), **(verdict.to_json() if verdict else {})}
+    return {**est.to_json(), **_device_json(est, _device(args)), **(verdict.to_json() if verdict else {}),
+            **common.defaults_used(args)}
 
 
 def _run_tensors(args, model, layout, training) -> int:

@@ -53,7 +53,7 @@ def run(args) -> int:
     if args.plot:
         plot_memory_vs_seq(model, layout, training, hbm, res, args.plot)
     if args.json:
-        common.print_json(_json(model, layout, training, hbm, res, args.latex, ends))
+        common.print_json({**_json(model, layout, training, hbm, res, args.latex, ends), **common.defaults_used(args)})
         return 0
     print(render_text(model, layout, training, hbm, res, args.latex))
     print(f"{res['field']} at each end of the Sec. 6 ranges: " + ", ".join(
@@ -64,6 +64,7 @@ def run(args) -> int:
         print(f"--memory {m['judged']}: the largest {m['field']} whose {m['judged']} bytes fit on every stage: "
               f"{m['answer']:,}" + (f" ({common.memory_verdict(m['judged'], m['bytes'], hbm, m['capacity_of'])})"
                                     if m["bytes"] is not None else " (none fits)"))
+    common.print_defaults(args)
     return 0
 
 
@@ -122,7 +123,7 @@ def _json(model, layout, training, hbm, res, with_latex, ends) -> dict:
 def data(args) -> dict:
     """What ``fit --json`` prints."""
     model, layout, training, hbm, res, ends = _solve_all(args)
-    return _json(model, layout, training, hbm, res, args.latex, ends)
+    return {**_json(model, layout, training, hbm, res, args.latex, ends), **common.defaults_used(args)}
 
 
 def plot_memory_vs_seq(model, layout, training, hbm, res, path):

@@ -62,10 +62,12 @@ def add_parser(sub):
     p.add_argument("--recompute", default=None, action=common._Explicit, metavar="POLICY,...",
                    help="recomputation policies to try (default: every policy with an activation term: none, full, "
                         "...)")
-    p.add_argument("--attention", choices=["flash", "eager"], default="flash", action=common._Explicit,
-                   help="the attention kernel every configuration runs: flash (default: a fused kernel, no s x s "
-                        "tensor, what Megatron-Core with Transformer Engine, torchtitan and DeepSeek run) or eager "
-                        "(the paper's view: the 5 b n_h s^2 score tensors kept, and read through HBM)")
+    p.add_argument("--attention", choices=list(cfg.ATTENTION), default=cfg.Training().attention,
+                   action=common._Explicit,
+                   help="the attention kernel every configuration runs: flash (the default, a search naming a run: "
+                        "a fused kernel, no s x s tensor, what Megatron-Core with Transformer Engine, torchtitan and "
+                        "DeepSeek run; derivations/config/defaults.py) or eager (the paper's view, as --conventions "
+                        "paper: the 5 b n_h s^2 score tensors kept, and read through HBM)")
     p.add_argument("--overheads", choices=["high", "low", "none"], default="high",
                    help="end of the Sec. 6 ranges: high (30%% fragmentation, 2 GiB buffers; default, conservative), "
                         "low (5%%, 0.8 GiB) or none")
@@ -244,6 +246,7 @@ def run(args) -> int:
         write_json(model, args, hbm, result, full)
         return 0
     print(render_text(model, args, hbm, result, shown))
+    common.print_defaults(args)
     return 0
 
 
@@ -269,6 +272,7 @@ def _header(model, args, hbm, result) -> dict:
                              "micro-batches" if result.schedule else
                              "the paper's idealisation: one micro-batch per stage (optimistic for PP > 1; give "
                              "--global-batch or --schedule)"},
+        **common.defaults_used(args),
     }
 
 

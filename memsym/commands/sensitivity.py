@@ -73,7 +73,8 @@ def data(args) -> dict:
     """What ``sensitivity --json`` prints."""
     model, layout, training, comp, values, results = _analyse(args)
     timed = _time(args, model, layout, training, results)
-    return {**to_json(model, layout, training, comp, values, results, args.latex), **({"time": timed} if timed else {})}
+    return {**to_json(model, layout, training, comp, values, results, args.latex), **({"time": timed} if timed else {}),
+            **common.defaults_used(args)}
 
 
 def run(args) -> int:
@@ -89,11 +90,12 @@ def run(args) -> int:
     timed = _time(args, model, layout, training, results)
     if args.json:
         common.print_json({**to_json(model, layout, training, comp, values, results, args.latex),
-                           **({"time": timed} if timed else {})})
+                           **({"time": timed} if timed else {}), **common.defaults_used(args)})
         return 0
     print(render_text(model, layout, training, comp, values, results, args.latex))
     for line in sensitivity_lines(timed) if timed else ():
         print(line)
+    common.print_defaults(args)
     return 0
 
 

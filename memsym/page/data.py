@@ -39,6 +39,7 @@ from derivations.config import limits as L
 from derivations.generate import device_shape, structures
 from derivations import families as _families
 from derivations.config.hfconfig import covered
+from derivations.config.defaults import RUN_DEFAULTS, RUN_OPTIONS
 from derivations.families import get as _family
 from derivations.notation import EXTENSION_DEFAULTS, M_buf, PAPER_BYTES, f_frag
 from derivations.config.presets import PRESET_NAMES, preset_path
@@ -349,6 +350,8 @@ def options() -> Dict:
         "layout": {"dp": lay.dp, "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "etp": lay.etp, "cp": lay.cp},
         "training": {"mbs": tr.mbs, "seq": tr.seq, "zero": tr.zero, "recompute": tr.recompute,
                      "attention": tr.attention, "imbalance": _q(tr.imbalance)},
+        # derivations/config/defaults.py: what a named run takes where nobody set it
+        "run": {"options": list(RUN_OPTIONS), "defaults": dict(RUN_DEFAULTS)},
         "zero_names": {str(k): v for k, v in cfg.ZERO_NAMES.items()},
         "recompute": list(cfg.RECOMPUTE), "recompute_ops": dict(cfg.RECOMPUTE_OPS),
         "attention": list(cfg.ATTENTION), "schedules": list(cfg.SCHEDULES), "dtypes": dict(cfg.DTYPES),

@@ -57,6 +57,8 @@ function resolve(typed) {
   for (const [dest] of DTYPE_OPTIONS) a[dest] = null;
   for (const [name, s] of Object.entries(O.switches)) a[name] = s.values[0];
   const recipe = $("opt-recipe").value, preset = $("opt-conventions").value;
+  // derivations/config/defaults.py: a run named (GPUs, a global batch) takes what practitioners run, under the rest
+  if (O.run.options.some((d) => d in typed)) Object.assign(a, O.run.defaults);
   // common.resolve_presets: typed > recipe > conventions preset > default, whatever the order typed
   if (preset) for (const [dest, v] of Object.entries(O.convention_presets[preset])) if (!(dest in typed)) a[dest] = v;
   if (recipe) for (const [dest, v] of Object.entries(O.recipes[recipe].options)) if (!(dest in typed)) a[dest] = v;

@@ -205,7 +205,7 @@ class ModelSpec:
         out = {"h": self.h, "h_F": self.h_F, "h_E": self.h_E, "l": self.l, "n_h": self.n_h, "d_c": self.d_c,
                "d_h": self.d_h, "d_hr": self.d_hr, "d_v": self.d_v, "N": self.N, "N_s": self.N_s, "N_r": self.N_r,
                "v": self.v, "D": self.mtp_layers, "n_g": self.n_group or 1, "k_g": self.topk_group or 1,
-               **self.routing()}
+               "u_tw": int(self.tie_word_embeddings), **self.routing()}
         if self.d_cq is not None:
             out["d_cq"] = self.d_cq
         if self.indexer:
