@@ -185,12 +185,13 @@ def dp_volumes() -> Dict[str, sp.Expr]:
     return {f"{g}_{k}": v * per for g, v in share.items() for k, per in (("reduce", reduce), ("gather", gather))}
 
 
-def times(f: Dict[str, sp.Expr] = None) -> Dict[str, sp.Expr]:
+def times(f: Dict[str, sp.Expr] = None, mem: Dict[str, sp.Expr] = None) -> Dict[str, sp.Expr]:
     """Seconds of one micro-batch on one device: t_F (forward), t_B (backward), t_W (its weight-gradient
     half), t_R (recomputation), t_att (the core attention's forward), t_mem (of t_F + t_B, the memory-bound
     operations: eager attention's matrices, the recipe's casts, M_F and M_B), c_<group> (each group's transfers,
     forward and backward), and per step t_DP (data-parallel traffic) and t_opt (optimizer).  ``f``: the
-    forward FLOPs by part (:func:`flops`; the report passes symbols for them, to print the times shorter)."""
+    forward FLOPs by part (:func:`flops`; the report passes symbols for them, to print the times shorter), ``mem``
+    the memory-bound bytes (:func:`memory_bytes`, likewise)."""
     f = {**flops(), **(f or {})}
     rate, rate_A = eta * Phi, eta * Phi_A
     weights = nt.B_w * (P_n + P_m)
@@ -199,7 +200,7 @@ def times(f: Dict[str, sp.Expr] = None) -> Dict[str, sp.Expr]:
     t_sm = 4 * matrix / W_M
     # the recipe's quantization of each linear layer's inputs (forward) and output gradients (backward, twice)
     t_q = Q_C * b * s / (CP * TP) / W_M
-    mem = memory_bytes()
+    mem = {**memory_bytes(), **(mem or {})}
     t_mF, t_mB = (mem[k] * b * s / (CP * TP) / W_M for k in ("M_F", "M_B"))  # the memory-bound operations
     t_mm = sp.Max((f["layers"] + f["head"]) / rate + f["attention"] / rate_A, weights / W_M)
     t_F = t_mm + t_sm + t_q + t_mF
