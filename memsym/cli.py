@@ -17,7 +17,7 @@ import sys
 from typing import List, Optional
 
 from .commands import COMMANDS
-from .lines import one_line
+from .lines import near_choice, one_line
 from . import __version__
 
 
@@ -73,11 +73,7 @@ class _Parser(argparse.ArgumentParser):
         unknown = re.match(r"unrecognized arguments: (.*)$", message)
         if unknown:
             message += self._did_you_mean(unknown.group(1).split())
-        choice = re.match(r"argument \S+: invalid choice: '(.*)' \(choose from (.*)\)$", message)
-        if choice:  # a mistyped subcommand or choice: the nearest choices, as for options
-            choices = re.findall(r"'([^']*)'", choice.group(2))
-            near = difflib.get_close_matches(choice.group(1), choices, n=3, cutoff=0.6)
-            message += f" (did you mean {' or '.join(near)}?)" if near else ""
+        message = near_choice(message)  # a mistyped subcommand or choice: the nearest choices
         m = re.match(r"argument (\S+?)(?:/\S+)?: expected one argument$", message)
         if m:  # name the value that was taken for an option: `--model -cfg.json`
             opt = m.group(1)

@@ -1,9 +1,21 @@
 """Text a user typed, shown on one terminal line (shared by the command line's errors and progress)."""
 from __future__ import annotations
 
+import difflib
+import re
+
 
 def one_line(message) -> str:
     """``message`` as one line: control characters a user typed (a newline in a path or an
     argument) are shown escaped (``\\n``), so stderr holds exactly the one line exit 2 promises
     and a progress or file line cannot be split or forged by a path."""
     return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in str(message))
+
+
+def near_choice(message: str) -> str:
+    """``message`` (argparse's ``argument X: invalid choice: 'v' (choose from ...)``) with `` (did you mean c?)``
+    naming the nearest choices (difflib's ratio, as for a mistyped option), or unchanged."""
+    choice = re.search(r"argument \S+: invalid choice: '(.*)' \(choose from (.*)\)$", message)
+    near = choice and difflib.get_close_matches(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=3,
+                                                cutoff=0.6)
+    return message + f" (did you mean {' or '.join(near)}?)" if near else message

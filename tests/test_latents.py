@@ -68,7 +68,10 @@ def test_which_presets_split_the_latents():
     assert {n: p["latents"] for n, p in CONVENTION_PRESETS.items()} == {
         "paper": "full", "megatron": "full", "modelzoo": "full", "transformers": "full",
         "mcore": "full",  # the local spec's torch RMSNorm refuses sequence parallelism (torch_norm.py)
-        "mcore-te": "sp"}
+        "mcore-te": "sp",
+        # torchtitan's TP plan gathers the sequence before the attention (PrepareModuleInput to Replicate;
+        # wkv_a and kv_norm NoParallel: deepseek_v3/infra/parallelize.py apply_non_moe_tp)
+        "torchtitan": "full"}
 
 
 @pytest.mark.parametrize("latents", ["full", "sp"])

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from symbolic.errors import ConfigError
 
+from ..lines import near_choice
 from .argtypes import apply_limits
 
 
@@ -38,7 +39,7 @@ def _converted(command: str, parser, action: argparse.Action, text: str):
         value = parser._get_value(action, text)
         parser._check_value(action, value)
     except argparse.ArgumentError as exc:
-        raise ConfigError("argument", f"memsym {command}: {exc}") from None
+        raise ConfigError("argument", near_choice(f"memsym {command}: {exc}")) from None
     return value
 
 
