@@ -178,9 +178,8 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
         put("mtp", True, f"--mtp-num-layers {mtp}: the MTP modules' weights on the last stage")
         put("mtp_activations", "last-stage", f"--mtp-num-layers {mtp}: Megatron-Core builds them on the last stage")
     if "overlap" in known:  # the step time's Megatron switches (none of the flags: only TE's context-parallel ring)
-        on = [(f, name) for f, name in OVERLAP_FLAGS if a.has(f)]
-        put("overlap", "megatron:" + ",".join(n for _, n in on),
-            ", ".join(f for f, _ in on) or f"none of {', '.join(f for f, _ in OVERLAP_FLAGS)} ({ARGS}: off)")
+        on = [(f, n) for f, n in OVERLAP_FLAGS if a.has(f)]
+        put("overlap", "megatron:" + ",".join(n for _, n in on), ", ".join(f for f, _ in on) or f"none ({ARGS}: off)")
     _conventions(a, launch, r, put, known)
     quantization(a, launch, r, put, known)
     if r.options.get("zero") == "3" and "linear_recipe" in r.options:  # Megatron-FSDP optim_grads_params
