@@ -31,8 +31,11 @@ BY_HAND = {
     "core_attn": 2 * b * n_tp * s * s,             # the softmax output (q, k, v: recomputed, mla_up_proj)
     "attn_proj": 2 * b * s * n_tp * 128,           # linear_proj's input
     "mlp_norm": 2 * b * s * h // SP,               # the MoE sublayer input
-    "expert_fc1": 2 * (b * s * 4 // 4) * h,        # the permuted tokens, b s N_r / EP copies (balanced)
-    "moe_act": 2 * 2 * (b * s * 4 // 4) * 1024,    # the fc1 output, gate and up
+    # the permuted tokens: each EP rank routes its own sequence-parallel shard and receives what its EP peers send
+    # its local experts, b s N_r / SP copies balanced (token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess,
+    # output_splits; the mcore-te preset's routed_tokens = "dispatch")
+    "expert_fc1": 2 * (b * s * 4 // SP) * h,
+    "moe_act": 2 * 2 * (b * s * 4 // SP) * 1024,   # the fc1 output, gate and up
 }
 
 
@@ -62,12 +65,13 @@ def test_each_module_offloads_exactly_its_saved_tensors():
         for _, key, byts in got[kind]:
             assert listed[(sub, key)] == byts
     # what stays: the shared experts' gate and up outputs (no module's group), the router's, dispatcher's and
-    # load-balancing loss's tensors (in no group: 4 b s N x 3 + 8 b s N_r x 2 + b s N + 4 b s (N_r + 1) + 4 b s
-    # + 8 b N + 4) and the FP32 probabilities per token copy (4 b s N_r / EP = 16,384 B: under 2^20 elements)
+    # load-balancing loss's tensors (in no group; the router runs on the rank's sequence-parallel shard of t = b s / SP
+    # tokens, TopKRouter.forward: 4 t N x 3 + 8 t N_r x 2 + t N + 4 t (N_r + 1) + 4 t + 8 b N + 4) and the FP32
+    # probabilities per token copy received (4 b s N_r / SP = 32,768 B: under 2^20 elements)
     kept = sum(listed.values()) - sum(BY_HAND.values())
-    N, Nr = 32, 4
-    router = 3 * 4 * b * s * N + 2 * 8 * b * s * Nr + b * s * N + 4 * b * s * (Nr + 1) + 4 * b * s + 8 * b * N + 4
-    assert kept == 2 * 2 * b * s * 1024 + router + 4 * b * s * Nr // 4
+    N, Nr, t = 32, 4, b * s // SP
+    router = 3 * 4 * t * N + 2 * 8 * t * Nr + t * N + 4 * t * (Nr + 1) + 4 * t + 8 * b * N + 4
+    assert kept == 2 * 2 * b * s * 1024 + router + 4 * b * s * Nr // SP
 
 
 def test_small_tensors_stay_on_the_device():
