@@ -139,6 +139,12 @@ def test_every_megatron_run_resolves_to_the_flags_it_uses(capsys, entry):
     # the allocator's options, from the file's ENV_VARS (read by --memory)
     env = yaml.safe_load(path.read_text()).get("ENV_VARS") or {}
     assert opts.pop("--alloc-conf", None) == env.get("PYTORCH_CUDA_ALLOC_CONF")
+    # the step time's overlap switches, one per Megatron overlap flag the run's MODEL_ARGS hold
+    args = yaml.safe_load(path.read_text()).get("MODEL_ARGS") or {}
+    named = {"--overlap-grad-reduce": "grad-reduce", "--overlap-param-gather": "param-gather",
+             "--overlap-moe-expert-parallel-comm": "ep", "--tp-comm-overlap": "tp", "--delay-wgrad-compute": "wgrad"}
+    assert set(opts.pop("--overlap").removeprefix("megatron:").split(",")) - {""} == {n for f, n in named.items()
+                                                                                      if f in args}
     hand = {"layout": set(entry["layout"]), "training": set(entry["training"])}
     extra = {k for k in opts if k[2:].replace("-", "_") not in hand["layout"] | hand["training"]}
     assert extra <= {"--bytes-per-param", "--mtp", "--mtp-activations", "--conventions", "--router-dtype", "--aux-loss",

@@ -76,10 +76,24 @@ def test_garbage_collection_threshold_releases_before_growing():
 
 
 @pytest.mark.parametrize("conf", ["max_split_size_mb:x", "expandable_segments:maybe",
-                                  "garbage_collection_threshold:1.5"])
-def test_bad_alloc_conf_is_one_config_error(conf):
+                                  "garbage_collection_threshold:1.5", "garbage", "max_split_size_mb:20",
+                                  "max_split_size_mb:-5", "max_split_size_mb:\u0663\u0660", "expandable_segments:TRUE",
+                                  "backend:cudaMallocAsync", "roundup_power2_divisions:4"])
+def test_bad_alloc_conf_is_one_config_error(capsys, conf):
+    """What CUDAAllocatorConfig::parseArgs refuses (an unknown key, max_split_size_mb <= 20, not exactly True/False),
+    and what changes bytes memsym does not simulate, are refused: by settings, and by --alloc-conf when it is read
+    (with or without --memory)."""
     with pytest.raises(ConfigError):
         al.settings(conf)
+    for extra in ((), ("--memory", "reserved")):
+        code, out, err = run(capsys, "estimate", "--alloc-conf", conf, *extra)
+        assert code == 2 and out == "" and "PYTORCH_CUDA_ALLOC_CONF" in err and len(err.strip().splitlines()) == 1
+
+
+def test_alloc_conf_pytorch_accepts_is_read():
+    s = al.settings("expandable_segments:True,max_split_size_mb:512,garbage_collection_threshold:0.6,"
+                    "release_lock_on_cudamalloc:True")
+    assert s.expandable and s.max_split == 512 << 20 and s.gc == 0.6
 
 
 def test_nccl_p2p_connection_matches_the_allocations_nccl_logs():
@@ -149,6 +163,23 @@ def test_memory_json_allocated_is_the_terms_and_device_adds_the_buffers(capsys):
     # DP 2, TP 2 rings; PP 2: one send/receive peer; EP 4 all-to-all: 3 peers; 32 channels of 12 MiB each
     per_channel = 12 * MiB
     assert [b["bytes"] for b in m["buffers"]] == [32 * per_channel] * 3 + [3 * 32 * per_channel, 400 * 10 ** 6]
+
+
+@pytest.mark.parametrize("argv", [
+    ("--schedule", "1f1b"),  # 16 micro-batches in flight on stage 0
+    ("--gpus", "1024", "--tp", "2", "--pp", "32", "--ep", "8", "--zero", "2", "--global-batch", "15360"),  # 30
+    ("--schedule", "interleaved", "--vpp", "2", "--stage", "3"),
+    ("--schedule", "dualpipe", "--recompute", "full"),
+])
+def test_the_simulated_step_reaches_the_terms_peak_with_every_micro_batch_in_flight(capsys, argv):
+    """Whatever the schedule holds in flight (here up to 30 micro-batches), the allocator's allocated peak is the
+    terms' step total (each block rounded up), never a few micro-batches of it (the review's finding: 6 forwards
+    were simulated, so a 1F1B stage of 16-30 in flight was judged at a fraction of its bytes)."""
+    code, out, err = run(capsys, "estimate", "--gpu", "h800", "--memory", "device", "--json", *argv)
+    assert code == 0, err
+    m = json.loads(out)["memory"]
+    assert 0 <= m["allocated"] - m["terms_total"] < 256 * MiB, m
+    assert m["allocated"] <= m["reserved"] < m["device"]
 
 
 def _estimate(**bytes_):

@@ -1,8 +1,10 @@
 """The step-time model (derivations/steptime): its parts against arithmetic written out here from the
 model's dimensions and the published rates, not through the model's own expressions."""
+import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -48,11 +50,25 @@ def test_compute_is_six_flops_per_parameter_and_token_at_the_peak():
     tokens = 4096
     scores = 2 * tokens * 0.5 * 4096 * 128 * (128 + 64 + 128)  # a causal flash kernel: half of s x s
     want = 3 * (2 * tokens * _moe_layer_matrix_params() + scores) / 989.4e12
-    assert got["compute"] == pytest.approx(want, rel=1e-12)
+    assert got["compute"] - got["memory"] == pytest.approx(want, rel=1e-12)
     eager = _one(_row(ep=64), overlap="none", attention="eager")
     matrix = 128 * 4096 ** 2 * 2  # heads x s x s x BF16
-    want_eager = 3 * (2 * tokens * _moe_layer_matrix_params() + 2 * scores) / 989.4e12 + (4 + 7) * matrix / 3.35e12
-    assert eager["compute"] == pytest.approx(want_eager, rel=1e-12)
+    want_eager = 3 * (2 * tokens * _moe_layer_matrix_params() + 2 * scores) / 989.4e12
+    assert eager["compute"] - eager["memory"] == pytest.approx(want_eager, rel=1e-12)
+    assert eager["memory"] - got["memory"] == pytest.approx((4 + 7) * matrix / 3.35e12, rel=1e-12)
+
+
+def test_the_memory_bound_operations_of_a_moe_layer_at_the_hbm_bandwidth():
+    """One V3 MoE layer's elementwise, normalisation and permutation kernels, bytes by hand (BF16, the FP32 router
+    scores), forward + backward per token: two RMSNorms of h (2 + 3 passes each), two residual adds (3 + 3), the
+    latents' RMSNorms (d_cq + d_c, 2 + 3), RoPE of q's 128 heads and the shared k (d_hr, 2 + 2), the router's 256
+    scores (2 + 3, 4 bytes), the permute and unpermute of 8 copies (3 x 8 + 1 widths of h, each way), SwiGLU of 9
+    experts (3 + 5 widths of h_E); 4096 tokens at 3.35 TB/s."""
+    h, d_cq, d_c, n_h, d_hr, h_E = 7168, 1536, 512, 128, 64, 2048
+    per_token = 2 * (2 * 5 * h + 2 * 6 * h + 5 * (d_cq + d_c) + 4 * (n_h + 1) * d_hr + 2 * 25 * h + 8 * 9 * h_E) \
+        + 4 * 5 * 256
+    got = _one(_row(ep=64), overlap="none", attention="flash")
+    assert got["memory"] == pytest.approx(4096 * per_token / 3.35e12, rel=1e-12)
 
 
 def test_a_few_tokens_per_gpu_are_bound_by_reading_the_weights():
@@ -61,7 +77,7 @@ def test_a_few_tokens_per_gpu_are_bound_by_reading_the_weights():
     got = _one(_row(seq=4), overlap="none", attention="flash")
     weights = 2 * (1536 + 512 + 2 * 7168 + 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256
                    + 128 * 128 * 7168 + 256 * 7168 + 257 * 3 * 7168 * 2048)  # norms + MLA + router + experts, BF16
-    assert got["compute"] == pytest.approx(3 * weights / 3.35e12, rel=1e-12)
+    assert got["compute"] - got["memory"] == pytest.approx(3 * weights / 3.35e12, rel=1e-12)
 
 
 def test_the_1f1b_bubble_is_pp_minus_one_microbatch_periods():
@@ -290,3 +306,69 @@ def test_the_time_says_what_the_conventions_set_and_that_the_layout_does_not_fit
     assert code == 0 and "attention flash: set by --conventions mcore-te" in out and "would not run" in out
     code, out, err = run(capsys, *argv, "--attention", "flash", "--zero", "1", "--recompute", "full")
     assert code == 0 and "set by --conventions" not in out and "would not run" not in out
+
+
+def test_mtp_modules_add_their_layer_projection_and_head_on_the_head_stage():
+    """--mtp-activations last-stage: DeepSeek-V3's one MTP module (report Sec. 2.2) runs eh_proj (2h x h), one MLA +
+    MoE layer and the shared head (h x v) again on the stage holding the head, forward 2 and backward 4 FLOPs per
+    parameter and token; the memory-bound operations of its layer, its norms and cross-entropy too."""
+    on = cfg.Training(conventions=dataclasses.replace(cfg.Training().conventions, mtp_activations="last-stage"))
+    rows = _row(ep=64, e_H=1)
+    base = {k: float(v[0]) for k, v in E.parts(V3, cfg.Training(), rows, gpu="h800", attention="flash").items()}
+    mtp = {k: float(v[0]) for k, v in E.parts(V3, on, rows, gpu="h800", attention="flash").items()}
+    scores = 2 * 4096 * 0.5 * 4096 * 128 * (128 + 64 + 128)
+    extra = 3 * (2 * 4096 * (2 * 7168 ** 2 + _moe_layer_matrix_params() + 7168 * 129280) + scores) / 989.4e12
+    assert (mtp["compute"] - mtp["memory"]) - (base["compute"] - base["memory"]) == pytest.approx(extra, rel=1e-9)
+    assert mtp["memory"] > base["memory"]
+    headless = _row(ep=64, e_H=0)
+    step = [E.parts(V3, t, headless, gpu="h800")["step"][0] for t in (on, cfg.Training())]
+    assert step[0] == step[1]  # no head on the stage: no MTP module
+
+
+def test_dsa_attends_to_its_top_k_and_runs_the_lightning_indexer():
+    """DeepSeek-V3.2's sparse attention (tests/data/dsa: n_h 4 of 32 + 16 + 32, an indexer of n_I = 2 heads of
+    d_I = 32 keeping k_I = 16): each query's scores and values over the causal mean of its 16 chosen keys (16 (1 -
+    16 / 2s)) instead of half the s keys, the indexer scoring half the s keys with 2 x 32 per key, and its
+    projections (wq_b 96 x 64, wk 256 x 32, k_norm 2 x 32, weights_proj 256 x 2), forward 2 and backward 4 FLOPs."""
+    dsa = cfg.load_model(str(Path(__file__).resolve().parent / "data" / "dsa" / "config.json"))
+    rows = _row(seq=4096, L_I=1)
+    t = {k: float(v[0]) for k, v in E.parts(dsa, cfg.Training(), rows, gpu="h800", attention="flash").items()}
+    s, tokens = 4096, 4096
+    sparse = 2 * tokens * 4 * (32 + 16 + 32) * 16 * (1 - 16 / (2 * s))
+    indexer = 2 * tokens * 2 * 32 * s / 2 + 2 * tokens * (96 * 64 + 256 * 32 + 2 * 32 + 256 * 2)
+    mla = 256 * 96 + 96 * 4 * 48 + 256 * (64 + 16) + 64 * 4 * 64 + 4 * 32 * 256
+    layer = mla + 8 * 256 + 3 * 3 * 256 * 128  # the router and 2 routed + 1 shared expert of 3 h h_E
+    want = 3 * (2 * tokens * layer + sparse + indexer) / 989.4e12
+    assert t["compute"] - t["memory"] == pytest.approx(want, rel=1e-9)
+
+
+def test_megatron_overlap_switches_hide_what_they_name():
+    """--overlap megatron:SWITCH,...: the EP all-to-all behind the micro-batch's compute (1F1B A2A overlap), without
+    its weight gradients unless they are delayed (t_W, a third of the matrix products' time: no recomputation here);
+    the gradients' reduce only with grad-reduce (the default 'megatron' has it, 'megatron:' none)."""
+    rows = _row(ep=64, dp=64, microbatches=4)
+    none = _one(rows, overlap="none", attention="flash", schedule="1f1b")
+    compute = (none["compute"]) / 4
+    ep = none["EP"] / 4
+    delayed = _one(rows, overlap="megatron:ep,wgrad", attention="flash", schedule="1f1b")
+    assert delayed["EP"] / 4 == pytest.approx(max(0.0, ep - compute), rel=1e-9, abs=1e-15)
+    plain = _one(rows, overlap="megatron:ep", attention="flash", schedule="1f1b")
+    t_w = (none["compute"] - none["memory"]) / 4 / 3
+    assert plain["EP"] / 4 == pytest.approx(max(0.0, ep - (compute - t_w)), rel=1e-9, abs=1e-15)
+    dp = [_one(rows, overlap=o, schedule="1f1b")["DP"] for o in ("megatron:", "megatron")]
+    assert dp[0] > dp[1]
+    assert _one(rows, overlap="megatron")["step"] == _one(rows, overlap="megatron:grad-reduce,param-gather")["step"]
+
+
+def test_from_megatron_reads_the_overlap_flags(tmp_path):
+    launch = tmp_path / "run.sh"
+    launch.write_text("torchrun pretrain_gpt.py --num-layers 4 --hidden-size 1024 --num-attention-heads 16 "
+                      "--multi-latent-attention --kv-lora-rank 128 --q-lora-rank 256 --qk-head-dim 64 "
+                      "--qk-pos-emb-head-dim 32 --v-head-dim 64 --num-experts 16 --moe-router-topk 2 "
+                      "--moe-ffn-hidden-size 512 --ffn-hidden-size 2048 --swiglu --expert-model-parallel-size 8 "
+                      "--micro-batch-size 1 --seq-length 4096 --overlap-param-gather --tp-comm-overlap "
+                      "--overlap-moe-expert-parallel-comm --bf16 --vocab-size 32000 --tokenizer-type NullTokenizer\n")
+    out = subprocess.run([sys.executable, "-m", "memsym", "estimate", "--from-megatron", str(launch), "--gpus", "8",
+                          "--time", "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["time"]["overlap"] == "megatron:param-gather,ep,tp"

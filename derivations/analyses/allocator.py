@@ -48,22 +48,44 @@ class Settings:
     gc: Optional[float] = None
 
 
+#: Options c10/cuda/CUDAAllocatorConfig.cpp (parseArgs) accepts that do not change the native allocator's bytes in
+#: this simulation (threads, locks, pinned host memory); roundup_power2_divisions, max_non_split_rounding_mb and
+#: backend:cudaMallocAsync do change them and are refused as not modelled
+INERT = ("release_lock_on_cudamalloc", "pinned_use_cuda_host_register", "pinned_num_register_threads",
+         "pinned_use_background_threads", "backend:native")
+
+
 def settings(conf: str = "") -> Settings:
-    """The :class:`Settings` of a ``PYTORCH_CUDA_ALLOC_CONF`` string (``key:value`` pairs, comma-separated)."""
+    """The :class:`Settings` of a ``PYTORCH_CUDA_ALLOC_CONF`` string (``key:value`` pairs, comma-separated), checked
+    as CUDAAllocatorConfig::parseArgs checks it: an unknown key, ``max_split_size_mb`` not an integer > 20 (its
+    kLargeBuffer in MiB), ``expandable_segments`` other than True/False, ``garbage_collection_threshold`` outside
+    (0, 1) are refused; keys it accepts that change bytes memsym does not simulate are refused as not modelled."""
     out = {}
     for item in filter(None, (w.strip() for w in (conf or "").split(","))):
         key, _, value = item.partition(":")
-        try:
-            if key == "max_split_size_mb":
-                out["max_split"] = int(value) << 20
-            elif key == "expandable_segments":
-                out["expandable"] = {"true": True, "false": False}[value.strip().lower()]
-            elif key == "garbage_collection_threshold":
-                out["gc"] = float(value)
-                if not 0 < out["gc"] < 1:
-                    raise ValueError
-        except (ValueError, KeyError):
-            raise ConfigError("alloc-conf", f"PYTORCH_CUDA_ALLOC_CONF {item!r}: not a value PyTorch accepts") from None
+        ok = True
+        if key == "max_split_size_mb":
+            ok = value.isascii() and value.isdigit() and int(value) > 20
+            out["max_split"] = int(value) << 20 if ok else 0
+        elif key == "expandable_segments":
+            ok = value in ("True", "False")
+            out["expandable"] = value == "True"
+        elif key == "garbage_collection_threshold":
+            try:
+                out["gc"] = float(value) if value.isascii() else 0.0
+            except ValueError:
+                out["gc"] = 0.0
+            ok = 0 < out["gc"] < 1
+        elif key in INERT or item in INERT:
+            continue
+        elif key in ("roundup_power2_divisions", "max_non_split_rounding_mb", "backend"):
+            raise ConfigError("alloc-conf", f"PYTORCH_CUDA_ALLOC_CONF {item!r}: not modelled (memsym simulates the "
+                                            "native caching allocator's default rounding)")
+        else:
+            raise ConfigError("alloc-conf", f"PYTORCH_CUDA_ALLOC_CONF {item!r}: PyTorch refuses it (Unrecognized "
+                                            "CachingAllocator option)")
+        if not ok:
+            raise ConfigError("alloc-conf", f"PYTORCH_CUDA_ALLOC_CONF {item!r}: not a value PyTorch accepts")
     return Settings(**out)
 
 

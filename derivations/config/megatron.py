@@ -28,7 +28,7 @@ from derivations.config.grammars import layer_pattern, pipeline_layout
 from derivations.config.launch import Launch, shown
 from derivations.config.megatron_precision import quantization
 from derivations.config.megatron_flags import (  # noqa: F401 (IGNORED: the table)
-    DTYPE_NAMES, FSDP_ZERO, GPT2_VOCAB, IGNORED, KNOWN_TOKENIZER_MODELS, RECOMPUTE_MODULES)
+    DTYPE_NAMES, FSDP_ZERO, GPT2_VOCAB, IGNORED, KNOWN_TOKENIZER_MODELS, OVERLAP_FLAGS, RECOMPUTE_MODULES)
 
 ARGS, TC, MPC = "arguments.py", "transformer_config.py TransformerConfig", "model_parallel_config.py"
 
@@ -177,6 +177,9 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
     if mtp:
         put("mtp", True, f"--mtp-num-layers {mtp}: the MTP modules' weights on the last stage")
         put("mtp_activations", "last-stage", f"--mtp-num-layers {mtp}: Megatron-Core builds them on the last stage")
+    if "overlap" in known:  # the step time's Megatron switches (none of the flags: only TE's context-parallel ring)
+        on = [(f, n) for f, n in OVERLAP_FLAGS if a.has(f)]
+        put("overlap", "megatron:" + ",".join(n for _, n in on), ", ".join(f for f, _ in on) or f"none ({ARGS}: off)")
     _conventions(a, launch, r, put, known)
     quantization(a, launch, r, put, known)
     if r.options.get("zero") == "3" and "linear_recipe" in r.options:  # Megatron-FSDP optim_grads_params

@@ -13,8 +13,8 @@ IGNORED = frozenset("""
 --moe-router-bias-update-rate --rotary-scaling-factor --mscale --mscale-all-dim --eval-iters --eval-interval --save
 --load --save-interval --init-method-std --log-timers-to-tensorboard --log-memory-to-tensorboard
 --log-num-zeros-in-grad --log-params-norm --log-validation-ppl-to-tensorboard --log-throughput --log-interval
---logging-level --tensorboard-dir --async-save --use-persistent-ckpt-worker --overlap-grad-reduce
---overlap-param-gather --no-create-attention-mask-in-dataloader --no-mmap-bin-files --num-workers
+--logging-level --tensorboard-dir --async-save --use-persistent-ckpt-worker
+--no-create-attention-mask-in-dataloader --no-mmap-bin-files --num-workers
 --lr-decay-samples --lr-warmup-samples --lr-warmup-init --auto-detect-ckpt-format --save-retain-interval
 --dist-ckpt-strictness --wandb-project --wandb-entity --wandb-exp-name --wandb-save-dir --enable-experimental
 --deterministic-mode --ckpt-format --no-gradient-accumulation-fusion --megatron-fsdp-grad-comm-dtype
@@ -38,3 +38,9 @@ RECOMPUTE_MODULES = {"core_attn": ("score",), "layernorm": ("norm",), "mla_up_pr
 #: --data-parallel-sharding-strategy of Megatron-FSDP -> memsym's ZeRO stage (ARGS _add_distributed_args).
 FSDP_ZERO = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
 DTYPE_NAMES = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16"}
+
+#: Megatron's overlap flags and the step time's switch each sets (derivations/steptime/evaluate.py OVERLAP_SWITCHES;
+#: ARGS: all off by default)
+OVERLAP_FLAGS = (("--overlap-grad-reduce", "grad-reduce"), ("--overlap-param-gather", "param-gather"),
+                 ("--overlap-moe-expert-parallel-comm", "ep"), ("--tp-comm-overlap", "tp"),
+                 ("--delay-wgrad-compute", "wgrad"))

@@ -6,236 +6,331 @@ from functools import reduce  # noqa: F401
 
 from numpy import equal, less, maximum, minimum, nan, select  # noqa: F401
 
-PARTS = ('compute', 'recompute', 'TP', 'EP', 'CP', 'PP', 'DP', 'bubble', 'optimizer', 'microbatch', 'step')
-INPUTS = ('B_1', 'B_2', 'B_EP', 'B_a', 'B_g', 'B_m', 'B_w', 'CP', 'DP', 'EP', 'ETP', 'F', 'L_d', 'L_m', 'N_r', 'N_s', 'PP', 'P_A', 'P_E', 'P_F', 'P_H', 'P_R', 'P_U', 'P_m', 'P_n', 'Phi', 'Phi_A', 'Q_C', 'TP', 'W_M', 'b', 'beta_CP', 'beta_DP', 'beta_EDP', 'beta_PP', 'beta_TP', 'c_A', 'chi_B', 'chi_W', 'chi_mb', 'd_h', 'd_hr', 'd_v', 'e_H', 'eta', 'h', 'n_h', 'n_mb', 'rho_full', 'rho_sel', 's', 'tau_EP', 'u_E', 'z')
+PARTS = ('compute', 'memory', 'recompute', 'TP', 'EP', 'CP', 'PP', 'DP', 'bubble', 'optimizer', 'microbatch', 'step')
+INPUTS = ('B_1', 'B_2', 'B_EP', 'B_a', 'B_g', 'B_m', 'B_w', 'CP', 'DP', 'D_M', 'EP', 'ETP', 'F', 'L_d', 'L_m', 'N', 'N_r', 'N_s', 'PP', 'P_A', 'P_E', 'P_F', 'P_H', 'P_M', 'P_R', 'P_U', 'P_m', 'P_n', 'Phi', 'Phi_A', 'Q_C', 'TP', 'W_M', 'b', 'beta_CP', 'beta_DP', 'beta_EDP', 'beta_PP', 'beta_TP', 'c_A', 'chi_B', 'chi_W', 'chi_mb', 'd_c', 'd_cq', 'd_h', 'd_hr', 'd_v', 'e_H', 'eta', 'h', 'h_E', 'h_F', 'n_h', 'n_mb', 'o_DW', 'o_EP', 'o_GR', 'o_PG', 'o_TP', 'rho_full', 'rho_sel', 's', 'tau_EP', 'u_E', 'v', 'z')
 VARIANTS = ('none', 'megatron', 'megatron_dualpipe', 'ideal')
 
 
-def _step_none(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, EP, ETP, F, L_d, L_m, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_h, d_hr, d_v, e_H, eta, h, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, z):
-    x0 = 1/CP
-    x1 = 1/TP
-    x2 = b*x0*x1
-    x3 = s*x2
-    x4 = 1/W_M
-    x5 = Q_C*x4
-    x6 = x3*x5
-    x7 = L_d + L_m
-    x8 = B_a*n_h*x7
-    x9 = s**2*x2
-    x10 = u_E*x4*x8*x9
-    x11 = P_m + P_n
-    x12 = B_w*x11*x4
-    x13 = 1/eta
-    x14 = d_h + d_hr + d_v
-    x15 = 2*c_A*n_h*x13*x14*x7*x9/Phi_A
-    x16 = 2*x3
-    x17 = x16*(L_d*P_F + L_m*(F*P_E*(N_r + N_s) + P_R) + P_A*x7)
-    x18 = x13/Phi
-    x19 = reduce(maximum, [x12, x15 + x18*(P_H*e_H*x16 + x17)])
-    x20 = 11*x10 + 3*x19 + 3*x6
-    x21 = 4*x10
-    x22 = P_U*x16*x18 + rho_full*(x21 + x6 + reduce(maximum, [x12, x15 + x17*x18])) + rho_sel*(x15 + x21)
-    x23 = rho_full + 2
-    x24 = B_a*h
-    x25 = x23*x24*x3*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x26 = 2*n_mb
-    x27 = x26*x3
-    x28 = B_EP*F*L_m*h*tau_EP*x23
-    x29 = x14*x3*x8*(CP - 1)*(rho_full + 3)/beta_CP
-    x30 = x24*reduce(minimum, [1, PP - 1])/beta_PP
-    x31 = equal(z, 0)
-    x32 = less(z, 3)
-    x33 = select([x31,x32,True], [0,B_w,B_w*x26], default=nan)
-    x34 = CP*DP
-    x35 = x0/DP
-    x36 = P_n*x35
-    x37 = x36*(x34 - 1)/beta_DP
-    x38 = select([x31,x32,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x39 = EP*ETP*P_m*x1*x35
-    x40 = x39*(-1 + TP*x34/(EP*ETP))/beta_EDP
-    x41 = x33*x37 + x33*x40 + x37*x38 + x38*x40
-    x42 = x16*x28 + x16*x30 + x20 + x22 + x25 + x29
-    x43 = chi_B*(7*x10 + x16*x5 + 2*x19) - chi_W*x19 + chi_mb*x42
-    x44 = x4*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x31,True], [x11,x36 + x39], default=nan)
-    return (n_mb*x20, n_mb*x22, n_mb*x25, x27*x28, n_mb*x29, x27*x30, x41, x43, x44, x42, n_mb*x42 + x41 + x43 + x44)
+def _step_none(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
+    x0 = 1/W_M
+    x1 = P_m + P_n
+    x2 = B_w*x0*x1
+    x3 = 1/eta
+    x4 = D_M*e_H
+    x5 = L_d + L_m
+    x6 = x4 + x5
+    x7 = d_h + d_hr + d_v
+    x8 = 2*n_h
+    x9 = 1/CP
+    x10 = 1/TP
+    x11 = b*x10*x9
+    x12 = s**2*x11
+    x13 = c_A*x12*x3*x6*x7*x8/Phi_A
+    x14 = s*x11
+    x15 = 2*x14
+    x16 = F*(N_r + N_s)
+    x17 = x15*(L_d*P_F + L_m*(P_E*x16 + P_R) + P_A*x5)
+    x18 = x3/Phi
+    x19 = reduce(maximum, [x2, x13 + x18*(e_H*x15*(D_M*P_M + P_H) + x17)])
+    x20 = x0*x14
+    x21 = Q_C*x20
+    x22 = B_a*x6
+    x23 = n_h*u_E*x0*x12*x22
+    x24 = L_m + x4
+    x25 = N*x24
+    x26 = B_a*L_d
+    x27 = h_F*x26
+    x28 = 5*h
+    x29 = B_a*x28
+    x30 = e_H*(D_M + 1)
+    x31 = B_a*h
+    x32 = 2*x31
+    x33 = 2*TP
+    x34 = x22*(d_c + d_cq)
+    x35 = B_a*v*x30
+    x36 = B_a*h_E*x16*x24
+    x37 = x24*x31
+    x38 = d_hr*x22*(x33 + x8) + x37*(3*F*N_r + 1)
+    x39 = x20*(x24*x29 + 8*x25 + x26*x28 + 3*x27 + x29*x6 + x30*x32 + x33*x34 + 8*x35 + 3*x36 + x38)
+    x40 = 6*h
+    x41 = x20*(3*TP*x34 + x22*x40 + 12*x25 + x26*x40 + 5*x27 + 3*x30*x31 + 2*x35 + 5*x36 + 6*x37 + x38)
+    x42 = 3*x21 + 11*x23 + x39 + x41
+    x43 = 3*x19 + x42
+    x44 = 4*x23
+    x45 = P_U*x15*x18 + rho_full*(x21 + x39 + x44 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*(x13 + x44)
+    x46 = rho_full + 2
+    x47 = x14*x46
+    x48 = x31*x47*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
+    x49 = 2*n_mb
+    x50 = B_EP*F*L_m*h*tau_EP
+    x51 = B_a*n_h*x14*x5*x7*(CP - 1)*(rho_full + 3)/beta_CP
+    x52 = x14*reduce(minimum, [1, PP - 1])/beta_PP
+    x53 = equal(z, 0)
+    x54 = less(z, 3)
+    x55 = select([x53,x54,True], [0,B_w,B_w*x49], default=nan)
+    x56 = CP*DP
+    x57 = x9/DP
+    x58 = P_n*x57
+    x59 = x58*(x56 - 1)/beta_DP
+    x60 = select([x53,x54,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x61 = EP*ETP*P_m*x10*x57
+    x62 = x61*(-1 + TP*x56/(EP*ETP))/beta_EDP
+    x63 = x55*x59 + x55*x62 + x59*x60 + x60*x62
+    x64 = x15*x46*x50 + x32*x52 + x43 + x45 + x48 + x51
+    x65 = chi_B*(Q_C*x0*x15 + 2*x19 + 7*x23 + x41) - chi_W*x19 + chi_mb*x64
+    x66 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x53,True], [x1,x58 + x61], default=nan)
+    return (n_mb*x43, n_mb*x42, n_mb*x45, n_mb*x48, x47*x49*x50, n_mb*x51, x31*x49*x52, x63, x65, x66, x64, n_mb*x64 + x63 + x65 + x66)
 
 
 def step_none(v):
-    return dict(zip(PARTS, _step_none(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['z'])))
+    return dict(zip(PARTS, _step_none(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_c'], v['d_cq'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['h_E'], v['h_F'], v['n_h'], v['n_mb'], v['o_DW'], v['o_EP'], v['o_GR'], v['o_PG'], v['o_TP'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['v'], v['z'])))
 
 
-def _step_megatron(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, EP, ETP, F, L_d, L_m, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_h, d_hr, d_v, e_H, eta, h, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, z):
-    x0 = 1/CP
-    x1 = 1/TP
-    x2 = b*x0*x1
-    x3 = s*x2
-    x4 = 1/W_M
-    x5 = Q_C*x4
-    x6 = x3*x5
-    x7 = L_d + L_m
-    x8 = B_a*n_h*x7
-    x9 = s**2*x2
-    x10 = u_E*x4*x8*x9
-    x11 = P_m + P_n
-    x12 = B_w*x11*x4
-    x13 = 1/eta
-    x14 = d_h + d_hr + d_v
-    x15 = 2*c_A*n_h*x13*x14*x7*x9/Phi_A
-    x16 = 2*x3
-    x17 = x16*(L_d*P_F + L_m*(F*P_E*(N_r + N_s) + P_R) + P_A*x7)
-    x18 = x13/Phi
-    x19 = reduce(maximum, [x12, x15 + x18*(P_H*e_H*x16 + x17)])
-    x20 = 11*x10 + 3*x19 + 3*x6
-    x21 = 4*x10
-    x22 = x15 + x21
-    x23 = x21 + x6
-    x24 = P_U*x16*x18 + rho_full*(x23 + reduce(maximum, [x12, x15 + x17*x18])) + rho_sel*x22
-    x25 = rho_full + 2
-    x26 = B_a*h
-    x27 = x25*x26*x3*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x28 = 2*n_mb
-    x29 = x28*x3
-    x30 = B_EP*F*L_m*h*tau_EP*x25
-    x31 = rho_full + 3
-    x32 = reduce(maximum, [0, -x22*x31 + x14*x3*x31*x8*(CP - 1)/beta_CP])
-    x33 = x26*reduce(minimum, [1, PP - 1])/beta_PP
-    x34 = equal(z, 0)
-    x35 = less(z, 3)
-    x36 = select([x34,x35,True], [0,B_w,B_w*x28], default=nan)
-    x37 = 1/beta_DP
-    x38 = CP*DP
-    x39 = x38 - 1
-    x40 = 1/DP
-    x41 = x0*x40
-    x42 = P_n*x41
-    x43 = x37*x39*x42
-    x44 = select([x34,x35,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x45 = 1/beta_EDP
-    x46 = -1 + TP*x38/(EP*ETP)
-    x47 = EP*ETP*P_m*x1*x41
-    x48 = x45*x46*x47
-    x49 = 7*x10 + x16*x5 + 2*x19
-    x50 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x20 + (x36*x43 + x36*x48 + x43*x44 + x44*x48)/n_mb]),reduce(maximum, [0, EP*ETP*P_m*x0*x1*x40*x44*x45*x46 + P_n*x0*x37*x39*x40*x44 - x49]) + reduce(maximum, [0, EP*ETP*P_m*x0*x1*x36*x40*x45*x46 + P_n*x0*x36*x37*x39*x40 - x19 - x23])], default=nan)
-    x51 = x16*x30 + x16*x33 + x20 + x24 + x27 + x32
-    x52 = chi_B*x49 - chi_W*x19 + chi_mb*x51
-    x53 = x4*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x34,True], [x11,x42 + x47], default=nan)
-    return (n_mb*x20, n_mb*x24, n_mb*x27, x29*x30, n_mb*x32, x29*x33, x50, x52, x53, x51, n_mb*x51 + x50 + x52 + x53)
+def _step_megatron(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
+    x0 = 1/W_M
+    x1 = P_m + P_n
+    x2 = B_w*x0*x1
+    x3 = 1/eta
+    x4 = D_M*e_H
+    x5 = L_d + L_m
+    x6 = x4 + x5
+    x7 = d_h + d_hr + d_v
+    x8 = 2*n_h
+    x9 = 1/CP
+    x10 = 1/TP
+    x11 = b*x10*x9
+    x12 = s**2*x11
+    x13 = c_A*x12*x3*x6*x7*x8/Phi_A
+    x14 = s*x11
+    x15 = 2*x14
+    x16 = F*(N_r + N_s)
+    x17 = x15*(L_d*P_F + L_m*(P_E*x16 + P_R) + P_A*x5)
+    x18 = x3/Phi
+    x19 = reduce(maximum, [x2, x13 + x18*(e_H*x15*(D_M*P_M + P_H) + x17)])
+    x20 = x0*x14
+    x21 = Q_C*x20
+    x22 = B_a*x6
+    x23 = n_h*u_E*x0*x12*x22
+    x24 = L_m + x4
+    x25 = N*x24
+    x26 = B_a*L_d
+    x27 = h_F*x26
+    x28 = 5*h
+    x29 = B_a*x28
+    x30 = e_H*(D_M + 1)
+    x31 = B_a*h
+    x32 = 2*x31
+    x33 = 2*TP
+    x34 = x22*(d_c + d_cq)
+    x35 = B_a*v*x30
+    x36 = B_a*h_E*x16*x24
+    x37 = x24*x31
+    x38 = d_hr*x22*(x33 + x8) + x37*(3*F*N_r + 1)
+    x39 = x20*(x24*x29 + 8*x25 + x26*x28 + 3*x27 + x29*x6 + x30*x32 + x33*x34 + 8*x35 + 3*x36 + x38)
+    x40 = 6*h
+    x41 = x20*(3*TP*x34 + x22*x40 + 12*x25 + x26*x40 + 5*x27 + 3*x30*x31 + 2*x35 + 5*x36 + 6*x37 + x38)
+    x42 = 3*x21 + 11*x23 + x39 + x41
+    x43 = 3*x19 + x42
+    x44 = 4*x23
+    x45 = x13 + x44
+    x46 = x21 + x39 + x44
+    x47 = P_U*x15*x18 + rho_full*(x46 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*x45
+    x48 = 1/beta_TP
+    x49 = TP - 1
+    x50 = rho_full + 2
+    x51 = 4*L_d + 4*L_m
+    x52 = x43 + x47
+    x53 = -x19*(1 - o_DW) + x52
+    x54 = -B_a*b*h*o_TP*s*x10*x48*x49*x50*x51*x9 + x53
+    x55 = reduce(maximum, [0, -x54])
+    x56 = x14*x31*x48*x49*x50*x51*(1 - o_TP) - reduce(maximum, [0, -x53])
+    x57 = B_EP*F*L_m*h*tau_EP*x15*x50*(1 - o_EP) + reduce(maximum, [0, 2*B_EP*F*L_m*b*h*o_EP*s*tau_EP*x10*x50*x9 - x54])
+    x58 = rho_full + 3
+    x59 = reduce(maximum, [0, B_a*n_h*x14*x5*x58*x7*(CP - 1)/beta_CP - x45*x58])
+    x60 = 2*n_mb
+    x61 = x14*reduce(minimum, [1, PP - 1])/beta_PP
+    x62 = equal(z, 0)
+    x63 = less(z, 3)
+    x64 = select([x62,x63,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x65 = CP*DP
+    x66 = x9/DP
+    x67 = P_n*x66
+    x68 = x67*(x65 - 1)/beta_DP
+    x69 = EP*ETP*P_m*x10*x66
+    x70 = x69*(-1 + TP*x65/(EP*ETP))/beta_EDP
+    x71 = x64*x68 + x64*x70
+    x72 = select([x62,x63,True], [0,B_w,B_w*x60], default=nan)
+    x73 = x68*x72 + x70*x72
+    x74 = x71 + x73
+    x75 = Q_C*x0*x15 + 2*x19 + 7*x23 + x41
+    x76 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x43 + x74/n_mb]),-o_GR*reduce(minimum, [x71, x75]) - o_PG*reduce(minimum, [x73, x19 + x46]) + x74], default=nan)
+    x77 = x32*x61 + x52 + x56 + x57 + x59
+    x78 = chi_B*x75 - chi_W*x19 + chi_mb*x77
+    x79 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x62,True], [x1,x67 + x69], default=nan)
+    return (n_mb*x43, n_mb*x42, n_mb*x47, n_mb*(x55 + x56), n_mb*(-x55 + x57), n_mb*x59, x31*x60*x61, x76, x78, x79, x77, n_mb*x77 + x76 + x78 + x79)
 
 
 def step_megatron(v):
-    return dict(zip(PARTS, _step_megatron(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['z'])))
+    return dict(zip(PARTS, _step_megatron(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_c'], v['d_cq'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['h_E'], v['h_F'], v['n_h'], v['n_mb'], v['o_DW'], v['o_EP'], v['o_GR'], v['o_PG'], v['o_TP'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['v'], v['z'])))
 
 
-def _step_megatron_dualpipe(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, EP, ETP, F, L_d, L_m, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_h, d_hr, d_v, e_H, eta, h, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, z):
-    x0 = 1/CP
-    x1 = 1/TP
-    x2 = b*x0*x1
-    x3 = s*x2
-    x4 = 1/W_M
-    x5 = Q_C*x4
-    x6 = x3*x5
-    x7 = L_d + L_m
-    x8 = B_a*n_h*x7
-    x9 = s**2*x2
-    x10 = u_E*x4*x8*x9
-    x11 = P_m + P_n
-    x12 = B_w*x11*x4
-    x13 = 1/eta
-    x14 = d_h + d_hr + d_v
-    x15 = 2*c_A*n_h*x13*x14*x7*x9/Phi_A
-    x16 = 2*x3
-    x17 = x16*(L_d*P_F + L_m*(F*P_E*(N_r + N_s) + P_R) + P_A*x7)
-    x18 = x13/Phi
-    x19 = reduce(maximum, [x12, x15 + x18*(P_H*e_H*x16 + x17)])
-    x20 = 11*x10 + 3*x19 + 3*x6
-    x21 = 4*x10
-    x22 = x15 + x21
-    x23 = x21 + x6
-    x24 = P_U*x16*x18 + rho_full*(x23 + reduce(maximum, [x12, x15 + x17*x18])) + rho_sel*x22
-    x25 = rho_full + 2
-    x26 = B_a*h*x25*x3*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x27 = x20 + x24
-    x28 = -2*B_EP*F*L_m*b*h*s*tau_EP*x0*x1*x25 + x27
-    x29 = reduce(maximum, [0, -x28])
-    x30 = rho_full + 3
-    x31 = reduce(maximum, [0, -x22*x30 + x14*x3*x30*x8*(CP - 1)/beta_CP])
-    x32 = reduce(maximum, [0, 2*B_a*b*h*s*x0*x1*reduce(minimum, [1, PP - 1])/beta_PP - x28])
-    x33 = equal(z, 0)
-    x34 = less(z, 3)
-    x35 = select([x33,x34,True], [0,B_w,2*B_w*n_mb], default=nan)
-    x36 = 1/beta_DP
-    x37 = CP*DP
-    x38 = x37 - 1
-    x39 = 1/DP
-    x40 = x0*x39
-    x41 = P_n*x40
-    x42 = x36*x38*x41
-    x43 = select([x33,x34,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x44 = 1/beta_EDP
-    x45 = -1 + TP*x37/(EP*ETP)
-    x46 = EP*ETP*P_m*x1*x40
-    x47 = x44*x45*x46
-    x48 = 7*x10 + x16*x5 + 2*x19
-    x49 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x20 + (x35*x42 + x35*x47 + x42*x43 + x43*x47)/n_mb]),reduce(maximum, [0, EP*ETP*P_m*x0*x1*x39*x43*x44*x45 + P_n*x0*x36*x38*x39*x43 - x48]) + reduce(maximum, [0, EP*ETP*P_m*x0*x1*x35*x39*x44*x45 + P_n*x0*x35*x36*x38*x39 - x19 - x23])], default=nan)
-    x50 = x26 + x27 + x31 + x32
-    x51 = chi_B*x48 - chi_W*x19 + chi_mb*x50
-    x52 = x4*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x33,True], [x11,x41 + x46], default=nan)
-    return (n_mb*x20, n_mb*x24, n_mb*x26, n_mb*x29, n_mb*x31, n_mb*(-x29 + x32), x49, x51, x52, x50, n_mb*x50 + x49 + x51 + x52)
+def _step_megatron_dualpipe(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
+    x0 = 1/W_M
+    x1 = P_m + P_n
+    x2 = B_w*x0*x1
+    x3 = 1/eta
+    x4 = D_M*e_H
+    x5 = L_d + L_m
+    x6 = x4 + x5
+    x7 = d_h + d_hr + d_v
+    x8 = 2*n_h
+    x9 = 1/CP
+    x10 = 1/TP
+    x11 = b*x10*x9
+    x12 = s**2*x11
+    x13 = c_A*x12*x3*x6*x7*x8/Phi_A
+    x14 = s*x11
+    x15 = 2*x14
+    x16 = F*(N_r + N_s)
+    x17 = x15*(L_d*P_F + L_m*(P_E*x16 + P_R) + P_A*x5)
+    x18 = x3/Phi
+    x19 = reduce(maximum, [x2, x13 + x18*(e_H*x15*(D_M*P_M + P_H) + x17)])
+    x20 = x0*x14
+    x21 = Q_C*x20
+    x22 = B_a*x6
+    x23 = n_h*u_E*x0*x12*x22
+    x24 = L_m + x4
+    x25 = N*x24
+    x26 = B_a*L_d
+    x27 = h_F*x26
+    x28 = 5*h
+    x29 = B_a*x28
+    x30 = e_H*(D_M + 1)
+    x31 = B_a*h
+    x32 = 2*TP
+    x33 = x22*(d_c + d_cq)
+    x34 = B_a*v*x30
+    x35 = B_a*h_E*x16*x24
+    x36 = x24*x31
+    x37 = d_hr*x22*(x32 + x8) + x36*(3*F*N_r + 1)
+    x38 = x20*(x24*x29 + 8*x25 + x26*x28 + 3*x27 + x29*x6 + 2*x30*x31 + x32*x33 + 8*x34 + 3*x35 + x37)
+    x39 = 6*h
+    x40 = x20*(3*TP*x33 + x22*x39 + 12*x25 + x26*x39 + 5*x27 + 3*x30*x31 + 2*x34 + 5*x35 + 6*x36 + x37)
+    x41 = 3*x21 + 11*x23 + x38 + x40
+    x42 = 3*x19 + x41
+    x43 = 4*x23
+    x44 = x13 + x43
+    x45 = x21 + x38 + x43
+    x46 = P_U*x15*x18 + rho_full*(x45 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*x44
+    x47 = 1/beta_TP
+    x48 = TP - 1
+    x49 = rho_full + 2
+    x50 = 4*L_d + 4*L_m
+    x51 = x42 + x46
+    x52 = -x19*(1 - o_DW) + x51
+    x53 = x14*x31*x47*x48*x49*x50*(1 - o_TP) - reduce(maximum, [0, -x52]) + reduce(maximum, [0, B_a*b*h*o_TP*s*x10*x47*x48*x49*x50*x9 - x52])
+    x54 = -2*B_EP*F*L_m*b*h*s*tau_EP*x10*x49*x9 + x51
+    x55 = reduce(maximum, [0, -x54])
+    x56 = rho_full + 3
+    x57 = reduce(maximum, [0, B_a*n_h*x14*x5*x56*x7*(CP - 1)/beta_CP - x44*x56])
+    x58 = reduce(maximum, [0, 2*B_a*b*h*s*x10*x9*reduce(minimum, [1, PP - 1])/beta_PP - x54])
+    x59 = equal(z, 0)
+    x60 = less(z, 3)
+    x61 = select([x59,x60,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x62 = CP*DP
+    x63 = x9/DP
+    x64 = P_n*x63
+    x65 = x64*(x62 - 1)/beta_DP
+    x66 = EP*ETP*P_m*x10*x63
+    x67 = x66*(-1 + TP*x62/(EP*ETP))/beta_EDP
+    x68 = x61*x65 + x61*x67
+    x69 = select([x59,x60,True], [0,B_w,2*B_w*n_mb], default=nan)
+    x70 = x65*x69 + x67*x69
+    x71 = x68 + x70
+    x72 = Q_C*x0*x15 + 2*x19 + 7*x23 + x40
+    x73 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x42 + x71/n_mb]),-o_GR*reduce(minimum, [x68, x72]) - o_PG*reduce(minimum, [x70, x19 + x45]) + x71], default=nan)
+    x74 = x51 + x53 + x57 + x58
+    x75 = chi_B*x72 - chi_W*x19 + chi_mb*x74
+    x76 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x59,True], [x1,x64 + x66], default=nan)
+    return (n_mb*x42, n_mb*x41, n_mb*x46, n_mb*x53, n_mb*x55, n_mb*x57, n_mb*(-x55 + x58), x73, x75, x76, x74, n_mb*x74 + x73 + x75 + x76)
 
 
 def step_megatron_dualpipe(v):
-    return dict(zip(PARTS, _step_megatron_dualpipe(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['z'])))
+    return dict(zip(PARTS, _step_megatron_dualpipe(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_c'], v['d_cq'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['h_E'], v['h_F'], v['n_h'], v['n_mb'], v['o_DW'], v['o_EP'], v['o_GR'], v['o_PG'], v['o_TP'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['v'], v['z'])))
 
 
-def _step_ideal(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, EP, ETP, F, L_d, L_m, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_h, d_hr, d_v, e_H, eta, h, n_h, n_mb, rho_full, rho_sel, s, tau_EP, u_E, z):
-    x0 = 1/CP
-    x1 = 1/TP
-    x2 = b*x0*x1
-    x3 = s*x2
-    x4 = 1/W_M
-    x5 = Q_C*x4
-    x6 = x3*x5
-    x7 = L_d + L_m
-    x8 = s**2*x2
-    x9 = B_a*n_h*u_E*x4*x7*x8
-    x10 = P_m + P_n
-    x11 = B_w*x10*x4
-    x12 = 1/eta
-    x13 = d_h + d_hr + d_v
-    x14 = 2*c_A*n_h*x12*x13*x7*x8/Phi_A
-    x15 = 2*x3
-    x16 = x15*(L_d*P_F + L_m*(F*P_E*(N_r + N_s) + P_R) + P_A*x7)
-    x17 = x12/Phi
-    x18 = reduce(maximum, [x11, x14 + x17*(P_H*e_H*x15 + x16)])
-    x19 = 3*x18 + 3*x6 + 11*x9
-    x20 = n_mb*x19
-    x21 = 4*x9
-    x22 = P_U*x15*x17 + rho_full*(x21 + x6 + reduce(maximum, [x11, x14 + x16*x17])) + rho_sel*(x14 + x21)
-    x23 = rho_full + 2
-    x24 = x19 + x22
-    x25 = -B_a*b*h*s*x0*x1*x23*(4*L_d + 4*L_m)*(TP - 1)/beta_TP + x24
-    x26 = reduce(maximum, [0, -x25])
-    x27 = -2*B_EP*F*L_m*b*h*s*tau_EP*x0*x1*x23 + x25
-    x28 = reduce(maximum, [0, -x27])
-    x29 = -B_a*b*n_h*s*x0*x1*x13*x7*(CP - 1)*(rho_full + 3)/beta_CP + x27
-    x30 = reduce(maximum, [0, -x29])
-    x31 = reduce(maximum, [0, 2*B_a*b*h*s*x0*x1*reduce(minimum, [1, PP - 1])/beta_PP - x29])
-    x32 = equal(z, 0)
-    x33 = less(z, 3)
-    x34 = select([x32,x33,True], [0,B_w,2*B_w*n_mb], default=nan)
-    x35 = CP*DP
-    x36 = x0/DP
-    x37 = P_n*x36
-    x38 = x37*(x35 - 1)/beta_DP
-    x39 = select([x32,x33,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x40 = EP*ETP*P_m*x1*x36
-    x41 = x40*(-1 + TP*x35/(EP*ETP))/beta_EDP
-    x42 = reduce(maximum, [0, -x20 + x34*x38 + x34*x41 + x38*x39 + x39*x41])
-    x43 = x24 + x31
-    x44 = chi_B*(x15*x5 + 2*x18 + 7*x9) - chi_W*x18 + chi_mb*x43
-    x45 = x4*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x32,True], [x10,x37 + x40], default=nan)
-    return (x20, n_mb*x22, n_mb*x26, n_mb*(-x26 + x28), n_mb*(-x28 + x30), n_mb*(-x30 + x31), x42, x44, x45, x43, n_mb*x43 + x42 + x44 + x45)
+def _step_ideal(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
+    x0 = 1/W_M
+    x1 = P_m + P_n
+    x2 = B_w*x0*x1
+    x3 = 1/eta
+    x4 = D_M*e_H
+    x5 = L_d + L_m
+    x6 = x4 + x5
+    x7 = d_h + d_hr + d_v
+    x8 = 2*n_h
+    x9 = 1/CP
+    x10 = 1/TP
+    x11 = b*x10*x9
+    x12 = s**2*x11
+    x13 = c_A*x12*x3*x6*x7*x8/Phi_A
+    x14 = s*x11
+    x15 = 2*x14
+    x16 = F*(N_r + N_s)
+    x17 = x15*(L_d*P_F + L_m*(P_E*x16 + P_R) + P_A*x5)
+    x18 = x3/Phi
+    x19 = reduce(maximum, [x2, x13 + x18*(e_H*x15*(D_M*P_M + P_H) + x17)])
+    x20 = x0*x14
+    x21 = Q_C*x20
+    x22 = B_a*x6
+    x23 = n_h*u_E*x0*x12*x22
+    x24 = L_m + x4
+    x25 = N*x24
+    x26 = B_a*L_d
+    x27 = h_F*x26
+    x28 = 5*h
+    x29 = B_a*x28
+    x30 = e_H*(D_M + 1)
+    x31 = B_a*h
+    x32 = 2*TP
+    x33 = x22*(d_c + d_cq)
+    x34 = B_a*v*x30
+    x35 = B_a*h_E*x16*x24
+    x36 = x24*x31
+    x37 = d_hr*x22*(x32 + x8) + x36*(3*F*N_r + 1)
+    x38 = x20*(x24*x29 + 8*x25 + x26*x28 + 3*x27 + x29*x6 + 2*x30*x31 + x32*x33 + 8*x34 + 3*x35 + x37)
+    x39 = 6*h
+    x40 = x20*(3*TP*x33 + x22*x39 + 12*x25 + x26*x39 + 5*x27 + 3*x30*x31 + 2*x34 + 5*x35 + 6*x36 + x37)
+    x41 = 3*x21 + 11*x23 + x38 + x40
+    x42 = 3*x19 + x41
+    x43 = n_mb*x42
+    x44 = 4*x23
+    x45 = P_U*x15*x18 + rho_full*(x21 + x38 + x44 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*(x13 + x44)
+    x46 = rho_full + 2
+    x47 = x42 + x45
+    x48 = -B_a*b*h*s*x10*x46*x9*(4*L_d + 4*L_m)*(TP - 1)/beta_TP + x47
+    x49 = reduce(maximum, [0, -x48])
+    x50 = -2*B_EP*F*L_m*b*h*s*tau_EP*x10*x46*x9 + x48
+    x51 = reduce(maximum, [0, -x50])
+    x52 = -B_a*b*n_h*s*x10*x5*x7*x9*(CP - 1)*(rho_full + 3)/beta_CP + x50
+    x53 = reduce(maximum, [0, -x52])
+    x54 = reduce(maximum, [0, 2*B_a*b*h*s*x10*x9*reduce(minimum, [1, PP - 1])/beta_PP - x52])
+    x55 = equal(z, 0)
+    x56 = less(z, 3)
+    x57 = select([x55,x56,True], [0,B_w,2*B_w*n_mb], default=nan)
+    x58 = CP*DP
+    x59 = x9/DP
+    x60 = P_n*x59
+    x61 = x60*(x58 - 1)/beta_DP
+    x62 = select([x55,x56,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x63 = EP*ETP*P_m*x10*x59
+    x64 = x63*(-1 + TP*x58/(EP*ETP))/beta_EDP
+    x65 = reduce(maximum, [0, -x43 + x57*x61 + x57*x64 + x61*x62 + x62*x64])
+    x66 = x47 + x54
+    x67 = chi_B*(Q_C*x0*x15 + 2*x19 + 7*x23 + x40) - chi_W*x19 + chi_mb*x66
+    x68 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x55,True], [x1,x60 + x63], default=nan)
+    return (x43, n_mb*x41, n_mb*x45, n_mb*x49, n_mb*(-x49 + x51), n_mb*(-x51 + x53), n_mb*(-x53 + x54), x65, x67, x68, x66, n_mb*x66 + x65 + x67 + x68)
 
 
 def step_ideal(v):
-    return dict(zip(PARTS, _step_ideal(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['n_h'], v['n_mb'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['z'])))
+    return dict(zip(PARTS, _step_ideal(v['B_1'], v['B_2'], v['B_EP'], v['B_a'], v['B_g'], v['B_m'], v['B_w'], v['CP'], v['DP'], v['D_M'], v['EP'], v['ETP'], v['F'], v['L_d'], v['L_m'], v['N'], v['N_r'], v['N_s'], v['PP'], v['P_A'], v['P_E'], v['P_F'], v['P_H'], v['P_M'], v['P_R'], v['P_U'], v['P_m'], v['P_n'], v['Phi'], v['Phi_A'], v['Q_C'], v['TP'], v['W_M'], v['b'], v['beta_CP'], v['beta_DP'], v['beta_EDP'], v['beta_PP'], v['beta_TP'], v['c_A'], v['chi_B'], v['chi_W'], v['chi_mb'], v['d_c'], v['d_cq'], v['d_h'], v['d_hr'], v['d_v'], v['e_H'], v['eta'], v['h'], v['h_E'], v['h_F'], v['n_h'], v['n_mb'], v['o_DW'], v['o_EP'], v['o_GR'], v['o_PG'], v['o_TP'], v['rho_full'], v['rho_sel'], v['s'], v['tau_EP'], v['u_E'], v['v'], v['z'])))

@@ -26,10 +26,17 @@ DEFAULT_GPU = "h800"
 # formats) is timed on the first GPU that runs it
 RECIPE_DEFAULT_GPU = "b200"
 OVERLAPS = ("none", "megatron", "ideal")
+#: Megatron's overlap switches (``--overlap megatron:SWITCH,...``; model.py exposed) and the inputs they set: the
+#: gradients' reduce behind the backward (--overlap-grad-reduce), the parameters' gather behind the forward
+#: (--overlap-param-gather), the EP all-to-all behind the other micro-batch's compute (--overlap-moe-expert-parallel-
+#: comm: Megatron-Core's 1F1B A2A overlap), the TP collectives behind the GEMMs (--tp-comm-overlap: TE userbuffers),
+#: the weight gradients delayed into that window (--delay-wgrad-compute).  'megatron' alone: the first two.
+OVERLAP_SWITCHES = {"grad-reduce": "o_GR", "param-gather": "o_PG", "ep": "o_EP", "tp": "o_TP", "wgrad": "o_DW"}
+MEGATRON_DEFAULT = ("grad-reduce", "param-gather")
 #: ``efficiency`` that reads the published benchmarks (derivations/steptime/efficiency.py) instead of one number
 PUBLISHED = "published"
 #: the parts :func:`parts` returns, in the order they are printed
-PARTS = ("compute", "recompute", "TP", "EP", "CP", "PP", "DP", "bubble", "optimizer", "microbatch", "step")
+PARTS = ("compute", "memory", "recompute", "TP", "EP", "CP", "PP", "DP", "bubble", "optimizer", "microbatch", "step")
 
 
 #: the step-time model's per-layer parameter inputs and the terms they are (derivations/steptime/model.py)
@@ -69,8 +76,7 @@ def check(model: cfg.ModelSpec, gpu=None, overlap: str = "megatron", efficiency=
     if model.family not in FAMILIES:
         raise TimeError("time", f"the step-time model covers the DeepSeek family (MLA and MoE) and DeepSeek-V4; "
                                 f"{model.name} is {families.get(model.family).title}")
-    if overlap not in OVERLAPS:
-        raise TimeError("overlap", f"--overlap must be one of {', '.join(OVERLAPS)}, got {overlap!r}")
+    switches(overlap)
     if efficiency != PUBLISHED and (isinstance(efficiency, bool) or not isinstance(efficiency, (int, float, Fraction))
                                     or not 0 < efficiency <= 1):
         raise TimeError("gemm-efficiency", f"--gemm-efficiency must be in (0, 1], got {efficiency!r}")
@@ -97,7 +103,7 @@ def _model_constants(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, 
                                           "B_m", "B_1", "B_2")}
     for name, tid in PARAMETER_TERMS:
         out[name] = float(terms.term(tid)) if tid in terms else 0.0
-    for tid in ("params.hc", "params.compressor.csa", "params.compressor.hca"):  # V4's: 0 where absent
+    for tid in ("params.hc", "params.compressor.csa", "params.compressor.hca", "params.indexer"):  # 0 where absent
         out[tid] = float(terms.term(tid)) if tid in terms else 0.0
     out["P_A"] += out["params.hc"]
     recipe = training.linear_recipe if training is not None else None
@@ -116,6 +122,14 @@ def _model_constants(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, 
     cast = float(values["B_a"] + RECIPE_BYTES[recipe]) if recipe else 0.0
     out.update(X_A=cast * x_att, X_F=cast * x_ffn, X_M=cast * x_moe)
     out["P_U"] = _recomputed(fam.name, v, out, training.recompute_ops if training is not None else ())
+    # the widths the memory-bound operations read (model.py MEMORY_OPS; 0 where the model has none: no query
+    # compression, V4's attention without MLA's key-value latent)
+    out.update({k: v.get(k, 0.0) for k in ("d_cq", "d_c", "h_F", "N", "h_E", "v")})
+    # the D MTP modules (on the head's stage when trained): eh_proj (2h x h), one MoE layer, the shared head again
+    mtp = model.mtp_layers * (getattr(training.conventions, "mtp_activations", "none") != "none") if training else 0
+    out["D_M"] = mtp
+    out["P_M"] = (2 * v["h"] ** 2 + out["P_A"] + out["P_R"] + v["F"] * (v["N_r"] + v["N_s"]) * out["P_E"]
+                        + out["P_H"])
     return out
 
 
@@ -227,7 +241,7 @@ def parts(model: cfg.ModelSpec, training: cfg.Training, rows: Mapping[str, np.nd
     DualPipe, DeepSeek's own stack, else Megatron's 'alltoall')."""
     g = check(model, gpu, overlap, efficiency, training)
     n = np.broadcast_shapes(*(np.shape(x) for x in rows.values()))
-    v = inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, attention, dispatcher)
+    v = inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, attention, dispatcher, overlap)
     out = getattr(_module(), "step_" + variant(schedule, overlap))(v)
     out = {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), n) for k in PARTS}
     if schedule is None:  # one micro-batch's period in steady state: the per-step traffic and update not counted
@@ -236,17 +250,31 @@ def parts(model: cfg.ModelSpec, training: cfg.Training, rows: Mapping[str, np.nd
     return out
 
 
+def switches(overlap: str) -> Dict[str, float]:
+    """{o_GR, o_PG, o_EP, o_TP, o_DW: 1 or 0} of ``overlap``: 'none', 'ideal', 'megatron' (its default switches) or
+    'megatron:' and a comma-separated list of OVERLAP_SWITCHES (possibly empty: TE's context-parallel ring only)."""
+    base, colon, rest = str(overlap).partition(":")
+    on = tuple(w for w in rest.split(",") if w) if colon else MEGATRON_DEFAULT
+    bad = [w for w in on if w not in OVERLAP_SWITCHES]
+    if base not in OVERLAPS or bad or (colon and base != "megatron"):
+        raise TimeError("overlap", f"--overlap must be one of {', '.join(OVERLAPS)} or megatron:SWITCH,... (switches: "
+                                   f"{', '.join(OVERLAP_SWITCHES)}), got {overlap!r}")
+    return {sym: float(name in on) for name, sym in OVERLAP_SWITCHES.items()}
+
+
 def variant(schedule: Optional[str], overlap: str) -> str:
     """The generated function of an overlap under a schedule (derivations/steptime/model.py variants)."""
-    return overlap + ("_dualpipe" if schedule == "dualpipe" and overlap == "megatron" else "")
+    base = str(overlap).partition(":")[0]
+    return base + ("_dualpipe" if schedule == "dualpipe" and base == "megatron" else "")
 
 
-def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, attention, dispatcher) -> Dict:
+def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, attention, dispatcher,
+           overlap: str = "megatron") -> Dict:
     """{input name: value or array}: every input of the printed functions (``INPUTS``) at ``rows``."""
     f = lambda k: np.asarray(rows[k], dtype=np.float64)
     v: Dict[str, object] = dict(_model_constants(model, training))
-    const = {k: v.pop(k) for k in ("params.hc", "params.compressor.csa", "params.compressor.hca", "Phi_rate", "X_A",
-                                   "X_F", "X_M", "P_U")}
+    const = {k: v.pop(k) for k in ("params.hc", "params.compressor.csa", "params.compressor.hca", "params.indexer",
+                                   "Phi_rate", "X_A", "X_F", "X_M", "P_U")}
     v.update(TP=f("tp"), CP=f("cp"), PP=f("pp"), EP=f("ep"), ETP=f("etp"), DP=f("dp"), b=f("mbs"), s=f("seq"),
              z=f("zero"), L_d=f("L_d"), L_m=f("L_m"), e_H=f("e_H"), n_mb=f("microbatches"))
     v.update(device_params(model, rows))
@@ -262,7 +290,9 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
     v["u_E"] = 1.0 if attention == "eager" else 0.0
     if model.family == "deepseek_v4":
         v.update(_v4_attention(model, rows, v, const))
-    v.update(placement.schedule_coefficients(schedule, v["PP"], vpp))
+    elif const["params.indexer"]:
+        v.update(_dsa_attention(model, rows, v, const))
+    v.update(placement.schedule_coefficients(schedule, v["PP"], vpp), **switches(overlap))
     domain = gpus_per_node or g.nvlink_domain
     v.update(placement.bandwidths(rows, domain, g.rate("nvlink"), g.rate("network")))
     v.update(Phi=g.rate(const["Phi_rate"]), Phi_A=g.rate("bf16"), W_M=g.rate("hbm_bandwidth"))
@@ -281,20 +311,38 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
 def _published_eta(model: cfg.ModelSpec, v: Dict) -> np.ndarray:
     """eta under --efficiency published (efficiency.py): the one efficiency giving a micro-batch's matrix products
     the time they take at their own published efficiencies: the dense products (attention projections, dense and
-    shared FFNs, router, head) at DeepGEMM's at M = b s / (CP TP) rows, the routed experts' grouped GEMM at M = b s
-    EP N_r / (CP TP N) rows per expert, the attention's scores at FlashAttention-3's."""
+    shared FFNs, router, head, the MTP modules') at DeepGEMM's at M = b s / (CP TP) rows, the routed experts' grouped
+    GEMM at M = b s EP N_r / (CP TP N) rows per expert, the attention's scores at FlashAttention-3's."""
     tokens = v["b"] * v["s"] / (v["CP"] * v["TP"])
     layers = v["L_d"] + v["L_m"]
     dense = layers * v["P_A"] + v["L_d"] * v["P_F"] + v["L_m"] * (v["P_R"] + v["F"] * v["N_s"] * v["P_E"]) \
         + v["e_H"] * v["P_H"]
-    experts = v["L_m"] * v["F"] * v["N_r"] * v["P_E"]
-    scores = layers * v["c_A"] * v["s"] * v["n_h"] * (v["d_h"] + v["d_hr"] + v["d_v"])
+    experts = (v["L_m"] + v["e_H"] * v["D_M"]) * v["F"] * v["N_r"] * v["P_E"]
+    dense = dense + v["e_H"] * v["D_M"] * (v["P_M"] - v["F"] * v["N_r"] * v["P_E"])  # the MTP modules'
+    scores = (layers + v["e_H"] * v["D_M"]) * v["c_A"] * v["s"] * v["n_h"] * (v["d_h"] + v["d_hr"] + v["d_v"])
     e_d = published.gemm(tokens)
     e_g = published.gemm(tokens * v["EP"] * model.N_r / (model.named().get("N") or model.N_r), grouped=True)
     e_a = published.attention()
     peak = (dense + experts) / v["Phi"] + scores / v["Phi_A"]
     achieved = dense / (e_d * v["Phi"]) + experts / (e_g * v["Phi"]) + scores / (e_a * v["Phi_A"])
     return np.where(achieved > 0, peak / np.where(achieved > 0, achieved, 1.0), 1.0)
+
+
+def _dsa_attention(model: cfg.ModelSpec, rows, v, const) -> Dict[str, np.ndarray]:
+    """DeepSeek Sparse Attention (DeepSeek-V3.2 tech report, arXiv:2512.02556, Sec. 2.1; transformers 5.24
+    models/deepseek_v32, glm_moe_dsa): 'c_A', every layer's query attends to its k_I chosen keys (the causal mean
+    k_I (1 - k_I / 2s) for s >= k_I, s/2 below), and each of the L_I layers with a lightning indexer of its own
+    scores the causal half of the s keys with n_I heads of d_I (counted as the key-equivalents of those FLOPs);
+    'P_A' the attention's parameters with the indexers' projections (params.indexer) shared over the stage's layers."""
+    n = model.named()
+    s = np.asarray(rows["seq"], dtype=np.float64)
+    idx = np.asarray(rows["L_I"], dtype=np.float64)
+    layers = np.maximum(v["L_d"] + v["L_m"], 1)
+    k = n["k_I"]
+    chosen = np.where(s >= k, k * (1 - k / (2 * s)), s / 2)
+    indexer = n["n_I"] * n["d_I"] * s / 2 / (n["n_h"] * (n["d_h"] + n["d_hr"] + n["d_v"]))
+    keys = (v["L_d"] + v["L_m"]) * chosen + idx * indexer
+    return {"c_A": keys / (layers * s), "P_A": v["P_A"] + idx * const["params.indexer"] / layers}
 
 
 def _v4_attention(model: cfg.ModelSpec, rows, v, const) -> Dict[str, np.ndarray]:
@@ -346,9 +394,9 @@ def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
             "dispatcher": dispatcher_of(training.schedule, dispatcher), "microbatches": m,
             "parts": {k: float(v[slow]) for k, v in out.items()},
             "tokens_per_gpu_s": layout.dp * m * training.mbs * training.seq / (step * gpus) if step > 0 else None,
-            **({"inputs": {k: float(np.asarray(x).reshape(-1)[slow if np.size(x) > 1 else 0])
-                           for k, x in inputs(model, training, rows, g, training.schedule, training.vpp or 2,
-                                              efficiency, gpus_per_node, training.attention, dispatcher).items()},
+            **({"inputs": {k: float(np.asarray(x).reshape(-1)[slow if np.size(x) > 1 else 0]) for k, x in
+                           inputs(model, training, rows, g, training.schedule, training.vpp or 2, efficiency,
+                                  gpus_per_node, training.attention, dispatcher, overlap).items()},
                 "composition": sts[slow].named()} if with_inputs else {}),
             **({"stages": [{"stage": st.index, "parts": {k: float(v[i]) for k, v in out.items()}}
                            for i, st in enumerate(sts)]} if every else {})}

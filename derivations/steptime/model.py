@@ -21,6 +21,11 @@ head when e_H = 1), for one micro-batch of b sequences of s tokens, in seconds, 
   and reads it for the values (4 passes of B_a bytes per element), the backward reads the probabilities,
   writes and reads their gradient, writes and reads the scores' gradient twice (7 passes); a flash kernel
   keeps them on chip.
+* **Memory-bound operations** (:func:`memory_bytes`, ``MEMORY_OPS``): every elementwise,
+  normalisation and permutation kernel reads its inputs and writes its outputs through HBM (a few FLOPs per
+  element), at the GPU's published HBM bandwidth W_M (no published achieved fraction is applied): the step's
+  'memory' part, with the recipe's casts and eager attention's matrices.  The D MTP modules' matrix products
+  (P_M) run on the head's stage when they are trained (--mtp-activations last-stage).
 * **Communication** (:func:`volumes`): bytes one device sends per micro-batch in each group, at the group's
   bandwidth beta (derivations/steptime/placement.py: NVLink inside the NVLink domain, the network across):
   TP with sequence parallelism, two all-gathers and two reduce-scatters of b s h / CP per layer
@@ -43,8 +48,9 @@ head when e_H = 1), for one micro-batch of b sequences of s tokens, in seconds, 
   not hidden and the optimizer step.
 
 Overlap, a named switch (``OVERLAPS``): 'none' exposes every transfer; 'megatron' hides what Megatron-LM
-overlaps when asked (--overlap-grad-reduce, --overlap-param-gather: the data-parallel traffic behind the
-step's compute; TE's context parallelism: the ring behind the attention it feeds) and, under DualPipe,
+overlaps when asked (its switches o_*, evaluate.py OVERLAP_SWITCHES: --overlap-grad-reduce, --overlap-param-gather
+(the default two), --overlap-moe-expert-parallel-comm, --tp-comm-overlap, --delay-wgrad-compute; TE's context
+parallelism: the ring behind the attention it feeds, always) and, under DualPipe,
 the EP all-to-all and PP transfers behind the paired chunks' compute (DeepSeek-V3 report, Sec. 3.2.1);
 'ideal' hides every transfer behind the micro-batch's compute, an upper bound on speed.
 """
@@ -84,6 +90,13 @@ B_EP = sp.Symbol("B_EP", **_P)
 #: bytes the linear layers' inputs cast to the recipe's precision move through HBM per token of the stage and
 #: forward (read in BF16, written in FP8/FP4: Transformer Engine's quantize kernels), 0 in BF16
 Q_C = sp.Symbol("Q_C", nonnegative=True)
+#: the multi-token-prediction modules trained on the head's stage (D under --mtp-activations last-stage, else 0) and
+#: the matrix parameters per token of one (DeepSeek-V3 report Sec. 2.2: an embedding-and-hidden projection of 2h x h,
+#: one transformer layer and the shared head); its layer's attention scores are the layers'
+D_M, P_M = sp.Symbol("D_M", nonnegative=True), sp.Symbol("P_M", nonnegative=True)
+#: Megatron's overlap switches, 1 on and 0 off (evaluate.py OVERLAP_SWITCHES): the gradients' reduce, the parameters'
+#: gather, the EP all-to-all, the TP collectives, the delayed weight gradients
+o_GR, o_PG, o_EP, o_TP, o_DW = (sp.Symbol(n, nonnegative=True) for n in ("o_GR", "o_PG", "o_EP", "o_TP", "o_DW"))
 #: the device's parameters of a stage: non-MoE (replicated over DP CP) and MoE (over EDP)
 P_n, P_m = sp.Symbol("P_n", nonnegative=True), sp.Symbol("P_m", nonnegative=True)
 
@@ -93,15 +106,60 @@ L_d, L_m, e_H = nt.L_d, nt.L_m, nt.e_H
 m = nt.n_mb
 
 
+def _ops():
+    """MEMORY_OPS' rows: (layer kind, operation, elements per token read and written forward, backward, bytes per
+    element, the tensors of derivations/families/deepseek/activations.py (and derivations/tensors.py's dense and head
+    specs) it reads and writes)."""
+    B, h, d_l, h_F, h_E, N_r = nt.B_a, nt.h, nt.d_cq + nt.d_c, nt.h_F, nt.h_E, nt.N_r
+    return (
+        ("A", "RMSNorm of the layer input", 2 * h, 3 * h, B, "norm_in, down_in"),
+        ("A", "residual add", 3 * h, 3 * h, B, "norm_in (the layer output)"),
+        ("A", "latents' RMSNorms (replicated over TP)", 2 * TP * d_l, 3 * TP * d_l, B, "latent, latent_norm"),
+        ("A", "RoPE of q's heads and the shared k (replicated)", 2 * (n_h + TP) * nt.d_hr, 2 * (n_h + TP) * nt.d_hr,
+         B, "rope_layer, q, k"),
+        ("F", "RMSNorm of the sublayer input", 2 * h, 3 * h, B, "ffn_in"),
+        ("F", "residual add", 3 * h, 3 * h, B, "the sublayer output"),
+        ("F", "SwiGLU", 3 * h_F, 5 * h_F, B, "swiglu_in, swiglu_out"),
+        ("M", "RMSNorm of the sublayer input", 2 * h, 3 * h, B, "norm_in"),
+        ("M", "residual add", 3 * h, 3 * h, B, "the sublayer output"),
+        ("M", "router scores (FP32 sigmoid or softmax)", 2 * nt.N, 3 * nt.N, 4, "mc_scores, mc_softmax"),
+        ("M", "permute and unpermute of the token copies", (3 * nt.F * N_r + 1) * h, (3 * nt.F * N_r + 1) * h, B,
+         "a2a_map, a2a_idx (Megatron-Core moe_utils.py permute, unpermute)"),
+        ("M", "SwiGLU of the routed and shared experts", 3 * nt.F * (N_r + nt.N_s) * h_E,
+         5 * nt.F * (N_r + nt.N_s) * h_E, B, "expert_tensors' swiglu_in, swiglu_out"),
+        # Megatron-Core's vocab-parallel cross-entropy (tensor_parallel/cross_entropy.py): max, subtract, exp, sum and
+        # divide over the logits forward (8 passes), the softmax times the loss gradient backward (2)
+        ("H", "final RMSNorm", 2 * h, 3 * h, B, "head norm_in"),
+        ("H", "cross-entropy over the logits", 8 * nt.v, 2 * nt.v, B, "head logits"),
+    )
+
+
+#: the memory-bound operations of each layer kind ('A' every layer's attention, 'F' dense FFN, 'M' MoE, 'H' head):
+#: (kind, operation, elements per token read and written forward, backward, bytes per element, tensors).  A unary op
+#: reads x and writes y forward, reads x and dy and writes dx backward (2 and 3 passes); a binary one (residual add,
+#: SwiGLU) reads two and writes one.  Widths are per token of the device's b s / (CP TP) share: a tensor split over
+#: heads or TP is its full width there, one replicated over TP (MLA's latents, the shared RoPE key) TP times it.
+MEMORY_OPS = _ops()
+
+
+def memory_bytes() -> Dict[str, sp.Expr]:
+    """{'M_F', 'M_B'}: bytes the stage's memory-bound operations (MEMORY_OPS) read and write per token of the device's
+    share, forward and backward: every layer's attention, the dense and MoE sublayers, the head, and the MTP modules'
+    (D_M on the head's stage: one attention and MoE layer and the head each)."""
+    count = {"A": L_d + L_m + e_H * D_M, "F": L_d, "M": L_m + e_H * D_M, "H": e_H * (1 + D_M)}
+    return {name: sum(count[op[0]] * op[col] * op[4] for op in MEMORY_OPS) for name, col in (("M_F", 2), ("M_B", 3))}
+
+
 def flops() -> Dict[str, sp.Expr]:
     """FLOPs of one micro-batch's forward on one device of the stage: 'layers' (matrix products of the
-    L_d + L_m layers), 'attention' (scores and their product with values), 'head', 'recomputed' (the matrix
+    L_d + L_m layers), 'attention' (scores and their product with values), 'head' (and the MTP modules'),
+    'recomputed' (the matrix
     products a custom recomputation re-runs: P_U parameters per token of the stage)."""
     tokens = b * s / (CP * TP)  # the micro-batch's tokens over the devices sharing its work
     matrix = (L_d + L_m) * P_A + L_d * P_F + L_m * (P_R + nt.F * (nt.N_r + nt.N_s) * P_E)
     score = c_A * s * n_h * (nt.d_h + nt.d_hr + nt.d_v)
-    return {"layers": 2 * tokens * matrix, "attention": 2 * tokens * (L_d + L_m) * score,
-            "head": 2 * tokens * e_H * P_H, "recomputed": 2 * tokens * P_U}
+    return {"layers": 2 * tokens * matrix, "attention": 2 * tokens * (L_d + L_m + e_H * D_M) * score,
+            "head": 2 * tokens * e_H * (P_H + D_M * P_M), "recomputed": 2 * tokens * P_U}
 
 
 def volumes() -> Dict[str, sp.Expr]:
@@ -127,23 +185,27 @@ def dp_volumes() -> Dict[str, sp.Expr]:
     return {f"{g}_{k}": v * per for g, v in share.items() for k, per in (("reduce", reduce), ("gather", gather))}
 
 
-def times(f: Dict[str, sp.Expr] = None) -> Dict[str, sp.Expr]:
+def times(f: Dict[str, sp.Expr] = None, mem: Dict[str, sp.Expr] = None) -> Dict[str, sp.Expr]:
     """Seconds of one micro-batch on one device: t_F (forward), t_B (backward), t_W (its weight-gradient
-    half), t_R (recomputation), t_att (the core attention's forward), c_<group> (each group's transfers,
+    half), t_R (recomputation), t_att (the core attention's forward), t_mem (of t_F + t_B, the memory-bound
+    operations: eager attention's matrices, the recipe's casts, M_F and M_B), c_<group> (each group's transfers,
     forward and backward), and per step t_DP (data-parallel traffic) and t_opt (optimizer).  ``f``: the
-    forward FLOPs by part (:func:`flops`; the report passes symbols for them, to print the times shorter)."""
+    forward FLOPs by part (:func:`flops`; the report passes symbols for them, to print the times shorter), ``mem``
+    the memory-bound bytes (:func:`memory_bytes`, likewise)."""
     f = {**flops(), **(f or {})}
     rate, rate_A = eta * Phi, eta * Phi_A
     weights = nt.B_w * (P_n + P_m)
     # eager attention's s x s matrices through HBM (softmax and its backward are memory-bound)
-    matrix = u_E * b * n_h * s ** 2 * nt.B_a * (L_d + L_m) / (TP * CP)
+    matrix = u_E * b * n_h * s ** 2 * nt.B_a * (L_d + L_m + e_H * D_M) / (TP * CP)
     t_sm = 4 * matrix / W_M
     # the recipe's quantization of each linear layer's inputs (forward) and output gradients (backward, twice)
     t_q = Q_C * b * s / (CP * TP) / W_M
+    mem = {**memory_bytes(), **(mem or {})}
+    t_mF, t_mB = (mem[k] * b * s / (CP * TP) / W_M for k in ("M_F", "M_B"))  # the memory-bound operations
     t_mm = sp.Max((f["layers"] + f["head"]) / rate + f["attention"] / rate_A, weights / W_M)
-    t_F = t_mm + t_sm + t_q
+    t_F = t_mm + t_sm + t_q + t_mF
     t_att = f["attention"] / rate_A + t_sm
-    t_R = rho_full * (sp.Max(f["layers"] / rate + f["attention"] / rate_A, weights / W_M) + t_sm + t_q) \
+    t_R = rho_full * (sp.Max(f["layers"] / rate + f["attention"] / rate_A, weights / W_M) + t_sm + t_q + t_mF) \
         + rho_sel * t_att + f["recomputed"] / rate
     v = volumes()
     again = 2 + rho_full  # forward, backward and the recomputed forward
@@ -152,7 +214,9 @@ def times(f: Dict[str, sp.Expr] = None) -> Dict[str, sp.Expr]:
     dv = dp_volumes()
     sharded = sp.Piecewise((P_n + P_m, sp.Eq(nt.z, 0)), (P_n / (DP * CP) + P_m / EDP, True))
     adam = nt.B_g + 2 * (nt.B_m + nt.B_1 + nt.B_2) + nt.B_w
-    out = {"t_F": t_F, "t_B": 2 * t_mm + 7 * matrix / W_M + 2 * t_q, "t_W": t_mm, "t_R": t_R, "t_att": t_att, **c,
+    t_mem = t_sm + 7 * matrix / W_M + 3 * t_q + t_mF + t_mB
+    out = {"t_F": t_F, "t_B": 2 * t_mm + 7 * matrix / W_M + 2 * t_q + t_mB, "t_W": t_mm, "t_R": t_R, "t_att": t_att,
+           "t_mem": t_mem, **c,
             "t_red": dv["DP_reduce"] / beta["DP"] + dv["EDP_reduce"] / beta["EDP"],
             "t_gat": dv["DP_gather"] / beta["DP"] + dv["EDP_gather"] / beta["EDP"], "t_opt": sharded * adam / W_M}
     out["t_DP"] = out["t_red"] + out["t_gat"]
@@ -169,15 +233,21 @@ def exposed(overlap: str, dualpipe: bool, t: Dict[str, sp.Expr]) -> Dict[str, sp
     if overlap == "ideal":  # everything behind the micro-batch's compute: what exceeds it, group by group
         return {**_beyond([t["c_" + g] for g in groups], compute, groups),
                 "DP": sp.Max(0, t["t_DP"] - m * (t["t_F"] + t["t_B"]))}
-    out = {"TP": t["c_TP"], "EP": t["c_EP"], "CP": sp.Max(0, t["c_CP"] - (3 + rho_full) * t["t_att"]),
-           "PP": t["c_PP"]}
+    # --tp-comm-overlap (TE userbuffers) pipelines the TP collectives with the GEMMs beside them, and
+    # --overlap-moe-expert-parallel-comm (Megatron-Core's 1F1B A2A overlap: one micro-batch's forward beside another's
+    # backward) the EP all-to-all with the other micro-batch's compute, the weight gradients in that window only when
+    # delayed (--delay-wgrad-compute): what is switched on runs behind that compute in turn, TP's first
+    window = compute - (1 - o_DW) * t["t_W"]
+    hidden = _beyond([o_TP * t["c_TP"], o_EP * t["c_EP"]], window, ("TP", "EP"))
+    out = {"TP": (1 - o_TP) * t["c_TP"] + hidden["TP"], "EP": (1 - o_EP) * t["c_EP"] + hidden["EP"],
+           "CP": sp.Max(0, t["c_CP"] - (3 + rho_full) * t["t_att"]), "PP": t["c_PP"]}
     if dualpipe:  # the all-to-all and PP transfers of a chunk pair behind its compute
         out.update(_beyond([t["c_EP"], t["c_PP"]], compute, ("EP", "PP")))
     # Megatron's --overlap-grad-reduce starts a bucket's reduce in the last micro-batch's backward (the others run
     # under no_sync: megatron/core/pipeline_parallel/schedules.py), --overlap-param-gather the next step's gather
     # in the first micro-batch's forward; ZeRO-3 (Megatron-FSDP) prefetches each micro-batch's gathers behind it
-    out["DP"] = sp.Piecewise((m * sp.Max(0, t["t_DP"] / m - t["t_F"] - t["t_B"]), sp.Eq(nt.z, 3)),
-                             (sp.Max(0, t["t_red"] - t["t_B"]) + sp.Max(0, t["t_gat"] - t["t_F"]), True))
+    red, gat = t["t_red"] - o_GR * sp.Min(t["t_red"], t["t_B"]), t["t_gat"] - o_PG * sp.Min(t["t_gat"], t["t_F"])
+    out["DP"] = sp.Piecewise((m * sp.Max(0, t["t_DP"] / m - t["t_F"] - t["t_B"]), sp.Eq(nt.z, 3)), (red + gat, True))
     return out
 
 
@@ -192,7 +262,8 @@ def _beyond(costs, budget, names) -> Dict[str, sp.Expr]:
 
 
 def step_time(overlap: str, dualpipe: bool) -> Dict[str, sp.Expr]:
-    """{'compute', 'recompute', 'TP', 'EP', 'CP', 'PP', 'DP', 'bubble', 'optimizer', 'microbatch', 'step'}:
+    """{'compute', 'memory' (of compute, the memory-bound operations at the HBM bandwidth), 'recompute', 'TP',
+    'EP', 'CP', 'PP', 'DP', 'bubble', 'optimizer', 'microbatch', 'step'}:
     seconds of one step on one device of the stage (m micro-batches, the bubble, the exposed data-parallel
     traffic and the optimizer step); 'microbatch' is one micro-batch's time (the step's period per
     micro-batch in steady state)."""
@@ -201,7 +272,7 @@ def step_time(overlap: str, dualpipe: bool) -> Dict[str, sp.Expr]:
     per = {g: x[g] for g in ("TP", "EP", "CP", "PP")}
     mb = t["t_F"] + t["t_B"] + t["t_R"] + sum(per.values())
     bubble = chi_mb * mb + chi_B * t["t_B"] - chi_W * t["t_W"]
-    out = {"compute": m * (t["t_F"] + t["t_B"]), "recompute": m * t["t_R"],
+    out = {"compute": m * (t["t_F"] + t["t_B"]), "memory": m * t["t_mem"], "recompute": m * t["t_R"],
            **{g: m * v for g, v in per.items()}, "DP": x["DP"], "bubble": bubble, "optimizer": t["t_opt"],
            "microbatch": mb}
     out["step"] = m * mb + bubble + x["DP"] + t["t_opt"]

@@ -19,14 +19,15 @@ from derivations.steptime import model as M
 
 def module_source() -> str:
     fns: List[str] = []
-    inputs = set()
-    parts = None
+    printed = {}
     for name, overlap, dualpipe in M.variants():
         out = M.step_time(overlap, dualpipe)
-        parts = tuple(out)
-        exprs = [nt.expand_derived(out[k]) for k in parts]
-        args = sorted(set().union(*[e.free_symbols for e in exprs]), key=lambda x: x.name)
-        inputs |= {a.name for a in args}
+        printed[name] = [nt.expand_derived(out[k]) for k in out]
+    parts = tuple(out)
+    # every function takes every input (INPUTS, in order): the page calls them positionally
+    args = sorted(set().union(*[e.free_symbols for exprs in printed.values() for e in exprs]), key=lambda x: x.name)
+    inputs = {a.name for a in args}
+    for name, exprs in printed.items():
         fn = compile_fn(sp.Tuple(*exprs), args)
         src = source(fn).replace("def _lambdifygenerated(", f"def _step_{name}(", 1)
         if f"def _step_{name}(" not in src:

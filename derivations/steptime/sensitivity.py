@@ -47,7 +47,7 @@ def time_sensitivity(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Tra
     t = E.layout_time(model, layout, training, gpu=gpu, overlap=overlap, efficiency=efficiency,
                       gpus_per_node=gpus_per_node, dispatcher=dispatcher, with_inputs=True)
     name = E.variant(training.schedule, overlap)
-    parts = M.step_time(overlap, name.endswith("_dualpipe"))
+    parts = M.step_time(name.removesuffix("_dualpipe"), name.endswith("_dualpipe"))
     # what the evaluator reports as the step: without a schedule one micro-batch's period (ZeRO-3's traffic in it)
     step = parts["step"] if training.schedule else \
         parts["microbatch"] + sp.Piecewise((parts["DP"], sp.Eq(nt.z, 3)), (0, True))

@@ -237,6 +237,16 @@ def add_budget_options(p: argparse.ArgumentParser, default_hbm: str = None, what
                         "derivations/config/gpus.toml)")
 
 
+def _alloc_conf(text: str) -> str:
+    """--alloc-conf checked when it is read, as PyTorch checks PYTORCH_CUDA_ALLOC_CONF (allocator.settings)."""
+    from derivations.analyses.allocator import settings
+    try:
+        settings(text)
+    except cfg.ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def add_memory_options(p: argparse.ArgumentParser) -> None:
     """--memory KIND, --alloc-conf, --nccl-buffsize: which memory is judged (issue 46)."""
     p.add_argument("--memory", choices=("allocated", "reserved", "device"), default=None,
@@ -245,7 +255,7 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
                         "and DeepEP buffers + the CUDA context: derivations/assembly/overheads_device.py); default: "
                         "the paper's Sec. 6 ranges")
     hidden = help_all
-    p.add_argument("--alloc-conf", default="", metavar="CONF",
+    p.add_argument("--alloc-conf", default="", metavar="CONF", type=_alloc_conf,
                    help=hidden("PYTORCH_CUDA_ALLOC_CONF for --memory (max_split_size_mb, expandable_segments, "
                         "garbage_collection_threshold)"))
     p.add_argument("--nccl-buffsize", type=positive_int, default=None, metavar="BYTES",

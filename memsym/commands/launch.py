@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 
 from ..lines import one_line
@@ -70,7 +71,14 @@ def apply(args, quiet: bool = False) -> None:
     res.unmodelled += [f"{flag_of(k)} {v} (memsym {command} has no such option)" for k, v in res.options.items()
                        if k not in known]
     flags = {k: (True if v == "True" else v) for k, v in opts.items()}
-    ns = namespace(command, flags)
+    try:
+        ns = namespace(command, flags)
+    except ConfigError as exc:  # a value the file sets, refused by its option's type: the file and where it says so
+        m = re.match(r"memsym \S+: argument (\S+): (.*)$", str(exc))
+        if m is None:
+            raise
+        dest = next((d for d in opts if flag_of(d) == m.group(1)), None)
+        raise ConfigError("launch", f"{one_line(path)}: {res.origin.get(dest, m.group(1))}: {m.group(2)}") from None
     for dest in opts:
         if dest not in typed:
             setattr(args, dest, getattr(ns, dest))

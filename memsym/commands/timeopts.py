@@ -20,10 +20,12 @@ def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool =
         t.add_argument("--time", action="store_true",
                        help="also estimate the step's time: compute, recomputation, each group's exposed transfers, "
                             "the bubble and the optimizer step at the slowest stage, from published rates")
-    t.add_argument("--overlap", choices=["none", "megatron", "ideal"], default="megatron",
+    t.add_argument("--overlap", default="megatron", metavar="{none,megatron,ideal}",
                    help="transfers hidden behind compute: megatron (default: data-parallel traffic behind the step, "
                         "the context-parallel ring behind attention, under DualPipe the EP all-to-all and PP "
-                        "transfers behind the paired chunks), none, or ideal (every transfer behind compute)")
+                        "transfers behind the paired chunks), none, or ideal (every transfer behind compute); "
+                        "megatron:SWITCH,... names Megatron's switches (grad-reduce, param-gather, ep, tp, wgrad: "
+                        "what --from-megatron reads)")
     t.add_argument("--nvlink-domain", type=positive_int, default=None, metavar="N",
                    help="GPUs one NVLink fabric joins at full bandwidth (default: the GPU's, derivations/config/"
                         "gpus.toml: 8 in an HGX node, 72 in an NVL72 rack); groups beyond it use the network")
@@ -75,8 +77,8 @@ def time_lines(t: dict, gpu, attention: str = "eager") -> list:
             f"  step        {seconds(p['step'])} s   ({t['microbatches']} micro-batch"
             f"{'es' if t['microbatches'] != 1 else ''} of {seconds(p['microbatch'])} s; "
             f"{t['tokens_per_gpu_s']:,.0f} tokens/s per GPU)",
-            f"  compute     {seconds(p['compute'])} s   recomputation {seconds(p['recompute'])} s   bubble "
-            f"{seconds(p['bubble'])} s   optimizer "
+            f"  compute     {seconds(p['compute'])} s, of which memory-bound {seconds(p['memory'])} s (HBM)",
+            f"  recomputation {seconds(p['recompute'])} s   bubble {seconds(p['bubble'])} s   optimizer "
             + (f"{seconds(p['optimizer'])} s" if per_step else "not counted (no schedule)"),
             f"  exposed transfers (s): {exposed}{dp}"]
 

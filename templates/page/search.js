@@ -297,9 +297,12 @@ function timeContext(ctx) {
   const base = {};
   for (const k of ["h", "n_h", "d_h", "d_hr", "d_v", "N_r", "N_s", "F", "B_a", "B_w", "B_g", "B_m", "B_1", "B_2"])
     base[k] = e[k] === undefined ? undefined : Q.float(e[k]);
+  for (const k of ["d_cq", "d_c", "h_F", "N", "h_E", "v"]) base[k] = e[k] === undefined ? 0 : Q.float(e[k]);  // 0: absent
   for (const k of ["P_A", "P_F", "P_E", "P_R", "P_H"]) base[k] = Q.float(params[k](e));
   Object.assign(base, { c_A: o.attention === "eager" ? 1 : 0.5, u_E: o.attention === "eager" ? 1 : 0, Phi: rate.bf16, eta: 1,
-    W_M: rate.hbm_bandwidth, Phi_A: rate.bf16, B_EP: base.B_a, P_U: 0, Q_C: 0 });  // BF16 linears, no custom recomputation
+    W_M: rate.hbm_bandwidth, Phi_A: rate.bf16, B_EP: base.B_a, P_U: 0, Q_C: 0,
+    D_M: 0, P_M: 0, o_GR: 1, o_PG: 1, o_EP: 0, o_TP: 0, o_DW: 0 });  // BF16 linears, no custom recomputation, no MTP
+  // modules; Megatron's default overlap switches (evaluate.MEGATRON_DEFAULT)
   const n_g = Number(m.named.n_g || 1), k_g = Number(m.named.k_g || 1);
   const groupsKept = n_g && k_g && k_g < n_g ? k_g : Number(m.named.N_r);  // evaluate._groups_kept
   const dispatcher = o.schedule === "dualpipe" ? "deepep" : "alltoall";  // evaluate.dispatcher_of
