@@ -19,11 +19,9 @@ multiple of PP) is counted invalid, or in the paper's view refuses the search (a
 """
 from __future__ import annotations
 
-import types
 from collections import Counter
 from dataclasses import replace
 from fractions import Fraction
-from functools import lru_cache
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
@@ -33,6 +31,7 @@ from derivations import evaluate as ev
 from derivations.activations.shape import check_options, of_model
 from derivations.activations.view import View
 from derivations.analyses.enumeration import Enumeration, distinct_stages
+from derivations.analyses.vectorized import Memo, divide, printed, stack
 from derivations.assembly import device, offload, quantized, schedules, step_names
 from derivations.assembly.runtime import buffers_bytes
 from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
@@ -83,88 +82,8 @@ def choices(training: cfg.Training, pairs: Sequence[Tuple[int, str]]) -> List[Tu
 # trees, derivations/evaluate.py ``_ev``) or depend on few of its values (what one layer micro-batch offloads or
 # changes under the linear recipe: a threshold, exact).  So every device of every layout at one (s, b) is
 # evaluated at once: the trees and the printed functions over float64 arrays (one entry per device), the few
-# exact values once per distinct substitution of the symbols they read (:class:`_Memo`), as estimate computes them.
-
-
-def _divide(a, b=1):
-    return np.true_divide(a, b)
-
-
-@lru_cache(maxsize=None)
-def _printed(family: str) -> Dict[str, object]:
-    """The namespace of the family's printed exact Python (derivations/generated/<family>.py: the per-device
-    assembly and the step's moments) with ``fractions.Fraction``, ``min`` and ``floor`` bound to numpy's division,
-    minimum and floor: the same functions, plain arithmetic on their inputs, evaluate float64 arrays element-wise
-    (a value compared in a condition, b, must be a number)."""
-    mod = ev._module(family)
-    g = dict(vars(mod))
-    g.update(_Q=_divide, min=np.minimum, _floor=np.floor)
-    for name, obj in vars(mod).items():
-        if isinstance(obj, types.FunctionType) and obj.__module__ == mod.__name__:
-            g[name] = types.FunctionType(obj.__code__, g, name, obj.__defaults__, obj.__closure__)
-    return g
-
-
-class _Reads(dict):
-    """A substitution that records the names read from it."""
-
-    def __init__(self, values):
-        super().__init__(values)
-        self.read = set()
-
-    def __getitem__(self, k):
-        self.read.add(k)
-        return super().__getitem__(k)
-
-    def get(self, k, default=None):
-        self.read.add(k)
-        return super().get(k, default)
-
-    def __contains__(self, k):
-        self.read.add(k)
-        return super().__contains__(k)
-
-
-class _Memo:
-    """``fn(values)`` (exact) once per distinct substitution of the names it reads (recorded at its first call:
-    the functions memoised here read the same names at every substitution, their trees evaluated whole)."""
-
-    def __init__(self, fn):
-        self.fn, self.reads, self.memo = fn, None, {}
-
-    def __call__(self, values: Mapping):
-        if self.reads is None:
-            rec = _Reads(values)
-            out = self.fn(rec)
-            self.reads = tuple(sorted(rec.read))
-            self.memo[tuple(values.get(k) for k in self.reads)] = out
-            return out
-        key = tuple(values.get(k) for k in self.reads)
-        if key not in self.memo:
-            self.memo[key] = self.fn(values)
-        return self.memo[key]
-
-
-def _number(x):
-    return float(x) if isinstance(x, Fraction) else x
-
-
-def _stack(dicts: Sequence[Mapping], owner: np.ndarray, differ) -> Dict[str, object]:
-    """{name: value}: the names of ``dicts`` (one per layout), a number where every layout has the same value, else
-    a float64 array over the devices (each device its layout's, ``owner``); only the names in ``differ`` may
-    differ between layouts."""
-    out = {}
-    for k in dicts[0]:
-        first = dicts[0][k]
-        if k not in differ:
-            out[k] = _number(first)
-            continue
-        got = [d[k] for d in dicts]
-        if all(x == first and type(x) is type(first) for x in got):
-            out[k] = _number(first)
-        else:
-            out[k] = np.array([float(x) for x in got], dtype=np.float64)[owner]
-    return out
+# exact values once per distinct substitution of the symbols they read, as estimate computes them
+# (derivations/analyses/vectorized.py).
 
 
 class _Slots:
@@ -252,7 +171,7 @@ def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_b
     schedule = (training.schedule or "1f1b") if scheduled else None
     names = cfg.composition_names(family)
     kinds_sym, n_chunks = ev.device_inputs(family)
-    g = _printed(family)
+    g = printed(family)
     rb = training.conventions.runtime_buffers
     runtime = float(buffers_bytes(rb)) if rb != "none" else 0
     off, quant = bool(training.offload), bool(training.linear_recipe)
@@ -325,7 +244,7 @@ def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule
                          **({"n_mb": m} if m is not None else {})}, family)
              for layout, sl, m in zip(layouts, slots, m_of)]
     differ = set(exact[0]) - set(common) | set(layouts[0].named()) | {"n_mb"}
-    layout_values = _stack(exact, np.arange(len(layouts)), differ)
+    layout_values = stack(exact, np.arange(len(layouts)), differ)
     stage_values = {k: x[owner] if isinstance(x, np.ndarray) else x for k, x in layout_values.items()}
     stage_values.update({k: own[:, j] for j, k in enumerate(names)})
     virtual = training.virtual_layers is not None
@@ -341,7 +260,7 @@ def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule
             chunk_v[f"n_fl_{c}"] = 0
     if side.rank == "megatron":  # Megatron's most-loaded shard: the whole model's (its formula divides by PP)
         whole = megatron_values(model, layouts[0], base)
-        states_values = _stack([ev.derived({**whole, **layout.named(), **({"n_mb": m} if m is not None else {})},
+        states_values = stack([ev.derived({**whole, **layout.named(), **({"n_mb": m} if m is not None else {})},
                                            family) for layout, m in zip(layouts, m_of)], owner, differ)
     else:
         states_values = dict(stage_values, **{k: held[:, j] for j, k in enumerate(names)})
@@ -357,7 +276,7 @@ def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule
         tr = replace(base, zero=z, recompute=r, schedule=schedule)
         values = dict(stage_values, z=z)
         ids = device_component_ids(model, tr, schedule_ok=True)
-        terms = ev.Terms(model.structure, dict(states_values, z=z), family, q=_divide)
+        terms = ev.Terms(model.structure, dict(states_values, z=z), family, q=divide)
         states = {k: terms.term(ids[k]) for k in ("weights", "gradients", "optimizer")}
         if quant:
             per_weight = quantized.copies(tr, Fraction(1), dict(tr.bytes)["B_w"])
@@ -408,9 +327,9 @@ def _policy(model, training, memos: Dict, key, exact, layout_values, trees: Dict
     """(kinds, the options' inputs, kinds of a view) of one policy at one (s, b): the assembly's inputs that read no
     model state; the options' exact values once per distinct substitution of what they read (``memos[key]``)."""
     if key not in memos:
-        memos[key] = {"off": _Memo(lambda v: offload.per_layer(model, training, v)),
-                      "quant": _Memo(lambda v: quantized.per_layer(model, training, v)),
-                      "moment": _Memo(lambda v: offload.moment_parts(model, training, v))}
+        memos[key] = {"off": Memo(lambda v: offload.per_layer(model, training, v)),
+                      "quant": Memo(lambda v: quantized.per_layer(model, training, v)),
+                      "moment": Memo(lambda v: offload.moment_parts(model, training, v))}
     memo = memos[key]
     kinds_of = lambda t: _kinds(model, t, layout_values, trees, owner)  # noqa: E731
     opts = dict.fromkeys(("O_D", "O_E", "O_R", "Q_D", "Q_E", "Q_H"), 0)
@@ -429,7 +348,7 @@ def _policy(model, training, memos: Dict, key, exact, layout_values, trees: Dict
 def _kinds(model, training, values: Mapping, memo: Dict, owner: np.ndarray) -> Dict[str, object]:
     """{kind: bytes} of one layer's kept tensors under ``training``'s view (evaluate.activation_values over numpy
     arrays) at ``values`` (one entry per layout: the kinds read no composition), each device its layout's."""
-    got = ev.activation_values(View.of(training), of_model(model), values, q=_divide, memo=memo)
+    got = ev.activation_values(View.of(training), of_model(model), values, q=divide, memo=memo)
     return {k: x[owner] if isinstance(x, np.ndarray) else x for k, x in got.items()}
 
 

@@ -15,6 +15,7 @@ to JavaScript (exact BigInt rationals) and MathML by :mod:`memsym.page.codegen`.
 * The ends of the Sec. 6 ranges (derivations/assembly/overheads.py), shown beside the peaks.
 * The options' data: --linear-recipe's rows (derivations/assembly/quantized.py, found by calling it),
   --offload-activations' module tables (derivations/assembly/offload.py) and validate_training's refusals of them.
+* The options' values and defaults, the fields' limits and the GPU table: :mod:`memsym.page.options`.
 * The layout search (:mod:`memsym.page.search`): the search's kernels and the step-time model, the generated
   modules' functions in JavaScript.
 """
@@ -34,18 +35,13 @@ from derivations import generated, variant
 
 from ..lines import one_line
 from .codegen import js, mathml, symbols_of
+from .options import DEEPSEEK, gpus, inputs, options
 from .pyjs import module_js
-from derivations.config import limits as L
+from symbolic.exact import exact_text
 from derivations.generate import FEATURES, activation_specs, device_shape, exists_features, python_module, structures
-from derivations import families as _families
-from derivations.config.hfconfig import covered
-from derivations.config.defaults import RUN_DEFAULTS, RUN_OPTIONS
 from derivations.families import get as _family
-from derivations.notation import EXTENSION_DEFAULTS, M_buf, PAPER_BYTES, f_frag
-from derivations.config.presets import PRESET_NAMES, preset_path
+from derivations.notation import M_buf, f_frag
 
-#: The family the page reads configs of (its JavaScript reader maps DeepSeek's fields: templates/page/).
-DEEPSEEK = _family("deepseek")
 
 class Pool:
     """Distinct expressions, each printed once: index -> JavaScript function and MathML."""
@@ -178,7 +174,8 @@ def linear_recipe(pool: Pool, keys: Dict[str, List[str]]) -> Dict:
                 got[kind] = [[name, gates, value, pool.add(coef)] for name, gates, value, coef in spec]
             got["mtp"] = [["mtp_eh_in", ["mtp_eh_in"], "mtp_eh_in", pool.add((q - B_a) / B_a)]]
             rows.setdefault(recipe, {})[attention] = got
-    return {"bytes": {k: [_q(f.input_bytes), _q(f.weight_bytes)] for k, f in FORMATS.items()}, "rows": rows}
+    return {"bytes": {k: [exact_text(f.input_bytes), exact_text(f.weight_bytes)] for k, f in FORMATS.items()},
+            "rows": rows}
 
 
 def _refusals() -> Dict:
@@ -317,8 +314,8 @@ def _inert(fam) -> Dict:
 def overheads(pool: Pool) -> Dict:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly import overheads as oh
-    ends = {end: {"f_frag": _q(oh.overhead_values(end)[f_frag]), "M_buf": _q(oh.overhead_values(end)[M_buf])}
-            for end in ("low", "high")}
+    ends = {end: {"f_frag": exact_text(oh.overhead_values(end)[f_frag]),
+                  "M_buf": exact_text(oh.overhead_values(end)[M_buf])} for end in ("low", "high")}
     # their peaks: the device assembly's peak_low, peak_high; at the step's peak (the total plus the step excess,
     # derivations/assembly/step_terms.py), which the verdict judges: the same Sec. 6 peak of step_total
     step_total = sp.Symbol("step_total", nonnegative=True)
@@ -326,126 +323,6 @@ def overheads(pool: Pool) -> Dict:
     peaks = {end: pool.add(oh.peak(step_total, sp.Rational(o["f_frag"]), sp.Rational(o["M_buf"])))
              for end, o in ends_of.items()}
     return {"ends": ends, "step_peak": peaks}
-
-
-def _q(x) -> str:
-    x = Fraction(x)
-    return str(x.numerator) if x.denominator == 1 else f"{x.numerator}/{x.denominator}"
-
-
-# ----------------------------------------------------------------------------- the options
-def options() -> Dict:
-    """The options of ``estimate`` the page offers, their values and defaults (from derivations)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.config.recipes import RECIPES
-    from derivations.assembly.runtime import buffers_term
-    from symbolic.numeric import exact
-    lay, tr = cfg.Layout(), cfg.Training()
-
-    def jsonable(v):
-        if isinstance(v, tuple):
-            return [jsonable(x) for x in v]
-        if isinstance(v, Fraction):
-            return _q(v)
-        return v
-    return {
-        # the presets' config.json text, read by the page's own reader (as a pasted config.json)
-        "presets": {n: _read_text(preset_path(n)) for n in PRESET_NAMES},
-        "default_model": cfg.DEFAULT_MODEL,
-        "model_types": list(DEEPSEEK.model_types), "topk_methods": list(DEEPSEEK.topk_methods),
-        # what the command line's reader says of a config it does not read (hfconfig.from_dict: every family's)
-        "all_model_types": list(_families.model_types()), "covered": covered(),
-        "other_families": {mt: f.title for f in _families.all() if f is not DEEPSEEK for mt in f.model_types},
-        "wrappers": [list(w) for w in DEEPSEEK.wrappers],
-        "scoring_funcs": list(DEEPSEEK.module("config").SCORING_FUNCS),
-        "dimensions": [list(d) for d in DEEPSEEK.dimensions],
-        "layout": {"dp": lay.dp, "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "etp": lay.etp, "cp": lay.cp},
-        "training": {"mbs": tr.mbs, "seq": tr.seq, "zero": tr.zero, "recompute": tr.recompute,
-                     "attention": tr.attention, "imbalance": _q(tr.imbalance)},
-        # derivations/config/defaults.py: what a named run takes where nobody set it
-        "run": {"options": list(RUN_OPTIONS), "defaults": dict(RUN_DEFAULTS)},
-        "zero_names": {str(k): v for k, v in cfg.ZERO_NAMES.items()},
-        "recompute": list(cfg.RECOMPUTE), "recompute_ops": dict(cfg.RECOMPUTE_OPS),
-        "attention": list(cfg.ATTENTION), "schedules": list(cfg.SCHEDULES), "dtypes": dict(cfg.DTYPES),
-        "paper_bytes": {k.name: _q(v) for k, v in PAPER_BYTES.items()},
-        "extension_defaults": {k.name: _q(v) for k, v in EXTENSION_DEFAULTS.items()},
-        "switches": {k: {"option": s.option, "values": list(s.values), "side": s.side, "help": s.help}
-                     for k, s in cfg.CONVENTION_SWITCHES.items()},
-        "convention_presets": {k: {kk: jsonable(vv) for kk, vv in p.items()}
-                               for k, p in cfg.CONVENTION_PRESETS.items()},
-        "bytes_conventions": {k: [v[0], v[1]] for k, v in cfg.BYTES_CONVENTIONS.items()},
-        "recipes": {k: {"description": r.description, "options": {kk: jsonable(vv) for kk, vv in r.options.items()},
-                        "device": list(r.device) if r.device else None, "family": _recipe_family(r)}
-                    for k, r in RECIPES.items()},
-        "gib": cfg.GiB,
-        # --runtime-buffers: the per-device runtime buffers' bytes of each value (derivations/assembly/runtime.py)
-        "runtime_buffers": {v: _q(exact(buffers_term(v), {})) for v in cfg.CONVENTION_SWITCHES["runtime_buffers"].values
-                            if v != "none"},
-    }
-
-
-def _recipe_family(recipe):
-    """[name, title] of the family of a recipe's model (a preset), or None (resolve.py refuses a recipe for
-    another family's model)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.config.presets import PRESETS
-    model = recipe.options.get("model")
-    if model not in PRESETS:
-        return None
-    fam = _family(PRESETS[model].family)
-    return [fam.name, fam.title]
-
-
-def _read_text(path) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read()
-
-
-def _limit(lim) -> Dict:
-    return {"name": lim.name, "low": lim.low, "high": lim.high, "why": lim.why, "domain": lim.domain}
-
-
-def _ranges(pred) -> List[List[int]]:
-    """The code points where ``pred`` holds, as [first, last] ranges."""
-    out, start = [], None
-    for c in range(0x110000):
-        if pred(chr(c)):
-            if start is None:
-                start = c
-        elif start is not None:
-            out.append([start, c - 1])
-            start = None
-    if start is not None:
-        out.append([start, 0x10FFFF])
-    return out
-
-
-def inputs() -> Dict:
-    """What the page reads its fields and a pasted config.json with: the limits of derivations/config/limits.py
-    (the command line's), and the Python text rules its messages depend on (str.strip's white space,
-    repr's printable characters), so that the page refuses what the command line refuses, in its words."""
-    return {
-        "options": {k: _limit(v) for k, v in L.OPTIONS.items()},
-        "fields": {k: _limit(v) for k, v in L.FIELDS.items()},
-        "list_lengths": dict(L.LIST_LENGTHS), "set_options": list(L.SET_OPTIONS),
-        "max_digits": L.MAX_DIGITS, "max_arg_chars": L.MAX_ARG_CHARS, "max_number_chars": L.MAX_NUMBER_CHARS,
-        "layers": L.LAYERS,
-        "imbalance": L.IMBALANCE, "int_pattern": L.INT_PATTERN, "decimal_pattern": L.DECIMAL_PATTERN,
-        "config_bytes": L.CONFIG_BYTES, "config_depth": L.CONFIG_DEPTH, "config_digits": L.CONFIG_DIGITS,
-        # CPython's json reader raises RecursionError (hfconfig: "nested deeper than ...") this deep: the default
-        # recursion limit, 1000, less the frames of `memsym estimate` below json.loads; only a file that is
-        # invalid JSON beyond that depth is told apart by it
-        "json_recursion": 1000 - 13,
-        "space": _ranges(str.isspace), "nonprintable": _ranges(lambda c: not c.isprintable()),
-    }
-
-
-def gpus() -> List[Dict]:
-    """The GPU table of the fit verdict: the ``--gpu`` presets (derivations/config/gpus.toml)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.config.gpus import presets
-    return [{"id": g.key, "name": g.name, "bytes": g.capacity, "capacity": f"{g.capacity} B ({g.kind})",
-             "source": g.source} for g in presets().values()]
 
 
 def model_data(spec) -> Dict:
