@@ -61,7 +61,7 @@ _ENTRIES = [
                "noaux_tc)", "model", "extension (Megatron-Core router.py: the expert bias)",
                nonnegative_only=True),
     SymbolInfo("u_tw", "\\delta_{tw}", "1 when the head's weight is the embedding's (HF tie_word_embeddings)", "model",
-               "extension (the head's weight gradient waits for the embedding's: derivations/assembly/step_terms.py)",
+               "extension (the head's weight gradient waits for the embedding's backward: step_terms.py)",
                nonnegative_only=True),
     SymbolInfo("u_gk", "\\delta_{gk}", "1 when Megatron-Core's top-k is group-limited (HF topk_group, or "
                "DeepseekV3Config's default when absent)", "model",
