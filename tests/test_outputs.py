@@ -193,3 +193,14 @@ def test_an_output_that_is_not_a_regular_file_is_refused(tmp_path):
                            capture_output=True, text=True, timeout=120)
         assert p.returncode == 2 and "not a regular file" in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr
     assert link.is_symlink() and target.read_text() == "kept\n" and fifo.is_fifo()
+
+
+@pytest.mark.parametrize("argv", [("page", "--out", ""), ("report", "--out", "", "--format", "md"),
+                                  ("reproduce", "--out", "")])
+def test_an_empty_out_is_refused_before_anything_is_written(capsys, tmp_path, monkeypatch, argv):
+    """``--out ''`` would name the current folder: refused on one line (the review found report.md and the page
+    written into the folder memsym ran from)."""
+    from clirun import run
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and "empty path" in err and len(err.strip().splitlines()) == 1 and not list(tmp_path.iterdir())

@@ -107,7 +107,10 @@ def size_text(text: str) -> str:
 
 
 def path_text(text: str) -> str:
-    """A path typed on the command line: no NUL byte, at most MAX_ARG_CHARS characters."""
+    """A path typed on the command line: not empty (it would name the current folder), no NUL byte, at most
+    MAX_ARG_CHARS characters."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path (name a file or folder; . for the current folder)")
     if "\0" in text:
         raise argparse.ArgumentTypeError(f"{_shown(text)} is not a path (it holds a NUL character)")
     if len(text) > MAX_ARG_CHARS or len(text.encode("utf-8", "surrogateescape")) > 4096:
