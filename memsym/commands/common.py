@@ -353,9 +353,9 @@ def defaults_used(args) -> dict:
     return {"defaults": info} if info else {}
 
 
-def print_defaults(args, stream=None) -> None:
+def print_defaults(args, stream=None, prefix: str = "") -> None:
     """The one line of the defaults a command used, on ``stream`` (default stdout; nothing when every such option
-    was given)."""
+    was given), after ``prefix`` (a progress line's ``memsym report: ``)."""
     text = defaults.line(getattr(args, R.DEFAULTS, None))
     if text:
-        print(text, file=stream or sys.stdout)
+        print(prefix + text, file=stream or sys.stdout)

@@ -84,5 +84,5 @@ def run(args) -> int:
     from ..report import Context
     ctx = Context.create(args.model, common.layout_from_args(args), common.training_from_args(args),
                          common.stage_from_args(args))
-    common.print_defaults(args, sys.stderr)  # (stdout lists the files written)
+    common.print_defaults(args, sys.stderr, "memsym report: ")  # a progress line (stdout lists the files written)
     return write(ctx, args.out, args.formats)

@@ -30,7 +30,8 @@ def add_parser(sub):
     p.add_argument("--mbs", type=common.positive_int, default=1, metavar="B", help="micro-batch size")
     p.add_argument("--seq", type=common.positive_int, default=256, metavar="S", help="sequence length")
     p.add_argument("--act-dtype", choices=("bf16", "fp32"), default="bf16", help="activation (and weight) dtype")
-    p.add_argument("--attention", choices=("eager", "sdpa", "flash"), default="eager",
+    # (typed or not, its own: the defaults of derivations/config/defaults.py are estimate's attention kernels)
+    p.add_argument("--attention", choices=("eager", "sdpa", "flash"), default="eager", action=common._Explicit,
                    help="attention implementation (flash needs a GPU)")
     p.add_argument("--experts", choices=("loop", "grouped"), default="loop",
                    help="transformers' expert implementation: loop (eager; the transformers preset) or grouped "
