@@ -23,7 +23,7 @@ from memsym.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 b, s, h, SP, TP = 4, 4096, 1024, 2, 2
-D_LAT, H_E, H_F, N, NR, EP, V = 1536 + 512, 1024, 4096, 32, 4, 4, 51712
+D_LAT, H_E, H_F, N, NR, V = 1536 + 512, 1024, 4096, 32, 4, 51712
 
 
 @pytest.mark.parametrize("name, inp, weight", [
@@ -51,9 +51,13 @@ def proxy(recipe="tensorwise", **kw):
 MLA = -b * s * D_LAT // SP                 # the up-projections' fused norm output (on the SP shard); the two
 #                                            down-projections' copies of 1 B replace one B_a tensor: 0; linear_proj
 #                                            keeps its BF16 input (save_original_input)
+#: the routed experts' tokens: each EP rank routes its own sequence-parallel shard of b s / SP tokens
+#: (TopKRouter.forward) and receives what its EP peers send its local experts, b s N_r / SP token copies balanced
+#: (Megatron-LM d98e8a64 megatron/core/transformer/moe/token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess,
+#: output_splits; the mcore-te preset's routed_tokens = "dispatch")
 MOE = (+b * s * h // SP                    # the shared experts' fc1 copy of the router input
-       - b * s * NR // EP * h              # grouped fc1's input, b s N_r / EP token copies
-       - b * s * NR // EP * H_E            # grouped fc2's input (the product)
+       - b * s * NR // SP * h              # grouped fc1's input, b s N_r / SP token copies
+       - b * s * NR // SP * H_E            # grouped fc2's input (the product)
        - b * s * H_E)                      # the shared expert's fc2 input
 DENSE = -b * s * h // SP - b * s * H_F // TP  # dense fc1's fused norm output, fc2's input
 EH = -b * s * 2 * h // SP                  # MTP eh_proj's input

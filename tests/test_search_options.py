@@ -125,9 +125,11 @@ def test_linear_recipe_rows_equal_estimate_and_the_hand_count(capsys):
     rows = _rows_equal_estimate(capsys, d, L16, argv)
     # by hand (tests/test_quantized.py MLA, MOE at the same proxy, b 4, s 4096): one MoE layer micro-batch changes
     # by the up-projections' fused norm output and the MoE sublayer's linear inputs, 1 B instead of B_a = 2
-    b, s, h, SP, EP, NR, H_E = 4, 4096, 1024, 2, 4, 4, 1024
+    # (the grouped fc1 and fc2 inputs: b s N_r / SP token copies, each EP rank routing its own sequence-parallel
+    # shard, Megatron-LM d98e8a64 moe/token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess, output_splits)
+    b, s, h, SP, NR, H_E = 4, 4096, 1024, 2, 4, 1024
     mla = -b * s * (1536 + 512) // SP
-    moe = b * s * h // SP - b * s * NR // EP * h - b * s * NR // EP * H_E - b * s * H_E
+    moe = b * s * h // SP - b * s * NR // SP * h - b * s * NR // SP * H_E - b * s * H_E
     plain = _search(capsys, "--model", L16, "--mbs", "4", "--zero", "1", "--recompute", "none")["rows"]
     at = dict(PROXY, zero=1, recompute="none", mbs=4)
     on, off = _row(rows, **at), _row(plain, **at)

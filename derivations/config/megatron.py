@@ -26,9 +26,9 @@ from typing import Dict, List, Optional, Tuple
 
 from derivations.config.grammars import layer_pattern, pipeline_layout
 from derivations.config.launch import Launch, shown
-from derivations.config.megatron_precision import quantization
-from derivations.config.megatron_flags import (  # noqa: F401 (IGNORED: the table)
-    DTYPE_NAMES, FSDP_ZERO, GPT2_VOCAB, IGNORED, KNOWN_TOKENIZER_MODELS, OVERLAP_FLAGS, RECOMPUTE_MODULES)
+from derivations.config.megatron_precision import dtypes, quantization
+from derivations.config.megatron_flags import (
+    GPT2_VOCAB, IGNORED, KNOWN_TOKENIZER_MODELS, OVERLAP_FLAGS, RECOMPUTE_MODULES)
 
 ARGS, TC, MPC = "arguments.py", "transformer_config.py TransformerConfig", "model_parallel_config.py"
 
@@ -173,7 +173,7 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
         raise launch.err(f"--attention-backend {backend!r}: Megatron accepts flash, fused, unfused, local, auto")
     put("attention", "eager" if backend in ("unfused", "local") else "flash",
         f"{src}: {'an unfused backend keeps the s^2 scores' if backend in ('unfused', 'local') else 'fused'}")
-    _precision(a, launch, r, put)
+    dtypes(a, launch, r, put)
     if mtp:
         put("mtp", True, f"--mtp-num-layers {mtp}: the MTP modules' weights on the last stage")
         put("mtp_activations", "last-stage", f"--mtp-num-layers {mtp}: Megatron-Core builds them on the last stage")
@@ -414,56 +414,6 @@ def _recompute(a: _Args, launch: Launch, r: Resolution, put):
             put("recompute", "custom:" + ",".join(dict.fromkeys(ops)), f"{src}, {mods_src}")
     else:
         raise launch.err(f"--recompute-granularity {gran!r}: Megatron accepts full, selective")
-
-
-def _precision(a: _Args, launch: Launch, r: Resolution, put):
-    """Bytes per element: params_dtype (ARGS validate_args 'Parameters dtype'), the main gradients and parameters
-    and the Adam moments (ARGS _add_mixed_precision_args / _add_distributed_args), the distributed optimizer or
-    Megatron-FSDP (DDP config use_megatron_fsdp, data_parallel_sharding_strategy)."""
-    bf16, fp16 = a.has("--bf16"), a.has("--fp16")
-    if bf16 and fp16:
-        raise launch.err("--bf16 and --fp16 together (Megatron asserts one)")
-    weights = "bf16" if bf16 else ("fp16" if fp16 else "fp32")
-    w_src = "--bf16" if bf16 else ("--fp16" if fp16 else f"no --bf16/--fp16: params_dtype float32 ({ARGS})")
-    fsdp = a.has("--use-megatron-fsdp")
-    if fsdp:
-        strategy, s_src = a.choice("--data-parallel-sharding-strategy",
-                                   ("optim_grads_params", f"{ARGS} _add_distributed_args"), tuple(FSDP_ZERO))
-        put("zero", FSDP_ZERO[strategy], f"--use-megatron-fsdp, {s_src}")
-        if FSDP_ZERO[strategy] == 3:  # the non-unit bucket stays gathered (derivations/assembly/fsdp.py)
-            put("rank", "mfsdp", f"--use-megatron-fsdp, {strategy}: the non-unit bucket (embedding, final norm, "
-                "output layer) kept gathered (megatron_fsdp/param_and_grad_buffer.py AllGatherPipeline.reset)")
-        a.has("--use-distributed-optimizer")
-        master, m_src = a.choice("--megatron-fsdp-main-params-dtype", ("fp32", f"{ARGS}"),
-                                 ("fp32", "bf16", "fp16", "auto"))
-        grads, g_src = a.choice("--megatron-fsdp-main-grads-dtype", ("auto", f"{ARGS}"),
-                                ("fp32", "bf16", "fp16", "auto"))
-        master = weights if master == "auto" else master
-        grads = weights if grads == "auto" else grads
-    else:
-        a.has("--data-parallel-sharding-strategy")
-        if a.has("--use-distributed-optimizer"):
-            put("bytes_per_param", "distributed", "--use-distributed-optimizer: main params and moments sharded "
-                                                  "over DP (ZeRO-1)")
-        master, m_src = a.choice("--main-params-dtype", ("fp32", f"{ARGS} _add_mixed_precision_args"), ("fp32", "fp16"))
-        main_grads, g_src = a.choice("--main-grads-dtype", ("fp32", f"{ARGS}"), ("fp32", "bf16"))
-        reduce_bf16 = a.has("--grad-reduce-in-bf16")
-        grads = "bf16" if (bf16 and reduce_bf16) or main_grads == "bf16" else (
-            "fp32" if bf16 or a.has("--accumulate-allreduce-grads-in-fp32") else weights)
-        g_src = "--grad-reduce-in-bf16" if reduce_bf16 else (
-            f"{g_src}; accumulate_allreduce_grads_in_fp32 with --bf16 ({ARGS} validate_args)" if bf16 else g_src)
-    instances, _ = a.int("--num-distributed-optimizer-instances", (1, ""))
-    if instances > 1:
-        r.unmodelled.append(f"--num-distributed-optimizer-instances {instances}")
-    avg, o_src = a.text("--exp-avg-dtype", ("fp32", f"{ARGS} _add_mixed_precision_args"))
-    sq, _ = a.text("--exp-avg-sq-dtype", ("fp32", ""))
-    if avg != sq or avg not in DTYPE_NAMES:
-        r.unmodelled.append(f"--exp-avg-dtype {avg} --exp-avg-sq-dtype {sq}")
-    put("weight_dtype", weights, w_src)
-    put("grad_dtype", grads, g_src)
-    put("master_dtype", master, m_src)
-    put("optimizer_dtype", avg if avg in DTYPE_NAMES else "fp32", o_src)
-    put("act_dtype", weights, w_src + " (the activations)")
 
 
 def _conventions(a: _Args, launch: Launch, r: Resolution, put, known: Tuple[str, ...]):

@@ -1,5 +1,11 @@
-"""Megatron-LM's low-precision flags as memsym's ``--linear-recipe`` / ``--quantized-param-gather`` (read by
-derivations/config/megatron.py; NVIDIA/Megatron-LM d98e8a64).
+"""Megatron-LM's precision flags as memsym's options (read by derivations/config/megatron.py; NVIDIA/Megatron-LM
+d98e8a64, ARGS megatron/training/arguments.py).
+
+:func:`dtypes`: the bytes per element of weights, gradients, main parameters, Adam moments and activations
+(--bf16/--fp16, --main-params-dtype, --main-grads-dtype, --exp-avg-dtype, ...) and the optimizer's sharding
+(--use-distributed-optimizer; Megatron-FSDP's --data-parallel-sharding-strategy as memsym's ZeRO stage).
+
+:func:`quantization`: the low-precision linear layers as ``--linear-recipe`` / ``--quantized-param-gather``:
 
   --fp8-format e4m3|hybrid      transformer_config.py TransformerConfig.fp8 (None: no FP8): the formats differ in
                                 the gradients' exponent bits only, not in bytes
@@ -12,9 +18,61 @@ derivations/config/megatron.py; NVIDIA/Megatron-LM d98e8a64).
 """
 from __future__ import annotations
 
+from derivations.config.megatron_flags import DTYPE_NAMES, FSDP_ZERO
 from derivations.config.quantization import MEGATRON_FP8
 
-TC = "transformer_config.py TransformerConfig"
+ARGS, TC = "arguments.py", "transformer_config.py TransformerConfig"
+
+
+def dtypes(a, launch, r, put) -> None:
+    """Put the bytes per element and the optimizer's sharding (``a``: megatron._Args): params_dtype (ARGS
+    validate_args 'Parameters dtype'), the main gradients and parameters and the Adam moments (ARGS
+    _add_mixed_precision_args / _add_distributed_args), the distributed optimizer or Megatron-FSDP (DDP config
+    use_megatron_fsdp, data_parallel_sharding_strategy)."""
+    bf16, fp16 = a.has("--bf16"), a.has("--fp16")
+    if bf16 and fp16:
+        raise launch.err("--bf16 and --fp16 together (Megatron asserts one)")
+    weights = "bf16" if bf16 else ("fp16" if fp16 else "fp32")
+    w_src = "--bf16" if bf16 else ("--fp16" if fp16 else f"no --bf16/--fp16: params_dtype float32 ({ARGS})")
+    fsdp = a.has("--use-megatron-fsdp")
+    if fsdp:
+        strategy, s_src = a.choice("--data-parallel-sharding-strategy",
+                                   ("optim_grads_params", f"{ARGS} _add_distributed_args"), tuple(FSDP_ZERO))
+        put("zero", FSDP_ZERO[strategy], f"--use-megatron-fsdp, {s_src}")
+        if FSDP_ZERO[strategy] == 3:  # the non-unit bucket stays gathered (derivations/assembly/fsdp.py)
+            put("rank", "mfsdp", f"--use-megatron-fsdp, {strategy}: the non-unit bucket (embedding, final norm, "
+                "output layer) kept gathered (megatron_fsdp/param_and_grad_buffer.py AllGatherPipeline.reset)")
+        a.has("--use-distributed-optimizer")
+        master, m_src = a.choice("--megatron-fsdp-main-params-dtype", ("fp32", f"{ARGS}"),
+                                 ("fp32", "bf16", "fp16", "auto"))
+        grads, g_src = a.choice("--megatron-fsdp-main-grads-dtype", ("auto", f"{ARGS}"),
+                                ("fp32", "bf16", "fp16", "auto"))
+        master = weights if master == "auto" else master
+        grads = weights if grads == "auto" else grads
+    else:
+        a.has("--data-parallel-sharding-strategy")
+        if a.has("--use-distributed-optimizer"):
+            put("bytes_per_param", "distributed", "--use-distributed-optimizer: main params and moments sharded "
+                                                  "over DP (ZeRO-1)")
+        master, m_src = a.choice("--main-params-dtype", ("fp32", f"{ARGS} _add_mixed_precision_args"), ("fp32", "fp16"))
+        main_grads, g_src = a.choice("--main-grads-dtype", ("fp32", f"{ARGS}"), ("fp32", "bf16"))
+        reduce_bf16 = a.has("--grad-reduce-in-bf16")
+        grads = "bf16" if (bf16 and reduce_bf16) or main_grads == "bf16" else (
+            "fp32" if bf16 or a.has("--accumulate-allreduce-grads-in-fp32") else weights)
+        g_src = "--grad-reduce-in-bf16" if reduce_bf16 else (
+            f"{g_src}; accumulate_allreduce_grads_in_fp32 with --bf16 ({ARGS} validate_args)" if bf16 else g_src)
+    instances, _ = a.int("--num-distributed-optimizer-instances", (1, ""))
+    if instances > 1:
+        r.unmodelled.append(f"--num-distributed-optimizer-instances {instances}")
+    avg, o_src = a.text("--exp-avg-dtype", ("fp32", f"{ARGS} _add_mixed_precision_args"))
+    sq, _ = a.text("--exp-avg-sq-dtype", ("fp32", ""))
+    if avg != sq or avg not in DTYPE_NAMES:
+        r.unmodelled.append(f"--exp-avg-dtype {avg} --exp-avg-sq-dtype {sq}")
+    put("weight_dtype", weights, w_src)
+    put("grad_dtype", grads, g_src)
+    put("master_dtype", master, m_src)
+    put("optimizer_dtype", avg if avg in DTYPE_NAMES else "fp32", o_src)
+    put("act_dtype", weights, w_src + " (the activations)")
 
 
 def quantization(a, launch, r, put, known) -> None:
