@@ -112,3 +112,5 @@ def test_a_block_scaled_recipe_without_a_gpu_named_is_timed_on_blackwell_and_ref
     code, out, err = run(capsys, *base)
     assert code == 0, err
     assert json.loads(out)["time"]["gpu"] == "b200", json.loads(out)["time"]
+    code, out, err = run(capsys, *base[:-1])  # the text says why the time is a B200's
+    assert code == 0 and "timed on the B200: no --gpu, and the default H800 has no MXFP8 rate" in out, out
