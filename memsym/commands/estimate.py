@@ -166,8 +166,9 @@ def _time_notes(args, verdict) -> list:
     from derivations.steptime import evaluate as E  # lazy: only with --time
     recipe = getattr(args, "linear_recipe", None)
     if not getattr(args, "gpu", None) and E.RECIPE_RATES.get(recipe) not in (None, "bf16", "fp8"):
+        rate = E.RECIPE_RATES[recipe].upper()
         notes.append(f"  timed on the {E.RECIPE_DEFAULT_GPU.upper()}: no --gpu, and the default "
-                     f"{E.DEFAULT_GPU.upper()} has no {E.RECIPE_RATES[recipe].upper()} rate for --linear-recipe {recipe}")
+                     f"{E.DEFAULT_GPU.upper()} has no {rate} rate for --linear-recipe {recipe}")
     if verdict is not None and not all(verdict.fits.values()):
         ends = [e for e in ("none", "low", "high") if not verdict.fits[e]]
         notes.append(f"  this layout does not fit the budget above ({', '.join(ends)}): the time is of a job that "
