@@ -44,6 +44,10 @@ RESTRICTED = {
     "loop full": ("transformers' loop experts without recomputation (a loop draw under full recomputation runs none)",
                   "inside the recomputed expert loop a transient binds above the rebuild's end (37,272 bytes at b 2 "
                   "s 69, seed 11): not derived yet"),
+    "mcore full": ("no full recomputation in Megatron-Core",
+                   "its recomputed forward may route a token to another expert on this CPU (BF16 router ties; seed 11 "
+                   "in CI: the rebuild's MLP 147,456 B above its moment, exact here): compared routing-free in "
+                   "test_step_traces.py, not yet here"),
     "selective": ("Megatron-Core's selective or full recomputation with noaux_tc routing only (else none)",
                   "the recomputed core attention's backward holds 4 t bytes fewer than its moment with the other "
                   "routings (selective: seeds 1 and 12345; full: seed 2164556509, greedy softmax routing, 1,056 B at "
@@ -65,7 +69,8 @@ def restricted(c: dict, training: dict):
                 for f, t in training.items()}
     if training.get("transformers", {}).get("experts") == "loop":
         training["transformers"]["recompute"] = "none"
-    if training.get("mcore", {}).get("recompute") in ("selective", "full") and c["topk_method"] != "noaux_tc":
+    if training.get("mcore", {}).get("recompute") == "full" or (
+            training.get("mcore", {}).get("recompute") == "selective" and c["topk_method"] != "noaux_tc"):
         training["mcore"]["recompute"] = "none"
     for framework in training:
         out[framework] = dict(c, **{f: told for f, (refused, told) in REFUSED.items() if refused(framework, c)})
