@@ -376,7 +376,6 @@ def main(argv):
     verbose = "-v" in argv
     names = [a for a in argv if a != "-v"] or list(CONFIGS)
     ok = True
-    rows = []
     for name in names:
         cfg, b, s, experts, dt, var, per, outside, counts, detail = measure(name, verbose)
         cper, cout, terms, oterms = closed_form(cfg, b, s, experts, dt, var, counts)
@@ -385,7 +384,6 @@ def main(argv):
         dper, dout = doc_form(cfg, b, s, experts, dt, var)
         match = per == cper and outside == cout and cper2 == cper and (dper, dout) == (cper, cout)
         ok &= match
-        rows.append((name, b, s, experts, dt, var, per, cper, outside, cout, match))
         print(f"{name}: b={b} s={s} experts={experts} {dt} {var} layers={cfg.layer_types} "
               f"mlp={cfg.mlp_layer_types}")
         print(f"   measured per layer {per} outside {outside}")
@@ -397,7 +395,6 @@ def main(argv):
             for r in sorted(detail, key=lambda r: (-1 if r[0] is None else r[0])):
                 print("     ", r)
     print("ALL MATCH" if ok else "SOME MISMATCH")
-    return rows
 
 
 if __name__ == "__main__":
