@@ -182,5 +182,3 @@ def step_result(measured: dict, rec, info: dict, n_layers: int) -> dict:
         raise AssertionError(f"the profiled step did not run as the trace: loss {measured['loss']} vs {info['loss']}, "
                              f"saved per layer and outside {mine} vs {rec.by_layer(n_layers)}")
     return {k: v for k, v in measured.items() if k not in ("recorder", "allocations", "loss")}
-
-

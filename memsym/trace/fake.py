@@ -196,4 +196,3 @@ def routing_mode(fake_mode=None):
             return tree_unflatten(outs, spec)
 
     return Routing(fake_mode)
-

@@ -106,6 +106,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
         info["expert_tokens"] = [{"layer": i, "counts": counts[i]} for i in sorted(counts)]
     return rec, info
 
+
 def _counter(counts, layer: int, n_experts: int):
     """A forward pre-hook of a MoE layer's experts (``experts(hidden_states, top_k_index, top_k_weights)``,
     transformers 5.24 DeepseekV3MoE.forward): ``counts[layer]``, the token copies the router sent to each expert,
@@ -136,4 +137,3 @@ def _classes(model_type):
     import transformers
     config_name, model_name = MODEL_CLASSES.get(model_type, DEFAULT_CLASSES)
     return getattr(transformers, config_name), getattr(transformers, model_name)
-
