@@ -21,9 +21,10 @@ FRAMEWORKS = ("paper", "transformers", "mcore")
 POLICIES = ("none", "partial", "full")
 #: indicator: (option, value). u_eager: eager attention (score buffers, wrapped scaling numbers); u_grouped:
 #: transformers' grouped_mm experts; u_local: Megatron-Core's local layer spec (its DotProductAttention keeps a
-#: causal mask per layer, ``--causal-mask per-layer``, what ``--kernels local`` sets).
+#: causal mask per layer, ``--causal-mask per-layer``, what ``--kernels local`` sets); u_mtp: Megatron-Core's MTP
+#: modules on the last stage (``--mtp-activations last-stage``).
 INDICATORS = {"u_eager": ("attention", "eager"), "u_grouped": ("experts", "grouped"),
-              "u_local": ("causal_mask", "per-layer")}
+              "u_local": ("causal_mask", "per-layer"), "u_mtp": ("mtp_activations", "last-stage")}
 #: the routing symbols a moment may read (step_terms: n_a, n_b the token copies of the last and the second-last expert
 #: a MoE layer used, j_l, j_m the layers and MoE layers after it on the stage), each 0 when not given (the bound
 #: that holds for any routing, at the stage's last layer); :func:`routing` gives them per layer from a traced routing

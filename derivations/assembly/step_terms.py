@@ -50,6 +50,8 @@ u_grouped = _S("u_grouped")
 #: 1 under Megatron-Core's local layer spec (its DotProductAttention, the one that keeps a causal mask per
 #: layer: ``--causal-mask per-layer``, what ``--kernels local`` sets), 0 under Transformer Engine's attention.
 u_local = _S("u_local")
+#: 1 when Megatron-Core builds the MTP modules on the last stage (``--mtp-activations last-stage``), else 0.
+u_mtp = _S("u_mtp")
 #: the routing a moment depends on (transformers' expert loop): the token copies of the last and the second-last
 #: expert a MoE layer used, and the layers and MoE layers after it on the stage (step_names.ROUTING; 0 when not
 #: given: the bound that holds for any routing, at the stage's last layer)
@@ -65,6 +67,8 @@ t = b * s_loc
 L = L_d + L_m
 #: 1 when the stage has a layer of the kind (Min(1, n) of a count n >= 0)
 has_moe, has_dense, has_layers = sp.Min(1, L_m), sp.Min(1, L_d), sp.Min(1, L)
+#: the MTP layers on the stage (Megatron-Core: D on the last, each a MoE layer of the decoder's last spec)
+D_H = u_mtp * e_H * nt.D
 
 STEP = "paper/traces/STEP.md"
 #: the attention scores of one micro-batch on a device, b n_h s^2 (n_h / TP heads, s / CP queries and keys)
@@ -310,15 +314,20 @@ def _mcore(policy: str) -> Dict[str, Term]:
                        has_layers * u_eager * u_local * B_a * b * n_h * s_loc ** 2 / TP,
              MC + "parallel_state.py: GlobalMemoryBuffer; transformer/dot_product_attention.py"),
             ("rope", "each MLA layer's FP32 RotaryEmbedding output (s x d_r), kept by its lru_cache",
-             4 * L * s_loc * d_r, MC + "models/common/embeddings/rotary_pos_embedding.py: RotaryEmbedding.forward"),
-            ("dispatcher", "per MoE layer the all-to-all dispatcher's attributes: FP32 probs and bool routing map "
-                           "(t x N), int64 tokens per expert (N)"
+             4 * (L + D_H) * s_loc * d_r,
+             MC + "models/common/embeddings/rotary_pos_embedding.py: RotaryEmbedding.forward"),
+            ("dispatcher", "per MoE layer (and MTP layer) the all-to-all dispatcher's attributes: FP32 probs and bool "
+                           "routing map (t x N), int64 tokens per expert (N)"
              + (", int64 permutation indices (t k)" if full else ", three wrapped numbers"),
-             L_m * tn, MC + "transformer/moe/token_dispatcher.py: MoEAlltoAllTokenDispatcher.dispatch_preprocess; "
-             "moe_utils.py: permute")]
+             (L_m + D_H) * tn, MC + "transformer/moe/token_dispatcher.py: MoEAlltoAllTokenDispatcher."
+             "dispatch_preprocess; moe_utils.py: permute"),
+            ("mtp", "per MTP layer the float64 wrapped number MulBackward0 keeps (mtp_loss_scale * mtp_loss)", 8 * D_H,
+             MC + "models/gpt/gpt_model.py: GPTModel._postprocess")]
     if not full:
-        held.append(("tracker", "the load-balancing loss tracker's FP32 value per layer", 4 * L * has_moe,
-                     MC + "transformer/moe/moe_utils.py: save_to_aux_losses_tracker"))
+        held.append(("tracker", "the load-balancing loss tracker's FP32 value per layer and MTP layer",
+                     4 * (L + D_H) * sp.Min(1, L_m + D_H),
+                     MC + "transformer/moe/router.py: TopKRouter (num_layers + mtp_num_layers); moe_utils.py: "
+                     "save_to_aux_losses_tracker"))
     eof = sum(p[2] for p in held)
     out = {"end": _term("held at the end of the forward besides the saved tensors",
                         STEP + " (Megatron-Core)",
@@ -334,7 +343,13 @@ def _mcore(policy: str) -> Dict[str, Term]:
           ("locals", "the transposed int64 targets (a copy unless b = 1), logits_max (FP32), arange_1d (int64), "
                      "predicted_logits_1d (FP32) and its clone", e_H * (28 - 8 * B_IS_1) * t,
            MC + "tensor_parallel/cross_entropy.py: _VocabParallelCrossEntropy.forward; language_module.py"),
-          ("positions", "the int64 position ids", e_H * 8 * s_loc, MC + "models/gpt/gpt_model.py")]
+          ("positions", "the int64 position ids", e_H * 8 * s_loc, MC + "models/gpt/gpt_model.py"),
+          ("mtp", "with MTP layers, _postprocess's locals of the last: its B_a logits, rolled int64 labels and FP32 "
+                  "masked loss, and GPTModel.forward's hidden_states (the decoder's B_a output; the output layer "
+                  "reads a chunk of the MTP block's torch.cat)",
+           sp.Min(1, D_H) * (B_a * t * V / TP + B_a * t * h + 12 * t),
+           MC + "models/gpt/gpt_model.py: GPTModel.forward, _postprocess; transformer/multi_token_prediction.py: "
+           "roll_tensor, MultiTokenPredictionBlock.forward")]
     out["ce"] = _term("the vocabulary-parallel cross-entropy's forward", STEP + " (Megatron-Core)", ce)
     out["norm"] = _norm(eof + 4 * e_H, "the ids (8 b s) and the FP32 copy of the norm's input (4 t h)",
                         8 * t + 4 * t * h, "torch 2.13 aten/src/ATen/native/layer_norm.cpp: rms_norm_symint (the "
