@@ -1,20 +1,11 @@
-"""The vectorised search kernel: divisors of a lattice, a factored form of an expression
-that evaluates with few array operations, and blocked evaluation of lambdified functions.
-
-The engine knows no model: what is enumerated and which expressions are evaluated come
-from the caller (:mod:`derivations.search`).
+"""The vectorised search kernel (no model): divisors of a lattice, a factored form of an expression that
+evaluates with few array operations, and blocked evaluation of lambdified functions.
 """
 from __future__ import annotations
 
 from typing import Dict, List, Sequence
 
-#: Rows above which a search evaluates the factored form; below it the terms' own structure
-#: compiles faster than the factored form saves.
-FACTOR_ABOVE = 1 << 20
-
-
-#: The largest integer :func:`divisors` factors: trial division up to its square root stays
-#: below 2^12 steps (callers bound their inputs lower, e.g. derivations.limits.GPUS).
+#: The largest integer :func:`divisors` factors (trial division: below 2^12 steps).
 DIVISORS_UP_TO = 1 << 24
 
 
@@ -81,9 +72,8 @@ def _share_sums(monomials, sums: Dict):
 
 
 def _nest(items, back: Dict):
-    """Greedy multivariate Horner: factor out the symbol shared by the most monomials, recursively;
-    built unevaluated with the sums and reciprocals put back (``back``), since sympy would
-    otherwise distribute a number over a sum (2 (x + y) -> 2 x + 2 y) and undo the factoring."""
+    """Greedy multivariate Horner: factor out the symbol shared by the most monomials, recursively, built
+    unevaluated (sympy would distribute 2 (x + y)) with the sums and reciprocals put back (``back``)."""
     # lazy: sympy (only this path needs it)
     import sympy as sp
 
@@ -121,18 +111,9 @@ def _nest(items, back: Dict):
 
 
 def factored(expr):
-    """The same expression in a form that evaluates with few array operations (multivariate Horner).
-
-    Every symbol under a negative power (the parallel degrees: 1/TP, 1/(CP SP), ...) becomes a
-    reciprocal symbol and the expression is expanded into a polynomial; monomials with the same
-    coefficient that differ in one variable share a sum (``c (L_d + L_m) ...``, as a stage's
-    MLA rows multiply L_d + L_m); the polynomial is nested greedily: the symbol shared by the
-    most monomials is factored out, recursively (``L_m (c + 1/EP (...))``); then the sums and
-    reciprocals are put back (``lambdify(..., cse=True)`` computes each once).  Exact arithmetic
-    is unchanged (it is the same rational function); only the float evaluation order differs.
-    A tuple is factored element by element; an expression that is not a polynomial in symbols
-    and their reciprocals is returned as is.
-    """
+    """The same rational function in a form that evaluates with few array operations: a polynomial in the
+    symbols and their reciprocals, monomials differing in one variable sharing a sum (``c (L_d + L_m)``), nested
+    by multivariate Horner.  A tuple element by element; anything else as is."""
     # lazy: sympy (only this path needs it)
     import sympy as sp
     if isinstance(expr, (sp.Tuple, tuple, list)):
@@ -149,12 +130,8 @@ def factored(expr):
 
 
 def evaluate(fn, values: Sequence, chunk: int = 1 << 14):
-    """``fn(*values)`` (a lambdified function of numpy arrays) in blocks of ``chunk`` rows (axis 0).
-
-    Element-wise arithmetic gives the same numbers as one call; blocks whose temporaries stay
-    in the CPU cache run about twice as fast on large grids (each numpy operation otherwise
-    streams whole arrays through memory).  Scalars and arrays of other lengths are passed whole.
-    """
+    """``fn(*values)`` (element-wise numpy) in blocks of ``chunk`` rows (axis 0) whose temporaries stay in the CPU
+    cache; scalars and arrays of other lengths are passed whole."""
     # lazy: numpy (only this path needs it)
     import numpy as np
     n = max((np.shape(v)[0] for v in values if np.ndim(v)), default=0)
