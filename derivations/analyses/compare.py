@@ -90,15 +90,11 @@ def compare(model, layout, training, stage=None, mtp=False, presets=DEFAULT_PRES
     for name in presets:
         if name not in PRESETS:
             raise cfg.ConfigError("conventions", f"conventions must be among {', '.join(PRESETS)}, got {name!r}")
-    columns, falls = {}, {}
+    columns = {}
     for name in presets:
         est = estimate(model, layout, with_preset(training, name, mtp), stage)
         columns[name] = (est, quantities(est))
-    for name in presets:
-        if name == "paper":
-            continue
-        fall, _, _ = waterfall(model, layout, training, name, "paper", stage, mtp)
-        falls[name] = fall
-    return columns, falls
+    return columns, {name: waterfall(model, layout, training, name, "paper", stage, mtp)[0]
+                     for name in presets if name != "paper"}
 
 
