@@ -1,10 +1,5 @@
-"""Numbers from terms: exact evaluation and lambdified (cached) numpy functions.
-
-Exact: integers and rationals from ``xreplace`` of a full substitution (sympy Rational
-arithmetic, no floats).  Numeric: ``sympy.lambdify`` with common-subexpression
-elimination, compiled once per (expression, argument order) and cached, for vectorised
-evaluation over numpy arrays.
-"""
+"""Numbers from terms: exact values (``xreplace`` of a full substitution, sympy Rationals) and numpy functions
+(``sympy.lambdify`` with common subexpressions, compiled once per expression and argument order)."""
 from __future__ import annotations
 
 from fractions import Fraction
