@@ -7,7 +7,7 @@ activations, the step's moments), each distinct function once:
 
 * ``<group>_coefficients_<i>(v)``: the distinct coefficients, exact Python (:func:`symbolic.codegen.python`);
 * ``<group>_<i>(c0, ..., cn, <rows>)``: the terms as numpy code (lambdify's printer,
-  :func:`symbolic.numeric.compile`) of the factored row polynomial (:func:`symbolic.search.factored`);
+  :func:`symbolic.numeric.compile`) of the factored row polynomial (:func:`symbolic.numeric.factored`);
 * ``kernel(flags, attention)``: a structure's rows and each group's term ids, coefficients and kernel.
 """
 from __future__ import annotations
@@ -17,8 +17,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 import sympy as sp
 
 from symbolic.codegen import branch_flag, python
-from symbolic.numeric import compile as compile_fn, source
-from symbolic.search import factored
+from symbolic.numeric import compile as compile_fn, factored, source
 
 #: The symbols that vary by row (the layout, b, s, the stage composition), in argument order; a structure whose
 #: terms read a family's own composition counts (DeepSeek's L_I) has them after these (:func:`rows_of`).

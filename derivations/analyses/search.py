@@ -9,7 +9,7 @@ and formats them (rows.py).
 from __future__ import annotations
 
 # ruff: noqa: F401 (the search's names, re-exported)
-from symbolic.search import divisors, evaluate, factored
+from symbolic.search import divisors, evaluate
 
 from derivations.analyses.enumeration import (LAYOUT_FIELDS, MAX_GPUS, Enumeration, distinct_stages,
                                               enumerate_layouts, lattice, rejections)
