@@ -93,5 +93,4 @@ def term_latex(term, subs: Optional[Mapping] = None, form: str = "paper", full: 
     return sp.latex(term.display(subs, full), order="none", symbol_names=symbol_names)
 
 
-# --------------------------------------------------------------------------- numbers
 from .exact import count, fmt_gib, fmt_int  # noqa: E402,F401  (re-exported: formatting needs no sympy)

@@ -12,7 +12,6 @@ from .numeric import exact as _exact
 from .render import paper_order
 
 
-# ----------------------------------------------------------------------------- forms
 def closed_form(expr) -> sp.Expr:
     """Expanded, then grouped by denominator with common factors pulled out (readable closed form)."""
     e = sp.expand(expr)
@@ -58,4 +57,3 @@ def text(expr) -> str:
 
 def latex(expr) -> str:
     return sp.latex(expr, order="none", symbol_names=nt.latex_names())
-

@@ -13,7 +13,6 @@ from derivations.config.switches import ORDER, PRESETS, switch_value, with_prese
 from derivations.assembly.device import estimate
 
 
-# ----------------------------------------------------------------------------- waterfall
 QUANTITIES = ("weights", "gradients", "optimizer", "states", "activations_per_layer", "runtime")
 
 
@@ -96,5 +95,3 @@ def compare(model, layout, training, stage=None, mtp=False, presets=DEFAULT_PRES
         columns[name] = (est, quantities(est))
     return columns, {name: waterfall(model, layout, training, name, "paper", stage, mtp)[0]
                      for name in presets if name != "paper"}
-
-

@@ -84,5 +84,3 @@ def mtp_params(model, terms) -> dict:
             "per_module": {key: Fraction(v) for key, _, v in terms.parts("params.mtp.module")},
             "activated": Fraction(terms.term("params.mtp.activated")),
             "shared_not_counted": ["embedding", "head"], "term": "params.mtp"}
-
-

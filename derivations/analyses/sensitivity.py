@@ -36,7 +36,6 @@ TRAINING_FIELDS = {"b": "mbs", "s": "seq"}
 M_HBM = sp.Symbol("M_HBM", positive=True)  # the device memory budget, bytes
 
 
-# ----------------------------------------------------------------------------- symbols
 def parse_symbols(names: str) -> List[sp.Symbol]:
     """``'b,s,TP'`` -> symbols, by registry name or alias (never evaluated as Python)."""
     out = []
@@ -93,7 +92,6 @@ def local_form(expr, x: sp.Symbol, subs: Mapping):
     return expr.xreplace(rep)
 
 
-# ----------------------------------------------------------------------------- derivatives
 @dataclass
 class Derivative:
     """dM_c/dx of one component c (or the total) in its three forms, its value, the elasticity (x / M_c) dM_c/dx
@@ -237,7 +235,6 @@ def analyse(components: Mapping[str, object], x: sp.Symbol, subs: Mapping, *, ti
     return res
 
 
-# ----------------------------------------------------------------------------- finite differences
 def configuration_value(model, layout, training, name: str):
     """The current value of an integer configuration quantity (SP: TP when tied)."""
     if name in LAYOUT_FIELDS:
@@ -299,7 +296,6 @@ def finite_differences(evaluate: Callable, model, layout, training, stage_index:
     return out
 
 
-# ----------------------------------------------------------------------------- budget solving
 @dataclass
 class BudgetRoot:
     """The largest x with (1 + f_frag)(S + A(x)) + M_buf <= M_HBM at one stage.
@@ -392,7 +388,6 @@ def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: 
                       max(0, fl - fl % multiple))
 
 
-# ----------------------------------------------------------------------------- one configuration
 def _at_step(c: Mapping) -> Dict:
     """The assembled device's components at the step's peak (the step's moment only when there is one)."""
     out = {k: c[k] for k in ("weights", "gradients", "optimizer", "activations")}

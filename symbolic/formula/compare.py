@@ -105,7 +105,6 @@ def monomial_rank(m) -> tuple:
     return tuple(symbol_rank(n) for n in sorted((x.name for x in m.free_symbols), key=symbol_rank))
 
 
-# ------------------------------------------------------------------------- carriers
 class Leaf(NamedTuple):
     """One summand of a side, by which differences are explained: ``key`` (``a.b`` for summand b of a combined
     summand a), ``label``, its display ``row`` and {monomial: coefficient} of its expansion."""

@@ -28,7 +28,6 @@ class FormulaError(ConfigError):
         super().__init__(constraint, message)
 
 
-# ------------------------------------------------------------------------- spellings
 _TEXT_WRAP = re.compile(r"\\(?:text|textrm|textit|mathrm|mathit|mathsf|mathbf|boldsymbol|operatorname)\s*"
                         r"\{\s*([A-Za-z0-9 ]+?)\s*\}")
 _SUB_GROUP = re.compile(r"_\{\s*([A-Za-z0-9]+)\s*\}")
@@ -87,7 +86,6 @@ def closest_symbols(word: str, n: int = 5) -> List[str]:
     return close[:n]
 
 
-# ------------------------------------------------------------------------- tokens
 @dataclass(frozen=True)
 class Token:
     """One token: kind NUM, SYM, OP, LP, RP, FRAC or END; value the number text, symbol name,
