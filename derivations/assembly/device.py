@@ -27,7 +27,7 @@ from derivations.activations import shape as shapes
 from derivations.activations.shape import of_model
 from derivations.activations.view import View
 from derivations import evaluate as ev
-from derivations.assembly import offload, overheads, quantized, schedules, step_names
+from derivations.assembly import graphs, offload, overheads, quantized, schedules, step_names
 from derivations.assembly.runtime import buffers_bytes, buffers_id
 from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
                                        weight_side_of)
@@ -149,7 +149,9 @@ class Estimate:
                          "schedule": tr.schedule, "microbatches": tr.microbatches, "vpp": tr.vpp,
                          **({"offload_activations": list(tr.offload)} if tr.offload else {}),
                          **({"linear_recipe": tr.linear_recipe, "quantized_param_gather": tr.quantized_params}
-                            if tr.linear_recipe else {})},
+                            if tr.linear_recipe else {}),
+                         **({"cuda_graphs": list(tr.cuda_graphs), "cuda_graph_warmup_steps": tr.graph_warmup}
+                            if tr.cuda_graphs else {})},
             "stage": {"index": st.index, "layers": [st.layers.start, st.layers.stop - 1], "dense_layers": st.dense,
                       "moe_layers": st.moe, "embedding": st.embedding, "head": st.head},
             "params": {k: num(v) for k, v in self.params.items()},
@@ -344,11 +346,16 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     heads = [ch.inflight for ch in chunks if ch.part == "head" and all_stages[ch.stage].head]
     if virtual is not None:
         chunk_list, heads = virtual[1], ([virtual[2]] if virtual[2] is not None else [])
+    rows = layer_split(model, comp, v)
+    if training.cuda_graphs:  # the graphs' pool, static buffers and capture (derivations/assembly/graphs.py)
+        rows = (graphs.apply(model, training, values, inputs, byts, ids, chunk_list if training.schedule else
+                             ((comp, Fraction(1)),), rows[0]), rows[1])
+        notes.append(graphs.assumption(training))
     if training.schedule:
         values = dict(values, n_fl=chunks[0].inflight)
     return Estimate(model, layout, training, comp, {"non_moe": P_n, "moe": P_m, "total": P_n + P_m}, byts,
                     _ends(v, byts["step_total"]), ids, values, held, chunk_list, heads[0] if heads else None,
-                    virtual is not None, notes, *layer_split(model, comp, v))
+                    virtual is not None, notes, *rows)
 
 
 def _ends(v: Mapping, step_total=None) -> Dict[str, Dict[str, Fraction]]:

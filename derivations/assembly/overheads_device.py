@@ -164,18 +164,19 @@ def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsi
 
 def reserved_events(est) -> List[Tuple[str, object, int]]:
     """The step as allocations and frees from an estimate's terms (derivations/analyses/allocator.py's input): the
-    model states and runtime buffers once, then as many forwards as reach the terms' in-flight activations, each
-    layer's kept activations one block and what is kept outside the layers one block after them, held up to the
-    terms' activations at the end of the forward (``activations``: a block that would pass them first starts the
-    oldest micro-batch's backward; what the terms hold beyond whole blocks, such as an interleaved head chunk, one
-    block kept to the end; what they do not hold, such as offloaded tensors, never allocated); a backward allocates
-    the step's transient (the step excess), frees the micro-batch's blocks in reverse, then the transient.  The
-    allocated peak is the terms' step total, each block rounded up to a byte."""
+    model states, runtime buffers and CUDA graphs' static buffers once, then as many forwards as reach the terms'
+    in-flight activations, each layer's kept activations one block and what is kept outside the layers one block
+    after them, held up to the terms' activations at the end of the forward (``activations``: a block that would pass
+    them first starts the oldest micro-batch's backward; what the terms hold beyond whole blocks, such as an
+    interleaved head chunk, one block kept to the end; what they do not hold, such as offloaded tensors or what CUDA
+    graphs save in their pool, never allocated); a backward allocates the step's transient (the step excess; under
+    CUDA graphs the training step's own, ``step_replay``), frees the micro-batch's blocks in reverse, then the
+    transient.  The allocated peak is the terms' step total, each block rounded up to a byte."""
     up = lambda x: int(-(-Fraction(x) // 1))  # noqa: E731
     b = est.bytes
-    ev = [("malloc", k, up(b[k])) for k in ("weights", "gradients", "optimizer", "runtime") if b.get(k)]
+    ev = [("malloc", k, up(b[k])) for k in ("weights", "gradients", "optimizer", "runtime", "graphs") if b.get(k)]
     blocks = [(i, up(x)) for i, _, x in est.by_layer] + [("out", up(est.outside_layers))]
-    target, step = up(b.get("activations", 0)), up(b.get("step", 0))
+    target, step = up(b.get("activations", 0)), up(b.get("step_replay", b.get("step", 0)))
     held, queue, topped = 0, [], False
     per = sum(x for _, x in blocks)  # one micro-batch's blocks: the forwards that reach the target, and one more
     microbatches = 2 + (target // per if per else 0)
