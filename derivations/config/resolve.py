@@ -196,6 +196,12 @@ def training_of(values: Mapping[str, object], typed: Collection[str]) -> Trainin
         t = t.with_bytes(**{k: val for k, val in conv_bytes.items() if k not in keep})
         if zmin and "zero" not in typed:
             t = replace(t, zero=max(t.zero, zmin))
+    rank = t.conventions.rank
+    if rank in ("fsdp2", "mfsdp") and t.zero != 3:  # FSDP shards parameters, gradients and optimizer states
+        if "zero" in typed:
+            raise ConfigError("zero", f"--rank {rank} shards the parameters, gradients and optimizer states "
+                                      f"(ZeRO 3: derivations/assembly/fsdp.py): --zero {t.zero} contradicts it")
+        t = replace(t, zero=3)
     return t
 
 
