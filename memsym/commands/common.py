@@ -20,6 +20,15 @@ from symbolic.exact import fmt_gib
 def check_conflicts(args) -> None:
     """Options that contradict each other, refused before any work (derivations/config/resolve.py)."""
     R.check_conflicts(vars(args), explicit(args))
+    typed, memory = getattr(args, "_typed_before_launch", explicit(args)), getattr(args, "memory", None)
+    for dest, flag, kinds in (("alloc_conf", "--alloc-conf", ("reserved", "device")),
+                              ("nccl_buffsize", "--nccl-buffsize", ("device",))):
+        if dest in typed and memory not in kinds:
+            raise cfg.ConfigError("memory", f"{flag} changes only --memory {' or '.join(kinds)}: give --memory "
+                                            f"{kinds[-1]} (or leave {flag} out)")
+    if memory and getattr(args, "tensors", False):
+        raise cfg.ConfigError("memory", "--memory judges a stage's step, --tensors lists one layer's tensors: give "
+                                        "one of them")
 
 
 class _Explicit(argparse.Action):
@@ -263,10 +272,10 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
                         "and DeepEP buffers + the CUDA context: derivations/assembly/overheads_device.py); default: "
                         "the paper's Sec. 6 ranges")
     hidden = help_all
-    p.add_argument("--alloc-conf", default="", metavar="CONF", type=_alloc_conf,
+    p.add_argument("--alloc-conf", default="", metavar="CONF", type=_alloc_conf, action=_Explicit,
                    help=hidden("PYTORCH_CUDA_ALLOC_CONF for --memory (max_split_size_mb, expandable_segments, "
                         "garbage_collection_threshold)"))
-    p.add_argument("--nccl-buffsize", type=positive_int, default=None, metavar="BYTES",
+    p.add_argument("--nccl-buffsize", type=positive_int, default=None, metavar="BYTES", action=_Explicit,
                    help=hidden("NCCL_BUFFSIZE for --memory device (default NCCL's 4 MiB)"))
 
 

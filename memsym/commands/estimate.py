@@ -78,11 +78,14 @@ def run(args) -> int:
         every, worst = estimate_all(model, layout, training, notes)
         timed = _time(args, model, layout, training, every=True)
         _warn_framework(args, layout, training)  # (after the work: a refused configuration is one error line)
+        memory = _memory(args, every[worst])  # --memory: judged at the most-loaded stage
         if args.json:
             common.print_json({**_all_stages_json(every, worst, device), **({"time": timed} if timed else {}),
-                               **common.defaults_used(args)})
+                               **({"memory": memory} if memory else {}), **common.defaults_used(args)})
             return 0
         print(render_all(every, worst, device, timed))
+        for line in _memory_lines(args, every[worst], memory):
+            print(line)
         if timed:
             # lazy: the GPU presets (only --time names one)
             from derivations.config import gpus
