@@ -106,6 +106,7 @@ def apply(model, training, values: Mapping, inputs: Mapping, byts: dict, ids: di
     training step's; the layer rows (``rows``: (layer, kind, bytes), ...) less their captured saves, returned."""
     g = of_device(model, training, values, inputs, held, byts["optimizer"])
     byts["activations"] -= g.saves
+    ids["activations"] += f" - {POOL} (saves)"
     byts["total"] += g.static - g.saves
     byts["graphs"], ids["graphs"] = g.static, STATIC
     byts["graph_pool"], ids["graph_pool"] = g.pool, POOL
