@@ -149,9 +149,7 @@ class Estimate:
                          "schedule": tr.schedule, "microbatches": tr.microbatches, "vpp": tr.vpp,
                          **({"offload_activations": list(tr.offload)} if tr.offload else {}),
                          **({"linear_recipe": tr.linear_recipe, "quantized_param_gather": tr.quantized_params}
-                            if tr.linear_recipe else {}),
-                         **({"cuda_graphs": list(tr.cuda_graphs), "cuda_graph_warmup_steps": tr.graph_warmup}
-                            if tr.cuda_graphs else {})},
+                            if tr.linear_recipe else {})},
             "stage": {"index": st.index, "layers": [st.layers.start, st.layers.stop - 1], "dense_layers": st.dense,
                       "moe_layers": st.moe, "embedding": st.embedding, "head": st.head},
             "params": {k: num(v) for k, v in self.params.items()},
@@ -161,8 +159,7 @@ class Estimate:
                       "activations_outside_layers": num(self.outside_layers)},
             "gib": {k: float(v / cfg.GiB) for k, v in self.bytes.items()},
             "overheads": {end: {k: num(v) for k, v in d.items()} for end, d in self.overheads.items()},
-            "terms": dict(self.term_ids),
-            "assumptions": list(self.assumptions),
+            "terms": dict(self.term_ids), "assumptions": list(self.assumptions),
         }
         out["conventions"] = switches_json(tr)
         if len(self.held) > 1:
@@ -346,11 +343,8 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     heads = [ch.inflight for ch in chunks if ch.part == "head" and all_stages[ch.stage].head]
     if virtual is not None:
         chunk_list, heads = virtual[1], ([virtual[2]] if virtual[2] is not None else [])
-    rows = layer_split(model, comp, v)
-    if training.cuda_graphs:  # the graphs' pool, static buffers and capture (derivations/assembly/graphs.py)
-        rows = (graphs.apply(model, training, values, inputs, byts, ids, chunk_list if training.schedule else
-                             ((comp, Fraction(1)),), rows[0]), rows[1])
-        notes.append(graphs.assumption(training))
+    rows = graphs.apply(model, training, values, inputs, byts, ids, notes, chunk_list or ((comp, Fraction(1)),),
+                        layer_split(model, comp, v))  # CUDA graphs' terms (derivations/assembly/graphs.py), if any
     if training.schedule:
         values = dict(values, n_fl=chunks[0].inflight)
     return Estimate(model, layout, training, comp, {"non_moe": P_n, "moe": P_m, "total": P_n + P_m}, byts,

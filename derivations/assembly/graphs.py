@@ -100,10 +100,14 @@ def of_device(model, training, values: Mapping, inputs: Mapping, held: Iterable[
                   per)
 
 
-def apply(model, training, values: Mapping, inputs: Mapping, byts: dict, ids: dict, held, rows):
-    """The graphs in an estimate's ``byts`` and ``ids`` (derivations/assembly/device.py): the held activations less
-    the pool's saves, the static buffers beside them, the capture as the step's moment when it holds more than the
-    training step's; the layer rows (``rows``: (layer, kind, bytes), ...) less their captured saves, returned."""
+def apply(model, training, values: Mapping, inputs: Mapping, byts: dict, ids: dict, notes: list, held, split):
+    """The graphs of ``training.cuda_graphs`` (none: ``split`` as it is) in an estimate's ``byts``, ``ids`` and
+    ``notes`` (derivations/assembly/device.py): the held activations less the pool's saves, the static buffers beside
+    them, the capture as the step's moment when it holds more than the training step's; ``split`` (the layer rows
+    ((layer, kind, bytes), ...), the bytes outside the layers) with the rows less their captured saves, returned."""
+    if not training.cuda_graphs:
+        return split
+    notes.append(assumption(training))
     g = of_device(model, training, values, inputs, held, byts["optimizer"])
     byts["activations"] -= g.saves
     ids["activations"] += f" - {POOL} (saves)"
@@ -116,7 +120,7 @@ def apply(model, training, values: Mapping, inputs: Mapping, byts: dict, ids: di
     if capture > byts["step"]:
         byts["step"], ids["step"] = capture, CAPTURE
     byts["step_total"] = byts["total"] + byts["step"]
-    return tuple((i, kind, x - g.saves_by_kind[kind]) for i, kind, x in rows)
+    return tuple((i, kind, x - g.saves_by_kind[kind]) for i, kind, x in split[0]), split[1]
 
 
 def assumption(training) -> str:
