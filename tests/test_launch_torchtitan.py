@@ -217,3 +217,5 @@ def test_fsdp2_implies_zero_3_and_a_lower_typed_zero_is_refused(capsys):
     for rank in ("fsdp2", "mfsdp"):
         code, _, err = run(capsys, "estimate", "--rank", rank, "--zero", "1")
         assert code == 2 and len(err.strip().splitlines()) == 1 and "--zero 1" in err, err
+    code, _, err = run(capsys, "search", "--gpus", "64", "--conventions", "torchtitan", "--zero", "1,3")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--zero 1,3" in err, err

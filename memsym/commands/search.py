@@ -138,6 +138,12 @@ def _search(args, rows=None):
                                         "allocator run per configuration: judge a listed one with memsym estimate ... "
                                         f"--memory {args.memory} (or memsym fit --memory {args.memory})")
     _apply_recipe(args)
+    rank = common.conventions_from_args(args).rank
+    if rank in ("fsdp2", "mfsdp"):  # FSDP shards parameters, gradients and optimizer states: ZeRO 3 only
+        if "zero" in common.explicit(args) and set(args.zero) != {3}:
+            raise cfg.ConfigError("zero", f"--rank {rank} shards the parameters, gradients and optimizer states (ZeRO "
+                                          f"3): --zero {','.join(map(str, args.zero))} contradicts it")
+        args.zero = (3,)
     model = common.model_from_args(args)
     hbm, _ = common.budget_from_args(args, default_hbm="80GiB")
     result = S.configurations(model, args.gpus, hbm, zeros=args.zero, recompute=args.recompute, mbs=args.mbs,
