@@ -136,13 +136,13 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
                         "memory between forward and backward, but for the rank's last layer of micro-batch 0; one of: "
                         + ", ".join(cfg.OFFLOAD_MODULES) + " (needs --conventions mcore or mcore-te)")
     g.add_argument("--cuda-graphs", type=cuda_graphs, default=None, action=E, metavar="SCOPE,...",
-                   help="Megatron-Core's CUDA graphs through Transformer Engine (--cuda-graph-impl transformer_engine "
-                        "--cuda-graph-modules): the captured part of each layer, attn, mlp, moe or layer (the whole "
-                        "layer): its saves move to the graphs' pool, the capture is a moment of the step (needs "
-                        "--conventions mcore or mcore-te)")
+                   help=help_all("Megatron-Core's CUDA graphs through Transformer Engine (--cuda-graph-impl "
+                                 "transformer_engine --cuda-graph-modules): the captured part of each layer, attn, "
+                                 "mlp, moe or layer (the whole layer): its saves move to the graphs' pool, the capture "
+                                 "is a moment of the step (needs --conventions mcore or mcore-te)"))
     g.add_argument("--cuda-graph-warmup-steps", type=nonneg_int, default=D.graph_warmup, action=E, metavar="N",
-                   help=f"steps run eagerly before the capture (Megatron's flag; default {D.graph_warmup}, its "
-                        f"default): 0 captures before the optimizer's first step, without Adam's moments")
+                   help=help_all(f"steps run eagerly before the capture (Megatron's flag; default {D.graph_warmup}, "
+                                 f"its default): 0 captures before the optimizer's first step, without Adam's moments"))
     g.add_argument("--attention", choices=list(cfg.ATTENTION), default=D.attention, action=E,
                    help="attention kernel: eager (the paper's 5 b n_h s^2/TP score tensors) or flash (fused: no s^2 "
                         "tensor, FP32 log-sum-exp per row, 4 b n_h s/(TP CP) bytes per layer); default eager, or "
