@@ -64,7 +64,8 @@ def test_megatron_graph_flags_are_read_or_named_not_modelled(flags, read):
 
 
 @pytest.mark.parametrize("extra", [("--cuda-graphs", "mamba"), ("--cuda-graphs", "layer,attn"),
-                                   ("--cuda-graphs", "attn,attn"), ("--cuda-graph-warmup-steps", "-1")])
+                                   ("--cuda-graphs", "attn,attn"), ("--cuda-graph-warmup-steps", "-1"),
+                                   ("--cuda-graph-warmup-steps", "0")])
 def test_bad_graph_options_are_refused_on_one_line(capsys, extra):
     code, out, err = run(capsys, "estimate", "--conventions", "mcore-te", *extra)
     assert code == 2 and len(err.strip().splitlines()) <= 2 and "Traceback" not in err
@@ -74,3 +75,9 @@ def test_graphs_outside_megatron_cores_layers_are_refused(capsys):
     code, _, err = run(capsys, "estimate", "--model", "deepseek-v3", "--cuda-graphs", "attn", "--offload-activations",
                        "core_attn", "--conventions", "mcore-te")
     assert code == 2 and "--cuda-graphs" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [("fit", "--hbm", "80GiB"), ("sensitivity",)])
+def test_commands_of_the_closed_form_refuse_graphs(capsys, command):
+    code, _, err = run(capsys, *command, "--cuda-graphs", "attn")
+    assert code == 2 and "--cuda-graphs" in err and len(err.strip().splitlines()) == 1, err
