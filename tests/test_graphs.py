@@ -77,7 +77,7 @@ def test_graphs_outside_megatron_cores_layers_are_refused(capsys):
     assert code == 2 and "--cuda-graphs" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("command", [("fit", "--hbm", "80GiB"), ("sensitivity",)])
+@pytest.mark.parametrize("command", [("fit", "--hbm", "80GiB"), ("sensitivity",), ("report", "--out", "unused")])
 def test_commands_of_the_closed_form_refuse_graphs(capsys, command):
     code, _, err = run(capsys, *command, "--cuda-graphs", "attn")
     assert code == 2 and "--cuda-graphs" in err and len(err.strip().splitlines()) == 1, err

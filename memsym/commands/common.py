@@ -26,9 +26,9 @@ def check_conflicts(args) -> None:
         if dest in typed and memory not in kinds:
             raise cfg.ConfigError("memory", f"{flag} changes only --memory {' or '.join(kinds)}: give --memory "
                                             f"{kinds[-1]} (or leave {flag} out)")
-    if getattr(args, "cuda_graphs", None) and getattr(args, "command", None) in ("fit", "sensitivity"):
+    if getattr(args, "cuda_graphs", None) and getattr(args, "command", None) in ("fit", "sensitivity", "report"):
         raise cfg.ConfigError("cuda-graphs", f"--cuda-graphs: the graphs' capture has no closed form in b and s for "
-                                             f"{args.command} to solve or differentiate: judge it with memsym estimate")
+                                             f"{args.command}'s fits and derivatives: judge it with memsym estimate")
     if "cuda_graph_warmup_steps" in typed and not getattr(args, "cuda_graphs", None):
         raise cfg.ConfigError("cuda-graphs", "--cuda-graph-warmup-steps says when --cuda-graphs are captured: give "
                                              "--cuda-graphs SCOPE (or leave it out)")
