@@ -336,7 +336,7 @@ def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = Non
         "predicted_range_bytes": [low, high], "compared": compared,
         "stage": index, "most_loaded_stage": worst,
         "components": {**{k: b.get(k, 0) for k in ("weights", "gradients", "optimizer", "activations", "runtime",
-                                                   "step", "activations_per_microbatch")},
+                                                   "graphs", "step", "activations_per_microbatch")},
                        "total": b["step_total"]},  # at the step's peak (derivations/assembly/step_terms.py)
         "step_moment": est.term_ids.get("step", ""),
         "peak_with_overheads": {"low": over["low"]["step_peak"], "high": over["high"]["step_peak"]},
