@@ -286,7 +286,7 @@ def model_data(spec) -> Dict:
     indexer) and ModelSpec.named() as decimal strings."""
     features = spec.layer_features() if hasattr(spec, "layer_features") else [()] * spec.l
     mtp = spec.mtp_layer_features() if hasattr(spec, "mtp_layer_features") else ()
-    return {"family": spec.family, "name": spec.name, "structure": [bool(x) for x in spec.structure],
+    return {"family": spec.family, "name": spec.name, "structure": [bool(x) for x in spec.structure], "l": spec.l,
             "kinds": list(spec.layer_kinds()), "features": [sorted(f) for f in features],
             "mtp_features": sorted(mtp), "named": {k: str(v) for k, v in spec.named().items()},
             "tie_word_embeddings": bool(getattr(spec, "tie_word_embeddings", False)),

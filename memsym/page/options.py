@@ -26,7 +26,7 @@ DEEPSEEK = _family("deepseek")
 
 def options() -> Dict:
     """The options of ``estimate`` the page offers, their values and defaults (from derivations)."""
-    lay, tr = cfg.Layout(), cfg.Training()
+    lay, tr, config = cfg.Layout(), cfg.Training(), DEEPSEEK.module("config")
 
     def jsonable(v):
         if isinstance(v, tuple):
@@ -43,7 +43,11 @@ def options() -> Dict:
         "all_model_types": list(_families.model_types()), "covered": covered(),
         "other_families": {mt: f.title for f in _families.all() if f is not DEEPSEEK for mt in f.model_types},
         "wrappers": [list(w) for w in DEEPSEEK.wrappers],
-        "scoring_funcs": list(DEEPSEEK.module("config").SCORING_FUNCS),
+        "scoring_funcs": list(config.SCORING_FUNCS),
+        # config.py's DSA indexer: {model_type: [defaults, attention class]}, its fields and the sharing fields
+        "dsa": {mt: [list(d), a] for mt, (d, a) in config.DSA.items()},
+        "index_fields": [list(f) for f in config.INDEX_FIELDS],
+        "sharing_fields": list(config.SHARING_FIELDS),
         "dimensions": [list(d) for d in DEEPSEEK.dimensions],
         "layout": {"dp": lay.dp, "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "etp": lay.etp, "cp": lay.cp},
         "training": {"mbs": tr.mbs, "seq": tr.seq, "zero": tr.zero, "recompute": tr.recompute,

@@ -144,5 +144,4 @@ def module_js(source: str, exact: Callable[[str], bool], names: Optional[Iterabl
             out.append(f"function {name}({args}) {{\n" + "".join(p.stmt(s, "  ") for s in node.body) + "}")
         else:
             out.append(f"const {name} = {_Printer(False).expr(node.value)};")
-    names = shown
-    return "(() => {\n" + "\n".join(out) + f"\nreturn {{{', '.join(names)}}};\n}})()"
+    return "(() => {\n" + "\n".join(out) + f"\nreturn {{{', '.join(shown)}}};\n}})()"

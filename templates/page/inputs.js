@@ -331,48 +331,41 @@ function readConfigJSON(raw, path, fields) {
     return scanNumber(idx);
   }
   function skipWS(idx) { while (idx < n && WS(cp[idx])) idx++; return idx; }
-  function parseObject(idx, depth) {  // _json.c _parse_object_unicode, then hfconfig._object
-    const pairs = [];
+  function items(idx, close, item) {  // _json.c: an object's or array's items up to ``close``, each read by item(idx)
     idx = skipWS(idx);
-    if (idx >= n || cp[idx] !== 0x7d) {
-      for (;;) {
-        if (idx >= n || cp[idx] !== 0x22) throw new JSONError("Expecting property name enclosed in double quotes", idx);
-        let key;
-        [key, idx] = scanString(idx + 1);
-        idx = skipWS(idx);
-        if (idx >= n || cp[idx] !== 0x3a) throw new JSONError("Expecting ':' delimiter", idx);
-        idx = skipWS(idx + 1);
-        let val;
-        [val, idx] = scanOnce(idx, depth);
-        pairs.push([key, val]);
-        idx = skipWS(idx);
-        if (idx < n && cp[idx] === 0x7d) break;
-        if (idx >= n || cp[idx] !== 0x2c) throw new JSONError("Expecting ',' delimiter", idx);
-        idx = skipWS(idx + 1);
-      }
+    if (idx < n && cp[idx] === close) return idx + 1;
+    for (;;) {
+      idx = skipWS(item(idx));
+      if (idx < n && cp[idx] === close) return idx + 1;
+      if (idx >= n || cp[idx] !== 0x2c) throw new JSONError("Expecting ',' delimiter", idx);
+      idx = skipWS(idx + 1);
     }
-    const out = new Map();
+  }
+  function parseObject(idx, depth) {  // _json.c _parse_object_unicode, then hfconfig._object
+    const pairs = [], out = new Map();
+    const end = items(idx, 0x7d, (at) => {
+      if (at >= n || cp[at] !== 0x22) throw new JSONError("Expecting property name enclosed in double quotes", at);
+      const [key, after] = scanString(at + 1);
+      at = skipWS(after);
+      if (at >= n || cp[at] !== 0x3a) throw new JSONError("Expecting ':' delimiter", at);
+      const [val, next] = scanOnce(skipWS(at + 1), depth);
+      pairs.push([key, val]);
+      return next;
+    });
     for (const [k, v] of pairs) {
       if (out.has(k)) throw fail(`field ${shownValue(k)} appears twice in one object`);
       out.set(k, v);
     }
-    return [out, idx + 1];
+    return [out, end];
   }
   function parseArray(idx, depth) {  // _json.c _parse_array_unicode
     const out = [];
-    idx = skipWS(idx);
-    if (idx >= n || cp[idx] !== 0x5d) {
-      for (;;) {
-        let val;
-        [val, idx] = scanOnce(idx, depth);
-        out.push(val);
-        idx = skipWS(idx);
-        if (idx < n && cp[idx] === 0x5d) break;
-        if (idx >= n || cp[idx] !== 0x2c) throw new JSONError("Expecting ',' delimiter", idx);
-        idx = skipWS(idx + 1);
-      }
-    }
-    return [out, idx + 1];
+    const end = items(idx, 0x5d, (at) => {
+      const [val, next] = scanOnce(at, depth);
+      out.push(val);
+      return next;
+    });
+    return [out, end];
   }
   let data;
   try {

@@ -125,10 +125,7 @@ function fromDict(data, path, name, fields, inner) {
       throw err(`field ${reprStr(flag)} = ${shownValue(val)}: projection biases are not covered (DeepSeek checkpoints have none)`);
   }
   // config.py _indexer: DeepSeek Sparse Attention's lightning indexer (defaults: config.py DSA), GLM-5's indexer_types
-  const dsa = { deepseek_v32: [[64n, 128n, 2048n], "DeepseekV32Attention"], glm_moe_dsa: [[32n, 128n, 2048n], "GlmMoeDsaAttention"] };
-  const index = [["index_n_heads", "n_I", "indexer heads n_I"], ["index_head_dim", "d_I", "indexer head dimension d_I"],
-    ["index_topk", "k_I", "tokens each query attends to k_I"]];
-  const sharing = ["indexer_types", "index_topk_pattern", "index_topk_freq", "index_skip_topk_offset"];
+  const { dsa, index_fields: index, sharing_fields: sharing } = O;
   m.indexer = false;
   m.indexer_types = [];
   if (!Object.prototype.hasOwnProperty.call(dsa, mt)) {
@@ -139,7 +136,7 @@ function fromDict(data, path, name, fields, inner) {
     const [defaults, attention] = dsa[mt];
     if (m.d_cq === null)
       throw err(`q_lora_rank must be set for ${mt} (its indexer reads the compressed query; transformers' ${attention} has no uncompressed form)`);
-    index.forEach(([field, attr, meaning], i) => { m[attr] = int(field, meaning, 1, defaults[i], false); });
+    index.forEach(([field, attr, meaning], i) => { m[attr] = int(field, meaning, 1, BigInt(defaults[i]), false); });
     if (m.d_I < m.d_hr)
       throw err(`index_head_dim=${m.d_I} is below qk_rope_head_dim: the indexer rotates its first qk_rope_head_dim dimensions`);
     if (m.moe_layer_freq !== 1n)
@@ -213,12 +210,6 @@ function fromDict(data, path, name, fields, inner) {
     u_gk: topkGroup !== null ? 1 : 0 };
   if (m.d_cq !== null) m.named.d_cq = m.d_cq;
   if (m.indexer) Object.assign(m.named, { n_I: m.n_I, d_I: m.d_I, k_I: m.k_I });
-  return m;
-}
-/** A model the command line read (memsym/page/data.py model_data), any family's. */
-function givenModel(d) {
-  const m = Object.assign({}, d);
-  m.l = Number(d.named.l);
   return m;
 }
 /** The family data of a model (memsym/page/data.py family_data). */

@@ -114,8 +114,9 @@ function modelOf(a) {
   // the preset chosen by default yields to a recipe's model; a model of `memsym page --model` is typed
   const given = Object.keys(DATA.models).length > 0;
   const name = ("model" in a && !given && choice === DATA.options.default_model) ? a.model : choice;
-  if (name in DATA.models) return givenModel(DATA.models[name]);
-  if (name in DATA.released) return givenModel(DATA.released[name]);  // a released model of any family (paper/models)
+  // a model the command line read (memsym/page/data.py model_data): of memsym page --model, or released (paper/models)
+  if (name in DATA.models) return DATA.models[name];
+  if (name in DATA.released) return DATA.released[name];
   if (!(name in DATA.options.presets))  // a recipe's model on a page of other models
     throw new ConfigError(`--model ${name}: this page offers ${Object.keys(DATA.models).join(", ")} (memsym page --model)`, ["model", "recipe"]);
   if (!(name in PRESET_MODELS)) PRESET_MODELS[name] = fromDict(readConfigJSON(DATA.options.presets[name], name, ["model"]), name, name, ["model"]);
