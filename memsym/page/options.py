@@ -108,7 +108,7 @@ def inputs() -> Dict:
     return {
         "options": {k: _limit(v) for k, v in L.OPTIONS.items()},
         "fields": {k: _limit(v) for k, v in L.FIELDS.items()},
-        "list_lengths": dict(L.LIST_LENGTHS), "set_options": list(L.SET_OPTIONS),
+        "list_lengths": dict(L.LIST_LENGTHS),
         "max_digits": L.MAX_DIGITS, "max_arg_chars": L.MAX_ARG_CHARS, "max_number_chars": L.MAX_NUMBER_CHARS,
         "layers": L.LAYERS,
         "imbalance": L.IMBALANCE, "int_pattern": L.INT_PATTERN, "decimal_pattern": L.DECIMAL_PATTERN,

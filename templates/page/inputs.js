@@ -155,34 +155,30 @@ function intText(dest, text, kind, low, limit) {
 }
 const positiveInt = (dest, text) => intText(dest, text, "a positive integer", 1, OPTION_LIMITS[dest]);
 const nonnegInt = (dest, text) => intText(dest, text, "a non-negative integer", 0, OPTION_LIMITS[dest]);
-/** argtypes.int_list (its entries bounded by the option's limit, at most LIST_LENGTHS of them) */
-function intList(dest, text) {
-  const limit = OPTION_LIMITS[dest], maxLen = IN.list_lengths[dest], unique = IN.set_options.includes(dest);
+/** argtypes' comma-separated integers: at most ``most`` entries (``list`` names the list), none empty, each read. */
+function intEntries(dest, text, most, list, read) {
   const items = text.split(",");
-  if (items.length > maxLen) throw argError(dest, `--${limit.name.replace(/_/g, "-")} has ${items.length} entries; at most ${maxLen}`);
-  const out = [];
-  for (const item of items) {
+  if (items.length > most) throw argError(dest, `${list} has ${items.length} entries; at most ${most}`);
+  return items.map((item) => {
     if (!pyStrip(item)) throw argError(dest, `expected comma-separated integers, got ${shownText(text)} (an empty entry)`);
-    out.push(intText(dest, item, "comma-separated integers", null, limit));
-  }
-  const seen = new Set();
-  for (const x of out) {
-    if (unique && seen.has(x)) throw argError(dest, `${shownText(text)} lists ${x} twice`);
-    seen.add(x);
-  }
-  return out;
+    return read(item);
+  });
+}
+/** argtypes.int_list (its entries bounded by the option's limit, at most LIST_LENGTHS of them; the page's one list,
+    --layers-per-stage, is not a set: SET_OPTIONS' refusal of an entry listed twice is search's) */
+function intList(dest, text) {
+  const limit = OPTION_LIMITS[dest];
+  return intEntries(dest, text, IN.list_lengths[dest], `--${limit.name.replace(/_/g, "-")}`,
+    (item) => intText(dest, item, "comma-separated integers", null, limit));
 }
 /** argtypes.layer_counts: int_list without an option's limit (at most LAYERS entries), each non-negative. */
 function layerCounts(dest, text) {
   boundedText(dest, text);
-  const items = text.split(","), out = [];
-  if (items.length > IN.layers) throw argError(dest, `the list has ${items.length} entries; at most ${IN.layers}`);
-  for (const item of items) {
-    if (!pyStrip(item)) throw argError(dest, `expected comma-separated integers, got ${shownText(text)} (an empty entry)`);
-    try { out.push(intText(dest, item, "comma-separated integers", null, null)); } catch (e) {
+  const out = intEntries(dest, text, IN.layers, "the list", (item) => {
+    try { return intText(dest, item, "comma-separated integers", null, null); } catch (e) {
       throw argError(dest, `expected comma-separated integers, got ${shownText(text)}`);
     }
-  }
+  });
   if (out.some((x) => x < 0)) throw argError(dest, `expected non-negative layer counts, got ${shownText(text)}`);
   return out;
 }

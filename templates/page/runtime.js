@@ -59,9 +59,7 @@ class ConfigError extends Error {
 function fromDict(data, path, name, fields, inner) {
   const err = (message) => new ConfigError(`${path}: ${message}`, fields);
   const get = (k, dflt) => (data.has(k) ? data.get(k) : dflt);
-  const int = (field, meaning, minimum, dflt, required) => {
-    minimum = minimum === undefined ? 1 : minimum;
-    required = required === undefined ? true : required;
+  const int = (field, meaning, minimum = 1, dflt, required = true) => {
     if (!data.has(field)) {
       if (required) throw err(`required field ${reprStr(field)} (${meaning}) is missing`);
       return dflt;
