@@ -257,7 +257,7 @@ def label(r) -> str:
 
 def _header(model, args, hbm, result) -> dict:
     enum = result.enumeration
-    over = result.overheads  # by name: no sympy (derivations/analyses/evaluation.py Overheads)
+    over = result.overheads  # by name: no sympy
     return {
         "model": model.name, "gpus": args.gpus, "hbm": hbm,
         "overheads": {"end": args.overheads, "f_frag": float(Fraction(over["f_frag"])),
