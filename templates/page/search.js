@@ -155,7 +155,7 @@ function rowValues(lay, s, b, vec) {
   SEARCH.composition.forEach((n, i) => { r[n] = vec[i]; });
   return r;
 }
-/** kernels.step_excess: each recomputing policy's largest moment at a composition (a MoE layer rebuilt when it
+/** kernels.add_step: each recomputing policy's largest moment at a composition (a MoE layer rebuilt when it
     has one, a dense layer likewise; never below 0). */
 function searchStepExcess(ctx, moments, vec) {
   const out = {};
