@@ -208,6 +208,14 @@ def offload_modules(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def cuda_graphs(text: str):
+    """``--cuda-graphs attn,moe`` -> ('attn', 'moe') (derivations/config/training.py parse_cuda_graphs)."""
+    try:
+        return cfg.parse_cuda_graphs(text)
+    except cfg.ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 _DECIMAL = re.compile(DECIMAL_PATTERN)
 
 
