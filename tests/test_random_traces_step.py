@@ -22,8 +22,8 @@ from test_random_traces import DRAWS, DSA, REFUSED, _have_trace, _path, command,
 #: Draws per run, each one step traced per framework.
 EXAMPLES = int(os.environ.get("MEMSYM_RANDOM_STEP_EXAMPLES") or 6)
 #: The step draws' seed: 11 unless MEMSYM_RANDOM_STEP_SEED (or MEMSYM_RANDOM_SEED) names another.  Not drawn afresh
-#: on every run as the layer draws are: other seeds still find peaks no moment covers (issue 43 item 6 is open; e.g.
-#: seed 2164556509's sixth draw, a forward peak inside Megatron-Core's loop experts 1,492 B above every moment).
+#: on every run as the layer draws are: other seeds may still find peaks no moment covers (issue 43 item 6 is open;
+#: 11 and 2164556509 pass).
 STEP_SEED = int(os.environ.get("MEMSYM_RANDOM_STEP_SEED") or os.environ.get("MEMSYM_RANDOM_SEED") or 11)
 
 #: What a step draw keeps out, and why: {name: (what is set, the reason)}; :func:`restricted` applies them.

@@ -41,7 +41,7 @@ from symbolic.term import Part, Term
 
 
 _S = lambda name: sp.Symbol(name, nonnegative=True)  # noqa: E731
-M_A, M_E, M_D, M_H = (_S(n) for n in ("M_A", "M_E", "M_D", "M_H"))
+M_A, M_E, M_D, M_H, M_MTP = (_S(n) for n in ("M_A", "M_E", "M_D", "M_H", "M_MTP"))
 M_A0, M_E0, M_D0 = (_S(NONE_OF[n]) for n in ("M_A", "M_E", "M_D"))
 #: 1 under eager attention (the score buffers and wrapped scaling numbers exist), 0 under flash.
 u_eager = _S("u_eager")
@@ -378,6 +378,27 @@ def _mcore(policy: str) -> Dict[str, Term]:
         out["attention_forward"] = _term("the last layer's attention in the forward, "
                                          "at the softmax's cast to B_a", STEP + " (the attention's moments)",
                                          fwd, has_layers * u_eager * u_local)
+    if not full:  # the forward inside the last MoE layer's experts, at SequentialMLP's torch.cat
+        experts = [("held", "what the end of the forward holds besides the saves, but the loss and the MTP layers' "
+                            "RoPE tables, dispatcher state and wrapped numbers (not yet made)",
+                    eof - D_H * (4 * s_loc * d_r + tn + 8), STEP),
+                   ("head", "released: the head's saves but the input ids (8 b s), and the MTP layers' (their layer "
+                            "and own tensors: not yet made)", -e_H * (M_H - 8 * t) - D_H * (M_A + M_E + M_MTP), STEP),
+                   ("layer", "the permuted tokens and FP32 probabilities (B_a t k h + 4 t k), the experts' outputs and "
+                             "their torch.cat (2 B_a t k h), the residual after attention and the shared experts' "
+                             "output (B_a t h each)", 3 * B_a * t * k * h + 4 * t * k + B_a * t * h * (
+                                 1 + sp.Min(1, _S("N_s"))),  # (nt.N_s is positive: Min(1, N_s) would be 1)
+                    MC + "transformer/moe/moe_layer.py: MoELayer.forward (shared_experts_compute, dispatch, "
+                    "routed_experts_compute); transformer/moe/experts.py: SequentialMLP.forward"),
+                   ("stream", "the embedding's output (GPTModel.forward's decoder_input) and the layer's input "
+                              "(TransformerBlock.forward's hidden_states; the embedding's output itself when the stage "
+                              "has one layer and the embedding), the int64 position ids",
+                    e_E * B_a * t * h + B_a * t * h * (1 - e_E * (2 - sp.Min(2, L))) + 8 * s_loc,
+                    MC + "models/gpt/gpt_model.py: GPTModel.forward; transformer/transformer_block.py")]
+        out["experts_forward"] = _term("the last MoE layer's routed experts in the forward, at SequentialMLP's "
+                                       "torch.cat (the local spec's expert loop: TE's grouped GEMM makes no cat)",
+                                       STEP + " (Megatron-Core: the expert loop's forward)",
+                                       experts, has_moe * u_local)
     if policy == "partial":  # the backward of the last layer's recomputed core attention
         bwd = [("held", "what the end of the forward holds besides the saves, 12 bytes of 0-dim values fewer (the "
                         "router's wrapped numbers released; the loss and the checkpoint's int32 mask type held)",
