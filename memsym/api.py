@@ -221,7 +221,6 @@ def verify(formula: str, against: str, model=None, **options) -> Result:
 
 def terms(model=None):
     """Every base term of ``model`` (a frozen registry: id -> :class:`symbolic.term.Term`)."""
-    # lazy: sympy (only this path needs it)
     from derivations import build
     return build(model if hasattr(model, "structure") else load_model(model))
 

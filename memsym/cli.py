@@ -113,7 +113,6 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         else:
             sub.add_parser(name, help=text)
     if only is None or only:  # a subcommand built: bound its options (derivations/config/limits.py)
-        # lazy: modules this module's importers do not need (--help stays instant)
         from .commands.common import apply_limits
         apply_limits(parser)
     return parser
@@ -170,7 +169,6 @@ def _dispatch(argv: List[str]) -> int:
     if not getattr(args, "run", None):
         parser.print_help()
         return 2
-    # lazy: modules this module's importers do not need (--help stays instant)
     from symbolic.errors import ConfigError
     try:
         from .commands.common import finish

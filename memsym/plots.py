@@ -48,7 +48,6 @@ def _require_matplotlib() -> None:
 
 def _pyplot():
     try:
-        # lazy: matplotlib (optional; only this path needs it)
         import matplotlib
         matplotlib.use("Agg", force=True)
         import matplotlib.pyplot as plt

@@ -223,7 +223,6 @@ HBM_HELP = ("memory per GPU with its unit: GiB, MiB, TiB (binary) or GB, MB, TB 
 
 
 def gpu_names() -> str:
-    # lazy: modules this module's importers do not need (estimate loads only what it runs)
     from derivations.config.gpus import presets
     return ", ".join(presets())
 
@@ -265,7 +264,6 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
 def memory_of(args, est) -> dict:
     """--memory's bytes of one stage (derivations/analyses/allocator.py memory: allocated, reserved, buffers, device)
     under the command's --alloc-conf, --dispatcher and --nccl-buffsize: the one helper every verdict of a kind uses."""
-    # lazy: the allocator and sympy's buffer terms (only --memory runs them)
     from derivations.analyses.allocator import memory
     return memory(est, getattr(args, "alloc_conf", ""), getattr(args, "dispatcher", None),
                   getattr(args, "nccl_buffsize", None))
@@ -279,7 +277,6 @@ def memory_verdict(kind: str, judged: int, capacity: int, of: str) -> str:
 
 def budget_from_args(args, default_hbm: str = None, required: bool = False):
     """(bytes, GPU preset or None) of --hbm / --gpu; None when neither is given and not required."""
-    # lazy: modules this module's importers do not need (estimate loads only what it runs)
     from derivations.config.gpus import budget
     hbm, gpu = budget(args.hbm, args.gpu)
     if hbm is None and default_hbm is not None:
@@ -333,7 +330,6 @@ def configuration(args) -> "R.Configuration":
 
 def json_default(o):
     if isinstance(o, Fraction):
-        # lazy: modules this module's importers do not need (estimate loads only what it runs)
         from symbolic.exact import as_number
         return as_number(o)
     if isinstance(o, range):

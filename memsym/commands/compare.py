@@ -53,7 +53,6 @@ def add_parser(sub):
 
 
 def _compare(args):
-    # lazy: sympy (only this path needs it)
     from derivations.analyses.compare import compare
     model = common.model_from_args(args)
     layout = common.layout_from_args(args)
@@ -84,7 +83,6 @@ def data(args) -> dict:
 
 def run(args) -> int:
     if args.plot:
-        # lazy: modules this module's importers do not need (loaded only on this path)
         from ..plots import check_output
         check_output(args.plot)
     columns, falls = _compare(args)
@@ -171,7 +169,6 @@ def _v(x) -> str:
 
 def plot(falls, path: str, subtitle: str = "") -> None:
     """One row per preset: the waterfall of one MoE layer's activations and of the model states (GiB)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from ..plots import _pyplot, save
     plt = _pyplot()
     GiB = cfg.GiB

@@ -53,7 +53,6 @@ def _time(args, model, layout, training, every: bool = False):
     """The step-time model's result for ``--time`` (None without it); ``every``: each stage's too."""
     if not getattr(args, "time", False):
         return None
-    # lazy: the step-time model (only --time reads it)
     from derivations.steptime import evaluate as steptime
     return steptime.layout_time(model, layout, training, gpu=args.gpu, overlap=args.overlap,
                                 efficiency=time_efficiency(args), dispatcher=args.dispatcher, every=every,
@@ -66,7 +65,6 @@ def run(args) -> int:
         if args.memory == "device":
             print("\n".join(_memory_rules()))
         return rc
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly.device import estimate, estimate_all
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_from_args(args)
@@ -84,7 +82,6 @@ def run(args) -> int:
             return 0
         print(render_all(every, worst, device, timed))
         if timed:
-            # lazy: the GPU presets (only --time names one)
             from derivations.config import gpus
             for line in time_lines(timed, gpus.gpu(timed["gpu"]), training.attention):
                 print(line)
@@ -103,7 +100,6 @@ def run(args) -> int:
     for line in device_lines(est, device) + _verdict_lines(verdict) + _memory_lines(args, est, memory):
         print(line)
     if timed:
-        # lazy: the GPU presets (only --time names one)
         from derivations.config import gpus
         for line in time_lines(timed, gpus.gpu(timed["gpu"]), training.attention) + _time_notes(args, verdict):
             print(line)
@@ -146,7 +142,6 @@ def _memory_lines(args, est, m) -> list:
 
 def _memory_rules() -> list:
     """--explain --memory device: each buffer term with its library's size rule."""
-    # lazy: sympy (only this path)
     from derivations.assembly import overheads_device as od
     lines = ["", "device memory outside the caching allocator (--memory device), each term's size rule:"]
     for t in od.terms():
@@ -179,7 +174,6 @@ def _time_notes(args, verdict) -> list:
 def _warn_framework(args, layout, training) -> None:
     """One warning line when --framework (or the conventions' framework) does not run this ZeRO stage at this PP
     or this schedule (derivations/config/frameworks.py); the estimate is still printed."""
-    # lazy: the frameworks' table (only this path)
     from derivations.config.frameworks import framework
     if getattr(args, "framework", None) is None and (args.from_megatron or args.from_torchtitan):
         return  # a launch file is what its framework ran (Megatron-FSDP's ZeRO 2 is Megatron's conventions too)
@@ -194,7 +188,6 @@ def _verdict(args, model, layout, training):
     hbm, gpu = common.budget_from_args(args)
     if hbm is None:
         return None
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses.budget import verdict
     return verdict(model, layout, training, hbm, gpu)
 
@@ -231,7 +224,6 @@ def data(args, est=None, verdict=None) -> dict:
     if args.tensors:
         return _tensors_json(args, model, layout, training)
     if args.all_stages:  # (the Python API's path: the command line prints the same through run)
-        # lazy: modules this module's importers do not need (loaded only on this path)
         from derivations.assembly.device import estimate_all
         every, worst = estimate_all(model, layout, training, common.recipe_assumptions(args))
         timed = _time(args, model, layout, training, every=True)
@@ -248,7 +240,6 @@ def data(args, est=None, verdict=None) -> dict:
 
 
 def _run_tensors(args, model, layout, training) -> int:
-    # lazy: sympy (only this path needs it)
     from derivations.assembly.conventions import tensor_rows
     from derivations.assembly.device import activation_ids, estimate
     est = estimate(model, layout, training, common.stage_from_args(args))
@@ -266,7 +257,6 @@ def _run_tensors(args, model, layout, training) -> int:
 
 def _tensors_json(args, model, layout, training, computed=None) -> dict:
     """What ``estimate --tensors --json`` prints."""
-    # lazy: sympy (only this path needs it)
     from derivations.assembly.conventions import SAVINGS, tensor_rows
     from derivations.assembly.device import activation_ids, estimate
     if computed is None:
@@ -285,7 +275,6 @@ def _tensors_json(args, model, layout, training, computed=None) -> dict:
 
 def _display_subs(est):
     """Parallel degrees and bytes per element substituted, the paper's way of printing a tensor (4bsh/2)."""
-    # lazy: sympy (only this path needs it)
     from derivations.assembly.conventions import indicators
     from derivations.notation import REGISTRY
     shown = {k: v for k, v in est.subs.items() if k.name in REGISTRY and
@@ -295,19 +284,16 @@ def _display_subs(est):
 
 
 def _formula(part, dsubs) -> str:
-    # lazy: sympy (only this path needs it)
     import sympy as sp
     return sp.sstr(part.display(*dsubs), order="none")
 
 
 def _latex(part, dsubs) -> str:
-    # lazy: sympy (only this path needs it)
     from symbolic.render import expr_latex
     return expr_latex(part.display(*dsubs), ordered=False)
 
 
 def render_tensors(est, rows, saving, layer_id, dsubs) -> str:
-    # lazy: sympy (only this path needs it)
     from derivations.assembly.conventions import SAVINGS
     lay, tr = est.layout, est.training
     conv = est.to_json()["conventions"]

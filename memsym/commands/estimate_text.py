@@ -159,7 +159,6 @@ def _schedule_lines(est) -> list:
     """With a schedule: one micro-batch's activations, the in-flight count and (DualPipe) the second stage."""
     if not est.training.schedule:
         return []
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly.schedules import TITLES
     b = est.bytes
     wb = max(18, 2 + max(len(fmt_int(v)) for v in b.values()))

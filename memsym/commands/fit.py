@@ -44,7 +44,6 @@ def add_parser(sub):
 
 def run(args) -> int:
     if args.plot:
-        # lazy: modules this module's importers do not need (loaded only on this path)
         from ..plots import check_output
         check_output(args.plot)
     # the same question at every end of the Sec. 6 ranges, so a user sees how much the
@@ -71,7 +70,6 @@ def run(args) -> int:
 def _memory_answer(args, model, layout, training, hbm, res, upper) -> dict:
     """--memory KIND: the largest valid b (or s) at most the answer without overheads (allocated >= the terms)
     whose KIND bytes (derivations/analyses/allocator.py, through common.memory_of) fit on every stage solved."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import fit
     from derivations.analyses.allocator import largest
     from derivations.assembly.device import estimate_all
@@ -94,7 +92,6 @@ def _memory_answer(args, model, layout, training, hbm, res, upper) -> dict:
 
 def _solve_all(args):
     """(model, layout, training, hbm, result, {overheads end: answer}) of a fit command line."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import fit
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_options(args)  # fit applies --global-batch per b
@@ -128,7 +125,6 @@ def data(args) -> dict:
 
 def plot_memory_vs_seq(model, layout, training, hbm, res, path):
     """Peak at the binding stage vs s (powers of two around the answer) for every recomputation policy."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly import device
     from derivations.assembly import totals
     from derivations import notation as nt
@@ -162,7 +158,6 @@ def _forms(root, form):
 
 
 def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     from .sensitivity import _config_json, _exact, _num
@@ -230,7 +225,6 @@ def _pipeline_text(p: dict) -> str:
 
 
 def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     from symbolic.exact import fmt_gib, fmt_int

@@ -36,7 +36,6 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 def apply(args, quiet: bool = False) -> None:
     """Set the launch's options on ``args`` under the typed ones (after parsing, before presets resolve)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.errors import ConfigError
     from derivations.config.hfconfig import from_dict
     from derivations.config.launch import read_launch
@@ -54,7 +53,6 @@ def apply(args, quiet: bool = False) -> None:
     typed = set(explicit(args))
     known = tuple(vars(args))
     if titan is not None:
-        # lazy: the torchtitan reader only on this path
         from derivations.config.torchtitan import read_job_config, resolve as resolve_titan
         if args.vocab_size is not None:
             raise ConfigError("from-torchtitan", "--vocab-size reads Megatron's tokenizer arguments: a torchtitan "

@@ -36,13 +36,11 @@ def add_parser(sub):
 
 def data(args) -> dict:
     """What ``params --json`` prints."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses.counts import summary
     return summary(common.model_from_args(args), args.pp, args.layers_per_stage, args.accounting, args.mtp)[0]
 
 
 def run(args) -> int:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses.counts import summary
     from derivations import families
     from derivations.assembly.explain import stage_content

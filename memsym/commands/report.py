@@ -11,7 +11,6 @@ from derivations.config import ConfigError
 
 
 def formats_type(text: str):
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from ..report.formats import parse_formats
     try:
         return parse_formats(text)
@@ -20,7 +19,6 @@ def formats_type(text: str):
 
 
 def add_parser(sub):
-    # lazy: modules this module's importers do not need (no sympy: --help stays instant)
     from ..report.formats import FORMATS
     p = sub.add_parser("report", help=COMMANDS["report"],
                        description="Writes a report that follows the paper's sections (notation, Table 2 matrices, "
@@ -53,7 +51,6 @@ def progress(message: str) -> None:
 def write(ctx, out, formats, stream=None) -> int:
     """Publish the report of ``ctx``; print the files written (on ``stream``, default
     stdout); progress on stderr; 0, or 1 if the PDF failed."""
-    # lazy: sympy (only this path needs it)
     from ..report import publish
     start = time.monotonic()
     try:
@@ -73,14 +70,12 @@ def write(ctx, out, formats, stream=None) -> int:
 
 
 def run(args) -> int:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from ..report.extras import require_report
     from ..report.formats import FORMATS
     require_report(args.formats, typed=args.formats != FORMATS)  # a missing extra fails before any work
     if args.out is not None:
         from symbolic.files import check_out_dir
         check_out_dir(args.out)
-    # lazy: sympy (only this path needs it)
     from ..report import Context
     ctx = Context.create(args.model, common.layout_from_args(args), common.training_from_args(args),
                          common.stage_from_args(args))

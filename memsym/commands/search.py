@@ -127,7 +127,6 @@ def _apply_recipe(args) -> None:
 def _search(args, rows=None):
     """(model, hbm, SearchResult, ordered row indices) of a search command line: the first ``rows``
     of them (None: all)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
     _apply_recipe(args)
     model = common.model_from_args(args)
@@ -152,7 +151,6 @@ def _search(args, rows=None):
 def _framework(args, result) -> None:
     """--framework (or the conventions' framework): a configuration the framework does not run (its ZeRO stage at
     its PP) is not listed, counted among the invalid ones; a schedule it does not run is refused."""
-    # lazy: numpy and the frameworks' table (only this path)
     import numpy as np
 
     from derivations.config.frameworks import framework
@@ -180,7 +178,6 @@ def _options(args):
 
 def data(args) -> dict:
     """What ``search --json`` prints, as Python objects."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
     model, hbm, result, full = _search(args, args.top)
     return {**_header(model, args, hbm, result), "rows": S.rows(result, full)}
@@ -222,7 +219,6 @@ def run(args) -> int:
         os.environ.update(BLAS_THREADS)  # before numpy loads: see BLAS_THREADS
     if "numpy" not in sys.modules:  # a memsym search process: see MALLOC
         _keep_freed_memory()
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
     if args.csv or args.plot:  # lazy: the file helpers only when a file is written
         from ..plots import check_output, check_writable, write_atomic
@@ -278,7 +274,6 @@ def _header(model, args, hbm, result) -> dict:
 
 def write_json(model, args, hbm, result, idx) -> None:
     """JSON with one object per row, formatted straight from the columns (tens of thousands of rows)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
     head = json.dumps(_header(model, args, hbm, result), indent=2)
     cols, keys = S.columns(result, idx), S.row_keys(result)
@@ -291,7 +286,6 @@ def write_json(model, args, hbm, result, idx) -> None:
 
 
 def csv_text(rows) -> str:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     import csv
     from derivations.analyses import search as S
     buf = io.StringIO()
@@ -302,7 +296,6 @@ def csv_text(rows) -> str:
 
 
 def render_text(model, args, hbm, result, idx) -> str:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.exact import count, fmt_gib, fmt_int
     from derivations.analyses import search as S
     h = _header(model, args, hbm, result)

@@ -37,14 +37,12 @@ def add_parser(sub):
 
 def _analyse(args):
     """(model, layout, training, stage, bytes, [Sensitivity]) of a sensitivity command line."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import sensitivity as S
     from derivations.assembly.device import default_stage
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_from_args(args)
     wrt = S.parse_symbols(args.wrt)
     if args.wrt == DEFAULT_WRT:  # the default's model dimensions (N_r) only where the model has them
-        # lazy: sympy's registry (this command needs it anyway)
         from derivations import notation as nt
         defined = set(model.named())
         wrt = [x for x in wrt if nt.REGISTRY[x.name].role != "model" or x.name in defined]
@@ -62,7 +60,6 @@ def _time(args, model, layout, training, results):
     """The step time's slopes for ``--time`` (None without it), in the symbols of --wrt."""
     if not getattr(args, "time", False):
         return None
-    # lazy: the step-time model (only --time reads it)
     from derivations.steptime.sensitivity import time_sensitivity
     return time_sensitivity(model, layout, training, [r.name for r in results], gpu=args.gpu, overlap=args.overlap,
                             efficiency=time_efficiency(args), dispatcher=args.dispatcher,
@@ -79,7 +76,6 @@ def data(args) -> dict:
 
 def run(args) -> int:
     if args.plot:
-        # lazy: modules this module's importers do not need (loaded only on this path)
         from ..plots import check_output
         check_output(args.plot)
     model, layout, training, comp, values, results = _analyse(args)
@@ -127,7 +123,6 @@ def _config_json(model, layout, training, comp):
 
 
 def to_json(model, layout, training, comp, values, results, with_latex=False) -> dict:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     out = _config_json(model, layout, training, comp)
@@ -178,7 +173,6 @@ def _wrap(line: str, indent: int) -> str:
 
 
 def render_text(model, layout, training, comp, values, results, with_latex=False) -> str:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     form = S.latex if with_latex else S.text
