@@ -183,32 +183,22 @@ def data(args) -> dict:
     return {**_header(model, args, hbm, result), "rows": S.rows(result, full)}
 
 
-#: OpenBLAS's threads: the search does no linear algebra (element-wise arrays only), and OpenBLAS starts one
-#: thread per core when numpy loads (about 0.05 s of a search's start on two cores, measured with
-#: ``python -X importtime -c "import numpy"`` with and without it).  Set for the ``memsym search`` process
-#: only (in :func:`run`, never on import: a program calling the API keeps its own BLAS), and only when
-#: neither it nor OpenMP's setting is given.
+#: Set for a ``memsym search`` process only, before numpy loads (:func:`run`), unless the user set their own:
+#: one OpenBLAS thread (the search is element-wise; a thread per core cost ~0.05 s of its start on two cores), and
+#: glibc's mallopt(3) {parameter: (code, value)} keeping freed blocks in the heap up to 32 MiB (the temporary arrays
+#: were paged in afresh: ``search --gpus 16384`` took ~60 ms instead of ~50, ~1,900 more page faults).
 BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
-
-#: glibc's malloc (mallopt(3)): freed blocks stay in the heap for the next array, up to glibc's 32 MiB
-#: ceiling.  By default a block above the mmap threshold (128 KiB, raised to the largest block freed so far)
-#: goes back to the kernel when freed, and so does the heap's top beyond twice that, so the search's
-#: temporary arrays (10^5 values and more) were paged in afresh each time: ``memsym search --gpus 16384``
-#: had ~1,900 more page faults (9,940 instead of 8,000 for the process, /usr/bin/time), ~4 us each on a
-#: virtual machine, and its run took ~60 ms instead of ~50 (median of 8, in-process).  {mallopt parameter:
-#: (its code, value)}.  Set like BLAS_THREADS, for a ``memsym search`` process only (before numpy loads: a
-#: program that has loaded it keeps its allocator as it is); elsewhere (not glibc) nothing is changed.
 MALLOC = {"M_TRIM_THRESHOLD": (-1, 1 << 30), "M_MMAP_THRESHOLD": (-3, 32 << 20)}
 
 
 def _keep_freed_memory() -> None:
-    """MALLOC, through glibc's mallopt; nothing elsewhere."""
-    if any(k.startswith("MALLOC_") for k in os.environ):  # glibc's own settings given: kept
+    """MALLOC, through glibc's mallopt; nothing elsewhere (not glibc, or glibc's own MALLOC_* settings given)."""
+    if any(k.startswith("MALLOC_") for k in os.environ):
         return
     try:
-        import ctypes  # lazy: only here (numpy loads it anyway)
+        import ctypes
         mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError, TypeError):  # not glibc
+    except (OSError, AttributeError, TypeError):
         return
     for code, value in MALLOC.values():
         mallopt(code, value)
@@ -336,37 +326,42 @@ def render_text(model, args, hbm, result, idx) -> str:
     wide = getattr(args, "wide", False)
     if timed:
         lines += _time_header(result)
-    rows = S.rows(result, idx)
-    if timed and not wide:
-        lines += ["", f"top {len(idx)} by {how}", "(GiB at the most-loaded " + ("device" if sched else "stage") +
-                  "; seconds per " + ("step" if sched else "micro-batch") + ": compute with recomputation, the "
-                  "exposed transfers of every group, the bubble; --wide: every component and group)"]
-        cols = ("DP", "TP", "PP", "EP", "ETP", "CP", "Z", "recompute", "b") + (("m",) if sched else ()) + \
-            ("peak", "free", "time", "tok/s/GPU", "comp", "comm", "bubble")
-        widths = (5, 4, 4, 4, 4, 4, 2, 10, 3) + ((5,) if sched else ()) + (7, 7, 7, 10, 7, 7, 7)
-        comm = ("time_TP", "time_EP", "time_CP", "time_PP", "time_DP")
-        table = [[r["dp"], r["tp"], r["pp"], r["ep"], r["etp"], r["cp"], r["zero"], r["recompute"], r["mbs"]]
-                 + ([r["microbatches"]] if sched else [])
-                 + [fmt_gib(r["peak"]), fmt_gib(r["headroom"]), seconds(r["step_time"]),
-                    fmt_int(round(r["tokens_per_gpu_s"])), seconds(r["time_compute"] + r["time_recompute"]),
-                    seconds(sum(r[k] for k in comm)), seconds(r["time_bubble"])] for r in rows]
+    per = ("device" if sched else "stage", "step" if sched else "micro-batch")
+    narrow = timed and not wide
+    if narrow:
+        lines += ["", f"top {len(idx)} by {how}", f"(GiB at the most-loaded {per[0]}; seconds per {per[1]}: compute "
+                  "with recomputation, the exposed transfers of every group, the bubble; --wide: every component and "
+                  "group)"]
     else:
-        lines += ["", f"top {len(idx)} by {how} (GiB; stage = most-loaded " + ("device" if sched else "stage") +
-                  (("; seconds per step" if sched else "; seconds per micro-batch") + ", exposed transfers per group"
-                   if timed else "") + ")"]
-        cols = ("DP", "TP", "PP", "EP", "ETP", "CP", "ZeRO", "recompute", "b", "s") + (("m",) if sched else ()) + \
-            ("stage", "weights", "grads", "optim", "activ", "total", "peak", "headroom")
-        widths = (5, 4, 4, 4, 4, 4, 5, 11, 3, 7) + ((6,) if sched else ()) + (6, 9, 8, 8, 8, 8, 8, 9)
-        tcols = ("time", "tok/s/GPU", "compute", "recomp", "TP", "EP", "CP", "PP", "DP", "bubble") if timed else ()
-        tkeys = ("step_time", "tokens_per_gpu_s", "time_compute", "time_recompute", "time_TP", "time_EP", "time_CP",
-                 "time_PP", "time_DP", "time_bubble")
-        table = [[r["dp"], r["tp"], r["pp"], r["ep"], r["etp"], r["cp"], r["zero"], r["recompute"], r["mbs"], r["seq"]]
-                 + ([r["microbatches"]] if sched else []) + [r["stage"]]
-                 + [fmt_gib(r[k]) for k in ("weights", "gradients", "optimizer", "activations", "total", "peak",
-                                            "headroom")]
-                 + ([seconds(r[k]) if k != "tokens_per_gpu_s" else fmt_int(round(r[k])) for k in tkeys]
-                    if timed else []) for r in rows]
-        cols, widths = cols + tcols, widths + tuple(max(7, len(c) + 1) for c in tcols)
+        lines += ["", f"top {len(idx)} by {how} (GiB; stage = most-loaded {per[0]}"
+                  + (f"; seconds per {per[1]}, exposed transfers per group" if timed else "") + ")"]
+    # (header, width, value of a row): the layout, then the narrow table's memory and time or every component
+    key, gib, sec = (lambda k: lambda r: r[k]), (lambda k: lambda r: fmt_gib(r[k])), (lambda k: lambda r: seconds(r[k]))
+    spec = [(h, w, key(k)) for h, w, k in (("DP", 5, "dp"), ("TP", 4, "tp"), ("PP", 4, "pp"), ("EP", 4, "ep"),
+                                           ("ETP", 4, "etp"), ("CP", 4, "cp"))]
+    tokens = ("tok/s/GPU", 10, lambda r: fmt_int(round(r["tokens_per_gpu_s"])))
+    if narrow:
+        spec += [("Z", 2, key("zero")), ("recompute", 10, key("recompute")), ("b", 3, key("mbs"))]
+        spec += ([("m", 5, key("microbatches"))] if sched else []) + [
+            ("peak", 7, gib("peak")), ("free", 7, gib("headroom")), ("time", 7, sec("step_time")), tokens,
+            ("comp", 7, lambda r: seconds(r["time_compute"] + r["time_recompute"])),
+            ("comm", 7, lambda r: seconds(sum(r[f"time_{g}"] for g in ("TP", "EP", "CP", "PP", "DP")))),
+            ("bubble", 7, sec("time_bubble"))]
+    else:
+        spec += [("ZeRO", 5, key("zero")), ("recompute", 11, key("recompute")), ("b", 3, key("mbs")),
+                 ("s", 7, key("seq"))] + ([("m", 6, key("microbatches"))] if sched else [])
+        spec.append(("stage", 6, key("stage")))
+        spec += [(h, w, gib(k)) for h, w, k in (("weights", 9, "weights"), ("grads", 8, "gradients"),
+                                                ("optim", 8, "optimizer"), ("activ", 8, "activations"),
+                                                ("total", 8, "total"), ("peak", 8, "peak"),
+                                                ("headroom", 9, "headroom"))]
+        if timed:
+            spec += [("time", 7, sec("step_time")), tokens, ("compute", 8, sec("time_compute")),
+                     ("recomp", 7, sec("time_recompute"))]
+            spec += [(g, 7, sec(f"time_{g}")) for g in ("TP", "EP", "CP", "PP", "DP")]
+            spec.append(("bubble", 7, sec("time_bubble")))
+    cols, widths = [h for h, _, _ in spec], [w for _, w, _ in spec]
+    table = [[f(r) for _, _, f in spec] for r in S.rows(result, idx)]
     # a column widens with its values (CP=1024, huge bytes) so neighbours never run together
     widths = [max(w, 1 + max(len(str(v[i])) for v in table)) for i, w in enumerate(widths)]
     lines.append("".join(f"{x:>{w}}" for x, w in zip(cols, widths)))
