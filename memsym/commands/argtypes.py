@@ -243,6 +243,13 @@ def imbalance_factor(text: str) -> Fraction:
     return val
 
 
+def explicit(namespace) -> set:
+    """The option dests typed on the command line (as opposed to defaults, a recipe's or a launch file's)."""
+    if not hasattr(namespace, "_explicit"):
+        setattr(namespace, "_explicit", set())
+    return namespace._explicit
+
+
 #: [True] while ``--help-all`` builds the parser: every switch in the help; --help shows the common ones
 HELP_ALL = [False]
 

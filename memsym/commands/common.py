@@ -12,14 +12,9 @@ from derivations.config import defaults, resolve as R
 from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
     _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS,
     apply_limits, dtype_bytes, recompute_policy, imbalance_factor, unit_fraction,
-    layer_counts, offload_modules, HELP_ALL, help_all)
+    layer_counts, offload_modules, HELP_ALL, help_all, explicit)
 from derivations.config.recipes import RECIPES
 from symbolic.exact import fmt_gib
-
-
-def check_conflicts(args) -> None:
-    """Options that contradict each other, refused before any work (derivations/config/resolve.py)."""
-    R.check_conflicts(vars(args), explicit(args))
 
 
 class _Explicit(argparse.Action):
@@ -39,35 +34,16 @@ class _ExplicitTrue(_Explicit):
         super().__call__(parser, namespace, True, option_string)
 
 
-def explicit(namespace) -> set:
-    """The option dests typed on the command line (as opposed to defaults or a recipe's)."""
-    if not hasattr(namespace, "_explicit"):
-        setattr(namespace, "_explicit", set())
-    return namespace._explicit
-
-
-class _Recipe(argparse.Action):
-    """``--recipe NAME``: remembered; its options are set by :func:`resolve_presets` after parsing."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, values)
-
-
-def resolve_presets(namespace) -> None:
-    """Every option as :func:`derivations.config.resolve.resolved` resolves it, whatever the order typed:
-    typed > recipe > conventions preset > default (set on the namespace)."""
-    for dest, value in R.resolved(vars(namespace), explicit(namespace)).items():
-        setattr(namespace, dest, value)
-
-
 def finish(args) -> None:
     """After parsing (the command line, the API): a launch file's options set under the typed ones
-    (memsym/commands/launch.py), presets resolved, contradictions refused (ConfigError)."""
+    (memsym/commands/launch.py), every option resolved as :func:`derivations.config.resolve.resolved` resolves it
+    (typed > recipe > conventions preset > default, whatever the order typed), contradictions refused (ConfigError)."""
     if hasattr(args, "from_megatron"):
-        from .launch import apply  # lazy: only the commands that read a launch file
+        from .launch import apply
         apply(args)
-    resolve_presets(args)
-    check_conflicts(args)
+    for dest, value in R.resolved(vars(args), explicit(args)).items():
+        setattr(args, dest, value)
+    R.check_conflicts(vars(args), explicit(args))
 
 
 def add_model_option(p: argparse.ArgumentParser) -> None:
@@ -108,7 +84,7 @@ def add_layout_options(p: argparse.ArgumentParser, stage: bool = True) -> None:
 def add_training_options(p: argparse.ArgumentParser) -> None:
     E, T, D = _Explicit, _ExplicitTrue, cfg.Training()  # the defaults are the Training dataclass's
     g = p.add_argument_group("training (defaults: the paper's Tables 7 and 9)")
-    g.add_argument("--recipe", choices=list(RECIPES), default=None, action=_Recipe,
+    g.add_argument("--recipe", choices=list(RECIPES), default=None,
                    help="preset of layout and choices: deepseek-v3 (the DeepSeek-V3 report's own training: PP16 "
                         "EP64 no TP, ZeRO-1 over 2048 GPUs, DualPipe, BF16 moments, FP32 master weights and "
                         "gradients, RMSNorm and MLA up-projection recomputation, FP8 activation caching, s 4096) "
@@ -212,11 +188,6 @@ def add_convention_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mtp", action=_ExplicitTrue, default=False, help=hidden(cfg.MTP_HELP))
 
 
-def conventions_from_args(args) -> cfg.Conventions:
-    """The Conventions of the typed (or preset) switches; the paper's where a command has none."""
-    return R.conventions_of(vars(args))
-
-
 HBM_HELP = ("memory per GPU with its unit: GiB, MiB, TiB (binary) or GB, MB, TB (decimal), case-insensitive, e.g. "
             "80GiB or 141GB; a bare number is refused (the paper's tables write GiB as \"GB\"; sizes typed here "
             "mean what their unit says)")
@@ -299,9 +270,6 @@ def model_from_args(args) -> cfg.ModelSpec:
 
 def layout_from_args(args) -> cfg.Layout:
     return R.layout_of(vars(args))
-
-
-DTYPE_OPTIONS = R.DTYPE_OPTIONS
 
 
 def training_from_args(args) -> cfg.Training:

@@ -11,7 +11,7 @@ import re
 import sys
 
 from ..lines import one_line
-from .argtypes import help_all, path_text, positive_int
+from .argtypes import explicit, help_all, path_text, positive_int
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
@@ -88,13 +88,6 @@ def apply(args, quiet: bool = False) -> None:
     if res.unmodelled and not quiet and not getattr(args, "explain", False):
         print(one_line(f"memsym: warning: {path}: not modelled (memsym counts the job without them): "
                        f"{'; '.join(res.unmodelled)}"), file=sys.stderr)
-
-
-def explicit(namespace) -> set:
-    """The dests typed (memsym/commands/common.py keeps them on the namespace as ``_explicit``)."""
-    if not hasattr(namespace, "_explicit"):
-        setattr(namespace, "_explicit", set())
-    return namespace._explicit
 
 
 def _name(path: str, fields) -> str:

@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 
 from derivations import config as cfg
+from derivations.config import resolve as R
 from derivations.config.recipes import RECIPES
 from fractions import Fraction
 
@@ -170,7 +171,7 @@ def _framework(args, result) -> None:
 def _options(args):
     """A Training of what every configuration runs beside the searched choices (the conventions, offloading, the
     linear recipe, Megatron's virtual stages), or None when that is the paper's (the generated kernels')."""
-    opts = cfg.Training(conventions=common.conventions_from_args(args), offload=args.offload_activations or (),
+    opts = cfg.Training(conventions=R.conventions_of(vars(args)), offload=args.offload_activations or (),
                         linear_recipe=args.linear_recipe, quantized_params=args.quantized_param_gather,
                         virtual_layers=args.virtual_layers)
     return opts if opts != cfg.Training() else None
