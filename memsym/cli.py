@@ -173,6 +173,12 @@ def _dispatch(argv: List[str]) -> int:
     try:
         from .commands.common import finish
         finish(args)  # presets resolved (typed > recipe > conventions > default), contradictions refused
+        if getattr(args, "csv", None) or getattr(args, "plot", None):  # a file to write: writable, before any work
+            from .plots import check_output, check_writable
+            if getattr(args, "csv", None):
+                check_writable(args.csv)
+            if getattr(args, "plot", None):
+                check_output(args.plot)
         return int(args.run(args) or 0)
     except ConfigError as exc:
         print(f"memsym: error: {one_line(exc)}", file=sys.stderr)

@@ -82,9 +82,6 @@ def data(args) -> dict:
 
 
 def run(args) -> int:
-    if args.plot:
-        from ..plots import check_output
-        check_output(args.plot)
     columns, falls = _compare(args)
     if args.plot:
         plot(falls, args.plot, title(columns["paper"][0]))

@@ -127,9 +127,6 @@ def data(args) -> dict:
 
 
 def run(args) -> int:
-    if args.plot:
-        from ..plots import check_output
-        check_output(args.plot)
     out = data(args)
     if args.plot:
         from ..plots import predicted_vs_measured

@@ -211,17 +211,12 @@ def run(args) -> int:
     if "numpy" not in sys.modules:  # a memsym search process: see MALLOC
         _keep_freed_memory()
     from derivations.analyses import search as S
-    if args.csv or args.plot:  # lazy: the file helpers only when a file is written
-        from ..plots import check_output, check_writable, write_atomic
-    if args.csv:
-        check_writable(args.csv)
-    if args.plot:
-        check_output(args.plot)
     # every row only where every row is written (JSON, CSV without --top); text lists --top or 20
     model, hbm, result, idx = _search(args, args.top or (None if args.json or args.csv else 20))
     full = idx if args.top is None else idx[:args.top]
     shown = idx[:args.top or 20]
     if args.csv:
+        from ..plots import write_atomic
         write_atomic(args.csv, csv_text(S.rows(result, full)))
     if args.plot:
         from ..plots import stacked_breakdown

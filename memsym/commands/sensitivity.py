@@ -75,9 +75,6 @@ def data(args) -> dict:
 
 
 def run(args) -> int:
-    if args.plot:
-        from ..plots import check_output
-        check_output(args.plot)
     model, layout, training, comp, values, results = _analyse(args)
     if args.plot:
         from ..plots import tornado
