@@ -12,7 +12,7 @@ from derivations.config import defaults, resolve as R
 from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
     _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS,
     apply_limits, dtype_bytes, recompute_policy, imbalance_factor, unit_fraction,
-    layer_counts, offload_modules, HELP_ALL, help_all, explicit)
+    layer_counts, offload_modules, HELP_ALL, help_all, explicit, checked_by)
 from derivations.config.recipes import RECIPES
 from symbolic.exact import fmt_gib
 

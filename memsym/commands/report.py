@@ -1,25 +1,15 @@
 """memsym report: the paper's sections regenerated as LaTeX, PDF, Markdown, HTML and notebooks."""
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
 from ..lines import one_line
 from . import COMMANDS, common
-from derivations.config import ConfigError
-
-
-def formats_type(text: str):
-    from ..report.formats import parse_formats
-    try:
-        return parse_formats(text)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_parser(sub):
-    from ..report.formats import FORMATS
+    from ..report.formats import FORMATS, parse_formats
     p = sub.add_parser("report", help=COMMANDS["report"],
                        description="Writes a report that follows the paper's sections (notation, Table 2 matrices, "
                                    "Tables 3-4 parameters, Table 6 per device, Table 8 ZeRO, Sec. 5 activations and "
@@ -34,7 +24,7 @@ def add_parser(sub):
     p.add_argument("--out", default=None, metavar="DIR",
                    help="output directory, written all or nothing (default: ./memsym-report under the current "
                         "directory)")
-    p.add_argument("--format", dest="formats", type=formats_type, default=FORMATS, metavar="LIST",
+    p.add_argument("--format", dest="formats", type=common.checked_by(parse_formats), default=FORMATS, metavar="LIST",
                    help=f"comma-separated formats among {','.join(FORMATS)} (default: all)")
     common.add_model_option(p)
     common.add_layout_options(p)
