@@ -36,7 +36,7 @@ def add_parser(sub):
 
 
 def _analyse(args):
-    """(model, layout, training, stage, bytes, [Sensitivity]) of a sensitivity command line."""
+    """(model, layout, training, the stage's composition, bytes, [Sensitivity]) of a sensitivity command line."""
     from derivations.analyses import sensitivity as S
     from derivations.assembly.device import default_stage
     model = common.model_from_args(args)
@@ -56,7 +56,7 @@ def _analyse(args):
     return model, layout, training, comp, values, results
 
 
-def _time(args, model, layout, training, results):
+def _time(args, model, layout, training, comp, values, results):
     """The step time's slopes for ``--time`` (None without it), in the symbols of --wrt."""
     if not getattr(args, "time", False):
         return None
@@ -68,24 +68,26 @@ def _time(args, model, layout, training, results):
 
 def data(args) -> dict:
     """What ``sensitivity --json`` prints."""
-    model, layout, training, comp, values, results = _analyse(args)
-    timed = _time(args, model, layout, training, results)
-    return {**to_json(model, layout, training, comp, values, results, args.latex), **({"time": timed} if timed else {}),
-            **common.defaults_used(args)}
+    analysed = _analyse(args)
+    return _json(args, analysed, _time(args, *analysed))
+
+
+def _json(args, analysed, timed) -> dict:
+    return {**to_json(*analysed, args.latex), **({"time": timed} if timed else {}), **common.defaults_used(args)}
 
 
 def run(args) -> int:
-    model, layout, training, comp, values, results = _analyse(args)
+    analysed = _analyse(args)
+    model, layout, training, comp, values, results = analysed
     if args.plot:
         from ..plots import tornado
         tornado(tornado_items(results), args.plot,
                 title=f"{model.name}, stage {comp.index}: elasticities of the per-device total")
-    timed = _time(args, model, layout, training, results)
+    timed = _time(args, *analysed)
     if args.json:
-        common.print_json({**to_json(model, layout, training, comp, values, results, args.latex),
-                           **({"time": timed} if timed else {}), **common.defaults_used(args)})
+        common.print_json(_json(args, analysed, timed))
         return 0
-    print(render_text(model, layout, training, comp, values, results, args.latex))
+    print(render_text(*analysed, args.latex))
     for line in sensitivity_lines(timed) if timed else ():
         print(line)
     common.print_defaults(args)
