@@ -277,10 +277,6 @@ def training_from_args(args) -> cfg.Training:
     return R.training_with_batch(vars(args), explicit(args))
 
 
-def training_options(args) -> cfg.Training:
-    return R.training_of(vars(args), explicit(args))
-
-
 def stage_from_args(args):
     """The --stage typed, or None to let the estimate choose (stage 1; the most-loaded stage with a schedule)."""
     return R.stage_of(vars(args), explicit(args))

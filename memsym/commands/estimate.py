@@ -224,6 +224,7 @@ def _tensors(args, model, layout, training):
     """(what ``estimate --tensors --json`` prints, its text's lines): one MoE layer's saved tensors."""
     from derivations.assembly.conventions import SAVINGS, tensor_rows
     from derivations.assembly.device import activation_ids, estimate
+    from symbolic.render import expr_latex
     est = estimate(model, layout, training, common.stage_from_args(args))
     rows, saving = tensor_rows(model, layout, training, est.stage.index)
     total = sum(r.bytes for r in rows)
@@ -233,7 +234,8 @@ def _tensors(args, model, layout, training):
     out = {
         "model": model.name, "term": layer_id, "total": total, "conventions": est.to_json()["conventions"],
         "tensors": [{"sublayer": r.sublayer, "key": r.part.key, "name": r.part.label,
-                     "formula": _formula(r.part, subs), "latex": _latex(r.part, subs), "bytes": r.bytes,
+                     "formula": _formula(r.part, subs), "latex": expr_latex(r.part.display(subs), ordered=False),
+                     "bytes": r.bytes,
                      "kept_for": r.kept_for, "tags": list(r.part.tags)} for r in rows],
         "savings": [{"option": name, "what": what, "bytes": saving[name]} for name, what, _ in SAVINGS]}
     return out, [render_tensors(est, rows, saving, layer_id, subs)]
@@ -252,11 +254,6 @@ def _display_subs(est):
 def _formula(part, subs) -> str:
     import sympy as sp
     return sp.sstr(part.display(subs), order="none")
-
-
-def _latex(part, subs) -> str:
-    from symbolic.render import expr_latex
-    return expr_latex(part.display(subs), ordered=False)
 
 
 def render_tensors(est, rows, saving, layer_id, subs) -> str:

@@ -5,6 +5,7 @@ from . import COMMANDS, common
 from dataclasses import replace
 from fractions import Fraction
 from derivations import config as cfg
+from derivations.config import resolve as R
 
 
 def add_parser(sub):
@@ -92,7 +93,8 @@ def _solve_all(args):
     """(model, layout, training, hbm, result, {overheads end: answer}) of a fit command line."""
     from derivations.analyses import fit
     model = common.model_from_args(args)
-    layout, training = common.layout_from_args(args), common.training_options(args)  # fit applies --global-batch per b
+    layout = common.layout_from_args(args)
+    training = R.training_of(vars(args), common.explicit(args))  # without --global-batch: fit applies it per b
     hbm, _ = common.budget_from_args(args, required=True)
     gb = args.global_batch
     res = fit.solve(model, layout, training, hbm, args.solve, args.stage, args.overheads, global_batch=gb)

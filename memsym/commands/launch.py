@@ -102,7 +102,7 @@ def flag_of(dest: str) -> str:
 
 def explain_data(args) -> dict:
     res = args._launch
-    typed = {d for d in explicit_typed(args)}
+    typed = getattr(args, "_typed_before_launch", set())
     options = [{"option": flag_of(d), "value": v, "from": res.origin[d]} if d not in typed else
                {"option": flag_of(d), "value": _typed_value(args, d, v),
                 "from": "typed beside the file" + (f" (the file's: {v})" if str(v) != _typed_value(args, d, v)
@@ -121,10 +121,6 @@ def _typed_value(args, dest: str, resolved) -> str:
     if v is None:
         return str(resolved)
     return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
-
-
-def explicit_typed(args):
-    return getattr(args, "_typed_before_launch", set())
 
 
 def explain(args) -> int:
