@@ -5,8 +5,7 @@ import sys
 
 from derivations import config as cfg
 from symbolic.exact import fmt_gib, fmt_int
-from .timeopts import add_time_options, nvlink_domain, time_lines
-from .timeopts import efficiency as time_efficiency
+from .timeopts import add_time_options, time_lines, time_options
 from . import COMMANDS, common, launch
 from .estimate_text import device_lines, policy, render_all, render_text
 from derivations.config.recipes import RECIPES
@@ -54,9 +53,7 @@ def _time(args, model, layout, training, every: bool = False):
     if not getattr(args, "time", False):
         return None
     from derivations.steptime import evaluate as steptime
-    return steptime.layout_time(model, layout, training, gpu=args.gpu, overlap=args.overlap,
-                                efficiency=time_efficiency(args), dispatcher=args.dispatcher, every=every,
-                                gpus_per_node=nvlink_domain(args))
+    return steptime.layout_time(model, layout, training, every=every, **time_options(args))
 
 
 def run(args) -> int:

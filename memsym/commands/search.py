@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from . import COMMANDS, common
 from .argtypes import layer_counts, offload_modules
-from .timeopts import add_time_options, nvlink_domain, seconds
-from .timeopts import efficiency as time_efficiency, efficiency_text
+from .timeopts import add_time_options, efficiency_text, seconds, time_options
 import io
 import json
 import os
@@ -142,8 +141,7 @@ def _search(args, rows=None):
         # the step reads DeepSeek-V3's FP8 dispatch (--fp8-activations, its recipe's) though the search's memory
         # does not cache activations in FP8
         timed = replace(result.training or cfg.Training(), fp8=bool(getattr(args, "fp8_activations", False)))
-        S.add_time(result, model, timed, gpu=args.gpu, overlap=args.overlap, efficiency=time_efficiency(args),
-                   gpus_per_node=nvlink_domain(args), vpp=args.vpp, dispatcher=args.dispatcher)
+        S.add_time(result, model, timed, vpp=args.vpp, **time_options(args))
     elif args.sort == "time":
         args.sort = "bubble"
     return model, hbm, result, S.ranked(result, sort=args.sort, per_layout=not args.all_configurations, top=rows)

@@ -1,8 +1,7 @@
 """memsym sensitivity: closed-form derivatives, elasticities and finite differences of the per-device memory."""
 from __future__ import annotations
 
-from .timeopts import add_time_options, nvlink_domain, sensitivity_lines
-from .timeopts import efficiency as time_efficiency
+from .timeopts import add_time_options, sensitivity_lines, time_options
 from . import COMMANDS, common
 from derivations import config as cfg
 from symbolic.exact import fmt_gib, fmt_int
@@ -61,9 +60,7 @@ def _time(args, model, layout, training, comp, values, results):
     if not getattr(args, "time", False):
         return None
     from derivations.steptime.sensitivity import time_sensitivity
-    return time_sensitivity(model, layout, training, [r.name for r in results], gpu=args.gpu, overlap=args.overlap,
-                            efficiency=time_efficiency(args), dispatcher=args.dispatcher,
-                            gpus_per_node=nvlink_domain(args))
+    return time_sensitivity(model, layout, training, [r.name for r in results], **time_options(args))
 
 
 def data(args) -> dict:
