@@ -218,9 +218,10 @@ def run(args) -> int:
         write_atomic(args.csv, csv_text(S.rows(result, full)))
     if args.plot:
         from ..plots import stacked_breakdown
-        rows = S.rows(result, shown[:20])
-        stacked_breakdown([(label(r), {k: r[k] for k in ("weights", "gradients", "optimizer", "activations")},
-                            r["peak"]) for r in rows], hbm, args.plot,
+        stacked_breakdown([(f"DP{r['dp']} TP{r['tp']} PP{r['pp']} EP{r['ep']} ETP{r['etp']} CP{r['cp']} "
+                            f"Z{r['zero']} {r['recompute']} b{r['mbs']}",
+                            {k: r[k] for k in ("weights", "gradients", "optimizer", "activations")}, r["peak"])
+                           for r in S.rows(result, shown[:20])], hbm, args.plot,
                           title=f"{model.name} on {args.gpus} GPUs: per-device bytes at the most-loaded stage")
     if args.json:
         write_json(model, args, hbm, result, full)
@@ -228,11 +229,6 @@ def run(args) -> int:
     print(render_text(model, args, hbm, result, shown))
     common.print_defaults(args)
     return 0
-
-
-def label(r) -> str:
-    return (f"DP{r['dp']} TP{r['tp']} PP{r['pp']} EP{r['ep']} ETP{r['etp']} CP{r['cp']} "
-            f"Z{r['zero']} {r['recompute']} b{r['mbs']}")
 
 
 def _header(model, args, hbm, result) -> dict:
