@@ -1,10 +1,5 @@
-"""memsym params: parameters per layer kind, per pipeline stage and in total (Tables 3-4).
-
-Also, for real checkpoints (the released configs, ``derivations/models/``): the activated parameters per token (with
-and without the embedding and head), the MTP modules (``--mtp``) and, with checkpoint
-accounting, the tensor elements of the released files by dtype (what a model page
-counts: MTP included with its own embedding/head copies, FP8 scale tensors included).
-"""
+"""memsym params: parameters per layer kind, per pipeline stage and in total (Tables 3-4); for released
+checkpoints also the activated parameters per token, the MTP modules and the files' tensor elements by dtype."""
 from __future__ import annotations
 
 from symbolic.exact import fmt_gib, fmt_int

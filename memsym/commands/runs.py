@@ -1,8 +1,5 @@
-"""memsym runs: predicted vs measured for the measured training runs of ``paper/runs.toml``.
-
-Each run is evaluated as ``memsym estimate`` evaluates the options that describe it (its layout,
-training and the conventions preset of its framework, every stage: ``--all-stages``), and
-compared with its measurement by kind (derivations/analyses/runs.py)."""
+"""memsym runs: predicted vs measured for the training runs of ``paper/runs.toml``, each evaluated as ``memsym
+estimate --all-stages`` evaluates its options and compared by kind (derivations/analyses/runs.py)."""
 from __future__ import annotations
 
 import os

@@ -1,12 +1,6 @@
-"""memsym trace: measure a real implementation's saved tensors on CPU and set them beside a preset's prediction.
-
-Needs the optional extra ``memsym[trace]`` (torch, transformers, megatron-core); without it
-the command exits 2 naming ``pip install 'memsym[trace]'``.  Measured: every storage autograd
-saves for backward in one forward pass (:mod:`memsym.trace.recorder`), per layer and outside
-the layers; predicted: ``memsym estimate --conventions <framework preset> --json`` at the same
-config, micro-batch, sequence and dtype on one device (``bytes.activations_by_layer`` and
-``bytes.activations_outside_layers``).
-"""
+"""memsym trace: a real implementation's saved tensors measured on CPU (memsym/trace/, the extra ``memsym[trace]``)
+beside ``memsym estimate --conventions <framework preset>``'s prediction at the same config, per layer and outside
+the layers (``bytes.activations_by_layer``, ``bytes.activations_outside_layers``)."""
 from __future__ import annotations
 
 import sys
