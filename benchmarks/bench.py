@@ -111,7 +111,8 @@ def bench_eval(points, repeat):
     from derivations import config as cfg
     from derivations.assembly import totals
     from symbolic.numeric import compile as numpy_compile, exact
-    from symbolic.search import evaluate, factored
+    from symbolic.numeric import factored
+    from symbolic.search import evaluate
     model = cfg.PRESETS["deepseek-v3"]
     dims = independent.MODELS["deepseek-v3"]  # tests/independent.py's hand-copied dimensions, not memsym's preset
     training = cfg.Training(zero=ZERO)

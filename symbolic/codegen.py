@@ -1,16 +1,8 @@
-"""sympy expressions -> exact Python source (integers and ``fractions.Fraction``), for generated evaluators.
+"""sympy expressions -> exact Python source and JSON trees, for generated evaluators.
 
-sympy's own code printers (``sympy.printing.pycode``) print ``a/b`` as a float division and
-rationals as floats; :class:`ExactPython` is :class:`sympy.printing.pycode.PythonCodePrinter`
-made exact: a product's negative powers and a rational's denominator become one division by a
-``Fraction`` (``_Q``), integer powers stay ``**``, ``floor`` is ``math.floor`` of the exact
-value, ``Piecewise`` a conditional expression, ``Min``/``Max`` the builtins.  Symbols print as
-``v["name"]`` (the evaluator's substitution, a dict of exact values), or as local names ``_name``
-(a generated function that binds them once).  The generated module
-defines ``_Q = fractions.Fraction`` and ``_floor = math.floor``.
-
-:func:`json_tree` writes an expression as a JSON tree, and :func:`merged` one JSON value for several
-structures' (a choice node on a structure flag where they differ).
+:class:`ExactPython` is sympy's ``PythonCodePrinter`` made exact: divisions by ``_Q`` (``fractions.Fraction``),
+``_floor`` (``math.floor``), ``Piecewise`` a conditional expression, symbols ``v["name"]`` or local ``_name``.
+:func:`json_tree` writes an expression as a JSON tree, :func:`merged` one JSON value for several structures'.
 """
 from __future__ import annotations
 
@@ -153,11 +145,17 @@ def _matters(cases, flag) -> bool:
     return any(len(vs) > 1 for vs in by.values())
 
 
+def branch_flag(cases: List[Tuple[Dict[str, bool], object]]) -> str:
+    """The flag to branch ``cases`` on: the first whose value alone changes the value, else the first that varies."""
+    flags = list(cases[0][0])
+    return next((f for f in flags if _matters(cases, f)), None) or next(
+        f for f in flags if len({at[f] for at, _ in cases}) > 1)
+
+
 def merged(cases: List[Tuple[Dict[str, bool], object]]):
-    """One JSON value standing for each case's (``cases``: [({flag: value}, JSON value or None: absent), ...]): a
-    value equal in every case once, dicts key by key, lists of equal length (and equal head: an operator, a
-    part's key) item by item, and otherwise a :data:`CHOOSE` node on the first flag whose value alone changes
-    it, so whatever the cases share is written once."""
+    """One JSON value standing for each case's (``cases``: [({flag: value}, JSON value or None: absent), ...]):
+    shared values once, dicts key by key, lists of equal length and head item by item, otherwise a :data:`CHOOSE`
+    node on :func:`branch_flag`."""
     first = cases[0][1]
     if all(v == first for _, v in cases[1:]):
         return first
@@ -168,9 +166,7 @@ def merged(cases: List[Tuple[Dict[str, bool], object]]):
     if all(type(v) is list and len(v) == len(first) and len(v) > 0 for v in values) and (
             type(first[0]) is not str or all(v[0] == first[0] for v in values)):
         return [merged([(at, v[i]) for at, v in cases]) for i in range(len(first))]
-    flags = list(cases[0][0])
-    flag = next((f for f in flags if _matters(cases, f)), None) or next(
-        f for f in flags if len({at[f] for at, _ in cases}) > 1)
+    flag = branch_flag(cases)
     return [CHOOSE, flag, merged([c for c in cases if c[0][flag]]), merged([c for c in cases if not c[0][flag]])]
 
 

@@ -1,9 +1,5 @@
-"""Exact numbers as JSON and text, without sympy (integers and ``fractions.Fraction``): the JSON values
-and the thousands-separated and GiB texts every command prints.
-
-:func:`as_number` is what every ``--json`` prints for a byte count (an int when integral, else the
-nearest float); :func:`as_exact` keeps a rational exact (``"p/q"``).  A sympy number is accepted
-(duck-typed through its ``p`` and ``q``), so :mod:`symbolic.numeric` re-exports these."""
+"""Exact numbers (ints, Fractions or sympy Rationals) as the JSON values and thousands-separated and GiB texts
+every command prints, without sympy."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -44,9 +40,8 @@ def as_number(x):
 
 
 def fixed(x, decimals: int) -> str:
-    """``x`` to ``decimals`` places with thousands separators: as float formatting prints it within 2^53 (what
-    every output and the page print), rounded exactly (half to even) beyond, where a float would overflow or
-    lose the integer part."""
+    """``x`` to ``decimals`` places with thousands separators: float formatting within 2^53, exact (half to even)
+    beyond."""
     x = _fraction(x)
     if abs(x) < 2 ** 53:
         return f"{float(x):,.{decimals}f}"

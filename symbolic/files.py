@@ -99,17 +99,9 @@ def _describe(exc: OSError) -> str:
 
 
 def write_tree(out, files, remove=()) -> list:
-    """Write the files ``{name: str or bytes}`` into the folder ``out`` all or nothing.
-
-    Every file is written into a temporary folder beside ``out`` (same file system) and
-    flushed to disk; then the folder is renamed into place (``out`` did not exist) or each
-    file is renamed over its old copy, the old copies kept until every rename succeeded (and
-    put back otherwise), with Ctrl-C held off during the renames.  ``remove`` names stale
-    files of an earlier run to delete with the same commit.  After any failure (disk full,
-    permission, Ctrl-C) ``out`` holds its previous files, or does not exist, and nothing
-    else is left behind; the error is ConfigError naming the file and the cause (an
-    interruption is re-raised as KeyboardInterrupt).  Returns the paths written, sorted.
-    """
+    """Write the files ``{name: str or bytes}`` into the folder ``out`` all or nothing (``remove``: stale files
+    deleted with them): staged and flushed beside ``out``, then renamed into place (:func:`_commit`).  After any
+    failure ``out`` holds its previous files; the error is a ConfigError naming the file.  The paths written."""
     out = Path(out)
     names = sorted(files)
     for name in names:

@@ -1,11 +1,6 @@
-"""A JSON file read as bounded data: the generic reader behind a model's ``config.json``.
-
-Nothing is imported, executed or downloaded.  At most ``max_bytes`` bytes are read whatever the
-path is (a device, FIFO, socket or directory is named as what it is and never opened for
-reading), a UTF-8 byte-order mark is skipped, and nesting deeper than ``max_depth``, a number of
-more than ``max_digits`` digits or a field named twice is refused.  Every error is built by the
-caller's ``error(path, field, message)`` (derivations/config/hfconfig.py makes them ConfigErrors
-naming the file and the field or byte offset), so the caller decides what a user sees.
+"""A JSON file read as bounded data (a model's ``config.json``): at most ``max_bytes`` bytes of a regular file,
+nesting up to ``max_depth``, numbers up to ``max_digits`` digits, no field named twice.  Every error is built by
+the caller's ``error(path, field, message)``.
 """
 from __future__ import annotations
 

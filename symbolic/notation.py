@@ -1,14 +1,6 @@
-"""Notation machinery: a registry of named symbols, filled by a domain package.
-
-The engine knows no model: which symbols exist, how the paper writes them in LaTeX and
-which are defined from others is data that a domain package (here :mod:`derivations.notation`)
-registers with :func:`register`.  The engine's printers, evaluators and parsers read the
-registry at call time.
-
-Symbols are plain ``sympy.Symbol`` objects (never subclasses: a subclass would not equal
-the plain symbol of the same name and substitutions would silently miss).  Derived
-symbols carry a definition in terms of the others (:data:`DEFINITIONS`); they are replaced
-by it before evaluation (:func:`expand_derived`).
+"""A registry of named symbols (plain ``sympy.Symbol`` objects), their LaTeX and the definitions of derived ones
+(:data:`DEFINITIONS`, replaced by :func:`expand_derived`), filled by a domain package (:mod:`derivations.notation`)
+with :func:`register` and read at call time.
 """
 from __future__ import annotations
 
@@ -20,17 +12,9 @@ import sympy as sp
 
 @dataclass(frozen=True)
 class SymbolInfo:
-    """One registry entry.
-
-    name: Python name (also the name of the sympy Symbol and what users type).
-    latex: LaTeX as the source document writes it.
-    meaning: what it is, in the source's words.
-    role: a domain label (for memsym: 'model', 'training', 'parallel', 'bytes', 'stage',
-          'schedule', 'overhead', 'derived').
-    source: where the source introduces it.
-    integer / nonnegative_only: the sympy assumptions (positive integer by default).
-    aliases: other spellings accepted in typed formulas.
-    """
+    """One registry entry: ``name`` (the Symbol's, what users type), ``latex`` and ``meaning`` as the source writes
+    them, ``role`` ('model', 'training', 'parallel', 'bytes', 'stage', 'schedule', 'overhead', 'derived'),
+    ``source``, the sympy assumptions (positive integer by default), ``aliases`` accepted in typed formulas."""
 
     name: str
     latex: str
@@ -65,9 +49,8 @@ def make_symbol(info: SymbolInfo) -> sp.Symbol:
 
 def register(entries: Iterable[SymbolInfo], definitions: Mapping = (),
              factor_order: Iterable[str] = ()) -> Dict[str, sp.Symbol]:
-    """Add ``entries`` (and the definitions of derived symbols, and the order in which
-    products print their factors) to the registry; returns {name: Symbol} of the entries.
-    Registering the same name twice with another meaning is an error."""
+    """Add ``entries``, derived symbols' ``definitions`` and the ``factor_order`` of products to the registry;
+    {name: Symbol} of the entries.  A name registered twice with another meaning is an error."""
     out = {}
     for e in entries:
         old = REGISTRY.get(e.name)

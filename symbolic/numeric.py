@@ -1,10 +1,5 @@
-"""Numbers from terms: exact evaluation and lambdified (cached) numpy functions.
-
-Exact: integers and rationals from ``xreplace`` of a full substitution (sympy Rational
-arithmetic, no floats).  Numeric: ``sympy.lambdify`` with common-subexpression
-elimination, compiled once per (expression, argument order) and cached, for vectorised
-evaluation over numpy arrays.
-"""
+"""Numbers from terms: exact values (``xreplace`` of a full substitution, sympy Rationals) and numpy functions
+(``sympy.lambdify`` with common subexpressions, compiled once per expression and argument order)."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -85,6 +80,98 @@ def compile(obj, args: Sequence) -> Callable:
 def source(fn: Callable) -> str:
     """The Python source lambdify generated for a function from :func:`compile` (kept in ``linecache``)."""
     return "".join(linecache.cache[fn.__code__.co_filename][2])
+
+
+def _monomials(e, recip: Dict):
+    """(coefficient, {symbol or reciprocal dummy: power}) of each term of the expanded ``e``, or
+    None when a term is not a product of integer powers of symbols."""
+    monomials = []
+    for t in sp.Add.make_args(e):
+        c, rest = t.as_coeff_Mul()
+        powers: Dict = {}
+        for f in sp.Mul.make_args(rest):
+            base, ex = f.as_base_exp()
+            if not (base.is_Symbol and ex.is_Integer):
+                return None
+            if ex < 0:
+                base = recip.setdefault(base, sp.Dummy("r_" + base.name, positive=True))
+            powers[base] = powers.get(base, 0) + abs(int(ex))
+        monomials.append((c, powers))
+    return monomials
+
+
+def _share_sums(monomials, sums: Dict):
+    """Monomials equal but for one variable (same coefficient) share a sum dummy:
+    640 b s^2 (L_d + L_m)/(CP TP); ``sums`` maps the summed symbols to their dummy."""
+    while True:
+        groups: Dict = {}
+        for i, (c, p) in enumerate(monomials):
+            for x, q in p.items():
+                if q == 1:
+                    rest = frozenset((k, v) for k, v in p.items() if k != x)
+                    groups.setdefault((c, rest), []).append((i, x))
+        best = max(groups.items(), key=lambda kv: (len(kv[1]), -min(i for i, _ in kv[1])), default=None)
+        if best is None or len(best[1]) < 2:
+            return monomials
+        (c, rest), members = best
+        names = tuple(sorted((x for _, x in members), key=lambda k: k.name))
+        sym = sums.setdefault(names, sp.Dummy("sum_" + "_".join(k.name for k in names), positive=True))
+        drop = {i for i, _ in members}
+        rest = sorted(rest, key=lambda kv: kv[0].name)  # a frozenset's order follows string hashes: fix it
+        monomials = [m for i, m in enumerate(monomials) if i not in drop] + [(c, {**dict(rest), sym: 1})]
+
+
+def _nest(items, back: Dict):
+    """Greedy multivariate Horner: factor out the symbol shared by the most monomials, recursively, built
+    unevaluated (sympy would distribute 2 (x + y)) with the sums and reciprocals put back (``back``)."""
+    def product(factors):
+        factors = [f for f in factors if f != 1]
+        if not factors:
+            return sp.Integer(1)
+        return factors[0] if len(factors) == 1 else sp.Mul(*factors, evaluate=False)
+
+    def total(terms):
+        return terms[0] if len(terms) == 1 else sp.Add(*terms, evaluate=False)
+
+    count: Dict = {}
+    for _, p in items:
+        for x in p:
+            count[x] = count.get(x, 0) + 1
+    if not count:
+        return sp.Add(*[c for c, _ in items])
+    x = max(count, key=lambda k: (count[k], k.name))
+    if count[x] == 1:
+        return total([product([c] + [back.get(k, k) if q == 1 else sp.Pow(back.get(k, k), q) for k, q in p.items()])
+                      for c, p in items])
+    inner, rest = [], []
+    for c, p in items:
+        if x in p:
+            q = dict(p)
+            q[x] -= 1
+            if not q[x]:
+                del q[x]
+            inner.append((c, q))
+        else:
+            rest.append((c, p))
+    head = product([back.get(x, x), _nest(inner, back)])
+    return total([head, _nest(rest, back)]) if rest else head
+
+
+def factored(expr):
+    """The same rational function in a form that evaluates with few array operations: a polynomial in the
+    symbols and their reciprocals, monomials differing in one variable sharing a sum (``c (L_d + L_m)``), nested
+    by multivariate Horner.  A tuple element by element; anything else as is."""
+    if isinstance(expr, (sp.Tuple, tuple, list)):
+        return sp.Tuple(*[factored(e) for e in expr])
+    recip: Dict = {}
+    monomials = _monomials(sp.expand(expr), recip)
+    if monomials is None:
+        return expr
+    sums: Dict = {}
+    monomials = _share_sums(monomials, sums)
+    back = {r: 1 / x for x, r in recip.items()}
+    back.update({d: sp.Add(*names) for names, d in sums.items()})
+    return _nest(monomials, back) if monomials else sp.Integer(0)
 
 
 def evaluate(obj, subs: Mapping):

@@ -1,10 +1,5 @@
-"""Rendering: LaTeX of terms in the paper's notation, and number formatting.
-
-LaTeX names come from the notation registry (``d_c'``, ``d_h^R``, ``E_{token}``); the
-paper's factor order (``b s h``, ``b n_h s^2``) is restored by :func:`paper_order`, which
-rebuilds products and sums unevaluated in the registry's order before printing with
-``order='none'``.  Text escaping and templates belong to the application, not the engine.
-"""
+"""LaTeX of terms with the notation registry's names, in the paper's factor order (``b s h``, ``b n_h s^2``:
+:func:`paper_order`), and number formatting."""
 from __future__ import annotations
 
 from typing import Mapping, Optional
@@ -18,8 +13,7 @@ _RANKS: dict = {}
 
 
 def _order_rank(name: str) -> int:
-    """Position of a symbol in the registered factor order (50 when unlisted); the table is
-    rebuilt when the registry grew, since a domain registers its symbols after this import."""
+    """Position of a symbol in the registered factor order (50 when unlisted), rebuilt when the registry grew."""
     if len(_RANKS) != len(FACTOR_ORDER):
         _RANKS.clear()
         _RANKS.update({n: i for i, n in enumerate(FACTOR_ORDER)})
@@ -69,21 +63,14 @@ def paper_order(expr):
 
 
 def expr_latex(expr, ordered: bool = True, names: Optional[Mapping] = None) -> str:
-    """LaTeX of an expression with the paper's symbol names (and order).
-
-    ``names`` overrides the symbol names (default: the registry's, :func:`latex_names`)."""
+    """LaTeX of an expression with the paper's symbol names (``names``: others) and order."""
     e = paper_order(expr) if ordered else expr
     return sp.latex(e, order="none", symbol_names=dict(names) if names is not None else latex_names())
 
 
 def closed_expr(term, subs: Optional[Mapping] = None):
-    """The simplified closed form of a term (in base symbols), optionally at ``subs``.
-
-    Without ``subs``: ``Term.closed``.  At a substitution that leaves no symbol in a
-    denominator (the report's: parallel degrees and bytes are numbers) it is the
-    polynomial's rational content times its primitive part with common factors pulled
-    out, ``\\frac{1}{2} b s (5 s n_h + ...)``: the same closed form, twice as fast as
-    ``together``, with integer coefficients inside."""
+    """The simplified closed form of a term (``Term.closed``), or at ``subs``; a polynomial there as its rational
+    content times its primitive part, ``\\frac{1}{2} b s (5 s n_h + ...)``."""
     if not subs:
         return term.closed
     e = sp.expand(term.base_expr.xreplace(subs))
@@ -106,5 +93,4 @@ def term_latex(term, subs: Optional[Mapping] = None, form: str = "paper", full: 
     return sp.latex(term.display(subs, full), order="none", symbol_names=symbol_names)
 
 
-# --------------------------------------------------------------------------- numbers
 from .exact import count, fmt_gib, fmt_int  # noqa: E402,F401  (re-exported: formatting needs no sympy)

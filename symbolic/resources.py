@@ -1,7 +1,5 @@
-"""Where the project's data lives: ``paper/`` (the paper's numbers and formulas) and
-``templates/`` (Jinja).  In a checkout or an editable install they are the repository's
-folders; a regular install ships them as the packages ``memsym_paper`` and
-``memsym_templates``."""
+"""Where ``paper/`` and ``templates/`` live: the repository's folders, or in a regular install the packages
+``memsym_paper`` and ``memsym_templates``."""
 from __future__ import annotations
 
 import importlib.util

@@ -1,9 +1,5 @@
-"""Sensitivity algebra: readable closed forms of derivatives and differences.
-
-``closed_form`` groups an expression by denominator; ``dominant_form`` orders its terms by
-their value at a configuration, largest first, in the registered factor order.  The model
-analysis that uses them lives in :mod:`derivations.sensitivity`.
-"""
+"""Readable closed forms of derivatives for derivations/analyses/sensitivity.py: grouped by denominator
+(:func:`closed_form`), or ordered by value at a configuration (:func:`dominant_form`)."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -12,11 +8,10 @@ from typing import Dict, List, Mapping, Tuple
 import sympy as sp
 
 from . import notation as nt
-from .numeric import exact
+from .numeric import exact as _exact
 from .render import paper_order
 
 
-# ----------------------------------------------------------------------------- forms
 def closed_form(expr) -> sp.Expr:
     """Expanded, then grouped by denominator with common factors pulled out (readable closed form)."""
     e = sp.expand(expr)
@@ -31,11 +26,8 @@ def closed_form(expr) -> sp.Expr:
 
 
 def dominant_form(expr, subs: Mapping) -> sp.Expr:
-    """Expanded and grouped by (symbolic) denominator, in the paper's factor order, largest first.
-
-    Within a group the terms are ordered by their value at ``subs`` (the largest first), a
-    group whose terms are all negative is shown as ``-(...)/den``; groups are ordered by value.
-    """
+    """Expanded and grouped by (symbolic) denominator, in the paper's factor order, terms and groups by their value
+    at ``subs``, largest first; a group of negative terms shown as ``-(...)/den``."""
     e = sp.expand(expr)
     if e == 0:
         return sp.Integer(0)
@@ -65,9 +57,3 @@ def text(expr) -> str:
 
 def latex(expr) -> str:
     return sp.latex(expr, order="none", symbol_names=nt.latex_names())
-
-
-def _exact(expr, subs: Mapping) -> Fraction:
-    return exact(expr, subs)
-
-

@@ -1,13 +1,8 @@
 """Terms: named sympy expressions with unit, provenance and ordered parts.
 
-A :class:`Term` is the unit of everything memsym does.  Its value is the sum of its
-:class:`Part` s, each of which is one row the paper prints (a tensor, a matrix, a module)
-kept in the paper's order.  A part keeps its factors as the paper writes them (numerator
-factors and denominator factors, e.g. ``4 b s h / SP``) so the paper's factored form can
-be displayed; its ``expr`` is the ordinary (evaluated) sympy expression used for algebra
-and numbers.
-
-Terms are symbolic: a configuration is a substitution applied to ``Term.expr``.
+A :class:`Term` is the sum of its :class:`Part` s, each one row the paper prints (a tensor, a matrix, a module),
+in the paper's order, its factors kept as the paper writes them (``4 b s h / SP``) for display; ``expr`` is the
+evaluated expression.  A configuration is a substitution applied to ``Term.expr``.
 """
 from __future__ import annotations
 
@@ -33,15 +28,9 @@ def _prod(factors: Sequence) -> sp.Expr:
 
 @dataclass(frozen=True)
 class Part:
-    """One row of a term: ``coefficient * prod(num) / prod(den)``.
-
-    key: short stable id inside the term (``q_k``).
-    label: the paper's reading of the row ("q and k with RoPE parts").
-    num / den: factors in the order the paper writes them; numbers, symbols or
-        sub-expressions such as ``d_cq + d_c``.
-    provenance: where the row comes from, if more specific than the term's.
-    tags: free labels used by views (e.g. ``'tp_split'``, ``'replicated'``, ``'score'``).
-    """
+    """One row of a term, ``prod(num) / prod(den)`` with the factors in the paper's order: ``key`` (``q_k``),
+    ``label`` (the paper's reading), ``provenance`` if more specific than the term's, ``tags`` read by views
+    (``'tp_split'``, ``'score'``), ``row`` (parts shown as one row), ``counts`` (factors evaluated at ``full``)."""
 
     key: str
     label: str
@@ -58,13 +47,8 @@ class Part:
         return _prod(self.num) / _prod(self.den)
 
     def factors(self, subs: Mapping | None = None, full: Mapping | None = None):
-        """(coefficient, symbolic factors in paper order, denominator) after substitution.
-
-        Numeric factors (including byte symbols once substituted) are multiplied into
-        one leading coefficient, as the paper writes ``4bsh`` for two BF16 tensors.
-        Factors listed in ``counts`` (such as N/EP, the routed experts on a device) are
-        evaluated at ``full`` when given, as the paper writes ``32 (3 E_token h + ...)``.
-        """
+        """(coefficient, symbolic factors in paper order, denominator) after substitution: numeric factors
+        multiplied into one coefficient (``4bsh``), factors listed in ``counts`` (N/EP) evaluated at ``full``."""
         coef, rest = sp.Integer(1), []
         subs = {k: sp.sympify(v) for k, v in subs.items()} if subs else None
         full = {k: sp.sympify(v) for k, v in full.items()} if full else None
@@ -101,15 +85,9 @@ def _assemble(coef, rest, den) -> sp.Expr:
 
 @dataclass(frozen=True)
 class Term:
-    """A named quantity of the paper.
-
-    id: stable dotted id (``act.mla.layer``).
-    meaning: what it is, in the paper's words.
-    unit: 'params' or 'bytes'.
-    provenance: where in the paper it is (``"Sec. 5.1, M_1^A"``, ``"Table 6"``).
-    parts: ordered rows; the term is their sum.
-    symbol: the paper's name for it, if any (``M_1^A``), as LaTeX.
-    """
+    """A named quantity of the paper: ``id`` (``act.mla.layer``), ``meaning`` in the paper's words, ``unit``
+    ('params' or 'bytes'), ``provenance`` (``"Sec. 5.1, M_1^A"``), ``parts`` (ordered rows, summed), ``symbol``
+    (the paper's LaTeX name, ``M_1^A``)."""
 
     id: str
     meaning: str
@@ -152,11 +130,7 @@ class Term:
         raise KeyError(f"term {self.id} has no part {key!r}; parts: {[p.key for p in self.parts]}")
 
     def display(self, subs: Mapping | None = None, full: Mapping | None = None) -> sp.Expr:
-        """The paper's factored form: the parts' displays, unevaluated, in order.
-
-        Consecutive parts sharing a ``row`` whose factors and denominator agree are shown
-        as one row with the coefficients added (q and k -> ``4bs(d_h + d_h^R)n_h/2``).
-        """
+        """The paper's factored form, unevaluated, one item per display row (:meth:`rows`)."""
         items = []
         for row in self.rows(subs, full):
             shown = _assemble(*row)
@@ -169,7 +143,8 @@ class Term:
         return sp.Add(*items, evaluate=False)
 
     def rows(self, subs: Mapping | None = None, full: Mapping | None = None):
-        """The display rows: list of (coefficient, factors, denominator) after merging."""
+        """The display rows: (coefficient, factors, denominator), consecutive parts sharing a ``row`` whose factors
+        and denominator agree merged with their coefficients added."""
         rows, keys = [], []
         for p in self.parts:
             coef, rest, den = p.factors(subs, full)
@@ -193,10 +168,7 @@ class Term:
 
 def combine(term_id: str, meaning: str, unit: str, provenance: str,
             items: Iterable[Tuple[str, str, object, Term]], symbol: str = "") -> Term:
-    """A term whose parts are ``coefficient * other_term`` rows.
-
-    items: (key, label, coefficient, term); each row is ``coefficient * term.expr``.
-    """
+    """A term whose parts are ``coefficient * term.expr`` rows of ``items`` (key, label, coefficient, term)."""
     parts = []
     for key, label, coef, t in items:
         parts.append(Part(key, label, (coef, t.expr) if coef != 1 else (t.expr,),
@@ -205,12 +177,8 @@ def combine(term_id: str, meaning: str, unit: str, provenance: str,
 
 
 class Terms(Dict[str, Term]):
-    """An ordered registry of terms by id, with a helpful KeyError.
-
-    A registry is built with :meth:`add` and then frozen (:meth:`freeze`): a frozen registry
-    refuses every change, so a cached registry cannot drift with what ran before.  A
-    configuration's extra terms live in an :meth:`overlay`, a new frozen registry holding
-    this one's terms and the extra ones; this one is never written to."""
+    """An ordered registry of terms by id, with a helpful KeyError, built with :meth:`add` then frozen (every
+    change refused); a configuration's extra terms live in an :meth:`overlay`."""
 
     _frozen = False
     #: appended to the KeyError of an unknown id (the domain says where ids are listed)

@@ -15,10 +15,8 @@ FORMS = "a number and a unit: GiB, MiB, TiB (binary, 2^30 ...) or GB, MB, TB (de
 
 
 def parse_size(text: str) -> int:
-    """'80GiB' -> 85899345920 bytes; '141GB' -> 141000000000.  The unit is required (a bare
-    number is refused: is 80 bytes, GB or GiB?); case-insensitive; decimals allowed; a
-    fractional byte count is rounded down.  (The paper's "GB" means GiB; that reading belongs
-    to its tables, not to sizes typed here.)"""
+    """'80GiB' -> 85899345920 bytes; '141GB' -> 141000000000: a unit required (case-insensitive), decimals
+    allowed, a fractional byte rounded down."""
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)?\s*", str(text), flags=re.ASCII)
     if re.fullmatch(r"\s*-\s*\.?[0-9].*", str(text), flags=re.ASCII | re.DOTALL):
         raise ConfigError("size", f"a size must be positive, got the negative size {text!r}")

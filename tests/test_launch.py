@@ -145,6 +145,11 @@ def test_every_megatron_run_resolves_to_the_flags_it_uses(capsys, entry):
              "--overlap-moe-expert-parallel-comm": "ep", "--tp-comm-overlap": "tp", "--delay-wgrad-compute": "wgrad"}
     assert set(opts.pop("--overlap").removeprefix("megatron:").split(",")) - {""} == {n for f, n in named.items()
                                                                                       if f in args}
+    # CUDA graphs through Transformer Engine, as the entry's flags record them (--cuda-graphs, derivations/assembly/
+    # graphs.py)
+    te = flags.get("--cuda-graph-impl") == "transformer_engine"
+    assert opts.pop("--cuda-graphs", None) == (flags.get("--cuda-graph-modules") if te else None)
+    assert opts.pop("--cuda-graph-warmup-steps", None) == (str(flags.get("--cuda-graph-warmup-steps")) if te else None)
     hand = {"layout": set(entry["layout"]), "training": set(entry["training"])}
     extra = {k for k in opts if k[2:].replace("-", "_") not in hand["layout"] | hand["training"]}
     assert extra <= {"--bytes-per-param", "--mtp", "--mtp-activations", "--conventions", "--router-dtype", "--aux-loss",

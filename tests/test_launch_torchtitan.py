@@ -44,8 +44,10 @@ def test_a_minimal_job_config_takes_torchtitans_defaults(tmp_path, capsys):
                     "--tp": "1", "--pp": "1", "--ep": "2", "--etp": "1", "--cp": "1", "--sp": "1", "--zero": "3",
                     "--mbs": "8", "--seq": "2048",
                     "--recompute": "none", "--weight-dtype": "bf16", "--grad-dtype": "fp32", "--master-dtype": "fp32",
-                    "--optimizer-dtype": "fp32", "--act-dtype": "bf16"}
+                    "--optimizer-dtype": "fp32", "--act-dtype": "bf16", "--head-state": "paper"}
     origin = {o["option"]: o["from"] for o in data["options"]}
+    # no [compile]: JobConfig Compile.enable False, so components/loss.py build_cross_entropy_loss keeps the eager loss
+    assert "build_cross_entropy_loss" in origin["--head-state"]
     assert "torchtitan default 8" in origin["--mbs"] and "Training.local_batch_size" in origin["--mbs"]
     assert "torchtitan default 2048" in origin["--seq"]
     # selective with selective_ac_option '2' (every other block): memsym checkpoints all or none, said
@@ -195,3 +197,25 @@ def test_fsdp2_model_states_at_the_peak_by_hand(capsys, rid, ep):
     assert code == 0, err
     got = json.loads(out)["bytes"]
     assert (got["weights"], got["gradients"], got["optimizer"]) == _fsdp2_states(ep)
+
+
+@pytest.mark.parametrize("compiled,head", [("enable = false\ncomponents = [\"loss\"]", "paper"),
+                                           ("enable = true\ncomponents = [\"model\"]", "paper"),
+                                           ("enable = true\ncomponents = [\"loss\"]", None)])
+def test_only_a_compiled_loss_takes_the_presets_head_state(tmp_path, capsys, compiled, head):
+    # torchtitan components/loss.py build_cross_entropy_loss: torch.compile(loss_fn) iff compile.enable and "loss" in
+    # compile.components; else cross_entropy(pred.float(), labels), whose FP32 log-softmax is kept
+    path = write(tmp_path, MODEL + "[parallelism]\ndata_parallel_shard_degree = 8\n[compile]\n" + compiled + "\n")
+    opts, _ = explained(capsys, "--from-torchtitan", path)
+    assert opts.get("--head-state") == head
+
+
+def test_fsdp2_implies_zero_3_and_a_lower_typed_zero_is_refused(capsys):
+    # torchtitan parallelize.py apply_fsdp: fully_shard shards parameters, gradients and optimizer states (ZeRO-3)
+    code, out, err = run(capsys, "estimate", "--conventions", "torchtitan", "--json")
+    assert code == 0 and json.loads(out)["training"]["zero"] == 3, err
+    for rank in ("fsdp2", "mfsdp"):
+        code, _, err = run(capsys, "estimate", "--rank", rank, "--zero", "1")
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "--zero 1" in err, err
+    code, _, err = run(capsys, "search", "--gpus", "64", "--conventions", "torchtitan", "--zero", "1,3")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--zero 1,3" in err, err

@@ -99,7 +99,7 @@ def test_alloc_conf_pytorch_accepts_is_read():
 def test_nccl_p2p_connection_matches_the_allocations_nccl_logs():
     # NVIDIA/nccl#1685: an all-to-all on 8 H100s allocates, per channel and peer, 10485760 B (receive) and
     # 2097152 B (send) under NCCL_DEBUG_SUBSYS=ALLOC
-    _, peer, _, _ = od.terms()
+    _, peer, *_ = od.terms()
     parts = {p.key: p for p in peer.parts}
     one = {"B_nccl": 4 * MiB, "C_ch": 1}
     assert od._value(type(peer)("x", "", "bytes", "", (parts["recv"],)), one) == 10485760
@@ -127,9 +127,39 @@ def test_deepep_buffer_is_its_own_size_hint(ep, hidden):
     # num_max_nvl_chunked_recv_tokens 256 up to 8 ranks, 288 for 16-64), BF16 hidden bytes; Buffer's constructor adds
     # the 8 peers' signals and pointers (8 x (4 + 8 + 8) B) and the 32 MiB workspace
     tokens = {4: 256, 8: 256, 16: 288, 64: 288}[ep]
-    _, _, deepep, _ = od.terms()
+    _, _, deepep, *_ = od.terms()
     got = od._value(deepep, {"EP": ep, "T_nvl": od.deepep_tokens(ep), "h": hidden, "B_a": 2})
     assert got == _deepep_nvl_hint(2 * hidden, ep, 20, tokens) + 160 + 32 * MiB
+
+
+def _deepep_rdma_hint(hidden_bytes, num_ranks, num_sms, send_tokens, recv_tokens):
+    # deepseek-ai/DeepEP@79bbb546 csrc/config.hpp Config::Config (the RDMA receive tokens aligned up to the send
+    # chunk) and Config::get_rdma_buffer_size_hint, line by line (NVSHMEM on, topk_idx_t int64_t, int4 16 B)
+    recv_tokens = -(-recv_tokens // send_tokens) * send_tokens
+    if num_ranks <= 8:
+        return 0
+    num_rdma_ranks = num_ranks // 8
+    num_channels = num_sms // 2
+    n = num_channels * num_rdma_ranks * (8 * 2 + 2) * 2 * 4
+    n += num_channels * num_rdma_ranks * recv_tokens * hidden_bytes * 2
+    n += num_channels * num_rdma_ranks * recv_tokens * 8 * 2
+    n += num_channels * num_rdma_ranks * recv_tokens * 128 * 8 * 2
+    n += num_channels * num_rdma_ranks * recv_tokens * 128 * 4 * 2
+    n += num_channels * num_rdma_ranks * recv_tokens * 128 * 4 * 2
+    n += num_channels * num_rdma_ranks * recv_tokens * 16 * 2
+    return ((n + 127) // 128) * 128
+
+
+@pytest.mark.parametrize("ep,hidden", [(16, 7168), (64, 6144), (128, 7168)])
+def test_deepep_rdma_buffer_is_its_own_size_hint_across_nodes(ep, hidden):
+    # deep_ep/buffer.py get_dispatch_config / get_combine_config: (rdma send, rdma recv) chunks, the largest hint
+    configs = {16: ((20, 128), (12, 128)), 64: ((8, 128), (8, 128)), 128: ((12, 128), (8, 128))}[ep]
+    want = max(_deepep_rdma_hint(2 * hidden, ep, 20, s, r) for s, r in configs)
+    layout = type("L", (), {"dp": 1, "tp": 1, "cp": 1, "edp": 1, "pp": 1, "ep": ep})()
+    got = {b.term: b.bytes for b in od.buffers(layout, hidden, 2, "deepep")}
+    assert got["device.deepep.rdma"] == want
+    assert "device.deepep.rdma" not in {b.term for b in od.buffers(type("L", (), {**vars(type(layout)), "ep": 8})(),
+                                                                     hidden, 2, "deepep")}
 
 
 def test_unknown_deepep_ep_is_a_config_error():
@@ -304,3 +334,34 @@ def test_megatron_fsdp_keeps_its_non_unit_bucket_gathered(capsys):
         assert code == 0, err
         weights[typed] = json.loads(out)["bytes"]["weights"]
     assert weights[()] - weights[("--rank", "stage")] == (2 * 50304 * 512 + 512) * 2
+
+
+@pytest.mark.parametrize("argv,named", [(("--alloc-conf", "expandable_segments:True"), "--alloc-conf"),
+                                        (("--alloc-conf", "expandable_segments:True", "--memory", "allocated"),
+                                         "--alloc-conf"),
+                                        (("--nccl-buffsize", "1048576", "--memory", "reserved"), "--nccl-buffsize"),
+                                        (("--tensors", "--memory", "device"), "--tensors")])
+def test_memory_options_that_change_nothing_are_refused_on_one_line(capsys, argv, named):
+    code, _, err = run(capsys, "estimate", *argv)
+    assert code == 2 and named in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_launch_files_alloc_conf_needs_no_memory_option(capsys, tmp_path):
+    path = tmp_path / "run.yaml"
+    env = "ENV_VARS:\n  PYTORCH_CUDA_ALLOC_CONF: expandable_segments:True"
+    path.write_text(open(RUN).read().replace("ENV_VARS:", env))
+    code, _, err = run(capsys, "estimate", "--from-megatron", str(path), "--gpus", "8")
+    assert code == 0, err
+
+
+def test_all_stages_judges_the_most_loaded_stage(capsys):
+    code, out, err = run(capsys, "estimate", "--from-megatron", RUN, "--gpus", "8", "--all-stages", "--memory",
+                         "device", "--gpu", "h100", "--json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["memory"]["judged"] == "device" and d["memory"]["capacity"] == 85520809984
+
+
+def test_search_refuses_memory_on_one_line(capsys):
+    code, _, err = run(capsys, "search", "--gpus", "64", "--memory", "device")
+    assert code == 2 and "memsym estimate" in err and len(err.strip().splitlines()) == 1, err

@@ -16,7 +16,7 @@ from derivations import notation as nt
 from derivations.assembly import device
 from derivations.analyses import search as S
 from memsym.cli import main
-from symbolic.numeric import compile as compile_fn, exact
+from symbolic.numeric import compile as compile_fn, exact, factored
 
 V3 = cfg.PRESETS["deepseek-v3"]
 GiB = 2 ** 30
@@ -135,11 +135,11 @@ def test_factored_is_the_same_rational_function():
     e = nt.expand_derived(totals.device_total(V3, tr).expr)
     fixed = {k: v for k, v in cfg.substitution(V3, None, tr).items() if k not in (nt.b, nt.s)}
     e = e.xreplace(fixed)
-    f = S.factored(e)
+    f = factored(e)
     assert sp.expand(f - e) == 0
-    assert S.factored(sp.Tuple(e, 2 * e))[1] == S.factored(2 * e)
+    assert factored(sp.Tuple(e, 2 * e))[1] == factored(2 * e)
     weird = sp.sqrt(nt.b) + 1
-    assert S.factored(weird) is weird  # not a polynomial in symbols and reciprocals: unchanged
+    assert factored(weird) is weird  # not a polynomial in symbols and reciprocals: unchanged
 
 
 # ----------------------------------------------------------------------------- property test
@@ -172,7 +172,7 @@ def test_lambdified_total_equals_exact(case):
     ex = exact(total, subs)
     assert ex == device.components(V3, lay, tr, stage)["total"]
     args = sorted(total.free_symbols, key=lambda x: x.name)
-    for form in (total, S.factored(total)):
+    for form in (total, factored(total)):
         val = float(compile_fn(form, args)(*[np.array([float(subs[a])]) for a in args])[0])
         assert abs(val - float(ex)) <= 1e-12 * float(ex)
         if ex.denominator == 1 and ex < 2 ** 53:

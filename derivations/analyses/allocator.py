@@ -243,15 +243,20 @@ KINDS = ("allocated", "reserved", "device")
 
 
 def memory(est, alloc_conf: str = "", dispatcher: str = "alltoall", buffsize: int = od.BUFFSIZE) -> dict:
-    """{allocated, reserved, buffers, device}: the allocator's peaks over the step of ``est``
-    (:func:`run` on derivations/assembly/overheads_device.py ``reserved_events``) and the buffers outside it
-    (``buffers``)."""
+    """{allocated, reserved, buffers, graph_pool, device}: the allocator's peaks over the step of ``est``
+    (:func:`run` on derivations/assembly/overheads_device.py ``reserved_events``), the buffers outside it
+    (``buffers``) and the CUDA graphs' private pool (derivations/assembly/graphs.py ``graph.pool``: its segments,
+    reserved beside the step's and never reused by it, taken as one; the allocated peak the capture's when larger)."""
     a = run(od.reserved_events(est), settings(alloc_conf))
     h = est.model.named().get("h", 0)
     act = dict(est.training.bytes).get("B_a", 2)
     bufs = od.buffers(est.layout, h, act, dispatcher or "alltoall", buffsize or od.BUFFSIZE)
-    return {"allocated": a.peak_allocated, "reserved": a.peak_reserved, "buffers": bufs,
-            "device": a.peak_reserved + sum(b.bytes for b in bufs), "alloc_conf": alloc_conf or ""}
+    pool = est.bytes.get("graph_pool", 0)
+    pool = allocation_size(round_size(-(-pool // 1))) if pool else 0
+    reserved = a.peak_reserved + pool
+    return {"allocated": max(a.peak_allocated, -(-est.bytes["step_total"] // 1)) if pool else a.peak_allocated,
+            "reserved": reserved, "buffers": bufs, "graph_pool": pool,
+            "device": reserved + sum(b.bytes for b in bufs), "alloc_conf": alloc_conf or ""}
 
 
 def largest(candidates: List[int], judged, capacity: int) -> Tuple[int, Optional[int]]:

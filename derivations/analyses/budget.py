@@ -1,13 +1,7 @@
-"""Will it fit?  A configuration against a memory budget (``estimate --hbm/--gpu``).
-
-The configuration is judged at its most-loaded device at the step's peak (the end of the forward plus
-what one micro-batch's backward adds: derivations/assembly/step_terms.py) (every pipeline stage, with the
-schedule's in-flight micro-batches when one is given: the assembly of ``estimate
---all-stages``) at each end of the Sec. 6 ranges (none, low, high).  When it does not fit at
-the high (conservative) end, the cheapest single change that makes it fit is looked for, in
-this order, each checked exactly: more recomputation (selective, then full), the next ZeRO
-stage, a smaller micro-batch (the largest that fits), then one layout step on the same GPUs
-(TP, PP, EP or CP doubled with DP halved, or EP doubled).
+"""Will it fit?  A configuration against a memory budget (``estimate --hbm/--gpu``), judged at its most-loaded
+device at the step's peak at each end of the Sec. 6 ranges; when it does not fit at the high end, the cheapest
+single change that fits, each checked exactly: more recomputation, the next ZeRO stage, a smaller micro-batch,
+then one layout step on the same GPUs (TP, PP, CP doubled with DP halved, or EP doubled).
 """
 from __future__ import annotations
 

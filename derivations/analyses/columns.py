@@ -1,9 +1,4 @@
-"""The columns of a search result (derivations/analyses/evaluation.py), some of them lazy.
-
-Without a schedule most columns of ``memsym search`` repeat a layout's values or a (ZeRO stage,
-policy) choice's: :class:`Columns` builds them as arrays only when read whole, and :meth:`Columns.take`
-reads the values of some rows (what ranking and row formatting need) without building them.
-"""
+"""The columns of a search result (derivations/analyses/evaluation.py), some of them lazy."""
 from __future__ import annotations
 
 from collections.abc import MutableMapping
@@ -12,16 +7,9 @@ import numpy as np
 
 
 class Columns(MutableMapping):
-    """The columns of a search, {name: array of one value per configuration}, some of them lazy.
-
-    Without a schedule most columns are repetitions: a layout's values tiled once per (ZeRO stage,
-    policy) choice, a choice's ZeRO stage and policy repeated over its rows, and the components and stage
-    of a configuration read at its most-loaded composition from the evaluated terms.  They are built
-    as arrays on first access (``columns[name]``, the same arrays as ever); :meth:`take` reads the values
-    of some rows without building the column (ranking and row formatting need a few rows of each, the
-    full columns of 321,552 configurations cost more to write than to compute).
-    ``lazy``: {name: (full() -> array, take(idx) -> array)}, ``idx`` non-negative int64 positions below
-    the number of rows (:meth:`take` reads any index numpy reads into them)."""
+    """{name: array of one value per configuration}.  Without a schedule most columns repeat a layout's or a
+    (ZeRO stage, policy) choice's values: ``lazy`` ({name: (full() -> array, take(idx) -> array)}) builds them
+    on first access, and :meth:`take` reads some rows (what ranking and formatting need) without building them."""
 
     def __init__(self, arrays=(), lazy=(), order=None):
         self._arrays, self._lazy = dict(arrays), dict(lazy)
@@ -64,10 +52,8 @@ class Columns(MutableMapping):
         return len(self._order)
 
     def take(self, key, idx):
-        """``np.asarray(self[key])[idx]`` (values, dtype and shape; IndexError where numpy raises one) without
-        building a lazy column.  An integer, an integer array or list (negative counting from the end), a
-        boolean mask of every row: the rows are the number of values of ``total``; a lazy column reads the
-        rows as non-negative int64 positions.  Any other index (a slice, a tuple, ...): the column built."""
+        """``np.asarray(self[key])[idx]`` (values, dtype, shape, IndexError) without building a lazy column for
+        an integer, an integer array or list, or a boolean mask (any other index: the column built)."""
         if key in self._arrays:
             return np.asarray(self._arrays[key])[idx]
         lazy = self._lazy[key][1]  # KeyError for an unknown column
@@ -83,10 +69,8 @@ _INT64 = np.iinfo(np.int64)
 
 
 def _positions(idx, n: int):
-    """``idx`` as numpy reads it to index a 1-D array of ``n`` values: (the positions, non-negative int64,
-    1-D; the shape of the result, None for a single integer: a scalar).  IndexError for a position out of
-    range or a boolean mask of another length (numpy's); None for an index of any other kind (numpy reads
-    it).  O(len(idx)) array operations."""
+    """``idx`` as numpy reads it to index ``n`` values: (non-negative int64 positions, the result's shape or None
+    for a scalar); numpy's IndexError out of range; None for an index of any other kind."""
     if isinstance(idx, (bool, np.bool_)):
         return None  # a new axis, not a row
     if isinstance(idx, (int, np.integer)):

@@ -13,7 +13,6 @@ from derivations.config.switches import ORDER, PRESETS, switch_value, with_prese
 from derivations.assembly.device import estimate
 
 
-# ----------------------------------------------------------------------------- waterfall
 QUANTITIES = ("weights", "gradients", "optimizer", "states", "activations_per_layer", "runtime")
 
 
@@ -90,15 +89,9 @@ def compare(model, layout, training, stage=None, mtp=False, presets=DEFAULT_PRES
     for name in presets:
         if name not in PRESETS:
             raise cfg.ConfigError("conventions", f"conventions must be among {', '.join(PRESETS)}, got {name!r}")
-    columns, falls = {}, {}
+    columns = {}
     for name in presets:
         est = estimate(model, layout, with_preset(training, name, mtp), stage)
         columns[name] = (est, quantities(est))
-    for name in presets:
-        if name == "paper":
-            continue
-        fall, _, _ = waterfall(model, layout, training, name, "paper", stage, mtp)
-        falls[name] = fall
-    return columns, falls
-
-
+    return columns, {name: waterfall(model, layout, training, name, "paper", stage, mtp)[0]
+                     for name in presets if name != "paper"}

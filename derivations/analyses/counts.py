@@ -64,11 +64,8 @@ def summary(model: cfg.ModelSpec, pp=None, layers_per_stage=None, accounting: st
 
 
 def activated_params(terms, accounting: str) -> dict:
-    """Parameters one token passes through, whole model: top-k routed + shared experts + everything dense.
-
-    Three readings: with the embedding and head; without the embedding (a lookup, not a
-    matrix product); without both (the transformer layers alone).
-    """
+    """Parameters one token passes through (top-k routed + shared experts + everything dense): with the embedding
+    and head, without the embedding (a lookup), without both."""
     tid = "params.activated" if accounting == "paper" else "params.activated.checkpoint"
     total = Fraction(terms.term(tid))
     paper = {key: Fraction(v) for key, _, v in terms.parts("params.activated")}
@@ -87,5 +84,3 @@ def mtp_params(model, terms) -> dict:
             "per_module": {key: Fraction(v) for key, _, v in terms.parts("params.mtp.module")},
             "activated": Fraction(terms.term("params.mtp.activated")),
             "shared_not_counted": ["embedding", "head"], "term": "params.mtp"}
-
-

@@ -1,18 +1,10 @@
-"""The search's layouts: every valid parallel layout of a GPU count, and its distinct pipeline stages.
+"""The search's layouts: every valid parallel layout (DP, TP, PP, EP, ETP, CP; SP = TP as in the paper's Table 9)
+of a GPU count, and its distinct pipeline stages.
 
-A parallel layout is (DP, TP, PP, EP, ETP, CP) with DP*TP*PP*CP = GPUs and SP = TP (sequence
-parallelism on, as in the paper's Table 9).  The candidates are the divisor lattice of the GPU
-count (EP over the divisors of N, ETP over those of h_E, EP*ETP dividing DP*TP*CP:
-:func:`lattice`); the valid ones are those :func:`derivations.config.validate_layout`
-(derivations/config/layout.py), the one authority on validity, accepts, written here as array
-predicates (:func:`rejections`) so invalid combinations never reach evaluation and the
-rejections are counted by constraint (the tests check both agree rule by rule).  Identical
-pipeline stages have identical memory, so a layout is evaluated at its distinct stage
-compositions (L_d, L_m, e_E, e_H) of :func:`derivations.config.stages` (:func:`distinct_stages`).
-
-numpy is imported inside the functions that use it: derivations/analyses/fit.py imports this
-module for :func:`distinct_stages`, and ``memsym estimate --global-batch`` imports that without
-needing numpy (~0.1-0.2 s of its start-up, measured with ``python -X importtime``).
+The candidates are the divisor lattice of the GPU count (:func:`lattice`); the valid ones are those
+:func:`derivations.config.validate_layout` accepts, its rules written as array predicates (:func:`rejections`)
+so rejections are counted by constraint.  numpy is imported lazily: ``memsym estimate --global-batch`` imports
+:func:`distinct_stages` (through derivations/analyses/fit.py) without needing numpy.
 """
 from __future__ import annotations
 
@@ -34,11 +26,8 @@ MAX_GPUS = 2 ** 20
 
 
 class Enumeration:
-    """Valid layouts for a GPU count, and how many lattice candidates each rule rejected.
-
-    ``arrays``: {dp, tp, pp, ep, etp, cp: int64 array} of the valid layouts, in the lattice's
-    order (TP, then PP, CP, EP, ETP ascending); ``layouts`` the same as :class:`Layout` objects
-    (built on first use)."""
+    """Valid layouts for a GPU count (``arrays``: {dp, tp, pp, ep, etp, cp: int64 array} in the lattice's order;
+    ``layouts`` as :class:`Layout` objects, built on first use), and how many candidates each rule rejected."""
 
     def __init__(self, gpus: int, layouts=None, rejected: Optional[Counter] = None, arrays=None):
         import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
@@ -71,24 +60,14 @@ class Enumeration:
         """No layout twice (true of :func:`enumerate_layouts`; a caller's list may repeat one); memoised."""
         import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
         if self._distinct is None:
-            cols = [self.arrays[k].astype(np.int64) for k in LAYOUT_FIELDS]
-            if not len(cols[0]):
-                self._distinct = True
-            elif min(int(c.min()) for c in cols) >= 0 and np.prod([float(c.max()) + 1 for c in cols]) < 2.0 ** 62:
-                key = np.zeros(len(cols[0]), dtype=np.int64)  # one integer per layout (mixed radix)
-                for c in cols:
-                    key = key * (int(c.max()) + 1) + c
-                key = np.sort(key)
-                self._distinct = not np.any(key[1:] == key[:-1])
-            else:
-                self._distinct = len(np.unique(np.stack(cols, axis=1), axis=0)) == len(cols[0])
+            rows = np.stack([self.arrays[k].astype(np.int64) for k in LAYOUT_FIELDS], axis=1)
+            self._distinct = len(np.unique(rows, axis=0)) == len(rows)
         return self._distinct
 
 
 def lattice(model: cfg.ModelSpec, gpus: int):
-    """Every candidate layout of the divisor lattice as int64 columns {dp, tp, pp, ep, etp, cp}:
-    DP*TP*PP*CP = ``gpus``, EP a divisor of gcd(N, DP*TP*CP), ETP of gcd(h_E, DP*TP*CP/EP), in the
-    order of nested loops over TP, PP, CP, EP, ETP (ascending)."""
+    """Every candidate layout as int64 columns {dp, tp, pp, ep, etp, cp}: DP*TP*PP*CP = ``gpus``, EP a divisor of
+    gcd(N, DP*TP*CP), ETP of gcd(h_E, DP*TP*CP/EP), in nested-loop order over TP, PP, CP, EP, ETP (ascending)."""
     import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
     axes, ok = _lattice_axes(model, gpus)
     at = np.nonzero(ok)
@@ -96,8 +75,7 @@ def lattice(model: cfg.ModelSpec, gpus: int):
 
 
 def _along(axis, at):
-    """The values of a factored lattice's ``axis`` (one axis of size > 1, or a single value) at the indices
-    ``at`` (three int arrays, as ``np.nonzero`` gives them)."""
+    """The values of a factored lattice's ``axis`` at the indices ``at`` (as ``np.nonzero`` gives them)."""
     import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
     d = [i for i, n in enumerate(axis.shape) if n > 1]
     return axis.reshape(-1)[at[d[0]]] if d else np.full(len(at[0]), axis.reshape(-1)[0], dtype=axis.dtype)
@@ -105,8 +83,7 @@ def _along(axis, at):
 
 def _lattice_axes(model: cfg.ModelSpec, gpus: int):
     """The lattice factored: ({dp, tp, pp, cp: (triples, 1, 1), ep: (1, E, 1), etp: (1, 1, F) int64 arrays},
-    (triples, E, F) bool: the (TP, PP, CP) triple with that EP and ETP is a candidate); :func:`lattice`'s
-    candidates are the true entries in C order."""
+    (triples, E, F) bool: that (TP, PP, CP) triple with that EP and ETP is a candidate)."""
     import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
     D = np.array(divisors(gpus), dtype=np.int64)
     tp, pp = np.meshgrid(D, D, indexing="ij")
@@ -135,11 +112,8 @@ def _axis_divisors(model, axis: str) -> List[int]:
 
 def rejections(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (4096,),
                gpus_per_node: Optional[int] = None):
-    """The rules of :func:`derivations.config.validate_layout` (and the node rule) as array predicates:
-    an object array naming, per candidate of the lattice, the first rule it breaks (None: valid), in
-    validate_layout's order.  The tests check that it rejects exactly what validate_layout rejects,
-    constraint by constraint; the lattice's construction already satisfies positive integers,
-    EP | N, EDP integer and ETP | h_E."""
+    """The rules of :func:`derivations.config.validate_layout` (and the node rule) as array predicates: per
+    candidate the first rule it breaks (None: valid), in validate_layout's order."""
     import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
     code, names = _rejection_codes(model, lay, seqs, gpus_per_node)
     return np.array([None] + list(names), dtype=object)[code]
@@ -147,9 +121,7 @@ def rejections(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (4096,)
 
 def _rejection_codes(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (4096,),
                      gpus_per_node: Optional[int] = None):
-    """:func:`rejections` as (int8 array: 0 valid, i the i-th name, names): small integers instead of
-    Python objects, so the rules and the counts are array operations.  The columns may broadcast (the
-    factored lattice of :func:`enumerate_layouts`): the codes have their broadcast shape."""
+    """:func:`rejections` as (int8 array of the columns' broadcast shape: 0 valid, i the i-th name, names)."""
     import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
     tp, pp, cp, ep, etp, dp = (lay[k] for k in ("tp", "pp", "cp", "ep", "etp", "dp"))
     names: List[str] = []
@@ -176,10 +148,8 @@ def _rejection_codes(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (
 
 def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (4096,),
                       gpus_per_node: Optional[int] = None) -> Enumeration:
-    """Every layout with DP*TP*PP*CP = ``gpus`` that passes ``validate_layout`` for every s in ``seqs``;
-    with ``gpus_per_node``, tensor-parallel groups (TP and ETP) stay inside a node (each divides it).
-    The lattice and the rules are arrays (:func:`lattice`, :func:`rejections`); every s is checked
-    against derivations/config/limits.py first (bounded work: floats stay in range)."""
+    """Every layout with DP*TP*PP*CP = ``gpus`` that passes ``validate_layout`` for every s in ``seqs``; with
+    ``gpus_per_node``, TP and ETP divide it (tensor-parallel groups inside a node)."""
     import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise cfg.ConfigError("gpus", f"--gpus must be a positive integer, got {gpus!r}")

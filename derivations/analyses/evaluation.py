@@ -1,18 +1,13 @@
-"""The search's evaluation: every configuration's per-device memory in one vectorised pass.
+"""The search's evaluation: every configuration's per-device memory in one vectorised pass (no sympy).
 
-A configuration is a valid layout (derivations/analyses/enumeration.py), a ZeRO stage, a recomputation policy, a
-micro-batch b and a sequence length s.  Every component term (derivations/assembly/totals.py) is evaluated for every
-(s, b, layout, distinct stage composition) in one pass of the generated numpy kernels (derivations/analyses/
-kernels.py), in cache-sized blocks (:func:`_blocks`); each configuration is judged at its most-loaded stage against
-the Sec. 6 peak ``(1 + f_frag) * total + M_buf``; under a schedule (every device) or under conventions and options
-the printed assembly evaluates them (exact.py).  Columns that repeat a layout's or a choice's
-values are built only when read whole (:class:`Columns`).  No sympy is imported.  Numbers are float64 evaluations
-of exact rational expressions: integers below 2^53 come out exact after rounding to the nearest byte.
+Every component term is evaluated for every (s, b, layout, distinct stage composition) by the generated numpy
+kernels (derivations/analyses/kernels.py); each configuration is judged at its most-loaded stage against the Sec. 6
+peak ``(1 + f_frag) * total + M_buf``; under a schedule, conventions or options the printed assembly evaluates them
+(exact.py).  float64 evaluations of exact expressions: integers below 2^53 come out exact.
 """
 from __future__ import annotations
 
 from collections import Counter
-
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Callable, Dict, Mapping, Optional, Sequence, Tuple
@@ -27,28 +22,11 @@ from derivations.assembly.overheads import named_values, peak
 from derivations.assembly.sides import COMPONENTS
 
 
-class Overheads(dict):
-    """{'f_frag': f, 'M_buf': buf} of a search, also read by symbol (``over[nt.f_frag]``, as before):
-    a key with a ``name`` (a sympy symbol) is looked up by its name, so no sympy is needed here."""
-
-    def __getitem__(self, key):
-        return super().__getitem__(getattr(key, "name", key))
-
-    def __contains__(self, key):
-        return super().__contains__(getattr(key, "name", key))
-
-    def get(self, key, default=None):
-        return super().get(getattr(key, "name", key), default)
-
-
 @dataclass
 class SearchResult:
-    """Every evaluated configuration (columns of equal length) and the counts the command prints.
-
-    columns: dp, tp, pp, ep, etp, cp, sp, edp, mbs, seq, zero, recompute (index into
-    ``policies``), stage (index of the most-loaded stage), the four components, total,
-    peak, headroom (bytes, float64), fits (bool).
-    """
+    """Every evaluated configuration (columns: the layout, edp, mbs, seq, zero, recompute (index into
+    ``policies``), stage (the most-loaded), the four components, total, peak, headroom (bytes, float64), fits)
+    and the counts the command prints."""
 
     gpus: int
     hbm: int
@@ -60,8 +38,7 @@ class SearchResult:
     global_batch: Optional[int] = None
     #: configurations refused after enumeration, by rule (global-batch: m not an integer; dualpipe)
     invalid: Counter = field(default_factory=Counter)
-    #: without a schedule, the (s, b) groups of each layout: the rows are choices x layouts x groups, in
-    #: order (:func:`derivations.analyses.ranking.layout_index`); None when the rows are laid out otherwise
+    #: without a schedule, the (s, b) groups of each layout (rows: choices x layouts x groups); else None
     layout_groups: Optional[int] = None
     training: Optional[cfg.Training] = None  #: what the configurations ran under (schedule, m, attention kernel)
 
@@ -76,18 +53,16 @@ class SearchResult:
 
 @lru_cache(maxsize=64)
 def _stage_table(model, pps: Tuple[int, ...]):
-    """((max PP + 1, K, C + 1) int64 table: per PP its distinct stage compositions (the C symbols of
-    ``composition_names``: L_d, L_m, e_E, e_H and the family's counts) and stage index (last), padded to K by
-    repeating the last; K), for the PP degrees ``pps``."""
+    """((max PP + 1, K, C + 1) int64 table: per PP its distinct stage compositions (``composition_names``) and
+    stage index (last), padded to K by repeating the last; K; each PP's count), for the PP degrees ``pps``."""
     names = cfg.composition_names(model.family)
     stage_of = {pp: distinct_stages(model, cfg.Layout(pp=pp)) for pp in pps}
     K = max((len(v) for v in stage_of.values()), default=1)
     table = np.zeros((max(stage_of, default=0) + 1, K, len(names) + 1), dtype=np.int64)
+    count = np.zeros(len(table), dtype=np.int64)
     for pp, sts in stage_of.items():
         rows = [s.vector(names) + (s.index,) for s in sts]
         table[pp] = rows + [rows[-1]] * (K - len(rows))
-    count = np.zeros(len(table), dtype=np.int64)
-    for pp, sts in stage_of.items():
         count[pp] = len(sts)
     table.setflags(write=False)
     count.setflags(write=False)
@@ -95,13 +70,10 @@ def _stage_table(model, pps: Tuple[int, ...]):
 
 
 def _pairs(model, lay):
-    """The (layout, stage composition) pairs the paper's view evaluates: each layout at its own distinct
-    compositions, not at the K of the longest pipeline (search --gpus 16384: 24,072 pairs instead of 44,660
-    padded ones, measured), composition by composition: block k holds the k-th composition of the layouts
-    that have one, the layouts in the order ``by`` (most compositions first, stable), so each block is a
-    prefix of the one before and the most-loaded stage is a running maximum over slices.  Returns (the
-    :func:`_stage_table` table, K, each layout's number of compositions (n_l,), its position in ``by`` (n_l,), the
-    blocks' (offset, length), the pairs' {composition symbol: float64 (P,)}, their layouts (P,))."""
+    """The (layout, distinct stage composition) pairs of the paper's view: block k holds the k-th composition of
+    the layouts that have one, most compositions first, so each block is a prefix of the one before.  Returns
+    (:func:`_stage_table`'s table, K, each layout's number of compositions, its position in a block, the blocks'
+    (offset, length), the pairs' {composition symbol: float64 (P,)}, their layouts (P,))."""
     table, K, count = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
     pp = lay["pp"]
     n_k = count[pp]
@@ -120,8 +92,7 @@ def _pairs(model, lay):
 
 
 def _pair_values(lay, owner, comp, seq, mbs) -> Dict[str, object]:
-    """{row symbol name: float64 array}: the layout (DP, TP, PP, EP, ETP, CP, SP = TP) and the composition of
-    each pair (P,), the last axis, s and b along the axes before it: broadcasting to (s, b, pairs)."""
+    """{row symbol name: float64 array} broadcasting to (s, b, pairs): each pair's layout and composition."""
     sizes = {"DP": "dp", "TP": "tp", "PP": "pp", "EP": "ep", "ETP": "etp", "CP": "cp", "SP": "tp"}
     of = {v: lay[v].astype(np.float64)[owner] for v in dict.fromkeys(sizes.values())}
     out = {k: of[v] for k, v in sizes.items()}
@@ -132,11 +103,8 @@ def _pair_values(lay, owner, comp, seq, mbs) -> Dict[str, object]:
 
 
 def _blocks(values_at, keys, rows, shape, size: int = 1 << 18) -> Dict[str, object]:
-    """{key: float64 array of ``shape`` (..., pairs)}: ``values_at(rows)`` ({key: array broadcasting to it})
-    over blocks of pairs (the last axis of every row array with one value per pair) of about ``size``
-    values each, whose temporaries stay in the CPU cache as in :func:`symbolic.search.evaluate`;
-    element-wise, the same numbers as one call.  One block when it holds every pair (search --gpus 16384:
-    3 x 24,072 values): blocks are copied into the outputs, one more array per term."""
+    """{key: float64 array of ``shape`` (..., pairs)}: ``values_at(rows)`` over blocks of about ``size`` values
+    along the pairs (temporaries in the CPU cache, as :func:`symbolic.search.evaluate`); one block if it holds all."""
     P = shape[-1]
     chunk = max(1024, size // max(1, int(np.prod(shape[:-1]))))
     if P <= chunk:
@@ -152,8 +120,7 @@ def _blocks(values_at, keys, rows, shape, size: int = 1 << 18) -> Dict[str, obje
 
 
 def _values(model, training, keys, rows, shape):
-    """{key: float64 array of ``shape``}: the terms ``keys`` at the pairs' ``rows`` (:func:`_pair_values`) in
-    one vectorised pass of the generated kernels."""
+    """{key: float64 array of ``shape``}: the terms ``keys`` at the pairs' ``rows`` (the generated kernels)."""
     groups = tuple(dict.fromkeys(kernels.group_of(model, [k], training.attention) for k in keys))
 
     def values_at(part):
@@ -165,13 +132,10 @@ def _values(model, training, keys, rows, shape):
 
 
 def _most_loaded(value, choices, blocks, pos, shape):
-    """Per (ZeRO stage, policy) present in ``choices``: each group's total at its most-loaded composition.
-    ``value``: {key: array of ``shape`` (s, b, pairs), or (pairs,) for the model states (they depend on
-    neither b nor s)}, the pairs in :func:`_pairs`' ``blocks``; ``pos``: each layout's position in a block.
-    Returns ([(zero, policy index, pick)], the totals (choices x groups, in order), [(the sum of the
-    components but the last, the last) per choice]).  The maximum over a layout's compositions is a
-    running ``np.maximum`` over the blocks: the total of the first most-loaded composition (as
-    ``np.argmax``, which :func:`_stage_view` runs for the rows that are read)."""
+    """Per (ZeRO stage, policy) in ``choices``: each (layout, s, b) group's total at its most-loaded composition, a
+    running ``np.maximum`` over :func:`_pairs`' ``blocks``.  ``value``: {key: array of ``shape`` (s, b, pairs), or
+    (pairs,) for the model states}; ``pos``: each layout's position in a block.  Returns ([(zero, policy index,
+    pick)], the totals (choices x groups), [(the sum of the components but the last, the last) per choice])."""
     zeros = sorted({z for z, _ in choices})
     policies = tuple(dict.fromkeys(r for _, r in choices))
     comps = list(next(iter(choices.values()))) if choices else []
@@ -202,15 +166,10 @@ def _most_loaded(value, choices, blocks, pos, shape):
 
 
 def _stage_view(model, training, choices, enum, seqs, mbs):
-    """The paper's view (no schedule): every configuration at its most-loaded stage, one micro-batch per
-    stage.  Columns (a :class:`Columns`): the groups' columns tiled once per choice, then the components
-    of each choice.  Every term is evaluated at the (layout, distinct composition) pairs (:func:`_pairs`),
-    the activations over the grid (s, b, pairs) by broadcasting (the same element-wise operations as over
-    the rows of every group); the model states (independent of b and s:
-    derivations/analyses/kernelgen.py checks it) once per pair, not once per (layout, s, b) group.  The
-    pairs are the last axis: numpy's inner loops run over thousands of them, not over a few compositions.
-    Which composition is the most-loaded (for the components and the stage) is found only for the rows
-    that are read."""
+    """The paper's view (no schedule): every configuration at its most-loaded stage, one micro-batch per stage,
+    as lazy :class:`Columns` (groups' columns tiled once per choice, then each choice's components).  The
+    activations are evaluated over (s, b, pairs), the model states (independent of b and s: kernelgen checks it)
+    once per pair; the most-loaded composition is found only for the rows read."""
     lay = enum.arrays
     n_l, n_s, n_b = len(enum), len(seqs), len(mbs)
     per, n_g = n_s * n_b, n_l * n_s * n_b  # group g = (layout * n_s + s) * n_b + b
@@ -296,8 +255,7 @@ def _stage_view(model, training, choices, enum, seqs, mbs):
 
 
 def _by_choice(rows_of, n_g: int, n_c: int, dtype):
-    """take(idx) of a per-choice column: ``rows_of(choice, groups)`` for the rows of each choice in ``idx``
-    (non-negative int64 positions below n_c * n_g, as :meth:`Columns.take` gives them: every row is filled)."""
+    """take(idx) of a per-choice column: ``rows_of(choice, groups)`` for the rows of each choice in ``idx``."""
     def take(idx):
         out = np.empty(len(idx), dtype=dtype)
         if not len(idx):
@@ -317,15 +275,14 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int,
            enumeration: Enumeration | None = None, global_batch: Optional[int] = None,
            progress: Optional[Callable[[int, int], None]] = None) -> SearchResult:
     """Evaluate every valid configuration for ``gpus`` GPUs against ``hbm`` bytes.  ``choices``: {(zero, policy):
-    {component: term id}} (:func:`derivations.analyses.kernels.choices`), evaluated by the generated kernels.
-    ``training``: the other settings (Table 7's bytes; b and s replaced by ``mbs`` and ``seqs``).  ``overheads``:
-    {f_frag, M_buf} (Sec. 6).  With ``training.schedule`` or a ``global_batch`` (m = global_batch / (DP b)) every
-    device is judged under the schedule (exact.py); without, each stage holds one micro-batch (the paper's view)."""
+    {component: term id}} (:func:`derivations.analyses.kernels.choices`); ``training``: the other settings;
+    ``overheads``: {f_frag, M_buf} (Sec. 6).  With ``training.schedule`` or a ``global_batch`` (m = global_batch /
+    (DP b)) every device is judged under the schedule (exact.py); else each stage holds one micro-batch."""
     for name, values in (("--mbs", mbs), ("--seq", seqs)):
         if not values or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in values):
             raise cfg.ConfigError("positive-integer", f"{name} values must be positive integers, got {list(values)}")
     enum = enumeration or enumerate_layouts(model, gpus, seqs)
-    over = Overheads({getattr(k, "name", k): v for k, v in (overheads or {"f_frag": 0, "M_buf": 0}).items()})
+    over = {getattr(k, "name", k): v for k, v in (overheads or {"f_frag": 0, "M_buf": 0}).items()}  # by name
     training = training or cfg.Training()
     scheduled = bool(training.schedule) or global_batch is not None
     if exact.needed(training) or scheduled:  # the printed assembly, every device at once
@@ -358,8 +315,7 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int,
 
 
 def _fits(total, f: float, buf: float, hbm: int, chunk: int = 1 << 14):
-    """``peak(total, f, buf) <= hbm`` (the same operations) in blocks of ``chunk`` rows: no temporary of a
-    value per configuration (321,552 of them for search --gpus 16384)."""
+    """``peak(total, f, buf) <= hbm`` in blocks of ``chunk`` rows (no temporary of a value per configuration)."""
     out = np.empty(len(total), dtype=bool)
     for i in range(0, len(total), chunk):
         out[i:i + chunk] = peak(total[i:i + chunk], f, buf) <= hbm
@@ -397,14 +353,10 @@ def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2,
                    mbs=(1, 2, 4), seqs=(4096,), overheads: str = "high", schedule=None, microbatches=None,
                    vpp=None, global_batch=None, gpus_per_node: Optional[int] = 8, progress=None,
                    attention: str = "eager", options: Optional[cfg.Training] = None) -> SearchResult:
-    """Every configuration of ``gpus`` GPUs (layouts x ZeRO stages ``zeros`` x recomputation
-    policies ``recompute``, a comma-separated text or None for every named policy, x ``mbs``
-    x ``seqs``) evaluated against ``hbm`` bytes at one end of the Sec. 6 ranges; under a
-    schedule (or a global batch) at each configuration's most-loaded device, TP and ETP inside
-    a node of ``gpus_per_node`` GPUs, the attention kernel ``attention``.  The terms are the generated kernels';
-    ``options``: a Training whose conventions, --offload-activations, --linear-recipe, --quantized-param-gather
-    and --virtual-layers the configurations run under (then the printed assembly evaluates them:
-    derivations/analyses/exact.py)."""
+    """Every configuration of ``gpus`` GPUs (layouts x ZeRO stages ``zeros`` x policies ``recompute``, a
+    comma-separated text or None for every named one, x ``mbs`` x ``seqs``) against ``hbm`` bytes at one end of the
+    Sec. 6 ranges, TP and ETP inside a node of ``gpus_per_node``.  ``options``: a Training whose conventions,
+    offloading, linear recipe, quantized gather and virtual layers the configurations run under (exact.py)."""
     policies = _policies(recompute)
     bad = [z for z in zeros if z not in cfg.ZERO_NAMES]
     if bad:

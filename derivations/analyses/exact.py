@@ -1,21 +1,13 @@
-"""The search under a pipeline schedule (or a global batch) and under the options its numpy kernels do not print: a
-conventions preset or switches other than the paper's, ``--offload-activations``, ``--linear-recipe``
-(``--quantized-param-gather``) and ``--virtual-layers``.
+"""The search under a pipeline schedule (or a global batch), conventions other than the paper's,
+``--offload-activations``, ``--linear-recipe`` (``--quantized-param-gather``) or ``--virtual-layers``: what the
+generated kernels (derivations/analyses/kernels.py) do not hold.
 
-The generated kernels (derivations/analyses/kernels.py) hold the paper's view of the default training only.
-Otherwise every configuration's devices are evaluated by the one printed per-device assembly, exactly as
-``memsym estimate`` evaluates them (derivations/assembly/device.py ``components``: the assembly of
-derivations/assembly/device_terms.py with the options' terms, generated into derivations/generated/), and the
-search's columns are those numbers as float64.  So a row is ``estimate`` of its configuration at its
-most-loaded stage (device under a schedule), byte for byte.  Every device of every layout at one (s, b) is
-evaluated at once (:func:`_vector`: the generated trees and printed functions over numpy arrays, what depends on
-few values exactly once per value): in the paper's view each layout's distinct stages, under a schedule every
-device with its in-flight chunks (derivations/assembly/schedules.py), the stages whose parameters it holds
-(DualPipe: two, and its mirror stage's backward) and, under ``--virtual-layers``, the largest state of its
-interleaved order.  tests/test_search_options.py checks every row against ``device.components``.  A (ZeRO stage,
-policy) the options refuse (offloading under full recomputation, a linear recipe under ZeRO-3) is left out, and a
-layout they refuse (a --virtual-layers list of another length than PP x V, or not the stage's counts; m not a
-multiple of PP) is counted invalid, or in the paper's view refuses the search (as estimate refuses it).
+Every device is evaluated by the printed per-device assembly as ``memsym estimate`` evaluates it
+(derivations/assembly/device.py ``components``), over numpy arrays: every device of every layout at one (s, b) at
+once (:func:`_vector`), what depends on few values exactly once per value.  A row is ``estimate`` of its
+configuration at its most-loaded stage (device under a schedule), byte for byte (tests/test_search_options.py).
+A (ZeRO stage, policy) the options refuse is left out; a layout they refuse is counted invalid, or in the paper's
+view refuses the search (as estimate does).
 """
 from __future__ import annotations
 
@@ -76,22 +68,11 @@ def choices(training: cfg.Training, pairs: Sequence[Tuple[int, str]]) -> List[Tu
     return out
 
 
-# ----------------------------------------------------------------------------- every device at once
-# A device's bytes are the printed assembly's (derivations/assembly/device_terms.py, variants ``+options``) at
-# inputs that are polynomials in the configuration (the kinds' bytes, the model states: the generated expression
-# trees, derivations/evaluate.py ``_ev``) or depend on few of its values (what one layer micro-batch offloads or
-# changes under the linear recipe: a threshold, exact).  So every device of every layout at one (s, b) is
-# evaluated at once: the trees and the printed functions over float64 arrays (one entry per device), the few
-# exact values once per distinct substitution of the symbols they read, as estimate computes them
-# (derivations/analyses/vectorized.py).
-
-
 class _Slots:
-    """The devices of the layouts of one pipeline split (PP, its stages): each device's own stage, the summed
-    composition of the stages whose parameters it holds (``--mtp`` under the stage rank: the MTP modules' on the
-    last stage, sides.mtp_stage_shift), DualPipe's mirror stage, the layer kind it keeps when offloading
-    (offload.resident: 0 none, 1 dense, 2 MoE) and, per micro-batch count, its chunks (stage part, in flight);
-    in the paper's view the layout's distinct stages, each holding one micro-batch."""
+    """The devices of one layout's pipeline split (in the paper's view its distinct stages): each one's stage, the
+    summed composition of the stages whose parameters it holds (sides.mtp_stage_shift with ``--mtp``), DualPipe's
+    mirror stage, the layer kind it keeps when offloading (offload.resident: 0 none, 1 dense, 2 MoE), its chunks
+    per micro-batch count and, under ``--virtual-layers``, its chunks' compositions."""
 
     def __init__(self, model, training, layout, schedule: Optional[str], names, side):
         self.model, self.training, self.schedule, self.names = model, training, schedule, names
@@ -162,11 +143,9 @@ def _refusal(model, training: cfg.Training, present, pp: int, m: Optional[int],
 def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_batch: Optional[int],
             scheduled: bool):
     """({column: array (choices, layouts, s, b)}, valid (layouts, s, b), m (layouts, s, b), invalid by rule): each
-    configuration at its most-loaded device (first on ties): ``device._estimate_at`` of every device of every
-    layout at once, per (s, b) and choice.  Without a schedule the devices are each layout's distinct stages with
-    one micro-batch (the paper's view); under one (``scheduled``: 1F1B with only a global batch) every device of
-    the pipeline, m = global_batch / (DP b) when a global batch is given; under --virtual-layers each rank's peak is
-    the largest state of its interleaved order (device._virtual_peak), every rank's states weighed at once."""
+    configuration at its most-loaded device (first on ties), ``device._estimate_at`` of every device of every
+    layout at once per (s, b) and choice; under --virtual-layers each rank's peak is the largest state of its
+    interleaved order (device._virtual_peak)."""
     family = model.family
     schedule = (training.schedule or "1f1b") if scheduled else None
     names = cfg.composition_names(family)

@@ -1,14 +1,7 @@
-"""Budget solving for one configuration: the largest micro-batch b or sequence s whose Sec. 6
-peak fits a memory budget, in closed form (:func:`derivations.analyses.sensitivity.solve_budget`),
-checked exactly on the assembled device (:func:`derivations.assembly.device.components`); and the
-least ZeRO stage and recomputation policy that fit.
-
-The integer answer alone (``solve(..., answer_only=True)``: fit's other ends of the Sec. 6 ranges)
-needs no sympy: the activations are a polynomial of degree 1 or 2 in b or s and the model states do
-not depend on either (derivations/analyses/sensitivity.py), so the exact evaluators (no sympy,
-derivations/evaluate.py through ``device.components``) at four valid values give S and the
-coefficients exactly, and the largest root is floored exactly (:mod:`derivations.analyses.roots`).
-The closed forms fit prints (sympy's solve and printing) are computed only for the full answer."""
+"""Budget solving for one configuration (``memsym fit``): the largest b or s whose Sec. 6 peak fits a budget, in
+closed form (:func:`derivations.analyses.sensitivity.solve_budget`), checked exactly on the assembled device; and
+the least ZeRO stage and recomputation policy that fit.  The integer answer alone needs no sympy
+(:mod:`derivations.analyses.roots`)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -40,9 +33,8 @@ def fits(model, layout, training, stages, hbm, overheads):
 
 
 def device_expressions(model, layout, training, index: int):
-    """(model states, activations) of device ``index`` as expressions (b and s symbolic): the
-    paper's view at its stage, or under a schedule the stages it holds (two under DualPipe) and
-    n_fl x the activations of each chunk it runs, as ``device.estimate`` assembles them."""
+    """(model states, activations) of device ``index`` as expressions (b and s symbolic), as ``device.estimate``
+    assembles them."""
     # lazy: sympy (the closed forms only)
     from derivations.assembly import totals
     comps = totals.device_components(model, layout, training, index)
@@ -54,7 +46,7 @@ def _global_batch_mbs(model, layout, training, hbm, over, stages, global_batch):
     """(largest b that fits, the next valid b) keeping the global batch: b divides G / DP."""
     if global_batch % layout.dp:
         raise cfg.ConfigError("global-batch", f"--global-batch {global_batch} is not a multiple of DP={layout.dp}")
-    valid = [b for b in divisors(global_batch // layout.dp)]
+    valid = divisors(global_batch // layout.dp)
     at = lambda b: replace(training, mbs=b, microbatches=global_batch // (layout.dp * b))
     best = 0
     for b in valid:
@@ -68,12 +60,9 @@ def _global_batch_mbs(model, layout, training, hbm, over, stages, global_batch):
 
 def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_end="high", global_batch=None,
           answer_only=False):
-    """Everything the command reports, as a dict of Python objects (exact Fractions).  Under a
-    pipeline schedule every device is solved with its in-flight micro-batches (the most
-    constrained binds); without one, each distinct stage holds one micro-batch (the paper's view).
-    With ``global_batch`` (sequences per step) m = global_batch / (DP b): the closed form is the
-    one at the configured b's m, and the integer answer is the largest b dividing G / DP that
-    fits, checked exactly.  ``answer_only``: just {"answer": ...} (fit's other ends of the ranges)."""
+    """Everything the command reports (exact Fractions), the most constrained device binding.  With
+    ``global_batch`` m = global_batch / (DP b) and the answer is the largest b dividing G / DP that fits.
+    ``answer_only``: just {"answer": ...} (fit's other ends of the ranges)."""
     training = with_global_batch(layout, training, global_batch)
     device.components(model, layout, training, stage if stage is not None else 0)  # validates the configuration
     if stage is not None:
@@ -113,19 +102,16 @@ def solve(model, layout, training, hbm, var_name="mbs", stage=None, overheads_en
                                   over)
         check["next"] = {"value": nxt, "fits": ok_next, "peak": max(p for _, _, p in rows_next)}
     # least ZeRO stage (given policy) and least policy (given ZeRO stage) at the training's b and s
-    least = {}
-    zero_rows = []
-    for z in sorted(cfg.ZERO_NAMES):
-        ok, rows = fits(model, layout, replace(training, zero=z), stages, hbm, over)
-        zero_rows.append((z, ok, max(rows, key=lambda r: r[2])))
-    policy_rows = []
+    def row(name, t):  # (name, fits, the stage row of the largest peak)
+        ok, rows = fits(model, layout, t, stages, hbm, over)
+        return name, ok, max(rows, key=lambda r: r[2])
+    zero_rows = [row(z, replace(training, zero=z)) for z in sorted(cfg.ZERO_NAMES)]
     # from the least recomputed to the most: none < selective (core attention only) < full
     rank = {"none": 0, "selective": 1, "full": 2}
-    for r in sorted(kernels.policies(), key=lambda p: rank.get(p, 1)):
-        ok, rows = fits(model, layout, replace(training, recompute=r, recompute_ops=()), stages, hbm, over)
-        policy_rows.append((r, ok, max(rows, key=lambda x: x[2])))
-    least["zero"] = next((z for z, ok, _ in zero_rows if ok), None)
-    least["recompute"] = next((r for r, ok, _ in policy_rows if ok), None)
+    policy_rows = [row(r, replace(training, recompute=r, recompute_ops=()))
+                   for r in sorted(kernels.policies(), key=lambda p: rank.get(p, 1))]
+    least = {"zero": next((z for z, ok, _ in zero_rows if ok), None),
+             "recompute": next((r for r, ok, _ in policy_rows if ok), None)}
     return {"var": var, "field": field, "answer": answer, "binding": binding, "root": root, "stages": per_stage,
             "moment": moment,
             "check": check, "overheads": over, "overheads_end": overheads_end, "least": least,

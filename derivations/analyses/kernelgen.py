@@ -1,30 +1,14 @@
-"""Printing the search's kernels (run by ``python -m derivations.generate``; imports sympy).
+"""Printing the search's kernels (``python -m derivations.generate``; imports sympy).
 
-The search (derivations/analyses/evaluation.py) evaluates the per-device component terms of every
-(ZeRO stage, recomputation policy) choice (derivations/assembly/totals.py ``choices`` and
-``choice_terms``) over millions of rows.  A term is a polynomial in the symbols that vary by row (the
-layout's degrees and their reciprocals, b, s and the stage composition L_d, L_m, e_E, e_H and a family's own
-counts; :data:`ROWS`, :func:`rows_of`) whose coefficients are polynomials in the model's dimensions and the bytes per
-element.  For a family this module prints one Python module, ``derivations/generated/<family>_search.py``,
-holding per group of terms (the model states, the activations, the step's moments) of every structure under
-each attention kernel, each distinct function once:
+A component term is a polynomial in the row symbols (:data:`ROWS`: the layout's degrees and their reciprocals,
+b, s, the stage composition and a family's own counts) with coefficients in the model's dimensions and bytes.
+Per family one module, ``derivations/generated/<family>_search.py``, holds per group of terms (model states,
+activations, the step's moments), each distinct function once:
 
-* ``<group>_coefficients_<i>(v)``: the distinct coefficients, exact Python (integers and
-  ``fractions.Fraction``) printed by :func:`symbolic.codegen.python` from a substitution by name
-  (each value bound once to a local name);
-* ``<group>_<i>(c0, ..., cn, <rows>)``: the terms as numpy code, sympy's own printer
-  (``sympy.lambdify``'s NumPy printer with common subexpressions, :func:`symbolic.numeric.compile`)
-  of the row polynomial in its factored (multivariate Horner) form (:func:`symbolic.search.factored`),
-  the coefficients as scalar arguments;
-* ``kernel(flags, attention)``: a structure's (its flags as booleans, the attention kernel): its rows and
-  each group's term ids, coefficients and kernel, as conditionals on the flags they depend on.
-
-Each function is printed from one structure's terms alone: the flags choose a function and are never multiplied
-into a float, so a structure's numbers are those of its own terms' kernels, to the bit.
-
-So the run time needs neither sympy nor a cache: the coefficients are computed exactly for the
-model, converted once to float64 (as lambdify prints a rational), and the row polynomial evaluated
-in cache-sized blocks (:func:`symbolic.search.evaluate`).
+* ``<group>_coefficients_<i>(v)``: the distinct coefficients, exact Python (:func:`symbolic.codegen.python`);
+* ``<group>_<i>(c0, ..., cn, <rows>)``: the terms as numpy code (lambdify's printer,
+  :func:`symbolic.numeric.compile`) of the factored row polynomial (:func:`symbolic.numeric.factored`);
+* ``kernel(flags, attention)``: a structure's rows and each group's term ids, coefficients and kernel.
 """
 from __future__ import annotations
 
@@ -32,9 +16,8 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 
 import sympy as sp
 
-from symbolic.codegen import python
-from symbolic.numeric import compile as compile_fn, source
-from symbolic.search import factored
+from symbolic.codegen import branch_flag, python
+from symbolic.numeric import compile as compile_fn, factored, source
 
 #: The symbols that vary by row (the layout, b, s, the stage composition), in argument order; a structure whose
 #: terms read a family's own composition counts (DeepSeek's L_I) has them after these (:func:`rows_of`).
@@ -42,8 +25,7 @@ ROWS = ("CP", "DP", "EP", "ETP", "L_d", "L_m", "PP", "SP", "TP", "b", "e_E", "e_
 
 
 def rows_of(family, exprs) -> Tuple[str, ...]:
-    """:data:`ROWS` and, in the family's order, those of its own composition counts (``Family.counts``) that the
-    expressions ``exprs`` read: a structure without DSA's indexer keeps the rows (and kernels) it had."""
+    """:data:`ROWS` and, in the family's order, those of its own composition counts the ``exprs`` read."""
     free = {x.name for e in exprs for x in e.free_symbols}
     return ROWS + tuple(sym for sym, _, _ in family.counts if sym in free)
 
@@ -62,8 +44,7 @@ def split(expr, rows: Sequence[sp.Symbol]) -> Dict[sp.Expr, sp.Expr]:
 
 
 def group_split(exprs: Sequence[sp.Expr], rows: Sequence[sp.Symbol]) -> Tuple[Tuple[sp.Expr, ...], Tuple[sp.Expr, ...]]:
-    """(the distinct coefficients, each term as a polynomial of the rows in ``c0``, ``c1``, ...) of the terms
-    ``exprs``: a coefficient is named by its first appearance."""
+    """(the distinct coefficients, each term as a polynomial of the rows in ``c0``, ``c1``, ...) of ``exprs``."""
     coefs: Dict[sp.Expr, sp.Symbol] = {}
     polys = []
     for e in exprs:
@@ -89,8 +70,7 @@ def coefficients_source(name: str, group: str, coefs: Sequence[sp.Expr]) -> List
 
 
 def kernel_source(name: str, polys: Sequence[sp.Expr], rows: Sequence[sp.Symbol]) -> List[str]:
-    """The lines of ``<name>(c0, ..., cn, <rows>)``: the polynomials ``polys`` as numpy code, sympy's own printer
-    of their factored form (:func:`symbolic.numeric.compile`)."""
+    """The lines of ``<name>(c0, ..., cn, <rows>)``: the polynomials ``polys`` factored, as numpy code."""
     coefs = sorted({x for p in polys for x in p.free_symbols if x not in set(rows)}, key=lambda c: int(c.name[1:]))
     fn = compile_fn(sp.Tuple(*[factored(p) for p in polys]), list(coefs) + list(rows))
     src = source(fn).replace("def _lambdifygenerated(", f"def {name}(", 1)
@@ -108,32 +88,21 @@ def _check(groups: Mapping[str, Mapping[str, sp.Expr]], rows: Sequence[sp.Symbol
             raise ValueError(f"search kernel: the model states' {tid} depends on b or s")
 
 
-def _choice(cases: Sequence[Tuple[Dict[str, bool], str]], names: Sequence[str], used: set) -> str:
-    """A Python expression of the switches ``names`` giving each case's value (source text) where the case's
-    switches hold: a conditional on the first switch whose value alone changes the answer, recursively (the
-    switches it reads are added to ``used``)."""
-    values = list(dict.fromkeys(v for _, v in cases))
-    if len(values) == 1:
-        return values[0]
-
-    def matters(n):
-        by = {}
-        for at, v in cases:
-            by.setdefault(tuple(x for k, x in at.items() if k != n), set()).add(v)
-        return any(len(vs) > 1 for vs in by.values())
-    n = next((n for n in names if matters(n)), None) or next(n for n in names if len({at[n] for at, _ in cases}) > 1)
+def _choice(cases: Sequence[Tuple[Dict[str, bool], str]], used: set) -> str:
+    """A Python expression of the switches giving each case's value (source text) where its switches hold:
+    conditionals on :func:`symbolic.codegen.branch_flag`, recursively (the switches read added to ``used``)."""
+    if len({v for _, v in cases}) == 1:
+        return cases[0][1]
+    n = branch_flag(cases)
     used.add(n)
-    yes = _choice([c for c in cases if c[0][n]], names, used)
-    no = _choice([c for c in cases if not c[0][n]], names, used)
-    return f"({yes} if {n} else {no})"
+    yes = _choice([c for c in cases if c[0][n]], used)
+    return f"({yes} if {n} else {_choice([c for c in cases if not c[0][n]], used)})"
 
 
 def module_source(family: str, flags: Sequence[str], variants: Mapping[Tuple[Tuple[bool, ...], str], Tuple],
                   rows: Sequence[sp.Symbol]) -> str:
-    """The generated search module of a family: every distinct group of coefficients and every distinct kernel of
-    the ``variants`` ({(structure, attention): (groups, the rows they read)}; groups: {group: {term id:
-    expression}}) printed once, each kernel taking every row of ``rows`` (the family's, in order: a structure's
-    kernels read only its own rows), and ``kernel(flags, attention)`` choosing a structure's by its flags."""
+    """The generated search module of a family from ``variants`` ({(structure, attention): ({group: {term id:
+    expression}}, the rows they read)}), each kernel taking every row of ``rows``."""
     coef_names: Dict[Tuple, str] = {}
     kernel_names: Dict[Tuple, str] = {}
     body: List[str] = []
@@ -153,8 +122,8 @@ def module_source(family: str, flags: Sequence[str], variants: Mapping[Tuple[Tup
             for part, src in (("terms", repr(tuple(terms))), ("coefficients", coef_names[(g, coefs)]),
                               ("kernel", kernel_names[(g, polys)])):
                 cases.setdefault((g, part), []).append((at, src))
-    names, used = list(flags) + ["flash"], set()
-    chosen = {g: _choice(c, names, used) for g, c in cases.items()}
+    used = set()
+    chosen = {g: _choice(c, used) for g, c in cases.items()}
     head = ['"""GENERATED by ``python -m derivations.generate`` from the terms of derivations/ (family '
             f'{family}); do not edit.', "",
             "The search's kernels (derivations/analyses/kernelgen.py) of every structure of the family under each",
@@ -179,8 +148,7 @@ def module_source(family: str, flags: Sequence[str], variants: Mapping[Tuple[Tup
 
 
 def groups_of(choices: Mapping[Tuple[int, str], Mapping[str, str]], terms: Mapping[str, sp.Expr]):
-    """{'states': {term id: expression}, 'activations': {...}}: the terms the choices pick, the model
-    states (weights, gradients, optimizer) apart from the activations, each sorted by id."""
+    """{'states': {term id: expression}, 'activations': {...}}: the terms the choices pick, sorted by id."""
     ids = {"states": set(), "activations": set()}
     for pick in choices.values():
         for comp, tid in pick.items():
@@ -191,9 +159,8 @@ def groups_of(choices: Mapping[Tuple[int, str], Mapping[str, str]], terms: Mappi
 def step_terms_of(model, choices: Mapping[Tuple[int, str], Mapping[str, str]],
                   attention: str = "eager") -> Dict[str, sp.Expr]:
     """{:func:`step_id`: expression} of every recomputing policy the choices hold: the paper view's moments
-    (derivations/assembly/step_terms.py) with the kinds' symbols replaced by the view's activation terms,
-    polynomials in the rows once the factors Min(1, L_m), Min(1, L_d), Min(1, L_d + L_m) are set to 1 (the
-    search applies them: derivations/analyses/evaluation.py ``step_excess``)."""
+    (derivations/assembly/step_terms.py) in the view's activation terms, the factors 'the stage has such a layer'
+    set to 1 (the search applies them: kernels.add_step)."""
     # lazy: the activation terms (generate only)
     from derivations.activations import view_terms
     from derivations.activations.view import View

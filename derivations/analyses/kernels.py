@@ -1,16 +1,10 @@
-"""The search's kernels at run time: the generated numpy functions of the component terms, no sympy.
-
-``python -m derivations.generate`` prints, for every model structure, the terms every (ZeRO stage,
-recomputation policy) choice of the search uses as exact coefficient functions and numpy
-functions of the row symbols, each distinct function once, chosen by the structure's flags
-(derivations/analyses/kernelgen.py, committed in derivations/generated/<family>_search.py).  Here a
-model's coefficients are computed exactly from its substitution by name (:func:`derivations.config.values.named`,
-the derived and non-polynomial symbols by :func:`derivations.evaluate.derived`), converted once to float64, and
-the kernels evaluated over the rows in cache-sized blocks (:func:`symbolic.search.evaluate`).  Nothing is cached
-between processes and nothing is replayed: every number is computed.
+"""The search's kernels at run time (no sympy): the generated functions of derivations/generated/<family>_search.py
+(printed by derivations/analyses/kernelgen.py), a model's coefficients computed exactly and converted once to
+float64, the kernels evaluated over the rows in cache-sized blocks (:func:`symbolic.search.evaluate`).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from typing import Callable, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
@@ -34,19 +28,16 @@ def policies() -> Tuple[str, ...]:
 
 def choices(model, zeros=(0, 1, 2, 3), recompute=None,
             attention: str = "eager") -> Dict[Tuple[int, str], Dict[str, str]]:
-    """{(ZeRO stage, policy): {component: term id}}: derivations/assembly/totals.py ``choices`` of the
-    default training under ``attention``'s kernel, from the one statement of the composition
-    (derivations/assembly/sides.py)."""
-    from dataclasses import replace
+    """{(ZeRO stage, policy): {component: term id}} of the default training under ``attention``'s kernel
+    (derivations/assembly/sides.py ``device_component_ids``)."""
     base = cfg.Training(attention=attention)
     return {(z, r): device_component_ids(model, replace(base, zero=z, recompute=r, recompute_ops=()))
             for z in zeros for r in (recompute or policies())}
 
 
 class Kernels(NamedTuple):
-    """A structure's search kernels under one attention kernel (the generated ``kernel``): the rows its terms read
-    (``rows``: each kernel takes all of the module's ``ROWS``, the others given 0) and {group: (term ids,
-    coefficients function, kernel function)}."""
+    """A structure's search kernels under one attention kernel: the rows its terms read (the others given 0) and
+    {group: (term ids, coefficients function, kernel function)}."""
     rows: Tuple[str, ...]
     groups: Dict[str, Tuple[Tuple[str, ...], Callable, Callable]]
 
@@ -57,8 +48,7 @@ def _kernels(family: str, structure: Tuple[bool, ...], attention: str) -> Kernel
 
 
 def module(model, attention: str = "eager") -> Kernels:
-    """The generated kernels of ``model``'s structure (q_lora, routing_bias, tied, indexer) under ``attention``'s
-    kernel (eager: the paper's; flash: the fused one)."""
+    """The generated kernels of ``model``'s structure under ``attention``'s kernel (eager: the paper's; flash)."""
     if model.family != ev.FAMILY:  # the kernels are committed for DeepSeek's structures only
         raise families.unsupported(model, "memsym search (its generated kernels)")
     if attention not in ("eager", "flash"):
@@ -69,8 +59,7 @@ def module(model, attention: str = "eager") -> Kernels:
 
 @lru_cache(maxsize=64)
 def coefficients(model, training, group: str) -> Tuple[float, ...]:
-    """The coefficients of a group's kernel for ``model`` under ``training``'s fixed values (everything
-    but the row symbols), computed exactly and converted once to float64."""
+    """The coefficients of a group's kernel at ``model`` and ``training`` (exact, then float64)."""
     fixed = {k: v for k, v in named(model, None, training).items() if k not in ROWS}
     return tuple(float(c) for c in module(model, training.attention).groups[group][1](ev.derived(fixed)))
 
@@ -86,9 +75,8 @@ def group_of(model, keys: Sequence[str], attention: str = "eager") -> str:
 
 def values(model, training, group: str, rows: Mapping[str, object],
            chunk: Optional[int] = 1 << 14) -> Dict[str, object]:
-    """{term id: array} of a group's terms at the rows (``rows``: {row symbol name: array or number},
-    broadcasting): the kernel evaluated in blocks of ``chunk`` rows (axis 0), or in one call (None: the
-    caller blocks its own axes)."""
+    """{term id: array} of a group's terms at ``rows`` ({row symbol name: array or number}, broadcasting), in
+    blocks of ``chunk`` rows (axis 0), or in one call (None)."""
     kern = module(model, training.attention)
     missing = [r for r in kern.rows if r not in rows]
     if missing:
@@ -101,9 +89,8 @@ def values(model, training, group: str, rows: Mapping[str, object],
 
 
 def step_id(kind: str, policy: str) -> str:
-    """The search's key of one step moment of the paper's view (derivations/assembly/step_terms.py): a layer of
-    ``kind`` (moe, dense) rebuilt under ``policy``, without its factor 'the stage has such a layer'
-    (derivations/analyses/kernelgen.py ``step_terms_of`` prints them)."""
+    """The search's key of the paper view's step moment (derivations/assembly/step_terms.py) of a layer of ``kind``
+    (moe, dense) rebuilt under ``policy``, without its factor 'the stage has such a layer'."""
     return f"step.paper.{kind}_layer.{policy}"
 
 
@@ -113,18 +100,12 @@ def step_keys(choices) -> Dict[str, Tuple[str, str]]:
             for (_, r), pick in choices.items() if r in ("full", "selective")}
 
 
-def step_excess(keys: Mapping[str, Tuple[str, str]], moments: Mapping, L_d, L_m) -> Dict[str, object]:
-    """{activation term id: its policy's step excess}: the largest of the policy's moments at the composition
-    (a MoE layer rebuilt when the stage has one, a dense layer likewise; 0 without a layer),
-    derivations/assembly/step_terms.py's ``paper`` moments as derivations/assembly/device.py ``step_excess``
-    evaluates them."""
+def add_step(value: Dict, keys: Mapping[str, Tuple[str, str]], moments: Mapping, L_d, L_m) -> None:
+    """Each recomputing policy's activations in ``value`` plus its step excess (new arrays): the largest of its
+    moments, a MoE layer rebuilt when the stage has one (L_m > 0), a dense layer likewise, else 0
+    (derivations/assembly/device.py ``step_excess``)."""
     # lazy: numpy (the search only)
     import numpy as np
-    return {act: np.maximum(np.maximum(np.where(L_m > 0, moments[moe], 0.0), np.where(L_d > 0, moments[dense], 0.0)),
-                            0.0) for act, (moe, dense) in keys.items()}
-
-
-def add_step(value: Dict, keys: Mapping[str, Tuple[str, str]], moments: Mapping, L_d, L_m) -> None:
-    """Each recomputing policy's activations in ``value`` plus its :func:`step_excess`, in place (new arrays)."""
-    for act, x in step_excess(keys, moments, L_d, L_m).items():
-        value[act] = value[act] + x
+    for act, (moe, dense) in keys.items():
+        value[act] = value[act] + np.maximum(np.maximum(np.where(L_m > 0, moments[moe], 0.0),
+                                                        np.where(L_d > 0, moments[dense], 0.0)), 0.0)

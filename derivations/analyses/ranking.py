@@ -1,13 +1,8 @@
-"""The search's ranking: which fitting configurations come first, and the best one of each layout.
+"""The search's ranking of the fitting configurations, and the best one of each layout.
 
-A search (derivations/analyses/evaluation.py) gives every configuration's peak against the HBM of a
-device; this module orders the fitting ones.  The default puts the fewest pipeline bubbles first
-(the idle fraction (PP - 1)/(m + PP - 1) of a pipeline flushed every step, Huang et al., "GPipe",
-arXiv:1811.06965, computed per configuration in derivations/analyses/evaluation.py; PP without a
-schedule), then the most headroom; 'peak' puts the configurations that use the memory best first.
-Every order is deterministic (ties broken by ZeRO stage, recomputation and the layout).
-:func:`ranked` gives the same indices as sorting every row (:func:`order`, then
-:func:`first_per_layout`) without sorting every row: the tests check they agree.
+The default puts the fewest pipeline bubbles first (the idle fraction (PP - 1)/(m + PP - 1), Huang et al.,
+"GPipe", arXiv:1811.06965), then the most headroom; every order is deterministic.  :func:`ranked` gives the
+indices of :func:`order` then :func:`first_per_layout` without sorting every row.
 """
 from __future__ import annotations
 
@@ -27,38 +22,20 @@ _BUBBLE_TIES = ("tp", "zero", "recompute", "pp", "cp", "ep", "etp", "mbs", "seq"
 _PEAK_TIES = ("zero", "recompute", "tp", "pp", "cp", "ep", "etp", "mbs", "seq")
 
 
-def _check_sort(sort: str) -> None:  # 'time' needs the time columns (timing.add_time)
-    if sort not in SORTS:
-        raise cfg.ConfigError("sort", f"--sort must be one of {', '.join(SORTS)}, got {sort!r}")
-
-
 def order(result: SearchResult, only_fitting: bool = True, sort: str = "bubble"):
-    """Row indices, fitting configurations only by default.
-
-    sort 'bubble' (the default): the fewest pipeline bubbles first ((PP - 1)/(m + PP - 1) under
-    a schedule; PP without one), then the most headroom, then the smaller TP; 'peak': largest
-    peak first (the configurations that use the memory best); 'headroom': most headroom first.
-    Ties are broken by ZeRO stage, recomputation, TP, PP, CP, EP, ETP, b, s (ascending), so the
-    order is deterministic.
-    """
-    c = result.columns
-    _check_sort(sort)
-    idx = np.flatnonzero(c["fits"]) if only_fitting else np.arange(len(c["fits"]))
-    if sort == "time":  # the most tokens per second per GPU first (derivations/analyses/timing.py), then as 'bubble'
-        keys = [_throughput(take(c, "tokens_per_gpu_s", idx)), -np.round(take(c, "headroom", idx))] + \
-            [take(c, k, idx) for k in _BUBBLE_TIES]
-    elif sort == "bubble":
-        bubble = c["bubble"][idx] if "bubble" in c else take(c, "pp", idx).astype(np.float64)
-        keys = [np.round(bubble, 12), -np.round(take(c, "headroom", idx))] + [take(c, k, idx) for k in _BUBBLE_TIES]
-    else:
-        keys = [np.round(take(c, "peak", idx)) * (-1 if sort == "peak" else 1)] + [take(c, k, idx) for k in _PEAK_TIES]
-    return idx[_sort_by(keys)]
+    """Row indices (fitting configurations only by default) sorted by :func:`_keys`."""
+    idx = np.flatnonzero(result.columns["fits"]) if only_fitting else np.arange(len(result.columns["fits"]))
+    return idx[_sort_by([k(idx) for k in _keys(result, sort)])]
 
 
 def _keys(result: SearchResult, sort: str):
-    """The sort keys of :func:`order`, most significant first, as functions of row indices."""
+    """The sort keys, most significant first, as functions of row indices.  'bubble' (the default): the fewest
+    pipeline bubbles first ((PP - 1)/(m + PP - 1) under a schedule; PP without one), then the most headroom;
+    'time': the most tokens per second per GPU (derivations/analyses/timing.py), then as 'bubble'; 'peak': the
+    largest peak first; 'headroom': the most headroom first.  Ties: ZeRO stage, recomputation and the layout."""
     c = result.columns
-    _check_sort(sort)
+    if sort not in SORTS:
+        raise cfg.ConfigError("sort", f"--sort must be one of {', '.join(SORTS)}, got {sort!r}")
     col = lambda k: _of_layout(lambda i: take(c, k, i), k in LAYOUT_FIELDS)  # rows of a column, never all of it
     if sort == "time":
         return [lambda i: _throughput(take(c, "tokens_per_gpu_s", i)), lambda i: -np.round(take(c, "headroom", i))] + \
@@ -72,15 +49,12 @@ def _keys(result: SearchResult, sort: str):
 
 
 def _throughput(x):
-    """Tokens per second per GPU, most first, compared to a thousandth: float noise below it never reorders rows.
-    Under a global batch every layout trains the same tokens per step, so this is the shortest step first;
-    with a fixed micro-batch count or none, layouts training different tokens per step compare fairly."""
+    """Tokens per second per GPU, most first, compared to a thousandth (float noise never reorders rows)."""
     return -np.round(x, 3)
 
 
 def _of_layout(key, constant: bool):
-    """``key`` marked ``per_layout`` when it is a function of the layout alone (DP, TP, PP, EP, ETP, CP; PP
-    is the bubble without a schedule): equal on every row of a layout, it never narrows a layout's rows."""
+    """``key`` marked ``per_layout`` when it is a function of the layout alone (it never narrows a layout's rows)."""
     key.per_layout = constant
     return key
 
@@ -98,10 +72,8 @@ def _mixed_radix(cols, n: int):
 
 
 def layout_index(result: SearchResult, rows=None):
-    """(int64 id of each row's layout (DP, TP, PP, EP, ETP, CP), number of ids): the rows of one layout
-    share an id.  Without a schedule the rows are the choices x (layout, s, b) groups in order, so the id
-    is arithmetic; otherwise the layouts are numbered by their values.  ``rows``: the ids of those rows
-    only (int64 row indices)."""
+    """(int64 id of each row's layout (DP, TP, PP, EP, ETP, CP), number of ids), of the rows ``rows`` only when
+    given.  Rows laid out as choices x (layout, s, b) groups: arithmetic; else numbered by the layouts' values."""
     c = result.columns
     n = len(c["total"] if "total" in c else c["dp"])  # a search's every column has a row per configuration
     n_l = len(result.enumeration)
@@ -131,10 +103,8 @@ def _group_min(values, ids, n_ids):
 
 
 def _layout_minima(result: SearchResult, keys, cand):
-    """Rows (ascending) of ``cand`` (ascending), one per layout: the layout's first row in the order of
-    ``keys`` (then row), found by narrowing the candidates to each layout's minimum key by key (one pass of
-    ``np.minimum.at`` per key, usually a few keys); None when a key compared holds a NaN (its order is the
-    full sort's: :func:`ranked` takes it)."""
+    """Rows (ascending) of ``cand`` (ascending), one per layout: its first row in the order of ``keys`` (then row),
+    narrowing to each layout's minimum key by key; None when a key compared holds a NaN."""
     g, n_ids = layout_index(result, cand)  # the candidates' layouts, g[i] of keep[i] below
     present = int(np.count_nonzero(np.bincount(g, minlength=n_ids))) if len(cand) else 0
     keep = cand
@@ -155,16 +125,10 @@ def _layout_minima(result: SearchResult, keys, cand):
 
 
 def ranked(result: SearchResult, sort: str = "bubble", per_layout: bool = True, top: Optional[int] = None):
-    """``order(result, sort=sort)``, with ``per_layout`` passed through :func:`first_per_layout`, its first
-    ``top`` rows (all with None): the same indices, without sorting every row.
-
-    Per layout, the first row in the order is the layout's minimum by the keys (then the row index, as
-    the sort is stable): the candidates are narrowed key by key to each layout's minimum, and only the
-    winners, one per layout, are sorted (:func:`_layout_minima`), a block of layouts at a time
-    (:func:`_candidates`).  Across every configuration, or the winners, the first ``top`` rows are
-    selected key by key with ``np.partition`` and only those sorted.  Keys with a NaN where they are compared take
-    the full sort (the winners of a layout whose other keys are never compared are the full sort's).  By time, per
-    layout, with ``top``: only the layouts whose bound could place them (:func:`_fastest_layouts`)."""
+    """``order(result, sort=sort)``, with ``per_layout`` through :func:`first_per_layout`, its first ``top`` rows
+    (all with None), without sorting every row: per layout the candidates are narrowed key by key to the layout's
+    minimum (:func:`_layout_minima`), the first ``top`` picked by ``np.partition`` (:func:`_first`), and only those
+    sorted.  A NaN where a key is compared takes the full sort."""
     keys = _keys(result, sort)
     if not per_layout and top is None:
         return order(result, sort=sort)
@@ -192,13 +156,9 @@ def ranked(result: SearchResult, sort: str = "bubble", per_layout: bool = True, 
 
 def _fastest_layouts(result: SearchResult, keys, top: int):
     """``ranked(result, 'time', True, top)`` from the rows of a few layouts, or None (no bound, or a NaN compared).
-
-    ``result.time['fastest']()`` (derivations/analyses/timing.py) bounds each layout's tokens per second per GPU
-    from above, so its first key (:func:`_throughput`, monotone) from below.  Layouts are taken in the order of
-    their bounds, the most promising first, in batches doubling in size, each reduced to its winner
-    (:func:`_layout_minima`); once ``top`` winners are known and the ``top``-th one's first key is below every
-    layout left's bound, no layout left can win a place (ties in the first key are broken by the later keys: a
-    layout left that could tie is taken too).  The winners are then sorted like every layout's."""
+    ``result.time['fastest']()`` (derivations/analyses/timing.py) bounds each layout's first key from below: layouts
+    are taken most promising first, in doubling batches, until the ``top``-th winner's key is below every bound
+    left."""
     fastest = (getattr(result, "time", None) or {}).get("fastest")
     bound = fastest() if fastest is not None else None
     if bound is None or top < 1:
@@ -239,9 +199,8 @@ def _has_nan(c, rows) -> bool:
 
 
 def _candidates(result: SearchResult, rows: int = 1 << 16):
-    """The fitting rows (ascending int64), in blocks.  With the rows laid out as choices x (layout, s, b)
-    groups (:func:`layout_index`), each block holds every row of a range of layouts, about ``rows`` rows: no
-    array of a value per candidate (208,051 of them for search --gpus 16384); otherwise one block."""
+    """The fitting rows (ascending int64) in blocks of about ``rows`` rows, each holding every row of a range of
+    layouts when the rows are choices x (layout, s, b) groups (:func:`layout_index`); otherwise one block."""
     fits = result.columns["fits"]
     n, n_l, per = len(fits), len(result.enumeration), result.layout_groups
     if not (per and n_l and n % (n_l * per) == 0 and result.enumeration.distinct()):
@@ -259,9 +218,8 @@ def _candidates(result: SearchResult, rows: int = 1 << 16):
 
 
 def _first(keys, rows, j, n):
-    """Rows (ascending) among ``rows`` (ascending) holding at least the first ``n`` in the lexicographic
-    order of ``keys[j:]`` (then row): those below the n-th smallest value of key j, and of those equal to
-    it the first ones by the later keys; None when a key compared holds a NaN (the caller sorts every row)."""
+    """Rows (ascending) among ``rows`` (ascending) holding the first ``n`` in the order of ``keys[j:]`` (then row);
+    None when a key compared holds a NaN."""
     if len(rows) <= n:
         return rows
     if j == len(keys):
@@ -293,9 +251,7 @@ def _dense_rank(k):
 
 
 def _sort_by(keys):
-    """The stable order of rows by ``keys`` (most significant first), the order ``np.lexsort(keys[::-1])``
-    gives: the keys become dense ranks packed into one int64 (one sort instead of one per key) when
-    they fit in 62 bits."""
+    """``np.lexsort(keys[::-1])``: by one sort of the keys' dense ranks packed into an int64 when they fit."""
     ranks, widths = zip(*(_dense_rank(np.asarray(k)) for k in keys))
     if sum(widths) > 62:
         return np.lexsort(keys[::-1])
@@ -306,21 +262,11 @@ def _sort_by(keys):
 
 
 def first_per_layout(result: SearchResult, idx):
-    """``idx`` (ordered rows) keeping the first row of each layout (DP, TP, PP, EP, ETP, CP):
-    one row per layout, its best-ranked fitting configuration, in the same order."""
-    c = result.columns
+    """``idx`` (ordered rows) keeping the first (best-ranked) row of each layout (DP, TP, PP, EP, ETP, CP)."""
     if len(idx) == 0:
         return idx
-    cols = [take(c, k, idx).astype(np.int64) for k in LAYOUT_FIELDS]
-    radices = [int(col.max()) + 1 for col in cols]
-    if np.prod([float(r) for r in radices]) < 2.0 ** 62:  # one integer key per layout (mixed radix)
-        key = np.zeros(len(idx), dtype=np.int64)
-        for col, r in zip(cols, radices):
-            key = key * r + col
-        _, first = np.unique(key, return_index=True)
-        return idx[np.sort(first)]
-    by = np.lexsort(cols[::-1])                      # rows grouped by layout, stable: positions ascend
-    grouped = np.stack([col[by] for col in cols], axis=1)
-    starts = np.flatnonzero(np.r_[True, np.any(grouped[1:] != grouped[:-1], axis=1)])
-    first = by[starts]                               # the earliest position of each layout in ``idx``
+    cols = [take(result.columns, k, idx).astype(np.int64) for k in LAYOUT_FIELDS]
+    key = _mixed_radix(cols, len(idx))
+    _, first = np.unique(np.stack(cols, axis=1) if key is None else key, axis=None if key is not None else 0,
+                         return_index=True)
     return idx[np.sort(first)]

@@ -1,15 +1,8 @@
-"""The integer answer of fit without sympy: the largest b or s whose Sec. 6 peak fits a budget, exactly.
+"""The integer answer of fit without sympy: the largest b or s with ``(1 + f_frag)(S + A(x)) + M_buf <= M_HBM``.
 
-fit (derivations/analyses/fit.py) solves ``(1 + f_frag)(S + A(x)) + M_buf = M_HBM`` for x = b or s
-with sympy (derivations/analyses/sensitivity.py ``solve_budget``): S (the model states) does not
-depend on x and A (the activations) is a polynomial of degree 1 in b and at most 2 in s.  The
-integer answer needs no closed form: the assembled device's exact components
-(:func:`derivations.assembly.device.components`, the generated evaluators, no sympy) at four valid
-values of x give S and the coefficients of A exactly (the fourth checks the polynomial's degree);
-the largest real root is then floored in exact arithmetic (``math.isqrt`` for a square root) to the
-largest multiple of the step, as ``solve_budget`` floors sympy's exact root.  Anything outside that
-shape (a degree other than 1 or 2, activations that do not grow with x) is handed to ``solve_budget``
-itself, which raises the error the command reports.
+S does not depend on x and A is a polynomial of degree 1 in b and at most 2 in s: the assembled device's exact
+components at four values of x give S and A's coefficients (the fourth checks the degree), and the largest real
+root is floored exactly (``math.isqrt``).  Any other shape is handed to ``solve_budget`` (sympy).
 """
 from __future__ import annotations
 
@@ -86,10 +79,8 @@ def _floor_root(a1: Fraction, a2: Fraction, disc: Fraction) -> Optional[int]:
 
 def largest(model, layout, training, stages: Sequence, hbm: int, over: Dict, field: str, step: int,
             fallback: Callable) -> int:
-    """The integer answer of fit: the least over ``stages`` of each stage's largest fitting x (the
-    binding stage's, ``solve``'s answer); ``over``: {'f_frag', 'M_buf'}.  A stage whose budget is not
-    of the shape above is solved by ``fallback(model, layout, training, stage, field, over, hbm, step)``
-    (:func:`derivations.analyses.sensitivity.solve_budget`, sympy)."""
+    """The least over ``stages`` of each stage's largest fitting x; a stage of another shape is solved by
+    ``fallback(model, layout, training, stage, field, over, hbm, step)`` (sympy)."""
     f, buf = over["f_frag"], over["M_buf"]
     out = None
     for st in stages:
@@ -109,16 +100,14 @@ def _fits(model, layout, training, index, field, x, f, buf, hbm) -> bool:
 
 
 def checked(model, layout, training, index, field, step, f, buf, hbm, value) -> bool:
-    """Whether ``value`` fits and ``value + step`` does not, exactly: the step's peak is the largest of its
-    moments (derivations/assembly/step_terms.py), a polynomial only piecewise, so four samples may not
-    give it."""
+    """Whether ``value`` fits and ``value + step`` does not, exactly (the step's peak, the largest of its
+    moments, is a polynomial only piecewise)."""
     return ((value == 0 or _fits(model, layout, training, index, field, value, f, buf, hbm))
             and not _fits(model, layout, training, index, field, value + step, f, buf, hbm))
 
 
 def monotone(model, layout, training, index, field, step, f, buf, hbm, limit: int = 1 << 40) -> int:
-    """The largest multiple of ``step`` that fits, by doubling and bisection over the exact evaluators (the
-    peak grows with b and with s): for a peak that is the largest of several polynomials."""
+    """The largest multiple of ``step`` that fits, by doubling and bisection (the peak grows with b and s)."""
     fits = lambda k: _fits(model, layout, training, index, field, k * step, f, buf, hbm)  # noqa: E731
     if not fits(1):
         return 0

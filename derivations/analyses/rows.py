@@ -1,12 +1,7 @@
-"""The search's rows: a configuration as the command prints it (``memsym search --json``, ``--csv``).
-
-A row is a layout (DP, TP, PP, EP, ETP, CP, SP = TP and the expert data parallelism EDP =
-DP*TP*CP/(EP*ETP)), the micro-batch b and sequence length s, the ZeRO stage, the recomputation
-policy by name, the most-loaded stage, the four components of the paper's per-device memory
-(weights, gradients, optimizer states, activations), their total, the Sec. 6 peak and the headroom
-left in the device's HBM, in bytes rounded to the nearest byte (derivations/analyses/evaluation.py
-computes them as float64 evaluations of exact expressions, exact below 2^53); under a schedule
-also the micro-batch count m.  memsym/commands/search.py formats these columns.
+"""The search's rows as ``memsym search --json`` / ``--csv`` print them: the layout (and EDP =
+DP*TP*CP/(EP*ETP)), b, s, the ZeRO stage, the policy by name, the most-loaded stage, the paper's four components,
+their total, the Sec. 6 peak and the headroom, in bytes rounded to the nearest byte (float64 evaluations of exact
+expressions, exact below 2^53); under a schedule also m.
 """
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Measured training runs (``paper/runs.toml``) against memsym's predictions.
-
-A run is data: its source, its model, its layout and training options in memsym's terms, the number its
-framework measured, what kind of number that is (:data:`KINDS`: what each is compared with) and on which rank.
-This module reads and checks the file (:func:`load`), turns a run into the ``memsym estimate`` options that
-describe it under the conventions preset of its framework (:func:`estimate_options`, :func:`choose_preset`)
-and compares the assembled device with the measurement by its kind (:func:`compare`).  The measured numbers
-are only compared against, exactly (Fractions): nothing here feeds them back into a term.
+"""Measured training runs (``paper/runs.toml``: source, model, options, the measured number, its :data:`KINDS`
+and rank) against memsym's predictions, compared exactly; nothing here feeds a measurement back into a term.
 """
 from __future__ import annotations
 
@@ -257,11 +251,9 @@ def choose_preset(run: Run, available: Sequence[str], forced: Optional[str] = No
 
 
 def estimate_options(run: Run, preset: str, presets: Mapping[str, Mapping[str, object]]) -> Dict[str, object]:
-    """The ``memsym estimate`` keyword options (flag names with ``_``) that describe ``run``
-    under ``preset``: the run's layout and training, the preset, and the distributed optimizer
-    as memsym's ``--bytes-per-param distributed``.  A run that trains MTP gets
-    ``--mtp-activations last-stage`` and ``--mtp`` (its modules' parameters on the last stage, or in
-    Megatron's shard), unless the preset's rank counts none (ModelZoo's; see :func:`dropped`)."""
+    """The ``memsym estimate`` keyword options that describe ``run`` under ``preset`` (the distributed optimizer as
+    ``--bytes-per-param distributed``; MTP as ``--mtp-activations last-stage`` and ``--mtp`` unless ModelZoo's rank
+    counts none: :func:`dropped`)."""
     opts: Dict[str, object] = {"model": run.model, "conventions": preset}
     for k, v in run.layout.items():
         opts[k] = tuple(v) if isinstance(v, list) else v
@@ -314,11 +306,8 @@ def stage_index(run: Run, pp: int, worst: int) -> int:
 
 def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = None, judged: str = "device",
             dispatcher: Optional[str] = None, alloc_conf: Optional[str] = None) -> Dict[str, object]:
-    """Predicted vs measured for ``run`` from the estimates of every stage (``every``, from
-    :func:`derivations.device.estimate_all`) and the most-loaded one: exact bytes, the ratio
-    predicted / measured as a Fraction, and the components of the stage compared.  ``judged``: the kind of
-    memory (allocator.KINDS) an oom or fits run is judged by; ``dispatcher``, ``alloc_conf``: the run's token
-    dispatcher and PYTORCH_CUDA_ALLOC_CONF (default: its flags')."""
+    """Predicted vs measured for ``run`` from every stage's estimate and the most-loaded one's index: exact bytes,
+    the ratio and the compared stage's components; an oom or fits run judged by ``judged`` (allocator.KINDS)."""
     bound = run.kind in ("oom", "fits")  # judged against a capacity, at the most-loaded stage
     index = worst if bound else stage_index(run, len(every), worst)
     est = every[index]
@@ -347,7 +336,7 @@ def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = Non
         "predicted_range_bytes": [low, high], "compared": compared,
         "stage": index, "most_loaded_stage": worst,
         "components": {**{k: b.get(k, 0) for k in ("weights", "gradients", "optimizer", "activations", "runtime",
-                                                   "step", "activations_per_microbatch")},
+                                                   "graphs", "step", "activations_per_microbatch")},
                        "total": b["step_total"]},  # at the step's peak (derivations/assembly/step_terms.py)
         "step_moment": est.term_ids.get("step", ""),
         "peak_with_overheads": {"low": over["low"]["step_peak"], "high": over["high"]["step_peak"]},

@@ -1,42 +1,16 @@
-"""Sensitivity and budget solving on the per-device terms: derivatives, elasticities,
-finite differences to the next valid configuration, and the largest b / s that fits.
+"""Sensitivity and budget solving on the per-device terms.
 
-Derivatives.  For a symbol x the partial derivative dM/dx of the per-device total M and
-of each component (weights, gradients, optimizer states, activations; Tables 8 and 10)
-is taken on the terms themselves (symbolic in everything).  Integer quantities (b, s,
-the parallel degrees, the model dimensions) are treated as continuous.  Each derivative
-is shown in three forms:
+Derivatives: dM/dx of the total and each component (Tables 8 and 10), integers treated as continuous, in three
+forms: ``general`` (symbolic in everything), ``stage`` (at the stage's composition and bytes, Table 7) and
+``paper`` (also at the parallel degrees, as Table 10 writes ``10 b n_h s^2`` at TP = 2), with the value, the
+elasticity (x/M)(dM/dx) and the paper's rows largest first.  SP is tied to TP (sequence parallelism on).  PP and l
+act only through the stage composition: no derivative, only a finite difference.
 
-* ``general``: symbolic in everything (bytes per element, stage composition L_d, L_m,
-  e_E, e_H included);
-* ``stage``: at the stage's composition and bytes (Table 7), symbolic in the model
-  dimensions, b, s and the parallel degrees, grouped by denominator;
-* ``paper``: also at the layout's parallel degrees, as the paper's Table 10 writes its
-  formulas (``10 b n_h s^2`` at TP = 2), expanded with the largest term first;
+Finite differences: the exact change to the next and previous value that passes
+:func:`derivations.config.validate_layout`, the stage recomputed.
 
-with its exact value at the configuration, the elasticity (x/M)(dM/dx) and, per row of
-the paper (a tensor or group of tensors, e.g. the three b n_h s^2 score tensors), the
-rows' derivatives largest first.  With sequence parallelism on (SP = TP, the paper's
-setting) SP is tied to TP before differentiating, so d/dTP includes the SP-split tensors.
-
-Symbols that act only through the stage composition (PP, and the layer count l) do not
-appear in a stage's expression: no derivative is reported for them (it would be a fake
-zero); their finite difference is.
-
-Finite differences.  For integer configuration quantities, the exact change of every
-component from the current value to the next (and previous) value that passes
-:func:`derivations.config.validate_layout` (TP 2 -> 4, DP 32 -> 36 at EP 8, ...), with the
-stage composition recomputed for the chosen stage index (PP changes which layers a stage
-holds).
-
-Budget solving.  Activations are linear in b and, without recomputation, quadratic in s
-(the b n_h s^2 scores); model states do not depend on either.  With the Sec. 6 peak
-``(1 + f_frag)(S + A(x)) + M_buf = M_HBM`` sympy solves for x in closed form (linear or
-quadratic, S and the coefficients of A as symbols), the coefficients are given as closed
-forms of the stage, and the exact root is floored to the largest valid integer; that the
-integer fits and the next one does not is then checked exactly (Fractions).
-
-The forms come from the engine (:mod:`symbolic.sensitivity`).
+Budget solving: activations are linear in b and at most quadratic in s; sympy solves the Sec. 6 peak
+``(1 + f_frag)(S + A(x)) + M_buf = M_HBM`` for x in closed form and the root is floored to a valid integer.
 """
 from __future__ import annotations
 
@@ -62,7 +36,6 @@ TRAINING_FIELDS = {"b": "mbs", "s": "seq"}
 M_HBM = sp.Symbol("M_HBM", positive=True)  # the device memory budget, bytes
 
 
-# ----------------------------------------------------------------------------- symbols
 def parse_symbols(names: str) -> List[sp.Symbol]:
     """``'b,s,TP'`` -> symbols, by registry name or alias (never evaluated as Python)."""
     out = []
@@ -102,11 +75,8 @@ def level_subs(subs: Mapping, x: sp.Symbol, level: str) -> Dict:
 
 
 def local_form(expr, x: sp.Symbol, subs: Mapping):
-    """``expr`` with its pieces that are not polynomial in ``x`` replaced by the polynomial that equals them around
-    the configuration ``subs`` (x at its value there): an indicator (Piecewise: b = 1, s >= m_H) by its value, a
-    floor (DeepSeek-V4's compressed entries floor(s / m_C)) by its argument less the argument's fractional part
-    there, so floor(s / m_C) reads s / m_C - r / m_C with r = s mod m_C (its slope the average one, 1 / m_C).  Exact
-    on the window of x around the value; elsewhere the exact evaluators decide (fit's integer answer)."""
+    """``expr`` polynomial in ``x`` around the configuration ``subs``: an indicator (Piecewise) by its value there, a
+    floor (DeepSeek-V4's floor(s / m_C)) by its argument less its fractional part there (s / m_C - r / m_C)."""
     expr = sp.sympify(expr)
     pieces = [a for a in expr.atoms(sp.Piecewise, sp.floor) if x in a.free_symbols]
     if not pieces:
@@ -122,14 +92,10 @@ def local_form(expr, x: sp.Symbol, subs: Mapping):
     return expr.xreplace(rep)
 
 
-# ----------------------------------------------------------------------------- derivatives
 @dataclass
 class Derivative:
-    """dM_c/dx of one component c (or the total) in its three forms, its value and elasticities.
-
-    elasticity: (x / M_c) dM_c/dx; share: (x / M) dM_c/dx, the component's part of the
-    total's elasticity (the shares add up to it).
-    """
+    """dM_c/dx of one component c (or the total) in its three forms, its value, the elasticity (x / M_c) dM_c/dx
+    and its share (x / M) dM_c/dx of the total's elasticity."""
 
     component: str
     general: sp.Expr
@@ -193,12 +159,8 @@ class Sensitivity:
 
 
 def leaf_rows(term, terms) -> List[Tuple[str, str, str, sp.Expr, sp.Expr]]:
-    """The paper's rows under ``term``: (term id, row key, label, multiplicity, row expression).
-
-    Parts that reference another term (``combine``: tag ``ref:<id>``, factors (coefficient,
-    term)) are followed, multiplying their coefficients; consecutive parts sharing a
-    ``row`` (the three score tensors) are one row, as the paper prints them.
-    """
+    """The paper's rows under ``term``: (term id, row key, label, multiplicity, row expression), following parts
+    that reference another term (``combine``'s ``ref:<id>``); consecutive parts sharing a ``row`` are one row."""
     out: List = []
 
     def walk(t, mult):
@@ -221,13 +183,8 @@ def leaf_rows(term, terms) -> List[Tuple[str, str, str, sp.Expr, sp.Expr]]:
 
 def analyse(components: Mapping[str, object], x: sp.Symbol, subs: Mapping, *, tie: Mapping | None = None,
             terms=None, row_limit: int = 8) -> Sensitivity:
-    """Derivatives of each component (Terms or expressions) and their total with respect to ``x``.
-
-    subs: the full substitution of the configuration (stage composition included).
-    tie: symbols replaced before differentiating (``{SP: TP}`` with sequence parallelism on),
-        except when ``x`` is one of the tied symbols.
-    terms: the term registry, to break the derivative down by the paper's rows.
-    """
+    """Derivatives of each component (Terms or expressions) and their total with respect to ``x`` at ``subs``;
+    ``tie``: symbols replaced first unless ``x`` is one (``{SP: TP}``); ``terms``: the registry, for the rows."""
     tie = {k: v for k, v in (tie or {}).items() if k != x}
     exprs = {k: local_form(nt.expand_derived(sp.sympify(getattr(c, "expr", c))).xreplace(tie), x, subs)
              for k, c in components.items()}
@@ -236,22 +193,17 @@ def analyse(components: Mapping[str, object], x: sp.Symbol, subs: Mapping, *, ti
     if xv is None:
         raise cfg.ConfigError("wrt", f"--wrt: {x} has no value in this configuration")
     in_expr = x in exprs["total"].free_symbols
+    note = ""
+    if not in_expr and x.name in COMPOSITION_SYMBOLS:
+        return Sensitivity(x, xv, False, f"{x} does not appear in the per-device expression of a stage: it acts "
+                                         f"only through the stage composition (L_d, L_m, e_E, e_H), so no derivative "
+                                         f"is reported; see the finite difference")
     if not in_expr:
-        if x.name in COMPOSITION_SYMBOLS:
-            note = (f"{x} does not appear in the per-device expression of a stage: it acts only through the stage "
-                    f"composition (L_d, L_m, e_E, e_H), so no derivative is reported; see the finite difference")
-        else:
-            note = f"{x} does not appear in the per-device expression at this configuration: dM/d{x} = 0"
-        res = Sensitivity(x, xv, False, note)
-        if x.name in COMPOSITION_SYMBOLS:
-            return res
-    else:
-        note = ""
-        if tie and x in set(tie.values()):
-            tied = ", ".join(f"{k} = {v}" for k, v in tie.items() if v == x)
-            split = ", ".join(str(k) for k in tie)
-            note = f"{tied} (sequence parallelism on): d/d{x} includes the {split}-split tensors"
-        res = Sensitivity(x, xv, True, note)
+        note = f"{x} does not appear in the per-device expression at this configuration: dM/d{x} = 0"
+    elif tie and x in set(tie.values()):
+        tied = ", ".join(f"{k} = {v}" for k, v in tie.items() if v == x)
+        note = f"{tied} (sequence parallelism on): d/d{x} includes the {', '.join(map(str, tie))}-split tensors"
+    res = Sensitivity(x, xv, in_expr, note)
     stage_s, paper_s = level_subs(subs, x, "stage"), level_subs(subs, x, "paper")
     values = {k: _exact(e, subs) for k, e in exprs.items()}
     total = values["total"]
@@ -283,7 +235,6 @@ def analyse(components: Mapping[str, object], x: sp.Symbol, subs: Mapping, *, ti
     return res
 
 
-# ----------------------------------------------------------------------------- finite differences
 def configuration_value(model, layout, training, name: str):
     """The current value of an integer configuration quantity (SP: TP when tied)."""
     if name in LAYOUT_FIELDS:
@@ -326,10 +277,8 @@ def step(model, layout, training, name: str, direction: int, stage_index: int, l
 
 def finite_differences(evaluate: Callable, model, layout, training, stage_index: int,
                        name: str) -> List[FiniteDifference]:
-    """Exact finite differences of every component to the next and previous valid value of ``name``.
-
-    evaluate(model, layout, training, stage_index) -> {component: Fraction, ..., 'total': Fraction}.
-    """
+    """Exact finite differences of every component to the next and previous valid value of ``name``;
+    ``evaluate(model, layout, training, stage_index)`` -> {component: Fraction, 'total': Fraction}."""
     v = configuration_value(model, layout, training, name)
     if v is None:
         return []
@@ -347,19 +296,13 @@ def finite_differences(evaluate: Callable, model, layout, training, stage_index:
     return out
 
 
-# ----------------------------------------------------------------------------- budget solving
 @dataclass
 class BudgetRoot:
     """The largest x with (1 + f_frag)(S + A(x)) + M_buf <= M_HBM at one stage.
 
-    structural: the root sympy's solve gives in S, A_k, f_frag, M_buf, M_HBM.
-    coefficients: {name: (closed form at the stage, exact value)} for S and the A_k (their closed forms
-    computed when first read, from ``raw``: fit prints them for the binding stage only).
-    at_layout: the root with only M_HBM, f_frag and M_buf symbolic (simplified when first read: fit
-    prints it for the binding stage only, and sympy's simplify is most of a solve's time).
-    root: the exact root at the budget (a sympy number, possibly irrational; None when there is
-    no real root, i.e. the model states alone exceed the budget); integer: the largest valid
-    integer not above it (0 if none).
+    structural: the root in S, A_k, f_frag, M_buf, M_HBM; coefficients: {name: (closed form, exact value)} of S
+    and the A_k; at_layout: the root with only M_HBM, f_frag, M_buf symbolic (both computed when first read);
+    root: the exact root at the budget (None without a real root); integer: the largest valid integer below it.
     """
 
     var: sp.Symbol
@@ -397,12 +340,8 @@ def _generic_roots(var: sp.Symbol, powers: Tuple[int, ...]) -> List[sp.Expr]:
 
 def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: Mapping, hbm: int,
                  multiple: int = 1, at=None) -> BudgetRoot:
-    """Solve the Sec. 6 budget for ``var`` (b or s) at one stage.
-
-    states: model-state bytes (independent of var); activations: polynomial of degree 1 or 2
-    in var; subs: the configuration (var's own value is ignored); overheads: {f_frag: f,
-    M_buf: buf}; multiple: the integer answer must be a multiple of it (s of CP).
-    """
+    """Solve the Sec. 6 budget for ``var`` (b or s) at one stage: ``states`` independent of var, ``activations`` of
+    degree 1 or 2 in it (local form at ``at`` when given), the answer a multiple of ``multiple``."""
     sub_wo = {k: v for k, v in subs.items() if k != var}
     stage_s = level_subs(sub_wo, var, "stage")
     act = nt.expand_derived(sp.sympify(getattr(activations, "expr", activations)))
@@ -449,10 +388,8 @@ def solve_budget(states, activations, var: sp.Symbol, subs: Mapping, overheads: 
                       max(0, fl - fl % multiple))
 
 
-# ----------------------------------------------------------------------------- one configuration
 def _at_step(c: Mapping) -> Dict:
-    """The assembled device's components at the step's peak: the model states, the activations, the step's
-    backward moment (derivations/assembly/step_terms.py; only when there is one) and their total."""
+    """The assembled device's components at the step's peak (the step's moment only when there is one)."""
     out = {k: c[k] for k in ("weights", "gradients", "optimizer", "activations")}
     if c["step"]:
         out["step"] = c["step"]
@@ -461,9 +398,8 @@ def _at_step(c: Mapping) -> Dict:
 
 
 def configuration(model, layout, training, stage_index, wrt, rows=5):
-    """(bytes per component, stage, [Sensitivity]) at a configuration: the derivatives of the
-    per-device total's components (``derivations.totals``) and exact finite differences of the
-    assembled device (``derivations.device.components``) to the next and previous valid values."""
+    """(bytes per component, stage, [Sensitivity]) at a configuration: derivatives of the components
+    (derivations/assembly/totals.py) and finite differences of the assembled device (device.components)."""
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import variant
     from derivations.assembly import device

@@ -1,13 +1,7 @@
-"""The search's step time: every configuration's estimated step under the step-time model
-(derivations/steptime), at its slowest pipeline stage, as lazy columns of a :class:`SearchResult`.
-
-Columns added: ``step_time`` (seconds of one optimizer step, or of one micro-batch's period without a
-schedule or global batch), ``time_<part>`` for each part of :data:`derivations.steptime.evaluate.PARTS`
-(compute, recompute, exposed TP/EP/CP/PP/DP transfers, bubble, optimizer) and ``tokens_per_gpu_s``
-(tokens the job trains per second per GPU: DP m b s over the step's time and the GPUs).  They are
-computed only for the rows read, each row once; without a schedule ``result.time['fastest']`` bounds each
-layout's throughput, so ranking by time reads the rows of a few layouts only
-(derivations/analyses/ranking.py).
+"""The search's step time (derivations/steptime) at each configuration's slowest pipeline stage, as lazy columns:
+``step_time`` (one optimizer step, or one micro-batch's period without a schedule or global batch),
+``time_<part>`` per part of :data:`derivations.steptime.evaluate.PARTS` and ``tokens_per_gpu_s`` (DP m b s over
+the step's time and the GPUs), computed only for the rows read, each once.
 """
 from __future__ import annotations
 
@@ -18,7 +12,7 @@ import numpy as np
 from derivations import config as cfg
 from derivations.analyses.columns import take
 from derivations.analyses.evaluation import SearchResult, _stage_table
-from derivations.analyses.ranking import layout_index
+from derivations.analyses.ranking import _mixed_radix, layout_index
 from derivations.steptime import evaluate as timing
 
 _LAYOUT = ("dp", "tp", "pp", "ep", "etp", "cp", "mbs", "seq", "zero")
@@ -72,19 +66,15 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
 
     def distinct(idx):
         """(rows of ``idx`` to time, for each row of ``idx`` the one timed for it): without a schedule the step
-        reads the ZeRO stage only as ZeRO-3 or not (derivations/steptime/evaluate.py ``parts``: one micro-batch's
-        period, whose data-parallel traffic is ZeRO-3's alone), so configurations that differ only by ZeRO 0, 1
-        or 2 are timed once; with a schedule every row is its own."""
+        reads the ZeRO stage only as ZeRO-3 or not (derivations/steptime/evaluate.py ``parts``)."""
         if result.schedule is not None or not len(idx):
             return idx, np.arange(len(idx))
         cols = [layout_index(result, idx)[0]] + [take(c, k, idx).astype(np.int64) for k in ("mbs", "seq")]
         cols += [take(c, "recompute", idx).astype(np.int64), (take(c, "zero", idx) == 3).astype(np.int64)]
         if "microbatches" in c:
             cols.append(take(c, "microbatches", idx).astype(np.int64))
-        if min(int(x.min()) for x in cols) >= 0 and np.prod([float(x.max()) + 1 for x in cols]) < 2.0 ** 62:
-            key = np.zeros(len(idx), dtype=np.int64)  # one integer per row (mixed radix)
-            for x in cols:
-                key = key * (int(x.max()) + 1) + x
+        key = _mixed_radix(cols, len(idx))
+        if key is not None:
             by = np.argsort(key, kind="stable")  # np.unique's inverse is ~10x slower (numpy 2.4, measured)
             new = np.r_[True, key[by][1:] != key[by][:-1]]
             inv = np.empty(len(idx), dtype=np.int64)
@@ -99,8 +89,7 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
     done = np.zeros(n, dtype=bool)
 
     def compute(idx) -> Dict[str, np.ndarray]:
-        """Every part, computed at the rows of ``idx`` not computed yet, in blocks (the printed function's
-        temporaries stay small): a row's values are the same whatever rows it is computed with (element-wise)."""
+        """Every part, computed at the rows of ``idx`` not computed yet, in blocks (element-wise)."""
         if not got:
             got.update({k: np.empty(n) for k in keys})
         todo = np.sort(idx[~done[idx]])
@@ -126,14 +115,10 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
         return full, take_rows
 
     def fastest() -> Optional[np.ndarray]:
-        """Per layout (ranking.layout_index's ids: the enumeration's order), at least the tokens per second per
-        GPU of each of its fitting rows (-inf where none fits); None under a schedule or with the rows laid out
-        otherwise.  Without a schedule a row's step is its slowest stage's micro-batch period plus ZeRO-3's
-        traffic (derivations/steptime/evaluate.py ``parts``), so never less than the period at any one of its
-        stages, which reads no ZeRO stage (derivations/steptime/model.py ``step_time``): the periods at one
-        composition per pipeline degree (:func:`probe_stages`), over the grid of layouts x policies x (s, b)
-        groups, bound every row of a layout.  Rounding is monotone: the floats computed keep the bound.  Computed
-        once."""
+        """Per layout (ranking.layout_index's ids), an upper bound of the tokens per second per GPU of its fitting
+        rows (-inf where none fits), or None under a schedule: a row's step is never less than the micro-batch
+        period at any one of its stages, which reads no ZeRO stage (derivations/steptime/model.py ``step_time``),
+        taken at one composition per pipeline degree (:func:`probe_stages`).  Computed once."""
         if "fastest" not in bounds:
             bounds["fastest"] = layout_bounds()
         return bounds["fastest"]
@@ -177,8 +162,7 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
         return most
 
     def probe_stages(lay, grid, table) -> np.ndarray:
-        """For each pipeline degree (an array indexed by it), the composition whose period is the longest at the
-        degree's first layout, the first policy and (s, b) group: the bound's, usually the slowest stage."""
+        """Per pipeline degree (indexed by it), the composition whose period is the longest at its first layout."""
         pps = sorted(set(lay["pp"].tolist()))
         first = np.array([int(np.argmax(lay["pp"] == pp)) for pp in pps])
         probe = {k: np.repeat(v[first][:, None], table.shape[1], axis=1) for k, v in lay.items()}  # (degree, stage)

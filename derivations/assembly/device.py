@@ -27,7 +27,7 @@ from derivations.activations import shape as shapes
 from derivations.activations.shape import of_model
 from derivations.activations.view import View
 from derivations import evaluate as ev
-from derivations.assembly import offload, overheads, quantized, schedules, step_names
+from derivations.assembly import graphs, offload, overheads, quantized, schedules, step_names
 from derivations.assembly.runtime import buffers_bytes, buffers_id
 from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
                                        weight_side_of)
@@ -159,8 +159,7 @@ class Estimate:
                       "activations_outside_layers": num(self.outside_layers)},
             "gib": {k: float(v / cfg.GiB) for k, v in self.bytes.items()},
             "overheads": {end: {k: num(v) for k, v in d.items()} for end, d in self.overheads.items()},
-            "terms": dict(self.term_ids),
-            "assumptions": list(self.assumptions),
+            "terms": dict(self.term_ids), "assumptions": list(self.assumptions),
         }
         out["conventions"] = switches_json(tr)
         if len(self.held) > 1:
@@ -344,11 +343,13 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     heads = [ch.inflight for ch in chunks if ch.part == "head" and all_stages[ch.stage].head]
     if virtual is not None:
         chunk_list, heads = virtual[1], ([virtual[2]] if virtual[2] is not None else [])
+    rows = graphs.apply(model, training, values, inputs, byts, ids, notes, chunk_list or ((comp, Fraction(1)),),
+                        layer_split(model, comp, v))  # CUDA graphs' terms (derivations/assembly/graphs.py), if any
     if training.schedule:
         values = dict(values, n_fl=chunks[0].inflight)
     return Estimate(model, layout, training, comp, {"non_moe": P_n, "moe": P_m, "total": P_n + P_m}, byts,
                     _ends(v, byts["step_total"]), ids, values, held, chunk_list, heads[0] if heads else None,
-                    virtual is not None, notes, *layer_split(model, comp, v))
+                    virtual is not None, notes, *rows)
 
 
 def _ends(v: Mapping, step_total=None) -> Dict[str, Dict[str, Fraction]]:

@@ -18,7 +18,9 @@ What ``--memory device`` adds to the reserved bytes, each a term whose parts cit
   of ``Buffer.get_dispatch_config`` and ``get_combine_config`` (deep_ep/buffer.py, 20 SMs: 10 channels), hidden
   bytes h x max(B_a, 2); Buffer's constructor (csrc/deep_ep.cpp) adds 8 peers' barrier signals and pointers
   (8 x 4 + 8 x 8 + 8 x 8 B) and a 32 MiB workspace (NUM_WORKSPACE_BYTES, csrc/kernels/configs.cuh); across nodes
-  (EP > 8) the RDMA buffer of ``get_rdma_buffer_size_hint`` in NVSHMEM's symmetric heap.
+  (EP > 8: DeepEP's internode mode) the RDMA buffer in NVSHMEM's symmetric heap, the largest
+  ``Config.get_rdma_buffer_size_hint`` of the two configs (their RDMA receive tokens aligned up to the send chunk,
+  ``Config::Config``), sized by get_buffer alike.
 * **CUDA context**: about 400 MB with CUDA >= 11.7 and lazy module loading (pytorch/pytorch#109888, ptrblck).
 
 The channel count is a symbol (``C_ch``, default 32: NVIDIA/nccl#1685); every communicator is taken intra-node
@@ -106,9 +108,19 @@ def terms():
                         provenance=f"{DEEPEP} csrc/deep_ep.cpp Buffer::Buffer"),
                    Part("workspace", "NUM_WORKSPACE_BYTES, 32 MiB", (DEEPEP_WORKSPACE,),
                         provenance=f"{DEEPEP} csrc/kernels/configs.cuh")))
+    r_tokens = sp.Symbol("T_rdma", positive=True, integer=True)  # the configs' largest aligned RDMA receive tokens
+    per_r = ch * sp.Max(sp.floor(ep / NVL_PEERS), 1) * r_tokens
+    r_rule = f"{DEEPEP} csrc/config.hpp Config::get_rdma_buffer_size_hint"
+    rdma = Term("device.deepep.rdma", "DeepEP's RDMA buffer across nodes (EP > 8; NVSHMEM's symmetric heap, outside "
+                "PyTorch's allocator): the largest size hint of its dispatch and combine configs", "bytes", r_rule,
+                (Part("rdma", "num_channels x RDMA ranks x (the counters, and twice (send and receive) tokens x "
+                      "(hidden bytes + source meta + top-k indices and weights + scales + an int4)), to 128 B",
+                      (_align(ch * sp.Max(sp.floor(ep / NVL_PEERS), 1) * (NVL_PEERS * 2 + 2) * 2 * 4
+                              + 2 * per_r * (hb + SOURCE_META + TOPK_MAX * (TOPK_IDX + 4) + SCALES_MAX * 4 + 16),
+                              128),), provenance=r_rule),))
     context = Term("device.context", "the CUDA context (driver, lazily loaded kernels)", "bytes", CONTEXT_SOURCE,
                    (Part("context", "CUDA context, about 400 MB", (CONTEXT,)),))
-    return ring, peer, deepep, context
+    return ring, peer, deepep, rdma, context
 
 
 @dataclass(frozen=True)
@@ -136,12 +148,19 @@ def deepep_tokens(ep: int) -> int:
     return max(DISPATCH[ep][0], COMBINE[ep][0])
 
 
+def deepep_rdma_tokens(ep: int) -> int:
+    """The largest num_max_rdma_chunked_recv_tokens of DeepEP's two configs for ``ep`` ranks, each aligned up to its
+    num_max_rdma_chunked_send_tokens (csrc/config.hpp Config::Config)."""
+    deepep_tokens(ep)  # (an unknown EP refused)
+    return max(-(-recv // send) * send for _, send, recv in (DISPATCH[ep], COMBINE[ep]))
+
+
 def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsize: int = BUFFSIZE,
             channels: int = CHANNELS) -> List[Buffer]:
     """The device's buffers outside the allocator under ``layout``: a ring communicator per group of more than one
     rank (DP, TP, CP, expert DP), PP's send/receive to its two neighbours, EP's all-to-all (or DeepEP's buffer),
     the CUDA context."""
-    ring, peer, deepep, context = terms()
+    ring, peer, deepep, rdma, context = terms()
     v = {"B_nccl": buffsize, "C_ch": channels}
     out = []
     groups = (("DP", layout.dp), ("TP", layout.tp), ("CP", layout.cp), ("EDP", Fraction(layout.edp)))
@@ -155,6 +174,9 @@ def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsi
         if dispatcher == "deepep":
             out.append(Buffer(deepep.id, f"DeepEP buffer, EP {layout.ep}", _value(
                 deepep, {"EP": layout.ep, "T_nvl": deepep_tokens(layout.ep), "h": hidden, "B_a": act_bytes})))
+            if layout.ep > NVL_PEERS:
+                out.append(Buffer(rdma.id, f"DeepEP RDMA buffer, EP {layout.ep}", _value(
+                    rdma, {"EP": layout.ep, "T_rdma": deepep_rdma_tokens(layout.ep), "h": hidden, "B_a": act_bytes})))
         else:
             out.append(Buffer(peer.id, f"NCCL EP all-to-all, {layout.ep - 1} peers",
                               (layout.ep - 1) * _value(peer, v)))
@@ -164,18 +186,19 @@ def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsi
 
 def reserved_events(est) -> List[Tuple[str, object, int]]:
     """The step as allocations and frees from an estimate's terms (derivations/analyses/allocator.py's input): the
-    model states and runtime buffers once, then as many forwards as reach the terms' in-flight activations, each
-    layer's kept activations one block and what is kept outside the layers one block after them, held up to the
-    terms' activations at the end of the forward (``activations``: a block that would pass them first starts the
-    oldest micro-batch's backward; what the terms hold beyond whole blocks, such as an interleaved head chunk, one
-    block kept to the end; what they do not hold, such as offloaded tensors, never allocated); a backward allocates
-    the step's transient (the step excess), frees the micro-batch's blocks in reverse, then the transient.  The
-    allocated peak is the terms' step total, each block rounded up to a byte."""
+    model states, runtime buffers and CUDA graphs' static buffers once, then as many forwards as reach the terms'
+    in-flight activations, each layer's kept activations one block and what is kept outside the layers one block
+    after them, held up to the terms' activations at the end of the forward (``activations``: a block that would pass
+    them first starts the oldest micro-batch's backward; what the terms hold beyond whole blocks, such as an
+    interleaved head chunk, one block kept to the end; what they do not hold, such as offloaded tensors or what CUDA
+    graphs save in their pool, never allocated); a backward allocates the step's transient (the step excess; under
+    CUDA graphs the training step's own, ``step_replay``), frees the micro-batch's blocks in reverse, then the
+    transient.  The allocated peak is the terms' step total, each block rounded up to a byte."""
     up = lambda x: int(-(-Fraction(x) // 1))  # noqa: E731
     b = est.bytes
-    ev = [("malloc", k, up(b[k])) for k in ("weights", "gradients", "optimizer", "runtime") if b.get(k)]
+    ev = [("malloc", k, up(b[k])) for k in ("weights", "gradients", "optimizer", "runtime", "graphs") if b.get(k)]
     blocks = [(i, up(x)) for i, _, x in est.by_layer] + [("out", up(est.outside_layers))]
-    target, step = up(b.get("activations", 0)), up(b.get("step", 0))
+    target, step = up(b.get("activations", 0)), up(b.get("step_replay", b.get("step", 0)))
     held, queue, topped = 0, [], False
     per = sum(x for _, x in blocks)  # one micro-batch's blocks: the forwards that reach the target, and one more
     microbatches = 2 + (target // per if per else 0)

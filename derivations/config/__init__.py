@@ -22,7 +22,8 @@ from derivations.config.switches import (BYTES_CONVENTIONS, BYTES_HELP, CONVENTI
                                          CONVENTION_SOURCES, CONVENTION_SWITCHES, MTP_HELP, NAMING_PRESETS,
                                          Conventions, SwitchSpec, validate_conventions)
 from derivations.config.training import (ATTENTION, DTYPES, OFFLOAD_MODULES, RECOMPUTE, RECOMPUTE_OPS, SCHEDULES,
-                                         ZERO_NAMES, Training, parse_offload, parse_recompute, validate_training)
+                                         ZERO_NAMES, Training, parse_cuda_graphs, parse_offload, parse_recompute,
+                                         validate_training)
 from derivations.config.quantization import RECIPES as LINEAR_RECIPES
 
 __all__ = ["DEFAULT_MODEL", 
@@ -37,7 +38,7 @@ __all__ = ["DEFAULT_MODEL",
     "CONVENTION_SWITCHES", "MTP_HELP", "NAMING_PRESETS", "Conventions", "SwitchSpec", "validate_conventions",
     # training
     "ATTENTION", "DTYPES", "OFFLOAD_MODULES", "RECOMPUTE", "RECOMPUTE_OPS", "SCHEDULES", "ZERO_NAMES", "Training",
-    "parse_offload", "parse_recompute", "validate_training", "LINEAR_RECIPES",
+    "parse_cuda_graphs", "parse_offload", "parse_recompute", "validate_training", "LINEAR_RECIPES",
 ]
 
 

@@ -186,12 +186,34 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
         read = [r.origin.pop(d) for d in ("linear_recipe", "quantized_param_gather") if r.options.pop(d, None)]
         r.unmodelled.append("; ".join(read) + ": under Megatron-FSDP's sharded parameters (ZeRO-3) TE's quantized "
                             "linear layers and weight copies are not modelled (counted in BF16)")
+    if "cuda_graphs" in known:
+        _cuda_graphs(a, launch, put)
     for env, dest in (("PYTORCH_CUDA_ALLOC_CONF", "alloc_conf"), ("NCCL_BUFFSIZE", "nccl_buffsize")):
         if dest in known and launch.env.get(env) not in (None, ""):  # what --memory reads (issue 46)
             put(dest, launch.env[env], f"ENV_VARS {env}")
     r.unmodelled = [" ".join((f,) + tuple(shown(w) for w in launch.flags[f]))
                     for f in launch.flags if f not in a.used and f not in IGNORED] + r.unmodelled + a.extra
     return r
+
+
+def _cuda_graphs(a: _Args, launch: Launch, put) -> None:
+    """``--cuda-graph-impl transformer_engine`` (or the deprecated ``--external-cuda-graph``, ARGS validate_args)
+    with ``--cuda-graph-modules`` (or the deprecated ``--cuda-graph-scope``; none or ``full``: the whole layer) and
+    ``--cuda-graph-warmup-steps`` (TC cuda_graph_warmup_steps 3) as memsym's --cuda-graphs: read only when every
+    module is one memsym captures (attn, mlp, moe), else the flags stay in the not-modelled warning (as the local
+    implementation's do)."""
+    f = launch.flags
+    te = "--external-cuda-graph" in f or ("--cuda-graph-impl" in f and launch.value("--cuda-graph-impl")
+                                          == "transformer_engine")
+    flag = "--cuda-graph-scope" if "--cuda-graph-scope" in f else "--cuda-graph-modules"
+    mods = [w for m in launch.words(flag) for w in m.strip("[]").replace(",", " ").split()]
+    scopes = ["layer"] if mods in ([], ["full"]) else mods
+    if not te or not set(scopes) <= {"attn", "mlp", "moe", "layer"}:
+        return
+    used = [x for x in ("--external-cuda-graph", "--cuda-graph-impl", flag) if a.has(x)]
+    warmup, w_src = a.int("--cuda-graph-warmup-steps", (3, f"{TC} cuda_graph_warmup_steps"), low=0)
+    put("cuda_graphs", ",".join(scopes), " ".join(used) + ": Transformer Engine's make_graphed_callables")
+    put("cuda_graph_warmup_steps", warmup, w_src)
 
 
 def _moe_pattern(a: _Args, layers: int) -> List[int]:

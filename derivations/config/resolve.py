@@ -27,7 +27,7 @@ from derivations.config.hfconfig import read_json
 from derivations.config.presets import PRESETS, load_model
 from derivations.config.recipes import RECIPES
 from derivations.config.switches import BYTES_CONVENTIONS, CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
-from derivations.config.training import Training, parse_offload, parse_recompute, with_global_batch
+from derivations.config.training import Training, parse_cuda_graphs, parse_offload, parse_recompute, with_global_batch
 
 #: The dtype options and the Table 7 symbols each sets.
 DTYPE_OPTIONS = (("weight_dtype", ("B_w",)), ("grad_dtype", ("B_g",)), ("master_dtype", ("B_m",)),
@@ -182,6 +182,10 @@ def training_of(values: Mapping[str, object], typed: Collection[str]) -> Trainin
         t = replace(t, offload=parse_offload(off if isinstance(off, str) else ",".join(off)))
     if v.get("linear_recipe") or v.get("quantized_param_gather"):  # Transformer Engine's quantized linear layers
         t = replace(t, linear_recipe=v.get("linear_recipe"), quantized_params=bool(v.get("quantized_param_gather")))
+    if v.get("cuda_graphs"):  # Megatron's --cuda-graph-modules under TE's implementation (a tuple or its text)
+        g = v["cuda_graphs"]
+        t = replace(t, cuda_graphs=parse_cuda_graphs(g if isinstance(g, str) else ",".join(g)),
+                    graph_warmup=v.get("cuda_graph_warmup_steps", 3))
     t = replace(t, conventions=conventions_of(v))
     byts = {sym: v[dest] for dest, syms in DTYPE_OPTIONS if v.get(dest) is not None for sym in syms}
     t = t.with_bytes(**byts) if byts else t
@@ -192,6 +196,12 @@ def training_of(values: Mapping[str, object], typed: Collection[str]) -> Trainin
         t = t.with_bytes(**{k: val for k, val in conv_bytes.items() if k not in keep})
         if zmin and "zero" not in typed:
             t = replace(t, zero=max(t.zero, zmin))
+    rank = t.conventions.rank
+    if rank in ("fsdp2", "mfsdp") and t.zero != 3:  # FSDP shards parameters, gradients and optimizer states
+        if "zero" in typed:
+            raise ConfigError("zero", f"--rank {rank} shards the parameters, gradients and optimizer states "
+                                      f"(ZeRO 3: derivations/assembly/fsdp.py): --zero {t.zero} contradicts it")
+        t = replace(t, zero=3)
     return t
 
 

@@ -166,6 +166,11 @@ def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: 
                                                 "fused kernels, fewer saved intermediates)"))
     elif "enable" in comp and not isinstance(comp["enable"], bool):
         raise err(k.path, f"compile.enable = {comp['enable']!r}: expected true or false")
+    if not (comp.get("enable") is True and "loss" in comp.get("components", ["model", "loss"])):
+        put("head_state", "paper", "an eager loss (components/loss.py build_cross_entropy_loss compiles it only with "
+                                   "compile.enable and 'loss' in compile.components; JC Compile.enable False): "
+                                   "cross_entropy of pred.float() keeps the FP32 log-softmax, and train.py holds the "
+                                   "B_a logits pred until the loss is computed: the paper's head state")
     # [quantize.*] takes effect only through model.converters (parallelize.py; job_config.py Model.converters)
     if not converters:
         memory = [(key, v) for key, v in memory if not key.startswith("quantize.")]

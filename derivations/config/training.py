@@ -111,6 +111,24 @@ def parse_offload(text: str) -> Tuple[str, ...]:
     return tuple(o for o in OFFLOAD_MODULES if o in names)
 
 
+#: What a layer's CUDA graph captures (Megatron's --cuda-graph-modules, megatron/core/transformer/enums.py
+#: CudaGraphModule attn, mlp, moe; ``layer``: its empty list, the whole layer): derivations/assembly/graphs.py
+CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "layer")
+
+
+def parse_cuda_graphs(text: str) -> Tuple[str, ...]:
+    """``'attn,moe'`` -> ('attn', 'moe'): the captured parts of each layer, in CUDA_GRAPH_SCOPES order; ``layer``
+    alone (the whole layer holds the others)."""
+    names = [o.strip() for o in str(text).split(",") if o.strip()]
+    bad = [o for o in names if o not in CUDA_GRAPH_SCOPES] or (["(none)"] if not names else [])
+    if bad:
+        raise ConfigError("cuda-graphs", f"--cuda-graphs {_short(bad[0])}: expected a comma-separated list of "
+                                         f"{', '.join(CUDA_GRAPH_SCOPES)}")
+    if len(set(names)) != len(names) or ("layer" in names and len(names) > 1):
+        raise ConfigError("cuda-graphs", f"--cuda-graphs {_short(text)}: each scope once, layer alone")
+    return tuple(o for o in CUDA_GRAPH_SCOPES if o in names)
+
+
 @dataclass(frozen=True)
 class Training:
     """Training settings (Table 9) and data types (Table 7), plus the extensions beyond the paper.
@@ -152,6 +170,10 @@ class Training:
     linear_recipe: Optional[str] = None
     #: the linear layers' weights kept as quantized parameters (Megatron's --fp8-param-gather / --fp4-param-gather)
     quantized_params: bool = False
+    #: the parts of each layer captured in CUDA graphs through Transformer Engine (CUDA_GRAPH_SCOPES); empty: none
+    cuda_graphs: Tuple[str, ...] = ()
+    #: Megatron's --cuda-graph-warmup-steps (TransformerConfig cuda_graph_warmup_steps 3): 0 captures before step 1
+    graph_warmup: int = 3
 
     @property
     def recompute_label(self) -> str:

@@ -211,6 +211,14 @@ def checked_by(parse):
 recompute_policy, offload_modules = checked_by(cfg.parse_recompute), checked_by(cfg.parse_offload)
 
 
+def cuda_graphs(text: str):
+    """``--cuda-graphs attn,moe`` -> ('attn', 'moe') (derivations/config/training.py parse_cuda_graphs)."""
+    try:
+        return cfg.parse_cuda_graphs(text)
+    except cfg.ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 _DECIMAL = re.compile(DECIMAL_PATTERN)
 
 

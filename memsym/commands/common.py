@@ -12,9 +12,29 @@ from derivations.config import defaults, resolve as R
 from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
     _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS,
     apply_limits, dtype_bytes, recompute_policy, imbalance_factor, unit_fraction,
-    layer_counts, offload_modules, HELP_ALL, help_all, explicit, checked_by)
+    layer_counts, offload_modules, cuda_graphs, HELP_ALL, help_all, explicit, checked_by)
 from derivations.config.recipes import RECIPES
 from symbolic.exact import fmt_gib
+
+
+def check_conflicts(args) -> None:
+    """Options that contradict each other, refused before any work (derivations/config/resolve.py)."""
+    R.check_conflicts(vars(args), explicit(args))
+    typed, memory = getattr(args, "_typed_before_launch", explicit(args)), getattr(args, "memory", None)
+    for dest, flag, kinds in (("alloc_conf", "--alloc-conf", ("reserved", "device")),
+                              ("nccl_buffsize", "--nccl-buffsize", ("device",))):
+        if dest in typed and memory not in kinds:
+            raise cfg.ConfigError("memory", f"{flag} changes only --memory {' or '.join(kinds)}: give --memory "
+                                            f"{kinds[-1]} (or leave {flag} out)")
+    if getattr(args, "cuda_graphs", None) and getattr(args, "command", None) in ("fit", "sensitivity", "report"):
+        raise cfg.ConfigError("cuda-graphs", f"--cuda-graphs: the graphs' capture has no closed form in b and s for "
+                                             f"{args.command}'s fits and derivatives: judge it with memsym estimate")
+    if "cuda_graph_warmup_steps" in typed and not getattr(args, "cuda_graphs", None):
+        raise cfg.ConfigError("cuda-graphs", "--cuda-graph-warmup-steps says when --cuda-graphs are captured: give "
+                                             "--cuda-graphs SCOPE (or leave it out)")
+    if memory and getattr(args, "tensors", False):
+        raise cfg.ConfigError("memory", "--memory judges a stage's step, --tensors lists one layer's tensors: give "
+                                        "one of them")
 
 
 class _Explicit(argparse.Action):
@@ -43,7 +63,7 @@ def finish(args) -> None:
         apply(args)
     for dest, value in R.resolved(vars(args), explicit(args)).items():
         setattr(args, dest, value)
-    R.check_conflicts(vars(args), explicit(args))
+    check_conflicts(args)
 
 
 def add_model_option(p: argparse.ArgumentParser) -> None:
@@ -102,6 +122,14 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
                         "--offload-modules): the saved tensors of these modules (of at least 2^20 elements) go to host "
                         "memory between forward and backward, but for the rank's last layer of micro-batch 0; one of: "
                         + ", ".join(cfg.OFFLOAD_MODULES) + " (needs --conventions mcore or mcore-te)")
+    g.add_argument("--cuda-graphs", type=cuda_graphs, default=None, action=E, metavar="SCOPE,...",
+                   help=help_all("Megatron-Core's CUDA graphs through Transformer Engine (--cuda-graph-impl "
+                                 "transformer_engine --cuda-graph-modules): the captured part of each layer, attn, "
+                                 "mlp, moe or layer (the whole layer): its saves move to the graphs' pool, the capture "
+                                 "is a moment of the step (needs --conventions mcore or mcore-te)"))
+    g.add_argument("--cuda-graph-warmup-steps", type=nonneg_int, default=D.graph_warmup, action=E, metavar="N",
+                   help=help_all(f"steps run eagerly before the capture (Megatron's flag; default {D.graph_warmup}, "
+                                 f"its default): 0 captures before the optimizer's first step, without Adam's moments"))
     g.add_argument("--attention", choices=list(cfg.ATTENTION), default=D.attention, action=E,
                    help="attention kernel: eager (the paper's 5 b n_h s^2/TP score tensors) or flash (fused: no s^2 "
                         "tensor, FP32 log-sum-exp per row, 4 b n_h s/(TP CP) bytes per layer); default eager, or "
@@ -225,10 +253,10 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
                         "and DeepEP buffers + the CUDA context: derivations/assembly/overheads_device.py); default: "
                         "the paper's Sec. 6 ranges")
     hidden = help_all
-    p.add_argument("--alloc-conf", default="", metavar="CONF", type=_alloc_conf,
+    p.add_argument("--alloc-conf", default="", metavar="CONF", type=_alloc_conf, action=_Explicit,
                    help=hidden("PYTORCH_CUDA_ALLOC_CONF for --memory (max_split_size_mb, expandable_segments, "
                         "garbage_collection_threshold)"))
-    p.add_argument("--nccl-buffsize", type=positive_int, default=None, metavar="BYTES",
+    p.add_argument("--nccl-buffsize", type=positive_int, default=None, metavar="BYTES", action=_Explicit,
                    help=hidden("NCCL_BUFFSIZE for --memory device (default NCCL's 4 MiB)"))
 
 

@@ -91,10 +91,13 @@ def _estimate(args):
     if args.all_stages:
         every, worst = estimate_all(model, layout, training, notes)
         timed = _time(args, model, layout, training, every=True)
+        memory = _memory(args, every[worst])  # --memory: judged at the most-loaded stage
         out = {"most_loaded": worst, "stages": [e.to_json() for e in every],
                "assumptions": every[worst].assumptions, **_device_json(every[worst], device),
-               **({"time": timed} if timed else {}), **common.defaults_used(args)}
-        return out, [render_all(every, worst, device, timed)] + _time_lines(timed, training)
+               **({"time": timed} if timed else {}), **({"memory": memory} if memory else {}),
+               **common.defaults_used(args)}
+        text = [render_all(every, worst, device, timed)] + _memory_lines(args, every[worst], memory)
+        return out, text + _time_lines(timed, training)
     est = estimate(model, layout, training, common.stage_from_args(args), notes)
     verdict = _verdict(args, model, layout, training)
     timed = _time(args, model, layout, training)
@@ -121,7 +124,7 @@ def _memory(args, est):
     hbm, gpu = common.budget_from_args(args)
     out = {"judged": args.memory, "allocated": m["allocated"], "reserved": m["reserved"],
            "buffers": [{"term": b.term, "what": b.what, "bytes": b.bytes} for b in m["buffers"]],
-           "cuda_graph_pools": None, "device": m["device"], "alloc_conf": m["alloc_conf"],
+           "cuda_graph_pool": m["graph_pool"], "device": m["device"], "alloc_conf": m["alloc_conf"],
            "terms_total": est.bytes["step_total"]}
     if hbm is not None:
         out.update(capacity=hbm, capacity_of=gpu.name if gpu else "--hbm", fits=m[args.memory] <= hbm)
@@ -137,9 +140,10 @@ def _memory_lines(args, est, m) -> list:
              f"the step's peak: {fmt_gib(m['terms_total'])} GiB)",
              f"  reserved   {fmt_gib(m['reserved']):>9} GiB  PyTorch's caching allocator run over the step "
              f"(PYTORCH_CUDA_ALLOC_CONF '{m['alloc_conf']}')"]
+    lines += ([f"    {'of which the CUDA graphs private pool':<44} {fmt_gib(m['cuda_graph_pool']):>9} GiB  graph.pool"]
+              if m["cuda_graph_pool"] else [])
     lines += [f"  + {b['what']:<44} {fmt_gib(b['bytes']):>9} GiB  {b['term']}" for b in m["buffers"]]
-    lines += ["  + CUDA graph pools: not modelled (memsym has no CUDA-graph option)",
-              f"  device     {fmt_gib(m['device']):>9} GiB"]
+    lines += [f"  device     {fmt_gib(m['device']):>9} GiB"]
     if "capacity" in m:
         lines.append("  " + common.memory_verdict(m["judged"], m[m["judged"]], m["capacity"], m["capacity_of"]))
     return lines

@@ -84,7 +84,8 @@ def render_all(every, worst, device=None, timed=None) -> str:
         lines.append(f"{'*' if e.stage.index == worst else ' '} {st.index:<6}{layers:<12}{content:<{wc}}{fl:>10}"
                      f"{fmt_gib(b['activations_per_microbatch']):>9}{fmt_gib(b['activations']):>9}"
                      f"{fmt_gib(b['weights']):>9}{fmt_gib(b['gradients']):>9}{fmt_gib(b['optimizer']):>9}"
-                     + (f"{fmt_gib(b['runtime']):>9}" if runtime else "") + f"{fmt_gib(b['total']):>9}"
+                     + (f"{fmt_gib(b['runtime'] + b.get('graphs', 0)):>9}" if runtime else "")
+                     + f"{fmt_gib(b['total']):>9}"
                      + (f"{per_mb[st.index]:>9.4f}" if per_mb else ""))
     w = every[worst]
     lines += ["", f"* most-loaded: stage {worst} ({fmt_gib(w.bytes['total'])} GiB allocated; with Sec. 6 overheads "
@@ -129,11 +130,12 @@ def render_text(est) -> str:
 
     def row(label, key, note):  # one line of the bytes table
         return f"  {label:<26}{fmt_int(b[key]):>{wb}}{fmt_gib(b[key]):>{wg}}  {note}"
-    lines += [row("runtime buffers" if k == "runtime" else k, k, ids[k])
-              for k in ("weights", "gradients", "optimizer", "activations", "runtime") if k in b]
+    lines += [row({"runtime": "runtime buffers", "graphs": "CUDA graphs' static io"}.get(k, k), k, ids[k])
+              for k in ("weights", "gradients", "optimizer", "activations", "runtime", "graphs") if k in b]
     lines.append(row("total", "total", "(at the end of the forward)"))
     if b["step"]:
-        lines += [row("+ one backward", "step", ids["step"]),
+        moment = "+ the graphs' capture" if ids["step"] == "step.graph.capture" else "+ one backward"
+        lines += [row(moment, "step", ids["step"]),
                   row("total at the step peak", "step_total", "(what a verdict judges)")]
     fam = families.get(est.model.family)
     one = f"({fam.layer_name or ('one MoE layer' if 'moe' in fam.kinds else 'one layer')}, act.)"

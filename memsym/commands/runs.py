@@ -159,14 +159,15 @@ def render(results, verbose=False) -> str:
         lines.append(f"{r['id']:<{wid}}  {r['kind']:<13} {r['confidence']:<6} {fmt_gib(r['measured_bytes']):>10} "
                      f"{fmt_gib(r['predicted_bytes']):>10} {float(r['ratio']):>6.2f}  {_verdict(r):<13} {preset}")
     lines += ["", "components of the stage compared (GiB; activations = held at the end of the forward, in-flight "
-                  "micro-batches; +bwd = one micro-batch's backward moment; total = at the step's peak):",
+                  "micro-batches; runtime with CUDA graphs' static buffers; +bwd = one micro-batch's backward moment "
+                  "or the graphs' capture; total = at the step's peak):",
               f"{'run':<{wid}}  {'stage':>5} {'in fl.':>6} {'weights':>8} {'grads':>8} {'optim':>8} {'act':>8} "
               f"{'runtime':>8} {'+bwd':>8} {'total':>8} {'+ovh lo':>8} {'+ovh hi':>8}"]
     for r in results:
         c, fl = r["components"], r["inflight_microbatches"]
         lines.append(f"{r['id']:<{wid}}  {r['stage']:>5} {'1' if fl is None else fmt_int(fl):>6} "
                      f"{fmt_gib(c['weights']):>8} {fmt_gib(c['gradients']):>8} {fmt_gib(c['optimizer']):>8} "
-                     f"{fmt_gib(c['activations']):>8} {fmt_gib(c['runtime']):>8} {fmt_gib(c['step']):>8} "
+                     f"{fmt_gib(c['activations']):>8} {fmt_gib(c['runtime'] + c['graphs']):>8} {fmt_gib(c['step']):>8} "
                      f"{fmt_gib(c['total']):>8} "
                      f"{fmt_gib(r['peak_with_overheads']['low']):>8} {fmt_gib(r['peak_with_overheads']['high']):>8}")
     notes = sorted({r["conventions"]["note"] for r in results if r["conventions"]["note"]})

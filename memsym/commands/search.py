@@ -89,6 +89,9 @@ def add_parser(sub):
     g.add_argument("--virtual-layers", type=layer_counts, default=None, action=common._Explicit, metavar="N,N,...",
                    help="Megatron's pipeline layout as the layers of its PP x V virtual stages (`memsym estimate "
                         "--help`; needs --schedule interleaved): layouts of another PP x V are counted invalid")
+    p.add_argument("--memory", choices=("allocated", "reserved", "device"), default=None,
+                   help=common.help_all("refused: search judges every configuration by its terms (the Sec. 6 peak); "
+                                        "judge one by memsym estimate --memory or fit --memory"))
     common.add_convention_options(p)
     add_time_options(p, node=False)
     p.add_argument("--top", type=common.positive_int, default=None,
@@ -128,7 +131,18 @@ def _search(args, rows=None):
     """(model, hbm, SearchResult, ordered row indices) of a search command line: the first ``rows``
     of them (None: all)."""
     from derivations.analyses import search as S
+    if args.memory:
+        raise cfg.ConfigError("memory", f"--memory {args.memory}: search judges every configuration by its terms "
+                                        "in one vectorised pass (the Sec. 6 peak, --overheads), not by the caching "
+                                        "allocator run per configuration: judge a listed one with memsym estimate ... "
+                                        f"--memory {args.memory} (or memsym fit --memory {args.memory})")
     _apply_recipe(args)
+    rank = common.conventions_from_args(args).rank
+    if rank in ("fsdp2", "mfsdp"):  # FSDP shards parameters, gradients and optimizer states: ZeRO 3 only
+        if "zero" in common.explicit(args) and set(args.zero) != {3}:
+            raise cfg.ConfigError("zero", f"--rank {rank} shards the parameters, gradients and optimizer states (ZeRO "
+                                          f"3): --zero {','.join(map(str, args.zero))} contradicts it")
+        args.zero = (3,)
     model = common.model_from_args(args)
     hbm, _ = common.budget_from_args(args, default_hbm="80GiB")
     result = S.configurations(model, args.gpus, hbm, zeros=args.zero, recompute=args.recompute, mbs=args.mbs,
@@ -233,7 +247,7 @@ def run(args) -> int:
 
 def _header(model, args, hbm, result) -> dict:
     enum = result.enumeration
-    over = result.overheads  # by name: no sympy (derivations/analyses/evaluation.py Overheads)
+    over = result.overheads  # by name: no sympy
     return {
         "model": model.name, "gpus": args.gpus, "hbm": hbm,
         "overheads": {"end": args.overheads, "f_frag": float(Fraction(over["f_frag"])),

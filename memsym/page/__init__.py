@@ -1,19 +1,25 @@
 """``memsym page``: one self-contained HTML calculator generated from the terms.
 
-:func:`render` returns the page (HTML text): the data and JavaScript functions of
-:mod:`memsym.page.data` (every formula printed from the sympy terms, exact over BigInt
-rationals; formulas as presentation MathML) and the page's runtime and controls
-(``templates/page/``: form.html.j2, the controls, rendered here from :mod:`memsym.page.form`'s table;
-runtime.js, the estimate; inputs.js, the fields and a pasted config.json read as the command line reads them;
-ui.js, the controls' reading, the URL and the results; search.js, the layout search over the functions
-:mod:`memsym.page.search` prints).  It loads nothing: no script, style, font or image from the network.
+:func:`render` returns the page: the data and JavaScript functions of :mod:`memsym.page.data` (printed from the
+sympy terms, exact over BigInt rationals; formulas as MathML), the controls rendered from :mod:`memsym.page.form`
+(form.html.j2) and the page's scripts (templates/page/: runtime.js the estimate, inputs.js the fields and a pasted
+config.json read as the command line reads them, ui.js the controls, URL and results, search.js the layout search).
+It loads nothing from the network.
 """
 from __future__ import annotations
 
 import html
 import json
 from pathlib import Path
+
+import jinja2
+
+from symbolic.files import write_atomic
+from symbolic.resources import TEMPLATES_DIR
+
 from .. import __version__
+from .data import generate
+from .form import behaviour, controls
 
 PAGE_NAME = "memsym-calculator.html"
 
@@ -29,13 +35,6 @@ def render(data=None, models=(), progress=None) -> str:
     """The page's HTML; ``data``: a :func:`memsym.page.data.generate` result to reuse; ``models``: (argument,
     ModelSpec) pairs the page offers instead of DeepSeek's presets (``memsym page --model FILE``, any family's);
     ``progress``: told what is being built (a line each step)."""
-    # lazy: sympy, jinja2 (only this path needs it)
-    import jinja2
-
-    from symbolic.resources import TEMPLATES_DIR
-
-    from .data import generate
-    from .form import behaviour, controls
     d = dict(generate(models=models, progress=progress) if data is None else data)
     fns, mathml, search_js = d.pop("fns"), d.pop("mathml"), d.pop("search_js")
     folder = Path(TEMPLATES_DIR) / "page"
@@ -49,17 +48,13 @@ def render(data=None, models=(), progress=None) -> str:
     return env.get_template("page.html.j2").render(
         form=env.overlay(autoescape=True).get_template("form.html.j2").render(form=form).strip(),
         data_json=script_json(d), fns=",\n".join(fns), mathml_json=script_json(mathml),
-        runtime_js=(folder / "runtime.js").read_text(encoding="utf-8"),
-        inputs_js=(folder / "inputs.js").read_text(encoding="utf-8"),
-        ui_js=(folder / "ui.js").read_text(encoding="utf-8"),
-        search_fns=search_js, search_js=(folder / "search.js").read_text(encoding="utf-8"),
+        scripts=[*((folder / f).read_text(encoding="utf-8") for f in ("runtime.js", "inputs.js", "ui.js")), search_js,
+                 (folder / "search.js").read_text(encoding="utf-8")],
         version=__version__, subject=html.escape(subject))
 
 
 def write(out_dir, models=(), progress=None) -> Path:
     """Write the page into ``out_dir`` (created if needed), atomically; its path (``progress``: see :func:`render`)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from symbolic.files import write_atomic
     path = Path(out_dir) / PAGE_NAME
     write_atomic(path, render(models=models, progress=progress))
     return path

@@ -1,28 +1,17 @@
-"""What the calculator page evaluates: the data and formulas ``memsym page`` prints from the derivation's terms.
+"""What the calculator page evaluates: the data and formulas ``memsym page`` prints from the derivation's terms
+(to exact JavaScript and MathML, :mod:`memsym.page.codegen`); nothing here writes a formula.
 
-Nothing here writes a formula: every expression comes from ``derivations`` and is printed
-to JavaScript (exact BigInt rationals) and MathML by :mod:`memsym.page.codegen`.
-
-* Model states: for each model structure (query compression, routing bias, tied
-  embeddings) and weight side of the conventions (``--rank`` x ``--shared-expert``), the
-  terms ``derivations.variant(model, training)`` names for weights, gradients and optimizer
-  states under every ZeRO stage (``side.component_ids``), and the device's P_n and P_m.
-* Activations: derivations/generate.py's decision tables (the command line's), one per tensor of the Sec. 5 lists.
-* One device: the per-device assembly and the schedules' in-flight counts, derivations/generated/<family>.py's
-  ``device`` and ``inflight`` in JavaScript (:func:`assembly_js`); the view's act.stage and act.layer shown; and the
-  step's moments (derivations/assembly/step_terms.py: what one micro-batch's backward holds above the end of its
-  forward), whose largest, added to the total, is the step's peak a verdict judges.
-* The ends of the Sec. 6 ranges (derivations/assembly/overheads.py), shown beside the peaks.
-* The options' data: --linear-recipe's rows (derivations/assembly/quantized.py, found by calling it),
-  --offload-activations' module tables (derivations/assembly/offload.py) and validate_training's refusals of them.
-* The options' values and defaults, the fields' limits and the GPU table: :mod:`memsym.page.options`.
-* The layout search (:mod:`memsym.page.search`): the search's kernels and the step-time model, the generated
-  modules' functions in JavaScript.
+Per family: the model states of every structure and weight side (``derivations.variant``), the activation decision
+tables (derivations/generate.py's), the per-device assembly and schedules' in-flight counts (derivations/generated/
+<family>.py in JavaScript, :func:`assembly_js`) with the step's moments (derivations/assembly/step_terms.py);
+then the Sec. 6 ends, the options' data (--linear-recipe, --offload-activations, validate_training's refusals) and
+the layout search (:mod:`memsym.page.search`).
 """
 from __future__ import annotations
 
 import itertools
 import json
+import random
 from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
@@ -32,15 +21,24 @@ import sympy as sp
 
 from derivations import config as cfg
 from derivations import generated, variant
+from derivations import notation as nt
+from derivations.activations import shape as shapes
+from derivations.assembly import device_terms as dt, offload, overheads as oh, quantized
+from derivations.assembly import step_names, step_terms as stt
+from derivations.assembly.sides import weight_side, weight_side_of
+from derivations.config.presets import load_model
+from derivations.config.quantization import FORMATS
+from symbolic.errors import ConfigError
+from symbolic.resources import PAPER_DIR
 
 from ..lines import one_line
+from . import search
 from .codegen import js, mathml, symbols_of
 from .options import DEEPSEEK, gpus, inputs, options
 from .pyjs import module_js
 from symbolic.exact import exact_text
 from derivations.generate import FEATURES, activation_specs, device_shape, exists_features, python_module, structures
 from derivations.families import get as _family
-from derivations.notation import M_buf, f_frag
 
 
 class Pool:
@@ -51,13 +49,10 @@ class Pool:
         self.fns: List[str] = []
         self.mls: List[str] = []
         self.exprs: List[sp.Expr] = []
-        self.symbols: set = set()
         self.reads: List[List[str]] = []
 
     def add(self, expr, display=None) -> int:
         expr = sp.sympify(expr)
-        # sympy's structural equality and hash: two expressions are one exactly when their trees are (as their
-        # srepr texts are), without printing them
         key = (expr, None if display is None else sp.sympify(display))
         if key not in self.index:
             self.index[key] = len(self.fns)
@@ -65,7 +60,6 @@ class Pool:
             self.exprs.append(expr)
             self.mls.append(mathml(expr if display is None else display))
             self.reads.append(sorted(symbols_of(expr)))
-            self.symbols |= set(self.reads[-1])
         return self.index[key]
 
 
@@ -93,9 +87,6 @@ def model_states(pool: Pool, fam=DEEPSEEK) -> Dict:
     """{structure key: {side: {ids: {zero: {component: id}}, terms: {id: fn}, P_n, P_m} or {refused: message}}}
     of every structure of ``fam`` (its flags' values, :meth:`Family.structure_key`); a weight side the family
     has no terms for (other tools' conventions) is refused with the command line's message."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.assembly.sides import weight_side, weight_side_of
-    from symbolic.errors import ConfigError
     out = {}
     for structure in structures(fam):
         model = SimpleNamespace(structure=structure, family=fam.name, name="{name}")
@@ -131,25 +122,15 @@ def model_states(pool: Pool, fam=DEEPSEEK) -> Dict:
 def _linear_params(var, params_id: str) -> sp.Expr:
     """quantized.linear_params (derivations/assembly/quantized.py) called on the variant's expressions: the weights
     of the TE linear layers on the device, in the held composition's symbols (the page's model-state inputs)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations import notation as nt
-    from derivations.assembly import quantized
     terms = SimpleNamespace(term=lambda tid: var.terms[tid].expr)
     return quantized.linear_params(terms, {k: nt.SYMBOLS[k] for k in ("e_E", "e_H", "L_m", "N", "h")}, params_id)
 
 
 def linear_recipe(pool: Pool, keys: Dict[str, List[str]]) -> Dict:
-    """--linear-recipe on the page: {bytes: {recipe: [input, weight]} (derivations/config/quantization.py
-    FORMATS), rows: {recipe: {attention: {kind: [[row, gates, value, coefficient], ...]}}}, refusals}.  A row of
-    quantized._rows (derivations/assembly/quantized.py) as data, found by calling it: what one layer micro-batch of
-    ``kind`` changes by is the coefficient (an expression in B_a) times the kept bytes of the tensor ``value``, when
-    every tensor of ``gates`` is kept (``keys``: {kind: the tensors of its lists}); checked against _rows at random
-    bytes.  The MTP module's eh_proj input (quantized.parts' 'mtp' row) is one more row of kind mtp."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    import random
-    from derivations import notation as nt
-    from derivations.assembly import quantized
-    from derivations.config.quantization import FORMATS
+    """--linear-recipe: {bytes: {recipe: [input, weight]} (quantization.py FORMATS), rows: {recipe: {attention:
+    {kind: [[row, gates, value, coefficient], ...]}}}}: quantized._rows as data, found by calling it (and checked
+    at random bytes): a layer micro-batch of ``kind`` changes by coefficient x the kept bytes of ``value`` when
+    every tensor of ``gates`` is kept; the MTP module's eh_proj input is one more row, of kind mtp."""
     B_a, one, rng = nt.SYMBOLS["B_a"], Fraction(1), random.Random(1)
     rows = {}
     for recipe, f in FORMATS.items():
@@ -179,13 +160,9 @@ def linear_recipe(pool: Pool, keys: Dict[str, List[str]]) -> Dict:
 
 
 def _refusals() -> Dict:
-    """training.validate_training's refusals of the options (derivations/config/training.py: --offload-activations,
-    --linear-recipe, --quantized-param-gather) as a table over every value of what those rules read: {axes: [[what,
-    values], ...], table: [the index in messages of [the option refused, message], or -1, ...] over the axes' values
-    in itertools.product order, messages}; an option given or not (one module offloaded, one recipe: the others
-    refuse alike), the recomputation full or not."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from symbolic.errors import ConfigError
+    """training.validate_training's refusals of --offload-activations, --linear-recipe, --quantized-param-gather as
+    a table over what those rules read: {axes: [[what, values], ...], table: [index in messages of [option refused,
+    message], or -1, ...] in itertools.product order, messages} (one module, one recipe: the others refuse alike)."""
     given = [False, True]
     axes = [["linear_recipe", given], ["quantized_params", given], ["fp8", given],
             ["head_state", list(cfg.CONVENTION_SWITCHES["head_state"].values)],
@@ -210,53 +187,39 @@ def _refusals() -> Dict:
 
 
 def offloading() -> Dict:
-    """--offload-activations on the page: derivations/assembly/offload.py's tables as data: {modules: {module:
-    [[kind, tensor key, element size: a bytes symbol's name or a number], ...]} (MODULE_TENSORS, in
-    training.OFFLOAD_MODULES' order), min_elements, moment: the step moment's term id}."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.assembly import offload
+    """--offload-activations: offload.py's MODULE_TENSORS as data ({module: [[kind, tensor key, element size: a bytes
+    symbol or a number], ...]}), MIN_ELEMENTS and the step moment's term id."""
     return {"modules": {m: [list(row) for row in offload.MODULE_TENSORS[m]] for m in cfg.OFFLOAD_MODULES},
             "min_elements": offload.MIN_ELEMENTS, "moment": offload.MOMENT}
 
 
 def device(pool: Pool, fam=DEEPSEEK) -> Dict:
-    """What the page shows and reads of ``fam``'s per-device assembly (derivations/assembly/device_terms.py; the page
-    runs the generated one, :func:`assembly_js`): {kinds: {kind: symbol}, chunks, stage: {view variant: act.stage},
-    layer} and the step's moments (:func:`step`)."""
-    # lazy: sympy (only this path needs it)
-    from derivations.assembly import device_terms as dt
+    """What the page shows and reads of ``fam``'s per-device assembly (device_terms.py; run as :func:`assembly_js`):
+    {kinds: {kind: symbol}, chunks, stage: {view variant: act.stage}, layer} and the step's moments (:func:`step`)."""
     shape = device_shape(fam)
     return {"kinds": dict(dt.kinds_of(shape)), "chunks": dt.CHUNKS,
-            # act.stage of each view variant, as the page shows it (the assembly's own expression)
             "stage": {f"mtp{int(mtp)}full{int(full)}": pool.add(dt.activation_terms(mtp, full, shape)["stage"])
                       for mtp, full in itertools.product((False, True), repeat=2)},
             "layer": pool.add(dt.activation_terms(False, False, shape)["layer"]), **step(pool)}
 
 
 def step(pool: Pool) -> Dict:
-    """The step's moments (derivations/assembly/step_terms.py), printed: {step: {framework: {policy: [[moment,
-    function, term id], ...]}}, step_policy, step_none, step_indicators}, in their order (the first largest binds,
-    as device.step_excess takes it); a family without one of DeepSeek's symbols reads it as 0 (STEP_INPUTS)."""
-    # lazy: sympy (only this path needs it)
-    from derivations.assembly import step_names as names, step_terms as stt
-    for name, (option, value) in names.INDICATORS.items():
+    """The step's moments (step_terms.py) in their order (the first largest binds, device.step_excess): {step:
+    {framework: {policy: [[moment, function, term id], ...]}}, step_policy, step_none, step_indicators}."""
+    for name, (option, value) in step_names.INDICATORS.items():
         values = cfg.ATTENTION if option == "attention" else cfg.CONVENTION_SWITCHES[option].values
         if value not in values:
             raise ValueError(f"step_names.INDICATORS: {name} reads {option} = {value!r}, not one of {values}")
     moments = {fw: {pol: [[name, pool.add(term.expr), term.id] for name, term in stt.moments(fw, pol).items()]
-                    for pol in names.POLICIES} for fw in names.FRAMEWORKS}
-    return {"step": moments, "step_policy": {rc: names.policy_of(rc) for rc in cfg.RECOMPUTE},
-            # the kinds' symbols without recomputation (M_A0 of M_A, ...)
-            "step_none": dict(names.NONE_OF),
-            "step_indicators": {k: list(v) for k, v in names.INDICATORS.items()}}
+                    for pol in step_names.POLICIES} for fw in step_names.FRAMEWORKS}
+    return {"step": moments, "step_policy": {rc: step_names.policy_of(rc) for rc in cfg.RECOMPUTE},
+            "step_none": dict(step_names.NONE_OF),
+            "step_indicators": {k: list(v) for k, v in step_names.INDICATORS.items()}}
 
 
-def family_data(pool: Pool, fam, progress=None) -> Dict:
-    """What the page evaluates a model of ``fam`` with: its model states per structure, its activation tables
-    per assignment of its activation flags, its device assembly, and its declaration as the page reads it
-    (the flags in order and their letters, the layout rules, the layout defaults, the MTP modules).  The tables
-    are checked against the views by the tests (tests/test_page.py)."""
-    say = progress or (lambda text: None)
+def family_data(pool: Pool, fam, say) -> Dict:
+    """What the page evaluates a model of ``fam`` with: its model states, activation tables (per assignment of its
+    activation flags), device assembly, and its declaration (flags, letters, layout rules and defaults, MTP)."""
     acts, by_tag = {}, exists_features()
     for flags in fam.activation_flag_sets():
         shown = f" ({', '.join(f'{k}={v}' for k, v in flags.items())})" if flags else ""
@@ -271,14 +234,12 @@ def family_data(pool: Pool, fam, progress=None) -> Dict:
             "mtp": "mtp" in fam.kinds, "layout_defaults": fam.layout_defaults(),
             "layer_label": fam.layer_name or ("one MoE layer" if "moe" in fam.layer else f"one {fam.layer_what}"),
             "divides": [[d.rule, d.symbol, d.axis, d.text] for d in fam.divides],
-            # options that change none of its tensors, refused (derivations/activations/shape.py inert)
             "inert": _inert(fam)}
 
 
 def activation_tables(pool: Pool, fam, flags: Dict, by_tag: Dict) -> List[Dict]:
-    """Every tensor of ``fam``'s lists under the activation ``flags``, with derivations/generate.py's decision table
-    (activation_specs, which the command line evaluates): {kind, key, feats, table: {policy: [expression or None
-    (not kept), ...]}} (:func:`_by_policy`), a group's count multiplied in."""
+    """Every tensor of ``fam``'s lists under ``flags`` with generate.activation_specs' decision table: {kind, key,
+    feats, table: {policy: [expression or None (not kept), ...]}} (:func:`_by_policy`), a group's count in."""
     found: List[sp.Expr] = []
     adder = SimpleNamespace(add=lambda expr: found.append(sp.sympify(expr)) or len(found) - 1)
     out = []
@@ -295,8 +256,8 @@ def activation_tables(pool: Pool, fam, flags: Dict, by_tag: Dict) -> List[Dict]:
 
 
 def _by_policy(table: Dict, feats: List[str], rc: str):
-    """A decision table's entries under the policy ``rc`` over the values of the other features (the recomputed
-    operators under custom only, else not recomputed) in itertools.product order: its index or None (not kept)."""
+    """A decision table's entries under policy ``rc`` over the other features' values in itertools.product order
+    (the operators under custom only): an index or None (not kept)."""
     fs = [f for f in feats[1:] if rc == "custom" or not f.startswith("op:")]
     for vals in itertools.product(*(FEATURES[f] for f in fs)):
         at = dict(zip(fs, vals), recompute=rc)
@@ -305,34 +266,27 @@ def _by_policy(table: Dict, feats: List[str], rc: str):
 
 def _inert(fam) -> Dict:
     """{fp8: FP8 caching retypes none of the family's tensors, ops: the custom recomputation operators naming none}."""
-    from derivations.activations import shape as shapes
     fp8, ops = shapes.inert(shapes.of(fam.name, fam.structures()[0]))
     return {"fp8": fp8, "ops": list(ops)}
 
 
 # ----------------------------------------------------------------------------- schedules, overheads
 def overheads(pool: Pool) -> Dict:
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.assembly import overheads as oh
-    ends = {end: {"f_frag": exact_text(oh.overhead_values(end)[f_frag]),
-                  "M_buf": exact_text(oh.overhead_values(end)[M_buf])} for end in ("low", "high")}
-    # their peaks: the device assembly's peak_low, peak_high; at the step's peak (the total plus the step excess,
-    # derivations/assembly/step_terms.py), which the verdict judges: the same Sec. 6 peak of step_total
+    """The Sec. 6 ends (overheads.py) and the peak of each at the step's total, which the verdict judges."""
     step_total = sp.Symbol("step_total", nonnegative=True)
-    ends_of = {end: oh.named_values(end) for end in ("low", "high")}
-    peaks = {end: pool.add(oh.peak(step_total, sp.Rational(o["f_frag"]), sp.Rational(o["M_buf"])))
-             for end, o in ends_of.items()}
-    return {"ends": ends, "step_peak": peaks}
+    ends = {end: oh.named_values(end) for end in ("low", "high")}
+    return {"ends": {end: {k: exact_text(v) for k, v in o.items()} for end, o in ends.items()},
+            "step_peak": {end: pool.add(oh.peak(step_total, sp.Rational(o["f_frag"]), sp.Rational(o["M_buf"])))
+                          for end, o in ends.items()}}
 
 
 def model_data(spec) -> Dict:
-    """A model read by the command line's reader (``memsym page --model FILE``), as the page evaluates it: its
-    family, name, structure flags, layer kinds, the features of each layer and of an MTP module that its family
-    counts (ModelSpec.layer_features, mtp_layer_features: DeepSeek's DSA indexer) and its symbols' values
-    (ModelSpec.named(); decimal strings)."""
+    """A model the command line read (``memsym page --model FILE``) as the page evaluates it: family, name,
+    structure, layer kinds, each layer's and an MTP module's features (ModelSpec.layer_features: DeepSeek's DSA
+    indexer) and ModelSpec.named() as decimal strings."""
     features = spec.layer_features() if hasattr(spec, "layer_features") else [()] * spec.l
     mtp = spec.mtp_layer_features() if hasattr(spec, "mtp_layer_features") else ()
-    return {"family": spec.family, "name": spec.name, "structure": [bool(x) for x in spec.structure],
+    return {"family": spec.family, "name": spec.name, "structure": [bool(x) for x in spec.structure], "l": spec.l,
             "kinds": list(spec.layer_kinds()), "features": [sorted(f) for f in features],
             "mtp_features": sorted(mtp), "named": {k: str(v) for k, v in spec.named().items()},
             "tie_word_embeddings": bool(getattr(spec, "tie_word_embeddings", False)),
@@ -340,14 +294,10 @@ def model_data(spec) -> Dict:
 
 
 def generate(models=(), progress=None) -> Dict:
-    """Everything the page needs: the JavaScript functions, their MathML and the option data: DeepSeek's presets and
-    a pasted config.json, or ``models`` ((``--model`` text, ModelSpec) pairs of any family, each once).
-    ``progress``: called with a line saying what is being built (memsym page's stderr)."""
-    # lazy: the search's data and functions (only this path needs them)
-    from . import search
-    pool = Pool()
-    # a path's control and bidirectional-format characters (ESC, BEL, U+202E) as their codes: the page shows the
-    # argument in its text, its menu and the command line it prints (memsym/lines.py)
+    """Everything the page needs (functions, MathML, option data) for DeepSeek's presets and a pasted config.json,
+    or for ``models`` ((``--model`` text, ModelSpec) pairs of any family); ``progress``: told each step."""
+    pool, say = Pool(), progress or (lambda text: None)
+    # a path's control and bidirectional characters as their codes (memsym/lines.py): the page shows the argument
     models = _distinct([(one_line(argument), spec) for argument, spec in models])
     fams = [DEEPSEEK] if not models else []
     released = released_models() if not models else []
@@ -355,7 +305,7 @@ def generate(models=(), progress=None) -> Dict:
         fam = _family(spec.family)
         if fam not in fams:
             fams.append(fam)
-    per = {fam.name: family_data(pool, fam, progress) for fam in fams}
+    per = {fam.name: family_data(pool, fam, say) for fam in fams}
     quant = None
     if DEEPSEEK.name in per:  # --linear-recipe: Megatron-Core's MLA and MoE layers (DeepSeek's tensors)
         keys: Dict[str, List[str]] = {}
@@ -364,17 +314,15 @@ def generate(models=(), progress=None) -> Dict:
                 if u["kind"] in ("mla", "moe", "dense") and u["key"] not in keys.setdefault(u["kind"], []):
                     keys[u["kind"]].append(u["key"])
         quant = linear_recipe(pool, keys)
-    if progress:
-        progress("schedules, overheads, options")
+    say("schedules, overheads, options")
     over = overheads(pool)
     opts = options()
-    if progress:
-        progress("the layout search's kernels and step-time model")
+    say("the layout search's kernels and step-time model")
     searched = search.generate()
     given = {argument: model_data(spec) for argument, spec in models}
     if models:  # the given models only: no DeepSeek preset, no pasted config.json
         opts["presets"], opts["default_model"] = {}, next(iter(given))
-    return {"fns": pool.fns, "mathml": pool.mls, "symbols": sorted(pool.symbols), "reads": pool.reads, "families": per,
+    return {"fns": pool.fns, "mathml": pool.mls, "reads": pool.reads, "families": per,
             "models": given, "released": {argument: model_data(spec) for argument, spec in released},
             "overheads": over, "quantized": quant, "refusals": _refusals(),
             "offload": offloading() if DEEPSEEK.name in per else None,
@@ -384,9 +332,7 @@ def generate(models=(), progress=None) -> Dict:
 
 def assembly_js(fams) -> str:
     """``const ASSEMBLY = {family: {inflight, device, ...}}``: each family's generated module (derivations/generated/
-    <family>.py; a family installed from elsewhere's printed in memory, generate.python_module) in JavaScript
-    (:mod:`memsym.page.pyjs`), exact: the schedules' in-flight counts and the per-device assembly the command line
-    evaluates."""
+    <family>.py, else generate.python_module) in exact JavaScript (:mod:`memsym.page.pyjs`)."""
     out = []
     for fam in fams:
         path = Path(generated.__file__).parent / f"{fam.name}.py"
@@ -395,22 +341,17 @@ def assembly_js(fams) -> str:
     return "const ASSEMBLY = {\n" + ",\n".join(out) + "\n};"
 
 
-#: The released models' configs after DeepSeek-V3 (paper/models/, each with its source; the Megatron-Core proxies
-#: left out), which the page offers beside DeepSeek's presets: every family memsym reads.
+#: The released models' configs after DeepSeek-V3 (paper/models/), offered beside DeepSeek's presets: every family.
 RELEASED = ("deepseek-v3.2-exp", "glm-5", "kimi-k2", "deepseek-v4-flash", "deepseek-v4-pro")
 
 
 def released_models() -> List:
-    """(``paper/models/<name>.json``, ModelSpec) of :data:`RELEASED`, read as ``memsym estimate --model`` reads them
-    (``paper/`` is the repository's folder in a checkout, the package ``memsym_paper`` in a wheel)."""
-    from derivations.config.presets import load_model
-    from symbolic.resources import PAPER_DIR
+    """(``paper/models/<name>.json``, ModelSpec) of :data:`RELEASED`, read as ``memsym estimate --model`` reads them."""
     return [(f"paper/models/{name}.json", load_model(str(PAPER_DIR / "models" / f"{name}.json"))) for name in RELEASED]
 
 
 def _distinct(models) -> List:
-    """(argument, spec) pairs, a model the page would evaluate as an earlier one (the same file named twice: its
-    :func:`model_data`, which leaves out where it was read from) left out."""
+    """(argument, spec) pairs without a model the page would evaluate as an earlier one (its :func:`model_data`)."""
     out, seen = [], []
     for argument, spec in models:
         if argument not in [a for a, _ in out] and model_data(spec) not in seen:

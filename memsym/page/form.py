@@ -1,10 +1,9 @@
 """The calculator page's controls as data: one per option of ``memsym estimate`` the page offers, and the page's own
-(a pasted config.json; ``--gpus``, the GPU count that sets DP, as ``memsym search`` names it).
+(a pasted config.json; ``--gpus``, which sets DP, as ``memsym search`` names it).
 
-:func:`controls` is the table the form is rendered from (templates/page/page.html.j2, by Jinja at generation) and
-:func:`behaviour` what the page's script reads of it: the URL's keys and the command line's flags, in the form's
-order, and the order the typed fields are read in with each one's argparse type (templates/page/inputs.js, the
-command line's memsym/commands/argtypes.py).  An option the page offers is a row here.
+:func:`controls` is the table the form is rendered from (form.html.j2, by Jinja at generation); :func:`behaviour`
+what the page's script reads of it: the URL's keys and flags in the form's order, and the order the typed fields
+are read in with each one's argparse type (inputs.js, the command line's memsym/commands/argtypes.py).
 """
 from __future__ import annotations
 

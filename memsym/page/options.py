@@ -1,21 +1,24 @@
-"""The page's option data: the options of ``estimate`` the page offers with their values and defaults
-(:func:`options`: presets, conventions, recipes, from derivations), the limits and Python text rules its fields and a
-pasted config.json are read with (:func:`inputs`, derivations/config/limits.py) and the GPU table of the fit verdict
-(:func:`gpus`)."""
+"""The page's option data: the options of ``estimate`` with their values and defaults (:func:`options`), the limits
+and Python text rules its fields and a pasted config.json are read with (:func:`inputs`, limits.py) and the GPUs."""
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 from typing import Dict, List
 
 from derivations import config as cfg
 from derivations import families as _families
 from derivations.config import limits as L
+from derivations.assembly.runtime import buffers_term
+from derivations.config.gpus import presets as gpu_presets
+from derivations.config.recipes import RECIPES
 from derivations.config.defaults import RUN_DEFAULTS, RUN_OPTIONS
 from derivations.config.hfconfig import covered
-from derivations.config.presets import PRESET_NAMES, preset_path
+from derivations.config.presets import PRESET_NAMES, PRESETS, preset_path
 from derivations.families import get as _family
 from derivations.notation import EXTENSION_DEFAULTS, PAPER_BYTES
 from symbolic.exact import exact_text
+from symbolic.numeric import exact
 
 #: The family the page reads configs of (its JavaScript reader maps DeepSeek's fields: templates/page/).
 DEEPSEEK = _family("deepseek")
@@ -23,11 +26,7 @@ DEEPSEEK = _family("deepseek")
 
 def options() -> Dict:
     """The options of ``estimate`` the page offers, their values and defaults (from derivations)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.config.recipes import RECIPES
-    from derivations.assembly.runtime import buffers_term
-    from symbolic.numeric import exact
-    lay, tr = cfg.Layout(), cfg.Training()
+    lay, tr, config = cfg.Layout(), cfg.Training(), DEEPSEEK.module("config")
 
     def jsonable(v):
         if isinstance(v, tuple):
@@ -37,14 +36,18 @@ def options() -> Dict:
         return v
     return {
         # the presets' config.json text, read by the page's own reader (as a pasted config.json)
-        "presets": {n: _read_text(preset_path(n)) for n in PRESET_NAMES},
+        "presets": {n: Path(preset_path(n)).read_text(encoding="utf-8") for n in PRESET_NAMES},
         "default_model": cfg.DEFAULT_MODEL,
         "model_types": list(DEEPSEEK.model_types), "topk_methods": list(DEEPSEEK.topk_methods),
         # what the command line's reader says of a config it does not read (hfconfig.from_dict: every family's)
         "all_model_types": list(_families.model_types()), "covered": covered(),
         "other_families": {mt: f.title for f in _families.all() if f is not DEEPSEEK for mt in f.model_types},
         "wrappers": [list(w) for w in DEEPSEEK.wrappers],
-        "scoring_funcs": list(DEEPSEEK.module("config").SCORING_FUNCS),
+        "scoring_funcs": list(config.SCORING_FUNCS),
+        # config.py's DSA indexer: {model_type: [defaults, attention class]}, its fields and the sharing fields
+        "dsa": {mt: [list(d), a] for mt, (d, a) in config.DSA.items()},
+        "index_fields": [list(f) for f in config.INDEX_FIELDS],
+        "sharing_fields": list(config.SHARING_FIELDS),
         "dimensions": [list(d) for d in DEEPSEEK.dimensions],
         "layout": {"dp": lay.dp, "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "etp": lay.etp, "cp": lay.cp},
         "training": {"mbs": tr.mbs, "seq": tr.seq, "zero": tr.zero, "recompute": tr.recompute,
@@ -72,20 +75,12 @@ def options() -> Dict:
 
 
 def _recipe_family(recipe):
-    """[name, title] of the family of a recipe's model (a preset), or None (resolve.py refuses a recipe for
-    another family's model)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.config.presets import PRESETS
+    """[name, title] of the family of a recipe's model (a preset), or None (resolve.py refuses it for another's)."""
     model = recipe.options.get("model")
     if model not in PRESETS:
         return None
     fam = _family(PRESETS[model].family)
     return [fam.name, fam.title]
-
-
-def _read_text(path) -> str:
-    with open(path, encoding="utf-8") as f:
-        return f.read()
 
 
 def _limit(lim) -> Dict:
@@ -108,20 +103,18 @@ def _ranges(pred) -> List[List[int]]:
 
 
 def inputs() -> Dict:
-    """What the page reads its fields and a pasted config.json with: the limits of derivations/config/limits.py
-    (the command line's), and the Python text rules its messages depend on (str.strip's white space,
-    repr's printable characters), so that the page refuses what the command line refuses, in its words."""
+    """What the page reads its fields and a pasted config.json with: limits.py's limits and the Python text rules
+    its messages depend on (str.strip's white space, repr's printable characters)."""
     return {
         "options": {k: _limit(v) for k, v in L.OPTIONS.items()},
         "fields": {k: _limit(v) for k, v in L.FIELDS.items()},
-        "list_lengths": dict(L.LIST_LENGTHS), "set_options": list(L.SET_OPTIONS),
+        "list_lengths": dict(L.LIST_LENGTHS),
         "max_digits": L.MAX_DIGITS, "max_arg_chars": L.MAX_ARG_CHARS, "max_number_chars": L.MAX_NUMBER_CHARS,
         "layers": L.LAYERS,
         "imbalance": L.IMBALANCE, "int_pattern": L.INT_PATTERN, "decimal_pattern": L.DECIMAL_PATTERN,
         "config_bytes": L.CONFIG_BYTES, "config_depth": L.CONFIG_DEPTH, "config_digits": L.CONFIG_DIGITS,
-        # CPython's json reader raises RecursionError (hfconfig: "nested deeper than ...") this deep: the default
-        # recursion limit, 1000, less the frames of `memsym estimate` below json.loads; only a file that is
-        # invalid JSON beyond that depth is told apart by it
+        # where CPython's json reader raises RecursionError under `memsym estimate` (the default limit, 1000, less
+        # its frames below json.loads): only a file invalid beyond that depth is told apart by it
         "json_recursion": 1000 - 13,
         "space": _ranges(str.isspace), "nonprintable": _ranges(lambda c: not c.isprintable()),
     }
@@ -129,7 +122,5 @@ def inputs() -> Dict:
 
 def gpus() -> List[Dict]:
     """The GPU table of the fit verdict: the ``--gpu`` presets (derivations/config/gpus.toml)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.config.gpus import presets
     return [{"id": g.key, "name": g.name, "bytes": g.capacity, "capacity": f"{g.capacity} B ({g.kind})",
-             "source": g.source} for g in presets().values()]
+             "source": g.source} for g in gpu_presets().values()]

@@ -14,6 +14,8 @@ from typing import Callable, Iterable, Optional
 
 #: numpy's and math's functions of the printed code, in JavaScript (floats).
 _FLOAT_CALLS = {"equal": "===", "less": "<"}
+#: Exact orderings as the rationals' comparisons: (``Q``'s function, operands swapped).
+_ORDER = {ast.Lt: ("lt", False), ast.LtE: ("le", False), ast.Gt: ("lt", True), ast.GtE: ("le", True)}
 
 
 class _Printer:
@@ -53,6 +55,9 @@ class _Printer:
             strings = any(isinstance(x, ast.Constant) and isinstance(x.value, str) for x in (a, b))
             if isinstance(op, ast.Eq):
                 return f"({e(a)} === {e(b)})" if strings or not self.exact else f"Q.eq({e(a)}, {e(b)})"
+            if self.exact and type(op) in _ORDER:  # a > b as Q.lt(b, a)
+                name, swap = _ORDER[type(op)]
+                return f"Q.{name}({e(b)}, {e(a)})" if swap else f"Q.{name}({e(a)}, {e(b)})"
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
             return self.call(n.func.id, n.args, n.keywords)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get":  # dict.get(k)
@@ -114,6 +119,11 @@ class _Printer:
         raise ValueError(f"pyjs: the statement {ast.dump(n)[:120]} is not printed")
 
 
+def expression_js(source: str) -> str:
+    """The JavaScript of a Python expression's ``source`` (symbol values read from the dict ``e``), exact."""
+    return _Printer(True).expr(ast.parse(source, mode="eval").body)
+
+
 def module_js(source: str, exact: Callable[[str], bool], names: Optional[Iterable[str]] = None) -> str:
     """``(() => {...; return {names}})()``: the module-level constants and functions ``names`` (default: every public
     one) of a generated module's ``source``, with the helpers a name's function dispatches to (``_device_*`` of
@@ -134,5 +144,4 @@ def module_js(source: str, exact: Callable[[str], bool], names: Optional[Iterabl
             out.append(f"function {name}({args}) {{\n" + "".join(p.stmt(s, "  ") for s in node.body) + "}")
         else:
             out.append(f"const {name} = {_Printer(False).expr(node.value)};")
-    names = shown
-    return "(() => {\n" + "\n".join(out) + f"\nreturn {{{', '.join(names)}}};\n}})()"
+    return "(() => {\n" + "\n".join(out) + f"\nreturn {{{', '.join(shown)}}};\n}})()"

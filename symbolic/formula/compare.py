@@ -1,11 +1,6 @@
-"""Equivalence of two expressions under assumptions, and where they differ.
-
-Both sides are Laurent polynomials in positive symbols (sizes divided by degrees and
-counts): after expansion they are equal iff every monomial's coefficient agrees.  Sums in
-a denominator (a typed ``1/(b + s)``) need a common denominator first.
-
-Conventions are values for symbols that a side (the one typed by a user) does not mention
-and no assumption sets; the caller supplies them (the engine knows no defaults).
+"""Equivalence of two expressions under assumptions, and where they differ: Laurent polynomials in positive
+symbols are equal iff every monomial's coefficient agrees after expansion (sums in a denominator brought to a
+common one first).  Conventions: the caller's values for symbols the typed side does not mention.
 """
 from __future__ import annotations
 
@@ -41,16 +36,10 @@ def expanded_size(expr, cap: int = 10 ** 9) -> int:
 
 @dataclass
 class Comparison:
-    """Two expressions compared under one substitution.
-
-    left, right: both sides after the substitution.
-    equal: they are equal for every value of the remaining symbols.
-    difference: left - right, factored when small (0 when equal).
-    coefficients: monomial -> (left's, right's coefficient) of the monomials that differ,
-        in order of appearance.
-    substitution: what was substituted (conventions, then assumptions, which win).
-    conventions: the conventions that applied (set a symbol either side contains).
-    """
+    """Two expressions compared under one substitution: both sides after it, whether they are equal for every
+    value of the remaining symbols, the difference (factored when small), {monomial: (left's, right's
+    coefficient)} of those that differ, the substitution (conventions, then assumptions, which win) and the
+    conventions that applied."""
 
     left: sp.Expr
     right: sp.Expr
@@ -116,14 +105,9 @@ def monomial_rank(m) -> tuple:
     return tuple(symbol_rank(n) for n in sorted((x.name for x in m.free_symbols), key=symbol_rank))
 
 
-# ------------------------------------------------------------------------- carriers
 class Leaf(NamedTuple):
-    """One summand of a side, by which differences are explained.
-
-    key: its id (``a.b`` for summand b of a combined summand a); label: what it is;
-    row: the display row it belongs to (summands of one row are explained together);
-    coefficients: monomial -> coefficient of its expansion.
-    """
+    """One summand of a side, by which differences are explained: ``key`` (``a.b`` for summand b of a combined
+    summand a), ``label``, its display ``row`` and {monomial: coefficient} of its expansion."""
 
     key: str
     label: str

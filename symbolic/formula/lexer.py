@@ -1,22 +1,11 @@
-"""Tokens of a typed formula, read against the notation registry (nothing is evaluated).
+"""Tokens of a typed formula (plain text or LaTeX), read against the notation registry (nothing is evaluated).
 
-1. A leading label such as ``M_1^A =`` is dropped (:func:`strip_label`).  LaTeX spellings
-   are normalised (:func:`normalise`): ``\\text{..}``/``\\mathrm{..}`` are unwrapped,
-   ``_{cq}`` becomes ``_cq``, ``^{\\prime}`` and ``^\\prime`` become ``'``, ``^{R}`` becomes ``^R``.
-2. The text is tokenised against a whitelist: numbers (integers, decimals read exactly),
-   the registered symbols in any of their spellings (name, aliases, LaTeX), ``+ - * / ^ **``,
-   brackets ``( ) [ ] { }`` and the LaTeX commands ``\\frac`` (``\\dfrac``, ``\\tfrac``),
-   ``\\cdot``, ``\\times``, ``\\div``, ``\\left``, ``\\right``, ``\\big``-style sizes and
-   spacing (``\\, \\; \\! \\quad``).  Anything else (quotes, dots after names, ``=``, ``:``,
-   ``_`` at the start of a name, unknown commands) is refused.
-3. A run of letters is split by longest match against the known spellings (``bsh`` is
-   b*s*h when b, s, h are registered and ``bsh`` is not).  A run that cannot be split is an
-   unknown name; all unknown names are listed with the closest registered symbols.  A name
-   means what the registry says and nothing else: sympy's ``N``, ``E``, ``S``, ``I``, ``O``,
-   ``Q`` are never its objects.
-
-``symbols_help`` (every reader takes it) says where the user can list the symbols, e.g. a
-help command; messages cite it.
+A leading label (``M_1^A =``) is dropped and LaTeX spellings normalised (``\\text{..}`` unwrapped, ``_{cq}`` ->
+``_cq``, ``^{\\prime}`` -> ``'``).  The whitelist: numbers (decimals read exactly), the registered symbols in any
+spelling, ``+ - * / ^ **``, brackets ``( ) [ ] { }``, ``\\frac`` ``\\cdot`` ``\\times`` ``\\div``
+``\\left`` ``\\right``, sizes and spacing; anything else is refused.  A run of letters is split by longest
+match against the spellings (``bsh`` is b*s*h); unknown names are listed with the closest symbols.
+``symbols_help`` (every reader takes it) says where the symbols are listed; messages cite it.
 """
 from __future__ import annotations
 
@@ -39,7 +28,6 @@ class FormulaError(ConfigError):
         super().__init__(constraint, message)
 
 
-# ------------------------------------------------------------------------- spellings
 _TEXT_WRAP = re.compile(r"\\(?:text|textrm|textit|mathrm|mathit|mathsf|mathbf|boldsymbol|operatorname)\s*"
                         r"\{\s*([A-Za-z0-9 ]+?)\s*\}")
 _SUB_GROUP = re.compile(r"_\{\s*([A-Za-z0-9]+)\s*\}")
@@ -98,7 +86,6 @@ def closest_symbols(word: str, n: int = 5) -> List[str]:
     return close[:n]
 
 
-# ------------------------------------------------------------------------- tokens
 @dataclass(frozen=True)
 class Token:
     """One token: kind NUM, SYM, OP, LP, RP, FRAC or END; value the number text, symbol name,
@@ -144,11 +131,7 @@ def snippet(text: str, pos: int) -> str:
 
 
 def strip_label(text: str) -> str:
-    """Drop a leading ``M_1^A =`` so a printed formula can be pasted.
-
-    Only a name that is not itself made of known symbols counts as a label: ``h = s`` is
-    refused (``=``), not read as ``s``.
-    """
+    """Drop a leading ``M_1^A =`` (a name not itself made of known symbols: ``h = s`` is refused)."""
     m = _LABEL.match(text)
     if m and "=" not in text[m.end():]:
         try:

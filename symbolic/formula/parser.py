@@ -1,16 +1,8 @@
-"""Tokens -> sympy expression: our own recursive descent (no ``parse_expr``, no eval, no
-sympy LaTeX parser), bounded before any algebra.
+"""Tokens -> sympy expression by recursive descent (no ``parse_expr``, no eval), bounded before any algebra.
 
-Implicit multiplication binds like ``*``, left to right: ``a/2b`` is (a/2)*b (a warning
-says so; write ``a/(2b)``).  ``^`` binds tighter than a unary minus and is
-right-associative; exponents must be integers.
-
-Limits (refused with a FormulaError, constraint ``formula-limit``): more than
-:data:`MAX_LENGTH` characters, brackets/signs/powers nested deeper than :data:`MAX_DEPTH`,
-numbers longer than :data:`~symbolic.formula.lexer.MAX_DIGITS` digits, exponents of
-symbolic bases beyond :data:`MAX_EXPONENT`, expansions that could exceed
-:data:`MAX_MONOMIALS` monomials, and more than :data:`MAX_SUM_DENOMINATORS` different sums
-in denominators (each multiplies the size of the common denominator a comparison needs).
+Implicit multiplication binds like ``*``, left to right (``a/2b`` is (a/2)*b, with a warning); ``^`` binds tighter
+than a unary minus, right-associative, integer exponents.  Beyond the limits below a formula is refused
+(constraint ``formula-limit``).
 """
 from __future__ import annotations
 
@@ -40,16 +32,13 @@ def bound(size: int) -> int:
 
 
 class _Parser:
-    """Recursive descent over the tokens, producing sympy objects directly.
+    """Recursive descent over the tokens to sympy objects, each node with an upper bound of its expanded size.
 
     expr   := term (('+'|'-') term)*
     term   := factor (('*'|'/') factor | power)*        (juxtaposition = implicit '*')
     factor := ('+'|'-') factor | power
     power  := atom ('^' factor)?
     atom   := NUM | SYM | '(' expr ')' | '[' expr ']' | '{' expr '}' | FRAC group group
-
-    Every node also carries an upper bound of its expanded size (monomials), so that a
-    formula whose expansion would explode is refused before any algebra.
     """
 
     def __init__(self, toks: List[Token], text: str):

@@ -1,11 +1,8 @@
 "use strict";
-/* What the page reads, read as the command line reads it: its fields as argparse's types of
-   memsym/commands/argtypes.py (positive_int, int_list, imbalance_factor ...) and a pasted
-   config.json as derivations/hfconfig.read_json (Python's json module: integers exact, a field
-   named twice refused, nesting bounded).  Every bound is DATA.inputs, generated from
-   derivations/config/limits.py; the messages are the command line's, built with Python's own rules for
-   str.strip() and repr() (their character tables generated from Python too).  Every loop here is
-   bounded by the length of the text read, and no number is converted before its length is. */
+/* What the page reads, read as the command line reads it: its fields as memsym/commands/argtypes.py's argparse
+   types and a pasted config.json as hfconfig.read_json (Python's json module), every bound DATA.inputs (limits.py),
+   every message the command line's (Python's str.strip() and repr() rules, their character tables printed from
+   Python).  Every loop is bounded by the text's length; no number is converted before its length is checked. */
 
 const IN = DATA.inputs;
 
@@ -25,14 +22,7 @@ const isPrintable = (c) => !inRanges(IN.nonprintable, c);
 /** Python's len(): code points (a lone surrogate counts one, as in a Python str). */
 function cpLen(s) {
   let n = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-      const d = s.charCodeAt(i + 1);
-      if (d >= 0xdc00 && d <= 0xdfff) i++;
-    }
-    n++;
-  }
+  for (const _ of s) n++;  // a string's iterator: its code points, a lone surrogate one
   return n;
 }
 /** Python's s[:k] (code points). */
@@ -110,16 +100,15 @@ function typeName(x) {
   if (Array.isArray(x)) return "array";
   return "object";
 }
-/** hfconfig._shown: repr cut short (a value of a hostile file may be megabytes long). */
-function shownValue(x) {
-  const text = pyRepr(x), n = cpLen(text);
-  return n <= 40 ? text : `${cpHead(text, 24)}...(${n} characters)`;
-}
-/** argtypes._shown: a typed text quoted, cut short when long. */
-function shownText(text) {
+/** ``show(text)`` when at most ``most`` code points, else ``show`` of its first ``head`` and its length. */
+function cut(text, most, head, show = (x) => x) {
   const n = cpLen(text);
-  return n <= 40 ? reprStr(text) : `${reprStr(cpHead(text, 24))}...(${n} characters)`;
+  return n <= most ? show(text) : `${show(cpHead(text, head))}...(${n} characters)`;
 }
+/** hfconfig._shown: repr cut short (a value of a hostile file may be megabytes long). */
+const shownValue = (x) => cut(pyRepr(x), 40, 24);
+/** argtypes._shown: a typed text quoted, cut short when long. */
+const shownText = (text) => cut(text, 40, 24, reprStr);
 /** cli.one_line: what a message shows of a character that is not printable (a typed newline: \n). */
 function oneLine(message) {
   let out = "";
@@ -129,27 +118,15 @@ function oneLine(message) {
   }
   return out;
 }
-/** UTF-8 bytes of s (a lone surrogate as the three bytes it would take) */
-function utf8Len(s, end) {
-  end = end === undefined ? s.length : end;
-  let n = 0;
-  for (let i = 0; i < end; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x80) n += 1;
-    else if (c < 0x800) n += 2;
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < end && s.charCodeAt(i + 1) >= 0xdc00 && s.charCodeAt(i + 1) <= 0xdfff) { n += 4; i++; }
-    else n += 3;
-  }
-  return n;
-}
+/** UTF-8 bytes of s[:end] (TextEncoder: a lone surrogate as U+FFFD's three bytes, the three it would take) */
+const utf8Len = (s, end) => new TextEncoder().encode(end === undefined ? s : s.slice(0, end)).length;
 
 // ----------------------------------------------------------------------------- the limits (derivations/config/limits.py)
 class Limit {
   constructor(o) { Object.assign(this, o); }
   /** Limit.message: "<what> must be an integer in 1..1048576 = 2^20 (why), got <value>" */
   message(what, value) {
-    const text = String(value), n = cpLen(text);
-    return `${what} must be an integer in ${this.domain} (${this.why}), got ${n > 24 ? `${cpHead(text, 12)}...(${n} characters)` : text}`;
+    return `${what} must be an integer in ${this.domain} (${this.why}), got ${cut(String(value), 24, 12)}`;
   }
 }
 const OPTION_LIMITS = Object.fromEntries(Object.entries(IN.options).map(([k, v]) => [k, new Limit(v)]));
@@ -178,34 +155,30 @@ function intText(dest, text, kind, low, limit) {
 }
 const positiveInt = (dest, text) => intText(dest, text, "a positive integer", 1, OPTION_LIMITS[dest]);
 const nonnegInt = (dest, text) => intText(dest, text, "a non-negative integer", 0, OPTION_LIMITS[dest]);
-/** argtypes.int_list (its entries bounded by the option's limit, at most LIST_LENGTHS of them) */
-function intList(dest, text) {
-  const limit = OPTION_LIMITS[dest], maxLen = IN.list_lengths[dest], unique = IN.set_options.includes(dest);
+/** argtypes' comma-separated integers: at most ``most`` entries (``list`` names the list), none empty, each read. */
+function intEntries(dest, text, most, list, read) {
   const items = text.split(",");
-  if (items.length > maxLen) throw argError(dest, `--${limit.name.replace(/_/g, "-")} has ${items.length} entries; at most ${maxLen}`);
-  const out = [];
-  for (const item of items) {
+  if (items.length > most) throw argError(dest, `${list} has ${items.length} entries; at most ${most}`);
+  return items.map((item) => {
     if (!pyStrip(item)) throw argError(dest, `expected comma-separated integers, got ${shownText(text)} (an empty entry)`);
-    out.push(intText(dest, item, "comma-separated integers", null, limit));
-  }
-  const seen = new Set();
-  for (const x of out) {
-    if (unique && seen.has(x)) throw argError(dest, `${shownText(text)} lists ${x} twice`);
-    seen.add(x);
-  }
-  return out;
+    return read(item);
+  });
+}
+/** argtypes.int_list (its entries bounded by the option's limit, at most LIST_LENGTHS of them; the page's one list,
+    --layers-per-stage, is not a set: SET_OPTIONS' refusal of an entry listed twice is search's) */
+function intList(dest, text) {
+  const limit = OPTION_LIMITS[dest];
+  return intEntries(dest, text, IN.list_lengths[dest], `--${limit.name.replace(/_/g, "-")}`,
+    (item) => intText(dest, item, "comma-separated integers", null, limit));
 }
 /** argtypes.layer_counts: int_list without an option's limit (at most LAYERS entries), each non-negative. */
 function layerCounts(dest, text) {
   boundedText(dest, text);
-  const items = text.split(","), out = [];
-  if (items.length > IN.layers) throw argError(dest, `the list has ${items.length} entries; at most ${IN.layers}`);
-  for (const item of items) {
-    if (!pyStrip(item)) throw argError(dest, `expected comma-separated integers, got ${shownText(text)} (an empty entry)`);
-    try { out.push(intText(dest, item, "comma-separated integers", null, null)); } catch (e) {
+  const out = intEntries(dest, text, IN.layers, "the list", (item) => {
+    try { return intText(dest, item, "comma-separated integers", null, null); } catch (e) {
       throw argError(dest, `expected comma-separated integers, got ${shownText(text)}`);
     }
-  }
+  });
   if (out.some((x) => x < 0)) throw argError(dest, `expected non-negative layer counts, got ${shownText(text)}`);
   return out;
 }
@@ -213,10 +186,9 @@ function layerCounts(dest, text) {
 function offloadModules(dest, text) {
   boundedText(dest, text);
   const valid = Object.keys(DATA.offload.modules), names = text.split(",").map(pyStrip).filter((o) => o);
-  const short = (x) => { const r = reprStr(x), n = cpLen(r); return n <= 48 ? r : `${cpHead(r, 32)}...(${n} characters)`; };
   if (!names.length) throw argError(dest, `--offload-activations needs module names: ${valid.join(", ")}`);
   const bad = names.find((o) => !valid.includes(o));
-  if (bad !== undefined) throw argError(dest, `unknown offload module ${short(bad)}; valid: ${valid.join(", ")}`);
+  if (bad !== undefined) throw argError(dest, `unknown offload module ${cut(reprStr(bad), 48, 32)}; valid: ${valid.join(", ")}`);
   const twice = names.find((o, i) => names.indexOf(o) < i);
   if (twice !== undefined) throw argError(dest, `offload module ${twice} is named twice`);
   if (names.includes("attn_proj") && !names.includes("core_attn"))
@@ -264,14 +236,8 @@ function readConfigJSON(raw, path, fields) {
   const fail = (msg) => new ConfigError(`${path}: ${msg}`, fields);
   const size = utf8Len(raw);
   if (size > IN.config_bytes) throw fail(`is ${size} bytes; a config.json is a few KiB (limit ${IN.config_bytes} bytes)`);
-  for (let i = 0; i < raw.length; i++) {  // a lone surrogate: the bytes it would be are not UTF-8
-    const c = raw.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdfff) {
-      const pair = c <= 0xdbff && i + 1 < raw.length && raw.charCodeAt(i + 1) >= 0xdc00 && raw.charCodeAt(i + 1) <= 0xdfff;
-      if (!pair) throw fail(`not a UTF-8 JSON file (invalid continuation byte at byte ${utf8Len(raw, i)})`);
-      i++;
-    }
-  }
+  const lone = raw.search(/\p{Cs}/u);  // a lone surrogate (a pair is one code point): its bytes are not UTF-8
+  if (lone >= 0) throw fail(`not a UTF-8 JSON file (invalid continuation byte at byte ${utf8Len(raw, lone)})`);
   const skip = raw.charCodeAt(0) === 0xfeff ? 1 : 0;
   const s = raw.slice(skip), skipBytes = skip ? 3 : 0;
   // code points, as Python indexes a str (positions in messages are code point offsets)
@@ -286,7 +252,6 @@ function readConfigJSON(raw, path, fields) {
   class StopIter { constructor(pos) { this.pos = pos; } }
   class Deep {}
   const WS = (c) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
-  const isDigit = (c) => c >= 0x30 && c <= 0x39;
   const is = (i, text) => { for (let j = 0; j < text.length; j++) if (cp[i + j] !== text.charCodeAt(j)) return false; return true; };
   let firstDeep = null;  // where the nesting first goes deeper than CONFIG_DEPTH
 
@@ -316,17 +281,9 @@ function readConfigJSON(raw, path, fields) {
       next++;
       end = next + 4;
       if (end >= n) throw new JSONError("Invalid \\uXXXX escape", next - 1);
-      const hex4 = (from) => {
-        let v = 0;
-        for (let j = from; j < from + 4; j++) {
-          const d = cp[j];
-          v <<= 4;
-          if (d >= 0x30 && d <= 0x39) v |= d - 0x30;
-          else if (d >= 0x61 && d <= 0x66) v |= d - 0x61 + 10;
-          else if (d >= 0x41 && d <= 0x46) v |= d - 0x41 + 10;
-          else return -1;
-        }
-        return v;
+      const hex4 = (from) => {  // the four code points at ``from`` as hexadecimal digits, else -1
+        const h = s.slice(u16[from], u16[from + 4]);
+        return /^[0-9a-fA-F]{4}$/.test(h) ? parseInt(h, 16) : -1;
       };
       let u = hex4(next);
       if (u < 0) throw new JSONError("Invalid \\uXXXX escape", end - 5);
@@ -339,26 +296,13 @@ function readConfigJSON(raw, path, fields) {
       out += String.fromCodePoint(u);
     }
   }
+  const NUMBER = /(-?(?:0|[1-9][0-9]*))(\.[0-9]+)?([eE][-+]?[0-9]+)?/y;  // json.scanner's NUMBER_RE, ASCII digits
   function scanNumber(start) {  // _json.c _match_number_unicode, then hfconfig._parse_int or float()
-    let idx = start, isFloat = false;
-    const last = n - 1;
-    if (cp[idx] === 0x2d) { idx++; if (idx > last) throw new StopIter(start); }
-    if (cp[idx] >= 0x31 && cp[idx] <= 0x39) { idx++; while (idx <= last && isDigit(cp[idx])) idx++; }
-    else if (cp[idx] === 0x30) idx++;
-    else throw new StopIter(start);
-    if (idx < last && cp[idx] === 0x2e && isDigit(cp[idx + 1])) {
-      isFloat = true; idx += 2;
-      while (idx <= last && isDigit(cp[idx])) idx++;
-    }
-    if (idx < last && (cp[idx] === 0x65 || cp[idx] === 0x45)) {
-      const eStart = idx;
-      idx++;
-      if (idx < last && (cp[idx] === 0x2d || cp[idx] === 0x2b)) idx++;
-      while (idx <= last && isDigit(cp[idx])) idx++;
-      if (isDigit(cp[idx - 1])) isFloat = true; else idx = eStart;
-    }
-    const text = s.slice(u16[start], u16[idx]);
-    if (isFloat) return [new PyFloat(Number(text)), idx];
+    NUMBER.lastIndex = u16[start];
+    const got = NUMBER.exec(s);
+    if (got === null) throw new StopIter(start);
+    const text = got[0], idx = start + text.length;  // ASCII: as many code points as UTF-16 units
+    if (got[2] !== undefined || got[3] !== undefined) return [new PyFloat(Number(text)), idx];
     if (text.replace(/^-+/, "").length > IN.config_digits) {
       const where = s.indexOf(text);
       throw fail(`a number of ${text.length} digits at byte ${utf8Len(s, where) + skipBytes}: no config field has more than ${IN.config_digits}`);
@@ -383,48 +327,41 @@ function readConfigJSON(raw, path, fields) {
     return scanNumber(idx);
   }
   function skipWS(idx) { while (idx < n && WS(cp[idx])) idx++; return idx; }
-  function parseObject(idx, depth) {  // _json.c _parse_object_unicode, then hfconfig._object
-    const pairs = [];
+  function items(idx, close, item) {  // _json.c: an object's or array's items up to ``close``, each read by item(idx)
     idx = skipWS(idx);
-    if (idx >= n || cp[idx] !== 0x7d) {
-      for (;;) {
-        if (idx >= n || cp[idx] !== 0x22) throw new JSONError("Expecting property name enclosed in double quotes", idx);
-        let key;
-        [key, idx] = scanString(idx + 1);
-        idx = skipWS(idx);
-        if (idx >= n || cp[idx] !== 0x3a) throw new JSONError("Expecting ':' delimiter", idx);
-        idx = skipWS(idx + 1);
-        let val;
-        [val, idx] = scanOnce(idx, depth);
-        pairs.push([key, val]);
-        idx = skipWS(idx);
-        if (idx < n && cp[idx] === 0x7d) break;
-        if (idx >= n || cp[idx] !== 0x2c) throw new JSONError("Expecting ',' delimiter", idx);
-        idx = skipWS(idx + 1);
-      }
+    if (idx < n && cp[idx] === close) return idx + 1;
+    for (;;) {
+      idx = skipWS(item(idx));
+      if (idx < n && cp[idx] === close) return idx + 1;
+      if (idx >= n || cp[idx] !== 0x2c) throw new JSONError("Expecting ',' delimiter", idx);
+      idx = skipWS(idx + 1);
     }
-    const out = new Map();
+  }
+  function parseObject(idx, depth) {  // _json.c _parse_object_unicode, then hfconfig._object
+    const pairs = [], out = new Map();
+    const end = items(idx, 0x7d, (at) => {
+      if (at >= n || cp[at] !== 0x22) throw new JSONError("Expecting property name enclosed in double quotes", at);
+      const [key, after] = scanString(at + 1);
+      at = skipWS(after);
+      if (at >= n || cp[at] !== 0x3a) throw new JSONError("Expecting ':' delimiter", at);
+      const [val, next] = scanOnce(skipWS(at + 1), depth);
+      pairs.push([key, val]);
+      return next;
+    });
     for (const [k, v] of pairs) {
       if (out.has(k)) throw fail(`field ${shownValue(k)} appears twice in one object`);
       out.set(k, v);
     }
-    return [out, idx + 1];
+    return [out, end];
   }
   function parseArray(idx, depth) {  // _json.c _parse_array_unicode
     const out = [];
-    idx = skipWS(idx);
-    if (idx >= n || cp[idx] !== 0x5d) {
-      for (;;) {
-        let val;
-        [val, idx] = scanOnce(idx, depth);
-        out.push(val);
-        idx = skipWS(idx);
-        if (idx < n && cp[idx] === 0x5d) break;
-        if (idx >= n || cp[idx] !== 0x2c) throw new JSONError("Expecting ',' delimiter", idx);
-        idx = skipWS(idx + 1);
-      }
-    }
-    return [out, idx + 1];
+    const end = items(idx, 0x5d, (at) => {
+      const [val, next] = scanOnce(at, depth);
+      out.push(val);
+      return next;
+    });
+    return [out, end];
   }
   let data;
   try {

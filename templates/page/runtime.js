@@ -1,12 +1,8 @@
 "use strict";
-/* memsym page runtime: exact rationals, the configuration's rules (ported from derivations:
-   hfconfig.from_dict, layout.validate_layout / stage_layers, training.validate_training,
-   schedules.validate / chunks / held_stages / rank_chunks / distinct_states, the inputs of device._estimate and
-   of its options: offload.per_layer / resident / moment_parts over offload.py's tables as data, commands/common's
-   option resolution) and the page's controls.  Every formula it evaluates is a generated function: of FNS
-   (memsym/page/data.py, printed from the sympy terms: the step's moments, derivations/assembly/step_terms.py,
-   included) or of ASSEMBLY (the per-device assembly and the schedules' in-flight counts, derivations/generated);
-   none is written here. */
+/* memsym page runtime: exact rationals and the configuration's rules, ported from derivations (hfconfig.from_dict,
+   layout.py, training.validate_training, schedules.py, the inputs of device._estimate and of offload.py's options).
+   Every formula it evaluates is printed: FNS (memsym/page/data.py, from the sympy terms) or ASSEMBLY (the per-device
+   assembly and the schedules' in-flight counts, derivations/generated); none is written here. */
 
 // ----------------------------------------------------------------------------- exact rationals
 function gcd(a, b) { a = a < 0n ? -a : a; b = b < 0n ? -b : b; while (b) { [a, b] = [b, a % b]; } return a; }
@@ -37,9 +33,8 @@ const Q = {
   max(...xs) { return xs.reduce((a, b) => (a === null || b === null ? null : (Q.cmp(a, b) >= 0 ? a : b))); },
   // floor of a rational (BigInt division truncates toward zero; the terms' floors are of positive values)
   floor(a) { a = Q.of(a); const q = a.n / a.d; return Q.make(a.n < 0n && q * a.d !== a.n ? q - 1n : q, 1n); },
-  // sympy Piecewise((v, Eq(x, y)), (w, True)) over rationals: which(cond, v, w)
+  // a Piecewise's conditions (Eq; DeepSeek-V4's HCA indicator s >= m_H)
   eq(a, b) { return Q.cmp(a, b) === 0; },
-  // and the orderings (DeepSeek-V4's HCA indicator: s >= m_H)
   le(a, b) { return Q.cmp(a, b) <= 0; },
   lt(a, b) { return Q.cmp(a, b) < 0; },
   str(a) { return a.d === 1n ? a.n.toString() : `${a.n}/${a.d}`; },
@@ -47,14 +42,9 @@ const Q = {
 };
 const INF = null;  // m not given: at least enough micro-batches to fill the pipeline
 
-function fmtInt(q) {  // symbolic.render.fmt_int
-  if (q.d === 1n) return q.n.toLocaleString("en-US");
-  return Q.float(q).toLocaleString("en-US", { minimumFractionDigits: 3, maximumFractionDigits: 3 });
-}
-function fmtGiB(q, decimals) {  // symbolic.render.fmt_gib
-  decimals = decimals === undefined ? 2 : decimals;
-  return (Q.float(q) / DATA.options.gib).toLocaleString("en-US", { minimumFractionDigits: decimals, maximumFractionDigits: decimals });
-}
+const fmtNum = (x, d) => x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d });
+const fmtInt = (q) => (q.d === 1n ? q.n.toLocaleString("en-US") : fmtNum(Q.float(q), 3));  // symbolic.render.fmt_int
+const fmtGiB = (q, decimals = 2) => fmtNum(Q.float(q) / DATA.options.gib, decimals);  // symbolic.render.fmt_gib
 function pct(a, b) { return `${Math.round(Q.float(a) / Q.float(b) * 100)}%`; }
 
 /** A refusal: the command line's message (after "memsym: error: ") and the page's fields it concerns
@@ -64,15 +54,12 @@ class ConfigError extends Error {
 }
 
 // ----------------------------------------------------------------------------- hfconfig.from_dict
-/** The model of a parsed config.json (a Map, inputs.js readConfigJSON), every field checked as
-    hfconfig.from_dict checks it (FIELDS' limits included); the dimensions become Numbers (at most
-    2^24 by the limits), n_group and topk_group, unbounded there, stay BigInt. */
+/** The model of a parsed config.json (a Map, inputs.js readConfigJSON), every field checked as hfconfig.from_dict
+    checks it; the dimensions become Numbers (at most 2^24 by FIELDS), n_group and topk_group stay BigInt. */
 function fromDict(data, path, name, fields, inner) {
   const err = (message) => new ConfigError(`${path}: ${message}`, fields);
   const get = (k, dflt) => (data.has(k) ? data.get(k) : dflt);
-  const int = (field, meaning, minimum, dflt, required) => {
-    minimum = minimum === undefined ? 1 : minimum;
-    required = required === undefined ? true : required;
+  const int = (field, meaning, minimum = 1, dflt, required = true) => {
     if (!data.has(field)) {
       if (required) throw err(`required field ${reprStr(field)} (${meaning}) is missing`);
       return dflt;
@@ -115,34 +102,28 @@ function fromDict(data, path, name, fields, inner) {
   m.first_k_dense = int("first_k_dense_replace", "leading dense layers", 0);
   m.moe_layer_freq = int("moe_layer_freq", "MoE layer frequency", 1, 1n, false);
   m.mtp_layers = int("num_nextn_predict_layers", "MTP modules D", 0, 0n, false);
+  const choice = (field, dflt, values) => {  // one of ``values`` (strings), or true or false when ``values`` is null
+    const x = get(field, dflt);
+    if (values === null ? typeof x !== "boolean" : typeof x !== "string" || !values.includes(x))
+      throw err(`field ${reprStr(field)} must be ${values === null ? "true or false" : `one of ${values.join(", ")}`}, got ${typeName(x)} ${shownValue(x)}`);
+    return x;
+  };
   const defaultTopk = ["deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa"].includes(mt) ? "noaux_tc" : "greedy";
-  const topk = get("topk_method", defaultTopk);
-  if (typeof topk !== "string" || !O.topk_methods.includes(topk))
-    throw err(`field 'topk_method' must be one of ${O.topk_methods.join(", ")}, got ${typeName(topk)} ${shownValue(topk)}`);
+  const topk = choice("topk_method", defaultTopk, O.topk_methods);
   m.n_group = int("n_group", "expert groups n_g", 1, null, false);
   m.topk_group = int("topk_group", "expert groups kept k_g", 1, null, false);
   // the routing the config leaves out: its model type's (config.py SCORING_DEFAULTS, NORM_DEFAULTS, GROUP_DEFAULTS)
   const v2 = mt === "deepseek_v2";
-  const scoring = get("scoring_func", v2 ? "softmax" : "sigmoid");
-  if (typeof scoring !== "string" || !O.scoring_funcs.includes(scoring))
-    throw err(`field 'scoring_func' must be one of ${O.scoring_funcs.join(", ")}, got ${typeName(scoring)} ${shownValue(scoring)}`);
-  const norm = get("norm_topk_prob", !v2);
-  if (typeof norm !== "boolean")
-    throw err(`field 'norm_topk_prob' must be true or false, got ${typeName(norm)} ${shownValue(norm)}`);
-  const tied = get("tie_word_embeddings", false);
-  if (typeof tied !== "boolean")
-    throw err(`field 'tie_word_embeddings' must be true or false, got ${typeName(tied)} ${shownValue(tied)}`);
+  const scoring = choice("scoring_func", v2 ? "softmax" : "sigmoid", O.scoring_funcs);
+  const norm = choice("norm_topk_prob", !v2, null);
+  const tied = choice("tie_word_embeddings", false, null);
   for (const flag of ["attention_bias", "mlp_bias"]) {
     const val = get(flag, false);
     if (val !== false && val !== null)
       throw err(`field ${reprStr(flag)} = ${shownValue(val)}: projection biases are not covered (DeepSeek checkpoints have none)`);
   }
-  // config.py _indexer: DeepSeek Sparse Attention's lightning indexer (deepseek_v32 and glm_moe_dsa only; their config
-  // classes' defaults, config.py DSA) and GLM-5's indexer_types (config.py _indexer_types)
-  const dsa = { deepseek_v32: [[64n, 128n, 2048n], "DeepseekV32Attention"], glm_moe_dsa: [[32n, 128n, 2048n], "GlmMoeDsaAttention"] };
-  const index = [["index_n_heads", "n_I", "indexer heads n_I"], ["index_head_dim", "d_I", "indexer head dimension d_I"],
-    ["index_topk", "k_I", "tokens each query attends to k_I"]];
-  const sharing = ["indexer_types", "index_topk_pattern", "index_topk_freq", "index_skip_topk_offset"];
+  // config.py _indexer: DeepSeek Sparse Attention's lightning indexer (defaults: config.py DSA), GLM-5's indexer_types
+  const { dsa, index_fields: index, sharing_fields: sharing } = O;
   m.indexer = false;
   m.indexer_types = [];
   if (!Object.prototype.hasOwnProperty.call(dsa, mt)) {
@@ -153,7 +134,7 @@ function fromDict(data, path, name, fields, inner) {
     const [defaults, attention] = dsa[mt];
     if (m.d_cq === null)
       throw err(`q_lora_rank must be set for ${mt} (its indexer reads the compressed query; transformers' ${attention} has no uncompressed form)`);
-    index.forEach(([field, attr, meaning], i) => { m[attr] = int(field, meaning, 1, defaults[i], false); });
+    index.forEach(([field, attr, meaning], i) => { m[attr] = int(field, meaning, 1, BigInt(defaults[i]), false); });
     if (m.d_I < m.d_hr)
       throw err(`index_head_dim=${m.d_I} is below qk_rope_head_dim: the indexer rotates its first qk_rope_head_dim dimensions`);
     if (m.moe_layer_freq !== 1n)
@@ -227,12 +208,6 @@ function fromDict(data, path, name, fields, inner) {
     u_gk: topkGroup !== null ? 1 : 0 };
   if (m.d_cq !== null) m.named.d_cq = m.d_cq;
   if (m.indexer) Object.assign(m.named, { n_I: m.n_I, d_I: m.d_I, k_I: m.k_I });
-  return m;
-}
-/** A model the command line read (``memsym page --model FILE``: memsym/page/data.py model_data), any family's. */
-function givenModel(d) {
-  const m = Object.assign({}, d);
-  m.l = Number(d.named.l);
   return m;
 }
 /** The family data of a model (memsym/page/data.py family_data). */
@@ -439,14 +414,11 @@ function kindValues(m, kept, e) {  // derivations.evaluate.activation_values: ea
 }
 
 // ----------------------------------------------------------------------------- one device (device._estimate)
-/* Nothing below adds or multiplies a byte: it gathers the inputs of the per-device assembly (the stage's
-   composition, the chunks a schedule runs, the held stages' model states, each activation kind's bytes) and
-   evaluates the assembly printed from derivations/assembly/device_terms.py: the command line's exact Python
-   (derivations/generated/<family>.py) in JavaScript (ASSEMBLY, memsym/page/pyjs.py). */
+/* Nothing below adds or multiplies a byte: it gathers the inputs of the per-device assembly (compositions, chunks,
+   model states, each activation kind's bytes) and evaluates the printed assembly (ASSEMBLY, memsym/page/pyjs.py). */
 const compKey = (c) => `${c.dense}|${c.moe}|${c.embedding ? 1 : 0}|${c.head ? 1 : 0}|${Object.values(c.extra).join("|")}`;
-/** The generated device's arguments: the view's variant (MTP modules' activations, full recomputation), how its
-    activations are held (one micro-batch, a schedule's chunks, the states of --virtual-layers: given; ``holds``
-    another), with the options' terms under --offload-activations or --linear-recipe. */
+/** The generated device's arguments: MTP modules' activations, full recomputation, how activations are held (one
+    micro-batch, a schedule's chunks, --virtual-layers' given states; or ``holds``), the options' terms. */
 function variantOf(t, holds) {
   return [t.conventions.mtp_activations === "last-stage", t.recompute === "full",
     holds || (t.virtual_layers !== null ? "given" : (t.schedule !== null ? "schedule" : "paper")), t.linear_recipe !== null || t.offload.length > 0];
@@ -614,11 +586,9 @@ function interleavedStates(pp, v, mb, index) {
   }
   return { states, backward: states.slice(warm).map((st, k) => [st, v - 1 - Math.floor(k / pp) % v]) };
 }
-/** device._virtual_peak: the largest state of the rank's interleaved order, each chunk's activations (the printed
-    assembly's one micro-batch at its composition, with the options' terms but the resident layer's) weighed by its
-    in-flight micro-batches, the head, loss and MTP modules with the last chunk; {held, chunks: [[composition, in
-    flight], ...], head: its in-flight count or null, before: offloading, the largest held before the backward of a
-    chunk with layers}. */
+/** device._virtual_peak: the largest state of the rank's interleaved order, each chunk's one micro-batch (the head
+    with the last) weighed by its in-flight count; {held, chunks: [[composition, in flight], ...], head: its count or
+    null, before: the largest held before the backward of a chunk with layers (offloading)}. */
 function virtualPeak(m, lay, t, index, chunks, inputs) {
   const variant = variantOf(t, "paper"), last = chunks[chunks.length - 1];
   const at = (c) => assemble(m, variant, Object.assign({}, inputs, subsComposition(c), { O_R: Q.n(0) })).activations;
@@ -653,13 +623,11 @@ function quantizedInputs(m, t, kept, subs) {
 }
 const subsComposition = (c) => Object.assign({ L_d: Q.n(c.dense), L_m: Q.n(c.moe), e_E: Q.n(c.embedding ? 1 : 0), e_H: Q.n(c.head ? 1 : 0) },
   Object.fromEntries(Object.entries(c.extra).map(([k, x]) => [k, Q.n(x)])));
-/** device.step_excess: what one micro-batch's backward holds above its end-of-forward activations at the step's
-    largest moment (derivations/assembly/step_terms.py, printed: DATA.families[...].device.step), {bytes, id, fn, cast}
-    (0, '' and null when no moment exceeds the end of the forward).  The moments of the framework --head-state
-    names under the recomputation policy's class, at the assembly's inputs with the kinds' bytes re-evaluated
-    without the cross-entropy backward's transient (--ce-backward none: the moments replace it) and, as M_A0,
-    M_E0, M_D0, without recomputation; a name a family lacks reads 0.  Each moment less the transient that the
-    view's own head counts (delta_H (M_H - M_H without it)); the first largest binds. */
+/** device.step_excess: what one micro-batch's backward holds above the end of its forward at the step's largest
+    moment (step_terms.py, printed), {bytes, id, fn, cast} (0, '' and null when none exceeds it): the --head-state
+    framework's moments of the policy's class, the kinds' bytes without the cross-entropy transient (and as M_A0,
+    M_E0, M_D0 without recomputation; a missing name reads 0), each less the transient the view's head counts
+    (delta_H (M_H - M_H without it)); the first largest binds. */
 function stepExcess(m, t, d, cached) {
   const dev = familyOf(m).device, conv = t.conventions;
   const framework = conv.head_state in dev.step ? conv.head_state : "paper";
@@ -731,8 +699,8 @@ function device(m, lay, t, index, all, memo) {
     ids, params_id: d.states.params_id, kept: d.kept, subs: d.subs, overheads, variant: `mtp${+variantOf(t)[0]}full${+variantOf(t)[1]}`, step,
     inflight: inflight(t, d) };
 }
-/** Estimate.inflight: the micro-batches in flight at the device's peak (under --virtual-layers in units of the
-    stage's layers: the sum of each chunk's in flight x its layers over the stage's layers), null without a schedule. */
+/** Estimate.inflight: the micro-batches in flight at the device's peak (--virtual-layers: weighed by each chunk's
+    layers over the stage's), null without a schedule. */
 function inflight(t, d) {
   if (t.schedule === null) return null;
   if (d.virtual === null) return Q.add(...d.chunks.filter((c) => c.part !== "head").map((c) => c.inflight));

@@ -1,14 +1,9 @@
 "use strict";
-/* The layout search panel (issue 29): the rows and order of `memsym search`, computed in the page.
-
-   Every formula is the command line's: the search's kernels, the derived symbols they read and the step-time model
-   are the generated modules' functions written in JavaScript (SEARCH_PY, DERIVED_PY, TIME_PY: memsym/page/pyjs.py),
-   the step time's parameter counts and the Sec. 6 peak printed from the terms (SEARCH_FNS, memsym/page/search.py).
-   What is written here is the
-   search's logic, each piece mirroring the Python it names: the layouts (derivations/analyses/enumeration.py), the
-   paper's view and the schedules' devices (evaluation.py, scheduled.py), the step time's inputs and slowest stage
-   (derivations/steptime/evaluate.py, placement.py; derivations/analyses/timing.py) and the ranking (ranking.py,
-   sort 'time', one row per layout).  Floats, as the command line's search computes them. */
+/* The layout search panel: the rows and order of `memsym search`, computed in the page, in floats as it computes.
+   Every formula is printed: the kernels, derived symbols and step-time model (SEARCH_PY, DERIVED_PY, TIME_PY:
+   memsym/page/pyjs.py), the parameter counts and the Sec. 6 peak (SEARCH_FNS, memsym/page/search.py).  Written here:
+   the search's logic, each piece mirroring the Python it names (derivations/analyses/enumeration.py, evaluation.py,
+   derivations/steptime/evaluate.py, placement.py, derivations/analyses/timing.py, ranking.py: sort 'time'). */
 
 const SEARCH = DATA.search;
 /** How many rows the panel lists (memsym search's text default). */
@@ -45,12 +40,9 @@ function searchRequest(state) {
   const argv = ["memsym", "search"];
   if (model !== null) argv.push("--model", model === "config" ? "config.json" : model);
   argv.push("--gpus", String(o.gpus), "--gpu", o.gpu);
-  if (o.globalBatch !== null) argv.push("--global-batch", String(o.globalBatch));
-  if ("seq" in t) argv.push("--seq", String(t.seq));
-  if (o.schedule) argv.push("--schedule", o.schedule);
-  if (o.microbatches !== null) argv.push("--microbatches", String(o.microbatches));
-  if (o.vpp !== null) argv.push("--vpp", String(o.vpp));
-  if (t.attention) argv.push("--attention", t.attention);
+  const typed = [["--global-batch", t.global_batch], ["--seq", t.seq], ["--schedule", t.schedule],
+    ["--microbatches", t.microbatches], ["--vpp", t.vpp], ["--attention", t.attention]];
+  for (const [flag, v] of typed) if (v) argv.push(flag, String(v));  // each positive or a name when typed
   const command = argv.map(shellWord).join(" ");
   if (m.family !== "deepseek")
     return { skip: "family", command, why: `memsym search runs the DeepSeek family's generated kernels; ${m.name} is ${familyOf(m).title}` };
@@ -61,7 +53,6 @@ function searchRequest(state) {
     throw new ConfigError("give --global-batch (sequences per step: m = global / (DP mbs)) or --microbatches, not both", ["global_batch", "microbatches"]);
   if (o.globalBatch !== null) o.schedule = o.schedule || "1f1b";
   if (!(o.attention in SEARCH.choices)) throw new ConfigError(`search: no generated kernels for attention '${o.attention}' (eager or flash)`, ["attention"]);
-  o.command = command;
   return { command, options: o };
 }
 
@@ -164,7 +155,7 @@ function rowValues(lay, s, b, vec) {
   SEARCH.composition.forEach((n, i) => { r[n] = vec[i]; });
   return r;
 }
-/** kernels.step_excess: each recomputing policy's largest moment at a composition (a MoE layer rebuilt when it
+/** kernels.add_step: each recomputing policy's largest moment at a composition (a MoE layer rebuilt when it
     has one, a dense layer likewise; never below 0). */
 function searchStepExcess(ctx, moments, vec) {
   const out = {};
@@ -178,6 +169,14 @@ function choiceTotal(ctx, pick, states, acts) {
   for (const c of ctx.comps) t += (c === "activations" ? acts : states)[pick[c]];
   return t;
 }
+/** Each choice's row ({c, stage, total, states, acts} and ``row``) at its device of the largest total (the first). */
+function pushChoices(ctx, devices, row, rows) {
+  for (const c of ctx.choices) {
+    let best = -Infinity, at = 0;
+    devices.forEach((d, j) => { const t = choiceTotal(ctx, c.pick, d.states, d.acts); if (t > best) { best = t; at = j; } });
+    rows.push(Object.assign({ c, stage: devices[at].stage, total: best, states: devices[at].states, acts: devices[at].acts }, row));
+  }
+}
 
 // ----------------------------------------------------------------------------- the paper's view (evaluation.py)
 /** Every configuration at its most-loaded stage, one micro-batch per stage (evaluation._stage_view): rows
@@ -188,19 +187,15 @@ function* paperView(ctx, layouts, rows) {
     const table = ctx.stageTable(lay.pp).distinct;
     const states = table.map((st) => ctx.states(rowValues(lay, o.seqs[0], o.mbs[0], st.vec)));
     for (const s of o.seqs) for (const b of o.mbs) {
-      const acts = table.map((st) => {
+      const devices = table.map((st, k) => {
         const r = rowValues(lay, s, b, st.vec), a = ctx.activations(r);
         if (Object.keys(ctx.step).length) {
           const x = searchStepExcess(ctx, ctx.moments(r), st.vec);
           for (const [id, v] of Object.entries(x)) a[id] = a[id] + v;
         }
-        return a;
+        return { stage: st.index, states: states[k], acts: a };
       });
-      for (const c of ctx.choices) {
-        let best = -Infinity, at = 0;
-        table.forEach((st, k) => { const t = choiceTotal(ctx, c.pick, states[k], acts[k]); if (t > best) { best = t; at = k; } });
-        rows.push({ lay, s, b, c, at, stage: table[at].index, vec: table[at].vec, total: best, states: states[at], acts: acts[at], m: null });
-      }
+      pushChoices(ctx, devices, { lay, s, b, m: null }, rows);
     }
     yield;
   }
@@ -242,7 +237,7 @@ function* scheduledView(ctx, layouts, rows, invalid) {
         continue;
       }
       const slots = slotsOf(ctx, lay.pp, mm);
-      const devices = slots.map((sl) => {
+      const devices = slots.map((sl, stage) => {
         const states = ctx.states(rowValues(lay, s, b, sl.state)), acts = ctx.activations(rowValues(lay, s, b, sl.act));
         if (Object.keys(ctx.step).length) {  // one micro-batch's rebuilt layer on a stage the device holds
           let x = null;
@@ -253,13 +248,9 @@ function* scheduledView(ctx, layouts, rows, invalid) {
           }
           for (const [id, v] of Object.entries(x)) acts[id] = acts[id] + v;
         }
-        return { states, acts };
+        return { stage, states, acts };
       });
-      for (const c of ctx.choices) {
-        let best = -Infinity, at = 0;
-        devices.forEach((d, j) => { const t = choiceTotal(ctx, c.pick, d.states, d.acts); if (t > best) { best = t; at = j; } });
-        rows.push({ lay, s, b, c, at, stage: at, total: best, states: devices[at].states, acts: devices[at].acts, m: mm });
-      }
+      pushChoices(ctx, devices, { lay, s, b, m: mm }, rows);
     }
     yield;
   }
@@ -414,7 +405,6 @@ function rowObject(r) {
 const SEARCH_STATE = { command: null, status: "idle", rows: [], counts: null, ms: null, token: 0 };
 window.memsymSearch = SEARCH_STATE;
 
-const fmtNum = (x, d) => x.toLocaleString("en-US", { minimumFractionDigits: d, maximumFractionDigits: d });
 const gib = (x) => fmtNum(x / DATA.options.gib, 1);
 function searchHTML(note) {
   const S = SEARCH_STATE;
@@ -471,6 +461,11 @@ function useSearchRow(i) {
     estimate is shown and in slices (the page stays responsive), once per command line. */
 function renderSearch(state) {
   const S = SEARCH_STATE;
+  const stop = (fields, note) => {  // no search runs (a running one is dropped): the panel says why
+    S.token++;
+    Object.assign(S, { rows: [], counts: null }, fields);
+    showSearch(note);
+  };
   let req = null;
   if (state.error && state.typed) {  // the estimate refused (its layout, say): the search reads none of its layout fields
     try {
@@ -482,24 +477,12 @@ function renderSearch(state) {
   try {
     if (state.typed) req = searchRequest(state);
   } catch (e) {
-    S.token++;
-    S.status = "refused"; S.rows = []; S.counts = null;
-    showSearch(`memsym search refuses this: ${esc(e.message)}`);
-    return;
+    return stop({ status: "refused" }, `memsym search refuses this: ${esc(e.message)}`);
   }
-  if (req === null || req.skip === "gpus") {  // an input the search reads refused: every number cleared; no GPU count: nothing to search
-    S.token++;
-    Object.assign(S, { command: null, status: "idle", rows: [], counts: null });
-    showSearch(req === null ? "No layouts are ranked while an input the search reads is refused." :
+  if (req === null || req.skip === "gpus")  // an input the search reads refused: every number cleared; no GPU count: nothing to search
+    return stop({ command: null, status: "idle" }, req === null ? "No layouts are ranked while an input the search reads is refused." :
       "Give the number of GPUs (<code>--gpus</code>) to rank the layouts as <code>memsym search</code> does: every valid layout, ZeRO stage, recomputation and micro-batch size, by estimated tokens per second per GPU.");
-    return;
-  }
-  if (req.skip) {
-    S.token++;
-    Object.assign(S, { command: req.command, status: "refused", rows: [], counts: null });
-    showSearch(esc(req.why));
-    return;
-  }
+  if (req.skip) return stop({ command: req.command, status: "refused" }, esc(req.why));
   if (S.command === req.command && S.status !== "refused") {  // the same search: shown, or on its way
     if (!$("search").innerHTML) showSearch(S.status === "searching" ? "searching…" : undefined);
     return;

@@ -114,8 +114,9 @@ function modelOf(a) {
   // the preset chosen by default yields to a recipe's model; a model of `memsym page --model` is typed
   const given = Object.keys(DATA.models).length > 0;
   const name = ("model" in a && !given && choice === DATA.options.default_model) ? a.model : choice;
-  if (name in DATA.models) return givenModel(DATA.models[name]);
-  if (name in DATA.released) return givenModel(DATA.released[name]);  // a released model of any family (paper/models)
+  // a model the command line read (memsym/page/data.py model_data): of memsym page --model, or released (paper/models)
+  if (name in DATA.models) return DATA.models[name];
+  if (name in DATA.released) return DATA.released[name];
   if (!(name in DATA.options.presets))  // a recipe's model on a page of other models
     throw new ConfigError(`--model ${name}: this page offers ${Object.keys(DATA.models).join(", ")} (memsym page --model)`, ["model", "recipe"]);
   if (!(name in PRESET_MODELS)) PRESET_MODELS[name] = fromDict(readConfigJSON(DATA.options.presets[name], name, ["model"]), name, name, ["model"]);
@@ -147,8 +148,7 @@ function math(inner) {
     return `<math display="inline" class="piece">${els.map((e) => e.outerHTML).join("")}</math>`;
   };
   return `<span class="mwrap">` + terms.map((term) => {
-    // a term's factors (invisible times at its top level) each a piece, joined without a space: a break only where needed
-    // (a term that is one product: its factors are the pieces)
+    // a long product's factors (invisible times at its top level) each a piece, joined without a space
     const flat = term.flatMap((e) => (e.localName === "mrow" && [...e.children].some((c) => op(c, ["\u2062"])) ? [...e.children] : [e]));
     const factors = groups(flat, ["\u2062"]);
     return factors.length > 1 && term.length > 6 ? `<span class="term">${factors.map(piece).join("<wbr>")}</span>` : piece(term);
@@ -343,9 +343,8 @@ function withGlobalBatch(a, t, typed) {
 }
 
 // ----------------------------------------------------------------------------- the URL and the command line
-/** Every control as the command line names it: [flag without --, control id without opt-, kind] (DATA.form.state,
-    memsym/page/form.py); the URL's keys are these flags (#tp=4&zero=1), the command shown uses them.  config and gpus
-    are the page's own (a pasted file; DP from the GPUs, search's --gpus). */
+/** Every control as the command line names it: [flag without --, control id without opt-, kind] (memsym/page/form.py);
+    the URL's keys (#tp=4&zero=1) and the command shown; config and gpus are the page's own. */
 const stateOpts = () => DATA.form.state;
 /** A control's value as the URL and the command line write it, or null when it is at its default (not typed). */
 function controlValue(dest, kind) {
@@ -468,9 +467,6 @@ function showCommand(typed) {
   $("command-text").textContent = commandLine(typed);
   $("command-note").hidden = $("opt-model").value !== "config";
 }
-
-/* The layout search panel (section#search) is search.js's renderSearch(state), called after every update with the
-   state (the typed options, the resolved ones, the estimate or the refusal). */
 
 // ----------------------------------------------------------------------------- the page's life
 /** The controls that show only when they apply: the operators of a custom recomputation, the pasted config.json. */
