@@ -137,7 +137,7 @@ def _search(args, rows=None):
                                         "allocator run per configuration: judge a listed one with memsym estimate ... "
                                         f"--memory {args.memory} (or memsym fit --memory {args.memory})")
     _apply_recipe(args)
-    rank = common.conventions_from_args(args).rank
+    rank = R.conventions_of(vars(args)).rank
     if rank in ("fsdp2", "mfsdp"):  # FSDP shards parameters, gradients and optimizer states: ZeRO 3 only
         if "zero" in common.explicit(args) and set(args.zero) != {3}:
             raise cfg.ConfigError("zero", f"--rank {rank} shards the parameters, gradients and optimizer states (ZeRO "
