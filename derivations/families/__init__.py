@@ -166,8 +166,8 @@ class Family:
 
     # -- hooks: reading a config.json (no sympy) --------------------------------------------------------------
     def read_config(self, fields, name: Optional[str] = None, source: Optional[str] = None):
-        """The family's model spec of a parsed config.json, every field it uses checked through ``fields`` (a
-        derivations.config.hfconfig.Fields: ``int``, ``err``, ``shown``, ``type_name``, ``fp8_block``)."""
+        """The family's model spec of a parsed config.json, every field it uses checked through ``fields``
+        (derivations.config.hfconfig.Fields)."""
         return self.module("config").from_fields(fields, name, source)
 
     def config_fields(self, spec) -> Dict:

@@ -238,8 +238,8 @@ def shape_name(model_type: str, dims: Mapping) -> str:
 
 
 def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> ModelSpec:
-    """The :class:`ModelSpec` of a parsed config.json, every field it uses validated through ``f`` (a
-    derivations.config.hfconfig.Fields: ``f.int``, ``f.err``, ``f.shown``, ``f.type_name``, ``f.fp8_block``)."""
+    """The :class:`ModelSpec` of a parsed config.json, every field it uses validated through ``f``
+    (derivations.config.hfconfig.Fields)."""
     data, mt = f.data, f.data["model_type"]
     dims = {attr: f.int(name_, meaning) for name_, attr, meaning in DIMENSIONS}
 
@@ -254,26 +254,13 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
     freq = f.int("moe_layer_freq", "MoE layer frequency", default=1, required=False)
     mtp = f.int("num_nextn_predict_layers", "MTP modules D", minimum=0, default=0, required=False)
 
-    default_topk = "noaux_tc" if mt in ("deepseek_v3", "kimi_k2") + tuple(DSA) else "greedy"
-    topk = data.get("topk_method", default_topk)
-    methods = FAMILY.topk_methods
-    if not isinstance(topk, str) or topk not in methods:
-        raise f.err("topk_method", f"field 'topk_method' must be one of {', '.join(methods)}, "
-                                   f"got {f.type_name(topk)} {f.shown(topk)}")
+    topk = f.choice("topk_method", FAMILY.topk_methods,
+                    "noaux_tc" if mt in ("deepseek_v3", "kimi_k2") + tuple(DSA) else "greedy")
     n_group = f.int("n_group", "expert groups n_g", required=False)
     topk_group = f.int("topk_group", "expert groups kept k_g", required=False)
-    scoring = data.get("scoring_func", SCORING_DEFAULTS.get(mt, "sigmoid"))
-    if not isinstance(scoring, str) or scoring not in SCORING_FUNCS:
-        raise f.err("scoring_func", f"field 'scoring_func' must be one of {', '.join(SCORING_FUNCS)}, "
-                                    f"got {f.type_name(scoring)} {f.shown(scoring)}")
-    norm = data.get("norm_topk_prob", NORM_DEFAULTS.get(mt, True))
-    if not isinstance(norm, bool):
-        raise f.err("norm_topk_prob", f"field 'norm_topk_prob' must be true or false, "
-                                      f"got {f.type_name(norm)} {f.shown(norm)}")
-    tied = data.get("tie_word_embeddings", False)
-    if not isinstance(tied, bool):
-        raise f.err("tie_word_embeddings", f"field 'tie_word_embeddings' must be true or false, "
-                                           f"got {f.type_name(tied)} {f.shown(tied)}")
+    scoring = f.choice("scoring_func", SCORING_FUNCS, SCORING_DEFAULTS.get(mt, "sigmoid"))
+    norm = f.bool("norm_topk_prob", NORM_DEFAULTS.get(mt, True))
+    tied = f.bool("tie_word_embeddings")
     kv_heads = data.get("num_key_value_heads")
     if kv_heads is not None and (type(kv_heads) is not int or kv_heads != dims["n_h"]):  # (any other type too)
         raise f.err("num_key_value_heads", f"num_key_value_heads={f.shown(kv_heads)} with num_attention_heads="

@@ -123,13 +123,6 @@ def shape_name(model_type: str, dims: Mapping) -> str:
     return f"{model_type} (h {dims['h']}, {dims['l']} layers, {dims['N']} experts)"
 
 
-def _bool(f, name: str, default: bool = False) -> bool:
-    val = f.data.get(name, default)
-    if not isinstance(val, bool):
-        raise f.err(name, f"field {name!r} must be true or false, got {f.type_name(val)} {f.shown(val)}")
-    return val
-
-
 def _rates(f) -> Dict[str, int]:
     given = f.data.get("compress_rates")
     rates = dict(DEFAULT_RATES) if given is None else {}  # DeepseekV4Config takes a given dict as it is
@@ -230,10 +223,7 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
         if data.get(flag, False) not in (False, None):
             raise f.err(flag, f"field {flag!r} = {f.shown(data[flag])}: projection biases are not covered "
                               f"(DeepSeek-V4 has none)")
-    scoring = data.get("scoring_func", "sqrtsoftplus")
-    if not isinstance(scoring, str) or scoring not in SCORING_FUNCS:
-        raise f.err("scoring_func", f"field 'scoring_func' must be one of {', '.join(SCORING_FUNCS)}, "
-                                    f"got {f.type_name(scoring)} {f.shown(scoring)}")
+    scoring = f.choice("scoring_func", SCORING_FUNCS, "sqrtsoftplus")
     rates = _rates(f)
     attention = _layer_types(f, dims["l"])
     d_hr = _rotary(f, dims["d_a"])
@@ -244,7 +234,7 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
     return ModelSpec(name=name or shape_name(mt, dims), d_hr=d_hr,
                      m_C=_rate(f, rates, "compressed_sparse_attention", attention),
                      m_H=_rate(f, rates, "heavily_compressed_attention", attention), attention=attention,
-                     hashed=_mlp_types(f, dims["l"]), tie_word_embeddings=_bool(f, "tie_word_embeddings"),
+                     hashed=_mlp_types(f, dims["l"]), tie_word_embeddings=f.bool("tie_word_embeddings"),
                      mtp_layers=mtp, scoring_func=scoring, source=str(f.path) if source is None else source,
                      model_type=mt, **dims)
 
