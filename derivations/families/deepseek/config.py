@@ -1,25 +1,10 @@
-"""The DeepSeek family's model: :class:`ModelSpec` (the paper's Table 1 notation) and the mapping of a
-Hugging Face config.json of the DeepseekV2/V3 modelling code onto it (:func:`from_fields`).
-
-The fields (transformers models/deepseek_v3/configuration_deepseek_v3.py, DeepseekV3Config):
-
-  hidden_size h, intermediate_size h_F, moe_intermediate_size h_E, num_hidden_layers l,
-  num_attention_heads n_h, q_lora_rank d_c' (null: no query compression, one W^Q of
-  n_h (d_h + d_h^R) x h and no query norm), kv_lora_rank d_c, qk_nope_head_dim d_h,
-  qk_rope_head_dim d_h^R, v_head_dim d_v, n_routed_experts N, n_shared_experts N_s,
-  num_experts_per_tok N_r, vocab_size v, num_nextn_predict_layers D (MTP modules),
-  first_k_dense_replace and moe_layer_freq (which layers are MoE), topk_method (noaux_tc
-  keeps a routing bias of N per MoE layer), the routing (model_type: which transformers code runs;
-  scoring_func, norm_topk_prob, n_group, topk_group: ``ModelSpec.routing``), tie_word_embeddings,
-  quantization_config.weight_block_size (FP8 block scales; storage only).
-
-DeepSeek Sparse Attention (``deepseek_v32``, transformers models/deepseek_v32; ``glm_moe_dsa``, GLM-5,
-models/glm_moe_dsa): the lightning indexer's index_n_heads n_I, index_head_dim d_I, index_topk k_I, and GLM-5's
-indexer_types (which layers run an indexer of their own: :func:`_indexer_types`).
-
-The bounded reading of the file and the checks of one field are derivations/config/hfconfig.py's
-(:class:`~derivations.config.hfconfig.Fields`), handed in: a family imports no configuration module.
-No sympy here (reading a config stays free of it).
+"""The DeepSeek family's model: :class:`ModelSpec` (the paper's Table 1 notation) and :func:`from_fields`, the
+mapping of a config.json of transformers' DeepseekV2/V3 code (configuration_deepseek_v3.py DeepseekV3Config) onto
+it.  Beside ``DIMENSIONS``: q_lora_rank (null: one W^Q of n_h (d_h + d_h^R) x h, no query norm),
+first_k_dense_replace and moe_layer_freq (which layers are MoE), topk_method (noaux_tc keeps a routing bias of N per
+MoE layer), the routing (model_type, scoring_func, norm_topk_prob, n_group, topk_group), MTP,
+quantization_config.weight_block_size (FP8 block scales; storage only) and DeepSeek Sparse Attention's indexer
+(deepseek_v32, glm_moe_dsa: :func:`_indexer`).  A field's checks are hfconfig.Fields', handed in; no sympy here.
 """
 from __future__ import annotations
 
@@ -45,16 +30,9 @@ SCORING_FUNCS = ("sigmoid", "softmax")
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A DeepSeek-family model in the paper's notation (Table 1; the released configs in ``derivations/models/``).
-
-    ``d_cq`` is None for models without query compression (DeepSeek-v2-Lite): queries
-    are then one matrix W^Q of shape n_h (d_h + d_hr) x h and there is no query norm.
-    ``mtp_layers`` is D, the multi-token-prediction modules of the checkpoint (HF
-    num_nextn_predict_layers; not counted by the paper).  ``fp8_block`` is the block of
-    one FP32 scale in an FP8 block-quantised release (HF quantization_config
-    weight_block_size, (128, 128) for DeepSeek-v3): storage only, scales are not weights.
-    A Hugging Face config.json becomes a ModelSpec through :mod:`derivations.config.hfconfig`.
-    """
+    """A DeepSeek-family model in the paper's notation (Table 1).  ``d_cq`` None: no query compression
+    (DeepSeek-v2-Lite); ``mtp_layers``: D, the checkpoint's MTP modules (not counted by the paper); ``fp8_block``:
+    the block of one FP32 scale in an FP8 block-quantised release ((128, 128) for DeepSeek-v3; storage only)."""
 
     name: str
     h: int
