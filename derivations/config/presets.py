@@ -1,10 +1,5 @@
-"""The model presets: released Hugging Face config.json files shipped as data
-(``derivations/models/<name>.json``), read by the same reader as a user's file
-(:mod:`derivations.hfconfig`), and :func:`load_model`, a preset by name or a config.json
-by path.
-
-:data:`PRESETS` maps each preset name to its :class:`~derivations.model.ModelSpec`, in
-preset order; a file is read the first time its model is asked for.
+"""The model presets, released config.json files shipped as data (``derivations/models/<name>.json``) read by the
+user's files' reader (:mod:`derivations.config.hfconfig`) on first use, and :func:`load_model`.
 """
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
-"""Options resolved once: option values (by the command line's dest names) -> a :class:`Configuration`.
-
-Every surface hands this module the same thing, a mapping ``{dest: value}`` of converted option
-values (the command line's defaults included) and the set of dests the user typed: argparse after
-parsing (memsym/commands/common.py), the Python API and ``memsym runs`` from keywords
-(memsym/api.py).  Precedence, whatever the order typed: an option typed wins, then the recipe's
-(:mod:`derivations.config.recipes`), then the conventions preset's
-(``derivations/config/convention_presets/*.toml``; ``--kernels te`` with ``--conventions mcore`` is
-``mcore-te``), then the view's default (:mod:`derivations.config.defaults`: the paper's, or what practitioners
-run once a run is named), then the option's.  Then the model, layout, training and stage are built from the
-resolved values, and contradictions refused (ConfigError).  Nothing here parses text: values
-arrive converted and bounded by each option's type (memsym/commands/argtypes.py).
+"""Options resolved once: ``{dest: value}`` (argparse's, memsym/commands/common.py; the Python API's and ``memsym
+runs``', memsym/api.py) and the dests typed -> a :class:`Configuration`.  Precedence: a typed option, then the
+recipe's (:mod:`derivations.config.recipes`), the conventions preset's (``convention_presets/*.toml``; ``--kernels te``
+with ``--conventions mcore`` is ``mcore-te``), the view's default (:mod:`derivations.config.defaults`), the option's.
+Values arrive converted and bounded (memsym/commands/argtypes.py); contradictions are refused (ConfigError).
 """
 from __future__ import annotations
 

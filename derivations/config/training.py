@@ -1,8 +1,5 @@
-"""Training settings: :class:`Training` (micro-batch, sequence, ZeRO stage, recomputation,
-bytes per element; Table 7, Table 9 and the extensions beyond the paper) and
-:func:`validate_training`, with the names each setting accepts (RECOMPUTE, RECOMPUTE_OPS,
-ATTENTION, SCHEDULES, DTYPES, ZERO_NAMES) and :func:`parse_recompute`.
-"""
+"""Training settings (:class:`Training`: Tables 7 and 9 and the extensions beyond the paper), the names each
+accepts, and their validation."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -64,9 +61,8 @@ def _short(text) -> str:
 
 
 def parse_recompute(text: str) -> Tuple[str, Tuple[str, ...]]:
-    """``'selective'`` -> ('selective', ()); ``'custom:norm,mla_up'`` -> ('custom', ('norm', 'mla_up')).
-
-    Operators come back in RECOMPUTE_OPS order (one canonical spelling per policy)."""
+    """``'selective'`` -> ('selective', ()); ``'custom:norm,mla_up'`` -> ('custom', ('norm', 'mla_up')), the
+    operators in RECOMPUTE_OPS order."""
     policy, _, rest = str(text).partition(":")
     if policy not in RECOMPUTE:
         raise ConfigError("recompute", f"recompute must be one of none, full, selective, custom:OP[,OP...], "
@@ -88,7 +84,6 @@ def parse_recompute(text: str) -> Tuple[str, Tuple[str, ...]]:
     if twice is not None:
         raise ConfigError("recompute-ops", f"recompute operator {twice} is named twice in {_short(text)}")
     return "custom", tuple(o for o in RECOMPUTE_OPS if o in ops)
-
 
 
 def parse_offload(text: str) -> Tuple[str, ...]:

@@ -1,10 +1,5 @@
-"""Substitutions by symbol name, without sympy: what the generated evaluators read.
-
-A configuration is a mapping from a symbol's name (derivations/notation.py) to its exact value;
-:func:`named` builds it from a model, a layout, training settings and a stage composition, and
-:func:`derivations.config.substitution` is the same mapping keyed by the sympy symbols.  The
-constants here are the paper's Table 7 bytes per element (and the 1-byte dropout mask of Sec. 5.1)
-and the values of the extension symbols that reproduce the paper."""
+"""Substitutions by symbol name, without sympy, what the generated evaluators read (:func:`named`), with the
+paper's Table 7 bytes and the extension symbols' values that reproduce the paper."""
 from __future__ import annotations
 
 from fractions import Fraction
