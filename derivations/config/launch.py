@@ -12,8 +12,7 @@ r"""A Megatron-LM launch read as data: the argument list of a shell script or of
   maps ``--flag`` to its value (``true``: given; ``false``: not given) as the harness passes them; ``ENV_VARS`` is
   kept; no world size (the test recipe holds it).  Read with PyYAML's safe loader, aliases refused.
 
-The flags are mapped onto memsym's options by :mod:`derivations.config.megatron`.  Bad input raises
-:class:`~symbolic.errors.ConfigError` naming the file.
+The flags are mapped onto memsym's options by :mod:`derivations.config.megatron`; bad input is a ConfigError.
 """
 from __future__ import annotations
 
