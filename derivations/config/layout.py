@@ -11,7 +11,7 @@ from symbolic.errors import ConfigError
 from derivations.config.limits import LIST_LENGTHS, OPTIONS
 from derivations.config.model import ModelSpec
 from derivations import families
-from derivations.config.values import layout_named, symbol_keyed
+from derivations.config.values import symbol_keyed
 
 
 @dataclass(frozen=True)
@@ -41,8 +41,9 @@ class Layout:
         return self.dp * self.tp * self.pp * self.cp
 
     def named(self) -> Dict[str, int]:
-        """{symbol name: value} of the degrees (derivations.config.values)."""
-        return layout_named(self.dp, self.tp, self.pp, self.ep, self.etp, self.cp, self.SP)
+        """{symbol name: value} of the degrees."""
+        return {"DP": self.dp, "TP": self.tp, "PP": self.pp, "EP": self.ep, "ETP": self.etp, "CP": self.cp,
+                "SP": self.SP}
 
     def values(self) -> Dict:
         return symbol_keyed(self.named())

@@ -5,6 +5,7 @@ Layout's or Training's validation); a value outside raises ConfigError ``limit.<
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Dict, Optional
 
@@ -39,11 +40,8 @@ class Limit:
 def _power(n: int) -> str:
     """2^20 for 1048576, 10^4 for 10000, the number otherwise."""
     for base in (2, 10):
-        k, m = 0, n
-        while m > 1 and m % base == 0:
-            m //= base
-            k += 1
-        if m == 1 and k >= 4:
+        k = round(math.log(n, base)) if n > 0 else 0
+        if k >= 4 and base ** k == n:
             return f"{n} = {base}^{k}"
     return str(n)
 

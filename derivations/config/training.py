@@ -8,7 +8,7 @@ from typing import Dict, Optional, Tuple
 
 from symbolic.errors import ConfigError
 
-from derivations.config.values import EXTENSION_DEFAULTS, PAPER_BYTES, imbalance_value, optional, symbol_keyed
+from derivations.config.values import EXTENSION_DEFAULTS, PAPER_BYTES, symbol_keyed
 from derivations.config.layout import positive_int
 from derivations.config.limits import IMBALANCE, LAYERS, OPTIONS
 from derivations.config.quantization import RECIPES
@@ -155,10 +155,10 @@ class Training:
 
     def named(self) -> Dict[str, object]:
         """{symbol name: value}: b, s, the bytes per element, F, the extension defaults, m and V if set."""
-        out = {"b": self.mbs, "s": self.seq, **EXTENSION_DEFAULTS, **dict(self.bytes)}
-        out["F"] = imbalance_value(self.imbalance)
-        optional(out, "n_mb", self.microbatches)
-        return optional(out, "VPP", self.vpp)
+        out = {"b": self.mbs, "s": self.seq, **EXTENSION_DEFAULTS, **dict(self.bytes),
+               "F": self.imbalance if isinstance(self.imbalance, int) else Fraction(self.imbalance)}
+        out.update({k: v for k, v in (("n_mb", self.microbatches), ("VPP", self.vpp)) if v is not None})
+        return out
 
     def values(self) -> Dict:
         return symbol_keyed(self.named())
