@@ -152,23 +152,18 @@ def conventions_of(values: Mapping[str, object]) -> Conventions:
     return Conventions(mtp=bool(values.get("mtp", False)), **kw)
 
 
-def _schedule(v: Mapping[str, object], typed: Collection[str]):
-    """The schedule: a --vpp typed without --schedule selects the interleaved one, as Megatron-LM's virtual pipeline
-    size does (megatron/core/pipeline_parallel/schedules.py get_forward_backward_func)."""
-    if v.get("vpp") and "vpp" in typed and "schedule" not in typed:
-        return "interleaved"
-    return v.get("schedule")
-
-
 def training_of(values: Mapping[str, object], typed: Collection[str]) -> Training:
     """The Training of the options (``--global-batch`` not applied: :func:`configuration` does)."""
     v = values
+    # a --vpp typed without --schedule selects the interleaved schedule, as Megatron-LM's virtual pipeline size does
+    # (megatron/core/pipeline_parallel/schedules.py get_forward_backward_func)
+    schedule = "interleaved" if v.get("vpp") and "vpp" in typed and "schedule" not in typed else v.get("schedule")
     recompute = v.get("recompute", ("none", ()))
     if isinstance(recompute, str):  # a command that kept a plain string
         recompute = parse_recompute(recompute)
     t = Training(mbs=v["mbs"], seq=v["seq"], zero=v["zero"], recompute=recompute[0], recompute_ops=recompute[1],
                  attention=v.get("attention", "eager"), fp8=v.get("fp8_activations", False),
-                 imbalance=v.get("imbalance", 1), schedule=_schedule(v, typed), microbatches=v.get("microbatches"),
+                 imbalance=v.get("imbalance", 1), schedule=schedule, microbatches=v.get("microbatches"),
                  vpp=v.get("vpp"), virtual_layers=v.get("virtual_layers"))
     if v.get("offload_activations"):  # Megatron's --offload-modules (a tuple from the command line or the API)
         off = v["offload_activations"]
