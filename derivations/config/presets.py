@@ -11,7 +11,7 @@ from typing import Iterator
 
 from symbolic.errors import ConfigError
 
-from derivations.config.hfconfig import ConfigFile, from_dict, from_hf_config, read_config, read_json
+from derivations.config.hfconfig import ConfigFile, from_dict, read_config, read_json
 from derivations.config.model import ModelSpec
 from derivations import families
 
@@ -67,22 +67,9 @@ def named(spec: ModelSpec) -> ModelSpec:
     return spec
 
 
-def _is_path(name_or_path: str) -> bool:
-    return os.path.lexists(name_or_path) or name_or_path.endswith(".json")  # lexists: a symlink loop is a file
-
-
-def _unknown(name_or_path: str) -> ConfigError:
-    return ConfigError("model", f"unknown model {name_or_path!r}: use one of {', '.join(PRESETS)} "
-                                f"or a path to a Hugging Face config.json")
-
-
 def load_model(name_or_path: str) -> ModelSpec:
     """A preset by name, or a Hugging Face ``config.json`` (read as JSON data only)."""
-    if name_or_path in PRESETS:
-        return PRESETS[name_or_path]
-    if _is_path(name_or_path):
-        return named(from_hf_config(name_or_path))
-    raise _unknown(name_or_path)
+    return PRESETS[name_or_path] if name_or_path in PRESETS else load_config(name_or_path).model
 
 
 def load_config(name_or_path: str) -> ConfigFile:
@@ -90,10 +77,11 @@ def load_config(name_or_path: str) -> ConfigFile:
     (``memsym trace`` builds an implementation from the object it validated, read once)."""
     if name_or_path in PRESETS:
         return read_config(preset_path(name_or_path), name_or_path, source="preset")
-    if _is_path(name_or_path):
+    if os.path.lexists(name_or_path) or name_or_path.endswith(".json"):  # lexists: a symlink loop is a file
         c = read_config(name_or_path)
         return replace(c, model=named(c.model))
-    raise _unknown(name_or_path)
+    raise ConfigError("model", f"unknown model {name_or_path!r}: use one of {', '.join(PRESETS)} "
+                               f"or a path to a Hugging Face config.json")
 
 
 def checked(spec: ModelSpec) -> ModelSpec:
