@@ -267,15 +267,15 @@ def _add(family: Family) -> Family:
     return family
 
 
-def _load():
-    """Register the ``FAMILY`` of every package here, once (a new family is found by being a package).  Thread-safe:
-    a thread arriving while another registers them waits until all are registered."""
+def _load() -> Dict[str, Family]:
+    """The registry, after registering the ``FAMILY`` of every package here once (a new family is found by being a
+    package).  Thread-safe: a thread arriving while another registers them waits until all are registered."""
     global _LOADED, _LOADING
     if _LOADED:
-        return
+        return _REGISTRY
     with _LOCK:
         if _LOADED or _LOADING:
-            return
+            return _REGISTRY
         _LOADING = True
         try:
             for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name != "deepseek"):
@@ -285,30 +285,27 @@ def _load():
             _LOADED = True
         finally:
             _LOADING = False
+    return _REGISTRY
 
 
 def get(name: str) -> Family:
     """The family called ``name``."""
-    _load()
-    return _REGISTRY[name]
+    return _load()[name]
 
 
 def find(name) -> Optional[Family]:
     """The family called ``name``, or None."""
-    _load()
-    return _REGISTRY.get(name) if isinstance(name, str) else None
+    return _load().get(name) if isinstance(name, str) else None
 
 
 def all() -> Tuple[Family, ...]:  # noqa: A001 (families.all(), read as a sentence)
     """Every family, in registration order (DeepSeek's first)."""
-    _load()
-    return tuple(_REGISTRY.values())
+    return tuple(_load().values())
 
 
 def for_model_type(model_type: str):
     """The family that reads configs of ``model_type``, or None."""
-    _load()
-    return next((f for f in _REGISTRY.values() if model_type in f.model_types), None)
+    return next((f for f in _load().values() if model_type in f.model_types), None)
 
 
 def packaged(name) -> bool:
@@ -331,12 +328,10 @@ def unsupported(model, what: str):
 def wrapper(model_type: str):
     """(field, inner model_type default) of a config whose ``model_type`` holds a family's language model in a
     field (:attr:`Family.wrappers`), or None."""
-    _load()
-    return next(((field, inner) for f in _REGISTRY.values() for mt, field, inner in f.wrappers if mt == model_type),
+    return next(((field, inner) for f in _load().values() for mt, field, inner in f.wrappers if mt == model_type),
                 None)
 
 
 def model_types() -> Tuple[str, ...]:
     """Every model_type some family reads, in registration order."""
-    _load()
-    return tuple(t for f in _REGISTRY.values() for t in f.model_types)
+    return tuple(t for f in _load().values() for t in f.model_types)
