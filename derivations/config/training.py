@@ -108,15 +108,10 @@ def parse_offload(text: str) -> Tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Training:
-    """Training settings (Table 9) and data types (Table 7), plus the extensions beyond the paper.
-
-    recompute / recompute_ops: the recomputation policy (RECOMPUTE; the operators of custom).
-    attention: 'eager' (the paper's b n_h s^2 tensors) or 'flash' (fused; FP32 per-row statistics).
-    fp8: cache the activations the DeepSeek-V3 report names in FP8 / E5M6 (B_f8, B_o).
-    imbalance: F >= 1, tokens of the busiest expert rank over the balanced average (E_token).
-    schedule, microbatches, vpp: the pipeline schedule, micro-batches per step m (None: at
-    least enough to fill the pipeline) and virtual stages V (interleaved).
-    """
+    """Training settings (Table 9) and data types (Table 7), plus the extensions beyond the paper.  attention:
+    'eager' (the paper's b n_h s^2 tensors) or 'flash' (FP32 per-row statistics); fp8: the activations the
+    DeepSeek-V3 report caches in FP8 / E5M6 (B_f8, B_o); imbalance: F >= 1, the busiest expert rank's tokens over
+    the balanced average; microbatches: m per step (None: enough to fill the pipeline); vpp: virtual stages V."""
 
     mbs: int = 1
     seq: int = 4096
