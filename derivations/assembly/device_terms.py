@@ -1,12 +1,8 @@
-"""The per-device assembly as terms: one device's total and peak for a view, schedule and stage.
+"""The per-device assembly as terms: one device's total and peak for a view, schedule and stage, printed (never
+assembled by hand) as exact Python by ``python -m derivations.generate`` (``device`` in derivations/generated/) and as
+BigInt-rational JavaScript by ``memsym page`` (:class:`memsym.page.codegen.RationalJS`).
 
-The command line (derivations/assembly/device.py) and the calculator page evaluate a device with functions
-*printed* from these expressions, never assembled by hand: exact Python by ``python -m derivations.generate``
-(``device`` in derivations/generated/deepseek.py, :func:`symbolic.codegen.python`) and BigInt-rational
-JavaScript by ``memsym page`` (:class:`memsym.page.codegen.RationalJS`).
-
-The assembly is an ordered list of (name, expression), each reading the inputs and the names before it, so an
-evaluator that needs only the total stops there.  Inputs:
+An ordered list of (name, expression), each reading the inputs and the names before it. Inputs:
 
   M_A, M_E, M_D, M_H, M_MTP  one layer's (sublayer's) kept activations of each kind under the view
   L_d, L_m, e_E, e_H, D      the stage's composition (Table 4) and the MTP depth
@@ -15,23 +11,16 @@ evaluator that needs only the total stops there.  Inputs:
                              flight (derivations/assembly/schedules.py); an absent chunk is zero
   weights, gradients, optimizer   the model states of the held stages (Table 8)
   runtime                    the runtime buffers (derivations/assembly/runtime.py; 0 when none)
-
-and, in the ``+options`` variants (what ``estimate`` and ``search`` evaluate; 0 when the option is off):
-
-  O_D, O_E, O_R              --offload-activations (derivations/assembly/offload.py): the bytes one held dense
-                             and MoE layer micro-batch offloads, and those the rank keeps anyway
-  Q_D, Q_E, Q_H              --linear-recipe (derivations/assembly/quantized.py): the bytes one held dense and
-                             MoE layer micro-batch and the head part change by
+  O_D, O_E, O_R              +options, --offload-activations (offload.py): the bytes one held dense and MoE layer
+                             micro-batch offloads, and those the rank keeps anyway
+  Q_D, Q_E, Q_H              +options, --linear-recipe (quantized.py): the bytes one held dense and MoE layer
+                             micro-batch and the head part change by
   activations_held           ``given``: the activations held before the resident layer's (--virtual-layers)
 
-Outputs: ``activations_per_microbatch`` (``act.stage``), ``activations`` (that, or sum_c n_fl_c x ``act.stage``
-at chunk c: ``act.peak``), ``total`` (model states + activations + runtime, Sec. 4-5), ``activations_per_layer``,
-the layer split (d act.stage / d L_d and / d L_m, exact since every activation term is linear in the
-composition) and the Sec. 6 fragmentation and peak (derivations/assembly/overheads.py).  The rows depend on the
-view only through the MTP modules and full recomputation: hence the variants ``mtp<0|1>full<0|1>``, each
-``.paper`` (one micro-batch), ``.schedule`` (the chunks) or ``.given`` (Megatron's simulated interleaved
-order), with or without the options.
-"""
+Outputs: ``activations_per_microbatch`` (``act.stage``), ``activations`` (that, or sum_c n_fl_c x ``act.stage`` at chunk
+c: ``act.peak``), ``total`` (Sec. 4-5), ``activations_per_layer``, the layer split (d act.stage / d L_d and / d L_m: the
+terms are linear in the composition) and the Sec. 6 fragmentation and peak (overheads.py). Variants
+``mtp<0|1>full<0|1>.<paper|schedule|given>[+options]``."""
 from __future__ import annotations
 
 import itertools
@@ -53,7 +42,7 @@ ROLE_SYMBOLS = {"moe": "M_E", "dense": "M_D", "head": "M_H", "mtp": "M_MTP"}
 
 
 def kinds_of(shape=True) -> Dict[str, str]:
-    """{kind: symbol} of a family's kinds (``shape``: DeepSeek's q_lora flag, or another family's
+    """{kind: symbol} of a family's kinds (``shape``: DeepSeek's q_lora flag or a
     :class:`~derivations.activations.shape.Shape`): its attention M_A, the others by role."""
     fam = shapes.family(shape)
     return {k: ("M_A" if k == fam.attention else ROLE_SYMBOLS.get(k, "M_" + k.upper())) for k in fam.kinds}
@@ -70,8 +59,7 @@ ENDS = ("low", "high")
 
 
 def variant_key(mtp: bool, full: bool, holds: str) -> str:
-    """The variant of a view (``--mtp-activations last-stage``, full recomputation) and how its activations
-    are held (:data:`HOLDS`)."""
+    """The variant of a view (MTP activations, full recomputation) and its hold (:data:`HOLDS`)."""
     return f"mtp{int(mtp)}full{int(full)}.{holds}"
 
 
@@ -86,8 +74,8 @@ OFFLOAD, QUANTIZED = ("O_D", "O_E", "O_R"), ("Q_D", "Q_E", "Q_H")
 
 
 def _options(sym: Dict[str, sp.Symbol]) -> sp.Expr:
-    """What the options change one micro-batch of a composition ``sym`` ({L_d, L_m, e_H: symbol}) by: each held
-    layer micro-batch less its offloaded bytes and changed by the linear recipe, the head part by the recipe."""
+    """What the options change one micro-batch of a composition ``sym`` by: each held layer less its offloaded bytes
+    plus the recipe's change, the head part by the recipe."""
     S = _symbol
     return (sym["L_d"] * (S("Q_D") - S("O_D")) + sym["L_m"] * (S("Q_E") - S("O_E"))
             + sym["e_H"] * S("Q_H"))
@@ -104,8 +92,8 @@ def _symbol(name: str) -> sp.Symbol:
 
 
 def _in_kinds(term, by_id: Dict, kind_of: Dict[str, sp.Symbol]):
-    """``term`` with each activation kind's term replaced by the kind's symbol: the rows of a combined
-    term (``symbolic.term.combine``: coefficient x the term its 'ref:' tag names), recursively."""
+    """``term`` with each activation kind's term replaced by the kind's symbol (a combined term's 'ref:' rows,
+    recursively)."""
     if term.id in kind_of:
         return kind_of[term.id]
     out = sp.Integer(0)
@@ -118,9 +106,8 @@ def _in_kinds(term, by_id: Dict, kind_of: Dict[str, sp.Symbol]):
 
 @lru_cache(maxsize=None)
 def activation_terms(mtp: bool, full: bool, shape=True) -> Dict[str, sp.Expr]:
-    """{'stage', 'peak', 'layer': expression in the kinds' symbols} of the view's ``act.stage``,
-    ``act.peak`` and ``act.layer`` (their rows, from derivations/activations/kinds.py) for ``shape``'s
-    family (:func:`kinds_of`)."""
+    """{'stage', 'peak', 'layer': expression in the kinds' symbols} of the view's ``act.stage``, ``act.peak`` and
+    ``act.layer`` for ``shape``'s family."""
     view = View("full" if full else "none", conv=Conventions(mtp_activations="last-stage" if mtp else "none"))
     terms = view_terms(view, shape)
     by_id = {t.id: t for t in terms.values()}
@@ -129,8 +116,7 @@ def activation_terms(mtp: bool, full: bool, shape=True) -> Dict[str, sp.Expr]:
 
 
 def assembly(mtp: bool, full: bool, holds: str, shape=True, options: bool = False) -> List[Tuple[str, sp.Expr]]:
-    """[(name, expression), ...] of one variant (see the module docstring), in evaluation order, for
-    ``shape``'s family (DeepSeek's by default), with the options' terms when ``options``."""
+    """[(name, expression), ...] of one variant in evaluation order, with the options' terms when ``options``."""
     t = activation_terms(mtp, full, shape)
     names = composition_names(shapes.family(shape).name)  # L_d, L_m, e_E, e_H and the family's counts
     S = _symbol
@@ -176,7 +162,7 @@ def assembly(mtp: bool, full: bool, holds: str, shape=True, options: bool = Fals
 
 
 def inputs() -> Tuple[str, ...]:
-    """Every input symbol's name (what an evaluator sets before the first expression)."""
+    """Every input symbol's name."""
     names = set()
     for options in (False, True):
         for key, mtp, full, holds in variants(options):

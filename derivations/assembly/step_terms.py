@@ -1,31 +1,21 @@
 """The peak over the whole training step, as terms: what one micro-batch's backward adds to the end of its forward.
 
-The paper (Sec. 5-6) judges a device at the end of the forward (``act.stage``, A per micro-batch).  A step passes
-through later moments that hold more (issue 26 item 6): the head's backward (the logits' FP32 gradient, t x V)
-and, under recomputation, a layer's backward, which rebuilds the layer's activations and holds them with its
-gradients.  A *moment* is the bytes one micro-batch holds then above A; since one micro-batch at a time is in
-its backward, the device's step peak is
+The paper (Sec. 5-6) judges a device at the end of the forward (``act.stage``, A per micro-batch). Later moments of the
+step can hold more: the head's backward (the logits' FP32 gradient, t x V) and, under recomputation, a layer's backward.
+A *moment* is the bytes one micro-batch holds then above A; one micro-batch at a time is in its backward, so the step
+peak is
 
     n_fl A + X,   X = max(0, moment_1, moment_2, ...)   (the step excess; n_fl = 1 without a schedule)
 
-The moments are written in the assembly's symbols (derivations/assembly/device_terms.py: M_A, M_E, M_D, M_H
-under the view, M_A0, M_E0, M_D0 without recomputation) and printed into derivations/generated/ (``step``).
-Which moments a device passes through is the framework's (``--head-state``):
+The moments are in the assembly's symbols (M_A, M_E, M_D, M_H under the view; M_A0, M_E0, M_D0 without recomputation),
+printed into derivations/generated/ (``step``), per framework (``--head-state``):
 
-* ``paper``: the paper's view counts kept tensors, not gradients or transients.  Without recomputation the end
-  of the forward is the peak; with it each layer kind of the stage (MoE, dense) is a moment, the layer rebuilt
-  (its activations without recomputation replacing what the policy kept).  Each is a polynomial in b and s at a
-  stage, so fit solves the binding one in closed form.
-* ``transformers``: transformers 5.24 eager DeepseekV3ForCausalLM, measured in paper/traces/*-step.toml and
-  explained in paper/traces/STEP.md: the head's log-softmax backward, the last layer's attention backward, the
-  rebuilt last layer, the grouped_mm experts' backward.
-* ``mcore``: Megatron-Core 0.16.1 (local spec), likewise: the cross-entropy forward, the last layer's attention
-  in the forward, the backward of a recomputed core attention, the rebuilt last layer.
+* ``paper``: kept tensors only; under recomputation each layer kind of the stage rebuilt is a moment. *
+``transformers``: transformers 5.24 eager DeepseekV3ForCausalLM, measured in paper/traces/*-step.toml and explained in
+paper/traces/STEP.md. * ``mcore``: Megatron-Core 0.16.1 (local spec), likewise.
 
-The framework moments are exact against the step records at TP = PP = EP = CP = 1; the parallel degrees divide
-them as the tensors they name are split, which no record checks.  The attention moments are eager attention's
-(transformers) and the local spec's core attention's (Megatron-Core): fused kernels keep no b n_h s^2 tensor.
-"""
+Exact against the step records at TP = PP = EP = CP = 1; the parallel degrees divide them as the tensors they name are
+split, which no record checks. Fused attention kernels keep no b n_h s^2 tensor."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -93,28 +83,20 @@ TIED = ("tied", "the tied head's weight gradient (B_w V h), held until the embed
 
 
 def _left_hf():
-    """S_hf of STEP.md: what transformers' layer saved up to its scores (three DeepseekV3RMSNorm, q and k saved by
-    matmul, the FP32 softmax output)."""
+    """S_hf of STEP.md: what transformers' layer saved up to its scores."""
     return ((4 + 2 * B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 2 * B_a * t * (n_h / TP) * d_qk + 4 * P)
 
 
 def _left_mc():
-    """S_mc of STEP.md: what Megatron-Core's layer saved up to its scores (three torch RMSNorms, the up-projections'
-    inputs, four B_a s d_r RoPE saves, q and k)."""
+    """S_mc of STEP.md: what Megatron-Core's layer saved up to its scores."""
     return ((8 + B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 4 * B_a * s_loc * d_r
             + 2 * B_a * t * (n_h / TP) * d_qk)
 
 
 def _norm(held, kept: str, kept_bytes, src: str, tied: bool) -> Term:
-    """The final RMSNorm's backward, at ``PowBackward0`` of its FP32 ``pow(2)`` (pow_backward: ``grad * (2 *
-    self.pow(1))``, three FP32 t x h tensors at its last multiply): what the end of the forward holds besides the
-    saves (``held``), of the head's saves only ``kept`` (``kept_bytes``: the ids and the norm's FP32 input, which
-    ``PowBackward0`` still holds), the seed, and five FP32 t x h gradients: MeanBackward1's (the mean's expanded
-    gradient), MulBackward0's of the FP32 input (``x * rsqrt``: held until pow's gradient is added to it) and
-    pow_backward's three (torch autograd: tools/autograd/derivatives.yaml ``pow.Tensor_Scalar``; ``src``: the
-    norm's code).  Binds over the head's log-softmax backward when the vocabulary is below about twice h.  ``tied``:
-    the head's weight gradient is held then (:data:`TIED`: transformers; Megatron-Core's tied output layer was
-    measured without it, and its moments are not derived for tied weights)."""
+    """The final RMSNorm's backward at ``PowBackward0`` of its FP32 ``pow(2)`` (torch tools/autograd/derivatives.yaml
+    ``pow.Tensor_Scalar``): ``held`` besides the saves, of the head's saves only ``kept``, the seed and five FP32 t x h
+    gradients; ``tied``: :data:`TIED` held (transformers)."""
     return _term("the final RMSNorm's backward (PowBackward0 of its FP32 pow(2))", src, [
         ("held", "what the end of the forward holds besides the saves", held, STEP),
         ("head", f"released: the head's saves but {kept}", -e_H * (M_H - kept_bytes), src),
@@ -126,9 +108,8 @@ def _norm(held, kept: str, kept_bytes, src: str, tied: bool) -> Term:
 
 
 def _term(meaning: str, prov: str, parts, factor=1, tied=False) -> Term:
-    """A moment of ``parts`` (key, label, bytes, source), each times ``factor`` (when the moment exists); ``tied``:
-    a backward moment after the head's weight gradient is made (:data:`TIED` then held); its id is set by
-    :func:`moments`."""
+    """A moment of ``parts`` (key, label, bytes, source), each times ``factor``; ``tied``: after the head's weight
+    gradient is made (:data:`TIED` held)."""
     return Term("step", meaning, "bytes", prov,
                 tuple(Part(key, label, (factor * expr,), provenance=p)
                       for key, label, expr, p in list(parts) + ([TIED] if tied else [])))
@@ -250,8 +231,7 @@ def _transformers(policy: str) -> Dict[str, Term]:
 
 
 def _grouped_parts(m):
-    """The grouped_mm experts' backward buffers (times ``m``): the engine's sum of the MoE input's gradients and the
-    three FP32 t k x h buffers of the routing-weight multiply."""
+    """The grouped_mm experts' backward buffers, times ``m``."""
     return [("sum", "the engine's sum of the MoE input's gradients from the shared expert's gate and up projections "
                     "(B_a t h)", m * B_a * t * h, "torch autograd (engine)"),
             ("fp32", "three FP32 t k x h buffers: IndexBackward0's gradient and MulBackward0's two products (FP32: the "
@@ -260,12 +240,10 @@ def _grouped_parts(m):
 
 
 def _loop_parts():
-    """P_i of STEP.md less the start of a layer's backward: MoE layer i's expert loop (transformers' eager
-    experts, ``DeepseekV3Experts.forward``) rebuilt, at the ``SelectBackward0`` of the second expert its backward
-    visits (the engine has made one zero gradient of the whole gate_up_proj and holds it while adding it in).
-    ``n_a``, ``n_b``: the token copies the router sent to the last and the second-last expert the layer used (the
-    first two the backward visits); ``j_l``, ``j_m``: the layers and the MoE layers after it on the stage (their
-    backward is over).  Read as 0 when not given: the last layer with the bound that holds for any routing."""
+    """P_i of STEP.md less the start of a layer's backward: MoE layer i's expert loop (``DeepseekV3Experts.forward``)
+    rebuilt, at the ``SelectBackward0`` of the second expert its backward visits. ``n_a``, ``n_b``: the token copies of
+    the last and second-last expert the layer used; ``j_l``, ``j_m``: the layers and MoE layers after it on the stage; 0
+    when not given (the bound for any routing)."""
     return [("after", "released: the later layers' checkpointed inputs (B_a t h each) and wrapped numbers",
              -j_l * B_a * t * h - 8 * (u_eager * j_l + j_m),
              "torch/utils/checkpoint.py; " + HF + ": eager_attention_forward, DeepseekV3MoE.route_tokens_to_experts"),
@@ -286,10 +264,7 @@ def _loop_parts():
 
 
 def _loop_parts_none():
-    """Q_i of STEP.md less the start of a layer's backward, without recomputation: MoE layer i's expert loop
-    (``DeepseekV3Experts.forward``) at the ``SelectBackward0`` of the second expert its backward visits, every save of
-    the earlier layers held.  The routing symbols as in :func:`_loop_parts` (0: the stage's last layer and the bound
-    for any routing); the layers after layer i have released their saves."""
+    """Q_i of STEP.md: :func:`_loop_parts` without recomputation, every save of the earlier layers held."""
     # the transient and the backward's buffers are those of the rebuilt layer's (the same nodes, the same tensors)
     select, grads = _loop_parts()[2:]
     return [("after", "released: the saves and wrapped numbers of the layers after it (their backward is over)",
@@ -418,8 +393,8 @@ def _mcore(policy: str) -> Dict[str, Term]:
 
 @lru_cache(maxsize=None)
 def moments(framework: str, policy: str) -> Dict[str, Term]:
-    """{moment: Term} of ``framework`` (:data:`FRAMEWORKS`) under ``policy`` (:data:`POLICIES`): each moment's
-    bytes above one micro-batch's end-of-forward activations."""
+    """{moment: Term} of ``framework`` under ``policy``: each moment's bytes above one micro-batch's end-of-forward
+    activations."""
     if framework not in FRAMEWORKS or policy not in POLICIES:
         raise ValueError((framework, policy))
     made = {"paper": _paper, "transformers": _transformers, "mcore": _mcore}[framework](policy)
@@ -427,8 +402,8 @@ def moments(framework: str, policy: str) -> Dict[str, Term]:
 
 
 def in_terms(expr: sp.Expr, kinds, at, none) -> sp.Expr:
-    """``expr`` (a moment) with each kind's symbol replaced by the view's activation term (``at``: {kind: Term}) and
-    its :data:`NONE_OF` symbol by the term without recomputation (``none``); ``kinds``: {kind: symbol}."""
+    """``expr`` with each kind's symbol replaced by the view's term (``at``) and its :data:`NONE_OF` symbol by the term
+    without recomputation (``none``)."""
     rep = {_S(sym): at[k].expr for k, sym in kinds.items() if k in at}
     rep.update({_S(NONE_OF[sym]): none[k].expr for k, sym in kinds.items() if k in none and sym in NONE_OF})
     return expr.xreplace(rep)
