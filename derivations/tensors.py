@@ -1,8 +1,5 @@
-"""The vocabulary a family's tensor inventory is written in (pure sympy, no configuration): the
-:class:`Group` row, the storage-aliasing indicators, the provenance labels, and the blocks families
-share: an RMSNorm's saved tensors, one SwiGLU expert or dense FFN, and the head and loss of the last
-stage.  A family's own lists (DeepSeek's MLA and MoE: derivations/families/deepseek/activations.py)
-are made of these; :mod:`derivations.activations.views` decides from the tags which are kept and how."""
+"""The vocabulary a family's tensor inventory is written in (pure sympy): :class:`Group`, the storage indicators,
+provenance labels and shared blocks (RMSNorm saves, a SwiGLU expert or dense FFN, the head and loss)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,9 +34,8 @@ IS_FP32 = 1 - NOT_FP32
 
 @dataclass(frozen=True)
 class Group:
-    """A row the paper prints as ``count x (tensors of one expert)``: the routed experts
-    ``(N/EP)(3 E_token h + 8 E_token h_E)`` or the shared ones.  ``subs`` are the tensors of
-    one expert as (key, label, num, den, tags); a view keeps or retypes each of them."""
+    """A row the paper prints as ``count x (tensors of one expert)`` (the routed experts ``(N/EP)(3 E_token h + 8
+    E_token h_E)``, or the shared ones); ``subs``: (key, label, num, den, tags) of one expert."""
 
     key: str
     label: str
@@ -50,8 +46,8 @@ class Group:
 
 
 def norm_parts(width, den, where, extra_tags=()):
-    """The tensors an RMSNorm keeps under ``--norm-storage fp32`` (DeepseekV3RMSNorm.forward):
-    the FP32 input copy, the FP32 rsqrt per row and the pre-weight value (B_a)."""
+    """An RMSNorm's saves under ``--norm-storage fp32`` (DeepseekV3RMSNorm.forward): FP32 input copy, FP32 rsqrt per
+    row, pre-weight value."""
     tags = ("norm", "fp32_norm") + tuple(extra_tags)
     return (
         Part("norm_fp32", f"{where} RMSNorm: FP32 copy of its input (hidden_states.to(float32), saved by pow and "
@@ -69,8 +65,7 @@ def norm_parts(width, den, where, extra_tags=()):
 
 
 def expert_tensors(tokens, inter_den, routed=False, x_tags=()):
-    """The tensors of one SwiGLU expert for ``tokens`` tokens (the paper's 3 t h + 8 t h_E);
-    a routed expert's output exists under ``--expert-outputs kept``."""
+    """One SwiGLU expert's tensors for ``tokens`` tokens (3 t h + 8 t h_E; its output under kept)."""
     out = (
         ("x", "tokens' input", (B_a, tokens, h), (), ("fp8",) + x_tags),
         ("mask", "mask", (B_k, tokens, h), (), ("mask",)),
@@ -121,8 +116,8 @@ TT_SAC = TT + "distributed/activation_checkpoint.py _apply_op_sac (derivations/a
 
 
 def op_sac_parts(kind: str):
-    """The op outputs torchtitan's op-level selective checkpointing saves in a MoE (``moe``) or dense FFN
-    (``dense``) sublayer (--recompute selective --selective torchtitan-op; derivations/activations/op_sac.py)."""
+    """The op outputs torchtitan's op-level SAC saves in a MoE or dense FFN sublayer
+    (derivations/activations/op_sac.py)."""
     tags = ("sac_tt", "sac_saved")
     if kind == "dense":  # models/moe.py FeedForward: w1 (1st mm) and w2 (3rd) saved
         return (Part("sac_w1", "w1's matmul output (the FFN's 1st aten.mm: saved)", (B_a, b, s, h_F), (TP, CP), TT_SAC,

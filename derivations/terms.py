@@ -1,20 +1,12 @@
-"""The paper's analysis, one module per section, each returning terms.
-
-``build(model)`` collects every term for a model's structure (dimensions stay symbols;
-only structural facts such as query compression choose which terms exist) into a frozen
-registry.  ``variant(model, training)`` adds what one configuration needs beyond it (the
-activation terms of its recomputation view and conventions, the weight-side terms of its
-conventions) in a frozen overlay; the base registry is never written to.  Term ids:
+"""The paper's analysis, one module per section, each returning terms: ``build(model)`` (the frozen registry of a
+structure's terms) and ``variant(model, training)`` (a frozen overlay of one configuration's view and weight side).
 
   params.*        Sec. 1-2: parameters of matrices, modules, layers, stages (Tables 2-4)
   static.*        Sec. 3: parameters held by one device of a stage (Table 6)
   zero.*          Sec. 4: bytes of weights, gradients, optimizer states (Tables 7-8)
   act.*           Sec. 5: activation bytes per layer and per stage (Tables 9-10)
   overhead.*      Sec. 6: buffers and fragmentation
-  conv.*          other sources' conventions reproduced (Megatron-LM, NVIDIA ModelZoo)
-
-List them with ``memsym terms``.
-"""
+  conv.*          other sources' conventions reproduced (Megatron-LM, NVIDIA ModelZoo)"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -60,8 +52,7 @@ def _make(structure, family: str = "deepseek") -> Terms:
 
 
 def build(model=None) -> Terms:
-    """The frozen registry of every base term for ``model`` (a family's model spec; default DeepSeek-v3's
-    structure), shared and cached per family and structure."""
+    """The frozen registry of every base term of ``model``'s structure, cached per family and structure."""
     if model is None:
         model = cfg.PRESETS[cfg.DEFAULT_MODEL]
     return _build(model.structure, model.family)
@@ -69,9 +60,8 @@ def build(model=None) -> Terms:
 
 @dataclass(frozen=True)
 class Variant:
-    """The terms of one configuration: ``terms`` (base + this configuration's overlay, frozen),
-    ``act`` {kind: term id} of its activation view (mla, moe, dense, head, layer, stage, peak)
-    and ``side`` where its parameters and model states come from (conventions.WeightSide)."""
+    """The terms of one configuration (base + overlay), ``act`` {kind: term id} of its view and ``side``
+    (conventions.WeightSide)."""
 
     terms: Terms
     act: Dict[str, str]
@@ -92,16 +82,14 @@ def _variant(structure, view, conventions, family: str = "deepseek") -> Variant:
 
 
 def step_moments(view) -> Dict:
-    """{moment: Term} of the step's moments under ``view`` (derivations/assembly/step_terms.py): the framework
-    ``--head-state`` names, the view's recomputation policy."""
+    """{moment: Term} of the step under ``view`` (step_terms.py): ``--head-state``'s framework, its policy."""
     # lazy: sympy (only this path needs it)
     from derivations.assembly import step_names, step_terms
     return step_terms.moments(step_names.framework_of(view.conv), step_names.policy_of(view.recompute))
 
 
 def variant(model, training=None) -> Variant:
-    """The :class:`Variant` of ``training`` (default: the paper's) for ``model``; cached, immutable,
-    and independent of whatever else ran in the process."""
+    """The cached, immutable :class:`Variant` of ``training`` (default: the paper's) for ``model``."""
     training = training or cfg.Training()
     conventions = getattr(training, "conventions", cfg.Conventions())
     return _variant(model.structure, View.of(training), conventions.side("weights"), model.family)

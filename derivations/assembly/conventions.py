@@ -101,9 +101,8 @@ def megatron_terms(reg, q_lora):
 
 
 def _indexers(reg):
-    """(I, L_I): one DSA lightning indexer's parameters (``params.indexer``) and the layers holding one, or (0, 0)
-    without DSA.  Neither Megatron-LM's formula nor the ModelZoo script knows DSA; memsym counts the indexers with
-    the attention projections A (TP-split, as A is), so a DeepSeek-V3.2 or GLM-5 rank keeps every parameter."""
+    """(I, L_I): one DSA indexer's parameters and the layers holding one, or (0, 0); Megatron-LM's formula and the
+    ModelZoo script know no DSA: memsym counts them with A (TP-split)."""
     if "params.indexer" not in reg:
         return 0, 0
     return reg["params.indexer"].expr, SYMBOLS["L_I"]
@@ -114,12 +113,9 @@ MZ_SCRIPT = "NVIDIA Megatron-MoE-ModelZoo DeepSeek memory estimator, calc()"
 
 
 def modelzoo_params(reg):
-    """``conv.modelzoo.params.non_moe`` / ``.moe`` / ``conv.modelzoo.params``: the script's rank.
-
-    calc() counts ``layers_per_pp`` MoE layers on every rank (dense layers too): per layer the
-    attention projections (moe_layer_dense_params: the MLA matrices, no norms) and the shared
-    experts split by TP, and the N routed experts over EP, split by ETP; no embedding, head,
-    norms or router.  Here layers_per_pp is the stage's L_d + L_m."""
+    """``conv.modelzoo.params.non_moe`` / ``.moe`` / ``conv.modelzoo.params``: calc() counts ``layers_per_pp`` (here L_d
+    + L_m) MoE layers on every rank: the attention projections (moe_layer_dense_params, no norms) and shared experts
+    split by TP, the N routed experts over EP and ETP; no embedding, head, norms or router."""
     A = sum((p.expr for p in reg["params.mla"].parts), 0)
     I_A, L_A = _indexers(reg)
     F_E = 3 * h * h_E
@@ -250,9 +246,7 @@ class TensorRow:
 
 
 def indicators(subs) -> Dict:
-    """{indicator: 0 or 1} of a configuration's substitution ``subs`` (keyed by symbol): the model's routing
-    indicators (derivations/notation.py ROUTING) and the N_r > 1 indicator (derivations/tensors.py TOPK_GT_1),
-    for display: a tensor they make 0 is one the model's router does not make."""
+    """{indicator: 0 or 1} of ``subs``: the routing indicators (notation.ROUTING) and TOPK_GT_1, for display."""
     out = {k: v for k, v in subs.items() if k in ROUTING}
     if N_r in subs:
         out[TOPK_GT_1] = TOPK_GT_1.xreplace({N_r: subs[N_r]})
@@ -261,8 +255,8 @@ def indicators(subs) -> Dict:
 
 def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training,
                 stage: Optional[int] = None) -> Tuple[List[TensorRow], Dict[str, Fraction]]:
-    """Every tensor one MoE transformer layer (MLA + MoE) keeps for backward, one micro-batch,
-    under ``training``'s view and conventions, and {option: bytes it would save}."""
+    """Every tensor one MoE layer (MLA + MoE) keeps for backward, one micro-batch, under ``training``'s view, and
+    {option: bytes it would save}."""
     if model.family != "deepseek":  # the MLA and MoE tensor lists
         raise families.unsupported(model, "--tensors")
     cfg.validate_layout(model, layout, training.seq)

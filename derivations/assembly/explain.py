@@ -1,8 +1,5 @@
-"""How a device's parameters arise, in words (``memsym estimate``'s text): the pipeline split of the
-layers over the stages, and P_n and P_m of the device from the per-layer terms (Sec. 3's rules: MLA
-matrices split by TP or replicated, routed experts over EP and ETP, shared experts, the router), or the
-parts of Megatron-LM's most-loaded shard (``--rank megatron``) and of the ModelZoo script's rank
-(``--rank modelzoo``); every number from the generated evaluators (derivations/evaluate.py)."""
+"""How a device's parameters arise, in words (``memsym estimate``'s text): the pipeline split and P_n, P_m from the
+per-layer terms (Sec. 3's rules), or Megatron's shard and the ModelZoo rank's parts, from derivations/evaluate.py."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -17,8 +14,7 @@ from derivations.assembly.sides import megatron_values, mtp_stage_shift
 
 
 def stage_content(c, family: str = "deepseek") -> str:
-    """What a stage holds, in words (embedding, dense and MoE layers, head), with its family's own counts of
-    attention layers (DeepSeek-V4's CSA and HCA: ``3 MoE (1 CSA, 2 HCA)``)."""
+    """What a stage holds, in words, with its family's own counts (DeepSeek-V4: ``3 MoE (1 CSA, 2 HCA)``)."""
     fam = families.get(family)
     own = {sym: feature for sym, feature, _ in fam.counts if feature in fam.named_counts}
     kinds = ", ".join(f"{n} {own[sym]}" for sym, n in c.extra if sym in own and n)

@@ -1,17 +1,10 @@
-"""Sec. 4: ZeRO (Tables 7-8).
-
-Bytes per element are the symbols of Table 7 (B_w, B_g, B_m, B_1, B_2), so FP32 moments
-or BF16 gradients are one substitution away.  Non-MoE parameters P_n (and their
-gradients and optimizer states) are sharded over DP, MoE parameters P_m over EDP:
+"""Sec. 4: ZeRO (Tables 7-8). Bytes per element are Table 7's symbols (B_w, B_g, B_m, B_1, B_2); P_n shards over DP, P_m
+over EDP:
 
   none          weights B_w(P_n+P_m), grads B_g(P_n+P_m), optimizer (B_m+B_1+B_2)(P_n+P_m)
   os            optimizer sharded: (B_m+B_1+B_2)(P_n/DP + P_m/EDP)
   os+g          gradients sharded too
-  os+g+params   weights sharded too
-
-Each component has a ``replicated`` and a ``sharded`` term; :func:`component_terms`
-picks them for a ZeRO stage.
-"""
+  os+g+params   weights sharded too"""
 from __future__ import annotations
 
 
@@ -32,12 +25,8 @@ def component_terms(zero_stage: int):
 
 
 def sharding_terms(prefix, P_n, P_m, provenance="Sec. 4, Table 8", non_moe_over=(DP, CP)):
-    """``<prefix>.<component>.<replicated|sharded>`` for parameters P_n (over ``non_moe_over``)
-    and P_m (over EDP).
-
-    Non-MoE parameters are replicated on every data-parallel and context-parallel rank, so
-    ZeRO shards them over DP CP (the paper's DP, as it has CP = 1); experts over EDP.  ``P_m`` None: a
-    model without experts (no MoE row)."""
+    """``<prefix>.<component>.<replicated|sharded>`` for P_n (over ``non_moe_over``, default DP CP: the paper's DP, as
+    it has CP = 1) and P_m (over EDP; None: no experts)."""
     over_text = "DP" if tuple(non_moe_over) == (DP,) else "DP CP"
     for name, meaning, nbytes, level, dtype in COMPONENTS:
         moe = () if P_m is None else (Part("moe", "MoE P_m", nbytes + (P_m,)),)

@@ -1,8 +1,5 @@
-"""Recompute every printed number of the paper (``paper/printed.toml``) and judge it.
-
-Each entry is evaluated twice: exactly (rationals) and through the lambdified numpy
-functions; both must tell the same story.
-"""
+"""Recompute every printed number of the paper (``paper/printed.toml``), exactly and through the lambdified numpy
+functions, and judge it."""
 from __future__ import annotations
 
 from fractions import Fraction
