@@ -21,10 +21,8 @@ _INSTALLED: Dict[str, Tuple[Mapping, object]] = {}
 def install(family: str, tables: Mapping, module) -> None:
     """The evaluators of ``family`` generated in memory ({file name: content}, the ``<family>.py`` module)."""
     _INSTALLED[family] = (dict(tables), module)
-    _json.cache_clear()
-    _terms.cache_clear()
-    _activations.cache_clear()
-    _symbols.cache_clear()
+    for cached in (_json, _terms, _activations, _symbols):
+        cached.cache_clear()
     _VALUES.clear()
 
 
@@ -47,12 +45,7 @@ def resolve(value, flags: Mapping[str, bool]):
             return resolve(value[2] if flags[value[1]] else value[3], flags)
         return [resolve(v, flags) for v in value]
     if type(value) is dict:
-        out = {}
-        for k, v in value.items():
-            v = resolve(v, flags)
-            if v is not None:
-                out[k] = v
-        return out
+        return {k: v for k, v in ((k, resolve(v, flags)) for k, v in value.items()) if v is not None}
     return value
 
 

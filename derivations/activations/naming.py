@@ -11,20 +11,10 @@ from derivations.activations.view import PAPER, PRESET_CONVENTIONS, View
 from derivations.activations import shape as shapes
 from derivations import evaluate
 from derivations.config import CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
-from derivations.families.deepseek import FAMILY as DEEPSEEK
-
-#: The kinds with terms of their own, and the id each has under the paper's view (the family's declaration:
-#: derivations/families/deepseek/__init__.py, LAYER_TERMS).
-BASE_IDS = {k.name: k.id for k in DEEPSEEK.layer_terms}
-
 
 def kept(view: View, q_lora=True):
     """What ``view`` keeps of each kind (generated tables, or a Shape's tensor lists)."""
     return shapes.kept(view, q_lora) if shapes.is_shape(q_lora) else evaluate.kept(view, q_lora)
-
-
-def _base_ids(q_lora) -> Dict[str, str]:
-    return BASE_IDS if not shapes.is_shape(q_lora) else {k.name: k.id for k in shapes.kinds(q_lora)}
 
 
 @lru_cache(maxsize=4096)
@@ -63,7 +53,7 @@ def activation_ids(view: View, q_lora: bool = True) -> Dict[str, str]:
     parts, paper = kept(view, q_lora), kept(PAPER, q_lora)
     plain = replace(view, conv=Conventions())  # the same policy under the paper's conventions
     out = {}
-    for kind, base_id in _base_ids(q_lora).items():
+    for kind, base_id in ((k.name, k.id) for k in shapes.family(q_lora).layer_terms):
         if sfx and parts[kind] == paper[kind]:
             out[kind] = base_id
         elif sfx != plain.suffix and parts[kind] == kept(plain, q_lora)[kind]:

@@ -50,11 +50,6 @@ def is_shape(shape) -> bool:
     return isinstance(shape, Shape)
 
 
-def kinds(shape) -> Tuple:
-    """The family's :class:`~derivations.families.Kind` s with terms of their own (DeepSeek's for a q_lora flag)."""
-    return (shape.declared if is_shape(shape) else families.get("deepseek")).layer_terms
-
-
 def family(shape) -> families.Family:
     return shape.declared if is_shape(shape) else families.get("deepseek")
 
