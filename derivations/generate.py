@@ -2,13 +2,13 @@
 (``--check``: exit 1 when regenerating would change a byte).
 
 * ``<family>.json``: every term of every structure and weight side as an exact expression tree
-(:func:`symbolic.codegen.json_tree`; where structures differ, ``["?", flag, when set, when not]``:
-:func:`symbolic.codegen.merged`), and each activation kind's tensors as decision tables: per tensor, the view features
-it depends on and, per combination keeping it, the index of its bytes' expression. The tables are filled by the views'
-own logic (``views._kept``) and checked against it on random views before anything is written. * ``<family>.py``: exact
-Python (:mod:`symbolic.codegen`) of what is not polynomial: the derived symbols, indicators, floor(N_r/k_g), the
-schedules' in-flight counts and the per-device assembly (device_terms.py). * ``<family>_search.py``: the search's numpy
-kernels (derivations/analyses/kernelgen.py)."""
+  (:func:`symbolic.codegen.json_tree`; where structures differ, ``["?", flag, when set, when not]``:
+  :func:`symbolic.codegen.merged`), and each activation kind's tensors as decision tables: per tensor, the view features
+  it depends on and, per combination keeping it, the index of its bytes' expression. The tables are filled by the views'
+  own logic (``views._kept``) and checked against it on random views before anything is written.
+* ``<family>.py``: exact Python (:mod:`symbolic.codegen`) of what is not polynomial: the derived symbols, indicators,
+  floor(N_r/k_g), the schedules' in-flight counts and the per-device assembly (device_terms.py).
+* ``<family>_search.py``: the search's numpy kernels (derivations/analyses/kernelgen.py)."""
 from __future__ import annotations
 
 import hashlib

@@ -18,17 +18,11 @@ HF_V2 = "transformers 5.24 models/deepseek_v2/modeling_deepseek_v2.py"
 MC = "megatron-core 0.16.1 megatron/core/"
 TE = "Transformer Engine pytorch/module/rmsnorm.py (fused RMSNorm: saves its input and the FP32 rsigma)"
 
-# The storage indicators (defined with the notation, derivations/notation.py, so a family's definitions read them):
-#: NOT_FP32: 1 when activations are not FP32 (B_a != 4), else 0: a cast to FP32 (``.to(float32)``) is then a
-#: no-op returning the same storage, so an FP32 copy is not a second tensor (storage aliasing).
-#: B_IS_1: 1 when b = 1: a view that is contiguous at b = 1 keeps its whole base storage (transformers' v, the
-#: kv_b_proj output; the shifted labels, the padded b (s + 1) labels).
-#: V_VIEW: 1 when b = 1 or one head is on the device (n_h = TP): a [b, n_h, s, d] view of a [b, s, n_h, d'] tensor
-#: merges its two leading dimensions without a copy only then (strides b: s n_h d', n_h: d'), so torch.matmul's
-#: reshape to [b n_h, s, d] is a view and its bmm keeps the whole base storage (transformers' v, the
-#: kv_b_proj output), else a contiguous copy (aten/src/ATen/native/LinearAlgebra.cpp: _matmul_impl, reshape).
-#: TOPK_GT_1: 0 when N_r = 1: a one-expert top-k has no normalisation (Megatron-Core's
-#: ``probs = scores / scores.sum(...) if topk > 1 else scores``), so nothing saves its scores or divisor.
+# The storage indicators (derivations/notation.py): NOT_FP32 (B_a != 4: else ``.to(float32)`` returns the same
+# storage); B_IS_1 (b = 1: a view contiguous at b = 1 keeps its whole base, transformers' v and shifted labels);
+# V_VIEW (b = 1 or n_h = TP: only then torch.matmul's reshape of a [b, n_h, s, d] view is a view keeping the whole base,
+# aten/src/ATen/native/LinearAlgebra.cpp _matmul_impl); TOPK_GT_1 (N_r > 1: Megatron-Core normalises the top-k only
+# then, ``probs = scores / scores.sum(...) if topk > 1 else scores``).
 IS_FP32 = 1 - NOT_FP32
 
 

@@ -1,16 +1,10 @@
-"""Conventions: every modelling assumption a named switch; other sources reproduced exactly.
-
-Each choice of the paper (Secs. 3-5) a reader may not share is a switch of :class:`derivations.config.Conventions`
-(or of Training), defaulting to the paper's, listed in ``derivations.config.CONVENTION_SWITCHES`` and applied
-one way: activations through the tensor tags (derivations/activations/views.py); weights through the parts of
-the parameter terms (``static.device.moe.shared-tp``) and the rank reported (the paper's stage or Megatron's
-most-loaded shard, ``conv.megatron.*``); bytes per parameter through Table 7's symbols
-(``Training.with_bytes_convention``).  Presets (``--conventions``, ``derivations.config.CONVENTION_PRESETS``) set
-every switch to one source's assumptions.
+"""Conventions: every modelling assumption a named switch (``derivations.config.CONVENTION_SWITCHES``, the paper's by
+default, presets in ``CONVENTION_PRESETS``), applied through the tensor tags (views.py), the parameter terms' parts
+(``static.device.moe.shared-tp``), the rank reported and Table 7's bytes; other sources reproduced exactly:
 
 * ``conv.megatron.*``: Megatron-LM ``theoretical_memory_usage.py``'s weight-and-optimizer estimate with expert
-  parallelism.  Per layer A = MLA parameters including the q/kv latent norms, F_d = 3 h h_F, F_s = 3 h h_E N_s,
-  F_r = 3 h h_E N.  Its most-loaded shard holds
+  parallelism. Per layer A = MLA parameters including the q/kv latent norms, F_d = 3 h h_F, F_s = 3 h h_E N_s, F_r = 3 h
+  h_E N. Its most-loaded shard holds
 
     TP-split   ([(A + F_d) L_d + A L_m] / PP + A D + h v) / TP
     shared     F_s (L_m / PP + D) / TP        (TP-split too; replicated under --shared-expert replicated)
@@ -20,14 +14,9 @@ every switch to one source's assumptions.
   with D the MTP layers; bytes are (TP-split + shared + replicated) beta(DP) + experts beta(EDP),
   beta(d) = 6 + 12/d with the distributed optimizer: Table 7's bytes with FP32 moments and ZeRO-1.
 
-* ``conv.modelzoo.*``: NVIDIA Megatron-MoE-ModelZoo's DeepSeek activation estimator, one MoE layer and
-  micro-batch, t = b s N_r / TP routed token-copies per device, written literally; full recomputation keeps
-  the layer input only.  ``act.layer.modelzoo`` (the preset's view of the tensor lists) equals it at SP = TP.
-
-``memsym compare`` flips the switches one at a time from ``paper`` to a preset in the order
-``derivations.config.CONVENTION_ORDER`` (:func:`waterfall`); each step is exact and the steps sum to the
-difference of the two totals.
-"""
+* ``conv.modelzoo.*``: NVIDIA Megatron-MoE-ModelZoo's DeepSeek activation estimator, one MoE layer and micro-batch, t =
+  b s N_r / TP routed token-copies per device, written literally; full recomputation keeps the layer input only.
+  ``act.layer.modelzoo`` equals it at SP = TP."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -57,8 +46,8 @@ SHARED_TP = "convention --shared-expert tp (Megatron shards the shared experts b
 
 # ----------------------------------------------------------------------------- Megatron-LM
 def megatron_params(reg, shared_tp: bool = True) -> Term:
-    """``conv.megatron.params`` (shared experts split by TP, Megatron's) or, with
-    ``shared_tp=False``, ``conv.megatron.params.shared-replicated``."""
+    """``conv.megatron.params`` (shared experts split by TP) or, ``shared_tp=False``,
+    ``conv.megatron.params.shared-replicated``."""
     norms = reg["params.norm"]
     latent_norms = sum((p.expr for p in norms.parts if p.key in ("q_norm", "kv_norm")), 0)
     A = reg["params.mla"].expr + latent_norms

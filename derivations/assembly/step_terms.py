@@ -10,9 +10,10 @@ peak is
 The moments are in the assembly's symbols (M_A, M_E, M_D, M_H under the view; M_A0, M_E0, M_D0 without recomputation),
 printed into derivations/generated/ (``step``), per framework (``--head-state``):
 
-* ``paper``: kept tensors only; under recomputation each layer kind of the stage rebuilt is a moment. *
-``transformers``: transformers 5.24 eager DeepseekV3ForCausalLM, measured in paper/traces/*-step.toml and explained in
-paper/traces/STEP.md. * ``mcore``: Megatron-Core 0.16.1 (local spec), likewise.
+* ``paper``: kept tensors only; under recomputation each layer kind of the stage rebuilt is a moment.
+* ``transformers``: transformers 5.24 eager DeepseekV3ForCausalLM, measured in paper/traces/*-step.toml and explained in
+  paper/traces/STEP.md.
+* ``mcore``: Megatron-Core 0.16.1 (local spec), likewise.
 
 Exact against the step records at TP = PP = EP = CP = 1; the parallel degrees divide them as the tensors they name are
 split, which no record checks. Fused attention kernels keep no b n_h s^2 tensor."""
@@ -37,19 +38,15 @@ M_A0, M_E0, M_D0 = (_S(NONE_OF[n]) for n in ("M_A", "M_E", "M_D"))
 u_eager = _S("u_eager")
 #: 1 for transformers' grouped_mm experts (``--experts grouped``), 0 for its expert loop.
 u_grouped = _S("u_grouped")
-#: 1 under Megatron-Core's local layer spec (its DotProductAttention, the one that keeps a causal mask per
-#: layer: ``--causal-mask per-layer``, what ``--kernels local`` sets), 0 under Transformer Engine's attention.
+#: 1 under Megatron-Core's local layer spec (``--kernels local``: its DotProductAttention), 0 under TE's attention.
 u_local = _S("u_local")
-#: the routing a moment depends on (transformers' expert loop): the token copies of the last and the second-last
-#: expert a MoE layer used, and the layers and MoE layers after it on the stage (step_names.ROUTING; 0 when not
-#: given: the bound that holds for any routing, at the stage's last layer)
+#: the routing of transformers' expert loop (step_names.ROUTING; 0: the bound for any routing): see :func:`_loop_parts`
 n_a, n_b, j_l, j_m = (_S(n) for n in ("n_a", "n_b", "j_l", "j_m"))
 
 b, s, h, V, n_h, d_r, N, k = nt.b, nt.s, nt.h, nt.v, nt.n_h, nt.d_hr, nt.N, nt.N_r
 B_a, TP, SP, CP = nt.B_a, nt.TP, nt.SP, nt.CP
 L_d, L_m, e_E, e_H = nt.L_d, nt.L_m, nt.e_E, nt.e_H
-#: the sequence and the tokens of one micro-batch a device holds under context parallelism (the frameworks' moments
-#: were traced at CP = 1: a rank is taken to hold its s / CP tokens of every tensor they name)
+#: the sequence and tokens of one micro-batch on a device under CP (traced at CP = 1: s / CP of every tensor)
 s_loc = s / CP
 t = b * s_loc
 L = L_d + L_m
@@ -63,19 +60,16 @@ P = b * (n_h / TP) * s_loc ** 2
 d_qk = nt.d_h + d_r
 #: the last layer's saves (MoE when the stage has one, else dense): the view's own, A_{L-1} of STEP.md
 A_last = M_A + has_moe * M_E + (1 - has_moe) * M_D
-#: what transformers' shared experts save (their input, and gate and up outputs, activation output and product:
-#: B_a t h + 4 B_a t h_E N_s); they run last in a MoE layer, so their backward runs first
+#: what transformers' shared experts save (B_a t h + 4 B_a t h_E N_s); they run last, their backward first
 SHARED = B_a * t * h + 4 * B_a * t * nt.h_E * nt.N_s
-#: c_E of STEP.md: what one of transformers' loop experts saves per token copy (its int64 token index, input,
-#: gate-up output, activation output and product, FP32 routing weight, down projection's output and its B_a cast)
+#: c_E of STEP.md: what one of transformers' loop experts saves per token copy
 C_E = 3 * B_a * h + 4 * B_a * nt.h_E + 20
-#: released of a MoE layer once its backward has visited two loop experts: their saves, but the second's int64 token
-#: indices (torch.where: 16 per token copy, held by its IndexBackward0); n_a, n_b their token copies
+#: released once a MoE layer's backward visited two loop experts (n_a, n_b token copies): their saves but the
+#: second's int64 indices (torch.where, held by its IndexBackward0)
 VISITED = 16 * n_b - C_E * (n_a + n_b)
 
-#: a tied head's weight gradient (V / TP x h, in the weight's dtype) when the embedding and the head are on the stage:
-#: the weight is one leaf used twice, so autograd's engine holds the head's gradient in its AccumulateGrad node's
-#: input buffer, from the head's backward until the embedding's backward adds its own (then the sum is the .grad)
+#: a tied head's weight gradient (V / TP x h), held in the AccumulateGrad node's input buffer from the head's backward
+#: until the embedding's adds its own (one leaf used twice)
 TIED = ("tied", "the tied head's weight gradient (B_w V h), held until the embedding's backward adds its own",
         nt.SYMBOLS["u_tw"] * e_E * e_H * nt.B_w * V * h / TP,
         "torch autograd (engine): InputBuffer::accumulate, AccumulateGrad; transformers 5.24 modeling_utils.py: "
@@ -170,9 +164,7 @@ def _transformers(policy: str) -> Dict[str, Term]:
                              STEP + " (the attention's moments)",
                              attn, has_layers * u_eager, tied=True)
     if policy == "none":
-        # a MoE layer's routed experts' backward: every save of the earlier layers still held (STEP.md, "transformers
-        # 5.24, no recomputation: in the routed experts' backward"; binds below s ~ 128 on the tiny config, and at
-        # DeepSeek-V3's dimensions the loop's whole-parameter zero gradient is ~15 GB)
+        # a MoE layer's routed experts' backward, every earlier save held (STEP.md; the loop's zero gradient ~15 GB)
         start = [("held", "what the end of the forward holds besides the saves", eof, STEP),
                  ("head", "released: the head's saves but the input ids (8 b s) and the RoPE cos and sin (B_a s d_r "
                           "each, every layer's)", -e_H * (M_H - 8 * t - 2 * B_a * s_loc * d_r), STEP),
@@ -195,8 +187,7 @@ def _transformers(policy: str) -> Dict[str, Term]:
                                STEP + " (transformers, no recomputation: the routed experts' backward)",
                                grouped, has_moe * u_grouped, tied=True)
     if policy == "full":
-        # what the last layer's backward starts with: the end of the forward, the head's saves released, the layer's
-        # output gradient and the seed
+        # what the last layer's backward starts with
         start = [("held", "what the end of the forward holds besides the saves", eof, STEP),
                  ("head", "released: the head's saves but the input ids (8 b s)", -e_H * (M_H - 8 * t), STEP),
                  ("grad", "the last layer's output gradient (B_a, model.norm's ToCopyBackward0) and the seed",
