@@ -262,14 +262,12 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     shapes.check_options(model, training)  # an option that changes none of its tensors, a field built otherwise
     comp = cfg.stage(model, layout, stage_index)
     all_stages = cfg.stages(model, layout)
-    notes = list(assumptions)
+    notes, held = list(assumptions), _held(all_stages, training, stage_index)
+    chunks = ()
     if training.schedule:
         chunks = schedules.chunks(training.schedule, layout.pp, stage_index, training.microbatches, training.vpp)
-        held = tuple(all_stages[i] for i in schedules.held_stages(training.schedule, layout.pp, stage_index))
         notes += schedules.assumptions(training.schedule, layout.pp, training.microbatches, training.vpp,
                                        training.virtual_layers is not None)
-    else:
-        chunks, held = (), (comp,)
     values = ev.derived(named(model, layout, training, comp), model.family)
     act = activation_ids(model, training)
     ids, byts, (P_n, P_m), params_id = _model_states(model, layout, training, comp, held)
@@ -287,32 +285,26 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     else:
         v = _assemble(training, "schedule" if training.schedule else "paper", inputs, chunks, all_stages,
                       model.family)
-    off, quant = bool(training.offload), bool(training.linear_recipe)
-    if off:
-        notes.append(offload.assumption(training))
-    if quant:
-        notes.append(quantized.assumption(training))
     ids["activations"] = act["peak" if training.schedule else "stage"]
     byts["activations"] = Fraction(v["activations"])
-    if off:  # the peak's activations less what offloading takes off (the term names both)
-        ids["activations"] += " + " + offload.term_id(training)
-    if quant:
-        ids["activations"] += " + " + quantized.act_id(training)
+    options = ((training.offload, offload, offload.term_id), (training.linear_recipe, quantized, quantized.act_id))
+    for on, option, tid in options:
+        if on:  # the activations with what the option changes (the term names both)
+            notes.append(option.assumption(training))
+            ids["activations"] += " + " + tid(training)
     if rb != "none":
         ids["runtime"], byts["runtime"] = buffers_id(rb), runtime
     byts["total"] = Fraction(v["total"])
     # one micro-batch's backward on any stage the device runs (DualPipe: its own and its mirror stage)
     byts["step"], ids["step"] = _held_step(model, layout, training, inputs, values, comp, held)
-    if off:  # an offloaded layer's core-attention backward (offload.MOMENT), when it holds more
+    if training.offload:  # an offloaded layer's core-attention backward (offload.MOMENT), when it holds more
         before = virtual[3] if virtual is not None else byts["activations"] - inputs["O_R"]
         x = offload.step_moment(model, training, values, before) - byts["activations"]
         if x > byts["step"]:
             byts["step"], ids["step"] = x, offload.MOMENT
     byts["step_total"] = byts["total"] + byts["step"]
-    ids["activations_per_microbatch"] = act["stage"]
-    byts["activations_per_microbatch"] = Fraction(v["activations_per_microbatch"])
-    ids["activations_per_layer"] = act["layer"]
-    byts["activations_per_layer"] = Fraction(v["activations_per_layer"])
+    for name, kind in (("activations_per_microbatch", "stage"), ("activations_per_layer", "layer")):
+        ids[name], byts[name] = act[kind], Fraction(v[name])
     attention = families.get(model.family).attention
     ids[f"activations_{attention}_layer"] = act[attention]  # DeepSeek's activations_mla_layer
     if "moe" in act:
@@ -441,12 +433,12 @@ def components(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training,
 def model_states(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, stage_index: int) -> Dict:
     """Exact bytes of weights, gradients and optimizer states on one device of stage ``stage_index``."""
     comp = cfg.stage(model, layout, stage_index)
-    if training.schedule:
-        every = cfg.stages(model, layout)
-        held = tuple(every[i] for i in schedules.held_stages(training.schedule, layout.pp, stage_index))
-    else:
-        held = (comp,)
-    return _model_states(model, layout, training, comp, held)[1]
+    return _model_states(model, layout, training, comp, _held(cfg.stages(model, layout), training, stage_index))[1]
+
+
+def _held(all_stages, training, index: int) -> Tuple[cfg.StageComposition, ...]:
+    """The stages whose parameters device ``index`` holds (schedules.held_stages: two under DualPipe)."""
+    return tuple(all_stages[i] for i in schedules.held_stages(training.schedule, len(all_stages), index))
 
 
 def stage_params(model: cfg.ModelSpec, layout: cfg.Layout, accounting: str = "paper"):
