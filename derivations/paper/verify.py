@@ -34,8 +34,7 @@ def paper_defaults() -> Dict[sp.Symbol, sp.Expr]:
     out: Dict[sp.Symbol, sp.Expr] = {k: sp.Integer(v) for k, v in nt.PAPER_BYTES.items()}
     out.update({k: sp.sympify(v) for k, v in getattr(nt, "EXTENSION_DEFAULTS", {}).items()})
     out.update({k: sp.sympify(v) for k, v in nt.PAPER_IDENTITIES.items()})
-    out[nt.CP] = sp.Integer(1)
-    out[nt.ETP] = sp.Integer(1)
+    out.update({nt.CP: sp.Integer(1), nt.ETP: sp.Integer(1)})
     return out
 
 
@@ -139,28 +138,16 @@ def model_spec(model):
     return model
 
 
-def paper_substitution(model) -> Tuple[Dict, str]:
-    """The paper's configuration (Tables 5 and 9, stage 1) for ``model``, and its description."""
-    layout, training = cfg.Layout(), cfg.Training()
-    comp = cfg.stage(model, layout, 1)
-    subs = cfg.substitution(model, layout, training, comp)
-    desc = (f"{model.name}, b={training.mbs} s={training.seq} DP{layout.dp} TP{layout.tp} SP{layout.SP} "
-            f"PP{layout.pp} EP{layout.ep} ETP{layout.etp} CP{layout.cp}, stage 1 (L_d={comp.dense}, L_m={comp.moe})")
-    return subs, desc
-
-
-def stage_assumptions(stage: int, model=None) -> Dict[sp.Symbol, sp.Expr]:
-    """L_d, L_m, e_E, e_H of pipeline stage ``stage`` of the paper's layout (Table 4)."""
-    comp = cfg.stage(model_spec(model), cfg.Layout(), stage)
-    return {k: sp.Integer(v) for k, v in comp.values().items()}
-
-
 def _at_paper(model, term: Term, cmp: Comparison, assumptions) -> Tuple[Optional[Fraction], Optional[Fraction], str]:
-    """(value, bytes, description) of term - formula at the paper's configuration."""
+    """(value, bytes, description) of term - formula at the paper's configuration (Tables 5 and 9, stage 1)."""
+    layout, training = cfg.Layout(), cfg.Training()
     try:
-        paper, desc = paper_substitution(model)
+        comp = cfg.stage(model, layout, 1)
+        paper = cfg.substitution(model, layout, training, comp)
     except ConfigError as exc:
         return None, None, f"unavailable: {exc}"
+    desc = (f"{model.name}, b={training.mbs} s={training.seq} DP{layout.dp} TP{layout.tp} SP{layout.SP} "
+            f"PP{layout.pp} EP{layout.ep} ETP{layout.etp} CP{layout.cp}, stage 1 (L_d={comp.dense}, L_m={comp.moe})")
     at = paper_defaults()
     at.update(paper)
     at.update(assumptions)
@@ -209,11 +196,9 @@ def _display(term: Term, parts, subs) -> Optional[sp.Expr]:
     try:
         if len(parts) == len(term.parts):
             return term.display(subs)
-        if len(parts) == 1:
-            return parts[0].display(subs)
+        return parts[0].display(subs) if len(parts) == 1 else None
     except Exception:  # the verdict never depends on it
         return None
-    return None
 
 
 def verify(formula: str, against, assume=None, model=None, stage: Optional[int] = None) -> VerifyResult:
@@ -222,7 +207,9 @@ def verify(formula: str, against, assume=None, model=None, stage: Optional[int] 
     L_d, L_m, e_E, e_H. FormulaError (a ConfigError) on unreadable input."""
     model = model_spec(model)
     parsed = parse_formula(formula, symbols_help=SYMBOLS_HELP)
-    assumptions = stage_assumptions(stage, model) if stage is not None else {}
+    # --stage: L_d, L_m, e_E, e_H of that stage of the paper's layout (Table 4)
+    assumptions = ({k: sp.Integer(v) for k, v in cfg.stage(model, cfg.Layout(), stage).values().items()}
+                   if stage is not None else {})
     assumptions.update(parse_assumptions(assume, SYMBOLS_HELP))
     terms = build(model)
     label, term, parts = resolve_term(against, terms)
