@@ -1,6 +1,6 @@
 """The model: the paper's analysis and what real training frameworks add. ``build``, ``variant`` and ``configured``
 (:mod:`derivations.terms`) are imported on first use: they need sympy, the numbers do not."""
-_TERMS = ("build", "variant", "configured", "Variant", "_build", "_make", "_variant")
+_TERMS = ("build", "variant", "configured", "Variant", "_build", "_variant")
 
 
 def __getattr__(name):

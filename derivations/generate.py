@@ -270,17 +270,14 @@ def check_tables(acts: Dict, pool: Pool, fam, flags: Dict) -> None:
 
 
 # ----------------------------------------------------------------------------- terms
-def side_conventions():
-    return [Conventions(rank=r, shared_expert=s) for r in CONVENTION_SWITCHES["rank"].values
-            for s in CONVENTION_SWITCHES["shared_expert"].values]
-
-
 def structure_terms(structure, fam=DEEPSEEK) -> Dict:
     """{term id: [[part key, [tags], tree, label], ...]} of every base and weight-side term of a structure; a factor
     equal to another term's expression is a reference to it."""
     base = _build(structure, fam.name)
     terms = {tid: base[tid] for tid in base}
-    for conv in side_conventions() if "conventions" in fam.sections else ():
+    sides = [Conventions(rank=r, shared_expert=s) for r in CONVENTION_SWITCHES["rank"].values
+             for s in CONVENTION_SWITCHES["shared_expert"].values] if "conventions" in fam.sections else ()
+    for conv in sides:
         for t in side_terms(base, conv):
             terms.setdefault(t.id, t)
     ids = [tid for tid in terms if not any(s.name == "M_alloc" for s in sp.sympify(terms[tid].expr).free_symbols)]
@@ -391,24 +388,17 @@ def search_kernels() -> Tuple[Dict[str, str], Dict[str, str]]:
     return {f"{FAMILY}_search.py": source}, dict(sorted(index.items()))
 
 
-def steptime_source() -> str:
-    """The step-time model's module (derivations/steptime/printing.py)."""
-    from derivations.steptime import printing  # lazy: the step-time model (generate only)
-    return printing.module_source()
-
-
 def outputs() -> Dict[Path, bytes]:
-    files = {OUT / name: json.dumps(data, sort_keys=True, separators=(",", ":")).encode() + b"\n"
-             for name, data in tables().items()}
-    kernels, index = search_kernels()
-    files.update({OUT / name: src.encode() for name, src in kernels.items()})
-    files[OUT / f"{FAMILY}.py"] = python_module().encode()
-    files[OUT / f"{FAMILY}_time.py"] = steptime_source().encode()
-    for fam in families.all():  # the other families of derivations/families/: their terms and module
-        if fam is not DEEPSEEK and families.packaged(fam.name):
+    from derivations.steptime import printing as steptime  # lazy: the step-time model (memsym page imports this)
+    files = {}
+    for fam in families.all():  # DeepSeek and the other families of derivations/families/: their terms and module
+        if fam is DEEPSEEK or families.packaged(fam.name):
             files.update({OUT / name: json.dumps(data, sort_keys=True, separators=(",", ":")).encode() + b"\n"
                           for name, data in tables(fam).items()})
             files[OUT / f"{fam.name}.py"] = python_module(fam).encode()
+    kernels, index = search_kernels()
+    files.update({OUT / name: src.encode() for name, src in kernels.items()})
+    files[OUT / f"{FAMILY}_time.py"] = steptime.module_source().encode()  # derivations/steptime/printing.py
     files[OUT / "__init__.py"] = (INIT + f"\n#: {{structure (-flash: under flash attention): the name of its search "
                                   f"kernels}}\nSEARCH_KERNELS = "
                                   f"{index!r}\n").encode()

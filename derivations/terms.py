@@ -25,10 +25,6 @@ from symbolic.term import Terms
 @lru_cache(maxsize=None)
 def _build(structure, family: str = "deepseek") -> Terms:
     """The frozen registry of ``family``'s terms for one structure (its flags, in order), built once per process."""
-    return _make(structure, family)
-
-
-def _make(structure, family: str = "deepseek") -> Terms:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.activations import kinds as activations
     from derivations.assembly import conventions
