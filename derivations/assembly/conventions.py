@@ -83,7 +83,7 @@ def _states(prefix: str, params: Term, provenance: str, sfx: str = ""):
         yield replace(t, id=t.id + sfx, scope=params.scope) if sfx else replace(t, scope=params.scope)
 
 
-def megatron_terms(reg, q_lora):
+def megatron_terms(reg):
     params = megatron_params(reg)
     yield params
     yield from _states("conv.megatron", params, MEG)
@@ -268,7 +268,7 @@ def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
 
 def terms(reg, family, flags):
     q_lora = flags["q_lora"]
-    yield from megatron_terms(reg, q_lora)
+    yield from megatron_terms(reg)
     yield from modelzoo_terms(reg)
     parts = modelzoo_tensors()
     if not q_lora:

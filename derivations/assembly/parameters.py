@@ -55,7 +55,7 @@ def terms(reg, family, flags):
     rows = [("paper", "as the paper counts (params.stage)", 1, stage)] + extra + additions(reg, family, "checkpoint")
     yield combine("params.stage.checkpoint", "parameters of a stage counting every tensor of a real checkpoint",
                   "params", "Tables 3-4 + digest sec. 12", rows)
-    yield from activated_terms(reg, family, dense, moe, final_norm, bias, tied)
+    yield from activated_terms(reg, family, dense, moe, extra, tied)
     if "mtp" in family.kinds:
         yield from mtp_terms(reg, bias)
 
@@ -71,9 +71,9 @@ ACT = "digest sec. 12 (activated parameters; extension)"
 MTP = "DeepSeek-V3 report Sec. 2.2, README_WEIGHTS (MTP; extension, not in the paper)"
 
 
-def activated_terms(reg, family, dense, moe, final_norm, bias, tied):
+def activated_terms(reg, family, dense, moe, checkpoint_rows, tied):
     """Parameters a token passes through: top-k routed + shared experts + everything dense (every layer of a
-    family without experts)."""
+    family without experts); ``checkpoint_rows``: what only a checkpoint holds (final norm, routing bias)."""
     att = family.attention_label
     layer = None
     if moe is not None:
@@ -98,13 +98,9 @@ def activated_terms(reg, family, dense, moe, final_norm, bias, tied):
                      ("head", "output head", e_H, head)]
                   + additions(reg, family, "stage"))
     yield act
-    rows = [("paper", "as the paper counts (params.activated)", 1, act),
-            ("final_norm", "final RMSNorm (checkpoint only)", e_H, final_norm)]
-    if bias is not None:
-        rows.append(("router_bias", "routing bias per MoE layer (checkpoint only)", L_m, bias))
-    rows += additions(reg, family, "checkpoint")
+    rows = [("paper", "as the paper counts (params.activated)", 1, act)] + checkpoint_rows
     yield combine("params.activated.checkpoint", "activated parameters counting every tensor of a real checkpoint",
-                  "params", ACT, rows)
+                  "params", ACT, rows + additions(reg, family, "checkpoint"))
 
 
 def _mtp_module(term_id, meaning, block_id, block, bias, indexer=None):

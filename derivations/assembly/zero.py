@@ -8,13 +8,14 @@ over EDP:
 from __future__ import annotations
 
 
+from derivations.assembly.sides import SHARDED_FROM, component_ids
 from derivations.notation import B_1, B_2, B_g, B_m, B_w, CP, DP, EDP
 from symbolic.term import Part, Term
 
 COMPONENTS = (
-    ("weights", "weights", (B_w,), 3, "Table 7: BF16 weights"),
-    ("gradients", "gradients", (B_g,), 2, "Table 7: FP32 gradients"),
-    ("optimizer", "optimizer states (master copy, momentum, variance)", (B_m + B_1 + B_2,), 1,
+    ("weights", "weights", (B_w,), "Table 7: BF16 weights"),
+    ("gradients", "gradients", (B_g,), "Table 7: FP32 gradients"),
+    ("optimizer", "optimizer states (master copy, momentum, variance)", (B_m + B_1 + B_2,),
      "Table 7: FP32 master + BF16 momentum + BF16 variance"),
 )
 
@@ -28,21 +29,15 @@ def sharding_terms(prefix, P_n, P_m, provenance="Sec. 4, Table 8", non_moe_over=
     """``<prefix>.<component>.<replicated|sharded>`` for P_n (over ``non_moe_over``, default DP CP: the paper's DP, as
     it has CP = 1) and P_m (over EDP; None: no experts)."""
     over_text = "DP" if tuple(non_moe_over) == (DP,) else "DP CP"
-    for name, meaning, nbytes, level, dtype in COMPONENTS:
+    for name, meaning, nbytes, dtype in COMPONENTS:
         moe = () if P_m is None else (Part("moe", "MoE P_m", nbytes + (P_m,)),)
         yield Term(f"{prefix}.{name}.replicated", f"bytes of {meaning} on one device without ZeRO sharding", "bytes",
                    f"{provenance} ({dtype})", (Part("non_moe", "non-MoE P_n", nbytes + (P_n,)),) + moe)
         moe = () if P_m is None else (Part("moe", "MoE P_m / EDP", nbytes + (P_m,), (EDP,)),)
         yield Term(f"{prefix}.{name}.sharded", f"bytes of {meaning} on one device, sharded by ZeRO "
                                                f"(P_n over {over_text}" + (")" if P_m is None else ", P_m over EDP)"),
-                   "bytes", f"{provenance}, ZeRO-{level}+ ({dtype})",
+                   "bytes", f"{provenance}, ZeRO-{SHARDED_FROM[name]}+ ({dtype})",
                    (Part("non_moe", f"non-MoE P_n / {over_text}", nbytes + (P_n,), tuple(non_moe_over)),) + moe)
-
-
-def component_ids(prefix: str, zero_stage: int):
-    """{component: term id} under ``prefix`` for a ZeRO stage (0-3)."""
-    return {name: f"{prefix}.{name}.{'sharded' if zero_stage >= level else 'replicated'}"
-            for name, _, _, level, _ in COMPONENTS}
 
 
 def terms(reg, family, flags):
