@@ -1,26 +1,20 @@
-"""The per-device assembly as terms: one device's total and peak for a view, schedule and stage, printed (never
-assembled by hand) as exact Python by ``python -m derivations.generate`` (``device`` in derivations/generated/) and as
-BigInt-rational JavaScript by ``memsym page`` (:class:`memsym.page.codegen.RationalJS`).
-
-An ordered list of (name, expression), each reading the inputs and the names before it. Inputs:
+"""The per-device assembly as terms, printed (never assembled by hand) as exact Python by ``python -m
+derivations.generate`` (``device`` in derivations/generated/) and as BigInt-rational JavaScript by ``memsym page``: an
+ordered list of (name, expression), each reading the inputs and the names before it. Inputs:
 
   M_A, M_E, M_D, M_H, M_MTP  one layer's (sublayer's) kept activations of each kind under the view
   L_d, L_m, e_E, e_H, D      the stage's composition (Table 4) and the MTP depth
-  L_d_c, L_m_c, e_E_c, e_H_c, n_fl_c
-                             chunk c of a pipeline schedule: its part of the stage and its micro-batches in
-                             flight (derivations/assembly/schedules.py); an absent chunk is zero
-  weights, gradients, optimizer   the model states of the held stages (Table 8)
-  runtime                    the runtime buffers (derivations/assembly/runtime.py; 0 when none)
+  L_d_c, L_m_c, e_E_c, e_H_c, n_fl_c   chunk c of a schedule (schedules.py): its part and its micro-batches in flight
+  weights, gradients, optimizer, runtime   the model states of the held stages (Table 8), the runtime buffers
   O_D, O_E, O_R              +options, --offload-activations (offload.py): the bytes one held dense and MoE layer
                              micro-batch offloads, and those the rank keeps anyway
-  Q_D, Q_E, Q_H              +options, --linear-recipe (quantized.py): the bytes one held dense and MoE layer
+  Q_D, Q_E, Q_H              +options, --linear-recipe (quantized.py): what one held dense and MoE layer
                              micro-batch and the head part change by
   activations_held           ``given``: the activations held before the resident layer's (--virtual-layers)
 
-Outputs: ``activations_per_microbatch`` (``act.stage``), ``activations`` (that, or sum_c n_fl_c x ``act.stage`` at chunk
-c: ``act.peak``), ``total`` (Sec. 4-5), ``activations_per_layer``, the layer split (d act.stage / d L_d and / d L_m: the
-terms are linear in the composition) and the Sec. 6 fragmentation and peak (overheads.py). Variants
-``mtp<0|1>full<0|1>.<paper|schedule|given>[+options]``."""
+Outputs: ``activations_per_microbatch`` (``act.stage``), ``activations`` (that, or ``act.peak`` = sum_c n_fl_c x
+``act.stage`` at chunk c), ``total`` (Sec. 4-5), the layer split (d act.stage / d L_d, / d L_m: the terms are linear in
+the composition) and the Sec. 6 ends. Variants ``mtp<0|1>full<0|1>.<paper|schedule|given>[+options]``."""
 from __future__ import annotations
 
 import itertools

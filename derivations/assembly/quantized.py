@@ -1,17 +1,13 @@
-"""Transformer Engine's quantized linear layers in Megatron-Core (``--linear-recipe R``, ``--quantized-param-gather``).
+"""Transformer Engine's quantized linear layers in Megatron-Core (``--linear-recipe R``, ``--quantized-param-gather``):
+``act.quantized.<R>``, each held layer micro-batch's linear inputs in the format instead of B_a, and
+``state.quantized.<R>``, the quantized weight copies TE caches on every device (formats: config/quantization.py).
 
-Two terms beside the BF16 view's (the formats' bytes: derivations/config/quantization.py): ``act.quantized.<R>``, each
-held layer micro-batch's linear inputs in the format instead of B_a; ``state.quantized.<R>``, the quantized weight
-copies TE caches on every device.
-
-**What a linear layer saves** (Transformer Engine d0067d0d, transformer_engine/pytorch/module/): linear.py
-``_linear_forward`` saves its quantized input, column-wise only (a sequence-parallel input its local shard,
-``backward_input_needs_gather``); layernorm_linear.py ``_LayerNormLinear`` its BF16 input and the quantized ``ln_out``;
-grouped_linear.py ``_GroupedLinear`` each expert's quantized input. ``save_original_input`` keeps the BF16 input
-instead: Megatron-Core d98e8a64 sets it on linear_proj for every recipe but delayed (transformer/attention.py), on the
+**Saved inputs** (Transformer Engine d0067d0d, transformer_engine/pytorch/module/): linear.py ``_linear_forward`` saves
+its quantized input, column-wise (under sequence parallelism its local shard); layernorm_linear.py its BF16 input and
+the quantized ``ln_out``; grouped_linear.py each expert's quantized input; ``save_original_input`` keeps the BF16 input
+instead, set by Megatron-Core d98e8a64 on linear_proj for every recipe but delayed (transformer/attention.py), on the
 routed fc2 under moe_act recomputation (moe/experts.py) and on the down-projections / shared fc1 under layernorm
-recomputation (multi_latent_attention.py ``set_for_recompute_input_layernorm``, moe_layer.py). On Megatron-Core's TE
-spec (models/gpt/gpt_layer_specs.py):
+recomputation (multi_latent_attention.py, moe_layer.py). On the TE spec (models/gpt/gpt_layer_specs.py):
 
   down_in       the two down-projections (W^DQ; W^DKV with W^KR) each quantize the RMSNorm output: 2 copies
   latent_norm   the up-projections' fused norm output ln_out (the latents stay B_a: the norm's input)
@@ -23,13 +19,9 @@ spec (models/gpt/gpt_layer_specs.py):
   ffn_in        the dense fc1's fused norm output
   MTP           its transformer layer as one MoE layer, and eh_proj's 2h input
 
-Not quantized: the router (FP32 torch linear), the output layer, the core attention, the SwiGLU inputs.
-
-**The weight copies** (linear.py ``Linear.forward``): Megatron-Core passes ``is_first_microbatch``
-(extensions/transformer_engine.py; pipeline_parallel/schedules.py ``set_is_first_microbatch``), so TE caches one
-quantized weight per linear (``_fp8_workspaces["weight"]``; grouped_linear.py one per expert), both directions, updated
-in place (base.py ``quantize_weight``) and reused by the backward. Under ``--quantized-param-gather`` (fp8_param /
-fp4_param) the parameter itself is quantized: the term takes B_w off those weights."""
+**Weight copies** (linear.py ``Linear.forward``, base.py ``quantize_weight``): with ``is_first_microbatch``
+(pipeline_parallel/schedules.py) TE caches one quantized weight per linear (grouped: per expert), both directions,
+reused by the backward; under ``--quantized-param-gather`` the parameter itself is quantized (no B_w copy)."""
 from __future__ import annotations
 
 from fractions import Fraction

@@ -150,10 +150,11 @@ def _transformers(policy: str) -> Dict[str, Term]:
                         HF + ": DeepseekV3RMSNorm.forward (hidden_states.to(torch.float32).pow(2).mean(-1))", True)
     # the last layer's attention backward (SoftmaxBackward0): binds from s ~ 1024 on the tiny config (STEP.md)
     hv = B_a * t * (n_h / TP) * nt.d_v
+    release = ("head", "released: the head's saves but the input ids (8 b s)" + (
+        "" if policy == "full" else " and the RoPE cos and sin (B_a s d_r each, every layer's)"),
+        -e_H * (M_H - 8 * t - rope), STEP)
     attn = [("held", "what the end of the forward holds besides the saves, less the loss", eof - 4 * e_H, STEP),
-            ("head", "released: the head's saves but the input ids (8 b s)" + (
-                "" if policy == "full" else " and the RoPE cos and sin (B_a s d_r each, every layer's)"),
-             -e_H * (M_H - 8 * t - (0 if policy == "full" else 2 * B_a * s_loc * d_r)), STEP),
+            release,
             ("left", "what the layer saved up to its scores (three RMSNorms, q and k, the FP32 softmax output)",
              _left_hf() - (A_last if policy != "full" else 0),
              HF + ": DeepseekV3Attention.forward, eager_attention_forward"),
@@ -163,13 +164,12 @@ def _transformers(policy: str) -> Dict[str, Term]:
     out["attention"] = _term("the last layer's attention backward (SoftmaxBackward0)",
                              STEP + " (the attention's moments)",
                              attn, has_layers * u_eager, tied=True)
+    # what the last layer's backward starts with
+    start = [("held", "what the end of the forward holds besides the saves", eof, STEP), release,
+             ("grad", "the last layer's output gradient (B_a, model.norm's ToCopyBackward0) and the seed",
+              B_a * t * h + 4 * e_H, STEP)]
     if policy == "none":
         # a MoE layer's routed experts' backward, every earlier save held (STEP.md; the loop's zero gradient ~15 GB)
-        start = [("held", "what the end of the forward holds besides the saves", eof, STEP),
-                 ("head", "released: the head's saves but the input ids (8 b s) and the RoPE cos and sin (B_a s d_r "
-                          "each, every layer's)", -e_H * (M_H - 8 * t - 2 * B_a * s_loc * d_r), STEP),
-                 ("grad", "the last layer's output gradient (B_a, model.norm's ToCopyBackward0) and the seed",
-                  B_a * t * h + 4 * e_H, STEP)]
         out["expert_loop"] = _term("the expert loop's backward of a MoE layer, at the second expert it visits "
                                    "(SelectBackward0 of gate_up_proj)",
                                    STEP + " (transformers, no recomputation: the routed experts' backward)",
@@ -187,11 +187,6 @@ def _transformers(policy: str) -> Dict[str, Term]:
                                STEP + " (transformers, no recomputation: the routed experts' backward)",
                                grouped, has_moe * u_grouped, tied=True)
     if policy == "full":
-        # what the last layer's backward starts with
-        start = [("held", "what the end of the forward holds besides the saves", eof, STEP),
-                 ("head", "released: the head's saves but the input ids (8 b s)", -e_H * (M_H - 8 * t), STEP),
-                 ("grad", "the last layer's output gradient (B_a, model.norm's ToCopyBackward0) and the seed",
-                  B_a * t * h + 4 * e_H, STEP)]
         rebuilt = start + [
             ("layer", "the MoE layer rebuilt, as far as non-reentrant checkpoint's early stop runs it: its saves "
                       "without recomputation, the residual after attention and the routed experts' summed output "

@@ -1,16 +1,8 @@
-"""The paper's printed numbers (``paper/printed.toml``) against derived values. A comparison says:
-
-  agrees        the derived value rounds to the printed one at the printed precision;
-  discrepancy   it does not, the entry states the known cause (its ``discrepancy`` field in
-                ``paper/printed.toml``) and the derived value equals the exact value the
-                entry pins (``derived_exact``);
-  UNEXPLAINED   it does not and no cause is recorded: a failure;
-  stale         the entry records a cause but the numbers now agree: also a failure;
-  MISMATCH      the entry pins ``derived_exact`` and the derived value differs from it: a
-                failure whatever the printed number;
-  UNPINNED      a discrepancy with a cause but no pinned exact value: a failure.
-
-``derived_exact`` is in params for params and B entries, in bytes for bytes and GB entries."""
+"""The paper's printed numbers (``paper/printed.toml``) against derived values: ``agrees`` (rounds to the printed one at
+its precision), ``discrepancy`` (it does not, the entry records the cause and pins the exact derived value
+``derived_exact``, in params for params and B entries, in bytes for bytes and GB), and the failures ``UNEXPLAINED`` (no
+cause recorded), ``stale`` (a cause, but the numbers agree), ``MISMATCH`` (the derived value is not the pinned one) and
+``UNPINNED`` (a cause without a pinned value)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
