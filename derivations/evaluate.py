@@ -38,8 +38,7 @@ CHOOSE = "?"
 
 
 def resolve(value, flags: Mapping[str, bool]):
-    """A generated value with each ``["?", flag, when set, when not]`` resolved under ``flags`` and a dict's null
-    entries left out."""
+    """A generated value with each ``['?', flag, set, not]`` resolved by ``flags``; null dict entries dropped."""
     if type(value) is list:
         if value and value[0] == CHOOSE:
             return resolve(value[2] if flags[value[1]] else value[3], flags)
@@ -74,8 +73,7 @@ def inflight(schedule: str, pp: int, index: int, microbatches: Optional[int], vp
 
 
 def device(mtp: bool, full: bool, holds: str, values: Mapping, family: str = FAMILY, options: bool = False) -> Dict:
-    """``values`` plus the per-device assembly (derivations/assembly/device_terms.py, generated) of a view's variant
-    (``mtp``, ``full``, ``holds``), with the options' terms when ``options``."""
+    """``values`` plus the per-device assembly (device_terms.py, generated) of a variant."""
     return _module(family).device(mtp, full, holds, dict(values), options)
 
 
@@ -312,8 +310,7 @@ def activation_values(view, q_lora: bool, values: Mapping, kinds: Iterable[str] 
 
 
 def tensor_values(view, q_lora: bool, values: Mapping, kind: str) -> Dict[str, Fraction]:
-    """{tensor key: bytes} of every tensor ``view`` keeps of ``kind`` (a group's as ``<group>.<tensor>``, count times
-    one copy)."""
+    """{tensor key (a group's ``<group>.<tensor>``): bytes} of every tensor ``view`` keeps of ``kind``."""
     kinds, exprs = _kinds(q_lora)
     f = features(view, FAMILY if isinstance(q_lora, bool) else q_lora.family)
     out = {}

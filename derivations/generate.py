@@ -70,8 +70,7 @@ def structure_key(structure, fam=DEEPSEEK) -> str:
 
 # ----------------------------------------------------------------------------- expression trees
 def family_special(fam) -> Dict[str, sp.Expr]:
-    """{name: expression} of the non-polynomial pieces of a family's own terms (DeepSeek-V4's compressed entries floor(s
-    / m_C)), printed into its module's ``derived``."""
+    """{name: expression} of a family's own non-polynomial pieces (DeepSeek-V4: floor(s / m_C))."""
     if fam is DEEPSEEK or "activations" not in fam.sections:
         return {}
     return fam.special_symbols()
@@ -224,8 +223,7 @@ def decision_table(num, den, tags, feats, pool: Pool) -> Dict[str, int]:
 
 
 def activation_specs(pool: Pool, by_tag, fam=DEEPSEEK, flag_sets=({"q_lora": True}, {"q_lora": False})) -> Dict:
-    """{activation key ('q1'|'q0' for DeepSeek): {kind: [spec, ...]}} of each assignment of the family's activation
-    flags in ``flag_sets``."""
+    """{activation key: {kind: [spec, ...]}} of each assignment of the activation flags."""
     out = {}
     for flags in flag_sets:
         kinds = {}
@@ -324,8 +322,7 @@ def python_module(fam=DEEPSEEK) -> str:
 
 
 def tables(fam=DEEPSEEK) -> Dict[str, Dict]:
-    """{``<family>.json``: content}: the terms of every structure and the activation tables of every flag assignment,
-    each :func:`merged` over the flags, and the view features."""
+    """{``<family>.json``: the terms of every structure, the activation tables, the view features}."""
     flags = list(fam.flags)
     cases = []
     for s in structures(fam):
@@ -350,8 +347,7 @@ def tables(fam=DEEPSEEK) -> Dict[str, Dict]:
 
 
 def install(fam) -> None:
-    """Generate a family's evaluators in memory and hand them to :mod:`derivations.evaluate` (a family whose files are
-    not committed, such as a test's toy)."""
+    """Generate a family's evaluators in memory for :mod:`derivations.evaluate` (files not committed)."""
     module = types.ModuleType(f"derivations.generated.{fam.name}")
     exec(compile(python_module(fam), f"<generated {fam.name}>", "exec"),
          module.__dict__)  # printed above, from our terms

@@ -185,8 +185,7 @@ register((), factor_order=PAPER_FACTOR_ORDER)
 
 
 def _family_symbols() -> None:
-    """Register each family's own symbols (``derivations/families/<name>/notation.py``) with the paper's, found by file
-    (the families' package imports this module)."""
+    """Register each family's own symbols (``derivations/families/<name>/notation.py``)."""
     for path in sorted((Path(__file__).resolve().parent / "families").glob("*/notation.py")):
         mod = importlib.import_module(f"derivations.families.{path.parent.name}.notation")
         FAMILY_SYMBOLS[path.parent.name] = frozenset(getattr(mod, "SYMBOLS", {})) | frozenset(

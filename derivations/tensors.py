@@ -40,8 +40,7 @@ class Group:
 
 
 def norm_parts(width, den, where, extra_tags=()):
-    """An RMSNorm's saves under ``--norm-storage fp32`` (DeepseekV3RMSNorm.forward): FP32 input copy, FP32 rsqrt per
-    row, pre-weight value."""
+    """An RMSNorm's saves (DeepseekV3RMSNorm.forward): FP32 input, FP32 rsqrt per row, pre-weight value."""
     tags = ("norm", "fp32_norm") + tuple(extra_tags)
     return (
         Part("norm_fp32", f"{where} RMSNorm: FP32 copy of its input (hidden_states.to(float32), saved by pow and "
@@ -110,8 +109,7 @@ TT_SAC = TT + "distributed/activation_checkpoint.py _apply_op_sac (derivations/a
 
 
 def op_sac_parts(kind: str):
-    """The op outputs torchtitan's op-level SAC saves in a MoE or dense FFN sublayer
-    (derivations/activations/op_sac.py)."""
+    """The op outputs torchtitan's op-level SAC saves in a MoE or dense FFN sublayer (op_sac.py)."""
     tags = ("sac_tt", "sac_saved")
     if kind == "dense":  # models/moe.py FeedForward: w1 (1st mm) and w2 (3rd) saved
         return (Part("sac_w1", "w1's matmul output (the FFN's 1st aten.mm: saved)", (B_a, b, s, h_F), (TP, CP), TT_SAC,

@@ -56,8 +56,7 @@ def build(model=None) -> Terms:
 
 @dataclass(frozen=True)
 class Variant:
-    """The terms of one configuration (base + overlay), ``act`` {kind: term id} of its view and ``side``
-    (conventions.WeightSide)."""
+    """One configuration's terms (base + overlay), ``act`` {kind: term id} and weight ``side``."""
 
     terms: Terms
     act: Dict[str, str]

@@ -45,8 +45,7 @@ def view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
 
 @lru_cache(maxsize=None)
 def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
-    """{kind: Term} of one view: the kinds (per layer / sublayer), layer, stage (one micro-batch) and peak (n_fl
-    micro-batches), named by :func:`naming.activation_ids`; the MTP modules' own tensors ``act.mtp<suffix>``."""
+    """{kind: Term} of one view: its kinds, layer, stage and peak, named by :func:`naming.activation_ids`."""
     fam = shapes.family(q_lora)
     kinds = {k.name: k for k in fam.layer_terms}
     ids = activation_ids(view, q_lora)
@@ -109,8 +108,7 @@ REGISTERED = (PAPER, View("full"), View("selective"), View(attention="flash"), V
 
 
 def terms(reg, family, flags):
-    """The activation terms of the :data:`REGISTERED` views (DeepSeek's from its q_lora flag and the generated
-    tables, another family's from its :class:`~derivations.activations.shape.Shape`)."""
+    """The activation terms of the :data:`REGISTERED` views of a family's structure."""
     q_lora = shapes.of(family.name, tuple(flags.values()))
     seen = set()
     for view in REGISTERED:

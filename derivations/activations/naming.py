@@ -45,8 +45,7 @@ def named(view: View, q_lora: bool = True) -> View:
 
 @lru_cache(maxsize=1024)
 def activation_ids(view: View, q_lora: bool = True) -> Dict[str, str]:
-    """{kind: term id} of a view's terms (mla, moe, dense, head, mtp, layer, stage, peak); the MTP modules change no
-    layer: only the stage and peak ids end ``.mtp``."""
+    """{kind: term id} of a view's terms; with the MTP modules only the stage and peak ids end ``.mtp``."""
     mtp = view.conv.mtp_activations == "last-stage"
     view = named(replace(view, conv=replace(view.conv, mtp_activations="none")), q_lora)
     sfx = view.suffix

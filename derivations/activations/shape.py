@@ -66,8 +66,7 @@ def kept(view, shape: Shape) -> Mapping[str, Tuple]:
 
 @lru_cache(maxsize=64)
 def inert(shape) -> Tuple[bool, Tuple[str, ...]]:
-    """(FP8 caching retypes none of the family's tensors, the custom operators that name none of them) of another
-    family's :class:`Shape`: options that would only rename its terms."""
+    """(no tensor cached in FP8, the custom operators naming no tensor) of another family's :class:`Shape`."""
     if not is_shape(shape):  # (before any import: DeepSeek's estimate reads the generated tables, no sympy)
         return False, ()
     from derivations.activations.views import Group  # lazy: sympy (the tensor lists)
@@ -81,8 +80,7 @@ def inert(shape) -> Tuple[bool, Tuple[str, ...]]:
 
 
 def check_options(model, training) -> None:
-    """Refuse (ConfigError) an option of ``training`` that changes no tensor of ``model``'s family, and a config field
-    the framework builds otherwise (the model's ``unread``)."""
+    """Refuse (ConfigError) an option changing no tensor of the family, or a field built otherwise."""
     unread = getattr(model, "unread", lambda conventions: None)(training.conventions)
     if unread is not None:
         raise ConfigError(f"hf-config.{unread[0]}", f"{model.name}: {unread[1]}")

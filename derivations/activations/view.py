@@ -42,8 +42,7 @@ class View:
 
     @property
     def checkpoints(self) -> frozenset:
-        """Tags full recomputation keeps: the paper's two checkpoints per layer and the routing, or (``--checkpoints
-        one``) the layer input and the head."""
+        """Tags full recomputation keeps: two checkpoints and the routing, or (one) the input and head."""
         return CHECKPOINT_TAGS if self.conv.checkpoints == "two" else frozenset({"layer_input", "head"})
 
     def exists(self, tags) -> bool:
@@ -138,8 +137,7 @@ EXISTS = {
 
 PAPER = View()
 def naming_conventions(presets, naming) -> dict:
-    """{preset: its activation switches} of the presets whose name is a term-id suffix (``names_terms = true``); two
-    with the same switches and kernel are refused (neither would name a view)."""
+    """{preset: activation switches} of the presets naming terms; two naming the same are refused."""
     out, seen = {}, {}
     for name in naming:
         p = presets[name]

@@ -144,8 +144,7 @@ def apply(view: View, specs) -> Tuple[Part, ...]:
 
 
 def flatten(view: View, specs) -> Tuple[Part, ...]:
-    """Every tensor kept by ``view``, one Part each (a group's as ``count x tensor``, key ``<group>.<tensor>``):
-    ``memsym estimate --tensors``."""
+    """Every tensor kept by ``view``, one Part each (``<group>.<tensor>``): ``memsym estimate --tensors``."""
     out = []
     for spec in specs:
         if isinstance(spec, Group):

@@ -46,8 +46,7 @@ SHARED_TP = "convention --shared-expert tp (Megatron shards the shared experts b
 
 # ----------------------------------------------------------------------------- Megatron-LM
 def megatron_params(reg, shared_tp: bool = True) -> Term:
-    """``conv.megatron.params`` (shared experts split by TP) or, ``shared_tp=False``,
-    ``conv.megatron.params.shared-replicated``."""
+    """``conv.megatron.params``, or ``shared_tp=False``: ``conv.megatron.params.shared-replicated``."""
     norms = reg["params.norm"]
     latent_norms = sum((p.expr for p in norms.parts if p.key in ("q_norm", "kv_norm")), 0)
     A = reg["params.mla"].expr + latent_norms
@@ -244,8 +243,7 @@ def indicators(subs) -> Dict:
 
 def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training,
                 stage: Optional[int] = None) -> Tuple[List[TensorRow], Dict[str, Fraction]]:
-    """Every tensor one MoE layer (MLA + MoE) keeps for backward, one micro-batch, under ``training``'s view, and
-    {option: bytes it would save}."""
+    """Every tensor one MoE layer keeps for backward (one micro-batch) and {option: bytes it saves}."""
     if model.family != "deepseek":  # the MLA and MoE tensor lists
         raise families.unsupported(model, "--tensors")
     cfg.validate_layout(model, layout, training.seq)

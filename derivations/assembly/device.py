@@ -58,16 +58,14 @@ def _assemble(training, holds: str, inputs: Mapping, chunks=(), all_stages=(), f
 
 
 def _inputs(model, training, values: Mapping, states: Mapping, runtime) -> Dict:
-    """The assembly's inputs: the stage's ``values``, each kind's bytes as its symbol (M_A, M_E, ...), the model states
-    and the runtime buffers."""
+    """The stage's ``values``, each kind's bytes as its symbol (M_A, M_E, ...), model states, runtime."""
     kinds, _ = ev.device_inputs(model.family)
     per_kind = _kinds(model, training, values)
     return {**values, **{sym: per_kind.get(kind, 0) for kind, sym in kinds.items()}, **states, "runtime": runtime}
 
 
 def _option_inputs(model, training, values: Mapping, comp) -> Dict[str, Fraction]:
-    """O_D, O_E, O_R of --offload-activations (offload.per_layer, offload.resident) and Q_D, Q_E, Q_H of --linear-recipe
-    (quantized.per_layer); 0 when the option is off."""
+    """O_D, O_E, O_R (offload.py) and Q_D, Q_E, Q_H (quantized.py); 0 when the option is off."""
     out = dict.fromkeys(("O_D", "O_E", "O_R", "Q_D", "Q_E", "Q_H"), Fraction(0))
     if training.offload:
         off = offload.per_layer(model, training, values)
@@ -165,8 +163,7 @@ def default_stage(layout: cfg.Layout) -> int:
 
 def estimate(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, stage_index: Optional[int] = None,
              assumptions: Sequence[str] = ()) -> Estimate:
-    """The estimate of one stage; ``stage_index`` None: stage 1 without a schedule (the paper's view), the most-loaded
-    stage with one."""
+    """One stage's estimate; ``stage_index`` None: stage 1 without a schedule, the most-loaded with one."""
     if stage_index is None:
         if training.schedule is None:
             stage_index = default_stage(layout)
@@ -322,8 +319,7 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
 
 
 def _ends(v: Mapping, step_total=None) -> Dict[str, Dict[str, Fraction]]:
-    """{low, high: {f_frag, fragmentation, buffers, peak, step_peak}}: the Sec. 6 ends (overheads.py) of the assembly
-    ``v``; ``step_peak`` on the step's peak."""
+    """{low, high: {f_frag, fragmentation, buffers, peak, step_peak}}: the Sec. 6 ends of the assembly."""
     out = {}
     for end in ("low", "high"):
         o = overheads.named_values(end)
@@ -354,8 +350,7 @@ def _held_step(model, layout, training, inputs: Mapping, values: Mapping, comp, 
 
 
 def _check_expert_tokens(tokens, kind_of, n_experts, copies) -> None:
-    """Training.expert_tokens names MoE layers once each, with N non-negative counts summing to b s N_r / CP
-    (ConfigError otherwise)."""
+    """Each expert_tokens entry a MoE layer, once, with N counts summing to b s N_r / CP."""
     seen = set()
     for entry in tokens:
         layer, counts = entry if isinstance(entry, tuple) and len(entry) == 2 else (None, None)

@@ -36,8 +36,7 @@ ROLE_SYMBOLS = {"moe": "M_E", "dense": "M_D", "head": "M_H", "mtp": "M_MTP"}
 
 
 def kinds_of(shape=True) -> Dict[str, str]:
-    """{kind: symbol} of a family's kinds (``shape``: DeepSeek's q_lora flag or a
-    :class:`~derivations.activations.shape.Shape`): its attention M_A, the others by role."""
+    """{kind: symbol} of ``shape``'s family: its attention kind M_A, the others by role."""
     fam = shapes.family(shape)
     return {k: ("M_A" if k == fam.attention else ROLE_SYMBOLS.get(k, "M_" + k.upper())) for k in fam.kinds}
 
@@ -86,8 +85,7 @@ def _symbol(name: str) -> sp.Symbol:
 
 
 def _in_kinds(term, by_id: Dict, kind_of: Dict[str, sp.Symbol]):
-    """``term`` with each activation kind's term replaced by the kind's symbol (a combined term's 'ref:' rows,
-    recursively)."""
+    """``term`` with each activation kind's term replaced by its symbol (through 'ref:' rows)."""
     if term.id in kind_of:
         return kind_of[term.id]
     out = sp.Integer(0)
@@ -100,8 +98,7 @@ def _in_kinds(term, by_id: Dict, kind_of: Dict[str, sp.Symbol]):
 
 @lru_cache(maxsize=None)
 def activation_terms(mtp: bool, full: bool, shape=True) -> Dict[str, sp.Expr]:
-    """{'stage', 'peak', 'layer': expression in the kinds' symbols} of the view's ``act.stage``, ``act.peak`` and
-    ``act.layer`` for ``shape``'s family."""
+    """{'stage', 'peak', 'layer': ``act.stage``, ``act.peak``, ``act.layer`` in the kinds' symbols}."""
     view = View("full" if full else "none", conv=Conventions(mtp_activations="last-stage" if mtp else "none"))
     terms = view_terms(view, shape)
     by_id = {t.id: t for t in terms.values()}

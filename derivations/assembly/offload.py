@@ -99,8 +99,7 @@ def per_layer(model, training: Training, values: Mapping) -> Dict[str, Fraction]
 
 
 def resident(model, training: Training, comp, off: Mapping[str, Fraction]) -> Fraction:
-    """The offloaded bytes the rank keeps anyway: its last layer's in micro-batch 0; none on a stage that runs the MTP
-    modules or has no layer."""
+    """The rank's last layer's offloaded bytes in micro-batch 0; none with the MTP modules or no layer."""
     if not comp.layers or (comp.head and training.conventions.mtp_activations == "last-stage"
                            and model.mtp_layers):
         return Fraction(0)
@@ -123,8 +122,7 @@ _TE = "Transformer Engine attention/dot_product_attention/backends.py: UnfusedDo
 
 
 def moment_parts(model, training: Training, values: Mapping) -> Tuple[Tuple[str, str, Fraction, str], ...]:
-    """((key, label, bytes, source), ...) of :data:`MOMENT` at ``values``; () unless the attention is unfused and its
-    core_attn group offloaded."""
+    """((key, label, bytes, source), ...) of :data:`MOMENT`; () unless core_attn is unfused and offloaded."""
     if training.attention != "eager" or "core_attn" not in training.offload:
         return ()
     view = View.of(training)

@@ -49,8 +49,7 @@ def overhead_values(end: str = "high") -> dict:
 
 
 def peak(allocated, f=None, buf=None):
-    """The Sec. 6 peak ``(1 + f_frag) * allocated + M_buf``: exact for numbers, symbolic for symbols, element-wise for
-    arrays."""
+    """The Sec. 6 peak ``(1 + f_frag) * allocated + M_buf``: exact, symbolic or element-wise."""
     if f is None or buf is None:
         # lazy: sympy (estimate/params import no sympy)
         from derivations.notation import M_buf, f_frag

@@ -61,8 +61,7 @@ def terms(reg, family, flags):
 
 
 def additions(reg, family, where):
-    """The rows (key, label, count symbol, term) of the family's ``additions`` counted ``where`` ("stage" or
-    "checkpoint") whose term the structure has."""
+    """The family's ``additions`` rows (key, label, count, term) counted ``where`` that the structure has."""
     return [(key, label, SYMBOLS[count], reg[tid]) for key, label, count, tid, at in family.additions
             if at == where and tid in reg]
 
@@ -121,8 +120,7 @@ def _mtp_module(term_id, meaning, block_id, block, bias, indexer=None):
 
 
 def mtp_terms(reg, bias):
-    """D MTP modules (embedding and head shared, not counted again); with DSA each block holds an indexer
-    (``params.indexer``)."""
+    """D MTP modules (embedding and head shared); with DSA each block holds an indexer."""
     indexer = reg["params.indexer"] if "params.indexer" in reg else None
     module = _mtp_module("params.mtp.module", "parameters of one multi-token-prediction module: one MoE block, "
                                               "eh_proj (h x 2h), enorm, hnorm and shared_head.norm (embedding and "

@@ -99,8 +99,7 @@ def parts(model, training: Training, values: Mapping) -> Dict[str, Tuple[Tuple[s
 
 
 def per_layer(model, training: Training, values: Mapping) -> Dict[str, Fraction]:
-    """{'dense', 'moe', 'head'}: the bytes one held layer micro-batch of each kind changes by, and the head part's MTP
-    modules (each one more MoE layer)."""
+    """{'dense', 'moe', 'head'}: what one held layer micro-batch (and the head's MTP modules) change by."""
     p = parts(model, training, values)
     total = lambda kind: sum((r[2] for r in p[kind]), Fraction(0))  # noqa: E731
     mtp = training.conventions.mtp_activations == "last-stage" and View.of(training).recompute != "full"
@@ -109,8 +108,7 @@ def per_layer(model, training: Training, values: Mapping) -> Dict[str, Fraction]
 
 
 def linear_params(terms, dev: Mapping, params_id: str) -> Fraction:
-    """The weights of TE linear layers on the device: ``params_id`` at ``dev`` less its norms, embedding, output head
-    and routers (N x h per MoE layer)."""
+    """TE linear layers' weights: ``params_id`` at ``dev`` less norms, embedding, head and routers."""
     # (exact numbers in, exact out; the search passes float64 arrays: derivations/analyses/exact.py)
     other = terms.term("static.device.norm")
     other = other + dev.get("e_E", 0) * terms.term("static.embedding")

@@ -195,8 +195,7 @@ def _order(pp: int, v: int, m: int, index: int, until: int) -> List[Tuple[int, .
 
 
 def rank_chunks(model, layout, training, comp):
-    """:func:`virtual_chunks` of rank ``comp.index``, refused (ConfigError) unless they hold the stage's dense and MoE
-    counts and m is a multiple of PP."""
+    """:func:`virtual_chunks` of rank ``comp.index``, refused unless they match its stage and PP divides m."""
     chunks = virtual_chunks(model, layout, comp.index, training.virtual_layers, training.vpp)
     dense, moe = sum(c.dense for c in chunks), sum(c.moe for c in chunks)
     if (dense, moe) != (comp.dense, comp.moe):

@@ -79,8 +79,7 @@ def weight_side_of(model, conventions: Conventions) -> WeightSide:
 
 
 def megatron_values(model, layout, training) -> Dict[str, object]:
-    """The substitution (by name) of Megatron's shard: the whole model's L_d, L_m and D (the MTP layers under ``--mtp``,
-    else 0)."""
+    """The substitution of Megatron's shard: the whole model, D the MTP layers under ``--mtp``."""
     out = named(model, layout, training, whole_model(model))
     out["D"] = model.mtp_layers if training.conventions.mtp else 0
     return out

@@ -41,8 +41,7 @@ def term_id(framework: str, policy: str, moment: str) -> str:
 
 
 def trainings(training) -> Tuple[object, object]:
-    """(the training whose kinds the moments read, the same without recomputation): without the cross-entropy backward's
-    transient (``--ce-backward cast``), which the moments replace."""
+    """(the training the moments read, without ``--ce-backward``'s transient; the same unrecomputed)."""
     plain = with_switch(training, "ce_backward", "none") if training.conventions.ce_backward != "none" else training
     return plain, replace(plain, recompute="none", recompute_ops=())
 

@@ -379,8 +379,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
 
 @lru_cache(maxsize=None)
 def moments(framework: str, policy: str) -> Dict[str, Term]:
-    """{moment: Term} of ``framework`` under ``policy``: each moment's bytes above one micro-batch's end-of-forward
-    activations."""
+    """{moment: Term} of ``framework`` under ``policy``: bytes above one micro-batch's end of the forward."""
     if framework not in FRAMEWORKS or policy not in POLICIES:
         raise ValueError((framework, policy))
     made = {"paper": _paper, "transformers": _transformers, "mcore": _mcore}[framework](policy)
@@ -388,8 +387,7 @@ def moments(framework: str, policy: str) -> Dict[str, Term]:
 
 
 def in_terms(expr: sp.Expr, kinds, at, none) -> sp.Expr:
-    """``expr`` with each kind's symbol replaced by the view's term (``at``) and its :data:`NONE_OF` symbol by the term
-    without recomputation (``none``)."""
+    """``expr`` with the kinds' symbols as the view's terms (``at``), :data:`NONE_OF` ones as ``none``'s."""
     rep = {_S(sym): at[k].expr for k, sym in kinds.items() if k in at}
     rep.update({_S(NONE_OF[sym]): none[k].expr for k, sym in kinds.items() if k in none and sym in NONE_OF})
     return expr.xreplace(rep)

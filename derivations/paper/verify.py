@@ -181,8 +181,7 @@ def _hints(cmp: Comparison) -> List[str]:
 
 
 def _differences(cmp: Comparison, parts, terms) -> Tuple[List[Monomial], List[str]]:
-    """The monomials that differ (with the term's tensors carrying them) and the tensors
-    the difference is a multiple of."""
+    """The differing monomials (with the term's tensors carrying them) and the difference's multiples."""
     found = leaves(parts, terms, cmp.substitution)
     monomials = [Monomial(m, tc, fc, carriers(m, found)) for m, (tc, fc) in cmp.coefficients.items()]
     monomials.sort(key=lambda m: monomial_rank(m.monomial))
