@@ -1,7 +1,8 @@
 """Sec. 5: activations kept for the backward pass (Tables 9-10), in bytes: each view's terms per layer
 (``act.mla.layer``, ``act.moe.layer``, ...), per stage and in flight (``act.stage``, ``act.peak``), from the tensor
-lists (:mod:`.inventory`: one Part per tensor, or per row where the paper prints a group; bytes per element and the
-parallel degrees as symbols) kept by the views (:mod:`.views`). The paper's readings (Sec. 5, Tables 9-10):
+lists (derivations/families/<family>/activations.py, derivations/tensors.py: one Part per tensor or printed group, bytes
+per element and parallel degrees as symbols) kept by the views (:mod:`.views`). The paper's readings (Sec. 5, Tables
+9-10):
 
   M_1^A = 4bsh/SP + 2bs(d_c' + d_c) + 4bs(d_h + d_h^R)n_h/TP + 2bs d_h n_h/TP
           + 5 b n_h s^2/TP + 2bs d_h n_h/TP + bsh/SP
@@ -20,8 +21,8 @@ from symbolic.term import Part, Term, combine
 
 from derivations.activations import shape as shapes
 from derivations.activations.naming import activation_ids, kept, named, reduced  # noqa: F401  (the ids: pure)
-from derivations.activations.inventory import (  # noqa: F401
-    KEPT_FOR, SPECS, dense_specs, head_specs, mla_specs, moe_specs)
+from derivations.families.deepseek.activations import KEPT_FOR, SPECS, mla_specs, moe_specs  # noqa: F401 (the lists)
+from derivations.tensors import dense_specs, head_specs  # noqa: F401
 from derivations.activations.views import (  # noqa: F401
     CHECKPOINT_TAGS, EXT, FLASH, MLA, MOE, PAPER, PRESET_CONVENTIONS, View, apply, flatten)
 

@@ -58,13 +58,9 @@ class Result:
         return self.status in ("agrees", "discrepancy")
 
     def derived_text(self) -> str:
-        return fmt_decimals(self.derived, self.entry.decimals)
-
-
-def fmt_decimals(x: Fraction, decimals: int) -> str:
-    q = Decimal(1).scaleb(-decimals)
-    d = (Decimal(x.numerator) / Decimal(x.denominator)).quantize(q, rounding=ROUND_HALF_EVEN)
-    return f"{d:,}" if decimals == 0 else f"{d:,.{decimals}f}"
+        x, decimals = self.derived, self.entry.decimals
+        d = (Decimal(x.numerator) / Decimal(x.denominator)).quantize(Decimal(1).scaleb(-decimals), ROUND_HALF_EVEN)
+        return f"{d:,}" if decimals == 0 else f"{d:,.{decimals}f}"
 
 
 def rounds_to(x: Fraction, printed: Fraction, decimals: int) -> bool:
