@@ -37,8 +37,7 @@ def _build(structure, family: str = "deepseek") -> Terms:
     flags = MappingProxyType(dict(zip(fam.flags, structure)))
     terms = Terms()
     terms.hint = "(list them with `memsym terms`)"
-    # the family's own parameters, then each shared section, receiving the registry so far, the family
-    # (derivations/families) and its structure flags
+    # the family's own parameters, then each shared section (given the registry so far, the family, its flags)
     for t in fam.parameter_terms(terms, flags):
         terms.add(t)
     for module in [shared[name] for name in fam.sections]:

@@ -70,14 +70,11 @@ def formulas(name: str) -> Tuple[Tuple[str, object, str], ...]:
     import sympy as sp
 
     from derivations.notation import PP, VPP, i_s, n_mb
-    if name in ("1f1b", "zb"):
-        return (("own", sp.Min(n_mb, PP - i_s), "all"),)
-    if name == "interleaved":
-        return (("own", sp.Min(2 * (PP - i_s - 1) + (VPP - 1) * PP + 1, n_mb * VPP) / VPP, "layers"),
-                ("own", sp.Integer(1), "head"))
-    if name == "dualpipe":
-        return (("own", PP - i_s, "all"), ("mirror", i_s + 1, "all"))
-    raise ConfigError("schedule", f"schedule must be one of {', '.join(SCHEDULES)}, got {name!r}")
+    one_f_one_b = (("own", sp.Min(n_mb, PP - i_s), "all"),)
+    return {"1f1b": one_f_one_b, "zb": one_f_one_b,
+            "interleaved": (("own", sp.Min(2 * (PP - i_s - 1) + (VPP - 1) * PP + 1, n_mb * VPP) / VPP, "layers"),
+                            ("own", sp.Integer(1), "head")),
+            "dualpipe": (("own", PP - i_s, "all"), ("mirror", i_s + 1, "all"))}[name]
 
 
 def validate(name: str, pp: int, microbatches: Optional[int], vpp: Optional[int]) -> None:

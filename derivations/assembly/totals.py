@@ -9,7 +9,12 @@ from typing import Dict, Tuple
 
 from symbolic.term import Term, combine
 
-from derivations import variant, config as cfg
+from derivations import evaluate as ev, notation as nt, variant, config as cfg
+from derivations.activations import view_terms
+from derivations.activations.shape import of_model
+from derivations.activations.view import View
+from derivations.assembly import schedules, step_names, step_terms
+from derivations.tensors import B_IS_1
 from derivations.assembly.sides import COMPONENTS, device_component_ids as component_ids  # noqa: F401
 from derivations.config import RECOMPUTE, ZERO_NAMES, ConfigError, Training
 import sympy as sp
@@ -46,9 +51,6 @@ def components(model, training: Training) -> Dict[str, Term]:
 def device_components(model, layout, training: Training, index: int) -> Dict[str, object]:
     """{component: expression} of device ``index`` (b and s symbolic): the model states of the stages it holds and n_fl
     x the activations of each chunk it runs, as device.py assembles them."""
-
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.assembly import schedules
     if training.virtual_layers is not None:  # the closed forms count each rank's layers in V equal chunks
         raise ConfigError("virtual-layers", "--virtual-layers (a simulated interleaved order) has no closed form "
                                             "here; use it with memsym estimate")
@@ -79,14 +81,6 @@ def device_total(model, training: Training) -> Term:
 def step_expression(model, training, st, term_id: str, at: int = None):
     """The moment ``term_id`` (step_terms.py) of stage ``st`` in b and s: the kinds' symbols replaced by the view's
     terms (M_X0: without recomputation), less the head's cross-entropy transient; b = 1's indicator at b = ``at``."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations import evaluate as ev
-    from derivations import notation as nt
-    from derivations.activations import view_terms
-    from derivations.activations.shape import of_model
-    from derivations.activations.view import View
-    from derivations.assembly import step_names, step_terms
-    from derivations.tensors import B_IS_1
     _, framework, policy, moment = term_id.split(".")
     expr = step_terms.moments(framework, policy)[moment].expr
     plain, bare = step_names.trainings(training)
