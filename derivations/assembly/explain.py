@@ -3,6 +3,7 @@ per-layer terms (Sec. 3's rules), or Megatron's shard and the ModelZoo rank's pa
 from __future__ import annotations
 
 from fractions import Fraction
+from itertools import groupby
 from types import SimpleNamespace
 
 from symbolic.exact import fmt_int
@@ -32,14 +33,8 @@ def explain_split(est) -> list:
     lines = [f"pipeline split of the {m.l} layers ({kinds.count('dense')} dense, {kinds.count('moe')} MoE) over "
              f"PP={lay.pp} stages: {sizes} layers"
              + (" (--layers-per-stage)" if lay.layers_per_stage else " (change with --layers-per-stage)")]
-    groups = []
-    for c in all_stages:
-        key = (len(c.layers), c.dense, c.moe, c.embedding, c.head, c.extra)
-        if groups and groups[-1][0] == key:
-            groups[-1][1].append(c)
-        else:
-            groups.append((key, [c]))
-    for _, cs in groups:
+    for _, run in groupby(all_stages, key=lambda c: (len(c.layers), c.dense, c.moe, c.embedding, c.head, c.extra)):
+        cs = list(run)
         first, last = cs[0], cs[-1]
         name = f"stage {first.index}" if len(cs) == 1 else f"stages {first.index}-{last.index}"
         start, stop = first.layers.start, last.layers.stop - 1
