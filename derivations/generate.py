@@ -76,15 +76,6 @@ def family_special(fam) -> Dict[str, sp.Expr]:
     return fam.special_symbols()
 
 
-def _foreign_derived(fam) -> set:
-    """The derived symbols other families declare, not printed into ``fam``'s module."""
-    out = set()
-    for other in families.all():
-        if other is not fam and families.packaged(other.name):
-            out |= set(getattr(other.notation(), "DERIVED", ()))
-    return out
-
-
 @lru_cache(maxsize=None)
 def _special_symbols(fams) -> Dict[sp.Expr, sp.Symbol]:
     """{expression: its symbol} of SPECIAL and of every family's own (once per set of registered families)."""
@@ -106,14 +97,6 @@ def factor_tree(factors, refs: Dict):
         f = sp.sympify(f)
         out.append(["r", refs[f]] if f in refs else tree(_specials(f), refs))
     return out[0] if len(out) == 1 else (["*", *out] if out else 1)
-
-
-def part_tree(part, refs: Dict):
-    """``prod(num) / prod(den)`` of a Part, with references for the terms it multiplies."""
-    num = factor_tree(part.num, refs)
-    if not part.den:
-        return num
-    return ["*", num, ["^", factor_tree(part.den, refs), -1]]
 
 
 class Pool:
@@ -158,20 +141,11 @@ class _Recorder:
         return getattr(self._view, name)
 
 
-def _probe_views() -> List[View]:
-    """Views that vary every feature from a few bases (every value of every feature appears)."""
-    base = {f: vals[0] for f, vals in FEATURES.items()}
-    out = []
-    for rc in FEATURES["recompute"]:
-        for f, vals in FEATURES.items():
-            for val in vals:
-                out.append(view_of({**base, "recompute": rc, f: val}))
-    return out
-
-
 def exists_features() -> Dict[str, frozenset]:
-    """{tag: the features its EXISTS rule reads}."""
-    probes = _probe_views()
+    """{tag: the features its EXISTS rule reads}, probed on views varying every feature from a few bases."""
+    base = {f: vals[0] for f, vals in FEATURES.items()}
+    probes = [view_of({**base, "recompute": rc, f: val}) for rc in FEATURES["recompute"]
+              for f, vals in FEATURES.items() for val in vals]
     out = {}
     for tag, rule in EXISTS.items():
         seen: set = set()
@@ -286,7 +260,8 @@ def structure_terms(structure, fam=DEEPSEEK) -> Dict:
     for tid in ids:
         t = terms[tid]
         own = {k: v for k, v in refs.items() if v != tid}  # a term is never a reference to itself
-        out[tid] = [[p.key, list(p.tags), part_tree(p, own), p.label] for p in t.parts]
+        out[tid] = [[p.key, list(p.tags), (["*", factor_tree(p.num, own), ["^", factor_tree(p.den, own), -1]]
+                                            if p.den else factor_tree(p.num, own)), p.label] for p in t.parts]
     return out
 
 
@@ -305,7 +280,9 @@ def python_module(fam=DEEPSEEK) -> str:
              "from fractions import Fraction as _Q", "from math import floor as _floor", "", "",
              "def derived(v):",
              '    """Add to ``v`` the derived symbols and non-polynomial factors whose inputs it holds."""']
-    defs = [(s.name, e) for s, e in nt.DEFINITIONS.items() if s not in _foreign_derived(fam)] \
+    foreign = {s for other in families.all() if other is not fam and families.packaged(other.name)
+               for s in getattr(other.notation(), "DERIVED", ())}  # other families' derived symbols: not printed here
+    defs = [(s.name, e) for s, e in nt.DEFINITIONS.items() if s not in foreign] \
         + list(SPECIAL.items()) + list(family_special(fam).items())
     for name, expr in sorted(defs):
         need = sorted(x.name for x in sp.sympify(expr).free_symbols)

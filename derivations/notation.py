@@ -184,14 +184,10 @@ PAPER_FACTOR_ORDER = ["n_fl", "B_w", "B_g", "B_m", "B_1", "B_2", "B_a", "B_k", "
 register((), factor_order=PAPER_FACTOR_ORDER)
 
 
-def _family_symbols() -> None:
-    """Register each family's own symbols (``derivations/families/<name>/notation.py``)."""
-    for path in sorted((Path(__file__).resolve().parent / "families").glob("*/notation.py")):
-        mod = importlib.import_module(f"derivations.families.{path.parent.name}.notation")
-        FAMILY_SYMBOLS[path.parent.name] = frozenset(getattr(mod, "SYMBOLS", {})) | frozenset(
-            s.name for s in getattr(mod, "DERIVED", ()))
-
-
-#: {family: names of the symbols its own notation module registers} (a report lists another family's not)
+#: {family: names of the symbols its own notation module registers} (a report lists another family's not), each
+#: family's own symbols registered with the paper's (``derivations/families/<name>/notation.py``, found by file)
 FAMILY_SYMBOLS: Dict[str, frozenset] = {}
-_family_symbols()
+for _path in sorted((Path(__file__).resolve().parent / "families").glob("*/notation.py")):
+    _mod = importlib.import_module(f"derivations.families.{_path.parent.name}.notation")
+    FAMILY_SYMBOLS[_path.parent.name] = frozenset(getattr(_mod, "SYMBOLS", {})) | frozenset(
+        s.name for s in getattr(_mod, "DERIVED", ()))

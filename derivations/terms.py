@@ -66,20 +66,15 @@ class Variant:
 def _variant(structure, view, conventions, family: str = "deepseek") -> Variant:
     # lazy: sympy (only this path needs it)
     from derivations.activations import view_terms
+    from derivations.assembly import step_names, step_terms
     from derivations.assembly.conventions import side_terms, weight_side
     base = _build(structure, family)
     fam = families.get(family)
     acts = view_terms(view, shapes.of(family, structure))
     sides = side_terms(base, conventions) if "conventions" in fam.sections else ()
-    extra = list(sides) + list(acts.values()) + list(step_moments(view).values())
+    moments = step_terms.moments(step_names.framework_of(view.conv), step_names.policy_of(view.recompute))
+    extra = list(sides) + list(acts.values()) + list(moments.values())
     return Variant(base.overlay(extra), {k: t.id for k, t in acts.items()}, weight_side(conventions))
-
-
-def step_moments(view) -> Dict:
-    """{moment: Term} of the step under ``view`` (step_terms.py): ``--head-state``'s framework, its policy."""
-    # lazy: sympy (only this path needs it)
-    from derivations.assembly import step_names, step_terms
-    return step_terms.moments(step_names.framework_of(view.conv), step_names.policy_of(view.recompute))
 
 
 def variant(model, training=None) -> Variant:

@@ -37,12 +37,6 @@ def _kinds(model, training, values: Mapping) -> Dict[str, Fraction]:
     return ev.activation_values(View.of(training), of_model(model), values)
 
 
-def _view_variant(training) -> Tuple[bool, bool]:
-    """(MTP modules' activations, full recomputation): what of the view the assembly's rows depend on."""
-    view = View.of(training)
-    return view.conv.mtp_activations == "last-stage", view.recompute == "full"
-
-
 def _assemble(training, holds: str, inputs: Mapping, chunks=(), all_stages=(), family: str = ev.FAMILY) -> Dict:
     """The printed assembly at ``inputs`` (:func:`_inputs`, :func:`_option_inputs`) and, with a schedule, at each
     chunk's composition and in-flight count; ``holds``: paper, schedule or given (``activations_held`` an input)."""
@@ -54,7 +48,8 @@ def _assemble(training, holds: str, inputs: Mapping, chunks=(), all_stages=(), f
         comp = chunks[c].composition(all_stages[chunks[c].stage]).named() if c < len(chunks) else {}
         v.update({f"{k}_{c}": comp.get(k, 0) for k in cfg.composition_names(family)})
         v[f"n_fl_{c}"] = chunks[c].inflight if c < len(chunks) else 0
-    return ev.device(*_view_variant(training), holds, v, family, options=True)
+    view = View.of(training)  # the rows depend on the view through the MTP modules and full recomputation only
+    return ev.device(view.conv.mtp_activations == "last-stage", view.recompute == "full", holds, v, family, True)
 
 
 def _inputs(model, training, values: Mapping, states: Mapping, runtime) -> Dict:

@@ -51,14 +51,9 @@ HOLDS = ("paper", "schedule", "given")
 ENDS = ("low", "high")
 
 
-def variant_key(mtp: bool, full: bool, holds: str) -> str:
-    """The variant of a view (MTP activations, full recomputation) and its hold (:data:`HOLDS`)."""
-    return f"mtp{int(mtp)}full{int(full)}.{holds}"
-
-
 def variants(options: bool = False) -> List[Tuple[str, bool, bool, str]]:
     """(key, mtp, full, holds) of every variant, without or with the options' terms (key ``...+options``)."""
-    return [(variant_key(mtp, full, holds) + ("+options" if options else ""), mtp, full, holds)
+    return [(f"mtp{int(mtp)}full{int(full)}.{holds}" + ("+options" if options else ""), mtp, full, holds)
             for mtp, full, holds in itertools.product((False, True), (False, True), HOLDS)]
 
 
@@ -72,12 +67,6 @@ def _options(sym: Dict[str, sp.Symbol]) -> sp.Expr:
     S = _symbol
     return (sym["L_d"] * (S("Q_D") - S("O_D")) + sym["L_m"] * (S("Q_E") - S("O_E"))
             + sym["e_H"] * S("Q_H"))
-
-
-def chunk_symbols(c: int, names=COMPOSITION) -> Dict[str, sp.Symbol]:
-    """{composition name: symbol} of chunk ``c`` and its in-flight count (``n_fl``)."""
-    return {**{k: sp.Symbol(f"{k}_{c}", nonnegative=True) for k in names},
-            "n_fl": sp.Symbol(f"n_fl_{c}", nonnegative=True)}
 
 
 def _symbol(name: str) -> sp.Symbol:
@@ -120,7 +109,7 @@ def assembly(mtp: bool, full: bool, holds: str, shape=True, options: bool = Fals
     elif holds == "schedule":  # act.peak = n_fl x act.stage, at each chunk's composition and in-flight count
         peak = sp.Integer(0)
         for c in range(CHUNKS):
-            sym = chunk_symbols(c, names)
+            sym = {k: S(f"{k}_{c}") for k in (*names, "n_fl")}  # chunk c's composition and in-flight count
             peak += t["peak"].xreplace({nt.n_fl: sym["n_fl"], **{nt.SYMBOLS[k]: sym[k] for k in names}})
             if options:  # each of the chunk's n_fl micro-batches changed by the options
                 peak += sym["n_fl"] * _options(sym)

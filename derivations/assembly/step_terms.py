@@ -76,15 +76,9 @@ TIED = ("tied", "the tied head's weight gradient (B_w V h), held until the embed
         "tie_weights; " + MC + "models/common/language_module/language_module.py: shared_embedding_or_output_weight")
 
 
-def _left_hf():
-    """S_hf of STEP.md: what transformers' layer saved up to its scores."""
-    return ((4 + 2 * B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 2 * B_a * t * (n_h / TP) * d_qk + 4 * P)
-
-
-def _left_mc():
-    """S_mc of STEP.md: what Megatron-Core's layer saved up to its scores."""
-    return ((8 + B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 4 * B_a * s_loc * d_r
-            + 2 * B_a * t * (n_h / TP) * d_qk)
+#: S_hf and S_mc of STEP.md: what transformers' and Megatron-Core's layer saved up to its scores
+LEFT_HF = (4 + 2 * B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 2 * B_a * t * (n_h / TP) * d_qk + 4 * P
+LEFT_MC = (8 + B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 4 * B_a * s_loc * d_r + 2 * B_a * t * (n_h / TP) * d_qk
 
 
 def _norm(held, kept: str, kept_bytes, src: str, tied: bool) -> Term:
@@ -156,7 +150,7 @@ def _transformers(policy: str) -> Dict[str, Term]:
     attn = [("held", "what the end of the forward holds besides the saves, less the loss", eof - 4 * e_H, STEP),
             release,
             ("left", "what the layer saved up to its scores (three RMSNorms, q and k, the FP32 softmax output)",
-             _left_hf() - (A_last if policy != "full" else 0),
+             LEFT_HF - (A_last if policy != "full" else 0),
              HF + ": DeepseekV3Attention.forward, eager_attention_forward"),
             ("grads", "ToCopyBackward0's FP32 gradient of the probabilities and SoftmaxBackward0's FP32 output "
                       "(4 b n_h s^2 each), the residual gradient (B_a t h) and the value's B_a gradient",
@@ -312,7 +306,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
                 eof - has_moe * tn + (4 if policy == "partial" else 0), STEP),
                release,
                ("left", "what the last layer saved up to its scores (three RMSNorms, the up-projections' inputs, the "
-                        "RoPE saves, q and k) in place of its saves", _left_mc() - A_last,
+                        "RoPE saves, q and k) in place of its saves", LEFT_MC - A_last,
                 MC + "transformer/multi_latent_attention.py; transformer/dot_product_attention.py"),
                ("scores",
                 "baddbmm's output (B_a b n_h s^2: beta 0 returns a new tensor), input.float()'s FP32 copy and "
@@ -330,7 +324,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
                 eof - 12, STEP),
                release,
                ("left", "what the last layer saved up to its scores in place of its saves, and the router's int64 "
-                        "top-k indices (still held by a node not yet run)", _left_mc() + 8 * t * k - A_last, STEP),
+                        "top-k indices (still held by a node not yet run)", LEFT_MC + 8 * t * k - A_last, STEP),
                ("recomputed", "the recomputed FP32 softmax (4 b n_h s^2), the bool causal mask, the context "
                               "CheckpointFunction.backward holds as outputs (B_a t n_h d_v), the checkpoint's value",
                 4 * P + s_loc ** 2 + 2 * hv, MC + "transformer/attention.py: _checkpointed_attention_forward"),
@@ -344,7 +338,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
         first = [("held", "what the end of the forward holds besides the saves, the loss tracker (4 L) and 8 bytes of "
                           "0-dim values", eof + 4 * L + 8, STEP),
                  release,
-                 ("left", "what the first layer, rebuilt, saved up to its scores", _left_mc(), STEP),
+                 ("left", "what the first layer, rebuilt, saved up to its scores", LEFT_MC, STEP),
                  ("recomputed", "the recomputed FP32 softmax and the softmax backward's FP32 gradient and output "
                                 "(4 b n_h s^2 each), the bool causal mask, the context's gradient",
                   12 * P + s_loc ** 2 + hv, soft),

@@ -129,15 +129,6 @@ def leaves(parts, terms, subs) -> List[Leaf]:
 
 
 # ------------------------------------------------------------------------- the paper's setting
-def model_spec(model):
-    """The ModelSpec of a preset name, a ModelSpec, or None (DeepSeek-v3)."""
-    if model is None:
-        return cfg.PRESETS["deepseek-v3"]
-    if isinstance(model, str):
-        return cfg.load_model(model)
-    return model
-
-
 def _at_paper(model, term: Term, cmp: Comparison, assumptions) -> Tuple[Optional[Fraction], Optional[Fraction], str]:
     """(value, bytes, description) of term - formula at the paper's configuration (Tables 5 and 9, stage 1)."""
     layout, training = cfg.Layout(), cfg.Training()
@@ -204,7 +195,7 @@ def verify(formula: str, against, assume=None, model=None, stage: Optional[int] 
     """Is ``formula`` (plain text or LaTeX) equal to ``against`` (a term id, ``id:part+part`` or a Term) under
     ``assume`` (a dict, ``["TP=2"]`` or ``"TP=2 SP=2"``)? ``model``: preset name or ModelSpec; ``stage``: that stage's
     L_d, L_m, e_E, e_H. FormulaError (a ConfigError) on unreadable input."""
-    model = model_spec(model)
+    model = cfg.PRESETS["deepseek-v3"] if model is None else cfg.load_model(model) if isinstance(model, str) else model
     parsed = parse_formula(formula, symbols_help=SYMBOLS_HELP)
     # --stage: L_d, L_m, e_E, e_H of that stage of the paper's layout (Table 4)
     assumptions = ({k: sp.Integer(v) for k, v in cfg.stage(model, cfg.Layout(), stage).values().items()}
