@@ -82,12 +82,6 @@ def _states(prefix: str, params: Term, provenance: str, sfx: str = ""):
         yield replace(t, id=t.id + sfx, scope=params.scope) if sfx else replace(t, scope=params.scope)
 
 
-def megatron_terms(reg):
-    params = megatron_params(reg)
-    yield params
-    yield from _states("conv.megatron", params, MEG)
-
-
 def _indexers(reg):
     """(I, L_I): one DSA indexer's parameters and the layers holding one, or (0, 0); Megatron-LM's formula and the
     ModelZoo script know no DSA: memsym counts them with A (TP-split)."""
@@ -123,13 +117,6 @@ def modelzoo_params(reg):
     total = combine("conv.modelzoo.params", "parameters of the ModelZoo script's rank", "params", MZ_SCRIPT,
                     [("non_moe", "non-MoE", 1, non_moe), ("moe", "MoE", 1, moe)])
     return non_moe, moe, total
-
-
-def modelzoo_terms(reg):
-    non_moe, moe, total = modelzoo_params(reg)
-    yield from (non_moe, moe, total)
-    # calc(): dense parameters over dense_dp = gpus / (pp tp) = DP CP, experts over moe_dp = EDP
-    yield from sharding_terms("conv.modelzoo", non_moe.expr, moe.expr, MZ_SCRIPT)
 
 
 def modelzoo_tensors():
@@ -265,11 +252,15 @@ def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
 
 
 def terms(reg, family, flags):
-    q_lora = flags["q_lora"]
-    yield from megatron_terms(reg)
-    yield from modelzoo_terms(reg)
+    params = megatron_params(reg)
+    yield params
+    yield from _states("conv.megatron", params, MEG)
+    non_moe, moe, total = modelzoo_params(reg)
+    yield from (non_moe, moe, total)
+    # calc(): dense parameters over dense_dp = gpus / (pp tp) = DP CP, experts over moe_dp = EDP
+    yield from sharding_terms("conv.modelzoo", non_moe.expr, moe.expr, MZ_SCRIPT)
     parts = modelzoo_tensors()
-    if not q_lora:
+    if not flags["q_lora"]:
         parts = tuple(p for p in parts if p.key not in ("q_down", "q_norm"))
     yield Term("conv.modelzoo.layer", "activation bytes of one MoE transformer layer, ModelZoo accounting", "bytes",
                MZ, parts)

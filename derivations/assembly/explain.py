@@ -50,39 +50,30 @@ def _terms(est, values=None):
     return ev.Terms(est.model.structure, ev.derived(dict(est.values if values is None else values), family), family)
 
 
-def explain_megatron(est) -> list:
-    """The parts of Megatron's most-loaded shard (--rank megatron)."""
-    values = megatron_values(est.model, est.layout, est.training)
-    tid = est.term_ids["params"]
-    terms = _terms(est, values)
-    labels = terms.labels(tid)
-    lines = [f"  Megatron-LM's most-loaded shard ({tid}; whole model over PP={est.layout.pp}, "
-             f"D={values['D']} MTP layer{'s' * (values['D'] != 1)}):"]
-    for key, tags, value in terms.parts(tid):
-        side = "P_m, over EDP" if "moe" in tags else "P_n, over DP"
-        lines.append(f"    {key:<11}{fmt_int(value):>16}  {labels[key]} ({side})")
-    return lines
-
-
-def explain_modelzoo(est) -> list:
-    """The parts of the ModelZoo script's rank (--rank modelzoo)."""
-    terms = _terms(est)
-    lines = ["  the ModelZoo script's rank (every layer of the stage counted as a MoE layer; no embedding, head, "
-             "norms or router):"]
-    for tid, over in (("conv.modelzoo.params.non_moe", "P_n, over DP CP"),
-                      ("conv.modelzoo.params.moe", "P_m, over EDP")):
-        labels = terms.labels(tid)
-        for key, _, value in terms.parts(tid):
-            lines.append(f"    {key:<11}{fmt_int(value):>16}  {labels[key]} ({over})")
-    return lines
-
-
 def explain_params(est) -> list:
-    """How P_n and P_m of the device arise from the per-layer terms (Sec. 3 rules)."""
-    if est.term_ids.get("params", "").startswith("conv.megatron"):
-        return explain_megatron(est)
-    if est.term_ids.get("params", "").startswith("conv.modelzoo"):
-        return explain_modelzoo(est)
+    """How P_n and P_m of the device arise from the per-layer terms (Sec. 3 rules), or the parts of Megatron's
+    most-loaded shard (--rank megatron) and of the ModelZoo script's rank (--rank modelzoo)."""
+    tid = est.term_ids.get("params", "")
+    if tid.startswith("conv.megatron"):
+        values = megatron_values(est.model, est.layout, est.training)
+        terms = _terms(est, values)
+        labels = terms.labels(tid)
+        lines = [f"  Megatron-LM's most-loaded shard ({tid}; whole model over PP={est.layout.pp}, "
+                 f"D={values['D']} MTP layer{'s' * (values['D'] != 1)}):"]
+        for key, tags, value in terms.parts(tid):
+            side = "P_m, over EDP" if "moe" in tags else "P_n, over DP"
+            lines.append(f"    {key:<11}{fmt_int(value):>16}  {labels[key]} ({side})")
+        return lines
+    if tid.startswith("conv.modelzoo"):
+        terms = _terms(est)
+        lines = ["  the ModelZoo script's rank (every layer of the stage counted as a MoE layer; no embedding, head, "
+                 "norms or router):"]
+        for tid, over in (("conv.modelzoo.params.non_moe", "P_n, over DP CP"),
+                          ("conv.modelzoo.params.moe", "P_m, over EDP")):
+            labels = terms.labels(tid)
+            for key, _, value in terms.parts(tid):
+                lines.append(f"    {key:<11}{fmt_int(value):>16}  {labels[key]} ({over})")
+        return lines
     m, lay, st = est.model, est.layout, est.stage
     shared_tp = est.training.conventions.shared_expert == "tp"
     if len(est.held) > 1:  # DualPipe: the device holds two stages' parameters

@@ -171,16 +171,6 @@ def _hints(cmp: Comparison) -> List[str]:
     return hints
 
 
-def _differences(cmp: Comparison, parts, terms) -> Tuple[List[Monomial], List[str]]:
-    """The differing monomials (with the term's tensors carrying them) and the difference's multiples."""
-    found = leaves(parts, terms, cmp.substitution)
-    monomials = [Monomial(m, tc, fc, carriers(m, found)) for m, (tc, fc) in cmp.coefficients.items()]
-    monomials.sort(key=lambda m: monomial_rank(m.monomial))
-    explanation = [f"term - formula = {n} x ({' + '.join(keys)}) of the term: {'; '.join(labels)}"
-                   for n, keys, labels in multiples(cmp.delta, found)]
-    return monomials, explanation
-
-
 def _display(term: Term, parts, subs) -> Optional[sp.Expr]:
     """The term (or its one selected part) in per-row form at ``subs``; a courtesy: None on failure."""
     try:
@@ -205,7 +195,13 @@ def verify(formula: str, against, assume=None, model=None, stage: Optional[int] 
     label, term, parts = resolve_term(against, terms)
     cmp = compare(sp.Add(*[p.expr for p in parts]), parsed.expr, assumptions, paper_defaults(),
                   {nt.SYMBOLS[n] for n in parsed.mentioned}, sides=("the term", "the formula"))
-    monomials, explanation = _differences(cmp, parts, terms) if not cmp.equal else ([], [])
+    monomials, explanation = [], []
+    if not cmp.equal:  # the differing monomials (with the term's tensors carrying them), the difference's multiples
+        found = leaves(parts, terms, cmp.substitution)
+        monomials = sorted((Monomial(m, tc, fc, carriers(m, found)) for m, (tc, fc) in cmp.coefficients.items()),
+                           key=lambda m: monomial_rank(m.monomial))
+        explanation = [f"term - formula = {n} x ({' + '.join(keys)}) of the term: {'; '.join(labels)}"
+                       for n, keys, labels in multiples(cmp.delta, found)]
     value, nbytes, paper_desc = _at_paper(model, term, cmp, assumptions)
     return VerifyResult(
         formula_text=formula, against=label, term_meaning=term.meaning,
