@@ -52,17 +52,6 @@ from derivations.notation import B_a, B_f8, B_o, EP, ETP, SP, TP
 from symbolic.term import Part
 
 
-def retype(view: View, num: Tuple, tags: Iterable[str]) -> Tuple[Tuple, str]:
-    """(factors with B_a replaced by the cached format's bytes symbol, format note)."""
-    if not view.fp8:
-        return tuple(num), ""
-    tags = set(tags)
-    for tag, sym, note in (("e5m6", B_o, "E5M6"), ("fp8", B_f8, "FP8")):
-        if tag in tags:
-            return tuple(sp.sympify(f).xreplace({B_a: sym}) for f in num), note
-    return tuple(num), ""
-
-
 def scale(view: View, tags: Iterable[str]) -> Tuple[Tuple, Tuple, Tuple[str, ...]]:
     """(extra numerator factors, extra denominator factors, notes) :data:`RULES` apply to a tensor with ``tags``."""
     tags, num, den, notes = set(tags), (), (), ()
@@ -102,10 +91,11 @@ def _kept(view: View, num, den, tags):
     """(num, den, notes) of one tensor as ``view`` keeps it, or None if it is not kept."""
     if not view.keeps(tags):
         return None
-    num, fmt = retype(view, num, tags)
     n, d, notes = scale(view, tags)
-    if fmt:
-        notes = (f"cached in {fmt}",) + notes
+    for tag, sym, fmt in (("e5m6", B_o, "E5M6"), ("fp8", B_f8, "FP8")) if view.fp8 else ():  # FP8 caching: B_a retyped
+        if tag in tags:
+            num, notes = tuple(sp.sympify(f).xreplace({B_a: sym}) for f in num), (f"cached in {fmt}",) + notes
+            break
     return tuple(num) + n, tuple(den) + d, notes
 
 
