@@ -245,10 +245,8 @@ def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
             if p.expr.xreplace(routing) == 0:
                 continue  # a tensor the model's router does not make (an indicator is 0)
             rows.append(TensorRow(sub, p, exact(p.expr, subs), KEPT_FOR.get(p.key.split(".")[-1], "")))
-    saving = {}
-    for name, _, need in SAVINGS:
-        saving[name] = sum((r.bytes for r in rows if set(need) <= set(r.part.tags)), Fraction(0))
-    return rows, saving
+    return rows, {name: sum((r.bytes for r in rows if set(need) <= set(r.part.tags)), Fraction(0))
+                  for name, _, need in SAVINGS}
 
 
 def terms(reg, family, flags):

@@ -15,8 +15,7 @@ from derivations import build
 
 def _resolve(meta, entry):
     model = cfg.load_model(meta.get("model", "deepseek-v3"))
-    lay = dict(meta.get("layout", {}))
-    layout = cfg.Layout(**lay)
+    layout = cfg.Layout(**dict(meta.get("layout", {})))
     tr = dict(meta.get("training", {}))
     at = dict(entry.at)
     for k in ("mbs", "seq", "zero", "recompute"):
@@ -36,12 +35,9 @@ def _resolve(meta, entry):
 
 
 def _expr(terms, ref: str):
-    if ":" in ref:
-        tid, key = ref.split(":", 1)
-        t = terms[tid]
-        return t.part(key).expr, t.unit
-    t = terms[ref]
-    return t.expr, t.unit
+    tid, _, key = ref.partition(":")  # a term, or one part of it (``id:part``)
+    t = terms[tid]
+    return (t.part(key).expr if key else t.expr), t.unit
 
 
 def run(path=None) -> List[Result]:
