@@ -18,7 +18,6 @@ import json
 import random
 import sys
 import types
-from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Dict, List, Tuple
@@ -187,10 +186,7 @@ def decision_table(num, den, tags, feats, pool: Pool) -> Dict[str, int]:
         assign = {**base, **dict(zip(feats, values))}
         if assign["recompute"] != "custom" and any(assign[f"op:{o}"] == "1" for o in OPS):
             continue  # operators are recomputed only under a custom policy
-        view = view_of(assign)
-        if view.recompute == "custom" and not view.ops:
-            view = replace(view, ops=())  # custom with no operator: recomputes nothing
-        got = _kept(view, num, den, tags)
+        got = _kept(view_of(assign), num, den, tags)
         if got is not None:
             table["|".join(values)] = pool.add(_expr(got))
     return table

@@ -313,15 +313,14 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
                     virtual is not None, notes, *layer_split(model, comp, v))
 
 
-def _ends(v: Mapping, step_total=None) -> Dict[str, Dict[str, Fraction]]:
+def _ends(v: Mapping, step_total) -> Dict[str, Dict[str, Fraction]]:
     """{low, high: {f_frag, fragmentation, buffers, peak, step_peak}}: the Sec. 6 ends of the assembly."""
     out = {}
     for end in ("low", "high"):
         o = overheads.named_values(end)
         out[end] = {"f_frag": o["f_frag"], "fragmentation": Fraction(v[f"fragmentation_{end}"]), "buffers": o["M_buf"],
                     "peak": Fraction(v[f"peak_{end}"])}
-        if step_total is not None:
-            out[end]["step_peak"] = Fraction(overheads.peak(step_total, Fraction(o["f_frag"]), Fraction(o["M_buf"])))
+        out[end]["step_peak"] = Fraction(overheads.peak(step_total, Fraction(o["f_frag"]), Fraction(o["M_buf"])))
     return out
 
 
