@@ -159,12 +159,10 @@ def default_stage(layout: cfg.Layout) -> int:
 def estimate(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, stage_index: Optional[int] = None,
              assumptions: Sequence[str] = ()) -> Estimate:
     """One stage's estimate; ``stage_index`` None: stage 1 without a schedule, the most-loaded with one."""
-    if stage_index is None:
-        if training.schedule is None:
-            stage_index = default_stage(layout)
-        else:
-            every, worst = estimate_all(model, layout, training, assumptions)
-            return every[worst]
+    if stage_index is None and training.schedule:
+        every, worst = estimate_all(model, layout, training, assumptions)
+        return every[worst]
+    stage_index = default_stage(layout) if stage_index is None else stage_index
     return _estimate(model, layout, training, stage_index, assumptions)
 
 
