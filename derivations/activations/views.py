@@ -20,17 +20,9 @@ Tags:
                --checkpoints one (the layer input, the MLA's, is the only checkpoint)
   routed       the routed experts' tensors (E_token token-copies per local expert)
   inter        an expert's intermediate (h_E-wide) tensors   fc1  its gate and up outputs
-  combine      a routed expert's output (exists under --expert-outputs kept)
-  latent_norm  the latents' RMSNorm outputs (exist under --latent-norms kept)
-  dispatch_mask / row_map   the routing state (--routing-state mask / row-map)
-  paper_only / modelzoo_only  in one tensor inventory only (--inventory paper / modelzoo)
-  router_dt    in the router's dtype: B_a, or 4 under --router-dtype fp32
-  router_cast  the router scores' cast to B_a (exists under --router-dtype activation)
-  aux / aux_seq / aux_global  the load-balancing loss's tensors (--aux-loss seq or global / seq / global)
-  per_expert   a per-expert (or scalar) tensor, whole on every rank: not divided by --router-tensors sp
-
-Conventions (:class:`derivations.config.Conventions`) act through :data:`EXISTS` (tensors that exist under one choice)
-and :data:`RULES` (tensors a choice rescales); ids name only the conventions that change a kept tensor.
+  (others)     the conventions' (:class:`derivations.config.Conventions`): a tag that exists under one value
+               of a switch is in :data:`EXISTS` from its ``exists`` (derivations/config/switches.py: combine,
+               latent_norm, router_cast, aux, ...); one a value rescales (router_dt, per_expert, ...) in :data:`RULES`
 
 Policies: none keeps everything; full keeps layer_input, routing and head; selective drops ``score`` (Korthikanti et al.
 2022, Sec. 4.2); custom drops the named operators (``derivations.config.RECOMPUTE_OPS``). ``flash`` (FlashAttention-2)
