@@ -34,7 +34,7 @@ KINDS = {k.name: k for k in DEEPSEEK.layer_terms}
 @lru_cache(maxsize=None)
 def kind_parts(view: View, q_lora: bool = True) -> Dict[str, Tuple[Part, ...]]:
     """{kind: parts kept by ``view``} (``q_lora``: DeepSeek's flag, or a Shape)."""
-    if shapes.is_shape(q_lora):
+    if isinstance(q_lora, shapes.Shape):
         return {kind: apply(view, q_lora.specs(kind)) for kind in q_lora.declared.kinds}
     return {kind: apply(view, specs(q_lora)) for kind, specs in SPECS.items()}
 

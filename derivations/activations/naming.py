@@ -14,7 +14,7 @@ from derivations.config import CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventi
 
 def kept(view: View, q_lora=True):
     """What ``view`` keeps of each kind (generated tables, or a Shape's tensor lists)."""
-    return shapes.kept(view, q_lora) if shapes.is_shape(q_lora) else evaluate.kept(view, q_lora)
+    return shapes.kept(view, q_lora) if isinstance(q_lora, shapes.Shape) else evaluate.kept(view, q_lora)
 
 
 @lru_cache(maxsize=4096)

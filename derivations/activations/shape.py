@@ -46,12 +46,8 @@ def of_model(model):
     return of(model.family, model.structure)
 
 
-def is_shape(shape) -> bool:
-    return isinstance(shape, Shape)
-
-
 def family(shape) -> families.Family:
-    return shape.declared if is_shape(shape) else families.get("deepseek")
+    return shape.declared if isinstance(shape, Shape) else families.get("deepseek")
 
 
 @lru_cache(maxsize=1024)
@@ -67,7 +63,7 @@ def kept(view, shape: Shape) -> Mapping[str, Tuple]:
 @lru_cache(maxsize=64)
 def inert(shape) -> Tuple[bool, Tuple[str, ...]]:
     """(no tensor cached in FP8, the custom operators naming no tensor) of another family's :class:`Shape`."""
-    if not is_shape(shape):  # (before any import: DeepSeek's estimate reads the generated tables, no sympy)
+    if not isinstance(shape, Shape):  # (before any import: DeepSeek's estimate reads the generated tables, no sympy)
         return False, ()
     from derivations.activations.views import Group  # lazy: sympy (the tensor lists)
     tags = set()

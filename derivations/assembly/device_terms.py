@@ -49,6 +49,7 @@ CHUNKS = 2
 STATES = ("weights", "gradients", "optimizer")
 HOLDS = ("paper", "schedule", "given")
 ENDS = ("low", "high")
+S = lambda name: sp.Symbol(name, nonnegative=True)  # noqa: E731  (the assembly's inputs and names)
 
 
 def variants(options: bool = False) -> List[Tuple[str, bool, bool, str]]:
@@ -64,13 +65,8 @@ OFFLOAD, QUANTIZED = ("O_D", "O_E", "O_R"), ("Q_D", "Q_E", "Q_H")
 def _options(sym: Dict[str, sp.Symbol]) -> sp.Expr:
     """What the options change one micro-batch of a composition ``sym`` by: each held layer less its offloaded bytes
     plus the recipe's change, the head part by the recipe."""
-    S = _symbol
     return (sym["L_d"] * (S("Q_D") - S("O_D")) + sym["L_m"] * (S("Q_E") - S("O_E"))
             + sym["e_H"] * S("Q_H"))
-
-
-def _symbol(name: str) -> sp.Symbol:
-    return sp.Symbol(name, nonnegative=True)
 
 
 def _in_kinds(term, by_id: Dict, kind_of: Dict[str, sp.Symbol]):
@@ -91,7 +87,7 @@ def activation_terms(mtp: bool, full: bool, shape=True) -> Dict[str, sp.Expr]:
     view = View("full" if full else "none", conv=Conventions(mtp_activations="last-stage" if mtp else "none"))
     terms = view_terms(view, shape)
     by_id = {t.id: t for t in terms.values()}
-    kind_of = {terms[k].id: _symbol(s) for k, s in kinds_of(shape).items() if k in terms}
+    kind_of = {terms[k].id: S(s) for k, s in kinds_of(shape).items() if k in terms}
     return {k: _in_kinds(terms[k], by_id, kind_of) for k in ("stage", "peak", "layer")}
 
 
@@ -99,7 +95,6 @@ def assembly(mtp: bool, full: bool, holds: str, shape=True, options: bool = Fals
     """[(name, expression), ...] of one variant in evaluation order, with the options' terms when ``options``."""
     t = activation_terms(mtp, full, shape)
     names = composition_names(shapes.family(shape).name)  # L_d, L_m, e_E, e_H and the family's counts
-    S = _symbol
     own = {k: nt.SYMBOLS[k] for k in COMPOSITION}
     if holds == "paper" and options:  # one micro-batch: act.stage, changed by the options
         out = [("activations_per_microbatch", t["stage"]),
