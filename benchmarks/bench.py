@@ -1,31 +1,18 @@
 """Benchmarks of memsym's evaluation paths, searches, report and cold start; one run, interleaved.
 
-Every timing is repeated with the alternatives interleaved (one repetition of each, then the
-next), so load from other processes hits them alike; each is reported as the median and the
-range (min-max) of the repetitions.  Paths, on N random valid configurations of DeepSeek-v3
-(ZeRO 1, no recomputation; CP > 1 included), in ns per configuration:
-
-  floor          numpy reading the 12 input columns and writing their sum, in the same cache-sized
-                 blocks: the cost of touching the data, which no numpy evaluation can beat
-  numpy          symbolic.numeric.compile of the factored expression in cache-sized blocks
-                 (symbolic.search.evaluate): the engine's path (search), also reported as "compiled"
-  numpy 1 call   the same function on whole columns; numpy unfactored: the terms' own structure
-  hand numpy     the hand-written formula of tests/independent.py over float64 columns, in the same blocks
-
-then, as subprocesses (median and range; memsym keeps nothing on disk, so every run computes):
-`python -c "import sympy"`, `memsym estimate`, each repetition a command line not run before (another
---mbs: the generated evaluators, no sympy), `memsym search --gpus 8|1024|16384 --hbm 80GiB` and
-`memsym fit --hbm 80GiB` (interleaved), and `memsym report --format tex,md,html` (full mode only: the
-paper's configuration, and configurations not reported before).  Exactness is asserted (every path agrees with
-symbolic.numeric.exact to the byte below 2^53, and the hand formula equals the terms exactly);
-timings are printed, never asserted.  Performance goals: numpy <= 2.5x floor, search 16384
-< 1 s, <= 1.5x a new estimate and <= 1.5x search 8 (the search's floor), report < 3 s, a new
-estimate <= 1.2x import sympy.
+Every timing repeats the alternatives interleaved (one repetition of each, then the next), so load from other
+processes hits them alike; each is reported as the median and range of the repetitions.  (a) The per-device
+total on N random valid configurations of DeepSeek-v3 (ZeRO 1, no recomputation; CP > 1 included), in ns per
+configuration: the floor (numpy reading the 12 input columns and writing their sum, in the same cache-sized
+blocks), the engine's numpy path (symbolic.numeric.compile of the factored expression, in blocks:
+symbolic.search.evaluate; JSON key "compiled"), the same in one call and unfactored, and the hand formula of
+tests/independent.py.  (b) Subprocesses: ``import sympy``, a ``memsym estimate`` not run before (another
+--mbs), ``memsym search --gpus 8|1024|16384`` and ``memsym fit``; (c) without --quick, ``memsym report``
+of the paper's configuration and of new ones.  Exactness is asserted (every path equals symbolic.numeric.exact
+below 2^53, the hand formula equals the terms); timings are printed, never asserted.  Goals: numpy <= 2.5x
+floor, search 16384 < 1 s and <= 1.5x search 8 (its floor), report < 3 s, a new estimate <= 1.2x import sympy.
 
     python benchmarks/bench.py [--points N] [--repeat R] [--quick] [--json]
-
---quick: a smoke run of a few seconds (10^4 points, 3 repetitions, no report) for CI.
---json: the numbers as one JSON object on stdout (the text goes to stderr).
 """
 from __future__ import annotations
 
@@ -141,10 +128,10 @@ def bench_eval(points, repeat):
     vals = [np.ascontiguousarray(cols[a.name], dtype=np.float64) for a in args]
     hand_cols = [np.ascontiguousarray(cols[k], dtype=np.float64) for k in HAND_ARGS]
     hand = functools.partial(independent.total_numpy, dims, zero=ZERO)
-    results = {
-        "numpy": evaluate(fn, vals), "numpy_one_call": fn(*vals), "numpy_unfactored": evaluate(plain, vals),
-        "hand_numpy": evaluate(hand, hand_cols),
-    }
+    fns = {"floor": lambda: evaluate(touch, vals), "numpy": lambda: evaluate(fn, vals),
+           "numpy_one_call": lambda: fn(*vals), "numpy_unfactored": lambda: evaluate(plain, vals),
+           "hand_numpy": lambda: evaluate(hand, hand_cols)}
+    results = {k: f() for k, f in fns.items() if k != "floor"}
     # exactness: the terms (exact) equal the independent formula (exact), and every path rounds to them
     checked = 0
     for i in range(0, points, max(1, points // 200)):
@@ -156,9 +143,6 @@ def bench_eval(points, repeat):
             for name, r in results.items():
                 assert round(float(r[i])) == ex, (name, i, float(r[i]), ex)
             checked += 1
-    fns = {"floor": lambda: evaluate(touch, vals), "numpy": lambda: evaluate(fn, vals),
-           "numpy_one_call": lambda: fn(*vals), "numpy_unfactored": lambda: evaluate(plain, vals),
-           "hand_numpy": lambda: evaluate(hand, hand_cols)}
     times = interleaved(fns, repeat)
     return {"points": points, "exact_checked": checked, "numpy_compile_s": t_numpy_compile,
             "ns": {k: stats(v, 1e9 / points) for k, v in times.items()}}

@@ -159,7 +159,7 @@ def test_balanced_routing_gives_every_expert_its_share_in_a_real_trace():
     """Megatron-Core's SequentialMLP names each expert's module: with balanced routing each of the 8 experts of
     the tiny config runs (b s N_r / N = 128 token-copies each) and saves the same bytes."""
     from memsym.trace import mcore
-    from memsym.trace.families import families
+    from memsym.trace.compare import families
     rec, _ = mcore.run(str(TINY), 2, 256, balanced=True)
     per = {}
     for name, v in families(rec).items():

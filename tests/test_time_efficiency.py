@@ -7,7 +7,8 @@ from derivations.steptime import efficiency as E
 
 def test_every_efficiency_read_is_listed_with_its_source_and_none_from_a_throughput_row():
     rows = E.listing()
-    assert [r[0] for r in rows] == ["gemm_dense", "gemm_grouped", "attention", "ep_nvlink", "ep_network"]
+    assert [r[0] for r in rows] == ["gemm_dense", "gemm_grouped", "gemm_grouped_mxfp8", "attention", "ep_nvlink",
+                                    "ep_network"]
     for name, value, source in rows:
         print(f"{name}: {value} <- {source}")
         assert "@" in source or "arXiv" in source, name  # a file@commit or a paper

@@ -16,25 +16,37 @@ from clirun import run
 DATA = tomllib.loads((Path(__file__).resolve().parent.parent / "paper" / "throughput.toml").read_text())
 ROWS = DATA["rows"]
 #: measured when the rows were added, at the published peak (--gemm-efficiency 1, the defaults then): 1 of 14 within
-#: +-20% (25.09 H100, 1.09), 0 of 1 pair ordered (25.09 B200: the same layout in two FP8 granularities, predicted equal)
-WITHIN_20_AT_LEAST = 1
-ORDERED_AT_LEAST = 0
-#: the same with --efficiency published (derivations/config/efficiency.toml), measured when it was added
+#: +-20% (25.09 H100, 1.09), 0 of 1 pair ordered (25.09 B200: the same layout in two FP8 granularities, predicted
+#: equal).
+#: Measured again when each row's command gained what its release's performance scripts launched (paper/throughput.toml
+#: "flags": recomputation, MTP, overlap switches, dispatcher) and the 25.09 precisions were read from the release's perf
+#: matrix (FP8 current scaling unparenthesized, MXFP8 / blockwise in parentheses): 0 of 14 at the peak, ratios
+#: 1.62-3.10;
+#: the H100 row's 1.05 had been two errors cancelling (its run overlaps the EP all-to-all with the other micro-batch,
+#: --overlap-moe-expert-parallel-comm with DeepEP: with it the model is 2.65x the measured speed).  The B200 pair is now
+#: ordered (the MXFP8 scales' casts), and at the peak no row is predicted slower than it ran (the upper bound).
+WITHIN_20_AT_LEAST = 0
+ORDERED_AT_LEAST = 1
+#: the same with --efficiency published (derivations/config/efficiency.toml; on Blackwell the experts' grouped GEMM at
+#: NVIDIA's published GB200 MXFP8 rate): 1 of 14 (25.11 GB300 BF16, 1.12), ratios 1.12-2.35, 1 of 1 pair ordered
 PUBLISHED_WITHIN_20_AT_LEAST = 1
-#: measured again with the memory-bound operations, the MTP module (25.11 B200, w/ MTP) and Megatron's overlap switches
-#: (issue 45): still 1 of 14 and 0 of 1 at both, ratios 1.62-3.13 at the peak (25.09 H100 1.05) and 1.21-2.39 published
-#: (25.09 H100 0.88); with --overlap megatron:grad-reduce,param-gather,ep,wgrad (Megatron-Bridge's moe_a2a_overlap:
-#: scripts/performance/utils/overrides.py _set_moe_a2a_overlap_overrides) 0 of 14: the model is faster than every
-#: Blackwell run before that overlap, so the gap is not exposed EP
+#: What stays unexplained (printed per row as the share of the measured step the model does not account for): the
+#: framework's own authors name host-side overhead as the largest loss on these runs ("the biggest performance issue
+#: is that there are large gaps between kernels, and the CPU kernel launch speed cannot keep up": NVIDIA/Megatron-LM
+#: docs/discussions/deepseek-v3-gb200-optimization@eb0783b, Sec. 2, 494 -> 970 TFLOP/s, much of it by removing it), with
+#: the fragmented quantization, permute and padding kernels and the dispatchers' achieved bandwidth on NVL72; none has
+#: a published per-kernel or per-byte rate the model could read, so none is modelled.
 
 
 def test_each_row_is_consistent_as_published():
-    """The page's own arithmetic: GA = GBS / (MBS DP) with DP = GPUs / (TP PP CP), and each row cites the page."""
+    """The page's own arithmetic: GA = GBS / (MBS DP) with DP = GPUs / (TP PP CP), and each row cites the page and the
+    release's scripts its command's settings come from."""
     for r in ROWS:
         dp = r["gpus"] // (r["tp"] * r["pp"] * r["cp"])
         assert r["gpus"] == dp * r["tp"] * r["pp"] * r["cp"] and r["ga"] * r["mbs"] * dp == r["gbs"], r["id"]
         assert "megatron-bridge" in r["source"] and r["release"] in r["source"] and r["system"] in r["source"]
         assert f"--global-batch {r['gbs']} " in r["command"] and f"--gpu {r['gpu']} " in r["command"], r["id"]
+        assert "Megatron-Bridge" in r["flags"] and "@" in r["flags"], r["id"]  # where its launch settings come from
 
 
 def _predict(capsys, row, *extra):
@@ -64,8 +76,10 @@ def test_ratios_parts_share_and_order(capsys, extra, within_at_least, ordered_at
         share = "  ".join(f"{k} {p[k] / p['step']:.0%}" for k in ("compute", "recompute", "TP", "EP", "CP", "PP", "DP",
                                                                       "bubble", "optimizer") if p[k] > 0)
         share = share.replace("  ", f" (memory-bound {p['memory'] / p['step']:.0%})  ", 1)
+        unexplained = "" if abs(ratio - 1) <= 0.2 else f" | unexplained {1 - 1 / ratio:.0%} of the measured step"
         lines.append(f"{r['id']:26s} published {r['tokens_per_gpu_s']:>6,} predicted {t['tokens_per_gpu_s']:>8,.0f} "
-                     f"ratio {ratio:5.2f} | {share}")
+                     f"ratio {ratio:5.2f} | {share}{unexplained}")
+        assert extra or ratio >= 1, (r["id"], ratio)  # the peak is the upper bound: no run faster than it
     tables = defaultdict(list)
     for r in ROWS:
         tables[(r["release"], r["system"], r["precision"].split(" (")[0])].append(r)

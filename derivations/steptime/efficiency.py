@@ -5,7 +5,9 @@
   at each published M the shapes' FLOPs over their time (sum 2MNK / sum 2MNK/TFLOPS), then linear in log2 M between
   the published M and constant beyond them.  Dense products (attention projections, dense and shared FFNs, head) run
   at M = b s / (CP TP) rows; the routed experts' grouped GEMM at M = b s EP N_r / (CP TP E) rows per expert
-  (balanced routing).
+  (balanced routing).  On a GPU with block-scaled tensor cores (an MXFP8 rate in gpus.toml: Blackwell) the
+  experts' grouped GEMM reads NVIDIA's published MXFP8 grouped GEMM on GB200 at DeepSeek-V3's expert shape instead
+  (``gemm_grouped_mxfp8``: one point, its M not stated).
 * Attention: FlashAttention-3's published TFLOPS over the H100's BF16 peak.
 * The experts' dispatch and combine: DeepEP's published bottleneck bandwidths over the link's nominal one, NVLink's
   and the network's (by EP size, constant beyond the published sizes).
@@ -48,15 +50,23 @@ def _by_rows(name: str):
     return np.log2(ms), np.array(eff)
 
 
-def gemm(rows, grouped: bool = False) -> np.ndarray:
-    """Efficiency of a GEMM (grouped: the experts' per group) of ``rows`` rows (array)."""
+def gemm(rows, grouped: bool = False, gpu=None) -> np.ndarray:
+    """Efficiency of a GEMM (grouped: the experts' per group) of ``rows`` rows (array) on ``gpu`` (a preset; None:
+    Hopper's tables)."""
+    if grouped and gpu is not None and gpu.rate("mxfp8") is not None:
+        return np.full(np.shape(rows), _rate("gemm_grouped_mxfp8"))
     x, y = _by_rows("gemm_grouped" if grouped else "gemm_dense")
     return np.interp(np.log2(np.maximum(np.asarray(rows, dtype=np.float64), 1.0)), x, y)
 
 
-def attention() -> float:
-    t = tables()["attention"]
+def _rate(name: str) -> float:
+    """A one-point table's published TFLOPS over its GPU's peak at its precision."""
+    t = tables()[name]
     return t["tflops"] * 1e12 / gpu_presets.gpu(t["gpu"]).rate(t["precision"])
+
+
+def attention() -> float:
+    return _rate("attention")
 
 
 def links(ep) -> Dict[str, np.ndarray]:
@@ -74,6 +84,7 @@ def listing():
     return [("gemm_dense", dict(zip(*(a.tolist() for a in _by_rows("gemm_dense")))), t["gemm_dense"]["source"]),
             ("gemm_grouped", dict(zip(*(a.tolist() for a in _by_rows("gemm_grouped")))),
              t["gemm_grouped"]["source"]),
+            ("gemm_grouped_mxfp8", _rate("gemm_grouped_mxfp8"), t["gemm_grouped_mxfp8"]["source"]),
             ("attention", attention(), t["attention"]["source"]),
             ("ep_nvlink", float(np.mean(t["ep_nvlink"]["achieved"])) / t["ep_nvlink"]["nominal"],
              t["ep_nvlink"]["source"]),

@@ -46,8 +46,10 @@ def efficiency(args):
 
 
 def efficiency_text(eff) -> str:
-    """The efficiency as printed: a fraction, or the published tables' (the Hopper tables applied to the GPU)."""
-    return ("published (config/efficiency.toml, Hopper's)" if eff == "published" else f"{float(eff):g}")
+    """The efficiency as printed: a fraction, or the published tables' (Hopper's applied to the GPU, the experts'
+    grouped GEMM GB200's on a Blackwell GPU)."""
+    return ("published (config/efficiency.toml: Hopper's; grouped GEMM GB200's on Blackwell)" if eff == "published"
+            else f"{float(eff):g}")
 
 
 def nvlink_domain(args):

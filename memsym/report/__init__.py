@@ -1,14 +1,9 @@
-"""The report: the paper's sections as data, rendered to LaTeX, Markdown and HTML, published.
+"""The report: the paper's sections as data (:mod:`.blocks`, :mod:`.tables`, :mod:`.equations`,
+:mod:`.sections` of a :class:`.context.Context`), rendered through the Jinja templates of ``templates/``
+(:mod:`.rendering`), published (:mod:`.publishing`, :mod:`.pdf`, :mod:`.notebook`).
 
-The model (built once from the terms of a :class:`Context`): :mod:`.blocks` (cells,
-tables, equations, sections), :mod:`.context`, :mod:`.equations`, :mod:`.tables`,
-:mod:`.sections`.  Rendering: :mod:`.text` (LaTeX names, escaping) and :mod:`.rendering`
-(the Jinja templates in ``templates/``).  Publishing: :mod:`.publishing` (atomic files),
-:mod:`.pdf` (a TeX engine), :mod:`.notebook` (one notebook per section, its outputs computed here, and its HTML
-through nbconvert; needs the report extra, :mod:`.extras`).
-
-The names below load on first use (PEP 562): importing :mod:`.formats` (what ``memsym report``
-parses its options with) loads no sympy, so ``memsym --help`` stays instant.
+The names below load on first use (PEP 562), so importing :mod:`.formats` (the command line's options) loads no
+sympy and ``memsym --help`` stays instant.
 """
 from __future__ import annotations
 

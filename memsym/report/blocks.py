@@ -1,8 +1,6 @@
-"""The report's data: cells, paragraphs, tables, equations, sections and the report itself.
-
-Plain frozen data that the Jinja templates render; a block shows itself as Markdown in
-Jupyter (``_repr_markdown_``).  A :class:`Stub` is a table or equation named but not yet
-computed (what an outline holds; :func:`memsym.report.sections.complete_report` fills it in).
+"""The report's data: cells, paragraphs, tables, equations, sections and the report, plain data the Jinja
+templates render; a block shows itself as Markdown in Jupyter.  A :class:`Stub` is a table or equation named but
+not computed yet (an outline's; :func:`memsym.report.sections.complete_report` fills it in).
 """
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""A :class:`Context`: one configuration (model, layout, training, stage) and its substitution.
-
-A user may override any symbol in ``ctx.subs`` (notebooks do) and the equations and term
-tables follow.
+"""A :class:`Context`: one configuration (model, layout, training, stage) and its substitution ``subs``, which
+a notebook may override symbol by symbol.
 """
 from __future__ import annotations
 
@@ -42,11 +40,8 @@ class Context:
 
     @classmethod
     def create(cls, model=None, layout=None, training=None, stage: Optional[int] = None) -> "Context":
-        """Validate and build the context (ConfigError names a failing constraint).
-
-        ``model``: a ModelSpec, a preset name or a Hugging Face config.json path; ``stage`` None:
-        as ``estimate`` chooses without a schedule (stage 1, or 0 at PP = 1:
-        :func:`derivations.device.default_stage`)."""
+        """Validate and build the context (ConfigError names a failing constraint); ``model``: a ModelSpec, a preset
+        name or a config.json path; ``stage`` None: as ``estimate`` chooses (:func:`default_stage`)."""
         model = cfg.load_model(model) if isinstance(model, str) else (model or cfg.load_model("deepseek-v3"))
         layout = layout or cfg.Layout()
         training = training or cfg.Training()

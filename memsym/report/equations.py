@@ -1,8 +1,5 @@
-"""Equations and paragraphs of the report, built from the terms of a context.
-
-Nothing here does maths beyond evaluating terms: every formula is a term's own sympy
-expression printed by sympy (``Term.display`` for the paper's factored form, the
-simplified closed form, the exact value at the configuration).
+"""Equations and paragraphs of the report, built from a context's terms: every formula is a term's own sympy
+expression printed by sympy (``Term.display``: the paper's factored form; the closed form; the exact value).
 """
 from __future__ import annotations
 
@@ -121,10 +118,11 @@ def _parts(term, view, dsubs, full, names):
     return rows
 
 
-def _forms(ctx, term, dsubs, full, names, show_parts: bool) -> Dict:
-    """What an equation shows that only the display substitution decides (no number of the
-    configuration): the paper's form, the closed form, the substitution shown, the named terms
-    used and the parts' paper forms."""
+def equation(ctx, term, with_stage: bool, show_parts: bool = False) -> Equation:
+    """The three forms of a term at ``ctx`` (see :class:`Equation`)."""
+    full = ctx.subs_for(term)
+    dsubs = ctx.display_subs(with_stage, full)
+    names = ctx.names
     view, used = _named_view(ctx, term)
     shown_names = dict(names)
     shown_names.update({sym: lx for sym, (lx, _) in used.items()})
@@ -133,25 +131,15 @@ def _forms(ctx, term, dsubs, full, names, show_parts: bool) -> Dict:
     if len(paper) > LONG_FORM or _widest_numerator(paper) > LONG_NUMERATOR:
         # print long fractions as \frac{..}{..} (...) so LaTeX can break them
         paper = sp.latex(shown, order="none", symbol_names=shown_names, long_frac_ratio=2)
-    closed = breakable_latex(closed_expr(term, dsubs), names)
-    parts = _parts(term, view, dsubs, full, shown_names) if show_parts else []
-    return {"paper": paper, "closed": closed, "at": _at(ctx, dsubs, term, names), "uses": tuple(used.values()),
-            "parts": parts}
-
-
-def equation(ctx, term, with_stage: bool, show_parts: bool = False) -> Equation:
-    """The three forms of a term at ``ctx`` (see :class:`Equation`)."""
-    full = ctx.subs_for(term)
-    dsubs = ctx.display_subs(with_stage, full)
-    forms = _forms(ctx, term, dsubs, full, ctx.names, show_parts)
     value = ctx.exact(term, full)
     value_bytes = None
     if value is not None:
         value_bytes = value * Fraction(full.get(nt.B_w, 2)) if term.unit == "params" else value
-    parts = tuple((T(term.parts[i].label), M(shown), I(ctx.exact(term.parts[i].expr, full)))
-                  for i, shown in forms["parts"])
+    parts = tuple((T(term.parts[i].label), M(latex), I(ctx.exact(term.parts[i].expr, full)))
+                  for i, latex in (_parts(term, view, dsubs, full, shown_names) if show_parts else []))
     return Equation(term.id, braced(term.symbol) if term.symbol else "", term.meaning, term.provenance, term.unit,
-                    forms["paper"], forms["closed"], forms["at"], forms["uses"], value, value_bytes, parts, with_stage)
+                    paper, breakable_latex(closed_expr(term, dsubs), names), _at(ctx, dsubs, term, names),
+                    tuple(used.values()), value, value_bytes, parts, with_stage)
 
 
 _REF = re.compile(r"\{(sym|term):([A-Za-z0-9_.]+)\}")

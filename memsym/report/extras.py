@@ -15,11 +15,6 @@ REPORT_MODULES = ("nbformat", "nbclient", "nbconvert", "jupyter_client", "ipyker
 NOTEBOOK_FORMATS = ("ipynb", "html")
 
 
-def _error(what: str, missing: str) -> ConfigError:
-    return ConfigError("extra", f"{what} needs the report extra ({missing} is not installed): "
-                                f"pip install 'memsym[report]'")
-
-
 def installed(name: str) -> bool:
     """Whether the module ``name`` can be imported (found, not imported)."""
     try:
@@ -48,4 +43,5 @@ def report_extra(what: str = "notebooks"):
     try:
         yield
     except ImportError as exc:
-        raise _error(what, exc.name or str(exc)) from None
+        raise ConfigError("extra", f"{what} needs the report extra ({exc.name or str(exc)} is not installed): "
+                                   f"pip install 'memsym[report]'") from None

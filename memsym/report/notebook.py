@@ -1,16 +1,11 @@
-"""Notebooks: one notebook per section of the report (nbformat, IPython's display formatter, nbconvert).
+"""Notebooks: one per section of the report (nbformat, IPython's display formatter, nbconvert).
 
-Each notebook starts with a configuration cell (model, layout, training, stage: the
-report's, editable) that builds a :class:`memsym.report.Context` ``S``; the cells below
-show the section's equations (``S.equation(id)``: the paper's form, the closed form, the
-value) and tables (``S.table(key)``) and the term itself (``S.terms[id]``, which Jupyter
-renders as LaTeX through ``Term._repr_latex_``).  A user overrides a symbol with
-``S.subs[nt.s] = 8192`` and re-runs.
-
-Cell sources come from the templates in ``templates/notebook/``; each cell's outputs are what the
-report computed, formatted as the kernel formats them (no kernel runs); the HTML is nbconvert's through
-the ``memsym`` template in ``templates/nbconvert/``.  Cell ids and execution counts are fixed, so
-regeneration is byte-identical.
+Each starts with a configuration cell (the report's, editable) building a :class:`memsym.report.Context` ``S``;
+the cells below show the section's equations (``S.equation(id)``), tables (``S.table(key)``) and terms
+(``S.terms[id]``, rendered through ``Term._repr_latex_``).  Cell sources come from ``templates/notebook/``;
+outputs are what the report computed, formatted as a kernel formats them (no kernel runs); the HTML is
+nbconvert's with the ``memsym`` template of ``templates/nbconvert/``.  Cell ids and execution counts are
+fixed, so regeneration is byte-identical.
 """
 from __future__ import annotations
 

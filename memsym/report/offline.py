@@ -1,8 +1,7 @@
-"""Offline maths for the HTML outputs: KaTeX (vendored in ``templates/vendor/katex``, MIT) inlined
-into the page and run with ``output: "mathml"``, so every ``\\(...\\)`` / ``\\[...\\]`` (and, in
-notebooks, ``$...$`` / ``$$...$$``) becomes MathML that the browser renders natively.  Nothing is
-fetched: no CDN script, font or stylesheet (MathJax from a CDN left formulas as raw LaTeX offline).
-Elements of class :data:`LITERAL` (text from the user: the model's name, its path) are not typeset."""
+"""Offline maths for the HTML outputs: KaTeX (vendored in ``templates/vendor/katex``, MIT) inlined and run with
+``output: "mathml"``, so ``\\(...\\)`` / ``\\[...\\]`` (and in notebooks ``$...$`` / ``$$...$$``) become MathML;
+nothing is fetched.  Elements of class :data:`LITERAL` (text from the user) are not typeset.
+"""
 from __future__ import annotations
 
 from functools import lru_cache

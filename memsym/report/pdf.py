@@ -21,10 +21,7 @@ class PdfError(RuntimeError):
 
 
 def find_tex_engine() -> Optional[str]:
-    for engine in TEX_ENGINES:
-        if shutil.which(engine):
-            return engine
-    return None
+    return next((engine for engine in TEX_ENGINES if shutil.which(engine)), None)
 
 
 def compile_pdf(tex: str, engine: str, progress: Optional[Callable[[str], None]] = None) -> bytes:

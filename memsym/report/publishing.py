@@ -1,8 +1,5 @@
-"""Publishing: every requested format rendered in memory, then written atomically.
-
-Files: ``report.tex`` / ``.md`` / ``.html`` / ``.pdf`` and one notebook per section,
-``report-NN-<section>.ipynb`` (``ipynb``) and its HTML (``html``), the cells' outputs the blocks
-this process computed (:func:`memsym.report.notebook.build_notebook`).
+"""Publishing: every requested format rendered in memory, then written all or nothing: ``report.tex`` /
+``.md`` / ``.html`` / ``.pdf`` and per section ``report-NN-<section>.ipynb`` and its HTML.
 """
 from __future__ import annotations
 
@@ -39,13 +36,8 @@ class Published:
 
 def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
             progress: Optional[Callable[[str], None]] = None) -> Published:
-    """Build the report of ``ctx`` and write the requested formats to ``out_dir``.
-
-    Everything is rendered in memory first and written at the end all or nothing
-    (:func:`symbolic.files.write_tree`: a temporary folder beside ``out_dir``, renamed into
-    place), so a failure, a full disk or Ctrl-C leaves ``out_dir`` as it was (a PDF failure
-    still writes the other files and reports the engine's first error).
-    """
+    """Build the report of ``ctx`` and write the requested formats to ``out_dir``, all or nothing
+    (:func:`symbolic.files.write_tree`; a PDF failure still writes the other files and reports the engine's error)."""
     out = Path(out_dir) if out_dir is not None else default_out_dir()
     formats = tuple(f for f in FORMATS if f in formats)
     result, outputs = Published(), {}

@@ -17,15 +17,9 @@ KINDS = ("tex", "md", "html", "notebook")
 
 @lru_cache(maxsize=None)
 def environment(kind: str, templates_dir=None):
-    """The Jinja environment for ``kind`` in ('tex', 'md', 'html', 'notebook'), one per process (templates compile
-    once), of ``templates/`` or ``templates_dir``.
-
-    ``tex`` uses LaTeX-safe delimiters (``((( var )))``, ``((* block *))``, ``((= comment =))``);
-    ``html`` autoescapes.  Filters: ``num`` (exact number, thousands separators), ``gib``
-    (bytes as GiB), ``term_latex`` (a term's LaTeX in the paper's notation), ``esc`` (text
-    escaping for the format), ``tex``/``md`` (explicit escapers), ``comment`` (one line, for a
-    ``# comment`` in a notebook's code cell).  Values in code go in as ``repr``/``tojson`` literals.
-    """
+    """The Jinja environment of ``templates/`` (or ``templates_dir``) for ``kind`` (:data:`KINDS`), one per process:
+    ``tex`` with :data:`TEX_DELIMITERS`, ``html`` autoescaped; filters ``num``, ``gib``, ``term_latex``, ``esc`` (the
+    format's escaper), ``tex``, ``md`` and ``comment`` (one line, for a ``# comment`` in a notebook's code cell)."""
     # lazy: jinja2 (only this path needs it)
     import jinja2
     if kind not in KINDS:
@@ -64,55 +58,35 @@ def _term_latex(term, subs=None, form="paper") -> str:
     return term_latex(term, subs, form, names=report_names())
 
 
-# A table cell or paragraph segment in each format: what the ``cell`` macros of templates/macros.*.j2 printed,
-# as functions (a report has thousands of cells; a Jinja macro call costs ten times these).
+def _tex_math(v: str) -> str:
+    if len(v) > 60 and "\\left" in v:  # a long formula with \left( \right) groups: breqn's dmath* breaks it
+        return "\\vspace{-\\baselineskip}\\begin{dmath*}[compact]" + v + "\\end{dmath*}"
+    return "$\\displaystyle " + v + "$"
+
+
+#: A table cell or paragraph segment by its kind (blank: nothing): what the ``cell`` macros of
+#: templates/macros.*.j2 printed, as functions (a report has thousands of cells; a macro call costs ten times these).
+_TEX = {"text": tex_escape, "math": _tex_math, "int": fmt_int, "gib": fmt_gib,
+        "code": lambda v: "\\texttt{" + tex_escape(v).replace(".", ".\\allowbreak{}") + "}"}
+_MD = {"text": md_escape, "math": lambda v: f"${v}$", "code": lambda v: f"`{v}`", "int": fmt_int, "gib": fmt_gib}
+
+
 def _tex_cell(c) -> str:
-    k = c.kind
-    if k == "text":
-        return tex_escape(c.value)
-    if k == "math":
-        v = str(c.value)
-        if len(c.value) > 60 and "\\left" in c.value:
-            return "\\vspace{-\\baselineskip}\\begin{dmath*}[compact]" + v + "\\end{dmath*}"
-        return "$\\displaystyle " + v + "$"
-    if k == "code":
-        return "\\texttt{" + tex_escape(c.value).replace(".", ".\\allowbreak{}") + "}"
-    if k == "int":
-        return fmt_int(c.value)
-    if k == "gib":
-        return fmt_gib(c.value)
-    return ""
+    return _TEX[c.kind](c.value) if c.kind in _TEX else ""
 
 
 def _md_cell(c, in_table=True) -> str:
-    k = c.kind
-    if k == "text":
-        return md_escape(c.value) if in_table else str(c.value)
-    if k == "math":
-        return f"${c.value}$"
-    if k == "code":
-        return f"`{c.value}`"
-    if k == "int":
-        return fmt_int(c.value)
-    if k == "gib":
-        return fmt_gib(c.value)
-    return ""
+    if c.kind == "text" and not in_table:
+        return str(c.value)
+    return _MD[c.kind](c.value) if c.kind in _MD else ""
 
 
 def _html_cell(c):
     from markupsafe import Markup, escape
-    k = c.kind
-    if k == "text":
-        return escape(c.value)
-    if k == "math":
-        return Markup("\\(") + escape(c.value) + Markup("\\)")
-    if k == "code":
-        return Markup("<code>") + escape(c.value) + Markup("</code>")
-    if k == "int":
-        return escape(fmt_int(c.value))
-    if k == "gib":
-        return escape(fmt_gib(c.value))
-    return Markup("")
+    shown = {"text": escape, "math": lambda v: Markup("\\(") + escape(v) + Markup("\\)"),
+             "code": lambda v: Markup("<code>") + escape(v) + Markup("</code>"),
+             "int": lambda v: escape(fmt_int(v)), "gib": lambda v: escape(fmt_gib(v))}
+    return shown[c.kind](c.value) if c.kind in shown else Markup("")
 
 
 CELLS = {"tex": _tex_cell, "md": _md_cell, "html": _html_cell}

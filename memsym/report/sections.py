@@ -1,14 +1,9 @@
-"""The report's sections in the paper's order, and building the report from them.
+"""The report's sections in the paper's order (:data:`SECTIONS`), and building the report from them.
 
-:data:`SECTIONS` lists the paper's sections (notation, Table 2, Tables 3-4, Table 6,
-Table 8, Tables 9-10, Sec. 6, then the comparison with every printed number).  Sections
-list the terms they show by id prefix, so a term added under ``act.`` (a recomputation
-variant) or any new prefix (caught by the "other terms" section) appears without touching
-a template.
-
-The report is built once: :func:`outline_report` lays out the sections (paragraphs written,
-tables and equations as :class:`~memsym.report.blocks.Stub` s, enough for the notebooks)
-and :func:`complete_report` computes the stubs.
+Sections list the terms they show by id prefix, so a new term (``act.`` variant, or any prefix, caught by
+"other terms") appears without touching a template.  :func:`outline_report` lays out the sections (tables and
+equations as :class:`~memsym.report.blocks.Stub` s, enough for the notebooks); :func:`complete_report`
+computes them.
 """
 from __future__ import annotations
 
@@ -178,8 +173,7 @@ def complete_report(ctx, report: Report, progress: Optional[Callable[[str], None
     return replace(report, sections=sections)
 
 
-def build_report(ctx, progress: Optional[Callable[[str], None]] = None, outline: bool = False) -> Report:
-    """The whole report for a configuration; ``outline=True``: only its
-    :func:`outline_report` (tables and equations named, not computed)."""
+def build_report(ctx, outline: bool = False) -> Report:
+    """The whole report for a configuration; ``outline=True``: only its :func:`outline_report`."""
     plan = outline_report(ctx)
-    return plan if outline else complete_report(ctx, plan, progress)
+    return plan if outline else complete_report(ctx, plan)

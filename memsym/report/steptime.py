@@ -8,6 +8,7 @@ import sympy as sp
 from .blocks import A, C, M, T, Table
 from .equations import breakable_latex
 
+
 def table_steptime(ctx) -> Table:
     # lazy: the step-time model (this table only)
     from derivations.steptime import model as M_

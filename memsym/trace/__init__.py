@@ -1,26 +1,15 @@
 """Ground truth per tensor (recorded in ``paper/traces/``): trace real implementations on CPU.
 
-:mod:`memsym.trace.recorder` records every tensor autograd saves for backward (de-duplicated
-by storage object), attributes it to the layer and sublayer whose operation saved it;
-:mod:`memsym.trace.hf` builds Hugging Face transformers' ``DeepseekV3ForCausalLM`` from a
-config and runs it.  torch and transformers are the optional extra ``memsym[trace]``;
-nothing here imports them at module level.  :mod:`memsym.trace.inputs` reads the config once
-(estimate's bounded reader and validation) and checks the options before either is imported;
-:mod:`memsym.trace.records` writes a measurement as TOML (every user string escaped).
-
-Megatron-Core (``--framework mcore``): :mod:`memsym.trace.mcore` builds ``GPTModel`` with the
-local layer spec (megatron-core 0.16.1, the newest release whose metadata accepts Python 3.11)
-after plumbing-only patches, and the ``mcore`` preset predicts it (``--kernels te``: Transformer
-Engine's kernels, from their sources).  Megatron's ``layernorm``/``mla_up_proj`` recomputation
-(output-discarding checkpoints) and ``moe_act`` (grouped GEMM only) have no memsym operator yet.
+:mod:`.recorder` records every storage autograd saves for backward and attributes it to a layer and sublayer;
+:mod:`.hf` (transformers) and :mod:`.mcore` (Megatron-Core, local layer spec) build and run a model from a
+config; :mod:`.inputs` reads and checks everything before torch is imported; :mod:`.records` writes a
+measurement as TOML.  torch, transformers and megatron-core are the optional extra ``memsym[trace]`` (pinned
+there); nothing here imports them at module level.
 """
 from __future__ import annotations
 import importlib.util
 
 INSTALL_HINT = "pip install 'memsym[trace]'"
-
-#: The versions the records in paper/traces/ were measured with (pyproject's trace extra pins them).
-PINNED = {"torch": "2.13.0", "transformers": "5.24.0", "megatron-core": "0.16.1"}
 
 #: Largest config traced on CPU: parameters and the biggest saved score tensor (b n_h s^2 elements).
 MAX_PARAMS = 50_000_000

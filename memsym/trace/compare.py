@@ -1,9 +1,10 @@
 """Measured (a trace) beside predicted (a preset's estimate at the traced settings): no torch here."""
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from types import SimpleNamespace
-from typing import Optional
+from typing import Dict, Optional
 
 from derivations import config as cfg
 from derivations.assembly.device import estimate
@@ -11,7 +12,6 @@ from derivations.config import CONVENTION_PRESETS
 from derivations.config.switches import CONVENTION_SWITCHES, with_preset, with_switch
 from symbolic.errors import ConfigError
 
-from .families import families
 from .inputs import MCORE_RECIPE, MCORE_SETTINGS, mcore_settings
 
 
@@ -21,13 +21,10 @@ MCORE_MODULES = {"core_attn": ("score",), "mlp": ("ffn",), "moe": ("router", "ex
                  "shared_experts": ("shared",)}
 
 
-#: What a trace ran, as switches of the framework's own preset: {framework: {trace setting: {its value: the
-#: switch's value}}} (each switch has its setting's name).
-#: transformers' ``--experts``: ``config._experts_implementation`` "eager" (loop, the preset's) or "grouped_mm"
-#: (grouped).  Megatron-Core's local spec runs one experts implementation (SequentialMLP behind the all-to-all
-#: dispatcher: its preset's alltoall); its settings (memsym/trace/inputs.py MCORE_SETTINGS): SwiGLU fusion
-#: (fused: fusions/fused_bias_swiglu.py keeps fc1's output; unfused: mlp.py's glu with its offset copy), the
-#: router's dtype and the load-balancing loss.
+#: What a trace ran, as switches of the framework's own preset: {framework: {trace setting (the switch's name):
+#: {its value: the switch's value}}}: transformers' ``--experts`` (``config._experts_implementation``);
+#: Megatron-Core's settings (memsym/trace/inputs.py MCORE_SETTINGS; SwiGLU fused: fusions/fused_bias_swiglu.py
+#: keeps fc1's output, unfused: mlp.py's glu with its offset copy).
 TRACE_SWITCHES = {
     "transformers": {"experts": {"loop": "loop", "grouped": "grouped"}},
     "mcore": {"swiglu": {"fused": "fused", "unfused": "offset-copy"},
@@ -65,12 +62,6 @@ def memsym_recompute(framework: str, recompute: str) -> str:
     return "custom:" + ",".join(ops)
 
 
-def _mtp(args, model) -> bool:
-    """Whether the traced model trains MTP modules: Megatron-Core builds the config's D
-    (num_nextn_predict_layers) on its last stage; transformers' DeepseekV3ForCausalLM builds none."""
-    return getattr(args, "framework", "") == "mcore" and model.mtp_layers > 0
-
-
 def _estimate(args, preset: str, model=None):
     """derivations' estimate at the traced settings: one device (DP = TP = PP = EP = ETP = 1), the
     preset's conventions, B_a from --act-dtype, the recomputation traced; ``model``: the ModelSpec
@@ -84,7 +75,8 @@ def _estimate(args, preset: str, model=None):
         training = with_switch(training, switch, value)
     # a trace records what autograd saves: the cross-entropy backward's transient is not a saved tensor
     training = with_switch(training, "ce_backward", "none")
-    if _mtp(args, model):
+    # MTP modules: Megatron-Core builds the config's D (num_nextn_predict_layers) on its last stage, transformers none
+    if getattr(args, "framework", "") == "mcore" and model.mtp_layers > 0:
         training = with_switch(training, "mtp_activations", "last-stage")
     if args.act_dtype == "fp32":
         training = training.with_bytes(B_a=4)
@@ -113,6 +105,20 @@ def predicted(args, preset: str, model=None) -> dict:
     return {"conventions": preset, "estimate": "memsym " + " ".join(argv),
             "activations_by_layer": b["activations_by_layer"],
             "activations_outside_layers": b["activations_outside_layers"]}
+
+
+def families(rec, saved=None) -> Dict[str, Dict]:
+    """Bytes and storage count per tensor family of the storages held at the end of the forward (or of ``saved``):
+    each named by its module (layer index dropped) and dtype, so that a family sums over layers and experts."""
+    out: Dict[str, Dict] = {}
+    for r in rec.held() if saved is None else saved:
+        mod = re.sub(r"layers\.\d+\.", "layers.*.", r.module or "(no module)")
+        if r.layer is None and r.sublayer == "shared":
+            mod = "shared by several layers"
+        f = out.setdefault(f"{mod} {r.dtype}", {"bytes": 0, "count": 0})
+        f["bytes"] += r.nbytes
+        f["count"] += 1
+    return out
 
 
 def result(args, rec, info, model=None) -> dict:
@@ -176,5 +182,3 @@ def step_result(measured: dict, rec, info: dict, n_layers: int) -> dict:
         raise AssertionError(f"the profiled step did not run as the trace: loss {measured['loss']} vs {info['loss']}, "
                              f"saved per layer and outside {mine} vs {rec.by_layer(n_layers)}")
     return {k: v for k, v in measured.items() if k not in ("recorder", "allocations", "loss")}
-
-

@@ -1,36 +1,24 @@
 """Real dimensions without memory: ``memsym trace --fake`` (torch's FakeTensorMode) and balanced routing.
 
-Under :class:`torch._subclasses.fake_tensor.FakeTensorMode` every tensor has its shape, dtype,
-strides and a storage of its size (``untyped_storage().nbytes()``, what
-:class:`memsym.trace.recorder.Recorder` counts) but no data, so a model at its real dimensions
-runs its forward without allocating them.  What a forward does with data it needs to know
-(how many tokens each expert receives: ``nonzero``, ``masked_select``, ``.tolist()``,
-``.item()``) comes from :class:`Routing`, a dispatch mode above the fake one:
+Under :class:`torch._subclasses.fake_tensor.FakeTensorMode` every tensor has its shape, dtype, strides and a
+storage of its size (what :class:`memsym.trace.recorder.Recorder` counts) but no data.  What a forward needs to
+know of the data (the tokens per expert: ``nonzero``, ``masked_select``, ``.tolist()``, ``.item()``) comes
+from :class:`Routing`, a dispatch mode above the fake one:
 
-* every ``aten.topk`` of floating scores (the routers' group and expert choices; nothing else
-  in the traced forwards calls top-k) returns, for row ``r``, the columns ``(r k + j) mod n``,
-  ``j < k``, and the values gathered at them: routing is deterministic and balanced (each of
-  the ``N`` experts receives ``b s N_r / N`` token-copies when ``N`` divides ``b s N_r``, else
-  counts that differ by at most one), whatever the scores;
-* under fake tensors, a tensor whose values follow from known values only (the top-k indices,
-  the input ids, ``arange``/``zeros``/``ones``/``full`` and their ``*_like``, and whatever is
-  computed from those alone: the routing map, the tokens per expert, the permutation indices)
-  carries a real *shadow* computed on CPU beside it (at most :data:`SHADOW_LIMIT` elements),
-  which answers the data-dependent operations; an operation that needs the data of a tensor
-  without a shadow gets zeros of its shape (only shapes matter then: ``masked_select`` of the
-  probabilities by the routing map), and ``.item()`` of one is an error naming the operator.
+* every ``aten.topk`` of floating scores (the routers' group and expert choices) returns, for row ``r``, the
+  columns ``(r k + j) mod n``, ``j < k``: each of the ``N`` experts receives ``b s N_r / N`` token-copies when
+  ``N`` divides ``b s N_r`` (else counts that differ by at most one), whatever the scores;
+* a fake tensor whose values follow from known values only (top-k indices, input ids, ``arange``/``zeros``/
+  ``ones``/``full`` and their ``*_like``, and what is computed from those alone) carries a real *shadow*
+  computed beside it (at most :data:`SHADOW_LIMIT` elements), which answers the data-dependent operations; a
+  tensor without one gives zeros of its shape, and ``.item()`` of it is an error naming the operator.
+  Factories of uninitialised memory (``empty``: the parameters before their init) get no shadow.
 
-Factories of uninitialised memory (``empty`` and the like: the parameters before their init)
-get no shadow, so a model built under :class:`Routing` (Megatron-Core's, whose all-to-all
-dispatcher makes its chunk indices with ``arange`` at construction) holds real values only for
-what routing needs.
-
-Without fake tensors (``balanced`` of a real trace), only the top-k is replaced, so a real
-trace with the same routing can be compared with a fake one.
-Nothing runs backward under fake tensors: the trace is the tensors saved for backward when
-the forward ends.
+Without fake tensors (``balanced`` of a real trace) only the top-k is replaced.  A fake trace runs no backward.
 """
 from __future__ import annotations
+
+import contextlib
 
 #: The most elements a shadow (a real tensor computed beside a fake one) may have.
 SHADOW_LIMIT = 1 << 24
@@ -49,6 +37,16 @@ def describe(mode) -> str:
     if getattr(mode, "topk_calls", None) is None:
         return "the router's (real scores)"
     return f"balanced: {mode.topk_calls} top-k replaced (memsym/trace/fake.py)"
+
+
+def modes(fake: bool, balanced: bool):
+    """(FakeTensorMode or None, the routing context: :class:`Routing` for a fake or balanced run) of a trace."""
+    fake_mode = None
+    if fake:
+        # lazy: torch (optional; only this path needs it)
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        fake_mode = FakeTensorMode()
+    return fake_mode, routing_mode(fake_mode) if fake or balanced else contextlib.nullcontext()
 
 
 def routing_mode(fake_mode=None):
@@ -198,24 +196,3 @@ def routing_mode(fake_mode=None):
             return tree_unflatten(outs, spec)
 
     return Routing(fake_mode)
-
-
-def to_dtype(model, dtype) -> None:
-    """``model.to(dtype)`` for a model of fake tensors: every floating parameter and buffer
-    replaced by its cast (``Module.to`` would swap them in place, which a fake parameter with a
-    weak reference refuses); one tensor shared by two modules stays shared."""
-    # lazy: sympy, numpy, jinja2, torch (optional; only this path needs it)
-    import torch
-    done = {}
-    for mod in model.modules():
-        for name, p in list(mod._parameters.items()):
-            if p is not None and p.is_floating_point() and p.dtype != dtype:
-                if id(p) not in done:
-                    with torch.no_grad():
-                        done[id(p)] = torch.nn.Parameter(p.to(dtype), requires_grad=p.requires_grad)
-                mod._parameters[name] = done[id(p)]
-        for name, b in list(mod._buffers.items()):
-            if b is not None and b.is_floating_point() and b.dtype != dtype:
-                if id(b) not in done:
-                    done[id(b)] = b.to(dtype)
-                mod._buffers[name] = done[id(b)]

@@ -1,16 +1,12 @@
-"""Hugging Face transformers' ``DeepseekV3ForCausalLM`` (``DeepseekV2ForCausalLM`` for a ``deepseek_v2``
-config, as ``AutoModelForCausalLM`` maps model_type) traced on CPU (memsym trace --framework transformers).
+"""Hugging Face transformers' ``DeepseekV3ForCausalLM`` (and the other classes of :data:`MODEL_CLASSES`, as
+``AutoModelForCausalLM`` maps model_type) traced on CPU (memsym trace --framework transformers).
 
-The model is built from a config (random weights, no download) as a training run builds it:
-``DeepseekV3ForCausalLM._from_config(config, dtype=...)``, what ``AutoModelForCausalLM.from_config``
-and ``from_pretrained(..., dtype=...)`` do (modeling_utils.py: ``PreTrainedModel._from_config``), so
-``_keep_in_fp32_modules_strict`` (the router's ``gate.weight`` and ``e_score_correction_bias``) stays
-FP32 while everything else takes the activation dtype (``model.to(dtype)`` would cast the router to
-BF16 and make its FP32 ``.type(float32)`` a copy a real run never makes).  It runs one forward pass
-with labels (the FP32 cross-entropy loss) under the :class:`memsym.trace.recorder.Recorder`, then one backward
-pass to show it trains.  With ``fake`` (``memsym trace --fake``) it is built and run under torch's FakeTensorMode at the
-config's real dimensions with balanced routing and no backward (:mod:`memsym.trace.fake`);
-``balanced`` gives a real trace the same routing.
+The model is built from a config (random weights, no download) as ``AutoModelForCausalLM.from_config`` and
+``from_pretrained(..., dtype=...)`` build it (modeling_utils.py: ``PreTrainedModel._from_config``), so
+``_keep_in_fp32_modules_strict`` (the router's ``gate.weight`` and ``e_score_correction_bias``) stays FP32
+(``model.to(dtype)`` would cast the router to BF16 and make its ``.type(float32)`` a copy a real run never
+makes).  It runs one forward pass with labels (the FP32 cross-entropy loss) under
+:class:`memsym.trace.recorder.Recorder`, then one backward to show it trains.
 """
 from __future__ import annotations
 
@@ -19,7 +15,7 @@ import contextlib
 from symbolic.errors import ConfigError
 
 from . import inputs
-from .fake import describe, routing_mode
+from .fake import describe, modes
 
 
 def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
@@ -29,16 +25,12 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
 
     ``config``: the parsed config.json (what :func:`memsym.trace.inputs.read` validated) or its path.
     ``fake``: under FakeTensorMode, balanced routing, forward only; ``balanced``: a real trace with
-    the balanced routing of :mod:`memsym.trace.fake`; ``step``: first a forward and backward of a model built
+    the balanced routing of :mod:`memsym.trace.fake`; ``step``: then a forward and backward of a model built
     the same way (same weights, same tokens) under torch's profiler (:mod:`memsym.trace.step`: its result is
     ``info["step"]``).
-    Every check (:mod:`memsym.trace.inputs`: ConfigError) comes before torch is imported."""
+    Every check (:func:`memsym.trace.inputs.check_run`: ConfigError) comes before torch is imported."""
     raw, spec = inputs.of(config)
-    inputs.check_trace(spec, mbs, seq, recompute, fake, step)
-    inputs.check_routing("transformers", spec, attention)
-    if step and balanced:
-        raise ConfigError("trace.step", "a profiled step runs the router's own routing (no balanced routing)")
-    inputs.check_options("transformers", attention, experts, recompute, settings)
+    inputs.check_run("transformers", spec, mbs, seq, attention, experts, recompute, settings, fake, balanced, step)
 
     # lazy: torch and transformers (optional, memsym[trace]; only this path needs them)
     import torch
@@ -59,10 +51,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
         raise ConfigError("trace.config", f"transformers' {config_class.__name__} refuses the config: {exc}") from None
     config._attn_implementation = impl
     config._experts_implementation = exp
-    fake_mode = None
-    if fake:
-        from torch._subclasses.fake_tensor import FakeTensorMode
-        fake_mode = FakeTensorMode()
+    fake_mode, routing = modes(fake, balanced)
 
     def build():
         torch.manual_seed(seed)
@@ -83,12 +72,9 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
         """The loss (transformers' Trainer.compute_loss keeps the loss only) and the Recorder of the forward;
         the RoPE cos and sin tables, computed once and handed to every layer, are the stage's, not a layer's."""
         with Recorder(model, stage=(model.model.rotary_emb,), hold=hold) as rec:
-            out = model(input_ids=ids, labels=ids)
+            out = model(input_ids=ids, labels=ids, **NO_CACHE.get(raw.get("model_type"), {}))
         return out.loss, rec
 
-    routing = contextlib.nullcontext()
-    if fake or balanced:
-        routing = routing_mode(fake_mode)
     model = build()
     kinds = ["moe" if hasattr(layer.mlp, "experts") else "dense" for layer in model.model.layers]
     counts, hooks = {}, []
@@ -98,26 +84,22 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
             if experts is not None:
                 hooks.append(experts.register_forward_pre_hook(_counter(counts, i, config.n_routed_experts)))
     with fake_mode or contextlib.nullcontext(), routing:
-        ids = torch.randint(2, config.vocab_size, (mbs, seq))
-        # the RoPE cos and sin tables: computed once, handed to every layer (the stage's, not a layer's)
-        with Recorder(model, stage=(model.model.rotary_emb,)) as rec:
-            out = model(input_ids=ids, labels=ids, **NO_CACHE.get(raw.get("model_type"), {}))
+        loss, rec = forward(model, *make_inputs())
     for hook in hooks:
         hook.remove()
-    alive = _alive_check(rec)
-    loss, grads = None, 0
+    value, grads = None, 0
     if not fake:  # a fake trace runs no backward (nothing to compute it with)
-        out.loss.backward()
-        loss, grads = float(out.loss.detach()), sum(p.grad is not None for p in model.parameters())
+        loss.backward()
+        value, grads = float(loss.detach()), sum(p.grad is not None for p in model.parameters())
     measured = None
     if step:  # then the profiled step, on a model built as the traced one (memsym/trace/step.py)
         from . import step as profiled
-        del model, ids, out
+        del model, loss
         measured = profiled.run(build(), make_inputs, lambda m, ids: forward(m, ids, hold=False),
                                 lambda m: [p.grad for p in m.parameters() if p.grad is not None])
     info = {"framework": "transformers", "versions": {"torch": torch.__version__.split("+")[0],
                                                       "transformers": transformers.__version__},
-            "loss": loss, "params_with_grad": grads, "alive_check": alive,
+            "loss": value, "params_with_grad": grads, "alive_check": rec.alive_check(),
             "n_layers": config.num_hidden_layers, "kinds": kinds, "routing": describe(routing)}
     if measured is not None:
         info["step"] = measured
@@ -137,11 +119,8 @@ def _counter(counts, layer: int, n_experts: int):
 
 
 #: The modelling code transformers runs for a config's model_type (AutoModelForCausalLM's mapping,
-#: models/auto/modeling_auto.py): DeepSeek-V2's own classes for ``deepseek_v2``; DeepSeek-V3's for
-#: ``deepseek_v3`` and for ``kimi_k2`` (not in transformers' mapping: Kimi K2 publishes DeepSeek-V3's code);
-#: DeepSeek-V3.2's for ``deepseek_v32`` (models/deepseek_v32: V3 with the DSA lightning indexer); GLM-5's for
-#: ``glm_moe_dsa`` (models/glm_moe_dsa: V3.2 whose ``shared`` layers reuse the previous layer's top-k); DeepSeek-V4's
-#: for ``deepseek_v4`` (models/deepseek_v4).
+#: models/auto/modeling_auto.py; models/deepseek_v32 is V3 with the DSA indexer, models/glm_moe_dsa V3.2 whose
+#: ``shared`` layers reuse the previous layer's top-k); DeepSeek-V3's for any other (``kimi_k2`` publishes its code).
 MODEL_CLASSES = {"deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM"),
                  "deepseek_v32": ("DeepseekV32Config", "DeepseekV32ForCausalLM"),
                  "glm_moe_dsa": ("GlmMoeDsaConfig", "GlmMoeDsaForCausalLM"),
@@ -158,8 +137,3 @@ def _classes(model_type):
     import transformers
     config_name, model_name = MODEL_CLASSES.get(model_type, DEFAULT_CLASSES)
     return getattr(transformers, config_name), getattr(transformers, model_name)
-
-
-def _alive_check(rec) -> str:
-    """How many recorded storages a live autograd node still holds at the end of the forward."""
-    return f"{len(rec.saved)} storages recorded, {len(rec.held())} held at the end of the forward"

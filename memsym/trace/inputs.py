@@ -1,14 +1,10 @@
 """What ``memsym trace`` is given, read once and checked before torch is imported.
 
-The config is read by estimate's reader (:func:`derivations.presets.load_config`: bounded, a
-device, FIFO or directory refused unopened, duplicate fields and oversized numbers refused) and
-validated as estimate validates it (:func:`derivations.hfconfig.from_dict`: a covered
-model_type, every dimension a positive integer inside derivations/config/limits.py).  On top of that,
-what only a trace needs: the fields the implementations read that estimate does not (finite
-numbers, SiLU), the size a CPU can trace (:data:`memsym.trace.MAX_PARAMS` and the others) and
-the options each framework takes.  Every refusal is a :class:`~symbolic.errors.ConfigError`
-(exit 2, one line).  The implementations (:mod:`memsym.trace.hf`, :mod:`memsym.trace.mcore`)
-are handed the parsed object, not the path.
+The config is read and validated as ``memsym estimate`` reads it (:func:`derivations.config.presets.load_config`,
+:func:`derivations.config.hfconfig.from_dict`); on top of that, what only a trace needs: the fields the
+implementations read that estimate does not (:data:`EXTRA_FIELDS`), the size a CPU can trace
+(:data:`memsym.trace.MAX_PARAMS` and the others) and the options each framework takes.  Every refusal is a
+:class:`~symbolic.errors.ConfigError` (exit 2, one line).
 """
 from __future__ import annotations
 
@@ -191,6 +187,16 @@ def check_trace(m, mbs: int, seq: int, recompute: str, fake: bool, step: bool = 
         check_fake(m, mbs, seq, recompute)
     else:
         check_size(m, mbs, seq)
+
+
+def check_run(framework: str, m, mbs: int, seq: int, attention: str, experts: str, recompute: str, settings,
+              fake: bool, balanced: bool, step: bool) -> None:
+    """Every check of an implementation's ``run`` (ConfigError), before torch is imported."""
+    check_trace(m, mbs, seq, recompute, fake, step)
+    check_routing(framework, m, attention)
+    check_options(framework, attention, experts, recompute, settings)
+    if step and balanced:
+        raise ConfigError("trace.step", "a profiled step runs the router's own routing (no balanced routing)")
 
 
 def check_routing(framework: str, m, attention: str = "eager") -> None:

@@ -1,38 +1,28 @@
 """Megatron-Core's ``GPTModel`` traced on CPU (memsym trace --framework mcore).
 
-Built from the same Hugging Face config as :mod:`memsym.trace.hf` (random weights), with
-Megatron-Core's local (non-Transformer-Engine) layer spec
-(``models/gpt/gpt_layer_specs.py: get_gpt_decoder_block_spec(use_transformer_engine=False)``:
-``MLASelfAttention`` with the local ``DotProductAttention``, ``TopKRouter``, the all-to-all
-token dispatcher, ``SequentialMLP`` experts, ``SharedExpertMLP``, torch RMSNorm), world size 1
-over gloo, in the activation dtype.  It runs one forward pass with labels (Megatron's FP32
-vocab-parallel cross-entropy) under :class:`memsym.trace.recorder.Recorder`, then a backward.
+Built from the same Hugging Face config as :mod:`memsym.trace.hf` (random weights), with Megatron-Core's local
+layer spec (``models/gpt/gpt_layer_specs.py: get_gpt_decoder_block_spec(use_transformer_engine=False)``:
+``MLASelfAttention`` with the local ``DotProductAttention``, ``TopKRouter``, the all-to-all token dispatcher,
+``SequentialMLP`` experts, ``SharedExpertMLP``, torch RMSNorm), world size 1 over gloo, in the activation dtype;
+one forward with labels (the FP32 vocab-parallel cross-entropy) under :class:`memsym.trace.recorder.Recorder`,
+then a backward.
 
-What runs on CPU needs plumbing only; nothing changes what a layer saves (each patch names
-the Megatron-Core 0.16.1 code it works around):
+What runs on CPU needs plumbing only; nothing changes what a layer saves (Megatron-Core 0.16.1 code):
 
-* ``torch.cuda.current_device`` -> ``"cpu"`` (``RotaryEmbedding.__init__`` and others ask for
-  it even with ``use_cpu_initialization=True``);
-* no-op ``torch.cuda.Stream/Event/current_stream/stream/synchronize`` (the all-to-all
-  dispatcher's device-to-host side stream, ``token_dispatcher.py: _maybe_dtoh_and_synchronize``);
-* the RNG tracker and checkpointing on the CPU generator
-  (``tensor_parallel/random.py: _get_cuda_rng_state/_set_cuda_rng_state``);
-* the causal mask built on CPU (``transformer/utils.py: get_default_causal_mask`` hard-codes
-  ``device="cuda"``; the same ``triu(ones(s, s)).bool()`` otherwise, one per call);
-* ``HAVE_TE = False`` in ``multi_latent_attention.py`` and ``te_general_gemm = None`` in
-  ``moe/moe_utils.py`` (without Transformer Engine their imports yield mock objects or nothing);
-* a subclass of the local ``DotProductAttention`` accepting the ``k_channels``/``v_channels``
-  that ``MLASelfAttention`` passes (its output width is ``v_head_dim`` heads; upstream MLA is only
-  wired for TE's attention);
-* the process-wide ``GlobalMemoryBuffer`` (``parallel_state.py``; DotProductAttention's baddbmm
-  output with beta 0, never saved) emptied at each run, so ``--fake`` and real runs in one process
-  never share its tensor;
-* ``CheckpointWithoutOutput(fp8=False)``: ``self.fp8 = fp8 is not None`` is True for False and
-  calls a TE-only function; set to ``bool(fp8)`` (selective ``layernorm``/``mla_up_proj``/
-  ``moe_act`` recomputation without TE);
-* during a profiled step only (``--step``, :mod:`memsym.trace.step`), a one-rank ``all_reduce`` returns at once
-  (:class:`_one_rank_all_reduce`: gloo's thread would free the cross-entropy's reduced tensors unseen by the
-  profiler).
+* ``torch.cuda.current_device`` -> ``"cpu"`` (``RotaryEmbedding.__init__`` and others ask for it);
+* no-op ``torch.cuda.Stream/Event/current_stream/stream/synchronize`` (``token_dispatcher.py:
+  _maybe_dtoh_and_synchronize``'s side stream);
+* the RNG tracker and checkpointing on the CPU generator (``tensor_parallel/random.py:
+  _get_cuda_rng_state/_set_cuda_rng_state``);
+* the causal mask built on CPU (``transformer/utils.py: get_default_causal_mask`` hard-codes ``device="cuda"``);
+* ``HAVE_TE = False`` in ``multi_latent_attention.py``, ``te_general_gemm = None`` in ``moe/moe_utils.py``;
+* the local ``DotProductAttention`` accepting ``MLASelfAttention``'s ``k_channels``/``v_channels`` (output
+  width ``v_head_dim`` heads; upstream MLA is wired for TE's attention only);
+* the process-wide ``GlobalMemoryBuffer`` (``parallel_state.py``) emptied at each run, so fake and real runs in
+  one process never share its tensor;
+* ``CheckpointWithoutOutput(fp8=False)``'s ``self.fp8 = fp8 is not None`` set to ``bool(fp8)`` (it calls a
+  TE-only function otherwise);
+* during a profiled step only, a one-rank ``all_reduce`` returns at once (:class:`_one_rank_all_reduce`).
 """
 from __future__ import annotations
 
@@ -40,22 +30,17 @@ import contextlib
 import os
 from typing import Dict, Optional
 
-from symbolic.errors import ConfigError
 
 from . import inputs
-from .fake import describe, routing_mode
-
-#: Megatron-Core's selective recomputation modules, and --recompute as TransformerConfig's fields
-#: (checked with the other options before torch is imported: memsym/trace/inputs.py).
-MODULES = inputs.MCORE_RECOMPUTE_MODULES
-recompute_settings = inputs.mcore_recompute
+from .fake import describe, modes
 
 _PATCHED = False
 _RECORDER = None  # the Recorder running, for the checkpoint attribution below
 
 
 class _Nop:
-    """A CUDA stream/event stand-in that does nothing (CPU, one process)."""
+    """A CUDA stream/event stand-in (CPU, one process): ``wait_stream``, ``record``, ``synchronize`` ... do nothing
+    (``record_event`` returns another event), ``query`` says done."""
 
     def __init__(self, *a, **k):
         pass
@@ -66,26 +51,13 @@ class _Nop:
     def __exit__(self, *a):
         return False
 
-    def wait_stream(self, *a, **k):
-        pass
-
-    def wait_event(self, *a, **k):
-        pass
-
-    def record(self, *a, **k):
-        pass
-
-    def record_event(self, *a, **k):
-        return _Nop()
-
-    def wait(self, *a, **k):
-        pass
-
-    def synchronize(self):
-        pass
-
     def query(self):
         return True
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *a, **k: _Nop()
 
 
 def _patch():
@@ -207,26 +179,15 @@ def transformer_config(raw: Dict, act_dtype: str, recompute: str, settings: Opti
         masked_softmax_fusion=False, persist_layer_norm=False,
         bias_dropout_fusion=False, apply_rope_fusion=False, gradient_accumulation_fusion=False,
         cross_entropy_loss_fusion=False, tensor_model_parallel_size=1, sequence_parallel=False,
-        mtp_num_layers=raw.get("num_nextn_predict_layers") or None, **fields, **recompute_settings(recompute))
+        mtp_num_layers=raw.get("num_nextn_predict_layers") or None, **fields, **inputs.mcore_recompute(recompute))
 
 
 def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
         experts: str = "loop", recompute: str = "none", seed: int = 0, settings: Optional[Dict] = None,
         fake: bool = False, balanced: bool = False, step: bool = False):
-    """Build, trace one forward, run one backward.  Returns (recorder, info dict).
-
-    ``config``: the parsed config.json (what :func:`memsym.trace.inputs.read` validated) or its path.
-    ``fake``: under FakeTensorMode, balanced routing, forward only; ``balanced``: a real trace with
-    the balanced routing of :mod:`memsym.trace.fake`; ``step``: first a forward and backward of a model built
-    the same way (same weights, same tokens) under torch's profiler (:mod:`memsym.trace.step`: its result is
-    ``info["step"]``).
-    Every check (:mod:`memsym.trace.inputs`: ConfigError) comes before torch is imported."""
+    """Build, trace one forward, run one backward: (recorder, info dict), as :func:`memsym.trace.hf.run`."""
     raw, spec = inputs.of(config)
-    inputs.check_trace(spec, mbs, seq, recompute, fake, step)
-    inputs.check_routing("mcore", spec)
-    inputs.check_options("mcore", attention, experts, recompute, settings)
-    if step and balanced:
-        raise ConfigError("trace.step", "a profiled step runs the router's own routing (no balanced routing)")
+    inputs.check_run("mcore", spec, mbs, seq, attention, experts, recompute, settings, fake, balanced, step)
 
     # lazy: torch and megatron (optional, memsym[trace]; only this path needs them)
     import torch
@@ -260,11 +221,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     if config.mtp_num_layers:  # the D MTP modules (DeepSeek-V3 Sec. 2.2) on the (only) stage, as Megatron builds them
         from megatron.core.models.gpt.gpt_layer_specs import get_gpt_mtp_block_spec
         mtp_spec = get_gpt_mtp_block_spec(config, spec, use_transformer_engine=False)
-    fake_mode = None
-    if fake:
-        from torch._subclasses.fake_tensor import FakeTensorMode
-        fake_mode = FakeTensorMode()
-    routing = routing_mode(fake_mode) if fake or balanced else contextlib.nullcontext()
+    fake_mode, routing = modes(fake, balanced)
 
     def build():
         torch.manual_seed(seed)
@@ -318,7 +275,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     info = {"framework": "mcore", "versions": {"torch": torch.__version__.split("+")[0],
                                                "megatron-core": megatron.core.__version__},
             "loss": value, "params_with_grad": grads,
-            "alive_check": f"{len(rec.saved)} storages recorded, {len(rec.held())} held at the end of the forward",
+            "alive_check": rec.alive_check(),
             "n_layers": raw["num_hidden_layers"], "kinds": kinds, "routing": describe(routing)}
     if measured is not None:
         info["step"] = measured

@@ -1,24 +1,18 @@
-"""Record the tensors autograd saves for backward (torch's ``saved_tensors_hooks``) and what is
-still held of them at the end of the forward.
+"""Record the tensors autograd saves for backward (torch's ``saved_tensors_hooks``) and what is still held of
+them at the end of the forward.
 
-Each storage counts once, by the bytes of its whole storage, identified by the storage
-object (``untyped_storage()._cdata`` with a reference held, so no address is reused while
-recording; ``data_ptr()`` is not an identity: Megatron frees recomputed outputs with
-``resize_(0)`` and their addresses are reused).  Parameters and buffers are excluded.
+Each storage counts once, by the bytes of its whole storage, identified by the storage object
+(``untyped_storage()._cdata`` with a reference held; ``data_ptr()`` is no identity: Megatron frees recomputed
+outputs with ``resize_(0)`` and their addresses are reused).  Parameters and buffers are excluded.
 
-A save counts while the autograd node that saved it is alive.  The pack hook hands autograd a
-small holder of the *detached* tensor and keeps only a weak reference to the holder: the holder
-lives exactly as long as the node's SavedVariable (torch/csrc/autograd/saved_variable.cpp keeps
-the packed object), so a node freed during the forward (an operation whose outputs were all
-discarded: transformers' and Megatron-Core's group-limited top-k bookkeeping, whose nodes die as
-soon as only the integer indices are used) frees its holders.  Handing autograd the tensor
-itself would keep a saved *output* alive through its own ``grad_fn`` (a reference cycle through
-C++ that ``gc`` cannot see), so no discarded node would ever be freed.  A storage belongs to the
-layer whose *live* saves hold it; held by saves of more than one layer, or outside the layers, it
-counts outside the layers.  The outputs of the modules named ``stage`` (transformers' rotary embedding:
-the cos and sin tables computed once before the layers and handed to each) belong to the stage, not to a
-layer: they count outside the layers even when a single layer holds them (a one-layer model).  Saves
-whose every holder died are reported apart (:meth:`discarded`).
+A save counts while the autograd node that saved it is alive: the pack hook hands autograd a small holder of
+the *detached* tensor and keeps a weak reference to it, so the holder lives as long as the node's
+SavedVariable (torch/csrc/autograd/saved_variable.cpp) and a node freed during the forward (transformers' and
+Megatron-Core's group-limited top-k bookkeeping) frees it.  Handing autograd the tensor itself would keep a
+saved output alive through its own ``grad_fn`` (a cycle through C++ that ``gc`` cannot see).  A storage belongs
+to the layer whose live saves hold it; held by more than one layer, by the outputs of the ``stage`` modules
+(transformers' rotary embedding, whose cos and sin tables every layer takes) or outside the layers, it counts
+outside.  Saves whose every holder died are reported apart (:meth:`Recorder.discarded`).
 """
 from __future__ import annotations
 
@@ -216,6 +210,10 @@ class Recorder:
     def held(self) -> List[Saved]:
         """The storages some live save still holds at the end of the forward."""
         return [r for r in self.saved.values() if r.alive]
+
+    def alive_check(self) -> str:
+        """How many recorded storages a live autograd node still holds at the end of the forward."""
+        return f"{len(self.saved)} storages recorded, {len(self.held())} held at the end of the forward"
 
     def discarded(self) -> List[Saved]:
         """The storages saved only by nodes freed during the forward (every holder gone)."""

@@ -1,11 +1,9 @@
 """Measured traces as data: ``paper/traces/*.toml``.
 
-Each record holds the config (path and SHA-256 of its bytes), the settings, the framework
-and its versions, the measured bytes per layer, outside the layers and per tensor family,
-and the command that produced it (``memsym trace ... --record FILE``).  A record the preset
-does not predict yet carries ``unexplained`` (why) and ``unexplained_bytes`` (measured minus
-predicted, per layer and outside), so any change on either side is noticed.  Reading needs
-no torch; :func:`retrace` (torch) measures a record's settings again.
+A record holds the config (path and SHA-256 of its bytes), the settings, the framework and its versions, the
+measured bytes per layer, outside the layers and per tensor family, and the command that produced it
+(``memsym trace ... --record FILE``).  A record the preset does not predict yet carries ``unexplained`` (why)
+and ``unexplained_bytes`` (measured minus predicted), so any change on either side is noticed.
 """
 from __future__ import annotations
 
@@ -35,12 +33,8 @@ FAKE_NOTE = ("traced under torch's FakeTensorMode at the config's real dimension
              "(memsym/trace/fake.py)")
 
 
-def traces_dir() -> str:
-    return str(PAPER_DIR / "traces")
-
-
 def load_all(directory: str = None) -> List[Dict]:
-    d = directory or traces_dir()
+    d = directory or str(PAPER_DIR / "traces")
     out = []
     for name in sorted(os.listdir(d)) if os.path.isdir(d) else []:
         if name.endswith(".toml"):

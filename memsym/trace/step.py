@@ -1,48 +1,32 @@
-"""The peak of a whole training step, measured by torch's profiler (``memsym trace --step``).
+"""The peak of a whole training step, measured by torch's profiler (``memsym trace --step``; explained in
+paper/traces/STEP.md).
 
 One forward and one backward of a freshly built model run under ``torch.profiler.profile(activities=[CPU],
-profile_memory=True, record_shapes=True, with_stack=True)``.  torch's CPU allocator reports every allocation
-and free to the profiler with its running total of live bytes (c10/core/CPUAllocator.cpp:
-``ProfiledCPUMemoryReporter``); ``prof._memory_profile()`` (torch/profiler/_memory_profiler.py) gives each
-allocation torch's own category (PARAMETER, GRADIENT, ACTIVATION, TEMPORARY, INPUT, AUTOGRAD_DETAIL or none).
+profile_memory=True, record_shapes=True, with_stack=True)``: torch's CPU allocator reports every allocation and
+free with its running total (c10/core/CPUAllocator.cpp: ``ProfiledCPUMemoryReporter``, checked event by event),
+``prof._memory_profile()`` (torch/profiler/_memory_profiler.py) gives each allocation torch's category.
+Activation bytes at a moment: every allocation the step made and has not freed, except parameter gradients
+(torch's GRADIENT, checked) and PARAMETER, kernel scratch (made and freed inside one ``aten::`` op, never a
+tensor; ``peak_allocated`` keeps it) and random-number-generator states (``torch.Generator.get_state``).
+The step peak is the largest of these; the op and autograd node running then are the profiler's (a node's
+module is its forward op's; a module called inside the backward is a recomputation).
 
-Activation bytes at a moment: every allocation the step made and has not freed, except
-
-* parameter gradients: the allocations alive at the end that are the parameters' ``.grad`` storages (each is
-  torch's GRADIENT, checked; torch also calls GRADIENT any leaf's ``.grad`` made in the backward, as the detached
-  input of a layer Megatron-Core's ``CheckpointFunction`` recomputes: an activation gradient, counted), and
-  torch's PARAMETER (set per tensor id, so for every version of a tensor: checked).  Parameters and buffers
-  exist before the step: the allocator never reports them;
-* kernel scratch: an allocation no op ever saw as a tensor, made and freed inside one ``aten::`` op (the CPU
-  GEMM's packing buffers in ``aten::mm``/``bmm``/``baddbmm``, a comparison's wrapped scalar): a CPU kernel's,
-  not the model's, and machine-dependent (``peak_allocated`` keeps them);
-* random-number-generator states (``torch.Generator.get_state``: ``torch.utils.checkpoint``'s
-  ``preserve_rng_state``, Megatron-Core's RNG tracker, on CPU here): host memory on a GPU, where
-  ``torch.get_rng_state`` and ``torch.cuda.get_rng_state`` both return CPU tensors.
-
-The step peak is the largest of these over the step.  Nothing here is memsym's reasoning: the bytes are the
-allocator's (each event checked against its running total), the categories torch's, the op and autograd node
-running at the peak the profiler's events (an autograd node's module is the module of the forward op with the
-node's sequence number; a module called inside the backward is a recomputation).
-
-Ranges mark the phases (``torch.profiler.record_function``): ``memsym.inputs`` (the token ids),
-``memsym.forward`` (the model with labels to its loss; what the model returns but the loss is dropped when the
-forward returns, as transformers' ``Trainer.training_step`` and Megatron's ``forward_step`` keep the loss only;
-the inputs too, as the Trainer deletes them), ``memsym.backward`` and ``memsym.gc`` (a collection after the
-step: what it frees was held only by reference cycles, ``cycles``).  The forward runs under a
-:class:`memsym.trace.recorder.Recorder` that holds nothing (``hold=False``), so the storages saved for backward
-are known by address at the end of the forward without changing when anything is freed.  Python's cycle
-collector is off during the step (collected before): a tensor held only by a reference cycle would otherwise
-be freed at a moment no model decides.  The profiler reports only what c10's CPU allocator allocates, on the
-threads it follows (its memory reporting is per thread): a block freed on another thread would look alive, and
-is refused when its address is allocated again (paper/traces/STEP.md).
+Ranges mark the phases (:data:`RANGES`): the token ids, the forward to the loss (what the model returns but
+the loss is dropped, as ``Trainer.training_step`` and Megatron's ``forward_step`` do), the backward and a
+collection after it (what only reference cycles held: the cycle collector is off during the step).  The
+forward runs under a ``Recorder(hold=False)``, so the storages saved for backward are known by address at the
+end of the forward without changing when anything is freed.
 """
 from __future__ import annotations
 
 import gc
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Callable, Dict, List, Optional
+
+from torch._C._profiler import _EventType, _TensorMetadata
+from torch.profiler import ProfilerActivity, profile, record_function
+from torch.profiler._memory_profiler import Category, RecordScope, TensorKey
 
 from .recorder import layer_of, sublayer_of
 
@@ -60,8 +44,6 @@ def run(model, make_inputs: Callable, forward: Callable, grads: Callable) -> Dic
     """Profile one step of ``model``: ``make_inputs()`` -> the inputs (a tuple); ``forward(model, *inputs)`` ->
     ``(loss, recorder)``, the Recorder built with ``hold=False``; ``grads(model)`` -> the parameters' gradient
     tensors after the backward.  Returns :func:`analyse`'s result with the loss and the step's Recorder."""
-    # lazy: torch (optional; only this path needs it)
-    from torch.profiler import ProfilerActivity, profile, record_function
     gc.collect()
     gc.disable()
     try:
@@ -119,9 +101,6 @@ class Alloc:
 
 def analyse(prof, model, held: Dict[int, object], grads: List) -> Dict:
     """The step's timeline of activation bytes from the profiler's allocation events (module docstring)."""
-    # lazy: torch (optional; only this path needs it)
-    from torch._C._profiler import _EventType
-    from torch.profiler._memory_profiler import Category, TensorKey
     mp = prof._memory_profile()
     events = sorted(mp._op_tree.dfs(), key=lambda e: e.start_time_ns)
     ranges = {_name(e): (e.start_time_ns, e.end_time_ns) for e in events
@@ -260,9 +239,6 @@ def analyse(prof, model, held: Dict[int, object], grads: List) -> Dict:
 
 def _metadata(events) -> Dict:
     """{TensorKey: (dtype, sizes)} as the first op that took the tensor saw it (record_shapes)."""
-    # lazy: torch (optional; only this path needs it)
-    from torch._C._profiler import _EventType, _TensorMetadata
-    from torch.profiler._memory_profiler import TensorKey
     meta = {}
     for e in events:
         if e.typed[0] == _EventType.TorchOp:
@@ -281,17 +257,16 @@ def _kind(a: Alloc) -> str:
         p = a.ev.parent
         if p is not None and _RNG in _name(p):
             return "rng"
-        op = _innermost_op(a.ev)
+        op = _ancestor(a.ev, lambda p: p.typed[0] == _EventType.TorchOp)
         if op is not None and _name(op).startswith("aten::") and a.t1 is not None and a.t1 <= op.end_time_ns:
             return "scratch"
     return "activation"
 
 
-def _innermost_op(ev):
-    # lazy: torch (optional; only this path needs it)
-    from torch._C._profiler import _EventType
+def _ancestor(ev, test):
+    """The innermost event enclosing ``ev`` that passes ``test``, or None."""
     p = ev.parent
-    while p is not None and p.typed[0] != _EventType.TorchOp:
+    while p is not None and not test(p):
         p = p.parent
     return p
 
@@ -304,32 +279,19 @@ def _phase(t, ranges) -> str:
     return "outside"
 
 
-def _module_of(ev, names) -> Optional[str]:
-    """The innermost nn.Module whose forward call contains ``ev`` (the profiler's Python tracer), or None."""
-    # lazy: torch (optional; only this path needs it)
-    from torch._C._profiler import _EventType
-    p = ev.parent
-    while p is not None:
-        if p.typed[0] == _EventType.PyCall and p.typed[1].module is not None and p.typed[1].module.self_ptr in names:
-            return names[p.typed[1].module.self_ptr]
-        p = p.parent
-    return None
-
-
 def _forward_modules(events, names, ranges) -> Dict[int, Optional[str]]:
     """{sequence number: module path} of the ops that made autograd nodes (an autograd node has the number of the
     op that made it): the forward's, and a recomputation's in the backward (ops inside a node have none)."""
-    # lazy: torch (optional; only this path needs it)
-    from torch._C._profiler import _EventType
     out = {}
     lo, hi = ranges[RANGES[1]][0], ranges[RANGES[2]][1]
     for e in events:
         if e.typed[0] == _EventType.TorchOp and lo <= e.start_time_ns <= hi:
             n = e.typed[1].sequence_number
-            if n >= 0 and n not in out:
-                module = _module_of(e, names)
-                if module is not None:
-                    out[n] = module
+            if n >= 0 and n not in out:  # the innermost nn.Module whose forward call contains e (Python tracer)
+                p = _ancestor(e, lambda p: p.typed[0] == _EventType.PyCall and p.typed[1].module is not None
+                              and p.typed[1].module.self_ptr in names)
+                if p is not None:
+                    out[n] = names[p.typed[1].module.self_ptr]
     return out
 
 
@@ -338,9 +300,6 @@ def _origin(ev, ranges, names, fwd_module) -> Dict:
     called inside the backward), the innermost op, the autograd node (in the backward; ``engine`` when the
     autograd engine made it after the node ran: a gradient's cast to its input's dtype, the sum of two
     gradients of one tensor), and the module (a node's is its forward op's) and its layer."""
-    # lazy: torch (optional; only this path needs it)
-    from torch._C._profiler import _EventType
-    from torch.profiler._memory_profiler import RecordScope
     phase = _phase(ev.start_time_ns, ranges)
     op = node = module = None
     engine = recompute = False
@@ -371,7 +330,8 @@ def _origin(ev, ranges, names, fwd_module) -> Dict:
         phase, node, engine = "recompute", None, False
     if node is not None and engine:
         node += " (engine)"
-    return {"phase": phase, "op": op, "node": node, "module": _shown(module), "layer": _layer(module)}
+    return {"phase": phase, "op": op, "node": node, "module": "(none)" if module is None else module or "(model)",
+            "layer": _layer(module)}
 
 
 def _name(ev) -> str:
@@ -380,12 +340,6 @@ def _name(ev) -> str:
         return ev.name
     except UnicodeDecodeError:
         return "(undecodable name)"
-
-
-def _shown(module: Optional[str]) -> str:
-    if module is None:
-        return "(none)"
-    return module or "(model)"
 
 
 def _layer(module: Optional[str]):
@@ -404,18 +358,14 @@ def _layer_order(item):
 
 
 def _at(a: Optional[Alloc]) -> Dict:
-    if a is None:
-        return {}
-    out = {k: v for k, v in a.origin.items()}
-    out["bytes"] = a.size
-    return out
+    return {} if a is None else dict(a.origin, bytes=a.size)
 
 
 def _by(allocs, key) -> Dict[str, int]:
-    out: Dict[str, int] = defaultdict(int)
+    out = Counter()
     for a in allocs:
         out[key(a)] += a.size
-    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+    return dict(out.most_common())
 
 
 def _held(allocs) -> List[Dict]:

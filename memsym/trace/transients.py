@@ -1,15 +1,11 @@
 """Transients at the peak, measured on CPU: the cross-entropy backward's cast (``--ce-backward cast``).
 
-Megatron-Core's vocab-parallel cross-entropy (``tensor_parallel/cross_entropy.py``:
-``_VocabParallelCrossEntropy``; ``fusions/fused_cross_entropy.py`` for ``--cross-entropy-loss-fusion``
-with the native implementation) keeps the FP32 softmax for backward, reuses it in place as the
-logits' FP32 gradient and casts that to the logits' dtype while it is still held; the forward's
-upcast ``logits.float()`` holds the B_a logits and their FP32 copy together the same way.  This
-module runs both paths forward and backward on CPU (gloo, one rank) under a dispatch mode that
-tracks every tensor storage created and when it is freed, and reports the live bytes after the
-forward and the peaks above them.  ``python -m memsym.trace.transients`` prints the record
-(paper/transients/ce-backward.toml).  On a GPU the caching allocator rounds each block to 512 B and
-``torch.compile`` may fuse the native path's kernels; neither changes the B_a b s v bytes.
+Megatron-Core's vocab-parallel cross-entropy (``tensor_parallel/cross_entropy.py: _VocabParallelCrossEntropy``;
+``fusions/fused_cross_entropy.py`` for ``--cross-entropy-loss-fusion``, native) keeps the FP32 softmax for
+backward, reuses it in place as the logits' FP32 gradient and casts that to the logits' dtype while it is still
+held.  :func:`measure` runs both paths forward and backward on CPU (gloo, one rank) tracking every storage
+created and freed; ``python -m memsym.trace.transients`` prints the record (paper/transients/ce-backward.toml).
+On a GPU the caching allocator's 512 B rounding and ``torch.compile``'s fusion leave the B_a b s v bytes as they are.
 """
 from __future__ import annotations
 

@@ -1,21 +1,15 @@
-"""Measure what transformers 5.24's DeepseekV4ForCausalLM keeps saved for backward at the end of the
-forward (CPU, eager attention, train mode) with memsym's Recorder, and check it against the closed
-forms of paper/traces/V4.md.
+"""Measure what transformers 5.24's DeepseekV4ForCausalLM keeps saved for backward at the end of the forward
+(CPU, eager attention, train mode) with memsym's Recorder, and check it against the closed forms of
+paper/traces/V4.md.  It writes nothing.
 
 Run:  (from the repository) . .venv/bin/activate && python paper/traces/v4/measure.py [-v] [NAME ...]
 
-The model is built as memsym/trace/hf.py `run` builds it: DeepseekV4Config(**kw) with
-_attn_implementation="eager" and _experts_implementation ("eager" = the loop, or "grouped_mm"),
-DeepseekV4ForCausalLM._from_config(config, dtype=...), model.train(), torch.manual_seed(seed) before
-building, then ids = randint(2, vocab, (b, s)) and `model(input_ids=ids, labels=ids)` under
-Recorder(model, stage=(model.model.rotary_emb,)).  Variants (per config): build="to" builds in fp32
-and calls model.to(torch.bfloat16) (what the brief literally says; it casts V4's fp32-kept modules
-to bf16); use_cache=False passes use_cache=False to the forward (hf.run passes nothing, so the config's
-use_cache=True holds: a DynamicCache is built and returned in the output); tid2eid="random" fills the
-hash routers' frozen table with random experts (the default init leaves it all zeros: every token sends
-its N_r copies to expert 0).
-
-It writes nothing.
+The model is built as memsym/trace/hf.py ``run`` builds it (``_from_config(config, dtype=...)``, train mode,
+``torch.manual_seed(seed)``, ``model(input_ids=ids, labels=ids)`` under ``Recorder(model,
+stage=(model.model.rotary_emb,))``).  Variants (per config): build="to" builds in fp32 and calls
+``model.to(torch.bfloat16)`` (casting V4's fp32-kept modules); use_cache=False passed to the forward (else the
+config's use_cache=True keeps a DynamicCache in the output); tid2eid="random" fills the hash routers' frozen
+table with random experts (its default init sends every token's N_r copies to expert 0).
 """
 from __future__ import annotations
 
@@ -29,44 +23,40 @@ from memsym.trace.recorder import Recorder  # noqa: E402
 from transformers import DeepseekV4Config, DeepseekV4ForCausalLM  # noqa: E402
 
 RATES = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 16}
-ALL3 = ["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"]
 
 
 def base(**over):
-    kw = dict(vocab_size=256, hidden_size=64, moe_intermediate_size=32, num_hidden_layers=4,
-              num_attention_heads=4, head_dim=32, q_lora_rank=48, num_experts_per_tok=2, n_routed_experts=4,
-              layer_types=["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention",
-                           "compressed_sparse_attention"],
-              mlp_layer_types=["hash_moe", "moe", "moe", "hash_moe"],
-              compress_rates=dict(RATES), hc_mult=2, hc_sinkhorn_iters=3, sliding_window=8, o_groups=2,
-              o_lora_rank=16, index_n_heads=2, index_head_dim=16, index_topk=3, partial_rotary_factor=0.25)
-    kw.update(over)
-    return kw
+    return {**dict(vocab_size=256, hidden_size=64, moe_intermediate_size=32, num_hidden_layers=4,
+                   num_attention_heads=4, head_dim=32, q_lora_rank=48, num_experts_per_tok=2, n_routed_experts=4,
+                   layer_types=["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention",
+                                "compressed_sparse_attention"],
+                   mlp_layer_types=["hash_moe", "moe", "moe", "hash_moe"],
+                   compress_rates=dict(RATES), hc_mult=2, hc_sinkhorn_iters=3, sliding_window=8, o_groups=2,
+                   o_lora_rank=16, index_n_heads=2, index_head_dim=16, index_topk=3, partial_rotary_factor=0.25),
+            **over}
 
 
 def six(**over):
     """hidden 256, vocab 1024, 6 layers, every (attention type x mlp type) pair."""
-    kw = base(vocab_size=1024, hidden_size=256, moe_intermediate_size=64, num_hidden_layers=6,
-              num_attention_heads=8, head_dim=64, q_lora_rank=96, num_experts_per_tok=3, n_routed_experts=8,
-              layer_types=["heavily_compressed_attention", "sliding_attention", "compressed_sparse_attention",
-                           "sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"],
-              mlp_layer_types=["hash_moe", "hash_moe", "hash_moe", "moe", "moe", "moe"],
-              hc_mult=4, hc_sinkhorn_iters=2, sliding_window=16, o_groups=4, o_lora_rank=32,
-              index_n_heads=4, index_head_dim=32, index_topk=8, partial_rotary_factor=0.25)
-    kw.update(over)
-    return kw
+    return base(**{**dict(
+        vocab_size=1024, hidden_size=256, moe_intermediate_size=64, num_hidden_layers=6,
+        num_attention_heads=8, head_dim=64, q_lora_rank=96, num_experts_per_tok=3, n_routed_experts=8,
+        layer_types=["heavily_compressed_attention", "sliding_attention", "compressed_sparse_attention",
+                     "sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"],
+        mlp_layer_types=["hash_moe", "hash_moe", "hash_moe", "moe", "moe", "moe"],
+        hc_mult=4, hc_sinkhorn_iters=2, sliding_window=16, o_groups=4, o_lora_rank=32,
+        index_n_heads=4, index_head_dim=32, index_topk=8, partial_rotary_factor=0.25), **over})
 
 
 def five(**over):
-    kw = base(vocab_size=512, hidden_size=128, moe_intermediate_size=48, num_hidden_layers=5,
-              num_attention_heads=4, head_dim=32, q_lora_rank=64, num_experts_per_tok=2, n_routed_experts=6,
-              layer_types=["compressed_sparse_attention", "heavily_compressed_attention", "sliding_attention",
-                           "heavily_compressed_attention", "compressed_sparse_attention"],
-              mlp_layer_types=["moe", "hash_moe", "moe", "hash_moe", "moe"],
-              hc_mult=4, hc_sinkhorn_iters=1, sliding_window=12, o_groups=4, o_lora_rank=24,
-              index_n_heads=3, index_head_dim=16, index_topk=64, partial_rotary_factor=0.5)
-    kw.update(over)
-    return kw
+    return base(**{**dict(
+        vocab_size=512, hidden_size=128, moe_intermediate_size=48, num_hidden_layers=5,
+        num_attention_heads=4, head_dim=32, q_lora_rank=64, num_experts_per_tok=2, n_routed_experts=6,
+        layer_types=["compressed_sparse_attention", "heavily_compressed_attention", "sliding_attention",
+                     "heavily_compressed_attention", "compressed_sparse_attention"],
+        mlp_layer_types=["moe", "hash_moe", "moe", "hash_moe", "moe"],
+        hc_mult=4, hc_sinkhorn_iters=1, sliding_window=12, o_groups=4, o_lora_rank=24,
+        index_n_heads=3, index_head_dim=16, index_topk=64, partial_rotary_factor=0.5), **over})
 
 
 # name: (model kwargs, b, s, experts, dtype, variant dict)
@@ -238,8 +228,6 @@ def closed_form(cfg, b, s, experts, dt, var, counts=None):
         t["q_a_norm"] = rms(bs, d_cq)
         t["q_residual(q_b_proj input)"] = bs * d_cq * Ba
         t["q_b_norm"] = bs * n_h * (4 * d + 4) + (0 if f32 else bs * n_h * (Ba + d * Ba))
-        if f32:
-            t["q_b_norm"] = bs * n_h * (4 * d + 4)
         t["kv_norm"] = rms(bs, d)
         t["rope cos/sin x3 (q, kv, out)"] = 6 * s * d_r * Ba
         if b == 1 or n_h == 1:
@@ -388,7 +376,6 @@ def main(argv):
     verbose = "-v" in argv
     names = [a for a in argv if a != "-v"] or list(CONFIGS)
     ok = True
-    rows = []
     for name in names:
         cfg, b, s, experts, dt, var, per, outside, counts, detail = measure(name, verbose)
         cper, cout, terms, oterms = closed_form(cfg, b, s, experts, dt, var, counts)
@@ -397,7 +384,6 @@ def main(argv):
         dper, dout = doc_form(cfg, b, s, experts, dt, var)
         match = per == cper and outside == cout and cper2 == cper and (dper, dout) == (cper, cout)
         ok &= match
-        rows.append((name, b, s, experts, dt, var, per, cper, outside, cout, match))
         print(f"{name}: b={b} s={s} experts={experts} {dt} {var} layers={cfg.layer_types} "
               f"mlp={cfg.mlp_layer_types}")
         print(f"   measured per layer {per} outside {outside}")
@@ -409,7 +395,6 @@ def main(argv):
             for r in sorted(detail, key=lambda r: (-1 if r[0] is None else r[0])):
                 print("     ", r)
     print("ALL MATCH" if ok else "SOME MISMATCH")
-    return rows
 
 
 if __name__ == "__main__":
