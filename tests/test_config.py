@@ -89,7 +89,7 @@ SPLIT = {
     "layout": ["Layout", "StageComposition", "compose", "composition_names", "layer_range", "stage", "stage_layers",
                "stages", "validate_layout", "whole_model"],
     "training": ["ATTENTION", "DTYPES", "OFFLOAD_MODULES", "RECOMPUTE", "RECOMPUTE_OPS", "SCHEDULES", "ZERO_NAMES",
-                 "Training", "parse_offload", "parse_recompute", "validate_training"],
+                 "Training", "parse_cuda_graphs", "parse_offload", "parse_recompute", "validate_training"],
     "switches": ["BYTES_CONVENTIONS", "BYTES_HELP", "CONVENTION_ORDER", "CONVENTION_PRESETS", "CONVENTION_SOURCES",
                  "CONVENTION_SWITCHES", "MTP_HELP", "NAMING_PRESETS", "Conventions", "SwitchSpec",
                  "validate_conventions"],

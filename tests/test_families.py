@@ -77,7 +77,7 @@ def test_a_family_is_its_declaration_and_hooks(tmp_path, monkeypatch):
         FAMILY = GQA()
     '''))
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(families, "_REGISTRY", dict(families._all_registered()))
+    monkeypatch.setattr(families, "_REGISTRY", {f.name: f for f in families.all()})
     monkeypatch.delitem(sys.modules, "gqafamily", raising=False)
     import gqafamily
     fam = families.register(gqafamily.FAMILY)
@@ -111,7 +111,7 @@ def toy(tmp_path, monkeypatch):
     """The toy family (tests/data/toyfamily) copied alone to a temporary folder and registered (the registry
     restored after)."""
     monkeypatch.syspath_prepend(str(_toy_package(tmp_path)))
-    monkeypatch.setattr(families, "_REGISTRY", dict(families._all_registered()))
+    monkeypatch.setattr(families, "_REGISTRY", {f.name: f for f in families.all()})
     for mod in [m for m in sys.modules if m == "toyfamily" or m.startswith("toyfamily.")]:
         monkeypatch.delitem(sys.modules, mod)
     import toyfamily

@@ -34,7 +34,7 @@ D_LAT, H_E, H_F, N, NR, V = 1536 + 512, 1024, 4096, 32, 4, 51712
     ("nvfp4", Fraction(1, 2) + Fraction(1, 16), 2 * (Fraction(1, 2) + Fraction(1, 16))),  # E2M1 + E4M3 per 16
 ])
 def test_bytes_per_element_of_each_format(name, inp, weight):
-    assert qz.input_bytes(name) == inp and qz.weight_bytes(name) == weight
+    assert qz.recipe(name).input_bytes == inp and qz.recipe(name).weight_bytes == weight
 
 
 def proxy(recipe="tensorwise", **kw):

@@ -51,7 +51,7 @@ from typing import Dict, Mapping, Tuple
 from derivations import evaluate as ev
 from derivations.activations.view import View
 from derivations.config import ConfigError, Training
-from derivations.config.quantization import FORMATS, input_bytes, weight_bytes
+from derivations.config.quantization import FORMATS, recipe
 
 TE = "Transformer Engine d0067d0d transformer_engine/pytorch/module/"
 MC = "Megatron-LM d98e8a64 megatron/core/"
@@ -110,7 +110,7 @@ def parts(model, training: Training, values: Mapping) -> Dict[str, Tuple[Tuple[s
         raise ConfigError("linear-recipe", f"--linear-recipe selects the tensors of Megatron-Core's MLA and MoE "
                                            f"layers; {model.name} is of the {model.family} family")
     view = View.of(training)
-    B_a, q = Fraction(values["B_a"]), input_bytes(training.linear_recipe)
+    B_a, q = Fraction(values["B_a"]), recipe(training.linear_recipe).input_bytes
     out = {kind: tuple(_rows(kind, ev.tensor_values(view, model.q_lora, values, kind), B_a, q, training))
            for kind in ("mla", "moe", "dense")}
     eh = Fraction(ev.tensor_values(view, model.q_lora, values, "mtp").get("mtp_eh_in", 0)) if model.mtp_layers else 0
@@ -143,7 +143,7 @@ def linear_params(terms, dev: Mapping, params_id: str) -> Fraction:
 
 def copies(training: Training, P_lin: Fraction, B_w) -> Fraction:
     """``state.quantized``: P_lin weights x both directions' bytes, less their B_w copy under param gather."""
-    out = P_lin * weight_bytes(training.linear_recipe)
+    out = P_lin * recipe(training.linear_recipe).weight_bytes
     return out - P_lin * Fraction(B_w) if training.quantized_params else out
 
 

@@ -1,10 +1,6 @@
-"""Configurations: model, parallel layout and training settings, as substitutions.
-
-A configuration never rebuilds a term: it becomes a mapping from notation symbols to exact integers (or
-rationals) applied to the symbolic terms (:func:`substitution`).  The single import point of the configuration
-(``from derivations import config as cfg``): the model (Table 1), its presets, the layout (Tables 5 and 9), the
-training settings (Table 7) and the conventions live in the modules imported below.  Invalid input raises
-:class:`ConfigError`, naming the constraint that failed and what was given (exit code 2 on the command line).
+"""Configurations (model, parallel layout, training, conventions) as substitutions of the symbolic terms, never
+rebuilding them: the single import point ``from derivations import config as cfg``.  Invalid input raises
+ConfigError naming the constraint that failed.
 """
 from __future__ import annotations
 

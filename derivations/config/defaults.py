@@ -1,17 +1,12 @@
 """One set of defaults (issue 43): the view an option nobody set takes, the same for every command.
 
-With no run named the question is the paper's (Zhang & Su, arXiv 2502.07846): the unfused attention that keeps
-the 5 b n_h s^2 score tensors (Sec. 5.1), the dropout masks, one micro-batch per stage (Sec. 5, Table 10): the
-:class:`derivations.config.training.Training` defaults.  A run is named by the job typed (:data:`RUN_OPTIONS`:
-``--gpus``, ``--global-batch``, a launch file; ``memsym search`` always has ``--gpus``), not by a memory budget
-(``--hbm``, ``--gpu``: the paper's layout against an H800 is still the paper's question, and the page, which
-always judges against a GPU, stays the paper's until a job is typed).  Then the options nobody set take what
-practitioners run, :data:`RUN_DEFAULTS` (the fused attention kernel, no s x s tensor: Megatron-Core with
-Transformer Engine, torchtitan, DeepSeek; with ``--global-batch`` the micro-batches are m = G / (DP b) under
-1F1B, derivations/config/training.py ``with_global_batch``).  This layer sits under the recipe's and the
-conventions preset's (derivations/config/resolve.py ``resolved``), so ``--conventions paper`` (or ``--recipe
-paper``) gives the paper's view anywhere.  Pure data and dict work: the page reads :data:`RUN_OPTIONS` and
-:data:`RUN_DEFAULTS` as they are.
+With no run named the question is the paper's (Zhang & Su, arXiv 2502.07846: the unfused attention keeping the
+5 b n_h s^2 score tensors, Sec. 5.1; the dropout masks; one micro-batch per stage, Table 10): the Training defaults.
+A run is named by the job typed (:data:`RUN_OPTIONS`), not by a memory budget (``--hbm``, ``--gpu``: the paper's
+layout against an H800 is still the paper's question; so is the page until a job is typed); the options nobody set
+then take what practitioners run, :data:`RUN_DEFAULTS` (the fused attention kernel: Megatron-Core with Transformer
+Engine, torchtitan, DeepSeek).  This layer sits under the recipe's and the conventions preset's (resolve.py
+``resolved``), so ``--conventions paper`` gives the paper's view anywhere.  The page reads both tables as they are.
 """
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""Megatron-LM's two small list grammars a launch file carries, parsed by hand (Megatron evaluates the first with
-Python's eval; memsym never evaluates anything it reads): ``--moe-layer-freq`` and
-``--pipeline-model-parallel-layout``."""
+"""Megatron-LM's two small list grammars a launch file carries: ``--moe-layer-freq`` (Megatron evaluates it with
+Python's eval; memsym parses it and never evaluates anything it reads) and ``--pipeline-model-parallel-layout``."""
 from __future__ import annotations
 
+import ast
+import itertools
 import re
 from typing import List
 
@@ -13,87 +14,44 @@ from derivations.config.launch import shown
 
 
 def layer_pattern(text: str, what: str = "--moe-layer-freq") -> List[int]:
-    """Megatron's list expression of 0s and 1s (``([0]*3+[1]*13)``, ``([1]*3+[0]*1)*3``, ``[0,1,1]``), parsed
-    by hand (Megatron evaluates it; memsym never does): expr = term ('+' term)*, term = atom ('*' N)* or
-    N '*' atom, atom = '[' N (',' N)* ']' or '(' expr ')'; at most 10^4 entries, nested at most 32 deep."""
-    s = re.sub(r"\s+", "", text)
-    pos, depth = 0, 0
-
+    """Megatron's list expression of 0s and 1s (``([0]*3+[1]*13)``, ``([1]*3+[0]*1)*3``, ``[0,1,1]``), which Megatron
+    evaluates with Python's eval (arguments.py moe_freq_type): parsed by Python's own parser (:func:`ast.parse`, never
+    evaluated) and read as lists of integers joined by ``+`` and repeated by ``*`` an integer; at most 10^4 entries,
+    nested at most 32 deep."""
     def fail(message):
         return ConfigError("from-megatron", f"{what} {shown(text[:60])!r}{'...' if len(text) > 60 else ''}: "
                                             f"{message}")
 
-    def number():
-        nonlocal pos
-        m = re.compile(r"[0-9]{1,6}").match(s, pos)
-        if m is None:
-            raise fail(f"expected a number at character {pos + 1}")
-        pos = m.end()
-        return int(m.group())
+    if max(itertools.accumulate((c in "([") - (c in ")]") for c in text), default=0) > 32:
+        raise fail("nested more than 32 deep")
+    try:
+        tree = ast.parse(text.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise fail(f"not a Python list expression ({getattr(exc, 'msg', None) or type(exc).__name__})") from None
 
-    def atom():
-        nonlocal pos, depth
-        depth += 1
-        if depth > 32:
-            raise fail(f"nested more than 32 deep at character {pos + 1}")
-        try:
-            return _atom()
-        finally:
-            depth -= 1
+    def number(node) -> bool:
+        return isinstance(node, ast.Constant) and type(node.value) is int
 
-    def _atom():
-        nonlocal pos
-        if pos < len(s) and s[pos] == "[":
-            pos += 1
-            items = [number()]
-            while pos < len(s) and s[pos] == ",":
-                pos += 1
-                items.append(number())
-            if pos >= len(s) or s[pos] != "]":
-                raise fail(f"expected ']' at character {pos + 1}")
-            pos += 1
-            return items
-        if pos < len(s) and s[pos] == "(":
-            pos += 1
-            items = expr()
-            if pos >= len(s) or s[pos] != ")":
-                raise fail(f"expected ')' at character {pos + 1}")
-            pos += 1
-            return items
-        if pos < len(s) and s[pos].isdigit():
-            k = number()
-            if pos >= len(s) or s[pos] != "*":
-                raise fail(f"expected '*' after {k} at character {pos + 1}")
-            pos += 1
-            return times(atom(), k)
-        raise fail(f"expected '[' or '(' at character {pos + 1}")
-
-    def times(items, k):
-        if len(items) * k > LAYERS:
-            raise fail(f"more than {LAYERS} entries")
-        return items * k
-
-    def term():
-        nonlocal pos
-        items = atom()
-        while pos < len(s) and s[pos] == "*":
-            pos += 1
-            items = times(items, number())
-        return items
-
-    def expr():
-        nonlocal pos
-        items = term()
-        while pos < len(s) and s[pos] == "+":
-            pos += 1
-            items = items + term()
-            if len(items) > LAYERS:
+    def value(node) -> List[int]:
+        if isinstance(node, ast.List) and node.elts and all(number(e) for e in node.elts):
+            return [e.value for e in node.elts]
+        op = type(getattr(node, "op", None))
+        if op is ast.Add:
+            items = value(node.left) + value(node.right)
+        elif op is ast.Mult and (number(node.left) or number(node.right)):
+            k, inner = (node.left, node.right) if number(node.left) else (node.right, node.left)
+            items = value(inner)
+            if len(items) * k.value > LAYERS:
                 raise fail(f"more than {LAYERS} entries")
+            items = items * k.value
+        else:
+            raise fail(f"expected lists of integers joined by '+' and repeated by '*' N at character "
+                       f"{node.col_offset + 1}")
+        if len(items) > LAYERS:
+            raise fail(f"more than {LAYERS} entries")
         return items
 
-    out = expr()
-    if pos != len(s):
-        raise fail(f"unexpected {s[pos]!r} at character {pos + 1}")
+    out = value(tree)
     if any(x not in (0, 1) for x in out):
         raise fail("entries must be 0 (dense) or 1 (MoE)")
     return out

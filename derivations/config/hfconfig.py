@@ -1,18 +1,7 @@
-"""A Hugging Face ``config.json`` read as bounded data and handed to the family that reads its ``model_type``.
-
-The file is read as JSON data only: nothing is imported, executed or downloaded
-(``trust_remote_code`` never enters): at most CONFIG_BYTES bytes, bounded nesting and number
-digits (symbolic/jsonfile.py).  :func:`from_dict` finds the family (derivations/families/) whose
-``model_types`` hold the file's ``model_type`` and calls its ``config.from_fields`` with
-:class:`Fields`, the checks of one field (types, ranges, the limits of derivations/config/limits.py);
-the DeepSeek family's mapping onto the paper's notation (Table 1) is
-derivations/families/deepseek/config.py.
-
-Any problem raises :class:`~symbolic.errors.ConfigError` whose message names the file and
-the field; the CLI prints it on one line and exits 2.
-
-A family's released checkpoints are listed by its own module (DeepSeek's:
-derivations/families/deepseek/checkpoint.py).
+"""A Hugging Face ``config.json`` read as bounded JSON data (symbolic/jsonfile.py; nothing imported, executed or
+downloaded) and handed to the family that reads its ``model_type`` (derivations/families/<family>/config.py
+``from_fields``) with :class:`Fields`, the checks of one field.  Any problem is a ConfigError naming the file and the
+field.
 """
 from __future__ import annotations
 
@@ -27,60 +16,21 @@ from derivations.config.model import ModelSpec
 from derivations import families
 import hashlib
 
-MAX_BYTES = CONFIG_BYTES  # a config.json is a few KiB; refuse to read anything absurd
-
 
 def _err(path: str, field: str, message: str) -> ConfigError:
     return ConfigError(f"hf-config.{field}", f"{path}: {message}")
 
 
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 _type_name, _shown = jsonfile.type_name, jsonfile.shown
-
-
-def _int(data: Mapping, path: str, field: str, meaning: str, minimum: int = 1, default=None, required=True):
-    if field not in data:
-        if required:
-            raise _err(path, field, f"required field {field!r} ({meaning}) is missing")
-        return default
-    x = data[field]
-    if not _is_int(x):
-        raise _err(path, field, f"field {field!r} ({meaning}) must be an integer, got {_type_name(x)} {_shown(x)}")
-    if x < minimum:
-        kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        raise _err(path, field, f"field {field!r} ({meaning}) must be {kind}, got {_shown(x)}")
-    lim = FIELDS.get(field)
-    if lim is not None and x > lim.high:
-        raise _err(path, field, f"field {field!r} ({meaning}) must be at most {lim.domain.split('..')[1]} "
-                                f"({lim.why}), got {_shown(x)}")
-    return x
-
-
 #: How much a config.json may hold (derivations/config/limits.py), for the bounded reader.
 BOUNDS = jsonfile.Bounds(CONFIG_BYTES, CONFIG_DEPTH, CONFIG_DIGITS)
-
-
-def _read_bounded(path: str) -> bytes:
-    """At most CONFIG_BYTES bytes of the regular file ``path`` (symbolic/jsonfile.py: read_bounded)."""
-    return jsonfile.read_bounded(path, BOUNDS, _err)
 
 
 def read_json(path: str) -> Dict:
     """The parsed JSON object of ``path`` (a config.json, or a directory holding one), read as bounded
     data (symbolic/jsonfile.py: at most CONFIG_BYTES bytes, nesting at most CONFIG_DEPTH, numbers of at
     most CONFIG_DIGITS digits, no field twice); every error names the file and the byte offset or field."""
-    return _parse_json(*_read_raw(path))
-
-
-def _read_raw(path) -> Tuple[bytes, str]:
-    return jsonfile.read_raw(path, BOUNDS, _err)
-
-
-def _parse_json(raw: bytes, path: str) -> Dict:
-    return jsonfile.parse(raw, path, BOUNDS, _err)
+    return jsonfile.parse(*jsonfile.read_raw(path, BOUNDS, _err), BOUNDS, _err)
 
 
 class Fields:
@@ -97,11 +47,53 @@ class Fields:
 
     def int(self, field: str, meaning: str, minimum: int = 1, default=None, required=True):
         """The integer ``field`` (at least ``minimum``, at most its limit in derivations/config/limits.py)."""
-        return _int(self.data, self.path, field, meaning, minimum, default, required)
+        if field not in self.data:
+            if required:
+                raise self.err(field, f"required field {field!r} ({meaning}) is missing")
+            return default
+        x = self.data[field]
+        if not isinstance(x, int) or isinstance(x, bool):
+            raise self.err(field, f"field {field!r} ({meaning}) must be an integer, got {_type_name(x)} {_shown(x)}")
+        if x < minimum:
+            kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+            raise self.err(field, f"field {field!r} ({meaning}) must be {kind}, got {_shown(x)}")
+        lim = FIELDS.get(field)
+        if lim is not None and x > lim.high:
+            raise self.err(field, f"field {field!r} ({meaning}) must be at most {lim.domain.split('..')[1]} "
+                                  f"({lim.why}), got {_shown(x)}")
+        return x
+
+    def choice(self, field: str, choices, default):
+        """The text ``field``, one of ``choices`` (``default`` when absent)."""
+        val = self.data.get(field, default)
+        if not isinstance(val, str) or val not in choices:
+            raise self.err(field, f"field {field!r} must be one of {', '.join(choices)}, "
+                                  f"got {_type_name(val)} {_shown(val)}")
+        return val
+
+    def bool(self, field: str, default: bool = False) -> bool:
+        """The true/false ``field`` (``default`` when absent)."""
+        val = self.data.get(field, default)
+        if not isinstance(val, bool):
+            raise self.err(field, f"field {field!r} must be true or false, got {_type_name(val)} {_shown(val)}")
+        return val
 
     def fp8_block(self) -> Optional[Tuple[int, int]]:
         """quantization_config.weight_block_size of an FP8 block-quantised release, or None."""
-        return _fp8_block(self.data, self.path)
+        q = self.data.get("quantization_config")
+        if q is None:
+            return None
+        if not isinstance(q, dict):
+            raise self.err("quantization_config", f"field 'quantization_config' must be an object, got "
+                                                  f"{_type_name(q)}")
+        if q.get("quant_method") != "fp8" or q.get("weight_block_size") is None:
+            return None
+        blk, high = q["weight_block_size"], FIELDS["weight_block_size"].high
+        if not (isinstance(blk, list) and len(blk) == 2
+                and all(isinstance(x, int) and not isinstance(x, bool) and 0 < x <= high for x in blk)):
+            raise self.err("quantization_config", f"quantization_config.weight_block_size must be two positive "
+                                                  f"integers (at most {high}), got {_shown(blk)}")
+        return (blk[0], blk[1])
 
 
 def covered() -> str:
@@ -112,11 +104,8 @@ def covered() -> str:
 
 def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
               source: Optional[str] = None):
-    """Map a parsed config.json onto the model of the family that reads its ``model_type``
-    (derivations/families/<family>/config.py ``from_fields``), validating every field it uses.
-
-    ``source`` (default ``path``) records where the model came from (``"preset"`` for the
-    presets of :mod:`derivations.config.presets`)."""
+    """The model of a parsed config.json, read by the family of its ``model_type``, every field it uses validated;
+    ``source`` (default ``path``) records where the model came from (``"preset"``)."""
     mt = data.get("model_type")
     if mt is None:
         raise _err(path, "model_type", f"required field 'model_type' is missing (memsym covers "
@@ -181,27 +170,9 @@ def fields_table(configs) -> str:
                       "|---|" + "---|" * len(read)] + rows)
 
 
-def _fp8_block(data: Mapping, path: str) -> Optional[Tuple[int, int]]:
-    q = data.get("quantization_config")
-    if q is None:
-        return None
-    if not isinstance(q, dict):
-        raise _err(path, "quantization_config", f"field 'quantization_config' must be an object, got {_type_name(q)}")
-    if q.get("quant_method") != "fp8" or q.get("weight_block_size") is None:
-        return None
-    blk = q["weight_block_size"]
-    if not (isinstance(blk, list) and len(blk) == 2
-            and all(_is_int(x) and 0 < x <= FIELDS['weight_block_size'].high for x in blk)):
-        raise _err(path, "quantization_config", f"quantization_config.weight_block_size must be two positive "
-                                                f"integers (at most {FIELDS['weight_block_size'].high}), got "
-                                                f"{_shown(blk)}")
-    return (blk[0], blk[1])
-
-
 @dataclass(frozen=True)
 class ConfigFile:
-    """A config.json read once: the path as given, the bytes read (bounded: :func:`_read_bounded`),
-    the parsed object (:func:`read_json`) and the :class:`ModelSpec` built from it (:func:`from_dict`)."""
+    """A config.json read once: the path as given, the bytes read, the parsed object and the model built from it."""
 
     path: str
     raw: bytes
@@ -215,10 +186,9 @@ class ConfigFile:
 
 
 def read_config(path: str, name: Optional[str] = None, source: Optional[str] = None) -> ConfigFile:
-    """A Hugging Face config.json (or a directory holding one) read and validated: what
-    :func:`from_hf_config` builds, with the bytes and the parsed object it was built from."""
-    raw, file = _read_raw(path)
-    data = _parse_json(raw, file)
+    """A Hugging Face config.json (or a directory holding one) read and validated, with its bytes and object."""
+    raw, file = jsonfile.read_raw(path, BOUNDS, _err)
+    data = jsonfile.parse(raw, file, BOUNDS, _err)
     return ConfigFile(str(path), raw, data, from_dict(data, path, name, source))
 
 

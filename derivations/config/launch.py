@@ -12,8 +12,7 @@ r"""A Megatron-LM launch read as data: the argument list of a shell script or of
   maps ``--flag`` to its value (``true``: given; ``false``: not given) as the harness passes them; ``ENV_VARS`` is
   kept; no world size (the test recipe holds it).  Read with PyYAML's safe loader, aliases refused.
 
-The flags are mapped onto memsym's options by :mod:`derivations.config.megatron`.  Bad input raises
-:class:`~symbolic.errors.ConfigError` naming the file.
+The flags are mapped onto memsym's options by :mod:`derivations.config.megatron`; bad input is a ConfigError.
 """
 from __future__ import annotations
 
@@ -81,7 +80,11 @@ class Launch:
         return word
 
     def err(self, message: str) -> ConfigError:
-        return ConfigError("from-megatron", f"{self.path}: {message}")
+        return _err(self.path, message)
+
+
+def _err(path: str, message: str, option: str = "from-megatron") -> ConfigError:
+    return ConfigError(option, f"{path}: {message}")
 
 
 def shown(word: str) -> str:
@@ -92,30 +95,28 @@ def shown(word: str) -> str:
 def read_text(path: str, option: str = "from-megatron", what: str = "a launch script or a model_config.yaml") -> str:
     """The text of a launch file (``--from-megatron``'s, ``--from-torchtitan``'s): a regular file of at most
     CONFIG_BYTES bytes of UTF-8, else a ConfigError of ``option`` naming the file."""
-    def err(message):
-        return ConfigError(option, f"{path}: {message}")
     try:
         st = os.stat(path)
     except OSError as exc:
-        raise err(f"cannot read the launch file: {exc.strerror or exc}") from None
+        raise _err(path, f"cannot read the launch file: {exc.strerror or exc}", option) from None
     if not stat.S_ISREG(st.st_mode):
-        raise err(f"not a regular file ({what})")
+        raise _err(path, f"not a regular file ({what})", option)
     if st.st_size > CONFIG_BYTES:
-        raise err(f"{st.st_size} bytes; a launch file has at most {CONFIG_BYTES}")
+        raise _err(path, f"{st.st_size} bytes; a launch file has at most {CONFIG_BYTES}", option)
     try:
         # non-blocking, and checked again once open: a file swapped for a FIFO since the stat never blocks the read
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
         with os.fdopen(fd, "rb") as fh:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise err(f"not a regular file ({what})")
+                raise _err(path, f"not a regular file ({what})", option)
             raw = fh.read(CONFIG_BYTES + 1)
         if len(raw) > CONFIG_BYTES:
-            raise err(f"more than {CONFIG_BYTES} bytes; a launch file has at most {CONFIG_BYTES}")
+            raise _err(path, f"more than {CONFIG_BYTES} bytes; a launch file has at most {CONFIG_BYTES}", option)
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise err(f"not UTF-8 text (byte {exc.start})") from None
+        raise _err(path, f"not UTF-8 text (byte {exc.start})", option) from None
     except OSError as exc:
-        raise err(f"cannot read the launch file: {exc.strerror or exc}") from None
+        raise _err(path, f"cannot read the launch file: {exc.strerror or exc}", option) from None
 
 
 def read_launch(path: str) -> Launch:
@@ -135,23 +136,21 @@ def _from_yaml(path: str, text: str) -> Launch:
     class _Loader(yaml.SafeLoader):
         def compose_node(self, parent, index):  # no anchors or aliases: a test config has none
             if self.check_event(yaml.AliasEvent):
-                raise ConfigError("from-megatron", f"{path}: YAML aliases (*name) are not read")
+                raise _err(path, "YAML aliases (*name) are not read")
             return super().compose_node(parent, index)
 
-    def err(message):
-        return ConfigError("from-megatron", f"{path}: {message}")
     try:
         data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
     except RecursionError:
-        raise ConfigError("from-megatron", f"{path}: nested too deeply to be a model_config.yaml") from None
+        raise _err(path, "nested too deeply to be a model_config.yaml") from None
     except ValueError as exc:  # an integer past Python's 4,300-digit conversion limit
-        raise err(f"not a model_config.yaml: {str(exc).split(';')[0]}") from None
+        raise _err(path, f"not a model_config.yaml: {str(exc).split(';')[0]}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise err(f"not a YAML file{where}: {getattr(exc, 'problem', None) or exc}") from None
+        raise _err(path, f"not a YAML file{where}: {getattr(exc, 'problem', None) or exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("MODEL_ARGS"), dict):
-        raise err("a model_config.yaml maps MODEL_ARGS to the --flag: value pairs of the run; none found")
+        raise _err(path, "a model_config.yaml maps MODEL_ARGS to the --flag: value pairs of the run; none found")
     stack = [data]  # an integer PyYAML read whole from hex, binary or base 60 (no digit limit): bounded here
     while stack:
         x = stack.pop()
@@ -160,11 +159,11 @@ def _from_yaml(path: str, text: str) -> Launch:
         elif isinstance(x, list):
             stack.extend(x)
         elif isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > 128:
-            raise err(f"an integer of {x.bit_length():,} bits: a model_config.yaml's values are short")
+            raise _err(path, f"an integer of {x.bit_length():,} bits: a model_config.yaml's values are short")
     flags: Dict[str, Tuple[str, ...]] = {}
     for key, val in data["MODEL_ARGS"].items():
         if not isinstance(key, str) or not key.startswith("--"):
-            raise err(f"MODEL_ARGS key {key!r} is not a --flag")
+            raise _err(path, f"MODEL_ARGS key {key!r} is not a --flag")
         if val is False or val is None:
             continue  # the harness passes a false switch as nothing
         if val is True:
@@ -174,10 +173,10 @@ def _from_yaml(path: str, text: str) -> Launch:
         elif isinstance(val, (str, int, float)):
             flags[key] = (_yaml_word(val),)
         else:
-            raise err(f"MODEL_ARGS {key}: a value must be text, a number, true/false or a list, got {val!r}")
+            raise _err(path, f"MODEL_ARGS {key}: a value must be text, a number, true/false or a list, got {val!r}")
     env = data.get("ENV_VARS") or {}
     if not isinstance(env, dict):
-        raise err("ENV_VARS must map names to values")
+        raise _err(path, "ENV_VARS must map names to values")
     return Launch(path, "yaml", flags, env={str(k): str(v) for k, v in env.items()})
 
 
@@ -227,8 +226,7 @@ def _statements(text: str, path: str) -> List[str]:
             cur.append(c if c != "\n" else " ")
         i += 1
     if quote or depth:
-        raise ConfigError("from-megatron", f"{path}: unterminated {'quote ' + quote if quote else 'array ('} at the "
-                                           f"end of the file")
+        raise _err(path, f"unterminated {'quote ' + quote if quote else 'array ('} at the end of the file")
     out.append("".join(cur))
     return [s.strip() for s in out if s.strip()]
 
@@ -248,7 +246,7 @@ class _Shell:
         self.path, self.vars, self.arrays, self.expanded = path, {}, {}, 0
 
     def err(self, message: str) -> ConfigError:
-        return ConfigError("from-megatron", f"{self.path}: {message}")
+        return _err(self.path, message)
 
     def expand(self, text: str) -> str:
         """``text`` with its variables expanded, for shlex to split: inside single quotes nothing, inside double

@@ -1,13 +1,5 @@
-"""The parallel layout and what each pipeline stage holds.
-
-* :class:`Layout`: DP, TP, PP, EP, ETP, SP, CP (Table 5, Table 9), and
-  :func:`validate_layout`, the paper's divisibility rules.
-* :func:`stage_layers` / :func:`stages`: the layers of each pipeline stage (Table 4) and
-  their :class:`StageComposition` (the values of L_d, L_m, e_E, e_H);
-  :func:`whole_model` and :func:`layer_range` compose other spans of layers (Table 3).
-
-Invalid input raises :class:`~symbolic.errors.ConfigError` naming the constraint that failed.
-"""
+"""The parallel layout (Tables 5 and 9) and its divisibility rules, and what each pipeline stage holds (Table 4:
+L_d, L_m, e_E, e_H; other spans of layers, Table 3)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -19,7 +11,7 @@ from symbolic.errors import ConfigError
 from derivations.config.limits import LIST_LENGTHS, OPTIONS
 from derivations.config.model import ModelSpec
 from derivations import families
-from derivations.config.values import layout_named, symbol_keyed
+from derivations.config.values import symbol_keyed
 
 
 @dataclass(frozen=True)
@@ -49,8 +41,9 @@ class Layout:
         return self.dp * self.tp * self.pp * self.cp
 
     def named(self) -> Dict[str, int]:
-        """{symbol name: value} of the degrees (derivations.config.values)."""
-        return layout_named(self.dp, self.tp, self.pp, self.ep, self.etp, self.cp, self.SP)
+        """{symbol name: value} of the degrees."""
+        return {"DP": self.dp, "TP": self.tp, "PP": self.pp, "EP": self.ep, "ETP": self.etp, "CP": self.cp,
+                "SP": self.SP}
 
     def values(self) -> Dict:
         return symbol_keyed(self.named())
@@ -105,13 +98,9 @@ def _edp(layout: Layout) -> None:
 
 
 def stage_layers(model: ModelSpec, layout: Layout) -> List[range]:
-    """Layers held by each pipeline stage.
-
-    Default split (reproduces the paper's Table 4 for 61 layers, PP=16): the first PP-1
-    stages take ceil(l/PP) layers each and the last stage the remainder, when that
-    remainder is at least one layer; otherwise layers are spread as evenly as possible
-    (the first l mod PP stages take one more).  An explicit ``layers_per_stage`` wins.
-    """
+    """Layers held by each pipeline stage: ``layers_per_stage`` if given, else (the paper's Table 4 for 61 layers,
+    PP=16) ceil(l/PP) each and the remainder on the last stage when it is at least one layer, else spread evenly
+    (the first l mod PP stages one more)."""
     l, pp = model.l, layout.pp
     if layout.layers_per_stage is not None:
         split = list(layout.layers_per_stage)

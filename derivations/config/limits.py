@@ -1,17 +1,11 @@
-"""The domain of every number memsym accepts, as data (every input bounded).
-
-Each bound is the largest value a real model or cluster uses, with a wide margin, so that
-every accepted input is computed within seconds and well under 1 GiB, and no arithmetic
-leaves the range of a float64 (the search) or the width of a printed column.  Limits are
-checked before any work: on the command line when an option is parsed
-(:func:`memsym.commands.argtypes.apply_limits`), in a config.json when its fields are read
-(:mod:`derivations.hfconfig`), and on a :class:`~derivations.layout.Layout` or
-:class:`~derivations.training.Training` built through the Python API (their validation).
-A value outside its domain raises :class:`~symbolic.errors.ConfigError` (constraint
-``limit.<name>``) whose message names the limit.
+"""The domain of every number memsym accepts, as data: each bound the largest value a real model or cluster uses,
+with a wide margin, so that every accepted input is computed within seconds and under 1 GiB, within a float64 and a
+printed column.  Checked before any work (memsym/commands/argtypes.py apply_limits, a config.json's fields, a
+Layout's or Training's validation); a value outside raises ConfigError ``limit.<name>`` naming the limit.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Dict, Optional
 
@@ -46,11 +40,8 @@ class Limit:
 def _power(n: int) -> str:
     """2^20 for 1048576, 10^4 for 10000, the number otherwise."""
     for base in (2, 10):
-        k, m = 0, n
-        while m > 1 and m % base == 0:
-            m //= base
-            k += 1
-        if m == 1 and k >= 4:
+        k = round(math.log(n, base)) if n > 0 else 0
+        if k >= 4 and base ** k == n:
             return f"{n} = {base}^{k}"
     return str(n)
 

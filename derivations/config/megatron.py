@@ -1,11 +1,7 @@
-"""Megatron-LM's arguments (a launch read by :mod:`derivations.config.launch`) as memsym's options.
-
-:func:`resolve` builds the model from the arguments as Megatron builds it (a DeepSeek-family config the
-config.json reader validates: derivations/config/hfconfig.py) and maps every memory-relevant flag onto
-the options of ``memsym estimate``, with Megatron's own default when the flag is absent.  Each option
-comes back with its value *as typed on memsym's command line* and where it came from (the flag, or the
-default and where Megatron sets it), which is what ``--explain`` prints.  Sources, NVIDIA/Megatron-LM at
-d98e8a64ddf34856e74b24714e3bedb2f5a39553 (abbreviated below):
+"""Megatron-LM's arguments (a launch read by :mod:`derivations.config.launch`) as memsym's options: the model built
+as Megatron builds it (a DeepSeek-family config.json) and every memory-relevant flag mapped onto an option of
+``memsym estimate`` (Megatron's default when absent), each as typed on memsym's command line with where it came from
+(what ``--explain`` prints).  Sources, NVIDIA/Megatron-LM at d98e8a64ddf34856e74b24714e3bedb2f5a39553:
 
   ARGS  megatron/training/arguments.py (argparse defaults; validate_args: the derived ones)
   TC    megatron/core/transformer/transformer_config.py (TransformerConfig: the flags it generates)
@@ -13,8 +9,7 @@ d98e8a64ddf34856e74b24714e3bedb2f5a39553 (abbreviated below):
   TOK   megatron/core/tokenizers/utils/build_tokenizer.py (vocab_size_with_padding)
   LAY   megatron/core/transformer/pipeline_parallel_layer_layout.py
 
-A flag is *mapped* (read below), *ignored* (:data:`IGNORED`: it changes no memory memsym models:
-paths, logging, learning rate, ...), or *not modelled*: everything else, named in one warning
+A flag is *mapped*, *ignored* (:data:`IGNORED`: no memory memsym models) or *not modelled*: named in one warning
 (:attr:`Resolution.unmodelled`), so a mistyped memory flag is never dropped in silence.
 """
 from __future__ import annotations

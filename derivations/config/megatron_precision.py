@@ -1,11 +1,6 @@
 """Megatron-LM's precision flags as memsym's options (read by derivations/config/megatron.py; NVIDIA/Megatron-LM
-d98e8a64, ARGS megatron/training/arguments.py).
-
-:func:`dtypes`: the bytes per element of weights, gradients, main parameters, Adam moments and activations
-(--bf16/--fp16, --main-params-dtype, --main-grads-dtype, --exp-avg-dtype, ...) and the optimizer's sharding
-(--use-distributed-optimizer; Megatron-FSDP's --data-parallel-sharding-strategy as memsym's ZeRO stage).
-
-:func:`quantization`: the low-precision linear layers as ``--linear-recipe`` / ``--quantized-param-gather``:
+d98e8a64, ARGS megatron/training/arguments.py): the bytes per element and the optimizer's sharding (:func:`dtypes`),
+and the low-precision linear layers (:func:`quantization`):
 
   --fp8-format e4m3|hybrid      transformer_config.py TransformerConfig.fp8 (None: no FP8): the formats differ in
                                 the gradients' exponent bits only, not in bytes

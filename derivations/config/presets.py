@@ -1,10 +1,5 @@
-"""The model presets: released Hugging Face config.json files shipped as data
-(``derivations/models/<name>.json``), read by the same reader as a user's file
-(:mod:`derivations.hfconfig`), and :func:`load_model`, a preset by name or a config.json
-by path.
-
-:data:`PRESETS` maps each preset name to its :class:`~derivations.model.ModelSpec`, in
-preset order; a file is read the first time its model is asked for.
+"""The model presets, released config.json files shipped as data (``derivations/models/<name>.json``) read by the
+user's files' reader (:mod:`derivations.config.hfconfig`) on first use, and :func:`load_model`.
 """
 from __future__ import annotations
 
@@ -16,7 +11,7 @@ from typing import Iterator
 
 from symbolic.errors import ConfigError
 
-from derivations.config.hfconfig import ConfigFile, from_dict, from_hf_config, read_config, read_json
+from derivations.config.hfconfig import ConfigFile, from_dict, read_config, read_json
 from derivations.config.model import ModelSpec
 from derivations import families
 
@@ -72,22 +67,9 @@ def named(spec: ModelSpec) -> ModelSpec:
     return spec
 
 
-def _is_path(name_or_path: str) -> bool:
-    return os.path.lexists(name_or_path) or name_or_path.endswith(".json")  # lexists: a symlink loop is a file
-
-
-def _unknown(name_or_path: str) -> ConfigError:
-    return ConfigError("model", f"unknown model {name_or_path!r}: use one of {', '.join(PRESETS)} "
-                                f"or a path to a Hugging Face config.json")
-
-
 def load_model(name_or_path: str) -> ModelSpec:
     """A preset by name, or a Hugging Face ``config.json`` (read as JSON data only)."""
-    if name_or_path in PRESETS:
-        return PRESETS[name_or_path]
-    if _is_path(name_or_path):
-        return named(from_hf_config(name_or_path))
-    raise _unknown(name_or_path)
+    return PRESETS[name_or_path] if name_or_path in PRESETS else load_config(name_or_path).model
 
 
 def load_config(name_or_path: str) -> ConfigFile:
@@ -95,10 +77,11 @@ def load_config(name_or_path: str) -> ConfigFile:
     (``memsym trace`` builds an implementation from the object it validated, read once)."""
     if name_or_path in PRESETS:
         return read_config(preset_path(name_or_path), name_or_path, source="preset")
-    if _is_path(name_or_path):
+    if os.path.lexists(name_or_path) or name_or_path.endswith(".json"):  # lexists: a symlink loop is a file
         c = read_config(name_or_path)
         return replace(c, model=named(c.model))
-    raise _unknown(name_or_path)
+    raise ConfigError("model", f"unknown model {name_or_path!r}: use one of {', '.join(PRESETS)} "
+                               f"or a path to a Hugging Face config.json")
 
 
 def checked(spec: ModelSpec) -> ModelSpec:

@@ -13,8 +13,8 @@ Float8 tensors (delayed, tensorwise) on Hopper keep the column-wise copy as a tr
 ``is_non_tn_fp8_gemm_supported``, one ``_data`` serves both); the block recipes quantize each direction
 apart from the high-precision tensor (recipe docstrings: "both versions are computed from the high
 precision input"), each with its own scales.  So a weight TE keeps for forward and backward costs two
-directions (:func:`weight_bytes`, Hopper for the Float8 recipes), and a saved input one direction
-(:func:`input_bytes`: the linear keeps only the column-wise data, linear.py ``_linear_forward``
+directions (``Format.weight_bytes``, Hopper for the Float8 recipes), and a saved input one direction
+(``Format.input_bytes``: the linear keeps only the column-wise data, linear.py ``_linear_forward``
 ``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``; an input all-gathered under sequence
 parallelism keeps its row-wise local shard for Float8, its column-wise one for the block formats: the same bytes).
 
@@ -51,6 +51,7 @@ class Format:
 
     @property
     def input_bytes(self) -> Fraction:
+        """Bytes per element of a linear layer's saved quantized input (one direction, with its scales)."""
         return self.values + self.input_scale
 
     @property
@@ -84,18 +85,8 @@ MEGATRON_FP8 = ("delayed", "tensorwise", "blockwise", "mxfp8")
 
 
 def recipe(name: str) -> Format:
+    """The Format of ``--linear-recipe name`` (ConfigError if none)."""
     if name not in FORMATS:
         raise ConfigError("linear-recipe",
                           f"--linear-recipe must be one of {', '.join(RECIPES)}, got {str(name)[:40]!r}")
     return FORMATS[name]
-
-
-def input_bytes(name: str) -> Fraction:
-    """Bytes per element of a linear layer's saved quantized input (one direction, with its scales)."""
-    return recipe(name).input_bytes
-
-
-def weight_bytes(name: str) -> Fraction:
-    """Bytes per weight element of TE's quantized copies of a weight (both directions, with their scales)."""
-    return recipe(name).weight_bytes
-

@@ -1,9 +1,5 @@
-"""Recipes: named layouts and training choices (``--recipe``), each with the assumptions it makes.
-
-A recipe is data (:data:`RECIPES`): the command-line options it sets (an option typed beside ``--recipe`` wins),
-its source, and for each choice the source does not state the assumption it had to make.  ``memsym estimate
---recipe NAME`` lists the assumptions that still hold.
-"""
+"""Recipes (``--recipe``): named layouts and training choices as data, each with its source and the assumptions it
+had to make where the source is silent (``memsym estimate --recipe NAME`` lists those that still hold)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

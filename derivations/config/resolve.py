@@ -1,15 +1,8 @@
-"""Options resolved once: option values (by the command line's dest names) -> a :class:`Configuration`.
-
-Every surface hands this module the same thing, a mapping ``{dest: value}`` of converted option
-values (the command line's defaults included) and the set of dests the user typed: argparse after
-parsing (memsym/commands/common.py), the Python API and ``memsym runs`` from keywords
-(memsym/api.py).  Precedence, whatever the order typed: an option typed wins, then the recipe's
-(:mod:`derivations.config.recipes`), then the conventions preset's
-(``derivations/config/convention_presets/*.toml``; ``--kernels te`` with ``--conventions mcore`` is
-``mcore-te``), then the view's default (:mod:`derivations.config.defaults`: the paper's, or what practitioners
-run once a run is named), then the option's.  Then the model, layout, training and stage are built from the
-resolved values, and contradictions refused (ConfigError).  Nothing here parses text: values
-arrive converted and bounded by each option's type (memsym/commands/argtypes.py).
+"""Options resolved once: ``{dest: value}`` (argparse's, memsym/commands/common.py; the Python API's and ``memsym
+runs``', memsym/api.py) and the dests typed -> a :class:`Configuration`.  Precedence: a typed option, then the
+recipe's (:mod:`derivations.config.recipes`), the conventions preset's (``convention_presets/*.toml``; ``--kernels te``
+with ``--conventions mcore`` is ``mcore-te``), the view's default (:mod:`derivations.config.defaults`), the option's.
+Values arrive converted and bounded (memsym/commands/argtypes.py); contradictions are refused (ConfigError).
 """
 from __future__ import annotations
 
@@ -159,23 +152,18 @@ def conventions_of(values: Mapping[str, object]) -> Conventions:
     return Conventions(mtp=bool(values.get("mtp", False)), **kw)
 
 
-def _schedule(v: Mapping[str, object], typed: Collection[str]):
-    """The schedule: a --vpp typed without --schedule selects the interleaved one, as Megatron-LM's virtual pipeline
-    size does (megatron/core/pipeline_parallel/schedules.py get_forward_backward_func)."""
-    if v.get("vpp") and "vpp" in typed and "schedule" not in typed:
-        return "interleaved"
-    return v.get("schedule")
-
-
 def training_of(values: Mapping[str, object], typed: Collection[str]) -> Training:
     """The Training of the options (``--global-batch`` not applied: :func:`configuration` does)."""
     v = values
+    # a --vpp typed without --schedule selects the interleaved schedule, as Megatron-LM's virtual pipeline size does
+    # (megatron/core/pipeline_parallel/schedules.py get_forward_backward_func)
+    schedule = "interleaved" if v.get("vpp") and "vpp" in typed and "schedule" not in typed else v.get("schedule")
     recompute = v.get("recompute", ("none", ()))
     if isinstance(recompute, str):  # a command that kept a plain string
         recompute = parse_recompute(recompute)
     t = Training(mbs=v["mbs"], seq=v["seq"], zero=v["zero"], recompute=recompute[0], recompute_ops=recompute[1],
                  attention=v.get("attention", "eager"), fp8=v.get("fp8_activations", False),
-                 imbalance=v.get("imbalance", 1), schedule=_schedule(v, typed), microbatches=v.get("microbatches"),
+                 imbalance=v.get("imbalance", 1), schedule=schedule, microbatches=v.get("microbatches"),
                  vpp=v.get("vpp"), virtual_layers=v.get("virtual_layers"))
     if v.get("offload_activations"):  # Megatron's --offload-modules (a tuple from the command line or the API)
         off = v["offload_activations"]

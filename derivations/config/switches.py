@@ -1,15 +1,6 @@
 """Conventions: modelling assumptions as named switches (the paper's choices, Sections 3-5, and each
-framework's, read from its sources or traced: paper/traces/).
-
-* :class:`SwitchSpec` and :data:`CONVENTION_SWITCHES`: each assumption, the paper's choice
-  first; :data:`CONVENTION_ORDER` the order ``memsym compare`` flips them.
-* :data:`BYTES_CONVENTIONS`: bytes per parameter (Table 7 symbols) and the smallest ZeRO
-  stage of each convention.
-* :data:`CONVENTION_PRESETS` / :data:`CONVENTION_SOURCES`: every switch as each source sets it, read
-  from ``convention_presets/*.toml`` (:func:`read_presets`); :data:`KERNEL_OVERRIDES` (``--kernels``)
-  from ``convention_presets/kernels.toml``.
-* :class:`Conventions` and :func:`validate_conventions`: one choice of the switches.
-"""
+framework's, read from its sources or traced: paper/traces/), and every switch as each source sets it
+(``convention_presets/*.toml``)."""
 from __future__ import annotations
 
 import tomllib
@@ -327,9 +318,8 @@ MTP_HELP = ("count the parameters of the model's D multi-token-prediction module
             "untied (their eh_proj, 2h^2/TP, and three RMSNorms, 3h, are not counted); with --rank megatron in its "
             "most-loaded shard, as Megatron-LM does")
 
-#: The conventions presets (``--conventions``) and kernel sets (``--kernels``) are data, one TOML file each
-#: in ``derivations/config/convention_presets/`` (name, order, source, every switch's value); a framework
-#: is named only there.  ``attention``, ``bytes_per_param`` and ``mtp`` are the Training / CLI switches.
+#: The conventions presets (``--conventions``) and kernel sets (``--kernels``): one TOML file each; ``attention``,
+#: ``bytes_per_param`` and ``mtp`` are the Training / CLI switches.
 PRESET_DIR = Path(__file__).with_name("convention_presets")
 _EXTRA = {"attention": ("eager", "flash"), "bytes_per_param": tuple(BYTES_CONVENTIONS), "mtp": (False, True)}
 
@@ -390,12 +380,8 @@ class _ConventionMethods:
         return replace(self, **reset)
 
 
-#: The modelling assumptions: one field per switch of CONVENTION_SWITCHES (its paper's choice by default,
-#: in that order) and ``mtp`` (count the D MTP layers in Megatron's shard).  Attention kernel and bytes
-#: per parameter are switches too, held as Training.attention and Training.bytes/zero.  Made from the
-#: switches, so a switch is declared once (its SwitchSpec); frozen, compared and hashed by value.
-#: The first fields, in the order the class had when it was written by hand (a report's notebooks print a
-#: Conventions(...) call in field order); any other switch follows in CONVENTION_SWITCHES order.
+#: Conventions' first fields, in a fixed order (a report's notebooks print a Conventions(...) call in field
+#: order); any other switch follows in CONVENTION_SWITCHES order.
 _FIRST_FIELDS = ("routed_tokens", "router_tensors", "shared_expert", "dropout_masks", "checkpoints", "swiglu",
                  "expert_outputs", "latent_norms", "routing_state", "norm_storage", "softmax_dtype", "router_state",
                  "experts", "shared_input", "value_storage", "head_state", "ce_backward", "causal_mask", "rope_tables",
@@ -419,7 +405,6 @@ def validate_conventions(c: "Conventions") -> None:
                                  "Megatron's most-loaded shard (--rank megatron); the ModelZoo rank counts none")
 
 
-# ----------------------------------------------------------------------------- switch values of a training
 PRESETS = CONVENTION_PRESETS
 ORDER = CONVENTION_ORDER
 

@@ -1,8 +1,5 @@
-"""Training settings: :class:`Training` (micro-batch, sequence, ZeRO stage, recomputation,
-bytes per element; Table 7, Table 9 and the extensions beyond the paper) and
-:func:`validate_training`, with the names each setting accepts (RECOMPUTE, RECOMPUTE_OPS,
-ATTENTION, SCHEDULES, DTYPES, ZERO_NAMES) and :func:`parse_recompute`.
-"""
+"""Training settings (:class:`Training`: Tables 7 and 9 and the extensions beyond the paper), the names each
+accepts, and their validation."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -11,7 +8,7 @@ from typing import Dict, Optional, Tuple
 
 from symbolic.errors import ConfigError
 
-from derivations.config.values import EXTENSION_DEFAULTS, PAPER_BYTES, imbalance_value, optional, symbol_keyed
+from derivations.config.values import EXTENSION_DEFAULTS, PAPER_BYTES, symbol_keyed
 from derivations.config.layout import positive_int
 from derivations.config.limits import IMBALANCE, LAYERS, OPTIONS
 from derivations.config.quantization import RECIPES
@@ -64,9 +61,8 @@ def _short(text) -> str:
 
 
 def parse_recompute(text: str) -> Tuple[str, Tuple[str, ...]]:
-    """``'selective'`` -> ('selective', ()); ``'custom:norm,mla_up'`` -> ('custom', ('norm', 'mla_up')).
-
-    Operators come back in RECOMPUTE_OPS order (one canonical spelling per policy)."""
+    """``'selective'`` -> ('selective', ()); ``'custom:norm,mla_up'`` -> ('custom', ('norm', 'mla_up')), the
+    operators in RECOMPUTE_OPS order."""
     policy, _, rest = str(text).partition(":")
     if policy not in RECOMPUTE:
         raise ConfigError("recompute", f"recompute must be one of none, full, selective, custom:OP[,OP...], "
@@ -88,7 +84,6 @@ def parse_recompute(text: str) -> Tuple[str, Tuple[str, ...]]:
     if twice is not None:
         raise ConfigError("recompute-ops", f"recompute operator {twice} is named twice in {_short(text)}")
     return "custom", tuple(o for o in RECOMPUTE_OPS if o in ops)
-
 
 
 def parse_offload(text: str) -> Tuple[str, ...]:
@@ -131,15 +126,10 @@ def parse_cuda_graphs(text: str) -> Tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Training:
-    """Training settings (Table 9) and data types (Table 7), plus the extensions beyond the paper.
-
-    recompute / recompute_ops: the recomputation policy (RECOMPUTE; the operators of custom).
-    attention: 'eager' (the paper's b n_h s^2 tensors) or 'flash' (fused; FP32 per-row statistics).
-    fp8: cache the activations the DeepSeek-V3 report names in FP8 / E5M6 (B_f8, B_o).
-    imbalance: F >= 1, tokens of the busiest expert rank over the balanced average (E_token).
-    schedule, microbatches, vpp: the pipeline schedule, micro-batches per step m (None: at
-    least enough to fill the pipeline) and virtual stages V (interleaved).
-    """
+    """Training settings (Table 9) and data types (Table 7), plus the extensions beyond the paper.  attention:
+    'eager' (the paper's b n_h s^2 tensors) or 'flash' (FP32 per-row statistics); fp8: the activations the
+    DeepSeek-V3 report caches in FP8 / E5M6 (B_f8, B_o); imbalance: F >= 1, the busiest expert rank's tokens over
+    the balanced average; microbatches: m per step (None: enough to fill the pipeline); vpp: virtual stages V."""
 
     mbs: int = 1
     seq: int = 4096
@@ -182,10 +172,10 @@ class Training:
 
     def named(self) -> Dict[str, object]:
         """{symbol name: value}: b, s, the bytes per element, F, the extension defaults, m and V if set."""
-        out = {"b": self.mbs, "s": self.seq, **EXTENSION_DEFAULTS, **dict(self.bytes)}
-        out["F"] = imbalance_value(self.imbalance)
-        optional(out, "n_mb", self.microbatches)
-        return optional(out, "VPP", self.vpp)
+        out = {"b": self.mbs, "s": self.seq, **EXTENSION_DEFAULTS, **dict(self.bytes),
+               "F": self.imbalance if isinstance(self.imbalance, int) else Fraction(self.imbalance)}
+        out.update({k: v for k, v in (("n_mb", self.microbatches), ("VPP", self.vpp)) if v is not None})
+        return out
 
     def values(self) -> Dict:
         return symbol_keyed(self.named())

@@ -1,14 +1,8 @@
-"""Substitutions by symbol name, without sympy: what the generated evaluators read.
-
-A configuration is a mapping from a symbol's name (derivations/notation.py) to its exact value;
-:func:`named` builds it from a model, a layout, training settings and a stage composition, and
-:func:`derivations.config.substitution` is the same mapping keyed by the sympy symbols.  The
-constants here are the paper's Table 7 bytes per element (and the 1-byte dropout mask of Sec. 5.1)
-and the values of the extension symbols that reproduce the paper."""
+"""Substitutions by symbol name, without sympy, what the generated evaluators read (:func:`named`), with the
+paper's Table 7 bytes and the extension symbols' values that reproduce the paper."""
 from __future__ import annotations
 
-from fractions import Fraction
-from typing import Dict, Optional
+from typing import Dict
 
 from derivations.constants import EXTENSION_DEFAULTS, PAPER_BYTES  # noqa: F401  (re-exported)
 
@@ -37,16 +31,3 @@ def symbol_keyed(values: Dict[str, object]) -> Dict:
     from derivations import notation as nt
     return {nt.SYMBOLS[k]: v for k, v in values.items()}
 
-
-def layout_named(dp, tp, pp, ep, etp, cp, sp) -> Dict[str, int]:
-    return {"DP": dp, "TP": tp, "PP": pp, "EP": ep, "ETP": etp, "CP": cp, "SP": sp}
-
-
-def imbalance_value(imbalance):
-    return Fraction(imbalance) if not isinstance(imbalance, int) else imbalance
-
-
-def optional(out: Dict, name: str, value: Optional[int]) -> Dict:
-    if value is not None:
-        out[name] = value
-    return out

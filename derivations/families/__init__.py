@@ -1,13 +1,7 @@
-"""Model families: each folder here is one family (``derivations/families/<name>/``), found by being a package.
-
-A family's ``__init__`` subclasses :class:`Family` (plain declarations, no sympy, so reading a config.json stays
-free of it) and names its instance ``FAMILY``; the hooks of :class:`Family` read the modules of its folder (its
-config reader, its parameter terms, its tensor lists, ...), and a family overrides one to behave otherwise.  The
-contract, and what adding a family touches, is derivations/families/README.md.  DeepSeek-V2/V3 (and the Moonlight
-and Kimi K2 configs, which use its modelling code) are the first family: derivations/families/deepseek/.
-Families never import each other (an import-linter contract in pyproject.toml).  A family's spec may define
-``notes()``: what its terms leave out of that model, listed among an estimate's assumptions
-(derivations/assembly/device.py).  A family from elsewhere (a test's toy) is added with :func:`register`.
+"""Model families: each package here is one family (``derivations/families/<name>/``), its ``__init__`` a
+:class:`Family` subclass (declarations, no sympy) named ``FAMILY``, registered on first use; a family from elsewhere
+(a test's toy) is added with :func:`register`.  The contract: derivations/families/README.md.  Families never import
+each other (an import-linter contract in pyproject.toml).
 """
 from __future__ import annotations
 
@@ -68,30 +62,15 @@ class Divides:
 class Family:
     """A model family: the base class its folder's ``__init__`` subclasses (``FAMILY``, its one instance).
 
-    The contract is derivations/families/README.md.  A family declares what it is as class attributes (the
-    defaults here are a family's without experts, MTP or structure flags) and behaves through its hooks, the
-    methods below, whose defaults read the modules of its folder (:attr:`package`): ``config`` (its model spec,
-    ``from_fields``, ``fields_of``, ``shape_name``), ``parameters`` (``terms``), ``activations`` (``specs``,
-    ``SPECIAL``), and where it has them ``notation``, ``report`` (``SECTIONS``) and ``checkpoint``
-    (``checkpoint_files``).  A family overrides a hook to behave otherwise; nothing outside its folder names it.
-
-    Declarations.  name: the family's package under derivations/families/ (its generated files' prefix); title:
-    how the report names it; short: its architecture in a few words (``MLA + MoE``: what an error lists beside its
-    model_types); model_types: the Hugging Face ``model_type`` values read as this family; dimensions: (config
-    field, ModelSpec attribute, meaning) of each required positive integer; topk_methods: the router's
-    ``topk_method`` values the modelling code accepts; kinds: the kinds of sublayer with a tensor list, the
-    attention's first; layer_terms: the kinds with activation terms of their own (:class:`Kind`); layer: the kinds
-    one transformer layer of the largest kind holds (``act.layer``: MLA + MoE); attention_label: how tables name
-    its attention sublayer (``MLA``; its parameters are the term ``params.<attention>``, the TP split of each matrix
-    given by its tags ``tp_split``/``replicated``); layer_what: what ``act.layer`` is one of (its ``layer`` kinds
-    together); sections: the shared sections (derivations/assembly, derivations/activations) that build its terms
-    after its own parameters, in order (:data:`SECTIONS`; the ``conventions`` section reproduces other tools'
-    estimators of DeepSeek models); structure_letters: one letter per flag naming a structure in generated file
-    names (default: each flag's first letter; DeepSeek's ``qbti``: ``q1b1t0``); activation_flags: the flags its
-    tensor lists depend on (DeepSeek's ``q_lora``: one activation table per value, derivations/generated/);
-    divides: the layout rules over its dimensions, in the order they are checked (:class:`Divides`); flags: the
-    names of a model's structure (ModelSpec.structure, in order), which decide which terms exist; each section's
-    ``terms(registry, family, flags)`` reads the flags it needs by name.
+    Class attributes declare what it is (the defaults: no experts, MTP or structure flags): name (its package and
+    its generated files' prefix), title, short (``MLA + MoE``), model_types, dimensions ((config field, ModelSpec
+    attribute, meaning) of each required positive integer), topk_methods; kinds (its sublayers with a tensor list,
+    the attention's first), layer_terms (:class:`Kind`), layer (the kinds of ``act.layer``), attention_label
+    (``MLA``: its parameter term ``params.<attention>``), layer_what; sections (:data:`SECTIONS` that build on its
+    parameters); flags (ModelSpec.structure's names), structure_letters (one per flag in generated file names:
+    DeepSeek's ``q1b1t0``), activation_flags (the flags its tensor lists depend on); divides (:class:`Divides`, in
+    order).  Its hooks, the methods below, read the modules of its folder (:attr:`package`); a family overrides one
+    to behave otherwise.
     """
 
     name: str = ""
@@ -166,8 +145,8 @@ class Family:
 
     # -- hooks: reading a config.json (no sympy) --------------------------------------------------------------
     def read_config(self, fields, name: Optional[str] = None, source: Optional[str] = None):
-        """The family's model spec of a parsed config.json, every field it uses checked through ``fields`` (a
-        derivations.config.hfconfig.Fields: ``int``, ``err``, ``shown``, ``type_name``, ``fp8_block``)."""
+        """The family's model spec of a parsed config.json, every field it uses checked through ``fields``
+        (derivations.config.hfconfig.Fields)."""
         return self.module("config").from_fields(fields, name, source)
 
     def config_fields(self, spec) -> Dict:
@@ -288,15 +267,15 @@ def _add(family: Family) -> Family:
     return family
 
 
-def _load():
-    """Register the ``FAMILY`` of every package here, once (a new family is found by being a package).  Thread-safe:
-    a thread arriving while another registers them waits until all are registered."""
+def _load() -> Dict[str, Family]:
+    """The registry, after registering the ``FAMILY`` of every package here once (a new family is found by being a
+    package).  Thread-safe: a thread arriving while another registers them waits until all are registered."""
     global _LOADED, _LOADING
     if _LOADED:
-        return
+        return _REGISTRY
     with _LOCK:
         if _LOADED or _LOADING:
-            return
+            return _REGISTRY
         _LOADING = True
         try:
             for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name != "deepseek"):
@@ -306,36 +285,27 @@ def _load():
             _LOADED = True
         finally:
             _LOADING = False
-
-
-def _all_registered() -> Dict[str, Family]:
-    """The registry after discovery (a test that registers a toy family restores it from a copy)."""
-    _load()
     return _REGISTRY
 
 
 def get(name: str) -> Family:
     """The family called ``name``."""
-    _load()
-    return _REGISTRY[name]
+    return _load()[name]
 
 
 def find(name) -> Optional[Family]:
     """The family called ``name``, or None."""
-    _load()
-    return _REGISTRY.get(name) if isinstance(name, str) else None
+    return _load().get(name) if isinstance(name, str) else None
 
 
 def all() -> Tuple[Family, ...]:  # noqa: A001 (families.all(), read as a sentence)
     """Every family, in registration order (DeepSeek's first)."""
-    _load()
-    return tuple(_REGISTRY.values())
+    return tuple(_load().values())
 
 
 def for_model_type(model_type: str):
     """The family that reads configs of ``model_type``, or None."""
-    _load()
-    return next((f for f in _REGISTRY.values() if model_type in f.model_types), None)
+    return next((f for f in _load().values() if model_type in f.model_types), None)
 
 
 def packaged(name) -> bool:
@@ -358,12 +328,10 @@ def unsupported(model, what: str):
 def wrapper(model_type: str):
     """(field, inner model_type default) of a config whose ``model_type`` holds a family's language model in a
     field (:attr:`Family.wrappers`), or None."""
-    _load()
-    return next(((field, inner) for f in _REGISTRY.values() for mt, field, inner in f.wrappers if mt == model_type),
+    return next(((field, inner) for f in _load().values() for mt, field, inner in f.wrappers if mt == model_type),
                 None)
 
 
 def model_types() -> Tuple[str, ...]:
     """Every model_type some family reads, in registration order."""
-    _load()
-    return tuple(t for f in _REGISTRY.values() for t in f.model_types)
+    return tuple(t for f in _load().values() for t in f.model_types)

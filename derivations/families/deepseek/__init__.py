@@ -1,11 +1,6 @@
-"""The DeepSeek-V2/V3 family (the paper's models): MLA attention and DeepSeekMoE, as data.
-
-Read from Hugging Face configs of the DeepseekV2/V3 modelling code (transformers
-models/deepseek_v2, models/deepseek_v3; Kimi K2's ``kimi_k2`` uses the same code); the field
-mapping onto the paper's notation (Table 1) is ``DIMENSIONS``; the rest of a config
-(q_lora_rank null, first_k_dense_replace, moe_layer_freq, topk_method, MTP, FP8 blocks) is read in
-derivations/config/hfconfig.py.  Parameters: derivations/families/deepseek/parameters.py (Table 2);
-tensors kept for backward: derivations/families/deepseek/activations.py (Sec. 5).
+"""The DeepSeek-V2/V3 family (the paper's models): MLA attention and DeepSeekMoE, read from configs of transformers'
+DeepseekV2/V3 code (models/deepseek_v2, models/deepseek_v3; Kimi K2's ``kimi_k2`` too).  ``DIMENSIONS`` maps their
+fields onto the paper's notation (Table 1); parameters: parameters.py (Table 2); tensors kept: activations.py (Sec. 5).
 """
 from derivations.constants import EXT, MLA, MOE
 from derivations.families import Divides, Family, Kind

@@ -1,13 +1,10 @@
-"""The tensors of a released DeepSeek checkpoint, by their Hugging Face names and shapes.
-
-:func:`checkpoint_tensors` is an inventory independent of the symbolic terms (both count the same
-weights) that also gives what the model page counts: the MTP
-module's own copies of the embedding and head and the FP8 scale tensors (:func:`checkpoint_files`).
-Names: transformers models/deepseek_v3/modeling_deepseek_v3.py and the released
-model.safetensors.index.json.
-"""
+"""The tensors of a released DeepSeek checkpoint by their Hugging Face names and shapes (transformers
+models/deepseek_v3/modeling_deepseek_v3.py, the released model.safetensors.index.json): an inventory independent of
+the symbolic terms, with what a model page also counts (the MTP modules' copies of the embedding and head, the FP8
+scales)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Tuple
 
@@ -16,14 +13,10 @@ from derivations.families.deepseek.config import ModelSpec
 
 @dataclass(frozen=True)
 class Tensor:
-    """One tensor (or ``count`` alike, e.g. the N routed experts) of a checkpoint.
-
-    kind: 'linear' (a projection inside a transformer block: stored in FP8 with block
-    scales in a block-quantised release), 'embedding', 'head', 'norm', 'router', 'bias'
-    (noaux_tc score correction, FP32) or 'proj' (the MTP eh_proj, kept in BF16).
-    part: 'main', 'mtp' (unique MTP weights) or 'mtp_copy' (the MTP module's own copies of
-    the shared embedding and head, stored again in the released files).
-    """
+    """One tensor (or ``count`` alike: the N routed experts) of a checkpoint.  kind: 'linear' (a block's
+    projection, FP8 with block scales in a block-quantised release), 'embedding', 'head', 'norm', 'router', 'bias'
+    (noaux_tc score correction, FP32) or 'proj' (the MTP eh_proj, BF16); part: 'main', 'mtp' or 'mtp_copy' (the
+    MTP modules' own copies of the embedding and head)."""
 
     name: str
     shape: Tuple[int, ...]
@@ -33,10 +26,7 @@ class Tensor:
 
     @property
     def numel(self) -> int:
-        n = self.count
-        for d in self.shape:
-            n *= d
-        return n
+        return self.count * math.prod(self.shape)
 
 
 def _block(m: ModelSpec, i: int, moe: bool, part: str) -> Iterable[Tensor]:
@@ -55,19 +45,19 @@ def _block(m: ModelSpec, i: int, moe: bool, part: str) -> Iterable[Tensor]:
     yield lin("self_attn.kv_b_proj.weight", m.n_h * (m.d_h + m.d_v), m.d_c)
     yield lin("self_attn.o_proj.weight", m.h, m.n_h * m.d_v)
     yield norm("post_attention_layernorm.weight", m.h)
+
+    def mlp(prefix, inter, count=1):  # a SwiGLU MLP's gate, up and down projections
+        for name, rows, cols in (("gate_proj", inter, m.h), ("up_proj", inter, m.h), ("down_proj", m.h, inter)):
+            yield lin(f"{prefix}.{name}.weight", rows, cols, count)
     if not moe:
-        for name, rows, cols in (("gate_proj", m.h_F, m.h), ("up_proj", m.h_F, m.h), ("down_proj", m.h, m.h_F)):
-            yield lin(f"mlp.{name}.weight", rows, cols)
+        yield from mlp("mlp", m.h_F)
         return
     yield Tensor(p + "mlp.gate.weight", (m.N, m.h), "router", part)
     if m.routing_bias:
         yield Tensor(p + "mlp.gate.e_score_correction_bias", (m.N,), "bias", part)
-    for name, rows, cols in (("gate_proj", m.h_E, m.h), ("up_proj", m.h_E, m.h), ("down_proj", m.h, m.h_E)):
-        yield lin(f"mlp.experts.{{e}}.{name}.weight", rows, cols, m.N)
+    yield from mlp("mlp.experts.{e}", m.h_E, m.N)
     if m.N_s:  # HF: the shared experts are one MLP of intermediate size N_s h_E
-        inter = m.N_s * m.h_E
-        for name, rows, cols in (("gate_proj", inter, m.h), ("up_proj", inter, m.h), ("down_proj", m.h, inter)):
-            yield lin(f"mlp.shared_experts.{name}.weight", rows, cols)
+        yield from mlp("mlp.shared_experts", m.N_s * m.h_E)
 
 
 def checkpoint_tensors(m: ModelSpec, mtp: bool = True) -> List[Tensor]:
@@ -99,15 +89,10 @@ def fp8_scale_numel(t: Tensor, block: Tuple[int, int]) -> int:
 
 
 def checkpoint_files(m: ModelSpec) -> Dict:
-    """Tensor elements of the released files (what a model page sums up).
-
-    The files hold the main model, the D MTP modules with their own copies of the
-    embedding and head, and, for an FP8 block-quantised release (``fp8_block``), one FP32
-    ``weight_scale_inv`` per block of each block projection.  ``by_dtype``: without
-    ``fp8_block`` every tensor is BF16; with it (DeepSeek-v3's release) the block
-    projections are F8_E4M3, their scales and the routing bias F32 and the rest
-    (embedding, head, norms, routers, eh_proj) BF16.
-    """
+    """Tensor elements of the released files (what a model page sums up): the main model, the D MTP modules with
+    their copies of the embedding and head, and with ``fp8_block`` one FP32 ``weight_scale_inv`` per block of each
+    linear.  ``by_dtype``: every tensor BF16, or with ``fp8_block`` (DeepSeek-v3's release) the linears F8_E4M3,
+    their scales and the routing bias F32."""
     parts = {"main": 0, "mtp": 0, "mtp_copy": 0}
     by = {"BF16": 0, "F8_E4M3": 0, "F32": 0}
     scales = 0

@@ -1,25 +1,10 @@
-"""The DeepSeek family's model: :class:`ModelSpec` (the paper's Table 1 notation) and the mapping of a
-Hugging Face config.json of the DeepseekV2/V3 modelling code onto it (:func:`from_fields`).
-
-The fields (transformers models/deepseek_v3/configuration_deepseek_v3.py, DeepseekV3Config):
-
-  hidden_size h, intermediate_size h_F, moe_intermediate_size h_E, num_hidden_layers l,
-  num_attention_heads n_h, q_lora_rank d_c' (null: no query compression, one W^Q of
-  n_h (d_h + d_h^R) x h and no query norm), kv_lora_rank d_c, qk_nope_head_dim d_h,
-  qk_rope_head_dim d_h^R, v_head_dim d_v, n_routed_experts N, n_shared_experts N_s,
-  num_experts_per_tok N_r, vocab_size v, num_nextn_predict_layers D (MTP modules),
-  first_k_dense_replace and moe_layer_freq (which layers are MoE), topk_method (noaux_tc
-  keeps a routing bias of N per MoE layer), the routing (model_type: which transformers code runs;
-  scoring_func, norm_topk_prob, n_group, topk_group: ``ModelSpec.routing``), tie_word_embeddings,
-  quantization_config.weight_block_size (FP8 block scales; storage only).
-
-DeepSeek Sparse Attention (``deepseek_v32``, transformers models/deepseek_v32; ``glm_moe_dsa``, GLM-5,
-models/glm_moe_dsa): the lightning indexer's index_n_heads n_I, index_head_dim d_I, index_topk k_I, and GLM-5's
-indexer_types (which layers run an indexer of their own: :func:`_indexer_types`).
-
-The bounded reading of the file and the checks of one field are derivations/config/hfconfig.py's
-(:class:`~derivations.config.hfconfig.Fields`), handed in: a family imports no configuration module.
-No sympy here (reading a config stays free of it).
+"""The DeepSeek family's model: :class:`ModelSpec` (the paper's Table 1 notation) and :func:`from_fields`, the
+mapping of a config.json of transformers' DeepseekV2/V3 code (configuration_deepseek_v3.py DeepseekV3Config) onto
+it.  Beside ``DIMENSIONS``: q_lora_rank (null: one W^Q of n_h (d_h + d_h^R) x h, no query norm),
+first_k_dense_replace and moe_layer_freq (which layers are MoE), topk_method (noaux_tc keeps a routing bias of N per
+MoE layer), the routing (model_type, scoring_func, norm_topk_prob, n_group, topk_group), MTP,
+quantization_config.weight_block_size (FP8 block scales; storage only) and DeepSeek Sparse Attention's indexer
+(deepseek_v32, glm_moe_dsa: :func:`_indexer`).  A field's checks are hfconfig.Fields', handed in; no sympy here.
 """
 from __future__ import annotations
 
@@ -45,16 +30,9 @@ SCORING_FUNCS = ("sigmoid", "softmax")
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A DeepSeek-family model in the paper's notation (Table 1; the released configs in ``derivations/models/``).
-
-    ``d_cq`` is None for models without query compression (DeepSeek-v2-Lite): queries
-    are then one matrix W^Q of shape n_h (d_h + d_hr) x h and there is no query norm.
-    ``mtp_layers`` is D, the multi-token-prediction modules of the checkpoint (HF
-    num_nextn_predict_layers; not counted by the paper).  ``fp8_block`` is the block of
-    one FP32 scale in an FP8 block-quantised release (HF quantization_config
-    weight_block_size, (128, 128) for DeepSeek-v3): storage only, scales are not weights.
-    A Hugging Face config.json becomes a ModelSpec through :mod:`derivations.config.hfconfig`.
-    """
+    """A DeepSeek-family model in the paper's notation (Table 1).  ``d_cq`` None: no query compression
+    (DeepSeek-v2-Lite); ``mtp_layers``: D, the checkpoint's MTP modules (not counted by the paper); ``fp8_block``:
+    the block of one FP32 scale in an FP8 block-quantised release ((128, 128) for DeepSeek-v3; storage only)."""
 
     name: str
     h: int
@@ -238,8 +216,8 @@ def shape_name(model_type: str, dims: Mapping) -> str:
 
 
 def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> ModelSpec:
-    """The :class:`ModelSpec` of a parsed config.json, every field it uses validated through ``f`` (a
-    derivations.config.hfconfig.Fields: ``f.int``, ``f.err``, ``f.shown``, ``f.type_name``, ``f.fp8_block``)."""
+    """The :class:`ModelSpec` of a parsed config.json, every field it uses validated through ``f``
+    (derivations.config.hfconfig.Fields)."""
     data, mt = f.data, f.data["model_type"]
     dims = {attr: f.int(name_, meaning) for name_, attr, meaning in DIMENSIONS}
 
@@ -254,26 +232,13 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
     freq = f.int("moe_layer_freq", "MoE layer frequency", default=1, required=False)
     mtp = f.int("num_nextn_predict_layers", "MTP modules D", minimum=0, default=0, required=False)
 
-    default_topk = "noaux_tc" if mt in ("deepseek_v3", "kimi_k2") + tuple(DSA) else "greedy"
-    topk = data.get("topk_method", default_topk)
-    methods = FAMILY.topk_methods
-    if not isinstance(topk, str) or topk not in methods:
-        raise f.err("topk_method", f"field 'topk_method' must be one of {', '.join(methods)}, "
-                                   f"got {f.type_name(topk)} {f.shown(topk)}")
+    topk = f.choice("topk_method", FAMILY.topk_methods,
+                    "noaux_tc" if mt in ("deepseek_v3", "kimi_k2") + tuple(DSA) else "greedy")
     n_group = f.int("n_group", "expert groups n_g", required=False)
     topk_group = f.int("topk_group", "expert groups kept k_g", required=False)
-    scoring = data.get("scoring_func", SCORING_DEFAULTS.get(mt, "sigmoid"))
-    if not isinstance(scoring, str) or scoring not in SCORING_FUNCS:
-        raise f.err("scoring_func", f"field 'scoring_func' must be one of {', '.join(SCORING_FUNCS)}, "
-                                    f"got {f.type_name(scoring)} {f.shown(scoring)}")
-    norm = data.get("norm_topk_prob", NORM_DEFAULTS.get(mt, True))
-    if not isinstance(norm, bool):
-        raise f.err("norm_topk_prob", f"field 'norm_topk_prob' must be true or false, "
-                                      f"got {f.type_name(norm)} {f.shown(norm)}")
-    tied = data.get("tie_word_embeddings", False)
-    if not isinstance(tied, bool):
-        raise f.err("tie_word_embeddings", f"field 'tie_word_embeddings' must be true or false, "
-                                           f"got {f.type_name(tied)} {f.shown(tied)}")
+    scoring = f.choice("scoring_func", SCORING_FUNCS, SCORING_DEFAULTS.get(mt, "sigmoid"))
+    norm = f.bool("norm_topk_prob", NORM_DEFAULTS.get(mt, True))
+    tied = f.bool("tie_word_embeddings")
     kv_heads = data.get("num_key_value_heads")
     if kv_heads is not None and (type(kv_heads) is not int or kv_heads != dims["n_h"]):  # (any other type too)
         raise f.err("num_key_value_heads", f"num_key_value_heads={f.shown(kv_heads)} with num_attention_heads="

@@ -1,8 +1,5 @@
-"""Sec. 1: the MLA and expert matrices (the paper's Table 2).
-
-Each matrix is a :class:`Part` whose factors are its shape (rows x cols), tagged with
-the paper's tensor-parallel rule (Sec. 3): ``tp_split`` (W^UQ, W^UK, W^UV, W^O) or
-``replicated`` (W^DQ, W^DKV, W^QR, W^KR).
+"""Sec. 1: the MLA and expert matrices (the paper's Table 2), each a :class:`Part` of its shape (rows x cols) tagged
+with the paper's tensor-parallel rule (Sec. 3): ``tp_split`` (W^UQ, W^UK, W^UV, W^O) or ``replicated``.
 """
 from __future__ import annotations
 
@@ -10,38 +7,25 @@ from derivations.notation import SYMBOLS, N, d_c, d_cq, d_h, d_hr, d_v, h, h_E, 
 from symbolic.term import Part, Term
 
 
-def mla_matrices(q_lora: bool = True):
-    """The MLA projection matrices as parts ``rows x cols`` (Table 2).
+def _p(key, label, shape, split, provenance="Table 2"):
+    return Part(key, label, shape, provenance=provenance, tags=("tp_split",) if split else ("replicated",))
 
-    Without query compression (DeepSeek-v2-Lite) the three query matrices are one
-    W^Q of shape n_h (d_h + d_hr) x h, split by TP like the up-projections.
-    """
-    if q_lora:
-        q = [
-            Part("W_DQ", "W^{DQ}: query down-projection, d_c' x h", (d_cq, h), provenance="Table 2",
-                 tags=("replicated",)),
-            Part("W_UQ", "W^{UQ}: query up-projection, d_h n_h x d_c'", (d_h, n_h, d_cq), provenance="Table 2",
-                 tags=("tp_split",)),
-            Part("W_QR", "W^{QR}: RoPE query projection, d_h^R n_h x d_c'", (d_hr, n_h, d_cq),
-                 provenance="Table 2", tags=("replicated",)),
-        ]
-    else:
-        q = [Part("W_Q", "W^{Q}: query projection without compression, n_h (d_h + d_h^R) x h",
-                  (n_h, d_h + d_hr, h), provenance="HF config q_lora_rank = null", tags=("tp_split",))]
-    kv = [
-        Part("W_DKV", "W^{DKV}: key-value down-projection, d_c x h", (d_c, h), provenance="Table 2",
-             tags=("replicated",)),
-        Part("W_UK", "W^{UK}: key up-projection, d_h n_h x d_c", (d_h, n_h, d_c), provenance="Table 2",
-             tags=("tp_split",)),
-        Part("W_KR", "W^{KR}: shared RoPE key projection, d_h^R x h", (d_hr, h), provenance="Table 2",
-             tags=("replicated",)),
-        Part("W_UV", "W^{UV}: value up-projection, d_v n_h x d_c (the paper's d_h)", (d_v, n_h, d_c),
-             provenance="Table 2",
-             tags=("tp_split",)),
-        Part("W_O", "W^{O}: output projection, h x d_v n_h (the paper's d_h)", (h, d_v, n_h), provenance="Table 2",
-             tags=("tp_split",)),
+
+def mla_matrices(q_lora: bool = True):
+    """The MLA projection matrices as parts ``rows x cols`` (Table 2); without query compression (DeepSeek-v2-Lite)
+    the three query matrices are one W^Q of n_h (d_h + d_hr) x h, split by TP like the up-projections."""
+    q = [_p("W_DQ", "W^{DQ}: query down-projection, d_c' x h", (d_cq, h), False),
+         _p("W_UQ", "W^{UQ}: query up-projection, d_h n_h x d_c'", (d_h, n_h, d_cq), True),
+         _p("W_QR", "W^{QR}: RoPE query projection, d_h^R n_h x d_c'", (d_hr, n_h, d_cq), False)] if q_lora else \
+        [_p("W_Q", "W^{Q}: query projection without compression, n_h (d_h + d_h^R) x h", (n_h, d_h + d_hr, h), True,
+            "HF config q_lora_rank = null")]
+    return q + [
+        _p("W_DKV", "W^{DKV}: key-value down-projection, d_c x h", (d_c, h), False),
+        _p("W_UK", "W^{UK}: key up-projection, d_h n_h x d_c", (d_h, n_h, d_c), True),
+        _p("W_KR", "W^{KR}: shared RoPE key projection, d_h^R x h", (d_hr, h), False),
+        _p("W_UV", "W^{UV}: value up-projection, d_v n_h x d_c (the paper's d_h)", (d_v, n_h, d_c), True),
+        _p("W_O", "W^{O}: output projection, h x d_v n_h (the paper's d_h)", (h, d_v, n_h), True),
     ]
-    return q + kv
 
 
 DSA = ("transformers 5.24 models/deepseek_v32: DeepseekV32Indexer (DeepSeek-V3.2-Exp's lightning indexer; GLM-5's "
@@ -55,13 +39,10 @@ def indexer_matrices():
     parallelism.  A stage holds L_I of them (derivations/families/deepseek FAMILY.additions)."""
     n_I, d_I = SYMBOLS["n_I"], SYMBOLS["d_I"]
     return [
-        Part("W_IQ", "indexer.wq_b: indexer query projection, n_I d_I x d_c'", (n_I, d_I, d_cq), provenance=DSA,
-             tags=("replicated",)),
-        Part("W_IK", "indexer.wk: indexer key projection, d_I x h", (d_I, h), provenance=DSA, tags=("replicated",)),
-        Part("I_norm", "indexer.k_norm: LayerNorm of the indexer key, weight and bias", (2, d_I), provenance=DSA,
-             tags=("replicated",)),
-        Part("W_Iw", "indexer.weights_proj: per-head weights of the index scores, n_I x h", (n_I, h), provenance=DSA,
-             tags=("replicated",)),
+        _p("W_IQ", "indexer.wq_b: indexer query projection, n_I d_I x d_c'", (n_I, d_I, d_cq), False, DSA),
+        _p("W_IK", "indexer.wk: indexer key projection, d_I x h", (d_I, h), False, DSA),
+        _p("I_norm", "indexer.k_norm: LayerNorm of the indexer key, weight and bias", (2, d_I), False, DSA),
+        _p("W_Iw", "indexer.weights_proj: per-head weights of the index scores, n_I x h", (n_I, h), False, DSA),
     ]
 
 

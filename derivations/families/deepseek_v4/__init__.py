@@ -2,15 +2,12 @@
 grouped low-rank output projection, manifold-constrained hyper-connections and DeepSeekMoE with hash-routed first
 layers, as data.
 
-Read from Hugging Face configs of transformers 5.24 models/deepseek_v4 (DeepseekV4Config; its defaults are documented
-as the deepseek-ai/DeepSeek-V4-Flash-Base checkpoint).  V4 is no longer MLA: each layer's attention projects the query
-through a LoRA (q_a_proj, q_b_proj), one key-value head of ``head_dim`` shared by every query head (kv_proj), a
-per-head attention sink, and a grouped output projection (o_a_proj per group of heads, o_b_proj); a layer of type
-``compressed_sparse_attention`` adds a compressor of every m_C tokens with a lightning indexer choosing k_I
-compressed entries per query, one of type ``heavily_compressed_attention`` a compressor of every m_H tokens, one of
-type ``sliding_attention`` neither.  The field mapping onto memsym's symbols is ``DIMENSIONS``; the rest
-(layer_types, compress_rates, mlp_layer_types, head_dim's rotary part) is read in ``config.py``.  Parameters:
-``parameters.py``.
+Read from configs of transformers 5.24 models/deepseek_v4 (DeepseekV4Config, whose defaults are documented as
+deepseek-ai/DeepSeek-V4-Flash-Base).  Not MLA: a layer's attention has a query LoRA (q_a_proj, q_b_proj), one
+key-value head of ``head_dim`` shared by every query head (kv_proj), a per-head sink and a grouped output projection
+(o_a_proj per group, o_b_proj); a ``compressed_sparse_attention`` layer adds a compressor of every m_C tokens and a
+lightning indexer choosing k_I entries per query, a ``heavily_compressed_attention`` one a compressor of every m_H
+tokens.  ``DIMENSIONS`` maps the fields onto memsym's symbols; the rest is read in ``config.py``.
 """
 from derivations.families import Divides, Family, Kind
 

@@ -1,17 +1,12 @@
-"""The DeepSeek-V4 family's model: :class:`ModelSpec` and the mapping of a Hugging Face config.json of transformers
-5.24 models/deepseek_v4 (DeepseekV4Config, configuration_deepseek_v4.py) onto it (:func:`from_fields`).
-
-What the config gives beyond ``DIMENSIONS``: ``layer_types`` (per layer ``sliding_attention``,
-``compressed_sparse_attention`` or ``heavily_compressed_attention``; default, as DeepseekV4Config.__post_init__ builds
-it: two HCA layers then CSA and HCA alternating, or the legacy ``compress_ratios`` 0/4/128 per layer),
-``compress_rates`` (m_C for CSA, m_H for HCA; default 4 and 128; legacy ``compress_rate_csa``/``compress_rate_hca``),
-``mlp_layer_types`` (``hash_moe``: experts chosen by a frozen token-id table, no score-correction bias; ``moe``:
-learned top-k; default the first three hash-routed, legacy ``num_hash_layers``), the rotary part of ``head_dim``
-(``partial_rotary_factor``, legacy ``qk_rope_head_dim``), ``num_nextn_predict_layers`` (MTP in the checkpoint; not built
-by transformers, not counted).  transformers builds one shared expert of ``moe_intermediate_size`` and one key-value
-head whatever ``n_shared_experts`` and ``num_key_value_heads`` say, so other values are refused; ``intermediate_size``,
-when given, is ``moe_intermediate_size`` (DeepseekV4Config.attribute_map: the alias wins); ``attention_dropout`` above 0
-is refused (no dropout tensor is modelled).  No sympy here.
+"""The DeepSeek-V4 family's model: :class:`ModelSpec` and :func:`from_fields`, the mapping of a config.json of
+transformers 5.24 models/deepseek_v4 (DeepseekV4Config, configuration_deepseek_v4.py) onto it.  Beside
+``DIMENSIONS``: ``layer_types`` (sliding, CSA or HCA attention per layer; legacy ``compress_ratios``),
+``compress_rates`` (m_C, m_H; legacy ``compress_rate_csa``/``_hca``), ``mlp_layer_types`` (``hash_moe``: experts
+chosen by a frozen token-id table, no score-correction bias; legacy ``num_hash_layers``), the rotary part of
+``head_dim`` (``partial_rotary_factor``, legacy ``qk_rope_head_dim``) and MTP (not built by transformers, not
+counted), each defaulting as DeepseekV4Config.__post_init__ does.  transformers builds one shared expert and one
+key-value head whatever ``n_shared_experts`` and ``num_key_value_heads`` say, so other values are refused;
+``intermediate_size`` is ``moe_intermediate_size`` (attribute_map); ``attention_dropout`` above 0 is refused.
 """
 from __future__ import annotations
 
@@ -123,13 +118,6 @@ def shape_name(model_type: str, dims: Mapping) -> str:
     return f"{model_type} (h {dims['h']}, {dims['l']} layers, {dims['N']} experts)"
 
 
-def _bool(f, name: str, default: bool = False) -> bool:
-    val = f.data.get(name, default)
-    if not isinstance(val, bool):
-        raise f.err(name, f"field {name!r} must be true or false, got {f.type_name(val)} {f.shown(val)}")
-    return val
-
-
 def _rates(f) -> Dict[str, int]:
     given = f.data.get("compress_rates")
     rates = dict(DEFAULT_RATES) if given is None else {}  # DeepseekV4Config takes a given dict as it is
@@ -230,10 +218,7 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
         if data.get(flag, False) not in (False, None):
             raise f.err(flag, f"field {flag!r} = {f.shown(data[flag])}: projection biases are not covered "
                               f"(DeepSeek-V4 has none)")
-    scoring = data.get("scoring_func", "sqrtsoftplus")
-    if not isinstance(scoring, str) or scoring not in SCORING_FUNCS:
-        raise f.err("scoring_func", f"field 'scoring_func' must be one of {', '.join(SCORING_FUNCS)}, "
-                                    f"got {f.type_name(scoring)} {f.shown(scoring)}")
+    scoring = f.choice("scoring_func", SCORING_FUNCS, "sqrtsoftplus")
     rates = _rates(f)
     attention = _layer_types(f, dims["l"])
     d_hr = _rotary(f, dims["d_a"])
@@ -244,7 +229,7 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
     return ModelSpec(name=name or shape_name(mt, dims), d_hr=d_hr,
                      m_C=_rate(f, rates, "compressed_sparse_attention", attention),
                      m_H=_rate(f, rates, "heavily_compressed_attention", attention), attention=attention,
-                     hashed=_mlp_types(f, dims["l"]), tie_word_embeddings=_bool(f, "tie_word_embeddings"),
+                     hashed=_mlp_types(f, dims["l"]), tie_word_embeddings=f.bool("tie_word_embeddings"),
                      mtp_layers=mtp, scoring_func=scoring, source=str(f.path) if source is None else source,
                      model_type=mt, **dims)
 

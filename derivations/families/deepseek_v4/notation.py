@@ -50,17 +50,8 @@ _DERIVED = register([
                nonnegative_only=True),
 ], definitions={})
 T_C, T_H, u_kv, u_hca, u_cast = (_DERIVED[k] for k in ("T_C", "T_H", "u_kv", "u_hca", "u_cast"))
-
-
 #: This family's derived symbols (derivations/generate.py prints a family's own definitions, not another's).
 DERIVED = (T_C, T_H, u_kv, u_hca, u_cast)
-
-
-def _define():
-    """The definitions: floor(s / m), and indicators, two of them the notation's storage indicators
-    (V_VIEW, NOT_FP32)."""
-    DEFINITIONS.update({T_C: sp.floor(s / m_C), T_H: sp.floor(s / m_H), u_kv: V_VIEW,
-                        u_hca: sp.Piecewise((1, sp.Ge(s, m_H)), (0, True)), u_cast: NOT_FP32})
-
-
-_define()
+#: Their definitions: floor(s / m), and indicators, two of them the notation's storage indicators (V_VIEW, NOT_FP32).
+DEFINITIONS.update({T_C: sp.floor(s / m_C), T_H: sp.floor(s / m_H), u_kv: V_VIEW,
+                    u_hca: sp.Piecewise((1, sp.Ge(s, m_H)), (0, True)), u_cast: NOT_FP32})
