@@ -409,8 +409,8 @@ def test_search_drops_a_configuration_that_fits_allocated_but_not_the_device(cap
     assert [r["total"] for r in plain] == [top["total"]]  # it fits by its terms
     d = _search(capsys, "--hbm", hbm, "--memory", "device", "--top", "3", *argv)
     same = lambda r: all(r[k] == top[k] for k in LAYOUT + ("recompute",))  # noqa: E731
-    assert not any(same(r) for r in d["rows"]) and d["memory"]["over"] >= 1
-    assert d["memory"]["judged"] == len(d["rows"]) + d["memory"]["over"]
+    assert not any(same(r) for r in d["rows"]) and d["memory"]["over_capacity"] >= 1
+    assert d["memory"]["judged"] == len(d["rows"]) + d["memory"]["over_capacity"]
     _rows_are_estimates(capsys, d, "device", hbm, *argv[:2])
 
 

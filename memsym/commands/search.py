@@ -184,7 +184,7 @@ def _judged(args, model, hbm, result, top):
     gpu = common.budget_from_args(args)[1]
     result.judged = {"kind": args.memory, "capacity": hbm, "capacity_of": gpu.name if gpu else "--hbm",
                      "terms_fitting": passed, "judged": len(got),
-                     "over": sum(m[args.memory] > hbm for m in got.values()), "bytes": got}
+                     "over_capacity": sum(m[args.memory] > hbm for m in got.values()), "bytes": got}
     return idx
 
 
@@ -433,14 +433,14 @@ def render_text(model, args, hbm, result, idx) -> str:
 def _judged_line(j, top) -> str:
     """The fit line of --memory KIND: what is judged, against which capacity, and how many rows were judged."""
     from symbolic.exact import fmt_gib, fmt_int  # lazy: text output only
-    what = {"allocated": "the caching allocator's peak over the step",
+    what = {"allocated": "the caching allocator's allocated peak over the step",
             "reserved": "PyTorch's caching allocator run over the step",
-            "device": "the caching allocator's reserve + NCCL/DeepEP buffers + the CUDA context"}[j["kind"]]
+            "device": "its reserved bytes + NCCL/DeepEP buffers + the CUDA context"}[j["kind"]]
     return (f"fit: --memory {j['kind']}: {j['kind']} bytes ({what}, as memsym estimate --memory {j['kind']}) <= "
             f"{j['capacity_of']} {fmt_gib(j['capacity'])} GiB at the most-loaded stage; the "
             f"{fmt_int(j['terms_fitting'])} configurations whose terms fit (allocated >= the terms) judged in rank "
-            f"order until {top} fit: {fmt_int(j['judged'])} judged, {fmt_int(j['over'])} of them fit allocated memory "
-            f"but not " + ("the device" if j["kind"] == "device" else f"their {j['kind']} bytes"))
+            f"order until {top} fit: {fmt_int(j['judged'])} judged, {fmt_int(j['over_capacity'])} of them fit "
+            f"allocated memory but not " + ("the device" if j["kind"] == "device" else f"their {j['kind']} bytes"))
 
 
 def _fold(line: str) -> str:
