@@ -1,9 +1,5 @@
-"""The paper's values of the symbols a configuration may leave unset (pure data, no sympy).
-
-Table 7's bytes per element (and the 1-byte dropout mask of Sec. 5.1), and the values of the
-extension symbols that reproduce the paper (balanced routing F = 1; the FP8 / E5M6 cached
-activations' bytes); the provenance labels of the tensor lists.  By symbol name:
-derivations/config/values.py builds substitutions from them, derivations/notation.py keys them by symbol."""
+"""The paper's values of the symbols a configuration may leave unset, by name (Table 7's bytes, Sec. 5.1's mask byte, F
+= 1, the FP8 / E5M6 bytes) and the tensor lists' provenance labels."""
 from __future__ import annotations
 
 from fractions import Fraction

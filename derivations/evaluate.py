@@ -1,15 +1,7 @@
-"""Exact numbers from the generated evaluators (``derivations/generated/``), without sympy.
-
-``python -m derivations.generate`` prints every term of every model structure as an expression
-tree with references between terms, the tensors each activation kind keeps as decision tables over
-the features of a view, and the per-device assembly (derivations/assembly/device_terms.py) as exact
-Python (derivations/generate.py).
-This module reads them (one JSON per family, each structure's terms and each assignment of the
-activation flags' tables resolved from it once: :func:`resolve`) and evaluates them in integers and
-``fractions.Fraction``: the same numbers as :func:`symbolic.numeric.exact` of the sympy terms
-(tests/test_evaluate.py checks every term and view), at a fraction of the cost and with no sympy
-import.  A substitution here is a dict from a symbol's name to its exact value.
-"""
+"""Exact numbers from the generated evaluators (``derivations/generated/``, derivations/generate.py), without sympy:
+each structure's terms and each activation-flag assignment's tables resolved once (:func:`resolve`) and evaluated in
+integers and ``fractions.Fraction``, equal to :func:`symbolic.numeric.exact` of the sympy terms
+(tests/test_evaluate.py). A substitution is a dict from a symbol's name to its exact value."""
 from __future__ import annotations
 
 import json
@@ -29,10 +21,8 @@ _INSTALLED: Dict[str, Tuple[Mapping, object]] = {}
 def install(family: str, tables: Mapping, module) -> None:
     """The evaluators of ``family`` generated in memory ({file name: content}, the ``<family>.py`` module)."""
     _INSTALLED[family] = (dict(tables), module)
-    _json.cache_clear()
-    _terms.cache_clear()
-    _activations.cache_clear()
-    _symbols.cache_clear()
+    for cached in (_json, _terms, _activations, _symbols):
+        cached.cache_clear()
     _VALUES.clear()
 
 
@@ -48,19 +38,13 @@ CHOOSE = "?"
 
 
 def resolve(value, flags: Mapping[str, bool]):
-    """A generated value with each ``["?", flag, when set, when not]`` replaced by its branch under ``flags`` and
-    a dict's entries that resolve to null left out: the value of one structure (or activation flags)."""
+    """A generated value with each ``['?', flag, set, not]`` resolved by ``flags``; null dict entries dropped."""
     if type(value) is list:
         if value and value[0] == CHOOSE:
             return resolve(value[2] if flags[value[1]] else value[3], flags)
         return [resolve(v, flags) for v in value]
     if type(value) is dict:
-        out = {}
-        for k, v in value.items():
-            v = resolve(v, flags)
-            if v is not None:
-                out[k] = v
-        return out
+        return {k: v for k, v in ((k, resolve(v, flags)) for k, v in value.items()) if v is not None}
     return value
 
 
@@ -89,16 +73,12 @@ def inflight(schedule: str, pp: int, index: int, microbatches: Optional[int], vp
 
 
 def device(mtp: bool, full: bool, holds: str, values: Mapping, family: str = FAMILY, options: bool = False) -> Dict:
-    """``values`` plus the per-device assembly (activations, total, layer split, Sec. 6 ends) of a view with
-    the MTP modules' activations (``mtp``) or full recomputation (``full``), its activations held as
-    ``holds`` (paper, schedule, given), with the terms of offloading and linear recipes when ``options``:
-    derivations/assembly/device_terms.py, generated."""
+    """``values`` plus the per-device assembly (device_terms.py, generated) of a variant."""
     return _module(family).device(mtp, full, holds, dict(values), options)
 
 
 def step(framework: str, policy: str, values: Mapping, family: str = FAMILY) -> Dict[str, Fraction]:
-    """{moment: bytes above one micro-batch's end of the forward} of a step (derivations/assembly/step_terms.py,
-    generated) at ``values``."""
+    """{moment: bytes above one micro-batch's end of the forward} (derivations/assembly/step_terms.py, generated)."""
     mod = _module(family)
     return mod.step(framework, policy, {**dict.fromkeys(mod.STEP_INPUTS, 0), **values})
 
@@ -109,8 +89,7 @@ def device_inputs(family: str = FAMILY) -> Tuple[Dict[str, str], int]:
 
 
 class MissingSymbol(ValueError):
-    """A term reads a symbol the configuration gives no value (a shared tensor list naming a dimension the
-    model's family does not have): derivations/assembly/device.py reports it as a ConfigError."""
+    """A term reads a symbol the configuration gives no value (device.py reports it as a ConfigError)."""
 
     def __init__(self, name: str):
         super().__init__(name)
@@ -119,9 +98,8 @@ class MissingSymbol(ValueError):
 
 # ----------------------------------------------------------------------------- trees
 def _ev(t, v, graph, q=Fraction):
-    """A generated tree at ``v`` ({name: value}), term references through ``graph``, its ratios (a node
-    ``["q", a, b]``, a negative power) as ``q(a, b)``: exact with ``fractions.Fraction``; the search passes numpy's
-    division and float64 arrays (plain arithmetic, element-wise: derivations/analyses/exact.py)."""
+    """A generated tree at ``v``, term references through ``graph``, ratios (``["q", a, b]``, negative powers) as ``q(a,
+    b)``: Fraction, or numpy division over float64 arrays (derivations/analyses/exact.py)."""
     kind = type(t)
     if kind is int:
         return t
@@ -165,7 +143,7 @@ def _reads(t, out: set, refs: set) -> None:
 
 @lru_cache(maxsize=None)
 def _symbols(family: str, structure: Tuple[bool, ...]) -> Dict[str, Tuple[str, ...]]:
-    """{term id: the symbols its value reads, through the terms it refers to} of one structure's terms."""
+    """{term id: the symbols its value reads, through the terms it refers to} of one structure."""
     parts_of = _terms(family, structure)
     own, refs = {}, {}
     for tid, parts in parts_of.items():
@@ -194,8 +172,7 @@ _VALUES_MAX = 1 << 16
 
 
 class Terms:
-    """The terms of one model structure evaluated at one substitution (each term once); ``q`` as :func:`_ev`
-    (another than Fraction: values of any type, not shared between substitutions)."""
+    """The terms of one structure at one substitution, each evaluated once; ``q`` as :func:`_ev`."""
 
     def __init__(self, structure, values: Mapping, family: str = FAMILY, q=Fraction):
         self._name = (family, tuple(structure))
@@ -238,8 +215,7 @@ class Terms:
 
 
 def reads(structure, tid: str, family: str = FAMILY) -> Tuple[str, ...]:
-    """The symbols term ``tid`` of a model structure reads, through the terms it refers to (sorted): its value
-    is the same at any two substitutions that agree on them."""
+    """The symbols term ``tid`` reads, through the terms it refers to (sorted)."""
     return _symbols(family, tuple(structure))[tid]
 
 
@@ -282,10 +258,8 @@ def _kinds(q_lora):
 
 @lru_cache(maxsize=4096)
 def kept(view, q_lora: bool) -> Dict[str, Tuple]:
-    """{kind: ((key, expression index or None | (count, sub indices)), ...)}: what ``view`` keeps of each
-    tensor (a group's tensors as the sorted indices of those kept).  Two views keep the same parts
-    of a kind exactly when these are equal (the indices name distinct expressions).  Cached per view
-    (naming a view's terms asks it many times): the result is shared, never to be changed."""
+    """{kind: ((key, expression index or None | (count, sub indices)), ...)}: what ``view`` keeps of each tensor; two
+    views keep the same parts of a kind exactly when these are equal. Cached: never to be changed."""
     f = features(view, FAMILY if isinstance(q_lora, bool) else q_lora.family)
     kinds, _ = _kinds(q_lora)
     out = {}
@@ -306,8 +280,8 @@ def kept(view, q_lora: bool) -> Dict[str, Tuple]:
 
 def activation_values(view, q_lora: bool, values: Mapping, kinds: Iterable[str] = None, q=Fraction,
                       memo: Optional[Dict[int, object]] = None) -> Dict[str, Fraction]:
-    """{kind: bytes} of the tensors ``view`` keeps per kind (mla, moe, dense, head, mtp) at ``values``; ``q`` as
-    :func:`_ev`; ``memo``: {expression index: value} at ``values``, shared between views."""
+    """{kind: bytes} of the tensors ``view`` keeps at ``values``; ``q`` as :func:`_ev`; ``memo``: {expression index:
+    value} at ``values``, shared between views."""
     _, exprs = _kinds(q_lora)
     memo = {} if memo is None else memo
 
@@ -336,9 +310,7 @@ def activation_values(view, q_lora: bool, values: Mapping, kinds: Iterable[str] 
 
 
 def tensor_values(view, q_lora: bool, values: Mapping, kind: str) -> Dict[str, Fraction]:
-    """{tensor key: bytes} of every tensor ``view`` keeps of ``kind`` at ``values``, a group's tensor as
-    ``<group>.<tensor>`` (its count times one copy): the rows :func:`activation_values` sums, one by one
-    (derivations/assembly/offload.py selects some of them by key)."""
+    """{tensor key (a group's ``<group>.<tensor>``): bytes} of every tensor ``view`` keeps of ``kind``."""
     kinds, exprs = _kinds(q_lora)
     f = features(view, FAMILY if isinstance(q_lora, bool) else q_lora.family)
     out = {}

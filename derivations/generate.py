@@ -1,25 +1,14 @@
-"""``python -m derivations.generate [--check]``: the evaluators printed from the terms, committed.
+"""``python -m derivations.generate [--check]``: the evaluators printed from the terms into ``derivations/generated/``
+(``--check``: exit 1 when regenerating would change a byte).
 
-The numbers of ``estimate``, ``params``, ``search`` and the calculator page come from one compiled form of the
-sympy terms the report renders, written into ``derivations/generated/`` (``--check`` exits 1 when regenerating
-would change a byte):
-
-* ``<family>.json``: every term of every model structure and weight side as an exact expression tree
-  (:func:`symbolic.codegen.json_tree`), and the tensors each activation kind keeps as decision tables: for each
-  tensor, the view features it depends on and, for each combination under which it is kept, the index of its
-  bytes' expression.  Where structures differ a value is a choice ``["?", flag, when set, when not]``
-  (:func:`symbolic.codegen.merged`).
-* ``<family>.py``: what is not polynomial, as exact Python (:mod:`symbolic.codegen`): the derived symbols, the
-  storage indicators, floor(N_r/k_g), the schedules' in-flight counts and the per-device assembly
-  (derivations/assembly/device_terms.py; the page prints the same expressions to JavaScript).
-* ``<family>_search.py``: the search's kernels (derivations/analyses/kernelgen.py), the terms of every (ZeRO
-  stage, recomputation policy) as exact coefficient functions and numpy functions of the row symbols, evaluated
-  with no sympy (derivations/analyses/kernels.py).
-
-The decision tables are filled by calling the views' own logic (``views._kept``) on every combination of a
-tensor's features and checked against it on random views before anything is written.
-:mod:`derivations.evaluate` evaluates them.
-"""
+* ``<family>.json``: every term of every structure and weight side as an exact expression tree
+  (:func:`symbolic.codegen.json_tree`; where structures differ, ``["?", flag, when set, when not]``:
+  :func:`symbolic.codegen.merged`), and each activation kind's tensors as decision tables: per tensor, the view features
+  it depends on and, per combination keeping it, the index of its bytes' expression. The tables are filled by the views'
+  own logic (``views._kept``) and checked against it on random views before anything is written.
+* ``<family>.py``: exact Python (:mod:`symbolic.codegen`) of what is not polynomial: the derived symbols, indicators,
+  floor(N_r/k_g), the schedules' in-flight counts and the per-device assembly (device_terms.py).
+* ``<family>_search.py``: the search's numpy kernels (derivations/analyses/kernelgen.py)."""
 from __future__ import annotations
 
 import hashlib
@@ -29,7 +18,6 @@ import json
 import random
 import sys
 import types
-from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Dict, List, Tuple
@@ -54,8 +42,7 @@ FAMILY = DEEPSEEK.name
 
 
 def structures(fam) -> Tuple[Tuple[bool, ...], ...]:
-    """Every structure of a family: each combination of its flags (DeepSeek's q_lora, routing_bias, tied, indexer)
-    that the family allows (derivations/families ``Family.structures``)."""
+    """Every structure (combination of flags) a family allows (derivations/families ``Family.structures``)."""
     return fam.structures()
 
 
@@ -82,21 +69,10 @@ def structure_key(structure, fam=DEEPSEEK) -> str:
 
 # ----------------------------------------------------------------------------- expression trees
 def family_special(fam) -> Dict[str, sp.Expr]:
-    """{name: expression} of the non-polynomial pieces of a family's own terms (its activations module's
-    ``SPECIAL``: DeepSeek-V4's compressed entries floor(s / m_C)), printed into its module's ``derived``."""
+    """{name: expression} of a family's own non-polynomial pieces (DeepSeek-V4: floor(s / m_C))."""
     if fam is DEEPSEEK or "activations" not in fam.sections:
         return {}
     return fam.special_symbols()
-
-
-def _foreign_derived(fam) -> set:
-    """The derived symbols other families declare (their notation module's ``DERIVED``): not printed into ``fam``'s
-    module (every term is expanded before it is encoded; a family's own are printed for its display)."""
-    out = set()
-    for other in families.all():
-        if other is not fam and families.packaged(other.name):
-            out |= set(getattr(other.notation(), "DERIVED", ()))
-    return out
 
 
 @lru_cache(maxsize=None)
@@ -114,21 +90,12 @@ def _specials(expr):
 
 
 def factor_tree(factors, refs: Dict):
-    """A part's ``num`` or ``den`` factors as one product tree, each factor replaced by a reference
-    when it is a term's expression."""
+    """``factors`` as one product tree, a factor equal to a term's expression as a reference to it."""
     out = []
     for f in factors:
         f = sp.sympify(f)
         out.append(["r", refs[f]] if f in refs else tree(_specials(f), refs))
     return out[0] if len(out) == 1 else (["*", *out] if out else 1)
-
-
-def part_tree(part, refs: Dict):
-    """``prod(num) / prod(den)`` of a Part, with references for the terms it multiplies."""
-    num = factor_tree(part.num, refs)
-    if not part.den:
-        return num
-    return ["*", num, ["^", factor_tree(part.den, refs), -1]]
 
 
 class Pool:
@@ -158,14 +125,14 @@ def view_of(features: Dict[str, str]) -> View:
 
 
 class _Recorder:
-    """A view that notes which of its features are read (to find what an EXISTS rule depends on)."""
+    """A view (or its conventions) that notes which of its features are read (what an EXISTS rule depends on)."""
 
-    def __init__(self, view: View, seen: set):
+    def __init__(self, view, seen: set):
         self._view, self._seen = view, seen
 
     def __getattr__(self, name):
         if name == "conv":
-            return _ConvRecorder(self._view.conv, self._seen)
+            return _Recorder(self._view.conv, self._seen)
         if name == "dropped":
             self._seen.update({"recompute", *(f"op:{o}" for o in OPS)})
         else:
@@ -173,29 +140,11 @@ class _Recorder:
         return getattr(self._view, name)
 
 
-class _ConvRecorder:
-    def __init__(self, conv, seen):
-        self._conv, self._seen = conv, seen
-
-    def __getattr__(self, name):
-        self._seen.add(name)
-        return getattr(self._conv, name)
-
-
-def _probe_views() -> List[View]:
-    """Views that vary every feature from a few bases (every value of every feature appears)."""
-    base = {f: vals[0] for f, vals in FEATURES.items()}
-    out = []
-    for rc in FEATURES["recompute"]:
-        for f, vals in FEATURES.items():
-            for val in vals:
-                out.append(view_of({**base, "recompute": rc, f: val}))
-    return out
-
-
 def exists_features() -> Dict[str, frozenset]:
-    """{tag: the features its EXISTS rule reads}."""
-    probes = _probe_views()
+    """{tag: the features its EXISTS rule reads}, probed on views varying every feature from a few bases."""
+    base = {f: vals[0] for f, vals in FEATURES.items()}
+    probes = [view_of({**base, "recompute": rc, f: val}) for rc in FEATURES["recompute"]
+              for f, vals in FEATURES.items() for val in vals]
     out = {}
     for tag, rule in EXISTS.items():
         seen: set = set()
@@ -237,28 +186,20 @@ def decision_table(num, den, tags, feats, pool: Pool) -> Dict[str, int]:
         assign = {**base, **dict(zip(feats, values))}
         if assign["recompute"] != "custom" and any(assign[f"op:{o}"] == "1" for o in OPS):
             continue  # operators are recomputed only under a custom policy
-        view = view_of(assign)
-        if view.recompute == "custom" and not view.ops:
-            view = replace(view, ops=())  # custom with no operator: recomputes nothing
-        got = _kept(view, num, den, tags)
+        got = _kept(view_of(assign), num, den, tags)
         if got is not None:
             table["|".join(values)] = pool.add(_expr(got))
     return table
 
 
-def _specs(fam, flags: Dict, kind: str):
-    return fam.activation_specs(kind, flags)
-
-
 def activation_specs(pool: Pool, by_tag, fam=DEEPSEEK, flag_sets=({"q_lora": True}, {"q_lora": False})) -> Dict:
-    """{activation key ('q1'|'q0' for DeepSeek): {kind: [spec, ...]}} (see the module docstring) of each
-    assignment of the family's activation flags in ``flag_sets``."""
+    """{activation key: {kind: [spec, ...]}} of each assignment of the activation flags."""
     out = {}
     for flags in flag_sets:
         kinds = {}
         for kind in fam.kinds:
             specs = []
-            for spec in _specs(fam, flags, kind):
+            for spec in fam.activation_specs(kind, flags):
                 if isinstance(spec, Group):
                     subs = []
                     for key, _label, num, den, tags in spec.subs:
@@ -274,17 +215,17 @@ def activation_specs(pool: Pool, by_tag, fam=DEEPSEEK, flag_sets=({"q_lora": Tru
     return out
 
 
-def check_tables(acts: Dict, pool: Pool, n: int = 400, seed: int = 0, fam=DEEPSEEK, flags: Dict = None) -> None:
-    """Every table against the views' own logic on ``n`` random views (generation stops on a difference)."""
-    rng = random.Random(seed)
-    for _ in range(n):
+def check_tables(acts: Dict, pool: Pool, fam, flags: Dict) -> None:
+    """Every table against the views' own logic on 400 random views (AssertionError on a difference)."""
+    rng = random.Random(0)
+    for _ in range(400):
         assign = {f: rng.choice(vals) for f, vals in FEATURES.items()}
         if assign["recompute"] != "custom":
             assign.update({f"op:{o}": "0" for o in OPS})
         view = view_of(assign)
         for qk, kinds in acts.items():
             for kind, specs in kinds.items():
-                for spec, real in zip(specs, _specs(fam, flags if flags is not None else {"q_lora": qk == "q1"}, kind)):
+                for spec, real in zip(specs, fam.activation_specs(kind, flags)):
                     pairs = ([(spec[1:], (real.num, real.den, real.tags))] if spec[0] == "P" else
                              [(sub, (num, den, real.tags + tags)) for sub, (_, _, num, den, tags)
                               in zip(spec[3], real.subs)])
@@ -297,18 +238,14 @@ def check_tables(acts: Dict, pool: Pool, n: int = 400, seed: int = 0, fam=DEEPSE
 
 
 # ----------------------------------------------------------------------------- terms
-def side_conventions():
-    return [Conventions(rank=r, shared_expert=s) for r in CONVENTION_SWITCHES["rank"].values
-            for s in CONVENTION_SWITCHES["shared_expert"].values]
-
-
 def structure_terms(structure, fam=DEEPSEEK) -> Dict:
-    """{term id: [[part key, [tags], tree, label], ...]} of every base and weight-side term of a structure;
-    a term is the sum of its parts, and a factor equal to another term's expression is a reference
-    to it (the term graph, evaluated once per term by derivations.evaluate)."""
+    """{term id: [[part key, [tags], tree, label], ...]} of every base and weight-side term of a structure; a factor
+    equal to another term's expression is a reference to it."""
     base = _build(structure, fam.name)
     terms = {tid: base[tid] for tid in base}
-    for conv in side_conventions() if "conventions" in fam.sections else ():
+    sides = [Conventions(rank=r, shared_expert=s) for r in CONVENTION_SWITCHES["rank"].values
+             for s in CONVENTION_SWITCHES["shared_expert"].values] if "conventions" in fam.sections else ()
+    for conv in sides:
         for t in side_terms(base, conv):
             terms.setdefault(t.id, t)
     ids = [tid for tid in terms if not any(s.name == "M_alloc" for s in sp.sympify(terms[tid].expr).free_symbols)]
@@ -319,14 +256,14 @@ def structure_terms(structure, fam=DEEPSEEK) -> Dict:
     for tid in ids:
         t = terms[tid]
         own = {k: v for k, v in refs.items() if v != tid}  # a term is never a reference to itself
-        out[tid] = [[p.key, list(p.tags), part_tree(p, own), p.label] for p in t.parts]
+        out[tid] = [[p.key, list(p.tags), (["*", factor_tree(p.num, own), ["^", factor_tree(p.den, own), -1]]
+                                            if p.den else factor_tree(p.num, own)), p.label] for p in t.parts]
     return out
 
 
 # ----------------------------------------------------------------------------- the Python module
 def device_shape(fam):
-    """The shape the device assembly is printed for: DeepSeek's (its q_lora flag; the assembly, in the kinds'
-    symbols, is the same for every structure), or another family's first structure."""
+    """The shape the device assembly is printed for: DeepSeek's q_lora flag, or another family's first."""
     return True if fam is DEEPSEEK else Shape(fam.name, tuple(zip(fam.flags, structures(fam)[0])))
 
 
@@ -339,7 +276,9 @@ def python_module(fam=DEEPSEEK) -> str:
              "from fractions import Fraction as _Q", "from math import floor as _floor", "", "",
              "def derived(v):",
              '    """Add to ``v`` the derived symbols and non-polynomial factors whose inputs it holds."""']
-    defs = [(s.name, e) for s, e in nt.DEFINITIONS.items() if s not in _foreign_derived(fam)] \
+    foreign = {s for other in families.all() if other is not fam and families.packaged(other.name)
+               for s in getattr(other.notation(), "DERIVED", ())}  # other families' derived symbols: not printed here
+    defs = [(s.name, e) for s, e in nt.DEFINITIONS.items() if s not in foreign] \
         + list(SPECIAL.items()) + list(family_special(fam).items())
     for name, expr in sorted(defs):
         need = sorted(x.name for x in sp.sympify(expr).free_symbols)
@@ -356,9 +295,7 @@ def python_module(fam=DEEPSEEK) -> str:
 
 
 def tables(fam=DEEPSEEK) -> Dict[str, Dict]:
-    """{``<family>.json``: content}: the terms of every model structure (``terms``) and the activation tables of
-    every assignment of the activation flags with their expressions (``activations``), each :func:`merged`
-    over the flags (``flags``), and the features a view is read through."""
+    """{``<family>.json``: the terms of every structure, the activation tables, the view features}."""
     flags = list(fam.flags)
     cases = []
     for s in structures(fam):
@@ -372,7 +309,7 @@ def tables(fam=DEEPSEEK) -> Dict[str, Dict]:
     pool, acts = Pool(), []
     for flag_set in fam.activation_flag_sets():
         specs = activation_specs(pool, by_tag, fam, (flag_set,))
-        check_tables(specs, pool, fam=fam, flags=flag_set)
+        check_tables(specs, pool, fam, flag_set)
         kinds = specs[fam.activation_key(flag_set)]
         plain(kinds)
         acts.append(({f: bool(flag_set[f]) for f in fam.activation_flags}, kinds))
@@ -383,9 +320,7 @@ def tables(fam=DEEPSEEK) -> Dict[str, Dict]:
 
 
 def install(fam) -> None:
-    """Generate a family's evaluators in memory and hand them to :mod:`derivations.evaluate` (a family outside
-    derivations/families/, such as a test's toy, whose files are not committed): the same tables and
-    module :func:`outputs` writes for DeepSeek, printed from the family's own terms."""
+    """Generate a family's evaluators in memory for :mod:`derivations.evaluate` (files not committed)."""
     module = types.ModuleType(f"derivations.generated.{fam.name}")
     exec(compile(python_module(fam), f"<generated {fam.name}>", "exec"),
          module.__dict__)  # printed above, from our terms
@@ -393,11 +328,9 @@ def install(fam) -> None:
 
 
 def search_kernels() -> Tuple[Dict[str, str], Dict[str, str]]:
-    """({file name: source}, {structure (-flash: under flash attention): its kernel's name}) of the search's kernels
-    (derivations/analyses/kernelgen.py): one module, the terms of every (ZeRO stage, named recomputation policy)
-    choice of the default training (what ``memsym search`` evaluates) of every structure, derived symbols
-    expanded.  Structures whose kernels are all equal share a name (the first's: ``deepseek_search_q0b1t0``),
-    which the calculator page gives the kernels it prints (memsym/page/search.py)."""
+    """({file name: source}, {structure (-flash: under flash attention): its kernel's name}): the terms of every (ZeRO
+    stage, recomputation policy) choice of the default training of every structure; structures with equal kernels share
+    the first's name (memsym/page/search.py prints one per name)."""
     variants: Dict[tuple, tuple] = {}
     names: Dict[tuple, List[str]] = {}
     for attention in ("eager", "flash"):  # the paper's kernel, and the fused one frameworks run
@@ -424,24 +357,17 @@ def search_kernels() -> Tuple[Dict[str, str], Dict[str, str]]:
     return {f"{FAMILY}_search.py": source}, dict(sorted(index.items()))
 
 
-def steptime_source() -> str:
-    """The step-time model's module (derivations/steptime/printing.py)."""
-    from derivations.steptime import printing  # lazy: the step-time model (generate only)
-    return printing.module_source()
-
-
 def outputs() -> Dict[Path, bytes]:
-    files = {OUT / name: json.dumps(data, sort_keys=True, separators=(",", ":")).encode() + b"\n"
-             for name, data in tables().items()}
-    kernels, index = search_kernels()
-    files.update({OUT / name: src.encode() for name, src in kernels.items()})
-    files[OUT / f"{FAMILY}.py"] = python_module().encode()
-    files[OUT / f"{FAMILY}_time.py"] = steptime_source().encode()
-    for fam in families.all():  # the other families of derivations/families/: their terms and module
-        if fam is not DEEPSEEK and families.packaged(fam.name):
+    from derivations.steptime import printing as steptime  # lazy: the step-time model (memsym page imports this)
+    files = {}
+    for fam in families.all():  # DeepSeek and the other families of derivations/families/: their terms and module
+        if fam is DEEPSEEK or families.packaged(fam.name):
             files.update({OUT / name: json.dumps(data, sort_keys=True, separators=(",", ":")).encode() + b"\n"
                           for name, data in tables(fam).items()})
             files[OUT / f"{fam.name}.py"] = python_module(fam).encode()
+    kernels, index = search_kernels()
+    files.update({OUT / name: src.encode() for name, src in kernels.items()})
+    files[OUT / f"{FAMILY}_time.py"] = steptime.module_source().encode()  # derivations/steptime/printing.py
     files[OUT / "__init__.py"] = (INIT + f"\n#: {{structure (-flash: under flash attention): the name of its search "
                                   f"kernels}}\nSEARCH_KERNELS = "
                                   f"{index!r}\n").encode()

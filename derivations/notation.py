@@ -1,14 +1,6 @@
-"""The symbol registry of the paper (Table 1 and the other tables) and of memsym's extensions.
-
-Each entry has the Python name used in code and in typed formulas (``d_cq``), the LaTeX
-the paper prints (``d_c'``), a meaning, a role and sympy assumptions; the engine's
-machinery (:mod:`symbolic.notation`) holds them once registered here.  Derived symbols
-(``E_token``, ``EDP``) carry a definition in terms of the others; a term may keep them for
-display (the paper writes ``32(3 E_token h + 8 E_token h_E)``) and they are replaced by
-their definition before evaluation (:func:`expand_derived`).
-
-Nothing here does work at import time beyond creating and registering the symbols.
-"""
+"""The symbol registry of the paper (Table 1 and the other tables) and of memsym's extensions (:mod:`symbolic.notation`
+holds them): Python name, the paper's LaTeX, meaning, role, sympy assumptions. Derived symbols (``E_token``, ``EDP``)
+are kept for display and replaced by their definition before evaluation (:func:`expand_derived`)."""
 from __future__ import annotations
 
 import importlib
@@ -167,9 +159,7 @@ DEFINITIONS.update({
     EDP: DP * TP * CP / (EP * ETP),
 })
 
-#: Storage indicators (0 or 1) of the tensor lists, which any family's definitions may read (derivations/tensors.py
-#: re-exports them with their reasons): B_a != 4 (a cast to FP32 copies), b = 1, b = 1 or one head on the device
-#: (n_h = TP: a head view folds into its matrix product), N_r > 1.
+#: Storage indicators (0 or 1) of the tensor lists, for any family's definitions (reasons: derivations/tensors.py).
 NOT_FP32 = sp.Piecewise((0, sp.Eq(B_a, 4)), (1, True))
 B_IS_1 = sp.Piecewise((1, sp.Eq(b, 1)), (0, True))
 V_VIEW = sp.Piecewise((1, sp.Eq(b, 1)), (1, sp.Eq(n_h, TP)), (0, True))
@@ -177,17 +167,13 @@ TOPK_GT_1 = sp.Piecewise((0, sp.Eq(N_r, 1)), (1, True))
 #: 1 when EP > 1: the experts' tokens cross an all-to-all (torchtitan's ExpertParallel, only then applied).
 EP_GT_1 = sp.Piecewise((0, sp.Eq(EP, 1)), (1, True))
 
-#: The paper writes d_h for the value head dimension; these identities turn our
-#: notation into the paper's when comparing with its printed formulas.
-#: F = 1 is the paper's balanced routing (Table 9: E_token = b s N_r / N).
+#: Our notation into the paper's printed formulas: it writes d_h for d_v, and F = 1 (Table 9: E_token = b s N_r / N).
 PAPER_IDENTITIES: Dict[sp.Symbol, sp.Expr] = {d_v: d_h, F: sp.Integer(1)}
 
-#: Bytes per element of the paper's Table 7 (and the 1-byte dropout mask of Sec. 5.1), by symbol
-#: (derivations/config/values.py has them by name).
+#: Bytes per element of the paper's Table 7 (and Sec. 5.1's dropout mask), by symbol.
 PAPER_BYTES: Dict[sp.Symbol, int] = {SYMBOLS[k]: v for k, v in _values.PAPER_BYTES.items()}
 
-#: Values of the extension symbols that reproduce the paper: balanced routing (F = 1), and
-#: the bytes of the FP8 / E5M6 cached activations (used only by ``.fp8`` activation terms).
+#: Values of the extension symbols that reproduce the paper (F = 1; the FP8 / E5M6 bytes of ``.fp8`` terms).
 EXTENSION_DEFAULTS: Dict[sp.Symbol, object] = {SYMBOLS[k]: sp.sympify(v) for k, v in _values.EXTENSION_DEFAULTS.items()}
 
 #: Order in which the paper writes factors of a product (``bsh``, ``b n_h s^2``).
@@ -198,16 +184,10 @@ PAPER_FACTOR_ORDER = ["n_fl", "B_w", "B_g", "B_m", "B_1", "B_2", "B_a", "B_k", "
 register((), factor_order=PAPER_FACTOR_ORDER)
 
 
-def _family_symbols() -> None:
-    """Register each family's own symbols (``derivations/families/<name>/notation.py``: DeepSeek-V4's d_a, n_hc, ...)
-    with the paper's, so a model's values are keyed by symbol whichever path reads them first (found by file: the
-    families' package imports this module)."""
-    for path in sorted((Path(__file__).resolve().parent / "families").glob("*/notation.py")):
-        mod = importlib.import_module(f"derivations.families.{path.parent.name}.notation")
-        FAMILY_SYMBOLS[path.parent.name] = frozenset(getattr(mod, "SYMBOLS", {})) | frozenset(
-            s.name for s in getattr(mod, "DERIVED", ()))
-
-
-#: {family: names of the symbols its own notation module registers} (a report lists another family's not)
+#: {family: names of the symbols its own notation module registers} (a report lists another family's not), each
+#: family's own symbols registered with the paper's (``derivations/families/<name>/notation.py``, found by file)
 FAMILY_SYMBOLS: Dict[str, frozenset] = {}
-_family_symbols()
+for _path in sorted((Path(__file__).resolve().parent / "families").glob("*/notation.py")):
+    _mod = importlib.import_module(f"derivations.families.{_path.parent.name}.notation")
+    FAMILY_SYMBOLS[_path.parent.name] = frozenset(getattr(_mod, "SYMBOLS", {})) | frozenset(
+        s.name for s in getattr(_mod, "DERIVED", ()))

@@ -1,8 +1,5 @@
-"""The vocabulary a family's tensor inventory is written in (pure sympy, no configuration): the
-:class:`Group` row, the storage-aliasing indicators, the provenance labels, and the blocks families
-share: an RMSNorm's saved tensors, one SwiGLU expert or dense FFN, and the head and loss of the last
-stage.  A family's own lists (DeepSeek's MLA and MoE: derivations/families/deepseek/activations.py)
-are made of these; :mod:`derivations.activations.views` decides from the tags which are kept and how."""
+"""The vocabulary a family's tensor inventory is written in (pure sympy): :class:`Group`, the storage indicators,
+provenance labels and shared blocks (RMSNorm saves, a SwiGLU expert or dense FFN, the head and loss)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,25 +18,18 @@ HF_V2 = "transformers 5.24 models/deepseek_v2/modeling_deepseek_v2.py"
 MC = "megatron-core 0.16.1 megatron/core/"
 TE = "Transformer Engine pytorch/module/rmsnorm.py (fused RMSNorm: saves its input and the FP32 rsigma)"
 
-# The storage indicators (defined with the notation, derivations/notation.py, so a family's definitions read them):
-#: NOT_FP32: 1 when activations are not FP32 (B_a != 4), else 0: a cast to FP32 (``.to(float32)``) is then a
-#: no-op returning the same storage, so an FP32 copy is not a second tensor (storage aliasing).
-#: B_IS_1: 1 when b = 1: a view that is contiguous at b = 1 keeps its whole base storage (transformers' v, the
-#: kv_b_proj output; the shifted labels, the padded b (s + 1) labels).
-#: V_VIEW: 1 when b = 1 or one head is on the device (n_h = TP): a [b, n_h, s, d] view of a [b, s, n_h, d'] tensor
-#: merges its two leading dimensions without a copy only then (strides b: s n_h d', n_h: d'), so torch.matmul's
-#: reshape to [b n_h, s, d] is a view and its bmm keeps the whole base storage (transformers' v, the
-#: kv_b_proj output), else a contiguous copy (aten/src/ATen/native/LinearAlgebra.cpp: _matmul_impl, reshape).
-#: TOPK_GT_1: 0 when N_r = 1: a one-expert top-k has no normalisation (Megatron-Core's
-#: ``probs = scores / scores.sum(...) if topk > 1 else scores``), so nothing saves its scores or divisor.
+# The storage indicators (derivations/notation.py): NOT_FP32 (B_a != 4: else ``.to(float32)`` returns the same
+# storage); B_IS_1 (b = 1: a view contiguous at b = 1 keeps its whole base, transformers' v and shifted labels);
+# V_VIEW (b = 1 or n_h = TP: only then torch.matmul's reshape of a [b, n_h, s, d] view is a view keeping the whole base,
+# aten/src/ATen/native/LinearAlgebra.cpp _matmul_impl); TOPK_GT_1 (N_r > 1: Megatron-Core normalises the top-k only
+# then, ``probs = scores / scores.sum(...) if topk > 1 else scores``).
 IS_FP32 = 1 - NOT_FP32
 
 
 @dataclass(frozen=True)
 class Group:
-    """A row the paper prints as ``count x (tensors of one expert)``: the routed experts
-    ``(N/EP)(3 E_token h + 8 E_token h_E)`` or the shared ones.  ``subs`` are the tensors of
-    one expert as (key, label, num, den, tags); a view keeps or retypes each of them."""
+    """A row the paper prints as ``count x (tensors of one expert)`` (the routed experts ``(N/EP)(3 E_token h + 8
+    E_token h_E)``, or the shared ones); ``subs``: (key, label, num, den, tags) of one expert."""
 
     key: str
     label: str
@@ -50,8 +40,7 @@ class Group:
 
 
 def norm_parts(width, den, where, extra_tags=()):
-    """The tensors an RMSNorm keeps under ``--norm-storage fp32`` (DeepseekV3RMSNorm.forward):
-    the FP32 input copy, the FP32 rsqrt per row and the pre-weight value (B_a)."""
+    """An RMSNorm's saves (DeepseekV3RMSNorm.forward): FP32 input, FP32 rsqrt per row, pre-weight value."""
     tags = ("norm", "fp32_norm") + tuple(extra_tags)
     return (
         Part("norm_fp32", f"{where} RMSNorm: FP32 copy of its input (hidden_states.to(float32), saved by pow and "
@@ -69,8 +58,7 @@ def norm_parts(width, den, where, extra_tags=()):
 
 
 def expert_tensors(tokens, inter_den, routed=False, x_tags=()):
-    """The tensors of one SwiGLU expert for ``tokens`` tokens (the paper's 3 t h + 8 t h_E);
-    a routed expert's output exists under ``--expert-outputs kept``."""
+    """One SwiGLU expert's tensors for ``tokens`` tokens (3 t h + 8 t h_E; its output under kept)."""
     out = (
         ("x", "tokens' input", (B_a, tokens, h), (), ("fp8",) + x_tags),
         ("mask", "mask", (B_k, tokens, h), (), ("mask",)),
@@ -121,8 +109,7 @@ TT_SAC = TT + "distributed/activation_checkpoint.py _apply_op_sac (derivations/a
 
 
 def op_sac_parts(kind: str):
-    """The op outputs torchtitan's op-level selective checkpointing saves in a MoE (``moe``) or dense FFN
-    (``dense``) sublayer (--recompute selective --selective torchtitan-op; derivations/activations/op_sac.py)."""
+    """The op outputs torchtitan's op-level SAC saves in a MoE or dense FFN sublayer (op_sac.py)."""
     tags = ("sac_tt", "sac_saved")
     if kind == "dense":  # models/moe.py FeedForward: w1 (1st mm) and w2 (3rd) saved
         return (Part("sac_w1", "w1's matmul output (the FFN's 1st aten.mm: saved)", (B_a, b, s, h_F), (TP, CP), TT_SAC,

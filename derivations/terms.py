@@ -1,20 +1,12 @@
-"""The paper's analysis, one module per section, each returning terms.
-
-``build(model)`` collects every term for a model's structure (dimensions stay symbols;
-only structural facts such as query compression choose which terms exist) into a frozen
-registry.  ``variant(model, training)`` adds what one configuration needs beyond it (the
-activation terms of its recomputation view and conventions, the weight-side terms of its
-conventions) in a frozen overlay; the base registry is never written to.  Term ids:
+"""The paper's analysis, one module per section, each returning terms: ``build(model)`` (the frozen registry of a
+structure's terms) and ``variant(model, training)`` (a frozen overlay of one configuration's view and weight side).
 
   params.*        Sec. 1-2: parameters of matrices, modules, layers, stages (Tables 2-4)
   static.*        Sec. 3: parameters held by one device of a stage (Table 6)
   zero.*          Sec. 4: bytes of weights, gradients, optimizer states (Tables 7-8)
   act.*           Sec. 5: activation bytes per layer and per stage (Tables 9-10)
   overhead.*      Sec. 6: buffers and fragmentation
-  conv.*          other sources' conventions reproduced (Megatron-LM, NVIDIA ModelZoo)
-
-List them with ``memsym terms``.
-"""
+  conv.*          other sources' conventions reproduced (Megatron-LM, NVIDIA ModelZoo)"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,10 +25,6 @@ from symbolic.term import Terms
 @lru_cache(maxsize=None)
 def _build(structure, family: str = "deepseek") -> Terms:
     """The frozen registry of ``family``'s terms for one structure (its flags, in order), built once per process."""
-    return _make(structure, family)
-
-
-def _make(structure, family: str = "deepseek") -> Terms:
     # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.activations import kinds as activations
     from derivations.assembly import conventions
@@ -49,8 +37,7 @@ def _make(structure, family: str = "deepseek") -> Terms:
     flags = MappingProxyType(dict(zip(fam.flags, structure)))
     terms = Terms()
     terms.hint = "(list them with `memsym terms`)"
-    # the family's own parameters, then each shared section, receiving the registry so far, the family
-    # (derivations/families) and its structure flags
+    # the family's own parameters, then each shared section (given the registry so far, the family, its flags)
     for t in fam.parameter_terms(terms, flags):
         terms.add(t)
     for module in [shared[name] for name in fam.sections]:
@@ -60,8 +47,7 @@ def _make(structure, family: str = "deepseek") -> Terms:
 
 
 def build(model=None) -> Terms:
-    """The frozen registry of every base term for ``model`` (a family's model spec; default DeepSeek-v3's
-    structure), shared and cached per family and structure."""
+    """The frozen registry of every base term of ``model``'s structure, cached per family and structure."""
     if model is None:
         model = cfg.PRESETS[cfg.DEFAULT_MODEL]
     return _build(model.structure, model.family)
@@ -69,9 +55,7 @@ def build(model=None) -> Terms:
 
 @dataclass(frozen=True)
 class Variant:
-    """The terms of one configuration: ``terms`` (base + this configuration's overlay, frozen),
-    ``act`` {kind: term id} of its activation view (mla, moe, dense, head, layer, stage, peak)
-    and ``side`` where its parameters and model states come from (conventions.WeightSide)."""
+    """One configuration's terms (base + overlay), ``act`` {kind: term id} and weight ``side``."""
 
     terms: Terms
     act: Dict[str, str]
@@ -82,26 +66,19 @@ class Variant:
 def _variant(structure, view, conventions, family: str = "deepseek") -> Variant:
     # lazy: sympy (only this path needs it)
     from derivations.activations import view_terms
+    from derivations.assembly import step_names, step_terms
     from derivations.assembly.conventions import side_terms, weight_side
     base = _build(structure, family)
     fam = families.get(family)
     acts = view_terms(view, shapes.of(family, structure))
     sides = side_terms(base, conventions) if "conventions" in fam.sections else ()
-    extra = list(sides) + list(acts.values()) + list(step_moments(view).values())
+    moments = step_terms.moments(step_names.framework_of(view.conv), step_names.policy_of(view.recompute))
+    extra = list(sides) + list(acts.values()) + list(moments.values())
     return Variant(base.overlay(extra), {k: t.id for k, t in acts.items()}, weight_side(conventions))
 
 
-def step_moments(view) -> Dict:
-    """{moment: Term} of the step's moments under ``view`` (derivations/assembly/step_terms.py): the framework
-    ``--head-state`` names, the view's recomputation policy."""
-    # lazy: sympy (only this path needs it)
-    from derivations.assembly import step_names, step_terms
-    return step_terms.moments(step_names.framework_of(view.conv), step_names.policy_of(view.recompute))
-
-
 def variant(model, training=None) -> Variant:
-    """The :class:`Variant` of ``training`` (default: the paper's) for ``model``; cached, immutable,
-    and independent of whatever else ran in the process."""
+    """The cached, immutable :class:`Variant` of ``training`` (default: the paper's) for ``model``."""
     training = training or cfg.Training()
     conventions = getattr(training, "conventions", cfg.Conventions())
     return _variant(model.structure, View.of(training), conventions.side("weights"), model.family)

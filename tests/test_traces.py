@@ -3,7 +3,7 @@
 Fast tests (no torch): every record the transformers preset claims is predicted to the byte,
 per layer and outside the layers; a record marked unexplained keeps its recorded difference;
 an independent transcription of transformers' saved tensors (from modeling_deepseek_v3.py,
-not from derivations/activations/inventory.py) agrees with the preset at other dims.  Slow tests
+not from derivations/families/deepseek/activations.py) agrees with the preset at other dims.  Slow tests
 (marker ``trace``, need ``pip install 'memsym[trace]'``): re-trace every record and a
 generated config with other dims, and compare to the records / the preset.
 """
@@ -639,7 +639,7 @@ def test_ce_backward_transient_record_is_the_cast():
     rec = tomllib.loads((ROOT / "paper" / "transients" / "ce-backward.toml").read_text())
     sh = rec["shape"]
     b_, s_, v_ = sh["b"], sh["s"], sh["v"]
-    from derivations.activations.inventory import head_specs
+    from derivations.tensors import head_specs
     part = next(p for p in head_specs() if p.key == "loss_grad")
     vals = dict(B_a=2, b=b_, s=s_, v=v_, TP=1, CP=1)
     cast = int(part.expr.xreplace({x: vals[x.name] for x in part.expr.free_symbols}))

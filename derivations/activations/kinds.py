@@ -1,23 +1,13 @@
-"""Sec. 5: activations kept for the backward pass (Tables 9-10), in bytes, and their variants.
+"""Sec. 5: activations kept for the backward pass (Tables 9-10), in bytes: each view's terms per layer
+(``act.mla.layer``, ``act.moe.layer``, ...), per stage and in flight (``act.stage``, ``act.peak``), from the tensor
+lists (derivations/families/<family>/activations.py, derivations/tensors.py: one Part per tensor or printed group, bytes
+per element and parallel degrees as symbols) kept by the views (:mod:`.views`). The paper's readings (Sec. 5, Tables
+9-10):
 
-Each activation term is the paper's list of tensors, one :class:`Part` per tensor (or per
-row where the paper prints a group, such as the routed experts), with bytes per element
-as symbols (B_a = 2 for BF16, B_k = 1 for dropout masks) and the parallel degrees as
-symbols: SP divides the tensors of the sequence-parallel region, TP those after the
-split projections, CP the sequence held by each device (extension; the paper has CP = 1),
-ETP the intermediate size inside an expert.
-
-The paper's readings (Sec. 5, Tables 9-10):
   M_1^A = 4bsh/SP + 2bs(d_c' + d_c) + 4bs(d_h + d_h^R)n_h/TP + 2bs d_h n_h/TP
           + 5 b n_h s^2/TP + 2bs d_h n_h/TP + bsh/SP
   M_1^E = 4bsh/SP + 4bsN + 2bsN_r + (N/EP)(3 E_token h + 8 E_token h_E) + N_s(3bsh + 8bsh_E)
-  M_2^A = 2bsh/SP,  M_2^E = 2bsh/SP + 2bsN_r  (full recomputation)
-
-The tensor lists are in :mod:`derivations.activations.inventory`, the views (recomputation policies,
-attention kernels, FP8 caching, conventions) in :mod:`derivations.activations.views`; this module
-assembles each view's terms: per layer (``act.mla.layer``, ``act.moe.layer``, ...), per
-stage and in flight (``act.stage``, ``act.peak``).
-"""
+  M_2^A = 2bsh/SP,  M_2^E = 2bsh/SP + 2bsN_r  (full recomputation)"""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -30,9 +20,9 @@ from derivations.notation import SYMBOLS, D, L_d, L_m, e_H, n_fl
 from symbolic.term import Part, Term, combine
 
 from derivations.activations import shape as shapes
-from derivations.activations.naming import kept, named, reduced  # noqa: F401  (the ids: one logic, pure)
-from derivations.activations.inventory import (  # noqa: F401
-    KEPT_FOR, SPECS, dense_specs, head_specs, mla_specs, moe_specs)
+from derivations.activations.naming import activation_ids, kept, named, reduced  # noqa: F401  (the ids: pure)
+from derivations.families.deepseek.activations import KEPT_FOR, SPECS, mla_specs, moe_specs  # noqa: F401 (the lists)
+from derivations.tensors import dense_specs, head_specs  # noqa: F401
 from derivations.activations.views import (  # noqa: F401
     CHECKPOINT_TAGS, EXT, FLASH, MLA, MOE, PAPER, PRESET_CONVENTIONS, View, apply, flatten)
 
@@ -43,9 +33,8 @@ KINDS = {k.name: k for k in DEEPSEEK.layer_terms}
 
 @lru_cache(maxsize=None)
 def kind_parts(view: View, q_lora: bool = True) -> Dict[str, Tuple[Part, ...]]:
-    """{kind: parts kept by ``view``} for the kinds mla, moe, dense, head, mtp (cached: parts are immutable);
-    ``q_lora`` DeepSeek's flag, or another family's :class:`~derivations.activations.shape.Shape`."""
-    if shapes.is_shape(q_lora):
+    """{kind: parts kept by ``view``} (``q_lora``: DeepSeek's flag, or a Shape)."""
+    if isinstance(q_lora, shapes.Shape):
         return {kind: apply(view, q_lora.specs(kind)) for kind in q_lora.declared.kinds}
     return {kind: apply(view, specs(q_lora)) for kind, specs in SPECS.items()}
 
@@ -57,36 +46,25 @@ def view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
 
 @lru_cache(maxsize=None)
 def _view_terms(view: View, q_lora: bool = True) -> Dict[str, Term]:
-    """The activation terms of one view: {kind: Term} for kinds mla, moe, dense, head (per
-    layer / sublayer), layer (one MoE transformer layer), stage (one micro-batch on one
-    device of a stage) and peak (n_fl micro-batches in flight).  A per-layer term equal to
-    the paper's keeps the paper's id (``act.head`` under full recomputation); conventions
-    that change no kept tensor are left out of the ids (:func:`reduced`).  The MTP modules
-    (``--mtp-activations last-stage``) change no layer: the per-layer terms keep the preset's ids, the
-    module's own tensors are ``act.mtp<suffix>`` and the stage and peak ids end ``.mtp``."""
+    """{kind: Term} of one view: its kinds, layer, stage and peak, named by :func:`naming.activation_ids`."""
     fam = shapes.family(q_lora)
     kinds = {k.name: k for k in fam.layer_terms}
+    ids = activation_ids(view, q_lora)
     mtp_view = view if view.conv.mtp_activations == "last-stage" and "mtp" in fam.kinds else None
     view = named(replace(view, conv=replace(view.conv, mtp_activations="none")), q_lora)
     sfx = view.suffix
     mtp = mtp_view is not None
     out = {}
     all_parts, paper = kind_parts(view, q_lora), kind_parts(PAPER, q_lora)
-    plain = replace(view, conv=Conventions())  # the same policy under the paper's conventions
-    same, same_paper = kept(view, q_lora), kept(PAPER, q_lora)  # what each keeps, tensor by tensor (naming.py)
-    same_plain = kept(plain, q_lora) if sfx != plain.suffix else same
     one = view.conv.checkpoints == "one"
     for kind, spec in kinds.items():
         base_id, what, prov = spec.id, spec.what, spec.provenance
-        parts, base = all_parts[kind], paper[kind]
-        if sfx and same[kind] == same_paper[kind]:
-            tid, label, parts = base_id, "no recomputation", base
-        elif sfx != plain.suffix and same[kind] == same_plain[kind]:
-            return_plain = view_terms(plain, q_lora)[kind]
-            out[kind] = return_plain
+        tid, label, parts = ids[kind], view.label, all_parts[kind]
+        if sfx and tid == base_id:  # the paper's tensors: the paper's term (naming.activation_ids)
+            label, parts = "no recomputation", paper[kind]
+        elif tid != base_id + sfx:  # the same policy's under the paper's conventions: its term
+            out[kind] = view_terms(replace(view, conv=Conventions()), q_lora)[kind]
             continue
-        else:
-            tid, label = base_id + sfx, view.label
         if sfx and view.recompute == "full" and spec.full is not None:
             keep = spec.full[1 if one else 0]
             label = f"full recomputation ({keep})" + (f", {view.conv_label}" if view.conv_label else "")
@@ -131,8 +109,7 @@ REGISTERED = (PAPER, View("full"), View("selective"), View(attention="flash"), V
 
 
 def terms(reg, family, flags):
-    """The activation terms of the :data:`REGISTERED` views (DeepSeek's from its q_lora flag and the generated
-    tables, another family's from its :class:`~derivations.activations.shape.Shape`)."""
+    """The activation terms of the :data:`REGISTERED` views of a family's structure."""
     q_lora = shapes.of(family.name, tuple(flags.values()))
     seen = set()
     for view in REGISTERED:

@@ -1,12 +1,6 @@
-"""The shape of a model's activation terms: its family and structure flags (:class:`Shape`).
-
-For the DeepSeek family the activation modules take its ``q_lora`` flag and read what a view keeps
-from the generated decision tables (derivations/evaluate.py ``kept``: no sympy).  Any other family
-(one with no generated tables, such as a test's toy) is given as a :class:`Shape`; what a view keeps
-of each kind is then built from the family's own tensor lists (its ``activations.specs(kind, flags)``)
-and compared by sympy's structural equality, the relation the generated tables encode: the same
-naming and terms follow from either.
-"""
+"""The shape of a model's activation terms (:class:`Shape`): DeepSeek's ``q_lora`` flag (read through the generated
+tables, derivations/evaluate.py ``kept``), or another family's flags, whose kept tensors are built from its own lists
+(``activations.specs(kind, flags)``) and compared by sympy's structural equality."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,9 +30,7 @@ class Shape:
 
 
 def of(family: str, structure):
-    """What the activation modules take for a structure (its flags' values, in the family's order): the
-    q_lora flag for the family whose tables are committed (derivations/generated/, DeepSeek's), else the
-    family's :class:`Shape`."""
+    """DeepSeek's q_lora flag (its tables are committed), else the family's :class:`Shape`."""
     declared = families.get(family)
     if "activations" not in declared.sections:  # its parameters are modelled, its activations not yet
         raise ConfigError("family", f"the activations of {declared.title} models are not modelled yet: "
@@ -54,23 +46,13 @@ def of_model(model):
     return of(model.family, model.structure)
 
 
-def is_shape(shape) -> bool:
-    return isinstance(shape, Shape)
-
-
-def kinds(shape) -> Tuple:
-    """The family's :class:`~derivations.families.Kind` s with terms of their own (DeepSeek's for a q_lora flag)."""
-    return (shape.declared if is_shape(shape) else families.get("deepseek")).layer_terms
-
-
 def family(shape) -> families.Family:
-    return shape.declared if is_shape(shape) else families.get("deepseek")
+    return shape.declared if isinstance(shape, Shape) else families.get("deepseek")
 
 
 @lru_cache(maxsize=1024)
 def kept(view, shape: Shape) -> Mapping[str, Tuple]:
-    """{kind: ((key, expression), ...)}: the parts ``view`` keeps of each kind of ``shape``'s family, built
-    from its tensor lists (sympy); two views keep the same parts of a kind exactly when these are equal."""
+    """{kind: ((key, expression), ...)}: the parts ``view`` keeps of each kind of ``shape``'s family (sympy)."""
     from derivations.activations.views import apply  # lazy: sympy (the generated path needs none)
     out: Dict[str, Tuple] = {}
     for kind in shape.declared.kinds:
@@ -80,10 +62,8 @@ def kept(view, shape: Shape) -> Mapping[str, Tuple]:
 
 @lru_cache(maxsize=64)
 def inert(shape) -> Tuple[bool, Tuple[str, ...]]:
-    """(whether FP8 caching retypes none of the family's tensors, the custom recomputation operators that name none of
-    them) of another family's :class:`Shape` (DeepSeek's: (False, ()), its lists carry every operator): options that
-    would only rename its terms (DeepSeek-V4 has no MLA latent, and transformers caches nothing in FP8)."""
-    if not is_shape(shape):  # (before any import: DeepSeek's estimate reads the generated tables, no sympy)
+    """(no tensor cached in FP8, the custom operators naming no tensor) of another family's :class:`Shape`."""
+    if not isinstance(shape, Shape):  # (before any import: DeepSeek's estimate reads the generated tables, no sympy)
         return False, ()
     from derivations.activations.views import Group  # lazy: sympy (the tensor lists)
     tags = set()
@@ -96,8 +76,7 @@ def inert(shape) -> Tuple[bool, Tuple[str, ...]]:
 
 
 def check_options(model, training) -> None:
-    """Refuse (ConfigError, one line) an option of ``training`` that changes no tensor of ``model``'s family
-    (:func:`inert`), and a config field the conventions' framework builds otherwise (the model's ``unread``)."""
+    """Refuse (ConfigError) an option changing no tensor of the family, or a field built otherwise."""
     unread = getattr(model, "unread", lambda conventions: None)(training.conventions)
     if unread is not None:
         raise ConfigError(f"hf-config.{unread[0]}", f"{model.name}: {unread[1]}")

@@ -1,10 +1,6 @@
-"""The view of the activation tensors a training keeps (pure: no sympy).
-
-A :class:`View` (recomputation policy, recomputed operators, attention kernel, FP8 caching and
-the conventions' activation switches) decides from a tensor's tags alone whether it is kept
-(:data:`EXISTS`, :meth:`View.keeps`), and names itself in term ids and labels (:attr:`View.suffix`,
-:attr:`View.label`).  How a kept tensor is retyped or rescaled (FP8 caching, the conventions'
-rules) and the terms it makes are in :mod:`derivations.activations.views`, which documents the tags."""
+"""The view of the activation tensors a training keeps (pure: no sympy): :class:`View` decides from a tensor's tags
+whether it is kept (:data:`EXISTS`, :meth:`View.keeps`) and names itself in ids and labels; how a kept tensor is retyped
+or rescaled is in :mod:`derivations.activations.views`, which documents the tags."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -20,13 +16,8 @@ CHECKPOINT_TAGS = frozenset({"layer_input", "routing", "head"})
 # ----------------------------------------------------------------------------- views
 @dataclass(frozen=True)
 class View:
-    """Which activation tensors are kept, and in which format (see the module docstring).
-
-    recompute: 'none' | 'full' | 'selective' | 'custom'; ops: the operators a custom
-    policy recomputes; attention: 'eager' | 'flash'; fp8: the DeepSeek-V3 FP8 caching;
-    conv: the modelling assumptions (:class:`derivations.config.Conventions`; only the
-    activation switches are kept, see derivations.activations.views.RULES).
-    """
+    """recompute: 'none' | 'full' | 'selective' | 'custom'; ops: the operators a custom policy recomputes; attention:
+    'eager' | 'flash'; fp8: DeepSeek-V3's FP8 caching; conv: the activation switches of the conventions."""
 
     recompute: str = "none"
     ops: Tuple[str, ...] = ()
@@ -51,8 +42,7 @@ class View:
 
     @property
     def checkpoints(self) -> frozenset:
-        """Tags full recomputation keeps: the paper's two checkpoints per layer and the routing
-        decision, or (``--checkpoints one``) the layer input only (and the head)."""
+        """Tags full recomputation keeps: two checkpoints and the routing, or (one) the input and head."""
         return CHECKPOINT_TAGS if self.conv.checkpoints == "two" else frozenset({"layer_input", "head"})
 
     def exists(self, tags) -> bool:
@@ -76,8 +66,7 @@ class View:
 
     @property
     def conv_suffix(self) -> str:
-        """Term-id suffix of the conventions: '' (the paper's), '.<preset>' when they are exactly
-        one preset's activation switches, else '.<token>.<token>...' (CONVENTION_SWITCHES tokens)."""
+        """Term-id suffix of the conventions: '', '.<preset>' or '.<token>.<token>...' (CONVENTION_SWITCHES tokens)."""
         changed = self.conv.changed()
         if not changed:
             return ""
@@ -87,11 +76,8 @@ class View:
 
     @property
     def suffix(self) -> str:
-        """Term-id suffix: '' | '.full' | '.selective' | '.custom-<op>-<op>', then '.flash', '.fp8',
-        then the conventions (:attr:`conv_suffix`).
-
-        Full recomputation keeps neither score tensors nor FP8-cached ones, so it is '.full'
-        whatever the kernel; '.flash' appears only when the policy keeps the score tensors."""
+        """Term-id suffix: '' | '.full' | '.selective' | '.custom-<op>-<op>', then '.flash' (only when the policy keeps
+        the score tensors), '.fp8', then :attr:`conv_suffix`."""
         if self.recompute == "full":
             return ".full" + self.conv_suffix
         out = {"none": "", "selective": ".selective"}.get(self.recompute)
@@ -151,10 +137,7 @@ EXISTS = {
 
 PAPER = View()
 def naming_conventions(presets, naming) -> dict:
-    """{preset: its activation switches} of the presets whose name is a term-id suffix (``names_terms =
-    true`` in its file, derivations/config/convention_presets/): a preset added without it renames no
-    term.  Two such presets with the same activation switches and attention kernel would leave either
-    unnamed (:func:`derivations.activations.naming.named` names a view only by a single match): refused."""
+    """{preset: activation switches} of the presets naming terms; two naming the same are refused."""
     out, seen = {}, {}
     for name in naming:
         p = presets[name]

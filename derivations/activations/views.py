@@ -1,9 +1,7 @@
-"""Views (extension).  Every activation term is a *view* of these tensor lists: a
-:class:`View` (recomputation policy, attention kernel, FP8 caching) decides, tensor by
-tensor and from its tags only, whether the tensor is kept and at how many bytes per
-element.  The paper's terms are the view ``View()`` (none, eager, BF16) and ``View('full')``;
-every other policy is built the same way, so ``act.mla.layer.selective`` is by
-construction ``act.mla.layer`` minus exactly its score rows.  Tags:
+"""Views (extension): a :class:`View` (recomputation policy, attention kernel, FP8 caching, conventions) decides, tensor
+by tensor and from its tags only, whether a tensor is kept and at how many bytes per element. The paper's terms are
+``View()`` and ``View('full')``; ``act.mla.layer.selective`` is by construction ``act.mla.layer`` less its score rows.
+Tags:
 
   layer_input  the layer (sublayer) input: the checkpoint kept by full recomputation
   routing      the routing decision, also kept by full recomputation (the paper's M_2^E)
@@ -22,40 +20,16 @@ construction ``act.mla.layer`` minus exactly its score rows.  Tags:
                --checkpoints one (the layer input, the MLA's, is the only checkpoint)
   routed       the routed experts' tensors (E_token token-copies per local expert)
   inter        an expert's intermediate (h_E-wide) tensors   fc1  its gate and up outputs
-  combine      a routed expert's output (exists under --expert-outputs kept)
-  latent_norm  the latents' RMSNorm outputs (exist under --latent-norms kept)
-  dispatch_mask / row_map   the routing state (--routing-state mask / row-map)
-  paper_only / modelzoo_only  in one tensor inventory only (--inventory paper / modelzoo)
-  router_dt    in the router's dtype: B_a, or 4 under --router-dtype fp32
-  router_cast  the router scores' cast to B_a (exists under --router-dtype activation)
-  aux / aux_seq / aux_global  the load-balancing loss's tensors (--aux-loss seq or global / seq / global)
-  per_expert   a per-expert (or scalar) tensor, whole on every rank: not divided by --router-tensors sp
+  (others)     the conventions' (:class:`derivations.config.Conventions`): a tag that exists under one value
+               of a switch is in :data:`EXISTS` from its ``exists`` (derivations/config/switches.py: combine,
+               latent_norm, router_cast, aux, ...); one a value rescales (router_dt, per_expert, ...) in :data:`RULES`
 
-Conventions (derivations/assembly/conventions.py; presets in derivations/config/convention_presets/): each
-modelling assumption is a switch of :class:`derivations.config.Conventions` applied by the same View from the tags
-only: :data:`EXISTS` (tensors that exist under one choice) and :data:`RULES` (tensors a choice rescales).  The
-tensor lists hold the paper's tensors and the ModelZoo inventory's own, tagged, so the paper's view keeps the
-paper's terms and ids; other conventions name themselves in the ids (``act.moe.layer.dispatch``,
-``act.layer.modelzoo``), leaving out those that change no kept tensor (:func:`reduced`).
-
-Policies: none keeps everything; full keeps layer_input, routing and head; selective drops ``score``
-(Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", Sec. 4.2); custom
-drops the named operators (``derivations.config.RECOMPUTE_OPS``).
-
-Attention: ``eager`` keeps the paper's 5 b n_h s^2/(TP CP) bytes per layer; ``flash`` (FlashAttention-2) keeps no
-s^2 tensor, only one FP32 log-sum-exp per query row and head, 4 b n_h s/(TP CP) (q, k, v and the output O are
-kept already; its dropout is regenerated from the RNG state, so no mask).
-
-Context parallelism: each device holds s/CP of the sequence and, for eager attention, the scores of its s/CP
-query rows against all s keys, s^2/(TP CP): the all-gather arrangement (Megatron's CP), in which other ranks'
-K/V blocks are not kept for backward.
-
-FP8 caching (DeepSeek-V3 technical report, arXiv 2412.19437, Sec. 3.3 "Low-Precision Storage and
-Communication"), ``--fp8-activations``: the attention output before W^O in E5M6 (B_o = 3/2 B, assumed packed);
-the routed and shared experts' inputs and their SwiGLU inputs in FP8 (B_f8 = 1).  The SwiGLU outputs are dropped
-only when ``swiglu`` is recomputed (the DeepSeek-V3 recipe does); no other tensor is cast (the report names no
-other); per-tile scaling factors are not counted.
-"""
+Policies: none keeps everything; full keeps layer_input, routing and head; selective drops ``score`` (Korthikanti et al.
+2022, Sec. 4.2); custom drops the named operators (``derivations.config.RECOMPUTE_OPS``). ``flash`` (FlashAttention-2)
+keeps no s^2 tensor, only an FP32 log-sum-exp per query row and head, 4 b n_h s/(TP CP). Under CP each device holds s/CP
+queries against all s keys (Megatron's all-gather CP). FP8 caching (DeepSeek-V3 report, arXiv 2412.19437, Sec. 3.3): the
+attention output in E5M6 (B_o = 3/2 B, packed), the experts' inputs and SwiGLU inputs in FP8 (B_f8 = 1); per-tile scales
+not counted."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -70,20 +44,8 @@ from derivations.notation import B_a, B_f8, B_o, EP, ETP, SP, TP
 from symbolic.term import Part
 
 
-def retype(view: View, num: Tuple, tags: Iterable[str]) -> Tuple[Tuple, str]:
-    """(factors with B_a replaced by the cached format's bytes symbol, format note)."""
-    if not view.fp8:
-        return tuple(num), ""
-    tags = set(tags)
-    for tag, sym, note in (("e5m6", B_o, "E5M6"), ("fp8", B_f8, "FP8")):
-        if tag in tags:
-            return tuple(sp.sympify(f).xreplace({B_a: sym}) for f in num), note
-    return tuple(num), ""
-
-
 def scale(view: View, tags: Iterable[str]) -> Tuple[Tuple, Tuple, Tuple[str, ...]]:
-    """(extra numerator factors, extra denominator factors, notes) the conventions apply
-    to a tensor with these tags (:data:`RULES`)."""
+    """(extra numerator factors, extra denominator factors, notes) :data:`RULES` apply to a tensor with ``tags``."""
     tags, num, den, notes = set(tags), (), (), ()
     for need, switch, value, n, d, note, *unless in RULES:
         if need <= tags and getattr(view.conv, switch) == value and not (unless and unless[0] & tags):
@@ -121,10 +83,11 @@ def _kept(view: View, num, den, tags):
     """(num, den, notes) of one tensor as ``view`` keeps it, or None if it is not kept."""
     if not view.keeps(tags):
         return None
-    num, fmt = retype(view, num, tags)
     n, d, notes = scale(view, tags)
-    if fmt:
-        notes = (f"cached in {fmt}",) + notes
+    for tag, sym, fmt in (("e5m6", B_o, "E5M6"), ("fp8", B_f8, "FP8")) if view.fp8 else ():  # FP8 caching: B_a retyped
+        if tag in tags:
+            num, notes = tuple(sp.sympify(f).xreplace({B_a: sym}) for f in num), (f"cached in {fmt}",) + notes
+            break
     return tuple(num) + n, tuple(den) + d, notes
 
 
@@ -163,8 +126,7 @@ def apply(view: View, specs) -> Tuple[Part, ...]:
 
 
 def flatten(view: View, specs) -> Tuple[Part, ...]:
-    """Every tensor kept by ``view``, one Part each (a group's tensor as ``count x tensor``,
-    key ``<group>.<tensor>``): the per-tensor listing of ``memsym estimate --tensors``."""
+    """Every tensor kept by ``view``, one Part each (``<group>.<tensor>``): ``memsym estimate --tensors``."""
     out = []
     for spec in specs:
         if isinstance(spec, Group):

@@ -1,16 +1,10 @@
-"""Conventions: every modelling assumption a named switch; other sources reproduced exactly.
-
-Each choice of the paper (Secs. 3-5) a reader may not share is a switch of :class:`derivations.config.Conventions`
-(or of Training), defaulting to the paper's, listed in ``derivations.config.CONVENTION_SWITCHES`` and applied
-one way: activations through the tensor tags (derivations/activations/views.py); weights through the parts of
-the parameter terms (``static.device.moe.shared-tp``) and the rank reported (the paper's stage or Megatron's
-most-loaded shard, ``conv.megatron.*``); bytes per parameter through Table 7's symbols
-(``Training.with_bytes_convention``).  Presets (``--conventions``, ``derivations.config.CONVENTION_PRESETS``) set
-every switch to one source's assumptions.
+"""Conventions: every modelling assumption a named switch (``derivations.config.CONVENTION_SWITCHES``, the paper's by
+default, presets in ``CONVENTION_PRESETS``), applied through the tensor tags (views.py), the parameter terms' parts
+(``static.device.moe.shared-tp``), the rank reported and Table 7's bytes; other sources reproduced exactly:
 
 * ``conv.megatron.*``: Megatron-LM ``theoretical_memory_usage.py``'s weight-and-optimizer estimate with expert
-  parallelism.  Per layer A = MLA parameters including the q/kv latent norms, F_d = 3 h h_F, F_s = 3 h h_E N_s,
-  F_r = 3 h h_E N.  Its most-loaded shard holds
+  parallelism. Per layer A = MLA parameters including the q/kv latent norms, F_d = 3 h h_F, F_s = 3 h h_E N_s, F_r = 3 h
+  h_E N. Its most-loaded shard holds
 
     TP-split   ([(A + F_d) L_d + A L_m] / PP + A D + h v) / TP
     shared     F_s (L_m / PP + D) / TP        (TP-split too; replicated under --shared-expert replicated)
@@ -20,14 +14,9 @@ every switch to one source's assumptions.
   with D the MTP layers; bytes are (TP-split + shared + replicated) beta(DP) + experts beta(EDP),
   beta(d) = 6 + 12/d with the distributed optimizer: Table 7's bytes with FP32 moments and ZeRO-1.
 
-* ``conv.modelzoo.*``: NVIDIA Megatron-MoE-ModelZoo's DeepSeek activation estimator, one MoE layer and
-  micro-batch, t = b s N_r / TP routed token-copies per device, written literally; full recomputation keeps
-  the layer input only.  ``act.layer.modelzoo`` (the preset's view of the tensor lists) equals it at SP = TP.
-
-``memsym compare`` flips the switches one at a time from ``paper`` to a preset in the order
-``derivations.config.CONVENTION_ORDER`` (:func:`waterfall`); each step is exact and the steps sum to the
-difference of the two totals.
-"""
+* ``conv.modelzoo.*``: NVIDIA Megatron-MoE-ModelZoo's DeepSeek activation estimator, one MoE layer and micro-batch, t =
+  b s N_r / TP routed token-copies per device, written literally; full recomputation keeps the layer input only.
+  ``act.layer.modelzoo`` equals it at SP = TP."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -57,8 +46,7 @@ SHARED_TP = "convention --shared-expert tp (Megatron shards the shared experts b
 
 # ----------------------------------------------------------------------------- Megatron-LM
 def megatron_params(reg, shared_tp: bool = True) -> Term:
-    """``conv.megatron.params`` (shared experts split by TP, Megatron's) or, with
-    ``shared_tp=False``, ``conv.megatron.params.shared-replicated``."""
+    """``conv.megatron.params``, or ``shared_tp=False``: ``conv.megatron.params.shared-replicated``."""
     norms = reg["params.norm"]
     latent_norms = sum((p.expr for p in norms.parts if p.key in ("q_norm", "kv_norm")), 0)
     A = reg["params.mla"].expr + latent_norms
@@ -94,16 +82,9 @@ def _states(prefix: str, params: Term, provenance: str, sfx: str = ""):
         yield replace(t, id=t.id + sfx, scope=params.scope) if sfx else replace(t, scope=params.scope)
 
 
-def megatron_terms(reg, q_lora):
-    params = megatron_params(reg)
-    yield params
-    yield from _states("conv.megatron", params, MEG)
-
-
 def _indexers(reg):
-    """(I, L_I): one DSA lightning indexer's parameters (``params.indexer``) and the layers holding one, or (0, 0)
-    without DSA.  Neither Megatron-LM's formula nor the ModelZoo script knows DSA; memsym counts the indexers with
-    the attention projections A (TP-split, as A is), so a DeepSeek-V3.2 or GLM-5 rank keeps every parameter."""
+    """(I, L_I): one DSA indexer's parameters and the layers holding one, or (0, 0); Megatron-LM's formula and the
+    ModelZoo script know no DSA: memsym counts them with A (TP-split)."""
     if "params.indexer" not in reg:
         return 0, 0
     return reg["params.indexer"].expr, SYMBOLS["L_I"]
@@ -114,12 +95,9 @@ MZ_SCRIPT = "NVIDIA Megatron-MoE-ModelZoo DeepSeek memory estimator, calc()"
 
 
 def modelzoo_params(reg):
-    """``conv.modelzoo.params.non_moe`` / ``.moe`` / ``conv.modelzoo.params``: the script's rank.
-
-    calc() counts ``layers_per_pp`` MoE layers on every rank (dense layers too): per layer the
-    attention projections (moe_layer_dense_params: the MLA matrices, no norms) and the shared
-    experts split by TP, and the N routed experts over EP, split by ETP; no embedding, head,
-    norms or router.  Here layers_per_pp is the stage's L_d + L_m."""
+    """``conv.modelzoo.params.non_moe`` / ``.moe`` / ``conv.modelzoo.params``: calc() counts ``layers_per_pp`` (here L_d
+    + L_m) MoE layers on every rank: the attention projections (moe_layer_dense_params, no norms) and shared experts
+    split by TP, the N routed experts over EP and ETP; no embedding, head, norms or router."""
     A = sum((p.expr for p in reg["params.mla"].parts), 0)
     I_A, L_A = _indexers(reg)
     F_E = 3 * h * h_E
@@ -139,13 +117,6 @@ def modelzoo_params(reg):
     total = combine("conv.modelzoo.params", "parameters of the ModelZoo script's rank", "params", MZ_SCRIPT,
                     [("non_moe", "non-MoE", 1, non_moe), ("moe", "MoE", 1, moe)])
     return non_moe, moe, total
-
-
-def modelzoo_terms(reg):
-    non_moe, moe, total = modelzoo_params(reg)
-    yield from (non_moe, moe, total)
-    # calc(): dense parameters over dense_dp = gpus / (pp tp) = DP CP, experts over moe_dp = EDP
-    yield from sharding_terms("conv.modelzoo", non_moe.expr, moe.expr, MZ_SCRIPT)
 
 
 def modelzoo_tensors():
@@ -250,9 +221,7 @@ class TensorRow:
 
 
 def indicators(subs) -> Dict:
-    """{indicator: 0 or 1} of a configuration's substitution ``subs`` (keyed by symbol): the model's routing
-    indicators (derivations/notation.py ROUTING) and the N_r > 1 indicator (derivations/tensors.py TOPK_GT_1),
-    for display: a tensor they make 0 is one the model's router does not make."""
+    """{indicator: 0 or 1} of ``subs``: the routing indicators (notation.ROUTING) and TOPK_GT_1, for display."""
     out = {k: v for k, v in subs.items() if k in ROUTING}
     if N_r in subs:
         out[TOPK_GT_1] = TOPK_GT_1.xreplace({N_r: subs[N_r]})
@@ -261,8 +230,7 @@ def indicators(subs) -> Dict:
 
 def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training,
                 stage: Optional[int] = None) -> Tuple[List[TensorRow], Dict[str, Fraction]]:
-    """Every tensor one MoE transformer layer (MLA + MoE) keeps for backward, one micro-batch,
-    under ``training``'s view and conventions, and {option: bytes it would save}."""
+    """Every tensor one MoE layer keeps for backward (one micro-batch) and {option: bytes it saves}."""
     if model.family != "deepseek":  # the MLA and MoE tensor lists
         raise families.unsupported(model, "--tensors")
     cfg.validate_layout(model, layout, training.seq)
@@ -277,18 +245,20 @@ def tensor_rows(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
             if p.expr.xreplace(routing) == 0:
                 continue  # a tensor the model's router does not make (an indicator is 0)
             rows.append(TensorRow(sub, p, exact(p.expr, subs), KEPT_FOR.get(p.key.split(".")[-1], "")))
-    saving = {}
-    for name, _, need in SAVINGS:
-        saving[name] = sum((r.bytes for r in rows if set(need) <= set(r.part.tags)), Fraction(0))
-    return rows, saving
+    return rows, {name: sum((r.bytes for r in rows if set(need) <= set(r.part.tags)), Fraction(0))
+                  for name, _, need in SAVINGS}
 
 
 def terms(reg, family, flags):
-    q_lora = flags["q_lora"]
-    yield from megatron_terms(reg, q_lora)
-    yield from modelzoo_terms(reg)
+    params = megatron_params(reg)
+    yield params
+    yield from _states("conv.megatron", params, MEG)
+    non_moe, moe, total = modelzoo_params(reg)
+    yield from (non_moe, moe, total)
+    # calc(): dense parameters over dense_dp = gpus / (pp tp) = DP CP, experts over moe_dp = EDP
+    yield from sharding_terms("conv.modelzoo", non_moe.expr, moe.expr, MZ_SCRIPT)
     parts = modelzoo_tensors()
-    if not q_lora:
+    if not flags["q_lora"]:
         parts = tuple(p for p in parts if p.key not in ("q_down", "q_norm"))
     yield Term("conv.modelzoo.layer", "activation bytes of one MoE transformer layer, ModelZoo accounting", "bytes",
                MZ, parts)

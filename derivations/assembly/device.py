@@ -1,19 +1,10 @@
 """Per-device totals: Sections 3-6 assembled for one stage of one layout.
 
-``estimate`` evaluates, exactly, the terms that make up the memory of one device of a
-pipeline stage: its parameters (P_n, P_m; Table 6), the bytes of weights, gradients and
-optimizer states under the chosen ZeRO stage (Table 8), one micro-batch's activations
-(Table 10 generalised to any stage) and the Sec. 6 overheads at both ends of the
-paper's ranges.  How they add up (the activations of one micro-batch or of a schedule's chunks, the
-total, the layer split, the Sec. 6 peak) is not written here: it is the per-device assembly of
-derivations/assembly/device_terms.py, printed as exact Python into derivations/generated/ (and as
-JavaScript into the calculator page); this module gathers its inputs and evaluates it.
-
-Beyond the paper (extension): the activations follow the chosen view (recomputation
-policy, attention kernel, FP8 caching; derivations/activations/__init__.py) and, with a pipeline
-schedule (derivations/assembly/schedules.py), are what the device holds at its peak, n_fl
-micro-batches of its stage(s); under DualPipe the device holds two stages' parameters.
-"""
+``estimate`` gathers the inputs of one device of a pipeline stage (its parameters P_n, P_m, Table 6; weights, gradients
+and optimizer states under the ZeRO stage, Table 8; each activation kind's bytes under the view, Table 10 generalised;
+the Sec. 6 overheads) and evaluates the printed per-device assembly (derivations/assembly/device_terms.py, generated
+into derivations/generated/) at them. With a pipeline schedule (derivations/assembly/schedules.py) the activations are
+n_fl micro-batches of the stage(s) held at the peak; under DualPipe the device holds two stages' parameters."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -37,28 +28,18 @@ from symbolic.exact import as_number
 
 
 def activation_ids(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, str]:
-    """{kind: term id} of the activation terms of ``training``'s view (recomputation policy,
-    attention kernel, FP8 caching, conventions); the terms are in ``variant(model, training).terms``."""
+    """{kind: term id} of the activation terms of ``training``'s view."""
     return dict(_view_ids(View.of(training), of_model(model)))
 
 
 def _kinds(model, training, values: Mapping) -> Dict[str, Fraction]:
-    """{kind: bytes} of one layer's (or sublayer's) kept tensors under ``training``'s view at ``values``."""
+    """{kind: bytes} of one layer's kept tensors under ``training``'s view at ``values``."""
     return ev.activation_values(View.of(training), of_model(model), values)
 
 
-def _view_variant(training) -> Tuple[bool, bool]:
-    """(MTP modules' activations, full recomputation): what of the view the assembly's rows depend on."""
-    view = View.of(training)
-    return view.conv.mtp_activations == "last-stage", view.recompute == "full"
-
-
 def _assemble(training, holds: str, inputs: Mapping, chunks=(), all_stages=(), family: str = ev.FAMILY) -> Dict:
-    """The printed per-device assembly (derivations/assembly/device_terms.py, generated into
-    derivations/generated/) at ``inputs`` (the stage's values, the kinds' bytes, the model states and
-    runtime buffers, :func:`_inputs`) and, with a schedule, at each chunk's composition and in-flight
-    count; ``holds``: paper, schedule or given (the activations held an input, ``activations_held``); the
-    variant with the options' terms (their inputs in ``inputs``: :func:`_option_inputs`)."""
+    """The printed assembly at ``inputs`` (:func:`_inputs`, :func:`_option_inputs`) and, with a schedule, at each
+    chunk's composition and in-flight count; ``holds``: paper, schedule or given (``activations_held`` an input)."""
     _, n_chunks = ev.device_inputs(family)
     if len(chunks) > n_chunks:
         raise ValueError(f"the device assembly has {n_chunks} chunks, the schedule {len(chunks)}")
@@ -67,21 +48,19 @@ def _assemble(training, holds: str, inputs: Mapping, chunks=(), all_stages=(), f
         comp = chunks[c].composition(all_stages[chunks[c].stage]).named() if c < len(chunks) else {}
         v.update({f"{k}_{c}": comp.get(k, 0) for k in cfg.composition_names(family)})
         v[f"n_fl_{c}"] = chunks[c].inflight if c < len(chunks) else 0
-    return ev.device(*_view_variant(training), holds, v, family, options=True)
+    view = View.of(training)  # the rows depend on the view through the MTP modules and full recomputation only
+    return ev.device(view.conv.mtp_activations == "last-stage", view.recompute == "full", holds, v, family, True)
 
 
 def _inputs(model, training, values: Mapping, states: Mapping, runtime) -> Dict:
-    """The assembly's inputs: ``values`` (the stage's substitution), each activation kind's bytes under
-    ``training``'s view as its symbol (M_A, M_E, ...), the model states and the runtime buffers."""
+    """The stage's ``values``, each kind's bytes as its symbol (M_A, M_E, ...), model states, runtime."""
     kinds, _ = ev.device_inputs(model.family)
     per_kind = _kinds(model, training, values)
     return {**values, **{sym: per_kind.get(kind, 0) for kind, sym in kinds.items()}, **states, "runtime": runtime}
 
 
 def _option_inputs(model, training, values: Mapping, comp) -> Dict[str, Fraction]:
-    """The options' inputs of the assembly (derivations/assembly/device_terms.py): O_D, O_E, O_R of
-    --offload-activations (offload.per_layer, offload.resident), Q_D, Q_E, Q_H of --linear-recipe
-    (quantized.per_layer); 0 when the option is off."""
+    """O_D, O_E, O_R (offload.py) and Q_D, Q_E, Q_H (quantized.py); 0 when the option is off."""
     out = dict.fromkeys(("O_D", "O_E", "O_R", "Q_D", "Q_E", "Q_H"), Fraction(0))
     if training.offload:
         off = offload.per_layer(model, training, values)
@@ -94,11 +73,9 @@ def _option_inputs(model, training, values: Mapping, comp) -> Dict[str, Fraction
 
 @dataclass
 class Estimate:
-    """One device of one pipeline stage.  ``stage`` is the stage reported; ``held`` the stages
-    whose parameters the device holds (two under DualPipe); ``chunks`` (with a schedule) the
-    (stage, in-flight micro-batches) whose activations it holds at its peak; ``head_inflight``
-    the micro-batches of the head, loss and MTP modules held when the schedule counts them apart
-    from the stage's layers (interleaved: 1 on the last stage), else None."""
+    """One device of pipeline stage ``stage``; ``held``: the stages whose parameters it holds (two under DualPipe);
+    ``chunks``: (stage, in-flight micro-batches) held at its peak; ``head_inflight``: the head's micro-batches when a
+    schedule counts them apart (interleaved: 1 on the last stage), else None."""
 
     model: cfg.ModelSpec
     layout: cfg.Layout
@@ -121,7 +98,7 @@ class Estimate:
 
     @property
     def subs(self) -> Dict:
-        """The substitution by symbol (imports sympy: for printing formulas at this configuration)."""
+        """The substitution by symbol (imports sympy)."""
         return symbol_keyed({k: v for k, v in self.values.items() if not k.startswith("_") and k not in ("EDP",
                                                                                                            "E_token")})
 
@@ -180,30 +157,25 @@ def default_stage(layout: cfg.Layout) -> int:
 
 def estimate(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, stage_index: Optional[int] = None,
              assumptions: Sequence[str] = ()) -> Estimate:
-    """The per-device estimate of one stage.  ``stage_index`` None: stage 1 without a pipeline
-    schedule (the paper's view), the most-loaded stage with one."""
-    if stage_index is None:
-        if training.schedule is None:
-            stage_index = default_stage(layout)
-        else:
-            every, worst = estimate_all(model, layout, training, assumptions)
-            return every[worst]
+    """One stage's estimate; ``stage_index`` None: stage 1 without a schedule, the most-loaded with one."""
+    if stage_index is None and training.schedule:
+        every, worst = estimate_all(model, layout, training, assumptions)
+        return every[worst]
+    stage_index = default_stage(layout) if stage_index is None else stage_index
     return _estimate(model, layout, training, stage_index, assumptions)
 
 
 def estimate_all(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training,
                  assumptions: Sequence[str] = ()) -> Tuple[List[Estimate], int]:
-    """Every stage's estimate and the index of the most-loaded one (largest total at the step's peak: the end
-    of the forward plus the step excess; first on ties)."""
+    """Every stage's estimate and the index of the most-loaded one (largest ``step_total``, first on ties)."""
     every = [_estimate(model, layout, training, i, assumptions) for i in range(layout.pp)]
     worst = max(range(len(every)), key=lambda i: (every[i].bytes["step_total"], -i))
     return every, worst
 
 
 def _model_states(model, layout, training, comp, held) -> Tuple[Dict, Dict, Tuple[Fraction, Fraction], str]:
-    """({component: term id}, {component: exact bytes}, (P_n, P_m), params id) of the weights,
-    gradients and optimizer states: at the stage(s) the device holds, or at the whole model for
-    Megatron's most-loaded shard (its formula divides by PP itself)."""
+    """({component: term id}, {component: bytes}, (P_n, P_m), params id) of the weights, gradients and optimizer states
+    of the stage(s) held, or of the whole model for Megatron's most-loaded shard."""
     side = weight_side_of(model, training.conventions)
     if side.rank == "megatron":
         dev = ev.derived(megatron_values(model, layout, training), model.family)
@@ -241,12 +213,10 @@ def check_recipe_rank(model, training) -> None:
 
 
 def _virtual_peak(model, layout, training, comp, inputs, chunks):
-    """(bytes held at the peak less the resident layer's, ((chunk composition, in flight), ...), head in flight or
-    None, the bytes held before the backward of a chunk with layers) of rank ``comp.index`` under Megatron's
-    pipeline layout (``--virtual-layers``): every state of its interleaved order (schedules.interleaved_order)
-    weighs each chunk's activations by its in-flight micro-batches (and the head, loss and MTP modules with the
-    last chunk of the last rank); the peak is the largest, exactly (each chunk's bytes the printed assembly's one
-    micro-batch at its composition, with the options' terms but the resident layer's)."""
+    """(bytes held at the peak less the resident layer's, ((chunk, in flight), ...), head in flight or None, bytes held
+    before the backward of a chunk with layers) of rank ``comp.index`` under ``--virtual-layers``: the largest of its
+    interleaved states (schedules.distinct_states, an enumeration), each chunk's bytes the printed assembly's one
+    micro-batch at its composition."""
     at = lambda c: Fraction(_assemble(training, "paper", {**inputs, **c.named(), "O_R": 0},  # noqa: E731
                                       family=model.family)["activations"])
     layer_bytes = [at(schedules.part_composition(c, "layers")) for c in chunks]
@@ -274,23 +244,19 @@ def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
 
 
 def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
-    """One device: its inputs gathered (the stage's composition and values, the chunks a schedule runs,
-    the model states of the stages it holds, each activation kind's bytes under the view) and the one
-    assembly, printed from derivations/assembly/device_terms.py, evaluated at them."""
+    """One device: its inputs gathered and the printed assembly evaluated at them."""
     check_mtp(model, training.conventions)
     cfg.validate_layout(model, layout, training.seq)
     cfg.validate_training(training)
     shapes.check_options(model, training)  # an option that changes none of its tensors, a field built otherwise
     comp = cfg.stage(model, layout, stage_index)
     all_stages = cfg.stages(model, layout)
-    notes = list(assumptions)
+    notes, held = list(assumptions), _held(all_stages, training, stage_index)
+    chunks = ()
     if training.schedule:
         chunks = schedules.chunks(training.schedule, layout.pp, stage_index, training.microbatches, training.vpp)
-        held = tuple(all_stages[i] for i in schedules.held_stages(training.schedule, layout.pp, stage_index))
         notes += schedules.assumptions(training.schedule, layout.pp, training.microbatches, training.vpp,
                                        training.virtual_layers is not None)
-    else:
-        chunks, held = (), (comp,)
     values = ev.derived(named(model, layout, training, comp), model.family)
     act = activation_ids(model, training)
     ids, byts, (P_n, P_m), params_id = _model_states(model, layout, training, comp, held)
@@ -308,32 +274,26 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
     else:
         v = _assemble(training, "schedule" if training.schedule else "paper", inputs, chunks, all_stages,
                       model.family)
-    off, quant = bool(training.offload), bool(training.linear_recipe)
-    if off:
-        notes.append(offload.assumption(training))
-    if quant:
-        notes.append(quantized.assumption(training))
     ids["activations"] = act["peak" if training.schedule else "stage"]
     byts["activations"] = Fraction(v["activations"])
-    if off:  # the peak's activations less what offloading takes off (the term names both)
-        ids["activations"] += " + " + offload.term_id(training)
-    if quant:
-        ids["activations"] += " + " + quantized.act_id(training)
+    options = ((training.offload, offload, offload.term_id), (training.linear_recipe, quantized, quantized.act_id))
+    for on, option, tid in options:
+        if on:  # the activations with what the option changes (the term names both)
+            notes.append(option.assumption(training))
+            ids["activations"] += " + " + tid(training)
     if rb != "none":
         ids["runtime"], byts["runtime"] = buffers_id(rb), runtime
     byts["total"] = Fraction(v["total"])
     # one micro-batch's backward on any stage the device runs (DualPipe: its own and its mirror stage)
     byts["step"], ids["step"] = _held_step(model, layout, training, inputs, values, comp, held)
-    if off:  # an offloaded layer's core-attention backward (offload.MOMENT), when it holds more
+    if training.offload:  # an offloaded layer's core-attention backward (offload.MOMENT), when it holds more
         before = virtual[3] if virtual is not None else byts["activations"] - inputs["O_R"]
         x = offload.step_moment(model, training, values, before) - byts["activations"]
         if x > byts["step"]:
             byts["step"], ids["step"] = x, offload.MOMENT
     byts["step_total"] = byts["total"] + byts["step"]
-    ids["activations_per_microbatch"] = act["stage"]
-    byts["activations_per_microbatch"] = Fraction(v["activations_per_microbatch"])
-    ids["activations_per_layer"] = act["layer"]
-    byts["activations_per_layer"] = Fraction(v["activations_per_layer"])
+    for name, kind in (("activations_per_microbatch", "stage"), ("activations_per_layer", "layer")):
+        ids[name], byts[name] = act[kind], Fraction(v[name])
     attention = families.get(model.family).attention
     ids[f"activations_{attention}_layer"] = act[attention]  # DeepSeek's activations_mla_layer
     if "moe" in act:
@@ -352,23 +312,19 @@ def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:
                     virtual is not None, notes, *rows)
 
 
-def _ends(v: Mapping, step_total=None) -> Dict[str, Dict[str, Fraction]]:
-    """{low, high: {f_frag, fragmentation, buffers, peak, step_peak}}: the Sec. 6 ends (derivations/assembly/
-    overheads.py) of the assembly ``v``; ``step_peak`` the same overheads on the step's peak (the total plus
-    the step excess, derivations/assembly/step_terms.py), which the verdicts judge."""
+def _ends(v: Mapping, step_total) -> Dict[str, Dict[str, Fraction]]:
+    """{low, high: {f_frag, fragmentation, buffers, peak, step_peak}}: the Sec. 6 ends of the assembly."""
     out = {}
     for end in ("low", "high"):
         o = overheads.named_values(end)
         out[end] = {"f_frag": o["f_frag"], "fragmentation": Fraction(v[f"fragmentation_{end}"]), "buffers": o["M_buf"],
                     "peak": Fraction(v[f"peak_{end}"])}
-        if step_total is not None:
-            out[end]["step_peak"] = Fraction(overheads.peak(step_total, Fraction(o["f_frag"]), Fraction(o["M_buf"])))
+        out[end]["step_peak"] = Fraction(overheads.peak(step_total, Fraction(o["f_frag"]), Fraction(o["M_buf"])))
     return out
 
 
 def _held_step(model, layout, training, inputs: Mapping, values: Mapping, comp, held) -> Tuple[Fraction, str]:
-    """The largest :func:`step_excess` over the stages the device runs (its own first; DualPipe's mirror stage
-    holds other layers or the head): the first largest."""
+    """The first largest :func:`step_excess` over the stages the device runs (DualPipe: also its mirror)."""
     kind_of = model.layer_kinds() if training.expert_tokens else None  # a traced routing is read layer by layer
     if kind_of:
         dims = model.named()
@@ -387,8 +343,7 @@ def _held_step(model, layout, training, inputs: Mapping, values: Mapping, comp, 
 
 
 def _check_expert_tokens(tokens, kind_of, n_experts, copies) -> None:
-    """Training.expert_tokens names MoE layers of the model, once each, with a non-negative count per routed expert
-    summing to the device's token copies b s N_r / CP (ConfigError otherwise)."""
+    """Each expert_tokens entry a MoE layer, once, with N counts summing to b s N_r / CP."""
     seen = set()
     for entry in tokens:
         layer, counts = entry if isinstance(entry, tuple) and len(entry) == 2 else (None, None)
@@ -406,11 +361,9 @@ def _check_expert_tokens(tokens, kind_of, n_experts, copies) -> None:
 
 
 def step_excess(model, training, inputs: Mapping, values: Mapping, layers=None) -> Tuple[Fraction, str]:
-    """(X, the moment's term id; '' when X = 0): what one micro-batch's backward holds above its end-of-forward
-    activations at the step's largest moment (derivations/assembly/step_terms.py, printed into
-    derivations/generated/): the framework named by ``--head-state``, the kinds' bytes under the view (``inputs``)
-    and without recomputation; ``layers``: ((layer, kind), ...) of the stage, which a traced routing
-    (Training.expert_tokens, step_names.routing) is read against."""
+    """(X, the moment's term id; '' when X = 0) of one micro-batch's backward above its end-of-forward activations
+    (derivations/assembly/step_terms.py, printed); ``layers``: ((layer, kind), ...) of the stage, which a traced routing
+    (step_names.routing) is read against."""
     framework, policy = step_names.framework_of(training.conventions), step_names.policy_of(training.recompute)
     v, cast = step_inputs(training, inputs, values, lambda t: _kinds(model, t, values), model.family)
     moments = {name: Fraction(x) - cast for name, x in ev.step(framework, policy, v, model.family).items()}
@@ -430,9 +383,8 @@ def step_excess(model, training, inputs: Mapping, values: Mapping, layers=None) 
 
 
 def step_inputs(training, inputs: Mapping, values: Mapping, kinds_of, family: str) -> Tuple[Dict, object]:
-    """(the step's moments' inputs, the head's cross-entropy transient they replace) of one micro-batch's backward:
-    ``inputs`` with the kinds' bytes (``kinds_of(training)``: {kind: bytes}) of the training without the transient
-    and without recomputation (step_names.trainings) and the indicators; exact, or over arrays (the search)."""
+    """(the moments' inputs, the head's cross-entropy transient they replace): ``inputs`` with the kinds' bytes
+    (``kinds_of``) without the transient and without recomputation (step_names.trainings) and the indicators."""
     kinds, _ = ev.device_inputs(family)
     plain, bare = step_names.trainings(training)
     # the kinds the inputs hold already when the training is ``plain`` (no cross-entropy transient); the same
@@ -448,11 +400,8 @@ def step_inputs(training, inputs: Mapping, values: Mapping, kinds_of, family: st
 
 
 def layer_split(model, comp, v: Mapping) -> Tuple[Tuple[Tuple[int, str, Fraction], ...], Fraction]:
-    """One micro-batch's activations of the stage, layer by layer ((layer index, 'dense' | 'moe',
-    bytes) for each layer of the stage: MLA + dense FFN or MLA + MoE, the assembly's derivatives of
-    ``act.stage`` in L_d and L_m) and outside the layers (the rest of ``act.stage``: head and loss, and
-    what a preset counts once per stage, such as the embedding's input ids and RoPE tables), from the
-    assembly ``v``.  Their sum is ``activations_per_microbatch``."""
+    """((layer, 'dense' | 'moe', bytes), ...) of one micro-batch's activations of the stage (the assembly's derivatives
+    of ``act.stage`` in L_d and L_m, plus a counted feature's) and what is outside the layers."""
     kinds = {"dense": Fraction(v["activations_dense_layer"]), "moe": Fraction(v["activations_moe_layer"])}
     kind_of = model.layer_kinds()
     counts = families.get(model.family).counts  # a layer with a counted feature adds its own (DeepSeek-V4's CSA)
@@ -464,23 +413,20 @@ def layer_split(model, comp, v: Mapping) -> Tuple[Tuple[Tuple[int, str, Fraction
 
 
 def components(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, stage_index: int) -> Dict:
-    """Exact bytes of weights, gradients, optimizer, activations and their total on one device of
-    stage ``stage_index``, the step excess and the total at the step's peak (what fit and sensitivity
-    compare; the same assembly as :func:`estimate`)."""
+    """Exact bytes of the model states, activations, total, step excess and step total of one stage."""
     b = _estimate(model, layout, training, stage_index, ()).bytes
     return {k: b[k] for k in ("weights", "gradients", "optimizer", "activations", "total", "step", "step_total")}
 
 
 def model_states(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, stage_index: int) -> Dict:
-    """Exact bytes of weights, gradients and optimizer states on one device of stage ``stage_index`` (those of
-    :func:`components`, without the activations)."""
+    """Exact bytes of weights, gradients and optimizer states on one device of stage ``stage_index``."""
     comp = cfg.stage(model, layout, stage_index)
-    if training.schedule:
-        every = cfg.stages(model, layout)
-        held = tuple(every[i] for i in schedules.held_stages(training.schedule, layout.pp, stage_index))
-    else:
-        held = (comp,)
-    return _model_states(model, layout, training, comp, held)[1]
+    return _model_states(model, layout, training, comp, _held(cfg.stages(model, layout), training, stage_index))[1]
+
+
+def _held(all_stages, training, index: int) -> Tuple[cfg.StageComposition, ...]:
+    """The stages whose parameters device ``index`` holds (schedules.held_stages: two under DualPipe)."""
+    return tuple(all_stages[i] for i in schedules.held_stages(training.schedule, len(all_stages), index))
 
 
 def stage_params(model: cfg.ModelSpec, layout: cfg.Layout, accounting: str = "paper"):

@@ -1,37 +1,20 @@
-"""The per-device assembly as terms: one device's total and peak for a view, schedule and stage.
-
-The command line (derivations/assembly/device.py) and the calculator page evaluate a device with functions
-*printed* from these expressions, never assembled by hand: exact Python by ``python -m derivations.generate``
-(``device`` in derivations/generated/deepseek.py, :func:`symbolic.codegen.python`) and BigInt-rational
-JavaScript by ``memsym page`` (:class:`memsym.page.codegen.RationalJS`).
-
-The assembly is an ordered list of (name, expression), each reading the inputs and the names before it, so an
-evaluator that needs only the total stops there.  Inputs:
+"""The per-device assembly as terms, printed (never assembled by hand) as exact Python by ``python -m
+derivations.generate`` (``device`` in derivations/generated/) and as BigInt-rational JavaScript by ``memsym page``: an
+ordered list of (name, expression), each reading the inputs and the names before it. Inputs:
 
   M_A, M_E, M_D, M_H, M_MTP  one layer's (sublayer's) kept activations of each kind under the view
   L_d, L_m, e_E, e_H, D      the stage's composition (Table 4) and the MTP depth
-  L_d_c, L_m_c, e_E_c, e_H_c, n_fl_c
-                             chunk c of a pipeline schedule: its part of the stage and its micro-batches in
-                             flight (derivations/assembly/schedules.py); an absent chunk is zero
-  weights, gradients, optimizer   the model states of the held stages (Table 8)
-  runtime                    the runtime buffers (derivations/assembly/runtime.py; 0 when none)
-
-and, in the ``+options`` variants (what ``estimate`` and ``search`` evaluate; 0 when the option is off):
-
-  O_D, O_E, O_R              --offload-activations (derivations/assembly/offload.py): the bytes one held dense
-                             and MoE layer micro-batch offloads, and those the rank keeps anyway
-  Q_D, Q_E, Q_H              --linear-recipe (derivations/assembly/quantized.py): the bytes one held dense and
-                             MoE layer micro-batch and the head part change by
+  L_d_c, L_m_c, e_E_c, e_H_c, n_fl_c   chunk c of a schedule (schedules.py): its part and its micro-batches in flight
+  weights, gradients, optimizer, runtime   the model states of the held stages (Table 8), the runtime buffers
+  O_D, O_E, O_R              +options, --offload-activations (offload.py): the bytes one held dense and MoE layer
+                             micro-batch offloads, and those the rank keeps anyway
+  Q_D, Q_E, Q_H              +options, --linear-recipe (quantized.py): what one held dense and MoE layer
+                             micro-batch and the head part change by
   activations_held           ``given``: the activations held before the resident layer's (--virtual-layers)
 
-Outputs: ``activations_per_microbatch`` (``act.stage``), ``activations`` (that, or sum_c n_fl_c x ``act.stage``
-at chunk c: ``act.peak``), ``total`` (model states + activations + runtime, Sec. 4-5), ``activations_per_layer``,
-the layer split (d act.stage / d L_d and / d L_m, exact since every activation term is linear in the
-composition) and the Sec. 6 fragmentation and peak (derivations/assembly/overheads.py).  The rows depend on the
-view only through the MTP modules and full recomputation: hence the variants ``mtp<0|1>full<0|1>``, each
-``.paper`` (one micro-batch), ``.schedule`` (the chunks) or ``.given`` (Megatron's simulated interleaved
-order), with or without the options.
-"""
+Outputs: ``activations_per_microbatch`` (``act.stage``), ``activations`` (that, or ``act.peak`` = sum_c n_fl_c x
+``act.stage`` at chunk c), ``total`` (Sec. 4-5), the layer split (d act.stage / d L_d, / d L_m: the terms are linear in
+the composition) and the Sec. 6 ends. Variants ``mtp<0|1>full<0|1>.<paper|schedule|given>[+options]``."""
 from __future__ import annotations
 
 import itertools
@@ -53,8 +36,7 @@ ROLE_SYMBOLS = {"moe": "M_E", "dense": "M_D", "head": "M_H", "mtp": "M_MTP"}
 
 
 def kinds_of(shape=True) -> Dict[str, str]:
-    """{kind: symbol} of a family's kinds (``shape``: DeepSeek's q_lora flag, or another family's
-    :class:`~derivations.activations.shape.Shape`): its attention M_A, the others by role."""
+    """{kind: symbol} of ``shape``'s family: its attention kind M_A, the others by role."""
     fam = shapes.family(shape)
     return {k: ("M_A" if k == fam.attention else ROLE_SYMBOLS.get(k, "M_" + k.upper())) for k in fam.kinds}
 
@@ -67,17 +49,12 @@ CHUNKS = 2
 STATES = ("weights", "gradients", "optimizer")
 HOLDS = ("paper", "schedule", "given")
 ENDS = ("low", "high")
-
-
-def variant_key(mtp: bool, full: bool, holds: str) -> str:
-    """The variant of a view (``--mtp-activations last-stage``, full recomputation) and how its activations
-    are held (:data:`HOLDS`)."""
-    return f"mtp{int(mtp)}full{int(full)}.{holds}"
+S = lambda name: sp.Symbol(name, nonnegative=True)  # noqa: E731  (the assembly's inputs and names)
 
 
 def variants(options: bool = False) -> List[Tuple[str, bool, bool, str]]:
     """(key, mtp, full, holds) of every variant, without or with the options' terms (key ``...+options``)."""
-    return [(variant_key(mtp, full, holds) + ("+options" if options else ""), mtp, full, holds)
+    return [(f"mtp{int(mtp)}full{int(full)}.{holds}" + ("+options" if options else ""), mtp, full, holds)
             for mtp, full, holds in itertools.product((False, True), (False, True), HOLDS)]
 
 
@@ -86,26 +63,14 @@ OFFLOAD, QUANTIZED = ("O_D", "O_E", "O_R"), ("Q_D", "Q_E", "Q_H")
 
 
 def _options(sym: Dict[str, sp.Symbol]) -> sp.Expr:
-    """What the options change one micro-batch of a composition ``sym`` ({L_d, L_m, e_H: symbol}) by: each held
-    layer micro-batch less its offloaded bytes and changed by the linear recipe, the head part by the recipe."""
-    S = _symbol
+    """What the options change one micro-batch of a composition ``sym`` by: each held layer less its offloaded bytes
+    plus the recipe's change, the head part by the recipe."""
     return (sym["L_d"] * (S("Q_D") - S("O_D")) + sym["L_m"] * (S("Q_E") - S("O_E"))
             + sym["e_H"] * S("Q_H"))
 
 
-def chunk_symbols(c: int, names=COMPOSITION) -> Dict[str, sp.Symbol]:
-    """{composition name: symbol} of chunk ``c`` and its in-flight count (``n_fl``)."""
-    return {**{k: sp.Symbol(f"{k}_{c}", nonnegative=True) for k in names},
-            "n_fl": sp.Symbol(f"n_fl_{c}", nonnegative=True)}
-
-
-def _symbol(name: str) -> sp.Symbol:
-    return sp.Symbol(name, nonnegative=True)
-
-
 def _in_kinds(term, by_id: Dict, kind_of: Dict[str, sp.Symbol]):
-    """``term`` with each activation kind's term replaced by the kind's symbol: the rows of a combined
-    term (``symbolic.term.combine``: coefficient x the term its 'ref:' tag names), recursively."""
+    """``term`` with each activation kind's term replaced by its symbol (through 'ref:' rows)."""
     if term.id in kind_of:
         return kind_of[term.id]
     out = sp.Integer(0)
@@ -118,22 +83,18 @@ def _in_kinds(term, by_id: Dict, kind_of: Dict[str, sp.Symbol]):
 
 @lru_cache(maxsize=None)
 def activation_terms(mtp: bool, full: bool, shape=True) -> Dict[str, sp.Expr]:
-    """{'stage', 'peak', 'layer': expression in the kinds' symbols} of the view's ``act.stage``,
-    ``act.peak`` and ``act.layer`` (their rows, from derivations/activations/kinds.py) for ``shape``'s
-    family (:func:`kinds_of`)."""
+    """{'stage', 'peak', 'layer': ``act.stage``, ``act.peak``, ``act.layer`` in the kinds' symbols}."""
     view = View("full" if full else "none", conv=Conventions(mtp_activations="last-stage" if mtp else "none"))
     terms = view_terms(view, shape)
     by_id = {t.id: t for t in terms.values()}
-    kind_of = {terms[k].id: _symbol(s) for k, s in kinds_of(shape).items() if k in terms}
+    kind_of = {terms[k].id: S(s) for k, s in kinds_of(shape).items() if k in terms}
     return {k: _in_kinds(terms[k], by_id, kind_of) for k in ("stage", "peak", "layer")}
 
 
 def assembly(mtp: bool, full: bool, holds: str, shape=True, options: bool = False) -> List[Tuple[str, sp.Expr]]:
-    """[(name, expression), ...] of one variant (see the module docstring), in evaluation order, for
-    ``shape``'s family (DeepSeek's by default), with the options' terms when ``options``."""
+    """[(name, expression), ...] of one variant in evaluation order, with the options' terms when ``options``."""
     t = activation_terms(mtp, full, shape)
     names = composition_names(shapes.family(shape).name)  # L_d, L_m, e_E, e_H and the family's counts
-    S = _symbol
     own = {k: nt.SYMBOLS[k] for k in COMPOSITION}
     if holds == "paper" and options:  # one micro-batch: act.stage, changed by the options
         out = [("activations_per_microbatch", t["stage"]),
@@ -143,7 +104,7 @@ def assembly(mtp: bool, full: bool, holds: str, shape=True, options: bool = Fals
     elif holds == "schedule":  # act.peak = n_fl x act.stage, at each chunk's composition and in-flight count
         peak = sp.Integer(0)
         for c in range(CHUNKS):
-            sym = chunk_symbols(c, names)
+            sym = {k: S(f"{k}_{c}") for k in (*names, "n_fl")}  # chunk c's composition and in-flight count
             peak += t["peak"].xreplace({nt.n_fl: sym["n_fl"], **{nt.SYMBOLS[k]: sym[k] for k in names}})
             if options:  # each of the chunk's n_fl micro-batches changed by the options
                 peak += sym["n_fl"] * _options(sym)
@@ -176,7 +137,7 @@ def assembly(mtp: bool, full: bool, holds: str, shape=True, options: bool = Fals
 
 
 def inputs() -> Tuple[str, ...]:
-    """Every input symbol's name (what an evaluator sets before the first expression)."""
+    """Every input symbol's name."""
     names = set()
     for options in (False, True):
         for key, mtp, full, holds in variants(options):

@@ -1,11 +1,9 @@
-"""How a device's parameters arise, in words (``memsym estimate``'s text): the pipeline split of the
-layers over the stages, and P_n and P_m of the device from the per-layer terms (Sec. 3's rules: MLA
-matrices split by TP or replicated, routed experts over EP and ETP, shared experts, the router), or the
-parts of Megatron-LM's most-loaded shard (``--rank megatron``) and of the ModelZoo script's rank
-(``--rank modelzoo``); every number from the generated evaluators (derivations/evaluate.py)."""
+"""How a device's parameters arise, in words (``memsym estimate``'s text): the pipeline split and P_n, P_m from the
+per-layer terms (Sec. 3's rules), or Megatron's shard and the ModelZoo rank's parts, from derivations/evaluate.py."""
 from __future__ import annotations
 
 from fractions import Fraction
+from itertools import groupby
 from types import SimpleNamespace
 
 from symbolic.exact import fmt_int
@@ -17,8 +15,7 @@ from derivations.assembly.sides import megatron_values, mtp_stage_shift
 
 
 def stage_content(c, family: str = "deepseek") -> str:
-    """What a stage holds, in words (embedding, dense and MoE layers, head), with its family's own counts of
-    attention layers (DeepSeek-V4's CSA and HCA: ``3 MoE (1 CSA, 2 HCA)``)."""
+    """What a stage holds, in words, with its family's own counts (DeepSeek-V4: ``3 MoE (1 CSA, 2 HCA)``)."""
     fam = families.get(family)
     own = {sym: feature for sym, feature, _ in fam.counts if feature in fam.named_counts}
     kinds = ", ".join(f"{n} {own[sym]}" for sym, n in c.extra if sym in own and n)
@@ -36,14 +33,8 @@ def explain_split(est) -> list:
     lines = [f"pipeline split of the {m.l} layers ({kinds.count('dense')} dense, {kinds.count('moe')} MoE) over "
              f"PP={lay.pp} stages: {sizes} layers"
              + (" (--layers-per-stage)" if lay.layers_per_stage else " (change with --layers-per-stage)")]
-    groups = []
-    for c in all_stages:
-        key = (len(c.layers), c.dense, c.moe, c.embedding, c.head, c.extra)
-        if groups and groups[-1][0] == key:
-            groups[-1][1].append(c)
-        else:
-            groups.append((key, [c]))
-    for _, cs in groups:
+    for _, run in groupby(all_stages, key=lambda c: (len(c.layers), c.dense, c.moe, c.embedding, c.head, c.extra)):
+        cs = list(run)
         first, last = cs[0], cs[-1]
         name = f"stage {first.index}" if len(cs) == 1 else f"stages {first.index}-{last.index}"
         start, stop = first.layers.start, last.layers.stop - 1
@@ -59,39 +50,30 @@ def _terms(est, values=None):
     return ev.Terms(est.model.structure, ev.derived(dict(est.values if values is None else values), family), family)
 
 
-def explain_megatron(est) -> list:
-    """The parts of Megatron's most-loaded shard (--rank megatron)."""
-    values = megatron_values(est.model, est.layout, est.training)
-    tid = est.term_ids["params"]
-    terms = _terms(est, values)
-    labels = terms.labels(tid)
-    lines = [f"  Megatron-LM's most-loaded shard ({tid}; whole model over PP={est.layout.pp}, "
-             f"D={values['D']} MTP layer{'s' * (values['D'] != 1)}):"]
-    for key, tags, value in terms.parts(tid):
-        side = "P_m, over EDP" if "moe" in tags else "P_n, over DP"
-        lines.append(f"    {key:<11}{fmt_int(value):>16}  {labels[key]} ({side})")
-    return lines
-
-
-def explain_modelzoo(est) -> list:
-    """The parts of the ModelZoo script's rank (--rank modelzoo)."""
-    terms = _terms(est)
-    lines = ["  the ModelZoo script's rank (every layer of the stage counted as a MoE layer; no embedding, head, "
-             "norms or router):"]
-    for tid, over in (("conv.modelzoo.params.non_moe", "P_n, over DP CP"),
-                      ("conv.modelzoo.params.moe", "P_m, over EDP")):
-        labels = terms.labels(tid)
-        for key, _, value in terms.parts(tid):
-            lines.append(f"    {key:<11}{fmt_int(value):>16}  {labels[key]} ({over})")
-    return lines
-
-
 def explain_params(est) -> list:
-    """How P_n and P_m of the device arise from the per-layer terms (Sec. 3 rules)."""
-    if est.term_ids.get("params", "").startswith("conv.megatron"):
-        return explain_megatron(est)
-    if est.term_ids.get("params", "").startswith("conv.modelzoo"):
-        return explain_modelzoo(est)
+    """How P_n and P_m of the device arise from the per-layer terms (Sec. 3 rules), or the parts of Megatron's
+    most-loaded shard (--rank megatron) and of the ModelZoo script's rank (--rank modelzoo)."""
+    tid = est.term_ids.get("params", "")
+    if tid.startswith("conv.megatron"):
+        values = megatron_values(est.model, est.layout, est.training)
+        terms = _terms(est, values)
+        labels = terms.labels(tid)
+        lines = [f"  Megatron-LM's most-loaded shard ({tid}; whole model over PP={est.layout.pp}, "
+                 f"D={values['D']} MTP layer{'s' * (values['D'] != 1)}):"]
+        for key, tags, value in terms.parts(tid):
+            side = "P_m, over EDP" if "moe" in tags else "P_n, over DP"
+            lines.append(f"    {key:<11}{fmt_int(value):>16}  {labels[key]} ({side})")
+        return lines
+    if tid.startswith("conv.modelzoo"):
+        terms = _terms(est)
+        lines = ["  the ModelZoo script's rank (every layer of the stage counted as a MoE layer; no embedding, head, "
+                 "norms or router):"]
+        for tid, over in (("conv.modelzoo.params.non_moe", "P_n, over DP CP"),
+                          ("conv.modelzoo.params.moe", "P_m, over EDP")):
+            labels = terms.labels(tid)
+            for key, _, value in terms.parts(tid):
+                lines.append(f"    {key:<11}{fmt_int(value):>16}  {labels[key]} ({over})")
+        return lines
     m, lay, st = est.model, est.layout, est.stage
     shared_tp = est.training.conventions.shared_expert == "tp"
     if len(est.held) > 1:  # DualPipe: the device holds two stages' parameters

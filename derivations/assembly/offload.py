@@ -1,71 +1,32 @@
-"""Megatron-Core's fine-grained activation offloading (``--offload-activations MODULE,...``): the saved tensors of
-the named modules leave the device between their forward and their backward, except those of one layer.
+"""Megatron-Core's fine-grained activation offloading (``--offload-activations MODULE,...``): the saved tensors of the
+named modules leave the device between their forward and their backward, except those of one layer.
 
-Read from Megatron-LM d98e8a64 (``--fine-grained-activation-offloading --offload-modules ...``):
+Read from Megatron-LM d98e8a64 (megatron/core/pipeline_parallel/fine_grained_activation_offload.py):
 
-* **Which tensors.**  Each module's forward runs inside ``FineGrainedActivationOffloadingInterface`` (megatron/core/
-  pipeline_parallel/fine_grained_activation_offload.py): ``group_start`` enters ``saved_tensors_hooks``
-  (``PipelineOffloadManager.on_save_for_backward`` -> ``ChunkOffloadHandler.tensor_push``), so *every tensor autograd
-  saves inside the module* joins the module's group; ``group_offload`` (``bulk_offload_group``) copies each to pinned
-  host memory and drops the device reference, and ``forced_released_tensors`` resize the module's input storage
-  to 0.  The modules and what they enclose: transformer_layer.py ``_run_input_layernorm`` (attn_norm: the input
-  RMSNorm, or under layernorm recomputation the CheckpointWithoutOutput that saves its input, the layer input) and
-  ``_forward_pre_mlp_layernorm`` (mlp_norm: the sublayer input); multi_latent_attention.py ``MultiLatentAttention.
-  forward`` (qkv_linear: ``get_query_key_value_tensors``, whose down- and up-projections save the RMSNorm output,
-  the latents and their norms, and the unfused RoPE's cast tables; core_attn: ``_run_core_attention``, which saves
-  q, k, v and the softmax output, not entered when the core attention is recomputed; attn_proj: ``linear_proj``,
-  its input the attention output); moe/experts.py ``TEGroupedMLP.forward`` (expert_fc1: ``linear_fc1``, its input the
-  permuted tokens of all local experts, one tensor under the grouped GEMM; moe_act: the activation, or its
-  CheckpointWithoutOutput, which saves the fc1 output and the FP32 per-token-copy probabilities; the product is
-  saved by ``linear_fc2``, outside the group).
-* **Which are kept anyway.**  ``ChunkOffloadHandler.tensor_need_offloading_checker``: a tensor of fewer than
-  ``min_offloaded_tensor_size`` elements (transformer_config.py default 1024 * 1024, :data:`MIN_ELEMENTS`) stays, as do
-  parameters; the router's tensors, the shared experts' and the head's are in no group.
-* **Which layer keeps its groups.**  ``PipelineOffloadManager.post_warmup_callback`` marks, for every group name, the
-  last group of the first chunk to run its backward not offloadable (the offload margin: one group per distinct
-  name), and ``ChunkOffloadHandler.should_bulk_offload`` keeps the last group of each name of a chunk whose backward
-  is the next one.  Both are the last layer of micro-batch 0's last chunk on the rank: that layer keeps everything
-  (:func:`resident`).  On the last stage with MTP the MTP module's layer is that layer (it is in the head's part,
-  held once and never offloaded), so no decoder layer stays.  Step 1 (the warm-up that records the groups)
-  offloads every group: the plateau after it is what this models.
-* **When they leave the allocated count.**  ``bulk_offload_group`` calls ``record_stream(d2h_stream)`` and drops the
-  reference; PyTorch's ``DeviceCachingAllocator::free`` (c10/cuda/CUDACachingAllocator.cpp) decreases
-  ``allocated_bytes`` before it defers the block's reuse to the stream's event, so the bytes leave
-  ``max_memory_allocated`` when the group is committed, however long the copy takes (the reserved bytes wait).
-* **Reloads.**  ``on_group_start_backward`` reloads the next group while one is computed (``bulk_reload``), and the
-  last layer of the next backward chunk once its forward is done (``pre_reload_last_layer``): during a backward
-  one layer's groups are back, which is the layer the step's backward moment already counts in full.
+* **Which tensors.** Each module's forward runs inside ``FineGrainedActivationOffloadingInterface``, whose
+  ``saved_tensors_hooks`` (``ChunkOffloadHandler.tensor_push``) put every tensor autograd saves into the module's group;
+  ``bulk_offload_group`` copies each to pinned host memory and drops the device reference. The modules
+  (:data:`MODULE_TENSORS`): transformer_layer.py ``_run_input_layernorm`` (attn_norm) and ``_forward_pre_mlp_layernorm``
+  (mlp_norm); multi_latent_attention.py ``get_query_key_value_tensors`` (qkv_linear), ``_run_core_attention``
+  (core_attn, not entered when recomputed) and ``linear_proj`` (attn_proj); moe/experts.py ``TEGroupedMLP.forward``
+  ``linear_fc1`` (expert_fc1) and its activation (moe_act).
+* **Which are kept anyway.** ``tensor_need_offloading_checker``: tensors under ``min_offloaded_tensor_size``
+  (:data:`MIN_ELEMENTS`) and parameters; the router's, shared experts' and head's tensors are in no group.
+* **Which layer keeps its groups.** ``PipelineOffloadManager.post_warmup_callback`` and ``should_bulk_offload`` keep the
+  last layer of micro-batch 0's last chunk on the rank (:func:`resident`; the MTP layer on the last stage with MTP). The
+  plateau after step 1 (the warm-up that records the groups) is what this models.
+* **When they leave the allocated count.** ``record_stream`` then the dropped reference: PyTorch's
+  ``DeviceCachingAllocator::free`` (c10/cuda/CUDACachingAllocator.cpp) decreases ``allocated_bytes`` at once.
 
-So at the peak each in-flight micro-batch's layers keep their tensors less the offloaded ones, and one layer keeps
-them all: ``act.offload`` = -(held layer micro-batches x each kind's offloaded bytes) + the resident layer's.
+So ``act.offload`` = -(held layer micro-batches x each kind's offloaded bytes) + the resident layer's.
 
-**A step moment under offloading** (``step.offload.core_attn``, :func:`step_moment`): the backward of an offloaded
-layer's unfused core attention, at its ``BmmBackward0`` (the product of the probabilities and the value).
-Offloading empties the held layers, so the moment a layer's own s^2 tensors come back can exceed the end of the
-forward.  What is on the device then, read from the code:
-
-* *Each save is reloaded apart.*  Transformer Engine's ``UnfusedDotProductAttention._forward`` (transformer_engine/
-  pytorch/attention/dot_product_attention/backends.py; ``--attention-backend unfused`` selects it: Megatron's
-  language_module.py sets NVTE_UNFUSED_ATTN=1) saves the softmax output twice: the fused softmax's setup_context
-  (softmax.py ``ctx.save_for_backward(output)``) and ``torch.bmm(attention_probs, value)`` (BmmBackward0 keeps
-  both operands); baddbmm keeps q and k.  The saved-tensor hook gives each save its own tag
-  (``ChunkOffloadHandler.tensor_push``), ``bulk_offload_group`` copies each tag to the host and ``reload`` makes
-  a new device tensor per tag (``torch.empty``): the probabilities come back as two tensors, q, k and v as one each
-  (Megatron-Core's local spec does the same: fusions/fused_softmax.py ScaledUpperTriangMaskedSoftmax saves its
-  output, transformer/dot_product_attention.py the same bmm).
-* *q, k and v twice under mla_up_proj recomputation.*  multi_latent_attention.py ``forward`` commits the core_attn
-  group (offloading q, k, v and resizing their storages to 0: ``forced_released_tensors``) before
-  ``qkv_up_checkpoint.discard_output_and_register_recompute(core_attn_out)``; the checkpoint's recompute runs when
-  the gradient of ``core_attn_out`` is made, before the core attention's backward, and refills them.
-* *The gradients.*  BmmBackward0 makes the probabilities' gradient (the softmax output's size and dtype) and the
-  value's; the context's gradient is its input.
-* *What else is held.*  The layers in flight at the state before a backward of a chunk with offloaded layers
-  (schedules.backward_states; Megatron's interleaved 1F1B runs one forward, then one backward), each less its
-  offloaded tensors.  The resident layer's backward is the step's first (post_warmup_callback): it is not held.
-  A reload runs one group ahead (``on_group_start_backward`` -> ``bulk_reload``: the group whose backward is
-  next); the small groups reloaded beside this one, the layer's latents the recompute reads and what the step's
-  ``end`` moment holds besides the saves (tens of MiB) are not counted.
-"""
+**A step moment** (``step.offload.core_attn``, :func:`step_moment`): the backward of an offloaded layer's unfused core
+attention at its ``BmmBackward0``, holding the layers in flight before a backward of a chunk with offloaded layers
+(schedules.backward_states), each less its offloaded tensors, and (:func:`moment_parts`) the core_attn group's saves
+reloaded one device tensor per save (``tensor_push`` tags, ``reload``: the softmax output twice, Transformer Engine
+``UnfusedDotProductAttention._forward``), q, k and v refilled again by the mla_up_proj recompute
+(multi_latent_attention.py ``forward``), and bmm's gradients. The small groups reloaded beside it and the latents the
+recompute reads (tens of MiB) are not counted."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -107,8 +68,8 @@ def term_id(training: Training) -> str:
 
 
 def tensors(model, training: Training, values: Mapping) -> Dict[str, Tuple[Tuple[str, str, Fraction], ...]]:
-    """{kind: ((module, tensor key, bytes), ...)}: the tensors one layer micro-batch offloads, per kind (mla, moe,
-    dense), at ``values``: those the view keeps, in a named module's group, of at least :data:`MIN_ELEMENTS`."""
+    """{kind: ((module, tensor key, bytes), ...)} one layer micro-batch offloads at ``values``: those the view keeps, in
+    a named module's group, of at least :data:`MIN_ELEMENTS`."""
     if model.family != "deepseek":
         raise ConfigError("offload-activations", f"--offload-activations selects the tensors of Megatron-Core's MLA "
                                                  f"and MoE layers; {model.name} is of the {model.family} family")
@@ -131,15 +92,14 @@ def tensors(model, training: Training, values: Mapping) -> Dict[str, Tuple[Tuple
 
 
 def per_layer(model, training: Training, values: Mapping) -> Dict[str, Fraction]:
-    """{'dense': bytes, 'moe': bytes}: what one layer micro-batch of each kind offloads (its MLA's and its FFN's)."""
+    """{'dense': bytes, 'moe': bytes}: what one layer micro-batch of each kind offloads (MLA and FFN)."""
     t = tensors(model, training, values)
     total = lambda kind: sum((b for _, _, b in t[kind]), Fraction(0))  # noqa: E731
     return {"dense": total("mla") + total("dense"), "moe": total("mla") + total("moe")}
 
 
 def resident(model, training: Training, comp, off: Mapping[str, Fraction]) -> Fraction:
-    """The offloaded bytes the rank keeps anyway: its last decoder layer's in micro-batch 0 (the offload margin and
-    should_bulk_offload), none when the stage runs the MTP modules (their layer is the one kept) or has no layer."""
+    """The rank's last layer's offloaded bytes in micro-batch 0; none with the MTP modules or no layer."""
     if not comp.layers or (comp.head and training.conventions.mtp_activations == "last-stage"
                            and model.mtp_layers):
         return Fraction(0)
@@ -162,8 +122,7 @@ _TE = "Transformer Engine attention/dot_product_attention/backends.py: UnfusedDo
 
 
 def moment_parts(model, training: Training, values: Mapping) -> Tuple[Tuple[str, str, Fraction, str], ...]:
-    """((key, label, bytes, source), ...) of what the backward of an offloaded layer's core attention brings back and
-    makes (:data:`MOMENT`), at ``values``; () unless the attention is unfused and its core_attn group offloaded."""
+    """((key, label, bytes, source), ...) of :data:`MOMENT`; () unless core_attn is unfused and offloaded."""
     if training.attention != "eager" or "core_attn" not in training.offload:
         return ()
     view = View.of(training)
@@ -190,7 +149,6 @@ def moment_parts(model, training: Training, values: Mapping) -> Tuple[Tuple[str,
 
 
 def step_moment(model, training: Training, values: Mapping, held: Fraction) -> Fraction:
-    """The activations on the device at :data:`MOMENT`: ``held`` (the layers in flight before the backward, less
-    their offloaded tensors) and :func:`moment_parts`; 0 when there is no such moment."""
+    """The activations held at :data:`MOMENT` (``held`` and :func:`moment_parts`); 0 when there is none."""
     parts = moment_parts(model, training, values)
     return held + sum((p[2] for p in parts), Fraction(0)) if parts else Fraction(0)

@@ -1,10 +1,5 @@
-"""Sec. 6: temporary buffers and fragmentation.
-
-The paper gives no formula, only ranges: fragmentation adds 5% to 30% of allocated
-memory and communication buffers take about 0.8 to 2 GB (GiB) per device.  We model the
-peak as ``(1 + f_frag) (model states + activations) + M_buf`` with f_frag and M_buf
-symbols whose defaults are the ends of those ranges.
-"""
+"""Sec. 6: temporary buffers and fragmentation. The paper gives ranges only (fragmentation 5% to 30% of allocated
+memory, buffers 0.8 to 2 GB per device): peak = ``(1 + f_frag) (model states + activations) + M_buf`` at their ends."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -21,8 +16,7 @@ RANGES = {
 
 
 def terms(reg, family, flags):
-    """``overhead.fragmentation`` and ``overhead.buffers`` (sympy is imported here, for the terms only: the
-    numbers below need none)."""
+    """``overhead.fragmentation`` and ``overhead.buffers``."""
     # lazy: sympy (estimate/params import no sympy)
     import sympy as sp
 
@@ -55,9 +49,7 @@ def overhead_values(end: str = "high") -> dict:
 
 
 def peak(allocated, f=None, buf=None):
-    """The Sec. 6 peak, ``(1 + f_frag) * allocated + M_buf`` (the paper gives ranges, no formula):
-    exact for numbers, symbolic for symbols (``f``, ``buf`` default to the symbols f_frag and M_buf),
-    element-wise for arrays; the one place it is written."""
+    """The Sec. 6 peak ``(1 + f_frag) * allocated + M_buf``: exact, symbolic or element-wise."""
     if f is None or buf is None:
         # lazy: sympy (estimate/params import no sympy)
         from derivations.notation import M_buf, f_frag

@@ -1,25 +1,9 @@
-"""Sec. 2: parameters per layer kind (Table 3) and per pipeline stage (Table 4).
-
-A stage is described by the composition symbols L_d (dense layers), L_m (MoE layers),
-e_E (holds the embedding) and e_H (holds the head); Table 3's rows and Table 4's stages
-are substitutions of ``params.stage`` (layer 0 = {L_d: 1, e_E: 1}; a 4-MoE-layer stage =
-{L_m: 4}); the whole model is the stage that holds everything.
-
-Extensions for real checkpoints (the released Hugging Face config.json files, copied in
-``derivations/models/``, and their safetensors; not in the paper):
-
-* ``params.stage.checkpoint``: every tensor of the main model (+ final RMSNorm, + the
-  noaux_tc routing bias), the number of weights in the released checkpoint.
-* ``params.activated*``: the parameters one token passes through: all of MLA, norms,
-  dense FFNs and routers, but only N_r routed + N_s shared experts per MoE layer; the
-  embedding and head are separate rows so they can be left out (embedding only: it is a
-  lookup, not a matrix product; both: the transformer layers alone).
-* ``params.mtp*``: D multi-token-prediction modules (DeepSeek-V3 report Sec. 2.2), each
-  one MoE transformer block, the projection eh_proj (h x 2h) and the RMSNorms enorm,
-  hnorm and shared_head.norm; the embedding and output head are shared with the main
-  model and not counted again.  Counted as the checkpoint stores them (routing bias
-  included); the paper does not count MTP at all.
-"""
+"""Sec. 2: parameters per layer kind (Table 3) and per pipeline stage (Table 4): ``params.stage`` in the composition
+symbols L_d, L_m, e_E, e_H (layer 0 = {L_d: 1, e_E: 1}; the whole model holds everything). Extensions (the released HF
+checkpoints, derivations/models/; not in the paper): ``params.stage.checkpoint`` (every tensor: + final RMSNorm, + the
+noaux_tc routing bias), ``params.activated*`` (what one token passes through: N_r routed + N_s shared experts; embedding
+and head as separate rows) and ``params.mtp*`` (D MTP modules, DeepSeek-V3 report Sec. 2.2: a MoE block, eh_proj h x 2h,
+enorm, hnorm, shared_head.norm; embedding and head shared)."""
 from __future__ import annotations
 
 from derivations.notation import SYMBOLS, D, L_d, L_m, N, N_r, N_s, e_E, e_H, h
@@ -27,9 +11,8 @@ from symbolic.term import Part, Term, combine
 
 
 def terms(reg, family, flags):
-    """The family's layers (its attention sublayer ``params.<attention>``, the shared dense FFN, norms and, if
-    it has experts, the router and experts: derivations/families/<family>/parameters.py) composed per layer
-    kind, per stage, as a checkpoint stores them and as a token passes through them."""
+    """The family's layers (derivations/families/<family>/parameters.py) composed per layer kind, per stage, as a
+    checkpoint stores them and as a token passes through them."""
     routing_bias, tied = flags.get("routing_bias", False), flags["tied"]
     att, att_id = family.attention_label, "params." + family.attention
     attn, norm, dense_ffn = reg[att_id], reg["params.norm"], reg["params.dense_ffn"]
@@ -72,15 +55,13 @@ def terms(reg, family, flags):
     rows = [("paper", "as the paper counts (params.stage)", 1, stage)] + extra + additions(reg, family, "checkpoint")
     yield combine("params.stage.checkpoint", "parameters of a stage counting every tensor of a real checkpoint",
                   "params", "Tables 3-4 + digest sec. 12", rows)
-    yield from activated_terms(reg, family, dense, moe, final_norm, bias, tied)
+    yield from activated_terms(reg, family, dense, moe, extra, tied)
     if "mtp" in family.kinds:
         yield from mtp_terms(reg, bias)
 
 
 def additions(reg, family, where):
-    """The rows of the family's :attr:`~derivations.families.Family.additions` counted ``where`` ("stage" or
-    "checkpoint"): (key, label, its count symbol, its term), for those whose term the structure has (DeepSeek's
-    ``params.indexer``: a structure with the ``indexer`` flag)."""
+    """The family's ``additions`` rows (key, label, count, term) counted ``where`` that the structure has."""
     return [(key, label, SYMBOLS[count], reg[tid]) for key, label, count, tid, at in family.additions
             if at == where and tid in reg]
 
@@ -89,9 +70,9 @@ ACT = "digest sec. 12 (activated parameters; extension)"
 MTP = "DeepSeek-V3 report Sec. 2.2, README_WEIGHTS (MTP; extension, not in the paper)"
 
 
-def activated_terms(reg, family, dense, moe, final_norm, bias, tied):
+def activated_terms(reg, family, dense, moe, checkpoint_rows, tied):
     """Parameters a token passes through: top-k routed + shared experts + everything dense (every layer of a
-    family without experts)."""
+    family without experts); ``checkpoint_rows``: what only a checkpoint holds (final norm, routing bias)."""
     att = family.attention_label
     layer = None
     if moe is not None:
@@ -116,13 +97,9 @@ def activated_terms(reg, family, dense, moe, final_norm, bias, tied):
                      ("head", "output head", e_H, head)]
                   + additions(reg, family, "stage"))
     yield act
-    rows = [("paper", "as the paper counts (params.activated)", 1, act),
-            ("final_norm", "final RMSNorm (checkpoint only)", e_H, final_norm)]
-    if bias is not None:
-        rows.append(("router_bias", "routing bias per MoE layer (checkpoint only)", L_m, bias))
-    rows += additions(reg, family, "checkpoint")
+    rows = [("paper", "as the paper counts (params.activated)", 1, act)] + checkpoint_rows
     yield combine("params.activated.checkpoint", "activated parameters counting every tensor of a real checkpoint",
-                  "params", ACT, rows)
+                  "params", ACT, rows + additions(reg, family, "checkpoint"))
 
 
 def _mtp_module(term_id, meaning, block_id, block, bias, indexer=None):
@@ -143,8 +120,7 @@ def _mtp_module(term_id, meaning, block_id, block, bias, indexer=None):
 
 
 def mtp_terms(reg, bias):
-    """D MTP modules; embedding and output head shared with the main model (not counted again).  With DSA each
-    module's block holds a lightning indexer (``params.indexer``), as every layer of DeepSeek-V3.2 does."""
+    """D MTP modules (embedding and head shared); with DSA each block holds an indexer."""
     indexer = reg["params.indexer"] if "params.indexer" in reg else None
     module = _mtp_module("params.mtp.module", "parameters of one multi-token-prediction module: one MoE block, "
                                               "eh_proj (h x 2h), enorm, hnorm and shared_head.norm (embedding and "

@@ -14,8 +14,7 @@ from symbolic.codegen import python
 
 
 def inflight_source() -> List[str]:
-    """``inflight(schedule, finite)``: the schedules' in-flight formulas as exact Python
-    (derivations/assembly/schedules.py)."""
+    """``inflight(schedule, finite)``: the schedules' in-flight formulas as exact Python."""
     lines = ["def inflight(schedule, v):",
              '    """[(which stage, micro-batches in flight, part), ...] of the device ``v["i_s"]`` under',
              '    ``schedule`` (derivations/assembly/schedules.py formulas; ``v["n_mb"]`` None: as many as fill',
@@ -33,11 +32,8 @@ def inflight_source() -> List[str]:
 
 
 def device_source(shape) -> List[str]:
-    """``device(mtp, full, holds, v, options)``: the per-device assembly (derivations/assembly/device_terms.py) as
-    exact Python, every variant without and with the options' terms; each variant's function sets its names in
-    ``v`` in order and returns ``v``.  The lines every variant ends with are one function they call, and variants
-    of equal lines share one (the module is compiled on every run: estimate imports it).  ``shape``: the family's
-    (derivations/generate.py device_shape)."""
+    """``device(mtp, full, holds, v, options)``: every variant of device_terms.py as exact Python, each setting its
+    names in ``v`` in order; the common tail is one function and equal variants share one."""
     every = [(key, (mtp, full, holds) + ((True,) if options else ()), mtp, full, holds, options)
              for options in (False, True) for key, mtp, full, holds in device_terms.variants(options)]
     bodies = {at: [f'    v["{name}"] = {python(expr)}'
@@ -70,8 +66,7 @@ def device_source(shape) -> List[str]:
 
 
 def step_source() -> List[str]:
-    """``step(framework, policy, v)``: the moments of one micro-batch's step, each its bytes above the end of
-    its forward (derivations/assembly/step_terms.py), as exact Python."""
+    """``step(framework, policy, v)``: the step's moments (step_terms.py) as exact Python."""
     lines = []
     for fw, pol in step_terms.variants():
         ms = step_terms.moments(fw, pol)

@@ -1,24 +1,13 @@
-"""Transformer Engine's quantized linear layers in Megatron-Core (``--linear-recipe R``, ``--quantized-param-gather``).
+"""Transformer Engine's quantized linear layers in Megatron-Core (``--linear-recipe R``, ``--quantized-param-gather``):
+``act.quantized.<R>``, each held layer micro-batch's linear inputs in the format instead of B_a, and
+``state.quantized.<R>``, the quantized weight copies TE caches on every device (formats: config/quantization.py).
 
-Two named terms, beside the BF16 view's (the formats' bytes: derivations/config/quantization.py):
-
-* ``act.quantized.<R>``: each held layer micro-batch keeps its linear layers' inputs in the format instead of B_a.
-* ``state.quantized.<R>``: the quantized weight copies TE caches on every device, model-state-like.
-
-**What a linear layer saves** (Transformer Engine d0067d0d, transformer_engine/pytorch/module/): under a recipe
-``_Linear`` (linear.py ``_linear_forward``) quantizes its input and saves the quantized tensor, column-wise data
-only (``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``; a column-parallel input all-gathered
-under sequence parallelism keeps its quantized local shard, ``backward_input_needs_gather``), not the BF16 one;
-``_LayerNormLinear`` (layernorm_linear.py) saves its BF16 input for the norm's backward and the quantized norm
-output ``ln_out``; ``_GroupedLinear`` (grouped_linear.py) each expert's quantized input, column-wise.  Unless the
-module has ``save_original_input`` (then the BF16 input, linear.py), which Megatron-Core (d98e8a64) sets on the
-attention output projection for every recipe but delayed (transformer/attention.py: "the output of the fused
-core_attn is saved by itself", ``set_save_original_input(self.linear_proj)``), on the routed experts' fc2 under
-moe_act recomputation (moe/experts.py) and on the down-projections / shared experts' fc1 under layernorm
-recomputation (multi_latent_attention.py ``set_for_recompute_input_layernorm``, moe_layer.py).  Applied to
-memsym's tensors of Megatron-Core's TE spec (models/gpt/gpt_layer_specs.py: TENorm input norm, two TELinear
-down-projections, TELayerNormColumnParallelLinear up-projections with the latents' norms fused, TERowParallelLinear
-output projection; dense fc1 TELayerNormColumnParallelLinear; TEGroupedLinear experts; TE shared experts):
+**Saved inputs** (Transformer Engine d0067d0d, transformer_engine/pytorch/module/): linear.py ``_linear_forward`` saves
+its quantized input, column-wise (under sequence parallelism its local shard); layernorm_linear.py its BF16 input and
+the quantized ``ln_out``; grouped_linear.py each expert's quantized input; ``save_original_input`` keeps the BF16 input
+instead, set by Megatron-Core d98e8a64 on linear_proj for every recipe but delayed (transformer/attention.py), on the
+routed fc2 under moe_act recomputation (moe/experts.py) and on the down-projections / shared fc1 under layernorm
+recomputation (multi_latent_attention.py, moe_layer.py). On the TE spec (models/gpt/gpt_layer_specs.py):
 
   down_in       the two down-projections (W^DQ; W^DKV with W^KR) each quantize the RMSNorm output: 2 copies
   latent_norm   the up-projections' fused norm output ln_out (the latents stay B_a: the norm's input)
@@ -30,19 +19,9 @@ output projection; dense fc1 TELayerNormColumnParallelLinear; TEGroupedLinear ex
   ffn_in        the dense fc1's fused norm output
   MTP           its transformer layer as one MoE layer, and eh_proj's 2h input
 
-The router (a torch linear in FP32), the output layer (Megatron's ColumnParallelLinear), the core attention (BF16
-unless fp8_dot_product_attention) and the SwiGLU inputs (fc1 outputs, saved by the activation) are not quantized.
-
-**The weight copies** (linear.py ``Linear.forward``): Megatron-Core's TE wrappers pass ``is_first_microbatch``
-(extensions/transformer_engine.py, ``disable_parameter_transpose_cache`` False by default; the schedule sets it on
-the first micro-batch of each step: pipeline_parallel/schedules.py ``set_is_first_microbatch``), so TE caches the
-quantized weight in ``self._fp8_workspaces["weight"]`` (grouped_linear.py: one per expert) and updates it in
-place (base.py ``quantize_weight``): one copy per TE linear, persistent across micro-batches and steps, with both
-directions (``weight_quantizer.set_usage(rowwise=True, columnwise=...)`` while grad is enabled).  The backward
-reuses it (the saved ``weightmat`` is the workspace): no copy per micro-batch.  Under ``--quantized-param-gather``
-(Megatron's fp8_param / fp4_param) the parameter itself is the quantized tensor (``quantize_weight``: "Already-
-quantized weight") and no BF16 copy of those weights exists: the term takes B_w off them.
-"""
+**Weight copies** (linear.py ``Linear.forward``, base.py ``quantize_weight``): with ``is_first_microbatch``
+(pipeline_parallel/schedules.py) TE caches one quantized weight per linear (grouped: per expert), both directions,
+reused by the backward; under ``--quantized-param-gather`` the parameter itself is quantized (no B_w copy)."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -66,7 +45,7 @@ def state_id(training: Training) -> str:
 
 
 def _rows(kind: str, t: Mapping[str, Fraction], B_a: Fraction, q: Fraction, training: Training, prefix: str = ""):
-    """((key, label, delta bytes, source), ...) of one layer's (or sublayer's) tensors ``t`` under the recipe."""
+    """((key, label, delta bytes, source), ...) of one layer's tensors ``t`` under the recipe."""
     out = []
     get = lambda k: Fraction(t.get(prefix + k, 0))  # noqa: E731
     ratio = (q - B_a) / B_a  # a B_a tensor replaced by its quantized copy
@@ -104,8 +83,8 @@ def _rows(kind: str, t: Mapping[str, Fraction], B_a: Fraction, q: Fraction, trai
 
 
 def parts(model, training: Training, values: Mapping) -> Dict[str, Tuple[Tuple[str, str, Fraction, str], ...]]:
-    """{'mla', 'moe', 'dense', 'mtp': ((key, label, delta bytes, source), ...)}: what the recipe changes in one layer
-    micro-batch of each kind at ``values`` (negative: fewer bytes); 'mtp' the MTP module's eh_proj input."""
+    """{'mla', 'moe', 'dense', 'mtp': ((key, label, delta bytes, source), ...)} of one layer micro-batch of each kind at
+    ``values``; 'mtp' the MTP module's eh_proj input."""
     if model.family != "deepseek":
         raise ConfigError("linear-recipe", f"--linear-recipe selects the tensors of Megatron-Core's MLA and MoE "
                                            f"layers; {model.name} is of the {model.family} family")
@@ -120,8 +99,7 @@ def parts(model, training: Training, values: Mapping) -> Dict[str, Tuple[Tuple[s
 
 
 def per_layer(model, training: Training, values: Mapping) -> Dict[str, Fraction]:
-    """{'dense', 'moe', 'head'}: the bytes one held layer micro-batch of each kind changes by (its MLA's and its
-    FFN's), and the head part with its MTP modules (each one more MoE layer, held with the head)."""
+    """{'dense', 'moe', 'head'}: what one held layer micro-batch (and the head's MTP modules) change by."""
     p = parts(model, training, values)
     total = lambda kind: sum((r[2] for r in p[kind]), Fraction(0))  # noqa: E731
     mtp = training.conventions.mtp_activations == "last-stage" and View.of(training).recompute != "full"
@@ -130,9 +108,7 @@ def per_layer(model, training: Training, values: Mapping) -> Dict[str, Fraction]
 
 
 def linear_params(terms, dev: Mapping, params_id: str) -> Fraction:
-    """The weights of TE linear layers on the device: its parameters (``params_id``, at the held stages'
-    composition ``dev``) less its norms, word embedding and output head (Megatron's VocabParallelEmbedding and
-    ColumnParallelLinear) and routers (a torch linear, N x h per MoE layer)."""
+    """TE linear layers' weights: ``params_id`` at ``dev`` less norms, embedding, head and routers."""
     # (exact numbers in, exact out; the search passes float64 arrays: derivations/analyses/exact.py)
     other = terms.term("static.device.norm")
     other = other + dev.get("e_E", 0) * terms.term("static.embedding")

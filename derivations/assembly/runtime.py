@@ -1,22 +1,15 @@
-"""Runtime buffers a training framework allocates on every device (extension; ``--runtime-buffers``).
-
-Beyond model states and activations, Megatron-Core with Transformer Engine keeps cuBLAS
-workspaces allocated through PyTorch's caching allocator (so counted by
-``torch.cuda.memory_stats()["allocated_bytes.all.peak"]``) for the whole run:
+"""Runtime buffers a training framework allocates on every device (extension; ``--runtime-buffers``), counted by
+``torch.cuda.memory_stats()["allocated_bytes.all.peak"]`` for the whole run (Megatron-Core with Transformer Engine):
 
   TE GEMM workspace        transformer_engine/pytorch/cpp_extensions/gemm.py: get_cublas_workspace
                            (lru_cache per device): get_cublas_workspace_size_bytes(), 32 MiB + 1 KiB on
                            Hopper (sm >= 90; "32 MiB for NVFP4 GEMM, plus 1024 B for alignment")
   TE grouped-GEMM          the same, one per cuBLAS stream (tex.get_num_cublas_streams(), 4 by default)
-  workspaces               for general_grouped_gemm (--moe-grouped-gemm, which Megatron-LM's MoE recipes
-                           and every recorded run use)
+  workspaces               for general_grouped_gemm (--moe-grouped-gemm)
   PyTorch cuBLAS workspace one per (handle, stream), CUDACachingAllocator (CublasHandlePool.cpp
-                           getNewWorkspace): 32 MiB on Hopper (CUBLAS_WORKSPACE_CONFIG :4096:8, which
-                           Megatron-LM's deterministic mode sets)
+                           getNewWorkspace): 32 MiB on Hopper (CUBLAS_WORKSPACE_CONFIG :4096:8)
 
-Constant bytes per device: 5 (2^25 + 2^10) + 2^25.  On other GPUs TE's workspace is 4 MiB; NCCL's
-buffers are allocated outside the caching allocator and are not counted here (Sec. 6's M_buf).
-"""
+5 (2^25 + 2^10) + 2^25 bytes per device; NCCL's buffers are outside the caching allocator (Sec. 6's M_buf)."""
 from __future__ import annotations
 
 from functools import lru_cache
@@ -43,8 +36,7 @@ def buffers_bytes(value: str) -> int:
 
 @lru_cache(maxsize=None)
 def buffers_term(value: str):
-    """``runtime.buffers.<value>``: the runtime buffers of ``--runtime-buffers`` (te), in bytes (a Term:
-    sympy is imported here, for the symbolic side only)."""
+    """``runtime.buffers.<value>`` (a Term, in bytes) of ``--runtime-buffers``."""
     # lazy: sympy (estimate/params import no sympy)
     from symbolic.term import Part, Term
     return Term(buffers_id(value), "runtime buffers on every device: the cuBLAS workspaces of Transformer "

@@ -1,44 +1,21 @@
 """Pipeline schedules: how many micro-batches' activations a device holds at its peak (extension).
 
-The paper gives one micro-batch's activations of a stage (Table 10).  Under a pipeline
-schedule a device holds the activations of every micro-batch whose forward pass it has
-run and whose backward pass it has not: n_fl micro-batches "in flight", so the peak is
-``act.peak = n_fl x act.stage`` (term ``act.peak<view>``).  Symbols: m = n_mb micro-batches
-per step (gradient-accumulation steps), PP, i = i_s the stage index (0-based), V = VPP.
+Under a schedule a device holds every micro-batch whose forward it has run and whose backward it has not: n_fl in
+flight, ``act.peak = n_fl x act.stage``. Symbols: m = n_mb micro-batches per step, PP, i = i_s the stage (0-based), V =
+VPP.
 
-  1f1b         PipeDream-flush / Megatron 1F1B (Narayanan et al. 2021): stage i runs PP - i
-               warm-up forwards before its first backward, so n_fl = min(m, PP - i): the
-               first stage holds PP micro-batches, the last one.
-  zb           zero-bubble ZB-H1 (Qi et al. 2023): the same peak as 1F1B (the DeepSeek-V3
-               report's Table 2 lists ZB1P with activation PP); splitting the backward into
-               B and W moves compute, not the count of held micro-batches.
-  interleaved  Megatron's interleaved 1F1B with V model chunks per device: rank i runs
-               2 (PP - i - 1) + (V - 1) PP warm-up chunk-forwards (capped at m V, Megatron's
-               ``get_forward_backward_func``), one more before the first backward frees one;
-               each chunk holds 1/V of the device's layers, so in units of the device's
-               per-micro-batch activations n_fl = min(2 (PP - i - 1) + (V - 1) PP + 1, m V) / V.
-               For i = 0 that is PP (1 + (PP - 1)/(PP V)): the first-stage penalty of
-               Megatron's ``theoretical_memory_usage.py``.  Assumes the device's chunks are
-               its PP stage's layers in V equal parts (Megatron's accounting).  The head
-               (final norm, output layer, loss and the MTP modules: every e_H-weighted
-               activation) is in the last chunk of the last rank, which runs each
-               micro-batch's backward right after its forward (Megatron's
-               ``forward_backward_pipelining_with_interleaving``: the last rank's warm-up ends
-               with chunk V-1 of micro-batch 0, and in the steady state each of its forwards
-               is followed by that micro-batch's backward), so the head is held for one
-               micro-batch: part 'layers' at n_fl, part 'head' at 1.
-  dualpipe     DualPipe (DeepSeek-V3 report Sec. 3.2.1, Table 2; github.com/deepseek-ai/DualPipe):
-               rank i holds two stages, i (forward direction) and PP-1-i (reverse direction),
-               so two copies of the parameters: weights, gradients (each copy accumulates
-               its own, summed between the mirrored ranks) and optimizer states of both stages
-               are on the device (we do not assume the two copies share ZeRO shards).  In
-               DualPipe's schedule (its ``step``: nF0, nF0F1, nB1W1F1, then F0&B1 / F1&B0)
-               rank i holds at its peak PP - i micro-batches of stage i and i + 1 of stage
-               PP-1-i: PP + 1 in all (Table 2).  DualPipe needs PP even and m even, m >= 2 PP.
+  1f1b         PipeDream-flush / Megatron 1F1B (Narayanan et al. 2021): n_fl = min(m, PP - i).
+  zb           zero-bubble ZB-H1 (Qi et al. 2023): the peak of 1F1B (DeepSeek-V3 report Table 2: ZB1P, PP).
+  interleaved  Megatron's interleaved 1F1B, V chunks per device (``get_forward_backward_func``):
+               n_fl = min(2 (PP - i - 1) + (V - 1) PP + 1, m V) / V in units of the device's layers (i = 0:
+               PP (1 + (PP - 1)/(PP V)), ``theoretical_memory_usage.py``); the head, loss and MTP modules (the
+               last rank's last chunk, whose backward follows each forward:
+               ``forward_backward_pipelining_with_interleaving``) at 1.
+  dualpipe     DualPipe (DeepSeek-V3 report Sec. 3.2.1, Table 2; github.com/deepseek-ai/DualPipe ``step``): rank i
+               holds stages i and PP-1-i (both copies' weights, gradients and optimizer states, unsharded) and
+               PP - i + i + 1 = PP + 1 micro-batches; PP even, m even and >= 2 PP.
 
-Without ``--microbatches`` we assume m is at least what fills the pipeline (the steady
-state; said in the estimate's assumptions).
-"""
+Without ``--microbatches`` m is assumed to fill the pipeline (the steady state; said in the assumptions)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -65,8 +42,7 @@ PARTS = ("all", "layers", "head")
 
 @dataclass(frozen=True)
 class Chunk:
-    """What of pipeline stage ``stage`` the device holds (``part``, see :data:`PARTS`), with
-    ``inflight`` micro-batches of those activations at the device's peak."""
+    """What of pipeline stage ``stage`` the device holds (``part``: :data:`PARTS`), ``inflight`` times."""
 
     stage: int
     inflight: Fraction
@@ -88,24 +64,17 @@ def part_composition(comp, part: str):
 
 @lru_cache(maxsize=None)
 def formulas(name: str) -> Tuple[Tuple[str, object, str], ...]:
-    """((which stage, in-flight formula, part), ...) of a schedule, in the symbols m, PP, i, V (built
-    once: sympy's Min is slow to construct, and fit asks for every stage at every trial).  The numbers
-    (:func:`chunks`) come from these formulas printed as Python (derivations/generate.py); sympy is
-    imported here, for the formulas only.
-
-    'own' is stage i; 'mirror' is stage PP - 1 - i (DualPipe only); part as :data:`PARTS`."""
+    """((which: 'own' | 'mirror' (stage PP-1-i), in-flight formula, part), ...) of a schedule in m, PP, i, V; printed as
+    Python by derivations/generate.py for :func:`chunks`."""
     # lazy: sympy (estimate/params import no sympy)
     import sympy as sp
 
     from derivations.notation import PP, VPP, i_s, n_mb
-    if name in ("1f1b", "zb"):
-        return (("own", sp.Min(n_mb, PP - i_s), "all"),)
-    if name == "interleaved":
-        return (("own", sp.Min(2 * (PP - i_s - 1) + (VPP - 1) * PP + 1, n_mb * VPP) / VPP, "layers"),
-                ("own", sp.Integer(1), "head"))
-    if name == "dualpipe":
-        return (("own", PP - i_s, "all"), ("mirror", i_s + 1, "all"))
-    raise ConfigError("schedule", f"schedule must be one of {', '.join(SCHEDULES)}, got {name!r}")
+    one_f_one_b = (("own", sp.Min(n_mb, PP - i_s), "all"),)
+    return {"1f1b": one_f_one_b, "zb": one_f_one_b,
+            "interleaved": (("own", sp.Min(2 * (PP - i_s - 1) + (VPP - 1) * PP + 1, n_mb * VPP) / VPP, "layers"),
+                            ("own", sp.Integer(1), "head")),
+            "dualpipe": (("own", PP - i_s, "all"), ("mirror", i_s + 1, "all"))}[name]
 
 
 def validate(name: str, pp: int, microbatches: Optional[int], vpp: Optional[int]) -> None:
@@ -123,9 +92,7 @@ def validate(name: str, pp: int, microbatches: Optional[int], vpp: Optional[int]
 @lru_cache(maxsize=4096)
 def chunks(name: str, pp: int, index: int, microbatches: Optional[int] = None,
            vpp: Optional[int] = None) -> Tuple[Chunk, ...]:
-    """The stages whose layers device ``index`` holds, each with its in-flight count (exact).
-
-    ``microbatches`` None: at least enough to fill the pipeline (the steady state)."""
+    """The stages device ``index`` holds, each with its exact in-flight count (``microbatches`` None: steady state)."""
     validate(name, pp, microbatches, vpp)
     if name == "interleaved" and vpp is None:
         vpp = 2
@@ -145,8 +112,7 @@ def held_stages(name: Optional[str], pp: int, index: int) -> Tuple[int, ...]:
 
 def assumptions(name: str, pp: int, microbatches: Optional[int], vpp: Optional[int],
                 virtual: bool = False) -> List[str]:
-    """What the estimate had to assume about the schedule, in words (``virtual``: the chunks are
-    given as Megatron's pipeline layout, --virtual-layers)."""
+    """What the estimate assumed of the schedule (``virtual``: --virtual-layers), in words."""
     out = []
     if microbatches is None:
         need = 2 * pp if name == "dualpipe" else pp
@@ -171,10 +137,8 @@ def assumptions(name: str, pp: int, microbatches: Optional[int], vpp: Optional[i
 
 
 def virtual_chunks(model, layout, index: int, virtual_layers: Tuple[int, ...], vpp: Optional[int]):
-    """The V chunks of rank ``index`` under Megatron's pipeline layout (``--pipeline-model-parallel-layout``,
-    as the layer counts of its PP V virtual stages: virtual stage j holds the next ``virtual_layers[j]``
-    layers and runs on rank j mod PP as its chunk j // PP): one StageComposition per chunk, of its layers
-    (the embedding on virtual stage 0, the head on the last)."""
+    """Rank ``index``'s V chunks under Megatron's ``--pipeline-model-parallel-layout`` (virtual stage j holds the next
+    ``virtual_layers[j]`` layers, on rank j mod PP as chunk j // PP), one StageComposition each."""
     pp, v = layout.pp, vpp or 2
     if len(virtual_layers) != pp * v:
         raise ConfigError("virtual-layers", f"--virtual-layers has {len(virtual_layers)} entries; PP x V = "
@@ -193,33 +157,27 @@ def virtual_chunks(model, layout, index: int, virtual_layers: Tuple[int, ...], v
 
 
 def interleaved_order(pp: int, v: int, m: int, index: int) -> List[Tuple[int, ...]]:
-    """The chunks rank ``index`` holds after each of its forwards in Megatron-Core's interleaved 1F1B
-    (pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving, micro-batch group
-    size PP): the k-th forward runs chunk (k // PP) mod V, the k-th backward chunk V-1 - (k // PP) mod V;
-    min(2 (PP - i - 1) + (V - 1) PP, m V) warm-up forwards, then a forward and a backward each.
-    Each entry: the in-flight micro-batches of every chunk."""
+    """The chunks rank ``index`` holds after each forward of Megatron-Core's interleaved 1F1B
+    (pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving): forward k runs chunk (k // PP) mod
+    V, backward k chunk V-1 - (k // PP) mod V, after min(2 (PP - i - 1) + (V - 1) PP, m V) warm-up forwards."""
     return _order(pp, v, m, index, m * v)
 
 
 def distinct_states(pp: int, v: int, m: int, index: int) -> List[Tuple[int, ...]]:
-    """The states of :func:`interleaved_order` up to the end of its first steady-state period: after the
-    warm-up, each step adds a forward of chunk (f // PP) mod V and removes a backward of chunk
-    V-1 - (b // PP) mod V with f - b constant, so the states repeat every PP V steps (each chunk gains
-    and loses PP micro-batches per period).  The same largest state, in at most warm-up + PP V steps
-    whatever m (a step of 2^20 micro-batches took minutes)."""
+    """:func:`interleaved_order` up to the end of its first steady-state period: the states repeat every PP V steps, so
+    this has the same largest state whatever m."""
     warm = min(2 * (pp - index - 1) + (v - 1) * pp, m * v)
     return _order(pp, v, m, index, min(m * v, warm + pp * v))
 
 
 def backward_states(pp: int, v: int, m: int, index: int) -> List[Tuple[Tuple[int, ...], int]]:
-    """(state, chunk) for each steady-state step of :func:`distinct_states`: the chunks held after the step's
-    forward and the chunk whose backward runs next (V-1 - (k // PP) mod V for the k-th backward)."""
+    """(state, chunk whose backward runs next) for each steady-state step of :func:`distinct_states`."""
     warm = min(2 * (pp - index - 1) + (v - 1) * pp, m * v)
     return [(st, v - 1 - (k // pp) % v) for k, st in enumerate(distinct_states(pp, v, m, index)[warm:])]
 
 
 def _order(pp: int, v: int, m: int, index: int, until: int) -> List[Tuple[int, ...]]:
-    """The first ``until`` states of the interleaved order of rank ``index`` (see :func:`interleaved_order`)."""
+    """The first ``until`` states of :func:`interleaved_order`."""
     total = m * v
     warm = min(2 * (pp - index - 1) + (v - 1) * pp, total)
     held, states, f, b = [0] * v, [], 0, 0
@@ -234,9 +192,7 @@ def _order(pp: int, v: int, m: int, index: int, until: int) -> List[Tuple[int, .
 
 
 def rank_chunks(model, layout, training, comp):
-    """The chunks of rank ``comp.index`` under ``--virtual-layers`` (:func:`virtual_chunks`), refused (ConfigError)
-    when they are not the stage's dense and MoE counts or m is not a multiple of PP: checked before any term is
-    evaluated."""
+    """:func:`virtual_chunks` of rank ``comp.index``, refused unless they match its stage and PP divides m."""
     chunks = virtual_chunks(model, layout, comp.index, training.virtual_layers, training.vpp)
     dense, moe = sum(c.dense for c in chunks), sum(c.moe for c in chunks)
     if (dense, moe) != (comp.dense, comp.moe):

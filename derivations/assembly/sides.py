@@ -1,12 +1,6 @@
-"""Where a device's parameters and model states come from under the conventions (pure: no sympy).
-
-The weight side of :class:`derivations.config.Conventions`: which rank is reported (``--rank``:
-the paper's stage, Megatron-LM's most-loaded shard, the ModelZoo script's rank) and whether the
-shared experts are split by TP (``--shared-expert``) decide the term ids of P_n, P_m and of the
-weights, gradients and optimizer states under each ZeRO stage (the terms are
-derivations/assembly/zero.py's and derivations/assembly/conventions.py's); and ``--mtp`` under
-the stage rank moves the MTP modules' parameters onto the last stage (:func:`mtp_stage_shift`).
-"""
+"""Where a device's parameters and model states come from under the conventions (pure: no sympy): the rank reported
+(``--rank``) and the shared experts' split (``--shared-expert``) choose the term ids of P_n, P_m and the model states
+(zero.py, conventions.py); ``--mtp`` moves the MTP modules onto the last stage (:func:`mtp_stage_shift`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,11 +28,8 @@ def component_ids(prefix: str, zero_stage: int) -> Dict[str, str]:
 
 @dataclass(frozen=True)
 class WeightSide:
-    """Where the parameters and model states of a device come from under some conventions.
-
-    rank 'stage': ``non_moe``/``moe`` are the per-device terms (P_n, P_m) at the stage;
-    rank 'megatron': ``params`` is Megatron's shard, evaluated at the whole model (its
-    formula divides by PP itself), split into non-MoE and MoE by its parts' tags."""
+    """The term ids of a device's parameters and model states: rank 'stage' ``non_moe``/``moe`` (P_n, P_m at the stage);
+    rank 'megatron' ``params``, Megatron's shard at the whole model, split by its parts' tags."""
 
     rank: str
     params: str
@@ -52,8 +43,7 @@ class WeightSide:
 
 
 def weight_side(conventions: Conventions) -> WeightSide:
-    """Where the parameters and model states of a device come from under ``conventions``: the term
-    ids (their terms: the base registry plus derivations.assembly.conventions.side_terms)."""
+    """The :class:`WeightSide` of ``conventions``."""
     shared_tp = conventions.shared_expert == "tp"
     if conventions.rank == "megatron":
         sfx = "" if shared_tp else ".shared-replicated"
@@ -78,8 +68,7 @@ def check_mtp(model, conventions: Conventions) -> None:
 
 
 def weight_side_of(model, conventions: Conventions) -> WeightSide:
-    """:func:`weight_side`, refused (one line) for a model whose family has no other tools' conventions
-    (the ``conventions`` section: Megatron-LM's and ModelZoo's ranks, --shared-expert tp)."""
+    """:func:`weight_side`, refused (one line) for a family without the ``conventions`` section."""
     side = weight_side(conventions)
     if side.prefix != "zero" or side.suffix:
         fam = families.find(getattr(model, "family", None))
@@ -90,22 +79,18 @@ def weight_side_of(model, conventions: Conventions) -> WeightSide:
 
 
 def megatron_values(model, layout, training) -> Dict[str, object]:
-    """The substitution (by name) of Megatron's shard: the whole model's L_d, L_m (the formula divides
-    by PP itself) and D = the model's MTP layers under ``--mtp``, else 0."""
+    """The substitution of Megatron's shard: the whole model, D the MTP layers under ``--mtp``."""
     out = named(model, layout, training, whole_model(model))
     out["D"] = model.mtp_layers if training.conventions.mtp else 0
     return out
 
 
 def mtp_stage_shift(model, pp: int, comp: Dict[str, int]) -> Dict[str, int]:
-    """The composition ``comp`` ({L_d, L_m, e_E, e_H and the family's counts: value}) of a device's held stages
-    with ``--mtp`` under the stage rank: Megatron-Core builds the D MTP modules on the last stage
-    (models/gpt/gpt_model.py, ``mtp_process``), each one more MoE transformer layer (its eh_proj and norms are
-    not counted) with the layer features an MTP block holds (``ModelSpec.mtp_layer_features``: DSA's indexer,
-    L_I), and when PP > 1 that stage keeps its own copy of the word embedding (``if self.pre_process or
-    self.mtp_process: self.embedding = ...``), a second v x h matrix unless the embeddings are tied (the output
-    layer then uses that copy, which memsym counts as the head) or the device already holds the embedding
-    (DualPipe's rank 0).  Every weight term is linear in the composition, so the shift is exact."""
+    """The composition ``comp`` of a device's held stages with ``--mtp`` under the stage rank: Megatron-Core builds the
+    D MTP modules on the last stage (models/gpt/gpt_model.py ``mtp_process``), each one more MoE layer with
+    ``ModelSpec.mtp_layer_features``, and with PP > 1 that stage keeps its own word embedding (``if self.pre_process or
+    self.mtp_process``) unless tied or already held (DualPipe's rank 0). Exact: the weight terms are linear in the
+    composition."""
     head, embedding = comp["e_H"], comp["e_E"]
     if not head:
         return dict(comp)
@@ -121,9 +106,7 @@ def mtp_stage_shift(model, pp: int, comp: Dict[str, int]) -> Dict[str, int]:
 
 
 def device_component_ids(model, training, schedule_ok: bool = False) -> Dict[str, str]:
-    """{component: term id} of the per-device total of ``training`` (ZeRO stage, conventions' weight
-    side, activation view): the one statement of that composition (derivations/assembly/totals.py:
-    the terms are in ``derivations.variant(model, training).terms``)."""
+    """{component: term id} of the per-device total of ``training`` (ZeRO stage, weight side, view)."""
     if getattr(training, "schedule", None) and not schedule_ok:
         raise ConfigError("schedule", f"--schedule {training.schedule}: sensitivity, fit and search use the paper's "
                                       f"one-micro-batch-per-stage view; use `memsym estimate --schedule` for schedules")

@@ -1,12 +1,7 @@
-"""Sec. 3: static parameters held by one device of a stage (Tables 5-6).
-
-The paper's rules: RMSNorm weights replicated over TP; W^UQ, W^UK, W^UV, W^O split by TP
-and W^DQ, W^DKV, W^QR, W^KR replicated; router replicated; routed experts divided by EP
-(and by ETP inside an expert); the shared expert replicated on every EP rank.  Our
-generalisation to the stages the paper does not tabulate: the dense FFN is split by TP
-(Megatron's column/row-parallel MLP) and the embedding and head are split by TP
-(vocabulary-parallel).
-"""
+"""Sec. 3: static parameters held by one device of a stage (Tables 5-6). The paper's rules: RMSNorm weights replicated
+over TP; W^UQ, W^UK, W^UV, W^O split by TP and W^DQ, W^DKV, W^QR, W^KR replicated; router replicated; routed experts
+divided by EP (and ETP); the shared expert replicated. Extension: the dense FFN, embedding and head split by TP
+(Megatron's parallel MLP, vocabulary-parallel)."""
 from __future__ import annotations
 
 from derivations.notation import SYMBOLS, EP, ETP, L_d, L_m, N, N_s, TP, e_E, e_H, h
@@ -24,8 +19,7 @@ def _per_device(term: Term, term_id: str, meaning: str, provenance: str) -> Term
 
 
 def terms(reg, family, flags):
-    """Table 6's rows for the family's layers: its attention (``static.layer.<attention>``), norms, the dense
-    FFN and, if it has experts, the MoE layer; P_n and P_m per device of a stage (P_m: none without experts)."""
+    """Table 6's rows for the family's layers, and P_n, P_m per device of a stage (no P_m without experts)."""
     att, kind = family.attention_label, family.attention
     attn = _per_device(reg["params." + kind], "static.layer." + kind,
                        f"{att} parameters of one layer on one device (up/output projections split by TP)",

@@ -1,15 +1,6 @@
-"""The names the step's moments are keyed by (pure: no sympy): read by derivations/assembly/step_terms.py (the
-terms), derivations/assembly/device.py (the exact evaluation) and memsym/page/data.py (the page's), so the three
-cannot drift apart.
-
-* :data:`FRAMEWORKS`: whose moments a configuration passes through, the ``--head-state`` value (the switch that
-  says which framework's head, loss and embedding the conventions are).
-* :data:`POLICIES` and :func:`policy_of`: recomputation as the moments see it.
-* :data:`INDICATORS`: the 0/1 symbols the moments read besides the configuration's values, each 1 when an option
-  (``attention`` or a convention switch) has a value (:func:`indicators`).
-* :data:`NONE_OF`: the symbols of the kinds' bytes without recomputation, inputs beside the view's M_A, M_E, M_D.
-* :func:`trainings`: the two trainings whose kinds the moments read.
-"""
+"""The names the step's moments are keyed by (pure: no sympy), shared by step_terms.py, device.py and
+memsym/page/data.py: :data:`FRAMEWORKS` (``--head-state``), :data:`POLICIES`, :data:`INDICATORS` (0/1 symbols of
+options), :data:`NONE_OF` (the kinds' symbols without recomputation) and :func:`trainings`."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -50,9 +41,7 @@ def term_id(framework: str, policy: str, moment: str) -> str:
 
 
 def trainings(training) -> Tuple[object, object]:
-    """(the training whose kinds the moments read, the same without recomputation): the moments are over the saved
-    tensors, so without the cross-entropy backward's transient (``--ce-backward cast`` counts it in the head as the
-    last stage's peak), which they replace."""
+    """(the training the moments read, without ``--ce-backward``'s transient; the same unrecomputed)."""
     plain = with_switch(training, "ce_backward", "none") if training.conventions.ce_backward != "none" else training
     return plain, replace(plain, recompute="none", recompute_ops=())
 
@@ -64,11 +53,9 @@ def indicators(training) -> Dict[str, int]:
 
 
 def routing(expert_tokens, kinds) -> Optional[List[Dict[str, int]]]:
-    """The :data:`ROUTING` values of each MoE layer of a stage whose router's counts are known, or None when none
-    is (every routing symbol reads 0: the bound).  ``expert_tokens``: ((layer, (count, ...)), ...) as
-    Training.expert_tokens; ``kinds``: ((layer index, 'dense' | 'moe'), ...) of the stage in order.  A layer whose
-    counts are not given takes the bound at its place; one that used fewer than two experts has no
-    :data:`ROUTED` moment (the returned list leaves it out)."""
+    """The :data:`ROUTING` values of each MoE layer of the stage (``kinds``: ((layer, kind), ...)) at the router's
+    counts (``expert_tokens``), None when none is known (the bound); a layer that used fewer than two experts has no
+    :data:`ROUTED` moment."""
     if not expert_tokens:
         return None
     known = dict(expert_tokens)

@@ -1,31 +1,22 @@
 """The peak over the whole training step, as terms: what one micro-batch's backward adds to the end of its forward.
 
-The paper (Sec. 5-6) judges a device at the end of the forward (``act.stage``, A per micro-batch).  A step passes
-through later moments that hold more (issue 26 item 6): the head's backward (the logits' FP32 gradient, t x V)
-and, under recomputation, a layer's backward, which rebuilds the layer's activations and holds them with its
-gradients.  A *moment* is the bytes one micro-batch holds then above A; since one micro-batch at a time is in
-its backward, the device's step peak is
+The paper (Sec. 5-6) judges a device at the end of the forward (``act.stage``, A per micro-batch). Later moments of the
+step can hold more: the head's backward (the logits' FP32 gradient, t x V) and, under recomputation, a layer's backward.
+A *moment* is the bytes one micro-batch holds then above A; one micro-batch at a time is in its backward, so the step
+peak is
 
     n_fl A + X,   X = max(0, moment_1, moment_2, ...)   (the step excess; n_fl = 1 without a schedule)
 
-The moments are written in the assembly's symbols (derivations/assembly/device_terms.py: M_A, M_E, M_D, M_H
-under the view, M_A0, M_E0, M_D0 without recomputation) and printed into derivations/generated/ (``step``).
-Which moments a device passes through is the framework's (``--head-state``):
+The moments are in the assembly's symbols (M_A, M_E, M_D, M_H under the view; M_A0, M_E0, M_D0 without recomputation),
+printed into derivations/generated/ (``step``), per framework (``--head-state``):
 
-* ``paper``: the paper's view counts kept tensors, not gradients or transients.  Without recomputation the end
-  of the forward is the peak; with it each layer kind of the stage (MoE, dense) is a moment, the layer rebuilt
-  (its activations without recomputation replacing what the policy kept).  Each is a polynomial in b and s at a
-  stage, so fit solves the binding one in closed form.
-* ``transformers``: transformers 5.24 eager DeepseekV3ForCausalLM, measured in paper/traces/*-step.toml and
-  explained in paper/traces/STEP.md: the head's log-softmax backward, the last layer's attention backward, the
-  rebuilt last layer, the grouped_mm experts' backward.
-* ``mcore``: Megatron-Core 0.16.1 (local spec), likewise: the cross-entropy forward, the last layer's attention
-  in the forward, the backward of a recomputed core attention, the rebuilt last layer.
+* ``paper``: kept tensors only; under recomputation each layer kind of the stage rebuilt is a moment.
+* ``transformers``: transformers 5.24 eager DeepseekV3ForCausalLM, measured in paper/traces/*-step.toml and explained in
+  paper/traces/STEP.md.
+* ``mcore``: Megatron-Core 0.16.1 (local spec), likewise.
 
-The framework moments are exact against the step records at TP = PP = EP = CP = 1; the parallel degrees divide
-them as the tensors they name are split, which no record checks.  The attention moments are eager attention's
-(transformers) and the local spec's core attention's (Megatron-Core): fused kernels keep no b n_h s^2 tensor.
-"""
+Exact against the step records at TP = PP = EP = CP = 1; the parallel degrees divide them as the tensors they name are
+split, which no record checks. Fused attention kernels keep no b n_h s^2 tensor."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -47,19 +38,15 @@ M_A0, M_E0, M_D0 = (_S(NONE_OF[n]) for n in ("M_A", "M_E", "M_D"))
 u_eager = _S("u_eager")
 #: 1 for transformers' grouped_mm experts (``--experts grouped``), 0 for its expert loop.
 u_grouped = _S("u_grouped")
-#: 1 under Megatron-Core's local layer spec (its DotProductAttention, the one that keeps a causal mask per
-#: layer: ``--causal-mask per-layer``, what ``--kernels local`` sets), 0 under Transformer Engine's attention.
+#: 1 under Megatron-Core's local layer spec (``--kernels local``: its DotProductAttention), 0 under TE's attention.
 u_local = _S("u_local")
-#: the routing a moment depends on (transformers' expert loop): the token copies of the last and the second-last
-#: expert a MoE layer used, and the layers and MoE layers after it on the stage (step_names.ROUTING; 0 when not
-#: given: the bound that holds for any routing, at the stage's last layer)
+#: the routing of transformers' expert loop (step_names.ROUTING; 0: the bound for any routing): see :func:`_loop_parts`
 n_a, n_b, j_l, j_m = (_S(n) for n in ("n_a", "n_b", "j_l", "j_m"))
 
 b, s, h, V, n_h, d_r, N, k = nt.b, nt.s, nt.h, nt.v, nt.n_h, nt.d_hr, nt.N, nt.N_r
 B_a, TP, SP, CP = nt.B_a, nt.TP, nt.SP, nt.CP
 L_d, L_m, e_E, e_H = nt.L_d, nt.L_m, nt.e_E, nt.e_H
-#: the sequence and the tokens of one micro-batch a device holds under context parallelism (the frameworks' moments
-#: were traced at CP = 1: a rank is taken to hold its s / CP tokens of every tensor they name)
+#: the sequence and tokens of one micro-batch on a device under CP (traced at CP = 1: s / CP of every tensor)
 s_loc = s / CP
 t = b * s_loc
 L = L_d + L_m
@@ -73,48 +60,31 @@ P = b * (n_h / TP) * s_loc ** 2
 d_qk = nt.d_h + d_r
 #: the last layer's saves (MoE when the stage has one, else dense): the view's own, A_{L-1} of STEP.md
 A_last = M_A + has_moe * M_E + (1 - has_moe) * M_D
-#: what transformers' shared experts save (their input, and gate and up outputs, activation output and product:
-#: B_a t h + 4 B_a t h_E N_s); they run last in a MoE layer, so their backward runs first
+#: what transformers' shared experts save (B_a t h + 4 B_a t h_E N_s); they run last, their backward first
 SHARED = B_a * t * h + 4 * B_a * t * nt.h_E * nt.N_s
-#: c_E of STEP.md: what one of transformers' loop experts saves per token copy (its int64 token index, input,
-#: gate-up output, activation output and product, FP32 routing weight, down projection's output and its B_a cast)
+#: c_E of STEP.md: what one of transformers' loop experts saves per token copy
 C_E = 3 * B_a * h + 4 * B_a * nt.h_E + 20
-#: released of a MoE layer once its backward has visited two loop experts: their saves, but the second's int64 token
-#: indices (torch.where: 16 per token copy, held by its IndexBackward0); n_a, n_b their token copies
+#: released once a MoE layer's backward visited two loop experts (n_a, n_b token copies): their saves but the
+#: second's int64 indices (torch.where, held by its IndexBackward0)
 VISITED = 16 * n_b - C_E * (n_a + n_b)
 
-#: a tied head's weight gradient (V / TP x h, in the weight's dtype) when the embedding and the head are on the stage:
-#: the weight is one leaf used twice, so autograd's engine holds the head's gradient in its AccumulateGrad node's
-#: input buffer, from the head's backward until the embedding's backward adds its own (then the sum is the .grad)
+#: a tied head's weight gradient (V / TP x h), held in the AccumulateGrad node's input buffer from the head's backward
+#: until the embedding's adds its own (one leaf used twice)
 TIED = ("tied", "the tied head's weight gradient (B_w V h), held until the embedding's backward adds its own",
         nt.SYMBOLS["u_tw"] * e_E * e_H * nt.B_w * V * h / TP,
         "torch autograd (engine): InputBuffer::accumulate, AccumulateGrad; transformers 5.24 modeling_utils.py: "
         "tie_weights; " + MC + "models/common/language_module/language_module.py: shared_embedding_or_output_weight")
 
 
-def _left_hf():
-    """S_hf of STEP.md: what transformers' layer saved up to its scores (three DeepseekV3RMSNorm, q and k saved by
-    matmul, the FP32 softmax output)."""
-    return ((4 + 2 * B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 2 * B_a * t * (n_h / TP) * d_qk + 4 * P)
-
-
-def _left_mc():
-    """S_mc of STEP.md: what Megatron-Core's layer saved up to its scores (three torch RMSNorms, the up-projections'
-    inputs, four B_a s d_r RoPE saves, q and k)."""
-    return ((8 + B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 4 * B_a * s_loc * d_r
-            + 2 * B_a * t * (n_h / TP) * d_qk)
+#: S_hf and S_mc of STEP.md: what transformers' and Megatron-Core's layer saved up to its scores
+LEFT_HF = (4 + 2 * B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 2 * B_a * t * (n_h / TP) * d_qk + 4 * P
+LEFT_MC = (8 + B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 4 * B_a * s_loc * d_r + 2 * B_a * t * (n_h / TP) * d_qk
 
 
 def _norm(held, kept: str, kept_bytes, src: str, tied: bool) -> Term:
-    """The final RMSNorm's backward, at ``PowBackward0`` of its FP32 ``pow(2)`` (pow_backward: ``grad * (2 *
-    self.pow(1))``, three FP32 t x h tensors at its last multiply): what the end of the forward holds besides the
-    saves (``held``), of the head's saves only ``kept`` (``kept_bytes``: the ids and the norm's FP32 input, which
-    ``PowBackward0`` still holds), the seed, and five FP32 t x h gradients: MeanBackward1's (the mean's expanded
-    gradient), MulBackward0's of the FP32 input (``x * rsqrt``: held until pow's gradient is added to it) and
-    pow_backward's three (torch autograd: tools/autograd/derivatives.yaml ``pow.Tensor_Scalar``; ``src``: the
-    norm's code).  Binds over the head's log-softmax backward when the vocabulary is below about twice h.  ``tied``:
-    the head's weight gradient is held then (:data:`TIED`: transformers; Megatron-Core's tied output layer was
-    measured without it, and its moments are not derived for tied weights)."""
+    """The final RMSNorm's backward at ``PowBackward0`` of its FP32 ``pow(2)`` (torch tools/autograd/derivatives.yaml
+    ``pow.Tensor_Scalar``): ``held`` besides the saves, of the head's saves only ``kept``, the seed and five FP32 t x h
+    gradients; ``tied``: :data:`TIED` held (transformers)."""
     return _term("the final RMSNorm's backward (PowBackward0 of its FP32 pow(2))", src, [
         ("held", "what the end of the forward holds besides the saves", held, STEP),
         ("head", f"released: the head's saves but {kept}", -e_H * (M_H - kept_bytes), src),
@@ -126,9 +96,8 @@ def _norm(held, kept: str, kept_bytes, src: str, tied: bool) -> Term:
 
 
 def _term(meaning: str, prov: str, parts, factor=1, tied=False) -> Term:
-    """A moment of ``parts`` (key, label, bytes, source), each times ``factor`` (when the moment exists); ``tied``:
-    a backward moment after the head's weight gradient is made (:data:`TIED` then held); its id is set by
-    :func:`moments`."""
+    """A moment of ``parts`` (key, label, bytes, source), each times ``factor``; ``tied``: after the head's weight
+    gradient is made (:data:`TIED` held)."""
     return Term("step", meaning, "bytes", prov,
                 tuple(Part(key, label, (factor * expr,), provenance=p)
                       for key, label, expr, p in list(parts) + ([TIED] if tied else [])))
@@ -175,12 +144,13 @@ def _transformers(policy: str) -> Dict[str, Term]:
                         HF + ": DeepseekV3RMSNorm.forward (hidden_states.to(torch.float32).pow(2).mean(-1))", True)
     # the last layer's attention backward (SoftmaxBackward0): binds from s ~ 1024 on the tiny config (STEP.md)
     hv = B_a * t * (n_h / TP) * nt.d_v
+    release = ("head", "released: the head's saves but the input ids (8 b s)" + (
+        "" if policy == "full" else " and the RoPE cos and sin (B_a s d_r each, every layer's)"),
+        -e_H * (M_H - 8 * t - rope), STEP)
     attn = [("held", "what the end of the forward holds besides the saves, less the loss", eof - 4 * e_H, STEP),
-            ("head", "released: the head's saves but the input ids (8 b s)" + (
-                "" if policy == "full" else " and the RoPE cos and sin (B_a s d_r each, every layer's)"),
-             -e_H * (M_H - 8 * t - (0 if policy == "full" else 2 * B_a * s_loc * d_r)), STEP),
+            release,
             ("left", "what the layer saved up to its scores (three RMSNorms, q and k, the FP32 softmax output)",
-             _left_hf() - (A_last if policy != "full" else 0),
+             LEFT_HF - (A_last if policy != "full" else 0),
              HF + ": DeepseekV3Attention.forward, eager_attention_forward"),
             ("grads", "ToCopyBackward0's FP32 gradient of the probabilities and SoftmaxBackward0's FP32 output "
                       "(4 b n_h s^2 each), the residual gradient (B_a t h) and the value's B_a gradient",
@@ -188,15 +158,12 @@ def _transformers(policy: str) -> Dict[str, Term]:
     out["attention"] = _term("the last layer's attention backward (SoftmaxBackward0)",
                              STEP + " (the attention's moments)",
                              attn, has_layers * u_eager, tied=True)
+    # what the last layer's backward starts with
+    start = [("held", "what the end of the forward holds besides the saves", eof, STEP), release,
+             ("grad", "the last layer's output gradient (B_a, model.norm's ToCopyBackward0) and the seed",
+              B_a * t * h + 4 * e_H, STEP)]
     if policy == "none":
-        # a MoE layer's routed experts' backward: every save of the earlier layers still held (STEP.md, "transformers
-        # 5.24, no recomputation: in the routed experts' backward"; binds below s ~ 128 on the tiny config, and at
-        # DeepSeek-V3's dimensions the loop's whole-parameter zero gradient is ~15 GB)
-        start = [("held", "what the end of the forward holds besides the saves", eof, STEP),
-                 ("head", "released: the head's saves but the input ids (8 b s) and the RoPE cos and sin (B_a s d_r "
-                          "each, every layer's)", -e_H * (M_H - 8 * t - 2 * B_a * s_loc * d_r), STEP),
-                 ("grad", "the last layer's output gradient (B_a, model.norm's ToCopyBackward0) and the seed",
-                  B_a * t * h + 4 * e_H, STEP)]
+        # a MoE layer's routed experts' backward, every earlier save held (STEP.md; the loop's zero gradient ~15 GB)
         out["expert_loop"] = _term("the expert loop's backward of a MoE layer, at the second expert it visits "
                                    "(SelectBackward0 of gate_up_proj)",
                                    STEP + " (transformers, no recomputation: the routed experts' backward)",
@@ -214,12 +181,6 @@ def _transformers(policy: str) -> Dict[str, Term]:
                                STEP + " (transformers, no recomputation: the routed experts' backward)",
                                grouped, has_moe * u_grouped, tied=True)
     if policy == "full":
-        # what the last layer's backward starts with: the end of the forward, the head's saves released, the layer's
-        # output gradient and the seed
-        start = [("held", "what the end of the forward holds besides the saves", eof, STEP),
-                 ("head", "released: the head's saves but the input ids (8 b s)", -e_H * (M_H - 8 * t), STEP),
-                 ("grad", "the last layer's output gradient (B_a, model.norm's ToCopyBackward0) and the seed",
-                  B_a * t * h + 4 * e_H, STEP)]
         rebuilt = start + [
             ("layer", "the MoE layer rebuilt, as far as non-reentrant checkpoint's early stop runs it: its saves "
                       "without recomputation, the residual after attention and the routed experts' summed output "
@@ -250,8 +211,7 @@ def _transformers(policy: str) -> Dict[str, Term]:
 
 
 def _grouped_parts(m):
-    """The grouped_mm experts' backward buffers (times ``m``): the engine's sum of the MoE input's gradients and the
-    three FP32 t k x h buffers of the routing-weight multiply."""
+    """The grouped_mm experts' backward buffers, times ``m``."""
     return [("sum", "the engine's sum of the MoE input's gradients from the shared expert's gate and up projections "
                     "(B_a t h)", m * B_a * t * h, "torch autograd (engine)"),
             ("fp32", "three FP32 t k x h buffers: IndexBackward0's gradient and MulBackward0's two products (FP32: the "
@@ -260,12 +220,10 @@ def _grouped_parts(m):
 
 
 def _loop_parts():
-    """P_i of STEP.md less the start of a layer's backward: MoE layer i's expert loop (transformers' eager
-    experts, ``DeepseekV3Experts.forward``) rebuilt, at the ``SelectBackward0`` of the second expert its backward
-    visits (the engine has made one zero gradient of the whole gate_up_proj and holds it while adding it in).
-    ``n_a``, ``n_b``: the token copies the router sent to the last and the second-last expert the layer used (the
-    first two the backward visits); ``j_l``, ``j_m``: the layers and the MoE layers after it on the stage (their
-    backward is over).  Read as 0 when not given: the last layer with the bound that holds for any routing."""
+    """P_i of STEP.md less the start of a layer's backward: MoE layer i's expert loop (``DeepseekV3Experts.forward``)
+    rebuilt, at the ``SelectBackward0`` of the second expert its backward visits. ``n_a``, ``n_b``: the token copies of
+    the last and second-last expert the layer used; ``j_l``, ``j_m``: the layers and MoE layers after it on the stage; 0
+    when not given (the bound for any routing)."""
     return [("after", "released: the later layers' checkpointed inputs (B_a t h each) and wrapped numbers",
              -j_l * B_a * t * h - 8 * (u_eager * j_l + j_m),
              "torch/utils/checkpoint.py; " + HF + ": eager_attention_forward, DeepseekV3MoE.route_tokens_to_experts"),
@@ -286,10 +244,7 @@ def _loop_parts():
 
 
 def _loop_parts_none():
-    """Q_i of STEP.md less the start of a layer's backward, without recomputation: MoE layer i's expert loop
-    (``DeepseekV3Experts.forward``) at the ``SelectBackward0`` of the second expert its backward visits, every save of
-    the earlier layers held.  The routing symbols as in :func:`_loop_parts` (0: the stage's last layer and the bound
-    for any routing); the layers after layer i have released their saves."""
+    """Q_i of STEP.md: :func:`_loop_parts` without recomputation, every save of the earlier layers held."""
     # the transient and the backward's buffers are those of the rebuilt layer's (the same nodes, the same tensors)
     select, grads = _loop_parts()[2:]
     return [("after", "released: the saves and wrapped numbers of the layers after it (their backward is over)",
@@ -351,7 +306,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
                 eof - has_moe * tn + (4 if policy == "partial" else 0), STEP),
                release,
                ("left", "what the last layer saved up to its scores (three RMSNorms, the up-projections' inputs, the "
-                        "RoPE saves, q and k) in place of its saves", _left_mc() - A_last,
+                        "RoPE saves, q and k) in place of its saves", LEFT_MC - A_last,
                 MC + "transformer/multi_latent_attention.py; transformer/dot_product_attention.py"),
                ("scores",
                 "baddbmm's output (B_a b n_h s^2: beta 0 returns a new tensor), input.float()'s FP32 copy and "
@@ -369,7 +324,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
                 eof - 12, STEP),
                release,
                ("left", "what the last layer saved up to its scores in place of its saves, and the router's int64 "
-                        "top-k indices (still held by a node not yet run)", _left_mc() + 8 * t * k - A_last, STEP),
+                        "top-k indices (still held by a node not yet run)", LEFT_MC + 8 * t * k - A_last, STEP),
                ("recomputed", "the recomputed FP32 softmax (4 b n_h s^2), the bool causal mask, the context "
                               "CheckpointFunction.backward holds as outputs (B_a t n_h d_v), the checkpoint's value",
                 4 * P + s_loc ** 2 + 2 * hv, MC + "transformer/attention.py: _checkpointed_attention_forward"),
@@ -383,7 +338,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
         first = [("held", "what the end of the forward holds besides the saves, the loss tracker (4 L) and 8 bytes of "
                           "0-dim values", eof + 4 * L + 8, STEP),
                  release,
-                 ("left", "what the first layer, rebuilt, saved up to its scores", _left_mc(), STEP),
+                 ("left", "what the first layer, rebuilt, saved up to its scores", LEFT_MC, STEP),
                  ("recomputed", "the recomputed FP32 softmax and the softmax backward's FP32 gradient and output "
                                 "(4 b n_h s^2 each), the bool causal mask, the context's gradient",
                   12 * P + s_loc ** 2 + hv, soft),
@@ -418,8 +373,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
 
 @lru_cache(maxsize=None)
 def moments(framework: str, policy: str) -> Dict[str, Term]:
-    """{moment: Term} of ``framework`` (:data:`FRAMEWORKS`) under ``policy`` (:data:`POLICIES`): each moment's
-    bytes above one micro-batch's end-of-forward activations."""
+    """{moment: Term} of ``framework`` under ``policy``: bytes above one micro-batch's end of the forward."""
     if framework not in FRAMEWORKS or policy not in POLICIES:
         raise ValueError((framework, policy))
     made = {"paper": _paper, "transformers": _transformers, "mcore": _mcore}[framework](policy)
@@ -427,8 +381,7 @@ def moments(framework: str, policy: str) -> Dict[str, Term]:
 
 
 def in_terms(expr: sp.Expr, kinds, at, none) -> sp.Expr:
-    """``expr`` (a moment) with each kind's symbol replaced by the view's activation term (``at``: {kind: Term}) and
-    its :data:`NONE_OF` symbol by the term without recomputation (``none``); ``kinds``: {kind: symbol}."""
+    """``expr`` with the kinds' symbols as the view's terms (``at``), :data:`NONE_OF` ones as ``none``'s."""
     rep = {_S(sym): at[k].expr for k, sym in kinds.items() if k in at}
     rep.update({_S(NONE_OF[sym]): none[k].expr for k, sym in kinds.items() if k in none and sym in NONE_OF})
     return expr.xreplace(rep)

@@ -1,20 +1,7 @@
-"""The per-device total of one pipeline stage, symbolic in everything (Sec. 4-6 assembled).
-
-The memory of one device is the sum of four components (Table 8 + Table 10):
-
-  weights, gradients, optimizer states   ``zero.<component>.<replicated|sharded>`` chosen by the ZeRO stage (Sec. 4)
-                                         (or the conventions' weight side: Megatron's shard, TP-split shared experts)
-  activations of one micro-batch          ``act.stage`` of the training's view (derivations/activations/__init__.py)
-
-:func:`component_ids` is the one statement of that composition: ``derivations.device``
-evaluates it exactly, the search compiles it, sensitivity and fit differentiate and solve
-it.  Every term is symbolic in the model dimensions, b, s, the parallel degrees, the bytes
-per element and the stage composition L_d, L_m, e_E, e_H, so *one* expression covers every
-stage of every layout.  The Sec. 6 peak is :func:`derivations.overheads.peak`.
-
-Pipeline schedules (micro-batches in flight, DualPipe's two stages) are not part of this
-one-micro-batch view: :func:`component_ids` refuses a training with a schedule.
-"""
+"""The per-device total of one pipeline stage, symbolic in everything (Sec. 4-6 assembled): weights, gradients and
+optimizer states (``zero.<component>.<replicated|sharded>`` by the ZeRO stage, or the conventions' weight side) plus one
+micro-batch's ``act.stage`` of the view. :func:`component_ids` is the one statement of that sum, symbolic in L_d, L_m,
+e_E, e_H so one expression covers every stage; it refuses a training with a schedule."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -22,7 +9,12 @@ from typing import Dict, Tuple
 
 from symbolic.term import Term, combine
 
-from derivations import variant, config as cfg
+from derivations import evaluate as ev, notation as nt, variant, config as cfg
+from derivations.activations import view_terms
+from derivations.activations.shape import of_model
+from derivations.activations.view import View
+from derivations.assembly import schedules, step_names, step_terms
+from derivations.tensors import B_IS_1
 from derivations.assembly.sides import COMPONENTS, device_component_ids as component_ids  # noqa: F401
 from derivations.config import RECOMPUTE, ZERO_NAMES, ConfigError, Training
 import sympy as sp
@@ -34,11 +26,7 @@ def policies() -> Tuple[str, ...]:
 
 def choices(model, zeros=(0, 1, 2, 3), recompute=None,
             training: Training | None = None) -> Dict[Tuple[int, str], Dict[str, str]]:
-    """{(ZeRO stage, policy): {component: term id}} for a search over those choices.
-
-    Together they use few distinct terms (three components x replicated/sharded, one
-    activation term per policy); a search evaluates each once and picks per configuration.
-    """
+    """{(ZeRO stage, policy): {component: term id}} of a search over those choices."""
     base = training or Training()
     return {(z, r): component_ids(model, replace(base, zero=z, recompute=r, recompute_ops=()))
             for z in zeros for r in (recompute or policies())}
@@ -61,13 +49,8 @@ def components(model, training: Training) -> Dict[str, Term]:
 
 
 def device_components(model, layout, training: Training, index: int) -> Dict[str, object]:
-    """{component: expression} of device ``index`` (b and s symbolic): the paper's view, the
-    terms at its stage; under a pipeline schedule the model states of the stages it holds (two
-    under DualPipe) and n_fl x the activations of each chunk it runs, as ``derivations.device``
-    assembles them (every term is linear in the stage composition L_d, L_m, e_E, e_H)."""
-
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations.assembly import schedules
+    """{component: expression} of device ``index`` (b and s symbolic): the model states of the stages it holds and n_fl
+    x the activations of each chunk it runs, as device.py assembles them."""
     if training.virtual_layers is not None:  # the closed forms count each rank's layers in V equal chunks
         raise ConfigError("virtual-layers", "--virtual-layers (a simulated interleaved order) has no closed form "
                                             "here; use it with memsym estimate")
@@ -96,19 +79,8 @@ def device_total(model, training: Training) -> Term:
 
 
 def step_expression(model, training, st, term_id: str, at: int = None):
-    """The moment ``term_id`` (``step.<framework>.<policy>.<moment>``, derivations/assembly/step_terms.py) of stage
-    ``st`` as an expression in b and s: the kinds' symbols replaced by the view's activation terms (and,
-    M_X0, the same conventions' without recomputation), less the head's cross-entropy transient the moments
-    replace; b = 1's storage indicator at its value at b = ``at`` (default: the training's b), the stage's
-    composition substituted."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations import evaluate as ev
-    from derivations import notation as nt
-    from derivations.activations import view_terms
-    from derivations.activations.shape import of_model
-    from derivations.activations.view import View
-    from derivations.assembly import step_names, step_terms
-    from derivations.tensors import B_IS_1
+    """The moment ``term_id`` (step_terms.py) of stage ``st`` in b and s: the kinds' symbols replaced by the view's
+    terms (M_X0: without recomputation), less the head's cross-entropy transient; b = 1's indicator at b = ``at``."""
     _, framework, policy, moment = term_id.split(".")
     expr = step_terms.moments(framework, policy)[moment].expr
     plain, bare = step_names.trainings(training)

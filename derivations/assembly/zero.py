@@ -1,27 +1,21 @@
-"""Sec. 4: ZeRO (Tables 7-8).
-
-Bytes per element are the symbols of Table 7 (B_w, B_g, B_m, B_1, B_2), so FP32 moments
-or BF16 gradients are one substitution away.  Non-MoE parameters P_n (and their
-gradients and optimizer states) are sharded over DP, MoE parameters P_m over EDP:
+"""Sec. 4: ZeRO (Tables 7-8). Bytes per element are Table 7's symbols (B_w, B_g, B_m, B_1, B_2); P_n shards over DP, P_m
+over EDP:
 
   none          weights B_w(P_n+P_m), grads B_g(P_n+P_m), optimizer (B_m+B_1+B_2)(P_n+P_m)
   os            optimizer sharded: (B_m+B_1+B_2)(P_n/DP + P_m/EDP)
   os+g          gradients sharded too
-  os+g+params   weights sharded too
-
-Each component has a ``replicated`` and a ``sharded`` term; :func:`component_terms`
-picks them for a ZeRO stage.
-"""
+  os+g+params   weights sharded too"""
 from __future__ import annotations
 
 
+from derivations.assembly.sides import SHARDED_FROM, component_ids
 from derivations.notation import B_1, B_2, B_g, B_m, B_w, CP, DP, EDP
 from symbolic.term import Part, Term
 
 COMPONENTS = (
-    ("weights", "weights", (B_w,), 3, "Table 7: BF16 weights"),
-    ("gradients", "gradients", (B_g,), 2, "Table 7: FP32 gradients"),
-    ("optimizer", "optimizer states (master copy, momentum, variance)", (B_m + B_1 + B_2,), 1,
+    ("weights", "weights", (B_w,), "Table 7: BF16 weights"),
+    ("gradients", "gradients", (B_g,), "Table 7: FP32 gradients"),
+    ("optimizer", "optimizer states (master copy, momentum, variance)", (B_m + B_1 + B_2,),
      "Table 7: FP32 master + BF16 momentum + BF16 variance"),
 )
 
@@ -32,28 +26,18 @@ def component_terms(zero_stage: int):
 
 
 def sharding_terms(prefix, P_n, P_m, provenance="Sec. 4, Table 8", non_moe_over=(DP, CP)):
-    """``<prefix>.<component>.<replicated|sharded>`` for parameters P_n (over ``non_moe_over``)
-    and P_m (over EDP).
-
-    Non-MoE parameters are replicated on every data-parallel and context-parallel rank, so
-    ZeRO shards them over DP CP (the paper's DP, as it has CP = 1); experts over EDP.  ``P_m`` None: a
-    model without experts (no MoE row)."""
+    """``<prefix>.<component>.<replicated|sharded>`` for P_n (over ``non_moe_over``, default DP CP: the paper's DP, as
+    it has CP = 1) and P_m (over EDP; None: no experts)."""
     over_text = "DP" if tuple(non_moe_over) == (DP,) else "DP CP"
-    for name, meaning, nbytes, level, dtype in COMPONENTS:
+    for name, meaning, nbytes, dtype in COMPONENTS:
         moe = () if P_m is None else (Part("moe", "MoE P_m", nbytes + (P_m,)),)
         yield Term(f"{prefix}.{name}.replicated", f"bytes of {meaning} on one device without ZeRO sharding", "bytes",
                    f"{provenance} ({dtype})", (Part("non_moe", "non-MoE P_n", nbytes + (P_n,)),) + moe)
         moe = () if P_m is None else (Part("moe", "MoE P_m / EDP", nbytes + (P_m,), (EDP,)),)
         yield Term(f"{prefix}.{name}.sharded", f"bytes of {meaning} on one device, sharded by ZeRO "
                                                f"(P_n over {over_text}" + (")" if P_m is None else ", P_m over EDP)"),
-                   "bytes", f"{provenance}, ZeRO-{level}+ ({dtype})",
+                   "bytes", f"{provenance}, ZeRO-{SHARDED_FROM[name]}+ ({dtype})",
                    (Part("non_moe", f"non-MoE P_n / {over_text}", nbytes + (P_n,), tuple(non_moe_over)),) + moe)
-
-
-def component_ids(prefix: str, zero_stage: int):
-    """{component: term id} under ``prefix`` for a ZeRO stage (0-3)."""
-    return {name: f"{prefix}.{name}.{'sharded' if zero_stage >= level else 'replicated'}"
-            for name, _, _, level, _ in COMPONENTS}
 
 
 def terms(reg, family, flags):

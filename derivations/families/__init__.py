@@ -41,7 +41,7 @@ class Kind:
     per: str = "layers"
 
 
-#: The shared sections, in the order they build a registry (derivations/terms.py ``_make``).
+#: The shared sections, in the order they build a registry (derivations/terms.py ``_build``).
 SECTIONS = ("parameters", "static", "zero", "activations", "overheads", "conventions")
 
 

@@ -1,11 +1,6 @@
-"""The paper's printed formulas (Sec. 5.1-5.2, Table 10) against the terms.
-
-``paper/formulas.toml`` holds each formula as the paper prints it (M_1^A at TP2@SP2 and
-without parallelism, M_2^A, M_1^E, M_2^E, the rows of Table 10), with the term and the
-setting it is printed at.  :func:`run` reads every formula (and its LaTeX spelling, where
-given) with :func:`derivations.verify.verify` and returns one :class:`FormulaCheck` each;
-``memsym reproduce`` includes them in its summary and fails when one does not verify.
-"""
+"""The paper's printed formulas (Sec. 5.1-5.2, Table 10; ``paper/formulas.toml``: the text, LaTeX where given, the term
+and the setting) verified against the terms (:func:`derivations.paper.verify.verify`) by ``memsym reproduce``, which
+fails when one does not verify."""
 from __future__ import annotations
 
 import tomllib

@@ -1,24 +1,8 @@
-"""The paper's printed numbers (``paper/printed.toml``) against derived values.
-
-Each entry records where the number is printed (table, row, column), the text as
-printed, its value, unit and printed precision, and the term(s) it checks with the
-configuration at which to evaluate them.  A comparison says:
-
-  agrees        the derived value rounds to the printed one at the printed precision;
-  discrepancy   it does not, the entry states the known cause (its ``discrepancy`` field in
-                ``paper/printed.toml``) and the derived value equals the exact value the
-                entry pins (``derived_exact``);
-  UNEXPLAINED   it does not and no cause is recorded: a failure;
-  stale         the entry records a cause but the numbers now agree: also a failure;
-  MISMATCH      the entry pins ``derived_exact`` and the derived value differs from it: a
-                failure whatever the printed number (a cause excuses the paper's rounding,
-                not a wrong derivation);
-  UNPINNED      a discrepancy with a cause but no pinned exact value: a failure (the data
-                file's loader rejects such an entry; this covers entries built in code).
-
-``derived_exact`` is in params for params and B entries, in bytes for bytes and GB entries
-(the exact value ``Result.derived_exact`` reports), written as an integer or rational string.
-"""
+"""The paper's printed numbers (``paper/printed.toml``) against derived values: ``agrees`` (rounds to the printed one at
+its precision), ``discrepancy`` (it does not, the entry records the cause and pins the exact derived value
+``derived_exact``, in params for params and B entries, in bytes for bytes and GB), and the failures ``UNEXPLAINED`` (no
+cause recorded), ``stale`` (a cause, but the numbers agree), ``MISMATCH`` (the derived value is not the pinned one) and
+``UNPINNED`` (a cause without a pinned value)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -74,13 +58,9 @@ class Result:
         return self.status in ("agrees", "discrepancy")
 
     def derived_text(self) -> str:
-        return fmt_decimals(self.derived, self.entry.decimals)
-
-
-def fmt_decimals(x: Fraction, decimals: int) -> str:
-    q = Decimal(1).scaleb(-decimals)
-    d = (Decimal(x.numerator) / Decimal(x.denominator)).quantize(q, rounding=ROUND_HALF_EVEN)
-    return f"{d:,}" if decimals == 0 else f"{d:,.{decimals}f}"
+        x, decimals = self.derived, self.entry.decimals
+        d = (Decimal(x.numerator) / Decimal(x.denominator)).quantize(Decimal(1).scaleb(-decimals), ROUND_HALF_EVEN)
+        return f"{d:,}" if decimals == 0 else f"{d:,.{decimals}f}"
 
 
 def rounds_to(x: Fraction, printed: Fraction, decimals: int) -> bool:
@@ -90,8 +70,7 @@ def rounds_to(x: Fraction, printed: Fraction, decimals: int) -> bool:
 
 
 def load(path: Optional[Path] = None) -> Tuple[Dict, List[Entry]]:
-    """Read the paper data file: (meta, entries).  Raises ConfigError (a ValueError; the command
-    line exits 2 with one line) naming a malformed entry."""
+    """Read the paper data file: (meta, entries); ConfigError names a malformed entry."""
     path = Path(path or PAPER_DIR / "printed.toml")
     data = tomlfile.read(path, PAPER_DATA, lambda p, _, message: ConfigError("paper-data", f"{p}: {message}"))
     if not data.get("entry") and not data.get("rederived"):
@@ -123,8 +102,7 @@ def load(path: Optional[Path] = None) -> Tuple[Dict, List[Entry]]:
 
 
 def _pinned(raw) -> Optional[Fraction]:
-    """The entry's ``derived_exact``: an exact integer or rational (string or TOML integer, never a
-    float); required when the entry records a discrepancy."""
+    """The entry's ``derived_exact``: an exact integer or rational (never a float)."""
     pin = raw.get("derived_exact")
     if pin is None:
         if raw.get("discrepancy"):

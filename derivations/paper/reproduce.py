@@ -1,8 +1,5 @@
-"""Recompute every printed number of the paper (``paper/printed.toml``) and judge it.
-
-Each entry is evaluated twice: exactly (rationals) and through the lambdified numpy
-functions; both must tell the same story.
-"""
+"""Recompute every printed number of the paper (``paper/printed.toml``), exactly and through the lambdified numpy
+functions, and judge it."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -18,8 +15,7 @@ from derivations import build
 
 def _resolve(meta, entry):
     model = cfg.load_model(meta.get("model", "deepseek-v3"))
-    lay = dict(meta.get("layout", {}))
-    layout = cfg.Layout(**lay)
+    layout = cfg.Layout(**dict(meta.get("layout", {})))
     tr = dict(meta.get("training", {}))
     at = dict(entry.at)
     for k in ("mbs", "seq", "zero", "recompute"):
@@ -39,12 +35,9 @@ def _resolve(meta, entry):
 
 
 def _expr(terms, ref: str):
-    if ":" in ref:
-        tid, key = ref.split(":", 1)
-        t = terms[tid]
-        return t.part(key).expr, t.unit
-    t = terms[ref]
-    return t.expr, t.unit
+    tid, _, key = ref.partition(":")  # a term, or one part of it (``id:part``)
+    t = terms[tid]
+    return (t.part(key).expr if key else t.expr), t.unit
 
 
 def run(path=None) -> List[Result]:

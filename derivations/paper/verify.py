@@ -1,17 +1,10 @@
 """Verify hand derivations: a formula typed in the paper's notation against a term.
 
 :func:`verify` reads the formula (:mod:`symbolic.formula`: a whitelist parser, nothing is evaluated), applies the
-assumptions to both sides and decides equality symbolically; when they differ it reports the simplified
-difference (term minus formula), the monomials that differ and the term's tensors that carry them, and the
-difference in bytes at the paper's configuration (Tables 5 and 9: DeepSeek-v3, b=1, s=4096, DP32 TP2 SP2 PP16 EP8
-ETP1 CP1, stage 1: L_d=0, L_m=4; the assumptions take precedence).
-
-Substituted on both sides: the ``--assume`` values (``TP=2``, ``SP=TP``, ``EP=N/32``), which always win; the
-derived ``E_token`` and ``EDP``; and, for each symbol the formula does not mention, the paper's conventions
-(:func:`paper_defaults`: Table 7's bytes, ``d_v = d_h``, the extension symbols at the paper's values,
-``CP = ETP = 1``).  Everything else stays symbolic: a term with ``TP`` against a formula with ``/2`` differs, and
-the hints say which symbols to assume.
-"""
+assumptions to both sides and decides equality symbolically; when they differ it reports the difference (term minus
+formula), the differing monomials and the term's tensors carrying them, and the difference in bytes at the paper's
+configuration (Tables 5 and 9). ``--assume`` values always win; symbols the formula does not mention take the paper's
+conventions (:func:`paper_defaults`); everything else stays symbolic."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -36,18 +29,12 @@ SYMBOLS_HELP = "`memsym verify --help`"
 
 
 def paper_defaults() -> Dict[sp.Symbol, sp.Expr]:
-    """The paper's conventions, applied to symbols a formula does not mention.
-
-    Bytes per element (:data:`derivations.notation.PAPER_BYTES`), the identities that turn
-    our notation into the paper's (:data:`derivations.notation.PAPER_IDENTITIES`: d_v = d_h,
-    ...), the values of extension symbols that reproduce the paper (``EXTENSION_DEFAULTS``),
-    CP = 1 and ETP = 1.
-    """
+    """The paper's conventions for symbols a formula does not mention: Table 7's bytes (``PAPER_BYTES``),
+    ``PAPER_IDENTITIES`` (d_v = d_h, ...), ``EXTENSION_DEFAULTS``, CP = ETP = 1."""
     out: Dict[sp.Symbol, sp.Expr] = {k: sp.Integer(v) for k, v in nt.PAPER_BYTES.items()}
     out.update({k: sp.sympify(v) for k, v in getattr(nt, "EXTENSION_DEFAULTS", {}).items()})
     out.update({k: sp.sympify(v) for k, v in nt.PAPER_IDENTITIES.items()})
-    out[nt.CP] = sp.Integer(1)
-    out[nt.ETP] = sp.Integer(1)
+    out.update({nt.CP: sp.Integer(1), nt.ETP: sp.Integer(1)})
     return out
 
 
@@ -63,17 +50,9 @@ class Monomial:
 
 @dataclass
 class VerifyResult:
-    """The verdict of :func:`verify` and everything that explains it.
-
-    equal: the formula equals the term under the assumptions.
-    difference: term minus formula, simplified (0 when equal).
-    monomials: the monomials whose coefficients differ, with the term's parts carrying them.
-    defaults: the paper's conventions that applied.
-    bytes_at_paper: the difference in bytes at the paper's configuration (None if it
-        cannot be evaluated); ``value_at_paper`` is the same in the term's unit.
-    explanation: the term's tensors the difference is a multiple of; hints: what to assume.
-    display: the term in its per-row form at the substitution (None if unavailable).
-    """
+    """The verdict of :func:`verify` and what explains it: ``difference`` term minus formula, ``monomials`` those whose
+    coefficients differ, ``bytes_at_paper`` (``value_at_paper`` in the term's unit) at the paper's configuration or
+    None, ``explanation`` the tensors the difference is a multiple of, ``display`` the term per row."""
 
     formula_text: str
     against: str
@@ -150,37 +129,16 @@ def leaves(parts, terms, subs) -> List[Leaf]:
 
 
 # ------------------------------------------------------------------------- the paper's setting
-def model_spec(model):
-    """The ModelSpec of a preset name, a ModelSpec, or None (DeepSeek-v3)."""
-    if model is None:
-        return cfg.PRESETS["deepseek-v3"]
-    if isinstance(model, str):
-        return cfg.load_model(model)
-    return model
-
-
-def paper_substitution(model) -> Tuple[Dict, str]:
-    """The paper's configuration (Tables 5 and 9, stage 1) for ``model``, and its description."""
-    layout, training = cfg.Layout(), cfg.Training()
-    comp = cfg.stage(model, layout, 1)
-    subs = cfg.substitution(model, layout, training, comp)
-    desc = (f"{model.name}, b={training.mbs} s={training.seq} DP{layout.dp} TP{layout.tp} SP{layout.SP} "
-            f"PP{layout.pp} EP{layout.ep} ETP{layout.etp} CP{layout.cp}, stage 1 (L_d={comp.dense}, L_m={comp.moe})")
-    return subs, desc
-
-
-def stage_assumptions(stage: int, model=None) -> Dict[sp.Symbol, sp.Expr]:
-    """L_d, L_m, e_E, e_H of pipeline stage ``stage`` of the paper's layout (Table 4)."""
-    comp = cfg.stage(model_spec(model), cfg.Layout(), stage)
-    return {k: sp.Integer(v) for k, v in comp.values().items()}
-
-
 def _at_paper(model, term: Term, cmp: Comparison, assumptions) -> Tuple[Optional[Fraction], Optional[Fraction], str]:
-    """(value, bytes, description) of term - formula at the paper's configuration."""
+    """(value, bytes, description) of term - formula at the paper's configuration (Tables 5 and 9, stage 1)."""
+    layout, training = cfg.Layout(), cfg.Training()
     try:
-        paper, desc = paper_substitution(model)
+        comp = cfg.stage(model, layout, 1)
+        paper = cfg.substitution(model, layout, training, comp)
     except ConfigError as exc:
         return None, None, f"unavailable: {exc}"
+    desc = (f"{model.name}, b={training.mbs} s={training.seq} DP{layout.dp} TP{layout.tp} SP{layout.SP} "
+            f"PP{layout.pp} EP{layout.ep} ETP{layout.etp} CP{layout.cp}, stage 1 (L_d={comp.dense}, L_m={comp.moe})")
     at = paper_defaults()
     at.update(paper)
     at.update(assumptions)
@@ -213,50 +171,37 @@ def _hints(cmp: Comparison) -> List[str]:
     return hints
 
 
-def _differences(cmp: Comparison, parts, terms) -> Tuple[List[Monomial], List[str]]:
-    """The monomials that differ (with the term's tensors carrying them) and the tensors
-    the difference is a multiple of."""
-    found = leaves(parts, terms, cmp.substitution)
-    monomials = [Monomial(m, tc, fc, carriers(m, found)) for m, (tc, fc) in cmp.coefficients.items()]
-    monomials.sort(key=lambda m: monomial_rank(m.monomial))
-    explanation = [f"term - formula = {n} x ({' + '.join(keys)}) of the term: {'; '.join(labels)}"
-                   for n, keys, labels in multiples(cmp.delta, found)]
-    return monomials, explanation
-
-
 def _display(term: Term, parts, subs) -> Optional[sp.Expr]:
     """The term (or its one selected part) in per-row form at ``subs``; a courtesy: None on failure."""
     try:
         if len(parts) == len(term.parts):
             return term.display(subs)
-        if len(parts) == 1:
-            return parts[0].display(subs)
+        return parts[0].display(subs) if len(parts) == 1 else None
     except Exception:  # the verdict never depends on it
         return None
-    return None
 
 
 def verify(formula: str, against, assume=None, model=None, stage: Optional[int] = None) -> VerifyResult:
-    """Is ``formula`` equal to the term ``against`` under ``assume``?
-
-    formula: plain text or LaTeX in the paper's notation (``4bsh/2 + 2bs(d_cq + d_c) + ...``).
-    against: a term id (``act.mla.layer``), ``id:part`` or ``id:part+part`` (``act.stage:mla``),
-        or a Term.
-    assume: ``{"TP": 2, "SP": 2}``, ``["TP=2", "SP=2"]`` or ``"TP=2 SP=2"``.
-    model: preset name or ModelSpec (decides which terms exist and the paper configuration).
-    stage: shorthand for the composition (L_d, L_m, e_E, e_H) of a stage of the paper's layout.
-
-    Raises :class:`~symbolic.formula.FormulaError` (a ConfigError) for input that cannot be read.
-    """
-    model = model_spec(model)
+    """Is ``formula`` (plain text or LaTeX) equal to ``against`` (a term id, ``id:part+part`` or a Term) under
+    ``assume`` (a dict, ``["TP=2"]`` or ``"TP=2 SP=2"``)? ``model``: preset name or ModelSpec; ``stage``: that stage's
+    L_d, L_m, e_E, e_H. FormulaError (a ConfigError) on unreadable input."""
+    model = cfg.PRESETS["deepseek-v3"] if model is None else cfg.load_model(model) if isinstance(model, str) else model
     parsed = parse_formula(formula, symbols_help=SYMBOLS_HELP)
-    assumptions = stage_assumptions(stage, model) if stage is not None else {}
+    # --stage: L_d, L_m, e_E, e_H of that stage of the paper's layout (Table 4)
+    assumptions = ({k: sp.Integer(v) for k, v in cfg.stage(model, cfg.Layout(), stage).values().items()}
+                   if stage is not None else {})
     assumptions.update(parse_assumptions(assume, SYMBOLS_HELP))
     terms = build(model)
     label, term, parts = resolve_term(against, terms)
     cmp = compare(sp.Add(*[p.expr for p in parts]), parsed.expr, assumptions, paper_defaults(),
                   {nt.SYMBOLS[n] for n in parsed.mentioned}, sides=("the term", "the formula"))
-    monomials, explanation = _differences(cmp, parts, terms) if not cmp.equal else ([], [])
+    monomials, explanation = [], []
+    if not cmp.equal:  # the differing monomials (with the term's tensors carrying them), the difference's multiples
+        found = leaves(parts, terms, cmp.substitution)
+        monomials = sorted((Monomial(m, tc, fc, carriers(m, found)) for m, (tc, fc) in cmp.coefficients.items()),
+                           key=lambda m: monomial_rank(m.monomial))
+        explanation = [f"term - formula = {n} x ({' + '.join(keys)}) of the term: {'; '.join(labels)}"
+                       for n, keys, labels in multiples(cmp.delta, found)]
     value, nbytes, paper_desc = _at_paper(model, term, cmp, assumptions)
     return VerifyResult(
         formula_text=formula, against=label, term_meaning=term.meaning,
