@@ -16,7 +16,6 @@ _API = ("Result", "Verdict", "estimate", "params", "fit", "search", "sensitivity
 
 def __getattr__(name):
     if name in _API:
-        # lazy: modules this module's importers do not need (--help stays instant)
         from . import api
         return getattr(api, name)
     raise AttributeError(f"module 'memsym' has no attribute {name!r}")

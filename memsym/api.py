@@ -24,36 +24,23 @@ from .commands.common import finish, json_default
 from .commands.keywords import namespace
 
 
-def _run(command: str, positional: List[str], options: Dict[str, Any]) -> Dict:
-    args = _args(command, positional, options)
-    return importlib.import_module(f"memsym.commands.{command}").data(args)
-
-
-def _args(command: str, positional: List[str], options: Dict[str, Any]):
-    """The options of ``command`` for these keywords (memsym/commands/keywords.py: each stored by its
-    option's own type and action, no argv built), resolved as the command line resolves them; the model
-    is set as the ModelSpec it stands for (never typed back as text and read again: the spec given is
-    the spec evaluated)."""
+def _run(command: str, options: Dict[str, Any], positional: List[str] = ()) -> "Result":
+    """The command's result for these keywords: each stored by its option's own type and action
+    (memsym/commands/keywords.py, no argv built), resolved as the command line resolves them; the model set as
+    the ModelSpec it stands for (never typed back as text and read again: the spec given is the spec evaluated)."""
     options = dict(options)
     model = options.pop("model", None)
     args = namespace(command, options, positional)
     args.json = True
     if model is not None:
         args.model = _spec(model)
-    finish(args)  # as the command line: presets resolved, contradictions refused
-    return args
-
-
-def _plain(data) -> Any:
-    """The JSON value of ``data`` (what the CLI prints): exact numbers as the CLI writes them."""
-    return json.loads(json.dumps(data, default=json_default))
+    finish(args)
+    return Result(command, importlib.import_module(f"memsym.commands.{command}").data(args))
 
 
 def _spec(model):
-    """The ModelSpec of ``model``: itself, validated as a config.json's fields are (a spec built or changed by
-    hand: types, ranges, relations), and named by what it is when it is a preset changed by hand (the
-    preset's name would call it what it no longer is); or the preset or config.json a text names (read once,
-    now)."""
+    """The ModelSpec of ``model``: a spec itself, validated as a config.json's fields are (presets.checked), or the
+    preset or config.json a text names (read once, now)."""
     if isinstance(model, (str, os.PathLike)):
         return load(os.fspath(model))
     if isinstance(getattr(type(model), "family", None), str):  # a family's model spec (ModelSpec for DeepSeek)
@@ -67,7 +54,7 @@ class Result:
 
     def __init__(self, command: str, data: Dict):
         self._command = command
-        self._data = _plain(data)
+        self._data = json.loads(json.dumps(data, default=json_default))  # exact numbers as the CLI writes them
 
     def to_dict(self) -> Dict:
         return json.loads(json.dumps(self._data))
@@ -82,8 +69,7 @@ class Result:
         return len(self._data)
 
     def __getattr__(self, name):
-        # (only the JSON's fields: a private or special name is not looked up here, so copy, deepcopy and pickle,
-        # which ask for __deepcopy__ and __setstate__ of an instance not yet filled, see a plain object)
+        # (a private or special name is not a field: copy and pickle see a plain object)
         data, command = self.__dict__.get("_data"), self.__dict__.get("_command", "memsym")
         if not name.startswith("_") and isinstance(data, dict) and name in data:
             return _wrap(command, data[name], name)
@@ -179,33 +165,33 @@ def _wrap(command, value, name=None):
 
 def estimate(model=None, **options) -> Result:
     """``memsym estimate``: per-device parameters and bytes of one stage (Tables 6, 8, 10)."""
-    return Result("estimate", _run("estimate", [], dict(options, model=model)))
+    return _run("estimate", dict(options, model=model))
 
 
 def params(model=None, **options) -> Result:
     """``memsym params``: parameters per layer kind, per stage and in total (Tables 3-4)."""
-    return Result("params", _run("params", [], dict(options, model=model)))
+    return _run("params", dict(options, model=model))
 
 
 def fit(model=None, *, hbm: str = None, **options) -> Result:
     """``memsym fit``: the largest micro-batch (``solve="mbs"``) or sequence (``"seq"``) that fits ``hbm``."""
-    return Result("fit", _run("fit", [], dict(options, model=model, hbm=hbm)))
+    return _run("fit", dict(options, model=model, hbm=hbm))
 
 
 def search(model=None, *, gpus: int, hbm: str = None, **options) -> Result:
     """``memsym search``: every valid layout of ``gpus`` GPUs, and those that fit ``hbm``."""
-    return Result("search", _run("search", [], dict(options, model=model, gpus=gpus, hbm=hbm)))
+    return _run("search", dict(options, model=model, gpus=gpus, hbm=hbm))
 
 
 def sensitivity(model=None, *, wrt: str = None, **options) -> Result:
     """``memsym sensitivity``: derivatives, elasticities and finite differences with respect to ``wrt``
     (default: the command line's)."""
-    return Result("sensitivity", _run("sensitivity", [], dict(options, model=model, wrt=wrt)))
+    return _run("sensitivity", dict(options, model=model, wrt=wrt))
 
 
 def compare(model=None, **options) -> Result:
     """``memsym compare``: the paper, Megatron-LM and ModelZoo conventions with the waterfall between them."""
-    return Result("compare", _run("compare", [], dict(options, model=model)))
+    return _run("compare", dict(options, model=model))
 
 
 def verify(formula: str, against: str, model=None, **options) -> Result:
@@ -215,13 +201,11 @@ def verify(formula: str, against: str, model=None, **options) -> Result:
         assume = [f"{k}={v}" for k, v in assume.items()]
     elif isinstance(assume, str):
         assume = assume.split()
-    return Result("verify", _run("verify", [formula], dict(options, model=model, against=against,
-                                                          assume=assume or None)))
+    return _run("verify", dict(options, model=model, against=against, assume=assume or None), [formula])
 
 
 def terms(model=None):
     """Every base term of ``model`` (a frozen registry: id -> :class:`symbolic.term.Term`)."""
-    # lazy: sympy (only this path needs it)
     from derivations import build
     return build(model if hasattr(model, "structure") else load_model(model))
 

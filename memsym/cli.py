@@ -17,12 +17,8 @@ import sys
 from typing import List, Optional
 
 from .commands import COMMANDS
-from .lines import near_choice, one_line
+from .lines import HELP_ALL, near_choice, one_line
 from . import __version__
-
-
-#: [False] while ``--help-all`` is asked for: every option's whole help; --help shows each one's first clause
-BRIEF = [True]
 
 
 class _Brief:
@@ -60,7 +56,7 @@ class _Parser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        if BRIEF[0]:
+        if not HELP_ALL[0]:
             self.formatter_class = type("BriefFormatter", (_Brief, self.formatter_class), {})
         self._negative_number_matcher = re.compile(r"^-\.?\d")
         self._argv: List[str] = []
@@ -113,7 +109,6 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         else:
             sub.add_parser(name, help=text)
     if only is None or only:  # a subcommand built: bound its options (derivations/config/limits.py)
-        # lazy: modules this module's importers do not need (--help stays instant)
         from .commands.common import apply_limits
         apply_limits(parser)
     return parser
@@ -125,12 +120,17 @@ def _command(argv: List[str]) -> Optional[str]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    process = argv is None  # the memsym process itself, not main(argv) called from Python
+    argv = sys.argv[1:] if argv is None else list(argv)
+    for stream in (sys.stdout, sys.stderr):  # a name typed with undecodable bytes still prints
+        if hasattr(stream, "reconfigure") and getattr(stream, "errors", None) == "strict":
+            stream.reconfigure(errors="backslashreplace")
     try:
-        return _main(argv)
+        rc = _dispatch(argv)
     except KeyboardInterrupt:  # Ctrl-C: one line, the shell's 128 + SIGINT; outputs are all-or-nothing
         print("memsym: interrupted", file=sys.stderr)
-        if argv is None:  # the memsym process itself: exit now, not through the exit handlers of a
-            import os     # notebook kernel's client, which can wait for ever on its sockets
+        if process:  # exit now, not through the exit handlers of a notebook kernel's client, which can wait for
+            import os  # ever on its sockets
             for stream in (sys.stdout, sys.stderr):
                 try:
                     stream.flush()
@@ -138,43 +138,33 @@ def main(argv: Optional[List[str]] = None) -> int:
                     pass
             os._exit(130)
         return 130
-
-
-def _main(argv: Optional[List[str]] = None) -> int:
-    process = argv is None  # the memsym process itself, not main(argv) called from Python
-    argv = sys.argv[1:] if argv is None else list(argv)
-    for stream in (sys.stdout, sys.stderr):  # a name typed with undecodable bytes still prints
-        if hasattr(stream, "reconfigure") and getattr(stream, "errors", None) == "strict":
-            stream.reconfigure(errors="backslashreplace")
-    if not process or _command(argv) is None:  # (no subcommand: help or version)
-        return _dispatch(argv)
-    rc = _dispatch(argv)
-    # the process ends next: its objects need no cycle collection at exit (the interpreter's final
-    # collection walked a report's sympy objects for 0.3 s; the OS frees the memory)
-    gc.freeze()
+    if process and _command(argv) is not None:
+        # the process ends next: its objects need no cycle collection at exit (the interpreter's final
+        # collection walked a report's sympy objects for 0.3 s; the OS frees the memory)
+        gc.freeze()
     return rc
 
 
 def _dispatch(argv: List[str]) -> int:
     """Parse ``argv`` and run its subcommand (``--help-all``: the help with every switch)."""
-    whole = "--help-all" in argv and bool(_command(argv))
-    BRIEF[0] = not whole  # (set on every call: an earlier call in the same process may have asked for --help-all)
-    if whole:
-        from .commands import common  # lazy: a subcommand's help only
-        common.HELP_ALL[0] = True
+    HELP_ALL[0] = "--help-all" in argv and bool(_command(argv))  # (every call: an earlier one may have asked)
+    if HELP_ALL[0]:
         argv = ["--help" if a == "--help-all" else a for a in argv]
-    elif f"{__package__}.commands.common" in sys.modules:
-        sys.modules[f"{__package__}.commands.common"].HELP_ALL[0] = False
     parser = build_parser(only=_command(argv) or "")
     args = parser.parse_args(argv)
     if not getattr(args, "run", None):
         parser.print_help()
         return 2
-    # lazy: modules this module's importers do not need (--help stays instant)
     from symbolic.errors import ConfigError
     try:
         from .commands.common import finish
         finish(args)  # presets resolved (typed > recipe > conventions > default), contradictions refused
+        if getattr(args, "csv", None) or getattr(args, "plot", None):  # a file to write: writable, before any work
+            from .plots import check_output, check_writable
+            if getattr(args, "csv", None):
+                check_writable(args.csv)
+            if getattr(args, "plot", None):
+                check_output(args.plot)
         return int(args.run(args) or 0)
     except ConfigError as exc:
         print(f"memsym: error: {one_line(exc)}", file=sys.stderr)

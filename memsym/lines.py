@@ -1,8 +1,13 @@
-"""Text a user typed, shown on one terminal line (shared by the command line's errors and progress)."""
+"""Text a user typed, shown on one terminal line (shared by the command line's errors and progress), and the
+command line's help mode."""
 from __future__ import annotations
 
 import difflib
 import re
+
+#: [True] while ``memsym CMD --help-all`` builds the parser: every option's whole help; --help shows each one's
+#: first clause and leaves out the switches that argtypes.help_all marks
+HELP_ALL = [False]
 
 
 def one_line(message) -> str:

@@ -18,14 +18,19 @@ COMPONENT_COLOURS = {"weights": "#4c72b0", "gradients": "#dd8452", "optimizer": 
                      "activations": "#c44e52", "overheads": "#bbbbbb"}
 
 
+#: The one line a --plot without matplotlib prints (exit 2).
+MISSING = "--plot needs the plot extra (matplotlib is not installed): pip install 'memsym[plot]'"
+
+
 def check_output(path: str) -> str:
-    """The plot format of ``path`` ('png' or 'svg'), after :func:`check_writable` and a check
-    that the plot extra is installed (so that a command fails before its work)."""
+    """The plot format of ``path`` ('png' or 'svg'), after :func:`check_writable` and a check that the plot extra
+    is installed (found, not imported), so that a command fails before its work."""
     ext = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
     if ext not in FORMATS:
         raise ConfigError("plot-format", f"--plot needs a .png or .svg file name, got {path!r}")
     check_writable(path)
-    _require_matplotlib()
+    if not installed("matplotlib"):
+        raise ConfigError("extra", MISSING)
     return ext
 
 
@@ -35,25 +40,13 @@ def write_atomic(path: str, data) -> None:
     _write(path, data)
 
 
-# ----------------------------------------------------------------------------- matplotlib
-def _missing_extra() -> ConfigError:
-    return ConfigError("extra", "--plot needs the plot extra (matplotlib is not installed): pip install 'memsym[plot]'")
-
-
-def _require_matplotlib() -> None:
-    """ConfigError naming the plot extra unless matplotlib is installed (found, not imported)."""
-    if not installed("matplotlib"):
-        raise _missing_extra()
-
-
 def _pyplot():
     try:
-        # lazy: matplotlib (optional; only this path needs it)
         import matplotlib
         matplotlib.use("Agg", force=True)
         import matplotlib.pyplot as plt
     except ImportError:
-        raise _missing_extra() from None
+        raise ConfigError("extra", MISSING) from None
     matplotlib.rcParams.update({"svg.hashsalt": "memsym", "svg.fonttype": "path", "font.size": 9,
                                 "path.simplify": False})
     return plt

@@ -1,7 +1,8 @@
 """Subcommands of ``memsym``; one module each, listed in the order ``--help`` shows them.
 
 ``COMMANDS`` maps each to its one-line help, so ``memsym --help`` lists them without importing
-any of them (and so without sympy or numpy)."""
+any of them (and so without sympy or numpy).  A command imports what it runs (the model, sympy, numpy,
+matplotlib) inside the function that runs it, so its ``--help`` and its other paths load only what they use."""
 COMMANDS = {
     "estimate": "per-device memory breakdown of one pipeline stage",
     "params": "parameters per layer kind, per stage and in total (Tables 3-4)",

@@ -5,16 +5,18 @@ derivations/config/limits.py when argparse reads it (a bad value is one clear li
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import stat
 from fractions import Fraction
 
 from derivations import config as cfg
+from derivations.config import limits as L
 from derivations.config.limits import (DECIMAL_PATTERN, INT_PATTERN, MAX_DIGITS, LAYERS, HBM,
                                        MAX_NUMBER_CHARS, MAX_ARG_CHARS, CONFIG_BYTES, IMBALANCE)
-import os
-import stat
 from symbolic.units import parse_size
-from derivations.config import limits as L
+
+from ..lines import HELP_ALL
 
 _INT = re.compile(INT_PATTERN)
 
@@ -193,19 +195,20 @@ def dtype_bytes(text: str) -> int:
         raise argparse.ArgumentTypeError(f"unknown data type {text!r}: use one of {', '.join(cfg.DTYPES)}") from None
 
 
-def recompute_policy(text: str):
-    try:
-        return cfg.parse_recompute(text)
-    except cfg.ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+def checked_by(parse):
+    """The argparse type of ``parse`` (a reader of derivations/config): its ConfigError as the option's error."""
+
+    def read(text: str):
+        try:
+            return parse(text)
+        except cfg.ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return read
 
 
-def offload_modules(text: str):
-    """``--offload-activations core_attn,attn_proj`` -> ('core_attn', 'attn_proj') (derivations/config/training.py)."""
-    try:
-        return cfg.parse_offload(text)
-    except cfg.ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+#: ``--recompute custom:norm,mla_up`` -> (policy, operators); ``--offload-activations core_attn,attn_proj`` ->
+#: ('core_attn', 'attn_proj') (derivations/config/training.py)
+recompute_policy, offload_modules = checked_by(cfg.parse_recompute), checked_by(cfg.parse_offload)
 
 
 def cuda_graphs(text: str):
@@ -251,8 +254,11 @@ def imbalance_factor(text: str) -> Fraction:
     return val
 
 
-#: [True] while ``--help-all`` builds the parser: every switch in the help; --help shows the common ones
-HELP_ALL = [False]
+def explicit(namespace) -> set:
+    """The option dests typed on the command line (as opposed to defaults, a recipe's or a launch file's)."""
+    if not hasattr(namespace, "_explicit"):
+        setattr(namespace, "_explicit", set())
+    return namespace._explicit
 
 
 def help_all(text: str) -> str:

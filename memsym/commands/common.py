@@ -12,7 +12,7 @@ from derivations.config import defaults, resolve as R
 from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
     _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS,
     apply_limits, dtype_bytes, recompute_policy, imbalance_factor, unit_fraction,
-    layer_counts, offload_modules, cuda_graphs, HELP_ALL, help_all)
+    layer_counts, offload_modules, cuda_graphs, HELP_ALL, help_all, explicit, checked_by)
 from derivations.config.recipes import RECIPES
 from symbolic.exact import fmt_gib
 
@@ -54,34 +54,15 @@ class _ExplicitTrue(_Explicit):
         super().__call__(parser, namespace, True, option_string)
 
 
-def explicit(namespace) -> set:
-    """The option dests typed on the command line (as opposed to defaults or a recipe's)."""
-    if not hasattr(namespace, "_explicit"):
-        setattr(namespace, "_explicit", set())
-    return namespace._explicit
-
-
-class _Recipe(argparse.Action):
-    """``--recipe NAME``: remembered; its options are set by :func:`resolve_presets` after parsing."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, values)
-
-
-def resolve_presets(namespace) -> None:
-    """Every option as :func:`derivations.config.resolve.resolved` resolves it, whatever the order typed:
-    typed > recipe > conventions preset > default (set on the namespace)."""
-    for dest, value in R.resolved(vars(namespace), explicit(namespace)).items():
-        setattr(namespace, dest, value)
-
-
 def finish(args) -> None:
     """After parsing (the command line, the API): a launch file's options set under the typed ones
-    (memsym/commands/launch.py), presets resolved, contradictions refused (ConfigError)."""
+    (memsym/commands/launch.py), every option resolved as :func:`derivations.config.resolve.resolved` resolves it
+    (typed > recipe > conventions preset > default, whatever the order typed), contradictions refused (ConfigError)."""
     if hasattr(args, "from_megatron"):
-        from .launch import apply  # lazy: only the commands that read a launch file
+        from .launch import apply
         apply(args)
-    resolve_presets(args)
+    for dest, value in R.resolved(vars(args), explicit(args)).items():
+        setattr(args, dest, value)
     check_conflicts(args)
 
 
@@ -123,7 +104,7 @@ def add_layout_options(p: argparse.ArgumentParser, stage: bool = True) -> None:
 def add_training_options(p: argparse.ArgumentParser) -> None:
     E, T, D = _Explicit, _ExplicitTrue, cfg.Training()  # the defaults are the Training dataclass's
     g = p.add_argument_group("training (defaults: the paper's Tables 7 and 9)")
-    g.add_argument("--recipe", choices=list(RECIPES), default=None, action=_Recipe,
+    g.add_argument("--recipe", choices=list(RECIPES), default=None,
                    help="preset of layout and choices: deepseek-v3 (the DeepSeek-V3 report's own training: PP16 "
                         "EP64 no TP, ZeRO-1 over 2048 GPUs, DualPipe, BF16 moments, FP32 master weights and "
                         "gradients, RMSNorm and MLA up-projection recomputation, FP8 activation caching, s 4096) "
@@ -235,18 +216,12 @@ def add_convention_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--mtp", action=_ExplicitTrue, default=False, help=hidden(cfg.MTP_HELP))
 
 
-def conventions_from_args(args) -> cfg.Conventions:
-    """The Conventions of the typed (or preset) switches; the paper's where a command has none."""
-    return R.conventions_of(vars(args))
-
-
 HBM_HELP = ("memory per GPU with its unit: GiB, MiB, TiB (binary) or GB, MB, TB (decimal), case-insensitive, e.g. "
             "80GiB or 141GB; a bare number is refused (the paper's tables write GiB as \"GB\"; sizes typed here "
             "mean what their unit says)")
 
 
 def gpu_names() -> str:
-    # lazy: modules this module's importers do not need (estimate loads only what it runs)
     from derivations.config.gpus import presets
     return ", ".join(presets())
 
@@ -288,7 +263,6 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
 def memory_of(args, est) -> dict:
     """--memory's bytes of one stage (derivations/analyses/allocator.py memory: allocated, reserved, buffers, device)
     under the command's --alloc-conf, --dispatcher and --nccl-buffsize: the one helper every verdict of a kind uses."""
-    # lazy: the allocator and sympy's buffer terms (only --memory runs them)
     from derivations.analyses.allocator import memory
     return memory(est, getattr(args, "alloc_conf", ""), getattr(args, "dispatcher", None),
                   getattr(args, "nccl_buffsize", None))
@@ -302,7 +276,6 @@ def memory_verdict(kind: str, judged: int, capacity: int, of: str) -> str:
 
 def budget_from_args(args, default_hbm: str = None, required: bool = False):
     """(bytes, GPU preset or None) of --hbm / --gpu; None when neither is given and not required."""
-    # lazy: modules this module's importers do not need (estimate loads only what it runs)
     from derivations.config.gpus import budget
     hbm, gpu = budget(args.hbm, args.gpu)
     if hbm is None and default_hbm is not None:
@@ -327,16 +300,9 @@ def layout_from_args(args) -> cfg.Layout:
     return R.layout_of(vars(args))
 
 
-DTYPE_OPTIONS = R.DTYPE_OPTIONS
-
-
 def training_from_args(args) -> cfg.Training:
     """The Training of the typed options (and, with --global-batch, m = G / (DP mbs) micro-batches)."""
     return R.training_with_batch(vars(args), explicit(args))
-
-
-def training_options(args) -> cfg.Training:
-    return R.training_of(vars(args), explicit(args))
 
 
 def stage_from_args(args):
@@ -356,7 +322,6 @@ def configuration(args) -> "R.Configuration":
 
 def json_default(o):
     if isinstance(o, Fraction):
-        # lazy: modules this module's importers do not need (estimate loads only what it runs)
         from symbolic.exact import as_number
         return as_number(o)
     if isinstance(o, range):

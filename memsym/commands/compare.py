@@ -53,7 +53,6 @@ def add_parser(sub):
 
 
 def _compare(args):
-    # lazy: sympy (only this path needs it)
     from derivations.analyses.compare import compare
     model = common.model_from_args(args)
     layout = common.layout_from_args(args)
@@ -83,10 +82,6 @@ def data(args) -> dict:
 
 
 def run(args) -> int:
-    if args.plot:
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        from ..plots import check_output
-        check_output(args.plot)
     columns, falls = _compare(args)
     if args.plot:
         plot(falls, args.plot, title(columns["paper"][0]))
@@ -171,7 +166,6 @@ def _v(x) -> str:
 
 def plot(falls, path: str, subtitle: str = "") -> None:
     """One row per preset: the waterfall of one MoE layer's activations and of the model states (GiB)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from ..plots import _pyplot, save
     plt = _pyplot()
     GiB = cfg.GiB

@@ -5,8 +5,7 @@ import sys
 
 from derivations import config as cfg
 from symbolic.exact import fmt_gib, fmt_int
-from .timeopts import add_time_options, nvlink_domain, time_lines
-from .timeopts import efficiency as time_efficiency
+from .timeopts import add_time_options, time_lines, time_options
 from . import COMMANDS, common, launch
 from .estimate_text import device_lines, policy, render_all, render_text
 from derivations.config.recipes import RECIPES
@@ -53,11 +52,8 @@ def _time(args, model, layout, training, every: bool = False):
     """The step-time model's result for ``--time`` (None without it); ``every``: each stage's too."""
     if not getattr(args, "time", False):
         return None
-    # lazy: the step-time model (only --time reads it)
     from derivations.steptime import evaluate as steptime
-    return steptime.layout_time(model, layout, training, gpu=args.gpu, overlap=args.overlap,
-                                efficiency=time_efficiency(args), dispatcher=args.dispatcher, every=every,
-                                gpus_per_node=nvlink_domain(args))
+    return steptime.layout_time(model, layout, training, every=every, **time_options(args))
 
 
 def run(args) -> int:
@@ -66,52 +62,57 @@ def run(args) -> int:
         if args.memory == "device":
             print("\n".join(_memory_rules()))
         return rc
-    # lazy: modules this module's importers do not need (loaded only on this path)
+    out, lines = _estimate(args)
+    if not args.tensors:  # (after the work: a refused configuration is one error line)
+        _warn_framework(args, common.layout_from_args(args), common.training_from_args(args))
+    if args.json:
+        common.print_json(out)
+        return 0
+    print("\n".join(lines))
+    if not args.tensors:
+        common.print_defaults(args)
+    return 0
+
+
+def data(args) -> dict:
+    """What ``estimate --json`` prints (with --all-stages or --tensors, what those print)."""
+    return _estimate(args)[0]
+
+
+def _estimate(args):
+    """(what ``--json`` prints, the text's lines) of an estimate command line."""
     from derivations.assembly.device import estimate, estimate_all
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_from_args(args)
-    notes = common.recipe_assumptions(args)
-    device = _device(args)
     if args.tensors:
-        return _run_tensors(args, model, layout, training)
+        return _tensors(args, model, layout, training)
+    notes = common.recipe_assumptions(args)
+    device = RECIPES[args.recipe].device if getattr(args, "recipe", None) else None  # (name, bytes) of its GPU
     if args.all_stages:
         every, worst = estimate_all(model, layout, training, notes)
         timed = _time(args, model, layout, training, every=True)
-        _warn_framework(args, layout, training)  # (after the work: a refused configuration is one error line)
         memory = _memory(args, every[worst])  # --memory: judged at the most-loaded stage
-        if args.json:
-            common.print_json({**_all_stages_json(every, worst, device), **({"time": timed} if timed else {}),
-                               **({"memory": memory} if memory else {}), **common.defaults_used(args)})
-            return 0
-        print(render_all(every, worst, device, timed))
-        for line in _memory_lines(args, every[worst], memory):
-            print(line)
-        if timed:
-            # lazy: the GPU presets (only --time names one)
-            from derivations.config import gpus
-            for line in time_lines(timed, gpus.gpu(timed["gpu"]), training.attention):
-                print(line)
-        common.print_defaults(args)
-        return 0
+        out = {"most_loaded": worst, "stages": [e.to_json() for e in every],
+               "assumptions": every[worst].assumptions, **_device_json(every[worst], device),
+               **({"time": timed} if timed else {}), **({"memory": memory} if memory else {}),
+               **common.defaults_used(args)}
+        text = [render_all(every, worst, device, timed)] + _memory_lines(args, every[worst], memory)
+        return out, text + _time_lines(timed, training)
     est = estimate(model, layout, training, common.stage_from_args(args), notes)
     verdict = _verdict(args, model, layout, training)
     timed = _time(args, model, layout, training)
-    _warn_framework(args, layout, training)
     memory = _memory(args, est)
-    if args.json:
-        common.print_json({**data(args, est, verdict), **({"time": timed} if timed else {}),
-                           **({"memory": memory} if memory else {})})
-        return 0
-    print(render_text(est))
-    for line in device_lines(est, device) + _verdict_lines(verdict) + _memory_lines(args, est, memory):
-        print(line)
-    if timed:
-        # lazy: the GPU presets (only --time names one)
-        from derivations.config import gpus
-        for line in time_lines(timed, gpus.gpu(timed["gpu"]), training.attention) + _time_notes(args, verdict):
-            print(line)
-    common.print_defaults(args)
-    return 0
+    out = {**est.to_json(), **_device_json(est, device), **(verdict.to_json() if verdict else {}),
+           **common.defaults_used(args), **({"time": timed} if timed else {}), **({"memory": memory} if memory else {})}
+    lines = [render_text(est)] + device_lines(est, device) + _verdict_lines(verdict) + _memory_lines(args, est, memory)
+    return out, lines + _time_lines(timed, training) + (_time_notes(args, verdict) if timed else [])
+
+
+def _time_lines(timed, training) -> list:
+    if not timed:
+        return []
+    from derivations.config import gpus
+    return time_lines(timed, gpus.gpu(timed["gpu"]), training.attention)
 
 
 def _memory(args, est):
@@ -150,7 +151,6 @@ def _memory_lines(args, est, m) -> list:
 
 def _memory_rules() -> list:
     """--explain --memory device: each buffer term with its library's size rule."""
-    # lazy: sympy (only this path)
     from derivations.assembly import overheads_device as od
     lines = ["", "device memory outside the caching allocator (--memory device), each term's size rule:"]
     for t in od.terms():
@@ -183,7 +183,6 @@ def _time_notes(args, verdict) -> list:
 def _warn_framework(args, layout, training) -> None:
     """One warning line when --framework (or the conventions' framework) does not run this ZeRO stage at this PP
     or this schedule (derivations/config/frameworks.py); the estimate is still printed."""
-    # lazy: the frameworks' table (only this path)
     from derivations.config.frameworks import framework
     if getattr(args, "framework", None) is None and (args.from_megatron or args.from_torchtitan):
         return  # a launch file is what its framework ran (Megatron-FSDP's ZeRO 2 is Megatron's conventions too)
@@ -198,7 +197,6 @@ def _verdict(args, model, layout, training):
     hbm, gpu = common.budget_from_args(args)
     if hbm is None:
         return None
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses.budget import verdict
     return verdict(model, layout, training, hbm, gpu)
 
@@ -223,107 +221,53 @@ def _verdict_lines(v) -> list:
     return lines
 
 
-def _all_stages_json(every, worst, device) -> dict:
-    return {"most_loaded": worst, "stages": [e.to_json() for e in every], "assumptions": every[worst].assumptions,
-            **_device_json(every[worst], device)}
-
-
-def data(args, est=None, verdict=None) -> dict:
-    """What ``estimate --json`` prints (with --all-stages or --tensors, what those print)."""
-    model, layout, training = (common.model_from_args(args), common.layout_from_args(args),
-                               common.training_from_args(args))
-    if args.tensors:
-        return _tensors_json(args, model, layout, training)
-    if args.all_stages:  # (the Python API's path: the command line prints the same through run)
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        from derivations.assembly.device import estimate_all
-        every, worst = estimate_all(model, layout, training, common.recipe_assumptions(args))
-        timed = _time(args, model, layout, training, every=True)
-        return {**_all_stages_json(every, worst, _device(args)), **({"time": timed} if timed else {}),
-                **common.defaults_used(args)}
-    if est is None:  # the Python API: --time too, as --json prints it
-        from derivations.assembly.device import estimate
-        est = estimate(model, layout, training, common.stage_from_args(args), common.recipe_assumptions(args))
-        verdict = _verdict(args, model, layout, training)
-        timed = _time(args, model, layout, training)
-        return {**data(args, est, verdict), **({"time": timed} if timed else {})}
-    return {**est.to_json(), **_device_json(est, _device(args)), **(verdict.to_json() if verdict else {}),
-            **common.defaults_used(args)}
-
-
-def _run_tensors(args, model, layout, training) -> int:
-    # lazy: sympy (only this path needs it)
-    from derivations.assembly.conventions import tensor_rows
+def _tensors(args, model, layout, training):
+    """(what ``estimate --tensors --json`` prints, its text's lines): one MoE layer's saved tensors."""
+    from derivations.assembly.conventions import SAVINGS, tensor_rows
     from derivations.assembly.device import activation_ids, estimate
+    from symbolic.render import expr_latex
     est = estimate(model, layout, training, common.stage_from_args(args))
     rows, saving = tensor_rows(model, layout, training, est.stage.index)
     total = sum(r.bytes for r in rows)
     assert total == est.bytes["activations_per_layer"], "the tensors do not add up to the layer's term"
     layer_id = activation_ids(model, training)["layer"]
-    dsubs = _display_subs(est)
-    if args.json:
-        common.print_json(_tensors_json(args, model, layout, training, (est, rows, saving, layer_id, total)))
-        return 0
-    print(render_tensors(est, rows, saving, layer_id, dsubs))
-    return 0
-
-
-def _tensors_json(args, model, layout, training, computed=None) -> dict:
-    """What ``estimate --tensors --json`` prints."""
-    # lazy: sympy (only this path needs it)
-    from derivations.assembly.conventions import SAVINGS, tensor_rows
-    from derivations.assembly.device import activation_ids, estimate
-    if computed is None:
-        est = estimate(model, layout, training, common.stage_from_args(args))
-        rows, saving = tensor_rows(model, layout, training, est.stage.index)
-        computed = (est, rows, saving, activation_ids(model, training)["layer"], sum(r.bytes for r in rows))
-    est, rows, saving, layer_id, total = computed
-    dsubs = _display_subs(est)
-    return {
+    subs = _display_subs(est)
+    out = {
         "model": model.name, "term": layer_id, "total": total, "conventions": est.to_json()["conventions"],
         "tensors": [{"sublayer": r.sublayer, "key": r.part.key, "name": r.part.label,
-                     "formula": _formula(r.part, dsubs), "latex": _latex(r.part, dsubs), "bytes": r.bytes,
+                     "formula": _formula(r.part, subs), "latex": expr_latex(r.part.display(subs), ordered=False),
+                     "bytes": r.bytes,
                      "kept_for": r.kept_for, "tags": list(r.part.tags)} for r in rows],
         "savings": [{"option": name, "what": what, "bytes": saving[name]} for name, what, _ in SAVINGS]}
+    return out, [render_tensors(est, rows, saving, layer_id, subs)]
 
 
 def _display_subs(est):
-    """Parallel degrees and bytes per element substituted, the paper's way of printing a tensor (4bsh/2)."""
-    # lazy: sympy (only this path needs it)
+    """Bytes per element, unit parallel degrees and the model's indicators (routing, N_r > 1) substituted, the
+    paper's way of printing a tensor (4bsh/2): TP, SP, EP stay symbols."""
     from derivations.assembly.conventions import indicators
     from derivations.notation import REGISTRY
     shown = {k: v for k, v in est.subs.items() if k.name in REGISTRY and
              (REGISTRY[k.name].role == "bytes" or (REGISTRY[k.name].role == "parallel" and v == 1))}
-    # bytes, unit degrees and the model's indicators (routing, N_r > 1) substituted; TP, SP, EP stay symbols
-    return {**shown, **indicators(est.subs)}, None
+    return {**shown, **indicators(est.subs)}
 
 
-def _formula(part, dsubs) -> str:
-    # lazy: sympy (only this path needs it)
+def _formula(part, subs) -> str:
     import sympy as sp
-    return sp.sstr(part.display(*dsubs), order="none")
+    return sp.sstr(part.display(subs), order="none")
 
 
-def _latex(part, dsubs) -> str:
-    # lazy: sympy (only this path needs it)
-    from symbolic.render import expr_latex
-    return expr_latex(part.display(*dsubs), ordered=False)
-
-
-def render_tensors(est, rows, saving, layer_id, dsubs) -> str:
-    # lazy: sympy (only this path needs it)
+def render_tensors(est, rows, saving, layer_id, subs) -> str:
     from derivations.assembly.conventions import SAVINGS
     lay, tr = est.layout, est.training
-    conv = est.to_json()["conventions"]
+    formulas = [_formula(r.part, subs) for r in rows]
+    wf = max([len(f) for f in formulas] + [30])
     lines = [f"memsym estimate --tensors: {est.model.name}, one MoE transformer layer (MLA + MoE), one micro-batch; "
              f"layout TP={lay.tp} SP={lay.SP} EP={lay.ep} ETP={lay.etp} CP={lay.cp}; {policy(tr)}; "
              f"b={tr.mbs} s={tr.seq}",
-             f"conventions: {conv['preset'] or 'custom'} (every switch: memsym estimate --help)",
-             "", "  sub          bytes  formula at the layout          tensor", "  " + " " * 19 + "kept for"]
-    formulas = [_formula(r.part, dsubs) for r in rows]
-    wf = max([len(f) for f in formulas] + [30])
-    lines[-2] = f"  sub  {'bytes':>14}  {'formula at the layout':<{wf}}  tensor"
-    lines[-1] = f"  {'':<5}{'':>14}  {'':<{wf}}  kept for (the operation whose backward needs it)"
+             f"conventions: {est.to_json()['conventions']['preset'] or 'custom'} (every switch: memsym estimate "
+             f"--help)", "", f"  sub  {'bytes':>14}  {'formula at the layout':<{wf}}  tensor",
+             f"  {'':<5}{'':>14}  {'':<{wf}}  kept for (the operation whose backward needs it)"]
     for r, f in zip(rows, formulas):
         lines.append(f"  {r.sublayer:<5}{fmt_int(r.bytes):>14}  {f:<{wf}}  {r.part.label}")
         lines.append(f"  {'':<5}{'':>14}  {'':<{wf}}    {r.kept_for}")
@@ -331,20 +275,12 @@ def render_tensors(est, rows, saving, layer_id, dsubs) -> str:
     lines.append(f"  {'total':<5}{fmt_int(total):>14}  {fmt_gib(total) + ' GiB':<{wf}}  {layer_id}")
     lines += ["", "what each option would save per layer (the recomputations: --recompute custom:OP):"]
     for name, what, _ in SAVINGS:
-        val = saving[name]
-        share = f"{float(val / total):.1%}" if total else "-"
-        lines.append(f"  {name:<20}{fmt_int(val):>16}  {share:>6}  {what}")
+        share = f"{float(saving[name] / total):.1%}" if total else "-"
+        lines.append(f"  {name:<20}{fmt_int(saving[name]):>16}  {share:>6}  {what}")
     changed = [a[len("convention "):] for a in est.assumptions if a.startswith("convention ")]
     if changed:
         lines += ["", "conventions not the paper's:"] + [f"  - {a}" for a in changed]
     return "\n".join(lines)
-
-
-def _device(args):
-    """(name, bytes) of the GPU a --recipe names (DeepSeek-V3: the 80 GiB H800), else None."""
-    if not getattr(args, "recipe", None):
-        return None
-    return RECIPES[args.recipe].device
 
 
 def _device_json(est, device) -> dict:

@@ -126,23 +126,23 @@ def render_text(est) -> str:
         "",
         f"{'bytes on the device':<28}{'bytes':>{wb}}{'GiB':>{wg}}  term",
     ]
-    for k in ("weights", "gradients", "optimizer", "activations", "runtime", "graphs"):
-        if k in est.bytes:
-            label = {"runtime": "runtime buffers", "graphs": "CUDA graphs' static io"}.get(k, k)
-            lines.append(f"  {label:<26}{fmt_int(est.bytes[k]):>{wb}}{fmt_gib(est.bytes[k]):>{wg}}  {est.term_ids[k]}")
-    lines.append(f"  {'total':<26}{fmt_int(est.bytes['total']):>{wb}}{fmt_gib(est.bytes['total']):>{wg}}"
-                 "  (at the end of the forward)")
-    if est.bytes["step"]:
-        moment = "+ the graphs' capture" if est.term_ids["step"] == "step.graph.capture" else "+ one backward"
-        lines.append(f"  {moment:<26}{fmt_int(est.bytes['step']):>{wb}}{fmt_gib(est.bytes['step']):>{wg}}"
-                     f"  {est.term_ids['step']}")
-        lines.append(f"  {'total at the step peak':<26}{fmt_int(est.bytes['step_total']):>{wb}}"
-                     f"{fmt_gib(est.bytes['step_total']):>{wg}}  (what a verdict judges)")
+    b, ids = est.bytes, est.term_ids
+
+    def row(label, key, note):  # one line of the bytes table
+        return f"  {label:<26}{fmt_int(b[key]):>{wb}}{fmt_gib(b[key]):>{wg}}  {note}"
+    lines += [row({"runtime": "runtime buffers", "graphs": "CUDA graphs' static io"}.get(k, k), k, ids[k])
+              for k in ("weights", "gradients", "optimizer", "activations", "runtime", "graphs") if k in b]
+    lines.append(row("total", "total", "(at the end of the forward)"))
+    if b["step"]:
+        moment = "+ the graphs' capture" if ids["step"] == "step.graph.capture" else "+ one backward"
+        lines += [row(moment, "step", ids["step"]),
+                  row("total at the step peak", "step_total", "(what a verdict judges)")]
     fam = families.get(est.model.family)
     one = f"({fam.layer_name or ('one MoE layer' if 'moe' in fam.kinds else 'one layer')}, act.)"
-    lines.append(f"  {one:<26}{fmt_int(est.bytes['activations_per_layer']):>{wb}}"
-                 f"{fmt_gib(est.bytes['activations_per_layer']):>{wg}}  {est.term_ids['activations_per_layer']}")
-    lines += _schedule_lines(est)
+    lines.append(row(one, "activations_per_layer", ids["activations_per_layer"]))
+    if est.training.schedule:
+        lines.append(row("(one micro-batch, act.)", "activations_per_microbatch", ids["activations_per_microbatch"]))
+        lines += _schedule_lines(est)
     if _bytes_dtypes(tr):
         lines.append(f"  {_bytes_dtypes(tr)}")
     lines.append("")
@@ -158,16 +158,9 @@ def render_text(est) -> str:
 
 
 def _schedule_lines(est) -> list:
-    """With a schedule: one micro-batch's activations, the in-flight count and (DualPipe) the second stage."""
-    if not est.training.schedule:
-        return []
-    # lazy: modules this module's importers do not need (loaded only on this path)
+    """Under a schedule: the in-flight count and (DualPipe) the second stage."""
     from derivations.assembly.schedules import TITLES
-    b = est.bytes
-    wb = max(18, 2 + max(len(fmt_int(v)) for v in b.values()))
-    wg = max(10, 2 + max(len(fmt_gib(v)) for v in b.values()))
-    lines = [f"  {'(one micro-batch, act.)':<26}{fmt_int(b['activations_per_microbatch']):>{wb}}"
-             f"{fmt_gib(b['activations_per_microbatch']):>{wg}}  {est.term_ids['activations_per_microbatch']}"]
+    lines = []
     if est.virtual:  # Megatron's virtual stages (--virtual-layers): each chunk's own count
         parts = " + ".join(f"{fmt_int(n)} of chunk {j} ({c.label})" for j, (c, n) in enumerate(est.chunks))
         how = ("activations = each chunk's in-flight micro-batches x its layers' activations (the largest state of "

@@ -5,6 +5,7 @@ from . import COMMANDS, common
 from dataclasses import replace
 from fractions import Fraction
 from derivations import config as cfg
+from derivations.config import resolve as R
 
 
 def add_parser(sub):
@@ -43,17 +44,14 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    if args.plot:
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        from ..plots import check_output
-        check_output(args.plot)
     # the same question at every end of the Sec. 6 ranges, so a user sees how much the
     # (unspecified) overheads decide the answer
-    model, layout, training, hbm, res, ends = _solve_all(args)
+    solved = _solve_all(args)
+    model, layout, training, hbm, res, ends = solved
     if args.plot:
         plot_memory_vs_seq(model, layout, training, hbm, res, args.plot)
     if args.json:
-        common.print_json({**_json(model, layout, training, hbm, res, args.latex, ends), **common.defaults_used(args)})
+        common.print_json(_json(args, *solved))
         return 0
     print(render_text(model, layout, training, hbm, res, args.latex))
     print(f"{res['field']} at each end of the Sec. 6 ranges: " + ", ".join(
@@ -71,7 +69,6 @@ def run(args) -> int:
 def _memory_answer(args, model, layout, training, hbm, res, upper) -> dict:
     """--memory KIND: the largest valid b (or s) at most the answer without overheads (allocated >= the terms)
     whose KIND bytes (derivations/analyses/allocator.py, through common.memory_of) fit on every stage solved."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import fit
     from derivations.analyses.allocator import largest
     from derivations.assembly.device import estimate_all
@@ -94,10 +91,10 @@ def _memory_answer(args, model, layout, training, hbm, res, upper) -> dict:
 
 def _solve_all(args):
     """(model, layout, training, hbm, result, {overheads end: answer}) of a fit command line."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import fit
     model = common.model_from_args(args)
-    layout, training = common.layout_from_args(args), common.training_options(args)  # fit applies --global-batch per b
+    layout = common.layout_from_args(args)
+    training = R.training_of(vars(args), common.explicit(args))  # without --global-batch: fit applies it per b
     hbm, _ = common.budget_from_args(args, required=True)
     gb = args.global_batch
     res = fit.solve(model, layout, training, hbm, args.solve, args.stage, args.overheads, global_batch=gb)
@@ -112,23 +109,21 @@ def _solve_all(args):
     return model, layout, training, hbm, res, ends
 
 
-def _json(model, layout, training, hbm, res, with_latex, ends) -> dict:
-    out = to_json(model, layout, training, hbm, res, with_latex)
+def _json(args, model, layout, training, hbm, res, ends) -> dict:
+    out = to_json(model, layout, training, hbm, res, args.latex)
     out["by_overheads"] = {e: ends[e] for e in ("high", "low", "none")}
     if "memory" in res:
         out["memory"] = res["memory"]
-    return out
+    return {**out, **common.defaults_used(args)}
 
 
 def data(args) -> dict:
     """What ``fit --json`` prints."""
-    model, layout, training, hbm, res, ends = _solve_all(args)
-    return {**_json(model, layout, training, hbm, res, args.latex, ends), **common.defaults_used(args)}
+    return _json(args, *_solve_all(args))
 
 
 def plot_memory_vs_seq(model, layout, training, hbm, res, path):
     """Peak at the binding stage vs s (powers of two around the answer) for every recomputation policy."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.assembly import device
     from derivations.assembly import totals
     from derivations import notation as nt
@@ -136,20 +131,11 @@ def plot_memory_vs_seq(model, layout, training, hbm, res, path):
     from ..plots import memory_vs_seq
     over = res["overheads"]
     top = max(2 * training.seq, 2 * res["answer"] if res["field"] == "seq" else 0, 8192)
-    seqs = []
-    x = 256
-    while x <= top:
-        if x % (layout.SP * layout.cp) == 0:
-            seqs.append(x)
-        x *= 2
-    series = {}
+    seqs = [x for x in (256 << k for k in range((top // 256).bit_length())) if x % (layout.SP * layout.cp) == 0]
     st = res["binding"]
-    for r in totals.policies():
-        ys = []
-        for s_ in seqs:
-            t = replace(training, seq=s_, recompute=r, recompute_ops=())
-            ys.append(peak(device.components(model, layout, t, st.index)["total"], over[nt.f_frag], over[nt.M_buf]))
-        series[r] = (seqs, ys)
+    series = {r: (seqs, [peak(device.components(model, layout, replace(training, seq=x, recompute=r, recompute_ops=()),
+                                                st.index)["total"], over[nt.f_frag], over[nt.M_buf]) for x in seqs])
+              for r in totals.policies()}
     marks = {training.recompute: res["answer"]} if res["field"] == "seq" and res["answer"] else None
     memory_vs_seq(series, hbm, path, marks=marks,
                   title=f"{model.name} DP{layout.dp} TP{layout.tp} PP{layout.pp} EP{layout.ep}, "
@@ -162,7 +148,6 @@ def _forms(root, form):
 
 
 def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     from .sensitivity import _config_json, _exact, _num
@@ -230,7 +215,6 @@ def _pipeline_text(p: dict) -> str:
 
 
 def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     from symbolic.exact import fmt_gib, fmt_int

@@ -1,11 +1,7 @@
-"""Keyword options -> a command's options namespace, through the command's own option definitions.
-
-The Python API (``memsym.estimate(zero=1)``) and ``memsym runs`` (a run's options) hold options as
-keywords, not as a command line: each keyword is converted and bounded by its option's own type
-(memsym/commands/argtypes.py, derivations/config/limits.py) and stored by its option's own action
-(which records it as typed), exactly as argparse would after reading it, with argparse's messages;
-no argv is built and nothing is parsed.  Precedence and the configuration are then
-:func:`derivations.config.resolve.resolve`'s, as for the command line.
+"""Keyword options -> a command's options namespace (the Python API, ``memsym runs``, a launch file): each keyword
+converted and bounded by its option's own type and stored by its option's own action (recorded as typed), as argparse
+would after reading it, with argparse's messages; no argv is built.  Precedence is then resolve.py's, as for the
+command line.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import re
 import sys
 
 from ..lines import one_line
-from .argtypes import help_all, path_text, positive_int
+from .argtypes import explicit, help_all, path_text, positive_int
 
 
 def add_options(p: argparse.ArgumentParser) -> None:
@@ -36,7 +36,6 @@ def add_options(p: argparse.ArgumentParser) -> None:
 
 def apply(args, quiet: bool = False) -> None:
     """Set the launch's options on ``args`` under the typed ones (after parsing, before presets resolve)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.errors import ConfigError
     from derivations.config.hfconfig import from_dict
     from derivations.config.launch import read_launch
@@ -54,7 +53,6 @@ def apply(args, quiet: bool = False) -> None:
     typed = set(explicit(args))
     known = tuple(vars(args))
     if titan is not None:
-        # lazy: the torchtitan reader only on this path
         from derivations.config.torchtitan import read_job_config, resolve as resolve_titan
         if args.vocab_size is not None:
             raise ConfigError("from-torchtitan", "--vocab-size reads Megatron's tokenizer arguments: a torchtitan "
@@ -92,13 +90,6 @@ def apply(args, quiet: bool = False) -> None:
                        f"{'; '.join(res.unmodelled)}"), file=sys.stderr)
 
 
-def explicit(namespace) -> set:
-    """The dests typed (memsym/commands/common.py keeps them on the namespace as ``_explicit``)."""
-    if not hasattr(namespace, "_explicit"):
-        setattr(namespace, "_explicit", set())
-    return namespace._explicit
-
-
 def _name(path: str, fields) -> str:
     # (the file's name as a terminal shows it: a control character of the path as its code, memsym/lines.py)
     return (f"{one_line(os.path.basename(path))} (h {fields['hidden_size']}, {fields['num_hidden_layers']} layers, "
@@ -111,7 +102,7 @@ def flag_of(dest: str) -> str:
 
 def explain_data(args) -> dict:
     res = args._launch
-    typed = {d for d in explicit_typed(args)}
+    typed = getattr(args, "_typed_before_launch", set())
     options = [{"option": flag_of(d), "value": v, "from": res.origin[d]} if d not in typed else
                {"option": flag_of(d), "value": _typed_value(args, d, v),
                 "from": "typed beside the file" + (f" (the file's: {v})" if str(v) != _typed_value(args, d, v)
@@ -130,10 +121,6 @@ def _typed_value(args, dest: str, resolved) -> str:
     if v is None:
         return str(resolved)
     return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
-
-
-def explicit_typed(args):
-    return getattr(args, "_typed_before_launch", set())
 
 
 def explain(args) -> int:

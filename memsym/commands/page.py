@@ -28,7 +28,6 @@ def add_parser(sub):
 
 
 def data(args) -> dict:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.config.presets import load_model
 
     from ..page import write
@@ -48,7 +47,6 @@ def _progress():
 
 
 def run(args) -> int:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.files import check_out_dir
     check_out_dir(args.out)
     out = data(args)

@@ -1,10 +1,5 @@
-"""memsym params: parameters per layer kind, per pipeline stage and in total (Tables 3-4).
-
-Also, for real checkpoints (the released configs, ``derivations/models/``): the activated parameters per token (with
-and without the embedding and head), the MTP modules (``--mtp``) and, with checkpoint
-accounting, the tensor elements of the released files by dtype (what a model page
-counts: MTP included with its own embedding/head copies, FP8 scale tensors included).
-"""
+"""memsym params: parameters per layer kind, per pipeline stage and in total (Tables 3-4); for released
+checkpoints also the activated parameters per token, the MTP modules and the files' tensor elements by dtype."""
 from __future__ import annotations
 
 from symbolic.exact import fmt_gib, fmt_int
@@ -36,13 +31,11 @@ def add_parser(sub):
 
 def data(args) -> dict:
     """What ``params --json`` prints."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses.counts import summary
     return summary(common.model_from_args(args), args.pp, args.layers_per_stage, args.accounting, args.mtp)[0]
 
 
 def run(args) -> int:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses.counts import summary
     from derivations import families
     from derivations.assembly.explain import stage_content

@@ -1,27 +1,15 @@
 """memsym report: the paper's sections regenerated as LaTeX, PDF, Markdown, HTML and notebooks."""
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 
 from ..lines import one_line
 from . import COMMANDS, common
-from derivations.config import ConfigError
-
-
-def formats_type(text: str):
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from ..report.formats import parse_formats
-    try:
-        return parse_formats(text)
-    except ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_parser(sub):
-    # lazy: modules this module's importers do not need (no sympy: --help stays instant)
-    from ..report.formats import FORMATS
+    from ..report.formats import FORMATS, parse_formats
     p = sub.add_parser("report", help=COMMANDS["report"],
                        description="Writes a report that follows the paper's sections (notation, Table 2 matrices, "
                                    "Tables 3-4 parameters, Table 6 per device, Table 8 ZeRO, Sec. 5 activations and "
@@ -36,7 +24,7 @@ def add_parser(sub):
     p.add_argument("--out", default=None, metavar="DIR",
                    help="output directory, written all or nothing (default: ./memsym-report under the current "
                         "directory)")
-    p.add_argument("--format", dest="formats", type=formats_type, default=FORMATS, metavar="LIST",
+    p.add_argument("--format", dest="formats", type=common.checked_by(parse_formats), default=FORMATS, metavar="LIST",
                    help=f"comma-separated formats among {','.join(FORMATS)} (default: all)")
     common.add_model_option(p)
     common.add_layout_options(p)
@@ -53,7 +41,6 @@ def progress(message: str) -> None:
 def write(ctx, out, formats, stream=None) -> int:
     """Publish the report of ``ctx``; print the files written (on ``stream``, default
     stdout); progress on stderr; 0, or 1 if the PDF failed."""
-    # lazy: sympy (only this path needs it)
     from ..report import publish
     start = time.monotonic()
     try:
@@ -73,14 +60,12 @@ def write(ctx, out, formats, stream=None) -> int:
 
 
 def run(args) -> int:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from ..report.extras import require_report
     from ..report.formats import FORMATS
     require_report(args.formats, typed=args.formats != FORMATS)  # a missing extra fails before any work
     if args.out is not None:
         from symbolic.files import check_out_dir
         check_out_dir(args.out)
-    # lazy: sympy (only this path needs it)
     from ..report import Context
     ctx = Context.create(args.model, common.layout_from_args(args), common.training_from_args(args),
                          common.stage_from_args(args))

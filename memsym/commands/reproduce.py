@@ -23,7 +23,6 @@ def add_parser(sub):
 
 def run(args) -> int:
     if args.out:
-        # lazy: sympy (only this path needs it)
         from symbolic.files import check_out_dir
         from ..report import DEFAULT_FORMATS, Context
         from ..report.extras import require_report
@@ -39,7 +38,6 @@ def run(args) -> int:
 
 
 def _verdict(args) -> int:
-    # lazy: sympy (only this path needs it)
     from derivations.paper.reproduce import run as reproduce
     from derivations.paper.formulas import run as check_formulas, summary_lines
     results = reproduce(args.data)

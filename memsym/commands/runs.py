@@ -1,8 +1,5 @@
-"""memsym runs: predicted vs measured for the measured training runs of ``paper/runs.toml``.
-
-Each run is evaluated as ``memsym estimate`` evaluates the options that describe it (its layout,
-training and the conventions preset of its framework, every stage: ``--all-stages``), and
-compared with its measurement by kind (derivations/analyses/runs.py)."""
+"""memsym runs: predicted vs measured for the training runs of ``paper/runs.toml``, each evaluated as ``memsym
+estimate --all-stages`` evaluates its options and compared by kind (derivations/analyses/runs.py)."""
 from __future__ import annotations
 
 import os
@@ -69,7 +66,6 @@ def launch_file(run):
     """(option, path) of the run's original arguments, or None: ``paper/runs/<id>.yaml`` (the model_config.yaml of
     a Megatron-LM run verbatim, read through --from-megatron) or ``paper/runs/<id>.toml`` (a torchtitan job config,
     read through --from-torchtitan), each with the run's GPU count."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.resources import PAPER_DIR
     if run.framework not in LAUNCH_READERS:
         return None
@@ -80,7 +76,6 @@ def launch_file(run):
 
 def evaluate(runs, forced=None, judged="device"):
     """[(run, result dict)] for ``runs``: each evaluated under its preset and compared by kind."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import runs as R
     from derivations.assembly.device import estimate_all
     from derivations.config.gpus import gpu as gpu_preset
@@ -122,7 +117,6 @@ def evaluate(runs, forced=None, judged="device"):
 
 def data(args) -> dict:
     """What ``memsym runs --json`` prints: {"runs": [...], "kinds": ..., "band": ...}."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import runs as R
     runs = R.select(R.load(args.data), _ids(args.ids))
     return {"runs": [res for _, res in evaluate(runs, args.force_conventions, args.memory)],
@@ -130,10 +124,6 @@ def data(args) -> dict:
 
 
 def run(args) -> int:
-    if args.plot:
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        from ..plots import check_output
-        check_output(args.plot)
     out = data(args)
     if args.plot:
         from ..plots import predicted_vs_measured
@@ -158,7 +148,6 @@ def _verdict(r) -> str:
 
 
 def render(results, verbose=False) -> str:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses.runs import BAND, FRAMEWORK_WHY
     wid = max([len(r["id"]) for r in results] + [2])
     head = (f"{'run':<{wid}}  {'kind':<13} {'conf':<6} {'measured':>10} {'predicted':>10} {'ratio':>6}  "

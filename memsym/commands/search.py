@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from . import COMMANDS, common
 from .argtypes import layer_counts, offload_modules
-from .timeopts import add_time_options, nvlink_domain, seconds
-from .timeopts import efficiency as time_efficiency, efficiency_text
+from .timeopts import add_time_options, efficiency_text, seconds, time_options
 import io
 import json
 import os
@@ -12,6 +11,7 @@ import sys
 from dataclasses import replace
 
 from derivations import config as cfg
+from derivations.config import resolve as R
 from derivations.config.recipes import RECIPES
 from fractions import Fraction
 
@@ -131,7 +131,6 @@ def _apply_recipe(args) -> None:
 def _search(args, rows=None):
     """(model, hbm, SearchResult, ordered row indices) of a search command line: the first ``rows``
     of them (None: all)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
     if args.memory:  # the terms' total first (overheads none): a kind's bytes are never below it
         if "overheads" in common.explicit(args):
@@ -139,7 +138,7 @@ def _search(args, rows=None):
                                             f"{args.memory} replaces: give one of them")
         args.overheads, rows = "none", rows or 20
     _apply_recipe(args)
-    rank = common.conventions_from_args(args).rank
+    rank = R.conventions_of(vars(args)).rank
     if rank in ("fsdp2", "mfsdp"):  # FSDP shards parameters, gradients and optimizer states: ZeRO 3 only
         if "zero" in common.explicit(args) and set(args.zero) != {3}:
             raise cfg.ConfigError("zero", f"--rank {rank} shards the parameters, gradients and optimizer states (ZeRO "
@@ -157,8 +156,7 @@ def _search(args, rows=None):
         # the step reads DeepSeek-V3's FP8 dispatch (--fp8-activations, its recipe's) though the search's memory
         # does not cache activations in FP8
         timed = replace(result.training or cfg.Training(), fp8=bool(getattr(args, "fp8_activations", False)))
-        S.add_time(result, model, timed, gpu=args.gpu, overlap=args.overlap, efficiency=time_efficiency(args),
-                   gpus_per_node=nvlink_domain(args), vpp=args.vpp, dispatcher=args.dispatcher)
+        S.add_time(result, model, timed, vpp=args.vpp, **time_options(args))
     elif args.sort == "time":
         args.sort = "bubble"
     if args.memory:
@@ -170,7 +168,6 @@ def _judged(args, model, hbm, result, top):
     """--memory KIND: the first ``top`` ranked rows whose KIND bytes fit ``hbm``, each configuration judged at its
     most-loaded stage by what ``memsym estimate --memory KIND`` runs (common.memory_of), in rank order and only until
     ``top`` fit (derivations/analyses/ranking.py ranked_judged); the judged bytes kept in ``result.judged``."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     import numpy as np
 
     from derivations.analyses import search as S
@@ -191,7 +188,6 @@ def _judged(args, model, hbm, result, top):
 def _framework(args, result) -> None:
     """--framework (or the conventions' framework): a configuration the framework does not run (its ZeRO stage at
     its PP) is not listed, counted among the invalid ones; a schedule it does not run is refused."""
-    # lazy: numpy and the frameworks' table (only this path)
     import numpy as np
 
     from derivations.config.frameworks import framework
@@ -211,7 +207,7 @@ def _framework(args, result) -> None:
 def _options(args):
     """A Training of what every configuration runs beside the searched choices (the conventions, offloading, the
     linear recipe, Megatron's virtual stages), or None when that is the paper's (the generated kernels')."""
-    opts = cfg.Training(conventions=common.conventions_from_args(args), offload=args.offload_activations or (),
+    opts = cfg.Training(conventions=R.conventions_of(vars(args)), offload=args.offload_activations or (),
                         linear_recipe=args.linear_recipe, quantized_params=args.quantized_param_gather,
                         virtual_layers=args.virtual_layers)
     return opts if opts != cfg.Training() else None
@@ -219,38 +215,27 @@ def _options(args):
 
 def data(args) -> dict:
     """What ``search --json`` prints, as Python objects."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
     model, hbm, result, full = _search(args, args.top)
     return {**_header(model, args, hbm, result), "rows": S.rows(result, full)}
 
 
-#: OpenBLAS's threads: the search does no linear algebra (element-wise arrays only), and OpenBLAS starts one
-#: thread per core when numpy loads (about 0.05 s of a search's start on two cores, measured with
-#: ``python -X importtime -c "import numpy"`` with and without it).  Set for the ``memsym search`` process
-#: only (in :func:`run`, never on import: a program calling the API keeps its own BLAS), and only when
-#: neither it nor OpenMP's setting is given.
+#: Set for a ``memsym search`` process only, before numpy loads (:func:`run`), unless the user set their own:
+#: one OpenBLAS thread (the search is element-wise; a thread per core cost ~0.05 s of its start on two cores), and
+#: glibc's mallopt(3) {parameter: (code, value)} keeping freed blocks in the heap up to 32 MiB (the temporary arrays
+#: were paged in afresh: ``search --gpus 16384`` took ~60 ms instead of ~50, ~1,900 more page faults).
 BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
-
-#: glibc's malloc (mallopt(3)): freed blocks stay in the heap for the next array, up to glibc's 32 MiB
-#: ceiling.  By default a block above the mmap threshold (128 KiB, raised to the largest block freed so far)
-#: goes back to the kernel when freed, and so does the heap's top beyond twice that, so the search's
-#: temporary arrays (10^5 values and more) were paged in afresh each time: ``memsym search --gpus 16384``
-#: had ~1,900 more page faults (9,940 instead of 8,000 for the process, /usr/bin/time), ~4 us each on a
-#: virtual machine, and its run took ~60 ms instead of ~50 (median of 8, in-process).  {mallopt parameter:
-#: (its code, value)}.  Set like BLAS_THREADS, for a ``memsym search`` process only (before numpy loads: a
-#: program that has loaded it keeps its allocator as it is); elsewhere (not glibc) nothing is changed.
 MALLOC = {"M_TRIM_THRESHOLD": (-1, 1 << 30), "M_MMAP_THRESHOLD": (-3, 32 << 20)}
 
 
 def _keep_freed_memory() -> None:
-    """MALLOC, through glibc's mallopt; nothing elsewhere."""
-    if any(k.startswith("MALLOC_") for k in os.environ):  # glibc's own settings given: kept
+    """MALLOC, through glibc's mallopt; nothing elsewhere (not glibc, or glibc's own MALLOC_* settings given)."""
+    if any(k.startswith("MALLOC_") for k in os.environ):
         return
     try:
-        import ctypes  # lazy: only here (numpy loads it anyway)
+        import ctypes
         mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError, TypeError):  # not glibc
+    except (OSError, AttributeError, TypeError):
         return
     for code, value in MALLOC.values():
         mallopt(code, value)
@@ -261,25 +246,20 @@ def run(args) -> int:
         os.environ.update(BLAS_THREADS)  # before numpy loads: see BLAS_THREADS
     if "numpy" not in sys.modules:  # a memsym search process: see MALLOC
         _keep_freed_memory()
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
-    if args.csv or args.plot:  # lazy: the file helpers only when a file is written
-        from ..plots import check_output, check_writable, write_atomic
-    if args.csv:
-        check_writable(args.csv)
-    if args.plot:
-        check_output(args.plot)
     # every row only where every row is written (JSON, CSV without --top); text lists --top or 20
     model, hbm, result, idx = _search(args, args.top or (None if args.json or args.csv else 20))
     full = idx if args.top is None else idx[:args.top]
     shown = idx[:args.top or 20]
     if args.csv:
+        from ..plots import write_atomic
         write_atomic(args.csv, csv_text(S.rows(result, full)))
     if args.plot:
         from ..plots import stacked_breakdown
-        rows = S.rows(result, shown[:20])
-        stacked_breakdown([(label(r), {k: r[k] for k in ("weights", "gradients", "optimizer", "activations")},
-                            r["peak"]) for r in rows], hbm, args.plot,
+        stacked_breakdown([(f"DP{r['dp']} TP{r['tp']} PP{r['pp']} EP{r['ep']} ETP{r['etp']} CP{r['cp']} "
+                            f"Z{r['zero']} {r['recompute']} b{r['mbs']}",
+                            {k: r[k] for k in ("weights", "gradients", "optimizer", "activations")}, r["peak"])
+                           for r in S.rows(result, shown[:20])], hbm, args.plot,
                           title=f"{model.name} on {args.gpus} GPUs: per-device bytes at the most-loaded stage")
     if args.json:
         write_json(model, args, hbm, result, full)
@@ -287,11 +267,6 @@ def run(args) -> int:
     print(render_text(model, args, hbm, result, shown))
     common.print_defaults(args)
     return 0
-
-
-def label(r) -> str:
-    return (f"DP{r['dp']} TP{r['tp']} PP{r['pp']} EP{r['ep']} ETP{r['etp']} CP{r['cp']} "
-            f"Z{r['zero']} {r['recompute']} b{r['mbs']}")
 
 
 def _header(model, args, hbm, result) -> dict:
@@ -319,7 +294,6 @@ def _header(model, args, hbm, result) -> dict:
 
 def write_json(model, args, hbm, result, idx) -> None:
     """JSON with one object per row, formatted straight from the columns (tens of thousands of rows)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations.analyses import search as S
     head = json.dumps(_header(model, args, hbm, result), indent=2)
     cols, keys = S.columns(result, idx), S.row_keys(result)
@@ -332,7 +306,6 @@ def write_json(model, args, hbm, result, idx) -> None:
 
 
 def csv_text(rows) -> str:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     import csv
     from derivations.analyses import search as S
     buf = io.StringIO()
@@ -343,7 +316,6 @@ def csv_text(rows) -> str:
 
 
 def render_text(model, args, hbm, result, idx) -> str:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from symbolic.exact import count, fmt_gib, fmt_int
     from derivations.analyses import search as S
     h = _header(model, args, hbm, result)
@@ -385,41 +357,46 @@ def render_text(model, args, hbm, result, idx) -> str:
     wide = getattr(args, "wide", False)
     if timed:
         lines += _time_header(result)
-    rows = S.rows(result, idx)
-    if result.judged:  # the peak and headroom shown are the kind judged
-        rows = [{**r, "peak": r[args.memory], "headroom": hbm - r[args.memory]} for r in rows]
-    if timed and not wide:
-        lines += ["", f"top {len(idx)} by {how}", "(GiB at the most-loaded " + ("device" if sched else "stage") +
-                  "; seconds per " + ("step" if sched else "micro-batch") + ": compute with recomputation, the "
-                  "exposed transfers of every group, the bubble; --wide: every component and group)"]
-        cols = ("DP", "TP", "PP", "EP", "ETP", "CP", "Z", "recompute", "b") + (("m",) if sched else ()) + \
-            ("peak", "free", "time", "tok/s/GPU", "comp", "comm", "bubble")
-        widths = (5, 4, 4, 4, 4, 4, 2, 10, 3) + ((5,) if sched else ()) + (7, 7, 7, 10, 7, 7, 7)
-        comm = ("time_TP", "time_EP", "time_CP", "time_PP", "time_DP")
-        table = [[r["dp"], r["tp"], r["pp"], r["ep"], r["etp"], r["cp"], r["zero"], r["recompute"], r["mbs"]]
-                 + ([r["microbatches"]] if sched else [])
-                 + [fmt_gib(r["peak"]), fmt_gib(r["headroom"]), seconds(r["step_time"]),
-                    fmt_int(round(r["tokens_per_gpu_s"])), seconds(r["time_compute"] + r["time_recompute"]),
-                    seconds(sum(r[k] for k in comm)), seconds(r["time_bubble"])] for r in rows]
+    per = ("device" if sched else "stage", "step" if sched else "micro-batch")
+    narrow = timed and not wide
+    if narrow:
+        lines += ["", f"top {len(idx)} by {how}", f"(GiB at the most-loaded {per[0]}; seconds per {per[1]}: compute "
+                  "with recomputation, the exposed transfers of every group, the bubble; --wide: every component and "
+                  "group)"]
     else:
-        lines += ["", f"top {len(idx)} by {how} (GiB; stage = most-loaded " + ("device" if sched else "stage") +
-                  (("; seconds per step" if sched else "; seconds per micro-batch") + ", exposed transfers per group"
-                   if timed else "") + ")"]
-        cols = ("DP", "TP", "PP", "EP", "ETP", "CP", "ZeRO", "recompute", "b", "s") + (("m",) if sched else ()) + \
-            ("stage", "weights", "grads", "optim", "activ", "total", "peak", "headroom")
-        widths = (5, 4, 4, 4, 4, 4, 5, 11, 3, 7) + ((6,) if sched else ()) + (6, 9, 8, 8, 8, 8, 8, 9)
-        tcols = ("time", "tok/s/GPU", "compute", "recomp", "TP", "EP", "CP", "PP", "DP", "bubble") if timed else ()
-        tkeys = ("step_time", "tokens_per_gpu_s", "time_compute", "time_recompute", "time_TP", "time_EP", "time_CP",
-                 "time_PP", "time_DP", "time_bubble")
-        table = [[r["dp"], r["tp"], r["pp"], r["ep"], r["etp"], r["cp"], r["zero"], r["recompute"], r["mbs"], r["seq"]]
-                 + ([r["microbatches"]] if sched else []) + [r["stage"]]
-                 + [fmt_gib(r[k]) for k in ("weights", "gradients", "optimizer", "activations", "total", "peak",
-                                            "headroom")]
-                 + ([seconds(r[k]) if k != "tokens_per_gpu_s" else fmt_int(round(r[k])) for k in tkeys]
-                    if timed else []) for r in rows]
-        cols, widths = cols + tcols, widths + tuple(max(7, len(c) + 1) for c in tcols)
-    if result.judged:
-        cols = tuple(args.memory if c == "peak" else c for c in cols)
+        lines += ["", f"top {len(idx)} by {how} (GiB; stage = most-loaded {per[0]}"
+                  + (f"; seconds per {per[1]}, exposed transfers per group" if timed else "") + ")"]
+    # (header, width, value of a row): the layout, then the narrow table's memory and time or every component
+    key, gib, sec = (lambda k: lambda r: r[k]), (lambda k: lambda r: fmt_gib(r[k])), (lambda k: lambda r: seconds(r[k]))
+    spec = [(h, w, key(k)) for h, w, k in (("DP", 5, "dp"), ("TP", 4, "tp"), ("PP", 4, "pp"), ("EP", 4, "ep"),
+                                           ("ETP", 4, "etp"), ("CP", 4, "cp"))]
+    tokens = ("tok/s/GPU", 10, lambda r: fmt_int(round(r["tokens_per_gpu_s"])))
+    if narrow:
+        spec += [("Z", 2, key("zero")), ("recompute", 10, key("recompute")), ("b", 3, key("mbs"))]
+        spec += ([("m", 5, key("microbatches"))] if sched else []) + [
+            ("peak", 7, gib("peak")), ("free", 7, gib("headroom")), ("time", 7, sec("step_time")), tokens,
+            ("comp", 7, lambda r: seconds(r["time_compute"] + r["time_recompute"])),
+            ("comm", 7, lambda r: seconds(sum(r[f"time_{g}"] for g in ("TP", "EP", "CP", "PP", "DP")))),
+            ("bubble", 7, sec("time_bubble"))]
+    else:
+        spec += [("ZeRO", 5, key("zero")), ("recompute", 11, key("recompute")), ("b", 3, key("mbs")),
+                 ("s", 7, key("seq"))] + ([("m", 6, key("microbatches"))] if sched else [])
+        spec.append(("stage", 6, key("stage")))
+        spec += [(h, w, gib(k)) for h, w, k in (("weights", 9, "weights"), ("grads", 8, "gradients"),
+                                                ("optim", 8, "optimizer"), ("activ", 8, "activations"),
+                                                ("total", 8, "total"), ("peak", 8, "peak"),
+                                                ("headroom", 9, "headroom"))]
+        if timed:
+            spec += [("time", 7, sec("step_time")), tokens, ("compute", 8, sec("time_compute")),
+                     ("recomp", 7, sec("time_recompute"))]
+            spec += [(g, 7, sec(f"time_{g}")) for g in ("TP", "EP", "CP", "PP", "DP")]
+            spec.append(("bubble", 7, sec("time_bubble")))
+    rows = S.rows(result, idx)
+    if result.judged:  # the peak and headroom shown are of the kind judged, under its name
+        rows = [{**r, "peak": r[args.memory], "headroom": hbm - r[args.memory]} for r in rows]
+        spec = [(args.memory if h == "peak" else h, w, f) for h, w, f in spec]
+    cols, widths = [h for h, _, _ in spec], [w for _, w, _ in spec]
+    table = [[f(r) for _, _, f in spec] for r in rows]
     # a column widens with its values (CP=1024, huge bytes) and name so neighbours never run together
     widths = [max(w, len(cols[i]) + 1, 1 + max(len(str(v[i])) for v in table)) for i, w in enumerate(widths)]
     lines.append("".join(f"{x:>{w}}" for x, w in zip(cols, widths)))
@@ -432,7 +409,7 @@ def render_text(model, args, hbm, result, idx) -> str:
 
 def _judged_line(j, top) -> str:
     """The fit line of --memory KIND: what is judged, against which capacity, and how many rows were judged."""
-    from symbolic.exact import fmt_gib, fmt_int  # lazy: text output only
+    from symbolic.exact import fmt_gib, fmt_int
     what = {"allocated": "the caching allocator's allocated peak over the step",
             "reserved": "PyTorch's caching allocator run over the step",
             "device": "its reserved bytes + NCCL/DeepEP buffers + the CUDA context"}[j["kind"]]

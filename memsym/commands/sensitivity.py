@@ -1,8 +1,7 @@
 """memsym sensitivity: closed-form derivatives, elasticities and finite differences of the per-device memory."""
 from __future__ import annotations
 
-from .timeopts import add_time_options, nvlink_domain, sensitivity_lines
-from .timeopts import efficiency as time_efficiency
+from .timeopts import add_time_options, sensitivity_lines, time_options
 from . import COMMANDS, common
 from derivations import config as cfg
 from symbolic.exact import fmt_gib, fmt_int
@@ -36,15 +35,13 @@ def add_parser(sub):
 
 
 def _analyse(args):
-    """(model, layout, training, stage, bytes, [Sensitivity]) of a sensitivity command line."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
+    """(model, layout, training, the stage's composition, bytes, [Sensitivity]) of a sensitivity command line."""
     from derivations.analyses import sensitivity as S
     from derivations.assembly.device import default_stage
     model = common.model_from_args(args)
     layout, training = common.layout_from_args(args), common.training_from_args(args)
     wrt = S.parse_symbols(args.wrt)
     if args.wrt == DEFAULT_WRT:  # the default's model dimensions (N_r) only where the model has them
-        # lazy: sympy's registry (this command needs it anyway)
         from derivations import notation as nt
         defined = set(model.named())
         wrt = [x for x in wrt if nt.REGISTRY[x.name].role != "model" or x.name in defined]
@@ -58,41 +55,36 @@ def _analyse(args):
     return model, layout, training, comp, values, results
 
 
-def _time(args, model, layout, training, results):
+def _time(args, model, layout, training, comp, values, results):
     """The step time's slopes for ``--time`` (None without it), in the symbols of --wrt."""
     if not getattr(args, "time", False):
         return None
-    # lazy: the step-time model (only --time reads it)
     from derivations.steptime.sensitivity import time_sensitivity
-    return time_sensitivity(model, layout, training, [r.name for r in results], gpu=args.gpu, overlap=args.overlap,
-                            efficiency=time_efficiency(args), dispatcher=args.dispatcher,
-                            gpus_per_node=nvlink_domain(args))
+    return time_sensitivity(model, layout, training, [r.name for r in results], **time_options(args))
 
 
 def data(args) -> dict:
     """What ``sensitivity --json`` prints."""
-    model, layout, training, comp, values, results = _analyse(args)
-    timed = _time(args, model, layout, training, results)
-    return {**to_json(model, layout, training, comp, values, results, args.latex), **({"time": timed} if timed else {}),
-            **common.defaults_used(args)}
+    analysed = _analyse(args)
+    return _json(args, analysed, _time(args, *analysed))
+
+
+def _json(args, analysed, timed) -> dict:
+    return {**to_json(*analysed, args.latex), **({"time": timed} if timed else {}), **common.defaults_used(args)}
 
 
 def run(args) -> int:
-    if args.plot:
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        from ..plots import check_output
-        check_output(args.plot)
-    model, layout, training, comp, values, results = _analyse(args)
+    analysed = _analyse(args)
+    model, layout, training, comp, values, results = analysed
     if args.plot:
         from ..plots import tornado
         tornado(tornado_items(results), args.plot,
                 title=f"{model.name}, stage {comp.index}: elasticities of the per-device total")
-    timed = _time(args, model, layout, training, results)
+    timed = _time(args, *analysed)
     if args.json:
-        common.print_json({**to_json(model, layout, training, comp, values, results, args.latex),
-                           **({"time": timed} if timed else {}), **common.defaults_used(args)})
+        common.print_json(_json(args, analysed, timed))
         return 0
-    print(render_text(model, layout, training, comp, values, results, args.latex))
+    print(render_text(*analysed, args.latex))
     for line in sensitivity_lines(timed) if timed else ():
         print(line)
     common.print_defaults(args)
@@ -127,7 +119,6 @@ def _config_json(model, layout, training, comp):
 
 
 def to_json(model, layout, training, comp, values, results, with_latex=False) -> dict:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     out = _config_json(model, layout, training, comp)
@@ -178,7 +169,6 @@ def _wrap(line: str, indent: int) -> str:
 
 
 def render_text(model, layout, training, comp, values, results, with_latex=False) -> str:
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     form = S.latex if with_latex else S.text

@@ -17,7 +17,6 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    # lazy: sympy (only this path needs it)
     from derivations import build
     terms = build(common.model_from_args(args))
     if args.json:

@@ -40,9 +40,13 @@ def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool =
     return t
 
 
-def efficiency(args):
-    """The step time's efficiency: 'published' (--efficiency published) or --gemm-efficiency's fraction."""
-    return "published" if getattr(args, "efficiency", "peak") == "published" else args.gemm_efficiency
+def time_options(args) -> dict:
+    """The step-time model's keywords of the typed options: the GPU, the overlap, the dispatcher, the efficiency
+    ('published' with --efficiency published, else --gemm-efficiency's fraction) and the NVLink domain
+    (--nvlink-domain, else --gpus-per-node when typed, else None: the GPU's own, derivations/config/gpus.toml)."""
+    return {"gpu": args.gpu, "overlap": args.overlap, "dispatcher": args.dispatcher,
+            "efficiency": "published" if getattr(args, "efficiency", "peak") == "published" else args.gemm_efficiency,
+            "gpus_per_node": getattr(args, "nvlink_domain", None) or getattr(args, "gpus_per_node", None)}
 
 
 def efficiency_text(eff) -> str:
@@ -50,12 +54,6 @@ def efficiency_text(eff) -> str:
     grouped GEMM GB200's on a Blackwell GPU)."""
     return ("published (config/efficiency.toml: Hopper's; grouped GEMM GB200's on Blackwell)" if eff == "published"
             else f"{float(eff):g}")
-
-
-def nvlink_domain(args):
-    """The NVLink domain the step time uses: --nvlink-domain, else --gpus-per-node when typed, else None (the GPU's
-    own, derivations/config/gpus.toml)."""
-    return getattr(args, "nvlink_domain", None) or getattr(args, "gpus_per_node", None)
 
 
 def seconds(x: float) -> str:

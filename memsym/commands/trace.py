@@ -1,12 +1,6 @@
-"""memsym trace: measure a real implementation's saved tensors on CPU and set them beside a preset's prediction.
-
-Needs the optional extra ``memsym[trace]`` (torch, transformers, megatron-core); without it
-the command exits 2 naming ``pip install 'memsym[trace]'``.  Measured: every storage autograd
-saves for backward in one forward pass (:mod:`memsym.trace.recorder`), per layer and outside
-the layers; predicted: ``memsym estimate --conventions <framework preset> --json`` at the same
-config, micro-batch, sequence and dtype on one device (``bytes.activations_by_layer`` and
-``bytes.activations_outside_layers``).
-"""
+"""memsym trace: a real implementation's saved tensors measured on CPU (memsym/trace/, the extra ``memsym[trace]``)
+beside ``memsym estimate --conventions <framework preset>``'s prediction at the same config, per layer and outside
+the layers (``bytes.activations_by_layer``, ``bytes.activations_outside_layers``)."""
 from __future__ import annotations
 
 import sys
@@ -78,7 +72,6 @@ def add_parser(sub):
 def run(args) -> int:
     """Read and check everything first (memsym/trace/inputs.py: the config read once, bounded and
     validated as estimate does, the options, the record's folder), then import torch and trace."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from memsym.trace import INSTALL_HINT, inputs, missing
     conf = inputs.read(args.model)
     inputs.check_trace(conf.model, args.mbs, args.seq, args.recompute, args.fake, args.step)
@@ -126,14 +119,12 @@ def run(args) -> int:
 
 def settings_of(args) -> dict:
     """The Megatron-Core settings given on the command line (memsym/trace/inputs.py MCORE_SETTINGS)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from memsym.trace.inputs import MCORE_SETTINGS
     return {k: getattr(args, k) for k in MCORE_SETTINGS if getattr(args, k, None) is not None}
 
 
 def _check_record(args) -> None:
     """``--record FILE`` can be written, and every string it will hold is one TOML can (before the trace)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
     from memsym.trace.records import changes_of, toml_string
     if os.path.isdir(args.record) and not os.path.islink(args.record):
         raise ConfigError("trace.record", f"--record {args.record}: is a directory; name the record's file")

@@ -47,7 +47,6 @@ exit codes: 0 equal, 1 not equal, 2 bad input (unknown names, malformed or refus
 
 
 def _symbols_epilog() -> str:
-    # lazy: sympy (only this path needs it)
     from derivations.notation import REGISTRY
     rows, line = [], "symbols:"
     for name, info in REGISTRY.items():
@@ -102,7 +101,6 @@ def _formula_may_start_with_minus(p: argparse.ArgumentParser) -> None:
 
 
 def _result(args):
-    # lazy: sympy (only this path needs it)
     from ..verdict import verify
     return verify(args.formula, args.against, assume=args.assume, model=args.model, stage=args.stage)
 
