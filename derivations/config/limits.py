@@ -74,6 +74,7 @@ OPTIONS: Dict[str, Limit] = {
     "global_batch": Limit("global_batch", 1, 2 ** 30, "the largest global batches are ~10^5 sequences"),
     "gpus_per_node": Limit("gpus_per_node", 1, 2 ** 10, "nodes hold 4 to 72 GPUs"),
     "nvlink_domain": Limit("nvlink_domain", 1, 2 ** 10, "an NVLink fabric joins 8 (HGX) to 576 (NVL576) GPUs"),
+    "cuda_graph_warmup_steps": Limit("cuda_graph_warmup_steps", 0, 2 ** 20, "a training run is ~10^6 steps"),
     "nccl_buffsize": Limit("nccl_buffsize", 1, 2 ** 34, "NCCL_BUFFSIZE is 4 MiB by default; tuned values are MiBs"),
     "vocab_size": Limit("vocab_size", 1, DIM, "the largest vocabularies are ~2^18 (--from-megatron's tokenizer)"),
     "vpp": Limit("vpp", 1, LAYERS, "at most one virtual stage per layer"),
