@@ -52,9 +52,6 @@ RESTRICTED = {
                   "the recomputed core attention's backward holds 4 t bytes fewer than its moment with the other "
                   "routings (selective: seeds 1 and 12345; full: seed 2164556509, greedy softmax routing, 1,056 B at "
                   "t 264; the router's saves still held differ): not derived yet"),
-    "mtp": ("no MTP module in Megatron-Core", "the cross-entropy's moment counts the MTP layers (STEP.md), but the "
-            "last layer's forward moments are then the MTP layer's (its softmax cast; its expert loop's torch.cat, "
-            "4,310,988 B at b 1 s 75 V 64, 67,701 B above every moment): not derived yet"),
     "scaling": ("routed_scaling_factor given to Megatron-Core (2.5 when the draw leaves it out)",
                 "its top-k scaling (moe_utils.py topk_routing_with_score_function: probs * scaling_factor) keeps the "
                 "Python number as a wrapped float64, 8 bytes per MoE layer the moments count whatever the config"),
@@ -77,7 +74,7 @@ def restricted(c: dict, training: dict):
     for framework in training:
         out[framework] = dict(c, **{f: told for f, (refused, told) in REFUSED.items() if refused(framework, c)})
     if "mcore" in training:
-        out["mcore"].update(num_nextn_predict_layers=0, tie_word_embeddings=False,
+        out["mcore"].update(tie_word_embeddings=False,
                             routed_scaling_factor=c.get("routed_scaling_factor", 2.5))
     return out, training
 

@@ -32,7 +32,7 @@ from symbolic.term import Part, Term
 
 
 _S = lambda name: sp.Symbol(name, nonnegative=True)  # noqa: E731
-M_A, M_E, M_D, M_H, M_MTP = (_S(n) for n in ("M_A", "M_E", "M_D", "M_H", "M_MTP"))
+M_A, M_E, M_D, M_H = (_S(n) for n in ("M_A", "M_E", "M_D", "M_H"))
 M_A0, M_E0, M_D0 = (_S(NONE_OF[n]) for n in ("M_A", "M_E", "M_D"))
 #: 1 under eager attention (the score buffers and wrapped scaling numbers exist), 0 under flash.
 u_eager = _S("u_eager")
@@ -314,14 +314,25 @@ def _mcore(policy: str) -> Dict[str, Term]:
     hv, release = B_a * t * (n_h / TP) * nt.d_v, ("head", "released: the head's saves but the input ids (8 b s)",
                                                  -e_H * (M_H - 8 * t), STEP)
     soft = MC + "fusions/fused_softmax.py: FusedScaleMaskSoftmax.forward_torch_softmax"
+    # the forward moments of the stage's last layer: with MTP modules the last MTP layer's (a MoE layer), which holds
+    # the decoder's saves and output, and not the heads' saves (STEP.md)
+    m = sp.Min(1, D_H)
+    mtp_release = ("mtp", "with MTP modules, released: their heads' saves, not yet made (share of the output layer's "
+                          "input B_a t h, FP32 softmax, targets, loss state; the last MTP layer's final norm's for the "
+                          "main final norm's, made)", -D_H * (B_a * t * h + 4 * t * V / TP + 21 * t + 8),
+                   MC + "models/gpt/gpt_model.py: GPTModel._postprocess; transformer/multi_token_prediction.py")
+    mtp_stream = ("mtp_stream", "with MTP modules: the shifted tokens' embedding and the decoder's output "
+                                "(GPTModel.forward's hidden_states), B_a t h each, and the rolled int64 input ids",
+                  m * (2 * B_a * t * h + 8 * t), MC + "transformer/multi_token_prediction.py: "
+                  "MultiTokenPredictionLayer.forward (roll_tensor, embedding)")
     if not full:  # the forward inside the last layer's attention, at probs.bfloat16()
         fwd = [("held", "what the end of the forward holds besides the saves, less the last layer's dispatcher state "
-                        "(not yet made)"
+                        "and the MTP layers' wrapped numbers (not yet made)"
                         + (" and with the checkpoint's int32 mask type" if policy == "partial" else ""),
-                eof - has_moe * tn + (4 if policy == "partial" else 0), STEP),
-               release,
+                eof - 8 * D_H - (m + (1 - m) * has_moe) * tn + (4 if policy == "partial" else 0), STEP),
+               release, mtp_release,
                ("left", "what the last layer saved up to its scores (three RMSNorms, the up-projections' inputs, the "
-                        "RoPE saves, q and k) in place of its saves", LEFT_MC - A_last,
+                        "RoPE saves, q and k) in place of its saves", LEFT_MC - (1 - m) * A_last - m * (M_A + M_E),
                 MC + "transformer/multi_latent_attention.py; transformer/dot_product_attention.py"),
                ("scores",
                 "baddbmm's output (B_a b n_h s^2: beta 0 returns a new tensor), input.float()'s FP32 copy and "
@@ -329,16 +340,15 @@ def _mcore(policy: str) -> Dict[str, Term]:
                 8 * P + 2 * B_a * P + s_loc ** 2, soft),
                ("value", "the value (B_a t n_h d_v)", hv, MC + "transformer/multi_latent_attention.py"),
                ("stream", "the residual stream and the embedding's output (B_a t h each), the position ids",
-                2 * B_a * t * h + 8 * s_loc, MC + "models/gpt/gpt_model.py; transformer/transformer_layer.py")]
+                2 * B_a * t * h + 8 * s_loc, MC + "models/gpt/gpt_model.py; transformer/transformer_layer.py"),
+               mtp_stream]
         out["attention_forward"] = _term("the last layer's attention in the forward, "
                                          "at the softmax's cast to B_a", STEP + " (the attention's moments)",
                                          fwd, has_layers * u_eager * u_local)
     if not full:  # the forward inside the last MoE layer's experts, at SequentialMLP's torch.cat
         experts = [("held", "what the end of the forward holds besides the saves, but the loss and the MTP layers' "
-                            "RoPE tables, dispatcher state and wrapped numbers (not yet made)",
-                    eof - D_H * (4 * s_loc * d_r + tn + 8), STEP),
-                   ("head", "released: the head's saves but the input ids (8 b s), and the MTP layers' (their layer "
-                            "and own tensors: not yet made)", -e_H * (M_H - 8 * t) - D_H * (M_A + M_E + M_MTP), STEP),
+                            "wrapped numbers (not yet made)", eof - 8 * D_H, STEP),
+                   release, mtp_release,
                    ("layer", "the permuted tokens and FP32 probabilities (B_a t k h + 4 t k), the experts' outputs and "
                              "their torch.cat (2 B_a t k h), the residual after attention and the shared experts' "
                              "output (B_a t h each)", 3 * B_a * t * k * h + 4 * t * k + B_a * t * h * (
@@ -346,10 +356,11 @@ def _mcore(policy: str) -> Dict[str, Term]:
                     MC + "transformer/moe/moe_layer.py: MoELayer.forward (shared_experts_compute, dispatch, "
                     "routed_experts_compute); transformer/moe/experts.py: SequentialMLP.forward"),
                    ("stream", "the embedding's output (GPTModel.forward's decoder_input) and the layer's input "
-                              "(TransformerBlock.forward's hidden_states; the embedding's output itself when the stage "
-                              "has one layer and the embedding), the int64 position ids",
-                    e_E * B_a * t * h + B_a * t * h * (1 - e_E * (2 - sp.Min(2, L))) + 8 * s_loc,
-                    MC + "models/gpt/gpt_model.py: GPTModel.forward; transformer/transformer_block.py")]
+                              "(TransformerBlock.forward's hidden_states, the embedding's output itself when the stage "
+                              "has one layer and the embedding; an MTP layer's: eh_proj's output), the position ids",
+                    e_E * B_a * t * h + B_a * t * h * (1 - (1 - m) * e_E * (2 - sp.Min(2, L))) + 8 * s_loc,
+                    MC + "models/gpt/gpt_model.py: GPTModel.forward; transformer/transformer_block.py"),
+                   mtp_stream]
         out["experts_forward"] = _term("the last MoE layer's routed experts in the forward, at SequentialMLP's "
                                        "torch.cat (the local spec's expert loop: TE's grouped GEMM makes no cat)",
                                        STEP + " (Megatron-Core: the expert loop's forward)",
