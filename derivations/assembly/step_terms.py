@@ -325,11 +325,17 @@ def _mcore(policy: str) -> Dict[str, Term]:
                                 "(GPTModel.forward's hidden_states), B_a t h each, and the rolled int64 input ids",
                   m * (2 * B_a * t * h + 8 * t), MC + "transformer/multi_token_prediction.py: "
                   "MultiTokenPredictionLayer.forward (roll_tensor, embedding)")
+    # the stage's input (the embedding's output, GPTModel.forward's decoder_input, or the pipeline's received tensor)
+    # and the last layer's input (TransformerBlock.forward's hidden_states; an MTP layer's: eh_proj's output), one
+    # tensor when the stage has one layer
+    stream_in = B_a * t * h * (2 - (1 - m) * (2 - sp.Min(2, L)))
     if not full:  # the forward inside the last layer's attention, at probs.bfloat16()
-        fwd = [("held", "what the end of the forward holds besides the saves, less the last layer's dispatcher state "
-                        "and the MTP layers' wrapped numbers (not yet made)"
+        fwd = [("held", "what the end of the forward holds besides the saves, less the last layer's dispatcher state, "
+                        "the MTP layers' wrapped numbers and, before any router ran (the last layer the stage's only "
+                        "MoE layer), the loss tracker (not yet made)"
                         + (" and with the checkpoint's int32 mask type" if policy == "partial" else ""),
-                eof - 8 * D_H - (m + (1 - m) * has_moe) * tn + (4 if policy == "partial" else 0), STEP),
+                eof - 8 * D_H - (m + (1 - m) * has_moe) * tn + (4 if policy == "partial" else 0)
+                - 4 * (L + D_H) * (sp.Min(1, L_m + D_H) - sp.Min(1, L_m - (1 - m) * has_moe)), STEP),
                release, mtp_release,
                ("left", "what the last layer saved up to its scores (three RMSNorms, the up-projections' inputs, the "
                         "RoPE saves, q and k) in place of its saves", LEFT_MC - (1 - m) * A_last - m * (M_A + M_E),
@@ -339,8 +345,9 @@ def _mcore(policy: str) -> Dict[str, Term]:
                           "the FP32 softmax (4 b n_h s^2 each), the B_a probabilities being made, the bool causal mask",
                 8 * P + 2 * B_a * P + s_loc ** 2, soft),
                ("value", "the value (B_a t n_h d_v)", hv, MC + "transformer/multi_latent_attention.py"),
-               ("stream", "the residual stream and the embedding's output (B_a t h each), the position ids",
-                2 * B_a * t * h + 8 * s_loc, MC + "models/gpt/gpt_model.py; transformer/transformer_layer.py"),
+               ("stream", "the stage's input (the embedding's output) and the layer's input (B_a t h each, one tensor "
+                          "when the stage has one layer), the position ids", stream_in + 8 * s_loc,
+                MC + "models/gpt/gpt_model.py; transformer/transformer_block.py"),
                mtp_stream]
         out["attention_forward"] = _term("the last layer's attention in the forward, "
                                          "at the softmax's cast to B_a", STEP + " (the attention's moments)",
@@ -355,10 +362,9 @@ def _mcore(policy: str) -> Dict[str, Term]:
                                  1 + sp.Min(1, _S("N_s"))),  # (nt.N_s is positive: Min(1, N_s) would be 1)
                     MC + "transformer/moe/moe_layer.py: MoELayer.forward (shared_experts_compute, dispatch, "
                     "routed_experts_compute); transformer/moe/experts.py: SequentialMLP.forward"),
-                   ("stream", "the embedding's output (GPTModel.forward's decoder_input) and the layer's input "
-                              "(TransformerBlock.forward's hidden_states, the embedding's output itself when the stage "
-                              "has one layer and the embedding; an MTP layer's: eh_proj's output), the position ids",
-                    e_E * B_a * t * h + B_a * t * h * (1 - (1 - m) * e_E * (2 - sp.Min(2, L))) + 8 * s_loc,
+                   ("stream", "the stage's input (the embedding's output) and the layer's input (B_a t h each, one "
+                              "tensor when the stage has one layer), the position ids",
+                    stream_in + 8 * s_loc,
                     MC + "models/gpt/gpt_model.py: GPTModel.forward; transformer/transformer_block.py"),
                    mtp_stream]
         out["experts_forward"] = _term("the last MoE layer's routed experts in the forward, at SequentialMLP's "
