@@ -17,11 +17,10 @@ from derivations import config as cfg
 from derivations import evaluate as ev
 from derivations import families
 from derivations.config import gpus as gpu_presets
+from derivations.config.defaults import DEFAULT_GPU
 from derivations.steptime import efficiency as published
 from derivations.steptime import placement
 
-#: the GPU whose rates the model reads when none is named: the paper's (DeepSeek trained on H800s)
-DEFAULT_GPU = "h800"
 # without --gpu, a recipe the default (Hopper) has no tensor-core rate for (MXFP8, NVFP4: Blackwell's block-scaled
 # formats) is timed on the first GPU that runs it
 RECIPE_DEFAULT_GPU = "b200"
