@@ -32,6 +32,14 @@ def check_conflicts(args) -> None:
     if "cuda_graph_warmup_steps" in typed and not getattr(args, "cuda_graphs", None):
         raise cfg.ConfigError("cuda-graphs", "--cuda-graph-warmup-steps says when --cuda-graphs are captured: give "
                                              "--cuda-graphs SCOPE (or leave it out)")
+    for dest in ("efficiency", "gemm_efficiency", "nvlink_domain"):  # estimate's and sensitivity's time only
+        if dest in typed and getattr(args, "time", True) is False:
+            flag = "--" + dest.replace("_", "-")
+            raise cfg.ConfigError("time", f"{flag} acts on the step time only: add --time (or leave {flag} out)")
+    domain, node = getattr(args, "nvlink_domain", None), getattr(args, "gpus_per_node", None)
+    if domain and node and domain < node:  # gpus.toml: an HGX node is one domain of 8, an NVL72 rack 72 of 4-GPU nodes
+        raise cfg.ConfigError("nvlink-domain", f"--nvlink-domain {domain} is smaller than --gpus-per-node {node}: an "
+                                               "NVLink domain joins at least one node's GPUs")
     if memory and getattr(args, "tensors", False):
         raise cfg.ConfigError("memory", "--memory judges a stage's step, --tensors lists one layer's tensors: give "
                                         "one of them")
