@@ -362,6 +362,62 @@ def test_all_stages_judges_the_most_loaded_stage(capsys):
     assert d["memory"]["judged"] == "device" and d["memory"]["capacity"] == 85520809984
 
 
-def test_search_refuses_memory_on_one_line(capsys):
-    code, _, err = run(capsys, "search", "--gpus", "64", "--memory", "device")
-    assert code == 2 and "memsym estimate" in err and len(err.strip().splitlines()) == 1, err
+def _search(capsys, *argv):
+    code, out, err = run(capsys, "search", "--json", *argv)
+    assert code == 0, err
+    return json.loads(out)
+
+
+LAYOUT = ("dp", "tp", "pp", "ep", "etp", "cp", "zero", "mbs", "seq")
+
+
+def _rows_are_estimates(capsys, d, kind, hbm, *argv):
+    """Each row's judged bytes are memsym estimate --memory KIND's of its configuration (the oracle: the estimate
+    command), at its most-loaded stage (under a schedule estimate's own choice of device), and fit the capacity."""
+    assert d["rows"] and d["memory"]["kind"] == kind
+    for r in d["rows"]:
+        sched = ("--schedule", "1f1b", "--microbatches", str(r["microbatches"])) if "microbatches" in r else \
+            ("--stage", str(r["stage"]))
+        code, out, err = run(capsys, "estimate", "--json", "--hbm", hbm, "--memory", kind, "--attention",
+                             d["attention"], "--recompute", r["recompute"], *sched,
+                             *(x for k in LAYOUT for x in (f"--{k}", str(r[k]))), *argv)
+        assert code == 0, err
+        e = json.loads(out)
+        assert e["stage"]["index"] == r["stage"], r
+        m = e["memory"]
+        assert (r["allocated"], r["reserved"], r["device"]) == (m["allocated"], m["reserved"], m["device"]), r
+        assert m["fits"] and r[kind] <= d["hbm"] and r["allocated"] >= r["total"], r
+
+
+@pytest.mark.parametrize("kind,argv", [("device", ("--gpus", "256", "--top", "4")),
+                                       ("reserved", ("--gpus", "512", "--global-batch", "4096", "--top", "3")),
+                                       ("device", ("--model", "deepseek-v2-lite", "--gpus", "16", "--top", "4",
+                                                   "--all-configurations"))])
+def test_search_rows_are_estimates_judged_of_the_kind(capsys, kind, argv):
+    d = _search(capsys, "--hbm", "80GiB", "--memory", kind, *argv)
+    _rows_are_estimates(capsys, d, kind, "80GiB", *argv[:2] if argv[0] == "--model" else ())
+
+
+def test_search_drops_a_configuration_that_fits_allocated_but_not_the_device(capsys):
+    """The largest configuration of terms T at most 40 GiB (--sort peak, no overheads), against a capacity of
+    T rounded up to a MiB plus a MiB: its terms fit, but its device bytes are at least T + the CUDA context's
+    400 MB (pytorch/pytorch#109888), so it is dropped, counted, and every row listed instead fits."""
+    argv = ("--model", "deepseek-v2-lite", "--gpus", "8", "--sort", "peak", "--all-configurations")
+    (top,) = _search(capsys, "--hbm", "40GiB", "--overheads", "none", "--top", "1", *argv)["rows"]
+    hbm = f"{-(-top['total'] // MiB) + 1}MiB"
+    plain = _search(capsys, "--hbm", hbm, "--overheads", "none", "--top", "1", *argv)["rows"]
+    assert [r["total"] for r in plain] == [top["total"]]  # it fits by its terms
+    d = _search(capsys, "--hbm", hbm, "--memory", "device", "--top", "3", *argv)
+    same = lambda r: all(r[k] == top[k] for k in LAYOUT + ("recompute",))  # noqa: E731
+    assert not any(same(r) for r in d["rows"]) and d["memory"]["over_capacity"] >= 1
+    assert d["memory"]["judged"] == len(d["rows"]) + d["memory"]["over_capacity"]
+    _rows_are_estimates(capsys, d, "device", hbm, *argv[:2])
+
+
+def test_search_memory_replaces_the_overheads_and_says_what_it_judged(capsys):
+    code, _, err = run(capsys, "search", "--gpus", "64", "--memory", "device", "--overheads", "low")
+    assert code == 2 and "--overheads" in err and len(err.strip().splitlines()) == 1, err
+    code, out, err = run(capsys, "search", "--gpus", "256", "--gpu", "h100", "--memory", "device", "--top", "2")
+    assert code == 0, err
+    assert "fit: --memory device: device bytes" in out and "NVIDIA H100 80GB HBM3 (SXM) 79.65 GiB" in out
+    assert " device   free " in out

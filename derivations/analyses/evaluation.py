@@ -41,6 +41,8 @@ class SearchResult:
     #: without a schedule, the (s, b) groups of each layout (rows: choices x layouts x groups); else None
     layout_groups: Optional[int] = None
     training: Optional[cfg.Training] = None  #: what the configurations ran under (schedule, m, attention kernel)
+    #: --memory: {kind, capacity, terms_fitting, bytes: {row: memory of its configuration}} (ranking.ranked_judged)
+    judged: Optional[Dict] = None
 
     @property
     def considered(self) -> int:

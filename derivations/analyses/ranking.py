@@ -154,6 +154,24 @@ def ranked(result: SearchResult, sort: str = "bubble", per_layout: bool = True, 
     return out if top is None else out[:top]
 
 
+def ranked_judged(result: SearchResult, judge, kind: str, capacity: int, sort: str = "bubble",
+                  per_layout: bool = True, top: int = 20):
+    """(:func:`ranked`'s first ``top`` rows of those whose ``judge(row)[kind]`` bytes fit ``capacity``, {row:
+    ``judge(row)``} of every row judged).  ``judge`` costs a configuration's allocator run, and its bytes are never
+    below the row's terms (the rows fitting already, by their total, are the only candidates): the rows ranked first
+    are judged in rank order, those over ``capacity`` marked not fitting (``columns['fits']``) and the ranking redone,
+    until the first ``top`` are all judged fitting."""
+    fits, got = result.columns["fits"], {}
+    while True:
+        idx = ranked(result, sort=sort, per_layout=per_layout, top=top)
+        new = [int(i) for i in idx if int(i) not in got]
+        if not new:
+            return idx, got
+        for i in new:
+            got[i] = judge(i)
+            fits[i] = got[i][kind] <= capacity
+
+
 def _fastest_layouts(result: SearchResult, keys, top: int):
     """``ranked(result, 'time', True, top)`` from the rows of a few layouts, or None (no bound, or a NaN compared).
     ``result.time['fastest']()`` (derivations/analyses/timing.py) bounds each layout's first key from below: layouts

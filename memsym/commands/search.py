@@ -32,7 +32,9 @@ def add_parser(sub):
                                    "With --schedule or --global-batch every device of every configuration is judged "
                                    "at its peak under the pipeline schedule (in-flight micro-batches, as `estimate "
                                    "--all-stages`); without either, each stage holds one micro-batch: the paper's "
-                                   "idealisation, optimistic for PP > 1.")
+                                   "idealisation, optimistic for PP > 1. With --memory KIND the terms' total "
+                                   "(allocated >= it) is judged first, then the rows ranked first, one by one, by "
+                                   "memsym estimate --memory KIND at their most-loaded stage, until --top fit.")
     common.add_model_option(p)
     p.add_argument("--gpus", type=common.positive_int, required=True, help="number of GPUs (DP*TP*PP*CP)")
     common.add_budget_options(p, default_gpu=DEFAULT_GPU)
@@ -69,7 +71,7 @@ def add_parser(sub):
                         "a fused kernel, no s x s tensor, what Megatron-Core with Transformer Engine, torchtitan and "
                         "DeepSeek run; derivations/config/defaults.py) or eager (the paper's view, as --conventions "
                         "paper: the 5 b n_h s^2 score tensors kept, and read through HBM)")
-    p.add_argument("--overheads", choices=["high", "low", "none"], default="high",
+    p.add_argument("--overheads", choices=["high", "low", "none"], default="high", action=common._Explicit,
                    help="end of the Sec. 6 ranges: high (30%% fragmentation, 2 GiB buffers; default, conservative), "
                         "low (5%%, 0.8 GiB) or none")
     p.add_argument("--sort", choices=["time", "bubble", "peak", "headroom"], default="time",
@@ -90,13 +92,12 @@ def add_parser(sub):
     g.add_argument("--virtual-layers", type=layer_counts, default=None, action=common._Explicit, metavar="N,N,...",
                    help="Megatron's pipeline layout as the layers of its PP x V virtual stages (`memsym estimate "
                         "--help`; needs --schedule interleaved): layouts of another PP x V are counted invalid")
-    p.add_argument("--memory", choices=("allocated", "reserved", "device"), default=None,
-                   help=common.help_all("refused: search judges every configuration by its terms (the Sec. 6 peak); "
-                                        "judge one by memsym estimate --memory or fit --memory"))
+    common.add_memory_options(p)  # judged for the rows listed only, in rank order (_judged)
     common.add_convention_options(p)
     add_time_options(p, node=False)
     p.add_argument("--top", type=common.positive_int, default=None,
-                   help="rows to list (text default 20; JSON/CSV default every configuration that fits)")
+                   help="rows to list (text default 20; JSON/CSV default every configuration that fits; with "
+                        "--memory 20 in every output)")
     p.add_argument("--all-configurations", action="store_true",
                    help="list every fitting configuration (layout x ZeRO x recomputation x micro-batch); by default "
                         "each layout appears once, with its best-ranked fitting configuration")
@@ -132,11 +133,11 @@ def _search(args, rows=None):
     """(model, hbm, SearchResult, ordered row indices) of a search command line: the first ``rows``
     of them (None: all)."""
     from derivations.analyses import search as S
-    if args.memory:
-        raise cfg.ConfigError("memory", f"--memory {args.memory}: search judges every configuration by its terms "
-                                        "in one vectorised pass (the Sec. 6 peak, --overheads), not by the caching "
-                                        "allocator run per configuration: judge a listed one with memsym estimate ... "
-                                        f"--memory {args.memory} (or memsym fit --memory {args.memory})")
+    if args.memory:  # the terms' total first (overheads none): a kind's bytes are never below it
+        if "overheads" in common.explicit(args):
+            raise cfg.ConfigError("memory", f"--overheads {args.overheads} sets the Sec. 6 ranges, which --memory "
+                                            f"{args.memory} replaces: give one of them")
+        args.overheads, rows = "none", rows or 20
     _apply_recipe(args)
     rank = R.conventions_of(vars(args)).rank
     if rank in ("fsdp2", "mfsdp"):  # FSDP shards parameters, gradients and optimizer states: ZeRO 3 only
@@ -159,7 +160,30 @@ def _search(args, rows=None):
         S.add_time(result, model, timed, vpp=args.vpp, **time_options(args))
     elif args.sort == "time":
         args.sort = "bubble"
+    if args.memory:
+        return model, hbm, result, _judged(args, model, hbm, result, rows)
     return model, hbm, result, S.ranked(result, sort=args.sort, per_layout=not args.all_configurations, top=rows)
+
+
+def _judged(args, model, hbm, result, top):
+    """--memory KIND: the first ``top`` ranked rows whose KIND bytes fit ``hbm``, each configuration judged at its
+    most-loaded stage by what ``memsym estimate --memory KIND`` runs (common.memory_of), in rank order and only until
+    ``top`` fit (derivations/analyses/ranking.py ranked_judged); the judged bytes kept in ``result.judged``."""
+    import numpy as np
+
+    from derivations.analyses import search as S
+    from derivations.assembly.device import estimate
+
+    def judge(i):
+        return common.memory_of(args, estimate(model, *S.configuration(result, S.rows(result, np.array([i]))[0])))
+    passed = result.fitting
+    idx, got = S.ranked_judged(result, judge, args.memory, hbm, sort=args.sort,
+                               per_layout=not args.all_configurations, top=top)
+    gpu = common.budget_from_args(args)[1]
+    result.judged = {"kind": args.memory, "capacity": hbm, "capacity_of": gpu.name if gpu else "--hbm",
+                     "terms_fitting": passed, "judged": len(got),
+                     "over_capacity": sum(m[args.memory] > hbm for m in got.values()), "bytes": got}
+    return idx
 
 
 def _framework(args, result) -> None:
@@ -264,6 +288,8 @@ def _header(model, args, hbm, result) -> dict:
                              "micro-batches" if result.schedule else
                              "the paper's idealisation: one micro-batch per stage (optimistic for PP > 1; give "
                              "--global-batch or --schedule)"},
+        **({"memory": {**{k: v for k, v in result.judged.items() if k != "bytes"}, "alloc_conf": args.alloc_conf}}
+           if result.judged else {}),
         **common.defaults_used(args),
     }
 
@@ -311,6 +337,7 @@ def render_text(model, args, hbm, result, idx) -> str:
         f"pipeline stage evaluated, each judged at its most-loaded stage; attention: {args.attention}"
         + (" (fused, no s x s tensor; --attention eager: the paper's)" if args.attention == "flash" else
            " (the paper's view)"),
+        _judged_line(result.judged, args.top or 20) if result.judged else
         f"fit: peak = (1 + {o['f_frag']:.2f}) x total + {fmt_gib(o['M_buf'])} GiB <= {fmt_gib(hbm)} GiB "
         f"(Sec. 6, {o['end']} end): {fmt_int(c['fitting'])} configurations fit",
         "step: total at the step's peak; under recomputation activ adds the layer one micro-batch's backward "
@@ -368,16 +395,33 @@ def render_text(model, args, hbm, result, idx) -> str:
                      ("recomp", 7, sec("time_recompute"))]
             spec += [(g, 7, sec(f"time_{g}")) for g in ("TP", "EP", "CP", "PP", "DP")]
             spec.append(("bubble", 7, sec("time_bubble")))
+    rows = S.rows(result, idx)
+    if result.judged:  # the peak and headroom shown are of the kind judged, under its name
+        rows = [{**r, "peak": r[args.memory], "headroom": hbm - r[args.memory]} for r in rows]
+        spec = [(args.memory if h == "peak" else h, w, f) for h, w, f in spec]
     cols, widths = [h for h, _, _ in spec], [w for _, w, _ in spec]
-    table = [[f(r) for _, _, f in spec] for r in S.rows(result, idx)]
-    # a column widens with its values (CP=1024, huge bytes) so neighbours never run together
-    widths = [max(w, 1 + max(len(str(v[i])) for v in table)) for i, w in enumerate(widths)]
+    table = [[f(r) for _, _, f in spec] for r in rows]
+    # a column widens with its values (CP=1024, huge bytes) and name so neighbours never run together
+    widths = [max(w, len(cols[i]) + 1, 1 + max(len(str(v[i])) for v in table)) for i, w in enumerate(widths)]
     lines.append("".join(f"{x:>{w}}" for x, w in zip(cols, widths)))
     for vals in table:
         lines.append("".join(f"{x:>{w}}" for x, w in zip(vals, widths)))
     if not wide:
         lines = [ln if len(ln) <= 100 or ln.startswith(" ") else _fold(ln) for ln in lines]
     return "\n".join(lines)
+
+
+def _judged_line(j, top) -> str:
+    """The fit line of --memory KIND: what is judged, against which capacity, and how many rows were judged."""
+    from symbolic.exact import fmt_gib, fmt_int
+    what = {"allocated": "the caching allocator's allocated peak over the step",
+            "reserved": "PyTorch's caching allocator run over the step",
+            "device": "its reserved bytes + NCCL/DeepEP buffers + the CUDA context"}[j["kind"]]
+    return (f"fit: --memory {j['kind']}: {j['kind']} bytes ({what}, as memsym estimate --memory {j['kind']}) <= "
+            f"{j['capacity_of']} {fmt_gib(j['capacity'])} GiB at the most-loaded stage; the "
+            f"{fmt_int(j['terms_fitting'])} configurations whose terms fit (allocated >= the terms) judged in rank "
+            f"order until {top} fit: {fmt_int(j['judged'])} judged, {fmt_int(j['over_capacity'])} of them fit "
+            f"allocated memory but not " + ("the device" if j["kind"] == "device" else f"their {j['kind']} bytes"))
 
 
 def _fold(line: str) -> str:
