@@ -297,7 +297,7 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
     v.update(Phi=g.rate(const["Phi_rate"]), Phi_A=g.rate("bf16"), W_M=g.rate("hbm_bandwidth"))
     link = {"nvlink": 1.0, "network": 1.0}
     if efficiency == PUBLISHED:
-        v["eta"] = _published_eta(model, v, g)
+        v["eta"] = _published_eta(model, v, g, const["Phi_rate"])
         link = published.links(v["EP"])
     else:
         v["eta"] = float(efficiency)
@@ -307,12 +307,12 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
     return v
 
 
-def _published_eta(model: cfg.ModelSpec, v: Dict, g: "gpu_presets.GPU") -> np.ndarray:
+def _published_eta(model: cfg.ModelSpec, v: Dict, g: "gpu_presets.GPU", precision: str) -> np.ndarray:
     """eta under --efficiency published (efficiency.py): the one efficiency giving a micro-batch's matrix products
     the time they take at their own published efficiencies: the dense products (attention projections, dense and
     shared FFNs, router, head, the MTP modules') at DeepGEMM's at M = b s / (CP TP) rows, the routed experts' grouped
-    GEMM at M = b s EP N_r / (CP TP N) rows per expert (on Blackwell, ``g``, its own table), the attention's scores at
-    FlashAttention-3's."""
+    GEMM at M = b s EP N_r / (CP TP N) rows per expert (under MXFP8, ``precision``, on NVIDIA's Blackwell, ``g``, its
+    own point), the attention's scores at FlashAttention-3's."""
     tokens = v["b"] * v["s"] / (v["CP"] * v["TP"])
     layers = v["L_d"] + v["L_m"]
     dense = layers * v["P_A"] + v["L_d"] * v["P_F"] + v["L_m"] * (v["P_R"] + v["F"] * v["N_s"] * v["P_E"]) \
@@ -321,7 +321,8 @@ def _published_eta(model: cfg.ModelSpec, v: Dict, g: "gpu_presets.GPU") -> np.nd
     dense = dense + v["e_H"] * v["D_M"] * (v["P_M"] - v["F"] * v["N_r"] * v["P_E"])  # the MTP modules'
     scores = (layers + v["e_H"] * v["D_M"]) * v["c_A"] * v["s"] * v["n_h"] * (v["d_h"] + v["d_hr"] + v["d_v"])
     e_d = published.gemm(tokens)
-    e_g = published.gemm(tokens * v["EP"] * model.N_r / (model.named().get("N") or model.N_r), grouped=True, gpu=g)
+    e_g = published.gemm(tokens * v["EP"] * model.N_r / (model.named().get("N") or model.N_r), grouped=True, gpu=g,
+                          precision=precision)
     e_a = published.attention()
     peak = (dense + experts) / v["Phi"] + scores / v["Phi_A"]
     achieved = dense / (e_d * v["Phi"]) + experts / (e_g * v["Phi"]) + scores / (e_a * v["Phi_A"])

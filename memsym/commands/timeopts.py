@@ -52,9 +52,9 @@ def time_options(args) -> dict:
 
 def efficiency_text(eff) -> str:
     """The efficiency as printed: a fraction, or the published tables' (Hopper's applied to the GPU, the experts'
-    grouped GEMM GB200's on a Blackwell GPU)."""
-    return ("published (config/efficiency.toml: Hopper's; grouped GEMM GB200's on Blackwell)" if eff == "published"
-            else f"{float(eff):g}")
+    grouped GEMM under MXFP8 GB200's on NVIDIA Blackwell)."""
+    return ("published (config/efficiency.toml: Hopper's; MXFP8 grouped GEMM GB200's on NVIDIA Blackwell)"
+            if eff == "published" else f"{float(eff):g}")
 
 
 def seconds(x: float) -> str:
