@@ -2,8 +2,9 @@
 command line's help mode."""
 from __future__ import annotations
 
-import difflib
 import re
+
+from symbolic.errors import did_you_mean
 
 #: [True] while ``memsym CMD --help-all`` builds the parser: every option's whole help; --help shows each one's
 #: first clause and leaves out the switches that argtypes.help_all marks
@@ -21,6 +22,4 @@ def near_choice(message: str) -> str:
     """``message`` (argparse's ``argument X: invalid choice: 'v' (choose from ...)``) with `` (did you mean c?)``
     naming the nearest choices (difflib's ratio, as for a mistyped option), or unchanged."""
     choice = re.search(r"argument \S+: invalid choice: '(.*)' \(choose from (.*)\)$", message)
-    near = choice and difflib.get_close_matches(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)), n=3,
-                                                cutoff=0.6)
-    return message + f" (did you mean {' or '.join(near)}?)" if near else message
+    return message + did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2))) if choice else message

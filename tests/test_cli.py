@@ -115,7 +115,12 @@ def test_a_mistyped_option_gets_did_you_mean_from_its_own_command(capsys, argv, 
 
 @pytest.mark.parametrize("argv, hint", [(["sarch", "--gpus", "8"], "did you mean search?"),
                                         (["estimat"], "did you mean estimate?"),
-                                        (["estimate", "--attention", "flsh"], "did you mean flash?")])
+                                        (["estimate", "--attention", "flsh"], "did you mean flash?"),
+                                        (["estimate", "--gpu", "gb20"], "'gb20' (did you mean gb200 or b200 or gb300"),
+                                        (["search", "--gpus", "8", "--gpu", "h80"], "(did you mean h800?)"),
+                                        (["estimate", "--model", "deepseek-v33"], "(did you mean deepseek-v3 or "),
+                                        (["estimate", "--recipe", "deepseek-v"], "(did you mean deepseek-v3?)"),
+                                        (["runs", "--conventions", "mcor"], "(did you mean mcore or mcore-te?)")])
 def test_a_mistyped_command_or_choice_gets_did_you_mean(capsys, argv, hint):
     from clirun import run
     code, out, err = run(capsys, *argv)

@@ -63,12 +63,16 @@ def test_megatron_graph_flags_are_read_or_named_not_modelled(flags, read):
     assert any("--cuda-graph" in u for u in r.unmodelled) == (read is None)
 
 
-@pytest.mark.parametrize("extra", [("--cuda-graphs", "mamba"), ("--cuda-graphs", "layer,attn"),
-                                   ("--cuda-graphs", "attn,attn"), ("--cuda-graph-warmup-steps", "-1"),
-                                   ("--cuda-graph-warmup-steps", "0")])
-def test_bad_graph_options_are_refused_on_one_line(capsys, extra):
+@pytest.mark.parametrize("extra, says", [
+    (("--cuda-graphs", "mamba"), "mamba"), (("--cuda-graphs", "layer,attn"), "layer"),
+    (("--cuda-graphs", "attn,attn"), "attn"), (("--cuda-graph-warmup-steps", "0"), "--cuda-graphs"),
+    (("--cuda-graph-warmup-steps", "-1"), "--cuda-graph-warmup-steps"),
+    # with --cuda-graphs given, the step count's own bound refuses (0..2^20), not the missing partner option
+    (("--cuda-graphs", "attn", "--cuda-graph-warmup-steps", "-1"), "non-negative"),
+    (("--cuda-graphs", "attn", "--cuda-graph-warmup-steps", str(2 ** 20 + 1)), "0..1048576")])
+def test_bad_graph_options_are_refused_on_one_line(capsys, extra, says):
     code, out, err = run(capsys, "estimate", "--conventions", "mcore-te", *extra)
-    assert code == 2 and len(err.strip().splitlines()) <= 2 and "Traceback" not in err
+    assert code == 2 and says in err.strip().splitlines()[-1] and "Traceback" not in err and not out
 
 
 def test_graphs_outside_megatron_cores_layers_are_refused(capsys):

@@ -212,6 +212,16 @@ def test_text_output_is_a_table(capsys):
     assert "memsym estimate --from-" in out and "NVIDIA/Megatron-LM @ d98e8a64" in out
 
 
+def test_oom_and_fits_rows_print_the_event_not_the_capacity_as_measured(capsys):
+    code, out, _ = run(capsys, "runs", "--id", "torchtitan-dsv3-16b-fsdp8-ep8-oom,torchtitan-dsv3-16b-fsdp8-ep1-fits")
+    assert code == 0
+    table = out.split("\n\n")[1].splitlines()  # the first table; the components table follows
+    rows = {line.split()[0]: line.split() for line in table if line.startswith("torchtitan-")}
+    assert rows["torchtitan-dsv3-16b-fsdp8-ep8-oom"][3:6:2] == ["OOM", "-"]  # measured, ratio
+    assert rows["torchtitan-dsv3-16b-fsdp8-ep1-fits"][3:6:2] == ["ran", "-"]
+    assert "against a capacity of 79.65 GiB" in out  # 81559 MiB, nvidia-smi's total of an H100
+
+
 @needs_matplotlib
 def test_plot(tmp_path, capsys):
     path = tmp_path / "runs.svg"

@@ -180,6 +180,20 @@ def test_lambdified_total_equals_exact(case):
 
 
 # ----------------------------------------------------------------------------- command line
+@pytest.mark.parametrize("given, hbm, of, said", [
+    ([], 81559 * 2 ** 20, "NVIDIA H800 80GB", "79.65 GiB per device (NVIDIA H800 80GB's usable capacity, the"),
+    (["--gpu", "h800"], 81559 * 2 ** 20, "NVIDIA H800 80GB", "79.65 GiB per device (NVIDIA H800 80GB's usable"),
+    (["--hbm", "80GiB"], 80 * GiB, "--hbm", "80.00 GiB per device (--hbm: a budget as typed, not a GPU's")])
+def test_the_capacity_judged_is_one_kind_and_said(capsys, given, hbm, of, said):
+    """Issue 46 item 6: without --gpu or --hbm the search judges the H800's usable bytes (81559 MiB, nvidia-smi),
+    as --gpu h800 does, not a raw 80 GiB; a typed --hbm is a budget and said to be one."""
+    assert main(["search", "--gpus", "8", "--top", "1", "--json", *given]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["hbm"], d["capacity_of"]) == (hbm, of)
+    assert main(["search", "--gpus", "8", "--top", "1", *given]) == 0
+    assert said in " ".join(capsys.readouterr().out.split())
+
+
 def test_cli_json_lists_the_papers_layout(capsys):
     assert main(["search", "--gpus", "1024", "--hbm", "80GiB", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)

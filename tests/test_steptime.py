@@ -144,6 +144,29 @@ def test_refusals_are_one_line():
         E.check(V3, "h100", training=cfg.Training(linear_recipe="mxfp8"))
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["estimate", "--efficiency", "published"], "--efficiency acts on the step time only: add --time"),
+    (["estimate", "--gemm-efficiency", "0.5"], "--gemm-efficiency acts on the step time only: add --time"),
+    (["sensitivity", "--nvlink-domain", "72"], "--nvlink-domain acts on the step time only: add --time"),
+    (["estimate", "--time", "--gpus-per-node", "8", "--nvlink-domain", "4"],
+     "--nvlink-domain 4 is smaller than --gpus-per-node 8"),
+    (["search", "--gpus", "64", "--gpus-per-node", "8", "--nvlink-domain", "4"],
+     "--nvlink-domain 4 is smaller than --gpus-per-node 8")])
+def test_an_option_without_effect_or_a_domain_smaller_than_a_node_is_refused(capsys, argv, said):
+    """A time option without --time changed nothing; an NVLink domain joins at least a node (gpus.toml: GB200 NVL72
+    72 GPUs of 4-GPU nodes, an HGX node one domain of 8)."""
+    from clirun import run
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and said in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_an_nvl72_rack_of_four_gpu_nodes_is_timed_as_one_domain(capsys):
+    from clirun import run
+    code, out, err = run(capsys, "estimate", "--gpu", "gb200", "--gpus-per-node", "4", "--nvlink-domain", "72",
+                         "--time")
+    assert code == 0 and "NVLink domain of 72 GPUs" in out, err
+
+
 def test_search_ranks_by_time_and_keeps_micro_batches_of_real_size():
     """Issue 29's first acceptance line: on 1024 H800s the first 20 layouts keep >= 512 tokens per GPU per
     micro-batch and each row carries its step time and parts."""

@@ -95,6 +95,26 @@ def test_deepseek_v4_is_timed_from_its_own_keys():
     assert t["tokens_per_gpu_s"] > 0
 
 
+def test_deepseek_v4_under_eager_is_timed_over_every_key_it_computes(capsys):
+    """The same stage under eager_attention_forward (transformers 5.24: every score of s keys, s + s/4 in a CSA
+    layer, s + s/128 in an HCA layer, masked not skipped) with the CSA indexer as above; its matrices' columns over
+    s are u_E.  The time's kernel is the one the defaults line names (issue 43 item 2: one set of defaults)."""
+    from clirun import run
+    s = 4096
+    columns = 6 * s + 2 * s / 4 + 4 * s / 128
+    rows = {k: np.array([v]) for k, v in dict(dp=1, tp=1, pp=8, ep=32, etp=1, cp=1, mbs=1, seq=s, zero=0,
+                                             microbatches=1, L_d=0, L_m=6, e_E=1, e_H=0, L_C=2, L_H=4,
+                                             L_R=3).items()}
+    rows["recompute"] = np.array(["none"])
+    v = E.inputs(V4, cfg.Training(), rows, E.check(V4, "h100"), None, 2, 1, None, "eager", None)
+    indexer = 2 * 64 * 128 * (s / 4) / 2 / (2 * 64 * 512)
+    assert float(v["c_A"][0]) == pytest.approx((columns + 2 * indexer) / (6 * s))
+    assert float(v["u_E"][0]) == pytest.approx(columns / (6 * s))
+    for named, kernel in (((), "eager"), (("--gpus", "256"), "flash")):
+        code, out, _ = run(capsys, "estimate", "--model", "paper/models/deepseek-v4-flash.json", *named, "--time")
+        assert code == 0 and f"defaults: attention {kernel}" in out and f"; attention {kernel} (V4: " in out
+
+
 def test_vpp_alone_selects_the_interleaved_schedule():
     from derivations.config import resolve as R
     values = dict(mbs=1, seq=4096, zero=0, vpp=4, schedule="1f1b")

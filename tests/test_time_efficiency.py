@@ -27,6 +27,17 @@ def test_the_grouped_gemm_at_4096_rows_is_deepgemms_two_shapes_over_the_h800_fp8
     assert E.gemm([256], grouped=True)[0] < E.gemm([1024], grouped=True)[0]  # a few rows per expert: slower
 
 
+def test_gb200s_mxfp8_grouped_gemm_only_under_mxfp8_on_nvidia_blackwell():
+    """Megatron-LM's GB200 page: 2,672 TFLOP/s MXFP8 grouped GEMM over GB200's 5 PFLOPS dense MXFP8 (gpus.toml), read
+    for the experts under the MXFP8 recipe on NVIDIA's Blackwell only; BF16 there, and MXFP8 on AMD, read Hopper's."""
+    from derivations.config import gpus
+    hopper = E.gemm([4096], grouped=True)[0]
+    assert E.gemm([4096], grouped=True, gpu=gpus.gpu("gb200"), precision="mxfp8")[0] == pytest.approx(2672e12 / 5e15)
+    assert E.gemm([64], grouped=True, gpu=gpus.gpu("b200"), precision="mxfp8")[0] == pytest.approx(2672e12 / 5e15)
+    assert E.gemm([4096], grouped=True, gpu=gpus.gpu("gb200"), precision="bf16")[0] == hopper
+    assert E.gemm([4096], grouped=True, gpu=gpus.gpu("mi355x"), precision="mxfp8")[0] == hopper
+
+
 def test_deepep_fractions_are_the_readme_bandwidths_over_the_links():
     assert E.links([8])["nvlink"][0] == pytest.approx((153 + 158) / 2 / 160)
     assert E.links([32])["network"][0] == pytest.approx((44 + 47) / 2 / 50)

@@ -11,7 +11,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from derivations.analyses import allocator
 from symbolic import tomlfile
-from symbolic.errors import ConfigError
+from symbolic.errors import ConfigError, did_you_mean
 from symbolic.jsonfile import Bounds
 from symbolic.resources import PAPER_DIR
 
@@ -233,7 +233,8 @@ def choose_preset(run: Run, available: Sequence[str], forced: Optional[str] = No
     preset of its framework that memsym has; the note says when that is a fallback."""
     if forced is not None:
         if forced not in available:
-            raise ConfigError("conventions", f"unknown conventions preset {forced!r}: {', '.join(available)}")
+            raise ConfigError("conventions", f"unknown conventions preset {forced!r}{did_you_mean(forced, available)}: "
+                                              f"{', '.join(available)}")
         return forced, None
     if run.conventions is not None:
         if run.conventions not in available:

@@ -19,6 +19,9 @@ RUN_OPTIONS = ("gpus", "global_batch", "from_megatron", "from_torchtitan")
 #: What a named run runs where nobody set it (by dest); the paper's view is the Training defaults of these dests.
 RUN_DEFAULTS: Dict[str, object] = {"attention": "flash"}
 PAPER_DEFAULTS: Dict[str, object] = {k: getattr(Training(), k) for k in RUN_DEFAULTS}
+#: The GPU (gpus.toml) whose rates a step is timed at and whose usable capacity a search judges when no --gpu or
+#: --hbm is given: the paper's (DeepSeek trained on H800s).
+DEFAULT_GPU = "h800"
 
 
 def named_by(values: Mapping[str, object]) -> tuple:

@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Dict, Tuple
 
-from symbolic.errors import ConfigError
+from symbolic.errors import ConfigError, did_you_mean
 from symbolic.units import parse_size
 
 DATA = Path(__file__).with_name("gpus.toml")
@@ -67,7 +67,8 @@ def gpu(name: str) -> GPU:
     if len(cards) > 1:  # a100: the 40 GB or the 80 GB card, whose capacities differ by half
         raise ConfigError("gpu", f"--gpu {name!r} names {len(cards)} cards of different memory: give one of "
                                  f"{', '.join(cards)}")
-    raise ConfigError("gpu", f"unknown GPU {name!r}: use one of {', '.join(presets())} or --hbm SIZE")
+    raise ConfigError("gpu", f"unknown GPU {name!r}{did_you_mean(key, presets())}: use one of "
+                             f"{', '.join(presets())} or --hbm SIZE")
 
 
 def budget(hbm=None, gpu_name=None) -> Tuple[int, GPU | None]:

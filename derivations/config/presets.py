@@ -9,7 +9,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import Iterator
 
-from symbolic.errors import ConfigError
+from symbolic.errors import ConfigError, did_you_mean
 
 from derivations.config.hfconfig import ConfigFile, from_dict, read_config, read_json
 from derivations.config.model import ModelSpec
@@ -80,8 +80,8 @@ def load_config(name_or_path: str) -> ConfigFile:
     if os.path.lexists(name_or_path) or name_or_path.endswith(".json"):  # lexists: a symlink loop is a file
         c = read_config(name_or_path)
         return replace(c, model=named(c.model))
-    raise ConfigError("model", f"unknown model {name_or_path!r}: use one of {', '.join(PRESETS)} "
-                               f"or a path to a Hugging Face config.json")
+    raise ConfigError("model", f"unknown model {name_or_path!r}{did_you_mean(name_or_path, PRESETS)}: use one of "
+                               f"{', '.join(PRESETS)} or a path to a Hugging Face config.json")
 
 
 def checked(spec: ModelSpec) -> ModelSpec:

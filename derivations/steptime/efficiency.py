@@ -5,9 +5,10 @@
   at each published M the shapes' FLOPs over their time (sum 2MNK / sum 2MNK/TFLOPS), then linear in log2 M between
   the published M and constant beyond them.  Dense products (attention projections, dense and shared FFNs, head) run
   at M = b s / (CP TP) rows; the routed experts' grouped GEMM at M = b s EP N_r / (CP TP E) rows per expert
-  (balanced routing).  On a GPU with block-scaled tensor cores (an MXFP8 rate in gpus.toml: Blackwell) the
-  experts' grouped GEMM reads NVIDIA's published MXFP8 grouped GEMM on GB200 at DeepSeek-V3's expert shape instead
-  (``gemm_grouped_mxfp8``: one point, its M not stated).
+  (balanced routing).  Under the MXFP8 recipe on an NVIDIA GPU with block-scaled tensor cores (an MXFP8 rate in
+  gpus.toml: Blackwell) the experts' grouped GEMM reads NVIDIA's published MXFP8 grouped GEMM on GB200 at
+  DeepSeek-V3's expert shape instead (``gemm_grouped_mxfp8``: one point, its M not stated); not under BF16 or FP8
+  recipes (another kernel) and not on AMD (another library).
 * Attention: FlashAttention-3's published TFLOPS over the H100's BF16 peak.
 * The experts' dispatch and combine: DeepEP's published bottleneck bandwidths over the link's nominal one, NVLink's
   and the network's (by EP size, constant beyond the published sizes).
@@ -50,10 +51,10 @@ def _by_rows(name: str):
     return np.log2(ms), np.array(eff)
 
 
-def gemm(rows, grouped: bool = False, gpu=None) -> np.ndarray:
-    """Efficiency of a GEMM (grouped: the experts' per group) of ``rows`` rows (array) on ``gpu`` (a preset; None:
-    Hopper's tables)."""
-    if grouped and gpu is not None and gpu.rate("mxfp8") is not None:
+def gemm(rows, grouped: bool = False, gpu=None, precision: str = "bf16") -> np.ndarray:
+    """Efficiency of a GEMM (grouped: the experts' per group) of ``rows`` rows (array) at ``precision`` (the recipe's
+    rate name) on ``gpu`` (a preset; None: Hopper's tables)."""
+    if grouped and precision == "mxfp8" and gpu is not None and gpu.name.startswith("NVIDIA"):
         return np.full(np.shape(rows), _rate("gemm_grouped_mxfp8"))
     x, y = _by_rows("gemm_grouped" if grouped else "gemm_dense")
     return np.interp(np.log2(np.maximum(np.asarray(rows, dtype=np.float64), 1.0)), x, y)

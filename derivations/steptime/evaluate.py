@@ -17,11 +17,10 @@ from derivations import config as cfg
 from derivations import evaluate as ev
 from derivations import families
 from derivations.config import gpus as gpu_presets
+from derivations.config.defaults import DEFAULT_GPU
 from derivations.steptime import efficiency as published
 from derivations.steptime import placement
 
-#: the GPU whose rates the model reads when none is named: the paper's (DeepSeek trained on H800s)
-DEFAULT_GPU = "h800"
 # without --gpu, a recipe the default (Hopper) has no tensor-core rate for (MXFP8, NVFP4: Blackwell's block-scaled
 # formats) is timed on the first GPU that runs it
 RECIPE_DEFAULT_GPU = "b200"
@@ -289,7 +288,7 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
     v["c_A"] = 1.0 if attention == "eager" else 0.5
     v["u_E"] = 1.0 if attention == "eager" else 0.0
     if model.family == "deepseek_v4":
-        v.update(_v4_attention(model, rows, v, const))
+        v.update(_v4_attention(model, rows, v, const, attention))
     elif const["params.indexer"]:
         v.update(_dsa_attention(model, rows, v, const))
     v.update(placement.schedule_coefficients(schedule, v["PP"], vpp), **switches(overlap))
@@ -298,7 +297,7 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
     v.update(Phi=g.rate(const["Phi_rate"]), Phi_A=g.rate("bf16"), W_M=g.rate("hbm_bandwidth"))
     link = {"nvlink": 1.0, "network": 1.0}
     if efficiency == PUBLISHED:
-        v["eta"] = _published_eta(model, v, g)
+        v["eta"] = _published_eta(model, v, g, const["Phi_rate"])
         link = published.links(v["EP"])
     else:
         v["eta"] = float(efficiency)
@@ -308,12 +307,12 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
     return v
 
 
-def _published_eta(model: cfg.ModelSpec, v: Dict, g: "gpu_presets.GPU") -> np.ndarray:
+def _published_eta(model: cfg.ModelSpec, v: Dict, g: "gpu_presets.GPU", precision: str) -> np.ndarray:
     """eta under --efficiency published (efficiency.py): the one efficiency giving a micro-batch's matrix products
     the time they take at their own published efficiencies: the dense products (attention projections, dense and
     shared FFNs, router, head, the MTP modules') at DeepGEMM's at M = b s / (CP TP) rows, the routed experts' grouped
-    GEMM at M = b s EP N_r / (CP TP N) rows per expert (on Blackwell, ``g``, its own table), the attention's scores at
-    FlashAttention-3's."""
+    GEMM at M = b s EP N_r / (CP TP N) rows per expert (under MXFP8, ``precision``, on NVIDIA's Blackwell, ``g``, its
+    own point), the attention's scores at FlashAttention-3's."""
     tokens = v["b"] * v["s"] / (v["CP"] * v["TP"])
     layers = v["L_d"] + v["L_m"]
     dense = layers * v["P_A"] + v["L_d"] * v["P_F"] + v["L_m"] * (v["P_R"] + v["F"] * v["N_s"] * v["P_E"]) \
@@ -322,7 +321,8 @@ def _published_eta(model: cfg.ModelSpec, v: Dict, g: "gpu_presets.GPU") -> np.nd
     dense = dense + v["e_H"] * v["D_M"] * (v["P_M"] - v["F"] * v["N_r"] * v["P_E"])  # the MTP modules'
     scores = (layers + v["e_H"] * v["D_M"]) * v["c_A"] * v["s"] * v["n_h"] * (v["d_h"] + v["d_hr"] + v["d_v"])
     e_d = published.gemm(tokens)
-    e_g = published.gemm(tokens * v["EP"] * model.N_r / (model.named().get("N") or model.N_r), grouped=True, gpu=g)
+    e_g = published.gemm(tokens * v["EP"] * model.N_r / (model.named().get("N") or model.N_r), grouped=True, gpu=g,
+                          precision=precision)
     e_a = published.attention()
     peak = (dense + experts) / v["Phi"] + scores / v["Phi_A"]
     achieved = dense / (e_d * v["Phi"]) + experts / (e_g * v["Phi"]) + scores / (e_a * v["Phi_A"])
@@ -346,13 +346,15 @@ def _dsa_attention(model: cfg.ModelSpec, rows, v, const) -> Dict[str, np.ndarray
     return {"c_A": keys / (layers * s), "P_A": v["P_A"] + idx * const["params.indexer"] / layers}
 
 
-def _v4_attention(model: cfg.ModelSpec, rows, v, const) -> Dict[str, np.ndarray]:
+def _v4_attention(model: cfg.ModelSpec, rows, v, const, attention: str) -> Dict[str, np.ndarray]:
     """DeepSeek-V4's attention on each row's stage (transformers 5.24 models/deepseek_v4): 'c_A', the share of the
-    s keys each query's scores and values are computed for, averaged over the stage's layers: every layer its
-    sliding window of w keys, a CSA layer its k_I chosen compressed entries and its lightning indexer scoring the
-    causal half of T_C = s / m_C entries with n_I heads of d_I (counted as the key-equivalents of those FLOPs),
-    an HCA layer the causal half of its T_H = s / m_H entries; 'u_E' 0 (no s x s tensor exists); 'P_A' the
-    attention's parameters with the stage's compressors shared over its layers."""
+    s keys each query's scores and values are computed for, averaged over the stage's layers: under a fused kernel
+    every layer its sliding window of w keys, a CSA layer its k_I chosen compressed entries, an HCA layer the causal
+    half of its T_H = s / m_H entries; under eager_attention_forward every score of S = s keys, s + T_C or s + T_H
+    (masked, not skipped: activations.py); a CSA layer's lightning indexer scores the causal half of T_C = s / m_C
+    entries with n_I heads of d_I (counted as the key-equivalents of those FLOPs); 'u_E' the eager matrices'
+    columns over s (0 under a fused kernel); 'P_A' the attention's parameters with the stage's compressors shared
+    over its layers."""
     n = model.named()
     s = np.asarray(rows["seq"], dtype=np.float64)
     csa, hca = (np.asarray(rows[k], dtype=np.float64) for k in ("L_C", "L_H"))
@@ -360,8 +362,12 @@ def _v4_attention(model: cfg.ModelSpec, rows, v, const) -> Dict[str, np.ndarray]
     t_c, t_h = s / n["m_C"], s / n["m_H"]
     per_key = 2 * n["n_h"] * n["d_a"]  # FLOPs of one key's score and value per query (forward: multiply-adds x 2)
     indexer = 2 * n["n_I"] * n["d_I"] * t_c / 2 / per_key
-    keys = layers * np.minimum(n["w"], s) + csa * (np.minimum(n["k_I"], t_c) + indexer) + hca * t_h / 2
-    return {"c_A": keys / (layers * s), "u_E": 0.0,
+    if attention == "eager":
+        columns = layers * s + csa * t_c + hca * t_h
+        keys, u_e = columns + csa * indexer, columns / (layers * s)
+    else:
+        keys, u_e = layers * np.minimum(n["w"], s) + csa * (np.minimum(n["k_I"], t_c) + indexer) + hca * t_h / 2, 0.0
+    return {"c_A": keys / (layers * s), "u_E": u_e,
             "P_A": v["P_A"] + (csa * const["params.compressor.csa"] + hca * const["params.compressor.hca"]) / layers}
 
 
@@ -391,7 +397,8 @@ def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
     return {"stage": sts[slow].index, "gpu": g.key, "overlap": overlap,
             "efficiency": efficiency if efficiency == PUBLISHED else float(efficiency),
             "precision": RECIPE_RATES[training.linear_recipe], "nvlink_domain": gpus_per_node or g.nvlink_domain,
-            "attention": "V4's sliding window and compressed keys (flash)" if model.family == "deepseek_v4" else None,
+            "attention": None if model.family != "deepseek_v4" else training.attention
+            + (" (V4: all s + T keys)" if training.attention == "eager" else " (V4: window + compressed keys)"),
             "dispatcher": dispatcher_of(training.schedule, dispatcher), "microbatches": m,
             "parts": {k: float(v[slow]) for k, v in out.items()},
             "tokens_per_gpu_s": layout.dp * m * training.mbs * training.seq / (step * gpus) if step > 0 else None,

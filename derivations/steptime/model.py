@@ -73,7 +73,8 @@ beta = {g: sp.Symbol(f"beta_{g}", **_P) for g in ("TP", "CP", "PP", "DP", "EDP")
 #: NVLink and the network under the dispatcher, the longer of the two)
 tau_EP = sp.Symbol("tau_EP", nonnegative=True)
 c_A = sp.Symbol("c_A", **_P)
-#: 1 when the attention is eager (its s x s scores and probabilities are tensors in HBM), 0 for a flash kernel
+#: 1 when the attention is eager (its s x s scores and probabilities are tensors in HBM; DeepSeek-V4's s x (s + T):
+#: their columns over s), 0 for a flash kernel
 u_E = sp.Symbol("u_E", nonnegative=True)
 rho_full, rho_sel = sp.Symbol("rho_full", nonnegative=True), sp.Symbol("rho_sel", nonnegative=True)
 chi_mb, chi_B, chi_W = (sp.Symbol(n, nonnegative=True) for n in ("chi_mb", "chi_B", "chi_W"))

@@ -32,6 +32,14 @@ def check_conflicts(args) -> None:
     if "cuda_graph_warmup_steps" in typed and not getattr(args, "cuda_graphs", None):
         raise cfg.ConfigError("cuda-graphs", "--cuda-graph-warmup-steps says when --cuda-graphs are captured: give "
                                              "--cuda-graphs SCOPE (or leave it out)")
+    for dest in ("efficiency", "gemm_efficiency", "nvlink_domain"):  # estimate's and sensitivity's time only
+        if dest in typed and getattr(args, "time", True) is False:
+            flag = "--" + dest.replace("_", "-")
+            raise cfg.ConfigError("time", f"{flag} acts on the step time only: add --time (or leave {flag} out)")
+    domain, node = getattr(args, "nvlink_domain", None), getattr(args, "gpus_per_node", None)
+    if domain and node and domain < node:  # gpus.toml: an HGX node is one domain of 8, an NVL72 rack 72 of 4-GPU nodes
+        raise cfg.ConfigError("nvlink-domain", f"--nvlink-domain {domain} is smaller than --gpus-per-node {node}: an "
+                                               "NVLink domain joins at least one node's GPUs")
     if memory and getattr(args, "tensors", False):
         raise cfg.ConfigError("memory", "--memory judges a stage's step, --tensors lists one layer's tensors: give "
                                         "one of them")
@@ -226,13 +234,12 @@ def gpu_names() -> str:
     return ", ".join(presets())
 
 
-def add_budget_options(p: argparse.ArgumentParser, default_hbm: str = None, what: str = "") -> None:
+def add_budget_options(p: argparse.ArgumentParser, default_gpu: str = None, what: str = "") -> None:
     """--hbm SIZE and --gpu NAME (one of them): the memory budget of one device."""
-    p.add_argument("--hbm", default=None, action=_Explicit,
-                   help=HBM_HELP + (f" (default {default_hbm})" if default_hbm else "") + what)
+    p.add_argument("--hbm", default=None, action=_Explicit, help=HBM_HELP + what)
     p.add_argument("--gpu", default=None, action=_Explicit, metavar="NAME",
                    help=f"a GPU preset instead of --hbm: {gpu_names()} (usable capacity and its source: "
-                        "derivations/config/gpus.toml)")
+                        "derivations/config/gpus.toml)" + (f"; default {default_gpu}" if default_gpu else ""))
 
 
 def _alloc_conf(text: str) -> str:
@@ -274,12 +281,13 @@ def memory_verdict(kind: str, judged: int, capacity: int, of: str) -> str:
             f"{'fits' if judged <= capacity else 'DOES NOT FIT'}")
 
 
-def budget_from_args(args, default_hbm: str = None, required: bool = False):
-    """(bytes, GPU preset or None) of --hbm / --gpu; None when neither is given and not required."""
+def budget_from_args(args, default_gpu: str = None, required: bool = False):
+    """(bytes, GPU preset or None) of --hbm / --gpu, else of the ``default_gpu`` preset; None when none is given
+    and not required."""
     from derivations.config.gpus import budget
     hbm, gpu = budget(args.hbm, args.gpu)
-    if hbm is None and default_hbm is not None:
-        hbm, gpu = budget(default_hbm, None)
+    if hbm is None and default_gpu is not None:
+        hbm, gpu = budget(None, default_gpu)
     if hbm is None and required:
         raise cfg.ConfigError("hbm", "give the memory per GPU: --hbm SIZE (e.g. 80GiB) or --gpu NAME "
                                      f"({gpu_names()})")

@@ -139,6 +139,10 @@ def run(args) -> int:
     return 0
 
 
+#: What the measured column shows for a run that measured an event, not a number of bytes.
+OBSERVED = {"oom": "OOM", "fits": "ran"}
+
+
 def _verdict(r) -> str:
     if r["kind"] == "oom":
         return "exceeds" if r["exceeds"] else "FITS (no OOM)"
@@ -156,8 +160,10 @@ def render(results, verbose=False) -> str:
              f"{float(BAND[0]):.2f}-{float(BAND[1]):.2f})", "", head, "-" * len(head)]
     for r in results:
         preset = r["conventions"]["preset"] + (" (fallback)" if r["conventions"]["fallback"] else "")
-        lines.append(f"{r['id']:<{wid}}  {r['kind']:<13} {r['confidence']:<6} {fmt_gib(r['measured_bytes']):>10} "
-                     f"{fmt_gib(r['predicted_bytes']):>10} {float(r['ratio']):>6.2f}  {_verdict(r):<13} {preset}")
+        bound = OBSERVED.get(r["kind"])  # an oom or fits run measured no bytes: its capacity is printed below
+        measured, ratio = (bound, "-") if bound else (fmt_gib(r["measured_bytes"]), f"{float(r['ratio']):.2f}")
+        lines.append(f"{r['id']:<{wid}}  {r['kind']:<13} {r['confidence']:<6} {measured:>10} "
+                     f"{fmt_gib(r['predicted_bytes']):>10} {ratio:>6}  {_verdict(r):<13} {preset}")
     lines += ["", "components of the stage compared (GiB; activations = held at the end of the forward, in-flight "
                   "micro-batches; runtime with CUDA graphs' static buffers; +bwd = one micro-batch's backward moment "
                   "or the graphs' capture; total = at the step's peak):",

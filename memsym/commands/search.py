@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from derivations import config as cfg
 from derivations.config import resolve as R
+from derivations.config.defaults import DEFAULT_GPU
 from derivations.config.recipes import RECIPES
 from fractions import Fraction
 
@@ -36,7 +37,7 @@ def add_parser(sub):
                                    "memsym estimate --memory KIND at their most-loaded stage, until --top fit.")
     common.add_model_option(p)
     p.add_argument("--gpus", type=common.positive_int, required=True, help="number of GPUs (DP*TP*PP*CP)")
-    common.add_budget_options(p, default_hbm="80GiB")
+    common.add_budget_options(p, default_gpu=DEFAULT_GPU)
     g = p.add_argument_group("pipeline schedule (default: the paper's one micro-batch per stage)")
     g.add_argument("--schedule", choices=list(cfg.SCHEDULES), default=None,
                    help="judge each configuration under this schedule (1f1b when --global-batch is given)")
@@ -146,7 +147,7 @@ def _search(args, rows=None):
                                           f"contradicts it")
         args.zero = (cfg.RANK_ZERO[rank],)
     model = common.model_from_args(args)
-    hbm, _ = common.budget_from_args(args, default_hbm="80GiB")
+    hbm, _ = common.budget_from_args(args, default_gpu=DEFAULT_GPU)
     result = S.configurations(model, args.gpus, hbm, zeros=args.zero, recompute=args.recompute, mbs=args.mbs,
                               seqs=args.seq, overheads=args.overheads, schedule=args.schedule,
                               microbatches=args.microbatches, vpp=args.vpp, global_batch=args.global_batch,
@@ -273,8 +274,9 @@ def run(args) -> int:
 def _header(model, args, hbm, result) -> dict:
     enum = result.enumeration
     over = result.overheads  # by name: no sympy
+    gpu = common.budget_from_args(args, default_gpu=DEFAULT_GPU)[1]
     return {
-        "model": model.name, "gpus": args.gpus, "hbm": hbm,
+        "model": model.name, "gpus": args.gpus, "hbm": hbm, "capacity_of": gpu.name if gpu else "--hbm",
         "overheads": {"end": args.overheads, "f_frag": float(Fraction(over["f_frag"])),
                       "M_buf": int(over["M_buf"])},
         "counts": {"lattice_candidates": enum.candidates, "valid_layouts": len(enum),
@@ -325,7 +327,9 @@ def render_text(model, args, hbm, result, idx) -> str:
     o = h["overheads"]
     n_b, n_s = len(set(args.mbs)), len(set(args.seq))
     lines = [
-        f"memsym search: {model.name} on {args.gpus} GPUs, {fmt_gib(hbm)} GiB per device",
+        f"memsym search: {model.name} on {args.gpus} GPUs, {fmt_gib(hbm)} GiB per device ("
+        + (f"{h['capacity_of']}'s usable capacity{'' if args.gpu else ', the default: --gpu or --hbm'})"
+           if args.hbm is None else "--hbm: a budget as typed, not a GPU's usable bytes)"),
         f"layouts: {fmt_int(c['lattice_candidates'])} candidates with DP*TP*PP*CP = {args.gpus}, "
         f"{fmt_int(c['valid_layouts'])} valid (rejected: {rej})",
         f"configurations considered: {fmt_int(c['considered'])} (layouts x {count(n_b, 'micro-batch size')} x "

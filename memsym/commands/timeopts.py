@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .argtypes import help_all, positive_int, unit_fraction
+from .common import _Explicit
 
 
 def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool = True):
@@ -10,7 +11,7 @@ def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool =
     --gpus-per-node when ``node``) on ``p``."""
     t = p.add_argument_group("step time (derivations/steptime: the published rates of --gpu, h800 without one)")
     if node:
-        t.add_argument("--gpus-per-node", type=positive_int, default=None, metavar="N",
+        t.add_argument("--gpus-per-node", type=positive_int, default=None, metavar="N", action=_Explicit,
                        help="GPUs per node: the NVLink domain when --nvlink-domain is not given (default: the GPU's)")
     if gpu:
         t.add_argument("--gpu", default=None, metavar="NAME",
@@ -26,12 +27,12 @@ def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool =
                         "transfers behind the paired chunks), none, or ideal (every transfer behind compute); "
                         "megatron:SWITCH,... names Megatron's switches (grad-reduce, param-gather, ep, tp, wgrad: "
                         "what --from-megatron reads)")
-    t.add_argument("--nvlink-domain", type=positive_int, default=None, metavar="N",
+    t.add_argument("--nvlink-domain", type=positive_int, default=None, metavar="N", action=_Explicit,
                    help="GPUs one NVLink fabric joins at full bandwidth (default: the GPU's, derivations/config/"
                         "gpus.toml: 8 in an HGX node, 72 in an NVL72 rack); groups beyond it use the network")
-    t.add_argument("--gemm-efficiency", type=unit_fraction, default=1, metavar="F",
+    t.add_argument("--gemm-efficiency", type=unit_fraction, default=1, metavar="F", action=_Explicit,
                    help=help_all("fraction of the GPU's peak matrix rate reached (default 1: the peak)"))
-    t.add_argument("--efficiency", choices=["peak", "published"], default="peak",
+    t.add_argument("--efficiency", choices=["peak", "published"], default="peak", action=_Explicit,
                    help="peak (default) or published (config/efficiency.toml)")
     t.add_argument("--dispatcher", choices=["alltoall", "deepep"], default=None,
                    help=help_all("the experts' dispatch: alltoall (Megatron-Core's, every copy of a token to its "
@@ -51,9 +52,9 @@ def time_options(args) -> dict:
 
 def efficiency_text(eff) -> str:
     """The efficiency as printed: a fraction, or the published tables' (Hopper's applied to the GPU, the experts'
-    grouped GEMM GB200's on a Blackwell GPU)."""
-    return ("published (config/efficiency.toml: Hopper's; grouped GEMM GB200's on Blackwell)" if eff == "published"
-            else f"{float(eff):g}")
+    grouped GEMM under MXFP8 GB200's on NVIDIA Blackwell)."""
+    return ("published (config/efficiency.toml: Hopper's; MXFP8 grouped GEMM GB200's on NVIDIA Blackwell)"
+            if eff == "published" else f"{float(eff):g}")
 
 
 def seconds(x: float) -> str:
