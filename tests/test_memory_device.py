@@ -421,3 +421,26 @@ def test_search_memory_replaces_the_overheads_and_says_what_it_judged(capsys):
     assert code == 0, err
     assert "fit: --memory device: device bytes" in out and "NVIDIA H100 80GB HBM3 (SXM) 79.65 GiB" in out
     assert " device   free " in out
+
+
+@pytest.mark.parametrize("budget,fits", [(("--gpu", "h100"), True), (("--hbm", "60GiB"), False)])
+def test_with_memory_every_verdict_judges_its_kind(capsys, budget, fits):
+    """Issue 46 item 1: with --memory the fit verdict, the cheapest change and the time's flag follow the kind judged
+    (device 63.58 GiB here: fits an H100's 79.65 GiB, not 60 GiB), never the Sec. 6 high end (80.75 GiB)."""
+    argv = ("estimate", "--dp", "16", "--tp", "1", "--pp", "16", "--ep", "4", "--etp", "1", "--zero", "2",
+            "--attention", "flash", *budget, "--memory", "device", "--time")
+    code, out, err = run(capsys, *argv)
+    assert code == 0, err
+    assert "device 63.58 GiB against" in out and "cheapest single change" not in out and "peak     80.75" not in out
+    assert ("DOES NOT FIT" in out) is (not fits) and ("does not fit (--memory device above)" in out) is (not fits)
+    assert ("no cheapest change judged by the device bytes" in out) is (not fits)
+    code, out, err = run(capsys, *argv, "--json")
+    d = json.loads(out)
+    assert d["memory"]["fits"] is fits and "cheapest_change" not in d and "fits" not in d
+
+
+def test_fit_says_which_kind_its_least_answers_judge(capsys):
+    code, out, err = run(capsys, "fit", "--gpu", "h100", "--zero", "2", "--memory", "device")
+    assert code == 0, err
+    assert "(the least ZeRO stage and recomputation above judge the Sec. 6 peak at the high end, not the device " \
+           "bytes)" in out

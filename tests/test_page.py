@@ -261,6 +261,9 @@ CONFIGS = [
      ("mtp", True)],
     [("model", "deepseek-v2-lite"), ("dp", 8), ("tp", 1), ("pp", 2), ("ep", 8), ("schedule", "interleaved"),
      ("virtual_layers", "14,0,0,13"), ("microbatches", 4)],
+    # FSDP's ranks are ZeRO 3 with no --zero typed (resolve.training_of): torchtitan's FSDP2 and its preset
+    [("rank", "fsdp2")],
+    [("conventions", "torchtitan")],
 ]
 
 
@@ -293,6 +296,9 @@ def test_browser_equals_estimate_json(browser, page, tmp_path, i):
     _assert_step(browser, exact, controls)
     if exact.training.schedule:  # the micro-batches in flight (--virtual-layers: in units of the stage's layers)
         assert browser.find_element("id", "v-inflight").text == fmt_int(exact.inflight), controls
+    if ("rank", "fsdp2") in controls:  # ZeRO 3 though the default is 0: 42.92 GiB, not ZeRO 0's 92.8 GiB
+        assert exact.training.zero == 3
+        assert js["bytes"]["total"] == 46_087_520_256 == _dom_exact(browser, "bytes-total")
     if i == 0:  # the paper's layout under ZeRO-1: Tables 6 and 8
         assert js["params"]["total"] == 6_250_364_928 == _dom_exact(browser, "params-total")
         assert js["bytes"]["optimizer"] == 5_928_075_264 == _dom_exact(browser, "bytes-optimizer")
@@ -326,6 +332,8 @@ INVALID = [
     [("pp", 2), ("schedule", "interleaved"), ("virtual_layers", "16,15,15,16")],
     [("pp", 2), ("schedule", "interleaved"), ("virtual_layers", "17,15,15,14")],
     [("pp", 2), ("schedule", "interleaved"), ("virtual_layers", "16,15,15,15"), ("microbatches", 3)],
+    # FSDP's ranks are ZeRO 3: a lower --zero typed contradicts them (resolve.training_of)
+    [("rank", "fsdp2"), ("zero", 1)], [("conventions", "torchtitan"), ("zero", 2)],
 ]
 
 
@@ -344,6 +352,8 @@ def test_browser_invalid_layouts_say_what_the_cli_says(browser, page, capsys):
         assert code == 2
         line = capsys.readouterr().err.strip().splitlines()[-1]
         assert shown and shown == line.split("error: ", 1)[1], (controls, shown, line)
+        if ("rank", "fsdp2") in controls:
+            assert shown.endswith("(ZeRO 3: derivations/assembly/fsdp.py): --zero 1 contradicts it"), shown
 
 
 def test_browser_page_is_offline_and_labelled(browser, page, tmp_path):

@@ -16,7 +16,7 @@ from derivations.config.model import ModelSpec
 from derivations.config.presets import DEFAULT_MODEL, PRESETS, load_model
 from derivations.config.switches import (BYTES_CONVENTIONS, BYTES_HELP, CONVENTION_ORDER, CONVENTION_PRESETS,
                                          CONVENTION_SOURCES, CONVENTION_SWITCHES, MTP_HELP, NAMING_PRESETS,
-                                         Conventions, SwitchSpec, validate_conventions)
+                                         RANK_ZERO, Conventions, SwitchSpec, validate_conventions)
 from derivations.config.training import (ATTENTION, DTYPES, OFFLOAD_MODULES, RECOMPUTE, RECOMPUTE_OPS, SCHEDULES,
                                          ZERO_NAMES, Training, parse_cuda_graphs, parse_offload, parse_recompute,
                                          validate_training)
@@ -31,7 +31,8 @@ __all__ = ["DEFAULT_MODEL",
     "validate_layout", "whole_model",
     # conventions
     "BYTES_CONVENTIONS", "BYTES_HELP", "CONVENTION_ORDER", "CONVENTION_PRESETS", "CONVENTION_SOURCES",
-    "CONVENTION_SWITCHES", "MTP_HELP", "NAMING_PRESETS", "Conventions", "SwitchSpec", "validate_conventions",
+    "CONVENTION_SWITCHES", "MTP_HELP", "NAMING_PRESETS", "RANK_ZERO", "Conventions", "SwitchSpec",
+    "validate_conventions",
     # training
     "ATTENTION", "DTYPES", "OFFLOAD_MODULES", "RECOMPUTE", "RECOMPUTE_OPS", "SCHEDULES", "ZERO_NAMES", "Training",
     "parse_cuda_graphs", "parse_offload", "parse_recompute", "validate_training", "LINEAR_RECIPES",

@@ -19,7 +19,8 @@ from derivations.config.model import ModelSpec
 from derivations.config.hfconfig import read_json
 from derivations.config.presets import PRESETS, load_model
 from derivations.config.recipes import RECIPES
-from derivations.config.switches import BYTES_CONVENTIONS, CONVENTION_PRESETS, CONVENTION_SWITCHES, Conventions
+from derivations.config.switches import (BYTES_CONVENTIONS, CONVENTION_PRESETS, CONVENTION_SWITCHES, RANK_ZERO,
+                                         Conventions)
 from derivations.config.training import Training, parse_cuda_graphs, parse_offload, parse_recompute, with_global_batch
 
 #: The dtype options and the Table 7 symbols each sets.
@@ -185,11 +186,12 @@ def training_of(values: Mapping[str, object], typed: Collection[str]) -> Trainin
         if zmin and "zero" not in typed:
             t = replace(t, zero=max(t.zero, zmin))
     rank = t.conventions.rank
-    if rank in ("fsdp2", "mfsdp") and t.zero != 3:  # FSDP shards parameters, gradients and optimizer states
+    if rank in RANK_ZERO and t.zero != RANK_ZERO[rank]:
         if "zero" in typed:
             raise ConfigError("zero", f"--rank {rank} shards the parameters, gradients and optimizer states "
-                                      f"(ZeRO 3: derivations/assembly/fsdp.py): --zero {t.zero} contradicts it")
-        t = replace(t, zero=3)
+                                      f"(ZeRO {RANK_ZERO[rank]}: derivations/assembly/fsdp.py): --zero {t.zero} "
+                                      f"contradicts it")
+        t = replace(t, zero=RANK_ZERO[rank])
     return t
 
 

@@ -308,6 +308,9 @@ BYTES_CONVENTIONS: Dict[str, Tuple[Dict[str, int], int]] = {
     "fp32-moments": ({"B_w": 2, "B_g": 4, "B_m": 4, "B_1": 4, "B_2": 4}, 0),
     "distributed": ({"B_w": 2, "B_g": 4, "B_m": 4, "B_1": 4, "B_2": 4}, 1),
 }
+#: The ZeRO stage a --rank is: FSDP (torchtitan's FSDP2, Megatron-FSDP under ZeRO-3) shards the parameters, gradients
+#: and optimizer states (derivations/assembly/fsdp.py); a lower --zero typed contradicts it, none typed is raised.
+RANK_ZERO: Dict[str, int] = {"fsdp2": 3, "mfsdp": 3}
 BYTES_HELP = ("bytes per parameter: paper (Table 7: BF16 weights, FP32 gradients and master copy, BF16 moments, "
               "2/4/4/2/2), fp32-moments (2/4/4/4/4) or distributed (Megatron's distributed optimizer: FP32 moments "
               "and the optimizer states sharded over the data-parallel ranks, ZeRO-1: 6 + 12/d bytes per parameter); "

@@ -99,13 +99,13 @@ def _estimate(args):
         text = [render_all(every, worst, device, timed)] + _memory_lines(args, every[worst], memory)
         return out, text + _time_lines(timed, training)
     est = estimate(model, layout, training, common.stage_from_args(args), notes)
-    verdict = _verdict(args, model, layout, training)
+    verdict = None if args.memory else _verdict(args, model, layout, training)  # --memory: its kind is judged
     timed = _time(args, model, layout, training)
     memory = _memory(args, est)
     out = {**est.to_json(), **_device_json(est, device), **(verdict.to_json() if verdict else {}),
            **common.defaults_used(args), **({"time": timed} if timed else {}), **({"memory": memory} if memory else {})}
     lines = [render_text(est)] + device_lines(est, device) + _verdict_lines(verdict) + _memory_lines(args, est, memory)
-    return out, lines + _time_lines(timed, training) + (_time_notes(args, verdict) if timed else [])
+    return out, lines + _time_lines(timed, training) + (_time_notes(args, verdict, memory) if timed else [])
 
 
 def _time_lines(timed, training) -> list:
@@ -146,6 +146,9 @@ def _memory_lines(args, est, m) -> list:
     lines += [f"  device     {fmt_gib(m['device']):>9} GiB"]
     if "capacity" in m:
         lines.append("  " + common.memory_verdict(m["judged"], m[m["judged"]], m["capacity"], m["capacity_of"]))
+    if not m.get("fits", True):  # the Sec. 6 verdict's search, one allocator run per candidate, is not made
+        lines.append(f"  no cheapest change judged by the {m['judged']} bytes (one allocator run per change): "
+                     f"memsym fit or search --memory {m['judged']} answers it")
     return lines
 
 
@@ -160,9 +163,10 @@ def _memory_rules() -> list:
     return lines
 
 
-def _time_notes(args, verdict) -> list:
+def _time_notes(args, verdict, memory) -> list:
     """What the time assumed that the user did not type (issue 45: a conventions preset that sets the attention
-    kernel changes the time), and a layout that does not fit, flagged beside its time."""
+    kernel changes the time), and a layout that does not fit (the budget's verdict; --memory's kind with it),
+    flagged beside its time."""
     notes = []
     preset = getattr(args, "conventions", None)
     if preset and "attention" not in common.explicit(args) and "attention" in cfg.CONVENTION_PRESETS[preset]:
@@ -176,6 +180,9 @@ def _time_notes(args, verdict) -> list:
     if verdict is not None and not all(verdict.fits.values()):
         ends = [e for e in ("none", "low", "high") if not verdict.fits[e]]
         notes.append(f"  this layout does not fit the budget above ({', '.join(ends)}): the time is of a job that "
+                     f"would not run")
+    if memory is not None and not memory.get("fits", True):
+        notes.append(f"  this layout does not fit (--memory {memory['judged']} above): the time is of a job that "
                      f"would not run")
     return notes
 

@@ -62,6 +62,8 @@ def run(args) -> int:
         print(f"--memory {m['judged']}: the largest {m['field']} whose {m['judged']} bytes fit on every stage: "
               f"{m['answer']:,}" + (f" ({common.memory_verdict(m['judged'], m['bytes'], hbm, m['capacity_of'])})"
                                     if m["bytes"] is not None else " (none fits)"))
+        print(f"  (the least ZeRO stage and recomputation above judge the Sec. 6 peak at the {res['overheads_end']} "
+              f"end, not the {m['judged']} bytes)")
     common.print_defaults(args)
     return 0
 

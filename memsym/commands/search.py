@@ -140,11 +140,12 @@ def _search(args, rows=None):
         args.overheads, rows = "none", rows or 20
     _apply_recipe(args)
     rank = R.conventions_of(vars(args)).rank
-    if rank in ("fsdp2", "mfsdp"):  # FSDP shards parameters, gradients and optimizer states: ZeRO 3 only
-        if "zero" in common.explicit(args) and set(args.zero) != {3}:
+    if rank in cfg.RANK_ZERO:  # FSDP shards parameters, gradients and optimizer states: its ZeRO stage only
+        if "zero" in common.explicit(args) and set(args.zero) != {cfg.RANK_ZERO[rank]}:
             raise cfg.ConfigError("zero", f"--rank {rank} shards the parameters, gradients and optimizer states (ZeRO "
-                                          f"3): --zero {','.join(map(str, args.zero))} contradicts it")
-        args.zero = (3,)
+                                          f"{cfg.RANK_ZERO[rank]}): --zero {','.join(map(str, args.zero))} "
+                                          f"contradicts it")
+        args.zero = (cfg.RANK_ZERO[rank],)
     model = common.model_from_args(args)
     hbm, _ = common.budget_from_args(args, default_gpu=DEFAULT_GPU)
     result = S.configurations(model, args.gpus, hbm, zeros=args.zero, recompute=args.recompute, mbs=args.mbs,

@@ -64,6 +64,7 @@ def options() -> Dict:
         "convention_presets": {k: {kk: jsonable(vv) for kk, vv in p.items()}
                                for k, p in cfg.CONVENTION_PRESETS.items()},
         "bytes_conventions": {k: [v[0], v[1]] for k, v in cfg.BYTES_CONVENTIONS.items()},
+        "rank_zero": dict(cfg.RANK_ZERO),  # resolve.training_of: the ZeRO stage a --rank is
         "recipes": {k: {"description": r.description, "options": {kk: jsonable(vv) for kk, vv in r.options.items()},
                         "device": list(r.device) if r.device else None, "family": _recipe_family(r)}
                     for k, r in RECIPES.items()},

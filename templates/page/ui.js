@@ -98,6 +98,13 @@ function trainingOf(a, typed) {
   }
   const conventions = { mtp: !!a.mtp };
   for (const name of Object.keys(O.switches)) conventions[name] = a[name];
+  const rz = O.rank_zero[a.rank];  // resolve.training_of: FSDP's ranks are ZeRO 3; a lower --zero typed contradicts it
+  if (rz !== undefined && zero !== rz) {
+    if ("zero" in typed)
+      throw new ConfigError(`--rank ${a.rank} shards the parameters, gradients and optimizer states (ZeRO ${rz}: derivations/assembly/fsdp.py): --zero ${zero} contradicts it`,
+        ["zero", "rank"]);
+    zero = rz;
+  }
   const [rc, ops] = a.recompute;
   const order = Object.keys(O.recompute_ops);
   return { mbs: a.mbs, seq: a.seq, zero, recompute: rc, recompute_ops: order.filter((o) => ops.includes(o)),
