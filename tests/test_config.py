@@ -91,7 +91,7 @@ SPLIT = {
     "training": ["ATTENTION", "DTYPES", "OFFLOAD_MODULES", "RECOMPUTE", "RECOMPUTE_OPS", "SCHEDULES", "ZERO_NAMES",
                  "Training", "parse_cuda_graphs", "parse_offload", "parse_recompute", "validate_training"],
     "switches": ["BYTES_CONVENTIONS", "BYTES_HELP", "CONVENTION_ORDER", "CONVENTION_PRESETS", "CONVENTION_SOURCES",
-                 "CONVENTION_SWITCHES", "MTP_HELP", "NAMING_PRESETS", "Conventions", "SwitchSpec",
+                 "CONVENTION_SWITCHES", "MTP_HELP", "NAMING_PRESETS", "RANK_ZERO", "Conventions", "SwitchSpec",
                  "validate_conventions"],
 }
 
