@@ -1,7 +1,5 @@
 """A Hugging Face ``config.json`` read as bounded JSON data (symbolic/jsonfile.py; nothing imported, executed or
-downloaded) and handed to the family that reads its ``model_type`` (derivations/families/<family>/config.py
-``from_fields``) with :class:`Fields`, the checks of one field.  Any problem is a ConfigError naming the file and the
-field.
+downloaded), handed to the family of its ``model_type`` with :class:`Fields`, the checks of one field.
 """
 from __future__ import annotations
 
@@ -27,9 +25,7 @@ BOUNDS = jsonfile.Bounds(CONFIG_BYTES, CONFIG_DEPTH, CONFIG_DIGITS)
 
 
 def read_json(path: str) -> Dict:
-    """The parsed JSON object of ``path`` (a config.json, or a directory holding one), read as bounded
-    data (symbolic/jsonfile.py: at most CONFIG_BYTES bytes, nesting at most CONFIG_DEPTH, numbers of at
-    most CONFIG_DIGITS digits, no field twice); every error names the file and the byte offset or field."""
+    """The parsed JSON object of ``path`` (a config.json, or a directory holding one), read as bounded data."""
     return jsonfile.parse(*jsonfile.read_raw(path, BOUNDS, _err), BOUNDS, _err)
 
 

@@ -1,18 +1,13 @@
-r"""A Megatron-LM launch read as data: the argument list of a shell script or of a functional test's
-``model_config.yaml``, never run (:func:`read_launch`).
+"""A Megatron-LM launch read as data, never run (:func:`read_launch`); mapped onto memsym's options by
+:mod:`derivations.config.megatron`.
 
 * A **shell script** calling ``pretrain_gpt.py`` (through ``torchrun``, ``python`` or ``python -m
-  torch.distributed.run``) is split into statements (newlines and ``;`` outside quotes, ``\``-newline
-  continuations joined, ``#`` comments dropped), each into words by :mod:`shlex`.  Assignments (``X=4``,
-  ``export X=4``) and arrays (``ARGS=( ... )``, ``ARGS+=( ... )``) are remembered in file order and ``$X``,
-  ``${X}``, ``${X:-4}``, ``${X-4}``, ``${X:=4}`` and ``"${ARGS[@]}"`` expanded from them.  Nothing is executed:
-  no environment is read, no command substitution run.  A variable the file does not set is an error only where a
-  memory-relevant flag reads it.  The torchrun words give the world size (``--nproc-per-node`` x ``--nnodes``).
-* A **model_config.yaml** (Megatron-LM tests/functional_tests/test_cases/*/*/model_config.yaml): ``MODEL_ARGS``
-  maps ``--flag`` to its value (``true``: given; ``false``: not given) as the harness passes them; ``ENV_VARS`` is
-  kept; no world size (the test recipe holds it).  Read with PyYAML's safe loader, aliases refused.
-
-The flags are mapped onto memsym's options by :mod:`derivations.config.megatron`; bad input is a ConfigError.
+  torch.distributed.run``): statements split at newlines and ``;`` outside quotes, each into words by :mod:`shlex`;
+  assignments and arrays remembered in file order and ``$X``, ``${X:-4}``, ``${X:=4}``, ``"${ARGS[@]}"`` expanded
+  from them (no environment read, no command substitution run; an unset variable is an error only where a flag
+  that matters reads it).  The torchrun words give the world size.
+* A **model_config.yaml** (Megatron-LM tests/functional_tests/test_cases): ``MODEL_ARGS`` maps ``--flag`` to its
+  value (``true``: given; ``false``: not), ``ENV_VARS`` kept; read with PyYAML's safe loader, aliases refused.
 """
 from __future__ import annotations
 
@@ -49,9 +44,8 @@ _LAUNCHERS = {"torchrun", "torch.distributed.run", "torch.distributed.launch"}
 
 @dataclass(frozen=True)
 class Launch:
-    """What a launch file holds: ``flags`` the Megatron arguments in order (each flag -> its words; a
-    switch has none), ``world`` the GPU count its launcher gives (or None) and ``world_from`` where it
-    came from, ``env`` the environment the file sets (ENV_VARS or exported variables)."""
+    """A launch file's Megatron ``flags`` in order (flag -> its words), the launcher's ``world`` size (or None) and
+    where it came from, and the ``env`` the file sets."""
 
     path: str
     kind: str  # "shell" or "yaml"

@@ -1,16 +1,11 @@
 """Megatron-LM's arguments (a launch read by :mod:`derivations.config.launch`) as memsym's options: the model built
 as Megatron builds it (a DeepSeek-family config.json) and every memory-relevant flag mapped onto an option of
-``memsym estimate`` (Megatron's default when absent), each as typed on memsym's command line with where it came from
-(what ``--explain`` prints).  Sources, NVIDIA/Megatron-LM at d98e8a64ddf34856e74b24714e3bedb2f5a39553:
+``memsym estimate`` with where it came from (what ``--explain`` prints).  Sources, NVIDIA/Megatron-LM at
+d98e8a64ddf34856e74b24714e3bedb2f5a39553: ARGS megatron/training/arguments.py, TC
+megatron/core/transformer/transformer_config.py, MPC megatron/core/model_parallel_config.py, TOK
+megatron/core/tokenizers/utils/build_tokenizer.py, LAY megatron/core/transformer/pipeline_parallel_layer_layout.py.
 
-  ARGS  megatron/training/arguments.py (argparse defaults; validate_args: the derived ones)
-  TC    megatron/core/transformer/transformer_config.py (TransformerConfig: the flags it generates)
-  MPC   megatron/core/model_parallel_config.py (ModelParallelConfig)
-  TOK   megatron/core/tokenizers/utils/build_tokenizer.py (vocab_size_with_padding)
-  LAY   megatron/core/transformer/pipeline_parallel_layer_layout.py
-
-A flag is *mapped*, *ignored* (:data:`IGNORED`: no memory memsym models) or *not modelled*: named in one warning
-(:attr:`Resolution.unmodelled`), so a mistyped memory flag is never dropped in silence.
+A flag is mapped, ignored (:data:`IGNORED`) or named in the not-modelled warning (:attr:`Resolution.unmodelled`).
 """
 from __future__ import annotations
 
@@ -30,10 +25,8 @@ ARGS, TC, MPC = "arguments.py", "transformer_config.py TransformerConfig", "mode
 
 @dataclass
 class Resolution:
-    """memsym's options of a launch: ``options`` dest -> value as typed (text), ``origin`` dest -> where it
-    came from, ``model`` the config.json fields built from the flags (None under a typed --model),
-    ``model_origin`` field -> where it came from, ``unmodelled`` the flags memsym does not model, ``notes``
-    the assumptions taken."""
+    """memsym's options of a launch (dest -> value as typed) and the config.json fields built from its flags (None
+    under a typed --model), each with where it came from; the flags not modelled and the assumptions taken."""
 
     options: Dict[str, str] = field(default_factory=dict)
     origin: Dict[str, str] = field(default_factory=dict)
@@ -192,11 +185,8 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
 
 
 def _cuda_graphs(a: _Args, launch: Launch, put) -> None:
-    """``--cuda-graph-impl transformer_engine`` (or the deprecated ``--external-cuda-graph``, ARGS validate_args)
-    with ``--cuda-graph-modules`` (or the deprecated ``--cuda-graph-scope``; none or ``full``: the whole layer) and
-    ``--cuda-graph-warmup-steps`` (TC cuda_graph_warmup_steps 3) as memsym's --cuda-graphs: read only when every
-    module is one memsym captures (attn, mlp, moe), else the flags stay in the not-modelled warning (as the local
-    implementation's do)."""
+    """``--cuda-graph-impl transformer_engine`` (or ``--external-cuda-graph``) with ``--cuda-graph-modules`` (or
+    ``--cuda-graph-scope``; none or ``full``: the whole layer) as --cuda-graphs, when memsym captures every module."""
     f = launch.flags
     te = "--external-cuda-graph" in f or ("--cuda-graph-impl" in f and launch.value("--cuda-graph-impl")
                                           == "transformer_engine")

@@ -1,25 +1,14 @@
-"""Transformer Engine's low-precision recipes as byte symbols (``--linear-recipe``; issue 28 item 3).
+"""Transformer Engine's low-precision recipes as byte symbols (``--linear-recipe``; issue 28 item 3): what a quantized
+tensor of te.Linear, LayerNormLinear or GroupedLinear costs per element, values plus scales (:data:`FORMATS`).  Read
+from NVIDIA/TransformerEngine d0067d0d (2.20.0.dev0), transformer_engine/common/recipe/__init__.py and
+transformer_engine/pytorch/tensor/*.py, and Megatron-LM d98e8a64 megatron/core/fp8_utils.py ``get_fp8_recipe``.
 
-A recipe quantizes the inputs and weights of Transformer Engine's linear layers (te.Linear, LayerNormLinear,
-GroupedLinear); what a quantized tensor costs per element is its values plus its scales.  Read from
-NVIDIA/TransformerEngine d0067d0d (2.20.0.dev0), transformer_engine/common/recipe/__init__.py (the recipes) and
-transformer_engine/pytorch/tensor/*.py (the tensors), and Megatron-LM d98e8a64 megatron/core/fp8_utils.py
-``get_fp8_recipe`` (which recipe each ``--fp8-recipe`` builds); each recipe's values and scales are in
-:data:`FORMATS`.
-
-**Directions.**  A GEMM's forward reads a tensor row-wise and the backward's weight gradient column-wise.
-Float8 tensors (delayed, tensorwise) on Hopper keep the column-wise copy as a transpose (float8_tensor.py
-``Float8CurrentScalingQuantizer.inner_tensor_specs``: ``_data`` and ``_transpose``; on Blackwell, where
-``is_non_tn_fp8_gemm_supported``, one ``_data`` serves both); the block recipes quantize each direction
-apart from the high-precision tensor (recipe docstrings: "both versions are computed from the high
-precision input"), each with its own scales.  So a weight TE keeps for forward and backward costs two
-directions (``Format.weight_bytes``, Hopper for the Float8 recipes), and a saved input one direction
-(``Format.input_bytes``: the linear keeps only the column-wise data, linear.py ``_linear_forward``
-``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``; an input all-gathered under sequence
-parallelism keeps its row-wise local shard for Float8, its column-wise one for the block formats: the same bytes).
-
-The per-tensor FP32 scales (4 B per quantized tensor) and the block formats' padding of scale tensors to
-multiples of 128 x 4 are not counted: a few KiB per device.  Pure Python: no sympy.
+**Directions.**  A GEMM's forward reads a tensor row-wise, the weight gradient column-wise.  Float8 tensors
+(delayed, tensorwise) on Hopper keep the column-wise copy as a transpose (float8_tensor.py: ``_data`` and
+``_transpose``); the block recipes quantize each direction apart, each with its own scales.  So a weight kept for
+forward and backward costs two directions (``Format.weight_bytes``), a saved input one (``Format.input_bytes``:
+linear.py ``_linear_forward`` keeps only the column-wise data).  The per-tensor FP32 scales and the block formats'
+padding of scale tensors (a few KiB per device) are not counted.
 """
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""Options resolved once: ``{dest: value}`` (argparse's, memsym/commands/common.py; the Python API's and ``memsym
-runs``', memsym/api.py) and the dests typed -> a :class:`Configuration`.  Precedence: a typed option, then the
-recipe's (:mod:`derivations.config.recipes`), the conventions preset's (``convention_presets/*.toml``; ``--kernels te``
-with ``--conventions mcore`` is ``mcore-te``), the view's default (:mod:`derivations.config.defaults`), the option's.
-Values arrive converted and bounded (memsym/commands/argtypes.py); contradictions are refused (ConfigError).
+"""Options resolved once: ``{dest: value}`` and the dests typed -> a :class:`Configuration`.  Precedence: a typed
+option, then the recipe's (:mod:`derivations.config.recipes`), the conventions preset's (``--kernels te`` with
+``--conventions mcore`` is ``mcore-te``), the view's default (:mod:`derivations.config.defaults`), the option's.
+Contradictions are refused (ConfigError).
 """
 from __future__ import annotations
 
@@ -96,9 +95,8 @@ def _dp_of_gpus(values: Mapping[str, object], typed: Collection[str]) -> int:
 
 
 def _family_of(model) -> Optional["families.Family"]:
-    """The family of the model the options name, known before the model is built: a spec's, a preset's, or
-    the one whose model_types hold a config.json's ``model_type`` (read as bounded data; None when it cannot
-    be read: the model's own reading then reports why)."""
+    """The family of the model the options name, before the model is built (None when its config.json cannot be
+    read: the model's own reading then reports why)."""
     if model is None:
         return None
     if not isinstance(model, str):

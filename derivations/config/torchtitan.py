@@ -1,24 +1,13 @@
-"""A torchtitan job config (the TOML ``CONFIG_FILE`` of ``run_train.sh``) read as data and mapped onto memsym's
-options, with torchtitan's own default for a key the file does not give.
+"""A torchtitan job config (the TOML ``CONFIG_FILE`` of ``run_train.sh``) read as data (:mod:`tomllib`, bounded as a
+launch file) and mapped onto memsym's options, with torchtitan's own default for a key the file does not give (named
+where it is read, ``_Keys.get``).  The model: ``deepseek_v3`` with a flavor of ``deepseekv3_configs``, a memsym
+preset when equal field by field.  Sources, pytorch/torchtitan at 99fee810b7e253273ed8d1e10eb6c5f60ba69eff
+(2025-10-02; torchtitan replaced its TOML job configs at 9810191, #2386): JC torchtitan/config/job_config.py, PD
+torchtitan/distributed/parallel_dims.py, PAR torchtitan/models/deepseek_v3/infra/parallelize.py, AC
+torchtitan/distributed/activation_checkpoint.py, DS torchtitan/models/deepseek_v3/__init__.py, model/args.py, moe.py.
 
-Read with :mod:`tomllib` (data only), bounded and checked as a Megatron launch file is
-(:func:`derivations.config.launch.read_text`).  The model is the registered ``[model] name`` / ``flavor``: only
-``deepseek_v3`` (TrainSpec name) with the flavors of ``deepseekv3_configs``; a flavor whose arguments equal a
-memsym preset field by field is that preset (16B = deepseek-v2-lite), else a config is built from them.
-Sources, pytorch/torchtitan at 99fee810b7e253273ed8d1e10eb6c5f60ba69eff (2025-10-02; torchtitan replaced its TOML
-job configs by a Python registry at 9810191, #2386):
-
-  JC   torchtitan/config/job_config.py (the dataclasses: the defaults)
-  PD   torchtitan/distributed/parallel_dims.py (ParallelDims._validate, _build_mesh_with_ep)
-  PAR  torchtitan/models/deepseek_v3/infra/parallelize.py (parallelize_deepseekv3, apply_non_moe_tp)
-  AC   torchtitan/distributed/activation_checkpoint.py (apply_ac, _apply_ac_to_transformer_block)
-  DS   torchtitan/models/deepseek_v3/__init__.py (deepseekv3_configs), model/args.py, torchtitan/models/moe.py
-
-Each key's default and its source are named where it is read (``_Keys.get``).
-
-HSDP (replicate R > 1 and shard S > 1): R copies of an FSDP group of S x CP ranks (parallelize.py dp_mesh
-("dp_replicate", "dp_shard_cp")); a GPU's memory is its group's, so memsym counts one group: --dp S --zero 3 (a
-given global batch divided by R).  DDP (R > 1, S = 1, no CP, no EP): --dp R --zero 0.
+HSDP (replicate R > 1, shard S > 1): a GPU's memory is its FSDP group's, so memsym counts one group (--dp S --zero 3,
+a given global batch divided by R).  DDP (R > 1, S = 1, no CP, no EP): --dp R --zero 0.
 """
 from __future__ import annotations
 

@@ -126,10 +126,8 @@ def parse_cuda_graphs(text: str) -> Tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Training:
-    """Training settings (Table 9) and data types (Table 7), plus the extensions beyond the paper.  attention:
-    'eager' (the paper's b n_h s^2 tensors) or 'flash' (FP32 per-row statistics); fp8: the activations the
-    DeepSeek-V3 report caches in FP8 / E5M6 (B_f8, B_o); imbalance: F >= 1, the busiest expert rank's tokens over
-    the balanced average; microbatches: m per step (None: enough to fill the pipeline); vpp: virtual stages V."""
+    """Training settings (Table 9) and data types (Table 7), plus the extensions.  fp8: DeepSeek-V3's FP8 / E5M6
+    activation caching (B_f8, B_o); imbalance: F >= 1; microbatches: m per step (None: the pipeline filled)."""
 
     mbs: int = 1
     seq: int = 4096
