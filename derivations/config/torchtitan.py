@@ -11,6 +11,8 @@ a given global batch divided by R).  DDP (R > 1, S = 1, no CP, no EP): --dp R --
 """
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from symbolic import tomlfile
@@ -27,36 +29,13 @@ REV = "99fee810"
 JC, PD, PAR, AC, DS = ("job_config.py", "parallel_dims.py", "deepseek_v3/infra/parallelize.py",
                        "activation_checkpoint.py", "deepseek_v3/__init__.py deepseekv3_configs")
 
-#: deepseekv3_configs (DS): the memory-relevant DeepSeekV3ModelArgs / MoEArgs of each flavor (vocab, dim, inter_dim,
-#: moe_inter_dim, n_layers, n_dense_layers, n_heads, num_experts, num_shared_experts, top_k, score_func, route_norm,
-#: n_expert_groups, n_limited_groups, q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim,
-#: use_flex_attn).  Defaults of args.py/moe.py where the flavor sets none (n_expert_groups 1, n_limited_groups 1).
-_ARGS = ("vocab_size", "dim", "inter_dim", "moe_inter_dim", "n_layers", "n_dense_layers", "n_heads", "num_experts",
-         "num_shared_experts", "top_k", "score_func", "route_norm", "n_expert_groups", "n_limited_groups",
-         "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "use_flex_attn")
-_DEBUG = (2048, 256, 1024, 256, 6, 1, 16, 8, 2, 3, "softmax", False, 1, 1, 0, 512, 128, 64, 128)
-FLAVORS: Dict[str, Dict[str, object]] = {k: dict(zip(_ARGS, v)) for k, v in {
-    "debugmodel": _DEBUG + (False,),
-    "debugmodel_flex_attn": _DEBUG + (True,),
-    "16B": (102400, 2048, 10944, 1408, 27, 1, 16, 64, 2, 6, "softmax", False, 1, 1, 0, 512, 128, 64, 128, True),
-    "236B": (102400, 5120, 12288, 1536, 60, 1, 128, 160, 2, 6, "softmax", False, 8, 3, 1536, 512, 128, 64, 128, True),
-    "671B": (129280, 7168, 18432, 2048, 61, 3, 128, 256, 1, 8, "sigmoid", True, 8, 4, 1536, 512, 128, 64, 128, True),
-}.items()}
-
+with open(Path(__file__).with_name("torchtitan_keys.toml"), "rb") as _fh:
+    _KEYS = tomllib.load(_fh)
+#: deepseekv3_configs (DS): the memory-relevant model arguments of each flavor (torchtitan_keys.toml)
+FLAVORS: Dict[str, Dict[str, object]] = {k: dict(zip(_KEYS["args"], v)) for k, v in _KEYS["flavors"].items()}
 #: Sections and keys that change none of the memory memsym models (read by no mapping, never warned about).
-IGNORED_SECTIONS = frozenset({"job", "profiling", "metrics", "lr_scheduler", "checkpoint", "comm",
-                              "memory_estimation", "fault_tolerance", "experimental", "validation"})
-IGNORED = frozenset("""
-model.hf_assets_path model.tokenizer_path model.print_after_conversion optimizer.lr optimizer.eps
-optimizer.weight_decay optimizer.beta1 optimizer.beta2 optimizer.implementation training.dataset training.dataset_path
-training.max_norm training.steps training.gc_freq training.gc_debug training.seed training.deterministic
-training.debug_moe_force_load_balance parallelism.enable_async_tensor_parallel parallelism.disable_loss_parallel
-parallelism.context_parallel_rotate_method parallelism.pipeline_parallel_split_points
-parallelism.module_fqns_per_model_part parallelism.pipeline_parallel_first_stage_less_layers
-parallelism.pipeline_parallel_last_stage_less_layers parallelism.pipeline_parallel_layers_per_stage
-parallelism.pipeline_parallel_schedule_csv parallelism.enable_compiled_autograd activation_checkpoint.early_stop
-activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns
-""".split())
+IGNORED_SECTIONS = frozenset(_KEYS["ignored_sections"])
+IGNORED = frozenset(_KEYS["ignored"].split())
 _DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
 
 
