@@ -2,8 +2,10 @@
 accepts, and their validation."""
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from symbolic.errors import ConfigError
@@ -19,35 +21,15 @@ from derivations.config.switches import BYTES_CONVENTIONS, Conventions, validate
 #: none and full are the paper's (Sec. 5); selective recomputes the core attention (the b n_h s^2
 #: tensors; Korthikanti et al. 2022); custom recomputes the named operators (RECOMPUTE_OPS).
 RECOMPUTE = ("none", "full", "selective", "custom")
-#: Operators a custom policy may recompute (``--recompute custom:norm,mla_up``): each name is a
-#: tag of the activation tensors it stops keeping.
-RECOMPUTE_OPS = {
-    "norm": "RMSNorm outputs (MLA down-projection input, MoE router/expert input, dense FFN input, head input)",
-    "latent": "the MLA latents c_Q and c_KV",
-    "mla_up": "MLA up-projection outputs: q and k with their RoPE parts, v",
-    "score": "core attention internals: the b n_h s^2 softmax/dropout tensors (eager) or the softmax "
-             "statistics (flash)",
-    "mask": "dropout masks (attention, after W^O, after the FFN and the experts)",
-    "router": "router logits and probabilities",
-    "experts": "every tensor of the routed experts",
-    "shared": "every tensor of the shared experts",
-    "swiglu": "SwiGLU outputs (activation and product) of the routed, shared and dense FFN experts",
-    "ffn": "dense FFN intermediates (SwiGLU inputs and outputs)",
-}
+with open(Path(__file__).with_name("training.toml"), "rb") as _fh:
+    _VALUES = tomllib.load(_fh)
+#: Operators a custom policy may recompute (``--recompute custom:norm,mla_up``), each a tag of the activation tensors
+#: it stops keeping, and what it is (training.toml).
+RECOMPUTE_OPS: Dict[str, str] = _VALUES["recompute_ops"]
 ATTENTION = ("eager", "flash")
-#: Megatron-Core's fine-grained activation offloading (``--fine-grained-activation-offloading --offload-modules``,
-#: megatron/core/transformer/transformer_config.py: offload_modules): each module's saved tensors go to host memory
-#: after its forward (the tensors: derivations/assembly/offload.py), in Megatron's order of choices.
-OFFLOAD_MODULES = {
-    "attn_norm": "the input RMSNorm's saved tensors (the layer input)",
-    "qkv_linear": "what the MLA down- and up-projections save (their inputs: the RMSNorm output, the latents and "
-                  "their norms)",
-    "core_attn": "what the core attention saves (q, k, v and the softmax output)",
-    "attn_proj": "the output projection's input (the attention output)",
-    "mlp_norm": "the pre-MLP RMSNorm's saved tensors (the sublayer input)",
-    "expert_fc1": "the routed experts' fc1 input (the permuted tokens)",
-    "moe_act": "the routed experts' activation input (the fc1 output, gate and up)",
-}
+#: Megatron-Core's fine-grained activation offloading: the --offload-modules whose saved tensors go to host memory
+#: (derivations/assembly/offload.py), in Megatron's order (training.toml).
+OFFLOAD_MODULES: Dict[str, str] = _VALUES["offload_modules"]
 #: Pipeline schedules (derivations/assembly/schedules.py); None keeps the paper's one-micro-batch view.
 SCHEDULES = ("1f1b", "interleaved", "dualpipe", "zb")
 #: Data-type names accepted by the precision options, in bytes per element.

@@ -51,6 +51,16 @@ class Divides:
     text: str = ""
 
 
+#: The paper's divisibility rules of an MLA/MoE family (Sec. 3: heads split by TP, routed experts by EP, an expert's
+#: width by ETP), in the order derivations/config/layout.py checks them; a family adds its own after them.
+MOE_DIVIDES = (
+    Divides("tp-divides-heads", "n_h", "tp", "TP={TP} must divide n_h={n_h} (attention heads of {name})"),
+    Divides("ep-divides-experts", "N", "ep", "EP={EP} must divide N={N} (routed experts of {name})"),
+    Divides("edp-integer", None),
+    Divides("etp-divides-expert", "h_E", "etp", "ETP={ETP} must divide h_E={h_E}"),
+)
+
+
 class Family:
     """A model family: its folder's ``__init__`` subclasses this (``FAMILY``, its one instance).  Class
     attributes declare it (the contract: README.md); the hooks below read the modules of its folder."""

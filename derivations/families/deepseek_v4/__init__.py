@@ -9,7 +9,7 @@ key-value head of ``head_dim`` shared by every query head (kv_proj), a per-head 
 lightning indexer choosing k_I entries per query, a ``heavily_compressed_attention`` one a compressor of every m_H
 tokens.  ``DIMENSIONS`` maps the fields onto memsym's symbols; the rest is read in ``config.py``.
 """
-from derivations.families import Divides, Family, Kind
+from derivations.families import MOE_DIVIDES, Family, Kind
 
 #: model_type of transformers' DeepSeek-V4 code (models/deepseek_v4).
 MODEL_TYPES = ("deepseek_v4",)
@@ -54,12 +54,7 @@ LAYER_TERMS = (
          V4_SRC, label="head and loss", per="last"),
 )
 
-DIVIDES = (
-    Divides("tp-divides-heads", "n_h", "tp", "TP={TP} must divide n_h={n_h} (attention heads of {name})"),
-    Divides("ep-divides-experts", "N", "ep", "EP={EP} must divide N={N} (routed experts of {name})"),
-    Divides("edp-integer", None),
-    Divides("etp-divides-expert", "h_E", "etp", "ETP={ETP} must divide h_E={h_E}"),
-)
+DIVIDES = MOE_DIVIDES
 
 class DeepSeekV4(Family):
     """DeepSeek-V4 (transformers 5.24 models/deepseek_v4; hooks: the modules of this folder)."""
