@@ -125,47 +125,6 @@ def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
     return family.read_config(Fields(data, path), name, source)
 
 
-class _Consulted(dict):
-    """A config's fields that remember which of them a reader consulted (looked up, tested or got)."""
-
-    def __init__(self, data: Mapping):
-        super().__init__(data)
-        self.seen = set()
-
-    def get(self, key, default=None):
-        self.seen.add(key)
-        return super().get(key, default)
-
-    def __getitem__(self, key):
-        self.seen.add(key)
-        return super().__getitem__(key)
-
-    def __contains__(self, key):
-        self.seen.add(key)
-        return super().__contains__(key)
-
-
-def fields_read(data: Mapping) -> Tuple[str, ...]:
-    """The fields of a config.json the reader of its model_type consults (its family's ``from_fields``, run on
-    ``data``): each one read or refused; every other field is ignored."""
-    consulted = _Consulted(data)
-    from_dict(consulted)
-    return tuple(sorted(consulted.seen))
-
-
-def fields_table(configs) -> str:
-    """The Markdown table of :func:`fields_read` per model type, over the given configs (each model type a column,
-    in the families' order; a wrapper's config counts as its language model's): a row per field."""
-    read: Dict[str, set] = {mt: set() for mt in families.model_types() if families.wrapper(mt) is None}
-    for c in configs:
-        read[c["model_type"]] |= set(fields_read(c))
-    read = {mt: fields for mt, fields in read.items() if fields}
-    rows = [f"| `{f}` | " + " | ".join("yes" if f in fields else "" for fields in read.values()) + " |"
-            for f in sorted(set().union(*read.values()))]
-    return "\n".join(["| field | " + " | ".join(f"`{mt}`" for mt in read) + " |",
-                      "|---|" + "---|" * len(read)] + rows)
-
-
 @dataclass(frozen=True)
 class ConfigFile:
     """A config.json read once: the path as given, the bytes read, the parsed object and the model built from it."""
@@ -186,8 +145,3 @@ def read_config(path: str, name: Optional[str] = None, source: Optional[str] = N
     raw, file = jsonfile.read_raw(path, BOUNDS, _err)
     data = jsonfile.parse(raw, file, BOUNDS, _err)
     return ConfigFile(str(path), raw, data, from_dict(data, path, name, source))
-
-
-def from_hf_config(path: str) -> ModelSpec:
-    """A :class:`ModelSpec` from a Hugging Face config.json (or a directory holding one)."""
-    return read_config(path).model
