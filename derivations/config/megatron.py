@@ -35,6 +35,9 @@ class Resolution:
     unmodelled: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
 
+    def put(self, dest: str, value, origin: str) -> None:
+        self.options[dest], self.origin[dest] = str(value), origin
+
 
 class _Args:
     """The launch's flags, read one at a time (each read flag is remembered: the rest are warned about)."""
@@ -86,9 +89,7 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
     size: typed --gpus, else the launcher's, else a typed --dp; else an error); ``build_model``: False under a
     typed --model; ``known``: optional memsym options this memsym has (a flag mapped onto one only then)."""
     a, r = _Args(launch), Resolution()
-
-    def put(dest, value, origin):
-        r.options[dest], r.origin[dest] = str(value), origin
+    put = r.put
 
     # -- parallel layout (MPC; ARGS validate_args) -------------------------------------------------------
     typed = typed or {}
@@ -265,36 +266,29 @@ def _model(a: _Args, launch: Launch, layers: int, pattern: List[int], mtp: int, 
         notes.append("no --moe-router-group-topk: Megatron routes without groups; memsym's deepseek_v3 model takes "
                      "DeepseekV3Config's 8 groups, 4 kept (the group-limited top-k's bookkeeping, freed in the "
                      "forward)")
-    fields = {"model_type": "deepseek_v3", "hidden_size": h, "intermediate_size": ffn, "moe_intermediate_size": moe_ffn,
-              "num_hidden_layers": layers, "first_k_dense_replace": dense, "moe_layer_freq": freq,
-              "num_attention_heads": heads, "num_key_value_heads": heads, "q_lora_rank": q_lora,
-              "kv_lora_rank": kv_lora, "qk_nope_head_dim": qk, "qk_rope_head_dim": pos, "v_head_dim": v,
-              "n_routed_experts": experts, "n_shared_experts": shared // moe_ffn, "num_experts_per_tok": topk,
-              "topk_method": "noaux_tc" if bias else "greedy", "scoring_func": score,
-              "norm_topk_prob": score == "sigmoid" or not pre, "num_nextn_predict_layers": mtp,
-              "tie_word_embeddings": not untied, "vocab_size": padded}
-    if groups is not None:
-        fields["n_group"] = groups
-    if group_topk is not None:
-        fields["topk_group"] = group_topk
-    origin = {"hidden_size": h_src, "intermediate_size": f_src, "moe_intermediate_size": m_src,
-              "num_hidden_layers": f"--num-layers {layers}",
-              "first_k_dense_replace": f"--moe-layer-freq: {dense} leading dense layers",
-              "moe_layer_freq": f"--moe-layer-freq: then every {freq} layer(s) MoE", "num_attention_heads": n_src,
-              "q_lora_rank": q_src, "kv_lora_rank": kv_src, "qk_nope_head_dim": qk_src, "qk_rope_head_dim": pos_src,
-              "v_head_dim": v_src, "n_routed_experts": e_src,
-              "n_shared_experts": f"{s_src} / moe_ffn_hidden_size {moe_ffn}", "num_experts_per_tok": k_src,
-              "topk_method": "--moe-router-enable-expert-bias" if bias else "no expert bias",
-              "scoring_func": sc_src,
-              "norm_topk_prob": "sigmoid scores are normalised over the top-k" if score == "sigmoid" else
-              ("--moe-router-pre-softmax: not normalised" if pre else "softmax over the top-k"),
-              "num_nextn_predict_layers": f"--mtp-num-layers {mtp}" if mtp else "no --mtp-num-layers",
-              "tie_word_embeddings": "--untie-embeddings-and-output-weights" if untied else "tied (Megatron default)",
-              "vocab_size": f"{v_orig} padded to a multiple of "
-                            f"{d_src.split()[-1] if d_src.startswith('--') else multiple} x TP {tp} = {multiple * tp} "
-                            "(TOK vocab_size_with_padding)",
-              "n_group": g_src, "topk_group": gk_src}
-    return fields, {k: origin[k] for k in fields if k in origin}
+    norm_src = ("sigmoid scores are normalised over the top-k" if score == "sigmoid" else
+                "--moe-router-pre-softmax: not normalised" if pre else "softmax over the top-k")
+    vocab_src = (f"{v_orig} padded to a multiple of {d_src.split()[-1] if d_src.startswith('--') else multiple} x TP "
+                 f"{tp} = {multiple * tp} (TOK vocab_size_with_padding)")
+    rows = (  # (config.json field, value, where it came from; None: not said)
+        ("model_type", "deepseek_v3", None), ("hidden_size", h, h_src), ("intermediate_size", ffn, f_src),
+        ("moe_intermediate_size", moe_ffn, m_src), ("num_hidden_layers", layers, f"--num-layers {layers}"),
+        ("first_k_dense_replace", dense, f"--moe-layer-freq: {dense} leading dense layers"),
+        ("moe_layer_freq", freq, f"--moe-layer-freq: then every {freq} layer(s) MoE"),
+        ("num_attention_heads", heads, n_src), ("num_key_value_heads", heads, None), ("q_lora_rank", q_lora, q_src),
+        ("kv_lora_rank", kv_lora, kv_src), ("qk_nope_head_dim", qk, qk_src), ("qk_rope_head_dim", pos, pos_src),
+        ("v_head_dim", v, v_src), ("n_routed_experts", experts, e_src),
+        ("n_shared_experts", shared // moe_ffn, f"{s_src} / moe_ffn_hidden_size {moe_ffn}"),
+        ("num_experts_per_tok", topk, k_src),
+        ("topk_method", "noaux_tc" if bias else "greedy",
+         "--moe-router-enable-expert-bias" if bias else "no expert bias"),
+        ("scoring_func", score, sc_src), ("norm_topk_prob", score == "sigmoid" or not pre, norm_src),
+        ("num_nextn_predict_layers", mtp, f"--mtp-num-layers {mtp}" if mtp else "no --mtp-num-layers"),
+        ("tie_word_embeddings", not untied,
+         "--untie-embeddings-and-output-weights" if untied else "tied (Megatron default)"),
+        ("vocab_size", padded, vocab_src), ("n_group", groups, g_src), ("topk_group", group_topk, gk_src))
+    fields = {k: x for k, x, _ in rows if x is not None or k not in ("n_group", "topk_group")}
+    return fields, {k: src for k, _, src in rows if k in fields and src is not None}
 
 
 def _vocab(a: _Args, launch: Launch, typed: Optional[int], notes: List[str]) -> Tuple[int, str]:

@@ -103,9 +103,7 @@ def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: 
     """memsym's options of a job config.  ``gpus``/``dp``: typed (the world size: --gpus, else the product of the
     degrees when the file gives data_parallel_shard_degree, else DP typed; else an error)."""
     k, r = _Keys(path, data), Resolution()
-
-    def put(dest, value, origin):
-        r.options[dest], r.origin[dest] = str(value), origin
+    put = r.put
 
     put("conventions", "torchtitan", f"derivations/config/convention_presets/torchtitan.toml (torchtitan@{REV}: "
                                      "FSDP2, op-level selective checkpointing, compiled loss)")
