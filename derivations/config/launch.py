@@ -225,11 +225,9 @@ def _statements(text: str, path: str) -> List[str]:
     return [s.strip() for s in out if s.strip()]
 
 
-#: the longest statement a script's variables may expand to (a flag's value is a few dozen characters; variables
-#: doubled line by line would otherwise grow to 2^n times their size before anything is read)
+#: the longest statement a script's variables may expand to (variables doubled line by line grow as 2^n)
 MAX_EXPANDED = 1 << 16
-#: the most a whole script may expand to, all its statements together: a long value read on many short lines would
-#: otherwise cost (lines x value) of work however each statement is bounded
+#: the most a whole script may expand to (a long value read on many short lines costs lines x value)
 MAX_FILE_EXPANDED = 1 << 18
 
 

@@ -53,16 +53,14 @@ CONVENTION_ORDER = ("routed_tokens", "attention", "router_tensors", "shared_expe
                     "rope_tables", "mtp_activations", "expert_tp", "bytes_per_param", "rank", "runtime_buffers",
                     "mtp", "inventory")
 
-#: Bytes per parameter (Table 7 symbols) and the smallest ZeRO stage of each convention:
-#: the paper's 2/4/4/2/2; FP32 moments 2/4/4/4/4; Megatron's distributed optimizer, FP32
-#: moments sharded over the data-parallel ranks (ZeRO-1): 6 + 12/d bytes per parameter.
+#: Bytes per parameter (Table 7 symbols) and the smallest ZeRO stage of each convention (Megatron's distributed
+#: optimizer: FP32 moments sharded over DP, ZeRO-1, 6 + 12/d bytes per parameter).
 BYTES_CONVENTIONS: Dict[str, Tuple[Dict[str, int], int]] = {
     "paper": ({"B_w": 2, "B_g": 4, "B_m": 4, "B_1": 2, "B_2": 2}, 0),
     "fp32-moments": ({"B_w": 2, "B_g": 4, "B_m": 4, "B_1": 4, "B_2": 4}, 0),
     "distributed": ({"B_w": 2, "B_g": 4, "B_m": 4, "B_1": 4, "B_2": 4}, 1),
 }
-#: The ZeRO stage a --rank is: FSDP (torchtitan's FSDP2, Megatron-FSDP under ZeRO-3) shards the parameters, gradients
-#: and optimizer states (derivations/assembly/fsdp.py); a lower --zero typed contradicts it, none typed is raised.
+#: The ZeRO stage a --rank is (FSDP shards parameters, gradients and optimizer states: derivations/assembly/fsdp.py).
 RANK_ZERO: Dict[str, int] = {"fsdp2": 3, "mfsdp": 3}
 BYTES_HELP = ("bytes per parameter: paper (Table 7: BF16 weights, FP32 gradients and master copy, BF16 moments, "
               "2/4/4/2/2), fp32-moments (2/4/4/4/4) or distributed (Megatron's distributed optimizer: FP32 moments "
@@ -91,9 +89,8 @@ def _checked_switches(where: str, values: Dict) -> Dict[str, object]:
 
 def read_presets(folder: Path = PRESET_DIR) -> Tuple[Dict[str, Dict[str, object]], Dict[str, str],
                                                    Tuple[str, ...], Dict[str, Dict[str, object]]]:
-    """(presets, sources, the presets whose name is a term-id suffix, kernel sets) read from ``folder``:
-    every ``*.toml`` but ``kernels.toml`` a preset, in the order its ``order`` says.  The files ship with
-    the package; a malformed one is a broken install (ValueError naming the file), not a user error."""
+    """(presets, sources, the presets whose name is a term-id suffix, kernel sets) read from ``folder``: every
+    ``*.toml`` but ``kernels.toml`` a preset, in its ``order``; a malformed one is a broken install (ValueError)."""
     found = []
     for path in sorted(folder.glob("*.toml")):
         if path.name == "kernels.toml":

@@ -17,9 +17,8 @@ from derivations.config.quantization import RECIPES
 from derivations.config.switches import BYTES_CONVENTIONS, Conventions, validate_conventions
 
 
-#: Recomputation policies (views of the per-tensor activation terms, derivations/activations/__init__.py):
-#: none and full are the paper's (Sec. 5); selective recomputes the core attention (the b n_h s^2
-#: tensors; Korthikanti et al. 2022); custom recomputes the named operators (RECOMPUTE_OPS).
+#: Recomputation policies: none and full (the paper's, Sec. 5), selective (the core attention, Korthikanti et al.
+#: 2022) and custom (the operators named, RECOMPUTE_OPS).
 RECOMPUTE = ("none", "full", "selective", "custom")
 with open(Path(__file__).with_name("training.toml"), "rb") as _fh:
     _VALUES = tomllib.load(_fh)
@@ -123,20 +122,15 @@ class Training:
     schedule: Optional[str] = None
     microbatches: Optional[int] = None
     vpp: Optional[int] = None
-    #: Megatron's --pipeline-model-parallel-layout as layer counts of the PP V virtual stages in its order
-    #: (virtual stage j on rank j mod PP, chunk j // PP); None: each rank's layers in V equal chunks
+    #: the layer counts of the PP V virtual stages (virtual stage j on rank j mod PP); None: V equal chunks
     virtual_layers: Optional[Tuple[int, ...]] = None
     conventions: Conventions = Conventions()
-    #: the token copies each routed expert received, per MoE layer in expert order, as a traced router gave them
-    #: (((layer, (count, ...)), ...): paper/traces/*-step.toml ``expert_tokens``); empty: not known, and a moment
-    #: that depends on them (transformers' expert loop, derivations/assembly/step_terms.py) takes the bound that
-    #: holds for any routing
+    #: ((layer, (tokens of each expert, ...)), ...) as a traced router gave them (paper/traces/*-step.toml); empty:
+    #: not known, the step's moments take the bound that holds for any routing
     expert_tokens: Tuple[Tuple[int, Tuple[int, ...]], ...] = ()
-    #: Megatron-Core's fine-grained activation offloading: the --offload-modules offloaded (OFFLOAD_MODULES order);
-    #: empty: none (derivations/assembly/offload.py)
+    #: the --offload-modules offloaded (OFFLOAD_MODULES order; derivations/assembly/offload.py)
     offload: Tuple[str, ...] = ()
-    #: Transformer Engine's low-precision recipe of the linear layers (derivations/config/quantization.py RECIPES:
-    #: Megatron's --fp8-recipe / --fp4-recipe); None: BF16 linears (derivations/assembly/quantized.py)
+    #: Transformer Engine's recipe of the linear layers (quantization.py RECIPES); None: BF16
     linear_recipe: Optional[str] = None
     #: the linear layers' weights kept as quantized parameters (Megatron's --fp8-param-gather / --fp4-param-gather)
     quantized_params: bool = False
@@ -253,8 +247,7 @@ def validate_training(t: Training) -> None:
 
 
 def _validate_recipe(t: Training) -> None:
-    """--linear-recipe and --quantized-param-gather: Transformer Engine's, refused beside what they are not modelled
-    with (one line each)."""
+    """--linear-recipe and --quantized-param-gather, refused beside what they are not modelled with."""
     if t.quantized_params and t.linear_recipe is None:
         raise ConfigError("quantized-param-gather", "--quantized-param-gather keeps the linear layers' weights in the "
                                                     "format of --linear-recipe: give --linear-recipe")
