@@ -31,27 +31,16 @@ class SwitchSpec:
         return self.values[0]
 
 
-#: The switches (switches.toml, one table each), in the fixed order ``memsym compare`` flips them (attention, bytes per
-#: parameter and MTP are switches too, kept in Training / the CLI; see CONVENTION_ORDER).
-def _read_switches(path: Path = Path(__file__).with_name("switches.toml")) -> Dict[str, SwitchSpec]:
-    with open(path, "rb") as fh:
-        data = tomllib.load(fh)
-    return {name: SwitchSpec(name, t["option"], tuple(t["values"]), dict(t["tokens"]), t["side"], t["help"],
-                             t.get("paper", ""), {k: tuple(v) for k, v in t.get("exists", {}).items()},
-                             t.get("label", "")) for name, t in data.items()}
-
-
-CONVENTION_SWITCHES: Dict[str, SwitchSpec] = _read_switches()
-
-#: The order ``memsym compare`` flips the switches from ``paper`` to a preset (documented
-#: there): activations first (largest first in the paper's reading), then the weight side.
-CONVENTION_ORDER = ("routed_tokens", "attention", "router_tensors", "shared_expert", "dropout_masks", "checkpoints",
-                    "swiglu", "expert_outputs", "latent_norms", "latents", "routing_state", "norm_storage",
-                    "softmax_dtype", "router_state", "router_dtype", "aux_loss", "experts", "shared_input",
-                    "value_storage",
-                    "head_state", "ce_backward", "causal_mask", "selective",
-                    "rope_tables", "mtp_activations", "expert_tp", "bytes_per_param", "rank", "runtime_buffers",
-                    "mtp", "inventory")
+with open(Path(__file__).with_name("switches.toml"), "rb") as _fh:
+    _DATA = tomllib.load(_fh)
+#: The switches (switches.toml, one table each; attention, bytes per parameter and MTP are switches too, kept in
+#: Training / the CLI), and the order ``memsym compare`` flips them from ``paper`` to a preset (documented there).
+CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {
+    name: SwitchSpec(name, t["option"], tuple(t["values"]), dict(t["tokens"]), t["side"], t["help"], t.get("paper", ""),
+                     {k: tuple(v) for k, v in t.get("exists", {}).items()}, t.get("label", ""))
+    for name, t in _DATA.items() if isinstance(t, dict)}
+CONVENTION_ORDER = tuple(_DATA["order"])
+BYTES_HELP, MTP_HELP = _DATA["bytes_per_param_help"], _DATA["mtp_help"]
 
 #: Bytes per parameter (Table 7 symbols) and the smallest ZeRO stage of each convention (Megatron's distributed
 #: optimizer: FP32 moments sharded over DP, ZeRO-1, 6 + 12/d bytes per parameter).
@@ -62,15 +51,6 @@ BYTES_CONVENTIONS: Dict[str, Tuple[Dict[str, int], int]] = {
 }
 #: The ZeRO stage a --rank is (FSDP shards parameters, gradients and optimizer states: derivations/assembly/fsdp.py).
 RANK_ZERO: Dict[str, int] = {"fsdp2": 3, "mfsdp": 3}
-BYTES_HELP = ("bytes per parameter: paper (Table 7: BF16 weights, FP32 gradients and master copy, BF16 moments, "
-              "2/4/4/2/2), fp32-moments (2/4/4/4/4) or distributed (Megatron's distributed optimizer: FP32 moments "
-              "and the optimizer states sharded over the data-parallel ranks, ZeRO-1: 6 + 12/d bytes per parameter); "
-              "sets --optimizer-dtype and (distributed) --zero 1 unless typed")
-MTP_HELP = ("count the parameters of the model's D multi-token-prediction modules (DeepSeek-v3: 1; the paper counts "
-            "none): with --rank stage on the last stage, where Megatron-Core builds them (gpt_model.py: mtp_process), "
-            "each as one more MoE layer, with the embedding copy that stage keeps when PP > 1 and the embeddings are "
-            "untied (their eh_proj, 2h^2/TP, and three RMSNorms, 3h, are not counted); with --rank megatron in its "
-            "most-loaded shard, as Megatron-LM does")
 
 #: The conventions presets (``--conventions``) and kernel sets (``--kernels``): one TOML file each; ``attention``,
 #: ``bytes_per_param`` and ``mtp`` are the Training / CLI switches.
@@ -133,12 +113,9 @@ class _ConventionMethods:
         return replace(self, **reset)
 
 
-#: Conventions' first fields, in a fixed order (a report's notebooks print a Conventions(...) call in field
-#: order); any other switch follows in CONVENTION_SWITCHES order.
-_FIRST_FIELDS = ("routed_tokens", "router_tensors", "shared_expert", "dropout_masks", "checkpoints", "swiglu",
-                 "expert_outputs", "latent_norms", "routing_state", "norm_storage", "softmax_dtype", "router_state",
-                 "experts", "shared_input", "value_storage", "head_state", "ce_backward", "causal_mask", "rope_tables",
-                 "mtp_activations", "expert_tp", "inventory", "rank", "runtime_buffers")
+#: Conventions' fields: switches.toml's first_fields, then any other switch (a report's notebooks print a
+#: Conventions(...) call in field order).
+_FIRST_FIELDS = tuple(_DATA["first_fields"])
 _FIELD_ORDER = sorted(CONVENTION_SWITCHES,
                       key=lambda n: _FIRST_FIELDS.index(n) if n in _FIRST_FIELDS else len(_FIRST_FIELDS))
 Conventions = make_dataclass(
