@@ -12,8 +12,10 @@ padding of scale tensors (a few KiB per device) are not counted.
 """
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 from typing import Dict
 
 from symbolic.errors import ConfigError
@@ -24,9 +26,7 @@ RECIPE_SRC = TE + " transformer_engine/common/recipe/__init__.py"
 
 @dataclass(frozen=True)
 class Format:
-    """One recipe's quantized tensors: ``values`` bytes per element; ``input_scale`` and ``weight_scale`` bytes of
-    scale per element of a saved input and of a weight (one direction); ``per_tensor`` FP32 bytes per tensor (not
-    counted); ``directions`` the copies a weight used forward and backward keeps on Hopper."""
+    """One recipe's quantized tensors (a table of quantization.toml, whose header says what each field is)."""
 
     name: str
     te: str
@@ -49,24 +49,11 @@ class Format:
         return self.directions * (self.values + self.weight_scale)
 
 
-_F32 = 4
-FORMATS: Dict[str, Format] = {f.name: f for f in (
-    Format("delayed", "DelayedScaling", "--fp8-recipe delayed", Fraction(1), Fraction(0), Fraction(0), _F32, 2,
-           RECIPE_SRC + " DelayedScaling; tensor/float8_tensor.py Float8Quantizer (_data, _transpose, _scale_inv)"),
-    Format("tensorwise", "Float8CurrentScaling", "--fp8-recipe tensorwise", Fraction(1), Fraction(0), Fraction(0),
-           _F32, 2, RECIPE_SRC + " Float8CurrentScaling; tensor/float8_tensor.py Float8CurrentScalingQuantizer "
-                                 "(_data, _transpose, one FP32 _scale_inv)"),
-    Format("blockwise", "Float8BlockScaling", "--fp8-recipe blockwise", Fraction(1), Fraction(_F32, 128),
-           Fraction(_F32, 128 * 128), 0, 2,
-           RECIPE_SRC + " Float8BlockScaling (x_block_scaling_dim 1: 1x128, w_block_scaling_dim 2: 128x128, FP32 "
-                        "scales); tensor/float8_blockwise_tensor.py"),
-    Format("mxfp8", "MXFP8BlockScaling", "--fp8-recipe mxfp8", Fraction(1), Fraction(1, 32), Fraction(1, 32), 0, 2,
-           RECIPE_SRC + " MXFP8BlockScaling (one E8M0 scale per 32 values); tensor/mxfp8_tensor.py"),
-    Format("nvfp4", "NVFP4BlockScaling", "--fp4-format e2m1 --fp4-recipe nvfp4", Fraction(1, 2), Fraction(1, 16),
-           Fraction(1, 16), _F32, 2,
-           RECIPE_SRC + " NVFP4BlockScaling (E2M1 values, one E4M3 scale per 16 values, one FP32 per tensor); "
-                        "tensor/nvfp4_tensor.py get_scale_shape"),
-)}
+with open(Path(__file__).with_name("quantization.toml"), "rb") as _fh:
+    FORMATS: Dict[str, Format] = {
+        name: Format(name, f["te"], f["megatron"], *(Fraction(f[k]) for k in ("values", "input_scale", "weight_scale")),
+                     f["per_tensor"], f["directions"], f"{RECIPE_SRC} {f['source']}")
+        for name, f in tomllib.load(_fh).items()}
 RECIPES = tuple(FORMATS)
 
 #: Megatron's --fp8-recipe values memsym models (fp8_utils.py get_fp8_recipe); 'custom' is not.
