@@ -46,8 +46,7 @@ def check_conflicts(args) -> None:
 
 
 class _Explicit(argparse.Action):
-    """``store`` that remembers the option was typed (``namespace._explicit``), so a
-    ``--recipe`` never overrides it, whatever the order on the command line."""
+    """``store`` that remembers the option was typed (``namespace._explicit``): no preset overrides it."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         setattr(namespace, self.dest, values)
@@ -63,9 +62,8 @@ class _ExplicitTrue(_Explicit):
 
 
 def finish(args) -> None:
-    """After parsing (the command line, the API): a launch file's options set under the typed ones
-    (memsym/commands/launch.py), every option resolved as :func:`derivations.config.resolve.resolved` resolves it
-    (typed > recipe > conventions preset > default, whatever the order typed), contradictions refused (ConfigError)."""
+    """After parsing (command line, API): a launch file's options under the typed ones, every option resolved
+    (typed > recipe > conventions preset > default: resolve.resolved), contradictions refused."""
     if hasattr(args, "from_megatron"):
         from .launch import apply
         apply(args)
@@ -189,8 +187,7 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_convention_options(p: argparse.ArgumentParser) -> None:
-    """The modelling assumptions (derivations/config/convention_presets/): a preset and one option per switch, each
-    defaulting to the paper's choice (derivations.config.CONVENTION_SWITCHES)."""
+    """The modelling assumptions: a preset and one option per switch (CONVENTION_SWITCHES), the paper's by default."""
     shown = HELP_ALL[0]
     g = p.add_argument_group("conventions (modelling assumptions; defaults: the paper's; switches typed beside "
                              "--conventions override it)" + ("" if shown else
@@ -268,8 +265,8 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
 
 
 def memory_of(args, est) -> dict:
-    """--memory's bytes of one stage (derivations/analyses/allocator.py memory: allocated, reserved, buffers, device)
-    under the command's --alloc-conf, --dispatcher and --nccl-buffsize: the one helper every verdict of a kind uses."""
+    """--memory's bytes of one stage (allocator.memory) under the command's --alloc-conf, --dispatcher and
+    --nccl-buffsize."""
     from derivations.analyses.allocator import memory
     return memory(est, getattr(args, "alloc_conf", ""), getattr(args, "dispatcher", None),
                   getattr(args, "nccl_buffsize", None))
@@ -282,8 +279,7 @@ def memory_verdict(kind: str, judged: int, capacity: int, of: str) -> str:
 
 
 def budget_from_args(args, default_gpu: str = None, required: bool = False):
-    """(bytes, GPU preset or None) of --hbm / --gpu, else of the ``default_gpu`` preset; None when none is given
-    and not required."""
+    """(bytes, GPU preset or None) of --hbm / --gpu, else of ``default_gpu``; None when not given nor required."""
     from derivations.config.gpus import budget
     hbm, gpu = budget(args.hbm, args.gpu)
     if hbm is None and default_gpu is not None:
@@ -299,8 +295,7 @@ def add_json_option(p: argparse.ArgumentParser) -> None:
 
 
 def model_from_args(args) -> cfg.ModelSpec:
-    """The model of ``--model`` (a preset or a config.json, read now), or the ModelSpec the Python
-    API set there (evaluated as given, never read again by name)."""
+    """The model of ``--model`` (a preset or a config.json), or the ModelSpec the Python API set there."""
     return R.model_of(vars(args))
 
 
@@ -343,15 +338,13 @@ def print_json(data) -> None:
 
 
 def defaults_used(args) -> dict:
-    """{"defaults": ...}: what the view's defaults set for these options (derivations/config/defaults.py), for a
-    command's --json ({} on a command without them)."""
+    """{"defaults": ...}: what the view's defaults set (derivations/config/defaults.py), for --json; or {}."""
     info = getattr(args, R.DEFAULTS, None)
     return {"defaults": info} if info else {}
 
 
 def print_defaults(args, stream=None, prefix: str = "") -> None:
-    """The one line of the defaults a command used, on ``stream`` (default stdout; nothing when every such option
-    was given), after ``prefix`` (a progress line's ``memsym report: ``)."""
+    """The one line of the defaults a command used (if any), on ``stream`` (default stdout), after ``prefix``."""
     text = defaults.line(getattr(args, R.DEFAULTS, None))
     if text:
         print(prefix + text, file=stream or sys.stdout)

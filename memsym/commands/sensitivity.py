@@ -163,7 +163,7 @@ def _wrap(line: str, indent: int) -> str:
     continuation lines indented by ``indent``."""
     if len(line) <= WIDTH:
         return line
-    import textwrap  # lazy: only long lines
+    import textwrap
     return textwrap.fill(line, WIDTH, subsequent_indent=" " * indent, break_long_words=False,
                          break_on_hyphens=False, drop_whitespace=True)
 

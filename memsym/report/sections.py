@@ -1,10 +1,5 @@
-"""The report's sections in the paper's order (:data:`SECTIONS`), and building the report from them.
-
-Sections list the terms they show by id prefix, so a new term (``act.`` variant, or any prefix, caught by
-"other terms") appears without touching a template.  :func:`outline_report` lays out the sections (tables and
-equations as :class:`~memsym.report.blocks.Stub` s, enough for the notebooks); :func:`complete_report`
-computes them.
-"""
+"""The report's sections in the paper's order (:data:`SECTIONS`; terms by id prefix, so a new term appears without
+a template change); :func:`outline_report` lays them out as stubs, :func:`complete_report` computes them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -19,9 +14,8 @@ from .tables import TABLE_SOURCES, TABLES, setting
 
 @dataclass(frozen=True)
 class SectionSpec:
-    """A section of the report: its blocks in order.  A block is a table key, ``"terms"``
-    (the equations of every term whose id matches ``prefixes`` and no earlier section),
-    or ``"p:<text>"`` (prose; see :func:`para`)."""
+    """A section's blocks in order: a table key, ``"terms"`` (every term of ``prefixes`` no earlier section took),
+    or ``"p:<text>"`` (prose)."""
 
     key: str
     title: str
@@ -102,9 +96,7 @@ SECTIONS: Tuple[SectionSpec, ...] = (
 
 
 def sections_of(ctx) -> Tuple[SectionSpec, ...]:
-    """The sections of the report of ``ctx``'s model: :data:`SECTIONS` (the paper's, for DeepSeek), or those its
-    family declares (``Family.report``: a module whose ``SECTIONS`` is a tuple of SectionSpec fields as dicts:
-    the prose, tables and term prefixes its sections need)."""
+    """The sections of ``ctx``'s model: :data:`SECTIONS`, or those its family declares (``Family.report``)."""
     fam = families.find(getattr(ctx.model, "family", None))
     if fam is None or not fam.report:
         return SECTIONS
@@ -139,8 +131,7 @@ def _outline_section(ctx, spec: SectionSpec, number: int, term_ids: Sequence[str
 
 
 def outline_report(ctx) -> Report:
-    """The report's sections with tables and equations as stubs (nothing computed); sections
-    with no content are left out."""
+    """The report's non-empty sections with tables and equations as stubs (nothing computed)."""
     ids = section_term_ids(ctx)
     sections = []
     for spec in sections_of(ctx):

@@ -1,11 +1,6 @@
-"""Ground truth per tensor (recorded in ``paper/traces/``): trace real implementations on CPU.
-
-:mod:`.recorder` records every storage autograd saves for backward and attributes it to a layer and sublayer;
-:mod:`.hf` (transformers) and :mod:`.mcore` (Megatron-Core, local layer spec) build and run a model from a
-config; :mod:`.inputs` reads and checks everything before torch is imported; :mod:`.records` writes a
-measurement as TOML.  torch, transformers and megatron-core are the optional extra ``memsym[trace]`` (pinned
-there); nothing here imports them at module level.
-"""
+"""Ground truth per tensor (``paper/traces/``): real implementations traced on CPU (:mod:`.hf`, :mod:`.mcore`),
+their saves recorded (:mod:`.recorder`), inputs checked before torch is imported (:mod:`.inputs`), written as TOML
+(:mod:`.records`).  torch, transformers and megatron-core are the extra ``memsym[trace]``, never imported here."""
 from __future__ import annotations
 import importlib.util
 
@@ -16,9 +11,7 @@ MAX_PARAMS = 50_000_000
 MAX_SCORE_ELEMENTS = 64 * 1024 * 1024
 MAX_TOKENS = 16384
 
-#: ``--fake`` (memsym/trace/fake.py) allocates no activation, so MAX_PARAMS and the others do not
-#: apply; what bounds it is time (a forward op by op, N experts each a loop) and the real routing
-#: tensors beside the fake ones (b s N_r x N of them): decoder layers and tokens.
+#: ``--fake`` allocates nothing: bounded by time and the real routing tensors (b s N_r x N) instead.
 MAX_FAKE_LAYERS = 4
 MAX_FAKE_TOKENS = 32768
 
