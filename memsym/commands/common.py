@@ -82,15 +82,11 @@ def add_layout_options(p: argparse.ArgumentParser, stage: bool = True) -> None:
     """The parallel layout of Table 5 (defaults: the paper's reference layout)."""
     g = p.add_argument_group("parallel layout (defaults: the paper's Table 5)")
     E, L = _Explicit, cfg.Layout()  # the defaults are the Layout dataclass's (the paper's Table 5)
-    g.add_argument("--dp", type=positive_int, default=L.dp, action=E, help=f"data-parallel degree DP (default {L.dp})")
-    g.add_argument("--tp", type=positive_int, default=L.tp, action=E,
-                   help=f"tensor-parallel degree TP (default {L.tp})")
-    g.add_argument("--pp", type=positive_int, default=L.pp, action=E,
-                   help=f"pipeline-parallel degree PP (default {L.pp})")
-    g.add_argument("--ep", type=positive_int, default=L.ep, action=E,
-                   help=f"expert-parallel degree EP (default {L.ep})")
-    g.add_argument("--etp", type=positive_int, default=L.etp, action=E,
-                   help=f"tensor parallelism inside an expert ETP (default {L.etp})")
+    for dest, what in (("dp", "data-parallel degree DP"), ("tp", "tensor-parallel degree TP"),
+                       ("pp", "pipeline-parallel degree PP"), ("ep", "expert-parallel degree EP"),
+                       ("etp", "tensor parallelism inside an expert ETP")):
+        g.add_argument("--" + dest, type=positive_int, default=getattr(L, dest), action=E,
+                       help=f"{what} (default {getattr(L, dest)})")
     g.add_argument("--cp", type=positive_int, default=L.cp, action=E,
                    help="context-parallel degree CP: each device holds s/CP of the sequence and, for eager "
                         f"attention, its s/CP query rows of the s^2 scores (default {L.cp})")
@@ -212,13 +208,12 @@ def add_convention_options(p: argparse.ArgumentParser) -> None:
                                  "Engine's fused RMSNorm, fused attention and fused RoPE, Megatron's fused SwiGLU: "
                                  "--norm-storage te --attention flash --softmax-dtype activation --causal-mask none "
                                  "--rope-tables shared --swiglu fused; read from the sources, not traced)"))
-    hidden = lambda text: text if shown else argparse.SUPPRESS  # noqa: E731  (--help shows the common options)
     for spec in cfg.CONVENTION_SWITCHES.values():
         g.add_argument(spec.option, dest=spec.name, choices=list(spec.values), default=spec.default, action=_Explicit,
-                       help=hidden(spec.help + f" (default {spec.default})"))
+                       help=help_all(spec.help + f" (default {spec.default})"))
     g.add_argument("--bytes-per-param", dest="bytes_per_param", choices=list(cfg.BYTES_CONVENTIONS), default="paper",
-                   action=_Explicit, help=hidden(cfg.BYTES_HELP + " (default paper)"))
-    g.add_argument("--mtp", action=_ExplicitTrue, default=False, help=hidden(cfg.MTP_HELP))
+                   action=_Explicit, help=help_all(cfg.BYTES_HELP + " (default paper)"))
+    g.add_argument("--mtp", action=_ExplicitTrue, default=False, help=help_all(cfg.MTP_HELP))
 
 
 HBM_HELP = ("memory per GPU with its unit: GiB, MiB, TiB (binary) or GB, MB, TB (decimal), case-insensitive, e.g. "
@@ -256,12 +251,11 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
                         "allocator run over the step: derivations/analyses/allocator.py) or device (reserved + NCCL "
                         "and DeepEP buffers + the CUDA context: derivations/assembly/overheads_device.py); default: "
                         "the paper's Sec. 6 ranges")
-    hidden = help_all
     p.add_argument("--alloc-conf", default="", metavar="CONF", type=_alloc_conf, action=_Explicit,
-                   help=hidden("PYTORCH_CUDA_ALLOC_CONF for --memory (max_split_size_mb, expandable_segments, "
+                   help=help_all("PYTORCH_CUDA_ALLOC_CONF for --memory (max_split_size_mb, expandable_segments, "
                         "garbage_collection_threshold)"))
     p.add_argument("--nccl-buffsize", type=positive_int, default=None, metavar="BYTES", action=_Explicit,
-                   help=hidden("NCCL_BUFFSIZE for --memory device (default NCCL's 4 MiB)"))
+                   help=help_all("NCCL_BUFFSIZE for --memory device (default NCCL's 4 MiB)"))
 
 
 def memory_of(args, est) -> dict:

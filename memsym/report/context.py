@@ -100,7 +100,6 @@ class Context:
         except cfg.ConfigError:
             return None
 
-    # convenience for notebooks ------------------------------------------------------
     def equation(self, term_id: str, with_stage: Optional[bool] = None, parts: bool = False) -> Equation:
         """The equation block of a term (paper form, closed form, value)."""
         term = self.terms[term_id]

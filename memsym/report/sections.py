@@ -103,15 +103,12 @@ def sections_of(ctx) -> Tuple[SectionSpec, ...]:
     return tuple(SectionSpec(**dict(spec)) for spec in fam.report_sections())
 
 
-def _matches(tid: str, prefix: str) -> bool:
-    return prefix == "" or tid == prefix or tid.startswith(prefix + ".")
-
-
 def section_term_ids(ctx) -> Dict[str, List[str]]:
     """Term ids per section: each term goes to the first section whose prefixes match it."""
     out, claimed = {}, set()
     for spec in sections_of(ctx):
-        ids = [tid for tid in ctx.terms if tid not in claimed and any(_matches(tid, p) for p in spec.prefixes)]
+        ids = [tid for tid in ctx.terms if tid not in claimed
+               and any(p == "" or tid == p or tid.startswith(p + ".") for p in spec.prefixes)]
         claimed.update(ids)
         out[spec.key] = ids
     return out
