@@ -172,8 +172,7 @@ def search(model=None, *, gpus: int, hbm: str = None, **options) -> Result:
 
 
 def sensitivity(model=None, *, wrt: str = None, **options) -> Result:
-    """``memsym sensitivity``: derivatives, elasticities and finite differences with respect to ``wrt``
-    (default: the command line's)."""
+    """``memsym sensitivity``: derivatives, elasticities and finite differences by ``wrt``."""
     return _run("sensitivity", dict(options, model=model, wrt=wrt))
 
 

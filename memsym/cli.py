@@ -20,8 +20,7 @@ from . import __version__
 
 
 class _Brief:
-    """A help formatter's brevity (``--help``): an option's help to its first clause, a group's title to its
-    name; ``--help-all`` shows them whole."""
+    """A help formatter's brevity (``--help``): an option's help to its first clause; ``--help-all``: whole."""
 
     def _expand_help(self, action):
         return _first_clause(super()._expand_help(action))

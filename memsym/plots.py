@@ -64,8 +64,7 @@ def save(fig, path: str) -> None:
 
 def memory_vs_seq(series: Mapping[str, Tuple[Sequence[int], Sequence[float]]], budget: Optional[float], path: str,
                   title: str = "", ylabel: str = "peak per device (GiB)", marks: Mapping[str, float] | None = None):
-    """One line per policy: {policy: (sequence lengths, bytes)}; ``budget`` a horizontal line, ``marks``
-    {policy: s*} dotted vertical ones."""
+    """One line per policy {policy: (s, bytes)}; ``budget`` horizontal, ``marks`` {policy: s*} dotted."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for name, (xs, ys) in series.items():

@@ -259,8 +259,7 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
 
 
 def memory_of(args, est) -> dict:
-    """--memory's bytes of one stage (allocator.memory) under the command's --alloc-conf, --dispatcher and
-    --nccl-buffsize."""
+    """--memory's bytes of one stage under the command's --alloc-conf, --dispatcher, --nccl-buffsize."""
     from derivations.analyses.allocator import memory
     return memory(est, getattr(args, "alloc_conf", ""), getattr(args, "dispatcher", None),
                   getattr(args, "nccl_buffsize", None))

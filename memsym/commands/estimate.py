@@ -163,8 +163,7 @@ def _memory_rules() -> list:
 
 
 def _time_notes(args, verdict, memory) -> list:
-    """What the time assumed that was not typed (a preset's attention kernel, issue 45), and a layout that does not
-    fit, flagged beside its time."""
+    """What the time assumed untyped (a preset's attention, issue 45) and a layout that does not fit."""
     notes = []
     preset = getattr(args, "conventions", None)
     if preset and "attention" not in common.explicit(args) and "attention" in cfg.CONVENTION_PRESETS[preset]:

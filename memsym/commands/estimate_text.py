@@ -50,8 +50,7 @@ def _bytes_dtypes(tr) -> str:
 
 
 def render_all(every, worst, device=None, timed=None) -> str:
-    """Every stage of the layout, the most-loaded marked; with ``timed`` (--time), each stage's time per
-    micro-batch (the slowest sets the step)."""
+    """Every stage, the most-loaded marked; with ``timed`` (--time), each one's time per micro-batch."""
     per_mb = {s["stage"]: s["parts"]["microbatch"] for s in timed["stages"]} if timed else {}
     e0 = every[0]
     lay, tr = e0.layout, e0.training

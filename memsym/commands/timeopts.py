@@ -41,8 +41,7 @@ def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool =
 
 
 def time_options(args) -> dict:
-    """The step-time model's keywords of the typed options (NVLink domain: --nvlink-domain, --gpus-per-node, or
-    None: the GPU's own)."""
+    """The step-time model's keywords of the typed options (NVLink domain None: the GPU's own)."""
     return {"gpu": args.gpu, "overlap": args.overlap, "dispatcher": args.dispatcher,
             "efficiency": "published" if getattr(args, "efficiency", "peak") == "published" else args.gemm_efficiency,
             "gpus_per_node": getattr(args, "nvlink_domain", None) or getattr(args, "gpus_per_node", None)}
@@ -61,8 +60,7 @@ def seconds(x: float) -> str:
 
 
 def time_lines(t: dict, gpu, attention: str = "eager") -> list:
-    """``estimate --time``'s lines for :func:`derivations.steptime.evaluate.layout_time`'s result (each within
-    100 columns)."""
+    """``estimate --time``'s lines of ``layout_time``'s result (each within 100 columns)."""
     p = t["parts"]
     per_step = t["microbatches"] > 1 or p["bubble"] or p["optimizer"]
     exposed = ", ".join(f"{g} {seconds(p[g])}" for g in ("TP", "EP", "CP", "PP"))

@@ -139,8 +139,7 @@ _REF = re.compile(r"\{(sym|term):([A-Za-z0-9_.]+)\}")
 
 
 def para(ctx, text: str) -> Paragraph:
-    """A paragraph of prose; ``{sym:d_cq}`` becomes the registry's LaTeX for the symbol,
-    ``{term:act.mla.layer}`` the term's symbol (M_1^A)."""
+    """Prose; ``{sym:d_cq}`` becomes the symbol's LaTeX, ``{term:act.mla.layer}`` the term's (M_1^A)."""
     segs, pos = [], 0
     for m in _REF.finditer(text):
         if m.start() > pos:

@@ -43,8 +43,7 @@ def _call(cls_name: str, obj, keep: Sequence[str] = ()) -> str:
 
 
 def model_source(model) -> str:
-    """The model as notebook code: ``cfg.load_model(name)`` for a preset, else its fields (a config file is never
-    read again)."""
+    """The model as notebook code: ``cfg.load_model(name)`` for a preset, else its fields."""
     if model.source == "preset":
         return f"cfg.load_model({model.name!r})"
     fields = tuple(f.name for f in dataclasses.fields(model))

@@ -23,19 +23,12 @@ def environment(kind: str, templates_dir=None):
     if kind not in KINDS:
         raise ValueError(f"unknown template kind {kind!r}")
     opts = dict(loader=jinja2.FileSystemLoader(str(templates_dir or TEMPLATES_DIR)), undefined=jinja2.StrictUndefined,
-                trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=kind == "html")
     if kind == "tex":
         opts.update(TEX_DELIMITERS)
-    if kind == "html":
-        opts["autoescape"] = True
     env = jinja2.Environment(**opts)
-    env.filters["num"] = fmt_int
-    env.filters["gib"] = fmt_gib
-    env.filters["tex"] = tex_escape
-    env.filters["md"] = md_escape
-    env.filters["comment"] = one_line
-    env.filters["esc"] = {"tex": tex_escape, "md": md_escape}.get(kind, str)
-    env.filters["term_latex"] = _term_latex
+    env.filters.update(num=fmt_int, gib=fmt_gib, tex=tex_escape, md=md_escape, comment=one_line,
+                       esc={"tex": tex_escape, "md": md_escape}.get(kind, str), term_latex=_term_latex)
     if kind in CELLS:
         env.globals["cell_of"] = CELLS[kind]
     if kind == "tex":

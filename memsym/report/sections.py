@@ -14,8 +14,7 @@ from .tables import TABLE_SOURCES, TABLES, setting
 
 @dataclass(frozen=True)
 class SectionSpec:
-    """A section's blocks in order: a table key, ``"terms"`` (every term of ``prefixes`` no earlier section took),
-    or ``"p:<text>"`` (prose)."""
+    """A section's blocks: a table key, ``"terms"`` (of ``prefixes``, unclaimed) or ``"p:<text>"``."""
 
     key: str
     title: str

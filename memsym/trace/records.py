@@ -234,8 +234,7 @@ def predict(rec: Dict, preset: str = None) -> Dict:
 
 
 def retrace(rec: Dict, step: bool = None) -> Dict:
-    """Measure a record's settings again (needs the trace extra): the ``trace`` result; ``step``: profile the
-    step too (default: when the record did)."""
+    """Measure a record's settings again (the trace extra); ``step``: default as the record did."""
     st = settings_of(rec)
     st.setdefault("fake", False)
     st["step"] = bool(st.get("step")) if step is None else step
