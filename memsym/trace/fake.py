@@ -9,6 +9,7 @@ the data-dependent operations.  A real ``balanced`` trace replaces only the top-
 from __future__ import annotations
 
 import contextlib
+import math
 
 #: The most elements a shadow (a real tensor computed beside a fake one) may have.
 SHADOW_LIMIT = 1 << 24
@@ -79,8 +80,7 @@ def routing_mode(fake_mode=None):
             return f
 
         def as_real(self, t, placeholder: str = ""):
-            """The value of ``t``: itself (real), its shadow, or a placeholder: ``like`` (its strides) or ``zeros``
-            (its shape, no memory)."""
+            """``t``'s value: itself, its shadow, or a placeholder (``like``: its strides; ``zeros``)."""
             if not isinstance(t, FakeTensor):
                 return t
             if self.known(t):
@@ -117,11 +117,8 @@ def routing_mode(fake_mode=None):
             dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
             dim = dim % x.dim()
             n = x.shape[dim]
-            moved = list(x.shape)
-            moved.pop(dim)
-            rows = 1
-            for m in moved:
-                rows *= m
+            moved = [m for i, m in enumerate(x.shape) if i != dim]
+            rows = math.prod(moved)
             with unset_fake_temporarily():  # real indices (their shadow, under fake tensors)
                 idx = balanced_indices(rows, n, k).reshape(*moved, k).movedim(-1, dim).contiguous()
                 if self.fake is not None:

@@ -9,8 +9,8 @@ import contextlib
 
 from symbolic.errors import ConfigError
 
-from . import inputs
-from .fake import describe, modes
+from . import inputs, traced
+from .fake import modes
 
 
 def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
@@ -41,6 +41,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     config._attn_implementation = impl
     config._experts_implementation = exp
     fake_mode, routing = modes(fake, balanced)
+    counts = {}
 
     def build():
         torch.manual_seed(seed)
@@ -64,34 +65,17 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
             out = model(input_ids=ids, labels=ids, **NO_CACHE.get(raw.get("model_type"), {}))
         return out.loss, rec
 
-    model = build()
-    kinds = ["moe" if hasattr(layer.mlp, "experts") else "dense" for layer in model.model.layers]
-    counts, hooks = {}, []
-    if step:  # the router's token copies per expert, each MoE layer (the experts' top-k indices, as they get them)
-        for i, layer in enumerate(model.model.layers):
-            experts = getattr(layer.mlp, "experts", None)
-            if experts is not None:
-                hooks.append(experts.register_forward_pre_hook(_counter(counts, i, config.n_routed_experts)))
-    with fake_mode or contextlib.nullcontext(), routing:
-        loss, rec = forward(model, *make_inputs())
-    for hook in hooks:
-        hook.remove()
-    value, grads = None, 0
-    if not fake:  # a fake trace runs no backward (nothing to compute it with)
-        loss.backward()
-        value, grads = float(loss.detach()), sum(p.grad is not None for p in model.parameters())
-    measured = None
-    if step:  # then the profiled step, on a model built as the traced one (memsym/trace/step.py)
-        from . import step as profiled
-        del model, loss
-        measured = profiled.run(build(), make_inputs, lambda m, ids: forward(m, ids, hold=False),
-                                lambda m: [p.grad for p in m.parameters() if p.grad is not None])
-    info = {"framework": "transformers", "versions": {"torch": torch.__version__.split("+")[0],
-                                                      "transformers": transformers.__version__},
-            "loss": value, "params_with_grad": grads, "alive_check": rec.alive_check(),
-            "n_layers": config.num_hidden_layers, "kinds": kinds, "routing": describe(routing)}
-    if measured is not None:
-        info["step"] = measured
+    def prepare(model):  # with --step, the router's token copies per expert of each MoE layer
+        layers = model.model.layers
+        hooks = [layer.mlp.experts.register_forward_pre_hook(_counter(counts, i, config.n_routed_experts))
+                 for i, layer in enumerate(layers) if step and getattr(layer.mlp, "experts", None) is not None]
+        return ["moe" if hasattr(layer.mlp, "experts") else "dense" for layer in layers], hooks
+
+    rec, info = traced("transformers", {"torch": torch.__version__.split("+")[0],
+                                        "transformers": transformers.__version__}, config.num_hidden_layers, build,
+                       prepare, make_inputs, forward, lambda m: [p.grad for p in m.parameters() if p.grad is not None],
+                       fake, step, (fake_mode, routing))
+    if step:
         info["expert_tokens"] = [{"layer": i, "counts": counts[i]} for i in sorted(counts)]
     return rec, info
 

@@ -14,8 +14,8 @@ import os
 from typing import Dict, Optional
 
 
-from . import inputs
-from .fake import describe, modes
+from . import inputs, traced
+from .fake import modes
 
 _PATCHED = False
 _RECORDER = None  # the Recorder running, for the checkpoint attribution below
@@ -159,6 +159,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     import torch
     _patch()
     import megatron.core
+    from megatron.core import parallel_state as ps
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
     from megatron.core.models.gpt.gpt_model import GPTModel
     from megatron.core.tensor_parallel.random import get_cuda_rng_tracker
@@ -212,60 +213,38 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
                 _RECORDER = None
         return loss, rec
 
-    states = get_cuda_rng_tracker().get_states()
-    model = build()
-    kinds = ["moe" if type(layer.mlp).__name__ == "MoELayer" else "dense" for layer in model.decoder.layers]
-    with fake_mode or contextlib.nullcontext(), routing:
-        ids, pos = make_inputs()
-        loss, rec = forward(model, ids, pos)
-    value, grads = None, 0
-    if not fake:  # a fake trace runs no backward (nothing to compute it with)
-        loss.backward()
-        value = float(loss.detach())
-        grads = sum(p.grad is not None or getattr(p, "main_grad", None) is not None for p in model.parameters())
-    measured = None
-    if step:  # then the profiled step on a model built as the traced one (its torch.compile kernels compiled, as in
-        # a training step after the first); the RNG states, global buffer and loss tracker as the trace found them
-        from megatron.core import parallel_state as ps
-
-        from . import step as profiled
-        del model, ids, pos, loss
+    def step_context():  # the profiled step's model (its torch.compile kernels compiled by the trace, as in a step
+        # after the first) with the RNG states, global buffer and loss tracker as the trace found them
         get_cuda_rng_tracker().set_states(states)
         ps.get_global_memory_buffer().buffer.clear()
         get_moe_layer_wise_logging_tracker().clear()
-        with _one_rank_all_reduce():
-            measured = profiled.run(build(), make_inputs, lambda m, ids, pos: forward(m, ids, pos, hold=False),
-                                    _grads)
-    info = {"framework": "mcore", "versions": {"torch": torch.__version__.split("+")[0],
-                                               "megatron-core": megatron.core.__version__},
-            "loss": value, "params_with_grad": grads,
-            "alive_check": rec.alive_check(),
-            "n_layers": raw["num_hidden_layers"], "kinds": kinds, "routing": describe(routing)}
-    if measured is not None:
-        info["step"] = measured
-    return rec, info
+        return _one_rank_all_reduce()
+
+    states = get_cuda_rng_tracker().get_states()
+    return traced("mcore", {"torch": torch.__version__.split("+")[0], "megatron-core": megatron.core.__version__},
+                  raw["num_hidden_layers"], build,
+                  lambda m: (["moe" if type(layer.mlp).__name__ == "MoELayer" else "dense"
+                              for layer in m.decoder.layers], ()),
+                  make_inputs, forward, _grads, fake, step, (fake_mode, routing), step_context)
 
 
-class _one_rank_all_reduce:
+@contextlib.contextmanager
+def _one_rank_all_reduce():
     """In the profiled step, a one-rank ``all_reduce`` returns at once: gloo's thread held the tensor, and its free,
     made on that thread, is not reported to the profiler (c10/core/CPUAllocator.cpp is per thread)."""
+    import torch.distributed as dist
+    real = dist.all_reduce
 
-    def __enter__(self):
-        import torch.distributed as dist
-        self.real = real = dist.all_reduce
-
-        def all_reduce(tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):
-            if not async_op and dist.get_world_size(group) == 1 and op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX,
-                                                                           dist.ReduceOp.MIN):
-                return None
-            return real(tensor, op=op, group=group, async_op=async_op)
-        dist.all_reduce = all_reduce
-        return self
-
-    def __exit__(self, *exc):
-        import torch.distributed as dist
-        dist.all_reduce = self.real
-        return False
+    def all_reduce(tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):
+        if not async_op and dist.get_world_size(group) == 1 and op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX,
+                                                                       dist.ReduceOp.MIN):
+            return None
+        return real(tensor, op=op, group=group, async_op=async_op)
+    dist.all_reduce = all_reduce
+    try:
+        yield
+    finally:
+        dist.all_reduce = real
 
 
 def _grads(model):
