@@ -160,16 +160,12 @@ def bench_wall(a, memsym, res):
         "compiled or replayed)")
     for k, s in t.items():
         say(f"    {k:<14} {s['median']:6.3f} [{s['min']:.3f}-{s['max']:.3f}]")
-    res["cold_start_ratio"] = t["estimate, new"]["median"] / t["import sympy"]["median"]
-    res["search_1024_s"] = t["search 1024"]["median"]
-    res["search_16384_s"] = t["search 16384"]["median"]
-    res["search_8_s"] = t["search 8"]["median"]
-    # search 8: the search's own floor (the same imports and printing, almost no configuration to evaluate)
-    res["search_16384_to_8"] = t["search 16384"]["median"] / t["search 8"]["median"]
-    res["search_16384_to_estimate"] = t["search 16384"]["median"] / t["estimate, new"]["median"]  # a full estimate
-    res["search_1024_to_estimate"] = t["search 1024"]["median"] / t["estimate, new"]["median"]
-    res["fit_to_estimate"] = t["fit"]["median"] / t["estimate, new"]["median"]
-    res["wall"] = t
+    m = {k: s["median"] for k, s in t.items()}
+    new = m["estimate, new"]  # a full estimate; search 8 is the search's own floor (its imports, almost no work)
+    res.update({"cold_start_ratio": new / m["import sympy"], "search_1024_s": m["search 1024"],
+                "search_16384_s": m["search 16384"], "search_8_s": m["search 8"], "search_16384_to_8":
+                m["search 16384"] / m["search 8"], "search_16384_to_estimate": m["search 16384"] / new,
+                "search_1024_to_estimate": m["search 1024"] / new, "fit_to_estimate": m["fit"] / new, "wall": t})
     say(f"    a new estimate / import sympy = {res['cold_start_ratio']:.2f} (goal <= 1.2); search 16384 = "
         f"{res['search_16384_s']:.2f} s (goal < 1), {res['search_16384_to_estimate']:.2f}x a new estimate "
         "(goal <= 1.5)")
