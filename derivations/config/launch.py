@@ -114,8 +114,7 @@ def read_text(path: str, option: str = "from-megatron", what: str = "a launch sc
 
 
 def read_launch(path: str) -> Launch:
-    """The Megatron arguments of ``path``: a model_config.yaml (``.yaml``/``.yml``, or text with a top-level
-    ``MODEL_ARGS:``) or a shell script."""
+    """The Megatron arguments of ``path``: a model_config.yaml (or text with ``MODEL_ARGS:``) or a script."""
     text = read_text(str(path))
     if str(path).endswith((".yaml", ".yml")) or re.search(r"(?m)^MODEL_ARGS\s*:", text):
         return _from_yaml(str(path), text)
@@ -182,8 +181,7 @@ def _yaml_word(val) -> str:
 
 # ------------------------------------------------------------------------------------------- shell
 def _statements(text: str, path: str) -> List[str]:
-    """The statements of a shell script: split at newlines and ``;`` outside quotes and array
-    parentheses, continuations joined, comments dropped (the text of each, unexpanded)."""
+    """A shell script's statements, unexpanded: continuations joined, comments dropped."""
     out, cur, quote, depth, i, n = [], [], None, 0, 0, len(text)
     while i < n:
         c = text[i]
@@ -356,8 +354,7 @@ def _from_shell(path: str, text: str) -> Launch:
 
 
 def _flags(sh: _Shell, words: List[str], script: str) -> Dict[str, Tuple[str, ...]]:
-    """Megatron's ``--flag value...`` words in order (``--flag=value`` split); a flag given twice keeps the last,
-    as argparse does."""
+    """Megatron's ``--flag value...`` words in order; a flag given twice keeps the last, as argparse does."""
     flags: Dict[str, Tuple[str, ...]] = {}
     current = None
     for w in words:

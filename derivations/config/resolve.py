@@ -33,9 +33,8 @@ DEFAULTS = "_defaults"
 
 @dataclass(frozen=True)
 class Configuration:
-    """What a command evaluates: the model, the parallel layout (Table 5), the training (Tables 7 and
-    9 and the extensions, ``--global-batch`` applied when asked), the stage asked for (None: the
-    estimate chooses) and the recipe's assumptions that still hold."""
+    """What a command evaluates: model, layout, training, the stage asked for (None: the estimate chooses) and the
+    recipe's assumptions that still hold."""
 
     model: ModelSpec
     layout: Layout
@@ -130,8 +129,7 @@ def check_conflicts(values: Mapping[str, object], typed: Collection[str]) -> Non
 
 
 def model_of(values: Mapping[str, object]) -> ModelSpec:
-    """The model of ``model`` (a preset or a config.json, read now), or the ModelSpec given (the
-    Python API's: evaluated as given, never read again by name)."""
+    """The model of ``model`` (a preset or a config.json, read now), or the ModelSpec given (the Python API's)."""
     model = values["model"]
     return load_model(model) if isinstance(model, str) else model
 
@@ -213,8 +211,7 @@ def recipe_assumptions(values: Mapping[str, object], typed: Collection[str]) -> 
 
 
 def resolve(values: Mapping[str, object], typed: Collection[str]) -> Configuration:
-    """The configuration the options stand for: precedence applied (:func:`resolved`), contradictions
-    refused, the model read, the layout, training and stage built."""
+    """The configuration the options stand for (precedence applied, contradictions refused)."""
     values = resolved(values, typed)
     check_conflicts(values, typed)
     return Configuration(model_of(values), layout_of(values), training_with_batch(values, typed),

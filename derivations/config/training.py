@@ -169,8 +169,7 @@ class Training:
 
     @property
     def bytes_convention(self) -> Optional[str]:
-        """The BYTES_CONVENTIONS name these bytes per parameter and ZeRO stage match, else None
-        (FP32 moments under ZeRO-1 is Megatron's distributed optimizer)."""
+        """The BYTES_CONVENTIONS name these bytes per parameter and ZeRO stage match, else None."""
         d = dict(self.bytes)
         for name in ("paper", "distributed", "fp32-moments"):
             byts, zmin = BYTES_CONVENTIONS[name]

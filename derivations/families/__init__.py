@@ -1,7 +1,6 @@
-"""Model families: each package here is one family (``derivations/families/<name>/``), its ``__init__`` a
-:class:`Family` subclass (declarations, no sympy) named ``FAMILY``, registered on first use; a family from elsewhere
-(a test's toy) is added with :func:`register`.  The contract: derivations/families/README.md.  Families never import
-each other (an import-linter contract in pyproject.toml).
+"""Model families: each package here is one family, its ``__init__``'s ``FAMILY`` a :class:`Family` subclass
+(declarations, no sympy), registered on first use; a family from elsewhere (a test's toy) is added with
+:func:`register`.  The contract: derivations/families/README.md.
 """
 from __future__ import annotations
 
