@@ -113,7 +113,6 @@ function trainingOf(a, typed) {
     quantized_params: !!a.quantized_param_gather, offload: a.offload_activations || [], virtual_layers: a.virtual_layers || null };
 }
 
-const PRESET_MODELS = {};
 function modelOf(a) {
   const choice = $("opt-model").value;
   if (choice === "config")  // read as `memsym estimate --model config.json` reads that file
@@ -121,13 +120,11 @@ function modelOf(a) {
   // the preset chosen by default yields to a recipe's model; a model of `memsym page --model` is typed
   const given = Object.keys(DATA.models).length > 0;
   const name = ("model" in a && !given && choice === DATA.options.default_model) ? a.model : choice;
-  // a model the command line read (memsym/page/data.py model_data): of memsym page --model, or released (paper/models)
-  if (name in DATA.models) return DATA.models[name];
-  if (name in DATA.released) return DATA.released[name];
-  if (!(name in DATA.options.presets))  // a recipe's model on a page of other models
-    throw new ConfigError(`--model ${name}: this page offers ${Object.keys(DATA.models).join(", ")} (memsym page --model)`, ["model", "recipe"]);
-  if (!(name in PRESET_MODELS)) PRESET_MODELS[name] = fromDict(readConfigJSON(DATA.options.presets[name], name, ["model"]), name, name, ["model"]);
-  return PRESET_MODELS[name];
+  // a model the command line read (memsym/page/data.py model_data): of memsym page --model, released (paper/models)
+  // or a preset
+  for (const models of [DATA.models, DATA.released, DATA.options.presets]) if (name in models) return models[name];
+  // a recipe's model on a page of other models
+  throw new ConfigError(`--model ${name}: this page offers ${Object.keys(DATA.models).join(", ")} (memsym page --model)`, ["model", "recipe"]);
 }
 
 // ----------------------------------------------------------------------------- rendering
