@@ -20,17 +20,9 @@ function inRanges(ranges, c) {
 const isPySpace = (c) => inRanges(IN.space, c);
 const isPrintable = (c) => !inRanges(IN.nonprintable, c);
 /** Python's len(): code points (a lone surrogate counts one, as in a Python str). */
-function cpLen(s) {
-  let n = 0;
-  for (const _ of s) n++;  // a string's iterator: its code points, a lone surrogate one
-  return n;
-}
-/** Python's s[:k] (code points). */
-function cpHead(s, k) {
-  let out = "", n = 0;
-  for (const ch of s) { if (n++ >= k) break; out += ch; }
-  return out;
-}
+const cpLen = (s) => s.length - (s.match(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g) || []).length;
+/** Python's s[:k] (code points: the first 2k UTF-16 units hold k of them, a pair cut at the end past the k-th). */
+const cpHead = (s, k) => Array.from(s.slice(0, 2 * k)).slice(0, k).join("");
 /** Python's str.strip() (Unicode white space, str.isspace). */
 function pyStrip(s) {
   let a = 0, b = s.length;
