@@ -115,7 +115,8 @@ const utf8Len = (s, end) => new TextEncoder().encode(end === undefined ? s : s.s
 
 // ----------------------------------------------------------------------------- the limits (derivations/config/limits.py)
 /** Limit.message: "<what> must be an integer in 1..1048576 = 2^20 (why), got <value>" */
-const limitMessage = (lim, what, value) => `${what} must be an integer in ${lim.domain} (${lim.why}), got ${cut(String(value), 24, 12)}`;
+const limitMessage = (lim, what, value) =>
+  `${what} must be an integer in ${lim.domain} (${lim.why}), got ${cut(String(value), 24, 12)}`;
 const OPTION_LIMITS = IN.options, FIELD_LIMITS = IN.fields;
 const INT_RE = new RegExp(`^(?:${IN.int_pattern})$`);
 const DECIMAL_RE = new RegExp(`^(?:${IN.decimal_pattern})$`);
@@ -136,7 +137,8 @@ function intText(dest, text, kind, low, limit) {
   }
   const val = (neg ? -1n : 1n) * BigInt(digits || "0");
   if (low !== null && val < BigInt(low)) throw argError(dest, `expected ${kind}, got ${shownText(text)}`);
-  if (limit && !(BigInt(limit.low) <= val && val <= BigInt(limit.high))) throw argError(dest, limitMessage(limit, "the value", val));
+  if (limit && !(BigInt(limit.low) <= val && val <= BigInt(limit.high)))
+    throw argError(dest, limitMessage(limit, "the value", val));
   return Number(val);
 }
 const positiveInt = (dest, text) => intText(dest, text, "a positive integer", 1, OPTION_LIMITS[dest]);

@@ -124,7 +124,8 @@ function modelOf(a) {
   // or a preset
   for (const models of [DATA.models, DATA.released, DATA.options.presets]) if (name in models) return models[name];
   // a recipe's model on a page of other models
-  throw new ConfigError(`--model ${name}: this page offers ${Object.keys(DATA.models).join(", ")} (memsym page --model)`, ["model", "recipe"]);
+  const offered = Object.keys(DATA.models).join(", ");
+  throw new ConfigError(`--model ${name}: this page offers ${offered} (memsym page --model)`, ["model", "recipe"]);
 }
 
 // ----------------------------------------------------------------------------- rendering
@@ -155,9 +156,10 @@ function math(inner) {
   if (terms.length <= 1 && kids.length <= 1) return `<math display="inline">${inner}</math>`;
   return `<span class="mwrap">` + terms.map((term) => {
     // a long product's factors (invisible times at its top level) each a piece, joined without a space
-    const flat = term.flatMap((e) => (e.localName === "mrow" && [...e.children].some((c) => isOp(c, [TIMES])) ? [...e.children] : [e]));
-    const factors = runs(flat, [TIMES]);
-    return factors.length > 1 && term.length > 6 ? `<span class="term">${factors.map(sum).join("<wbr>")}</span>` : sum(term);
+    const factors = runs(term.flatMap((e) => (e.localName === "mrow" && [...e.children].some((c) => isOp(c, [TIMES]))
+      ? [...e.children] : [e])), [TIMES]);
+    return factors.length > 1 && term.length > 6 ? `<span class="term">${factors.map(sum).join("<wbr>")}</span>`
+      : sum(term);
   }).join(" ") + "</span>";
 }
 /** A <math> wider than its cell cut finer: every nested row opened (fractions, scripts and roots kept whole), a
@@ -170,7 +172,8 @@ function splitDeeper(el) {
   if (groups.length < 2) return false;
   const span = document.createElement("span");
   span.className = "term";
-  span.innerHTML = groups.map((g) => piece(g, g[0].localName === "mo" && g[0].textContent.trim() !== TIMES)).join("<wbr>");
+  span.innerHTML = groups.map((g) => piece(g, g[0].localName === "mo" && g[0].textContent.trim() !== TIMES))
+    .join("<wbr>");
   el.replaceWith(span);
   return true;
 }
