@@ -87,8 +87,7 @@ def shown(word: str) -> str:
 
 
 def read_text(path: str, option: str = "from-megatron", what: str = "a launch script or a model_config.yaml") -> str:
-    """The text of a launch file (``--from-megatron``'s, ``--from-torchtitan``'s): a regular file of at most
-    CONFIG_BYTES bytes of UTF-8, else a ConfigError of ``option`` naming the file."""
+    """The text of a launch file: a regular file of at most CONFIG_BYTES bytes of UTF-8, else a ConfigError."""
     try:
         st = os.stat(path)
     except OSError as exc:

@@ -52,8 +52,7 @@ def preset_name(values: Mapping[str, object]) -> Optional[str]:
 
 
 def resolved(values: Mapping[str, object], typed: Collection[str]) -> Dict[str, object]:
-    """``values`` with the recipe's and the conventions preset's options applied under the typed ones, then the
-    view's defaults (what they set kept under DEFAULTS)."""
+    """``values`` with the recipe's, the conventions preset's and the view's defaults under the typed ones."""
     out = dict(values)
     name = preset_name(values)
     layered = set(typed)
@@ -81,8 +80,7 @@ def resolved(values: Mapping[str, object], typed: Collection[str]) -> Dict[str, 
 
 
 def _dp_of_gpus(values: Mapping[str, object], typed: Collection[str]) -> int:
-    """DP = GPUs / (TP PP CP) for ``--gpus`` (as search and a launch file derive it), or the typed DP when the two
-    agree; ConfigError when the GPUs do not divide or contradict it."""
+    """DP = GPUs / (TP PP CP) for ``--gpus``; ConfigError when the GPUs do not divide or contradict a typed DP."""
     gpus, tp, pp, cp = (values[k] for k in ("gpus", "tp", "pp", "cp"))
     if gpus % (tp * pp * cp):
         raise ConfigError("gpus", f"--gpus {gpus} is not a multiple of TP PP CP = {tp} x {pp} x {cp} = {tp * pp * cp}")
@@ -94,8 +92,7 @@ def _dp_of_gpus(values: Mapping[str, object], typed: Collection[str]) -> int:
 
 
 def _family_of(model) -> Optional["families.Family"]:
-    """The family of the model the options name, before the model is built (None when its config.json cannot be
-    read: the model's own reading then reports why)."""
+    """The family of the model the options name, before the model is built (None when it cannot be read)."""
     if model is None:
         return None
     if not isinstance(model, str):

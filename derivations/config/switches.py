@@ -69,8 +69,8 @@ def _checked_switches(where: str, values: Dict) -> Dict[str, object]:
 
 def read_presets(folder: Path = PRESET_DIR) -> Tuple[Dict[str, Dict[str, object]], Dict[str, str],
                                                    Tuple[str, ...], Dict[str, Dict[str, object]]]:
-    """(presets, sources, the presets whose name is a term-id suffix, kernel sets) read from ``folder``: every
-    ``*.toml`` but ``kernels.toml`` a preset, in its ``order``; a malformed one is a broken install (ValueError)."""
+    """(presets, sources, the presets whose name is a term-id suffix, kernel sets) read from ``folder`` (ValueError:
+    a broken install)."""
     found = []
     for path in sorted(folder.glob("*.toml")):
         if path.name == "kernels.toml":

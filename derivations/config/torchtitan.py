@@ -100,8 +100,7 @@ class _Keys:
 
 def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: Optional[int] = None,
             build_model: bool = True, known: Tuple[str, ...] = ()) -> Resolution:
-    """memsym's options of a job config.  ``gpus``/``dp``: typed (the world size: --gpus, else the product of the
-    degrees when the file gives data_parallel_shard_degree, else DP typed; else an error)."""
+    """memsym's options of a job config; ``gpus``/``dp`` typed: the world size where the file's degrees lack it."""
     k, r = _Keys(path, data), Resolution()
     put = r.put
 
