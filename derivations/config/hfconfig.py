@@ -100,8 +100,7 @@ def covered() -> str:
 
 def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
               source: Optional[str] = None):
-    """The model of a parsed config.json, read by the family of its ``model_type``, every field it uses validated;
-    ``source`` (default ``path``) records where the model came from (``"preset"``)."""
+    """The model of a parsed config.json, read by the family of its ``model_type``, every field it uses validated."""
     mt = data.get("model_type")
     if mt is None:
         raise _err(path, "model_type", f"required field 'model_type' is missing (memsym covers "

@@ -85,9 +85,8 @@ class _Args:
 def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None, vocab: Optional[int] = None,
             build_model: bool = True, known: Tuple[str, ...] = (),
             typed: Optional[Dict[str, int]] = None) -> Resolution:
-    """The memsym options of ``launch``.  ``gpus``/``dp``/``vocab``: typed on memsym's command line (the world
-    size: typed --gpus, else the launcher's, else a typed --dp; else an error); ``build_model``: False under a
-    typed --model; ``known``: optional memsym options this memsym has (a flag mapped onto one only then)."""
+    """The memsym options of ``launch``; ``gpus``/``dp``/``vocab`` typed on memsym's command line, ``known``: the
+    optional memsym options a flag may be mapped onto."""
     a, r = _Args(launch), Resolution()
     put = r.put
 

@@ -70,8 +70,7 @@ def load_model(name_or_path: str) -> ModelSpec:
 
 
 def load_config(name_or_path: str) -> ConfigFile:
-    """What :func:`load_model` reads, kept: the config.json's bytes, parsed object and ModelSpec
-    (``memsym trace`` builds an implementation from the object it validated, read once)."""
+    """What :func:`load_model` reads, kept: the config.json's bytes, parsed object and ModelSpec."""
     if name_or_path in PRESETS:
         return read_config(preset_path(name_or_path), name_or_path, source="preset")
     if os.path.lexists(name_or_path) or name_or_path.endswith(".json"):  # lexists: a symlink loop is a file

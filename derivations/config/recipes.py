@@ -12,9 +12,7 @@ from derivations import config as cfg
 
 @dataclass(frozen=True)
 class Recipe:
-    """options: {option dest: value} as the command line parses it; assumptions:
-    ((dest or '', text), ...): an assumption tied to an option is dropped when that option
-    is typed; device: (name, bytes of memory) to print the peak against, if any."""
+    """A recipe of recipes.toml (whose header says what each field is); device: (name, bytes) or None."""
 
     name: str
     description: str

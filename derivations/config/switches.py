@@ -104,8 +104,7 @@ class _ConventionMethods:
         return out + ([("mtp", True)] if self.mtp else [])
 
     def side(self, side: str) -> "Conventions":
-        """These conventions with the switches that do not act on ``side`` ('activations' or
-        'weights') reset to the paper's (what a term of that side depends on)."""
+        """These conventions with the switches that do not act on ``side`` reset to the paper's."""
         keep = {k for k, s in CONVENTION_SWITCHES.items() if s.side in (side, "both")}
         reset = {k: s.default for k, s in CONVENTION_SWITCHES.items() if k not in keep}
         if side != "weights":
@@ -158,8 +157,7 @@ def with_switch(training, name: str, value):
 
 
 def with_preset(training, preset: str, mtp: bool = False):
-    """``training`` with every switch of ``preset`` (and ``--mtp`` if asked and the preset's
-    rank is Megatron's)."""
+    """``training`` with every switch of ``preset`` (and ``--mtp`` if asked under Megatron's rank)."""
     if preset not in PRESETS:
         raise ConfigError("conventions", f"conventions must be one of {', '.join(PRESETS)}, got {preset!r}")
     out = training
@@ -171,8 +169,7 @@ def with_preset(training, preset: str, mtp: bool = False):
 
 
 def preset_of(training) -> Optional[str]:
-    """The preset whose every switch ``training`` has (the MTP switches aside: they say whether MTP
-    modules are trained, not whose conventions), else None."""
+    """The preset whose every switch (the MTP ones aside) ``training`` has, else None."""
     for name, p in PRESETS.items():
         if all(switch_value(training, k) == val for k, val in p.items() if k not in ("mtp", "mtp_activations")):
             return name
@@ -199,6 +196,5 @@ def switches_json(training) -> Dict:
 
 
 def notes(training) -> List[str]:
-    """An assumption line for each switch not at the paper's choice (Conventions ones; the
-    attention kernel and bytes are printed by estimate already)."""
+    """An assumption line for each Conventions switch not at the paper's choice."""
     return [f"convention {describe(k, val)}" for k, val in training.conventions.changed()]
