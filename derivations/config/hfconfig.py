@@ -30,8 +30,7 @@ def read_json(path: str) -> Dict:
 
 
 class Fields:
-    """The fields of one parsed config.json, each checked as it is read (what a family's reader is handed:
-    derivations/families/<family>/config.py ``from_fields``); every error names the file and the field."""
+    """The fields of one parsed config.json, each checked as a family's ``from_fields`` reads it."""
 
     type_name, shown = staticmethod(_type_name), staticmethod(_shown)
 

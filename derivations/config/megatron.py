@@ -202,8 +202,7 @@ def _cuda_graphs(a: _Args, launch: Launch, put) -> None:
 
 
 def _moe_pattern(a: _Args, layers: int) -> List[int]:
-    """Which layers are MoE: --moe-layer-freq (TC moe_layer_freq 1: every layer; an integer N: layer i iff
-    i % N == 0; or a list expression, ARGS moe_freq_type)."""
+    """Which layers are MoE: --moe-layer-freq (an integer N: layer i iff i % N == 0; or a list expression)."""
     val, _ = a.text("--moe-layer-freq", ("1", f"{TC} moe_layer_freq"))
     if "[" in val:
         pattern = layer_pattern(val)

@@ -42,8 +42,7 @@ def _short(text) -> str:
 
 
 def parse_recompute(text: str) -> Tuple[str, Tuple[str, ...]]:
-    """``'selective'`` -> ('selective', ()); ``'custom:norm,mla_up'`` -> ('custom', ('norm', 'mla_up')), the
-    operators in RECOMPUTE_OPS order."""
+    """``'custom:norm,mla_up'`` -> ('custom', ('norm', 'mla_up')), the operators in RECOMPUTE_OPS order."""
     policy, _, rest = str(text).partition(":")
     if policy not in RECOMPUTE:
         raise ConfigError("recompute", f"recompute must be one of none, full, selective, custom:OP[,OP...], "
@@ -93,8 +92,7 @@ CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "layer")
 
 
 def parse_cuda_graphs(text: str) -> Tuple[str, ...]:
-    """``'attn,moe'`` -> ('attn', 'moe'): the captured parts of each layer, in CUDA_GRAPH_SCOPES order; ``layer``
-    alone (the whole layer holds the others)."""
+    """``'attn,moe'`` -> ('attn', 'moe'), in CUDA_GRAPH_SCOPES order; ``layer`` (the whole layer) alone."""
     names = [o.strip() for o in str(text).split(",") if o.strip()]
     bad = [o for o in names if o not in CUDA_GRAPH_SCOPES] or (["(none)"] if not names else [])
     if bad:

@@ -18,10 +18,8 @@ from symbolic.errors import ConfigError
 
 @dataclass(frozen=True)
 class Kind:
-    """A kind of sublayer with activation terms of its own: ``id`` its term under the paper's view
-    (``act.mla.layer``), ``symbols`` the paper's symbol per id suffix ({"": "M_1^A", ".full": "M_2^A"}), ``full``
-    what full recomputation keeps with two checkpoints per layer and with one (None: everything), ``label`` its row
-    in ``act.layer``, ``per`` how many a stage holds (layers: L_d + L_m; moe: L_m; dense: L_d; last: e_H)."""
+    """A kind of sublayer with activation terms of its own (``id``: ``act.mla.layer``); ``full``: what full
+    recomputation keeps with two checkpoints per layer and with one; ``per``: layers, moe, dense or last (e_H)."""
 
     name: str
     id: str
@@ -40,9 +38,8 @@ SECTIONS = ("parameters", "static", "zero", "activations", "overheads", "convent
 
 @dataclass(frozen=True)
 class Divides:
-    """A layout rule: ``axis`` (tp, ep, ...) must divide the model's ``symbol``; ``rule`` names the ConfigError,
-    ``text`` its message (formatted with the degrees, the model's symbols and ``name``).  ``symbol`` None: the
-    layout's own rule ``rule`` (edp-integer) at this place in the order (derivations/config/layout.py)."""
+    """A layout rule: ``axis`` must divide the model's ``symbol`` (ConfigError ``rule``, message ``text``); ``symbol``
+    None: the layout's own rule ``rule`` (edp-integer) at this place in the order."""
 
     rule: str
     symbol: Optional[str]
