@@ -56,8 +56,7 @@ def layer_pattern(text: str, what: str = "--moe-layer-freq") -> List[int]:
 
 
 def pipeline_layout(text: str) -> List[str]:
-    """Megatron's --pipeline-model-parallel-layout as its virtual stages, strings of E (embedding), t (decoder
-    layer), m (MTP), L (loss), as pipeline_parallel_layer_layout.py parse_str_to_list reads it (unrolling bounded)."""
+    """--pipeline-model-parallel-layout as its virtual stages (strings of E, t, m, L), as parse_str_to_list reads it."""
     s = text.replace(",", "").replace(" ", "")
 
     def fail(message):

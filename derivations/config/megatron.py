@@ -185,8 +185,7 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
 
 
 def _cuda_graphs(a: _Args, launch: Launch, put) -> None:
-    """``--cuda-graph-impl transformer_engine`` (or ``--external-cuda-graph``) with ``--cuda-graph-modules`` (or
-    ``--cuda-graph-scope``; none or ``full``: the whole layer) as --cuda-graphs, when memsym captures every module."""
+    """TE's CUDA graphs (--cuda-graph-impl, --cuda-graph-modules) as --cuda-graphs, when memsym captures each module."""
     f = launch.flags
     te = "--external-cuda-graph" in f or ("--cuda-graph-impl" in f and launch.value("--cuda-graph-impl")
                                           == "transformer_engine")

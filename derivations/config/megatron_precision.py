@@ -20,8 +20,7 @@ ARGS, TC = "arguments.py", "transformer_config.py TransformerConfig"
 
 
 def dtypes(a, launch, r, put) -> None:
-    """Put the bytes per element (ARGS validate_args, _add_mixed_precision_args) and the optimizer's sharding (the
-    distributed optimizer or Megatron-FSDP, _add_distributed_args)."""
+    """Put the bytes per element and the optimizer's sharding (distributed optimizer or Megatron-FSDP)."""
     bf16, fp16 = a.has("--bf16"), a.has("--fp16")
     if bf16 and fp16:
         raise launch.err("--bf16 and --fp16 together (Megatron asserts one)")

@@ -81,8 +81,7 @@ def load_config(name_or_path: str) -> ConfigFile:
 
 
 def checked(spec: ModelSpec) -> ModelSpec:
-    """A ModelSpec built or changed in Python, validated as a config.json's fields are, and named by what it is
-    when it carries a preset's name but not the preset's dimensions."""
+    """A ModelSpec built or changed in Python, validated as a config.json's fields are, and named by what it is."""
     if not isinstance(spec.name, str) or not isinstance(spec.source, str):
         raise ConfigError("model", f"ModelSpec name and source must be text, got {spec.name!r}, {spec.source!r}")
     family = families.find(getattr(spec, "family", None))

@@ -13,8 +13,7 @@ from symbolic.errors import ConfigError
 
 @dataclass(frozen=True)
 class SwitchSpec:
-    """One modelling assumption, a table of switches.toml (whose header says what each field is); ``side``
-    'device' is a per-device term beside both sides (derivations/assembly/runtime.py)."""
+    """One modelling assumption, a table of switches.toml (whose header says what each field is)."""
 
     name: str
     option: str
