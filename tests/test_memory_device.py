@@ -4,6 +4,8 @@ the code under test."""
 from __future__ import annotations
 
 import json
+import math
+from fractions import Fraction
 
 import pytest
 
@@ -225,6 +227,36 @@ def test_events_hold_the_terms_activations_then_the_backward_moment():
     # 1.5 micro-batches (an interleaved head chunk, say): the terms' 12.75 MiB, the blocks short of it one block
     a = al.run(od.events(dict(weights=10 * MiB, activations=12 * MiB + 3 * MiB // 4, step=2 * MiB), LAYERS))
     assert a.peak_allocated == 10 * MiB + 12 * MiB + 3 * MiB // 4 + 2 * MiB
+
+
+def test_a_larger_request_than_the_cached_segment_makes_a_new_one():
+    # What routing variation does to the allocator: a request of 10 MiB or more gets a segment of its own size
+    # rounded to 2 MiB (get_allocation_size), and best fit (get_free_block) only takes a cached block at least as
+    # large; the smaller request splits the larger block (should_split: the 8 MiB rest is over 1 MiB)
+    for first, then, reserved in ((36, 44, 80), (44, 36, 44)):
+        a = al.Allocator()
+        a.free(a.malloc(first * MiB))
+        a.malloc(then * MiB)
+        assert a.reserved == reserved * MiB, (first, then)
+
+
+def test_routing_spread_is_the_balanced_routers_sampling_law():
+    """sqrt(3) sigma / mu of the token-copies an EP rank receives under uniform top-k routing, the per-token law
+    enumerated from its hypergeometric pmf (C(K, j) C(N - K, k - j) / C(N, k)): DeepSeek-V2-Lite (N 64, N_r 6)
+    over EP 8 at b 4, s 4096: 131,072 tokens, 98,304 token-copies expected, about 0.50%."""
+    n, k, ep, tokens = 64, 6, 8, 4 * 4096 * 8
+    pmf = {j: Fraction(math.comb(n // ep, j) * math.comb(n - n // ep, k - j), math.comb(n, k)) for j in range(k + 1)}
+    mean = sum(j * p for j, p in pmf.items())
+    var = sum(j * j * p for j, p in pmf.items()) - mean ** 2
+    want = math.sqrt(3 * tokens * var) / (tokens * mean)
+    got = od._sampling_spread({"N": n, "N_r": k, "EP": ep, "b": 4, "s": 4096, "SP": 1, "CP": 1})
+    assert tokens * mean == 98304 and abs(float(got) - want) < 1e-8 and round(want, 4) == 0.005
+    assert od._sampling_spread({"N": n, "N_r": k, "EP": 1, "b": 4, "s": 4096}) == 0  # no EP: nothing received
+
+
+def test_each_micro_batch_deals_every_layer_a_different_routed_count():
+    assert sorted(od._z(0, 5)) == [-1, Fraction(-1, 2), 0, Fraction(1, 2), 1] and od._z(0, 1) == [0]
+    assert od._z(3, 28) == od._z(3, 28) and od._z(3, 28) != od._z(4, 28)  # deterministic, per micro-batch
 
 
 def test_events_never_allocate_what_the_terms_do_not_hold():
