@@ -214,10 +214,12 @@ def _layer_tensors(est) -> List[Tuple[object, List[Tuple[str, Fraction, Fraction
     what routing changes."""
     view, shape, v = View.of(est.training), of_model(est.model), est.values
     moved = dict(v, F=v.get("F", 1) + 1, E_token=v.get("E_token", 0) * (v.get("F", 1) + 1) / v.get("F", 1))
+    per_kind = {k: [(f"{k}.{key}", Fraction(x), Fraction(ev.tensor_values(view, shape, moved, k)[key]) - x)
+                    for key, x in ev.tensor_values(view, shape, v, k).items() if x]
+                for k in {"mla"} | {kind for _, kind, _ in est.by_layer}}
     out = []
     for i, kind, x in est.by_layer:
-        parts = [(f"{k}.{key}", Fraction(b), Fraction(ev.tensor_values(view, shape, moved, k)[key]) - b)
-                 for k in ("mla", kind) for key, b in ev.tensor_values(view, shape, v, k).items() if b]
+        parts = per_kind["mla"] + per_kind[kind]
         rest = Fraction(x) - sum(b for _, b, _ in parts)
         out.append((i, parts + [("rest", rest, Fraction(0))] if rest >= 0 else [("layer", Fraction(x), Fraction(0))]))
     return out + [("out", [("out", Fraction(est.outside_layers), Fraction(0))])]
@@ -255,7 +257,7 @@ def events(b: Mapping, layers, spread=0) -> List[Tuple[str, object, int]]:
     """:func:`reserved_events` of the terms' bytes ``b``, one micro-batch's ``layers`` (:func:`_layer_tensors`) and
     the routed bytes' half-width ``spread``."""
     up = lambda x: int(-(-Fraction(x) // 1))  # noqa: E731
-    ev_ = [("malloc", k, up(b[k])) for k in ("weights", "gradients", "optimizer", "runtime", "graphs") if b.get(k)]
+    out = [("malloc", k, up(b[k])) for k in ("weights", "gradients", "optimizer", "runtime", "graphs") if b.get(k)]
     target, step = up(b.get("activations", 0)), up(b.get("step_replay", b.get("step", 0)))
     held, queue, topped = 0, [], False
     per = sum(up(x) for _, ts in layers for _, x, _ in ts)  # one micro-batch: the forwards that reach the target, +1
@@ -264,12 +266,12 @@ def events(b: Mapping, layers, spread=0) -> List[Tuple[str, object, int]]:
     def backward():
         nonlocal held
         m, keys = queue.pop(0)
-        for layer in reversed(sorted({k[1] for k, _ in keys}, key=lambda i: (i == "out", i))):
+        for layer in reversed(list(dict.fromkeys(k[1] for k, _ in keys))):
             if step:
-                ev_.append(("malloc", (m, layer, "step"), step))
-            ev_.extend(("free", k, 0) for k, _ in reversed(keys) if k[1] == layer)
+                out.append(("malloc", (m, layer, "step"), step))
+            out.extend(("free", k, 0) for k, _ in reversed(keys) if k[1] == layer)
             if step:
-                ev_.append(("free", (m, layer, "step"), 0))
+                out.append(("free", (m, layer, "step"), 0))
         held -= sum(x for _, x in keys)
 
     for m in range(microbatches):
@@ -279,14 +281,14 @@ def events(b: Mapping, layers, spread=0) -> List[Tuple[str, object, int]]:
                 x = up(x + z * spread * routed)
                 if held + x > target and len(queue) > 1:
                     if not topped and target > held:
-                        ev_.append(("malloc", "rest", target - held))
+                        out.append(("malloc", "rest", target - held))
                         held, topped = target, True
                     backward()
                 x = x if len(queue) > 1 else min(x, target - held)
                 if x > 0:
-                    ev_.append(("malloc", (m, i, name), x))
+                    out.append(("malloc", (m, i, name), x))
                     queue[-1][1].append(((m, i, name), x))
                     held += x
     while queue:
         backward()
-    return ev_
+    return out
