@@ -26,7 +26,7 @@ from typing import Dict, Optional, Tuple
 
 from symbolic import tomlfile
 from symbolic.errors import ConfigError
-from symbolic.jsonfile import Bounds
+from symbolic.jsonfile import Bounds, shown
 
 from derivations.config.launch import read_text
 from derivations.config.limits import CONFIG_BYTES
@@ -57,6 +57,9 @@ FLAVORS: Dict[str, Dict[str, object]] = {k: dict(zip(_ARGS, v)) for k, v in {
 #: Sections and keys that change none of the memory memsym models (read by no mapping, never warned about).
 IGNORED_SECTIONS = frozenset({"job", "profiling", "metrics", "lr_scheduler", "checkpoint", "comm",
                               "memory_estimation", "fault_tolerance", "experimental", "validation"})
+#: JobConfig's sections: the ignored ones and those the mappings read (ConfigManager._dict_to_dataclass refuses others)
+SECTIONS = IGNORED_SECTIONS | {"model", "training", "parallelism", "optimizer", "activation_checkpoint", "compile",
+                               "quantize"}
 IGNORED = frozenset("""
 model.hf_assets_path model.tokenizer_path model.print_after_conversion optimizer.lr optimizer.eps
 optimizer.weight_decay optimizer.beta1 optimizer.beta2 optimizer.implementation training.dataset training.dataset_path
@@ -88,6 +91,9 @@ def read_job_config(path: str) -> Dict[str, object]:
     for section, table in data.items():
         if not isinstance(table, dict):
             raise err(path, f"{section} = {table!r}: a job config's top level holds tables ([{section}])")
+        if section not in SECTIONS:
+            raise err(path, f"[{shown(section)}] is not a section of torchtitan's JobConfig (its ConfigManager refuses "
+                            f"it: {JC}): one of {', '.join(sorted(SECTIONS))}")
     return data
 
 
@@ -149,10 +155,7 @@ def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: 
         k.get("model.name", "llama3", "Model.name"), k.get("model.flavor", "debugmodel", "Model.flavor")
     _layout(k, r, put, gpus, dp)
     _training(k, r, put, flex)
-    unknown, memory = [], []
-    for key, val in k.rest():
-        (memory if key.split(".")[0] in ("compile", "quantize", "model", "training", "parallelism", "optimizer",
-                                         "activation_checkpoint") else unknown).append((key, val))
+    memory = list(k.rest())
     converters = data.get("model", {}).get("converters", [])
     comp = k.data.get("compile", {})
     memory = [(key, v) for key, v in memory if not key.startswith("compile.")]
@@ -175,7 +178,6 @@ def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: 
     if not converters:
         memory = [(key, v) for key, v in memory if not key.startswith("quantize.")]
     r.unmodelled += [f"{key} = {v if key == 'compile.enable' else repr(v)}" for key, v in memory]
-    r.unmodelled += [f"{key} (not a key of torchtitan's JobConfig, {JC})" for key, _ in unknown]
     return r
 
 
