@@ -32,10 +32,13 @@ def check_conflicts(args) -> None:
     if "cuda_graph_warmup_steps" in typed and not getattr(args, "cuda_graphs", None):
         raise cfg.ConfigError("cuda-graphs", "--cuda-graph-warmup-steps says when --cuda-graphs are captured: give "
                                              "--cuda-graphs SCOPE (or leave it out)")
-    for dest in ("efficiency", "gemm_efficiency", "nvlink_domain"):  # estimate's and sensitivity's time only
-        if dest in typed and getattr(args, "time", True) is False:
+    for dest in ("efficiency", "gemm_efficiency", "nvlink_domain", "gpus_per_node"):  # estimate's, sensitivity's
+        placed = dest in ("nvlink_domain", "gpus_per_node")  # also where --memory device puts the NCCL buffers
+        if dest in typed and getattr(args, "time", True) is False and not (placed and memory == "device"):
             flag = "--" + dest.replace("_", "-")
-            raise cfg.ConfigError("time", f"{flag} acts on the step time only: add --time (or leave {flag} out)")
+            also = " or --memory device" if placed and hasattr(args, "memory") else ""
+            raise cfg.ConfigError("time", f"{flag} acts on the step time{also} only: add --time{also} (or leave "
+                                          f"{flag} out)")
     domain, node = getattr(args, "nvlink_domain", None), getattr(args, "gpus_per_node", None)
     if domain and node and domain < node:  # gpus.toml: an HGX node is one domain of 8, an NVL72 rack 72 of 4-GPU nodes
         raise cfg.ConfigError("nvlink-domain", f"--nvlink-domain {domain} is smaller than --gpus-per-node {node}: an "
@@ -257,8 +260,9 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory", choices=("allocated", "reserved", "device"), default=None,
                    help="what is judged against the capacity: allocated (the terms), reserved (PyTorch's caching "
                         "allocator run over the step: derivations/analyses/allocator.py) or device (reserved + NCCL "
-                        "and DeepEP buffers + the CUDA context: derivations/assembly/overheads_device.py); default: "
-                        "the paper's Sec. 6 ranges")
+                        "and DeepEP buffers, inside or across the NVLink domain: derivations/assembly/"
+                        "overheads_device.py); a GPU's capacity is its total less the CUDA context; default: the "
+                        "paper's Sec. 6 ranges")
     hidden = help_all
     p.add_argument("--alloc-conf", default="", metavar="CONF", type=_alloc_conf, action=_Explicit,
                    help=hidden("PYTORCH_CUDA_ALLOC_CONF for --memory (max_split_size_mb, expandable_segments, "
@@ -269,10 +273,14 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
 
 def memory_of(args, est) -> dict:
     """--memory's bytes of one stage (derivations/analyses/allocator.py memory: allocated, reserved, buffers, device)
-    under the command's --alloc-conf, --dispatcher and --nccl-buffsize: the one helper every verdict of a kind uses."""
+    under the command's --alloc-conf, --dispatcher, --nccl-buffsize and NVLink domain (--nvlink-domain, else
+    --gpus-per-node, else --gpu's, else 8): the one helper every verdict of a kind uses."""
     from derivations.analyses.allocator import memory
+    from derivations.config.gpus import gpu
+    domain = (getattr(args, "nvlink_domain", None) or getattr(args, "gpus_per_node", None)
+              or (gpu(args.gpu).nvlink_domain if getattr(args, "gpu", None) else 8))
     return memory(est, getattr(args, "alloc_conf", ""), getattr(args, "dispatcher", None),
-                  getattr(args, "nccl_buffsize", None))
+                  getattr(args, "nccl_buffsize", None), domain)
 
 
 def memory_verdict(kind: str, judged: int, capacity: int, of: str) -> str:

@@ -417,7 +417,7 @@ def _judged_line(j, top) -> str:
     from symbolic.exact import fmt_gib, fmt_int
     what = {"allocated": "the caching allocator's allocated peak over the step",
             "reserved": "PyTorch's caching allocator run over the step",
-            "device": "its reserved bytes + NCCL/DeepEP buffers + the CUDA context"}[j["kind"]]
+            "device": "its reserved bytes + NCCL/DeepEP buffers"}[j["kind"]]
     return (f"fit: --memory {j['kind']}: {j['kind']} bytes ({what}, as memsym estimate --memory {j['kind']}) <= "
             f"{j['capacity_of']} {fmt_gib(j['capacity'])} GiB at the most-loaded stage; the "
             f"{fmt_int(j['terms_fitting'])} configurations whose terms fit (allocated >= the terms) judged in rank "
