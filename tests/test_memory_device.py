@@ -4,6 +4,7 @@ the code under test."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -139,6 +140,29 @@ def _layout(**kw):
 ])
 def test_each_communicator_is_sized_by_whether_its_ranks_span_nodes(kw, domain, want):
     assert {b.what: b.bytes for b in od.buffers(_layout(**kw), 7168, 2, domain=domain)} == want
+
+
+def test_the_nvlink_domain_of_the_command_places_the_buffers(capsys):
+    """--gpus-per-node (and --nvlink-domain) under --memory device: DP 16 on nodes of 4 sends 8 of its 32 channels
+    over the network (NET rings, 20 MiB a channel), on the H100's domain of 8 only 4."""
+    argv = ("estimate", "--dp", "16", "--tp", "1", "--pp", "1", "--ep", "1", "--model", "deepseek-v2-lite",
+            "--memory", "device", "--json")
+    rings = {}
+    for extra in ((), ("--gpus-per-node", "4"), ("--nvlink-domain", "16")):
+        code, out, err = run(capsys, *argv, *extra)
+        assert code == 0, err
+        rings[extra] = [b for b in json.loads(out)["memory"]["buffers"] if "DP ring" in b["what"]]
+    assert [b["bytes"] for b in rings[()]] == [28 * 12 * MiB + 4 * 20 * MiB]
+    assert [b["bytes"] for b in rings[("--gpus-per-node", "4")]] == [24 * 12 * MiB + 8 * 20 * MiB]
+    assert [b["bytes"] for b in rings[("--nvlink-domain", "16")]] == [32 * 12 * MiB]
+
+
+def test_a_folder_that_cannot_be_made_is_refused_before_any_work(capsys):
+    """page --out /proc/x: access() lets root write /proc, mkdir does not; refused before the 9 s of generation."""
+    if not os.path.isdir("/proc/self"):
+        pytest.skip("no /proc")
+    code, _, err = run(capsys, "page", "--out", "/proc/memsym-x")
+    assert code == 2 and "--out /proc/memsym-x: " in err and len(err.strip().splitlines()) == 1, err
 
 
 def _deepep_nvl_hint(hidden_bytes, num_ranks, num_sms, recv_tokens):
@@ -376,7 +400,16 @@ def test_megatron_fsdp_keeps_its_non_unit_bucket_gathered(capsys):
                                         (("--alloc-conf", "expandable_segments:True", "--memory", "allocated"),
                                          "--alloc-conf"),
                                         (("--nccl-buffsize", "1048576", "--memory", "reserved"), "--nccl-buffsize"),
-                                        (("--tensors", "--memory", "device"), "--tensors")])
+                                        (("--tensors", "--memory", "device"), "--tensors"),
+                                        # review of issue 46: silently accepted, now refused
+                                        (("--gpus-per-node", "4"), "--time or --memory device"),
+                                        (("--nvlink-domain", "16", "--memory", "reserved"), "--nvlink-domain"),
+                                        (("--selective", "torchtitan-op", "--recompute", "none"), "--selective"),
+                                        (("--memory", "reserved", "--alloc-conf",
+                                          "max_split_size_mb:17592186044416"), "17592186044415"),  # SIZE_MAX / MiB
+                                        (("--memory", "reserved", "--alloc-conf", "max_split_size_mb:" + "9" * 5000),
+                                         "characters)"),
+                                        (("--cuda-graphs", ""), "--cuda-graphs '':")])
 def test_memory_options_that_change_nothing_are_refused_on_one_line(capsys, argv, named):
     code, _, err = run(capsys, "estimate", *argv)
     assert code == 2 and named in err and len(err.strip().splitlines()) == 1, err
