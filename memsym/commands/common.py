@@ -29,6 +29,10 @@ def check_conflicts(args) -> None:
     if getattr(args, "cuda_graphs", None) and getattr(args, "command", None) in ("fit", "sensitivity", "report"):
         raise cfg.ConfigError("cuda-graphs", f"--cuda-graphs: the graphs' capture has no closed form in b and s for "
                                              f"{args.command}'s fits and derivatives: judge it with memsym estimate")
+    if getattr(args, "cuda_graphs", None) and getattr(args, "command", None) == "search" and not memory:
+        raise cfg.ConfigError("cuda-graphs", "search --cuda-graphs judges the rows it lists by estimate's terms with "
+                                             "the graphs' capture (its ranking's vectorised terms have none): give "
+                                             "--memory KIND")
     if "cuda_graph_warmup_steps" in typed and not getattr(args, "cuda_graphs", None):
         raise cfg.ConfigError("cuda-graphs", "--cuda-graph-warmup-steps says when --cuda-graphs are captured: give "
                                              "--cuda-graphs SCOPE (or leave it out)")
@@ -112,6 +116,19 @@ def add_layout_options(p: argparse.ArgumentParser, stage: bool = True) -> None:
                             "with --schedule, the most-loaded stage)")
 
 
+def add_cuda_graph_options(g, what: str = "") -> None:
+    """--cuda-graphs and --cuda-graph-warmup-steps (estimate's; search's judge the rows it lists)."""
+    E, D = _Explicit, cfg.Training()
+    g.add_argument("--cuda-graphs", type=cuda_graphs, default=None, action=E, metavar="SCOPE,...",
+                   help=help_all("Megatron-Core's CUDA graphs through Transformer Engine (--cuda-graph-impl "
+                                 "transformer_engine --cuda-graph-modules): the captured part of each layer, attn, "
+                                 "mlp, moe or layer (the whole layer): its saves move to the graphs' pool, the capture "
+                                 "is a moment of the step (needs --conventions mcore or mcore-te)" + what))
+    g.add_argument("--cuda-graph-warmup-steps", type=nonneg_int, default=D.graph_warmup, action=E, metavar="N",
+                   help=help_all(f"steps run eagerly before the capture (Megatron's flag; default {D.graph_warmup}, "
+                                 f"its default): 0 captures before the optimizer's first step, without Adam's moments"))
+
+
 def add_training_options(p: argparse.ArgumentParser) -> None:
     E, T, D = _Explicit, _ExplicitTrue, cfg.Training()  # the defaults are the Training dataclass's
     g = p.add_argument_group("training (defaults: the paper's Tables 7 and 9)")
@@ -133,14 +150,7 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
                         "--offload-modules): the saved tensors of these modules (of at least 2^20 elements) go to host "
                         "memory between forward and backward, but for the rank's last layer of micro-batch 0; one of: "
                         + ", ".join(cfg.OFFLOAD_MODULES) + " (needs --conventions mcore or mcore-te)")
-    g.add_argument("--cuda-graphs", type=cuda_graphs, default=None, action=E, metavar="SCOPE,...",
-                   help=help_all("Megatron-Core's CUDA graphs through Transformer Engine (--cuda-graph-impl "
-                                 "transformer_engine --cuda-graph-modules): the captured part of each layer, attn, "
-                                 "mlp, moe or layer (the whole layer): its saves move to the graphs' pool, the capture "
-                                 "is a moment of the step (needs --conventions mcore or mcore-te)"))
-    g.add_argument("--cuda-graph-warmup-steps", type=nonneg_int, default=D.graph_warmup, action=E, metavar="N",
-                   help=help_all(f"steps run eagerly before the capture (Megatron's flag; default {D.graph_warmup}, "
-                                 f"its default): 0 captures before the optimizer's first step, without Adam's moments"))
+    add_cuda_graph_options(g)
     g.add_argument("--attention", choices=list(cfg.ATTENTION), default=D.attention, action=E,
                    help="attention kernel: eager (the paper's 5 b n_h s^2/TP score tensors) or flash (fused: no s^2 "
                         "tensor, FP32 log-sum-exp per row, 4 b n_h s/(TP CP) bytes per layer); default eager, or "
