@@ -334,9 +334,9 @@ TORCHTITAN_FIT = ("torchtitan-dsv3-16b-fsdp8-ep8-lbs4", "torchtitan-dsv3-16b-fsd
 
 def test_the_torchtitan_runs_that_ran_are_predicted_below_their_gpu(results):
     """Issue 46's acceptance: the runs of the torchtitan job that fit are predicted below the H100's capacity
-    (81,559 MiB), while its EP 8 local batch 8 run is predicted above it (test_oom_runs_are_predicted_...)."""
+    (79.11 GiB less the CUDA context), while its EP 8 local batch 8 run is predicted above it (test_oom_runs_...)."""
     for rid in TORCHTITAN_FIT:
-        assert results[rid]["predicted_bytes"] < 81559 * 2 ** 20, rid
+        assert results[rid]["predicted_bytes"] < 7911 * 2 ** 30 // 100 - 400 * 10 ** 6, rid
 
 
 def test_the_uniform_h1024_proxies_are_in_the_band_with_their_mtp_module(results):
