@@ -128,7 +128,7 @@ def _init_parallel(seed: int):
     model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
 
 
-def routing_fields(spec) -> Dict:
+def routing_fields(raw: Dict, spec) -> Dict:
     """TransformerConfig's router fields for a model (:class:`~derivations.config.model.ModelSpec`), as
     Megatron-Bridge's DeepSeek bridges map a Hugging Face config (models/conversion/model_bridge.py
     CONFIG_MAPPING: scoring_func, n_group, topk_group and routed_scaling_factor of the transformers config, so
@@ -136,10 +136,13 @@ def routing_fields(spec) -> Dict:
     every DeepSeek model): the score function is the config's ``scoring_func`` (the V3 bridge sets sigmoid,
     what every V3 config says) and the expert bias is on for ``noaux_tc`` (the V3 bridge's; the V2 bridge
     has none).  ``norm_topk_prob`` has no field: Megatron-Core normalises the sigmoid top-k (k > 1) and not the
-    pre-softmax top-k, whatever the config says; the scaling factor multiplies by a Python number (nothing
-    saved)."""
+    pre-softmax top-k, whatever the config says; the scaling factor (``raw``'s routed_scaling_factor, else its
+    class's default: DeepseekV2Config 1.0, DeepseekV3Config 2.5) multiplies by a Python number (nothing saved; its
+    MulBackward0 keeps it, a wrapped float64)."""
     n_group, topk_group = spec.groups()
+    scaling = raw.get("routed_scaling_factor", 1.0 if spec.model_type == "deepseek_v2" else 2.5)
     return {"moe_router_score_function": spec.scoring_func, "moe_router_pre_softmax": True,
+            "moe_router_topk_scaling_factor": scaling,
             "moe_router_enable_expert_bias": spec.routing_bias,
             "moe_router_num_groups": n_group if topk_group is not None else None,
             "moe_router_group_topk": topk_group}
@@ -170,8 +173,8 @@ def transformer_config(raw: Dict, act_dtype: str, recompute: str, settings: Opti
         moe_ffn_hidden_size=raw["moe_intermediate_size"],
         moe_shared_expert_intermediate_size=raw["moe_intermediate_size"] * (raw.get("n_shared_experts") or 0) or None,
         moe_layer_freq=[int(x == "moe") for x in spec.layer_kinds()],  # as Megatron-LM's --moe-layer-freq builds it
-        moe_router_topk_scaling_factor=raw.get("routed_scaling_factor"),
-        **routing_fields(spec), moe_token_dispatcher_type="alltoall", moe_grouped_gemm=False, moe_permute_fusion=False,
+        **routing_fields(raw, spec), moe_token_dispatcher_type="alltoall", moe_grouped_gemm=False,
+        moe_permute_fusion=False,
         normalization="RMSNorm", layernorm_epsilon=raw.get("rms_norm_eps", 1e-6), gated_linear_unit=True,
         activation_func=torch.nn.functional.silu, add_bias_linear=False,
         hidden_dropout=0.0, attention_dropout=raw.get("attention_dropout", 0.0),
