@@ -154,6 +154,13 @@ def _transformers(policy: str) -> Dict[str, Term]:
                       "output, t x V each", 8 * t * V * e_H, "aten SoftMax.cpp: log_softmax_backward_cpu_out")]
     out["head"] = _term("the head's backward: LogSoftmaxBackward0 (log_softmax_backward)",
                         STEP + " (transformers, no recomputation)", head)
+    out["lm_head"] = _term("the head's backward: lm_head's MmBackward0 (its input's gradient)", STEP + " (FP32 "
+                           "activations)", head[:3] + [
+        ("grads", "the logits' gradient in their dtype (B_a t V: ToCopyBackward0's cast of LogSoftmaxBackward0's "
+                  "FP32 output, the output itself in FP32) for the released FP32 log-probabilities (4 t V), and "
+                  "MmBackward0's input gradient (B_a t h)", ((B_a - 4) * t * V + B_a * t * h) * e_H,
+         "torch autograd; aten mm")],
+                           tied=True)
     rope = 0 if policy == "full" else ROPE_HF  # (under full recomputation a checkpointed argument)
     out["norm"] = _norm(eof, "the ids (8 b s), the RoPE table and the FP32 copy of the "
                              "norm's input (4 t h)", 8 * t + rope + 4 * t * h,
@@ -191,7 +198,8 @@ def _transformers(policy: str) -> Dict[str, Term]:
                       "has run)", -(SHARED + 8 * t * k), STEP),
             *_grouped_parts(1),
             ("cast", "the engine's B_a cast of MulBackward0's FP32 gradient of proj_out (t k x h), made while the "
-                     "node still keeps its saves", B_a * t * k * h, "torch autograd (engine): validate_outputs")]
+                     "node still keeps its saves (none in FP32)", NOT_FP32 * B_a * t * k * h,
+             "torch autograd (engine): validate_outputs")]
         out["experts"] = _term("the grouped_mm experts' backward of the last MoE layer (the engine's cast of "
                                "MulBackward0's gradient of the routing-weight multiply)",
                                STEP + " (transformers, no recomputation: the routed experts' backward)",
