@@ -198,8 +198,9 @@ def _transformers(policy: str) -> Dict[str, Term]:
                       "has run)", -(SHARED + 8 * t * k), STEP),
             *_grouped_parts(1),
             ("cast", "the engine's B_a cast of MulBackward0's FP32 gradient of proj_out (t k x h), made while the "
-                     "node still keeps its saves (none in FP32)", NOT_FP32 * B_a * t * k * h,
-             "torch autograd (engine): validate_outputs")]
+                     "node still keeps its saves; in FP32 none, and the engine's sum of the routing weights' "
+                     "broadcast gradient (FP32 t k) binds", NOT_FP32 * B_a * t * k * h + IS_FP32 * 4 * t * k,
+             "torch autograd (engine): validate_outputs, sum_to_size")]
         out["experts"] = _term("the grouped_mm experts' backward of the last MoE layer (the engine's cast of "
                                "MulBackward0's gradient of the routing-weight multiply)",
                                STEP + " (transformers, no recomputation: the routed experts' backward)",
