@@ -47,10 +47,11 @@ def _first_clause(text: str, shortest: int = 12) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit 2), and a value starting with ``-`` and a digit (``--hbm -80GiB``) read
-    as the option's value, so its own check names it."""
+    """argparse with one-line errors (exit 2), no abbreviated options (``--gpu`` is not ``--gpus``), and a value
+    starting with ``-`` and a digit (``--hbm -80GiB``) read as the option's value, so its own check names it."""
 
     def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         if not HELP_ALL[0]:
             self.formatter_class = type("BriefFormatter", (_Brief, self.formatter_class), {})
@@ -142,13 +143,13 @@ def _dispatch(argv: List[str]) -> int:
     HELP_ALL[0] = "--help-all" in argv and bool(_command(argv))  # (every call: an earlier one may have asked)
     if HELP_ALL[0]:
         argv = ["--help" if a == "--help-all" else a for a in argv]
-    parser = build_parser(only=_command(argv) or "")
-    args = parser.parse_args(argv)
-    if not getattr(args, "run", None):
-        parser.print_help()
-        return 2
     from symbolic.errors import ConfigError
-    try:
+    try:  # a damaged package data file is refused while the parser is built, too
+        parser = build_parser(only=_command(argv) or "")
+        args = parser.parse_args(argv)
+        if not getattr(args, "run", None):
+            parser.print_help()
+            return 2
         from .commands.common import finish
         finish(args)  # presets resolved (typed > recipe > conventions > default), contradictions refused
         if getattr(args, "csv", None) or getattr(args, "plot", None):  # a file to write: writable, before any work

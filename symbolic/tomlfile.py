@@ -3,9 +3,15 @@ bounds JSON; every problem is one error built by the caller's ``error(path, fiel
 from __future__ import annotations
 
 import tomllib
-from typing import Dict
+from contextlib import contextmanager
+from typing import Dict, Iterator
 
+from .errors import ConfigError
 from .jsonfile import Bounds, Error, read_bounded
+
+#: a data file shipped in the package (derivations/config/*.toml and the like)
+PACKAGE = Bounds(max_bytes=1 << 20, max_depth=8, max_digits=40, name="TOML data file", typical="a few dozen KiB",
+                 reading="memsym's package data")
 
 
 def _check(data, b: Bounds, path: str, error: Error) -> None:
@@ -43,3 +49,17 @@ def loads(text: str, path: str, b: Bounds, error: Error) -> Dict:
         raise error(path, "toml", f"not a {b.name}: {text}") from None
     _check(data, b, path, error)
     return data
+
+
+@contextmanager
+def package_data(path) -> Iterator[Dict]:
+    """``with package_data(path) as data:`` the tables of a data file of the package, read as the block reads them:
+    the file unreadable or not TOML, or a key the block asks for missing or a value of the wrong kind or range
+    (KeyError, TypeError, ValueError, ConfigError in the block), is one ConfigError ``<file>: <what is wrong>``."""
+    data = read(path, PACKAGE, lambda p, _, message: ConfigError("package-data", f"{p}: {message}"))
+    try:
+        yield data
+    except KeyError as exc:
+        raise ConfigError("package-data", f"{path}: a damaged package data file: no {exc.args[0]!r}") from None
+    except (TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise ConfigError("package-data", f"{path}: a damaged package data file: {exc}") from None

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -56,3 +59,31 @@ def test_estimate_loads_no_sympy():
     assert p.returncode == 0
     loaded = {line.rsplit("|", 1)[-1].strip() for line in p.stderr.splitlines() if "|" in line}
     assert "derivations.evaluate" in loaded and "sympy" not in loaded
+
+
+@pytest.mark.parametrize("name, old, new, said", [
+    ("gpus.toml", 'total = "39.50GiB"', 'total = "abc"', "'abc'"),
+    ("gpus.toml", 'total = "39.50GiB"', 'total = "0.3GiB"', "CUDA context"),
+    ("gpus.toml", "nvlink_domain = 8", "nvlink_domain = 0", "nvlink_domain"),
+    ("gpus.toml", 'total = "39.50GiB"', "", "no 'total'"),
+    ("recipes.toml", "[paper]\ndescription", "[paper]\nwhat", "no 'description'"),
+    ("switches.toml", "", "[[", "not a TOML data file"),
+    ("limits.toml", None, None, "cannot read"),
+])
+def test_a_damaged_package_data_file_is_one_line_exit_2(tmp_path, name, old, new, said):
+    """A COPY of the package with one data file damaged (a value, a key, the syntax) or missing: ``memsym`` (even
+    ``estimate --help``, whose parser reads the files) says what is wrong with which file on one line, exit 2."""
+    for pkg in ("memsym", "derivations", "symbolic"):
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    data = tmp_path / "derivations" / "config" / name
+    if old is None:
+        data.unlink()
+    else:
+        text = data.read_text()
+        assert old in text  # the tampering below changes the file
+        data.write_text(text.replace(old, new, 1))
+    for args in (["estimate", "--help"], ["estimate", "--gpu", "a100-40gb"]):
+        r = subprocess.run([sys.executable, "-m", "memsym", *args], capture_output=True, text=True, cwd=tmp_path,
+                           env={**os.environ, "PYTHONPATH": str(tmp_path)}, timeout=120)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert r.stderr.startswith("memsym: error: ") and name in r.stderr and said in r.stderr, r.stderr

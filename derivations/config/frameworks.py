@@ -3,11 +3,11 @@ pipeline parallelism) and which pipeline schedules, each read from the framework
 lists only what the framework runs; ``estimate`` warns on a combination it does not run."""
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Tuple
 
+from symbolic import tomlfile
 from symbolic.errors import ConfigError
 
 
@@ -33,9 +33,9 @@ class Framework:
         return f"{self.name} runs {'; and '.join(why)} ({self.source})" if why else None
 
 
-with open(Path(__file__).with_name("frameworks.toml"), "rb") as _fh:
+with tomlfile.package_data(Path(__file__).with_name("frameworks.toml")) as _data:
     FRAMEWORKS = {name: Framework(name, tuple(f["zero"]), tuple(f["zero_pp"]), tuple(f["schedules"]), f["source"])
-                  for name, f in tomllib.load(_fh).items()}
+                  for name, f in _data.items()}
 
 #: The framework a conventions preset describes (``--framework``'s default); the paper's view restricts nothing.
 OF_CONVENTIONS = {"megatron": "megatron", "mcore": "megatron", "mcore-te": "megatron", "modelzoo": "megatron",

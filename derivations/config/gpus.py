@@ -3,12 +3,12 @@
 context."""
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Dict, Tuple
 
+from symbolic import tomlfile
 from symbolic.errors import ConfigError, did_you_mean
 from symbolic.units import parse_size
 
@@ -53,13 +53,14 @@ class GPU:
 
 @lru_cache(maxsize=1)
 def presets() -> Dict[str, GPU]:
-    with open(DATA, "rb") as fh:
-        data = tomllib.load(fh)
     out = {}
-    for key, e in data.items():
-        rates = tuple((r, float(e[r])) for r in RATES if r in e)
-        out[key] = GPU(key, e["name"], parse_size(e["total"]), e["source"], tuple(e.get("aliases", ())),
-                       rates, e.get("rates_source", ""), int(e.get("nvlink_domain", 8)))
+    with tomlfile.package_data(DATA) as data:
+        for key, e in data.items():
+            rates = tuple((r, float(e[r])) for r in RATES if r in e)
+            out[key] = g = GPU(key, e["name"], parse_size(e["total"]), e["source"], tuple(e.get("aliases", ())),
+                               rates, e.get("rates_source", ""), int(e.get("nvlink_domain", 8)))
+            if g.capacity <= 0 or g.nvlink_domain < 1:
+                raise ValueError(f"[{key}]: total must exceed the {CONTEXT} B CUDA context and nvlink_domain be >= 1")
     return out
 
 

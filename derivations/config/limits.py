@@ -6,11 +6,11 @@ Layout's or Training's validation); a value outside raises ConfigError ``limit.<
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional
 
+from symbolic import tomlfile
 from symbolic.errors import ConfigError
 
 
@@ -56,9 +56,8 @@ def _show(value) -> str:
 
 
 def _read(path=Path(__file__).with_name("limits.toml")) -> Dict[str, Dict[str, Limit]]:
-    with open(path, "rb") as fh:
-        data = tomllib.load(fh)
-    return {table: {name: Limit(name, *row) for name, row in rows.items()} for table, rows in data.items()}
+    with tomlfile.package_data(path) as data:
+        return {table: {name: Limit(name, *row) for name, row in rows.items()} for table, rows in data.items()}
 
 
 _TABLES = _read()

@@ -2,15 +2,15 @@
 memory memsym models, and the names Megatron gives what memsym maps)."""
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 
-with open(Path(__file__).with_name("megatron_flags.toml"), "rb") as _fh:
-    _DATA = tomllib.load(_fh)
-IGNORED = frozenset(_DATA["ignored"].split())
-GPT2_VOCAB = _DATA["gpt2_vocab"]
-KNOWN_TOKENIZER_MODELS = {k: tuple(v) for k, v in _DATA["known_tokenizer_models"].items()}
-RECOMPUTE_MODULES = {k: tuple(v) for k, v in _DATA["recompute_modules"].items()}
-FSDP_ZERO = _DATA["fsdp_zero"]
+from symbolic import tomlfile
+
+with tomlfile.package_data(Path(__file__).with_name("megatron_flags.toml")) as _DATA:
+    IGNORED = frozenset(_DATA["ignored"].split())
+    GPT2_VOCAB = _DATA["gpt2_vocab"]
+    KNOWN_TOKENIZER_MODELS = {k: tuple(v) for k, v in _DATA["known_tokenizer_models"].items()}
+    RECOMPUTE_MODULES = {k: tuple(v) for k, v in _DATA["recompute_modules"].items()}
+    FSDP_ZERO = _DATA["fsdp_zero"]
 DTYPE_NAMES = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16"}
 OVERLAP_FLAGS = tuple(tuple(x) for x in _DATA["overlap_flags"])

@@ -12,12 +12,12 @@ padding of scale tensors (a few KiB per device) are not counted.
 """
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Dict
 
+from symbolic import tomlfile
 from symbolic.errors import ConfigError
 
 TE = "Transformer Engine d0067d0d (2.20.0.dev0)"
@@ -49,11 +49,11 @@ class Format:
         return self.directions * (self.values + self.weight_scale)
 
 
-with open(Path(__file__).with_name("quantization.toml"), "rb") as _fh:
+with tomlfile.package_data(Path(__file__).with_name("quantization.toml")) as _data:
     FORMATS: Dict[str, Format] = {
         name: Format(name, f["te"], f["megatron"], *(Fraction(f[k]) for k in ("values", "input_scale", "weight_scale")),
                      f["per_tensor"], f["directions"], f"{RECIPE_SRC} {f['source']}")
-        for name, f in tomllib.load(_fh).items()}
+        for name, f in _data.items()}
 RECIPES = tuple(FORMATS)
 
 #: Megatron's --fp8-recipe values memsym models (fp8_utils.py get_fp8_recipe); 'custom' is not.

@@ -2,10 +2,11 @@
 had to make where the source is silent (``memsym estimate --recipe NAME`` lists those that still hold)."""
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
+
+from symbolic import tomlfile
 
 from derivations import config as cfg
 
@@ -61,16 +62,15 @@ _PAPER_OPTIONS = _paper_options()
 
 def _read(path: Path = Path(__file__).with_name("recipes.toml")) -> Dict[str, Recipe]:
     """The recipes of recipes.toml, each one's options over the paper's."""
-    with open(path, "rb") as fh:
-        data = tomllib.load(fh)
     out = {}
-    for name, r in data.items():
-        options = dict(_PAPER_OPTIONS, **r.get("options", {}))
-        if isinstance(options["recompute"], str):
-            options["recompute"] = cfg.parse_recompute(options["recompute"])
-        device = (r["device"][0], cfg.parse_size(r["device"][1])) if "device" in r else None
-        out[name] = Recipe(name, r["description"], r["provenance"], options,
-                           tuple(tuple(a) for a in r.get("assumptions", ())), device)
+    with tomlfile.package_data(path) as data:
+        for name, r in data.items():
+            options = dict(_PAPER_OPTIONS, **r.get("options", {}))
+            if isinstance(options["recompute"], str):
+                options["recompute"] = cfg.parse_recompute(options["recompute"])
+            device = (r["device"][0], cfg.parse_size(r["device"][1])) if "device" in r else None
+            out[name] = Recipe(name, r["description"], r["provenance"], options,
+                               tuple(tuple(a) for a in r.get("assumptions", ())), device)
     return out
 
 

@@ -3,11 +3,11 @@ framework's, read from its sources or traced: paper/traces/), and every switch a
 (``convention_presets/*.toml``)."""
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field, make_dataclass, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from symbolic import tomlfile
 from symbolic.errors import ConfigError
 
 
@@ -30,16 +30,15 @@ class SwitchSpec:
         return self.values[0]
 
 
-with open(Path(__file__).with_name("switches.toml"), "rb") as _fh:
-    _DATA = tomllib.load(_fh)
 #: The switches (switches.toml, one table each; attention, bytes per parameter and MTP are switches too, kept in
 #: Training / the CLI), and the order ``memsym compare`` flips them from ``paper`` to a preset (documented there).
-CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {
-    name: SwitchSpec(name, t["option"], tuple(t["values"]), dict(t["tokens"]), t["side"], t["help"], t.get("paper", ""),
-                     {k: tuple(v) for k, v in t.get("exists", {}).items()}, t.get("label", ""))
-    for name, t in _DATA.items() if isinstance(t, dict)}
-CONVENTION_ORDER = tuple(_DATA["order"])
-BYTES_HELP, MTP_HELP = _DATA["bytes_per_param_help"], _DATA["mtp_help"]
+with tomlfile.package_data(Path(__file__).with_name("switches.toml")) as _DATA:
+    CONVENTION_SWITCHES: Dict[str, SwitchSpec] = {
+        name: SwitchSpec(name, t["option"], tuple(t["values"]), dict(t["tokens"]), t["side"], t["help"],
+                         t.get("paper", ""), {k: tuple(v) for k, v in t.get("exists", {}).items()}, t.get("label", ""))
+        for name, t in _DATA.items() if isinstance(t, dict)}
+    CONVENTION_ORDER = tuple(_DATA["order"])
+    BYTES_HELP, MTP_HELP = _DATA["bytes_per_param_help"], _DATA["mtp_help"]
 
 #: Bytes per parameter (Table 7 symbols) and the smallest ZeRO stage of each convention (Megatron's distributed
 #: optimizer: FP32 moments sharded over DP, ZeRO-1, 6 + 12/d bytes per parameter).
@@ -74,18 +73,17 @@ def read_presets(folder: Path = PRESET_DIR) -> Tuple[Dict[str, Dict[str, object]
     for path in sorted(folder.glob("*.toml")):
         if path.name == "kernels.toml":
             continue
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-        if set(data) != {"name", "order", "names_terms", "source", "switches"} or data["name"] != path.stem:
-            raise ValueError(f"{path}: a preset has name (its file's stem), order, names_terms, source, [switches]")
-        missing = [k for k in (*CONVENTION_SWITCHES, "attention", "bytes_per_param") if k not in data["switches"]]
-        if missing:
-            raise ValueError(f"{path}: a preset sets every switch; missing {', '.join(missing)}")
-        found.append((data["order"], data["name"], data["source"], data["names_terms"],
-                      _checked_switches(str(path), data["switches"])))
+        with tomlfile.package_data(path) as data:
+            if set(data) != {"name", "order", "names_terms", "source", "switches"} or data["name"] != path.stem:
+                raise ValueError("a preset has name (its file's stem), order, names_terms, source, [switches]")
+            missing = [k for k in (*CONVENTION_SWITCHES, "attention", "bytes_per_param") if k not in data["switches"]]
+            if missing:
+                raise ValueError(f"a preset sets every switch; missing {', '.join(missing)}")
+            found.append((data["order"], data["name"], data["source"], data["names_terms"],
+                          _checked_switches("[switches]", data["switches"])))
     found.sort()
-    with open(folder / "kernels.toml", "rb") as fh:
-        kernels = {k: _checked_switches(f"{folder}/kernels.toml [{k}]", v) for k, v in tomllib.load(fh).items()}
+    with tomlfile.package_data(folder / "kernels.toml") as data:
+        kernels = {k: _checked_switches(f"[{k}]", v) for k, v in data.items()}
     return ({n: sw for _, n, _, _, sw in found}, {n: src for _, n, src, _, _ in found},
             tuple(n for _, n, _, named, _ in found if named), kernels)
 

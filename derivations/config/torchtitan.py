@@ -11,7 +11,6 @@ a given global batch divided by R).  DDP (R > 1, S = 1, no CP, no EP): --dp R --
 """
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
@@ -29,16 +28,15 @@ REV = "99fee810"
 JC, PD, PAR, AC, DS = ("job_config.py", "parallel_dims.py", "deepseek_v3/infra/parallelize.py",
                        "activation_checkpoint.py", "deepseek_v3/__init__.py deepseekv3_configs")
 
-with open(Path(__file__).with_name("torchtitan_keys.toml"), "rb") as _fh:
-    _KEYS = tomllib.load(_fh)
-#: deepseekv3_configs (DS): the memory-relevant model arguments of each flavor (torchtitan_keys.toml)
-FLAVORS: Dict[str, Dict[str, object]] = {k: dict(zip(_KEYS["args"], v)) for k, v in _KEYS["flavors"].items()}
-#: Sections and keys that change none of the memory memsym models (read by no mapping, never warned about).
-IGNORED_SECTIONS = frozenset(_KEYS["ignored_sections"])
+with tomlfile.package_data(Path(__file__).with_name("torchtitan_keys.toml")) as _KEYS:
+    #: deepseekv3_configs (DS): the memory-relevant model arguments of each flavor (torchtitan_keys.toml)
+    FLAVORS: Dict[str, Dict[str, object]] = {k: dict(zip(_KEYS["args"], v)) for k, v in _KEYS["flavors"].items()}
+    #: Sections and keys that change none of the memory memsym models (read by no mapping, never warned about).
+    IGNORED_SECTIONS = frozenset(_KEYS["ignored_sections"])
+    IGNORED = frozenset(_KEYS["ignored"].split())
 #: JobConfig's sections: the ignored ones and those the mappings read (ConfigManager._dict_to_dataclass refuses others)
 SECTIONS = IGNORED_SECTIONS | {"model", "training", "parallelism", "optimizer", "activation_checkpoint", "compile",
                                "quantize"}
-IGNORED = frozenset(_KEYS["ignored"].split())
 _DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
 
 

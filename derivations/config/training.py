@@ -2,12 +2,12 @@
 accepts, and their validation."""
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
+from symbolic import tomlfile
 from symbolic.errors import ConfigError
 
 from derivations.config.values import EXTENSION_DEFAULTS, PAPER_BYTES, symbol_keyed
@@ -20,15 +20,14 @@ from derivations.config.switches import BYTES_CONVENTIONS, Conventions, validate
 #: Recomputation policies: none and full (the paper's, Sec. 5), selective (the core attention, Korthikanti et al.
 #: 2022) and custom (the operators named, RECOMPUTE_OPS).
 RECOMPUTE = ("none", "full", "selective", "custom")
-with open(Path(__file__).with_name("training.toml"), "rb") as _fh:
-    _VALUES = tomllib.load(_fh)
-#: Operators a custom policy may recompute (``--recompute custom:norm,mla_up``), each a tag of the activation tensors
-#: it stops keeping, and what it is (training.toml).
-RECOMPUTE_OPS: Dict[str, str] = _VALUES["recompute_ops"]
+with tomlfile.package_data(Path(__file__).with_name("training.toml")) as _VALUES:
+    #: Operators a custom policy may recompute (``--recompute custom:norm,mla_up``), each a tag of the activation
+    #: tensors it stops keeping, and what it is (training.toml).
+    RECOMPUTE_OPS: Dict[str, str] = dict(_VALUES["recompute_ops"])
+    #: Megatron-Core's fine-grained activation offloading: the --offload-modules whose saved tensors go to host memory
+    #: (derivations/assembly/offload.py), in Megatron's order (training.toml).
+    OFFLOAD_MODULES: Dict[str, str] = dict(_VALUES["offload_modules"])
 ATTENTION = ("eager", "flash")
-#: Megatron-Core's fine-grained activation offloading: the --offload-modules whose saved tensors go to host memory
-#: (derivations/assembly/offload.py), in Megatron's order (training.toml).
-OFFLOAD_MODULES: Dict[str, str] = _VALUES["offload_modules"]
 #: Pipeline schedules (derivations/assembly/schedules.py); None keeps the paper's one-micro-batch view.
 SCHEDULES = ("1f1b", "interleaved", "dualpipe", "zb")
 #: Data-type names accepted by the precision options, in bytes per element.

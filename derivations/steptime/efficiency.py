@@ -19,12 +19,13 @@ sum f_i / (eta_i Phi_i).
 """
 from __future__ import annotations
 
-import tomllib
 from functools import lru_cache
 from pathlib import Path
 from typing import Dict
 
 import numpy as np
+
+from symbolic import tomlfile
 
 from derivations.config import gpus as gpu_presets
 
@@ -33,8 +34,8 @@ DATA = Path(__file__).resolve().parent.parent / "config" / "efficiency.toml"
 
 @lru_cache(maxsize=1)
 def tables() -> Dict:
-    with open(DATA, "rb") as fh:
-        return tomllib.load(fh)
+    with tomlfile.package_data(DATA) as data:
+        return data
 
 
 def _by_rows(name: str):
