@@ -60,6 +60,6 @@ def package_data(path) -> Iterator[Dict]:
     try:
         yield data
     except KeyError as exc:
-        raise ConfigError("package-data", f"{path}: a damaged package data file: no {exc.args[0]!r}") from None
+        raise ConfigError("package-data", f"{path}: lacks {exc.args[0]!r}") from None
     except (TypeError, ValueError, AttributeError, IndexError) as exc:
-        raise ConfigError("package-data", f"{path}: a damaged package data file: {exc}") from None
+        raise ConfigError("package-data", f"{path}: {exc}") from None

@@ -65,8 +65,8 @@ def test_estimate_loads_no_sympy():
     ("gpus.toml", 'total = "39.50GiB"', 'total = "abc"', "'abc'"),
     ("gpus.toml", 'total = "39.50GiB"', 'total = "0.3GiB"', "CUDA context"),
     ("gpus.toml", "nvlink_domain = 8", "nvlink_domain = 0", "nvlink_domain"),
-    ("gpus.toml", 'total = "39.50GiB"', "", "no 'total'"),
-    ("recipes.toml", "[paper]\ndescription", "[paper]\nwhat", "no 'description'"),
+    ("gpus.toml", 'total = "39.50GiB"', "", "lacks 'total'"),
+    ("recipes.toml", "[paper]\ndescription", "[paper]\nwhat", "lacks 'description'"),
     ("switches.toml", "", "[[", "not a TOML data file"),
     ("limits.toml", None, None, "cannot read"),
 ])
