@@ -78,14 +78,14 @@ def test_hsdp_counts_one_replica_group(tmp_path, capsys):
 def test_unknown_memory_keys_are_named_in_one_warning(tmp_path, capsys):
     path = write(tmp_path, '[model]\nname = "deepseek_v3"\nflavor = "16B"\nconverters = ["float8"]\n'
                  '[parallelism]\ndata_parallel_shard_degree = 8\n[compile]\nenable = true\n'
-                 'components = ["model", "loss"]\n[training]\nfrobnicate = 1\n[optimizer]\nlr = 1e-4\n'
+                 'components = ["model", "loss"]\n[optimizer]\nlr = 1e-4\n'
                  '[job]\ndump_folder = "x"\n'
                  '[quantize.linear.float8]\nfilter_fqns = ["output"]\n')
     code, out, err = run(capsys, "estimate", "--from-torchtitan", path)
     assert code == 0, err
     lines = [x for x in err.splitlines() if "warning" in x]
     assert len(lines) == 1, err
-    for named in ("compile.enable", "model.converters", "training.frobnicate", "quantize.linear.float8.filter_fqns"):
+    for named in ("compile.enable", "model.converters", "quantize.linear.float8.filter_fqns"):
         assert named in lines[0], lines[0]
     assert "optimizer.lr" not in err and "dump_folder" not in err
 
@@ -102,6 +102,10 @@ def _huge(p):
     ('[model]\nname = "llama3"\n', "name = 'llama3'"),
     ("parallelism = 3\n" + MODEL, "a job config's top level holds tables"),
     (MODEL + "[frobnicate]\nx = 1\n", "['frobnicate'] is not a section of torchtitan's JobConfig"),  # as torchtitan
+    (MODEL + "[training]\nlocal_batchsize = 2\n",  # a field name refused at every level, as torchtitan does
+     "[training] 'local_batchsize' is not a field of torchtitan's JobConfig (its ConfigManager refuses it: "
+     "job_config.py) (did you mean local_batch_size"),
+    (MODEL + "[quantize.linear.float8]\nfilter_fqn = []\n", "[quantize.linear.float8] 'filter_fqn' is not a field"),
     (MODEL + "[parallelism]\nexpert_parallel_degree = 3\ndata_parallel_shard_degree = 8\n", "expert_parallel_degree 3"),
     (MODEL + "[parallelism]\ndata_parallel_shard_degree = 4\n", "!= --gpus 8"),
     (MODEL + "[parallelism\n", "not a TOML job config"),

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from symbolic import tomlfile
-from symbolic.errors import ConfigError
+from symbolic.errors import ConfigError, did_you_mean
 from symbolic.jsonfile import Bounds, shown
 
 from derivations.config.launch import read_text
@@ -34,9 +34,9 @@ with tomlfile.package_data(Path(__file__).with_name("torchtitan_keys.toml")) as 
     #: Sections and keys that change none of the memory memsym models (read by no mapping, never warned about).
     IGNORED_SECTIONS = frozenset(_KEYS["ignored_sections"])
     IGNORED = frozenset(_KEYS["ignored"].split())
-#: JobConfig's sections: the ignored ones and those the mappings read (ConfigManager._dict_to_dataclass refuses others)
-SECTIONS = IGNORED_SECTIONS | {"model", "training", "parallelism", "optimizer", "activation_checkpoint", "compile",
-                               "quantize"}
+    #: JobConfig's field names by the dotted path of their table ("": the sections); ConfigManager._dict_to_dataclass
+    #: refuses any other name at every level (torchtitan/config/manager.py)
+    FIELDS: Dict[str, Tuple[str, ...]] = {k: tuple(v.split()) for k, v in _KEYS["fields"].items()}
 _DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
 
 
@@ -57,10 +57,20 @@ def read_job_config(path: str) -> Dict[str, object]:
     for section, table in data.items():
         if not isinstance(table, dict):
             raise err(path, f"{section} = {table!r}: a job config's top level holds tables ([{section}])")
-        if section not in SECTIONS:
-            raise err(path, f"[{shown(section)}] is not a section of torchtitan's JobConfig (its ConfigManager refuses "
-                            f"it: {JC}): one of {', '.join(sorted(SECTIONS))}")
+    _check_fields(path, "", data)
     return data
+
+
+def _check_fields(path: str, where: str, table: Dict[str, object]) -> None:
+    """Every name of ``table`` (the job config's table at dotted path ``where``) a field of JobConfig's, as
+    ConfigManager._dict_to_dataclass requires at every level (torchtitan/config/manager.py)."""
+    for key, value in table.items():
+        if key not in FIELDS[where]:
+            what = f"[{shown(key)}] is not a section" if not where else f"[{where}] {shown(key)} is not a field"
+            raise err(path, f"{what} of torchtitan's JobConfig (its ConfigManager refuses it: {JC})"
+                            f"{did_you_mean(key, FIELDS[where])}: one of {', '.join(sorted(FIELDS[where]))}")
+        if isinstance(value, dict) and f"{where}.{key}".lstrip(".") in FIELDS:
+            _check_fields(path, f"{where}.{key}".lstrip("."), value)
 
 
 class _Keys:
