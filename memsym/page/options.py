@@ -16,7 +16,7 @@ from derivations.config.hfconfig import covered
 from derivations.config.presets import PRESETS
 from derivations.families import get as _family
 from derivations.notation import EXTENSION_DEFAULTS, PAPER_BYTES
-from symbolic.exact import exact_text
+from symbolic.exact import exact_text, fmt_gib
 from symbolic.numeric import exact
 
 #: The family the page reads configs of (its JavaScript reader maps DeepSeek's fields: templates/page/).
@@ -120,5 +120,6 @@ def inputs() -> Dict:
 
 def gpus() -> List[Dict]:
     """The GPU table of the fit verdict: the ``--gpu`` presets (derivations/config/gpus.toml)."""
-    return [{"id": g.key, "name": g.name, "bytes": g.capacity, "capacity": f"{g.capacity} B (total less context)",
-             "source": g.source} for g in gpu_presets().values()]
+    return [{"id": g.key, "name": g.name, "bytes": g.capacity, "source": g.source,
+             "capacity": f"{fmt_gib(g.capacity)} GiB usable, total less context"}
+            for g in gpu_presets().values()]
