@@ -193,11 +193,34 @@ def _on_node(n, stride: int, domain: int) -> int:
     return int(min(n, max(domain // stride, 1)))
 
 
+def _n(k: int, what: str) -> str:
+    return f"{k} {what}" + ("" if k == 1 else "s")
+
+
+def pp_peers(stride: int, pp: int, stage: int, domain: int, wrap: bool) -> Tuple[int, int]:
+    """(inside, across) the NVLink domain: the pipeline neighbours a rank of ``stage`` sends to and receives from,
+    ranks ``stride`` = TP CP DP apart (Megatron-Core's order), the worst rank of the stage (the most bytes: a local
+    peer's buffers outweigh the network's shared ones).  Megatron-Core's non-interleaved schedules
+    (megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_without_interleaving: recv_forward /
+    send_backward skip the first stage, send_forward / recv_backward the last) connect the first and last stages to
+    one neighbour; the interleaved schedule (``wrap``) sends the last stage's chunk to the first stage's next chunk
+    (p2p_communication.py: the previous and next ranks modulo PP), so every stage has two (one when PP is 2)."""
+    prev = stage > 0 or wrap
+    nxt = stage < pp - 1 or wrap
+    best, world = (0, 0), pp * stride
+    for r in range(stage * stride, stage * stride + min(stride, domain)):  # (which node: periodic in r by domain)
+        peers = {(r + d * stride) % world for d, on in ((-1, prev), (1, nxt)) if on}
+        local = sum(q // domain == r // domain for q in peers)
+        best = max(best, (local, len(peers) - local))
+    return best
+
+
 def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsize: int = BUFFSIZE,
-            channels: int = CHANNELS, domain: int = 8) -> List[Buffer]:
+            channels: int = CHANNELS, domain: int = 8, stage: int = 0, wrap: bool = False) -> List[Buffer]:
     """The device's buffers outside the allocator under ``layout`` on NVLink domains of ``domain`` GPUs: a ring
-    communicator per group of more than one rank (DP, TP, CP, expert DP under EP > 1), PP's send/receive to its two
-    neighbours, EP's all-to-all (or DeepEP's buffer), each connection inside the domain by P2P, across it by NET."""
+    communicator per group of more than one rank (DP, TP, CP, expert DP under EP > 1), PP's send/receive to the
+    neighbours of ``stage`` (:func:`pp_peers`; ``wrap``: the interleaved schedule's), EP's all-to-all (or DeepEP's
+    buffer), each connection inside the domain by P2P, across it by NET."""
     ring, peer, deepep, rdma, _, ring_net, p2p_net = terms()
     v = {"B_nccl": buffsize, "C_ch": 1}
     per_ring, per_net, per_peer = _value(ring, v), _value(ring_net, v), _value(peer, v)
@@ -214,9 +237,11 @@ def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsi
             out.append(Buffer(ring_net.id if net else ring.id, f"NCCL {name} ring ({channels} channels{where})",
                               (channels - net) * per_ring + net * per_net))
     if layout.pp > 1:
-        peers, remote = min(layout.pp - 1, 2), tp * cp * dp * layout.pp > domain
-        out.append(Buffer(p2p_net.id if remote else peer.id, f"NCCL PP send/receive, {peers} peer(s)"
-                          + (" across nodes" if remote else ""), shared if remote else peers * channels * per_peer))
+        local, remote = pp_peers(tp * cp * dp, layout.pp, stage, domain, wrap)
+        if local:
+            out.append(Buffer(peer.id, f"NCCL PP send/receive, {_n(local, 'peer')}", local * channels * per_peer))
+        if remote:
+            out.append(Buffer(p2p_net.id, f"NCCL PP send/receive, {_n(remote, 'peer')} across nodes", shared))
     if ep > 1:
         if dispatcher == "deepep":
             out.append(Buffer(deepep.id, f"DeepEP buffer, EP {ep}", _value(
@@ -227,9 +252,9 @@ def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsi
         else:
             local = _on_node(ep, etp, domain) - 1
             if local:
-                out.append(Buffer(peer.id, f"NCCL EP all-to-all, {local} peers", local * channels * per_peer))
+                out.append(Buffer(peer.id, f"NCCL EP all-to-all, {_n(local, 'peer')}", local * channels * per_peer))
             if local < ep - 1:
-                out.append(Buffer(p2p_net.id, f"NCCL EP all-to-all, {ep - 1 - local} peers across nodes", shared))
+                out.append(Buffer(p2p_net.id, f"NCCL EP all-to-all, {_n(ep - 1 - local, 'peer')} across nodes", shared))
     return out
 
 
