@@ -591,3 +591,24 @@ def test_hbm_is_a_total_the_cuda_context_is_taken_from(capsys):
     assert "(usable: --hbm 80.00 GiB less the CUDA context 0.37 GiB" in out
     code, out, err = run(capsys, "estimate", "--hbm", "300MB", "--memory", "device")
     assert code == 2 and "CUDA context" in err and len(err.strip().splitlines()) == 1, err
+
+
+# Written out by hand (Megatron-Core order: TP fastest, then CP, DP; the experts' ETP fastest, then EP): the gradients'
+# ring is DP x CP (ranks TP apart), CP exchanges KV blocks with its previous and next CP rank (TE cp_comm_type p2p),
+# ETP is a ring of its own.
+@pytest.mark.parametrize("kw,want", [
+    # TP 2 CP 4 DP 2 on nodes of 8: the DP x CP ring of 8 ranks 2 apart holds 4 per node (8 of 32 channels leave it);
+    # a CP group's 4 ranks (2 apart) share a node: 2 P2P peers
+    ({"tp": 2, "cp": 4, "dp": 2}, {"NCCL DP x CP ring (32 channels, 8 across nodes)": 24 * 12 * MiB + 8 * 20 * MiB,
+                                   "NCCL TP ring (32 channels)": P2P_PEER,
+                                   "NCCL CP send/receive, 2 peers": 2 * P2P_PEER}),
+    # CP 2: the previous and next CP rank are one
+    ({"cp": 2}, {"NCCL DP x CP ring (32 channels)": P2P_PEER, "NCCL CP send/receive, 1 peer": P2P_PEER}),
+    # TP 2 DP 4 EP 4 ETP 2: EDP = 8 / 8 = 1 (no ring); ETP's ring of 2; EP's 4 ranks 2 apart on the node: 3 peers
+    ({"tp": 2, "dp": 4, "ep": 4, "etp": 2}, {"NCCL DP ring (32 channels)": P2P_PEER,
+                                             "NCCL TP ring (32 channels)": P2P_PEER,
+                                             "NCCL ETP ring (32 channels)": P2P_PEER,
+                                             "NCCL EP all-to-all, 3 peers": 3 * P2P_PEER}),
+])
+def test_context_and_expert_tensor_parallel_communicators(kw, want):
+    assert {b.what: b.bytes for b in od.buffers(_layout(**kw), 7168, 2, domain=8)} == want
