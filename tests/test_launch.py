@@ -56,6 +56,20 @@ def test_a_script_with_variables_arrays_continuations_and_torchrun(capsys):
             model["tie_word_embeddings"], model["topk_method"], model["scoring_func"]) == \
         (512, 1536, 256, 8, 2, 1, 16, 2, 4, 256, 128, 64, 32, 64, 1024, False, "noaux_tc", "sigmoid")
     assert data["not_modelled"] == []
+    assert opts["--gpus-per-node"] == "8"
+
+
+def test_the_scripts_node_size_places_the_rings(tmp_path, capsys):
+    """GPUS_PER_NODE=4 NNODES=4: torchrun --nproc_per_node 4 is a node of 4 GPUs. DP 4 of TP 2 (ranks 2 apart): two
+    of its ranks on a node, so 16 of the ring's 32 channels leave it (10 + 10 MiB each, the rest 6 + 6 MiB)."""
+    path = tmp_path / "run.sh"
+    path.write_text(open(SCRIPT).read().replace("GPUS_PER_NODE:-8", "GPUS_PER_NODE:-4").replace("NNODES=2", "NNODES=4"))
+    opts, _, _ = explained(capsys, "--from-megatron", str(path))
+    assert opts["--gpus-per-node"] == "4" and opts["--dp"] == "4"
+    code, out, err = run(capsys, "estimate", "--from-megatron", str(path), "--memory", "device", "--json")
+    assert code == 0, err
+    rings = {b["what"]: b["bytes"] for b in json.loads(out)["memory"]["buffers"]}
+    assert rings["NCCL DP ring (32 channels, 16 across nodes)"] == 16 * 12 * 2 ** 20 + 16 * 20 * 2 ** 20
 
 
 def test_a_script_estimates_and_typed_options_win(capsys):

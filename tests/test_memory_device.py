@@ -135,13 +135,38 @@ def _layout(**kw):
                                "NCCL EP all-to-all, 8 peers across nodes": 2 * 32 * 16 * 128 * 1024}),
     # EP 1: the experts' gradients reduced over DP (Megatron-Core allreduce = not expert_parallel): no EDP ring
     ({"dp": 8, "ep": 1}, 8, {"NCCL DP ring (32 channels)": 32 * 12 * MiB}),
-    ({"dp": 4, "pp": 4}, 8, {"NCCL DP ring (32 channels)": 32 * 12 * MiB,
-                             "NCCL PP send/receive, 2 peer(s) across nodes": 2 * 32 * 16 * 128 * 1024}),
-    ({"dp": 2, "pp": 4}, 8, {"NCCL DP ring (32 channels)": 32 * 12 * MiB,
-                             "NCCL PP send/receive, 2 peer(s)": 2 * 32 * 12 * MiB}),
 ])
 def test_each_communicator_is_sized_by_whether_its_ranks_span_nodes(kw, domain, want):
     assert {b.what: b.bytes for b in od.buffers(_layout(**kw), 7168, 2, domain=domain)} == want
+
+
+P2P_PEER, NET_SHARED = 32 * 12 * MiB, 2 * 32 * 16 * 128 * 1024
+
+
+# PP 16 of one GPU each (TP CP DP 1: rank = stage) on nodes of 8: a stage's neighbours are ranks stage -+ 1, on the
+# same node unless the pair straddles ranks 7 | 8; the first and last stages of 1F1B have one neighbour, the
+# interleaved schedule links stage 0 and stage 15 (rank 15, the second node).
+@pytest.mark.parametrize("kw,stage,wrap,want", [
+    ({"pp": 16}, 1, False, {"NCCL PP send/receive, 2 peers": 2 * P2P_PEER}),
+    ({"pp": 16}, 0, False, {"NCCL PP send/receive, 1 peer": P2P_PEER}),
+    ({"pp": 16}, 15, False, {"NCCL PP send/receive, 1 peer": P2P_PEER}),
+    ({"pp": 16}, 7, False, {"NCCL PP send/receive, 1 peer": P2P_PEER,
+                            "NCCL PP send/receive, 1 peer across nodes": NET_SHARED}),
+    ({"pp": 16}, 0, True, {"NCCL PP send/receive, 1 peer": P2P_PEER,
+                           "NCCL PP send/receive, 1 peer across nodes": NET_SHARED}),
+    # PP 2 interleaved: the previous and next stage are one rank
+    ({"pp": 2}, 0, True, {"NCCL PP send/receive, 1 peer": P2P_PEER}),
+    # DP 4 (ranks 4-7 at stage 1): stage 0's ranks 0-3 on the node, stage 2's 8-11 on the next
+    ({"dp": 4, "pp": 4}, 1, False, {"NCCL DP ring (32 channels)": P2P_PEER, "NCCL PP send/receive, 1 peer": P2P_PEER,
+                                    "NCCL PP send/receive, 1 peer across nodes": NET_SHARED}),
+    # DP 3 (stage 1: ranks 3-5; rank 5's next, 8, is on the next node, rank 3's and 4's on this one): the worst rank
+    # holds the most, two P2P peers (rank 3 or 4)
+    ({"dp": 3, "pp": 4}, 1, False, {"NCCL DP ring (32 channels)": P2P_PEER,
+                                    "NCCL PP send/receive, 2 peers": 2 * P2P_PEER}),
+])
+def test_pipeline_neighbours_are_placed_by_rank(kw, stage, wrap, want):
+    got = od.buffers(_layout(**kw), 7168, 2, domain=8, stage=stage, wrap=wrap)
+    assert {b.what: b.bytes for b in got} == want
 
 
 def test_the_nvlink_domain_of_the_command_places_the_buffers(capsys):
@@ -555,3 +580,35 @@ def test_search_cuda_graphs_judges_the_rows_it_lists_with_the_graphs(capsys):
     _rows_are_estimates(capsys, d, "device", "80GiB", *argv, graphs=True)
     plain = _search(capsys, "--hbm", "80GiB", "--memory", "device", "--gpus", "16", "--top", "2", *argv[:4])
     assert [r["device"] for r in plain["rows"]] != [r["device"] for r in d["rows"]]
+
+
+def test_hbm_is_a_total_the_cuda_context_is_taken_from(capsys):
+    """--hbm under --memory is judged as --gpu's total is: less the CUDA context, 400 MB (pytorch/pytorch#109888)."""
+    code, out, err = run(capsys, "estimate", "--hbm", "80GiB", "--memory", "device", "--json")
+    assert code == 0, err
+    assert json.loads(out)["memory"]["capacity"] == 80 * 2 ** 30 - 400 * 10 ** 6
+    code, out, err = run(capsys, "estimate", "--hbm", "80GiB", "--memory", "device")
+    assert "(usable: --hbm 80.00 GiB less the CUDA context 0.37 GiB" in out
+    code, out, err = run(capsys, "estimate", "--hbm", "300MB", "--memory", "device")
+    assert code == 2 and "CUDA context" in err and len(err.strip().splitlines()) == 1, err
+
+
+# Written out by hand (Megatron-Core order: TP fastest, then CP, DP; the experts' ETP fastest, then EP): the gradients'
+# ring is DP x CP (ranks TP apart), CP exchanges KV blocks with its previous and next CP rank (TE cp_comm_type p2p),
+# ETP is a ring of its own.
+@pytest.mark.parametrize("kw,want", [
+    # TP 2 CP 4 DP 2 on nodes of 8: the DP x CP ring of 8 ranks 2 apart holds 4 per node (8 of 32 channels leave it);
+    # a CP group's 4 ranks (2 apart) share a node: 2 P2P peers
+    ({"tp": 2, "cp": 4, "dp": 2}, {"NCCL DP x CP ring (32 channels, 8 across nodes)": 24 * 12 * MiB + 8 * 20 * MiB,
+                                   "NCCL TP ring (32 channels)": P2P_PEER,
+                                   "NCCL CP send/receive, 2 peers": 2 * P2P_PEER}),
+    # CP 2: the previous and next CP rank are one
+    ({"cp": 2}, {"NCCL DP x CP ring (32 channels)": P2P_PEER, "NCCL CP send/receive, 1 peer": P2P_PEER}),
+    # TP 2 DP 4 EP 4 ETP 2: EDP = 8 / 8 = 1 (no ring); ETP's ring of 2; EP's 4 ranks 2 apart on the node: 3 peers
+    ({"tp": 2, "dp": 4, "ep": 4, "etp": 2}, {"NCCL DP ring (32 channels)": P2P_PEER,
+                                             "NCCL TP ring (32 channels)": P2P_PEER,
+                                             "NCCL ETP ring (32 channels)": P2P_PEER,
+                                             "NCCL EP all-to-all, 3 peers": 3 * P2P_PEER}),
+])
+def test_context_and_expert_tensor_parallel_communicators(kw, want):
+    assert {b.what: b.bytes for b in od.buffers(_layout(**kw), 7168, 2, domain=8)} == want

@@ -151,7 +151,13 @@ def test_refusals_are_one_line():
     (["estimate", "--time", "--gpus-per-node", "8", "--nvlink-domain", "4"],
      "--nvlink-domain 4 is smaller than --gpus-per-node 8"),
     (["search", "--gpus", "64", "--gpus-per-node", "8", "--nvlink-domain", "4"],
-     "--nvlink-domain 4 is smaller than --gpus-per-node 8")])
+     "--nvlink-domain 4 is smaller than --gpus-per-node 8"),
+    (["estimate", "--memory", "device", "--nvlink-domain", "7"], "--nvlink-domain 7 is smaller than a node's 8 GPUs"),
+    (["estimate", "--memory", "device", "--gpus", "16", "--tp", "1", "--pp", "1", "--gpus-per-node", "3"],
+     "--gpus 16 is not a whole number of nodes of --gpus-per-node 3"),
+    (["estimate", "--time", "--gpus", "1024", "--gpus-per-node", "5"], "--gpus 1024 is not a whole number of nodes"),
+    (["search", "--gpus", "256", "--gpu", "h800", "--gpus-per-node", "3", "--global-batch", "1024"],
+     "--gpus 256 is not a whole number of nodes")])
 def test_an_option_without_effect_or_a_domain_smaller_than_a_node_is_refused(capsys, argv, said):
     """A time option without --time changed nothing; an NVLink domain joins at least a node (gpus.toml: GB200 NVL72
     72 GPUs of 4-GPU nodes, an HGX node one domain of 8)."""

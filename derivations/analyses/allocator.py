@@ -259,7 +259,8 @@ def memory(est, alloc_conf: str = "", dispatcher: str = "alltoall", buffsize: in
     a = run(od.reserved_events(est), settings(alloc_conf))
     h = est.model.named().get("h", 0)
     act = dict(est.training.bytes).get("B_a", 2)
-    bufs = od.buffers(est.layout, h, act, dispatcher or "alltoall", buffsize or od.BUFFSIZE, domain=domain)
+    bufs = od.buffers(est.layout, h, act, dispatcher or "alltoall", buffsize or od.BUFFSIZE, domain=domain,
+                      stage=est.stage.index, wrap=est.training.schedule == "interleaved")
     pool = est.bytes.get("graph_pool", 0)
     pool = allocation_size(round_size(-(-pool // 1))) if pool else 0
     reserved = a.peak_reserved + pool

@@ -14,10 +14,14 @@ What ``--memory device`` adds to the reserved bytes, each a term whose parts cit
   memory, its send side LL128 and Simple (LL and the ncclSendMem/ncclRecvMem in host memory), each rounded up to
   CUDA_IPC_MIN; send/receive and all-to-all share, per communicator, one send and one receive buffer of
   p2pnChannels x NCCL_SHARED_STEPS 16 x NCCL_P2P_NET_CHUNKSIZE 128 KiB (sharedNetBuffersInit), whatever the number of
-  remote peers.  A ring (DP, TP, CP, expert DP) connects each channel to one peer each way with P2P read; a ring
-  whose q ranks of a node are chained enters and leaves the node over the network on ceil(C/q) of its C channels
-  (the rank holding the most); send/receive (PP) and all-to-all (EP) connect every peer inside the domain, each
-  channel, by P2P write: 10 MiB received + 2 MiB sent, the two allocations NCCL logs for an all-to-all on 8 H100s
+  remote peers.  A ring (DP x CP, over which Megatron-Core reduces the gradients; TP; ETP, the experts' own
+  communicator, megatron/core/parallel_state.py _EXPERT_TENSOR_PARALLEL_GROUP; expert DP) connects each channel to
+  one peer each way with P2P read; a ring whose q ranks of a node are chained enters and leaves the node over the
+  network on ceil(C/q) of its C channels (the rank holding the most); send/receive (PP's neighbours,
+  :func:`pp_peers`; CP's previous and next rank under TransformerEngine's default cp_comm_type p2p,
+  NVIDIA/TransformerEngine@d0067d0da6cb01811b8072a7d304f0e00344ce2b AttnFuncWithCPAndKVP2P) and all-to-all (EP)
+  connect every peer inside the domain, each channel, by P2P write: 10 MiB received + 2 MiB sent, the two
+  allocations NCCL logs for an all-to-all on 8 H100s
   with 32 channels per peer (NVIDIA/nccl#1685).  Ranks are placed in Megatron-Core's order
   (derivations/steptime/placement.py): TP fastest, then CP, DP (the experts' ETP, EP, expert DP), PP.  The expert-DP
   ring exists only under EP > 1: with EP 1 the experts' gradients are reduced over the DP group (Megatron-Core's
@@ -193,19 +197,45 @@ def _on_node(n, stride: int, domain: int) -> int:
     return int(min(n, max(domain // stride, 1)))
 
 
+def _n(k: int, what: str) -> str:
+    return f"{k} {what}" + ("" if k == 1 else "s")
+
+
+def pp_peers(stride: int, pp: int, stage: int, domain: int, wrap: bool) -> Tuple[int, int]:
+    """(inside, across) the NVLink domain: the pipeline neighbours a rank of ``stage`` sends to and receives from,
+    ranks ``stride`` = TP CP DP apart (Megatron-Core's order), the worst rank of the stage (the most bytes: a local
+    peer's buffers outweigh the network's shared ones).  Megatron-Core's non-interleaved schedules
+    (megatron/core/pipeline_parallel/schedules.py forward_backward_pipelining_without_interleaving: recv_forward /
+    send_backward skip the first stage, send_forward / recv_backward the last) connect the first and last stages to
+    one neighbour; the interleaved schedule (``wrap``) sends the last stage's chunk to the first stage's next chunk
+    (p2p_communication.py: the previous and next ranks modulo PP), so every stage has two (one when PP is 2)."""
+    prev = stage > 0 or wrap
+    nxt = stage < pp - 1 or wrap
+    best, world = (0, 0), pp * stride
+    for r in range(stage * stride, stage * stride + min(stride, domain)):  # (which node: periodic in r by domain)
+        peers = {(r + d * stride) % world for d, on in ((-1, prev), (1, nxt)) if on}
+        local = sum(q // domain == r // domain for q in peers)
+        best = max(best, (local, len(peers) - local))
+    return best
+
+
 def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsize: int = BUFFSIZE,
-            channels: int = CHANNELS, domain: int = 8) -> List[Buffer]:
+            channels: int = CHANNELS, domain: int = 8, stage: int = 0, wrap: bool = False) -> List[Buffer]:
     """The device's buffers outside the allocator under ``layout`` on NVLink domains of ``domain`` GPUs: a ring
-    communicator per group of more than one rank (DP, TP, CP, expert DP under EP > 1), PP's send/receive to its two
-    neighbours, EP's all-to-all (or DeepEP's buffer), each connection inside the domain by P2P, across it by NET."""
+    communicator per group of more than one rank (DP x CP, TP, ETP, expert DP under EP > 1), CP's and PP's
+    send/receive to the
+    neighbours (PP's of ``stage``, :func:`pp_peers`; ``wrap``: the interleaved schedule's), EP's all-to-all (or DeepEP's
+    buffer), each connection inside the domain by P2P, across it by NET."""
     ring, peer, deepep, rdma, _, ring_net, p2p_net = terms()
     v = {"B_nccl": buffsize, "C_ch": 1}
     per_ring, per_net, per_peer = _value(ring, v), _value(ring_net, v), _value(peer, v)
     shared = _value(p2p_net, {"B_nccl": buffsize, "C_ch": channels})
     out = []
     tp, cp, dp, ep, etp = layout.tp, layout.cp, layout.dp, layout.ep, layout.etp
-    groups = (("DP", dp, tp * cp), ("TP", tp, 1), ("CP", cp, tp), ("EDP", Fraction(layout.edp) if ep > 1 else 1,
-                                                                    ep * etp))
+    # the gradients reduce over DP x CP (Megatron-Core get_data_parallel_group(with_context_parallel=True)); the
+    # experts' linears over ETP (parallel_state.py _EXPERT_TENSOR_PARALLEL_GROUP, its own communicator)
+    groups = (("DP x CP" if cp > 1 else "DP", dp * cp, tp), ("TP", tp, 1), ("ETP", etp, 1),
+              ("EDP", Fraction(layout.edp) if ep > 1 else 1, ep * etp))
     for name, n, stride in groups:
         if n > 1:
             q = _on_node(n, stride, domain)
@@ -213,10 +243,16 @@ def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsi
             where = f", {net} across nodes" if net else ""
             out.append(Buffer(ring_net.id if net else ring.id, f"NCCL {name} ring ({channels} channels{where})",
                               (channels - net) * per_ring + net * per_net))
+
+    def p2p(name, local, remote):
+        if local:
+            out.append(Buffer(peer.id, f"NCCL {name} send/receive, {_n(local, 'peer')}", local * channels * per_peer))
+        if remote:
+            out.append(Buffer(p2p_net.id, f"NCCL {name} send/receive, {_n(remote, 'peer')} across nodes", shared))
+    if cp > 1:  # TE's default cp_comm_type p2p: KV blocks to the next CP rank, from the previous (a ring of P2P)
+        p2p("CP", *max(pp_peers(tp, cp, i, domain, True) for i in range(cp)))
     if layout.pp > 1:
-        peers, remote = min(layout.pp - 1, 2), tp * cp * dp * layout.pp > domain
-        out.append(Buffer(p2p_net.id if remote else peer.id, f"NCCL PP send/receive, {peers} peer(s)"
-                          + (" across nodes" if remote else ""), shared if remote else peers * channels * per_peer))
+        p2p("PP", *pp_peers(tp * cp * dp, layout.pp, stage, domain, wrap))
     if ep > 1:
         if dispatcher == "deepep":
             out.append(Buffer(deepep.id, f"DeepEP buffer, EP {ep}", _value(
@@ -227,9 +263,9 @@ def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsi
         else:
             local = _on_node(ep, etp, domain) - 1
             if local:
-                out.append(Buffer(peer.id, f"NCCL EP all-to-all, {local} peers", local * channels * per_peer))
+                out.append(Buffer(peer.id, f"NCCL EP all-to-all, {_n(local, 'peer')}", local * channels * per_peer))
             if local < ep - 1:
-                out.append(Buffer(p2p_net.id, f"NCCL EP all-to-all, {ep - 1 - local} peers across nodes", shared))
+                out.append(Buffer(p2p_net.id, f"NCCL EP all-to-all, {_n(ep - 1 - local, 'peer')} across nodes", shared))
     return out
 
 

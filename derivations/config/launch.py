@@ -45,7 +45,7 @@ _LAUNCHERS = {"torchrun", "torch.distributed.run", "torch.distributed.launch"}
 @dataclass(frozen=True)
 class Launch:
     """A launch file's Megatron ``flags`` in order (flag -> its words), the launcher's ``world`` size (or None) and
-    where it came from, and the ``env`` the file sets."""
+    where it came from, the ``env`` the file sets and the launcher's GPUs per node (``per_node``, or None)."""
 
     path: str
     kind: str  # "shell" or "yaml"
@@ -53,6 +53,7 @@ class Launch:
     world: Optional[int] = None
     world_from: str = ""
     env: Dict[str, str] = field(default_factory=dict)
+    per_node: Optional[int] = None
 
     def value(self, flag: str) -> Optional[str]:
         """The single value of ``flag`` (None when absent); an unresolved variable or a switch is refused."""
@@ -346,9 +347,9 @@ def _from_shell(path: str, text: str) -> Launch:
         script = next((i for i, w in enumerate(words) if w.endswith(".py") and not w.startswith("-")), None)
         if script is None:
             continue
-        world, where = _world(sh, words[:script])
+        world, per_node, where = _world(sh, words[:script])
         return Launch(path, "shell", _flags(sh, words[script + 1:], words[script]), world, where,
-                      env={k: v for k, v in sh.vars.items() if _UNSET not in v})
+                      env={k: v for k, v in sh.vars.items() if _UNSET not in v}, per_node=per_node)
     raise sh.err("no command running a training script (pretrain_gpt.py, torchrun ... pretrain_gpt.py) was found")
 
 
@@ -371,10 +372,11 @@ def _flags(sh: _Shell, words: List[str], script: str) -> Dict[str, Tuple[str, ..
     return flags
 
 
-def _world(sh: _Shell, words: List[str]) -> Tuple[Optional[int], str]:
-    """GPUs of a torchrun launch: --nproc-per-node x --nnodes (1 when not given); None without torchrun."""
+def _world(sh: _Shell, words: List[str]) -> Tuple[Optional[int], Optional[int], str]:
+    """(GPUs of a torchrun launch: --nproc-per-node x --nnodes (1 when not given), --nproc-per-node, where they come
+    from); Nones without torchrun."""
     if not any(os.path.basename(w) in _LAUNCHERS for w in words):
-        return None, ""
+        return None, None, ""
     opts: Dict[str, str] = {}
     for a, b in zip(words, words[1:] + [""]):
         name, eq, val = a.partition("=")
@@ -382,11 +384,11 @@ def _world(sh: _Shell, words: List[str]) -> Tuple[Optional[int], str]:
             opts[name.replace("_", "-")] = val if eq else b
     per, nodes = opts.get("--nproc-per-node"), opts.get("--nnodes", "1")
     if per is None:
-        return None, ""
+        return None, None, ""
     for name, val in (("--nproc-per-node", per), ("--nnodes", nodes)):
         if _UNSET in val:
             raise sh.err(f"torchrun {name} reads the variable {val.split(_UNSET)[1]}, which the file does not set: "
                          f"set it in the file or type --gpus")
         if not re.fullmatch(r"[0-9]{1,6}", val) or int(val) < 1:
             raise sh.err(f"torchrun {name} {shown(val)!r}: memsym reads a positive GPU count (or type --gpus)")
-    return int(per) * int(nodes), f"torchrun --nproc-per-node {per} --nnodes {nodes}"
+    return int(per) * int(nodes), int(per), f"torchrun --nproc-per-node {per} --nnodes {nodes}"

@@ -117,6 +117,8 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
         raise launch.err(f"{world} GPUs ({world_src}) is not divisible by TP x PP x CP = {size} ({ARGS} "
                          f"validate_args asserts it)")
     put("dp", world // size, f"{world_src} / (TP {tp} x PP {pp} x CP {cp}) ({ARGS} validate_args: data_parallel_size)")
+    if launch.per_node and "gpus_per_node" in known:  # places the rings and PP peers (--memory device, --time)
+        put("gpus_per_node", launch.per_node, f"torchrun --nproc-per-node {launch.per_node}: the GPUs of a node")
     put("tp", tp, tp_src)
     put("pp", pp, pp_src)
     put("ep", ep, ep_src)

@@ -44,9 +44,14 @@ def check_conflicts(args) -> None:
             raise cfg.ConfigError("time", f"{flag} acts on the step time{also} only: add --time{also} (or leave "
                                           f"{flag} out)")
     domain, node = getattr(args, "nvlink_domain", None), getattr(args, "gpus_per_node", None)
-    if domain and node and domain < node:  # gpus.toml: an HGX node is one domain of 8, an NVL72 rack 72 of 4-GPU nodes
-        raise cfg.ConfigError("nvlink-domain", f"--nvlink-domain {domain} is smaller than --gpus-per-node {node}: an "
-                                               "NVLink domain joins at least one node's GPUs")
+    of = f"--gpus-per-node {node}" if node else "a node's 8 GPUs (the default --gpus-per-node)"
+    if domain and domain < (node or 8):  # gpus.toml: an HGX node is one domain of 8, an NVL72 rack 72 of 4-GPU nodes
+        raise cfg.ConfigError("nvlink-domain", f"--nvlink-domain {domain} is smaller than {of}: an NVLink domain "
+                                               "joins at least one node's GPUs")
+    gpus = getattr(args, "gpus", None)
+    if node and gpus and gpus > node and gpus % node:
+        raise cfg.ConfigError("gpus-per-node", f"--gpus {gpus} is not a whole number of nodes of --gpus-per-node "
+                                               f"{node}")
     if memory and getattr(args, "tensors", False):
         raise cfg.ConfigError("memory", "--memory judges a stage's step, --tensors lists one layer's tensors: give "
                                         "one of them")
@@ -290,9 +295,15 @@ def memory_verdict(kind: str, judged: int, capacity: int, of: str) -> str:
 
 
 def budget_from_args(args, default_gpu: str = None, required: bool = False):
-    """(bytes, GPU preset or None) of --hbm / --gpu, else of ``default_gpu``; None when not given nor required."""
-    from derivations.config.gpus import budget
+    """(bytes, GPU preset or None) of --hbm / --gpu, else of ``default_gpu``; None when not given nor required.
+    Under --memory, --hbm is a device's total as --gpu's is: the CUDA context (gpus.py CONTEXT) is taken off it."""
+    from derivations.config.gpus import CONTEXT, budget
     hbm, gpu = budget(args.hbm, args.gpu)
+    if hbm is not None and gpu is None and getattr(args, "memory", None):
+        if hbm <= CONTEXT:
+            raise cfg.ConfigError("hbm", f"--hbm {args.hbm} under --memory: a device's total must exceed the CUDA "
+                                         f"context, {CONTEXT:,} bytes (derivations/config/gpus.py CONTEXT)")
+        hbm -= CONTEXT
     if hbm is None and default_gpu is not None:
         hbm, gpu = budget(None, default_gpu)
     if hbm is None and required:

@@ -119,6 +119,7 @@ def _memory(args, est):
     """--memory: the allocator's peaks over the step and the buffers outside it, judged; None without it."""
     if not args.memory:
         return None
+    from derivations.config.gpus import CONTEXT
     m = common.memory_of(args, est)
     hbm, gpu = common.budget_from_args(args)
     out = {"judged": args.memory, "allocated": m["allocated"], "reserved": m["reserved"],
@@ -127,7 +128,7 @@ def _memory(args, est):
            "terms_total": est.bytes["step_total"]}
     if hbm is not None:
         out.update(capacity=hbm, capacity_of=gpu.name if gpu else "--hbm", fits=m[args.memory] <= hbm,
-                   **({"gpu_total": gpu.total} if gpu else {}))
+                   gpu_total=gpu.total if gpu else hbm + CONTEXT)
     return out
 
 
@@ -147,7 +148,8 @@ def _memory_lines(args, est, m) -> list:
     if "capacity" in m:
         lines.append("  " + common.memory_verdict(m["judged"], m[m["judged"]], m["capacity"], m["capacity_of"]))
     if "gpu_total" in m:
-        lines.append(f"  (usable: cudaMemGetInfo's total {fmt_gib(m['gpu_total'])} GiB less the CUDA context "
+        total = "--hbm" if m["capacity_of"] == "--hbm" else "cudaMemGetInfo's total"
+        lines.append(f"  (usable: {total} {fmt_gib(m['gpu_total'])} GiB less the CUDA context "
                      f"{fmt_gib(m['gpu_total'] - m['capacity'])} GiB, derivations/config/gpus.toml)")
     if not m.get("fits", True):  # the Sec. 6 verdict's search, one allocator run per candidate, is not made
         lines.append(f"  no cheapest change judged by the {m['judged']} bytes (one allocator run per change): "
