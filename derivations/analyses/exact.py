@@ -1,6 +1,5 @@
-"""The search under a pipeline schedule (or a global batch), conventions other than the paper's,
-``--offload-activations``, ``--linear-recipe`` (``--quantized-param-gather``) or ``--virtual-layers``: what the
-generated kernels (derivations/analyses/kernels.py) do not hold.
+"""The search's one evaluator: the paper's view, a pipeline schedule (or a global batch), any conventions,
+``--offload-activations``, ``--linear-recipe`` (``--quantized-param-gather``) and ``--virtual-layers``.
 
 Every device is evaluated by the printed per-device assembly as ``memsym estimate`` evaluates it
 (derivations/assembly/device.py ``components``), over numpy arrays: every device of every layout at one (s, b) at
@@ -34,7 +33,6 @@ from derivations.config.values import named
 COMPONENTS = ("weights", "gradients", "optimizer", "activations")
 
 
-
 def _microbatches(training, global_batch, dp: int, b: int, invalid):
     """m of a layout at micro-batch ``b``: the global batch's G / (DP b), counted invalid (False) when that is not
     an integer, else the training's own."""
@@ -44,12 +42,6 @@ def _microbatches(training, global_batch, dp: int, b: int, invalid):
         invalid["global-batch"] += 1
         return False
     return global_batch // (dp * b)
-
-
-def needed(training: cfg.Training) -> bool:
-    """Whether ``training`` sets anything the generated kernels do not hold (then the search runs here)."""
-    return (training.conventions != cfg.Conventions() or bool(training.offload) or training.linear_recipe is not None
-            or training.quantized_params or training.virtual_layers is not None)
 
 
 def choices(training: cfg.Training, pairs: Sequence[Tuple[int, str]]) -> List[Tuple[int, str]]:
@@ -392,7 +384,7 @@ def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: E
     present = [(z, ri, r) for z in zeros for ri, r in enumerate(policies) if (z, r) in pairs]
     scheduled = bool(training.schedule) or global_batch is not None
     keys = ["dp", "tp", "pp", "ep", "etp", "cp", "sp", "seq", "mbs", "edp", *COMPONENTS, "total", "zero",
-            "recompute", "stage"] + (["microbatches"] if scheduled else [])
+            "recompute", "stage"] + (["microbatches"] if scheduled else []) + ["layout"]
     layouts = enum.layouts
     got, valid, ms, invalid = _vector(model, training, present, layouts, seqs, mbs, global_batch, scheduled)
     if progress:
@@ -404,10 +396,10 @@ def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: E
             "mbs": np.array(mbs, dtype=np.int64)[None, None, None, :],
             "zero": np.array([z for z, _, _ in present], dtype=np.int64)[:, None, None, None],
             "recompute": np.array([ri for _, ri, _ in present], dtype=np.int64)[:, None, None, None],
-            "microbatches": ms[None]}
+            "microbatches": ms[None], "layout": np.arange(len(layouts))[None, :, None, None]}
     grid = {k: np.broadcast_to(v, shape) for k, v in grid.items()}
     grid.update(got)
-    # the rows: choices outermost in the paper's view (the kernels' order), innermost under a schedule (its
+    # the rows: choices outermost in the paper's view, innermost under a schedule (its
     # configurations refused or not dividing the global batch left out)
     order = (lambda x: x.reshape(-1)) if not scheduled else \
         (lambda x: np.moveaxis(x, 0, -1)[valid].reshape(-1))
