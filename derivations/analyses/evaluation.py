@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -52,8 +52,7 @@ class SearchResult:
 def search(model: cfg.ModelSpec, gpus: int, hbm: int,
            choices: Iterable[Tuple[int, str]], *, mbs: Sequence[int] = (1, 2, 4),
            seqs: Sequence[int] = (4096,), training: cfg.Training | None = None, overheads: Mapping | None = None,
-           enumeration: Enumeration | None = None, global_batch: Optional[int] = None,
-           progress: Optional[Callable[[int, int], None]] = None) -> SearchResult:
+           enumeration: Enumeration | None = None, global_batch: Optional[int] = None) -> SearchResult:
     """Evaluate every valid configuration for ``gpus`` GPUs against ``hbm`` bytes.  ``choices``: the (ZeRO stage,
     policy) pairs (those ``training``'s options refuse left out: exact.choices); ``training``: the other settings;
     ``overheads``: {f_frag, M_buf} (Sec. 6).  With ``training.schedule`` or a ``global_batch`` (m = global_batch /
@@ -65,7 +64,7 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int,
     over = {getattr(k, "name", k): v for k, v in (overheads or {"f_frag": 0, "M_buf": 0}).items()}  # by name
     training = training or cfg.Training()
     accepted = exact.choices(training, list(choices))
-    out, invalid, groups = exact.run(model, training, accepted, enum, seqs, mbs, global_batch, progress)
+    out, invalid, groups = exact.run(model, training, accepted, enum, seqs, mbs, global_batch)
     out["peak"] = peak(out["total"], float(over["f_frag"]), float(over["M_buf"]))
     out["headroom"] = hbm - out["peak"]
     out["fits"] = out["peak"] <= hbm
@@ -106,7 +105,7 @@ def _policies(recompute) -> Tuple[str, ...]:
 
 def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2, 3), recompute=None,
                    mbs=(1, 2, 4), seqs=(4096,), overheads: str = "high", schedule=None, microbatches=None,
-                   vpp=None, global_batch=None, gpus_per_node: Optional[int] = 8, progress=None,
+                   vpp=None, global_batch=None, gpus_per_node: Optional[int] = 8,
                    attention: str = "eager", options: Optional[cfg.Training] = None) -> SearchResult:
     """Every configuration of ``gpus`` GPUs (layouts x ZeRO stages ``zeros`` x policies ``recompute``, a
     comma-separated text or None for every named one, x ``mbs`` x ``seqs``) against ``hbm`` bytes at one end of the
@@ -132,4 +131,4 @@ def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2,
     enum = enumerate_layouts(model, gpus, seqs, gpus_per_node)
     return search(model, gpus, hbm, [(z, r) for z in zeros for r in policies], mbs=tuple(dict.fromkeys(mbs)),
                   seqs=seqs, training=training, overheads=named_values(overheads), enumeration=enum,
-                  global_batch=global_batch, progress=progress)
+                  global_batch=global_batch)

@@ -21,7 +21,7 @@ from derivations import config as cfg
 from derivations import evaluate as ev
 from derivations.activations.shape import check_options, of_model
 from derivations.activations.view import View
-from derivations.analyses.enumeration import Enumeration, distinct_stages
+from derivations.analyses.enumeration import LAYOUT_FIELDS, Enumeration, distinct_stages
 from derivations.analyses.vectorized import Memo, divide, printed, stack
 from derivations.assembly import device, offload, quantized, schedules, step_names
 from derivations.assembly.runtime import buffers_bytes
@@ -211,8 +211,9 @@ def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule
     # each layout's substitution at its first device (named, derived): what differs between layouts is its degrees,
     # m and what is derived from them
     common = named(model, layouts[0], base, slots[0].every[int(slots[0].index[0])])
-    exact = [ev.derived({**common, **layout.named(), **sl.every[int(sl.index[0])].named(),
-                         **({"n_mb": m} if m is not None else {})}, family)
+    derived = ev._module(family).derived  # evaluate.derived, its module looked up once
+    exact = [derived({**common, **layout.named(), **sl.every[int(sl.index[0])].named(),
+                          **({"n_mb": m} if m is not None else {})})
              for layout, sl, m in zip(layouts, slots, m_of)]
     differ = set(exact[0]) - set(common) | set(layouts[0].named()) | {"n_mb"}
     layout_values = stack(exact, np.arange(len(layouts)), differ)
@@ -231,8 +232,8 @@ def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule
             chunk_v[f"n_fl_{c}"] = 0
     if side.rank == "megatron":  # Megatron's most-loaded shard: the whole model's (its formula divides by PP)
         whole = megatron_values(model, layouts[0], base)
-        states_values = stack([ev.derived({**whole, **layout.named(), **({"n_mb": m} if m is not None else {})},
-                                           family) for layout, m in zip(layouts, m_of)], owner, differ)
+        states_values = stack([derived({**whole, **layout.named(), **({"n_mb": m} if m is not None else {})})
+                               for layout, m in zip(layouts, m_of)], owner, differ)
     else:
         states_values = dict(stage_values, **{k: held[:, j] for j, k in enumerate(names)})
     mirror_values = None
@@ -374,7 +375,7 @@ def _step(g, model, training, inputs: Mapping, values: Mapping, kinds_of) -> np.
 
 
 def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: Enumeration, seqs, mbs,
-        global_batch: Optional[int] = None, progress=None) -> Tuple[Dict, Counter, Optional[int]]:
+        global_batch: Optional[int] = None) -> Tuple[Dict, Counter, Optional[int]]:
     """({column: array}, invalid configurations by rule, (s, b) groups per layout or None): every configuration of
     the layouts ``enum`` x ``seqs`` x ``mbs`` x the accepted ``pairs`` at its most-loaded stage (first on ties), or
     under a schedule (``training.schedule`` or ``global_batch``) its most-loaded device."""
@@ -387,11 +388,8 @@ def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: E
             "recompute", "stage"] + (["microbatches"] if scheduled else []) + ["layout"]
     layouts = enum.layouts
     got, valid, ms, invalid = _vector(model, training, present, layouts, seqs, mbs, global_batch, scheduled)
-    if progress:
-        progress(len(layouts), len(layouts))
     shape = (len(present), len(layouts), len(seqs), len(mbs))
-    lay = {k: np.array([getattr(x, k) for x in layouts], dtype=np.int64)[None, :, None, None]
-           for k in ("dp", "tp", "pp", "ep", "etp", "cp")}
+    lay = {k: enum.arrays[k].astype(np.int64)[None, :, None, None] for k in LAYOUT_FIELDS}
     grid = {**lay, "seq": np.array(seqs, dtype=np.int64)[None, None, :, None],
             "mbs": np.array(mbs, dtype=np.int64)[None, None, None, :],
             "zero": np.array([z for z, _, _ in present], dtype=np.int64)[:, None, None, None],

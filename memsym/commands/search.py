@@ -151,7 +151,7 @@ def _search(args, rows=None):
     result = S.configurations(model, args.gpus, hbm, zeros=args.zero, recompute=args.recompute, mbs=args.mbs,
                               seqs=args.seq, overheads=args.overheads, schedule=args.schedule,
                               microbatches=args.microbatches, vpp=args.vpp, global_batch=args.global_batch,
-                              gpus_per_node=args.gpus_per_node or 8, progress=_progress(), attention=args.attention,
+                              gpus_per_node=args.gpus_per_node or 8, attention=args.attention,
                               options=_options(args))
     _framework(args, result)
     if model.family == "deepseek":  # the step-time model covers the DeepSeek family
@@ -425,24 +425,3 @@ def _time_header(result) -> list:
             f"{t['overlap']}, dispatcher {t['dispatcher']}"
             + ("" if result.schedule else "; no schedule: one micro-batch's period in steady state (no bubble, "
                                          "no per-step data-parallel traffic but ZeRO-3's, no optimizer update)")]
-
-
-def _progress():
-    """A progress callback on stderr for searches of more than about a million configurations
-    (a bar on a terminal, a line per quarter otherwise)."""
-    state = {"shown": -1}
-
-    def show(done, total):
-        if total * 12 < 10 ** 6:
-            return
-        frac = done / total
-        if sys.stderr.isatty():
-            bar = "#" * int(30 * frac)
-            sys.stderr.write(f"\rmemsym search: [{bar:<30}] {done:,}/{total:,} configurations x choices")
-            if done == total:
-                sys.stderr.write("\n")
-        elif int(4 * frac) > state["shown"]:
-            state["shown"] = int(4 * frac)
-            sys.stderr.write(f"memsym search: {done:,} of {total:,} layout x b x s groups evaluated\n")
-        sys.stderr.flush()
-    return show
