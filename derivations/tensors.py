@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Tuple
 
 from derivations.notation import (  # noqa: F401
-    B_IS_1, EP_GT_1, NOT_FP32, TOPK_GT_1, V_VIEW, B_a, B_k, CP, SP, TP, N, N_r, N_s, b, d_hr, h, h_E, h_F, s, v)
+    B_IS_1, EP_GT_1, NOT_FP32, TOPK_GT_1, V_VIEW, B_a, B_k, CP, F, SP, TP, N, N_r, N_s, b, d_hr, h, h_E, h_F, s, v)
 from derivations.constants import EXT
 from symbolic.term import Part
 
@@ -123,7 +123,8 @@ def op_sac_parts(kind: str):
         Part("sac_shared_w3", "shared experts' w3 matmul output (the 3rd aten.mm: saved)", (B_a, b, s, N_s, h_E),
              (CP,), moe, ("shared", "inter") + tags),
         Part("sac_dispatch", "all_to_all_single output of the token dispatch: the token-copies this rank's experts "
-                             "receive (EP > 1)", (B_a, b, s, N_r, h, EP_GT_1), (SP, CP), moe, ("experts",) + tags),
+                             "receive (EP > 1; F on the busiest rank)", (B_a, F, b, s, N_r, h, EP_GT_1), (SP, CP), moe,
+             ("experts",) + tags),
         Part("sac_combine", "all_to_all_single output of the combine: the experts' outputs back to their tokens "
                             "(EP > 1)", (B_a, b, s, N_r, h, EP_GT_1), (SP, CP), moe, ("experts",) + tags),
     )

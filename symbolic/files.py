@@ -14,9 +14,8 @@ from .errors import ConfigError
 
 
 def write_atomic(path, data) -> None:
-    """Write ``data`` (str or bytes) to ``path`` through a temporary file in the same
-    directory and ``os.replace``: readers see the old file or the whole new one, and a
-    failure leaves no partial file (the temporary file is removed)."""
+    """Write ``data`` (str or bytes) to ``path`` through a temporary file and ``os.replace``: readers see the old
+    file or the whole new one, and a failure leaves no partial file."""
     if isinstance(data, str):
         raw = data.encode("utf-8", "backslashreplace")  # a path's undecodable bytes shown escaped
     elif isinstance(data, (bytes, bytearray, memoryview)):
@@ -75,9 +74,8 @@ def check_out_file(path) -> None:
 
 
 def check_out_dir(path) -> Path:
-    """``path`` as an output folder, checked before any work is done (nothing is created
-    here): ConfigError (exit 2) naming it when it is a file, or when it cannot be created
-    or written because its nearest existing ancestor is a file or not writable."""
+    """``path`` as an output folder, checked before any work (nothing created): ConfigError when it is a file or
+    cannot be created or written."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ConfigError("output", f"--out {path}: exists and is not a directory")
@@ -148,9 +146,8 @@ def write_tree(out, files, remove=()) -> list:
 
 
 def _commit(staging: Path, out: Path, names, remove, folder_mode: int) -> None:
-    """Move the staged files into ``out``: one rename of the folder (made ``folder_mode``) when ``out`` is new, else one
-    rename per file with the old copies set aside and put back on failure.  SIGINT is held
-    until the end (the renames take microseconds)."""
+    """Move the staged files into ``out``: one rename of the folder when ``out`` is new, else one rename per file
+    with the old copies set aside and put back on failure; SIGINT held until the end."""
     held = []
     main = threading.current_thread() is threading.main_thread()
     previous = signal.getsignal(signal.SIGINT) if main else None

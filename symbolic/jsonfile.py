@@ -1,6 +1,5 @@
-"""A JSON file read as bounded data (a model's ``config.json``): at most ``max_bytes`` bytes of a regular file,
-nesting up to ``max_depth``, numbers up to ``max_digits`` digits, no field named twice.  Every error is built by
-the caller's ``error(path, field, message)``.
+"""A JSON file read as bounded data (a model's ``config.json``): bytes, nesting and digits bounded, no field named
+twice; every error built by the caller's ``error(path, field, message)``.
 """
 from __future__ import annotations
 
@@ -23,9 +22,8 @@ _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
 
 @dataclass(frozen=True)
 class Bounds:
-    """How much a file may hold: bytes read, nesting depth, digits of a number; ``name`` is the file a
-    directory is read for, ``typical`` what such a file usually is (said when one is too large),
-    ``nests`` how deep it usually nests."""
+    """How much a file may hold; ``name``: the file a directory is read for; ``typical``, ``nests``: what such a
+    file usually is and nests (said in errors)."""
 
     max_bytes: int
     max_depth: int

@@ -1,8 +1,6 @@
-"""Terms: named sympy expressions with unit, provenance and ordered parts.
-
-A :class:`Term` is the sum of its :class:`Part` s, each one row the paper prints (a tensor, a matrix, a module),
-in the paper's order, its factors kept as the paper writes them (``4 b s h / SP``) for display; ``expr`` is the
-evaluated expression.  A configuration is a substitution applied to ``Term.expr``.
+"""Terms: named sympy expressions with unit, provenance and ordered parts.  A :class:`Term` is the sum of its
+:class:`Part` s, each one row the paper prints, its factors kept as the paper writes them (``4 b s h / SP``) for
+display; a configuration is a substitution applied to ``Term.expr``.
 """
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""A TOML file read as bounded data (``tomllib``: data only, nothing executed), as :mod:`symbolic.jsonfile` reads
-JSON: a regular file of at most ``b.max_bytes`` bytes opened without blocking, UTF-8, nested at most
-``b.max_depth`` deep, no integer of more than ``b.max_digits`` digits.  Every problem is one error built by the
-caller's ``error(path, field, message)``."""
+"""A TOML file read as bounded data (``tomllib``: data only, nothing executed), bounded as :mod:`symbolic.jsonfile`
+bounds JSON; every problem is one error built by the caller's ``error(path, field, message)``."""
 from __future__ import annotations
 
 import tomllib

@@ -36,7 +36,7 @@ def test_a_directory_means_its_config_json():
 
 
 def test_field_mapping_of_v3():
-    m = hfconfig.from_hf_config(str(DATA / "deepseek-v3" / "config.json"))
+    m = hfconfig.read_config(str(DATA / "deepseek-v3" / "config.json")).model
     raw = json.loads((DATA / "deepseek-v3" / "config.json").read_text())
     assert (m.h, m.h_F, m.h_E, m.l, m.n_h) == (raw["hidden_size"], raw["intermediate_size"],
                                                raw["moe_intermediate_size"], raw["num_hidden_layers"],
@@ -50,7 +50,7 @@ def test_field_mapping_of_v3():
 
 def test_q_lora_null_gives_one_query_matrix_and_no_query_norm():
     from derivations import build
-    m = hfconfig.from_hf_config(str(DATA / "variants" / "q_lora_null.json"))
+    m = hfconfig.read_config(str(DATA / "variants" / "q_lora_null.json")).model
     assert m.d_cq is None and not m.q_lora
     t = build(m)
     shapes = {p.key: sp.Mul(*p.num) for p in t["params.mla"].parts}
@@ -62,7 +62,7 @@ def test_q_lora_null_gives_one_query_matrix_and_no_query_norm():
 def test_value_head_dim_is_its_own_symbol():
     """v_head_dim may differ from qk_nope_head_dim: W^UV, W^O, v and the attention output use d_v."""
     from derivations import build
-    m = hfconfig.from_hf_config(str(DATA / "variants" / "v_head_dim_96.json"))
+    m = hfconfig.read_config(str(DATA / "variants" / "v_head_dim_96.json")).model
     assert (m.d_h, m.d_v) == (64, 96)
     t = build(m)
     shapes = {p.key: sp.Mul(*p.num) for p in t["params.mla"].parts}
@@ -73,9 +73,9 @@ def test_value_head_dim_is_its_own_symbol():
 
 
 def test_shared_experts_and_moe_layer_frequency():
-    two = hfconfig.from_hf_config(str(DATA / "variants" / "two_shared_experts.json"))
+    two = hfconfig.read_config(str(DATA / "variants" / "two_shared_experts.json")).model
     assert two.N_s == 2
-    freq = hfconfig.from_hf_config(str(DATA / "variants" / "moe_layer_freq_2.json"))
+    freq = hfconfig.read_config(str(DATA / "variants" / "moe_layer_freq_2.json")).model
     assert freq.moe_layer_freq == 2
     # HF rule: MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0
     assert freq.layer_kinds() == ["dense", "dense", "moe", "dense", "moe", "dense", "moe", "dense", "moe"]

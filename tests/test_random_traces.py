@@ -63,11 +63,14 @@ import random
 import tempfile
 import types
 from pathlib import Path
+from typing import Dict, Mapping, Tuple
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
+from derivations import families
+from derivations.config import hfconfig
 from memsym.trace.inputs import MCORE_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -343,10 +346,50 @@ def test_the_strategy_draws_valid_configs():
         assert {v[i] for v in seen} == values, i
 
 
+class _Consulted(dict):
+    """A config's fields that remember which of them a reader consulted (looked up, tested or got)."""
+
+    def __init__(self, data: Mapping):
+        super().__init__(data)
+        self.seen = set()
+
+    def get(self, key, default=None):
+        self.seen.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key):
+        self.seen.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key):
+        self.seen.add(key)
+        return super().__contains__(key)
+
+
+def fields_read(data: Mapping) -> Tuple[str, ...]:
+    """The fields of a config.json the reader of its model_type consults (its family's ``from_fields``, run on
+    ``data``): each one read or refused; every other field is ignored."""
+    consulted = _Consulted(data)
+    hfconfig.from_dict(consulted)
+    return tuple(sorted(consulted.seen))
+
+
+def fields_table(configs) -> str:
+    """The Markdown table of :func:`fields_read` per model type, over the given configs (each model type a column,
+    in the families' order; a wrapper's config counts as its language model's): a row per field."""
+    read: Dict[str, set] = {mt: set() for mt in families.model_types() if families.wrapper(mt) is None}
+    for c in configs:
+        read[c["model_type"]] |= set(fields_read(c))
+    read = {mt: fields for mt, fields in read.items() if fields}
+    rows = [f"| `{f}` | " + " | ".join("yes" if f in fields else "" for fields in read.values()) + " |"
+            for f in sorted(set().union(*read.values()))]
+    return "\n".join(["| field | " + " | ".join(f"`{mt}`" for mt in read) + " |",
+                      "|---|" + "---|" * len(read)] + rows)
+
+
 def test_the_readme_lists_the_fields_each_reader_reads():
     """README's table of config fields is what the readers consult on the released configs (regenerated here), and
     every field the strategy draws is one the deepseek_v3 reader reads (none drawn in vain)."""
-    from derivations.config.hfconfig import fields_read, fields_table
     from memsym.trace import inputs
     released = [json.loads(p.read_text()) for p in sorted((ROOT / "derivations" / "models").glob("*.json"))
                 + sorted((ROOT / "paper" / "models").glob("*.json"))]

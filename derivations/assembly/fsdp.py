@@ -1,40 +1,19 @@
-"""torchtitan's FSDP2 (``--rank fsdp2``): a device's model states at the step's peak, as FSDP2 holds them.
-
-Sources: pytorch/torchtitan@99fee810b7e253273ed8d1e10eb6c5f60ba69eff torchtitan/experiments/llama4/infra/
-parallelize.py ``apply_fsdp`` (deepseek_v3's parallelize imports it) and torchtitan/train.py ``train_step``;
+"""torchtitan's FSDP2 (``--rank fsdp2``) and Megatron-FSDP (``--rank mfsdp``): a device's model states at the step's
+peak.  Sources: pytorch/torchtitan@99fee810b7e253273ed8d1e10eb6c5f60ba69eff torchtitan/experiments/llama4/infra/
+parallelize.py ``apply_fsdp`` and torchtitan/train.py ``train_step``;
 pytorch/pytorch@010ae4a89516fa3be548ab16dff711414ec12d0b torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py
-``foreach_all_gather``, ``foreach_reduce`` and _fsdp_param_group.py ``FSDPParamGroup.post_backward``.
+``foreach_all_gather``, ``foreach_reduce``;
+NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 megatron/core/distributed/fsdp/.
 
-* **Sharding**: ``fully_shard(transformer_block)`` over the data-parallel mesh (dp_shard x CP) takes the block's
-  attention, norms, router and shared experts; under EP the routed experts are their own unit over dp_mod_ep (EDP).
-  So the router and shared experts are sharded over DP CP, not EDP (Megatron's rule, ``zero.*``).
-* **One parameter copy**: the sharded parameter is the FP32 parameter the optimizer steps (training.dtype);
-  ``MixedPrecisionPolicy(param_dtype)`` casts it to B_w at each all-gather.  Weights: B_m per sharded parameter
-  (no B_w shard beside an FP32 master); optimizer: the two moments.
-* **Unsharded blocks**: with reshard_after_forward a block is all-gathered again in its backward while the one
-  before it is prefetched (set_modules_to_backward_prefetch under EP, FSDP2's default prefetch otherwise): two
-  blocks' unsharded parameters in B_w.  U, a block on the device: attention, norms and the MoE layer (its
-  N/EP routed experts), the largest unit but under EP so wide that a dense FFN outweighs it.
-* **Gradients at the peak** (the stage's last block's backward, every activation held): ``train_step`` calls
-  ``optimizers.zero_grad()`` (set_to_none) before the forward, and foreach_reduce allocates each unit's sharded
-  gradient (its reduce-scatter output) as the backward reaches it, so only the units already reduced hold one: the
-  head's [norm, output] when the stage has it (e_H).  Beside it, the running block's unsharded gradients in B_w
-  (autograd's, freed after the copy-in) and the reduce-scatter input of the unit reduced before it, in the
-  reduce dtype B_g, which ``comm_ctx.reduce_scatter_state`` keeps until this block's post_backward: the head's
-  (v h / TP) when the stage has it, else a block's.  At the end of the backward every sharded gradient exists and
-  the activations are freed: a lower moment whenever the activations exceed B_g P / DP.
+FSDP2: ``fully_shard(transformer_block)`` over dp_shard x CP takes the attention, norms, router and shared experts
+(the routed experts are their own unit over EDP); the sharded parameter is the FP32 one the optimizer steps, cast to
+B_w at each all-gather.  At the peak (the stage's last block's backward) two blocks are unsharded (the running and
+the prefetched one); ``zero_grad`` (set_to_none) leaves only the units already reduced with a sharded gradient (the
+head's, e_H), beside the running block's unsharded gradients and the previous unit's reduce-scatter input in B_g.
 
-Megatron-FSDP (``--rank mfsdp``, the launch reader's --use-megatron-fsdp with optim_grads_params), read at
-NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 megatron/core/distributed/fsdp/: ZeRO-3's sharded
-states (``zero.*``) and one more allocation.  mcore_fsdp_adapter.py makes TransformerLayer, MoETransformerLayer and
-MambaLayer the FSDP units, so the word embedding, final norm and output layer form the non-unit bucket
-(src/megatron_fsdp/param_and_grad_buffer.py ``_get_parameter_groups``: fsdp_unit_id None), padded to a multiple
-of the DP group (with CP) times its chunk_size_factor, a row's length h (``build_data_parallel_buffer_index``:
-``_pad``), padding of less than DP CP h elements not counted (the generated evaluators have no ceiling).  Only
-the units' buckets are released after their forward and backward (``_post_forward``: release_module_parameters
-is registered on unit modules); ``synchronize_param_gather`` resets the all-gather pipeline with
-``preserve_non_fsdp_units=True`` (``AllGatherPipeline.reset``: BucketStatus.PRESERVED), so the non-unit bucket
-stays gathered in B_w from the first step on, at every moment of the step.
+Megatron-FSDP: ZeRO-3's states and the non-unit bucket (word embedding, final norm, output layer: not in a
+TransformerLayer unit, param_and_grad_buffer.py ``_get_parameter_groups``), kept gathered in B_w
+(``AllGatherPipeline.reset`` with preserve_non_fsdp_units); its padding to the DP CP chunk is not counted.
 """
 from __future__ import annotations
 

@@ -1,33 +1,19 @@
 """CUDA graphs of Megatron-Core's layers captured through Transformer Engine (``--cuda-graphs``, issue 46 item 4).
 
-Read at NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 (``MC``) and
-NVIDIA/TransformerEngine@d0067d0da6cb01811b8072a7d304f0e00344ce2b (``TE``).  Under ``--cuda-graph-impl
-transformer_engine`` (or the deprecated ``--external-cuda-graph``) ``TECudaGraphHelper`` (MC
-transformer/cuda_graphs.py) captures every layer of the rank and every micro-batch of the step, in the pipeline
-schedule's own order (``get_schedule_table``, ``convert_schedule_table_to_order``), through TE's
-``make_graphed_callables`` (pytorch/graph.py ``_make_graphed_callables``), every graph in one private memory pool
-(``_graph_context_wrapper(pool=mempool)``: the graphs share it).  ``--cuda-graph-modules`` (the deprecated
-``--cuda-graph-scope``) names what of a layer is captured (MC transformer/enums.py ``CudaGraphModule``;
-transformer_layer.py ``_get_submodules_under_cudagraphs``): ``attn`` its input norm and attention, ``mlp`` a dense
-layer's FFN, ``moe`` a MoE layer's, none (memsym's ``layer``) the whole layer.  Three named terms:
+Read at NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 (``MC``: transformer/cuda_graphs.py
+``TECudaGraphHelper``, enums.py ``CudaGraphModule``) and
+NVIDIA/TransformerEngine@d0067d0da6cb01811b8072a7d304f0e00344ce2b (``TE``: pytorch/graph.py
+``_make_graphed_callables``): every layer micro-batch of the step captured in one private pool,
+``attn``/``mlp``/``moe`` or the whole ``layer``.  Three terms:
 
-* ``graph.static``: the static inputs and outputs of each captured layer micro-batch held at the peak
-  (``_get_sample_arguments``: reused only once a backward has run, ``_reuse_graph_input_output_buffers``): the
-  hidden states [s/(CP SP), b, h] in torch.bfloat16 in and out (module.py ``get_layer_static_inputs``) and, when
-  the attention is captured, the causal mask [b, 1, s/CP, s] in bool (transformer_layer.py
-  ``get_layer_static_inputs``).  Allocated from the capture on, through every step.
-* ``graph.pool``: what the captured part of each held layer micro-batch saves for its backward, allocated in the
-  pool during the capture and freed there once its backward graph is captured; replays allocate nothing, so after
-  the capture the allocated count leaves these bytes out while the pool keeps them reserved.  With the captured
-  backward's largest transient: under eager attention the softmax's gradient, as large as its saved output
-  (B_a b n_h s^2 / (TP CP^2)); the captured backward's other transients are not derived.
-* ``step.graph.capture``: the capture itself, a moment of the step: the model states (without Adam's moments when
-  ``--cuda-graph-warmup-steps 0``: training.py captures before step 1, and the optimizer creates its moments at its
-  first step), the runtime buffers, ``graph.static`` and ``graph.pool``.
+* ``graph.static``: each held layer micro-batch's static hidden states in and out (BF16) and, with the attention
+  captured, its bool causal mask (``get_layer_static_inputs``), from the capture on.
+* ``graph.pool``: what the captured parts save for backward, in the pool (reserved, not allocated after the
+  capture), with the captured backward's largest transient (eager attention's softmax gradient).
+* ``step.graph.capture``: the capture, a moment of the step: the model states (no Adam moments under
+  ``--cuda-graph-warmup-steps 0``), the runtime buffers, ``graph.static`` and ``graph.pool``.
 
-The allocated peak is the larger of the capture and the training step (whose held activations lose what the graphs
-save); ``--memory reserved|device`` adds the pool's segments (derivations/analyses/allocator.py).  The local
-implementation (``--cuda-graph-impl local``) records and captures graphs otherwise and is not modelled.
+The local implementation (``--cuda-graph-impl local``) is not modelled.
 """
 from __future__ import annotations
 

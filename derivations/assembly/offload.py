@@ -1,32 +1,20 @@
 """Megatron-Core's fine-grained activation offloading (``--offload-activations MODULE,...``): the saved tensors of the
 named modules leave the device between their forward and their backward, except those of one layer.
 
-Read from Megatron-LM d98e8a64 (megatron/core/pipeline_parallel/fine_grained_activation_offload.py):
-
-* **Which tensors.** Each module's forward runs inside ``FineGrainedActivationOffloadingInterface``, whose
-  ``saved_tensors_hooks`` (``ChunkOffloadHandler.tensor_push``) put every tensor autograd saves into the module's group;
-  ``bulk_offload_group`` copies each to pinned host memory and drops the device reference. The modules
-  (:data:`MODULE_TENSORS`): transformer_layer.py ``_run_input_layernorm`` (attn_norm) and ``_forward_pre_mlp_layernorm``
-  (mlp_norm); multi_latent_attention.py ``get_query_key_value_tensors`` (qkv_linear), ``_run_core_attention``
-  (core_attn, not entered when recomputed) and ``linear_proj`` (attn_proj); moe/experts.py ``TEGroupedMLP.forward``
-  ``linear_fc1`` (expert_fc1) and its activation (moe_act).
-* **Which are kept anyway.** ``tensor_need_offloading_checker``: tensors under ``min_offloaded_tensor_size``
-  (:data:`MIN_ELEMENTS`) and parameters; the router's, shared experts' and head's tensors are in no group.
-* **Which layer keeps its groups.** ``PipelineOffloadManager.post_warmup_callback`` and ``should_bulk_offload`` keep the
-  last layer of micro-batch 0's last chunk on the rank (:func:`resident`; the MTP layer on the last stage with MTP). The
-  plateau after step 1 (the warm-up that records the groups) is what this models.
-* **When they leave the allocated count.** ``record_stream`` then the dropped reference: PyTorch's
-  ``DeviceCachingAllocator::free`` (c10/cuda/CUDACachingAllocator.cpp) decreases ``allocated_bytes`` at once.
-
-So ``act.offload`` = -(held layer micro-batches x each kind's offloaded bytes) + the resident layer's.
+Read from Megatron-LM d98e8a64 (megatron/core/pipeline_parallel/fine_grained_activation_offload.py): each module's
+forward runs inside ``FineGrainedActivationOffloadingInterface``, whose ``saved_tensors_hooks`` put what autograd
+saves into the module's group, copied to pinned host memory by ``bulk_offload_group`` (the modules:
+:data:`MODULE_TENSORS`); tensors under ``min_offloaded_tensor_size`` (:data:`MIN_ELEMENTS`) and parameters stay; the
+last layer of micro-batch 0's last chunk keeps its groups (``post_warmup_callback``, ``should_bulk_offload``:
+:func:`resident`), the plateau after step 1 modelled; ``record_stream`` then the dropped reference leave the
+allocated count at once (c10/cuda/CUDACachingAllocator.cpp ``free``).  So ``act.offload`` = -(held layer
+micro-batches x each kind's offloaded bytes) + the resident layer's.
 
 **A step moment** (``step.offload.core_attn``, :func:`step_moment`): the backward of an offloaded layer's unfused core
-attention at its ``BmmBackward0``, holding the layers in flight before a backward of a chunk with offloaded layers
-(schedules.backward_states), each less its offloaded tensors, and (:func:`moment_parts`) the core_attn group's saves
-reloaded one device tensor per save (``tensor_push`` tags, ``reload``: the softmax output twice, Transformer Engine
-``UnfusedDotProductAttention._forward``), q, k and v refilled again by the mla_up_proj recompute
-(multi_latent_attention.py ``forward``), and bmm's gradients. The small groups reloaded beside it and the latents the
-recompute reads (tens of MiB) are not counted."""
+attention at its ``BmmBackward0``, the layers in flight each less its offloaded tensors, with (:func:`moment_parts`)
+the core_attn group's saves reloaded one device tensor per save (the softmax output twice, Transformer Engine
+``UnfusedDotProductAttention._forward``), q, k and v refilled by the mla_up_proj recompute, and bmm's gradients
+(the small groups reloaded beside it, tens of MiB, not counted)."""
 from __future__ import annotations
 
 from fractions import Fraction

@@ -28,9 +28,15 @@ The channel count is a symbol (``C_ch``, default 32: NVIDIA/nccl#1685); every co
 """
 from __future__ import annotations
 
+import math
+import random
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import List, Mapping, Tuple
+
+from derivations import evaluate as ev
+from derivations.activations.shape import of_model
+from derivations.activations.view import View
 
 NCCL = "NVIDIA/nccl@5067397c2676d5aed50042fc39e5c8ee96eb0027"
 DEEPEP = "deepseek-ai/DeepEP@79bbb546f6921fbed57f000627a0b92f0d468cf0"
@@ -41,6 +47,9 @@ LL = 8 * 512 * 8 * 16
 LL128 = 120 * 640 * 8 * 8
 BUFFSIZE = 4 << 20
 CHANNELS = 32
+#: micro-batches simulated past the in-flight ones: torchtitan's log in pytorch/torchtitan#1789 shows the reserved
+#: peak reached by step 10 and unchanged to step 40
+STEADY = 10
 CONTEXT = 400 * 10 ** 6
 #: DeepEP deep_ep/buffer.py get_dispatch_config / get_combine_config: EP ranks -> (nvl recv tokens, rdma send, recv)
 DISPATCH = {2: (256, 6, 128), 4: (256, 6, 128), 8: (256, 6, 128), 16: (288, 20, 128), 24: (288, 8, 128),
@@ -184,51 +193,102 @@ def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsi
     return out
 
 
+def _sampling_spread(v: Mapping) -> Fraction:
+    """sqrt(3) sigma / mu (the half-width of a uniform law of variance sigma^2) of the token-copies one EP rank
+    receives in a layer when each token picks its N_r experts uniformly among N (the balanced router the terms
+    assume): per token the copies landing on the rank's N/EP experts are hypergeometric (mean N_r/EP, variance
+    N_r (1/EP)(1 - 1/EP)(N - N_r)/(N - 1)), summed over the b s EP / (SP CP) tokens of the EP group; to 10^-6 of a
+    token-copy."""
+    n, k, ep = v.get("N", 0), v.get("N_r", 0), v.get("EP", 1)
+    if ep <= 1 or n <= 1 or not k:
+        return Fraction(0)
+    tokens = Fraction(v["b"] * v["s"] * ep, v.get("SP", 1) * v.get("CP", 1))
+    var = tokens * k * Fraction(1, ep) * (1 - Fraction(1, ep)) * Fraction(n - k, n - 1)
+    return Fraction(math.isqrt(int(3 * var * 10 ** 12)), 10 ** 6) / (tokens * Fraction(k, ep))
+
+
+def _layer_tensors(est) -> List[Tuple[object, List[Tuple[str, Fraction, Fraction]]]]:
+    """[(layer, [(tensor, bytes, bytes per unit of F)])] of one micro-batch: each layer's kept tensors
+    (evaluate.tensor_values of its attention and its FFN kind, what the layer's term holds beyond them one more),
+    what is kept outside the layers last.  The bytes per unit of F (the routed tensors': E_token = F b s N_r / N) are
+    what routing changes."""
+    view, shape, v = View.of(est.training), of_model(est.model), est.values
+    moved = dict(v, F=v.get("F", 1) + 1, E_token=v.get("E_token", 0) * (v.get("F", 1) + 1) / v.get("F", 1))
+    per_kind = {k: [(f"{k}.{key}", Fraction(x), Fraction(ev.tensor_values(view, shape, moved, k)[key]) - x)
+                    for key, x in ev.tensor_values(view, shape, v, k).items() if x]
+                for k in {"mla"} | {kind for _, kind, _ in est.by_layer}}
+    out = []
+    for i, kind, x in est.by_layer:
+        parts = per_kind["mla"] + per_kind[kind]
+        rest = Fraction(x) - sum(b for _, b, _ in parts)
+        out.append((i, parts + [("rest", rest, Fraction(0))] if rest >= 0 else [("layer", Fraction(x), Fraction(0))]))
+    return out + [("out", [("out", Fraction(est.outside_layers), Fraction(0))])]
+
+
+def _z(m: int, n: int) -> List[Fraction]:
+    """The routing deviation of each of n layers in micro-batch m, in units of the half-width: n evenly spaced points
+    on [-1, 1] dealt to the layers in the order of ``random.Random(m).shuffle`` (independent draws of a uniform law,
+    every layer of a micro-batch a different count; deterministic)."""
+    points = [Fraction(2 * j - (n - 1), max(n - 1, 1)) for j in range(n)]
+    random.Random(m).shuffle(points)
+    return points
+
+
 def reserved_events(est) -> List[Tuple[str, object, int]]:
     """The step as allocations and frees from an estimate's terms (derivations/analyses/allocator.py's input): the
     model states, runtime buffers and CUDA graphs' static buffers once, then as many forwards as reach the terms'
-    in-flight activations, each layer's kept activations one block and what is kept outside the layers one block
-    after them, held up to the terms' activations at the end of the forward (``activations``: a block that would pass
-    them first starts the oldest micro-batch's backward; what the terms hold beyond whole blocks, such as an
-    interleaved head chunk, one block kept to the end; what they do not hold, such as offloaded tensors or what CUDA
-    graphs save in their pool, never allocated); a backward allocates the step's transient (the step excess; under
-    CUDA graphs the training step's own, ``step_replay``), frees the micro-batch's blocks in reverse, then the
-    transient.  The allocated peak is the terms' step total, each block rounded up to a byte."""
+    in-flight activations, each layer's kept tensors one block each (:func:`_layer_tensors`) and what is kept outside
+    the layers after them, held up to the terms' activations at the end of the forward (``activations``: a tensor that
+    would pass them first starts the oldest micro-batch's backward; what the terms hold beyond whole tensors, such as
+    an interleaved head chunk, one block kept to the end; what they do not hold, such as offloaded tensors or what
+    CUDA graphs save in their pool, never allocated); a backward takes the layers in reverse, each allocating the
+    step's transient (the step excess, the largest layer's; under CUDA graphs the training step's own,
+    ``step_replay``), freeing the layer's tensors, then the transient.
+
+    Routing changes from micro-batch to micro-batch (the ``STEADY`` micro-batches past the in-flight ones, as long
+    as the reserved peak takes to settle): layer i's routed tensors in micro-batch m hold mu (1 + z a) token-copies,
+    z = :func:`_z` and a = :func:`_sampling_spread` (a uniform law of the balanced router's mean and variance), so
+    the allocated peak is the terms' step total within a of the routed bytes, each block rounded up to a byte.  A
+    learned skew is the terms' F (--imbalance), not simulated."""
+    return events(est.bytes, _layer_tensors(est), _sampling_spread(est.values) * est.values.get("F", 1))
+
+
+def events(b: Mapping, layers, spread=0) -> List[Tuple[str, object, int]]:
+    """:func:`reserved_events` of the terms' bytes ``b``, one micro-batch's ``layers`` (:func:`_layer_tensors`) and
+    the routed bytes' half-width ``spread``."""
     up = lambda x: int(-(-Fraction(x) // 1))  # noqa: E731
-    b = est.bytes
-    ev = [("malloc", k, up(b[k])) for k in ("weights", "gradients", "optimizer", "runtime", "graphs") if b.get(k)]
-    blocks = [(i, up(x)) for i, _, x in est.by_layer] + [("out", up(est.outside_layers))]
+    out = [("malloc", k, up(b[k])) for k in ("weights", "gradients", "optimizer", "runtime", "graphs") if b.get(k)]
     target, step = up(b.get("activations", 0)), up(b.get("step_replay", b.get("step", 0)))
     held, queue, topped = 0, [], False
-    per = sum(x for _, x in blocks)  # one micro-batch's blocks: the forwards that reach the target, and one more
-    microbatches = 2 + (target // per if per else 0)
-
-    def malloc(m, key, x):
-        nonlocal held
-        if x > 0:
-            ev.append(("malloc", (m, key), x))
-            queue[-1][1].append(((m, key), x))
-            held += x
+    per = sum(up(x) for _, ts in layers for _, x, _ in ts)  # one micro-batch: the forwards that reach the target, +1
+    microbatches = STEADY + 1 + (target // per if per else 0)
 
     def backward():
         nonlocal held
         m, keys = queue.pop(0)
-        if step:
-            ev.append(("malloc", (m, "step"), step))
-        ev.extend(("free", k, 0) for k, _ in reversed(keys))
-        if step:
-            ev.append(("free", (m, "step"), 0))
+        for layer in reversed(list(dict.fromkeys(k[1] for k, _ in keys))):
+            if step:
+                out.append(("malloc", (m, layer, "step"), step))
+            out.extend(("free", k, 0) for k, _ in reversed(keys) if k[1] == layer)
+            if step:
+                out.append(("free", (m, layer, "step"), 0))
         held -= sum(x for _, x in keys)
 
     for m in range(microbatches):
         queue.append((m, []))
-        for key, x in blocks:
-            if held + x > target and len(queue) > 1:
-                if not topped and target > held:
-                    ev.append(("malloc", "rest", target - held))
-                    held, topped = target, True
-                backward()
-            malloc(m, key, x if len(queue) > 1 else min(x, target - held))
+        for (i, tensors), z in zip(layers, _z(m, len(layers))):
+            for name, x, routed in tensors:
+                x = up(x + z * spread * routed)
+                if held + x > target and len(queue) > 1:
+                    if not topped and target > held:
+                        out.append(("malloc", "rest", target - held))
+                        held, topped = target, True
+                    backward()
+                x = x if len(queue) > 1 else min(x, target - held)
+                if x > 0:
+                    out.append(("malloc", (m, i, name), x))
+                    queue[-1][1].append(((m, i, name), x))
+                    held += x
     while queue:
         backward()
-    return ev
+    return out

@@ -1,6 +1,4 @@
-"""Printing the assembly's formulas as exact Python for the generated ``<family>.py`` modules (run by ``python -m
-derivations.generate``; imports sympy): the schedules' in-flight counts (:mod:`.schedules`), the per-device
-assembly (:mod:`.device_terms`) and the step's moments (:mod:`.step_terms`)."""
+"""The assembly's formulas printed as exact Python for the generated ``<family>.py`` modules (imports sympy)."""
 from __future__ import annotations
 
 from typing import List

@@ -2,26 +2,17 @@
 ``act.quantized.<R>``, each held layer micro-batch's linear inputs in the format instead of B_a, and
 ``state.quantized.<R>``, the quantized weight copies TE caches on every device (formats: config/quantization.py).
 
-**Saved inputs** (Transformer Engine d0067d0d, transformer_engine/pytorch/module/): linear.py ``_linear_forward`` saves
-its quantized input, column-wise (under sequence parallelism its local shard); layernorm_linear.py its BF16 input and
-the quantized ``ln_out``; grouped_linear.py each expert's quantized input; ``save_original_input`` keeps the BF16 input
-instead, set by Megatron-Core d98e8a64 on linear_proj for every recipe but delayed (transformer/attention.py), on the
-routed fc2 under moe_act recomputation (moe/experts.py) and on the down-projections / shared fc1 under layernorm
-recomputation (multi_latent_attention.py, moe_layer.py). On the TE spec (models/gpt/gpt_layer_specs.py):
-
-  down_in       the two down-projections (W^DQ; W^DKV with W^KR) each quantize the RMSNorm output: 2 copies
-  latent_norm   the up-projections' fused norm output ln_out (the latents stay B_a: the norm's input)
-  attn_out      delayed only: linear_proj's quantized input (eager: instead of B_a; flash: beside the
-                fused attention's own saved output)
-  router_in     the shared experts' fc1 keeps its own quantized copy beside the router's B_a input
-  routed.x      the grouped fc1's input (the permuted tokens)
-  fc2 inputs    the product of the routed, shared and dense SwiGLU (one tensor of tokens x h_E), kept by fc2
-  ffn_in        the dense fc1's fused norm output
-  MTP           its transformer layer as one MoE layer, and eh_proj's 2h input
+**Saved inputs** (Transformer Engine d0067d0d, transformer_engine/pytorch/module/): linear.py ``_linear_forward``,
+layernorm_linear.py (``ln_out``) and grouped_linear.py save their quantized inputs (column-wise, the local shard
+under sequence parallelism); ``save_original_input`` keeps the BF16 input instead, which Megatron-Core d98e8a64 sets
+on linear_proj for every recipe but delayed (transformer/attention.py) and under recomputation
+(moe/experts.py, multi_latent_attention.py, moe_layer.py).  On the TE spec: the two down-projections' inputs (2
+copies), the up-projections' ``ln_out``, linear_proj's input (delayed only), the shared fc1's copy of the router
+input, the grouped fc1's permuted tokens, every fc2 input, the dense fc1's ``ln_out``; MTP as one MoE layer.
 
 **Weight copies** (linear.py ``Linear.forward``, base.py ``quantize_weight``): with ``is_first_microbatch``
-(pipeline_parallel/schedules.py) TE caches one quantized weight per linear (grouped: per expert), both directions,
-reused by the backward; under ``--quantized-param-gather`` the parameter itself is quantized (no B_w copy)."""
+TE caches one quantized weight per linear (grouped: per expert), both directions, reused by the backward; under
+``--quantized-param-gather`` the parameter itself is quantized (no B_w copy)."""
 from __future__ import annotations
 
 from fractions import Fraction

@@ -86,11 +86,9 @@ def megatron_values(model, layout, training) -> Dict[str, object]:
 
 
 def mtp_stage_shift(model, pp: int, comp: Dict[str, int]) -> Dict[str, int]:
-    """The composition ``comp`` of a device's held stages with ``--mtp`` under the stage rank: Megatron-Core builds the
-    D MTP modules on the last stage (models/gpt/gpt_model.py ``mtp_process``), each one more MoE layer with
-    ``ModelSpec.mtp_layer_features``, and with PP > 1 that stage keeps its own word embedding (``if self.pre_process or
-    self.mtp_process``) unless tied or already held (DualPipe's rank 0). Exact: the weight terms are linear in the
-    composition."""
+    """The composition ``comp`` of a device's held stages with ``--mtp``: Megatron-Core builds the D MTP modules on the
+    last stage (gpt_model.py ``mtp_process``), each one more MoE layer, and with PP > 1 that stage keeps its own word
+    embedding unless tied or already held (DualPipe's rank 0)."""
     head, embedding = comp["e_H"], comp["e_E"]
     if not head:
         return dict(comp)

@@ -1,7 +1,5 @@
-"""The per-device total of one pipeline stage, symbolic in everything (Sec. 4-6 assembled): weights, gradients and
-optimizer states (``zero.<component>.<replicated|sharded>`` by the ZeRO stage, or the conventions' weight side) plus one
-micro-batch's ``act.stage`` of the view. :func:`component_ids` is the one statement of that sum, symbolic in L_d, L_m,
-e_E, e_H so one expression covers every stage; it refuses a training with a schedule."""
+"""The per-device total of one pipeline stage, symbolic in everything (Sec. 4-6 assembled): the model states plus one
+micro-batch's ``act.stage``; :func:`component_ids` is the one statement of that sum (no schedule)."""
 from __future__ import annotations
 
 from dataclasses import replace

@@ -1,12 +1,10 @@
 """One set of defaults (issue 43): the view an option nobody set takes, the same for every command.
 
-With no run named the question is the paper's (Zhang & Su, arXiv 2502.07846: the unfused attention keeping the
-5 b n_h s^2 score tensors, Sec. 5.1; the dropout masks; one micro-batch per stage, Table 10): the Training defaults.
-A run is named by the job typed (:data:`RUN_OPTIONS`), not by a memory budget (``--hbm``, ``--gpu``: the paper's
-layout against an H800 is still the paper's question; so is the page until a job is typed); the options nobody set
-then take what practitioners run, :data:`RUN_DEFAULTS` (the fused attention kernel: Megatron-Core with Transformer
-Engine, torchtitan, DeepSeek).  This layer sits under the recipe's and the conventions preset's (resolve.py
-``resolved``), so ``--conventions paper`` gives the paper's view anywhere.  The page reads both tables as they are.
+With no run named the question is the paper's (arXiv 2502.07846: the unfused attention's 5 b n_h s^2 score tensors,
+the dropout masks, one micro-batch per stage): the Training defaults.  A job typed (:data:`RUN_OPTIONS`; not a
+memory budget such as ``--hbm`` or ``--gpu``) names a run, and the options nobody set then take what practitioners
+run, :data:`RUN_DEFAULTS`.  This layer sits under the recipe's and the conventions preset's (resolve.py
+``resolved``), so ``--conventions paper`` gives the paper's view anywhere.
 """
 from __future__ import annotations
 

@@ -3,7 +3,9 @@ pipeline parallelism) and which pipeline schedules, each read from the framework
 lists only what the framework runs; ``estimate`` warns on a combination it does not run."""
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional, Tuple
 
 from symbolic.errors import ConfigError
@@ -31,22 +33,9 @@ class Framework:
         return f"{self.name} runs {'; and '.join(why)} ({self.source})" if why else None
 
 
-FRAMEWORKS = {f.name: f for f in (
-    Framework("megatron", (0, 1), (0, 1), ("1f1b", "interleaved"),
-              "Megatron-LM arguments.py: --use-distributed-optimizer shards the optimizer states over DP (ZeRO-1), "
-              "the DDP buffers keep whole gradients and parameters; core/pipeline_parallel/schedules.py runs 1F1B "
-              "and interleaved 1F1B"),
-    Framework("megatron-fsdp", (1, 2, 3), (1, 2, 3), ("1f1b", "interleaved"),
-              "Megatron-LM arguments.py --data-parallel-sharding-strategy optim, optim_grads, optim_grads_params "
-              "(ZeRO 1, 2, 3) with --use-megatron-fsdp; the pipeline schedules are Megatron-Core's"),
-    Framework("torchtitan", (3,), (3,), ("1f1b", "interleaved", "zb"),
-              "torchtitan parallelize.py apply_fsdp: FSDP2 fully_shard shards parameters, gradients and optimizer "
-              "states (ZeRO-3); job_config.py pipeline_parallel_schedule: 1F1B, Interleaved1F1B, "
-              "InterleavedZeroBubble / ZBVZeroBubble"),
-    Framework("deepspeed", (0, 1, 2, 3), (0, 1), ("1f1b",),
-              "DeepSpeed runtime/pipe/engine.py PipelineEngine.__init__ asserts ZeRO stage < 2 ('ZeRO-2 and ZeRO-3 "
-              "are incompatible with pipeline parallelism'); its TrainSchedule is 1F1B"),
-)}
+with open(Path(__file__).with_name("frameworks.toml"), "rb") as _fh:
+    FRAMEWORKS = {name: Framework(name, tuple(f["zero"]), tuple(f["zero_pp"]), tuple(f["schedules"]), f["source"])
+                  for name, f in tomllib.load(_fh).items()}
 
 #: The framework a conventions preset describes (``--framework``'s default); the paper's view restricts nothing.
 OF_CONVENTIONS = {"megatron": "megatron", "mcore": "megatron", "mcore-te": "megatron", "modelzoo": "megatron",

@@ -14,10 +14,8 @@ from derivations.config.launch import shown
 
 
 def layer_pattern(text: str, what: str = "--moe-layer-freq") -> List[int]:
-    """Megatron's list expression of 0s and 1s (``([0]*3+[1]*13)``, ``([1]*3+[0]*1)*3``, ``[0,1,1]``), which Megatron
-    evaluates with Python's eval (arguments.py moe_freq_type): parsed by Python's own parser (:func:`ast.parse`, never
-    evaluated) and read as lists of integers joined by ``+`` and repeated by ``*`` an integer; at most 10^4 entries,
-    nested at most 32 deep."""
+    """Megatron's list expression of 0s and 1s (``([0]*3+[1]*13)``; arguments.py moe_freq_type evals it): parsed by
+    :func:`ast.parse`, never evaluated; at most 10^4 entries, nested at most 32 deep."""
     def fail(message):
         return ConfigError("from-megatron", f"{what} {shown(text[:60])!r}{'...' if len(text) > 60 else ''}: "
                                             f"{message}")
@@ -58,10 +56,7 @@ def layer_pattern(text: str, what: str = "--moe-layer-freq") -> List[int]:
 
 
 def pipeline_layout(text: str) -> List[str]:
-    """Megatron's --pipeline-model-parallel-layout as its virtual stages, each a string of E (embedding),
-    t (decoder layer), m (MTP), L (loss): megatron/core/transformer/pipeline_parallel_layer_layout.py
-    parse_str_to_list (commas dropped, ``(...)*n`` then ``x*n`` unrolled, split at '|'), with the unrolling
-    bounded (at most 10^4 characters)."""
+    """--pipeline-model-parallel-layout as its virtual stages (strings of E, t, m, L), as parse_str_to_list reads it."""
     s = text.replace(",", "").replace(" ", "")
 
     def fail(message):

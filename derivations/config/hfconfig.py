@@ -1,7 +1,5 @@
 """A Hugging Face ``config.json`` read as bounded JSON data (symbolic/jsonfile.py; nothing imported, executed or
-downloaded) and handed to the family that reads its ``model_type`` (derivations/families/<family>/config.py
-``from_fields``) with :class:`Fields`, the checks of one field.  Any problem is a ConfigError naming the file and the
-field.
+downloaded), handed to the family of its ``model_type`` with :class:`Fields`, the checks of one field.
 """
 from __future__ import annotations
 
@@ -27,15 +25,12 @@ BOUNDS = jsonfile.Bounds(CONFIG_BYTES, CONFIG_DEPTH, CONFIG_DIGITS)
 
 
 def read_json(path: str) -> Dict:
-    """The parsed JSON object of ``path`` (a config.json, or a directory holding one), read as bounded
-    data (symbolic/jsonfile.py: at most CONFIG_BYTES bytes, nesting at most CONFIG_DEPTH, numbers of at
-    most CONFIG_DIGITS digits, no field twice); every error names the file and the byte offset or field."""
+    """The parsed JSON object of ``path`` (a config.json, or a directory holding one), read as bounded data."""
     return jsonfile.parse(*jsonfile.read_raw(path, BOUNDS, _err), BOUNDS, _err)
 
 
 class Fields:
-    """The fields of one parsed config.json, each checked as it is read (what a family's reader is handed:
-    derivations/families/<family>/config.py ``from_fields``); every error names the file and the field."""
+    """The fields of one parsed config.json, each checked as a family's ``from_fields`` reads it."""
 
     type_name, shown = staticmethod(_type_name), staticmethod(_shown)
 
@@ -104,8 +99,7 @@ def covered() -> str:
 
 def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
               source: Optional[str] = None):
-    """The model of a parsed config.json, read by the family of its ``model_type``, every field it uses validated;
-    ``source`` (default ``path``) records where the model came from (``"preset"``)."""
+    """The model of a parsed config.json, read by the family of its ``model_type``, every field it uses validated."""
     mt = data.get("model_type")
     if mt is None:
         raise _err(path, "model_type", f"required field 'model_type' is missing (memsym covers "
@@ -129,47 +123,6 @@ def from_dict(data: Mapping, path: str = "<config>", name: Optional[str] = None,
     return family.read_config(Fields(data, path), name, source)
 
 
-class _Consulted(dict):
-    """A config's fields that remember which of them a reader consulted (looked up, tested or got)."""
-
-    def __init__(self, data: Mapping):
-        super().__init__(data)
-        self.seen = set()
-
-    def get(self, key, default=None):
-        self.seen.add(key)
-        return super().get(key, default)
-
-    def __getitem__(self, key):
-        self.seen.add(key)
-        return super().__getitem__(key)
-
-    def __contains__(self, key):
-        self.seen.add(key)
-        return super().__contains__(key)
-
-
-def fields_read(data: Mapping) -> Tuple[str, ...]:
-    """The fields of a config.json the reader of its model_type consults (its family's ``from_fields``, run on
-    ``data``): each one read or refused; every other field is ignored."""
-    consulted = _Consulted(data)
-    from_dict(consulted)
-    return tuple(sorted(consulted.seen))
-
-
-def fields_table(configs) -> str:
-    """The Markdown table of :func:`fields_read` per model type, over the given configs (each model type a column,
-    in the families' order; a wrapper's config counts as its language model's): a row per field."""
-    read: Dict[str, set] = {mt: set() for mt in families.model_types() if families.wrapper(mt) is None}
-    for c in configs:
-        read[c["model_type"]] |= set(fields_read(c))
-    read = {mt: fields for mt, fields in read.items() if fields}
-    rows = [f"| `{f}` | " + " | ".join("yes" if f in fields else "" for fields in read.values()) + " |"
-            for f in sorted(set().union(*read.values()))]
-    return "\n".join(["| field | " + " | ".join(f"`{mt}`" for mt in read) + " |",
-                      "|---|" + "---|" * len(read)] + rows)
-
-
 @dataclass(frozen=True)
 class ConfigFile:
     """A config.json read once: the path as given, the bytes read, the parsed object and the model built from it."""
@@ -190,8 +143,3 @@ def read_config(path: str, name: Optional[str] = None, source: Optional[str] = N
     raw, file = jsonfile.read_raw(path, BOUNDS, _err)
     data = jsonfile.parse(raw, file, BOUNDS, _err)
     return ConfigFile(str(path), raw, data, from_dict(data, path, name, source))
-
-
-def from_hf_config(path: str) -> ModelSpec:
-    """A :class:`ModelSpec` from a Hugging Face config.json (or a directory holding one)."""
-    return read_config(path).model

@@ -1,18 +1,13 @@
-r"""A Megatron-LM launch read as data: the argument list of a shell script or of a functional test's
-``model_config.yaml``, never run (:func:`read_launch`).
+"""A Megatron-LM launch read as data, never run (:func:`read_launch`); mapped onto memsym's options by
+:mod:`derivations.config.megatron`.
 
 * A **shell script** calling ``pretrain_gpt.py`` (through ``torchrun``, ``python`` or ``python -m
-  torch.distributed.run``) is split into statements (newlines and ``;`` outside quotes, ``\``-newline
-  continuations joined, ``#`` comments dropped), each into words by :mod:`shlex`.  Assignments (``X=4``,
-  ``export X=4``) and arrays (``ARGS=( ... )``, ``ARGS+=( ... )``) are remembered in file order and ``$X``,
-  ``${X}``, ``${X:-4}``, ``${X-4}``, ``${X:=4}`` and ``"${ARGS[@]}"`` expanded from them.  Nothing is executed:
-  no environment is read, no command substitution run.  A variable the file does not set is an error only where a
-  memory-relevant flag reads it.  The torchrun words give the world size (``--nproc-per-node`` x ``--nnodes``).
-* A **model_config.yaml** (Megatron-LM tests/functional_tests/test_cases/*/*/model_config.yaml): ``MODEL_ARGS``
-  maps ``--flag`` to its value (``true``: given; ``false``: not given) as the harness passes them; ``ENV_VARS`` is
-  kept; no world size (the test recipe holds it).  Read with PyYAML's safe loader, aliases refused.
-
-The flags are mapped onto memsym's options by :mod:`derivations.config.megatron`; bad input is a ConfigError.
+  torch.distributed.run``): statements split at newlines and ``;`` outside quotes, each into words by :mod:`shlex`;
+  assignments and arrays remembered in file order and ``$X``, ``${X:-4}``, ``${X:=4}``, ``"${ARGS[@]}"`` expanded
+  from them (no environment read, no command substitution run; an unset variable is an error only where a flag
+  that matters reads it).  The torchrun words give the world size.
+* A **model_config.yaml** (Megatron-LM tests/functional_tests/test_cases): ``MODEL_ARGS`` maps ``--flag`` to its
+  value (``true``: given; ``false``: not), ``ENV_VARS`` kept; read with PyYAML's safe loader, aliases refused.
 """
 from __future__ import annotations
 
@@ -49,9 +44,8 @@ _LAUNCHERS = {"torchrun", "torch.distributed.run", "torch.distributed.launch"}
 
 @dataclass(frozen=True)
 class Launch:
-    """What a launch file holds: ``flags`` the Megatron arguments in order (each flag -> its words; a
-    switch has none), ``world`` the GPU count its launcher gives (or None) and ``world_from`` where it
-    came from, ``env`` the environment the file sets (ENV_VARS or exported variables)."""
+    """A launch file's Megatron ``flags`` in order (flag -> its words), the launcher's ``world`` size (or None) and
+    where it came from, and the ``env`` the file sets."""
 
     path: str
     kind: str  # "shell" or "yaml"
@@ -93,8 +87,7 @@ def shown(word: str) -> str:
 
 
 def read_text(path: str, option: str = "from-megatron", what: str = "a launch script or a model_config.yaml") -> str:
-    """The text of a launch file (``--from-megatron``'s, ``--from-torchtitan``'s): a regular file of at most
-    CONFIG_BYTES bytes of UTF-8, else a ConfigError of ``option`` naming the file."""
+    """The text of a launch file: a regular file of at most CONFIG_BYTES bytes of UTF-8, else a ConfigError."""
     try:
         st = os.stat(path)
     except OSError as exc:
@@ -120,8 +113,7 @@ def read_text(path: str, option: str = "from-megatron", what: str = "a launch sc
 
 
 def read_launch(path: str) -> Launch:
-    """The Megatron arguments of ``path``: a model_config.yaml (``.yaml``/``.yml``, or text with a top-level
-    ``MODEL_ARGS:``) or a shell script."""
+    """The Megatron arguments of ``path``: a model_config.yaml (or text with ``MODEL_ARGS:``) or a script."""
     text = read_text(str(path))
     if str(path).endswith((".yaml", ".yml")) or re.search(r"(?m)^MODEL_ARGS\s*:", text):
         return _from_yaml(str(path), text)
@@ -188,8 +180,7 @@ def _yaml_word(val) -> str:
 
 # ------------------------------------------------------------------------------------------- shell
 def _statements(text: str, path: str) -> List[str]:
-    """The statements of a shell script: split at newlines and ``;`` outside quotes and array
-    parentheses, continuations joined, comments dropped (the text of each, unexpanded)."""
+    """A shell script's statements, unexpanded: continuations joined, comments dropped."""
     out, cur, quote, depth, i, n = [], [], None, 0, 0, len(text)
     while i < n:
         c = text[i]
@@ -231,11 +222,9 @@ def _statements(text: str, path: str) -> List[str]:
     return [s.strip() for s in out if s.strip()]
 
 
-#: the longest statement a script's variables may expand to (a flag's value is a few dozen characters; variables
-#: doubled line by line would otherwise grow to 2^n times their size before anything is read)
+#: the longest statement a script's variables may expand to (variables doubled line by line grow as 2^n)
 MAX_EXPANDED = 1 << 16
-#: the most a whole script may expand to, all its statements together: a long value read on many short lines would
-#: otherwise cost (lines x value) of work however each statement is bounded
+#: the most a whole script may expand to (a long value read on many short lines costs lines x value)
 MAX_FILE_EXPANDED = 1 << 18
 
 
@@ -364,8 +353,7 @@ def _from_shell(path: str, text: str) -> Launch:
 
 
 def _flags(sh: _Shell, words: List[str], script: str) -> Dict[str, Tuple[str, ...]]:
-    """Megatron's ``--flag value...`` words in order (``--flag=value`` split); a flag given twice keeps the last,
-    as argparse does."""
+    """Megatron's ``--flag value...`` words in order; a flag given twice keeps the last, as argparse does."""
     flags: Dict[str, Tuple[str, ...]] = {}
     current = None
     for w in words:

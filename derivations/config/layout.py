@@ -98,9 +98,8 @@ def _edp(layout: Layout) -> None:
 
 
 def stage_layers(model: ModelSpec, layout: Layout) -> List[range]:
-    """Layers held by each pipeline stage: ``layers_per_stage`` if given, else (the paper's Table 4 for 61 layers,
-    PP=16) ceil(l/PP) each and the remainder on the last stage when it is at least one layer, else spread evenly
-    (the first l mod PP stages one more)."""
+    """Layers held by each pipeline stage: ``layers_per_stage`` if given, else ceil(l/PP) each and the rest on the
+    last stage (Table 4) when that is a layer or more, else the first l mod PP stages one more."""
     l, pp = model.l, layout.pp
     if layout.layers_per_stage is not None:
         split = list(layout.layers_per_stage)
@@ -137,8 +136,7 @@ COMPOSITION = ("L_d", "L_m", "e_E", "e_H")
 
 
 def composition_names(family: str) -> Tuple[str, ...]:
-    """The symbols of a stage's composition in ``family``: L_d, L_m, e_E, e_H and the family's own counts
-    (derivations/families Family.counts: DeepSeek's L_I), in the order :meth:`StageComposition.vector` gives them."""
+    """The symbols of a stage's composition in ``family``: L_d, L_m, e_E, e_H and the family's own counts."""
     return COMPOSITION + tuple(sym for sym, _, _ in families.get(family).counts)
 
 

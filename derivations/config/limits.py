@@ -6,7 +6,9 @@ Layout's or Training's validation); a value outside raises ConfigError ``limit.<
 from __future__ import annotations
 
 import math
+import tomllib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Dict, Optional
 
 from symbolic.errors import ConfigError
@@ -53,37 +55,22 @@ def _show(value) -> str:
     return text
 
 
-GPUS = 2 ** 20        # the largest training clusters are ~10^5 GPUs
-DIM = 2 ** 24         # the largest hidden or intermediate sizes are ~2^15, vocabularies ~2^18
-LAYERS = 10 ** 4      # the deepest released models have ~10^2 layers
+def _read(path=Path(__file__).with_name("limits.toml")) -> Dict[str, Dict[str, Limit]]:
+    with open(path, "rb") as fh:
+        data = tomllib.load(fh)
+    return {table: {name: Limit(name, *row) for name, row in rows.items()} for table, rows in data.items()}
 
-#: Command-line options by their argparse ``dest`` (the same name in every command).  A list
-#: option (``--mbs 1,2,4`` of search) bounds each entry and, in LIST_LENGTHS, the entries.
-OPTIONS: Dict[str, Limit] = {
-    "gpus": Limit("gpus", 1, GPUS, "the largest training clusters have ~10^5 GPUs"),
-    "dp": Limit("dp", 1, GPUS, "a parallel degree is at most the number of GPUs"),
-    "tp": Limit("tp", 1, GPUS, "a parallel degree is at most the number of GPUs"),
-    "pp": Limit("pp", 1, LAYERS, "at most one pipeline stage per layer"),
-    "ep": Limit("ep", 1, GPUS, "a parallel degree is at most the number of GPUs"),
-    "etp": Limit("etp", 1, GPUS, "a parallel degree is at most the number of GPUs"),
-    "cp": Limit("cp", 1, GPUS, "a parallel degree is at most the number of GPUs"),
-    "sp": Limit("sp", 1, GPUS, "a parallel degree is at most the number of GPUs"),
-    "mbs": Limit("mbs", 1, 2 ** 16, "micro-batches hold at most a few hundred sequences"),
-    "seq": Limit("seq", 1, 2 ** 24, "the longest trained contexts are ~2^20 tokens"),
-    "microbatches": Limit("microbatches", 1, 2 ** 20, "a step has at most ~10^4 micro-batches"),
-    "global_batch": Limit("global_batch", 1, 2 ** 30, "the largest global batches are ~10^5 sequences"),
-    "gpus_per_node": Limit("gpus_per_node", 1, 2 ** 10, "nodes hold 4 to 72 GPUs"),
-    "nvlink_domain": Limit("nvlink_domain", 1, 2 ** 10, "an NVLink fabric joins 8 (HGX) to 576 (NVL576) GPUs"),
-    "cuda_graph_warmup_steps": Limit("cuda_graph_warmup_steps", 0, 2 ** 20, "a training run is ~10^6 steps"),
-    "nccl_buffsize": Limit("nccl_buffsize", 1, 2 ** 34, "NCCL_BUFFSIZE is 4 MiB by default; tuned values are MiBs"),
-    "vocab_size": Limit("vocab_size", 1, DIM, "the largest vocabularies are ~2^18 (--from-megatron's tokenizer)"),
-    "vpp": Limit("vpp", 1, LAYERS, "at most one virtual stage per layer"),
-    "stage": Limit("stage", 0, LAYERS - 1, "at most one pipeline stage per layer"),
-    "layers_per_stage": Limit("layers_per_stage", 1, LAYERS, "a model has at most 10^4 layers"),
-    "zero": Limit("zero", 0, 3, "ZeRO stages 0, 1, 2, 3"),
-    "top": Limit("top", 1, 10 ** 6, "rows to list"),
-    "rows": Limit("rows", 1, 10 ** 4, "rows to list"),
-}
+
+_TABLES = _read()
+#: Command-line options by their argparse ``dest`` (limits.toml [options]); a list option (``--mbs 1,2,4`` of search)
+#: bounds each entry and, in LIST_LENGTHS, the entries.
+OPTIONS: Dict[str, Limit] = _TABLES["options"]
+#: config.json fields (Hugging Face names; limits.toml [fields]).
+FIELDS: Dict[str, Limit] = _TABLES["fields"]
+GPUS = OPTIONS["gpus"].high  # the largest training clusters are ~10^5 GPUs
+DIM = FIELDS["hidden_size"].high  # the largest hidden or intermediate sizes are ~2^15, vocabularies ~2^18
+LAYERS = FIELDS["num_hidden_layers"].high  # the deepest released models have ~10^2 layers
+
 #: Entries of a list option (a search evaluates every combination of its lists).
 LIST_LENGTHS: Dict[str, int] = {"mbs": 16, "seq": 16, "zero": 4, "layers_per_stage": LAYERS}
 #: A search evaluates every micro-batch size at every sequence length, and keeps every row: at
@@ -112,42 +99,6 @@ CONFIG_BYTES = 4 * 2 ** 20
 CONFIG_DEPTH = 32
 #: config.json: an integer of more than this many characters (its sign excluded) is refused as it is read.
 CONFIG_DIGITS = 30
-
-#: config.json fields (Hugging Face names).
-FIELDS: Dict[str, Limit] = {
-    "hidden_size": Limit("hidden_size", 1, DIM, "the largest hidden sizes are ~2^15"),
-    "intermediate_size": Limit("intermediate_size", 1, DIM, "the largest FFN sizes are ~2^16"),
-    "moe_intermediate_size": Limit("moe_intermediate_size", 1, DIM, "the largest expert sizes are ~2^14"),
-    "num_hidden_layers": Limit("num_hidden_layers", 1, LAYERS, "the deepest models have ~10^2 layers"),
-    # GLM-5's shared indexer layers (transformers models/glm_moe_dsa, GlmMoeDsaConfig.__post_init__)
-    "index_topk_freq": Limit("index_topk_freq", 1, LAYERS, "at most the layers"),
-    "index_skip_topk_offset": Limit("index_skip_topk_offset", 0, LAYERS, "at most the layers"),
-    "num_attention_heads": Limit("num_attention_heads", 1, 2 ** 16, "the most heads are ~2^8"),
-    "kv_lora_rank": Limit("kv_lora_rank", 1, DIM, "compression ranks are ~2^9"),
-    "q_lora_rank": Limit("q_lora_rank", 1, DIM, "compression ranks are ~2^11"),
-    "qk_nope_head_dim": Limit("qk_nope_head_dim", 1, DIM, "head dimensions are ~2^7"),
-    "qk_rope_head_dim": Limit("qk_rope_head_dim", 1, DIM, "head dimensions are ~2^6"),
-    "v_head_dim": Limit("v_head_dim", 1, DIM, "head dimensions are ~2^7"),
-    "n_routed_experts": Limit("n_routed_experts", 1, 2 ** 20, "the most routed experts are ~2^9"),
-    "num_experts_per_tok": Limit("num_experts_per_tok", 1, 2 ** 20, "at most the routed experts"),
-    "vocab_size": Limit("vocab_size", 1, DIM, "the largest vocabularies are ~2^18"),
-    "n_shared_experts": Limit("n_shared_experts", 0, 2 ** 10, "models share at most a few experts"),
-    "first_k_dense_replace": Limit("first_k_dense_replace", 0, LAYERS, "at most the layers"),
-    "moe_layer_freq": Limit("moe_layer_freq", 1, LAYERS, "at most the layers"),
-    "num_nextn_predict_layers": Limit("num_nextn_predict_layers", 0, 2 ** 10, "released models have 1"),
-    "weight_block_size": Limit("weight_block_size", 1, DIM, "FP8 blocks are 128 x 128"),
-    "index_n_heads": Limit("index_n_heads", 1, 2 ** 16, "DSA indexers have ~2^6 heads"),
-    "index_head_dim": Limit("index_head_dim", 1, DIM, "head dimensions are ~2^7"),
-    "index_topk": Limit("index_topk", 1, 2 ** 40, "DSA keeps ~2^11 tokens per query"),
-    # DeepSeek-V4 (transformers models/deepseek_v4, DeepseekV4Config)
-    "head_dim": Limit("head_dim", 1, DIM, "head dimensions are ~2^9"),
-    "o_groups": Limit("o_groups", 1, 2 ** 16, "output projections have ~2^4 groups"),
-    "o_lora_rank": Limit("o_lora_rank", 1, DIM, "output ranks are ~2^10"),
-    "hc_mult": Limit("hc_mult", 1, 2 ** 8, "hyper-connections keep ~4 streams"),
-    "hc_sinkhorn_iters": Limit("hc_sinkhorn_iters", 1, 2 ** 10, "Sinkhorn runs ~20 iterations"),
-    "sliding_window": Limit("sliding_window", 1, 2 ** 40, "sliding windows are ~2^7 tokens"),
-    "num_hash_layers": Limit("num_hash_layers", 0, LAYERS, "at most the layers"),
-}
 
 
 def option(dest: str) -> Optional[Limit]:

@@ -1,16 +1,11 @@
 """Megatron-LM's arguments (a launch read by :mod:`derivations.config.launch`) as memsym's options: the model built
 as Megatron builds it (a DeepSeek-family config.json) and every memory-relevant flag mapped onto an option of
-``memsym estimate`` (Megatron's default when absent), each as typed on memsym's command line with where it came from
-(what ``--explain`` prints).  Sources, NVIDIA/Megatron-LM at d98e8a64ddf34856e74b24714e3bedb2f5a39553:
+``memsym estimate`` with where it came from (what ``--explain`` prints).  Sources, NVIDIA/Megatron-LM at
+d98e8a64ddf34856e74b24714e3bedb2f5a39553: ARGS megatron/training/arguments.py, TC
+megatron/core/transformer/transformer_config.py, MPC megatron/core/model_parallel_config.py, TOK
+megatron/core/tokenizers/utils/build_tokenizer.py, LAY megatron/core/transformer/pipeline_parallel_layer_layout.py.
 
-  ARGS  megatron/training/arguments.py (argparse defaults; validate_args: the derived ones)
-  TC    megatron/core/transformer/transformer_config.py (TransformerConfig: the flags it generates)
-  MPC   megatron/core/model_parallel_config.py (ModelParallelConfig)
-  TOK   megatron/core/tokenizers/utils/build_tokenizer.py (vocab_size_with_padding)
-  LAY   megatron/core/transformer/pipeline_parallel_layer_layout.py
-
-A flag is *mapped*, *ignored* (:data:`IGNORED`: no memory memsym models) or *not modelled*: named in one warning
-(:attr:`Resolution.unmodelled`), so a mistyped memory flag is never dropped in silence.
+A flag is mapped, ignored (:data:`IGNORED`) or named in the not-modelled warning (:attr:`Resolution.unmodelled`).
 """
 from __future__ import annotations
 
@@ -30,10 +25,8 @@ ARGS, TC, MPC = "arguments.py", "transformer_config.py TransformerConfig", "mode
 
 @dataclass
 class Resolution:
-    """memsym's options of a launch: ``options`` dest -> value as typed (text), ``origin`` dest -> where it
-    came from, ``model`` the config.json fields built from the flags (None under a typed --model),
-    ``model_origin`` field -> where it came from, ``unmodelled`` the flags memsym does not model, ``notes``
-    the assumptions taken."""
+    """memsym's options of a launch (dest -> value as typed) and the config.json fields built from its flags (None
+    under a typed --model), each with where it came from; the flags not modelled and the assumptions taken."""
 
     options: Dict[str, str] = field(default_factory=dict)
     origin: Dict[str, str] = field(default_factory=dict)
@@ -41,6 +34,9 @@ class Resolution:
     model_origin: Dict[str, str] = field(default_factory=dict)
     unmodelled: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
+
+    def put(self, dest: str, value, origin: str) -> None:
+        self.options[dest], self.origin[dest] = str(value), origin
 
 
 class _Args:
@@ -89,13 +85,10 @@ class _Args:
 def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None, vocab: Optional[int] = None,
             build_model: bool = True, known: Tuple[str, ...] = (),
             typed: Optional[Dict[str, int]] = None) -> Resolution:
-    """The memsym options of ``launch``.  ``gpus``/``dp``/``vocab``: typed on memsym's command line (the world
-    size: typed --gpus, else the launcher's, else a typed --dp; else an error); ``build_model``: False under a
-    typed --model; ``known``: optional memsym options this memsym has (a flag mapped onto one only then)."""
+    """The memsym options of ``launch``; ``gpus``/``dp``/``vocab`` typed on memsym's command line, ``known``: the
+    optional memsym options a flag may be mapped onto."""
     a, r = _Args(launch), Resolution()
-
-    def put(dest, value, origin):
-        r.options[dest], r.origin[dest] = str(value), origin
+    put = r.put
 
     # -- parallel layout (MPC; ARGS validate_args) -------------------------------------------------------
     typed = typed or {}
@@ -192,11 +185,7 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
 
 
 def _cuda_graphs(a: _Args, launch: Launch, put) -> None:
-    """``--cuda-graph-impl transformer_engine`` (or the deprecated ``--external-cuda-graph``, ARGS validate_args)
-    with ``--cuda-graph-modules`` (or the deprecated ``--cuda-graph-scope``; none or ``full``: the whole layer) and
-    ``--cuda-graph-warmup-steps`` (TC cuda_graph_warmup_steps 3) as memsym's --cuda-graphs: read only when every
-    module is one memsym captures (attn, mlp, moe), else the flags stay in the not-modelled warning (as the local
-    implementation's do)."""
+    """TE's CUDA graphs (--cuda-graph-impl, --cuda-graph-modules) as --cuda-graphs, when memsym captures each module."""
     f = launch.flags
     te = "--external-cuda-graph" in f or ("--cuda-graph-impl" in f and launch.value("--cuda-graph-impl")
                                           == "transformer_engine")
@@ -212,8 +201,7 @@ def _cuda_graphs(a: _Args, launch: Launch, put) -> None:
 
 
 def _moe_pattern(a: _Args, layers: int) -> List[int]:
-    """Which layers are MoE: --moe-layer-freq (TC moe_layer_freq 1: every layer; an integer N: layer i iff
-    i % N == 0; or a list expression, ARGS moe_freq_type)."""
+    """Which layers are MoE: --moe-layer-freq (an integer N: layer i iff i % N == 0; or a list expression)."""
     val, _ = a.text("--moe-layer-freq", ("1", f"{TC} moe_layer_freq"))
     if "[" in val:
         pattern = layer_pattern(val)
@@ -275,36 +263,29 @@ def _model(a: _Args, launch: Launch, layers: int, pattern: List[int], mtp: int, 
         notes.append("no --moe-router-group-topk: Megatron routes without groups; memsym's deepseek_v3 model takes "
                      "DeepseekV3Config's 8 groups, 4 kept (the group-limited top-k's bookkeeping, freed in the "
                      "forward)")
-    fields = {"model_type": "deepseek_v3", "hidden_size": h, "intermediate_size": ffn, "moe_intermediate_size": moe_ffn,
-              "num_hidden_layers": layers, "first_k_dense_replace": dense, "moe_layer_freq": freq,
-              "num_attention_heads": heads, "num_key_value_heads": heads, "q_lora_rank": q_lora,
-              "kv_lora_rank": kv_lora, "qk_nope_head_dim": qk, "qk_rope_head_dim": pos, "v_head_dim": v,
-              "n_routed_experts": experts, "n_shared_experts": shared // moe_ffn, "num_experts_per_tok": topk,
-              "topk_method": "noaux_tc" if bias else "greedy", "scoring_func": score,
-              "norm_topk_prob": score == "sigmoid" or not pre, "num_nextn_predict_layers": mtp,
-              "tie_word_embeddings": not untied, "vocab_size": padded}
-    if groups is not None:
-        fields["n_group"] = groups
-    if group_topk is not None:
-        fields["topk_group"] = group_topk
-    origin = {"hidden_size": h_src, "intermediate_size": f_src, "moe_intermediate_size": m_src,
-              "num_hidden_layers": f"--num-layers {layers}",
-              "first_k_dense_replace": f"--moe-layer-freq: {dense} leading dense layers",
-              "moe_layer_freq": f"--moe-layer-freq: then every {freq} layer(s) MoE", "num_attention_heads": n_src,
-              "q_lora_rank": q_src, "kv_lora_rank": kv_src, "qk_nope_head_dim": qk_src, "qk_rope_head_dim": pos_src,
-              "v_head_dim": v_src, "n_routed_experts": e_src,
-              "n_shared_experts": f"{s_src} / moe_ffn_hidden_size {moe_ffn}", "num_experts_per_tok": k_src,
-              "topk_method": "--moe-router-enable-expert-bias" if bias else "no expert bias",
-              "scoring_func": sc_src,
-              "norm_topk_prob": "sigmoid scores are normalised over the top-k" if score == "sigmoid" else
-              ("--moe-router-pre-softmax: not normalised" if pre else "softmax over the top-k"),
-              "num_nextn_predict_layers": f"--mtp-num-layers {mtp}" if mtp else "no --mtp-num-layers",
-              "tie_word_embeddings": "--untie-embeddings-and-output-weights" if untied else "tied (Megatron default)",
-              "vocab_size": f"{v_orig} padded to a multiple of "
-                            f"{d_src.split()[-1] if d_src.startswith('--') else multiple} x TP {tp} = {multiple * tp} "
-                            "(TOK vocab_size_with_padding)",
-              "n_group": g_src, "topk_group": gk_src}
-    return fields, {k: origin[k] for k in fields if k in origin}
+    norm_src = ("sigmoid scores are normalised over the top-k" if score == "sigmoid" else
+                "--moe-router-pre-softmax: not normalised" if pre else "softmax over the top-k")
+    vocab_src = (f"{v_orig} padded to a multiple of {d_src.split()[-1] if d_src.startswith('--') else multiple} x TP "
+                 f"{tp} = {multiple * tp} (TOK vocab_size_with_padding)")
+    rows = (  # (config.json field, value, where it came from; None: not said)
+        ("model_type", "deepseek_v3", None), ("hidden_size", h, h_src), ("intermediate_size", ffn, f_src),
+        ("moe_intermediate_size", moe_ffn, m_src), ("num_hidden_layers", layers, f"--num-layers {layers}"),
+        ("first_k_dense_replace", dense, f"--moe-layer-freq: {dense} leading dense layers"),
+        ("moe_layer_freq", freq, f"--moe-layer-freq: then every {freq} layer(s) MoE"),
+        ("num_attention_heads", heads, n_src), ("num_key_value_heads", heads, None), ("q_lora_rank", q_lora, q_src),
+        ("kv_lora_rank", kv_lora, kv_src), ("qk_nope_head_dim", qk, qk_src), ("qk_rope_head_dim", pos, pos_src),
+        ("v_head_dim", v, v_src), ("n_routed_experts", experts, e_src),
+        ("n_shared_experts", shared // moe_ffn, f"{s_src} / moe_ffn_hidden_size {moe_ffn}"),
+        ("num_experts_per_tok", topk, k_src),
+        ("topk_method", "noaux_tc" if bias else "greedy",
+         "--moe-router-enable-expert-bias" if bias else "no expert bias"),
+        ("scoring_func", score, sc_src), ("norm_topk_prob", score == "sigmoid" or not pre, norm_src),
+        ("num_nextn_predict_layers", mtp, f"--mtp-num-layers {mtp}" if mtp else "no --mtp-num-layers"),
+        ("tie_word_embeddings", not untied,
+         "--untie-embeddings-and-output-weights" if untied else "tied (Megatron default)"),
+        ("vocab_size", padded, vocab_src), ("n_group", groups, g_src), ("topk_group", group_topk, gk_src))
+    fields = {k: x for k, x, _ in rows if x is not None or k not in ("n_group", "topk_group")}
+    return fields, {k: src for k, _, src in rows if k in fields and src is not None}
 
 
 def _vocab(a: _Args, launch: Launch, typed: Optional[int], notes: List[str]) -> Tuple[int, str]:

@@ -20,10 +20,7 @@ ARGS, TC = "arguments.py", "transformer_config.py TransformerConfig"
 
 
 def dtypes(a, launch, r, put) -> None:
-    """Put the bytes per element and the optimizer's sharding (``a``: megatron._Args): params_dtype (ARGS
-    validate_args 'Parameters dtype'), the main gradients and parameters and the Adam moments (ARGS
-    _add_mixed_precision_args / _add_distributed_args), the distributed optimizer or Megatron-FSDP (DDP config
-    use_megatron_fsdp, data_parallel_sharding_strategy)."""
+    """Put the bytes per element and the optimizer's sharding (distributed optimizer or Megatron-FSDP)."""
     bf16, fp16 = a.has("--bf16"), a.has("--fp16")
     if bf16 and fp16:
         raise launch.err("--bf16 and --fp16 together (Megatron asserts one)")

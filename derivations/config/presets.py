@@ -1,6 +1,5 @@
-"""The model presets, released config.json files shipped as data (``derivations/models/<name>.json``) read by the
-user's files' reader (:mod:`derivations.config.hfconfig`) on first use, and :func:`load_model`.
-"""
+"""The model presets: released config.json files shipped as data (``derivations/models/<name>.json``), read on
+first use, and :func:`load_model`."""
 from __future__ import annotations
 
 import os
@@ -57,9 +56,7 @@ DEFAULT_MODEL = "deepseek-v3"
 
 
 def named(spec: ModelSpec) -> ModelSpec:
-    """``spec`` under the name of the preset it equals (every dimension and structural fact), else
-    as it is: a released config.json read from a file is called ``deepseek-v3``, whatever the file
-    is called."""
+    """``spec`` under the name of the preset it equals (every dimension and structural fact), else as it is."""
     for name in PRESET_NAMES:
         p = PRESETS[name]
         if replace(spec, name=p.name, source=p.source) == p:
@@ -73,8 +70,7 @@ def load_model(name_or_path: str) -> ModelSpec:
 
 
 def load_config(name_or_path: str) -> ConfigFile:
-    """What :func:`load_model` reads, kept: the config.json's bytes, parsed object and ModelSpec
-    (``memsym trace`` builds an implementation from the object it validated, read once)."""
+    """What :func:`load_model` reads, kept: the config.json's bytes, parsed object and ModelSpec."""
     if name_or_path in PRESETS:
         return read_config(preset_path(name_or_path), name_or_path, source="preset")
     if os.path.lexists(name_or_path) or name_or_path.endswith(".json"):  # lexists: a symlink loop is a file
@@ -85,9 +81,7 @@ def load_config(name_or_path: str) -> ConfigFile:
 
 
 def checked(spec: ModelSpec) -> ModelSpec:
-    """A ModelSpec built or changed in Python (``dataclasses.replace``), validated as a config.json's fields
-    are (:func:`derivations.config.hfconfig.from_dict`: types, ranges, N_r <= N, ...; a ConfigError names
-    the field), and named by what it is when it carries a preset's name but not the preset's dimensions."""
+    """A ModelSpec built or changed in Python, validated as a config.json's fields are, and named by what it is."""
     if not isinstance(spec.name, str) or not isinstance(spec.source, str):
         raise ConfigError("model", f"ModelSpec name and source must be text, got {spec.name!r}, {spec.source!r}")
     family = families.find(getattr(spec, "family", None))

@@ -1,30 +1,21 @@
-"""Transformer Engine's low-precision recipes as byte symbols (``--linear-recipe``; issue 28 item 3).
+"""Transformer Engine's low-precision recipes as byte symbols (``--linear-recipe``; issue 28 item 3): what a quantized
+tensor of te.Linear, LayerNormLinear or GroupedLinear costs per element, values plus scales (:data:`FORMATS`).  Read
+from NVIDIA/TransformerEngine d0067d0d (2.20.0.dev0), transformer_engine/common/recipe/__init__.py and
+transformer_engine/pytorch/tensor/*.py, and Megatron-LM d98e8a64 megatron/core/fp8_utils.py ``get_fp8_recipe``.
 
-A recipe quantizes the inputs and weights of Transformer Engine's linear layers (te.Linear, LayerNormLinear,
-GroupedLinear); what a quantized tensor costs per element is its values plus its scales.  Read from
-NVIDIA/TransformerEngine d0067d0d (2.20.0.dev0), transformer_engine/common/recipe/__init__.py (the recipes) and
-transformer_engine/pytorch/tensor/*.py (the tensors), and Megatron-LM d98e8a64 megatron/core/fp8_utils.py
-``get_fp8_recipe`` (which recipe each ``--fp8-recipe`` builds); each recipe's values and scales are in
-:data:`FORMATS`.
-
-**Directions.**  A GEMM's forward reads a tensor row-wise and the backward's weight gradient column-wise.
-Float8 tensors (delayed, tensorwise) on Hopper keep the column-wise copy as a transpose (float8_tensor.py
-``Float8CurrentScalingQuantizer.inner_tensor_specs``: ``_data`` and ``_transpose``; on Blackwell, where
-``is_non_tn_fp8_gemm_supported``, one ``_data`` serves both); the block recipes quantize each direction
-apart from the high-precision tensor (recipe docstrings: "both versions are computed from the high
-precision input"), each with its own scales.  So a weight TE keeps for forward and backward costs two
-directions (``Format.weight_bytes``, Hopper for the Float8 recipes), and a saved input one direction
-(``Format.input_bytes``: the linear keeps only the column-wise data, linear.py ``_linear_forward``
-``inputmat.update_usage(rowwise_usage=False, columnwise_usage=True)``; an input all-gathered under sequence
-parallelism keeps its row-wise local shard for Float8, its column-wise one for the block formats: the same bytes).
-
-The per-tensor FP32 scales (4 B per quantized tensor) and the block formats' padding of scale tensors to
-multiples of 128 x 4 are not counted: a few KiB per device.  Pure Python: no sympy.
+**Directions.**  A GEMM's forward reads a tensor row-wise, the weight gradient column-wise.  Float8 tensors
+(delayed, tensorwise) on Hopper keep the column-wise copy as a transpose (float8_tensor.py: ``_data`` and
+``_transpose``); the block recipes quantize each direction apart, each with its own scales.  So a weight kept for
+forward and backward costs two directions (``Format.weight_bytes``), a saved input one (``Format.input_bytes``:
+linear.py ``_linear_forward`` keeps only the column-wise data).  The per-tensor FP32 scales and the block formats'
+padding of scale tensors (a few KiB per device) are not counted.
 """
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass
 from fractions import Fraction
+from pathlib import Path
 from typing import Dict
 
 from symbolic.errors import ConfigError
@@ -35,9 +26,7 @@ RECIPE_SRC = TE + " transformer_engine/common/recipe/__init__.py"
 
 @dataclass(frozen=True)
 class Format:
-    """One recipe's quantized tensors: ``values`` bytes per element; ``input_scale`` and ``weight_scale`` bytes of
-    scale per element of a saved input and of a weight (one direction); ``per_tensor`` FP32 bytes per tensor (not
-    counted); ``directions`` the copies a weight used forward and backward keeps on Hopper."""
+    """One recipe's quantized tensors (a table of quantization.toml, whose header says what each field is)."""
 
     name: str
     te: str
@@ -60,24 +49,11 @@ class Format:
         return self.directions * (self.values + self.weight_scale)
 
 
-_F32 = 4
-FORMATS: Dict[str, Format] = {f.name: f for f in (
-    Format("delayed", "DelayedScaling", "--fp8-recipe delayed", Fraction(1), Fraction(0), Fraction(0), _F32, 2,
-           RECIPE_SRC + " DelayedScaling; tensor/float8_tensor.py Float8Quantizer (_data, _transpose, _scale_inv)"),
-    Format("tensorwise", "Float8CurrentScaling", "--fp8-recipe tensorwise", Fraction(1), Fraction(0), Fraction(0),
-           _F32, 2, RECIPE_SRC + " Float8CurrentScaling; tensor/float8_tensor.py Float8CurrentScalingQuantizer "
-                                 "(_data, _transpose, one FP32 _scale_inv)"),
-    Format("blockwise", "Float8BlockScaling", "--fp8-recipe blockwise", Fraction(1), Fraction(_F32, 128),
-           Fraction(_F32, 128 * 128), 0, 2,
-           RECIPE_SRC + " Float8BlockScaling (x_block_scaling_dim 1: 1x128, w_block_scaling_dim 2: 128x128, FP32 "
-                        "scales); tensor/float8_blockwise_tensor.py"),
-    Format("mxfp8", "MXFP8BlockScaling", "--fp8-recipe mxfp8", Fraction(1), Fraction(1, 32), Fraction(1, 32), 0, 2,
-           RECIPE_SRC + " MXFP8BlockScaling (one E8M0 scale per 32 values); tensor/mxfp8_tensor.py"),
-    Format("nvfp4", "NVFP4BlockScaling", "--fp4-format e2m1 --fp4-recipe nvfp4", Fraction(1, 2), Fraction(1, 16),
-           Fraction(1, 16), _F32, 2,
-           RECIPE_SRC + " NVFP4BlockScaling (E2M1 values, one E4M3 scale per 16 values, one FP32 per tensor); "
-                        "tensor/nvfp4_tensor.py get_scale_shape"),
-)}
+with open(Path(__file__).with_name("quantization.toml"), "rb") as _fh:
+    FORMATS: Dict[str, Format] = {
+        name: Format(name, f["te"], f["megatron"], *(Fraction(f[k]) for k in ("values", "input_scale", "weight_scale")),
+                     f["per_tensor"], f["directions"], f"{RECIPE_SRC} {f['source']}")
+        for name, f in tomllib.load(_fh).items()}
 RECIPES = tuple(FORMATS)
 
 #: Megatron's --fp8-recipe values memsym models (fp8_utils.py get_fp8_recipe); 'custom' is not.

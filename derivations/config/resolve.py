@@ -1,8 +1,7 @@
-"""Options resolved once: ``{dest: value}`` (argparse's, memsym/commands/common.py; the Python API's and ``memsym
-runs``', memsym/api.py) and the dests typed -> a :class:`Configuration`.  Precedence: a typed option, then the
-recipe's (:mod:`derivations.config.recipes`), the conventions preset's (``convention_presets/*.toml``; ``--kernels te``
-with ``--conventions mcore`` is ``mcore-te``), the view's default (:mod:`derivations.config.defaults`), the option's.
-Values arrive converted and bounded (memsym/commands/argtypes.py); contradictions are refused (ConfigError).
+"""Options resolved once: ``{dest: value}`` and the dests typed -> a :class:`Configuration`.  Precedence: a typed
+option, then the recipe's (:mod:`derivations.config.recipes`), the conventions preset's (``--kernels te`` with
+``--conventions mcore`` is ``mcore-te``), the view's default (:mod:`derivations.config.defaults`), the option's.
+Contradictions are refused (ConfigError).
 """
 from __future__ import annotations
 
@@ -34,9 +33,8 @@ DEFAULTS = "_defaults"
 
 @dataclass(frozen=True)
 class Configuration:
-    """What a command evaluates: the model, the parallel layout (Table 5), the training (Tables 7 and
-    9 and the extensions, ``--global-batch`` applied when asked), the stage asked for (None: the
-    estimate chooses) and the recipe's assumptions that still hold."""
+    """What a command evaluates: model, layout, training, the stage asked for (None: the estimate chooses) and the
+    recipe's assumptions that still hold."""
 
     model: ModelSpec
     layout: Layout
@@ -54,8 +52,7 @@ def preset_name(values: Mapping[str, object]) -> Optional[str]:
 
 
 def resolved(values: Mapping[str, object], typed: Collection[str]) -> Dict[str, object]:
-    """``values`` with the recipe's and the conventions preset's options applied under the typed ones, then the
-    view's defaults (what they set kept under DEFAULTS)."""
+    """``values`` with the recipe's, the conventions preset's and the view's defaults under the typed ones."""
     out = dict(values)
     name = preset_name(values)
     layered = set(typed)
@@ -83,8 +80,7 @@ def resolved(values: Mapping[str, object], typed: Collection[str]) -> Dict[str, 
 
 
 def _dp_of_gpus(values: Mapping[str, object], typed: Collection[str]) -> int:
-    """DP = GPUs / (TP PP CP) for ``--gpus`` (as search and a launch file derive it), or the typed DP when the two
-    agree; ConfigError when the GPUs do not divide or contradict it."""
+    """DP = GPUs / (TP PP CP) for ``--gpus``; ConfigError when the GPUs do not divide or contradict a typed DP."""
     gpus, tp, pp, cp = (values[k] for k in ("gpus", "tp", "pp", "cp"))
     if gpus % (tp * pp * cp):
         raise ConfigError("gpus", f"--gpus {gpus} is not a multiple of TP PP CP = {tp} x {pp} x {cp} = {tp * pp * cp}")
@@ -96,9 +92,7 @@ def _dp_of_gpus(values: Mapping[str, object], typed: Collection[str]) -> int:
 
 
 def _family_of(model) -> Optional["families.Family"]:
-    """The family of the model the options name, known before the model is built: a spec's, a preset's, or
-    the one whose model_types hold a config.json's ``model_type`` (read as bounded data; None when it cannot
-    be read: the model's own reading then reports why)."""
+    """The family of the model the options name, before the model is built (None when it cannot be read)."""
     if model is None:
         return None
     if not isinstance(model, str):
@@ -132,8 +126,7 @@ def check_conflicts(values: Mapping[str, object], typed: Collection[str]) -> Non
 
 
 def model_of(values: Mapping[str, object]) -> ModelSpec:
-    """The model of ``model`` (a preset or a config.json, read now), or the ModelSpec given (the
-    Python API's: evaluated as given, never read again by name)."""
+    """The model of ``model`` (a preset or a config.json, read now), or the ModelSpec given (the Python API's)."""
     model = values["model"]
     return load_model(model) if isinstance(model, str) else model
 
@@ -215,8 +208,7 @@ def recipe_assumptions(values: Mapping[str, object], typed: Collection[str]) -> 
 
 
 def resolve(values: Mapping[str, object], typed: Collection[str]) -> Configuration:
-    """The configuration the options stand for: precedence applied (:func:`resolved`), contradictions
-    refused, the model read, the layout, training and stage built."""
+    """The configuration the options stand for (precedence applied, contradictions refused)."""
     values = resolved(values, typed)
     check_conflicts(values, typed)
     return Configuration(model_of(values), layout_of(values), training_with_batch(values, typed),

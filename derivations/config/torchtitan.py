@@ -1,27 +1,18 @@
-"""A torchtitan job config (the TOML ``CONFIG_FILE`` of ``run_train.sh``) read as data and mapped onto memsym's
-options, with torchtitan's own default for a key the file does not give.
+"""A torchtitan job config (the TOML ``CONFIG_FILE`` of ``run_train.sh``) read as data (:mod:`tomllib`, bounded as a
+launch file) and mapped onto memsym's options, with torchtitan's own default for a key the file does not give (named
+where it is read, ``_Keys.get``).  The model: ``deepseek_v3`` with a flavor of ``deepseekv3_configs``, a memsym
+preset when equal field by field.  Sources, pytorch/torchtitan at 99fee810b7e253273ed8d1e10eb6c5f60ba69eff
+(2025-10-02; torchtitan replaced its TOML job configs at 9810191, #2386): JC torchtitan/config/job_config.py, PD
+torchtitan/distributed/parallel_dims.py, PAR torchtitan/models/deepseek_v3/infra/parallelize.py, AC
+torchtitan/distributed/activation_checkpoint.py, DS torchtitan/models/deepseek_v3/__init__.py, model/args.py, moe.py.
 
-Read with :mod:`tomllib` (data only), bounded and checked as a Megatron launch file is
-(:func:`derivations.config.launch.read_text`).  The model is the registered ``[model] name`` / ``flavor``: only
-``deepseek_v3`` (TrainSpec name) with the flavors of ``deepseekv3_configs``; a flavor whose arguments equal a
-memsym preset field by field is that preset (16B = deepseek-v2-lite), else a config is built from them.
-Sources, pytorch/torchtitan at 99fee810b7e253273ed8d1e10eb6c5f60ba69eff (2025-10-02; torchtitan replaced its TOML
-job configs by a Python registry at 9810191, #2386):
-
-  JC   torchtitan/config/job_config.py (the dataclasses: the defaults)
-  PD   torchtitan/distributed/parallel_dims.py (ParallelDims._validate, _build_mesh_with_ep)
-  PAR  torchtitan/models/deepseek_v3/infra/parallelize.py (parallelize_deepseekv3, apply_non_moe_tp)
-  AC   torchtitan/distributed/activation_checkpoint.py (apply_ac, _apply_ac_to_transformer_block)
-  DS   torchtitan/models/deepseek_v3/__init__.py (deepseekv3_configs), model/args.py, torchtitan/models/moe.py
-
-Each key's default and its source are named where it is read (``_Keys.get``).
-
-HSDP (replicate R > 1 and shard S > 1): R copies of an FSDP group of S x CP ranks (parallelize.py dp_mesh
-("dp_replicate", "dp_shard_cp")); a GPU's memory is its group's, so memsym counts one group: --dp S --zero 3 (a
-given global batch divided by R).  DDP (R > 1, S = 1, no CP, no EP): --dp R --zero 0.
+HSDP (replicate R > 1, shard S > 1): a GPU's memory is its FSDP group's, so memsym counts one group (--dp S --zero 3,
+a given global batch divided by R).  DDP (R > 1, S = 1, no CP, no EP): --dp R --zero 0.
 """
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from symbolic import tomlfile
@@ -38,36 +29,13 @@ REV = "99fee810"
 JC, PD, PAR, AC, DS = ("job_config.py", "parallel_dims.py", "deepseek_v3/infra/parallelize.py",
                        "activation_checkpoint.py", "deepseek_v3/__init__.py deepseekv3_configs")
 
-#: deepseekv3_configs (DS): the memory-relevant DeepSeekV3ModelArgs / MoEArgs of each flavor (vocab, dim, inter_dim,
-#: moe_inter_dim, n_layers, n_dense_layers, n_heads, num_experts, num_shared_experts, top_k, score_func, route_norm,
-#: n_expert_groups, n_limited_groups, q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim,
-#: use_flex_attn).  Defaults of args.py/moe.py where the flavor sets none (n_expert_groups 1, n_limited_groups 1).
-_ARGS = ("vocab_size", "dim", "inter_dim", "moe_inter_dim", "n_layers", "n_dense_layers", "n_heads", "num_experts",
-         "num_shared_experts", "top_k", "score_func", "route_norm", "n_expert_groups", "n_limited_groups",
-         "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "use_flex_attn")
-_DEBUG = (2048, 256, 1024, 256, 6, 1, 16, 8, 2, 3, "softmax", False, 1, 1, 0, 512, 128, 64, 128)
-FLAVORS: Dict[str, Dict[str, object]] = {k: dict(zip(_ARGS, v)) for k, v in {
-    "debugmodel": _DEBUG + (False,),
-    "debugmodel_flex_attn": _DEBUG + (True,),
-    "16B": (102400, 2048, 10944, 1408, 27, 1, 16, 64, 2, 6, "softmax", False, 1, 1, 0, 512, 128, 64, 128, True),
-    "236B": (102400, 5120, 12288, 1536, 60, 1, 128, 160, 2, 6, "softmax", False, 8, 3, 1536, 512, 128, 64, 128, True),
-    "671B": (129280, 7168, 18432, 2048, 61, 3, 128, 256, 1, 8, "sigmoid", True, 8, 4, 1536, 512, 128, 64, 128, True),
-}.items()}
-
+with open(Path(__file__).with_name("torchtitan_keys.toml"), "rb") as _fh:
+    _KEYS = tomllib.load(_fh)
+#: deepseekv3_configs (DS): the memory-relevant model arguments of each flavor (torchtitan_keys.toml)
+FLAVORS: Dict[str, Dict[str, object]] = {k: dict(zip(_KEYS["args"], v)) for k, v in _KEYS["flavors"].items()}
 #: Sections and keys that change none of the memory memsym models (read by no mapping, never warned about).
-IGNORED_SECTIONS = frozenset({"job", "profiling", "metrics", "lr_scheduler", "checkpoint", "comm",
-                              "memory_estimation", "fault_tolerance", "experimental", "validation"})
-IGNORED = frozenset("""
-model.hf_assets_path model.tokenizer_path model.print_after_conversion optimizer.lr optimizer.eps
-optimizer.weight_decay optimizer.beta1 optimizer.beta2 optimizer.implementation training.dataset training.dataset_path
-training.max_norm training.steps training.gc_freq training.gc_debug training.seed training.deterministic
-training.debug_moe_force_load_balance parallelism.enable_async_tensor_parallel parallelism.disable_loss_parallel
-parallelism.context_parallel_rotate_method parallelism.pipeline_parallel_split_points
-parallelism.module_fqns_per_model_part parallelism.pipeline_parallel_first_stage_less_layers
-parallelism.pipeline_parallel_last_stage_less_layers parallelism.pipeline_parallel_layers_per_stage
-parallelism.pipeline_parallel_schedule_csv parallelism.enable_compiled_autograd activation_checkpoint.early_stop
-activation_checkpoint.per_op_sac_force_recompute_mm_shapes_by_fqns
-""".split())
+IGNORED_SECTIONS = frozenset(_KEYS["ignored_sections"])
+IGNORED = frozenset(_KEYS["ignored"].split())
 _DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
 
 
@@ -132,12 +100,9 @@ class _Keys:
 
 def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: Optional[int] = None,
             build_model: bool = True, known: Tuple[str, ...] = ()) -> Resolution:
-    """memsym's options of a job config.  ``gpus``/``dp``: typed (the world size: --gpus, else the product of the
-    degrees when the file gives data_parallel_shard_degree, else DP typed; else an error)."""
+    """memsym's options of a job config; ``gpus``/``dp`` typed: the world size where the file's degrees lack it."""
     k, r = _Keys(path, data), Resolution()
-
-    def put(dest, value, origin):
-        r.options[dest], r.origin[dest] = str(value), origin
+    put = r.put
 
     put("conventions", "torchtitan", f"derivations/config/convention_presets/torchtitan.toml (torchtitan@{REV}: "
                                      "FSDP2, op-level selective checkpointing, compiled loss)")

@@ -2,8 +2,10 @@
 accepts, and their validation."""
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from symbolic.errors import ConfigError
@@ -15,39 +17,18 @@ from derivations.config.quantization import RECIPES
 from derivations.config.switches import BYTES_CONVENTIONS, Conventions, validate_conventions
 
 
-#: Recomputation policies (views of the per-tensor activation terms, derivations/activations/__init__.py):
-#: none and full are the paper's (Sec. 5); selective recomputes the core attention (the b n_h s^2
-#: tensors; Korthikanti et al. 2022); custom recomputes the named operators (RECOMPUTE_OPS).
+#: Recomputation policies: none and full (the paper's, Sec. 5), selective (the core attention, Korthikanti et al.
+#: 2022) and custom (the operators named, RECOMPUTE_OPS).
 RECOMPUTE = ("none", "full", "selective", "custom")
-#: Operators a custom policy may recompute (``--recompute custom:norm,mla_up``): each name is a
-#: tag of the activation tensors it stops keeping.
-RECOMPUTE_OPS = {
-    "norm": "RMSNorm outputs (MLA down-projection input, MoE router/expert input, dense FFN input, head input)",
-    "latent": "the MLA latents c_Q and c_KV",
-    "mla_up": "MLA up-projection outputs: q and k with their RoPE parts, v",
-    "score": "core attention internals: the b n_h s^2 softmax/dropout tensors (eager) or the softmax "
-             "statistics (flash)",
-    "mask": "dropout masks (attention, after W^O, after the FFN and the experts)",
-    "router": "router logits and probabilities",
-    "experts": "every tensor of the routed experts",
-    "shared": "every tensor of the shared experts",
-    "swiglu": "SwiGLU outputs (activation and product) of the routed, shared and dense FFN experts",
-    "ffn": "dense FFN intermediates (SwiGLU inputs and outputs)",
-}
+with open(Path(__file__).with_name("training.toml"), "rb") as _fh:
+    _VALUES = tomllib.load(_fh)
+#: Operators a custom policy may recompute (``--recompute custom:norm,mla_up``), each a tag of the activation tensors
+#: it stops keeping, and what it is (training.toml).
+RECOMPUTE_OPS: Dict[str, str] = _VALUES["recompute_ops"]
 ATTENTION = ("eager", "flash")
-#: Megatron-Core's fine-grained activation offloading (``--fine-grained-activation-offloading --offload-modules``,
-#: megatron/core/transformer/transformer_config.py: offload_modules): each module's saved tensors go to host memory
-#: after its forward (the tensors: derivations/assembly/offload.py), in Megatron's order of choices.
-OFFLOAD_MODULES = {
-    "attn_norm": "the input RMSNorm's saved tensors (the layer input)",
-    "qkv_linear": "what the MLA down- and up-projections save (their inputs: the RMSNorm output, the latents and "
-                  "their norms)",
-    "core_attn": "what the core attention saves (q, k, v and the softmax output)",
-    "attn_proj": "the output projection's input (the attention output)",
-    "mlp_norm": "the pre-MLP RMSNorm's saved tensors (the sublayer input)",
-    "expert_fc1": "the routed experts' fc1 input (the permuted tokens)",
-    "moe_act": "the routed experts' activation input (the fc1 output, gate and up)",
-}
+#: Megatron-Core's fine-grained activation offloading: the --offload-modules whose saved tensors go to host memory
+#: (derivations/assembly/offload.py), in Megatron's order (training.toml).
+OFFLOAD_MODULES: Dict[str, str] = _VALUES["offload_modules"]
 #: Pipeline schedules (derivations/assembly/schedules.py); None keeps the paper's one-micro-batch view.
 SCHEDULES = ("1f1b", "interleaved", "dualpipe", "zb")
 #: Data-type names accepted by the precision options, in bytes per element.
@@ -61,8 +42,7 @@ def _short(text) -> str:
 
 
 def parse_recompute(text: str) -> Tuple[str, Tuple[str, ...]]:
-    """``'selective'`` -> ('selective', ()); ``'custom:norm,mla_up'`` -> ('custom', ('norm', 'mla_up')), the
-    operators in RECOMPUTE_OPS order."""
+    """``'custom:norm,mla_up'`` -> ('custom', ('norm', 'mla_up')), the operators in RECOMPUTE_OPS order."""
     policy, _, rest = str(text).partition(":")
     if policy not in RECOMPUTE:
         raise ConfigError("recompute", f"recompute must be one of none, full, selective, custom:OP[,OP...], "
@@ -112,8 +92,7 @@ CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "layer")
 
 
 def parse_cuda_graphs(text: str) -> Tuple[str, ...]:
-    """``'attn,moe'`` -> ('attn', 'moe'): the captured parts of each layer, in CUDA_GRAPH_SCOPES order; ``layer``
-    alone (the whole layer holds the others)."""
+    """``'attn,moe'`` -> ('attn', 'moe'), in CUDA_GRAPH_SCOPES order; ``layer`` (the whole layer) alone."""
     names = [o.strip() for o in str(text).split(",") if o.strip()]
     bad = [o for o in names if o not in CUDA_GRAPH_SCOPES] or (["(none)"] if not names else [])
     if bad:
@@ -126,10 +105,8 @@ def parse_cuda_graphs(text: str) -> Tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Training:
-    """Training settings (Table 9) and data types (Table 7), plus the extensions beyond the paper.  attention:
-    'eager' (the paper's b n_h s^2 tensors) or 'flash' (FP32 per-row statistics); fp8: the activations the
-    DeepSeek-V3 report caches in FP8 / E5M6 (B_f8, B_o); imbalance: F >= 1, the busiest expert rank's tokens over
-    the balanced average; microbatches: m per step (None: enough to fill the pipeline); vpp: virtual stages V."""
+    """Training settings (Table 9) and data types (Table 7), plus the extensions.  fp8: DeepSeek-V3's FP8 / E5M6
+    activation caching (B_f8, B_o); imbalance: F >= 1; microbatches: m per step (None: the pipeline filled)."""
 
     mbs: int = 1
     seq: int = 4096
@@ -143,20 +120,15 @@ class Training:
     schedule: Optional[str] = None
     microbatches: Optional[int] = None
     vpp: Optional[int] = None
-    #: Megatron's --pipeline-model-parallel-layout as layer counts of the PP V virtual stages in its order
-    #: (virtual stage j on rank j mod PP, chunk j // PP); None: each rank's layers in V equal chunks
+    #: the layer counts of the PP V virtual stages (virtual stage j on rank j mod PP); None: V equal chunks
     virtual_layers: Optional[Tuple[int, ...]] = None
     conventions: Conventions = Conventions()
-    #: the token copies each routed expert received, per MoE layer in expert order, as a traced router gave them
-    #: (((layer, (count, ...)), ...): paper/traces/*-step.toml ``expert_tokens``); empty: not known, and a moment
-    #: that depends on them (transformers' expert loop, derivations/assembly/step_terms.py) takes the bound that
-    #: holds for any routing
+    #: ((layer, (tokens of each expert, ...)), ...) as a traced router gave them (paper/traces/*-step.toml); empty:
+    #: not known, the step's moments take the bound that holds for any routing
     expert_tokens: Tuple[Tuple[int, Tuple[int, ...]], ...] = ()
-    #: Megatron-Core's fine-grained activation offloading: the --offload-modules offloaded (OFFLOAD_MODULES order);
-    #: empty: none (derivations/assembly/offload.py)
+    #: the --offload-modules offloaded (OFFLOAD_MODULES order; derivations/assembly/offload.py)
     offload: Tuple[str, ...] = ()
-    #: Transformer Engine's low-precision recipe of the linear layers (derivations/config/quantization.py RECIPES:
-    #: Megatron's --fp8-recipe / --fp4-recipe); None: BF16 linears (derivations/assembly/quantized.py)
+    #: Transformer Engine's recipe of the linear layers (quantization.py RECIPES); None: BF16
     linear_recipe: Optional[str] = None
     #: the linear layers' weights kept as quantized parameters (Megatron's --fp8-param-gather / --fp4-param-gather)
     quantized_params: bool = False
@@ -195,8 +167,7 @@ class Training:
 
     @property
     def bytes_convention(self) -> Optional[str]:
-        """The BYTES_CONVENTIONS name these bytes per parameter and ZeRO stage match, else None
-        (FP32 moments under ZeRO-1 is Megatron's distributed optimizer)."""
+        """The BYTES_CONVENTIONS name these bytes per parameter and ZeRO stage match, else None."""
         d = dict(self.bytes)
         for name in ("paper", "distributed", "fp32-moments"):
             byts, zmin = BYTES_CONVENTIONS[name]
@@ -273,8 +244,7 @@ def validate_training(t: Training) -> None:
 
 
 def _validate_recipe(t: Training) -> None:
-    """--linear-recipe and --quantized-param-gather: Transformer Engine's, refused beside what they are not modelled
-    with (one line each)."""
+    """--linear-recipe and --quantized-param-gather, refused beside what they are not modelled with."""
     if t.quantized_params and t.linear_recipe is None:
         raise ConfigError("quantized-param-gather", "--quantized-param-gather keeps the linear layers' weights in the "
                                                     "format of --linear-recipe: give --linear-recipe")

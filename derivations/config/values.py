@@ -8,9 +8,8 @@ from derivations.constants import EXTENSION_DEFAULTS, PAPER_BYTES  # noqa: F401 
 
 
 def named(model, layout=None, training=None, composition=None) -> Dict[str, object]:
-    """{symbol name: exact value} of a configuration (what :func:`derivations.config.substitution` keys
-    by symbol): the model's dimensions, the layout's degrees, the training's values and ZeRO stage z
-    (or the paper's bytes without a training), and the stage composition L_d, L_m, e_E, e_H."""
+    """{symbol name: exact value} of a configuration: the model's, the layout's, the training's (or the paper's
+    bytes) and the stage composition's."""
     out = dict(model.named())
     if layout is not None:
         out.update(layout.named())

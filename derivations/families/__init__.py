@@ -1,7 +1,6 @@
-"""Model families: each package here is one family (``derivations/families/<name>/``), its ``__init__`` a
-:class:`Family` subclass (declarations, no sympy) named ``FAMILY``, registered on first use; a family from elsewhere
-(a test's toy) is added with :func:`register`.  The contract: derivations/families/README.md.  Families never import
-each other (an import-linter contract in pyproject.toml).
+"""Model families: each package here is one family, its ``__init__``'s ``FAMILY`` a :class:`Family` subclass
+(declarations, no sympy), registered on first use; a family from elsewhere (a test's toy) is added with
+:func:`register`.  The contract: derivations/families/README.md.
 """
 from __future__ import annotations
 
@@ -19,16 +18,8 @@ from symbolic.errors import ConfigError
 
 @dataclass(frozen=True)
 class Kind:
-    """A kind of sublayer with activation terms of its own, as the report names it.
-
-    id: its term under the paper's view (``act.mla.layer``; a view's terms add a suffix); what: one of
-    it in words; provenance: where its tensor list comes from; symbols: the paper's symbol of the term
-    per id suffix ({"": "M_1^A", ".full": "M_2^A"}); full: what full recomputation keeps of it with the
-    paper's two checkpoints per layer and with one (None: not a layer, it keeps everything);
-    full_provenance: the provenance of its full-recomputation term, if the paper prints it; label: its row
-    in ``act.layer`` and ``act.stage``; per: how many a stage holds (layers: every layer, L_d + L_m; moe: its
-    L_m MoE layers; dense: its L_d dense layers; last: e_H, on the last stage only).
-    """
+    """A kind of sublayer with activation terms of its own (``id``: ``act.mla.layer``); ``full``: what full
+    recomputation keeps with two checkpoints per layer and with one; ``per``: layers, moe, dense or last (e_H)."""
 
     name: str
     id: str
@@ -47,11 +38,8 @@ SECTIONS = ("parameters", "static", "zero", "activations", "overheads", "convent
 
 @dataclass(frozen=True)
 class Divides:
-    """A divisibility rule of a parallel layout over one of the family's dimensions: ``axis`` (a layout
-    degree: tp, ep, etp, ...) must divide the model's ``symbol`` (ModelSpec.named()); ``rule`` names it in a
-    ConfigError, whose message is ``text`` formatted with the layout's degrees (TP, EP, ...), the model's
-    symbols and its ``name``.  ``symbol`` None is the layout's own rule ``rule`` (edp-integer: EDP =
-    DP TP CP / (EP ETP) an integer) at this place in the order (derivations/config/layout.py)."""
+    """A layout rule: ``axis`` must divide the model's ``symbol`` (ConfigError ``rule``, message ``text``); ``symbol``
+    None: the layout's own rule ``rule`` (edp-integer) at this place in the order."""
 
     rule: str
     symbol: Optional[str]
@@ -59,19 +47,19 @@ class Divides:
     text: str = ""
 
 
-class Family:
-    """A model family: the base class its folder's ``__init__`` subclasses (``FAMILY``, its one instance).
+#: The paper's divisibility rules of an MLA/MoE family (Sec. 3: heads split by TP, routed experts by EP, an expert's
+#: width by ETP), in the order derivations/config/layout.py checks them; a family adds its own after them.
+MOE_DIVIDES = (
+    Divides("tp-divides-heads", "n_h", "tp", "TP={TP} must divide n_h={n_h} (attention heads of {name})"),
+    Divides("ep-divides-experts", "N", "ep", "EP={EP} must divide N={N} (routed experts of {name})"),
+    Divides("edp-integer", None),
+    Divides("etp-divides-expert", "h_E", "etp", "ETP={ETP} must divide h_E={h_E}"),
+)
 
-    Class attributes declare what it is (the defaults: no experts, MTP or structure flags): name (its package and
-    its generated files' prefix), title, short (``MLA + MoE``), model_types, dimensions ((config field, ModelSpec
-    attribute, meaning) of each required positive integer), topk_methods; kinds (its sublayers with a tensor list,
-    the attention's first), layer_terms (:class:`Kind`), layer (the kinds of ``act.layer``), attention_label
-    (``MLA``: its parameter term ``params.<attention>``), layer_what; sections (:data:`SECTIONS` that build on its
-    parameters); flags (ModelSpec.structure's names), structure_letters (one per flag in generated file names:
-    DeepSeek's ``q1b1t0``), activation_flags (the flags its tensor lists depend on); divides (:class:`Divides`, in
-    order).  Its hooks, the methods below, read the modules of its folder (:attr:`package`); a family overrides one
-    to behave otherwise.
-    """
+
+class Family:
+    """A model family: its folder's ``__init__`` subclasses this (``FAMILY``, its one instance).  Class
+    attributes declare it (the contract: README.md); the hooks below read the modules of its folder."""
 
     name: str = ""
     title: str = ""
@@ -89,31 +77,23 @@ class Family:
     divides: Tuple[Divides, ...] = ()
     layer: Tuple[str, ...] = ()
     flags: Tuple[str, ...] = ()
-    #: flags added after the first structures were named: a structure names them only when set (DeepSeek's
-    #: ``indexer``: ``q1b1t0`` has none, ``q1b1t0i1`` has DSA's indexer), so earlier names keep meaning the same
+    #: flags a structure's name holds only when set (DeepSeek's ``indexer``: ``q1b1t0``, ``q1b1t0i1``)
     late_flags: Tuple[str, ...] = ()
-    #: (flag, flag it needs): a structure with the first set and the second not does not exist (DeepSeek: the
-    #: DSA indexer reads the query's compressed form, so ``indexer`` needs ``q_lora``)
+    #: (flag, flag it needs): DeepSeek's ``indexer`` reads the compressed query, so needs ``q_lora``
     requires: Tuple[Tuple[str, str], ...] = ()
-    #: (model_type, field, inner model_type when the field names none): configs that hold one of the family's
-    #: language models in a field (Kimi K2.5's ``kimi_k25``: its ``text_config``, a DeepSeek-V3); the rest of such
-    #: a config (a vision tower) is not counted
+    #: (model_type, field, inner model_type): configs holding the family's language model in a field (Kimi K2.5's
+    #: ``text_config``); the rest (a vision tower) is not counted
     wrappers: Tuple[Tuple[str, str, str], ...] = ()
-    #: (symbol, feature, meaning): counts of a stage beside L_d, L_m, e_E, e_H, each the number of its layers whose
-    #: ``ModelSpec.layer_features()`` holds ``feature`` (DeepSeek-V4's L_C: layers with compressed sparse attention)
+    #: (symbol, feature, meaning): a stage's count of layers with ``feature`` (DeepSeek-V4's L_C: CSA layers)
     counts: Tuple[Tuple[str, str, str], ...] = ()
-    #: (key, label, term id): parameter terms every transformer layer holds beside its attention, FFN and norms
-    #: (DeepSeek-V4's hyper-connections), replicated over TP
+    #: (key, label, term id): parameters of every layer beside attention, FFN and norms (V4's hyper-connections)
     layer_extra: Tuple[Tuple[str, str, str], ...] = ()
-    #: (key, label, count symbol, term id, where): parameter terms a stage holds ``count`` times beside its layers
-    #: (DeepSeek-V4's CSA compressors, L_C of them), counted in the stage ("stage") or only as a checkpoint stores
-    #: them ("checkpoint"); replicated over TP
+    #: (key, label, count symbol, term id, where): parameters a stage holds ``count`` times (V4's CSA compressors),
+    #: counted in the stage ("stage") or only in a checkpoint ("checkpoint")
     additions: Tuple[Tuple[str, str, str, str, str], ...] = ()
-    #: what one ``act.layer`` is, where the family's layers differ (DeepSeek-V4's: "one sliding layer", no compressor);
-    #: "" reads as DeepSeek's "one MoE layer"
+    #: what one ``act.layer`` is where layers differ (V4: "one sliding layer"); "": "one MoE layer"
     layer_name: str = ""
-    #: the features of :attr:`counts` a stage's content names beside its MoE count (DeepSeek-V4's attention types:
-    #: "11 MoE (4 CSA, 7 HCA)")
+    #: the :attr:`counts` a stage's content names beside its MoE count (V4: "11 MoE (4 CSA, 7 HCA)")
     named_counts: Tuple[str, ...] = ()
 
     def __repr__(self) -> str:
@@ -122,13 +102,11 @@ class Family:
     # -- its folder ------------------------------------------------------------------------------------
     @property
     def package(self) -> str:
-        """The family's folder as a package: the module its class is defined in (``derivations.families.deepseek``;
-        a test's toy family: the folder it was imported from)."""
+        """The family's folder as a package (the module its class is defined in)."""
         return type(self).__module__
 
     def module(self, part: str):
-        """The module ``part`` of the family's folder (``config``, ``parameters``, ...; imported on first use:
-        ``parameters`` and ``activations`` need sympy)."""
+        """The module ``part`` of the family's folder, imported on first use."""
         return importlib.import_module(f"{self.package}.{part}")
 
     def _has(self, part: str) -> str:
@@ -145,13 +123,11 @@ class Family:
 
     # -- hooks: reading a config.json (no sympy) --------------------------------------------------------------
     def read_config(self, fields, name: Optional[str] = None, source: Optional[str] = None):
-        """The family's model spec of a parsed config.json, every field it uses checked through ``fields``
-        (derivations.config.hfconfig.Fields)."""
+        """The model spec of a parsed config.json (``fields``: derivations.config.hfconfig.Fields)."""
         return self.module("config").from_fields(fields, name, source)
 
     def config_fields(self, spec) -> Dict:
-        """The config.json fields of ``spec`` (what :meth:`read_config` reads back: derivations/config/presets.py
-        ``checked`` validates a spec built in Python by reading them)."""
+        """The config.json fields of ``spec`` (what :meth:`read_config` reads back)."""
         return self.module("config").fields_of(spec)
 
     def shape_name(self, model_type: str, dims) -> str:
@@ -160,8 +136,7 @@ class Family:
 
     # -- hooks: terms (sympy) -----------------------------------------------------------------------------------
     def parameter_terms(self, registry, flags):
-        """The terms of its matrices (``params.<attention>``, ``params.embedding``, ...) for the structure ``flags``
-        ({flag: value}), before the shared :attr:`sections` build on them."""
+        """The terms of its matrices (``params.<attention>``, ...) for the structure ``flags``."""
         return self.module("parameters").terms(registry, self, flags)
 
     def activation_specs(self, kind: str, flags):
@@ -169,12 +144,11 @@ class Family:
         return self.module("activations").specs(kind, flags)
 
     def special_symbols(self) -> Dict:
-        """{name: expression} of the non-polynomial pieces of its terms (DeepSeek-V4's floor(s / m_C)), each printed
-        as one input of its generated evaluators."""
+        """{name: expression} of its terms' non-polynomial pieces (V4's floor(s / m_C)), inputs of its evaluators."""
         return dict(getattr(self.module("activations"), "SPECIAL", {})) if "activations" in self.sections else {}
 
     def notation(self):
-        """Its own symbols' module (registered beside the paper's on import: DeepSeek-V4's d_a, n_hc, ...), or None."""
+        """Its own symbols' module (V4's d_a, n_hc, ...), or None."""
         return self.module("notation") if self._has("notation") else None
 
     # -- hooks: what a report and a checkpoint listing read ----------------------------------------------------
@@ -192,8 +166,7 @@ class Family:
         return any(d.axis == axis for d in self.divides if d.symbol)
 
     def layout_defaults(self) -> Dict[str, int]:
-        """The family's defaults of the layout (between a conventions preset and the paper's): EP = ETP = 1
-        for a family with no experts to split (the paper's EP = 8 is DeepSeek-V3's)."""
+        """The family's layout defaults: EP = ETP = 1 for a family with no experts to split."""
         return {axis: 1 for axis in ("ep", "etp") if not self.splits(axis)}
 
     # -- hooks: structures and the names of its generated evaluators ----------------------------------------------
@@ -203,8 +176,7 @@ class Family:
         return self.structure_letters or "".join(f[0] for f in self.flags)
 
     def structure_key(self, structure) -> str:
-        """The name of a structure (its flags' values, in order) in generated file names: ``q1b1t0`` (a late
-        flag only when set: ``q1b1t0i1``)."""
+        """A structure's name in generated file names: ``q1b1t0`` (a late flag only when set: ``q1b1t0i1``)."""
         return "".join(f"{c}{int(x)}" for c, x, f in zip(self.letters, structure, self.flags)
                        if x or f not in self.late_flags)
 
@@ -223,8 +195,7 @@ class Family:
         return "".join(f"{by_flag[f]}{int(flags[f])}" for f in self.activation_flags) or "all"
 
     def activation_flag_sets(self):
-        """Each assignment ({name: value}) of the flags its tensor lists depend on (DeepSeek's q_lora: two;
-        none: one)."""
+        """Each assignment ({name: value}) of the flags its tensor lists depend on."""
         return [dict(zip(self.activation_flags, values))
                 for values in itertools.product((True, False), repeat=len(self.activation_flags))]
 
@@ -235,26 +206,22 @@ class Family:
 
 
 _REGISTRY: Dict[str, Family] = {}
-#: Held while the packages' families are found and while a family is added: the first use from many threads at once
-#: waits for the whole registry (re-entrant: a family's import may read the registry it is being added to).
+#: Held while families are found or added (re-entrant: a family's import may read the registry); _LOADED is set
+#: once all are registered, _LOADING while they are (a read from inside that import sees the ones so far).
 _LOCK = threading.RLock()
-#: True once every package's family is registered (set after, never before: a reader seeing it sees them all).
 _LOADED = False
-#: True while this thread registers the packages' families (a read from inside that import sees the ones so far).
 _LOADING = False
 
 
 def register(family: Family) -> Family:
-    """Add ``family`` (a test's toy family, or one of the packages here); its model_types must be new (the
-    packages' families are found first, so a family registered early cannot hide or take theirs)."""
+    """Add ``family`` (a test's toy); its model_types must be new (the packages' families are found first)."""
     with _LOCK:
         _load()
         return _add(family)
 
 
 def _add(family: Family) -> Family:
-    """Add ``family`` (under the lock) to a new registry dict: a reader iterating the old one meanwhile sees it
-    whole."""
+    """Add ``family`` (under the lock) to a new registry dict: a reader of the old one sees it whole."""
     global _REGISTRY
     if not isinstance(family, Family) or not family.name:
         raise TypeError(f"a family is an instance of a derivations.families.Family subclass with a name, got "
@@ -268,8 +235,7 @@ def _add(family: Family) -> Family:
 
 
 def _load() -> Dict[str, Family]:
-    """The registry, after registering the ``FAMILY`` of every package here once (a new family is found by being a
-    package).  Thread-safe: a thread arriving while another registers them waits until all are registered."""
+    """The registry, after registering the ``FAMILY`` of every package here once (thread-safe)."""
     global _LOADED, _LOADING
     if _LOADED:
         return _REGISTRY
@@ -309,16 +275,13 @@ def for_model_type(model_type: str):
 
 
 def packaged(name) -> bool:
-    """Whether family ``name`` is one of derivations/families/ (its code is memsym's: caches keyed by memsym's
-    sources describe it; a family registered from elsewhere is never cached)."""
+    """Whether family ``name`` is one of derivations/families/ (not registered from elsewhere)."""
     fam = find(name)
     return fam is not None and fam.package.startswith(__name__ + ".")
 
 
 def unsupported(model, what: str):
-    """The error (exit 2, one line) for ``what`` asked of a model whose family has no terms for it: other
-    tools' conventions (a family without the ``conventions`` section), the search's committed kernels
-    and the --tensors listing (DeepSeek's)."""
+    """The ConfigError for ``what`` asked of a model whose family has no terms for it."""
     fam = find(getattr(model, "family", None))
     title = fam.title if fam is not None else "unknown"
     return ConfigError("family", f"{what} is not available for {model.name} (family {title}): it covers the "
@@ -326,8 +289,7 @@ def unsupported(model, what: str):
 
 
 def wrapper(model_type: str):
-    """(field, inner model_type default) of a config whose ``model_type`` holds a family's language model in a
-    field (:attr:`Family.wrappers`), or None."""
+    """(field, inner model_type default) of a wrapper ``model_type`` (:attr:`Family.wrappers`), or None."""
     return next(((field, inner) for f in _load().values() for mt, field, inner in f.wrappers if mt == model_type),
                 None)
 

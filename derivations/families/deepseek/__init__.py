@@ -3,7 +3,7 @@ DeepseekV2/V3 code (models/deepseek_v2, models/deepseek_v3; Kimi K2's ``kimi_k2`
 fields onto the paper's notation (Table 1); parameters: parameters.py (Table 2); tensors kept: activations.py (Sec. 5).
 """
 from derivations.constants import EXT, MLA, MOE
-from derivations.families import Divides, Family, Kind
+from derivations.families import MOE_DIVIDES, Divides, Family, Kind
 
 #: model_type values of the DeepseekV2/V3 modelling code, of DeepSeek-V3.2's (deepseek_v32: V3 plus DeepSeek
 #: Sparse Attention's lightning indexer, transformers models/deepseek_v32) and of GLM-5's (glm_moe_dsa: V3.2 whose
@@ -42,15 +42,8 @@ LAYER_TERMS = (
          label="head and loss", per="last"),
 )
 
-#: The paper's divisibility rules (Sec. 3: heads and the dense FFN split by TP, routed experts by EP, an
-#: expert's width by ETP), in the order derivations/config/layout.py checks them.
-DIVIDES = (
-    Divides("tp-divides-heads", "n_h", "tp", "TP={TP} must divide n_h={n_h} (attention heads of {name})"),
-    Divides("ep-divides-experts", "N", "ep", "EP={EP} must divide N={N} (routed experts of {name})"),
-    Divides("edp-integer", None),
-    Divides("etp-divides-expert", "h_E", "etp", "ETP={ETP} must divide h_E={h_E}"),
-    Divides("tp-divides-ffn", "h_F", "tp", "TP={TP} must divide h_F={h_F} (dense FFN)"),
-)
+#: The paper's divisibility rules (Sec. 3), the dense FFN's split by TP last.
+DIVIDES = MOE_DIVIDES + (Divides("tp-divides-ffn", "h_F", "tp", "TP={TP} must divide h_F={h_F} (dense FFN)"),)
 
 class DeepSeek(Family):
     """DeepSeek-V2/V3 and the configs read as them (Table 1's notation; hooks: the modules of this folder)."""

@@ -13,10 +13,9 @@ from derivations.families.deepseek.config import ModelSpec
 
 @dataclass(frozen=True)
 class Tensor:
-    """One tensor (or ``count`` alike: the N routed experts) of a checkpoint.  kind: 'linear' (a block's
-    projection, FP8 with block scales in a block-quantised release), 'embedding', 'head', 'norm', 'router', 'bias'
-    (noaux_tc score correction, FP32) or 'proj' (the MTP eh_proj, BF16); part: 'main', 'mtp' or 'mtp_copy' (the
-    MTP modules' own copies of the embedding and head)."""
+    """One tensor (or ``count`` alike) of a checkpoint; kind 'linear' (FP8 with block scales in a block-quantised
+    release), 'bias' (FP32) and 'proj' (BF16) among the rest; part 'main', 'mtp' or 'mtp_copy' (the embedding and
+    head copies of the MTP modules)."""
 
     name: str
     shape: Tuple[int, ...]
@@ -89,10 +88,8 @@ def fp8_scale_numel(t: Tensor, block: Tuple[int, int]) -> int:
 
 
 def checkpoint_files(m: ModelSpec) -> Dict:
-    """Tensor elements of the released files (what a model page sums up): the main model, the D MTP modules with
-    their copies of the embedding and head, and with ``fp8_block`` one FP32 ``weight_scale_inv`` per block of each
-    linear.  ``by_dtype``: every tensor BF16, or with ``fp8_block`` (DeepSeek-v3's release) the linears F8_E4M3,
-    their scales and the routing bias F32."""
+    """Tensor elements of the released files (what a model page sums up), with ``fp8_block`` one FP32
+    ``weight_scale_inv`` per block of each linear; ``by_dtype`` under it: the linears F8_E4M3, scales and bias F32."""
     parts = {"main": 0, "mtp": 0, "mtp_copy": 0}
     by = {"BF16": 0, "F8_E4M3": 0, "F32": 0}
     scales = 0

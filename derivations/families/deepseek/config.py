@@ -1,11 +1,6 @@
 """The DeepSeek family's model: :class:`ModelSpec` (the paper's Table 1 notation) and :func:`from_fields`, the
 mapping of a config.json of transformers' DeepseekV2/V3 code (configuration_deepseek_v3.py DeepseekV3Config) onto
-it.  Beside ``DIMENSIONS``: q_lora_rank (null: one W^Q of n_h (d_h + d_h^R) x h, no query norm),
-first_k_dense_replace and moe_layer_freq (which layers are MoE), topk_method (noaux_tc keeps a routing bias of N per
-MoE layer), the routing (model_type, scoring_func, norm_topk_prob, n_group, topk_group), MTP,
-quantization_config.weight_block_size (FP8 block scales; storage only) and DeepSeek Sparse Attention's indexer
-(deepseek_v32, glm_moe_dsa: :func:`_indexer`).  A field's checks are hfconfig.Fields', handed in; no sympy here.
-"""
+it, with DeepSeek Sparse Attention's indexer (deepseek_v32, glm_moe_dsa: :func:`_indexer`).  No sympy here."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,22 +51,19 @@ class ModelSpec:
     mtp_layers: int = 0
     fp8_block: Optional[Tuple[int, int]] = None
     source: str = "preset"
-    # the routing as the config gives it (transformers models/deepseek_v2, deepseek_v3; what each framework's
-    # router keeps for backward depends on it: the indicators of :meth:`routing`)
+    # the routing as the config gives it (the indicators of :meth:`routing`)
     model_type: str = "deepseek_v3"
     scoring_func: str = "sigmoid"
     norm_topk_prob: bool = True
     n_group: Optional[int] = None
     topk_group: Optional[int] = None
-    # DeepSeek Sparse Attention's lightning indexer (deepseek_v32, glm_moe_dsa: HF index_n_heads, index_head_dim,
-    # index_topk; 0: no indexer, dense attention)
+    # DeepSeek Sparse Attention's indexer (HF index_n_heads, index_head_dim, index_topk; 0: none)
     n_I: int = 0
     d_I: int = 0
     k_I: int = 0
-    # which layers run an indexer of their own (GLM-5's HF indexer_types: "full"; "shared" reuses the previous full
-    # layer's top-k and has no indexer); () with an indexer: every layer's (deepseek_v32)
+    # GLM-5's indexer_types ("full": an indexer of its own; "shared": none); (): every layer's
     indexer_types: Tuple[str, ...] = ()
-    # the attention's dropout probability (HF attention_dropout; read only as zero or not: :meth:`unread`)
+    # HF attention_dropout (read only as zero or not: :meth:`unread`)
     attention_dropout: float = 0.0
 
     #: The family whose terms describe this model (derivations/families/deepseek).
@@ -84,8 +76,7 @@ class ModelSpec:
 
     @property
     def indexer(self) -> bool:
-        """DeepSeek Sparse Attention: the attention selects its keys with a lightning indexer (deepseek_v32,
-        glm_moe_dsa; which layers hold one: :meth:`layer_features`)."""
+        """DeepSeek Sparse Attention: the attention selects its keys with a lightning indexer."""
         return self.n_I > 0
 
     @property
@@ -94,16 +85,14 @@ class ModelSpec:
         return self.topk_method == "noaux_tc"
 
     def groups(self) -> Tuple[Optional[int], Optional[int]]:
-        """(n_group, topk_group) of the transformers config: the config's, else its class's defaults
-        (DeepseekV3Config: 8 and 4; DeepseekV2Config: none).  What Megatron-Bridge maps onto Megatron-Core's
-        ``moe_router_num_groups``/``moe_router_group_topk``."""
+        """(n_group, topk_group): the config's, else its class's defaults (DeepseekV3Config: 8 and 4)."""
         n_group, topk_group = GROUP_DEFAULTS.get(self.model_type, (8, 4))
         return (n_group if self.n_group is None else self.n_group,
                 topk_group if self.topk_group is None else self.topk_group)
 
     @property
     def group_limited(self) -> bool:
-        """Megatron-Core runs its group-limited top-k (``moe_router_group_topk`` set: :meth:`groups`)."""
+        """Megatron-Core runs its group-limited top-k (``moe_router_group_topk`` set)."""
         return self.groups()[1] is not None
 
     def routing(self) -> Dict[str, int]:
@@ -116,12 +105,11 @@ class ModelSpec:
 
     @property
     def structure(self) -> Tuple:
-        """What decides the *shape* of the terms (the dimensions stay symbols): FAMILY.flags, in order."""
+        """What decides the shape of the terms: FAMILY.flags, in order."""
         return (self.q_lora, self.routing_bias, self.tie_word_embeddings, self.indexer)
 
     def notes(self) -> List[str]:
-        """What the terms leave out of this model, for an estimate's assumptions: DeepSeek-V3.2's and GLM-5's DSA
-        indexer (README: "DeepSeek-V3.2: DeepSeek Sparse Attention", "GLM-5")."""
+        """What the terms leave out of this model (DSA's indexer), for an estimate's assumptions."""
         if not self.indexer:
             return []
         out = ["DSA indexer: its parameters are counted; as transformers 5.24 runs it (under no_grad) it keeps nothing "
@@ -135,12 +123,8 @@ class ModelSpec:
 
     def unread(self, conventions) -> Optional[Tuple[str, str]]:
         """(field, why) of a config field the framework of ``conventions`` builds otherwise than the terms count, or
-        None.  ``moe_layer_freq``: DeepSeek's own modelling code (modeling_deepseek.py, the paper's view) and
-        Megatron-Core (TransformerConfig.moe_layer_freq, Megatron-LM's --moe-layer-freq) read it; transformers 5.24
-        (DeepseekV3DecoderLayer, DeepseekV2DecoderLayer) ignores it, every layer from first_k_dense_replace on MoE
-        (so does Megatron-Bridge's conversion of a config.json: models/deepseek/common.py get_common_configs).
-        ``attention_dropout`` above 0 under ``--dropout-masks none``: the attention then keeps a dropout mask and
-        output per score (transformers' eager_attention_forward, Megatron-Core's DotProductAttention)."""
+        None: ``moe_layer_freq`` (transformers 5.24's DeepseekV3DecoderLayer ignores it) and ``attention_dropout``
+        above 0 under ``--dropout-masks none``."""
         every = list(_layer_kinds(self.l, self.first_k_dense, 1))  # what transformers builds
         if conventions.head_state == "transformers" and self.layer_kinds() != every:
             return ("moe_layer_freq", f"moe_layer_freq={self.moe_layer_freq}: transformers 5.24 ignores it and makes "
@@ -160,22 +144,19 @@ class ModelSpec:
         return i >= self.first_k_dense and i % self.moe_layer_freq == 0
 
     def layer_kinds(self) -> List[str]:
-        """'moe' or 'dense' for each layer (a new list; computed once per model: a stage split asks often)."""
+        """'moe' or 'dense' for each layer (a new list)."""
         return list(_layer_kinds(self.l, self.first_k_dense, self.moe_layer_freq))
 
     def layer_features(self) -> Tuple[FrozenSet[str], ...]:
-        """Per layer what FAMILY.counts counts: ``indexer`` for a layer whose attention runs a DSA lightning indexer of
-        its own (every layer of deepseek_v32; GLM-5's ``full`` layers: transformers 5.24 GlmMoeDsaAttention builds
-        ``indexer = None`` on a ``shared`` one).  The types are the config's, layer by layer: a model whose l differs
-        from their number (sensitivity's finite difference in l) has none to read."""
+        """Per layer what FAMILY.counts counts: ``indexer`` for a layer running a DSA indexer of its own (every
+        layer of deepseek_v32; GLM-5's ``full`` layers)."""
         if self.indexer_types and len(self.indexer_types) != self.l:
             raise ConfigError("indexer_types", f"{self.name}: indexer_types lists {len(self.indexer_types)} layers, "
                                                f"the model has {self.l}")
         return _features(self.l, self.indexer, self.indexer_types)
 
     def mtp_layer_features(self) -> FrozenSet[str]:
-        """What of FAMILY.counts' features an MTP module's block holds: DSA's indexer (its parameters are counted in
-        ``params.mtp.module``, and L_I counts it when ``--mtp`` puts the modules on the last stage)."""
+        """What of FAMILY.counts' features an MTP module's block holds: DSA's indexer."""
         return frozenset({"indexer"}) if self.indexer else frozenset()
 
     def named(self) -> Dict[str, int]:
@@ -209,15 +190,12 @@ def _features(layers: int, indexer: bool, types: Tuple[str, ...]) -> Tuple[Froze
 
 
 def shape_name(model_type: str, dims: Mapping) -> str:
-    """The name of a model read from a file, from what it is (never from the file's name, so the
-    same content under two names gives the same output): ``deepseek_v3 (h 7168, 61 layers, 256
-    experts)``.  A file equal to a preset is called by the preset's name (derivations/config/presets.py)."""
+    """The name of a model read from a file, from what it is: ``deepseek_v3 (h 7168, 61 layers, 256 experts)``."""
     return f"{model_type} (h {dims['h']}, {dims['l']} layers, {dims['N']} experts)"
 
 
 def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> ModelSpec:
-    """The :class:`ModelSpec` of a parsed config.json, every field it uses validated through ``f``
-    (derivations.config.hfconfig.Fields)."""
+    """The :class:`ModelSpec` of a parsed config.json, validated through ``f`` (hfconfig.Fields)."""
     data, mt = f.data, f.data["model_type"]
     dims = {attr: f.int(name_, meaning) for name_, attr, meaning in DIMENSIONS}
 
@@ -270,10 +248,8 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
                      topk_group=topk_group, attention_dropout=dropout, **index, **dims)
 
 
-#: The model types with DeepSeek Sparse Attention and their config classes' defaults of the indexer (transformers
-#: 5.24): DeepseekV32Config (models/deepseek_v32/configuration_deepseek_v32.py, documented as DeepSeek-V3.2-Exp's
-#: checkpoint) 64, 128, 2048 and GlmMoeDsaConfig (models/glm_moe_dsa/configuration_glm_moe_dsa.py, documented as
-#: zai-org/GLM-5's) 32, 128, 2048, for index_n_heads, index_head_dim, index_topk; and each one's attention class
+#: The model types with DeepSeek Sparse Attention: their config classes' defaults of index_n_heads, index_head_dim,
+#: index_topk (transformers 5.24 DeepseekV32Config, GlmMoeDsaConfig) and their attention class
 DSA = {"deepseek_v32": ((64, 128, 2048), "DeepseekV32Attention"),
        "glm_moe_dsa": ((32, 128, 2048), "GlmMoeDsaAttention")}
 #: (field, ModelSpec attribute, meaning) of the indexer's dimensions
@@ -285,8 +261,7 @@ INDEXER_TYPES = ("full", "shared")
 
 
 def _indexer(f, mt: str, d_cq, first_k: int, freq: int, layers: int, d_hr: int) -> Dict:
-    """The DSA indexer's dimensions of a ``deepseek_v32`` or ``glm_moe_dsa`` config and, for GLM-5, which layers run
-    one ({} for the others, which have none)."""
+    """The DSA indexer's dimensions and, for GLM-5, which layers run one ({} for a model without)."""
     if mt not in DSA:
         given = [k for k, *_ in INDEX_FIELDS if k in f.data] + [k for k in SHARING_FIELDS if k in f.data]
         if given:
@@ -325,12 +300,8 @@ def _indexer(f, mt: str, d_cq, first_k: int, freq: int, layers: int, d_hr: int) 
 
 
 def _indexer_types(f, layers: int) -> Tuple[str, ...]:
-    """GLM-5's indexer type of each layer, as transformers 5.24 GlmMoeDsaConfig.__post_init__ builds it
-    (models/glm_moe_dsa/configuration_glm_moe_dsa.py): ``indexer_types`` if given, else ``index_topk_pattern`` (a
-    string of F and S, or a list), else layer i is ``full`` iff max(i - index_skip_topk_offset + 1, 0) is a multiple
-    of index_topk_freq (defaults 2 and 1: every layer full; transformers reads a freq below 1 as 1, memsym refuses
-    it).  A ``shared`` layer reuses the top-k of the layer before it, so layer 0 must be ``full``
-    (GlmMoeDsaAttention raises otherwise)."""
+    """GLM-5's indexer type of each layer, as transformers 5.24 GlmMoeDsaConfig.__post_init__ builds it (a freq
+    below 1, which it reads as 1, refused); layer 0 must be ``full`` (GlmMoeDsaAttention raises otherwise)."""
     data = f.data
     if data.get("indexer_types") is not None:
         field, types = "indexer_types", data["indexer_types"]
@@ -358,8 +329,7 @@ def _indexer_types(f, layers: int) -> Tuple[str, ...]:
 
 
 def fields_of(spec: ModelSpec) -> Dict:
-    """The config.json fields of ``spec`` (what :func:`from_fields` reads back; a ModelSpec built or changed
-    in Python is validated by reading these: derivations/config/presets.py ``checked``)."""
+    """The config.json fields of ``spec`` (what :func:`from_fields` reads back)."""
     data = {"model_type": spec.model_type, "hidden_size": spec.h, "intermediate_size": spec.h_F,
             "moe_intermediate_size": spec.h_E, "num_hidden_layers": spec.l, "num_attention_heads": spec.n_h,
             "kv_lora_rank": spec.d_c, "qk_nope_head_dim": spec.d_h, "qk_rope_head_dim": spec.d_hr,

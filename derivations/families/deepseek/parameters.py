@@ -33,10 +33,8 @@ DSA = ("transformers 5.24 models/deepseek_v32: DeepseekV32Indexer (DeepSeek-V3.2
 
 
 def indexer_matrices():
-    """DeepSeek Sparse Attention's lightning indexer of one layer (DeepSeek-V3.2, and GLM-5's ``full`` layers): its
-    query projection from the compressed query c_Q (wq_b, n_I d_I x d_c'), its one key head (wk, d_I x h) with a
-    LayerNorm (weight and bias), and the per-head weights of its scores (weights_proj, n_I x h); not split by tensor
-    parallelism.  A stage holds L_I of them (derivations/families/deepseek FAMILY.additions)."""
+    """DeepSeek Sparse Attention's lightning indexer of one layer: wq_b (n_I d_I x d_c'), wk (d_I x h) with a
+    LayerNorm, weights_proj (n_I x h); replicated over TP; a stage holds L_I of them."""
     n_I, d_I = SYMBOLS["n_I"], SYMBOLS["d_I"]
     return [
         _p("W_IQ", "indexer.wq_b: indexer query projection, n_I d_I x d_c'", (n_I, d_I, d_cq), False, DSA),

@@ -1,15 +1,9 @@
-"""The DeepSeek-V4 family: shared-KV attention with compressed sparse (CSA) and heavily compressed (HCA) key-values,
-grouped low-rank output projection, manifold-constrained hyper-connections and DeepSeekMoE with hash-routed first
-layers, as data.
-
-Read from configs of transformers 5.24 models/deepseek_v4 (DeepseekV4Config, whose defaults are documented as
-deepseek-ai/DeepSeek-V4-Flash-Base).  Not MLA: a layer's attention has a query LoRA (q_a_proj, q_b_proj), one
-key-value head of ``head_dim`` shared by every query head (kv_proj), a per-head sink and a grouped output projection
-(o_a_proj per group, o_b_proj); a ``compressed_sparse_attention`` layer adds a compressor of every m_C tokens and a
-lightning indexer choosing k_I entries per query, a ``heavily_compressed_attention`` one a compressor of every m_H
-tokens.  ``DIMENSIONS`` maps the fields onto memsym's symbols; the rest is read in ``config.py``.
+"""The DeepSeek-V4 family (transformers 5.24 models/deepseek_v4, DeepseekV4Config): shared-KV attention with
+compressed sparse (CSA) and heavily compressed (HCA) key-values, a grouped low-rank output projection,
+hyper-connections and DeepSeekMoE with hash-routed first layers, as data; ``DIMENSIONS`` maps the config's fields
+onto memsym's symbols, config.py reads the rest.
 """
-from derivations.families import Divides, Family, Kind
+from derivations.families import MOE_DIVIDES, Family, Kind
 
 #: model_type of transformers' DeepSeek-V4 code (models/deepseek_v4).
 MODEL_TYPES = ("deepseek_v4",)
@@ -54,12 +48,7 @@ LAYER_TERMS = (
          V4_SRC, label="head and loss", per="last"),
 )
 
-DIVIDES = (
-    Divides("tp-divides-heads", "n_h", "tp", "TP={TP} must divide n_h={n_h} (attention heads of {name})"),
-    Divides("ep-divides-experts", "N", "ep", "EP={EP} must divide N={N} (routed experts of {name})"),
-    Divides("edp-integer", None),
-    Divides("etp-divides-expert", "h_E", "etp", "ETP={ETP} must divide h_E={h_E}"),
-)
+DIVIDES = MOE_DIVIDES
 
 class DeepSeekV4(Family):
     """DeepSeek-V4 (transformers 5.24 models/deepseek_v4; hooks: the modules of this folder)."""

@@ -1,12 +1,7 @@
 """The DeepSeek-V4 family's model: :class:`ModelSpec` and :func:`from_fields`, the mapping of a config.json of
-transformers 5.24 models/deepseek_v4 (DeepseekV4Config, configuration_deepseek_v4.py) onto it.  Beside
-``DIMENSIONS``: ``layer_types`` (sliding, CSA or HCA attention per layer; legacy ``compress_ratios``),
-``compress_rates`` (m_C, m_H; legacy ``compress_rate_csa``/``_hca``), ``mlp_layer_types`` (``hash_moe``: experts
-chosen by a frozen token-id table, no score-correction bias; legacy ``num_hash_layers``), the rotary part of
-``head_dim`` (``partial_rotary_factor``, legacy ``qk_rope_head_dim``) and MTP (not built by transformers, not
-counted), each defaulting as DeepseekV4Config.__post_init__ does.  transformers builds one shared expert and one
-key-value head whatever ``n_shared_experts`` and ``num_key_value_heads`` say, so other values are refused;
-``intermediate_size`` is ``moe_intermediate_size`` (attribute_map); ``attention_dropout`` above 0 is refused.
+transformers 5.24 models/deepseek_v4 (DeepseekV4Config) onto it: ``DIMENSIONS``, the layer types, compression rates,
+hash-routed layers and rotary part of a head (their legacy fields too), each defaulting as
+DeepseekV4Config.__post_init__ does; what transformers builds otherwise than a field says is refused.
 """
 from __future__ import annotations
 

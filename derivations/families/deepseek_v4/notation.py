@@ -1,7 +1,5 @@
-"""DeepSeek-V4's own symbols, registered beside the paper's (derivations/notation.py; h, h_E, n_h, d_c', d_h^R, N,
-N_r, N_s, v, n_I, d_I, k_I are shared): the attention head d_a, the grouped output projection g_O and d_O, the
-hyper-connections n_hc and t_S, the sliding window w, the compression rates m_C and m_H, and a stage's counts of CSA,
-HCA and learned-router layers (derivations/families/deepseek_v4 FAMILY.counts).  Importing it registers them."""
+"""DeepSeek-V4's own symbols, registered beside the paper's on import (derivations/notation.py): d_a, g_O, d_O, n_hc,
+t_S, w, m_C, m_H and a stage's counts of CSA, HCA and learned-router layers (FAMILY.counts)."""
 from __future__ import annotations
 
 import sympy as sp

@@ -1,10 +1,6 @@
-"""DeepSeek-V4's matrices (transformers 5.24 models/deepseek_v4/modeling_deepseek_v4.py), one term per module kind.
-
-Each matrix is a :class:`Part` of its shape, tagged ``tp_split`` where tensor parallelism over the heads splits it
-(q_b_proj, the grouped o_a_proj, o_b_proj's input, the sinks) or ``replicated`` (the query LoRA's down-projection,
-the one shared key-value head, the compressors, the indexer, norms, hyper-connections).  transformers' own TP plan
-keeps the attention replicated (base_model_tp_plan shards the experts only); the split here is the paper's rule
-(heads over TP) applied to V4's head-indexed matrices.
+"""DeepSeek-V4's matrices (transformers 5.24 models/deepseek_v4/modeling_deepseek_v4.py), one term per module kind,
+each tagged ``tp_split`` where tensor parallelism over the heads splits it (the paper's rule applied to V4's
+head-indexed matrices; transformers' own TP plan shards the experts only) or ``replicated``.
 """
 from __future__ import annotations
 
