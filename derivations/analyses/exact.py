@@ -22,7 +22,7 @@ from derivations import evaluate as ev
 from derivations.activations.shape import check_options, of_model
 from derivations.activations.view import View
 from derivations.analyses.enumeration import LAYOUT_FIELDS, Enumeration, distinct_stages
-from derivations.analyses.vectorized import Memo, divide, printed, stack
+from derivations.analyses.vectorized import Memo, derive, divide, printed
 from derivations.assembly import device, offload, quantized, schedules, step_names
 from derivations.assembly.runtime import buffers_bytes
 from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
@@ -31,17 +31,6 @@ from derivations.config.values import named
 
 #: The columns the search's rows read (derivations/analyses/rows.py), as the kernels' paths fill them.
 COMPONENTS = ("weights", "gradients", "optimizer", "activations")
-
-
-def _microbatches(training, global_batch, dp: int, b: int, invalid):
-    """m of a layout at micro-batch ``b``: the global batch's G / (DP b), counted invalid (False) when that is not
-    an integer, else the training's own."""
-    if global_batch is None:
-        return training.microbatches
-    if global_batch % (dp * b):
-        invalid["global-batch"] += 1
-        return False
-    return global_batch // (dp * b)
 
 
 def choices(training: cfg.Training, pairs: Sequence[Tuple[int, str]]) -> List[Tuple[int, str]]:
@@ -160,35 +149,49 @@ def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_b
         if key not in splits:
             splits[key] = _Slots(model, training, layout, schedule, names, side)
         slots.append(splits[key])
+    # every device of every layout, concatenated once: the layouts of an (s, b) take theirs by a mask
+    degrees = [layout.named() for layout in layouts]
+    devices = {"sizes": np.array([len(sl.index) for sl in slots], dtype=np.int64),
+               **{k: np.array([d[k] for d in degrees], dtype=np.int64) for k in degrees[0]},
+               **{k: np.concatenate([getattr(sl, k) for sl in slots]) for k in ("own", "held", "index", "resident")}}
+    dp, pp = devices["DP"], devices["PP"]
     refusals: Dict = {}
     memos: Dict = {}
     for si, s in enumerate(seqs):
         for bi, b in enumerate(mbs):
-            live, m_of = [], []
-            for li, layout in enumerate(layouts):
-                m = _microbatches(training, global_batch, layout.dp, b, invalid)
-                if m is False:
-                    continue
-                rkey = (layout.pp, m, s, b)
+            at = np.arange(n_l)
+            m_all = np.full(n_l, -1, dtype=np.int64)  # -1: the training's own m (None: as many as fill the pipe)
+            if global_batch is not None:  # m = G / (DP b), counted invalid where not an integer
+                ok = global_batch % (dp * b) == 0
+                invalid["global-batch"] += int(n_l - ok.sum())
+                at, m_all = at[ok], global_batch // (dp * b)
+            groups, inv = np.unique(np.stack([pp[at], m_all[at]], axis=1), axis=0, return_inverse=True)
+            why_of = []  # each (PP, m)'s refusal: device._estimate_at's checks, then the virtual groups'
+            for p, m in groups.tolist():
+                m = training.microbatches if m < 0 else m
+                rkey = (p, m, s, b)
                 if rkey not in refusals:
-                    refusals[rkey] = _refusal(model, replace(training, mbs=b, seq=s), present, layout.pp, m, schedule)
-                why = refusals[rkey] or slots[li].refused
-                if why is None and training.virtual_layers is not None:
+                    refusals[rkey] = _refusal(model, replace(training, mbs=b, seq=s), present, p, m, schedule)
+                virtual = None
+                if training.virtual_layers is not None:
                     try:
-                        schedules.virtual_groups(layout.pp, m)
+                        schedules.virtual_groups(p, m)
                     except cfg.ConfigError as e:
-                        why = e
-                if why is not None:
-                    if not scheduled:  # the paper's view refuses the search (one configuration's refusal)
-                        raise why
-                    invalid[why.constraint] += 1
-                    continue
-                live.append(li)
-                m_of.append(m)
-            if not live:
+                        virtual = e
+                why_of.append((refusals[rkey], virtual))
+            whys = [why_of[j][0] or slots[li].refused or why_of[j][1]
+                    for li, j in zip(at.tolist(), inv.reshape(-1).tolist())]
+            refused = [w for w in whys if w is not None]
+            if refused and not scheduled:  # the paper's view refuses the search (one configuration's refusal)
+                raise refused[0]
+            invalid.update(w.constraint for w in refused)
+            live = at[[w is None for w in whys]] if refused else at
+            if not len(live):
                 continue
-            got = _at(model, training, present, [layouts[li] for li in live], [slots[li] for li in live], m_of, s, b,
-                      schedule, memos, (g, kinds_sym, n_chunks, names, runtime, off, quant, side))
+            m_of = [None if m < 0 else m for m in m_all[live].tolist()] if global_batch is not None else \
+                [training.microbatches] * len(live)
+            got = _at(model, training, present, live, [layouts[li] for li in live], [slots[li] for li in live],
+                      devices, m_of, s, b, schedule, memos, (g, kinds_sym, n_chunks, names, runtime, off, quant, side))
             for pi in range(n_p):
                 for k in keys:
                     cols[k][pi, live, si, bi] = got[pi][k]
@@ -197,26 +200,31 @@ def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_b
     return cols, valid, ms, invalid
 
 
-def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule, memos: Dict, setting):
-    """[{column: array over ``layouts``} per choice]: the columns of :func:`_vector` at one (s, b)."""
+def _at(model, training, present, live, layouts, slots, devices, m_of, s: int, b: int, schedule, memos: Dict,
+        setting):
+    """[{column: array over ``layouts``} per choice]: the columns of :func:`_vector` at one (s, b), ``live`` the
+    layouts' indices into ``devices`` (every layout's degrees and devices, concatenated)."""
     g, kinds_sym, n_chunks, names, runtime, off, quant, side = setting
     family = model.family
-    sizes = [len(sl.index) for sl in slots]
+    sizes = devices["sizes"][live]
     owner = np.repeat(np.arange(len(layouts)), sizes)
     first = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0)  # noqa: E731
-    own, held = cat([sl.own for sl in slots]), cat([sl.held for sl in slots])
-    index, resident = cat([sl.index for sl in slots]), cat([sl.resident for sl in slots])
+    mask = np.repeat(np.isin(np.arange(len(devices["sizes"])), live), devices["sizes"])
+    own, held, index, resident = (devices[k][mask] for k in ("own", "held", "index", "resident"))
     base = replace(training, mbs=b, seq=s, recompute_ops=())
     # each layout's substitution at its first device (named, derived): what differs between layouts is its degrees,
     # m and what is derived from them
     common = named(model, layouts[0], base, slots[0].every[int(slots[0].index[0])])
     derived = ev._module(family).derived  # evaluate.derived, its module looked up once
-    exact = [derived({**common, **layout.named(), **sl.every[int(sl.index[0])].named(),
-                          **({"n_mb": m} if m is not None else {})})
-             for layout, sl, m in zip(layouts, slots, m_of)]
-    differ = set(exact[0]) - set(common) | set(layouts[0].named()) | {"n_mb"}
-    layout_values = stack(exact, np.arange(len(layouts)), differ)
+    degrees = {k: devices[k][live] for k in layouts[0].named()}
+    if m_of[0] is not None:
+        degrees["n_mb"] = np.array(m_of, dtype=np.int64)
+    mb = lambda m: {"n_mb": m} if m is not None else {}  # noqa: E731
+    layout_values = derive(family, derived({**common, **layouts[0].named(), **mb(m_of[0])}), degrees)
+    # each layout's exact substitution, only for what the options compute exactly (offload, quantized)
+    exact = [derived({**common, **layout.named(), **sl.every[int(sl.index[0])].named(), **mb(m)})
+             for layout, sl, m in zip(layouts, slots, m_of)] if off or quant else None
     stage_values = {k: x[owner] if isinstance(x, np.ndarray) else x for k, x in layout_values.items()}
     stage_values.update({k: own[:, j] for j, k in enumerate(names)})
     virtual = training.virtual_layers is not None
@@ -231,9 +239,9 @@ def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule
             chunk_v.update({f"{k}_{c}": 0 for k in names})
             chunk_v[f"n_fl_{c}"] = 0
     if side.rank == "megatron":  # Megatron's most-loaded shard: the whole model's (its formula divides by PP)
-        whole = megatron_values(model, layouts[0], base)
-        states_values = stack([derived({**whole, **layout.named(), **({"n_mb": m} if m is not None else {})})
-                               for layout, m in zip(layouts, m_of)], owner, differ)
+        whole = derived({**megatron_values(model, layouts[0], base), **layouts[0].named(), **mb(m_of[0])})
+        states_values = {k: x[owner] if isinstance(x, np.ndarray) else x
+                         for k, x in derive(family, whole, degrees).items()}
     else:
         states_values = dict(stage_values, **{k: held[:, j] for j, k in enumerate(names)})
     mirror_values = None
