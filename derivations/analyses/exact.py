@@ -251,13 +251,16 @@ def _at(model, training, present, live, layouts, slots, devices, m_of, s: int, b
     n = len(owner)
     trees: Dict = {}  # the kinds' expressions at the layouts' values, shared by every view
     per_policy: Dict = {}
+    by_zero: Dict = {}
     out = []
     for z, _, r in present:
         tr = replace(base, zero=z, recompute=r, schedule=schedule)
         values = dict(stage_values, z=z)
-        ids = device_component_ids(model, tr, schedule_ok=True)
-        terms = ev.Terms(model.structure, dict(states_values, z=z), family, q=divide)
-        states = {k: terms.term(ids[k]) for k in ("weights", "gradients", "optimizer")}
+        if z not in by_zero:  # the model states read the ZeRO stage alone (sides.WeightSide.component_ids)
+            ids = device_component_ids(model, tr, schedule_ok=True)
+            terms = ev.Terms(model.structure, dict(states_values, z=z), family, q=divide)
+            by_zero[z] = terms, {k: terms.term(ids[k]) for k in ("weights", "gradients", "optimizer")}
+        terms, states = by_zero[z][0], dict(by_zero[z][1])
         if quant:
             per_weight = quantized.copies(tr, Fraction(1), dict(tr.bytes)["B_w"])
             states["weights"] = states["weights"] + float(per_weight) * quantized.linear_params(
