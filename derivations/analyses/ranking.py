@@ -19,9 +19,11 @@ _BUBBLE_TIES = ("tp", "zero", "recompute", "pp", "cp", "ep", "etp", "mbs", "seq"
 _PEAK_TIES = ("zero", "recompute", "tp", "pp", "cp", "ep", "etp", "mbs", "seq")
 
 
-def order(result: SearchResult, only_fitting: bool = True, sort: str = "bubble"):
-    """Row indices (fitting configurations only by default) sorted by :func:`_keys` (stable: then by row)."""
+def order(result: SearchResult, only_fitting: bool = True, sort: str = "bubble", rows=None):
+    """Row indices (fitting configurations only by default; ``rows``, ascending, among them when given) sorted by
+    :func:`_keys` (stable: then by row)."""
     idx = np.flatnonzero(result.columns["fits"]) if only_fitting else np.arange(len(result.columns["fits"]))
+    idx = idx if rows is None else rows
     return idx[np.lexsort([k[idx] for k in _keys(result, sort)][::-1])]
 
 
@@ -43,10 +45,25 @@ def _keys(result: SearchResult, sort: str):
 
 def ranked(result: SearchResult, sort: str = "bubble", per_layout: bool = True, top: Optional[int] = None):
     """``order(result, sort=sort)``, with ``per_layout`` through :func:`first_per_layout`, its first ``top`` rows
-    (all with None)."""
-    idx = order(result, sort=sort)
-    idx = first_per_layout(result, idx) if per_layout else idx
-    return idx if top is None else idx[:top]
+    (all with None).  Ranked by time with a bound of each layout's speed (timing.add_time ``lazy``): the layouts
+    most promising first, in doubling batches, until the ``top``-th row's speed is below every bound left."""
+    bound = (getattr(result, "time", None) or {}).get("bound")
+    if sort != "time" or not top or bound is None:
+        idx = order(result, sort=sort)
+        idx = first_per_layout(result, idx) if per_layout else idx
+        return idx if top is None else idx[:top]
+    c = result.columns
+    least = -np.round(bound, 3)  # each layout's least first key (+inf: none fits)
+    by = np.argsort(least, kind="stable")
+    by = by[:int(np.count_nonzero(least < np.inf))]
+    n = 4 * top
+    while True:
+        result.time["time_layouts"](by[:n])
+        idx = order(result, sort=sort, rows=np.flatnonzero(c["fits"] & np.isin(c["layout"], by[:n])))
+        idx = (first_per_layout(result, idx) if per_layout else idx)[:top]
+        if n >= len(by) or (len(idx) == top and -np.round(c["tokens_per_gpu_s"][idx[-1]], 3) < least[by[n]]):
+            return idx
+        n *= 2
 
 
 def ranked_judged(result: SearchResult, judge, kind: str, capacity: int, sort: str = "bubble",

@@ -38,9 +38,11 @@ def _stage_table(model, pps: Tuple[int, ...]):
 
 def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.Training] = None, *, gpu=None,
              overlap: str = "megatron", efficiency=1, gpus_per_node: Optional[int] = None, vpp: Optional[int] = None,
-             attention: Optional[str] = None, dispatcher: Optional[str] = None) -> None:
+             attention: Optional[str] = None, dispatcher: Optional[str] = None, lazy: bool = False) -> None:
     """Add the time columns to ``result`` (in place); ``gpu``: the preset whose rates are used; ``training``: the
-    search's own (``result.training``) unless given."""
+    search's own (``result.training``) unless given.  ``lazy`` (no schedule): each layout's tokens per second per
+    GPU bounded from above (``result.time['bound']``), its rows timed when ranking.ranked asks
+    (``result.time['time_layouts'](layouts)``)."""
     c = result.columns
     training = training or result.training or cfg.Training()
     attention = attention or training.attention
@@ -90,16 +92,50 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
                                   return_index=True, return_inverse=True)
         return idx[first], inv
 
-    fit = np.flatnonzero(c["fits"])  # every part at the fitting rows, NaN elsewhere (ranking reads only those)
-    timed, back = distinct(fit)
-    vals = {k: np.empty(len(timed)) for k in timing.PARTS + ("tokens_per_gpu_s",)}
-    for i in range(0, len(timed), BLOCK):
-        for k, v in at(timed[i:i + BLOCK]).items():
-            vals[k][i:i + BLOCK] = v
+    keys = ("step_time", "tokens_per_gpu_s") + tuple("time_" + p for p in timing.PARTS if p != "step")
+    for key in keys:
+        c[key] = np.full(len(c["fits"]), np.nan)
+
+    def time_rows(fit) -> None:
+        """Every part at the fitting rows ``fit`` (NaN elsewhere: ranking reads only those), in blocks."""
+        timed, back = distinct(fit)
+        vals = {k: np.empty(len(timed)) for k in timing.PARTS + ("tokens_per_gpu_s",)}
+        for i in range(0, len(timed), BLOCK):
+            for k, v in at(timed[i:i + BLOCK]).items():
+                vals[k][i:i + BLOCK] = v
+        for key in keys:
+            c[key][fit] = vals["step" if key == "step_time" else key[5:] if key.startswith("time_") else key][back]
+
     result.time = {"gpu": g, "overlap": overlap, "efficiency": efficiency,
                    "gpus_per_node": gpus_per_node or g.nvlink_domain,
                    "dispatcher": timing.dispatcher_of(result.schedule, dispatcher)}
-    for key in ("step_time", "tokens_per_gpu_s") + tuple("time_" + p for p in timing.PARTS if p != "step"):
-        part = "step" if key == "step_time" else key[5:] if key.startswith("time_") else key
-        c[key] = np.full(len(c["fits"]), np.nan)
-        c[key][fit] = vals[part][back]
+    if not lazy or result.schedule is not None or "microbatches" in c or not result.layout_groups:
+        time_rows(np.flatnonzero(c["fits"]))
+        return
+    # no schedule: a row's step is its slowest stage's micro-batch period plus ZeRO-3's traffic (steptime.evaluate
+    # ``parts``), never less than the period at any one stage, which reads no ZeRO stage: each fitting (layout, s,
+    # b, policy) at the stage with the most layers bounds its layout's tokens per second per GPU from above
+    fit = np.flatnonzero(c["fits"])
+    n_g = len(result.enumeration) * result.layout_groups
+    _, first = np.unique(fit % n_g + n_g * c["recompute"][fit], return_index=True)
+    rep = {k: c[k][fit[first]].astype(np.int64) for k in _LAYOUT}
+    rep["recompute"] = np.asarray(result.policies)[c["recompute"][fit[first]].astype(np.int64)]
+    rep["microbatches"] = np.ones(len(first), dtype=np.int64)
+    table, _, _ = _stage_table(model, tuple(sorted(set(rep["pp"].tolist()))) or (1,))
+    layers = [j for j, n in enumerate(names) if n in ("L_d", "L_m")]
+    comp = table[rep["pp"], np.argmax(table[:, :, layers].sum(axis=2), axis=1)[rep["pp"]]]
+    rep.update({n: comp[:, j] for j, n in enumerate(names)})
+    period = timing.parts(model, training, rep, **options)["microbatch"]
+    gpus = rep["dp"] * rep["tp"] * rep["pp"] * rep["cp"]  # tokens per GPU and second as at(), of the period
+    tokens = rep["dp"] * rep["microbatches"] * rep["mbs"] * rep["seq"]
+    bound = np.full(len(result.enumeration), -np.inf)  # -inf: no fitting row
+    np.maximum.at(bound, c["layout"][fit[first]],
+                  np.where(period > 0, tokens / (np.where(period > 0, period, 1.0) * gpus), np.inf))
+    timed = np.zeros(len(bound), dtype=bool)
+
+    def time_layouts(chosen) -> None:
+        new = np.setdiff1d(chosen, np.flatnonzero(timed))
+        timed[new] = True
+        time_rows(fit[np.isin(c["layout"][fit], new)])
+
+    result.time.update(bound=bound, time_layouts=time_layouts)

@@ -158,7 +158,8 @@ def _search(args, rows=None):
         # the step reads DeepSeek-V3's FP8 dispatch (--fp8-activations, its recipe's) though the search's memory
         # does not cache activations in FP8
         timed = replace(result.training or cfg.Training(), fp8=bool(getattr(args, "fp8_activations", False)))
-        S.add_time(result, model, timed, vpp=args.vpp, **time_options(args))
+        S.add_time(result, model, timed, vpp=args.vpp, lazy=bool(rows) and args.sort == "time" and not args.memory,
+                   **time_options(args))
     elif args.sort == "time":
         args.sort = "bubble"
     if args.memory:
