@@ -109,21 +109,26 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
     result.time = {"gpu": g, "overlap": overlap, "efficiency": efficiency,
                    "gpus_per_node": gpus_per_node or g.nvlink_domain,
                    "dispatcher": timing.dispatcher_of(result.schedule, dispatcher)}
-    if not lazy or result.schedule is not None or "microbatches" in c or not result.layout_groups:
+    if not lazy or result.schedule is not None or "microbatches" in c or not result.layout_groups or \
+            not c["fits"].any():
         time_rows(np.flatnonzero(c["fits"]))
         return
     # no schedule: a row's step is its slowest stage's micro-batch period plus ZeRO-3's traffic (steptime.evaluate
     # ``parts``), never less than the period at any one stage, which reads no ZeRO stage: each fitting (layout, s,
-    # b, policy) at the stage with the most layers bounds its layout's tokens per second per GPU from above
+    # b, policy) at one stage (per PP, the longest at its first such row) bounds its layout's tokens/s/GPU from above
     fit = np.flatnonzero(c["fits"])
     n_g = len(result.enumeration) * result.layout_groups
     _, first = np.unique(fit % n_g + n_g * c["recompute"][fit], return_index=True)
     rep = {k: c[k][fit[first]].astype(np.int64) for k in _LAYOUT}
     rep["recompute"] = np.asarray(result.policies)[c["recompute"][fit[first]].astype(np.int64)]
     rep["microbatches"] = np.ones(len(first), dtype=np.int64)
-    table, _, _ = _stage_table(model, tuple(sorted(set(rep["pp"].tolist()))) or (1,))
-    layers = [j for j, n in enumerate(names) if n in ("L_d", "L_m")]
-    comp = table[rep["pp"], np.argmax(table[:, :, layers].sum(axis=2), axis=1)[rep["pp"]]]
+    pps = sorted(set(rep["pp"].tolist())) or [1]
+    table, K, _ = _stage_table(model, tuple(pps))
+    probe = {k: np.repeat(v[[int(np.argmax(rep["pp"] == p)) for p in pps]], K) for k, v in rep.items()}
+    probe.update({n: table[pps, :, j].reshape(-1) for j, n in enumerate(names)})
+    longest = np.zeros(len(table), dtype=np.int64)
+    longest[pps] = np.argmax(timing.parts(model, training, probe, **options)["microbatch"].reshape(-1, K), axis=1)
+    comp = table[rep["pp"], longest[rep["pp"]]]
     rep.update({n: comp[:, j] for j, n in enumerate(names)})
     period = timing.parts(model, training, rep, **options)["microbatch"]
     gpus = rep["dp"] * rep["tp"] * rep["pp"] * rep["cp"]  # tokens per GPU and second as at(), of the period
