@@ -303,3 +303,28 @@ def test_search_under_a_recipe_keeps_what_was_typed(capsys):
     assert {r["seq"] for r in two["rows"]} == {2048} and {r["mbs"] for r in two["rows"]} <= {1, 2}
     assert two["counts"]["considered"] == 2 * one["counts"]["considered"]  # both micro-batch sizes tried
     assert cli.main(["search", "--gpus", "64", "--hbm", "80GiB", "--recipe", "deepseek-v3"]) == 0
+
+
+def test_the_micro_batch_period_reads_no_zero_stage():
+    """The bound of the lazy ranking by time (timing.add_time ``lazy``) takes the period at ZeRO 0 for every row."""
+    from derivations.steptime import model as M
+    for overlap in ("none", "megatron", "ideal"):
+        for dualpipe in (False, True):
+            assert "z" not in {str(x) for x in M.step_time(overlap, dualpipe)["microbatch"].free_symbols}
+
+
+@pytest.mark.parametrize("gpus,hbm,top,per_layout,overlap", [(16384, 80, 20, True, "megatron"),
+                                                             (4096, 64, 7, False, "none"),
+                                                             (1024, 80, 50, True, "ideal"),
+                                                             (256, 80, 3, True, "megatron")])
+def test_lazy_ranking_by_time_ranks_as_timing_every_row(gpus, hbm, top, per_layout, overlap):
+    """The layouts timed by their bound rank as every fitting row timed (the eager columns, no bound)."""
+    got = {}
+    for lazy in (False, True):
+        r = S.configurations(V3, gpus, hbm * GiB)
+        S.add_time(r, V3, lazy=lazy, overlap=overlap)
+        idx = S.ranked(r, sort="time", per_layout=per_layout, top=top)
+        got[lazy] = idx, {k: r.columns[k][idx] for k in ("tokens_per_gpu_s", "step_time", "time_compute")}
+    assert got[True][0].tolist() == got[False][0].tolist() and len(got[True][0])
+    for k, x in got[False][1].items():
+        assert np.array_equal(x, got[True][1][k]), k
