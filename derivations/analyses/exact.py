@@ -165,9 +165,9 @@ def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_b
                 ok = global_batch % (dp * b) == 0
                 invalid["global-batch"] += int(n_l - ok.sum())
                 at, m_all = at[ok], global_batch // (dp * b)
-            groups, inv = np.unique(np.stack([pp[at], m_all[at]], axis=1), axis=0, return_inverse=True)
+            groups, inv = np.unique((m_all[at] + 1) * (pp.max() + 1) + pp[at], return_inverse=True)
             why_of = []  # each (PP, m)'s refusal: device._estimate_at's checks, then the virtual groups'
-            for p, m in groups.tolist():
+            for p, m in zip((groups % (pp.max() + 1)).tolist(), (groups // (pp.max() + 1) - 1).tolist()):
                 m = training.microbatches if m < 0 else m
                 rkey = (p, m, s, b)
                 if rkey not in refusals:
@@ -192,9 +192,8 @@ def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_b
                 [training.microbatches] * len(live)
             got = _at(model, training, present, live, [layouts[li] for li in live], [slots[li] for li in live],
                       devices, m_of, s, b, schedule, memos, (g, kinds_sym, n_chunks, names, runtime, off, quant, side))
-            for pi in range(n_p):
-                for k in keys:
-                    cols[k][pi, live, si, bi] = got[pi][k]
+            for k in keys:
+                cols[k][:, live, si, bi] = [got[pi][k] for pi in range(n_p)]
             valid[live, si, bi] = True
             ms[live, si, bi] = [-1 if m is None else m for m in m_of]
     return cols, valid, ms, invalid

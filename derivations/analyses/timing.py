@@ -118,9 +118,11 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
     # b, policy) at one stage (per PP, the longest at its first such row) bounds its layout's tokens/s/GPU from above
     fit = np.flatnonzero(c["fits"])
     n_g = len(result.enumeration) * result.layout_groups
-    _, first = np.unique(fit % n_g + n_g * c["recompute"][fit], return_index=True)
-    rep = {k: c[k][fit[first]].astype(np.int64) for k in _LAYOUT}
-    rep["recompute"] = np.asarray(result.policies)[c["recompute"][fit[first]].astype(np.int64)]
+    fits, policy = c["fits"].reshape(-1, n_g), c["recompute"][::n_g]  # rows: choices x (layout, s, b) groups
+    first = np.concatenate([np.flatnonzero(policy == p)[0] * n_g + np.flatnonzero(fits[policy == p].any(axis=0))
+                            for p in np.unique(policy)])  # one row of each fitting ((layout, s, b), policy)
+    rep = {k: c[k][first].astype(np.int64) for k in _LAYOUT}
+    rep["recompute"] = np.asarray(result.policies)[c["recompute"][first].astype(np.int64)]
     rep["microbatches"] = np.ones(len(first), dtype=np.int64)
     pps = sorted(set(rep["pp"].tolist())) or [1]
     table, K, _ = _stage_table(model, tuple(pps))
@@ -134,7 +136,7 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
     gpus = rep["dp"] * rep["tp"] * rep["pp"] * rep["cp"]  # tokens per GPU and second as at(), of the period
     tokens = rep["dp"] * rep["microbatches"] * rep["mbs"] * rep["seq"]
     bound = np.full(len(result.enumeration), -np.inf)  # -inf: no fitting row
-    np.maximum.at(bound, c["layout"][fit[first]],
+    np.maximum.at(bound, c["layout"][first],
                   np.where(period > 0, tokens / (np.where(period > 0, period, 1.0) * gpus), np.inf))
     timed = np.zeros(len(bound), dtype=bool)
 
