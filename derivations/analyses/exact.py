@@ -209,8 +209,10 @@ def _at(model, training, present, live, layouts, slots, devices, m_of, s: int, b
     owner = np.repeat(np.arange(len(layouts)), sizes)
     first = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0)  # noqa: E731
-    mask = np.repeat(np.isin(np.arange(len(devices["sizes"])), live), devices["sizes"])
-    own, held, index, resident = (devices[k][mask] for k in ("own", "held", "index", "resident"))
+    every = len(live) == len(devices["sizes"])  # else the live layouts' devices only
+    mask = None if every else np.repeat(np.isin(np.arange(len(devices["sizes"])), live), devices["sizes"])
+    own, held, index, resident = (devices[k] if every else devices[k][mask] for k in ("own", "held", "index",
+                                                                                      "resident"))
     base = replace(training, mbs=b, seq=s, recompute_ops=())
     # each layout's substitution at its first device (named, derived): what differs between layouts is its degrees,
     # m and what is derived from them
@@ -368,8 +370,7 @@ def _first_largest(total: np.ndarray, owner: np.ndarray, first: np.ndarray, n: i
         return np.zeros(0, dtype=np.int64)
     top = np.maximum.reduceat(total, first)
     at = np.flatnonzero(total == top[owner])
-    _, where = np.unique(owner[at], return_index=True)
-    return at[where]
+    return at[np.r_[True, owner[at][1:] != owner[at][:-1]]]  # owner ascends: each layout's first
 
 
 def _step(g, model, training, inputs: Mapping, values: Mapping, kinds_of) -> np.ndarray:
