@@ -193,7 +193,7 @@ def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_b
             got = _at(model, training, present, live, [layouts[li] for li in live], [slots[li] for li in live],
                       devices, m_of, s, b, schedule, memos, (g, kinds_sym, n_chunks, names, runtime, off, quant, side))
             for k in keys:
-                cols[k][:, live, si, bi] = [got[pi][k] for pi in range(n_p)]
+                cols[k][:, live, si, bi] = np.reshape([got[pi][k] for pi in range(n_p)], (n_p, len(live)))
             valid[live, si, bi] = True
             ms[live, si, bi] = [-1 if m is None else m for m in m_of]
     return cols, valid, ms, invalid
