@@ -163,9 +163,10 @@ def test_legacy_fields_read_as_transformers_folds_them():
     ["trace", "--framework", "transformers", "--mbs", "1", "--seq", "64", "--attention", "sdpa"],
 ])
 def test_what_is_not_covered_is_refused_on_one_line(command):
-    """Megatron-Core has no V4 model; the fake routing, the step's moments, other tools' estimators and the search's
-    committed kernels are the DeepSeek family's; FP8 caching and recomputing MLA operators change no V4 tensor; its MTP
-    module is not modelled; transformers runs it eager only: each command exits 2 with one line saying so."""
+    """Megatron-Core has no V4 model; the fake routing, the step's moments, other tools' estimators and the search
+    (checked against estimate) are the DeepSeek family's; FP8 caching and recomputing MLA operators change no V4
+    tensor; its MTP module is not modelled; transformers runs it eager only: each command exits 2 with one line
+    saying so."""
     out = _memsym(*command, "--model", str(TINY), check=False)
     assert out.returncode == 2 and out.stdout == ""
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr

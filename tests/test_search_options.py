@@ -174,7 +174,7 @@ OPTIONS = [  # (model, conventions preset, what the configurations run)
 
 
 def test_every_stage_at_once_equals_estimate_at_every_row():
-    """The paper's view evaluates every (layout, stage) at once (derivations/analyses/exact.py ``_stage_view``):
+    """The paper's view evaluates every (layout, stage) at once (derivations/analyses/exact.py ``_vector``):
     every row of a search over 8 GPUs is ``device.components`` (estimate's assembly, exactly) at its configuration
     and stage, and that stage is the first most-loaded of the layout's distinct stages."""
     from derivations.analyses import exact

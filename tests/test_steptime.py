@@ -285,8 +285,7 @@ def test_all_stages_times_every_stage(capsys):
 
 
 def test_the_period_reads_no_zero_stage_and_a_grid_is_its_rows():
-    """What the search's bound on each layout's throughput rests on (derivations/analyses/timing.py ``fastest``):
-    one micro-batch's period reads no ZeRO stage, in every variant's expression and in the printed functions,
+    """One micro-batch's period reads no ZeRO stage, in every variant's expression and in the printed functions,
     and the parts over a grid numpy broadcasts (layouts x policies x micro-batch sizes) are, to the bit, the
     parts of each of its configurations given one by one."""
     from derivations import notation as nt

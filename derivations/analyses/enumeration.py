@@ -32,7 +32,6 @@ class Enumeration:
     def __init__(self, gpus: int, layouts=None, rejected: Optional[Counter] = None, arrays=None):
         import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
         self.gpus = gpus
-        self._distinct = None  # no layout twice (memo of distinct())
         self.rejected = Counter() if rejected is None else rejected
         if arrays is None:
             layouts = list(layouts or [])
@@ -55,14 +54,6 @@ class Enumeration:
     @property
     def candidates(self) -> int:
         return len(self) + sum(self.rejected.values())
-
-    def distinct(self) -> bool:
-        """No layout twice (true of :func:`enumerate_layouts`; a caller's list may repeat one); memoised."""
-        import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
-        if self._distinct is None:
-            rows = np.stack([self.arrays[k].astype(np.int64) for k in LAYOUT_FIELDS], axis=1)
-            self._distinct = len(np.unique(rows, axis=0)) == len(rows)
-        return self._distinct
 
 
 def lattice(model: cfg.ModelSpec, gpus: int):

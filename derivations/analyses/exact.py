@@ -1,6 +1,5 @@
-"""The search under a pipeline schedule (or a global batch), conventions other than the paper's,
-``--offload-activations``, ``--linear-recipe`` (``--quantized-param-gather``) or ``--virtual-layers``: what the
-generated kernels (derivations/analyses/kernels.py) do not hold.
+"""The search's one evaluator: the paper's view, a pipeline schedule (or a global batch), any conventions,
+``--offload-activations``, ``--linear-recipe`` (``--quantized-param-gather``) and ``--virtual-layers``.
 
 Every device is evaluated by the printed per-device assembly as ``memsym estimate`` evaluates it
 (derivations/assembly/device.py ``components``), over numpy arrays: every device of every layout at one (s, b) at
@@ -22,8 +21,8 @@ from derivations import config as cfg
 from derivations import evaluate as ev
 from derivations.activations.shape import check_options, of_model
 from derivations.activations.view import View
-from derivations.analyses.enumeration import Enumeration, distinct_stages
-from derivations.analyses.vectorized import Memo, divide, printed, stack
+from derivations.analyses.enumeration import LAYOUT_FIELDS, Enumeration, distinct_stages
+from derivations.analyses.vectorized import Memo, derive, divide, printed
 from derivations.assembly import device, offload, quantized, schedules, step_names
 from derivations.assembly.runtime import buffers_bytes
 from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
@@ -32,24 +31,6 @@ from derivations.config.values import named
 
 #: The columns the search's rows read (derivations/analyses/rows.py), as the kernels' paths fill them.
 COMPONENTS = ("weights", "gradients", "optimizer", "activations")
-
-
-
-def _microbatches(training, global_batch, dp: int, b: int, invalid):
-    """m of a layout at micro-batch ``b``: the global batch's G / (DP b), counted invalid (False) when that is not
-    an integer, else the training's own."""
-    if global_batch is None:
-        return training.microbatches
-    if global_batch % (dp * b):
-        invalid["global-batch"] += 1
-        return False
-    return global_batch // (dp * b)
-
-
-def needed(training: cfg.Training) -> bool:
-    """Whether ``training`` sets anything the generated kernels do not hold (then the search runs here)."""
-    return (training.conventions != cfg.Conventions() or bool(training.offload) or training.linear_recipe is not None
-            or training.quantized_params or training.virtual_layers is not None)
 
 
 def choices(training: cfg.Training, pairs: Sequence[Tuple[int, str]]) -> List[Tuple[int, str]]:
@@ -168,62 +149,83 @@ def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_b
         if key not in splits:
             splits[key] = _Slots(model, training, layout, schedule, names, side)
         slots.append(splits[key])
+    # every device of every layout, concatenated once: the layouts of an (s, b) take theirs by a mask
+    degrees = [layout.named() for layout in layouts]
+    devices = {"sizes": np.array([len(sl.index) for sl in slots], dtype=np.int64),
+               **{k: np.array([d[k] for d in degrees], dtype=np.int64) for k in degrees[0]},
+               **{k: np.concatenate([getattr(sl, k) for sl in slots]) for k in ("own", "held", "index", "resident")}}
+    dp, pp = devices["DP"], devices["PP"]
     refusals: Dict = {}
     memos: Dict = {}
     for si, s in enumerate(seqs):
         for bi, b in enumerate(mbs):
-            live, m_of = [], []
-            for li, layout in enumerate(layouts):
-                m = _microbatches(training, global_batch, layout.dp, b, invalid)
-                if m is False:
-                    continue
-                rkey = (layout.pp, m, s, b)
+            at = np.arange(n_l)
+            m_all = np.full(n_l, -1, dtype=np.int64)  # -1: the training's own m (None: as many as fill the pipe)
+            if global_batch is not None:  # m = G / (DP b), counted invalid where not an integer
+                ok = global_batch % (dp * b) == 0
+                invalid["global-batch"] += int(n_l - ok.sum())
+                at, m_all = at[ok], global_batch // (dp * b)
+            groups, inv = np.unique((m_all[at] + 1) * (pp.max() + 1) + pp[at], return_inverse=True)
+            why_of = []  # each (PP, m)'s refusal: device._estimate_at's checks, then the virtual groups'
+            for p, m in zip((groups % (pp.max() + 1)).tolist(), (groups // (pp.max() + 1) - 1).tolist()):
+                m = training.microbatches if m < 0 else m
+                rkey = (p, m, s, b)
                 if rkey not in refusals:
-                    refusals[rkey] = _refusal(model, replace(training, mbs=b, seq=s), present, layout.pp, m, schedule)
-                why = refusals[rkey] or slots[li].refused
-                if why is None and training.virtual_layers is not None:
+                    refusals[rkey] = _refusal(model, replace(training, mbs=b, seq=s), present, p, m, schedule)
+                virtual = None
+                if training.virtual_layers is not None:
                     try:
-                        schedules.virtual_groups(layout.pp, m)
+                        schedules.virtual_groups(p, m)
                     except cfg.ConfigError as e:
-                        why = e
-                if why is not None:
-                    if not scheduled:  # the paper's view refuses the search (one configuration's refusal)
-                        raise why
-                    invalid[why.constraint] += 1
-                    continue
-                live.append(li)
-                m_of.append(m)
-            if not live:
+                        virtual = e
+                why_of.append((refusals[rkey], virtual))
+            whys = [why_of[j][0] or slots[li].refused or why_of[j][1]
+                    for li, j in zip(at.tolist(), inv.reshape(-1).tolist())]
+            refused = [w for w in whys if w is not None]
+            if refused and not scheduled:  # the paper's view refuses the search (one configuration's refusal)
+                raise refused[0]
+            invalid.update(w.constraint for w in refused)
+            live = at[[w is None for w in whys]] if refused else at
+            if not len(live):
                 continue
-            got = _at(model, training, present, [layouts[li] for li in live], [slots[li] for li in live], m_of, s, b,
-                      schedule, memos, (g, kinds_sym, n_chunks, names, runtime, off, quant, side))
-            for pi in range(n_p):
-                for k in keys:
-                    cols[k][pi, live, si, bi] = got[pi][k]
+            m_of = [None if m < 0 else m for m in m_all[live].tolist()] if global_batch is not None else \
+                [training.microbatches] * len(live)
+            got = _at(model, training, present, live, [layouts[li] for li in live], [slots[li] for li in live],
+                      devices, m_of, s, b, schedule, memos, (g, kinds_sym, n_chunks, names, runtime, off, quant, side))
+            for k in keys:
+                cols[k][:, live, si, bi] = np.reshape([got[pi][k] for pi in range(n_p)], (n_p, len(live)))
             valid[live, si, bi] = True
             ms[live, si, bi] = [-1 if m is None else m for m in m_of]
     return cols, valid, ms, invalid
 
 
-def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule, memos: Dict, setting):
-    """[{column: array over ``layouts``} per choice]: the columns of :func:`_vector` at one (s, b)."""
+def _at(model, training, present, live, layouts, slots, devices, m_of, s: int, b: int, schedule, memos: Dict,
+        setting):
+    """[{column: array over ``layouts``} per choice]: the columns of :func:`_vector` at one (s, b), ``live`` the
+    layouts' indices into ``devices`` (every layout's degrees and devices, concatenated)."""
     g, kinds_sym, n_chunks, names, runtime, off, quant, side = setting
     family = model.family
-    sizes = [len(sl.index) for sl in slots]
+    sizes = devices["sizes"][live]
     owner = np.repeat(np.arange(len(layouts)), sizes)
     first = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0)  # noqa: E731
-    own, held = cat([sl.own for sl in slots]), cat([sl.held for sl in slots])
-    index, resident = cat([sl.index for sl in slots]), cat([sl.resident for sl in slots])
+    every = len(live) == len(devices["sizes"])  # else the live layouts' devices only
+    mask = None if every else np.repeat(np.isin(np.arange(len(devices["sizes"])), live), devices["sizes"])
+    own, held, index, resident = (devices[k] if every else devices[k][mask] for k in ("own", "held", "index",
+                                                                                      "resident"))
     base = replace(training, mbs=b, seq=s, recompute_ops=())
     # each layout's substitution at its first device (named, derived): what differs between layouts is its degrees,
     # m and what is derived from them
     common = named(model, layouts[0], base, slots[0].every[int(slots[0].index[0])])
-    exact = [ev.derived({**common, **layout.named(), **sl.every[int(sl.index[0])].named(),
-                         **({"n_mb": m} if m is not None else {})}, family)
-             for layout, sl, m in zip(layouts, slots, m_of)]
-    differ = set(exact[0]) - set(common) | set(layouts[0].named()) | {"n_mb"}
-    layout_values = stack(exact, np.arange(len(layouts)), differ)
+    derived = ev._module(family).derived  # evaluate.derived, its module looked up once
+    degrees = {k: devices[k][live] for k in layouts[0].named()}
+    if m_of[0] is not None:
+        degrees["n_mb"] = np.array(m_of, dtype=np.int64)
+    mb = lambda m: {"n_mb": m} if m is not None else {}  # noqa: E731
+    layout_values = derive(family, derived({**common, **layouts[0].named(), **mb(m_of[0])}), degrees)
+    # each layout's exact substitution, only for what the options compute exactly (offload, quantized)
+    exact = [derived({**common, **layout.named(), **sl.every[int(sl.index[0])].named(), **mb(m)})
+             for layout, sl, m in zip(layouts, slots, m_of)] if off or quant else None
     stage_values = {k: x[owner] if isinstance(x, np.ndarray) else x for k, x in layout_values.items()}
     stage_values.update({k: own[:, j] for j, k in enumerate(names)})
     virtual = training.virtual_layers is not None
@@ -238,9 +240,9 @@ def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule
             chunk_v.update({f"{k}_{c}": 0 for k in names})
             chunk_v[f"n_fl_{c}"] = 0
     if side.rank == "megatron":  # Megatron's most-loaded shard: the whole model's (its formula divides by PP)
-        whole = megatron_values(model, layouts[0], base)
-        states_values = stack([ev.derived({**whole, **layout.named(), **({"n_mb": m} if m is not None else {})},
-                                           family) for layout, m in zip(layouts, m_of)], owner, differ)
+        whole = derived({**megatron_values(model, layouts[0], base), **layouts[0].named(), **mb(m_of[0])})
+        states_values = {k: x[owner] if isinstance(x, np.ndarray) else x
+                         for k, x in derive(family, whole, degrees).items()}
     else:
         states_values = dict(stage_values, **{k: held[:, j] for j, k in enumerate(names)})
     mirror_values = None
@@ -250,13 +252,16 @@ def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule
     n = len(owner)
     trees: Dict = {}  # the kinds' expressions at the layouts' values, shared by every view
     per_policy: Dict = {}
+    by_zero: Dict = {}
     out = []
     for z, _, r in present:
         tr = replace(base, zero=z, recompute=r, schedule=schedule)
         values = dict(stage_values, z=z)
-        ids = device_component_ids(model, tr, schedule_ok=True)
-        terms = ev.Terms(model.structure, dict(states_values, z=z), family, q=divide)
-        states = {k: terms.term(ids[k]) for k in ("weights", "gradients", "optimizer")}
+        if z not in by_zero:  # the model states read the ZeRO stage alone (sides.WeightSide.component_ids)
+            ids = device_component_ids(model, tr, schedule_ok=True)
+            terms = ev.Terms(model.structure, dict(states_values, z=z), family, q=divide)
+            by_zero[z] = terms, {k: terms.term(ids[k]) for k in ("weights", "gradients", "optimizer")}
+        terms, states = by_zero[z][0], dict(by_zero[z][1])
         if quant:
             per_weight = quantized.copies(tr, Fraction(1), dict(tr.bytes)["B_w"])
             states["weights"] = states["weights"] + float(per_weight) * quantized.linear_params(
@@ -365,8 +370,7 @@ def _first_largest(total: np.ndarray, owner: np.ndarray, first: np.ndarray, n: i
         return np.zeros(0, dtype=np.int64)
     top = np.maximum.reduceat(total, first)
     at = np.flatnonzero(total == top[owner])
-    _, where = np.unique(owner[at], return_index=True)
-    return at[where]
+    return at[np.r_[True, owner[at][1:] != owner[at][:-1]]]  # owner ascends: each layout's first
 
 
 def _step(g, model, training, inputs: Mapping, values: Mapping, kinds_of) -> np.ndarray:
@@ -382,7 +386,7 @@ def _step(g, model, training, inputs: Mapping, values: Mapping, kinds_of) -> np.
 
 
 def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: Enumeration, seqs, mbs,
-        global_batch: Optional[int] = None, progress=None) -> Tuple[Dict, Counter, Optional[int]]:
+        global_batch: Optional[int] = None) -> Tuple[Dict, Counter, Optional[int]]:
     """({column: array}, invalid configurations by rule, (s, b) groups per layout or None): every configuration of
     the layouts ``enum`` x ``seqs`` x ``mbs`` x the accepted ``pairs`` at its most-loaded stage (first on ties), or
     under a schedule (``training.schedule`` or ``global_batch``) its most-loaded device."""
@@ -392,22 +396,19 @@ def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: E
     present = [(z, ri, r) for z in zeros for ri, r in enumerate(policies) if (z, r) in pairs]
     scheduled = bool(training.schedule) or global_batch is not None
     keys = ["dp", "tp", "pp", "ep", "etp", "cp", "sp", "seq", "mbs", "edp", *COMPONENTS, "total", "zero",
-            "recompute", "stage"] + (["microbatches"] if scheduled else [])
+            "recompute", "stage"] + (["microbatches"] if scheduled else []) + ["layout"]
     layouts = enum.layouts
     got, valid, ms, invalid = _vector(model, training, present, layouts, seqs, mbs, global_batch, scheduled)
-    if progress:
-        progress(len(layouts), len(layouts))
     shape = (len(present), len(layouts), len(seqs), len(mbs))
-    lay = {k: np.array([getattr(x, k) for x in layouts], dtype=np.int64)[None, :, None, None]
-           for k in ("dp", "tp", "pp", "ep", "etp", "cp")}
+    lay = {k: enum.arrays[k].astype(np.int64)[None, :, None, None] for k in LAYOUT_FIELDS}
     grid = {**lay, "seq": np.array(seqs, dtype=np.int64)[None, None, :, None],
             "mbs": np.array(mbs, dtype=np.int64)[None, None, None, :],
             "zero": np.array([z for z, _, _ in present], dtype=np.int64)[:, None, None, None],
             "recompute": np.array([ri for _, ri, _ in present], dtype=np.int64)[:, None, None, None],
-            "microbatches": ms[None]}
+            "microbatches": ms[None], "layout": np.arange(len(layouts))[None, :, None, None]}
     grid = {k: np.broadcast_to(v, shape) for k, v in grid.items()}
     grid.update(got)
-    # the rows: choices outermost in the paper's view (the kernels' order), innermost under a schedule (its
+    # the rows: choices outermost in the paper's view, innermost under a schedule (its
     # configurations refused or not dividing the global batch left out)
     order = (lambda x: x.reshape(-1)) if not scheduled else \
         (lambda x: np.moveaxis(x, 0, -1)[valid].reshape(-1))

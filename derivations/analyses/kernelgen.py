@@ -156,17 +156,22 @@ def groups_of(choices: Mapping[Tuple[int, str], Mapping[str, str]], terms: Mappi
     return {g: {t: terms[t] for t in sorted(v)} for g, v in ids.items()}
 
 
+def step_id(kind: str, policy: str) -> str:
+    """The search kernels' key of the paper view's step moment (derivations/assembly/step_terms.py) of a layer of
+    ``kind`` (moe, dense) rebuilt under ``policy``, without its factor 'the stage has such a layer'."""
+    return f"step.paper.{kind}_layer.{policy}"
+
+
 def step_terms_of(model, choices: Mapping[Tuple[int, str], Mapping[str, str]],
                   attention: str = "eager") -> Dict[str, sp.Expr]:
     """{:func:`step_id`: expression} of every recomputing policy the choices hold: the paper view's moments
     (derivations/assembly/step_terms.py) in the view's activation terms, the factors 'the stage has such a layer'
-    set to 1 (the search applies them: kernels.add_step)."""
+    set to 1 (the page's search applies them)."""
     # lazy: the activation terms (generate only)
     from derivations.activations import view_terms
     from derivations.activations.view import View
     from derivations.assembly import step_names, step_terms as S
     from derivations.assembly.device_terms import kinds_of
-    from derivations.analyses.kernels import step_id
     out = {}
     for policy in dict.fromkeys(r for _, r in choices):
         pol = step_names.policy_of(policy)

@@ -12,7 +12,6 @@ from typing import Dict, List, Tuple
 import numpy as np
 
 from derivations import config as cfg
-from derivations.analyses.columns import take
 from derivations.analyses.evaluation import SearchResult
 
 ROW_KEYS = ("dp", "tp", "pp", "ep", "etp", "cp", "sp", "edp", "mbs", "seq", "zero", "recompute", "stage",
@@ -40,7 +39,7 @@ def columns(result: SearchResult, idx) -> Dict[str, list]:
         if k in JUDGED_KEYS:
             out[k] = [result.judged["bytes"][int(i)][k] for i in idx]
             continue
-        a = take(c, k, idx)
+        a = c[k][idx]
         out[k] = np.rint(a).astype(np.int64).tolist() if k in BYTE_KEYS else \
             [float(x) for x in np.round(a, 6 if k != "tokens_per_gpu_s" else 1)] if k in TIME_KEYS else a.tolist()
     out["recompute"] = [result.policies[i] for i in out["recompute"]]

@@ -1,18 +1,18 @@
-"""The search's step time (derivations/steptime) at each configuration's slowest pipeline stage, as lazy columns:
+"""The search's step time (derivations/steptime) at each fitting configuration's slowest pipeline stage, as columns:
 ``step_time`` (one optimizer step, or one micro-batch's period without a schedule or global batch),
 ``time_<part>`` per part of :data:`derivations.steptime.evaluate.PARTS` and ``tokens_per_gpu_s`` (DP m b s over
-the step's time and the GPUs), computed only for the rows read, each once.
+the step's time and the GPUs); NaN where a configuration does not fit.
 """
 from __future__ import annotations
 
-from typing import Dict, Optional
+from functools import lru_cache
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
 from derivations import config as cfg
-from derivations.analyses.columns import take
-from derivations.analyses.evaluation import SearchResult, _stage_table
-from derivations.analyses.ranking import _mixed_radix, layout_index
+from derivations.analyses.enumeration import distinct_stages
+from derivations.analyses.evaluation import SearchResult
 from derivations.steptime import evaluate as timing
 
 _LAYOUT = ("dp", "tp", "pp", "ep", "etp", "cp", "mbs", "seq", "zero")
@@ -20,11 +20,29 @@ _LAYOUT = ("dp", "tp", "pp", "ep", "etp", "cp", "mbs", "seq", "zero")
 BLOCK = 1 << 13
 
 
+@lru_cache(maxsize=64)
+def _stage_table(model, pps: Tuple[int, ...]):
+    """((max PP + 1, K, C + 1) int64 table: per PP its distinct stage compositions (``composition_names``) and
+    stage index (last), padded to K by repeating the last; K; each PP's count), for the PP degrees ``pps``."""
+    names = cfg.composition_names(model.family)
+    stage_of = {pp: distinct_stages(model, cfg.Layout(pp=pp)) for pp in pps}
+    K = max(len(v) for v in stage_of.values())
+    table = np.zeros((max(stage_of) + 1, K, len(names) + 1), dtype=np.int64)
+    count = np.zeros(len(table), dtype=np.int64)
+    for pp, sts in stage_of.items():
+        rows = [s.vector(names) + (s.index,) for s in sts]
+        table[pp] = rows + [rows[-1]] * (K - len(rows))
+        count[pp] = len(sts)
+    return table, K, count
+
+
 def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.Training] = None, *, gpu=None,
              overlap: str = "megatron", efficiency=1, gpus_per_node: Optional[int] = None, vpp: Optional[int] = None,
-             attention: Optional[str] = None, dispatcher: Optional[str] = None) -> None:
+             attention: Optional[str] = None, dispatcher: Optional[str] = None, lazy: bool = False) -> None:
     """Add the time columns to ``result`` (in place); ``gpu``: the preset whose rates are used; ``training``: the
-    search's own (``result.training``) unless given."""
+    search's own (``result.training``) unless given.  ``lazy`` (no schedule): each layout's tokens per second per
+    GPU bounded from above (``result.time['bound']``), its rows timed when ranking.ranked asks
+    (``result.time['time_layouts'](layouts)``)."""
     c = result.columns
     training = training or result.training or cfg.Training()
     attention = attention or training.attention
@@ -36,11 +54,11 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
 
     def at(idx) -> Dict[str, np.ndarray]:
         idx = np.asarray(idx, dtype=np.int64)
-        rows = {k: take(c, k, idx).astype(np.int64) for k in _LAYOUT}
+        rows = {k: c[k][idx].astype(np.int64) for k in _LAYOUT}
         # the policies' names as a string array (not objects): the step's inputs compare them per row in C
-        rows["recompute"] = np.asarray(result.policies)[take(c, "recompute", idx).astype(np.int64)] \
+        rows["recompute"] = np.asarray(result.policies)[c["recompute"][idx].astype(np.int64)] \
             if len(idx) else np.zeros(0, dtype=object)
-        rows["microbatches"] = take(c, "microbatches", idx).astype(np.int64) if "microbatches" in c \
+        rows["microbatches"] = c["microbatches"][idx].astype(np.int64) if "microbatches" in c \
             else np.ones(len(idx), dtype=np.int64)
         pps = tuple(sorted(set(rows["pp"].tolist()))) or (1,)
         table, K, count = _stage_table(model, pps)
@@ -69,117 +87,62 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
         reads the ZeRO stage only as ZeRO-3 or not (derivations/steptime/evaluate.py ``parts``)."""
         if result.schedule is not None or not len(idx):
             return idx, np.arange(len(idx))
-        cols = [layout_index(result, idx)[0]] + [take(c, k, idx).astype(np.int64) for k in ("mbs", "seq")]
-        cols += [take(c, "recompute", idx).astype(np.int64), (take(c, "zero", idx) == 3).astype(np.int64)]
-        if "microbatches" in c:
-            cols.append(take(c, "microbatches", idx).astype(np.int64))
-        key = _mixed_radix(cols, len(idx))
-        if key is not None:
-            by = np.argsort(key, kind="stable")  # np.unique's inverse is ~10x slower (numpy 2.4, measured)
-            new = np.r_[True, key[by][1:] != key[by][:-1]]
-            inv = np.empty(len(idx), dtype=np.int64)
-            inv[by] = np.cumsum(new) - 1
-            return idx[by[new]], inv
-        _, first, inv = np.unique(np.stack(cols, axis=1), axis=0, return_index=True, return_inverse=True)
-        return idx[first], inv.reshape(-1)
+        n_g = len(result.enumeration) * result.layout_groups  # rows: choices x (layout, s, b) groups
+        _, first, inv = np.unique(idx % n_g + n_g * (2 * c["recompute"][idx] + (c["zero"][idx] == 3)),
+                                  return_index=True, return_inverse=True)
+        return idx[first], inv
 
-    n = len(c["fits"])
-    keys = timing.PARTS + ("tokens_per_gpu_s",)
-    got: Dict[str, np.ndarray] = {}  # {part: every row's value, set where ``done``}
-    done = np.zeros(n, dtype=bool)
+    keys = ("step_time", "tokens_per_gpu_s") + tuple("time_" + p for p in timing.PARTS if p != "step")
+    for key in keys:
+        c[key] = np.full(len(c["fits"]), np.nan)
 
-    def compute(idx) -> Dict[str, np.ndarray]:
-        """Every part, computed at the rows of ``idx`` not computed yet, in blocks (element-wise)."""
-        if not got:
-            got.update({k: np.empty(n) for k in keys})
-        todo = np.sort(idx[~done[idx]])
-        if len(todo):
-            todo = todo[np.r_[True, todo[1:] != todo[:-1]]]  # each once (np.unique would import numpy.ma)
-            timed, back = distinct(todo)
-            vals = {k: np.empty(len(timed)) for k in keys}
-            for i in range(0, len(timed), BLOCK):
-                for k, v in at(timed[i:i + BLOCK]).items():
-                    vals[k][i:i + BLOCK] = v
-            for k, v in vals.items():
-                got[k][todo] = v[back]
-            done[todo] = True
-        return got
-
-    def column(key):
-        def full():  # every part at the fitting rows, NaN elsewhere (ranking reads only those)
-            return np.where(c["fits"], compute(np.flatnonzero(c["fits"]))[key], np.nan)
-
-        def take_rows(idx):
-            idx = np.asarray(idx, dtype=np.int64)
-            return compute(idx)[key][idx]
-        return full, take_rows
-
-    def fastest() -> Optional[np.ndarray]:
-        """Per layout (ranking.layout_index's ids), an upper bound of the tokens per second per GPU of its fitting
-        rows (-inf where none fits), or None under a schedule: a row's step is never less than the micro-batch
-        period at any one of its stages, which reads no ZeRO stage (derivations/steptime/model.py ``step_time``),
-        taken at one composition per pipeline degree (:func:`probe_stages`).  Computed once."""
-        if "fastest" not in bounds:
-            bounds["fastest"] = layout_bounds()
-        return bounds["fastest"]
-
-    bounds: Dict[str, Optional[np.ndarray]] = {}
-
-    def layout_bounds() -> Optional[np.ndarray]:
-        enum, per = result.enumeration, result.layout_groups
-        n_l = len(enum)
-        if result.schedule is not None or "microbatches" in c or not (per and n_l and n % (n_l * per) == 0
-                                                                       and enum.distinct()):
-            return None
-        n_g = n_l * per
-        policy = take(c, "recompute", np.arange(n // n_g, dtype=np.int64) * n_g).astype(np.int64)
-        used = sorted(set(policy.tolist()))
-        fits = c["fits"].reshape(-1, n_g)
-        need = np.zeros((len(used), n_g), dtype=bool)  # (policy, group): fits at some ZeRO stage
-        for ci, p in enumerate(policy.tolist()):
-            need[used.index(p)] |= fits[ci]
-        need = need.reshape(len(used), n_l, per).transpose(1, 0, 2)  # (layout, policy, group)
-        some = np.flatnonzero(need.any(axis=(1, 2)))  # the layouts timed: those with a fitting row
-        most = np.full(n_l, -np.inf)
-        if not len(some):
-            return most
-        lay = {k: enum.arrays[k][some].astype(np.int64) for k in _LAYOUT[:6]}
-        groups = np.arange(per, dtype=np.int64)
-        grid = {k: v[:, None, None] for k, v in lay.items()}  # (layout, policy, group)
-        grid.update(mbs=take(c, "mbs", groups).astype(np.int64)[None, None, :],
-                    seq=take(c, "seq", groups).astype(np.int64)[None, None, :],
-                    recompute=np.asarray(result.policies)[used][None, :, None],
-                    zero=np.zeros((1, 1, 1), dtype=np.int64), microbatches=np.ones((1, 1, 1), dtype=np.int64))
-        table, _, _ = _stage_table(model, tuple(sorted(set(lay["pp"].tolist()))))
-        comp = table[lay["pp"], probe_stages(lay, grid, table)[lay["pp"]]]
-        for j, name in enumerate(names):
-            grid[name] = comp[:, j, None, None]
-        period = timing.parts(model, training, grid, **options)["microbatch"]
-        gpus = grid["dp"] * grid["tp"] * grid["pp"] * grid["cp"]
-        tokens = grid["dp"] * grid["microbatches"] * grid["mbs"] * grid["seq"]
-        bound = np.where(period > 0, tokens / (np.where(period > 0, period, np.inf) * gpus), np.inf)
-        most[some] = np.where(need[some], bound, -np.inf).reshape(len(some), -1).max(axis=1)
-        return most
-
-    def probe_stages(lay, grid, table) -> np.ndarray:
-        """Per pipeline degree (indexed by it), the composition whose period is the longest at its first layout."""
-        pps = sorted(set(lay["pp"].tolist()))
-        first = np.array([int(np.argmax(lay["pp"] == pp)) for pp in pps])
-        probe = {k: np.repeat(v[first][:, None], table.shape[1], axis=1) for k, v in lay.items()}  # (degree, stage)
-        probe.update({k: v.reshape(-1)[:1][:, None] for k, v in grid.items() if k not in lay})
-        for j, name in enumerate(names):
-            probe[name] = table[lay["pp"][first]][:, :, j]
-        period = timing.parts(model, training, probe, **options)["microbatch"]
-        out = np.zeros(len(table), dtype=np.int64)
-        out[pps] = np.argmax(period, axis=1)
-        return out
+    def time_rows(fit) -> None:
+        """Every part at the fitting rows ``fit`` (NaN elsewhere: ranking reads only those), in blocks."""
+        timed, back = distinct(fit)
+        vals = {k: np.empty(len(timed)) for k in timing.PARTS + ("tokens_per_gpu_s",)}
+        for i in range(0, len(timed), BLOCK):
+            for k, v in at(timed[i:i + BLOCK]).items():
+                vals[k][i:i + BLOCK] = v
+        for key in keys:
+            c[key][fit] = vals["step" if key == "step_time" else key[5:] if key.startswith("time_") else key][back]
 
     result.time = {"gpu": g, "overlap": overlap, "efficiency": efficiency,
                    "gpus_per_node": gpus_per_node or g.nvlink_domain,
-                   "dispatcher": timing.dispatcher_of(result.schedule, dispatcher), "fastest": fastest}
-    for key in ("step_time", "tokens_per_gpu_s") + tuple("time_" + p for p in timing.PARTS if p != "step"):
-        full, take_rows = column("step" if key == "step_time" else key[5:] if key.startswith("time_") else key)
-        if hasattr(c, "set_lazy"):
-            c.set_lazy(key, full, take_rows)
-        else:
-            c[key] = full()
+                   "dispatcher": timing.dispatcher_of(result.schedule, dispatcher)}
+    if not lazy or result.schedule is not None or "microbatches" in c or not result.layout_groups or \
+            not c["fits"].any():
+        time_rows(np.flatnonzero(c["fits"]))
+        return
+    # no schedule: a row's step is its slowest stage's micro-batch period plus ZeRO-3's traffic (steptime.evaluate
+    # ``parts``), never less than the period at any one stage, which reads no ZeRO stage: each fitting (layout, s,
+    # b, policy) at one stage (per PP, the longest at its first such row) bounds its layout's tokens/s/GPU from above
+    fit = np.flatnonzero(c["fits"])
+    n_g = len(result.enumeration) * result.layout_groups
+    fits, policy = c["fits"].reshape(-1, n_g), c["recompute"][::n_g]  # rows: choices x (layout, s, b) groups
+    first = np.concatenate([np.flatnonzero(policy == p)[0] * n_g + np.flatnonzero(fits[policy == p].any(axis=0))
+                            for p in np.unique(policy)])  # one row of each fitting ((layout, s, b), policy)
+    rep = {k: c[k][first].astype(np.int64) for k in _LAYOUT}
+    rep["recompute"] = np.asarray(result.policies)[c["recompute"][first].astype(np.int64)]
+    rep["microbatches"] = np.ones(len(first), dtype=np.int64)
+    pps = sorted(set(rep["pp"].tolist())) or [1]
+    table, K, _ = _stage_table(model, tuple(pps))
+    probe = {k: np.repeat(v[[int(np.argmax(rep["pp"] == p)) for p in pps]], K) for k, v in rep.items()}
+    probe.update({n: table[pps, :, j].reshape(-1) for j, n in enumerate(names)})
+    longest = np.zeros(len(table), dtype=np.int64)
+    longest[pps] = np.argmax(timing.parts(model, training, probe, **options)["microbatch"].reshape(-1, K), axis=1)
+    comp = table[rep["pp"], longest[rep["pp"]]]
+    rep.update({n: comp[:, j] for j, n in enumerate(names)})
+    period = timing.parts(model, training, rep, **options)["microbatch"]
+    gpus = rep["dp"] * rep["tp"] * rep["pp"] * rep["cp"]  # tokens per GPU and second as at(), of the period
+    tokens = rep["dp"] * rep["microbatches"] * rep["mbs"] * rep["seq"]
+    bound = np.full(len(result.enumeration), -np.inf)  # -inf: no fitting row
+    np.maximum.at(bound, c["layout"][first],
+                  np.where(period > 0, tokens / (np.where(period > 0, period, 1.0) * gpus), np.inf))
+    timed = np.zeros(len(bound), dtype=bool)
+
+    def time_layouts(chosen) -> None:
+        new = np.setdiff1d(chosen, np.flatnonzero(timed))
+        timed[new] = True
+        time_rows(fit[np.isin(c["layout"][fit], new)])
+
+    result.time.update(bound=bound, time_layouts=time_layouts)

@@ -1,14 +1,14 @@
 """The printed exact Python over float64 arrays, which lets the search (derivations/analyses/exact.py) evaluate
 every device of every layout at one (s, b) at once: the family's printed functions with numpy's division, minimum
 and floor bound (:func:`printed`), an exact value computed once per distinct substitution of the symbols it reads
-(:class:`Memo`), and the layouts' values stacked over the devices (:func:`stack`).
+(:class:`Memo`) and the printed ``derived`` over the layouts' degrees at once (:func:`derive`).
 """
 from __future__ import annotations
 
 import types
 from fractions import Fraction
 from functools import lru_cache
-from typing import Dict, Mapping, Sequence
+from typing import Dict, Mapping
 
 import numpy as np
 
@@ -74,23 +74,60 @@ class Memo:
         return self.memo[key]
 
 
-def _number(x):
-    return float(x) if isinstance(x, Fraction) else x
+class _Split(Exception):
+    """A condition of the printed ``derived`` that holds for some layouts only (``mask``: those)."""
+
+    def __init__(self, mask: np.ndarray):
+        super().__init__()
+        self.mask = mask
 
 
-def stack(dicts: Sequence[Mapping], owner: np.ndarray, differ) -> Dict[str, object]:
-    """{name: value}: the names of ``dicts`` (one per layout), a number where every layout has the same value, else
-    a float64 array over the devices (each device its layout's, ``owner``); only the names in ``differ`` may
-    differ between layouts."""
+class _Uniform(np.ndarray):
+    """An array whose truth (a printed condition's, ``1 if TP == n_h else 0``) is its elements' when they agree,
+    else :class:`_Split`."""
+
+    def __bool__(self):
+        mask = np.asarray(self, dtype=bool)
+        if mask.all():
+            return True
+        if not mask.any():
+            return False
+        raise _Split(mask)
+
+
+def derive(family: str, values: Mapping, arrays: Mapping[str, np.ndarray]) -> Dict[str, object]:
+    """{name: value}: the printed ``derived`` (derivations/generated/<family>.py) of every layout at once, ``values``
+    one layout's exact substitution with its derived symbols, ``arrays`` {name: int64 array over the layouts} the
+    names whose values differ between layouts (``values`` holding the first's).  A number where every layout has the
+    same value (``values``' own, as :func:`stack` gives it), else a float64 array over the layouts; the layouts a
+    printed condition tells apart are evaluated apart (:class:`_Uniform`)."""
+    fn = printed(family)["derived"]
+    n = len(next(iter(arrays.values())))
+    leaves = []
+
+    def split(at: np.ndarray):
+        v = dict(values, **{k: x[at].view(_Uniform) for k, x in arrays.items()})
+        try:
+            fn(v)
+        except _Split as e:
+            split(at[e.mask])
+            split(at[~e.mask])
+            return
+        leaves.append((at, v))
+
+    split(np.arange(n))
     out = {}
-    for k in dicts[0]:
-        first = dicts[0][k]
-        if k not in differ:
+    for k, first in values.items():
+        got = [(at, v[k]) for at, v in leaves]
+        if all(not isinstance(x, np.ndarray) and x == first for _, x in got):
             out[k] = _number(first)
             continue
-        got = [d[k] for d in dicts]
-        if all(x == first and type(x) is type(first) for x in got):
-            out[k] = _number(first)
-        else:
-            out[k] = np.array([float(x) for x in got], dtype=np.float64)[owner]
+        full = np.empty(n)
+        for at, x in got:
+            full[at] = np.asarray(x, dtype=np.float64)
+        out[k] = _number(first) if (full == full[0]).all() else full
     return out
+
+
+def _number(x):
+    return float(x) if isinstance(x, Fraction) else x

@@ -1,4 +1,5 @@
-"""memsym search: every valid configuration for a GPU count, evaluated in one vectorised pass."""
+"""memsym search: every valid configuration for a GPU count, every device evaluated at once by estimate's printed
+assembly over numpy arrays."""
 from __future__ import annotations
 
 from . import COMMANDS, common
@@ -23,8 +24,8 @@ def add_parser(sub):
                                    "PP, EP, ETP, CP with DP*TP*PP*CP = GPUs, SP = TP), ZeRO stage, recomputation "
                                    "policy, micro-batch b and sequence length s. Invalid layouts (the rules of "
                                    "`memsym estimate`) are rejected before evaluation and counted. Every stage of "
-                                   "every configuration is evaluated in one vectorised pass of the lambdified "
-                                   "per-device terms; each configuration is judged at its most-loaded stage against "
+                                   "every configuration is evaluated at once by estimate's printed assembly over "
+                                   "numpy arrays; each configuration is judged at its most-loaded stage against "
                                    "the Sec. 6 peak (1 + f_frag) * total + M_buf <= --hbm. Text lists the top "
                                    "--top (default 20); --json and --csv carry every configuration that fits "
                                    "unless --top is given. Bytes are rounded to the nearest byte (exact below "
@@ -79,8 +80,7 @@ def add_parser(sub):
                         "shortest step under a global batch; then the most headroom), bubble (the fewest pipeline "
                         "bubbles, (PP-1)/(m+PP-1) under the schedule, PP without one, then the most headroom, then the "
                         "smaller TP), peak (largest first: needs the least memory saving) or headroom (most first)")
-    g = p.add_argument_group("what every configuration runs (the options of `memsym estimate`; then each configuration "
-                             "is evaluated by estimate's printed assembly, every device at once)")
+    g = p.add_argument_group("what every configuration runs (the options of `memsym estimate`)")
     g.add_argument("--offload-activations", type=offload_modules, default=None, action=common._Explicit,
                    metavar="MODULE,...", help="Megatron-Core's fine-grained activation offloading of these modules "
                                               "(`memsym estimate --help`; needs --conventions mcore or mcore-te)")
@@ -152,14 +152,15 @@ def _search(args, rows=None):
     result = S.configurations(model, args.gpus, hbm, zeros=args.zero, recompute=args.recompute, mbs=args.mbs,
                               seqs=args.seq, overheads=args.overheads, schedule=args.schedule,
                               microbatches=args.microbatches, vpp=args.vpp, global_batch=args.global_batch,
-                              gpus_per_node=args.gpus_per_node or 8, progress=_progress(), attention=args.attention,
+                              gpus_per_node=args.gpus_per_node or 8, attention=args.attention,
                               options=_options(args))
     _framework(args, result)
     if model.family == "deepseek":  # the step-time model covers the DeepSeek family
         # the step reads DeepSeek-V3's FP8 dispatch (--fp8-activations, its recipe's) though the search's memory
         # does not cache activations in FP8
         timed = replace(result.training or cfg.Training(), fp8=bool(getattr(args, "fp8_activations", False)))
-        S.add_time(result, model, timed, vpp=args.vpp, **time_options(args))
+        S.add_time(result, model, timed, vpp=args.vpp, lazy=bool(rows) and args.sort == "time" and not args.memory,
+                   **time_options(args))
     elif args.sort == "time":
         args.sort = "bubble"
     if args.memory:
@@ -212,7 +213,7 @@ def _framework(args, result) -> None:
 
 def _options(args):
     """A Training of what every configuration runs beside the searched choices (the conventions, offloading, the
-    linear recipe, Megatron's virtual stages), or None when that is the paper's (the generated kernels')."""
+    linear recipe, Megatron's virtual stages), or None when that is the paper's."""
     opts = cfg.Training(conventions=R.conventions_of(vars(args)), offload=args.offload_activations or (),
                         linear_recipe=args.linear_recipe, quantized_params=args.quantized_param_gather,
                         virtual_layers=args.virtual_layers)
@@ -226,32 +227,14 @@ def data(args) -> dict:
     return {**_header(model, args, hbm, result), "rows": S.rows(result, full)}
 
 
-#: Set for a ``memsym search`` process only, before numpy loads (:func:`run`), unless the user set their own:
-#: one OpenBLAS thread (the search is element-wise; a thread per core cost ~0.05 s of its start on two cores), and
-#: glibc's mallopt(3) {parameter: (code, value)} keeping freed blocks in the heap up to 32 MiB (the temporary arrays
-#: were paged in afresh: ``search --gpus 16384`` took ~60 ms instead of ~50, ~1,900 more page faults).
+#: Set for a ``memsym search`` process only, before numpy loads (:func:`run`), unless the user set their own: one
+#: OpenBLAS thread (the search is element-wise; a thread per core cost ~0.05 s of its start on two cores).
 BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1"}
-MALLOC = {"M_TRIM_THRESHOLD": (-1, 1 << 30), "M_MMAP_THRESHOLD": (-3, 32 << 20)}
-
-
-def _keep_freed_memory() -> None:
-    """MALLOC, through glibc's mallopt; nothing elsewhere (not glibc, or glibc's own MALLOC_* settings given)."""
-    if any(k.startswith("MALLOC_") for k in os.environ):
-        return
-    try:
-        import ctypes
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError, TypeError):
-        return
-    for code, value in MALLOC.values():
-        mallopt(code, value)
 
 
 def run(args) -> int:
     if not any(k in os.environ for k in ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")):
         os.environ.update(BLAS_THREADS)  # before numpy loads: see BLAS_THREADS
-    if "numpy" not in sys.modules:  # a memsym search process: see MALLOC
-        _keep_freed_memory()
     from derivations.analyses import search as S
     # every row only where every row is written (JSON, CSV without --top); text lists --top or 20
     model, hbm, result, idx = _search(args, args.top or (None if args.json or args.csv else 20))
@@ -449,24 +432,3 @@ def _time_header(result) -> list:
             f"{t['overlap']}, dispatcher {t['dispatcher']}"
             + ("" if result.schedule else "; no schedule: one micro-batch's period in steady state (no bubble, "
                                          "no per-step data-parallel traffic but ZeRO-3's, no optimizer update)")]
-
-
-def _progress():
-    """A progress callback on stderr for searches of more than about a million configurations
-    (a bar on a terminal, a line per quarter otherwise)."""
-    state = {"shown": -1}
-
-    def show(done, total):
-        if total * 12 < 10 ** 6:
-            return
-        frac = done / total
-        if sys.stderr.isatty():
-            bar = "#" * int(30 * frac)
-            sys.stderr.write(f"\rmemsym search: [{bar:<30}] {done:,}/{total:,} configurations x choices")
-            if done == total:
-                sys.stderr.write("\n")
-        elif int(4 * frac) > state["shown"]:
-            state["shown"] = int(4 * frac)
-            sys.stderr.write(f"memsym search: {done:,} of {total:,} layout x b x s groups evaluated\n")
-        sys.stderr.flush()
-    return show
