@@ -375,6 +375,16 @@ def test_dsa_attends_to_its_top_k_and_runs_the_lightning_indexer():
     assert t["compute"] - t["memory"] == pytest.approx(want, rel=1e-9)
 
 
+def test_the_cp_ring_hides_behind_the_attention_forward_and_its_flash_backward():
+    """CP 2 inside a node (NVLink 160 GB/s): each layer's ring sends one key/value block of s / 2 tokens x 128 heads
+    x (128 + 64 + 128) in BF16, once forward and twice backward, behind the core attention of the device's 2,048
+    queries: its forward, the backward's two products of it and the recomputed Q K^T (989.4 TFLOP/s)."""
+    t = _one(_row(cp=2), overlap="megatron", attention="flash")
+    ring = 3 * 2048 * 128 * 320 * 2 / 160e9
+    attention = 2 * 2048 * 0.5 * 4096 * 128 * (3 * 320 + 192) / 989.4e12
+    assert t["CP"] == pytest.approx(ring - attention, rel=1e-9)
+
+
 def test_megatron_overlap_switches_hide_what_they_name():
     """--overlap megatron:SWITCH,...: the EP all-to-all behind the micro-batch's compute (1F1B A2A overlap), without
     its weight gradients unless they are delayed (t_W, a third of the matrix products' time besides the flash

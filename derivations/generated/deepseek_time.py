@@ -154,7 +154,7 @@ def _step_megatron(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, 
     x60 = x18*x35*x52*x53*x54*x55*(1 - o_TP) - reduce(maximum, [0, -x57])
     x61 = B_EP*F*L_m*h*tau_EP*x19*x54*(1 - o_EP) + reduce(maximum, [0, 2*B_EP*F*L_m*b*h*o_EP*s*tau_EP*x5*x54*x6 - x58])
     x62 = rho_full + 3
-    x63 = reduce(maximum, [0, B_a*n_h*x16*x18*x2*x62*(CP - 1)/beta_CP - x49*x62])
+    x63 = reduce(maximum, [0, B_a*b*n_h*s*x16*x2*x5*x6*x62*(CP - 1)/beta_CP - x12 - x49*x62])
     x64 = 2*n_mb
     x65 = x18*reduce(minimum, [1, PP - 1])/beta_PP
     x66 = equal(z, 0)
@@ -244,7 +244,7 @@ def _step_megatron_dualpipe(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP,
     x58 = -2*B_EP*F*L_m*b*h*s*tau_EP*x5*x53*x6 + x55
     x59 = reduce(maximum, [0, -x58])
     x60 = rho_full + 3
-    x61 = reduce(maximum, [0, B_a*n_h*x16*x18*x2*x60*(CP - 1)/beta_CP - x48*x60])
+    x61 = reduce(maximum, [0, B_a*b*n_h*s*x16*x2*x5*x6*x60*(CP - 1)/beta_CP - x12 - x48*x60])
     x62 = reduce(maximum, [0, 2*B_a*b*h*s*x5*x6*reduce(minimum, [1, PP - 1])/beta_PP - x58])
     x63 = equal(z, 0)
     x64 = less(z, 3)

@@ -192,7 +192,8 @@ def dp_volumes() -> Dict[str, sp.Expr]:
 
 def times(f: Dict[str, sp.Expr] = None, mem: Dict[str, sp.Expr] = None) -> Dict[str, sp.Expr]:
     """Seconds of one micro-batch on one device: t_F (forward), t_B (backward), t_W (its weight-gradient
-    half), t_R (recomputation), t_att (the core attention's forward), t_mem (of t_F + t_B, the memory-bound
+    half), t_R (recomputation), t_att (the core attention's forward), t_rs (a flash backward's recomputed scores:
+    with 2 t_att, the backward the CP ring hides behind), t_mem (of t_F + t_B, the memory-bound
     operations: eager attention's matrices, the recipe's casts, M_F and M_B), c_<group> (each group's transfers,
     forward and backward), and per step t_DP (data-parallel traffic) and t_opt (optimizer).  ``f``: the
     forward FLOPs by part (:func:`flops`; the report passes symbols for them, to print the times shorter), ``mem``
@@ -220,8 +221,9 @@ def times(f: Dict[str, sp.Expr] = None, mem: Dict[str, sp.Expr] = None) -> Dict[
     sharded = sp.Piecewise((P_n + P_m, sp.Eq(nt.z, 0)), (P_n / (DP * CP) + P_m / EDP, True))
     adam = nt.B_g + 2 * (nt.B_m + nt.B_1 + nt.B_2) + nt.B_w
     t_mem = t_sm + 7 * matrix / W_M + 3 * t_q + t_mF + t_mB
-    out = {"t_F": t_F, "t_B": 2 * t_mm + f["rescore"] / rate_A + 7 * matrix / W_M + 2 * t_q + t_mB, "t_W": t_mm,
-           "t_R": t_R, "t_att": t_att, "t_mem": t_mem, **c,
+    t_rs = f["rescore"] / rate_A  # the flash backward's recomputed scores
+    out = {"t_F": t_F, "t_B": 2 * t_mm + t_rs + 7 * matrix / W_M + 2 * t_q + t_mB, "t_W": t_mm,
+           "t_R": t_R, "t_att": t_att, "t_rs": t_rs, "t_mem": t_mem, **c,
             "t_red": dv["DP_reduce"] / beta["DP"] + dv["EDP_reduce"] / beta["EDP"],
             "t_gat": dv["DP_gather"] / beta["DP"] + dv["EDP_gather"] / beta["EDP"], "t_opt": sharded * adam / W_M}
     out["t_DP"] = out["t_red"] + out["t_gat"]
@@ -245,7 +247,7 @@ def exposed(overlap: str, dualpipe: bool, t: Dict[str, sp.Expr]) -> Dict[str, sp
     window = compute - (1 - o_DW) * t["t_W"]
     hidden = _beyond([o_TP * t["c_TP"], o_EP * t["c_EP"]], window, ("TP", "EP"))
     out = {"TP": (1 - o_TP) * t["c_TP"] + hidden["TP"], "EP": (1 - o_EP) * t["c_EP"] + hidden["EP"],
-           "CP": sp.Max(0, t["c_CP"] - (3 + rho_full) * t["t_att"]), "PP": t["c_PP"]}
+           "CP": sp.Max(0, t["c_CP"] - (3 + rho_full) * t["t_att"] - t["t_rs"]), "PP": t["c_PP"]}
     if dualpipe:  # the all-to-all and PP transfers of a chunk pair behind its compute
         out.update(_beyond([t["c_EP"], t["c_PP"]], compute, ("EP", "PP")))
     # Megatron's --overlap-grad-reduce starts a bucket's reduce in the last micro-batch's backward (the others run
