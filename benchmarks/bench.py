@@ -1,16 +1,10 @@
 """Benchmarks of memsym's evaluation paths, searches, report and cold start; one run, interleaved.
 
-Every timing repeats the alternatives interleaved (one repetition of each, then the next), so load from other
-processes hits them alike; each is reported as the median and range of the repetitions.  (a) The per-device
-total on N random valid configurations of DeepSeek-v3 (ZeRO 1, no recomputation; CP > 1 included), in ns per
-configuration: the floor (numpy reading the 12 input columns and writing their sum, in the same cache-sized
-blocks), the engine's numpy path (symbolic.numeric.compile of the factored expression, in blocks:
-symbolic.search.evaluate; JSON key "compiled"), the same in one call and unfactored, and the hand formula of
-tests/independent.py.  (b) Subprocesses: ``import sympy``, a ``memsym estimate`` not run before (another
---mbs), ``memsym search --gpus 8|1024|16384`` and ``memsym fit``; (c) without --quick, ``memsym report``
-of the paper's configuration and of new ones.  Exactness is asserted (every path equals symbolic.numeric.exact
-below 2^53, the hand formula equals the terms); timings are printed, never asserted.  Goals: numpy <= 2.5x
-floor, search 16384 < 1 s and <= 1.5x search 8 (its floor), report < 3 s, a new estimate <= 1.2x import sympy.
+Alternatives run interleaved (so load hits them alike), reported as median and range.  (a) The per-device total
+of N random valid DeepSeek-v3 configurations, ns each: the floor (numpy reading the 12 inputs, writing their sum),
+the engine's numpy path (JSON key "compiled"), one call, unfactored, and tests/independent.py's hand formula, every
+path asserted exact; (b) subprocesses: ``import sympy``, a new ``estimate``, ``search --gpus 8|1024|16384``, ``fit``;
+(c) without --quick, ``report`` of the paper's configuration and of new ones.  Timings are printed, never asserted.
 
     python benchmarks/bench.py [--points N] [--repeat R] [--quick] [--json]
 """
@@ -64,11 +58,8 @@ def run_cmd(cmd, env=None):
     return go
 
 
-# ----------------------------------------------------------------------------- random configurations
 def random_configurations(model, n, seed=0):
-    """n random valid configurations as int64 columns: TP divides n_h and h_F, EP divides N, ETP
-    divides h_E, CP in {1, 2, 4, 8} dividing s, DP making EP*ETP divide DP*TP*CP, PP in 1..32 with
-    a random stage of the default split, SP = TP (a sample is checked by validate_layout)."""
+    """n random valid configurations as int64 columns (a sample checked by validate_layout)."""
     import numpy as np
     from derivations import config as cfg
     rng = np.random.default_rng(seed)
@@ -150,8 +141,7 @@ def bench_eval(points, repeat):
 
 
 def bench_wall(a, memsym, res):
-    """Part (b): the commands' wall times, interleaved, into ``res``; returns the functions (the report's
-    part interleaves its new configuration with the same new estimate)."""
+    """Part (b): the commands' wall times, interleaved, into ``res``; returns the functions."""
     cmds = {"import sympy": [sys.executable, "-c", "import sympy"],
             "search 8": memsym + ["search", "--gpus", "8", "--hbm", "80GiB"],
             "search 1024": memsym + ["search", "--gpus", "1024", "--hbm", "80GiB"],
@@ -170,16 +160,12 @@ def bench_wall(a, memsym, res):
         "compiled or replayed)")
     for k, s in t.items():
         say(f"    {k:<14} {s['median']:6.3f} [{s['min']:.3f}-{s['max']:.3f}]")
-    res["cold_start_ratio"] = t["estimate, new"]["median"] / t["import sympy"]["median"]
-    res["search_1024_s"] = t["search 1024"]["median"]
-    res["search_16384_s"] = t["search 16384"]["median"]
-    res["search_8_s"] = t["search 8"]["median"]
-    # search 8: the search's own floor (the same imports and printing, almost no configuration to evaluate)
-    res["search_16384_to_8"] = t["search 16384"]["median"] / t["search 8"]["median"]
-    res["search_16384_to_estimate"] = t["search 16384"]["median"] / t["estimate, new"]["median"]  # a full estimate
-    res["search_1024_to_estimate"] = t["search 1024"]["median"] / t["estimate, new"]["median"]
-    res["fit_to_estimate"] = t["fit"]["median"] / t["estimate, new"]["median"]
-    res["wall"] = t
+    m = {k: s["median"] for k, s in t.items()}
+    new = m["estimate, new"]  # a full estimate; search 8 is the search's own floor (its imports, almost no work)
+    res.update({"cold_start_ratio": new / m["import sympy"], "search_1024_s": m["search 1024"],
+                "search_16384_s": m["search 16384"], "search_8_s": m["search 8"], "search_16384_to_8":
+                m["search 16384"] / m["search 8"], "search_16384_to_estimate": m["search 16384"] / new,
+                "search_1024_to_estimate": m["search 1024"] / new, "fit_to_estimate": m["fit"] / new, "wall": t})
     say(f"    a new estimate / import sympy = {res['cold_start_ratio']:.2f} (goal <= 1.2); search 16384 = "
         f"{res['search_16384_s']:.2f} s (goal < 1), {res['search_16384_to_estimate']:.2f}x a new estimate "
         "(goal <= 1.5)")
@@ -219,7 +205,7 @@ def main(argv=None) -> int:
         say(f"    {lab:<48} {s['median']:7.1f} [{s['min']:.1f}-{s['max']:.1f}]  {s['median'] / floor:5.2f}x floor")
     say(f"    exact: every path rounds to symbolic.numeric.exact at {r['exact_checked']} sampled configurations, "
         f"and the terms equal the independent formula exactly")
-    # "compiled": the contract's key for memsym's compiled form, now the numpy one (lambdify's printed function)
+    # "compiled": the contract's key for memsym's compiled form, the numpy one
     res.update({"floor_ns": floor, "compiled_ns": ns["numpy"]["median"], "numpy_ns": ns["numpy"]["median"],
                 "hand_numpy_ns": ns["hand_numpy"]["median"], "compiled_to_floor": ns["numpy"]["median"] / floor,
                 "numpy_to_hand": ns["numpy"]["median"] / ns["hand_numpy"]["median"], "eval": r})
@@ -230,8 +216,7 @@ def main(argv=None) -> int:
 
     res["report_s"] = None
     if not a.quick:
-        # memsym keeps nothing on disk (issue 42): every report computes everything; the paper's configuration,
-        # then configurations not reported before (another --seq each), interleaved with a new estimate
+        # nothing kept on disk (issue 42): the paper's configuration, then new ones (another --seq each)
         with tempfile.TemporaryDirectory() as tmp:
             rep = run_cmd(memsym + ["report", "--format", "tex,md,html", "--out", tmp])
             rt = stats(interleaved({"report": rep}, 3, warm=False)["report"])

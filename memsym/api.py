@@ -1,11 +1,6 @@
-"""The public Python API: the commands of the CLI as functions returning typed results.
-
-Keyword names are the command's flags with ``_`` (``--fp8-activations`` -> ``fp8_activations``),
-and the defaults are the CLI's, because each keyword is read by its option's own definition
-(memsym/commands/keywords.py) and resolved as the command line resolves it:
-``estimate("deepseek-v3", zero=1)`` is ``memsym estimate --zero 1`` and its ``to_dict()`` is
-what ``--json`` prints.  Bad input raises :class:`symbolic.errors.ConfigError`.
-"""
+"""The public Python API: the CLI's commands as functions, keywords read by their options' own definitions:
+``estimate("deepseek-v3", zero=1)`` is ``memsym estimate --zero 1``, its ``to_dict()`` what ``--json`` prints.
+Bad input raises :class:`symbolic.errors.ConfigError`."""
 from __future__ import annotations
 
 import copy
@@ -25,9 +20,8 @@ from .commands.keywords import namespace
 
 
 def _run(command: str, options: Dict[str, Any], positional: List[str] = ()) -> "Result":
-    """The command's result for these keywords: each stored by its option's own type and action
-    (memsym/commands/keywords.py, no argv built), resolved as the command line resolves them; the model set as
-    the ModelSpec it stands for (never typed back as text and read again: the spec given is the spec evaluated)."""
+    """The command's result for these keywords, resolved as the command line resolves them; the model set as the
+    ModelSpec it stands for (the spec given is the spec evaluated)."""
     options = dict(options)
     model = options.pop("model", None)
     args = namespace(command, options, positional)
@@ -39,8 +33,7 @@ def _run(command: str, options: Dict[str, Any], positional: List[str] = ()) -> "
 
 
 def _spec(model):
-    """The ModelSpec of ``model``: a spec itself, validated as a config.json's fields are (presets.checked), or the
-    preset or config.json a text names (read once, now)."""
+    """The ModelSpec of ``model``: a spec, validated (presets.checked), or the preset or config.json a text names."""
     if isinstance(model, (str, os.PathLike)):
         return load(os.fspath(model))
     if isinstance(getattr(type(model), "family", None), str):  # a family's model spec (ModelSpec for DeepSeek)
@@ -80,15 +73,13 @@ class Result:
         return list(self._data) if isinstance(self._data, dict) else []
 
     def __repr__(self) -> str:
-        """The values, one per line (``print(r)``): every scalar one level into objects, and the first
-        items of lists, as :meth:`_repr_markdown_` shows them."""
+        """The values, one per line (``print(r)``), as :meth:`_rows` lists them."""
         rows = list(self._rows())
         width = max((len(k) for k, _ in rows), default=0)
         return "\n".join([f"memsym {self._command} result"] + [f"  {k:<{width}}  {_shown(v)}" for k, v in rows])
 
     def _rows(self, limit: int = 12):
-        """(field, value) of every scalar, one level into objects, and the first ``limit`` items
-        of lists (``rows[0].dp``)."""
+        """(field, value) of every scalar, one level into objects, and of the first ``limit`` items of lists."""
         for k, v in (self._data.items() if isinstance(self._data, dict) else ()):
             if isinstance(v, dict):
                 for k2, v2 in v.items():
@@ -123,11 +114,8 @@ def _shown(value) -> str:
 
 
 class Verdict(Result):
-    """A verdict at the ends of a range (``estimate(gpu=...).fits``: ``none``, ``low``, ``high``, one
-    per end of the Sec. 6 overheads).  ``bool()`` (and ``== True``) is the verdict when every end agrees;
-    when they differ it raises (``if r.fits:`` would otherwise read "fits" for "fits only at the low
-    end"): ask ``r.fits.high`` or ``r.fits.low``.  Iterating gives the verdicts (``any(r.fits)``,
-    ``all(r.fits)``), not the ends' names (``r.fits.to_dict()`` has both)."""
+    """A verdict at the ends of the Sec. 6 range (``estimate(gpu=...).fits``): ``bool()`` when every end agrees, else
+    it raises (ask ``.high`` or ``.low``); iterating gives the verdicts, not the ends' names."""
 
     def __bool__(self) -> bool:
         values = [bool(v) for v in self._data.values()]
@@ -184,8 +172,7 @@ def search(model=None, *, gpus: int, hbm: str = None, **options) -> Result:
 
 
 def sensitivity(model=None, *, wrt: str = None, **options) -> Result:
-    """``memsym sensitivity``: derivatives, elasticities and finite differences with respect to ``wrt``
-    (default: the command line's)."""
+    """``memsym sensitivity``: derivatives, elasticities and finite differences by ``wrt``."""
     return _run("sensitivity", dict(options, model=model, wrt=wrt))
 
 
@@ -211,9 +198,7 @@ def terms(model=None):
 
 
 def load_model(name_or_path: str = None):
-    """A model preset by name or a Hugging Face ``config.json`` (read as data)."""
-    # a copy of its own: what a caller does to it (object.__setattr__ on the frozen spec) never reaches the preset
-    # every later call reads
+    """A model preset by name or a Hugging Face ``config.json`` (read as data); a copy, so the preset stays as is."""
     return copy.copy(load(name_or_path or DEFAULT_MODEL))
 
 

@@ -1,10 +1,7 @@
-"""The ``memsym`` command: parsing, printing and exit codes; no maths here.
+"""The ``memsym`` command: parsing, printing and exit codes; only the chosen subcommand's module is imported.
 
-Each subcommand is a module of :mod:`memsym.commands` with ``add_parser(subparsers)`` and
-``run(args) -> int``.  Only the chosen subcommand's module is imported (``memsym --help``
-and ``--version`` import neither sympy nor numpy).  Exit codes: 0 success, 1 a negative
-verdict (verify: not equal; reproduce: an unexplained disagreement), 2 bad input (one line
-on stderr, never a traceback), 130 interrupted (Ctrl-C; one line).
+Exit codes: 0 success, 1 a negative verdict (verify: not equal; reproduce: an unexplained disagreement), 2 bad
+input (one line on stderr, never a traceback), 130 interrupted (Ctrl-C; one line).
 """
 from __future__ import annotations
 
@@ -12,6 +9,7 @@ import argparse
 import difflib
 import gc
 import importlib
+import os
 import re
 import sys
 from typing import List, Optional
@@ -22,8 +20,7 @@ from . import __version__
 
 
 class _Brief:
-    """A help formatter's brevity (``--help``): an option's help to its first clause, a group's title to its
-    name; ``--help-all`` shows them whole."""
+    """A help formatter's brevity (``--help``): an option's help to its first clause; ``--help-all``: whole."""
 
     def _expand_help(self, action):
         return _first_clause(super()._expand_help(action))
@@ -50,9 +47,8 @@ def _first_clause(text: str, shortest: int = 12) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (exit 2), and a value that starts with ``-`` and a digit
-    (``--hbm -80GiB``, ``--tp -3``) read as the option's value, so its own check names it; no
-    memsym option looks like that (argparse's own rule covers plain negative numbers only)."""
+    """argparse with one-line errors (exit 2), and a value starting with ``-`` and a digit (``--hbm -80GiB``) read
+    as the option's value, so its own check names it."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -78,7 +74,6 @@ class _Parser(argparse.ArgumentParser):
                 message += f" (got {after[0]!r}, read as an option; write {opt}={after[0]} for a value starting with -)"
         self.exit(2, f"memsym {self.prog.split(' ', 1)[-1] if ' ' in self.prog else ''}: error: {one_line(message)}\n"
                      .replace("memsym : ", "memsym: "))
-
 
     def _did_you_mean(self, words: List[str]) -> str:
         """`` (did you mean --tp?)`` for the unknown options among ``words``: the subcommand's own options nearest
@@ -129,8 +124,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         rc = _dispatch(argv)
     except KeyboardInterrupt:  # Ctrl-C: one line, the shell's 128 + SIGINT; outputs are all-or-nothing
         print("memsym: interrupted", file=sys.stderr)
-        if process:  # exit now, not through the exit handlers of a notebook kernel's client, which can wait for
-            import os  # ever on its sockets
+        if process:  # exit now, not through a notebook kernel client's exit handlers (they can wait for ever)
             for stream in (sys.stdout, sys.stderr):
                 try:
                     stream.flush()
@@ -138,9 +132,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     pass
             os._exit(130)
         return 130
-    if process and _command(argv) is not None:
-        # the process ends next: its objects need no cycle collection at exit (the interpreter's final
-        # collection walked a report's sympy objects for 0.3 s; the OS frees the memory)
+    if process and _command(argv) is not None:  # no cycle collection at exit (0.3 s on a report's sympy objects)
         gc.freeze()
     return rc
 

@@ -23,8 +23,7 @@ MISSING = "--plot needs the plot extra (matplotlib is not installed): pip instal
 
 
 def check_output(path: str) -> str:
-    """The plot format of ``path`` ('png' or 'svg'), after :func:`check_writable` and a check that the plot extra
-    is installed (found, not imported), so that a command fails before its work."""
+    """The plot format of ``path`` ('png' or 'svg'), writable and with the plot extra installed (before any work)."""
     ext = os.path.splitext(os.fspath(path))[1].lower().lstrip(".")
     if ext not in FORMATS:
         raise ConfigError("plot-format", f"--plot needs a .png or .svg file name, got {path!r}")
@@ -65,10 +64,7 @@ def save(fig, path: str) -> None:
 
 def memory_vs_seq(series: Mapping[str, Tuple[Sequence[int], Sequence[float]]], budget: Optional[float], path: str,
                   title: str = "", ylabel: str = "peak per device (GiB)", marks: Mapping[str, float] | None = None):
-    """One line per policy: {policy: (sequence lengths, bytes)}; ``budget`` bytes as a horizontal line.
-
-    marks: {policy: s*} the longest sequence that fits, drawn as a dotted vertical line.
-    """
+    """One line per policy {policy: (s, bytes)}; ``budget`` horizontal, ``marks`` {policy: s*} dotted."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     for name, (xs, ys) in series.items():

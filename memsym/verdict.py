@@ -1,6 +1,4 @@
-"""The printers of ``memsym verify``: a verdict (:class:`derivations.paper.verify.VerifyResult`) as text, LaTeX
-or JSON (:class:`Verdict`'s methods, also callable on a plain VerifyResult as :func:`text`, :func:`latex`,
-:func:`to_json`); :func:`verify` is the application's entry."""
+"""The printers of ``memsym verify``: a VerifyResult as text, LaTeX or JSON (:class:`Verdict`'s methods)."""
 from __future__ import annotations
 
 from dataclasses import fields

@@ -1,8 +1,5 @@
-"""Subcommands of ``memsym``; one module each, listed in the order ``--help`` shows them.
-
-``COMMANDS`` maps each to its one-line help, so ``memsym --help`` lists them without importing
-any of them (and so without sympy or numpy).  A command imports what it runs (the model, sympy, numpy,
-matplotlib) inside the function that runs it, so its ``--help`` and its other paths load only what they use."""
+"""Subcommands of ``memsym``, one module each; ``COMMANDS`` (their one-line help, in ``--help``'s order) lets
+``memsym --help`` list them without importing any.  A command imports what it runs inside the function running it."""
 COMMANDS = {
     "estimate": "per-device memory breakdown of one pipeline stage",
     "params": "parameters per layer kind, per stage and in total (Tables 3-4)",

@@ -1,7 +1,5 @@
-"""Bounded argument types of the command line: ASCII-digit integers and lists, memory sizes, paths,
-data files, data types, recomputation policies and the imbalance factor, each checked against
-derivations/config/limits.py when argparse reads it (a bad value is one clear line, exit 2, before any work);
-``apply_limits`` fits them to every option of a parser by its dest."""
+"""Bounded argument types of the command line, each checked against derivations/config/limits.py when argparse
+reads it (one clear line, exit 2, before any work); ``apply_limits`` fits them to a parser's options by dest."""
 from __future__ import annotations
 
 import argparse
@@ -28,8 +26,7 @@ def _shown(text) -> str:
 
 
 def _int_text(text: str, kind: str, low=None, limit=None) -> int:
-    """An integer typed with ASCII digits (not '٣' or '１６', not '1_000'), at most
-    MAX_DIGITS digits, at least ``low``, inside ``limit`` (derivations.limits) if given."""
+    """An integer in ASCII digits (not '٣', '１６' or '1_000'), at most MAX_DIGITS digits, >= ``low``, in ``limit``."""
     s = str(text).strip()
     if not _INT.fullmatch(s):
         raise argparse.ArgumentTypeError(f"expected {kind} (ASCII digits 0-9), got {_shown(text)}")
@@ -60,8 +57,7 @@ def any_int(text: str, limit=None) -> int:
 
 
 def int_list(text: str, limit=None, max_len=None, unique=False):
-    """``"1,2,4"`` -> (1, 2, 4): ASCII integers, no empty entry (no repeated one if ``unique``), at most
-    ``max_len`` entries (default: derivations.limits.LAYERS) inside ``limit``."""
+    """``"1,2,4"`` -> (1, 2, 4): ASCII integers, none empty (nor repeated if ``unique``), at most ``max_len``."""
     max_len = LAYERS if max_len is None else max_len
     items = str(text).split(",")
     if len(items) > max_len:
@@ -77,17 +73,14 @@ def int_list(text: str, limit=None, max_len=None, unique=False):
             if limit is not None:
                 raise
             raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {_shown(text)}") from exc
-    seen = set()
-    for x in out:
-        if unique and x in seen:
-            raise argparse.ArgumentTypeError(f"{_shown(text)} lists {x} twice")
-        seen.add(x)
+    twice = next((x for i, x in enumerate(out) if x in out[:i]), None) if unique else None
+    if twice is not None:
+        raise argparse.ArgumentTypeError(f"{_shown(text)} lists {twice} twice")
     return tuple(out)
 
 
 def layer_counts(text: str):
-    """``"3,2,2,1"`` -> (3, 2, 2, 1): non-negative layer counts (``--virtual-layers``; a virtual stage may
-    hold no layer, as Megatron's layouts allow)."""
+    """``"3,2,2,1"`` -> (3, 2, 2, 1): ``--virtual-layers``' counts (a virtual stage may hold none)."""
     out = int_list(text)
     if any(x < 0 for x in out):
         raise argparse.ArgumentTypeError(f"expected non-negative layer counts, got {_shown(text)}")
@@ -109,8 +102,7 @@ def size_text(text: str) -> str:
 
 
 def path_text(text: str) -> str:
-    """A path typed on the command line: not empty (it would name the current folder), no NUL byte, at most
-    MAX_ARG_CHARS characters."""
+    """A path typed on the command line: not empty (the current folder), no NUL byte, at most MAX_ARG_CHARS."""
     if not text:
         raise argparse.ArgumentTypeError("an empty path (name a file or folder; . for the current folder)")
     if "\0" in text:
@@ -121,8 +113,7 @@ def path_text(text: str) -> str:
 
 
 def data_file(text: str) -> str:
-    """A data file read whole (``reproduce --data``): a regular file of at most CONFIG_BYTES bytes;
-    a device, FIFO or directory is named as what it is (never opened)."""
+    """A data file read whole (``--data``): a regular file of at most CONFIG_BYTES bytes (anything else unopened)."""
     path_text(text)
     try:
         st = os.stat(text)
@@ -161,10 +152,8 @@ def _text_bounded(fn):
 
 
 def apply_limits(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Bound every option of ``parser`` and its subcommands by derivations.limits, by dest: an
-    integer option gets the ASCII-digit parser with its limit, a list option its entry limit and
-    length, a path or size option its check; every other argument a length bound.  Checked when
-    the command line is parsed, before any work."""
+    """Bound every option of ``parser`` and its subcommands by derivations.limits, by dest: integers and lists by
+    their limits, paths and sizes by their checks, every other argument by its length."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in set(action.choices.values()):
@@ -206,17 +195,9 @@ def checked_by(parse):
     return read
 
 
-#: ``--recompute custom:norm,mla_up`` -> (policy, operators); ``--offload-activations core_attn,attn_proj`` ->
-#: ('core_attn', 'attn_proj') (derivations/config/training.py)
+#: ``--recompute custom:norm,mla_up`` -> (policy, operators); ``--offload-activations``, ``--cuda-graphs`` -> names
 recompute_policy, offload_modules = checked_by(cfg.parse_recompute), checked_by(cfg.parse_offload)
-
-
-def cuda_graphs(text: str):
-    """``--cuda-graphs attn,moe`` -> ('attn', 'moe') (derivations/config/training.py parse_cuda_graphs)."""
-    try:
-        return cfg.parse_cuda_graphs(text)
-    except cfg.ConfigError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+cuda_graphs = checked_by(cfg.parse_cuda_graphs)
 
 
 _DECIMAL = re.compile(DECIMAL_PATTERN)

@@ -46,8 +46,7 @@ def check_conflicts(args) -> None:
 
 
 class _Explicit(argparse.Action):
-    """``store`` that remembers the option was typed (``namespace._explicit``), so a
-    ``--recipe`` never overrides it, whatever the order on the command line."""
+    """``store`` that remembers the option was typed (``namespace._explicit``): no preset overrides it."""
 
     def __call__(self, parser, namespace, values, option_string=None):
         setattr(namespace, self.dest, values)
@@ -63,9 +62,8 @@ class _ExplicitTrue(_Explicit):
 
 
 def finish(args) -> None:
-    """After parsing (the command line, the API): a launch file's options set under the typed ones
-    (memsym/commands/launch.py), every option resolved as :func:`derivations.config.resolve.resolved` resolves it
-    (typed > recipe > conventions preset > default, whatever the order typed), contradictions refused (ConfigError)."""
+    """After parsing (command line, API): a launch file's options under the typed ones, every option resolved
+    (typed > recipe > conventions preset > default: resolve.resolved), contradictions refused."""
     if hasattr(args, "from_megatron"):
         from .launch import apply
         apply(args)
@@ -84,15 +82,11 @@ def add_layout_options(p: argparse.ArgumentParser, stage: bool = True) -> None:
     """The parallel layout of Table 5 (defaults: the paper's reference layout)."""
     g = p.add_argument_group("parallel layout (defaults: the paper's Table 5)")
     E, L = _Explicit, cfg.Layout()  # the defaults are the Layout dataclass's (the paper's Table 5)
-    g.add_argument("--dp", type=positive_int, default=L.dp, action=E, help=f"data-parallel degree DP (default {L.dp})")
-    g.add_argument("--tp", type=positive_int, default=L.tp, action=E,
-                   help=f"tensor-parallel degree TP (default {L.tp})")
-    g.add_argument("--pp", type=positive_int, default=L.pp, action=E,
-                   help=f"pipeline-parallel degree PP (default {L.pp})")
-    g.add_argument("--ep", type=positive_int, default=L.ep, action=E,
-                   help=f"expert-parallel degree EP (default {L.ep})")
-    g.add_argument("--etp", type=positive_int, default=L.etp, action=E,
-                   help=f"tensor parallelism inside an expert ETP (default {L.etp})")
+    for dest, what in (("dp", "data-parallel degree DP"), ("tp", "tensor-parallel degree TP"),
+                       ("pp", "pipeline-parallel degree PP"), ("ep", "expert-parallel degree EP"),
+                       ("etp", "tensor parallelism inside an expert ETP")):
+        g.add_argument("--" + dest, type=positive_int, default=getattr(L, dest), action=E,
+                       help=f"{what} (default {getattr(L, dest)})")
     g.add_argument("--cp", type=positive_int, default=L.cp, action=E,
                    help="context-parallel degree CP: each device holds s/CP of the sequence and, for eager "
                         f"attention, its s/CP query rows of the s^2 scores (default {L.cp})")
@@ -189,8 +183,7 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_convention_options(p: argparse.ArgumentParser) -> None:
-    """The modelling assumptions (derivations/config/convention_presets/): a preset and one option per switch, each
-    defaulting to the paper's choice (derivations.config.CONVENTION_SWITCHES)."""
+    """The modelling assumptions: a preset and one option per switch (CONVENTION_SWITCHES), the paper's by default."""
     shown = HELP_ALL[0]
     g = p.add_argument_group("conventions (modelling assumptions; defaults: the paper's; switches typed beside "
                              "--conventions override it)" + ("" if shown else
@@ -215,13 +208,12 @@ def add_convention_options(p: argparse.ArgumentParser) -> None:
                                  "Engine's fused RMSNorm, fused attention and fused RoPE, Megatron's fused SwiGLU: "
                                  "--norm-storage te --attention flash --softmax-dtype activation --causal-mask none "
                                  "--rope-tables shared --swiglu fused; read from the sources, not traced)"))
-    hidden = lambda text: text if shown else argparse.SUPPRESS  # noqa: E731  (--help shows the common options)
     for spec in cfg.CONVENTION_SWITCHES.values():
         g.add_argument(spec.option, dest=spec.name, choices=list(spec.values), default=spec.default, action=_Explicit,
-                       help=hidden(spec.help + f" (default {spec.default})"))
+                       help=help_all(spec.help + f" (default {spec.default})"))
     g.add_argument("--bytes-per-param", dest="bytes_per_param", choices=list(cfg.BYTES_CONVENTIONS), default="paper",
-                   action=_Explicit, help=hidden(cfg.BYTES_HELP + " (default paper)"))
-    g.add_argument("--mtp", action=_ExplicitTrue, default=False, help=hidden(cfg.MTP_HELP))
+                   action=_Explicit, help=help_all(cfg.BYTES_HELP + " (default paper)"))
+    g.add_argument("--mtp", action=_ExplicitTrue, default=False, help=help_all(cfg.MTP_HELP))
 
 
 HBM_HELP = ("memory per GPU with its unit: GiB, MiB, TiB (binary) or GB, MB, TB (decimal), case-insensitive, e.g. "
@@ -259,17 +251,15 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
                         "allocator run over the step: derivations/analyses/allocator.py) or device (reserved + NCCL "
                         "and DeepEP buffers + the CUDA context: derivations/assembly/overheads_device.py); default: "
                         "the paper's Sec. 6 ranges")
-    hidden = help_all
     p.add_argument("--alloc-conf", default="", metavar="CONF", type=_alloc_conf, action=_Explicit,
-                   help=hidden("PYTORCH_CUDA_ALLOC_CONF for --memory (max_split_size_mb, expandable_segments, "
+                   help=help_all("PYTORCH_CUDA_ALLOC_CONF for --memory (max_split_size_mb, expandable_segments, "
                         "garbage_collection_threshold)"))
     p.add_argument("--nccl-buffsize", type=positive_int, default=None, metavar="BYTES", action=_Explicit,
-                   help=hidden("NCCL_BUFFSIZE for --memory device (default NCCL's 4 MiB)"))
+                   help=help_all("NCCL_BUFFSIZE for --memory device (default NCCL's 4 MiB)"))
 
 
 def memory_of(args, est) -> dict:
-    """--memory's bytes of one stage (derivations/analyses/allocator.py memory: allocated, reserved, buffers, device)
-    under the command's --alloc-conf, --dispatcher and --nccl-buffsize: the one helper every verdict of a kind uses."""
+    """--memory's bytes of one stage under the command's --alloc-conf, --dispatcher, --nccl-buffsize."""
     from derivations.analyses.allocator import memory
     return memory(est, getattr(args, "alloc_conf", ""), getattr(args, "dispatcher", None),
                   getattr(args, "nccl_buffsize", None))
@@ -282,8 +272,7 @@ def memory_verdict(kind: str, judged: int, capacity: int, of: str) -> str:
 
 
 def budget_from_args(args, default_gpu: str = None, required: bool = False):
-    """(bytes, GPU preset or None) of --hbm / --gpu, else of the ``default_gpu`` preset; None when none is given
-    and not required."""
+    """(bytes, GPU preset or None) of --hbm / --gpu, else of ``default_gpu``; None when not given nor required."""
     from derivations.config.gpus import budget
     hbm, gpu = budget(args.hbm, args.gpu)
     if hbm is None and default_gpu is not None:
@@ -299,8 +288,7 @@ def add_json_option(p: argparse.ArgumentParser) -> None:
 
 
 def model_from_args(args) -> cfg.ModelSpec:
-    """The model of ``--model`` (a preset or a config.json, read now), or the ModelSpec the Python
-    API set there (evaluated as given, never read again by name)."""
+    """The model of ``--model`` (a preset or a config.json), or the ModelSpec the Python API set there."""
     return R.model_of(vars(args))
 
 
@@ -343,15 +331,13 @@ def print_json(data) -> None:
 
 
 def defaults_used(args) -> dict:
-    """{"defaults": ...}: what the view's defaults set for these options (derivations/config/defaults.py), for a
-    command's --json ({} on a command without them)."""
+    """{"defaults": ...}: what the view's defaults set (derivations/config/defaults.py), for --json; or {}."""
     info = getattr(args, R.DEFAULTS, None)
     return {"defaults": info} if info else {}
 
 
 def print_defaults(args, stream=None, prefix: str = "") -> None:
-    """The one line of the defaults a command used, on ``stream`` (default stdout; nothing when every such option
-    was given), after ``prefix`` (a progress line's ``memsym report: ``)."""
+    """The one line of the defaults a command used (if any), on ``stream`` (default stdout), after ``prefix``."""
     text = defaults.line(getattr(args, R.DEFAULTS, None))
     if text:
         print(prefix + text, file=stream or sys.stdout)

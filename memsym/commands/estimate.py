@@ -116,8 +116,7 @@ def _time_lines(timed, training) -> list:
 
 
 def _memory(args, est):
-    """--memory: the allocator's peaks over the step and the buffers outside it
-    (derivations/assembly/overheads_device.py memory), judged against the budget; None without --memory."""
+    """--memory: the allocator's peaks over the step and the buffers outside it, judged; None without it."""
     if not args.memory:
         return None
     m = common.memory_of(args, est)
@@ -164,14 +163,12 @@ def _memory_rules() -> list:
 
 
 def _time_notes(args, verdict, memory) -> list:
-    """What the time assumed that the user did not type (issue 45: a conventions preset that sets the attention
-    kernel changes the time), and a layout that does not fit (the budget's verdict; --memory's kind with it),
-    flagged beside its time."""
+    """What the time assumed untyped (a preset's attention, issue 45) and a layout that does not fit."""
     notes = []
     preset = getattr(args, "conventions", None)
     if preset and "attention" not in common.explicit(args) and "attention" in cfg.CONVENTION_PRESETS[preset]:
         notes.append(f"  attention {args.attention}: set by --conventions {preset} (type --attention to change it)")
-    from derivations.steptime import evaluate as E  # lazy: only with --time
+    from derivations.steptime import evaluate as E
     recipe = getattr(args, "linear_recipe", None)
     if not getattr(args, "gpu", None) and E.RECIPE_RATES.get(recipe) not in (None, "bf16", "fp8"):
         rate = E.RECIPE_RATES[recipe].upper()
@@ -188,8 +185,7 @@ def _time_notes(args, verdict, memory) -> list:
 
 
 def _warn_framework(args, layout, training) -> None:
-    """One warning line when --framework (or the conventions' framework) does not run this ZeRO stage at this PP
-    or this schedule (derivations/config/frameworks.py); the estimate is still printed."""
+    """One warning line when the framework does not run this ZeRO stage, PP or schedule (config/frameworks.py)."""
     from derivations.config.frameworks import framework
     if getattr(args, "framework", None) is None and (args.from_megatron or args.from_torchtitan):
         return  # a launch file is what its framework ran (Megatron-FSDP's ZeRO 2 is Megatron's conventions too)
@@ -250,8 +246,7 @@ def _tensors(args, model, layout, training):
 
 
 def _display_subs(est):
-    """Bytes per element, unit parallel degrees and the model's indicators (routing, N_r > 1) substituted, the
-    paper's way of printing a tensor (4bsh/2): TP, SP, EP stay symbols."""
+    """Bytes, unit parallel degrees and the model's indicators substituted, as the paper prints a tensor (4bsh/2)."""
     from derivations.assembly.conventions import indicators
     from derivations.notation import REGISTRY
     shown = {k: v for k, v in est.subs.items() if k.name in REGISTRY and

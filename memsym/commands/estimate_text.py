@@ -1,6 +1,5 @@
-"""What ``memsym estimate`` prints as text: one stage's parameters, bytes and Sec. 6 overheads (:func:`render_text`),
-every stage of the layout (:func:`render_all`, ``--all-stages``), the schedule's in-flight lines, a recipe's device
-against the peaks, and the one-line summary of the training's policy (:func:`policy`) its headers share."""
+"""What ``memsym estimate`` prints as text: one stage (:func:`render_text`), every stage (:func:`render_all`), and
+the training's one-line policy (:func:`policy`) their headers share."""
 from __future__ import annotations
 
 from derivations import config as cfg
@@ -51,8 +50,7 @@ def _bytes_dtypes(tr) -> str:
 
 
 def render_all(every, worst, device=None, timed=None) -> str:
-    """Every stage of the layout, the most-loaded marked; with ``timed`` (--time), each stage's time per
-    micro-batch (the slowest sets the step)."""
+    """Every stage, the most-loaded marked; with ``timed`` (--time), each one's time per micro-batch."""
     per_mb = {s["stage"]: s["parts"]["microbatch"] for s in timed["stages"]} if timed else {}
     e0 = every[0]
     lay, tr = e0.layout, e0.training
@@ -101,15 +99,8 @@ def render_text(est) -> str:
     # column widths grow with the values (a huge --seq), so wide numbers never run together
     wb = max(18, 2 + max(len(fmt_int(v)) for v in est.bytes.values()))
     wg = max(10, 2 + max(len(fmt_gib(v)) for v in est.bytes.values()))
-    kinds = []
-    if st.embedding:
-        kinds.append("embedding")
-    if st.dense:
-        kinds.append(f"{st.dense} dense layer{'s' * (st.dense != 1)}")
-    if st.moe:
-        kinds.append(f"{st.moe} MoE layer{'s' * (st.moe != 1)}")
-    if st.head:
-        kinds.append("output head")
+    kinds = [what for what, held in (("embedding", st.embedding), (f"{st.dense} dense layer{'s' * (st.dense != 1)}",
+             st.dense), (f"{st.moe} MoE layer{'s' * (st.moe != 1)}", st.moe), ("output head", st.head)) if held]
     lines = [
         f"memsym estimate: {est.model.name}, one device of stage {st.index} of {lay.pp} ({st.label}: "
         f"{', '.join(kinds)})",

@@ -44,8 +44,6 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    # the same question at every end of the Sec. 6 ranges, so a user sees how much the
-    # (unspecified) overheads decide the answer
     solved = _solve_all(args)
     model, layout, training, hbm, res, ends = solved
     if args.plot:
@@ -92,7 +90,8 @@ def _memory_answer(args, model, layout, training, hbm, res, upper) -> dict:
 
 
 def _solve_all(args):
-    """(model, layout, training, hbm, result, {overheads end: answer}) of a fit command line."""
+    """(model, layout, training, hbm, result, {overheads end: answer}) of a fit command line: every end of the Sec. 6
+    ranges is solved, so a user sees how much the (unspecified) overheads decide the answer."""
     from derivations.analyses import fit
     model = common.model_from_args(args)
     layout = common.layout_from_args(args)
@@ -153,46 +152,35 @@ def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     from .sensitivity import _config_json, _exact, _num
-    root, st = res["root"], res["binding"]
+    root, st, over, least, real = res["root"], res["binding"], res["overheads"], res["least"], res["root"].root
     out = _config_json(model, layout, training, st)
     out.pop("stage")
-    over = res["overheads"]
-    out["hbm"] = hbm
-    out["overheads"] = {"end": res["overheads_end"], "f_frag": float(Fraction(over[nt.f_frag])),
-                        "M_buf": _num(over[nt.M_buf]),
-                        "peak": "(1 + f_frag) * (weights + gradients + optimizer + activations + step) + M_buf"}
-    out["pipeline"] = res["pipeline"]
-    # the backward moment the closed form adds to the activations (derivations/assembly/step_terms.py), or null
-    out["step_moment"] = res.get("moment") or None
-    out["solve"] = res["field"]
-    out["symbol"] = res["var"].name
-    out[res["field"]] = res["answer"]
-    out["fits"] = res["answer"] >= 1
-    out["closed_form"] = _forms(root, S.text)
-    if with_latex:
-        out["closed_form"]["latex"] = _forms(root, S.latex)
-    out["degree"] = root.degree
-    out["root"] = float(root.root) if root.root is not None else None
-    out["root_exact"] = S.text(root.root) if root.root is not None else None
-    out["multiple_of"] = res["multiple"]
-    out["binding_stage"] = {"index": st.index, "layers": [st.layers.start, st.layers.stop - 1]}
-    out["coefficients"] = {k: {"closed_form": S.text(f), "value": _num(v), "value_exact": _exact(v)}
-                           for k, (f, v) in root.coefficients.items()}
-    out["check"] = {k: {"value": c["value"], "fits": c["fits"], "peak": _num(c["peak"])}
-                    for k, c in res["check"].items()}
-    out["stages"] = [{"index": s.index, "layers": [s.layers.start, s.layers.stop - 1],
-                      "root": float(r.root) if r.root is not None else None, res["field"]: r.integer}
-                     for s, r in res["stages"]]
-    out["least_zero"] = {"at": {"mbs": training.mbs, "seq": training.seq, "recompute": training.recompute_label},
-                         "zero": res["least"]["zero"],
-                         "zero_name": cfg.ZERO_NAMES.get(res["least"]["zero"]) if res["least"]["zero"] is not None
-                         else None,
-                         "peaks": {str(z): {"fits": ok, "peak": _num(r[2]), "stage": r[0].index}
-                                   for z, ok, r in res["zero_rows"]}}
-    out["least_recompute"] = {"at": {"mbs": training.mbs, "seq": training.seq, "zero": training.zero},
-                              "recompute": res["least"]["recompute"],
-                              "peaks": {p: {"fits": ok, "peak": _num(r[2]), "stage": r[0].index}
-                                        for p, ok, r in res["policy_rows"]}}
+
+    def peaks(rows):
+        return {str(k): {"fits": ok, "peak": _num(r[2]), "stage": r[0].index} for k, ok, r in rows}
+    out.update({
+        "hbm": hbm, "overheads": {"end": res["overheads_end"], "f_frag": float(Fraction(over[nt.f_frag])),
+                                  "M_buf": _num(over[nt.M_buf]), "peak": "(1 + f_frag) * (weights + gradients + "
+                                  "optimizer + activations + step) + M_buf"},
+        "pipeline": res["pipeline"],
+        "step_moment": res.get("moment") or None,  # the backward moment the closed form adds (step_terms.py), or null
+        "solve": res["field"], "symbol": res["var"].name, res["field"]: res["answer"], "fits": res["answer"] >= 1,
+        "closed_form": {**_forms(root, S.text), **({"latex": _forms(root, S.latex)} if with_latex else {})},
+        "degree": root.degree, "root": float(real) if real is not None else None,
+        "root_exact": S.text(real) if real is not None else None, "multiple_of": res["multiple"],
+        "binding_stage": {"index": st.index, "layers": [st.layers.start, st.layers.stop - 1]},
+        "coefficients": {k: {"closed_form": S.text(f), "value": _num(v), "value_exact": _exact(v)}
+                         for k, (f, v) in root.coefficients.items()},
+        "check": {k: {"value": c["value"], "fits": c["fits"], "peak": _num(c["peak"])}
+                  for k, c in res["check"].items()},
+        "stages": [{"index": s.index, "layers": [s.layers.start, s.layers.stop - 1],
+                    "root": float(r.root) if r.root is not None else None, res["field"]: r.integer}
+                   for s, r in res["stages"]],
+        "least_zero": {"at": {"mbs": training.mbs, "seq": training.seq, "recompute": training.recompute_label},
+                       "zero": least["zero"], "zero_name": cfg.ZERO_NAMES.get(least["zero"]),
+                       "peaks": peaks(res["zero_rows"])},
+        "least_recompute": {"at": {"mbs": training.mbs, "seq": training.seq, "zero": training.zero},
+                            "recompute": least["recompute"], "peaks": peaks(res["policy_rows"])}})
     return out
 
 
@@ -254,16 +242,12 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
         lines.append(f"  => {res['field']} = {fmt_int(ans)}")
     else:
         lines.append(f"  => nothing fits: no {what} >= 1 fits at this layout ({res['field']} = 0)")
-    c = res["check"]
-    if "value" in c:
-        lines.append(f"  check (exact): {var}={fmt_int(c['value']['value'])} peak {fmt_gib(c['value']['peak'])} GiB "
-                     f"{'<=' if c['value']['fits'] else '>'} {fmt_gib(hbm)} GiB on every stage: "
-                     f"{'fits' if c['value']['fits'] else 'DOES NOT FIT'}")
-    if "next" in c:
-        n = c["next"]
-        lines.append(f"  check (exact): {var}={fmt_int(n['value'])} peak {fmt_gib(n['peak'])} GiB "
-                     f"{'<=' if n['fits'] else '>'} {fmt_gib(hbm)} GiB on stage {st.index}: "
-                     f"{'FITS' if n['fits'] else 'does not fit'}")
+    for key, where, verdicts in (("value", "every stage", ("DOES NOT FIT", "fits")),
+                                 ("next", f"stage {st.index}", ("does not fit", "FITS"))):
+        if key in res["check"]:
+            c = res["check"][key]
+            lines.append(f"  check (exact): {var}={fmt_int(c['value'])} peak {fmt_gib(c['peak'])} GiB "
+                         f"{'<=' if c['fits'] else '>'} {fmt_gib(hbm)} GiB on {where}: {verdicts[bool(c['fits'])]}")
     if len(res["stages"]) > 1:
         lines.append("  per stage: " + ", ".join(
             f"stage {s.index} {var}* = " + (f"{float(r.root):,.2f}" if r.root is not None else "none")

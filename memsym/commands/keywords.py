@@ -1,8 +1,5 @@
-"""Keyword options -> a command's options namespace (the Python API, ``memsym runs``, a launch file): each keyword
-converted and bounded by its option's own type and stored by its option's own action (recorded as typed), as argparse
-would after reading it, with argparse's messages; no argv is built.  Precedence is then resolve.py's, as for the
-command line.
-"""
+"""Keyword options -> a command's options namespace (the API, ``memsym runs``, a launch file): each keyword read by its
+option's own type and stored by its own action (as typed), with argparse's messages; no argv is built."""
 from __future__ import annotations
 
 import argparse
@@ -59,11 +56,8 @@ def _store(command: str, parser, ns, action: argparse.Action, value) -> None:
 
 
 def namespace(command: str, options: Mapping[str, Any], positional: Sequence[Any] = ()) -> argparse.Namespace:
-    """The options namespace of ``command`` for keyword ``options`` (option dests; None, or False for a
-    flag: left at the default; a boolean for an option that takes a value is refused) and ``positional``
-    values: defaults as argparse sets them, each keyword stored by its option's action.  An unknown keyword is a
-    TypeError (a Python call's mistake); a bad value or a missing required option is a ConfigError with the
-    command line's message."""
+    """The options namespace of ``command`` for keyword ``options`` (dests; None, or False for a flag: the default)
+    and ``positional`` values.  An unknown keyword is a TypeError; a bad or missing value a ConfigError."""
     parser = _subparser(command)
     ns = argparse.Namespace(command=command)
     for action in parser._actions:

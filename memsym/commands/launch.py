@@ -1,7 +1,5 @@
-"""``--from-megatron FILE``: a Megatron-LM launch (a script calling pretrain_gpt.py, or a functional test's
-model_config.yaml) read as memsym's options (derivations/config/launch.py reads the file,
-derivations/config/megatron.py maps the flags).  The file's options are set as if typed, under the options
-typed beside it (those win); ``--explain`` prints each resolved option and where it came from."""
+"""``--from-megatron FILE`` / ``--from-torchtitan FILE``: a launch read as memsym's options (derivations/config/
+launch.py, megatron.py, torchtitan.py), set as if typed under those typed beside it; ``--explain`` prints them."""
 from __future__ import annotations
 
 import argparse
@@ -91,7 +89,6 @@ def apply(args, quiet: bool = False) -> None:
 
 
 def _name(path: str, fields) -> str:
-    # (the file's name as a terminal shows it: a control character of the path as its code, memsym/lines.py)
     return (f"{one_line(os.path.basename(path))} (h {fields['hidden_size']}, {fields['num_hidden_layers']} layers, "
             f"{fields['n_routed_experts']} experts)")
 
@@ -115,8 +112,7 @@ def explain_data(args) -> dict:
 
 
 def _typed_value(args, dest: str, resolved) -> str:
-    """The value typed for ``dest``.  Where the file's layout was resolved again with it (a typed TP re-derives DP),
-    the resolution holds the typed value and the file's own is not kept: then only 'overrides it' is said."""
+    """The value typed for ``dest`` (``resolved`` when the file's layout was resolved again with it)."""
     v = getattr(args, dest, None)
     if v is None:
         return str(resolved)

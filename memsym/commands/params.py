@@ -51,12 +51,10 @@ def run(args) -> int:
     print(f"memsym params: {model.name}, {args.accounting} accounting, PP={args.pp}")
     own = "".join(f", {n} {k}" for k, n in whole.items() if k not in ("dense", "moe"))
     print(f"layers: {whole['dense']} dense, {whole['moe']} MoE{own}")
-    print()
-    print(f"{'per layer kind':<32}{'params':>20}{'BF16 GiB':>12}")
+    print(f"\n{'per layer kind':<32}{'params':>20}{'BF16 GiB':>12}")
     for k, v in kinds.items():
         print(f"  {k:<30}{fmt_int(v):>20}{fmt_gib(2 * v):>12}")
-    print()
-    print(f"{'stage':<8}{'layers':<14}{'content':<34}{'params':>20}{'BF16 GiB':>12}")
+    print(f"\n{'stage':<8}{'layers':<14}{'content':<34}{'params':>20}{'BF16 GiB':>12}")
     for c, p, _ in rows:
         content = stage_content(c, model.family)
         print(f"{c.index:<8}{c.label.replace('layers ', '').replace('layer ', ''):<14}{content:<34}"
@@ -68,14 +66,11 @@ def run(args) -> int:
         for k, v in extras.items():
             print(f"    {own.get(k, EXTRA_LABELS.get(k, k)):<52}{fmt_int(v):>20}")
     print(f"{'total':<56}{fmt_int(total):>20}{fmt_gib(2 * total):>12}  {fmt_b(total)}")
-    print()
-    print(render_activated(model, activated))
+    print("\n" + render_activated(model, activated))
     if mtp is not None:
-        print()
-        print(render_mtp(model, mtp, total))
+        print("\n" + render_mtp(model, mtp, total))
     if "checkpoint_files" in data:
-        print()
-        print(render_files(model, data["checkpoint_files"]))
+        print("\n" + render_files(model, data["checkpoint_files"]))
     return 0
 
 

@@ -39,8 +39,7 @@ def progress(message: str) -> None:
 
 
 def write(ctx, out, formats, stream=None) -> int:
-    """Publish the report of ``ctx``; print the files written (on ``stream``, default
-    stdout); progress on stderr; 0, or 1 if the PDF failed."""
+    """Publish the report of ``ctx``, listing the files on ``stream``: 0, or 1 if the PDF failed."""
     from ..report import publish
     start = time.monotonic()
     try:

@@ -55,8 +55,7 @@ def _verdict(args) -> int:
         rows = [r for r in results if r.entry.source == source]
         if not rows:
             continue
-        print()
-        print(f"{title} ({len(rows)}; GiB = 2^30 bytes, the paper's \"GB\"; B params = billions of parameters)")
+        print(f"\n{title} ({len(rows)}; GiB = 2^30 bytes, the paper's \"GB\"; B params = billions of parameters)")
         cells = [(r.entry.place, _with_unit(_grouped(r.entry.printed), r.entry.unit),
                   _with_unit(r.derived_text(), r.entry.unit), STATUS_TEXT.get(r.status, r.status)) for r in rows]
         wp = max(len(c[0]) for c in cells) + 2   # the full place: rows are told apart
@@ -65,17 +64,14 @@ def _verdict(args) -> int:
         for place, printed, derived, status in cells:
             print(f"  {place:<{wp}}{printed:>{wv}}{derived:>{wv}}  {status}")
     disc = [r for r in results if r.status == "discrepancy"]
-    print()
-    print(f"discrepancies with known causes ({len(disc)}):")
+    print(f"\ndiscrepancies with known causes ({len(disc)}):")
     for r in disc:
         print(textwrap.fill(f"{r.entry.place}: printed {_with_unit(r.entry.printed, r.entry.unit)}, derived "
                             f"{_with_unit(r.derived_text(), r.entry.unit)}: {r.entry.discrepancy}", width=100,
                             initial_indent="  ", subsequent_indent="      ", break_on_hyphens=False))
     n_ok = sum(1 for r in results if r.status == "agrees")
-    print()
-    print("\n".join(summary_lines(formulas)))
-    print()
-    print(f"summary: {len(results)} entries, {n_ok} agree, {len(disc)} known discrepancies, {len(bad)} unexplained; "
+    print("\n" + "\n".join(summary_lines(formulas)))
+    print(f"\nsummary: {len(results)} entries, {n_ok} agree, {len(disc)} known discrepancies, {len(bad)} unexplained; "
           f"{len(formulas)} printed formulas, {len(formulas) - len(failing)} verified, {len(failing)} failing")
     for r in bad:
         print(f"  {r.status}: {r.entry.place}: printed {_with_unit(r.entry.printed, r.entry.unit)}, derived "
@@ -90,15 +86,13 @@ STATUS_TEXT = {"discrepancy": "known discrepancy (explained)"}
 
 
 def _grouped(text: str) -> str:
-    """A printed integer with thousands separators, as the derived column writes it (1510162432 -> 1,510,162,432);
-    anything else as printed."""
+    """A printed integer with thousands separators (1510162432 -> 1,510,162,432), else as printed."""
     s = str(text)
     return f"{int(s):,}" if s.isdigit() else s
 
 
 def _with_unit(text: str, unit: str) -> str:
-    """A printed or derived number with its unit: GiB (the paper's "GB" is 2^30 bytes), billions of
-    parameters ("1.5B params"), params or bytes."""
+    """A printed or derived number with its unit: GiB (the paper's "GB"), "B params", params, bytes."""
     text = str(text)
     if unit == "B":
         return (text if text.endswith("B") else text + "B") + " params"

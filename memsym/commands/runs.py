@@ -63,9 +63,7 @@ LAUNCH_READERS = {"megatron-core": ("from_megatron", ".yaml"), "torchtitan": ("f
 
 
 def launch_file(run):
-    """(option, path) of the run's original arguments, or None: ``paper/runs/<id>.yaml`` (the model_config.yaml of
-    a Megatron-LM run verbatim, read through --from-megatron) or ``paper/runs/<id>.toml`` (a torchtitan job config,
-    read through --from-torchtitan), each with the run's GPU count."""
+    """(option, path) of the run's original arguments (``paper/runs/<id>.yaml`` or ``.toml``), or None."""
     from symbolic.resources import PAPER_DIR
     if run.framework not in LAUNCH_READERS:
         return None

@@ -1,10 +1,12 @@
 """memsym sensitivity: closed-form derivatives, elasticities and finite differences of the per-device memory."""
 from __future__ import annotations
 
+import textwrap
+
 from .timeopts import add_time_options, sensitivity_lines, time_options
 from . import COMMANDS, common
 from derivations import config as cfg
-from symbolic.exact import fmt_gib, fmt_int
+from symbolic.exact import as_number as _num, exact_text as _exact, fmt_gib, fmt_int  # (JSON: number, exact text)
 
 DEFAULT_WRT = "b,s,DP,TP,PP,EP,ETP,CP,N_r"
 
@@ -105,8 +107,6 @@ def tornado_items(results):
     return items
 
 
-from symbolic.exact import as_number as _num, exact_text as _exact  # noqa: E402  (JSON: number, exact text)
-
 def _config_json(model, layout, training, comp):
     return {"model": model.name,
             "layout": {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "ep": layout.ep, "etp": layout.etp,
@@ -163,7 +163,6 @@ def _wrap(line: str, indent: int) -> str:
     continuation lines indented by ``indent``."""
     if len(line) <= WIDTH:
         return line
-    import textwrap  # lazy: only long lines
     return textwrap.fill(line, WIDTH, subsequent_indent=" " * indent, break_long_words=False,
                          break_on_hyphens=False, drop_whitespace=True)
 

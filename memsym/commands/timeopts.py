@@ -7,8 +7,7 @@ from .common import _Explicit
 
 
 def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool = True):
-    """--overlap, --gemm-efficiency, --dispatcher, --nvlink-domain (and --time when ``with_flag``, --gpu when ``gpu``,
-    --gpus-per-node when ``node``) on ``p``."""
+    """The step-time options on ``p`` (--time when ``with_flag``, --gpu when ``gpu``, --gpus-per-node when ``node``)."""
     t = p.add_argument_group("step time (derivations/steptime: the published rates of --gpu, h800 without one)")
     if node:
         t.add_argument("--gpus-per-node", type=positive_int, default=None, metavar="N", action=_Explicit,
@@ -42,9 +41,7 @@ def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool =
 
 
 def time_options(args) -> dict:
-    """The step-time model's keywords of the typed options: the GPU, the overlap, the dispatcher, the efficiency
-    ('published' with --efficiency published, else --gemm-efficiency's fraction) and the NVLink domain
-    (--nvlink-domain, else --gpus-per-node when typed, else None: the GPU's own, derivations/config/gpus.toml)."""
+    """The step-time model's keywords of the typed options (NVLink domain None: the GPU's own)."""
     return {"gpu": args.gpu, "overlap": args.overlap, "dispatcher": args.dispatcher,
             "efficiency": "published" if getattr(args, "efficiency", "peak") == "published" else args.gemm_efficiency,
             "gpus_per_node": getattr(args, "nvlink_domain", None) or getattr(args, "gpus_per_node", None)}
@@ -63,8 +60,7 @@ def seconds(x: float) -> str:
 
 
 def time_lines(t: dict, gpu, attention: str = "eager") -> list:
-    """``estimate --time``'s lines for :func:`derivations.steptime.evaluate.layout_time`'s result (each within
-    100 columns)."""
+    """``estimate --time``'s lines of ``layout_time``'s result (each within 100 columns)."""
     p = t["parts"]
     per_step = t["microbatches"] > 1 or p["bubble"] or p["optimizer"]
     exposed = ", ".join(f"{g} {seconds(p[g])}" for g in ("TP", "EP", "CP", "PP"))

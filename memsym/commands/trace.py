@@ -1,6 +1,5 @@
-"""memsym trace: a real implementation's saved tensors measured on CPU (memsym/trace/, the extra ``memsym[trace]``)
-beside ``memsym estimate --conventions <framework preset>``'s prediction at the same config, per layer and outside
-the layers (``bytes.activations_by_layer``, ``bytes.activations_outside_layers``)."""
+"""memsym trace: a real implementation's saved tensors measured on CPU (memsym/trace/) beside the framework preset's
+prediction at the same config, per layer and outside the layers."""
 from __future__ import annotations
 
 import sys
@@ -70,13 +69,11 @@ def add_parser(sub):
 
 
 def run(args) -> int:
-    """Read and check everything first (memsym/trace/inputs.py: the config read once, bounded and
-    validated as estimate does, the options, the record's folder), then import torch and trace."""
+    """Read and check everything first (memsym/trace/inputs.py), then import torch and trace."""
     from memsym.trace import INSTALL_HINT, inputs, missing
     conf = inputs.read(args.model)
-    inputs.check_trace(conf.model, args.mbs, args.seq, args.recompute, args.fake, args.step)
-    inputs.check_routing(args.framework, conf.model, args.attention)  # a refusal does not wait for torch
-    inputs.check_options(args.framework, args.attention, args.experts, args.recompute, settings_of(args))
+    inputs.check_run(args.framework, conf.model, args.mbs, args.seq, args.attention, args.experts, args.recompute,
+                     settings_of(args), args.fake, False, args.step)
     inputs.check_conventions(args.conventions)
     if args.record:
         _check_record(args)

@@ -87,9 +87,8 @@ def add_parser(sub):
 
 
 def _formula_may_start_with_minus(p: argparse.ArgumentParser) -> None:
-    """Read a word such as ``-bsh`` or ``-2bs`` as the formula, not as an unknown option: every
-    option of verify is long (``--against``) but ``-h``, so any other word starting with a
-    single '-' is an argument (the formula, or a value of --assume)."""
+    """Read a word such as ``-bsh`` as an argument (the formula, a value of --assume), not as an unknown option:
+    every option of verify but ``-h`` is long."""
     parse_optional = p._parse_optional
 
     def parse(arg_string):

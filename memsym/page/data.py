@@ -26,7 +26,7 @@ from derivations.activations import shape as shapes
 from derivations.assembly import device_terms as dt, offload, overheads as oh, quantized
 from derivations.assembly import step_names, step_terms as stt
 from derivations.assembly.sides import weight_side, weight_side_of
-from derivations.config.presets import load_model
+from derivations.config.presets import PRESET_NAMES, load_model
 from derivations.config.quantization import FORMATS
 from symbolic.errors import ConfigError
 from symbolic.resources import PAPER_DIR
@@ -320,8 +320,11 @@ def generate(models=(), progress=None) -> Dict:
     say("the layout search's kernels and step-time model")
     searched = search.generate()
     given = {argument: model_data(spec) for argument, spec in models}
-    if models:  # the given models only: no DeepSeek preset, no pasted config.json
-        opts["presets"], opts["default_model"] = {}, next(iter(given))
+    # DeepSeek's presets read by the command line's reader, as `memsym estimate --model NAME` reads them; on a page of
+    # given models only those (no preset, no pasted config.json)
+    opts["presets"] = {} if models else {n: model_data(load_model(n)) for n in PRESET_NAMES}
+    if models:
+        opts["default_model"] = next(iter(given))
     return {"fns": pool.fns, "mathml": pool.mls, "reads": pool.reads, "families": per,
             "models": given, "released": {argument: model_data(spec) for argument, spec in released},
             "overheads": over, "quantized": quant, "refusals": _refusals(),

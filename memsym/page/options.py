@@ -3,7 +3,6 @@ and Python text rules its fields and a pasted config.json are read with (:func:`
 from __future__ import annotations
 
 from fractions import Fraction
-from pathlib import Path
 from typing import Dict, List
 
 from derivations import config as cfg
@@ -14,7 +13,7 @@ from derivations.config.gpus import presets as gpu_presets
 from derivations.config.recipes import RECIPES
 from derivations.config.defaults import RUN_DEFAULTS, RUN_OPTIONS
 from derivations.config.hfconfig import covered
-from derivations.config.presets import PRESET_NAMES, PRESETS, preset_path
+from derivations.config.presets import PRESETS
 from derivations.families import get as _family
 from derivations.notation import EXTENSION_DEFAULTS, PAPER_BYTES
 from symbolic.exact import exact_text
@@ -35,8 +34,6 @@ def options() -> Dict:
             return exact_text(v)
         return v
     return {
-        # the presets' config.json text, read by the page's own reader (as a pasted config.json)
-        "presets": {n: Path(preset_path(n)).read_text(encoding="utf-8") for n in PRESET_NAMES},
         "default_model": cfg.DEFAULT_MODEL,
         "model_types": list(DEEPSEEK.model_types), "topk_methods": list(DEEPSEEK.topk_methods),
         # what the command line's reader says of a config it does not read (hfconfig.from_dict: every family's)

@@ -1,10 +1,5 @@
-"""The report: the paper's sections as data (:mod:`.blocks`, :mod:`.tables`, :mod:`.equations`,
-:mod:`.sections` of a :class:`.context.Context`), rendered through the Jinja templates of ``templates/``
-(:mod:`.rendering`), published (:mod:`.publishing`, :mod:`.pdf`, :mod:`.notebook`).
-
-The names below load on first use (PEP 562), so importing :mod:`.formats` (the command line's options) loads no
-sympy and ``memsym --help`` stays instant.
-"""
+"""The report: the paper's sections as data of a Context, rendered by Jinja, published.  The names load on first
+use (PEP 562), so importing :mod:`.formats` loads no sympy."""
 from __future__ import annotations
 
 import importlib

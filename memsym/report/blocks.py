@@ -1,7 +1,5 @@
-"""The report's data: cells, paragraphs, tables, equations, sections and the report, plain data the Jinja
-templates render; a block shows itself as Markdown in Jupyter.  A :class:`Stub` is a table or equation named but
-not computed yet (an outline's; :func:`memsym.report.sections.complete_report` fills it in).
-"""
+"""The report's data the Jinja templates render (a block shows itself as Markdown in Jupyter); a :class:`Stub` is a
+table or equation named but not computed yet."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,12 +10,7 @@ from .rendering import render_block
 
 @dataclass(frozen=True)
 class Cell:
-    """One table cell or paragraph segment.
-
-    kind: 'text' (plain text, escaped per format), 'math' (LaTeX from sympy or the
-    notation registry), 'code' (an identifier such as a term id), 'int' (an exact number,
-    formatted with thousands separators), 'gib' (bytes shown as GiB), 'blank'.
-    """
+    """One table cell or paragraph segment of ``kind`` text, math (LaTeX), code, int (exact), gib or blank."""
 
     kind: str
     value: object = ""
@@ -62,8 +55,7 @@ class Paragraph(_Markdown):
 
 @dataclass(frozen=True)
 class Table(_Markdown):
-    """A table: ``columns`` headers, ``rows`` of cells; ``align`` per column: 'l', 'r', or
-    'p.NN' (a wrapping column NN% of the line wide in LaTeX; left-aligned elsewhere)."""
+    """A table; ``align`` per column: 'l', 'r', or 'p.NN' (wrapping at NN% of the line in LaTeX)."""
 
     key: str
     caption: str
@@ -77,14 +69,8 @@ class Table(_Markdown):
 
 @dataclass(frozen=True)
 class Equation(_Markdown):
-    """One term in three forms: the paper's factored form, the closed form, the value.
-
-    paper / closed: LaTeX printed by sympy with the notation's names; ``at`` the
-    substitution applied to both (layout and bytes, and the stage composition for
-    per-device terms), as LaTeX; ``uses`` the named terms the paper's form refers to
-    (``M_1^A`` in Table 10) as (LaTeX symbol, term id); ``value`` exact (params or
-    bytes), None when the term has symbols no configuration sets (Sec. 6).
-    """
+    """One term as the paper's factored form and the closed form (LaTeX) at the substitution ``at``, and its exact
+    value (None when no configuration sets its symbols); ``uses``: (LaTeX symbol, term id) it refers to."""
 
     term_id: str
     symbol: str

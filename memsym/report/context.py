@@ -1,6 +1,4 @@
-"""A :class:`Context`: one configuration (model, layout, training, stage) and its substitution ``subs``, which
-a notebook may override symbol by symbol.
-"""
+"""A :class:`Context`: one configuration (model, layout, training, stage) and its substitution ``subs``."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -21,8 +19,7 @@ from .equations import equation
 from .tables import TABLES
 from .text import report_names
 
-#: Roles of the symbols substituted in the paper's factored form: the parallel layout
-#: (Table 5) and bytes per element (Table 7); model dimensions stay symbols.
+#: Roles of the symbols substituted in the paper's factored form (Tables 5 and 7); model dimensions stay symbols.
 DISPLAY_ROLES = ("parallel", "bytes")
 STAGE_ROLE = "stage"
 
@@ -40,8 +37,7 @@ class Context:
 
     @classmethod
     def create(cls, model=None, layout=None, training=None, stage: Optional[int] = None) -> "Context":
-        """Validate and build the context (ConfigError names a failing constraint); ``model``: a ModelSpec, a preset
-        name or a config.json path; ``stage`` None: as ``estimate`` chooses (:func:`default_stage`)."""
+        """Validate and build the context; ``model``: a ModelSpec, preset or config.json; ``stage``: as estimate's."""
         model = cfg.load_model(model) if isinstance(model, str) else (model or cfg.load_model("deepseek-v3"))
         layout = layout or cfg.Layout()
         training = training or cfg.Training()
@@ -73,16 +69,13 @@ class Context:
         return None
 
     def subs_for(self, term) -> Dict:
-        """The substitution a term is evaluated at: this stage's, or for a term of scope
-        'model' (Megatron's shard, which divides by PP itself) the whole model's, with D the
-        MTP layers only under --mtp (derivations.conventions.megatron_substitution)."""
+        """The substitution a term is evaluated at: this stage's, or for scope 'model' Megatron's whole model's."""
         if getattr(term, "scope", "stage") != "model":
             return self.subs
         return megatron_substitution(self.model, self.layout, self.training)
 
     def display_subs(self, with_stage: bool, subs: Optional[Dict] = None) -> Dict:
-        """The substitution for the paper's factored form: parallel degrees and bytes per
-        element (EDP included), plus the stage composition for per-device terms."""
+        """The substitution for the paper's factored form: parallel degrees, bytes (and the stage composition)."""
         roles = DISPLAY_ROLES + ((STAGE_ROLE,) if with_stage else ())
         subs = self.subs if subs is None else subs
         out = {k: v for k, v in subs.items() if k.name in nt.REGISTRY and nt.REGISTRY[k.name].role in roles}
@@ -107,7 +100,6 @@ class Context:
         except cfg.ConfigError:
             return None
 
-    # convenience for notebooks ------------------------------------------------------
     def equation(self, term_id: str, with_stage: Optional[bool] = None, parts: bool = False) -> Equation:
         """The equation block of a term (paper form, closed form, value)."""
         term = self.terms[term_id]

@@ -1,6 +1,4 @@
-"""Equations and paragraphs of the report, built from a context's terms: every formula is a term's own sympy
-expression printed by sympy (``Term.display``: the paper's factored form; the closed form; the exact value).
-"""
+"""Equations and paragraphs of the report: every formula a term's own sympy expression printed by sympy."""
 from __future__ import annotations
 
 import re
@@ -85,13 +83,8 @@ def _at(ctx, subs: Dict, term, names=None) -> Tuple[Tuple[str, str], ...]:
     free = term.expr.free_symbols | term.base_expr.free_symbols
     rows = [(names.get(k, str(k)), fmt_num(v)) for k, v in subs.items()
             if k in free and sp.sympify(v).is_number]  # identities such as d_v = d_h are not values
-    order = _paper_factor_order()
-    return tuple(sorted(rows, key=lambda r: (order.get(r[0], 99), r[0])))
-
-
-def _paper_factor_order() -> Dict[str, int]:
-    """{braced LaTeX name: position} of the paper's factor order (the registry's symbols)."""
-    return {braced(nt.REGISTRY[n].latex): i for i, n in enumerate(nt.PAPER_FACTOR_ORDER) if n in nt.REGISTRY}
+    order = {braced(nt.REGISTRY[n].latex): i for i, n in enumerate(nt.PAPER_FACTOR_ORDER) if n in nt.REGISTRY}
+    return tuple(sorted(rows, key=lambda r: (order.get(r[0], 99), r[0])))  # in the paper's factor order
 
 
 def fmt_num(v) -> str:
@@ -146,8 +139,7 @@ _REF = re.compile(r"\{(sym|term):([A-Za-z0-9_.]+)\}")
 
 
 def para(ctx, text: str) -> Paragraph:
-    """A paragraph of prose; ``{sym:d_cq}`` becomes the registry's LaTeX for the symbol,
-    ``{term:act.mla.layer}`` the term's symbol (M_1^A)."""
+    """Prose; ``{sym:d_cq}`` becomes the symbol's LaTeX, ``{term:act.mla.layer}`` the term's (M_1^A)."""
     segs, pos = [], 0
     for m in _REF.finditer(text):
         if m.start() > pos:

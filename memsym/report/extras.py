@@ -1,6 +1,4 @@
-"""The report extra (``memsym[report]``): notebooks need nbformat, nbclient, nbconvert and
-ipykernel.  A missing one is a :class:`~symbolic.errors.ConfigError` naming the extra, so
-the command line exits 2 with one line."""
+"""The report extra (``memsym[report]``) the notebooks need; a missing package is a ConfigError naming it."""
 from __future__ import annotations
 
 import importlib.util
@@ -8,8 +6,7 @@ from contextlib import contextmanager
 
 from symbolic.errors import ConfigError
 
-#: What the report extra installs: notebooks built (nbformat), their outputs formatted (IPython, with ipykernel) and
-#: run by a reader (nbclient, jupyter_client, ipykernel), converted (nbconvert).
+#: What the report extra installs (notebooks built, formatted, run by a reader, converted).
 REPORT_MODULES = ("nbformat", "nbclient", "nbconvert", "jupyter_client", "ipykernel")
 #: The formats written from notebooks.
 NOTEBOOK_FORMATS = ("ipynb", "html")
@@ -24,8 +21,7 @@ def installed(name: str) -> bool:
 
 
 def require_report(formats, typed: bool = True, command: str = "report") -> None:
-    """ConfigError unless the report extra is installed, when ``formats`` need notebooks; ``typed``
-    says whether the user chose them with --format (else they are ``command``'s defaults)."""
+    """ConfigError unless the report extra is installed, when ``formats`` (``typed`` or defaults) need notebooks."""
     needs = [f for f in NOTEBOOK_FORMATS if f in formats]
     missing = [m for m in REPORT_MODULES if not installed(m)] if needs else []
     if missing:

@@ -1,11 +1,6 @@
-"""Notebooks: one per section of the report (nbformat, IPython's display formatter, nbconvert).
-
-Each starts with a configuration cell (the report's, editable) building a :class:`memsym.report.Context` ``S``;
-the cells below show the section's equations (``S.equation(id)``), tables (``S.table(key)``) and terms
-(``S.terms[id]``, rendered through ``Term._repr_latex_``).  Cell sources come from ``templates/notebook/``;
-outputs are what the report computed, formatted as a kernel formats them (no kernel runs); the HTML is
-nbconvert's with the ``memsym`` template of ``templates/nbconvert/``.  Cell ids and execution counts are
-fixed, so regeneration is byte-identical.
+"""Notebooks, one per section of the report: a configuration cell building a Context ``S``, then the section's
+equations, tables and terms (cells from ``templates/notebook/``), with the report's values as a kernel formats them
+(no kernel runs; fixed ids and counts: byte-identical); HTML by nbconvert with ``templates/nbconvert/memsym``.
 """
 from __future__ import annotations
 
@@ -35,8 +30,7 @@ def stem(section) -> str:
 
 
 def _call(cls_name: str, obj, keep: Sequence[str] = ()) -> str:
-    """``cfg.Layout(dp=32, ...)``: the fields in ``keep`` always (the ones a reader edits),
-    the others only when they differ from their default."""
+    """``cfg.Layout(dp=32, ...)``: the fields in ``keep``, and the others that differ from their default."""
     args = []
     for f in dataclasses.fields(obj):
         val = getattr(obj, f.name)
@@ -49,9 +43,7 @@ def _call(cls_name: str, obj, keep: Sequence[str] = ()) -> str:
 
 
 def model_source(model) -> str:
-    """The model as notebook code: ``cfg.load_model('deepseek-v3')`` for a preset, else its fields
-    (``cfg.ModelSpec(...)``): the notebook evaluates the model the report did, never a config file read
-    again (it may have changed since)."""
+    """The model as notebook code: ``cfg.load_model(name)`` for a preset, else its fields."""
     if model.source == "preset":
         return f"cfg.load_model({model.name!r})"
     fields = tuple(f.name for f in dataclasses.fields(model))
@@ -62,9 +54,7 @@ def model_source(model) -> str:
 
 
 def family_source(model) -> str:
-    """The lines that make ``model``'s family known to a kernel when it is not one of derivations/families/
-    (registered in the report's process, such as a test's toy): its package's folder on sys.path, the
-    family registered and its evaluators generated, as the report's process did.  Empty for DeepSeek."""
+    """The lines registering ``model``'s family in a kernel when it is not shipped (a test's toy); else empty."""
     fam = families.get(model.family)
     if fam.config.startswith("derivations.families."):
         return ""
@@ -87,12 +77,9 @@ def setup_source(ctx) -> str:
 
 
 def build_notebook(ctx, report, section, computed: Sequence):
-    """The notebook of one report section (nbformat.v4), each code cell with the outputs a kernel running it
-    records: IPython's display formatter of what the cell shows, from ``computed`` (the section's blocks,
-    :func:`memsym.report.sections.complete_report`) and the terms, in this process (tests/test_notebook.py
-    executes the notebooks in a kernel and finds the same bytes); execution counts follow the code cells."""
+    """The notebook of one report section (nbformat.v4), each code cell with the outputs a kernel records for it
+    (IPython's display formatter of ``computed``, the section's blocks, and the terms)."""
     with report_extra():
-        # lazy: nbformat (only this path needs it)
         from nbformat import v4
     env = environment("notebook")
     cells = []
@@ -136,14 +123,12 @@ def build_notebook(ctx, report, section, computed: Sequence):
 def _formatter():
     """IPython's display formatter: what the kernel turns a cell's value into (its MIME bundle); one per process."""
     with report_extra():
-        # lazy: IPython (only this path needs it)
         from IPython.core.formatters import DisplayFormatter
     return DisplayFormatter()
 
 
 def _output(obj, display: bool, count: int):
     """The output a kernel records for ``obj``: the value of cell ``count`` (execute_result) or ``display(obj)``."""
-    # lazy: nbformat (only this path needs it)
     from nbformat import v4
     data, metadata = _formatter().format(obj)
     if display:
@@ -154,7 +139,6 @@ def _output(obj, display: bool, count: int):
 def to_ipynb(nb) -> str:
     """The notebook's ``.ipynb`` text."""
     with report_extra():
-        # lazy: nbformat (only this path needs it)
         import nbformat
     return nbformat.writes(nb) + "\n"
 
@@ -163,17 +147,14 @@ def to_ipynb(nb) -> str:
 def html_exporter():
     """nbconvert's HTMLExporter with the ``memsym`` template of ``templates/nbconvert/`` (one per process)."""
     with report_extra("HTML notebooks"):
-        # lazy: nbconvert (only this path needs it)
         from nbconvert import HTMLExporter
-    # optimistic_validation: the notebook is checked against the schema once, after the preprocessors,
-    # not after each of them (the same notebooks pass or fail)
+    # optimistic_validation: the schema checked once, after the preprocessors
     return HTMLExporter(template_name=NBCONVERT_TEMPLATE, optimistic_validation=True,
                         extra_template_basedirs=[str(TEMPLATES_DIR / "nbconvert")])
 
 
 def to_html(nb, name: str) -> str:
-    """The notebook's HTML: nbconvert's HTMLExporter with the ``memsym`` template (offline MathML for LaTeX,
-    :func:`memsym.report.offline.math_scripts`)."""
+    """The notebook's HTML (:func:`html_exporter`, offline MathML)."""
     body, _ = html_exporter().from_notebook_node(nb, resources={"metadata": {"name": name},
                                                                 "memsym_math": math_scripts(notebook=True)})
     return body

@@ -1,7 +1,4 @@
-"""Offline maths for the HTML outputs: KaTeX (vendored in ``templates/vendor/katex``, MIT) inlined and run with
-``output: "mathml"``, so ``\\(...\\)`` / ``\\[...\\]`` (and in notebooks ``$...$`` / ``$$...$$``) become MathML;
-nothing is fetched.  Elements of class :data:`LITERAL` (text from the user) are not typeset.
-"""
+"""Offline maths for the HTML outputs: the vendored KaTeX inlined, rendering to MathML; nothing is fetched."""
 from __future__ import annotations
 
 from functools import lru_cache

@@ -25,10 +25,7 @@ def find_tex_engine() -> Optional[str]:
 
 
 def compile_pdf(tex: str, engine: str, progress: Optional[Callable[[str], None]] = None) -> bytes:
-    """Compile ``tex`` in a temporary directory with ``engine``; the PDF's bytes.
-
-    Two passes (the table of contents); SOURCE_DATE_EPOCH fixes the dates pdfTeX embeds.  Every
-    engine runs with ``-no-shell-escape``: the text in ``tex`` (the model's name) can run nothing."""
+    """The PDF's bytes of ``tex`` (two passes, fixed dates, ``-no-shell-escape``: its text can run nothing)."""
     env = dict(os.environ, SOURCE_DATE_EPOCH="0", FORCE_SOURCE_DATE="1")
     if engine == "latexmk":
         cmds = [["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "-no-shell-escape", "report.tex"]]

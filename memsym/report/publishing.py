@@ -1,6 +1,4 @@
-"""Publishing: every requested format rendered in memory, then written all or nothing: ``report.tex`` /
-``.md`` / ``.html`` / ``.pdf`` and per section ``report-NN-<section>.ipynb`` and its HTML.
-"""
+"""Publishing: every requested format rendered in memory, then written all or nothing."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -36,8 +34,7 @@ class Published:
 
 def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
             progress: Optional[Callable[[str], None]] = None) -> Published:
-    """Build the report of ``ctx`` and write the requested formats to ``out_dir``, all or nothing
-    (:func:`symbolic.files.write_tree`; a PDF failure still writes the other files and reports the engine's error)."""
+    """Build the report of ``ctx`` and write ``formats`` to ``out_dir``, all or nothing (a PDF failure is reported)."""
     out = Path(out_dir) if out_dir is not None else default_out_dir()
     formats = tuple(f for f in FORMATS if f in formats)
     result, outputs = Published(), {}

@@ -17,27 +17,18 @@ KINDS = ("tex", "md", "html", "notebook")
 
 @lru_cache(maxsize=None)
 def environment(kind: str, templates_dir=None):
-    """The Jinja environment of ``templates/`` (or ``templates_dir``) for ``kind`` (:data:`KINDS`), one per process:
-    ``tex`` with :data:`TEX_DELIMITERS`, ``html`` autoescaped; filters ``num``, ``gib``, ``term_latex``, ``esc`` (the
-    format's escaper), ``tex``, ``md`` and ``comment`` (one line, for a ``# comment`` in a notebook's code cell)."""
-    # lazy: jinja2 (only this path needs it)
+    """The Jinja environment of ``templates/`` (or ``templates_dir``) for ``kind``, one per process (``tex`` with
+    :data:`TEX_DELIMITERS`, ``html`` autoescaped)."""
     import jinja2
     if kind not in KINDS:
         raise ValueError(f"unknown template kind {kind!r}")
     opts = dict(loader=jinja2.FileSystemLoader(str(templates_dir or TEMPLATES_DIR)), undefined=jinja2.StrictUndefined,
-                trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+                trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=kind == "html")
     if kind == "tex":
         opts.update(TEX_DELIMITERS)
-    if kind == "html":
-        opts["autoescape"] = True
     env = jinja2.Environment(**opts)
-    env.filters["num"] = fmt_int
-    env.filters["gib"] = fmt_gib
-    env.filters["tex"] = tex_escape
-    env.filters["md"] = md_escape
-    env.filters["comment"] = one_line
-    env.filters["esc"] = {"tex": tex_escape, "md": md_escape}.get(kind, str)
-    env.filters["term_latex"] = _term_latex
+    env.filters.update(num=fmt_int, gib=fmt_gib, tex=tex_escape, md=md_escape, comment=one_line,
+                       esc={"tex": tex_escape, "md": md_escape}.get(kind, str), term_latex=_term_latex)
     if kind in CELLS:
         env.globals["cell_of"] = CELLS[kind]
     if kind == "tex":
@@ -51,9 +42,7 @@ def environment(kind: str, templates_dir=None):
 
 
 def _term_latex(term, subs=None, form="paper") -> str:
-    """A term's LaTeX in the report's names (the ``term_latex`` filter: a term is a sympy object, so sympy is
-    loaded only here, not to render a computed report)."""
-    # lazy: sympy (only this path needs it)
+    """A term's LaTeX in the report's names (the ``term_latex`` filter)."""
     from symbolic.render import term_latex
     return term_latex(term, subs, form, names=report_names())
 
@@ -64,8 +53,7 @@ def _tex_math(v: str) -> str:
     return "$\\displaystyle " + v + "$"
 
 
-#: A table cell or paragraph segment by its kind (blank: nothing): what the ``cell`` macros of
-#: templates/macros.*.j2 printed, as functions (a report has thousands of cells; a macro call costs ten times these).
+#: A table cell or paragraph segment by its kind (blank: nothing), as functions (ten times faster than macros).
 _TEX = {"text": tex_escape, "math": _tex_math, "int": fmt_int, "gib": fmt_gib,
         "code": lambda v: "\\texttt{" + tex_escape(v).replace(".", ".\\allowbreak{}") + "}"}
 _MD = {"text": md_escape, "math": lambda v: f"${v}$", "code": lambda v: f"`{v}`", "int": fmt_int, "gib": fmt_gib}
@@ -93,8 +81,7 @@ CELLS = {"tex": _tex_cell, "md": _md_cell, "html": _html_cell}
 
 
 def tex_spec(b):
-    """The LaTeX column types of table ``b``: its alignments, a left-aligned column whose longest text cell
-    is over 45 characters wrapping (``p.42``), so a table never runs off the page."""
+    """The LaTeX column types of table ``b``: a left-aligned column with a text cell over 45 characters wraps."""
     spec = []
     for i, a in enumerate(b.align):
         longest = max([len(row[i].value) for row in b.rows if i < len(row) and row[i].kind == "text"] + [0])

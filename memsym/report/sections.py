@@ -1,10 +1,5 @@
-"""The report's sections in the paper's order (:data:`SECTIONS`), and building the report from them.
-
-Sections list the terms they show by id prefix, so a new term (``act.`` variant, or any prefix, caught by
-"other terms") appears without touching a template.  :func:`outline_report` lays out the sections (tables and
-equations as :class:`~memsym.report.blocks.Stub` s, enough for the notebooks); :func:`complete_report`
-computes them.
-"""
+"""The report's sections in the paper's order (:data:`SECTIONS`; terms by id prefix, so a new term appears without
+a template change); :func:`outline_report` lays them out as stubs, :func:`complete_report` computes them."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -19,9 +14,7 @@ from .tables import TABLE_SOURCES, TABLES, setting
 
 @dataclass(frozen=True)
 class SectionSpec:
-    """A section of the report: its blocks in order.  A block is a table key, ``"terms"``
-    (the equations of every term whose id matches ``prefixes`` and no earlier section),
-    or ``"p:<text>"`` (prose; see :func:`para`)."""
+    """A section's blocks: a table key, ``"terms"`` (of ``prefixes``, unclaimed) or ``"p:<text>"``."""
 
     key: str
     title: str
@@ -102,24 +95,19 @@ SECTIONS: Tuple[SectionSpec, ...] = (
 
 
 def sections_of(ctx) -> Tuple[SectionSpec, ...]:
-    """The sections of the report of ``ctx``'s model: :data:`SECTIONS` (the paper's, for DeepSeek), or those its
-    family declares (``Family.report``: a module whose ``SECTIONS`` is a tuple of SectionSpec fields as dicts:
-    the prose, tables and term prefixes its sections need)."""
+    """The sections of ``ctx``'s model: :data:`SECTIONS`, or those its family declares (``Family.report``)."""
     fam = families.find(getattr(ctx.model, "family", None))
     if fam is None or not fam.report:
         return SECTIONS
     return tuple(SectionSpec(**dict(spec)) for spec in fam.report_sections())
 
 
-def _matches(tid: str, prefix: str) -> bool:
-    return prefix == "" or tid == prefix or tid.startswith(prefix + ".")
-
-
 def section_term_ids(ctx) -> Dict[str, List[str]]:
     """Term ids per section: each term goes to the first section whose prefixes match it."""
     out, claimed = {}, set()
     for spec in sections_of(ctx):
-        ids = [tid for tid in ctx.terms if tid not in claimed and any(_matches(tid, p) for p in spec.prefixes)]
+        ids = [tid for tid in ctx.terms if tid not in claimed
+               and any(p == "" or tid == p or tid.startswith(p + ".") for p in spec.prefixes)]
         claimed.update(ids)
         out[spec.key] = ids
     return out
@@ -139,8 +127,7 @@ def _outline_section(ctx, spec: SectionSpec, number: int, term_ids: Sequence[str
 
 
 def outline_report(ctx) -> Report:
-    """The report's sections with tables and equations as stubs (nothing computed); sections
-    with no content are left out."""
+    """The report's non-empty sections with tables and equations as stubs (nothing computed)."""
     ids = section_term_ids(ctx)
     sections = []
     for spec in sections_of(ctx):

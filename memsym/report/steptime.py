@@ -1,6 +1,5 @@
-"""The report's step-time table (issue 29): the step-time model's expressions (derivations/steptime/model.py),
-printed in LaTeX with the notation's names.  Their values at a configuration are ``memsym estimate --time``'s
-(the generated evaluator, derivations/steptime/evaluate.py): the table shows no number."""
+"""The report's step-time table (issue 29): derivations/steptime/model.py's expressions in LaTeX, no number (their
+values are ``memsym estimate --time``'s)."""
 from __future__ import annotations
 
 import sympy as sp
@@ -10,7 +9,6 @@ from .equations import breakable_latex
 
 
 def table_steptime(ctx) -> Table:
-    # lazy: the step-time model (this table only)
     from derivations.steptime import model as M_
     F_mm, F_att, F_rs = (sp.Symbol(n, nonnegative=True) for n in ("F_mm", "F_att", "F_rs"))
     f = M_.flops()

@@ -1,8 +1,5 @@
-"""The report's tables (Tables 1-10 of the paper, the estimate, Sec. 6 and the comparison).
-
-Each is a function of a :class:`~memsym.report.context.Context` returning a
-:class:`~memsym.report.blocks.Table`; :data:`TABLES` names them by key.
-"""
+"""The report's tables (Tables 1-10 of the paper, the estimate, Sec. 6, the comparison), each a function of a
+Context returning a Table; :data:`TABLES` names them by key."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -149,17 +146,12 @@ def table_activation_setting(ctx) -> Table:
                  tuple(rows))
 
 
-def _stage_variants(ctx) -> List[str]:
-    """``act.stage`` and its variants (``act.stage.full`` and any added later), registry order."""
-    return [tid for tid in ctx.terms if tid == "act.stage" or tid.startswith("act.stage.")]
-
-
 def table_activations(ctx) -> Table:
     """Table 10: each row of ``act.stage`` (and its variants) at the stage composition, as the
     paper prints it: the per-layer term at the layout, times the number of layers, expanded."""
     dsubs = ctx.display_subs(True)
     ident = dict(nt.PAPER_IDENTITIES) if ctx.model.d_v == ctx.model.d_h else {}
-    variants = _stage_variants(ctx)
+    variants = [tid for tid in ctx.terms if tid == "act.stage" or tid.startswith("act.stage.")]  # and later ones
     formulas = _stage_formulas(ctx, variants, dsubs, ident)
     rows = []
     for vid, shown_rows in zip(variants, formulas):
@@ -215,22 +207,16 @@ def table_comparison(ctx) -> Table:
 def table_traces(ctx) -> Table:
     """Each measured trace (paper/traces/*.toml) against its framework's preset and the paper's
     terms: the bytes one layer of each kind keeps, and outside the layers."""
+    def by_kind(out):  # bytes of one layer of each kind, and outside the layers
+        return {} if out is None else dict({r["kind"]: r["bytes"] for r in out["activations_by_layer"]},
+                                           outside=out["activations_outside_layers"])
     rows = []
     for rec in records.load_all():
-        m = rec["measured"]
-        measured = {r["kind"]: r["bytes"] for r in m["activations_by_layer"]}
-        measured["outside"] = m["activations_outside_layers"]
         try:
             pred, paper = records.predict(rec), records.predict(rec, "paper")
         except (cfg.ConfigError, OSError):
             pred = paper = None
-
-        def by_kind(out):
-            if out is None:
-                return {}
-            return dict({r["kind"]: r["bytes"] for r in out["activations_by_layer"]},
-                        outside=out["activations_outside_layers"])
-        pk, ak = by_kind(pred), by_kind(paper)
+        measured, pk, ak = by_kind(rec["measured"]), by_kind(pred), by_kind(paper)
         name = rec["_file"].removesuffix(".toml")
         for kind in ("dense", "moe", "outside"):
             if kind not in measured:

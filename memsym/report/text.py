@@ -9,24 +9,18 @@ _SCRIPT = re.compile(r"([_^])([A-Za-z0-9])(?![A-Za-z0-9{])")
 
 
 def braced(name: str) -> str:
-    """A registry LaTeX name with single-character scripts braced: ``n_h`` -> ``n_{h}``,
-    ``d_h^R`` -> ``d_{h}^{R}``, ``d_c'`` -> ``d_{c}'``.  Typesets identically; it is the
-    form sympy itself prints (``n_{h}``) and what a reader greps for."""
+    """A LaTeX name with single-character scripts braced, as sympy prints them: ``d_h^R`` -> ``d_{h}^{R}``."""
     return _SCRIPT.sub(r"\1{\2}", name)
 
 
 def report_names() -> dict:
     """``symbol_names`` for the report: the registry's paper LaTeX, braced (see :func:`braced`)."""
-    # lazy: sympy (the rendering of a computed report, which this module's escapers serve, needs none)
     from symbolic.notation import latex_names
     return {k: braced(v) for k, v in latex_names().items()}
 
 
 def latex_of(expr, names: Mapping, **settings) -> str:
-    """LaTeX of an expression in the paper's order with explicit symbol names; ``settings``
-    go to ``sympy.latex`` (the report passes ``long_frac_ratio=2`` so that a long closed
-    form prints as ``\\frac{b s}{2} \\left(...\\right)``, which LaTeX can break)."""
-    # lazy: sympy (the rendering of a computed report, which this module's escapers serve, needs none)
+    """LaTeX of an expression in the paper's order with explicit symbol names; ``settings`` go to ``sympy.latex``."""
     import sympy as sp
 
     from symbolic.render import paper_order
@@ -52,8 +46,7 @@ _SUPER = re.compile(r"\^(?:\{([^{}]*)\}|([A-Za-z0-9]+))")
 
 
 def tex_escape(text) -> str:
-    """Plain text made safe for LaTeX (``params.dense_ffn`` -> ``params.dense\\_ffn``); a superscript
-    typed in text (``2^30``, ``W^{DQ}``) is set as one (``2\\textsuperscript{30}``), not as a caret."""
+    """Plain text made safe for LaTeX; a superscript typed in text (``2^30``, ``W^{DQ}``) set as one."""
     text = str(text)
     if "^" in text:
         parts, last = [], 0
@@ -75,10 +68,7 @@ def _escape(text: str) -> str:
     return "".join(ch if ord(ch) < 256 else _TEX_UNICODE.get(ch, "?") for ch in out)
 
 
-#: Markdown punctuation, backslash-escaped (CommonMark escapes any ASCII punctuation this way):
-#: code spans, emphasis, links and images, GFM tables, strikethrough and autolinks (``http:``,
-#: ``x@y``, the dot of ``www.``), ATX headings, the ``$`` / ``\\(`` maths of Jupyter, GitHub and
-#: nbconvert (nbconvert/filters/markdown_mistune.py), and ``{ }``.
+#: Markdown punctuation, backslash-escaped (CommonMark): code, emphasis, links, tables, autolinks, headings, maths.
 _MD_PUNCT = "\\`*_{}[]()#|~$:@"
 #: Raw HTML, autolinks and entity references: written as entities, which every renderer shows as text.
 _MD_HTML = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
@@ -94,18 +84,13 @@ def _md_sub(m) -> str:
 
 
 def md_escape(text) -> str:
-    """Plain text made literal inside a line of Markdown (a table cell, a title, a list item):
-    every character with a meaning in Markdown or its maths is backslash-escaped, ``& < >``
-    become entities (no raw HTML survives), a line break becomes a space, and any other control or
-    bidirectional-format character (ESC, BEL, U+202E: ``cat report.md`` would obey them) is shown as its
-    code (``\\x1b``).  Renderers show the text exactly as given."""
+    """Plain text made literal in a line of Markdown: punctuation escaped, ``& < >`` as entities, line breaks as
+    spaces, control and bidirectional-format characters as their codes."""
     return _codes(_MD_RE.sub(_md_sub, str(text)))
 
 
 def one_line(text) -> str:
-    """Text made one line (every line break a space): what a ``# comment`` in a notebook's code
-    cell may hold without the rest becoming code (templates/notebook/*.py.j2); a control or
-    bidirectional-format character (ESC, U+202E: the "Trojan source" reordering) shown as its code."""
+    """Text made one line (for a ``# comment`` in a notebook's code cell), control characters as their codes."""
     return _codes(" ".join(str(text).splitlines()))
 
 

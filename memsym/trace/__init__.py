@@ -1,13 +1,12 @@
-"""Ground truth per tensor (recorded in ``paper/traces/``): trace real implementations on CPU.
-
-:mod:`.recorder` records every storage autograd saves for backward and attributes it to a layer and sublayer;
-:mod:`.hf` (transformers) and :mod:`.mcore` (Megatron-Core, local layer spec) build and run a model from a
-config; :mod:`.inputs` reads and checks everything before torch is imported; :mod:`.records` writes a
-measurement as TOML.  torch, transformers and megatron-core are the optional extra ``memsym[trace]`` (pinned
-there); nothing here imports them at module level.
-"""
+"""Ground truth per tensor (``paper/traces/``): real implementations traced on CPU (:mod:`.hf`, :mod:`.mcore`),
+their saves recorded (:mod:`.recorder`), inputs checked before torch is imported (:mod:`.inputs`), written as TOML
+(:mod:`.records`).  torch, transformers and megatron-core are the extra ``memsym[trace]``, never imported here."""
 from __future__ import annotations
+
+import contextlib
 import importlib.util
+
+from .fake import describe
 
 INSTALL_HINT = "pip install 'memsym[trace]'"
 
@@ -16,11 +15,35 @@ MAX_PARAMS = 50_000_000
 MAX_SCORE_ELEMENTS = 64 * 1024 * 1024
 MAX_TOKENS = 16384
 
-#: ``--fake`` (memsym/trace/fake.py) allocates no activation, so MAX_PARAMS and the others do not
-#: apply; what bounds it is time (a forward op by op, N experts each a loop) and the real routing
-#: tensors beside the fake ones (b s N_r x N of them): decoder layers and tokens.
+#: ``--fake`` allocates nothing: bounded by time and the real routing tensors (b s N_r x N) instead.
 MAX_FAKE_LAYERS = 4
 MAX_FAKE_TOKENS = 32768
+
+
+def traced(framework: str, versions: dict, n_layers: int, build, prepare, make_inputs, forward, grads, fake: bool,
+           step: bool, modes, step_context=contextlib.nullcontext):
+    """An implementation's trace: ``build()``'s forward under ``modes`` (fake, routing), a backward unless fake, and
+    with ``step`` a profiled step of a model built again (:mod:`.step`); (recorder, info).  ``prepare(model)`` ->
+    (layer kinds, hooks removed after the forward); ``forward(model, *inputs, hold)`` -> (loss, recorder)."""
+    fake_mode, routing = modes
+    model = build()
+    kinds, hooks = prepare(model)
+    with fake_mode or contextlib.nullcontext(), routing:
+        loss, rec = forward(model, *make_inputs())
+    for hook in hooks:
+        hook.remove()
+    value, n_grads = None, 0
+    if not fake:  # a fake trace runs no backward (nothing to compute it with)
+        loss.backward()
+        value, n_grads = float(loss.detach()), len(grads(model))
+    info = {"framework": framework, "versions": versions, "loss": value, "params_with_grad": n_grads,
+            "alive_check": rec.alive_check(), "n_layers": n_layers, "kinds": kinds, "routing": describe(routing)}
+    if step:
+        from . import step as profiled
+        del model, loss
+        with step_context():
+            info["step"] = profiled.run(build(), make_inputs, lambda m, *x: forward(m, *x, hold=False), grads)
+    return rec, info
 
 
 def missing(framework: str = "transformers"):

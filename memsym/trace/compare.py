@@ -15,16 +15,12 @@ from symbolic.errors import ConfigError
 from .inputs import MCORE_RECIPE, MCORE_SETTINGS, mcore_settings
 
 
-#: Megatron-Core's selective recomputation modules (TransformerConfig.recompute_modules) as memsym's
-#: recompute operators (their tags): a module checkpointed whole keeps only its inputs.
+#: Megatron-Core's recompute_modules as memsym's recompute operators (a module checkpointed whole keeps its inputs).
 MCORE_MODULES = {"core_attn": ("score",), "mlp": ("ffn",), "moe": ("router", "experts", "shared"),
                  "shared_experts": ("shared",)}
 
 
-#: What a trace ran, as switches of the framework's own preset: {framework: {trace setting (the switch's name):
-#: {its value: the switch's value}}}: transformers' ``--experts`` (``config._experts_implementation``);
-#: Megatron-Core's settings (memsym/trace/inputs.py MCORE_SETTINGS; SwiGLU fused: fusions/fused_bias_swiglu.py
-#: keeps fc1's output, unfused: mlp.py's glu with its offset copy).
+#: What a trace ran as switches of its framework's preset: {framework: {setting (switch): {value: switch value}}}.
 TRACE_SWITCHES = {
     "transformers": {"experts": {"loop": "loop", "grouped": "grouped"}},
     "mcore": {"swiglu": {"fused": "fused", "unfused": "offset-copy"},
@@ -63,9 +59,7 @@ def memsym_recompute(framework: str, recompute: str) -> str:
 
 
 def _estimate(args, preset: str, model=None):
-    """derivations' estimate at the traced settings: one device (DP = TP = PP = EP = ETP = 1), the
-    preset's conventions, B_a from --act-dtype, the recomputation traced; ``model``: the ModelSpec
-    traced (else read from ``args.model``)."""
+    """The estimate at the traced settings on one device under ``preset`` (``model``: else read from args.model)."""
     model = model if model is not None else cfg.load_model(args.model)
     layout = cfg.Layout(dp=1, tp=1, pp=1, ep=1, etp=1)
     rec = cfg.parse_recompute(memsym_recompute(getattr(args, "framework", ""), args.recompute))
@@ -122,8 +116,7 @@ def families(rec, saved=None) -> Dict[str, Dict]:
 
 
 def result(args, rec, info, model=None) -> dict:
-    """The trace's output: settings, versions, measured (``rec``, ``info``) and predicted bytes
-    (:func:`predicted`; ``model``: the ModelSpec traced, else read from ``args.model``)."""
+    """The trace's output: settings, versions, measured (``rec``, ``info``) and predicted bytes."""
     n = info["n_layers"]
     per, outside = rec.by_layer(n)
     kinds = info["kinds"]  # which layers the framework built with experts
@@ -162,8 +155,7 @@ def result(args, rec, info, model=None) -> dict:
 
 
 def predicted_step(args, preset: str, model, expert_tokens) -> Optional[dict]:
-    """The preset's step peak at the traced settings (derivations/assembly/step_terms.py: the end of the forward and
-    its largest moment), the router's counts given (the expert loop's moment reads them), or None if it refuses."""
+    """The preset's step peak at the traced settings with the router's counts (step_terms.py), or None."""
     try:
         est = _estimate(SimpleNamespace(**{**vars(args), "expert_tokens": expert_tokens}), preset, model)
     except ConfigError:
@@ -175,8 +167,7 @@ def predicted_step(args, preset: str, model, expert_tokens) -> Optional[dict]:
 
 
 def step_result(measured: dict, rec, info: dict, n_layers: int) -> dict:
-    """The profiled step's result (memsym/trace/step.py) as data, after checking that its model ran as the traced
-    one: the same loss, and its forward's saves (its own Recorder) hold what the trace's hold, layer by layer."""
+    """The profiled step's result, checked to have run as the trace (the same loss and saves per layer)."""
     mine = measured["recorder"].by_layer(n_layers)
     if measured["loss"] != info["loss"] or mine != rec.by_layer(n_layers):
         raise AssertionError(f"the profiled step did not run as the trace: loss {measured['loss']} vs {info['loss']}, "

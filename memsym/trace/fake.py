@@ -1,24 +1,15 @@
 """Real dimensions without memory: ``memsym trace --fake`` (torch's FakeTensorMode) and balanced routing.
 
-Under :class:`torch._subclasses.fake_tensor.FakeTensorMode` every tensor has its shape, dtype, strides and a
-storage of its size (what :class:`memsym.trace.recorder.Recorder` counts) but no data.  What a forward needs to
-know of the data (the tokens per expert: ``nonzero``, ``masked_select``, ``.tolist()``, ``.item()``) comes
-from :class:`Routing`, a dispatch mode above the fake one:
-
-* every ``aten.topk`` of floating scores (the routers' group and expert choices) returns, for row ``r``, the
-  columns ``(r k + j) mod n``, ``j < k``: each of the ``N`` experts receives ``b s N_r / N`` token-copies when
-  ``N`` divides ``b s N_r`` (else counts that differ by at most one), whatever the scores;
-* a fake tensor whose values follow from known values only (top-k indices, input ids, ``arange``/``zeros``/
-  ``ones``/``full`` and their ``*_like``, and what is computed from those alone) carries a real *shadow*
-  computed beside it (at most :data:`SHADOW_LIMIT` elements), which answers the data-dependent operations; a
-  tensor without one gives zeros of its shape, and ``.item()`` of it is an error naming the operator.
-  Factories of uninitialised memory (``empty``: the parameters before their init) get no shadow.
-
-Without fake tensors (``balanced`` of a real trace) only the top-k is replaced.  A fake trace runs no backward.
+Fake tensors have shape, dtype, strides and a storage of their size (what the Recorder counts) but no data;
+what routing needs of the data comes from :class:`Routing`, a dispatch mode above the fake one: every ``aten.topk``
+of floating scores picks columns ``(r k + j) mod n`` for row ``r`` (each expert gets ``b s N_r / N`` token-copies),
+and a tensor computed from known values only (top-k indices, input ids, fills) carries a real *shadow* that answers
+the data-dependent operations.  A real ``balanced`` trace replaces only the top-k.  A fake trace runs no backward.
 """
 from __future__ import annotations
 
 import contextlib
+import math
 
 #: The most elements a shadow (a real tensor computed beside a fake one) may have.
 SHADOW_LIMIT = 1 << 24
@@ -26,7 +17,6 @@ SHADOW_LIMIT = 1 << 24
 
 def balanced_indices(rows: int, n: int, k: int):
     """``[rows, k]`` int64: row ``r`` picks columns ``(r k + j) mod n`` (``j < k``)."""
-    # lazy: sympy, numpy, jinja2, torch (optional; only this path needs it)
     import torch
     r = torch.arange(rows, dtype=torch.int64).unsqueeze(1)
     return (r * k + torch.arange(k, dtype=torch.int64).unsqueeze(0)) % n
@@ -43,7 +33,6 @@ def modes(fake: bool, balanced: bool):
     """(FakeTensorMode or None, the routing context: :class:`Routing` for a fake or balanced run) of a trace."""
     fake_mode = None
     if fake:
-        # lazy: torch (optional; only this path needs it)
         from torch._subclasses.fake_tensor import FakeTensorMode
         fake_mode = FakeTensorMode()
     return fake_mode, routing_mode(fake_mode) if fake or balanced else contextlib.nullcontext()
@@ -51,7 +40,6 @@ def modes(fake: bool, balanced: bool):
 
 def routing_mode(fake_mode=None):
     """A :class:`Routing` dispatch mode (the class needs torch, so it is made here)."""
-    # lazy: sympy, numpy, jinja2, torch (optional; only this path needs it)
     import torch
     from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException,
                                                FakeTensor, unset_fake_temporarily)
@@ -92,9 +80,7 @@ def routing_mode(fake_mode=None):
             return f
 
         def as_real(self, t, placeholder: str = ""):
-            """The value of ``t``: itself (real), its shadow, or a placeholder of its metadata:
-            ``like`` (its strides, for an operator that reads only those) or ``zeros`` (its shape,
-            no memory: an operator whose output shape is all that is used)."""
+            """``t``'s value: itself, its shadow, or a placeholder (``like``: its strides; ``zeros``)."""
             if not isinstance(t, FakeTensor):
                 return t
             if self.known(t):
@@ -131,11 +117,8 @@ def routing_mode(fake_mode=None):
             dim = args[2] if len(args) > 2 else kwargs.get("dim", -1)
             dim = dim % x.dim()
             n = x.shape[dim]
-            moved = list(x.shape)
-            moved.pop(dim)
-            rows = 1
-            for m in moved:
-                rows *= m
+            moved = [m for i, m in enumerate(x.shape) if i != dim]
+            rows = math.prod(moved)
             with unset_fake_temporarily():  # real indices (their shadow, under fake tensors)
                 idx = balanced_indices(rows, n, k).reshape(*moved, k).movedim(-1, dim).contiguous()
                 if self.fake is not None:
@@ -175,8 +158,7 @@ def routing_mode(fake_mode=None):
             return out
 
         def data_dependent(self, func, args, kwargs, known):
-            """An operator whose output shape or value needs data: computed on the shadows (or,
-            for a tensor without one, on zeros of its shape: the output has no shadow then)."""
+            """An operator whose output needs data: computed on the shadows (else on zeros: no shadow then)."""
             if not known and func is aten._local_scalar_dense.default:
                 raise RuntimeError(f"memsym trace --fake: {func} needs the value of a tensor routing "
                                    f"does not determine")

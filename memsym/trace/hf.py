@@ -1,12 +1,7 @@
-"""Hugging Face transformers' ``DeepseekV3ForCausalLM`` (and the other classes of :data:`MODEL_CLASSES`, as
-``AutoModelForCausalLM`` maps model_type) traced on CPU (memsym trace --framework transformers).
+"""transformers' ``DeepseekV3ForCausalLM`` (and :data:`MODEL_CLASSES`) traced on CPU (``--framework transformers``).
 
-The model is built from a config (random weights, no download) as ``AutoModelForCausalLM.from_config`` and
-``from_pretrained(..., dtype=...)`` build it (modeling_utils.py: ``PreTrainedModel._from_config``), so
-``_keep_in_fp32_modules_strict`` (the router's ``gate.weight`` and ``e_score_correction_bias``) stays FP32
-(``model.to(dtype)`` would cast the router to BF16 and make its ``.type(float32)`` a copy a real run never
-makes).  It runs one forward pass with labels (the FP32 cross-entropy loss) under
-:class:`memsym.trace.recorder.Recorder`, then one backward to show it trains.
+Built from a config with random weights as ``from_pretrained(..., dtype=...)`` builds it (``_from_config``), so
+``_keep_in_fp32_modules_strict`` (the router) stays FP32; one forward with labels under the Recorder, one backward.
 """
 from __future__ import annotations
 
@@ -14,25 +9,19 @@ import contextlib
 
 from symbolic.errors import ConfigError
 
-from . import inputs
-from .fake import describe, modes
+from . import inputs, traced
+from .fake import modes
 
 
 def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "eager",
         experts: str = "loop", recompute: str = "none", seed: int = 0, settings=None, fake: bool = False,
         balanced: bool = False, step: bool = False):
-    """Build, trace one forward, run one backward.  Returns (recorder, info dict).
+    """Build, trace one forward, run one backward: (recorder, info dict); every check before torch is imported.
 
-    ``config``: the parsed config.json (what :func:`memsym.trace.inputs.read` validated) or its path.
-    ``fake``: under FakeTensorMode, balanced routing, forward only; ``balanced``: a real trace with
-    the balanced routing of :mod:`memsym.trace.fake`; ``step``: then a forward and backward of a model built
-    the same way (same weights, same tokens) under torch's profiler (:mod:`memsym.trace.step`: its result is
-    ``info["step"]``).
-    Every check (:func:`memsym.trace.inputs.check_run`: ConfigError) comes before torch is imported."""
+    ``config``: the parsed config.json or its path; ``fake``: FakeTensorMode, balanced routing, forward only;
+    ``balanced``: a real trace with :mod:`.fake`'s routing; ``step``: then a profiled step (``info["step"]``)."""
     raw, spec = inputs.of(config)
     inputs.check_run("transformers", spec, mbs, seq, attention, experts, recompute, settings, fake, balanced, step)
-
-    # lazy: torch and transformers (optional, memsym[trace]; only this path needs them)
     import torch
     import transformers
 
@@ -52,6 +41,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     config._attn_implementation = impl
     config._experts_implementation = exp
     fake_mode, routing = modes(fake, balanced)
+    counts = {}
 
     def build():
         torch.manual_seed(seed)
@@ -75,42 +65,24 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
             out = model(input_ids=ids, labels=ids, **NO_CACHE.get(raw.get("model_type"), {}))
         return out.loss, rec
 
-    model = build()
-    kinds = ["moe" if hasattr(layer.mlp, "experts") else "dense" for layer in model.model.layers]
-    counts, hooks = {}, []
-    if step:  # the router's token copies per expert, each MoE layer (the experts' top-k indices, as they get them)
-        for i, layer in enumerate(model.model.layers):
-            experts = getattr(layer.mlp, "experts", None)
-            if experts is not None:
-                hooks.append(experts.register_forward_pre_hook(_counter(counts, i, config.n_routed_experts)))
-    with fake_mode or contextlib.nullcontext(), routing:
-        loss, rec = forward(model, *make_inputs())
-    for hook in hooks:
-        hook.remove()
-    value, grads = None, 0
-    if not fake:  # a fake trace runs no backward (nothing to compute it with)
-        loss.backward()
-        value, grads = float(loss.detach()), sum(p.grad is not None for p in model.parameters())
-    measured = None
-    if step:  # then the profiled step, on a model built as the traced one (memsym/trace/step.py)
-        from . import step as profiled
-        del model, loss
-        measured = profiled.run(build(), make_inputs, lambda m, ids: forward(m, ids, hold=False),
-                                lambda m: [p.grad for p in m.parameters() if p.grad is not None])
-    info = {"framework": "transformers", "versions": {"torch": torch.__version__.split("+")[0],
-                                                      "transformers": transformers.__version__},
-            "loss": value, "params_with_grad": grads, "alive_check": rec.alive_check(),
-            "n_layers": config.num_hidden_layers, "kinds": kinds, "routing": describe(routing)}
-    if measured is not None:
-        info["step"] = measured
+    def prepare(model):  # with --step, the router's token copies per expert of each MoE layer
+        layers = model.model.layers
+        hooks = [layer.mlp.experts.register_forward_pre_hook(_counter(counts, i, config.n_routed_experts))
+                 for i, layer in enumerate(layers) if step and getattr(layer.mlp, "experts", None) is not None]
+        return ["moe" if hasattr(layer.mlp, "experts") else "dense" for layer in layers], hooks
+
+    rec, info = traced("transformers", {"torch": torch.__version__.split("+")[0],
+                                        "transformers": transformers.__version__}, config.num_hidden_layers, build,
+                       prepare, make_inputs, forward, lambda m: [p.grad for p in m.parameters() if p.grad is not None],
+                       fake, step, (fake_mode, routing))
+    if step:
         info["expert_tokens"] = [{"layer": i, "counts": counts[i]} for i in sorted(counts)]
     return rec, info
 
 
 def _counter(counts, layer: int, n_experts: int):
-    """A forward pre-hook of a MoE layer's experts (``experts(hidden_states, top_k_index, top_k_weights)``,
-    transformers 5.24 DeepseekV3MoE.forward): ``counts[layer]``, the token copies the router sent to each expert,
-    in expert order (the forward's only: the recomputation routes the same tokens again)."""
+    """A pre-hook of a MoE layer's experts (``experts(hidden_states, top_k_index, ...)``): ``counts[layer]``, the
+    token copies the forward's router sent to each expert."""
     def hook(module, args):
         if layer not in counts:
             import torch
@@ -118,22 +90,19 @@ def _counter(counts, layer: int, n_experts: int):
     return hook
 
 
-#: The modelling code transformers runs for a config's model_type (AutoModelForCausalLM's mapping,
-#: models/auto/modeling_auto.py; models/deepseek_v32 is V3 with the DSA indexer, models/glm_moe_dsa V3.2 whose
-#: ``shared`` layers reuse the previous layer's top-k); DeepSeek-V3's for any other (``kimi_k2`` publishes its code).
+#: transformers' classes of a config's model_type (models/auto/modeling_auto.py); DeepSeek-V3's for any other.
 MODEL_CLASSES = {"deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM"),
                  "deepseek_v32": ("DeepseekV32Config", "DeepseekV32ForCausalLM"),
                  "glm_moe_dsa": ("GlmMoeDsaConfig", "GlmMoeDsaForCausalLM"),
                  "deepseek_v4": ("DeepseekV4Config", "DeepseekV4ForCausalLM")}
-#: Forward arguments of a training forward by model_type: DeepSeek-V4's config defaults to use_cache, and a cache kept
-#: with the output holds the CSA indexer's compressor alive (paper/traces/V4.md, 4.2); a training step builds none.
+#: A training forward's arguments by model_type: V4 defaults to use_cache, whose cache holds the CSA indexer's
+#: compressor alive (paper/traces/V4.md, 4.2).
 NO_CACHE = {"deepseek_v4": {"use_cache": False}}
 DEFAULT_CLASSES = ("DeepseekV3Config", "DeepseekV3ForCausalLM")
 
 
 def _classes(model_type):
     """(config class, model class) transformers builds for ``model_type`` (:data:`MODEL_CLASSES`)."""
-    # lazy: torch, transformers (optional; only this path needs it)
     import transformers
     config_name, model_name = MODEL_CLASSES.get(model_type, DEFAULT_CLASSES)
     return getattr(transformers, config_name), getattr(transformers, model_name)

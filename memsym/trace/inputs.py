@@ -1,11 +1,6 @@
-"""What ``memsym trace`` is given, read once and checked before torch is imported.
-
-The config is read and validated as ``memsym estimate`` reads it (:func:`derivations.config.presets.load_config`,
-:func:`derivations.config.hfconfig.from_dict`); on top of that, what only a trace needs: the fields the
-implementations read that estimate does not (:data:`EXTRA_FIELDS`), the size a CPU can trace
-(:data:`memsym.trace.MAX_PARAMS` and the others) and the options each framework takes.  Every refusal is a
-:class:`~symbolic.errors.ConfigError` (exit 2, one line).
-"""
+"""What ``memsym trace`` is given, read once (as ``estimate`` reads it) and checked before torch is imported: the
+fields only the implementations read (:data:`EXTRA_FIELDS`), the size a CPU can trace, each framework's options.
+Every refusal is a ConfigError."""
 from __future__ import annotations
 
 import math
@@ -21,12 +16,8 @@ from . import MAX_FAKE_LAYERS, MAX_FAKE_TOKENS, MAX_PARAMS, MAX_SCORE_ELEMENTS, 
 #: Megatron-Core's selective recomputation modules (TransformerConfig.recompute_modules).
 MCORE_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act", "shared_experts")
 
-#: Megatron-Core's settings a trace takes beyond the config (``memsym trace --framework mcore``): option ->
-#: (TransformerConfig field, {value: the field's value}), the first value the DeepSeek recipes' (Megatron-Bridge
-#: src/megatron/bridge/models/deepseek/deepseek_provider.py: DeepSeekModelProvider sets bias_activation_fusion
-#: True, moe_router_dtype "fp32", moe_router_load_balancing_type "seq_aux_loss"; the V3 provider
-#: moe_aux_loss_coeff 1e-4, Moonlight's 1e-3).  ``unfused``/``activation``/``none`` are what the records made
-#: before these options ran (Megatron-Core's defaults when the recipe is not used).
+#: Megatron-Core's settings beyond the config: option -> (TransformerConfig field, {value: the field's}), the first
+#: value the DeepSeek recipes' (Megatron-Bridge models/deepseek/deepseek_provider.py DeepSeekModelProvider).
 MCORE_SETTINGS = {
     "swiglu": ("bias_activation_fusion", {"fused": True, "unfused": False}),
     "router_dtype": ("moe_router_dtype", {"fp32": "fp32", "activation": None}),
@@ -35,17 +26,14 @@ MCORE_SETTINGS = {
 }
 #: The recipes' values (the default of each option).
 MCORE_RECIPE = {k: next(iter(v[1])) for k, v in MCORE_SETTINGS.items()}
-#: What a Megatron-Core record made before these settings were options ran (and says by having none of them):
-#: Megatron-Core's own defaults, unfused SwiGLU, the router in the activations' dtype, no load-balancing loss.
+#: What a Megatron-Core record without these settings ran: Megatron-Core's own defaults.
 MCORE_BEFORE = {"swiglu": "unfused", "router_dtype": "activation", "aux_loss": "none"}
-#: The load-balancing loss coefficient a trace sets when a loss is built (DeepSeek-V3's provider, 1e-4: what the
-#: loss keeps does not depend on it).
+#: The load-balancing loss coefficient (DeepSeek-V3's provider; what the loss keeps does not depend on it).
 MCORE_AUX_COEFF = 1e-4
 
 
 def mcore_settings(settings: Optional[Mapping] = None) -> dict:
-    """The Megatron-Core settings of a trace (:data:`MCORE_SETTINGS`), each checked (ConfigError), the
-    recipe's where not given."""
+    """The Megatron-Core settings of a trace, each checked (ConfigError), the recipe's where not given."""
     out = dict(MCORE_RECIPE)
     for key, value in (settings or {}).items():
         if value is None:
@@ -88,18 +76,15 @@ def _shown(x) -> str:
 
 
 def read(model: str):
-    """The config named by ``--model`` (a config.json, a directory holding one, or a preset name),
-    read once and validated as ``memsym estimate`` does: a :class:`derivations.hfconfig.ConfigFile`."""
+    """The ConfigFile of ``--model`` (a config.json, its folder or a preset), validated as ``estimate`` does."""
     conf = load_config(model)
     check_fields(conf.data, model)
     return conf
 
 
 def of(config: Union[Mapping, str]):
-    """``(parsed object, ModelSpec)`` of what an implementation's ``run`` is given: the parsed
-    object (validated again, cheaply) or a path (read by :func:`read`)."""
+    """``(parsed object, ModelSpec)`` of an implementation's ``run``'s config: a parsed object or a path."""
     if isinstance(config, Mapping):
-        # lazy: modules this module's importers do not need (loaded only on this path)
         from derivations.config.hfconfig import from_dict
         check_fields(config)
         return language_model(config), from_dict(config, "<config>", "config")
@@ -108,8 +93,7 @@ def of(config: Union[Mapping, str]):
 
 
 def language_model(data: Mapping) -> Mapping:
-    """The fields the framework builds its language model from: a wrapper's field (Kimi K2.5's ``text_config``, with
-    its model_type defaulted as hfconfig.from_dict reads it: derivations/families Family.wrappers), else ``data``."""
+    """The fields of the language model: a wrapper's field (Kimi K2.5's ``text_config``), else ``data``."""
     wrapped = families.wrapper(data.get("model_type")) if isinstance(data.get("model_type"), str) else None
     if wrapped is None:
         return data
@@ -126,8 +110,7 @@ def check_fields(data: Mapping, path: str = "<config>") -> None:
 
 
 def estimate_params(m) -> int:
-    """Parameters of a model (:class:`~derivations.model.ModelSpec`), roughly: the size check
-    before anything is built."""
+    """A model's parameters, roughly: the size check before anything is built."""
     # DeepSeek-V4: attention, a CSA compressor's worth, experts (derivations/families/deepseek_v4)
     if hasattr(m, "d_a"):
         att = m.h * (m.d_cq + 5 * m.d_a) + m.d_cq * m.n_h * m.d_a + m.n_h * m.d_a * m.d_O + m.h * m.g_O * m.d_O
@@ -156,9 +139,7 @@ def check_size(m, mbs: int, seq: int) -> None:
 
 
 def check_fake(m, mbs: int, seq: int, recompute: str) -> None:
-    """``--fake`` (memsym/trace/fake.py): nothing is allocated, so the size limits of :func:`check_size`
-    do not apply; what is bounded is time and the real routing tensors (ConfigError naming the limit).
-    No recomputation: a fake trace runs no backward, so there is nothing to recompute into."""
+    """``--fake`` allocates nothing: bounded are time and the real routing tensors; no backward, no recomputation."""
     layers = m.l + (m.mtp_layers or 0)
     if layers > MAX_FAKE_LAYERS:
         raise ConfigError("trace.fake", f"--fake: the config has {m.l} decoder layers and {m.mtp_layers or 0} MTP "
@@ -175,8 +156,7 @@ def check_fake(m, mbs: int, seq: int, recompute: str) -> None:
 
 
 def check_trace(m, mbs: int, seq: int, recompute: str, fake: bool, step: bool = False) -> None:
-    """The size checks of a trace: :func:`check_fake` with ``--fake``, else :func:`check_size`; ``--step``
-    (memsym/trace/step.py) profiles a forward and a backward, so it takes real tensors."""
+    """The size checks of a trace (``--step`` takes real tensors)."""
     if getattr(m, "family", "deepseek") != "deepseek" and (fake or step):
         raise ConfigError("trace.family", f"--{'fake' if fake else 'step'}: {m.name} is traced end-of-forward only "
                                           f"(the fake routing and the step's moments are the DeepSeek family's)")
@@ -200,10 +180,8 @@ def check_run(framework: str, m, mbs: int, seq: int, attention: str, experts: st
 
 
 def check_routing(framework: str, m, attention: str = "eager") -> None:
-    """A routing the framework's code runs (ConfigError otherwise): transformers' DeepSeek-V2 code
-    (DeepseekV2TopkRouter.forward, ``deepseek_v2``) has a top-k for ``greedy`` and ``group_limited_greedy``
-    only (any other topk_method leaves its weights unset) and groups only from the config (DeepseekV2Config
-    has no default n_group/topk_group); Megatron-Core's group-limited top-k needs both counts."""
+    """A routing the framework's code runs (ConfigError otherwise): DeepseekV2TopkRouter's topk_methods, groups
+    from the config; Megatron-Core's group-limited top-k needs both counts."""
     if getattr(m, "family", "deepseek") != "deepseek":  # DeepSeek-V4: transformers' models/deepseek_v4 only
         if framework != "transformers":
             raise ConfigError("trace.family", f"model_type {m.model_type}: Megatron-Core has no model of it; trace it "
@@ -231,10 +209,8 @@ def check_routing(framework: str, m, attention: str = "eager") -> None:
 
 
 def mcore_recompute(recompute: str) -> dict:
-    """TransformerConfig's recomputation fields for ``--recompute``: none; full (uniform, one layer
-    per checkpoint: Megatron-LM's ``--recompute-granularity full --recompute-method uniform
-    --recompute-num-layers 1``); selective (Megatron's default module set, ``core_attn``); or
-    ``custom:M1,M2`` with Megatron-Core's module names (:data:`MCORE_RECOMPUTE_MODULES`)."""
+    """TransformerConfig's recomputation fields for ``--recompute``: none, full (uniform, one layer per checkpoint),
+    selective (``core_attn``) or ``custom:M1,M2`` (:data:`MCORE_RECOMPUTE_MODULES`)."""
     if recompute == "none":
         return {}
     if recompute == "full":
@@ -253,8 +229,7 @@ def mcore_recompute(recompute: str) -> dict:
 
 def check_options(framework: str, attention: str, experts: str, recompute: str,
                   settings: Optional[Mapping] = None) -> None:
-    """The options ``framework`` takes (ConfigError otherwise): before anything is imported.
-    ``settings``: Megatron-Core's (:data:`MCORE_SETTINGS`; given to transformers, refused)."""
+    """The options ``framework`` takes (ConfigError otherwise); ``settings``: Megatron-Core's only."""
     given = {k: v for k, v in (settings or {}).items() if v is not None}
     if framework == "mcore":
         mcore_settings(given)

@@ -1,28 +1,11 @@
-"""Megatron-Core's ``GPTModel`` traced on CPU (memsym trace --framework mcore).
+"""Megatron-Core's ``GPTModel`` traced on CPU (``--framework mcore``), from the same config as :mod:`.hf`.
 
-Built from the same Hugging Face config as :mod:`memsym.trace.hf` (random weights), with Megatron-Core's local
-layer spec (``models/gpt/gpt_layer_specs.py: get_gpt_decoder_block_spec(use_transformer_engine=False)``:
-``MLASelfAttention`` with the local ``DotProductAttention``, ``TopKRouter``, the all-to-all token dispatcher,
-``SequentialMLP`` experts, ``SharedExpertMLP``, torch RMSNorm), world size 1 over gloo, in the activation dtype;
-one forward with labels (the FP32 vocab-parallel cross-entropy) under :class:`memsym.trace.recorder.Recorder`,
-then a backward.
-
-What runs on CPU needs plumbing only; nothing changes what a layer saves (Megatron-Core 0.16.1 code):
-
-* ``torch.cuda.current_device`` -> ``"cpu"`` (``RotaryEmbedding.__init__`` and others ask for it);
-* no-op ``torch.cuda.Stream/Event/current_stream/stream/synchronize`` (``token_dispatcher.py:
-  _maybe_dtoh_and_synchronize``'s side stream);
-* the RNG tracker and checkpointing on the CPU generator (``tensor_parallel/random.py:
-  _get_cuda_rng_state/_set_cuda_rng_state``);
-* the causal mask built on CPU (``transformer/utils.py: get_default_causal_mask`` hard-codes ``device="cuda"``);
-* ``HAVE_TE = False`` in ``multi_latent_attention.py``, ``te_general_gemm = None`` in ``moe/moe_utils.py``;
-* the local ``DotProductAttention`` accepting ``MLASelfAttention``'s ``k_channels``/``v_channels`` (output
-  width ``v_head_dim`` heads; upstream MLA is wired for TE's attention only);
-* the process-wide ``GlobalMemoryBuffer`` (``parallel_state.py``) emptied at each run, so fake and real runs in
-  one process never share its tensor;
-* ``CheckpointWithoutOutput(fp8=False)``'s ``self.fp8 = fp8 is not None`` set to ``bool(fp8)`` (it calls a
-  TE-only function otherwise);
-* during a profiled step only, a one-rank ``all_reduce`` returns at once (:class:`_one_rank_all_reduce`).
+Local layer spec (``get_gpt_decoder_block_spec(use_transformer_engine=False)``: MLA with the local
+``DotProductAttention``, ``TopKRouter``, all-to-all dispatcher, ``SequentialMLP``), one rank over gloo; one forward
+with labels under the Recorder, then a backward.  CPU needs plumbing only, nothing a layer saves changes (0.16.1):
+CUDA device, streams, events and RNG states on the CPU; the causal mask built on CPU; no TE
+(``HAVE_TE``, ``te_general_gemm``, ``CheckpointWithoutOutput.fp8``); the local attention given MLA's head widths;
+the process-wide ``GlobalMemoryBuffer`` emptied per run; a one-rank ``all_reduce`` skipped in a profiled step.
 """
 from __future__ import annotations
 
@@ -31,16 +14,15 @@ import os
 from typing import Dict, Optional
 
 
-from . import inputs
-from .fake import describe, modes
+from . import inputs, traced
+from .fake import modes
 
 _PATCHED = False
 _RECORDER = None  # the Recorder running, for the checkpoint attribution below
 
 
 class _Nop:
-    """A CUDA stream/event stand-in (CPU, one process): ``wait_stream``, ``record``, ``synchronize`` ... do nothing
-    (``record_event`` returns another event), ``query`` says done."""
+    """A CUDA stream/event stand-in: every method does nothing (returning another), ``query`` says done."""
 
     def __init__(self, *a, **k):
         pass
@@ -65,7 +47,6 @@ def _patch():
     global _PATCHED
     if _PATCHED:
         return
-    # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
     import torch
     torch.cuda.current_device = lambda: "cpu"
     torch.cuda.Stream = _Nop
@@ -88,8 +69,7 @@ def _patch():
     _orig_checkpoint = tp.checkpoint
 
     def _checkpoint(function, distribute_saved_activations, *args):
-        """Full recomputation (TransformerBlock._checkpointed_forward) checkpoints layers
-        [start, end) from the block; what the checkpoint saves belongs to layer ``start``."""
+        """Full recomputation checkpoints layers [start, end): what it saves belongs to layer ``start``."""
         code, cells = getattr(function, "__code__", None), getattr(function, "__closure__", None) or ()
         names = code.co_freevars if code is not None else ()
         start = dict(zip(names, (c.cell_contents for c in cells))).get("start")
@@ -112,7 +92,6 @@ def _patch():
 
 
 def _init_parallel(seed: int):
-    # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
     import torch.distributed as dist
     from megatron.core import parallel_state as ps
     from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
@@ -122,22 +101,15 @@ def _init_parallel(seed: int):
         dist.init_process_group("gloo", rank=0, world_size=1)
     if not ps.model_parallel_is_initialized():
         ps.initialize_model_parallel(1, 1)
-    # the process-wide GlobalMemoryBuffer (DotProductAttention's baddbmm output, beta 0: never saved) is
-    # per run, so a fake run's fake buffer never reaches a real run, nor a real one a fake run
+    # the process-wide GlobalMemoryBuffer (never saved) per run: a fake run's never reaches a real one
     ps.get_global_memory_buffer().buffer.clear()
     model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
 
 
 def routing_fields(spec) -> Dict:
-    """TransformerConfig's router fields for a model (:class:`~derivations.config.model.ModelSpec`), as
-    Megatron-Bridge's DeepSeek bridges map a Hugging Face config (models/conversion/model_bridge.py
-    CONFIG_MAPPING: scoring_func, n_group, topk_group and routed_scaling_factor of the transformers config, so
-    an absent n_group/topk_group is its class's default; models/deepseek: moe_router_pre_softmax True for
-    every DeepSeek model): the score function is the config's ``scoring_func`` (the V3 bridge sets sigmoid,
-    what every V3 config says) and the expert bias is on for ``noaux_tc`` (the V3 bridge's; the V2 bridge
-    has none).  ``norm_topk_prob`` has no field: Megatron-Core normalises the sigmoid top-k (k > 1) and not the
-    pre-softmax top-k, whatever the config says; the scaling factor multiplies by a Python number (nothing
-    saved)."""
+    """TransformerConfig's router fields for a ModelSpec, as Megatron-Bridge's DeepSeek bridges map a config
+    (model_bridge.py CONFIG_MAPPING; pre-softmax for every DeepSeek model, the expert bias for ``noaux_tc``).
+    ``norm_topk_prob`` has no field: Megatron-Core normalises the sigmoid top-k only."""
     n_group, topk_group = spec.groups()
     return {"moe_router_score_function": spec.scoring_func, "moe_router_pre_softmax": True,
             "moe_router_enable_expert_bias": spec.routing_bias,
@@ -146,12 +118,8 @@ def routing_fields(spec) -> Dict:
 
 
 def transformer_config(raw: Dict, act_dtype: str, recompute: str, settings: Optional[Dict] = None):
-    """``MLATransformerConfig`` from a Hugging Face DeepSeek config (the fields Megatron-Bridge's DeepSeek
-    conversions map, the router's by :func:`routing_fields`, but the MoE layers as DeepSeek's code and Megatron-LM's
-    --moe-layer-freq read moe_layer_freq, which the Bridge drops; the attention dropout the config's) with ``settings``
-    (:data:`memsym.trace.inputs.MCORE_SETTINGS`: SwiGLU fusion, router dtype, load-balancing loss; the
-    DeepSeek recipes' where not given)."""
-    # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
+    """``MLATransformerConfig`` of a DeepSeek config as Megatron-Bridge maps it (the MoE layers as --moe-layer-freq
+    reads them, which the Bridge drops) with ``settings`` (:data:`memsym.trace.inputs.MCORE_SETTINGS`)."""
     import torch
     from megatron.core.transformer.transformer_config import MLATransformerConfig
     dtype = {"bf16": torch.bfloat16, "fp32": torch.float32}[act_dtype]
@@ -188,11 +156,10 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     """Build, trace one forward, run one backward: (recorder, info dict), as :func:`memsym.trace.hf.run`."""
     raw, spec = inputs.of(config)
     inputs.check_run("mcore", spec, mbs, seq, attention, experts, recompute, settings, fake, balanced, step)
-
-    # lazy: torch and megatron (optional, memsym[trace]; only this path needs them)
     import torch
     _patch()
     import megatron.core
+    from megatron.core import parallel_state as ps
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
     from megatron.core.models.gpt.gpt_model import GPTModel
     from megatron.core.tensor_parallel.random import get_cuda_rng_tracker
@@ -209,8 +176,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
             self.hidden_size_per_partition = width * self.num_attention_heads_per_partition
 
     _init_parallel(seed)
-    # the load-balancing losses' logging tracker is per process (moe_utils.py: save_to_aux_losses_tracker sizes
-    # it by the first model's layers): emptied, so a second trace in one process starts as the first
+    # the per-process load-balancing loss tracker, sized by the first model: emptied for a second trace
     from megatron.core.transformer.moe.moe_utils import get_moe_layer_wise_logging_tracker
     get_moe_layer_wise_logging_tracker().clear()
     config = transformer_config(raw, act_dtype, recompute, settings)
@@ -247,76 +213,42 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
                 _RECORDER = None
         return loss, rec
 
-    states = get_cuda_rng_tracker().get_states()
-    model = build()
-    kinds = ["moe" if type(layer.mlp).__name__ == "MoELayer" else "dense" for layer in model.decoder.layers]
-    with fake_mode or contextlib.nullcontext(), routing:
-        ids, pos = make_inputs()
-        loss, rec = forward(model, ids, pos)
-    value, grads = None, 0
-    if not fake:  # a fake trace runs no backward (nothing to compute it with)
-        loss.backward()
-        value = float(loss.detach())
-        grads = sum(p.grad is not None or getattr(p, "main_grad", None) is not None for p in model.parameters())
-    measured = None
-    if step:  # then the profiled step, on a model built as the traced one (memsym/trace/step.py), the compiled
-        # kernels (the fused SwiGLU's torch.compile) compiled by the trace, as a training step after the first has
-        # them; the RNG tracker's states, the attention's global buffer and the loss tracker as the trace found them
-        from megatron.core import parallel_state as ps
-
-        from . import step as profiled
-        del model, ids, pos, loss
+    def step_context():  # the profiled step's model (its torch.compile kernels compiled by the trace, as in a step
+        # after the first) with the RNG states, global buffer and loss tracker as the trace found them
         get_cuda_rng_tracker().set_states(states)
         ps.get_global_memory_buffer().buffer.clear()
         get_moe_layer_wise_logging_tracker().clear()
-        with _one_rank_all_reduce():
-            measured = profiled.run(build(), make_inputs, lambda m, ids, pos: forward(m, ids, pos, hold=False),
-                                    _grads)
-    info = {"framework": "mcore", "versions": {"torch": torch.__version__.split("+")[0],
-                                               "megatron-core": megatron.core.__version__},
-            "loss": value, "params_with_grad": grads,
-            "alive_check": rec.alive_check(),
-            "n_layers": raw["num_hidden_layers"], "kinds": kinds, "routing": describe(routing)}
-    if measured is not None:
-        info["step"] = measured
-    return rec, info
+        return _one_rank_all_reduce()
+
+    states = get_cuda_rng_tracker().get_states()
+    return traced("mcore", {"torch": torch.__version__.split("+")[0], "megatron-core": megatron.core.__version__},
+                  raw["num_hidden_layers"], build,
+                  lambda m: (["moe" if type(layer.mlp).__name__ == "MoELayer" else "dense"
+                              for layer in m.decoder.layers], ()),
+                  make_inputs, forward, _grads, fake, step, (fake_mode, routing), step_context)
 
 
-class _one_rank_all_reduce:
-    """During the profiled step, ``torch.distributed.all_reduce`` over one rank returns at once: the sum over one
-    rank is the tensor itself.  Gloo's worker thread holds the tensor until it drops the finished work, racing the
-    caller, and a free made on that thread is not reported to the profiler (its memory reporting is per thread,
-    c10/core/CPUAllocator.cpp): the vocab-parallel cross-entropy's sum of exponentials then looked alive to the
-    end in some runs."""
+@contextlib.contextmanager
+def _one_rank_all_reduce():
+    """In the profiled step, a one-rank ``all_reduce`` returns at once: gloo's thread held the tensor, and its free,
+    made on that thread, is not reported to the profiler (c10/core/CPUAllocator.cpp is per thread)."""
+    import torch.distributed as dist
+    real = dist.all_reduce
 
-    def __enter__(self):
-        # lazy: torch (optional; only this path needs it)
-        import torch.distributed as dist
-        self.real = real = dist.all_reduce
-
-        def all_reduce(tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):
-            if not async_op and dist.get_world_size(group) == 1 and op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX,
-                                                                           dist.ReduceOp.MIN):
-                return None
-            return real(tensor, op=op, group=group, async_op=async_op)
-        dist.all_reduce = all_reduce
-        return self
-
-    def __exit__(self, *exc):
-        # lazy: torch (optional; only this path needs it)
-        import torch.distributed as dist
-        dist.all_reduce = self.real
-        return False
+    def all_reduce(tensor, op=dist.ReduceOp.SUM, group=None, async_op=False):
+        if not async_op and dist.get_world_size(group) == 1 and op in (dist.ReduceOp.SUM, dist.ReduceOp.MAX,
+                                                                       dist.ReduceOp.MIN):
+            return None
+        return real(tensor, op=op, group=group, async_op=async_op)
+    dist.all_reduce = all_reduce
+    try:
+        yield
+    finally:
+        dist.all_reduce = real
 
 
 def _grads(model):
-    """The parameters' gradients after a backward (no DDP wrapper: autograd's ``.grad``; ``main_grad`` when a
-    wrapper accumulates into its buffers)."""
-    out = []
-    for p in model.parameters():
-        g = getattr(p, "main_grad", None)
-        if g is None:
-            g = p.grad
-        if g is not None:
-            out.append(g)
-    return out
+    """The parameters' gradients after a backward (``main_grad`` when a wrapper accumulates into it, else ``.grad``)."""
+    grads = (getattr(p, "main_grad", None) for p in model.parameters())
+    return [g if g is not None else p.grad for g, p in zip(grads, model.parameters())
+            if g is not None or p.grad is not None]

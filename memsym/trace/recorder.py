@@ -1,18 +1,10 @@
-"""Record the tensors autograd saves for backward (torch's ``saved_tensors_hooks``) and what is still held of
-them at the end of the forward.
+"""The tensors autograd saves for backward (``saved_tensors_hooks``) and what is held of them when the forward ends.
 
-Each storage counts once, by the bytes of its whole storage, identified by the storage object
-(``untyped_storage()._cdata`` with a reference held; ``data_ptr()`` is no identity: Megatron frees recomputed
-outputs with ``resize_(0)`` and their addresses are reused).  Parameters and buffers are excluded.
-
-A save counts while the autograd node that saved it is alive: the pack hook hands autograd a small holder of
-the *detached* tensor and keeps a weak reference to it, so the holder lives as long as the node's
-SavedVariable (torch/csrc/autograd/saved_variable.cpp) and a node freed during the forward (transformers' and
-Megatron-Core's group-limited top-k bookkeeping) frees it.  Handing autograd the tensor itself would keep a
-saved output alive through its own ``grad_fn`` (a cycle through C++ that ``gc`` cannot see).  A storage belongs
-to the layer whose live saves hold it; held by more than one layer, by the outputs of the ``stage`` modules
-(transformers' rotary embedding, whose cos and sin tables every layer takes) or outside the layers, it counts
-outside.  Saves whose every holder died are reported apart (:meth:`Recorder.discarded`).
+Each storage counts once, whole, identified by the storage object (``data_ptr()`` is reused after ``resize_(0)``);
+parameters and buffers are excluded.  A save counts while its node lives: autograd gets a holder of the *detached*
+tensor (the tensor itself would keep its own ``grad_fn`` alive), weakly referenced here.  A storage belongs to the
+layer whose live saves hold it; held by several, by the ``stage`` modules' outputs or outside, it counts outside;
+saves whose holders all died are :meth:`Recorder.discarded`.
 """
 from __future__ import annotations
 
@@ -64,8 +56,7 @@ class Saved:
 
 
 class _Held:
-    """What autograd keeps for one save: the detached tensor (no ``grad_fn``, so no cycle back to
-    the saving node); weakly referenced by the recorder to tell whether the node is still alive."""
+    """What autograd keeps for one save: the detached tensor, weakly referenced to tell whether its node lives."""
 
     __slots__ = ("tensor", "__weakref__")
 
@@ -102,9 +93,8 @@ class Recorder:
         self.stage_keys: Dict[int, object] = {}
         self.stack: List[str] = []
         self.saved: Dict[int, Saved] = {}
-        # the storages, held so their ids are not reused; ``hold=False`` (``memsym trace --step``, whose
-        # profiled step must allocate and free as the model alone does) keeps weak references instead, and
-        # a storage that died gives its record up to a new storage at the same address (:meth:`_retire`)
+        # the storages, held so their ids are not reused; ``hold=False`` (a profiled step) holds them weakly and
+        # a dead storage's record gives way to a new one at its address (:meth:`_retire`)
         self.keep: Dict[int, object] = {}
         self.hold = hold
         self._retired = 0
@@ -167,8 +157,7 @@ class Recorder:
         return False
 
     def _retire(self, key):
-        """``hold=False``: the storage recorded at ``key`` died (every save of it was freed), so the address is
-        another storage's now: the old record moves to a key no storage has (a negative number)."""
+        """``hold=False``: the storage at ``key`` died; its record moves to a (negative) key no storage has."""
         self._retired += 1
         self.saved[-self._retired] = self.saved.pop(key)
         self.keep[-self._retired] = self.keep.pop(key)
@@ -180,10 +169,8 @@ class Recorder:
         return st() if isinstance(st, weakref.ref) else st
 
     def finalize(self):
-        """Bytes of each storage as the forward leaves it (Megatron's output-discarding recomputation,
-        tensor_parallel/random.py: CheckpointWithoutOutput.discard_output_and_register_recompute, frees
-        a saved output with ``untyped_storage().resize_(0)`` once its consumer ran), and its layer from
-        the saves still held: one layer's, or outside (``shared``) when held by more than one."""
+        """Bytes of each storage as the forward leaves it (Megatron's CheckpointWithoutOutput ``resize_(0)``s some),
+        and its layer from the saves still held: one layer's, or ``shared`` (outside) when several hold it."""
         for key, rec in self.saved.items():
             st = self.storage(key)
             if st is not None:  # else (hold=False) it died: the bytes it had when saved

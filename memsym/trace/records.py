@@ -1,10 +1,6 @@
-"""Measured traces as data: ``paper/traces/*.toml``.
-
-A record holds the config (path and SHA-256 of its bytes), the settings, the framework and its versions, the
-measured bytes per layer, outside the layers and per tensor family, and the command that produced it
-(``memsym trace ... --record FILE``).  A record the preset does not predict yet carries ``unexplained`` (why)
-and ``unexplained_bytes`` (measured minus predicted), so any change on either side is noticed.
-"""
+"""Measured traces as data (``paper/traces/*.toml``, written by ``memsym trace ... --record FILE``): the config
+(path, SHA-256), settings, versions, measured bytes per layer, outside and per tensor family, and the command; a
+record the preset does not predict yet keeps why and measured minus predicted (``[unexplained]``)."""
 from __future__ import annotations
 
 import hashlib
@@ -65,10 +61,8 @@ _TOML_SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", 
 
 
 def toml_string(text: str) -> str:
-    """``text`` as a TOML basic string (TOML 1.0, "String"): quote and backslash escaped, every
-    control or other non-printable character as ``\\b \\t \\n \\f \\r`` or ``\\uXXXX``/``\\UXXXXXXXX``;
-    tomllib reads back exactly ``text``.  A lone surrogate (a path's undecodable byte) has no
-    TOML form: ValueError."""
+    """``text`` as a TOML basic string that tomllib reads back exactly (non-printables escaped); a lone surrogate
+    (an undecodable byte) has no TOML form: ValueError."""
     out = ['"']
     for ch in str(text):
         if ch in _TOML_SHORT:
@@ -113,11 +107,8 @@ MAX_RECORD_BYTES = 4 << 20
 
 
 def changes_of(path: str) -> List[str]:
-    """The ``changes`` the record at ``path`` lists: none when nothing is there.  Anything else at ``path``
-    that is not a record memsym wrote (a symbolic link, a FIFO or device, a directory, a file over
-    :data:`MAX_RECORD_BYTES`, not UTF-8 or not TOML, or TOML without a record's ``command`` and
-    ``[measured]``, or whose ``changes`` is not a list of strings) is a ValueError saying why: rewriting it
-    would destroy it or drop its history.  A FIFO is opened without blocking and never read."""
+    """The ``changes`` the record at ``path`` lists (none when nothing is there); anything there that is not a
+    record memsym wrote is a ValueError saying why (rewriting it would destroy it).  A FIFO is never read."""
     if os.path.islink(path):
         raise ValueError("is a symbolic link (name the record's file itself)")
     if not os.path.lexists(path):
@@ -145,11 +136,8 @@ def changes_of(path: str) -> List[str]:
 
 
 def to_toml(out: Dict, unexplained: str = "", sha256_of_config: str = None, changes: List[str] = ()) -> str:
-    """A record of one ``trace`` result (see the module docstring); every string from the user
-    (the config's path, --recompute, the WHY of --unexplained) is a TOML string, so a newline or a
-    quote in one is kept as data, never read as a key.  ``sha256_of_config``: of the bytes traced
-    (:class:`derivations.hfconfig.ConfigFile`), else of the file read now.  ``changes``: what moved the
-    record's numbers since it was first made, oldest first (``trace --record FILE --change TEXT``)."""
+    """A record of one ``trace`` result; every string from the user is a TOML string (data, never a key).
+    ``sha256_of_config``: of the bytes traced, else of the file now; ``changes``: oldest first (``--change``)."""
     s, m, p = out["settings"], out["measured"], out["predicted"]
     digest = sha256_of_config or sha256(s["model"])
     lines = [f"# measured by: {_comment(command(s))} --record FILE", f"command = {_v(command(s))}",
@@ -219,19 +207,14 @@ def step_toml(st: Dict) -> List[str]:
               ] if st.get("expert_tokens") else []) + [
               "", "[measured.step.categories_at_peak]"]
     lines += [f"{toml_key(k)} = {_v(v)}" for k, v in st["categories_at_peak"].items()]
-    # left out of the activation bytes: the gradients at the end, the RNG states' largest (kernel scratch is the
-    # CPU kernels' and this machine's: not recorded)
+    # left out of the activation bytes (kernel scratch is this machine's: not recorded)
     lines += ["", "[measured.step.left_out]"] + [f"{k} = {_v(st['left_out'][k])}" for k in ("gradients_at_end", "rng")]
     return lines
 
 
 def config_path(rec: Dict) -> str:
-    """The record's config file: its path as recorded, relative to the checkout (the folder that
-    holds ``paper/``) unless absolute, so a report run from any directory finds it."""
-    path = rec["config"]["path"]
-    if os.path.isabs(path):
-        return path
-    return str(PAPER_DIR.parent / path)
+    """The record's config file: its path as recorded, relative to the checkout (the folder of ``paper/``)."""
+    return str(PAPER_DIR.parent / rec["config"]["path"])
 
 
 def settings_of(rec: Dict) -> Dict:
@@ -251,18 +234,15 @@ def predict(rec: Dict, preset: str = None) -> Dict:
 
 
 def retrace(rec: Dict, step: bool = None) -> Dict:
-    """Measure a record's settings again (needs the trace extra): the ``trace`` result; ``step``: profile the
-    step too (default: when the record did)."""
+    """Measure a record's settings again (the trace extra); ``step``: default as the record did."""
     st = settings_of(rec)
     st.setdefault("fake", False)
     st["step"] = bool(st.get("step")) if step is None else step
     impl = mcore if rec["framework"] == "mcore" else hf
     conf = read(config_path(rec))
-    rec_, info = impl.run(conf.data, st["mbs"], st["seq"], st["act_dtype"], st["attention"],
-                          st["experts"], st["recompute"],
-                          settings={k: st[k] for k in MCORE_SETTING_KEYS if k in st} or None,
-                          fake=st.get("fake", False),
-                          step=st["step"])
+    rec_, info = impl.run(conf.data, st["mbs"], st["seq"], st["act_dtype"], st["attention"], st["experts"],
+                          st["recompute"], settings={k: st[k] for k in MCORE_SETTING_KEYS if k in st} or None,
+                          fake=st.get("fake", False), step=st["step"])
     args = types.SimpleNamespace(model=config_path(rec), framework=rec["framework"], conventions=None,
                                  tensors=False, **st)
     return result(args, rec_, info, conf.model)

@@ -1,21 +1,12 @@
 """The peak of a whole training step, measured by torch's profiler (``memsym trace --step``; explained in
 paper/traces/STEP.md).
 
-One forward and one backward of a freshly built model run under ``torch.profiler.profile(activities=[CPU],
-profile_memory=True, record_shapes=True, with_stack=True)``: torch's CPU allocator reports every allocation and
-free with its running total (c10/core/CPUAllocator.cpp: ``ProfiledCPUMemoryReporter``, checked event by event),
-``prof._memory_profile()`` (torch/profiler/_memory_profiler.py) gives each allocation torch's category.
-Activation bytes at a moment: every allocation the step made and has not freed, except parameter gradients
-(torch's GRADIENT, checked) and PARAMETER, kernel scratch (made and freed inside one ``aten::`` op, never a
-tensor; ``peak_allocated`` keeps it) and random-number-generator states (``torch.Generator.get_state``).
-The step peak is the largest of these; the op and autograd node running then are the profiler's (a node's
-module is its forward op's; a module called inside the backward is a recomputation).
-
-Ranges mark the phases (:data:`RANGES`): the token ids, the forward to the loss (what the model returns but
-the loss is dropped, as ``Trainer.training_step`` and Megatron's ``forward_step`` do), the backward and a
-collection after it (what only reference cycles held: the cycle collector is off during the step).  The
-forward runs under a ``Recorder(hold=False)``, so the storages saved for backward are known by address at the
-end of the forward without changing when anything is freed.
+A forward and backward of a freshly built model under ``torch.profiler.profile(profile_memory=True, ...)``: the
+CPU allocator reports each allocation and free with its running total (checked event by event), and
+``prof._memory_profile()`` its category.  Activation bytes: what the step made and has not freed, but parameters,
+their gradients, kernel scratch (inside one ``aten::`` op) and RNG states.  Ranges (:data:`RANGES`) mark the
+phases, the last a collection after the backward (gc is off during the step); the forward's
+``Recorder(hold=False)`` names the saved storages by address without changing when anything is freed.
 """
 from __future__ import annotations
 
@@ -41,9 +32,8 @@ _LAYER_PATH = re.compile(r".*?layers\.\d+")
 
 
 def run(model, make_inputs: Callable, forward: Callable, grads: Callable) -> Dict:
-    """Profile one step of ``model``: ``make_inputs()`` -> the inputs (a tuple); ``forward(model, *inputs)`` ->
-    ``(loss, recorder)``, the Recorder built with ``hold=False``; ``grads(model)`` -> the parameters' gradient
-    tensors after the backward.  Returns :func:`analyse`'s result with the loss and the step's Recorder."""
+    """Profile one step: ``make_inputs()`` -> a tuple, ``forward(model, *inputs)`` -> (loss, Recorder(hold=False)),
+    ``grads(model)`` -> the gradients; :func:`analyse`'s result with the loss and the Recorder."""
     gc.collect()
     gc.disable()
     try:
@@ -78,9 +68,8 @@ def _held_storages(rec) -> Dict[int, object]:
 
 
 class Alloc:
-    """One allocation of the step: bytes, when made and freed (None: alive at the end), torch's category,
-    dtype and shape as an op first saw it, what made it (:func:`_origin`), and its kind: "scratch", "rng" or
-    "gradient"/"parameter" (left out), else "activation"."""
+    """One allocation of the step: bytes, made and freed (None: alive at the end), category, dtype and shape, what
+    made it (:func:`_origin`), its kind ("activation", or left out: "scratch", "rng", "gradient", "parameter")."""
 
     __slots__ = ("size", "t0", "t1", "key", "category", "ev", "dtype", "shape", "saved", "origin", "kind")
 
@@ -145,9 +134,8 @@ def analyse(prof, model, held: Dict[int, object], grads: List) -> Dict:
         # else: the free of a block allocated before the step: not the step's
     checks.append(f"{len(made)} allocations, every event equal to the allocator's running total")
 
-    # parameter gradients: the allocations alive at the end that are the parameters' gradients (torch calls each
-    # GRADIENT, checked; it calls GRADIENT any leaf's .grad, so also a recomputed layer's detached inputs' in
-    # Megatron-Core's CheckpointFunction, which are activation gradients: counted)
+    # parameter gradients: alive at the end at a gradient's address, torch's GRADIENT (checked); other GRADIENT
+    # allocations (a recomputed layer's detached inputs' .grad) are activation gradients: counted
     grad_ptrs = {g.untyped_storage().data_ptr(): g.untyped_storage().nbytes() for g in grads}
     for a in made:
         if a.t1 is None and a.ev.typed[1].ptr in grad_ptrs:
@@ -296,10 +284,8 @@ def _forward_modules(events, names, ranges) -> Dict[int, Optional[str]]:
 
 
 def _origin(ev, ranges, names, fwd_module) -> Dict:
-    """What made the allocation ``ev``: its phase (inputs, forward, backward, or recompute: a module's forward
-    called inside the backward), the innermost op, the autograd node (in the backward; ``engine`` when the
-    autograd engine made it after the node ran: a gradient's cast to its input's dtype, the sum of two
-    gradients of one tensor), and the module (a node's is its forward op's) and its layer."""
+    """What made ``ev``: its phase (inputs, forward, backward, recompute), op, autograd node (``engine``: made by the
+    engine after the node ran) and module (a node's is its forward op's) with its layer."""
     phase = _phase(ev.start_time_ns, ranges)
     op = node = module = None
     engine = recompute = False

@@ -1,11 +1,8 @@
 """Transients at the peak, measured on CPU: the cross-entropy backward's cast (``--ce-backward cast``).
 
-Megatron-Core's vocab-parallel cross-entropy (``tensor_parallel/cross_entropy.py: _VocabParallelCrossEntropy``;
-``fusions/fused_cross_entropy.py`` for ``--cross-entropy-loss-fusion``, native) keeps the FP32 softmax for
-backward, reuses it in place as the logits' FP32 gradient and casts that to the logits' dtype while it is still
-held.  :func:`measure` runs both paths forward and backward on CPU (gloo, one rank) tracking every storage
-created and freed; ``python -m memsym.trace.transients`` prints the record (paper/transients/ce-backward.toml).
-On a GPU the caching allocator's 512 B rounding and ``torch.compile``'s fusion leave the B_a b s v bytes as they are.
+Megatron-Core's vocab-parallel cross-entropy (unfused and fused) keeps the FP32 softmax, reuses it as the logits'
+FP32 gradient and casts that to the logits' dtype while it is held.  :func:`measure` runs both on CPU tracking every
+storage; ``python -m memsym.trace.transients`` prints paper/transients/ce-backward.toml.
 """
 from __future__ import annotations
 
@@ -19,7 +16,6 @@ SHAPE = {"b": 2, "s": 256, "v": 4096, "h": 64}
 def measure(b: int = SHAPE["b"], s: int = SHAPE["s"], v: int = SHAPE["v"], h: int = SHAPE["h"]) -> dict:
     """{path: {held_after_forward, forward_peak_above, backward_peak_above}} in bytes, for the
     unfused and the fused (native) cross-entropy of BF16 logits [s, b, v]."""
-    # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
     import torch
     import torch.distributed as dist
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -82,7 +78,6 @@ def measure(b: int = SHAPE["b"], s: int = SHAPE["s"], v: int = SHAPE["v"], h: in
 
 def record() -> str:
     """The TOML record of :func:`measure` (paper/transients/ce-backward.toml)."""
-    # lazy: sympy, numpy, jinja2, torch, megatron (optional; only this path needs it)
     import megatron.core
     import torch
     got = measure()

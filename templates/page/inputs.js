@@ -20,17 +20,9 @@ function inRanges(ranges, c) {
 const isPySpace = (c) => inRanges(IN.space, c);
 const isPrintable = (c) => !inRanges(IN.nonprintable, c);
 /** Python's len(): code points (a lone surrogate counts one, as in a Python str). */
-function cpLen(s) {
-  let n = 0;
-  for (const _ of s) n++;  // a string's iterator: its code points, a lone surrogate one
-  return n;
-}
-/** Python's s[:k] (code points). */
-function cpHead(s, k) {
-  let out = "", n = 0;
-  for (const ch of s) { if (n++ >= k) break; out += ch; }
-  return out;
-}
+const cpLen = (s) => s.length - (s.match(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g) || []).length;
+/** Python's s[:k] (code points: the first 2k UTF-16 units hold k of them, a pair cut at the end past the k-th). */
+const cpHead = (s, k) => Array.from(s.slice(0, 2 * k)).slice(0, k).join("");
 /** Python's str.strip() (Unicode white space, str.isspace). */
 function pyStrip(s) {
   let a = 0, b = s.length;
@@ -122,15 +114,10 @@ function oneLine(message) {
 const utf8Len = (s, end) => new TextEncoder().encode(end === undefined ? s : s.slice(0, end)).length;
 
 // ----------------------------------------------------------------------------- the limits (derivations/config/limits.py)
-class Limit {
-  constructor(o) { Object.assign(this, o); }
-  /** Limit.message: "<what> must be an integer in 1..1048576 = 2^20 (why), got <value>" */
-  message(what, value) {
-    return `${what} must be an integer in ${this.domain} (${this.why}), got ${cut(String(value), 24, 12)}`;
-  }
-}
-const OPTION_LIMITS = Object.fromEntries(Object.entries(IN.options).map(([k, v]) => [k, new Limit(v)]));
-const FIELD_LIMITS = Object.fromEntries(Object.entries(IN.fields).map(([k, v]) => [k, new Limit(v)]));
+/** Limit.message: "<what> must be an integer in 1..1048576 = 2^20 (why), got <value>" */
+const limitMessage = (lim, what, value) =>
+  `${what} must be an integer in ${lim.domain} (${lim.why}), got ${cut(String(value), 24, 12)}`;
+const OPTION_LIMITS = IN.options, FIELD_LIMITS = IN.fields;
 const INT_RE = new RegExp(`^(?:${IN.int_pattern})$`);
 const DECIMAL_RE = new RegExp(`^(?:${IN.decimal_pattern})$`);
 
@@ -145,12 +132,13 @@ function intText(dest, text, kind, low, limit) {
   if (!INT_RE.test(s)) throw argError(dest, `expected ${kind} (ASCII digits 0-9), got ${shownText(text)}`);
   const neg = s[0] === "-", digits = s.replace(/^[+-]/, "").replace(/^0+/, "");
   if (digits.length > IN.max_digits) {
-    if (limit && !neg) throw argError(dest, limit.message("the value", s));
+    if (limit && !neg) throw argError(dest, limitMessage(limit, "the value", s));
     throw argError(dest, `${shownText(text)} has ${digits.length} digits: integers here have at most ${IN.max_digits}`);
   }
   const val = (neg ? -1n : 1n) * BigInt(digits || "0");
   if (low !== null && val < BigInt(low)) throw argError(dest, `expected ${kind}, got ${shownText(text)}`);
-  if (limit && !(BigInt(limit.low) <= val && val <= BigInt(limit.high))) throw argError(dest, limit.message("the value", val));
+  if (limit && !(BigInt(limit.low) <= val && val <= BigInt(limit.high)))
+    throw argError(dest, limitMessage(limit, "the value", val));
   return Number(val);
 }
 const positiveInt = (dest, text) => intText(dest, text, "a positive integer", 1, OPTION_LIMITS[dest]);

@@ -40,9 +40,8 @@ function searchRequest(state) {
   const argv = ["memsym", "search"];
   if (model !== null) argv.push("--model", model === "config" ? "config.json" : model);
   argv.push("--gpus", String(o.gpus), "--gpu", o.gpu);
-  const typed = [["--global-batch", t.global_batch], ["--seq", t.seq], ["--schedule", t.schedule],
-    ["--microbatches", t.microbatches], ["--vpp", t.vpp], ["--attention", t.attention]];
-  for (const [flag, v] of typed) if (v) argv.push(flag, String(v));  // each positive or a name when typed
+  for (const d of ["global_batch", "seq", "schedule", "microbatches", "vpp", "attention"])  // each positive or a name
+    if (t[d]) argv.push(`--${d.replace(/_/g, "-")}`, String(t[d]));
   const command = argv.map(shellWord).join(" ");
   if (m.family !== "deepseek")
     return { skip: "family", command, why: `memsym search runs the DeepSeek family's generated kernels; ${m.name} is ${familyOf(m).title}` };

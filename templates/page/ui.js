@@ -113,7 +113,6 @@ function trainingOf(a, typed) {
     quantized_params: !!a.quantized_param_gather, offload: a.offload_activations || [], virtual_layers: a.virtual_layers || null };
 }
 
-const PRESET_MODELS = {};
 function modelOf(a) {
   const choice = $("opt-model").value;
   if (choice === "config")  // read as `memsym estimate --model config.json` reads that file
@@ -121,18 +120,31 @@ function modelOf(a) {
   // the preset chosen by default yields to a recipe's model; a model of `memsym page --model` is typed
   const given = Object.keys(DATA.models).length > 0;
   const name = ("model" in a && !given && choice === DATA.options.default_model) ? a.model : choice;
-  // a model the command line read (memsym/page/data.py model_data): of memsym page --model, or released (paper/models)
-  if (name in DATA.models) return DATA.models[name];
-  if (name in DATA.released) return DATA.released[name];
-  if (!(name in DATA.options.presets))  // a recipe's model on a page of other models
-    throw new ConfigError(`--model ${name}: this page offers ${Object.keys(DATA.models).join(", ")} (memsym page --model)`, ["model", "recipe"]);
-  if (!(name in PRESET_MODELS)) PRESET_MODELS[name] = fromDict(readConfigJSON(DATA.options.presets[name], name, ["model"]), name, name, ["model"]);
-  return PRESET_MODELS[name];
+  // a model the command line read (memsym/page/data.py model_data): of memsym page --model, released (paper/models)
+  // or a preset
+  for (const models of [DATA.models, DATA.released, DATA.options.presets]) if (name in models) return models[name];
+  // a recipe's model on a page of other models
+  const offered = Object.keys(DATA.models).join(", ");
+  throw new ConfigError(`--model ${name}: this page offers ${offered} (memsym page --model)`, ["model", "recipe"]);
 }
 
 // ----------------------------------------------------------------------------- rendering
 const COLORS = { weights: "#4e79a7", gradients: "#f28e2b", optimizer: "#59a14f", activations: "#e15759", runtime: "#76b7b2",
   step: "#b07aa1" };
+const SUM = ["+", "-", "\u2212", "="], TIMES = "\u2062";
+const isOp = (el, ops) => el.localName === "mo" && ops.includes(el.textContent.trim());
+/** ``els`` in runs, a new one at each operator of ``ops``. */
+function runs(els, ops) {
+  const out = [];
+  for (const el of els) { if (!out.length || isOp(el, ops)) out.push([]); out[out.length - 1].push(el); }
+  return out;
+}
+/** One <math> of ``els``; ``infix``: its first operator keeps its infix spacing (alone first in a <math> it would
+    read as a prefix sign). */
+function piece(els, infix) {
+  if (els.length > 1 && infix) els[0].setAttribute("form", "infix");
+  return `<math display="inline" class="piece">${els.map((e) => e.outerHTML).join("")}</math>`;
+}
 /** A formula that wraps: its top-level sum cut into one <math> per term (and a long term into one per factor), so
     that a line breaks between them as text does (MathML Core breaks no line inside a <math>). */
 function math(inner) {
@@ -140,25 +152,14 @@ function math(inner) {
   tpl.innerHTML = `<math>${inner}</math>`;
   let node = tpl.content.firstElementChild;
   while (node && node.children.length === 1 && node.firstElementChild.localName === "mrow") node = node.firstElementChild;
-  const kids = node ? [...node.children] : [];
-  const op = (el, ops) => el.localName === "mo" && ops.includes(el.textContent.trim());
-  const groups = (els, ops) => {
-    const out = [];
-    for (const el of els) { if (!out.length || op(el, ops)) out.push([]); out[out.length - 1].push(el); }
-    return out;
-  };
-  const terms = groups(kids, ["+", "-", "\u2212", "="]);
+  const kids = node ? [...node.children] : [], terms = runs(kids, SUM), sum = (els) => piece(els, isOp(els[0], SUM));
   if (terms.length <= 1 && kids.length <= 1) return `<math display="inline">${inner}</math>`;
-  // an operator that starts a piece keeps its infix spacing (alone first in a <math> it would read as a prefix sign)
-  const piece = (els) => {
-    if (els.length > 1 && op(els[0], ["+", "-", "\u2212", "="])) els[0].setAttribute("form", "infix");
-    return `<math display="inline" class="piece">${els.map((e) => e.outerHTML).join("")}</math>`;
-  };
   return `<span class="mwrap">` + terms.map((term) => {
     // a long product's factors (invisible times at its top level) each a piece, joined without a space
-    const flat = term.flatMap((e) => (e.localName === "mrow" && [...e.children].some((c) => op(c, ["\u2062"])) ? [...e.children] : [e]));
-    const factors = groups(flat, ["\u2062"]);
-    return factors.length > 1 && term.length > 6 ? `<span class="term">${factors.map(piece).join("<wbr>")}</span>` : piece(term);
+    const factors = runs(term.flatMap((e) => (e.localName === "mrow" && [...e.children].some((c) => isOp(c, [TIMES]))
+      ? [...e.children] : [e])), [TIMES]);
+    return factors.length > 1 && term.length > 6 ? `<span class="term">${factors.map(sum).join("<wbr>")}</span>`
+      : sum(term);
   }).join(" ") + "</span>";
 }
 /** A <math> wider than its cell cut finer: every nested row opened (fractions, scripts and roots kept whole), a
@@ -167,16 +168,12 @@ function splitDeeper(el) {
   const flat = [];
   const walk = (x) => { if (x.localName === "mrow" || x.localName === "math") for (const c of x.children) walk(c); else flat.push(x); };
   walk(el);
-  const cut = (x) => x.localName === "mo" && ["+", "-", "\u2212", "=", "\u2062"].includes(x.textContent.trim());
-  const groups = [];
-  for (const x of flat) { if (!groups.length || cut(x)) groups.push([]); groups[groups.length - 1].push(x); }
+  const groups = runs(flat, [...SUM, TIMES]);
   if (groups.length < 2) return false;
   const span = document.createElement("span");
   span.className = "term";
-  span.innerHTML = groups.map((g) => {
-    if (g.length > 1 && g[0].localName === "mo" && g[0].textContent.trim() !== "\u2062") g[0].setAttribute("form", "infix");
-    return `<math display="inline" class="piece">${g.map((x) => x.outerHTML).join("")}</math>`;
-  }).join("<wbr>");
+  span.innerHTML = groups.map((g) => piece(g, g[0].localName === "mo" && g[0].textContent.trim() !== TIMES))
+    .join("<wbr>");
   el.replaceWith(span);
   return true;
 }

@@ -4,12 +4,9 @@ paper/traces/V4.md.  It writes nothing.
 
 Run:  (from the repository) . .venv/bin/activate && python paper/traces/v4/measure.py [-v] [NAME ...]
 
-The model is built as memsym/trace/hf.py ``run`` builds it (``_from_config(config, dtype=...)``, train mode,
-``torch.manual_seed(seed)``, ``model(input_ids=ids, labels=ids)`` under ``Recorder(model,
-stage=(model.model.rotary_emb,))``).  Variants (per config): build="to" builds in fp32 and calls
-``model.to(torch.bfloat16)`` (casting V4's fp32-kept modules); use_cache=False passed to the forward (else the
-config's use_cache=True keeps a DynamicCache in the output); tid2eid="random" fills the hash routers' frozen
-table with random experts (its default init sends every token's N_r copies to expert 0).
+The model is built and run as memsym/trace/hf.py ``run`` does.  Variants: build="to" builds in fp32 and casts
+to bf16 (V4's fp32-kept modules too); use_cache=False (else the output keeps a DynamicCache); tid2eid="random" fills
+the hash routers' frozen table with random experts (its default sends every token to expert 0).
 """
 from __future__ import annotations
 
@@ -177,9 +174,7 @@ def measure(name, verbose=False):
     return cfg, b, s, experts, dt, var, per, outside, counts, detail
 
 
-# ----------------------------------------------------------------------------------------------
 # closed forms (DERIVATION.md section 2)
-# ----------------------------------------------------------------------------------------------
 
 def closed_form(cfg, b, s, experts, dt, var, counts=None):
     """Bytes held per layer and outside.  Returns (per-layer list, outside, per-layer term dicts)."""
