@@ -12,74 +12,78 @@ VARIANTS = ('none', 'megatron', 'megatron_dualpipe', 'ideal')
 
 
 def _step_none(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
-    x0 = 1/W_M
-    x1 = P_m + P_n
-    x2 = B_w*x0*x1
-    x3 = 1/eta
-    x4 = D_M*e_H
-    x5 = L_d + L_m
-    x6 = x4 + x5
-    x7 = d_h + d_hr + d_v
-    x8 = 2*n_h
-    x9 = 1/CP
-    x10 = 1/TP
-    x11 = b*x10*x9
-    x12 = s**2*x11
-    x13 = c_A*x12*x3*x6*x7*x8/Phi_A
-    x14 = s*x11
-    x15 = 2*x14
-    x16 = F*(N_r + N_s)
-    x17 = x15*(L_d*P_F + L_m*(P_E*x16 + P_R) + P_A*x5)
-    x18 = x3/Phi
-    x19 = reduce(maximum, [x2, x13 + x18*(e_H*x15*(D_M*P_M + P_H) + x17)])
-    x20 = x0*x14
-    x21 = Q_C*x20
-    x22 = B_a*x6
-    x23 = n_h*u_E*x0*x12*x22
-    x24 = L_m + x4
-    x25 = N*x24
-    x26 = B_a*L_d
-    x27 = h_F*x26
-    x28 = 5*h
-    x29 = B_a*x28
-    x30 = e_H*(D_M + 1)
-    x31 = B_a*h
-    x32 = 2*x31
-    x33 = 2*TP
-    x34 = x22*(d_c + d_cq)
-    x35 = B_a*v*x30
-    x36 = B_a*h_E*x16*x24
-    x37 = x24*x31
-    x38 = d_hr*x22*(x33 + x8) + x37*(3*F*N_r + 1)
-    x39 = x20*(x24*x29 + 8*x25 + x26*x28 + 3*x27 + x29*x6 + x30*x32 + x33*x34 + 8*x35 + 3*x36 + x38)
-    x40 = 6*h
-    x41 = x20*(3*TP*x34 + x22*x40 + 12*x25 + x26*x40 + 5*x27 + 3*x30*x31 + 2*x35 + 5*x36 + 6*x37 + x38)
-    x42 = 3*x21 + 11*x23 + x39 + x41
-    x43 = 3*x19 + x42
-    x44 = 4*x23
-    x45 = P_U*x15*x18 + rho_full*(x21 + x39 + x44 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*(x13 + x44)
-    x46 = rho_full + 2
-    x47 = x14*x46
-    x48 = x31*x47*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x49 = 2*n_mb
-    x50 = B_EP*F*L_m*h*tau_EP
-    x51 = B_a*n_h*x14*x5*x7*(CP - 1)*(rho_full + 3)/beta_CP
-    x52 = x14*reduce(minimum, [1, PP - 1])/beta_PP
-    x53 = equal(z, 0)
-    x54 = less(z, 3)
-    x55 = select([x53,x54,True], [0,B_w,B_w*x49], default=nan)
-    x56 = CP*DP
-    x57 = x9/DP
-    x58 = P_n*x57
-    x59 = x58*(x56 - 1)/beta_DP
-    x60 = select([x53,x54,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x61 = EP*ETP*P_m*x10*x57
-    x62 = x61*(-1 + TP*x56/(EP*ETP))/beta_EDP
-    x63 = x55*x59 + x55*x62 + x59*x60 + x60*x62
-    x64 = x15*x46*x50 + x32*x52 + x43 + x45 + x48 + x51
-    x65 = chi_B*(Q_C*x0*x15 + 2*x19 + 7*x23 + x41) - chi_W*x19 + chi_mb*x64
-    x66 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x53,True], [x1,x58 + x61], default=nan)
-    return (n_mb*x43, n_mb*x42, n_mb*x45, n_mb*x48, x47*x49*x50, n_mb*x51, x31*x49*x52, x63, x65, x66, x64, n_mb*x64 + x63 + x65 + x66)
+    x0 = d_h + d_hr
+    x1 = D_M*e_H
+    x2 = L_d + L_m
+    x3 = x1 + x2
+    x4 = 2*n_h
+    x5 = 1/CP
+    x6 = 1/TP
+    x7 = b*x5*x6
+    x8 = s**2*x7
+    x9 = c_A*x3*x4*x8
+    x10 = 1/eta
+    x11 = x10/Phi_A
+    x12 = x11*select([equal(u_E, 0),True], [x0*x9,0], default=nan)
+    x13 = 1/W_M
+    x14 = P_m + P_n
+    x15 = B_w*x13*x14
+    x16 = d_v + x0
+    x17 = x11*x16*x9
+    x18 = s*x7
+    x19 = 2*x18
+    x20 = F*(N_r + N_s)
+    x21 = x19*(L_d*P_F + L_m*(P_E*x20 + P_R) + P_A*x2)
+    x22 = x10/Phi
+    x23 = reduce(maximum, [x15, x17 + x22*(e_H*x19*(D_M*P_M + P_H) + x21)])
+    x24 = x13*x18
+    x25 = Q_C*x24
+    x26 = B_a*x3
+    x27 = n_h*u_E*x13*x26*x8
+    x28 = L_m + x1
+    x29 = N*x28
+    x30 = B_a*L_d
+    x31 = h_F*x30
+    x32 = 5*h
+    x33 = B_a*x32
+    x34 = e_H*(D_M + 1)
+    x35 = B_a*h
+    x36 = 2*x35
+    x37 = 2*TP
+    x38 = x26*(d_c + d_cq)
+    x39 = B_a*v*x34
+    x40 = B_a*h_E*x20*x28
+    x41 = x28*x35
+    x42 = d_hr*x26*(x37 + x4) + x41*(3*F*N_r + 1)
+    x43 = x24*(x28*x33 + 8*x29 + x3*x33 + x30*x32 + 3*x31 + x34*x36 + x37*x38 + 8*x39 + 3*x40 + x42)
+    x44 = 6*h
+    x45 = x24*(3*TP*x38 + x26*x44 + 12*x29 + x30*x44 + 5*x31 + 3*x34*x35 + 2*x39 + 5*x40 + 6*x41 + x42)
+    x46 = 3*x25 + 11*x27 + x43 + x45
+    x47 = x12 + 3*x23 + x46
+    x48 = 4*x27
+    x49 = P_U*x19*x22 + rho_full*(x25 + x43 + x48 + reduce(maximum, [x15, x17 + x21*x22])) + rho_sel*(x17 + x48)
+    x50 = rho_full + 2
+    x51 = x18*x50
+    x52 = x35*x51*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
+    x53 = 2*n_mb
+    x54 = B_EP*F*L_m*h*tau_EP
+    x55 = B_a*n_h*x16*x18*x2*(CP - 1)*(rho_full + 3)/beta_CP
+    x56 = x18*reduce(minimum, [1, PP - 1])/beta_PP
+    x57 = equal(z, 0)
+    x58 = less(z, 3)
+    x59 = select([x57,x58,True], [0,B_w,B_w*x53], default=nan)
+    x60 = CP*DP
+    x61 = x5/DP
+    x62 = P_n*x61
+    x63 = x62*(x60 - 1)/beta_DP
+    x64 = select([x57,x58,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x65 = EP*ETP*P_m*x6*x61
+    x66 = x65*(-1 + TP*x60/(EP*ETP))/beta_EDP
+    x67 = x59*x63 + x59*x66 + x63*x64 + x64*x66
+    x68 = x19*x50*x54 + x36*x56 + x47 + x49 + x52 + x55
+    x69 = chi_B*(Q_C*x13*x19 + x12 + 2*x23 + 7*x27 + x45) - chi_W*x23 + chi_mb*x68
+    x70 = x13*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x57,True], [x14,x62 + x65], default=nan)
+    return (n_mb*x47, n_mb*x46, n_mb*x49, n_mb*x52, x51*x53*x54, n_mb*x55, x35*x53*x56, x67, x69, x70, x68, n_mb*x68 + x67 + x69 + x70)
 
 
 def step_none(v):
@@ -87,87 +91,91 @@ def step_none(v):
 
 
 def _step_megatron(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
-    x0 = 1/W_M
-    x1 = P_m + P_n
-    x2 = B_w*x0*x1
-    x3 = 1/eta
-    x4 = D_M*e_H
-    x5 = L_d + L_m
-    x6 = x4 + x5
-    x7 = d_h + d_hr + d_v
-    x8 = 2*n_h
-    x9 = 1/CP
-    x10 = 1/TP
-    x11 = b*x10*x9
-    x12 = s**2*x11
-    x13 = c_A*x12*x3*x6*x7*x8/Phi_A
-    x14 = s*x11
-    x15 = 2*x14
-    x16 = F*(N_r + N_s)
-    x17 = x15*(L_d*P_F + L_m*(P_E*x16 + P_R) + P_A*x5)
-    x18 = x3/Phi
-    x19 = reduce(maximum, [x2, x13 + x18*(e_H*x15*(D_M*P_M + P_H) + x17)])
-    x20 = x0*x14
-    x21 = Q_C*x20
-    x22 = B_a*x6
-    x23 = n_h*u_E*x0*x12*x22
-    x24 = L_m + x4
-    x25 = N*x24
-    x26 = B_a*L_d
-    x27 = h_F*x26
-    x28 = 5*h
-    x29 = B_a*x28
-    x30 = e_H*(D_M + 1)
-    x31 = B_a*h
-    x32 = 2*x31
-    x33 = 2*TP
-    x34 = x22*(d_c + d_cq)
-    x35 = B_a*v*x30
-    x36 = B_a*h_E*x16*x24
-    x37 = x24*x31
-    x38 = d_hr*x22*(x33 + x8) + x37*(3*F*N_r + 1)
-    x39 = x20*(x24*x29 + 8*x25 + x26*x28 + 3*x27 + x29*x6 + x30*x32 + x33*x34 + 8*x35 + 3*x36 + x38)
-    x40 = 6*h
-    x41 = x20*(3*TP*x34 + x22*x40 + 12*x25 + x26*x40 + 5*x27 + 3*x30*x31 + 2*x35 + 5*x36 + 6*x37 + x38)
-    x42 = 3*x21 + 11*x23 + x39 + x41
-    x43 = 3*x19 + x42
-    x44 = 4*x23
-    x45 = x13 + x44
-    x46 = x21 + x39 + x44
-    x47 = P_U*x15*x18 + rho_full*(x46 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*x45
-    x48 = 1/beta_TP
-    x49 = TP - 1
-    x50 = rho_full + 2
-    x51 = 4*L_d + 4*L_m
-    x52 = x43 + x47
-    x53 = -x19*(1 - o_DW) + x52
-    x54 = -B_a*b*h*o_TP*s*x10*x48*x49*x50*x51*x9 + x53
-    x55 = reduce(maximum, [0, -x54])
-    x56 = x14*x31*x48*x49*x50*x51*(1 - o_TP) - reduce(maximum, [0, -x53])
-    x57 = B_EP*F*L_m*h*tau_EP*x15*x50*(1 - o_EP) + reduce(maximum, [0, 2*B_EP*F*L_m*b*h*o_EP*s*tau_EP*x10*x50*x9 - x54])
-    x58 = rho_full + 3
-    x59 = reduce(maximum, [0, B_a*n_h*x14*x5*x58*x7*(CP - 1)/beta_CP - x45*x58])
-    x60 = 2*n_mb
-    x61 = x14*reduce(minimum, [1, PP - 1])/beta_PP
-    x62 = equal(z, 0)
-    x63 = less(z, 3)
-    x64 = select([x62,x63,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x65 = CP*DP
-    x66 = x9/DP
-    x67 = P_n*x66
-    x68 = x67*(x65 - 1)/beta_DP
-    x69 = EP*ETP*P_m*x10*x66
-    x70 = x69*(-1 + TP*x65/(EP*ETP))/beta_EDP
-    x71 = x64*x68 + x64*x70
-    x72 = select([x62,x63,True], [0,B_w,B_w*x60], default=nan)
-    x73 = x68*x72 + x70*x72
-    x74 = x71 + x73
-    x75 = Q_C*x0*x15 + 2*x19 + 7*x23 + x41
-    x76 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x43 + x74/n_mb]),-o_GR*reduce(minimum, [x71, x75]) - o_PG*reduce(minimum, [x73, x19 + x46]) + x74], default=nan)
-    x77 = x32*x61 + x52 + x56 + x57 + x59
-    x78 = chi_B*x75 - chi_W*x19 + chi_mb*x77
-    x79 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x62,True], [x1,x67 + x69], default=nan)
-    return (n_mb*x43, n_mb*x42, n_mb*x47, n_mb*(x55 + x56), n_mb*(-x55 + x57), n_mb*x59, x31*x60*x61, x76, x78, x79, x77, n_mb*x77 + x76 + x78 + x79)
+    x0 = d_h + d_hr
+    x1 = D_M*e_H
+    x2 = L_d + L_m
+    x3 = x1 + x2
+    x4 = 2*n_h
+    x5 = 1/CP
+    x6 = 1/TP
+    x7 = b*x5*x6
+    x8 = s**2*x7
+    x9 = c_A*x3*x4*x8
+    x10 = 1/eta
+    x11 = x10/Phi_A
+    x12 = x11*select([equal(u_E, 0),True], [x0*x9,0], default=nan)
+    x13 = 1/W_M
+    x14 = P_m + P_n
+    x15 = B_w*x13*x14
+    x16 = d_v + x0
+    x17 = x11*x16*x9
+    x18 = s*x7
+    x19 = 2*x18
+    x20 = F*(N_r + N_s)
+    x21 = x19*(L_d*P_F + L_m*(P_E*x20 + P_R) + P_A*x2)
+    x22 = x10/Phi
+    x23 = reduce(maximum, [x15, x17 + x22*(e_H*x19*(D_M*P_M + P_H) + x21)])
+    x24 = x13*x18
+    x25 = Q_C*x24
+    x26 = B_a*x3
+    x27 = n_h*u_E*x13*x26*x8
+    x28 = L_m + x1
+    x29 = N*x28
+    x30 = B_a*L_d
+    x31 = h_F*x30
+    x32 = 5*h
+    x33 = B_a*x32
+    x34 = e_H*(D_M + 1)
+    x35 = B_a*h
+    x36 = 2*x35
+    x37 = 2*TP
+    x38 = x26*(d_c + d_cq)
+    x39 = B_a*v*x34
+    x40 = B_a*h_E*x20*x28
+    x41 = x28*x35
+    x42 = d_hr*x26*(x37 + x4) + x41*(3*F*N_r + 1)
+    x43 = x24*(x28*x33 + 8*x29 + x3*x33 + x30*x32 + 3*x31 + x34*x36 + x37*x38 + 8*x39 + 3*x40 + x42)
+    x44 = 6*h
+    x45 = x24*(3*TP*x38 + x26*x44 + 12*x29 + x30*x44 + 5*x31 + 3*x34*x35 + 2*x39 + 5*x40 + 6*x41 + x42)
+    x46 = 3*x25 + 11*x27 + x43 + x45
+    x47 = x12 + 3*x23 + x46
+    x48 = 4*x27
+    x49 = x17 + x48
+    x50 = x25 + x43 + x48
+    x51 = P_U*x19*x22 + rho_full*(x50 + reduce(maximum, [x15, x17 + x21*x22])) + rho_sel*x49
+    x52 = 1/beta_TP
+    x53 = TP - 1
+    x54 = rho_full + 2
+    x55 = 4*L_d + 4*L_m
+    x56 = x47 + x51
+    x57 = -x23*(1 - o_DW) + x56
+    x58 = -B_a*b*h*o_TP*s*x5*x52*x53*x54*x55*x6 + x57
+    x59 = reduce(maximum, [0, -x58])
+    x60 = x18*x35*x52*x53*x54*x55*(1 - o_TP) - reduce(maximum, [0, -x57])
+    x61 = B_EP*F*L_m*h*tau_EP*x19*x54*(1 - o_EP) + reduce(maximum, [0, 2*B_EP*F*L_m*b*h*o_EP*s*tau_EP*x5*x54*x6 - x58])
+    x62 = rho_full + 3
+    x63 = reduce(maximum, [0, B_a*b*n_h*s*x16*x2*x5*x6*x62*(CP - 1)/beta_CP - x12 - x49*x62])
+    x64 = 2*n_mb
+    x65 = x18*reduce(minimum, [1, PP - 1])/beta_PP
+    x66 = equal(z, 0)
+    x67 = less(z, 3)
+    x68 = select([x66,x67,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x69 = CP*DP
+    x70 = x5/DP
+    x71 = P_n*x70
+    x72 = x71*(x69 - 1)/beta_DP
+    x73 = EP*ETP*P_m*x6*x70
+    x74 = x73*(-1 + TP*x69/(EP*ETP))/beta_EDP
+    x75 = x68*x72 + x68*x74
+    x76 = select([x66,x67,True], [0,B_w,B_w*x64], default=nan)
+    x77 = x72*x76 + x74*x76
+    x78 = x75 + x77
+    x79 = Q_C*x13*x19 + x12 + 2*x23 + 7*x27 + x45
+    x80 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x47 + x78/n_mb]),-o_GR*reduce(minimum, [x75, x79]) - o_PG*reduce(minimum, [x77, x23 + x50]) + x78], default=nan)
+    x81 = x36*x65 + x56 + x60 + x61 + x63
+    x82 = chi_B*x79 - chi_W*x23 + chi_mb*x81
+    x83 = x13*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x66,True], [x14,x71 + x73], default=nan)
+    return (n_mb*x47, n_mb*x46, n_mb*x51, n_mb*(x59 + x60), n_mb*(-x59 + x61), n_mb*x63, x35*x64*x65, x80, x82, x83, x81, n_mb*x81 + x80 + x82 + x83)
 
 
 def step_megatron(v):
@@ -175,84 +183,88 @@ def step_megatron(v):
 
 
 def _step_megatron_dualpipe(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
-    x0 = 1/W_M
-    x1 = P_m + P_n
-    x2 = B_w*x0*x1
-    x3 = 1/eta
-    x4 = D_M*e_H
-    x5 = L_d + L_m
-    x6 = x4 + x5
-    x7 = d_h + d_hr + d_v
-    x8 = 2*n_h
-    x9 = 1/CP
-    x10 = 1/TP
-    x11 = b*x10*x9
-    x12 = s**2*x11
-    x13 = c_A*x12*x3*x6*x7*x8/Phi_A
-    x14 = s*x11
-    x15 = 2*x14
-    x16 = F*(N_r + N_s)
-    x17 = x15*(L_d*P_F + L_m*(P_E*x16 + P_R) + P_A*x5)
-    x18 = x3/Phi
-    x19 = reduce(maximum, [x2, x13 + x18*(e_H*x15*(D_M*P_M + P_H) + x17)])
-    x20 = x0*x14
-    x21 = Q_C*x20
-    x22 = B_a*x6
-    x23 = n_h*u_E*x0*x12*x22
-    x24 = L_m + x4
-    x25 = N*x24
-    x26 = B_a*L_d
-    x27 = h_F*x26
-    x28 = 5*h
-    x29 = B_a*x28
-    x30 = e_H*(D_M + 1)
-    x31 = B_a*h
-    x32 = 2*TP
-    x33 = x22*(d_c + d_cq)
-    x34 = B_a*v*x30
-    x35 = B_a*h_E*x16*x24
-    x36 = x24*x31
-    x37 = d_hr*x22*(x32 + x8) + x36*(3*F*N_r + 1)
-    x38 = x20*(x24*x29 + 8*x25 + x26*x28 + 3*x27 + x29*x6 + 2*x30*x31 + x32*x33 + 8*x34 + 3*x35 + x37)
-    x39 = 6*h
-    x40 = x20*(3*TP*x33 + x22*x39 + 12*x25 + x26*x39 + 5*x27 + 3*x30*x31 + 2*x34 + 5*x35 + 6*x36 + x37)
-    x41 = 3*x21 + 11*x23 + x38 + x40
-    x42 = 3*x19 + x41
-    x43 = 4*x23
-    x44 = x13 + x43
-    x45 = x21 + x38 + x43
-    x46 = P_U*x15*x18 + rho_full*(x45 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*x44
-    x47 = 1/beta_TP
-    x48 = TP - 1
-    x49 = rho_full + 2
-    x50 = 4*L_d + 4*L_m
-    x51 = x42 + x46
-    x52 = -x19*(1 - o_DW) + x51
-    x53 = x14*x31*x47*x48*x49*x50*(1 - o_TP) - reduce(maximum, [0, -x52]) + reduce(maximum, [0, B_a*b*h*o_TP*s*x10*x47*x48*x49*x50*x9 - x52])
-    x54 = -2*B_EP*F*L_m*b*h*s*tau_EP*x10*x49*x9 + x51
-    x55 = reduce(maximum, [0, -x54])
-    x56 = rho_full + 3
-    x57 = reduce(maximum, [0, B_a*n_h*x14*x5*x56*x7*(CP - 1)/beta_CP - x44*x56])
-    x58 = reduce(maximum, [0, 2*B_a*b*h*s*x10*x9*reduce(minimum, [1, PP - 1])/beta_PP - x54])
-    x59 = equal(z, 0)
-    x60 = less(z, 3)
-    x61 = select([x59,x60,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x62 = CP*DP
-    x63 = x9/DP
-    x64 = P_n*x63
-    x65 = x64*(x62 - 1)/beta_DP
-    x66 = EP*ETP*P_m*x10*x63
-    x67 = x66*(-1 + TP*x62/(EP*ETP))/beta_EDP
-    x68 = x61*x65 + x61*x67
-    x69 = select([x59,x60,True], [0,B_w,2*B_w*n_mb], default=nan)
-    x70 = x65*x69 + x67*x69
-    x71 = x68 + x70
-    x72 = Q_C*x0*x15 + 2*x19 + 7*x23 + x40
-    x73 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x42 + x71/n_mb]),-o_GR*reduce(minimum, [x68, x72]) - o_PG*reduce(minimum, [x70, x19 + x45]) + x71], default=nan)
-    x74 = x51 + x53 + x57 + x58
-    x75 = chi_B*x72 - chi_W*x19 + chi_mb*x74
-    x76 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x59,True], [x1,x64 + x66], default=nan)
-    return (n_mb*x42, n_mb*x41, n_mb*x46, n_mb*x53, n_mb*x55, n_mb*x57, n_mb*(-x55 + x58), x73, x75, x76, x74, n_mb*x74 + x73 + x75 + x76)
+    x0 = d_h + d_hr
+    x1 = D_M*e_H
+    x2 = L_d + L_m
+    x3 = x1 + x2
+    x4 = 2*n_h
+    x5 = 1/CP
+    x6 = 1/TP
+    x7 = b*x5*x6
+    x8 = s**2*x7
+    x9 = c_A*x3*x4*x8
+    x10 = 1/eta
+    x11 = x10/Phi_A
+    x12 = x11*select([equal(u_E, 0),True], [x0*x9,0], default=nan)
+    x13 = 1/W_M
+    x14 = P_m + P_n
+    x15 = B_w*x13*x14
+    x16 = d_v + x0
+    x17 = x11*x16*x9
+    x18 = s*x7
+    x19 = 2*x18
+    x20 = F*(N_r + N_s)
+    x21 = x19*(L_d*P_F + L_m*(P_E*x20 + P_R) + P_A*x2)
+    x22 = x10/Phi
+    x23 = reduce(maximum, [x15, x17 + x22*(e_H*x19*(D_M*P_M + P_H) + x21)])
+    x24 = x13*x18
+    x25 = Q_C*x24
+    x26 = B_a*x3
+    x27 = n_h*u_E*x13*x26*x8
+    x28 = L_m + x1
+    x29 = N*x28
+    x30 = B_a*L_d
+    x31 = h_F*x30
+    x32 = 5*h
+    x33 = B_a*x32
+    x34 = e_H*(D_M + 1)
+    x35 = B_a*h
+    x36 = 2*TP
+    x37 = x26*(d_c + d_cq)
+    x38 = B_a*v*x34
+    x39 = B_a*h_E*x20*x28
+    x40 = x28*x35
+    x41 = d_hr*x26*(x36 + x4) + x40*(3*F*N_r + 1)
+    x42 = x24*(x28*x33 + 8*x29 + x3*x33 + x30*x32 + 3*x31 + 2*x34*x35 + x36*x37 + 8*x38 + 3*x39 + x41)
+    x43 = 6*h
+    x44 = x24*(3*TP*x37 + x26*x43 + 12*x29 + x30*x43 + 5*x31 + 3*x34*x35 + 2*x38 + 5*x39 + 6*x40 + x41)
+    x45 = 3*x25 + 11*x27 + x42 + x44
+    x46 = x12 + 3*x23 + x45
+    x47 = 4*x27
+    x48 = x17 + x47
+    x49 = x25 + x42 + x47
+    x50 = P_U*x19*x22 + rho_full*(x49 + reduce(maximum, [x15, x17 + x21*x22])) + rho_sel*x48
+    x51 = 1/beta_TP
+    x52 = TP - 1
+    x53 = rho_full + 2
+    x54 = 4*L_d + 4*L_m
+    x55 = x46 + x50
+    x56 = -x23*(1 - o_DW) + x55
+    x57 = x18*x35*x51*x52*x53*x54*(1 - o_TP) - reduce(maximum, [0, -x56]) + reduce(maximum, [0, B_a*b*h*o_TP*s*x5*x51*x52*x53*x54*x6 - x56])
+    x58 = -2*B_EP*F*L_m*b*h*s*tau_EP*x5*x53*x6 + x55
+    x59 = reduce(maximum, [0, -x58])
+    x60 = rho_full + 3
+    x61 = reduce(maximum, [0, B_a*b*n_h*s*x16*x2*x5*x6*x60*(CP - 1)/beta_CP - x12 - x48*x60])
+    x62 = reduce(maximum, [0, 2*B_a*b*h*s*x5*x6*reduce(minimum, [1, PP - 1])/beta_PP - x58])
+    x63 = equal(z, 0)
+    x64 = less(z, 3)
+    x65 = select([x63,x64,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x66 = CP*DP
+    x67 = x5/DP
+    x68 = P_n*x67
+    x69 = x68*(x66 - 1)/beta_DP
+    x70 = EP*ETP*P_m*x6*x67
+    x71 = x70*(-1 + TP*x66/(EP*ETP))/beta_EDP
+    x72 = x65*x69 + x65*x71
+    x73 = select([x63,x64,True], [0,B_w,2*B_w*n_mb], default=nan)
+    x74 = x69*x73 + x71*x73
+    x75 = x72 + x74
+    x76 = Q_C*x13*x19 + x12 + 2*x23 + 7*x27 + x44
+    x77 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x46 + x75/n_mb]),-o_GR*reduce(minimum, [x72, x76]) - o_PG*reduce(minimum, [x74, x23 + x49]) + x75], default=nan)
+    x78 = x55 + x57 + x61 + x62
+    x79 = chi_B*x76 - chi_W*x23 + chi_mb*x78
+    x80 = x13*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x63,True], [x14,x68 + x70], default=nan)
+    return (n_mb*x46, n_mb*x45, n_mb*x50, n_mb*x57, n_mb*x59, n_mb*x61, n_mb*(-x59 + x62), x77, x79, x80, x78, n_mb*x78 + x77 + x79 + x80)
 
 
 def step_megatron_dualpipe(v):
@@ -260,76 +272,80 @@ def step_megatron_dualpipe(v):
 
 
 def _step_ideal(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
-    x0 = 1/W_M
-    x1 = P_m + P_n
-    x2 = B_w*x0*x1
-    x3 = 1/eta
-    x4 = D_M*e_H
-    x5 = L_d + L_m
-    x6 = x4 + x5
-    x7 = d_h + d_hr + d_v
-    x8 = 2*n_h
-    x9 = 1/CP
-    x10 = 1/TP
-    x11 = b*x10*x9
-    x12 = s**2*x11
-    x13 = c_A*x12*x3*x6*x7*x8/Phi_A
-    x14 = s*x11
-    x15 = 2*x14
-    x16 = F*(N_r + N_s)
-    x17 = x15*(L_d*P_F + L_m*(P_E*x16 + P_R) + P_A*x5)
-    x18 = x3/Phi
-    x19 = reduce(maximum, [x2, x13 + x18*(e_H*x15*(D_M*P_M + P_H) + x17)])
-    x20 = x0*x14
-    x21 = Q_C*x20
-    x22 = B_a*x6
-    x23 = n_h*u_E*x0*x12*x22
-    x24 = L_m + x4
-    x25 = N*x24
-    x26 = B_a*L_d
-    x27 = h_F*x26
-    x28 = 5*h
-    x29 = B_a*x28
-    x30 = e_H*(D_M + 1)
-    x31 = B_a*h
-    x32 = 2*TP
-    x33 = x22*(d_c + d_cq)
-    x34 = B_a*v*x30
-    x35 = B_a*h_E*x16*x24
-    x36 = x24*x31
-    x37 = d_hr*x22*(x32 + x8) + x36*(3*F*N_r + 1)
-    x38 = x20*(x24*x29 + 8*x25 + x26*x28 + 3*x27 + x29*x6 + 2*x30*x31 + x32*x33 + 8*x34 + 3*x35 + x37)
-    x39 = 6*h
-    x40 = x20*(3*TP*x33 + x22*x39 + 12*x25 + x26*x39 + 5*x27 + 3*x30*x31 + 2*x34 + 5*x35 + 6*x36 + x37)
-    x41 = 3*x21 + 11*x23 + x38 + x40
-    x42 = 3*x19 + x41
-    x43 = n_mb*x42
-    x44 = 4*x23
-    x45 = P_U*x15*x18 + rho_full*(x21 + x38 + x44 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*(x13 + x44)
-    x46 = rho_full + 2
-    x47 = x42 + x45
-    x48 = -B_a*b*h*s*x10*x46*x9*(4*L_d + 4*L_m)*(TP - 1)/beta_TP + x47
-    x49 = reduce(maximum, [0, -x48])
-    x50 = -2*B_EP*F*L_m*b*h*s*tau_EP*x10*x46*x9 + x48
-    x51 = reduce(maximum, [0, -x50])
-    x52 = -B_a*b*n_h*s*x10*x5*x7*x9*(CP - 1)*(rho_full + 3)/beta_CP + x50
+    x0 = d_h + d_hr
+    x1 = D_M*e_H
+    x2 = L_d + L_m
+    x3 = x1 + x2
+    x4 = 2*n_h
+    x5 = 1/CP
+    x6 = 1/TP
+    x7 = b*x5*x6
+    x8 = s**2*x7
+    x9 = c_A*x3*x4*x8
+    x10 = 1/eta
+    x11 = x10/Phi_A
+    x12 = x11*select([equal(u_E, 0),True], [x0*x9,0], default=nan)
+    x13 = 1/W_M
+    x14 = P_m + P_n
+    x15 = B_w*x13*x14
+    x16 = d_v + x0
+    x17 = x11*x16*x9
+    x18 = s*x7
+    x19 = 2*x18
+    x20 = F*(N_r + N_s)
+    x21 = x19*(L_d*P_F + L_m*(P_E*x20 + P_R) + P_A*x2)
+    x22 = x10/Phi
+    x23 = reduce(maximum, [x15, x17 + x22*(e_H*x19*(D_M*P_M + P_H) + x21)])
+    x24 = x13*x18
+    x25 = Q_C*x24
+    x26 = B_a*x3
+    x27 = n_h*u_E*x13*x26*x8
+    x28 = L_m + x1
+    x29 = N*x28
+    x30 = B_a*L_d
+    x31 = h_F*x30
+    x32 = 5*h
+    x33 = B_a*x32
+    x34 = e_H*(D_M + 1)
+    x35 = B_a*h
+    x36 = 2*TP
+    x37 = x26*(d_c + d_cq)
+    x38 = B_a*v*x34
+    x39 = B_a*h_E*x20*x28
+    x40 = x28*x35
+    x41 = d_hr*x26*(x36 + x4) + x40*(3*F*N_r + 1)
+    x42 = x24*(x28*x33 + 8*x29 + x3*x33 + x30*x32 + 3*x31 + 2*x34*x35 + x36*x37 + 8*x38 + 3*x39 + x41)
+    x43 = 6*h
+    x44 = x24*(3*TP*x37 + x26*x43 + 12*x29 + x30*x43 + 5*x31 + 3*x34*x35 + 2*x38 + 5*x39 + 6*x40 + x41)
+    x45 = 3*x25 + 11*x27 + x42 + x44
+    x46 = x12 + 3*x23 + x45
+    x47 = n_mb*x46
+    x48 = 4*x27
+    x49 = P_U*x19*x22 + rho_full*(x25 + x42 + x48 + reduce(maximum, [x15, x17 + x21*x22])) + rho_sel*(x17 + x48)
+    x50 = rho_full + 2
+    x51 = x46 + x49
+    x52 = -B_a*b*h*s*x5*x50*x6*(4*L_d + 4*L_m)*(TP - 1)/beta_TP + x51
     x53 = reduce(maximum, [0, -x52])
-    x54 = reduce(maximum, [0, 2*B_a*b*h*s*x10*x9*reduce(minimum, [1, PP - 1])/beta_PP - x52])
-    x55 = equal(z, 0)
-    x56 = less(z, 3)
-    x57 = select([x55,x56,True], [0,B_w,2*B_w*n_mb], default=nan)
-    x58 = CP*DP
-    x59 = x9/DP
-    x60 = P_n*x59
-    x61 = x60*(x58 - 1)/beta_DP
-    x62 = select([x55,x56,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x63 = EP*ETP*P_m*x10*x59
-    x64 = x63*(-1 + TP*x58/(EP*ETP))/beta_EDP
-    x65 = reduce(maximum, [0, -x43 + x57*x61 + x57*x64 + x61*x62 + x62*x64])
-    x66 = x47 + x54
-    x67 = chi_B*(Q_C*x0*x15 + 2*x19 + 7*x23 + x40) - chi_W*x19 + chi_mb*x66
-    x68 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x55,True], [x1,x60 + x63], default=nan)
-    return (x43, n_mb*x41, n_mb*x45, n_mb*x49, n_mb*(-x49 + x51), n_mb*(-x51 + x53), n_mb*(-x53 + x54), x65, x67, x68, x66, n_mb*x66 + x65 + x67 + x68)
+    x54 = -2*B_EP*F*L_m*b*h*s*tau_EP*x5*x50*x6 + x52
+    x55 = reduce(maximum, [0, -x54])
+    x56 = -B_a*b*n_h*s*x16*x2*x5*x6*(CP - 1)*(rho_full + 3)/beta_CP + x54
+    x57 = reduce(maximum, [0, -x56])
+    x58 = reduce(maximum, [0, 2*B_a*b*h*s*x5*x6*reduce(minimum, [1, PP - 1])/beta_PP - x56])
+    x59 = equal(z, 0)
+    x60 = less(z, 3)
+    x61 = select([x59,x60,True], [0,B_w,2*B_w*n_mb], default=nan)
+    x62 = CP*DP
+    x63 = x5/DP
+    x64 = P_n*x63
+    x65 = x64*(x62 - 1)/beta_DP
+    x66 = select([x59,x60,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x67 = EP*ETP*P_m*x6*x63
+    x68 = x67*(-1 + TP*x62/(EP*ETP))/beta_EDP
+    x69 = reduce(maximum, [0, -x47 + x61*x65 + x61*x68 + x65*x66 + x66*x68])
+    x70 = x51 + x58
+    x71 = chi_B*(Q_C*x13*x19 + x12 + 2*x23 + 7*x27 + x44) - chi_W*x23 + chi_mb*x70
+    x72 = x13*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x59,True], [x14,x64 + x67], default=nan)
+    return (x47, n_mb*x45, n_mb*x49, n_mb*x53, n_mb*(-x53 + x55), n_mb*(-x55 + x57), n_mb*(-x57 + x58), x69, x71, x72, x70, n_mb*x70 + x69 + x71 + x72)
 
 
 def step_ideal(v):
