@@ -303,3 +303,23 @@ def test_search_under_a_recipe_keeps_what_was_typed(capsys):
     assert {r["seq"] for r in two["rows"]} == {2048} and {r["mbs"] for r in two["rows"]} <= {1, 2}
     assert two["counts"]["considered"] == 2 * one["counts"]["considered"]  # both micro-batch sizes tried
     assert cli.main(["search", "--gpus", "64", "--hbm", "80GiB", "--recipe", "deepseek-v3"]) == 0
+
+
+def test_search_under_deepseeks_recipe_rows_are_estimate_of_the_recipe(capsys):
+    """Under --recipe deepseek-v3 the search tries the recipe's own recomputation (custom:norm,mla_up,mask,swiglu:
+    it charged DeepSeek's layout a full recomputation before), with its FP8 activations and bytes per element: each
+    row's peak (the high end, at the step) and step time are `memsym estimate --recipe deepseek-v3 --time` at the
+    row's layout, an independent evaluation of one configuration."""
+    from memsym import cli
+    assert cli.main(["search", "--model", "deepseek-v3", "--gpus", "2048", "--gpu", "h800", "--global-batch", "15360",
+                     "--recipe", "deepseek-v3", "--top", "4", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert len(rows) == 4
+    for r in rows:
+        assert r["recompute"] == "custom:norm,mla_up,mask,swiglu"
+        argv = [f"--{k}={r[k]}" for k in ("dp", "tp", "pp", "ep", "etp", "cp", "microbatches")]
+        assert cli.main(["estimate", "--model", "deepseek-v3", "--gpu", "h800", "--recipe", "deepseek-v3", *argv,
+                         "--time", "--json"]) == 0
+        est = json.loads(capsys.readouterr().out)
+        assert r["peak"] == round(est["overheads"]["high"]["step_peak"]), r
+        assert r["step_time"] == round(est["time"]["parts"]["step"], 6), r

@@ -44,13 +44,20 @@ def _microbatches(training, global_batch, dp: int, b: int, invalid):
     return global_batch // (dp * b)
 
 
+def with_policy(training: cfg.Training, zero: int, recompute: str, **kw) -> cfg.Training:
+    """``training`` at a (ZeRO stage, policy) choice: the custom policy keeps ``training``'s operators (a recipe's),
+    the named ones none."""
+    return replace(training, zero=zero, recompute=recompute, **kw,
+                   recompute_ops=training.recompute_ops if recompute == "custom" else ())
+
+
 def choices(training: cfg.Training, pairs: Sequence[Tuple[int, str]]) -> List[Tuple[int, str]]:
     """The (ZeRO stage, policy) pairs ``training``'s options accept (config.validate_training); the first refusal
     is raised when they accept none."""
     out, first = [], None
     for z, r in pairs:
         try:
-            cfg.validate_training(replace(training, zero=z, recompute=r, recompute_ops=()))
+            cfg.validate_training(with_policy(training, z, r))
         except cfg.ConfigError as e:
             first = first or e
             continue
@@ -119,7 +126,7 @@ def _refusal(model, training: cfg.Training, present, pp: int, m: Optional[int],
     """The first refusal of a (layout, s, b) at m (device._estimate_at's checks in order, at each accepted (ZeRO
     stage, policy)), or None."""
     for z, _, r in present:
-        t = replace(training, zero=z, recompute=r, recompute_ops=(), schedule=schedule, microbatches=m)
+        t = with_policy(training, z, r, schedule=schedule, microbatches=m)
         try:
             check_mtp(model, t.conventions)
             cfg.validate_training(t)
@@ -207,7 +214,7 @@ def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule
     cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0)  # noqa: E731
     own, held = cat([sl.own for sl in slots]), cat([sl.held for sl in slots])
     index, resident = cat([sl.index for sl in slots]), cat([sl.resident for sl in slots])
-    base = replace(training, mbs=b, seq=s, recompute_ops=())
+    base = replace(training, mbs=b, seq=s)
     # each layout's substitution at its first device (named, derived): what differs between layouts is its degrees,
     # m and what is derived from them
     common = named(model, layouts[0], base, slots[0].every[int(slots[0].index[0])])
@@ -245,7 +252,7 @@ def _at(model, training, present, layouts, slots, m_of, s: int, b: int, schedule
     per_policy: Dict = {}
     out = []
     for z, _, r in present:
-        tr = replace(base, zero=z, recompute=r, schedule=schedule)
+        tr = with_policy(base, z, r, schedule=schedule)
         values = dict(stage_values, z=z)
         ids = device_component_ids(model, tr, schedule_ok=True)
         terms = ev.Terms(model.structure, dict(states_values, z=z), family, q=divide)
