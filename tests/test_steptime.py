@@ -387,7 +387,7 @@ def test_the_cp_ring_hides_behind_the_attention_forward_and_its_flash_backward()
 def test_megatron_overlap_switches_hide_what_they_name():
     """--overlap megatron:SWITCH,...: the EP all-to-all behind the micro-batch's compute (1F1B A2A overlap), without
     its weight gradients unless they are delayed (t_W, a third of the matrix products' time besides the flash
-    backward's recomputed scores: no recomputation here);
+    backward's recomputed scores, less the core attention's forward, which has no weights: no recomputation here);
     the gradients' reduce only with grad-reduce (the default 'megatron' has it, 'megatron:' none)."""
     rows = _row(ep=64, dp=64, microbatches=4)
     none = _one(rows, overlap="none", attention="flash", schedule="1f1b")
@@ -396,7 +396,8 @@ def test_megatron_overlap_switches_hide_what_they_name():
     delayed = _one(rows, overlap="megatron:ep,wgrad", attention="flash", schedule="1f1b")
     assert delayed["EP"] / 4 == pytest.approx(max(0.0, ep - compute), rel=1e-9, abs=1e-15)
     plain = _one(rows, overlap="megatron:ep", attention="flash", schedule="1f1b")
-    t_w = ((none["compute"] - none["memory"]) / 4 - 2 * 4096 * 0.5 * 4096 * 128 * 192 / 989.4e12) / 3
+    scores = 2 * 4096 * 0.5 * 4096 * 128 / 989.4e12  # per unit of head width: Q K^T (d_h + d_h^R), P V (d_v)
+    t_w = ((none["compute"] - none["memory"]) / 4 - scores * 192) / 3 - scores * (192 + 128)
     assert plain["EP"] / 4 == pytest.approx(max(0.0, ep - (compute - t_w)), rel=1e-9, abs=1e-15)
     dp = [_one(rows, overlap=o, schedule="1f1b")["DP"] for o in ("megatron:", "megatron")]
     assert dp[0] > dp[1]

@@ -35,55 +35,56 @@ def _step_none(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d,
     x20 = F*(N_r + N_s)
     x21 = x19*(L_d*P_F + L_m*(P_E*x20 + P_R) + P_A*x2)
     x22 = x10/Phi
-    x23 = reduce(maximum, [x15, x17 + x22*(e_H*x19*(D_M*P_M + P_H) + x21)])
-    x24 = x13*x18
-    x25 = Q_C*x24
-    x26 = B_a*x3
-    x27 = n_h*u_E*x13*x26*x8
-    x28 = L_m + x1
-    x29 = N*x28
-    x30 = B_a*L_d
-    x31 = h_F*x30
-    x32 = 5*h
-    x33 = B_a*x32
-    x34 = e_H*(D_M + 1)
-    x35 = B_a*h
-    x36 = 2*x35
-    x37 = 2*TP
-    x38 = x26*(d_c + d_cq)
-    x39 = B_a*v*x34
-    x40 = B_a*h_E*x20*x28
-    x41 = x28*x35
-    x42 = d_hr*x26*(x37 + x4) + x41*(3*F*N_r + 1)
-    x43 = x24*(x28*x33 + 8*x29 + x3*x33 + x30*x32 + 3*x31 + x34*x36 + x37*x38 + 8*x39 + 3*x40 + x42)
-    x44 = 6*h
-    x45 = x24*(3*TP*x38 + x26*x44 + 12*x29 + x30*x44 + 5*x31 + 3*x34*x35 + 2*x39 + 5*x40 + 6*x41 + x42)
-    x46 = 3*x25 + 11*x27 + x43 + x45
-    x47 = x12 + 3*x23 + x46
-    x48 = 4*x27
-    x49 = P_U*x19*x22 + rho_full*(x25 + x43 + x48 + reduce(maximum, [x15, x17 + x21*x22])) + rho_sel*(x17 + x48)
-    x50 = rho_full + 2
-    x51 = x18*x50
-    x52 = x35*x51*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x53 = 2*n_mb
-    x54 = B_EP*F*L_m*h*tau_EP
-    x55 = B_a*n_h*x16*x18*x2*(CP - 1)*(rho_full + 3)/beta_CP
-    x56 = x18*reduce(minimum, [1, PP - 1])/beta_PP
-    x57 = equal(z, 0)
-    x58 = less(z, 3)
-    x59 = select([x57,x58,True], [0,B_w,B_w*x53], default=nan)
-    x60 = CP*DP
-    x61 = x5/DP
-    x62 = P_n*x61
-    x63 = x62*(x60 - 1)/beta_DP
-    x64 = select([x57,x58,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x65 = EP*ETP*P_m*x6*x61
-    x66 = x65*(-1 + TP*x60/(EP*ETP))/beta_EDP
-    x67 = x59*x63 + x59*x66 + x63*x64 + x64*x66
-    x68 = x19*x50*x54 + x36*x56 + x47 + x49 + x52 + x55
-    x69 = chi_B*(Q_C*x13*x19 + x12 + 2*x23 + 7*x27 + x45) - chi_W*x23 + chi_mb*x68
-    x70 = x13*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x57,True], [x14,x62 + x65], default=nan)
-    return (n_mb*x47, n_mb*x46, n_mb*x49, n_mb*x52, x51*x53*x54, n_mb*x55, x35*x53*x56, x67, x69, x70, x68, n_mb*x68 + x67 + x69 + x70)
+    x23 = x22*(e_H*x19*(D_M*P_M + P_H) + x21)
+    x24 = reduce(maximum, [x15, x17 + x23])
+    x25 = x13*x18
+    x26 = Q_C*x25
+    x27 = B_a*x3
+    x28 = n_h*u_E*x13*x27*x8
+    x29 = L_m + x1
+    x30 = N*x29
+    x31 = B_a*L_d
+    x32 = h_F*x31
+    x33 = 5*h
+    x34 = B_a*x33
+    x35 = e_H*(D_M + 1)
+    x36 = B_a*h
+    x37 = 2*x36
+    x38 = 2*TP
+    x39 = x27*(d_c + d_cq)
+    x40 = B_a*v*x35
+    x41 = B_a*h_E*x20*x29
+    x42 = x29*x36
+    x43 = d_hr*x27*(x38 + x4) + x42*(3*F*N_r + 1)
+    x44 = x25*(x29*x34 + x3*x34 + 8*x30 + x31*x33 + 3*x32 + x35*x37 + x38*x39 + 8*x40 + 3*x41 + x43)
+    x45 = 6*h
+    x46 = x25*(3*TP*x39 + x27*x45 + 12*x30 + x31*x45 + 5*x32 + 3*x35*x36 + 2*x40 + 5*x41 + 6*x42 + x43)
+    x47 = 3*x26 + 11*x28 + x44 + x46
+    x48 = x12 + 3*x24 + x47
+    x49 = 4*x28
+    x50 = P_U*x19*x22 + rho_full*(x26 + x44 + x49 + reduce(maximum, [x15, x17 + x21*x22])) + rho_sel*(x17 + x49)
+    x51 = rho_full + 2
+    x52 = x18*x51
+    x53 = x36*x52*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
+    x54 = 2*n_mb
+    x55 = B_EP*F*L_m*h*tau_EP
+    x56 = B_a*n_h*x16*x18*x2*(CP - 1)*(rho_full + 3)/beta_CP
+    x57 = x18*reduce(minimum, [1, PP - 1])/beta_PP
+    x58 = equal(z, 0)
+    x59 = less(z, 3)
+    x60 = select([x58,x59,True], [0,B_w,B_w*x54], default=nan)
+    x61 = CP*DP
+    x62 = x5/DP
+    x63 = P_n*x62
+    x64 = x63*(x61 - 1)/beta_DP
+    x65 = select([x58,x59,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x66 = EP*ETP*P_m*x6*x62
+    x67 = x66*(-1 + TP*x61/(EP*ETP))/beta_EDP
+    x68 = x60*x64 + x60*x67 + x64*x65 + x65*x67
+    x69 = x19*x51*x55 + x37*x57 + x48 + x50 + x53 + x56
+    x70 = chi_B*(Q_C*x13*x19 + x12 + 2*x24 + 7*x28 + x46) - chi_W*reduce(maximum, [x15, x23]) + chi_mb*x69
+    x71 = x13*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x58,True], [x14,x63 + x66], default=nan)
+    return (n_mb*x48, n_mb*x47, n_mb*x50, n_mb*x53, x52*x54*x55, n_mb*x56, x36*x54*x57, x68, x70, x71, x69, n_mb*x69 + x68 + x70 + x71)
 
 
 def step_none(v):
@@ -114,68 +115,70 @@ def _step_megatron(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, 
     x20 = F*(N_r + N_s)
     x21 = x19*(L_d*P_F + L_m*(P_E*x20 + P_R) + P_A*x2)
     x22 = x10/Phi
-    x23 = reduce(maximum, [x15, x17 + x22*(e_H*x19*(D_M*P_M + P_H) + x21)])
-    x24 = x13*x18
-    x25 = Q_C*x24
-    x26 = B_a*x3
-    x27 = n_h*u_E*x13*x26*x8
-    x28 = L_m + x1
-    x29 = N*x28
-    x30 = B_a*L_d
-    x31 = h_F*x30
-    x32 = 5*h
-    x33 = B_a*x32
-    x34 = e_H*(D_M + 1)
-    x35 = B_a*h
-    x36 = 2*x35
-    x37 = 2*TP
-    x38 = x26*(d_c + d_cq)
-    x39 = B_a*v*x34
-    x40 = B_a*h_E*x20*x28
-    x41 = x28*x35
-    x42 = d_hr*x26*(x37 + x4) + x41*(3*F*N_r + 1)
-    x43 = x24*(x28*x33 + 8*x29 + x3*x33 + x30*x32 + 3*x31 + x34*x36 + x37*x38 + 8*x39 + 3*x40 + x42)
-    x44 = 6*h
-    x45 = x24*(3*TP*x38 + x26*x44 + 12*x29 + x30*x44 + 5*x31 + 3*x34*x35 + 2*x39 + 5*x40 + 6*x41 + x42)
-    x46 = 3*x25 + 11*x27 + x43 + x45
-    x47 = x12 + 3*x23 + x46
-    x48 = 4*x27
-    x49 = x17 + x48
-    x50 = x25 + x43 + x48
-    x51 = P_U*x19*x22 + rho_full*(x50 + reduce(maximum, [x15, x17 + x21*x22])) + rho_sel*x49
-    x52 = 1/beta_TP
-    x53 = TP - 1
-    x54 = rho_full + 2
-    x55 = 4*L_d + 4*L_m
-    x56 = x47 + x51
-    x57 = -x23*(1 - o_DW) + x56
-    x58 = -B_a*b*h*o_TP*s*x5*x52*x53*x54*x55*x6 + x57
-    x59 = reduce(maximum, [0, -x58])
-    x60 = x18*x35*x52*x53*x54*x55*(1 - o_TP) - reduce(maximum, [0, -x57])
-    x61 = B_EP*F*L_m*h*tau_EP*x19*x54*(1 - o_EP) + reduce(maximum, [0, 2*B_EP*F*L_m*b*h*o_EP*s*tau_EP*x5*x54*x6 - x58])
-    x62 = rho_full + 3
-    x63 = reduce(maximum, [0, B_a*b*n_h*s*x16*x2*x5*x6*x62*(CP - 1)/beta_CP - x12 - x49*x62])
-    x64 = 2*n_mb
-    x65 = x18*reduce(minimum, [1, PP - 1])/beta_PP
-    x66 = equal(z, 0)
-    x67 = less(z, 3)
-    x68 = select([x66,x67,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x69 = CP*DP
-    x70 = x5/DP
-    x71 = P_n*x70
-    x72 = x71*(x69 - 1)/beta_DP
-    x73 = EP*ETP*P_m*x6*x70
-    x74 = x73*(-1 + TP*x69/(EP*ETP))/beta_EDP
-    x75 = x68*x72 + x68*x74
-    x76 = select([x66,x67,True], [0,B_w,B_w*x64], default=nan)
-    x77 = x72*x76 + x74*x76
-    x78 = x75 + x77
-    x79 = Q_C*x13*x19 + x12 + 2*x23 + 7*x27 + x45
-    x80 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x47 + x78/n_mb]),-o_GR*reduce(minimum, [x75, x79]) - o_PG*reduce(minimum, [x77, x23 + x50]) + x78], default=nan)
-    x81 = x36*x65 + x56 + x60 + x61 + x63
-    x82 = chi_B*x79 - chi_W*x23 + chi_mb*x81
-    x83 = x13*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x66,True], [x14,x71 + x73], default=nan)
-    return (n_mb*x47, n_mb*x46, n_mb*x51, n_mb*(x59 + x60), n_mb*(-x59 + x61), n_mb*x63, x35*x64*x65, x80, x82, x83, x81, n_mb*x81 + x80 + x82 + x83)
+    x23 = x22*(e_H*x19*(D_M*P_M + P_H) + x21)
+    x24 = reduce(maximum, [x15, x17 + x23])
+    x25 = x13*x18
+    x26 = Q_C*x25
+    x27 = B_a*x3
+    x28 = n_h*u_E*x13*x27*x8
+    x29 = L_m + x1
+    x30 = N*x29
+    x31 = B_a*L_d
+    x32 = h_F*x31
+    x33 = 5*h
+    x34 = B_a*x33
+    x35 = e_H*(D_M + 1)
+    x36 = B_a*h
+    x37 = 2*x36
+    x38 = 2*TP
+    x39 = x27*(d_c + d_cq)
+    x40 = B_a*v*x35
+    x41 = B_a*h_E*x20*x29
+    x42 = x29*x36
+    x43 = d_hr*x27*(x38 + x4) + x42*(3*F*N_r + 1)
+    x44 = x25*(x29*x34 + x3*x34 + 8*x30 + x31*x33 + 3*x32 + x35*x37 + x38*x39 + 8*x40 + 3*x41 + x43)
+    x45 = 6*h
+    x46 = x25*(3*TP*x39 + x27*x45 + 12*x30 + x31*x45 + 5*x32 + 3*x35*x36 + 2*x40 + 5*x41 + 6*x42 + x43)
+    x47 = 3*x26 + 11*x28 + x44 + x46
+    x48 = x12 + 3*x24 + x47
+    x49 = 4*x28
+    x50 = x17 + x49
+    x51 = x26 + x44 + x49
+    x52 = P_U*x19*x22 + rho_full*(x51 + reduce(maximum, [x15, x17 + x21*x22])) + rho_sel*x50
+    x53 = 1/beta_TP
+    x54 = TP - 1
+    x55 = rho_full + 2
+    x56 = 4*L_d + 4*L_m
+    x57 = reduce(maximum, [x15, x23])
+    x58 = x48 + x52
+    x59 = -x57*(1 - o_DW) + x58
+    x60 = -B_a*b*h*o_TP*s*x5*x53*x54*x55*x56*x6 + x59
+    x61 = reduce(maximum, [0, -x60])
+    x62 = x18*x36*x53*x54*x55*x56*(1 - o_TP) - reduce(maximum, [0, -x59])
+    x63 = B_EP*F*L_m*h*tau_EP*x19*x55*(1 - o_EP) + reduce(maximum, [0, 2*B_EP*F*L_m*b*h*o_EP*s*tau_EP*x5*x55*x6 - x60])
+    x64 = rho_full + 3
+    x65 = reduce(maximum, [0, B_a*b*n_h*s*x16*x2*x5*x6*x64*(CP - 1)/beta_CP - x12 - x50*x64])
+    x66 = 2*n_mb
+    x67 = x18*reduce(minimum, [1, PP - 1])/beta_PP
+    x68 = equal(z, 0)
+    x69 = less(z, 3)
+    x70 = select([x68,x69,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x71 = CP*DP
+    x72 = x5/DP
+    x73 = P_n*x72
+    x74 = x73*(x71 - 1)/beta_DP
+    x75 = EP*ETP*P_m*x6*x72
+    x76 = x75*(-1 + TP*x71/(EP*ETP))/beta_EDP
+    x77 = x70*x74 + x70*x76
+    x78 = select([x68,x69,True], [0,B_w,B_w*x66], default=nan)
+    x79 = x74*x78 + x76*x78
+    x80 = x77 + x79
+    x81 = Q_C*x13*x19 + x12 + 2*x24 + 7*x28 + x46
+    x82 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x48 + x80/n_mb]),-o_GR*reduce(minimum, [x77, x81]) - o_PG*reduce(minimum, [x79, x24 + x51]) + x80], default=nan)
+    x83 = x37*x67 + x58 + x62 + x63 + x65
+    x84 = chi_B*x81 - chi_W*x57 + chi_mb*x83
+    x85 = x13*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x68,True], [x14,x73 + x75], default=nan)
+    return (n_mb*x48, n_mb*x47, n_mb*x52, n_mb*(x61 + x62), n_mb*(-x61 + x63), n_mb*x65, x36*x66*x67, x82, x84, x85, x83, n_mb*x83 + x82 + x84 + x85)
 
 
 def step_megatron(v):
@@ -206,65 +209,67 @@ def _step_megatron_dualpipe(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP,
     x20 = F*(N_r + N_s)
     x21 = x19*(L_d*P_F + L_m*(P_E*x20 + P_R) + P_A*x2)
     x22 = x10/Phi
-    x23 = reduce(maximum, [x15, x17 + x22*(e_H*x19*(D_M*P_M + P_H) + x21)])
-    x24 = x13*x18
-    x25 = Q_C*x24
-    x26 = B_a*x3
-    x27 = n_h*u_E*x13*x26*x8
-    x28 = L_m + x1
-    x29 = N*x28
-    x30 = B_a*L_d
-    x31 = h_F*x30
-    x32 = 5*h
-    x33 = B_a*x32
-    x34 = e_H*(D_M + 1)
-    x35 = B_a*h
-    x36 = 2*TP
-    x37 = x26*(d_c + d_cq)
-    x38 = B_a*v*x34
-    x39 = B_a*h_E*x20*x28
-    x40 = x28*x35
-    x41 = d_hr*x26*(x36 + x4) + x40*(3*F*N_r + 1)
-    x42 = x24*(x28*x33 + 8*x29 + x3*x33 + x30*x32 + 3*x31 + 2*x34*x35 + x36*x37 + 8*x38 + 3*x39 + x41)
-    x43 = 6*h
-    x44 = x24*(3*TP*x37 + x26*x43 + 12*x29 + x30*x43 + 5*x31 + 3*x34*x35 + 2*x38 + 5*x39 + 6*x40 + x41)
-    x45 = 3*x25 + 11*x27 + x42 + x44
-    x46 = x12 + 3*x23 + x45
-    x47 = 4*x27
-    x48 = x17 + x47
-    x49 = x25 + x42 + x47
-    x50 = P_U*x19*x22 + rho_full*(x49 + reduce(maximum, [x15, x17 + x21*x22])) + rho_sel*x48
-    x51 = 1/beta_TP
-    x52 = TP - 1
-    x53 = rho_full + 2
-    x54 = 4*L_d + 4*L_m
-    x55 = x46 + x50
-    x56 = -x23*(1 - o_DW) + x55
-    x57 = x18*x35*x51*x52*x53*x54*(1 - o_TP) - reduce(maximum, [0, -x56]) + reduce(maximum, [0, B_a*b*h*o_TP*s*x5*x51*x52*x53*x54*x6 - x56])
-    x58 = -2*B_EP*F*L_m*b*h*s*tau_EP*x5*x53*x6 + x55
-    x59 = reduce(maximum, [0, -x58])
-    x60 = rho_full + 3
-    x61 = reduce(maximum, [0, B_a*b*n_h*s*x16*x2*x5*x6*x60*(CP - 1)/beta_CP - x12 - x48*x60])
-    x62 = reduce(maximum, [0, 2*B_a*b*h*s*x5*x6*reduce(minimum, [1, PP - 1])/beta_PP - x58])
-    x63 = equal(z, 0)
-    x64 = less(z, 3)
-    x65 = select([x63,x64,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x66 = CP*DP
-    x67 = x5/DP
-    x68 = P_n*x67
-    x69 = x68*(x66 - 1)/beta_DP
-    x70 = EP*ETP*P_m*x6*x67
-    x71 = x70*(-1 + TP*x66/(EP*ETP))/beta_EDP
-    x72 = x65*x69 + x65*x71
-    x73 = select([x63,x64,True], [0,B_w,2*B_w*n_mb], default=nan)
-    x74 = x69*x73 + x71*x73
-    x75 = x72 + x74
-    x76 = Q_C*x13*x19 + x12 + 2*x23 + 7*x27 + x44
-    x77 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x46 + x75/n_mb]),-o_GR*reduce(minimum, [x72, x76]) - o_PG*reduce(minimum, [x74, x23 + x49]) + x75], default=nan)
-    x78 = x55 + x57 + x61 + x62
-    x79 = chi_B*x76 - chi_W*x23 + chi_mb*x78
-    x80 = x13*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x63,True], [x14,x68 + x70], default=nan)
-    return (n_mb*x46, n_mb*x45, n_mb*x50, n_mb*x57, n_mb*x59, n_mb*x61, n_mb*(-x59 + x62), x77, x79, x80, x78, n_mb*x78 + x77 + x79 + x80)
+    x23 = x22*(e_H*x19*(D_M*P_M + P_H) + x21)
+    x24 = reduce(maximum, [x15, x17 + x23])
+    x25 = x13*x18
+    x26 = Q_C*x25
+    x27 = B_a*x3
+    x28 = n_h*u_E*x13*x27*x8
+    x29 = L_m + x1
+    x30 = N*x29
+    x31 = B_a*L_d
+    x32 = h_F*x31
+    x33 = 5*h
+    x34 = B_a*x33
+    x35 = e_H*(D_M + 1)
+    x36 = B_a*h
+    x37 = 2*TP
+    x38 = x27*(d_c + d_cq)
+    x39 = B_a*v*x35
+    x40 = B_a*h_E*x20*x29
+    x41 = x29*x36
+    x42 = d_hr*x27*(x37 + x4) + x41*(3*F*N_r + 1)
+    x43 = x25*(x29*x34 + x3*x34 + 8*x30 + x31*x33 + 3*x32 + 2*x35*x36 + x37*x38 + 8*x39 + 3*x40 + x42)
+    x44 = 6*h
+    x45 = x25*(3*TP*x38 + x27*x44 + 12*x30 + x31*x44 + 5*x32 + 3*x35*x36 + 2*x39 + 5*x40 + 6*x41 + x42)
+    x46 = 3*x26 + 11*x28 + x43 + x45
+    x47 = x12 + 3*x24 + x46
+    x48 = 4*x28
+    x49 = x17 + x48
+    x50 = x26 + x43 + x48
+    x51 = P_U*x19*x22 + rho_full*(x50 + reduce(maximum, [x15, x17 + x21*x22])) + rho_sel*x49
+    x52 = 1/beta_TP
+    x53 = TP - 1
+    x54 = rho_full + 2
+    x55 = 4*L_d + 4*L_m
+    x56 = reduce(maximum, [x15, x23])
+    x57 = x47 + x51
+    x58 = -x56*(1 - o_DW) + x57
+    x59 = x18*x36*x52*x53*x54*x55*(1 - o_TP) - reduce(maximum, [0, -x58]) + reduce(maximum, [0, B_a*b*h*o_TP*s*x5*x52*x53*x54*x55*x6 - x58])
+    x60 = -2*B_EP*F*L_m*b*h*s*tau_EP*x5*x54*x6 + x57
+    x61 = reduce(maximum, [0, -x60])
+    x62 = rho_full + 3
+    x63 = reduce(maximum, [0, B_a*b*n_h*s*x16*x2*x5*x6*x62*(CP - 1)/beta_CP - x12 - x49*x62])
+    x64 = reduce(maximum, [0, 2*B_a*b*h*s*x5*x6*reduce(minimum, [1, PP - 1])/beta_PP - x60])
+    x65 = equal(z, 0)
+    x66 = less(z, 3)
+    x67 = select([x65,x66,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x68 = CP*DP
+    x69 = x5/DP
+    x70 = P_n*x69
+    x71 = x70*(x68 - 1)/beta_DP
+    x72 = EP*ETP*P_m*x6*x69
+    x73 = x72*(-1 + TP*x68/(EP*ETP))/beta_EDP
+    x74 = x67*x71 + x67*x73
+    x75 = select([x65,x66,True], [0,B_w,2*B_w*n_mb], default=nan)
+    x76 = x71*x75 + x73*x75
+    x77 = x74 + x76
+    x78 = Q_C*x13*x19 + x12 + 2*x24 + 7*x28 + x45
+    x79 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x47 + x77/n_mb]),-o_GR*reduce(minimum, [x74, x78]) - o_PG*reduce(minimum, [x76, x24 + x50]) + x77], default=nan)
+    x80 = x57 + x59 + x63 + x64
+    x81 = chi_B*x78 - chi_W*x56 + chi_mb*x80
+    x82 = x13*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x65,True], [x14,x70 + x72], default=nan)
+    return (n_mb*x47, n_mb*x46, n_mb*x51, n_mb*x59, n_mb*x61, n_mb*x63, n_mb*(-x61 + x64), x79, x81, x82, x80, n_mb*x80 + x79 + x81 + x82)
 
 
 def step_megatron_dualpipe(v):
@@ -295,57 +300,58 @@ def _step_ideal(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d
     x20 = F*(N_r + N_s)
     x21 = x19*(L_d*P_F + L_m*(P_E*x20 + P_R) + P_A*x2)
     x22 = x10/Phi
-    x23 = reduce(maximum, [x15, x17 + x22*(e_H*x19*(D_M*P_M + P_H) + x21)])
-    x24 = x13*x18
-    x25 = Q_C*x24
-    x26 = B_a*x3
-    x27 = n_h*u_E*x13*x26*x8
-    x28 = L_m + x1
-    x29 = N*x28
-    x30 = B_a*L_d
-    x31 = h_F*x30
-    x32 = 5*h
-    x33 = B_a*x32
-    x34 = e_H*(D_M + 1)
-    x35 = B_a*h
-    x36 = 2*TP
-    x37 = x26*(d_c + d_cq)
-    x38 = B_a*v*x34
-    x39 = B_a*h_E*x20*x28
-    x40 = x28*x35
-    x41 = d_hr*x26*(x36 + x4) + x40*(3*F*N_r + 1)
-    x42 = x24*(x28*x33 + 8*x29 + x3*x33 + x30*x32 + 3*x31 + 2*x34*x35 + x36*x37 + 8*x38 + 3*x39 + x41)
-    x43 = 6*h
-    x44 = x24*(3*TP*x37 + x26*x43 + 12*x29 + x30*x43 + 5*x31 + 3*x34*x35 + 2*x38 + 5*x39 + 6*x40 + x41)
-    x45 = 3*x25 + 11*x27 + x42 + x44
-    x46 = x12 + 3*x23 + x45
-    x47 = n_mb*x46
-    x48 = 4*x27
-    x49 = P_U*x19*x22 + rho_full*(x25 + x42 + x48 + reduce(maximum, [x15, x17 + x21*x22])) + rho_sel*(x17 + x48)
-    x50 = rho_full + 2
-    x51 = x46 + x49
-    x52 = -B_a*b*h*s*x5*x50*x6*(4*L_d + 4*L_m)*(TP - 1)/beta_TP + x51
-    x53 = reduce(maximum, [0, -x52])
-    x54 = -2*B_EP*F*L_m*b*h*s*tau_EP*x5*x50*x6 + x52
-    x55 = reduce(maximum, [0, -x54])
-    x56 = -B_a*b*n_h*s*x16*x2*x5*x6*(CP - 1)*(rho_full + 3)/beta_CP + x54
-    x57 = reduce(maximum, [0, -x56])
-    x58 = reduce(maximum, [0, 2*B_a*b*h*s*x5*x6*reduce(minimum, [1, PP - 1])/beta_PP - x56])
-    x59 = equal(z, 0)
-    x60 = less(z, 3)
-    x61 = select([x59,x60,True], [0,B_w,2*B_w*n_mb], default=nan)
-    x62 = CP*DP
-    x63 = x5/DP
-    x64 = P_n*x63
-    x65 = x64*(x62 - 1)/beta_DP
-    x66 = select([x59,x60,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x67 = EP*ETP*P_m*x6*x63
-    x68 = x67*(-1 + TP*x62/(EP*ETP))/beta_EDP
-    x69 = reduce(maximum, [0, -x47 + x61*x65 + x61*x68 + x65*x66 + x66*x68])
-    x70 = x51 + x58
-    x71 = chi_B*(Q_C*x13*x19 + x12 + 2*x23 + 7*x27 + x44) - chi_W*x23 + chi_mb*x70
-    x72 = x13*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x59,True], [x14,x64 + x67], default=nan)
-    return (x47, n_mb*x45, n_mb*x49, n_mb*x53, n_mb*(-x53 + x55), n_mb*(-x55 + x57), n_mb*(-x57 + x58), x69, x71, x72, x70, n_mb*x70 + x69 + x71 + x72)
+    x23 = x22*(e_H*x19*(D_M*P_M + P_H) + x21)
+    x24 = reduce(maximum, [x15, x17 + x23])
+    x25 = x13*x18
+    x26 = Q_C*x25
+    x27 = B_a*x3
+    x28 = n_h*u_E*x13*x27*x8
+    x29 = L_m + x1
+    x30 = N*x29
+    x31 = B_a*L_d
+    x32 = h_F*x31
+    x33 = 5*h
+    x34 = B_a*x33
+    x35 = e_H*(D_M + 1)
+    x36 = B_a*h
+    x37 = 2*TP
+    x38 = x27*(d_c + d_cq)
+    x39 = B_a*v*x35
+    x40 = B_a*h_E*x20*x29
+    x41 = x29*x36
+    x42 = d_hr*x27*(x37 + x4) + x41*(3*F*N_r + 1)
+    x43 = x25*(x29*x34 + x3*x34 + 8*x30 + x31*x33 + 3*x32 + 2*x35*x36 + x37*x38 + 8*x39 + 3*x40 + x42)
+    x44 = 6*h
+    x45 = x25*(3*TP*x38 + x27*x44 + 12*x30 + x31*x44 + 5*x32 + 3*x35*x36 + 2*x39 + 5*x40 + 6*x41 + x42)
+    x46 = 3*x26 + 11*x28 + x43 + x45
+    x47 = x12 + 3*x24 + x46
+    x48 = n_mb*x47
+    x49 = 4*x28
+    x50 = P_U*x19*x22 + rho_full*(x26 + x43 + x49 + reduce(maximum, [x15, x17 + x21*x22])) + rho_sel*(x17 + x49)
+    x51 = rho_full + 2
+    x52 = x47 + x50
+    x53 = -B_a*b*h*s*x5*x51*x6*(4*L_d + 4*L_m)*(TP - 1)/beta_TP + x52
+    x54 = reduce(maximum, [0, -x53])
+    x55 = -2*B_EP*F*L_m*b*h*s*tau_EP*x5*x51*x6 + x53
+    x56 = reduce(maximum, [0, -x55])
+    x57 = -B_a*b*n_h*s*x16*x2*x5*x6*(CP - 1)*(rho_full + 3)/beta_CP + x55
+    x58 = reduce(maximum, [0, -x57])
+    x59 = reduce(maximum, [0, 2*B_a*b*h*s*x5*x6*reduce(minimum, [1, PP - 1])/beta_PP - x57])
+    x60 = equal(z, 0)
+    x61 = less(z, 3)
+    x62 = select([x60,x61,True], [0,B_w,2*B_w*n_mb], default=nan)
+    x63 = CP*DP
+    x64 = x5/DP
+    x65 = P_n*x64
+    x66 = x65*(x63 - 1)/beta_DP
+    x67 = select([x60,x61,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x68 = EP*ETP*P_m*x6*x64
+    x69 = x68*(-1 + TP*x63/(EP*ETP))/beta_EDP
+    x70 = reduce(maximum, [0, -x48 + x62*x66 + x62*x69 + x66*x67 + x67*x69])
+    x71 = x52 + x59
+    x72 = chi_B*(Q_C*x13*x19 + x12 + 2*x24 + 7*x28 + x45) - chi_W*reduce(maximum, [x15, x23]) + chi_mb*x71
+    x73 = x13*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x60,True], [x14,x65 + x68], default=nan)
+    return (x48, n_mb*x46, n_mb*x50, n_mb*x54, n_mb*(-x54 + x56), n_mb*(-x56 + x58), n_mb*(-x58 + x59), x70, x72, x73, x71, n_mb*x71 + x70 + x72 + x73)
 
 
 def step_ideal(v):
