@@ -74,7 +74,7 @@ def check_out_file(path) -> None:
 
 
 def check_out_dir(path) -> Path:
-    """``path`` as an output folder, checked before any work (nothing created): ConfigError when it is a file or
+    """``path`` as an output folder, checked before any work (nothing left created): ConfigError when it is a file or
     cannot be created or written."""
     path = Path(path)
     if path.exists() and not path.is_dir():
@@ -89,6 +89,10 @@ def check_out_dir(path) -> Path:
         raise ConfigError("output", f"--out {path}: cannot create the directory ({probe} is not a directory)")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise ConfigError("output", f"--out {path}: {probe} is not writable")
+    try:  # what access() does not see (root in /proc, a read-only mount): a folder made there and removed at once
+        tempfile.TemporaryDirectory(dir=probe, prefix=".memsym-probe-").cleanup()
+    except OSError as exc:
+        raise ConfigError("output", f"--out {path}: cannot create a directory in {probe} ({_describe(exc)})") from None
     return path
 
 

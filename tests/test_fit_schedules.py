@@ -102,8 +102,8 @@ def test_fit_says_the_pipeline_view_it_solved_under(extra, want, line):
 
 def test_gpu_presets_have_sources_and_hbm_needs_a_unit():
     for g in gpus.presets().values():
-        assert g.capacity > 30 * GiB and g.kind in ("framework", "vendor") and g.source
-    assert gpus.gpu("H100").capacity == 81559 * 2 ** 20  # nvidia-smi's total, in MiB
+        assert g.capacity > 30 * GiB and g.capacity == g.total - 400 * 10 ** 6 and g.source
+    assert gpus.gpu("H100").capacity == 7911 * 2 ** 30 // 100 - 400 * 10 ** 6  # 79.11 GiB less the context
     assert cfg.parse_size("141GB") == 141 * 10 ** 9
     p = cli("fit", "--hbm", "80")
     assert p.returncode == 2 and "unit" in p.stderr
@@ -111,7 +111,7 @@ def test_gpu_presets_have_sources_and_hbm_needs_a_unit():
 
 def test_estimate_verdict_json():
     d = json.loads(cli("estimate", "--gpu", "h100", "--json").stdout)
-    cap = 81559 * 2 ** 20
+    cap = 7911 * 2 ** 30 // 100 - 400 * 10 ** 6  # the H100's usable capacity
     assert d["budget"]["hbm"] == cap and set(d["fits"]) == {"none", "low", "high"}
     # the paper's layout at ZeRO 0: stage 1 holds 104.47 GiB, over any 80 GB part; ZeRO 2 is the cheapest fix
     assert d["fits"] == {"none": False, "low": False, "high": False}

@@ -101,6 +101,7 @@ def _huge(p):
     ('[model]\nname = "deepseek_v3"\nflavor = "7B"\n', "flavor = '7B'"),
     ('[model]\nname = "llama3"\n', "name = 'llama3'"),
     ("parallelism = 3\n" + MODEL, "a job config's top level holds tables"),
+    (MODEL + "[frobnicate]\nx = 1\n", "['frobnicate'] is not a section of torchtitan's JobConfig"),  # as torchtitan
     (MODEL + "[parallelism]\nexpert_parallel_degree = 3\ndata_parallel_shard_degree = 8\n", "expert_parallel_degree 3"),
     (MODEL + "[parallelism]\ndata_parallel_shard_degree = 4\n", "!= --gpus 8"),
     (MODEL + "[parallelism\n", "not a TOML job config"),

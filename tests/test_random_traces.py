@@ -27,11 +27,11 @@ both traced in transformers only: Megatron-Core's DSA is not traced yet); topk_m
 bias; deepseek_v3 only), greedy or group_limited_greedy; scoring_func sigmoid, or softmax without noaux_tc;
 n_group groups (one group included) keeping topk_group 1..n_group, or (a greedy deepseek_v2 config) no groups
 at all; top-k 1..min(4, experts in the kept groups); norm_topk_prob true or false; routed_scaling_factor
-left out (the config class's default; Megatron-Core none) or 0.125-32.  What each framework runs of it:
-transformers' DeepSeek-V3 code always takes the sigmoid, the expert bias and the groups, whatever
-scoring_func and topk_method say; its DeepSeek-V2 code always the softmax, never normalises, and limits the
-groups for group_limited_greedy only; Megatron-Core follows scoring_func (pre-softmax), has the expert bias for
-noaux_tc, the group-limited top-k whenever topk_group is given, and normalises the sigmoid top-k whatever
+left out (the config class's default, in both frameworks: memsym/trace/mcore.py routing_fields) or 0.125-32.
+What each framework runs of it: transformers' DeepSeek-V3 code always takes the sigmoid, the expert bias and the
+groups, whatever scoring_func and topk_method say; its DeepSeek-V2 code always the softmax, never normalises, and
+limits the groups for group_limited_greedy only; Megatron-Core follows scoring_func (pre-softmax), has the expert
+bias for noaux_tc, the group-limited top-k whenever topk_group is given, and normalises the sigmoid top-k whatever
 norm_topk_prob says.  Training: micro-batch 1-2; sequence 64-384 (any integer); BF16 or FP32;
 recomputation none or full (transformers), none, full or selective (Megatron-Core); Megatron-Core's SwiGLU
 fused or unfused, router dtype FP32 or the activations', auxiliary loss none, seq or global

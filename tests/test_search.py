@@ -180,12 +180,15 @@ def test_lambdified_total_equals_exact(case):
 
 
 # ----------------------------------------------------------------------------- command line
+H800 = 7911 * 2 ** 30 // 100 - 400 * 10 ** 6  # cudaMemGetInfo's 79.11 GiB (the H100's) less the CUDA context's 400 MB
+
+
 @pytest.mark.parametrize("given, hbm, of, said", [
-    ([], 81559 * 2 ** 20, "NVIDIA H800 80GB", "79.65 GiB per device (NVIDIA H800 80GB's usable capacity, the"),
-    (["--gpu", "h800"], 81559 * 2 ** 20, "NVIDIA H800 80GB", "79.65 GiB per device (NVIDIA H800 80GB's usable"),
+    ([], H800, "NVIDIA H800 80GB", "78.74 GiB per device (NVIDIA H800 80GB's usable capacity, the"),
+    (["--gpu", "h800"], H800, "NVIDIA H800 80GB", "78.74 GiB per device (NVIDIA H800 80GB's usable"),
     (["--hbm", "80GiB"], 80 * GiB, "--hbm", "80.00 GiB per device (--hbm: a budget as typed, not a GPU's")])
 def test_the_capacity_judged_is_one_kind_and_said(capsys, given, hbm, of, said):
-    """Issue 46 item 6: without --gpu or --hbm the search judges the H800's usable bytes (81559 MiB, nvidia-smi),
+    """Issue 46 item 6: without --gpu or --hbm the search judges the H800's usable bytes (79.11 GiB less the context),
     as --gpu h800 does, not a raw 80 GiB; a typed --hbm is a budget and said to be one."""
     assert main(["search", "--gpus", "8", "--top", "1", "--json", *given]) == 0
     d = json.loads(capsys.readouterr().out)

@@ -173,8 +173,8 @@ def test_grouped_experts_equal_the_transcription_at_other_dims(tmp_path, h, nh, 
     d, m, o = hf_layer_bytes(c, b, s, Ba, experts="grouped")
     assert [r["bytes"] for r in p["activations_by_layer"]] == [d, m, m]
     assert p["activations_outside_layers"] == o
-    assert p["estimate"].endswith("--conventions transformers" + (" --act-dtype fp32" if Ba == 4 else "")
-                                  + " --experts grouped")
+    fp32 = " --act-dtype fp32 --weight-dtype fp32"  # (the traced model is built in FP32: weights and activations)
+    assert p["estimate"].endswith("--conventions transformers" + (fp32 if Ba == 4 else "") + " --experts grouped")
     # the loop differs by (B_a h - 8) bytes per token-copy and the 4 N bytes of offsets, nothing else
     dl, ml, ol = hf_layer_bytes(c, b, s, Ba)
     assert (dl, ol) == (d, o) and ml - m == b * s * k * (Ba * h - 8) - 4 * N

@@ -28,6 +28,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from derivations.assembly import overheads_device as od
 from symbolic.errors import ConfigError
+from symbolic.jsonfile import shown
 
 MIN_BLOCK = 512
 SMALL_SIZE = 1 << 20
@@ -55,17 +56,22 @@ INERT = ("release_lock_on_cudamalloc", "pinned_use_cuda_host_register", "pinned_
          "pinned_use_background_threads", "backend:native")
 
 
+#: CUDAAllocatorConfig's clamp of max_split_size_mb: std::numeric_limits<size_t>::max() / (1024 * 1024)
+MAX_SPLIT_MB = (2 ** 64 - 1) >> 20
+
+
 def settings(conf: str = "") -> Settings:
     """The :class:`Settings` of a ``PYTORCH_CUDA_ALLOC_CONF`` string (``key:value`` pairs, comma-separated), checked
     as CUDAAllocatorConfig::parseArgs checks it: an unknown key, ``max_split_size_mb`` not an integer > 20 (its
-    kLargeBuffer in MiB), ``expandable_segments`` other than True/False, ``garbage_collection_threshold`` outside
-    (0, 1) are refused; keys it accepts that change bytes memsym does not simulate are refused as not modelled."""
+    kLargeBuffer in MiB; above :data:`MAX_SPLIT_MB`, where PyTorch clamps it), ``expandable_segments`` other than
+    True/False, ``garbage_collection_threshold`` outside (0, 1) are refused; keys it accepts that change bytes
+    memsym does not simulate are refused as not modelled."""
     out = {}
     for item in filter(None, (w.strip() for w in (conf or "").split(","))):
         key, _, value = item.partition(":")
         ok = True
         if key == "max_split_size_mb":
-            ok = value.isascii() and value.isdigit() and int(value) > 20
+            ok = value.isascii() and value.isdigit() and len(value) < 20 and 20 < int(value) <= MAX_SPLIT_MB
             out["max_split"] = int(value) << 20 if ok else 0
         elif key == "expandable_segments":
             ok = value in ("True", "False")
@@ -79,13 +85,14 @@ def settings(conf: str = "") -> Settings:
         elif key in INERT or item in INERT:
             continue
         elif key in ("roundup_power2_divisions", "max_non_split_rounding_mb", "backend"):
-            raise ConfigError("alloc-conf", f"PYTORCH_CUDA_ALLOC_CONF {item!r}: not modelled (memsym simulates the "
-                                            "native caching allocator's default rounding)")
+            raise ConfigError("alloc-conf", f"PYTORCH_CUDA_ALLOC_CONF {shown(item)}: not modelled (memsym simulates "
+                                            "the native caching allocator's default rounding)")
         else:
-            raise ConfigError("alloc-conf", f"PYTORCH_CUDA_ALLOC_CONF {item!r}: PyTorch refuses it (Unrecognized "
+            raise ConfigError("alloc-conf", f"PYTORCH_CUDA_ALLOC_CONF {shown(item)}: PyTorch refuses it (Unrecognized "
                                             "CachingAllocator option)")
         if not ok:
-            raise ConfigError("alloc-conf", f"PYTORCH_CUDA_ALLOC_CONF {item!r}: not a value PyTorch accepts")
+            raise ConfigError("alloc-conf", f"PYTORCH_CUDA_ALLOC_CONF {shown(item)}: not a value PyTorch accepts" + (
+                f" (an integer from 21 to {MAX_SPLIT_MB}, where it clamps)" if key == "max_split_size_mb" else ""))
     return Settings(**out)
 
 
@@ -242,15 +249,17 @@ def run(events: Iterable[Tuple[str, object, int]], options: Settings = Settings(
 KINDS = ("allocated", "reserved", "device")
 
 
-def memory(est, alloc_conf: str = "", dispatcher: str = "alltoall", buffsize: int = od.BUFFSIZE) -> dict:
+def memory(est, alloc_conf: str = "", dispatcher: str = "alltoall", buffsize: int = od.BUFFSIZE,
+           domain: int = 8) -> dict:
     """{allocated, reserved, buffers, graph_pool, device}: the allocator's peaks over the step of ``est``
     (:func:`run` on derivations/assembly/overheads_device.py ``reserved_events``), the buffers outside it
     (``buffers``) and the CUDA graphs' private pool (derivations/assembly/graphs.py ``graph.pool``: its segments,
-    reserved beside the step's and never reused by it, taken as one; the allocated peak the capture's when larger)."""
+    reserved beside the step's and never reused by it, taken as one; the allocated peak the capture's when larger), on
+    NVLink domains of ``domain`` GPUs."""
     a = run(od.reserved_events(est), settings(alloc_conf))
     h = est.model.named().get("h", 0)
     act = dict(est.training.bytes).get("B_a", 2)
-    bufs = od.buffers(est.layout, h, act, dispatcher or "alltoall", buffsize or od.BUFFSIZE)
+    bufs = od.buffers(est.layout, h, act, dispatcher or "alltoall", buffsize or od.BUFFSIZE, domain=domain)
     pool = est.bytes.get("graph_pool", 0)
     pool = allocation_size(round_size(-(-pool // 1))) if pool else 0
     reserved = a.peak_reserved + pool

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from derivations.analyses import allocator
+from derivations.config.gpus import CONTEXT, gpu as gpu_preset
 from symbolic import tomlfile
 from symbolic.errors import ConfigError, did_you_mean
 from symbolic.jsonfile import Bounds
@@ -24,7 +25,7 @@ KINDS = {
     "reserved": "the caching allocator's reserved bytes: compared with PyTorch's caching allocator run over the "
                 "step under the run's PYTORCH_CUDA_ALLOC_CONF (memsym estimate --memory reserved)",
     "nvidia_smi": "the process's memory as nvidia-smi shows it: compared with the reserved bytes + NCCL and DeepEP "
-                  "buffers + the CUDA context (memsym estimate --memory device)",
+                  "buffers (memsym estimate --memory device) + the CUDA context",
     "oom": "an out-of-memory failure at measured_bytes (the GPU's capacity, a lower bound on the need): memsym "
            "agrees when the memory judged (--memory, default device) at the most-loaded stage exceeds it",
     "fits": "a job that ran within measured_bytes (the GPU's capacity, an upper bound on the need): memsym agrees "
@@ -180,8 +181,6 @@ def _one(data, base: Path, index: int) -> Run:
     if data["kind"] in ("oom", "fits") and "gpu" not in data:
         raise _err(where, f"an {data['kind']} run must name its gpu (its capacity)")
     if "gpu" in data:
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        from derivations.config.gpus import gpu as gpu_preset
         gpu_preset(_text(where, "gpu", data["gpu"]))
     notes = data.get("notes", [])
     if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
@@ -320,9 +319,9 @@ def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = Non
                     + "), no allocator overheads")
     else:
         conf = alloc_conf or str(run.flags.get("PYTORCH_CUDA_ALLOC_CONF", ""))
-        m = allocator.memory(est, conf, dispatcher)
+        m = allocator.memory(est, conf, dispatcher, domain=gpu_preset(run.gpu).nvlink_domain if run.gpu else 8)
         kind = {"reserved": "reserved", "nvidia_smi": "device"}.get(run.kind, judged)
-        predicted = low = high = m[kind]
+        predicted = low = high = m[kind] + (CONTEXT if run.kind == "nvidia_smi" else 0)  # nvidia-smi shows it
         compared = (f"the {kind} bytes (memsym estimate --memory {kind}"
                     + (f", PYTORCH_CUDA_ALLOC_CONF '{conf}'" if conf else "") + ")"
                     + ("" if run.kind not in ("oom", "fits") else " at the most-loaded stage against the capacity "

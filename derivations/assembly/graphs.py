@@ -114,4 +114,5 @@ def assumption(training) -> str:
             f"{CAPTURE}): the captured parts' saved tensors in the graphs' private pool (reserved, not allocated "
             f"after the capture); the capture a moment of the step, "
             + ("before step 1 (no Adam moments yet)" if training.graph_warmup == 0 else
-               f"after {training.graph_warmup} warm-up steps") + f" ({MC}cuda_graphs.py TECudaGraphHelper, {TE})")
+               f"after {training.graph_warmup} warm-up step{'' if training.graph_warmup == 1 else 's'}")
+            + f" ({MC}cuda_graphs.py TECudaGraphHelper, {TE})")

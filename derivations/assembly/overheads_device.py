@@ -1,18 +1,28 @@
-"""Device memory outside the caching allocator: communication buffers and the CUDA context (issue 46).
+"""Device memory outside the caching allocator: communication buffers (issue 46).
 
 What ``--memory device`` adds to the reserved bytes, each a term whose parts cite the library's own size rule:
 
 * **NCCL**, per communicator of more than one rank the device belongs to
-  (NVIDIA/nccl@5067397c2676d5aed50042fc39e5c8ee96eb0027): a connection's receive side holds, in one
-  allocation rounded up to CUDA_IPC_MIN (2 MiB, src/include/comm.h), an ``ncclRecvMem`` (4096 B, MEM_ALIGN) and the
-  buffers of the protocols it receives (src/transport/p2p.cc
-  p2pRecvSetup): LL = NCCL_LL_LINES_PER_THREAD 8 x NCCL_LL_MAX_NTHREADS 512 x NCCL_STEPS 8 x 16 B = 512 KiB,
+  (NVIDIA/nccl@5067397c2676d5aed50042fc39e5c8ee96eb0027), each connection by its transport.  Inside the NVLink
+  domain (P2P, src/transport/p2p.cc p2pRecvSetup/p2pSendSetup): the receive side holds, in one allocation rounded up
+  to CUDA_IPC_MIN (2 MiB, src/include/comm.h), an ``ncclRecvMem`` (4096 B, MEM_ALIGN) and the buffers of the
+  protocols it receives: LL = NCCL_LL_LINES_PER_THREAD 8 x NCCL_LL_MAX_NTHREADS 512 x NCCL_STEPS 8 x 16 B = 512 KiB,
   LL128 = NCCL_LL128_ELEMS_PER_THREAD 120 x NCCL_LL128_MAX_NTHREADS 640 x 8 steps x 8 B = 4,800 KiB, Simple =
   NCCL_BUFFSIZE (DEFAULT_BUFFSIZE 4 MiB, src/init.cc computeBuffSizes); the send side an ``ncclSendMem`` (4096 B),
-  with the Simple buffer when the connection reads (P2P read, p2pSendSetup).  A ring (the collectives of DP, TP,
-  CP, expert DP) connects each channel to one peer each way with P2P read; send/receive (PP) and all-to-all (EP)
-  connect every peer, each channel, by P2P write: 10 MiB received + 2 MiB sent, the two allocations NCCL logs for
-  an all-to-all on 8 H100s with 32 channels per peer (NVIDIA/nccl#1685).
+  with the Simple buffer when the connection reads (P2P read).  Across the domain (NET with GPUDirect RDMA,
+  src/transport/net.cc sendProxyConnect/recvProxyConnect): a ring's receive side holds LL, LL128 and Simple in device
+  memory, its send side LL128 and Simple (LL and the ncclSendMem/ncclRecvMem in host memory), each rounded up to
+  CUDA_IPC_MIN; send/receive and all-to-all share, per communicator, one send and one receive buffer of
+  p2pnChannels x NCCL_SHARED_STEPS 16 x NCCL_P2P_NET_CHUNKSIZE 128 KiB (sharedNetBuffersInit), whatever the number of
+  remote peers.  A ring (DP, TP, CP, expert DP) connects each channel to one peer each way with P2P read; a ring
+  whose q ranks of a node are chained enters and leaves the node over the network on ceil(C/q) of its C channels
+  (the rank holding the most); send/receive (PP) and all-to-all (EP) connect every peer inside the domain, each
+  channel, by P2P write: 10 MiB received + 2 MiB sent, the two allocations NCCL logs for an all-to-all on 8 H100s
+  with 32 channels per peer (NVIDIA/nccl#1685).  Ranks are placed in Megatron-Core's order
+  (derivations/steptime/placement.py): TP fastest, then CP, DP (the experts' ETP, EP, expert DP), PP.  The expert-DP
+  ring exists only under EP > 1: with EP 1 the experts' gradients are reduced over the DP group (Megatron-Core's
+  experts set ``allreduce = not expert_parallel``; torchtitan's experts share the dense FSDP mesh).
+  Not counted: NCCL's trees, NVLS and CollNet buffers.
 * **DeepEP** (deepseek-ai/DeepEP@79bbb546f6921fbed57f000627a0b92f0d468cf0), the buffer Megatron-Core's fused_a2a
   get_buffer sizes as its README's get_buffer does: the largest ``Config.get_nvl_buffer_size_hint`` (csrc/config.hpp)
   of ``Buffer.get_dispatch_config`` and ``get_combine_config`` (deep_ep/buffer.py, 20 SMs: 10 channels), hidden
@@ -21,10 +31,10 @@ What ``--memory device`` adds to the reserved bytes, each a term whose parts cit
   (EP > 8: DeepEP's internode mode) the RDMA buffer in NVSHMEM's symmetric heap, the largest
   ``Config.get_rdma_buffer_size_hint`` of the two configs (their RDMA receive tokens aligned up to the send chunk,
   ``Config::Config``), sized by get_buffer alike.
-* **CUDA context**: about 400 MB with CUDA >= 11.7 and lazy module loading (pytorch/pytorch#109888, ptrblck).
 
-The channel count is a symbol (``C_ch``, default 32: NVIDIA/nccl#1685); every communicator is taken intra-node
-(P2P transport), which is what these sizes are.
+The CUDA context is not a buffer here: it is taken from the GPU's total (derivations/config/gpus.py CONTEXT).  The
+channel count is a symbol (``C_ch``, default 32: NVIDIA/nccl#1685); the NVLink domain is --nvlink-domain
+(--gpus-per-node, the GPU's own).
 """
 from __future__ import annotations
 
@@ -37,20 +47,21 @@ from typing import List, Mapping, Tuple
 from derivations import evaluate as ev
 from derivations.activations.shape import of_model
 from derivations.activations.view import View
+from derivations.config.gpus import CONTEXT, CONTEXT_SOURCE
 
 NCCL = "NVIDIA/nccl@5067397c2676d5aed50042fc39e5c8ee96eb0027"
 DEEPEP = "deepseek-ai/DeepEP@79bbb546f6921fbed57f000627a0b92f0d468cf0"
-CONTEXT_SOURCE = "pytorch/pytorch#109888 (CUDA >= 11.7, lazy module loading: about 400MB)"
 IPC_MIN = 2 << 20
 MEM_ALIGN = 4096
 LL = 8 * 512 * 8 * 16
 LL128 = 120 * 640 * 8 * 8
 BUFFSIZE = 4 << 20
 CHANNELS = 32
+SHARED_STEPS = 16
+P2P_NET_CHUNK = 1 << 17
 #: micro-batches simulated past the in-flight ones: torchtitan's log in pytorch/torchtitan#1789 shows the reserved
 #: peak reached by step 10 and unchanged to step 40
 STEADY = 10
-CONTEXT = 400 * 10 ** 6
 #: DeepEP deep_ep/buffer.py get_dispatch_config / get_combine_config: EP ranks -> (nvl recv tokens, rdma send, recv)
 DISPATCH = {2: (256, 6, 128), 4: (256, 6, 128), 8: (256, 6, 128), 16: (288, 20, 128), 24: (288, 8, 128),
             32: (288, 8, 128), 48: (288, 8, 128), 64: (288, 8, 128), 96: (480, 12, 128), 128: (560, 12, 128),
@@ -127,9 +138,22 @@ def terms():
                       (_align(ch * sp.Max(sp.floor(ep / NVL_PEERS), 1) * (NVL_PEERS * 2 + 2) * 2 * 4
                               + 2 * per_r * (hb + SOURCE_META + TOPK_MAX * (TOPK_IDX + 4) + SCALES_MAX * 4 + 16),
                               128),), provenance=r_rule),))
-    context = Term("device.context", "the CUDA context (driver, lazily loaded kernels)", "bytes", CONTEXT_SOURCE,
+    context = Term("device.context", "the CUDA context (driver, lazily loaded kernels), taken from the GPU's total: "
+                   "the usable capacity (derivations/config/gpus.py)", "bytes", CONTEXT_SOURCE,
                    (Part("context", "CUDA context, about 400 MB", (CONTEXT,)),))
-    return ring, peer, deepep, rdma, context
+    net = f"{NCCL} src/transport/net.cc sendProxyConnect/recvProxyConnect, GPUDirect RDMA"
+    ring_net = Term("device.nccl.ring.net", "one NCCL ring channel entering and leaving the node over the network "
+                    "(NET, GPUDirect RDMA)", "bytes", net,
+                    (Part("recv", "receive: LL + LL128 + Simple, to 2 MiB", (_align(LL + LL128 + B, IPC_MIN),),
+                          provenance=net),
+                     Part("send", "send: LL128 + Simple (LL in host memory), to 2 MiB", (_align(LL128 + B, IPC_MIN),),
+                          provenance=net)))
+    shared = f"{NCCL} src/transport/net.cc sharedNetBuffersInit, src/init.cc computeBuffSizes (P2P_NET_CHUNKSIZE)"
+    p2p_net = Term("device.nccl.p2p.net", "one NCCL send/receive or all-to-all communicator's shared buffers for its "
+                   "peers across the network (GPUDirect RDMA)", "bytes", shared,
+                   (Part("shared", "a send and a receive buffer of p2pnChannels x NCCL_SHARED_STEPS x 128 KiB",
+                         (2, C, SHARED_STEPS, sp.Min(P2P_NET_CHUNK, B / 8)), provenance=shared),))
+    return ring, peer, deepep, rdma, context, ring_net, p2p_net
 
 
 @dataclass(frozen=True)
@@ -164,32 +188,48 @@ def deepep_rdma_tokens(ep: int) -> int:
     return max(-(-recv // send) * send for _, send, recv in (DISPATCH[ep], COMBINE[ep]))
 
 
+def _on_node(n, stride: int, domain: int) -> int:
+    """Ranks of a group of ``n`` ranks ``stride`` apart inside one NVLink domain of ``domain`` GPUs."""
+    return int(min(n, max(domain // stride, 1)))
+
+
 def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsize: int = BUFFSIZE,
-            channels: int = CHANNELS) -> List[Buffer]:
-    """The device's buffers outside the allocator under ``layout``: a ring communicator per group of more than one
-    rank (DP, TP, CP, expert DP), PP's send/receive to its two neighbours, EP's all-to-all (or DeepEP's buffer),
-    the CUDA context."""
-    ring, peer, deepep, rdma, context = terms()
-    v = {"B_nccl": buffsize, "C_ch": channels}
+            channels: int = CHANNELS, domain: int = 8) -> List[Buffer]:
+    """The device's buffers outside the allocator under ``layout`` on NVLink domains of ``domain`` GPUs: a ring
+    communicator per group of more than one rank (DP, TP, CP, expert DP under EP > 1), PP's send/receive to its two
+    neighbours, EP's all-to-all (or DeepEP's buffer), each connection inside the domain by P2P, across it by NET."""
+    ring, peer, deepep, rdma, _, ring_net, p2p_net = terms()
+    v = {"B_nccl": buffsize, "C_ch": 1}
+    per_ring, per_net, per_peer = _value(ring, v), _value(ring_net, v), _value(peer, v)
+    shared = _value(p2p_net, {"B_nccl": buffsize, "C_ch": channels})
     out = []
-    groups = (("DP", layout.dp), ("TP", layout.tp), ("CP", layout.cp), ("EDP", Fraction(layout.edp)))
-    for name, n in groups:
+    tp, cp, dp, ep, etp = layout.tp, layout.cp, layout.dp, layout.ep, layout.etp
+    groups = (("DP", dp, tp * cp), ("TP", tp, 1), ("CP", cp, tp), ("EDP", Fraction(layout.edp) if ep > 1 else 1,
+                                                                    ep * etp))
+    for name, n, stride in groups:
         if n > 1:
-            out.append(Buffer(ring.id, f"NCCL {name} ring ({channels} channels)", _value(ring, v)))
+            q = _on_node(n, stride, domain)
+            net = 0 if q == n else -(-channels // q)
+            where = f", {net} across nodes" if net else ""
+            out.append(Buffer(ring_net.id if net else ring.id, f"NCCL {name} ring ({channels} channels{where})",
+                              (channels - net) * per_ring + net * per_net))
     if layout.pp > 1:
-        peers = min(layout.pp - 1, 2)
-        out.append(Buffer(peer.id, f"NCCL PP send/receive, {peers} peer(s)", peers * _value(peer, v)))
-    if layout.ep > 1:
+        peers, remote = min(layout.pp - 1, 2), tp * cp * dp * layout.pp > domain
+        out.append(Buffer(p2p_net.id if remote else peer.id, f"NCCL PP send/receive, {peers} peer(s)"
+                          + (" across nodes" if remote else ""), shared if remote else peers * channels * per_peer))
+    if ep > 1:
         if dispatcher == "deepep":
-            out.append(Buffer(deepep.id, f"DeepEP buffer, EP {layout.ep}", _value(
-                deepep, {"EP": layout.ep, "T_nvl": deepep_tokens(layout.ep), "h": hidden, "B_a": act_bytes})))
-            if layout.ep > NVL_PEERS:
-                out.append(Buffer(rdma.id, f"DeepEP RDMA buffer, EP {layout.ep}", _value(
-                    rdma, {"EP": layout.ep, "T_rdma": deepep_rdma_tokens(layout.ep), "h": hidden, "B_a": act_bytes})))
+            out.append(Buffer(deepep.id, f"DeepEP buffer, EP {ep}", _value(
+                deepep, {"EP": ep, "T_nvl": deepep_tokens(ep), "h": hidden, "B_a": act_bytes})))
+            if ep > NVL_PEERS:
+                out.append(Buffer(rdma.id, f"DeepEP RDMA buffer, EP {ep}", _value(
+                    rdma, {"EP": ep, "T_rdma": deepep_rdma_tokens(ep), "h": hidden, "B_a": act_bytes})))
         else:
-            out.append(Buffer(peer.id, f"NCCL EP all-to-all, {layout.ep - 1} peers",
-                              (layout.ep - 1) * _value(peer, v)))
-    out.append(Buffer(context.id, "CUDA context", CONTEXT))
+            local = _on_node(ep, etp, domain) - 1
+            if local:
+                out.append(Buffer(peer.id, f"NCCL EP all-to-all, {local} peers", local * channels * per_peer))
+            if local < ep - 1:
+                out.append(Buffer(p2p_net.id, f"NCCL EP all-to-all, {ep - 1 - local} peers across nodes", shared))
     return out
 
 

@@ -27,7 +27,7 @@ import sympy as sp
 
 from derivations import notation as nt
 from derivations.assembly.step_names import FRAMEWORKS, NONE_OF, POLICIES, term_id
-from derivations.tensors import B_IS_1, HF, MC
+from derivations.tensors import B_IS_1, HF, IS_FP32, MC, NOT_FP32
 from symbolic.term import Part, Term
 
 
@@ -80,9 +80,21 @@ TIED = ("tied", "the tied head's weight gradient (B_w V h), held until the embed
         "tie_weights; " + MC + "models/common/language_module/language_module.py: shared_embedding_or_output_weight")
 
 
-#: S_hf and S_mc of STEP.md: what transformers' and Megatron-Core's layer saved up to its scores
-LEFT_HF = (4 + 2 * B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 2 * B_a * t * (n_h / TP) * d_qk + 4 * P
-LEFT_MC = (8 + B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 4 * B_a * s_loc * d_r + 2 * B_a * t * (n_h / TP) * d_qk
+#: transformers' RoPE table: cos and sin (s x d_r, B_a each), or DeepSeek-V2's complex64 freqs_cis (s d_r / 2 numbers
+#: of 8 bytes whatever B_a: HF models/deepseek_v2 DeepseekV2RotaryEmbedding)
+ROPE_HF = (1 - nt.SYMBOLS["u_v2"]) * 2 * B_a * s_loc * d_r + nt.SYMBOLS["u_v2"] * 4 * s_loc * d_r
+
+
+#: S_hf and S_mc of STEP.md: what transformers' and Megatron-Core's layer saved up to its scores (in FP32 the input
+#: norm's FP32 "copy" is the layer's input itself, a save of the layer before: 4 t h fewer)
+LEFT_HF = ((4 + 2 * B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 2 * B_a * t * (n_h / TP) * d_qk + 4 * P
+           - IS_FP32 * 4 * t * h)
+LEFT_MC = ((8 + B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 4 * B_a * s_loc * d_r + 2 * B_a * t * (n_h / TP) * d_qk
+           - IS_FP32 * 4 * t * h)
+#: in FP32 the embedding's output is the first layer's norm's saved input (``.to(float32)`` returns it), outside the
+#: layers (M_H) and held until the first layer's backward: not released with the head's saves (under full
+#: recomputation it is the first checkpoint's input, not in M_H)
+EMB_FP32 = IS_FP32 * e_E * B_a * t * h
 
 
 def _norm(held, kept: str, kept_bytes, src: str, tied: bool) -> Term:
@@ -128,8 +140,8 @@ def _transformers(policy: str) -> Dict[str, Term]:
     if policy == "full":  # torch.utils.checkpoint (non-reentrant) keeps each checkpointed call's arguments
         held += [("mask", "the eager 4-d causal mask (b x 1 x s x s, B_a), a checkpointed argument",
                   has_layers * u_eager * B_a * b * s_loc ** 2, HF + ": DeepseekV3Model.forward (create_causal_mask)"),
-                 ("rope", "the RoPE cos and sin (s x d_r, B_a each) and the int64 positions, checkpointed arguments",
-                  has_layers * (2 * B_a * s_loc * d_r + 8 * s_loc), HF + ": DeepseekV3Model.forward (rotary_emb)")]
+                 ("rope", "the RoPE table (ROPE_HF) and the int64 positions, checkpointed arguments",
+                  has_layers * (ROPE_HF + 8 * s_loc), HF + ": DeepseekV3Model.forward (rotary_emb)")]
     eof = sum(p[2] for p in held)
     out = {"end": _term("held at the end of the forward besides the saved tensors",
                         STEP + " (transformers)", held)}
@@ -142,15 +154,22 @@ def _transformers(policy: str) -> Dict[str, Term]:
                       "output, t x V each", 8 * t * V * e_H, "aten SoftMax.cpp: log_softmax_backward_cpu_out")]
     out["head"] = _term("the head's backward: LogSoftmaxBackward0 (log_softmax_backward)",
                         STEP + " (transformers, no recomputation)", head)
-    rope = 0 if policy == "full" else 2 * B_a * s_loc * d_r  # (under full recomputation a checkpointed argument)
-    out["norm"] = _norm(eof, "the ids (8 b s), the RoPE cos and sin (B_a s d_r each) and the FP32 copy of the "
+    out["lm_head"] = _term("the head's backward: lm_head's MmBackward0 (its input's gradient)", STEP + " (FP32 "
+                           "activations)", head[:3] + [
+        ("grads", "the logits' gradient in their dtype (B_a t V: ToCopyBackward0's cast of LogSoftmaxBackward0's "
+                  "FP32 output, the output itself in FP32) for the released FP32 log-probabilities (4 t V), and "
+                  "MmBackward0's input gradient (B_a t h)", ((B_a - 4) * t * V + B_a * t * h) * e_H,
+         "torch autograd; aten mm")],
+                           tied=True)
+    rope = 0 if policy == "full" else ROPE_HF  # (under full recomputation a checkpointed argument)
+    out["norm"] = _norm(eof, "the ids (8 b s), the RoPE table and the FP32 copy of the "
                              "norm's input (4 t h)", 8 * t + rope + 4 * t * h,
                         HF + ": DeepseekV3RMSNorm.forward (hidden_states.to(torch.float32).pow(2).mean(-1))", True)
     # the last layer's attention backward (SoftmaxBackward0): binds from s ~ 1024 on the tiny config (STEP.md)
     hv = B_a * t * (n_h / TP) * nt.d_v
     release = ("head", "released: the head's saves but the input ids (8 b s)" + (
-        "" if policy == "full" else " and the RoPE cos and sin (B_a s d_r each, every layer's)"),
-        -e_H * (M_H - 8 * t - rope), STEP)
+        "" if policy == "full" else " and the RoPE table (every layer's) (in FP32 and the embedding's output)"),
+        -e_H * (M_H - 8 * t - rope - (0 if policy == "full" else EMB_FP32)), STEP)
     attn = [("held", "what the end of the forward holds besides the saves, less the loss", eof - 4 * e_H, STEP),
             release,
             ("left", "what the layer saved up to its scores (three RMSNorms, q and k, the FP32 softmax output)",
@@ -179,7 +198,9 @@ def _transformers(policy: str) -> Dict[str, Term]:
                       "has run)", -(SHARED + 8 * t * k), STEP),
             *_grouped_parts(1),
             ("cast", "the engine's B_a cast of MulBackward0's FP32 gradient of proj_out (t k x h), made while the "
-                     "node still keeps its saves", B_a * t * k * h, "torch autograd (engine): validate_outputs")]
+                     "node still keeps its saves; in FP32 none, and the engine's sum of the routing weights' "
+                     "broadcast gradient (FP32 t k) binds", NOT_FP32 * B_a * t * k * h + IS_FP32 * 4 * t * k,
+             "torch autograd (engine): validate_outputs, sum_to_size")]
         out["experts"] = _term("the grouped_mm experts' backward of the last MoE layer (the engine's cast of "
                                "MulBackward0's gradient of the routing-weight multiply)",
                                STEP + " (transformers, no recomputation: the routed experts' backward)",
@@ -288,11 +309,13 @@ def _mcore(policy: str) -> Dict[str, Term]:
                         STEP + " (Megatron-Core)",
                         held + [("loss", "the FP32 loss", 4 * e_H, MC + "models/gpt/gpt_model.py")])}
     ce = [("held", "what the end of the forward holds besides the saves (no loss yet)", eof, STEP),
-          ("logits", "the B_a logits [s, b, V / TP] (GPTModel's local until the loss returns)", e_H * B_a * t * V / TP,
-           MC + "models/gpt/gpt_model.py: GPTModel.forward"),
+          ("logits", "the B_a logits [s, b, V / TP] (GPTModel's local until the loss returns; in FP32 .float() "
+                     "returns them and they become the saved softmax in place)", NOT_FP32 * e_H * B_a * t * V / TP,
+           MC + "models/gpt/gpt_model.py: GPTModel.forward; tensor_parallel/cross_entropy.py: calculate_logits_max"),
           ("embedding", "the embedding's output (GPTModel.forward's decoder_input, held to its end; under full "
-                        "recomputation it is the first layer's checkpointed input, counted in A)",
-           0 if full else e_H * e_E * B_a * t * h,
+                        "recomputation it is the first layer's checkpointed input, in FP32 the first norm's saved "
+                        "input (torch's fused rms_norm), counted in A)",
+           0 if full else NOT_FP32 * e_H * e_E * B_a * t * h,
            MC + "models/gpt/gpt_model.py: GPTModel.forward; tensor_parallel/random.py: CheckpointFunction.forward "
            "(ctx.save_for_backward(*args))"),
           ("locals", "the transposed int64 targets (a copy unless b = 1), logits_max (FP32), arange_1d (int64), "
@@ -301,18 +324,38 @@ def _mcore(policy: str) -> Dict[str, Term]:
           ("positions", "the int64 position ids", e_H * 8 * s_loc, MC + "models/gpt/gpt_model.py"),
           ("mtp", "with MTP layers, _postprocess's locals of the last: its B_a logits, rolled int64 labels and FP32 "
                   "masked loss, and GPTModel.forward's hidden_states (the decoder's B_a output; the output layer "
-                  "reads a chunk of the MTP block's torch.cat)",
-           sp.Min(1, D_H) * (B_a * t * V / TP + B_a * t * h + 12 * t),
+                  "reads a chunk of the MTP block's torch.cat; in FP32 the logits are the saved softmax and the "
+                  "output the final norm's saved input)",
+           sp.Min(1, D_H) * (NOT_FP32 * (B_a * t * V / TP + B_a * t * h) + 12 * t),
            MC + "models/gpt/gpt_model.py: GPTModel.forward, _postprocess; transformer/multi_token_prediction.py: "
            "roll_tensor, MultiTokenPredictionBlock.forward")]
     out["ce"] = _term("the vocabulary-parallel cross-entropy's forward", STEP + " (Megatron-Core)", ce)
+    # in BF16 the cross-entropy's forward holds more (the B_a logits): this moment binds in FP32 only
+    out["output"] = _term("the output layer's backward, at its input's gradient (FP32 activations)",
+                          STEP + " (Megatron-Core: the output layer's backward)", [
+        ("held", "what the end of the forward holds besides the saves, the FP32 loss and its seed", eof + 8 * e_H,
+         STEP),
+        ("ce", "released: the cross-entropy's bool target mask and int64 masked targets (t each); its saved FP32 "
+               "softmax is the logits' gradient, made in place", -9 * t * e_H,
+         MC + "tensor_parallel/cross_entropy.py: _VocabParallelCrossEntropy.backward"),
+        ("grad", "the output layer's input gradient (B_a t h)", B_a * t * h * e_H,
+         MC + "tensor_parallel/layers.py: LinearWithGradAccumulationAndAsyncCommunication.backward"),
+        ("mtp", "with MTP modules (measured at D = 1), at the output layer's last call: its weight's gradient from the "
+                "call before, held in the engine's input buffer (one leaf used D + 1 times), and per MTP head its "
+                "input gradient (B_a t h); released per head its FP32 softmax (the gradient, used), its loss state "
+                "and targets (21 t + 8, as mtp_release) and the wrapped loss scale (8)",
+         sp.Min(1, D_H) * nt.B_w * V * h / TP + D_H * (B_a * t * h - 4 * t * V / TP - 21 * t - 16),
+         "torch autograd (engine): InputBuffer::accumulate; " + MC + "models/gpt/gpt_model.py: _postprocess")],
+        IS_FP32)
     out["norm"] = _norm(eof + 4 * e_H, "the ids (8 b s) and the FP32 copy of the norm's input (4 t h)",
                         8 * t + 4 * t * h, "torch 2.13 aten/src/ATen/native/layer_norm.cpp: rms_norm_symint (the "
                         "composite: input.to(opmath), pow(2).mean, rsqrt; a B_a input with an FP32 weight takes it); "
                         + MC + "models/gpt/gpt_model.py (decoder.final_layernorm)", False)
     # a layer's attention (the local spec's core attention: FusedScaleMaskSoftmax.forward_torch_softmax), STEP.md
-    hv, release = B_a * t * (n_h / TP) * nt.d_v, ("head", "released: the head's saves but the input ids (8 b s)",
-                                                 -e_H * (M_H - 8 * t), STEP)
+    hv = B_a * t * (n_h / TP) * nt.d_v
+    release = ("head", "released: the head's saves but the input ids (8 b s)" + (
+        "" if full else " (in FP32 and the embedding's output)"),
+        -e_H * (M_H - 8 * t - (0 if full else EMB_FP32)), STEP)
     soft = MC + "fusions/fused_softmax.py: FusedScaleMaskSoftmax.forward_torch_softmax"
     # the forward moments of the stage's last layer: with MTP modules the last MTP layer's (a MoE layer), which holds
     # the decoder's saves and output, and not the heads' saves (STEP.md)
@@ -329,6 +372,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
     # and the last layer's input (TransformerBlock.forward's hidden_states; an MTP layer's: eh_proj's output), one
     # tensor when the stage has one layer
     stream_in = B_a * t * h * (2 - (1 - m) * (2 - sp.Min(2, L)))
+    stream_note = " (in FP32 saved by the layers' norms, counted in A)"
     if not full:  # the forward inside the last layer's attention, at probs.bfloat16()
         fwd = [("held", "what the end of the forward holds besides the saves, less the last layer's dispatcher state, "
                         "the MTP layers' wrapped numbers and, before any router ran (the last layer the stage's only "
@@ -346,7 +390,8 @@ def _mcore(policy: str) -> Dict[str, Term]:
                 8 * P + 2 * B_a * P + s_loc ** 2, soft),
                ("value", "the value (B_a t n_h d_v)", hv, MC + "transformer/multi_latent_attention.py"),
                ("stream", "the stage's input (the embedding's output) and the layer's input (B_a t h each, one tensor "
-                          "when the stage has one layer), the position ids", stream_in + 8 * s_loc,
+                          "when the stage has one layer)" + stream_note + ", the position ids",
+                NOT_FP32 * stream_in + 8 * s_loc,
                 MC + "models/gpt/gpt_model.py; transformer/transformer_block.py"),
                mtp_stream]
         out["attention_forward"] = _term("the last layer's attention in the forward, "
@@ -357,14 +402,16 @@ def _mcore(policy: str) -> Dict[str, Term]:
                             "wrapped numbers (not yet made)", eof - 8 * D_H, STEP),
                    release, mtp_release,
                    ("layer", "the permuted tokens and FP32 probabilities (B_a t k h + 4 t k), the experts' outputs and "
-                             "their torch.cat (2 B_a t k h), the residual after attention and the shared experts' "
-                             "output (B_a t h each)", 3 * B_a * t * k * h + 4 * t * k + B_a * t * h * (
-                                 1 + sp.Min(1, _S("N_s"))),  # (nt.N_s is positive: Min(1, N_s) would be 1)
+                             "their torch.cat (2 B_a t k h), the residual after attention (in FP32 the MLP norm's "
+                             "saved input) and the shared experts' output (B_a t h each); in FP32 less the layer's "
+                             "output, a save (the next norm's input) not yet made",
+                    3 * B_a * t * k * h + 4 * t * k + B_a * t * h * (NOT_FP32 - IS_FP32 + sp.Min(1, _S("N_s"))),
+                    # (nt.N_s is positive: Min(1, N_s) would be 1)
                     MC + "transformer/moe/moe_layer.py: MoELayer.forward (shared_experts_compute, dispatch, "
                     "routed_experts_compute); transformer/moe/experts.py: SequentialMLP.forward"),
                    ("stream", "the stage's input (the embedding's output) and the layer's input (B_a t h each, one "
-                              "tensor when the stage has one layer), the position ids",
-                    stream_in + 8 * s_loc,
+                              "tensor when the stage has one layer)" + stream_note + ", the position ids",
+                    NOT_FP32 * stream_in + 8 * s_loc,
                     MC + "models/gpt/gpt_model.py: GPTModel.forward; transformer/transformer_block.py"),
                    mtp_stream]
         out["experts_forward"] = _term("the last MoE layer's routed experts in the forward, at SequentialMLP's "

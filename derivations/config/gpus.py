@@ -1,5 +1,6 @@
 """GPU presets (``--gpu NAME``): the memory a training job can use on an accelerator, as data
-(``derivations/config/gpus.toml``), each with the kind of number it is and its source."""
+(``derivations/config/gpus.toml``: cudaMemGetInfo's total from a published log, with its source), less the CUDA
+context."""
 from __future__ import annotations
 
 import tomllib
@@ -14,17 +15,19 @@ from symbolic.units import parse_size
 DATA = Path(__file__).with_name("gpus.toml")
 #: the rates a preset may give (gpus.toml's header says what each is)
 RATES = ("bf16", "fp8", "mxfp8", "nvfp4", "hbm_bandwidth", "nvlink", "network")
+#: The CUDA context a process creates before its first allocation (driver, lazily loaded kernels): about 400 MB with
+#: CUDA >= 11.7 and lazy module loading (pytorch/pytorch#109888, ptrblck); taken from the total of every GPU.
+CONTEXT = 400 * 10 ** 6
+CONTEXT_SOURCE = "pytorch/pytorch#109888 (CUDA >= 11.7, lazy module loading: about 400MB)"
 
 
 @dataclass(frozen=True)
 class GPU:
-    """key: the preset's name; capacity: bytes a job can use; kind: 'framework' (measured as the
-    framework sees it) or 'vendor' (advertised); source: where the number comes from."""
+    """key: the preset's name; total: cudaMemGetInfo's total in bytes; source: the log it was read from."""
 
     key: str
     name: str
-    capacity: int
-    kind: str
+    total: int
     source: str
     aliases: Tuple[str, ...] = ()
     #: published rates of the step-time model (derivations/steptime): {'bf16', 'fp8', 'mxfp8', 'nvfp4' (dense
@@ -34,13 +37,18 @@ class GPU:
     #: GPUs one NVLink fabric joins (8 in an HGX node, 72 in an NVL72 rack): the default --nvlink-domain
     nvlink_domain: int = 8
 
+    @property
+    def capacity(self) -> int:
+        """The bytes a job can use: cudaMemGetInfo's total less the CUDA context (:data:`CONTEXT`)."""
+        return self.total - CONTEXT
+
     def rate(self, name: str):
         """A published rate (RATES) of this GPU, or None when the datasheet gives none (the A100 has no FP8)."""
         return dict(self.rates).get(name)
 
     def to_json(self) -> Dict:
-        return {"key": self.key, "name": self.name, "capacity": self.capacity, "kind": self.kind,
-                "source": self.source}
+        return {"key": self.key, "name": self.name, "capacity": self.capacity, "total": self.total,
+                "context": CONTEXT, "source": self.source}
 
 
 @lru_cache(maxsize=1)
@@ -49,10 +57,8 @@ def presets() -> Dict[str, GPU]:
         data = tomllib.load(fh)
     out = {}
     for key, e in data.items():
-        if e["kind"] not in ("framework", "vendor"):
-            raise ValueError(f"{DATA}: {key}: kind must be framework or vendor")
         rates = tuple((r, float(e[r])) for r in RATES if r in e)
-        out[key] = GPU(key, e["name"], parse_size(e["capacity"]), e["kind"], e["source"], tuple(e.get("aliases", ())),
+        out[key] = GPU(key, e["name"], parse_size(e["total"]), e["source"], tuple(e.get("aliases", ())),
                        rates, e.get("rates_source", ""), int(e.get("nvlink_domain", 8)))
     return out
 

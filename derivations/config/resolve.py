@@ -123,6 +123,11 @@ def check_conflicts(values: Mapping[str, object], typed: Collection[str]) -> Non
             raise ConfigError("bytes-per-param", f"--bytes-per-param {per_param} is a ZeRO >= {zmin} convention "
                                                  f"(the optimizer states sharded over the data-parallel ranks); "
                                                  f"--zero {low[0]} contradicts it")
+    rec = values.get("recompute")  # (policy, ops), or a search's 'none,full'
+    recs = [rec[0]] if isinstance(rec, tuple) else str(rec).split(",")
+    if "selective" in typed and values.get("selective") and all(r in ("none", "full") for r in recs):
+        raise ConfigError("selective", f"--selective {values['selective']} says what --recompute selective saves: "
+                                       f"give --recompute selective (or leave --selective out)")
 
 
 def model_of(values: Mapping[str, object]) -> ModelSpec:

@@ -17,7 +17,7 @@ from typing import Dict, Optional, Tuple
 
 from symbolic import tomlfile
 from symbolic.errors import ConfigError
-from symbolic.jsonfile import Bounds
+from symbolic.jsonfile import Bounds, shown
 
 from derivations.config.launch import read_text
 from derivations.config.limits import CONFIG_BYTES
@@ -35,6 +35,9 @@ with open(Path(__file__).with_name("torchtitan_keys.toml"), "rb") as _fh:
 FLAVORS: Dict[str, Dict[str, object]] = {k: dict(zip(_KEYS["args"], v)) for k, v in _KEYS["flavors"].items()}
 #: Sections and keys that change none of the memory memsym models (read by no mapping, never warned about).
 IGNORED_SECTIONS = frozenset(_KEYS["ignored_sections"])
+#: JobConfig's sections: the ignored ones and those the mappings read (ConfigManager._dict_to_dataclass refuses others)
+SECTIONS = IGNORED_SECTIONS | {"model", "training", "parallelism", "optimizer", "activation_checkpoint", "compile",
+                               "quantize"}
 IGNORED = frozenset(_KEYS["ignored"].split())
 _DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
 
@@ -56,6 +59,9 @@ def read_job_config(path: str) -> Dict[str, object]:
     for section, table in data.items():
         if not isinstance(table, dict):
             raise err(path, f"{section} = {table!r}: a job config's top level holds tables ([{section}])")
+        if section not in SECTIONS:
+            raise err(path, f"[{shown(section)}] is not a section of torchtitan's JobConfig (its ConfigManager refuses "
+                            f"it: {JC}): one of {', '.join(sorted(SECTIONS))}")
     return data
 
 
@@ -114,10 +120,7 @@ def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: 
         k.get("model.name", "llama3", "Model.name"), k.get("model.flavor", "debugmodel", "Model.flavor")
     _layout(k, r, put, gpus, dp)
     _training(k, r, put, flex)
-    unknown, memory = [], []
-    for key, val in k.rest():
-        (memory if key.split(".")[0] in ("compile", "quantize", "model", "training", "parallelism", "optimizer",
-                                         "activation_checkpoint") else unknown).append((key, val))
+    memory = list(k.rest())
     converters = data.get("model", {}).get("converters", [])
     comp = k.data.get("compile", {})
     memory = [(key, v) for key, v in memory if not key.startswith("compile.")]
@@ -140,7 +143,6 @@ def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: 
     if not converters:
         memory = [(key, v) for key, v in memory if not key.startswith("quantize.")]
     r.unmodelled += [f"{key} = {v if key == 'compile.enable' else repr(v)}" for key, v in memory]
-    r.unmodelled += [f"{key} (not a key of torchtitan's JobConfig, {JC})" for key, _ in unknown]
     return r
 
 

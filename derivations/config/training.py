@@ -94,10 +94,10 @@ CUDA_GRAPH_SCOPES = ("attn", "mlp", "moe", "layer")
 def parse_cuda_graphs(text: str) -> Tuple[str, ...]:
     """``'attn,moe'`` -> ('attn', 'moe'), in CUDA_GRAPH_SCOPES order; ``layer`` (the whole layer) alone."""
     names = [o.strip() for o in str(text).split(",") if o.strip()]
-    bad = [o for o in names if o not in CUDA_GRAPH_SCOPES] or (["(none)"] if not names else [])
+    bad = [o for o in names if o not in CUDA_GRAPH_SCOPES] or ([text] if not names else [])
     if bad:
         raise ConfigError("cuda-graphs", f"--cuda-graphs {_short(bad[0])}: expected a comma-separated list of "
-                                         f"{', '.join(CUDA_GRAPH_SCOPES)}")
+                                         f"{', '.join(CUDA_GRAPH_SCOPES)} (one at least)")
     if len(set(names)) != len(names) or ("layer" in names and len(names) > 1):
         raise ConfigError("cuda-graphs", f"--cuda-graphs {_short(text)}: each scope once, layer alone")
     return tuple(o for o in CUDA_GRAPH_SCOPES if o in names)

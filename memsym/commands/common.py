@@ -29,13 +29,20 @@ def check_conflicts(args) -> None:
     if getattr(args, "cuda_graphs", None) and getattr(args, "command", None) in ("fit", "sensitivity", "report"):
         raise cfg.ConfigError("cuda-graphs", f"--cuda-graphs: the graphs' capture has no closed form in b and s for "
                                              f"{args.command}'s fits and derivatives: judge it with memsym estimate")
+    if getattr(args, "cuda_graphs", None) and getattr(args, "command", None) == "search" and not memory:
+        raise cfg.ConfigError("cuda-graphs", "search --cuda-graphs judges the rows it lists by estimate's terms with "
+                                             "the graphs' capture (its ranking's vectorised terms have none): give "
+                                             "--memory KIND")
     if "cuda_graph_warmup_steps" in typed and not getattr(args, "cuda_graphs", None):
         raise cfg.ConfigError("cuda-graphs", "--cuda-graph-warmup-steps says when --cuda-graphs are captured: give "
                                              "--cuda-graphs SCOPE (or leave it out)")
-    for dest in ("efficiency", "gemm_efficiency", "nvlink_domain"):  # estimate's and sensitivity's time only
-        if dest in typed and getattr(args, "time", True) is False:
+    for dest in ("efficiency", "gemm_efficiency", "nvlink_domain", "gpus_per_node"):  # estimate's, sensitivity's
+        placed = dest in ("nvlink_domain", "gpus_per_node")  # also where --memory device puts the NCCL buffers
+        if dest in typed and getattr(args, "time", True) is False and not (placed and memory == "device"):
             flag = "--" + dest.replace("_", "-")
-            raise cfg.ConfigError("time", f"{flag} acts on the step time only: add --time (or leave {flag} out)")
+            also = " or --memory device" if placed and hasattr(args, "memory") else ""
+            raise cfg.ConfigError("time", f"{flag} acts on the step time{also} only: add --time{also} (or leave "
+                                          f"{flag} out)")
     domain, node = getattr(args, "nvlink_domain", None), getattr(args, "gpus_per_node", None)
     if domain and node and domain < node:  # gpus.toml: an HGX node is one domain of 8, an NVL72 rack 72 of 4-GPU nodes
         raise cfg.ConfigError("nvlink-domain", f"--nvlink-domain {domain} is smaller than --gpus-per-node {node}: an "
@@ -103,6 +110,19 @@ def add_layout_options(p: argparse.ArgumentParser, stage: bool = True) -> None:
                             "with --schedule, the most-loaded stage)")
 
 
+def add_cuda_graph_options(g, what: str = "") -> None:
+    """--cuda-graphs and --cuda-graph-warmup-steps (estimate's; search's judge the rows it lists)."""
+    E, D = _Explicit, cfg.Training()
+    g.add_argument("--cuda-graphs", type=cuda_graphs, default=None, action=E, metavar="SCOPE,...",
+                   help=help_all("Megatron-Core's CUDA graphs through Transformer Engine (--cuda-graph-impl "
+                                 "transformer_engine --cuda-graph-modules): the captured part of each layer, attn, "
+                                 "mlp, moe or layer (the whole layer): its saves move to the graphs' pool, the capture "
+                                 "is a moment of the step (needs --conventions mcore or mcore-te)" + what))
+    g.add_argument("--cuda-graph-warmup-steps", type=nonneg_int, default=D.graph_warmup, action=E, metavar="N",
+                   help=help_all(f"steps run eagerly before the capture (Megatron's flag; default {D.graph_warmup}, "
+                                 f"its default): 0 captures before the optimizer's first step, without Adam's moments"))
+
+
 def add_training_options(p: argparse.ArgumentParser) -> None:
     E, T, D = _Explicit, _ExplicitTrue, cfg.Training()  # the defaults are the Training dataclass's
     g = p.add_argument_group("training (defaults: the paper's Tables 7 and 9)")
@@ -124,14 +144,7 @@ def add_training_options(p: argparse.ArgumentParser) -> None:
                         "--offload-modules): the saved tensors of these modules (of at least 2^20 elements) go to host "
                         "memory between forward and backward, but for the rank's last layer of micro-batch 0; one of: "
                         + ", ".join(cfg.OFFLOAD_MODULES) + " (needs --conventions mcore or mcore-te)")
-    g.add_argument("--cuda-graphs", type=cuda_graphs, default=None, action=E, metavar="SCOPE,...",
-                   help=help_all("Megatron-Core's CUDA graphs through Transformer Engine (--cuda-graph-impl "
-                                 "transformer_engine --cuda-graph-modules): the captured part of each layer, attn, "
-                                 "mlp, moe or layer (the whole layer): its saves move to the graphs' pool, the capture "
-                                 "is a moment of the step (needs --conventions mcore or mcore-te)"))
-    g.add_argument("--cuda-graph-warmup-steps", type=nonneg_int, default=D.graph_warmup, action=E, metavar="N",
-                   help=help_all(f"steps run eagerly before the capture (Megatron's flag; default {D.graph_warmup}, "
-                                 f"its default): 0 captures before the optimizer's first step, without Adam's moments"))
+    add_cuda_graph_options(g)
     g.add_argument("--attention", choices=list(cfg.ATTENTION), default=D.attention, action=E,
                    help="attention kernel: eager (the paper's 5 b n_h s^2/TP score tensors) or flash (fused: no s^2 "
                         "tensor, FP32 log-sum-exp per row, 4 b n_h s/(TP CP) bytes per layer); default eager, or "
@@ -249,8 +262,9 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory", choices=("allocated", "reserved", "device"), default=None,
                    help="what is judged against the capacity: allocated (the terms), reserved (PyTorch's caching "
                         "allocator run over the step: derivations/analyses/allocator.py) or device (reserved + NCCL "
-                        "and DeepEP buffers + the CUDA context: derivations/assembly/overheads_device.py); default: "
-                        "the paper's Sec. 6 ranges")
+                        "and DeepEP buffers, inside or across the NVLink domain: derivations/assembly/"
+                        "overheads_device.py); a GPU's capacity is its total less the CUDA context; default: the "
+                        "paper's Sec. 6 ranges")
     p.add_argument("--alloc-conf", default="", metavar="CONF", type=_alloc_conf, action=_Explicit,
                    help=help_all("PYTORCH_CUDA_ALLOC_CONF for --memory (max_split_size_mb, expandable_segments, "
                         "garbage_collection_threshold)"))
@@ -259,10 +273,14 @@ def add_memory_options(p: argparse.ArgumentParser) -> None:
 
 
 def memory_of(args, est) -> dict:
-    """--memory's bytes of one stage under the command's --alloc-conf, --dispatcher, --nccl-buffsize."""
+    """--memory's bytes of one stage under the command's --alloc-conf, --dispatcher, --nccl-buffsize and NVLink domain
+    (--nvlink-domain, else --gpus-per-node, else --gpu's, else 8)."""
     from derivations.analyses.allocator import memory
+    from derivations.config.gpus import gpu
+    domain = (getattr(args, "nvlink_domain", None) or getattr(args, "gpus_per_node", None)
+              or (gpu(args.gpu).nvlink_domain if getattr(args, "gpu", None) else 8))
     return memory(est, getattr(args, "alloc_conf", ""), getattr(args, "dispatcher", None),
-                  getattr(args, "nccl_buffsize", None))
+                  getattr(args, "nccl_buffsize", None), domain)
 
 
 def memory_verdict(kind: str, judged: int, capacity: int, of: str) -> str:

@@ -126,7 +126,8 @@ def _memory(args, est):
            "cuda_graph_pool": m["graph_pool"], "device": m["device"], "alloc_conf": m["alloc_conf"],
            "terms_total": est.bytes["step_total"]}
     if hbm is not None:
-        out.update(capacity=hbm, capacity_of=gpu.name if gpu else "--hbm", fits=m[args.memory] <= hbm)
+        out.update(capacity=hbm, capacity_of=gpu.name if gpu else "--hbm", fits=m[args.memory] <= hbm,
+                   **({"gpu_total": gpu.total} if gpu else {}))
     return out
 
 
@@ -145,6 +146,9 @@ def _memory_lines(args, est, m) -> list:
     lines += [f"  device     {fmt_gib(m['device']):>9} GiB"]
     if "capacity" in m:
         lines.append("  " + common.memory_verdict(m["judged"], m[m["judged"]], m["capacity"], m["capacity_of"]))
+    if "gpu_total" in m:
+        lines.append(f"  (usable: cudaMemGetInfo's total {fmt_gib(m['gpu_total'])} GiB less the CUDA context "
+                     f"{fmt_gib(m['gpu_total'] - m['capacity'])} GiB, derivations/config/gpus.toml)")
     if not m.get("fits", True):  # the Sec. 6 verdict's search, one allocator run per candidate, is not made
         lines.append(f"  no cheapest change judged by the {m['judged']} bytes (one allocator run per change): "
                      f"memsym fit or search --memory {m['judged']} answers it")
@@ -207,7 +211,7 @@ def _verdict(args, model, layout, training):
 def _verdict_lines(v) -> list:
     if v is None:
         return []
-    what = v.gpu.name + f" ({v.gpu.kind} capacity)" if v.gpu else "--hbm"
+    what = v.gpu.name + " (its total less the CUDA context)" if v.gpu else "--hbm"
     f = v.fits
     lines = ["", f"budget: {fmt_int(v.hbm)} bytes ({fmt_gib(v.hbm)} GiB, {what}); judged at the most-loaded stage, "
                  f"stage {v.stage}"]

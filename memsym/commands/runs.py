@@ -20,7 +20,7 @@ def add_parser(sub):
                                    "said in the output) at the stage of the rank measured, and compared by "
                                    "kind: max_allocated with the allocated total (no allocator overheads), "
                                    "reserved with PyTorch's caching allocator run over the step, nvidia_smi with "
-                                   "the device's bytes (reserved + communication buffers + CUDA context), oom and "
+                                   "the device's bytes (reserved + communication buffers) + the CUDA context, oom and "
                                    "fits with the capacity (by --memory).")
     p.add_argument("--data", default=None, metavar="FILE",
                    help="runs file (default: paper/runs.toml; model files are read under paper/)")
@@ -31,7 +31,8 @@ def add_parser(sub):
                         "(e.g. paper, to see how far the paper's assumptions are from each run)")
     p.add_argument("--memory", choices=("allocated", "reserved", "device"), default="device",
                    help="the memory an oom or fits run is judged by against its capacity (default device: reserved + "
-                        "NCCL and DeepEP buffers + the CUDA context; memsym estimate --memory)")
+                        "NCCL and DeepEP buffers, against the GPU's total less the CUDA context; memsym estimate "
+                        "--memory)")
     p.add_argument("--verbose", action="store_true",
                    help="also print, per run, its source, the memsym estimate command it is, and its notes")
     p.add_argument("--plot", default=None, metavar="FILE",

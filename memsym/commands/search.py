@@ -92,6 +92,7 @@ def add_parser(sub):
     g.add_argument("--virtual-layers", type=layer_counts, default=None, action=common._Explicit, metavar="N,N,...",
                    help="Megatron's pipeline layout as the layers of its PP x V virtual stages (`memsym estimate "
                         "--help`; needs --schedule interleaved): layouts of another PP x V are counted invalid")
+    common.add_cuda_graph_options(g, "; with --memory: the rows listed are judged with the graphs")
     common.add_memory_options(p)  # judged for the rows listed only, in rank order (_judged)
     common.add_convention_options(p)
     add_time_options(p, node=False)
@@ -171,15 +172,18 @@ def _judged(args, model, hbm, result, top):
     from derivations.analyses import search as S
     from derivations.assembly.device import estimate
 
-    def judge(i):
-        return common.memory_of(args, estimate(model, *S.configuration(result, S.rows(result, np.array([i]))[0])))
+    def judge(i):  # --cuda-graphs: the graphs' capture and pool, as estimate counts them
+        layout, training, stage = S.configuration(result, S.rows(result, np.array([i]))[0])
+        training = replace(training, cuda_graphs=args.cuda_graphs or (), graph_warmup=args.cuda_graph_warmup_steps)
+        return common.memory_of(args, estimate(model, layout, training, stage))
     passed = result.fitting
     idx, got = S.ranked_judged(result, judge, args.memory, hbm, sort=args.sort,
                                per_layout=not args.all_configurations, top=top)
-    gpu = common.budget_from_args(args)[1]
+    gpu = common.budget_from_args(args, default_gpu=DEFAULT_GPU)[1]  # the capacity judged: --hbm, --gpu or h800's
     result.judged = {"kind": args.memory, "capacity": hbm, "capacity_of": gpu.name if gpu else "--hbm",
                      "terms_fitting": passed, "judged": len(got),
-                     "over_capacity": sum(m[args.memory] > hbm for m in got.values()), "bytes": got}
+                     "over_capacity": sum(m[args.memory] > hbm for m in got.values()), "bytes": got,
+                     **({"cuda_graphs": list(args.cuda_graphs)} if args.cuda_graphs else {})}
     return idx
 
 
@@ -399,8 +403,10 @@ def _judged_line(j, top) -> str:
     from symbolic.exact import fmt_gib, fmt_int
     what = {"allocated": "the caching allocator's allocated peak over the step",
             "reserved": "PyTorch's caching allocator run over the step",
-            "device": "its reserved bytes + NCCL/DeepEP buffers + the CUDA context"}[j["kind"]]
-    return (f"fit: --memory {j['kind']}: {j['kind']} bytes ({what}, as memsym estimate --memory {j['kind']}) <= "
+            "device": "its reserved bytes + NCCL/DeepEP buffers"}[j["kind"]]
+    graphs = f" --cuda-graphs {','.join(j['cuda_graphs'])}" if j.get("cuda_graphs") else ""
+    return (f"fit: --memory {j['kind']}: {j['kind']} bytes ({what}, as memsym estimate --memory {j['kind']}"
+            f"{graphs}) <= "
             f"{j['capacity_of']} {fmt_gib(j['capacity'])} GiB at the most-loaded stage; the "
             f"{fmt_int(j['terms_fitting'])} configurations whose terms fit (allocated >= the terms) judged in rank "
             f"order until {top} fit: {fmt_int(j['judged'])} judged, {fmt_int(j['over_capacity'])} of them fit "

@@ -120,5 +120,5 @@ def inputs() -> Dict:
 
 def gpus() -> List[Dict]:
     """The GPU table of the fit verdict: the ``--gpu`` presets (derivations/config/gpus.toml)."""
-    return [{"id": g.key, "name": g.name, "bytes": g.capacity, "capacity": f"{g.capacity} B ({g.kind})",
+    return [{"id": g.key, "name": g.name, "bytes": g.capacity, "capacity": f"{g.capacity} B (total less context)",
              "source": g.source} for g in gpu_presets().values()]

@@ -73,7 +73,7 @@ def _estimate(args, preset: str, model=None):
     if getattr(args, "framework", "") == "mcore" and model.mtp_layers > 0:
         training = with_switch(training, "mtp_activations", "last-stage")
     if args.act_dtype == "fp32":
-        training = training.with_bytes(B_a=4)
+        training = training.with_bytes(B_a=4, B_w=4)  # the model is built in FP32: its weights' gradients too
     tokens = getattr(args, "expert_tokens", None)  # a step record's routing ([measured.step] expert_tokens)
     if tokens:
         training = replace(training, expert_tokens=tuple((r["layer"], tuple(r["counts"])) for r in tokens))
@@ -85,7 +85,7 @@ def predicted(args, preset: str, model=None) -> dict:
     argv = ["estimate", "--model", args.model, "--dp", "1", "--tp", "1", "--pp", "1", "--ep", "1", "--etp", "1",
             "--mbs", str(args.mbs), "--seq", str(args.seq), "--conventions", preset]
     if args.act_dtype == "fp32":
-        argv += ["--act-dtype", "fp32"]
+        argv += ["--act-dtype", "fp32", "--weight-dtype", "fp32"]
     for switch, value in run_switches(args, preset):
         argv += [CONVENTION_SWITCHES[switch].option, value]
     if args.recompute != "none":

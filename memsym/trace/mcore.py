@@ -106,12 +106,15 @@ def _init_parallel(seed: int):
     model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
 
 
-def routing_fields(spec) -> Dict:
+def routing_fields(raw: Dict, spec) -> Dict:
     """TransformerConfig's router fields for a ModelSpec, as Megatron-Bridge's DeepSeek bridges map a config
-    (model_bridge.py CONFIG_MAPPING; pre-softmax for every DeepSeek model, the expert bias for ``noaux_tc``).
-    ``norm_topk_prob`` has no field: Megatron-Core normalises the sigmoid top-k only."""
+    (model_bridge.py CONFIG_MAPPING; pre-softmax for every DeepSeek model, the expert bias for ``noaux_tc``; the
+    top-k scaling factor ``raw``'s routed_scaling_factor, else its class's default: DeepseekV2Config 1.0,
+    DeepseekV3Config 2.5).  ``norm_topk_prob`` has no field: Megatron-Core normalises the sigmoid top-k only."""
     n_group, topk_group = spec.groups()
+    scaling = raw.get("routed_scaling_factor", 1.0 if spec.model_type == "deepseek_v2" else 2.5)
     return {"moe_router_score_function": spec.scoring_func, "moe_router_pre_softmax": True,
+            "moe_router_topk_scaling_factor": scaling,
             "moe_router_enable_expert_bias": spec.routing_bias,
             "moe_router_num_groups": n_group if topk_group is not None else None,
             "moe_router_group_topk": topk_group}
@@ -138,8 +141,8 @@ def transformer_config(raw: Dict, act_dtype: str, recompute: str, settings: Opti
         moe_ffn_hidden_size=raw["moe_intermediate_size"],
         moe_shared_expert_intermediate_size=raw["moe_intermediate_size"] * (raw.get("n_shared_experts") or 0) or None,
         moe_layer_freq=[int(x == "moe") for x in spec.layer_kinds()],  # as Megatron-LM's --moe-layer-freq builds it
-        moe_router_topk_scaling_factor=raw.get("routed_scaling_factor"),
-        **routing_fields(spec), moe_token_dispatcher_type="alltoall", moe_grouped_gemm=False, moe_permute_fusion=False,
+        **routing_fields(raw, spec), moe_token_dispatcher_type="alltoall", moe_grouped_gemm=False,
+        moe_permute_fusion=False,
         normalization="RMSNorm", layernorm_epsilon=raw.get("rms_norm_eps", 1e-6), gated_linear_unit=True,
         activation_func=torch.nn.functional.silu, add_bias_linear=False,
         hidden_dropout=0.0, attention_dropout=raw.get("attention_dropout", 0.0),

@@ -258,7 +258,7 @@ function render(m, t, est, gpu, lay) {
   const ends = (field, id) => `${span(`v-${id}-low`, est.overheads.low[field])} - ${span(`v-${id}-high`, est.overheads.high[field])} GiB`;
   html += `<p id="verdict" class="${verdict === "fits" ? "ok" : (verdict === "does not fit" ? "bad" : "warn")}">Against one ${esc(gpu.name)} (<span id="v-hbm" data-exact="${gpu.bytes}">${fmtGiB(hbm)}</span> GiB): peak with Sec. 6 overheads ${ends("peak", "peak")}` +
     (stepped ? ` at the end of the forward, ${ends("step_peak", "step-peak")} at the step peak` : "") +
-    ` (${pct(lo, hbm)} - ${pct(hi, hbm)}): <strong id="v-verdict">${verdict}</strong>; allocated (no overheads) ${fmtGiB(b.step_total)} GiB${stepped ? " at the step peak" : ""}.</p>`;
+    ` (${pct(lo, hbm)} - ${pct(hi, hbm)}): <strong id="v-verdict">${verdict}</strong>; allocated (no overheads) ${fmtGiB(b.step_total)} GiB${stepped ? " at the step peak" : ""}. <small>Reserved and device memory (the caching allocator run over the step, NCCL and DeepEP buffers) are judged by <code>memsym estimate --memory reserved|device</code>, not on this page.</small></p>`;
   html += bar(b, hbm, hi, est.ids.step);
   $("results").innerHTML = html;
 }
