@@ -9,6 +9,7 @@ import io
 import json
 import os
 import sys
+from dataclasses import replace
 
 from derivations import config as cfg
 from derivations.config import resolve as R
