@@ -331,3 +331,23 @@ def test_lazy_ranking_by_time_ranks_as_timing_every_row(gpus, hbm, top, per_layo
     assert got[True][0].tolist() == got[False][0].tolist() and len(got[True][0])
     for k, x in got[False][1].items():
         assert np.array_equal(x, got[True][1][k]), k
+
+
+def test_search_under_deepseeks_recipe_rows_are_estimate_of_the_recipe(capsys):
+    """Under --recipe deepseek-v3 the search tries the recipe's own recomputation (custom:norm,mla_up,mask,swiglu:
+    it charged DeepSeek's layout a full recomputation before), with its FP8 activations and bytes per element: each
+    row's peak (the high end, at the step) and step time are `memsym estimate --recipe deepseek-v3 --time` at the
+    row's layout, an independent evaluation of one configuration."""
+    from memsym import cli
+    assert cli.main(["search", "--model", "deepseek-v3", "--gpus", "2048", "--gpu", "h800", "--global-batch", "15360",
+                     "--recipe", "deepseek-v3", "--top", "4", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert len(rows) == 4
+    for r in rows:
+        assert r["recompute"] == "custom:norm,mla_up,mask,swiglu"
+        argv = [f"--{k}={r[k]}" for k in ("dp", "tp", "pp", "ep", "etp", "cp", "microbatches")]
+        assert cli.main(["estimate", "--model", "deepseek-v3", "--gpu", "h800", "--recipe", "deepseek-v3", *argv,
+                         "--time", "--json"]) == 0
+        est = json.loads(capsys.readouterr().out)
+        assert r["peak"] == round(est["overheads"]["high"]["step_peak"]), r
+        assert r["step_time"] == round(est["time"]["parts"]["step"], 6), r

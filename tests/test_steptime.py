@@ -45,11 +45,13 @@ def _moe_layer_matrix_params():
 def test_compute_is_six_flops_per_parameter_and_token_at_the_peak():
     """Forward 2, backward 4 FLOPs per parameter a token passes through (plus the attention's scores, and
     eager attention's matrices through HBM) at 989.4 TFLOP/s, one micro-batch of 4096 tokens; EP 64: 4 experts
-    of 128 x 8 tokens each on the device, compute-bound."""
+    of 128 x 8 tokens each on the device, compute-bound.  A flash kernel's backward recomputes Q K^T besides
+    (FlashAttention-2, arXiv:2307.08691, Algorithm 2: five products of s x s against the forward's two)."""
     got = _one(_row(ep=64), overlap="none", attention="flash")
     tokens = 4096
     scores = 2 * tokens * 0.5 * 4096 * 128 * (128 + 64 + 128)  # a causal flash kernel: half of s x s
-    want = 3 * (2 * tokens * _moe_layer_matrix_params() + scores) / 989.4e12
+    rescore = 2 * tokens * 0.5 * 4096 * 128 * (128 + 64)  # S = Q K^T again in the backward
+    want = (3 * (2 * tokens * _moe_layer_matrix_params() + scores) + rescore) / 989.4e12
     assert got["compute"] - got["memory"] == pytest.approx(want, rel=1e-12)
     eager = _one(_row(ep=64), overlap="none", attention="eager")
     matrix = 128 * 4096 ** 2 * 2  # heads x s x s x BF16
@@ -73,11 +75,13 @@ def test_the_memory_bound_operations_of_a_moe_layer_at_the_hbm_bandwidth():
 
 def test_a_few_tokens_per_gpu_are_bound_by_reading_the_weights():
     """The roofline: with 4 tokens a layer's weights take longer to read (3.35 TB/s) than to multiply (and
-    with every expert of the layer on one device, 4096 tokens too: 128 per expert)."""
+    with every expert of the layer on one device, 4096 tokens too: 128 per expert); the flash backward's
+    recomputed scores (4 x 4 causal, 128 heads of 192) read no weight."""
     got = _one(_row(seq=4), overlap="none", attention="flash")
     weights = 2 * (1536 + 512 + 2 * 7168 + 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256
                    + 128 * 128 * 7168 + 256 * 7168 + 257 * 3 * 7168 * 2048)  # norms + MLA + router + experts, BF16
-    assert got["compute"] - got["memory"] == pytest.approx(3 * weights / 3.35e12, rel=1e-12)
+    rescore = 2 * 4 * 0.5 * 4 * 128 * 192 / 989.4e12
+    assert got["compute"] - got["memory"] == pytest.approx(3 * weights / 3.35e12 + rescore, rel=1e-12)
 
 
 def test_the_1f1b_bubble_is_pp_minus_one_microbatch_periods():
@@ -339,13 +343,16 @@ def test_the_time_says_what_the_conventions_set_and_that_the_layout_does_not_fit
 def test_mtp_modules_add_their_layer_projection_and_head_on_the_head_stage():
     """--mtp-activations last-stage: DeepSeek-V3's one MTP module (report Sec. 2.2) runs eh_proj (2h x h), one MLA +
     MoE layer and the shared head (h x v) again on the stage holding the head, forward 2 and backward 4 FLOPs per
-    parameter and token; the memory-bound operations of its layer, its norms and cross-entropy too."""
+    parameter and token (its scores' Q K^T once more in the flash backward); the memory-bound operations of its
+    layer, its norms and cross-entropy too."""
     on = cfg.Training(conventions=dataclasses.replace(cfg.Training().conventions, mtp_activations="last-stage"))
     rows = _row(ep=64, e_H=1)
     base = {k: float(v[0]) for k, v in E.parts(V3, cfg.Training(), rows, gpu="h800", attention="flash").items()}
     mtp = {k: float(v[0]) for k, v in E.parts(V3, on, rows, gpu="h800", attention="flash").items()}
     scores = 2 * 4096 * 0.5 * 4096 * 128 * (128 + 64 + 128)
-    extra = 3 * (2 * 4096 * (2 * 7168 ** 2 + _moe_layer_matrix_params() + 7168 * 129280) + scores) / 989.4e12
+    rescore = 2 * 4096 * 0.5 * 4096 * 128 * (128 + 64)
+    extra = (3 * (2 * 4096 * (2 * 7168 ** 2 + _moe_layer_matrix_params() + 7168 * 129280) + scores) + rescore) \
+        / 989.4e12
     assert (mtp["compute"] - mtp["memory"]) - (base["compute"] - base["memory"]) == pytest.approx(extra, rel=1e-9)
     assert mtp["memory"] > base["memory"]
     headless = _row(ep=64, e_H=0)
@@ -357,7 +364,9 @@ def test_dsa_attends_to_its_top_k_and_runs_the_lightning_indexer():
     """DeepSeek-V3.2's sparse attention (tests/data/dsa: n_h 4 of 32 + 16 + 32, an indexer of n_I = 2 heads of
     d_I = 32 keeping k_I = 16): each query's scores and values over the causal mean of its 16 chosen keys (16 (1 -
     16 / 2s)) instead of half the s keys, the indexer scoring half the s keys with 2 x 32 per key, and its
-    projections (wq_b 96 x 64, wk 256 x 32, k_norm 2 x 32, weights_proj 256 x 2), forward 2 and backward 4 FLOPs."""
+    projections (wq_b 96 x 64, wk 256 x 32, k_norm 2 x 32, weights_proj 256 x 2), forward 2 and backward 4 FLOPs;
+    the flash backward recomputes the scores' share (32 + 16 of 80) of the scores and of the indexer's (counted as
+    keys of the attention: derivations/steptime/evaluate.py _dsa_attention)."""
     dsa = cfg.load_model(str(Path(__file__).resolve().parent / "data" / "dsa" / "config.json"))
     rows = _row(seq=4096, L_I=1)
     t = {k: float(v[0]) for k, v in E.parts(dsa, cfg.Training(), rows, gpu="h800", attention="flash").items()}
@@ -366,13 +375,25 @@ def test_dsa_attends_to_its_top_k_and_runs_the_lightning_indexer():
     indexer = 2 * tokens * 2 * 32 * s / 2 + 2 * tokens * (96 * 64 + 256 * 32 + 2 * 32 + 256 * 2)
     mla = 256 * 96 + 96 * 4 * 48 + 256 * (64 + 16) + 64 * 4 * 64 + 4 * 32 * 256
     layer = mla + 8 * 256 + 3 * 3 * 256 * 128  # the router and 2 routed + 1 shared expert of 3 h h_E
-    want = 3 * (2 * tokens * layer + sparse + indexer) / 989.4e12
+    rescore = (sparse + 2 * tokens * 2 * 32 * s / 2) * (32 + 16) / (32 + 16 + 32)
+    want = (3 * (2 * tokens * layer + sparse + indexer) + rescore) / 989.4e12
     assert t["compute"] - t["memory"] == pytest.approx(want, rel=1e-9)
+
+
+def test_the_cp_ring_hides_behind_the_attention_forward_and_its_flash_backward():
+    """CP 2 inside a node (NVLink 160 GB/s): each layer's ring sends one key/value block of s / 2 tokens x 128 heads
+    x (128 + 64 + 128) in BF16, once forward and twice backward, behind the core attention of the device's 2,048
+    queries: its forward, the backward's two products of it and the recomputed Q K^T (989.4 TFLOP/s)."""
+    t = _one(_row(cp=2), overlap="megatron", attention="flash")
+    ring = 3 * 2048 * 128 * 320 * 2 / 160e9
+    attention = 2 * 2048 * 0.5 * 4096 * 128 * (3 * 320 + 192) / 989.4e12
+    assert t["CP"] == pytest.approx(ring - attention, rel=1e-9)
 
 
 def test_megatron_overlap_switches_hide_what_they_name():
     """--overlap megatron:SWITCH,...: the EP all-to-all behind the micro-batch's compute (1F1B A2A overlap), without
-    its weight gradients unless they are delayed (t_W, a third of the matrix products' time: no recomputation here);
+    its weight gradients unless they are delayed (t_W, a third of the matrix products' time besides the flash
+    backward's recomputed scores, less the core attention's forward, which has no weights: no recomputation here);
     the gradients' reduce only with grad-reduce (the default 'megatron' has it, 'megatron:' none)."""
     rows = _row(ep=64, dp=64, microbatches=4)
     none = _one(rows, overlap="none", attention="flash", schedule="1f1b")
@@ -381,7 +402,8 @@ def test_megatron_overlap_switches_hide_what_they_name():
     delayed = _one(rows, overlap="megatron:ep,wgrad", attention="flash", schedule="1f1b")
     assert delayed["EP"] / 4 == pytest.approx(max(0.0, ep - compute), rel=1e-9, abs=1e-15)
     plain = _one(rows, overlap="megatron:ep", attention="flash", schedule="1f1b")
-    t_w = (none["compute"] - none["memory"]) / 4 / 3
+    scores = 2 * 4096 * 0.5 * 4096 * 128 / 989.4e12  # per unit of head width: Q K^T (d_h + d_h^R), P V (d_v)
+    t_w = ((none["compute"] - none["memory"]) / 4 - scores * 192) / 3 - scores * (192 + 128)
     assert plain["EP"] / 4 == pytest.approx(max(0.0, ep - (compute - t_w)), rel=1e-9, abs=1e-15)
     dp = [_one(rows, overlap=o, schedule="1f1b")["DP"] for o in ("megatron:", "megatron")]
     assert dp[0] > dp[1]

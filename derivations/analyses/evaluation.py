@@ -21,8 +21,8 @@ from derivations.assembly.overheads import named_values, peak
 @dataclass
 class SearchResult:
     """Every evaluated configuration (columns: the layout, edp, mbs, seq, zero, recompute (index into
-    ``policies``), stage (the most-loaded), the four components, total, peak, headroom (bytes, float64), fits)
-    and the counts the command prints."""
+    ``policies``, each as typed: ``custom:norm,mla_up``), stage (the most-loaded), the four components, total,
+    peak, headroom (bytes, float64), fits) and the counts the command prints."""
 
     gpus: int
     hbm: int
@@ -71,7 +71,8 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int,
     if "microbatches" in out:  # the pipeline bubble fraction (PP - 1) / (m + PP - 1) of each configuration
         m = np.where(out["microbatches"] > 0, out["microbatches"], 10 ** 9).astype(np.float64)
         out["bubble"] = (out["pp"] - 1) / (m + out["pp"] - 1)
-    return SearchResult(gpus, hbm, enum, tuple(dict.fromkeys(r for _, r in accepted)), over, out,
+    labels = tuple(dict.fromkeys(replace(training, recompute=r).recompute_label for _, r in accepted))
+    return SearchResult(gpus, hbm, enum, labels, over, out,
                         schedule=training.schedule, global_batch=global_batch, invalid=invalid,
                         layout_groups=groups, training=training)
 
@@ -90,9 +91,10 @@ def pipeline(schedule=None, microbatches=None, vpp=None, global_batch=None, atte
     return t
 
 
-def _policies(recompute) -> Tuple[str, ...]:
-    """The recomputation policies of ``recompute`` (a comma-separated text; None: every named policy)."""
-    known = kernels.policies()
+def _policies(recompute, ops: Tuple[str, ...] = ()) -> Tuple[str, ...]:
+    """The recomputation policies of ``recompute`` (a comma-separated text; None: every named policy); custom
+    only with its operators ``ops`` (a recipe's)."""
+    known = kernels.policies() + (("custom",) if ops else ())
     if recompute is None:
         return known
     policies = tuple(dict.fromkeys(x.strip() for x in recompute.split(",") if x.strip()))
@@ -110,10 +112,12 @@ def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2,
     """Every configuration of ``gpus`` GPUs (layouts x ZeRO stages ``zeros`` x policies ``recompute``, a
     comma-separated text or None for every named one, x ``mbs`` x ``seqs``) against ``hbm`` bytes at one end of the
     Sec. 6 ranges, TP and ETP inside a node of ``gpus_per_node``.  ``options``: a Training whose conventions,
-    offloading, linear recipe, quantized gather and virtual layers the configurations run under (exact.py)."""
+    offloading, linear recipe, quantized gather, virtual layers, FP8 activations, bytes per element and custom
+    recomputation operators (tried as the policy custom) the configurations run under (exact.py)."""
     if model.family != ev.FAMILY:
         raise families.unsupported(model, "memsym search (checked for the DeepSeek family only)")
-    policies = _policies(recompute)
+    ops = options.recompute_ops if options is not None else ()
+    policies = _policies(recompute, ops)
     bad = [z for z in zeros if z not in cfg.ZERO_NAMES]
     if bad:
         raise cfg.ConfigError("zero", f"--zero must list ZeRO stages among 0,1,2,3, got {bad}")
@@ -121,7 +125,8 @@ def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2,
     if options is not None:
         training = replace(training, conventions=options.conventions, offload=options.offload,
                            linear_recipe=options.linear_recipe, quantized_params=options.quantized_params,
-                           virtual_layers=options.virtual_layers)
+                           virtual_layers=options.virtual_layers, fp8=options.fp8, bytes=options.bytes,
+                           recompute="custom" if ops else training.recompute, recompute_ops=ops)
         cfg.validate_training(training)
     if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int)
                                       or not 1 <= gpus_per_node <= 1024):

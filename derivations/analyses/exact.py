@@ -33,13 +33,20 @@ from derivations.config.values import named
 COMPONENTS = ("weights", "gradients", "optimizer", "activations")
 
 
+def with_policy(training: cfg.Training, zero: int, recompute: str, **kw) -> cfg.Training:
+    """``training`` at a (ZeRO stage, policy) choice: the custom policy keeps ``training``'s operators (a recipe's),
+    the named ones none."""
+    return replace(training, zero=zero, recompute=recompute, **kw,
+                   recompute_ops=training.recompute_ops if recompute == "custom" else ())
+
+
 def choices(training: cfg.Training, pairs: Sequence[Tuple[int, str]]) -> List[Tuple[int, str]]:
     """The (ZeRO stage, policy) pairs ``training``'s options accept (config.validate_training); the first refusal
     is raised when they accept none."""
     out, first = [], None
     for z, r in pairs:
         try:
-            cfg.validate_training(replace(training, zero=z, recompute=r, recompute_ops=()))
+            cfg.validate_training(with_policy(training, z, r))
         except cfg.ConfigError as e:
             first = first or e
             continue
@@ -108,7 +115,7 @@ def _refusal(model, training: cfg.Training, present, pp: int, m: Optional[int],
     """The first refusal of a (layout, s, b) at m (device._estimate_at's checks in order, at each accepted (ZeRO
     stage, policy)), or None."""
     for z, _, r in present:
-        t = replace(training, zero=z, recompute=r, recompute_ops=(), schedule=schedule, microbatches=m)
+        t = with_policy(training, z, r, schedule=schedule, microbatches=m)
         try:
             check_mtp(model, t.conventions)
             cfg.validate_training(t)
@@ -213,7 +220,7 @@ def _at(model, training, present, live, layouts, slots, devices, m_of, s: int, b
     mask = None if every else np.repeat(np.isin(np.arange(len(devices["sizes"])), live), devices["sizes"])
     own, held, index, resident = (devices[k] if every else devices[k][mask] for k in ("own", "held", "index",
                                                                                       "resident"))
-    base = replace(training, mbs=b, seq=s, recompute_ops=())
+    base = replace(training, mbs=b, seq=s)
     # each layout's substitution at its first device (named, derived): what differs between layouts is its degrees,
     # m and what is derived from them
     common = named(model, layouts[0], base, slots[0].every[int(slots[0].index[0])])
@@ -255,7 +262,7 @@ def _at(model, training, present, live, layouts, slots, devices, m_of, s: int, b
     by_zero: Dict = {}
     out = []
     for z, _, r in present:
-        tr = replace(base, zero=z, recompute=r, schedule=schedule)
+        tr = with_policy(base, z, r, schedule=schedule)
         values = dict(stage_values, z=z)
         if z not in by_zero:  # the model states read the ZeRO stage alone (sides.WeightSide.component_ids)
             ids = device_component_ids(model, tr, schedule_ok=True)

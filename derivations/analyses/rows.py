@@ -56,6 +56,7 @@ def configuration(result: SearchResult, row: Dict) -> Tuple[cfg.Layout, cfg.Trai
     """(layout, training, stage) of a row: what ``memsym estimate`` evaluates for it (the search's training with the
     row's ZeRO stage, policy, b, s and, under a global batch, its m; SP = TP; the row's most-loaded stage)."""
     layout = cfg.Layout(**{k: row[k] for k in ("dp", "tp", "pp", "ep", "etp", "cp")})
-    training = replace(result.training, zero=row["zero"], recompute=row["recompute"], mbs=row["mbs"], seq=row["seq"],
-                       microbatches=row.get("microbatches") or result.training.microbatches)
+    recompute, ops = cfg.parse_recompute(row["recompute"])
+    training = replace(result.training, zero=row["zero"], recompute=recompute, recompute_ops=ops, mbs=row["mbs"],
+                       seq=row["seq"], microbatches=row.get("microbatches") or result.training.microbatches)
     return layout, training, row["stage"]

@@ -56,7 +56,8 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
         idx = np.asarray(idx, dtype=np.int64)
         rows = {k: c[k][idx].astype(np.int64) for k in _LAYOUT}
         # the policies' names as a string array (not objects): the step's inputs compare them per row in C
-        rows["recompute"] = np.asarray(result.policies)[c["recompute"][idx].astype(np.int64)] \
+        rows["recompute"] = np.asarray([p.partition(":")[0] for p in result.policies])[
+            c["recompute"][idx].astype(np.int64)] \
             if len(idx) else np.zeros(0, dtype=object)
         rows["microbatches"] = c["microbatches"][idx].astype(np.int64) if "microbatches" in c \
             else np.ones(len(idx), dtype=np.int64)

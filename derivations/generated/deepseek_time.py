@@ -12,74 +12,79 @@ VARIANTS = ('none', 'megatron', 'megatron_dualpipe', 'ideal')
 
 
 def _step_none(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
-    x0 = 1/W_M
-    x1 = P_m + P_n
-    x2 = B_w*x0*x1
-    x3 = 1/eta
-    x4 = D_M*e_H
-    x5 = L_d + L_m
-    x6 = x4 + x5
-    x7 = d_h + d_hr + d_v
-    x8 = 2*n_h
-    x9 = 1/CP
-    x10 = 1/TP
-    x11 = b*x10*x9
-    x12 = s**2*x11
-    x13 = c_A*x12*x3*x6*x7*x8/Phi_A
-    x14 = s*x11
-    x15 = 2*x14
-    x16 = F*(N_r + N_s)
-    x17 = x15*(L_d*P_F + L_m*(P_E*x16 + P_R) + P_A*x5)
-    x18 = x3/Phi
-    x19 = reduce(maximum, [x2, x13 + x18*(e_H*x15*(D_M*P_M + P_H) + x17)])
-    x20 = x0*x14
-    x21 = Q_C*x20
-    x22 = B_a*x6
-    x23 = n_h*u_E*x0*x12*x22
-    x24 = L_m + x4
-    x25 = N*x24
-    x26 = B_a*L_d
-    x27 = h_F*x26
-    x28 = 5*h
-    x29 = B_a*x28
-    x30 = e_H*(D_M + 1)
-    x31 = B_a*h
-    x32 = 2*x31
-    x33 = 2*TP
-    x34 = x22*(d_c + d_cq)
-    x35 = B_a*v*x30
-    x36 = B_a*h_E*x16*x24
-    x37 = x24*x31
-    x38 = d_hr*x22*(x33 + x8) + x37*(3*F*N_r + 1)
-    x39 = x20*(x24*x29 + 8*x25 + x26*x28 + 3*x27 + x29*x6 + x30*x32 + x33*x34 + 8*x35 + 3*x36 + x38)
-    x40 = 6*h
-    x41 = x20*(3*TP*x34 + x22*x40 + 12*x25 + x26*x40 + 5*x27 + 3*x30*x31 + 2*x35 + 5*x36 + 6*x37 + x38)
-    x42 = 3*x21 + 11*x23 + x39 + x41
-    x43 = 3*x19 + x42
-    x44 = 4*x23
-    x45 = P_U*x15*x18 + rho_full*(x21 + x39 + x44 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*(x13 + x44)
-    x46 = rho_full + 2
-    x47 = x14*x46
-    x48 = x31*x47*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
-    x49 = 2*n_mb
-    x50 = B_EP*F*L_m*h*tau_EP
-    x51 = B_a*n_h*x14*x5*x7*(CP - 1)*(rho_full + 3)/beta_CP
-    x52 = x14*reduce(minimum, [1, PP - 1])/beta_PP
-    x53 = equal(z, 0)
-    x54 = less(z, 3)
-    x55 = select([x53,x54,True], [0,B_w,B_w*x49], default=nan)
-    x56 = CP*DP
-    x57 = x9/DP
-    x58 = P_n*x57
-    x59 = x58*(x56 - 1)/beta_DP
-    x60 = select([x53,x54,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x61 = EP*ETP*P_m*x10*x57
-    x62 = x61*(-1 + TP*x56/(EP*ETP))/beta_EDP
-    x63 = x55*x59 + x55*x62 + x59*x60 + x60*x62
-    x64 = x15*x46*x50 + x32*x52 + x43 + x45 + x48 + x51
-    x65 = chi_B*(Q_C*x0*x15 + 2*x19 + 7*x23 + x41) - chi_W*x19 + chi_mb*x64
-    x66 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x53,True], [x1,x58 + x61], default=nan)
-    return (n_mb*x43, n_mb*x42, n_mb*x45, n_mb*x48, x47*x49*x50, n_mb*x51, x31*x49*x52, x63, x65, x66, x64, n_mb*x64 + x63 + x65 + x66)
+    x0 = d_h + d_hr
+    x1 = D_M*e_H
+    x2 = L_d + L_m
+    x3 = x1 + x2
+    x4 = 2*n_h
+    x5 = 1/CP
+    x6 = 1/TP
+    x7 = b*x5*x6
+    x8 = s**2*x7
+    x9 = c_A*x3*x4*x8
+    x10 = 1/eta
+    x11 = x10/Phi_A
+    x12 = x11*select([equal(u_E, 0),True], [x0*x9,0], default=nan)
+    x13 = 1/W_M
+    x14 = P_m + P_n
+    x15 = B_w*x13*x14
+    x16 = d_v + x0
+    x17 = x11*x16*x9
+    x18 = s*x7
+    x19 = 2*x18
+    x20 = F*(N_r + N_s)
+    x21 = x19*(L_d*P_F + L_m*(P_E*x20 + P_R) + P_A*x2)
+    x22 = x10/Phi
+    x23 = x22*(e_H*x19*(D_M*P_M + P_H) + x21)
+    x24 = reduce(maximum, [x15, x17 + x23])
+    x25 = x13*x18
+    x26 = Q_C*x25
+    x27 = B_a*x3
+    x28 = n_h*u_E*x13*x27*x8
+    x29 = L_m + x1
+    x30 = N*x29
+    x31 = B_a*L_d
+    x32 = h_F*x31
+    x33 = 5*h
+    x34 = B_a*x33
+    x35 = e_H*(D_M + 1)
+    x36 = B_a*h
+    x37 = 2*x36
+    x38 = 2*TP
+    x39 = x27*(d_c + d_cq)
+    x40 = B_a*v*x35
+    x41 = B_a*h_E*x20*x29
+    x42 = x29*x36
+    x43 = d_hr*x27*(x38 + x4) + x42*(3*F*N_r + 1)
+    x44 = x25*(x29*x34 + x3*x34 + 8*x30 + x31*x33 + 3*x32 + x35*x37 + x38*x39 + 8*x40 + 3*x41 + x43)
+    x45 = 6*h
+    x46 = x25*(3*TP*x39 + x27*x45 + 12*x30 + x31*x45 + 5*x32 + 3*x35*x36 + 2*x40 + 5*x41 + 6*x42 + x43)
+    x47 = 3*x26 + 11*x28 + x44 + x46
+    x48 = x12 + 3*x24 + x47
+    x49 = 4*x28
+    x50 = P_U*x19*x22 + rho_full*(x26 + x44 + x49 + reduce(maximum, [x15, x17 + x21*x22])) + rho_sel*(x17 + x49)
+    x51 = rho_full + 2
+    x52 = x18*x51
+    x53 = x36*x52*(4*L_d + 4*L_m)*(TP - 1)/beta_TP
+    x54 = 2*n_mb
+    x55 = B_EP*F*L_m*h*tau_EP
+    x56 = B_a*n_h*x16*x18*x2*(CP - 1)*(rho_full + 3)/beta_CP
+    x57 = x18*reduce(minimum, [1, PP - 1])/beta_PP
+    x58 = equal(z, 0)
+    x59 = less(z, 3)
+    x60 = select([x58,x59,True], [0,B_w,B_w*x54], default=nan)
+    x61 = CP*DP
+    x62 = x5/DP
+    x63 = P_n*x62
+    x64 = x63*(x61 - 1)/beta_DP
+    x65 = select([x58,x59,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x66 = EP*ETP*P_m*x6*x62
+    x67 = x66*(-1 + TP*x61/(EP*ETP))/beta_EDP
+    x68 = x60*x64 + x60*x67 + x64*x65 + x65*x67
+    x69 = x19*x51*x55 + x37*x57 + x48 + x50 + x53 + x56
+    x70 = chi_B*(Q_C*x13*x19 + x12 + 2*x24 + 7*x28 + x46) - chi_W*reduce(maximum, [x15, x23]) + chi_mb*x69
+    x71 = x13*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x58,True], [x14,x63 + x66], default=nan)
+    return (n_mb*x48, n_mb*x47, n_mb*x50, n_mb*x53, x52*x54*x55, n_mb*x56, x36*x54*x57, x68, x70, x71, x69, n_mb*x69 + x68 + x70 + x71)
 
 
 def step_none(v):
@@ -87,87 +92,93 @@ def step_none(v):
 
 
 def _step_megatron(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
-    x0 = 1/W_M
-    x1 = P_m + P_n
-    x2 = B_w*x0*x1
-    x3 = 1/eta
-    x4 = D_M*e_H
-    x5 = L_d + L_m
-    x6 = x4 + x5
-    x7 = d_h + d_hr + d_v
-    x8 = 2*n_h
-    x9 = 1/CP
-    x10 = 1/TP
-    x11 = b*x10*x9
-    x12 = s**2*x11
-    x13 = c_A*x12*x3*x6*x7*x8/Phi_A
-    x14 = s*x11
-    x15 = 2*x14
-    x16 = F*(N_r + N_s)
-    x17 = x15*(L_d*P_F + L_m*(P_E*x16 + P_R) + P_A*x5)
-    x18 = x3/Phi
-    x19 = reduce(maximum, [x2, x13 + x18*(e_H*x15*(D_M*P_M + P_H) + x17)])
-    x20 = x0*x14
-    x21 = Q_C*x20
-    x22 = B_a*x6
-    x23 = n_h*u_E*x0*x12*x22
-    x24 = L_m + x4
-    x25 = N*x24
-    x26 = B_a*L_d
-    x27 = h_F*x26
-    x28 = 5*h
-    x29 = B_a*x28
-    x30 = e_H*(D_M + 1)
-    x31 = B_a*h
-    x32 = 2*x31
-    x33 = 2*TP
-    x34 = x22*(d_c + d_cq)
-    x35 = B_a*v*x30
-    x36 = B_a*h_E*x16*x24
-    x37 = x24*x31
-    x38 = d_hr*x22*(x33 + x8) + x37*(3*F*N_r + 1)
-    x39 = x20*(x24*x29 + 8*x25 + x26*x28 + 3*x27 + x29*x6 + x30*x32 + x33*x34 + 8*x35 + 3*x36 + x38)
-    x40 = 6*h
-    x41 = x20*(3*TP*x34 + x22*x40 + 12*x25 + x26*x40 + 5*x27 + 3*x30*x31 + 2*x35 + 5*x36 + 6*x37 + x38)
-    x42 = 3*x21 + 11*x23 + x39 + x41
-    x43 = 3*x19 + x42
-    x44 = 4*x23
-    x45 = x13 + x44
-    x46 = x21 + x39 + x44
-    x47 = P_U*x15*x18 + rho_full*(x46 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*x45
-    x48 = 1/beta_TP
-    x49 = TP - 1
-    x50 = rho_full + 2
-    x51 = 4*L_d + 4*L_m
-    x52 = x43 + x47
-    x53 = -x19*(1 - o_DW) + x52
-    x54 = -B_a*b*h*o_TP*s*x10*x48*x49*x50*x51*x9 + x53
-    x55 = reduce(maximum, [0, -x54])
-    x56 = x14*x31*x48*x49*x50*x51*(1 - o_TP) - reduce(maximum, [0, -x53])
-    x57 = B_EP*F*L_m*h*tau_EP*x15*x50*(1 - o_EP) + reduce(maximum, [0, 2*B_EP*F*L_m*b*h*o_EP*s*tau_EP*x10*x50*x9 - x54])
-    x58 = rho_full + 3
-    x59 = reduce(maximum, [0, B_a*n_h*x14*x5*x58*x7*(CP - 1)/beta_CP - x45*x58])
-    x60 = 2*n_mb
-    x61 = x14*reduce(minimum, [1, PP - 1])/beta_PP
-    x62 = equal(z, 0)
-    x63 = less(z, 3)
-    x64 = select([x62,x63,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x65 = CP*DP
-    x66 = x9/DP
-    x67 = P_n*x66
-    x68 = x67*(x65 - 1)/beta_DP
-    x69 = EP*ETP*P_m*x10*x66
-    x70 = x69*(-1 + TP*x65/(EP*ETP))/beta_EDP
-    x71 = x64*x68 + x64*x70
-    x72 = select([x62,x63,True], [0,B_w,B_w*x60], default=nan)
-    x73 = x68*x72 + x70*x72
-    x74 = x71 + x73
-    x75 = Q_C*x0*x15 + 2*x19 + 7*x23 + x41
-    x76 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x43 + x74/n_mb]),-o_GR*reduce(minimum, [x71, x75]) - o_PG*reduce(minimum, [x73, x19 + x46]) + x74], default=nan)
-    x77 = x32*x61 + x52 + x56 + x57 + x59
-    x78 = chi_B*x75 - chi_W*x19 + chi_mb*x77
-    x79 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x62,True], [x1,x67 + x69], default=nan)
-    return (n_mb*x43, n_mb*x42, n_mb*x47, n_mb*(x55 + x56), n_mb*(-x55 + x57), n_mb*x59, x31*x60*x61, x76, x78, x79, x77, n_mb*x77 + x76 + x78 + x79)
+    x0 = d_h + d_hr
+    x1 = D_M*e_H
+    x2 = L_d + L_m
+    x3 = x1 + x2
+    x4 = 2*n_h
+    x5 = 1/CP
+    x6 = 1/TP
+    x7 = b*x5*x6
+    x8 = s**2*x7
+    x9 = c_A*x3*x4*x8
+    x10 = 1/eta
+    x11 = x10/Phi_A
+    x12 = x11*select([equal(u_E, 0),True], [x0*x9,0], default=nan)
+    x13 = 1/W_M
+    x14 = P_m + P_n
+    x15 = B_w*x13*x14
+    x16 = d_v + x0
+    x17 = x11*x16*x9
+    x18 = s*x7
+    x19 = 2*x18
+    x20 = F*(N_r + N_s)
+    x21 = x19*(L_d*P_F + L_m*(P_E*x20 + P_R) + P_A*x2)
+    x22 = x10/Phi
+    x23 = x22*(e_H*x19*(D_M*P_M + P_H) + x21)
+    x24 = reduce(maximum, [x15, x17 + x23])
+    x25 = x13*x18
+    x26 = Q_C*x25
+    x27 = B_a*x3
+    x28 = n_h*u_E*x13*x27*x8
+    x29 = L_m + x1
+    x30 = N*x29
+    x31 = B_a*L_d
+    x32 = h_F*x31
+    x33 = 5*h
+    x34 = B_a*x33
+    x35 = e_H*(D_M + 1)
+    x36 = B_a*h
+    x37 = 2*x36
+    x38 = 2*TP
+    x39 = x27*(d_c + d_cq)
+    x40 = B_a*v*x35
+    x41 = B_a*h_E*x20*x29
+    x42 = x29*x36
+    x43 = d_hr*x27*(x38 + x4) + x42*(3*F*N_r + 1)
+    x44 = x25*(x29*x34 + x3*x34 + 8*x30 + x31*x33 + 3*x32 + x35*x37 + x38*x39 + 8*x40 + 3*x41 + x43)
+    x45 = 6*h
+    x46 = x25*(3*TP*x39 + x27*x45 + 12*x30 + x31*x45 + 5*x32 + 3*x35*x36 + 2*x40 + 5*x41 + 6*x42 + x43)
+    x47 = 3*x26 + 11*x28 + x44 + x46
+    x48 = x12 + 3*x24 + x47
+    x49 = 4*x28
+    x50 = x17 + x49
+    x51 = x26 + x44 + x49
+    x52 = P_U*x19*x22 + rho_full*(x51 + reduce(maximum, [x15, x17 + x21*x22])) + rho_sel*x50
+    x53 = 1/beta_TP
+    x54 = TP - 1
+    x55 = rho_full + 2
+    x56 = 4*L_d + 4*L_m
+    x57 = reduce(maximum, [x15, x23])
+    x58 = x48 + x52
+    x59 = -x57*(1 - o_DW) + x58
+    x60 = -B_a*b*h*o_TP*s*x5*x53*x54*x55*x56*x6 + x59
+    x61 = reduce(maximum, [0, -x60])
+    x62 = x18*x36*x53*x54*x55*x56*(1 - o_TP) - reduce(maximum, [0, -x59])
+    x63 = B_EP*F*L_m*h*tau_EP*x19*x55*(1 - o_EP) + reduce(maximum, [0, 2*B_EP*F*L_m*b*h*o_EP*s*tau_EP*x5*x55*x6 - x60])
+    x64 = rho_full + 3
+    x65 = reduce(maximum, [0, B_a*b*n_h*s*x16*x2*x5*x6*x64*(CP - 1)/beta_CP - x12 - x50*x64])
+    x66 = 2*n_mb
+    x67 = x18*reduce(minimum, [1, PP - 1])/beta_PP
+    x68 = equal(z, 0)
+    x69 = less(z, 3)
+    x70 = select([x68,x69,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x71 = CP*DP
+    x72 = x5/DP
+    x73 = P_n*x72
+    x74 = x73*(x71 - 1)/beta_DP
+    x75 = EP*ETP*P_m*x6*x72
+    x76 = x75*(-1 + TP*x71/(EP*ETP))/beta_EDP
+    x77 = x70*x74 + x70*x76
+    x78 = select([x68,x69,True], [0,B_w,B_w*x66], default=nan)
+    x79 = x74*x78 + x76*x78
+    x80 = x77 + x79
+    x81 = Q_C*x13*x19 + x12 + 2*x24 + 7*x28 + x46
+    x82 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x48 + x80/n_mb]),-o_GR*reduce(minimum, [x77, x81]) - o_PG*reduce(minimum, [x79, x24 + x51]) + x80], default=nan)
+    x83 = x37*x67 + x58 + x62 + x63 + x65
+    x84 = chi_B*x81 - chi_W*x57 + chi_mb*x83
+    x85 = x13*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x68,True], [x14,x73 + x75], default=nan)
+    return (n_mb*x48, n_mb*x47, n_mb*x52, n_mb*(x61 + x62), n_mb*(-x61 + x63), n_mb*x65, x36*x66*x67, x82, x84, x85, x83, n_mb*x83 + x82 + x84 + x85)
 
 
 def step_megatron(v):
@@ -175,84 +186,90 @@ def step_megatron(v):
 
 
 def _step_megatron_dualpipe(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
-    x0 = 1/W_M
-    x1 = P_m + P_n
-    x2 = B_w*x0*x1
-    x3 = 1/eta
-    x4 = D_M*e_H
-    x5 = L_d + L_m
-    x6 = x4 + x5
-    x7 = d_h + d_hr + d_v
-    x8 = 2*n_h
-    x9 = 1/CP
-    x10 = 1/TP
-    x11 = b*x10*x9
-    x12 = s**2*x11
-    x13 = c_A*x12*x3*x6*x7*x8/Phi_A
-    x14 = s*x11
-    x15 = 2*x14
-    x16 = F*(N_r + N_s)
-    x17 = x15*(L_d*P_F + L_m*(P_E*x16 + P_R) + P_A*x5)
-    x18 = x3/Phi
-    x19 = reduce(maximum, [x2, x13 + x18*(e_H*x15*(D_M*P_M + P_H) + x17)])
-    x20 = x0*x14
-    x21 = Q_C*x20
-    x22 = B_a*x6
-    x23 = n_h*u_E*x0*x12*x22
-    x24 = L_m + x4
-    x25 = N*x24
-    x26 = B_a*L_d
-    x27 = h_F*x26
-    x28 = 5*h
-    x29 = B_a*x28
-    x30 = e_H*(D_M + 1)
-    x31 = B_a*h
-    x32 = 2*TP
-    x33 = x22*(d_c + d_cq)
-    x34 = B_a*v*x30
-    x35 = B_a*h_E*x16*x24
-    x36 = x24*x31
-    x37 = d_hr*x22*(x32 + x8) + x36*(3*F*N_r + 1)
-    x38 = x20*(x24*x29 + 8*x25 + x26*x28 + 3*x27 + x29*x6 + 2*x30*x31 + x32*x33 + 8*x34 + 3*x35 + x37)
-    x39 = 6*h
-    x40 = x20*(3*TP*x33 + x22*x39 + 12*x25 + x26*x39 + 5*x27 + 3*x30*x31 + 2*x34 + 5*x35 + 6*x36 + x37)
-    x41 = 3*x21 + 11*x23 + x38 + x40
-    x42 = 3*x19 + x41
-    x43 = 4*x23
-    x44 = x13 + x43
-    x45 = x21 + x38 + x43
-    x46 = P_U*x15*x18 + rho_full*(x45 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*x44
-    x47 = 1/beta_TP
-    x48 = TP - 1
-    x49 = rho_full + 2
-    x50 = 4*L_d + 4*L_m
-    x51 = x42 + x46
-    x52 = -x19*(1 - o_DW) + x51
-    x53 = x14*x31*x47*x48*x49*x50*(1 - o_TP) - reduce(maximum, [0, -x52]) + reduce(maximum, [0, B_a*b*h*o_TP*s*x10*x47*x48*x49*x50*x9 - x52])
-    x54 = -2*B_EP*F*L_m*b*h*s*tau_EP*x10*x49*x9 + x51
-    x55 = reduce(maximum, [0, -x54])
-    x56 = rho_full + 3
-    x57 = reduce(maximum, [0, B_a*n_h*x14*x5*x56*x7*(CP - 1)/beta_CP - x44*x56])
-    x58 = reduce(maximum, [0, 2*B_a*b*h*s*x10*x9*reduce(minimum, [1, PP - 1])/beta_PP - x54])
-    x59 = equal(z, 0)
-    x60 = less(z, 3)
-    x61 = select([x59,x60,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x62 = CP*DP
-    x63 = x9/DP
-    x64 = P_n*x63
-    x65 = x64*(x62 - 1)/beta_DP
-    x66 = EP*ETP*P_m*x10*x63
-    x67 = x66*(-1 + TP*x62/(EP*ETP))/beta_EDP
-    x68 = x61*x65 + x61*x67
-    x69 = select([x59,x60,True], [0,B_w,2*B_w*n_mb], default=nan)
-    x70 = x65*x69 + x67*x69
-    x71 = x68 + x70
-    x72 = Q_C*x0*x15 + 2*x19 + 7*x23 + x40
-    x73 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x42 + x71/n_mb]),-o_GR*reduce(minimum, [x68, x72]) - o_PG*reduce(minimum, [x70, x19 + x45]) + x71], default=nan)
-    x74 = x51 + x53 + x57 + x58
-    x75 = chi_B*x72 - chi_W*x19 + chi_mb*x74
-    x76 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x59,True], [x1,x64 + x66], default=nan)
-    return (n_mb*x42, n_mb*x41, n_mb*x46, n_mb*x53, n_mb*x55, n_mb*x57, n_mb*(-x55 + x58), x73, x75, x76, x74, n_mb*x74 + x73 + x75 + x76)
+    x0 = d_h + d_hr
+    x1 = D_M*e_H
+    x2 = L_d + L_m
+    x3 = x1 + x2
+    x4 = 2*n_h
+    x5 = 1/CP
+    x6 = 1/TP
+    x7 = b*x5*x6
+    x8 = s**2*x7
+    x9 = c_A*x3*x4*x8
+    x10 = 1/eta
+    x11 = x10/Phi_A
+    x12 = x11*select([equal(u_E, 0),True], [x0*x9,0], default=nan)
+    x13 = 1/W_M
+    x14 = P_m + P_n
+    x15 = B_w*x13*x14
+    x16 = d_v + x0
+    x17 = x11*x16*x9
+    x18 = s*x7
+    x19 = 2*x18
+    x20 = F*(N_r + N_s)
+    x21 = x19*(L_d*P_F + L_m*(P_E*x20 + P_R) + P_A*x2)
+    x22 = x10/Phi
+    x23 = x22*(e_H*x19*(D_M*P_M + P_H) + x21)
+    x24 = reduce(maximum, [x15, x17 + x23])
+    x25 = x13*x18
+    x26 = Q_C*x25
+    x27 = B_a*x3
+    x28 = n_h*u_E*x13*x27*x8
+    x29 = L_m + x1
+    x30 = N*x29
+    x31 = B_a*L_d
+    x32 = h_F*x31
+    x33 = 5*h
+    x34 = B_a*x33
+    x35 = e_H*(D_M + 1)
+    x36 = B_a*h
+    x37 = 2*TP
+    x38 = x27*(d_c + d_cq)
+    x39 = B_a*v*x35
+    x40 = B_a*h_E*x20*x29
+    x41 = x29*x36
+    x42 = d_hr*x27*(x37 + x4) + x41*(3*F*N_r + 1)
+    x43 = x25*(x29*x34 + x3*x34 + 8*x30 + x31*x33 + 3*x32 + 2*x35*x36 + x37*x38 + 8*x39 + 3*x40 + x42)
+    x44 = 6*h
+    x45 = x25*(3*TP*x38 + x27*x44 + 12*x30 + x31*x44 + 5*x32 + 3*x35*x36 + 2*x39 + 5*x40 + 6*x41 + x42)
+    x46 = 3*x26 + 11*x28 + x43 + x45
+    x47 = x12 + 3*x24 + x46
+    x48 = 4*x28
+    x49 = x17 + x48
+    x50 = x26 + x43 + x48
+    x51 = P_U*x19*x22 + rho_full*(x50 + reduce(maximum, [x15, x17 + x21*x22])) + rho_sel*x49
+    x52 = 1/beta_TP
+    x53 = TP - 1
+    x54 = rho_full + 2
+    x55 = 4*L_d + 4*L_m
+    x56 = reduce(maximum, [x15, x23])
+    x57 = x47 + x51
+    x58 = -x56*(1 - o_DW) + x57
+    x59 = x18*x36*x52*x53*x54*x55*(1 - o_TP) - reduce(maximum, [0, -x58]) + reduce(maximum, [0, B_a*b*h*o_TP*s*x5*x52*x53*x54*x55*x6 - x58])
+    x60 = -2*B_EP*F*L_m*b*h*s*tau_EP*x5*x54*x6 + x57
+    x61 = reduce(maximum, [0, -x60])
+    x62 = rho_full + 3
+    x63 = reduce(maximum, [0, B_a*b*n_h*s*x16*x2*x5*x6*x62*(CP - 1)/beta_CP - x12 - x49*x62])
+    x64 = reduce(maximum, [0, 2*B_a*b*h*s*x5*x6*reduce(minimum, [1, PP - 1])/beta_PP - x60])
+    x65 = equal(z, 0)
+    x66 = less(z, 3)
+    x67 = select([x65,x66,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x68 = CP*DP
+    x69 = x5/DP
+    x70 = P_n*x69
+    x71 = x70*(x68 - 1)/beta_DP
+    x72 = EP*ETP*P_m*x6*x69
+    x73 = x72*(-1 + TP*x68/(EP*ETP))/beta_EDP
+    x74 = x67*x71 + x67*x73
+    x75 = select([x65,x66,True], [0,B_w,2*B_w*n_mb], default=nan)
+    x76 = x71*x75 + x73*x75
+    x77 = x74 + x76
+    x78 = Q_C*x13*x19 + x12 + 2*x24 + 7*x28 + x45
+    x79 = select([equal(z, 3),True], [n_mb*reduce(maximum, [0, -x47 + x77/n_mb]),-o_GR*reduce(minimum, [x74, x78]) - o_PG*reduce(minimum, [x76, x24 + x50]) + x77], default=nan)
+    x80 = x57 + x59 + x63 + x64
+    x81 = chi_B*x78 - chi_W*x56 + chi_mb*x80
+    x82 = x13*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x65,True], [x14,x70 + x72], default=nan)
+    return (n_mb*x47, n_mb*x46, n_mb*x51, n_mb*x59, n_mb*x61, n_mb*x63, n_mb*(-x61 + x64), x79, x81, x82, x80, n_mb*x80 + x79 + x81 + x82)
 
 
 def step_megatron_dualpipe(v):
@@ -260,76 +277,81 @@ def step_megatron_dualpipe(v):
 
 
 def _step_ideal(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
-    x0 = 1/W_M
-    x1 = P_m + P_n
-    x2 = B_w*x0*x1
-    x3 = 1/eta
-    x4 = D_M*e_H
-    x5 = L_d + L_m
-    x6 = x4 + x5
-    x7 = d_h + d_hr + d_v
-    x8 = 2*n_h
-    x9 = 1/CP
-    x10 = 1/TP
-    x11 = b*x10*x9
-    x12 = s**2*x11
-    x13 = c_A*x12*x3*x6*x7*x8/Phi_A
-    x14 = s*x11
-    x15 = 2*x14
-    x16 = F*(N_r + N_s)
-    x17 = x15*(L_d*P_F + L_m*(P_E*x16 + P_R) + P_A*x5)
-    x18 = x3/Phi
-    x19 = reduce(maximum, [x2, x13 + x18*(e_H*x15*(D_M*P_M + P_H) + x17)])
-    x20 = x0*x14
-    x21 = Q_C*x20
-    x22 = B_a*x6
-    x23 = n_h*u_E*x0*x12*x22
-    x24 = L_m + x4
-    x25 = N*x24
-    x26 = B_a*L_d
-    x27 = h_F*x26
-    x28 = 5*h
-    x29 = B_a*x28
-    x30 = e_H*(D_M + 1)
-    x31 = B_a*h
-    x32 = 2*TP
-    x33 = x22*(d_c + d_cq)
-    x34 = B_a*v*x30
-    x35 = B_a*h_E*x16*x24
-    x36 = x24*x31
-    x37 = d_hr*x22*(x32 + x8) + x36*(3*F*N_r + 1)
-    x38 = x20*(x24*x29 + 8*x25 + x26*x28 + 3*x27 + x29*x6 + 2*x30*x31 + x32*x33 + 8*x34 + 3*x35 + x37)
-    x39 = 6*h
-    x40 = x20*(3*TP*x33 + x22*x39 + 12*x25 + x26*x39 + 5*x27 + 3*x30*x31 + 2*x34 + 5*x35 + 6*x36 + x37)
-    x41 = 3*x21 + 11*x23 + x38 + x40
-    x42 = 3*x19 + x41
-    x43 = n_mb*x42
-    x44 = 4*x23
-    x45 = P_U*x15*x18 + rho_full*(x21 + x38 + x44 + reduce(maximum, [x2, x13 + x17*x18])) + rho_sel*(x13 + x44)
-    x46 = rho_full + 2
-    x47 = x42 + x45
-    x48 = -B_a*b*h*s*x10*x46*x9*(4*L_d + 4*L_m)*(TP - 1)/beta_TP + x47
-    x49 = reduce(maximum, [0, -x48])
-    x50 = -2*B_EP*F*L_m*b*h*s*tau_EP*x10*x46*x9 + x48
-    x51 = reduce(maximum, [0, -x50])
-    x52 = -B_a*b*n_h*s*x10*x5*x7*x9*(CP - 1)*(rho_full + 3)/beta_CP + x50
-    x53 = reduce(maximum, [0, -x52])
-    x54 = reduce(maximum, [0, 2*B_a*b*h*s*x10*x9*reduce(minimum, [1, PP - 1])/beta_PP - x52])
-    x55 = equal(z, 0)
-    x56 = less(z, 3)
-    x57 = select([x55,x56,True], [0,B_w,2*B_w*n_mb], default=nan)
-    x58 = CP*DP
-    x59 = x9/DP
-    x60 = P_n*x59
-    x61 = x60*(x58 - 1)/beta_DP
-    x62 = select([x55,x56,True], [2*B_g,B_g,B_g*n_mb], default=nan)
-    x63 = EP*ETP*P_m*x10*x59
-    x64 = x63*(-1 + TP*x58/(EP*ETP))/beta_EDP
-    x65 = reduce(maximum, [0, -x43 + x57*x61 + x57*x64 + x61*x62 + x62*x64])
-    x66 = x47 + x54
-    x67 = chi_B*(Q_C*x0*x15 + 2*x19 + 7*x23 + x40) - chi_W*x19 + chi_mb*x66
-    x68 = x0*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x55,True], [x1,x60 + x63], default=nan)
-    return (x43, n_mb*x41, n_mb*x45, n_mb*x49, n_mb*(-x49 + x51), n_mb*(-x51 + x53), n_mb*(-x53 + x54), x65, x67, x68, x66, n_mb*x66 + x65 + x67 + x68)
+    x0 = d_h + d_hr
+    x1 = D_M*e_H
+    x2 = L_d + L_m
+    x3 = x1 + x2
+    x4 = 2*n_h
+    x5 = 1/CP
+    x6 = 1/TP
+    x7 = b*x5*x6
+    x8 = s**2*x7
+    x9 = c_A*x3*x4*x8
+    x10 = 1/eta
+    x11 = x10/Phi_A
+    x12 = x11*select([equal(u_E, 0),True], [x0*x9,0], default=nan)
+    x13 = 1/W_M
+    x14 = P_m + P_n
+    x15 = B_w*x13*x14
+    x16 = d_v + x0
+    x17 = x11*x16*x9
+    x18 = s*x7
+    x19 = 2*x18
+    x20 = F*(N_r + N_s)
+    x21 = x19*(L_d*P_F + L_m*(P_E*x20 + P_R) + P_A*x2)
+    x22 = x10/Phi
+    x23 = x22*(e_H*x19*(D_M*P_M + P_H) + x21)
+    x24 = reduce(maximum, [x15, x17 + x23])
+    x25 = x13*x18
+    x26 = Q_C*x25
+    x27 = B_a*x3
+    x28 = n_h*u_E*x13*x27*x8
+    x29 = L_m + x1
+    x30 = N*x29
+    x31 = B_a*L_d
+    x32 = h_F*x31
+    x33 = 5*h
+    x34 = B_a*x33
+    x35 = e_H*(D_M + 1)
+    x36 = B_a*h
+    x37 = 2*TP
+    x38 = x27*(d_c + d_cq)
+    x39 = B_a*v*x35
+    x40 = B_a*h_E*x20*x29
+    x41 = x29*x36
+    x42 = d_hr*x27*(x37 + x4) + x41*(3*F*N_r + 1)
+    x43 = x25*(x29*x34 + x3*x34 + 8*x30 + x31*x33 + 3*x32 + 2*x35*x36 + x37*x38 + 8*x39 + 3*x40 + x42)
+    x44 = 6*h
+    x45 = x25*(3*TP*x38 + x27*x44 + 12*x30 + x31*x44 + 5*x32 + 3*x35*x36 + 2*x39 + 5*x40 + 6*x41 + x42)
+    x46 = 3*x26 + 11*x28 + x43 + x45
+    x47 = x12 + 3*x24 + x46
+    x48 = n_mb*x47
+    x49 = 4*x28
+    x50 = P_U*x19*x22 + rho_full*(x26 + x43 + x49 + reduce(maximum, [x15, x17 + x21*x22])) + rho_sel*(x17 + x49)
+    x51 = rho_full + 2
+    x52 = x47 + x50
+    x53 = -B_a*b*h*s*x5*x51*x6*(4*L_d + 4*L_m)*(TP - 1)/beta_TP + x52
+    x54 = reduce(maximum, [0, -x53])
+    x55 = -2*B_EP*F*L_m*b*h*s*tau_EP*x5*x51*x6 + x53
+    x56 = reduce(maximum, [0, -x55])
+    x57 = -B_a*b*n_h*s*x16*x2*x5*x6*(CP - 1)*(rho_full + 3)/beta_CP + x55
+    x58 = reduce(maximum, [0, -x57])
+    x59 = reduce(maximum, [0, 2*B_a*b*h*s*x5*x6*reduce(minimum, [1, PP - 1])/beta_PP - x57])
+    x60 = equal(z, 0)
+    x61 = less(z, 3)
+    x62 = select([x60,x61,True], [0,B_w,2*B_w*n_mb], default=nan)
+    x63 = CP*DP
+    x64 = x5/DP
+    x65 = P_n*x64
+    x66 = x65*(x63 - 1)/beta_DP
+    x67 = select([x60,x61,True], [2*B_g,B_g,B_g*n_mb], default=nan)
+    x68 = EP*ETP*P_m*x6*x64
+    x69 = x68*(-1 + TP*x63/(EP*ETP))/beta_EDP
+    x70 = reduce(maximum, [0, -x48 + x62*x66 + x62*x69 + x66*x67 + x67*x69])
+    x71 = x52 + x59
+    x72 = chi_B*(Q_C*x13*x19 + x12 + 2*x24 + 7*x28 + x45) - chi_W*reduce(maximum, [x15, x23]) + chi_mb*x71
+    x73 = x13*(2*B_1 + 2*B_2 + B_g + 2*B_m + B_w)*select([x60,True], [x14,x65 + x68], default=nan)
+    return (x48, n_mb*x46, n_mb*x50, n_mb*x54, n_mb*(-x54 + x56), n_mb*(-x56 + x58), n_mb*(-x58 + x59), x70, x72, x73, x71, n_mb*x71 + x70 + x72 + x73)
 
 
 def step_ideal(v):

@@ -8,8 +8,12 @@ head when e_H = 1), for one micro-batch of b sequences of s tokens, in seconds, 
   arXiv:2001.08361, Sec. 2.1; Narayanan et al., arXiv:2104.04473, Sec. 5.1), plus the attention scores
   and their product with the values, 2 s n_h (d_h + d_h^R + d_v) per token and layer (c_A = 1: the
   eager kernel computes every score; 1/2: a causal flash kernel skips the masked half).  The backward
-  is twice the forward (input and weight gradients, one forward each; the weight-gradient half is t_W,
-  what zero-bubble schedules move), full recomputation re-runs the layers' forward, selective the core
+  is twice the forward (input and weight gradients, one forward each; the weight-gradient half is t_W, the
+  linear layers' only, as the attention has no weights: what zero-bubble schedules move), and a flash kernel's
+  backward recomputes the scores Q K^T besides (five matrix products against the forward's two: Dao,
+  FlashAttention-2, arXiv:2307.08691, Algorithm 2; its benchmark counts the backward 2.5 forwards,
+  Dao-AILab/flash-attention benchmarks/benchmark_flash_attention.py@c082294 flops), full recomputation re-runs the
+  layers' forward, selective the core
   attention's, a custom one the matrix products of the operators it names (P_U).  The linear layers run at
   the rate Phi of their recipe's precision (BF16, FP8, MXFP8, NVFP4: derivations/config/gpus.toml), the
   attention's scores at its own rate Phi_A (BF16), and a low-precision recipe casts each linear layer's inputs
@@ -154,13 +158,14 @@ def memory_bytes() -> Dict[str, sp.Expr]:
 def flops() -> Dict[str, sp.Expr]:
     """FLOPs of one micro-batch's forward on one device of the stage: 'layers' (matrix products of the
     L_d + L_m layers), 'attention' (scores and their product with values), 'head' (and the MTP modules'),
-    'recomputed' (the matrix
-    products a custom recomputation re-runs: P_U parameters per token of the stage)."""
+    'recomputed' (the matrix products a custom recomputation re-runs: P_U parameters per token of the stage),
+    'rescore' (the scores a flash kernel's backward recomputes, u_E = 0; an eager one keeps its probabilities)."""
     tokens = b * s / (CP * TP)  # the micro-batch's tokens over the devices sharing its work
     matrix = (L_d + L_m) * P_A + L_d * P_F + L_m * (P_R + nt.F * (nt.N_r + nt.N_s) * P_E)
-    score = c_A * s * n_h * (nt.d_h + nt.d_hr + nt.d_v)
-    return {"layers": 2 * tokens * matrix, "attention": 2 * tokens * (L_d + L_m + e_H * D_M) * score,
-            "head": 2 * tokens * e_H * (P_H + D_M * P_M), "recomputed": 2 * tokens * P_U}
+    attended = 2 * tokens * (L_d + L_m + e_H * D_M) * c_A * s * n_h
+    return {"layers": 2 * tokens * matrix, "attention": attended * (nt.d_h + nt.d_hr + nt.d_v),
+            "head": 2 * tokens * e_H * (P_H + D_M * P_M), "recomputed": 2 * tokens * P_U,
+            "rescore": sp.Piecewise((attended * (nt.d_h + nt.d_hr), sp.Eq(u_E, 0)), (0, True))}
 
 
 def volumes() -> Dict[str, sp.Expr]:
@@ -188,7 +193,9 @@ def dp_volumes() -> Dict[str, sp.Expr]:
 
 def times(f: Dict[str, sp.Expr] = None, mem: Dict[str, sp.Expr] = None) -> Dict[str, sp.Expr]:
     """Seconds of one micro-batch on one device: t_F (forward), t_B (backward), t_W (its weight-gradient
-    half), t_R (recomputation), t_att (the core attention's forward), t_mem (of t_F + t_B, the memory-bound
+    half: the linear layers' matrix products, none of the core attention's, which has no weights), t_R
+    (recomputation), t_att (the core attention's forward), t_rs (a flash backward's recomputed scores: with 2
+    t_att, the backward the CP ring hides behind), t_mem (of t_F + t_B, the memory-bound
     operations: eager attention's matrices, the recipe's casts, M_F and M_B), c_<group> (each group's transfers,
     forward and backward), and per step t_DP (data-parallel traffic) and t_opt (optimizer).  ``f``: the
     forward FLOPs by part (:func:`flops`; the report passes symbols for them, to print the times shorter), ``mem``
@@ -203,7 +210,8 @@ def times(f: Dict[str, sp.Expr] = None, mem: Dict[str, sp.Expr] = None) -> Dict[
     t_q = Q_C * b * s / (CP * TP) / W_M
     mem = {**memory_bytes(), **(mem or {})}
     t_mF, t_mB = (mem[k] * b * s / (CP * TP) / W_M for k in ("M_F", "M_B"))  # the memory-bound operations
-    t_mm = sp.Max((f["layers"] + f["head"]) / rate + f["attention"] / rate_A, weights / W_M)
+    t_lin = (f["layers"] + f["head"]) / rate
+    t_mm = sp.Max(t_lin + f["attention"] / rate_A, weights / W_M)
     t_F = t_mm + t_sm + t_q + t_mF
     t_att = f["attention"] / rate_A + t_sm
     t_R = rho_full * (sp.Max(f["layers"] / rate + f["attention"] / rate_A, weights / W_M) + t_sm + t_q + t_mF) \
@@ -216,8 +224,9 @@ def times(f: Dict[str, sp.Expr] = None, mem: Dict[str, sp.Expr] = None) -> Dict[
     sharded = sp.Piecewise((P_n + P_m, sp.Eq(nt.z, 0)), (P_n / (DP * CP) + P_m / EDP, True))
     adam = nt.B_g + 2 * (nt.B_m + nt.B_1 + nt.B_2) + nt.B_w
     t_mem = t_sm + 7 * matrix / W_M + 3 * t_q + t_mF + t_mB
-    out = {"t_F": t_F, "t_B": 2 * t_mm + 7 * matrix / W_M + 2 * t_q + t_mB, "t_W": t_mm, "t_R": t_R, "t_att": t_att,
-           "t_mem": t_mem, **c,
+    t_rs = f["rescore"] / rate_A  # the flash backward's recomputed scores
+    out = {"t_F": t_F, "t_B": 2 * t_mm + t_rs + 7 * matrix / W_M + 2 * t_q + t_mB,
+           "t_W": sp.Max(t_lin, weights / W_M), "t_R": t_R, "t_att": t_att, "t_rs": t_rs, "t_mem": t_mem, **c,
             "t_red": dv["DP_reduce"] / beta["DP"] + dv["EDP_reduce"] / beta["EDP"],
             "t_gat": dv["DP_gather"] / beta["DP"] + dv["EDP_gather"] / beta["EDP"], "t_opt": sharded * adam / W_M}
     out["t_DP"] = out["t_red"] + out["t_gat"]
@@ -241,7 +250,7 @@ def exposed(overlap: str, dualpipe: bool, t: Dict[str, sp.Expr]) -> Dict[str, sp
     window = compute - (1 - o_DW) * t["t_W"]
     hidden = _beyond([o_TP * t["c_TP"], o_EP * t["c_EP"]], window, ("TP", "EP"))
     out = {"TP": (1 - o_TP) * t["c_TP"] + hidden["TP"], "EP": (1 - o_EP) * t["c_EP"] + hidden["EP"],
-           "CP": sp.Max(0, t["c_CP"] - (3 + rho_full) * t["t_att"]), "PP": t["c_PP"]}
+           "CP": sp.Max(0, t["c_CP"] - (3 + rho_full) * t["t_att"] - t["t_rs"]), "PP": t["c_PP"]}
     if dualpipe:  # the all-to-all and PP transfers of a chunk pair behind its compute
         out.update(_beyond([t["c_EP"], t["c_PP"]], compute, ("EP", "PP")))
     # Megatron's --overlap-grad-reduce starts a bucket's reduce in the last micro-batch's backward (the others run

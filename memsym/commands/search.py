@@ -51,8 +51,9 @@ def add_parser(sub):
                    help="virtual pipeline stages per device for --schedule interleaved (default 2)")
     g.add_argument("--recipe", choices=list(RECIPES), default=None,
                    help="take the schedule, micro-batches, virtual stages, sequence length, micro-batch size, ZeRO "
-                        "stage and (a named) recomputation of a recipe (`memsym estimate --help`), unless typed; the "
-                        "search keeps its --attention kernel (flash unless typed) and BF16 activations")
+                        "stage, recomputation (its operators too), FP8 activations and bytes per element of a recipe "
+                        "(`memsym estimate --help`), unless typed: a row is `estimate --recipe` at its layout; the "
+                        "search keeps its --attention kernel (flash unless typed)")
     g.add_argument("--gpus-per-node", type=common.positive_int, default=None, metavar="N",
                    help="GPUs per node (default 8; the step time's NVLink domain unless --nvlink-domain or the GPU's "
                         "own is given): tensor-parallel groups, TP and ETP, stay inside a node (each "
@@ -114,9 +115,9 @@ def add_parser(sub):
 
 def _apply_recipe(args) -> None:
     """--recipe, as the command line resolved it (memsym/commands/common.py: finish; typed options win): the
-    recipe's one sequence length, micro-batch size and ZeRO stage become the lists searched, its recompute
-    policy the one tried when it recomputes no named operator (else every policy), and its micro-batches
-    give way to --global-batch."""
+    recipe's one sequence length, micro-batch size, ZeRO stage and recompute policy become the lists searched (a
+    custom policy's operators in ``args.recompute_ops``, read by :func:`_options`), and its micro-batches give way
+    to --global-batch."""
     if not args.recipe:
         return
     typed = common.explicit(args)
@@ -124,8 +125,7 @@ def _apply_recipe(args) -> None:
         if not isinstance(getattr(args, k), (tuple, list)):
             setattr(args, k, (getattr(args, k),))
     if isinstance(args.recompute, tuple):  # the recipe's (policy, operators)
-        policy, ops = args.recompute
-        args.recompute = None if ops else policy
+        args.recompute, args.recompute_ops = args.recompute
     if args.global_batch is not None and "microbatches" not in typed:
         args.microbatches = None
 
@@ -156,11 +156,8 @@ def _search(args, rows=None):
                               options=_options(args))
     _framework(args, result)
     if model.family == "deepseek":  # the step-time model covers the DeepSeek family
-        # the step reads DeepSeek-V3's FP8 dispatch (--fp8-activations, its recipe's) though the search's memory
-        # does not cache activations in FP8
-        timed = replace(result.training or cfg.Training(), fp8=bool(getattr(args, "fp8_activations", False)))
-        S.add_time(result, model, timed, vpp=args.vpp, lazy=bool(rows) and args.sort == "time" and not args.memory,
-                   **time_options(args))
+        S.add_time(result, model, result.training, vpp=args.vpp,
+                   lazy=bool(rows) and args.sort == "time" and not args.memory, **time_options(args))
     elif args.sort == "time":
         args.sort = "bubble"
     if args.memory:
@@ -213,10 +210,14 @@ def _framework(args, result) -> None:
 
 def _options(args):
     """A Training of what every configuration runs beside the searched choices (the conventions, offloading, the
-    linear recipe, Megatron's virtual stages), or None when that is the paper's."""
+    linear recipe, Megatron's virtual stages, and a recipe's custom recomputation operators, FP8 activations and
+    bytes per element), or None when that is the paper's."""
+    byts = {sym: getattr(args, dest) for dest, syms in R.DTYPE_OPTIONS if getattr(args, dest, None) is not None
+            for sym in syms}
     opts = cfg.Training(conventions=R.conventions_of(vars(args)), offload=args.offload_activations or (),
                         linear_recipe=args.linear_recipe, quantized_params=args.quantized_param_gather,
-                        virtual_layers=args.virtual_layers)
+                        virtual_layers=args.virtual_layers, recompute_ops=getattr(args, "recompute_ops", ()),
+                        fp8=bool(getattr(args, "fp8_activations", False))).with_bytes(**byts)
     return opts if opts != cfg.Training() else None
 
 

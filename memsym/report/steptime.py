@@ -10,10 +10,11 @@ from .equations import breakable_latex
 
 def table_steptime(ctx) -> Table:
     from derivations.steptime import model as M_
-    F_mm, F_att = sp.Symbol("F_mm", positive=True), sp.Symbol("F_att", positive=True)
+    F_mm, F_att, F_rs = (sp.Symbol(n, nonnegative=True) for n in ("F_mm", "F_att", "F_rs"))
     f = M_.flops()
     mem = M_.memory_bytes()
-    t = M_.times({"layers": F_mm, "attention": F_att, "head": 0}, {k: sp.Symbol(k, positive=True) for k in mem})
+    t = M_.times({"layers": F_mm, "attention": F_att, "head": 0, "rescore": F_rs},
+                 {k: sp.Symbol(k, positive=True) for k in mem})
     names = ctx.names  # the model's own symbols print as sympy prints them (F_mm as F_{mm}, chi_mb as \chi_{mb})
     note = ("Exposed transfers follow the overlap switch (none, megatron, ideal; DualPipe also hides the EP and PP "
             "transfers of its paired chunks); m micro-batches per step. Values at a configuration: memsym estimate "
@@ -23,6 +24,7 @@ def table_steptime(ctx) -> Table:
     rows_spec = [
         ("forward FLOPs, matrix products (incl. the head)", "F_mm", f["layers"] + f["head"]),
         ("forward FLOPs, attention scores", "F_att", f["attention"]),
+        ("backward FLOPs, scores a flash kernel recomputes", "F_rs", f["rescore"]),
         ("bytes per token of the memory-bound operations, forward", "M_F", mem["M_F"]),
         ("and backward", "M_B", mem["M_B"]),
         ("forward", "t_F", t["t_F"]),
