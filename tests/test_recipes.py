@@ -49,6 +49,15 @@ def test_typed_options_override_the_recipe_in_any_order(capsys):
         assert not any("micro-batch size b = 1" in a for a in d["assumptions"])
 
 
+def test_a_typed_global_batch_derives_m_over_the_recipes(capsys):
+    """The recipe's m = 120 gives way to --global-batch: m = G / (DP b) = 7680 / (128 x 1) = 60; both typed: refused."""
+    d = run_json(capsys, "estimate", "--recipe", "deepseek-v3", "--global-batch", "7680")
+    assert d["training"]["microbatches"] == 60 and d["training"]["schedule"] == "dualpipe"
+    assert not any("micro-batches per step" in a for a in d["assumptions"])
+    assert main(["estimate", "--recipe", "deepseek-v3", "--global-batch", "7680", "--microbatches", "60"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
 def test_paper_recipe_is_the_default(capsys):
     base = run_json(capsys, "estimate")
     paper = run_json(capsys, "estimate", "--recipe", "paper")

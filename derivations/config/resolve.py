@@ -51,6 +51,11 @@ def preset_name(values: Mapping[str, object]) -> Optional[str]:
     return name
 
 
+def _over_recipe(values: Mapping[str, object], typed: Collection[str]) -> set:
+    """The options a recipe gives way to: those typed, and its m under a global batch (m = G / (DP b))."""
+    return set(typed) | ({"microbatches"} if values.get("global_batch") is not None else set())
+
+
 def resolved(values: Mapping[str, object], typed: Collection[str]) -> Dict[str, object]:
     """``values`` with the recipe's, the conventions preset's and the view's defaults under the typed ones."""
     out = dict(values)
@@ -61,7 +66,8 @@ def resolved(values: Mapping[str, object], typed: Collection[str]) -> Dict[str, 
         layered |= set(CONVENTION_PRESETS[name])
     recipe = values.get("recipe")
     if recipe:
-        out.update({k: v for k, v in RECIPES[recipe].options.items() if k not in typed})
+        over = _over_recipe(values, typed)
+        out.update({k: v for k, v in RECIPES[recipe].options.items() if k not in over})
         layered |= set(RECIPES[recipe].options)
     out[DEFAULTS] = defaults.applied(out, layered)
     out.update(out[DEFAULTS]["set"])
@@ -209,7 +215,7 @@ def stage_of(values: Mapping[str, object], typed: Collection[str]) -> Optional[i
 def recipe_assumptions(values: Mapping[str, object], typed: Collection[str]) -> Tuple[str, ...]:
     """The assumptions of the chosen recipe that still hold (an option typed beside it drops its own)."""
     recipe = values.get("recipe")
-    return tuple(RECIPES[recipe].assumptions_for(typed)) if recipe else ()
+    return tuple(RECIPES[recipe].assumptions_for(_over_recipe(values, typed))) if recipe else ()
 
 
 def resolve(values: Mapping[str, object], typed: Collection[str]) -> Configuration:

@@ -116,18 +116,14 @@ def add_parser(sub):
 def _apply_recipe(args) -> None:
     """--recipe, as the command line resolved it (memsym/commands/common.py: finish; typed options win): the
     recipe's one sequence length, micro-batch size, ZeRO stage and recompute policy become the lists searched (a
-    custom policy's operators in ``args.recompute_ops``, read by :func:`_options`), and its micro-batches give way
-    to --global-batch."""
+    custom policy's operators in ``args.recompute_ops``, read by :func:`_options`)."""
     if not args.recipe:
         return
-    typed = common.explicit(args)
     for k in ("seq", "mbs", "zero"):
         if not isinstance(getattr(args, k), (tuple, list)):
             setattr(args, k, (getattr(args, k),))
     if isinstance(args.recompute, tuple):  # the recipe's (policy, operators)
         args.recompute, args.recompute_ops = args.recompute
-    if args.global_batch is not None and "microbatches" not in typed:
-        args.microbatches = None
 
 
 def _search(args, rows=None):
