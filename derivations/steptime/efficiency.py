@@ -34,13 +34,15 @@ DATA = Path(__file__).resolve().parent.parent / "config" / "efficiency.toml"
 
 @lru_cache(maxsize=1)
 def tables() -> Dict:
+    """efficiency.toml's tables, every value the readers below take read once inside package_data's block (a
+    key missing or a value malformed: one line naming the file, exit 2)."""
     with tomlfile.package_data(DATA) as data:
+        listing(data)
         return data
 
 
-def _by_rows(name: str):
+def _by_rows(t: Dict):
     """(log2 M, efficiency) of a GEMM table: each published M's FLOP-weighted rate over the GPU's peak."""
-    t = tables()[name]
     peak = gpu_presets.gpu(t["gpu"]).rate(t["precision"])
     ms = sorted({p[0] for p in t["points"]})
     eff = []
@@ -56,19 +58,18 @@ def gemm(rows, grouped: bool = False, gpu=None, precision: str = "bf16") -> np.n
     """Efficiency of a GEMM (grouped: the experts' per group) of ``rows`` rows (array) at ``precision`` (the recipe's
     rate name) on ``gpu`` (a preset; None: Hopper's tables)."""
     if grouped and precision == "mxfp8" and gpu is not None and gpu.name.startswith("NVIDIA"):
-        return np.full(np.shape(rows), _rate("gemm_grouped_mxfp8"))
-    x, y = _by_rows("gemm_grouped" if grouped else "gemm_dense")
+        return np.full(np.shape(rows), _rate(tables()["gemm_grouped_mxfp8"]))
+    x, y = _by_rows(tables()["gemm_grouped" if grouped else "gemm_dense"])
     return np.interp(np.log2(np.maximum(np.asarray(rows, dtype=np.float64), 1.0)), x, y)
 
 
-def _rate(name: str) -> float:
+def _rate(t: Dict) -> float:
     """A one-point table's published TFLOPS over its GPU's peak at its precision."""
-    t = tables()[name]
     return t["tflops"] * 1e12 / gpu_presets.gpu(t["gpu"]).rate(t["precision"])
 
 
 def attention() -> float:
-    return _rate("attention")
+    return _rate(tables()["attention"])
 
 
 def links(ep) -> Dict[str, np.ndarray]:
@@ -79,15 +80,15 @@ def links(ep) -> Dict[str, np.ndarray]:
     return {"nvlink": np.full(np.shape(ep), float(np.mean(nv["achieved"])) / nv["nominal"]), "network": network}
 
 
-def listing():
-    """Every efficiency and bandwidth fraction ``--efficiency published`` reads, with its source: [(name, value or
-    table, source)]."""
-    t = tables()
-    return [("gemm_dense", dict(zip(*(a.tolist() for a in _by_rows("gemm_dense")))), t["gemm_dense"]["source"]),
-            ("gemm_grouped", dict(zip(*(a.tolist() for a in _by_rows("gemm_grouped")))),
+def listing(t: Dict = None):
+    """Every efficiency and bandwidth fraction ``--efficiency published`` reads (of ``t``, efficiency.toml's tables;
+    None: :func:`tables`), with its source: [(name, value or table, source)]."""
+    t = tables() if t is None else t
+    return [("gemm_dense", dict(zip(*(a.tolist() for a in _by_rows(t["gemm_dense"])))), t["gemm_dense"]["source"]),
+            ("gemm_grouped", dict(zip(*(a.tolist() for a in _by_rows(t["gemm_grouped"])))),
              t["gemm_grouped"]["source"]),
-            ("gemm_grouped_mxfp8", _rate("gemm_grouped_mxfp8"), t["gemm_grouped_mxfp8"]["source"]),
-            ("attention", attention(), t["attention"]["source"]),
+            ("gemm_grouped_mxfp8", _rate(t["gemm_grouped_mxfp8"]), t["gemm_grouped_mxfp8"]["source"]),
+            ("attention", _rate(t["attention"]), t["attention"]["source"]),
             ("ep_nvlink", float(np.mean(t["ep_nvlink"]["achieved"])) / t["ep_nvlink"]["nominal"],
              t["ep_nvlink"]["source"]),
             ("ep_network", {int(p[0]): (p[1] + p[2]) / 2e0 * 1e9 / t["ep_network"]["nominal"]
