@@ -7,13 +7,10 @@ peak is
 
     n_fl A + X,   X = max(0, moment_1, moment_2, ...)   (the step excess; n_fl = 1 without a schedule)
 
-The moments are in the assembly's symbols (M_A, M_E, M_D, M_H under the view; M_A0, M_E0, M_D0 without recomputation),
-printed into derivations/generated/ (``step``), per framework (``--head-state``):
-
-* ``paper``: kept tensors only; under recomputation each layer kind of the stage rebuilt is a moment.
-* ``transformers``: transformers 5.24 eager DeepseekV3ForCausalLM, measured in paper/traces/*-step.toml and explained in
-  paper/traces/STEP.md.
-* ``mcore``: Megatron-Core 0.16.1 (local spec), likewise.
+The moments are in the assembly's symbols (M_A, M_E, M_D, M_H; M_A0, M_E0, M_D0 without recomputation), printed into
+derivations/generated/ (``step``), per framework (``--head-state``): ``paper`` (kept tensors only; under recomputation
+each layer kind rebuilt is a moment), ``transformers`` (5.24 eager DeepseekV3ForCausalLM) and ``mcore`` (Megatron-Core
+0.16.1, local spec), measured in paper/traces/*-step.toml and explained in paper/traces/STEP.md.
 
 Exact against the step records at TP = PP = EP = CP = 1; the parallel degrees divide them as the tensors they name are
 split, which no record checks. Fused attention kernels keep no b n_h s^2 tensor."""
@@ -112,8 +109,7 @@ def _norm(held, kept: str, kept_bytes, src: str, tied: bool) -> Term:
 
 
 def _term(meaning: str, prov: str, parts, factor=1, tied=False) -> Term:
-    """A moment of ``parts`` (key, label, bytes, source), each times ``factor``; ``tied``: after the head's weight
-    gradient is made (:data:`TIED` held)."""
+    """A moment of ``parts`` (key, label, bytes, source) times ``factor``; ``tied``: :data:`TIED` held as well."""
     return Term("step", meaning, "bytes", prov,
                 tuple(Part(key, label, (factor * expr,), provenance=p)
                       for key, label, expr, p in list(parts) + ([TIED] if tied else [])))
@@ -499,7 +495,4 @@ def variants() -> Tuple[Tuple[str, str], ...]:
 
 def inputs() -> Tuple[str, ...]:
     """Every symbol's name the moments read."""
-    names = set()
-    for f, p in variants():
-        names |= {x.name for x in excess(f, p).free_symbols}
-    return tuple(sorted(names))
+    return tuple(sorted({x.name for f, p in variants() for x in excess(f, p).free_symbols}))
