@@ -351,3 +351,21 @@ def test_search_under_deepseeks_recipe_rows_are_estimate_of_the_recipe(capsys):
         est = json.loads(capsys.readouterr().out)
         assert r["peak"] == round(est["overheads"]["high"]["step_peak"]), r
         assert r["step_time"] == round(est["time"]["parts"]["step"], 6), r
+
+
+def test_search_under_a_recipe_keeps_a_typed_schedule(capsys):
+    """A typed --schedule wins over the recipe's (DualPipe for deepseek-v3), as in estimate: the row's step time is
+    `memsym estimate --recipe deepseek-v3 --schedule 1f1b --time` at its layout (it printed DualPipe's before)."""
+    from memsym import cli
+    assert cli.main(["search", "--model", "deepseek-v3", "--gpus", "2048", "--gpu", "h800", "--recipe", "deepseek-v3",
+                     "--schedule", "1f1b", "--top", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (r,) = out["rows"]
+    argv = [f"--{k}={r[k]}" for k in ("dp", "tp", "pp", "ep", "etp", "cp", "microbatches")]
+    assert cli.main(["estimate", "--model", "deepseek-v3", "--gpu", "h800", "--recipe", "deepseek-v3", *argv,
+                     "--schedule", "1f1b", "--time", "--json"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    assert r["step_time"] == round(est["time"]["parts"]["step"], 6), r
+    assert cli.main(["estimate", "--model", "deepseek-v3", "--gpu", "h800", "--recipe", "deepseek-v3", *argv,
+                     "--time", "--json"]) == 0
+    assert r["step_time"] != round(json.loads(capsys.readouterr().out)["time"]["parts"]["step"], 6)

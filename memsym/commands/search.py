@@ -40,14 +40,14 @@ def add_parser(sub):
     p.add_argument("--gpus", type=common.positive_int, required=True, help="number of GPUs (DP*TP*PP*CP)")
     common.add_budget_options(p, default_gpu=DEFAULT_GPU)
     g = p.add_argument_group("pipeline schedule (default: the paper's one micro-batch per stage)")
-    g.add_argument("--schedule", choices=list(cfg.SCHEDULES), default=None,
+    g.add_argument("--schedule", choices=list(cfg.SCHEDULES), default=None, action=common._Explicit,
                    help="judge each configuration under this schedule (1f1b when --global-batch is given)")
     g.add_argument("--global-batch", type=common.positive_int, default=None, metavar="G",
                    help="sequences per optimizer step: each configuration runs m = G / (DP * mbs) micro-batches; "
                         "configurations where that is not a positive integer are invalid and counted")
-    g.add_argument("--microbatches", type=common.positive_int, default=None, metavar="M",
+    g.add_argument("--microbatches", type=common.positive_int, default=None, metavar="M", action=common._Explicit,
                    help="micro-batches per step m, the same for every configuration (instead of --global-batch)")
-    g.add_argument("--vpp", type=common.positive_int, default=None, metavar="V",
+    g.add_argument("--vpp", type=common.positive_int, default=None, metavar="V", action=common._Explicit,
                    help="virtual pipeline stages per device for --schedule interleaved (default 2)")
     g.add_argument("--recipe", choices=list(RECIPES), default=None,
                    help="take the schedule, micro-batches, virtual stages, sequence length, micro-batch size, ZeRO "
