@@ -181,7 +181,7 @@ def _vector(model, training: cfg.Training, present, enum: Enumeration, seqs, mbs
             why_of = []  # each (PP, m)'s refusal: device._estimate_at's checks, then the virtual groups'
             for p, m in zip((groups % (pp.max() + 1)).tolist(), (groups // (pp.max() + 1) - 1).tolist()):
                 m = training.microbatches if m < 0 else m
-                rkey = (p, m, s, b)
+                rkey = (p if schedule else 0, m, s, b)  # PP is read by the schedule's checks alone
                 if rkey not in refusals:
                     refusals[rkey] = _refusal(model, replace(training, mbs=b, seq=s), present, p, m, schedule)
                 virtual = None
@@ -268,24 +268,29 @@ def _at(model, training, present, live, arrays, slots, devices, m_of, s: int, b:
         mirror_values = dict(stage_values, **{k: mirror[:, j] for j, k in enumerate(names)})
     n = len(owner)
     trees: Dict = {}  # the kinds' expressions at the layouts' values, shared by every view
-    per_policy: Dict = {}
     by_zero: Dict = {}
-    out = []
-    for z, _, r in present:
-        tr = with_policy(base, z, r, schedule=schedule)
-        values = dict(stage_values, z=z)
-        if z not in by_zero:  # the model states read the ZeRO stage alone (sides.WeightSide.component_ids)
-            ids = device_component_ids(model, tr, schedule_ok=True)
-            terms = ev.Terms(model.structure, dict(states_values, z=z), family, q=divide)
-            by_zero[z] = terms, {k: terms.term(ids[k]) for k in ("weights", "gradients", "optimizer")}
-        terms, states = by_zero[z][0], dict(by_zero[z][1])
-        if quant:
-            per_weight = quantized.copies(tr, Fraction(1), dict(tr.bytes)["B_w"])
-            states["weights"] = states["weights"] + float(per_weight) * quantized.linear_params(
-                terms, terms.v, side.params)
-        if r not in per_policy:  # what reads no model state: once per policy (its ZeRO stages share it)
-            per_policy[r] = _policy(model, tr, memos, (s, b, r), exact, layout_values, trees, owner, resident)
-        kinds, opts, kinds_of = per_policy[r]
+    out: Dict = {}
+    for r in dict.fromkeys(r for _, _, r in present):  # each policy once, its ZeRO stages' states stacked
+        zs = [z for z, _, q in present if q == r]
+        per_z = []
+        for z in zs:
+            tr = with_policy(base, z, r, schedule=schedule)
+            if z not in by_zero:  # the model states read the ZeRO stage alone (sides.WeightSide.component_ids)
+                ids = device_component_ids(model, tr, schedule_ok=True)
+                terms = ev.Terms(model.structure, dict(states_values, z=z), family, q=divide)
+                by_zero[z] = terms, {k: terms.term(ids[k]) for k in ("weights", "gradients", "optimizer")}
+            terms, states = by_zero[z][0], dict(by_zero[z][1])
+            if quant:
+                per_weight = quantized.copies(tr, Fraction(1), dict(tr.bytes)["B_w"])
+                states["weights"] = states["weights"] + float(per_weight) * quantized.linear_params(
+                    terms, terms.v, side.params)
+            per_z.append(states)
+        tr = with_policy(base, zs[0], r, schedule=schedule)
+        values = dict(stage_values, z=zs[0])
+        # what reads no model state (the kinds, the options' inputs, the step): once per policy
+        kinds, opts, kinds_of = _policy(model, tr, memos, (s, b, r), exact, layout_values, trees, owner, resident)
+        states = {k: np.stack([np.broadcast_to(np.asarray(st[k], dtype=np.float64), (n,)) for st in per_z])
+                  for k in ("weights", "gradients", "optimizer")}  # (ZeRO stages, devices)
         inputs = {**values, **{sym: kinds.get(kind, 0) for kind, sym in kinds_sym.items()}, **states,
                   "runtime": runtime, **opts}
         view = View.of(tr)
@@ -299,29 +304,26 @@ def _at(model, training, present, live, arrays, slots, devices, m_of, s: int, b:
         else:
             v = fn("schedule" if schedule else "paper", {**inputs, **chunk_v})
             before = v["activations"] - opts["O_R"]
-        activations, total = v["activations"], v["total"]
-        if ("step", r) not in per_policy:
-            step = _step(g, model, tr, inputs, values, kinds_of)
-            if mirror_values is not None:  # DualPipe: the backward of its mirror stage too (device._held_step)
-                at = dict(mirror_values, z=z)
-                step = np.maximum(step, _step(g, model, tr, {**inputs, **at}, at, kinds_of))
-            if off:
-                got = [memos[(s, b, r)]["moment"](d) for d in exact]
-                has = np.array([bool(p) for p in got])[owner]
-                parts = np.array([float(sum((x[2] for x in p), Fraction(0))) for p in got])[owner]
-                x = np.where(has, before + parts, 0.0) - activations
-                step = np.maximum(step, x)
-            per_policy[("step", r)] = step
-        step = per_policy[("step", r)]
-        step_total = total + step
-        full_cols = {"weights": states["weights"], "gradients": states["gradients"],
-                     "optimizer": states["optimizer"], "activations": activations + step, "total": step_total}
-        full_cols = {k: np.broadcast_to(np.asarray(x, dtype=np.float64), (n,)) for k, x in full_cols.items()}
-        pick = _first_largest(full_cols["total"], owner, first, len(live))
-        got = {k: x[pick] for k, x in full_cols.items()}
-        got["stage"] = index[pick]
-        out.append(got)
-    return out
+        activations = np.broadcast_to(np.asarray(v["activations"], dtype=np.float64), (n,))
+        total = np.broadcast_to(np.asarray(v["total"], dtype=np.float64), (len(zs), n))
+        step = _step(g, model, tr, {**inputs, **per_z[0]}, values, kinds_of)
+        if mirror_values is not None:  # DualPipe: the backward of its mirror stage too (device._held_step)
+            at = dict(mirror_values, z=zs[0])
+            step = np.maximum(step, _step(g, model, tr, {**inputs, **per_z[0], **at}, at, kinds_of))
+        if off:
+            got = [memos[(s, b, r)]["moment"](d) for d in exact]
+            has = np.array([bool(p) for p in got])[owner]
+            parts = np.array([float(sum((x[2] for x in p), Fraction(0))) for p in got])[owner]
+            step = np.maximum(step, np.where(has, before + parts, 0.0) - activations)
+        for zi, z in enumerate(zs):
+            full_cols = {"weights": states["weights"][zi], "gradients": states["gradients"][zi],
+                         "optimizer": states["optimizer"][zi], "activations": activations + step,
+                         "total": total[zi] + step}
+            full_cols = {k: np.broadcast_to(x, (n,)) for k, x in full_cols.items()}
+            pick = _first_largest(full_cols["total"], owner, first, len(live))
+            out[(z, r)] = {k: x[pick] for k, x in full_cols.items()}
+            out[(z, r)]["stage"] = index[pick]
+    return [out[(z, r)] for z, _, r in present]
 
 
 def _policy(model, training, memos: Dict, key, exact, layout_values, trees: Dict, owner, resident):
