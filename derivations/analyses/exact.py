@@ -277,8 +277,14 @@ def _at(model, training, present, live, arrays, slots, devices, m_of, s: int, b:
             tr = with_policy(base, z, r, schedule=schedule)
             if z not in by_zero:  # the model states read the ZeRO stage alone (sides.WeightSide.component_ids)
                 ids = device_component_ids(model, tr, schedule_ok=True)
-                terms = ev.Terms(model.structure, dict(states_values, z=z), family, q=divide)
-                by_zero[z] = terms, {k: terms.term(ids[k]) for k in ("weights", "gradients", "optimizer")}
+                read = set().union(*(ev.reads(model.structure, ids[k], family) for k in COMPONENTS[:3]))
+                # computed once for every (s, b) whose devices and read values are these (states read neither)
+                key = ("states", z, live.tobytes(), quant and (s, b)) + tuple(
+                    x for k, x in (("b", b), ("s", s), ("n_mb", tuple(m_of))) if k in read)
+                if key not in memos:
+                    terms = ev.Terms(model.structure, dict(states_values, z=z), family, q=divide)
+                    memos[key] = terms, {k: terms.term(ids[k]) for k in COMPONENTS[:3]}
+                by_zero[z] = memos[key]
             terms, states = by_zero[z][0], dict(by_zero[z][1])
             if quant:
                 per_weight = quantized.copies(tr, Fraction(1), dict(tr.bytes)["B_w"])
@@ -315,14 +321,14 @@ def _at(model, training, present, live, arrays, slots, devices, m_of, s: int, b:
             has = np.array([bool(p) for p in got])[owner]
             parts = np.array([float(sum((x[2] for x in p), Fraction(0))) for p in got])[owner]
             step = np.maximum(step, np.where(has, before + parts, 0.0) - activations)
+        held_step = activations + step
+        total = total + step
+        picks = _first_largest(total, owner, first)
         for zi, z in enumerate(zs):
-            full_cols = {"weights": states["weights"][zi], "gradients": states["gradients"][zi],
-                         "optimizer": states["optimizer"][zi], "activations": activations + step,
-                         "total": total[zi] + step}
-            full_cols = {k: np.broadcast_to(x, (n,)) for k, x in full_cols.items()}
-            pick = _first_largest(full_cols["total"], owner, first, len(live))
-            out[(z, r)] = {k: x[pick] for k, x in full_cols.items()}
-            out[(z, r)]["stage"] = index[pick]
+            pick = picks[zi]
+            out[(z, r)] = {**{k: np.broadcast_to(states[k][zi], (n,))[pick] for k in states},
+                           "activations": np.broadcast_to(held_step, (n,))[pick], "total": total[zi][pick],
+                           "stage": index[pick]}
     return [out[(z, r)] for z, _, r in present]
 
 
@@ -383,13 +389,14 @@ def _virtual_held(slots, m_of, v: int, activations, n: int, off: bool) -> Tuple[
     return held, before
 
 
-def _first_largest(total: np.ndarray, owner: np.ndarray, first: np.ndarray, n: int) -> np.ndarray:
-    """Each layout's pair of the largest ``total`` (the first on ties), as indices into the pairs."""
-    if not len(total):
-        return np.zeros(0, dtype=np.int64)
-    top = np.maximum.reduceat(total, first)
-    at = np.flatnonzero(total == top[owner])
-    return at[np.r_[True, owner[at][1:] != owner[at][:-1]]]  # owner ascends: each layout's first
+def _first_largest(total: np.ndarray, owner: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Each layout's device of the largest ``total`` (the first on ties) per row of ``total`` (choices, devices), as
+    indices into the devices (``owner``: each device's layout, ascending; ``first``: each layout's first device)."""
+    if not total.shape[-1]:
+        return np.zeros(total.shape[:-1] + (0,), dtype=np.int64)
+    top = np.maximum.reduceat(total, first, axis=-1)
+    at = np.where(total == top[..., owner], np.arange(total.shape[-1]), total.shape[-1])
+    return np.minimum.reduceat(at, first, axis=-1)
 
 
 def _step(g, model, training, inputs: Mapping, values: Mapping, kinds_of) -> np.ndarray:
