@@ -125,11 +125,10 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
                             for p in ps])  # one row of each fitting ((layout, s, b), policy)
     pps = sorted(set(c["pp"][first].tolist())) or [1]
     table, K, _ = _stage_table(model, tuple(pps))
-    probe = {k: np.repeat(c[k][first[[int(np.argmax(c["pp"][first] == p)) for p in pps]]].astype(np.int64), K)
-             for k in _LAYOUT}
-    probe.update(recompute=np.asarray(result.policies)[np.repeat(c["recompute"][first[[int(np.argmax(
-        c["pp"][first] == p)) for p in pps]]], K)], microbatches=np.ones(len(pps) * K, dtype=np.int64),
-        **{n: table[pps, :, j].reshape(-1) for j, n in enumerate(names)})
+    top = np.repeat(first[[int(np.argmax(c["pp"][first] == p)) for p in pps]], K)  # each PP's first such row
+    probe = {k: c[k][top].astype(np.int64) for k in _LAYOUT}
+    probe.update(recompute=np.asarray(result.policies)[c["recompute"][top]], microbatches=np.ones(len(top), dtype=int),
+                 **{n: table[pps, :, j].reshape(-1) for j, n in enumerate(names)})
     longest = np.zeros(len(table), dtype=np.int64)
     longest[pps] = np.argmax(timing.parts(model, training, probe, **options)["microbatch"].reshape(-1, K), axis=1)
     # the period of every (policy, layout, s, b) at once, broadcast: what reads the layout alone once per layout
