@@ -123,8 +123,8 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
     ps = sorted(set(policy.tolist()))
     first = np.concatenate([np.flatnonzero(policy == p)[0] * n_g + np.flatnonzero(fits[policy == p].any(axis=0))
                             for p in ps])  # one row of each fitting ((layout, s, b), policy)
-    pps = sorted(set(c["pp"][first].tolist())) or [1]
-    table, K, _ = _stage_table(model, tuple(pps))
+    pps = sorted(set(c["pp"][first].tolist()))  # the probes' PP degrees; the table has every layout's
+    table, K, _ = _stage_table(model, tuple(sorted(set(result.enumeration.arrays["pp"].tolist()))))
     top = np.repeat(first[[int(np.argmax(c["pp"][first] == p)) for p in pps]], K)  # each PP's first such row
     probe = {k: c[k][top].astype(np.int64) for k in _LAYOUT}
     probe.update(recompute=np.asarray(result.policies)[c["recompute"][top]], microbatches=np.ones(len(top), dtype=int),
