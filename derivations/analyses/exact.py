@@ -22,7 +22,7 @@ from derivations import evaluate as ev
 from derivations.activations.shape import check_options, of_model
 from derivations.activations.view import View
 from derivations.analyses.enumeration import LAYOUT_FIELDS, Enumeration, distinct_stages
-from derivations.analyses.vectorized import Memo, derive, divide, printed
+from derivations.analyses.vectorized import Memo, Reads, derive, divide, printed
 from derivations.assembly import device, offload, quantized, schedules, step_names
 from derivations.assembly.runtime import buffers_bytes
 from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
@@ -158,7 +158,7 @@ def _vector(model, training: cfg.Training, present, enum: Enumeration, seqs, mbs
     dp, pp = arrays["dp"], arrays["pp"]
     # one pipeline split per PP (a layout's split reads its PP alone): its devices' rows, taken by every layout
     splits = {p: _Slots(model, training, _layout(arrays, int(np.argmax(pp == p))), schedule, names, side)
-              for p in np.unique(pp).tolist()}
+              for p in sorted(set(pp.tolist()))}
     size_of, start_of = np.zeros(pp.max() + 1, dtype=np.int64), np.zeros(pp.max() + 1, dtype=np.int64)
     size_of[list(splits)] = [len(sl.index) for sl in splits.values()]
     start_of[list(splits)] = np.cumsum(size_of[list(splits)]) - size_of[list(splits)]
@@ -277,14 +277,8 @@ def _at(model, training, present, live, arrays, slots, devices, m_of, s: int, b:
             tr = with_policy(base, z, r, schedule=schedule)
             if z not in by_zero:  # the model states read the ZeRO stage alone (sides.WeightSide.component_ids)
                 ids = device_component_ids(model, tr, schedule_ok=True)
-                read = set().union(*(ev.reads(model.structure, ids[k], family) for k in COMPONENTS[:3]))
-                # computed once for every (s, b) whose devices and read values are these (states read neither)
-                key = ("states", z, live.tobytes(), quant and (s, b)) + tuple(
-                    x for k, x in (("b", b), ("s", s), ("n_mb", tuple(m_of))) if k in read)
-                if key not in memos:
-                    terms = ev.Terms(model.structure, dict(states_values, z=z), family, q=divide)
-                    memos[key] = terms, {k: terms.term(ids[k]) for k in COMPONENTS[:3]}
-                by_zero[z] = memos[key]
+                by_zero[z] = _once(memos.setdefault(("states", z, quant and (s, b)), []), dict(states_values, z=z),
+                                   lambda v: _states(model, v, ids))
             terms, states = by_zero[z][0], dict(by_zero[z][1])
             if quant:
                 per_weight = quantized.copies(tr, Fraction(1), dict(tr.bytes)["B_w"])
@@ -330,6 +324,24 @@ def _at(model, training, present, live, arrays, slots, devices, m_of, s: int, b:
                            "activations": np.broadcast_to(held_step, (n,))[pick], "total": total[zi][pick],
                            "stage": index[pick]}
     return [out[(z, r)] for z, _, r in present]
+
+
+def _once(memo: List, values: Mapping, fn):
+    """``fn(values)`` once per distinct substitution of the names it reads (recorded at its first call, arrays compared
+    by value): the model states, which read neither b nor s, once for every (s, b)."""
+    for seen, out in memo:
+        if all(np.array_equal(values.get(k), x) for k, x in seen.items()):
+            return out
+    rec = Reads(values)
+    out = fn(rec)
+    memo.append(({k: values.get(k) for k in rec.read}, out))
+    return out
+
+
+def _states(model, values: Mapping, ids: Mapping[str, str]):
+    """(the terms at ``values``, {weights, gradients, optimizer: array}) of the component terms ``ids``."""
+    terms = ev.Terms(model.structure, values, model.family, q=divide)
+    return terms, {k: terms.term(ids[k]) for k in COMPONENTS[:3]}
 
 
 def _policy(model, training, memos: Dict, key, exact, layout_values, trees: Dict, owner, resident):

@@ -149,7 +149,7 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
     timed = np.zeros(len(bound), dtype=bool)
 
     def time_layouts(chosen) -> None:
-        new = np.setdiff1d(chosen, np.flatnonzero(timed))
+        new = chosen[~timed[chosen]]  # (not np.setdiff1d: its np.unique imports numpy.ma, 0.04 s)
         timed[new] = True
         time_rows(fit[np.isin(c["layout"][fit], new)])
 
