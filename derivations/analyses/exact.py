@@ -207,7 +207,7 @@ def _vector(model, training: cfg.Training, present, enum: Enumeration, seqs, mbs
                 [training.microbatches] * len(live)
             got = _at(model, training, present, live, arrays, [splits[p] for p in pp[live].tolist()],
                       devices, m_of, s, b, schedule, memos, (g, kinds_sym, n_chunks, names, runtime, off, quant, side))
-            for k in keys:
+            for k in keys if n_p else ():
                 cols[k][:, live, si, bi] = np.stack([got[pi][k] for pi in range(n_p)])
             valid[live, si, bi] = True
             ms[live, si, bi] = [-1 if m is None else m for m in m_of]
