@@ -9,10 +9,10 @@ from typing import Dict, Tuple
 import sympy as sp
 
 from derivations import notation as nt
-from symbolic.render import closed_expr
+from symbolic.render import closed_expr, expr_latex
 
 from .blocks import C, Equation, I, M, Paragraph, T
-from .text import braced, latex_of
+from .text import braced
 
 #: Paper forms longer than this (LaTeX characters) are printed with sympy's long_frac_ratio.
 LONG_FORM = 600
@@ -96,8 +96,8 @@ def fmt_num(v) -> str:
 def breakable_latex(expr, names) -> str:
     """LaTeX of a closed form; a long one with sympy's long_frac_ratio, so that
     ``\\frac{b s}{2} \\left(...\\right)`` can break across lines where a long fraction cannot."""
-    text = latex_of(expr, names)
-    return text if len(text) <= LONG_CLOSED else latex_of(expr, names, long_frac_ratio=2)
+    text = expr_latex(expr, names=names)
+    return text if len(text) <= LONG_CLOSED else expr_latex(expr, names=names, long_frac_ratio=2)
 
 
 def _parts(term, view, dsubs, full, names):
