@@ -14,10 +14,11 @@ from derivations.assembly.device import estimate, stage_params
 from derivations.assembly.zero import component_terms
 from derivations.paper.reproduce import run
 from memsym.trace import records
+from symbolic.exact import exact_text
 from symbolic.numeric import exact
 
 from .blocks import A, C, G, I, M, T, Table
-from .equations import breakable_latex, fmt_num, refs
+from .equations import breakable_latex, refs
 from .steptime import table_steptime
 from .text import braced
 
@@ -256,7 +257,7 @@ def setting(ctx) -> Tuple[Tuple[str, str], ...]:
         ("model", ctx.model.name if ctx.model.source == "preset" else
          f"{ctx.model.name} (read from {shown_path(ctx.model.source)})"),
         ("layout", f"DP={lay.dp} TP={lay.tp} PP={lay.pp} EP={lay.ep} ETP={lay.etp} SP={lay.SP} CP={lay.cp} "
-                   f"(EDP={fmt_num(lay.edp)}, {lay.world} GPUs)"),
+                   f"(EDP={exact_text(lay.edp)}, {lay.world} GPUs)"),
         ("stage", f"{st.index} of {lay.pp} ({st.label}: {st.dense} dense, {st.moe} MoE"
                   f"{', embedding' if st.embedding else ''}{', head' if st.head else ''})"),
         ("training", f"b={tr.mbs} s={tr.seq} ZeRO {tr.zero} ({cfg.ZERO_NAMES[tr.zero]}) recompute {tr.recompute}"),
