@@ -3,6 +3,7 @@ Context returning a Table; :data:`TABLES` names them by key."""
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 from typing import Callable, Dict, List, Tuple
 
 import sympy as sp
@@ -264,17 +265,14 @@ def setting(ctx) -> Tuple[Tuple[str, str], ...]:
     )
 
 
-def _estimate(ctx):
-    """The estimate of ``ctx``'s stage, made once per context (the estimate and Sec. 6 tables show it)."""
-    known = ctx.__dict__.get("_estimate")
-    if known is None or known[0] != (ctx.model, ctx.layout, ctx.training, ctx.stage):
-        known = ctx.__dict__["_estimate"] = ((ctx.model, ctx.layout, ctx.training, ctx.stage),
-                                             estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index))
-    return known[1]
+@lru_cache(maxsize=4)
+def _estimate(model, layout, training, stage: int):
+    """The estimate of a stage, made once (the estimate and Sec. 6 tables show it)."""
+    return estimate(model, layout, training, stage)
 
 
 def table_estimate(ctx) -> Table:
-    est = _estimate(ctx)
+    est = _estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index)
     rows = [(T(k), C(est.term_ids[k]), I(est.bytes[k]), G(est.bytes[k]))
             for k in ("weights", "gradients", "optimizer", "activations")]
     rows.append((T("total"), T(""), I(est.bytes["total"]), G(est.bytes["total"])))
@@ -287,7 +285,7 @@ def table_estimate(ctx) -> Table:
 
 
 def table_overheads(ctx) -> Table:
-    est = _estimate(ctx)
+    est = _estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index)
     rows = []
     for end in ("low", "high"):
         o = est.overheads[end]
