@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 from functools import lru_cache
+from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
 import sympy as sp
@@ -14,16 +15,20 @@ from derivations.analyses.compare import waterfall
 from derivations.assembly.device import estimate, stage_params
 from derivations.assembly.zero import component_terms
 from derivations.paper.reproduce import run
+from derivations.steptime import model as steptime
 from memsym.trace import records
+from symbolic import tomlfile
 from symbolic.exact import exact_text
 from symbolic.numeric import exact
 
 from .blocks import A, C, G, I, M, T, Table
 from .equations import breakable_latex, refs
-from .steptime import table_steptime
 from .text import braced
 
 ZERO_ORDER = (0, 1, 2, 3)
+#: The tables' prose and the step-time table's row labels (tables.toml).
+with tomlfile.package_data(Path(__file__).with_name("tables.toml")) as _data:
+    NOTES, STEPTIME_ROWS = dict(_data["notes"]), dict(_data["steptime"])
 
 
 def _gib_of_params(ctx, params):
@@ -234,14 +239,7 @@ def table_traces(ctx) -> Table:
                  "paper/traces/*.toml (memsym trace ... --record)",
                  ("record", "layer", "measured", "preset", "paper", "measured / paper", "status"),
                  A("p.17 l r r r r l"), tuple(rows),
-                 note="record: framework (hf: transformers, mcore: Megatron-Core local spec), config (tiny: h 256, "
-                      "tiny512: h 512; v3-l2, moonlight-l2: DeepSeek-V3 and Moonlight-16B-A3B at their real dimensions "
-                      "cut to one dense and one MoE layer), micro-batch b, sequence s, dtype, attention and experts "
-                      "(transformers), recomputation, fake (traced under FakeTensorMode with balanced routing: memsym "
-                      "trace --fake), step (also the peak of a whole step, profiled: memsym trace --step, "
-                      "paper/traces/STEP.md); each record's file says its full settings and command. preset: "
-                      "--conventions transformers or mcore at the record's settings on one device; unexplained records "
-                      "keep their exact difference from the preset.")
+                 note=NOTES["traces"])
 
 
 def shown_path(path: str) -> str:
@@ -313,8 +311,27 @@ def table_implementation_waterfall(ctx) -> Table:
     return Table("implementations", "One MoE layer's activations from the paper's tensors to each implementation's "
                                     "(bytes), one switch at a time", "memsym compare --conventions paper,P",
                  ("preset", "switch", "from", "to", "bytes", "change"), A("l l l l r r"), tuple(rows),
-                 note="mcore-te is --conventions mcore --kernels te (Transformer Engine's kernels, read from their "
-                      "sources, not traced).")
+                 note=NOTES["implementations"])
+
+
+
+def table_steptime(ctx) -> Table:
+    """The step-time model (issue 29): derivations/steptime/model.py's expressions in LaTeX, no number (their values
+    are ``memsym estimate --time``'s)."""
+    F_mm, F_att, F_rs = (sp.Symbol(n, nonnegative=True) for n in ("F_mm", "F_att", "F_rs"))
+    f, mem = steptime.flops(), steptime.memory_bytes()
+    t = steptime.times({"layers": F_mm, "attention": F_att, "head": 0, "rescore": F_rs},
+                 {k: sp.Symbol(k, positive=True) for k in mem})
+    t_mb, t_B, t_W, m = (sp.Symbol(n, positive=True) for n in ("t_mb", "t_B", "t_W", "m"))
+    exprs = {"F_mm": f["layers"] + f["head"], "F_att": f["attention"], "F_rs": f["rescore"], **mem, **t,
+             "compute": m * (sp.Symbol("t_F") + t_B), "recompute": m * sp.Symbol("t_R"),
+             "bubble": steptime.chi_mb * t_mb + steptime.chi_B * t_B - steptime.chi_W * t_W}
+    # the model's own symbols print as sympy prints them (F_mm as F_{mm}, chi_mb as \chi_{mb})
+    rows = tuple((T(label), C(sym), M(breakable_latex(exprs[sym], ctx.names)))
+                 for sym, label in STEPTIME_ROWS.items())
+    rows += ((T("step"), C("step"), M(r"m\,t_{mb} + \mathrm{bubble} + t_{DP}^{exposed} + t_{opt}")),)
+    return Table("steptime", "The step-time model: each part as derivations/steptime/model.py writes it", "memsym",
+                 ("part", "symbol", "expression"), A("p.25 l p.55"), rows, note=NOTES["steptime"])
 
 
 #: Where each table is in the paper (for notebook cells, without building the table).
