@@ -14,19 +14,15 @@ import types
 
 from symbolic.resources import PAPER_DIR
 
-from . import hf, mcore
+from . import DATA, hf, mcore
 from .compare import predicted, result
-from .inputs import MCORE_BEFORE, MCORE_SETTINGS, read
+from .inputs import MCORE_BEFORE, MCORE_SETTINGS, SETTINGS, read
 
 
-SETTINGS = ("framework", "model", "mbs", "seq", "act_dtype", "attention", "experts", "recompute")
 #: Megatron-Core's own settings, in its records only.
 MCORE_SETTING_KEYS = tuple(MCORE_SETTINGS)
-#: ``fake = true`` in a record's [settings] (``memsym trace --fake``); absent in the others.
-FAKE_NOTE = ("traced under torch's FakeTensorMode at the config's real dimensions (no memory allocated), forward only "
-             "(the tensors saved for backward when the forward ends), with deterministic balanced routing: every "
-             "top-k picks columns (r k + j) mod n for row r, so each expert receives b s N_r / N token-copies "
-             "(memsym/trace/fake.py)")
+#: The notes of a record made with ``--fake`` and of its ``[measured.step]`` (trace.toml).
+FAKE_NOTE, STEP_NOTE = DATA["notes"]["fake"], DATA["notes"]["step"]
 
 
 def load_all(directory: str = None) -> List[Dict]:
@@ -178,15 +174,6 @@ def to_toml(out: Dict, unexplained: str = "", sha256_of_config: str = None, chan
         lines += _table("measured.discarded", {"bytes": gone["bytes"], "storages": gone["storages"]})
         lines += _table("measured.discarded.families", {k: v["bytes"] for k, v in sorted(gone["families"].items())})
     return "\n".join(lines) + "\n"
-
-
-#: [measured.step]'s note (``memsym trace --step``).
-STEP_NOTE = ("one forward and backward of the model (built as the traced one, the same tokens) under torch's profiler "
-             "with memory profiling (memsym/trace/step.py): activation bytes are every allocation the step made and "
-             "has not freed, but parameters and parameter gradients, kernel scratch (made and freed inside one aten "
-             "op, never a tensor) and RNG states; the peak is their largest over the step, with what was running "
-             "(phase, autograd node, op, the module of the node's forward op) and what was held; explained in "
-             "paper/traces/STEP.md")
 
 
 def step_toml(st: Dict) -> List[str]:
