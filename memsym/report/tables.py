@@ -26,9 +26,9 @@ from .equations import breakable_latex, refs
 from .text import braced
 
 ZERO_ORDER = (0, 1, 2, 3)
-#: The tables' prose and the step-time table's row labels (tables.toml).
+#: The tables' prose, the step-time table's row labels and where each table is in the paper (tables.toml).
 with tomlfile.package_data(Path(__file__).with_name("tables.toml")) as _data:
-    NOTES, STEPTIME_ROWS = dict(_data["notes"]), dict(_data["steptime"])
+    NOTES, STEPTIME_ROWS, TABLE_SOURCES = dict(_data["notes"]), dict(_data["steptime"]), dict(_data["sources"])
 
 
 def _gib_of_params(ctx, params):
@@ -333,13 +333,6 @@ def table_steptime(ctx) -> Table:
     return Table("steptime", "The step-time model: each part as derivations/steptime/model.py writes it", "memsym",
                  ("part", "symbol", "expression"), A("p.25 l p.55"), rows, note=NOTES["steptime"])
 
-
-#: Where each table is in the paper (for notebook cells, without building the table).
-TABLE_SOURCES = {"notation": "Table 1", "table2": "Table 2", "table3": "Table 3", "table4": "Table 4",
-                 "table5": "Table 5", "table6": "Table 6", "table7": "Table 7", "table8": "Table 8",
-                 "table9": "Table 9", "table10": "Table 10", "estimate": "memsym estimate", "overheads": "Sec. 6",
-                 "comparison": "paper/printed.toml", "traces": "paper/traces/*.toml",
-                 "implementations": "memsym compare", "steptime": "derivations/steptime"}
 
 TABLES: Dict[str, Callable[..., Table]] = {   # key -> table of a Context
     "notation": table_notation, "table2": table_matrices, "table3": table_layers, "table4": table_stages,
