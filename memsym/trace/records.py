@@ -82,7 +82,7 @@ def toml_key(key: str) -> str:
     return key if _BARE_KEY.fullmatch(key) else toml_string(key)
 
 
-def _v(x) -> str:
+def toml_value(x) -> str:
     """A TOML value: a string (:func:`toml_string`), an integer, a boolean, or a list or inline table of them."""
     if isinstance(x, bool):
         return "true" if x else "false"
@@ -91,9 +91,9 @@ def _v(x) -> str:
     if isinstance(x, str):
         return toml_string(x)
     if isinstance(x, list):
-        return "[" + ", ".join(map(_v, x)) + "]"
+        return "[" + ", ".join(map(toml_value, x)) + "]"
     if isinstance(x, dict):
-        return "{" + ", ".join(f"{k} = {_v(v)}" for k, v in x.items()) + "}"
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in x.items()) + "}"
     raise TypeError(f"a record holds strings and integers, got {type(x).__name__}")
 
 
@@ -102,9 +102,9 @@ def _pick(d: Dict, keys) -> Dict:
     return {k: "" if d.get(k) is None else d[k] for k in keys}
 
 
-def _table(name: str, d: Dict) -> List[str]:
+def toml_table(name: str, d: Dict) -> List[str]:
     """The lines of the TOML table ``[name]`` holding ``d``."""
-    return ["", f"[{name}]"] + [f"{toml_key(k)} = {_v(v)}" for k, v in d.items()]
+    return ["", f"[{name}]"] + [f"{toml_key(k)} = {toml_value(v)}" for k, v in d.items()]
 
 
 def _comment(text: str) -> str:
@@ -150,29 +150,31 @@ def to_toml(out: Dict, unexplained: str = "", sha256_of_config: str = None, chan
     ``sha256_of_config``: of the bytes traced, else of the file now; ``changes``: oldest first (``--change``)."""
     s, m, p = out["settings"], out["measured"], out["predicted"]
     digest = sha256_of_config or sha256(s["model"])
-    lines = [f"# measured by: {_comment(command(s))} --record FILE", f"command = {_v(command(s))}",
-             f"framework = {_v(s['framework'])}"] + ([f"note = {_v(FAKE_NOTE)}"] if s.get("fake") else []) + (
-             [f"changes = {_v(list(changes))}"] if changes else [])
-    lines += _table("config", {"path": s["model"], "sha256": digest})
-    lines += _table("settings", {**{k: s[k] for k in SETTINGS[2:] + MCORE_SETTING_KEYS if k in s},
-                                 **{k: True for k in ("fake", "step") if s.get(k)}})
-    lines += _table("versions", dict(sorted(out["versions"].items())))
-    lines += _table("measured", {"activations_by_layer": [_pick(r, ("layer", "kind", "bytes"))
-                                                          for r in m["activations_by_layer"]],
-                                 "activations_outside_layers": m["activations_outside_layers"]})
+    top = {"command": command(s), "framework": s["framework"], "note": FAKE_NOTE if s.get("fake") else None,
+           "changes": list(changes) or None}
+    lines = [f"# measured by: {_comment(command(s))} --record FILE"]
+    lines += [f"{k} = {toml_value(v)}" for k, v in top.items() if v is not None]
+    lines += toml_table("config", {"path": s["model"], "sha256": digest})
+    lines += toml_table("settings", {**{k: s[k] for k in SETTINGS[2:] + MCORE_SETTING_KEYS if k in s},
+                                     **{k: True for k in ("fake", "step") if s.get(k)}})
+    lines += toml_table("versions", dict(sorted(out["versions"].items())))
+    lines += toml_table("measured", {"activations_by_layer": [_pick(r, ("layer", "kind", "bytes"))
+                                                              for r in m["activations_by_layer"]],
+                                     "activations_outside_layers": m["activations_outside_layers"]})
     if unexplained:
         pl = {r["layer"]: r["bytes"] for r in p["activations_by_layer"]}
-        lines += _table("unexplained", {
+        lines += toml_table("unexplained", {
             "why": unexplained, "preset": p["conventions"],
             "by_layer": [r["bytes"] - pl[r["layer"]] for r in m["activations_by_layer"]],
             "outside_layers": m["activations_outside_layers"] - p["activations_outside_layers"]})
-    lines += _table("measured.families", {k: v["bytes"] for k, v in sorted(m["families"].items())})
+    lines += toml_table("measured.families", {k: v["bytes"] for k, v in sorted(m["families"].items())})
     if out.get("step"):
         lines += step_toml(out["step"])
     gone = m.get("discarded")
     if gone and gone["storages"]:  # saved by nodes freed during the forward (memsym/trace/recorder.py)
-        lines += _table("measured.discarded", {"bytes": gone["bytes"], "storages": gone["storages"]})
-        lines += _table("measured.discarded.families", {k: v["bytes"] for k, v in sorted(gone["families"].items())})
+        lines += toml_table("measured.discarded", {"bytes": gone["bytes"], "storages": gone["storages"]})
+        lines += toml_table("measured.discarded.families",
+                            {k: v["bytes"] for k, v in sorted(gone["families"].items())})
     return "\n".join(lines) + "\n"
 
 
@@ -191,8 +193,9 @@ def step_toml(st: Dict) -> List[str]:
     if st.get("expert_tokens"):
         step["expert_tokens"] = [_pick(r, ("layer", "counts")) for r in st["expert_tokens"]]
     # left out of the activation bytes (kernel scratch is this machine's: not recorded)
-    return (_table("measured.step", step) + _table("measured.step.categories_at_peak", st["categories_at_peak"])
-            + _table("measured.step.left_out", {k: st["left_out"][k] for k in ("gradients_at_end", "rng")}))
+    return (toml_table("measured.step", step) + toml_table("measured.step.categories_at_peak",
+                                                           st["categories_at_peak"])
+            + toml_table("measured.step.left_out", {k: st["left_out"][k] for k in ("gradients_at_end", "rng")}))
 
 
 def config_path(rec: Dict) -> str:
