@@ -9,13 +9,12 @@ from __future__ import annotations
 import os
 import weakref
 
+from . import DATA
 from .records import toml_table, toml_value
 
 #: The measured shapes: tokens b s, vocabulary v (TP = 1), hidden h; BF16 logits.
 SHAPE = {"b": 2, "s": 256, "v": 4096, "h": 64}
-NOTE = ("live tensor bytes of Megatron-Core's cross-entropy on CPU: held after the forward (the FP32 softmax 4 b s v, "
-        "the inputs and targets) and the peaks above that; the backward's peak above is the cast B_a b s v plus, in "
-        "the fused path, 12 b s + 8 bytes of per-token FP32 scalars (not modelled)")
+NOTE = DATA["notes"]["ce_backward"]
 
 
 def measure(b: int = SHAPE["b"], s: int = SHAPE["s"], v: int = SHAPE["v"], h: int = SHAPE["h"]) -> dict:
