@@ -162,6 +162,19 @@ function searchStepExcess(ctx, moments, vec) {
     out[act] = Math.max(Math.max(vec[1] > 0 ? moments[moe] : 0, vec[0] > 0 ? moments[dense] : 0), 0);
   return out;
 }
+/** ``acts`` plus each recomputing policy's largest step excess over the compositions ``held`` (the stages the device
+    runs: one micro-batch's rebuilt layer on any of them). */
+function withStep(ctx, lay, s, b, acts, held) {
+  if (!Object.keys(ctx.step).length) return acts;
+  let x = null;
+  for (const v of held) {
+    const got = searchStepExcess(ctx, ctx.moments(rowValues(lay, s, b, v)), v);
+    if (x === null) x = got;
+    else for (const id of Object.keys(x)) x[id] = Math.max(x[id], got[id]);
+  }
+  for (const [id, v] of Object.entries(x)) acts[id] = acts[id] + v;
+  return acts;
+}
 /** The sum of the components (weights, gradients, optimizer, activations) in their order, as Python's sum. */
 function choiceTotal(ctx, pick, states, acts) {
   let t = 0;
@@ -186,14 +199,8 @@ function* paperView(ctx, layouts, rows) {
     const table = ctx.stageTable(lay.pp).distinct;
     const states = table.map((st) => ctx.states(rowValues(lay, o.seqs[0], o.mbs[0], st.vec)));
     for (const s of o.seqs) for (const b of o.mbs) {
-      const devices = table.map((st, k) => {
-        const r = rowValues(lay, s, b, st.vec), a = ctx.activations(r);
-        if (Object.keys(ctx.step).length) {
-          const x = searchStepExcess(ctx, ctx.moments(r), st.vec);
-          for (const [id, v] of Object.entries(x)) a[id] = a[id] + v;
-        }
-        return { stage: st.index, states: states[k], acts: a };
-      });
+      const devices = table.map((st, k) => ({ stage: st.index, states: states[k],
+        acts: withStep(ctx, lay, s, b, ctx.activations(rowValues(lay, s, b, st.vec)), [st.vec]) }));
       pushChoices(ctx, devices, { lay, s, b, m: null }, rows);
     }
     yield;
@@ -235,20 +242,9 @@ function* scheduledView(ctx, layouts, rows, invalid) {
         invalid.dualpipe = (invalid.dualpipe || 0) + 1;
         continue;
       }
-      const slots = slotsOf(ctx, lay.pp, mm);
-      const devices = slots.map((sl, stage) => {
-        const states = ctx.states(rowValues(lay, s, b, sl.state)), acts = ctx.activations(rowValues(lay, s, b, sl.act));
-        if (Object.keys(ctx.step).length) {  // one micro-batch's rebuilt layer on a stage the device holds
-          let x = null;
-          for (const v of sl.held) {
-            const got = searchStepExcess(ctx, ctx.moments(rowValues(lay, s, b, v)), v);
-            if (x === null) x = got;
-            else for (const id of Object.keys(x)) x[id] = Math.max(x[id], got[id]);
-          }
-          for (const [id, v] of Object.entries(x)) acts[id] = acts[id] + v;
-        }
-        return { stage, states, acts };
-      });
+      const devices = slotsOf(ctx, lay.pp, mm).map((sl, stage) => ({ stage,
+        states: ctx.states(rowValues(lay, s, b, sl.state)),
+        acts: withStep(ctx, lay, s, b, ctx.activations(rowValues(lay, s, b, sl.act)), sl.held) }));
       pushChoices(ctx, devices, { lay, s, b, m: mm }, rows);
     }
     yield;
