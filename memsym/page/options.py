@@ -2,6 +2,7 @@
 and Python text rules its fields and a pasted config.json are read with (:func:`inputs`, limits.py) and the GPUs."""
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction
 from typing import Dict, List
 
@@ -86,18 +87,10 @@ def _limit(lim) -> Dict:
 
 
 def _ranges(pred) -> List[List[int]]:
-    """The code points where ``pred`` holds, as [first, last] ranges."""
-    out, start = [], None
-    for c in range(0x110000):
-        if pred(chr(c)):
-            if start is None:
-                start = c
-        elif start is not None:
-            out.append([start, c - 1])
-            start = None
-    if start is not None:
-        out.append([start, 0x10FFFF])
-    return out
+    """The code points where ``pred`` holds, as [first, last] ranges (runs of consecutive ones)."""
+    held = enumerate(c for c in range(0x110000) if pred(chr(c)))
+    runs = (list(run) for _, run in itertools.groupby(held, lambda ic: ic[1] - ic[0]))
+    return [[run[0][1], run[-1][1]] for run in runs]
 
 
 def inputs() -> Dict:
