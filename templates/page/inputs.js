@@ -1,8 +1,6 @@
 "use strict";
-/* What the page reads, read as the command line reads it: its fields as memsym/commands/argtypes.py's argparse
-   types and a pasted config.json as hfconfig.read_json (Python's json module), every bound DATA.inputs (limits.py),
-   every message the command line's (Python's str.strip() and repr() rules, their character tables printed from
-   Python).  Every loop is bounded by the text's length; no number is converted before its length is checked. */
+/* The fields as argtypes.py's argparse types read them and a pasted config.json as hfconfig.read_json does, within
+   DATA.inputs (limits.py), with the command line's messages; every loop is bounded by the text's length. */
 
 const IN = DATA.inputs;
 
@@ -205,12 +203,9 @@ function imbalanceFactor(dest, text) {
 }
 
 // ----------------------------------------------------------------------------- config.json (hfconfig.read_json)
-/** The parsed JSON object of a pasted config.json, read as the command line reads a file named
-    ``path``: at most CONFIG_BYTES bytes, a UTF-8 byte-order mark skipped, Python's json module's
-    grammar and messages (CPython's _json scanner: NaN and Infinity read, control characters in
-    strings refused), integers as BigInt (more than CONFIG_DIGITS digits refused as they are read),
-    floats as PyFloat, objects as Map in their order with a field named twice refused, nesting
-    deeper than CONFIG_DEPTH refused.  Throws ConfigError("<path>: ...", fields). */
+/** A pasted config.json's object as hfconfig.read_json reads the file ``path`` (CPython's _json grammar and messages,
+    a byte-order mark skipped): integers as BigInt, floats as PyFloat, objects as Map; a field named twice, more than
+    CONFIG_DIGITS digits or CONFIG_DEPTH levels refused.  Throws ConfigError("<path>: ...", fields). */
 function readConfigJSON(raw, path, fields) {
   const fail = (msg) => new ConfigError(`${path}: ${msg}`, fields);
   const size = utf8Len(raw);

@@ -1,9 +1,6 @@
 "use strict";
-/* The layout search panel: the rows and order of `memsym search`, computed in the page, in floats as it computes.
-   Every formula is printed: the kernels, derived symbols and step-time model (SEARCH_PY, DERIVED_PY, TIME_PY:
-   memsym/page/pyjs.py), the parameter counts and the Sec. 6 peak (SEARCH_FNS, memsym/page/search.py).  Written here:
-   the search's logic, each piece mirroring the Python it names (derivations/analyses/enumeration.py, evaluation.py,
-   derivations/steptime/evaluate.py, placement.py, derivations/analyses/timing.py, ranking.py: sort 'time'). */
+/* The layout search panel: `memsym search`'s rows and order, in floats as it computes, over printed functions
+   (SEARCH_PY, DERIVED_PY, TIME_PY, SEARCH_FNS: memsym/page/search.py); the logic mirrors the Python each names. */
 
 const SEARCH = DATA.search;
 /** How many rows the panel lists (memsym search's text default). */
