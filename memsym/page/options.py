@@ -3,7 +3,7 @@ and Python text rules its fields and a pasted config.json are read with (:func:`
 from __future__ import annotations
 
 import itertools
-from fractions import Fraction
+import json
 from typing import Dict, List
 
 from derivations import config as cfg
@@ -27,13 +27,7 @@ DEEPSEEK = _family("deepseek")
 def options() -> Dict:
     """The options of ``estimate`` the page offers, their values and defaults (from derivations)."""
     lay, tr, config = cfg.Layout(), cfg.Training(), DEEPSEEK.module("config")
-
-    def jsonable(v):
-        if isinstance(v, tuple):
-            return [jsonable(x) for x in v]
-        if isinstance(v, Fraction):
-            return exact_text(v)
-        return v
+    jsonable = lambda v: json.loads(json.dumps(v, default=exact_text))  # noqa: E731 (a Fraction as its text)
     return {
         "default_model": cfg.DEFAULT_MODEL,
         "model_types": list(DEEPSEEK.model_types), "topk_methods": list(DEEPSEEK.topk_methods),
