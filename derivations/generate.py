@@ -327,12 +327,10 @@ def install(fam) -> None:
     evaluate.install(fam.name, tables(fam), module)
 
 
-def search_kernels() -> Tuple[Dict[str, str], Dict[str, str]]:
-    """({file name: source}, {structure (-flash: under flash attention): its kernel's name}): the terms of every (ZeRO
-    stage, recomputation policy) choice of the default training of every structure; structures with equal kernels share
-    the first's name (memsym/page/search.py prints one per name)."""
+def search_kernels() -> Dict[str, str]:
+    """{file name: source} of the page's search kernels: the terms of every (ZeRO stage, recomputation policy) choice
+    of the default training of every structure, under each attention kernel."""
     variants: Dict[tuple, tuple] = {}
-    names: Dict[tuple, List[str]] = {}
     for attention in ("eager", "flash"):  # the paper's kernel, and the fused one frameworks run
         base = Training(attention=attention)
         for s in STRUCTURES:
@@ -347,14 +345,8 @@ def search_kernels() -> Tuple[Dict[str, str], Dict[str, str]]:
             groups = kernelgen.groups_of(choices, terms)
             groups["step"] = {t: _specials(e) for t, e in kernelgen.step_terms_of(model, choices, attention).items()}
             variants[(s, attention)] = (groups, rows)
-            key = (attention, tuple(rows), tuple((g, tuple(ts.items())) for g, ts in groups.items()))
-            names.setdefault(key, []).append(structure_key(s))
-    tail = {"eager": ("", ""), "flash": ("_flash", "-flash")}
-    index = {k + tail[key[0]][1]: f"{FAMILY}_search_{keys[0]}{tail[key[0]][0]}" for key, keys in names.items()
-             for k in keys}
     rows = [nt.SYMBOLS[name] for name in kernelgen.ROWS + tuple(sym for sym, _, _ in DEEPSEEK.counts)]
-    source = kernelgen.module_source(FAMILY, DEEPSEEK.flags, variants, rows)
-    return {f"{FAMILY}_search.py": source}, dict(sorted(index.items()))
+    return {f"{FAMILY}_search.py": kernelgen.module_source(FAMILY, DEEPSEEK.flags, variants, rows)}
 
 
 def outputs() -> Dict[Path, bytes]:
@@ -365,12 +357,9 @@ def outputs() -> Dict[Path, bytes]:
             files.update({OUT / name: json.dumps(data, sort_keys=True, separators=(",", ":")).encode() + b"\n"
                           for name, data in tables(fam).items()})
             files[OUT / f"{fam.name}.py"] = python_module(fam).encode()
-    kernels, index = search_kernels()
-    files.update({OUT / name: src.encode() for name, src in kernels.items()})
+    files.update({OUT / name: src.encode() for name, src in search_kernels().items()})
     files[OUT / f"{FAMILY}_time.py"] = steptime.module_source().encode()  # derivations/steptime/printing.py
-    files[OUT / "__init__.py"] = (INIT + f"\n#: {{structure (-flash: under flash attention): the name of its search "
-                                  f"kernels}}\nSEARCH_KERNELS = "
-                                  f"{index!r}\n").encode()
+    files[OUT / "__init__.py"] = INIT.encode()
     return files
 
 
@@ -379,10 +368,8 @@ INIT = '''"""Evaluators generated from the terms (``python -m derivations.genera
 ``<family>.json`` holds every term as an exact polynomial and the activation tensors as decision
 tables; ``<family>.py`` the few non-polynomial symbols, the schedules' in-flight counts and the
 per-device assembly.
-:mod:`derivations.evaluate` reads them without sympy.  ``<family>_search.py`` holds the search's numpy
-kernels of every structure, each distinct one once (:mod:`derivations.analyses.kernels` runs them, without
-sympy); structures whose kernels are all equal share a name (``SEARCH_KERNELS``: the calculator page
-prints one kernel per name)."""
+:mod:`derivations.evaluate` reads them without sympy.  ``<family>_search.py`` holds the calculator page's
+search kernels of every structure (memsym/page/search.py prints them in JavaScript)."""
 '''
 
 

@@ -1,11 +1,5 @@
-"""``memsym page``: one self-contained HTML calculator generated from the terms.
-
-:func:`render` returns the page: the data and JavaScript functions of :mod:`memsym.page.data` (printed from the
-sympy terms, exact over BigInt rationals; formulas as MathML), the controls rendered from :mod:`memsym.page.form`
-(form.html.j2) and the page's scripts (templates/page/: runtime.js the estimate, inputs.js the fields and a pasted
-config.json read as the command line reads them, ui.js the controls, URL and results, search.js the layout search).
-It loads nothing from the network.
-"""
+"""``memsym page``: one self-contained HTML calculator: :mod:`memsym.page.data`'s data and printed functions, the
+controls of :mod:`memsym.page.form` (form.html.j2) and the scripts of templates/page/; nothing from the network."""
 from __future__ import annotations
 
 import html

@@ -1,10 +1,5 @@
-"""sympy expressions -> JavaScript over exact rationals, and -> presentation MathML.
-
-The page evaluates every term with the code printed here from the same sympy expressions the command line
-evaluates: each expression's exact Python (symbolic/codegen.py, the generated modules' printer) written as
-JavaScript over the page's BigInt rationals ``Q`` by :mod:`memsym.page.pyjs`, symbols read from ``e`` (the page's
-substitution).  Formulas are shown with sympy's presentation MathML printer, which a browser renders natively.
-"""
+"""sympy expressions as exact JavaScript (their Python, symbolic/codegen.py, written by :mod:`memsym.page.pyjs`)
+and as presentation MathML."""
 from __future__ import annotations
 
 import sympy as sp

@@ -1,12 +1,5 @@
-"""What the calculator page evaluates: the data and formulas ``memsym page`` prints from the derivation's terms
-(to exact JavaScript and MathML, :mod:`memsym.page.codegen`); nothing here writes a formula.
-
-Per family: the model states of every structure and weight side (``derivations.variant``), the activation decision
-tables (derivations/generate.py's), the per-device assembly and schedules' in-flight counts (derivations/generated/
-<family>.py in JavaScript, :func:`assembly_js`) with the step's moments (derivations/assembly/step_terms.py);
-then the Sec. 6 ends, the options' data (--linear-recipe, --offload-activations, validate_training's refusals) and
-the layout search (:mod:`memsym.page.search`).
-"""
+"""What the calculator page evaluates, printed from the derivation's terms (exact JavaScript and MathML:
+:mod:`memsym.page.codegen`; the generated assembly: :func:`assembly_js`); nothing here writes a formula."""
 from __future__ import annotations
 
 import itertools

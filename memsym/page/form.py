@@ -1,10 +1,5 @@
-"""The calculator page's controls as data: one per option of ``memsym estimate`` the page offers, and the page's own
-(a pasted config.json; ``--gpus``, which sets DP, as ``memsym search`` names it).
-
-:func:`controls` is the table the form is rendered from (form.html.j2, by Jinja at generation); :func:`behaviour`
-what the page's script reads of it: the URL's keys and flags in the form's order, and the order the typed fields
-are read in with each one's argparse type (inputs.js, the command line's memsym/commands/argtypes.py).
-"""
+"""The page's controls as data, one per option of ``memsym estimate`` it offers (and a pasted config.json,
+``--gpus``): :func:`controls` renders form.html.j2, :func:`behaviour` is what ui.js reads of them."""
 from __future__ import annotations
 
 import re

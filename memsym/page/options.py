@@ -2,7 +2,8 @@
 and Python text rules its fields and a pasted config.json are read with (:func:`inputs`, limits.py) and the GPUs."""
 from __future__ import annotations
 
-from fractions import Fraction
+import itertools
+import json
 from typing import Dict, List
 
 from derivations import config as cfg
@@ -26,13 +27,7 @@ DEEPSEEK = _family("deepseek")
 def options() -> Dict:
     """The options of ``estimate`` the page offers, their values and defaults (from derivations)."""
     lay, tr, config = cfg.Layout(), cfg.Training(), DEEPSEEK.module("config")
-
-    def jsonable(v):
-        if isinstance(v, tuple):
-            return [jsonable(x) for x in v]
-        if isinstance(v, Fraction):
-            return exact_text(v)
-        return v
+    jsonable = lambda v: json.loads(json.dumps(v, default=exact_text))  # noqa: E731 (a Fraction as its text)
     return {
         "default_model": cfg.DEFAULT_MODEL,
         "model_types": list(DEEPSEEK.model_types), "topk_methods": list(DEEPSEEK.topk_methods),
@@ -86,18 +81,10 @@ def _limit(lim) -> Dict:
 
 
 def _ranges(pred) -> List[List[int]]:
-    """The code points where ``pred`` holds, as [first, last] ranges."""
-    out, start = [], None
-    for c in range(0x110000):
-        if pred(chr(c)):
-            if start is None:
-                start = c
-        elif start is not None:
-            out.append([start, c - 1])
-            start = None
-    if start is not None:
-        out.append([start, 0x10FFFF])
-    return out
+    """The code points where ``pred`` holds, as [first, last] ranges (runs of consecutive ones)."""
+    held = enumerate(c for c in range(0x110000) if pred(chr(c)))
+    runs = (list(run) for _, run in itertools.groupby(held, lambda ic: ic[1] - ic[0]))
+    return [[run[0][1], run[-1][1]] for run in runs]
 
 
 def inputs() -> Dict:

@@ -1,11 +1,6 @@
-"""The generated evaluators (derivations/generated/*.py, printed from the terms) as JavaScript for the page.
-
-``python -m derivations.generate`` prints the search's kernels, the step-time model and the derived symbols as
-Python; the page runs the same functions, read with :mod:`ast` and written in JavaScript statement for statement,
-each operation in the order the Python computes it.  Exact functions (the kernels' coefficients, the derived
-symbols) compute over the page's BigInt rationals (``Q``), the others over floats as numpy does (``x**2`` as
-``x*x``, numpy's square).  Only what the printers write is read: any other construct is an error.
-"""
+"""The generated modules (derivations/generated/*.py) read with :mod:`ast` and written as JavaScript statement for
+statement, in the Python's order of operations: exact over the page's BigInt rationals ``Q``, else over floats as
+numpy computes; any construct the printers do not write is an error."""
 from __future__ import annotations
 
 import ast

@@ -1,11 +1,5 @@
-"""The calculator page's layout search: what it evaluates to rank layouts as ``memsym search`` does.
-
-The page runs the search (templates/page/search.js, mirroring derivations/analyses/) over the command line's
-functions written in JavaScript (:mod:`memsym.page.pyjs`): the search's kernels (derivations/generated/
-<family>_search.py, coefficients exact, then floats as kernels.py converts them), the derived symbols and the
-step-time model with and without DualPipe (<family>_time.py); printed from the terms: the step-time model's
-parameter counts and the Sec. 6 peak (overheads.py ``peak``); the GPUs' published rates are data (gpus.toml).
-"""
+"""The page's layout search (templates/page/search.js): the generated kernels, derived symbols and step-time model
+in JavaScript (:mod:`memsym.page.pyjs`), the parameter counts and the Sec. 6 peak printed from the terms."""
 from __future__ import annotations
 
 import json

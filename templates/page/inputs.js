@@ -1,8 +1,6 @@
 "use strict";
-/* What the page reads, read as the command line reads it: its fields as memsym/commands/argtypes.py's argparse
-   types and a pasted config.json as hfconfig.read_json (Python's json module), every bound DATA.inputs (limits.py),
-   every message the command line's (Python's str.strip() and repr() rules, their character tables printed from
-   Python).  Every loop is bounded by the text's length; no number is converted before its length is checked. */
+/* The fields as argtypes.py's argparse types read them and a pasted config.json as hfconfig.read_json does, within
+   DATA.inputs (limits.py), with the command line's messages; every loop is bounded by the text's length. */
 
 const IN = DATA.inputs;
 
@@ -51,22 +49,13 @@ function reprStr(s) {
 }
 /** A JSON number Python reads as a float (a Python float: repr 7168.0, 1e+300, inf, nan). */
 class PyFloat { constructor(v) { this.v = v; } }
-/** Python's repr() of a float: the shortest digits that read back, as float_repr_style 'short'. */
+/** Python's repr() of a float: the shortest digits that read back (JavaScript's too), in exponent notation outside
+    1e-4 <= |v| < 1e16 with at least two exponent digits (float_repr_style 'short'). */
 function reprFloat(v) {
-  if (Number.isNaN(v)) return "nan";
-  if (v === Infinity) return "inf";
-  if (v === -Infinity) return "-inf";
-  const sign = v < 0 || Object.is(v, -0) ? "-" : "";
-  if (v === 0) return sign + "0.0";
-  const [mant, ex] = Math.abs(v).toExponential().split("e");
-  const digits = mant.replace(".", ""), exp = parseInt(ex, 10), decpt = exp + 1;
-  if (decpt <= -4 || decpt > 16) {
-    const e = Math.abs(exp) < 10 ? "0" + Math.abs(exp) : String(Math.abs(exp));
-    return sign + digits[0] + (digits.length > 1 ? "." + digits.slice(1) : "") + "e" + (exp < 0 ? "-" : "+") + e;
-  }
-  if (decpt <= 0) return sign + "0." + "0".repeat(-decpt) + digits;
-  if (decpt >= digits.length) return sign + digits + "0".repeat(decpt - digits.length) + ".0";
-  return sign + digits.slice(0, decpt) + "." + digits.slice(decpt);
+  if (!Number.isFinite(v)) return Number.isNaN(v) ? "nan" : (v > 0 ? "inf" : "-inf");
+  const a = Math.abs(v), sign = Object.is(v, -0) ? "-" : "";
+  if (a !== 0 && (a < 1e-4 || a >= 1e16)) return v.toExponential().replace(/e([+-])(\d)$/, "e$10$2");
+  return sign + String(v) + (Number.isInteger(v) ? ".0" : "");
 }
 /** Python's repr() of a value: a parsed JSON value (Map, Array, string, BigInt, PyFloat, boolean,
     null) or a number of the page (an integer). */
@@ -214,12 +203,9 @@ function imbalanceFactor(dest, text) {
 }
 
 // ----------------------------------------------------------------------------- config.json (hfconfig.read_json)
-/** The parsed JSON object of a pasted config.json, read as the command line reads a file named
-    ``path``: at most CONFIG_BYTES bytes, a UTF-8 byte-order mark skipped, Python's json module's
-    grammar and messages (CPython's _json scanner: NaN and Infinity read, control characters in
-    strings refused), integers as BigInt (more than CONFIG_DIGITS digits refused as they are read),
-    floats as PyFloat, objects as Map in their order with a field named twice refused, nesting
-    deeper than CONFIG_DEPTH refused.  Throws ConfigError("<path>: ...", fields). */
+/** A pasted config.json's object as hfconfig.read_json reads the file ``path`` (CPython's _json grammar and messages,
+    a byte-order mark skipped): integers as BigInt, floats as PyFloat, objects as Map; a field named twice, more than
+    CONFIG_DIGITS digits or CONFIG_DEPTH levels refused.  Throws ConfigError("<path>: ...", fields). */
 function readConfigJSON(raw, path, fields) {
   const fail = (msg) => new ConfigError(`${path}: ${msg}`, fields);
   const size = utf8Len(raw);
@@ -243,46 +229,18 @@ function readConfigJSON(raw, path, fields) {
   const is = (i, text) => { for (let j = 0; j < text.length; j++) if (cp[i + j] !== text.charCodeAt(j)) return false; return true; };
   let firstDeep = null;  // where the nesting first goes deeper than CONFIG_DEPTH
 
+  // a string's longest valid run: characters but '"', '\\' and controls, and escapes (_json.c's grammar); its
+  // group set when the run ends with a \uXXXX escape
+  const RUN = /(?:[^"\\\x00-\x1f]+|\\["\\/bfnrt]|(\\u[0-9a-fA-F]{4}))*/y;
   function scanString(end) {  // _json.c scanstring_unicode; end: just after the opening quote
-    const begin = end - 1;
-    let out = "";
-    for (;;) {
-      let next = end, c = 0;
-      for (; next < n; next++) {
-        c = cp[next];
-        if (c === 0x22 || c === 0x5c) break;
-        if (c <= 0x1f) throw new JSONError("Invalid control character at", next);
-      }
-      if (next >= n) throw new JSONError("Unterminated string starting at", begin);
-      out += s.slice(u16[end], u16[next]);
-      next++;
-      if (c === 0x22) return [out, next];
-      if (next === n) throw new JSONError("Unterminated string starting at", begin);
-      c = cp[next];
-      if (c !== 0x75) {  // not \u
-        end = next + 1;
-        const simple = { 0x22: '"', 0x5c: "\\", 0x2f: "/", 0x62: "\b", 0x66: "\f", 0x6e: "\n", 0x72: "\r", 0x74: "\t" }[c];
-        if (simple === undefined) throw new JSONError("Invalid \\escape", end - 2);
-        out += simple;
-        continue;
-      }
-      next++;
-      end = next + 4;
-      if (end >= n) throw new JSONError("Invalid \\uXXXX escape", next - 1);
-      const hex4 = (from) => {  // the four code points at ``from`` as hexadecimal digits, else -1
-        const h = s.slice(u16[from], u16[from + 4]);
-        return /^[0-9a-fA-F]{4}$/.test(h) ? parseInt(h, 16) : -1;
-      };
-      let u = hex4(next);
-      if (u < 0) throw new JSONError("Invalid \\uXXXX escape", end - 5);
-      next = end;
-      if (u >= 0xd800 && u <= 0xdbff && end + 6 < n && cp[next] === 0x5c && cp[next + 1] === 0x75) {
-        const u2 = hex4(next + 2);
-        if (u2 < 0) throw new JSONError("Invalid \\uXXXX escape", end + 1);
-        if (u2 >= 0xdc00 && u2 <= 0xdfff) { u = 0x10000 + ((u - 0xd800) << 10) + (u2 - 0xdc00); end += 6; }
-      }
-      out += String.fromCodePoint(u);
-    }
+    RUN.lastIndex = u16[end];
+    const [run, lastU] = RUN.exec(s), next = end + cpLen(run), c = cp[next];
+    if (next < n && c === 0x22) return [JSON.parse(`"${run}"`), next + 1];  // the browser decodes as Python does
+    // a \uXXXX escape is refused when its digits reach the end of the text (scanstring_unicode: end >= len)
+    if (next >= n && lastU !== undefined) throw new JSONError("Invalid \\uXXXX escape", next - 5);
+    if (next >= n || (c === 0x5c && next + 1 === n)) throw new JSONError("Unterminated string starting at", end - 1);
+    if (c <= 0x1f) throw new JSONError("Invalid control character at", next);
+    throw cp[next + 1] === 0x75 ? new JSONError("Invalid \\uXXXX escape", next + 1) : new JSONError("Invalid \\escape", next);
   }
   const NUMBER = /(-?(?:0|[1-9][0-9]*))(\.[0-9]+)?([eE][-+]?[0-9]+)?/y;  // json.scanner's NUMBER_RE, ASCII digits
   function scanNumber(start) {  // _json.c _match_number_unicode, then hfconfig._parse_int or float()

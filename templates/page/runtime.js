@@ -1,8 +1,6 @@
 "use strict";
-/* memsym page runtime: exact rationals and the configuration's rules, ported from derivations (hfconfig.from_dict,
-   layout.py, training.validate_training, schedules.py, the inputs of device._estimate and of offload.py's options).
-   Every formula it evaluates is printed: FNS (memsym/page/data.py, from the sympy terms) or ASSEMBLY (the per-device
-   assembly and the schedules' in-flight counts, derivations/generated); none is written here. */
+/* Exact rationals and the configuration's rules as derivations states them (each names its Python); every formula
+   is printed: FNS (memsym/page/data.py) or ASSEMBLY (derivations/generated); none is written here. */
 
 // ----------------------------------------------------------------------------- exact rationals
 function gcd(a, b) { a = a < 0n ? -a : a; b = b < 0n ? -b : b; while (b) { [a, b] = [b, a % b]; } return a; }
@@ -532,10 +530,8 @@ function offloaded(m, t, kept, subs) {
   }
   return { dense: Q.add(sum.mla, sum.dense), moe: Q.add(sum.mla, sum.moe) };
 }
-/** offload.moment_parts: the bytes the backward of an offloaded layer's unfused core attention brings back and makes
-    (step.offload.core_attn), or null when there is no such moment: the softmax output twice and q, k, v once
-    reloaded (each of at least min_elements elements), q, k, v again when the view recomputes them, and bmm's
-    gradients (the probabilities', the value's, the context's). */
+/** offload.moment_parts: the bytes the backward of an offloaded layer's unfused core attention reloads and makes
+    (step.offload.core_attn), or null when there is none. */
 function offloadMoment(m, t, d, cached) {
   if (t.attention !== "eager" || !t.offload.includes("core_attn") || scoreRecomputed(t)) return null;
   const full = tensorBytes(cached("kept:none", () => keptUnits(m, stepTrainings(t)[1])), d.subs).mla;
@@ -624,10 +620,7 @@ function quantizedInputs(m, t, kept, subs) {
 const subsComposition = (c) => Object.assign({ L_d: Q.n(c.dense), L_m: Q.n(c.moe), e_E: Q.n(c.embedding ? 1 : 0), e_H: Q.n(c.head ? 1 : 0) },
   Object.fromEntries(Object.entries(c.extra).map(([k, x]) => [k, Q.n(x)])));
 /** device.step_excess: what one micro-batch's backward holds above the end of its forward at the step's largest
-    moment (step_terms.py, printed), {bytes, id, fn, cast} (0, '' and null when none exceeds it): the --head-state
-    framework's moments of the policy's class, the kinds' bytes without the cross-entropy transient (and as M_A0,
-    M_E0, M_D0 without recomputation; a missing name reads 0), each less the transient the view's head counts
-    (delta_H (M_H - M_H without it)); the first largest binds. */
+    moment (step_terms.py), {bytes, id, fn, cast} (0, '' and null when none exceeds it); the first largest binds. */
 function stepExcess(m, t, d, cached) {
   const dev = familyOf(m).device, conv = t.conventions;
   const framework = conv.head_state in dev.step ? conv.head_state : "paper";

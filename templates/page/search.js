@@ -1,9 +1,6 @@
 "use strict";
-/* The layout search panel: the rows and order of `memsym search`, computed in the page, in floats as it computes.
-   Every formula is printed: the kernels, derived symbols and step-time model (SEARCH_PY, DERIVED_PY, TIME_PY:
-   memsym/page/pyjs.py), the parameter counts and the Sec. 6 peak (SEARCH_FNS, memsym/page/search.py).  Written here:
-   the search's logic, each piece mirroring the Python it names (derivations/analyses/enumeration.py, evaluation.py,
-   derivations/steptime/evaluate.py, placement.py, derivations/analyses/timing.py, ranking.py: sort 'time'). */
+/* The layout search panel: `memsym search`'s rows and order, in floats as it computes, over printed functions
+   (SEARCH_PY, DERIVED_PY, TIME_PY, SEARCH_FNS: memsym/page/search.py); the logic mirrors the Python each names. */
 
 const SEARCH = DATA.search;
 /** How many rows the panel lists (memsym search's text default). */
@@ -162,6 +159,19 @@ function searchStepExcess(ctx, moments, vec) {
     out[act] = Math.max(Math.max(vec[1] > 0 ? moments[moe] : 0, vec[0] > 0 ? moments[dense] : 0), 0);
   return out;
 }
+/** ``acts`` plus each recomputing policy's largest step excess over the compositions ``held`` (the stages the device
+    runs: one micro-batch's rebuilt layer on any of them). */
+function withStep(ctx, lay, s, b, acts, held) {
+  if (!Object.keys(ctx.step).length) return acts;
+  let x = null;
+  for (const v of held) {
+    const got = searchStepExcess(ctx, ctx.moments(rowValues(lay, s, b, v)), v);
+    if (x === null) x = got;
+    else for (const id of Object.keys(x)) x[id] = Math.max(x[id], got[id]);
+  }
+  for (const [id, v] of Object.entries(x)) acts[id] = acts[id] + v;
+  return acts;
+}
 /** The sum of the components (weights, gradients, optimizer, activations) in their order, as Python's sum. */
 function choiceTotal(ctx, pick, states, acts) {
   let t = 0;
@@ -186,14 +196,8 @@ function* paperView(ctx, layouts, rows) {
     const table = ctx.stageTable(lay.pp).distinct;
     const states = table.map((st) => ctx.states(rowValues(lay, o.seqs[0], o.mbs[0], st.vec)));
     for (const s of o.seqs) for (const b of o.mbs) {
-      const devices = table.map((st, k) => {
-        const r = rowValues(lay, s, b, st.vec), a = ctx.activations(r);
-        if (Object.keys(ctx.step).length) {
-          const x = searchStepExcess(ctx, ctx.moments(r), st.vec);
-          for (const [id, v] of Object.entries(x)) a[id] = a[id] + v;
-        }
-        return { stage: st.index, states: states[k], acts: a };
-      });
+      const devices = table.map((st, k) => ({ stage: st.index, states: states[k],
+        acts: withStep(ctx, lay, s, b, ctx.activations(rowValues(lay, s, b, st.vec)), [st.vec]) }));
       pushChoices(ctx, devices, { lay, s, b, m: null }, rows);
     }
     yield;
@@ -235,20 +239,9 @@ function* scheduledView(ctx, layouts, rows, invalid) {
         invalid.dualpipe = (invalid.dualpipe || 0) + 1;
         continue;
       }
-      const slots = slotsOf(ctx, lay.pp, mm);
-      const devices = slots.map((sl, stage) => {
-        const states = ctx.states(rowValues(lay, s, b, sl.state)), acts = ctx.activations(rowValues(lay, s, b, sl.act));
-        if (Object.keys(ctx.step).length) {  // one micro-batch's rebuilt layer on a stage the device holds
-          let x = null;
-          for (const v of sl.held) {
-            const got = searchStepExcess(ctx, ctx.moments(rowValues(lay, s, b, v)), v);
-            if (x === null) x = got;
-            else for (const id of Object.keys(x)) x[id] = Math.max(x[id], got[id]);
-          }
-          for (const [id, v] of Object.entries(x)) acts[id] = acts[id] + v;
-        }
-        return { stage, states, acts };
-      });
+      const devices = slotsOf(ctx, lay.pp, mm).map((sl, stage) => ({ stage,
+        states: ctx.states(rowValues(lay, s, b, sl.state)),
+        acts: withStep(ctx, lay, s, b, ctx.activations(rowValues(lay, s, b, sl.act)), sl.held) }));
       pushChoices(ctx, devices, { lay, s, b, m: mm }, rows);
     }
     yield;

@@ -1,7 +1,6 @@
 "use strict";
-/* The page's controls: one per option of `memsym estimate`, empty (not typed) by default, resolved
-   as the command line resolves them (commands/common.py: --recipe and --conventions set what was
-   not typed; typed options win), then estimate() and the rendering. */
+/* The controls (one per option of `memsym estimate`, empty: not typed) resolved as commands/common.py resolves them,
+   then estimate() and the rendering. */
 
 const $ = (id) => document.getElementById(id);
 const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
