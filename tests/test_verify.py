@@ -152,7 +152,7 @@ def test_malicious_input_through_the_cli_exits_2_and_executes_nothing(tmp_path):
         p = subprocess.run([sys.executable, "-m", "memsym", "verify", payload, "--against", "act.mla.layer"],
                            capture_output=True, text=True)
         assert p.returncode == 2, p.stdout + p.stderr
-        assert "Traceback" not in p.stderr and p.stderr.startswith("memsym: error:")
+        assert "Traceback" not in p.stderr and p.stderr.startswith("memsym verify: error:")
         assert not marker.exists()
 
 

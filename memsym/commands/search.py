@@ -130,6 +130,7 @@ def _search(args, rows=None):
     """(model, hbm, SearchResult, ordered row indices) of a search command line: the first ``rows``
     of them (None: all)."""
     from derivations.analyses import search as S
+    from derivations.config.frameworks import framework
     if args.memory:  # the terms' total first (overheads none): a kind's bytes are never below it
         if "overheads" in common.explicit(args):
             raise cfg.ConfigError("memory", f"--overheads {args.overheads} sets the Sec. 6 ranges, which --memory "
@@ -143,6 +144,13 @@ def _search(args, rows=None):
                                           f"{cfg.RANK_ZERO[rank]}): --zero {','.join(map(str, args.zero))} "
                                           f"contradicts it")
         args.zero = (cfg.RANK_ZERO[rank],)
+    fw = framework(args.framework, args.conventions)
+    if fw is not None and args.schedule is not None and args.schedule not in fw.schedules:
+        raise cfg.ConfigError("framework", f"--schedule {args.schedule}: {fw.refusal(0, 2, args.schedule)}")
+    if args.schedule is not None and args.global_batch is None and args.microbatches is None:
+        raise cfg.ConfigError("microbatches", f"search --schedule {args.schedule} judges and times every configuration "
+                                              f"over a step of m micro-batches: give --global-batch G (m = G / (DP "
+                                              f"mbs)) or --microbatches M")
     model = common.model_from_args(args)
     hbm, _ = common.budget_from_args(args, default_gpu=DEFAULT_GPU)
     result = S.configurations(model, args.gpus, hbm, zeros=args.zero, recompute=args.recompute, mbs=args.mbs,
@@ -150,7 +158,7 @@ def _search(args, rows=None):
                               microbatches=args.microbatches, vpp=args.vpp, global_batch=args.global_batch,
                               gpus_per_node=args.gpus_per_node or 8, attention=args.attention,
                               options=_options(args))
-    _framework(args, result)
+    _framework(fw, result)
     if model.family == "deepseek":  # the step-time model covers the DeepSeek family
         S.add_time(result, model, result.training, vpp=args.vpp,
                    lazy=bool(rows) and args.sort == "time" and not args.memory, **time_options(args))
@@ -185,17 +193,12 @@ def _judged(args, model, hbm, result, top):
     return idx
 
 
-def _framework(args, result) -> None:
+def _framework(fw, result) -> None:
     """--framework (or the conventions' framework): a configuration the framework does not run (its ZeRO stage at
-    its PP) is not listed, counted among the invalid ones; a schedule it does not run is refused."""
+    its PP) is not listed, counted among the invalid ones (a schedule it does not run is refused before)."""
     import numpy as np
-
-    from derivations.config.frameworks import framework
-    fw = framework(args.framework, args.conventions)
     if fw is None:
         return
-    if args.schedule is not None and args.schedule not in fw.schedules:
-        raise cfg.ConfigError("framework", f"--schedule {args.schedule}: {fw.refusal(0, 2, args.schedule)}")
     col = result.columns
     allowed = np.where(col["pp"] > 1, np.isin(col["zero"], fw.zero_pp), np.isin(col["zero"], fw.zero))
     dropped = int((col["fits"] & ~allowed).sum())
