@@ -162,8 +162,8 @@ def _add(g, command: str, name: str, values: _Values) -> None:
     spec = _option(command, name)
     text, every, flag = spec.pop("help", None), spec.pop("all", False), spec.pop("flag", None)
     kw = {k: values[v[1:]] if isinstance(v, str) and v.startswith("=") else v for k, v in spec.items()}
-    if isinstance(kw.get("default"), list) and kw.get("action") not in ("append", "extend"):
-        kw["default"] = tuple(kw["default"])
+    if isinstance(kw.get("default"), list):  # a copy: the table is read once
+        kw["default"] = (list if kw.get("action") in ("append", "extend") else tuple)(kw["default"])
     if "type" in kw:
         kw["type"] = TYPES.get(kw["type"]) or values[kw["type"]]
     if "action" in kw:
