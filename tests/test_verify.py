@@ -279,10 +279,11 @@ def test_help_shows_two_worked_examples():
 
 def test_help_examples_do_what_they_say(capsys):
     """The commands printed in --help give the verdicts it announces."""
-    from memsym.commands.verify import EPILOG
     import shlex
+    from memsym.cli import build_parser
+    epilog = build_parser("verify")._subparsers._group_actions[0].choices["verify"].epilog  # (options.toml)
     cmds = []
-    for block in EPILOG.split("memsym verify ")[1:]:
+    for block in epilog.split("memsym verify ")[1:]:
         text = block.split("\n\n")[0].replace("\\\n", " ")
         argv = shlex.split(text.replace("\n", " "))
         cmds.append(argv)
