@@ -34,15 +34,20 @@ class _Brief:
     def add_text(self, text):  # the description (the first text added; not the epilog): its first sentence
         described, self._described = getattr(self, "_described", False), True
         if text and text is not argparse.SUPPRESS and "%(prog)" not in text and not described:
-            first = re.split(r"(?<=\.)\s", text.strip(), maxsplit=1)[0]
+            first = re.split(_SENTENCE_END, text.strip(), maxsplit=1)[0]
             text = first + ("" if first == text.strip() else " (more: --help-all)")
         super().add_text(text)
 
 
+#: A sentence's end: a full stop and a space, not an abbreviation's ("Sec. 6", "e.g. 80GiB", "et al. 2022").
+_SENTENCE_END = r"(?<!Sec\.)(?<!e\.g\.)(?<!i\.e\.)(?<!al\.)(?<!Eq\.)(?<=\.)\s"
+
+
 def _first_clause(text: str, shortest: int = 12) -> str:
-    """``text`` without its parentheses, to its first clause."""
-    text = re.sub(r"\s*\([^()]*\)", "", text)
-    cut = re.search(r"; |: |\. |, e\.g\.|, default|, when |, one |, each ", text)
+    """``text`` without its parentheses (nested ones whole), to its first clause."""
+    while re.search(r"\([^()]*\)", text):
+        text = re.sub(r"\s*\([^()]*\)", "", text)
+    cut = re.search(r"; |: |" + _SENTENCE_END + r"|, e\.g\.|, default|, when |, one |, each ", text)
     return text[:cut.start()].rstrip(" ,") if cut and cut.start() >= shortest else text
 
 
@@ -73,8 +78,7 @@ class _Parser(argparse.ArgumentParser):
             after = [b for a, b in zip(self._argv, self._argv[1:]) if a == opt and b.startswith("-")]
             if after:
                 message += f" (got {after[0]!r}, read as an option; write {opt}={after[0]} for a value starting with -)"
-        self.exit(2, f"memsym {self.prog.split(' ', 1)[-1] if ' ' in self.prog else ''}: error: {one_line(message)}\n"
-                     .replace("memsym : ", "memsym: "))
+        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
 
     def _did_you_mean(self, words: List[str]) -> str:
         """`` (did you mean --tp?)`` for the unknown options among ``words``: the subcommand's own options nearest
@@ -159,14 +163,20 @@ def _dispatch(argv: List[str]) -> int:
             if getattr(args, "plot", None):
                 check_output(args.plot)
         return int(args.run(args) or 0)
-    except ConfigError as exc:
-        print(f"memsym: error: {one_line(exc)}", file=sys.stderr)
+    except ConfigError as exc:  # the form of argparse's own errors (_Parser.error): one prefix for every refusal
+        print(f"{_prefix(argv)}: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
     except OSError as exc:  # a path given on the command line that cannot be read or written
-        print(one_line(f"memsym: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")), file=sys.stderr)
+        print(one_line(f"{_prefix(argv)}: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")),
+              file=sys.stderr)
         return 2
+
+
+def _prefix(argv: List[str]) -> str:
+    """``memsym CMD`` (``memsym`` before a subcommand is named): what every error line starts with."""
+    return " ".join(["memsym"] + [c for c in [_command(argv)] if c])
 
 
 if __name__ == "__main__":

@@ -152,3 +152,52 @@ def test_help_is_short_and_help_all_whole(capsys):
         main(["estimate", "--help-all"])
     whole = capsys.readouterr().out
     assert "--routed-tokens" in whole and "(default" in whole
+
+
+@pytest.mark.parametrize("argv", [["estimate", "--global-batch", str(2 ** 30)], ["fit", "--hbm", "80GiB",
+                                                                                   "--global-batch", str(2 ** 30)],
+                                  ["estimate", "--global-batch", "32", "--schedule", "dualpipe"]])
+def test_a_global_batch_refusal_names_the_global_batch(capsys, argv):
+    """Review of issue 46: a typed --global-batch whose m = G / (DP mbs) is out of range (or odd under DualPipe) is
+    refused naming --global-batch, not an untyped --microbatches."""
+    from clirun import run
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and len(err.splitlines()) == 1 and "--global-batch" in err, err
+    assert "got --microbatches" not in err and "(--microbatches)" not in err, err
+
+
+@pytest.mark.parametrize("argv", [["search", "--gpus", "0"], ["search", "--gpus", "8", "--hbm", "1GiB", "--model",
+                                                                  "nope"], ["estimate", "--mbs", "0"],
+                                  ["estimate", "--global-batch", "7"], ["fit", "--dp", "3", "--hbm", "8GiB"]])
+def test_every_refusal_has_one_prefix(capsys, argv):
+    """argparse's refusals and memsym's own (ConfigError) start alike: ``memsym CMD: error:``."""
+    from clirun import run
+    code, _, err = run(capsys, *argv)
+    assert code == 2 and err.startswith(f"memsym {argv[0]}: error: ") and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("command, flag, brief", [("fit", "--overheads", "end of the Sec. 6 ranges"),
+                                                  ("search", "--sort", "order: time, bubble, peak or headroom")])
+def test_brief_help_is_cut_at_a_clause_not_mid_phrase(capsys, command, flag, brief):
+    """--help's first clause is not cut at an abbreviation ("Sec. 6") nor leaves a nested parenthesis' tail
+    ("bubbles,/")."""
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"{flag} " in out and brief in out and "bubbles,/" not in out, out
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    assert "Solves the Sec. 6 budget" in capsys.readouterr().out
+
+
+def test_search_under_a_schedule_without_m_is_refused(capsys):
+    """search --schedule without --global-batch or --microbatches printed m = -1 and negative step times ranked
+    first; it is refused on one line."""
+    from clirun import run
+    code, out, err = run(capsys, "search", "--gpus", "256", "--schedule", "1f1b")
+    assert code == 2 and out == "" and len(err.splitlines()) == 1 and "--global-batch" in err, err
+    code, out, err = run(capsys, "search", "--gpus", "256", "--schedule", "1f1b", "--microbatches", "32", "--top", "3",
+                         "--json")
+    assert code == 0, err
+    rows = json.loads(out)["rows"]
+    assert rows and all(r["microbatches"] == 32 and r["step_time"] > 0 for r in rows), rows

@@ -91,4 +91,4 @@ def test_a_damaged_package_data_file_is_one_line_exit_2(tmp_path, name, old, new
         r = subprocess.run([sys.executable, "-m", "memsym", *args], capture_output=True, text=True, cwd=tmp_path,
                            env={**os.environ, "PYTHONPATH": str(tmp_path)}, timeout=120)
         assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
-        assert r.stderr.startswith("memsym: error: ") and name in r.stderr and said in r.stderr, r.stderr
+        assert r.stderr.startswith(f"memsym {args[0]}: error: ") and name in r.stderr and said in r.stderr, r.stderr

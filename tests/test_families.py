@@ -350,8 +350,8 @@ def test_a_toy_family_on_the_command_line(toy, tmp_path, capsys):
     assert est["terms"]["activations_gqa_layer"] == "act.gqa.layer" and est["params"]["moe"] == 0
     assert main(["estimate", "--model", str(path), "--dp", "2", "--tp", "2", "--pp", "2", "--ep", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["memsym: error: EP=2: toy_gqa (h 256, 4 layers) (GQA + SwiGLU) has no experts to split; EP must "
-                   "be 1"]
+    assert err == ["memsym estimate: error: EP=2: toy_gqa (h 256, 4 layers) (GQA + SwiGLU) has no experts to split; "
+                   "EP must be 1"]
 
 
 def test_a_toy_familys_report(toy, tmp_path, capsys, same_in_a_kernel):
@@ -415,7 +415,7 @@ def test_what_the_toy_family_has_no_terms_for_is_refused_on_one_line(toy, tmp_pa
     layout = [] if argv[0] == "search" else ["--dp", "2", "--tp", "2", "--pp", "2"]
     assert main(argv + ["--model", str(path)] + layout) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("memsym: error: ") and says in err[0], err
+    assert len(err) == 1 and err[0].startswith(f"memsym {argv[0]}: error: ") and says in err[0], err
 
 
 def test_registering_a_family_first_keeps_the_packages_families(tmp_path):
@@ -554,8 +554,8 @@ def test_a_toy_familys_calculator_page(toy_page, browser, capsys):
         state, err = _page_estimate(browser, page, controls)
         assert main(["estimate", "--model", str(path), *_argv(controls)]) == 2
         said = capsys.readouterr().err.strip().splitlines()
-        assert len(said) == 1 and said[0].startswith("memsym: error: "), said
-        assert (state, err) == ("error", said[0][len("memsym: error: "):]), controls
+        assert len(said) == 1 and said[0].startswith("memsym estimate: error: "), said
+        assert (state, err) == ("error", said[0][len("memsym estimate: error: "):]), controls
 
 
 def test_the_registry_on_first_use_from_many_threads(tmp_path):

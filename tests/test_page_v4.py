@@ -81,5 +81,5 @@ def test_the_page_refuses_what_changes_no_v4_tensor(browser, page, extra, capsys
     _configure(browser, page, controls)
     shown = browser.find_element("id", "error").text
     assert main(["estimate", *_argv(controls)]) == 2
-    said = capsys.readouterr().err.strip().removeprefix("memsym: error: ")
+    said = capsys.readouterr().err.strip().removeprefix("memsym estimate: error: ")
     assert said and said in shown

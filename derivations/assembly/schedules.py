@@ -27,6 +27,8 @@ from derivations.evaluate import inflight  # the formulas below, printed (deriva
 from derivations.config import SCHEDULES, ConfigError
 from derivations.config.layout import compose
 
+#: Where m comes from, as a refusal names it (typed, or derived from the global batch).
+M_FROM = "--microbatches, or --global-batch / (DP mbs)"
 TITLES = {
     "1f1b": "1F1B (PipeDream-flush, Megatron)",
     "interleaved": "interleaved 1F1B (Megatron virtual pipeline stages)",
@@ -86,7 +88,7 @@ def validate(name: str, pp: int, microbatches: Optional[int], vpp: Optional[int]
             raise ConfigError("dualpipe-pp", f"DualPipe needs an even number of pipeline stages, got PP={pp}")
         if microbatches is not None and (microbatches % 2 or microbatches < 2 * pp):
             raise ConfigError("dualpipe-microbatches", f"DualPipe needs an even number of micro-batches m >= 2 PP "
-                                                       f"= {2 * pp}, got --microbatches {microbatches}")
+                                                       f"= {2 * pp}, got m = {microbatches} ({M_FROM})")
 
 
 @lru_cache(maxsize=4096)
@@ -210,5 +212,5 @@ def virtual_groups(pp: int, microbatches: Optional[int]) -> None:
     m = microbatches or 4 * pp
     if m % pp:
         raise ConfigError("virtual-layers", f"--virtual-layers simulates Megatron's interleaved order, which runs "
-                                                f"micro-batches in groups of PP={pp}: --microbatches must be a "
-                                                f"multiple of PP, got {m}")
+                                                f"micro-batches in groups of PP={pp}: m must be a multiple of PP, "
+                                                f"got m = {m} ({M_FROM})")

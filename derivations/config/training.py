@@ -275,4 +275,8 @@ def with_global_batch(layout, training, global_batch):
                                               f"{layout.dp} * {training.mbs} = {per} (m = G / (DP mbs) micro-batches)")
     if training.microbatches is not None:
         raise ConfigError("global-batch", "give --global-batch or --microbatches, not both")
-    return replace(training, schedule=training.schedule or "1f1b", microbatches=global_batch // per)
+    m, limit = global_batch // per, OPTIONS["microbatches"]
+    if m > limit.high:  # named as typed: G's own range admits G = m DP mbs with m beyond m's
+        raise ConfigError("global-batch", f"--global-batch {global_batch} / (DP * mbs = {per}) = {m} micro-batches "
+                                          f"per step: at most {limit.domain.split('..')[1]} ({limit.why})")
+    return replace(training, schedule=training.schedule or "1f1b", microbatches=m)

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from fractions import Fraction
+from pathlib import Path
 
 from derivations import config as cfg
 from derivations.config import defaults, resolve as R
@@ -13,8 +15,12 @@ from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name
     _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS,
     apply_limits, dtype_bytes, recompute_policy, imbalance_factor, unit_fraction,
     layer_counts, offload_modules, cuda_graphs, HELP_ALL, help_all, explicit, checked_by)
+from derivations.config.defaults import DEFAULT_GPU
 from derivations.config.recipes import RECIPES
+from symbolic import tomlfile
 from symbolic.exact import fmt_gib
+
+from . import COMMANDS
 
 
 def check_conflicts(args) -> None:
@@ -36,13 +42,15 @@ def check_conflicts(args) -> None:
     if "cuda_graph_warmup_steps" in typed and not getattr(args, "cuda_graphs", None):
         raise cfg.ConfigError("cuda-graphs", "--cuda-graph-warmup-steps says when --cuda-graphs are captured: give "
                                              "--cuda-graphs SCOPE (or leave it out)")
-    for dest in ("efficiency", "gemm_efficiency", "nvlink_domain", "gpus_per_node"):  # estimate's, sensitivity's
+    timed = getattr(args, "time", hasattr(args, "overlap"))  # fit has no step time; search times every row
+    for dest in ("efficiency", "gemm_efficiency", "nvlink_domain", "gpus_per_node"):  # estimate's, sensitivity's, fit's
         placed = dest in ("nvlink_domain", "gpus_per_node")  # also where --memory device puts the NCCL buffers
-        if dest in typed and getattr(args, "time", True) is False and not (placed and memory == "device"):
+        if dest in typed and timed is False and not (placed and memory == "device"):
             flag = "--" + dest.replace("_", "-")
-            also = " or --memory device" if placed and hasattr(args, "memory") else ""
-            raise cfg.ConfigError("time", f"{flag} acts on the step time{also} only: add --time{also} (or leave "
-                                          f"{flag} out)")
+            acts = [w for w, on in (("the step time", hasattr(args, "time")),
+                                    ("--memory device", placed and hasattr(args, "memory"))) if on]
+            add = " or ".join(acts).replace("the step time", "--time")
+            raise cfg.ConfigError("time", f"{flag} acts on {' or '.join(acts)} only: add {add} (or leave {flag} out)")
     domain, node = getattr(args, "nvlink_domain", None), getattr(args, "gpus_per_node", None)
     of = f"--gpus-per-node {node}" if node else "a node's 8 GPUs (the default --gpus-per-node)"
     if domain and domain < (node or 8):  # gpus.toml: an HGX node is one domain of 8, an NVL72 rack 72 of 4-GPU nodes
@@ -84,172 +92,9 @@ def finish(args) -> None:
     check_conflicts(args)
 
 
-def add_model_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=cfg.DEFAULT_MODEL, action=_Explicit,
-                   help=f"preset ({', '.join(cfg.PRESETS)}) or a Hugging Face config.json "
-                        f"(default: {cfg.DEFAULT_MODEL}, the paper's model)")
-
-
-def add_layout_options(p: argparse.ArgumentParser, stage: bool = True) -> None:
-    """The parallel layout of Table 5 (defaults: the paper's reference layout)."""
-    g = p.add_argument_group("parallel layout (defaults: the paper's Table 5)")
-    E, L = _Explicit, cfg.Layout()  # the defaults are the Layout dataclass's (the paper's Table 5)
-    for dest, what in (("dp", "data-parallel degree DP"), ("tp", "tensor-parallel degree TP"),
-                       ("pp", "pipeline-parallel degree PP"), ("ep", "expert-parallel degree EP"),
-                       ("etp", "tensor parallelism inside an expert ETP")):
-        g.add_argument("--" + dest, type=positive_int, default=getattr(L, dest), action=E,
-                       help=f"{what} (default {getattr(L, dest)})")
-    g.add_argument("--cp", type=positive_int, default=L.cp, action=E,
-                   help="context-parallel degree CP: each device holds s/CP of the sequence and, for eager "
-                        f"attention, its s/CP query rows of the s^2 scores (default {L.cp})")
-    g.add_argument("--sp", type=positive_int, default=L.sp, action=E,
-                   help="sequence-parallel degree SP: TP (on, the default) or 1 (off)")
-    g.add_argument("--gpus", type=positive_int, default=None, metavar="N", action=E,
-                   help="GPUs of the job: DP = N / (TP PP CP) unless --dp is typed (then they must agree); with a "
-                        "launch file, when the file does not say")
-    g.add_argument("--layers-per-stage", type=int_list, default=L.layers_per_stage, metavar="N,N,...", action=E,
-                   help="explicit pipeline split (default: the paper's, e.g. 4,...,4,1 for 61 layers at PP=16)")
-    if stage:
-        g.add_argument("--stage", type=nonneg_int, default=1, action=E,
-                       help="pipeline stage to report (default 1, a 4-MoE-layer stage as in Tables 6, 8, 10; "
-                            "with --schedule, the most-loaded stage)")
-
-
-def add_cuda_graph_options(g, what: str = "") -> None:
-    """--cuda-graphs and --cuda-graph-warmup-steps (estimate's; search's judge the rows it lists)."""
-    E, D = _Explicit, cfg.Training()
-    g.add_argument("--cuda-graphs", type=cuda_graphs, default=None, action=E, metavar="SCOPE,...",
-                   help=help_all("Megatron-Core's CUDA graphs through Transformer Engine (--cuda-graph-impl "
-                                 "transformer_engine --cuda-graph-modules): the captured part of each layer, attn, "
-                                 "mlp, moe or layer (the whole layer): its saves move to the graphs' pool, the capture "
-                                 "is a moment of the step (needs --conventions mcore or mcore-te)" + what))
-    g.add_argument("--cuda-graph-warmup-steps", type=nonneg_int, default=D.graph_warmup, action=E, metavar="N",
-                   help=help_all(f"steps run eagerly before the capture (Megatron's flag; default {D.graph_warmup}, "
-                                 f"its default): 0 captures before the optimizer's first step, without Adam's moments"))
-
-
-def add_training_options(p: argparse.ArgumentParser) -> None:
-    E, T, D = _Explicit, _ExplicitTrue, cfg.Training()  # the defaults are the Training dataclass's
-    g = p.add_argument_group("training (defaults: the paper's Tables 7 and 9)")
-    g.add_argument("--recipe", choices=list(RECIPES), default=None,
-                   help="preset of layout and choices: deepseek-v3 (the DeepSeek-V3 report's own training: PP16 "
-                        "EP64 no TP, ZeRO-1 over 2048 GPUs, DualPipe, BF16 moments, FP32 master weights and "
-                        "gradients, RMSNorm and MLA up-projection recomputation, FP8 activation caching, s 4096) "
-                        "or paper (Tables 5, 7 and 9); options typed beside it override it")
-    g.add_argument("--zero", type=int, choices=list(cfg.ZERO_NAMES), default=D.zero, action=E,
-                   help=f"ZeRO stage: 0 none, 1 optimizer states, 2 + gradients, 3 + parameters (default {D.zero})")
-    g.add_argument("--recompute", type=recompute_policy, default=(D.recompute, tuple(D.recompute_ops)), action=E,
-                   metavar="{none,full,selective,custom:OP,...}",
-                   help="activation recomputation: none (default), full (keep the layer inputs and routing, "
-                        "Sec. 5), selective (recompute the core attention: drop the b n_h s^2 tensors; Korthikanti "
-                        "et al. 2022) or custom:OP,... recomputing the named operators, one of: "
-                        + ", ".join(cfg.RECOMPUTE_OPS) + " (DeepSeek-V3 recomputes norm,mla_up)")
-    g.add_argument("--offload-activations", type=offload_modules, default=None, action=E, metavar="MODULE,...",
-                   help="Megatron-Core's fine-grained activation offloading (--fine-grained-activation-offloading "
-                        "--offload-modules): the saved tensors of these modules (of at least 2^20 elements) go to host "
-                        "memory between forward and backward, but for the rank's last layer of micro-batch 0; one of: "
-                        + ", ".join(cfg.OFFLOAD_MODULES) + " (needs --conventions mcore or mcore-te)")
-    add_cuda_graph_options(g)
-    g.add_argument("--attention", choices=list(cfg.ATTENTION), default=D.attention, action=E,
-                   help="attention kernel: eager (the paper's 5 b n_h s^2/TP score tensors) or flash (fused: no s^2 "
-                        "tensor, FP32 log-sum-exp per row, 4 b n_h s/(TP CP) bytes per layer); default eager, or "
-                        "flash once a run is named (--gpus, --global-batch, a launch file)")
-    g.add_argument("--mbs", type=positive_int, default=D.mbs, action=E, help=f"micro-batch size b (default {D.mbs})")
-    g.add_argument("--seq", type=positive_int, default=D.seq, action=E, help=f"sequence length s (default {D.seq})")
-    g.add_argument("--imbalance", type=imbalance_factor, default=Fraction(D.imbalance), action=E, metavar="F",
-                   help="routing imbalance F >= 1: the busiest expert rank gets F times the balanced tokens "
-                        "(E_token = F b s N_r / (N CP); default 1, the paper's balanced routing)")
-    g = p.add_argument_group("pipeline schedule (extension; default: the paper's one micro-batch per stage)")
-    g.add_argument("--schedule", choices=list(cfg.SCHEDULES), default=D.schedule, action=E,
-                   help="pipeline schedule: activations become what the stage holds at its peak, n_fl micro-batches "
-                        "(1f1b and zb: min(m, PP - i); interleaved: Megatron's count with V chunks; dualpipe: PP + 1 "
-                        "and two stages' parameters); --stage defaults to the most-loaded stage")
-    g.add_argument("--microbatches", type=positive_int, default=D.microbatches, action=E, metavar="M",
-                   help="micro-batches per step m (gradient-accumulation steps; default: enough to fill the pipeline)")
-    g.add_argument("--vpp", type=positive_int, default=D.vpp, action=E, metavar="V",
-                   help="virtual pipeline stages per device for --schedule interleaved (default 2)")
-    g.add_argument("--virtual-layers", type=layer_counts, default=D.virtual_layers, action=E, metavar="N,N,...",
-                   help="Megatron's --pipeline-model-parallel-layout as the layers of its PP x V virtual stages in "
-                        "order (virtual stage j on rank j mod PP), e.g. Et*3|(tt|)*6tmL at PP 2, V 4 is "
-                        "3,2,2,2,2,2,2,1; the peak is then the largest state of the rank's interleaved order "
-                        "(default: each rank's layers in V equal chunks)")
-    g = p.add_argument_group("precision (defaults: the paper's Table 7)")
-    byts, names = dict(D.bytes), {}
-    for name, n in cfg.DTYPES.items():
-        names.setdefault(n, name)  # bf16 before fp16
-    for opt, sym, what in (("--weight-dtype", "B_w", "weights"), ("--grad-dtype", "B_g", "gradients"),
-                           ("--master-dtype", "B_m", "the optimizer's master weights"),
-                           ("--optimizer-dtype", "B_1,B_2", "both Adam moments"),
-                           ("--act-dtype", "B_a", "activations")):
-        default = names[byts[sym.split(",")[0]]]
-        g.add_argument(opt, type=dtype_bytes, default=None, action=E, metavar="{" + ",".join(cfg.DTYPES) + "}",
-                       help=f"data type of {what}, bytes {sym} (default {default})")
-    g.add_argument("--linear-recipe", choices=list(cfg.LINEAR_RECIPES), default=None, action=E,
-                   help="Transformer Engine's low-precision recipe of the linear layers (Megatron's --fp8-recipe "
-                        "delayed|tensorwise|blockwise|mxfp8, --fp4-recipe nvfp4): their saved inputs in the format "
-                        "(1 B, + FP32 per 1x128 blockwise, + 1 B per 32 mxfp8; nvfp4 1/2 B + 1 B per 16) and TE's "
-                        "cached quantized weight copies (both directions) on every device; needs --conventions "
-                        "mcore-te; not with --fp8-activations (DeepSeek-V3's own caching)")
-    g.add_argument("--quantized-param-gather", action=T, default=False,
-                   help="the linear layers' weights are quantized parameters (Megatron's --fp8-param-gather, "
-                        "--fp4-param-gather): no BF16 copy of them beside TE's quantized ones")
-    g.add_argument("--fp8-activations", action=T, default=D.fp8,
-                   help="cache in FP8 the activations the DeepSeek-V3 report names (Sec. 3.3): MoE up-projection "
-                        "inputs and SwiGLU inputs (B_f8 = 1 B), the attention output before W^O in E5M6 (B_o = 1.5 B)")
-
-
-
-
-def add_convention_options(p: argparse.ArgumentParser) -> None:
-    """The modelling assumptions: a preset and one option per switch (CONVENTION_SWITCHES), the paper's by default."""
-    shown = HELP_ALL[0]
-    g = p.add_argument_group("conventions (modelling assumptions; defaults: the paper's; switches typed beside "
-                             "--conventions override it)" + ("" if shown else
-                             f"; the {len(cfg.CONVENTION_SWITCHES) + 2} switches, one per assumption, are listed by "
-                             f"--help-all"))
-    p.set_defaults(_conventions_preset=True)
-    g.add_argument("--conventions", choices=list(cfg.CONVENTION_PRESETS), default=None,
-                   help="set every switch to one source's assumptions: paper (default); modelzoo (NVIDIA "
-                        "Megatron-MoE-ModelZoo's activation accounting: --routed-tokens dispatch --attention flash "
-                        "--router-tensors sp --shared-expert tp --dropout-masks none --checkpoints one --swiglu fused "
-                        "--expert-outputs kept --latent-norms kept --routing-state row-map --inventory modelzoo); "
-                        "megatron (Megatron-LM's weight-and-optimizer estimate, --rank megatron --bytes-per-param "
-                        "distributed, with the same runtime switches as modelzoo but the paper's tensor list, "
-                        "--inventory paper; add --mtp to count the MTP layer). `memsym compare` itemises the gaps")
-    g.add_argument("--framework", choices=("megatron", "megatron-fsdp", "torchtitan", "deepspeed"), default=None,
-                   help="the framework whose ZeRO stages and schedules are run (derivations/config/"
-                        "frameworks.py): search lists only those, estimate warns on another; default: the "
-                        "conventions' framework (megatron for megatron, mcore, mcore-te, modelzoo), else none")
-    g.add_argument("--kernels", choices=("local", "te"), default=None,
-                   help=help_all("with --conventions mcore: local (Megatron-Core's local layer spec, what runs on "
-                                 "CPU and what memsym trace --framework mcore measures: default) or te (Transformer "
-                                 "Engine's fused RMSNorm, fused attention and fused RoPE, Megatron's fused SwiGLU: "
-                                 "--norm-storage te --attention flash --softmax-dtype activation --causal-mask none "
-                                 "--rope-tables shared --swiglu fused; read from the sources, not traced)"))
-    for spec in cfg.CONVENTION_SWITCHES.values():
-        g.add_argument(spec.option, dest=spec.name, choices=list(spec.values), default=spec.default, action=_Explicit,
-                       help=help_all(spec.help + f" (default {spec.default})"))
-    g.add_argument("--bytes-per-param", dest="bytes_per_param", choices=list(cfg.BYTES_CONVENTIONS), default="paper",
-                   action=_Explicit, help=help_all(cfg.BYTES_HELP + " (default paper)"))
-    g.add_argument("--mtp", action=_ExplicitTrue, default=False, help=help_all(cfg.MTP_HELP))
-
-
-HBM_HELP = ("memory per GPU with its unit: GiB, MiB, TiB (binary) or GB, MB, TB (decimal), case-insensitive, e.g. "
-            "80GiB or 141GB; a bare number is refused (the paper's tables write GiB as \"GB\"; sizes typed here "
-            "mean what their unit says)")
-
-
 def gpu_names() -> str:
     from derivations.config.gpus import presets
     return ", ".join(presets())
-
-
-def add_budget_options(p: argparse.ArgumentParser, default_gpu: str = None, what: str = "") -> None:
-    """--hbm SIZE and --gpu NAME (one of them): the memory budget of one device."""
-    p.add_argument("--hbm", default=None, action=_Explicit, help=HBM_HELP + what)
-    p.add_argument("--gpu", default=None, action=_Explicit, metavar="NAME",
-                   help=f"a GPU preset instead of --hbm: {gpu_names()} (usable capacity and its source: "
-                        "derivations/config/gpus.toml)" + (f"; default {default_gpu}" if default_gpu else ""))
 
 
 def _alloc_conf(text: str) -> str:
@@ -262,19 +107,124 @@ def _alloc_conf(text: str) -> str:
     return text
 
 
-def add_memory_options(p: argparse.ArgumentParser) -> None:
-    """--memory KIND, --alloc-conf, --nccl-buffsize: which memory is judged (issue 46)."""
-    p.add_argument("--memory", choices=("allocated", "reserved", "device"), default=None,
-                   help="what is judged against the capacity: allocated (the terms), reserved (PyTorch's caching "
-                        "allocator run over the step: derivations/analyses/allocator.py) or device (reserved + NCCL "
-                        "and DeepEP buffers, inside or across the NVLink domain: derivations/assembly/"
-                        "overheads_device.py); a GPU's capacity is its total less the CUDA context; default: the "
-                        "paper's Sec. 6 ranges")
-    p.add_argument("--alloc-conf", default="", metavar="CONF", type=_alloc_conf, action=_Explicit,
-                   help=help_all("PYTORCH_CUDA_ALLOC_CONF for --memory (max_split_size_mb, expandable_segments, "
-                        "garbage_collection_threshold)"))
-    p.add_argument("--nccl-buffsize", type=positive_int, default=None, metavar="BYTES", action=_Explicit,
-                   help=help_all("NCCL_BUFFSIZE for --memory device (default NCCL's 4 MiB)"))
+#: The readers an option's ``type`` names in options.toml (argtypes.py; apply_limits bounds them by dest).
+TYPES = {"positive_int": positive_int, "nonneg_int": nonneg_int, "int": int, "int_list": int_list,
+         "layer_counts": layer_counts, "path_text": path_text, "recompute": recompute_policy,
+         "offload": offload_modules, "cuda_graphs": cuda_graphs, "imbalance_factor": imbalance_factor,
+         "unit_fraction": unit_fraction, "alloc_conf": _alloc_conf}
+ACTIONS = {"typed": _Explicit, "typed-flag": _ExplicitTrue, "flag": "store_true", "append": "append",
+           "extend": "extend"}
+#: What options.toml names by "=X" or "{X}" beyond a command's own values and the fields of Layout and Training.
+COMPUTED = {
+    "default_model": lambda: cfg.DEFAULT_MODEL, "presets": lambda: ", ".join(cfg.PRESETS),
+    "recompute_default": lambda: (cfg.Training().recompute, tuple(cfg.Training().recompute_ops)),
+    "recompute_label": lambda: cfg.Training().recompute_label, "recompute_ops": lambda: ", ".join(cfg.RECOMPUTE_OPS),
+    "offload_modules": lambda: ", ".join(cfg.OFFLOAD_MODULES), "imbalance": lambda: Fraction(cfg.Training().imbalance),
+    "gpu_names": gpu_names, "default_gpu": lambda: DEFAULT_GPU,
+    "bytes_help": lambda: cfg.BYTES_HELP, "mtp_help": lambda: cfg.MTP_HELP, "RECIPES": lambda: list(RECIPES),
+    "other_presets": lambda: ", ".join(n for n in cfg.CONVENTION_PRESETS if n not in ("paper", "megatron", "modelzoo")),
+    "switches_brief": lambda: "" if HELP_ALL[0] else (f"; the {len(cfg.CONVENTION_SWITCHES) + 2} switches, one per "
+                                                      "assumption, are listed by --help-all"),
+    **{name: (lambda name=name: list(getattr(cfg, name))) for name in
+       ("ZERO_NAMES", "ATTENTION", "SCHEDULES", "LINEAR_RECIPES", "CONVENTION_PRESETS")}}
+
+
+class _Values(dict):
+    """A command's values for options.toml's "=X" and "{X}": its own, else COMPUTED's, else the field of Layout or
+    Training ("Training.mbs": the paper's defaults), computed when first named."""
+
+    def __missing__(self, key):
+        cls, _, field = key.partition(".")
+        self[key] = COMPUTED[key]() if key in COMPUTED else getattr({"Layout": cfg.Layout,
+                                                                     "Training": cfg.Training}[cls](), field)
+        return self[key]
+
+
+@functools.lru_cache(maxsize=None)
+def _table() -> dict:
+    with tomlfile.package_data(Path(__file__).with_name("options.toml")) as data:
+        return {key: data[key] for key in ("groups", "sets", "commands", "options")}
+
+
+def _option(command: str, name: str) -> dict:
+    """options.toml's definition of ``name`` for ``command``: its own variant, else the shared one (``base``: another
+    option's definition under the variant's keys, ``more`` appended to its help)."""
+    options = _table()["options"]
+    spec = dict(options.get(f"{command}.{name}") or options[name])
+    if "base" in spec:
+        base, more = options[spec.pop("base")], spec.pop("more", "")
+        spec = {**base, **spec, "help": spec.get("help", base["help"]) + more}
+    return spec
+
+
+def _add(g, command: str, name: str, values: _Values) -> None:
+    """One option of ``command`` on the group ``g``, as options.toml defines it."""
+    spec = _option(command, name)
+    text, every, flag = spec.pop("help", None), spec.pop("all", False), spec.pop("flag", None)
+    kw = {k: values[v[1:]] if isinstance(v, str) and v.startswith("=") else v for k, v in spec.items()}
+    if isinstance(kw.get("default"), list):  # a copy: the table is read once
+        kw["default"] = (list if kw.get("action") in ("append", "extend") else tuple)(kw["default"])
+    if "type" in kw:
+        kw["type"] = TYPES.get(kw["type"]) or values[kw["type"]]
+    if "action" in kw:
+        kw["action"] = ACTIONS[kw["action"]]
+    if text is not None:
+        text = text.format_map(values)
+        kw["help"] = help_all(text) if every else text
+    if kw.pop("positional", False):
+        g.add_argument(name, **kw)
+    else:
+        g.add_argument(flag or "--" + name.replace("_", "-"), dest=name, **kw)
+
+
+def _dtypes(p, g, values) -> None:
+    """--weight-dtype ... --act-dtype: the bytes of Table 7 (defaults the paper's)."""
+    byts, names = dict(cfg.Training().bytes), {}
+    for name, n in cfg.DTYPES.items():
+        names.setdefault(n, name)  # bf16 before fp16
+    for opt, sym, what in (("--weight-dtype", "B_w", "weights"), ("--grad-dtype", "B_g", "gradients"),
+                           ("--master-dtype", "B_m", "the optimizer's master weights"),
+                           ("--optimizer-dtype", "B_1,B_2", "both Adam moments"),
+                           ("--act-dtype", "B_a", "activations")):
+        default = names[byts[sym.split(",")[0]]]
+        g.add_argument(opt, type=dtype_bytes, default=None, action=_Explicit, metavar="{" + ",".join(cfg.DTYPES) + "}",
+                       help=f"data type of {what}, bytes {sym} (default {default})")
+
+
+def _switches(p, g, values) -> None:
+    """One option per modelling assumption (derivations/config/switches.toml), the paper's by default."""
+    p.set_defaults(_conventions_preset=True)
+    for spec in cfg.CONVENTION_SWITCHES.values():
+        g.add_argument(spec.option, dest=spec.name, choices=list(spec.values), default=spec.default, action=_Explicit,
+                       help=help_all(spec.help + f" (default {spec.default})"))
+
+
+HOOKS = {"dtypes": _dtypes, "switches": _switches}
+
+
+def build(sub, command: str, run, **values) -> argparse.ArgumentParser:
+    """``command``'s parser as options.toml lists its options, running ``run``; ``values``: what its "=X" and "{X}"
+    name beyond COMPUTED."""
+    table, values = _table(), _Values(values)
+    spec = table["commands"][command]
+    p = sub.add_parser(command, help=COMMANDS[command], description=spec["description"].format_map(values),
+                       epilog=spec.get("epilog"), formatter_class=argparse.RawDescriptionHelpFormatter
+                       if spec.get("raw") else argparse.HelpFormatter)
+    items, g = list(spec["options"]), p
+    while items:
+        item = items.pop(0)
+        if item.startswith("*"):
+            items[:0] = table["sets"][item[1:]]
+        elif item == "[one-of]":
+            g = p.add_mutually_exclusive_group()
+        elif item.startswith("["):
+            g = p.add_argument_group(table["groups"][item[1:-1]].format_map(values))
+        elif item.startswith("@"):
+            HOOKS[item[1:]](p, g, values)
+        else:
+            _add(g, command, item, values)
+    p.set_defaults(run=run)
+    return p
 
 
 def memory_of(args, est) -> dict:
@@ -294,11 +244,54 @@ def memory_verdict(kind: str, judged: int, capacity: int, of: str) -> str:
             f"{'fits' if judged <= capacity else 'DOES NOT FIT'}")
 
 
+def memory_json(args, est):
+    """--memory KIND of the stage ``est`` (what ``estimate --memory`` prints; derivations/analyses/allocator.py
+    memory): allocated, reserved, each buffer, the graphs' pool, device; judged against --hbm or --gpu when one is
+    given. None without --memory."""
+    if not getattr(args, "memory", None):
+        return None
+    from derivations.config.gpus import CONTEXT
+    m = memory_of(args, est)
+    hbm, gpu = budget_from_args(args)
+    out = {"judged": args.memory, "allocated": m["allocated"], "reserved": m["reserved"],
+           "buffers": [{"term": b.term, "what": b.what, "bytes": b.bytes} for b in m["buffers"]],
+           "cuda_graph_pool": m["graph_pool"], "device": m["device"], "alloc_conf": m["alloc_conf"],
+           "terms_total": est.bytes["step_total"]}
+    if hbm is not None:
+        out.update(capacity=hbm, capacity_of=gpu.name if gpu else "--hbm", fits=m[args.memory] <= hbm,
+                   gpu_total=gpu.total if gpu else hbm + CONTEXT)
+    return out
+
+
+def memory_lines(m, stage: int) -> list:
+    """The text of :func:`memory_json`'s ``m`` at ``stage`` (none without --memory)."""
+    if not m:
+        return []
+    lines = ["", f"memory of the step (--memory {m['judged']}: the {m['judged']} bytes are judged), stage {stage}:",
+             f"  allocated  {fmt_gib(m['allocated']):>9} GiB  the caching allocator's peak over the step (the terms at "
+             f"the step's peak: {fmt_gib(m['terms_total'])} GiB)",
+             f"  reserved   {fmt_gib(m['reserved']):>9} GiB  PyTorch's caching allocator run over the step "
+             f"(PYTORCH_CUDA_ALLOC_CONF '{m['alloc_conf']}')"]
+    lines += ([f"    {'of which the CUDA graphs private pool':<44} {fmt_gib(m['cuda_graph_pool']):>9} GiB  graph.pool"]
+              if m["cuda_graph_pool"] else [])
+    lines += [f"  + {b['what']:<44} {fmt_gib(b['bytes']):>9} GiB  {b['term']}" for b in m["buffers"]]
+    lines += [f"  device     {fmt_gib(m['device']):>9} GiB"]
+    if "capacity" in m:
+        lines.append("  " + memory_verdict(m["judged"], m[m["judged"]], m["capacity"], m["capacity_of"]))
+        total = "--hbm" if m["capacity_of"] == "--hbm" else "cudaMemGetInfo's total"
+        lines.append(f"  (usable: {total} {fmt_gib(m['gpu_total'])} GiB less the CUDA context "
+                     f"{fmt_gib(m['gpu_total'] - m['capacity'])} GiB, derivations/config/gpus.toml)")
+    if not m.get("fits", True):  # the Sec. 6 verdict's search, one allocator run per candidate, is not made
+        lines.append(f"  no cheapest change judged by the {m['judged']} bytes (one allocator run per change): "
+                     f"memsym fit or search --memory {m['judged']} answers it")
+    return lines
+
+
 def budget_from_args(args, default_gpu: str = None, required: bool = False):
     """(bytes, GPU preset or None) of --hbm / --gpu, else of ``default_gpu``; None when not given nor required.
     Under --memory, --hbm is a device's total as --gpu's is: the CUDA context (gpus.py CONTEXT) is taken off it."""
     from derivations.config.gpus import CONTEXT, budget
-    hbm, gpu = budget(args.hbm, args.gpu)
+    hbm, gpu = budget(getattr(args, "hbm", None), getattr(args, "gpu", None))
     if hbm is not None and gpu is None and getattr(args, "memory", None):
         if hbm <= CONTEXT:
             raise cfg.ConfigError("hbm", f"--hbm {args.hbm} under --memory: a device's total must exceed the CUDA "
@@ -310,10 +303,6 @@ def budget_from_args(args, default_gpu: str = None, required: bool = False):
         raise cfg.ConfigError("hbm", "give the memory per GPU: --hbm SIZE (e.g. 80GiB) or --gpu NAME "
                                      f"({gpu_names()})")
     return hbm, gpu
-
-
-def add_json_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true", help="print machine-readable JSON")
 
 
 def model_from_args(args) -> cfg.ModelSpec:

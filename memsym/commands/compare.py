@@ -5,7 +5,7 @@ from dataclasses import replace
 
 from derivations import config as cfg
 from symbolic.exact import fmt_gib, fmt_int
-from . import COMMANDS, common
+from . import common
 from derivations.config.switches import CONVENTION_SWITCHES, ORDER, switches_json
 
 #: Each switch's name in the table: the switches' own (derivations/config/switches.py), and the three
@@ -19,37 +19,7 @@ ROWS = (("weights", "weights"), ("gradients", "gradients"), ("optimizer", "optim
 
 
 def add_parser(sub):
-    p = sub.add_parser("compare", help=COMMANDS["compare"],
-                       description="Per-device weights, gradients, optimizer states and one MoE transformer layer's "
-                                   "activations (one micro-batch) for one layout under each preset of conventions "
-                                   "(paper, megatron, modelzoo; see `memsym estimate --help`), then a waterfall from "
-                                   "paper to each other preset flipping one assumption at a time, in this fixed "
-                                   f"order: {ORDER_HELP}. Each step shows the bytes it adds (+) or removes (-), "
-                                   "exactly; the steps sum to the difference of the two totals.")
-    common.add_model_option(p)
-    common.add_layout_options(p)
-    g = p.add_argument_group("training (defaults: the paper's Tables 7 and 9)")
-    E, D = common._Explicit, cfg.Training()  # the defaults are the Training dataclass's
-    g.add_argument("--zero", type=int, choices=list(cfg.ZERO_NAMES), default=D.zero, action=E,
-                   help=f"ZeRO stage of every preset (default {D.zero}; Megatron's distributed optimizer raises it to "
-                        "1)")
-    g.add_argument("--recompute", type=common.recompute_policy, default=(D.recompute, tuple(D.recompute_ops)),
-                   action=E, metavar="{none,full,selective,custom:OP,...}",
-                   help=f"activation recomputation (default {D.recompute_label})")
-    g.add_argument("--mbs", type=common.positive_int, default=D.mbs, action=E,
-                   help=f"micro-batch size b (default {D.mbs})")
-    g.add_argument("--seq", type=common.positive_int, default=D.seq, action=E,
-                   help=f"sequence length s (default {D.seq})")
-    g.add_argument("--mtp", action=common._ExplicitTrue, default=False,
-                   help="count the model's MTP layers in Megatron's most-loaded shard (the megatron preset)")
-    p.add_argument("--conventions", default=None, metavar="P,P,...",
-                   help="the presets side by side, comma-separated, paper always first (default paper,megatron,"
-                        "modelzoo; others: " + ", ".join(n for n in cfg.CONVENTION_PRESETS
-                                                          if n not in ("paper", "megatron", "modelzoo")) + ")")
-    p.add_argument("--plot", metavar="FILE", default=None,
-                   help="draw the waterfalls (activations per layer, model states) to FILE (.svg or .png)")
-    common.add_json_option(p)
-    p.set_defaults(run=run)
+    common.build(sub, "compare", run, order=ORDER_HELP)
 
 
 def _compare(args):
@@ -60,7 +30,8 @@ def _compare(args):
     kw = {}
     if getattr(args, "conventions", None) is not None:
         kw["presets"] = presets_list(args.conventions)
-    return compare(model, layout, training, common.stage_from_args(args), args.mtp, **kw)
+    columns, falls = compare(model, layout, training, common.stage_from_args(args), args.mtp, **kw)
+    return columns, falls, {name: common.memory_json(args, est) for name, (est, _) in columns.items()}
 
 
 def presets_list(text: str):
@@ -82,13 +53,13 @@ def data(args) -> dict:
 
 
 def run(args) -> int:
-    columns, falls = _compare(args)
+    columns, falls, memory = _compare(args)
     if args.plot:
         plot(falls, args.plot, title(columns["paper"][0]))
     if args.json:
-        common.print_json(to_json(columns, falls))
+        common.print_json(to_json(columns, falls, memory))
         return 0
-    print(render(columns, falls))
+    print(render(columns, falls, memory))
     if args.plot:
         print(f"\nplot: {args.plot}")
     return 0
@@ -101,7 +72,7 @@ def title(est) -> str:
             f"b={tr.mbs} s={tr.seq}")
 
 
-def to_json(columns, falls) -> dict:
+def to_json(columns, falls, memory) -> dict:
     e0 = columns["paper"][0]
     out = {"model": e0.model.name, "layout": e0.to_json()["layout"], "stage": e0.stage.index, "order": list(ORDER),
            "presets": {}, "waterfalls": {}}
@@ -109,7 +80,8 @@ def to_json(columns, falls) -> dict:
         out["presets"][name] = {"switches": switches_json(est.training), "params": est.params["total"],
                                 "zero": est.training.zero, "bytes": q,
                                 "terms": {k: est.term_ids[k] for k in ("params", "weights", "gradients", "optimizer",
-                                                                       "activations_per_layer")}}
+                                                                       "activations_per_layer")},
+                                **({"memory": memory[name]} if memory[name] else {})}
     for name, f in falls.items():
         out["waterfalls"][name] = {
             "from": f.start, "to": f.end, "start": f.first, "end": f.last,
@@ -123,7 +95,7 @@ def _signed(x) -> str:
     return ("+" if x > 0 else "") + fmt_int(x) if x else "0"
 
 
-def render(columns, falls) -> str:
+def render(columns, falls, memory) -> str:
     names = list(columns)
     e0 = columns["paper"][0]
     w = 22
@@ -134,6 +106,10 @@ def render(columns, falls) -> str:
         lines.append(f"  {label:<30}" + "".join(f"{fmt_int(columns[n][1][key]):>{w}}" for n in names))
         lines.append(f"  {'':<30}" + "".join(f"{fmt_gib(columns[n][1][key]) + ' GiB':>{w}}" for n in names))
     lines.append(f"  {'ZeRO stage':<30}" + "".join(f"{columns[n][0].training.zero:>{w}}" for n in names))
+    kind = next((m["judged"] for m in memory.values() if m), None)
+    if kind:  # --memory KIND: each preset's bytes of that kind, as estimate --memory KIND counts them
+        lines.append(f"  {kind + ' (--memory)':<30}" + "".join(f"{fmt_int(memory[n][kind]):>{w}}" for n in names))
+        lines.append(f"  {'':<30}" + "".join(f"{fmt_gib(memory[n][kind]) + ' GiB':>{w}}" for n in names))
     lines.append("  terms:")
     for n in names:
         ids = columns[n][0].term_ids

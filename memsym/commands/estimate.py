@@ -5,47 +5,14 @@ import sys
 
 from derivations import config as cfg
 from symbolic.exact import fmt_gib, fmt_int
-from .timeopts import add_time_options, time_lines, time_options
-from . import COMMANDS, common, launch
+from .timeopts import time_lines, time_options
+from . import common, launch
 from .estimate_text import device_lines, policy, render_all, render_text
 from derivations.config.recipes import RECIPES
 
 
 def add_parser(sub):
-    p = sub.add_parser("estimate", help=COMMANDS["estimate"],
-                       description="Per-device parameters and bytes (weights, gradients, optimizer states, one "
-                                   "micro-batch's activations) of one pipeline stage, exact. Defaults are the "
-                                   "paper's reference layout (Table 5: DP32 TP2 PP16 EP8 ETP1), stage 1, ZeRO 0, "
-                                   "mbs 1, seq 4096, no recomputation; eager attention unless a run is named "
-                                   "(--gpus, --global-batch, a launch file: then flash). Buffers and "
-                                   "fragmentation (Sec. 6) are reported separately at both ends of the paper's "
-                                   "ranges, not in the total. Beyond the paper: recomputation variants, flash "
-                                   "attention, FP8 caching, precision, routing imbalance, pipeline schedules "
-                                   "(activations held at the peak) and recipes (--recipe deepseek-v3).")
-    common.add_model_option(p)
-    launch.add_options(p)
-    common.add_layout_options(p)
-    common.add_training_options(p)
-    common.add_convention_options(p)
-    g = p.add_argument_group("memory budget: a verdict (fits at each end of the Sec. 6 ranges, headroom, the cheapest "
-                             "single change that fits)")
-    common.add_budget_options(g)
-    common.add_memory_options(g)
-    p.add_argument("--global-batch", type=common.positive_int, default=None, metavar="G",
-                   help="sequences per optimizer step: m = G / (DP * mbs) micro-batches (sets --microbatches; the "
-                        "schedule is 1f1b unless --schedule says otherwise)")
-    p.add_argument("--tensors", action="store_true",
-                   help="list each tensor an MoE layer keeps for backward (MLA + MoE), one micro-batch, "
-                        "under the chosen recomputation and conventions: name, formula at the layout, bytes, the "
-                        "operation whose backward keeps it; and what recomputing the norms, the activation function, "
-                        "the MLA up-projections and RoPE, the shared experts, or offloading the routed experts' fc1 "
-                        "outputs would save")
-    p.add_argument("--all-stages", action="store_true",
-                   help="print every pipeline stage (its layers, in-flight micro-batches, activations, model states, "
-                        "total; with --time its time per micro-batch); the most-loaded one marked")
-    add_time_options(p, with_flag=True)
-    common.add_json_option(p)
-    p.set_defaults(run=run)
+    common.build(sub, "estimate", run)
 
 
 def _time(args, model, layout, training, every: bool = False):
@@ -91,20 +58,21 @@ def _estimate(args):
     if args.all_stages:
         every, worst = estimate_all(model, layout, training, notes)
         timed = _time(args, model, layout, training, every=True)
-        memory = _memory(args, every[worst])  # --memory: judged at the most-loaded stage
+        memory = common.memory_json(args, every[worst])  # --memory: judged at the most-loaded stage
         out = {"most_loaded": worst, "stages": [e.to_json() for e in every],
                "assumptions": every[worst].assumptions, **_device_json(every[worst], device),
                **({"time": timed} if timed else {}), **({"memory": memory} if memory else {}),
                **common.defaults_used(args)}
-        text = [render_all(every, worst, device, timed)] + _memory_lines(args, every[worst], memory)
+        text = [render_all(every, worst, device, timed)] + common.memory_lines(memory, worst)
         return out, text + _time_lines(timed, training)
     est = estimate(model, layout, training, common.stage_from_args(args), notes)
     verdict = None if args.memory else _verdict(args, model, layout, training)  # --memory: its kind is judged
     timed = _time(args, model, layout, training)
-    memory = _memory(args, est)
+    memory = common.memory_json(args, est)
     out = {**est.to_json(), **_device_json(est, device), **(verdict.to_json() if verdict else {}),
            **common.defaults_used(args), **({"time": timed} if timed else {}), **({"memory": memory} if memory else {})}
-    lines = [render_text(est)] + device_lines(est, device) + _verdict_lines(verdict) + _memory_lines(args, est, memory)
+    lines = [render_text(est)] + device_lines(est, device) + _verdict_lines(verdict)
+    lines += common.memory_lines(memory, est.stage.index)
     return out, lines + _time_lines(timed, training) + (_time_notes(args, verdict, memory) if timed else [])
 
 
@@ -113,48 +81,6 @@ def _time_lines(timed, training) -> list:
         return []
     from derivations.config import gpus
     return time_lines(timed, gpus.gpu(timed["gpu"]), training.attention)
-
-
-def _memory(args, est):
-    """--memory: the allocator's peaks over the step and the buffers outside it, judged; None without it."""
-    if not args.memory:
-        return None
-    from derivations.config.gpus import CONTEXT
-    m = common.memory_of(args, est)
-    hbm, gpu = common.budget_from_args(args)
-    out = {"judged": args.memory, "allocated": m["allocated"], "reserved": m["reserved"],
-           "buffers": [{"term": b.term, "what": b.what, "bytes": b.bytes} for b in m["buffers"]],
-           "cuda_graph_pool": m["graph_pool"], "device": m["device"], "alloc_conf": m["alloc_conf"],
-           "terms_total": est.bytes["step_total"]}
-    if hbm is not None:
-        out.update(capacity=hbm, capacity_of=gpu.name if gpu else "--hbm", fits=m[args.memory] <= hbm,
-                   gpu_total=gpu.total if gpu else hbm + CONTEXT)
-    return out
-
-
-def _memory_lines(args, est, m) -> list:
-    if not m:
-        return []
-    lines = ["", f"memory of the step (--memory {m['judged']}: the {m['judged']} bytes are judged), stage "
-                 f"{est.stage.index}:",
-             f"  allocated  {fmt_gib(m['allocated']):>9} GiB  the caching allocator's peak over the step (the terms at "
-             f"the step's peak: {fmt_gib(m['terms_total'])} GiB)",
-             f"  reserved   {fmt_gib(m['reserved']):>9} GiB  PyTorch's caching allocator run over the step "
-             f"(PYTORCH_CUDA_ALLOC_CONF '{m['alloc_conf']}')"]
-    lines += ([f"    {'of which the CUDA graphs private pool':<44} {fmt_gib(m['cuda_graph_pool']):>9} GiB  graph.pool"]
-              if m["cuda_graph_pool"] else [])
-    lines += [f"  + {b['what']:<44} {fmt_gib(b['bytes']):>9} GiB  {b['term']}" for b in m["buffers"]]
-    lines += [f"  device     {fmt_gib(m['device']):>9} GiB"]
-    if "capacity" in m:
-        lines.append("  " + common.memory_verdict(m["judged"], m[m["judged"]], m["capacity"], m["capacity_of"]))
-    if "gpu_total" in m:
-        total = "--hbm" if m["capacity_of"] == "--hbm" else "cudaMemGetInfo's total"
-        lines.append(f"  (usable: {total} {fmt_gib(m['gpu_total'])} GiB less the CUDA context "
-                     f"{fmt_gib(m['gpu_total'] - m['capacity'])} GiB, derivations/config/gpus.toml)")
-    if not m.get("fits", True):  # the Sec. 6 verdict's search, one allocator run per candidate, is not made
-        lines.append(f"  no cheapest change judged by the {m['judged']} bytes (one allocator run per change): "
-                     f"memsym fit or search --memory {m['judged']} answers it")
-    return lines
 
 
 def _memory_rules() -> list:

@@ -1,7 +1,7 @@
 """memsym fit: the largest micro-batch or the longest sequence that fits a memory budget, in closed form."""
 from __future__ import annotations
 
-from . import COMMANDS, common
+from . import common
 from dataclasses import replace
 from fractions import Fraction
 from derivations import config as cfg
@@ -9,38 +9,7 @@ from derivations.config import resolve as R
 
 
 def add_parser(sub):
-    p = sub.add_parser("fit", help=COMMANDS["fit"],
-                       description="Solves the Sec. 6 budget (1 + f_frag)(S + A(x)) + M_buf <= --hbm for x = b "
-                                   "(--solve mbs; activations are linear in b) or x = s (--solve seq; quadratic in s: "
-                                   "the attention scores, kept or rebuilt) with sympy, A at the step's peak (the end "
-                                   "of the forward plus the backward moment that binds: under recomputation the "
-                                   "layer rebuilt, derivations/assembly/step_terms.py), shows the closed-form root, "
-                                   "its exact value and the largest valid integer (s a multiple of SP*CP), and checks "
-                                   "exactly that the integer fits and the next one does not. Every pipeline stage is "
-                                   "solved (the most constrained one binds) unless --stage is given. Also reports the "
-                                   "least ZeRO stage and the least recomputation policy that fit at --mbs/--seq. Exit "
-                                   "0 when the budget was solved, also when nothing fits (the answer is then 0 and "
-                                   "\"fits\" is false); 2 on bad input.")
-    common.add_model_option(p)
-    common.add_layout_options(p, stage=False)
-    p.add_argument("--stage", type=common.nonneg_int, default=None,
-                   help="solve for this pipeline stage only (default: every stage, the most constrained binds)")
-    common.add_training_options(p)
-    common.add_budget_options(p, what=" (required, or --gpu)")
-    common.add_memory_options(p)
-    p.add_argument("--global-batch", type=common.positive_int, default=None, metavar="G",
-                   help="sequences per optimizer step: m = G / (DP * mbs) micro-batches under the schedule (1f1b "
-                        "unless --schedule says otherwise); solving for mbs then keeps G fixed, so m changes with b")
-    p.add_argument("--solve", choices=["mbs", "seq"], default="mbs",
-                   help="solve for the micro-batch size b (default) or the sequence length s")
-    p.add_argument("--overheads", choices=["high", "low", "none"], default="high",
-                   help="end of the Sec. 6 ranges: high (30%% fragmentation, 2 GiB buffers; default, conservative), "
-                        "low (5%%, 0.8 GiB) or none")
-    p.add_argument("--latex", action="store_true", help="print (and add to JSON) the closed forms as LaTeX")
-    p.add_argument("--plot", default=None, metavar="FILE",
-                   help="peak vs sequence length per recomputation policy at the binding stage (.png or .svg)")
-    common.add_json_option(p)
-    p.set_defaults(run=run)
+    common.build(sub, "fit", run)
 
 
 def run(args) -> int:

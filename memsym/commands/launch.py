@@ -2,34 +2,13 @@
 launch.py, megatron.py, torchtitan.py), set as if typed under those typed beside it; ``--explain`` prints them."""
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
 import sys
 
 from ..lines import one_line
-from .argtypes import explicit, help_all, path_text, positive_int
-
-
-def add_options(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("launch file (a Megatron-LM run as it is launched; options typed beside it win)")
-    g.add_argument("--from-megatron", default=None, metavar="FILE", type=path_text,
-                   help="read the model and every memory-relevant option from a Megatron-LM launch: a shell script "
-                        "calling pretrain_gpt.py (torchrun, arrays, variables the file sets) or a functional test's "
-                        "model_config.yaml; nothing is run. Megatron's default applies to a flag not given; flags "
-                        "memsym does not model are named in one warning")
-    g.add_argument("--from-torchtitan", default=None, metavar="FILE", type=path_text,
-                   help="read the model and every memory-relevant option from a torchtitan job config (the TOML "
-                        "of run_train.sh's CONFIG_FILE; [model] name deepseek_v3 and its registered flavor); "
-                        "torchtitan's default applies to a key not given; keys memsym does not model are named "
-                        "in one warning")
-    g.add_argument("--vocab-size", type=positive_int, default=None, metavar="V",
-                   help=help_all("the tokenizer's vocabulary before Megatron's padding, when the file's tokenizer "
-                                 "arguments do not give it (memsym opens no tokenizer file)"))
-    g.add_argument("--explain", action="store_true",
-                   help="print the memsym options the launch resolves to, one per line with the Megatron flag or "
-                        "default it came from, and stop")
+from .argtypes import explicit
 
 
 def apply(args, quiet: bool = False) -> None:

@@ -3,30 +3,11 @@ checkpoints also the activated parameters per token, the MTP modules and the fil
 from __future__ import annotations
 
 from symbolic.exact import fmt_gib, fmt_int
-from . import COMMANDS, common
+from . import common
 
 
 def add_parser(sub):
-    p = sub.add_parser("params", help=COMMANDS["params"],
-                       description="Parameter counts per layer kind (Table 3), per pipeline stage (Table 4 for "
-                                   "PP=16) and in total, exact. --accounting paper (default) counts what the paper "
-                                   "counts; checkpoint also counts the tensors a real checkpoint has and the paper "
-                                   "leaves out (final RMSNorm; noaux_tc routing bias), each as its own row. Also "
-                                   "prints the activated parameters per token and, with --mtp, the "
-                                   "multi-token-prediction modules.")
-    common.add_model_option(p)
-    p.add_argument("--pp", type=common.positive_int, default=None,
-                   help="pipeline stages (default 16 as in Table 4, or one per layer for models with fewer layers)")
-    p.add_argument("--layers-per-stage", type=common.int_list, default=None, metavar="N,N,...",
-                   help="explicit pipeline split")
-    p.add_argument("--accounting", choices=["paper", "checkpoint"], default="paper",
-                   help="paper (default) or checkpoint (every tensor of a real checkpoint)")
-    p.add_argument("--mtp", action="store_true",
-                   help="also count the multi-token-prediction modules (HF num_nextn_predict_layers; DeepSeek-v3 "
-                        "has 1): per module one MoE block, eh_proj (h x 2h) and its norms; embedding and head "
-                        "shared, not counted again")
-    common.add_json_option(p)
-    p.set_defaults(run=run)
+    common.build(sub, "params", run)
 
 
 def data(args) -> dict:

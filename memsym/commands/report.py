@@ -5,32 +5,13 @@ import sys
 import time
 
 from ..lines import one_line
-from . import COMMANDS, common
+from . import common
 
 
 def add_parser(sub):
     from ..report.formats import FORMATS, parse_formats
-    p = sub.add_parser("report", help=COMMANDS["report"],
-                       description="Writes a report that follows the paper's sections (notation, Table 2 matrices, "
-                                   "Tables 3-4 parameters, Table 6 per device, Table 8 ZeRO, Sec. 5 activations and "
-                                   "Table 10, Sec. 6 buffers, and every printed number against the derived one) for "
-                                   "the chosen model and layout. Each equation appears as the paper writes it "
-                                   "(factored, sympy-printed in the paper's notation), in closed form and as a value "
-                                   "in bytes and GiB. Formats: report.tex (our Jinja templates), report.pdf (compiled "
-                                   "with pdflatex, xelatex, lualatex or latexmk when one is on PATH), report.md, "
-                                   "report.html, and one notebook per section with its outputs "
-                                   "(report-NN-<section>.ipynb, and its HTML with --format html). Files are written "
-                                   "atomically and are byte-identical when regenerated.")
-    p.add_argument("--out", default=None, metavar="DIR",
-                   help="output directory, written all or nothing (default: ./memsym-report under the current "
-                        "directory)")
-    p.add_argument("--format", dest="formats", type=common.checked_by(parse_formats), default=FORMATS, metavar="LIST",
-                   help=f"comma-separated formats among {','.join(FORMATS)} (default: all)")
-    common.add_model_option(p)
-    common.add_layout_options(p)
-    common.add_training_options(p)
-    common.add_convention_options(p)
-    p.set_defaults(run=run)
+    common.build(sub, "report", run, FORMATS=FORMATS, format_list=",".join(FORMATS),
+                 formats=common.checked_by(parse_formats))
 
 
 def progress(message: str) -> None:

@@ -1,24 +1,13 @@
 """memsym reproduce: every printed number of the paper against the derived one."""
 from __future__ import annotations
 
-from . import COMMANDS, common
+from . import common
 import sys
 import textwrap
 
 
 def add_parser(sub):
-    p = sub.add_parser("reproduce", help=COMMANDS["reproduce"],
-                       description="Recomputes every printed number of the paper (paper/printed.toml) exactly and "
-                                   "through the lambdified functions, prints printed vs derived with a status, "
-                                   "lists the discrepancies with their causes, verifies the printed formulas of "
-                                   "Sec. 5.1-5.2 and Table 10 (paper/formulas.toml) against the terms, and exits 0 "
-                                   "when nothing unexplained disagrees and every formula verifies (1 otherwise).")
-    p.add_argument("--data", default=None, help="paper data file (default: paper/printed.toml)")
-    p.add_argument("--out", default=None, metavar="DIR",
-                   help="also write the default report (as `memsym report --out DIR`: report.tex/.pdf/.md/.html "
-                        "and one notebook per section) for the paper's configuration to DIR, e.g. paper/build")
-    common.add_json_option(p)
-    p.set_defaults(run=run)
+    common.build(sub, "reproduce", run)
 
 
 def run(args) -> int:

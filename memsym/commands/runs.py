@@ -5,41 +5,13 @@ from __future__ import annotations
 import os
 
 from symbolic.exact import fmt_gib, fmt_int
-from . import COMMANDS, common
+from . import common
 from derivations.config import ConfigError
 from derivations import config as cfg
 
 
 def add_parser(sub):
-    p = sub.add_parser("runs", help=COMMANDS["runs"],
-                       description="Predicted vs measured per-GPU memory for every run of paper/runs.toml: "
-                                   "published measurements of real training jobs (Megatron-LM functional tests, "
-                                   "torchtitan), each with its source, configuration, kind of number and "
-                                   "confidence. Each run is evaluated under the conventions preset of its "
-                                   "framework (Megatron-Core: mcore, or megatron where mcore is not available, "
-                                   "said in the output) at the stage of the rank measured, and compared by "
-                                   "kind: max_allocated with the allocated total (no allocator overheads), "
-                                   "reserved with PyTorch's caching allocator run over the step, nvidia_smi with "
-                                   "the device's bytes (reserved + communication buffers) + the CUDA context, oom and "
-                                   "fits with the capacity (by --memory).")
-    p.add_argument("--data", default=None, metavar="FILE",
-                   help="runs file (default: paper/runs.toml; model files are read under paper/)")
-    p.add_argument("--id", dest="ids", default=None, metavar="ID,...",
-                   help="only these runs (comma-separated ids; default every run)")
-    p.add_argument("--conventions", dest="force_conventions", default=None, metavar="PRESET",
-                   help="evaluate every run under this conventions preset instead of its framework's "
-                        "(e.g. paper, to see how far the paper's assumptions are from each run)")
-    p.add_argument("--memory", choices=("allocated", "reserved", "device"), default="device",
-                   help="the memory an oom or fits run is judged by against its capacity (default device: reserved + "
-                        "NCCL and DeepEP buffers, against the GPU's total less the CUDA context; memsym estimate "
-                        "--memory)")
-    p.add_argument("--verbose", action="store_true",
-                   help="also print, per run, its source, the memsym estimate command it is, and its notes")
-    p.add_argument("--plot", default=None, metavar="FILE",
-                   help="write predicted against measured, log-log, with the 0.90-1.10 band (.png or .svg; "
-                        "needs memsym[plot])")
-    common.add_json_option(p)
-    p.set_defaults(run=run)
+    common.build(sub, "runs", run)
 
 
 def _ids(text):

@@ -2,9 +2,8 @@
 assembly over numpy arrays."""
 from __future__ import annotations
 
-from . import COMMANDS, common
-from .argtypes import layer_counts, offload_modules
-from .timeopts import add_time_options, efficiency_text, seconds, time_options
+from . import common
+from .timeopts import efficiency_text, seconds, time_options
 import io
 import json
 import os
@@ -14,103 +13,11 @@ from dataclasses import replace
 from derivations import config as cfg
 from derivations.config import resolve as R
 from derivations.config.defaults import DEFAULT_GPU
-from derivations.config.recipes import RECIPES
 from fractions import Fraction
 
 
 def add_parser(sub):
-    p = sub.add_parser("search", help=COMMANDS["search"],
-                       description="Enumerates every valid configuration for --gpus GPUs: parallel layout (DP, TP, "
-                                   "PP, EP, ETP, CP with DP*TP*PP*CP = GPUs, SP = TP), ZeRO stage, recomputation "
-                                   "policy, micro-batch b and sequence length s. Invalid layouts (the rules of "
-                                   "`memsym estimate`) are rejected before evaluation and counted. Every stage of "
-                                   "every configuration is evaluated at once by estimate's printed assembly over "
-                                   "numpy arrays; each configuration is judged at its most-loaded stage against "
-                                   "the Sec. 6 peak (1 + f_frag) * total + M_buf <= --hbm. Text lists the top "
-                                   "--top (default 20); --json and --csv carry every configuration that fits "
-                                   "unless --top is given. Bytes are rounded to the nearest byte (exact below "
-                                   "2^53); `memsym estimate` gives the exact rational of one configuration. "
-                                   "With --schedule or --global-batch every device of every configuration is judged "
-                                   "at its peak under the pipeline schedule (in-flight micro-batches, as `estimate "
-                                   "--all-stages`); without either, each stage holds one micro-batch: the paper's "
-                                   "idealisation, optimistic for PP > 1. With --memory KIND the terms' total "
-                                   "(allocated >= it) is judged first, then the rows ranked first, one by one, by "
-                                   "memsym estimate --memory KIND at their most-loaded stage, until --top fit.")
-    common.add_model_option(p)
-    p.add_argument("--gpus", type=common.positive_int, required=True, help="number of GPUs (DP*TP*PP*CP)")
-    common.add_budget_options(p, default_gpu=DEFAULT_GPU)
-    g = p.add_argument_group("pipeline schedule (default: the paper's one micro-batch per stage)")
-    g.add_argument("--schedule", choices=list(cfg.SCHEDULES), default=None, action=common._Explicit,
-                   help="judge each configuration under this schedule (1f1b when --global-batch is given)")
-    g.add_argument("--global-batch", type=common.positive_int, default=None, metavar="G",
-                   help="sequences per optimizer step: each configuration runs m = G / (DP * mbs) micro-batches; "
-                        "configurations where that is not a positive integer are invalid and counted")
-    g.add_argument("--microbatches", type=common.positive_int, default=None, metavar="M", action=common._Explicit,
-                   help="micro-batches per step m, the same for every configuration (instead of --global-batch)")
-    g.add_argument("--vpp", type=common.positive_int, default=None, metavar="V", action=common._Explicit,
-                   help="virtual pipeline stages per device for --schedule interleaved (default 2)")
-    g.add_argument("--recipe", choices=list(RECIPES), default=None,
-                   help="take the schedule, micro-batches, virtual stages, sequence length, micro-batch size, ZeRO "
-                        "stage, recomputation (its operators too), FP8 activations and bytes per element of a recipe "
-                        "(`memsym estimate --help`), unless typed: a row is `estimate --recipe` at its layout; the "
-                        "search keeps its --attention kernel (flash unless typed)")
-    g.add_argument("--gpus-per-node", type=common.positive_int, default=None, metavar="N",
-                   help="GPUs per node (default 8; the step time's NVLink domain unless --nvlink-domain or the GPU's "
-                        "own is given): tensor-parallel groups, TP and ETP, stay inside a node (each "
-                        "divides N); layouts with TP or ETP across nodes are rejected and counted")
-    p.add_argument("--mbs", type=common.int_list, action=common._Explicit, default=(1, 2, 4), metavar="B,B,...",
-                   help="micro-batch sizes to try (default 1,2,4: Table 9)")
-    p.add_argument("--seq", type=common.int_list, action=common._Explicit, default=(4096,), metavar="S,S,...",
-                   help="sequence lengths to try (default 4096: Table 9)")
-    p.add_argument("--zero", type=common.int_list, action=common._Explicit, default=(0, 1, 2, 3), metavar="Z,Z,...",
-                   help="ZeRO stages to try (default 0,1,2,3)")
-    p.add_argument("--recompute", default=None, action=common._Explicit, metavar="POLICY,...",
-                   help="recomputation policies to try (default: every policy with an activation term: none, full, "
-                        "...)")
-    p.add_argument("--attention", choices=list(cfg.ATTENTION), default=cfg.Training().attention,
-                   action=common._Explicit,
-                   help="the attention kernel every configuration runs: flash (the default, a search naming a run: "
-                        "a fused kernel, no s x s tensor, what Megatron-Core with Transformer Engine, torchtitan and "
-                        "DeepSeek run; derivations/config/defaults.py) or eager (the paper's view, as --conventions "
-                        "paper: the 5 b n_h s^2 score tensors kept, and read through HBM)")
-    p.add_argument("--overheads", choices=["high", "low", "none"], default="high", action=common._Explicit,
-                   help="end of the Sec. 6 ranges: high (30%% fragmentation, 2 GiB buffers; default, conservative), "
-                        "low (5%%, 0.8 GiB) or none")
-    p.add_argument("--sort", choices=["time", "bubble", "peak", "headroom"], default="time",
-                   help="order: time (default: the most tokens per second per GPU under the step-time model, the "
-                        "shortest step under a global batch; then the most headroom), bubble (the fewest pipeline "
-                        "bubbles, (PP-1)/(m+PP-1) under the schedule, PP without one, then the most headroom, then the "
-                        "smaller TP), peak (largest first: needs the least memory saving) or headroom (most first)")
-    g = p.add_argument_group("what every configuration runs (the options of `memsym estimate`)")
-    g.add_argument("--offload-activations", type=offload_modules, default=None, action=common._Explicit,
-                   metavar="MODULE,...", help="Megatron-Core's fine-grained activation offloading of these modules "
-                                              "(`memsym estimate --help`; needs --conventions mcore or mcore-te)")
-    g.add_argument("--linear-recipe", choices=list(cfg.LINEAR_RECIPES), default=None, action=common._Explicit,
-                   help="Transformer Engine's low-precision recipe of the linear layers (`memsym estimate --help`; "
-                        "needs --conventions mcore-te; ZeRO-3 is left out)")
-    g.add_argument("--quantized-param-gather", action=common._ExplicitTrue, default=False,
-                   help="with --linear-recipe: the linear layers' weights are quantized parameters")
-    g.add_argument("--virtual-layers", type=layer_counts, default=None, action=common._Explicit, metavar="N,N,...",
-                   help="Megatron's pipeline layout as the layers of its PP x V virtual stages (`memsym estimate "
-                        "--help`; needs --schedule interleaved): layouts of another PP x V are counted invalid")
-    common.add_cuda_graph_options(g, "; with --memory: the rows listed are judged with the graphs")
-    common.add_memory_options(p)  # judged for the rows listed only, in rank order (_judged)
-    common.add_convention_options(p)
-    add_time_options(p, node=False)
-    p.add_argument("--top", type=common.positive_int, default=None,
-                   help="rows to list (text default 20; JSON/CSV default every configuration that fits; with "
-                        "--memory 20 in every output)")
-    p.add_argument("--all-configurations", action="store_true",
-                   help="list every fitting configuration (layout x ZeRO x recomputation x micro-batch); by default "
-                        "each layout appears once, with its best-ranked fitting configuration")
-    p.add_argument("--wide", action="store_true",
-                   help="the full table: every memory component and every exposed transfer (lines wider than 100 "
-                        "columns); by default the rows show the layout, the peak and headroom and the time's parts")
-    p.add_argument("--csv", default=None, metavar="FILE", help="also write the rows as CSV (atomically)")
-    p.add_argument("--plot", default=None, metavar="FILE",
-                   help="stacked per-component breakdown of the listed rows (.png or .svg)")
-    common.add_json_option(p)
-    p.set_defaults(run=run)
+    common.build(sub, "search", run)
 
 
 def _apply_recipe(args) -> None:
@@ -130,6 +37,7 @@ def _search(args, rows=None):
     """(model, hbm, SearchResult, ordered row indices) of a search command line: the first ``rows``
     of them (None: all)."""
     from derivations.analyses import search as S
+    from derivations.config.frameworks import framework
     if args.memory:  # the terms' total first (overheads none): a kind's bytes are never below it
         if "overheads" in common.explicit(args):
             raise cfg.ConfigError("memory", f"--overheads {args.overheads} sets the Sec. 6 ranges, which --memory "
@@ -143,6 +51,13 @@ def _search(args, rows=None):
                                           f"{cfg.RANK_ZERO[rank]}): --zero {','.join(map(str, args.zero))} "
                                           f"contradicts it")
         args.zero = (cfg.RANK_ZERO[rank],)
+    fw = framework(args.framework, args.conventions)
+    if fw is not None and args.schedule is not None and args.schedule not in fw.schedules:
+        raise cfg.ConfigError("framework", f"--schedule {args.schedule}: {fw.refusal(0, 2, args.schedule)}")
+    if args.schedule is not None and args.global_batch is None and args.microbatches is None:
+        raise cfg.ConfigError("microbatches", f"search --schedule {args.schedule} judges and times every configuration "
+                                              f"over a step of m micro-batches: give --global-batch G (m = G / (DP "
+                                              f"mbs)) or --microbatches M")
     model = common.model_from_args(args)
     hbm, _ = common.budget_from_args(args, default_gpu=DEFAULT_GPU)
     result = S.configurations(model, args.gpus, hbm, zeros=args.zero, recompute=args.recompute, mbs=args.mbs,
@@ -150,7 +65,7 @@ def _search(args, rows=None):
                               microbatches=args.microbatches, vpp=args.vpp, global_batch=args.global_batch,
                               gpus_per_node=args.gpus_per_node or 8, attention=args.attention,
                               options=_options(args))
-    _framework(args, result)
+    _framework(fw, result)
     if model.family == "deepseek":  # the step-time model covers the DeepSeek family
         S.add_time(result, model, result.training, vpp=args.vpp,
                    lazy=bool(rows) and args.sort == "time" and not args.memory, **time_options(args))
@@ -185,17 +100,12 @@ def _judged(args, model, hbm, result, top):
     return idx
 
 
-def _framework(args, result) -> None:
+def _framework(fw, result) -> None:
     """--framework (or the conventions' framework): a configuration the framework does not run (its ZeRO stage at
-    its PP) is not listed, counted among the invalid ones; a schedule it does not run is refused."""
+    its PP) is not listed, counted among the invalid ones (a schedule it does not run is refused before)."""
     import numpy as np
-
-    from derivations.config.frameworks import framework
-    fw = framework(args.framework, args.conventions)
     if fw is None:
         return
-    if args.schedule is not None and args.schedule not in fw.schedules:
-        raise cfg.ConfigError("framework", f"--schedule {args.schedule}: {fw.refusal(0, 2, args.schedule)}")
     col = result.columns
     allowed = np.where(col["pp"] > 1, np.isin(col["zero"], fw.zero_pp), np.isin(col["zero"], fw.zero))
     dropped = int((col["fits"] & ~allowed).sum())

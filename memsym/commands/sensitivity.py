@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import textwrap
 
-from .timeopts import add_time_options, sensitivity_lines, time_options
-from . import COMMANDS, common
+from .timeopts import sensitivity_lines, time_options
+from . import common
 from derivations import config as cfg
 from symbolic.exact import as_number as _num, exact_text as _exact, fmt_gib, fmt_int  # (JSON: number, exact text)
 
@@ -12,28 +12,7 @@ DEFAULT_WRT = "b,s,DP,TP,PP,EP,ETP,CP,N_r"
 
 
 def add_parser(sub):
-    p = sub.add_parser("sensitivity", help=COMMANDS["sensitivity"],
-                       description="For each symbol of --wrt: the partial derivative of the per-device total and of "
-                                   "each component (weights, gradients, optimizer states, activations) in closed "
-                                   "form (the stage's form, symbolic in the model dimensions, b, s and the parallel "
-                                   "degrees; and the paper's form at the layout's degrees, largest term first), its "
-                                   "exact value, the elasticity (x/M)(dM/dx), the rows of the paper that carry it, "
-                                   "and for integer quantities the exact finite difference to the next and previous "
-                                   "valid value (e.g. TP 2 -> 4). With SP = TP (the default) SP moves with TP. PP "
-                                   "acts only through the stage composition: it gets a finite difference, not a "
-                                   "derivative.")
-    common.add_model_option(p)
-    common.add_layout_options(p)
-    common.add_training_options(p)
-    p.add_argument("--wrt", default=DEFAULT_WRT, metavar="X,Y,...",
-                   help=f"symbols to differentiate by, registry names (default {DEFAULT_WRT})")
-    p.add_argument("--rows", type=common.positive_int, default=5,
-                   help="rows of the paper to list per symbol, largest derivative first (default 5)")
-    p.add_argument("--latex", action="store_true", help="print (and add to JSON) the forms as LaTeX")
-    p.add_argument("--plot", default=None, metavar="FILE", help="tornado chart of the elasticities (.png or .svg)")
-    add_time_options(p, with_flag=True, gpu=True)
-    common.add_json_option(p)
-    p.set_defaults(run=run)
+    common.build(sub, "sensitivity", run, DEFAULT_WRT=DEFAULT_WRT)
 
 
 def _analyse(args):
@@ -65,14 +44,23 @@ def _time(args, model, layout, training, comp, values, results):
     return time_sensitivity(model, layout, training, [r.name for r in results], **time_options(args))
 
 
+def _memory(args, model, layout, training, comp, values, results):
+    """--memory KIND of the stage analysed, as ``estimate --memory`` counts it (None without it)."""
+    if not args.memory:
+        return None
+    from derivations.assembly.device import estimate
+    return common.memory_json(args, estimate(model, layout, training, comp.index))
+
+
 def data(args) -> dict:
     """What ``sensitivity --json`` prints."""
     analysed = _analyse(args)
-    return _json(args, analysed, _time(args, *analysed))
+    return _json(args, analysed, _time(args, *analysed), _memory(args, *analysed))
 
 
-def _json(args, analysed, timed) -> dict:
-    return {**to_json(*analysed, args.latex), **({"time": timed} if timed else {}), **common.defaults_used(args)}
+def _json(args, analysed, timed, memory) -> dict:
+    return {**to_json(*analysed, args.latex), **({"time": timed} if timed else {}),
+            **({"memory": memory} if memory else {}), **common.defaults_used(args)}
 
 
 def run(args) -> int:
@@ -82,11 +70,11 @@ def run(args) -> int:
         from ..plots import tornado
         tornado(tornado_items(results), args.plot,
                 title=f"{model.name}, stage {comp.index}: elasticities of the per-device total")
-    timed = _time(args, *analysed)
+    timed, memory = _time(args, *analysed), _memory(args, *analysed)
     if args.json:
-        common.print_json(_json(args, analysed, timed))
+        common.print_json(_json(args, analysed, timed, memory))
         return 0
-    print(render_text(*analysed, args.latex))
+    print("\n".join([render_text(*analysed, args.latex)] + common.memory_lines(memory, analysed[3].index)))
     for line in sensitivity_lines(timed) if timed else ():
         print(line)
     common.print_defaults(args)

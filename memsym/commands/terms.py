@@ -1,19 +1,11 @@
 """memsym terms: every term id with its meaning, unit and provenance."""
 from __future__ import annotations
 
-from . import COMMANDS, common
+from . import common
 
 
 def add_parser(sub):
-    p = sub.add_parser("terms", help=COMMANDS["terms"],
-                       description="Every term (a named sympy expression) with its unit, provenance and meaning; "
-                                   "use the ids with `memsym verify --against` and in the Python API.")
-    common.add_model_option(p)
-    p.add_argument("--expr", action="store_true", help="also print each term's expression")
-    p.add_argument("--parts", action="store_true",
-                   help="also print each term's parts (select them with `memsym verify --against TERM:PART`)")
-    common.add_json_option(p)
-    p.set_defaults(run=run)
+    common.build(sub, "terms", run)
 
 
 def run(args) -> int:

@@ -2,42 +2,6 @@
 ``sensitivity --time``; and its lines as the commands print them."""
 from __future__ import annotations
 
-from .argtypes import help_all, positive_int, unit_fraction
-from .common import _Explicit
-
-
-def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool = True):
-    """The step-time options on ``p`` (--time when ``with_flag``, --gpu when ``gpu``, --gpus-per-node when ``node``)."""
-    t = p.add_argument_group("step time (derivations/steptime: the published rates of --gpu, h800 without one)")
-    if node:
-        t.add_argument("--gpus-per-node", type=positive_int, default=None, metavar="N", action=_Explicit,
-                       help="GPUs per node: the NVLink domain when --nvlink-domain is not given (default: the GPU's)")
-    if gpu:
-        t.add_argument("--gpu", default=None, metavar="NAME",
-                       help="the GPU preset whose rates the step time uses (derivations/config/gpus.toml; default "
-                            "h800)")
-    if with_flag:
-        t.add_argument("--time", action="store_true",
-                       help="also estimate the step's time: compute, recomputation, each group's exposed transfers, "
-                            "the bubble and the optimizer step at the slowest stage, from published rates")
-    t.add_argument("--overlap", default="megatron", metavar="{none,megatron,ideal}",
-                   help="transfers hidden behind compute: megatron (default: data-parallel traffic behind the step, "
-                        "the context-parallel ring behind attention, under DualPipe the EP all-to-all and PP "
-                        "transfers behind the paired chunks), none, or ideal (every transfer behind compute); "
-                        "megatron:SWITCH,... names Megatron's switches (grad-reduce, param-gather, ep, tp, wgrad: "
-                        "what --from-megatron reads)")
-    t.add_argument("--nvlink-domain", type=positive_int, default=None, metavar="N", action=_Explicit,
-                   help="GPUs one NVLink fabric joins at full bandwidth (default: the GPU's, derivations/config/"
-                        "gpus.toml: 8 in an HGX node, 72 in an NVL72 rack); groups beyond it use the network")
-    t.add_argument("--gemm-efficiency", type=unit_fraction, default=1, metavar="F", action=_Explicit,
-                   help=help_all("fraction of the GPU's peak matrix rate reached (default 1: the peak)"))
-    t.add_argument("--efficiency", choices=["peak", "published"], default="peak", action=_Explicit,
-                   help="peak (default) or published (config/efficiency.toml)")
-    t.add_argument("--dispatcher", choices=["alltoall", "deepep"], default=None,
-                   help=help_all("the experts' dispatch: alltoall (Megatron-Core's, every copy of a token to its "
-                                 "expert's rank) or deepep (once per node, forwarded over NVLink: DeepSeek-V3 Sec. "
-                                 "3.2.2); default deepep under --schedule dualpipe, else alltoall"))
-    return t
 
 
 def time_options(args) -> dict:

@@ -4,68 +4,13 @@ from __future__ import annotations
 
 import sys
 
-from . import COMMANDS, common
+from . import common
 import os
 from symbolic.errors import ConfigError
 
 
 def add_parser(sub):
-    p = sub.add_parser("trace", help=COMMANDS["trace"],
-                       description="Build a real implementation from a (tiny) config on CPU, record every tensor "
-                                   "autograd saves for backward in one forward pass (each storage once), attribute "
-                                   "it to its layer, run a backward to show the model trains, and print measured "
-                                   "against the preset's predicted bytes per layer and per tensor family. Needs "
-                                   "pip install 'memsym[trace]'.")
-    p.add_argument("--framework", choices=("transformers", "mcore"), default="transformers",
-                   help="transformers: Hugging Face DeepseekV3ForCausalLM (DeepseekV2ForCausalLM for a deepseek_v2 "
-                        "config); mcore: Megatron-Core (local spec)")
-    p.add_argument("--model", required=True, metavar="CONFIG", help="a Hugging Face config.json (scaled down)")
-    p.add_argument("--mbs", type=common.positive_int, default=1, metavar="B", help="micro-batch size")
-    p.add_argument("--seq", type=common.positive_int, default=256, metavar="S", help="sequence length")
-    p.add_argument("--act-dtype", choices=("bf16", "fp32"), default="bf16", help="activation (and weight) dtype")
-    # (typed or not, its own: the defaults of derivations/config/defaults.py are estimate's attention kernels)
-    p.add_argument("--attention", choices=("eager", "sdpa", "flash"), default="eager", action=common._Explicit,
-                   help="attention implementation (flash needs a GPU)")
-    p.add_argument("--experts", choices=("loop", "grouped"), default="loop",
-                   help="transformers' expert implementation: loop (eager; the transformers preset) or grouped "
-                        "(grouped_mm, transformers' default when the config names none; predicted with --experts "
-                        "grouped)")
-    p.add_argument("--swiglu", choices=("fused", "unfused"), default=None,
-                   help="mcore: SwiGLU fusion (bias_activation_fusion; default fused, the DeepSeek recipes' "
-                        "(Megatron-Bridge deepseek_provider.py): only fc1's output is saved)")
-    p.add_argument("--router-dtype", choices=("fp32", "activation"), default=None,
-                   help="mcore: the router's dtype (moe_router_dtype; default fp32, the DeepSeek recipes')")
-    p.add_argument("--aux-loss", choices=("seq", "global", "none"), default=None,
-                   help="mcore: the load-balancing loss Megatron-Core builds (moe_router_load_balancing_type "
-                        "seq_aux_loss, global_aux_loss or none; default seq, the DeepSeek recipes')")
-    p.add_argument("--recompute", default="none",
-                   help="none | full (transformers: gradient_checkpointing_enable(); mcore: uniform, one layer per "
-                        "checkpoint) | selective (mcore: core_attn) | custom:MODULES (mcore's recompute_modules: "
-                        "core_attn, mla_up_proj, layernorm, mlp, moe, moe_act, shared_experts)")
-    p.add_argument("--fake", action="store_true",
-                   help="real dimensions without memory: build and run the forward under torch's FakeTensorMode "
-                        "(no tensor is allocated, so the size limits do not apply; at most "
-                        "memsym.trace.MAX_FAKE_LAYERS layers: cut the config), with deterministic balanced routing "
-                        "(every expert b s N_r / N token-copies) and no backward")
-    p.add_argument("--step", action="store_true",
-                   help="also profile one training step (a model built the same way, the same tokens) with torch's "
-                        "profiler and report its peak of activation bytes over the forward and the backward, when "
-                        "it happens (phase, autograd node, op, module) and what is held then (memsym/trace/step.py; "
-                        "--record writes it as [measured.step])")
-    p.add_argument("--conventions", default=None, metavar="PRESET",
-                   help="the preset predicting the trace (default: the framework's own)")
-    p.add_argument("--tensors", action="store_true", help="list every recorded storage")
-    p.add_argument("--record", metavar="FILE", default=None, type=common.path_text,
-                   help="write the measurement as a record (paper/traces/*.toml: config, settings, versions, per-layer "
-                        "and per-family bytes, this command)")
-    p.add_argument("--unexplained", metavar="WHY", default="",
-                   help="with --record: the preset does not predict this trace yet; WHY names what is missing (the "
-                        "record keeps measured minus predicted, so a change on either side is noticed)")
-    p.add_argument("--change", metavar="TEXT", default="",
-                   help="with --record: what changed since the record was last made (kept with the earlier changes "
-                        "of FILE, newest last, so a record says why its numbers moved)")
-    common.add_json_option(p)
-    p.set_defaults(run=run)
+    common.build(sub, "trace", run)
 
 
 def run(args) -> int:
