@@ -48,9 +48,10 @@ def time_options(args) -> dict:
 
 
 def efficiency_text(eff) -> str:
-    """The efficiency as printed: a fraction, or the published tables' (Hopper's applied to the GPU, the experts'
-    grouped GEMM under MXFP8 GB200's on NVIDIA Blackwell)."""
-    return ("published (config/efficiency.toml: Hopper's; MXFP8 grouped GEMM GB200's on NVIDIA Blackwell)"
+    """The efficiency as printed: a fraction, or the published tables' (Hopper's GEMMs and attention applied to the
+    GPU, the experts' grouped GEMM under MXFP8 GB200's on NVIDIA Blackwell, the dispatch the GPU generation's)."""
+    return ("published (config/efficiency.toml: Hopper's GEMMs and attention; MXFP8 grouped GEMM GB200's on "
+            "NVIDIA Blackwell; the dispatch's by GPU generation)"
             if eff == "published" else f"{float(eff):g}")
 
 
