@@ -60,11 +60,17 @@ def test_attention_is_cudnns_forward_and_backward_over_the_h100_bf16_peak():
     assert E.attention([65536])[0] == pytest.approx(at(595, 516))  # constant beyond 16k
 
 
-def test_peak_is_the_upper_bound(capsys):
+def test_published_is_the_default_and_peak_the_upper_bound(capsys):
+    """--efficiency published by default; --efficiency peak (or one --gemm-efficiency) in its place, faster; both
+    --efficiency published and --gemm-efficiency typed contradict each other: one line, exit 2."""
     import json
 
     from clirun import run
     argv = ["estimate", "--gpu", "h800", "--global-batch", "1024", "--time", "--json"]
-    peak = json.loads(run(capsys, *argv)[1])["time"]["tokens_per_gpu_s"]
-    pub = json.loads(run(capsys, *argv, "--efficiency", "published")[1])["time"]
-    assert pub["efficiency"] == "published" and pub["tokens_per_gpu_s"] < peak
+    pub = json.loads(run(capsys, *argv)[1])["time"]
+    peak = json.loads(run(capsys, *argv, "--efficiency", "peak")[1])["time"]
+    half = json.loads(run(capsys, *argv, "--gemm-efficiency", "0.5")[1])["time"]
+    assert pub["efficiency"] == "published" and peak["efficiency"] == 1 and half["efficiency"] == 0.5
+    assert half["tokens_per_gpu_s"] < peak["tokens_per_gpu_s"] and pub["tokens_per_gpu_s"] < peak["tokens_per_gpu_s"]
+    code, _, err = run(capsys, *argv, "--efficiency", "published", "--gemm-efficiency", "0.5")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--gemm-efficiency" in err

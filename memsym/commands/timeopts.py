@@ -2,7 +2,9 @@
 ``sensitivity --time``; and its lines as the commands print them."""
 from __future__ import annotations
 
-from .argtypes import help_all, positive_int, unit_fraction
+from derivations import config as cfg
+
+from .argtypes import explicit, help_all, positive_int, unit_fraction
 from .common import _Explicit
 
 
@@ -30,9 +32,11 @@ def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool =
                    help="GPUs one NVLink fabric joins at full bandwidth (default: the GPU's, derivations/config/"
                         "gpus.toml: 8 in an HGX node, 72 in an NVL72 rack); groups beyond it use the network")
     t.add_argument("--gemm-efficiency", type=unit_fraction, default=1, metavar="F", action=_Explicit,
-                   help=help_all("fraction of the GPU's peak matrix rate reached (default 1: the peak)"))
-    t.add_argument("--efficiency", choices=["peak", "published"], default="peak", action=_Explicit,
-                   help="peak (default) or published (config/efficiency.toml)")
+                   help=help_all("one fraction of the GPU's peak matrix rate for every kernel, in place of the "
+                                 "published tables (1 with --efficiency peak)"))
+    t.add_argument("--efficiency", choices=["peak", "published"], default="published", action=_Explicit,
+                   help="published (default: each kernel's and link's published achieved rate, config/"
+                        "efficiency.toml) or peak (the GPU's peak rates: an upper bound on speed)")
     t.add_argument("--dispatcher", choices=["alltoall", "deepep"], default=None,
                    help=help_all("the experts' dispatch: alltoall (Megatron-Core's, every copy of a token to its "
                                  "expert's rank) or deepep (once per node, forwarded over NVLink: DeepSeek-V3 Sec. "
@@ -42,17 +46,19 @@ def add_time_options(p, with_flag: bool = False, gpu: bool = False, node: bool =
 
 def time_options(args) -> dict:
     """The step-time model's keywords of the typed options (NVLink domain None: the GPU's own)."""
+    typed = explicit(args)
+    if {"efficiency", "gemm_efficiency"} <= typed and args.efficiency == "published":
+        raise cfg.ConfigError("gemm-efficiency", "--gemm-efficiency F is one efficiency in place of the published "
+                                                 "tables: give it alone or with --efficiency peak")
+    published = args.efficiency == "published" and "gemm_efficiency" not in typed
     return {"gpu": args.gpu, "overlap": args.overlap, "dispatcher": args.dispatcher,
-            "efficiency": "published" if getattr(args, "efficiency", "peak") == "published" else args.gemm_efficiency,
+            "efficiency": "published" if published else args.gemm_efficiency,
             "gpus_per_node": getattr(args, "nvlink_domain", None) or getattr(args, "gpus_per_node", None)}
 
 
 def efficiency_text(eff) -> str:
-    """The efficiency as printed: a fraction, or the published tables' (Hopper's GEMMs and attention applied to the
-    GPU, the experts' grouped GEMM under MXFP8 GB200's on NVIDIA Blackwell, the dispatch the GPU generation's)."""
-    return ("published (config/efficiency.toml: Hopper's GEMMs and attention; MXFP8 grouped GEMM GB200's on "
-            "NVIDIA Blackwell; the dispatch's by GPU generation)"
-            if eff == "published" else f"{float(eff):g}")
+    """The efficiency as printed: a fraction, or the published tables' (config/efficiency.toml)."""
+    return "published (config/efficiency.toml)" if eff == "published" else f"{float(eff):g}"
 
 
 def seconds(x: float) -> str:
