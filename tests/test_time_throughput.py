@@ -43,11 +43,14 @@ PUBLISHED_WITHIN_20_AT_LEAST = 4
 #: framework's own authors name host-side overhead as the largest loss on these runs ("the biggest performance issue
 #: is that there are large gaps between kernels, and the CPU kernel launch speed cannot keep up": NVIDIA/Megatron-LM
 #: docs/discussions/deepseek-v3-gb200-optimization@eb0783b, Sec. 2, 494 -> 970 TFLOP/s, much of it by removing it), with
-#: the fragmented quantization, permute and padding kernels and the dispatchers' achieved bandwidth on NVL72; none has
-#: a published per-kernel or per-byte rate the model could read, so none is modelled.  The other named candidates are
-#: already parts of the step: the permute and unpermute (model.py MEMORY_OPS), the optimizer's memory traffic (t_opt),
-#: the release's interleaved-1F1B bubble (chi_mb), DeepEP's published bandwidths (--efficiency published).  Counting
-#: kernels from a CPU trace of Megatron-Core (memsym trace) would count its unfused local ops, not the Transformer
+#: the fragmented quantization, permute and padding kernels; none has a published per-kernel rate the model could
+#: read, so none is modelled.  Per table what stays (at the defaults): 25.09 B200 and GB200 (no CUDA graphs, NCCL's
+#: all-to-all read at HybridEP's bandwidth, none published for it: 1.56-1.96), 25.11/26.02 HGX B200/B300 (1.62-1.97),
+#: 25.09 H100 (its EP all-to-all wholly behind the other micro-batch under the 1F1B A2A overlap, which NVIDIA reports
+#: adds CPU synchronisation: 2.18), 25.11/26.02 GB200 (1.26-1.31).  The other named candidates are already parts of
+#: the step: the permute and unpermute (model.py MEMORY_OPS), the optimizer's memory traffic (t_opt), the release's
+#: interleaved-1F1B bubble (chi_mb), the dispatchers' and attention's published rates (--efficiency published).
+#: Counting kernels from a CPU trace of Megatron-Core (memsym trace) would count its unfused local ops, not the Transformer
 #: Engine kernels these runs launched (fused permute, router, RoPE and cross-entropy), so it is not a count of theirs.
 
 
