@@ -50,8 +50,9 @@ PUBLISHED_WITHIN_20_AT_LEAST = 4
 #: adds CPU synchronisation: 2.18), 25.11/26.02 GB200 (1.26-1.31).  The other named candidates are already parts of
 #: the step: the permute and unpermute (model.py MEMORY_OPS), the optimizer's memory traffic (t_opt), the release's
 #: interleaved-1F1B bubble (chi_mb), the dispatchers' and attention's published rates (--efficiency published).
-#: Counting kernels from a CPU trace of Megatron-Core (memsym trace) would count its unfused local ops, not the Transformer
-#: Engine kernels these runs launched (fused permute, router, RoPE and cross-entropy), so it is not a count of theirs.
+#: Counting kernels from a CPU trace of Megatron-Core (memsym trace) would count its unfused local ops, not the
+#: Transformer Engine kernels these runs launched (fused permute, router, RoPE and cross-entropy), so it is not a count
+#: of theirs.
 
 
 def test_each_row_is_consistent_as_published():
