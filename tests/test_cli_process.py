@@ -73,7 +73,7 @@ READ_BY = {"efficiency.toml": (["estimate", "--time", "--efficiency", "published
     ("recipes.toml", "[paper]\ndescription", "[paper]\nwhat", "lacks 'description'"),
     ("switches.toml", "", "[[", "not a TOML data file"),
     ("limits.toml", None, None, "cannot read"),
-    ("efficiency.toml", "tflops = 740", "tflop = 740", "lacks 'tflops'"),
+    ("efficiency.toml", "tflops = 2672", "tflop = 2672", "lacks 'tflops'"),
 ])
 def test_a_damaged_package_data_file_is_one_line_exit_2(tmp_path, name, old, new, said):
     """A COPY of the package with one data file damaged (a value, a key, the syntax) or missing: ``memsym`` (even

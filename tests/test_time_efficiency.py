@@ -7,7 +7,8 @@ from derivations.steptime import efficiency as E
 
 def test_every_efficiency_read_is_listed_with_its_source_and_none_from_a_throughput_row():
     rows = E.listing()
-    assert [r[0] for r in rows] == ["gemm_dense", "gemm_grouped", "gemm_grouped_mxfp8", "attention", "ep_nvlink",
+    assert [r[0] for r in rows] == ["gemm_dense", "gemm_grouped", "gemm_grouped_mxfp8", "attention",
+                                    "ep_nvlink h800/h100-80gb/h200", "ep_nvlink b200/b300", "ep_nvlink gb200/gb300",
                                     "ep_network"]
     for name, value, source in rows:
         print(f"{name}: {value} <- {source}")
@@ -39,16 +40,37 @@ def test_gb200s_mxfp8_grouped_gemm_only_under_mxfp8_on_nvidia_blackwell():
 
 
 def test_deepep_fractions_are_the_readme_bandwidths_over_the_links():
+    """DeepEP's README (H800) and HybridEP's (B200 at 16 SMs; GB200 at 32 SMs by ranks), BF16 dispatch and combine
+    as printed, over NVLink's one-way 160 and 900 GB/s."""
+    from derivations.config import gpus
     assert E.links([8])["nvlink"][0] == pytest.approx((153 + 158) / 2 / 160)
+    assert E.links([8], gpus.gpu("b300"))["nvlink"][0] == pytest.approx((535.94 + 530.86) / 2 / 900)
+    assert E.links([32], gpus.gpu("gb200"))["nvlink"][0] == pytest.approx((484.22 + 464.54) / 2 / 900)
+    assert E.links([64], gpus.gpu("gb300"))["nvlink"][0] == pytest.approx((479.02 + 447.89) / 2 / 900)
     assert E.links([32])["network"][0] == pytest.approx((44 + 47) / 2 / 50)
     assert E.links([256])["network"][0] == pytest.approx((46 + 45) / 2 / 50)  # constant beyond EP 64
 
 
-def test_peak_is_the_upper_bound(capsys):
+def test_attention_is_cudnns_forward_and_backward_over_the_h100_bf16_peak():
+    """FlashAttention-3's figures, cuDNN at 4k: forward 609, backward 499 TFLOP/s; a backward is 2.5 forwards' FLOPs,
+    so 3.5 of them take 1/609 + 2.5/499; over 989.4 TFLOP/s.  Between 2k and 4k: linear in log2 s."""
+    at = lambda f, b: 3.5 / (1 / f + 2.5 / b) / 989.4
+    assert E.attention([4096])[0] == pytest.approx(at(609, 499))
+    assert E.attention([2896.309])[0] == pytest.approx((at(617, 465) + at(609, 499)) / 2, rel=1e-6)
+    assert E.attention([65536])[0] == pytest.approx(at(595, 516))  # constant beyond 16k
+
+
+def test_published_is_the_default_and_peak_the_upper_bound(capsys):
+    """--efficiency published by default; --efficiency peak (or one --gemm-efficiency) in its place, faster; both
+    --efficiency published and --gemm-efficiency typed contradict each other: one line, exit 2."""
     import json
 
     from clirun import run
     argv = ["estimate", "--gpu", "h800", "--global-batch", "1024", "--time", "--json"]
-    peak = json.loads(run(capsys, *argv)[1])["time"]["tokens_per_gpu_s"]
-    pub = json.loads(run(capsys, *argv, "--efficiency", "published")[1])["time"]
-    assert pub["efficiency"] == "published" and pub["tokens_per_gpu_s"] < peak
+    pub = json.loads(run(capsys, *argv)[1])["time"]
+    peak = json.loads(run(capsys, *argv, "--efficiency", "peak")[1])["time"]
+    half = json.loads(run(capsys, *argv, "--gemm-efficiency", "0.5")[1])["time"]
+    assert pub["efficiency"] == "published" and peak["efficiency"] == 1 and half["efficiency"] == 0.5
+    assert half["tokens_per_gpu_s"] < peak["tokens_per_gpu_s"] and pub["tokens_per_gpu_s"] < peak["tokens_per_gpu_s"]
+    code, _, err = run(capsys, *argv, "--efficiency", "published", "--gemm-efficiency", "0.5")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--gemm-efficiency" in err

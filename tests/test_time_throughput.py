@@ -15,7 +15,7 @@ from clirun import run
 
 DATA = tomllib.loads((Path(__file__).resolve().parent.parent / "paper" / "throughput.toml").read_text())
 ROWS = DATA["rows"]
-#: measured when the rows were added, at the published peak (--gemm-efficiency 1, the defaults then): 1 of 14 within
+#: --efficiency peak (the default until published became it), measured when the rows were added: 1 of 14 within
 #: +-20% (25.09 H100, 1.09), 0 of 1 pair ordered (25.09 B200: the same layout in two FP8 granularities, predicted
 #: equal).
 #: Measured again when each row's command gained what its release's performance scripts launched (paper/throughput.toml
@@ -27,24 +27,32 @@ ROWS = DATA["rows"]
 #: ordered (the MXFP8 scales' casts), and at the peak no row is predicted slower than it ran (the upper bound).
 #: Measured again when a flash kernel's backward recomputed its scores (five s x s products against four: ratios
 #: 1.59-3.03, the H100 row's unchanged, its EP all-to-all behind that compute) and the 26.02.01 Kimi K2 row was added
-#: (2.04): 0 of 15.
+#: (2.04): 0 of 15.  With the 25.09 GB200 MXFP8 row timed at EP 32 (its printed EP 64 cannot be built): 0 of 15, 2 of 2
+#: pairs ordered.
 WITHIN_20_AT_LEAST = 0
-ORDERED_AT_LEAST = 1
-#: the same with --efficiency published (derivations/config/efficiency.toml; under MXFP8 on NVIDIA's Blackwell the
+ORDERED_AT_LEAST = 2
+#: --efficiency published, the defaults now (derivations/config/efficiency.toml; under MXFP8 on NVIDIA's Blackwell the
 #: experts' grouped GEMM at NVIDIA's published GB200 MXFP8 rate): 0 of 14, ratios 1.21-2.35, 1 of 1 pair ordered.
 #: (The 25.11 GB300 BF16 row's 1.12 came from reading that MXFP8 kernel's rate for BF16 GEMMs, a defect: 1.21 now.)
 #: With the flash backward's recomputed scores: 1 of 15 (25.11 GB300 BF16, 1.19), ratios 1.19-2.29, Kimi K2 1.48.
-PUBLISHED_WITHIN_20_AT_LEAST = 1
+#: With the attention at cuDNN's published forward and backward rates (0.53 of the peak at 4k, not FlashAttention-3's
+#: forward 0.75) and the dispatch at DeepEP's / HybridEP's published bandwidth of the GPU's generation (NVL72 0.53,
+#: HGX B200 0.59 of NVLink, not the H800's 0.97): 4 of 15 (the GB300 rows and Kimi K2: 1.03-1.18), ratios 1.03-2.18.
+PUBLISHED_WITHIN_20_AT_LEAST = 4
 #: What stays unexplained (printed per row as the share of the measured step the model does not account for): the
 #: framework's own authors name host-side overhead as the largest loss on these runs ("the biggest performance issue
 #: is that there are large gaps between kernels, and the CPU kernel launch speed cannot keep up": NVIDIA/Megatron-LM
 #: docs/discussions/deepseek-v3-gb200-optimization@eb0783b, Sec. 2, 494 -> 970 TFLOP/s, much of it by removing it), with
-#: the fragmented quantization, permute and padding kernels and the dispatchers' achieved bandwidth on NVL72; none has
-#: a published per-kernel or per-byte rate the model could read, so none is modelled.  The other named candidates are
-#: already parts of the step: the permute and unpermute (model.py MEMORY_OPS), the optimizer's memory traffic (t_opt),
-#: the release's interleaved-1F1B bubble (chi_mb), DeepEP's published bandwidths (--efficiency published).  Counting
-#: kernels from a CPU trace of Megatron-Core (memsym trace) would count its unfused local ops, not the Transformer
-#: Engine kernels these runs launched (fused permute, router, RoPE and cross-entropy), so it is not a count of theirs.
+#: the fragmented quantization, permute and padding kernels; none has a published per-kernel rate the model could
+#: read, so none is modelled.  Per table what stays (at the defaults): 25.09 B200 and GB200 (no CUDA graphs, NCCL's
+#: all-to-all read at HybridEP's bandwidth, none published for it: 1.56-1.96), 25.11/26.02 HGX B200/B300 (1.62-1.97),
+#: 25.09 H100 (its EP all-to-all wholly behind the other micro-batch under the 1F1B A2A overlap, which NVIDIA reports
+#: adds CPU synchronisation: 2.18), 25.11/26.02 GB200 (1.26-1.31).  The other named candidates are already parts of
+#: the step: the permute and unpermute (model.py MEMORY_OPS), the optimizer's memory traffic (t_opt), the release's
+#: interleaved-1F1B bubble (chi_mb), the dispatchers' and attention's published rates (--efficiency published).
+#: Counting kernels from a CPU trace of Megatron-Core (memsym trace) would count its unfused local ops, not the
+#: Transformer Engine kernels these runs launched (fused permute, router, RoPE and cross-entropy), so it is not a count
+#: of theirs.
 
 
 def test_each_row_is_consistent_as_published():
@@ -62,23 +70,17 @@ def _predict(capsys, row, *extra):
     argv = shlex.split(row["command"]) + list(extra)
     assert argv[:2] == ["memsym", "estimate"]
     code, out, err = run(capsys, *argv[1:])
-    if "refused" in row:  # a layout as printed that Megatron-Core cannot build: memsym refuses it on one line
-        assert code == 2 and row["refused"] in err, (row["id"], err)
-        return None
     assert code == 0, (row["id"], err)
     return json.loads(out)["time"]
 
 
 @pytest.mark.parametrize("extra, within_at_least, ordered_at_least", [
-    ((), WITHIN_20_AT_LEAST, ORDERED_AT_LEAST), (("--efficiency", "published"), PUBLISHED_WITHIN_20_AT_LEAST, 0)])
+    (("--efficiency", "peak"), WITHIN_20_AT_LEAST, ORDERED_AT_LEAST), ((), PUBLISHED_WITHIN_20_AT_LEAST, 0)])
 def test_ratios_parts_share_and_order(capsys, extra, within_at_least, ordered_at_least):
     got = {r["id"]: _predict(capsys, r, *extra) for r in ROWS}
     lines, within = [" ".join(extra) or "the defaults"], 0
     for r in ROWS:
         t = got[r["id"]]
-        if t is None:
-            lines.append(f"{r['id']:26s} published {r['tokens_per_gpu_s']:>6,} not timed: {r['refused']}")
-            continue
         ratio = t["tokens_per_gpu_s"] / r["tokens_per_gpu_s"]
         within += abs(ratio - 1) <= 0.2
         p = t["parts"]
@@ -88,14 +90,14 @@ def test_ratios_parts_share_and_order(capsys, extra, within_at_least, ordered_at
         unexplained = "" if abs(ratio - 1) <= 0.2 else f" | unexplained {1 - 1 / ratio:.0%} of the measured step"
         lines.append(f"{r['id']:26s} published {r['tokens_per_gpu_s']:>6,} predicted {t['tokens_per_gpu_s']:>8,.0f} "
                      f"ratio {ratio:5.2f} | {share}{unexplained}")
-        assert extra or ratio >= 1, (r["id"], ratio)  # the peak is the upper bound: no run faster than it
+        assert not extra or ratio >= 1, (r["id"], ratio)  # the peak is the upper bound: no run faster than it
     tables = defaultdict(list)
     for r in ROWS:
         tables[(r["release"], r["system"], r["precision"].split(" (")[0])].append(r)
     pairs = ordered = 0
     for key, rs in tables.items():
         for a, b in combinations(rs, 2):
-            if a["tokens_per_gpu_s"] == b["tokens_per_gpu_s"] or None in (got[a["id"]], got[b["id"]]):
+            if a["tokens_per_gpu_s"] == b["tokens_per_gpu_s"]:
                 continue
             pairs += 1
             published = a["tokens_per_gpu_s"] > b["tokens_per_gpu_s"]

@@ -8,8 +8,9 @@ bandwidths (``derivations/config/gpus.toml``), where each parallel group's ranks
 order, :mod:`derivations.steptime.placement`), the schedule's bubble (DeepSeek-V3 report, Table 2) and
 named overlap switches; nothing is fitted to a measured run.
 
-What it leaves out is said where each piece is built: kernel efficiencies beyond the published tables
-(``--efficiency published``) or one named factor (``--gemm-efficiency``), an achieved fraction of the HBM
+Its efficiencies are the published tables' (``--efficiency published``, the default: ``efficiency.py``), or the
+peak (``--efficiency peak``, an upper bound) times one named factor (``--gemm-efficiency``).  What it leaves out
+is said where each piece is built: host-side (kernel launch) overhead, an achieved fraction of the HBM
 bandwidth for the memory-bound operations, the MTP modules' and the indexer's communication, congestion and
 stragglers.
 """

@@ -9,9 +9,12 @@
   gpus.toml: Blackwell) the experts' grouped GEMM reads NVIDIA's published MXFP8 grouped GEMM on GB200 at
   DeepSeek-V3's expert shape instead (``gemm_grouped_mxfp8``: one point, its M not stated); not under BF16 or FP8
   recipes (another kernel) and not on AMD (another library).
-* Attention: FlashAttention-3's published TFLOPS over the H100's BF16 peak.
-* The experts' dispatch and combine: DeepEP's published bottleneck bandwidths over the link's nominal one, NVLink's
-  and the network's (by EP size, constant beyond the published sizes).
+* Attention: cuDNN's fused attention (Transformer Engine's, what Megatron-Core runs) at the sequence length, its
+  published forward and backward TFLOPS (FlashAttention-3's figures, H100) over the H100's BF16 peak, the backward
+  counted 2.5 forwards as those benchmarks count it; linear in log2 s between the published lengths.
+* The experts' dispatch and combine: DeepEP's and HybridEP's published algorithm bandwidths over the link's nominal
+  one, NVLink's per GPU generation (Hopper, HGX Blackwell, NVL72) and the network's, by EP size (constant beyond
+  the published sizes).
 
 The model has one efficiency eta for a phase's matrix products (derivations/steptime/model.py): :func:`eta` is the
 one that gives the phase the time its parts take at their own efficiencies, sum f_i / Phi_i over
@@ -68,16 +71,32 @@ def _rate(t: Dict) -> float:
     return t["tflops"] * 1e12 / gpu_presets.gpu(t["gpu"]).rate(t["precision"])
 
 
-def attention() -> float:
-    return _rate(tables()["attention"])
+def attention(seq, t: Dict = None) -> np.ndarray:
+    """The fused attention's efficiency at sequence lengths ``seq`` (array): forward and backward at their
+    published rates, one forward's FLOPs and 2.5 (the backward) per forward, over the GPU's BF16 peak (``t``: the
+    attention table; None: efficiency.toml's)."""
+    t = tables()["attention"] if t is None else t
+    pts = np.array(t["points"], dtype=np.float64)
+    eff = 3.5e12 / (1 / pts[:, 1] + 2.5 / pts[:, 2]) / gpu_presets.gpu(t["gpu"]).rate(t["precision"])
+    return np.interp(np.log2(np.asarray(seq, dtype=np.float64)), np.log2(pts[:, 0]), eff)
 
 
-def links(ep) -> Dict[str, np.ndarray]:
-    """{'nvlink', 'network'}: the fraction of each link's bandwidth the experts' dispatch and combine reach."""
-    nv, net = tables()["ep_nvlink"], tables()["ep_network"]
-    pts = np.array(net["points"], dtype=np.float64)
-    network = np.interp(np.asarray(ep, dtype=np.float64), pts[:, 0], (pts[:, 1] + pts[:, 2]) / 2 * 1e9) / net["nominal"]
-    return {"nvlink": np.full(np.shape(ep), float(np.mean(nv["achieved"])) / nv["nominal"]), "network": network}
+def _nvlink(gpu) -> Dict:
+    """The ep_nvlink table of ``gpu``'s generation (a preset; the first table for a GPU none names)."""
+    nv = tables()["ep_nvlink"]
+    return next((t for t in nv if gpu is not None and gpu.key in t["gpus"]), nv[0])
+
+
+def _by_ranks(t: Dict, ep) -> np.ndarray:
+    """A bandwidth table's mean of dispatch and combine over its nominal bandwidth at EP sizes ``ep``."""
+    pts = np.array(t["points"], dtype=np.float64)
+    return np.interp(np.asarray(ep, dtype=np.float64), pts[:, 0], (pts[:, 1] + pts[:, 2]) / 2 * 1e9) / t["nominal"]
+
+
+def links(ep, gpu=None) -> Dict[str, np.ndarray]:
+    """{'nvlink', 'network'}: the fraction of each link's bandwidth the experts' dispatch and combine reach on
+    ``gpu`` (a preset; None: Hopper's)."""
+    return {"nvlink": _by_ranks(_nvlink(gpu), ep), "network": _by_ranks(tables()["ep_network"], ep)}
 
 
 def listing(t: Dict = None):
@@ -88,8 +107,9 @@ def listing(t: Dict = None):
             ("gemm_grouped", dict(zip(*(a.tolist() for a in _by_rows(t["gemm_grouped"])))),
              t["gemm_grouped"]["source"]),
             ("gemm_grouped_mxfp8", _rate(t["gemm_grouped_mxfp8"]), t["gemm_grouped_mxfp8"]["source"]),
-            ("attention", _rate(t["attention"]), t["attention"]["source"]),
-            ("ep_nvlink", float(np.mean(t["ep_nvlink"]["achieved"])) / t["ep_nvlink"]["nominal"],
-             t["ep_nvlink"]["source"]),
-            ("ep_network", {int(p[0]): (p[1] + p[2]) / 2e0 * 1e9 / t["ep_network"]["nominal"]
-                            for p in t["ep_network"]["points"]}, t["ep_network"]["source"])]
+            ("attention", {int(p[0]): float(attention(p[0], t["attention"])) for p in t["attention"]["points"]},
+             t["attention"]["source"]),
+            *((f"ep_nvlink {'/'.join(nv['gpus'])}", {int(p[0]): float(_by_ranks(nv, p[0])) for p in nv["points"]},
+               nv["source"]) for nv in t["ep_nvlink"]),
+            ("ep_network", {int(p[0]): float(_by_ranks(t["ep_network"], p[0])) for p in t["ep_network"]["points"]},
+             t["ep_network"]["source"])]

@@ -298,7 +298,7 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
     link = {"nvlink": 1.0, "network": 1.0}
     if efficiency == PUBLISHED:
         v["eta"] = _published_eta(model, v, g, const["Phi_rate"])
-        link = published.links(v["EP"])
+        link = published.links(v["EP"], g)
     else:
         v["eta"] = float(efficiency)
     v["tau_EP"] = placement.dispatch_seconds(rows, domain, g.rate("nvlink") * link["nvlink"],
@@ -312,7 +312,7 @@ def _published_eta(model: cfg.ModelSpec, v: Dict, g: "gpu_presets.GPU", precisio
     the time they take at their own published efficiencies: the dense products (attention projections, dense and
     shared FFNs, router, head, the MTP modules') at DeepGEMM's at M = b s / (CP TP) rows, the routed experts' grouped
     GEMM at M = b s EP N_r / (CP TP N) rows per expert (under MXFP8, ``precision``, on NVIDIA's Blackwell, ``g``, its
-    own point), the attention's scores at FlashAttention-3's."""
+    own point), the attention's scores at cuDNN's fused attention's at s."""
     tokens = v["b"] * v["s"] / (v["CP"] * v["TP"])
     layers = v["L_d"] + v["L_m"]
     dense = layers * v["P_A"] + v["L_d"] * v["P_F"] + v["L_m"] * (v["P_R"] + v["F"] * v["N_s"] * v["P_E"]) \
@@ -323,7 +323,7 @@ def _published_eta(model: cfg.ModelSpec, v: Dict, g: "gpu_presets.GPU", precisio
     e_d = published.gemm(tokens)
     e_g = published.gemm(tokens * v["EP"] * model.N_r / (model.named().get("N") or model.N_r), grouped=True, gpu=g,
                           precision=precision)
-    e_a = published.attention()
+    e_a = published.attention(v["s"])
     peak = (dense + experts) / v["Phi"] + scores / v["Phi_A"]
     achieved = dense / (e_d * v["Phi"]) + experts / (e_g * v["Phi"]) + scores / (e_a * v["Phi_A"])
     return np.where(achieved > 0, peak / np.where(achieved > 0, achieved, 1.0), 1.0)

@@ -2,20 +2,26 @@
 ``sensitivity --time``; and its lines as the commands print them."""
 from __future__ import annotations
 
+from derivations import config as cfg
+
+from .argtypes import explicit
 
 
 def time_options(args) -> dict:
     """The step-time model's keywords of the typed options (NVLink domain None: the GPU's own)."""
+    typed = explicit(args)
+    if {"efficiency", "gemm_efficiency"} <= typed and args.efficiency == "published":
+        raise cfg.ConfigError("gemm-efficiency", "--gemm-efficiency F is one efficiency in place of the published "
+                                                 "tables: give it alone or with --efficiency peak")
+    published = args.efficiency == "published" and "gemm_efficiency" not in typed
     return {"gpu": args.gpu, "overlap": args.overlap, "dispatcher": args.dispatcher,
-            "efficiency": "published" if getattr(args, "efficiency", "peak") == "published" else args.gemm_efficiency,
+            "efficiency": "published" if published else args.gemm_efficiency,
             "gpus_per_node": getattr(args, "nvlink_domain", None) or getattr(args, "gpus_per_node", None)}
 
 
 def efficiency_text(eff) -> str:
-    """The efficiency as printed: a fraction, or the published tables' (Hopper's applied to the GPU, the experts'
-    grouped GEMM under MXFP8 GB200's on NVIDIA Blackwell)."""
-    return ("published (config/efficiency.toml: Hopper's; MXFP8 grouped GEMM GB200's on NVIDIA Blackwell)"
-            if eff == "published" else f"{float(eff):g}")
+    """The efficiency as printed: a fraction, or the published tables' (config/efficiency.toml)."""
+    return "published (config/efficiency.toml)" if eff == "published" else f"{float(eff):g}"
 
 
 def seconds(x: float) -> str:

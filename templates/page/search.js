@@ -36,7 +36,7 @@ function searchRequest(state) {
     attention: t.attention || "flash", perNode: SEARCH.gpus_per_node };
   const argv = ["memsym", "search"];
   if (model !== null) argv.push("--model", model === "config" ? "config.json" : model);
-  argv.push("--gpus", String(o.gpus), "--gpu", o.gpu);
+  argv.push("--gpus", String(o.gpus), "--gpu", o.gpu, "--efficiency", "peak");  // the page has no efficiency tables
   for (const d of ["global_batch", "seq", "schedule", "microbatches", "vpp", "attention"])  // each positive or a name
     if (t[d]) argv.push(`--${d.replace(/_/g, "-")}`, String(t[d]));
   const command = argv.map(shellWord).join(" ");
@@ -410,7 +410,7 @@ function searchHTML(note) {
     (rejected ? ` (rejected: ${rejected})` : "") + `; ${fmtNum(c.considered, 0)} configurations considered` +
     (invalid ? ` (invalid: ${invalid})` : "") + `, ${fmtNum(c.fitting, 0)} fit. ` +
     `Each layout's best configuration (ZeRO stage, recomputation, micro-batch b), the most tokens per second per GPU first ` +
-    `under the step-time model; ${S.schedule ? `each device at its peak under ${esc(S.schedule)}` : "one micro-batch per stage (the paper's view: give the global batch for a schedule)"}. ` +
+    `under the step-time model at the GPU's peak rates (<code>--efficiency peak</code>: an upper bound on speed; memsym search's default reads each kernel's published rate); ${S.schedule ? `each device at its peak under ${esc(S.schedule)}` : "one micro-batch per stage (the paper's view: give the global batch for a schedule)"}. ` +
     `The search reads the model, the GPU, the GPU count, the global batch, the sequence length and the schedule above; ` +
     `it chooses the layout, ZeRO stage, recomputation and b itself, with the paper's conventions (as memsym search does). ` +
     `Searched in ${fmtNum(S.ms / 1000, 1)} s.</p>`;
