@@ -171,12 +171,6 @@ class ModelSpec:
             out.update(n_I=self.n_I, d_I=self.d_I, k_I=self.k_I)
         return out
 
-    def values(self) -> Dict:
-        """Substitution for the model's symbols (keyed by sympy symbols: imports sympy)."""
-        # lazy: sympy's symbols, for the symbolic side only (reading a config needs none)
-        from derivations.notation import SYMBOLS
-        return {SYMBOLS[k]: x for k, x in self.named().items()}
-
 
 @lru_cache(maxsize=64)
 def _layer_kinds(layers: int, first_k_dense: int, freq: int) -> Tuple[str, ...]:

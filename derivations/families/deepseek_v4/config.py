@@ -96,10 +96,6 @@ class ModelSpec:
                    u_sg=int(self.scoring_func == "sigmoid"))
         return out
 
-    def values(self) -> Dict:
-        from derivations.notation import SYMBOLS  # lazy: sympy, for the symbolic side only
-        return {SYMBOLS[k]: x for k, x in self.named().items()}
-
 
 @lru_cache(maxsize=64)
 def _features(attention: Tuple[str, ...], hashed: Tuple[bool, ...]) -> Tuple[FrozenSet[str], ...]:
