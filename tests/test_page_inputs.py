@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from derivations.config import limits as L
-from derivations.families.deepseek import DIMENSIONS as _DIMENSIONS
+from derivations.families.deepseek import FAMILY as _DEEPSEEK
 from derivations.config.presets import preset_path
 
 #: The page's text fields in the order the page reads them (the command line's argv is built in this
@@ -475,7 +475,7 @@ JSON_VALUES = ["1e9", str(2 ** 53 + 1), "1e300", "7168.0", "-1", "0", "true", "f
                '"\u200b\u0085\u00ad\u2028"', '"it\'s \\"x\\""', '"' + "\u00e9" * 30 + '"', '"deepseek_v32"',
                '["indexed_attention"]', '["dense", "dense", "dense"]', '"glm_moe_dsa"', '["full", "shared"]', '"FSF"']
 #: The config.json fields a mutation may touch (and one the reader ignores).
-JSON_FIELDS = [f for f, _, _ in _DIMENSIONS] + [
+JSON_FIELDS = [f for f, _, _ in _DEEPSEEK.dimensions] + [
     "model_type", "q_lora_rank", "n_shared_experts", "first_k_dense_replace", "moe_layer_freq",
     "num_nextn_predict_layers", "topk_method", "n_group", "topk_group", "tie_word_embeddings", "attention_bias",
     "quantization_config", "unused_field", "index_n_heads", "index_head_dim", "index_topk", "mlp_layer_types",

@@ -27,7 +27,7 @@ from derivations.activations.views import (  # noqa: F401
     CHECKPOINT_TAGS, EXT, FLASH, MLA, MOE, PAPER, PRESET_CONVENTIONS, View, apply, flatten)
 
 # ----------------------------------------------------------------------------- terms
-#: The family's kinds with terms of their own (derivations/families/deepseek/__init__.py: LAYER_TERMS).
+#: The family's kinds with terms of their own (derivations/families/deepseek/family.toml: layer_terms).
 KINDS = {k.name: k for k in DEEPSEEK.layer_terms}
 
 

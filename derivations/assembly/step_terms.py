@@ -367,8 +367,11 @@ def _mcore(policy: str) -> Dict[str, Term]:
     # the stage's input (the embedding's output, GPTModel.forward's decoder_input, or the pipeline's received tensor)
     # and the last layer's input (TransformerBlock.forward's hidden_states; an MTP layer's: eh_proj's output), one
     # tensor when the stage has one layer
-    stream_in = B_a * t * h * (2 - (1 - m) * (2 - sp.Min(2, L)))
-    stream_note = " (in FP32 saved by the layers' norms, counted in A)"
+    stream = ("stream", "the stage's input (the embedding's output) and the layer's input (B_a t h each, one tensor "
+                        "when the stage has one layer) (in FP32 saved by the layers' norms, counted in A), the "
+                        "position ids",
+              NOT_FP32 * B_a * t * h * (2 - (1 - m) * (2 - sp.Min(2, L))) + 8 * s_loc,
+              MC + "models/gpt/gpt_model.py: GPTModel.forward; transformer/transformer_block.py")
     if not full:  # the forward inside the last layer's attention, at probs.bfloat16()
         fwd = [("held", "what the end of the forward holds besides the saves, less the last layer's dispatcher state, "
                         "the MTP layers' wrapped numbers and, before any router ran (the last layer the stage's only "
@@ -385,11 +388,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
                           "the FP32 softmax (4 b n_h s^2 each), the B_a probabilities being made, the bool causal mask",
                 8 * P + 2 * B_a * P + s_loc ** 2, soft),
                ("value", "the value (B_a t n_h d_v)", hv, MC + "transformer/multi_latent_attention.py"),
-               ("stream", "the stage's input (the embedding's output) and the layer's input (B_a t h each, one tensor "
-                          "when the stage has one layer)" + stream_note + ", the position ids",
-                NOT_FP32 * stream_in + 8 * s_loc,
-                MC + "models/gpt/gpt_model.py; transformer/transformer_block.py"),
-               mtp_stream]
+               stream, mtp_stream]
         out["attention_forward"] = _term("the last layer's attention in the forward, "
                                          "at the softmax's cast to B_a", STEP + " (the attention's moments)",
                                          fwd, has_layers * u_eager * u_local)
@@ -405,11 +404,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
                     # (nt.N_s is positive: Min(1, N_s) would be 1)
                     MC + "transformer/moe/moe_layer.py: MoELayer.forward (shared_experts_compute, dispatch, "
                     "routed_experts_compute); transformer/moe/experts.py: SequentialMLP.forward"),
-                   ("stream", "the stage's input (the embedding's output) and the layer's input (B_a t h each, one "
-                              "tensor when the stage has one layer)" + stream_note + ", the position ids",
-                    NOT_FP32 * stream_in + 8 * s_loc,
-                    MC + "models/gpt/gpt_model.py: GPTModel.forward; transformer/transformer_block.py"),
-                   mtp_stream]
+                   stream, mtp_stream]
         out["experts_forward"] = _term("the last MoE layer's routed experts in the forward, at SequentialMLP's "
                                        "torch.cat (the local spec's expert loop: TE's grouped GEMM makes no cat)",
                                        STEP + " (Megatron-Core: the expert loop's forward)",

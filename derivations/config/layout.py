@@ -45,9 +45,6 @@ class Layout:
         return {"DP": self.dp, "TP": self.tp, "PP": self.pp, "EP": self.ep, "ETP": self.etp, "CP": self.cp,
                 "SP": self.SP}
 
-    def values(self) -> Dict:
-        return symbol_keyed(self.named())
-
 
 def positive_int(name: str, value) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -10,7 +10,7 @@ from typing import Dict, Optional, Tuple
 from symbolic import tomlfile
 from symbolic.errors import ConfigError
 
-from derivations.config.values import EXTENSION_DEFAULTS, PAPER_BYTES, symbol_keyed
+from derivations.config.values import EXTENSION_DEFAULTS, PAPER_BYTES
 from derivations.config.layout import positive_int
 from derivations.config.limits import IMBALANCE, LAYERS, OPTIONS
 from derivations.config.quantization import RECIPES
@@ -147,9 +147,6 @@ class Training:
                "F": self.imbalance if isinstance(self.imbalance, int) else Fraction(self.imbalance)}
         out.update({k: v for k, v in (("n_mb", self.microbatches), ("VPP", self.vpp)) if v is not None})
         return out
-
-    def values(self) -> Dict:
-        return symbol_keyed(self.named())
 
     def with_bytes(self, **kw) -> "Training":
         d = dict(self.bytes)

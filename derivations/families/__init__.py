@@ -11,8 +11,10 @@ import pkgutil
 import sys
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Dict, Optional, Tuple
 
+from symbolic import tomlfile
 from symbolic.errors import ConfigError
 
 
@@ -95,6 +97,19 @@ class Family:
     layer_name: str = ""
     #: the :attr:`counts` a stage's content names beside its MoE count (V4: "11 MoE (4 CSA, 7 HCA)")
     named_counts: Tuple[str, ...] = ()
+    #: {spec attribute: default} of the :attr:`dimensions` a config may leave out (V4's, as DeepseekV4Config's)
+    dimension_defaults: Dict[str, int] = {}
+
+    def __init_subclass__(cls, **kw):
+        """The declaration as data: ``family.toml`` beside the subclass's module, when there is one, sets the class
+        attributes it holds (lists as tuples; ``[[layer_terms]]`` as :class:`Kind`)."""
+        super().__init_subclass__(**kw)
+        file = getattr(sys.modules.get(cls.__module__), "__file__", None)  # (none for a class made in __main__ of -c)
+        if file and (path := Path(file).with_name("family.toml")).is_file():
+            with tomlfile.package_data(path) as data:
+                for key, value in data.items():
+                    setattr(cls, key, tuple(Kind(**_tuples(k)) for k in value) if key == "layer_terms"
+                            else _tuples(value))
 
     def __repr__(self) -> str:
         return f"<family {self.name} ({self.package})>"
@@ -203,6 +218,13 @@ class Family:
     def attention(self) -> str:
         """The kind of its attention sublayer (``mla`` for DeepSeek: term ids ``act.mla.layer``, ...)."""
         return self.kinds[0]
+
+
+def _tuples(value):
+    """``value`` read from TOML with its lists as tuples (a table's values too)."""
+    if isinstance(value, dict):
+        return {k: _tuples(v) for k, v in value.items()}
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 _REGISTRY: Dict[str, Family] = {}

@@ -9,7 +9,7 @@ from typing import Dict, FrozenSet, List, Mapping, Optional, Tuple
 
 from symbolic.errors import ConfigError
 
-from derivations.families.deepseek import DIMENSIONS, FAMILY
+from derivations.families.deepseek import FAMILY
 
 
 #: What a config leaves out of its routing, by model_type: the default of transformers' config class and code
@@ -171,12 +171,6 @@ class ModelSpec:
             out.update(n_I=self.n_I, d_I=self.d_I, k_I=self.k_I)
         return out
 
-    def values(self) -> Dict:
-        """Substitution for the model's symbols (keyed by sympy symbols: imports sympy)."""
-        # lazy: sympy's symbols, for the symbolic side only (reading a config needs none)
-        from derivations.notation import SYMBOLS
-        return {SYMBOLS[k]: x for k, x in self.named().items()}
-
 
 @lru_cache(maxsize=64)
 def _layer_kinds(layers: int, first_k_dense: int, freq: int) -> Tuple[str, ...]:
@@ -197,7 +191,7 @@ def shape_name(model_type: str, dims: Mapping) -> str:
 def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> ModelSpec:
     """The :class:`ModelSpec` of a parsed config.json, validated through ``f`` (hfconfig.Fields)."""
     data, mt = f.data, f.data["model_type"]
-    dims = {attr: f.int(name_, meaning) for name_, attr, meaning in DIMENSIONS}
+    dims = {attr: f.int(name_, meaning) for name_, attr, meaning in FAMILY.dimensions}
 
     if "q_lora_rank" not in data:
         raise f.err("q_lora_rank", "required field 'q_lora_rank' (query compression rank d_c') is missing; "

@@ -2,7 +2,7 @@
 (models/deepseek_v4/modeling_deepseek_v4.py, eager attention, trained on one device): the derivation is
 paper/traces/V4.md, checked to the byte against autograd's saved tensors (memsym trace, paper/traces/hf-v4-*).
 
-Kinds (derivations/families/deepseek_v4 LAYER_TERMS):
+Kinds (derivations/families/deepseek_v4/family.toml layer_terms):
 
 * ``attn``, every layer: the hyper-connection before the attention (attn_hc: its FP32 norm, mixing weights and
   Sinkhorn iterations, and the layer's input streams n_hc x b s h, the layer's checkpoint), the attention with

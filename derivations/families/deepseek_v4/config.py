@@ -1,8 +1,7 @@
 """The DeepSeek-V4 family's model: :class:`ModelSpec` and :func:`from_fields`, the mapping of a config.json of
-transformers 5.24 models/deepseek_v4 (DeepseekV4Config) onto it: ``DIMENSIONS``, the layer types, compression rates,
-hash-routed layers and rotary part of a head (their legacy fields too), each defaulting as
-DeepseekV4Config.__post_init__ does; what transformers builds otherwise than a field says is refused.
-"""
+transformers 5.24 models/deepseek_v4 (DeepseekV4Config) onto it: ``FAMILY.dimensions``, the layer types, compression
+rates, hash-routed layers and rotary part of a head (their legacy fields too), each defaulting as
+DeepseekV4Config.__post_init__ does; what transformers builds otherwise than a field says is refused."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -10,7 +9,7 @@ from functools import lru_cache
 from fractions import Fraction
 from typing import Dict, FrozenSet, List, Mapping, Optional, Tuple
 
-from derivations.families.deepseek_v4 import DIMENSIONS, FAMILY
+from derivations.families.deepseek_v4 import FAMILY
 
 #: layer_types values (DEEPSEEK_V4_LAYER_TYPES) and what memsym calls each
 ATTENTION_TYPES = {"sliding_attention": "sliding", "compressed_sparse_attention": "csa",
@@ -28,7 +27,7 @@ DEFAULT_ROTARY_FACTOR = Fraction(64, 512)
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """A DeepSeek-V4 model in memsym's symbols (``DIMENSIONS``), its layer types and its routing.
+    """A DeepSeek-V4 model in memsym's symbols (``FAMILY.dimensions``), its layer types and its routing.
 
     ``attention`` holds each layer's attention type (``sliding``, ``csa``, ``hca``), ``hashed`` whether each layer's
     experts are hash-routed; ``m_C``/``m_H`` are the compression rates, ``d_hr`` the rotary part of a head."""
@@ -91,14 +90,10 @@ class ModelSpec:
 
     def named(self) -> Dict[str, int]:
         """{symbol name: value} of the model's symbols."""
-        out = {attr: getattr(self, attr) for _, attr, _, _ in DIMENSIONS}
+        out = {attr: getattr(self, attr) for _, attr, _ in FAMILY.dimensions}
         out.update(d_hr=self.d_hr, m_C=self.m_C, m_H=self.m_H, N_s=1, D=self.mtp_layers,
                    u_sg=int(self.scoring_func == "sigmoid"))
         return out
-
-    def values(self) -> Dict:
-        from derivations.notation import SYMBOLS  # lazy: sympy, for the symbolic side only
-        return {SYMBOLS[k]: x for k, x in self.named().items()}
 
 
 @lru_cache(maxsize=64)
@@ -188,8 +183,8 @@ def _rotary(f, head_dim: int) -> int:
 def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> ModelSpec:
     """The :class:`ModelSpec` of a parsed config.json, every field it uses checked through ``f``."""
     data, mt = f.data, f.data["model_type"]
-    dims = {attr: f.int(field_, meaning, default=default, required=False)
-            for field_, attr, meaning, default in DIMENSIONS}
+    dims = {attr: f.int(field_, meaning, default=FAMILY.dimension_defaults[attr], required=False)
+            for field_, attr, meaning in FAMILY.dimensions}
     if "intermediate_size" in data:  # DeepseekV4Config.attribute_map: it sets moe_intermediate_size, given or not
         dims["h_E"] = f.int("intermediate_size", "expert intermediate size h_E (DeepseekV4Config's alias of "
                                                  "moe_intermediate_size)")
@@ -232,7 +227,7 @@ def from_fields(f, name: Optional[str] = None, source: Optional[str] = None) -> 
 def fields_of(spec: ModelSpec) -> Dict:
     """The config.json fields of ``spec`` (what :func:`from_fields` reads back)."""
     inverse = {v: k for k, v in ATTENTION_TYPES.items()}
-    data = {"model_type": spec.model_type, **{field_: getattr(spec, attr) for field_, attr, _, _ in DIMENSIONS}}
+    data = {"model_type": spec.model_type, **{field_: getattr(spec, attr) for field_, attr, _ in FAMILY.dimensions}}
     data.update(layer_types=[inverse[a] for a in spec.attention],
                 mlp_layer_types=["hash_moe" if x else "moe" for x in spec.hashed],
                 compress_rates={"compressed_sparse_attention": spec.m_C, "heavily_compressed_attention": spec.m_H},
