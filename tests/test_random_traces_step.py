@@ -22,9 +22,8 @@ from test_random_traces import DRAWS, DSA, REFUSED, _have_trace, _path, command,
 #: Draws per run, each one step traced per framework.
 EXAMPLES = int(os.environ.get("MEMSYM_RANDOM_STEP_EXAMPLES") or 6)
 #: The step draws' seed: 11 unless MEMSYM_RANDOM_STEP_SEED (or MEMSYM_RANDOM_SEED) names another.  Not drawn afresh
-#: on every run as the layer draws are: other seeds may still find peaks no moment covers (issue 43 item 6 is open;
-#: 11, 12345, 7, 2164556509, 424242, 31337 and 99 pass; seed 1 finds Megatron-Core's final norm's backward with an
-#: MTP module 22,456 B below its moment, BF16, V 204 < h 336, moe_layer_freq 2, not derived yet).
+#: on every run as the layer draws are: other seeds may still find peaks no moment covers (issue 43 item 6; the seeds
+#: run and their results are listed in paper/traces/STEP.md, "Random step draws").
 STEP_SEED = int(os.environ.get("MEMSYM_RANDOM_STEP_SEED") or os.environ.get("MEMSYM_RANDOM_SEED") or 11)
 
 #: What a step draw keeps out, and why: {name: (what is set, the reason)}; :func:`restricted` applies them.
