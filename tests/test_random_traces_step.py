@@ -49,10 +49,6 @@ RESTRICTED = {
                    "its recomputed forward may route a token to another expert on this CPU (BF16 router ties; seed 11 "
                    "in CI: the rebuild's MLP 147,456 B above its moment, exact here): compared routing-free in "
                    "test_step_traces.py, not yet here"),
-    "selective": ("Megatron-Core's selective or full recomputation with noaux_tc routing only (else none)",
-                  "the recomputed core attention's backward holds 4 t bytes fewer than its moment with the other "
-                  "routings (selective: seeds 1 and 12345; full: seed 2164556509, greedy softmax routing, 1,056 B at "
-                  "t 264; the router's saves still held differ): not derived yet"),
 }
 
 
@@ -67,8 +63,7 @@ def restricted(c: dict, training: dict):
     hf = training.get("transformers", {})
     if hf.get("experts") == "loop" or hf.get("act_dtype") == "fp32":
         hf["recompute"] = "none"
-    if training.get("mcore", {}).get("recompute") == "full" or (
-            training.get("mcore", {}).get("recompute") == "selective" and c["topk_method"] != "noaux_tc"):
+    if training.get("mcore", {}).get("recompute") == "full":
         training["mcore"]["recompute"] = "none"
     for framework in training:
         out[framework] = dict(c, **{f: told for f, (refused, told) in REFUSED.items() if refused(framework, c)})

@@ -82,10 +82,12 @@ ROPE_HF = (1 - nt.SYMBOLS["u_v2"]) * 2 * B_a * s_loc * d_r + nt.SYMBOLS["u_v2"] 
 
 
 #: S_hf and S_mc of STEP.md: what transformers' and Megatron-Core's layer saved up to its scores (in FP32 the input
-#: norm's FP32 "copy" is the layer's input itself, a save of the layer before: 4 t h fewer)
-LEFT_HF = ((4 + 2 * B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 2 * B_a * t * (n_h / TP) * d_qk + 4 * P
+#: norm's FP32 "copy" is the layer's input itself, a save of the layer before: 4 t h fewer); each RMSNorm's FP32 rsqrt
+#: (4 t): the input's, kv's and, with a query LoRA (d_cq > 0; Min(1, d_cq) of a positive symbol would be 1), q's
+RSQRT = 4 * t * (2 + sp.Min(1, _S("d_cq")))
+LEFT_HF = ((4 + 2 * B_a) * t * (h + nt.d_cq + nt.d_c) + RSQRT + 2 * B_a * t * (n_h / TP) * d_qk + 4 * P
            - IS_FP32 * 4 * t * h)
-LEFT_MC = ((8 + B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 4 * B_a * s_loc * d_r + 2 * B_a * t * (n_h / TP) * d_qk
+LEFT_MC = ((8 + B_a) * t * (h + nt.d_cq + nt.d_c) + RSQRT + 4 * B_a * s_loc * d_r + 2 * B_a * t * (n_h / TP) * d_qk
            - IS_FP32 * 4 * t * h)
 #: in FP32 the embedding's output is the first layer's norm's saved input (``.to(float32)`` returns it), outside the
 #: layers (M_H) and held until the first layer's backward: not released with the head's saves (under full
