@@ -81,12 +81,13 @@ TIED = ("tied", "the tied head's weight gradient (B_w V h), held until the embed
 ROPE_HF = (1 - nt.SYMBOLS["u_v2"]) * 2 * B_a * s_loc * d_r + nt.SYMBOLS["u_v2"] * 4 * s_loc * d_r
 
 
-#: S_hf and S_mc of STEP.md: what transformers' and Megatron-Core's layer saved up to its scores (in FP32 the input
-#: norm's FP32 "copy" is the layer's input itself, a save of the layer before: 4 t h fewer); each RMSNorm's FP32 rsqrt
-#: (4 t): the input's, kv's and, with a query LoRA (d_cq > 0; Min(1, d_cq) of a positive symbol would be 1), q's
+#: S_hf, S_mc of STEP.md: what transformers' and Megatron-Core's layer saved up to its scores (in FP32 the input norm's
+#: FP32 "copy" is the layer's input, a save of the layer before: 4 t h fewer; DeepSeek-V2's kv norm's, a view of
+#: kv_a_proj_with_mqa's output, holds its 4 t d_r RoPE part too); each RMSNorm's FP32 rsqrt (4 t): the input's, kv's
+#: and, with a query LoRA (d_cq > 0; Min(1, d_cq) of a positive symbol would be 1), q's
 RSQRT = 4 * t * (2 + sp.Min(1, _S("d_cq")))
 LEFT_HF = ((4 + 2 * B_a) * t * (h + nt.d_cq + nt.d_c) + RSQRT + 2 * B_a * t * (n_h / TP) * d_qk + 4 * P
-           - IS_FP32 * 4 * t * h)
+           - IS_FP32 * 4 * t * (h - nt.SYMBOLS["u_v2"] * d_r))
 LEFT_MC = ((8 + B_a) * t * (h + nt.d_cq + nt.d_c) + RSQRT + 4 * B_a * s_loc * d_r + 2 * B_a * t * (n_h / TP) * d_qk
            - IS_FP32 * 4 * t * h)
 #: in FP32 the embedding's output is the first layer's norm's saved input (``.to(float32)`` returns it), outside the
@@ -175,8 +176,7 @@ def _transformers(policy: str) -> Dict[str, Term]:
                       "(4 b n_h s^2 each), the residual gradient (B_a t h) and the value's B_a gradient",
              8 * P + B_a * t * h + hv, "aten SoftMax.cpp: softmax_backward_cpu_out; torch autograd")]
     out["attention"] = _term("the last layer's attention backward (SoftmaxBackward0)",
-                             STEP + " (the attention's moments)",
-                             attn, has_layers * u_eager, tied=True)
+                             STEP + " (the attention's moments)", attn, has_layers * u_eager, tied=True)
     # what the last layer's backward starts with
     start = [("held", "what the end of the forward holds besides the saves", eof, STEP), release,
              ("grad", "the last layer's output gradient (B_a, model.norm's ToCopyBackward0) and the seed",
@@ -301,8 +301,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
                      MC + "transformer/moe/router.py: TopKRouter (num_layers + mtp_num_layers); moe_utils.py: "
                      "save_to_aux_losses_tracker"))
     eof = sum(p[2] for p in held)
-    out = {"end": _term("held at the end of the forward besides the saved tensors",
-                        STEP + " (Megatron-Core)",
+    out = {"end": _term("held at the end of the forward besides the saved tensors", STEP + " (Megatron-Core)",
                         held + [("loss", "the FP32 loss", 4 * e_H, MC + "models/gpt/gpt_model.py")])}
     ce = [("held", "what the end of the forward holds besides the saves (no loss yet)", eof, STEP),
           ("logits", "the B_a logits [s, b, V / TP] (GPTModel's local until the loss returns; in FP32 .float() "
@@ -432,8 +431,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
                          "residual gradient, the context's and the value's gradients", 8 * P + B_a * t * h + 2 * hv,
                 "aten SoftMax.cpp; torch autograd")]
         out["attention"] = _term("the backward of the last layer's recomputed core attention",
-                                 STEP + " (the attention's moments)",
-                                 bwd, has_layers * u_eager * u_local)
+                                 STEP + " (the attention's moments)", bwd, has_layers * u_eager * u_local)
     if full:  # the first layer's attention backward: every later layer's input gradient is still held
         first = [("held", "what the end of the forward holds besides the saves, the loss tracker (4 L) and 8 bytes of "
                           "0-dim values", eof + 4 * L + 8, STEP),
@@ -446,8 +444,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
                            "CheckpointFunction.backward) and this layer's output gradient, B_a t h each",
                   (L + 1) * B_a * t * h, MC + "tensor_parallel/random.py: CheckpointFunction.backward")]
         out["attention"] = _term("the backward of the first layer's rebuilt core attention",
-                                 STEP + " (the attention's moments)",
-                                 first, has_layers * u_eager * u_local)
+                                 STEP + " (the attention's moments)", first, has_layers * u_eager * u_local)
     if full:  # CheckpointFunction.backward rebuilds the last layer, up to SequentialMLP's torch.cat
         rebuilt = [("held", "what the end of the forward holds besides the saves, less the last layer's dispatcher "
                             "state (its recomputation makes it anew, counted below)",
