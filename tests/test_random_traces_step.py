@@ -23,7 +23,7 @@ from test_random_traces import DRAWS, DSA, REFUSED, _have_trace, _path, command,
 EXAMPLES = int(os.environ.get("MEMSYM_RANDOM_STEP_EXAMPLES") or 6)
 #: The step draws' seed: 11 unless MEMSYM_RANDOM_STEP_SEED (or MEMSYM_RANDOM_SEED) names another.  Not drawn afresh
 #: on every run as the layer draws are: other seeds may still find peaks no moment covers (issue 43 item 6; the seeds
-#: run and their results are listed in paper/traces/STEP.md, "Random step draws").
+#: run, their results and the peaks still open are listed in paper/traces/STEP.md, "Random step draws").
 STEP_SEED = int(os.environ.get("MEMSYM_RANDOM_STEP_SEED") or os.environ.get("MEMSYM_RANDOM_SEED") or 11)
 
 #: What a step draw keeps out, and why: {name: (what is set, the reason)}; :func:`restricted` applies them.
