@@ -30,15 +30,6 @@ class ExactPython(PythonCodePrinter):
     def _print_Rational(self, expr):
         return f"_Q({expr.p}, {expr.q})"
 
-    def _print_Zero(self, expr):
-        return "0"
-
-    def _print_One(self, expr):
-        return "1"
-
-    def _print_NegativeOne(self, expr):
-        return "-1"
-
     def _print_Half(self, expr):
         return "_Q(1, 2)"
 
@@ -72,11 +63,10 @@ class ExactPython(PythonCodePrinter):
     def _print_floor(self, expr):
         return f"_floor({self._print(expr.args[0])})"
 
-    def _print_Min(self, expr):
-        return "min(" + ", ".join(self._print(a) for a in expr.args) + ")"
+    def _print_Min(self, expr):  # min(...) or max(...)
+        return type(expr).__name__.lower() + "(" + ", ".join(self._print(a) for a in expr.args) + ")"
 
-    def _print_Max(self, expr):
-        return "max(" + ", ".join(self._print(a) for a in expr.args) + ")"
+    _print_Max = _print_Min
 
     def _print_Piecewise(self, expr):
         out = []

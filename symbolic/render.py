@@ -62,10 +62,11 @@ def paper_order(expr):
     return expr
 
 
-def expr_latex(expr, ordered: bool = True, names: Optional[Mapping] = None) -> str:
-    """LaTeX of an expression with the paper's symbol names (``names``: others) and order."""
+def expr_latex(expr, ordered: bool = True, names: Optional[Mapping] = None, **settings) -> str:
+    """LaTeX of an expression with the paper's symbol names (``names``: others) and order; ``settings`` go to
+    ``sympy.latex``."""
     e = paper_order(expr) if ordered else expr
-    return sp.latex(e, order="none", symbol_names=dict(names) if names is not None else latex_names())
+    return sp.latex(e, order="none", symbol_names=dict(names) if names is not None else latex_names(), **settings)
 
 
 def closed_expr(term, subs: Optional[Mapping] = None):

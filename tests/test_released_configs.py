@@ -1,7 +1,7 @@
 """Every released model's config in paper/models/ (each with its ``_source``): ``memsym params --json`` equals
 transformers' own model built on the meta device from the same config, to the parameter (the oracle: the modules
 transformers 5.24 builds, never memsym's terms), and the total is the published size.  The classes are those the
-tracer builds for the model_type (memsym/trace/hf.py MODEL_CLASSES; a wrapper such as Kimi K2.5 by its language
+tracer builds for the model_type (memsym/trace/hf.py _classes, trace.toml; a wrapper such as Kimi K2.5 by its language
 model).  Runs when memsym[trace] is installed."""
 from __future__ import annotations
 

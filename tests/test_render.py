@@ -71,7 +71,7 @@ def test_closed_expr_is_the_term(terms, tid):
 
 def test_long_closed_forms_print_breakable(terms):
     closed = render.closed_expr(terms["act.mla.layer"], {nt.TP: 2, nt.SP: 2, nt.CP: 1, nt.B_a: 2, nt.B_k: 1})
-    latex = text.latex_of(closed, text.report_names(), long_frac_ratio=2)
+    latex = render.expr_latex(closed, names=text.report_names(), long_frac_ratio=2)
     assert latex.startswith(r"\frac{b s}{2} \left(")
 
 

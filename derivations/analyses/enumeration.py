@@ -9,8 +9,9 @@ so rejections are counted by constraint.  numpy is imported lazily: ``memsym est
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from math import gcd
-from typing import List, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from symbolic.search import divisors
 
@@ -25,28 +26,18 @@ LAYOUT_FIELDS = ("dp", "tp", "pp", "ep", "etp", "cp")
 MAX_GPUS = 2 ** 20
 
 
+@dataclass
 class Enumeration:
-    """Valid layouts for a GPU count (``arrays``: {dp, tp, pp, ep, etp, cp: int64 array} in the lattice's order;
-    ``layouts`` as :class:`Layout` objects, built on first use), and how many candidates each rule rejected."""
+    """Valid layouts for a GPU count (``arrays``: {dp, tp, pp, ep, etp, cp: int64 array} in the lattice's order) and
+    how many candidates each rule rejected."""
 
-    def __init__(self, gpus: int, layouts=None, rejected: Optional[Counter] = None, arrays=None):
-        import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
-        self.gpus = gpus
-        self.rejected = Counter() if rejected is None else rejected
-        if arrays is None:
-            layouts = list(layouts or [])
-            arrays = {k: np.array([getattr(x, k) for x in layouts], dtype=np.int64) for k in LAYOUT_FIELDS}
-            self._layouts = layouts
-        else:
-            self._layouts = None
-        self.arrays = arrays
+    gpus: int
+    rejected: Counter
+    arrays: Dict
 
     @property
     def layouts(self) -> List[cfg.Layout]:
-        if self._layouts is None:
-            cols = [self.arrays[k].tolist() for k in LAYOUT_FIELDS]
-            self._layouts = [cfg.Layout(dp=a, tp=b, pp=c, ep=d, etp=e, cp=f) for a, b, c, d, e, f in zip(*cols)]
-        return self._layouts
+        return [cfg.Layout(*x) for x in zip(*(self.arrays[k].tolist() for k in LAYOUT_FIELDS))]
 
     def __len__(self) -> int:
         return len(self.arrays["dp"])

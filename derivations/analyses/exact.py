@@ -22,7 +22,7 @@ from derivations import evaluate as ev
 from derivations.activations.shape import check_options, of_model
 from derivations.activations.view import View
 from derivations.analyses.enumeration import LAYOUT_FIELDS, Enumeration, distinct_stages
-from derivations.analyses.vectorized import Memo, derive, divide, printed
+from derivations.analyses.vectorized import Memo, Reads, derive, divide, printed
 from derivations.assembly import device, offload, quantized, schedules, step_names
 from derivations.assembly.runtime import buffers_bytes
 from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
@@ -110,6 +110,11 @@ class _Slots:
         return self._chunks[m]
 
 
+def _layout(arrays: Mapping, i: int) -> cfg.Layout:
+    """The ``i``-th layout of an enumeration's arrays."""
+    return cfg.Layout(**{k: int(arrays[k][i]) for k in LAYOUT_FIELDS})
+
+
 def _refusal(model, training: cfg.Training, present, pp: int, m: Optional[int],
              schedule: Optional[str]) -> Optional[cfg.ConfigError]:
     """The first refusal of a (layout, s, b) at m (device._estimate_at's checks in order, at each accepted (ZeRO
@@ -128,7 +133,7 @@ def _refusal(model, training: cfg.Training, present, pp: int, m: Optional[int],
     return None
 
 
-def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_batch: Optional[int],
+def _vector(model, training: cfg.Training, present, enum: Enumeration, seqs, mbs, global_batch: Optional[int],
             scheduled: bool):
     """({column: array (choices, layouts, s, b)}, valid (layouts, s, b), m (layouts, s, b), invalid by rule): each
     configuration at its most-loaded device (first on ties), ``device._estimate_at`` of every device of every
@@ -143,25 +148,25 @@ def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_b
     runtime = float(buffers_bytes(rb)) if rb != "none" else 0
     off, quant = bool(training.offload), bool(training.linear_recipe)
     side = weight_side_of(model, training.conventions)
-    n_l, n_s, n_b, n_p = len(layouts), len(seqs), len(mbs), len(present)
+    arrays = enum.arrays
+    n_l, n_s, n_b, n_p = len(enum), len(seqs), len(mbs), len(present)
     keys = ("weights", "gradients", "optimizer", "activations", "total", "stage")
     cols = {k: np.zeros((n_p, n_l, n_s, n_b)) for k in keys}
     valid = np.zeros((n_l, n_s, n_b), dtype=bool)
     ms = np.full((n_l, n_s, n_b), -1, dtype=np.int64)
     invalid: Counter = Counter()
-    splits: Dict = {}
-    slots = []
-    for layout in layouts:
-        key = (layout.pp, layout.layers_per_stage)
-        if key not in splits:
-            splits[key] = _Slots(model, training, layout, schedule, names, side)
-        slots.append(splits[key])
-    # every device of every layout, concatenated once: the layouts of an (s, b) take theirs by a mask
-    degrees = [layout.named() for layout in layouts]
-    devices = {"sizes": np.array([len(sl.index) for sl in slots], dtype=np.int64),
-               **{k: np.array([d[k] for d in degrees], dtype=np.int64) for k in degrees[0]},
-               **{k: np.concatenate([getattr(sl, k) for sl in slots]) for k in ("own", "held", "index", "resident")}}
-    dp, pp = devices["DP"], devices["PP"]
+    dp, pp = arrays["dp"], arrays["pp"]
+    # one pipeline split per PP (a layout's split reads its PP alone): its devices' rows, taken by every layout
+    splits = {p: _Slots(model, training, _layout(arrays, int(np.argmax(pp == p))), schedule, names, side)
+              for p in sorted(set(pp.tolist()))}
+    size_of, start_of = np.zeros(pp.max() + 1, dtype=np.int64), np.zeros(pp.max() + 1, dtype=np.int64)
+    size_of[list(splits)] = [len(sl.index) for sl in splits.values()]
+    start_of[list(splits)] = np.cumsum(size_of[list(splits)]) - size_of[list(splits)]
+    sizes = size_of[pp]
+    rows = np.repeat(start_of[pp] - (np.cumsum(sizes) - sizes), sizes) + np.arange(sizes.sum())
+    devices = {"sizes": sizes, **{k.upper(): arrays[k] for k in LAYOUT_FIELDS}, "SP": arrays["tp"],
+               **{k: np.concatenate([getattr(sl, k) for sl in splits.values()])[rows]
+                  for k in ("own", "held", "index", "resident")}}
     refusals: Dict = {}
     memos: Dict = {}
     for si, s in enumerate(seqs):
@@ -176,7 +181,7 @@ def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_b
             why_of = []  # each (PP, m)'s refusal: device._estimate_at's checks, then the virtual groups'
             for p, m in zip((groups % (pp.max() + 1)).tolist(), (groups // (pp.max() + 1) - 1).tolist()):
                 m = training.microbatches if m < 0 else m
-                rkey = (p, m, s, b)
+                rkey = (p if schedule else 0, m, s, b)  # PP is read by the schedule's checks alone
                 if rkey not in refusals:
                     refusals[rkey] = _refusal(model, replace(training, mbs=b, seq=s), present, p, m, schedule)
                 virtual = None
@@ -186,34 +191,38 @@ def _vector(model, training: cfg.Training, present, layouts, seqs, mbs, global_b
                     except cfg.ConfigError as e:
                         virtual = e
                 why_of.append((refusals[rkey], virtual))
-            whys = [why_of[j][0] or slots[li].refused or why_of[j][1]
-                    for li, j in zip(at.tolist(), inv.reshape(-1).tolist())]
-            refused = [w for w in whys if w is not None]
-            if refused and not scheduled:  # the paper's view refuses the search (one configuration's refusal)
-                raise refused[0]
-            invalid.update(w.constraint for w in refused)
-            live = at[[w is None for w in whys]] if refused else at
+            inv = inv.reshape(-1)
+            why = [w or splits[p].refused or v for (w, v), p in zip(why_of, (groups % (pp.max() + 1)).tolist())]
+            bad = np.array([w is not None for w in why])[inv]
+            if bad.any() and not scheduled:  # the paper's view refuses the search (one configuration's refusal)
+                raise why[inv[np.argmax(bad)]]
+            # counted by rule, the rules in the order of the layouts first refused by them
+            first_bad = {j: i for i, j in reversed(list(enumerate(inv[bad].tolist())))}
+            for j in sorted(first_bad, key=first_bad.get):
+                invalid[why[j].constraint] += int(np.count_nonzero(inv == j))
+            live = at[~bad]
             if not len(live):
                 continue
             m_of = [None if m < 0 else m for m in m_all[live].tolist()] if global_batch is not None else \
                 [training.microbatches] * len(live)
-            got = _at(model, training, present, live, [layouts[li] for li in live], [slots[li] for li in live],
+            got = _at(model, training, present, live, arrays, [splits[p] for p in pp[live].tolist()],
                       devices, m_of, s, b, schedule, memos, (g, kinds_sym, n_chunks, names, runtime, off, quant, side))
-            for k in keys:
-                cols[k][:, live, si, bi] = np.reshape([got[pi][k] for pi in range(n_p)], (n_p, len(live)))
+            for k in keys if n_p else ():
+                cols[k][:, live, si, bi] = np.stack([got[pi][k] for pi in range(n_p)])
             valid[live, si, bi] = True
             ms[live, si, bi] = [-1 if m is None else m for m in m_of]
     return cols, valid, ms, invalid
 
 
-def _at(model, training, present, live, layouts, slots, devices, m_of, s: int, b: int, schedule, memos: Dict,
+def _at(model, training, present, live, arrays, slots, devices, m_of, s: int, b: int, schedule, memos: Dict,
         setting):
-    """[{column: array over ``layouts``} per choice]: the columns of :func:`_vector` at one (s, b), ``live`` the
-    layouts' indices into ``devices`` (every layout's degrees and devices, concatenated)."""
+    """[{column: array over the layouts ``live``} per choice]: the columns of :func:`_vector` at one (s, b), ``live``
+    the layouts' indices into ``arrays`` (Enumeration.arrays) and ``devices`` (every layout's devices, concatenated)."""
     g, kinds_sym, n_chunks, names, runtime, off, quant, side = setting
     family = model.family
     sizes = devices["sizes"][live]
-    owner = np.repeat(np.arange(len(layouts)), sizes)
+    owner = np.repeat(np.arange(len(live)), sizes)
+    lay0 = _layout(arrays, int(live[0]))
     first = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
     cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0)  # noqa: E731
     every = len(live) == len(devices["sizes"])  # else the live layouts' devices only
@@ -223,16 +232,17 @@ def _at(model, training, present, live, layouts, slots, devices, m_of, s: int, b
     base = replace(training, mbs=b, seq=s)
     # each layout's substitution at its first device (named, derived): what differs between layouts is its degrees,
     # m and what is derived from them
-    common = named(model, layouts[0], base, slots[0].every[int(slots[0].index[0])])
+    common = named(model, lay0, base, slots[0].every[int(slots[0].index[0])])
     derived = ev._module(family).derived  # evaluate.derived, its module looked up once
-    degrees = {k: devices[k][live] for k in layouts[0].named()}
+    degrees = {k: devices[k][live] for k in lay0.named()}
     if m_of[0] is not None:
         degrees["n_mb"] = np.array(m_of, dtype=np.int64)
     mb = lambda m: {"n_mb": m} if m is not None else {}  # noqa: E731
-    layout_values = derive(family, derived({**common, **layouts[0].named(), **mb(m_of[0])}), degrees)
+    layout_values = derive(family, derived({**common, **lay0.named(), **mb(m_of[0])}), degrees)
     # each layout's exact substitution, only for what the options compute exactly (offload, quantized)
     exact = [derived({**common, **layout.named(), **sl.every[int(sl.index[0])].named(), **mb(m)})
-             for layout, sl, m in zip(layouts, slots, m_of)] if off or quant else None
+             for layout, sl, m in zip(map(lambda i: _layout(arrays, i), live.tolist()), slots, m_of)] if off or quant \
+        else None
     stage_values = {k: x[owner] if isinstance(x, np.ndarray) else x for k, x in layout_values.items()}
     stage_values.update({k: own[:, j] for j, k in enumerate(names)})
     virtual = training.virtual_layers is not None
@@ -247,7 +257,7 @@ def _at(model, training, present, live, layouts, slots, devices, m_of, s: int, b
             chunk_v.update({f"{k}_{c}": 0 for k in names})
             chunk_v[f"n_fl_{c}"] = 0
     if side.rank == "megatron":  # Megatron's most-loaded shard: the whole model's (its formula divides by PP)
-        whole = derived({**megatron_values(model, layouts[0], base), **layouts[0].named(), **mb(m_of[0])})
+        whole = derived({**megatron_values(model, lay0, base), **lay0.named(), **mb(m_of[0])})
         states_values = {k: x[owner] if isinstance(x, np.ndarray) else x
                          for k, x in derive(family, whole, degrees).items()}
     else:
@@ -258,24 +268,29 @@ def _at(model, training, present, live, layouts, slots, devices, m_of, s: int, b
         mirror_values = dict(stage_values, **{k: mirror[:, j] for j, k in enumerate(names)})
     n = len(owner)
     trees: Dict = {}  # the kinds' expressions at the layouts' values, shared by every view
-    per_policy: Dict = {}
     by_zero: Dict = {}
-    out = []
-    for z, _, r in present:
-        tr = with_policy(base, z, r, schedule=schedule)
-        values = dict(stage_values, z=z)
-        if z not in by_zero:  # the model states read the ZeRO stage alone (sides.WeightSide.component_ids)
-            ids = device_component_ids(model, tr, schedule_ok=True)
-            terms = ev.Terms(model.structure, dict(states_values, z=z), family, q=divide)
-            by_zero[z] = terms, {k: terms.term(ids[k]) for k in ("weights", "gradients", "optimizer")}
-        terms, states = by_zero[z][0], dict(by_zero[z][1])
-        if quant:
-            per_weight = quantized.copies(tr, Fraction(1), dict(tr.bytes)["B_w"])
-            states["weights"] = states["weights"] + float(per_weight) * quantized.linear_params(
-                terms, terms.v, side.params)
-        if r not in per_policy:  # what reads no model state: once per policy (its ZeRO stages share it)
-            per_policy[r] = _policy(model, tr, memos, (s, b, r), exact, layout_values, trees, owner, resident)
-        kinds, opts, kinds_of = per_policy[r]
+    out: Dict = {}
+    for r in dict.fromkeys(r for _, _, r in present):  # each policy once, its ZeRO stages' states stacked
+        zs = [z for z, _, q in present if q == r]
+        per_z = []
+        for z in zs:
+            tr = with_policy(base, z, r, schedule=schedule)
+            if z not in by_zero:  # the model states read the ZeRO stage alone (sides.WeightSide.component_ids)
+                ids = device_component_ids(model, tr, schedule_ok=True)
+                by_zero[z] = _once(memos.setdefault(("states", z, quant and (s, b)), []), dict(states_values, z=z),
+                                   lambda v: _states(model, v, ids))
+            terms, states = by_zero[z][0], dict(by_zero[z][1])
+            if quant:
+                per_weight = quantized.copies(tr, Fraction(1), dict(tr.bytes)["B_w"])
+                states["weights"] = states["weights"] + float(per_weight) * quantized.linear_params(
+                    terms, terms.v, side.params)
+            per_z.append(states)
+        tr = with_policy(base, zs[0], r, schedule=schedule)
+        values = dict(stage_values, z=zs[0])
+        # what reads no model state (the kinds, the options' inputs, the step): once per policy
+        kinds, opts, kinds_of = _policy(model, tr, memos, (s, b, r), exact, layout_values, trees, owner, resident)
+        states = {k: np.stack([np.broadcast_to(np.asarray(st[k], dtype=np.float64), (n,)) for st in per_z])
+                  for k in ("weights", "gradients", "optimizer")}  # (ZeRO stages, devices)
         inputs = {**values, **{sym: kinds.get(kind, 0) for kind, sym in kinds_sym.items()}, **states,
                   "runtime": runtime, **opts}
         view = View.of(tr)
@@ -289,29 +304,44 @@ def _at(model, training, present, live, layouts, slots, devices, m_of, s: int, b
         else:
             v = fn("schedule" if schedule else "paper", {**inputs, **chunk_v})
             before = v["activations"] - opts["O_R"]
-        activations, total = v["activations"], v["total"]
-        if ("step", r) not in per_policy:
-            step = _step(g, model, tr, inputs, values, kinds_of)
-            if mirror_values is not None:  # DualPipe: the backward of its mirror stage too (device._held_step)
-                at = dict(mirror_values, z=z)
-                step = np.maximum(step, _step(g, model, tr, {**inputs, **at}, at, kinds_of))
-            if off:
-                got = [memos[(s, b, r)]["moment"](d) for d in exact]
-                has = np.array([bool(p) for p in got])[owner]
-                parts = np.array([float(sum((x[2] for x in p), Fraction(0))) for p in got])[owner]
-                x = np.where(has, before + parts, 0.0) - activations
-                step = np.maximum(step, x)
-            per_policy[("step", r)] = step
-        step = per_policy[("step", r)]
-        step_total = total + step
-        full_cols = {"weights": states["weights"], "gradients": states["gradients"],
-                     "optimizer": states["optimizer"], "activations": activations + step, "total": step_total}
-        full_cols = {k: np.broadcast_to(np.asarray(x, dtype=np.float64), (n,)) for k, x in full_cols.items()}
-        pick = _first_largest(full_cols["total"], owner, first, len(layouts))
-        got = {k: x[pick] for k, x in full_cols.items()}
-        got["stage"] = index[pick]
-        out.append(got)
+        activations = np.broadcast_to(np.asarray(v["activations"], dtype=np.float64), (n,))
+        total = np.broadcast_to(np.asarray(v["total"], dtype=np.float64), (len(zs), n))
+        step = _step(g, model, tr, {**inputs, **per_z[0]}, values, kinds_of)
+        if mirror_values is not None:  # DualPipe: the backward of its mirror stage too (device._held_step)
+            at = dict(mirror_values, z=zs[0])
+            step = np.maximum(step, _step(g, model, tr, {**inputs, **per_z[0], **at}, at, kinds_of))
+        if off:
+            got = [memos[(s, b, r)]["moment"](d) for d in exact]
+            has = np.array([bool(p) for p in got])[owner]
+            parts = np.array([float(sum((x[2] for x in p), Fraction(0))) for p in got])[owner]
+            step = np.maximum(step, np.where(has, before + parts, 0.0) - activations)
+        held_step = activations + step
+        total = total + step
+        picks = _first_largest(total, owner, first)
+        for zi, z in enumerate(zs):
+            pick = picks[zi]
+            out[(z, r)] = {**{k: np.broadcast_to(states[k][zi], (n,))[pick] for k in states},
+                           "activations": np.broadcast_to(held_step, (n,))[pick], "total": total[zi][pick],
+                           "stage": index[pick]}
+    return [out[(z, r)] for z, _, r in present]
+
+
+def _once(memo: List, values: Mapping, fn):
+    """``fn(values)`` once per distinct substitution of the names it reads (recorded at its first call, arrays compared
+    by value): the model states, which read neither b nor s, once for every (s, b)."""
+    for seen, out in memo:
+        if all(np.array_equal(values.get(k), x) for k, x in seen.items()):
+            return out
+    rec = Reads(values)
+    out = fn(rec)
+    memo.append(({k: values.get(k) for k in rec.read}, out))
     return out
+
+
+def _states(model, values: Mapping, ids: Mapping[str, str]):
+    """(the terms at ``values``, {weights, gradients, optimizer: array}) of the component terms ``ids``."""
+    terms = ev.Terms(model.structure, values, model.family, q=divide)
+    return terms, {k: terms.term(ids[k]) for k in COMPONENTS[:3]}
 
 
 def _policy(model, training, memos: Dict, key, exact, layout_values, trees: Dict, owner, resident):
@@ -371,13 +401,14 @@ def _virtual_held(slots, m_of, v: int, activations, n: int, off: bool) -> Tuple[
     return held, before
 
 
-def _first_largest(total: np.ndarray, owner: np.ndarray, first: np.ndarray, n: int) -> np.ndarray:
-    """Each layout's pair of the largest ``total`` (the first on ties), as indices into the pairs."""
-    if not len(total):
-        return np.zeros(0, dtype=np.int64)
-    top = np.maximum.reduceat(total, first)
-    at = np.flatnonzero(total == top[owner])
-    return at[np.r_[True, owner[at][1:] != owner[at][:-1]]]  # owner ascends: each layout's first
+def _first_largest(total: np.ndarray, owner: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Each layout's device of the largest ``total`` (the first on ties) per row of ``total`` (choices, devices), as
+    indices into the devices (``owner``: each device's layout, ascending; ``first``: each layout's first device)."""
+    if not total.shape[-1]:
+        return np.zeros(total.shape[:-1] + (0,), dtype=np.int64)
+    top = np.maximum.reduceat(total, first, axis=-1)
+    at = np.where(total == top[..., owner], np.arange(total.shape[-1]), total.shape[-1])
+    return np.minimum.reduceat(at, first, axis=-1)
 
 
 def _step(g, model, training, inputs: Mapping, values: Mapping, kinds_of) -> np.ndarray:
@@ -404,15 +435,14 @@ def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: E
     scheduled = bool(training.schedule) or global_batch is not None
     keys = ["dp", "tp", "pp", "ep", "etp", "cp", "sp", "seq", "mbs", "edp", *COMPONENTS, "total", "zero",
             "recompute", "stage"] + (["microbatches"] if scheduled else []) + ["layout"]
-    layouts = enum.layouts
-    got, valid, ms, invalid = _vector(model, training, present, layouts, seqs, mbs, global_batch, scheduled)
-    shape = (len(present), len(layouts), len(seqs), len(mbs))
+    got, valid, ms, invalid = _vector(model, training, present, enum, seqs, mbs, global_batch, scheduled)
+    shape = (len(present), len(enum), len(seqs), len(mbs))
     lay = {k: enum.arrays[k].astype(np.int64)[None, :, None, None] for k in LAYOUT_FIELDS}
     grid = {**lay, "seq": np.array(seqs, dtype=np.int64)[None, None, :, None],
             "mbs": np.array(mbs, dtype=np.int64)[None, None, None, :],
             "zero": np.array([z for z, _, _ in present], dtype=np.int64)[:, None, None, None],
             "recompute": np.array([ri for _, ri, _ in present], dtype=np.int64)[:, None, None, None],
-            "microbatches": ms[None], "layout": np.arange(len(layouts))[None, :, None, None]}
+            "microbatches": ms[None], "layout": np.arange(len(enum))[None, :, None, None]}
     grid = {k: np.broadcast_to(v, shape) for k, v in grid.items()}
     grid.update(got)
     # the rows: choices outermost in the paper's view, innermost under a schedule (its

@@ -24,16 +24,17 @@ def order(result: SearchResult, only_fitting: bool = True, sort: str = "bubble",
     :func:`_keys` (stable: then by row)."""
     idx = np.flatnonzero(result.columns["fits"]) if only_fitting else np.arange(len(result.columns["fits"]))
     idx = idx if rows is None else rows
-    return idx[np.lexsort([k[idx] for k in _keys(result, sort)][::-1])]
+    return idx[np.lexsort(_keys(result, sort, idx)[::-1])]
 
 
-def _keys(result: SearchResult, sort: str):
-    """The sort keys (one value per row), most significant first.  'bubble' (the default): the fewest pipeline
+def _keys(result: SearchResult, sort: str, idx):
+    """The sort keys (one value per row of ``idx``), most significant first. 'bubble' (the default): the fewest pipeline
     bubbles first ((PP - 1)/(m + PP - 1) under a schedule; PP without one), then the most headroom; 'time': the most
     tokens per second per GPU (derivations/analyses/timing.py, compared to a thousandth: float noise never reorders
     rows), then as 'bubble'; 'peak': the largest peak first; 'headroom': the most headroom first.  Ties: ZeRO stage,
     recomputation and the layout."""
-    c = result.columns
+    read = ("tokens_per_gpu_s", "bubble", "headroom", "peak") + _BUBBLE_TIES
+    c = {k: result.columns[k][idx] for k in read if k in result.columns}
     if sort not in SORTS:
         raise cfg.ConfigError("sort", f"--sort must be one of {', '.join(SORTS)}, got {sort!r}")
     if sort in ("time", "bubble"):

@@ -34,7 +34,7 @@ def printed(family: str) -> Dict[str, object]:
     return g
 
 
-class _Reads(dict):
+class Reads(dict):
     """A substitution that records the names read from it."""
 
     def __init__(self, values):
@@ -63,7 +63,7 @@ class Memo:
 
     def __call__(self, values: Mapping):
         if self.reads is None:
-            rec = _Reads(values)
+            rec = Reads(values)
             out = self.fn(rec)
             self.reads = tuple(sorted(rec.read))
             self.memo[tuple(values.get(k) for k in self.reads)] = out

@@ -9,10 +9,11 @@ from typing import Dict, Tuple
 import sympy as sp
 
 from derivations import notation as nt
-from symbolic.render import closed_expr
+from symbolic.exact import exact_text
+from symbolic.render import closed_expr, expr_latex
 
 from .blocks import C, Equation, I, M, Paragraph, T
-from .text import braced, latex_of
+from .text import braced
 
 #: Paper forms longer than this (LaTeX characters) are printed with sympy's long_frac_ratio.
 LONG_FORM = 600
@@ -81,23 +82,17 @@ def _named_view(ctx, term):
 def _at(ctx, subs: Dict, term, names=None) -> Tuple[Tuple[str, str], ...]:
     names = ctx.names if names is None else names
     free = term.expr.free_symbols | term.base_expr.free_symbols
-    rows = [(names.get(k, str(k)), fmt_num(v)) for k, v in subs.items()
+    rows = [(names.get(k, str(k)), exact_text(v)) for k, v in subs.items()
             if k in free and sp.sympify(v).is_number]  # identities such as d_v = d_h are not values
     order = {braced(nt.REGISTRY[n].latex): i for i, n in enumerate(nt.PAPER_FACTOR_ORDER) if n in nt.REGISTRY}
     return tuple(sorted(rows, key=lambda r: (order.get(r[0], 99), r[0])))  # in the paper's factor order
 
 
-def fmt_num(v) -> str:
-    """An exact number as ``7`` or ``7/2``."""
-    f = Fraction(int(v.p), int(v.q)) if isinstance(v, sp.Rational) else Fraction(v)
-    return str(f.numerator) if f.denominator == 1 else f"{f.numerator}/{f.denominator}"
-
-
 def breakable_latex(expr, names) -> str:
     """LaTeX of a closed form; a long one with sympy's long_frac_ratio, so that
     ``\\frac{b s}{2} \\left(...\\right)`` can break across lines where a long fraction cannot."""
-    text = latex_of(expr, names)
-    return text if len(text) <= LONG_CLOSED else latex_of(expr, names, long_frac_ratio=2)
+    text = expr_latex(expr, names=names)
+    return text if len(text) <= LONG_CLOSED else expr_latex(expr, names=names, long_frac_ratio=2)
 
 
 def _parts(term, view, dsubs, full, names):

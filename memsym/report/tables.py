@@ -3,6 +3,8 @@ Context returning a Table; :data:`TABLES` names them by key."""
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
+from pathlib import Path
 from typing import Callable, Dict, List, Tuple
 
 import sympy as sp
@@ -13,15 +15,20 @@ from derivations.analyses.compare import waterfall
 from derivations.assembly.device import estimate, stage_params
 from derivations.assembly.zero import component_terms
 from derivations.paper.reproduce import run
+from derivations.steptime import model as steptime
 from memsym.trace import records
+from symbolic import tomlfile
+from symbolic.exact import exact_text
 from symbolic.numeric import exact
 
 from .blocks import A, C, G, I, M, T, Table
-from .equations import breakable_latex, fmt_num, refs
-from .steptime import table_steptime
+from .equations import breakable_latex, refs
 from .text import braced
 
 ZERO_ORDER = (0, 1, 2, 3)
+#: The tables' prose, the step-time table's row labels and where each table is in the paper (tables.toml).
+with tomlfile.package_data(Path(__file__).with_name("tables.toml")) as _data:
+    NOTES, STEPTIME_ROWS, TABLE_SOURCES = dict(_data["notes"]), dict(_data["steptime"]), dict(_data["sources"])
 
 
 def _gib_of_params(ctx, params):
@@ -232,14 +239,7 @@ def table_traces(ctx) -> Table:
                  "paper/traces/*.toml (memsym trace ... --record)",
                  ("record", "layer", "measured", "preset", "paper", "measured / paper", "status"),
                  A("p.17 l r r r r l"), tuple(rows),
-                 note="record: framework (hf: transformers, mcore: Megatron-Core local spec), config (tiny: h 256, "
-                      "tiny512: h 512; v3-l2, moonlight-l2: DeepSeek-V3 and Moonlight-16B-A3B at their real dimensions "
-                      "cut to one dense and one MoE layer), micro-batch b, sequence s, dtype, attention and experts "
-                      "(transformers), recomputation, fake (traced under FakeTensorMode with balanced routing: memsym "
-                      "trace --fake), step (also the peak of a whole step, profiled: memsym trace --step, "
-                      "paper/traces/STEP.md); each record's file says its full settings and command. preset: "
-                      "--conventions transformers or mcore at the record's settings on one device; unexplained records "
-                      "keep their exact difference from the preset.")
+                 note=NOTES["traces"])
 
 
 def shown_path(path: str) -> str:
@@ -256,24 +256,21 @@ def setting(ctx) -> Tuple[Tuple[str, str], ...]:
         ("model", ctx.model.name if ctx.model.source == "preset" else
          f"{ctx.model.name} (read from {shown_path(ctx.model.source)})"),
         ("layout", f"DP={lay.dp} TP={lay.tp} PP={lay.pp} EP={lay.ep} ETP={lay.etp} SP={lay.SP} CP={lay.cp} "
-                   f"(EDP={fmt_num(lay.edp)}, {lay.world} GPUs)"),
+                   f"(EDP={exact_text(lay.edp)}, {lay.world} GPUs)"),
         ("stage", f"{st.index} of {lay.pp} ({st.label}: {st.dense} dense, {st.moe} MoE"
                   f"{', embedding' if st.embedding else ''}{', head' if st.head else ''})"),
         ("training", f"b={tr.mbs} s={tr.seq} ZeRO {tr.zero} ({cfg.ZERO_NAMES[tr.zero]}) recompute {tr.recompute}"),
     )
 
 
-def _estimate(ctx):
-    """The estimate of ``ctx``'s stage, made once per context (the estimate and Sec. 6 tables show it)."""
-    known = ctx.__dict__.get("_estimate")
-    if known is None or known[0] != (ctx.model, ctx.layout, ctx.training, ctx.stage):
-        known = ctx.__dict__["_estimate"] = ((ctx.model, ctx.layout, ctx.training, ctx.stage),
-                                             estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index))
-    return known[1]
+@lru_cache(maxsize=4)
+def _estimate(model, layout, training, stage: int):
+    """The estimate of a stage, made once (the estimate and Sec. 6 tables show it)."""
+    return estimate(model, layout, training, stage)
 
 
 def table_estimate(ctx) -> Table:
-    est = _estimate(ctx)
+    est = _estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index)
     rows = [(T(k), C(est.term_ids[k]), I(est.bytes[k]), G(est.bytes[k]))
             for k in ("weights", "gradients", "optimizer", "activations")]
     rows.append((T("total"), T(""), I(est.bytes["total"]), G(est.bytes["total"])))
@@ -286,7 +283,7 @@ def table_estimate(ctx) -> Table:
 
 
 def table_overheads(ctx) -> Table:
-    est = _estimate(ctx)
+    est = _estimate(ctx.model, ctx.layout, ctx.training, ctx.stage.index)
     rows = []
     for end in ("low", "high"):
         o = est.overheads[end]
@@ -314,16 +311,28 @@ def table_implementation_waterfall(ctx) -> Table:
     return Table("implementations", "One MoE layer's activations from the paper's tensors to each implementation's "
                                     "(bytes), one switch at a time", "memsym compare --conventions paper,P",
                  ("preset", "switch", "from", "to", "bytes", "change"), A("l l l l r r"), tuple(rows),
-                 note="mcore-te is --conventions mcore --kernels te (Transformer Engine's kernels, read from their "
-                      "sources, not traced).")
+                 note=NOTES["implementations"])
 
 
-#: Where each table is in the paper (for notebook cells, without building the table).
-TABLE_SOURCES = {"notation": "Table 1", "table2": "Table 2", "table3": "Table 3", "table4": "Table 4",
-                 "table5": "Table 5", "table6": "Table 6", "table7": "Table 7", "table8": "Table 8",
-                 "table9": "Table 9", "table10": "Table 10", "estimate": "memsym estimate", "overheads": "Sec. 6",
-                 "comparison": "paper/printed.toml", "traces": "paper/traces/*.toml",
-                 "implementations": "memsym compare", "steptime": "derivations/steptime"}
+
+def table_steptime(ctx) -> Table:
+    """The step-time model (issue 29): derivations/steptime/model.py's expressions in LaTeX, no number (their values
+    are ``memsym estimate --time``'s)."""
+    F_mm, F_att, F_rs = (sp.Symbol(n, nonnegative=True) for n in ("F_mm", "F_att", "F_rs"))
+    f, mem = steptime.flops(), steptime.memory_bytes()
+    t = steptime.times({"layers": F_mm, "attention": F_att, "head": 0, "rescore": F_rs},
+                 {k: sp.Symbol(k, positive=True) for k in mem})
+    t_mb, t_B, t_W, m = (sp.Symbol(n, positive=True) for n in ("t_mb", "t_B", "t_W", "m"))
+    exprs = {"F_mm": f["layers"] + f["head"], "F_att": f["attention"], "F_rs": f["rescore"], **mem, **t,
+             "compute": m * (sp.Symbol("t_F") + t_B), "recompute": m * sp.Symbol("t_R"),
+             "bubble": steptime.chi_mb * t_mb + steptime.chi_B * t_B - steptime.chi_W * t_W}
+    # the model's own symbols print as sympy prints them (F_mm as F_{mm}, chi_mb as \chi_{mb})
+    rows = tuple((T(label), C(sym), M(breakable_latex(exprs[sym], ctx.names)))
+                 for sym, label in STEPTIME_ROWS.items())
+    rows += ((T("step"), C("step"), M(r"m\,t_{mb} + \mathrm{bubble} + t_{DP}^{exposed} + t_{opt}")),)
+    return Table("steptime", "The step-time model: each part as derivations/steptime/model.py writes it", "memsym",
+                 ("part", "symbol", "expression"), A("p.25 l p.55"), rows, note=NOTES["steptime"])
+
 
 TABLES: Dict[str, Callable[..., Table]] = {   # key -> table of a Context
     "notation": table_notation, "table2": table_matrices, "table3": table_layers, "table4": table_stages,

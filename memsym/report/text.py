@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Mapping
 
 _SCRIPT = re.compile(r"([_^])([A-Za-z0-9])(?![A-Za-z0-9{])")
 
@@ -17,14 +16,6 @@ def report_names() -> dict:
     """``symbol_names`` for the report: the registry's paper LaTeX, braced (see :func:`braced`)."""
     from symbolic.notation import latex_names
     return {k: braced(v) for k, v in latex_names().items()}
-
-
-def latex_of(expr, names: Mapping, **settings) -> str:
-    """LaTeX of an expression in the paper's order with explicit symbol names; ``settings`` go to ``sympy.latex``."""
-    import sympy as sp
-
-    from symbolic.render import paper_order
-    return sp.latex(paper_order(expr), order="none", symbol_names=dict(names), **settings)
 
 
 _TEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+from pathlib import Path
+
+from symbolic import tomlfile
 
 from .fake import describe
 
 INSTALL_HINT = "pip install 'memsym[trace]'"
+#: The tracer's tables and notes (trace.toml).
+with tomlfile.package_data(Path(__file__).with_name("trace.toml")) as _data:
+    DATA = {k: _data[k] for k in ("transformers", "mcore_modules", "switches", "notes", "mcore")}
 
 #: Largest config traced on CPU: parameters and the biggest saved score tensor (b n_h s^2 elements).
 MAX_PARAMS = 50_000_000

@@ -12,21 +12,12 @@ from derivations.config import CONVENTION_PRESETS
 from derivations.config.switches import CONVENTION_SWITCHES, with_preset, with_switch
 from symbolic.errors import ConfigError
 
-from .inputs import MCORE_RECIPE, MCORE_SETTINGS, mcore_settings
+from . import DATA
+from .inputs import MCORE_RECIPE, MCORE_SETTINGS, SETTINGS, mcore_settings
 
 
-#: Megatron-Core's recompute_modules as memsym's recompute operators (a module checkpointed whole keeps its inputs).
-MCORE_MODULES = {"core_attn": ("score",), "mlp": ("ffn",), "moe": ("router", "experts", "shared"),
-                 "shared_experts": ("shared",)}
-
-
-#: What a trace ran as switches of its framework's preset: {framework: {setting (switch): {value: switch value}}}.
-TRACE_SWITCHES = {
-    "transformers": {"experts": {"loop": "loop", "grouped": "grouped"}},
-    "mcore": {"swiglu": {"fused": "fused", "unfused": "offset-copy"},
-              "router_dtype": {"fp32": "fp32", "activation": "activation"},
-              "aux_loss": {"seq": "seq", "global": "global", "none": "none"}},
-}
+#: Megatron-Core's recompute_modules as memsym's recompute operators; what a trace ran as switches of its preset.
+MCORE_MODULES, TRACE_SWITCHES = DATA["mcore_modules"], DATA["switches"]
 
 
 def run_switches(args, preset: str):
@@ -133,9 +124,7 @@ def result(args, rec, info, model=None) -> dict:
     except ConfigError as exc:
         pred = {"conventions": preset, "error": str(exc),
                 "activations_by_layer": [], "activations_outside_layers": None}
-    settings = {"framework": args.framework, "model": args.model, "mbs": args.mbs, "seq": args.seq,
-                "act_dtype": args.act_dtype, "attention": args.attention, "experts": args.experts,
-                "recompute": args.recompute}
+    settings = {k: getattr(args, k) for k in SETTINGS}
     if args.framework == "mcore":  # its settings as run (the recipe's where not given)
         settings.update(mcore_settings({k: getattr(args, k, None) for k in MCORE_SETTINGS}))
     if getattr(args, "fake", False):

@@ -1,4 +1,4 @@
-"""transformers' ``DeepseekV3ForCausalLM`` (and :data:`MODEL_CLASSES`) traced on CPU (``--framework transformers``).
+"""transformers' ``DeepseekV3ForCausalLM`` (and the classes of trace.toml) traced on CPU (``--framework transformers``).
 
 Built from a config with random weights as ``from_pretrained(..., dtype=...)`` builds it (``_from_config``), so
 ``_keep_in_fp32_modules_strict`` (the router) stays FP32; one forward with labels under the Recorder, one backward.
@@ -9,7 +9,7 @@ import contextlib
 
 from symbolic.errors import ConfigError
 
-from . import inputs, traced
+from . import DATA, inputs, traced
 from .fake import modes
 
 
@@ -62,7 +62,7 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
         """The loss (transformers' Trainer.compute_loss keeps the loss only) and the Recorder of the forward;
         the RoPE cos and sin tables, computed once and handed to every layer, are the stage's, not a layer's."""
         with Recorder(model, stage=(model.model.rotary_emb,), hold=hold) as rec:
-            out = model(input_ids=ids, labels=ids, **NO_CACHE.get(raw.get("model_type"), {}))
+            out = model(input_ids=ids, labels=ids, **DATA["transformers"]["forward"].get(raw.get("model_type"), {}))
         return out.loss, rec
 
     def prepare(model):  # with --step, the router's token copies per expert of each MoE layer
@@ -90,19 +90,9 @@ def _counter(counts, layer: int, n_experts: int):
     return hook
 
 
-#: transformers' classes of a config's model_type (models/auto/modeling_auto.py); DeepSeek-V3's for any other.
-MODEL_CLASSES = {"deepseek_v2": ("DeepseekV2Config", "DeepseekV2ForCausalLM"),
-                 "deepseek_v32": ("DeepseekV32Config", "DeepseekV32ForCausalLM"),
-                 "glm_moe_dsa": ("GlmMoeDsaConfig", "GlmMoeDsaForCausalLM"),
-                 "deepseek_v4": ("DeepseekV4Config", "DeepseekV4ForCausalLM")}
-#: A training forward's arguments by model_type: V4 defaults to use_cache, whose cache holds the CSA indexer's
-#: compressor alive (paper/traces/V4.md, 4.2).
-NO_CACHE = {"deepseek_v4": {"use_cache": False}}
-DEFAULT_CLASSES = ("DeepseekV3Config", "DeepseekV3ForCausalLM")
-
-
 def _classes(model_type):
-    """(config class, model class) transformers builds for ``model_type`` (:data:`MODEL_CLASSES`)."""
+    """(config class, model class) transformers builds for ``model_type`` (trace.toml, DeepSeek-V3's by default)."""
     import transformers
-    config_name, model_name = MODEL_CLASSES.get(model_type, DEFAULT_CLASSES)
+    classes = DATA["transformers"]["classes"]
+    config_name, model_name = classes.get(model_type, classes["default"])
     return getattr(transformers, config_name), getattr(transformers, model_name)

@@ -10,9 +10,12 @@ from derivations import families
 from derivations.config import CONVENTION_PRESETS
 from derivations.config.presets import load_config
 from symbolic.errors import ConfigError
+from symbolic.jsonfile import shown as _shown
 
 from . import MAX_FAKE_LAYERS, MAX_FAKE_TOKENS, MAX_PARAMS, MAX_SCORE_ELEMENTS, MAX_TOKENS
 
+#: What every trace record's [settings] holds (the command line's options).
+SETTINGS = ("framework", "model", "mbs", "seq", "act_dtype", "attention", "experts", "recompute")
 #: Megatron-Core's selective recomputation modules (TransformerConfig.recompute_modules).
 MCORE_RECOMPUTE_MODULES = ("core_attn", "mla_up_proj", "layernorm", "mlp", "moe", "moe_act", "shared_experts")
 
@@ -68,11 +71,6 @@ def _is_int(x) -> bool:
 
 def _is_number(x) -> bool:
     return (_is_int(x) and abs(x) < 1 << 53) or (isinstance(x, float) and math.isfinite(x))
-
-
-def _shown(x) -> str:
-    text = repr(x)
-    return text if len(text) <= 40 else f"{text[:24]}...({len(text)} characters)"
 
 
 def read(model: str):

@@ -14,7 +14,7 @@ import os
 from typing import Dict, Optional
 
 
-from . import inputs, traced
+from . import DATA, inputs, traced
 from .fake import modes
 
 _PATCHED = False
@@ -135,21 +135,15 @@ def transformer_config(raw: Dict, act_dtype: str, recompute: str, settings: Opti
         num_attention_heads=raw["num_attention_heads"],
         ffn_hidden_size=raw["intermediate_size"], q_lora_rank=raw.get("q_lora_rank"),
         kv_lora_rank=raw["kv_lora_rank"], qk_head_dim=raw["qk_nope_head_dim"],
-        qk_pos_emb_head_dim=raw["qk_rope_head_dim"], v_head_dim=raw["v_head_dim"], qk_layernorm=True,
-        rope_type="rope", rotary_base=raw.get("rope_theta", 10000),
+        qk_pos_emb_head_dim=raw["qk_rope_head_dim"], v_head_dim=raw["v_head_dim"],
+        rotary_base=raw.get("rope_theta", 10000),
         num_moe_experts=raw["n_routed_experts"], moe_router_topk=raw["num_experts_per_tok"],
         moe_ffn_hidden_size=raw["moe_intermediate_size"],
         moe_shared_expert_intermediate_size=raw["moe_intermediate_size"] * (raw.get("n_shared_experts") or 0) or None,
         moe_layer_freq=[int(x == "moe") for x in spec.layer_kinds()],  # as Megatron-LM's --moe-layer-freq builds it
-        **routing_fields(raw, spec), moe_token_dispatcher_type="alltoall", moe_grouped_gemm=False,
-        moe_permute_fusion=False,
-        normalization="RMSNorm", layernorm_epsilon=raw.get("rms_norm_eps", 1e-6), gated_linear_unit=True,
-        activation_func=torch.nn.functional.silu, add_bias_linear=False,
-        hidden_dropout=0.0, attention_dropout=raw.get("attention_dropout", 0.0),
-        use_cpu_initialization=True, bf16=act_dtype == "bf16", params_dtype=dtype, pipeline_dtype=dtype,
-        masked_softmax_fusion=False, persist_layer_norm=False,
-        bias_dropout_fusion=False, apply_rope_fusion=False, gradient_accumulation_fusion=False,
-        cross_entropy_loss_fusion=False, tensor_model_parallel_size=1, sequence_parallel=False,
+        **routing_fields(raw, spec), layernorm_epsilon=raw.get("rms_norm_eps", 1e-6),
+        activation_func=torch.nn.functional.silu, attention_dropout=raw.get("attention_dropout", 0.0),
+        bf16=act_dtype == "bf16", params_dtype=dtype, pipeline_dtype=dtype, **DATA["mcore"]["transformer_config"],
         mtp_num_layers=raw.get("num_nextn_predict_layers") or None, **fields, **inputs.mcore_recompute(recompute))
 
 

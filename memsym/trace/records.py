@@ -14,19 +14,15 @@ import types
 
 from symbolic.resources import PAPER_DIR
 
-from . import hf, mcore
+from . import DATA, hf, mcore
 from .compare import predicted, result
-from .inputs import MCORE_BEFORE, MCORE_SETTINGS, read
+from .inputs import MCORE_BEFORE, MCORE_SETTINGS, SETTINGS, read
 
 
-SETTINGS = ("framework", "model", "mbs", "seq", "act_dtype", "attention", "experts", "recompute")
 #: Megatron-Core's own settings, in its records only.
 MCORE_SETTING_KEYS = tuple(MCORE_SETTINGS)
-#: ``fake = true`` in a record's [settings] (``memsym trace --fake``); absent in the others.
-FAKE_NOTE = ("traced under torch's FakeTensorMode at the config's real dimensions (no memory allocated), forward only "
-             "(the tensors saved for backward when the forward ends), with deterministic balanced routing: every "
-             "top-k picks columns (r k + j) mod n for row r, so each expert receives b s N_r / N token-copies "
-             "(memsym/trace/fake.py)")
+#: The notes of a record made with ``--fake`` and of its ``[measured.step]`` (trace.toml).
+FAKE_NOTE, STEP_NOTE = DATA["notes"]["fake"], DATA["notes"]["step"]
 
 
 def load_all(directory: str = None) -> List[Dict]:
@@ -86,15 +82,29 @@ def toml_key(key: str) -> str:
     return key if _BARE_KEY.fullmatch(key) else toml_string(key)
 
 
-def _v(x) -> str:
-    """A TOML value: a string (:func:`toml_string`), an integer or a boolean."""
+def toml_value(x) -> str:
+    """A TOML value: a string (:func:`toml_string`), an integer, a boolean, or a list or inline table of them."""
     if isinstance(x, bool):
         return "true" if x else "false"
     if isinstance(x, int):
         return str(x)
     if isinstance(x, str):
         return toml_string(x)
+    if isinstance(x, list):
+        return "[" + ", ".join(map(toml_value, x)) + "]"
+    if isinstance(x, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in x.items()) + "}"
     raise TypeError(f"a record holds strings and integers, got {type(x).__name__}")
+
+
+def _pick(d: Dict, keys) -> Dict:
+    """``d``'s ``keys`` in that order, a missing or None value as ""."""
+    return {k: "" if d.get(k) is None else d[k] for k in keys}
+
+
+def toml_table(name: str, d: Dict) -> List[str]:
+    """The lines of the TOML table ``[name]`` holding ``d``."""
+    return ["", f"[{name}]"] + [f"{toml_key(k)} = {toml_value(v)}" for k, v in d.items()]
 
 
 def _comment(text: str) -> str:
@@ -140,76 +150,52 @@ def to_toml(out: Dict, unexplained: str = "", sha256_of_config: str = None, chan
     ``sha256_of_config``: of the bytes traced, else of the file now; ``changes``: oldest first (``--change``)."""
     s, m, p = out["settings"], out["measured"], out["predicted"]
     digest = sha256_of_config or sha256(s["model"])
-    lines = [f"# measured by: {_comment(command(s))} --record FILE", f"command = {_v(command(s))}",
-             f"framework = {_v(s['framework'])}"] + ([f"note = {_v(FAKE_NOTE)}"] if s.get("fake") else []) + (
-             ["changes = [" + ", ".join(_v(c) for c in changes) + "]"] if changes else []) + ["",
-             "[config]", f"path = {_v(s['model'])}", f"sha256 = {_v(digest)}", "",
-             "[settings]"] + [f"{k} = {_v(s[k])}" for k in SETTINGS + MCORE_SETTING_KEYS
-                              if k not in ("framework", "model") and k in s] + (
-             ["fake = true"] if s.get("fake") else []) + (["step = true"] if s.get("step") else []) + [
-             "", "[versions]"] + [f"{toml_key(k)} = {_v(v)}" for k, v in sorted(out["versions"].items())] + [
-             "", "[measured]",
-             "activations_by_layer = [" + ", ".join(
-                 f'{{layer = {_v(r["layer"])}, kind = {_v(r["kind"])}, bytes = {_v(r["bytes"])}}}'
-                 for r in m["activations_by_layer"]) + "]",
-             f"activations_outside_layers = {_v(m['activations_outside_layers'])}"]
+    top = {"command": command(s), "framework": s["framework"], "note": FAKE_NOTE if s.get("fake") else None,
+           "changes": list(changes) or None}
+    lines = [f"# measured by: {_comment(command(s))} --record FILE"]
+    lines += [f"{k} = {toml_value(v)}" for k, v in top.items() if v is not None]
+    lines += toml_table("config", {"path": s["model"], "sha256": digest})
+    lines += toml_table("settings", {**{k: s[k] for k in SETTINGS[2:] + MCORE_SETTING_KEYS if k in s},
+                                     **{k: True for k in ("fake", "step") if s.get(k)}})
+    lines += toml_table("versions", dict(sorted(out["versions"].items())))
+    lines += toml_table("measured", {"activations_by_layer": [_pick(r, ("layer", "kind", "bytes"))
+                                                              for r in m["activations_by_layer"]],
+                                     "activations_outside_layers": m["activations_outside_layers"]})
     if unexplained:
         pl = {r["layer"]: r["bytes"] for r in p["activations_by_layer"]}
-        lines += ["", "[unexplained]", f"why = {_v(unexplained)}", f"preset = {_v(p['conventions'])}",
-                  "by_layer = [" + ", ".join(_v(r["bytes"] - pl[r["layer"]]) for r in m["activations_by_layer"])
-                  + "]", f"outside_layers = {_v(m['activations_outside_layers'] - p['activations_outside_layers'])}"]
-    lines += ["", "[measured.families]"] + [f"{toml_key(k)} = {_v(v['bytes'])}"
-                                            for k, v in sorted(m["families"].items())]
+        lines += toml_table("unexplained", {
+            "why": unexplained, "preset": p["conventions"],
+            "by_layer": [r["bytes"] - pl[r["layer"]] for r in m["activations_by_layer"]],
+            "outside_layers": m["activations_outside_layers"] - p["activations_outside_layers"]})
+    lines += toml_table("measured.families", {k: v["bytes"] for k, v in sorted(m["families"].items())})
     if out.get("step"):
         lines += step_toml(out["step"])
     gone = m.get("discarded")
     if gone and gone["storages"]:  # saved by nodes freed during the forward (memsym/trace/recorder.py)
-        lines += ["", "[measured.discarded]", f"bytes = {_v(gone['bytes'])}", f"storages = {_v(gone['storages'])}",
-                  "", "[measured.discarded.families]"] + [f"{toml_key(k)} = {_v(v['bytes'])}"
-                                                           for k, v in sorted(gone["families"].items())]
+        lines += toml_table("measured.discarded", {"bytes": gone["bytes"], "storages": gone["storages"]})
+        lines += toml_table("measured.discarded.families",
+                            {k: v["bytes"] for k, v in sorted(gone["families"].items())})
     return "\n".join(lines) + "\n"
-
-
-#: [measured.step]'s note (``memsym trace --step``).
-STEP_NOTE = ("one forward and backward of the model (built as the traced one, the same tokens) under torch's profiler "
-             "with memory profiling (memsym/trace/step.py): activation bytes are every allocation the step made and "
-             "has not freed, but parameters and parameter gradients, kernel scratch (made and freed inside one aten "
-             "op, never a tensor) and RNG states; the peak is their largest over the step, with what was running "
-             "(phase, autograd node, op, the module of the node's forward op) and what was held; explained in "
-             "paper/traces/STEP.md")
-
-
-def _inline(d: Dict, keys) -> str:
-    return "{" + ", ".join(f"{k} = " + ("[" + ", ".join(_v(x) for x in d[k]) + "]" if isinstance(d[k], list)
-                                       else _v("" if d[k] is None else d[k])) for k in keys) + "}"
 
 
 def step_toml(st: Dict) -> List[str]:
     """The ``[measured.step]`` lines of a profiled step (memsym/trace/step.py)."""
-    at = st["at"]
     where = ("phase", "node", "op", "module", "layer")
-    lines = ["", "[measured.step]", f"note = {_v(STEP_NOTE)}", f"peak = {_v(st['peak'])}"]
-    lines += [f"{k} = {_v('' if at.get(k) is None else at[k])}" for k in where]
-    lines += [f"reached = {_v(st['reached'])}", f"end_of_forward = {_v(st['end_of_forward'])}",
-              f"saved_at_end_of_forward = {_v(st['saved_at_end_of_forward'])}",
-              f"forward_peak = {_v(st['forward_peak'])}",
-              "forward_peak_at = " + _inline(st["forward_peak_at"], where),
-              "held_at_peak = [" + ", ".join(_inline(h, ("what", "layer", "bytes")) for h in st["held_at_peak"]) + "]",
-              "made_at_peak = [" + ", ".join(_inline(g, ("phase", "module", "node", "op", "dtype", "shape", "bytes",
-                                                         "count")) for g in st["made_at_peak"]) + "]",
-              "unsaved_at_end_of_forward = [" + ", ".join(
-                  _inline(g, ("module", "op", "dtype", "shape", "bytes", "count"))
-                  for g in st["unsaved_at_end_of_forward"]) + "]",
-              "layers = [" + ", ".join(_inline(dict(r["at"], layer=r["layer"], peak=r["peak"]),
-                                               ("layer", "peak") + where[:4]) for r in st["layers"]) + "]",
-              ] + ([
-              "expert_tokens = [" + ", ".join(_inline(r, ("layer", "counts")) for r in st["expert_tokens"]) + "]",
-              ] if st.get("expert_tokens") else []) + [
-              "", "[measured.step.categories_at_peak]"]
-    lines += [f"{toml_key(k)} = {_v(v)}" for k, v in st["categories_at_peak"].items()]
+    lists = {"held_at_peak": ("what", "layer", "bytes"),
+             "made_at_peak": ("phase", "module", "node", "op", "dtype", "shape", "bytes", "count"),
+             "unsaved_at_end_of_forward": ("module", "op", "dtype", "shape", "bytes", "count")}
+    step = {"note": STEP_NOTE, "peak": st["peak"], **_pick(st["at"], where),
+            **{k: st[k] for k in ("reached", "end_of_forward", "saved_at_end_of_forward", "forward_peak")},
+            "forward_peak_at": _pick(st["forward_peak_at"], where),
+            **{k: [_pick(g, keys) for g in st[k]] for k, keys in lists.items()},
+            "layers": [_pick(dict(r["at"], layer=r["layer"], peak=r["peak"]), ("layer", "peak") + where[:4])
+                       for r in st["layers"]]}
+    if st.get("expert_tokens"):
+        step["expert_tokens"] = [_pick(r, ("layer", "counts")) for r in st["expert_tokens"]]
     # left out of the activation bytes (kernel scratch is this machine's: not recorded)
-    lines += ["", "[measured.step.left_out]"] + [f"{k} = {_v(st['left_out'][k])}" for k in ("gradients_at_end", "rng")]
-    return lines
+    return (toml_table("measured.step", step) + toml_table("measured.step.categories_at_peak",
+                                                           st["categories_at_peak"])
+            + toml_table("measured.step.left_out", {k: st["left_out"][k] for k in ("gradients_at_end", "rng")}))
 
 
 def config_path(rec: Dict) -> str:

@@ -9,8 +9,12 @@ from __future__ import annotations
 import os
 import weakref
 
+from . import DATA
+from .records import toml_table, toml_value
+
 #: The measured shapes: tokens b s, vocabulary v (TP = 1), hidden h; BF16 logits.
 SHAPE = {"b": 2, "s": 256, "v": 4096, "h": 64}
+NOTE = DATA["notes"]["ce_backward"]
 
 
 def measure(b: int = SHAPE["b"], s: int = SHAPE["s"], v: int = SHAPE["v"], h: int = SHAPE["h"]) -> dict:
@@ -82,15 +86,11 @@ def record() -> str:
     import torch
     got = measure()
     lines = ["# measured by: python -m memsym.trace.transients (memsym/trace/transients.py)",
-             'command = "python -m memsym.trace.transients"',
-             'note = "live tensor bytes of Megatron-Core\'s cross-entropy on CPU: held after the forward (the FP32 '
-             'softmax 4 b s v, the inputs and targets) and the peaks above that; the backward\'s peak above is the '
-             'cast B_a b s v plus, in the fused path, 12 b s + 8 bytes of per-token FP32 scalars (not modelled)"', "",
-             "[shape]", *(f"{k} = {v}" for k, v in SHAPE.items()), 'logits_dtype = "bf16"', "",
-             "[versions]", f'megatron-core = "{megatron.core.__version__}"',
-             f'torch = "{torch.__version__.split("+")[0]}"']
+             f"command = {toml_value('python -m memsym.trace.transients')}", f"note = {toml_value(NOTE)}"]
+    lines += toml_table("shape", {**SHAPE, "logits_dtype": "bf16"}) + toml_table("versions", {
+        "megatron-core": megatron.core.__version__, "torch": torch.__version__.split("+")[0]})
     for name, vals in got.items():
-        lines += ["", f'[measured."{name}"]', *(f"{k} = {v}" for k, v in vals.items())]
+        lines += toml_table(f'measured."{name}"', vals)
     return "\n".join(lines) + "\n"
 
 

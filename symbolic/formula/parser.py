@@ -6,6 +6,7 @@ than a unary minus, right-associative, integer exponents.  Beyond the limits bel
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
@@ -61,13 +62,14 @@ class _Parser:
         tok = tok or self.peek()
         raise FormulaError(f"{msg} (near {snippet(self.text, tok.pos)!r})")
 
-    def enter(self):
+    @contextmanager
+    def nested(self):
+        """One level deeper (a bracket, a sign or a power), refused past :data:`MAX_DEPTH`."""
         self.depth += 1
         if self.depth > MAX_DEPTH:
             raise FormulaError(f"formula nested too deeply (more than {MAX_DEPTH} levels of brackets, signs or "
                                f"powers)", "formula-limit")
-
-    def leave(self):
+        yield
         self.depth -= 1
 
     def parse(self):
@@ -121,9 +123,8 @@ class _Parser:
         t = self.peek()
         if t.kind == "OP" and t.value in "+-":
             self.take()
-            self.enter()
-            node, size = self.factor()
-            self.leave()
+            with self.nested():
+                node, size = self.factor()
             return (-node if t.value == "-" else node), size
         return self.power()
 
@@ -133,9 +134,8 @@ class _Parser:
         if not (t.kind == "OP" and t.value == "^"):
             return base, size
         self.take()
-        self.enter()
-        exp, _ = self.factor()
-        self.leave()
+        with self.nested():
+            exp, _ = self.factor()
         if not exp.is_Integer:
             self.fail(f"exponents must be integers, got {exp}", t)
         e = int(exp)
@@ -164,18 +164,16 @@ class _Parser:
         if t.kind == "SYM":
             return SYMBOLS[t.value], 1
         if t.kind == "LP":
-            self.enter()
-            node, size = self.expr()
-            self.leave()
+            with self.nested():
+                node, size = self.expr()
             close = self.take()
             if close.kind != "RP" or close.value != OPEN[t.value]:
                 self.fail(f"expected {OPEN[t.value]!r} to close {t.value!r}, got {close.show()}", close)
             return node, size
         if t.kind == "FRAC":
-            self.enter()
-            num, nsize = self.group("numerator")
-            den, dsize = self.group("denominator")
-            self.leave()
+            with self.nested():
+                num, nsize = self.group("numerator")
+                den, dsize = self.group("denominator")
             if den == 0:
                 self.fail("division by zero", t)
             return num / den, bound(nsize * dsize)
