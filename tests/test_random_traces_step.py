@@ -22,9 +22,8 @@ from test_random_traces import DRAWS, DSA, REFUSED, _have_trace, _path, command,
 #: Draws per run, each one step traced per framework.
 EXAMPLES = int(os.environ.get("MEMSYM_RANDOM_STEP_EXAMPLES") or 6)
 #: The step draws' seed: 11 unless MEMSYM_RANDOM_STEP_SEED (or MEMSYM_RANDOM_SEED) names another.  Not drawn afresh
-#: on every run as the layer draws are: other seeds may still find peaks no moment covers (issue 43 item 6 is open;
-#: 11, 12345, 7, 2164556509, 424242, 31337 and 99 pass; seed 1 finds Megatron-Core's final norm's backward with an
-#: MTP module 22,456 B below its moment, BF16, V 204 < h 336, moe_layer_freq 2, not derived yet).
+#: on every run as the layer draws are: other seeds may still find peaks no moment covers (issue 43 item 6; the seeds
+#: run, their results and the peaks still open are listed in paper/traces/STEP.md, "Random step draws").
 STEP_SEED = int(os.environ.get("MEMSYM_RANDOM_STEP_SEED") or os.environ.get("MEMSYM_RANDOM_SEED") or 11)
 
 #: What a step draw keeps out, and why: {name: (what is set, the reason)}; :func:`restricted` applies them.
@@ -50,10 +49,6 @@ RESTRICTED = {
                    "its recomputed forward may route a token to another expert on this CPU (BF16 router ties; seed 11 "
                    "in CI: the rebuild's MLP 147,456 B above its moment, exact here): compared routing-free in "
                    "test_step_traces.py, not yet here"),
-    "selective": ("Megatron-Core's selective or full recomputation with noaux_tc routing only (else none)",
-                  "the recomputed core attention's backward holds 4 t bytes fewer than its moment with the other "
-                  "routings (selective: seeds 1 and 12345; full: seed 2164556509, greedy softmax routing, 1,056 B at "
-                  "t 264; the router's saves still held differ): not derived yet"),
 }
 
 
@@ -68,8 +63,7 @@ def restricted(c: dict, training: dict):
     hf = training.get("transformers", {})
     if hf.get("experts") == "loop" or hf.get("act_dtype") == "fp32":
         hf["recompute"] = "none"
-    if training.get("mcore", {}).get("recompute") == "full" or (
-            training.get("mcore", {}).get("recompute") == "selective" and c["topk_method"] != "noaux_tc"):
+    if training.get("mcore", {}).get("recompute") == "full":
         training["mcore"]["recompute"] = "none"
     for framework in training:
         out[framework] = dict(c, **{f: told for f, (refused, told) in REFUSED.items() if refused(framework, c)})

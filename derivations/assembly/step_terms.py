@@ -1,9 +1,8 @@
 """The peak over the whole training step, as terms: what one micro-batch's backward adds to the end of its forward.
 
-The paper (Sec. 5-6) judges a device at the end of the forward (``act.stage``, A per micro-batch). Later moments of the
-step can hold more: the head's backward (the logits' FP32 gradient, t x V) and, under recomputation, a layer's backward.
-A *moment* is the bytes one micro-batch holds then above A; one micro-batch at a time is in its backward, so the step
-peak is
+The paper (Sec. 5-6) judges a device at the end of the forward (``act.stage``, A per micro-batch). Later moments can
+hold more: the head's backward (the logits' FP32 gradient, t x V), a layer's backward under recomputation. A *moment*
+is the bytes one micro-batch holds then above A; one micro-batch at a time is in its backward, so the step peak is
 
     n_fl A + X,   X = max(0, moment_1, moment_2, ...)   (the step excess; n_fl = 1 without a schedule)
 
@@ -57,8 +56,8 @@ D_H = u_mtp * e_H * nt.D
 STEP = "paper/traces/STEP.md"
 #: the attention scores of one micro-batch on a device, b n_h s^2 (n_h / TP heads, s / CP queries and keys)
 P = b * (n_h / TP) * s_loc ** 2
-#: the q/k head width (content and RoPE parts)
-d_qk = nt.d_h + d_r
+#: the q/k head width (content and RoPE parts); the value of one micro-batch's attention (B_a t n_h d_v)
+d_qk, hv = nt.d_h + d_r, B_a * t * (n_h / TP) * nt.d_v
 #: the last layer's saves (MoE when the stage has one, else dense): the view's own, A_{L-1} of STEP.md
 A_last = M_A + has_moe * M_E + (1 - has_moe) * M_D
 #: what transformers' shared experts save (B_a t h + 4 B_a t h_E N_s); they run last, their backward first
@@ -82,11 +81,14 @@ TIED = ("tied", "the tied head's weight gradient (B_w V h), held until the embed
 ROPE_HF = (1 - nt.SYMBOLS["u_v2"]) * 2 * B_a * s_loc * d_r + nt.SYMBOLS["u_v2"] * 4 * s_loc * d_r
 
 
-#: S_hf and S_mc of STEP.md: what transformers' and Megatron-Core's layer saved up to its scores (in FP32 the input
-#: norm's FP32 "copy" is the layer's input itself, a save of the layer before: 4 t h fewer)
-LEFT_HF = ((4 + 2 * B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 2 * B_a * t * (n_h / TP) * d_qk + 4 * P
-           - IS_FP32 * 4 * t * h)
-LEFT_MC = ((8 + B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 4 * B_a * s_loc * d_r + 2 * B_a * t * (n_h / TP) * d_qk
+#: S_hf, S_mc of STEP.md: what transformers' and Megatron-Core's layer saved up to its scores (in FP32 the input norm's
+#: FP32 "copy" is the layer's input, a save of the layer before: 4 t h fewer; DeepSeek-V2's kv norm's, a view of
+#: kv_a_proj_with_mqa's output, holds its 4 t d_r RoPE part too); each RMSNorm's FP32 rsqrt (4 t): the input's, kv's
+#: and, with a query LoRA (d_cq > 0; Min(1, d_cq) of a positive symbol would be 1), q's
+RSQRT = 4 * t * (2 + sp.Min(1, _S("d_cq")))
+LEFT_HF = ((4 + 2 * B_a) * t * (h + nt.d_cq + nt.d_c) + RSQRT + 2 * B_a * t * (n_h / TP) * d_qk + 4 * P
+           - IS_FP32 * 4 * t * (h - nt.SYMBOLS["u_v2"] * d_r))
+LEFT_MC = ((8 + B_a) * t * (h + nt.d_cq + nt.d_c) + RSQRT + 4 * B_a * s_loc * d_r + 2 * B_a * t * (n_h / TP) * d_qk
            - IS_FP32 * 4 * t * h)
 #: in FP32 the embedding's output is the first layer's norm's saved input (``.to(float32)`` returns it), outside the
 #: layers (M_H) and held until the first layer's backward: not released with the head's saves (under full
@@ -94,18 +96,18 @@ LEFT_MC = ((8 + B_a) * t * (h + nt.d_cq + nt.d_c) + 12 * t + 4 * B_a * s_loc * d
 EMB_FP32 = IS_FP32 * e_E * B_a * t * h
 
 
-def _norm(held, kept: str, kept_bytes, src: str, tied: bool) -> Term:
+def _norm(held, kept: str, kept_bytes, src: str, tied: bool, more=()) -> Term:
     """The final RMSNorm's backward at ``PowBackward0`` of its FP32 ``pow(2)`` (torch tools/autograd/derivatives.yaml
     ``pow.Tensor_Scalar``): ``held`` besides the saves, of the head's saves only ``kept``, the seed and five FP32 t x h
-    gradients; ``tied``: :data:`TIED` held (transformers)."""
+    gradients, ``more`` parts; ``tied``: :data:`TIED` held (transformers)."""
     return _term("the final RMSNorm's backward (PowBackward0 of its FP32 pow(2))", src, [
         ("held", "what the end of the forward holds besides the saves", held, STEP),
         ("head", f"released: the head's saves but {kept}", -e_H * (M_H - kept_bytes), src),
         ("seed", "the loss's FP32 seed gradient", 4 * e_H, "torch autograd"),
         ("grads", "five FP32 t x h gradients: MeanBackward1's, MulBackward0's of the FP32 input and pow_backward's "
                   "self.pow(1), 2 self.pow(1) and its product with the gradient", 20 * t * h * e_H,
-         "torch 2.13 tools/autograd/derivatives.yaml (pow, mean, mul); torch autograd (engine): InputBuffer")],
-                 tied=tied)
+         "torch 2.13 tools/autograd/derivatives.yaml (pow, mean, mul); torch autograd (engine): InputBuffer"),
+        *more], tied=tied)
 
 
 def _term(meaning: str, prov: str, parts, factor=1, tied=False) -> Term:
@@ -162,7 +164,6 @@ def _transformers(policy: str) -> Dict[str, Term]:
                              "norm's input (4 t h)", 8 * t + rope + 4 * t * h,
                         HF + ": DeepseekV3RMSNorm.forward (hidden_states.to(torch.float32).pow(2).mean(-1))", True)
     # the last layer's attention backward (SoftmaxBackward0): binds from s ~ 1024 on the tiny config (STEP.md)
-    hv = B_a * t * (n_h / TP) * nt.d_v
     release = ("head", "released: the head's saves but the input ids (8 b s)" + (
         "" if policy == "full" else " and the RoPE table (every layer's) (in FP32 and the embedding's output)"),
         -e_H * (M_H - 8 * t - rope - (0 if policy == "full" else EMB_FP32)), STEP)
@@ -175,8 +176,7 @@ def _transformers(policy: str) -> Dict[str, Term]:
                       "(4 b n_h s^2 each), the residual gradient (B_a t h) and the value's B_a gradient",
              8 * P + B_a * t * h + hv, "aten SoftMax.cpp: softmax_backward_cpu_out; torch autograd")]
     out["attention"] = _term("the last layer's attention backward (SoftmaxBackward0)",
-                             STEP + " (the attention's moments)",
-                             attn, has_layers * u_eager, tied=True)
+                             STEP + " (the attention's moments)", attn, has_layers * u_eager, tied=True)
     # what the last layer's backward starts with
     start = [("held", "what the end of the forward holds besides the saves", eof, STEP), release,
              ("grad", "the last layer's output gradient (B_a, model.norm's ToCopyBackward0) and the seed",
@@ -301,8 +301,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
                      MC + "transformer/moe/router.py: TopKRouter (num_layers + mtp_num_layers); moe_utils.py: "
                      "save_to_aux_losses_tracker"))
     eof = sum(p[2] for p in held)
-    out = {"end": _term("held at the end of the forward besides the saved tensors",
-                        STEP + " (Megatron-Core)",
+    out = {"end": _term("held at the end of the forward besides the saved tensors", STEP + " (Megatron-Core)",
                         held + [("loss", "the FP32 loss", 4 * e_H, MC + "models/gpt/gpt_model.py")])}
     ce = [("held", "what the end of the forward holds besides the saves (no loss yet)", eof, STEP),
           ("logits", "the B_a logits [s, b, V / TP] (GPTModel's local until the loss returns; in FP32 .float() "
@@ -346,9 +345,13 @@ def _mcore(policy: str) -> Dict[str, Term]:
     out["norm"] = _norm(eof + 4 * e_H, "the ids (8 b s) and the FP32 copy of the norm's input (4 t h)",
                         8 * t + 4 * t * h, "torch 2.13 aten/src/ATen/native/layer_norm.cpp: rms_norm_symint (the "
                         "composite: input.to(opmath), pow(2).mean, rsqrt; a B_a input with an FP32 weight takes it); "
-                        + MC + "models/gpt/gpt_model.py (decoder.final_layernorm)", False)
+                        + MC + "models/gpt/gpt_model.py (decoder.final_layernorm)", False, [
+        ("mtp", "with MTP modules, at the last MTP layer's final norm (D = 1 measured): SplitBackward0's cat of the "
+                "heads' input gradients ((1 + D) B_a t h, the decoder's slice waiting); released per head its input "
+                "share, FP32 softmax, targets, loss state and wrapped loss scale (as in the output layer's moment)",
+         (sp.Min(1, D_H) + D_H) * B_a * t * h - D_H * (B_a * t * h + 4 * t * V / TP + 21 * t + 16),
+         MC + "models/gpt/gpt_model.py: _postprocess (torch.chunk); multi_token_prediction.py (torch.cat)")])
     # a layer's attention (the local spec's core attention: FusedScaleMaskSoftmax.forward_torch_softmax), STEP.md
-    hv = B_a * t * (n_h / TP) * nt.d_v
     release = ("head", "released: the head's saves but the input ids (8 b s)" + (
         "" if full else " (in FP32 and the embedding's output)"),
         -e_H * (M_H - 8 * t - (0 if full else EMB_FP32)), STEP)
@@ -423,8 +426,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
                          "residual gradient, the context's and the value's gradients", 8 * P + B_a * t * h + 2 * hv,
                 "aten SoftMax.cpp; torch autograd")]
         out["attention"] = _term("the backward of the last layer's recomputed core attention",
-                                 STEP + " (the attention's moments)",
-                                 bwd, has_layers * u_eager * u_local)
+                                 STEP + " (the attention's moments)", bwd, has_layers * u_eager * u_local)
     if full:  # the first layer's attention backward: every later layer's input gradient is still held
         first = [("held", "what the end of the forward holds besides the saves, the loss tracker (4 L) and 8 bytes of "
                           "0-dim values", eof + 4 * L + 8, STEP),
@@ -437,8 +439,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
                            "CheckpointFunction.backward) and this layer's output gradient, B_a t h each",
                   (L + 1) * B_a * t * h, MC + "tensor_parallel/random.py: CheckpointFunction.backward")]
         out["attention"] = _term("the backward of the first layer's rebuilt core attention",
-                                 STEP + " (the attention's moments)",
-                                 first, has_layers * u_eager * u_local)
+                                 STEP + " (the attention's moments)", first, has_layers * u_eager * u_local)
     if full:  # CheckpointFunction.backward rebuilds the last layer, up to SequentialMLP's torch.cat
         rebuilt = [("held", "what the end of the forward holds besides the saves, less the last layer's dispatcher "
                             "state (its recomputation makes it anew, counted below)",
