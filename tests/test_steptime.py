@@ -151,7 +151,7 @@ def test_refusals_are_one_line():
 @pytest.mark.parametrize("argv, said", [
     (["estimate", "--efficiency", "published"], "--efficiency acts on the step time only: add --time"),
     (["estimate", "--gemm-efficiency", "0.5"], "--gemm-efficiency acts on the step time only: add --time"),
-    (["sensitivity", "--nvlink-domain", "72"], "--nvlink-domain acts on the step time only: add --time"),
+    (["sensitivity", "--nvlink-domain", "72"], "--nvlink-domain acts on the step time or --memory device only"),
     (["estimate", "--time", "--gpus-per-node", "8", "--nvlink-domain", "4"],
      "--nvlink-domain 4 is smaller than --gpus-per-node 8"),
     (["search", "--gpus", "64", "--gpus-per-node", "8", "--nvlink-domain", "4"],
