@@ -289,3 +289,14 @@ def test_a_search_estimate_refuses_is_refused_on_one_line(capsys):
                              "--linear-recipe", "mxfp8")
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
         assert "--rank stage" in err, err
+
+
+def test_a_micro_batch_size_that_divides_no_layouts_global_batch_is_counted_not_a_crash(capsys):
+    """--global-batch 6 on 8 GPUs: mbs 4 divides no DP's share (DP in 1, 2, 4, 8), so that b has no layout left;
+    it is counted invalid and the other sizes still list rows (the rewrite raised IndexError on the empty group)."""
+    code, out, err = run(capsys, "search", "--gpus", "8", "--gpu", "h800", "--model", "deepseek-v2-lite",
+                         "--global-batch", "6", "--json")
+    rows = json.loads(out)["rows"]
+    assert code == 0 and err == "" and rows and {r["mbs"] for r in rows} <= {1, 2, 3}
+    code, out, err = run(capsys, "search", "--gpus", "8", "--gpu", "h800", "--global-batch", "2", "--mbs", "4")
+    assert code == 0 and "invalid configurations: global-batch" in out and "no configuration fits" in out

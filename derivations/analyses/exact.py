@@ -177,6 +177,8 @@ def _vector(model, training: cfg.Training, present, enum: Enumeration, seqs, mbs
                 ok = global_batch % (dp * b) == 0
                 invalid["global-batch"] += int(n_l - ok.sum())
                 at, m_all = at[ok], global_batch // (dp * b)
+                if not len(at):  # no layout's DP b divides the global batch at this b
+                    continue
             groups, inv = np.unique((m_all[at] + 1) * (pp.max() + 1) + pp[at], return_inverse=True)
             why_of = []  # each (PP, m)'s refusal: device._estimate_at's checks, then the virtual groups'
             for p, m in zip((groups % (pp.max() + 1)).tolist(), (groups // (pp.max() + 1) - 1).tolist()):
