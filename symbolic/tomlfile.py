@@ -57,9 +57,18 @@ def package_data(path) -> Iterator[Dict]:
     the file unreadable or not TOML, or a key the block asks for missing or a value of the wrong kind or range
     (KeyError, TypeError, ValueError, ConfigError in the block), is one ConfigError ``<file>: <what is wrong>``."""
     data = read(path, PACKAGE, lambda p, _, message: ConfigError("package-data", f"{p}: {message}"))
-    try:
+    with damaged(path):
         yield data
+
+
+@contextmanager
+def damaged(path) -> Iterator[None]:
+    """``with damaged(path):`` a block that interprets the package's data file ``path`` (read earlier): a key it lacks
+    or a value of the wrong kind (KeyError, TypeError, ValueError, AttributeError, IndexError, ImportError) is one
+    ConfigError ``<file>: <what is wrong>``, never a traceback."""
+    try:
+        yield
     except KeyError as exc:
         raise ConfigError("package-data", f"{path}: lacks {exc.args[0]!r}") from None
-    except (TypeError, ValueError, AttributeError, IndexError) as exc:
+    except (TypeError, ValueError, AttributeError, IndexError, ImportError) as exc:
         raise ConfigError("package-data", f"{path}: {exc}") from None

@@ -108,6 +108,8 @@ class Family:
         if file and (path := Path(file).with_name("family.toml")).is_file():
             with tomlfile.package_data(path) as data:
                 for key, value in data.items():
+                    if not hasattr(Family, key):
+                        raise ValueError(f"{key!r} is not a family's declaration (derivations/families/README.md)")
                     setattr(cls, key, tuple(Kind(**_tuples(k)) for k in value) if key == "layer_terms"
                             else _tuples(value))
 

@@ -140,9 +140,12 @@ class _Values(dict):
         return self[key]
 
 
+OPTIONS = Path(__file__).with_name("options.toml")
+
+
 @functools.lru_cache(maxsize=None)
 def _table() -> dict:
-    with tomlfile.package_data(Path(__file__).with_name("options.toml")) as data:
+    with tomlfile.package_data(OPTIONS) as data:
         return {key: data[key] for key in ("groups", "sets", "commands", "options")}
 
 
@@ -205,7 +208,11 @@ HOOKS = {"dtypes": _dtypes, "switches": _switches}
 def build(sub, command: str, run, **values) -> argparse.ArgumentParser:
     """``command``'s parser as options.toml lists its options, running ``run``; ``values``: what its "=X" and "{X}"
     name beyond COMPUTED."""
-    table, values = _table(), _Values(values)
+    with tomlfile.damaged(OPTIONS):  # a damaged options.toml: one line, never a traceback
+        return _build(sub, command, run, _table(), _Values(values))
+
+
+def _build(sub, command: str, run, table: dict, values: _Values) -> argparse.ArgumentParser:
     spec = table["commands"][command]
     p = sub.add_parser(command, help=COMMANDS[command], description=spec["description"].format_map(values),
                        epilog=spec.get("epilog"), formatter_class=argparse.RawDescriptionHelpFormatter
