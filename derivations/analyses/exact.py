@@ -25,8 +25,7 @@ from derivations.analyses.enumeration import LAYOUT_FIELDS, Enumeration, distinc
 from derivations.analyses.vectorized import Memo, Reads, derive, divide, printed
 from derivations.assembly import device, offload, quantized, schedules, step_names
 from derivations.assembly.runtime import buffers_bytes
-from derivations.assembly.sides import (check_mtp, device_component_ids, megatron_values, mtp_stage_shift,
-                                       weight_side_of)
+from derivations.assembly.sides import check_mtp, megatron_values, mtp_stage_shift, weight_side_of
 from derivations.config.values import named
 
 #: The columns the search's rows read (derivations/analyses/rows.py), as the kernels' paths fill them.
@@ -151,7 +150,7 @@ def _vector(model, training: cfg.Training, present, enum: Enumeration, seqs, mbs
     arrays = enum.arrays
     n_l, n_s, n_b, n_p = len(enum), len(seqs), len(mbs), len(present)
     keys = ("weights", "gradients", "optimizer", "activations", "total", "stage")
-    cols = {k: np.zeros((n_p, n_l, n_s, n_b)) for k in keys}
+    cols = {k: np.zeros((n_p, n_l, n_s, n_b), dtype=np.int64 if k == "stage" else np.float64) for k in keys}
     valid = np.zeros((n_l, n_s, n_b), dtype=bool)
     ms = np.full((n_l, n_s, n_b), -1, dtype=np.int64)
     invalid: Counter = Counter()
@@ -209,8 +208,9 @@ def _vector(model, training: cfg.Training, present, enum: Enumeration, seqs, mbs
                 [training.microbatches] * len(live)
             got = _at(model, training, present, live, arrays, [splits[p] for p in pp[live].tolist()],
                       devices, m_of, s, b, schedule, memos, (g, kinds_sym, n_chunks, names, runtime, off, quant, side))
+            where = slice(None) if len(live) == n_l else live
             for k in keys if n_p else ():
-                cols[k][:, live, si, bi] = np.stack([got[pi][k] for pi in range(n_p)])
+                cols[k][:, where, si, bi] = np.stack([got[pi][k] for pi in range(n_p)])
             valid[live, si, bi] = True
             ms[live, si, bi] = [-1 if m is None else m for m in m_of]
     return cols, valid, ms, invalid
@@ -278,9 +278,8 @@ def _at(model, training, present, live, arrays, slots, devices, m_of, s: int, b:
         for z in zs:
             tr = with_policy(base, z, r, schedule=schedule)
             if z not in by_zero:  # the model states read the ZeRO stage alone (sides.WeightSide.component_ids)
-                ids = device_component_ids(model, tr, schedule_ok=True)
                 by_zero[z] = _once(memos.setdefault(("states", z, quant and (s, b)), []), dict(states_values, z=z),
-                                   lambda v: _states(model, v, ids))
+                                   lambda v: _states(model, v, side.component_ids(z)))
             terms, states = by_zero[z][0], dict(by_zero[z][1])
             if quant:
                 per_weight = quantized.copies(tr, Fraction(1), dict(tr.bytes)["B_w"])
@@ -439,12 +438,14 @@ def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: E
             "recompute", "stage"] + (["microbatches"] if scheduled else []) + ["layout"]
     got, valid, ms, invalid = _vector(model, training, present, enum, seqs, mbs, global_batch, scheduled)
     shape = (len(present), len(enum), len(seqs), len(mbs))
-    lay = {k: enum.arrays[k].astype(np.int64)[None, :, None, None] for k in LAYOUT_FIELDS}
+    lay = {k: enum.arrays[k].astype(np.int64) for k in LAYOUT_FIELDS}
+    lay["edp"] = lay["dp"] * lay["tp"] * lay["cp"] // (lay["ep"] * lay["etp"])
+    lay = {k: v[None, :, None, None] for k, v in lay.items()}
     grid = {**lay, "seq": np.array(seqs, dtype=np.int64)[None, None, :, None],
             "mbs": np.array(mbs, dtype=np.int64)[None, None, None, :],
             "zero": np.array([z for z, _, _ in present], dtype=np.int64)[:, None, None, None],
             "recompute": np.array([ri for _, ri, _ in present], dtype=np.int64)[:, None, None, None],
-            "microbatches": ms[None], "layout": np.arange(len(enum))[None, :, None, None]}
+            **({"microbatches": ms[None]} if scheduled else {}), "layout": np.arange(len(enum))[None, :, None, None]}
     grid = {k: np.broadcast_to(v, shape) for k, v in grid.items()}
     grid.update(got)
     # the rows: choices outermost in the paper's view, innermost under a schedule (its
@@ -453,6 +454,4 @@ def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: E
         (lambda x: np.moveaxis(x, 0, -1)[valid].reshape(-1))
     out = {k: order(v) for k, v in grid.items()}
     out["sp"] = out["tp"]
-    out["edp"] = out["dp"] * out["tp"] * out["cp"] // (out["ep"] * out["etp"])
-    out["stage"] = out["stage"].astype(np.int64)
     return {k: out[k] for k in keys}, +invalid, None if scheduled else len(seqs) * len(mbs)
