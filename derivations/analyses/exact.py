@@ -220,6 +220,8 @@ def _at(model, training, present, live, arrays, slots, devices, m_of, s: int, b:
         setting):
     """[{column: array over the layouts ``live``} per choice]: the columns of :func:`_vector` at one (s, b), ``live``
     the layouts' indices into ``arrays`` (Enumeration.arrays) and ``devices`` (every layout's devices, concatenated)."""
+    if not present:  # no choice left: no column
+        return []
     g, kinds_sym, n_chunks, names, runtime, off, quant, side = setting
     family = model.family
     sizes = devices["sizes"][live]
@@ -270,28 +272,25 @@ def _at(model, training, present, live, arrays, slots, devices, m_of, s: int, b:
         mirror_values = dict(stage_values, **{k: mirror[:, j] for j, k in enumerate(names)})
     n = len(owner)
     trees: Dict = {}  # the kinds' expressions at the layouts' values, shared by every view
-    by_zero: Dict = {}
+    zeros = list(dict.fromkeys(z for z, _, _ in present))
+    # the model states of every ZeRO stage, stacked (ZeRO stages, devices): they read neither b nor s nor the ZeRO
+    # stage's value (sides.WeightSide.component_ids picks the terms), so once for every (s, b) and stage
+    terms, stacked = _once(memos.setdefault(("states", quant and (s, b)), []), states_values,
+                           lambda v: _states(model, v, [side.component_ids(z) for z in zeros], n))
+    if quant:  # the linear layers' quantized copies (they read the recipe, not the ZeRO stage)
+        per_weight = float(quantized.copies(base, Fraction(1), dict(base.bytes)["B_w"]))
+        stacked = dict(stacked, weights=stacked["weights"] + per_weight * quantized.linear_params(terms, terms.v,
+                                                                                                   side.params))
     out: Dict = {}
     for r in dict.fromkeys(r for _, _, r in present):  # each policy once, its ZeRO stages' states stacked
         zs = [z for z, _, q in present if q == r]
-        per_z = []
-        for z in zs:
-            tr = with_policy(base, z, r, schedule=schedule)
-            if z not in by_zero:  # the model states read the ZeRO stage alone (sides.WeightSide.component_ids)
-                by_zero[z] = _once(memos.setdefault(("states", z, quant and (s, b)), []), dict(states_values, z=z),
-                                   lambda v: _states(model, v, side.component_ids(z)))
-            terms, states = by_zero[z][0], dict(by_zero[z][1])
-            if quant:
-                per_weight = quantized.copies(tr, Fraction(1), dict(tr.bytes)["B_w"])
-                states["weights"] = states["weights"] + float(per_weight) * quantized.linear_params(
-                    terms, terms.v, side.params)
-            per_z.append(states)
+        rows = [zeros.index(z) for z in zs]
+        states = stacked if rows == list(range(len(zeros))) else {k: x[rows] for k, x in stacked.items()}
+        first_z = {k: x[0] for k, x in states.items()}  # the step reads the first ZeRO stage's
         tr = with_policy(base, zs[0], r, schedule=schedule)
         values = dict(stage_values, z=zs[0])
         # what reads no model state (the kinds, the options' inputs, the step): once per policy
         kinds, opts, kinds_of = _policy(model, tr, memos, (s, b, r), exact, layout_values, trees, owner, resident)
-        states = {k: np.stack([np.broadcast_to(np.asarray(st[k], dtype=np.float64), (n,)) for st in per_z])
-                  for k in ("weights", "gradients", "optimizer")}  # (ZeRO stages, devices)
         inputs = {**values, **{sym: kinds.get(kind, 0) for kind, sym in kinds_sym.items()}, **states,
                   "runtime": runtime, **opts}
         view = View.of(tr)
@@ -307,10 +306,10 @@ def _at(model, training, present, live, arrays, slots, devices, m_of, s: int, b:
             before = v["activations"] - opts["O_R"]
         activations = np.broadcast_to(np.asarray(v["activations"], dtype=np.float64), (n,))
         total = np.broadcast_to(np.asarray(v["total"], dtype=np.float64), (len(zs), n))
-        step = _step(g, model, tr, {**inputs, **per_z[0]}, values, kinds_of)
+        step = _step(g, model, tr, {**inputs, **first_z}, values, kinds_of)
         if mirror_values is not None:  # DualPipe: the backward of its mirror stage too (device._held_step)
             at = dict(mirror_values, z=zs[0])
-            step = np.maximum(step, _step(g, model, tr, {**inputs, **per_z[0], **at}, at, kinds_of))
+            step = np.maximum(step, _step(g, model, tr, {**inputs, **first_z, **at}, at, kinds_of))
         if off:
             got = [memos[(s, b, r)]["moment"](d) for d in exact]
             has = np.array([bool(p) for p in got])[owner]
@@ -339,10 +338,12 @@ def _once(memo: List, values: Mapping, fn):
     return out
 
 
-def _states(model, values: Mapping, ids: Mapping[str, str]):
-    """(the terms at ``values``, {weights, gradients, optimizer: array}) of the component terms ``ids``."""
+def _states(model, values: Mapping, ids: Sequence[Mapping[str, str]], n: int):
+    """(the terms at ``values``, {weights, gradients, optimizer: array (ZeRO stages, n devices)}) of the component
+    terms ``ids`` of each ZeRO stage; one Terms, so the stages share their subterms (the parameters)."""
     terms = ev.Terms(model.structure, values, model.family, q=divide)
-    return terms, {k: terms.term(ids[k]) for k in COMPONENTS[:3]}
+    return terms, {k: np.stack([np.broadcast_to(np.asarray(terms.term(i[k]), dtype=np.float64), (n,)) for i in ids])
+                   for k in COMPONENTS[:3]}
 
 
 def _policy(model, training, memos: Dict, key, exact, layout_values, trees: Dict, owner, resident):
