@@ -68,7 +68,9 @@ def time_lines(t: dict, gpu, attention: str = "eager") -> list:
 def sensitivity_lines(s: dict) -> list:
     """``sensitivity --time``'s lines for :func:`derivations.steptime.sensitivity.time_sensitivity`'s result."""
     lines = ["", f"step time T = {seconds(s['step'])} s at the slowest stage ({s['stage']}); closed-form slopes of",
-             "the step-time model (derivations/steptime), the links and the stage's layers held:",
+             "the step-time model (derivations/steptime), the links, the stage's layers and the efficiency held",
+             "(published: the tables' values here; how they change with b, s, N_r, a degree is not in the slopes):"
+             if s["efficiency"] == "published" else f"({float(s['efficiency']):g} of peak):",
              f"  {'symbol':<8} {'dT/dx (s per unit)':>20} {'elasticity':>11}"]
     for name, d in s["wrt"].items():
         lines.append(f"  {name:<8} {d['derivative']:>20.6g} {d['elasticity']:>+11.4f}")
