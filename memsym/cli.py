@@ -68,9 +68,10 @@ class _Parser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message):  # one line, exit 2
-        unknown = re.match(r"unrecognized arguments: (.*)$", message)
-        if unknown:
-            message += self._did_you_mean(unknown.group(1).split())
+        unknown, prog = re.match(r"unrecognized arguments: (.*)$", message), self.prog
+        if unknown:  # (found by the top parser after the subcommand's: named by the subcommand's prog)
+            parser = self._named()
+            message, prog = message + _did_you_mean(parser, unknown.group(1).split()), parser.prog
         message = near_choice(message)  # a mistyped subcommand or choice: the nearest choices
         m = re.match(r"argument (\S+?)(?:/\S+)?: expected one argument$", message)
         if m:  # name the value that was taken for an option: `--model -cfg.json`
@@ -78,22 +79,28 @@ class _Parser(argparse.ArgumentParser):
             after = [b for a, b in zip(self._argv, self._argv[1:]) if a == opt and b.startswith("-")]
             if after:
                 message += f" (got {after[0]!r}, read as an option; write {opt}={after[0]} for a value starting with -)"
-        self.exit(2, f"{self.prog}: error: {one_line(message)}\n")
+        self.exit(2, f"{prog}: error: {one_line(message)}\n")
 
-    def _did_you_mean(self, words: List[str]) -> str:
-        """`` (did you mean --tp?)`` for the unknown options among ``words``: the subcommand's own options nearest
-        to each (difflib's ratio, as Python 3.14's argparse suggests), or nothing."""
+    def _named(self) -> argparse.ArgumentParser:
+        """The parser of the subcommand named on the command line (this one if none is)."""
         subs = next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
         command = next((w for w in self._argv if subs is not None and w in subs.choices), None)
-        parser = subs.choices[command] if command is not None else self
-        options = [s for a in parser._actions for s in a.option_strings if s.startswith("--")] + ["--help-all"]
-        hints = []
-        for word in words:
-            if word.startswith("--"):
-                near = difflib.get_close_matches(word.split("=", 1)[0], options, n=3, cutoff=0.6)
-                if near:
-                    hints.append(f"{word.split('=', 1)[0]}: did you mean {' or '.join(near)}?")
-        return f" ({'; '.join(hints)})" if hints else ""
+        return subs.choices[command] if command is not None else self
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, words: List[str]) -> str:
+    """`` (did you mean --tp?)`` for the unknown options among ``words``: ``parser``'s own options nearest to each,
+    by difflib's ratio of the names without their common ``--`` (with it, ``--schedule`` was ``--help``'s), or
+    nothing."""
+    options = {s[2:]: s for a in parser._actions for s in a.option_strings if s.startswith("--")}
+    options["help-all"] = "--help-all"
+    hints = []
+    for word in words:
+        if word.startswith("--"):
+            near = difflib.get_close_matches(word.split("=", 1)[0][2:], list(options), n=3, cutoff=0.6)
+            if near:
+                hints.append(f"{word.split('=', 1)[0]}: did you mean {' or '.join(options[n] for n in near)}?")
+    return f" ({'; '.join(hints)})" if hints else ""
 
 
 def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
@@ -144,7 +151,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 def _dispatch(argv: List[str]) -> int:
     """Parse ``argv`` and run its subcommand (``--help-all``: the help with every switch)."""
-    HELP_ALL[0] = "--help-all" in argv and bool(_command(argv))  # (every call: an earlier one may have asked)
+    HELP_ALL[0] = "--help-all" in argv  # (every call: an earlier one may have asked)
     if HELP_ALL[0]:
         argv = ["--help" if a == "--help-all" else a for a in argv]
     from symbolic.errors import ConfigError

@@ -133,6 +133,26 @@ def test_an_unknown_option_far_from_every_other_gets_no_guess(capsys):
     assert code == 2 and "unrecognized arguments: --zzzz 2" in err and "did you mean" not in err
 
 
+@pytest.mark.parametrize("argv, line", [
+    (["estimate", "--tpp", "2"], "memsym estimate: error: unrecognized arguments: --tpp 2 (--tpp: did you mean --tp"),
+    (["compare", "--schedule", "1f1b"], "memsym compare: error: unrecognized arguments: --schedule 1f1b\n")])
+def test_an_unknown_option_is_named_by_its_command_and_guessed_by_its_name_not_its_dashes(capsys, argv, line):
+    """(adversarial review F8: `memsym: error:` for a subcommand's option; `--schedule: did you mean --help?`, the
+    shared `--` carrying difflib's ratio over its cutoff)"""
+    from clirun import run
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and err.startswith(line), err
+
+
+def test_help_all_before_a_command_is_the_whole_help(capsys):
+    """`memsym --help-all` is the top help (it was refused, suggesting itself: adversarial review F8)."""
+    from memsym.cli import main
+    with pytest.raises(SystemExit) as exc:
+        main(["--help-all"])
+    out, err = capsys.readouterr()
+    assert exc.value.code == 0 and err == "" and out.startswith("usage: memsym") and "estimate" in out
+
+
 def test_help_is_short_and_help_all_whole(capsys):
     """--help: each option's first clause, the usage and description short (under 100 lines for every command);
     --help-all: every option's whole help and every convention switch."""

@@ -74,6 +74,14 @@ def test_write_atomic_leaves_nothing_on_failure(tmp_path):
     assert target.read_text() == "new"
 
 
+def test_an_unwritable_folder_names_the_file_typed_not_the_temporary_one(capsys):
+    """(adversarial review F10: root's access() calls /proc writable; the error named /proc/.x.csv.lvnuz6gw.tmp)"""
+    from clirun import run
+    code, _, err = run(capsys, "search", "--model", "deepseek-v2-lite", "--gpus", "16", "--top", "2",
+                       "--csv", "/proc/memsym-x.csv")
+    assert code == 2 and err.rstrip().endswith("/proc/memsym-x.csv") and ".tmp" not in err, err
+
+
 @needs_matplotlib
 def test_commands_plot(tmp_path, capsys):
     t, f, s = tmp_path / "t.svg", tmp_path / "f.png", tmp_path / "s.svg"

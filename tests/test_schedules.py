@@ -182,6 +182,15 @@ def test_schedule_options_validate():
             cfg.validate_training(t)
 
 
+def test_vpp_without_a_schedule_says_what_to_add():
+    """(adversarial review F10: it said `got schedule None`, a Python None)"""
+    for t, said in ((cfg.Training(vpp=2), "add --schedule interleaved"),
+                    (cfg.Training(schedule="1f1b", vpp=2), "got --schedule 1f1b")):
+        with pytest.raises(cfg.ConfigError) as exc:
+            cfg.validate_training(t)
+        assert str(exc.value).endswith(said) and "None" not in str(exc.value), exc.value
+
+
 def _megatron_schedules():
     try:
         from megatron.core.pipeline_parallel import schedules as ms

@@ -212,6 +212,21 @@ def test_cli_json_lists_the_papers_layout(capsys):
     assert all(r["dp"] * r["tp"] * r["pp"] * r["cp"] == 1024 for r in rows)
 
 
+@pytest.mark.parametrize("given, time", [
+    ([], {"gpu": "h800", "efficiency": "published", "overlap": "megatron", "dispatcher": "alltoall",
+          "nvlink_domain": 8}),
+    (["--efficiency", "peak", "--overlap", "none", "--nvlink-domain", "16", "--gpu", "h100-80gb"],
+     {"gpu": "h100-80gb", "efficiency": 1.0, "overlap": "none", "dispatcher": "alltoall", "nvlink_domain": 16}),
+    (["--gemm-efficiency", "0.5"], {"gpu": "h800", "efficiency": 0.5, "overlap": "megatron",
+                                    "dispatcher": "alltoall", "nvlink_domain": 8})])
+def test_cli_json_records_the_step_time_assumptions_it_ranked_by(capsys, given, time):
+    """(adversarial review F5: search --json did not say whether its times were at peak or the published
+    efficiencies; the names are estimate --time --json's)"""
+    argv = ["search", "--model", "deepseek-v2-lite", "--gpus", "16", "--top", "1", "--json", *given]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["time"] == time
+
+
 def test_cli_text_csv_and_top(tmp_path, capsys):
     out = tmp_path / "rows.csv"
     assert main(["search", "--model", "deepseek-v2-lite", "--gpus", "64", "--top", "5", "--csv", str(out)]) == 0

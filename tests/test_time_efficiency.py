@@ -74,3 +74,25 @@ def test_published_is_the_default_and_peak_the_upper_bound(capsys):
     assert half["tokens_per_gpu_s"] < peak["tokens_per_gpu_s"] and pub["tokens_per_gpu_s"] < peak["tokens_per_gpu_s"]
     code, _, err = run(capsys, *argv, "--efficiency", "published", "--gemm-efficiency", "0.5")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--gemm-efficiency" in err
+
+
+@pytest.mark.parametrize("given, said", [
+    (["--gpu", "mi300x"], ["GEMM, grouped GEMM: H800's (DeepGEMM)", "attention: H100-80GB's (FlashAttention-3)",
+                           "EP NVLink, EP network: H800's (DeepEP)"]),
+    (["--gpu", "a100-80gb"], ["GEMM, grouped GEMM: H800's (DeepGEMM)", "EP NVLink, EP network: H800's (DeepEP)"]),
+    (["--gpu", "gb200", "--conventions", "mcore-te", "--linear-recipe", "mxfp8"],
+     ["GEMM: H800's (DeepGEMM)", "grouped GEMM: GB200's (Megatron-LM)", "EP NVLink: GB200's (DeepEP)",
+      "EP network: H800's (DeepEP)"]),
+    (["--gpu", "mi300x", "--efficiency", "peak"], [])])
+def test_estimate_time_says_whose_measurements_each_kernel_kind_reads(capsys, given, said):
+    """(adversarial review F6: `x efficiency published` did not say that on an MI300X or A100 it applies the H800's
+    and H100's fractions of peak): the tables' GPUs and sources as efficiency.toml names them, within 100 columns."""
+    from clirun import run
+    code, out, _ = run(capsys, "estimate", "--time", *given)
+    lines = out.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("  published: ")), None)
+    assert code == 0 and (start is None) == (not said)
+    if said:
+        block = lines[start:next(i for i, line in enumerate(lines) if "slowest stage" in line)]
+        assert all(s in " ".join(x.strip() for x in block) for s in said), block
+        assert len(block) <= 2 and all(len(x) <= 100 for x in block), block

@@ -209,7 +209,8 @@ def validate_training(t: Training) -> None:
         positive_int("virtual pipeline stages (--vpp)", t.vpp)
         OPTIONS["vpp"].check(t.vpp, "virtual pipeline stages (--vpp)")
         if t.schedule != "interleaved":
-            raise ConfigError("vpp", f"--vpp applies to --schedule interleaved only, got schedule {t.schedule}")
+            raise ConfigError("vpp", "--vpp applies to --schedule interleaved only, " + (
+                "add --schedule interleaved" if t.schedule is None else f"got --schedule {t.schedule}"))
         if t.vpp < 2:
             raise ConfigError("vpp", f"the interleaved schedule needs --vpp V >= 2, got {t.vpp}")
     if t.virtual_layers is not None:

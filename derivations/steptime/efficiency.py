@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List, Tuple
 
 import numpy as np
 
@@ -41,6 +41,8 @@ def tables() -> Dict:
     key missing or a value malformed: one line naming the file, exit 2)."""
     with tomlfile.package_data(DATA) as data:
         listing(data)
+        for t in (*data["ep_nvlink"], data["ep_network"]):  # (the GEMMs' and attention's: read by listing)
+            gpu_presets.gpu(t["gpu"])
         return data
 
 
@@ -57,12 +59,20 @@ def _by_rows(t: Dict):
     return np.log2(ms), np.array(eff)
 
 
+def _grouped(gpu, precision: str) -> str:
+    """The table of the experts' grouped GEMM at ``precision`` on ``gpu``: GB200's MXFP8 one under MXFP8 on NVIDIA,
+    else DeepGEMM's."""
+    mx = precision == "mxfp8" and gpu is not None and gpu.name.startswith("NVIDIA")
+    return "gemm_grouped_mxfp8" if mx else "gemm_grouped"
+
+
 def gemm(rows, grouped: bool = False, gpu=None, precision: str = "bf16") -> np.ndarray:
     """Efficiency of a GEMM (grouped: the experts' per group) of ``rows`` rows (array) at ``precision`` (the recipe's
     rate name) on ``gpu`` (a preset; None: Hopper's tables)."""
-    if grouped and precision == "mxfp8" and gpu is not None and gpu.name.startswith("NVIDIA"):
-        return np.full(np.shape(rows), _rate(tables()["gemm_grouped_mxfp8"]))
-    x, y = _by_rows(tables()["gemm_grouped" if grouped else "gemm_dense"])
+    name = _grouped(gpu, precision) if grouped else "gemm_dense"
+    if name == "gemm_grouped_mxfp8":
+        return np.full(np.shape(rows), _rate(tables()[name]))
+    x, y = _by_rows(tables()[name])
     return np.interp(np.log2(np.maximum(np.asarray(rows, dtype=np.float64), 1.0)), x, y)
 
 
@@ -97,6 +107,14 @@ def links(ep, gpu=None) -> Dict[str, np.ndarray]:
     """{'nvlink', 'network'}: the fraction of each link's bandwidth the experts' dispatch and combine reach on
     ``gpu`` (a preset; None: Hopper's)."""
     return {"nvlink": _by_ranks(_nvlink(gpu), ep), "network": _by_ranks(tables()["ep_network"], ep)}
+
+
+def measured(gpu=None, precision: str = "bf16") -> List[Tuple[str, Dict]]:
+    """[(kernel kind, table)]: the table each kind reads on ``gpu`` (a preset) at ``precision``; a table's ``gpu`` is
+    the GPU its source measured, whose fraction of peak is applied to ``gpu``'s."""
+    t = tables()
+    return [("GEMM", t["gemm_dense"]), ("grouped GEMM", t[_grouped(gpu, precision)]), ("attention", t["attention"]),
+            ("EP NVLink", _nvlink(gpu)), ("EP network", t["ep_network"])]
 
 
 def listing(t: Dict = None):

@@ -43,7 +43,9 @@ def _dispatch(model, layout, per_node: int, g, dispatcher: str):
 def time_sensitivity(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training, wrt: Sequence[str], *,
                      gpu=None, overlap: str = "megatron", efficiency=1, gpus_per_node: Optional[int] = None,
                      dispatcher=None) -> Dict:
-    """{'step': seconds, 'stage': index, 'wrt': {name: {'derivative': s per unit, 'elasticity': float}}}."""
+    """{'step': seconds, 'stage': index, 'efficiency': layout_time's, 'wrt': {name: {'derivative': s per unit,
+    'elasticity': float}}}; the efficiencies are held at the configuration's (published: the tables read at its
+    b, s and degrees, their change with those not differentiated)."""
     t = E.layout_time(model, layout, training, gpu=gpu, overlap=overlap, efficiency=efficiency,
                       gpus_per_node=gpus_per_node, dispatcher=dispatcher, with_inputs=True)
     name = E.variant(training.schedule, overlap)
@@ -72,4 +74,4 @@ def time_sensitivity(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Tra
         val = float(point[x])
         T_ = t["parts"]["step"]
         out[w] = {"derivative": d, "elasticity": d * val / T_ if T_ else 0.0}
-    return {"step": t["parts"]["step"], "stage": t["stage"], "wrt": out}
+    return {"step": t["parts"]["step"], "stage": t["stage"], "efficiency": t["efficiency"], "wrt": out}

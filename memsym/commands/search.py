@@ -177,6 +177,7 @@ def _header(model, args, hbm, result) -> dict:
                    "rejected": dict(sorted(enum.rejected.items())), "considered": result.considered,
                    "fitting": result.fitting, "invalid_configurations": dict(sorted(result.invalid.items()))},
         "sort": args.sort, "attention": args.attention,
+        **({"time": _time_json(result)} if "step_time" in result.columns else {}),
         "schedule": {"name": result.schedule, "global_batch": result.global_batch, "microbatches": args.microbatches,
                      "vpp": args.vpp, "gpus_per_node": args.gpus_per_node or 8,
                      "view": "pipeline schedule: each configuration at its most-loaded device with its in-flight "
@@ -187,6 +188,15 @@ def _header(model, args, hbm, result) -> dict:
            if result.judged else {}),
         **common.defaults_used(args),
     }
+
+
+def _time_json(result) -> dict:
+    """The step-time model's assumptions the rows are timed and ranked by, named as ``estimate --time --json``
+    names them (efficiency: "published", the tables of config/efficiency.toml, or the one fraction of peak)."""
+    t = result.time
+    eff = t["efficiency"]
+    return {"gpu": t["gpu"].key, "efficiency": eff if eff == "published" else float(eff), "overlap": t["overlap"],
+            "dispatcher": t["dispatcher"], "nvlink_domain": t["gpus_per_node"]}
 
 
 def write_json(model, args, hbm, result, idx) -> None:

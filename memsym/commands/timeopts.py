@@ -24,6 +24,20 @@ def efficiency_text(eff) -> str:
     return "published (config/efficiency.toml)" if eff == "published" else f"{float(eff):g}"
 
 
+def measured_lines(gpu, precision: str) -> list:
+    """Under --efficiency published: whose measurements each kernel kind reads on ``gpu`` at ``precision``
+    (derivations/steptime/efficiency.py measured: the GPU and the source's first word), kinds sharing both joined;
+    folded at 100 columns, never inside a kind's name or a GPU's (source)."""
+    import textwrap  # lazy: text output only
+    from derivations.steptime.efficiency import measured
+    by = {}
+    for kind, t in measured(gpu, precision):
+        by.setdefault((t["gpu"].upper(), t["source"].split()[0].split("/")[-1]), []).append(kind.replace(" ", "\0"))
+    text = "; ".join(f"{', '.join(kinds)}: {g}'s\0({src})" for (g, src), kinds in by.items())
+    return [line.replace("\0", " ") for line in textwrap.wrap(f"published: {text}", 100, initial_indent="  ",
+                                                              subsequent_indent="    ", break_long_words=False)]
+
+
 def seconds(x: float) -> str:
     """Seconds with three significant figures at least (0.0123, 1.23, 12.3, 1,234)."""
     return f"{x:,.0f}" if x >= 1000 else f"{x:.3g}" if x >= 0.001 or x == 0 else f"{x:.1e}"
@@ -40,6 +54,7 @@ def time_lines(t: dict, gpu, attention: str = "eager") -> list:
     return ["", f"step time (derivations/steptime) on {gpu.name}: {gpu.rate(prec) / 1e12:,.1f} TFLOP/s {prec.upper()}",
             f"  x efficiency {efficiency_text(t['efficiency'])}; attention {t.get('attention') or attention}{att}; "
             f"overlap {t['overlap']}; dispatcher {t['dispatcher']}",
+            *(measured_lines(gpu, prec) if t["efficiency"] == "published" else []),
             f"  slowest stage {t['stage']}; NVLink domain of {t['nvlink_domain']} GPUs",
             f"  step        {seconds(p['step'])} s   ({t['microbatches']} micro-batch"
             f"{'es' if t['microbatches'] != 1 else ''} of {seconds(p['microbatch'])} s; "
@@ -53,7 +68,9 @@ def time_lines(t: dict, gpu, attention: str = "eager") -> list:
 def sensitivity_lines(s: dict) -> list:
     """``sensitivity --time``'s lines for :func:`derivations.steptime.sensitivity.time_sensitivity`'s result."""
     lines = ["", f"step time T = {seconds(s['step'])} s at the slowest stage ({s['stage']}); closed-form slopes of",
-             "the step-time model (derivations/steptime), the links and the stage's layers held:",
+             "the step-time model (derivations/steptime), the links, the stage's layers and the efficiency held",
+             "(published: the tables' values here; how they change with b, s, N_r, a degree is not in the slopes):"
+             if s["efficiency"] == "published" else f"({float(s['efficiency']):g} of peak):",
              f"  {'symbol':<8} {'dT/dx (s per unit)':>20} {'elasticity':>11}"]
     for name, d in s["wrt"].items():
         lines.append(f"  {name:<8} {d['derivative']:>20.6g} {d['elasticity']:>+11.4f}")

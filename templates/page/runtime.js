@@ -343,7 +343,7 @@ function validateSchedule(name, pp, m) {
   if (name === "dualpipe") {
     if (pp % 2) throw new ConfigError(`DualPipe needs an even number of pipeline stages, got PP=${pp}`, ["pp", "schedule"]);
     if (m !== null && (m % 2 || m < 2 * pp))
-      throw new ConfigError(`DualPipe needs an even number of micro-batches m >= 2 PP = ${2 * pp}, got --microbatches ${m}`, ["microbatches", "schedule"]);
+      throw new ConfigError(`DualPipe needs an even number of micro-batches m >= 2 PP = ${2 * pp}, got m = ${m} (--microbatches, or --global-batch / (DP mbs))`, ["microbatches", "schedule"]);
   }
 }
 function chunks(name, pp, index, m, vpp) {
@@ -565,7 +565,7 @@ function rankChunks(m, lay, t, comp) {
   }
   const mb = t.microbatches || 4 * pp;
   if (mb % pp)
-    throw new ConfigError(`--virtual-layers simulates Megatron's interleaved order, which runs micro-batches in groups of PP=${pp}: --microbatches must be a multiple of PP, got ${mb}`, f.concat(["microbatches"]));
+    throw new ConfigError(`--virtual-layers simulates Megatron's interleaved order, which runs micro-batches in groups of PP=${pp}: m must be a multiple of PP, got m = ${mb} (--microbatches, or --global-batch / (DP mbs))`, f.concat(["microbatches"]));
   return out;
 }
 /** schedules.distinct_states and backward_states: the chunks' in-flight micro-batches after each forward of rank
