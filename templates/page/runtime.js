@@ -312,7 +312,7 @@ function validateTraining(t) {
     throw new ConfigError("--microbatches needs a pipeline schedule (--schedule)", ["microbatches", "schedule"]);
   if (t.vpp !== null) {
     if (t.schedule !== "interleaved")
-      throw new ConfigError(`--vpp applies to --schedule interleaved only, got schedule ${t.schedule === null ? "None" : t.schedule}`, ["vpp", "schedule"]);
+      throw new ConfigError("--vpp applies to --schedule interleaved only, " + (t.schedule === null ? "add --schedule interleaved" : `got --schedule ${t.schedule}`), ["vpp", "schedule"]);
     if (t.vpp < 2) throw new ConfigError(`the interleaved schedule needs --vpp V >= 2, got ${t.vpp}`, ["vpp"]);
   }
   if (t.virtual_layers !== null && t.schedule !== "interleaved")
