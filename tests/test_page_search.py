@@ -145,6 +145,7 @@ def test_the_page_runs_the_generated_modules():
     from memsym.page import data, search
     printed = search.generate()["js"]
     folder = os.path.dirname(generated.__file__)
+    assert not os.path.exists(os.path.join(folder, "deepseek_search.py"))
     for module, wanted in (("deepseek", {"device"}), ("deepseek_time", {f"_step_{v}" for v in search.TIME_VARIANTS})):
         with open(os.path.join(folder, module + ".py"), encoding="utf-8") as f:
             tree = ast.parse(f.read())
