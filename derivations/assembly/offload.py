@@ -1,20 +1,16 @@
-"""Megatron-Core's fine-grained activation offloading (``--offload-activations MODULE,...``): the saved tensors of the
-named modules leave the device between their forward and their backward, except those of one layer.
-
-Read from Megatron-LM d98e8a64 (megatron/core/pipeline_parallel/fine_grained_activation_offload.py): each module's
-forward runs inside ``FineGrainedActivationOffloadingInterface``, whose ``saved_tensors_hooks`` put what autograd
-saves into the module's group, copied to pinned host memory by ``bulk_offload_group`` (the modules:
-:data:`MODULE_TENSORS`); tensors under ``min_offloaded_tensor_size`` (:data:`MIN_ELEMENTS`) and parameters stay; the
-last layer of micro-batch 0's last chunk keeps its groups (``post_warmup_callback``, ``should_bulk_offload``:
-:func:`resident`), the plateau after step 1 modelled; ``record_stream`` then the dropped reference leave the
-allocated count at once (c10/cuda/CUDACachingAllocator.cpp ``free``).  So ``act.offload`` = -(held layer
+"""Megatron-Core's fine-grained activation offloading (``--offload-activations MODULE,...``), read from Megatron-LM
+d98e8a64 megatron/core/pipeline_parallel/fine_grained_activation_offload.py: the ``saved_tensors_hooks`` of
+``FineGrainedActivationOffloadingInterface`` put what a named module saves (:data:`MODULE_TENSORS`) in its group,
+copied to pinned host memory by ``bulk_offload_group``; tensors under ``min_offloaded_tensor_size``
+(:data:`MIN_ELEMENTS`) and parameters stay, and so do the groups of micro-batch 0's last chunk's last layer
+(``post_warmup_callback``, ``should_bulk_offload``: :func:`resident`; the plateau after step 1).  ``record_stream`` then
+the dropped reference free at once (c10/cuda/CUDACachingAllocator.cpp ``free``), so ``act.offload`` = -(held layer
 micro-batches x each kind's offloaded bytes) + the resident layer's.
 
-**A step moment** (``step.offload.core_attn``, :func:`step_moment`): the backward of an offloaded layer's unfused core
-attention at its ``BmmBackward0``, the layers in flight each less its offloaded tensors, with (:func:`moment_parts`)
-the core_attn group's saves reloaded one device tensor per save (the softmax output twice, Transformer Engine
-``UnfusedDotProductAttention._forward``), q, k and v refilled by the mla_up_proj recompute, and bmm's gradients
-(the small groups reloaded beside it, tens of MiB, not counted)."""
+The step moment ``step.offload.core_attn`` (:func:`step_moment`, :func:`moment_parts`): an offloaded layer's unfused
+core attention backward at its ``BmmBackward0``, the core_attn group reloaded one tensor per save (the softmax output
+twice, Transformer Engine ``UnfusedDotProductAttention._forward``), q, k, v refilled by the mla_up_proj recompute, and
+bmm's gradients (the small groups reloaded beside it, tens of MiB, not counted)."""
 from __future__ import annotations
 
 from fractions import Fraction

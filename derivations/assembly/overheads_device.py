@@ -22,8 +22,7 @@ whose parts cite the library's size rule.
   over EP > 8 (internode) the RDMA buffer in NVSHMEM's heap (``Config.get_rdma_buffer_size_hint``).
 
 The CUDA context is taken from the GPU's total (derivations/config/gpus.py CONTEXT); ``C_ch`` channels (default 32,
-NVIDIA/nccl#1685); the NVLink domain is --nvlink-domain.
-"""
+NVIDIA/nccl#1685); the NVLink domain is --nvlink-domain."""
 from __future__ import annotations
 
 import math
