@@ -91,13 +91,10 @@ def read_text(path: str, option: str = "from-megatron", what: str = "a launch sc
     """The text of a launch file: a regular file of at most CONFIG_BYTES bytes of UTF-8, else a ConfigError."""
     try:
         st = os.stat(path)
-    except OSError as exc:
-        raise _err(path, f"cannot read the launch file: {exc.strerror or exc}", option) from None
-    if not stat.S_ISREG(st.st_mode):
-        raise _err(path, f"not a regular file ({what})", option)
-    if st.st_size > CONFIG_BYTES:
-        raise _err(path, f"{st.st_size} bytes; a launch file has at most {CONFIG_BYTES}", option)
-    try:
+        if not stat.S_ISREG(st.st_mode):
+            raise _err(path, f"not a regular file ({what})", option)
+        if st.st_size > CONFIG_BYTES:
+            raise _err(path, f"{st.st_size} bytes; a launch file has at most {CONFIG_BYTES}", option)
         # non-blocking, and checked again once open: a file swapped for a FIFO since the stat never blocks the read
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
         with os.fdopen(fd, "rb") as fh:
