@@ -241,12 +241,3 @@ SPECS = {"attn": attn_specs, "csa": csa_specs, "hca": hca_specs, "moe": moe_spec
 def specs(kind: str, flags):
     """The tensor list of ``kind`` (the interface every family's activations module offers)."""
     return SPECS[kind]()
-
-
-#: The operation whose backward keeps each tensor (by tensor key).
-KEPT_FOR = {
-    "attn_hc_streams": "hyper-connection collapse and residual mix (the layer's input streams)",
-    "ffn_hc_streams": "hyper-connection collapse and residual mix (the mid-layer streams)",
-    "kv": "Q K^T and P V (the shared key-value head)", "softmax": "softmax backward (its FP32 output)",
-    "probs": "P V (the probabilities)", "routed": "the routed experts' matrix products and SwiGLU",
-}
