@@ -14,12 +14,14 @@ bmm's gradients (the small groups reloaded beside it, tens of MiB, not counted).
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 from typing import Dict, Mapping, Tuple
 
 from derivations import evaluate as ev
 from derivations.config import ConfigError, Training
 from derivations.activations.view import View
 from derivations.assembly import step_names
+from symbolic import tomlfile
 
 SOURCE = ("Megatron-LM d98e8a64 megatron/core/pipeline_parallel/fine_grained_activation_offload.py "
           "(ChunkOffloadHandler.bulk_offload_group, tensor_need_offloading_checker, should_bulk_offload; "
@@ -27,23 +29,10 @@ SOURCE = ("Megatron-LM d98e8a64 megatron/core/pipeline_parallel/fine_grained_act
 #: transformer_config.py ``min_offloaded_tensor_size``: a smaller saved tensor stays on the device.
 MIN_ELEMENTS = 1024 * 1024
 
-#: {module: ((kind, tensor key of the kind's list, element size: a bytes symbol's name or a number), ...)}: the
-#: saved tensors each module's group encloses, as memsym's tensor lists name them (derivations/families/deepseek/
-#: activations.py); only those the view keeps count.  memsym's ``latent`` is c_Q and c_KV in one row (Megatron saves
-#: two tensors): the threshold is applied to the row.
-MODULE_TENSORS: Dict[str, Tuple[Tuple[str, str, object], ...]] = {
-    "attn_norm": (("mla", "norm_in", "B_a"), ("mla", "norm_rsigma", 4)),
-    "qkv_linear": (("mla", "down_in", "B_a"), ("mla", "latent", "B_a"), ("mla", "latent_rsigma", 4),
-                   ("mla", "latent_norm", "B_a"), ("mla", "rope_layer", "B_a")),
-    "core_attn": (("mla", "q", "B_a"), ("mla", "k", "B_a"), ("mla", "v", "B_a"), ("mla", "softmax", "B_a"),
-                  ("mla", "causal_mask", 1), ("mla", "score_mask", 1), ("mla", "score_dropout", "B_a"),
-                  ("mla", "softmax_stats", 4)),
-    "attn_proj": (("mla", "attn_out", "B_a"),),
-    "mlp_norm": (("moe", "norm_in", "B_a"), ("moe", "norm_rsigma", 4), ("dense", "norm_in", "B_a"),
-                 ("dense", "norm_rsigma", 4)),
-    "expert_fc1": (("moe", "routed.x", "B_a"),),
-    "moe_act": (("moe", "routed.swiglu_in", "B_a"), ("moe", "routed.probs_perm", 4)),
-}
+with tomlfile.package_data(Path(__file__).with_name("offload.toml")) as _DATA:
+    #: {module: ((kind, tensor key, element size), ...)}: the saved tensors each module's group encloses (offload.toml)
+    MODULE_TENSORS: Dict[str, Tuple[Tuple[str, str, object], ...]] = {
+        m: tuple(map(tuple, rows)) for m, rows in _DATA["module_tensors"].items()}
 
 
 def term_id(training: Training) -> str:
