@@ -119,11 +119,9 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
     put("dp", world // size, f"{world_src} / (TP {tp} x PP {pp} x CP {cp}) ({ARGS} validate_args: data_parallel_size)")
     if launch.per_node and "gpus_per_node" in known:  # places the rings and PP peers (--memory device, --time)
         put("gpus_per_node", launch.per_node, f"torchrun --nproc-per-node {launch.per_node}: the GPUs of a node")
-    put("tp", tp, tp_src)
-    put("pp", pp, pp_src)
-    put("ep", ep, ep_src)
-    put("etp", etp, etp_src)
-    put("cp", cp, cp_src)
+    for dest, val, src in (("tp", tp, tp_src), ("pp", pp, pp_src), ("ep", ep, ep_src), ("etp", etp, etp_src),
+                           ("cp", cp, cp_src)):
+        put(dest, val, src)
     sp_on = a.has("--sequence-parallel")
     put("sp", tp if sp_on and tp > 1 else 1,
         ("--sequence-parallel: SP = TP" if sp_on else f"no --sequence-parallel ({MPC} sequence_parallel False)")
