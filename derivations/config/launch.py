@@ -7,8 +7,7 @@
   from them (no environment read, no command substitution run; an unset variable is an error only where a flag
   that matters reads it).  The torchrun words give the world size.
 * A **model_config.yaml** (Megatron-LM tests/functional_tests/test_cases): ``MODEL_ARGS`` maps ``--flag`` to its
-  value (``true``: given; ``false``: not), ``ENV_VARS`` kept; read with PyYAML's safe loader, aliases refused.
-"""
+  value (``true``: given; ``false``: not), ``ENV_VARS`` kept; read with PyYAML's safe loader, aliases refused."""
 from __future__ import annotations
 
 import os

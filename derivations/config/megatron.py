@@ -1,12 +1,10 @@
 """Megatron-LM's arguments (a launch read by :mod:`derivations.config.launch`) as memsym's options: the model built
 as Megatron builds it (a DeepSeek-family config.json) and every memory-relevant flag mapped onto an option of
-``memsym estimate`` with where it came from (what ``--explain`` prints).  Sources, NVIDIA/Megatron-LM at
+``memsym estimate`` with where it came from (what ``--explain`` prints); any other flag is ignored (:data:`IGNORED`)
+or named in the not-modelled warning (:attr:`Resolution.unmodelled`).  Sources, NVIDIA/Megatron-LM at
 d98e8a64ddf34856e74b24714e3bedb2f5a39553: ARGS megatron/training/arguments.py, TC
 megatron/core/transformer/transformer_config.py, MPC megatron/core/model_parallel_config.py, TOK
-megatron/core/tokenizers/utils/build_tokenizer.py, LAY megatron/core/transformer/pipeline_parallel_layer_layout.py.
-
-A flag is mapped, ignored (:data:`IGNORED`) or named in the not-modelled warning (:attr:`Resolution.unmodelled`).
-"""
+megatron/core/tokenizers/utils/build_tokenizer.py, LAY megatron/core/transformer/pipeline_parallel_layer_layout.py."""
 from __future__ import annotations
 
 import math
