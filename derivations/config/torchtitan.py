@@ -39,6 +39,8 @@ with tomlfile.package_data(Path(__file__).with_name("torchtitan_keys.toml")) as 
     FIELDS: Dict[str, Tuple[str, ...]] = {k: tuple(v.split()) for k, v in _KEYS["fields"].items()}
     #: JobConfig's default of each key memsym reads (job_config.py)
     DEFAULTS: Dict[str, object] = dict(_KEYS["defaults"])
+    #: a flavor's config.json fields: the flavor's arg, or {value, origin} of torchtitan's fixed choice
+    MODEL_FIELDS: Dict[str, object] = dict(_KEYS["model_fields"])
 _DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
 
 
@@ -168,17 +170,8 @@ def _model(k: _Keys, r: Resolution, put) -> bool:
     if flavor not in FLAVORS:
         raise err(k.path, f"model.flavor = {flavor!r}: deepseek_v3's flavors are {', '.join(FLAVORS)} ({DS})")
     a = FLAVORS[flavor]
-    fields = {"model_type": "deepseek_v3", "hidden_size": a["dim"], "intermediate_size": a["inter_dim"],
-              "moe_intermediate_size": a["moe_inter_dim"], "num_hidden_layers": a["n_layers"],
-              "first_k_dense_replace": a["n_dense_layers"], "moe_layer_freq": 1,
-              "num_attention_heads": a["n_heads"], "num_key_value_heads": a["n_heads"],
-              "q_lora_rank": a["q_lora_rank"] or None, "kv_lora_rank": a["kv_lora_rank"],
-              "qk_nope_head_dim": a["qk_nope_head_dim"], "qk_rope_head_dim": a["qk_rope_head_dim"],
-              "v_head_dim": a["v_head_dim"], "n_routed_experts": a["num_experts"],
-              "n_shared_experts": a["num_shared_experts"], "num_experts_per_tok": a["top_k"],
-              "scoring_func": a["score_func"], "norm_topk_prob": a["route_norm"], "topk_method": "greedy",
-              "n_group": a["n_expert_groups"], "topk_group": a["n_limited_groups"], "num_nextn_predict_layers": 0,
-              "tie_word_embeddings": False, "vocab_size": a["vocab_size"]}
+    fields = {f: x["value"] if isinstance(x, dict) else a[x] for f, x in MODEL_FIELDS.items()}
+    fields["q_lora_rank"] = fields["q_lora_rank"] or None  # 0: no query compression
     src = f"{n_src}, {f_src}: {DS}[{flavor!r}]"
     for preset in PRESET_NAMES:
         p = read_json(preset_path(preset))
@@ -188,12 +181,9 @@ def _model(k: _Keys, r: Resolution, put) -> bool:
             break
     else:
         r.model = fields
-        r.model_origin = {f: src for f in fields}
-        r.model_origin.update({"first_k_dense_replace": f"{src} n_dense_layers", "moe_layer_freq":
-                               "model.py: every layer from n_dense_layers on is MoE", "tie_word_embeddings":
-                               "model.py: a separate output Linear", "num_nextn_predict_layers": "no MTP module",
-                               "q_lora_rank": f"{src} q_lora_rank {a['q_lora_rank']} (0: none)",
-                               "topk_method": "moe.py: greedy top-k; expert_bias is a buffer, not a parameter"})
+        r.model_origin = {f: x.get("origin", src) if isinstance(x, dict) else src for f, x in MODEL_FIELDS.items()}
+        r.model_origin.update({"first_k_dense_replace": f"{src} n_dense_layers",
+                               "q_lora_rank": f"{src} q_lora_rank {a['q_lora_rank']} (0: none)"})
     r.notes.append("torchtitan's MoE keeps expert_bias and tokens_per_expert buffers (moe.py: num_experts FP32 each "
                    "per MoE layer): not counted")
     put("attention", "flash", f"{src} use_flex_attn {a['use_flex_attn']} (FlexAttention or SDPA: fused, no s^2 "
