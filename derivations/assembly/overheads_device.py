@@ -195,10 +195,9 @@ def pp_peers(stride: int, pp: int, stage: int, domain: int, wrap: bool) -> Tuple
 def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsize: int = BUFFSIZE,
             channels: int = CHANNELS, domain: int = 8, stage: int = 0, wrap: bool = False) -> List[Buffer]:
     """The device's buffers outside the allocator under ``layout`` on NVLink domains of ``domain`` GPUs: a ring
-    communicator per group of more than one rank (DP x CP, TP, ETP, expert DP under EP > 1), CP's and PP's
-    send/receive to the
-    neighbours (PP's of ``stage``, :func:`pp_peers`; ``wrap``: the interleaved schedule's), EP's all-to-all (or DeepEP's
-    buffer), each connection inside the domain by P2P, across it by NET."""
+    communicator per group of more than one rank (DP x CP, TP, ETP, expert DP under EP > 1), CP's and PP's send/receive
+    to the neighbours (PP's of ``stage``, :func:`pp_peers`; ``wrap``: the interleaved schedule's), EP's all-to-all (or
+    DeepEP's buffer), each connection inside the domain by P2P, across it by NET."""
     ring, peer, deepep, rdma, _, ring_net, p2p_net = terms()
     v = {"B_nccl": buffsize, "C_ch": 1}
     per_ring, per_net, per_peer = _value(ring, v), _value(ring_net, v), _value(peer, v)
