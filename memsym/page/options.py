@@ -100,8 +100,9 @@ def checks_js() -> str:
     and the layout's, the training's and the schedule's validation; what the page has its own of is named here."""
     config = DEEPSEEK.module("config")
     p = Printed({errors.ConfigError: "py.error", argparse.ArgumentTypeError: "py.argerror", Fraction: "py.Fraction",
-                 dataclasses.replace: "py.replace", jsonfile.type_name: "typeName", covered: "FAMILIES.covered",
-                 resolve._family_of: "FAMILIES.family_of", shape.of_model: "((model) => model.family)",
+                 dataclasses.replace: "py.replace", itertools.accumulate: "py.accumulate", covered: "FAMILIES.covered",
+                 jsonfile.type_name: "typeName", resolve._family_of: "FAMILIES.family_of",
+                 shape.of_model: "((model) => model.family)",
                  shape.family: "FAMILIES.find", shape.inert: "((f) => Object.values(DATA.families[f].inert))",
                  **{getattr(_families, k): f"FAMILIES.{k}" for k in ("wrapper", "for_model_type", "model_types",
                                                                        "get", "find")}})

@@ -133,6 +133,11 @@ const py = {
     return typeof x === "string" ? out.join("") : out;
   },
   divmod: (a, b) => [py.floordiv(a, b), py.mod(a, b)],
+  accumulate(xs) {  // itertools.accumulate: the running sums
+    const out = [];
+    for (const x of py.iter(xs)) out.push(out.length ? py.add(out[out.length - 1], x) : x);
+    return out;
+  },
   replace: (x, kw) => Object.assign(Object.create(Object.getPrototypeOf(x)), x, Object.fromEntries(kw)),
   zip: (...xs) => py.iter(xs[0]).slice(0, Math.min(...xs.map(py.len))).map((_, i) => xs.map((x) => py.iter(x)[i])),
   enumerate: (xs) => py.iter(xs).map((x, i) => [i, x]),
