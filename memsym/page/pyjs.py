@@ -1,6 +1,6 @@
-"""The generated modules (derivations/generated/*.py) read with :mod:`ast` and written as JavaScript statement for
-statement, in the Python's order of operations: exact over the page's BigInt rationals ``Q``, else over floats as
-numpy computes; any construct the printers do not write is an error."""
+"""Python read with :mod:`ast` and written as JavaScript statement for statement: the generated modules
+(derivations/generated/*.py) exact over the page's BigInt rationals ``Q`` or over floats as numpy computes, and the
+command line's readers and checks (:class:`Printed`) over Python's values; a construct not printed is an error."""
 from __future__ import annotations
 
 import ast
@@ -374,8 +374,8 @@ class _Function:
                     raise ValueError(f"pyjs: {self.where(n)}: a format spec is not printed")
             return "(" + " + ".join(parts or ['""']) + ")"
         if isinstance(n, ast.Attribute):
-            known = self.root(n) is not None
-            return self.p.resolve(self.value_of(n), self.root(n)) if known else f"{e(n.value)}.{n.attr}"
+            where, value = self.static(n)
+            return f"{e(n.value)}.{n.attr}" if where is None else self.p.resolve(value, where)
         if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Slice) and n.slice.step is None:
             lo, hi = (e(x) if x is not None else "null" for x in (n.slice.lower, n.slice.upper))
             return f"py.slice({e(n.value)}, {lo}, {hi})"
@@ -447,34 +447,26 @@ class _Function:
             raise ValueError(f"pyjs: {self.where(n)}: the name {n.id} is not printed")
         return self.p.resolve(self.globals[n.id], f"{self.module}.{n.id}")
 
-    def root(self, n):
-        """The name of a module-level attribute chain (``FAMILY.dimensions``, ``families.wrapper``: resolved at
-        generation), or None when its root is a local."""
+    def static(self, n):
+        """(name, Python value) of a module-level attribute chain (``FAMILY.dimensions``, ``families.wrapper``:
+        resolved at generation), or (None, None) when its root is a local."""
         chain = []
         while isinstance(n, ast.Attribute):
             chain.insert(0, n.attr)
             n = n.value
         if not isinstance(n, ast.Name) or n.id in self.locals or n.id not in self.globals:
-            return None
-        return ".".join([self.module, n.id, *chain])
-
-    def value_of(self, n):
-        """The Python value of a module-level attribute chain, or None."""
-        chain = []
-        while isinstance(n, ast.Attribute):
-            chain.insert(0, n.attr)
-            n = n.value
-        value = self.globals[n.id] if self.root(n) else None
+            return None, None
+        value = self.globals[n.id]
         for attr in chain:
             value = getattr(value, attr, None)
-        return value
+        return ".".join([self.module, n.id, *chain]), value
 
     def call(self, n) -> str:
         e, f = self.expr, n.func
         args = [e(a) for a in n.args]
         if isinstance(f, ast.Name) and f.id in _BUILTINS and f.id not in self.globals and f.id not in self.locals:
             return f"py.{f.id}({', '.join(args)})"
-        if isinstance(f, ast.Attribute) and not self.p.known(self.value_of(f)):
+        if isinstance(f, ast.Attribute) and not self.p.known(self.static(f)[1]):
             obj = e(f.value)
             if f.attr in self.p.signatures:  # a method of a printed class
                 return f"{obj}.{f.attr}({', '.join(self.keywords(f.attr, args, n.keywords))})"
