@@ -65,6 +65,9 @@ H_S = B_a * t * nt.h_E * nt.N_s
 #: what transformers' shared experts save (B_a t h + 4 B_a t h_E N_s); they run last, their backward first.  In FP32
 #: their input is also the router's saved input (``hidden_states.type(torch.float32)`` returns it): not released
 SHARED = NOT_FP32 * B_a * t * h + 4 * H_S
+#: transformers' last MoE layer rebuilt by full recomputation: its saves without recomputation, less (in FP32, where
+#: its input norm saves its input itself) the checkpoint's input, counted in A
+REBUILT = M_A0 + M_E0 - IS_FP32 * B_a * t * h
 #: c_E of STEP.md: what one of transformers' loop experts saves per token copy
 C_E = 3 * B_a * h + 4 * B_a * nt.h_E + 20
 #: released once a MoE layer's backward visited two loop experts (n_a, n_b token copies): their saves but the
@@ -185,7 +188,7 @@ def _transformers(policy: str) -> Dict[str, Term]:
     if policy == "partial":  # the layers' moments are measured without recomputation and under full recomputation
         return out
     full = policy == "full"
-    rebuilt = (M_A0 + M_E0) * int(full)  # the last MoE layer rebuilt: its saves without recomputation
+    rebuilt = REBUILT * int(full)
     # the last MoE layer's shared experts, the last module of its forward: the first of its backward
     out["shared"] = _term("the shared experts' backward of the last MoE layer (MulBackward0 of act(gate) * up)",
                           STEP + " (transformers: the shared experts' backward)", start + [
@@ -253,7 +256,7 @@ def _loop_parts():
                       "(their input B_a t h and four B_a t h_E N_s: their backward ran first) and the two visited "
                       "experts' saves (c_E per token copy), but the second's int64 token indices (torch.where: 16 "
                       "per token copy, held by its IndexBackward0)",
-             M_A0 + M_E0 - SHARED + VISITED, STEP),
+             REBUILT - SHARED + VISITED, STEP),
             ("select", "SelectBackward0's zero gradient of the whole gate_up_proj (B_a N 2 h_E h: the device's N / EP "
                        "experts, h_E / ETP wide), made for the second expert the backward visits while the first's is "
                        "the parameter's .grad",
