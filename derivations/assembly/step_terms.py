@@ -88,12 +88,12 @@ ROPE_HF = (1 - nt.SYMBOLS["u_v2"]) * 2 * B_a * s_loc * d_r + nt.SYMBOLS["u_v2"] 
 
 
 #: S_hf, S_mc of STEP.md: what transformers' and Megatron-Core's layer saved up to its scores (in FP32 an RMSNorm's
-#: FP32 "copy" is its input: DeepSeek-V2's kv norm's, a view of kv_a_proj_with_mqa's output, holds its 4 t d_r RoPE
-#: part too; Megatron-Core's input norm's is the layer's input, 4 t h fewer); each RMSNorm's FP32 rsqrt (4 t): the
-#: input's, kv's and, with a query LoRA (d_cq > 0; Min(1, d_cq) of a positive symbol would be 1), q's
+#: FP32 "copy" is its input: the kv norm's, a view of kv_a_proj_with_mqa's output, holds its 4 t d_r RoPE part too;
+#: Megatron-Core's input norm's is the layer's input, 4 t h fewer); each RMSNorm's FP32 rsqrt (4 t): the input's,
+#: kv's and, with a query LoRA (d_cq > 0; Min(1, d_cq) of a positive symbol would be 1), q's
 RSQRT = 4 * t * (2 + sp.Min(1, _S("d_cq")))
 LEFT_HF = ((4 + 2 * B_a) * t * (h + nt.d_cq + nt.d_c) + RSQRT + 2 * B_a * t * (n_h / TP) * d_qk + 4 * P
-           + IS_FP32 * 4 * t * nt.SYMBOLS["u_v2"] * d_r)
+           + IS_FP32 * 4 * t * d_r)
 LEFT_MC = ((8 + B_a) * t * (h + nt.d_cq + nt.d_c) + RSQRT + 4 * B_a * s_loc * d_r + 2 * B_a * t * (n_h / TP) * d_qk
            - IS_FP32 * 4 * t * h)
 #: Megatron-Core in FP32: the embedding's output, the first layer's norm's saved input, held until the first layer's
