@@ -317,27 +317,10 @@ def model_from_args(args) -> cfg.ModelSpec:
     return R.model_of(vars(args))
 
 
-def layout_from_args(args) -> cfg.Layout:
-    return R.layout_of(vars(args))
-
-
-def training_from_args(args) -> cfg.Training:
-    """The Training of the typed options (and, with --global-batch, m = G / (DP mbs) micro-batches)."""
-    return R.training_with_batch(vars(args), explicit(args))
-
-
-def stage_from_args(args):
-    """The --stage typed, or None to let the estimate choose (stage 1; the most-loaded stage with a schedule)."""
-    return R.stage_of(vars(args), explicit(args))
-
-
-def recipe_assumptions(args):
-    """The assumptions of the chosen --recipe that still hold (an option typed beside it drops its own)."""
-    return list(R.recipe_assumptions(vars(args), explicit(args)))
-
-
 def configuration(args) -> "R.Configuration":
-    """What the parsed options stand for (derivations/config/resolve.py: resolve)."""
+    """What the parsed options stand for (derivations/config/resolve.py: resolve): model, layout, training (with
+    --global-batch, m = G / (DP mbs) micro-batches), the --stage typed (None: the estimate chooses) and the --recipe's
+    assumptions that still hold."""
     return R.resolve(vars(args), explicit(args))
 
 

@@ -37,7 +37,7 @@ def run(args) -> int:
         return rc
     out, lines = _estimate(args)
     if not args.tensors:  # (after the work: a refused configuration is one error line)
-        _warn_framework(args, common.layout_from_args(args), common.training_from_args(args))
+        _warn_framework(args, common.configuration(args))
     if args.json:
         common.print_json(out)
         return 0
@@ -54,11 +54,10 @@ def data(args) -> dict:
 
 def _estimate(args):
     """(what ``--json`` prints, the text's lines) of an estimate command line."""
-    model = common.model_from_args(args)
-    layout, training = common.layout_from_args(args), common.training_from_args(args)
+    c = common.configuration(args)
+    model, layout, training, notes = c.model, c.layout, c.training, list(c.assumptions)
     if args.tensors:
-        return _tensors(args, model, layout, training)
-    notes = common.recipe_assumptions(args)
+        return _tensors(c)
     device = RECIPES[args.recipe].device if getattr(args, "recipe", None) else None  # (name, bytes) of its GPU
     if args.all_stages:
         every, worst = estimate_all(model, layout, training, notes)
@@ -70,7 +69,7 @@ def _estimate(args):
                **common.defaults_used(args)}
         text = [render_all(every, worst, device, timed)] + common.memory_lines(memory, worst)
         return out, text + _time_lines(timed, training)
-    est = estimate(model, layout, training, common.stage_from_args(args), notes)
+    est = estimate(model, layout, training, c.stage, notes)
     verdict = None if args.memory else _verdict(args, model, layout, training)  # --memory: its kind is judged
     timed = _time(args, model, layout, training)
     memory = common.memory_json(args, est)
@@ -118,12 +117,12 @@ def _time_notes(args, verdict, memory) -> list:
     return notes + [f"  this layout does not fit {why}: the time is of a job that would not run"]
 
 
-def _warn_framework(args, layout, training) -> None:
+def _warn_framework(args, c) -> None:
     """One warning line when the framework does not run this ZeRO stage, PP or schedule (config/frameworks.py)."""
     if getattr(args, "framework", None) is None and (args.from_megatron or args.from_torchtitan):
         return  # a launch file is what its framework ran (Megatron-FSDP's ZeRO 2 is Megatron's conventions too)
     fw = framework(getattr(args, "framework", None), getattr(args, "conventions", None))
-    why = fw and fw.refusal(training.zero, layout.pp, training.schedule)
+    why = fw and fw.refusal(c.training.zero, c.layout.pp, c.training.schedule)
     if why:
         print(f"memsym: warning: {why}", file=sys.stderr)
 
@@ -154,13 +153,14 @@ def _verdict_lines(v) -> list:
     return lines
 
 
-def _tensors(args, model, layout, training):
+def _tensors(c):
     """(what ``estimate --tensors --json`` prints, its text's lines): one MoE layer's saved tensors."""
     import sympy as sp
     from derivations.assembly.conventions import SAVINGS, indicators, tensor_rows
     from derivations.notation import REGISTRY
     from symbolic.render import expr_latex
-    est = estimate(model, layout, training, common.stage_from_args(args))
+    model, layout, training = c.model, c.layout, c.training
+    est = estimate(model, layout, training, c.stage)
     rows, saving = tensor_rows(model, layout, training, est.stage.index)
     total = sum(r.bytes for r in rows)
     assert total == est.bytes["activations_per_layer"], "the tensors do not add up to the layer's term"

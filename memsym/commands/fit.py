@@ -66,8 +66,7 @@ def _memory_answer(args, model, layout, training, hbm, res, upper) -> dict:
 def _solve_all(args):
     """(model, layout, training, hbm, result, {overheads end: answer}) of a fit command line: every end of the Sec. 6
     ranges is solved, so a user sees how much the (unspecified) overheads decide the answer."""
-    model = common.model_from_args(args)
-    layout = common.layout_from_args(args)
+    model, layout = common.model_from_args(args), R.layout_of(vars(args))
     training = R.training_of(vars(args), common.explicit(args))  # without --global-batch: fit applies it per b
     hbm, _ = common.budget_from_args(args, required=True)
     gb = args.global_batch

@@ -47,7 +47,7 @@ def run(args) -> int:
         from symbolic.files import check_out_dir
         check_out_dir(args.out)
     from ..report import Context
-    ctx = Context.create(args.model, common.layout_from_args(args), common.training_from_args(args),
-                         common.stage_from_args(args))
+    c = common.configuration(args)
+    ctx = Context.create(args.model, c.layout, c.training, c.stage)
     common.print_defaults(args, sys.stderr, "memsym report: ")  # a progress line (stdout lists the files written)
     return write(ctx, args.out, args.formats)
