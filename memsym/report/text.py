@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from symbolic.notation import latex_names
+
 _SCRIPT = re.compile(r"([_^])([A-Za-z0-9])(?![A-Za-z0-9{])")
 
 
@@ -14,7 +16,6 @@ def braced(name: str) -> str:
 
 def report_names() -> dict:
     """``symbol_names`` for the report: the registry's paper LaTeX, braced (see :func:`braced`)."""
-    from symbolic.notation import latex_names
     return {k: braced(v) for k, v in latex_names().items()}
 
 
