@@ -21,6 +21,7 @@ from symbolic import tomlfile
 from symbolic.exact import exact_text
 from symbolic.numeric import exact
 
+from ..lines import one_line
 from .blocks import A, C, G, I, M, T, Table
 from .equations import breakable_latex, refs
 from .text import braced
@@ -231,8 +232,7 @@ def table_traces(ctx) -> Table:
 def shown_path(path: str) -> str:
     """A path as text: bytes that are not UTF-8 (kept by Python as surrogates) shown as ``\\xff``, control and
     bidirectional-format characters as their codes (``\\x1b``, ``\\u202e``: a terminal or a page would obey them)."""
-    text = str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return text if text.isprintable() else "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+    return one_line(str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
 
 
 def setting(ctx) -> Tuple[Tuple[str, str], ...]:

@@ -6,6 +6,8 @@ import unicodedata
 
 from symbolic.notation import latex_names
 
+from ..lines import one_line as printable
+
 _SCRIPT = re.compile(r"([_^])([A-Za-z0-9])(?![A-Za-z0-9{])")
 
 
@@ -51,9 +53,7 @@ def tex_escape(text) -> str:
 
 def _escape(text: str) -> str:
     # a control character (C0, DEL, C1: a path may hold one) stops pdflatex: shown as its code, \x7f
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
-    out = _TEX_RE.sub(lambda m: _TEX_SPECIAL[m.group(0)], text)
+    out = _TEX_RE.sub(lambda m: _TEX_SPECIAL[m.group(0)], printable(text))
     out = _DASHES.sub("-{}", out)   # "--conventions" stays two hyphens, not an en dash
     if out.isascii():
         return out
