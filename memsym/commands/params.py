@@ -2,7 +2,11 @@
 checkpoints also the activated parameters per token, the MTP modules and the files' tensor elements by dtype."""
 from __future__ import annotations
 
+from derivations import families
+from derivations.analyses.counts import summary
+from derivations.assembly.explain import stage_content
 from symbolic.exact import fmt_gib, fmt_int
+
 from . import common
 
 
@@ -12,14 +16,10 @@ def add_parser(sub):
 
 def data(args) -> dict:
     """What ``params --json`` prints."""
-    from derivations.analyses.counts import summary
     return summary(common.model_from_args(args), args.pp, args.layers_per_stage, args.accounting, args.mtp)[0]
 
 
 def run(args) -> int:
-    from derivations.analyses.counts import summary
-    from derivations import families
-    from derivations.assembly.explain import stage_content
     model = common.model_from_args(args)
     data, rows = summary(model, args.pp, args.layers_per_stage, args.accounting, args.mtp)
     args.pp = data["pp"]

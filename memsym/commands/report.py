@@ -4,12 +4,15 @@ from __future__ import annotations
 import sys
 import time
 
+from symbolic.files import check_out_dir
+
 from ..lines import one_line
+from ..report.extras import require_report
+from ..report.formats import FORMATS, parse_formats
 from . import common
 
 
 def add_parser(sub):
-    from ..report.formats import FORMATS, parse_formats
     common.build(sub, "report", run, FORMATS=FORMATS, format_list=",".join(FORMATS),
                  formats=common.checked_by(parse_formats))
 
@@ -40,11 +43,8 @@ def write(ctx, out, formats, stream=None) -> int:
 
 
 def run(args) -> int:
-    from ..report.extras import require_report
-    from ..report.formats import FORMATS
     require_report(args.formats, typed=args.formats != FORMATS)  # a missing extra fails before any work
     if args.out is not None:
-        from symbolic.files import check_out_dir
         check_out_dir(args.out)
     from ..report import Context
     c = common.configuration(args)
