@@ -195,8 +195,7 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
         f"  binding stage {st.index} ({st.label}), the most constrained of {len(res['stages'])} distinct stage"
         f"{'s' * (len(res['stages']) != 1)}:",
     ]
-    for k, (f, v) in root.coefficients.items():
-        lines.append(f"    {k:<4}= {form(f)} = {fmt_int(v)}")
+    lines += [f"    {k:<4}= {form(f)} = {fmt_int(v)}" for k, (f, v) in root.coefficients.items()]
     lines.append(f"  at the layout: {var}* = {form(root.at_layout)}")
     if root.root is not None:
         lines.append(f"               = {form(root.root)} = {float(root.root):,.4f}")

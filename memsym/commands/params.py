@@ -88,8 +88,7 @@ def render_mtp(model, m, total) -> str:
                 f"total with MTP = total")
     lines = [f"MTP modules (D={m['modules']}; not counted by the paper; embedding and head shared with the main "
              f"model, not counted again; {m['term']})"]
-    for k, v in m["per_module"].items():
-        lines.append(f"  {'per module: ' + MTP_LABELS.get(k, k):<54}{fmt_int(v):>20}")
+    lines += [f"  {'per module: ' + MTP_LABELS.get(k, k):<54}{fmt_int(v):>20}" for k, v in m["per_module"].items()]
     lines.append(f"  {'MTP modules, unique weights':<54}{fmt_int(m['params']):>20}  {fmt_b(m['params'])}")
     lines.append(f"  {'main model + MTP':<54}{fmt_int(total + m['params']):>20}  {fmt_b(total + m['params'])}")
     lines.append(f"  {'MTP activated per token (no embedding, no head)':<54}{fmt_int(m['activated']):>20}"

@@ -150,9 +150,9 @@ def render(results, verbose=False) -> str:
     dropped = sorted({d for r in results for d in r["conventions"]["dropped"]})
     if notes or dropped:
         lines += ["", "conventions:"] + [f"  - {n}" for n in notes + dropped]
-    for r in (r for r in results if r["kind"] in ("oom", "fits")):
-        lines.append(f"  {r['kind']} {r['id']}: {r['judged']} {fmt_gib(r['predicted_bytes'])} GiB against a capacity "
-                     f"of {fmt_gib(r['capacity_bytes'])} GiB: {'exceeds' if r['exceeds'] else 'does not exceed'}")
+    lines += [f"  {r['kind']} {r['id']}: {r['judged']} {fmt_gib(r['predicted_bytes'])} GiB against a capacity of "
+              f"{fmt_gib(r['capacity_bytes'])} GiB: {'exceeds' if r['exceeds'] else 'does not exceed'}"
+              for r in results if r["kind"] in ("oom", "fits")]
     if verbose:
         for r in results:
             s = r["source"]
