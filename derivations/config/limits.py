@@ -67,7 +67,6 @@ OPTIONS: Dict[str, Limit] = _TABLES["options"]
 #: config.json fields (Hugging Face names; limits.toml [fields]).
 FIELDS: Dict[str, Limit] = _TABLES["fields"]
 GPUS = OPTIONS["gpus"].high  # the largest training clusters are ~10^5 GPUs
-DIM = FIELDS["hidden_size"].high  # the largest hidden or intermediate sizes are ~2^15, vocabularies ~2^18
 LAYERS = FIELDS["num_hidden_layers"].high  # the deepest released models have ~10^2 layers
 
 #: Entries of a list option (a search evaluates every combination of its lists).

@@ -310,7 +310,7 @@ def generate(models=(), progress=None) -> Dict:
     say("schedules, overheads, options")
     over = overheads(pool)
     opts = options()
-    say("the layout search's kernels and step-time model")
+    say("the layout search's step-time model")
     searched = search.generate()
     given = {argument: model_data(spec) for argument, spec in models}
     # DeepSeek's presets read by the command line's reader, as `memsym estimate --model NAME` reads them; on a page of
@@ -327,14 +327,15 @@ def generate(models=(), progress=None) -> Dict:
 
 
 def assembly_js(fams) -> str:
-    """``const ASSEMBLY = {family: {inflight, device, ...}}``: each family's generated module (derivations/generated/
-    <family>.py, else generate.python_module) in exact JavaScript (:mod:`memsym.page.pyjs`)."""
+    """``FNS`` (``FNS_OF`` over the page's exact rationals ``Q``; the search's over floats) and ``const ASSEMBLY =
+    {family: {inflight, device, ...}}``: each family's generated module (derivations/generated/<family>.py, else
+    generate.python_module) in exact JavaScript (:mod:`memsym.page.pyjs`)."""
     out = []
     for fam in fams:
         path = Path(generated.__file__).parent / f"{fam.name}.py"
         source = path.read_text(encoding="utf-8") if path.exists() else python_module(fam)
         out.append(f"{json.dumps(fam.name)}: {module_js(source, lambda name: True, ['inflight', 'device', 'DEVICE'])}")
-    return "const ASSEMBLY = {\n" + ",\n".join(out) + "\n};"
+    return "const FNS = FNS_OF(Q);\nconst ASSEMBLY = {\n" + ",\n".join(out) + "\n};"
 
 
 #: The released models' configs after DeepSeek-V3 (paper/models/), offered beside DeepSeek's presets: every family.
