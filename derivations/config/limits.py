@@ -1,6 +1,6 @@
 """The domain of every number memsym accepts, as data: each bound the largest value a real model or cluster uses,
 with a wide margin, so that every accepted input is computed within seconds and under 1 GiB, within a float64 and a
-printed column.  Checked before any work (memsym/commands/argtypes.py apply_limits, a config.json's fields, a
+printed column.  Checked before any work (memsym/argtypes.py apply_limits, a config.json's fields, a
 Layout's or Training's validation); a value outside raises ConfigError ``limit.<name>`` naming the limit.
 """
 from __future__ import annotations
