@@ -24,15 +24,13 @@ def printed(family: str) -> Dict[str, object]:
     """The namespace of the family's printed exact Python (derivations/generated/<family>.py: the per-device
     assembly and the step's moments) with ``fractions.Fraction``, ``min`` and ``floor`` bound to numpy's division,
     minimum and floor: the same functions, plain arithmetic on their inputs, evaluate float64 arrays element-wise
-    (a value compared in a condition, b, must be a number).  The assembly's common tail (the per-layer views and
-    Sec. 6's peak ranges) is not computed: the search reads each device's activations and total."""
+    (a value compared in a condition, b, must be a number)."""
     mod = ev._module(family)
     g = dict(vars(mod))
     g.update(_Q=divide, min=np.minimum, _floor=np.floor)
     for name, obj in vars(mod).items():
         if isinstance(obj, types.FunctionType) and obj.__module__ == mod.__name__:
             g[name] = types.FunctionType(obj.__code__, g, name, obj.__defaults__, obj.__closure__)
-    g["_device_common"] = lambda v: v
     return g
 
 
