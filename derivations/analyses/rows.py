@@ -39,7 +39,7 @@ def columns(result: SearchResult, idx) -> Dict[str, list]:
         if k in JUDGED_KEYS:
             out[k] = [result.judged["bytes"][int(i)][k] for i in idx]
             continue
-        a = c[k][idx]
+        a = c.take(k, idx)
         out[k] = np.rint(a).astype(np.int64).tolist() if k in BYTE_KEYS else \
             [float(x) for x in np.round(a, 6 if k != "tokens_per_gpu_s" else 1)] if k in TIME_KEYS else a.tolist()
     out["recompute"] = [result.policies[i] for i in out["recompute"]]

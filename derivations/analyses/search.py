@@ -14,6 +14,7 @@ from symbolic.search import divisors, evaluate
 from derivations.analyses.enumeration import (LAYOUT_FIELDS, MAX_GPUS, Enumeration, distinct_stages,
                                               enumerate_layouts, lattice, rejections)
 from derivations.analyses.evaluation import SearchResult, configurations, pipeline, search
+from derivations.analyses.exact import Columns
 from derivations.analyses.ranking import SORTS, first_per_layout, order, ranked, ranked_judged
 from derivations.analyses.rows import (BYTE_KEYS, JUDGED_KEYS, ROW_KEYS, TIME_KEYS, columns, configuration,
                                        row_keys, rows)
