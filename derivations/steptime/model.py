@@ -36,37 +36,19 @@ Phi = sp.Symbol("Phi", **_P)
 eta = sp.Symbol("eta", **_P)
 W_M = sp.Symbol("W_M", **_P)
 beta = {g: sp.Symbol(f"beta_{g}", **_P) for g in ("TP", "CP", "PP", "DP", "EDP")}
-#: seconds the experts' dispatch takes per byte of one token's hidden state (placement.py: its copies over
-#: NVLink and the network under the dispatcher, the longer of the two)
-tau_EP = sp.Symbol("tau_EP", nonnegative=True)
-c_A = sp.Symbol("c_A", **_P)
-#: 1 when the attention is eager (its s x s scores and probabilities are tensors in HBM; DeepSeek-V4's s x (s + T):
-#: their columns over s), 0 for a flash kernel
-u_E = sp.Symbol("u_E", nonnegative=True)
-rho_full, rho_sel = sp.Symbol("rho_full", nonnegative=True), sp.Symbol("rho_sel", nonnegative=True)
-chi_mb, chi_B, chi_W = (sp.Symbol(n, nonnegative=True) for n in ("chi_mb", "chi_B", "chi_W"))
-#: the per-layer parameter counts a token passes through (the family's params.* terms, substituted by :func:`inputs`)
-P_A, P_F, P_E, P_R, P_H = (sp.Symbol(n, nonnegative=True) for n in ("P_A", "P_F", "P_E", "P_R", "P_H"))
-#: the parameters per token of the stage whose matrix products a custom recomputation re-runs (evaluate.py
-#: RECOMPUTED: MLA's down- and up-projections, the router, the experts), 0 under none, full or selective
-P_U = sp.Symbol("P_U", nonnegative=True)
-#: the attention's own matrix rate (its kernels run in BF16 whatever the linear layers' recipe: Phi is the recipe's)
-Phi_A = sp.Symbol("Phi_A", **_P)
-#: bytes per element the experts' dispatch and combine send, the mean of the two (B_a each; DeepSeek-V3's FP8
-#: dispatch, report Sec. 3.3.2: 1 byte and a 4-byte scale per 128 elements out, BF16 back)
-B_EP = sp.Symbol("B_EP", **_P)
-#: bytes the linear layers' inputs cast to the recipe's precision move through HBM per token of the stage and
-#: forward (read in BF16, written in FP8/FP4: Transformer Engine's quantize kernels), 0 in BF16
-Q_C = sp.Symbol("Q_C", nonnegative=True)
-#: the multi-token-prediction modules trained on the head's stage (D under --mtp-activations last-stage, else 0) and
-#: the matrix parameters per token of one (DeepSeek-V3 report Sec. 2.2: an embedding-and-hidden projection of 2h x h,
-#: one transformer layer and the shared head); its layer's attention scores are the layers'
-D_M, P_M = sp.Symbol("D_M", nonnegative=True), sp.Symbol("P_M", nonnegative=True)
-#: Megatron's overlap switches, 1 on and 0 off (evaluate.py OVERLAP_SWITCHES): the gradients' reduce, the parameters'
-#: gather, the EP all-to-all, the TP collectives, the delayed weight gradients
-o_GR, o_PG, o_EP, o_TP, o_DW = (sp.Symbol(n, nonnegative=True) for n in ("o_GR", "o_PG", "o_EP", "o_TP", "o_DW"))
-#: the device's parameters of a stage: non-MoE (replicated over DP CP) and MoE (over EDP)
-P_n, P_m = sp.Symbol("P_n", nonnegative=True), sp.Symbol("P_m", nonnegative=True)
+#: Phi_A the attention's own rate (BF16 whatever the recipe); B_EP the bytes per element of the experts' dispatch
+#: and combine, their mean (DeepSeek-V3's FP8 dispatch, report Sec. 3.3.2); c_A the share of scores computed
+Phi_A, B_EP, c_A = (sp.Symbol(n, **_P) for n in ("Phi_A", "B_EP", "c_A"))
+#: tau_EP seconds of the dispatch per byte of a token's hidden state (placement.py); u_E 1 when the attention is
+#: eager (its s x s matrices in HBM; V4's columns over s); rho_* the recomputation policy; chi_* the bubble's
+#: coefficients; P_A, P_F, P_E, P_R, P_H the per-layer parameters a token passes (params.* terms); P_U those a
+#: custom recomputation re-runs (evaluate.py _recomputed); Q_C the bytes of the recipe's casts of the linear layers'
+#: inputs per token (0 in BF16); D_M, P_M the MTP modules trained on the head's stage and the parameters per token
+#: of one (DeepSeek-V3 report Sec. 2.2); o_* Megatron's overlap switches (evaluate.py OVERLAP_SWITCHES); P_n, P_m
+#: the device's non-MoE (replicated over DP CP) and MoE (over EDP) parameters
+(tau_EP, u_E, rho_full, rho_sel, chi_mb, chi_B, chi_W, P_A, P_F, P_E, P_R, P_H, P_U, Q_C, D_M, P_M, o_GR, o_PG, o_EP,
+ o_TP, o_DW, P_n, P_m) = sp.symbols("tau_EP u_E rho_full rho_sel chi_mb chi_B chi_W P_A P_F P_E P_R P_H P_U Q_C D_M "
+                                    "P_M o_GR o_PG o_EP o_TP o_DW P_n P_m", nonnegative=True)
 
 b, s, h, n_h = nt.b, nt.s, nt.h, nt.n_h
 TP, CP, PP, EP, DP, EDP = nt.TP, nt.CP, nt.PP, nt.EP, nt.DP, nt.EDP
