@@ -1,17 +1,12 @@
-"""The search's one evaluator: the paper's view, a pipeline schedule (or a global batch), any conventions,
-``--offload-activations``, ``--linear-recipe`` (``--quantized-param-gather``) and ``--virtual-layers``.
-
-Every device is evaluated by the printed per-device assembly as ``memsym estimate`` evaluates it
-(derivations/assembly/device.py ``components``), over numpy arrays: every device of every layout at one (s, b) at
-once (:func:`_vector`), what depends on few values exactly once per value.  A row is ``estimate`` of its
-configuration at its most-loaded stage (device under a schedule), byte for byte (tests/test_search_options.py).
-A (ZeRO stage, policy) the options refuse is left out; a layout they refuse is counted invalid, or in the paper's
-view refuses the search (as estimate does).
+"""The search's one evaluator (the paper's view, a schedule or a global batch, any conventions and options): the
+printed per-device assembly as ``memsym estimate`` evaluates it (derivations/assembly/device.py ``components``) over
+numpy arrays, every device of every layout at one (s, b) at once; a row equals ``estimate`` at its most-loaded stage
+(device, under a schedule) byte for byte (tests/test_search_options.py).  Refused choices are left out, refused
+layouts counted invalid (in the paper's view the refusal is the search's, as estimate's).
 """
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import MutableMapping
 from dataclasses import replace
 from fractions import Fraction
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
@@ -426,37 +421,22 @@ def _step(g, model, training, inputs: Mapping, values: Mapping, kinds_of) -> np.
     return out
 
 
-class Columns(MutableMapping):
+class Columns(dict):
     """The search's columns, one value per row, in order: an array, or a function of row indices computing the
-    column at the rows asked (:meth:`take`; ranking and printing read few rows), computed whole only when read
-    whole."""
+    column at the rows asked (:meth:`take`; ranking and printing read few rows), computed whole when read whole."""
 
     def __init__(self, n: int):
-        self.n, self._cols = n, {}
+        super().__init__()
+        self.n = n
 
     def take(self, k: str, idx) -> np.ndarray:
-        col = self._cols[k]
+        col = super().__getitem__(k)
         return col(np.asarray(idx, dtype=np.int64)) if callable(col) else col[idx]
 
     def __getitem__(self, k: str) -> np.ndarray:
-        if callable(self._cols[k]):
-            self._cols[k] = self.take(k, np.arange(self.n))
-        return self._cols[k]
-
-    def __setitem__(self, k: str, col) -> None:
-        self._cols[k] = col
-
-    def __contains__(self, k) -> bool:
-        return k in self._cols
-
-    def __delitem__(self, k: str) -> None:
-        del self._cols[k]
-
-    def __iter__(self):
-        return iter(self._cols)
-
-    def __len__(self) -> int:
-        return len(self._cols)
+        if callable(super().__getitem__(k)):
+            self[k] = self.take(k, np.arange(self.n))
+        return super().__getitem__(k)
 
 
 def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: Enumeration, seqs, mbs,
