@@ -294,12 +294,9 @@ def finite_differences(evaluate: Callable, model, layout, training, stage_index:
 
 @dataclass
 class BudgetRoot:
-    """The largest x with (1 + f_frag)(S + A(x)) + M_buf <= M_HBM at one stage.
-
-    structural: the root in S, A_k, f_frag, M_buf, M_HBM; coefficients: {name: (closed form, exact value)} of S
-    and the A_k; at_layout: the root with only M_HBM, f_frag, M_buf symbolic (both computed when first read);
-    root: the exact root at the budget (None without a real root); integer: the largest valid integer below it.
-    """
+    """The largest x with (1 + f_frag)(S + A(x)) + M_buf <= M_HBM at one stage: the ``structural`` root (in S, A_k,
+    f_frag, M_buf, M_HBM), ``coefficients`` {name: (closed form, value)}, ``at_layout`` (M_HBM, f_frag, M_buf
+    symbolic), the exact ``root`` (None: no real root) and the largest valid ``integer`` below it."""
 
     var: sp.Symbol
     degree: int

@@ -1,7 +1,7 @@
-"""The printed exact Python over float64 arrays, which lets the search (derivations/analyses/exact.py) evaluate
-every device of every layout at one (s, b) at once: the family's printed functions with numpy's division, minimum
-and floor bound (:func:`printed`), an exact value computed once per distinct substitution of the symbols it reads
-(:class:`Memo`) and the printed ``derived`` over the layouts' degrees at once (:func:`derive`).
+"""The printed exact Python over float64 arrays, so that the search (exact.py) evaluates every device of every
+layout at one (s, b) at once: the printed functions with numpy's division, minimum and floor (:func:`printed`),
+an exact value once per distinct substitution of what it reads (:class:`Memo`), ``derived`` over the layouts
+(:func:`derive`).
 """
 from __future__ import annotations
 
