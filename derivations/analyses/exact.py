@@ -7,6 +7,7 @@ layouts counted invalid (in the paper's view the refusal is the search's, as est
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import MutableMapping
 from dataclasses import replace
 from fractions import Fraction
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
@@ -421,22 +422,36 @@ def _step(g, model, training, inputs: Mapping, values: Mapping, kinds_of) -> np.
     return out
 
 
-class Columns(dict):
+class Columns(MutableMapping):
     """The search's columns, one value per row, in order: an array, or a function of row indices computing the
     column at the rows asked (:meth:`take`; ranking and printing read few rows), computed whole when read whole."""
 
     def __init__(self, n: int):
-        super().__init__()
-        self.n = n
+        self.n, self._cols = n, {}
 
     def take(self, k: str, idx) -> np.ndarray:
-        col = super().__getitem__(k)
+        col = self._cols[k]
         return col(np.asarray(idx, dtype=np.int64)) if callable(col) else col[idx]
 
     def __getitem__(self, k: str) -> np.ndarray:
-        if callable(super().__getitem__(k)):
-            self[k] = self.take(k, np.arange(self.n))
-        return super().__getitem__(k)
+        if callable(self._cols[k]):
+            self._cols[k] = self.take(k, np.arange(self.n))
+        return self._cols[k]
+
+    def __setitem__(self, k: str, col) -> None:
+        self._cols[k] = col
+
+    def __delitem__(self, k: str) -> None:
+        del self._cols[k]
+
+    def __contains__(self, k) -> bool:
+        return k in self._cols
+
+    def __iter__(self):
+        return iter(self._cols)
+
+    def __len__(self) -> int:
+        return len(self._cols)
 
 
 def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: Enumeration, seqs, mbs,
