@@ -30,7 +30,7 @@ def _generated(fam: str) -> Dict[str, str]:
     read = lambda name: (Path(generated.__file__).parent / name).read_text(encoding="utf-8")  # noqa: E731
     return {"SEARCH_PY": module_js(read(f"{fam}_search.py"), lambda name: "_coefficients_" in name),
             "TIME_PY": module_js(read(f"{fam}_time.py"), lambda name: False,
-                                 ["PARTS", "INPUTS", *(f"_step_{v}" for v in TIME_VARIANTS)]),
+                                 ["PARTS", "INPUTS", "_step_common", *(f"_step_{v}" for v in TIME_VARIANTS)]),
             "DERIVED_PY": module_js(read(f"{fam}.py"), lambda name: True, ["derived"])}
 
 
