@@ -471,7 +471,10 @@ def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: E
     cells = np.flatnonzero(valid.reshape(-1)) if scheduled else np.arange(len(enum) * n_sb)
 
     def at(idx):  # the rows' (choice, (layout, s, b) cell)
-        return (idx % n_p, cells[idx // n_p]) if scheduled else (idx // max(len(cells), 1), idx % max(len(cells), 1))
+        if scheduled:
+            cell, choice = np.divmod(idx, n_p)
+            return choice, cells[cell]
+        return np.divmod(idx, max(len(cells), 1))
 
     per = {k: enum.arrays[k].astype(np.int64) for k in LAYOUT_FIELDS}
     per["edp"] = per["dp"] * per["tp"] * per["cp"] // (per["ep"] * per["etp"])
