@@ -156,7 +156,7 @@ def bench_wall(a, memsym, res):
                                            dict(os.environ, HOME=fresh))()
     t = {k: stats(v) for k, v in interleaved(fns, n).items()}
     say(f"(b) wall time, {n} interleaved repetitions after one warm-up: median [min-max] s")
-    say("    (estimate, new: a command line not run before, a fresh HOME; search's kernels are generated: nothing is "
+    say("    (estimate, new: a command line not run before, a fresh HOME; search's evaluators are printed: nothing is "
         "compiled or replayed)")
     for k, s in t.items():
         say(f"    {k:<14} {s['median']:6.3f} [{s['min']:.3f}-{s['max']:.3f}]")

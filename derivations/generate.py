@@ -7,8 +7,7 @@
   it depends on and, per combination keeping it, the index of its bytes' expression. The tables are filled by the views'
   own logic (``views._kept``) and checked against it on random views before anything is written.
 * ``<family>.py``: exact Python (:mod:`symbolic.codegen`) of what is not polynomial: the derived symbols, indicators,
-  floor(N_r/k_g), the schedules' in-flight counts and the per-device assembly (device_terms.py).
-* ``<family>_search.py``: the search's numpy kernels (derivations/analyses/kernelgen.py)."""
+  floor(N_r/k_g), the schedules' in-flight counts and the per-device assembly (device_terms.py)."""
 from __future__ import annotations
 
 import hashlib
@@ -19,20 +18,18 @@ import random
 import sys
 import types
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Dict, List, Tuple
 
 import sympy as sp
 
 from derivations import _build, evaluate, families
 from derivations import notation as nt
-from derivations.analyses import kernelgen
 from derivations.activations.shape import Shape
 from derivations.activations.views import EXISTS, RULES, Group, View, _kept
 from derivations.tensors import B_IS_1, EP_GT_1, NOT_FP32, TOPK_GT_1, V_VIEW
-from derivations.assembly import printing, totals
+from derivations.assembly import printing
 from derivations.assembly.conventions import side_terms
-from derivations.config import CONVENTION_SWITCHES, RECOMPUTE_OPS, Conventions, Training
+from derivations.config import CONVENTION_SWITCHES, RECOMPUTE_OPS, Conventions
 from symbolic.codegen import json_tree as tree, merged, plain, python
 
 OUT = Path(__file__).resolve().parent / "generated"
@@ -327,28 +324,6 @@ def install(fam) -> None:
     evaluate.install(fam.name, tables(fam), module)
 
 
-def search_kernels() -> Dict[str, str]:
-    """{file name: source} of the page's search kernels: the terms of every (ZeRO stage, recomputation policy) choice
-    of the default training of every structure, under each attention kernel."""
-    variants: Dict[tuple, tuple] = {}
-    for attention in ("eager", "flash"):  # the paper's kernel, and the fused one frameworks run
-        base = Training(attention=attention)
-        for s in STRUCTURES:
-            model = SimpleNamespace(structure=s, q_lora=s[0], family=FAMILY)  # the choices and terms read only these
-            choices = totals.choices(model, training=base)
-            terms = {t: _specials(term.expr) for t, term in totals.choice_terms(model, choices, base).items()}
-            rows = [nt.SYMBOLS[name] for name in kernelgen.rows_of(DEEPSEEK, terms.values())]
-            by_row = {k for k, e in SPECIAL.items() if e.free_symbols & set(rows)}
-            if any(x.name in by_row for e in terms.values() for x in e.free_symbols):
-                raise ValueError("a search term holds a non-polynomial function of a row symbol: the kernels "
-                                 "are polynomials in the rows")
-            groups = kernelgen.groups_of(choices, terms)
-            groups["step"] = {t: _specials(e) for t, e in kernelgen.step_terms_of(model, choices, attention).items()}
-            variants[(s, attention)] = (groups, rows)
-    rows = [nt.SYMBOLS[name] for name in kernelgen.ROWS + tuple(sym for sym, _, _ in DEEPSEEK.counts)]
-    return {f"{FAMILY}_search.py": kernelgen.module_source(FAMILY, DEEPSEEK.flags, variants, rows)}
-
-
 def outputs() -> Dict[Path, bytes]:
     from derivations.steptime import printing as steptime  # lazy: the step-time model (memsym page imports this)
     files = {}
@@ -357,7 +332,6 @@ def outputs() -> Dict[Path, bytes]:
             files.update({OUT / name: json.dumps(data, sort_keys=True, separators=(",", ":")).encode() + b"\n"
                           for name, data in tables(fam).items()})
             files[OUT / f"{fam.name}.py"] = python_module(fam).encode()
-    files.update({OUT / name: src.encode() for name, src in search_kernels().items()})
     files[OUT / f"{FAMILY}_time.py"] = steptime.module_source().encode()  # derivations/steptime/printing.py
     files[OUT / "__init__.py"] = INIT.encode()
     return files
@@ -368,8 +342,7 @@ INIT = '''"""Evaluators generated from the terms (``python -m derivations.genera
 ``<family>.json`` holds every term as an exact polynomial and the activation tensors as decision
 tables; ``<family>.py`` the few non-polynomial symbols, the schedules' in-flight counts and the
 per-device assembly.
-:mod:`derivations.evaluate` reads them without sympy.  ``<family>_search.py`` holds the calculator page's
-search kernels of every structure (memsym/page/search.py prints them in JavaScript)."""
+:mod:`derivations.evaluate` reads them without sympy."""
 '''
 
 

@@ -190,7 +190,7 @@ def test_estimate_holds_each_stages_indexers():
 
 @pytest.mark.parametrize("schedule", [None, "1f1b"])
 def test_search_rows_are_the_estimates(schedule):
-    """The search's kernels read L_I by row (derivations/analyses/kernelgen.py rows_of): its rows at PP > 1 equal the
+    """The search reads L_I per stage (the printed assembly's composition): its rows at PP > 1 equal the
     exact estimate of the same configuration at the same stage."""
     extra = ["--schedule", schedule, "--microbatches", 8] if schedule else []
     got = _memsym("search", "--model", TINY, "--gpus", 8, "--seq", 64, "--hbm", "80GiB", "--overheads", "low",

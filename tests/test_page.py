@@ -446,3 +446,24 @@ def test_a_model_path_holding_a_script_tag_is_offered(browser, generated, tmp_pa
     assert browser.execute_script("return document.body.dataset.state") == "ok"
     assert browser.execute_script("return document.getElementById('opt-model').value") == HOSTILE
     assert browser.execute_script("return Object.keys(DATA.models)") == [HOSTILE]
+
+
+def test_refusals_are_printed_not_ported():
+    """The command line's readers and checks the page runs are printed from their Python (memsym/page/options.py
+    checks_js): none of their refusals is written in the page's hand-written JavaScript, each is in the printed
+    script (a message changed in Python cannot go stale on the page)."""
+    from pathlib import Path
+
+    from memsym.page.options import checks_js
+    from symbolic.resources import TEMPLATES_DIR
+    hand = "".join((Path(TEMPLATES_DIR) / "page" / name).read_text(encoding="utf-8")
+                   for name in ("runtime.js", "inputs.js", "ui.js"))
+    printed = checks_js()
+    for text in ("must divide the sequence length", "must be divisible by EP*ETP", "is larger than the",
+                 "is not a multiple of DP * mbs", "needs a pipeline schedule", "applies to --schedule interleaved",
+                 "DualPipe needs an even number", "has no multi-token-prediction modules", "is cached in FP8",
+                 "required field", "projection biases are not covered", "num_key_value_heads=", "a DSA indexer is read",
+                 "expected comma-separated integers", "imbalance F must be", "entries; at most",
+                 "offloaded only with core_attn", "a ZeRO >= ", "--zero ", "is a recipe for a"):
+        assert text not in hand, text
+        assert text in printed, text

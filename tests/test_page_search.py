@@ -135,23 +135,27 @@ def test_show_puts_a_row_into_the_estimate(browser, page):
 
 
 def test_the_page_runs_the_generated_modules():
-    """The page's kernels, derived symbols and step-time model are the generated modules' functions written in
-    JavaScript (memsym/page/pyjs.py): every public function of the search module, ``derived`` and the step-time
-    variants the page runs, each once, with the arguments the Python takes."""
+    """The page's search runs the printed per-device assembly and the step-time variants it needs, written in
+    JavaScript over floats (memsym/page/pyjs.py), each function once with the arguments the Python takes, and the
+    estimate's printed terms over floats (FNS_OF of a number system); no second generator of search kernels."""
     import ast
     import re
 
     from derivations import generated
-    from memsym.page import search
+    from memsym.page import data, search
     printed = search.generate()["js"]
     folder = os.path.dirname(generated.__file__)
-    for module, wanted in (("deepseek_search", None), ("deepseek", {"derived"}),
-                           ("deepseek_time", {f"_step_{v}" for v in search.TIME_VARIANTS})):
+    assert not os.path.exists(os.path.join(folder, "deepseek_search.py"))
+    for module, wanted in (("deepseek", {"device"}), ("deepseek_time", {f"_step_{v}" for v in search.TIME_VARIANTS})):
         with open(os.path.join(folder, module + ".py"), encoding="utf-8") as f:
             tree = ast.parse(f.read())
         fns = {n.name: [a.arg for a in n.args.args] for n in tree.body if isinstance(n, ast.FunctionDef)
-               and (n.name in wanted if wanted else not n.name.startswith("_"))}
-        assert fns and (wanted is None or set(fns) == wanted), module
+               and n.name in wanted}
+        assert set(fns) == wanted, module
         for name, args in fns.items():
             assert len(re.findall(rf"^function {name}\(", printed, re.M)) == 1, name
             assert f"function {name}({', '.join(args)}) {{" in printed, name
+    assert "const FNS = FNS_OF(Q);" in data.assembly_js([data.DEEPSEEK])
+    with open(os.path.join(ROOT, "templates", "page", "search.js"), encoding="utf-8") as f:
+        js = f.read()
+    assert "FNS_OF(FLOAT)" in js and "SEARCH_ASSEMBLY(FLOAT)" in js

@@ -1,28 +1,17 @@
 """Views (extension): a :class:`View` (recomputation policy, attention kernel, FP8 caching, conventions) decides, tensor
 by tensor and from its tags only, whether a tensor is kept and at how many bytes per element. The paper's terms are
 ``View()`` and ``View('full')``; ``act.mla.layer.selective`` is by construction ``act.mla.layer`` less its score rows.
-Tags:
 
-  layer_input  the layer (sublayer) input: the checkpoint kept by full recomputation
-  routing      the routing decision, also kept by full recomputation (the paper's M_2^E)
-  head         final norm, head and loss of the last stage: outside the transformer
-               layers, kept by full and selective recomputation (Megatron recomputes layers)
-  norm         RMSNorm outputs           latent   c_Q and c_KV      mla_up  q, k, v
-  score        core-attention internals: eager, the three b n_h s^2 tensors (softmax output,
-               dropout mask, dropout output); flash, the FP32 per-row log-sum-exp
-  mask         dropout masks             router   router logits and probabilities
-  experts      routed-expert tensors     shared   shared-expert tensors
-  swiglu       SwiGLU outputs (activation and product), recomputable from its inputs
-  ffn          dense FFN intermediates
-  eager/flash  exists only under that attention kernel
-  fp8 / e5m6   cached in FP8 (B_f8) / in E5M6 (B_o) under --fp8-activations
-  sublayer_input  the MoE / dense FFN sublayer input: not kept by full recomputation under
-               --checkpoints one (the layer input, the MLA's, is the only checkpoint)
-  routed       the routed experts' tensors (E_token token-copies per local expert)
-  inter        an expert's intermediate (h_E-wide) tensors   fc1  its gate and up outputs
-  (others)     the conventions' (:class:`derivations.config.Conventions`): a tag that exists under one value
-               of a switch is in :data:`EXISTS` from its ``exists`` (derivations/config/switches.py: combine,
-               latent_norm, router_cast, aux, ...); one a value rescales (router_dt, per_expert, ...) in :data:`RULES`
+Tags: ``layer_input`` (the checkpoint full recomputation keeps), ``routing`` (also kept by it: the paper's M_2^E),
+``head`` (final norm, head and loss of the last stage, kept by full and selective recomputation), ``norm`` (RMSNorm
+outputs), ``latent`` (c_Q, c_KV), ``mla_up`` (q, k, v), ``score`` (core attention: eager's softmax output, dropout mask
+and output, b n_h s^2 each; flash's FP32 log-sum-exp), ``mask`` (dropout masks), ``router``, ``experts``, ``shared``,
+``swiglu`` (its outputs, recomputable from its inputs), ``ffn`` (dense FFN intermediates), ``eager``/``flash`` (only
+under that kernel), ``fp8``/``e5m6`` (cached in B_f8 / B_o under --fp8-activations), ``sublayer_input`` (the FFN
+sublayer input, dropped by full recomputation under --checkpoints one), ``routed`` (E_token token-copies per local
+expert), ``inter``/``fc1`` (an expert's h_E-wide tensors / its gate and up outputs); a conventions' tag existing under
+one value of a switch is in :data:`EXISTS` (derivations/config/switches.py ``exists``), one a value rescales in
+:data:`RULES`.
 
 Policies: none keeps everything; full keeps layer_input, routing and head; selective drops ``score`` (Korthikanti et al.
 2022, Sec. 4.2); custom drops the named operators (``derivations.config.RECOMPUTE_OPS``). ``flash`` (FlashAttention-2)

@@ -3,19 +3,11 @@ default, presets in ``CONVENTION_PRESETS``), applied through the tensor tags (vi
 (``static.device.moe.shared-tp``), the rank reported and Table 7's bytes; other sources reproduced exactly:
 
 * ``conv.megatron.*``: Megatron-LM ``theoretical_memory_usage.py``'s weight-and-optimizer estimate with expert
-  parallelism. Per layer A = MLA parameters including the q/kv latent norms, F_d = 3 h h_F, F_s = 3 h h_E N_s, F_r = 3 h
-  h_E N. Its most-loaded shard holds
-
-    TP-split   ([(A + F_d) L_d + A L_m] / PP + A D + h v) / TP
-    shared     F_s (L_m / PP + D) / TP        (TP-split too; replicated under --shared-expert replicated)
-    replicated (2h (L_d + L_m) + h N L_m + h) / PP + (2h + h N) D
-    experts    F_r (L_m / PP + D) / (ETP EP)
-
-  with D the MTP layers; bytes are (TP-split + shared + replicated) beta(DP) + experts beta(EDP),
+  parallelism (:func:`megatron_params`: per layer A = MLA parameters with the latent norms, F_d = 3 h h_F, F_s = 3 h
+  h_E N_s, F_r = 3 h h_E N; D the MTP layers); bytes (TP-split + shared + replicated) beta(DP) + experts beta(EDP),
   beta(d) = 6 + 12/d with the distributed optimizer: Table 7's bytes with FP32 moments and ZeRO-1.
-
-* ``conv.modelzoo.*``: NVIDIA Megatron-MoE-ModelZoo's DeepSeek activation estimator, one MoE layer and micro-batch, t =
-  b s N_r / TP routed token-copies per device, written literally; full recomputation keeps the layer input only.
+* ``conv.modelzoo.*``: NVIDIA Megatron-MoE-ModelZoo's DeepSeek activation estimator, one MoE layer and micro-batch,
+  t = b s N_r / TP routed token-copies per device, written literally; full recomputation keeps the layer input only.
   ``act.layer.modelzoo`` equals it at SP = TP."""
 from __future__ import annotations
 

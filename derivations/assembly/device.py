@@ -1,10 +1,9 @@
-"""Per-device totals: Sections 3-6 assembled for one stage of one layout.
-
-``estimate`` gathers the inputs of one device of a pipeline stage (its parameters P_n, P_m, Table 6; weights, gradients
-and optimizer states under the ZeRO stage, Table 8; each activation kind's bytes under the view, Table 10 generalised;
-the Sec. 6 overheads) and evaluates the printed per-device assembly (derivations/assembly/device_terms.py, generated
-into derivations/generated/) at them. With a pipeline schedule (derivations/assembly/schedules.py) the activations are
-n_fl micro-batches of the stage(s) held at the peak; under DualPipe the device holds two stages' parameters."""
+"""Per-device totals: Sections 3-6 assembled for one stage of one layout.  ``estimate`` gathers the inputs of one
+device of a pipeline stage (its parameters P_n, P_m, Table 6; weights, gradients and optimizer states under the ZeRO
+stage, Table 8; each activation kind's bytes under the view, Table 10 generalised; the Sec. 6 overheads) and
+evaluates the printed per-device assembly (derivations/assembly/device_terms.py, in derivations/generated/) at them:
+under a pipeline schedule (schedules.py) n_fl micro-batches of the stage(s) held at the peak, under DualPipe two
+stages' parameters."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,20 +1,16 @@
 """torchtitan's FSDP2 (``--rank fsdp2``) and Megatron-FSDP (``--rank mfsdp``): a device's model states at the step's
 peak.  Sources: pytorch/torchtitan@99fee810b7e253273ed8d1e10eb6c5f60ba69eff torchtitan/experiments/llama4/infra/
-parallelize.py ``apply_fsdp`` and torchtitan/train.py ``train_step``;
+parallelize.py ``apply_fsdp``, torchtitan/train.py ``train_step``;
 pytorch/pytorch@010ae4a89516fa3be548ab16dff711414ec12d0b torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py
 ``foreach_all_gather``, ``foreach_reduce``;
 NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 megatron/core/distributed/fsdp/.
 
-FSDP2: ``fully_shard(transformer_block)`` over dp_shard x CP takes the attention, norms, router and shared experts
-(the routed experts are their own unit over EDP); the sharded parameter is the FP32 one the optimizer steps, cast to
-B_w at each all-gather.  At the peak (the stage's last block's backward) two blocks are unsharded (the running and
-the prefetched one); ``zero_grad`` (set_to_none) leaves only the units already reduced with a sharded gradient (the
-head's, e_H), beside the running block's unsharded gradients and the previous unit's reduce-scatter input in B_g.
-
-Megatron-FSDP: ZeRO-3's states and the non-unit bucket (word embedding, final norm, output layer: not in a
-TransformerLayer unit, param_and_grad_buffer.py ``_get_parameter_groups``), kept gathered in B_w
-(``AllGatherPipeline.reset`` with preserve_non_fsdp_units); its padding to the DP CP chunk is not counted.
-"""
+FSDP2 shards each transformer block over dp_shard x CP (the routed experts are their own unit over EDP), the FP32
+parameter cast to B_w at each all-gather; at the peak (the last block's backward) two blocks are unsharded (running and
+prefetched), beside the running block's unsharded gradients, the previous unit's reduce-scatter input in B_g and the
+sharded gradients of the units already reduced (the head's, e_H).  Megatron-FSDP: ZeRO-3's states and the non-unit
+bucket (embedding, final norm, output layer: param_and_grad_buffer.py ``_get_parameter_groups``) kept gathered in B_w
+(``AllGatherPipeline.reset``, preserve_non_fsdp_units); its padding to the DP CP chunk is not counted."""
 from __future__ import annotations
 
 from dataclasses import replace

@@ -1,20 +1,13 @@
-"""CUDA graphs of Megatron-Core's layers captured through Transformer Engine (``--cuda-graphs``, issue 46 item 4).
-
-Read at NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 (``MC``: transformer/cuda_graphs.py
+"""CUDA graphs of Megatron-Core's layers captured through Transformer Engine (``--cuda-graphs``, issue 46 item 4), read
+at NVIDIA/Megatron-LM@d98e8a64ddf34856e74b24714e3bedb2f5a39553 (``MC``: transformer/cuda_graphs.py
 ``TECudaGraphHelper``, enums.py ``CudaGraphModule``) and
 NVIDIA/TransformerEngine@d0067d0da6cb01811b8072a7d304f0e00344ce2b (``TE``: pytorch/graph.py
-``_make_graphed_callables``): every layer micro-batch of the step captured in one private pool,
-``attn``/``mlp``/``moe`` or the whole ``layer``.  Three terms:
-
-* ``graph.static``: each held layer micro-batch's static hidden states in and out (BF16) and, with the attention
-  captured, its bool causal mask (``get_layer_static_inputs``), from the capture on.
-* ``graph.pool``: what the captured parts save for backward, in the pool (reserved, not allocated after the
-  capture), with the captured backward's largest transient (eager attention's softmax gradient).
-* ``step.graph.capture``: the capture, a moment of the step: the model states (no Adam moments under
-  ``--cuda-graph-warmup-steps 0``), the runtime buffers, ``graph.static`` and ``graph.pool``.
-
-The local implementation (``--cuda-graph-impl local``) is not modelled.
-"""
+``_make_graphed_callables``): every layer micro-batch of the step captured in one private pool, ``attn``/``mlp``/
+``moe`` or the whole ``layer``.  ``graph.static``: the static hidden states in and out (BF16) and, with the attention
+captured, the bool causal mask (``get_layer_static_inputs``); ``graph.pool``: what the captured parts save for
+backward (reserved, not allocated after the capture) and the captured backward's largest transient;
+``step.graph.capture``: the capture as a moment of the step (no Adam moments under ``--cuda-graph-warmup-steps 0``).
+``--cuda-graph-impl local`` is not modelled."""
 from __future__ import annotations
 
 from dataclasses import dataclass

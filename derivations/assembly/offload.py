@@ -1,29 +1,27 @@
-"""Megatron-Core's fine-grained activation offloading (``--offload-activations MODULE,...``): the saved tensors of the
-named modules leave the device between their forward and their backward, except those of one layer.
-
-Read from Megatron-LM d98e8a64 (megatron/core/pipeline_parallel/fine_grained_activation_offload.py): each module's
-forward runs inside ``FineGrainedActivationOffloadingInterface``, whose ``saved_tensors_hooks`` put what autograd
-saves into the module's group, copied to pinned host memory by ``bulk_offload_group`` (the modules:
-:data:`MODULE_TENSORS`); tensors under ``min_offloaded_tensor_size`` (:data:`MIN_ELEMENTS`) and parameters stay; the
-last layer of micro-batch 0's last chunk keeps its groups (``post_warmup_callback``, ``should_bulk_offload``:
-:func:`resident`), the plateau after step 1 modelled; ``record_stream`` then the dropped reference leave the
-allocated count at once (c10/cuda/CUDACachingAllocator.cpp ``free``).  So ``act.offload`` = -(held layer
+"""Megatron-Core's fine-grained activation offloading (``--offload-activations MODULE,...``), read from Megatron-LM
+d98e8a64 megatron/core/pipeline_parallel/fine_grained_activation_offload.py: the ``saved_tensors_hooks`` of
+``FineGrainedActivationOffloadingInterface`` put what a named module saves (:data:`MODULE_TENSORS`) in its group,
+copied to pinned host memory by ``bulk_offload_group``; tensors under ``min_offloaded_tensor_size``
+(:data:`MIN_ELEMENTS`) and parameters stay, and so do the groups of micro-batch 0's last chunk's last layer
+(``post_warmup_callback``, ``should_bulk_offload``: :func:`resident`; the plateau after step 1).  ``record_stream`` then
+the dropped reference free at once (c10/cuda/CUDACachingAllocator.cpp ``free``), so ``act.offload`` = -(held layer
 micro-batches x each kind's offloaded bytes) + the resident layer's.
 
-**A step moment** (``step.offload.core_attn``, :func:`step_moment`): the backward of an offloaded layer's unfused core
-attention at its ``BmmBackward0``, the layers in flight each less its offloaded tensors, with (:func:`moment_parts`)
-the core_attn group's saves reloaded one device tensor per save (the softmax output twice, Transformer Engine
-``UnfusedDotProductAttention._forward``), q, k and v refilled by the mla_up_proj recompute, and bmm's gradients
-(the small groups reloaded beside it, tens of MiB, not counted)."""
+The step moment ``step.offload.core_attn`` (:func:`step_moment`, :func:`moment_parts`): an offloaded layer's unfused
+core attention backward at its ``BmmBackward0``, the core_attn group reloaded one tensor per save (the softmax output
+twice, Transformer Engine ``UnfusedDotProductAttention._forward``), q, k, v refilled by the mla_up_proj recompute, and
+bmm's gradients (the small groups reloaded beside it, tens of MiB, not counted)."""
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 from typing import Dict, Mapping, Tuple
 
 from derivations import evaluate as ev
 from derivations.config import ConfigError, Training
 from derivations.activations.view import View
 from derivations.assembly import step_names
+from symbolic import tomlfile
 
 SOURCE = ("Megatron-LM d98e8a64 megatron/core/pipeline_parallel/fine_grained_activation_offload.py "
           "(ChunkOffloadHandler.bulk_offload_group, tensor_need_offloading_checker, should_bulk_offload; "
@@ -31,23 +29,10 @@ SOURCE = ("Megatron-LM d98e8a64 megatron/core/pipeline_parallel/fine_grained_act
 #: transformer_config.py ``min_offloaded_tensor_size``: a smaller saved tensor stays on the device.
 MIN_ELEMENTS = 1024 * 1024
 
-#: {module: ((kind, tensor key of the kind's list, element size: a bytes symbol's name or a number), ...)}: the
-#: saved tensors each module's group encloses, as memsym's tensor lists name them (derivations/families/deepseek/
-#: activations.py); only those the view keeps count.  memsym's ``latent`` is c_Q and c_KV in one row (Megatron saves
-#: two tensors): the threshold is applied to the row.
-MODULE_TENSORS: Dict[str, Tuple[Tuple[str, str, object], ...]] = {
-    "attn_norm": (("mla", "norm_in", "B_a"), ("mla", "norm_rsigma", 4)),
-    "qkv_linear": (("mla", "down_in", "B_a"), ("mla", "latent", "B_a"), ("mla", "latent_rsigma", 4),
-                   ("mla", "latent_norm", "B_a"), ("mla", "rope_layer", "B_a")),
-    "core_attn": (("mla", "q", "B_a"), ("mla", "k", "B_a"), ("mla", "v", "B_a"), ("mla", "softmax", "B_a"),
-                  ("mla", "causal_mask", 1), ("mla", "score_mask", 1), ("mla", "score_dropout", "B_a"),
-                  ("mla", "softmax_stats", 4)),
-    "attn_proj": (("mla", "attn_out", "B_a"),),
-    "mlp_norm": (("moe", "norm_in", "B_a"), ("moe", "norm_rsigma", 4), ("dense", "norm_in", "B_a"),
-                 ("dense", "norm_rsigma", 4)),
-    "expert_fc1": (("moe", "routed.x", "B_a"),),
-    "moe_act": (("moe", "routed.swiglu_in", "B_a"), ("moe", "routed.probs_perm", 4)),
-}
+with tomlfile.package_data(Path(__file__).with_name("offload.toml")) as _DATA:
+    #: {module: ((kind, tensor key, element size), ...)}: the saved tensors each module's group encloses (offload.toml)
+    MODULE_TENSORS: Dict[str, Tuple[Tuple[str, str, object], ...]] = {
+        m: tuple(map(tuple, rows)) for m, rows in _DATA["module_tensors"].items()}
 
 
 def term_id(training: Training) -> str:

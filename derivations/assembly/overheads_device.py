@@ -1,45 +1,28 @@
-"""Device memory outside the caching allocator: communication buffers (issue 46).
+"""Device memory outside the caching allocator (``--memory device``, issue 46): communication buffers, each a term
+whose parts cite the library's size rule.
 
-What ``--memory device`` adds to the reserved bytes, each a term whose parts cite the library's own size rule:
-
-* **NCCL**, per communicator of more than one rank the device belongs to
-  (NVIDIA/nccl@5067397c2676d5aed50042fc39e5c8ee96eb0027), each connection by its transport.  Inside the NVLink
-  domain (P2P, src/transport/p2p.cc p2pRecvSetup/p2pSendSetup): the receive side holds, in one allocation rounded up
-  to CUDA_IPC_MIN (2 MiB, src/include/comm.h), an ``ncclRecvMem`` (4096 B, MEM_ALIGN) and the buffers of the
-  protocols it receives: LL = NCCL_LL_LINES_PER_THREAD 8 x NCCL_LL_MAX_NTHREADS 512 x NCCL_STEPS 8 x 16 B = 512 KiB,
-  LL128 = NCCL_LL128_ELEMS_PER_THREAD 120 x NCCL_LL128_MAX_NTHREADS 640 x 8 steps x 8 B = 4,800 KiB, Simple =
-  NCCL_BUFFSIZE (DEFAULT_BUFFSIZE 4 MiB, src/init.cc computeBuffSizes); the send side an ``ncclSendMem`` (4096 B),
-  with the Simple buffer when the connection reads (P2P read).  Across the domain (NET with GPUDirect RDMA,
-  src/transport/net.cc sendProxyConnect/recvProxyConnect): a ring's receive side holds LL, LL128 and Simple in device
-  memory, its send side LL128 and Simple (LL and the ncclSendMem/ncclRecvMem in host memory), each rounded up to
-  CUDA_IPC_MIN; send/receive and all-to-all share, per communicator, one send and one receive buffer of
-  p2pnChannels x NCCL_SHARED_STEPS 16 x NCCL_P2P_NET_CHUNKSIZE 128 KiB (sharedNetBuffersInit), whatever the number of
-  remote peers.  A ring (DP x CP, over which Megatron-Core reduces the gradients; TP; ETP, the experts' own
-  communicator, megatron/core/parallel_state.py _EXPERT_TENSOR_PARALLEL_GROUP; expert DP) connects each channel to
-  one peer each way with P2P read; a ring whose q ranks of a node are chained enters and leaves the node over the
-  network on ceil(C/q) of its C channels (the rank holding the most); send/receive (PP's neighbours,
-  :func:`pp_peers`; CP's previous and next rank under TransformerEngine's default cp_comm_type p2p,
-  NVIDIA/TransformerEngine@d0067d0da6cb01811b8072a7d304f0e00344ce2b AttnFuncWithCPAndKVP2P) and all-to-all (EP)
-  connect every peer inside the domain, each channel, by P2P write: 10 MiB received + 2 MiB sent, the two
-  allocations NCCL logs for an all-to-all on 8 H100s
-  with 32 channels per peer (NVIDIA/nccl#1685).  Ranks are placed in Megatron-Core's order
-  (derivations/steptime/placement.py): TP fastest, then CP, DP (the experts' ETP, EP, expert DP), PP.  The expert-DP
-  ring exists only under EP > 1: with EP 1 the experts' gradients are reduced over the DP group (Megatron-Core's
-  experts set ``allreduce = not expert_parallel``; torchtitan's experts share the dense FSDP mesh).
-  Not counted: NCCL's trees, NVLS and CollNet buffers.
+* **NCCL** (NVIDIA/nccl@5067397c2676d5aed50042fc39e5c8ee96eb0027), per communicator of more than one rank, each
+  connection by its transport.  Inside the NVLink domain, P2P (src/transport/p2p.cc p2pRecvSetup/p2pSendSetup): the
+  receive side an ``ncclRecvMem`` (MEM_ALIGN 4096 B) with LL (8 lines x 512 threads x NCCL_STEPS 8 x 16 B), LL128
+  (120 x 640 x 8 x 8 B) and Simple (NCCL_BUFFSIZE, 4 MiB, src/init.cc computeBuffSizes) in one allocation rounded up
+  to CUDA_IPC_MIN (2 MiB, src/include/comm.h); the send side an ``ncclSendMem``, with Simple under P2P read.  Across
+  it, NET with GPUDirect RDMA (src/transport/net.cc sendProxyConnect/recvProxyConnect): a ring's receive side LL,
+  LL128 and Simple, its send side LL128 and Simple; send/receive and all-to-all share per communicator one send and
+  one receive buffer of p2pnChannels x NCCL_SHARED_STEPS 16 x NCCL_P2P_NET_CHUNKSIZE 128 KiB (sharedNetBuffersInit).
+  Rings (DP x CP; TP; ETP, megatron/core/parallel_state.py _EXPERT_TENSOR_PARALLEL_GROUP; expert DP, only under
+  EP > 1) use P2P read and leave a node of q chained ranks on ceil(C/q) of their C channels; send/receive (PP:
+  :func:`pp_peers`; CP under TransformerEngine's default cp_comm_type p2p,
+  NVIDIA/TransformerEngine@d0067d0da6cb01811b8072a7d304f0e00344ce2b AttnFuncWithCPAndKVP2P) and all-to-all (EP) use
+  P2P write to every peer in the domain: 10 MiB received + 2 MiB sent per peer at 32 channels (NVIDIA/nccl#1685).
+  Ranks in Megatron-Core's order (derivations/steptime/placement.py).  Not counted: trees, NVLS and CollNet.
 * **DeepEP** (deepseek-ai/DeepEP@79bbb546f6921fbed57f000627a0b92f0d468cf0), the buffer Megatron-Core's fused_a2a
-  get_buffer sizes as its README's get_buffer does: the largest ``Config.get_nvl_buffer_size_hint`` (csrc/config.hpp)
-  of ``Buffer.get_dispatch_config`` and ``get_combine_config`` (deep_ep/buffer.py, 20 SMs: 10 channels), hidden
-  bytes h x max(B_a, 2); Buffer's constructor (csrc/deep_ep.cpp) adds 8 peers' barrier signals and pointers
-  (8 x 4 + 8 x 8 + 8 x 8 B) and a 32 MiB workspace (NUM_WORKSPACE_BYTES, csrc/kernels/configs.cuh); across nodes
-  (EP > 8: DeepEP's internode mode) the RDMA buffer in NVSHMEM's symmetric heap, the largest
-  ``Config.get_rdma_buffer_size_hint`` of the two configs (their RDMA receive tokens aligned up to the send chunk,
-  ``Config::Config``), sized by get_buffer alike.
+  get_buffer sizes: the largest ``Config.get_nvl_buffer_size_hint`` (csrc/config.hpp) of ``Buffer.get_dispatch_config``
+  and ``get_combine_config`` (deep_ep/buffer.py, 20 SMs), hidden bytes h x max(B_a, 2); Buffer's constructor
+  (csrc/deep_ep.cpp) adds 8 peers' barrier signals and pointers and a 32 MiB workspace (csrc/kernels/configs.cuh);
+  over EP > 8 (internode) the RDMA buffer in NVSHMEM's heap (``Config.get_rdma_buffer_size_hint``).
 
-The CUDA context is not a buffer here: it is taken from the GPU's total (derivations/config/gpus.py CONTEXT).  The
-channel count is a symbol (``C_ch``, default 32: NVIDIA/nccl#1685); the NVLink domain is --nvlink-domain
-(--gpus-per-node, the GPU's own).
-"""
+The CUDA context is taken from the GPU's total (derivations/config/gpus.py CONTEXT); ``C_ch`` channels (default 32,
+NVIDIA/nccl#1685); the NVLink domain is --nvlink-domain."""
 from __future__ import annotations
 
 import math
@@ -52,6 +35,7 @@ from derivations import evaluate as ev
 from derivations.activations.shape import of_model
 from derivations.activations.view import View
 from derivations.config.gpus import CONTEXT, CONTEXT_SOURCE
+from symbolic.errors import ConfigError
 
 NCCL = "NVIDIA/nccl@5067397c2676d5aed50042fc39e5c8ee96eb0027"
 DEEPEP = "deepseek-ai/DeepEP@79bbb546f6921fbed57f000627a0b92f0d468cf0"
@@ -82,27 +66,17 @@ DEEPEP_WORKSPACE = 32 << 20
 DEEPEP_META = NVL_PEERS * (4 + 8 + 8)
 
 
-def _align(x, a: int):
-    """x rounded up to a multiple of a (sympy's ceiling for symbols)."""
-    # lazy: sympy (estimate imports no sympy)
-    import sympy as sp
-    return a * sp.ceiling(sp.Rational(1, a) * x)
-
-
-def _symbols():
-    # lazy: sympy (estimate imports no sympy)
-    import sympy as sp
-    return (sp.Symbol("B_nccl", positive=True, integer=True), sp.Symbol("C_ch", positive=True, integer=True),
-            sp.Symbol("h", positive=True, integer=True), sp.Symbol("B_a", positive=True))
-
-
 def terms():
     """The buffer terms (sympy; their parts name the library's size rule)."""
     # lazy: sympy (estimate imports no sympy)
     import sympy as sp
 
     from symbolic.term import Part, Term
-    B, C, h, B_a = _symbols()
+
+    def _align(x, a: int):  # x rounded up to a multiple of a
+        return a * sp.ceiling(sp.Rational(1, a) * x)
+    B, C, h = (sp.Symbol(n, positive=True, integer=True) for n in ("B_nccl", "C_ch", "h"))
+    B_a = sp.Symbol("B_a", positive=True)
     p2p = f"{NCCL} src/transport/p2p.cc p2pRecvSetup/p2pSendSetup, src/init.cc computeBuffSizes"
     ring = Term("device.nccl.ring", "one NCCL ring communicator's buffers (per channel: LL + LL128 received, "
                 "Simple sent, P2P read)", "bytes", p2p,
@@ -133,15 +107,15 @@ def terms():
                    Part("workspace", "NUM_WORKSPACE_BYTES, 32 MiB", (DEEPEP_WORKSPACE,),
                         provenance=f"{DEEPEP} csrc/kernels/configs.cuh")))
     r_tokens = sp.Symbol("T_rdma", positive=True, integer=True)  # the configs' largest aligned RDMA receive tokens
-    per_r = ch * sp.Max(sp.floor(ep / NVL_PEERS), 1) * r_tokens
+    per_r = ch * rdma_ranks * r_tokens
     r_rule = f"{DEEPEP} csrc/config.hpp Config::get_rdma_buffer_size_hint"
     rdma = Term("device.deepep.rdma", "DeepEP's RDMA buffer across nodes (EP > 8; NVSHMEM's symmetric heap, outside "
                 "PyTorch's allocator): the largest size hint of its dispatch and combine configs", "bytes", r_rule,
                 (Part("rdma", "num_channels x RDMA ranks x (the counters, and twice (send and receive) tokens x "
                       "(hidden bytes + source meta + top-k indices and weights + scales + an int4)), to 128 B",
-                      (_align(ch * sp.Max(sp.floor(ep / NVL_PEERS), 1) * (NVL_PEERS * 2 + 2) * 2 * 4
-                              + 2 * per_r * (hb + SOURCE_META + TOPK_MAX * (TOPK_IDX + 4) + SCALES_MAX * 4 + 16),
-                              128),), provenance=r_rule),))
+                      (_align(ch * rdma_ranks * (NVL_PEERS * 2 + 2) * 2 * 4 + 2 * per_r
+                              * (hb + SOURCE_META + TOPK_MAX * (TOPK_IDX + 4) + SCALES_MAX * 4 + 16), 128),),
+                      provenance=r_rule),))
     context = Term("device.context", "the CUDA context (driver, lazily loaded kernels), taken from the GPU's total: "
                    "the usable capacity (derivations/config/gpus.py)", "bytes", CONTEXT_SOURCE,
                    (Part("context", "CUDA context, about 400 MB", (CONTEXT,)),))
@@ -179,7 +153,6 @@ def _value(term, values: Mapping) -> int:
 def deepep_tokens(ep: int) -> int:
     """The largest num_max_nvl_chunked_recv_tokens of DeepEP's dispatch and combine configs for ``ep`` ranks."""
     if ep not in DISPATCH:
-        from symbolic.errors import ConfigError
         raise ConfigError("dispatcher", f"DeepEP has no config for {ep} EP ranks (deep_ep/buffer.py: "
                                         f"{', '.join(map(str, DISPATCH))})")
     return max(DISPATCH[ep][0], COMBINE[ep][0])
@@ -222,10 +195,9 @@ def pp_peers(stride: int, pp: int, stage: int, domain: int, wrap: bool) -> Tuple
 def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsize: int = BUFFSIZE,
             channels: int = CHANNELS, domain: int = 8, stage: int = 0, wrap: bool = False) -> List[Buffer]:
     """The device's buffers outside the allocator under ``layout`` on NVLink domains of ``domain`` GPUs: a ring
-    communicator per group of more than one rank (DP x CP, TP, ETP, expert DP under EP > 1), CP's and PP's
-    send/receive to the
-    neighbours (PP's of ``stage``, :func:`pp_peers`; ``wrap``: the interleaved schedule's), EP's all-to-all (or DeepEP's
-    buffer), each connection inside the domain by P2P, across it by NET."""
+    communicator per group of more than one rank (DP x CP, TP, ETP, expert DP under EP > 1), CP's and PP's send/receive
+    to the neighbours (PP's of ``stage``, :func:`pp_peers`; ``wrap``: the interleaved schedule's), EP's all-to-all (or
+    DeepEP's buffer), each connection inside the domain by P2P, across it by NET."""
     ring, peer, deepep, rdma, _, ring_net, p2p_net = terms()
     v = {"B_nccl": buffsize, "C_ch": 1}
     per_ring, per_net, per_peer = _value(ring, v), _value(ring_net, v), _value(peer, v)
@@ -244,11 +216,11 @@ def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsi
             out.append(Buffer(ring_net.id if net else ring.id, f"NCCL {name} ring ({channels} channels{where})",
                               (channels - net) * per_ring + net * per_net))
 
-    def p2p(name, local, remote):
+    def p2p(name, local, remote, what="send/receive"):
         if local:
-            out.append(Buffer(peer.id, f"NCCL {name} send/receive, {_n(local, 'peer')}", local * channels * per_peer))
+            out.append(Buffer(peer.id, f"NCCL {name} {what}, {_n(local, 'peer')}", local * channels * per_peer))
         if remote:
-            out.append(Buffer(p2p_net.id, f"NCCL {name} send/receive, {_n(remote, 'peer')} across nodes", shared))
+            out.append(Buffer(p2p_net.id, f"NCCL {name} {what}, {_n(remote, 'peer')} across nodes", shared))
     if cp > 1:  # TE's default cp_comm_type p2p: KV blocks to the next CP rank, from the previous (a ring of P2P)
         p2p("CP", *max(pp_peers(tp, cp, i, domain, True) for i in range(cp)))
     if layout.pp > 1:
@@ -262,10 +234,7 @@ def buffers(layout, hidden: int, act_bytes, dispatcher: str = "alltoall", buffsi
                     rdma, {"EP": ep, "T_rdma": deepep_rdma_tokens(ep), "h": hidden, "B_a": act_bytes})))
         else:
             local = _on_node(ep, etp, domain) - 1
-            if local:
-                out.append(Buffer(peer.id, f"NCCL EP all-to-all, {_n(local, 'peer')}", local * channels * per_peer))
-            if local < ep - 1:
-                out.append(Buffer(p2p_net.id, f"NCCL EP all-to-all, {_n(ep - 1 - local, 'peer')} across nodes", shared))
+            p2p("EP", local, ep - 1 - local, "all-to-all")
     return out
 
 

@@ -2,17 +2,12 @@
 ``act.quantized.<R>``, each held layer micro-batch's linear inputs in the format instead of B_a, and
 ``state.quantized.<R>``, the quantized weight copies TE caches on every device (formats: config/quantization.py).
 
-**Saved inputs** (Transformer Engine d0067d0d, transformer_engine/pytorch/module/): linear.py ``_linear_forward``,
-layernorm_linear.py (``ln_out``) and grouped_linear.py save their quantized inputs (column-wise, the local shard
-under sequence parallelism); ``save_original_input`` keeps the BF16 input instead, which Megatron-Core d98e8a64 sets
-on linear_proj for every recipe but delayed (transformer/attention.py) and under recomputation
-(moe/experts.py, multi_latent_attention.py, moe_layer.py).  On the TE spec: the two down-projections' inputs (2
-copies), the up-projections' ``ln_out``, linear_proj's input (delayed only), the shared fc1's copy of the router
-input, the grouped fc1's permuted tokens, every fc2 input, the dense fc1's ``ln_out``; MTP as one MoE layer.
-
-**Weight copies** (linear.py ``Linear.forward``, base.py ``quantize_weight``): with ``is_first_microbatch``
-TE caches one quantized weight per linear (grouped: per expert), both directions, reused by the backward; under
-``--quantized-param-gather`` the parameter itself is quantized (no B_w copy)."""
+Saved inputs (Transformer Engine d0067d0d, transformer_engine/pytorch/module/ linear.py ``_linear_forward``,
+layernorm_linear.py ``ln_out``, grouped_linear.py): quantized, column-wise, the local shard under SP; BF16 where
+``save_original_input`` is set (Megatron-Core d98e8a64: linear_proj for every recipe but delayed,
+transformer/attention.py, and under recomputation: moe/experts.py, multi_latent_attention.py, moe_layer.py).  Weight
+copies (linear.py ``Linear.forward``, base.py ``quantize_weight``): one per linear (grouped: per expert), both
+directions, cached at ``is_first_microbatch``; under ``--quantized-param-gather`` the parameter itself (no B_w copy)."""
 from __future__ import annotations
 
 from fractions import Fraction

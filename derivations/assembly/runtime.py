@@ -1,15 +1,11 @@
 """Runtime buffers a training framework allocates on every device (extension; ``--runtime-buffers``), counted by
 ``torch.cuda.memory_stats()["allocated_bytes.all.peak"]`` for the whole run (Megatron-Core with Transformer Engine):
-
-  TE GEMM workspace        transformer_engine/pytorch/cpp_extensions/gemm.py: get_cublas_workspace
-                           (lru_cache per device): get_cublas_workspace_size_bytes(), 32 MiB + 1 KiB on
-                           Hopper (sm >= 90; "32 MiB for NVFP4 GEMM, plus 1024 B for alignment")
-  TE grouped-GEMM          the same, one per cuBLAS stream (tex.get_num_cublas_streams(), 4 by default)
-  workspaces               for general_grouped_gemm (--moe-grouped-gemm)
-  PyTorch cuBLAS workspace one per (handle, stream), CUDACachingAllocator (CublasHandlePool.cpp
-                           getNewWorkspace): 32 MiB on Hopper (CUBLAS_WORKSPACE_CONFIG :4096:8)
-
-5 (2^25 + 2^10) + 2^25 bytes per device; NCCL's buffers are outside the caching allocator (Sec. 6's M_buf)."""
+TE's GEMM workspace (transformer_engine/pytorch/cpp_extensions/gemm.py get_cublas_workspace, lru_cache per device:
+get_cublas_workspace_size_bytes(), 32 MiB + 1 KiB on Hopper, "32 MiB for NVFP4 GEMM, plus 1024 B for alignment"), one
+more per cuBLAS stream for general_grouped_gemm (tex.get_num_cublas_streams(), 4; --moe-grouped-gemm), and PyTorch's
+cuBLAS workspace per (handle, stream) (CublasHandlePool.cpp getNewWorkspace: 32 MiB on Hopper,
+CUBLAS_WORKSPACE_CONFIG :4096:8): 5 (2^25 + 2^10) + 2^25 bytes per device.  NCCL's buffers are outside the caching
+allocator (Sec. 6's M_buf)."""
 from __future__ import annotations
 
 from functools import lru_cache

@@ -107,9 +107,7 @@ def chunks(name: str, pp: int, index: int, microbatches: Optional[int] = None,
 
 def held_stages(name: Optional[str], pp: int, index: int) -> Tuple[int, ...]:
     """Stages whose parameters device ``index`` holds: (index,), or (index, PP-1-index) under DualPipe."""
-    if name == "dualpipe":
-        return (index, pp - 1 - index)
-    return (index,)
+    return (index, pp - 1 - index) if name == "dualpipe" else (index,)
 
 
 def assumptions(name: str, pp: int, microbatches: Optional[int], vpp: Optional[int],
@@ -149,39 +147,20 @@ def virtual_chunks(model, layout, index: int, virtual_layers: Tuple[int, ...], v
         raise ConfigError("virtual-layers", f"--virtual-layers sums to {sum(virtual_layers)}, the model has "
                                             f"{model.l} layers")
     starts = [sum(virtual_layers[:j]) for j in range(pp * v)]
-    out = []
-    for c in range(v):
-        j = c * pp + index
-        layers = range(starts[j], starts[j] + virtual_layers[j])
-        comp = compose(model, layers, j == 0, j == pp * v - 1, index)
-        out.append(comp)
-    return out
+    return [compose(model, range(starts[j], starts[j] + virtual_layers[j]), j == 0, j == pp * v - 1, index)
+            for j in range(index, pp * v, pp)]
 
 
-def interleaved_order(pp: int, v: int, m: int, index: int) -> List[Tuple[int, ...]]:
-    """The chunks rank ``index`` holds after each forward of Megatron-Core's interleaved 1F1B
+def _warm(pp: int, v: int, m: int, index: int) -> int:
+    """The warm-up forwards of rank ``index``: min(2 (PP - i - 1) + (V - 1) PP, m V)."""
+    return min(2 * (pp - index - 1) + (v - 1) * pp, m * v)
+
+
+def interleaved_order(pp: int, v: int, m: int, index: int, until: Optional[int] = None) -> List[Tuple[int, ...]]:
+    """The chunks rank ``index`` holds after each forward (the first ``until``) of Megatron-Core's interleaved 1F1B
     (pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving): forward k runs chunk (k // PP) mod
-    V, backward k chunk V-1 - (k // PP) mod V, after min(2 (PP - i - 1) + (V - 1) PP, m V) warm-up forwards."""
-    return _order(pp, v, m, index, m * v)
-
-
-def distinct_states(pp: int, v: int, m: int, index: int) -> List[Tuple[int, ...]]:
-    """:func:`interleaved_order` up to the end of its first steady-state period: the states repeat every PP V steps, so
-    this has the same largest state whatever m."""
-    warm = min(2 * (pp - index - 1) + (v - 1) * pp, m * v)
-    return _order(pp, v, m, index, min(m * v, warm + pp * v))
-
-
-def backward_states(pp: int, v: int, m: int, index: int) -> List[Tuple[Tuple[int, ...], int]]:
-    """(state, chunk whose backward runs next) for each steady-state step of :func:`distinct_states`."""
-    warm = min(2 * (pp - index - 1) + (v - 1) * pp, m * v)
-    return [(st, v - 1 - (k // pp) % v) for k, st in enumerate(distinct_states(pp, v, m, index)[warm:])]
-
-
-def _order(pp: int, v: int, m: int, index: int, until: int) -> List[Tuple[int, ...]]:
-    """The first ``until`` states of :func:`interleaved_order`."""
-    total = m * v
-    warm = min(2 * (pp - index - 1) + (v - 1) * pp, total)
+    V, backward k chunk V-1 - (k // PP) mod V, after :func:`_warm` warm-up forwards."""
+    warm, until = _warm(pp, v, m, index), m * v if until is None else until
     held, states, f, b = [0] * v, [], 0, 0
     while f < until:
         held[(f // pp) % v] += 1
@@ -191,6 +170,18 @@ def _order(pp: int, v: int, m: int, index: int, until: int) -> List[Tuple[int, .
             held[v - 1 - (b // pp) % v] -= 1
             b += 1
     return states
+
+
+def distinct_states(pp: int, v: int, m: int, index: int) -> List[Tuple[int, ...]]:
+    """:func:`interleaved_order` up to the end of its first steady-state period: the states repeat every PP V steps, so
+    this has the same largest state whatever m."""
+    return interleaved_order(pp, v, m, index, min(m * v, _warm(pp, v, m, index) + pp * v))
+
+
+def backward_states(pp: int, v: int, m: int, index: int) -> List[Tuple[Tuple[int, ...], int]]:
+    """(state, chunk whose backward runs next) for each steady-state step of :func:`distinct_states`."""
+    warm = _warm(pp, v, m, index)
+    return [(st, v - 1 - (k // pp) % v) for k, st in enumerate(distinct_states(pp, v, m, index)[warm:])]
 
 
 def rank_chunks(model, layout, training, comp):

@@ -1,18 +1,16 @@
 """The peak over the whole training step, as terms: what one micro-batch's backward adds to the end of its forward.
 
-The paper (Sec. 5-6) judges a device at the end of the forward (``act.stage``, A per micro-batch). Later moments can
-hold more: the head's backward (the logits' FP32 gradient, t x V), a layer's backward under recomputation. A *moment*
-is the bytes one micro-batch holds then above A; one micro-batch at a time is in its backward, so the step peak is
-
-    n_fl A + X,   X = max(0, moment_1, moment_2, ...)   (the step excess; n_fl = 1 without a schedule)
+The paper (Sec. 5-6) judges a device at the end of the forward (``act.stage``, A per micro-batch); the head's backward
+(the logits' FP32 gradient, t x V) or a layer's backward under recomputation can hold more.  A *moment* is the bytes
+one micro-batch holds then above A; one micro-batch at a time is in its backward, so the step peak is
+n_fl A + X, X = max(0, moment_1, moment_2, ...) (the step excess; n_fl = 1 without a schedule).
 
 The moments are in the assembly's symbols (M_A, M_E, M_D, M_H; M_A0, M_E0, M_D0 without recomputation), printed into
 derivations/generated/ (``step``), per framework (``--head-state``): ``paper`` (kept tensors only; under recomputation
 each layer kind rebuilt is a moment), ``transformers`` (5.24 eager DeepseekV3ForCausalLM) and ``mcore`` (Megatron-Core
-0.16.1, local spec), measured in paper/traces/*-step.toml and explained in paper/traces/STEP.md.
-
-Exact against the step records at TP = PP = EP = CP = 1; the parallel degrees divide them as the tensors they name are
-split, which no record checks. Fused attention kernels keep no b n_h s^2 tensor."""
+0.16.1, local spec), measured in paper/traces/*-step.toml and explained in paper/traces/STEP.md: exact at TP = PP = EP
+= CP = 1, the parallel degrees dividing them as the tensors they name are split (no record checks it).  Fused
+attention kernels keep no b n_h s^2 tensor."""
 from __future__ import annotations
 
 from dataclasses import replace

@@ -30,16 +30,6 @@ def choices(model, zeros=(0, 1, 2, 3), recompute=None,
             for z in zeros for r in (recompute or policies())}
 
 
-def choice_terms(model, choices_: Dict, training: Training | None = None) -> Dict[str, Term]:
-    """{term id: Term} of every term a set of :func:`choices` uses."""
-    base = training or Training()
-    out = {}
-    for (z, r), ids in choices_.items():
-        terms = variant(model, replace(base, zero=z, recompute=r, recompute_ops=())).terms
-        out.update({t: terms[t] for t in ids.values()})
-    return out
-
-
 def components(model, training: Training) -> Dict[str, Term]:
     """{component: Term} of the per-device total."""
     terms = variant(model, training).terms

@@ -7,8 +7,7 @@
   from them (no environment read, no command substitution run; an unset variable is an error only where a flag
   that matters reads it).  The torchrun words give the world size.
 * A **model_config.yaml** (Megatron-LM tests/functional_tests/test_cases): ``MODEL_ARGS`` maps ``--flag`` to its
-  value (``true``: given; ``false``: not), ``ENV_VARS`` kept; read with PyYAML's safe loader, aliases refused.
-"""
+  value (``true``: given; ``false``: not), ``ENV_VARS`` kept; read with PyYAML's safe loader, aliases refused."""
 from __future__ import annotations
 
 import os
@@ -91,13 +90,10 @@ def read_text(path: str, option: str = "from-megatron", what: str = "a launch sc
     """The text of a launch file: a regular file of at most CONFIG_BYTES bytes of UTF-8, else a ConfigError."""
     try:
         st = os.stat(path)
-    except OSError as exc:
-        raise _err(path, f"cannot read the launch file: {exc.strerror or exc}", option) from None
-    if not stat.S_ISREG(st.st_mode):
-        raise _err(path, f"not a regular file ({what})", option)
-    if st.st_size > CONFIG_BYTES:
-        raise _err(path, f"{st.st_size} bytes; a launch file has at most {CONFIG_BYTES}", option)
-    try:
+        if not stat.S_ISREG(st.st_mode):
+            raise _err(path, f"not a regular file ({what})", option)
+        if st.st_size > CONFIG_BYTES:
+            raise _err(path, f"{st.st_size} bytes; a launch file has at most {CONFIG_BYTES}", option)
         # non-blocking, and checked again once open: a file swapped for a FIFO since the stat never blocks the read
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
         with os.fdopen(fd, "rb") as fh:

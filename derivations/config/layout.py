@@ -2,6 +2,7 @@
 L_d, L_m, e_E, e_H; other spans of layers, Table 3)."""
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Dict, List, Optional, Tuple
@@ -120,11 +121,8 @@ def stage_layers(model: ModelSpec, layout: Layout) -> List[range]:
         else:
             base, rem = divmod(l, pp)
             split = [base + 1] * rem + [base] * (pp - rem)
-    out, start = [], 0
-    for n in split:
-        out.append(range(start, start + n))
-        start += n
-    return out
+    starts = [0, *itertools.accumulate(split)]
+    return [range(a, b) for a, b in zip(starts, starts[1:])]
 
 
 #: The composition symbols every family's stage has (Table 4), in order; a family's own counts follow them

@@ -1,6 +1,6 @@
 """The domain of every number memsym accepts, as data: each bound the largest value a real model or cluster uses,
 with a wide margin, so that every accepted input is computed within seconds and under 1 GiB, within a float64 and a
-printed column.  Checked before any work (memsym/commands/argtypes.py apply_limits, a config.json's fields, a
+printed column.  Checked before any work (memsym/argtypes.py apply_limits, a config.json's fields, a
 Layout's or Training's validation); a value outside raises ConfigError ``limit.<name>`` naming the limit.
 """
 from __future__ import annotations
@@ -67,7 +67,6 @@ OPTIONS: Dict[str, Limit] = _TABLES["options"]
 #: config.json fields (Hugging Face names; limits.toml [fields]).
 FIELDS: Dict[str, Limit] = _TABLES["fields"]
 GPUS = OPTIONS["gpus"].high  # the largest training clusters are ~10^5 GPUs
-DIM = FIELDS["hidden_size"].high  # the largest hidden or intermediate sizes are ~2^15, vocabularies ~2^18
 LAYERS = FIELDS["num_hidden_layers"].high  # the deepest released models have ~10^2 layers
 
 #: Entries of a list option (a search evaluates every combination of its lists).

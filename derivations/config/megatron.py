@@ -1,12 +1,10 @@
 """Megatron-LM's arguments (a launch read by :mod:`derivations.config.launch`) as memsym's options: the model built
 as Megatron builds it (a DeepSeek-family config.json) and every memory-relevant flag mapped onto an option of
-``memsym estimate`` with where it came from (what ``--explain`` prints).  Sources, NVIDIA/Megatron-LM at
+``memsym estimate`` with where it came from (what ``--explain`` prints); any other flag is ignored (:data:`IGNORED`)
+or named in the not-modelled warning (:attr:`Resolution.unmodelled`).  Sources, NVIDIA/Megatron-LM at
 d98e8a64ddf34856e74b24714e3bedb2f5a39553: ARGS megatron/training/arguments.py, TC
 megatron/core/transformer/transformer_config.py, MPC megatron/core/model_parallel_config.py, TOK
-megatron/core/tokenizers/utils/build_tokenizer.py, LAY megatron/core/transformer/pipeline_parallel_layer_layout.py.
-
-A flag is mapped, ignored (:data:`IGNORED`) or named in the not-modelled warning (:attr:`Resolution.unmodelled`).
-"""
+megatron/core/tokenizers/utils/build_tokenizer.py, LAY megatron/core/transformer/pipeline_parallel_layer_layout.py."""
 from __future__ import annotations
 
 import math
@@ -119,11 +117,9 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
     put("dp", world // size, f"{world_src} / (TP {tp} x PP {pp} x CP {cp}) ({ARGS} validate_args: data_parallel_size)")
     if launch.per_node and "gpus_per_node" in known:  # places the rings and PP peers (--memory device, --time)
         put("gpus_per_node", launch.per_node, f"torchrun --nproc-per-node {launch.per_node}: the GPUs of a node")
-    put("tp", tp, tp_src)
-    put("pp", pp, pp_src)
-    put("ep", ep, ep_src)
-    put("etp", etp, etp_src)
-    put("cp", cp, cp_src)
+    for dest, val, src in (("tp", tp, tp_src), ("pp", pp, pp_src), ("ep", ep, ep_src), ("etp", etp, etp_src),
+                           ("cp", cp, cp_src)):
+        put(dest, val, src)
     sp_on = a.has("--sequence-parallel")
     put("sp", tp if sp_on and tp > 1 else 1,
         ("--sequence-parallel: SP = TP" if sp_on else f"no --sequence-parallel ({MPC} sequence_parallel False)")

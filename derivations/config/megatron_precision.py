@@ -1,16 +1,11 @@
 """Megatron-LM's precision flags as memsym's options (read by derivations/config/megatron.py; NVIDIA/Megatron-LM
 d98e8a64, ARGS megatron/training/arguments.py): the bytes per element and the optimizer's sharding (:func:`dtypes`),
-and the low-precision linear layers (:func:`quantization`):
-
-  --fp8-format e4m3|hybrid      transformer_config.py TransformerConfig.fp8 (None: no FP8): the formats differ in
-                                the gradients' exponent bits only, not in bytes
-  --fp8-recipe R                TransformerConfig.fp8_recipe, default 'delayed'; fp8_utils.py get_fp8_recipe builds
-                                DelayedScaling, Float8CurrentScaling (tensorwise), Float8BlockScaling (blockwise) or
-                                MXFP8BlockScaling (mxfp8); 'custom' (a quantizer factory) is not modelled
-  --fp4-format e2m1             TransformerConfig.fp4, with --fp4-recipe nvfp4 (default): NVFP4BlockScaling
-  --fp8-param-gather            TransformerConfig.fp8_param (arguments.py _add_transformer_engine_args)
-  --fp4-param-gather            TransformerConfig.fp4_param (Megatron-Bridge's fp4_param_gather)
-"""
+and the low-precision linear layers (:func:`quantization`): --fp8-format (TransformerConfig.fp8; e4m3 and hybrid differ
+in the gradients' exponent bits, not in bytes), --fp8-recipe (TransformerConfig.fp8_recipe, default 'delayed';
+fp8_utils.py get_fp8_recipe builds DelayedScaling, Float8CurrentScaling, Float8BlockScaling or MXFP8BlockScaling;
+'custom' is not modelled), --fp4-format e2m1 with --fp4-recipe nvfp4 (TransformerConfig.fp4: NVFP4BlockScaling),
+--fp8-param-gather (TransformerConfig.fp8_param, arguments.py _add_transformer_engine_args) and --fp4-param-gather
+(TransformerConfig.fp4_param, Megatron-Bridge's fp4_param_gather)."""
 from __future__ import annotations
 
 from derivations.config.megatron_flags import DTYPE_NAMES, FSDP_ZERO

@@ -3,13 +3,11 @@ tensor of te.Linear, LayerNormLinear or GroupedLinear costs per element, values 
 from NVIDIA/TransformerEngine d0067d0d (2.20.0.dev0), transformer_engine/common/recipe/__init__.py and
 transformer_engine/pytorch/tensor/*.py, and Megatron-LM d98e8a64 megatron/core/fp8_utils.py ``get_fp8_recipe``.
 
-**Directions.**  A GEMM's forward reads a tensor row-wise, the weight gradient column-wise.  Float8 tensors
-(delayed, tensorwise) on Hopper keep the column-wise copy as a transpose (float8_tensor.py: ``_data`` and
-``_transpose``); the block recipes quantize each direction apart, each with its own scales.  So a weight kept for
-forward and backward costs two directions (``Format.weight_bytes``), a saved input one (``Format.input_bytes``:
-linear.py ``_linear_forward`` keeps only the column-wise data).  The per-tensor FP32 scales and the block formats'
-padding of scale tensors (a few KiB per device) are not counted.
-"""
+A GEMM's forward reads a tensor row-wise, the weight gradient column-wise: Float8 tensors (delayed, tensorwise) on
+Hopper keep the column-wise copy as a transpose (float8_tensor.py ``_data``, ``_transpose``), the block recipes quantize
+each direction apart with its own scales.  A weight kept for forward and backward costs two directions
+(``Format.weight_bytes``), a saved input one (``Format.input_bytes``: linear.py ``_linear_forward`` keeps the
+column-wise data); per-tensor FP32 scales and the padding of scale tensors (a few KiB per device) are not counted."""
 from __future__ import annotations
 
 from dataclasses import dataclass

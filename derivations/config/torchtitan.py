@@ -1,6 +1,6 @@
 """A torchtitan job config (the TOML ``CONFIG_FILE`` of ``run_train.sh``) read as data (:mod:`tomllib`, bounded as a
-launch file) and mapped onto memsym's options, with torchtitan's own default for a key the file does not give (named
-where it is read, ``_Keys.get``).  The model: ``deepseek_v3`` with a flavor of ``deepseekv3_configs``, a memsym
+launch file) and mapped onto memsym's options, with torchtitan's own default for a key the file does not give
+(:data:`DEFAULTS`, ``_Keys.get``).  The model: ``deepseek_v3`` with a flavor of ``deepseekv3_configs``, a memsym
 preset when equal field by field.  Sources, pytorch/torchtitan at 99fee810b7e253273ed8d1e10eb6c5f60ba69eff
 (2025-10-02; torchtitan replaced its TOML job configs at 9810191, #2386): JC torchtitan/config/job_config.py, PD
 torchtitan/distributed/parallel_dims.py, PAR torchtitan/models/deepseek_v3/infra/parallelize.py, AC
@@ -37,6 +37,10 @@ with tomlfile.package_data(Path(__file__).with_name("torchtitan_keys.toml")) as 
     #: JobConfig's field names by the dotted path of their table ("": the sections); ConfigManager._dict_to_dataclass
     #: refuses any other name at every level (torchtitan/config/manager.py)
     FIELDS: Dict[str, Tuple[str, ...]] = {k: tuple(v.split()) for k, v in _KEYS["fields"].items()}
+    #: JobConfig's default of each key memsym reads (job_config.py)
+    DEFAULTS: Dict[str, object] = dict(_KEYS["defaults"])
+    #: a flavor's config.json fields: the flavor's arg, or {value, origin} of torchtitan's fixed choice
+    MODEL_FIELDS: Dict[str, object] = dict(_KEYS["model_fields"])
 _DTYPES = {"bfloat16": "bf16", "float32": "fp32"}
 
 
@@ -79,22 +83,24 @@ class _Keys:
     def __init__(self, path: str, data: Dict[str, object]):
         self.path, self.data, self.used = path, data, set()
 
-    def get(self, key: str, default, where: str) -> Tuple[object, str]:
+    def get(self, key: str) -> Tuple[object, str]:
+        """The key's value, else JobConfig's default (:data:`DEFAULTS`, named as its Section.field), and its source."""
         section, name = key.split(".", 1)
         self.used.add(key)
         table = self.data.get(section, {})
         if name in table:
             return table[name], f"[{section}] {name} = {table[name]!r}"
-        return default, f"torchtitan default {default!r} ({JC} {where})"
+        where = "".join(w.title() for w in section.split("_")) + "." + name
+        return DEFAULTS[key], f"torchtitan default {DEFAULTS[key]!r} ({JC} {where})"
 
-    def int(self, key: str, default: int, where: str, low: int = 1) -> Tuple[int, str]:
-        val, src = self.get(key, default, where)
+    def int(self, key: str, low: int = 1) -> Tuple[int, str]:
+        val, src = self.get(key)
         if isinstance(val, bool) or not isinstance(val, int) or not (low <= val <= 10 ** 9):
             raise err(self.path, f"{key} = {val!r}: expected an integer >= {low}")
         return val, src
 
-    def choice(self, key: str, default: str, where: str, choices) -> Tuple[str, str]:
-        val, src = self.get(key, default, where)
+    def choice(self, key: str, choices) -> Tuple[str, str]:
+        val, src = self.get(key)
         if val not in choices:
             raise err(self.path, f"{key} = {val!r}: torchtitan accepts {', '.join(map(repr, choices))}")
         return val, src
@@ -125,7 +131,7 @@ def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: 
     if build_model:
         flex = _model(k, r, put)
     else:
-        k.get("model.name", "llama3", "Model.name"), k.get("model.flavor", "debugmodel", "Model.flavor")
+        k.get("model.name"), k.get("model.flavor")
     _layout(k, r, put, gpus, dp)
     _training(k, r, put, flex)
     memory = list(k.rest())
@@ -156,25 +162,16 @@ def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: 
 
 def _model(k: _Keys, r: Resolution, put) -> bool:
     """The flavor's model (a preset or config fields); returns its use_flex_attn."""
-    name, n_src = k.get("model.name", "llama3", "Model.name")
-    flavor, f_src = k.get("model.flavor", "debugmodel", "Model.flavor")
+    name, n_src = k.get("model.name")
+    flavor, f_src = k.get("model.flavor")
     if name != "deepseek_v3":
         raise err(k.path, f"model.name = {name!r}: memsym reads torchtitan's deepseek_v3 (DeepSeek-V3 family); "
                           "give --model for another config")
     if flavor not in FLAVORS:
         raise err(k.path, f"model.flavor = {flavor!r}: deepseek_v3's flavors are {', '.join(FLAVORS)} ({DS})")
     a = FLAVORS[flavor]
-    fields = {"model_type": "deepseek_v3", "hidden_size": a["dim"], "intermediate_size": a["inter_dim"],
-              "moe_intermediate_size": a["moe_inter_dim"], "num_hidden_layers": a["n_layers"],
-              "first_k_dense_replace": a["n_dense_layers"], "moe_layer_freq": 1,
-              "num_attention_heads": a["n_heads"], "num_key_value_heads": a["n_heads"],
-              "q_lora_rank": a["q_lora_rank"] or None, "kv_lora_rank": a["kv_lora_rank"],
-              "qk_nope_head_dim": a["qk_nope_head_dim"], "qk_rope_head_dim": a["qk_rope_head_dim"],
-              "v_head_dim": a["v_head_dim"], "n_routed_experts": a["num_experts"],
-              "n_shared_experts": a["num_shared_experts"], "num_experts_per_tok": a["top_k"],
-              "scoring_func": a["score_func"], "norm_topk_prob": a["route_norm"], "topk_method": "greedy",
-              "n_group": a["n_expert_groups"], "topk_group": a["n_limited_groups"], "num_nextn_predict_layers": 0,
-              "tie_word_embeddings": False, "vocab_size": a["vocab_size"]}
+    fields = {f: x["value"] if isinstance(x, dict) else a[x] for f, x in MODEL_FIELDS.items()}
+    fields["q_lora_rank"] = fields["q_lora_rank"] or None  # 0: no query compression
     src = f"{n_src}, {f_src}: {DS}[{flavor!r}]"
     for preset in PRESET_NAMES:
         p = read_json(preset_path(preset))
@@ -184,12 +181,9 @@ def _model(k: _Keys, r: Resolution, put) -> bool:
             break
     else:
         r.model = fields
-        r.model_origin = {f: src for f in fields}
-        r.model_origin.update({"first_k_dense_replace": f"{src} n_dense_layers", "moe_layer_freq":
-                               "model.py: every layer from n_dense_layers on is MoE", "tie_word_embeddings":
-                               "model.py: a separate output Linear", "num_nextn_predict_layers": "no MTP module",
-                               "q_lora_rank": f"{src} q_lora_rank {a['q_lora_rank']} (0: none)",
-                               "topk_method": "moe.py: greedy top-k; expert_bias is a buffer, not a parameter"})
+        r.model_origin = {f: x.get("origin", src) if isinstance(x, dict) else src for f, x in MODEL_FIELDS.items()}
+        r.model_origin.update({"first_k_dense_replace": f"{src} n_dense_layers",
+                               "q_lora_rank": f"{src} q_lora_rank {a['q_lora_rank']} (0: none)"})
     r.notes.append("torchtitan's MoE keeps expert_bias and tokens_per_expert buffers (moe.py: num_experts FP32 each "
                    "per MoE layer): not counted")
     put("attention", "flash", f"{src} use_flex_attn {a['use_flex_attn']} (FlexAttention or SDPA: fused, no s^2 "
@@ -198,16 +192,15 @@ def _model(k: _Keys, r: Resolution, put) -> bool:
 
 
 def _layout(k: _Keys, r: Resolution, put, gpus: Optional[int], dp: Optional[int]) -> None:
-    P = "Parallelism"
-    rep, rep_src = k.int("parallelism.data_parallel_replicate_degree", 1, f"{P}.data_parallel_replicate_degree")
-    shard, sh_src = k.get("parallelism.data_parallel_shard_degree", -1, f"{P}.data_parallel_shard_degree")
+    rep, rep_src = k.int("parallelism.data_parallel_replicate_degree")
+    shard, sh_src = k.get("parallelism.data_parallel_shard_degree")
     if shard != -1:
-        shard, sh_src = k.int("parallelism.data_parallel_shard_degree", -1, f"{P}.data_parallel_shard_degree")
-    tp, tp_src = k.int("parallelism.tensor_parallel_degree", 1, f"{P}.tensor_parallel_degree")
-    pp, pp_src = k.int("parallelism.pipeline_parallel_degree", 1, f"{P}.pipeline_parallel_degree")
-    cp, cp_src = k.int("parallelism.context_parallel_degree", 1, f"{P}.context_parallel_degree")
-    ep, ep_src = k.int("parallelism.expert_parallel_degree", 1, f"{P}.expert_parallel_degree")
-    etp, etp_src = k.int("parallelism.expert_tensor_parallel_degree", 1, f"{P}.expert_tensor_parallel_degree")
+        shard, sh_src = k.int("parallelism.data_parallel_shard_degree")
+    tp, tp_src = k.int("parallelism.tensor_parallel_degree")
+    pp, pp_src = k.int("parallelism.pipeline_parallel_degree")
+    cp, cp_src = k.int("parallelism.context_parallel_degree")
+    ep, ep_src = k.int("parallelism.expert_parallel_degree")
+    etp, etp_src = k.int("parallelism.expert_tensor_parallel_degree")
     size = rep * tp * pp * cp
     if gpus is not None:
         world, w_src = gpus, f"--gpus {gpus}"
@@ -252,8 +245,7 @@ def _layout(k: _Keys, r: Resolution, put, gpus: Optional[int], dp: Optional[int]
     put("sp", tp, f"{PAR} apply_non_moe_tp: SequenceParallel norms whenever TP > 1 (SP = TP)")
     put("zero", zero, z_src)
     if zero == 3:
-        raf, raf_src = k.choice("parallelism.fsdp_reshard_after_forward", "default", f"{P}.fsdp_reshard_after_forward",
-                                ("default", "always", "never"))
+        raf, raf_src = k.choice("parallelism.fsdp_reshard_after_forward", ("default", "always", "never"))
         if raf == "never" or (raf == "default" and pp > 1):
             r.unmodelled.append(f"fsdp_reshard_after_forward {raf!r}: unsharded parameters kept from forward to "
                                 "backward (parallelize.py apply_fsdp)")
@@ -261,21 +253,18 @@ def _layout(k: _Keys, r: Resolution, put, gpus: Optional[int], dp: Optional[int]
                        "prefetched block all-gathered, the backward's unsharded gradients and reduce-scatter input "
                        "(derivations/assembly/fsdp.py)")
     else:
-        k.get("parallelism.fsdp_reshard_after_forward", "default", P)
+        k.get("parallelism.fsdp_reshard_after_forward")
     r.dp_layout = (rep, shard)
 
 
 def _training(k: _Keys, r: Resolution, put, flex: bool) -> None:
-    T = "Training"
-    local, l_src = k.int("training.local_batch_size", 8, f"{T}.local_batch_size")
-    seq, s_src = k.int("training.seq_len", 2048, f"{T}.seq_len")
-    gbs, g_src = k.get("training.global_batch_size", -1, f"{T}.global_batch_size")
+    local, l_src = k.int("training.local_batch_size")
+    seq, s_src = k.int("training.seq_len")
+    gbs, g_src = k.get("training.global_batch_size")
     pp = int(r.options["pp"])
     if pp > 1:
-        mbs, m_src = k.int("parallelism.pipeline_parallel_microbatch_size", 1,
-                           "Parallelism.pipeline_parallel_microbatch_size")
-        sched, sc_src = k.get("parallelism.pipeline_parallel_schedule", "1F1B",
-                              "Parallelism.pipeline_parallel_schedule")
+        mbs, m_src = k.int("parallelism.pipeline_parallel_microbatch_size")
+        sched, sc_src = k.get("parallelism.pipeline_parallel_schedule")
         if local % mbs:
             raise err(k.path, f"local_batch_size {local} is not a multiple of the PP micro-batch size {mbs}")
         if sched != "1F1B":
@@ -283,8 +272,7 @@ def _training(k: _Keys, r: Resolution, put, flex: bool) -> None:
         put("mbs", mbs, m_src)
         put("schedule", "1f1b", sc_src)
     else:
-        k.get("parallelism.pipeline_parallel_schedule", "1F1B", ""), k.get(
-            "parallelism.pipeline_parallel_microbatch_size", 1, "")
+        k.get("parallelism.pipeline_parallel_schedule"), k.get("parallelism.pipeline_parallel_microbatch_size")
         put("mbs", local, l_src)
     put("seq", seq, s_src)
     rep, shard = r.dp_layout
@@ -300,9 +288,8 @@ def _training(k: _Keys, r: Resolution, put, flex: bool) -> None:
 
 
 def _recompute(k: _Keys, r: Resolution, put, flex: bool) -> None:
-    mode, m_src = k.choice("activation_checkpoint.mode", "selective", "ActivationCheckpoint.mode",
-                           ("none", "selective", "full"))
-    opt, o_src = k.get("activation_checkpoint.selective_ac_option", "2", "ActivationCheckpoint.selective_ac_option")
+    mode, m_src = k.choice("activation_checkpoint.mode", ("none", "selective", "full"))
+    opt, o_src = k.get("activation_checkpoint.selective_ac_option")
     if mode != "selective":
         put("recompute", mode, f"{m_src} ({AC} apply_ac)")
     elif opt == "op":
@@ -326,18 +313,16 @@ def _recompute(k: _Keys, r: Resolution, put, flex: bool) -> None:
 
 
 def _precision(k: _Keys, r: Resolution, put) -> None:
-    T = "Training"
-    dtype, d_src = k.choice("training.dtype", "float32", f"{T}.dtype", tuple(_DTYPES))
-    param, p_src = k.choice("training.mixed_precision_param", "bfloat16", f"{T}.mixed_precision_param",
-                            tuple(_DTYPES))
-    red, r_src = k.choice("training.mixed_precision_reduce", "float32", f"{T}.mixed_precision_reduce", ("float32",))
+    dtype, d_src = k.choice("training.dtype", tuple(_DTYPES))
+    param, p_src = k.choice("training.mixed_precision_param", tuple(_DTYPES))
+    red, r_src = k.choice("training.mixed_precision_reduce", ("float32",))
     fsdp = r.options["zero"] == "3"
-    if k.get("training.enable_cpu_offload", False, f"{T}.enable_cpu_offload")[0]:
+    if k.get("training.enable_cpu_offload")[0]:
         r.unmodelled.append("training.enable_cpu_offload true (FSDP's shards on the CPU)")
-    name, n_src = k.get("optimizer.name", "AdamW", "Optimizer.name")
+    name, n_src = k.get("optimizer.name")
     if name not in ("AdamW", "Adam"):
         r.unmodelled.append(f"optimizer.name {name!r} (memsym counts Adam's two moments)")
-    if k.get("optimizer.early_step_in_backward", False, "Optimizer.early_step_in_backward")[0]:
+    if k.get("optimizer.early_step_in_backward")[0]:
         r.unmodelled.append("optimizer.early_step_in_backward true (gradients freed per parameter)")
     master = _DTYPES[dtype]
     weight = _DTYPES[param] if fsdp else master

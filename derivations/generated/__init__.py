@@ -3,5 +3,4 @@
 ``<family>.json`` holds every term as an exact polynomial and the activation tensors as decision
 tables; ``<family>.py`` the few non-polynomial symbols, the schedules' in-flight counts and the
 per-device assembly.
-:mod:`derivations.evaluate` reads them without sympy.  ``<family>_search.py`` holds the calculator page's
-search kernels of every structure (memsym/page/search.py prints them in JavaScript)."""
+:mod:`derivations.evaluate` reads them without sympy."""

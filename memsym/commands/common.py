@@ -11,7 +11,7 @@ from pathlib import Path
 from derivations import config as cfg
 from derivations.config import defaults, resolve as R
 
-from .argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
+from ..argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
     _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS,
     apply_limits, dtype_bytes, recompute_policy, imbalance_factor, unit_fraction,
     layer_counts, offload_modules, cuda_graphs, HELP_ALL, help_all, explicit, checked_by)

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 from symbolic.errors import ConfigError
 
 from ..lines import near_choice
-from .argtypes import apply_limits
+from ..argtypes import apply_limits
 
 
 def _subparser(command: str) -> argparse.ArgumentParser:

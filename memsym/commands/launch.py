@@ -8,7 +8,7 @@ import re
 import sys
 
 from ..lines import one_line
-from .argtypes import explicit
+from ..argtypes import explicit
 
 
 def apply(args, quiet: bool = False) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from derivations import config as cfg
 
-from .argtypes import explicit
+from ..argtypes import explicit
 
 
 def time_options(args) -> dict:

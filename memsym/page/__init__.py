@@ -14,6 +14,7 @@ from symbolic.resources import TEMPLATES_DIR
 from .. import __version__
 from .data import generate
 from .form import behaviour, controls
+from .options import checks_js
 
 PAGE_NAME = "memsym-calculator.html"
 
@@ -32,6 +33,7 @@ def render(data=None, models=(), progress=None) -> str:
     d = dict(generate(models=models, progress=progress) if data is None else data)
     fns, mathml, search_js = d.pop("fns"), d.pop("mathml"), d.pop("search_js")
     folder = Path(TEMPLATES_DIR) / "page"
+    read = lambda name: (folder / name).read_text(encoding="utf-8")  # noqa: E731
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(folder)), autoescape=False, keep_trailing_newline=True)
     form = controls(d)
     d["form"] = behaviour(form)
@@ -42,8 +44,8 @@ def render(data=None, models=(), progress=None) -> str:
     return env.get_template("page.html.j2").render(
         form=env.overlay(autoescape=True).get_template("form.html.j2").render(form=form).strip(),
         data_json=script_json(d), fns=",\n".join(fns), mathml_json=script_json(mathml),
-        scripts=[*((folder / f).read_text(encoding="utf-8") for f in ("runtime.js", "inputs.js", "ui.js")), search_js,
-                 (folder / "search.js").read_text(encoding="utf-8")],
+        scripts=[*(read(f) for f in ("runtime.js", "inputs.js")), checks_js(), read("ui.js"), search_js,
+                 read("search.js")],
         version=__version__, subject=html.escape(subject))
 
 

@@ -152,33 +152,6 @@ def linear_recipe(pool: Pool, keys: Dict[str, List[str]]) -> Dict:
             "rows": rows}
 
 
-def _refusals() -> Dict:
-    """training.validate_training's refusals of --offload-activations, --linear-recipe, --quantized-param-gather as
-    a table over what those rules read: {axes: [[what, values], ...], table: [index in messages of [option refused,
-    message], or -1, ...] in itertools.product order, messages} (one module, one recipe: the others refuse alike)."""
-    given = [False, True]
-    axes = [["linear_recipe", given], ["quantized_params", given], ["fp8", given],
-            ["head_state", list(cfg.CONVENTION_SWITCHES["head_state"].values)],
-            ["norm_storage", list(cfg.CONVENTION_SWITCHES["norm_storage"].values)], ["zero", sorted(cfg.ZERO_NAMES)],
-            ["offload", given], ["full", given]]
-    table, messages = [], []
-    for vals in itertools.product(*(v for _, v in axes)):
-        a = dict(zip((k for k, _ in axes), vals))
-        t = cfg.Training(zero=a["zero"], fp8=a["fp8"], recompute="full" if a["full"] else "none",
-                         linear_recipe=cfg.LINEAR_RECIPES[0] if a["linear_recipe"] else None,
-                         quantized_params=a["quantized_params"],
-                         offload=tuple(cfg.OFFLOAD_MODULES)[:1] if a["offload"] else (),
-                         conventions=cfg.Conventions(head_state=a["head_state"], norm_storage=a["norm_storage"]))
-        try:
-            cfg.validate_training(t)
-            table.append(-1)
-        except ConfigError as e:
-            said = [e.constraint.replace("-", "_"), str(e)]
-            messages += [said] if said not in messages else []
-            table.append(messages.index(said))
-    return {"axes": axes, "table": table, "messages": messages}
-
-
 def offloading() -> Dict:
     """--offload-activations: offload.py's MODULE_TENSORS as data ({module: [[kind, tensor key, element size: a bytes
     symbol or a number], ...]}), MIN_ELEMENTS and the step moment's term id."""
@@ -224,7 +197,7 @@ def family_data(pool: Pool, fam, say) -> Dict:
             "counts": [[sym, feature] for sym, feature, _ in fam.counts], "named_counts": list(fam.named_counts),
             "activation_flags": list(fam.activation_flags),
             "states": model_states(pool, fam), "activations": acts, "device": device(pool, fam),
-            "mtp": "mtp" in fam.kinds, "layout_defaults": fam.layout_defaults(),
+            "kinds": list(fam.kinds), "layout_defaults": fam.layout_defaults(),
             "layer_label": fam.layer_name or ("one MoE layer" if "moe" in fam.layer else f"one {fam.layer_what}"),
             "divides": [[d.rule, d.symbol, d.axis, d.text] for d in fam.divides],
             "inert": _inert(fam)}
@@ -310,7 +283,7 @@ def generate(models=(), progress=None) -> Dict:
     say("schedules, overheads, options")
     over = overheads(pool)
     opts = options()
-    say("the layout search's kernels and step-time model")
+    say("the layout search's step-time model")
     searched = search.generate()
     given = {argument: model_data(spec) for argument, spec in models}
     # DeepSeek's presets read by the command line's reader, as `memsym estimate --model NAME` reads them; on a page of
@@ -320,21 +293,22 @@ def generate(models=(), progress=None) -> Dict:
         opts["default_model"] = next(iter(given))
     return {"fns": pool.fns, "mathml": pool.mls, "reads": pool.reads, "families": per,
             "models": given, "released": {argument: model_data(spec) for argument, spec in released},
-            "overheads": over, "quantized": quant, "refusals": _refusals(),
+            "overheads": over, "quantized": quant,
             "offload": offloading() if DEEPSEEK.name in per else None,
             "options": opts, "inputs": inputs(), "gpus": gpus(), "features": FEATURES,
             "search": searched["data"], "search_js": searched["js"] + "\n" + assembly_js(fams)}
 
 
 def assembly_js(fams) -> str:
-    """``const ASSEMBLY = {family: {inflight, device, ...}}``: each family's generated module (derivations/generated/
-    <family>.py, else generate.python_module) in exact JavaScript (:mod:`memsym.page.pyjs`)."""
+    """``FNS`` (``FNS_OF`` over the page's exact rationals ``Q``; the search's over floats) and ``const ASSEMBLY =
+    {family: {inflight, device, ...}}``: each family's generated module (derivations/generated/<family>.py, else
+    generate.python_module) in exact JavaScript (:mod:`memsym.page.pyjs`)."""
     out = []
     for fam in fams:
         path = Path(generated.__file__).parent / f"{fam.name}.py"
         source = path.read_text(encoding="utf-8") if path.exists() else python_module(fam)
         out.append(f"{json.dumps(fam.name)}: {module_js(source, lambda name: True, ['inflight', 'device', 'DEVICE'])}")
-    return "const ASSEMBLY = {\n" + ",\n".join(out) + "\n};"
+    return "const FNS = FNS_OF(Q);\nconst ASSEMBLY = {\n" + ",\n".join(out) + "\n};"
 
 
 #: The released models' configs after DeepSeek-V3 (paper/models/), offered beside DeepSeek's presets: every family.

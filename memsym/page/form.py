@@ -26,6 +26,21 @@ READ = ("gpus", *(k for k, _ in LAYOUT), "sp", "layers_per_stage", "stage", "zer
         *cfg.CONVENTION_SWITCHES, "bytes_per_param",
         "mtp")
 
+#: The fields a refusal of the printed checks concerns, by its ConfigError's constraint or the constraint's first
+#: word (the first field is shown the message unless the field last changed is among them); ``limit.<dest>``: that
+#: option's; a family's divisibility rule: its degree's (memsym/page/data.py divides).
+REFUSED = {"sp": ["sp", "tp"], "no-experts": ["ep", "etp"], "pp-layers": ["pp"], "cp-divides-seq": ["cp", "seq"],
+           "sp-divides-seq": ["seq", "sp", "tp", "cp"], "edp-integer": ["dp", "tp", "ep", "etp", "cp"],
+           "layers-per-stage": ["layers_per_stage", "pp"], "dualpipe-pp": ["pp", "schedule"],
+           "dualpipe-microbatches": ["microbatches", "schedule"],
+           "mtp": ["mtp", "mtp_activations", "rank", "conventions"],
+           "global-batch": ["global_batch", "microbatches", "dp", "mbs"], "schedule": ["microbatches", "schedule"],
+           "vpp": ["vpp", "schedule"], "virtual-layers": ["virtual_layers", "schedule"],
+           "fp8-activations": ["fp8_activations"], "recompute-ops": ["recompute"],
+           "hf-config": ["config", "conventions", "head_state", "dropout_masks"],
+           **{k: [k.replace("-", "_"), "conventions", "zero", "fp8_activations", "recompute"]
+              for k in ("offload-activations", "linear-recipe", "quantized-param-gather")}}
+
 
 def _text(dest, words, placeholder, read="positive_int", flag=None, mode="numeric"):
     """A typed field: ``read`` names its argparse type (inputs.js), ``mode`` the keyboard it wants (inputmode)."""
@@ -116,4 +131,4 @@ def behaviour(form: Dict[str, List[Dict]]) -> Dict:
     state = [["config", "config", "text"] if c["dest"] == "config" else [c["flag"][2:], c["dest"], c["kind"]]
              for c in rows]
     return {"state": state, "read": [[d, by_dest[d]["read"]] for d in READ if d in by_dest],
-            "dtypes": [[dest, list(syms)] for dest, syms, _ in DTYPES]}
+            "dtypes": [[dest, list(syms)] for dest, syms, _ in DTYPES], "refused": REFUSED}

@@ -2,50 +2,46 @@
 and Python text rules its fields and a pasted config.json are read with (:func:`inputs`, limits.py) and the GPUs."""
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import itertools
-import json
+from fractions import Fraction
 from typing import Dict, List
 
 from derivations import config as cfg
 from derivations import families as _families
-from derivations.config import limits as L
+from derivations.activations import shape
+from derivations.assembly import schedules, sides
 from derivations.assembly.runtime import buffers_term
+from derivations.config import defaults, hfconfig, layout, limits as L, resolve, switches, training
 from derivations.config.gpus import presets as gpu_presets
-from derivations.config.recipes import RECIPES
-from derivations.config.defaults import RUN_DEFAULTS, RUN_OPTIONS
 from derivations.config.hfconfig import covered
-from derivations.config.presets import PRESETS
+from derivations.config.recipes import RECIPES
 from derivations.families import get as _family
 from derivations.notation import EXTENSION_DEFAULTS, PAPER_BYTES
+from memsym import argtypes
+from symbolic import errors, jsonfile
 from symbolic.exact import exact_text, fmt_gib
 from symbolic.numeric import exact
 
-#: The family the page reads configs of (its JavaScript reader maps DeepSeek's fields: templates/page/).
+from .pyjs import Printed
+
+#: The family whose configs the page reads when pasted (DeepSeek's from_fields, printed: :func:`checks_js`).
 DEEPSEEK = _family("deepseek")
 
 
 def options() -> Dict:
     """The options of ``estimate`` the page offers, their values and defaults (from derivations)."""
-    lay, tr, config = cfg.Layout(), cfg.Training(), DEEPSEEK.module("config")
-    jsonable = lambda v: json.loads(json.dumps(v, default=exact_text))  # noqa: E731 (a Fraction as its text)
+    lay, tr = cfg.Layout(), cfg.Training()
     return {
-        "default_model": cfg.DEFAULT_MODEL,
-        "model_types": list(DEEPSEEK.model_types), "topk_methods": list(DEEPSEEK.topk_methods),
+        "default_model": cfg.DEFAULT_MODEL, "model_types": list(DEEPSEEK.model_types),
         # what the command line's reader says of a config it does not read (hfconfig.from_dict: every family's)
         "all_model_types": list(_families.model_types()), "covered": covered(),
         "other_families": {mt: f.title for f in _families.all() if f is not DEEPSEEK for mt in f.model_types},
         "wrappers": [list(w) for w in DEEPSEEK.wrappers],
-        "scoring_funcs": list(config.SCORING_FUNCS),
-        # config.py's DSA indexer: {model_type: [defaults, attention class]}, its fields and the sharing fields
-        "dsa": {mt: [list(d), a] for mt, (d, a) in config.DSA.items()},
-        "index_fields": [list(f) for f in config.INDEX_FIELDS],
-        "sharing_fields": list(config.SHARING_FIELDS),
-        "dimensions": [list(d) for d in DEEPSEEK.dimensions],
         "layout": {"dp": lay.dp, "tp": lay.tp, "pp": lay.pp, "ep": lay.ep, "etp": lay.etp, "cp": lay.cp},
         "training": {"mbs": tr.mbs, "seq": tr.seq, "zero": tr.zero, "recompute": tr.recompute,
                      "attention": tr.attention, "imbalance": exact_text(tr.imbalance)},
-        # derivations/config/defaults.py: what a named run takes where nobody set it
-        "run": {"options": list(RUN_OPTIONS), "defaults": dict(RUN_DEFAULTS)},
         "zero_names": {str(k): v for k, v in cfg.ZERO_NAMES.items()},
         "recompute": list(cfg.RECOMPUTE), "recompute_ops": dict(cfg.RECOMPUTE_OPS),
         "attention": list(cfg.ATTENTION), "schedules": list(cfg.SCHEDULES), "dtypes": dict(cfg.DTYPES),
@@ -53,27 +49,13 @@ def options() -> Dict:
         "extension_defaults": {k.name: exact_text(v) for k, v in EXTENSION_DEFAULTS.items()},
         "switches": {k: {"option": s.option, "values": list(s.values), "side": s.side, "help": s.help}
                      for k, s in cfg.CONVENTION_SWITCHES.items()},
-        "convention_presets": {k: {kk: jsonable(vv) for kk, vv in p.items()}
-                               for k, p in cfg.CONVENTION_PRESETS.items()},
-        "bytes_conventions": {k: [v[0], v[1]] for k, v in cfg.BYTES_CONVENTIONS.items()},
-        "rank_zero": dict(cfg.RANK_ZERO),  # resolve.training_of: the ZeRO stage a --rank is
-        "recipes": {k: {"description": r.description, "options": {kk: jsonable(vv) for kk, vv in r.options.items()},
-                        "device": list(r.device) if r.device else None, "family": _recipe_family(r)}
-                    for k, r in RECIPES.items()},
+        "convention_presets": list(cfg.CONVENTION_PRESETS), "bytes_conventions": list(cfg.BYTES_CONVENTIONS),
+        "recipes": {k: {"device": list(r.device) if r.device else None} for k, r in RECIPES.items()},
         "gib": cfg.GiB,
         # --runtime-buffers: the per-device runtime buffers' bytes of each value (derivations/assembly/runtime.py)
         "runtime_buffers": {v: exact_text(exact(buffers_term(v), {}))
                             for v in cfg.CONVENTION_SWITCHES["runtime_buffers"].values if v != "none"},
     }
-
-
-def _recipe_family(recipe):
-    """[name, title] of the family of a recipe's model (a preset), or None (resolve.py refuses it for another's)."""
-    model = recipe.options.get("model")
-    if model not in PRESETS:
-        return None
-    fam = _family(PRESETS[model].family)
-    return [fam.name, fam.title]
 
 
 def _limit(lim) -> Dict:
@@ -110,3 +92,39 @@ def gpus() -> List[Dict]:
     return [{"id": g.key, "name": g.name, "bytes": g.capacity, "source": g.source,
              "capacity": f"{fmt_gib(g.capacity)} GiB usable, total less context"}
             for g in gpu_presets().values()]
+
+
+def checks_js() -> str:
+    """The command line's readers and checks the page runs, printed from their Python (memsym.page.pyjs.Printed): a
+    pasted config.json's (hfconfig.from_dict, DeepSeek's from_fields), the fields' argparse types (memsym/argtypes.py)
+    and the layout's, the training's and the schedule's validation; what the page has its own of is named here."""
+    config = DEEPSEEK.module("config")
+    p = Printed({errors.ConfigError: "py.error", argparse.ArgumentTypeError: "py.argerror", Fraction: "py.Fraction",
+                 dataclasses.replace: "py.replace", itertools.accumulate: "py.accumulate", covered: "FAMILIES.covered",
+                 jsonfile.type_name: "typeName", resolve._family_of: "FAMILIES.family_of",
+                 shape.of_model: "((model) => model.family)",
+                 shape.family: "FAMILIES.find", shape.inert: "((f) => Object.values(DATA.families[f].inert))",
+                 **{getattr(_families, k): f"FAMILIES.{k}" for k in ("wrapper", "for_model_type", "model_types",
+                                                                       "get", "find")}})
+    p.add(hfconfig.Fields, ["__init__", "err", "int", "choice", "bool", "fp8_block", "type_name", "shown"])
+    p.add(config.ModelSpec, ["family", "q_lora", "indexer", "routing_bias", "groups", "group_limited", "routing",
+                             "structure", "named", "layer_kinds", "layer_features", "mtp_layer_features", "unread"])
+    p.add(L.Limit, ["check", "message"])
+    p.add(layout.Layout, ["SP"])
+    p.add(training.Training, ["with_bytes"])
+    p.add(switches.Conventions, [])
+    for fn in (hfconfig._err, hfconfig.from_dict, config.from_fields, config.shape_name, config._indexer,
+               config._indexer_types, config._layer_kinds, config._features, L._show, layout.positive_int,
+               layout.validate_layout, layout._edp, layout.stage_layers, sides.check_mtp,
+               switches.validate_conventions, training.with_global_batch, training.validate_training,
+               training._short, training.parse_recompute, training.parse_offload, training._validate_recipe,
+               argtypes._int_text, argtypes.int_list, argtypes.layer_counts, argtypes.imbalance_factor,
+               argtypes.bounded_text, resolve.resolved, resolve.preset_name, resolve._over_recipe,
+               resolve._dp_of_gpus, resolve.check_conflicts, resolve.training_of, resolve.conventions_of,
+               defaults.applied, defaults.named_by, training.parse_cuda_graphs, shape.check_options):
+        p.add(fn)
+    for fn, name in ((schedules.validate, "validate_schedule"), (argtypes.positive_int, "arg_positive_int"),
+                     (argtypes.nonneg_int, "arg_nonneg_int"), (argtypes._shown, "arg_shown"),
+                     (L.option, "limit_option"), (jsonfile.shown, "json_shown")):
+        p.add(fn, name=name)
+    return p.js()

@@ -1,5 +1,5 @@
-"""The page's layout search (templates/page/search.js): the generated kernels, derived symbols and step-time model
-in JavaScript (:mod:`memsym.page.pyjs`), the parameter counts and the Sec. 6 peak printed from the terms."""
+"""The page's layout search (templates/page/search.js): the per-device assembly and the step-time model in JavaScript
+over floats (:mod:`memsym.page.pyjs`), the parameter counts and the Sec. 6 peak printed from the terms."""
 from __future__ import annotations
 
 import json
@@ -25,13 +25,14 @@ from .pyjs import module_js
 TIME_VARIANTS = ("megatron", "megatron_dualpipe")
 
 
-def _generated(fam: str) -> Dict[str, str]:
-    """{name: JavaScript} of the generated modules the search runs (``SEARCH_PY``, ``TIME_PY``, ``DERIVED_PY``)."""
+def _float_js(fam: str) -> str:
+    """``TIME_PY`` (the generated step-time module's variants the search runs) and ``SEARCH_ASSEMBLY(Q)`` (the
+    family's printed per-device assembly, ``Q`` the number system of its fractions), JavaScript over floats."""
     read = lambda name: (Path(generated.__file__).parent / name).read_text(encoding="utf-8")  # noqa: E731
-    return {"SEARCH_PY": module_js(read(f"{fam}_search.py"), lambda name: "_coefficients_" in name),
-            "TIME_PY": module_js(read(f"{fam}_time.py"), lambda name: False,
-                                 ["PARTS", "INPUTS", "_step_common", *(f"_step_{v}" for v in TIME_VARIANTS)]),
-            "DERIVED_PY": module_js(read(f"{fam}.py"), lambda name: True, ["derived"])}
+    time = module_js(read(f"{fam}_time.py"), lambda name: False, ["PARTS", "INPUTS", "_step_common",
+                                                                   *(f"_step_{v}" for v in TIME_VARIANTS)])
+    return (f"const TIME_PY = {time};\nconst SEARCH_ASSEMBLY = (Q) => "
+            f"{module_js(read(f'{fam}.py'), lambda name: False, ['device', 'DEVICE'])};")
 
 
 def _params() -> Dict:
@@ -52,17 +53,13 @@ def _gpus() -> Dict:
 def generate() -> Dict:
     """{'data': JSON data of the search, 'js': the JavaScript source of its functions}."""
     total, f, buf = sp.symbols("total f buf")
-    fns = [f"const {name} = {src};" for name, src in _generated(FAMILY).items()]
-    fns += ["const SEARCH_FNS = {", "params: {"]
+    fns = [_float_js(FAMILY), "const SEARCH_FNS = {", "params: {"]
     for key, ps in _params().items():
         fns.append(f"{json.dumps(key)}: {{" + ", ".join(f"{n}: {src}" for n, src in ps.items()) + "},")
     fns += ["},", f"peak: (total, f, buf) => {jscode(oh.peak(total, f, buf))},", "};"]
-    model = SimpleNamespace(structure=STRUCTURES[0], q_lora=STRUCTURES[0][0], family=FAMILY)
     data = {
-        # {attention: {"zero|policy": {component: term id}}}: kernels.choices (the same for every structure)
-        "choices": {a: {f"{z}|{r}": pick for (z, r), pick in kernels.choices(model, attention=a).items()}
-                    for a in cfg.ATTENTION},
-        "policies": list(kernels.policies()), "zeros": sorted(cfg.ZERO_NAMES), "mbs": [1, 2, 4], "seq": [4096],
+        "attentions": list(cfg.ATTENTION), "policies": list(kernels.policies()), "zeros": sorted(cfg.ZERO_NAMES),
+        "mbs": [1, 2, 4], "seq": [4096],
         "gpus_per_node": 8, "overheads": "high", "ends": {k: [str(v) for v in oh.named_values(k).values()]
                                                           for k in ("high", "low", "none")},
         "default_gpu": DEFAULT_GPU, "gpus": _gpus(), "max_gpus": 2 ** 20,

@@ -19,8 +19,6 @@ const isPySpace = (c) => inRanges(IN.space, c);
 const isPrintable = (c) => !inRanges(IN.nonprintable, c);
 /** Python's len(): code points (a lone surrogate counts one, as in a Python str). */
 const cpLen = (s) => s.length - (s.match(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g) || []).length;
-/** Python's s[:k] (code points: the first 2k UTF-16 units hold k of them, a pair cut at the end past the k-th). */
-const cpHead = (s, k) => Array.from(s.slice(0, 2 * k)).slice(0, k).join("");
 /** Python's str.strip() (Unicode white space, str.isspace). */
 function pyStrip(s) {
   let a = 0, b = s.length;
@@ -81,15 +79,6 @@ function typeName(x) {
   if (Array.isArray(x)) return "array";
   return "object";
 }
-/** ``show(text)`` when at most ``most`` code points, else ``show`` of its first ``head`` and its length. */
-function cut(text, most, head, show = (x) => x) {
-  const n = cpLen(text);
-  return n <= most ? show(text) : `${show(cpHead(text, head))}...(${n} characters)`;
-}
-/** hfconfig._shown: repr cut short (a value of a hostile file may be megabytes long). */
-const shownValue = (x) => cut(pyRepr(x), 40, 24);
-/** argtypes._shown: a typed text quoted, cut short when long. */
-const shownText = (text) => cut(text, 40, 24, reprStr);
 /** cli.one_line: what a message shows of a character that is not printable (a typed newline: \n). */
 function oneLine(message) {
   let out = "";
@@ -101,106 +90,6 @@ function oneLine(message) {
 }
 /** UTF-8 bytes of s[:end] (TextEncoder: a lone surrogate as U+FFFD's three bytes, the three it would take) */
 const utf8Len = (s, end) => new TextEncoder().encode(end === undefined ? s : s.slice(0, end)).length;
-
-// ----------------------------------------------------------------------------- the limits (derivations/config/limits.py)
-/** Limit.message: "<what> must be an integer in 1..1048576 = 2^20 (why), got <value>" */
-const limitMessage = (lim, what, value) =>
-  `${what} must be an integer in ${lim.domain} (${lim.why}), got ${cut(String(value), 24, 12)}`;
-const OPTION_LIMITS = IN.options, FIELD_LIMITS = IN.fields;
-const INT_RE = new RegExp(`^(?:${IN.int_pattern})$`);
-const DECIMAL_RE = new RegExp(`^(?:${IN.decimal_pattern})$`);
-
-// ----------------------------------------------------------------------------- the fields (argtypes.py)
-/** A refusal of a typed option, argparse's "argument --dp: ..." */
-function argError(dest, msg) {
-  return new ConfigError(`argument --${dest.replace(/_/g, "-")}: ${msg}`, [dest]);
-}
-/** argtypes._int_text: ASCII digits, at most MAX_DIGITS of them, at least ``low``, inside the option's limit. */
-function intText(dest, text, kind, low, limit) {
-  const s = pyStrip(text);
-  if (!INT_RE.test(s)) throw argError(dest, `expected ${kind} (ASCII digits 0-9), got ${shownText(text)}`);
-  const neg = s[0] === "-", digits = s.replace(/^[+-]/, "").replace(/^0+/, "");
-  if (digits.length > IN.max_digits) {
-    if (limit && !neg) throw argError(dest, limitMessage(limit, "the value", s));
-    throw argError(dest, `${shownText(text)} has ${digits.length} digits: integers here have at most ${IN.max_digits}`);
-  }
-  const val = (neg ? -1n : 1n) * BigInt(digits || "0");
-  if (low !== null && val < BigInt(low)) throw argError(dest, `expected ${kind}, got ${shownText(text)}`);
-  if (limit && !(BigInt(limit.low) <= val && val <= BigInt(limit.high)))
-    throw argError(dest, limitMessage(limit, "the value", val));
-  return Number(val);
-}
-const positiveInt = (dest, text) => intText(dest, text, "a positive integer", 1, OPTION_LIMITS[dest]);
-const nonnegInt = (dest, text) => intText(dest, text, "a non-negative integer", 0, OPTION_LIMITS[dest]);
-/** argtypes' comma-separated integers: at most ``most`` entries (``list`` names the list), none empty, each read. */
-function intEntries(dest, text, most, list, read) {
-  const items = text.split(",");
-  if (items.length > most) throw argError(dest, `${list} has ${items.length} entries; at most ${most}`);
-  return items.map((item) => {
-    if (!pyStrip(item)) throw argError(dest, `expected comma-separated integers, got ${shownText(text)} (an empty entry)`);
-    return read(item);
-  });
-}
-/** argtypes.int_list (its entries bounded by the option's limit, at most LIST_LENGTHS of them; the page's one list,
-    --layers-per-stage, is not a set: SET_OPTIONS' refusal of an entry listed twice is search's) */
-function intList(dest, text) {
-  const limit = OPTION_LIMITS[dest];
-  return intEntries(dest, text, IN.list_lengths[dest], `--${limit.name.replace(/_/g, "-")}`,
-    (item) => intText(dest, item, "comma-separated integers", null, limit));
-}
-/** argtypes.layer_counts: int_list without an option's limit (at most LAYERS entries), each non-negative. */
-function layerCounts(dest, text) {
-  boundedText(dest, text);
-  const out = intEntries(dest, text, IN.layers, "the list", (item) => {
-    try { return intText(dest, item, "comma-separated integers", null, null); } catch (e) {
-      throw argError(dest, `expected comma-separated integers, got ${shownText(text)}`);
-    }
-  });
-  if (out.some((x) => x < 0)) throw argError(dest, `expected non-negative layer counts, got ${shownText(text)}`);
-  return out;
-}
-/** argtypes.offload_modules: training.parse_offload, the modules in OFFLOAD_MODULES' order. */
-function offloadModules(dest, text) {
-  boundedText(dest, text);
-  const valid = Object.keys(DATA.offload.modules), names = text.split(",").map(pyStrip).filter((o) => o);
-  if (!names.length) throw argError(dest, `--offload-activations needs module names: ${valid.join(", ")}`);
-  const bad = names.find((o) => !valid.includes(o));
-  if (bad !== undefined) throw argError(dest, `unknown offload module ${cut(reprStr(bad), 48, 32)}; valid: ${valid.join(", ")}`);
-  const twice = names.find((o, i) => names.indexOf(o) < i);
-  if (twice !== undefined) throw argError(dest, `offload module ${twice} is named twice`);
-  if (names.includes("attn_proj") && !names.includes("core_attn"))
-    throw argError(dest, "attn_proj is offloaded only with core_attn (Megatron-Core refuses it alone: transformer_config.py)");
-  return valid.filter((o) => names.includes(o));
-}
-/** argtypes._text_bounded: any other argument is at most MAX_ARG_CHARS characters. */
-function boundedText(dest, text) {
-  const n = cpLen(text);
-  if (n > IN.max_arg_chars) throw argError(dest, `argument of ${n} characters: at most ${IN.max_arg_chars}`);
-  return text;
-}
-/** argtypes.imbalance_factor: a decimal (exponent of at most two digits) or a fraction in 1..IMBALANCE,
-    refused by its length and form before any power of ten is computed. */
-function imbalanceFactor(dest, text) {
-  boundedText(dest, text);
-  const s = pyStrip(text);
-  if (cpLen(text) > IN.max_number_chars || !DECIMAL_RE.test(s))
-    throw argError(dest, `imbalance F must be a decimal number >= 1 in ASCII digits (e.g. 1.25, at most ${IN.max_number_chars} characters), got ${shownText(text)}`);
-  let val;
-  const frac = /^([0-9]+)\/([0-9]+)$/.exec(s);
-  if (frac) {
-    if (BigInt(frac[2]) === 0n) throw argError(dest, `imbalance F must be a number >= 1, got ${reprStr(text)}`);
-    val = Q.make(BigInt(frac[1]), BigInt(frac[2]));
-  } else {
-    const m = /^([0-9]+)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]{1,2}))?$/.exec(s);
-    const scale = (m[2] || "").length - parseInt(m[3] || "0", 10);  // |scale| <= 30 + 99: bounded by the pattern
-    val = Q.make(BigInt(m[1] + (m[2] || "")), 1n);
-    val = scale >= 0 ? Q.div(val, Q.n(10n ** BigInt(scale))) : Q.mul(val, Q.n(10n ** BigInt(-scale)));
-  }
-  if (Q.cmp(val, Q.n(1)) < 0) throw argError(dest, `imbalance F must be >= 1 (1 is balanced routing), got ${reprStr(text)}`);
-  if (Q.cmp(val, Q.n(IN.imbalance)) > 0)
-    throw argError(dest, `imbalance F must be at most 1e6 (an expert cannot receive more than every token: F <= N / N_r), got ${shownText(text)}`);
-  return val;
-}
 
 // ----------------------------------------------------------------------------- config.json (hfconfig.read_json)
 /** A pasted config.json's object as hfconfig.read_json reads the file ``path`` (CPython's _json grammar and messages,
@@ -295,7 +184,7 @@ function readConfigJSON(raw, path, fields) {
       return next;
     });
     for (const [k, v] of pairs) {
-      if (out.has(k)) throw fail(`field ${shownValue(k)} appears twice in one object`);
+      if (out.has(k)) throw fail(`field ${json_shown(k)} appears twice in one object`);
       out.set(k, v);
     }
     return [out, end];

@@ -51,162 +51,200 @@ class ConfigError extends Error {
   constructor(message, fields) { super(message); this.fields = fields || []; }
 }
 
-// ----------------------------------------------------------------------------- hfconfig.from_dict
-/** The model of a parsed config.json (a Map, inputs.js readConfigJSON), every field checked as hfconfig.from_dict
-    checks it; the dimensions become Numbers (at most 2^24 by FIELDS), n_group and topk_group stay BigInt. */
-function fromDict(data, path, name, fields, inner) {
-  const err = (message) => new ConfigError(`${path}: ${message}`, fields);
-  const get = (k, dflt) => (data.has(k) ? data.get(k) : dflt);
-  const int = (field, meaning, minimum = 1, dflt, required = true) => {
-    if (!data.has(field)) {
-      if (required) throw err(`required field ${reprStr(field)} (${meaning}) is missing`);
-      return dflt;
+// ----------------------------------------------------------------------------- Python's values (printed functions)
+/* What the functions printed from the command line's Python (memsym/page/pyjs.py Printed) run on: Python's
+   operators, builtins and methods over the page's values (an int a BigInt or a Number, a float a PyFloat, a dict a
+   Map or an object, a str its code points). */
+const big = (x) => typeof x === "bigint" || (typeof x === "number" && !Number.isSafeInteger(x));
+const num = (x) => (x instanceof PyFloat ? x.v : x);
+/** An integer result: a Number when it is exact as one. */
+const pyInt = (x) => (Number.isSafeInteger(Number(x)) ? Number(x) : x);
+function arith(a, b, ints, floats) {
+  if (a instanceof PyFloat || b instanceof PyFloat) return new PyFloat(floats(Number(num(a)), Number(num(b))));
+  return big(a) || big(b) ? pyInt(ints(BigInt(a), BigInt(b))) : ints(a, b);
+}
+const floorMod = (a, b) => ((a % b) + b) % b;
+const isQ = (x) => x !== null && typeof x === "object" && typeof x.n === "bigint" && typeof x.d === "bigint";
+/** Python's ordering of two numbers (a Fraction the page's rational Q: exact). */
+const order = (a, b) => (isQ(a) || isQ(b) ? Q.cmp(a, b) : (num(a) < num(b) ? -1 : (num(a) > num(b) ? 1 : 0)));
+const py = {
+  bool: (x) => !(x === null || x === false || x === 0 || x === 0n || x === "" || (x instanceof PyFloat && x.v === 0)
+    || (Array.isArray(x) && !x.length) || (x instanceof Map && !x.size)),
+  and: (a, b) => (py.bool(a) ? b() : a),
+  or: (a, b) => (py.bool(a) ? a : b()),
+  add: (a, b) => (typeof a === "string" || Array.isArray(a) ? a.concat(b)
+    : arith(a, b, (x, y) => x + y, (x, y) => x + y)),
+  sub: (a, b) => arith(a, b, (x, y) => x - y, (x, y) => x - y),
+  mul: (a, b) => (Array.isArray(a) ? Array(Number(b) > 0 ? Number(b) : 0).fill(a).flat()
+    : typeof a === "string" ? a.repeat(Number(b) > 0 ? Number(b) : 0)
+    : arith(a, b, (x, y) => x * y, (x, y) => x * y)),
+  mod: (a, b) => arith(a, b, floorMod, floorMod),
+  floordiv: (a, b) => arith(a, b, (x, y) => (typeof x === "bigint" ? (x - floorMod(x, y)) / y : Math.floor(x / y)),
+    (x, y) => Math.floor(x / y)),
+  eq(a, b) {
+    if (Array.isArray(a) || Array.isArray(b))
+      return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((x, i) => py.eq(x, b[i]));
+    if (isQ(a) || isQ(b)) return (isQ(a) || typeof a !== "object") && (isQ(b) || typeof b !== "object") && !order(a, b);
+    a = num(a); b = num(b);
+    if ((typeof a === "string") !== (typeof b === "string") || (a === null) !== (b === null)) return false;
+    return a == b;  // eslint-disable-line eqeqeq (Python's 1 == 1.0 == True)
+  },
+  ne: (a, b) => !py.eq(a, b),
+  lt: (a, b) => order(a, b) < 0,
+  le: (a, b) => order(a, b) <= 0,
+  gt: (a, b) => order(a, b) > 0,
+  ge: (a, b) => order(a, b) >= 0,
+  in(a, b) {
+    if (typeof b === "string") return b.includes(a);
+    if (b instanceof Map) return b.has(a);
+    if (Array.isArray(b)) return b.some((x) => py.eq(x, a));
+    return Object.prototype.hasOwnProperty.call(b, a);
+  },
+  notin: (a, b) => !py.in(a, b),
+  getitem(x, k) {
+    if (x instanceof Map) return x.get(k);
+    if (Array.isArray(x) || typeof x === "string") return py.iter(x).at(Number(k));
+    return x[k];
+  },
+  items: (x) => (x instanceof Map ? [...x] : Object.entries(x)),
+  setitem(x, k, v) { if (x instanceof Map) x.set(k, v); else x[k] = v; },
+  iter: (x) => (x instanceof Map ? [...x.keys()] : (typeof x === "string" ? Array.from(x)
+    : (Array.isArray(x) ? x : Object.keys(x)))),
+  str: (x) => (typeof x === "string" ? x : pyRepr(x)),
+  repr: (x) => pyRepr(x),
+  len: (x) => (typeof x === "string" ? cpLen(x) : (x instanceof Map ? x.size : py.iter(x).length)),
+  type: (x) => (x === null ? "NoneType" : typeof x === "boolean" ? "bool" : typeof x === "string" ? "str"
+    : x instanceof PyFloat ? "float" : Array.isArray(x) ? "list" : x instanceof Map ? "dict" : isQ(x) ? "Fraction"
+      : typeof x === "object" ? "object" : "int"),
+  isinstance(x, types) {
+    const t = py.type(x);
+    return [].concat(types).some((k) => k === t || (k === py.Fraction && t === "Fraction") || (k === "int" && t === "bool")
+      || (k === "tuple" && t === "list"));
+  },
+  any: (xs) => py.iter(xs).some(py.bool),
+  all: (xs) => py.iter(xs).every(py.bool),
+  sum: (xs) => py.iter(xs).reduce(py.add, 0),
+  min: (...xs) => (xs.length === 1 ? py.iter(xs[0]) : xs).reduce((a, b) => (py.lt(b, a) ? b : a)),
+  max: (...xs) => (xs.length === 1 ? py.iter(xs[0]) : xs).reduce((a, b) => (py.gt(b, a) ? b : a)),
+  range: (a, b) => (b === undefined ? py.range(0, a)
+    : Array.from({ length: Math.max(Number(b) - Number(a), 0) }, (_, i) => Number(a) + i)),
+  slice(x, lo, hi) {
+    const out = (typeof x === "string" ? Array.from(x) : x).slice(lo ?? undefined, hi ?? undefined);
+    return typeof x === "string" ? out.join("") : out;
+  },
+  divmod: (a, b) => [py.floordiv(a, b), py.mod(a, b)],
+  accumulate(xs) {  // itertools.accumulate: the running sums
+    const out = [];
+    for (const x of py.iter(xs)) out.push(out.length ? py.add(out[out.length - 1], x) : x);
+    return out;
+  },
+  replace: (x, kw) => Object.assign(Object.create(Object.getPrototypeOf(x)), x, Object.fromEntries(kw)),
+  zip: (...xs) => py.iter(xs[0]).slice(0, Math.min(...xs.map(py.len))).map((_, i) => xs.map((x) => py.iter(x)[i])),
+  enumerate: (xs) => py.iter(xs).map((x, i) => [i, x]),
+  list: (xs) => [...py.iter(xs)],
+  tuple: (xs) => [...py.iter(xs)],
+  frozenset: (xs = []) => [...new Set(py.iter(xs))],
+  set: (xs = []) => [...new Set(py.iter(xs))],
+  union: (a, b) => [...new Set(a.concat(b))],
+  dict: (x) => new Map(Array.isArray(x) ? x : py.items(x)),
+  int: (x) => (typeof x === "boolean" ? +x : pyInt(typeof x === "string" ? BigInt(x.trim()) : x)),
+  next: (xs, dflt) => (py.iter(xs).length ? py.iter(xs)[0] : dflt),
+  getattr(x, k, ...dflt) {
+    const v = dflt.length && (x === null || !(k in Object(x))) ? dflt[0] : x[k];
+    return typeof v === "function" && x !== null && k in Object(x) ? v.bind(x) : v;  // a bound method
+  },
+  /** fractions.Fraction of a number, or of a text the readers' patterns allow (a decimal, an exponent of at most two
+      digits, or N/D: an exact rational; a zero denominator throws). */
+  Fraction(x) {
+    if (typeof x !== "string") return Q.of(x);
+    const m = /^([0-9]+)(?:\/([0-9]+)|(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]+))?)$/.exec(x);
+    if (m === null) throw new Error(`Invalid literal for Fraction: ${x}`);
+    if (m[2] !== undefined) return Q.make(BigInt(m[1]), BigInt(m[2]));
+    const n = BigInt(m[1] + (m[3] || "")), scale = (m[3] || "").length - Number(m[4] || 0);
+    return scale >= 0 ? Q.make(n, 10n ** BigInt(scale)) : Q.make(n * 10n ** BigInt(-scale), 1n);
+  },
+  /** re.compile(pattern): its fullmatch (the limits' patterns read the same in both). */
+  compile: (pattern) => ({ fullmatch: (s) => new RegExp(`^(?:${pattern})$`).test(s) }),
+  /** argparse.ArgumentTypeError: said as "argument --<option>: message" by the field's reader (ui.js). */
+  argerror: (message) => Object.assign(new ConfigError(message, []), { constraint: "argument" }),
+  /** A ConfigError of the command line's (constraint, message), next to the fields it concerns (DATA.form.refused,
+      a limit's option, a family's divisibility rule's degree; a config.json's: set by the caller). */
+  error(constraint, message) {
+    const rule = Object.values(DATA.families).flatMap((f) => f.divides).find(([name]) => name === constraint);
+    const R = DATA.form.refused;
+    const fields = R[constraint] || R[constraint.split(".")[0]]
+      || (rule ? [rule[2]] : [constraint.replace(/^limit\./, "")]);
+    return Object.assign(new ConfigError(message, fields), { constraint });
+  },
+  m: {  // Python's methods of str, list and dict
+    get: (x, k, dflt = null) => (py.in(k, x) ? py.getitem(x, k) : dflt),
+    items: (x) => py.items(x),
+    keys: (x) => py.iter(x),
+    values: (x) => py.items(x).map(([, v]) => v),
+    split: (s, sep) => s.split(sep),
+    join: (sep, xs) => py.iter(xs).join(sep),
+    update(x, y) { for (const [k, v] of py.items(y)) py.setitem(x, k, v); return null; },
+    upper: (s) => s.toUpperCase(),
+    strip: (s) => pyStrip(s),
+    lstrip(s, chars) { let i = 0; while (i < s.length && chars.includes(s[i])) i++; return s.slice(i); },
+    startswith: (s, prefix) => s.startsWith(prefix),
+    replace: (s, a, b) => s.split(a).join(b),
+    partition(s, sep) {
+      const i = s.indexOf(sep);
+      return i < 0 ? [s, "", ""] : [s.slice(0, i), sep, s.slice(i + sep.length)];
+    },
+    append(xs, x) { xs.push(x); return null; },
+    format: (s, kw) => s.replace(/\{(\w+)\}/g, (_, k) => py.str(py.getitem(kw, k))),
+  },
+};
+/** derivations.families as the page reads a pasted config.json: DeepSeek's family reads it (from_fields, printed),
+    another family's is refused (its page is written by memsym page --model). */
+const FAMILIES = {
+  wrapper(mt) {
+    const w = DATA.options.wrappers.find((x) => x[0] === mt);
+    return w === undefined ? null : w.slice(1);
+  },
+  model_types: () => DATA.options.all_model_types,
+  covered: () => DATA.options.covered,
+  for_model_type(mt) {
+    const other = DATA.options.other_families[mt];
+    if (other !== undefined) {
+      return { read_config(f) {
+        throw f.err("model_type", `model_type ${json_shown(mt)} (${other}): the page reads pasted DeepSeek-family `
+          + "configs; write a page for this one with memsym page --model config.json");
+      } };
     }
-    const x = data.get(field);
-    if (typeof x !== "bigint") throw err(`field ${reprStr(field)} (${meaning}) must be an integer, got ${typeName(x)} ${shownValue(x)}`);
-    if (x < BigInt(minimum)) {
-      const kind = minimum === 1 ? "a positive integer" : `an integer >= ${minimum}`;
-      throw err(`field ${reprStr(field)} (${meaning}) must be ${kind}, got ${shownValue(x)}`);
-    }
-    const lim = FIELD_LIMITS[field];
-    if (lim !== undefined && x > BigInt(lim.high))
-      throw err(`field ${reprStr(field)} (${meaning}) must be at most ${lim.domain.split("..")[1]} (${lim.why}), got ${shownValue(x)}`);
-    return x;
-  };
-  const O = DATA.options;
-  const mt = get("model_type", null);
-  if (mt === null && !inner) throw err(`required field 'model_type' is missing (memsym covers ${O.all_model_types.join(", ")})`);
-  // hfconfig.from_dict: a config holding the language model in a field (Kimi K2.5's text_config)
-  const wrap = O.wrappers.find((w) => w[0] === mt);
-  if (wrap !== undefined && inner)
-    throw err(`model_type ${shownValue(mt)} inside ${inner}: a wrapper in a wrapper is not read`);
-  if (wrap !== undefined) {
-    const [, field, innerType] = wrap;
-    const text = get(field, null);
-    if (!(text instanceof Map))
-      throw err(`model_type ${shownValue(mt)}: field ${reprStr(field)} (its language model) must be an object, got ${typeName(text)}`);
-    return fromDict(new Map([["model_type", innerType], ...text]), `${path} ${field}`, name, fields, field);
+    return DATA.options.model_types.includes(mt) ? { read_config: from_fields } : null;
+  },
+};
+/** derivations.families.get and find: a family's declaration as the page has it (memsym/page/data.py family_data). */
+FAMILIES.get = FAMILIES.find = (name) => {
+  const f = DATA.families[name];
+  return f === undefined ? null : Object.assign({}, f, { name,
+    layout_defaults: () => new Map(Object.entries(f.layout_defaults)),
+    divides: f.divides.map(([rule, symbol, axis, text]) => ({ rule, symbol, axis, text })) });
+};
+/** resolve._family_of: the family of the model the options name (a pasted config.json's by its model_type), or
+    null when the page has none for it. */
+FAMILIES.family_of = (model) => {
+  let spec = DATA.models[model] || DATA.released[model] || DATA.options.presets[model];
+  if (model === "config.json") {
+    try {
+      const mt = readConfigJSON($("opt-config").value, "", []).get("model_type");
+      spec = { family: DATA.options.model_types.includes(mt) ? "deepseek" : null };
+    } catch (e) { spec = null; }
   }
-  if (typeof mt === "string" && mt in O.other_families)  // another family's config: its reader is the command line's
-    throw err(`model_type ${shownValue(mt)} (${O.other_families[mt]}): the page reads pasted DeepSeek-family configs; write a page for this one with memsym page --model config.json`);
-  if (!(typeof mt === "string" && O.model_types.includes(mt)))
-    throw err(`model_type ${shownValue(mt)} is not an architecture memsym covers (${O.covered})`);
-  const m = {};
-  for (const [field, attr, meaning] of O.dimensions) m[attr] = int(field, meaning);
-  if (!data.has("q_lora_rank"))
-    throw err("required field 'q_lora_rank' (query compression rank d_c') is missing; write null for a model without query compression");
-  m.d_cq = data.get("q_lora_rank") === null ? null : int("q_lora_rank", "query compression rank d_c'");
-  m.N_s = get("n_shared_experts", null) === null ? 0n : int("n_shared_experts", "shared experts N_s", 0);
-  m.first_k_dense = int("first_k_dense_replace", "leading dense layers", 0);
-  m.moe_layer_freq = int("moe_layer_freq", "MoE layer frequency", 1, 1n, false);
-  m.mtp_layers = int("num_nextn_predict_layers", "MTP modules D", 0, 0n, false);
-  const choice = (field, dflt, values) => {  // one of ``values`` (strings), or true or false when ``values`` is null
-    const x = get(field, dflt);
-    if (values === null ? typeof x !== "boolean" : typeof x !== "string" || !values.includes(x))
-      throw err(`field ${reprStr(field)} must be ${values === null ? "true or false" : `one of ${values.join(", ")}`}, got ${typeName(x)} ${shownValue(x)}`);
-    return x;
-  };
-  const defaultTopk = ["deepseek_v3", "kimi_k2", "deepseek_v32", "glm_moe_dsa"].includes(mt) ? "noaux_tc" : "greedy";
-  const topk = choice("topk_method", defaultTopk, O.topk_methods);
-  m.n_group = int("n_group", "expert groups n_g", 1, null, false);
-  m.topk_group = int("topk_group", "expert groups kept k_g", 1, null, false);
-  // the routing the config leaves out: its model type's (config.py SCORING_DEFAULTS, NORM_DEFAULTS, GROUP_DEFAULTS)
-  const v2 = mt === "deepseek_v2";
-  const scoring = choice("scoring_func", v2 ? "softmax" : "sigmoid", O.scoring_funcs);
-  const norm = choice("norm_topk_prob", !v2, null);
-  const tied = choice("tie_word_embeddings", false, null);
-  for (const flag of ["attention_bias", "mlp_bias"]) {
-    const val = get(flag, false);
-    if (val !== false && val !== null)
-      throw err(`field ${reprStr(flag)} = ${shownValue(val)}: projection biases are not covered (DeepSeek checkpoints have none)`);
-  }
-  // config.py _indexer: DeepSeek Sparse Attention's lightning indexer (defaults: config.py DSA), GLM-5's indexer_types
-  const { dsa, index_fields: index, sharing_fields: sharing } = O;
-  m.indexer = false;
-  m.indexer_types = [];
-  if (!Object.prototype.hasOwnProperty.call(dsa, mt)) {
-    const given = index.map(([k]) => k).concat(sharing).find((k) => data.has(k));
-    if (given !== undefined)
-      throw err(`field ${reprStr(given)}: a DSA indexer is read for model_type ${Object.keys(dsa).join(" or ")} only (this config's transformers code, ${mt}, builds none)`);
-  } else {
-    const [defaults, attention] = dsa[mt];
-    if (m.d_cq === null)
-      throw err(`q_lora_rank must be set for ${mt} (its indexer reads the compressed query; transformers' ${attention} has no uncompressed form)`);
-    index.forEach(([field, attr, meaning], i) => { m[attr] = int(field, meaning, 1, BigInt(defaults[i]), false); });
-    if (m.d_I < m.d_hr)
-      throw err(`index_head_dim=${m.d_I} is below qk_rope_head_dim: the indexer rotates its first qk_rope_head_dim dimensions`);
-    if (m.moe_layer_freq !== 1n)
-      throw err(`moe_layer_freq=${m.moe_layer_freq}: transformers' ${mt} code makes every layer after first_k_dense_replace a MoE layer (write 1 or leave it out)`);
-    const kinds = get("mlp_layer_types", null);
-    const nd = m.first_k_dense < m.l ? m.first_k_dense : m.l;
-    if (kinds !== null && !(Array.isArray(kinds) && BigInt(kinds.length) === m.l
-        && kinds.every((x, i) => x === (BigInt(i) < nd ? "dense" : "sparse"))))
-      throw err("field 'mlp_layer_types' must be first_k_dense_replace 'dense' entries then 'sparse' ones (other patterns are not covered)");
-    const types = get("layer_types", null);
-    if (types !== null && !(Array.isArray(types) && BigInt(types.length) === m.l && types.every((x) => x === "indexed_attention")))
-      throw err("field 'layer_types' must list 'indexed_attention' once per layer (other attention types are not covered)");
-    if (mt === "deepseek_v32") {
-      const given = sharing.find((k) => data.has(k));
-      if (given !== undefined)
-        throw err(`field ${reprStr(given)}: shared indexer layers are read for model_type glm_moe_dsa only (transformers' deepseek_v32 code runs an indexer in every layer)`);
-    } else {
-      // GlmMoeDsaConfig.__post_init__: indexer_types, else index_topk_pattern, else index_topk_freq / index_skip_topk_offset
-      let field, layerTypes;
-      if (get("indexer_types", null) !== null) {
-        field = "indexer_types"; layerTypes = data.get(field);
-      } else if (get("index_topk_pattern", null) !== null) {
-        field = "index_topk_pattern";
-        const pattern = data.get(field);
-        if (typeof pattern === "string") {
-          if ([...pattern].some((c) => c !== "F" && c !== "S"))
-            throw err(`field 'index_topk_pattern' must be a string of F (full) and S (shared), got ${shownValue(pattern)}`);
-          layerTypes = [...pattern].map((c) => (c === "F" ? "full" : "shared"));
-        } else layerTypes = pattern;
-      } else {
-        field = "index_skip_topk_offset";
-        const freq = int("index_topk_freq", "layers per full indexer layer", 1, 1n, false);
-        const offset = int("index_skip_topk_offset", "leading full indexer layers", 0, 2n, false);
-        layerTypes = [];
-        for (let i = 0n; i < m.l; i++) {
-          const j = i - offset + 1n;
-          layerTypes.push((j > 0n ? j : 0n) % freq === 0n ? "full" : "shared");
-        }
-      }
-      if (!(Array.isArray(layerTypes) && BigInt(layerTypes.length) === m.l && layerTypes.every((x) => x === "full" || x === "shared")))
-        throw err(`field ${reprStr(field)} must give 'full' or 'shared' once per layer (${m.l}), got ${typeName(layerTypes)} ${shownValue(layerTypes)}`);
-      if (layerTypes[0] !== "full")
-        throw err(`field ${reprStr(field)}: layer 0 must be 'full' (a 'shared' layer reuses the top-k of the full layer before it)`);
-      m.indexer_types = layerTypes;
-    }
-    m.indexer = true;
-  }
-  if (m.N_r > m.N) throw err(`num_experts_per_tok=${m.N_r} exceeds n_routed_experts=${m.N}`);
-  if (m.first_k_dense > m.l) throw err(`first_k_dense_replace=${m.first_k_dense} exceeds num_hidden_layers=${m.l}`);
-  fp8Block(data, err);
-  // bounded by FIELDS (at most 2^24): exact as Numbers from here
-  for (const k of ["h", "h_F", "h_E", "l", "n_h", "d_c", "d_h", "d_hr", "d_v", "N", "N_r", "v", "N_s", "first_k_dense",
-    "moe_layer_freq", "mtp_layers"]) m[k] = Number(m[k]);
-  if (m.d_cq !== null) m.d_cq = Number(m.d_cq);
-  if (m.indexer) for (const k of ["n_I", "d_I", "k_I"]) m[k] = Number(m[k]);
-  m.name = name; m.topk_method = topk; m.tie_word_embeddings = tied;
-  m.q_lora = m.d_cq !== null; m.routing_bias = topk === "noaux_tc";
-  m.kinds = [];
-  for (let i = 0; i < m.l; i++) m.kinds.push(i >= m.first_k_dense && i % m.moe_layer_freq === 0 ? "moe" : "dense");
-  // ModelSpec.layer_features and mtp_layer_features: the layers (and MTP modules) holding a DSA indexer of their own
-  m.features = m.kinds.map((_, i) => (m.indexer && (m.indexer_types.length === 0 || m.indexer_types[i] === "full") ? ["indexer"] : []));
-  m.mtp_features = m.indexer ? ["indexer"] : [];
-  // as the command line's spec: its family, its structure (ModelSpec.structure) and its symbols (ModelSpec.named)
-  m.family = "deepseek"; m.structure = [m.q_lora, m.routing_bias, tied, m.indexer];
-  // ModelSpec.routing: the routing indicators (0 or 1) the routers' tensor lists read (config.py GROUP_DEFAULTS)
-  const topkGroup = m.topk_group !== null ? m.topk_group : (v2 ? null : (mt === "glm_moe_dsa" ? 1n : 4n));
-  m.named = { h: m.h, h_F: m.h_F, h_E: m.h_E, l: m.l, n_h: m.n_h, d_c: m.d_c, d_h: m.d_h, d_hr: m.d_hr, d_v: m.d_v, N: m.N,
-    N_s: m.N_s, N_r: m.N_r, v: m.v, D: m.mtp_layers, n_g: m.n_group !== null ? m.n_group : 1n,
-    k_g: m.topk_group !== null ? m.topk_group : 1n, u_v2: v2 ? 1 : 0, u_nt: norm ? 1 : 0,
-    u_lg: topk === "group_limited_greedy" ? 1 : 0, u_sg: scoring === "sigmoid" ? 1 : 0, u_eb: m.routing_bias ? 1 : 0,
-    u_gk: topkGroup !== null ? 1 : 0 };
-  if (m.d_cq !== null) m.named.d_cq = m.d_cq;
-  if (m.indexer) Object.assign(m.named, { n_I: m.n_I, d_I: m.d_I, k_I: m.k_I });
-  return m;
+  return spec ? FAMILIES.find(spec.family) : null;
+};
+/** A model of the page (model_data) as the printed checks read a ModelSpec: named() its symbols' values. */
+const specOf = (m) => m.spec
+  || Object.assign({}, m, { named: () => new Map(Object.entries(m.named).map(([k, v]) => [k, BigInt(v)])) });
+/** memsym/page/data.py model_data of a model read on the page (a pasted config.json). */
+function modelData(s) {
+  return { family: s.family, name: s.name, structure: s.structure.map(Boolean), l: Number(s.l), kinds: s.layer_kinds(),
+    features: s.layer_features(), mtp_features: s.mtp_layer_features(), tie_word_embeddings: s.tie_word_embeddings,
+    named: Object.fromEntries([...s.named()].map(([k, v]) => [k, String(v)])), mtp_layers: Number(s.mtp_layers),
+    spec: s };
 }
 /** The family data of a model (memsym/page/data.py family_data). */
 const familyOf = (m) => DATA.families[m.family];
@@ -221,44 +259,7 @@ function activationKey(m) {
   const f = familyOf(m);
   return f.activation_flags.map((flag) => { const i = f.flags.indexOf(flag); return f.letters[i] + (m.structure[i] ? 1 : 0); }).join("") || "all";
 }
-/** hfconfig._fp8_block: only checked (FP8 scales are storage, not estimated memory). */
-function fp8Block(data, err) {
-  const q = data.has("quantization_config") ? data.get("quantization_config") : null;
-  if (q === null) return;
-  if (!(q instanceof Map)) throw err(`field 'quantization_config' must be an object, got ${typeName(q)}`);
-  const blk = q.has("weight_block_size") ? q.get("weight_block_size") : null;
-  if (q.get("quant_method") !== "fp8" || blk === null) return;
-  const high = BigInt(FIELD_LIMITS.weight_block_size.high);
-  if (!(Array.isArray(blk) && blk.length === 2 && blk.every((x) => typeof x === "bigint" && x > 0n && x <= high)))
-    throw err(`quantization_config.weight_block_size must be two positive integers (at most ${high}), got ${shownValue(blk)}`);
-}
-
 // ----------------------------------------------------------------------------- layout (derivations/config/layout.py)
-function stageLayers(m, lay) {
-  const l = m.l, pp = lay.pp;
-  let split;
-  if (lay.layers_per_stage !== null) {
-    split = lay.layers_per_stage.slice();
-    if (split.length > DATA.inputs.list_lengths.layers_per_stage)
-      throw new ConfigError(`--layers-per-stage has ${split.length} entries; at most ${DATA.inputs.list_lengths.layers_per_stage}`, ["layers_per_stage"]);
-    if (split.length !== pp) throw new ConfigError(`--layers-per-stage has ${split.length} entries, PP=${pp}`, ["layers_per_stage", "pp"]);
-    if (split.some((x) => x < 1)) throw new ConfigError(`every stage needs at least one layer, got ${pyRepr(split)}`, ["layers_per_stage"]);
-    const sum = split.reduce((a, b) => a + b, 0);
-    if (sum !== l) throw new ConfigError(`--layers-per-stage sums to ${sum}, the model has ${l} layers`, ["layers_per_stage"]);
-  } else {
-    if (pp > l) throw new ConfigError(`PP=${pp} is larger than the ${l} layers of ${m.name}`, ["pp"]);
-    const k = Math.ceil(l / pp);
-    if (pp === 1) split = [l];
-    else if (l - k * (pp - 1) >= 1) split = Array(pp - 1).fill(k).concat([l - k * (pp - 1)]);
-    else {
-      const base = Math.floor(l / pp), rem = l % pp;
-      split = Array(rem).fill(base + 1).concat(Array(pp - rem).fill(base));
-    }
-  }
-  const out = []; let start = 0;
-  for (const n of split) { out.push([start, start + n]); start += n; }
-  return out;
-}
 function compose(m, range, first, last, index) {
   let dense = 0;
   for (let i = range[0]; i < range[1]; i++) if (m.kinds[i] === "dense") dense++;
@@ -270,84 +271,14 @@ function compose(m, range, first, last, index) {
   }
   return { index, layers: range, dense, moe: range[1] - range[0] - dense, embedding: first, head: last, extra };
 }
+/** layout.stages: each stage's [first layer, end) of the printed layout.stage_layers (its ranges as lists). */
 function stages(m, lay) {
-  const split = stageLayers(m, lay);
+  const split = stage_layers(specOf(m), lay).map((r) => [r[0], r[0] + r.length]);
   return split.map((r, i) => compose(m, r, i === 0, i === split.length - 1, i));
 }
-function validateLayout(m, lay, seq) {
-  const { tp, ep, etp, cp, dp } = lay;
-  if (lay.sp !== null && lay.sp !== 1 && lay.sp !== tp)
-    throw new ConfigError(`SP must be 1 (off) or equal TP=${tp}, got SP=${lay.sp}`, ["sp", "tp"]);
-  // a family with no experts to split keeps EP = ETP = 1 (Family.layout_defaults)
-  for (const [axis, one] of Object.entries(familyOf(m).layout_defaults))
-    if (lay[axis] !== one)
-      throw new ConfigError(`${axis.toUpperCase()}=${lay[axis]}: ${m.name} (${familyOf(m).title}) has no experts to split; ${axis.toUpperCase()} must be 1`, [axis]);
-  // the family's rules in their order (Family.divides; the message its text formatted as layout.py formats it)
-  const degrees = { DP: dp, TP: tp, PP: lay.pp, EP: ep, ETP: etp, CP: cp };
-  for (const [, symbol, axis, text] of familyOf(m).divides) {
-    if (symbol === null) { edpInteger(lay); continue; }
-    if (BigInt(m.named[symbol]) % BigInt(lay[axis]))
-      throw new ConfigError(text.replace(/\{(\w+)\}/g, (_, k) => (k === "name" ? m.name : String(k in degrees ? degrees[k] : m.named[k]))), [axis]);
-  }
-  if (lay.pp > m.l) throw new ConfigError(`PP=${lay.pp} is larger than the ${m.l} layers of ${m.name}`, ["pp"]);
-  const SP = lay.sp === null ? tp : lay.sp;
-  if (seq % cp) throw new ConfigError(`CP=${cp} must divide the sequence length s=${seq}`, ["cp", "seq"]);
-  if (seq % (SP * cp))
-    throw new ConfigError(`SP*CP=${SP * cp} must divide the sequence length s=${seq} (sequence parallelism splits the sequence over SP=${SP} ranks)`,
-      ["seq", lay.sp === null ? "tp" : "sp", "cp"]);
-  stageLayers(m, lay);
-}
-/** layout._edp: EDP = DP TP CP / (EP ETP), the data-parallel degree of the experts, an integer. */
-function edpInteger(lay) {
-  const { tp, ep, etp, cp, dp } = lay;
-  const world = BigInt(dp) * BigInt(tp) * BigInt(cp), experts = BigInt(ep) * BigInt(etp);  // up to 2^60: exact
-  if (world % experts) {
-    const dtc = cp === 1 ? "DP*TP" : "DP*TP*CP";
-    throw new ConfigError(`${dtc}=${world} must be divisible by EP*ETP=${experts} (EDP = ${dtc}/(EP*ETP) must be an integer; DP=${dp}, TP=${tp}, EP=${ep}, ETP=${etp}` + (cp !== 1 ? `, CP=${cp}` : "") + ")",
-      ["dp", "tp", "ep", "etp"].concat(cp !== 1 ? ["cp"] : []));
-  }
-}
-function validateTraining(t) {
-  if (t.microbatches !== null && t.schedule === null)
-    throw new ConfigError("--microbatches needs a pipeline schedule (--schedule)", ["microbatches", "schedule"]);
-  if (t.vpp !== null) {
-    if (t.schedule !== "interleaved")
-      throw new ConfigError("--vpp applies to --schedule interleaved only, " + (t.schedule === null ? "add --schedule interleaved" : `got --schedule ${t.schedule}`), ["vpp", "schedule"]);
-    if (t.vpp < 2) throw new ConfigError(`the interleaved schedule needs --vpp V >= 2, got ${t.vpp}`, ["vpp"]);
-  }
-  if (t.virtual_layers !== null && t.schedule !== "interleaved")
-    throw new ConfigError("--virtual-layers applies to --schedule interleaved only, got " + (t.schedule ? `--schedule ${t.schedule}` : "no --schedule"),
-      ["virtual_layers", "schedule"]);
-  if (t.conventions.mtp && t.conventions.rank === "modelzoo")
-    throw new ConfigError("--mtp counts the D MTP layers' parameters on the last stage (--rank stage) or in Megatron's most-loaded shard (--rank megatron); the ModelZoo rank counts none",
-      ["mtp", "rank", "conventions"]);
-  // training.validate_training's refusals of the options, the table computed from it (memsym/page/data.py _refusals)
-  const R = DATA.refusals, c = t.conventions;
-  const at = { linear_recipe: t.linear_recipe !== null, quantized_params: t.quantized_params, fp8: t.fp8, head_state: c.head_state,
-    norm_storage: c.norm_storage, zero: t.zero, offload: t.offload.length > 0, full: t.recompute === "full" };
-  const i = R.table[R.axes.reduce((k, [name, values]) => k * values.length + values.indexOf(at[name]), 0)];
-  if (i >= 0) throw new ConfigError(R.messages[i][1], [R.messages[i][0], "conventions", "zero", "fp8_activations", "recompute"]);
-}
-
-/** sides.check_mtp: --mtp and --mtp-activations last-stage refused for a family without MTP modules. */
-function checkMtp(m, t) {
-  const c = t.conventions;
-  if (!familyOf(m).mtp && (c.mtp || c.mtp_activations !== "none")) {
-    const opt = c.mtp ? "--mtp" : `--mtp-activations ${c.mtp_activations}`;
-    throw new ConfigError(`${opt}: ${m.name} (${familyOf(m).title}) has no multi-token-prediction modules`, [c.mtp ? "mtp" : "mtp_activations"]);
-  }
-}
-
 // ----------------------------------------------------------------------------- schedules (derivations/assembly/schedules.py)
-function validateSchedule(name, pp, m) {
-  if (name === "dualpipe") {
-    if (pp % 2) throw new ConfigError(`DualPipe needs an even number of pipeline stages, got PP=${pp}`, ["pp", "schedule"]);
-    if (m !== null && (m % 2 || m < 2 * pp))
-      throw new ConfigError(`DualPipe needs an even number of micro-batches m >= 2 PP = ${2 * pp}, got m = ${m} (--microbatches, or --global-batch / (DP mbs))`, ["microbatches", "schedule"]);
-  }
-}
 function chunks(name, pp, index, m, vpp) {
-  validateSchedule(name, pp, m);
+  validate_schedule(name, pp, m, vpp);
   if (name === "interleaved" && vpp === null) vpp = 2;
   const e = { PP: Q.n(pp), i_s: Q.n(index), n_mb: m === null ? INF : Q.n(m), VPP: Q.n(vpp || 1) };
   // derivations/generated/<family>.py inflight: the schedules', the same in every family's module
@@ -371,8 +302,8 @@ function substitution(m, lay, t, comp) {
     SP: Q.n(lay.sp === null ? lay.tp : lay.sp) });
   e.b = Q.n(t.mbs); e.s = Q.n(t.seq);
   for (const [k, v] of Object.entries(DATA.options.extension_defaults)) e[k] = Q.parse(v);
-  for (const [k, v] of Object.entries(t.bytes)) e[k] = v;
-  e.F = t.imbalance;
+  for (const [k, v] of t.bytes) e[k] = Q.of(v);
+  e.F = Q.of(t.imbalance);
   if (t.microbatches !== null) e.n_mb = Q.n(t.microbatches);
   if (t.vpp !== null) e.VPP = Q.n(t.vpp);
   e.z = Q.n(t.zero);
@@ -465,7 +396,7 @@ function modelStates(m, lay, t, held, subs, cached) {
       if (t.conventions.rank !== "stage")
         throw new ConfigError(`--linear-recipe counts TE's weight copies on the device of a stage (--rank stage), not --rank ${t.conventions.rank}`, ["linear_recipe", "rank", "conventions"]);
       const lin = side.linear === undefined ? Q.n(0) : FNS[side.linear](d), w = Q.parse(DATA.quantized.bytes[t.linear_recipe][1]);
-      bytes.weights = Q.add(bytes.weights, Q.mul(lin, w), t.quantized_params ? Q.mul(-1, lin, t.bytes.B_w) : 0);
+      bytes.weights = Q.add(bytes.weights, Q.mul(lin, w), t.quantized_params ? Q.mul(-1, lin, new Map(t.bytes).get("B_w")) : 0);
     }
     return { bytes, ids, P_n: FNS[side.P_n](d), P_m: FNS[side.P_m](d), params_id: side.params_id };
   });
@@ -700,22 +631,11 @@ function inflight(t, d) {
   const layers = (c) => c.layers[1] - c.layers[0];
   return Q.div(Q.add(...d.virtual.chunks.map(([c, n]) => Q.n(n * layers(c)))), Q.n(Math.max(layers(d.comp), 1)));
 }
-/** shape.check_options: an option that changes none of the family's tensors is refused. */
-function checkInert(m, t) {
-  const fam = familyOf(m), inert = fam.inert;
-  if (inert.fp8 && t.fp8)
-    throw new ConfigError(`--fp8-activations: no tensor of ${fam.title} is cached in FP8 (the DeepSeek-V3 report's caching names MLA and MoE tensors)`, ["fp8_activations"]);
-  const idle = t.recompute === "custom" ? t.recompute_ops.filter((o) => inert.ops.includes(o)) : [];
-  if (idle.length) {
-    const valid = Object.keys(DATA.options.recompute_ops).filter((o) => !inert.ops.includes(o));
-    throw new ConfigError(`--recompute custom:${idle.join(",")}: no tensor of ${fam.title} is recomputed by it; its operators: ${valid.join(", ")}`, ["recompute"]);
-  }
-}
 function estimate(m, lay, t, stageIndex) {
-  validateLayout(m, lay, t.seq);
-  validateTraining(t);
-  checkInert(m, t);
-  checkMtp(m, t);
+  validate_layout(specOf(m), lay, t.seq);
+  validate_training(t);
+  check_options(specOf(m), t);
+  check_mtp(m, t.conventions);
   const all = stages(m, lay), memo = new Map();
   if (stageIndex === null) {
     if (t.schedule === null) stageIndex = lay.pp > 1 ? 1 : 0;

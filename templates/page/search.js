@@ -1,6 +1,7 @@
 "use strict";
-/* The layout search panel: `memsym search`'s rows and order, in floats as it computes, over printed functions
-   (SEARCH_PY, DERIVED_PY, TIME_PY, SEARCH_FNS: memsym/page/search.py); the logic mirrors the Python each names. */
+/* The layout search panel: `memsym search`'s rows and order, in floats as it computes, over printed functions (the
+   estimate's FNS over floats; SEARCH_ASSEMBLY, TIME_PY, SEARCH_FNS: memsym/page/search.py); the logic mirrors the
+   Python each names. */
 
 const SEARCH = DATA.search;
 /** How many rows the panel lists (memsym search's text default). */
@@ -48,7 +49,7 @@ function searchRequest(state) {
   if (o.globalBatch !== null && o.microbatches !== null)
     throw new ConfigError("give --global-batch (sequences per step: m = global / (DP mbs)) or --microbatches, not both", ["global_batch", "microbatches"]);
   if (o.globalBatch !== null) o.schedule = o.schedule || "1f1b";
-  if (!(o.attention in SEARCH.choices)) throw new ConfigError(`search: no generated kernels for attention '${o.attention}' (eager or flash)`, ["attention"]);
+  if (!SEARCH.attentions.includes(o.attention)) throw new ConfigError(`search: no generated kernels for attention '${o.attention}' (eager or flash)`, ["attention"]);
   return { command, options: o };
 }
 
@@ -95,14 +96,36 @@ function enumerateLayouts(m, o) {
   return { layouts: out, rejected, candidates };
 }
 
-// ----------------------------------------------------------------------------- the kernels and the stages
-/** A stage composition as the kernels read it ({L_d, L_m, e_E, e_H, L_I}: StageComposition.vector). */
-function compositionVector(c) {
-  return SEARCH.composition.map((n) => (n === "L_d" ? c.dense : n === "L_m" ? c.moe : n === "e_E" ? (c.embedding ? 1 : 0)
-    : n === "e_H" ? (c.head ? 1 : 0) : c.extra[n]));
-}
-/** The values the kernels' coefficients and the step time's parameter counts are computed at: the model's, the
-    paper's bytes and the extension defaults (config.named(model, None, Training())), exact. */
+// ----------------------------------------------------------------------------- the devices (analyses/exact.py)
+/** The estimate's printed functions (FNS) and the printed assembly (SEARCH_ASSEMBLY) over floats, as the command
+    line's search evaluates the printed exact Python over float64 (analyses/vectorized.py ``printed``). */
+const NUMBERS = new Map();
+const number = (text) => NUMBERS.get(text) ?? (NUMBERS.set(text, Number(text)), Number(text));
+const FLOAT = {
+  n: (a, b) => (b === undefined ? number(a) : number(a) / number(b)), of: Number, float: (a) => a,
+  add(a, b) {
+    let x = a + (b === undefined ? 0 : b);
+    for (let i = 2; i < arguments.length; i++) x += arguments[i];
+    return x;
+  },
+  mul(a, b) {
+    let x = a * (b === undefined ? 1 : b);
+    for (let i = 2; i < arguments.length; i++) x *= arguments[i];
+    return x;
+  },
+  div: (a, b) => a / b, pow: (a, k) => a ** k, floor: Math.floor, min: Math.min, max: Math.max,
+  eq: (a, b) => a === b, le: (a, b) => a <= b, lt: (a, b) => a < b,
+};
+const FNS_FLOAT = FNS_OF(FLOAT), ASSEMBLY_FLOAT = SEARCH_ASSEMBLY(FLOAT);
+/** The printed assembly's function of a training's variant (runtime.js variantOf, without the options' terms). */
+const assemblyOf = (t) => ASSEMBLY_FLOAT.DEVICE[variantOf(t).slice(0, 3)];
+const floats = (values) => Object.fromEntries(Object.entries(values).map(([k, x]) => [k, Q.float(x)]));
+/** The symbols of a layout and (s, b) a device's values hold beside the model's (pushDevices). */
+const ROW_SYMBOLS = ["DP", "TP", "PP", "EP", "ETP", "CP", "SP", "b", "s"];
+/** The row symbols the printed functions ``fns`` (indices into FNS) read. */
+const rowsRead = (fns) => ROW_SYMBOLS.filter((k) => fns.some((fn) => DATA.reads[fn].includes(k)));
+/** The values the step time's parameter counts are computed at: the model's, the paper's bytes and the extension
+    defaults (config.named(model, None, Training())), exact. */
 function searchValues(m) {
   const e = {};
   for (const [k, x] of Object.entries(m.named)) e[k] = Q.n(String(x));
@@ -111,143 +134,157 @@ function searchValues(m) {
   e.F = Q.parse(DATA.options.training.imbalance);
   return e;
 }
-/** The search's context: the kernels of the model's structure (the generated ``kernel(flags, attention)``) with
-    their coefficients (exact, then floats: kernels.coefficients), the distinct stages per PP
-    (evaluation._stage_table), the choices. */
+/** The search's context: memsym search's training (the paper's conventions and bytes), each policy's kept tensors,
+    those the step's moments read (device.step_inputs) and its ZeRO stages' choices, the weight side's model-state
+    terms, the model's values as floats, each PP's stages (and the distinct ones: distinct_stages) and the memos. */
 function searchContext(m, o) {
-  const flags = Object.fromEntries(familyOf(m).flags.map((f, i) => [f, m.structure[i]]));
-  const [rows, groups] = SEARCH_PY.kernel(flags, o.attention), e = DERIVED_PY.derived(searchValues(m));
-  const coef = {};
-  for (const [g, [, f]] of Object.entries(groups)) coef[g] = f(e).map(Q.float);
-  const choices = [];
-  for (const z of o.zeros) o.policies.forEach((r, ri) => { const pick = SEARCH.choices[o.attention][`${z}|${r}`]; if (pick) choices.push({ z, r, ri, pick }); });
-  const comps = Object.keys(choices[0].pick);
-  const stageMemo = new Map();
-  const stageTable = (pp) => {  // distinct_stages(model, Layout(pp=pp)): the first stage of each composition
-    if (!stageMemo.has(pp)) {
-      const seen = new Set(), out = [], all = stages(m, { pp, layers_per_stage: null });
-      for (const st of all) {
-        const key = compKey(st);
-        if (!seen.has(key)) { seen.add(key); out.push({ vec: compositionVector(st), index: st.index }); }
-      }
-      stageMemo.set(pp, { distinct: out, all });
+  const O = DATA.options, fam = familyOf(m), dev = fam.device, conv = { mtp: false };
+  for (const [k, s] of Object.entries(O.switches)) conv[k] = s.values[0];
+  const base = { mbs: o.mbs[0], seq: o.seqs[0], zero: 0, recompute_ops: [], attention: o.attention, fp8: false,
+    imbalance: Q.parse(O.training.imbalance), schedule: o.schedule, microbatches: null, vpp: o.vpp,
+    conventions: conv, bytes: Object.fromEntries(Object.entries(O.paper_bytes).map(([k, v]) => [k, Q.parse(v)])),
+    linear_recipe: null, quantized_params: false, offload: [], virtual_layers: null };
+  const framework = conv.head_state in dev.step ? conv.head_state : "paper", indicators = {};
+  for (const [name, [option, value]] of Object.entries(dev.step_indicators))  // step_names.indicators
+    indicators[name] = (option === "attention" ? o.attention : conv[option]) === value ? 1 : 0;
+  const fns = (kept) => Object.values(kept).flat().map((k) => k.fn);
+  const policies = o.policies.map((r, ri) => {
+    const t = Object.assign({}, base, { recompute: r }), [plain, none] = stepTrainings(t);
+    const p = { kept: keptUnits(m, t), plain: keptUnits(m, plain), none: keptUnits(m, none),
+      moments: dev.step[framework][dev.step_policy[r]], assemble: assemblyOf(t) };
+    const moments = p.moments.map(([, fn]) => fn);
+    return Object.assign(p, { kindReads: rowsRead([p.kept, p.plain, p.none].flatMap(fns)),
+      stepReads: rowsRead(moments), momentReads: [...new Set(moments.flatMap((fn) => DATA.reads[fn]))],
+      choices: o.zeros.map((z) => ({ z, r, ri, at: o.zeros.indexOf(z) * o.policies.length + ri })) });
+  });
+  const side = fam.states[structureKey(m)][`${conv.rank}/${conv.shared_expert}`];
+  const stateFns = Object.values(side.ids).flatMap((ids) => Object.values(ids).map((id) => side.terms[id]));
+  const stageTable = (pp) => memoised(ctx, "stages", pp, () => {
+    const all = stages(m, { pp, layers_per_stage: null }), seen = new Set(), distinct = [];
+    for (const comp of all) {
+      if (seen.has(compKey(comp))) continue;
+      seen.add(compKey(comp));
+      distinct.push({ comp, index: comp.index, vec: SEARCH.composition.map((n) => Q.float(subsComposition(comp)[n])) });
     }
-    return stageMemo.get(pp);
-  };
-  // kernels.step_keys: each recomputing policy's activation term and its two moments (a MoE layer, a dense one)
-  const step = {};
-  for (const c of choices) if (c.r === "full" || c.r === "selective")
-    step[c.pick.activations] = [`step.paper.moe_layer.${c.r}`, `step.paper.dense_layer.${c.r}`];
-  // kernels.values: every row of the module's ROWS, 0 where the structure's terms read none
-  const at = (g) => {
-    const [ids, , f] = groups[g], c = coef[g];
-    return (r) => { const v = f(...c, ...SEARCH_PY.ROWS.map((n) => (rows.includes(n) ? r[n] : 0))), out = {}; ids.forEach((id, i) => { out[id] = v[i]; }); return out; };
-  };
-  return { m, o, choices, comps, stageTable, step, states: at("states"), activations: at("activations"), moments: at("step") };
+    return { all, distinct };
+  });
+  const ctx = { m, o, fam, dev, base, policies, side, indicators, stageTable, memo: {}, fixed: floats(searchValues(m)),
+    stateReads: rowsRead(stateFns), choices: policies.flatMap((p) => p.choices).sort((a, b) => a.at - b.at) };
+  return ctx;
 }
-/** The row symbols of a layout, b, s and a composition (the kernels' ROWS), SP = TP. */
-function rowValues(lay, s, b, vec) {
-  const r = { DP: lay.dp, TP: lay.tp, PP: lay.pp, EP: lay.ep, ETP: lay.etp, CP: lay.cp, SP: lay.tp, b, s };
-  SEARCH.composition.forEach((n, i) => { r[n] = vec[i]; });
-  return r;
+/** A number naming ``x`` (its JSON) in the search, for the memos' keys. */
+function intern(ctx, x) {
+  const ids = memoised(ctx, "ids", "", () => new Map()), key = JSON.stringify(x);
+  if (!ids.has(key)) ids.set(key, ids.size);
+  return ids.get(key);
 }
-/** kernels.add_step: each recomputing policy's largest moment at a composition (a MoE layer rebuilt when it
-    has one, a dense layer likewise; never below 0). */
-function searchStepExcess(ctx, moments, vec) {
+/** ``fn()`` once per distinct ``key`` in the memo ``name`` (analyses/vectorized.py Memo). */
+function memoised(ctx, name, key, fn) {
+  const memo = ctx.memo[name] || (ctx.memo[name] = new Map());
+  let got = memo.get(key);
+  if (got === undefined) memo.set(key, got = fn());
+  return got;
+}
+/** Each kind's bytes of one layer's kept tensors (evaluate.activation_values; runtime.js kindValues), floats. */
+function kindBytes(ctx, kept, e) {
   const out = {};
-  for (const [act, [moe, dense]] of Object.entries(ctx.step))
-    out[act] = Math.max(Math.max(vec[1] > 0 ? moments[moe] : 0, vec[0] > 0 ? moments[dense] : 0), 0);
+  for (const [kind, sym] of Object.entries(ctx.dev.kinds))
+    out[sym] = kind in kept ? kept[kind].reduce((a, k) => a + FNS_FLOAT[k.fn](e), 0) : 0;
   return out;
 }
-/** ``acts`` plus each recomputing policy's largest step excess over the compositions ``held`` (the stages the device
-    runs: one micro-batch's rebuilt layer on any of them). */
-function withStep(ctx, lay, s, b, acts, held) {
-  if (!Object.keys(ctx.step).length) return acts;
-  let x = null;
-  for (const v of held) {
-    const got = searchStepExcess(ctx, ctx.moments(rowValues(lay, s, b, v)), v);
-    if (x === null) x = got;
-    else for (const id of Object.keys(x)) x[id] = Math.max(x[id], got[id]);
-  }
-  for (const [id, v] of Object.entries(x)) acts[id] = acts[id] + v;
-  return acts;
+/** The devices of a layout's pipeline (its distinct stages, or every stage under a schedule at m micro-batches): the
+    assembly's inputs of each one's composition and chunks (schedules.chunks), the summed composition of the stages
+    whose model states it holds and those whose backward it runs (DualPipe's mirror too: device._held_step). */
+function devicesOf(ctx, lay, mm) {
+  const o = ctx.o, table = ctx.stageTable(lay.pp);
+  const names = ["L_d", "L_m", "e_E", "e_H", ...ctx.fam.counts.map((c) => c[0])];
+  return memoised(ctx, "devices", `${lay.pp}|${mm}`, () => (o.schedule === null ? table.distinct.map((d) => d.comp)
+    : table.all).map((comp) => {
+    const held = o.schedule === null ? [comp] : heldStages(o.schedule, lay.pp, comp.index).map((i) => table.all[i]);
+    const ch = o.schedule === null ? [] : chunks(o.schedule, lay.pp, comp.index, mm < 0 ? null : mm, o.vpp);
+    // reused by every row: the paper's and a schedule's assembly compute every value they read but these
+    const inputs = Object.assign(floats(subsComposition(comp)), { D: ctx.fixed.D || 0, runtime: 0 });
+    for (let c = 0; c < ctx.dev.chunks; c++) {
+      const part = c < ch.length ? floats(subsComposition(partComposition(table.all[ch[c].stage], ch[c].part))) : {};
+      for (const k of names) inputs[`${k}_${c}`] = part[k] || 0;
+      inputs[`n_fl_${c}`] = c < ch.length ? Q.float(ch[c].inflight) : 0;
+    }
+    const steps = held.map((h) => floats(subsComposition(h)));
+    const sums = floats(heldComposition(ctx.m, lay, ctx.base, held));
+    return { index: comp.index, inputs, steps, stepId: intern(ctx, steps), held: sums, heldId: intern(ctx, sums) };
+  }));
 }
-/** The sum of the components (weights, gradients, optimizer, activations) in their order, as Python's sum. */
-function choiceTotal(ctx, pick, states, acts) {
-  let t = 0;
-  for (const c of ctx.comps) t += (c === "activations" ? acts : states)[pick[c]];
-  return t;
-}
-/** Each choice's row ({c, stage, total, states, acts} and ``row``) at its device of the largest total (the first). */
-function pushChoices(ctx, devices, row, rows) {
-  for (const c of ctx.choices) {
-    let best = -Infinity, at = 0;
-    devices.forEach((d, j) => { const t = choiceTotal(ctx, c.pick, d.states, d.acts); if (t > best) { best = t; at = j; } });
-    rows.push(Object.assign({ c, stage: devices[at].stage, total: best, states: devices[at].states, acts: devices[at].acts }, row));
+/** device.step_excess in floats: the step's largest moment above the end of one micro-batch's forward (0 when none
+    exceeds it) at the compositions ``at`` (the first largest), from the policy's ``kinds`` (device.step_inputs). */
+function searchStep(ctx, p, e, kinds, at) {
+  const v = Object.assign({}, kinds.plain, ctx.indicators);
+  for (const [sym, bare] of Object.entries(ctx.dev.step_none)) v[bare] = kinds.none[sym];
+  for (const k of p.momentReads) if (v[k] === undefined) v[k] = e[k] === undefined ? 0 : e[k];  // 0: not in the family
+  let best = 0;
+  for (const comp of at) {
+    Object.assign(v, comp);
+    const cast = (comp.e_H || 0) * ((kinds.own.M_H || 0) - (v.M_H || 0));
+    for (const [, fn] of p.moments) best = Math.max(best, FNS_FLOAT[fn](v) - cast);
   }
+  return best;
+}
+/** Every choice's most-loaded device (the largest total at the step's peak, the first on ties) of a layout at (s,
+    b) and m micro-batches (-1: as many as fill the pipeline) pushed to ``rows`` ({c, stage, total, parts}); what
+    reads fewer values than a device once per distinct value of those (the kinds, the model states, the step). */
+function pushDevices(ctx, lay, s, b, mm, rows) {
+  const e = Object.assign({}, ctx.fixed, { DP: lay.dp, TP: lay.tp, PP: lay.pp, EP: lay.ep, ETP: lay.etp, CP: lay.cp,
+    SP: lay.tp, b, s });
+  const devices = devicesOf(ctx, lay, mm), best = [], read = ctx.stateReads.map((k) => e[k]).join("|");
+  const states = devices.map((d) => memoised(ctx, "states", `${d.heldId}|${read}`, () => {  // device._model_states
+    const v = Object.assign({}, e, d.held), at = (z, k) => FNS_FLOAT[ctx.side.terms[ctx.side.ids[z][k]]](v);
+    return ctx.o.zeros.map((z) => ({ weights: at(z, "weights"), gradients: at(z, "gradients"),
+      optimizer: at(z, "optimizer") }));
+  }));
+  ctx.policies.forEach((p, pi) => {
+    const key = `${pi}|${p.kindReads.map((k) => e[k])}`;
+    const kinds = memoised(ctx, "kinds", key, () => ({ own: kindBytes(ctx, p.kept, e),
+      plain: kindBytes(ctx, p.plain, e), none: kindBytes(ctx, p.none, e) }));
+    // the step reads the kinds, a few of the row's values and the compositions (each distinct one: stepId)
+    const steps = memoised(ctx, "step", `${key}|${p.stepReads.map((k) => e[k])}`, () => new Map());
+    devices.forEach((d, j) => {
+      const inputs = Object.assign(d.inputs, kinds.own);
+      let step = steps.get(d.stepId);
+      if (step === undefined) steps.set(d.stepId, step = searchStep(ctx, p, e, kinds, d.steps));
+      p.choices.forEach((c, zi) => {
+        const v = p.assemble(Object.assign(inputs, states[j][zi])), total = v.total + step;
+        if (best[c.at] === undefined || total > best[c.at].total)
+          best[c.at] = { c, stage: d.index, total, parts: { ...states[j][zi], activations: v.activations + step } };
+      });
+    });
+  });
+  for (const r of best) rows.push(Object.assign(r, { lay, s, b, m: ctx.o.schedule === null ? null : mm }));
 }
 
-// ----------------------------------------------------------------------------- the paper's view (evaluation.py)
-/** Every configuration at its most-loaded stage, one micro-batch per stage (evaluation._stage_view): rows
-    {lay, s, b, choice, at (the composition), total, parts}. */
-function* paperView(ctx, layouts, rows) {
-  const o = ctx.o;
-  for (const lay of layouts) {
-    const table = ctx.stageTable(lay.pp).distinct;
-    const states = table.map((st) => ctx.states(rowValues(lay, o.seqs[0], o.mbs[0], st.vec)));
-    for (const s of o.seqs) for (const b of o.mbs) {
-      const devices = table.map((st, k) => ({ stage: st.index, states: states[k],
-        acts: withStep(ctx, lay, s, b, ctx.activations(rowValues(lay, s, b, st.vec)), [st.vec]) }));
-      pushChoices(ctx, devices, { lay, s, b, m: null }, rows);
-    }
-    yield;
-  }
-}
-
-// ----------------------------------------------------------------------------- under a schedule (scheduled.py)
-/** scheduled.slots: per device of a PP-stage pipeline, the held stages' summed composition (model states), the
-    in-flight-weighted one (activations, exact then floats) and the compositions of the stages it holds (the step). */
-function slotsOf(ctx, pp, mm) {
-  const key = `${pp}|${mm}`;
-  ctx.slots = ctx.slots || new Map();
-  if (!ctx.slots.has(key)) {
-    const o = ctx.o, all = ctx.stageTable(pp).all, vec = all.map(compositionVector), out = [];
-    for (let i = 0; i < pp; i++) {
-      const held = heldStages(o.schedule, pp, i);
-      const state = SEARCH.composition.map((_, k) => held.reduce((a, j) => a + vec[j][k], 0));
-      const ch = chunks(o.schedule, pp, i, mm < 0 ? null : mm, o.vpp);
-      const act = SEARCH.composition.map((_, k) => Q.float(ch.reduce((a, c) => Q.add(a, Q.mul(c.inflight,
-        compositionVector(partComposition(all[c.stage], c.part))[k])), Q.n(0))));
-      out.push({ state, act, held: held.map((j) => vec[j]) });
-    }
-    ctx.slots.set(key, out);
-  }
-  return ctx.slots.get(key);
-}
-/** Every device of every configuration at its peak under the schedule; the configurations whose m = G / (DP b) is
-    not an integer, or that DualPipe refuses, counted (scheduled.run). */
-function* scheduledView(ctx, layouts, rows, invalid) {
+// ----------------------------------------------------------------------------- the views (evaluation.py)
+/** Every configuration at its most-loaded device: one micro-batch per stage (the paper's view), or under the
+    schedule with m = G / (DP b) micro-batches; the configurations whose m is not an integer, or that DualPipe
+    refuses, counted (exact.py _vector). */
+function* searchRows(ctx, layouts, rows, invalid) {
   const o = ctx.o;
   for (const lay of layouts) {
     for (const s of o.seqs) for (const b of o.mbs) {
-      let mm;
+      let mm = o.microbatches === null ? -1 : o.microbatches;
       if (o.globalBatch !== null) {
-        if (o.globalBatch % (lay.dp * b) !== 0) { invalid["global-batch"] = (invalid["global-batch"] || 0) + 1; continue; }
+        if (o.globalBatch % (lay.dp * b) !== 0) {
+          invalid["global-batch"] = (invalid["global-batch"] || 0) + 1;
+          continue;
+        }
         mm = o.globalBatch / (lay.dp * b);
-      } else mm = o.microbatches === null ? -1 : o.microbatches;
+      }
       if (o.schedule === "dualpipe" && (lay.pp % 2 !== 0 || (mm >= 0 && (mm % 2 !== 0 || mm < 2 * lay.pp)))) {
         invalid.dualpipe = (invalid.dualpipe || 0) + 1;
         continue;
       }
-      const devices = slotsOf(ctx, lay.pp, mm).map((sl, stage) => ({ stage,
-        states: ctx.states(rowValues(lay, s, b, sl.state)),
-        acts: withStep(ctx, lay, s, b, ctx.activations(rowValues(lay, s, b, sl.act)), sl.held) }));
-      pushChoices(ctx, devices, { lay, s, b, m: mm }, rows);
+      pushDevices(ctx, lay, s, b, mm, rows);
     }
     yield;
   }
 }
-
 // ----------------------------------------------------------------------------- the step time (steptime/evaluate.py)
 /** placement.bandwidths: a group inside a node sends at NVLink's bandwidth, across nodes at the network's. */
 function bandwidths(lay, perNode, nvlink, network) {
@@ -352,9 +389,7 @@ function* runSearch(m, o) {
   const ctx = searchContext(m, o);
   const en = enumerateLayouts(m, o);
   const rows = [], invalid = {};
-  const scheduled = o.schedule !== null || o.globalBatch !== null;
-  if (scheduled) yield* scheduledView(ctx, en.layouts, rows, invalid);
-  else yield* paperView(ctx, en.layouts, rows);
+  yield* searchRows(ctx, en.layouts, rows, invalid);
   const [fFrag, mBuf] = SEARCH.ends[SEARCH.overheads].map((x) => Q.float(Q.parse(x)));
   const hbm = SEARCH.gpus[o.gpu].capacity;
   const fitting = [];
@@ -382,7 +417,7 @@ function* runSearch(m, o) {
 function rowObject(r) {
   const out = { dp: r.lay.dp, tp: r.lay.tp, pp: r.lay.pp, ep: r.lay.ep, etp: r.lay.etp, cp: r.lay.cp, sp: r.lay.tp,
     edp: r.lay.dp * r.lay.tp * r.lay.cp / (r.lay.ep * r.lay.etp), mbs: r.b, seq: r.s, zero: r.c.z, recompute: r.c.r, stage: r.stage };
-  for (const c of Object.keys(r.c.pick)) out[c] = Math.round((c === "activations" ? r.acts : r.states)[r.c.pick[c]]);
+  for (const [c, x] of Object.entries(r.parts)) out[c] = Math.round(x);
   Object.assign(out, { total: Math.round(r.total), peak: Math.round(r.peak), headroom: Math.round(r.headroom) });
   if (r.m !== null) out.microbatches = r.m;
   const parts = TIME_PY.PARTS;

@@ -12,115 +12,69 @@ const LAYOUT = Object.keys(DATA.options.layout);
 const PAGE_GPU = "h800";
 
 // ----------------------------------------------------------------------------- reading the controls (argparse's types)
-/** How a typed field's text is read, by the argparse type memsym/page/form.py names (inputs.js). */
-const READERS = { positive_int: positiveInt, nonnegative_int: nonnegInt, int_list: intList,
-  imbalance: (dest, raw) => Q.str(imbalanceFactor(dest, raw)), int: (dest, raw) => parseInt(raw, 10),
-  choice: (dest, raw) => raw, dtype: (dest, raw) => DATA.options.dtypes[raw], layer_counts: layerCounts,
-  offload_modules: offloadModules };
-/** The typed options, {dest: value}, each read as `memsym estimate --<option>=<text>` reads it; an empty field (an
-    unchecked box) is not typed.  Read in DATA.form.read's order: the first refusal is the one the command line gives
-    for these options in this order. */
+/** A refusal of a typed option, argparse's "argument --dp: ..." */
+const argError = (dest, msg) => new ConfigError(`argument --${dest.replace(/_/g, "-")}: ${msg}`, [dest]);
+/** How a typed field's text is read, by the argparse type memsym/page/form.py names: memsym/argtypes.py's, printed,
+    bounded as its apply_limits bounds the option (by its dest). */
+const READERS = {
+  positive_int: (dest, raw) => arg_positive_int(raw, limit_option(dest)),
+  nonnegative_int: (dest, raw) => arg_nonneg_int(raw, limit_option(dest)),
+  int_list: (dest, raw) => int_list(raw, limit_option(dest), DATA.inputs.list_lengths[dest], false),  // not a set
+  imbalance: (dest, raw) => imbalance_factor(bounded_text(raw)),
+  layer_counts: (dest, raw) => layer_counts(bounded_text(raw)),
+  offload_modules: (dest, raw) => parse_offload(bounded_text(raw)),
+  recompute: (dest, raw) => parse_recompute(bounded_text(raw)),
+  int: (dest, raw) => parseInt(raw, 10), choice: (dest, raw) => raw, dtype: (dest, raw) => DATA.options.dtypes[raw] };
+/** The typed options, {dest: value}, each read as `memsym estimate --<option>=<text>` reads it (a refusal as argparse
+    says it); an empty field (an unchecked box) is not typed.  Read in DATA.form.read's order: the first refusal is the
+    one the command line gives for these options in this order. */
 function typedOptions() {
   const t = {};
   for (const [dest, read] of DATA.form.read) {
     const el = $(`opt-${dest}`);
     if (read === "flag") { if (el.checked) t[dest] = true; continue; }
     if (el.value === "") continue;
-    if (read !== "recompute") { t[dest] = READERS[read](dest, el.value); continue; }
     const ops = Object.keys(DATA.options.recompute_ops).filter((o) => $(`opt-op-${o}`).checked);
-    if (el.value === "custom" && !ops.length)
-      throw argError("recompute", `custom recomputation needs operators, e.g. custom:norm,mla_up; valid: ${Object.keys(DATA.options.recompute_ops).join(", ")}`);
-    t.recompute = [el.value, el.value === "custom" ? ops : []];
+    const raw = read === "recompute" && el.value === "custom" ? `custom:${ops.join(",")}` : el.value;
+    try {
+      t[dest] = READERS[read](dest, raw);
+    } catch (e) { throw e instanceof ConfigError ? argError(dest, e.message) : e; }
   }
   return t;
 }
-/** common.check_conflicts: a bytes-per-param convention of ZeRO >= z with --zero typed below it. */
-function checkConflicts(a, typed) {
-  const per = a.bytes_per_param;
-  if (per && per !== "paper" && "zero" in typed) {
-    const zmin = DATA.options.bytes_conventions[per][1];
-    if (zmin && typed.zero < zmin)
-      throw new ConfigError(`--bytes-per-param ${per} is a ZeRO >= ${zmin} convention (the optimizer states sharded over the data-parallel ranks); --zero ${typed.zero} contradicts it`,
-        ["zero", "bytes_per_param"]);
-  }
-}
-
-/** The options as the command line resolves them (common.resolve_presets): typed, then --recipe, then --conventions, then defaults. */
+/** Whether --model is typed: another model than the page's default chosen, or any on a page of given models. */
+const modelTyped = () => Object.keys(DATA.models).length > 0 || $("opt-model").value !== DATA.options.default_model;
+/** The options as `memsym estimate` holds them after argparse (its defaults under the typed values; a pasted
+    config.json as its path), resolved as the command line resolves them (resolve.resolved, printed: typed > recipe >
+    conventions preset > the view's defaults > defaults): {dest: value}. */
 function resolve(typed) {
-  const O = DATA.options, T = O.training, L = O.layout;
-  const a = { model: O.default_model, dp: L.dp, tp: L.tp, pp: L.pp, ep: L.ep, etp: L.etp, cp: L.cp, sp: null,
-    layers_per_stage: null, zero: T.zero, recompute: [T.recompute, []], attention: T.attention, mbs: T.mbs, seq: T.seq,
-    imbalance: T.imbalance, schedule: null, microbatches: null, vpp: null, fp8_activations: false,
-    bytes_per_param: "paper", mtp: false, linear_recipe: null, quantized_param_gather: false,
-    offload_activations: null, virtual_layers: null };
-  for (const [dest] of DTYPE_OPTIONS) a[dest] = null;
-  for (const [name, s] of Object.entries(O.switches)) a[name] = s.values[0];
-  const recipe = $("opt-recipe").value, preset = $("opt-conventions").value;
-  // derivations/config/defaults.py: a run named (GPUs, a global batch) takes what practitioners run, under the rest
-  if (O.run.options.some((d) => d in typed)) Object.assign(a, O.run.defaults);
-  // common.resolve_presets: typed > recipe > conventions preset > default, whatever the order typed
-  if (preset) for (const [dest, v] of Object.entries(O.convention_presets[preset])) if (!(dest in typed)) a[dest] = v;
-  if (recipe) for (const [dest, v] of Object.entries(O.recipes[recipe].options)) if (!(dest in typed)) a[dest] = v;
-  Object.assign(a, typed);
-  return a;
+  // --gpus before withGpus set DP from it (the model of a refused estimate, for the search): not resolved
+  if ("gpus" in typed && !("dp" in typed))
+    typed = Object.fromEntries(Object.entries(typed).filter(([k]) => k !== "gpus"));
+  const O = DATA.options, T = O.training, chosen = $("opt-model").value;
+  const v = Object.assign({ sp: null, layers_per_stage: null, zero: T.zero, recompute: [T.recompute, []],
+    attention: T.attention, mbs: T.mbs, seq: T.seq, imbalance: Q.parse(T.imbalance), schedule: null, microbatches: null,
+    vpp: null, fp8_activations: false, bytes_per_param: "paper", mtp: false, linear_recipe: null,
+    quantized_param_gather: false, offload_activations: null, virtual_layers: null, model: O.default_model,
+    recipe: $("opt-recipe").value || null, conventions: $("opt-conventions").value || null, _conventions_preset: true },
+  O.layout, Object.fromEntries(DATA.form.dtypes.map(([dest]) => [dest, null])),
+  Object.fromEntries(Object.entries(O.switches).map(([name, sw]) => [name, sw.values[0]])));
+  if (modelTyped()) v.model = chosen === "config" ? "config.json" : chosen;
+  return Object.fromEntries(resolved(Object.assign(v, typed), typedDests(typed)));
 }
-
-/** resolve.resolved's end: a recipe for another family's model refused when a model was chosen, then the model's
-    family's layout defaults (EP = ETP = 1 without experts) for what neither was typed nor set by a preset or recipe. */
-function familyDefaults(a, m, typed) {
-  const O = DATA.options, recipe = $("opt-recipe").value, preset = $("opt-conventions").value;
-  const layered = new Set(Object.keys(typed));
-  if (preset) for (const k of Object.keys(O.convention_presets[preset])) layered.add(k);
-  if (recipe) {
-    for (const k of Object.keys(O.recipes[recipe].options)) layered.add(k);
-    const own = O.recipes[recipe].family;
-    const chosen = $("opt-model").value, typed = Object.keys(DATA.models).length > 0 || chosen !== O.default_model;
-    if (own && typed && own[0] !== m.family)  // resolve.resolved: the model as it was given (a path, a preset)
-      throw new ConfigError(`--recipe ${recipe} is a recipe for a ${own[1]} model; --model ${chosen === "config" ? "config.json" : chosen} is a ${familyOf(m).title} model`, ["recipe", "model"]);
-  }
-  for (const [k, v] of Object.entries(familyOf(m).layout_defaults)) if (!layered.has(k)) a[k] = v;
-}
-
-/** common.training_from_args */
-function trainingOf(a, typed) {
-  const O = DATA.options;
-  const bytes = {};
-  for (const [k, v] of Object.entries(O.paper_bytes)) bytes[k] = Q.parse(v);
-  for (const [dest, syms] of DTYPE_OPTIONS) if (a[dest] !== null && a[dest] !== undefined) for (const s of syms) bytes[s] = Q.n(a[dest]);
-  let zero = a.zero;
-  if (a.bytes_per_param && a.bytes_per_param !== "paper") {
-    const [conv, zmin] = O.bytes_conventions[a.bytes_per_param];
-    const keep = new Set();
-    for (const [dest, syms] of DTYPE_OPTIONS) if (dest in typed) syms.forEach((s) => keep.add(s));
-    for (const [k, v] of Object.entries(conv)) if (!keep.has(k)) bytes[k] = Q.n(v);
-    if (zmin && !("zero" in typed)) zero = Math.max(zero, zmin);
-  }
-  const conventions = { mtp: !!a.mtp };
-  for (const name of Object.keys(O.switches)) conventions[name] = a[name];
-  const rz = O.rank_zero[a.rank];  // resolve.training_of: FSDP's ranks are ZeRO 3; a lower --zero typed contradicts it
-  if (rz !== undefined && zero !== rz) {
-    if ("zero" in typed)
-      throw new ConfigError(`--rank ${a.rank} shards the parameters, gradients and optimizer states (ZeRO ${rz}: derivations/assembly/fsdp.py): --zero ${zero} contradicts it`,
-        ["zero", "rank"]);
-    zero = rz;
-  }
-  const [rc, ops] = a.recompute;
-  const order = Object.keys(O.recompute_ops);
-  return { mbs: a.mbs, seq: a.seq, zero, recompute: rc, recompute_ops: order.filter((o) => ops.includes(o)),
-    attention: a.attention, fp8: !!a.fp8_activations, imbalance: Q.parse(a.imbalance), schedule: a.schedule,
-    microbatches: a.microbatches, vpp: a.vpp, bytes, conventions, linear_recipe: a.linear_recipe || null,
-    quantized_params: !!a.quantized_param_gather, offload: a.offload_activations || [], virtual_layers: a.virtual_layers || null };
-}
+const typedDests = (typed) => Object.keys(typed).concat(modelTyped() ? ["model"] : []);
 
 function modelOf(a) {
   const choice = $("opt-model").value;
-  if (choice === "config")  // read as `memsym estimate --model config.json` reads that file
-    return fromDict(readConfigJSON($("opt-config").value, "config.json", ["config"]), "config.json", "config", ["config"]);
-  // the preset chosen by default yields to a recipe's model; a model of `memsym page --model` is typed
-  const given = Object.keys(DATA.models).length > 0;
-  const name = ("model" in a && !given && choice === DATA.options.default_model) ? a.model : choice;
-  // a model the command line read (memsym/page/data.py model_data): of memsym page --model, released (paper/models)
-  // or a preset
+  if (choice === "config") {  // read as `memsym estimate --model config.json` reads that file (from_dict, printed)
+    try {
+      const data = readConfigJSON($("opt-config").value, "config.json", ["config"]);
+      return modelData(from_dict(data, "config.json", "config"));
+    } catch (e) { if (e instanceof ConfigError) e.fields = ["config"]; throw e; }
+  }
+  // the preset chosen by default yields to a recipe's model (resolve.resolved); a model the command line read
+  // (memsym/page/data.py model_data): of memsym page --model, released (paper/models) or a preset
+  const name = a.model;
   for (const models of [DATA.models, DATA.released, DATA.options.presets]) if (name in models) return models[name];
   // a recipe's model on a page of other models
   const offered = Object.keys(DATA.models).join(", ");
@@ -324,7 +278,7 @@ function clearRefusals() {
 /** --gpus (the page's; search's flag): DP = GPUs / (TP PP CP) when DP is not typed, else the two must agree. */
 function withGpus(typed) {
   if (!("gpus" in typed)) return typed;
-  const a = resolve(typed), per = a.tp * a.pp * a.cp, g = typed.gpus;
+  const { gpus: g, ...rest } = typed, a = resolve(rest), per = a.tp * a.pp * a.cp;
   if ("dp" in typed) {
     if (typed.dp * per !== g)
       throw new ConfigError(`--gpus ${g} must equal DP * TP * PP * CP = ${typed.dp} * ${a.tp} * ${a.pp} * ${a.cp} = ${typed.dp * per} (leave DP empty to derive it from the GPUs)`, ["gpus", "dp"]);
@@ -333,16 +287,6 @@ function withGpus(typed) {
   if (g % per !== 0)
     throw new ConfigError(`--gpus ${g} must be a multiple of TP * PP * CP = ${a.tp} * ${a.pp} * ${a.cp} = ${per} (DP = GPUs / (TP PP CP))`, ["gpus", "tp", "pp", "cp"]);
   return Object.assign({}, typed, { dp: g / per });
-}
-/** training.with_global_batch: m = G / (DP mbs) micro-batches, 1F1B unless a schedule is given. */
-function withGlobalBatch(a, t, typed) {
-  if (!("global_batch" in typed)) return t;
-  const G = typed.global_batch, per = a.dp * t.mbs;
-  if (G % per !== 0)
-    throw new ConfigError(`--global-batch ${G} is not a multiple of DP * mbs = ${a.dp} * ${t.mbs} = ${per} (m = G / (DP mbs) micro-batches)`, ["global_batch", "dp", "mbs"]);
-  if (t.microbatches !== null && t.microbatches !== undefined)
-    throw new ConfigError("give --global-batch or --microbatches, not both", ["global_batch", "microbatches"]);
-  return Object.assign({}, t, { schedule: t.schedule || "1f1b", microbatches: G / per });
 }
 
 // ----------------------------------------------------------------------------- the URL and the command line
@@ -403,12 +347,12 @@ function applyHash() {
       key = decodeURIComponent(eq < 0 ? part : part.slice(0, eq)).replace(/^--/, "");
       val = eq < 0 ? null : decodeURIComponent(part.slice(eq + 1));
     } catch (e) {
-      hashProblems.push(new ConfigError(`the URL's ${shownText(part)} is not valid percent-encoding`, []));
+      hashProblems.push(new ConfigError(`the URL's ${arg_shown(part)} is not valid percent-encoding`, []));
       continue;
     }
     const opt = byKey[key];
     if (!opt) {
-      hashProblems.push(new ConfigError(`the URL names ${shownText(key)}, which is not an option of memsym estimate this page has (e.g. #tp=4&zero=1)`, []));
+      hashProblems.push(new ConfigError(`the URL names ${arg_shown(key)}, which is not an option of memsym estimate this page has (e.g. #tp=4&zero=1)`, []));
       continue;
     }
     const [, dest, kind] = opt, el = $(`opt-${dest}`);
@@ -416,20 +360,20 @@ function applyHash() {
     if (kind === "flag") {
       if (val === null || ["", "1", "true", "on", "yes"].includes(val.toLowerCase())) el.checked = true;
       else if (["0", "false", "off", "no"].includes(val.toLowerCase())) el.checked = false;
-      else hashProblems.push(argError(dest, `--${key} is a switch: write it alone (#${key}) or ${key}=0, got ${shownText(val)}`));
+      else hashProblems.push(argError(dest, `--${key} is a switch: write it alone (#${key}) or ${key}=0, got ${arg_shown(val)}`));
       continue;
     }
     if (val === null) val = "";
     if (kind === "recompute") {
       const [rc, rest] = val.includes(":") ? [val.slice(0, val.indexOf(":")), val.slice(val.indexOf(":") + 1)] : [val, null];
       if (!DATA.options.recompute.includes(rc) && rc !== "") {
-        hashProblems.push(argError(dest, `invalid choice: ${shownText(val)} (choose from ${DATA.options.recompute.join(", ")}, custom:OP,...)`));
+        hashProblems.push(argError(dest, `invalid choice: ${arg_shown(val)} (choose from ${DATA.options.recompute.join(", ")}, custom:OP,...)`));
         continue;
       }
       el.value = rc;
       const ops = rest === null || rest === "" ? [] : rest.split(",");
       const bad = ops.filter((o) => !(o in DATA.options.recompute_ops));
-      if (bad.length) hashProblems.push(argError(dest, `unknown operator ${shownText(bad[0])}; valid: ${Object.keys(DATA.options.recompute_ops).join(", ")}`));
+      if (bad.length) hashProblems.push(argError(dest, `unknown operator ${arg_shown(bad[0])}; valid: ${Object.keys(DATA.options.recompute_ops).join(", ")}`));
       for (const o of Object.keys(DATA.options.recompute_ops)) $(`opt-op-${o}`).checked = ops.includes(o);
       continue;
     }
@@ -437,7 +381,7 @@ function applyHash() {
     if (el.tagName === "SELECT") {
       if (![...el.options].some((o) => o.value === val)) {
         const choices = [...el.options].map((o) => o.value).filter((v) => v !== "");
-        hashProblems.push(argError(dest, `invalid choice: ${shownText(val)} (choose from ${choices.join(", ")})`));
+        hashProblems.push(argError(dest, `invalid choice: ${arg_shown(val)} (choose from ${choices.join(", ")})`));
         continue;
       }
     }
@@ -486,17 +430,18 @@ function update() {
     raw = typedOptions();
     typed = withGpus(raw);
     const a = resolve(typed);
-    checkConflicts(a, typed);
+    check_conflicts(a, typedDests(typed));
     const m = modelOf(a);
-    familyDefaults(a, m, typed);
     // the empty fields' defaults: the model's family's (EP = ETP = 1 without experts), else the paper's
     for (const k of LAYOUT) {
       const f = familyOf(m).layout_defaults[k];
       $(`opt-${k}`).placeholder = k === "dp" && typed.dp !== undefined && !$("opt-dp").value ? `${typed.dp} (from the GPUs)` : `${f === undefined ? DATA.options.layout[k] : f}`;
     }
-    const lay = { dp: a.dp, tp: a.tp, pp: a.pp, ep: a.ep, etp: a.etp, cp: a.cp, sp: a.sp, layers_per_stage: a.layers_per_stage };
+    const lay = new Layout({ dp: a.dp, tp: a.tp, pp: a.pp, ep: a.ep, etp: a.etp, cp: a.cp, sp: a.sp,
+      layers_per_stage: a.layers_per_stage });
     $("opt-gpus").placeholder = `${lay.dp * lay.tp * lay.pp * lay.cp} = DP TP PP CP`;
-    const t = withGlobalBatch(a, trainingOf(a, typed), typed);
+    const G = "global_batch" in typed ? typed.global_batch : null;
+    const t = with_global_batch(lay, training_of(a, typedDests(typed)), G);
     const est = estimate(m, lay, t, "stage" in typed ? typed.stage : null);
     const gpu = DATA.gpus.find((g) => g.id === $("opt-gpu").value);
     render(m, t, est, gpu, lay);

@@ -5,6 +5,8 @@ list, ``KEPT_FOR`` the operation whose backward keeps each tensor."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
+from typing import Dict
 
 
 from derivations.notation import (B_a, B_k, CP, EP, ETP, E_token, N, N_r, N_s, SP, TP, b, d_c, d_cq, d_h, d_hr, d_v, h,
@@ -12,6 +14,7 @@ from derivations.notation import (B_a, B_k, CP, EP, ETP, E_token, N, N_r, N_s, S
 from derivations.constants import FLASH, MLA, MOE
 from derivations.tensors import (CONV, HF, HF_MOE, HF_V2, IS_FP32, MC, MZ, NOT_FP32, TE, TOPK_GT_1, V_VIEW, Group,
                                  dense_specs, expert_tensors, head_specs, norm_parts, op_sac_parts)
+from symbolic import tomlfile
 from symbolic.term import Part
 
 
@@ -293,69 +296,6 @@ def specs(kind: str, flags):
     return SPECS[kind](flags["q_lora"])
 
 
-#: The operation whose backward keeps each tensor (by tensor key; a group's tensors by their own key).
-KEPT_FOR = {
-    "norm_in": "RMSNorm backward (its input)",
-    "down_in": "down-projections W^DQ, W^DKV, W^KR: weight gradients (their input)",
-    "latent": "latent RMSNorms and up-projections W^UQ, W^QR, W^UK, W^UV (their input)",
-    "latent_norm": "up-projections W^UQ, W^QR, W^UK, W^UV: weight gradients (their input)",
-    "mz_q_down": "q RMSNorm backward (its input)",
-    "mz_q_norm": "up-projections W^UQ, W^QR: weight gradients (their input)",
-    "mz_kv_latent": "kv RMSNorm backward (its input)",
-    "mz_kv_norm": "up-projections W^UK, W^UV: weight gradients (their input)",
-    "q": "core attention Q K^T (its input)", "k": "core attention Q K^T (its input)",
-    "v": "core attention P V (its input)",
-    "softmax": "softmax backward (its output)", "score_mask": "attention dropout (its mask)",
-    "score_dropout": "core attention P V (its input P)",
-    "softmax_stats": "fused attention backward (recomputes the scores from q, k and these statistics)",
-    "attn_out": "W^O weight gradient (its input); fused attention backward (its output)",
-    "out_mask": "dropout after the output projection (its mask)",
-    "router_in": "router weight gradient (its input, also the experts' input)",
-    "router": "router softmax / sigmoid backward (logits and probabilities)",
-    "mz_router_probs": "combine: weights of the expert outputs (router probabilities)",
-    "routing": "dispatch and combine (which experts each token went to)",
-    "row_map": "permute / un-permute backward (token-to-expert row map)",
-    "mz_shared_in": "shared experts' gate_proj and up_proj: weight gradients (their input)",
-    "x": "gate_proj and up_proj: weight gradients (their input)",
-    "mask": "dropout after the expert (its mask)",
-    "swiglu_in": "SwiGLU backward (its inputs, the gate and up outputs)",
-    "swiglu_out": "SwiGLU product and down_proj weight gradient (activation and product outputs)",
-    "out": "combine: gradient of the router probabilities (the expert outputs)",
-    "ffn_in": "gate_proj and up_proj: weight gradients (their input)",
-    "head_in": "output head: weight gradient (its input)", "logits": "cross-entropy backward (the logits)",
-    "loss": "cross-entropy backward (FP32 softmax)",
-    "norm_fp32": "RMSNorm backward (FP32 input copy)", "norm_rstd": "RMSNorm backward (FP32 rsqrt)",
-    "norm_pre": "RMSNorm weight gradient (the normalised value)",
-    "latent_fp32": "latent RMSNorms backward (FP32 copies)", "latent_rstd": "latent RMSNorms backward (FP32 rsqrt)",
-    "latent_pre": "latent RMSNorms' weight gradients", "v_kv": "core attention P V (v, a view of kv_b_proj's output)",
-    "hf_router_in": "router weight gradient (FP32 input)",
-    "hf_scores": "sigmoid backward and gather (FP32 scores)",
-    "hf_topk_idx": "top-k backward and gather (indices)", "hf_topk_norm": "normalisation backward (divisor)",
-    "hf_topk_w": "normalisation backward (weights)", "loop_idx": "index, index_add_ backward (indices)",
-    "loop_weight": "weighting backward (routing weight)", "loop_source": "index_add_ backward (its source)",
-    "grouped_idx": "index backward of the gathers and the un-sort (indices)",
-    "grouped_weight": "weighting backward (routing weight)", "grouped_offs": "grouped_mm backward (group offsets)",
-    "labels": "nll_loss backward (target, total weight)", "input_ids": "embedding backward (indices)",
-    "rope": "rotary multiply backward (cos, sin)",
-    "norm_rsigma": "fused RMSNorm backward (FP32 rsigma)", "latent_rsigma": "latent fused RMSNorms backward (rsigma)",
-    "rope_layer": "rotary multiply backward (cos, sin of q and of k)", "causal_mask": "masked_fill_ backward (mask)",
-    "mc_scores": "sigmoid backward (its output)", "mc_scores_ba": "gather backward (the B_a scores)",
-    "mc_softmax": "softmax backward (its output)", "hf_softmax": "softmax backward (FP32 scores)",
-    "mc_group_mask": "masked_fill backward (mask)", "hf_group_mask": "masked_fill backward (mask)",
-    "aux_softmax": "load-balancing loss: softmax backward (the scores)",
-    "aux_seq_loss_fp32": "MoEAuxLossAutoScaler (the loss)", "rope_complex": "complex rotary multiply backward "
-                                                                            "(freqs_cis)",
-    "aux_scores": "load-balancing loss: sigmoid and division backward (the scores)",
-    "aux_norm": "load-balancing loss: division backward (the normaliser)",
-    "aux_seq_tokens": "load-balancing loss: multiply backward (tokens per expert)",
-    "aux_seq_loss": "MoEAuxLossAutoScaler (the loss)", "aux_global": "load-balancing loss: multiply backward, "
-                                                                    "MoEAuxLossAutoScaler",
-    "mc_topk_idx": "top-k, gather and scatter backward (indices)",
-    "mc_topk": "normalisation backward (scores, divisor)", "a2a_map": "masked_select backward (mask)",
-    "a2a_probs": "masked_select backward (the transposed probabilities)",
-    "a2a_idx": "index_select and unpermute backward (indices)",
-    "ckpt_mask_type": "core-attention recomputation (its mask-type argument)",
-    "ce_target": "cross-entropy backward (target mask, masked targets)",
-    "loss_grad": "cross-entropy backward's cast of its FP32 gradient (a transient, not kept)",
-    "rope_freqs": "fused RoPE backward (frequencies)",
-}
+with tomlfile.package_data(Path(__file__).with_name("kept_for.toml")) as _KEPT:
+    #: The operation whose backward keeps each tensor (by tensor key; a group's tensors by their own key).
+    KEPT_FOR: Dict[str, str] = dict(_KEPT)

@@ -324,10 +324,7 @@ def _indexer_types(f, layers: int) -> Tuple[str, ...]:
 
 def fields_of(spec: ModelSpec) -> Dict:
     """The config.json fields of ``spec`` (what :func:`from_fields` reads back)."""
-    data = {"model_type": spec.model_type, "hidden_size": spec.h, "intermediate_size": spec.h_F,
-            "moe_intermediate_size": spec.h_E, "num_hidden_layers": spec.l, "num_attention_heads": spec.n_h,
-            "kv_lora_rank": spec.d_c, "qk_nope_head_dim": spec.d_h, "qk_rope_head_dim": spec.d_hr,
-            "v_head_dim": spec.d_v, "n_routed_experts": spec.N, "num_experts_per_tok": spec.N_r, "vocab_size": spec.v,
+    data = {"model_type": spec.model_type, **{field: getattr(spec, attr) for field, attr, _ in FAMILY.dimensions},
             "q_lora_rank": spec.d_cq, "n_shared_experts": spec.N_s, "first_k_dense_replace": spec.first_k_dense,
             "moe_layer_freq": spec.moe_layer_freq, "num_nextn_predict_layers": spec.mtp_layers,
             "topk_method": spec.topk_method, "scoring_func": spec.scoring_func, "norm_topk_prob": spec.norm_topk_prob,

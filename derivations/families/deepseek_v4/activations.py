@@ -1,31 +1,21 @@
 """DeepSeek-V4's tensors kept for backward, per kind of sublayer, as transformers 5.24 keeps them
-(models/deepseek_v4/modeling_deepseek_v4.py, eager attention, trained on one device): the derivation is
-paper/traces/V4.md, checked to the byte against autograd's saved tensors (memsym trace, paper/traces/hf-v4-*).
+(models/deepseek_v4/modeling_deepseek_v4.py, eager attention, one device): derived in paper/traces/V4.md, checked to
+the byte against autograd's saved tensors (memsym trace, paper/traces/hf-v4-*).  Kinds (family.toml layer_terms):
 
-Kinds (derivations/families/deepseek_v4/family.toml layer_terms):
+* ``attn``, every layer: the hyper-connection before the attention (attn_hc; the layer's input streams n_hc x b s h
+  are its checkpoint), the sliding-window attention (S = s keys, one shared key-value head, FP32 softmax over S + 1
+  logits with the sink, grouped output LoRA) and the stream mix after it;
+* ``csa`` (L_C layers of a stage) and ``hca`` (L_H): a compressed layer's compressor over T = floor(s / m) entries and
+  its attention over S = s + T keys (its lightning indexer keeps nothing: its scores feed only a top-k);
+* ``moe``, every layer: the hyper-connection before the MoE (ffn_hc), the router, shared and routed experts (loop,
+  grouped_mm or --experts paper) and the stream mix after it;
+* ``head``: the input ids, the hyper-connection head, the final norm, the head's input, FP32 log-softmax and labels.
 
-* ``attn``, every layer: the hyper-connection before the attention (attn_hc: its FP32 norm, mixing weights and
-  Sinkhorn iterations, and the layer's input streams n_hc x b s h, the layer's checkpoint), the attention with
-  its sliding window (S = s keys: the query LoRA and its norms, the one shared key-value head, the FP32 softmax
-  over S + 1 logits with the sink, the grouped output LoRA) and the stream mix after it;
-* ``csa`` (L_C layers of a stage) and ``hca`` (L_H): what a compressed layer adds: its compressor's gates, entries
-  and norms over T = floor(s / m) compressed entries, and the attention over S = s + T keys instead of s (its
-  lightning indexer keeps nothing: its scores feed only a top-k, whose node dies);
-* ``moe``, every layer: the hyper-connection before the MoE (ffn_hc, the mid-layer streams its input), the MoE
-  (router, shared expert, routed experts: loop, grouped_mm or the bare expert tensors under --experts paper) and
-  the stream mix after it;
-* ``head``: the input ids, the hyper-connection head collapsing the last streams, the final norm, the head's input,
-  the FP32 log-softmax and the labels.
-
-The conventions' switches describe other frameworks' DeepSeek-V3 code; V4's tensors are transformers' whichever
-preset is named, except the expert implementation (--experts), the attention kernel (--attention flash: a fused
-kernel keeping the shared key-value head, its output and the FP32 log-sum-exp instead of the softmax, the B_a
-probabilities, the max indices and eager's key/value copies), recomputation (full: the layer's input streams;
-selective: the scores) and how the routed token copies reach a device (--routed-tokens).  Parallel splits follow
-the paper's rules (heads by TP, hidden-size tensors by SP, the sequence by CP, routed copies by EP); transformers
-runs V4 on one device, which is what the records check.  ``SPECIAL``: the non-polynomial counts, printed into the
-family's generated module (derivations/generate.py).
-"""
+V4's tensors are transformers' whichever preset is named, except --experts, --attention flash (a fused kernel keeping
+the shared key-value head, its output and the FP32 log-sum-exp instead of the softmax, the probabilities, the max
+indices and eager's key/value copies), recomputation and --routed-tokens; parallel splits follow the paper's rules
+(unchecked: transformers runs V4 on one device).  ``SPECIAL``: the non-polynomial counts, printed into the family's
+generated module (derivations/generate.py)."""
 from __future__ import annotations
 
 from derivations.families.deepseek_v4.notation import (T_C, T_H, d_O, d_a, g_O, m_C, m_H, n_hc, t_S, u_cast, u_hca,
@@ -251,12 +241,3 @@ SPECS = {"attn": attn_specs, "csa": csa_specs, "hca": hca_specs, "moe": moe_spec
 def specs(kind: str, flags):
     """The tensor list of ``kind`` (the interface every family's activations module offers)."""
     return SPECS[kind]()
-
-
-#: The operation whose backward keeps each tensor (by tensor key).
-KEPT_FOR = {
-    "attn_hc_streams": "hyper-connection collapse and residual mix (the layer's input streams)",
-    "ffn_hc_streams": "hyper-connection collapse and residual mix (the mid-layer streams)",
-    "kv": "Q K^T and P V (the shared key-value head)", "softmax": "softmax backward (its FP32 output)",
-    "probs": "P V (the probabilities)", "routed": "the routed experts' matrix products and SwiGLU",
-}

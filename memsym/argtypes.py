@@ -14,7 +14,7 @@ from derivations.config.limits import (DECIMAL_PATTERN, INT_PATTERN, MAX_DIGITS,
                                        MAX_NUMBER_CHARS, MAX_ARG_CHARS, CONFIG_BYTES, IMBALANCE)
 from symbolic.units import parse_size
 
-from ..lines import HELP_ALL
+from .lines import HELP_ALL
 
 _INT = re.compile(INT_PATTERN)
 
@@ -141,11 +141,17 @@ def _bounded(fn, limit, max_len=None, unique=False):
     return parse
 
 
+def bounded_text(text: str) -> str:
+    """Any argument without a type of its own: at most MAX_ARG_CHARS characters."""
+    if len(text) > MAX_ARG_CHARS:
+        raise argparse.ArgumentTypeError(f"argument of {len(text)} characters: at most {MAX_ARG_CHARS}")
+    return text
+
+
 def _text_bounded(fn):
 
     def parse(text):
-        if len(text) > MAX_ARG_CHARS:
-            raise argparse.ArgumentTypeError(f"argument of {len(text)} characters: at most {MAX_ARG_CHARS}")
+        bounded_text(text)
         return fn(text) if fn is not None else text
     parse.__name__ = getattr(fn, "__name__", "value")
     return parse
