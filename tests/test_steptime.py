@@ -111,8 +111,8 @@ def test_data_parallel_traffic_follows_the_zero_paper():
 
 
 def test_groups_across_nodes_send_at_the_network_bandwidth():
-    rows = {k: np.array(v) for k, v in dict(tp=[8, 2], cp=[1, 8], dp=[4, 4], ep=[1, 1], etp=[1, 1], pp=[1, 1]).items()}
-    b = placement.bandwidths(rows, 8, 160e9, 50e9)
+    rows = {k: np.array(v, dtype=float) for k, v in dict(tp=[8, 2], cp=[1, 8], dp=[4, 4], pp=[1, 1]).items()}
+    b = placement.bandwidths(rows["tp"], rows["cp"], rows["dp"], rows["pp"], 8, 160e9, 50e9)
     assert list(b["beta_TP"]) == [160e9, 160e9]
     assert list(b["beta_CP"]) == [160e9, 50e9]  # CP 8 over ranks 2 apart spans two nodes
     assert list(b["beta_DP"]) == [50e9, 50e9]
@@ -122,11 +122,11 @@ def test_the_dispatch_over_nodes_alltoall_and_node_deduplicated():
     """EP 64 over 8 nodes, 8 experts per token, 4 groups kept: per byte of a token's hidden state the all-to-all
     sends 8 x 56/64 copies over the network; DeepSeek's dispatch at most 4 nodes, 7/8 of them remote, and
     forwards 8 x 7/8 copies inside the node."""
-    rows = {"ep": np.array([64, 8]), "etp": np.array([1, 1])}
-    a2a = placement.dispatch_seconds(rows, 8, 160e9, 50e9, 8, 4, "alltoall")
+    ep, etp = np.array([64.0, 8.0]), np.array([1.0, 1.0])
+    a2a = placement.dispatch_seconds(ep, etp, 8, 160e9, 50e9, 8, 4, "alltoall")
     assert a2a[0] == pytest.approx(8 * 56 / 64 / 50e9, rel=1e-12)
     assert a2a[1] == pytest.approx(8 * 7 / 8 / 160e9, rel=1e-12)  # inside a node: NVLink only
-    deep = placement.dispatch_seconds(rows, 8, 160e9, 50e9, 8, 4, "deepep")
+    deep = placement.dispatch_seconds(ep, etp, 8, 160e9, 50e9, 8, 4, "deepep")
     assert deep[0] == pytest.approx(max(4 * 7 / 8 / 50e9, 8 * 7 / 8 / 160e9), rel=1e-12)
 
 

@@ -274,7 +274,7 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
         v.update(_dsa_attention(model, rows, v, const))
     v.update(placement.schedule_coefficients(schedule, v["PP"], vpp), **switches(overlap))
     domain = gpus_per_node or g.nvlink_domain
-    v.update(placement.bandwidths(rows, domain, g.rate("nvlink"), g.rate("network")))
+    v.update(placement.bandwidths(v["TP"], v["CP"], v["DP"], v["PP"], domain, g.rate("nvlink"), g.rate("network")))
     v.update(Phi=g.rate(const["Phi_rate"]), Phi_A=g.rate("bf16"), W_M=g.rate("hbm_bandwidth"))
     link = {"nvlink": 1.0, "network": 1.0}
     if efficiency == PUBLISHED:
@@ -282,7 +282,7 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
         link = published.links(v["EP"], g)
     else:
         v["eta"] = float(efficiency)
-    v["tau_EP"] = placement.dispatch_seconds(rows, domain, g.rate("nvlink") * link["nvlink"],
+    v["tau_EP"] = placement.dispatch_seconds(v["EP"], v["ETP"], domain, g.rate("nvlink") * link["nvlink"],
                                              g.rate("network") * link["network"], model.N_r, _groups_kept(model),
                                              dispatcher_of(schedule, dispatcher))
     return v

@@ -16,6 +16,7 @@ from typing import Callable, Dict, Iterable, Optional
 _FLOAT_CALLS = {"equal": "===", "less": "<"}
 #: Exact orderings as the rationals' comparisons: (``Q``'s function, operands swapped).
 _ORDER = {ast.Lt: ("lt", False), ast.LtE: ("le", False), ast.Gt: ("lt", True), ast.GtE: ("le", True)}
+_FLOAT_ORDER = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 
 class _Printer:
@@ -36,8 +37,9 @@ class _Printer:
             return f"{e(n.value)}[{e(n.slice)}]"
         if isinstance(n, (ast.Tuple, ast.List)):
             return "[" + ", ".join(e(x) for x in n.elts) + "]"
-        if isinstance(n, ast.Dict):  # computed keys: a tuple's is its elements joined by commas, as JS reads [a, b]
-            return "{" + ", ".join(f"[{e(k)}]: {e(v)}" for k, v in zip(n.keys, n.values)) + "}"
+        if isinstance(n, ast.Dict):  # computed keys (a tuple's is its elements joined by commas, as JS reads [a, b])
+            return "{" + ", ".join(f"{e(k) if isinstance(k, ast.Constant) else f'[{e(k)}]'}: {e(v)}"
+                                   for k, v in zip(n.keys, n.values)) + "}"
         if isinstance(n, ast.IfExp):
             return f"({e(n.test)} ? {e(n.body)} : {e(n.orelse)})"
         if isinstance(n, ast.BoolOp):
@@ -50,14 +52,19 @@ class _Printer:
             a, op, b = n.left, n.ops[0], n.comparators[0]
             if isinstance(op, ast.In):
                 return f"({e(a)} in {e(b)})"
-            if isinstance(op, ast.IsNot) and isinstance(b, ast.Constant) and b.value is None:
-                return f"({e(a)} !== null)"
+            if isinstance(op, (ast.Is, ast.IsNot)) and isinstance(b, ast.Constant) and b.value is None:
+                return f"({e(a)} {'===' if isinstance(op, ast.Is) else '!=='} null)"
             strings = any(isinstance(x, ast.Constant) and isinstance(x.value, str) for x in (a, b))
             if isinstance(op, ast.Eq):
                 return f"({e(a)} === {e(b)})" if strings or not self.exact else f"Q.eq({e(a)}, {e(b)})"
             if self.exact and type(op) in _ORDER:  # a > b as Q.lt(b, a)
                 name, swap = _ORDER[type(op)]
                 return f"Q.{name}({e(b)}, {e(a)})" if swap else f"Q.{name}({e(a)}, {e(b)})"
+            if type(op) in _ORDER:  # floats
+                return f"({e(a)} {_FLOAT_ORDER[type(op)]} {e(b)})"
+        if isinstance(n, ast.JoinedStr):  # an error's message
+            return "(" + " + ".join(json.dumps(v.value) if isinstance(v, ast.Constant) else f"String({e(v.value)})"
+                                    for v in n.values) + ")"
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
             return self.call(n.func.id, n.args, n.keywords)
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get":  # dict.get(k)
@@ -96,8 +103,8 @@ class _Printer:
             for c, v in reversed(list(zip(args[0].elts, args[1].elts))):
                 out = f"({e(c)} ? {e(v)} : {out})"
             return out
-        if name in ("min", "max"):  # over the page's rationals (null: +infinity) or floats
-            return f"{'Q' if self.exact else 'Math'}.{name}(" + ", ".join(e(x) for x in args) + ")"
+        if name in ("min", "max", "minimum", "maximum"):  # over the page's rationals (null: +infinity) or floats
+            return f"{'Q' if self.exact else 'Math'}.{name[:3]}(" + ", ".join(e(x) for x in args) + ")"
         if name in self.defined:  # a function the module defines
             return f"{name}(" + ", ".join(e(x) for x in args) + ")"
         raise ValueError(f"pyjs: the call {name}() is not printed")

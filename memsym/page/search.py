@@ -2,6 +2,7 @@
 over floats (:mod:`memsym.page.pyjs`), the parameter counts and the Sec. 6 peak printed from the terms."""
 from __future__ import annotations
 
+import inspect
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -16,6 +17,7 @@ from derivations.analyses import kernels
 from derivations.assembly import overheads as oh
 from derivations.config.gpus import presets
 from derivations.generate import FAMILY, STRUCTURES, structure_key
+from derivations.steptime import placement
 from derivations.steptime.evaluate import DEFAULT_GPU, DEVICE_TERMS, PARAMETER_TERMS
 
 from .codegen import js
@@ -26,12 +28,15 @@ TIME_VARIANTS = ("megatron", "megatron_dualpipe")
 
 
 def _float_js(fam: str) -> str:
-    """``TIME_PY`` (the generated step-time module's variants the search runs) and ``SEARCH_ASSEMBLY(Q)`` (the
-    family's printed per-device assembly, ``Q`` the number system of its fractions), JavaScript over floats."""
+    """``TIME_PY`` (the generated step-time module's variants the search runs), ``PLACEMENT`` (the links and the
+    bubble: derivations/steptime/placement.py) and ``SEARCH_ASSEMBLY(Q)`` (the family's printed per-device
+    assembly, ``Q`` the number system of its fractions), JavaScript over floats."""
     read = lambda name: (Path(generated.__file__).parent / name).read_text(encoding="utf-8")  # noqa: E731
     time = module_js(read(f"{fam}_time.py"), lambda name: False, ["PARTS", "INPUTS", "_step_common",
                                                                    *(f"_step_{v}" for v in TIME_VARIANTS)])
-    return (f"const TIME_PY = {time};\nconst SEARCH_ASSEMBLY = (Q) => "
+    links = module_js(inspect.getsource(placement), lambda name: False, ["bandwidths", "dispatch_seconds",
+                                                                         "dispatch_time", "schedule_coefficients"])
+    return (f"const TIME_PY = {time};\nconst PLACEMENT = {links};\nconst SEARCH_ASSEMBLY = (Q) => "
             f"{module_js(read(f'{fam}.py'), lambda name: False, ['device', 'DEVICE'])};")
 
 

@@ -1,6 +1,6 @@
 "use strict";
 /* The layout search panel: `memsym search`'s rows and order, in floats as it computes, over printed functions (the
-   estimate's FNS over floats; SEARCH_ASSEMBLY, TIME_PY, SEARCH_FNS: memsym/page/search.py); the logic mirrors the
+   estimate's FNS over floats; SEARCH_ASSEMBLY, TIME_PY, PLACEMENT, SEARCH_FNS: memsym/page/search.py); the logic mirrors the
    Python each names. */
 
 const SEARCH = DATA.search;
@@ -286,29 +286,6 @@ function* searchRows(ctx, layouts, rows, invalid) {
   }
 }
 // ----------------------------------------------------------------------------- the step time (steptime/evaluate.py)
-/** placement.bandwidths: a group inside a node sends at NVLink's bandwidth, across nodes at the network's. */
-function bandwidths(lay, perNode, nvlink, network) {
-  const ring = (extent) => (extent <= perNode ? nvlink : network);
-  return { beta_TP: ring(lay.tp), beta_CP: ring(lay.tp * lay.cp), beta_DP: ring(lay.tp * lay.cp * lay.dp),
-    beta_EDP: ring(lay.tp * lay.cp * lay.dp), beta_PP: ring(lay.tp * lay.cp * lay.dp * lay.pp) };
-}
-/** placement.dispatch_seconds: tau_EP, seconds of the experts' dispatch per byte of a token's hidden state. */
-function dispatchSeconds(lay, perNode, nvlink, network, topK, groupsKept, dispatcher) {
-  const n = lay.ep * lay.etp, q = Math.min(n, perNode), copies = topK * lay.etp;
-  let net, nvl;
-  if (dispatcher === "alltoall") { net = copies * (n - q) / n; nvl = copies * (q - 1) / n; }
-  else { const nodes = n / q, k = Math.min(Math.min(copies, groupsKept), nodes); net = k * (nodes - 1) / nodes; nvl = copies * (q - 1) / q; }
-  return Math.max(net / network, nvl / nvlink);
-}
-/** placement.schedule_coefficients: the bubble's micro-batch periods, backwards and weight-backwards. */
-function scheduleCoefficients(schedule, pp, vpp) {
-  if (schedule === null) return { chi_mb: 0, chi_B: 0, chi_W: 0 };
-  if (schedule === "1f1b") return { chi_mb: pp - 1, chi_B: 0, chi_W: 0 };
-  if (schedule === "interleaved") return { chi_mb: (pp - 1) / vpp, chi_B: 0, chi_W: 0 };
-  if (schedule === "zb") return { chi_mb: pp - 1, chi_B: 0, chi_W: 2 * (pp - 1) };
-  const half = Math.max(pp / 2 - 1, 0);
-  return { chi_mb: half, chi_B: half, chi_W: 3 * half };
-}
 /** The step time's inputs shared by every row (evaluate._model_constants, the GPU's rates) and the per-(tp, ep,
     etp) device parameter coefficients (evaluate._device_coefficients), exact then floats. */
 function timeContext(ctx) {
@@ -352,8 +329,10 @@ function timeRow(ctx, tc, row) {
   const o = ctx.o, lay = row.lay, mm = row.m === null ? 1 : row.m;
   const v = Object.assign({}, tc.base, { TP: lay.tp, CP: lay.cp, PP: lay.pp, EP: lay.ep, ETP: lay.etp, DP: lay.dp, b: row.b, s: row.s,
     z: row.c.z, n_mb: mm, rho_full: row.c.r === "full" ? 1 : 0, rho_sel: row.c.r === "selective" ? 1 : 0 },
-  scheduleCoefficients(o.schedule, lay.pp, tc.vpp), bandwidths(lay, o.perNode, tc.rate.nvlink, tc.rate.network));
-  v.tau_EP = dispatchSeconds(lay, o.perNode, tc.rate.nvlink, tc.rate.network, tc.base.N_r, tc.groupsKept, tc.dispatcher);
+  PLACEMENT.schedule_coefficients(o.schedule, lay.pp, tc.vpp),
+  PLACEMENT.bandwidths(lay.tp, lay.cp, lay.dp, lay.pp, o.perNode, tc.rate.nvlink, tc.rate.network));
+  v.tau_EP = PLACEMENT.dispatch_seconds(lay.ep, lay.etp, o.perNode, tc.rate.nvlink, tc.rate.network, tc.base.N_r,
+    tc.groupsKept, tc.dispatcher);
   const coef = tc.device(lay);
   let best = null;
   for (const st of ctx.stageTable(lay.pp).distinct) {
