@@ -54,6 +54,7 @@ def test_a_layout_near_capacity_flips_its_verdict(capsys):
     code, out, err = run(capsys, *argv)
     assert code == 0, err
     assert "  memory device           fits  DOES NOT FIT" in out
+    assert "  memory device: fits at balanced routing, does not fit at F = 1.5" in out
     assert "the verdicts above are judged at the upper end, F = 1.5" in out
     assert "DOES NOT FIT" in out.split("routing skew")[0]  # the verdict above the interval: at F = 1.5
 

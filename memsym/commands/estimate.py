@@ -95,7 +95,8 @@ def _routing(args, out) -> tuple:
         " --pad-to-capacity (every expert padded to its capacity: F exact)" if args.pad_to_capacity else
         " (a bound: each expert keeps at most its capacity per source rank)")
     ends = [(f, out)] if cf and args.pad_to_capacity else [
-        (Fraction(1), _estimate(argparse.Namespace(**{**vars(args), "imbalance": 1, "capacity_factor": None}))[0]),
+        (Fraction(1), _estimate(argparse.Namespace(**{**vars(args), "imbalance": 1, "capacity_factor": None,
+                                              "time": False}))[0]),
         (f, out)]
     mem = lambda o, k: o["memory"][k] if k != "buffers" else sum(b["bytes"] for b in o["memory"]["buffers"])  # noqa
     rows = {k: [o["bytes"][k] for _, o in ends] for k in ("activations", "total", "step_total")}
@@ -113,6 +114,8 @@ def _routing(args, out) -> tuple:
     if "buffers" in rows:
         text.append("  (no buffer scales with the received tokens: NCCL's by channels and NCCL_BUFFSIZE, DeepEP's "
                     "by its configs' chunked tokens)")
+    text += [f"  {k}: {'fits' if lo else 'does not fit'} at balanced routing, {'fits' if hi else 'does not fit'} "
+             f"at {fmt(f)}" for k, (lo, hi) in fits.items() if len(ends) == 2 and lo != hi]
     if fits and len(ends) == 2:
         text.append(f"  the verdicts above are judged at the upper end, {fmt(f)}")
     return {"routing": {"skew": skew, "F": [x for x, _ in ends], **rows, "fits": fits, "judged_at": f}}, text
