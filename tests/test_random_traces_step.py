@@ -36,15 +36,15 @@ RESTRICTED = {
     "bf16 mcore": ("act_dtype bf16 for Megatron-Core", "in FP32 its core attention's backward through the scores "
                    "buffer (CopySlices, AsStridedBackward0) holds four FP32 b n_h s^2 tensors and its forward no "
                    "FP32 copies of the scores (seed 12345: 405,956 B above the forward moment): not derived yet"),
-    "fp32 full": ("transformers' FP32 draws without recomputation", "under full recomputation in FP32 the last MoE "
-                  "layer's shared experts' backward binds (seed 1: 128,912 B above the rebuild's end, b 1 s 136): "
-                  "not derived yet"),
+    "fp32 full": ("transformers' FP32 draws without recomputation", "under full recomputation in FP32 with loop "
+                  "experts the rebuild's end is predicted 173,016 B above the peak (seed 10, b 2 s 125; grouped: "
+                  "exact, seed 1): not derived yet"),
     "no dsa": ("a deepseek_v32 or glm_moe_dsa draw traced as deepseek_v3 (its indexer fields dropped)",
                "the lightning indexer's forward binds in transformers (5 MB above the moments at s 384): "
                "no moment yet"),
     "loop full": ("transformers' loop experts without recomputation (a loop draw under full recomputation runs none)",
-                  "inside the recomputed expert loop a transient binds above the rebuild's end (37,272 bytes at b 2 "
-                  "s 69, seed 11): not derived yet"),
+                  "inside the recomputed expert loop the last expert's FP32 routing-weight product binds above the "
+                  "moments (seed 9, b 2 s 101, no shared experts: 234,784 B): not derived yet"),
     "mcore full": ("no full recomputation in Megatron-Core",
                    "its recomputed forward may route a token to another expert on this CPU (BF16 router ties; seed 11 "
                    "in CI: the rebuild's MLP 147,456 B above its moment, exact here): compared routing-free in "

@@ -228,6 +228,8 @@ def moments(rec):
         if rc == "none":
             out["head"] = 8 * t * V - 8 * t + 8 * (L + Lm) + 4 - 8 * one
             out["attention"] = S - Al[L - 1] - H + 8 * t + 8 * (L + Lm) - 4 + G + Ba * t * nh * dv
+            # layer L-1's shared experts' MulBackward0: down_proj's input gradient and two products for its input
+            out["shared"] = 8 * (L + Lm) + 4 - H + 8 * t + Ba * t * h + 4 + 2 * Ba * t * hs
             if rec["settings"]["experts"] == "grouped":  # layer L-1's routed experts, at the engine's cast
                 out["grouped"] = (-4 * t * V - Ba * t * h - 4 * t * h - 12 * t + 4 - 8 * one + 8 * (L + Lm)
                                   - 4 * Ba * t * hs - 8 * t * k + 12 * t * k * h + Ba * t * k * h)
@@ -245,12 +247,16 @@ def moments(rec):
             return out
         assert rc == "full"
         out["attention"] = S + U - 8 - H + 8 * t + G + Ba * t * nh * dv
+        x_end = AM and AM + U + Ba * t * h - 4 * t * h - 4 * t * V + 4 * t * N + 4 * t * k - 12 * t + 16 - 8 * one
+        if AM is not None:  # the rebuilt layer L-1 whole, its shared experts' MulBackward0 (as without recomputation)
+            out["shared"] = AM + U - H + 8 * t + Ba * t * h + 4 + 2 * Ba * t * hs
         if rec["settings"]["experts"] == "grouped":
             if AM is not None:
                 out["grouped"] = (AM + U - Ba * t * h - 4 * Ba * t * hs - 4 * t * h - 4 * t * V + 12 * t * k * h
                                   - 8 * t * k - 12 * t - 8 * one)
+                # the rebuild at grouped_mm's return: no shared experts' saves yet, its FP32 locals
+                out["grouped return"] = x_end - 4 * Ba * t * hs + 4 * t * h * (k + 1) + 12 * t * k + 4 * N
             return out
-        x_end = AM + U + Ba * t * h - 4 * t * h - 4 * t * V + 4 * t * N + 4 * t * k - 12 * t + 16 - 8 * one
         out["recompute"] = x_end
         An = _none_layers(rec)
 

@@ -58,8 +58,14 @@ P = b * (n_h / TP) * s_loc ** 2
 d_qk, hv = nt.d_h + d_r, B_a * t * (n_h / TP) * nt.d_v
 #: the last layer's saves (MoE when the stage has one, else dense): the view's own, A_{L-1} of STEP.md
 A_last = M_A + has_moe * M_E + (1 - has_moe) * M_D
-#: what transformers' shared experts save (B_a t h + 4 B_a t h_E N_s); they run last, their backward first
-SHARED = B_a * t * h + 4 * B_a * t * nt.h_E * nt.N_s
+#: transformers' shared experts' width h_E N_s (their gate and up outputs, activation output and product: B_a t each)
+H_S = B_a * t * nt.h_E * nt.N_s
+#: what transformers' shared experts save (B_a t h + 4 B_a t h_E N_s); they run last, their backward first.  In FP32
+#: their input is also the router's saved input (``hidden_states.type(torch.float32)`` returns it): not released
+SHARED = NOT_FP32 * B_a * t * h + 4 * H_S
+#: transformers' last MoE layer rebuilt by full recomputation: its saves without recomputation, less (in FP32, where
+#: its input norm saves its input itself) the checkpoint's input, counted in A
+REBUILT = M_A0 + M_E0 - IS_FP32 * B_a * t * h
 #: c_E of STEP.md: what one of transformers' loop experts saves per token copy
 C_E = 3 * B_a * h + 4 * B_a * nt.h_E + 20
 #: released once a MoE layer's backward visited two loop experts (n_a, n_b token copies): their saves but the
@@ -79,18 +85,17 @@ TIED = ("tied", "the tied head's weight gradient (B_w V h), held until the embed
 ROPE_HF = (1 - nt.SYMBOLS["u_v2"]) * 2 * B_a * s_loc * d_r + nt.SYMBOLS["u_v2"] * 4 * s_loc * d_r
 
 
-#: S_hf, S_mc of STEP.md: what transformers' and Megatron-Core's layer saved up to its scores (in FP32 the input norm's
-#: FP32 "copy" is the layer's input, a save of the layer before: 4 t h fewer; DeepSeek-V2's kv norm's, a view of
-#: kv_a_proj_with_mqa's output, holds its 4 t d_r RoPE part too); each RMSNorm's FP32 rsqrt (4 t): the input's, kv's
-#: and, with a query LoRA (d_cq > 0; Min(1, d_cq) of a positive symbol would be 1), q's
+#: S_hf, S_mc of STEP.md: what transformers' and Megatron-Core's layer saved up to its scores (in FP32 an RMSNorm's
+#: FP32 "copy" is its input: the kv norm's, a view of kv_a_proj_with_mqa's output, holds its 4 t d_r RoPE part too;
+#: Megatron-Core's input norm's is the layer's input, 4 t h fewer); each RMSNorm's FP32 rsqrt (4 t): the input's,
+#: kv's and, with a query LoRA (d_cq > 0; Min(1, d_cq) of a positive symbol would be 1), q's
 RSQRT = 4 * t * (2 + sp.Min(1, _S("d_cq")))
 LEFT_HF = ((4 + 2 * B_a) * t * (h + nt.d_cq + nt.d_c) + RSQRT + 2 * B_a * t * (n_h / TP) * d_qk + 4 * P
-           - IS_FP32 * 4 * t * (h - nt.SYMBOLS["u_v2"] * d_r))
+           + IS_FP32 * 4 * t * d_r)
 LEFT_MC = ((8 + B_a) * t * (h + nt.d_cq + nt.d_c) + RSQRT + 4 * B_a * s_loc * d_r + 2 * B_a * t * (n_h / TP) * d_qk
            - IS_FP32 * 4 * t * h)
-#: in FP32 the embedding's output is the first layer's norm's saved input (``.to(float32)`` returns it), outside the
-#: layers (M_H) and held until the first layer's backward: not released with the head's saves (under full
-#: recomputation it is the first checkpoint's input, not in M_H)
+#: Megatron-Core in FP32: the embedding's output, the first layer's norm's saved input, held until the first layer's
+#: backward: not released with the head's saves (under full recomputation it is the first checkpoint's input)
 EMB_FP32 = IS_FP32 * e_E * B_a * t * h
 
 
@@ -163,8 +168,7 @@ def _transformers(policy: str) -> Dict[str, Term]:
                         HF + ": DeepseekV3RMSNorm.forward (hidden_states.to(torch.float32).pow(2).mean(-1))", True)
     # the last layer's attention backward (SoftmaxBackward0): binds from s ~ 1024 on the tiny config (STEP.md)
     release = ("head", "released: the head's saves but the input ids (8 b s)" + (
-        "" if policy == "full" else " and the RoPE table (every layer's) (in FP32 and the embedding's output)"),
-        -e_H * (M_H - 8 * t - rope - (0 if policy == "full" else EMB_FP32)), STEP)
+        "" if policy == "full" else " and the RoPE table (every layer's)"), -e_H * (M_H - 8 * t - rope), STEP)
     attn = [("held", "what the end of the forward holds besides the saves, less the loss", eof - 4 * e_H, STEP),
             release,
             ("left", "what the layer saved up to its scores (three RMSNorms, q and k, the FP32 softmax output)",
@@ -179,63 +183,63 @@ def _transformers(policy: str) -> Dict[str, Term]:
     start = [("held", "what the end of the forward holds besides the saves", eof, STEP), release,
              ("grad", "the last layer's output gradient (B_a, model.norm's ToCopyBackward0) and the seed",
               B_a * t * h + 4 * e_H, STEP)]
-    if policy == "none":
-        # a MoE layer's routed experts' backward, every earlier save held (STEP.md; the loop's zero gradient ~15 GB)
-        out["expert_loop"] = _term("the expert loop's backward of a MoE layer, at the second expert it visits "
-                                   "(SelectBackward0 of gate_up_proj)",
-                                   STEP + " (transformers, no recomputation: the routed experts' backward)",
-                                   start + _loop_parts_none(), has_moe * (1 - u_grouped) * sp.Min(1, N / nt.EP - 1),
-                                   tied=True)
-        grouped = start + [
-            ("layer", "released of the last MoE layer's saves: the shared experts' (their input B_a t h and four "
-                      "B_a t h_E N_s: they ran last, their backward first) and inv_perm (int64 t k, its IndexBackward0 "
-                      "has run)", -(SHARED + 8 * t * k), STEP),
-            *_grouped_parts(1),
-            ("cast", "the engine's B_a cast of MulBackward0's FP32 gradient of proj_out (t k x h), made while the "
-                     "node still keeps its saves; in FP32 none, and the engine's sum of the routing weights' "
-                     "broadcast gradient (FP32 t k) binds", NOT_FP32 * B_a * t * k * h + IS_FP32 * 4 * t * k,
-             "torch autograd (engine): validate_outputs, sum_to_size")]
-        out["experts"] = _term("the grouped_mm experts' backward of the last MoE layer (the engine's cast of "
-                               "MulBackward0's gradient of the routing-weight multiply)",
-                               STEP + " (transformers, no recomputation: the routed experts' backward)",
-                               grouped, has_moe * u_grouped, tied=True)
-    if policy == "full":
-        rebuilt = start + [
+    if policy == "partial":  # the layers' moments are measured without recomputation and under full recomputation
+        return out
+    full = policy == "full"
+    rebuilt = REBUILT * int(full)
+    # the last MoE layer's shared experts, the last module of its forward: the first of its backward
+    out["shared"] = _term("the shared experts' backward of the last MoE layer (MulBackward0 of act(gate) * up)",
+                          STEP + " (transformers: the shared experts' backward)", start + [
+        ("layer", "the MoE layer rebuilt (its saves without recomputation, every one still held)", rebuilt,
+         "torch/utils/checkpoint.py; " + STEP),
+        ("grads", "down_proj's MmBackward0 gradient of its input and MulBackward0's two products (B_a t h_E N_s "
+                  "each), for down_proj's saved input, released", 2 * H_S,
+         HF + ": DeepseekV3MLP.forward (down_proj(act_fn(gate_proj(x)) * up_proj(x))); torch autograd")],
+                          has_moe, tied=True)
+    # a MoE layer's routed experts' backward (STEP.md; without recomputation every earlier save held; the loop's zero
+    # gradient ~15 GB at DeepSeek-V3's dimensions)
+    out["expert_loop"] = _term("the expert loop's backward of a MoE layer, at the second expert it visits "
+                               "(SelectBackward0 of gate_up_proj)", STEP + " (transformers: the routed experts' "
+                               "backward; full recomputation: loop experts at b 1)",
+                               start + (_loop_parts() if full else _loop_parts_none()),
+                               has_moe * (1 - u_grouped) * sp.Min(1, N / nt.EP - 1), tied=True)
+    # grouped_mm experts: the backward of the routing-weight multiply, every token copy at once
+    out["experts"] = _term("the grouped_mm experts' backward of the last MoE layer (MulBackward0 of the routing-weight "
+                           "multiply; without recomputation at the engine's cast of its gradient)",
+                           STEP + " (transformers: the routed experts' backward)", start + [
+        ("layer", "what is left of the (rebuilt) MoE layer (non-reentrant checkpoint stops after the shared expert's "
+                  "last save): less the shared experts' saves (they ran last, their backward first) and inv_perm "
+                  "(int64 t k, its IndexBackward0 has run)", rebuilt - SHARED - 8 * t * k, STEP),
+        ("sum", "the engine's sum of the MoE input's gradients from the shared expert's gate and up projections "
+                "(B_a t h)", B_a * t * h, "torch autograd (engine)"),
+        ("fp32", "three FP32 t k x h buffers: IndexBackward0's gradient and MulBackward0's two products (FP32: the "
+                 "routing weights are)", 12 * t * k * h,
+         "transformers 5.24 integrations/moe.py: grouped_mm_experts_forward (proj_out * sample_weights_g)"),
+        # under full recomputation the node peaks at its second product: its saves, the checkpoint's, are dropped
+        ("cast", "the engine's B_a cast of MulBackward0's FP32 gradient of proj_out (t k x h), made while the node "
+                 "still keeps its saves; in FP32 none, and the engine's sum of the routing weights' broadcast "
+                 "gradient (FP32 t k) binds", int(not full) * (NOT_FP32 * B_a * t * k * h + IS_FP32 * 4 * t * k),
+         "torch autograd (engine): validate_outputs, sum_to_size")], has_moe * u_grouped, tied=True)
+    if full:
+        rebuild = start + [
             ("layer", "the MoE layer rebuilt, as far as non-reentrant checkpoint's early stop runs it: its saves "
                       "without recomputation, the residual after attention and the routed experts' summed output "
                       "(B_a t h each), the FP32 router logits (t x N) and scaled top-k weights (t x k), the layer's "
-                      "two wrapped numbers",
-             has_moe * (M_A0 + M_E0 + 2 * B_a * t * h + 4 * t * N + 4 * t * k + 16),
+                      "two wrapped numbers", has_moe * (rebuilt + 2 * B_a * t * h + 4 * t * N + 4 * t * k + 16),
              "torch/utils/checkpoint.py (early stop); " + STEP)]
         out["rebuild"] = _term("the recomputation of the last MoE layer ends",
-                               STEP + " (transformers, full recomputation)", rebuilt, tied=True)
-        # grouped_mm experts: the backward of the routing-weight multiply, every token copy at once
-        experts = start + [
-            ("layer", "what is left of the rebuilt MoE layer (non-reentrant checkpoint stops after the shared expert's "
-                      "last save): its saves without recomputation less the shared experts' (their input B_a t h and "
-                      "four B_a t h_E N_s: they ran last, their backward first) and inv_perm (int64 t k, its "
-                      "IndexBackward0 has run)",
-             has_moe * (M_A0 + M_E0 - SHARED - 8 * t * k), STEP),
-            *_grouped_parts(has_moe)]
-        out["experts"] = _term("the grouped_mm experts' backward of the last MoE layer "
-                               "(MulBackward0 of the routing-weight multiply)",
-                               STEP + " (transformers, full recomputation, grouped_mm)",
-                               experts, u_grouped, tied=True)
-        out["expert_loop"] = _term("the expert loop's backward of a rebuilt MoE layer, at the second expert it "
-                                   "visits (SelectBackward0 of gate_up_proj)",
-                                   STEP + " (loop experts at b 1: a transient of the expert loop)",
-                                   start + _loop_parts(), has_moe * (1 - u_grouped) * sp.Min(1, N / nt.EP - 1),
-                                   tied=True)
+                               STEP + " (transformers, full recomputation)", rebuild, tied=True)
+        # grouped_mm's return in the rebuild, before the shared experts ran: its FP32 index and sum, and their cast
+        out["experts_end"] = _term("the recomputation of the last MoE layer at the grouped_mm experts' return "
+                                   "(final_hidden_states.to(hidden_states.dtype))",
+                                   STEP + " (transformers, full recomputation, grouped_mm)", rebuild + [
+            ("shared", "not yet made: the shared experts' saves but their input", -4 * H_S * has_moe, STEP),
+            ("sum", "its locals: weighted_out[inv_perm] (FP32 t k x h), its sum over the top k (FP32 t x h), the "
+                    "sorted int64 expert ids and their FP32 copy for histc (t k each), the FP32 tokens per expert (N)",
+             (4 * t * h * (k + 1) + 12 * t * k + 4 * N) * has_moe,
+             "transformers 5.24 integrations/moe.py: grouped_mm_experts_forward")],
+                                   u_grouped, tied=True)
     return out
-
-
-def _grouped_parts(m):
-    """The grouped_mm experts' backward buffers, times ``m``."""
-    return [("sum", "the engine's sum of the MoE input's gradients from the shared expert's gate and up projections "
-                    "(B_a t h)", m * B_a * t * h, "torch autograd (engine)"),
-            ("fp32", "three FP32 t k x h buffers: IndexBackward0's gradient and MulBackward0's two products (FP32: the "
-                     "routing weights are)", m * 12 * t * k * h,
-             "transformers 5.24 integrations/moe.py: grouped_mm_experts_forward (proj_out * sample_weights_g)")]
 
 
 def _loop_parts():
@@ -250,7 +254,7 @@ def _loop_parts():
                       "(their input B_a t h and four B_a t h_E N_s: their backward ran first) and the two visited "
                       "experts' saves (c_E per token copy), but the second's int64 token indices (torch.where: 16 "
                       "per token copy, held by its IndexBackward0)",
-             M_A0 + M_E0 - SHARED + VISITED, STEP),
+             REBUILT - SHARED + VISITED, STEP),
             ("select", "SelectBackward0's zero gradient of the whole gate_up_proj (B_a N 2 h_E h: the device's N / EP "
                        "experts, h_E / ETP wide), made for the second expert the backward visits while the first's is "
                        "the parameter's .grad",
