@@ -72,6 +72,8 @@ def test_a_capacity_factor_from_the_cli_and_the_launch_file(capsys, tmp_path):
     path.write_text("\n".join(lines[:at] + add + ["  --moe-pad-expert-input-to-capacity: true"] + lines[at:]) + "\n")
     r = _json(capsys, "--from-megatron", str(path), "--gpus", "8")["routing"]
     assert r["F"] == [1127 / 1024] and "padded" in r["skew"]
+    code, out, err = run(capsys, "estimate", "--from-megatron", str(path), "--gpus", "8", "--gpu", "h100")
+    assert code == 0 and "worst EP rank's routed tokens at F = 1.10059" in out, err
     typed = _json(capsys, "--capacity-factor", "1.25")["routing"]  # the paper's: 2048 tokens, 64 per expert, 80 kept
     assert typed["F"] == [1, 1.25]
     for argv, what in ((("--pad-to-capacity",), "give --capacity-factor"),

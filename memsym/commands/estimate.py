@@ -118,8 +118,8 @@ def _routing(args, out, imbalance) -> tuple:
     if "buffers" in rows:
         text.append("  (no buffer scales with the received tokens: NCCL's by channels and NCCL_BUFFSIZE, DeepEP's "
                     "by its configs' chunked tokens)")
-    text += [f"  {k}: {'fits' if lo else 'does not fit'} at balanced routing, {'fits' if hi else 'does not fit'} "
-             f"at {fmt(f)}" for k, (lo, hi) in fits.items() if len(ends) == 2 and lo != hi]
+    text += [f"  {k}: {'fits' if v[0] else 'does not fit'} at balanced routing, {'fits' if v[-1] else 'does not fit'}"
+             f" at {fmt(f)}" for k, v in fits.items() if v[0] != v[-1]]
     if fits and len(ends) == 2:
         text.append(f"  the verdicts above are judged at the upper end, {fmt(f)}")
     return {"routing": {"skew": skew, "F": [x for x, _ in ends], **rows, "fits": fits, "judged_at": f}}, text
