@@ -78,7 +78,8 @@ def test_a_capacity_factor_from_the_cli_and_the_launch_file(capsys, tmp_path):
     assert typed["F"] == [1, 1.25]
     for argv, what in ((("--pad-to-capacity",), "give --capacity-factor"),
                        (("--capacity-factor", "1.25", "--imbalance", "2"), "give one"),
-                       (("--capacity-factor", "0"), "capacity factor")):
+                       (("--capacity-factor", "0"), "capacity factor"),
+                       (("--capacity-factor", "1", "--seq", "1", "--tp", "2"), "must divide")):
         code, _, err = run(capsys, "estimate", *argv)
         assert code == 2 and what in err and len(err.strip().splitlines()) == 1, err
 

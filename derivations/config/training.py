@@ -12,7 +12,7 @@ from symbolic import tomlfile
 from symbolic.errors import ConfigError
 
 from derivations.config.values import EXTENSION_DEFAULTS, PAPER_BYTES
-from derivations.config.layout import positive_int
+from derivations.config.layout import positive_int, validate_layout
 from derivations.config.limits import IMBALANCE, LAYERS, OPTIONS
 from derivations.config.quantization import RECIPES
 from derivations.config.switches import BYTES_CONVENTIONS, Conventions, validate_conventions
@@ -304,6 +304,8 @@ def with_capacity(model, layout, training: Training, factor, padded: bool = Fals
     n = model.named()
     if not n.get("N"):
         return training
+    validate_training(training)
+    validate_layout(model, layout, training.seq)
     tokens = training.mbs * training.seq // (layout.SP * layout.cp)
     f = capacity_imbalance(tokens, n["N"], n["N_r"], factor, layout.ep, padded)
     return replace(training, imbalance=max(f, 1))
