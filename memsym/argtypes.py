@@ -241,6 +241,18 @@ def imbalance_factor(text: str) -> Fraction:
     return val
 
 
+def capacity_factor(text: str) -> Fraction:
+    """Megatron-Core's --moe-expert-capacity-factor (TransformerConfig moe_expert_capacity_factor): a decimal > 0."""
+    try:
+        val = Fraction(text.strip()) if len(text) <= MAX_NUMBER_CHARS and _DECIMAL.fullmatch(text.strip()) else 0
+    except ZeroDivisionError:
+        val = 0
+    if not 0 < val <= IMBALANCE:
+        raise argparse.ArgumentTypeError(f"the capacity factor must be a decimal number in (0, 1e6] in ASCII digits "
+                                         f"(e.g. 1.25), got {_shown(text)}")
+    return val
+
+
 def explicit(namespace) -> set:
     """The option dests typed on the command line (as opposed to defaults, a recipe's or a launch file's)."""
     if not hasattr(namespace, "_explicit"):

@@ -151,6 +151,12 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
     gb, src = a.int("--global-batch-size", (mbs * world // size, f"{ARGS} validate_args: micro_batch_size x "
                                                                   f"data_parallel_size"))
     put("global_batch", gb, src)
+    cf, src = a.text("--moe-expert-capacity-factor")  # TC moe_expert_capacity_factor None: dropless
+    policy, _ = a.choice("--moe-token-drop-policy", ("probs", f"{TC} moe_token_drop_policy"), ("probs", "position"))
+    if cf is not None:  # the worst EP rank's F bounded (training.py capacity_imbalance)
+        put("capacity_factor", cf, f"{src}, drop policy {policy} (which tokens drop, not how many)")
+    if a.has("--moe-pad-expert-input-to-capacity"):
+        put("pad_to_capacity", True, "--moe-pad-expert-input-to-capacity: every expert padded to its capacity")
     _recompute(a, launch, r, put)
     backend, src = a.text("--attention-backend", ("auto", f"{TC} attention_backend AttnBackend.auto"))
     if a.has("--use-flash-attn"):

@@ -20,7 +20,8 @@ from derivations.config.presets import PRESETS, load_model
 from derivations.config.recipes import RECIPES
 from derivations.config.switches import (BYTES_CONVENTIONS, CONVENTION_PRESETS, CONVENTION_SWITCHES, RANK_ZERO,
                                          Conventions)
-from derivations.config.training import Training, parse_cuda_graphs, parse_offload, parse_recompute, with_global_batch
+from derivations.config.training import (Training, parse_cuda_graphs, parse_offload, parse_recompute, with_capacity,
+                                         with_global_batch)
 
 #: The dtype options and the Table 7 symbols each sets.
 DTYPE_OPTIONS = (("weight_dtype", ("B_w",)), ("grad_dtype", ("B_g",)), ("master_dtype", ("B_m",)),
@@ -199,9 +200,23 @@ def training_of(values: Mapping[str, object], typed: Collection[str]) -> Trainin
     return t
 
 
+def training_with_capacity(values: Mapping[str, object], typed: Collection[str]) -> Training:
+    """:func:`training_of` with F bounded by Megatron-Core's token dropping (--capacity-factor, --pad-to-capacity:
+    training.py capacity_imbalance) at its b, s and layout."""
+    factor = values.get("capacity_factor")
+    if values.get("pad_to_capacity") and not factor:
+        raise ConfigError("capacity-factor", "--pad-to-capacity pads each expert to its capacity: give "
+                                             "--capacity-factor (Megatron-Core asserts it)")
+    if factor and "imbalance" in typed:
+        raise ConfigError("capacity-factor", "--capacity-factor and --imbalance both state the routing skew: give one")
+    t = training_of(values, typed)
+    return with_capacity(model_of(values), layout_of(values), t, factor, bool(values.get("pad_to_capacity"))) \
+        if factor else t
+
+
 def training_with_batch(values: Mapping[str, object], typed: Collection[str]) -> Training:
     """:func:`training_of` with, under ``--global-batch``, m = G / (DP mbs) micro-batches."""
-    t = training_of(values, typed)
+    t = training_with_capacity(values, typed)
     if values.get("global_batch") is not None and "dp" in values:
         t = with_global_batch(layout_of(values), t, values["global_batch"])
     return t

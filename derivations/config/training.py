@@ -2,6 +2,7 @@
 accepts, and their validation."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -11,7 +12,7 @@ from symbolic import tomlfile
 from symbolic.errors import ConfigError
 
 from derivations.config.values import EXTENSION_DEFAULTS, PAPER_BYTES
-from derivations.config.layout import positive_int
+from derivations.config.layout import positive_int, validate_layout
 from derivations.config.limits import IMBALANCE, LAYERS, OPTIONS
 from derivations.config.quantization import RECIPES
 from derivations.config.switches import BYTES_CONVENTIONS, Conventions, validate_conventions
@@ -278,3 +279,33 @@ def with_global_batch(layout, training, global_batch):
         raise ConfigError("global-batch", f"--global-batch {global_batch} / (DP * mbs = {per}) = {m} micro-batches "
                                           f"per step: at most {limit.domain.split('..')[1]} ({limit.why})")
     return replace(training, schedule=training.schedule or "1f1b", microbatches=m)
+
+
+def capacity_imbalance(tokens: int, experts: int, topk: int, factor, ep: int, padded: bool = False) -> Fraction:
+    """F, the worst EP rank's routed token-copies over balanced routing's, under Megatron-Core's token dropping
+    (--moe-expert-capacity-factor; megatron-core 0.16.1 transformer/moe/moe_utils.py get_capacity and
+    apply_router_token_dropping): of the ``tokens`` T = b s / (SP CP) of a source rank an expert keeps at most
+    C = ceil(T N_r / N x factor) (in floating point, as get_capacity computes it; none dropped when C > T: min(C, T)),
+    and a token sends at most min(N_r, N/EP) copies to one rank's N/EP experts.  So an EP rank receives from each
+    source at most min(N/EP min(C, T), T min(N_r, N/EP)) against balanced routing's T N_r / EP, whichever
+    --moe-token-drop-policy (probs or position choose which tokens drop, not how many); the bound is reached when
+    the rank's experts are each routed C tokens or more.  ``padded`` (--moe-pad-expert-input-to-capacity;
+    token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess, drop_and_pad): every expert's input is padded to C,
+    F = N min(C, T) / (T N_r) exactly."""
+    local = experts // ep
+    cap = min(math.ceil((tokens * topk / experts) * float(factor)), tokens)
+    per_source = local * cap if padded else min(local * cap, tokens * min(topk, local))
+    return Fraction(per_source * ep, tokens * topk)
+
+
+def with_capacity(model, layout, training: Training, factor, padded: bool = False) -> Training:
+    """``training`` with F the :func:`capacity_imbalance` of its b s over the layout's SP CP (at least 1: a bound
+    below balanced routing is counted at F = 1); unchanged for a model without routed experts."""
+    n = model.named()
+    if not n.get("N"):
+        return training
+    validate_training(training)
+    validate_layout(model, layout, training.seq)
+    tokens = training.mbs * training.seq // (layout.SP * layout.cp)
+    f = capacity_imbalance(tokens, n["N"], n["N_r"], factor, layout.ep, padded)
+    return replace(training, imbalance=max(f, 1))

@@ -14,7 +14,7 @@ from derivations.config import defaults, gpus, resolve as R
 
 from ..argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
     _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS,
-    apply_limits, dtype_bytes, recompute_policy, imbalance_factor, unit_fraction,
+    apply_limits, dtype_bytes, recompute_policy, imbalance_factor, capacity_factor, unit_fraction,
     layer_counts, offload_modules, cuda_graphs, HELP_ALL, help_all, explicit, checked_by)
 from derivations.config.defaults import DEFAULT_GPU
 from derivations.config.recipes import RECIPES
@@ -110,7 +110,7 @@ def _alloc_conf(text: str) -> str:
 TYPES = {"positive_int": positive_int, "nonneg_int": nonneg_int, "int": int, "int_list": int_list,
          "layer_counts": layer_counts, "path_text": path_text, "recompute": recompute_policy,
          "offload": offload_modules, "cuda_graphs": cuda_graphs, "imbalance_factor": imbalance_factor,
-         "unit_fraction": unit_fraction, "alloc_conf": _alloc_conf}
+         "capacity_factor": capacity_factor, "unit_fraction": unit_fraction, "alloc_conf": _alloc_conf}
 ACTIONS = {"typed": _Explicit, "typed-flag": _ExplicitTrue, "flag": "store_true", "append": "append",
            "extend": "extend"}
 #: What options.toml names by "=X" or "{X}" beyond a command's own values and the fields of Layout and Training.

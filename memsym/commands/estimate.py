@@ -1,7 +1,9 @@
 """memsym estimate: the per-device memory of one stage (Tables 6, 8, 10; Sec. 6)."""
 from __future__ import annotations
 
+import argparse
 import sys
+from fractions import Fraction
 
 from derivations import config as cfg
 from derivations.analyses.budget import verdict as budget_verdict
@@ -77,7 +79,50 @@ def _estimate(args):
            **common.defaults_used(args), **({"time": timed} if timed else {}), **({"memory": memory} if memory else {})}
     lines = [render_text(est)] + device_lines(est, device) + _verdict_lines(verdict)
     lines += common.memory_lines(memory, est.stage.index)
+    routing, routing_text = _routing(args, out, training.imbalance)
+    out.update(routing)
+    lines += routing_text
     return out, lines + _time_lines(timed, training) + (_time_notes(args, verdict, memory) if timed else [])
+
+
+def _routing(args, out, imbalance) -> tuple:
+    """({"routing": ...}, its text) under a stated routing skew (--imbalance F, --capacity-factor; issue 46 item 8):
+    the worst EP rank's activations, total, reserved, buffers, device bytes and each verdict at balanced routing
+    (F = 1; under --pad-to-capacity every expert holds its capacity: F exactly, one end) and at F, where every
+    verdict above is judged.  No buffer scales with the received tokens: NCCL's are sized by channels and
+    NCCL_BUFFSIZE, DeepEP's by its configs' chunked token counts (derivations/assembly/overheads_device.py)."""
+    f = Fraction(imbalance)
+    if f == 1:
+        return {}, []
+    cf = getattr(args, "capacity_factor", None)
+    skew = f"--imbalance {float(f):g}" if not cf else f"--capacity-factor {float(cf):g}" + (
+        " --pad-to-capacity (every expert padded to its capacity: F exact)" if args.pad_to_capacity else
+        " (a bound: each expert keeps at most its capacity per source rank)")
+    ends = [(f, out)] if cf and args.pad_to_capacity else [
+        (Fraction(1), _estimate(argparse.Namespace(**{**vars(args), "imbalance": 1, "capacity_factor": None,
+                                              "time": False}))[0]),
+        (f, out)]
+    mem = lambda o, k: o["memory"][k] if k != "buffers" else sum(b["bytes"] for b in o["memory"]["buffers"])  # noqa
+    rows = {k: [o["bytes"][k] for _, o in ends] for k in ("activations", "total", "step_total")}
+    rows.update({k: [mem(o, k) for _, o in ends] for k in ("reserved", "buffers", "device") if "memory" in out})
+    fits = {**{f"sec6 {e}": [o["fits"][e] for _, o in ends] for e in ("none", "low", "high") if "fits" in out},
+            **({"gpu": [o["device"]["fits"] for _, o in ends]} if "device" in out else {}),
+            **({f"memory {args.memory}": [o["memory"]["fits"] for _, o in ends]} if "fits" in out.get("memory", {})
+               else {})}
+    fmt = lambda x: f"F = {float(x):g}"  # noqa: E731
+    text = ["", f"routing skew {skew}: the worst EP rank's routed tokens "
+                + (f"at {fmt(f)}" if len(ends) == 1 else f"from balanced routing (F = 1) to {fmt(f)}"),
+            f"  {'GiB':<14}" + "".join(f"{fmt(x):>14}" for x, _ in ends)]
+    text += [f"  {k:<14}" + "".join(f"{fmt_gib(x):>14}" for x in v) for k, v in rows.items()]
+    text += [f"  {k:<14}" + "".join(f"{'fits' if x else 'DOES NOT FIT':>14}" for x in v) for k, v in fits.items()]
+    if "buffers" in rows:
+        text.append("  (no buffer scales with the received tokens: NCCL's by channels and NCCL_BUFFSIZE, DeepEP's "
+                    "by its configs' chunked tokens)")
+    text += [f"  {k}: {'fits' if v[0] else 'does not fit'} at balanced routing, {'fits' if v[-1] else 'does not fit'}"
+             f" at {fmt(f)}" for k, v in fits.items() if v[0] != v[-1]]
+    if fits and len(ends) == 2:
+        text.append(f"  the verdicts above are judged at the upper end, {fmt(f)}")
+    return {"routing": {"skew": skew, "F": [x for x, _ in ends], **rows, "fits": fits, "judged_at": f}}, text
 
 
 def _time_lines(timed, training) -> list:

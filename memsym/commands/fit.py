@@ -67,7 +67,8 @@ def _solve_all(args):
     """(model, layout, training, hbm, result, {overheads end: answer}) of a fit command line: every end of the Sec. 6
     ranges is solved, so a user sees how much the (unspecified) overheads decide the answer."""
     model, layout = common.model_from_args(args), R.layout_of(vars(args))
-    training = R.training_of(vars(args), common.explicit(args))  # without --global-batch: fit applies it per b
+    # without --global-batch: fit applies it per b
+    training = R.training_with_capacity(vars(args), common.explicit(args))
     hbm, _ = common.budget_from_args(args, required=True)
     gb = args.global_batch
     res = fit.solve(model, layout, training, hbm, args.solve, args.stage, args.overheads, global_batch=gb)
@@ -131,6 +132,7 @@ def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
                                   "M_buf": _num(over[nt.M_buf]), "peak": "(1 + f_frag) * (weights + gradients + "
                                   "optimizer + activations + step) + M_buf"},
         "pipeline": res["pipeline"],
+        **({"routing": {"judged_at": Fraction(training.imbalance), "balanced": 1}} if training.imbalance != 1 else {}),
         "step_moment": res.get("moment") or None,  # the backward moment the closed form adds (step_terms.py), or null
         "solve": res["field"], "symbol": res["var"].name, res["field"]: res["answer"], "fits": res["answer"] >= 1,
         "closed_form": {**_forms(root, S.text), **({"latex": _forms(root, S.latex)} if with_latex else {})},
@@ -185,6 +187,8 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
         f"SP={layout.SP} CP={layout.cp}; ZeRO {training.zero} ({cfg.ZERO_NAMES[training.zero]}); recompute "
         f"{training.recompute_label}; {fixed}; budget {fmt_gib(hbm)} GiB per device",
         f"pipeline: {_pipeline_text(res['pipeline'])}",
+        *([f"routing: judged at the upper end of the skew, F = {float(training.imbalance):g} (the worst EP rank's "
+           f"routed tokens; balanced routing, F = 1, needs less)"] if training.imbalance != 1 else []),
         f"Sec. 6 peak = (1 + f_frag)(S + A({var})) + M_buf at the {res['overheads_end']} end of the paper's ranges: "
         f"f_frag = {float(Fraction(over[nt.f_frag])):.2f}, M_buf = {fmt_gib(over[nt.M_buf])} GiB",
         f"S = weights + gradients + optimizer states; A({var}) = activations"
