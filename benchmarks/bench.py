@@ -25,6 +25,11 @@ sys.path.insert(0, ROOT)                          # this checkout's symbolic/, d
 sys.path.insert(0, os.path.join(ROOT, "tests"))   # the independent hand formula (tests/independent.py)
 
 import independent  # noqa: E402
+import numpy as np  # noqa: E402
+from derivations import config as cfg, notation as nt  # noqa: E402
+from derivations.assembly import totals  # noqa: E402
+from symbolic.numeric import compile as numpy_compile, exact, factored  # noqa: E402
+from symbolic.search import evaluate  # noqa: E402
 
 OUT = sys.stdout
 
@@ -60,8 +65,6 @@ def run_cmd(cmd, env=None):
 
 def random_configurations(model, n, seed=0):
     """n random valid configurations as int64 columns (a sample checked by validate_layout)."""
-    import numpy as np
-    from derivations import config as cfg
     rng = np.random.default_rng(seed)
     divs = lambda m, cap: [d for d in range(1, min(m, cap) + 1) if m % d == 0]
     tp = rng.choice(np.array([t for t in divs(model.n_h, 64) if model.h_F % t == 0]), n)
@@ -97,13 +100,6 @@ def touch(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11):
 
 
 def bench_eval(points, repeat):
-    import numpy as np
-    from derivations import notation as nt
-    from derivations import config as cfg
-    from derivations.assembly import totals
-    from symbolic.numeric import compile as numpy_compile, exact
-    from symbolic.numeric import factored
-    from symbolic.search import evaluate
     model = cfg.PRESETS["deepseek-v3"]
     dims = independent.MODELS["deepseek-v3"]  # tests/independent.py's hand-copied dimensions, not memsym's preset
     training = cfg.Training(zero=ZERO)

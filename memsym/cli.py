@@ -6,6 +6,7 @@ input (one line on stderr, never a traceback), 130 interrupted (Ctrl-C; one line
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import gc
 import importlib
@@ -138,10 +139,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("memsym: interrupted", file=sys.stderr)
         if process:  # exit now, not through a notebook kernel client's exit handlers (they can wait for ever)
             for stream in (sys.stdout, sys.stderr):
-                try:
+                with contextlib.suppress(OSError, ValueError):
                     stream.flush()
-                except (OSError, ValueError):
-                    pass
             os._exit(130)
         return 130
     if process and _command(argv) is not None:  # no cycle collection at exit (0.3 s on a report's sympy objects)

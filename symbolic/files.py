@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-import stat
-import tempfile
-from pathlib import Path
 import shutil
 import signal
+import stat
+import tempfile
 import threading
+from contextlib import suppress
+from pathlib import Path
 
 from .errors import ConfigError
 
@@ -38,10 +39,8 @@ def write_atomic(path, data) -> None:
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 
@@ -143,10 +142,8 @@ def write_tree(out, files, remove=()) -> list:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
         for d in created:
-            try:
+            with suppress(OSError):
                 d.rmdir()
-            except OSError:
-                pass
         raise
     shutil.rmtree(staging, ignore_errors=True)
     return [out / name for name in names]
@@ -182,15 +179,11 @@ def _commit(staging: Path, out: Path, names, remove, folder_mode: int) -> None:
                         moved.append(name)
             except BaseException:
                 for name in moved:  # put the previous set back
-                    try:
+                    with suppress(OSError):
                         os.rename(out / name, staging / name)
-                    except OSError:
-                        pass
                 for name in kept:
-                    try:
+                    with suppress(OSError):
                         os.rename(old / name, out / name)
-                    except OSError:
-                        pass
                 raise
         except OSError as exc:
             raise ConfigError("output", f"cannot write {exc.filename or out}: {_describe(exc)}; {out} is unchanged") \

@@ -167,11 +167,9 @@ class Term:
 def combine(term_id: str, meaning: str, unit: str, provenance: str,
             items: Iterable[Tuple[str, str, object, Term]], symbol: str = "") -> Term:
     """A term whose parts are ``coefficient * term.expr`` rows of ``items`` (key, label, coefficient, term)."""
-    parts = []
-    for key, label, coef, t in items:
-        parts.append(Part(key, label, (coef, t.expr) if coef != 1 else (t.expr,),
-                          provenance=t.provenance, tags=("ref:" + t.id,)))
-    return Term(term_id, meaning, unit, provenance, tuple(parts), symbol)
+    parts = tuple(Part(key, label, (coef, t.expr) if coef != 1 else (t.expr,), provenance=t.provenance,
+                       tags=("ref:" + t.id,)) for key, label, coef, t in items)
+    return Term(term_id, meaning, unit, provenance, parts, symbol)
 
 
 class Terms(Dict[str, Term]):

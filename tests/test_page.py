@@ -280,8 +280,8 @@ def test_browser_equals_estimate_json(browser, page, tmp_path, i):
     args = build_parser("estimate").parse_args(["estimate", *_argv(controls)])
     common.finish(args)  # resolved as the command line resolves it (recipe, preset)
     js = est_cmd.data(args)
-    exact = estimate(common.model_from_args(args), common.layout_from_args(args), common.training_from_args(args),
-                     common.stage_from_args(args), common.recipe_assumptions(args))
+    c = common.configuration(args)
+    exact = estimate(c.model, c.layout, c.training, c.stage, list(c.assumptions))
     assert int(browser.find_element("id", "v-stage").get_attribute("data-index")) == js["stage"]["index"]
     for k in ("non_moe", "moe", "total"):
         assert _dom_exact(browser, f"params-{k}") == exact.params[k]
@@ -402,8 +402,8 @@ def test_random_configurations_in_the_browser(browser, page):
         args = build_parser("estimate").parse_args(["estimate", *_argv(controls)])
         common.finish(args)  # resolved as the command line resolves it (recipe, preset)
         try:
-            exact = estimate(common.model_from_args(args), common.layout_from_args(args),
-                             common.training_from_args(args), None)
+            c = common.configuration(args)
+            exact = estimate(c.model, c.layout, c.training, None)
         except cfg.ConfigError:
             continue
         _reset(browser, page)

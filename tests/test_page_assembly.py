@@ -119,8 +119,8 @@ def test_random_scheduled_configurations_in_the_browser(browser, page):
         args = build_parser("estimate").parse_args(["estimate", *_argv(controls)])
         common.finish(args)
         try:
-            exact = estimate(common.model_from_args(args), common.layout_from_args(args),
-                             common.training_from_args(args), common.stage_from_args(args))
+            c = common.configuration(args)
+            exact = estimate(c.model, c.layout, c.training, c.stage)
         except cfg.ConfigError:
             continue
         _reset(browser, page)

@@ -45,8 +45,8 @@ def _assert_page_is_estimate(browser, page, controls):
     assert not err.text, err.text
     args = build_parser("estimate").parse_args(["estimate", *_argv(controls)])
     common.finish(args)
-    exact = estimate(common.model_from_args(args), common.layout_from_args(args), common.training_from_args(args),
-                     common.stage_from_args(args))
+    c = common.configuration(args)
+    exact = estimate(c.model, c.layout, c.training, c.stage)
     assert int(browser.find_element("id", "v-stage").get_attribute("data-index")) == exact.stage.index
     for k in ("non_moe", "moe", "total"):
         assert _dom_exact(browser, f"params-{k}") == exact.params[k], k

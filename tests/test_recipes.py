@@ -77,8 +77,8 @@ def test_python_api_matches_the_command_line():
     c = common.configuration(args)  # the options resolved as the command line resolves them
     assert (c.layout, c.training) == (r.layout(), r.training())
     common.finish(args)
-    assert common.layout_from_args(args) == r.layout()
-    assert common.training_from_args(args) == r.training()
+    c = common.configuration(args)  # once more after finish: the resolved options resolve to themselves
+    assert (c.layout, c.training) == (r.layout(), r.training())
     cfg.validate_layout(r.model(), r.layout(), r.training().seq)
     cfg.validate_training(r.training())
     with pytest.raises(cfg.ConfigError):

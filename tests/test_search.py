@@ -270,7 +270,9 @@ def test_first_per_layout_keeps_the_first_row_of_each_layout():
     from types import SimpleNamespace
     layout = np.random.default_rng(0).integers(0, 40, 500)
     idx = np.arange(500)[::-1]
-    got = S.first_per_layout(SimpleNamespace(columns={"layout": layout}), idx)
+    columns = S.Columns(len(layout))
+    columns["layout"] = layout
+    got = S.first_per_layout(SimpleNamespace(columns=columns), idx)
     seen, want = set(), []
     for i in idx:
         if layout[i] not in seen:

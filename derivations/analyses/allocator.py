@@ -1,25 +1,13 @@
-"""PyTorch's CUDA caching allocator, simulated: what a sequence of allocations and frees reserves.
+"""PyTorch's CUDA caching allocator simulated, one stream, exact integers: ``c10/cuda/CUDACachingAllocator.cpp``
+(pytorch/pytorch@001074d25084fdb87a799823e395a50f5ec044d3, ``DeviceCachingAllocator``).
 
-The rules are those of ``c10/cuda/CUDACachingAllocator.cpp`` (pytorch/pytorch@001074d25084fdb87a799823e395a50f5ec044d3,
-``DeviceCachingAllocator``), one stream, exact integers:
-
-* every request is rounded up to a multiple of 512 B (``round_size``, kMinBlockSize);
-* requests of at most 1 MiB (kSmallSize) are served from the small pool, others from the large pool;
-* a new segment (``get_allocation_size``) is 2 MiB (kSmallBuffer) for a small request, 20 MiB (kLargeBuffer) for one
-  under 10 MiB (kMinLargeAlloc), else the request rounded up to 2 MiB (kRoundLarge);
-* a request takes the smallest cached free block that fits (``get_free_block``, best fit), but not a block of
-  ``max_split_size`` or more for a smaller request, nor one ``kLargeBuffer`` or more above an oversize request;
-* the block is split (``should_split``) when the rest is at least 512 B in the small pool (or with expandable
-  segments), else when the request is under ``max_split_size`` and the rest is over 1 MiB;
-* a freed block merges with its free neighbours in its segment (``free_block``, ``try_merge_blocks``); segments stay
-  reserved until memory runs out: then the unsplit free segments are released and the request retried
-  (``release_cached_blocks``); with a ``garbage_collection_threshold`` the unsplit free large segments are released
-  before a new segment is made once the reserved bytes exceed that fraction of the capacity
-  (``garbage_collect_cached_blocks``, every free segment taken as old enough);
-* ``expandable_segments``: one segment per pool that grows at its end by 2 MiB (small) or 20 MiB (large) pages
-  (``try_allocate_expandable_block``); the reserved bytes are the pages mapped.
-
-``PYTORCH_CUDA_ALLOC_CONF`` is read by :func:`settings` (the options above; the others do not change the bytes).
+Requests rounded to 512 B (``round_size``); <= 1 MiB from the small pool; new segments (``get_allocation_size``)
+of 2 MiB, 20 MiB below 10 MiB, else rounded to 2 MiB; best fit (``get_free_block``) within ``max_split_size`` and
+``kLargeBuffer``; splitting per ``should_split``; frees merge with free neighbours (``free_block``); on running out
+the unsplit free segments are released and the request retried (``release_cached_blocks``), and with a
+``garbage_collection_threshold`` before a new segment above it (``garbage_collect_cached_blocks``);
+``expandable_segments`` grow one segment per pool by 2 or 20 MiB pages.  ``PYTORCH_CUDA_ALLOC_CONF``:
+:func:`settings`.
 """
 from __future__ import annotations
 

@@ -66,11 +66,13 @@ def search(model: cfg.ModelSpec, gpus: int, hbm: int,
     accepted = exact.choices(training, list(choices))
     out, invalid, groups = exact.run(model, training, accepted, enum, seqs, mbs, global_batch)
     out["peak"] = peak(out["total"], float(over["f_frag"]), float(over["M_buf"]))
-    out["headroom"] = hbm - out["peak"]
+    out["headroom"] = lambda idx: hbm - out.take("peak", idx)
     out["fits"] = out["peak"] <= hbm
     if "microbatches" in out:  # the pipeline bubble fraction (PP - 1) / (m + PP - 1) of each configuration
-        m = np.where(out["microbatches"] > 0, out["microbatches"], 10 ** 9).astype(np.float64)
-        out["bubble"] = (out["pp"] - 1) / (m + out["pp"] - 1)
+        def bubble(idx):
+            m, pp = out.take("microbatches", idx), out.take("pp", idx)
+            return (pp - 1) / (np.where(m > 0, m, 10 ** 9).astype(np.float64) + pp - 1)
+        out["bubble"] = bubble
     labels = tuple(dict.fromkeys(replace(training, recompute=r).recompute_label for _, r in accepted))
     return SearchResult(gpus, hbm, enum, labels, over, out,
                         schedule=training.schedule, global_batch=global_batch, invalid=invalid,

@@ -1,16 +1,13 @@
-"""The search's one evaluator: the paper's view, a pipeline schedule (or a global batch), any conventions,
-``--offload-activations``, ``--linear-recipe`` (``--quantized-param-gather``) and ``--virtual-layers``.
-
-Every device is evaluated by the printed per-device assembly as ``memsym estimate`` evaluates it
-(derivations/assembly/device.py ``components``), over numpy arrays: every device of every layout at one (s, b) at
-once (:func:`_vector`), what depends on few values exactly once per value.  A row is ``estimate`` of its
-configuration at its most-loaded stage (device under a schedule), byte for byte (tests/test_search_options.py).
-A (ZeRO stage, policy) the options refuse is left out; a layout they refuse is counted invalid, or in the paper's
-view refuses the search (as estimate does).
+"""The search's one evaluator (the paper's view, a schedule or a global batch, any conventions and options): the
+printed per-device assembly as ``memsym estimate`` evaluates it (derivations/assembly/device.py ``components``) over
+numpy arrays, every device of every layout at one (s, b) at once; a row equals ``estimate`` at its most-loaded stage
+(device, under a schedule) byte for byte (tests/test_search_options.py).  Refused choices are left out, refused
+layouts counted invalid (in the paper's view the refusal is the search's, as estimate's).
 """
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import MutableMapping
 from dataclasses import replace
 from fractions import Fraction
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
@@ -425,34 +422,74 @@ def _step(g, model, training, inputs: Mapping, values: Mapping, kinds_of) -> np.
     return out
 
 
+class Columns(MutableMapping):
+    """The search's columns, one value per row, in order: an array, or a function of row indices computing the
+    column at the rows asked (:meth:`take`; ranking and printing read few rows), computed whole when read whole."""
+
+    def __init__(self, n: int):
+        self.n, self._cols = n, {}
+
+    def take(self, k: str, idx) -> np.ndarray:
+        col = self._cols[k]
+        return col(np.asarray(idx, dtype=np.int64)) if callable(col) else col[idx]
+
+    def __getitem__(self, k: str) -> np.ndarray:
+        if callable(self._cols[k]):
+            self._cols[k] = self.take(k, np.arange(self.n))
+        return self._cols[k]
+
+    def __setitem__(self, k: str, col) -> None:
+        self._cols[k] = col
+
+    def __delitem__(self, k: str) -> None:
+        del self._cols[k]
+
+    def __contains__(self, k) -> bool:
+        return k in self._cols
+
+    def __iter__(self):
+        return iter(self._cols)
+
+    def __len__(self) -> int:
+        return len(self._cols)
+
+
 def run(model, training: cfg.Training, pairs: Sequence[Tuple[int, str]], enum: Enumeration, seqs, mbs,
-        global_batch: Optional[int] = None) -> Tuple[Dict, Counter, Optional[int]]:
-    """({column: array}, invalid configurations by rule, (s, b) groups per layout or None): every configuration of
-    the layouts ``enum`` x ``seqs`` x ``mbs`` x the accepted ``pairs`` at its most-loaded stage (first on ties), or
-    under a schedule (``training.schedule`` or ``global_batch``) its most-loaded device."""
+        global_batch: Optional[int] = None) -> Tuple[Columns, Counter, Optional[int]]:
+    """(columns, invalid configurations by rule, (s, b) groups per layout or None): every configuration of the
+    layouts ``enum`` x ``seqs`` x ``mbs`` x the accepted ``pairs`` at its most-loaded stage (first on ties), or under
+    a schedule (``training.schedule`` or ``global_batch``) its most-loaded device.  The rows: choices outermost in
+    the paper's view, innermost under a schedule (its configurations refused or not dividing the global batch left
+    out); the total whole, the other columns at the rows read."""
     pairs = choices(training, pairs)
     zeros = sorted({z for z, _ in pairs})
     policies = tuple(dict.fromkeys(r for _, r in pairs))
     present = [(z, ri, r) for z in zeros for ri, r in enumerate(policies) if (z, r) in pairs]
     scheduled = bool(training.schedule) or global_batch is not None
-    keys = ["dp", "tp", "pp", "ep", "etp", "cp", "sp", "seq", "mbs", "edp", *COMPONENTS, "total", "zero",
-            "recompute", "stage"] + (["microbatches"] if scheduled else []) + ["layout"]
     got, valid, ms, invalid = _vector(model, training, present, enum, seqs, mbs, global_batch, scheduled)
-    shape = (len(present), len(enum), len(seqs), len(mbs))
-    lay = {k: enum.arrays[k].astype(np.int64) for k in LAYOUT_FIELDS}
-    lay["edp"] = lay["dp"] * lay["tp"] * lay["cp"] // (lay["ep"] * lay["etp"])
-    lay = {k: v[None, :, None, None] for k, v in lay.items()}
-    grid = {**lay, "seq": np.array(seqs, dtype=np.int64)[None, None, :, None],
-            "mbs": np.array(mbs, dtype=np.int64)[None, None, None, :],
-            "zero": np.array([z for z, _, _ in present], dtype=np.int64)[:, None, None, None],
-            "recompute": np.array([ri for _, ri, _ in present], dtype=np.int64)[:, None, None, None],
-            **({"microbatches": ms[None]} if scheduled else {}), "layout": np.arange(len(enum))[None, :, None, None]}
-    grid = {k: np.broadcast_to(v, shape) for k, v in grid.items()}
-    grid.update(got)
-    # the rows: choices outermost in the paper's view, innermost under a schedule (its
-    # configurations refused or not dividing the global batch left out)
-    order = (lambda x: x.reshape(-1)) if not scheduled else \
-        (lambda x: np.moveaxis(x, 0, -1)[valid].reshape(-1))
-    out = {k: order(v) for k, v in grid.items()}
-    out["sp"] = out["tp"]
-    return {k: out[k] for k in keys}, +invalid, None if scheduled else len(seqs) * len(mbs)
+    n_p, n_sb = len(present), len(seqs) * len(mbs)
+    cells = np.flatnonzero(valid.reshape(-1)) if scheduled else np.arange(len(enum) * n_sb)
+
+    def at(idx):  # the rows' (choice, (layout, s, b) cell)
+        if scheduled:
+            cell, choice = np.divmod(idx, n_p)
+            return choice, cells[cell]
+        return np.divmod(idx, max(len(cells), 1))
+
+    per = {k: enum.arrays[k].astype(np.int64) for k in LAYOUT_FIELDS}
+    per["edp"] = per["dp"] * per["tp"] * per["cp"] // (per["ep"] * per["etp"])
+    per["sp"], per["layout"] = per["tp"], np.arange(len(enum))
+    by = {k: (lambda a: lambda idx: a[at(idx)[1] // n_sb])(v) for k, v in per.items()}
+    by["seq"] = lambda idx: np.array(seqs, dtype=np.int64)[at(idx)[1] // len(mbs) % len(seqs)]
+    by["mbs"] = lambda idx: np.array(mbs, dtype=np.int64)[at(idx)[1] % len(mbs)]
+    for j, k in enumerate(("zero", "recompute")):
+        by[k] = (lambda a: lambda idx: a[at(idx)[0]])(np.array([x[j] for x in present], dtype=np.int64))
+    grid = {k: v.reshape(n_p, len(enum) * n_sb) for k, v in got.items()}
+    by.update({k: (lambda a: lambda idx: a[at(idx)])(v) for k, v in grid.items()})
+    by["microbatches"] = lambda idx: ms.reshape(-1)[at(idx)[1]]
+    out = Columns(n_p * len(cells))
+    for k in ["dp", "tp", "pp", "ep", "etp", "cp", "sp", "seq", "mbs", "edp", *COMPONENTS, "total", "zero",
+              "recompute", "stage"] + (["microbatches"] if scheduled else []) + ["layout"]:
+        out[k] = by[k]
+    out["total"] = grid["total"].reshape(-1) if not scheduled else out.take("total", np.arange(out.n))
+    return out, +invalid, None if scheduled else len(seqs) * len(mbs)

@@ -22,8 +22,8 @@ _PEAK_TIES = ("zero", "recompute", "tp", "pp", "cp", "ep", "etp", "mbs", "seq")
 def order(result: SearchResult, only_fitting: bool = True, sort: str = "bubble", rows=None):
     """Row indices (fitting configurations only by default; ``rows``, ascending, among them when given) sorted by
     :func:`_keys` (stable: then by row)."""
-    idx = np.flatnonzero(result.columns["fits"]) if only_fitting else np.arange(len(result.columns["fits"]))
-    idx = idx if rows is None else rows
+    idx = rows if rows is not None else np.flatnonzero(result.columns["fits"]) if only_fitting else \
+        np.arange(len(result.columns["fits"]))
     return idx[np.lexsort(_keys(result, sort, idx)[::-1])]
 
 
@@ -34,7 +34,7 @@ def _keys(result: SearchResult, sort: str, idx):
     rows), then as 'bubble'; 'peak': the largest peak first; 'headroom': the most headroom first.  Ties: ZeRO stage,
     recomputation and the layout."""
     read = ("tokens_per_gpu_s", "bubble", "headroom", "peak") + _BUBBLE_TIES
-    c = {k: result.columns[k][idx] for k in read if k in result.columns}
+    c = {k: result.columns.take(k, idx) for k in read if k in result.columns}
     if sort not in SORTS:
         raise cfg.ConfigError("sort", f"--sort must be one of {', '.join(SORTS)}, got {sort!r}")
     if sort in ("time", "bubble"):
@@ -57,10 +57,11 @@ def ranked(result: SearchResult, sort: str = "bubble", per_layout: bool = True, 
     least = -np.round(bound, 3)  # each layout's least first key (+inf: none fits)
     by = np.argsort(least, kind="stable")
     by = by[:int(np.count_nonzero(least < np.inf))]
-    n = 4 * top
+    n, fit = 4 * top, np.flatnonzero(c["fits"])
+    layout = c.take("layout", fit)
     while True:
         result.time["time_layouts"](by[:n])
-        idx = order(result, sort=sort, rows=np.flatnonzero(c["fits"] & np.isin(c["layout"], by[:n])))
+        idx = order(result, sort=sort, rows=fit[np.isin(layout, by[:n])])
         idx = (first_per_layout(result, idx) if per_layout else idx)[:top]
         if n >= len(by) or (len(idx) == top and -np.round(c["tokens_per_gpu_s"][idx[-1]], 3) < least[by[n]]):
             return idx
@@ -87,4 +88,4 @@ def ranked_judged(result: SearchResult, judge, kind: str, capacity: int, sort: s
 
 def first_per_layout(result: SearchResult, idx):
     """``idx`` (ordered rows) keeping the first (best-ranked) row of each layout (DP, TP, PP, EP, ETP, CP)."""
-    return idx[np.sort(np.unique(result.columns["layout"][idx], return_index=True)[1])]
+    return idx[np.sort(np.unique(result.columns.take("layout", idx), return_index=True)[1])]

@@ -1,8 +1,6 @@
-"""The search's rows as ``memsym search --json`` / ``--csv`` print them: the layout (and EDP =
-DP*TP*CP/(EP*ETP)), b, s, the ZeRO stage, the policy by name, the most-loaded stage, the paper's four components,
-their total, the Sec. 6 peak and the headroom, in bytes rounded to the nearest byte (float64 evaluations of exact
-expressions, exact below 2^53); under a schedule also m; under ``--memory`` the allocated, reserved and device
-bytes of each configuration (derivations/analyses/allocator.py ``memory``).
+"""The search's rows as ``memsym search --json`` / ``--csv`` print them: the layout and EDP, b, s, ZeRO stage,
+policy, most-loaded stage, the four components, total, Sec. 6 peak and headroom in bytes rounded to the byte (float64
+of exact expressions, exact below 2^53); m under a schedule; the judged bytes under ``--memory`` (allocator.memory).
 """
 from __future__ import annotations
 
@@ -39,7 +37,7 @@ def columns(result: SearchResult, idx) -> Dict[str, list]:
         if k in JUDGED_KEYS:
             out[k] = [result.judged["bytes"][int(i)][k] for i in idx]
             continue
-        a = c[k][idx]
+        a = c.take(k, idx)
         out[k] = np.rint(a).astype(np.int64).tolist() if k in BYTE_KEYS else \
             [float(x) for x in np.round(a, 6 if k != "tokens_per_gpu_s" else 1)] if k in TIME_KEYS else a.tolist()
     out["recompute"] = [result.policies[i] for i in out["recompute"]]

@@ -11,6 +11,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from derivations.analyses import allocator
 from derivations.config.gpus import CONTEXT, gpu as gpu_preset
+from derivations.config.presets import PRESETS
 from symbolic import tomlfile
 from symbolic.errors import ConfigError, did_you_mean
 from symbolic.jsonfile import Bounds
@@ -18,46 +19,20 @@ from symbolic.resources import PAPER_DIR
 
 #: The default file of runs.
 RUNS_FILE = PAPER_DIR / "runs.toml"
-#: Kinds of measured number and what each is compared with.
-KINDS = {
-    "max_allocated": "PyTorch's peak allocated bytes (memory_stats allocated_bytes.all.peak): compared with the "
-                     "allocated total of the measured rank's stage, no allocator overheads",
-    "reserved": "the caching allocator's reserved bytes: compared with PyTorch's caching allocator run over the "
-                "step under the run's PYTORCH_CUDA_ALLOC_CONF (memsym estimate --memory reserved)",
-    "nvidia_smi": "the process's memory as nvidia-smi shows it: compared with the reserved bytes + NCCL and DeepEP "
-                  "buffers (memsym estimate --memory device) + the CUDA context",
-    "oom": "an out-of-memory failure at measured_bytes (the GPU's capacity, a lower bound on the need): memsym "
-           "agrees when the memory judged (--memory, default device) at the most-loaded stage exceeds it",
-    "fits": "a job that ran within measured_bytes (the GPU's capacity, an upper bound on the need): memsym agrees "
-            "when the memory judged (--memory, default device) at the most-loaded stage does not exceed it",
-}
-CONFIDENCE = ("high", "medium", "low")
-RANKS = ("last", "first", "most-loaded")
-#: The conventions presets that fit each framework, best first: the first one memsym has is used.
-FRAMEWORK_PRESETS: Dict[str, Tuple[str, ...]] = {
-    "megatron-core": ("mcore-te", "mcore", "megatron"),
-    "torchtitan": ("torchtitan",),
-}
-#: Why a framework's preset is what it is (printed with a fallback).
-FRAMEWORK_WHY = {
-    "megatron-core": "mcore-te is Megatron-Core's runtime allocations with Transformer Engine's kernels (Megatron-LM's "
-                     "default --transformer-impl transformer_engine, which every recorded GPU run uses; a run's "
-                     "attention backend still applies: unfused keeps the s^2 scores); mcore is the same with the "
-                     "local spec traced on CPU; megatron is Megatron-LM's weight-and-optimizer estimate with the "
-                     "ModelZoo estimator's runtime switches",
-    "torchtitan": "torchtitan's own preset (derivations/config/convention_presets/torchtitan.toml)",
-}
+#: The runs file's vocabulary (runs_schema.toml): kinds of measured number and what each is compared with, the
+#: conventions presets that fit each framework (best first) and why, the [runs.layout] and [runs.training] keys (the
+#: ``memsym estimate`` option each one is) and their types.
+with tomlfile.package_data(Path(__file__).with_name("runs_schema.toml")) as _data:
+    KINDS: Dict[str, str] = dict(_data["kinds"])
+    CONFIDENCE, RANKS = tuple(_data["confidence"]), tuple(_data["ranks"])
+    FRAMEWORK_PRESETS: Dict[str, Tuple[str, ...]] = {k: tuple(v) for k, v in _data["framework_presets"].items()}
+    FRAMEWORK_WHY: Dict[str, str] = dict(_data["framework_why"])
+    _TYPES = {"int": int, "str": str, "bool": bool, "list": list}
+    LAYOUT_KEYS = {k: _TYPES[v] for k, v in _data["layout_keys"].items()}
+    TRAINING_KEYS = {k: _TYPES[v] for k, v in _data["training_keys"].items()}
 #: The band the issue asks of high-confidence max-allocated runs.
 BAND = (Fraction(9, 10), Fraction(11, 10))
 
-#: [runs.layout] and [runs.training] keys: the ``memsym estimate`` option each one is, and its type.
-LAYOUT_KEYS = {"dp": int, "tp": int, "pp": int, "ep": int, "etp": int, "cp": int, "sp": int,
-               "layers_per_stage": list}
-TRAINING_KEYS = {"mbs": int, "seq": int, "global_batch": int, "schedule": str, "vpp": int, "virtual_layers": list,
-                 "recompute": str,
-                 "zero": int, "distributed_optimizer": bool, "attention": str, "fp8_activations": bool, "mtp": bool,
-                 "weight_dtype": str, "grad_dtype": str, "master_dtype": str, "optimizer_dtype": str,
-                 "act_dtype": str, "imbalance": str, "offload_activations": list, "linear_recipe": str}
 _REQUIRED = ("id", "title", "framework", "kind", "measured_bytes", "statistic", "rank", "gpus", "confidence",
              "confidence_why", "source", "model", "layout", "training")
 _OPTIONAL = ("gpu", "notes", "flags", "conventions")
@@ -116,8 +91,6 @@ def _model(where: str, data, base: Path) -> str:
     if not isinstance(data, dict) or len(data) != 1 or not ({"config", "preset"} & set(data)):
         raise _err(where, "[model] must have exactly one of config (a config.json under paper/) or preset")
     if "preset" in data:
-        # lazy: modules this module's importers do not need (loaded only on this path)
-        from derivations.config.presets import PRESETS
         name = _text(where, "model.preset", data["preset"])
         if name not in PRESETS:
             raise _err(where, f"model.preset {name!r} is not a preset: {', '.join(PRESETS)}")

@@ -1,10 +1,7 @@
-"""Configuration search, the single import point (``from derivations.analyses import search as S``).
-
-A configuration is a parallel layout (DP*TP*PP*CP = GPUs, SP = TP as in the paper's Table 9), a ZeRO stage, a
-recomputation policy, a micro-batch b and a sequence length s.  The search enumerates the valid layouts
-(enumeration.py), evaluates every configuration at its most-loaded stage (or device, under a schedule) against
-the Sec. 6 peak ``(1 + f_frag) * total + M_buf`` (evaluation.py, exact.py), ranks the fitting ones (ranking.py)
-and formats them (rows.py).
+"""Configuration search, the single import point (``from derivations.analyses import search as S``): the valid
+layouts (enumeration.py), every configuration at its most-loaded stage (device, under a schedule) against the Sec. 6
+peak ``(1 + f_frag) * total + M_buf`` (evaluation.py, exact.py), the fitting ones ranked (ranking.py), as rows
+(rows.py).
 """
 from __future__ import annotations
 
@@ -14,6 +11,7 @@ from symbolic.search import divisors, evaluate
 from derivations.analyses.enumeration import (LAYOUT_FIELDS, MAX_GPUS, Enumeration, distinct_stages,
                                               enumerate_layouts, lattice, rejections)
 from derivations.analyses.evaluation import SearchResult, configurations, pipeline, search
+from derivations.analyses.exact import Columns
 from derivations.analyses.ranking import SORTS, first_per_layout, order, ranked, ranked_judged
 from derivations.analyses.rows import (BYTE_KEYS, JUDGED_KEYS, ROW_KEYS, TIME_KEYS, columns, configuration,
                                        row_keys, rows)

@@ -1,16 +1,10 @@
 """Sensitivity and budget solving on the per-device terms.
 
-Derivatives: dM/dx of the total and each component (Tables 8 and 10), integers treated as continuous, in three
-forms: ``general`` (symbolic in everything), ``stage`` (at the stage's composition and bytes, Table 7) and
-``paper`` (also at the parallel degrees, as Table 10 writes ``10 b n_h s^2`` at TP = 2), with the value, the
-elasticity (x/M)(dM/dx) and the paper's rows largest first.  SP is tied to TP (sequence parallelism on).  PP and l
-act only through the stage composition: no derivative, only a finite difference.
-
-Finite differences: the exact change to the next and previous value that passes
-:func:`derivations.config.validate_layout`, the stage recomputed.
-
-Budget solving: activations are linear in b and at most quadratic in s; sympy solves the Sec. 6 peak
-``(1 + f_frag)(S + A(x)) + M_buf = M_HBM`` for x in closed form and the root is floored to a valid integer.
+Derivatives dM/dx of the total and each component (Tables 8 and 10), integers as continuous, in three forms:
+``general``, ``stage`` (at the stage's composition and bytes, Table 7) and ``paper`` (also at the parallel degrees,
+as Table 10's ``10 b n_h s^2`` at TP = 2); SP tied to TP; PP and l act through the composition (finite differences
+only, to the nearest valid values).  Budget: sympy solves the Sec. 6 peak ``(1 + f_frag)(S + A(x)) + M_buf = M_HBM``
+for b (linear) or s (quadratic) in closed form, the root floored to a valid integer.
 """
 from __future__ import annotations
 
@@ -25,6 +19,8 @@ from symbolic.sensitivity import _exact, closed_form, dominant_form, latex, text
 
 from derivations import config as cfg
 from derivations import notation as nt
+from derivations import variant
+from derivations.assembly import device, totals
 from derivations.assembly.overheads import peak
 
 #: Symbols that act on a stage only through its composition (config.stages), never in its expression.
@@ -298,12 +294,9 @@ def finite_differences(evaluate: Callable, model, layout, training, stage_index:
 
 @dataclass
 class BudgetRoot:
-    """The largest x with (1 + f_frag)(S + A(x)) + M_buf <= M_HBM at one stage.
-
-    structural: the root in S, A_k, f_frag, M_buf, M_HBM; coefficients: {name: (closed form, exact value)} of S
-    and the A_k; at_layout: the root with only M_HBM, f_frag, M_buf symbolic (both computed when first read);
-    root: the exact root at the budget (None without a real root); integer: the largest valid integer below it.
-    """
+    """The largest x with (1 + f_frag)(S + A(x)) + M_buf <= M_HBM at one stage: the ``structural`` root (in S, A_k,
+    f_frag, M_buf, M_HBM), ``coefficients`` {name: (closed form, value)}, ``at_layout`` (M_HBM, f_frag, M_buf
+    symbolic), the exact ``root`` (None: no real root) and the largest valid ``integer`` below it."""
 
     var: sp.Symbol
     degree: int
@@ -400,10 +393,6 @@ def _at_step(c: Mapping) -> Dict:
 def configuration(model, layout, training, stage_index, wrt, rows=5):
     """(bytes per component, stage, [Sensitivity]) at a configuration: derivatives of the components
     (derivations/assembly/totals.py) and finite differences of the assembled device (device.components)."""
-    # lazy: modules this module's importers do not need (loaded only on this path)
-    from derivations import variant
-    from derivations.assembly import device
-    from derivations.assembly import totals
     values = _at_step(device.components(model, layout, training, stage_index))  # validates
     comp = cfg.stage(model, layout, stage_index)
     subs = cfg.substitution(model, layout, training, comp)

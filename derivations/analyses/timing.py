@@ -54,12 +54,12 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
 
     def at(idx) -> Dict[str, np.ndarray]:
         idx = np.asarray(idx, dtype=np.int64)
-        rows = {k: c[k][idx].astype(np.int64) for k in _LAYOUT}
+        rows = {k: c.take(k, idx).astype(np.int64) for k in _LAYOUT}
         # the policies' names as a string array (not objects): the step's inputs compare them per row in C
         rows["recompute"] = np.asarray([p.partition(":")[0] for p in result.policies])[
-            c["recompute"][idx].astype(np.int64)] \
+            c.take("recompute", idx).astype(np.int64)] \
             if len(idx) else np.zeros(0, dtype=object)
-        rows["microbatches"] = c["microbatches"][idx].astype(np.int64) if "microbatches" in c \
+        rows["microbatches"] = c.take("microbatches", idx).astype(np.int64) if "microbatches" in c \
             else np.ones(len(idx), dtype=np.int64)
         pps = tuple(sorted(set(rows["pp"].tolist()))) or (1,)
         table, K, count = _stage_table(model, pps)
@@ -89,23 +89,31 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
         if result.schedule is not None or not len(idx):
             return idx, np.arange(len(idx))
         n_g = len(result.enumeration) * result.layout_groups  # rows: choices x (layout, s, b) groups
-        _, first, inv = np.unique(idx % n_g + n_g * (2 * c["recompute"][idx] + (c["zero"][idx] == 3)),
+        _, first, inv = np.unique(idx % n_g + n_g * (2 * c.take("recompute", idx) + (c.take("zero", idx) == 3)),
                                   return_index=True, return_inverse=True)
         return idx[first], inv
 
     keys = ("step_time", "tokens_per_gpu_s") + tuple("time_" + p for p in timing.PARTS if p != "step")
+    # the rows timed: each one's slot in the values (0: not timed, NaN), the values of every part by slot
+    store = {"slot": np.zeros(c.n, dtype=np.int64), **{key: np.full(1, np.nan) for key in keys}}
+
+    def column(key):
+        return lambda idx: store[key][store["slot"][idx]]
     for key in keys:
-        c[key] = np.full(len(c["fits"]), np.nan)
+        c[key] = column(key)
 
     def time_rows(fit) -> None:
-        """Every part at the fitting rows ``fit`` (NaN elsewhere: ranking reads only those), in blocks."""
+        """Every part at the fitting rows ``fit`` (not timed before), in blocks."""
         timed, back = distinct(fit)
         vals = {k: np.empty(len(timed)) for k in timing.PARTS + ("tokens_per_gpu_s",)}
         for i in range(0, len(timed), BLOCK):
             for k, v in at(timed[i:i + BLOCK]).items():
                 vals[k][i:i + BLOCK] = v
+        store["slot"][fit] = len(store["step_time"]) + np.arange(len(fit))
         for key in keys:
-            c[key][fit] = vals["step" if key == "step_time" else key[5:] if key.startswith("time_") else key][back]
+            got = vals["step" if key == "step_time" else key[5:] if key.startswith("time_") else key][back]
+            store[key] = np.concatenate([store[key], got])
+            c[key] = column(key)
 
     result.time = {"gpu": g, "overlap": overlap, "efficiency": efficiency,
                    "gpus_per_node": gpus_per_node or g.nvlink_domain,
@@ -119,24 +127,27 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
     # b, policy) at one stage (per PP, the longest at its first such row) bounds its layout's tokens/s/GPU from above
     fit = np.flatnonzero(c["fits"])
     n_l, n_g = len(result.enumeration), len(result.enumeration) * result.layout_groups
-    fits, policy = c["fits"].reshape(-1, n_g), c["recompute"][::n_g]  # rows: choices x (layout, s, b) groups
+    # rows: choices x (layout, s, b) groups
+    fits, policy = c["fits"].reshape(-1, n_g), c.take("recompute", np.arange(0, c.n, n_g))
     ps = sorted(set(policy.tolist()))
     first = np.concatenate([np.flatnonzero(policy == p)[0] * n_g + np.flatnonzero(fits[policy == p].any(axis=0))
                             for p in ps])  # one row of each fitting ((layout, s, b), policy)
-    pps = sorted(set(c["pp"][first].tolist()))  # the probes' PP degrees; the table has every layout's
+    pps = sorted(set(c.take("pp", first).tolist()))  # the probes' PP degrees; the table has every layout's
     table, K, _ = _stage_table(model, tuple(sorted(set(result.enumeration.arrays["pp"].tolist()))))
-    top = np.repeat(first[[int(np.argmax(c["pp"][first] == p)) for p in pps]], K)  # each PP's first such row
-    probe = {k: c[k][top].astype(np.int64) for k in _LAYOUT}
-    probe.update(recompute=np.asarray(result.policies)[c["recompute"][top]], microbatches=np.ones(len(top), dtype=int),
+    top = np.repeat(first[[int(np.argmax(c.take("pp", first) == p)) for p in pps]], K)  # each PP's first such row
+    probe = {k: c.take(k, top).astype(np.int64) for k in _LAYOUT}
+    probe.update(recompute=np.asarray(result.policies)[c.take("recompute", top)],
+                 microbatches=np.ones(len(top), dtype=int),
                  **{n: table[pps, :, j].reshape(-1) for j, n in enumerate(names)})
     longest = np.zeros(len(table), dtype=np.int64)
     longest[pps] = np.argmax(timing.parts(model, training, probe, **options)["microbatch"].reshape(-1, K), axis=1)
     # the period of every (policy, layout, s, b) at once, broadcast: what reads the layout alone once per layout
     lay = {k: result.enumeration.arrays[k].reshape(1, -1, 1, 1) for k in ("dp", "tp", "pp", "ep", "etp", "cp")}
-    n_b = len(set(c["mbs"][:result.layout_groups].tolist()))
+    n_b = len(set(c.take("mbs", np.arange(result.layout_groups)).tolist()))
     at_p = [int(np.flatnonzero(policy == p)[0]) for p in ps]  # each policy's first choice
-    rep = dict(lay, mbs=c["mbs"][:n_b].reshape(1, 1, 1, -1), seq=c["seq"][:result.layout_groups:n_b].reshape(
-        1, 1, -1, 1), zero=c["zero"][np.multiply(at_p, n_g)].reshape(-1, 1, 1, 1), microbatches=1,
+    rep = dict(lay, mbs=c.take("mbs", np.arange(n_b)).reshape(1, 1, 1, -1), seq=c.take(
+        "seq", np.arange(0, result.layout_groups, n_b)).reshape(1, 1, -1, 1),
+        zero=c.take("zero", np.multiply(at_p, n_g)).reshape(-1, 1, 1, 1), microbatches=1,
         recompute=np.asarray(result.policies)[ps].reshape(-1, 1, 1, 1))
     comp = table[lay["pp"].reshape(-1), longest[lay["pp"].reshape(-1)]]
     rep.update({n: comp[:, j].reshape(1, -1, 1, 1) for j, n in enumerate(names)})
@@ -146,11 +157,11 @@ def add_time(result: SearchResult, model: cfg.ModelSpec, training: Optional[cfg.
     speed = np.where(period > 0, tokens / (np.where(period > 0, period, 1.0) * gpus), np.inf)
     fitting = np.stack([fits[policy == p].any(axis=0) for p in ps]).reshape(period.shape)
     bound = np.where(fitting, speed, -np.inf).max(axis=(0, 2, 3)) if n_l else np.zeros(0)  # -inf: none fits
-    timed = np.zeros(len(bound), dtype=bool)
+    timed, fit_layout = np.zeros(len(bound), dtype=bool), c.take("layout", fit)
 
     def time_layouts(chosen) -> None:
         new = chosen[~timed[chosen]]  # (not np.setdiff1d: its np.unique imports numpy.ma, 0.04 s)
         timed[new] = True
-        time_rows(fit[np.isin(c["layout"][fit], new)])
+        time_rows(fit[np.isin(fit_layout, new)])
 
     result.time.update(bound=bound, time_layouts=time_layouts)

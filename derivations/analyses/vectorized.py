@@ -1,7 +1,7 @@
-"""The printed exact Python over float64 arrays, which lets the search (derivations/analyses/exact.py) evaluate
-every device of every layout at one (s, b) at once: the family's printed functions with numpy's division, minimum
-and floor bound (:func:`printed`), an exact value computed once per distinct substitution of the symbols it reads
-(:class:`Memo`) and the printed ``derived`` over the layouts' degrees at once (:func:`derive`).
+"""The printed exact Python over float64 arrays, so that the search (exact.py) evaluates every device of every
+layout at one (s, b) at once: the printed functions with numpy's division, minimum and floor (:func:`printed`),
+an exact value once per distinct substitution of what it reads (:class:`Memo`), ``derived`` over the layouts
+(:func:`derive`).
 """
 from __future__ import annotations
 
@@ -24,15 +24,13 @@ def printed(family: str) -> Dict[str, object]:
     """The namespace of the family's printed exact Python (derivations/generated/<family>.py: the per-device
     assembly and the step's moments) with ``fractions.Fraction``, ``min`` and ``floor`` bound to numpy's division,
     minimum and floor: the same functions, plain arithmetic on their inputs, evaluate float64 arrays element-wise
-    (a value compared in a condition, b, must be a number).  The assembly's common tail (the per-layer views and
-    Sec. 6's peak ranges) is not computed: the search reads each device's activations and total."""
+    (a value compared in a condition, b, must be a number)."""
     mod = ev._module(family)
     g = dict(vars(mod))
     g.update(_Q=divide, min=np.minimum, _floor=np.floor)
     for name, obj in vars(mod).items():
         if isinstance(obj, types.FunctionType) and obj.__module__ == mod.__name__:
             g[name] = types.FunctionType(obj.__code__, g, name, obj.__defaults__, obj.__closure__)
-    g["_device_common"] = lambda v: v
     return g
 
 

@@ -31,7 +31,9 @@ def inflight_source() -> List[str]:
 
 def device_source(shape) -> List[str]:
     """``device(mtp, full, holds, v, options)``: every variant of device_terms.py as exact Python, each setting its
-    names in ``v`` in order; the common tail is one function and equal variants share one."""
+    names in ``v`` in order; equal variants share one function (``DEVICE``: each one's own names, the per-device
+    activations and total the search reads) and ``device`` adds the common tail (the per-layer views, Sec. 6's
+    peaks)."""
     every = [(key, (mtp, full, holds) + ((True,) if options else ()), mtp, full, holds, options)
              for options in (False, True) for key, mtp, full, holds in device_terms.variants(options)]
     bodies = {at: [f'    v["{name}"] = {python(expr)}'
@@ -51,7 +53,7 @@ def device_source(shape) -> List[str]:
         own = tuple(bodies[at][:len(bodies[at]) - common])
         if own not in seen:
             seen[own] = "_device_" + key.replace(".", "_").replace("+", "_")
-            lines += ["", "", f"def {seen[own]}(v):", *own, "    return _device_common(v)"]
+            lines += ["", "", f"def {seen[own]}(v):", *own, "    return v"]
         names[at] = seen[own]
     lines += ["", "", "DEVICE = {" + ", ".join(f"{k!r}: {n}" for k, n in names.items()) + "}", "", "",
               "def device(mtp, full, holds, v, options=False):",
@@ -59,7 +61,7 @@ def device_source(shape) -> List[str]:
               "    with the MTP modules' activations (``mtp``) or full recomputation (``full``), its activations held",
               "    as one micro-batch, a schedule's chunks or given (``holds``: paper, schedule, given), with the",
               "    terms of --offload-activations and --linear-recipe when ``options`` (their inputs O_*, Q_*).\"\"\"",
-              "    return DEVICE[(mtp, full, holds, True) if options else (mtp, full, holds)](v)"]
+              "    return _device_common(DEVICE[(mtp, full, holds, True) if options else (mtp, full, holds)](v))"]
     return lines
 
 

@@ -65,123 +65,123 @@ def _device_mtp0full0_paper(v):
     v["activations"] = (v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = v["activations"]
-    return _device_common(v)
+    return v
 
 
 def _device_mtp0full0_schedule(v):
     v["activations"] = (v["n_fl_0"]*(v["L_d_0"]*v["M_D"] + v["L_m_0"]*v["M_E"] + v["M_A"]*(v["L_d_0"] + v["L_m_0"]) + v["M_H"]*v["e_H_0"]) + v["n_fl_1"]*(v["L_d_1"]*v["M_D"] + v["L_m_1"]*v["M_E"] + v["M_A"]*(v["L_d_1"] + v["L_m_1"]) + v["M_H"]*v["e_H_1"]))
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    return _device_common(v)
+    return v
 
 
 def _device_mtp0full0_given(v):
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    return _device_common(v)
+    return v
 
 
 def _device_mtp1full0_paper(v):
     v["activations"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["D"]*v["e_H"]*(v["M_A"] + v["M_E"]) + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = v["activations"]
-    return _device_common(v)
+    return v
 
 
 def _device_mtp1full0_schedule(v):
     v["activations"] = (v["n_fl_0"]*(v["D"]*v["M_MTP"]*v["e_H_0"] + v["D"]*v["e_H_0"]*(v["M_A"] + v["M_E"]) + v["L_d_0"]*v["M_D"] + v["L_m_0"]*v["M_E"] + v["M_A"]*(v["L_d_0"] + v["L_m_0"]) + v["M_H"]*v["e_H_0"]) + v["n_fl_1"]*(v["D"]*v["M_MTP"]*v["e_H_1"] + v["D"]*v["e_H_1"]*(v["M_A"] + v["M_E"]) + v["L_d_1"]*v["M_D"] + v["L_m_1"]*v["M_E"] + v["M_A"]*(v["L_d_1"] + v["L_m_1"]) + v["M_H"]*v["e_H_1"]))
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["D"]*v["e_H"]*(v["M_A"] + v["M_E"]) + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    return _device_common(v)
+    return v
 
 
 def _device_mtp1full0_given(v):
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["D"]*v["e_H"]*(v["M_A"] + v["M_E"]) + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    return _device_common(v)
+    return v
 
 
 def _device_mtp1full1_paper(v):
     v["activations"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = v["activations"]
-    return _device_common(v)
+    return v
 
 
 def _device_mtp1full1_schedule(v):
     v["activations"] = (v["n_fl_0"]*(v["D"]*v["M_MTP"]*v["e_H_0"] + v["L_d_0"]*v["M_D"] + v["L_m_0"]*v["M_E"] + v["M_A"]*(v["L_d_0"] + v["L_m_0"]) + v["M_H"]*v["e_H_0"]) + v["n_fl_1"]*(v["D"]*v["M_MTP"]*v["e_H_1"] + v["L_d_1"]*v["M_D"] + v["L_m_1"]*v["M_E"] + v["M_A"]*(v["L_d_1"] + v["L_m_1"]) + v["M_H"]*v["e_H_1"]))
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    return _device_common(v)
+    return v
 
 
 def _device_mtp1full1_given(v):
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    return _device_common(v)
+    return v
 
 
 def _device_mtp0full0_paper_options(v):
     v["activations_per_microbatch"] = (v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
     v["activations"] = (v["L_d"]*((-1)*v["O_D"] + v["Q_D"]) + v["L_m"]*((-1)*v["O_E"] + v["Q_E"]) + v["O_R"] + v["Q_H"]*v["e_H"] + v["activations_per_microbatch"])
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
-    return _device_common(v)
+    return v
 
 
 def _device_mtp0full0_schedule_options(v):
     v["activations"] = (v["O_R"] + v["n_fl_0"]*(v["L_d_0"]*((-1)*v["O_D"] + v["Q_D"]) + v["L_m_0"]*((-1)*v["O_E"] + v["Q_E"]) + v["Q_H"]*v["e_H_0"]) + v["n_fl_0"]*(v["L_d_0"]*v["M_D"] + v["L_m_0"]*v["M_E"] + v["M_A"]*(v["L_d_0"] + v["L_m_0"]) + v["M_H"]*v["e_H_0"]) + v["n_fl_1"]*(v["L_d_1"]*((-1)*v["O_D"] + v["Q_D"]) + v["L_m_1"]*((-1)*v["O_E"] + v["Q_E"]) + v["Q_H"]*v["e_H_1"]) + v["n_fl_1"]*(v["L_d_1"]*v["M_D"] + v["L_m_1"]*v["M_E"] + v["M_A"]*(v["L_d_1"] + v["L_m_1"]) + v["M_H"]*v["e_H_1"]))
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    return _device_common(v)
+    return v
 
 
 def _device_mtp0full0_given_options(v):
     v["activations"] = (v["O_R"] + v["activations_held"])
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    return _device_common(v)
+    return v
 
 
 def _device_mtp1full0_paper_options(v):
     v["activations_per_microbatch"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["D"]*v["e_H"]*(v["M_A"] + v["M_E"]) + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
     v["activations"] = (v["L_d"]*((-1)*v["O_D"] + v["Q_D"]) + v["L_m"]*((-1)*v["O_E"] + v["Q_E"]) + v["O_R"] + v["Q_H"]*v["e_H"] + v["activations_per_microbatch"])
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
-    return _device_common(v)
+    return v
 
 
 def _device_mtp1full0_schedule_options(v):
     v["activations"] = (v["O_R"] + v["n_fl_0"]*(v["L_d_0"]*((-1)*v["O_D"] + v["Q_D"]) + v["L_m_0"]*((-1)*v["O_E"] + v["Q_E"]) + v["Q_H"]*v["e_H_0"]) + v["n_fl_0"]*(v["D"]*v["M_MTP"]*v["e_H_0"] + v["D"]*v["e_H_0"]*(v["M_A"] + v["M_E"]) + v["L_d_0"]*v["M_D"] + v["L_m_0"]*v["M_E"] + v["M_A"]*(v["L_d_0"] + v["L_m_0"]) + v["M_H"]*v["e_H_0"]) + v["n_fl_1"]*(v["L_d_1"]*((-1)*v["O_D"] + v["Q_D"]) + v["L_m_1"]*((-1)*v["O_E"] + v["Q_E"]) + v["Q_H"]*v["e_H_1"]) + v["n_fl_1"]*(v["D"]*v["M_MTP"]*v["e_H_1"] + v["D"]*v["e_H_1"]*(v["M_A"] + v["M_E"]) + v["L_d_1"]*v["M_D"] + v["L_m_1"]*v["M_E"] + v["M_A"]*(v["L_d_1"] + v["L_m_1"]) + v["M_H"]*v["e_H_1"]))
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["D"]*v["e_H"]*(v["M_A"] + v["M_E"]) + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    return _device_common(v)
+    return v
 
 
 def _device_mtp1full0_given_options(v):
     v["activations"] = (v["O_R"] + v["activations_held"])
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["D"]*v["e_H"]*(v["M_A"] + v["M_E"]) + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    return _device_common(v)
+    return v
 
 
 def _device_mtp1full1_paper_options(v):
     v["activations_per_microbatch"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
     v["activations"] = (v["L_d"]*((-1)*v["O_D"] + v["Q_D"]) + v["L_m"]*((-1)*v["O_E"] + v["Q_E"]) + v["O_R"] + v["Q_H"]*v["e_H"] + v["activations_per_microbatch"])
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
-    return _device_common(v)
+    return v
 
 
 def _device_mtp1full1_schedule_options(v):
     v["activations"] = (v["O_R"] + v["n_fl_0"]*(v["L_d_0"]*((-1)*v["O_D"] + v["Q_D"]) + v["L_m_0"]*((-1)*v["O_E"] + v["Q_E"]) + v["Q_H"]*v["e_H_0"]) + v["n_fl_0"]*(v["D"]*v["M_MTP"]*v["e_H_0"] + v["L_d_0"]*v["M_D"] + v["L_m_0"]*v["M_E"] + v["M_A"]*(v["L_d_0"] + v["L_m_0"]) + v["M_H"]*v["e_H_0"]) + v["n_fl_1"]*(v["L_d_1"]*((-1)*v["O_D"] + v["Q_D"]) + v["L_m_1"]*((-1)*v["O_E"] + v["Q_E"]) + v["Q_H"]*v["e_H_1"]) + v["n_fl_1"]*(v["D"]*v["M_MTP"]*v["e_H_1"] + v["L_d_1"]*v["M_D"] + v["L_m_1"]*v["M_E"] + v["M_A"]*(v["L_d_1"] + v["L_m_1"]) + v["M_H"]*v["e_H_1"]))
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    return _device_common(v)
+    return v
 
 
 def _device_mtp1full1_given_options(v):
     v["activations"] = (v["O_R"] + v["activations_held"])
     v["total"] = (v["activations"] + v["gradients"] + v["optimizer"] + v["runtime"] + v["weights"])
     v["activations_per_microbatch"] = (v["D"]*v["M_MTP"]*v["e_H"] + v["L_d"]*v["M_D"] + v["L_m"]*v["M_E"] + v["M_A"]*(v["L_d"] + v["L_m"]) + v["M_H"]*v["e_H"])
-    return _device_common(v)
+    return v
 
 
 DEVICE = {(False, False, 'paper'): _device_mtp0full0_paper, (False, False, 'schedule'): _device_mtp0full0_schedule, (False, False, 'given'): _device_mtp0full0_given, (False, True, 'paper'): _device_mtp0full0_paper, (False, True, 'schedule'): _device_mtp0full0_schedule, (False, True, 'given'): _device_mtp0full0_given, (True, False, 'paper'): _device_mtp1full0_paper, (True, False, 'schedule'): _device_mtp1full0_schedule, (True, False, 'given'): _device_mtp1full0_given, (True, True, 'paper'): _device_mtp1full1_paper, (True, True, 'schedule'): _device_mtp1full1_schedule, (True, True, 'given'): _device_mtp1full1_given, (False, False, 'paper', True): _device_mtp0full0_paper_options, (False, False, 'schedule', True): _device_mtp0full0_schedule_options, (False, False, 'given', True): _device_mtp0full0_given_options, (False, True, 'paper', True): _device_mtp0full0_paper_options, (False, True, 'schedule', True): _device_mtp0full0_schedule_options, (False, True, 'given', True): _device_mtp0full0_given_options, (True, False, 'paper', True): _device_mtp1full0_paper_options, (True, False, 'schedule', True): _device_mtp1full0_schedule_options, (True, False, 'given', True): _device_mtp1full0_given_options, (True, True, 'paper', True): _device_mtp1full1_paper_options, (True, True, 'schedule', True): _device_mtp1full1_schedule_options, (True, True, 'given', True): _device_mtp1full1_given_options}
@@ -192,7 +192,7 @@ def device(mtp, full, holds, v, options=False):
     with the MTP modules' activations (``mtp``) or full recomputation (``full``), its activations held
     as one micro-batch, a schedule's chunks or given (``holds``: paper, schedule, given), with the
     terms of --offload-activations and --linear-recipe when ``options`` (their inputs O_*, Q_*)."""
-    return DEVICE[(mtp, full, holds, True) if options else (mtp, full, holds)](v)
+    return _device_common(DEVICE[(mtp, full, holds, True) if options else (mtp, full, holds)](v))
 
 
 def _step_paper_none(v):

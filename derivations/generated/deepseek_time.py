@@ -11,7 +11,7 @@ INPUTS = ('B_1', 'B_2', 'B_EP', 'B_a', 'B_g', 'B_m', 'B_w', 'CP', 'DP', 'D_M', '
 VARIANTS = ('none', 'megatron', 'megatron_dualpipe', 'ideal')
 
 
-def _step_none(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
+def _step_common(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
     x0 = d_h + d_hr
     x1 = D_M*e_H
     x2 = L_d + L_m
@@ -49,6 +49,11 @@ def _step_none(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d,
     x34 = B_a*x33
     x35 = e_H*(D_M + 1)
     x36 = B_a*h
+    return (x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15, x16, x17, x18, x19, x20, x21, x22, x23, x24, x25, x26, x27, x28, x29, x30, x31, x32, x33, x34, x35, x36,)
+
+
+def _step_none(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
+    x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15, x16, x17, x18, x19, x20, x21, x22, x23, x24, x25, x26, x27, x28, x29, x30, x31, x32, x33, x34, x35, x36, = _step_common(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z)
     x37 = 2*x36
     x38 = 2*TP
     x39 = x27*(d_c + d_cq)
@@ -92,43 +97,7 @@ def step_none(v):
 
 
 def _step_megatron(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
-    x0 = d_h + d_hr
-    x1 = D_M*e_H
-    x2 = L_d + L_m
-    x3 = x1 + x2
-    x4 = 2*n_h
-    x5 = 1/CP
-    x6 = 1/TP
-    x7 = b*x5*x6
-    x8 = s**2*x7
-    x9 = c_A*x3*x4*x8
-    x10 = 1/eta
-    x11 = x10/Phi_A
-    x12 = x11*select([equal(u_E, 0),True], [x0*x9,0], default=nan)
-    x13 = 1/W_M
-    x14 = P_m + P_n
-    x15 = B_w*x13*x14
-    x16 = d_v + x0
-    x17 = x11*x16*x9
-    x18 = s*x7
-    x19 = 2*x18
-    x20 = F*(N_r + N_s)
-    x21 = x19*(L_d*P_F + L_m*(P_E*x20 + P_R) + P_A*x2)
-    x22 = x10/Phi
-    x23 = x22*(e_H*x19*(D_M*P_M + P_H) + x21)
-    x24 = reduce(maximum, [x15, x17 + x23])
-    x25 = x13*x18
-    x26 = Q_C*x25
-    x27 = B_a*x3
-    x28 = n_h*u_E*x13*x27*x8
-    x29 = L_m + x1
-    x30 = N*x29
-    x31 = B_a*L_d
-    x32 = h_F*x31
-    x33 = 5*h
-    x34 = B_a*x33
-    x35 = e_H*(D_M + 1)
-    x36 = B_a*h
+    x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15, x16, x17, x18, x19, x20, x21, x22, x23, x24, x25, x26, x27, x28, x29, x30, x31, x32, x33, x34, x35, x36, = _step_common(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z)
     x37 = 2*x36
     x38 = 2*TP
     x39 = x27*(d_c + d_cq)
@@ -186,43 +155,7 @@ def step_megatron(v):
 
 
 def _step_megatron_dualpipe(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
-    x0 = d_h + d_hr
-    x1 = D_M*e_H
-    x2 = L_d + L_m
-    x3 = x1 + x2
-    x4 = 2*n_h
-    x5 = 1/CP
-    x6 = 1/TP
-    x7 = b*x5*x6
-    x8 = s**2*x7
-    x9 = c_A*x3*x4*x8
-    x10 = 1/eta
-    x11 = x10/Phi_A
-    x12 = x11*select([equal(u_E, 0),True], [x0*x9,0], default=nan)
-    x13 = 1/W_M
-    x14 = P_m + P_n
-    x15 = B_w*x13*x14
-    x16 = d_v + x0
-    x17 = x11*x16*x9
-    x18 = s*x7
-    x19 = 2*x18
-    x20 = F*(N_r + N_s)
-    x21 = x19*(L_d*P_F + L_m*(P_E*x20 + P_R) + P_A*x2)
-    x22 = x10/Phi
-    x23 = x22*(e_H*x19*(D_M*P_M + P_H) + x21)
-    x24 = reduce(maximum, [x15, x17 + x23])
-    x25 = x13*x18
-    x26 = Q_C*x25
-    x27 = B_a*x3
-    x28 = n_h*u_E*x13*x27*x8
-    x29 = L_m + x1
-    x30 = N*x29
-    x31 = B_a*L_d
-    x32 = h_F*x31
-    x33 = 5*h
-    x34 = B_a*x33
-    x35 = e_H*(D_M + 1)
-    x36 = B_a*h
+    x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15, x16, x17, x18, x19, x20, x21, x22, x23, x24, x25, x26, x27, x28, x29, x30, x31, x32, x33, x34, x35, x36, = _step_common(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z)
     x37 = 2*TP
     x38 = x27*(d_c + d_cq)
     x39 = B_a*v*x35
@@ -277,43 +210,7 @@ def step_megatron_dualpipe(v):
 
 
 def _step_ideal(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z):
-    x0 = d_h + d_hr
-    x1 = D_M*e_H
-    x2 = L_d + L_m
-    x3 = x1 + x2
-    x4 = 2*n_h
-    x5 = 1/CP
-    x6 = 1/TP
-    x7 = b*x5*x6
-    x8 = s**2*x7
-    x9 = c_A*x3*x4*x8
-    x10 = 1/eta
-    x11 = x10/Phi_A
-    x12 = x11*select([equal(u_E, 0),True], [x0*x9,0], default=nan)
-    x13 = 1/W_M
-    x14 = P_m + P_n
-    x15 = B_w*x13*x14
-    x16 = d_v + x0
-    x17 = x11*x16*x9
-    x18 = s*x7
-    x19 = 2*x18
-    x20 = F*(N_r + N_s)
-    x21 = x19*(L_d*P_F + L_m*(P_E*x20 + P_R) + P_A*x2)
-    x22 = x10/Phi
-    x23 = x22*(e_H*x19*(D_M*P_M + P_H) + x21)
-    x24 = reduce(maximum, [x15, x17 + x23])
-    x25 = x13*x18
-    x26 = Q_C*x25
-    x27 = B_a*x3
-    x28 = n_h*u_E*x13*x27*x8
-    x29 = L_m + x1
-    x30 = N*x29
-    x31 = B_a*L_d
-    x32 = h_F*x31
-    x33 = 5*h
-    x34 = B_a*x33
-    x35 = e_H*(D_M + 1)
-    x36 = B_a*h
+    x0, x1, x2, x3, x4, x5, x6, x7, x8, x9, x10, x11, x12, x13, x14, x15, x16, x17, x18, x19, x20, x21, x22, x23, x24, x25, x26, x27, x28, x29, x30, x31, x32, x33, x34, x35, x36, = _step_common(B_1, B_2, B_EP, B_a, B_g, B_m, B_w, CP, DP, D_M, EP, ETP, F, L_d, L_m, N, N_r, N_s, PP, P_A, P_E, P_F, P_H, P_M, P_R, P_U, P_m, P_n, Phi, Phi_A, Q_C, TP, W_M, b, beta_CP, beta_DP, beta_EDP, beta_PP, beta_TP, c_A, chi_B, chi_W, chi_mb, d_c, d_cq, d_h, d_hr, d_v, e_H, eta, h, h_E, h_F, n_h, n_mb, o_DW, o_EP, o_GR, o_PG, o_TP, rho_full, rho_sel, s, tau_EP, u_E, v, z)
     x37 = 2*TP
     x38 = x27*(d_c + d_cq)
     x39 = B_a*v*x35

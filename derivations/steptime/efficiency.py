@@ -1,24 +1,13 @@
-"""``--efficiency published``: the step-time model's efficiencies from published benchmarks
-(``derivations/config/efficiency.toml``), interpolated by shape, never fitted.
+"""``--efficiency published``: efficiencies from published benchmarks (``derivations/config/efficiency.toml``),
+interpolated linearly in log2 of the shape between the published points, constant beyond them, never fitted.
 
-* GEMMs: DeepGEMM's published TFLOPS at DeepSeek-V3's shapes, over the GPU's peak, at the rows M a product has:
-  at each published M the shapes' FLOPs over their time (sum 2MNK / sum 2MNK/TFLOPS), then linear in log2 M between
-  the published M and constant beyond them.  Dense products (attention projections, dense and shared FFNs, head) run
-  at M = b s / (CP TP) rows; the routed experts' grouped GEMM at M = b s EP N_r / (CP TP E) rows per expert
-  (balanced routing).  Under the MXFP8 recipe on an NVIDIA GPU with block-scaled tensor cores (an MXFP8 rate in
-  gpus.toml: Blackwell) the experts' grouped GEMM reads NVIDIA's published MXFP8 grouped GEMM on GB200 at
-  DeepSeek-V3's expert shape instead (``gemm_grouped_mxfp8``: one point, its M not stated); not under BF16 or FP8
-  recipes (another kernel) and not on AMD (another library).
-* Attention: cuDNN's fused attention (Transformer Engine's, what Megatron-Core runs) at the sequence length, its
-  published forward and backward TFLOPS (FlashAttention-3's figures, H100) over the H100's BF16 peak, the backward
-  counted 2.5 forwards as those benchmarks count it; linear in log2 s between the published lengths.
-* The experts' dispatch and combine: DeepEP's and HybridEP's published algorithm bandwidths over the link's nominal
-  one, NVLink's per GPU generation (Hopper, HGX Blackwell, NVL72) and the network's, by EP size (constant beyond
-  the published sizes).
+* GEMMs: DeepGEMM's TFLOPS at DeepSeek-V3's shapes over the GPU's peak, dense products at M = b s / (CP TP) rows,
+  the routed experts' grouped GEMM at M = b s EP N_r / (CP TP E) per expert; under MXFP8 on a GPU with an MXFP8
+  rate (Blackwell) NVIDIA's published MXFP8 grouped GEMM on GB200 (``gemm_grouped_mxfp8``).
+* Attention: cuDNN's fused attention (FlashAttention-3's H100 figures) by sequence length, backward = 2.5 forwards.
+* Dispatch and combine: DeepEP's and HybridEP's algorithm bandwidths over the link's nominal, by EP size.
 
-The model has one efficiency eta for a phase's matrix products (derivations/steptime/model.py): :func:`eta` is the
-one that gives the phase the time its parts take at their own efficiencies, sum f_i / Phi_i over
-sum f_i / (eta_i Phi_i).
+:func:`eta` is the one efficiency giving a phase its parts' time: sum f_i / Phi_i over sum f_i / (eta_i Phi_i).
 """
 from __future__ import annotations
 

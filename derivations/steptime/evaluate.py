@@ -1,10 +1,5 @@
 """The step-time model evaluated without sympy: its printed functions (``derivations/generated/deepseek_time.py``)
-at arrays of configurations, with the inputs named in :mod:`derivations.steptime.model`.
-
-:func:`parts` takes the rows (the layout's degrees, b, s, ZeRO stage, recomputation, micro-batches and a
-stage composition) and returns every part of the step in seconds; :func:`slowest_stage` takes, per
-configuration, the stage of its pipeline whose step is the longest (the pipeline runs at its pace).
-"""
+at arrays of configurations (:func:`parts`), the inputs named in :mod:`derivations.steptime.model`."""
 from __future__ import annotations
 
 from fractions import Fraction
@@ -18,18 +13,16 @@ from derivations import evaluate as ev
 from derivations import families
 from derivations.config import gpus as gpu_presets
 from derivations.config.defaults import DEFAULT_GPU
+from derivations.generated import deepseek_time
 from derivations.steptime import efficiency as published
 from derivations.steptime import placement
 
-# without --gpu, a recipe the default (Hopper) has no tensor-core rate for (MXFP8, NVFP4: Blackwell's block-scaled
-# formats) is timed on the first GPU that runs it
+# without --gpu, a recipe the default (Hopper) has no rate for (MXFP8, NVFP4) is timed on the first GPU running it
 RECIPE_DEFAULT_GPU = "b200"
 OVERLAPS = ("none", "megatron", "ideal")
-#: Megatron's overlap switches (``--overlap megatron:SWITCH,...``; model.py exposed) and the inputs they set: the
-#: gradients' reduce behind the backward (--overlap-grad-reduce), the parameters' gather behind the forward
-#: (--overlap-param-gather), the EP all-to-all behind the other micro-batch's compute (--overlap-moe-expert-parallel-
-#: comm: Megatron-Core's 1F1B A2A overlap), the TP collectives behind the GEMMs (--tp-comm-overlap: TE userbuffers),
-#: the weight gradients delayed into that window (--delay-wgrad-compute).  'megatron' alone: the first two.
+#: Megatron's overlap switches (``--overlap megatron:SWITCH,...``; model.py exposed) and their inputs: Megatron-LM's
+#: --overlap-grad-reduce, --overlap-param-gather (the default two), --overlap-moe-expert-parallel-comm,
+#: --tp-comm-overlap (TE userbuffers), --delay-wgrad-compute.
 OVERLAP_SWITCHES = {"grad-reduce": "o_GR", "param-gather": "o_PG", "ep": "o_EP", "tp": "o_TP", "wgrad": "o_DW"}
 MEGATRON_DEFAULT = ("grad-reduce", "param-gather")
 #: ``efficiency`` that reads the published benchmarks (derivations/steptime/efficiency.py) instead of one number
@@ -47,12 +40,6 @@ DEVICE_TERMS = (("P_n", "static.device.non_moe"), ("P_m", "static.device.moe"))
 
 class TimeError(cfg.ConfigError):
     pass
-
-
-def _module():
-    # lazy: the generated module (only the time's paths read it)
-    from derivations.generated import deepseek_time
-    return deepseek_time
 
 
 #: the families the model times: DeepSeek-V2/V3 (MLA + MoE; Kimi K2, V3.2 and GLM-5 configs read as it) and
@@ -133,11 +120,9 @@ def _model_constants(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, 
 
 
 def _recomputed(family: str, v: Dict[str, float], p: Dict[str, float], ops) -> Dict[str, float]:
-    """{'A', 'F', 'M'}: parameters per token whose matrix products a custom recomputation (``ops``, RECOMPUTE_OPS)
-    re-runs, per attention, dense-FFN and MoE layer: 'latent' MLA's down-projections, 'mla_up' its up-projections,
-    'router', 'experts' (the N_r routed, F times), 'shared', 'ffn' the dense FFN's gate and up projections (two
-    thirds of it); 'score' is the core attention's forward (rho_sel); norm, mask and swiglu re-run no matrix
-    product (their HBM traffic is not counted)."""
+    """{'A', 'F', 'M'}: parameters per token whose matrix products the custom recomputation ``ops`` re-runs per
+    attention, dense-FFN and MoE layer (latent, mla_up: MLA's projections; router, experts, shared; ffn: two thirds
+    of the dense FFN); score is rho_sel's, norm, mask and swiglu re-run no matrix product."""
     ops = set(ops or ())
     if family != "deepseek" and ops & {"latent", "mla_up"}:
         raise TimeError("time", "--time: the recomputation of MLA's projections (latent, mla_up) is the DeepSeek-V2/V3 "
@@ -230,18 +215,14 @@ def parts(model: cfg.ModelSpec, training: cfg.Training, rows: Mapping[str, np.nd
           schedule: Optional[str] = None, vpp: int = 2, overlap: str = "megatron", efficiency=1,
           gpus_per_node: Optional[int] = None, attention: str = "eager",
           dispatcher: Optional[str] = None) -> Dict[str, np.ndarray]:
-    """{part: seconds} (PARTS) of each row.  ``rows``: arrays of dp, tp, pp, ep, etp, cp, mbs, seq, zero,
-    recompute (policy names), microbatches (m; 1 without a schedule: one micro-batch's period) and the
-    composition counts (L_d, L_m, e_E, e_H, ...), 1-d or of shapes numpy broadcasts (tp, ep, etp and the counts
-    of one shape), the parts then of the broadcast shape.  Without a schedule the step is one micro-batch's
-    period in steady state: no bubble, and the per-step data-parallel traffic (but ZeRO-3's, every
-    micro-batch's) and the optimizer update are not counted: the step is the micro-batch's period plus
-    ZeRO-3's traffic, never less than the period.  ``dispatcher`` (placement.DISPATCHERS; None: 'deepep' under
-    DualPipe, DeepSeek's own stack, else Megatron's 'alltoall')."""
+    """{part: seconds} (PARTS) of each row.  ``rows``: arrays (broadcasting; tp, ep, etp and the counts of one
+    shape) of dp, tp, pp, ep, etp, cp, mbs, seq, zero, recompute (policy names), microbatches (m) and the
+    composition counts.  Without a schedule the step is one micro-batch's steady-state period plus ZeRO-3's traffic
+    (no bubble, per-step traffic or update).  ``dispatcher``: placement.DISPATCHERS, None as :func:`dispatcher_of`."""
     g = check(model, gpu, overlap, efficiency, training)
     n = np.broadcast_shapes(*(np.shape(x) for x in rows.values()))
     v = inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, attention, dispatcher, overlap)
-    out = getattr(_module(), "step_" + variant(schedule, overlap))(v)
+    out = getattr(deepseek_time, "step_" + variant(schedule, overlap))(v)
     out = {k: np.broadcast_to(np.asarray(out[k], dtype=np.float64), n) for k in PARTS}
     if schedule is None:  # one micro-batch's period in steady state: the per-step traffic and update not counted
         dp = np.where(v["z"] == 3, out["DP"], 0.0)  # ZeRO-3 gathers and reduces every micro-batch
@@ -308,11 +289,9 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
 
 
 def _published_eta(model: cfg.ModelSpec, v: Dict, g: "gpu_presets.GPU", precision: str) -> np.ndarray:
-    """eta under --efficiency published (efficiency.py): the one efficiency giving a micro-batch's matrix products
-    the time they take at their own published efficiencies: the dense products (attention projections, dense and
-    shared FFNs, router, head, the MTP modules') at DeepGEMM's at M = b s / (CP TP) rows, the routed experts' grouped
-    GEMM at M = b s EP N_r / (CP TP N) rows per expert (under MXFP8, ``precision``, on NVIDIA's Blackwell, ``g``, its
-    own point), the attention's scores at cuDNN's fused attention's at s."""
+    """eta under --efficiency published (efficiency.py): the one efficiency giving a micro-batch's products their
+    time at their own published efficiencies: dense ones at DeepGEMM's at M = b s / (CP TP), the routed experts'
+    grouped GEMM at M = b s EP N_r / (CP TP N) per expert (``precision`` on ``g``), the scores at cuDNN's at s."""
     tokens = v["b"] * v["s"] / (v["CP"] * v["TP"])
     layers = v["L_d"] + v["L_m"]
     dense = layers * v["P_A"] + v["L_d"] * v["P_F"] + v["L_m"] * (v["P_R"] + v["F"] * v["N_s"] * v["P_E"]) \
@@ -330,11 +309,9 @@ def _published_eta(model: cfg.ModelSpec, v: Dict, g: "gpu_presets.GPU", precisio
 
 
 def _dsa_attention(model: cfg.ModelSpec, rows, v, const) -> Dict[str, np.ndarray]:
-    """DeepSeek Sparse Attention (DeepSeek-V3.2 tech report, arXiv:2512.02556, Sec. 2.1; transformers 5.24
-    models/deepseek_v32, glm_moe_dsa): 'c_A', every layer's query attends to its k_I chosen keys (the causal mean
-    k_I (1 - k_I / 2s) for s >= k_I, s/2 below), and each of the L_I layers with a lightning indexer of its own
-    scores the causal half of the s keys with n_I heads of d_I (counted as the key-equivalents of those FLOPs);
-    'P_A' the attention's parameters with the indexers' projections (params.indexer) shared over the stage's layers."""
+    """DeepSeek Sparse Attention (DeepSeek-V3.2 report, arXiv:2512.02556, Sec. 2.1; transformers 5.24 deepseek_v32,
+    glm_moe_dsa): 'c_A', each query's k_I chosen keys (causal mean k_I (1 - k_I / 2s), s/2 below k_I) and the L_I
+    lightning indexers' scores (n_I heads of d_I, as key-equivalents); 'P_A' with the indexers' projections."""
     n = model.named()
     s = np.asarray(rows["seq"], dtype=np.float64)
     idx = np.asarray(rows["L_I"], dtype=np.float64)
@@ -347,14 +324,10 @@ def _dsa_attention(model: cfg.ModelSpec, rows, v, const) -> Dict[str, np.ndarray
 
 
 def _v4_attention(model: cfg.ModelSpec, rows, v, const, attention: str) -> Dict[str, np.ndarray]:
-    """DeepSeek-V4's attention on each row's stage (transformers 5.24 models/deepseek_v4): 'c_A', the share of the
-    s keys each query's scores and values are computed for, averaged over the stage's layers: under a fused kernel
-    every layer its sliding window of w keys, a CSA layer its k_I chosen compressed entries, an HCA layer the causal
-    half of its T_H = s / m_H entries; under eager_attention_forward every score of S = s keys, s + T_C or s + T_H
-    (masked, not skipped: activations.py); a CSA layer's lightning indexer scores the causal half of T_C = s / m_C
-    entries with n_I heads of d_I (counted as the key-equivalents of those FLOPs); 'u_E' the eager matrices'
-    columns over s (0 under a fused kernel); 'P_A' the attention's parameters with the stage's compressors shared
-    over its layers."""
+    """DeepSeek-V4's attention on each row's stage (transformers 5.24 models/deepseek_v4): 'c_A', the share of the s
+    keys each query's scores and values are computed for, over the stage's layers (fused: the sliding window w, a
+    CSA layer's k_I compressed entries, an HCA layer's causal half of s / m_H; eager: every score of s, s + T_C or
+    s + T_H keys), with the CSA indexer's key-equivalents; 'u_E' the eager columns over s; 'P_A' with compressors."""
     n = model.named()
     s = np.asarray(rows["seq"], dtype=np.float64)
     csa, hca = (np.asarray(rows[k], dtype=np.float64) for k in ("L_C", "L_H"))

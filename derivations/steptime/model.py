@@ -1,62 +1,25 @@
-"""The step-time model's expressions (sympy; imported by ``python -m derivations.generate`` and the report).
+"""The step-time model's expressions (sympy; imported by ``python -m derivations.generate`` and the report), per
+device of one pipeline stage (L_d dense, L_m MoE layers, the head when e_H = 1), one micro-batch of b x s tokens.
 
-Everything is per device (one GPU) of one pipeline stage holding L_d dense and L_m MoE layers (and the
-head when e_H = 1), for one micro-batch of b sequences of s tokens, in seconds, FLOPs or bytes:
+* Compute (:func:`flops`): 2 FLOPs per matrix parameter and token (Kaplan et al., arXiv:2001.08361, Sec. 2.1;
+  Narayanan et al., arXiv:2104.04473, Sec. 5.1) plus the scores, c_A = 1 eager, 1/2 causal flash; backward twice
+  the forward (t_W its weight half), a flash backward recomputes Q K^T (Dao, FlashAttention-2, arXiv:2307.08691,
+  Algorithm 2; Dao-AILab/flash-attention benchmarks/benchmark_flash_attention.py@c082294 flops).  Rates: Phi of
+  the recipe's precision (derivations/config/gpus.toml), Phi_A for the scores, times eta; a phase is the longer
+  of its FLOPs and reading the weights at W_M (roofline: Williams et al., CACM 52(4), 2009).  Eager attention
+  moves its s x s matrices through HBM, 4 passes forward, 7 backward (Dao et al., arXiv:2205.14135, Sec. 2.2).
+* Memory-bound operations (:func:`memory_bytes`, ``MEMORY_OPS``) at the published HBM bandwidth W_M.
+* Communication (:func:`volumes`) at each group's bandwidth beta (placement.py): TP with sequence parallelism
+  (Korthikanti et al., arXiv:2205.05198, Sec. 4.2.2), EP dispatch and combine (tau_EP), the CP ring (Liu et al.,
+  Ring Attention, arXiv:2310.01889), PP one activation each way; full recomputation resends the forward's.
+* Data parallelism per step (:func:`dp_volumes`; Rajbhandari et al., ZeRO, arXiv:1910.02054, Sec. 7) and Adam's
+  update at the HBM bandwidth.
+* Step (:func:`step_time`): m micro-batches and the schedule's bubble (DeepSeek-V3 report, Table 2: 1F1B, ZB1P,
+  DualPipe; interleaved 1F1B divides 1F1B's by V): chi_mb, chi_B, chi_W.
 
-* **Compute** (:func:`flops`): a matrix product of an (n x k) by a (k x m) matrix is 2 n k m FLOPs, so a
-  token through a layer costs twice the layer's matrix parameters it passes through (Kaplan et al.,
-  arXiv:2001.08361, Sec. 2.1; Narayanan et al., arXiv:2104.04473, Sec. 5.1), plus the attention scores
-  and their product with the values, 2 s n_h (d_h + d_h^R + d_v) per token and layer (c_A = 1: the
-  eager kernel computes every score; 1/2: a causal flash kernel skips the masked half).  The backward
-  is twice the forward (input and weight gradients, one forward each; the weight-gradient half is t_W, the
-  linear layers' only, as the attention has no weights: what zero-bubble schedules move), and a flash kernel's
-  backward recomputes the scores Q K^T besides (five matrix products against the forward's two: Dao,
-  FlashAttention-2, arXiv:2307.08691, Algorithm 2; its benchmark counts the backward 2.5 forwards,
-  Dao-AILab/flash-attention benchmarks/benchmark_flash_attention.py@c082294 flops), full recomputation re-runs the
-  layers' forward, selective the core
-  attention's, a custom one the matrix products of the operators it names (P_U).  The linear layers run at
-  the rate Phi of their recipe's precision (BF16, FP8, MXFP8, NVFP4: derivations/config/gpus.toml), the
-  attention's scores at its own rate Phi_A (BF16), and a low-precision recipe casts each linear layer's inputs
-  (forward) and output gradients (backward) through HBM (Q_C).  A phase takes the longer of its FLOPs at
-  those rates times the named efficiency eta and of reading the device's weights from HBM (W_M bytes/s):
-  the roofline (Williams et al., CACM 52(4), 2009) that makes a micro-batch of a few tokens per GPU slow.
-  Eager attention (u_E = 1) also moves its s x s matrices through HBM, memory-bound (Dao et al.,
-  FlashAttention, arXiv:2205.14135, Sec. 2.2): the forward writes the scores, reads and writes the softmax
-  and reads it for the values (4 passes of B_a bytes per element), the backward reads the probabilities,
-  writes and reads their gradient, writes and reads the scores' gradient twice (7 passes); a flash kernel
-  keeps them on chip.
-* **Memory-bound operations** (:func:`memory_bytes`, ``MEMORY_OPS``): every elementwise,
-  normalisation and permutation kernel reads its inputs and writes its outputs through HBM (a few FLOPs per
-  element), at the GPU's published HBM bandwidth W_M (no published achieved fraction is applied): the step's
-  'memory' part, with the recipe's casts and eager attention's matrices.  The D MTP modules' matrix products
-  (P_M) run on the head's stage when they are trained (--mtp-activations last-stage).
-* **Communication** (:func:`volumes`): bytes one device sends per micro-batch in each group, at the group's
-  bandwidth beta (derivations/steptime/placement.py: NVLink inside the NVLink domain, the network across):
-  TP with sequence parallelism, two all-gathers and two reduce-scatters of b s h / CP per layer
-  (Korthikanti et al., arXiv:2205.05198, Sec. 4.2.2); EP, the dispatch and combine of each token's
-  hidden state at B_EP bytes per element, tau_EP seconds per byte (placement.py: its copies to the experts'
-  shards over NVLink and the network under the dispatcher); CP, the ring
-  of key/value blocks, CP - 1 of them per layer forward and twice that backward (Liu et al., Ring
-  Attention, arXiv:2310.01889; Megatron-Core's TE context parallelism); PP, one activation forward and
-  one gradient backward per stage boundary.  Under full recomputation the forward's TP, EP and CP traffic
-  runs again.
-* **Data parallelism** (per step): gradients reduced and weights gathered over DP CP replicas (non-MoE
-  parameters) and EDP (experts): 2 Psi gradient bytes for an all-reduce without ZeRO, a reduce-scatter
-  of gradients and an all-gather of weights under ZeRO-1/2, and under ZeRO-3 both gathers and the
-  reduce-scatter every micro-batch (Rajbhandari et al., ZeRO, arXiv:1910.02054, Sec. 7).
-* **Optimizer step**: Adam reads the gradient, master weight and both moments and writes them and the
-  weight once, at the HBM bandwidth (memory-bound: a few FLOPs per element).
-* **Step** (:func:`step_time`): m micro-batches, the schedule's bubble (DeepSeek-V3 report, Table 2:
-  1F1B (PP - 1)(F + B), ZB1P (PP - 1)(F + B - 2W), DualPipe (PP/2 - 1)(F&B + B - 3W); Megatron's
-  interleaved 1F1B divides 1F1B's by V; coefficients chi_mb, chi_B, chi_W), the data-parallel traffic
-  not hidden and the optimizer step.
-
-Overlap, a named switch (``OVERLAPS``): 'none' exposes every transfer; 'megatron' hides what Megatron-LM
-overlaps when asked (its switches o_*, evaluate.py OVERLAP_SWITCHES: --overlap-grad-reduce, --overlap-param-gather
-(the default two), --overlap-moe-expert-parallel-comm, --tp-comm-overlap, --delay-wgrad-compute; TE's context
-parallelism: the ring behind the attention it feeds, always) and, under DualPipe,
-the EP all-to-all and PP transfers behind the paired chunks' compute (DeepSeek-V3 report, Sec. 3.2.1);
-'ideal' hides every transfer behind the micro-batch's compute, an upper bound on speed.
+Overlap (``OVERLAPS``): 'none' exposes every transfer; 'megatron' hides what Megatron-LM's switches o_* hide
+(evaluate.py OVERLAP_SWITCHES; TE's CP ring always) and under DualPipe the EP and PP transfers behind the paired
+chunks (DeepSeek-V3 report, Sec. 3.2.1); 'ideal' hides every transfer behind compute (an upper bound on speed).
 """
 from __future__ import annotations
 
@@ -73,37 +36,19 @@ Phi = sp.Symbol("Phi", **_P)
 eta = sp.Symbol("eta", **_P)
 W_M = sp.Symbol("W_M", **_P)
 beta = {g: sp.Symbol(f"beta_{g}", **_P) for g in ("TP", "CP", "PP", "DP", "EDP")}
-#: seconds the experts' dispatch takes per byte of one token's hidden state (placement.py: its copies over
-#: NVLink and the network under the dispatcher, the longer of the two)
-tau_EP = sp.Symbol("tau_EP", nonnegative=True)
-c_A = sp.Symbol("c_A", **_P)
-#: 1 when the attention is eager (its s x s scores and probabilities are tensors in HBM; DeepSeek-V4's s x (s + T):
-#: their columns over s), 0 for a flash kernel
-u_E = sp.Symbol("u_E", nonnegative=True)
-rho_full, rho_sel = sp.Symbol("rho_full", nonnegative=True), sp.Symbol("rho_sel", nonnegative=True)
-chi_mb, chi_B, chi_W = (sp.Symbol(n, nonnegative=True) for n in ("chi_mb", "chi_B", "chi_W"))
-#: the per-layer parameter counts a token passes through (the family's params.* terms, substituted by :func:`inputs`)
-P_A, P_F, P_E, P_R, P_H = (sp.Symbol(n, nonnegative=True) for n in ("P_A", "P_F", "P_E", "P_R", "P_H"))
-#: the parameters per token of the stage whose matrix products a custom recomputation re-runs (evaluate.py
-#: RECOMPUTED: MLA's down- and up-projections, the router, the experts), 0 under none, full or selective
-P_U = sp.Symbol("P_U", nonnegative=True)
-#: the attention's own matrix rate (its kernels run in BF16 whatever the linear layers' recipe: Phi is the recipe's)
-Phi_A = sp.Symbol("Phi_A", **_P)
-#: bytes per element the experts' dispatch and combine send, the mean of the two (B_a each; DeepSeek-V3's FP8
-#: dispatch, report Sec. 3.3.2: 1 byte and a 4-byte scale per 128 elements out, BF16 back)
-B_EP = sp.Symbol("B_EP", **_P)
-#: bytes the linear layers' inputs cast to the recipe's precision move through HBM per token of the stage and
-#: forward (read in BF16, written in FP8/FP4: Transformer Engine's quantize kernels), 0 in BF16
-Q_C = sp.Symbol("Q_C", nonnegative=True)
-#: the multi-token-prediction modules trained on the head's stage (D under --mtp-activations last-stage, else 0) and
-#: the matrix parameters per token of one (DeepSeek-V3 report Sec. 2.2: an embedding-and-hidden projection of 2h x h,
-#: one transformer layer and the shared head); its layer's attention scores are the layers'
-D_M, P_M = sp.Symbol("D_M", nonnegative=True), sp.Symbol("P_M", nonnegative=True)
-#: Megatron's overlap switches, 1 on and 0 off (evaluate.py OVERLAP_SWITCHES): the gradients' reduce, the parameters'
-#: gather, the EP all-to-all, the TP collectives, the delayed weight gradients
-o_GR, o_PG, o_EP, o_TP, o_DW = (sp.Symbol(n, nonnegative=True) for n in ("o_GR", "o_PG", "o_EP", "o_TP", "o_DW"))
-#: the device's parameters of a stage: non-MoE (replicated over DP CP) and MoE (over EDP)
-P_n, P_m = sp.Symbol("P_n", nonnegative=True), sp.Symbol("P_m", nonnegative=True)
+#: Phi_A the attention's own rate (BF16 whatever the recipe); B_EP the bytes per element of the experts' dispatch
+#: and combine, their mean (DeepSeek-V3's FP8 dispatch, report Sec. 3.3.2); c_A the share of scores computed
+Phi_A, B_EP, c_A = (sp.Symbol(n, **_P) for n in ("Phi_A", "B_EP", "c_A"))
+#: tau_EP seconds of the dispatch per byte of a token's hidden state (placement.py); u_E 1 when the attention is
+#: eager (its s x s matrices in HBM; V4's columns over s); rho_* the recomputation policy; chi_* the bubble's
+#: coefficients; P_A, P_F, P_E, P_R, P_H the per-layer parameters a token passes (params.* terms); P_U those a
+#: custom recomputation re-runs (evaluate.py _recomputed); Q_C the bytes of the recipe's casts of the linear layers'
+#: inputs per token (0 in BF16); D_M, P_M the MTP modules trained on the head's stage and the parameters per token
+#: of one (DeepSeek-V3 report Sec. 2.2); o_* Megatron's overlap switches (evaluate.py OVERLAP_SWITCHES); P_n, P_m
+#: the device's non-MoE (replicated over DP CP) and MoE (over EDP) parameters
+(tau_EP, u_E, rho_full, rho_sel, chi_mb, chi_B, chi_W, P_A, P_F, P_E, P_R, P_H, P_U, Q_C, D_M, P_M, o_GR, o_PG, o_EP,
+ o_TP, o_DW, P_n, P_m) = sp.symbols("tau_EP u_E rho_full rho_sel chi_mb chi_B chi_W P_A P_F P_E P_R P_H P_U Q_C D_M "
+                                    "P_M o_GR o_PG o_EP o_TP o_DW P_n P_m", nonnegative=True)
 
 b, s, h, n_h = nt.b, nt.s, nt.h, nt.n_h
 TP, CP, PP, EP, DP, EDP = nt.TP, nt.CP, nt.PP, nt.EP, nt.DP, nt.EDP

@@ -1,19 +1,11 @@
 """Where each parallel group's ranks sit, so which link it sends over; and each schedule's bubble.
 
-**Rank order.**  Megatron-Core numbers ranks with TP fastest, then CP, then DP, then PP for the dense
-layers (``megatron/core/parallel_state.py``: ``RankGenerator``, order "tp-cp-ep-dp-pp", EP left out of the
-dense groups) and ETP, EP, expert-DP, PP for the experts' groups, nodes holding consecutive ranks.  A
-group of ``size`` ranks ``stride`` apart spans ``stride * size`` consecutive ranks: inside one node of N
-GPUs when that is at most N, NVLink's bandwidth; otherwise a ring crosses the network and runs at the
-network's bandwidth (NCCL's rings and trees are bounded by their slowest link).  The experts' dispatch
-and combine: :func:`dispatch_seconds`.  Pipeline
-neighbours are TP CP DP ranks apart: across nodes as soon as the whole pipeline does not fit in a node.
-
-**Bubble** (DeepSeek-V3 technical report, arXiv:2412.19437, Table 2, with F, B, W the forward, backward and
-weight-backward of a chunk and F&B a forward and backward run together): 1F1B (PP - 1)(F + B);
-Megatron's interleaved 1F1B the same over V virtual stages (Narayanan et al., arXiv:2104.04473, Sec. 2.2);
-ZB1P (PP - 1)(F + B - 2W); DualPipe (PP/2 - 1)(F&B + B - 3W).  A micro-batch's period (compute and
-exposed transfers) stands for F + B and F&B.
+Rank order: Megatron-Core's ``RankGenerator`` (megatron/core/parallel_state.py, "tp-cp-ep-dp-pp"; ETP, EP,
+expert-DP, PP for the experts), nodes holding consecutive ranks: a group of ``size`` ranks ``stride`` apart is
+inside a node of N GPUs when ``stride * size <= N`` (NVLink), else its ring crosses the network (NCCL's rings run
+at their slowest link).  Bubble: DeepSeek-V3 report (arXiv:2412.19437) Table 2 (1F1B, ZB1P, DualPipe) and
+Megatron's interleaved 1F1B over V virtual stages (Narayanan et al., arXiv:2104.04473, Sec. 2.2), a micro-batch's
+period standing for F + B and F&B.
 """
 from __future__ import annotations
 

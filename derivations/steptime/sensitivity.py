@@ -1,13 +1,8 @@
-"""Closed-form sensitivity of the step time (``memsym sensitivity --time``; imports sympy).
-
-The step's expression (derivations/steptime/model.py :func:`step_time`) with the device's parameters
-P_n and P_m written as the terms they are (static.device.non_moe, static.device.moe: functions of TP, EP, ETP and
-the stage's composition) and the bubble's coefficients as the schedule's functions of PP, every other input at
-the configuration's slowest stage, differentiated in each variable: dT/dx and the elasticity (x/T) dT/dx.
-Held where they are: the links a group uses (placement.py; a degree that moves a group across a node boundary
-is a step, not a slope; the dispatch's copies per link follow EP and ETP) and the stage's layers (a change of PP
-moves the bubble, not the layers per stage).  Without a schedule the function is the one the evaluator reports:
-one micro-batch's period.
+"""Closed-form sensitivity of the step time (``memsym sensitivity --time``; imports sympy): dT/dx and (x/T) dT/dx
+of derivations/steptime/model.py :func:`step_time` with P_n, P_m as their terms (static.device.non_moe, .moe) and
+the bubble's coefficients as functions of PP, at the configuration's slowest stage.  Held: the links a group uses
+(crossing a node boundary is a step, not a slope) and the layers per stage; without a schedule, one micro-batch's
+period.
 """
 from __future__ import annotations
 

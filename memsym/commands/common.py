@@ -9,7 +9,8 @@ from fractions import Fraction
 from pathlib import Path
 
 from derivations import config as cfg
-from derivations.config import defaults, resolve as R
+from derivations.analyses import allocator
+from derivations.config import defaults, gpus, resolve as R
 
 from ..argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
     _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS,
@@ -18,7 +19,7 @@ from ..argtypes import (  # noqa: F401  (re-exported: the commands and tests nam
 from derivations.config.defaults import DEFAULT_GPU
 from derivations.config.recipes import RECIPES
 from symbolic import tomlfile
-from symbolic.exact import fmt_gib
+from symbolic.exact import as_number, fmt_gib
 
 from . import COMMANDS
 
@@ -93,15 +94,13 @@ def finish(args) -> None:
 
 
 def gpu_names() -> str:
-    from derivations.config.gpus import presets
-    return ", ".join(presets())
+    return ", ".join(gpus.presets())
 
 
 def _alloc_conf(text: str) -> str:
     """--alloc-conf checked when it is read, as PyTorch checks PYTORCH_CUDA_ALLOC_CONF (allocator.settings)."""
-    from derivations.analyses.allocator import settings
     try:
-        settings(text)
+        allocator.settings(text)
     except cfg.ConfigError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
@@ -237,11 +236,9 @@ def _build(sub, command: str, run, table: dict, values: _Values) -> argparse.Arg
 def memory_of(args, est) -> dict:
     """--memory's bytes of one stage under the command's --alloc-conf, --dispatcher, --nccl-buffsize and NVLink domain
     (--nvlink-domain, else --gpus-per-node, else --gpu's, else 8)."""
-    from derivations.analyses.allocator import memory
-    from derivations.config.gpus import gpu
     domain = (getattr(args, "nvlink_domain", None) or getattr(args, "gpus_per_node", None)
-              or (gpu(args.gpu).nvlink_domain if getattr(args, "gpu", None) else 8))
-    return memory(est, getattr(args, "alloc_conf", ""), getattr(args, "dispatcher", None),
+              or (gpus.gpu(args.gpu).nvlink_domain if getattr(args, "gpu", None) else 8))
+    return allocator.memory(est, getattr(args, "alloc_conf", ""), getattr(args, "dispatcher", None),
                   getattr(args, "nccl_buffsize", None), domain)
 
 
@@ -257,7 +254,6 @@ def memory_json(args, est):
     given. None without --memory."""
     if not getattr(args, "memory", None):
         return None
-    from derivations.config.gpus import CONTEXT
     m = memory_of(args, est)
     hbm, gpu = budget_from_args(args)
     out = {"judged": args.memory, "allocated": m["allocated"], "reserved": m["reserved"],
@@ -266,7 +262,7 @@ def memory_json(args, est):
            "terms_total": est.bytes["step_total"]}
     if hbm is not None:
         out.update(capacity=hbm, capacity_of=gpu.name if gpu else "--hbm", fits=m[args.memory] <= hbm,
-                   gpu_total=gpu.total if gpu else hbm + CONTEXT)
+                   gpu_total=gpu.total if gpu else hbm + gpus.CONTEXT)
     return out
 
 
@@ -297,15 +293,14 @@ def memory_lines(m, stage: int) -> list:
 def budget_from_args(args, default_gpu: str = None, required: bool = False):
     """(bytes, GPU preset or None) of --hbm / --gpu, else of ``default_gpu``; None when not given nor required.
     Under --memory, --hbm is a device's total as --gpu's is: the CUDA context (gpus.py CONTEXT) is taken off it."""
-    from derivations.config.gpus import CONTEXT, budget
-    hbm, gpu = budget(getattr(args, "hbm", None), getattr(args, "gpu", None))
+    hbm, gpu = gpus.budget(getattr(args, "hbm", None), getattr(args, "gpu", None))
     if hbm is not None and gpu is None and getattr(args, "memory", None):
-        if hbm <= CONTEXT:
+        if hbm <= gpus.CONTEXT:
             raise cfg.ConfigError("hbm", f"--hbm {args.hbm} under --memory: a device's total must exceed the CUDA "
-                                         f"context, {CONTEXT:,} bytes (derivations/config/gpus.py CONTEXT)")
-        hbm -= CONTEXT
+                                         f"context, {gpus.CONTEXT:,} bytes (derivations/config/gpus.py CONTEXT)")
+        hbm -= gpus.CONTEXT
     if hbm is None and default_gpu is not None:
-        hbm, gpu = budget(None, default_gpu)
+        hbm, gpu = gpus.budget(None, default_gpu)
     if hbm is None and required:
         raise cfg.ConfigError("hbm", "give the memory per GPU: --hbm SIZE (e.g. 80GiB) or --gpu NAME "
                                      f"({gpu_names()})")
@@ -317,33 +312,15 @@ def model_from_args(args) -> cfg.ModelSpec:
     return R.model_of(vars(args))
 
 
-def layout_from_args(args) -> cfg.Layout:
-    return R.layout_of(vars(args))
-
-
-def training_from_args(args) -> cfg.Training:
-    """The Training of the typed options (and, with --global-batch, m = G / (DP mbs) micro-batches)."""
-    return R.training_with_batch(vars(args), explicit(args))
-
-
-def stage_from_args(args):
-    """The --stage typed, or None to let the estimate choose (stage 1; the most-loaded stage with a schedule)."""
-    return R.stage_of(vars(args), explicit(args))
-
-
-def recipe_assumptions(args):
-    """The assumptions of the chosen --recipe that still hold (an option typed beside it drops its own)."""
-    return list(R.recipe_assumptions(vars(args), explicit(args)))
-
-
 def configuration(args) -> "R.Configuration":
-    """What the parsed options stand for (derivations/config/resolve.py: resolve)."""
+    """What the parsed options stand for (derivations/config/resolve.py: resolve): model, layout, training (with
+    --global-batch, m = G / (DP mbs) micro-batches), the --stage typed (None: the estimate chooses) and the --recipe's
+    assumptions that still hold."""
     return R.resolve(vars(args), explicit(args))
 
 
 def json_default(o):
     if isinstance(o, Fraction):
-        from symbolic.exact import as_number
         return as_number(o)
     if isinstance(o, range):
         return [o.start, o.stop - 1]

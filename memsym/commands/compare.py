@@ -24,13 +24,12 @@ def add_parser(sub):
 
 def _compare(args):
     from derivations.analyses.compare import compare
-    model = common.model_from_args(args)
-    layout = common.layout_from_args(args)
-    training = replace(common.training_from_args(args), conventions=cfg.Conventions())  # the presets set them
+    c = common.configuration(args)
+    training = replace(c.training, conventions=cfg.Conventions())  # the presets set them
     kw = {}
     if getattr(args, "conventions", None) is not None:
         kw["presets"] = presets_list(args.conventions)
-    columns, falls = compare(model, layout, training, common.stage_from_args(args), args.mtp, **kw)
+    columns, falls = compare(c.model, c.layout, training, c.stage, args.mtp, **kw)
     return columns, falls, {name: common.memory_json(args, est) for name, (est, _) in columns.items()}
 
 

@@ -4,11 +4,17 @@ from __future__ import annotations
 import sys
 
 from derivations import config as cfg
+from derivations.analyses.budget import verdict as budget_verdict
+from derivations.assembly import overheads_device
+from derivations.assembly.device import activation_ids, estimate, estimate_all
+from derivations.config import gpus
+from derivations.config.frameworks import framework
+from derivations.config.recipes import RECIPES
 from symbolic.exact import fmt_gib, fmt_int
-from .timeopts import time_lines, time_options
+
 from . import common, launch
 from .estimate_text import device_lines, policy, render_all, render_text
-from derivations.config.recipes import RECIPES
+from .timeopts import time_lines, time_options
 
 
 def add_parser(sub):
@@ -31,7 +37,7 @@ def run(args) -> int:
         return rc
     out, lines = _estimate(args)
     if not args.tensors:  # (after the work: a refused configuration is one error line)
-        _warn_framework(args, common.layout_from_args(args), common.training_from_args(args))
+        _warn_framework(args, common.configuration(args))
     if args.json:
         common.print_json(out)
         return 0
@@ -48,12 +54,10 @@ def data(args) -> dict:
 
 def _estimate(args):
     """(what ``--json`` prints, the text's lines) of an estimate command line."""
-    from derivations.assembly.device import estimate, estimate_all
-    model = common.model_from_args(args)
-    layout, training = common.layout_from_args(args), common.training_from_args(args)
+    c = common.configuration(args)
+    model, layout, training, notes = c.model, c.layout, c.training, list(c.assumptions)
     if args.tensors:
-        return _tensors(args, model, layout, training)
-    notes = common.recipe_assumptions(args)
+        return _tensors(c)
     device = RECIPES[args.recipe].device if getattr(args, "recipe", None) else None  # (name, bytes) of its GPU
     if args.all_stages:
         every, worst = estimate_all(model, layout, training, notes)
@@ -65,7 +69,7 @@ def _estimate(args):
                **common.defaults_used(args)}
         text = [render_all(every, worst, device, timed)] + common.memory_lines(memory, worst)
         return out, text + _time_lines(timed, training)
-    est = estimate(model, layout, training, common.stage_from_args(args), notes)
+    est = estimate(model, layout, training, c.stage, notes)
     verdict = None if args.memory else _verdict(args, model, layout, training)  # --memory: its kind is judged
     timed = _time(args, model, layout, training)
     memory = common.memory_json(args, est)
@@ -79,15 +83,13 @@ def _estimate(args):
 def _time_lines(timed, training) -> list:
     if not timed:
         return []
-    from derivations.config import gpus
     return time_lines(timed, gpus.gpu(timed["gpu"]), training.attention)
 
 
 def _memory_rules() -> list:
     """--explain --memory device: each buffer term with its library's size rule."""
-    from derivations.assembly import overheads_device as od
     lines = ["", "device memory outside the caching allocator (--memory device), each term's size rule:"]
-    for t in od.terms():
+    for t in overheads_device.terms():
         lines.append(f"  {t.id}: {t.meaning} [{t.provenance}]")
         lines += [f"    {p.key}: {p.label} = {p.expr}" + (f" [{p.provenance}]" if p.provenance else "")
                   for p in t.parts]
@@ -107,22 +109,20 @@ def _time_notes(args, verdict, memory) -> list:
         notes.append(f"  timed on the {E.RECIPE_DEFAULT_GPU.upper()}: no --gpu, and the default "
                      f"{E.DEFAULT_GPU.upper()} has no {rate} rate for --linear-recipe {recipe}")
     if verdict is not None and not all(verdict.fits.values()):
-        ends = [e for e in ("none", "low", "high") if not verdict.fits[e]]
-        notes.append(f"  this layout does not fit the budget above ({', '.join(ends)}): the time is of a job that "
-                     f"would not run")
-    if memory is not None and not memory.get("fits", True):
-        notes.append(f"  this layout does not fit (--memory {memory['judged']} above): the time is of a job that "
-                     f"would not run")
-    return notes
+        why = f"the budget above ({', '.join(e for e in ('none', 'low', 'high') if not verdict.fits[e])})"
+    elif memory is not None and not memory.get("fits", True):
+        why = f"(--memory {memory['judged']} above)"
+    else:
+        return notes
+    return notes + [f"  this layout does not fit {why}: the time is of a job that would not run"]
 
 
-def _warn_framework(args, layout, training) -> None:
+def _warn_framework(args, c) -> None:
     """One warning line when the framework does not run this ZeRO stage, PP or schedule (config/frameworks.py)."""
-    from derivations.config.frameworks import framework
     if getattr(args, "framework", None) is None and (args.from_megatron or args.from_torchtitan):
         return  # a launch file is what its framework ran (Megatron-FSDP's ZeRO 2 is Megatron's conventions too)
     fw = framework(getattr(args, "framework", None), getattr(args, "conventions", None))
-    why = fw and fw.refusal(training.zero, layout.pp, training.schedule)
+    why = fw and fw.refusal(c.training.zero, c.layout.pp, c.training.schedule)
     if why:
         print(f"memsym: warning: {why}", file=sys.stderr)
 
@@ -130,10 +130,7 @@ def _warn_framework(args, layout, training) -> None:
 def _verdict(args, model, layout, training):
     """The fit verdict against --hbm / --gpu (derivations.budget), or None without a budget."""
     hbm, gpu = common.budget_from_args(args)
-    if hbm is None:
-        return None
-    from derivations.analyses.budget import verdict
-    return verdict(model, layout, training, hbm, gpu)
+    return None if hbm is None else budget_verdict(model, layout, training, hbm, gpu)
 
 
 def _verdict_lines(v) -> list:
@@ -156,45 +153,35 @@ def _verdict_lines(v) -> list:
     return lines
 
 
-def _tensors(args, model, layout, training):
+def _tensors(c):
     """(what ``estimate --tensors --json`` prints, its text's lines): one MoE layer's saved tensors."""
-    from derivations.assembly.conventions import SAVINGS, tensor_rows
-    from derivations.assembly.device import activation_ids, estimate
+    import sympy as sp
+    from derivations.assembly.conventions import SAVINGS, indicators, tensor_rows
+    from derivations.notation import REGISTRY
     from symbolic.render import expr_latex
-    est = estimate(model, layout, training, common.stage_from_args(args))
+    model, layout, training = c.model, c.layout, c.training
+    est = estimate(model, layout, training, c.stage)
     rows, saving = tensor_rows(model, layout, training, est.stage.index)
     total = sum(r.bytes for r in rows)
     assert total == est.bytes["activations_per_layer"], "the tensors do not add up to the layer's term"
     layer_id = activation_ids(model, training)["layer"]
-    subs = _display_subs(est)
+    role = {k: REGISTRY[k.name].role for k in est.subs if k.name in REGISTRY}
+    # bytes, unit parallel degrees and the model's indicators substituted, as the paper prints a tensor (4bsh/2)
+    subs = {**{k: v for k, v in est.subs.items() if role.get(k) == "bytes" or (role.get(k) == "parallel" and v == 1)},
+            **indicators(est.subs)}
+    formulas = [sp.sstr(r.part.display(subs), order="none") for r in rows]
     out = {
         "model": model.name, "term": layer_id, "total": total, "conventions": est.to_json()["conventions"],
-        "tensors": [{"sublayer": r.sublayer, "key": r.part.key, "name": r.part.label,
-                     "formula": _formula(r.part, subs), "latex": expr_latex(r.part.display(subs), ordered=False),
-                     "bytes": r.bytes,
-                     "kept_for": r.kept_for, "tags": list(r.part.tags)} for r in rows],
+        "tensors": [{"sublayer": r.sublayer, "key": r.part.key, "name": r.part.label, "formula": f,
+                     "latex": expr_latex(r.part.display(subs), ordered=False), "bytes": r.bytes,
+                     "kept_for": r.kept_for, "tags": list(r.part.tags)} for r, f in zip(rows, formulas)],
         "savings": [{"option": name, "what": what, "bytes": saving[name]} for name, what, _ in SAVINGS]}
-    return out, [render_tensors(est, rows, saving, layer_id, subs)]
+    return out, [render_tensors(est, rows, formulas, total, saving, layer_id)]
 
 
-def _display_subs(est):
-    """Bytes, unit parallel degrees and the model's indicators substituted, as the paper prints a tensor (4bsh/2)."""
-    from derivations.assembly.conventions import indicators
-    from derivations.notation import REGISTRY
-    shown = {k: v for k, v in est.subs.items() if k.name in REGISTRY and
-             (REGISTRY[k.name].role == "bytes" or (REGISTRY[k.name].role == "parallel" and v == 1))}
-    return {**shown, **indicators(est.subs)}
-
-
-def _formula(part, subs) -> str:
-    import sympy as sp
-    return sp.sstr(part.display(subs), order="none")
-
-
-def render_tensors(est, rows, saving, layer_id, subs) -> str:
+def render_tensors(est, rows, formulas, total, saving, layer_id) -> str:
     from derivations.assembly.conventions import SAVINGS
     lay, tr = est.layout, est.training
-    formulas = [_formula(r.part, subs) for r in rows]
     wf = max([len(f) for f in formulas] + [30])
     lines = [f"memsym estimate --tensors: {est.model.name}, one MoE transformer layer (MLA + MoE), one micro-batch; "
              f"layout TP={lay.tp} SP={lay.SP} EP={lay.ep} ETP={lay.etp} CP={lay.cp}; {policy(tr)}; "
@@ -205,7 +192,6 @@ def render_tensors(est, rows, saving, layer_id, subs) -> str:
     for r, f in zip(rows, formulas):
         lines.append(f"  {r.sublayer:<5}{fmt_int(r.bytes):>14}  {f:<{wf}}  {r.part.label}")
         lines.append(f"  {'':<5}{'':>14}  {'':<{wf}}    {r.kept_for}")
-    total = sum(r.bytes for r in rows)
     lines.append(f"  {'total':<5}{fmt_int(total):>14}  {fmt_gib(total) + ' GiB':<{wf}}  {layer_id}")
     lines += ["", "what each option would save per layer (the recomputations: --recompute custom:OP):"]
     for name, what, _ in SAVINGS:

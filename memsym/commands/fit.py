@@ -1,11 +1,20 @@
 """memsym fit: the largest micro-batch or the longest sequence that fits a memory budget, in closed form."""
 from __future__ import annotations
 
-from . import common
 from dataclasses import replace
 from fractions import Fraction
+
 from derivations import config as cfg
+from derivations.analyses import fit
+from derivations.analyses.allocator import largest
+from derivations.assembly.device import components, estimate_all
+from derivations.assembly.overheads import peak
 from derivations.config import resolve as R
+from symbolic.exact import fmt_gib, fmt_int
+from symbolic.search import divisors
+
+from . import common
+from .sensitivity import _config_json, _exact, _num
 
 
 def add_parser(sub):
@@ -38,10 +47,6 @@ def run(args) -> int:
 def _memory_answer(args, model, layout, training, hbm, res, upper) -> dict:
     """--memory KIND: the largest valid b (or s) at most the answer without overheads (allocated >= the terms)
     whose KIND bytes (derivations/analyses/allocator.py, through common.memory_of) fit on every stage solved."""
-    from derivations.analyses import fit
-    from derivations.analyses.allocator import largest
-    from derivations.assembly.device import estimate_all
-    from symbolic.search import divisors
     field, gb = res["field"], args.global_batch
     if gb is not None and field == "mbs":
         candidates = [b for b in divisors(gb // layout.dp) if b <= upper]
@@ -61,9 +66,7 @@ def _memory_answer(args, model, layout, training, hbm, res, upper) -> dict:
 def _solve_all(args):
     """(model, layout, training, hbm, result, {overheads end: answer}) of a fit command line: every end of the Sec. 6
     ranges is solved, so a user sees how much the (unspecified) overheads decide the answer."""
-    from derivations.analyses import fit
-    model = common.model_from_args(args)
-    layout = common.layout_from_args(args)
+    model, layout = common.model_from_args(args), R.layout_of(vars(args))
     training = R.training_of(vars(args), common.explicit(args))  # without --global-batch: fit applies it per b
     hbm, _ = common.budget_from_args(args, required=True)
     gb = args.global_batch
@@ -94,23 +97,20 @@ def data(args) -> dict:
 
 def plot_memory_vs_seq(model, layout, training, hbm, res, path):
     """Peak at the binding stage vs s (powers of two around the answer) for every recomputation policy."""
-    from derivations.assembly import device
-    from derivations.assembly import totals
     from derivations import notation as nt
-    from derivations.assembly.overheads import peak
+    from derivations.assembly import totals
     from ..plots import memory_vs_seq
     over = res["overheads"]
     top = max(2 * training.seq, 2 * res["answer"] if res["field"] == "seq" else 0, 8192)
     seqs = [x for x in (256 << k for k in range((top // 256).bit_length())) if x % (layout.SP * layout.cp) == 0]
     st = res["binding"]
-    series = {r: (seqs, [peak(device.components(model, layout, replace(training, seq=x, recompute=r, recompute_ops=()),
-                                                st.index)["total"], over[nt.f_frag], over[nt.M_buf]) for x in seqs])
+    series = {r: (seqs, [peak(components(model, layout, replace(training, seq=x, recompute=r, recompute_ops=()),
+                                         st.index)["total"], over[nt.f_frag], over[nt.M_buf]) for x in seqs])
               for r in totals.policies()}
     marks = {training.recompute: res["answer"]} if res["field"] == "seq" and res["answer"] else None
     memory_vs_seq(series, hbm, path, marks=marks,
-                  title=f"{model.name} DP{layout.dp} TP{layout.tp} PP{layout.pp} EP{layout.ep}, "
-                                           f"stage {st.index}, ZeRO {training.zero}, b={training.mbs}: "
-                                           f"Sec. 6 peak ({res['overheads_end']} end)")
+                  title=f"{model.name} DP{layout.dp} TP{layout.tp} PP{layout.pp} EP{layout.ep}, stage {st.index}, "
+                        f"ZeRO {training.zero}, b={training.mbs}: Sec. 6 peak ({res['overheads_end']} end)")
 
 
 def _forms(root, form):
@@ -120,7 +120,6 @@ def _forms(root, form):
 def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
-    from .sensitivity import _config_json, _exact, _num
     root, st, over, least, real = res["root"], res["binding"], res["overheads"], res["least"], res["root"].root
     out = _config_json(model, layout, training, st)
     out.pop("stage")
@@ -176,7 +175,6 @@ def _pipeline_text(p: dict) -> str:
 def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
-    from symbolic.exact import fmt_gib, fmt_int
     form = S.latex if with_latex else S.text
     root, st, var = res["root"], res["binding"], res["var"]
     over = res["overheads"]
@@ -197,8 +195,7 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
         f"  binding stage {st.index} ({st.label}), the most constrained of {len(res['stages'])} distinct stage"
         f"{'s' * (len(res['stages']) != 1)}:",
     ]
-    for k, (f, v) in root.coefficients.items():
-        lines.append(f"    {k:<4}= {form(f)} = {fmt_int(v)}")
+    lines += [f"    {k:<4}= {form(f)} = {fmt_int(v)}" for k, (f, v) in root.coefficients.items()]
     lines.append(f"  at the layout: {var}* = {form(root.at_layout)}")
     if root.root is not None:
         lines.append(f"               = {form(root.root)} = {float(root.root):,.4f}")

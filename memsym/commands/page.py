@@ -1,6 +1,11 @@
 """memsym page: an interactive calculator, one self-contained HTML file generated from the terms."""
 from __future__ import annotations
 
+import sys
+import time
+
+from symbolic.files import check_out_dir
+
 from ..lines import one_line
 from . import common
 
@@ -19,8 +24,6 @@ def data(args) -> dict:
 
 def _progress():
     """A line on stderr per step of the generation, with the seconds since the first (stdout keeps the answer)."""
-    import sys
-    import time
     start = time.monotonic()
 
     def say(text):
@@ -29,12 +32,10 @@ def _progress():
 
 
 def run(args) -> int:
-    from symbolic.files import check_out_dir
     check_out_dir(args.out)
     out = data(args)
     if args.json:
-        from .common import print_json
-        print_json(out)
+        common.print_json(out)
     else:
         print(one_line(out["page"]))  # (a control character of the path as its code, memsym/lines.py)
     return 0

@@ -2,7 +2,11 @@
 checkpoints also the activated parameters per token, the MTP modules and the files' tensor elements by dtype."""
 from __future__ import annotations
 
+from derivations import families
+from derivations.analyses.counts import summary
+from derivations.assembly.explain import stage_content
 from symbolic.exact import fmt_gib, fmt_int
+
 from . import common
 
 
@@ -12,14 +16,10 @@ def add_parser(sub):
 
 def data(args) -> dict:
     """What ``params --json`` prints."""
-    from derivations.analyses.counts import summary
     return summary(common.model_from_args(args), args.pp, args.layers_per_stage, args.accounting, args.mtp)[0]
 
 
 def run(args) -> int:
-    from derivations.analyses.counts import summary
-    from derivations import families
-    from derivations.assembly.explain import stage_content
     model = common.model_from_args(args)
     data, rows = summary(model, args.pp, args.layers_per_stage, args.accounting, args.mtp)
     args.pp = data["pp"]
@@ -88,8 +88,7 @@ def render_mtp(model, m, total) -> str:
                 f"total with MTP = total")
     lines = [f"MTP modules (D={m['modules']}; not counted by the paper; embedding and head shared with the main "
              f"model, not counted again; {m['term']})"]
-    for k, v in m["per_module"].items():
-        lines.append(f"  {'per module: ' + MTP_LABELS.get(k, k):<54}{fmt_int(v):>20}")
+    lines += [f"  {'per module: ' + MTP_LABELS.get(k, k):<54}{fmt_int(v):>20}" for k, v in m["per_module"].items()]
     lines.append(f"  {'MTP modules, unique weights':<54}{fmt_int(m['params']):>20}  {fmt_b(m['params'])}")
     lines.append(f"  {'main model + MTP':<54}{fmt_int(total + m['params']):>20}  {fmt_b(total + m['params'])}")
     lines.append(f"  {'MTP activated per token (no embedding, no head)':<54}{fmt_int(m['activated']):>20}"

@@ -4,12 +4,15 @@ from __future__ import annotations
 import sys
 import time
 
+from symbolic.files import check_out_dir
+
 from ..lines import one_line
+from ..report.extras import require_report
+from ..report.formats import FORMATS, parse_formats
 from . import common
 
 
 def add_parser(sub):
-    from ..report.formats import FORMATS, parse_formats
     common.build(sub, "report", run, FORMATS=FORMATS, format_list=",".join(FORMATS),
                  formats=common.checked_by(parse_formats))
 
@@ -40,14 +43,11 @@ def write(ctx, out, formats, stream=None) -> int:
 
 
 def run(args) -> int:
-    from ..report.extras import require_report
-    from ..report.formats import FORMATS
     require_report(args.formats, typed=args.formats != FORMATS)  # a missing extra fails before any work
     if args.out is not None:
-        from symbolic.files import check_out_dir
         check_out_dir(args.out)
     from ..report import Context
-    ctx = Context.create(args.model, common.layout_from_args(args), common.training_from_args(args),
-                         common.stage_from_args(args))
+    c = common.configuration(args)
+    ctx = Context.create(args.model, c.layout, c.training, c.stage)
     common.print_defaults(args, sys.stderr, "memsym report: ")  # a progress line (stdout lists the files written)
     return write(ctx, args.out, args.formats)

@@ -1,9 +1,15 @@
 """memsym reproduce: every printed number of the paper against the derived one."""
 from __future__ import annotations
 
-from . import common
 import sys
 import textwrap
+
+from symbolic.files import check_out_dir
+
+from ..report.extras import require_report
+from ..report.formats import DEFAULT_FORMATS
+from . import common
+from .report import write
 
 
 def add_parser(sub):
@@ -12,15 +18,12 @@ def add_parser(sub):
 
 def run(args) -> int:
     if args.out:
-        from symbolic.files import check_out_dir
-        from ..report import DEFAULT_FORMATS, Context
-        from ..report.extras import require_report
-        from .report import write
         require_report(DEFAULT_FORMATS, typed=False,
                        command="reproduce --out")  # a missing extra or a bad --out fails before the table is printed
         check_out_dir(args.out)
     code = _verdict(args)
     if args.out:
+        from ..report import Context
         code = max(code, write(Context.create(), args.out, DEFAULT_FORMATS,
                                stream=sys.stderr if args.json else sys.stdout))
     return code

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import os
 
-from symbolic.exact import fmt_gib, fmt_int
-from . import common
-from derivations.config import ConfigError
 from derivations import config as cfg
+from derivations.analyses import runs as R
+from derivations.assembly.device import estimate_all
+from derivations.config import ConfigError
+from derivations.config.gpus import gpu as gpu_preset
+from symbolic.exact import fmt_gib, fmt_int
+from symbolic.resources import PAPER_DIR
+
+from . import common
+from .keywords import namespace
+from .launch import apply
 
 
 def add_parser(sub):
@@ -37,7 +44,6 @@ LAUNCH_READERS = {"megatron-core": ("from_megatron", ".yaml"), "torchtitan": ("f
 
 def launch_file(run):
     """(option, path) of the run's original arguments (``paper/runs/<id>.yaml`` or ``.toml``), or None."""
-    from symbolic.resources import PAPER_DIR
     if run.framework not in LAUNCH_READERS:
         return None
     option, suffix = LAUNCH_READERS[run.framework]
@@ -47,11 +53,6 @@ def launch_file(run):
 
 def evaluate(runs, forced=None, judged="device"):
     """[(run, result dict)] for ``runs``: each evaluated under its preset and compared by kind."""
-    from derivations.analyses import runs as R
-    from derivations.assembly.device import estimate_all
-    from derivations.config.gpus import gpu as gpu_preset
-    from .keywords import namespace
-    from .launch import apply
     available = list(cfg.CONVENTION_PRESETS)
     out = []
     for run in runs:
@@ -88,7 +89,6 @@ def evaluate(runs, forced=None, judged="device"):
 
 def data(args) -> dict:
     """What ``memsym runs --json`` prints: {"runs": [...], "kinds": ..., "band": ...}."""
-    from derivations.analyses import runs as R
     runs = R.select(R.load(args.data), _ids(args.ids))
     return {"runs": [res for _, res in evaluate(runs, args.force_conventions, args.memory)],
             "kinds": dict(R.KINDS), "band": [R.BAND[0], R.BAND[1]]}
@@ -123,12 +123,11 @@ def _verdict(r) -> str:
 
 
 def render(results, verbose=False) -> str:
-    from derivations.analyses.runs import BAND, FRAMEWORK_WHY
     wid = max([len(r["id"]) for r in results] + [2])
     head = (f"{'run':<{wid}}  {'kind':<13} {'conf':<6} {'measured':>10} {'predicted':>10} {'ratio':>6}  "
             f"{'verdict':<13} preset")
     lines = ["memsym runs: predicted vs measured per GPU (GiB = 2^30 bytes; ratio = predicted / measured; band "
-             f"{float(BAND[0]):.2f}-{float(BAND[1]):.2f})", "", head, "-" * len(head)]
+             f"{float(R.BAND[0]):.2f}-{float(R.BAND[1]):.2f})", "", head, "-" * len(head)]
     for r in results:
         preset = r["conventions"]["preset"] + (" (fallback)" if r["conventions"]["fallback"] else "")
         bound = OBSERVED.get(r["kind"])  # an oom or fits run measured no bytes: its capacity is printed below
@@ -151,9 +150,9 @@ def render(results, verbose=False) -> str:
     dropped = sorted({d for r in results for d in r["conventions"]["dropped"]})
     if notes or dropped:
         lines += ["", "conventions:"] + [f"  - {n}" for n in notes + dropped]
-    for r in (r for r in results if r["kind"] in ("oom", "fits")):
-        lines.append(f"  {r['kind']} {r['id']}: {r['judged']} {fmt_gib(r['predicted_bytes'])} GiB against a capacity "
-                     f"of {fmt_gib(r['capacity_bytes'])} GiB: {'exceeds' if r['exceeds'] else 'does not exceed'}")
+    lines += [f"  {r['kind']} {r['id']}: {r['judged']} {fmt_gib(r['predicted_bytes'])} GiB against a capacity of "
+              f"{fmt_gib(r['capacity_bytes'])} GiB: {'exceeds' if r['exceeds'] else 'does not exceed'}"
+              for r in results if r["kind"] in ("oom", "fits")]
     if verbose:
         for r in results:
             s = r["source"]
@@ -162,7 +161,7 @@ def render(results, verbose=False) -> str:
                       f"  measured: {fmt_int(r['measured_bytes'])} bytes ({r['kind']}, rank {r['rank']}): "
                       f"{r['statistic']}",
                       f"  confidence {r['confidence']}: {r['confidence_why']}",
-                      f"  preset {r['conventions']['preset']}: {FRAMEWORK_WHY.get(r['framework'], '')}",
+                      f"  preset {r['conventions']['preset']}: {R.FRAMEWORK_WHY.get(r['framework'], '')}",
                       f"  predicted: {fmt_int(r['predicted_bytes'])} bytes, stage {r['stage']}: {r['compared']}",
                       f"  as: {r['estimate_command']}"]
             lines += [f"  - {n}" for n in r["notes"]]

@@ -19,14 +19,13 @@ def _analyse(args):
     """(model, layout, training, the stage's composition, bytes, [Sensitivity]) of a sensitivity command line."""
     from derivations.analyses import sensitivity as S
     from derivations.assembly.device import default_stage
-    model = common.model_from_args(args)
-    layout, training = common.layout_from_args(args), common.training_from_args(args)
+    c = common.configuration(args)
+    model, layout, training, stage = c.model, c.layout, c.training, c.stage
     wrt = S.parse_symbols(args.wrt)
     if args.wrt == DEFAULT_WRT:  # the default's model dimensions (N_r) only where the model has them
         from derivations import notation as nt
         defined = set(model.named())
         wrt = [x for x in wrt if nt.REGISTRY[x.name].role != "model" or x.name in defined]
-    stage = common.stage_from_args(args)
     if stage is None:
         stage = default_stage(layout)
         if training.schedule:  # the most-loaded device under the schedule

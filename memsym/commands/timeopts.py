@@ -72,6 +72,4 @@ def sensitivity_lines(s: dict) -> list:
              "(published: the tables' values here; how they change with b, s, N_r, a degree is not in the slopes):"
              if s["efficiency"] == "published" else f"({float(s['efficiency']):g} of peak):",
              f"  {'symbol':<8} {'dT/dx (s per unit)':>20} {'elasticity':>11}"]
-    for name, d in s["wrt"].items():
-        lines.append(f"  {name:<8} {d['derivative']:>20.6g} {d['elasticity']:>+11.4f}")
-    return lines
+    return lines + [f"  {name:<8} {d['derivative']:>20.6g} {d['elasticity']:>+11.4f}" for name, d in s["wrt"].items()]

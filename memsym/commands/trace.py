@@ -2,11 +2,17 @@
 prediction at the same config, per layer and outside the layers."""
 from __future__ import annotations
 
+import os
 import sys
 
-from . import common
-import os
 from symbolic.errors import ConfigError
+from symbolic.files import write_atomic
+
+from ..trace import INSTALL_HINT, hf, inputs, mcore, missing
+from ..trace.compare import result
+from ..trace.inputs import MCORE_SETTINGS
+from ..trace.records import changes_of, to_toml, toml_string
+from . import common
 
 
 def add_parser(sub):
@@ -15,7 +21,6 @@ def add_parser(sub):
 
 def run(args) -> int:
     """Read and check everything first (memsym/trace/inputs.py), then import torch and trace."""
-    from memsym.trace import INSTALL_HINT, inputs, missing
     conf = inputs.read(args.model)
     inputs.check_run(args.framework, conf.model, args.mbs, args.seq, args.attention, args.experts, args.recompute,
                      settings_of(args), args.fake, False, args.step)
@@ -31,10 +36,7 @@ def run(args) -> int:
     if need:
         print(f"memsym trace: error: {need} is not installed: {INSTALL_HINT}", file=sys.stderr)
         return 2
-    if args.framework == "mcore":
-        from memsym.trace import mcore as impl
-    else:
-        from memsym.trace import hf as impl
+    impl = mcore if args.framework == "mcore" else hf
     try:
         rec, info = impl.run(conf.data, args.mbs, args.seq, args.act_dtype, args.attention, args.experts,
                              args.recompute, settings=settings_of(args), fake=args.fake, step=args.step)
@@ -45,11 +47,8 @@ def run(args) -> int:
         first = (str(exc).strip().splitlines() or [""])[0][:300]
         raise ConfigError("trace.implementation", f"{args.framework} cannot trace {args.model}: "
                                                   f"{type(exc).__name__}: {first}") from None
-    from memsym.trace.compare import result
     out = result(args, rec, info, conf.model)
     if args.record:
-        from memsym.trace.records import to_toml
-        from symbolic.files import write_atomic
         changes = args.earlier_changes + ([args.change] if args.change else [])
         write_atomic(args.record, to_toml(out, args.unexplained, conf.sha256, changes))
     if args.json:
@@ -61,13 +60,11 @@ def run(args) -> int:
 
 def settings_of(args) -> dict:
     """The Megatron-Core settings given on the command line (memsym/trace/inputs.py MCORE_SETTINGS)."""
-    from memsym.trace.inputs import MCORE_SETTINGS
     return {k: getattr(args, k) for k in MCORE_SETTINGS if getattr(args, k, None) is not None}
 
 
 def _check_record(args) -> None:
     """``--record FILE`` can be written, and every string it will hold is one TOML can (before the trace)."""
-    from memsym.trace.records import changes_of, toml_string
     if os.path.isdir(args.record) and not os.path.islink(args.record):
         raise ConfigError("trace.record", f"--record {args.record}: is a directory; name the record's file")
     folder = os.path.dirname(os.path.abspath(args.record))
@@ -149,19 +146,16 @@ def render_step(st) -> list:
              f"  left out: parameter gradients {st['left_out']['gradients_at_end']:,}, kernel scratch up to "
              f"{st['left_out']['scratch']:,}, RNG states up to {st['left_out']['rng']:,} (every allocation but "
              f"parameters and gradients: peak {st['peak_allocated']:,})", "  held at the peak:"]
-    for h in st["held_at_peak"]:
-        lines.append(f"    {h['what']:<11} {str(h['layer']):>8} {h['bytes']:>14,}")
+    lines += [f"    {h['what']:<11} {str(h['layer']):>8} {h['bytes']:>14,}" for h in st["held_at_peak"]]
     lines.append("  made in the backward and held at the peak:")
     for g in st["made_at_peak"]:
         detail = f" {g['node'] or ''} {g['op'] or ''} {g['dtype']} {g['shape']}" if g["dtype"] else ""
         lines.append(f"    {g['bytes']:>12,} {g['count']:>4}x {g['phase']:<9} {g['module']}{detail}")
     lines.append("  held at the end of the forward, not saved:")
-    for g in st["unsaved_at_end_of_forward"]:
-        lines.append(f"    {g['bytes']:>12,} {g['count']:>4}x {g['module']} {g['op'] or '(no op)'} {g['dtype']} "
-                     f"{g['shape']}")
+    lines += [f"    {g['bytes']:>12,} {g['count']:>4}x {g['module']} {g['op'] or '(no op)'} {g['dtype']} {g['shape']}"
+              for g in st["unsaved_at_end_of_forward"]]
     lines.append("  the backward of each layer (largest activation bytes while its nodes run):")
-    for r in st["layers"]:
-        lines.append(f"    {str(r['layer']):>8} {r['peak']:>14,}  {_where(r['at'])}")
+    lines += [f"    {str(r['layer']):>8} {r['peak']:>14,}  {_where(r['at'])}" for r in st["layers"]]
     lines += [f"  checks: {c}" for c in st["checks"]]
     return lines
 

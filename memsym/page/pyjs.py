@@ -107,7 +107,8 @@ class _Printer:
             return ""
         if isinstance(n, ast.Assign) and len(n.targets) == 1:
             t = n.targets[0]
-            head = f"const {t.id}" if isinstance(t, ast.Name) else self.expr(t)
+            head = f"const {t.id}" if isinstance(t, ast.Name) else f"const {self.expr(t)}" if isinstance(
+                t, ast.Tuple) else self.expr(t)
             return f"{indent}{head} = {self.expr(n.value)};\n"
         if isinstance(n, ast.Return):
             return f"{indent}return {self.expr(n.value)};\n"

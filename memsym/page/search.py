@@ -29,8 +29,8 @@ def _float_js(fam: str) -> str:
     """``TIME_PY`` (the generated step-time module's variants the search runs) and ``SEARCH_ASSEMBLY(Q)`` (the
     family's printed per-device assembly, ``Q`` the number system of its fractions), JavaScript over floats."""
     read = lambda name: (Path(generated.__file__).parent / name).read_text(encoding="utf-8")  # noqa: E731
-    time = module_js(read(f"{fam}_time.py"), lambda name: False, ["PARTS", "INPUTS", *(f"_step_{v}" for v in
-                                                                                       TIME_VARIANTS)])
+    time = module_js(read(f"{fam}_time.py"), lambda name: False, ["PARTS", "INPUTS", "_step_common",
+                                                                   *(f"_step_{v}" for v in TIME_VARIANTS)])
     return (f"const TIME_PY = {time};\nconst SEARCH_ASSEMBLY = (Q) => "
             f"{module_js(read(f'{fam}.py'), lambda name: False, ['device', 'DEVICE'])};")
 

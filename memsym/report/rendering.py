@@ -3,9 +3,14 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import jinja2
+from markupsafe import Markup, escape
+
 from symbolic.exact import fmt_gib, fmt_int
+from symbolic.render import term_latex
 from symbolic.resources import TEMPLATES_DIR
 
+from .offline import math_scripts
 from .text import md_escape, one_line, report_names, tex_escape
 
 #: Jinja delimiters for ``.tex`` templates: LaTeX's braces and ``%`` stay untouched.
@@ -19,7 +24,6 @@ KINDS = ("tex", "md", "html", "notebook")
 def environment(kind: str, templates_dir=None):
     """The Jinja environment of ``templates/`` (or ``templates_dir``) for ``kind``, one per process (``tex`` with
     :data:`TEX_DELIMITERS`, ``html`` autoescaped)."""
-    import jinja2
     if kind not in KINDS:
         raise ValueError(f"unknown template kind {kind!r}")
     opts = dict(loader=jinja2.FileSystemLoader(str(templates_dir or TEMPLATES_DIR)), undefined=jinja2.StrictUndefined,
@@ -34,16 +38,12 @@ def environment(kind: str, templates_dir=None):
     if kind == "tex":
         env.globals["tex_spec"] = tex_spec
     if kind == "html":
-        from markupsafe import Markup
-
-        from .offline import math_scripts
         env.globals["offline_math"] = lambda: Markup(math_scripts())
     return env
 
 
 def _term_latex(term, subs=None, form="paper") -> str:
     """A term's LaTeX in the report's names (the ``term_latex`` filter)."""
-    from symbolic.render import term_latex
     return term_latex(term, subs, form, names=report_names())
 
 
@@ -70,7 +70,6 @@ def _md_cell(c, in_table=True) -> str:
 
 
 def _html_cell(c):
-    from markupsafe import Markup, escape
     shown = {"text": escape, "math": lambda v: Markup("\\(") + escape(v) + Markup("\\)"),
              "code": lambda v: Markup("<code>") + escape(v) + Markup("</code>"),
              "int": lambda v: escape(fmt_int(v)), "gib": lambda v: escape(fmt_gib(v))}

@@ -21,14 +21,25 @@ from symbolic import tomlfile
 from symbolic.exact import exact_text
 from symbolic.numeric import exact
 
+from ..lines import one_line
 from .blocks import A, C, G, I, M, T, Table
 from .equations import breakable_latex, refs
 from .text import braced
 
 ZERO_ORDER = (0, 1, 2, 3)
-#: The tables' prose, the step-time table's row labels and where each table is in the paper (tables.toml).
+#: The tables' prose, the step-time table's row labels, where each table is in the paper and each table's caption,
+#: source, columns and alignments (tables.toml).
 with tomlfile.package_data(Path(__file__).with_name("tables.toml")) as _data:
     NOTES, STEPTIME_ROWS, TABLE_SOURCES = dict(_data["notes"]), dict(_data["steptime"]), dict(_data["sources"])
+    SPECS = dict(_data["tables"])
+
+
+def _table(ctx, key: str, rows, note: str = None, **values) -> Table:
+    """Table ``key`` holding ``rows``: its caption (formatted with ``ctx`` and ``values``), source, columns and
+    alignments from tables.toml, its note from there too unless given."""
+    spec = SPECS[key]
+    return Table(key, spec["caption"].format(ctx=ctx, **values), spec["source"], tuple(spec["columns"]),
+                 A(spec["align"]), tuple(rows), NOTES.get(key, "") if note is None else note)
 
 
 def _gib_of_params(ctx, params):
@@ -46,9 +57,7 @@ def table_notation(ctx) -> Table:
         if family != "deepseek" and info.role == "model" and val is None:  # a DeepSeek dimension this model lacks
             continue
         rows.append((M(braced(info.latex)), C(name), T(info.meaning), T(info.role), T(info.source), I(val)))
-    return Table("notation", "Notation: every symbol of the model's family, with its value at this configuration",
-                 "Table 1 (+ Tables 5, 7, 9 and extensions)", ("symbol", "name", "meaning", "role", "source", "value"),
-                 A("l l p.34 l p.18 r"), tuple(rows))
+    return _table(ctx, "notation", rows)
 
 
 def table_matrices(ctx) -> Table:
@@ -59,8 +68,7 @@ def table_matrices(ctx) -> Table:
             rule = "split by TP" if "tp_split" in p.tags else "replicated" if "replicated" in p.tags else ""
             shown = sp.latex(p.display(), order="none", symbol_names=ctx.names)
             rows.append((T(p.label), M(shown), I(ctx.exact(p.expr)), T(rule), C(tid)))
-    return Table("table2", "MLA, expert, router and dense-FFN matrices: size and tensor-parallel rule", "Table 2",
-                 ("matrix", "size", "parameters", "TP rule (Sec. 3)", "term"), A("p.36 l r l l"), tuple(rows))
+    return _table(ctx, "table2", rows)
 
 
 def _layer_groups(model: cfg.ModelSpec):
@@ -91,8 +99,7 @@ def table_layers(ctx) -> Table:
     at = cfg.substitution(ctx.model, None, ctx.training, whole)
     total = exact(term, at)
     rows.append((T("total"), T(f"{ctx.model.l} layers"), I(total), G(_gib_of_params(ctx, total))))
-    return Table("table3", "Parameters per layer (term params.stage at one layer's composition)", "Table 3",
-                 ("layers", "content", "parameters", "GiB (weights)"), A("l p.45 r r"), tuple(rows))
+    return _table(ctx, "table3", rows)
 
 
 def table_stages(ctx) -> Table:
@@ -103,8 +110,7 @@ def table_stages(ctx) -> Table:
                             + ([f"{comp.moe} MoE"] if comp.moe else []) + (["head"] if comp.head else []))
         rows.append((T(comp.index), T(comp.label), T(content), I(p), G(_gib_of_params(ctx, p))))
     rows.append((T("all"), T(""), T(""), I(total), G(_gib_of_params(ctx, total))))
-    return Table("table4", f"Parameters per pipeline stage at PP = {ctx.layout.pp}", "Table 4",
-                 ("stage", "layers", "content", "parameters", "GiB (weights)"), A("l l l r r"), tuple(rows))
+    return _table(ctx, "table4", rows)
 
 
 def table_layout(ctx) -> Table:
@@ -112,8 +118,7 @@ def table_layout(ctx) -> Table:
     rows = [(M(braced(nt.REGISTRY[n].latex)), T(nt.REGISTRY[n].meaning), I(ctx.value_of(nt.SYMBOLS[n])))
             for n in ("DP", "TP", "PP", "EP", "ETP", "EDP", "SP", "CP")]
     rows.append((T("GPUs"), T("DP TP PP CP"), I(lay.world)))
-    return Table("table5", "Parallel layout", "Table 5", ("symbol", "meaning", "value"), A("l l r"),
-                 tuple(rows))
+    return _table(ctx, "table5", rows)
 
 
 def table_static(ctx) -> Table:
@@ -122,15 +127,12 @@ def table_static(ctx) -> Table:
         if tid.startswith("static.device."):
             p = ctx.exact(term)
             rows.append((T(term.meaning), C(tid), I(p), I(_gib_of_params(ctx, p)), G(_gib_of_params(ctx, p))))
-    st = ctx.stage
-    return Table("table6", f"Parameters on one device of stage {st.index} ({st.label})", "Table 6",
-                 ("module", "term", "parameters", "bytes", "GiB"), A("p.3 l r r r"), tuple(rows))
+    return _table(ctx, "table6", rows)
 
 
 def table_bytes(ctx) -> Table:
     rows = [(M(braced(nt.REGISTRY[k].latex)), T(nt.REGISTRY[k].meaning), I(v)) for k, v in ctx.training.bytes]
-    return Table("table7", "Bytes per element", "Table 7", ("symbol", "meaning", "bytes"), A("l p.5 r"),
-                 tuple(rows))
+    return _table(ctx, "table7", rows)
 
 
 def table_zero(ctx) -> Table:
@@ -140,17 +142,14 @@ def table_zero(ctx) -> Table:
         vals = [ctx.exact(ctx.terms[ids[k]]) for k in ("weights", "gradients", "optimizer")]
         total = None if None in vals else sum(vals)
         rows.append((T(f"{z} ({cfg.ZERO_NAMES[z]})"), *[G(v) for v in vals], G(total), I(total)))
-    return Table("table8", f"Model states per device of stage {ctx.stage.index} under each ZeRO stage (GiB)",
-                 "Table 8", ("ZeRO", "weights", "gradients", "optimizer", "total", "total bytes"), A("l r r r r r"),
-                 tuple(rows))
+    return _table(ctx, "table8", rows)
 
 
 def table_activation_setting(ctx) -> Table:
     rows = [(M(braced(nt.REGISTRY[n].latex)), T(nt.REGISTRY[n].meaning), I(ctx.value_of(nt.SYMBOLS[n])))
             for n in ("b", "s", "N_r", "N", "E_token", "SP", "CP", "EP", "ETP")]
     rows.append((T("AC"), T("activation recomputation (this configuration)"), T(ctx.training.recompute)))
-    return Table("table9", "Activation setting", "Table 9", ("symbol", "meaning", "value"), A("l p.5 r"),
-                 tuple(rows))
+    return _table(ctx, "table9", rows)
 
 
 def table_activations(ctx) -> Table:
@@ -170,11 +169,7 @@ def table_activations(ctx) -> Table:
             rows.append((T(p.label), T(policy), M(shown), I(v), G(v)))
         total = ctx.exact(stage_term)
         rows.append((T("total"), T(policy), C(vid), I(total), G(total)))
-    st = ctx.stage
-    note = "d_v written d_h as the paper does." if ident else ""
-    return Table("table10", f"Activations of one micro-batch on one device of stage {st.index} ({st.label}), "
-                            f"by recomputation policy", "Table 10",
-                 ("module", "AC", "formula at the layout", "bytes", "GiB"), A("l l p.45 r r"), tuple(rows), note)
+    return _table(ctx, "table10", rows, note="d_v written d_h as the paper does." if ident else "")
 
 
 def _stage_formulas(ctx, variants, dsubs, ident) -> List[List[list]]:
@@ -205,10 +200,7 @@ def table_comparison(ctx) -> Table:
         derived = r.derived_text() + ("B" if r.entry.unit == "B" else unit)
         rows.append((T(r.entry.place), T(printed), T(derived), T(r.status), T(r.entry.discrepancy),
                      C(", ".join(r.entry.terms))))
-    return Table("comparison", "Every printed number of the paper against memsym (paper's configuration)",
-                 "paper/printed.toml", ("place", "printed", "derived", "status", "cause", "term"),
-                 A("p.19 l l l p.2 p.15"),
-                 tuple(rows))
+    return _table(ctx, "comparison", rows)
 
 
 def table_traces(ctx) -> Table:
@@ -234,19 +226,13 @@ def table_traces(ctx) -> Table:
             rows.append((T(name), T(kind), I(got), I(want), I(base),
                          T(f"{got / base:.3f}" if base and kind != "outside" else "-"), T(status)))
             name = ""
-    return Table("traces", "Measured saved bytes (one forward, CPU) against the framework's preset and the paper's "
-                           "terms, per layer kind and outside the layers",
-                 "paper/traces/*.toml (memsym trace ... --record)",
-                 ("record", "layer", "measured", "preset", "paper", "measured / paper", "status"),
-                 A("p.17 l r r r r l"), tuple(rows),
-                 note=NOTES["traces"])
+    return _table(ctx, "traces", rows)
 
 
 def shown_path(path: str) -> str:
     """A path as text: bytes that are not UTF-8 (kept by Python as surrogates) shown as ``\\xff``, control and
     bidirectional-format characters as their codes (``\\x1b``, ``\\u202e``: a terminal or a page would obey them)."""
-    text = str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return text if text.isprintable() else "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
+    return one_line(str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace"))
 
 
 def setting(ctx) -> Tuple[Tuple[str, str], ...]:
@@ -276,10 +262,7 @@ def table_estimate(ctx) -> Table:
     rows.append((T("total"), T(""), I(est.bytes["total"]), G(est.bytes["total"])))
     rows += [(T("convention"), T(a[len("convention "):]), T(""), T(""))  # switches not at the paper's choice
              for a in est.assumptions if a.startswith("convention ")]
-    tr = ctx.training
-    return Table("estimate", f"Per-device memory at this configuration (ZeRO {tr.zero} ({cfg.ZERO_NAMES[tr.zero]}), "
-                             f"recompute {tr.recompute}, b = {tr.mbs}, s = {tr.seq})", "memsym estimate",
-                 ("component", "term", "bytes", "GiB"), A("l l r r"), tuple(rows))
+    return _table(ctx, "estimate", rows, zero_name=cfg.ZERO_NAMES[ctx.training.zero])
 
 
 def table_overheads(ctx) -> Table:
@@ -289,9 +272,7 @@ def table_overheads(ctx) -> Table:
         o = est.overheads[end]
         rows.append((T(end), T(f"{float(o['f_frag']) * 100:.0f}%"), G(est.bytes["total"]), G(o["fragmentation"]),
                      G(o["buffers"]), G(o["peak"])))
-    return Table("overheads", "Peak per device at both ends of the paper's ranges (GiB)", "Sec. 6",
-                 ("end", "fragmentation", "allocated", "+ fragmentation", "+ buffers", "peak"), A("l r r r r r"),
-                 tuple(rows))
+    return _table(ctx, "overheads", rows)
 
 
 def table_implementation_waterfall(ctx) -> Table:
@@ -308,10 +289,7 @@ def table_implementation_waterfall(ctx) -> Table:
                 spec = cfg.CONVENTION_SWITCHES.get(step.name)
                 rows.append((T(end), C(spec.option if spec else step.name), T(str(step.before)), T(str(step.after)),
                              I(step.values[q]), T(("+" if d > 0 else "") + f"{int(d):,}")))
-    return Table("implementations", "One MoE layer's activations from the paper's tensors to each implementation's "
-                                    "(bytes), one switch at a time", "memsym compare --conventions paper,P",
-                 ("preset", "switch", "from", "to", "bytes", "change"), A("l l l l r r"), tuple(rows),
-                 note=NOTES["implementations"])
+    return _table(ctx, "implementations", rows)
 
 
 
@@ -330,8 +308,7 @@ def table_steptime(ctx) -> Table:
     rows = tuple((T(label), C(sym), M(breakable_latex(exprs[sym], ctx.names)))
                  for sym, label in STEPTIME_ROWS.items())
     rows += ((T("step"), C("step"), M(r"m\,t_{mb} + \mathrm{bubble} + t_{DP}^{exposed} + t_{opt}")),)
-    return Table("steptime", "The step-time model: each part as derivations/steptime/model.py writes it", "memsym",
-                 ("part", "symbol", "expression"), A("p.25 l p.55"), rows, note=NOTES["steptime"])
+    return _table(ctx, "steptime", rows)
 
 
 TABLES: Dict[str, Callable[..., Table]] = {   # key -> table of a Context

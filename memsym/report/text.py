@@ -4,6 +4,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from symbolic.notation import latex_names
+
+from ..lines import one_line as printable
+
 _SCRIPT = re.compile(r"([_^])([A-Za-z0-9])(?![A-Za-z0-9{])")
 
 
@@ -14,7 +18,6 @@ def braced(name: str) -> str:
 
 def report_names() -> dict:
     """``symbol_names`` for the report: the registry's paper LaTeX, braced (see :func:`braced`)."""
-    from symbolic.notation import latex_names
     return {k: braced(v) for k, v in latex_names().items()}
 
 
@@ -50,9 +53,7 @@ def tex_escape(text) -> str:
 
 def _escape(text: str) -> str:
     # a control character (C0, DEL, C1: a path may hold one) stops pdflatex: shown as its code, \x7f
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
-    out = _TEX_RE.sub(lambda m: _TEX_SPECIAL[m.group(0)], text)
+    out = _TEX_RE.sub(lambda m: _TEX_SPECIAL[m.group(0)], printable(text))
     out = _DASHES.sub("-{}", out)   # "--conventions" stays two hyphens, not an en dash
     if out.isascii():
         return out

@@ -153,8 +153,10 @@ def check_fake(m, mbs: int, seq: int, recompute: str) -> None:
                                              f"forward only; trace recomputation without --fake")
 
 
-def check_trace(m, mbs: int, seq: int, recompute: str, fake: bool, step: bool = False) -> None:
-    """The size checks of a trace (``--step`` takes real tensors)."""
+def check_run(framework: str, m, mbs: int, seq: int, attention: str, experts: str, recompute: str, settings,
+              fake: bool, balanced: bool, step: bool) -> None:
+    """Every check of an implementation's ``run`` (ConfigError), before torch is imported: the size first (``--step``
+    takes real tensors), then the routing and the framework's options."""
     if getattr(m, "family", "deepseek") != "deepseek" and (fake or step):
         raise ConfigError("trace.family", f"--{'fake' if fake else 'step'}: {m.name} is traced end-of-forward only "
                                           f"(the fake routing and the step's moments are the DeepSeek family's)")
@@ -165,12 +167,6 @@ def check_trace(m, mbs: int, seq: int, recompute: str, fake: bool, step: bool = 
         check_fake(m, mbs, seq, recompute)
     else:
         check_size(m, mbs, seq)
-
-
-def check_run(framework: str, m, mbs: int, seq: int, attention: str, experts: str, recompute: str, settings,
-              fake: bool, balanced: bool, step: bool) -> None:
-    """Every check of an implementation's ``run`` (ConfigError), before torch is imported."""
-    check_trace(m, mbs, seq, recompute, fake, step)
     check_routing(framework, m, attention)
     check_options(framework, attention, experts, recompute, settings)
     if step and balanced:

@@ -14,6 +14,7 @@ import types
 
 from symbolic.resources import PAPER_DIR
 
+from ..lines import one_line
 from . import DATA, hf, mcore
 from .compare import predicted, result
 from .inputs import MCORE_BEFORE, MCORE_SETTINGS, SETTINGS, read
@@ -107,11 +108,6 @@ def toml_table(name: str, d: Dict) -> List[str]:
     return ["", f"[{name}]"] + [f"{toml_key(k)} = {toml_value(v)}" for k, v in d.items()]
 
 
-def _comment(text: str) -> str:
-    """``text`` on one comment line: every non-printable character shown escaped."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 #: The largest record ``changes_of`` reads (a record is a few KB; its changes grow by one line per re-record).
 MAX_RECORD_BYTES = 4 << 20
 
@@ -152,7 +148,7 @@ def to_toml(out: Dict, unexplained: str = "", sha256_of_config: str = None, chan
     digest = sha256_of_config or sha256(s["model"])
     top = {"command": command(s), "framework": s["framework"], "note": FAKE_NOTE if s.get("fake") else None,
            "changes": list(changes) or None}
-    lines = [f"# measured by: {_comment(command(s))} --record FILE"]
+    lines = [f"# measured by: {one_line(command(s))} --record FILE"]  # every non-printable character escaped
     lines += [f"{k} = {toml_value(v)}" for k, v in top.items() if v is not None]
     lines += toml_table("config", {"path": s["model"], "sha256": digest})
     lines += toml_table("settings", {**{k: s[k] for k in SETTINGS[2:] + MCORE_SETTING_KEYS if k in s},

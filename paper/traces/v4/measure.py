@@ -11,76 +11,23 @@ the hash routers' frozen table with random experts (its default sends every toke
 from __future__ import annotations
 
 import collections
+import copy
 import sys
+import tomllib
+from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[3]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from memsym.trace.recorder import Recorder  # noqa: E402
 from transformers import DeepseekV4Config, DeepseekV4ForCausalLM  # noqa: E402
 
-RATES = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 16}
-
-
-def base(**over):
-    return {**dict(vocab_size=256, hidden_size=64, moe_intermediate_size=32, num_hidden_layers=4,
-                   num_attention_heads=4, head_dim=32, q_lora_rank=48, num_experts_per_tok=2, n_routed_experts=4,
-                   layer_types=["sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention",
-                                "compressed_sparse_attention"],
-                   mlp_layer_types=["hash_moe", "moe", "moe", "hash_moe"],
-                   compress_rates=dict(RATES), hc_mult=2, hc_sinkhorn_iters=3, sliding_window=8, o_groups=2,
-                   o_lora_rank=16, index_n_heads=2, index_head_dim=16, index_topk=3, partial_rotary_factor=0.25),
-            **over}
-
-
-def six(**over):
-    """hidden 256, vocab 1024, 6 layers, every (attention type x mlp type) pair."""
-    return base(**{**dict(
-        vocab_size=1024, hidden_size=256, moe_intermediate_size=64, num_hidden_layers=6,
-        num_attention_heads=8, head_dim=64, q_lora_rank=96, num_experts_per_tok=3, n_routed_experts=8,
-        layer_types=["heavily_compressed_attention", "sliding_attention", "compressed_sparse_attention",
-                     "sliding_attention", "compressed_sparse_attention", "heavily_compressed_attention"],
-        mlp_layer_types=["hash_moe", "hash_moe", "hash_moe", "moe", "moe", "moe"],
-        hc_mult=4, hc_sinkhorn_iters=2, sliding_window=16, o_groups=4, o_lora_rank=32,
-        index_n_heads=4, index_head_dim=32, index_topk=8, partial_rotary_factor=0.25), **over})
-
-
-def five(**over):
-    return base(**{**dict(
-        vocab_size=512, hidden_size=128, moe_intermediate_size=48, num_hidden_layers=5,
-        num_attention_heads=4, head_dim=32, q_lora_rank=64, num_experts_per_tok=2, n_routed_experts=6,
-        layer_types=["compressed_sparse_attention", "heavily_compressed_attention", "sliding_attention",
-                     "heavily_compressed_attention", "compressed_sparse_attention"],
-        mlp_layer_types=["moe", "hash_moe", "moe", "hash_moe", "moe"],
-        hc_mult=4, hc_sinkhorn_iters=1, sliding_window=12, o_groups=4, o_lora_rank=24,
-        index_n_heads=3, index_head_dim=16, index_topk=64, partial_rotary_factor=0.5), **over})
-
-
-# name: (model kwargs, b, s, experts, dtype, variant dict)
-CONFIGS = {
-    "A": (base(), 1, 32, "eager", "bf16", {}),                                   # k_I=3 < T=8
-    "B": (base(), 2, 32, "grouped_mm", "bf16", {}),
-    "C": (five(), 1, 48, "eager", "bf16", {"tid2eid": "random"}),                # k_I=64 > T=12, t_S=1
-    "D": (base(hc_mult=3, hc_sinkhorn_iters=4, o_groups=4), 2, 40, "eager", "bf16", {"tid2eid": "random"}),  # s%16!=0
-    "E": (five(hc_mult=2, hc_sinkhorn_iters=2), 1, 38, "grouped_mm", "bf16", {}),  # s%4!=0, s%16!=0
-    "F": (six(), 2, 64, "grouped_mm", "bf16", {"tid2eid": "random"}),
-    "G": (six(index_topk=100), 1, 64, "eager", "bf16", {}),                      # k_I=100 > T=16
-    "H": (base(hc_sinkhorn_iters=20), 1, 32, "eager", "bf16", {}),               # release t_S=20
-    "I": (base(hc_mult=4, o_groups=4), 2, 48, "eager", "bf16", {"use_cache": False}),
-    "J": (five(), 2, 32, "grouped_mm", "bf16", {"use_cache": False}),
-    "K": (base(), 2, 32, "eager", "fp32", {}),
-    "L": (five(hc_mult=3), 1, 48, "grouped_mm", "fp32", {"tid2eid": "random"}),
-    "M": (base(), 2, 40, "eager", "bf16", {"build": "to"}),
-    "N": (six(), 1, 48, "grouped_mm", "bf16", {"build": "to", "tid2eid": "random"}),
-    "O": (base(num_attention_heads=1, o_groups=1), 2, 32, "eager", "bf16", {}),  # n_h=1: K/V stay views
-    "P": (base(), 2, 12, "eager", "bf16", {}),                                   # s < m' : T_HCA=0, T_CSA=3
-    "Q": (six(), 2, 24, "eager", "bf16", {"tid2eid": "random"}),                  # s%16!=0, w=16<s
-    "R": (base(num_attention_heads=6, o_groups=3, hc_mult=3, hc_sinkhorn_iters=2, sliding_window=20), 1, 32,
-          "eager", "bf16", {}),                                                  # g=3, n_h=6
-    "S": (base(), 2, 32, "grouped_mm", "bf16", {"fallback": True}),              # transformers' grouped_mm fallback op
-    "T": (base(scoring_func="sigmoid"), 2, 32, "eager", "bf16", {}),             # router scoring sigmoid
-    "U": (base(), 1, 32, "eager", "bf16", {"drop_output": True}),                # keep only the loss: delta = 0
-}
+#: The configurations traced (configs.toml): name -> (DeepseekV4Config fields, b, s, experts, dtype, variant).
+with open(Path(__file__).with_name("configs.toml"), "rb") as _f:
+    _DATA = tomllib.load(_f)
+CONFIGS = {name: (copy.deepcopy({**_DATA["presets"]["base"], **_DATA["presets"][c["preset"]], **c.get("model", {})}),
+                  c["b"], c["s"], c["experts"], c["dtype"], c.get("variant", {}))
+           for name, c in _DATA["configs"].items()}
 
 
 def saved_map(roots):
