@@ -144,7 +144,7 @@ def _dims(rec):
                 dr=c["qk_rope_head_dim"], dh=c["qk_nope_head_dim"] + c["qk_rope_head_dim"], dv=c["v_head_dim"],
                 dq=c["q_lora_rank"], dc=c["kv_lora_rank"], N=c["n_routed_experts"], k=c["num_experts_per_tok"],
                 hE=c["moe_intermediate_size"], hs=c["moe_intermediate_size"] * c["n_shared_experts"],
-                L=L, Lm=L - c["first_k_dense_replace"], Ba=2, one=int(b == 1))
+                L=L, Lm=L - c["first_k_dense_replace"], Ba=2, one=int(b == 1), D=c.get("num_nextn_predict_layers", 0))
 
 
 def _none_record(rec):
@@ -272,15 +272,22 @@ def moments(rec):
         return out
     H = 4 * t * V + 8 * t * h + Ba * t * h + 21 * t
     U = Ba * P + 4 * L * s * dr + Lm * (5 * t * N + 8 * N + 24) + 4 * L
+    D = d["D"]  # MTP modules (STEP.md, "With MTP modules"): D MoE layers more and their wrapped loss scales
+    U += D * (4 * s * dr + 5 * t * N + 8 * N + 24 + 4 + 8)
     if rc in ("none", "selective"):
-        out["cross-entropy"] = U + Ba * t * (V + h) + (28 - 8 * one) * t + 8 * s
+        # with MTP modules the last MTP head's logits and locals and the decoder's output are held too
+        out["cross-entropy"] = (U + Ba * t * (V + h) + (28 - 8 * one) * t + 8 * s
+                                + min(1, D) * (Ba * t * (V + h) + 12 * t))
         # forward, layer L-1's softmax cast to B_a: what is left of U, the layer's attention so far, the residual
+        # (with MTP modules the MTP layer's: the heads' saves not made, the shifted embedding and decoder output held)
         out["attention forward"] = (S + Ba * t * nh * dv + s * s + 4 * P + Ba * P + 4 * (rc == "selective")
-                                    + U - Lm * (5 * t * N + 8 * N + 24) + (Lm - 1) * (5 * t * N + 8 * N + 24)
-                                    + Ba * P + 4 * P + 2 * Ba * t * h + 8 * s - Al[L - 1] - H + 8 * t)
-        if rc == "selective":  # layer L-1's backward, its core attention recomputed, at SoftmaxBackward0
-            out["attention"] = (S + Ba * t * nh * dv + 4 + 8 * t * k - Al[L - 1] - H + 8 * t + U - 20
-                                + 4 * P + s * s + Ba * t * nh * dv + G + 2 * Ba * t * nh * dv)
+                                    + U - 8 * D - (5 * t * N + 8 * N + 24) + Ba * P + 4 * P + 2 * Ba * t * h + 8 * s
+                                    - Al[L - 1] - H + 8 * t + D * (Ba * t * h - 4 * t * V - 13 * t - 8))
+        if rc == "selective":  # layer L-1's backward, its core attention recomputed, at SoftmaxBackward0 (with MTP
+            # modules the MTP layer's, first: the heads' saves released, SplitBackward0's (1 + D) B_a t h held)
+            out["attention"] = (S + Ba * t * nh * dv + 4 + 8 * t * k - Al[L - 1] - H + 8 * t + U - 20 - 8 * D
+                                + 4 * P + s * s + Ba * t * nh * dv + G + 2 * Ba * t * nh * dv
+                                + min(1, D) * Ba * t * h - D * (4 * t * V + 21 * t + 8))
         return out
     assert rc == "full"
     state = 5 * t * N + 8 * N + 8 * t * k
@@ -410,6 +417,7 @@ def test_the_step_peak_follows_STEP_md(rec):
                 assert {"what": "recomputed", "layer": L - 1, "bytes": R} in st["held_at_peak"]
     elif fw == "mcore" and rc in ("none", "selective"):
         U = Ba * P + 4 * L * s * dr + Lm * (5 * t * N + 8 * N + 24) + 4 * L
+        U += d["D"] * (4 * s * dr + 5 * t * N + 8 * N + 24 + 4 + 8)  # MTP modules' layers and loss scales
         assert st["end_of_forward"] == A + U + 4
         # the forward's largest moment is the cross-entropy's or layer L-1's softmax cast
         assert st["forward_peak"] == A + max(more["cross-entropy"], more["attention forward"])
@@ -423,12 +431,16 @@ def test_the_step_peak_follows_STEP_md(rec):
             assert {"what": "saved", "layer": L - 1, "bytes": S + Ba * t * nh * dv + s * s + 4 * P + Ba * P} in \
                 st["held_at_peak"]
             assert {"what": "unsaved", "layer": L - 1, "bytes": Ba * P + 4 * P + 4 * s * dr} in st["held_at_peak"]
-        else:  # layer L-1's core attention recomputed, at its softmax backward
-            assert rc == "selective" and where[3] == ("decoder.layers.%d.self_attention.core_attention."
-                                                      "scale_mask_softmax" % (L - 1))
-            assert {"what": "saved", "layer": L - 1, "bytes": S + Ba * t * nh * dv + 4 + 8 * t * k} in \
-                st["held_at_peak"]
-            assert {"what": "recomputed", "layer": L - 1, "bytes": 4 * P + s * s + Ba * t * nh * dv} in \
+        else:  # layer L-1's core attention recomputed, at its softmax backward (with MTP modules the MTP layer's)
+            layer, mod = ("mtp", "mtp.layers.0.transformer_layer") if d["D"] else (L - 1, "decoder.layers.%d" % (L - 1))
+            assert rc == "selective" and where[3] == mod + ".self_attention.core_attention.scale_mask_softmax"
+            if layer != "mtp":  # (the trace counts the MTP layer's saves outside the layers)
+                assert {"what": "saved", "layer": L - 1, "bytes": S + Ba * t * nh * dv + 4 + 8 * t * k} in \
+                    st["held_at_peak"]
+            else:  # SplitBackward0's cat of the heads' input gradients, the value's .grad and the seed
+                held = (1 + d["D"]) * Ba * t * h + Ba * t * nh * dv + 4
+                assert {"what": "backward", "layer": "outside", "bytes": held} in st["held_at_peak"]
+            assert {"what": "recomputed", "layer": layer, "bytes": 4 * P + s * s + Ba * t * nh * dv} in \
                 st["held_at_peak"]
     else:
         assert (fw, rc) == ("mcore", "full")

@@ -344,23 +344,25 @@ def _mcore(policy: str) -> Dict[str, Term]:
          sp.Min(1, D_H) * nt.B_w * V * h / TP + D_H * (B_a * t * h - 4 * t * V / TP - 21 * t - 16),
          "torch autograd (engine): InputBuffer::accumulate; " + MC + "models/gpt/gpt_model.py: _postprocess")],
         IS_FP32)
+    # with MTP modules the last MTP layer's backward runs first (its final norm, its layer: `last` its saves)
+    m = sp.Min(1, D_H)
+    heads = ("mtp", "with MTP modules (D = 1 measured), after every head's backward: SplitBackward0's cat of their "
+                    "input gradients ((1 + D) B_a t h, whole while the decoder's slice waits); released per head its "
+                    "input share, FP32 softmax, targets, loss state, wrapped loss scale (the last MTP final norm's: "
+                    "the main's)", m * B_a * t * h - D_H * (4 * t * V / TP + 21 * t + 16),
+             MC + "models/gpt/gpt_model.py: GPTModel._postprocess; transformer/multi_token_prediction.py")
+    last = (1 - m) * A_last + m * (M_A + M_E)
     out["norm"] = _norm(eof + 4 * e_H, "the ids (8 b s) and the FP32 copy of the norm's input (4 t h)",
                         8 * t + 4 * t * h, "torch 2.13 aten/src/ATen/native/layer_norm.cpp: rms_norm_symint (the "
                         "composite: input.to(opmath), pow(2).mean, rsqrt; a B_a input with an FP32 weight takes it); "
-                        + MC + "models/gpt/gpt_model.py (decoder.final_layernorm)", False, [
-        ("mtp", "with MTP modules, at the last MTP layer's final norm (D = 1 measured): SplitBackward0's cat of the "
-                "heads' input gradients ((1 + D) B_a t h, the decoder's slice waiting); released per head its input "
-                "share, FP32 softmax, targets, loss state and wrapped loss scale (as in the output layer's moment)",
-         (sp.Min(1, D_H) + D_H) * B_a * t * h - D_H * (B_a * t * h + 4 * t * V / TP + 21 * t + 16),
-         MC + "models/gpt/gpt_model.py: _postprocess (torch.chunk); multi_token_prediction.py (torch.cat)")])
+                        + MC + "models/gpt/gpt_model.py (decoder.final_layernorm)", False, [heads])
     # a layer's attention (the local spec's core attention: FusedScaleMaskSoftmax.forward_torch_softmax), STEP.md
     release = ("head", "released: the head's saves but the input ids (8 b s)" + (
         "" if full else " (in FP32 and the embedding's output)"),
         -e_H * (M_H - 8 * t - (0 if full else EMB_FP32)), STEP)
     soft = MC + "fusions/fused_softmax.py: FusedScaleMaskSoftmax.forward_torch_softmax"
-    # the forward moments of the stage's last layer: with MTP modules the last MTP layer's (a MoE layer), which holds
-    # the decoder's saves and output, and not the heads' saves (STEP.md)
-    m = sp.Min(1, D_H)
+    # the forward moments of the stage's last layer (with MTP modules the last MTP layer's: the decoder's saves and
+    # output held, not the heads' saves, STEP.md)
     mtp_release = ("mtp", "with MTP modules, released: their heads' saves, not yet made (share of the output layer's "
                           "input B_a t h, FP32 softmax, targets, loss state; the last MTP layer's final norm's for the "
                           "main final norm's, made)", -D_H * (B_a * t * h + 4 * t * V / TP + 21 * t + 8),
@@ -386,7 +388,7 @@ def _mcore(policy: str) -> Dict[str, Term]:
                 - 4 * (L + D_H) * (sp.Min(1, L_m + D_H) - sp.Min(1, L_m - (1 - m) * has_moe)), STEP),
                release, mtp_release,
                ("left", "what the last layer saved up to its scores (three RMSNorms, the up-projections' inputs, the "
-                        "RoPE saves, q and k) in place of its saves", LEFT_MC - (1 - m) * A_last - m * (M_A + M_E),
+                        "RoPE saves, q and k) in place of its saves", LEFT_MC - last,
                 MC + "transformer/multi_latent_attention.py; transformer/dot_product_attention.py"),
                ("scores",
                 "baddbmm's output (B_a b n_h s^2: beta 0 returns a new tensor), input.float()'s FP32 copy and "
@@ -420,14 +422,15 @@ def _mcore(policy: str) -> Dict[str, Term]:
                 eof - 12, STEP),
                release,
                ("left", "what the last layer saved up to its scores in place of its saves, and the router's int64 "
-                        "top-k indices (still held by a node not yet run)", LEFT_MC + 8 * t * k - A_last, STEP),
+                        "top-k indices (still held by a node not yet run)", LEFT_MC + 8 * t * k - last, STEP),
                ("recomputed", "the recomputed FP32 softmax (4 b n_h s^2), the bool causal mask, the context "
                               "CheckpointFunction.backward holds as outputs (B_a t n_h d_v), the checkpoint's value",
                 4 * P + s_loc ** 2 + 2 * hv, MC + "transformer/attention.py: _checkpointed_attention_forward"),
                ("grads", "the FP32 gradient of the probabilities and SoftmaxBackward0's output (4 b n_h s^2 each), the "
                          "residual gradient, the context's and the value's gradients", 8 * P + B_a * t * h + 2 * hv,
-                "aten SoftMax.cpp; torch autograd")]
-        out["attention"] = _term("the backward of the last layer's recomputed core attention",
+                "aten SoftMax.cpp; torch autograd"), heads]
+        out["attention"] = _term("the backward of the last layer's recomputed core attention (with MTP modules the "
+                                 "last MTP layer's: its backward runs before the decoder's)",
                                  STEP + " (the attention's moments)", bwd, has_layers * u_eager * u_local)
     if full:  # the first layer's attention backward: every later layer's input gradient is still held
         first = [("held", "what the end of the forward holds besides the saves, the loss tracker (4 L) and 8 bytes of "
