@@ -84,6 +84,17 @@ def test_a_capacity_factor_from_the_cli_and_the_launch_file(capsys, tmp_path):
         assert code == 2 and what in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_a_capacity_below_balanced_routing_says_it_is_counted_at_1(capsys):
+    """The paper's 2048 tokens, 64 per expert: capacity factor 0.5 keeps 32, each EP rank's 32 experts 1024 of the
+    2048 x 8 / 8 balanced copies, F = 1/2, counted (and said) at F = 1, padded or not."""
+    for pad in ((), ("--pad-to-capacity",)):
+        out = _json(capsys, "--capacity-factor", "0.5", *pad)
+        assert "routing" not in out
+        assert "capacity factor 0.5 bounds F at 1/2 < 1: counted at balanced routing F = 1" in out["assumptions"]
+    code, out, err = run(capsys, "estimate", "--help-all")
+    assert code == 0 and "below 1: counted at F = 1" in " ".join(out.split()), err
+
+
 # ------------------------------------------------------------------ against Megatron-Core's own router (trace venv)
 def _megatron():
     try:
