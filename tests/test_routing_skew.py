@@ -95,6 +95,15 @@ def test_a_capacity_below_balanced_routing_says_it_is_counted_at_1(capsys):
     assert code == 0 and "below 1: counted at F = 1" in " ".join(out.split()), err
 
 
+def test_all_stages_says_it_shows_the_upper_end_only(capsys):
+    """--all-stages prints no interval: it says every stage is at F, in its text and JSON."""
+    said = "routing skew: every stage at its upper end, F = 1.5"
+    code, out, err = run(capsys, "estimate", "--imbalance", "1.5", "--all-stages")
+    assert code == 0 and said in out, err
+    assert any(a.startswith(said) for a in _json(capsys, "--imbalance", "1.5", "--all-stages")["assumptions"])
+    assert said not in run(capsys, "estimate", "--all-stages")[1]
+
+
 # ------------------------------------------------------------------ against Megatron-Core's own router (trace venv)
 def _megatron():
     try:
