@@ -104,6 +104,19 @@ def test_all_stages_says_it_shows_the_upper_end_only(capsys):
     assert said not in run(capsys, "estimate", "--all-stages")[1]
 
 
+def test_sensitivity_says_the_skew_it_applies(capsys):
+    """sensitivity's default b s / SP = 4096 / 2 = 2048 tokens, 64 per expert: capacity factor 2 keeps 128, each EP
+    rank's 32 experts 4096 of 2048 x 8 / 8 balanced copies, F = 2, as --imbalance 2; said in its header and JSON,
+    and nothing said without a skew."""
+    for argv in (("--capacity-factor", "2"), ("--imbalance", "2")):
+        code, out, err = run(capsys, "sensitivity", *argv)
+        assert code == 0 and "b=1 s=4096; imbalance F=2\n" in out, err
+        code, out, err = run(capsys, "sensitivity", *argv, "--json")
+        assert code == 0 and json.loads(out)["training"]["imbalance"] == 2, err
+    code, out, err = run(capsys, "sensitivity", "--json")
+    assert code == 0 and "imbalance" not in json.loads(out)["training"], err
+
+
 # ------------------------------------------------------------------ against Megatron-Core's own router (trace venv)
 def _megatron():
     try:
