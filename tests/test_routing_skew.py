@@ -117,6 +117,12 @@ def test_sensitivity_says_the_skew_it_applies(capsys):
     assert code == 0 and "imbalance" not in json.loads(out)["training"], err
 
 
+def test_a_capacity_factor_too_long_is_refused_for_its_length(capsys):
+    """1e-31 written out (33 characters) is in (0, 1e6]: refused for the length, and the message says the limit."""
+    code, _, err = run(capsys, "estimate", "--capacity-factor", "0." + "0" * 30 + "1")
+    assert code == 2 and "at most 32 characters" in err and len(err.strip().splitlines()) == 1, err
+
+
 # ------------------------------------------------------------------ against Megatron-Core's own router (trace venv)
 def _megatron():
     try:
