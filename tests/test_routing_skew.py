@@ -123,6 +123,23 @@ def test_a_capacity_factor_too_long_is_refused_for_its_length(capsys):
     assert code == 2 and "at most 32 characters" in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_the_launch_files_capacity_flags_are_read_as_megatron_reads_them(capsys, tmp_path):
+    """A switch given a value, a list for the one number and padding without a factor (Megatron's argparse and
+    TransformerConfig.__post_init__ refuse them) are refused on one line naming the file and the launch flag."""
+    lines = PROXY.read_text().splitlines()
+    at = lines.index("MODEL_ARGS:") + 1
+    path = tmp_path / "model_config.yaml"
+    for add, what in ((["  --moe-expert-capacity-factor: 1.1", "  --moe-pad-expert-input-to-capacity: maybe"],
+                       "--moe-pad-expert-input-to-capacity 'maybe': a switch takes no value"),
+                      (["  --moe-expert-capacity-factor: [1]"], "--moe-expert-capacity-factor takes one value"),
+                      (["  --moe-pad-expert-input-to-capacity: true"],
+                       "--moe-pad-expert-input-to-capacity without --moe-expert-capacity-factor")):
+        path.write_text("\n".join(lines[:at] + add + lines[at:]) + "\n")
+        code, _, err = run(capsys, "estimate", "--from-megatron", str(path), "--gpus", "8")
+        assert code == 2 and f"{path}: {what}" in err and len(err.strip().splitlines()) == 1, err
+        assert "--pad-to-capacity" not in err and "give --capacity-factor" not in err, err
+
+
 # ------------------------------------------------------------------ against Megatron-Core's own router (trace venv)
 def _megatron():
     try:
