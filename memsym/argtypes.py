@@ -249,7 +249,7 @@ def capacity_factor(text: str) -> Fraction:
         val = 0
     if not 0 < val <= IMBALANCE:
         raise argparse.ArgumentTypeError(f"the capacity factor must be a decimal number in (0, 1e6] in ASCII digits "
-                                         f"(e.g. 1.25), got {_shown(text)}")
+                                         f"(e.g. 1.25, at most {MAX_NUMBER_CHARS} characters), got {_shown(text)}")
     return val
 
 

@@ -84,6 +84,62 @@ def test_a_capacity_factor_from_the_cli_and_the_launch_file(capsys, tmp_path):
         assert code == 2 and what in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_a_capacity_below_balanced_routing_says_it_is_counted_at_1(capsys):
+    """The paper's 2048 tokens, 64 per expert: capacity factor 0.5 keeps 32, each EP rank's 32 experts 1024 of the
+    2048 x 8 / 8 balanced copies, F = 1/2, counted (and said) at F = 1, padded or not."""
+    for pad in ((), ("--pad-to-capacity",)):
+        out = _json(capsys, "--capacity-factor", "0.5", *pad)
+        assert "routing" not in out
+        assert "capacity factor 0.5 bounds F at 1/2 < 1: counted at balanced routing F = 1" in out["assumptions"]
+    code, out, err = run(capsys, "estimate", "--help-all")
+    assert code == 0 and "below 1: counted at F = 1" in " ".join(out.split()), err
+
+
+def test_all_stages_says_it_shows_the_upper_end_only(capsys):
+    """--all-stages prints no interval: it says every stage is at F, in its text and JSON."""
+    said = "routing skew: every stage at its upper end, F = 1.5"
+    code, out, err = run(capsys, "estimate", "--imbalance", "1.5", "--all-stages")
+    assert code == 0 and said in out, err
+    assert any(a.startswith(said) for a in _json(capsys, "--imbalance", "1.5", "--all-stages")["assumptions"])
+    assert said not in run(capsys, "estimate", "--all-stages")[1]
+
+
+def test_sensitivity_says_the_skew_it_applies(capsys):
+    """sensitivity's default b s / SP = 4096 / 2 = 2048 tokens, 64 per expert: capacity factor 2 keeps 128, each EP
+    rank's 32 experts 4096 of 2048 x 8 / 8 balanced copies, F = 2, as --imbalance 2; said in its header and JSON,
+    and nothing said without a skew."""
+    for argv in (("--capacity-factor", "2"), ("--imbalance", "2")):
+        code, out, err = run(capsys, "sensitivity", *argv)
+        assert code == 0 and "b=1 s=4096; imbalance F=2\n" in out, err
+        code, out, err = run(capsys, "sensitivity", *argv, "--json")
+        assert code == 0 and json.loads(out)["training"]["imbalance"] == 2, err
+    code, out, err = run(capsys, "sensitivity", "--json")
+    assert code == 0 and "imbalance" not in json.loads(out)["training"], err
+
+
+def test_a_capacity_factor_too_long_is_refused_for_its_length(capsys):
+    """1e-31 written out (33 characters) is in (0, 1e6]: refused for the length, and the message says the limit."""
+    code, _, err = run(capsys, "estimate", "--capacity-factor", "0." + "0" * 30 + "1")
+    assert code == 2 and "at most 32 characters" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_launch_files_capacity_flags_are_read_as_megatron_reads_them(capsys, tmp_path):
+    """A switch given a value, a list for the one number and padding without a factor (Megatron's argparse and
+    TransformerConfig.__post_init__ refuse them) are refused on one line naming the file and the launch flag."""
+    lines = PROXY.read_text().splitlines()
+    at = lines.index("MODEL_ARGS:") + 1
+    path = tmp_path / "model_config.yaml"
+    for add, what in ((["  --moe-expert-capacity-factor: 1.1", "  --moe-pad-expert-input-to-capacity: maybe"],
+                       "--moe-pad-expert-input-to-capacity 'maybe': a switch takes no value"),
+                      (["  --moe-expert-capacity-factor: [1]"], "--moe-expert-capacity-factor takes one value"),
+                      (["  --moe-pad-expert-input-to-capacity: true"],
+                       "--moe-pad-expert-input-to-capacity without --moe-expert-capacity-factor")):
+        path.write_text("\n".join(lines[:at] + add + lines[at:]) + "\n")
+        code, _, err = run(capsys, "estimate", "--from-megatron", str(path), "--gpus", "8")
+        assert code == 2 and f"{path}: {what}" in err and len(err.strip().splitlines()) == 1, err
+        assert "--pad-to-capacity" not in err and "give --capacity-factor" not in err, err
+
+
 # ------------------------------------------------------------------ against Megatron-Core's own router (trace venv)
 def _megatron():
     try:

@@ -53,14 +53,17 @@ class Launch:
     world_from: str = ""
     env: Dict[str, str] = field(default_factory=dict)
     per_node: Optional[int] = None
+    lists: frozenset = frozenset()  # the flags a model_config.yaml gives a list
 
     def value(self, flag: str) -> Optional[str]:
-        """The single value of ``flag`` (None when absent); an unresolved variable or a switch is refused."""
+        """The single value of ``flag`` (None when absent); an unresolved variable, a switch or a list is refused."""
         if flag not in self.flags:
             return None
         words = self.flags[flag]
-        if len(words) != 1:
-            raise self.err(f"{flag} takes one value, got {len(words)} ({' '.join(map(shown, words)) or 'none'})")
+        if len(words) != 1 or flag in self.lists:
+            got = f"a list [{', '.join(map(shown, words))}]" if flag in self.lists else \
+                f"{len(words)} ({' '.join(map(shown, words)) or 'none'})"
+            raise self.err(f"{flag} takes one value, got {got}")
         return self.resolved(flag, words[0])
 
     def words(self, flag: str) -> Tuple[str, ...]:
@@ -166,7 +169,8 @@ def _from_yaml(path: str, text: str) -> Launch:
     env = data.get("ENV_VARS") or {}
     if not isinstance(env, dict):
         raise _err(path, "ENV_VARS must map names to values")
-    return Launch(path, "yaml", flags, env={str(k): str(v) for k, v in env.items()})
+    return Launch(path, "yaml", flags, env={str(k): str(v) for k, v in env.items()},
+                  lists=frozenset(k for k, v in data["MODEL_ARGS"].items() if isinstance(v, list)))
 
 
 def _yaml_word(val) -> str:

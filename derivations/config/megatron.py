@@ -47,6 +47,13 @@ class _Args:
         self.used.add(flag)
         return flag in self.l.flags
 
+    def switch(self, flag: str) -> bool:
+        """Whether the switch ``flag`` is given (store_true: a value, as ``maybe``, is refused)."""
+        if self.has(flag) and self.l.flags[flag]:
+            raise self.l.err(f"{flag} {' '.join(shown(w) for w in self.l.flags[flag])!r}: a switch takes no value "
+                             "(in a model_config.yaml: true or false)")
+        return self.has(flag)
+
     def words(self, flag: str) -> Tuple[str, ...]:
         self.used.add(flag)
         return self.l.words(flag)
@@ -155,7 +162,10 @@ def resolve(launch: Launch, gpus: Optional[int] = None, dp: Optional[int] = None
     policy, _ = a.choice("--moe-token-drop-policy", ("probs", f"{TC} moe_token_drop_policy"), ("probs", "position"))
     if cf is not None:  # the worst EP rank's F bounded (training.py capacity_imbalance)
         put("capacity_factor", cf, f"{src}, drop policy {policy} (which tokens drop, not how many)")
-    if a.has("--moe-pad-expert-input-to-capacity"):
+    if a.switch("--moe-pad-expert-input-to-capacity"):
+        if cf is None:
+            raise launch.err(f"--moe-pad-expert-input-to-capacity without --moe-expert-capacity-factor ({TC} "
+                             "__post_init__: moe_expert_capacity_factor must be set to use it)")
         put("pad_to_capacity", True, "--moe-pad-expert-input-to-capacity: every expert padded to its capacity")
     _recompute(a, launch, r, put)
     backend, src = a.text("--attention-backend", ("auto", f"{TC} attention_backend AttnBackend.auto"))

@@ -20,8 +20,8 @@ from derivations.config.presets import PRESETS, load_model
 from derivations.config.recipes import RECIPES
 from derivations.config.switches import (BYTES_CONVENTIONS, CONVENTION_PRESETS, CONVENTION_SWITCHES, RANK_ZERO,
                                          Conventions)
-from derivations.config.training import (Training, parse_cuda_graphs, parse_offload, parse_recompute, with_capacity,
-                                         with_global_batch)
+from derivations.config.training import (Training, capacity_bound, parse_cuda_graphs, parse_offload, parse_recompute,
+                                         with_capacity, with_global_batch)
 
 #: The dtype options and the Table 7 symbols each sets.
 DTYPE_OPTIONS = (("weight_dtype", ("B_w",)), ("grad_dtype", ("B_g",)), ("master_dtype", ("B_m",)),
@@ -233,9 +233,20 @@ def recipe_assumptions(values: Mapping[str, object], typed: Collection[str]) -> 
     return tuple(RECIPES[recipe].assumptions_for(_over_recipe(values, typed))) if recipe else ()
 
 
+def capacity_assumptions(values: Mapping[str, object], typed: Collection[str]) -> Tuple[str, ...]:
+    """Under a --capacity-factor whose bound on F is below balanced routing (training.py capacity_bound), that it
+    is counted at F = 1."""
+    factor = values.get("capacity_factor")
+    f = factor and capacity_bound(model_of(values), layout_of(values), training_of(values, typed), factor,
+                                  bool(values.get("pad_to_capacity")))
+    return (f"capacity factor {float(factor):g} bounds F at {f} < 1: counted at balanced routing F = 1",) \
+        if f is not None and f < 1 else ()
+
+
 def resolve(values: Mapping[str, object], typed: Collection[str]) -> Configuration:
     """The configuration the options stand for (precedence applied, contradictions refused)."""
     values = resolved(values, typed)
     check_conflicts(values, typed)
     return Configuration(model_of(values), layout_of(values), training_with_batch(values, typed),
-                         stage_of(values, typed), recipe_assumptions(values, typed))
+                         stage_of(values, typed),
+                         recipe_assumptions(values, typed) + capacity_assumptions(values, typed))

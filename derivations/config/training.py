@@ -298,14 +298,20 @@ def capacity_imbalance(tokens: int, experts: int, topk: int, factor, ep: int, pa
     return Fraction(per_source * ep, tokens * topk)
 
 
-def with_capacity(model, layout, training: Training, factor, padded: bool = False) -> Training:
-    """``training`` with F the :func:`capacity_imbalance` of its b s over the layout's SP CP (at least 1: a bound
-    below balanced routing is counted at F = 1); unchanged for a model without routed experts."""
+def capacity_bound(model, layout, training: Training, factor, padded: bool = False) -> Optional[Fraction]:
+    """The :func:`capacity_imbalance` of ``training``'s b s over the layout's SP CP (below 1 when the capacity is
+    under balanced routing's share); None for a model without routed experts."""
     n = model.named()
     if not n.get("N"):
-        return training
+        return None
     validate_training(training)
     validate_layout(model, layout, training.seq)
     tokens = training.mbs * training.seq // (layout.SP * layout.cp)
-    f = capacity_imbalance(tokens, n["N"], n["N_r"], factor, layout.ep, padded)
-    return replace(training, imbalance=max(f, 1))
+    return capacity_imbalance(tokens, n["N"], n["N_r"], factor, layout.ep, padded)
+
+
+def with_capacity(model, layout, training: Training, factor, padded: bool = False) -> Training:
+    """``training`` with F the :func:`capacity_bound` (at least 1: a bound below balanced routing is counted at
+    F = 1); unchanged for a model without routed experts."""
+    f = capacity_bound(model, layout, training, factor, padded)
+    return training if f is None else replace(training, imbalance=max(f, 1))

@@ -62,6 +62,9 @@ def _estimate(args):
         return _tensors(c)
     device = RECIPES[args.recipe].device if getattr(args, "recipe", None) else None  # (name, bytes) of its GPU
     if args.all_stages:
+        if training.imbalance != 1:  # the interval (:func:`_routing`) is the single stage's
+            notes.append(f"routing skew: every stage at its upper end, F = {float(training.imbalance):g} (balanced "
+                         "routing beside it: estimate without --all-stages)")
         every, worst = estimate_all(model, layout, training, notes)
         timed = _time(args, model, layout, training, every=True)
         memory = common.memory_json(args, every[worst])  # --memory: judged at the most-loaded stage

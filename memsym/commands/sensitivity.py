@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import textwrap
+from fractions import Fraction
 
 from .timeopts import sensitivity_lines, time_options
 from . import common
@@ -99,7 +100,8 @@ def _config_json(model, layout, training, comp):
             "layout": {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "ep": layout.ep, "etp": layout.etp,
                        "cp": layout.cp, "sp": layout.SP, "sp_tied_to_tp": layout.sp is None},
             "training": {"mbs": training.mbs, "seq": training.seq, "zero": training.zero,
-                         "zero_name": cfg.ZERO_NAMES[training.zero], "recompute": training.recompute_label},
+                         "zero_name": cfg.ZERO_NAMES[training.zero], "recompute": training.recompute_label,
+                         **({"imbalance": _num(Fraction(training.imbalance))} if training.imbalance != 1 else {})},
             "stage": {"index": comp.index, "layers": [comp.layers.start, comp.layers.stop - 1],
                       "dense_layers": comp.dense, "moe_layers": comp.moe, "embedding": comp.embedding,
                       "head": comp.head}}
@@ -163,7 +165,8 @@ def render_text(model, layout, training, comp, values, results, with_latex=False
                    + "".join(f", {k}={v}" for k, v in comp.extra) + ")", 4),
              f"layout DP={layout.dp} TP={layout.tp} PP={layout.pp} EP={layout.ep} ETP={layout.etp} SP={layout.SP} "
              f"CP={layout.cp}; ZeRO {training.zero} ({cfg.ZERO_NAMES[training.zero]}); recompute "
-             f"{training.recompute_label}; b={training.mbs} s={training.seq}",
+             f"{training.recompute_label}; b={training.mbs} s={training.seq}"
+             + (f"; imbalance F={float(training.imbalance):g}" if training.imbalance != 1 else ""),
              _wrap("M (GiB) = " + ", ".join(f"{k} {fmt_gib(v)}" for k, v in values.items() if k != "total")
                    + f"; total {fmt_gib(values['total'])} ({fmt_int(values['total'])} B)", 4)]
     for r in results:
