@@ -50,7 +50,8 @@ def options() -> Dict:
         "switches": {k: {"option": s.option, "values": list(s.values), "side": s.side, "help": s.help}
                      for k, s in cfg.CONVENTION_SWITCHES.items()},
         "convention_presets": list(cfg.CONVENTION_PRESETS), "bytes_conventions": list(cfg.BYTES_CONVENTIONS),
-        "recipes": {k: {"device": list(r.device) if r.device else None} for k, r in RECIPES.items()},
+        "recipes": {k: {"device": list(r.device) if r.device else None, "model": r.options.get("model"),
+                        "family": _recipe_family(r)} for k, r in RECIPES.items()},
         "gib": cfg.GiB,
         # --runtime-buffers: the per-device runtime buffers' bytes of each value (derivations/assembly/runtime.py)
         "runtime_buffers": {v: exact_text(exact(buffers_term(v), {}))
@@ -128,3 +129,10 @@ def checks_js() -> str:
                      (L.option, "limit_option"), (jsonfile.shown, "json_shown")):
         p.add(fn, name=name)
     return p.js()
+
+
+def _recipe_family(recipe):
+    """The family (name, title) of a recipe's model, for resolve's recipe-against-model check on a page of other
+    models (resolve.resolved, resolve._family_of): None when the recipe names no preset."""
+    fam = resolve._family_of(recipe.options.get("model"))
+    return None if fam is None else {"name": fam.name, "title": fam.title}

@@ -234,7 +234,9 @@ FAMILIES.family_of = (model) => {
       spec = { family: DATA.options.model_types.includes(mt) ? "deepseek" : null };
     } catch (e) { spec = null; }
   }
-  return spec ? FAMILIES.find(spec.family) : null;
+  // a recipe's model on a page of other models: its family as the page data names it (options.py _recipe_family)
+  const recipe = Object.values(DATA.options.recipes).find((r) => r.model === model);
+  return spec ? FAMILIES.find(spec.family) : (recipe ? recipe.family : null);
 };
 /** A model of the page (model_data) as the printed checks read a ModelSpec: named() its symbols' values. */
 const specOf = (m) => m.spec
