@@ -6,6 +6,7 @@ Contradictions are refused (ConfigError).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Collection, Dict, Mapping, Optional, Tuple
 
 from symbolic.errors import ConfigError
@@ -21,7 +22,7 @@ from derivations.config.recipes import RECIPES
 from derivations.config.switches import (BYTES_CONVENTIONS, CONVENTION_PRESETS, CONVENTION_SWITCHES, RANK_ZERO,
                                          Conventions)
 from derivations.config.training import (Training, capacity_bound, parse_cuda_graphs, parse_offload, parse_recompute,
-                                         with_capacity, with_global_batch)
+                                         with_global_batch)
 
 #: The dtype options and the Table 7 symbols each sets.
 DTYPE_OPTIONS = (("weight_dtype", ("B_w",)), ("grad_dtype", ("B_g",)), ("master_dtype", ("B_m",)),
@@ -200,9 +201,10 @@ def training_of(values: Mapping[str, object], typed: Collection[str]) -> Trainin
     return t
 
 
-def training_with_capacity(values: Mapping[str, object], typed: Collection[str]) -> Training:
-    """:func:`training_of` with F bounded by Megatron-Core's token dropping (--capacity-factor, --pad-to-capacity:
-    training.py capacity_imbalance) at its b, s and layout."""
+def training_with_capacity(values: Mapping[str, object],
+                           typed: Collection[str]) -> Tuple[Training, Optional[Fraction]]:
+    """(:func:`training_of` with F bounded by Megatron-Core's token dropping at its b, s and layout, at least 1; the
+    bound itself, training.py capacity_bound, None without --capacity-factor or routed experts)."""
     factor = values.get("capacity_factor")
     if values.get("pad_to_capacity") and not factor:
         raise ConfigError("capacity-factor", "--pad-to-capacity pads each expert to its capacity: give "
@@ -210,16 +212,9 @@ def training_with_capacity(values: Mapping[str, object], typed: Collection[str])
     if factor and "imbalance" in typed:
         raise ConfigError("capacity-factor", "--capacity-factor and --imbalance both state the routing skew: give one")
     t = training_of(values, typed)
-    return with_capacity(model_of(values), layout_of(values), t, factor, bool(values.get("pad_to_capacity"))) \
-        if factor else t
-
-
-def training_with_batch(values: Mapping[str, object], typed: Collection[str]) -> Training:
-    """:func:`training_of` with, under ``--global-batch``, m = G / (DP mbs) micro-batches."""
-    t = training_with_capacity(values, typed)
-    if values.get("global_batch") is not None and "dp" in values:
-        t = with_global_batch(layout_of(values), t, values["global_batch"])
-    return t
+    f = capacity_bound(model_of(values), layout_of(values), t, factor, bool(values.get("pad_to_capacity"))) \
+        if factor else None
+    return (t if f is None else replace(t, imbalance=max(f, 1))), f
 
 
 def stage_of(values: Mapping[str, object], typed: Collection[str]) -> Optional[int]:
@@ -233,20 +228,14 @@ def recipe_assumptions(values: Mapping[str, object], typed: Collection[str]) -> 
     return tuple(RECIPES[recipe].assumptions_for(_over_recipe(values, typed))) if recipe else ()
 
 
-def capacity_assumptions(values: Mapping[str, object], typed: Collection[str]) -> Tuple[str, ...]:
-    """Under a --capacity-factor whose bound on F is below balanced routing (training.py capacity_bound), that it
-    is counted at F = 1."""
-    factor = values.get("capacity_factor")
-    f = factor and capacity_bound(model_of(values), layout_of(values), training_of(values, typed), factor,
-                                  bool(values.get("pad_to_capacity")))
-    return (f"capacity factor {float(factor):g} bounds F at {f} < 1: counted at balanced routing F = 1",) \
-        if f is not None and f < 1 else ()
-
-
 def resolve(values: Mapping[str, object], typed: Collection[str]) -> Configuration:
     """The configuration the options stand for (precedence applied, contradictions refused)."""
     values = resolved(values, typed)
     check_conflicts(values, typed)
-    return Configuration(model_of(values), layout_of(values), training_with_batch(values, typed),
-                         stage_of(values, typed),
-                         recipe_assumptions(values, typed) + capacity_assumptions(values, typed))
+    training, bound = training_with_capacity(values, typed)
+    if values.get("global_batch") is not None and "dp" in values:  # m = G / (DP mbs) micro-batches
+        training = with_global_batch(layout_of(values), training, values["global_batch"])
+    below = (f"capacity factor {float(values['capacity_factor']):g} bounds F at {bound} < 1: counted at balanced "
+             "routing F = 1",) if bound is not None and bound < 1 else ()
+    return Configuration(model_of(values), layout_of(values), training, stage_of(values, typed),
+                         recipe_assumptions(values, typed) + below)

@@ -308,10 +308,3 @@ def capacity_bound(model, layout, training: Training, factor, padded: bool = Fal
     validate_layout(model, layout, training.seq)
     tokens = training.mbs * training.seq // (layout.SP * layout.cp)
     return capacity_imbalance(tokens, n["N"], n["N_r"], factor, layout.ep, padded)
-
-
-def with_capacity(model, layout, training: Training, factor, padded: bool = False) -> Training:
-    """``training`` with F the :func:`capacity_bound` (at least 1: a bound below balanced routing is counted at
-    F = 1); unchanged for a model without routed experts."""
-    f = capacity_bound(model, layout, training, factor, padded)
-    return training if f is None else replace(training, imbalance=max(f, 1))

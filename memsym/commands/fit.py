@@ -68,7 +68,7 @@ def _solve_all(args):
     ranges is solved, so a user sees how much the (unspecified) overheads decide the answer."""
     model, layout = common.model_from_args(args), R.layout_of(vars(args))
     # without --global-batch: fit applies it per b
-    training = R.training_with_capacity(vars(args), common.explicit(args))
+    training, _ = R.training_with_capacity(vars(args), common.explicit(args))
     hbm, _ = common.budget_from_args(args, required=True)
     gb = args.global_batch
     res = fit.solve(model, layout, training, hbm, args.solve, args.stage, args.overheads, global_batch=gb)
