@@ -124,7 +124,7 @@ def _options(args):
                         linear_recipe=args.linear_recipe, quantized_params=args.quantized_param_gather,
                         virtual_layers=args.virtual_layers, recompute_ops=getattr(args, "recompute_ops", ()),
                         fp8=bool(getattr(args, "fp8_activations", False)),
-                        imbalance=args.imbalance).with_bytes(**byts)
+                        imbalance=1 if args.imbalance == 1 else args.imbalance).with_bytes(**byts)
     return opts if opts != cfg.Training() else None
 
 
