@@ -349,8 +349,8 @@ def test_the_torchtitan_runs_replay_the_allocator_as_their_launcher_sets_it(resu
 
 
 def test_pytorch_alloc_conf_is_read_before_its_older_name():
-    """c10/core/AllocatorConfig.cpp (pytorch/pytorch#149601, #167659): PYTORCH_ALLOC_CONF first, then the alias
-    PYTORCH_CUDA_ALLOC_CONF; a run with neither runs the allocator's defaults."""
+    """c10/core/AllocatorConfig.cpp AcceleratorAllocatorConfig::instance (pytorch/pytorch#149601): PYTORCH_ALLOC_CONF
+    first, then PYTORCH_CUDA_ALLOC_CONF, the first set wins; a run with neither runs the allocator's defaults."""
     from dataclasses import replace
     from derivations.analyses import runs as runs_mod
     run0 = runs_mod.load()[0]

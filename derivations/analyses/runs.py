@@ -279,8 +279,9 @@ def stage_index(run: Run, pp: int, worst: int) -> int:
 
 def alloc_conf_of(run: Run) -> str:
     """The allocator settings a run's launcher exported: ``PYTORCH_ALLOC_CONF`` before its older name
-    ``PYTORCH_CUDA_ALLOC_CONF``, the order PyTorch's ``AcceleratorAllocatorConfig`` reads them in (c10/core/
-    AllocatorConfig.cpp, pytorch/pytorch#149601; the older name is its alias, pytorch/pytorch#167659)."""
+    ``PYTORCH_CUDA_ALLOC_CONF``, the order PyTorch reads them in (c10/core/AllocatorConfig.cpp
+    ``AcceleratorAllocatorConfig::instance``, from pytorch/pytorch#149601: the first set wins, the older name kept
+    "for backwards compatibility")."""
     for env in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"):
         if env in run.flags:
             return str(run.flags[env])
