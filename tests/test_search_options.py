@@ -324,3 +324,21 @@ def test_imbalance_rows_equal_estimate_and_the_hand_count(capsys):
     off, on = got
     assert on["stage"] == off["stage"] and on["stage"] not in (0, 15)  # a stage of 4 MoE layers
     assert on["activations"] - off["activations"] == 4 * 32 * (3 * 7168 + 8 * 2048) * 64 == 310_378_496
+
+
+def test_imbalance_memory_rows_are_estimates_device_at_F(capsys):
+    """search --imbalance F --memory device: each judged row's device bytes are estimate --imbalance F --memory
+    device of its configuration at its stage."""
+    code, out, err = run(capsys, "search", "--gpus", "8", "--model", L16, "--gpu", "h100", "--imbalance", "1.5",
+                         "--memory", "device", "--top", "2", "--json")
+    assert code == 0, err
+    for r in json.loads(out)["rows"]:
+        e = _estimate_json(capsys, L16, r, "--gpus", "8", "--gpu", "h100", "--imbalance", "1.5", "--memory", "device")
+        assert (r["reserved"], r["device"]) == (e["memory"]["reserved"], e["memory"]["device"]), r
+
+
+def _estimate_json(capsys, model, row, *argv):
+    code, out, err = run(capsys, "estimate", "--json", "--model", model, *(f"--{k}={row[k]}" for k in (
+        "dp", "tp", "pp", "ep", "etp", "cp", "zero", "recompute", "mbs", "seq", "stage")), *argv)
+    assert code == 0, err
+    return json.loads(out)
