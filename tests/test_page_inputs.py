@@ -357,7 +357,9 @@ def _cases():
              model("0.0001"), model("0.00001"), model("-0.0"), model("5e-324"), model("1e400"), model("-1e400"),
              model("123456789.123456789"), model("[1, 2.5, true, null, {}]"), model('{"a": [1, {"b": "c"}]}'),
              model('"' + "\u00e9" * 50 + '"'), model('"' + "\U0001f600" * 30 + '"'), model("1" * 30),
-             model("-" + "1" * 30), model("-" + "1" * 31), model("[" * 33 + "]" * 33), "[" * 200,
+             model("-" + "1" * 30), model("-" + "1" * 31),
+             model('"' + "1" * 31 + '", "a": ' + "1" * 31),  # the number where it stands, not inside a string
+             model("[" * 33 + "]" * 33), "[" * 200,
              "[" * 3000 + "]" * 3000, '{"a": 1}' + " " * 10 + "}",
              "\t\r\n {} \t", '{"a": "\t"}', '{"a": "\x7f\x1f"}']
     # DeepSeek-V3.2 (DSA's indexer): each of its refusals (derivations/families/deepseek/config.py _indexer; a valid

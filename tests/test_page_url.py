@@ -63,8 +63,7 @@ def test_the_command_shown_prints_the_numbers_shown(browser, page, state):
     command = _command(browser)
     for part in state.split("&"):  # the URL's options are the command's flags
         key = part.split("=")[0]
-        if key not in ("gpus",):  # the GPU count is the --dp it sets
-            assert f"--{key}" in command, (state, command)
+        assert f"--{key}" in command, (state, command)
     js = _run(command)
     assert int(browser.find_element("id", "v-stage").get_attribute("data-index")) == js["stage"]["index"]
     for k in ("non_moe", "moe", "total"):
@@ -97,7 +96,6 @@ def test_the_url_follows_the_controls(browser, page):
     ("zero=1&imbalance=1e-2000000000", "imbalance"),
     ("zero=7", "invalid choice"),
     ("tpp=4", "not an option"),
-    ("gpus=1000", "must be a multiple"),
     ("dp=0", "positive integer"),
 ])
 def test_a_refused_input_clears_every_number(browser, page, state, words):
@@ -114,6 +112,21 @@ def test_a_refused_input_clears_every_number(browser, page, state, words):
     assert not browser.find_elements("css selector", "#results *")
     assert "5928075264" not in body and "6250364928" not in body
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+
+
+@pytest.mark.parametrize("state", ["gpus=1000", "gpus=1024&dp=4", "gpus=96&tp=4&pp=8&cp=2"])
+def test_a_refused_gpu_count_is_the_command_lines(browser, page, state):
+    """--gpus the layout does not divide, or that contradicts a typed DP: the page shows what `memsym estimate` run
+    with the command the page shows prints after "error: ", and that command holds --gpus."""
+    _load(browser, page, state)
+    assert browser.execute_script("return document.body.dataset.state") == "error"
+    command = _command(browser)
+    assert "--gpus" in command, command
+    r = subprocess.run([sys.executable, "-m", "memsym", *shlex.split(command)[1:]], capture_output=True, text=True,
+                       cwd=ROOT, timeout=300)
+    assert r.returncode == 2 and "--gpus" in r.stderr, r.stderr
+    assert browser.find_element("id", "error").text == r.stderr.strip().split("error: ", 1)[1]
+    assert browser.find_element("id", "err-opt-gpus").text == r.stderr.strip().split("error: ", 1)[1]
 
 
 @pytest.mark.parametrize("width", [390, 1280])

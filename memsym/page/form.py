@@ -1,5 +1,5 @@
-"""The page's controls as data, one per option of ``memsym estimate`` it offers (and a pasted config.json,
-``--gpus``): :func:`controls` renders form.html.j2, :func:`behaviour` is what ui.js reads of them."""
+"""The page's controls as data, one per option of ``memsym estimate`` it offers (and a pasted config.json):
+:func:`controls` renders form.html.j2, :func:`behaviour` is what ui.js reads of them."""
 from __future__ import annotations
 
 import re
@@ -29,7 +29,7 @@ READ = ("gpus", *(k for k, _ in LAYOUT), "sp", "layers_per_stage", "stage", "zer
 #: The fields a refusal of the printed checks concerns, by its ConfigError's constraint or the constraint's first
 #: word (the first field is shown the message unless the field last changed is among them); ``limit.<dest>``: that
 #: option's; a family's divisibility rule: its degree's (memsym/page/data.py divides).
-REFUSED = {"sp": ["sp", "tp"], "no-experts": ["ep", "etp"], "pp-layers": ["pp"], "cp-divides-seq": ["cp", "seq"],
+REFUSED = {"gpus": ["gpus", "dp", "tp", "pp", "cp"], "sp": ["sp", "tp"], "no-experts": ["ep", "etp"], "pp-layers": ["pp"], "cp-divides-seq": ["cp", "seq"],
            "sp-divides-seq": ["seq", "sp", "tp", "cp"], "edp-integer": ["dp", "tp", "ep", "etp", "cp"],
            "layers-per-stage": ["layers_per_stage", "pp"], "dualpipe-pp": ["pp", "schedule"],
            "dualpipe-microbatches": ["microbatches", "schedule"],

@@ -138,10 +138,8 @@ function readConfigJSON(raw, path, fields) {
     if (got === null) throw new StopIter(start);
     const text = got[0], idx = start + text.length;  // ASCII: as many code points as UTF-16 units
     if (got[2] !== undefined || got[3] !== undefined) return [new PyFloat(Number(text)), idx];
-    if (text.replace(/^-+/, "").length > IN.config_digits) {
-      const where = s.indexOf(text);
-      throw fail(`a number of ${text.length} digits at byte ${utf8Len(s, where) + skipBytes}: no config field has more than ${IN.config_digits}`);
-    }
+    if (text.replace(/^-+/, "").length > IN.config_digits)  // jsonfile._number_at: where the decoder stopped
+      throw fail(`a number of ${text.length} digits at ${at(start)}: no config field has more than ${IN.config_digits}`);
     return [BigInt(text), idx];
   }
   function scanOnce(idx, depth) {  // _json.c scan_once_unicode

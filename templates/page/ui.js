@@ -46,11 +46,11 @@ function typedOptions() {
 const modelTyped = () => Object.keys(DATA.models).length > 0 || $("opt-model").value !== DATA.options.default_model;
 /** The options as `memsym estimate` holds them after argparse (its defaults under the typed values; a pasted
     config.json as its path), resolved as the command line resolves them (resolve.resolved, printed: typed > recipe >
-    conventions preset > the view's defaults > defaults): {dest: value}. */
-function resolve(typed) {
-  // --gpus before withGpus set DP from it (the model of a refused estimate, for the search): not resolved
-  if ("gpus" in typed && !("dp" in typed))
-    typed = Object.fromEntries(Object.entries(typed).filter(([k]) => k !== "gpus"));
+    conventions preset > the view's defaults > defaults): {dest: value}.  ``gpus``: --gpus resolved too (DP = GPUs /
+    (TP PP CP), or the command line's refusal); without it, what the search reads the model of a refused estimate
+    from (it reads no layout field). */
+function resolve(typed, gpus = false) {
+  if (!gpus) typed = Object.fromEntries(Object.entries(typed).filter(([k]) => k !== "gpus"));
   const O = DATA.options, T = O.training, chosen = $("opt-model").value;
   const v = Object.assign({ sp: null, layers_per_stage: null, zero: T.zero, recompute: [T.recompute, []],
     attention: T.attention, mbs: T.mbs, seq: T.seq, imbalance: Q.parse(T.imbalance), schedule: null, microbatches: null,
@@ -274,24 +274,9 @@ function clearRefusals() {
   for (const el of document.querySelectorAll("[aria-invalid]")) { el.removeAttribute("aria-invalid"); el.removeAttribute("aria-describedby"); }
 }
 
-// ----------------------------------------------------------------------------- the GPU count and the global batch
-/** --gpus (the page's; search's flag): DP = GPUs / (TP PP CP) when DP is not typed, else the two must agree. */
-function withGpus(typed) {
-  if (!("gpus" in typed)) return typed;
-  const { gpus: g, ...rest } = typed, a = resolve(rest), per = a.tp * a.pp * a.cp;
-  if ("dp" in typed) {
-    if (typed.dp * per !== g)
-      throw new ConfigError(`--gpus ${g} must equal DP * TP * PP * CP = ${typed.dp} * ${a.tp} * ${a.pp} * ${a.cp} = ${typed.dp * per} (leave DP empty to derive it from the GPUs)`, ["gpus", "dp"]);
-    return typed;
-  }
-  if (g % per !== 0)
-    throw new ConfigError(`--gpus ${g} must be a multiple of TP * PP * CP = ${a.tp} * ${a.pp} * ${a.cp} = ${per} (DP = GPUs / (TP PP CP))`, ["gpus", "tp", "pp", "cp"]);
-  return Object.assign({}, typed, { dp: g / per });
-}
-
 // ----------------------------------------------------------------------------- the URL and the command line
 /** Every control as the command line names it: [flag without --, control id without opt-, kind] (memsym/page/form.py);
-    the URL's keys (#tp=4&zero=1) and the command shown; config and gpus are the page's own. */
+    the URL's keys (#tp=4&zero=1) and the command shown; config is the page's own. */
 const stateOpts = () => DATA.form.state;
 /** A control's value as the URL and the command line write it, or null when it is at its default (not typed). */
 function controlValue(dest, kind) {
@@ -394,14 +379,14 @@ function shellWord(w) {
   w = String(w);
   return /^[A-Za-z0-9_.,:\/=+@%-]+$/.test(w) ? w : "'" + w.replace(/'/g, `'"'"'`) + "'";
 }
-/** `memsym estimate ...` of the controls: the command line that prints the numbers shown (the GPU count as the --dp
-    it sets; a pasted config.json as --model config.json, the file to save). */
-function commandLine(typed) {
+/** `memsym estimate ...` of the controls: the command line that prints the numbers shown (with the --dp a GPU count
+    sets, ``dp``: undefined when refused; a pasted config.json as --model config.json, the file to save). */
+function commandLine(dp) {
   const out = ["memsym", "estimate"];
   for (const [key, dest, kind] of stateOpts()) {
     const v = controlValue(dest, kind);
-    if (dest === "config" || dest === "gpus") continue;
-    if (dest === "dp" && v === null && typed && typed.dp !== undefined) { out.push("--dp", String(typed.dp)); continue; }
+    if (dest === "config") continue;
+    if (dest === "dp" && v === null && dp !== undefined) { out.push("--dp", String(dp)); continue; }
     if (dest === "gpu") { out.push("--gpu", $("opt-gpu").value); continue; }
     if (v === null) continue;
     if (v === true) { out.push(`--${key}`); continue; }
@@ -410,8 +395,8 @@ function commandLine(typed) {
   }
   return out.map(shellWord).join(" ");
 }
-function showCommand(typed) {
-  $("command-text").textContent = commandLine(typed);
+function showCommand(dp) {
+  $("command-text").textContent = commandLine(dp);
   $("command-note").hidden = $("opt-model").value !== "config";
 }
 
@@ -424,18 +409,17 @@ function showApplicable() {
 function update() {
   clearRefusals();
   showApplicable();
-  let typed = null, raw = null;
+  let typed = null;
   try {
     if (hashProblems.length) throw hashProblems[0];
-    raw = typedOptions();
-    typed = withGpus(raw);
-    const a = resolve(typed);
+    typed = typedOptions();
+    const a = resolve(typed, true), derived = "gpus" in typed && !("dp" in typed) ? a.dp : undefined;
     check_conflicts(a, typedDests(typed));
     const m = modelOf(a);
     // the empty fields' defaults: the model's family's (EP = ETP = 1 without experts), else the paper's
     for (const k of LAYOUT) {
       const f = familyOf(m).layout_defaults[k];
-      $(`opt-${k}`).placeholder = k === "dp" && typed.dp !== undefined && !$("opt-dp").value ? `${typed.dp} (from the GPUs)` : `${f === undefined ? DATA.options.layout[k] : f}`;
+      $(`opt-${k}`).placeholder = k === "dp" && derived !== undefined ? `${derived} (from the GPUs)` : `${f === undefined ? DATA.options.layout[k] : f}`;
     }
     const lay = new Layout({ dp: a.dp, tp: a.tp, pp: a.pp, ep: a.ep, etp: a.etp, cp: a.cp, sp: a.sp,
       layers_per_stage: a.layers_per_stage });
@@ -449,7 +433,7 @@ function update() {
     err.textContent = ""; err.hidden = true;
     $("error-note").hidden = true;
     document.body.dataset.state = "ok";
-    showCommand(typed);
+    showCommand(derived);
     renderSearch({ typed, resolved: a, model: m, layout: lay, training: t, estimate: est, gpu, error: null });
   } catch (e) {
     $("results").innerHTML = "";  // first: whatever follows, no number of an earlier input stays
@@ -459,8 +443,8 @@ function update() {
       showRefusal(`internal error of the page (please report it): ${e && e.name ? e.name + ": " : ""}${e && e.message !== undefined ? e.message : e}`, []);
       console.error(e);
     }
-    try { showCommand(typed); } catch (e2) { $("command-text").textContent = ""; }
-    renderSearch({ typed: typed || raw, error: e });  // the search reads no layout field: it may still run
+    try { showCommand(); } catch (e2) { $("command-text").textContent = ""; }
+    renderSearch({ typed, error: e });  // the search reads no layout field: it may still run
   }
   fitFormulas();
   fitBar();
