@@ -114,19 +114,26 @@ def test_a_refused_input_clears_every_number(browser, page, state, words):
     assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
 
 
-@pytest.mark.parametrize("state", ["gpus=1000", "gpus=1024&dp=4", "gpus=96&tp=4&pp=8&cp=2"])
-def test_a_refused_gpu_count_is_the_command_lines(browser, page, state):
-    """--gpus the layout does not divide, or that contradicts a typed DP: the page shows what `memsym estimate` run
-    with the command the page shows prints after "error: ", and that command holds --gpus."""
+@pytest.mark.parametrize("state", ["gpus=1000", "gpus=1024&dp=4", "gpus=96&tp=4&pp=8&cp=2", "recompute=custom:foo",
+                                   "recompute=bar", "recompute=custom", "attention=foo", "rank=x"])
+def test_a_refused_url_says_what_the_command_line_says(browser, page, state):
+    """A GPU count the layout does not divide or that contradicts a typed DP, a recomputation the command line does
+    not read, a choice it does not offer: the page says what `memsym estimate --KEY=VALUE ...` of the URL's options
+    prints after "error: ", under the field; the command it shows for a GPU count holds --gpus, and is refused
+    alike."""
     _load(browser, page, state)
     assert browser.execute_script("return document.body.dataset.state") == "error"
-    command = _command(browser)
-    assert "--gpus" in command, command
-    r = subprocess.run([sys.executable, "-m", "memsym", *shlex.split(command)[1:]], capture_output=True, text=True,
-                       cwd=ROOT, timeout=300)
-    assert r.returncode == 2 and "--gpus" in r.stderr, r.stderr
-    assert browser.find_element("id", "error").text == r.stderr.strip().split("error: ", 1)[1]
-    assert browser.find_element("id", "err-opt-gpus").text == r.stderr.strip().split("error: ", 1)[1]
+    argvs = [[f"--{part}" for part in state.split("&")]]
+    if state.startswith("gpus"):  # the command shown, run, is refused alike
+        argvs.append(shlex.split(_command(browser))[2:])
+        assert "--gpus" in argvs[-1], argvs
+    for argv in argvs:
+        r = subprocess.run([sys.executable, "-m", "memsym", "estimate", *argv], capture_output=True, text=True,
+                           cwd=ROOT, timeout=300)
+        assert r.returncode == 2, r.stderr
+        message = r.stderr.strip().split("error: ", 1)[1]
+        assert browser.find_element("id", "error").text == message
+        assert browser.find_element("id", f"err-opt-{state.split('=')[0]}").text == message
 
 
 @pytest.mark.parametrize("width", [390, 1280])

@@ -29,7 +29,8 @@ READ = ("gpus", *(k for k, _ in LAYOUT), "sp", "layers_per_stage", "stage", "zer
 #: The fields a refusal of the printed checks concerns, by its ConfigError's constraint or the constraint's first
 #: word (the first field is shown the message unless the field last changed is among them); ``limit.<dest>``: that
 #: option's; a family's divisibility rule: its degree's (memsym/page/data.py divides).
-REFUSED = {"gpus": ["gpus", "dp", "tp", "pp", "cp"], "sp": ["sp", "tp"], "no-experts": ["ep", "etp"], "pp-layers": ["pp"], "cp-divides-seq": ["cp", "seq"],
+REFUSED = {"gpus": ["gpus", "dp", "tp", "pp", "cp"], "sp": ["sp", "tp"], "no-experts": ["ep", "etp"],
+           "pp-layers": ["pp"], "cp-divides-seq": ["cp", "seq"],
            "sp-divides-seq": ["seq", "sp", "tp", "cp"], "edp-integer": ["dp", "tp", "ep", "etp", "cp"],
            "layers-per-stage": ["layers_per_stage", "pp"], "dualpipe-pp": ["pp", "schedule"],
            "dualpipe-microbatches": ["microbatches", "schedule"],

@@ -102,7 +102,7 @@ def checks_js() -> str:
     config = DEEPSEEK.module("config")
     p = Printed({errors.ConfigError: "py.error", argparse.ArgumentTypeError: "py.argerror", Fraction: "py.Fraction",
                  dataclasses.replace: "py.replace", itertools.accumulate: "py.accumulate", covered: "FAMILIES.covered",
-                 jsonfile.type_name: "typeName", resolve._family_of: "FAMILIES.family_of",
+                 resolve._family_of: "FAMILIES.family_of",
                  shape.of_model: "((model) => model.family)",
                  shape.family: "FAMILIES.find", shape.inert: "((f) => Object.values(DATA.families[f].inert))",
                  **{getattr(_families, k): f"FAMILIES.{k}" for k in ("wrapper", "for_model_type", "model_types",
@@ -126,7 +126,8 @@ def checks_js() -> str:
         p.add(fn)
     for fn, name in ((schedules.validate, "validate_schedule"), (argtypes.positive_int, "arg_positive_int"),
                      (argtypes.nonneg_int, "arg_nonneg_int"), (argtypes._shown, "arg_shown"),
-                     (L.option, "limit_option"), (jsonfile.shown, "json_shown")):
+                     (L.option, "limit_option"), (jsonfile.shown, "json_shown"),
+                     (jsonfile.type_name, "typeName")):
         p.add(fn, name=name)
     return p.js()
 

@@ -381,6 +381,8 @@ class _Function:
                 else:
                     raise ValueError(f"pyjs: {self.where(n)}: a format spec is not printed")
             return "(" + " + ".join(parts or ['""']) + ")"
+        if isinstance(n, ast.Attribute) and n.attr == "__name__" and isinstance(n.value, ast.Call):
+            return e(n.value)  # type(x).__name__: py.type names the type
         if isinstance(n, ast.Attribute):
             where, value = self.static(n)
             return f"{e(n.value)}.{n.attr}" if where is None else self.p.resolve(value, where)

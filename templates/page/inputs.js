@@ -69,16 +69,6 @@ function pyRepr(x) {
   if (x instanceof Map) return "{" + Array.from(x, ([k, v]) => `${reprStr(k)}: ${pyRepr(v)}`).join(", ") + "}";
   return String(x);
 }
-/** hfconfig._type_name */
-function typeName(x) {
-  if (x === null) return "null";
-  if (typeof x === "boolean") return "boolean";
-  if (typeof x === "string") return "string";
-  if (typeof x === "bigint") return "int";
-  if (x instanceof PyFloat) return "number";
-  if (Array.isArray(x)) return "array";
-  return "object";
-}
 /** cli.one_line: what a message shows of a character that is not printable (a typed newline: \n). */
 function oneLine(message) {
   let out = "";

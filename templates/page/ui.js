@@ -349,24 +349,19 @@ function applyHash() {
       continue;
     }
     if (val === null) val = "";
-    if (kind === "recompute") {
-      const [rc, rest] = val.includes(":") ? [val.slice(0, val.indexOf(":")), val.slice(val.indexOf(":") + 1)] : [val, null];
-      if (!DATA.options.recompute.includes(rc) && rc !== "") {
-        hashProblems.push(argError(dest, `invalid choice: ${arg_shown(val)} (choose from ${DATA.options.recompute.join(", ")}, custom:OP,...)`));
-        continue;
-      }
-      el.value = rc;
-      const ops = rest === null || rest === "" ? [] : rest.split(",");
-      const bad = ops.filter((o) => !(o in DATA.options.recompute_ops));
-      if (bad.length) hashProblems.push(argError(dest, `unknown operator ${arg_shown(bad[0])}; valid: ${Object.keys(DATA.options.recompute_ops).join(", ")}`));
-      for (const o of Object.keys(DATA.options.recompute_ops)) $(`opt-op-${o}`).checked = ops.includes(o);
+    if (kind === "recompute" && val !== "") {  // read as --recompute reads it (training.parse_recompute, printed)
+      try {
+        const [rc, ops] = READERS.recompute(dest, val);
+        el.value = rc;
+        for (const o of Object.keys(DATA.options.recompute_ops)) $(`opt-op-${o}`).checked = ops.includes(o);
+      } catch (e) { if (!(e instanceof ConfigError)) throw e; hashProblems.push(argError(dest, e.message)); }
       continue;
     }
     if (kind === "model" && val === "config.json" && [...el.options].some((o) => o.value === "config")) val = "config";
     if (el.tagName === "SELECT") {
-      if (![...el.options].some((o) => o.value === val)) {
-        const choices = [...el.options].map((o) => o.value).filter((v) => v !== "");
-        hashProblems.push(argError(dest, `invalid choice: ${arg_shown(val)} (choose from ${choices.join(", ")})`));
+      if (![...el.options].some((o) => o.value === val)) {  // argparse's words (not the command line's nearest choice)
+        const choices = [...el.options].map((o) => pyRepr(o.value)).filter((v) => v !== "''");
+        hashProblems.push(argError(dest, `invalid choice: ${pyRepr(val)} (choose from ${choices.join(", ")})`));
         continue;
       }
     }
