@@ -273,6 +273,10 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
     elif const["params.indexer"]:
         v.update(_dsa_attention(model, rows, v, const))
     v.update(placement.schedule_coefficients(schedule, v["PP"], vpp), **switches(overlap))
+    if v["o_EP"]:  # the share of the EP transfers behind the other micro-batch's compute, with the SMs they hold
+        held = published.overlap_sms(g, dispatcher_of(schedule, dispatcher)) if efficiency == PUBLISHED else 0.0
+        v["o_EP"] = ep_paired_share(schedule, v["PP"], vpp, v["n_mb"], f("stage") if "stage" in rows else 0.0) \
+            * (1 - held)
     domain = gpus_per_node or g.nvlink_domain
     v.update(placement.bandwidths(v["TP"], v["CP"], v["DP"], v["PP"], domain, g.rate("nvlink"), g.rate("network")))
     v.update(Phi=g.rate(const["Phi_rate"]), Phi_A=g.rate("bf16"), W_M=g.rate("hbm_bandwidth"))
@@ -286,6 +290,24 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
                                              g.rate("network") * link["network"], model.N_r, _groups_kept(model),
                                              dispatcher_of(schedule, dispatcher))
     return v
+
+
+def ep_paired_share(schedule: Optional[str], pp, vpp: int, m, rank):
+    """The share of a device's micro-batch forwards (and as many backwards) that Megatron-Core's 1F1B A2A overlap
+    (--overlap-moe-expert-parallel-comm) runs beside another micro-batch's backward (forward): all but the warm-up
+    forwards and the cool-down backwards, which run alone with their all-to-all exposed.  Warm-up of pipeline rank
+    ``rank`` (megatron/core/pipeline_parallel/schedules.py@d98e8a64ddf3 get_pp_rank_microbatches, L951-977):
+    interleaved 2 (pp - rank - 1) + (V - 1) pp of its m V chunk-forwards (micro-batch groups of pp, the default), 1F1B
+    pp - rank - 1 of m (the overlap requires interleaving when pp > 1; the same count is read for 1f1b and zb), each
+    plus "one extra micro-batch forward step before the 1f1b stages" under the overlap (L966-970; at pp = 1 the
+    combined schedule's first forward and last backward run alone: 1 of m); at most all of them.  Without a schedule
+    (one micro-batch's steady state) all are paired."""
+    if schedule is None:
+        return 1.0
+    chunks = vpp if schedule == "interleaved" else 1
+    warm = 2 * (pp - rank - 1) + (chunks - 1) * pp + 1 if schedule == "interleaved" else pp - rank
+    total = m * chunks
+    return 1 - np.minimum(warm, total) / total
 
 
 def _published_eta(model: cfg.ModelSpec, v: Dict, g: "gpu_presets.GPU", precision: str) -> np.ndarray:
@@ -358,7 +380,7 @@ def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
     rows = {k: np.array([getattr(layout, k)] * len(sts)) for k in ("dp", "tp", "pp", "ep", "etp", "cp")}
     rows.update(mbs=np.array([training.mbs] * len(sts)), seq=np.array([training.seq] * len(sts)),
                 zero=np.array([training.zero] * len(sts)), recompute=np.array([training.recompute] * len(sts)),
-                microbatches=np.array([m] * len(sts)))
+                microbatches=np.array([m] * len(sts)), stage=np.array([st.index for st in sts]))
     for n in names:
         rows[n] = np.array([st.named()[n] for st in sts])
     out = parts(model, training, rows, gpu=g, schedule=training.schedule, vpp=training.vpp or 2, overlap=overlap,
