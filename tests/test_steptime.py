@@ -474,3 +474,19 @@ def test_the_dispatch_kernels_sms_are_not_the_computes_under_published_efficienc
     nccl_none = _one(rows, overlap="none", dispatcher="alltoall", efficiency="published", **kw)
     assert nccl["EP"] / 4 == pytest.approx(nccl_none["EP"] / 16 + max(0.0, 3 / 4 * nccl_none["EP"] / 4 - compute),
                                            rel=1e-9)
+
+
+def test_estimate_says_what_the_ep_overlap_hid(capsys):
+    """estimate --time with --overlap megatron:ep: the JSON's 'ep_overlap' at the slowest stage r, by hand from
+    Megatron-Core's warm-up count (interleaved, PP 4, V 2: 2 (4 - r - 1) + 4 + 1 of the 2 m chunk-forwards) and
+    DeepEP's 20 of the H800's 132 SMs; the text says it; without the switch no such key."""
+    from clirun import run
+    argv = ["estimate", "--gpu", "h800", "--gpus", "256", "--pp", "4", "--ep", "8", "--schedule", "interleaved",
+            "--vpp", "2", "--global-batch", "512", "--dispatcher", "deepep", "--time"]
+    t = json.loads(run(capsys, *argv, "--overlap", "megatron:ep", "--json")[1])["time"]
+    r, m = t["stage"], t["microbatches"]
+    paired = 1 - (2 * (4 - r - 1) + 4 + 1) / (2 * m)
+    assert t["ep_overlap"] == pytest.approx({"paired": paired, "sms_held": 20 / 132,
+                                             "hidden": paired * (1 - 20 / 132)})
+    assert f"at most {paired * (1 - 20 / 132):.1%} of EP hidden" in run(capsys, *argv, "--overlap", "megatron:ep")[1]
+    assert "ep_overlap" not in json.loads(run(capsys, *argv, "--json")[1])["time"]

@@ -38,6 +38,10 @@ ORDERED_AT_LEAST = 2
 #: With the attention at cuDNN's published forward and backward rates (0.53 of the peak at 4k, not FlashAttention-3's
 #: forward 0.75) and the dispatch at DeepEP's / HybridEP's published bandwidth of the GPU's generation (NVL72 0.53,
 #: HGX B200 0.59 of NVLink, not the H800's 0.97): 4 of 15 (the GB300 rows and Kimi K2: 1.03-1.18), ratios 1.03-2.18.
+#: With Megatron-Core's 1F1B A2A overlap hiding only the paired micro-batches' all-to-all (get_pp_rank_microbatches'
+#: warm-up forwards and cool-down backwards run alone) and DeepEP's 20 of Hopper's 132 SMs not the compute's while it
+#: runs (DeepSeek-V3 report Sec. 3.5.1): the 25.09 H100 row (the only one launched with the overlap) 2.18 -> 1.95, its
+#: EP 0 -> 15% of the step; the others unchanged: 4 of 15, ratios 1.03-1.97.
 PUBLISHED_WITHIN_20_AT_LEAST = 4
 #: What stays unexplained (printed per row as the share of the measured step the model does not account for): the
 #: framework's own authors name host-side overhead as the largest loss on these runs ("the biggest performance issue
@@ -46,8 +50,9 @@ PUBLISHED_WITHIN_20_AT_LEAST = 4
 #: the fragmented quantization, permute and padding kernels; none has a published per-kernel rate the model could
 #: read, so none is modelled.  Per table what stays (at the defaults): 25.09 B200 and GB200 (no CUDA graphs, NCCL's
 #: all-to-all read at HybridEP's bandwidth, none published for it: 1.56-1.96), 25.11/26.02 HGX B200/B300 (1.62-1.97),
-#: 25.09 H100 (its EP all-to-all wholly behind the other micro-batch under the 1F1B A2A overlap, which NVIDIA reports
-#: adds CPU synchronisation: 2.18), 25.11/26.02 GB200 (1.26-1.31).  The other named candidates are already parts of
+#: 25.09 H100 (1.95: its EP all-to-all behind the other micro-batch under the 1F1B A2A overlap but for the warm-up and
+#: cool-down and the dispatch's SMs; NVIDIA reports the overlap adds CPU synchronisation), 25.11/26.02 GB200
+#: (1.26-1.31).  The other named candidates are already parts of
 #: the step: the permute and unpermute (model.py MEMORY_OPS), the optimizer's memory traffic (t_opt), the release's
 #: interleaved-1F1B bubble (chi_mb), the dispatchers' and attention's published rates (--efficiency published).
 #: Counting kernels from a CPU trace of Megatron-Core (memsym trace) would count its unfused local ops, not the

@@ -371,7 +371,9 @@ def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
                 dispatcher: Optional[str] = None, with_inputs: bool = False, every: bool = False) -> Dict:
     """One configuration's step (``memsym estimate --time``): {'stage': the slowest stage's index, 'gpu': the
     preset's key, 'parts': {part: seconds} at that stage, 'tokens_per_gpu_s', 'microbatches', 'dispatcher'};
-    ``every`` adds 'stages': [{'stage', 'parts'}] of every stage (``--all-stages --time``).
+    ``every`` adds 'stages': [{'stage', 'parts'}] of every stage (``--all-stages --time``); with the EP overlap
+    switched on, 'ep_overlap': {'paired' (:func:`ep_paired_share`), 'sms_held' (efficiency.py overlap_sms), 'hidden'
+    (the share of the all-to-all behind compute at most)} at the slowest stage.
     The policies the model times are none, full and selective (custom operator lists are refused)."""
     g = check(model, gpu, overlap, efficiency, training)
     sts = cfg.stages(model, layout)
@@ -388,6 +390,10 @@ def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
                 dispatcher=dispatcher)
     slow = int(np.argmax(out["step"]))
     step = float(out["step"][slow])
+    if switches(overlap)["o_EP"]:  # what --overlap megatron:ep hides at that stage, said beside the time
+        paired = float(ep_paired_share(training.schedule, layout.pp, training.vpp or 2, m, sts[slow].index))
+        held = published.overlap_sms(g, dispatcher_of(training.schedule, dispatcher)) if efficiency == PUBLISHED else 0
+        ep_overlap = {"paired": paired, "sms_held": held, "hidden": paired * (1 - held)}
     gpus = layout.dp * layout.tp * layout.pp * layout.cp
     return {"stage": sts[slow].index, "gpu": g.key, "overlap": overlap,
             "efficiency": efficiency if efficiency == PUBLISHED else float(efficiency),
@@ -395,6 +401,7 @@ def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
             "attention": None if model.family != "deepseek_v4" else training.attention
             + (" (V4: all s + T keys)" if training.attention == "eager" else " (V4: window + compressed keys)"),
             "dispatcher": dispatcher_of(training.schedule, dispatcher), "microbatches": m,
+            **({"ep_overlap": ep_overlap} if switches(overlap)["o_EP"] else {}),
             "parts": {k: float(v[slow]) for k, v in out.items()},
             "tokens_per_gpu_s": layout.dp * m * training.mbs * training.seq / (step * gpus) if step > 0 else None,
             **({"inputs": {k: float(np.asarray(x).reshape(-1)[slow if np.size(x) > 1 else 0]) for k, x in
