@@ -217,8 +217,10 @@ def parts(model: cfg.ModelSpec, training: cfg.Training, rows: Mapping[str, np.nd
           dispatcher: Optional[str] = None) -> Dict[str, np.ndarray]:
     """{part: seconds} (PARTS) of each row.  ``rows``: arrays (broadcasting; tp, ep, etp and the counts of one
     shape) of dp, tp, pp, ep, etp, cp, mbs, seq, zero, recompute (policy names), microbatches (m) and the
-    composition counts.  Without a schedule the step is one micro-batch's steady-state period plus ZeRO-3's traffic
-    (no bubble, per-step traffic or update).  ``dispatcher``: placement.DISPATCHERS, None as :func:`dispatcher_of`."""
+    composition counts, and optionally stage (the pipeline rank, whose warm-up the EP overlap leaves exposed:
+    :func:`ep_paired_share`; absent, the first rank's, the longest).  Without a schedule the step is one
+    micro-batch's steady-state period plus ZeRO-3's traffic (no bubble, per-step traffic or update).
+    ``dispatcher``: placement.DISPATCHERS, None as :func:`dispatcher_of`."""
     g = check(model, gpu, overlap, efficiency, training)
     n = np.broadcast_shapes(*(np.shape(x) for x in rows.values()))
     v = inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, attention, dispatcher, overlap)
