@@ -41,7 +41,9 @@ ORDERED_AT_LEAST = 2
 #: With Megatron-Core's 1F1B A2A overlap hiding only the paired micro-batches' all-to-all (get_pp_rank_microbatches'
 #: warm-up forwards and cool-down backwards run alone) and DeepEP's 20 of Hopper's 132 SMs not the compute's while it
 #: runs (DeepSeek-V3 report Sec. 3.5.1): the 25.09 H100 row (the only one launched with the overlap) 2.18 -> 1.95, its
-#: EP 0 -> 15% of the step; the others unchanged: 4 of 15, ratios 1.03-1.97.
+#: EP 0 -> 15% of the step; the others unchanged: 4 of 15, ratios 1.03-1.97.  With each routed copy cast again where
+#: it arrives in BF16 (TE's grouped GEMM quantizes the tokens it received): every quantized row 1-3% slower, 4 of 15,
+#: ratios 1.03-1.94 (H100 1.90, GB200 1.26-1.71, HGX B200/B300 1.59-1.94).
 PUBLISHED_WITHIN_20_AT_LEAST = 4
 #: What stays unexplained (printed per row as the share of the measured step the model does not account for): the
 #: framework's own authors name host-side overhead as the largest loss on these runs ("the biggest performance issue

@@ -104,7 +104,12 @@ def _model_constants(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, 
     else:
         x_att = v["h"] + v.get("d_cq", 0) + v["d_c"] + v["n_h"] * v["d_v"]  # V2-Lite: no query compression
         x_ffn = v["h"] + v["h_F"]
-    x_moe = v["h"] + (v["F"] * v["N_r"] + v["N_s"]) * v["h_E"]
+    # the MoE input once (the shared experts'), and each routed copy again where it arrives in BF16: a grouped GEMM
+    # of the recipe casts the tokens it received (Transformer Engine GroupedLinear split_quantize of the permuted
+    # tokens, Megatron-Core's dispatchers sending BF16: deepseek-v3-gb200-optimization@eb0783b Sec. 1 item 1 and
+    # 2.1.3); DeepSeek's FP8 dispatch casts a token once, before it is sent (report Sec. 3.3.2)
+    routed_in = 0.0 if training is not None and training.fp8 else v["F"] * v["N_r"] * v["h"]
+    x_moe = v["h"] + routed_in + (v["F"] * v["N_r"] + v["N_s"]) * v["h_E"]
     cast = float(values["B_a"] + RECIPE_BYTES[recipe]) if recipe else 0.0
     out.update(X_A=cast * x_att, X_F=cast * x_ffn, X_M=cast * x_moe)
     out["P_U"] = _recomputed(fam.name, v, out, training.recompute_ops if training is not None else ())
