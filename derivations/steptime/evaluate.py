@@ -281,9 +281,9 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
         v.update(_dsa_attention(model, rows, v, const))
     v.update(placement.schedule_coefficients(schedule, v["PP"], vpp), **switches(overlap))
     if v["o_EP"]:  # the share of the EP transfers behind the other micro-batch's compute, with the SMs they hold
-        held = published.overlap_sms(g, dispatcher_of(schedule, dispatcher)) if efficiency == PUBLISHED else 0.0
-        v["o_EP"] = ep_paired_share(schedule, v["PP"], vpp, v["n_mb"], f("stage") if "stage" in rows else 0.0) \
-            * (1 - held)
+        paired, held = ep_overlap(g, schedule, dispatcher, efficiency, v["PP"], vpp, v["n_mb"],
+                                  f("stage") if "stage" in rows else 0.0)
+        v["o_EP"] = paired * (1 - held)
     domain = gpus_per_node or g.nvlink_domain
     v.update(placement.bandwidths(v["TP"], v["CP"], v["DP"], v["PP"], domain, g.rate("nvlink"), g.rate("network")))
     v.update(Phi=g.rate(const["Phi_rate"]), Phi_A=g.rate("bf16"), W_M=g.rate("hbm_bandwidth"))
@@ -315,6 +315,13 @@ def ep_paired_share(schedule: Optional[str], pp, vpp: int, m, rank):
     warm = 2 * (pp - rank - 1) + (chunks - 1) * pp + 1 if schedule == "interleaved" else pp - rank
     total = m * chunks
     return 1 - np.minimum(warm, total) / total
+
+
+def ep_overlap(g, schedule, dispatcher, efficiency, pp, vpp: int, m, rank) -> tuple:
+    """(paired, held) of --overlap megatron:ep on ``g``: the micro-batches paired (:func:`ep_paired_share`) and,
+    under --efficiency published, the share of the SMs the dispatch holds (efficiency.py overlap_sms)."""
+    held = published.overlap_sms(g, dispatcher_of(schedule, dispatcher)) if efficiency == PUBLISHED else 0.0
+    return ep_paired_share(schedule, pp, vpp, m, rank), held
 
 
 def _published_eta(model: cfg.ModelSpec, v: Dict, g: "gpu_presets.GPU", precision: str) -> np.ndarray:
@@ -398,9 +405,9 @@ def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
     slow = int(np.argmax(out["step"]))
     step = float(out["step"][slow])
     if switches(overlap)["o_EP"]:  # what --overlap megatron:ep hides at that stage, said beside the time
-        paired = float(ep_paired_share(training.schedule, layout.pp, training.vpp or 2, m, sts[slow].index))
-        held = published.overlap_sms(g, dispatcher_of(training.schedule, dispatcher)) if efficiency == PUBLISHED else 0
-        ep_overlap = {"paired": paired, "sms_held": held, "hidden": paired * (1 - held)}
+        paired, held = (float(x) for x in ep_overlap(g, training.schedule, dispatcher, efficiency, layout.pp,
+                                                     training.vpp or 2, m, sts[slow].index))
+        hid = {"paired": paired, "sms_held": held, "hidden": paired * (1 - held)}
     gpus = layout.dp * layout.tp * layout.pp * layout.cp
     return {"stage": sts[slow].index, "gpu": g.key, "overlap": overlap,
             "efficiency": efficiency if efficiency == PUBLISHED else float(efficiency),
@@ -408,7 +415,7 @@ def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
             "attention": None if model.family != "deepseek_v4" else training.attention
             + (" (V4: all s + T keys)" if training.attention == "eager" else " (V4: window + compressed keys)"),
             "dispatcher": dispatcher_of(training.schedule, dispatcher), "microbatches": m,
-            **({"ep_overlap": ep_overlap} if switches(overlap)["o_EP"] else {}),
+            **({"ep_overlap": hid} if switches(overlap)["o_EP"] else {}),
             "parts": {k: float(v[slow]) for k, v in out.items()},
             "tokens_per_gpu_s": layout.dp * m * training.mbs * training.seq / (step * gpus) if step > 0 else None,
             **({"inputs": {k: float(np.asarray(x).reshape(-1)[slow if np.size(x) > 1 else 0]) for k, x in
