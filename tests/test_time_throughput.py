@@ -52,14 +52,15 @@ PUBLISHED_WITHIN_20_AT_LEAST = 4
 #: the fragmented quantization, permute and padding kernels; none has a published per-kernel rate the model could
 #: read, so none is modelled.  Its size is published only as whole-run gains: the same guide's proxy model puts what
 #: is left at its 970 TFLOP/s at "at least a 10% additional performance gain" (Sec. 3.1), and Megatron-Bridge pull
-#: request #4458 (a later B300 MXFP8 recipe) measured 894 -> 1,161 TFLOP/s from full CUDA graphs with A2A overlap and
-#: VP 2.  Per table what stays (at the defaults): 25.09 B200 and GB200 (no CUDA graphs, NCCL's all-to-all read at
-#: HybridEP's bandwidth, none published for it: 1.53-1.92), 25.11/26.02 HGX B200/B300 (1.59-1.94), 25.09 H100 (1.90:
-#: its EP all-to-all behind the other micro-batch under the 1F1B A2A overlap but for the warm-up and cool-down and the
-#: dispatch's SMs; NVIDIA reports the overlap adds CPU synchronisation), 25.11/26.02 GB200 (1.26-1.28).  The other
-#: named candidates are already parts of the step: the permute and unpermute (model.py MEMORY_OPS), the optimizer's
-#: memory traffic (t_opt), the release's interleaved-1F1B bubble (chi_mb), the dispatchers' and attention's published
-#: rates (--efficiency published), the casts of every linear input and routed copy (Q_C).
+#: request #4458 (a later B300 MXFP8 recipe) measured 894 -> 1,161 TFLOP/s from full CUDA graphs, FP8 attention, A2A
+#: overlap, VP 2 and MBS 1 together (not one of them alone).  Per table what stays (at the defaults): 25.09 B200 and
+#: GB200 (no CUDA graphs, NCCL's all-to-all read at HybridEP's bandwidth, none published for it: 1.53-1.92), 25.11/26.02
+#: HGX B200/B300 (1.59-1.94), 25.09 H100 (1.90: its EP all-to-all behind the other micro-batch under the 1F1B A2A
+#: overlap but for the warm-up and cool-down and the dispatch's SMs; NVIDIA reports the overlap adds CPU
+#: synchronisation), 25.11/26.02 GB200 (1.26-1.28).  The other named candidates are already parts of the step: the
+#: permute and unpermute (model.py MEMORY_OPS), the optimizer's memory traffic (t_opt), the release's interleaved-1F1B
+#: bubble (chi_mb), the dispatchers' and attention's published rates (--efficiency published), the casts of every
+#: linear input and routed copy (Q_C).
 #: Counting kernels from a CPU trace of Megatron-Core (memsym trace) would count its unfused local ops, not the
 #: Transformer Engine kernels these runs launched (fused permute, router, RoPE and cross-entropy), so it is not a count
 #: of theirs.
