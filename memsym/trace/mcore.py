@@ -91,16 +91,22 @@ def _patch():
     _PATCHED = True
 
 
-def _init_parallel(seed: int):
+def one_rank():
+    """Megatron-Core's parallel state on one gloo rank, set up once per process (also :mod:`.transients`')."""
     import torch.distributed as dist
     from megatron.core import parallel_state as ps
-    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
     if not dist.is_initialized():
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
         dist.init_process_group("gloo", rank=0, world_size=1)
     if not ps.model_parallel_is_initialized():
         ps.initialize_model_parallel(1, 1)
+    return ps
+
+
+def _init_parallel(seed: int):
+    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
+    ps = one_rank()
     # the process-wide GlobalMemoryBuffer (never saved) per run: a fake run's never reaches a real one
     ps.get_global_memory_buffer().buffer.clear()
     model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
