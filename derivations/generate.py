@@ -98,9 +98,7 @@ class Pool:
         self.items: List = []
 
     def add(self, expr) -> int:
-        return self.add_tree(tree(_specials(expr)))
-
-    def add_tree(self, t) -> int:
+        t = tree(_specials(expr))
         key = json.dumps(t)
         if key not in self.index:
             self.index[key] = len(self.items)
