@@ -261,14 +261,6 @@ def _ancestor(ev, test):
     return p
 
 
-def _phase(t, ranges) -> str:
-    for name in RANGES:
-        lo, hi = ranges[name]
-        if lo <= t <= hi:
-            return name.split(".")[1]
-    return "outside"
-
-
 def _forward_modules(events, names, ranges) -> Dict[int, Optional[str]]:
     """{sequence number: module path} of the ops that made autograd nodes (an autograd node has the number of the
     op that made it): the forward's, and a recomputation's in the backward (ops inside a node have none)."""
@@ -288,7 +280,8 @@ def _forward_modules(events, names, ranges) -> Dict[int, Optional[str]]:
 def _origin(ev, ranges, names, fwd_module) -> Dict:
     """What made ``ev``: its phase (inputs, forward, backward, recompute), op, autograd node (``engine``: made by the
     engine after the node ran) and module (a node's is its forward op's) with its layer."""
-    phase = _phase(ev.start_time_ns, ranges)
+    t = ev.start_time_ns  # the phase: the first of RANGES that holds it
+    phase = next((n.split(".")[1] for n in RANGES if ranges[n][0] <= t <= ranges[n][1]), "outside")
     op = node = module = None
     engine = recompute = False
     p = ev.parent
