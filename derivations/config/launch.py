@@ -320,10 +320,6 @@ class _Shell:
         except ValueError as exc:
             raise self.err(f"cannot split {shown(text[:60])!r}: {exc}") from None
 
-    def assign_array(self, name: str, op: str, inner: str) -> None:
-        words = self.words(inner)
-        self.arrays[name] = (self.arrays.get(name, []) if op == "+=" else []) + words
-
 
 def _from_shell(path: str, text: str) -> Launch:
     sh = _Shell(path)
@@ -332,8 +328,9 @@ def _from_shell(path: str, text: str) -> Launch:
         if head[0] in _DECLARE and len(head) > 1:
             stmt, head = head[1], head[1].split(None, 1)
         array = _ARRAY.match(stmt)
-        if array:
-            sh.assign_array(array.group("name"), array.group("op"), array.group("inner"))
+        if array:  # NAME=(words) or NAME+=(words)
+            name, words = array.group("name"), sh.words(array.group("inner"))
+            sh.arrays[name] = (sh.arrays.get(name, []) if array.group("op") == "+=" else []) + words
             continue
         if head[0] in _KEYWORDS:
             continue
