@@ -17,9 +17,7 @@ from derivations.config.launch import Launch, shown
 from derivations.config.megatron_precision import dtypes, quantization
 from derivations.config.training import CUDA_GRAPH_SCOPES
 from derivations.config.megatron_flags import (
-    GPT2_VOCAB, IGNORED, KNOWN_TOKENIZER_MODELS, OVERLAP_FLAGS, RECOMPUTE_MODULES)
-
-ARGS, TC, MPC = "arguments.py", "transformer_config.py TransformerConfig", "model_parallel_config.py"
+    ARGS, GPT2_VOCAB, IGNORED, KNOWN_TOKENIZER_MODELS, MPC, OVERLAP_FLAGS, RECOMPUTE_MODULES, TC)
 
 
 @dataclass
