@@ -17,7 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: Page states a practitioner would search: the acceptance's 1024 H800s with a global batch; fewer GPUs; a small
 #: cluster the estimate's default layout (TP 2, PP 16) refuses (the search still runs: it reads no layout field); no
-#: global batch (the paper's one micro-batch per stage); another GPU; DualPipe; another model with the eager kernel.
+#: global batch (the paper's one micro-batch per stage); another GPU; DualPipe; another model with the eager kernel;
+#: the released models with DeepSeek Sparse Attention (GLM-5, DeepSeek-V3.2-Exp: their step time reads its keys).
 STATES = [
     "gpus=1024&gpu=h800&global-batch=15360&seq=4096",
     "gpus=256&global-batch=1024",
@@ -26,6 +27,9 @@ STATES = [
     "gpus=512&gpu=b200&global-batch=2048",
     "gpus=512&global-batch=4096&schedule=dualpipe",
     "model=deepseek-v2-lite&gpus=32&attention=eager",
+    # DeepSeek Sparse Attention (evaluate.dsa_attention: the step's attention keys and the indexers' parameters)
+    "model=paper/models/glm-5.json&gpus=256&global-batch=1024",
+    "model=paper/models/deepseek-v3.2-exp.json&gpus=512&seq=16384",
 ]
 #: The fields compared, row by row: the layout, the choice, the micro-batches; and the numbers, to the byte and to
 #: the tenth of a token per second (what the command line prints).

@@ -17,8 +17,8 @@ from derivations.analyses import kernels
 from derivations.assembly import overheads as oh
 from derivations.config.gpus import presets
 from derivations.generate import FAMILY, STRUCTURES, structure_key
-from derivations.steptime import placement
-from derivations.steptime.evaluate import DEFAULT_GPU, DEVICE_TERMS, PARAMETER_TERMS
+from derivations.steptime import evaluate, placement
+from derivations.steptime.evaluate import DEFAULT_GPU, DEVICE_TERMS, EXTRA_TERMS, PARAMETER_TERMS
 
 from .codegen import js
 from .pyjs import module_js
@@ -36,7 +36,11 @@ def _float_js(fam: str) -> str:
                                                                    *(f"_step_{v}" for v in TIME_VARIANTS)])
     links = module_js(inspect.getsource(placement), lambda name: False, ["bandwidths", "dispatch_seconds",
                                                                          "dispatch_time", "schedule_coefficients"])
-    return (f"const TIME_PY = {time};\nconst PLACEMENT = {links};\nconst SEARCH_ASSEMBLY = (Q) => "
+    steptime = module_js(inspect.getsource(evaluate), lambda name: False, [
+        "PARAMETER_TERMS", "DIMENSIONS", "WIDTHS", "EXTRA_TERMS", "constants", "groups_kept", "dsa_attention",
+        "stage_inputs"])
+    return (f"const TIME_PY = {time};\nconst PLACEMENT = {links};\nconst STEPTIME = {steptime};\n"
+            f"const SEARCH_ASSEMBLY = (Q) => "
             f"{module_js(read(f'{fam}.py'), lambda name: False, ['device', 'DEVICE'])};")
 
 
@@ -47,7 +51,7 @@ def _params() -> Dict:
     for s in STRUCTURES:
         var = variant(SimpleNamespace(structure=s, family=FAMILY, name="{name}"), cfg.Training())
         out[structure_key(s)] = {name: f"(e) => {js(var.terms[tid].expr)}" if tid in var.terms else "(e) => Q.n(0)"
-                                 for name, tid in PARAMETER_TERMS + DEVICE_TERMS}
+                                 for name, tid in PARAMETER_TERMS + DEVICE_TERMS + tuple((t, t) for t in EXTRA_TERMS)}
     return out
 
 
@@ -60,14 +64,14 @@ def generate() -> Dict:
     total, f, buf = sp.symbols("total f buf")
     fns = [_float_js(FAMILY), "const SEARCH_FNS = {", "params: {"]
     for key, ps in _params().items():
-        fns.append(f"{json.dumps(key)}: {{" + ", ".join(f"{n}: {src}" for n, src in ps.items()) + "},")
+        fns.append(f"{json.dumps(key)}: {{" + ", ".join(f"{json.dumps(n)}: {src}" for n, src in ps.items()) + "},")
     fns += ["},", f"peak: (total, f, buf) => {jscode(oh.peak(total, f, buf))},", "};"]
     data = {
         "attentions": list(cfg.ATTENTION), "policies": list(kernels.policies()), "zeros": sorted(cfg.ZERO_NAMES),
         "mbs": [1, 2, 4], "seq": [4096],
         "gpus_per_node": 8, "overheads": "high", "ends": {k: [str(v) for v in oh.named_values(k).values()]
                                                           for k in ("high", "low", "none")},
-        "default_gpu": DEFAULT_GPU, "gpus": _gpus(), "max_gpus": 2 ** 20,
+        "default_gpu": DEFAULT_GPU, "gpus": _gpus(), "max_gpus": 2 ** 20, "switches": evaluate.switches("megatron"),
         "composition": list(cfg.composition_names("deepseek")),
     }
     return {"data": data, "js": "\n".join(fns)}

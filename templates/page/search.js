@@ -286,22 +286,20 @@ function* searchRows(ctx, layouts, rows, invalid) {
   }
 }
 // ----------------------------------------------------------------------------- the step time (steptime/evaluate.py)
-/** The step time's inputs shared by every row (evaluate._model_constants, the GPU's rates) and the per-(tp, ep,
-    etp) device parameter coefficients (evaluate._device_coefficients), exact then floats. */
+/** The step time's inputs shared by every row (evaluate._model_constants over the printed STEPTIME.constants, the
+    GPU's rates and the overlap switches) and the per-(tp, ep, etp) device parameter coefficients
+    (evaluate._device_coefficients), exact then floats. */
 function timeContext(ctx) {
-  const m = ctx.m, o = ctx.o, e = searchValues(m), params = SEARCH_FNS.params[structureKey(m)];
+  const m = ctx.m, o = ctx.o, e = searchValues(m), params = SEARCH_FNS.params[structureKey(m)], S = STEPTIME;
   const gpu = SEARCH.gpus[o.gpu] || SEARCH.gpus[SEARCH.default_gpu], rate = gpu.rates;
-  const base = {};
-  for (const k of ["h", "n_h", "d_h", "d_hr", "d_v", "N_r", "N_s", "F", "B_a", "B_w", "B_g", "B_m", "B_1", "B_2"])
-    base[k] = e[k] === undefined ? undefined : Q.float(e[k]);
-  for (const k of ["d_cq", "d_c", "h_F", "N", "h_E", "v"]) base[k] = e[k] === undefined ? 0 : Q.float(e[k]);  // 0: absent
-  for (const k of ["P_A", "P_F", "P_E", "P_R", "P_H"]) base[k] = Q.float(params[k](e));
-  Object.assign(base, { c_A: o.attention === "eager" ? 1 : 0.5, u_E: o.attention === "eager" ? 1 : 0, Phi: rate.bf16, eta: 1,
-    W_M: rate.hbm_bandwidth, Phi_A: rate.bf16, B_EP: base.B_a, P_U: 0, Q_C: 0,
-    D_M: 0, P_M: 0, o_GR: 1, o_PG: 1, o_EP: 0, o_TP: 0, o_DW: 0 });  // BF16 linears, no custom recomputation, no MTP
-  // modules; Megatron's default overlap switches (evaluate.MEGATRON_DEFAULT)
-  const n_g = Number(m.named.n_g || 1), k_g = Number(m.named.k_g || 1);
-  const groupsKept = n_g && k_g && k_g < n_g ? k_g : Number(m.named.N_r);  // evaluate._groups_kept
+  const v = Object.fromEntries(Object.entries(e).map(([k, x]) => [k, Q.float(x)]));
+  const p = Object.fromEntries([...S.PARAMETER_TERMS.map(([n]) => n), ...S.EXTRA_TERMS].map((n) => [n, Q.float(params[n](e))]));
+  const k = S.constants(v, p, false, 0, 0, 0);  // BF16 linears, no FP8 dispatch, no MTP modules trained
+  const base = Object.assign(Object.fromEntries(S.DIMENSIONS.map((n) => [n, v[n]])), p, k,
+    Object.fromEntries(S.WIDTHS.map((n) => [n, v[n] ?? 0])), SEARCH.switches, {
+      c_A: o.attention === "eager" ? 1 : 0.5, u_E: o.attention === "eager" ? 1 : 0, eta: 1,  // --efficiency peak
+      Phi: rate.bf16, Phi_A: rate.bf16, W_M: rate.hbm_bandwidth });
+  const groupsKept = S.groups_kept(Number(m.named.n_g ?? 1), Number(m.named.k_g ?? 1), Number(m.named.N_r));
   const dispatcher = o.schedule === "dualpipe" ? "deepep" : "alltoall";  // evaluate.dispatcher_of
   const L = DATA.options.layout, coefMemo = new Map();
   const device = (lay) => {  // {P_n, P_m}: [coefficient of each composition count]
@@ -321,12 +319,15 @@ function timeContext(ctx) {
   const f = TIME_PY[o.schedule === "dualpipe" ? "_step_megatron_dualpipe" : "_step_megatron"];
   const fn = (v) => f(...TIME_PY.INPUTS.map((k) => v[k]));
   const parts = TIME_PY.PARTS, at = Object.fromEntries(parts.map((p, i) => [p, i]));
-  return { base, rate, groupsKept, dispatcher, device, fn, parts, at, vpp: o.vpp || 2 };
+  // DeepSeek Sparse Attention's (evaluate.inputs: a model with lightning indexers), its widths per key
+  const dsa = p["params.indexer"] ? [Number(m.named.k_I), Number(m.named.n_I) * Number(m.named.d_I),
+    Number(m.named.n_h) * (Number(m.named.d_h) + Number(m.named.d_hr) + Number(m.named.d_v))] : null;
+  return { base, k, rate, groupsKept, dispatcher, device, fn, parts, at, dsa, vpp: o.vpp || 2 };
 }
 /** One configuration's step (timing.add_time): every part at each distinct stage composition of its pipeline, the
     slowest stage's, and the tokens it trains per second per GPU. */
 function timeRow(ctx, tc, row) {
-  const o = ctx.o, lay = row.lay, mm = row.m === null ? 1 : row.m;
+  const o = ctx.o, lay = row.lay, mm = row.m === null ? 1 : row.m, S = STEPTIME;
   const v = Object.assign({}, tc.base, { TP: lay.tp, CP: lay.cp, PP: lay.pp, EP: lay.ep, ETP: lay.etp, DP: lay.dp, b: row.b, s: row.s,
     z: row.c.z, n_mb: mm, rho_full: row.c.r === "full" ? 1 : 0, rho_sel: row.c.r === "selective" ? 1 : 0 },
   PLACEMENT.schedule_coefficients(o.schedule, lay.pp, tc.vpp),
@@ -340,6 +341,8 @@ function timeRow(ctx, tc, row) {
     let Pn = 0, Pm = 0;
     st.vec.forEach((x, i) => { Pn += x * coef.P_n[i]; Pm += x * coef.P_m[i]; });
     v.P_n = Pn; v.P_m = Pm;
+    Object.assign(v, S.stage_inputs(v.L_d, v.L_m, false, tc.k));  // no custom recomputation in the search
+    if (tc.dsa) Object.assign(v, S.dsa_attention(row.s, v.L_d, v.L_m, v.L_I, tc.base.P_A, tc.base["params.indexer"], ...tc.dsa));
     const out = tc.fn(v);
     if (o.schedule === null) {  // one micro-batch's period: the per-step traffic (but ZeRO-3's) and update not counted
       const dp = v.z === 3 ? out[tc.at.DP] : 0;
