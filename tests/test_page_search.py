@@ -30,6 +30,14 @@ STATES = [
     # DeepSeek Sparse Attention (evaluate.dsa_attention: the step's attention keys and the indexers' parameters)
     "model=paper/models/glm-5.json&gpus=256&global-batch=1024",
     "model=paper/models/deepseek-v3.2-exp.json&gpus=512&seq=16384",
+    # a conventions preset and the options of issue 42 (each configuration by the estimate's device(): search.js
+    # pushExact): offloading under a global batch (Megatron's ZeRO stages only), the eager core attention offloaded in
+    # the paper's view, a linear recipe on a GPU with its rate, Megatron's virtual stages (PP 4 x V 2 only)
+    "model=deepseek-v2-lite&gpus=16&global-batch=64&conventions=mcore&offload-activations=mlp_norm,expert_fc1",
+    "model=deepseek-v2-lite&gpus=16&conventions=mcore-te&offload-activations=core_attn&attention=eager",
+    "model=deepseek-v2-lite&gpus=16&gpu=b200&conventions=mcore-te&linear-recipe=mxfp8&quantized-param-gather",
+    "model=deepseek-v2-lite&gpus=16&global-batch=64&schedule=interleaved&vpp=2&conventions=mcore-te"
+    "&virtual-layers=4,4,4,3,3,3,3,3",
 ]
 #: The fields compared, row by row: the layout, the choice, the micro-batches; and the numbers, to the byte and to
 #: the tenth of a token per second (what the command line prints).

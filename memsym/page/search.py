@@ -6,7 +6,7 @@ import inspect
 import json
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Dict
+from typing import Dict, Optional
 
 import sympy as sp
 from sympy.printing.jscode import jscode
@@ -15,7 +15,9 @@ from derivations import config as cfg
 from derivations import generated, variant
 from derivations.analyses import kernels
 from derivations.assembly import overheads as oh
+from derivations.config.frameworks import FRAMEWORKS, OF_CONVENTIONS
 from derivations.config.gpus import presets
+from derivations.config.switches import CONVENTION_PRESETS, RANK_ZERO
 from derivations.generate import FAMILY, STRUCTURES, structure_key
 from derivations.steptime import evaluate, placement
 from derivations.steptime.evaluate import DEFAULT_GPU, DEVICE_TERMS, EXTRA_TERMS, PARAMETER_TERMS
@@ -59,6 +61,31 @@ def _gpus() -> Dict:
     return {g.key: {"capacity": g.capacity, "rates": dict(g.rates)} for g in presets().values()}
 
 
+def _refusal(fn) -> Optional[str]:
+    """The message of the ConfigError ``fn()`` raises, or None."""
+    try:
+        fn()
+    except cfg.ConfigError as e:
+        return str(e)
+    return None
+
+
+def _conventions() -> Dict:
+    """What ``search --conventions`` reads (commands/search.py): each preset's switches and attention, the framework
+    it describes (its ZeRO stages; the refusal of each schedule it does not run) and the ranks' own ZeRO stage; the
+    step time's rate and cast bytes per linear recipe, and each GPU's refusal of a recipe it has no rate for."""
+    recipes = [None, *evaluate.RECIPE_BYTES]
+    return {
+        "presets": CONVENTION_PRESETS, "of_conventions": OF_CONVENTIONS, "rank_zero": RANK_ZERO,
+        "frameworks": {n: {"name": f.name, "zero": f.zero, "zero_pp": f.zero_pp,
+                           "refusals": {s: f.refusal(0, 2, s) for s in cfg.SCHEDULES if s not in f.schedules}}
+                       for n, f in FRAMEWORKS.items()},
+        "recipes": {"null" if r is None else r: [evaluate.RECIPE_RATES[r], float(evaluate.RECIPE_BYTES.get(r, 0))] for r in recipes},
+        "recipe_refusals": {g: {r: _refusal(lambda: evaluate.check(SimpleNamespace(family=FAMILY), g, training=cfg.Training(
+            linear_recipe=r))) for r in recipes[1:]} for g in presets()},
+    }
+
+
 def generate() -> Dict:
     """{'data': JSON data of the search, 'js': the JavaScript source of its functions}."""
     total, f, buf = sp.symbols("total f buf")
@@ -72,6 +99,6 @@ def generate() -> Dict:
         "gpus_per_node": 8, "overheads": "high", "ends": {k: [str(v) for v in oh.named_values(k).values()]
                                                           for k in ("high", "low", "none")},
         "default_gpu": DEFAULT_GPU, "gpus": _gpus(), "max_gpus": 2 ** 20, "switches": evaluate.switches("megatron"),
-        "composition": list(cfg.composition_names("deepseek")),
+        "composition": list(cfg.composition_names("deepseek")), **_conventions(),
     }
     return {"data": data, "js": "\n".join(fns)}

@@ -35,11 +35,19 @@ function searchRequest(state) {
     seqs: "seq" in t ? [t.seq] : SEARCH.seq, mbs: SEARCH.mbs, zeros: SEARCH.zeros, policies: SEARCH.policies,
     schedule: t.schedule || null, microbatches: "microbatches" in t ? t.microbatches : null, vpp: "vpp" in t ? t.vpp : null,
     attention: t.attention || "flash", perNode: SEARCH.gpus_per_node };
+  // the conventions preset (its switches and attention under the typed) and the options search.py _options reads:
+  // each configuration then evaluated by the estimate's device() (pushExact)
+  const preset = controlValue("conventions"), options = ["offload_activations", "linear_recipe",
+    "quantized_param_gather", "virtual_layers"].filter((d) => t[d] !== undefined && t[d] !== null && t[d] !== false);
+  if (preset !== null) o.attention = t.attention || SEARCH.presets[preset].attention;
+  o.exact = preset !== null || options.length > 0;
   const argv = ["memsym", "search"];
   if (model !== null) argv.push("--model", model === "config" ? "config.json" : model);
   argv.push("--gpus", String(o.gpus), "--gpu", o.gpu, "--efficiency", "peak");  // the page has no efficiency tables
   for (const d of ["global_batch", "seq", "schedule", "microbatches", "vpp", "attention"])  // each positive or a name
     if (t[d]) argv.push(`--${d.replace(/_/g, "-")}`, String(t[d]));
+  if (preset !== null) argv.push("--conventions", preset);
+  for (const d of options) argv.push(`--${d.replace(/_/g, "-")}`, ...(t[d] === true ? [] : [controlValue(d)]));
   const command = argv.map(shellWord).join(" ");
   if (m.family !== "deepseek")
     return { skip: "family", command, why: `memsym search runs the DeepSeek family's generated kernels; ${m.name} is ${familyOf(m).title}` };
@@ -50,6 +58,19 @@ function searchRequest(state) {
     throw new ConfigError("give --global-batch (sequences per step: m = global / (DP mbs)) or --microbatches, not both", ["global_batch", "microbatches"]);
   if (o.globalBatch !== null) o.schedule = o.schedule || "1f1b";
   if (!SEARCH.attentions.includes(o.attention)) throw new ConfigError(`search: no generated kernels for attention '${o.attention}' (eager or flash)`, ["attention"]);
+  if (o.exact) {  // search.py _search and _options, evaluation.configurations (pipeline): the search's training
+    const conventions = conventions_of(preset === null ? {} : Object.assign({ conventions: preset }, SEARCH.presets[preset]));
+    const rank = conventions.rank, fw = SEARCH.frameworks[SEARCH.of_conventions[preset]];
+    if (rank in SEARCH.rank_zero) o.zeros = [SEARCH.rank_zero[rank]];
+    if (fw && o.schedule !== null && fw.refusals[o.schedule]) throw py.error("framework", `--schedule ${o.schedule}: ${fw.refusals[o.schedule]}`);
+    o.framework = fw || null;
+    o.training = new Training({ schedule: o.schedule, microbatches: o.microbatches, vpp: o.vpp, attention: o.attention,
+      conventions, offload: t.offload_activations || [], linear_recipe: t.linear_recipe || null,
+      quantized_params: Boolean(t.quantized_param_gather), virtual_layers: t.virtual_layers || null });
+    validate_training(o.training);
+    const refused = SEARCH.recipe_refusals[o.gpu][t.linear_recipe];  // the step time's (steptime/evaluate.py check)
+    if (refused) throw py.error("linear-recipe", refused);
+  }
   return { command, options: o };
 }
 
@@ -260,6 +281,53 @@ function pushDevices(ctx, lay, s, b, mm, rows) {
   for (const r of best) rows.push(Object.assign(r, { lay, s, b, m: ctx.o.schedule === null ? null : mm }));
 }
 
+/** The choices (ZeRO stage, policy) the search's options accept (exact.py choices: validate_training at each), the
+    first refusal thrown when they accept none. */
+function exactChoices(ctx) {
+  let first = null;
+  const out = ctx.choices.filter((c) => {
+    try {
+      validate_training(py.replace(ctx.o.training, new Map([["zero", c.z], ["recompute", c.r]])));
+      return true;
+    } catch (e) {
+      if (!(e instanceof ConfigError)) throw e;
+      first = first || e;
+      return false;
+    }
+  });
+  if (!out.length && first) throw first;
+  return out;
+}
+/** pushDevices by the estimate's own device() (runtime.js, exact) under a conventions preset or the options the
+    float kernels do not take (--offload-activations, --linear-recipe, --virtual-layers): memsym search's rows, which
+    equal estimate's (analyses/exact.py); a configuration's refusal thrown (exact.py _refusal: the estimate's checks at
+    each choice, then the devices': --virtual-layers' rank chunks, a recipe's rank). */
+function pushExact(ctx, lay, s, b, mm, rows) {
+  const o = ctx.o, m = ctx.m, table = ctx.stageTable(lay.pp);
+  const layout = new Layout(Object.assign({ sp: null, layers_per_stage: null }, lay));
+  const at = o.schedule === null ? table.distinct.map((d) => d.index) : table.all.map((c) => c.index);
+  const ts = ctx.exact.map((c) => [c, py.replace(o.training, new Map([["zero", c.z], ["recompute", c.r], ["mbs", b],
+    ["seq", s], ["microbatches", mm < 0 ? o.microbatches : mm]]))]);
+  for (const [, t] of ts) {
+    check_mtp(m, t.conventions);
+    validate_training(t);
+    check_options(specOf(m), t);
+    if (o.schedule !== null) validate_schedule(o.schedule, lay.pp, t.microbatches, t.vpp);
+  }
+  const got = ts.map(([c, t]) => {
+    const memo = new Map();
+    return [c, at.map((i) => device(m, layout, t, i, table.all, memo))];
+  });
+  for (const [c, devices] of got) {
+    let d = devices[0];  // the most loaded: the largest total at the step's peak, the first on ties
+    for (const x of devices) if (Q.cmp(x.bytes.step_total, d.bytes.step_total) > 0) d = x;
+    const f = (k) => Q.float(d.bytes[k]);
+    rows.push({ c, stage: d.stage.index, total: f("step_total"), lay, s, b, m: o.schedule === null ? null : mm,
+      parts: { weights: f("weights"), gradients: f("gradients"), optimizer: f("optimizer"),
+        activations: Q.float(Q.add(d.bytes.activations, d.bytes.step)) } });
+  }
+}
+
 // ----------------------------------------------------------------------------- the views (evaluation.py)
 /** Every configuration at its most-loaded device: one micro-batch per stage (the paper's view), or under the
     schedule with m = G / (DP b) micro-batches; the configurations whose m is not an integer, or that DualPipe
@@ -280,7 +348,15 @@ function* searchRows(ctx, layouts, rows, invalid) {
         invalid.dualpipe = (invalid.dualpipe || 0) + 1;
         continue;
       }
-      pushDevices(ctx, lay, s, b, mm, rows);
+      if (!o.exact) pushDevices(ctx, lay, s, b, mm, rows);
+      else try {
+        pushExact(ctx, lay, s, b, mm, rows);
+      } catch (e) {  // a refused configuration: counted under a schedule (by its option), else the search refused
+        if (!(e instanceof ConfigError) || o.schedule === null) throw e;
+        let rule = e.constraint || e.fields[0].replace(/_/g, "-");
+        if (rule.startsWith(`${o.schedule}-`)) rule = o.schedule;
+        invalid[rule] = (invalid[rule] || 0) + 1;
+      }
     }
     yield;
   }
@@ -294,11 +370,13 @@ function timeContext(ctx) {
   const gpu = SEARCH.gpus[o.gpu] || SEARCH.gpus[SEARCH.default_gpu], rate = gpu.rates;
   const v = Object.fromEntries(Object.entries(e).map(([k, x]) => [k, Q.float(x)]));
   const p = Object.fromEntries([...S.PARAMETER_TERMS.map(([n]) => n), ...S.EXTRA_TERMS].map((n) => [n, Q.float(params[n](e))]));
-  const k = S.constants(v, p, false, 0, 0, 0);  // BF16 linears, no FP8 dispatch, no MTP modules trained
+  // the linear recipe's GEMM rate and cast bytes (RECIPE_RATES, RECIPE_BYTES); no FP8 dispatch; the MTP modules trained
+  const t = o.training, [precision, cast] = SEARCH.recipes[t ? t.linear_recipe : null];
+  const k = S.constants(v, p, false, cast, 0, t && t.conventions.mtp_activations !== "none" ? m.mtp_layers : 0);
   const base = Object.assign(Object.fromEntries(S.DIMENSIONS.map((n) => [n, v[n]])), p, k,
     Object.fromEntries(S.WIDTHS.map((n) => [n, v[n] ?? 0])), SEARCH.switches, {
       c_A: o.attention === "eager" ? 1 : 0.5, u_E: o.attention === "eager" ? 1 : 0, eta: 1,  // --efficiency peak
-      Phi: rate.bf16, Phi_A: rate.bf16, W_M: rate.hbm_bandwidth });
+      Phi: rate[precision], Phi_A: rate.bf16, W_M: rate.hbm_bandwidth });
   const groupsKept = S.groups_kept(Number(m.named.n_g ?? 1), Number(m.named.k_g ?? 1), Number(m.named.N_r));
   const dispatcher = o.schedule === "dualpipe" ? "deepep" : "alltoall";  // evaluate.dispatcher_of
   const L = DATA.options.layout, coefMemo = new Map();
@@ -369,6 +447,7 @@ function compareKeys(a, b) {
 function* runSearch(m, o) {
   const started = performance.now();
   const ctx = searchContext(m, o);
+  if (o.exact) ctx.exact = exactChoices(ctx);
   const en = enumerateLayouts(m, o);
   const rows = [], invalid = {};
   yield* searchRows(ctx, en.layouts, rows, invalid);
@@ -377,7 +456,15 @@ function* runSearch(m, o) {
   const fitting = [];
   for (const r of rows) {
     r.peak = SEARCH_FNS.peak(r.total, fFrag, mBuf);
-    if (r.peak <= hbm) { r.headroom = hbm - r.peak; fitting.push(r); }
+    if (r.peak > hbm) continue;
+    const fw = o.framework;  // search.py _framework: a ZeRO stage the framework does not run at its PP, not listed
+    if (fw && !(r.lay.pp > 1 ? fw.zero_pp : fw.zero).includes(r.c.z)) {
+      const rule = `fitting, but not run by ${fw.name}`;
+      invalid[rule] = (invalid[rule] || 0) + 1;
+      continue;
+    }
+    r.headroom = hbm - r.peak;
+    fitting.push(r);
   }
   yield;
   const tc = timeContext(ctx);
