@@ -271,7 +271,6 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
     v.update(TP=f("tp"), CP=f("cp"), PP=f("pp"), EP=f("ep"), ETP=f("etp"), DP=f("dp"), b=f("mbs"), s=f("seq"),
              z=f("zero"), L_d=f("L_d"), L_m=f("L_m"), e_H=f("e_H"), n_mb=f("microbatches"))
     v.update(device_params(model, rows))
-    layers = v["L_d"] + v["L_m"]
     policy = np.asarray(rows["recompute"])
     ops = set(training.recompute_ops if training is not None else ())
     v["rho_full"] = (policy == "full").astype(np.float64)

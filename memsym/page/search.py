@@ -80,9 +80,11 @@ def _conventions() -> Dict:
         "frameworks": {n: {"name": f.name, "zero": f.zero, "zero_pp": f.zero_pp,
                            "refusals": {s: f.refusal(0, 2, s) for s in cfg.SCHEDULES if s not in f.schedules}}
                        for n, f in FRAMEWORKS.items()},
-        "recipes": {"null" if r is None else r: [evaluate.RECIPE_RATES[r], float(evaluate.RECIPE_BYTES.get(r, 0))] for r in recipes},
-        "recipe_refusals": {g: {r: _refusal(lambda: evaluate.check(SimpleNamespace(family=FAMILY), g, training=cfg.Training(
-            linear_recipe=r))) for r in recipes[1:]} for g in presets()},
+        "recipes": {"null" if r is None else r: [evaluate.RECIPE_RATES[r], float(evaluate.RECIPE_BYTES.get(r, 0))]
+                    for r in recipes},
+        "recipe_refusals": {g: {r: _refusal(lambda: evaluate.check(SimpleNamespace(family=FAMILY), g,
+                                                                    training=cfg.Training(linear_recipe=r)))
+                                for r in recipes[1:]} for g in presets()},
     }
 
 
