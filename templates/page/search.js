@@ -1,7 +1,8 @@
 "use strict";
 /* The layout search panel: `memsym search`'s rows and order, in floats as it computes, over printed functions (the
-   estimate's FNS over floats; SEARCH_ASSEMBLY, TIME_PY, PLACEMENT, SEARCH_FNS: memsym/page/search.py); the logic mirrors the
-   Python each names. */
+   estimate's FNS over floats; SEARCH_ASSEMBLY, TIME_PY, PLACEMENT, STEPTIME, SEARCH_FNS: memsym/page/search.py), or
+   under a conventions preset and the options by the estimate's own device() (runtime.js); the logic mirrors the Python
+   each names. */
 
 const SEARCH = DATA.search;
 /** How many rows the panel lists (memsym search's text default). */
@@ -59,16 +60,18 @@ function searchRequest(state) {
   if (o.globalBatch !== null) o.schedule = o.schedule || "1f1b";
   if (!SEARCH.attentions.includes(o.attention)) throw new ConfigError(`search: no generated kernels for attention '${o.attention}' (eager or flash)`, ["attention"]);
   if (o.exact) {  // search.py _search and _options, evaluation.configurations (pipeline): the search's training
-    const conventions = conventions_of(preset === null ? {} : Object.assign({ conventions: preset }, SEARCH.presets[preset]));
+    const conventions = conventions_of(preset === null ? {}
+      : Object.assign({ conventions: preset }, SEARCH.presets[preset]));
     const rank = conventions.rank, fw = SEARCH.frameworks[SEARCH.of_conventions[preset]];
     if (rank in SEARCH.rank_zero) o.zeros = [SEARCH.rank_zero[rank]];
-    if (fw && o.schedule !== null && fw.refusals[o.schedule]) throw py.error("framework", `--schedule ${o.schedule}: ${fw.refusals[o.schedule]}`);
+    if (fw && o.schedule !== null && fw.refusals[o.schedule])
+      throw py.error("framework", `--schedule ${o.schedule}: ${fw.refusals[o.schedule]}`);
     o.framework = fw || null;
     o.training = new Training({ schedule: o.schedule, microbatches: o.microbatches, vpp: o.vpp, attention: o.attention,
       conventions, offload: t.offload_activations || [], linear_recipe: t.linear_recipe || null,
       quantized_params: Boolean(t.quantized_param_gather), virtual_layers: t.virtual_layers || null });
     validate_training(o.training);
-    const refused = SEARCH.recipe_refusals[o.gpu][t.linear_recipe];  // the step time's (steptime/evaluate.py check)
+    const refused = (SEARCH.recipe_refusals[o.gpu] || {})[t.linear_recipe];  // the step time's (steptime/evaluate.py check)
     if (refused) throw py.error("linear-recipe", refused);
   }
   return { command, options: o };
@@ -281,38 +284,22 @@ function pushDevices(ctx, lay, s, b, mm, rows) {
   for (const r of best) rows.push(Object.assign(r, { lay, s, b, m: ctx.o.schedule === null ? null : mm }));
 }
 
-/** The choices (ZeRO stage, policy) the search's options accept (exact.py choices: validate_training at each), the
-    first refusal thrown when they accept none. */
-function exactChoices(ctx) {
-  let first = null;
-  const out = ctx.choices.filter((c) => {
-    try {
-      validate_training(py.replace(ctx.o.training, new Map([["zero", c.z], ["recompute", c.r]])));
-      return true;
-    } catch (e) {
-      if (!(e instanceof ConfigError)) throw e;
-      first = first || e;
-      return false;
-    }
-  });
-  if (!out.length && first) throw first;
-  return out;
-}
 /** pushDevices by the estimate's own device() (runtime.js, exact) under a conventions preset or the options the
     float kernels do not take (--offload-activations, --linear-recipe, --virtual-layers): memsym search's rows, which
     equal estimate's (analyses/exact.py); a configuration's refusal thrown (exact.py _refusal: the estimate's checks at
     each choice, then the devices': --virtual-layers' rank chunks, a recipe's rank). */
+const withChoice = (t, c, kw) => py.replace(t, new Map(Object.entries(Object.assign({ zero: c.z, recompute: c.r },
+  kw))));
 function pushExact(ctx, lay, s, b, mm, rows) {
   const o = ctx.o, m = ctx.m, table = ctx.stageTable(lay.pp);
   const layout = new Layout(Object.assign({ sp: null, layers_per_stage: null }, lay));
   const at = o.schedule === null ? table.distinct.map((d) => d.index) : table.all.map((c) => c.index);
-  const ts = ctx.exact.map((c) => [c, py.replace(o.training, new Map([["zero", c.z], ["recompute", c.r], ["mbs", b],
-    ["seq", s], ["microbatches", mm < 0 ? o.microbatches : mm]]))]);
+  const ts = ctx.exact.map((c) => [c, withChoice(o.training, c, { mbs: b, seq: s,
+    microbatches: mm < 0 ? o.microbatches : mm })]);
   for (const [, t] of ts) {
     check_mtp(m, t.conventions);
     validate_training(t);
     check_options(specOf(m), t);
-    if (o.schedule !== null) validate_schedule(o.schedule, lay.pp, t.microbatches, t.vpp);
   }
   const got = ts.map(([c, t]) => {
     const memo = new Map();
@@ -344,14 +331,10 @@ function* searchRows(ctx, layouts, rows, invalid) {
         }
         mm = o.globalBatch / (lay.dp * b);
       }
-      if (o.schedule === "dualpipe" && (lay.pp % 2 !== 0 || (mm >= 0 && (mm % 2 !== 0 || mm < 2 * lay.pp)))) {
-        invalid.dualpipe = (invalid.dualpipe || 0) + 1;
-        continue;
-      }
-      if (!o.exact) pushDevices(ctx, lay, s, b, mm, rows);
-      else try {
-        pushExact(ctx, lay, s, b, mm, rows);
-      } catch (e) {  // a refused configuration: counted under a schedule (by its option), else the search refused
+      try {
+        if (o.schedule !== null) validate_schedule(o.schedule, lay.pp, mm < 0 ? o.microbatches : mm, o.vpp);
+        (o.exact ? pushExact : pushDevices)(ctx, lay, s, b, mm, rows);
+      } catch (e) {  // a refused configuration (exact.py _refusal): counted under a schedule, else the search refused
         if (!(e instanceof ConfigError) || o.schedule === null) throw e;
         let rule = e.constraint || e.fields[0].replace(/_/g, "-");
         if (rule.startsWith(`${o.schedule}-`)) rule = o.schedule;
@@ -369,7 +352,8 @@ function timeContext(ctx) {
   const m = ctx.m, o = ctx.o, e = searchValues(m), params = SEARCH_FNS.params[structureKey(m)], S = STEPTIME;
   const gpu = SEARCH.gpus[o.gpu] || SEARCH.gpus[SEARCH.default_gpu], rate = gpu.rates;
   const v = Object.fromEntries(Object.entries(e).map(([k, x]) => [k, Q.float(x)]));
-  const p = Object.fromEntries([...S.PARAMETER_TERMS.map(([n]) => n), ...S.EXTRA_TERMS].map((n) => [n, Q.float(params[n](e))]));
+  const p = Object.fromEntries([...S.PARAMETER_TERMS.map(([n]) => n), ...S.EXTRA_TERMS]
+    .map((n) => [n, Q.float(params[n](e))]));
   // the linear recipe's GEMM rate and cast bytes (RECIPE_RATES, RECIPE_BYTES); no FP8 dispatch; the MTP modules trained
   const t = o.training, [precision, cast] = SEARCH.recipes[t ? t.linear_recipe : null];
   const k = S.constants(v, p, false, cast, 0, t && t.conventions.mtp_activations !== "none" ? m.mtp_layers : 0);
@@ -420,7 +404,8 @@ function timeRow(ctx, tc, row) {
     st.vec.forEach((x, i) => { Pn += x * coef.P_n[i]; Pm += x * coef.P_m[i]; });
     v.P_n = Pn; v.P_m = Pm;
     Object.assign(v, S.stage_inputs(v.L_d, v.L_m, false, tc.k));  // no custom recomputation in the search
-    if (tc.dsa) Object.assign(v, S.dsa_attention(row.s, v.L_d, v.L_m, v.L_I, tc.base.P_A, tc.base["params.indexer"], ...tc.dsa));
+    if (tc.dsa) Object.assign(v, S.dsa_attention(row.s, v.L_d, v.L_m, v.L_I, tc.base.P_A, tc.base["params.indexer"],
+      ...tc.dsa));
     const out = tc.fn(v);
     if (o.schedule === null) {  // one micro-batch's period: the per-step traffic (but ZeRO-3's) and update not counted
       const dp = v.z === 3 ? out[tc.at.DP] : 0;
@@ -447,7 +432,18 @@ function compareKeys(a, b) {
 function* runSearch(m, o) {
   const started = performance.now();
   const ctx = searchContext(m, o);
-  if (o.exact) ctx.exact = exactChoices(ctx);
+  if (o.exact) {  // exact.py choices: those the options accept (validate_training), the first refusal when none
+    ctx.exact = ctx.choices.filter((c) => {
+      try {
+        validate_training(withChoice(o.training, c));
+        return true;
+      } catch (e) {
+        if (e instanceof ConfigError) return false;
+        throw e;
+      }
+    });
+    if (!ctx.exact.length) validate_training(withChoice(o.training, ctx.choices[0]));
+  }
   const en = enumerateLayouts(m, o);
   const rows = [], invalid = {};
   yield* searchRows(ctx, en.layouts, rows, invalid);
@@ -515,8 +511,9 @@ function searchHTML(note) {
     (invalid ? ` (invalid: ${invalid})` : "") + `, ${fmtNum(c.fitting, 0)} fit. ` +
     `Each layout's best configuration (ZeRO stage, recomputation, micro-batch b), the most tokens per second per GPU first ` +
     `under the step-time model at the GPU's peak rates (<code>--efficiency peak</code>: an upper bound on speed; memsym search's default reads each kernel's published rate); ${S.schedule ? `each device at its peak under ${esc(S.schedule)}` : "one micro-batch per stage (the paper's view: give the global batch for a schedule)"}. ` +
-    `The search reads the model, the GPU, the GPU count, the global batch, the sequence length and the schedule above; ` +
-    `it chooses the layout, ZeRO stage, recomputation and b itself, with the paper's conventions (as memsym search does). ` +
+    `The search reads the model, the GPU, the GPU count, the global batch, the sequence length, the schedule, the ` +
+    `conventions preset, offloading, the linear recipe and the virtual layers above; it chooses the layout, ZeRO stage, ` +
+    `recomputation and b itself (as memsym search does). ` +
     `Searched in ${fmtNum(S.ms / 1000, 1)} s.</p>`;
   if (!S.rows.length) return html + `<p class="search-note">No configuration fits.</p>`;
   html += `<table id="search-rows"><thead><tr><th>#</th><th>layout</th><th>training</th><th>tokens/s per GPU</th><th>step</th><th>peak</th><th></th></tr></thead><tbody>`;
