@@ -13,7 +13,7 @@ from sympy.printing.jscode import jscode
 
 from derivations import config as cfg
 from derivations import generated, variant
-from derivations.analyses import kernels
+from derivations.analyses import enumeration, kernels
 from derivations.assembly import overheads as oh
 from derivations.config.frameworks import FRAMEWORKS, OF_CONVENTIONS
 from derivations.config.gpus import presets
@@ -23,7 +23,7 @@ from derivations.steptime import evaluate, placement
 from derivations.steptime.evaluate import DEFAULT_GPU, DEVICE_TERMS, EXTRA_TERMS, PARAMETER_TERMS
 
 from .codegen import js
-from .pyjs import module_js
+from .pyjs import Printed, module_js
 
 #: The step-time model's variants the page runs: Megatron's overlap (search's default --overlap), with DualPipe's own.
 TIME_VARIANTS = ("megatron", "megatron_dualpipe")
@@ -31,7 +31,8 @@ TIME_VARIANTS = ("megatron", "megatron_dualpipe")
 
 def _float_js(fam: str) -> str:
     """``TIME_PY`` (the generated step-time module's variants the search runs), ``PLACEMENT`` (the links and the
-    bubble: derivations/steptime/placement.py) and ``SEARCH_ASSEMBLY(Q)`` (the family's printed per-device
+    bubble: derivations/steptime/placement.py), ``STEPTIME`` (evaluate.py's inputs), ``layout_rules``
+    (enumeration.py, over Python's values) and ``SEARCH_ASSEMBLY(Q)`` (the family's printed per-device
     assembly, ``Q`` the number system of its fractions), JavaScript over floats."""
     read = lambda name: (Path(generated.__file__).parent / name).read_text(encoding="utf-8")  # noqa: E731
     time = module_js(read(f"{fam}_time.py"), lambda name: False, ["PARTS", "INPUTS", "_step_common",
@@ -41,7 +42,9 @@ def _float_js(fam: str) -> str:
     steptime = module_js(inspect.getsource(evaluate), lambda name: False, [
         "PARAMETER_TERMS", "DIMENSIONS", "WIDTHS", "EXTRA_TERMS", "constants", "groups_kept", "dsa_attention",
         "stage_inputs"])
-    return (f"const TIME_PY = {time};\nconst PLACEMENT = {links};\nconst STEPTIME = {steptime};\n"
+    rules = Printed({})
+    rules.add(enumeration.layout_rules)
+    return (f"const TIME_PY = {time};\nconst PLACEMENT = {links};\nconst STEPTIME = {steptime};\n{rules.js()}\n"
             f"const SEARCH_ASSEMBLY = (Q) => "
             f"{module_js(read(f'{fam}.py'), lambda name: False, ['device', 'DEVICE'])};")
 

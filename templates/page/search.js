@@ -79,7 +79,7 @@ function searchRequest(state) {
 
 // ----------------------------------------------------------------------------- the layouts (enumeration.py)
 /** The valid layouts of ``o.gpus`` GPUs in the lattice's order (TP, PP, CP, EP, ETP ascending) and the candidates
-    each rule rejected first (enumeration.lattice, _rejection_codes: validate_layout's rules in its order). */
+    each rule rejected first (enumeration.lattice, layout_rules: validate_layout's rules in its order). */
 function enumerateLayouts(m, o) {
   const fam = familyOf(m), named = m.named, D = divisorsOf(o.gpus);
   const axis = (a) => {  // _axis_divisors: the divisors of every dimension the family's rules split by the axis
@@ -88,17 +88,9 @@ function enumerateLayouts(m, o) {
   };
   const E = axis("ep"), F = axis("etp"), out = [], rejected = {};
   let candidates = 0;
-  const rules = (lay) => {
-    if (o.perNode % lay.tp !== 0 || o.perNode % lay.etp !== 0) return "tp-inside-node";
-    for (const [rule, symbol, ax] of fam.divides) {
-      if (symbol === null) { if ((lay.dp * lay.tp * lay.cp) % (lay.ep * lay.etp) !== 0) return rule; }
-      else if (Number(named[symbol]) % lay[ax] !== 0) return rule;
-    }
-    if (lay.pp > m.l) return "pp-layers";
-    for (const s of o.seqs) {
-      if (s % lay.cp !== 0) return "cp-divides-seq";
-      if (s % (lay.tp * lay.cp) !== 0) return "sp-divides-seq";
-    }
+  const dims = Object.fromEntries(Object.entries(named).map(([k, x]) => [k, Number(x)]));
+  const rules = (lay) => {  // the first rule broken (enumeration.layout_rules, printed)
+    for (const [rule, bad] of layout_rules(dims, fam.divides, m.l, lay, o.seqs, o.perNode)) if (bad) return rule;
     return null;
   };
   for (const tp of D) for (const pp of D) {
