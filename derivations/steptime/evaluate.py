@@ -215,13 +215,13 @@ def dispatcher_of(schedule: Optional[str], dispatcher: Optional[str] = None) -> 
 
 
 def _groups_kept(model: cfg.ModelSpec) -> int:
-    named = model.named()
-    return int(groups_kept(named.get("n_g", 1), named.get("k_g", 1), model.N_r))
+    return int(groups_kept(model.named()))
 
 
-def groups_kept(n_g, k_g, top_k):
-    """k_g when routing is group-limited (k_g < n_g), else the top-k N_r (no limit beyond it)."""
-    return k_g if n_g and k_g and k_g < n_g else top_k
+def groups_kept(n):
+    """k_g when routing is group-limited (k_g < n_g), else N_r (no limit beyond top-k), of the model's named values
+    ``n`` (the page prints this function)."""
+    return n.get("k_g", 1) if n.get("n_g", 1) and n.get("k_g", 1) and n.get("k_g", 1) < n.get("n_g", 1) else n["N_r"]
 
 
 def parts(model: cfg.ModelSpec, training: cfg.Training, rows: Mapping[str, np.ndarray], *, gpu=None,
@@ -281,10 +281,8 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
     if model.family == "deepseek_v4":
         v.update(_v4_attention(model, rows, v, const, attention))
     elif const["params.indexer"]:
-        n = model.named()
         v.update(dsa_attention(np.asarray(rows["seq"], dtype=np.float64), v["L_d"], v["L_m"], f("L_I"), v["P_A"],
-                               const["params.indexer"], n["k_I"], n["n_I"] * n["d_I"],
-                               n["n_h"] * (n["d_h"] + n["d_hr"] + n["d_v"])))
+                               const["params.indexer"], model.named()))
     v.update(placement.schedule_coefficients(schedule, v["PP"], vpp), **switches(overlap))
     domain = gpus_per_node or g.nvlink_domain
     v.update(placement.bandwidths(v["TP"], v["CP"], v["DP"], v["PP"], domain, g.rate("nvlink"), g.rate("network")))
@@ -321,15 +319,15 @@ def _published_eta(model: cfg.ModelSpec, v: Dict, g: "gpu_presets.GPU", precisio
     return np.where(achieved > 0, peak / np.where(achieved > 0, achieved, 1.0), 1.0)
 
 
-def dsa_attention(s, L_d, L_m, L_I, P_A, indexer, k_I, indexer_width, head_width):
+def dsa_attention(s, L_d, L_m, L_I, P_A, indexer, n):
     """DeepSeek Sparse Attention (DeepSeek-V3.2 report, arXiv:2512.02556, Sec. 2.1; transformers 5.24 deepseek_v32,
-    glm_moe_dsa) on a stage of L_d + L_m layers, L_I of them with a lightning indexer: 'c_A', each query's k_I
-    chosen keys (causal mean k_I (1 - k_I / 2s), s/2 below k_I) and the indexers' scores (``indexer_width`` = n_I
-    d_I per key, as key-equivalents of the ``head_width`` = n_h (d_h + d_hr + d_v) a key's score and value take);
-    'P_A' with the indexers' projections (``indexer`` parameters each).  Arrays or floats: the page prints it."""
+    glm_moe_dsa) on a stage of L_d + L_m layers, L_I of them with a lightning indexer (``n``: the model's named
+    values): 'c_A', each query's k_I chosen keys (causal mean k_I (1 - k_I / 2s), s/2 below k_I) and the indexers'
+    scores (n_I heads of d_I, as key-equivalents); 'P_A' with the indexers' projections (``indexer`` parameters
+    each).  Arrays or floats: the page prints it."""
     layers = maximum(L_d + L_m, 1)
-    chosen = select([s >= k_I], [k_I * (1 - k_I / (2 * s))], default=s / 2)
-    keys = (L_d + L_m) * chosen + L_I * (indexer_width * s / 2 / head_width)
+    chosen = select([s >= n["k_I"]], [n["k_I"] * (1 - n["k_I"] / (2 * s))], default=s / 2)
+    keys = (L_d + L_m) * chosen + L_I * (n["n_I"] * n["d_I"] * s / 2 / (n["n_h"] * (n["d_h"] + n["d_hr"] + n["d_v"])))
     return {"c_A": keys / (layers * s), "P_A": P_A + L_I * indexer / layers}
 
 

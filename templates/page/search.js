@@ -353,7 +353,7 @@ function timeContext(ctx) {
     Object.fromEntries(S.WIDTHS.map((n) => [n, v[n] ?? 0])), SEARCH.switches, {
       c_A: o.attention === "eager" ? 1 : 0.5, u_E: o.attention === "eager" ? 1 : 0, eta: 1,  // --efficiency peak
       Phi: rate[precision], Phi_A: rate.bf16, W_M: rate.hbm_bandwidth });
-  const groupsKept = S.groups_kept(Number(m.named.n_g ?? 1), Number(m.named.k_g ?? 1), Number(m.named.N_r));
+  const named = Object.fromEntries(Object.entries(m.named).map(([k, x]) => [k, Number(x)]));
   const dispatcher = o.schedule === "dualpipe" ? "deepep" : "alltoall";  // evaluate.dispatcher_of
   const L = DATA.options.layout, coefMemo = new Map();
   const device = (lay) => {  // {P_n, P_m}: [coefficient of each composition count]
@@ -373,10 +373,7 @@ function timeContext(ctx) {
   const f = TIME_PY[o.schedule === "dualpipe" ? "_step_megatron_dualpipe" : "_step_megatron"];
   const fn = (v) => f(...TIME_PY.INPUTS.map((k) => v[k]));
   const parts = TIME_PY.PARTS, at = Object.fromEntries(parts.map((p, i) => [p, i]));
-  // DeepSeek Sparse Attention's (evaluate.inputs: a model with lightning indexers), its widths per key
-  const dsa = p["params.indexer"] ? [Number(m.named.k_I), Number(m.named.n_I) * Number(m.named.d_I),
-    Number(m.named.n_h) * (Number(m.named.d_h) + Number(m.named.d_hr) + Number(m.named.d_v))] : null;
-  return { base, k, rate, groupsKept, dispatcher, device, fn, parts, at, dsa, vpp: o.vpp || 2 };
+  return { base, k, rate, named, groupsKept: S.groups_kept(named), dispatcher, device, fn, parts, at, vpp: o.vpp || 2 };
 }
 /** One configuration's step (timing.add_time): every part at each distinct stage composition of its pipeline, the
     slowest stage's, and the tokens it trains per second per GPU. */
@@ -396,8 +393,8 @@ function timeRow(ctx, tc, row) {
     st.vec.forEach((x, i) => { Pn += x * coef.P_n[i]; Pm += x * coef.P_m[i]; });
     v.P_n = Pn; v.P_m = Pm;
     Object.assign(v, S.stage_inputs(v.L_d, v.L_m, false, tc.k));  // no custom recomputation in the search
-    if (tc.dsa) Object.assign(v, S.dsa_attention(row.s, v.L_d, v.L_m, v.L_I, tc.base.P_A, tc.base["params.indexer"],
-      ...tc.dsa));
+    if (tc.base["params.indexer"])  // DeepSeek Sparse Attention (evaluate.inputs: a model with lightning indexers)
+      Object.assign(v, S.dsa_attention(row.s, v.L_d, v.L_m, v.L_I, tc.base.P_A, tc.base["params.indexer"], tc.named));
     const out = tc.fn(v);
     if (o.schedule === null) {  // one micro-batch's period: the per-step traffic (but ZeRO-3's) and update not counted
       const dp = v.z === 3 ? out[tc.at.DP] : 0;
