@@ -168,6 +168,17 @@ def test_the_page_runs_the_generated_modules():
             assert len(re.findall(rf"^function {name}\(", printed, re.M)) == 1, name
             assert f"function {name}({', '.join(args)}) {{" in printed, name
     assert "const FNS = FNS_OF(Q);" in data.assembly_js([data.DEEPSEEK])
+    # the step time's inputs (derivations/steptime/evaluate.py) and the layout rules (enumeration.py), printed once
+    import inspect
+
+    from derivations.analyses import enumeration
+    from derivations.steptime import evaluate
+    for fn in (evaluate.constants, evaluate.dsa_attention, evaluate.stage_inputs, evaluate.groups_kept,
+               enumeration.layout_rules):
+        args = ", ".join(inspect.signature(fn).parameters)
+        assert len(re.findall(rf"^function {fn.__name__}\({re.escape(args)}\) {{", printed, re.M)) == 1, fn
     with open(os.path.join(ROOT, "templates", "page", "search.js"), encoding="utf-8") as f:
         js = f.read()
     assert "FNS_OF(FLOAT)" in js and "SEARCH_ASSEMBLY(FLOAT)" in js
+    # no second writing of what those define: DSA's keys, the recipes' cast bytes, a layout rule
+    assert not any(name in js for name in ("k_I", "X_A", "B_EP", "tp-inside-node", "pp-layers"))
