@@ -27,7 +27,7 @@ def run(args) -> int:
     if args.plot:
         plot_memory_vs_seq(model, layout, training, hbm, res, args.plot)
     if args.json:
-        common.print_json(_json(args, *solved))
+        common.print_json(data(args, solved))
         return 0
     print(render_text(model, layout, training, hbm, res, args.latex))
     print(f"{res['field']} at each end of the Sec. 6 ranges: " + ", ".join(
@@ -83,17 +83,14 @@ def _solve_all(args):
     return model, layout, training, hbm, res, ends
 
 
-def _json(args, model, layout, training, hbm, res, ends) -> dict:
+def data(args, solved=None) -> dict:
+    """What ``fit --json`` prints (of ``solved``, what :func:`_solve_all` returned, if given)."""
+    model, layout, training, hbm, res, ends = solved or _solve_all(args)
     out = to_json(model, layout, training, hbm, res, args.latex)
     out["by_overheads"] = {e: ends[e] for e in ("high", "low", "none")}
     if "memory" in res:
         out["memory"] = res["memory"]
     return {**out, **common.defaults_used(args)}
-
-
-def data(args) -> dict:
-    """What ``fit --json`` prints."""
-    return _json(args, *_solve_all(args))
 
 
 def plot_memory_vs_seq(model, layout, training, hbm, res, path):

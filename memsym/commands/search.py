@@ -148,7 +148,7 @@ def run(args) -> int:
     full = idx if args.top is None else idx[:args.top]
     shown = idx[:args.top or 20]
     if args.csv:
-        from ..plots import write_atomic
+        from symbolic.files import write_atomic  # (the folder checked before any work: cli.py)
         write_atomic(args.csv, csv_text(S.rows(result, full)))
     if args.plot:
         from ..plots import stacked_breakdown
