@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, Tuple
 
 import sympy as sp
 
@@ -154,31 +154,15 @@ def table_activation_setting(ctx) -> Table:
 
 def table_activations(ctx) -> Table:
     """Table 10: each row of ``act.stage`` (and its variants) at the stage composition, as the
-    paper prints it: the per-layer term at the layout, times the number of layers, expanded."""
+    paper prints it: the per-layer term a part names, at the layout, times its count, expanded (a part the stage
+    does not hold left out)."""
     dsubs = ctx.display_subs(True)
     ident = dict(nt.PAPER_IDENTITIES) if ctx.model.d_v == ctx.model.d_h else {}
-    variants = [tid for tid in ctx.terms if tid == "act.stage" or tid.startswith("act.stage.")]  # and later ones
-    formulas = _stage_formulas(ctx, variants, dsubs, ident)
     rows = []
-    for vid, shown_rows in zip(variants, formulas):
+    for vid in [tid for tid in ctx.terms if tid == "act.stage" or tid.startswith("act.stage.")]:  # and later ones
         stage_term = ctx.terms[vid]
         policy = vid[len("act.stage"):].lstrip(".") or "none"
-        for i, shown in shown_rows:
-            p = stage_term.parts[i]
-            v = ctx.exact(p.expr)
-            rows.append((T(p.label), T(policy), M(shown), I(v), G(v)))
-        total = ctx.exact(stage_term)
-        rows.append((T("total"), T(policy), C(vid), I(total), G(total)))
-    return _table(ctx, "table10", rows, note="d_v written d_h as the paper does." if ident else "")
-
-
-def _stage_formulas(ctx, variants, dsubs, ident) -> List[List[list]]:
-    """[[part index, formula at the layout], ...] per stage variant: the rows of Table 10 (each part naming a
-    per-layer term, at the layout, times its count, expanded; a part the stage does not hold left out)."""
-    out = []
-    for vid in variants:
-        rows = []
-        for i, p in enumerate(ctx.terms[vid].parts):
+        for p in stage_term.parts:
             named = refs(p)
             if not named:
                 continue
@@ -187,9 +171,12 @@ def _stage_formulas(ctx, variants, dsubs, ident) -> List[List[list]]:
             if coef == 0:
                 continue
             per_layer = sp.Add(*[c * sp.Mul(*rest) / den for c, rest, den in sub.rows(dsubs, ctx.subs)])
-            rows.append([i, breakable_latex(sp.expand((coef * per_layer).xreplace(ident)), ctx.names)])
-        out.append(rows)
-    return out
+            shown = breakable_latex(sp.expand((coef * per_layer).xreplace(ident)), ctx.names)
+            v = ctx.exact(p.expr)
+            rows.append((T(p.label), T(policy), M(shown), I(v), G(v)))
+        total = ctx.exact(stage_term)
+        rows.append((T("total"), T(policy), C(vid), I(total), G(total)))
+    return _table(ctx, "table10", rows, note="d_v written d_h as the paper does." if ident else "")
 
 
 def table_comparison(ctx) -> Table:
