@@ -14,6 +14,7 @@ from derivations import config as cfg
 from derivations.config import resolve as R
 from derivations.config.defaults import DEFAULT_GPU
 from fractions import Fraction
+from symbolic.exact import count, fmt_gib, fmt_int
 
 
 def add_parser(sub):
@@ -223,7 +224,6 @@ def csv_text(rows) -> str:
 
 
 def render_text(model, args, hbm, result, idx) -> str:
-    from symbolic.exact import count, fmt_gib, fmt_int
     from derivations.analyses import search as S
     h = _header(model, args, hbm, result)
     c = h["counts"]
@@ -318,7 +318,6 @@ def render_text(model, args, hbm, result, idx) -> str:
 
 def _judged_line(j, top) -> str:
     """The fit line of --memory KIND: what is judged, against which capacity, and how many rows were judged."""
-    from symbolic.exact import fmt_gib, fmt_int
     what = {"allocated": "the caching allocator's allocated peak over the step",
             "reserved": "PyTorch's caching allocator run over the step",
             "device": "its reserved bytes + NCCL/DeepEP buffers"}[j["kind"]]
