@@ -207,28 +207,26 @@ HOOKS = {"dtypes": _dtypes, "switches": _switches}
 def build(sub, command: str, run, **values) -> argparse.ArgumentParser:
     """``command``'s parser as options.toml lists its options, running ``run``; ``values``: what its "=X" and "{X}"
     name beyond COMPUTED."""
+    values = _Values(values)
     with tomlfile.damaged(OPTIONS):  # a damaged options.toml: one line, never a traceback
-        return _build(sub, command, run, _table(), _Values(values))
-
-
-def _build(sub, command: str, run, table: dict, values: _Values) -> argparse.ArgumentParser:
-    spec = table["commands"][command]
-    p = sub.add_parser(command, help=COMMANDS[command], description=spec["description"].format_map(values),
-                       epilog=spec.get("epilog"), formatter_class=argparse.RawDescriptionHelpFormatter
-                       if spec.get("raw") else argparse.HelpFormatter)
-    items, g = list(spec["options"]), p
-    while items:
-        item = items.pop(0)
-        if item.startswith("*"):
-            items[:0] = table["sets"][item[1:]]
-        elif item == "[one-of]":
-            g = p.add_mutually_exclusive_group()
-        elif item.startswith("["):
-            g = p.add_argument_group(table["groups"][item[1:-1]].format_map(values))
-        elif item.startswith("@"):
-            HOOKS[item[1:]](p, g, values)
-        else:
-            _add(g, command, item, values)
+        table = _table()
+        spec = table["commands"][command]
+        p = sub.add_parser(command, help=COMMANDS[command], description=spec["description"].format_map(values),
+                           epilog=spec.get("epilog"), formatter_class=argparse.RawDescriptionHelpFormatter
+                           if spec.get("raw") else argparse.HelpFormatter)
+        items, g = list(spec["options"]), p
+        while items:
+            item = items.pop(0)
+            if item.startswith("*"):
+                items[:0] = table["sets"][item[1:]]
+            elif item == "[one-of]":
+                g = p.add_mutually_exclusive_group()
+            elif item.startswith("["):
+                g = p.add_argument_group(table["groups"][item[1:-1]].format_map(values))
+            elif item.startswith("@"):
+                HOOKS[item[1:]](p, g, values)
+            else:
+                _add(g, command, item, values)
     p.set_defaults(run=run)
     return p
 

@@ -6,7 +6,7 @@ import importlib
 
 #: {name: the submodule defining it}, loaded on first use.
 _NAMES = {
-    **dict.fromkeys(("A", "C", "Cell", "Equation", "G", "I", "M", "Paragraph", "Report", "Section", "Stub", "T",
+    **dict.fromkeys(("C", "Cell", "Equation", "G", "I", "M", "Paragraph", "Report", "Section", "Stub", "T",
                      "Table"), "blocks"),
     "Context": "context", "equation": "equations", "para": "equations",
     **dict.fromkeys(("TEX_ENGINES", "PdfError", "compile_pdf", "find_tex_engine"), "pdf"),

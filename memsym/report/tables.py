@@ -22,7 +22,7 @@ from symbolic.exact import exact_text
 from symbolic.numeric import exact
 
 from ..lines import one_line
-from .blocks import A, C, G, I, M, T, Table
+from .blocks import C, G, I, M, T, Table
 from .equations import breakable_latex, refs
 from .text import braced
 
@@ -39,7 +39,7 @@ def _table(ctx, key: str, rows, note: str = None, **values) -> Table:
     alignments from tables.toml, its note from there too unless given."""
     spec = SPECS[key]
     return Table(key, spec["caption"].format(ctx=ctx, **values), spec["source"], tuple(spec["columns"]),
-                 A(spec["align"]), tuple(rows), NOTES.get(key, "") if note is None else note)
+                 tuple(spec["align"].split()), tuple(rows), NOTES.get(key, "") if note is None else note)
 
 
 def _gib_of_params(ctx, params):
