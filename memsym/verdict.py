@@ -58,6 +58,7 @@ def text(r) -> str:
     lines += [f"  hint: {h}" for h in r.hints] + [f"  warning: {w}" for w in r.warnings]
     return "\n".join(lines)
 
+
 def latex(r) -> str:
     """An ``align*`` of formula, term and difference, a tabular of the monomials, comments (``--latex``)."""
     lines = [f"% memsym verify: {r.verdict} -- {r.against} ({r.provenance})"]
@@ -83,6 +84,7 @@ def latex(r) -> str:
         lines.append(f"% at the paper's configuration ({r.paper_config}): term - formula = "
                      f"{fmt_int(r.bytes_at_paper)} bytes ({fmt_gib(r.bytes_at_paper, 4)} GiB)")
     return "\n".join(lines)
+
 
 def to_json(r) -> dict:
     """Every element of the verdict as a JSON-ready dict (``--json``), whatever the verdict."""

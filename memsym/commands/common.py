@@ -13,9 +13,8 @@ from derivations.analyses import allocator
 from derivations.config import defaults, gpus, resolve as R
 
 from ..argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
-    _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS,
-    apply_limits, dtype_bytes, recompute_policy, imbalance_factor, capacity_factor, unit_fraction,
-    layer_counts, offload_modules, cuda_graphs, HELP_ALL, help_all, explicit, checked_by)
+    positive_int, nonneg_int, int_list, path_text, dtype_bytes, recompute_policy, imbalance_factor, capacity_factor,
+    unit_fraction, layer_counts, offload_modules, cuda_graphs, HELP_ALL, help_all, explicit, checked_by)
 from derivations.config.defaults import DEFAULT_GPU
 from derivations.config.recipes import RECIPES
 from symbolic import tomlfile
