@@ -85,19 +85,16 @@ def _layer_groups(model: cfg.ModelSpec):
 
 def table_layers(ctx) -> Table:
     term = ctx.terms["params.stage"]
+    params_of = lambda comp: exact(term, cfg.substitution(ctx.model, None, ctx.training, comp))
     rows = []
     for (kind, first, last), a, b in _layer_groups(ctx.model):
-        comp = cfg.layer_range(ctx.model, a, a)
         content = (["embedding"] if first else []) + ["MLA", "dense FFN" if kind == "dense" else
                                                        f"router + {ctx.model.N} + {ctx.model.N_s} experts", "LN"] + \
                   (["output head"] if last else [])
-        at = cfg.substitution(ctx.model, None, ctx.training, comp)
-        p = exact(term, at)
+        p = params_of(cfg.layer_range(ctx.model, a, a))
         label = f"{a}" if a == b else f"{a}-{b} (each)"
         rows.append((T(label), T(" + ".join(content)), I(p), G(_gib_of_params(ctx, p))))
-    whole = cfg.whole_model(ctx.model)
-    at = cfg.substitution(ctx.model, None, ctx.training, whole)
-    total = exact(term, at)
+    total = params_of(cfg.whole_model(ctx.model))
     rows.append((T("total"), T(f"{ctx.model.l} layers"), I(total), G(_gib_of_params(ctx, total))))
     return _table(ctx, "table3", rows)
 
