@@ -124,7 +124,8 @@ def _verdict(r) -> str:
 
 def render(results, verbose=False) -> str:
     wid = max([len(r["id"]) for r in results] + [2])
-    row = lambda run, stage, fl, *gib: f"{run:<{wid}}  {stage:>5} {fl:>6}" + "".join(f" {x:>8}" for x in gib)  # table 2
+    # the components table's rows: run, stage, in-flight micro-batches, then GiB columns
+    row = lambda run, stage, fl, *gib: f"{run:<{wid}}  {stage:>5} {fl:>6}" + "".join(f" {x:>8}" for x in gib)
     head = (f"{'run':<{wid}}  {'kind':<13} {'conf':<6} {'measured':>10} {'predicted':>10} {'ratio':>6}  "
             f"{'verdict':<13} preset")
     lines = ["memsym runs: predicted vs measured per GPU (GiB = 2^30 bytes; ratio = predicted / measured; band "
