@@ -30,7 +30,7 @@ from .codegen import js, mathml, symbols_of
 from .options import DEEPSEEK, gpus, inputs, options
 from .pyjs import module_js
 from symbolic.exact import exact_text
-from derivations.generate import FEATURES, activation_specs, device_shape, exists_features, python_module, structures
+from derivations.generate import FEATURES, activation_specs, device_shape, exists_features, python_module
 from derivations.families import get as _family
 
 
@@ -81,7 +81,7 @@ def model_states(pool: Pool, fam=DEEPSEEK) -> Dict:
     of every structure of ``fam`` (its flags' values, :meth:`Family.structure_key`); a weight side the family
     has no terms for (other tools' conventions) is refused with the command line's message."""
     out = {}
-    for structure in structures(fam):
+    for structure in fam.structures():
         model = SimpleNamespace(structure=structure, family=fam.name, name="{name}")
         per = {}
         for rank, shared in SIDES:
