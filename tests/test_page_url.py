@@ -21,6 +21,7 @@ STATES = [
     "zero=1",
     "tp=4&zero=1",
     "gpus=1024&gpu=h800&global-batch=15360&seq=4096",
+    "gpus=256",  # a GPU count alone names a run (flash attention): the command shown says --gpus, not only --dp 8
     "model=deepseek-v2&tp=4&pp=8&ep=16&dp=16&zero=3&recompute=selective&attention=flash&mbs=2&seq=8192",
     "conventions=mcore-te&schedule=interleaved&vpp=2&microbatches=32&recompute=custom:norm,mla_up&fp8-activations",
     "recipe=deepseek-v3&imbalance=3/2",
@@ -144,7 +145,7 @@ def test_no_sideways_scrolling_and_few_controls_at_first(browser, page, tmp_path
                             {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": width < 600})
     try:
         # the widest formulas found: the step's moments under transformers' and Megatron-Core's full recomputation
-        for state in ("", STATES[4], "schedule=1f1b&recompute=full&conventions=transformers",
+        for state in ("", STATES[5], "schedule=1f1b&recompute=full&conventions=transformers",
                       "model=paper/models/glm-5.json&conventions=mcore&recompute=full"):
             _load(browser, page, state, settle=0.3)
             # every formula unfolded too (the widest the page gets)
