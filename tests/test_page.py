@@ -157,8 +157,12 @@ def _set(d, control, value):
 
 
 def _reset(d, page):
+    """A fresh load of the page at its defaults: its state is set by the DOMContentLoaded handler (ui.js), which
+    Chromium may not have run yet when ``get`` returns after a page that was still busy (a search in slices)."""
+    from selenium.webdriver.support.ui import WebDriverWait
     d.get(page.as_uri())
-    assert d.execute_script("return document.body.dataset.state") == "ok"
+    state = WebDriverWait(d, 30).until(lambda x: x.execute_script("return document.body && document.body.dataset.state"))
+    assert state == "ok"
 
 
 def _configure(d, page, controls):
