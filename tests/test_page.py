@@ -161,7 +161,8 @@ def _reset(d, page):
     Chromium may not have run yet when ``get`` returns after a page that was still busy (a search in slices)."""
     from selenium.webdriver.support.ui import WebDriverWait
     d.get(page.as_uri())
-    state = WebDriverWait(d, 30).until(lambda x: x.execute_script("return document.body && document.body.dataset.state"))
+    read = "return document.body && document.body.dataset.state"
+    state = WebDriverWait(d, 30).until(lambda x: x.execute_script(read))
     assert state == "ok"
 
 
