@@ -40,12 +40,18 @@ def term_id(training: Training) -> str:
     return "act.offload." + "-".join(training.offload)
 
 
+def check_megatron_layers(model, option: str) -> None:
+    """``--<option>`` (offload-activations, linear-recipe) selects tensors of Megatron-Core's MLA and MoE layers,
+    DeepSeek's: ConfigError (constraint ``option``) for a model of another family."""
+    if model.family != "deepseek":
+        raise ConfigError(option, f"--{option} selects the tensors of Megatron-Core's MLA and MoE layers; "
+                                  f"{model.name} is of the {model.family} family")
+
+
 def tensors(model, training: Training, values: Mapping) -> Dict[str, Tuple[Tuple[str, str, Fraction], ...]]:
     """{kind: ((module, tensor key, bytes), ...)} one layer micro-batch offloads at ``values``: those the view keeps, in
     a named module's group, of at least :data:`MIN_ELEMENTS`."""
-    if model.family != "deepseek":
-        raise ConfigError("offload-activations", f"--offload-activations selects the tensors of Megatron-Core's MLA "
-                                                 f"and MoE layers; {model.name} is of the {model.family} family")
+    check_megatron_layers(model, "offload-activations")
     view = View.of(training)
     named = {kind for module in training.offload for kind, _, _ in MODULE_TENSORS[module]}
     rows = {kind: ev.tensor_values(view, model.q_lora, values, kind) for kind in ("mla", "moe", "dense")

@@ -15,7 +15,8 @@ from typing import Dict, Mapping, Tuple
 
 from derivations import evaluate as ev
 from derivations.activations.view import View
-from derivations.config import ConfigError, Training
+from derivations.assembly.offload import check_megatron_layers
+from derivations.config import Training
 from derivations.config.quantization import FORMATS, recipe
 
 TE = "Transformer Engine d0067d0d transformer_engine/pytorch/module/"
@@ -71,9 +72,7 @@ def _rows(kind: str, t: Mapping[str, Fraction], B_a: Fraction, q: Fraction, trai
 def parts(model, training: Training, values: Mapping) -> Dict[str, Tuple[Tuple[str, str, Fraction, str], ...]]:
     """{'mla', 'moe', 'dense', 'mtp': ((key, label, delta bytes, source), ...)} of one layer micro-batch of each kind at
     ``values``; 'mtp' the MTP module's eh_proj input."""
-    if model.family != "deepseek":
-        raise ConfigError("linear-recipe", f"--linear-recipe selects the tensors of Megatron-Core's MLA and MoE "
-                                           f"layers; {model.name} is of the {model.family} family")
+    check_megatron_layers(model, "linear-recipe")
     view = View.of(training)
     B_a, q = Fraction(values["B_a"]), recipe(training.linear_recipe).input_bytes
     out = {kind: tuple(_rows(kind, ev.tensor_values(view, model.q_lora, values, kind), B_a, q, training))

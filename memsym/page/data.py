@@ -197,7 +197,7 @@ def family_data(pool: Pool, fam, say) -> Dict:
             "counts": [[sym, feature] for sym, feature, _ in fam.counts], "named_counts": list(fam.named_counts),
             "activation_flags": list(fam.activation_flags),
             "states": model_states(pool, fam), "activations": acts, "device": device(pool, fam),
-            "kinds": list(fam.kinds), "layout_defaults": fam.layout_defaults(),
+            "kinds": list(fam.kinds), "sections": list(fam.sections), "layout_defaults": fam.layout_defaults(),
             "layer_label": fam.layer_name or ("one MoE layer" if "moe" in fam.layer else f"one {fam.layer_what}"),
             "divides": [[d.rule, d.symbol, d.axis, d.text] for d in fam.divides],
             "inert": _inert(fam)}

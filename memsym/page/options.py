@@ -11,7 +11,7 @@ from typing import Dict, List
 from derivations import config as cfg
 from derivations import families as _families
 from derivations.activations import shape
-from derivations.assembly import schedules, sides
+from derivations.assembly import device, offload, schedules, sides
 from derivations.assembly.runtime import buffers_term
 from derivations.config import defaults, hfconfig, layout, limits as L, resolve, switches, training
 from derivations.config.gpus import presets as gpu_presets
@@ -104,7 +104,8 @@ def checks_js() -> str:
                  dataclasses.replace: "py.replace", itertools.accumulate: "py.accumulate", covered: "FAMILIES.covered",
                  jsonfile.type_name: "typeName", resolve._family_of: "FAMILIES.family_of",
                  shape.of_model: "((model) => model.family)",
-                 shape.family: "FAMILIES.find", shape.inert: "((f) => Object.values(DATA.families[f].inert))",
+                 shape.family: "FAMILIES.find", layout.stages: "stages",
+                 layout.compose: "((m, r, first, last, index) => compose(m, [r.start, r.stop], first, last, index))", shape.inert: "((f) => Object.values(DATA.families[f].inert))",
                  **{getattr(_families, k): f"FAMILIES.{k}" for k in ("wrapper", "for_model_type", "model_types",
                                                                        "get", "find")}})
     p.add(hfconfig.Fields, ["__init__", "err", "int", "choice", "bool", "fp8_block", "type_name", "shown"])
@@ -124,7 +125,15 @@ def checks_js() -> str:
                resolve._dp_of_gpus, resolve.check_conflicts, resolve.training_of, resolve.conventions_of,
                defaults.applied, defaults.named_by, training.parse_cuda_graphs, shape.check_options):
         p.add(fn)
-    for fn, name in ((schedules.validate, "validate_schedule"), (argtypes.positive_int, "arg_positive_int"),
+    # the device's gathering steps of device._estimate_at the page runs (runtime.js device): --virtual-layers' chunks
+    # and interleaved order, the MTP modules on the last stage, the stage asked and the options' refusals
+    p.add(sides.WeightSide, [])
+    for fn in (schedules._warm, schedules.interleaved_order, schedules.distinct_states, schedules.backward_states,
+               schedules.virtual_chunks, schedules.rank_chunks, schedules.virtual_groups, layout.layers_label,
+               sides.mtp_stage_shift, sides.weight_side, sides.weight_side_of, _families.unsupported,
+               device.check_recipe_rank, offload.check_megatron_layers):
+        p.add(fn)
+    for fn, name in ((layout.stage, "layout_stage"), (schedules.validate, "validate_schedule"), (argtypes.positive_int, "arg_positive_int"),
                      (argtypes.nonneg_int, "arg_nonneg_int"), (argtypes._shown, "arg_shown"),
                      (L.option, "limit_option"), (jsonfile.shown, "json_shown")):
         p.add(fn, name=name)

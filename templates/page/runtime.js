@@ -50,6 +50,10 @@ function pct(a, b) { return `${Math.round(Q.float(a) / Q.float(b) * 100)}%`; }
 class ConfigError extends Error {
   constructor(message, fields) { super(message); this.fields = fields || []; }
 }
+/** ``fn()``, a refusal of it shown at ``fields`` (the page's controls it concerns: interaction, not a rule). */
+function concerning(fields, fn) {
+  try { return fn(); } catch (e) { if (e instanceof ConfigError) e.fields = fields; throw e; }
+}
 
 // ----------------------------------------------------------------------------- Python's values (printed functions)
 /* What the functions printed from the command line's Python (memsym/page/pyjs.py Printed) run on: Python's
@@ -59,8 +63,11 @@ const big = (x) => typeof x === "bigint" || (typeof x === "number" && !Number.is
 const num = (x) => (x instanceof PyFloat ? x.v : x);
 /** An integer result: a Number when it is exact as one. */
 const pyInt = (x) => (Number.isSafeInteger(Number(x)) ? Number(x) : x);
-function arith(a, b, ints, floats) {
-  if (a instanceof PyFloat || b instanceof PyFloat) return new PyFloat(floats(Number(num(a)), Number(num(b))));
+/** a op b: floats if either is one, the page's rationals if either is a Fraction (``fraction``), else ints. */
+function arith(a, b, ints, floats, fraction) {
+  const f = (x) => (isQ(x) ? Q.float(x) : Number(num(x)));
+  if (a instanceof PyFloat || b instanceof PyFloat) return new PyFloat(floats(f(a), f(b)));
+  if (isQ(a) || isQ(b)) return fraction(a, b);
   return big(a) || big(b) ? pyInt(ints(BigInt(a), BigInt(b))) : ints(a, b);
 }
 const floorMod = (a, b) => ((a % b) + b) % b;
@@ -69,15 +76,16 @@ const isQ = (x) => x !== null && typeof x === "object" && typeof x.n === "bigint
 const order = (a, b) => (isQ(a) || isQ(b) ? Q.cmp(a, b) : (num(a) < num(b) ? -1 : (num(a) > num(b) ? 1 : 0)));
 const py = {
   bool: (x) => !(x === null || x === false || x === 0 || x === 0n || x === "" || (x instanceof PyFloat && x.v === 0)
-    || (Array.isArray(x) && !x.length) || (x instanceof Map && !x.size)),
+    || (Array.isArray(x) && !x.length) || (x instanceof Map && !x.size) || (isQ(x) && x.n === 0n)),
   and: (a, b) => (py.bool(a) ? b() : a),
   or: (a, b) => (py.bool(a) ? a : b()),
   add: (a, b) => (typeof a === "string" || Array.isArray(a) ? a.concat(b)
-    : arith(a, b, (x, y) => x + y, (x, y) => x + y)),
-  sub: (a, b) => arith(a, b, (x, y) => x - y, (x, y) => x - y),
+    : arith(a, b, (x, y) => x + y, (x, y) => x + y, Q.add)),
+  sub: (a, b) => arith(a, b, (x, y) => x - y, (x, y) => x - y, (x, y) => Q.add(x, Q.mul(-1, y))),
   mul: (a, b) => (Array.isArray(a) ? Array(Number(b) > 0 ? Number(b) : 0).fill(a).flat()
     : typeof a === "string" ? a.repeat(Number(b) > 0 ? Number(b) : 0)
-    : arith(a, b, (x, y) => x * y, (x, y) => x * y)),
+    : arith(a, b, (x, y) => x * y, (x, y) => x * y, Q.mul)),
+  truediv: (a, b) => arith(a, b, (x, y) => new PyFloat(Number(x) / Number(y)), (x, y) => x / y, Q.div),
   mod: (a, b) => arith(a, b, floorMod, floorMod),
   floordiv: (a, b) => arith(a, b, (x, y) => (typeof x === "bigint" ? (x - floorMod(x, y)) / y : Math.floor(x / y)),
     (x, y) => Math.floor(x / y)),
@@ -123,11 +131,24 @@ const py = {
   },
   any: (xs) => py.iter(xs).some(py.bool),
   all: (xs) => py.iter(xs).every(py.bool),
-  sum: (xs) => py.iter(xs).reduce(py.add, 0),
+  sum: (xs, start = 0) => py.iter(xs).reduce(py.add, start),
   min: (...xs) => (xs.length === 1 ? py.iter(xs[0]) : xs).reduce((a, b) => (py.lt(b, a) ? b : a)),
   max: (...xs) => (xs.length === 1 ? py.iter(xs[0]) : xs).reduce((a, b) => (py.gt(b, a) ? b : a)),
-  range: (a, b) => (b === undefined ? py.range(0, a)
-    : Array.from({ length: Math.max(Number(b) - Number(a), 0) }, (_, i) => Number(a) + i)),
+  /** min(xs, key=, default=) and max(...): the first least or largest by ``key`` (null: the item itself). */
+  min_of: (xs, key, dflt) => py.best(xs, key, dflt, py.lt),
+  max_of: (xs, key, dflt) => py.best(xs, key, dflt, py.gt),
+  best(xs, key, dflt, better) {
+    const k = key || ((x) => x), items = py.iter(xs);
+    if (!items.length && dflt === undefined) throw new Error("ValueError: empty sequence");
+    return items.length ? items.reduce((a, b) => (better(k(b), k(a)) ? b : a)) : dflt;
+  },
+  /** range(a, b, step): its items, with Python's start and stop */
+  range(a, b, step = 1) {
+    if (b === undefined) return py.range(0, a);
+    const out = [];
+    for (let i = Number(a); step > 0 ? i < Number(b) : i > Number(b); i += Number(step)) out.push(i);
+    return Object.assign(out, { start: Number(a), stop: Number(b) });
+  },
   slice(x, lo, hi) {
     const out = (typeof x === "string" ? Array.from(x) : x).slice(lo ?? undefined, hi ?? undefined);
     return typeof x === "string" ? out.join("") : out;
@@ -240,7 +261,8 @@ FAMILIES.family_of = (model) => {
 };
 /** A model of the page (model_data) as the printed checks read a ModelSpec: named() its symbols' values. */
 const specOf = (m) => m.spec
-  || Object.assign({}, m, { named: () => new Map(Object.entries(m.named).map(([k, v]) => [k, BigInt(v)])) });
+  || Object.assign({}, m, { named: () => new Map(Object.entries(m.named).map(([k, v]) => [k, BigInt(v)])),
+    mtp_layer_features: () => m.mtp_features });
 /** memsym/page/data.py model_data of a model read on the page (a pasted config.json). */
 function modelData(s) {
   return { family: s.family, name: s.name, structure: s.structure.map(Boolean), l: Number(s.l), kinds: s.layer_kinds(),
@@ -271,7 +293,8 @@ function compose(m, range, first, last, index) {
     extra[sym] = 0;
     for (let i = range[0]; i < range[1]; i++) if (m.features[i].includes(feature)) extra[sym]++;
   }
-  return { index, layers: range, dense, moe: range[1] - range[0] - dense, embedding: first, head: last, extra };
+  return { index, layers: range, dense, moe: range[1] - range[0] - dense, embedding: first, head: last, extra,
+    label: layers_label(range[0], range[1]) };
 }
 /** layout.stages: each stage's [first layer, end) of the printed layout.stage_layers (its ranges as lists). */
 function stages(m, lay) {
@@ -360,26 +383,16 @@ function assemble(m, variant, inputs) {
   return ASSEMBLY[m.family].device(mtp, full, holds, Object.assign({}, inputs), options);
 }
 /** (L_d, L_m, e_E, e_H and the family's counts) of the stages a device holds, summed, with --mtp under the stage
-    rank (sides.mtp_stage_shift: the MTP modules on the last stage with the features an MTP block holds, and its
-    copy of the embedding). */
+    rank (the printed sides.mtp_stage_shift). */
 function heldComposition(m, lay, t, held) {
-  const count = (f) => held.reduce((a, c) => a + f(c), 0);
-  const out = { L_d: count((c) => c.dense), L_m: count((c) => c.moe), e_E: count((c) => (c.embedding ? 1 : 0)),
-    e_H: count((c) => (c.head ? 1 : 0)) };
-  for (const [sym] of familyOf(m).counts) out[sym] = count((c) => c.extra[sym]);
-  if (t.conventions.mtp && out.e_H) {
-    const copy = (m.tie_word_embeddings || lay.pp === 1 || !m.mtp_layers || out.e_E) ? 0 : out.e_H;
-    out.L_m += m.mtp_layers * out.e_H;
-    out.e_E += copy;
-    for (const [sym, feature] of familyOf(m).counts) if (m.mtp_features.includes(feature)) out[sym] += m.mtp_layers * out.e_H;
-  }
-  return Object.fromEntries(Object.entries(out).map(([k, x]) => [k, Q.n(x)]));
+  const sum = new Map(Object.keys(subsComposition(held[0])).map((k) => [k, Q.add(...held.map((c) => subsComposition(c)[k]))]));
+  return Object.fromEntries(t.conventions.mtp ? mtp_stage_shift(specOf(m), lay.pp, sum) : sum);
 }
 /** The model states of the held stages (device._model_states): the weight side's printed terms at the
     held composition, or at the whole model for Megatron's shard. */
 function modelStates(m, lay, t, held, subs, cached) {
   const side = familyOf(m).states[structureKey(m)][`${t.conventions.rank}/${t.conventions.shared_expert}`];
-  if (side.refused) throw new ConfigError(side.refused.split("{name}").join(m.name), ["conventions", "rank", "shared_expert"]);
+  concerning(["conventions", "rank", "shared_expert"], () => weight_side_of(specOf(m), t.conventions));
   const ids = Object.assign({}, side.ids[String(t.zero)]);
   let at, key;
   if (t.conventions.rank === "megatron") {
@@ -395,8 +408,7 @@ function modelStates(m, lay, t, held, subs, cached) {
     const d = at(), bytes = {};
     for (const k of ["weights", "gradients", "optimizer"]) bytes[k] = FNS[side.terms[ids[k]]](d);
     if (t.linear_recipe !== null) {  // TE's cached quantized weight copies (quantized.copies), beside the weights
-      if (t.conventions.rank !== "stage")
-        throw new ConfigError(`--linear-recipe counts TE's weight copies on the device of a stage (--rank stage), not --rank ${t.conventions.rank}`, ["linear_recipe", "rank", "conventions"]);
+      concerning(["linear_recipe", "rank", "conventions"], () => check_recipe_rank(specOf(m), t));
       const lin = side.linear === undefined ? Q.n(0) : FNS[side.linear](d), w = Q.parse(DATA.quantized.bytes[t.linear_recipe][1]);
       bytes.weights = Q.add(bytes.weights, Q.mul(lin, w), t.quantized_params ? Q.mul(-1, lin, new Map(t.bytes).get("B_w")) : 0);
     }
@@ -412,7 +424,8 @@ function deviceInputs(m, lay, t, index, all, cached) {
   const ch = t.schedule !== null ? chunks(t.schedule, lay.pp, index, t.microbatches, t.vpp) : [];
   const held = t.schedule !== null ? heldStages(t.schedule, lay.pp, index).map((i) => all[i]) : [comp];
   const states = modelStates(m, lay, t, held, subs, cached);
-  const ranked = t.virtual_layers !== null ? rankChunks(m, lay, t, comp) : null;
+  const ranked = t.virtual_layers === null ? null : concerning(["virtual_layers", "pp", "vpp", "layers_per_stage",
+    "microbatches"], () => rank_chunks(m, lay, t, comp));
   const rb = t.conventions.runtime_buffers;
   const e = Object.assign({}, subs, states.bytes, { runtime: rb && rb !== "none" ? Q.parse(DATA.options.runtime_buffers[rb]) : Q.n(0) });
   const dev = familyOf(m).device;
@@ -451,8 +464,7 @@ const scoreRecomputed = (t) => t.recompute === "selective" || (t.recompute === "
     groups (DATA.offload.modules: offload.MODULE_TENSORS) of at least min_elements elements; a recomputed core
     attention runs outside the offload context. */
 function offloaded(m, t, kept, subs) {
-  if (m.family !== "deepseek")
-    throw new ConfigError(`--offload-activations selects the tensors of Megatron-Core's MLA and MoE layers; ${m.name} is of the ${m.family} family`, ["offload_activations", "model"]);
+  concerning(["offload_activations", "model"], () => check_megatron_layers(m, "offload-activations"));
   const O = DATA.offload, at = tensorBytes(kept, subs), sum = { mla: Q.n(0), moe: Q.n(0), dense: Q.n(0) };
   for (const module of t.offload) {
     if (module === "core_attn" && scoreRecomputed(t)) continue;
@@ -476,45 +488,6 @@ function offloadMoment(m, t, d, cached) {
 }
 
 // ----------------------------------------------------------------------------- --virtual-layers (schedules.py)
-/** schedules.rank_chunks: the chunks of rank comp.index under Megatron's pipeline layout (virtual_chunks: virtual
-    stage j holds the next virtual_layers[j] layers and runs on rank j mod PP as its chunk j // PP), refused when they
-    are not the stage's dense and MoE counts or m is not a multiple of PP. */
-function rankChunks(m, lay, t, comp) {
-  const pp = lay.pp, v = t.vpp || 2, counts = t.virtual_layers, f = ["virtual_layers"];
-  if (counts.length !== pp * v)
-    throw new ConfigError(`--virtual-layers has ${counts.length} entries; PP x V = ${pp} x ${v} = ${pp * v} virtual stages`, f.concat(["pp", "vpp"]));
-  const start = (j) => counts.slice(0, j).reduce((a, b) => a + b, 0);
-  if (start(counts.length) !== m.l) throw new ConfigError(`--virtual-layers sums to ${start(counts.length)}, the model has ${m.l} layers`, f);
-  const out = [];
-  for (let c = 0; c < v; c++) {
-    const j = c * pp + comp.index;
-    out.push(compose(m, [start(j), start(j) + counts[j]], j === 0, j === pp * v - 1, comp.index));
-  }
-  const dense = out.reduce((a, c) => a + c.dense, 0), moe = out.reduce((a, c) => a + c.moe, 0);
-  if (dense !== comp.dense || moe !== comp.moe) {
-    const [a, b] = comp.layers, label = b - a === 1 ? `layer ${a}` : `layers ${a}-${b - 1}`;
-    throw new ConfigError(`--virtual-layers gives stage ${comp.index} ${dense} dense and ${moe} MoE layers, memsym's contiguous stage (${label}) ${comp.dense} and ${comp.moe}: the layout is modelled when each rank holds the dense and MoE counts of a contiguous split (--layers-per-stage: the per-rank sums)`,
-      f.concat(["layers_per_stage"]));
-  }
-  const mb = t.microbatches || 4 * pp;
-  if (mb % pp)
-    throw new ConfigError(`--virtual-layers simulates Megatron's interleaved order, which runs micro-batches in groups of PP=${pp}: m must be a multiple of PP, got m = ${mb} (--microbatches, or --global-batch / (DP mbs))`, f.concat(["microbatches"]));
-  return out;
-}
-/** schedules.distinct_states and backward_states: the chunks' in-flight micro-batches after each forward of rank
-    ``index`` in Megatron-Core's interleaved 1F1B up to the end of its first steady-state period, and the steady
-    states with the chunk whose backward runs next. */
-function interleavedStates(pp, v, mb, index) {
-  const warm = Math.min(2 * (pp - index - 1) + (v - 1) * pp, mb * v), until = Math.min(mb * v, warm + pp * v);
-  const held = Array(v).fill(0), states = [];
-  for (let f = 0, b = 0; f < until;) {
-    held[Math.floor(f / pp) % v]++;
-    f++;
-    states.push(held.slice());
-    if (f > warm) { held[v - 1 - Math.floor(b / pp) % v]--; b++; }
-  }
-  return { states, backward: states.slice(warm).map((st, k) => [st, v - 1 - Math.floor(k / pp) % v]) };
-}
 /** device._virtual_peak: the largest state of the rank's interleaved order, each chunk's one micro-batch (the head
     with the last) weighed by its in-flight count; {held, chunks: [[composition, in flight], ...], head: its count or
     null, before: the largest held before the backward of a chunk with layers (offloading)}. */
@@ -523,7 +496,8 @@ function virtualPeak(m, lay, t, index, chunks, inputs) {
   const at = (c) => assemble(m, variant, Object.assign({}, inputs, subsComposition(c), { O_R: Q.n(0) })).activations;
   const bytes = chunks.map((c) => at(partComposition(c, "layers"))).concat([last.head ? at(partComposition(last, "head")) : Q.n(0)]);
   const heldAt = (st) => Q.add(...st.concat([st[st.length - 1]]).map((n, c) => Q.mul(n, bytes[c])));
-  const { states, backward } = interleavedStates(lay.pp, chunks.length, t.microbatches || 4 * lay.pp, index);
+  const mb = t.microbatches || 4 * lay.pp, states = distinct_states(lay.pp, chunks.length, mb, index);
+  const backward = backward_states(lay.pp, chunks.length, mb, index);
   let held = null, state = null, before = null;
   for (const st of states) { const x = heldAt(st); if (held === null || Q.cmp(x, held) > 0) { held = x; state = st; } }
   for (const [st, c] of backward) {
@@ -537,8 +511,7 @@ function virtualPeak(m, lay, t, index, chunks, inputs) {
     head part change by, from quantized._rows as data (DATA.quantized.rows, memsym/page/data.py) at the kept tensors'
     bytes; the assembly's other options' inputs 0. */
 function quantizedInputs(m, t, kept, subs) {
-  if (m.family !== "deepseek")
-    throw new ConfigError(`--linear-recipe selects the tensors of Megatron-Core's MLA and MoE layers; ${m.name} is of the ${m.family} family`, ["linear_recipe", "model"]);
+  concerning(["linear_recipe", "model"], () => check_megatron_layers(m, "linear-recipe"));
   const rows = DATA.quantized.rows[t.linear_recipe][t.attention], zero = Q.n(0), D = Q.n(m.named.D), bytes = tensorBytes(kept, subs);
   const total = (kind) => {
     const at = bytes[kind] || {};
@@ -650,7 +623,6 @@ function estimate(m, lay, t, stageIndex) {
       return device(m, lay, t, worst, all, memo);
     }
   }
-  if (stageIndex < 0 || stageIndex >= all.length)
-    throw new ConfigError(`stage must be an integer in 0..${all.length - 1} (PP=${lay.pp}), got ${stageIndex}`, ["stage", "pp"]);
+  concerning(["stage", "pp"], () => layout_stage(m, lay, stageIndex));
   return device(m, lay, t, stageIndex, all, memo);
 }
