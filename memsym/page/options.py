@@ -104,8 +104,10 @@ def checks_js() -> str:
                  dataclasses.replace: "py.replace", itertools.accumulate: "py.accumulate", covered: "FAMILIES.covered",
                  jsonfile.type_name: "typeName", resolve._family_of: "FAMILIES.family_of",
                  shape.of_model: "((model) => model.family)",
-                 shape.family: "FAMILIES.find", layout.stages: "stages",
-                 layout.compose: "((m, r, first, last, index) => compose(m, [r.start, r.stop], first, last, index))", shape.inert: "((f) => Object.values(DATA.families[f].inert))",
+                 shape.family: "FAMILIES.find", shape.inert: "((f) => Object.values(DATA.families[f].inert))",
+                 # the page's compositions: {index, layers: [first, end), dense, moe, ...} (runtime.js compose)
+                 layout.stages: "stages",
+                 layout.compose: "((m, r, first, last, index) => compose(m, [r.start, r.stop], first, last, index))",
                  **{getattr(_families, k): f"FAMILIES.{k}" for k in ("wrapper", "for_model_type", "model_types",
                                                                        "get", "find")}})
     p.add(hfconfig.Fields, ["__init__", "err", "int", "choice", "bool", "fp8_block", "type_name", "shown"])
@@ -133,8 +135,8 @@ def checks_js() -> str:
                sides.mtp_stage_shift, sides.weight_side, sides.weight_side_of, _families.unsupported,
                device.check_recipe_rank, offload.check_megatron_layers):
         p.add(fn)
-    for fn, name in ((layout.stage, "layout_stage"), (schedules.validate, "validate_schedule"), (argtypes.positive_int, "arg_positive_int"),
-                     (argtypes.nonneg_int, "arg_nonneg_int"), (argtypes._shown, "arg_shown"),
+    for fn, name in ((layout.stage, "layout_stage"), (schedules.validate, "validate_schedule"),
+                     (argtypes.positive_int, "arg_positive_int"), (argtypes.nonneg_int, "arg_nonneg_int"), (argtypes._shown, "arg_shown"),
                      (L.option, "limit_option"), (jsonfile.shown, "json_shown")):
         p.add(fn, name=name)
     return p.js()
