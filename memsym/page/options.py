@@ -136,7 +136,8 @@ def checks_js() -> str:
                device.check_recipe_rank, offload.check_megatron_layers):
         p.add(fn)
     for fn, name in ((layout.stage, "layout_stage"), (schedules.validate, "validate_schedule"),
-                     (argtypes.positive_int, "arg_positive_int"), (argtypes.nonneg_int, "arg_nonneg_int"), (argtypes._shown, "arg_shown"),
+                     (argtypes.positive_int, "arg_positive_int"), (argtypes.nonneg_int, "arg_nonneg_int"),
+                     (argtypes._shown, "arg_shown"),
                      (L.option, "limit_option"), (jsonfile.shown, "json_shown")):
         p.add(fn, name=name)
     return p.js()
