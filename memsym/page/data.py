@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import random
-from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Dict, List, Tuple
@@ -20,7 +18,6 @@ from derivations.assembly import device_terms as dt, offload, overheads as oh, q
 from derivations.assembly import step_names, step_terms as stt
 from derivations.assembly.sides import weight_side, weight_side_of
 from derivations.config.presets import PRESET_NAMES, load_model
-from derivations.config.quantization import FORMATS
 from symbolic.errors import ConfigError
 from symbolic.resources import PAPER_DIR
 
@@ -117,46 +114,6 @@ def _linear_params(var, params_id: str) -> sp.Expr:
     of the TE linear layers on the device, in the held composition's symbols (the page's model-state inputs)."""
     terms = SimpleNamespace(term=lambda tid: var.terms[tid].expr)
     return quantized.linear_params(terms, {k: nt.SYMBOLS[k] for k in ("e_E", "e_H", "L_m", "N", "h")}, params_id)
-
-
-def linear_recipe(pool: Pool, keys: Dict[str, List[str]]) -> Dict:
-    """--linear-recipe: {bytes: {recipe: [input, weight]} (quantization.py FORMATS), rows: {recipe: {attention:
-    {kind: [[row, gates, value, coefficient], ...]}}}}: quantized._rows as data, found by calling it (and checked
-    at random bytes): a layer micro-batch of ``kind`` changes by coefficient x the kept bytes of ``value`` when
-    every tensor of ``gates`` is kept; the MTP module's eh_proj input is one more row, of kind mtp."""
-    B_a, one, rng = nt.SYMBOLS["B_a"], Fraction(1), random.Random(1)
-    rows = {}
-    for recipe, f in FORMATS.items():
-        q = f.input_bytes
-        for attention in cfg.ATTENTION:
-            tr = SimpleNamespace(linear_recipe=recipe, attention=attention)
-            got = {}
-            for kind, names in keys.items():
-                at = lambda t: {r[0]: r[2] for r in quantized._rows(kind, t, B_a, q, tr)}  # noqa: E731
-                full = dict.fromkeys(names, one)
-                spec = []
-                for name, coef in at(full).items():
-                    gates = [k for k in names if name not in at({**full, k: Fraction(0)})]
-                    (value,) = [k for k in names if sp.expand(at({**full, k: 2 * one})[name] - 2 * coef) == 0]
-                    spec.append([name, gates, value, coef])
-                for _ in range(20):  # the rows as data give _rows' deltas at random bytes, some tensors not kept
-                    t = {k: Fraction(rng.randint(1, 9)) for k in names if rng.random() < 0.8}
-                    want = {name: sp.expand(d) for name, d in at(t).items()}
-                    mine = {name: sp.expand(coef * t[value]) for name, gates, value, coef in spec
-                            if all(t.get(g) for g in gates)}
-                    assert mine == want, (recipe, attention, kind, t)
-                got[kind] = [[name, gates, value, pool.add(coef)] for name, gates, value, coef in spec]
-            got["mtp"] = [["mtp_eh_in", ["mtp_eh_in"], "mtp_eh_in", pool.add((q - B_a) / B_a)]]
-            rows.setdefault(recipe, {})[attention] = got
-    return {"bytes": {k: [exact_text(f.input_bytes), exact_text(f.weight_bytes)] for k, f in FORMATS.items()},
-            "rows": rows}
-
-
-def offloading() -> Dict:
-    """--offload-activations: offload.py's MODULE_TENSORS as data ({module: [[kind, tensor key, element size: a bytes
-    symbol or a number], ...]}), MIN_ELEMENTS and the step moment's term id."""
-    return {"modules": {m: [list(row) for row in offload.MODULE_TENSORS[m]] for m in cfg.OFFLOAD_MODULES},
-            "min_elements": offload.MIN_ELEMENTS, "moment": offload.MOMENT}
 
 
 def device(pool: Pool, fam=DEEPSEEK) -> Dict:
@@ -272,14 +229,6 @@ def generate(models=(), progress=None) -> Dict:
         if fam not in fams:
             fams.append(fam)
     per = {fam.name: family_data(pool, fam, say) for fam in fams}
-    quant = None
-    if DEEPSEEK.name in per:  # --linear-recipe: Megatron-Core's MLA and MoE layers (DeepSeek's tensors)
-        keys: Dict[str, List[str]] = {}
-        for table in per[DEEPSEEK.name]["activations"].values():
-            for u in table:
-                if u["kind"] in ("mla", "moe", "dense") and u["key"] not in keys.setdefault(u["kind"], []):
-                    keys[u["kind"]].append(u["key"])
-        quant = linear_recipe(pool, keys)
     say("schedules, overheads, options")
     over = overheads(pool)
     opts = options()
@@ -293,8 +242,7 @@ def generate(models=(), progress=None) -> Dict:
         opts["default_model"] = next(iter(given))
     return {"fns": pool.fns, "mathml": pool.mls, "reads": pool.reads, "families": per,
             "models": given, "released": {argument: model_data(spec) for argument, spec in released},
-            "overheads": over, "quantized": quant,
-            "offload": offloading() if DEEPSEEK.name in per else None,
+            "overheads": over, "offload_moment": offload.MOMENT,
             "options": opts, "inputs": inputs(), "gpus": gpus(), "features": FEATURES,
             "search": searched["data"], "search_js": searched["js"] + "\n" + assembly_js(fams)}
 

@@ -11,9 +11,10 @@ from typing import Dict, List
 from derivations import config as cfg
 from derivations import families as _families
 from derivations.activations import shape
-from derivations.assembly import device, offload, schedules, sides
+from derivations.activations.view import View
+from derivations.assembly import device, offload, quantized, schedules, sides, step_names
 from derivations.assembly.runtime import buffers_term
-from derivations.config import defaults, hfconfig, layout, limits as L, resolve, switches, training
+from derivations.config import defaults, hfconfig, layout, limits as L, quantization, resolve, switches, training
 from derivations.config.gpus import presets as gpu_presets
 from derivations.config.hfconfig import covered
 from derivations.config.recipes import RECIPES
@@ -106,7 +107,8 @@ def checks_js() -> str:
                  shape.of_model: "((model) => model.family)",
                  shape.family: "FAMILIES.find", shape.inert: "((f) => Object.values(DATA.families[f].inert))",
                  # the page's compositions: {index, layers: [first, end), dense, moe, ...} (runtime.js compose)
-                 layout.stages: "stages",
+                 layout.stages: "stages", offload.kept_tensors: "keptTensors",
+                 View.of: "((t) => new View({ recompute: t.recompute, ops: t.recompute_ops }))",
                  layout.compose: "((m, r, first, last, index) => compose(m, [r.start, r.stop], first, last, index))",
                  **{getattr(_families, k): f"FAMILIES.{k}" for k in ("wrapper", "for_model_type", "model_types",
                                                                        "get", "find")}})
@@ -130,12 +132,17 @@ def checks_js() -> str:
     # the device's gathering steps of device._estimate_at the page runs (runtime.js device): --virtual-layers' chunks
     # and interleaved order, the MTP modules on the last stage, the stage asked and the options' refusals
     p.add(sides.WeightSide, [])
+    p.add(View, ["dropped"])
     for fn in (schedules._warm, schedules.interleaved_order, schedules.distinct_states, schedules.backward_states,
                schedules.virtual_chunks, schedules.rank_chunks, schedules.virtual_groups, layout.layers_label,
                sides.mtp_stage_shift, sides.weight_side, sides.weight_side_of, _families.unsupported,
-               device.check_recipe_rank, offload.check_megatron_layers):
+               device.check_recipe_rank, offload.check_megatron_layers, step_names.trainings, switches.with_switch,
+               offload.moment_parts, offload.step_moment, quantized._rows, quantization.recipe):
         p.add(fn)
-    for fn, name in ((layout.stage, "layout_stage"), (schedules.validate, "validate_schedule"),
+    for fn, name in ((layout.stage, "layout_stage"), (offload.tensors, "offload_tensors"),
+                     (offload.per_layer, "offload_per_layer"), (quantized.parts, "quantized_parts"),
+                     (quantized.per_layer, "quantized_per_layer"), (quantized.copies, "quantized_copies"),
+                     (schedules.validate, "validate_schedule"),
                      (argtypes.positive_int, "arg_positive_int"), (argtypes.nonneg_int, "arg_nonneg_int"),
                      (argtypes._shown, "arg_shown"),
                      (L.option, "limit_option"), (jsonfile.shown, "json_shown")):

@@ -409,8 +409,8 @@ function modelStates(m, lay, t, held, subs, cached) {
     for (const k of ["weights", "gradients", "optimizer"]) bytes[k] = FNS[side.terms[ids[k]]](d);
     if (t.linear_recipe !== null) {  // TE's cached quantized weight copies (quantized.copies), beside the weights
       concerning(["linear_recipe", "rank", "conventions"], () => check_recipe_rank(specOf(m), t));
-      const lin = side.linear === undefined ? Q.n(0) : FNS[side.linear](d), w = Q.parse(DATA.quantized.bytes[t.linear_recipe][1]);
-      bytes.weights = Q.add(bytes.weights, Q.mul(lin, w), t.quantized_params ? Q.mul(-1, lin, new Map(t.bytes).get("B_w")) : 0);
+      const lin = side.linear === undefined ? Q.n(0) : FNS[side.linear](d);
+      bytes.weights = Q.add(bytes.weights, quantized_copies(t, lin, new Map(t.bytes).get("B_w")));
     }
     return { bytes, ids, P_n: FNS[side.P_n](d), P_m: FNS[side.P_m](d), params_id: side.params_id };
   });
@@ -446,47 +446,27 @@ function deviceInputs(m, lay, t, index, all, cached) {
 function optionInputs(m, t, kept, subs, comp, cached) {
   const zero = Q.n(0), out = { O_D: zero, O_E: zero, O_R: zero, Q_D: zero, Q_E: zero, Q_H: zero };
   if (t.offload.length) {
-    const off = cached("offload", () => offloaded(m, t, kept, subs));
+    const off = cached("offload", () => concerning(["offload_activations", "model"], () => offload_per_layer(m, t, subs)));
     // offload.resident: the rank's last decoder layer of micro-batch 0 keeps its tensors (none on a stage with the
     // MTP modules' activations: their layer is the one kept)
     const none = comp.layers[1] === comp.layers[0] || (comp.head && t.conventions.mtp_activations === "last-stage" && m.mtp_layers);
-    Object.assign(out, { O_D: off.dense, O_E: off.moe, O_R: none ? zero : off[m.kinds[comp.layers[1] - 1]] });
+    Object.assign(out, { O_D: off.get("dense"), O_E: off.get("moe"), O_R: none ? zero : off.get(m.kinds[comp.layers[1] - 1]) });
   }
-  if (t.linear_recipe !== null) Object.assign(out, cached("quantized", () => quantizedInputs(m, t, kept, subs)));
+  if (t.linear_recipe !== null) {  // quantized.per_layer
+    const q = cached("quantized", () => concerning(["linear_recipe", "model"], () => quantized_per_layer(m, t, subs)));
+    Object.assign(out, { Q_D: q.get("dense"), Q_E: q.get("moe"), Q_H: q.get("head") });
+  }
   return out;
 }
-/** {kind: {tensor key: bytes}} of the kept tensors (evaluate.tensor_values). */
-const tensorBytes = (kept, subs) => Object.fromEntries(Object.entries(kept).map(([kind, list]) =>
-  [kind, Object.fromEntries(list.map((k) => [k.unit.key, FNS[k.fn](subs)]))]));
-/** View.dropped: the core attention's internals recomputed (selective, or custom with score). */
-const scoreRecomputed = (t) => t.recompute === "selective" || (t.recompute === "custom" && t.recompute_ops.includes("score"));
-/** offload.per_layer: what one dense and one MoE layer micro-batch offloads: the kept tensors in the named modules'
-    groups (DATA.offload.modules: offload.MODULE_TENSORS) of at least min_elements elements; a recomputed core
-    attention runs outside the offload context. */
-function offloaded(m, t, kept, subs) {
-  concerning(["offload_activations", "model"], () => check_megatron_layers(m, "offload-activations"));
-  const O = DATA.offload, at = tensorBytes(kept, subs), sum = { mla: Q.n(0), moe: Q.n(0), dense: Q.n(0) };
-  for (const module of t.offload) {
-    if (module === "core_attn" && scoreRecomputed(t)) continue;
-    for (const [kind, key, elem] of O.modules[module]) {
-      const got = (at[kind] || {})[key];
-      if (got && Q.cmp(got, Q.mul(O.min_elements, typeof elem === "string" ? subs[elem] : Q.n(elem))) >= 0) sum[kind] = Q.add(sum[kind], got);
-    }
-  }
-  return { dense: Q.add(sum.mla, sum.dense), moe: Q.add(sum.mla, sum.moe) };
+/** offload.kept_tensors: {kind: {tensor key: bytes}} of the tensors training ``t``'s view keeps (every kind) at
+    ``subs`` (evaluate.tensor_values); the kept tensors of a training object computed once. */
+const KEPT = new WeakMap();
+function keptTensors(m, t, subs) {
+  if (!KEPT.has(t)) KEPT.set(t, new Map());
+  if (!KEPT.get(t).has(m)) KEPT.get(t).set(m, keptUnits(m, t));
+  return Object.fromEntries(Object.entries(KEPT.get(t).get(m)).map(([kind, list]) =>
+    [kind, Object.fromEntries(list.map((k) => [k.unit.key, FNS[k.fn](subs)]))]));
 }
-/** offload.moment_parts: the bytes the backward of an offloaded layer's unfused core attention reloads and makes
-    (step.offload.core_attn), or null when there is none. */
-function offloadMoment(m, t, d, cached) {
-  if (t.attention !== "eager" || !t.offload.includes("core_attn") || scoreRecomputed(t)) return null;
-  const full = tensorBytes(cached("kept:none", () => keptUnits(m, stepTrainings(t)[1])), d.subs).mla;
-  const kept = tensorBytes(d.kept, d.subs).mla, zero = Q.n(0), get = (k) => full[k] || zero;
-  const big = (k) => (Q.cmp(get(k), Q.mul(DATA.offload.min_elements, d.subs.B_a)) >= 0 ? get(k) : zero);
-  const qkv = Q.add(big("q"), big("k"), big("v"));
-  return Q.add(Q.mul(2, big("softmax")), qkv, ["q", "k", "v"].every((k) => k in kept) ? zero : qkv,
-    get("softmax"), get("v"), get("attn_out"));
-}
-
 // ----------------------------------------------------------------------------- --virtual-layers (schedules.py)
 /** device._virtual_peak: the largest state of the rank's interleaved order, each chunk's one micro-batch (the head
     with the last) weighed by its in-flight count; {held, chunks: [[composition, in flight], ...], head: its count or
@@ -507,22 +487,6 @@ function virtualPeak(m, lay, t, index, chunks, inputs) {
   return { held, chunks: chunks.map((c, i) => [c, state[i]]), head: last.head ? state[state.length - 1] : null,
     before: before === null ? Q.n(0) : before };
 }
-/** quantized.per_layer (--linear-recipe): Q_D, Q_E, Q_H, what one held dense and one MoE layer micro-batch and the
-    head part change by, from quantized._rows as data (DATA.quantized.rows, memsym/page/data.py) at the kept tensors'
-    bytes; the assembly's other options' inputs 0. */
-function quantizedInputs(m, t, kept, subs) {
-  concerning(["linear_recipe", "model"], () => check_megatron_layers(m, "linear-recipe"));
-  const rows = DATA.quantized.rows[t.linear_recipe][t.attention], zero = Q.n(0), D = Q.n(m.named.D), bytes = tensorBytes(kept, subs);
-  const total = (kind) => {
-    const at = bytes[kind] || {};
-    return Q.add(...rows[kind].filter(([, gates]) => gates.every((g) => at[g] && at[g].n !== 0n))
-      .map(([, , value, coef]) => Q.mul(FNS[coef](subs), at[value])));
-  };
-  const mla = total("mla"), moe = total("moe");
-  const mtp = t.conventions.mtp_activations === "last-stage" && t.recompute !== "full";
-  const head = mtp ? Q.add(Q.mul(D, Q.add(mla, moe)), D.n !== 0n ? total("mtp") : zero) : zero;
-  return { Q_D: Q.add(mla, total("dense")), Q_E: Q.add(mla, moe), Q_H: head };
-}
 const subsComposition = (c) => Object.assign({ L_d: Q.n(c.dense), L_m: Q.n(c.moe), e_E: Q.n(c.embedding ? 1 : 0), e_H: Q.n(c.head ? 1 : 0) },
   Object.fromEntries(Object.entries(c.extra).map(([k, x]) => [k, Q.n(x)])));
 /** device.step_excess: what one micro-batch's backward holds above the end of its forward at the step's largest
@@ -531,7 +495,7 @@ function stepExcess(m, t, d, cached) {
   const dev = familyOf(m).device, conv = t.conventions;
   const framework = conv.head_state in dev.step ? conv.head_state : "paper";
   const moments = dev.step[framework][dev.step_policy[t.recompute]];
-  const [plain, none] = stepTrainings(t);
+  const [plain, none] = trainings(t);  // step_names.trainings, printed
   // a kind's bytes read no composition (deviceInputs): one evaluation for every stage
   const at = cached("kinds:plain", () => kindValues(m, keptUnits(m, plain), d.subs));
   const at0 = cached("kinds:none", () => kindValues(m, cached("kept:none", () => keptUnits(m, none)), d.subs));
@@ -553,12 +517,6 @@ function stepExcess(m, t, d, cached) {
   if (best === null || Q.cmp(best.bytes, zero) <= 0) return { bytes: zero, id: "", fn: null, cast: Q.mul(-1, minusCast) };
   return Object.assign(best, { cast: Q.mul(-1, minusCast) });
 }
-/** step_names.trainings: the training whose kinds the step's moments read (no cross-entropy backward transient) and
-    the same without recomputation. */
-function stepTrainings(t) {
-  const plain = Object.assign({}, t, { conventions: Object.assign({}, t.conventions, { ce_backward: "none" }) });
-  return [plain, Object.assign({}, plain, { recompute: "none", recompute_ops: [] })];
-}
 /** One device of stage ``index``: its inputs and the generated assembly, the step excess and the total at the
     step's peak; ``memo`` shares what equal compositions give between stages. */
 function device(m, lay, t, index, all, memo) {
@@ -579,11 +537,10 @@ function device(m, lay, t, index, all, memo) {
     const other = stepExcess(m, t, Object.assign({}, d, { subs, inputs: Object.assign({}, d.inputs, subs) }), cached);
     if (Q.cmp(other.bytes, step.bytes) > 0) step = other;
   }
-  const moment = t.offload.length ? offloadMoment(m, t, d, cached) : null;
-  if (moment !== null) {  // an offloaded layer's core-attention backward (offload.step_moment), when it holds more
+  if (t.offload.length) {  // an offloaded layer's core-attention backward (offload.step_moment), when it holds more
     const before = d.virtual !== null ? d.virtual.before : Q.add(v.activations, Q.mul(-1, d.inputs.O_R));
-    const x = Q.add(before, moment, Q.mul(-1, v.activations));
-    if (Q.cmp(x, step.bytes) > 0) step = { bytes: x, id: DATA.offload.moment, fn: null, cast: Q.n(0) };
+    const x = Q.add(step_moment(m, t, d.subs, before), Q.mul(-1, v.activations));
+    if (Q.cmp(x, step.bytes) > 0) step = { bytes: x, id: DATA.offload_moment, fn: null, cast: Q.n(0) };
   }
   // device._estimate_at: the total at the step's peak, the end of the forward plus the step excess
   Object.assign(bytes, { total: v.total, step: step.bytes, step_total: Q.add(v.total, step.bytes),

@@ -149,7 +149,7 @@ function searchContext(m, o) {
     indicators[name] = (option === "attention" ? o.attention : conv[option]) === value ? 1 : 0;
   const fns = (kept) => Object.values(kept).flat().map((k) => k.fn);
   const policies = o.policies.map((r, ri) => {
-    const t = Object.assign({}, base, { recompute: r }), [plain, none] = stepTrainings(t);
+    const t = Object.assign({}, base, { recompute: r }), [plain, none] = trainings(t);
     const p = { kept: keptUnits(m, t), plain: keptUnits(m, plain), none: keptUnits(m, none),
       moments: dev.step[framework][dev.step_policy[r]], assemble: assemblyOf(t) };
     const moments = p.moments.map(([, fn]) => fn);
