@@ -11,6 +11,7 @@ from typing import Dict, List
 from derivations import config as cfg
 from derivations import families as _families
 from derivations.activations import shape
+from derivations import evaluate as ev
 from derivations.activations.view import View
 from derivations.assembly import device, offload, quantized, schedules, sides, step_names
 from derivations.assembly.runtime import buffers_term
@@ -108,6 +109,9 @@ def checks_js() -> str:
                  shape.family: "FAMILIES.find", shape.inert: "((f) => Object.values(DATA.families[f].inert))",
                  # the page's compositions: {index, layers: [first, end), dense, moe, ...} (runtime.js compose)
                  layout.stages: "stages", offload.kept_tensors: "keptTensors",
+                 # evaluate.inflight: the generated schedules' formulas, the same in every family's module
+                 ev.inflight: "((name, pp, i, m, vpp) => Object.values(ASSEMBLY)[0].inflight(name, { PP: Q.n(pp), "
+                              "i_s: Q.n(i), n_mb: m === null ? INF : Q.n(m), VPP: Q.n(vpp) }))",
                  View.of: "((t) => new View({ recompute: t.recompute, ops: t.recompute_ops }))",
                  layout.compose: "((m, r, first, last, index) => compose(m, [r.start, r.stop], first, last, index))",
                  **{getattr(_families, k): f"FAMILIES.{k}" for k in ("wrapper", "for_model_type", "model_types",
@@ -133,11 +137,13 @@ def checks_js() -> str:
     # and interleaved order, the MTP modules on the last stage, the stage asked and the options' refusals
     p.add(sides.WeightSide, [])
     p.add(View, ["dropped"])
+    p.add(schedules.Chunk, [])
     for fn in (schedules._warm, schedules.interleaved_order, schedules.distinct_states, schedules.backward_states,
                schedules.virtual_chunks, schedules.rank_chunks, schedules.virtual_groups, layout.layers_label,
                sides.mtp_stage_shift, sides.weight_side, sides.weight_side_of, _families.unsupported,
                device.check_recipe_rank, offload.check_megatron_layers, step_names.trainings, switches.with_switch,
-               offload.moment_parts, offload.step_moment, quantized._rows, quantization.recipe):
+               offload.moment_parts, offload.step_moment, quantized._rows, quantization.recipe, schedules.chunks,
+               schedules.held_stages, schedules.interleaved_peak, device.missing_symbol):
         p.add(fn)
     for fn, name in ((layout.stage, "layout_stage"), (offload.tensors, "offload_tensors"),
                      (offload.per_layer, "offload_per_layer"), (quantized.parts, "quantized_parts"),

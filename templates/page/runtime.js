@@ -302,14 +302,6 @@ function stages(m, lay) {
   return split.map((r, i) => compose(m, r, i === 0, i === split.length - 1, i));
 }
 // ----------------------------------------------------------------------------- schedules (derivations/assembly/schedules.py)
-function chunks(name, pp, index, m, vpp) {
-  validate_schedule(name, pp, m, vpp);
-  if (name === "interleaved" && vpp === null) vpp = 2;
-  const e = { PP: Q.n(pp), i_s: Q.n(index), n_mb: m === null ? INF : Q.n(m), VPP: Q.n(vpp || 1) };
-  // derivations/generated/<family>.py inflight: the schedules', the same in every family's module
-  return Object.values(ASSEMBLY)[0].inflight(name, e).map(([which, n, part]) => ({ stage: which === "own" ? index : pp - 1 - index,
-    inflight: n, part }));
-}
 // a chunk's part of its stage's composition (schedules.Chunk.composition): all, its layers, or its head
 function partComposition(comp, part) {
   if (part === "layers") return Object.assign({}, comp, { head: false });
@@ -317,7 +309,6 @@ function partComposition(comp, part) {
     return Object.assign({}, comp, { dense: 0, moe: 0, embedding: false, extra: Object.fromEntries(Object.keys(comp.extra).map((k) => [k, 0])) });
   return comp;
 }
-function heldStages(name, pp, index) { return name === "dualpipe" ? [index, pp - 1 - index] : [index]; }
 
 // ----------------------------------------------------------------------------- the substitution (config.substitution)
 function substitution(m, lay, t, comp) {
@@ -362,7 +353,7 @@ function kindValues(m, kept, e) {  // derivations.evaluate.activation_values: ea
   // a tensor of the shared lists that reads a dimension the model's family lacks (device.py: MissingSymbol)
   for (const list of Object.values(kept)) for (const k of list) for (const sym of DATA.reads[k.fn])
     if (e[sym] === undefined)
-      throw new ConfigError(`${m.name}: a term of this configuration reads the symbol ${sym}, which the model does not define (its family has no such dimension)`, []);
+      throw missing_symbol(m, sym);
   for (const [kind, list] of Object.entries(kept)) out[kind] = Q.add(...list.map((k) => FNS[k.fn](e)));
   return out;
 }
@@ -422,7 +413,7 @@ function deviceInputs(m, lay, t, index, all, cached) {
   const kept = cached("kept", () => keptUnits(m, t));
   const kinds = cached("kinds", () => kindValues(m, kept, subs));  // a kind's bytes read no composition
   const ch = t.schedule !== null ? chunks(t.schedule, lay.pp, index, t.microbatches, t.vpp) : [];
-  const held = t.schedule !== null ? heldStages(t.schedule, lay.pp, index).map((i) => all[i]) : [comp];
+  const held = t.schedule !== null ? held_stages(t.schedule, lay.pp, index).map((i) => all[i]) : [comp];
   const states = modelStates(m, lay, t, held, subs, cached);
   const ranked = t.virtual_layers === null ? null : concerning(["virtual_layers", "pp", "vpp", "layers_per_stage",
     "microbatches"], () => rank_chunks(m, lay, t, comp));
@@ -474,18 +465,10 @@ function keptTensors(m, t, subs) {
 function virtualPeak(m, lay, t, index, chunks, inputs) {
   const variant = variantOf(t, "paper"), last = chunks[chunks.length - 1];
   const at = (c) => assemble(m, variant, Object.assign({}, inputs, subsComposition(c), { O_R: Q.n(0) })).activations;
-  const bytes = chunks.map((c) => at(partComposition(c, "layers"))).concat([last.head ? at(partComposition(last, "head")) : Q.n(0)]);
-  const heldAt = (st) => Q.add(...st.concat([st[st.length - 1]]).map((n, c) => Q.mul(n, bytes[c])));
-  const mb = t.microbatches || 4 * lay.pp, states = distinct_states(lay.pp, chunks.length, mb, index);
-  const backward = backward_states(lay.pp, chunks.length, mb, index);
-  let held = null, state = null, before = null;
-  for (const st of states) { const x = heldAt(st); if (held === null || Q.cmp(x, held) > 0) { held = x; state = st; } }
-  for (const [st, c] of backward) {
-    const x = heldAt(st);
-    if (chunks[c].layers[1] > chunks[c].layers[0] && (before === null || Q.cmp(x, before) > 0)) before = x;
-  }
-  return { held, chunks: chunks.map((c, i) => [c, state[i]]), head: last.head ? state[state.length - 1] : null,
-    before: before === null ? Q.n(0) : before };
+  const [held, state, before] = interleaved_peak(lay.pp, t.microbatches || 4 * lay.pp, index,
+    chunks.map((c) => at(partComposition(c, "layers"))), last.head ? at(partComposition(last, "head")) : Q.n(0),
+    chunks.map((c) => c.layers[1] > c.layers[0]));
+  return { held, chunks: chunks.map((c, i) => [c, state[i]]), head: last.head ? state[state.length - 1] : null, before };
 }
 const subsComposition = (c) => Object.assign({ L_d: Q.n(c.dense), L_m: Q.n(c.moe), e_E: Q.n(c.embedding ? 1 : 0), e_H: Q.n(c.head ? 1 : 0) },
   Object.fromEntries(Object.entries(c.extra).map(([k, x]) => [k, Q.n(x)])));

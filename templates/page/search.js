@@ -200,7 +200,7 @@ function devicesOf(ctx, lay, mm) {
   const names = ["L_d", "L_m", "e_E", "e_H", ...ctx.fam.counts.map((c) => c[0])];
   return memoised(ctx, "devices", `${lay.pp}|${mm}`, () => (o.schedule === null ? table.distinct.map((d) => d.comp)
     : table.all).map((comp) => {
-    const held = o.schedule === null ? [comp] : heldStages(o.schedule, lay.pp, comp.index).map((i) => table.all[i]);
+    const held = o.schedule === null ? [comp] : held_stages(o.schedule, lay.pp, comp.index).map((i) => table.all[i]);
     const ch = o.schedule === null ? [] : chunks(o.schedule, lay.pp, comp.index, mm < 0 ? null : mm, o.vpp);
     // reused by every row: the paper's and a schedule's assembly compute every value they read but these
     const inputs = Object.assign(floats(subsComposition(comp)), { D: ctx.fixed.D || 0, runtime: 0 });
