@@ -18,6 +18,7 @@ from derivations.assembly import device_terms as dt, offload, overheads as oh, q
 from derivations.assembly import step_names, step_terms as stt
 from derivations.assembly.sides import weight_side, weight_side_of
 from derivations.config.presets import PRESET_NAMES, load_model
+from derivations.config.quantization import FORMATS
 from symbolic.errors import ConfigError
 from symbolic.resources import PAPER_DIR
 
@@ -229,6 +230,7 @@ def generate(models=(), progress=None) -> Dict:
         if fam not in fams:
             fams.append(fam)
     per = {fam.name: family_data(pool, fam, say) for fam in fams}
+    ds = DEEPSEEK.name in per
     say("schedules, overheads, options")
     over = overheads(pool)
     opts = options()
@@ -242,7 +244,10 @@ def generate(models=(), progress=None) -> Dict:
         opts["default_model"] = next(iter(given))
     return {"fns": pool.fns, "mathml": pool.mls, "reads": pool.reads, "families": per,
             "models": given, "released": {argument: model_data(spec) for argument, spec in released},
-            "overheads": over, "offload_moment": offload.MOMENT,
+            "overheads": over,
+            # --offload-activations, --linear-recipe: where DeepSeek's tensors are read (offload.py, quantized.py)
+            "offload": {"modules": list(cfg.OFFLOAD_MODULES), "moment": offload.MOMENT} if ds else None,
+            "linear_recipes": list(FORMATS) if ds else None,
             "options": opts, "inputs": inputs(), "gpus": gpus(), "features": FEATURES,
             "search": searched["data"], "search_js": searched["js"] + "\n" + assembly_js(fams)}
 

@@ -108,7 +108,9 @@ def checks_js() -> str:
                  shape.of_model: "((model) => model.family)",
                  shape.family: "FAMILIES.find", shape.inert: "((f) => Object.values(DATA.families[f].inert))",
                  # the page's compositions: {index, layers: [first, end), dense, moe, ...} (runtime.js compose)
-                 layout.stages: "stages", offload.kept_tensors: "keptTensors",
+                 layout.stages: "stages", offload.kept_tensors: "keptTensors", device._kinds: "keptKinds",
+                 ev.step: "stepMoments", ev.device_inputs: "((f) => [DATA.families[f].device.kinds, "
+                                                          "DATA.families[f].device.chunks])",
                  # evaluate.inflight: the generated schedules' formulas, the same in every family's module
                  ev.inflight: "((name, pp, i, m, vpp) => Object.values(ASSEMBLY)[0].inflight(name, { PP: Q.n(pp), "
                               "i_s: Q.n(i), n_mb: m === null ? INF : Q.n(m), VPP: Q.n(vpp) }))",
@@ -143,7 +145,9 @@ def checks_js() -> str:
                sides.mtp_stage_shift, sides.weight_side, sides.weight_side_of, _families.unsupported,
                device.check_recipe_rank, offload.check_megatron_layers, step_names.trainings, switches.with_switch,
                offload.moment_parts, offload.step_moment, quantized._rows, quantization.recipe, schedules.chunks,
-               schedules.held_stages, schedules.interleaved_peak, device.missing_symbol):
+               schedules.held_stages, schedules.interleaved_peak, device.missing_symbol, device.step_excess,
+               device.step_inputs, step_names.framework_of, step_names.policy_of, step_names.routing,
+               step_names.term_id, step_names.indicators):
         p.add(fn)
     for fn, name in ((layout.stage, "layout_stage"), (offload.tensors, "offload_tensors"),
                      (offload.per_layer, "offload_per_layer"), (quantized.parts, "quantized_parts"),

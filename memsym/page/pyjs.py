@@ -193,7 +193,7 @@ class Printed:
     error at generation."""
 
     def __init__(self, natives: Dict):
-        self.natives = {id(k): v for k, v in natives.items()}
+        self.natives = {id(getattr(k, "__func__", k)): v for k, v in natives.items()}  # a class method: its function
         self.names: Dict[int, str] = {}   # id(function or class) -> its JavaScript name
         self.signatures: Dict[str, list] = {}  # callable or method name -> its inspect.Parameters (keyword calls)
         self.fields: Dict[str, list] = {}  # dataclass name -> its fields in order
@@ -287,7 +287,8 @@ class _Function:
         defaults = [None] * (len(a.args) - len(a.defaults)) + list(a.defaults) + [None] * bool(a.kwarg)
         heads = [_ident(p) + ("" if d is None else f" = {self.expr(d)}")
                  for p, d in zip(params, defaults[1 if method else 0:])]
-        assigned = sorted({_ident(name) for s in ast.walk(node) if isinstance(s, (ast.Assign, ast.For, ast.AugAssign))
+        assigned = sorted({_ident(name) for s in ast.walk(node)
+                           if isinstance(s, (ast.Assign, ast.AnnAssign, ast.For, ast.AugAssign))
                            for name in _bound(s.targets[0] if isinstance(s, ast.Assign) else s.target)}
                           - set(map(_ident, params)))
         self.locals |= set(assigned)
@@ -326,6 +327,11 @@ class _Function:
             return f"{indent}{self.expr(n.value)};\n"
         if isinstance(n, ast.Assign) and len(n.targets) == 1:
             t = n.targets[0]
+            if isinstance(t, ast.Tuple) and not all(isinstance(x, ast.Name) for x in t.elts):  # a, x[k] = ...
+                self.locals.add("_v")
+                each = [ast.Assign([x], ast.Subscript(ast.Name("_v"), ast.Constant(i))) for i, x in enumerate(t.elts)]
+                head = f"{indent}{{\n{indent}  const _v = {self.expr(n.value)};\n"
+                return f"{head}{self.block(each, indent + '  ')}{indent}}}\n"
             if isinstance(t, ast.Subscript):
                 return f"{indent}py.setitem({self.expr(t.value)}, {self.expr(t.slice)}, {self.expr(n.value)});\n"
             return f"{indent}{self.expr(t)} = {self.expr(n.value)};\n"
@@ -344,6 +350,8 @@ class _Function:
             return f"{indent}throw {self.caught if n.exc is None else self.expr(n.exc)};\n"
         if isinstance(n, ast.Pass):
             return ""
+        if isinstance(n, (ast.Continue, ast.Break)):
+            return f"{indent}{'continue' if isinstance(n, ast.Continue) else 'break'};\n"
         if isinstance(n, ast.If):
             out = f"{indent}if ({self.test(n.test)}) {{\n{self.block(n.body, indent + '  ')}{indent}}}"
             if n.orelse:
@@ -447,6 +455,9 @@ class _Function:
         inner = elt() if len(gens) == 1 else self.comprehension(gens[1:], elt)
         src = f"py.iter({self.expr(g.iter)})"
         args = self.expr(g.target)
+        if isinstance(g.target, ast.Tuple):  # (k, _, _): an arrow's parameters, ``_`` an elision
+            args = "[" + ", ".join("" if isinstance(x, ast.Name) and x.id == "_" else self.expr(x)
+                                   for x in g.target.elts) + "]"
         for cond in g.ifs:
             src = f"{src}.filter(({args}) => {self.test(cond)})"
         return f"{src}.{'map' if len(gens) == 1 else 'flatMap'}(({args}) => {inner})"

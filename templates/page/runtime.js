@@ -472,33 +472,32 @@ function virtualPeak(m, lay, t, index, chunks, inputs) {
 }
 const subsComposition = (c) => Object.assign({ L_d: Q.n(c.dense), L_m: Q.n(c.moe), e_E: Q.n(c.embedding ? 1 : 0), e_H: Q.n(c.head ? 1 : 0) },
   Object.fromEntries(Object.entries(c.extra).map(([k, x]) => [k, Q.n(x)])));
-/** device.step_excess: what one micro-batch's backward holds above the end of its forward at the step's largest
-    moment (step_terms.py), {bytes, id, fn, cast} (0, '' and null when none exceeds it); the first largest binds. */
-function stepExcess(m, t, d, cached) {
-  const dev = familyOf(m).device, conv = t.conventions;
-  const framework = conv.head_state in dev.step ? conv.head_state : "paper";
-  const moments = dev.step[framework][dev.step_policy[t.recompute]];
-  const [plain, none] = trainings(t);  // step_names.trainings, printed
-  // a kind's bytes read no composition (deviceInputs): one evaluation for every stage
-  const at = cached("kinds:plain", () => kindValues(m, keptUnits(m, plain), d.subs));
-  const at0 = cached("kinds:none", () => kindValues(m, cached("kept:none", () => keptUnits(m, none)), d.subs));
-  const zero = Q.n(0), v = Object.assign({}, d.inputs);
-  for (const [kind, sym] of Object.entries(dev.kinds)) {
-    v[sym] = at[kind] === undefined ? zero : at[kind];
-    if (sym in dev.step_none) v[dev.step_none[sym]] = at0[kind] === undefined ? zero : at0[kind];
+/** device.step_excess (printed) of device inputs ``d``: {bytes, id, fn: its moment's formula (null when none), cast:
+    the head's cross-entropy backward transient the moments replace (device.step_inputs)}. */
+function stepExcess(m, t, d) {
+  const [bytes, id] = step_excess(m, t, d.inputs, d.subs);
+  const row = Object.values(familyOf(m).device.step).flatMap(Object.values).flat().find((r) => r[2] === id);
+  const cast = step_inputs(t, d.inputs, d.subs, (x) => keptKinds(m, x, d.subs), m.family)[1];
+  return { bytes, id, fn: row ? row[1] : null, cast };
+}
+/** device._kinds: {kind: bytes} of one layer's tensors training ``t``'s view keeps at ``values``; they read no
+    composition (deviceInputs), so the stages of one estimate share them (the last 64 kept). */
+const KINDS = new Map();
+function keptKinds(m, t, values) {
+  const skip = new Set(["L_d", "L_m", "e_E", "e_H", ...familyOf(m).counts.map(([sym]) => sym)]);
+  const at = Object.entries(values).filter(([k]) => !skip.has(k)).map(([k, x]) => `${k}=${isQ(x) ? Q.str(x) : x}`);
+  const key = JSON.stringify([m.name, t.recompute, viewKey(t), at]);
+  if (!KINDS.has(key)) {
+    if (KINDS.size >= 64) KINDS.clear();
+    KINDS.set(key, kindValues(m, keptUnits(m, t), values));
   }
-  for (const [name, [option, value]] of Object.entries(dev.step_indicators))  // step_terms.INDICATORS
-    v[name] = Q.n((option === "attention" ? t.attention : conv[option]) === value ? 1 : 0);
-  for (const [, fn] of moments) for (const sym of DATA.reads[fn]) if (v[sym] === undefined) v[sym] = zero;
-  const own = d.inputs.M_H === undefined ? zero : d.inputs.M_H, eH = d.subs.e_H === undefined ? zero : d.subs.e_H;
-  const minusCast = Q.mul(-1, eH, Q.add(own, Q.mul(-1, v.M_H === undefined ? zero : v.M_H)));
-  let best = null;
-  for (const [, fn, id] of moments) {
-    const x = Q.add(FNS[fn](v), minusCast);
-    if (best === null || Q.cmp(x, best.bytes) > 0) best = { bytes: x, id, fn };  // the first largest
-  }
-  if (best === null || Q.cmp(best.bytes, zero) <= 0) return { bytes: zero, id: "", fn: null, cast: Q.mul(-1, minusCast) };
-  return Object.assign(best, { cast: Q.mul(-1, minusCast) });
+  return KINDS.get(key);
+}
+/** evaluate.step: {moment: bytes} of the framework's moments under the policy at ``v`` (a symbol not given: 0). */
+function stepMoments(framework, policy, v, family) {
+  const at = Object.fromEntries(v);
+  return new Map(DATA.families[family].device.step[framework][policy].map(([name, fn]) =>
+    [name, FNS[fn](Object.assign(Object.fromEntries(DATA.reads[fn].map((sym) => [sym, Q.n(0)])), at))]));
 }
 /** One device of stage ``index``: its inputs and the generated assembly, the step excess and the total at the
     step's peak; ``memo`` shares what equal compositions give between stages. */
@@ -513,17 +512,17 @@ function device(m, lay, t, index, all, memo) {
   const bytes = Object.assign({}, d.states.bytes, { activations: v.activations });
   if (rb && rb !== "none") { bytes.runtime = v.runtime; ids.runtime = `runtime.buffers.${rb}`; }
   // one micro-batch's backward on any stage the device runs (device._held_step: DualPipe's mirror stage too)
-  let step = stepExcess(m, t, d, cached);
+  let step = stepExcess(m, t, d);
   for (const comp of d.held) {
     if (comp.index === d.comp.index) continue;
     const subs = cached("subs:" + compKey(comp), () => substitution(m, lay, t, comp));
-    const other = stepExcess(m, t, Object.assign({}, d, { subs, inputs: Object.assign({}, d.inputs, subs) }), cached);
+    const other = stepExcess(m, t, Object.assign({}, d, { subs, inputs: Object.assign({}, d.inputs, subs) }));
     if (Q.cmp(other.bytes, step.bytes) > 0) step = other;
   }
   if (t.offload.length) {  // an offloaded layer's core-attention backward (offload.step_moment), when it holds more
     const before = d.virtual !== null ? d.virtual.before : Q.add(v.activations, Q.mul(-1, d.inputs.O_R));
     const x = Q.add(step_moment(m, t, d.subs, before), Q.mul(-1, v.activations));
-    if (Q.cmp(x, step.bytes) > 0) step = { bytes: x, id: DATA.offload_moment, fn: null, cast: Q.n(0) };
+    if (Q.cmp(x, step.bytes) > 0) step = { bytes: x, id: DATA.offload.moment, fn: null, cast: Q.n(0) };
   }
   // device._estimate_at: the total at the step's peak, the end of the forward plus the step excess
   Object.assign(bytes, { total: v.total, step: step.bytes, step_total: Q.add(v.total, step.bytes),
