@@ -16,6 +16,7 @@ from derivations.activations.view import View
 from derivations.assembly import device, offload, quantized, schedules, sides, step_names
 from derivations.assembly.runtime import buffers_term
 from derivations.config import defaults, hfconfig, layout, limits as L, quantization, resolve, switches, training
+from derivations.config import values
 from derivations.config.gpus import presets as gpu_presets
 from derivations.config.hfconfig import covered
 from derivations.config.recipes import RECIPES
@@ -122,8 +123,8 @@ def checks_js() -> str:
     p.add(config.ModelSpec, ["family", "q_lora", "indexer", "routing_bias", "groups", "group_limited", "routing",
                              "structure", "named", "layer_kinds", "layer_features", "mtp_layer_features", "unread"])
     p.add(L.Limit, ["check", "message"])
-    p.add(layout.Layout, ["SP"])
-    p.add(training.Training, ["with_bytes"])
+    p.add(layout.Layout, ["SP", "named"])
+    p.add(training.Training, ["with_bytes", "named"])
     p.add(switches.Conventions, [])
     for fn in (hfconfig._err, hfconfig.from_dict, config.from_fields, config.shape_name, config._indexer,
                config._indexer_types, config._layer_kinds, config._features, L._show, layout.positive_int,
@@ -147,7 +148,7 @@ def checks_js() -> str:
                offload.moment_parts, offload.step_moment, quantized._rows, quantization.recipe, schedules.chunks,
                schedules.held_stages, schedules.interleaved_peak, device.missing_symbol, device.step_excess,
                device.step_inputs, step_names.framework_of, step_names.policy_of, step_names.routing,
-               step_names.term_id, step_names.indicators):
+               step_names.term_id, step_names.indicators, values.named, sides.megatron_values, layout.whole_model):
         p.add(fn)
     for fn, name in ((layout.stage, "layout_stage"), (offload.tensors, "offload_tensors"),
                      (offload.per_layer, "offload_per_layer"), (quantized.parts, "quantized_parts"),

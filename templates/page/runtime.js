@@ -294,7 +294,7 @@ function compose(m, range, first, last, index) {
     for (let i = range[0]; i < range[1]; i++) if (m.features[i].includes(feature)) extra[sym]++;
   }
   return { index, layers: range, dense, moe: range[1] - range[0] - dense, embedding: first, head: last, extra,
-    label: layers_label(range[0], range[1]) };
+    label: layers_label(range[0], range[1]), named() { return new Map(Object.entries(subsComposition(this))); } };
 }
 /** layout.stages: each stage's [first layer, end) of the printed layout.stage_layers (its ranges as lists). */
 function stages(m, lay) {
@@ -310,22 +310,8 @@ function partComposition(comp, part) {
   return comp;
 }
 
-// ----------------------------------------------------------------------------- the substitution (config.substitution)
-function substitution(m, lay, t, comp) {
-  const e = {};
-  for (const [k, x] of Object.entries(m.named)) e[k] = Q.n(x);  // ModelSpec.named
-  Object.assign(e, { DP: Q.n(lay.dp), TP: Q.n(lay.tp), PP: Q.n(lay.pp), EP: Q.n(lay.ep), ETP: Q.n(lay.etp), CP: Q.n(lay.cp),
-    SP: Q.n(lay.sp === null ? lay.tp : lay.sp) });
-  e.b = Q.n(t.mbs); e.s = Q.n(t.seq);
-  for (const [k, v] of Object.entries(DATA.options.extension_defaults)) e[k] = Q.parse(v);
-  for (const [k, v] of t.bytes) e[k] = Q.of(v);
-  e.F = Q.of(t.imbalance);
-  if (t.microbatches !== null) e.n_mb = Q.n(t.microbatches);
-  if (t.vpp !== null) e.VPP = Q.n(t.vpp);
-  e.z = Q.n(t.zero);
-  if (comp) Object.assign(e, subsComposition(comp));
-  return e;
-}
+/** config.values.named (printed): {symbol: value} of a configuration, as the page's rationals. */
+const substitution = (m, lay, t, comp) => Object.fromEntries([...named(specOf(m), lay, t, comp || null)].map(([k, x]) => [k, Q.of(x)]));
 
 // ----------------------------------------------------------------------------- the activation view
 /** generate.features_of_view: the view's features as derivations/generate.py's decision tables read them. */
@@ -388,8 +374,7 @@ function modelStates(m, lay, t, held, subs, cached) {
   let at, key;
   if (t.conventions.rank === "megatron") {
     key = "megatron";
-    at = () => Object.assign(substitution(m, lay, t, compose(m, [0, m.l], true, true, 0)),
-      { D: Q.n(t.conventions.mtp ? m.mtp_layers : 0) });
+    at = () => Object.fromEntries([...megatron_values(specOf(m), lay, t)].map(([k, x]) => [k, Q.of(x)]));
   } else {
     const sums = heldComposition(m, lay, t, held);
     key = Object.values(sums).map(Q.str).join("|");
