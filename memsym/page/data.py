@@ -75,19 +75,17 @@ def _display(term):
 
 
 def model_states(pool: Pool, fam=DEEPSEEK) -> Dict:
-    """{structure key: {side: {ids: {zero: {component: id}}, terms: {id: fn}, P_n, P_m} or {refused: message}}}
-    of every structure of ``fam`` (its flags' values, :meth:`Family.structure_key`); a weight side the family
-    has no terms for (other tools' conventions) is refused with the command line's message."""
+    """{structure key: {side: {ids: {zero: {component: id}}, terms: {id: fn}, P_n, P_m}}} of every structure of
+    ``fam`` (its flags' values, :meth:`Family.structure_key`), but the weight sides it has no terms for."""
     out = {}
     for structure in structures(fam):
-        model = SimpleNamespace(structure=structure, family=fam.name, name="{name}")
+        model = SimpleNamespace(structure=structure, family=fam.name, name=fam.name)
         per = {}
         for rank, shared in SIDES:
             tr = _side_training(rank, shared)
             try:
                 weight_side_of(model, tr.conventions)
-            except ConfigError as e:  # the model's name is put in by the page
-                per[f"{rank}/{shared}"] = {"refused": str(e)}
+            except ConfigError:  # none: the page refuses it with the printed sides.weight_side_of
                 continue
             var = variant(model, tr)
             side = weight_side(tr.conventions)
