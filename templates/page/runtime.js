@@ -259,10 +259,11 @@ FAMILIES.family_of = (model) => {
   const recipe = Object.values(DATA.options.recipes).find((r) => r.model === model);
   return spec ? FAMILIES.find(spec.family) : (recipe ? recipe.family : null);
 };
-/** A model of the page (model_data) as the printed checks read a ModelSpec: named() its symbols' values. */
-const specOf = (m) => m.spec
-  || Object.assign({}, m, { named: () => new Map(Object.entries(m.named).map(([k, v]) => [k, BigInt(v)])),
-    mtp_layer_features: () => m.mtp_features });
+/** A model of the page (model_data) as the printed functions read a ModelSpec (named() its symbols' values), with the
+    page's layer kinds and features (compose); a pasted config.json's is the printed ModelSpec read. */
+const specOf = (m) => (m.spec ? Object.assign(Object.create(m.spec), { kinds: m.kinds, features: m.features })
+  : Object.assign({}, m, { named: () => new Map(Object.entries(m.named).map(([k, v]) => [k, BigInt(v)])),
+    mtp_layer_features: () => m.mtp_features }));
 /** memsym/page/data.py model_data of a model read on the page (a pasted config.json). */
 function modelData(s) {
   return { family: s.family, name: s.name, structure: s.structure.map(Boolean), l: Number(s.l), kinds: s.layer_kinds(),
