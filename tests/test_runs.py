@@ -339,6 +339,28 @@ def test_the_torchtitan_runs_that_ran_are_predicted_below_their_gpu(results):
         assert results[rid]["predicted_bytes"] < 7911 * 2 ** 30 // 100 - 400 * 10 ** 6, rid
 
 
+def test_the_torchtitan_runs_replay_the_allocator_as_their_launcher_sets_it(results):
+    """torchtitan@99fee810 run_train.sh (the command issue #1789 runs) exports
+    PYTORCH_ALLOC_CONF="expandable_segments:True"; the runs record it and the reserved figure is replayed under it."""
+    for rid in ("torchtitan-dsv3-16b-fsdp8-ep8-oom",) + TORCHTITAN_FIT:
+        entry = next(r for r in RUNS if r["id"] == rid)
+        assert entry["flags"]["PYTORCH_ALLOC_CONF"] == "expandable_segments:True", rid
+        assert "PYTORCH_CUDA_ALLOC_CONF 'expandable_segments:True'" in results[rid]["compared"], rid
+
+
+def test_pytorch_alloc_conf_is_read_before_its_older_name():
+    """c10/core/AllocatorConfig.cpp AcceleratorAllocatorConfig::instance (pytorch/pytorch#149601): PYTORCH_ALLOC_CONF
+    first, then PYTORCH_CUDA_ALLOC_CONF, the first set wins; a run with neither runs the allocator's defaults."""
+    from dataclasses import replace
+    from derivations.analyses import runs as runs_mod
+    run0 = runs_mod.load()[0]
+    both = {"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64", "PYTORCH_ALLOC_CONF": "expandable_segments:True"}
+    assert runs_mod.alloc_conf_of(replace(run0, flags=both)) == "expandable_segments:True"
+    assert runs_mod.alloc_conf_of(replace(run0, flags={"PYTORCH_CUDA_ALLOC_CONF": "max_split_size_mb:64"})) == \
+        "max_split_size_mb:64"
+    assert runs_mod.alloc_conf_of(replace(run0, flags={})) == ""
+
+
 def test_the_uniform_h1024_proxies_are_in_the_band_with_their_mtp_module(results):
     """The two high-confidence h1024 Megatron-LM proxies with 2 layers per virtual stage train MTP 1: with
     the MTP module's activations (--mtp-activations last-stage, traced exactly on CPU), the head and MTP

@@ -300,3 +300,45 @@ def test_a_micro_batch_size_that_divides_no_layouts_global_batch_is_counted_not_
     assert code == 0 and err == "" and rows and {r["mbs"] for r in rows} <= {1, 2, 3}
     code, out, err = run(capsys, "search", "--gpus", "8", "--gpu", "h800", "--global-batch", "2", "--mbs", "4")
     assert code == 0 and "invalid configurations: global-batch" in out and "no configuration fits" in out
+
+
+def test_imbalance_rows_equal_estimate_and_the_hand_count(capsys):
+    """search --imbalance F (issue 46 item 8): every configuration judged at the upper end F, each row what estimate
+    --imbalance F gives it; said in the JSON and the text."""
+    argv = ["--imbalance", "1.5"]
+    d = _search(capsys, "--model", L16, "--mbs", "1,4", "--zero", "1", *argv)
+    assert d["routing"] == {"judged_at": 1.5, "balanced": 1}
+    _rows_equal_estimate(capsys, d, L16, argv)
+    code, out, err = run(capsys, "search", "--gpus", "8", "--model", L16, "--imbalance", "1.5", "--top", "1")
+    assert code == 0 and "routing: judged at the upper end of the skew, F = 1.5" in out, err
+    # by hand (tests/test_routing_skew.py, the paper's formula): at the paper's layout a stage of 4 MoE layers with
+    # EP 8 holds M_1^E's routed part (N/EP)(3 E_token h + 8 E_token h_E), E_token = F b s N_r / N, so from F = 1 to
+    # 1.5 it grows by 4 x 32 x (3 x 7168 + 8 x 2048) x 64 bytes
+    paper = ("search", "--gpus", "1024", "--conventions", "paper", "--attention", "eager", "--mbs", "1", "--zero",
+             "0", "--recompute", "none", "--hbm", "1000GiB", "--all-configurations", "--json")
+    got = []
+    for extra in ((), ("--imbalance", "1.5")):
+        code, out, err = run(capsys, *paper, *extra)
+        assert code == 0, err
+        got.append(_row(json.loads(out)["rows"], dp=32, tp=2, pp=16, ep=8, etp=1, cp=1))
+    off, on = got
+    assert on["stage"] == off["stage"] and on["stage"] not in (0, 15)  # a stage of 4 MoE layers
+    assert on["activations"] - off["activations"] == 4 * 32 * (3 * 7168 + 8 * 2048) * 64 == 310_378_496
+
+
+def test_imbalance_memory_rows_are_estimates_device_at_F(capsys):
+    """search --imbalance F --memory device: each judged row's device bytes are estimate --imbalance F --memory
+    device of its configuration at its stage."""
+    code, out, err = run(capsys, "search", "--gpus", "8", "--model", L16, "--gpu", "h100", "--imbalance", "1.5",
+                         "--memory", "device", "--top", "2", "--json")
+    assert code == 0, err
+    for r in json.loads(out)["rows"]:
+        e = _estimate_json(capsys, L16, r, "--gpus", "8", "--gpu", "h100", "--imbalance", "1.5", "--memory", "device")
+        assert (r["reserved"], r["device"]) == (e["memory"]["reserved"], e["memory"]["device"]), r
+
+
+def _estimate_json(capsys, model, row, *argv):
+    code, out, err = run(capsys, "estimate", "--json", "--model", model, *(f"--{k}={row[k]}" for k in (
+        "dp", "tp", "pp", "ep", "etp", "cp", "zero", "recompute", "mbs", "seq", "stage")), *argv)
+    assert code == 0, err
+    return json.loads(out)

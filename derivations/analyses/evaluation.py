@@ -114,8 +114,9 @@ def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2,
     """Every configuration of ``gpus`` GPUs (layouts x ZeRO stages ``zeros`` x policies ``recompute``, a
     comma-separated text or None for every named one, x ``mbs`` x ``seqs``) against ``hbm`` bytes at one end of the
     Sec. 6 ranges, TP and ETP inside a node of ``gpus_per_node``.  ``options``: a Training whose conventions,
-    offloading, linear recipe, quantized gather, virtual layers, FP8 activations, bytes per element and custom
-    recomputation operators (tried as the policy custom) the configurations run under (exact.py)."""
+    offloading, linear recipe, quantized gather, virtual layers, FP8 activations, bytes per element, routing skew F
+    (every configuration at that upper end) and custom recomputation operators (tried as the policy custom) the
+    configurations run under (exact.py)."""
     if model.family != ev.FAMILY:
         raise families.unsupported(model, "memsym search (checked for the DeepSeek family only)")
     ops = options.recompute_ops if options is not None else ()
@@ -128,7 +129,8 @@ def configurations(model: cfg.ModelSpec, gpus: int, hbm: int, *, zeros=(0, 1, 2,
         training = replace(training, conventions=options.conventions, offload=options.offload,
                            linear_recipe=options.linear_recipe, quantized_params=options.quantized_params,
                            virtual_layers=options.virtual_layers, fp8=options.fp8, bytes=options.bytes,
-                           recompute="custom" if ops else training.recompute, recompute_ops=ops)
+                           imbalance=options.imbalance, recompute="custom" if ops else training.recompute,
+                           recompute_ops=ops)
         cfg.validate_training(training)
     if gpus_per_node is not None and (isinstance(gpus_per_node, bool) or not isinstance(gpus_per_node, int)
                                       or not 1 <= gpus_per_node <= 1024):

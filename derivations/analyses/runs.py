@@ -277,6 +277,17 @@ def stage_index(run: Run, pp: int, worst: int) -> int:
     return worst
 
 
+def alloc_conf_of(run: Run) -> str:
+    """The allocator settings a run's launcher exported: ``PYTORCH_ALLOC_CONF`` before its older name
+    ``PYTORCH_CUDA_ALLOC_CONF``, the order PyTorch reads them in (c10/core/AllocatorConfig.cpp
+    ``AcceleratorAllocatorConfig::instance``, from pytorch/pytorch#149601: the first set wins, the older name kept
+    "for backwards compatibility")."""
+    for env in ("PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"):
+        if env in run.flags:
+            return str(run.flags[env])
+    return ""
+
+
 def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = None, judged: str = "device",
             dispatcher: Optional[str] = None, alloc_conf: Optional[str] = None) -> Dict[str, object]:
     """Predicted vs measured for ``run`` from every stage's estimate and the most-loaded one's index: exact bytes,
@@ -291,7 +302,7 @@ def compare(run: Run, every: Sequence, worst: int, capacity: Optional[int] = Non
                     "micro-batch's backward moment" + (" + runtime buffers" if "runtime" in b else "")
                     + "), no allocator overheads")
     else:
-        conf = alloc_conf or str(run.flags.get("PYTORCH_CUDA_ALLOC_CONF", ""))
+        conf = alloc_conf or alloc_conf_of(run)
         m = allocator.memory(est, conf, dispatcher, domain=gpu_preset(run.gpu).nvlink_domain if run.gpu else 8)
         kind = {"reserved": "reserved", "nvidia_smi": "device"}.get(run.kind, judged)
         predicted = low = high = m[kind] + (CONTEXT if run.kind == "nvidia_smi" else 0)  # nvidia-smi shows it

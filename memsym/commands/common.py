@@ -242,6 +242,14 @@ def memory_of(args, est) -> dict:
                   getattr(args, "nccl_buffsize", None), domain)
 
 
+def routing_judged(imbalance) -> list:
+    """fit's and search's line under a routing skew (none at balanced routing): every verdict at its upper end F."""
+    if imbalance == 1:
+        return []
+    return [f"routing: judged at the upper end of the skew, F = {float(imbalance):g} (the worst EP rank's routed "
+            f"tokens; balanced routing, F = 1, needs less)"]
+
+
 def memory_verdict(kind: str, judged: int, capacity: int, of: str) -> str:
     """One line: the ``kind`` of memory judged, against which capacity, and whether it fits."""
     return (f"{kind} {fmt_gib(judged)} GiB against {of} {fmt_gib(capacity)} GiB ({float(judged / capacity):.0%}): "

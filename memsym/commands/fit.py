@@ -187,8 +187,7 @@ def render_text(model, layout, training, hbm, res, with_latex=False) -> str:
         f"SP={layout.SP} CP={layout.cp}; ZeRO {training.zero} ({cfg.ZERO_NAMES[training.zero]}); recompute "
         f"{training.recompute_label}; {fixed}; budget {fmt_gib(hbm)} GiB per device",
         f"pipeline: {_pipeline_text(res['pipeline'])}",
-        *([f"routing: judged at the upper end of the skew, F = {float(training.imbalance):g} (the worst EP rank's "
-           f"routed tokens; balanced routing, F = 1, needs less)"] if training.imbalance != 1 else []),
+        *common.routing_judged(training.imbalance),
         f"Sec. 6 peak = (1 + f_frag)(S + A({var})) + M_buf at the {res['overheads_end']} end of the paper's ranges: "
         f"f_frag = {float(Fraction(over[nt.f_frag])):.2f}, M_buf = {fmt_gib(over[nt.M_buf])} GiB",
         f"S = weights + gradients + optimizer states; A({var}) = activations"

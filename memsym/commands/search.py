@@ -116,14 +116,15 @@ def _framework(fw, result) -> None:
 
 def _options(args):
     """A Training of what every configuration runs beside the searched choices (the conventions, offloading, the
-    linear recipe, Megatron's virtual stages, and a recipe's custom recomputation operators, FP8 activations and
-    bytes per element), or None when that is the paper's."""
+    linear recipe, Megatron's virtual stages, the routing skew F, and a recipe's custom recomputation operators, FP8
+    activations and bytes per element), or None when that is the paper's."""
     byts = {sym: getattr(args, dest) for dest, syms in R.DTYPE_OPTIONS if getattr(args, dest, None) is not None
             for sym in syms}
     opts = cfg.Training(conventions=R.conventions_of(vars(args)), offload=args.offload_activations or (),
                         linear_recipe=args.linear_recipe, quantized_params=args.quantized_param_gather,
                         virtual_layers=args.virtual_layers, recompute_ops=getattr(args, "recompute_ops", ()),
-                        fp8=bool(getattr(args, "fp8_activations", False))).with_bytes(**byts)
+                        fp8=bool(getattr(args, "fp8_activations", False)),
+                        imbalance=1 if args.imbalance == 1 else args.imbalance).with_bytes(**byts)
     return opts if opts != cfg.Training() else None
 
 
@@ -177,6 +178,7 @@ def _header(model, args, hbm, result) -> dict:
                    "rejected": dict(sorted(enum.rejected.items())), "considered": result.considered,
                    "fitting": result.fitting, "invalid_configurations": dict(sorted(result.invalid.items()))},
         "sort": args.sort, "attention": args.attention,
+        **({"routing": {"judged_at": common.as_number(args.imbalance), "balanced": 1}} if args.imbalance != 1 else {}),
         **({"time": _time_json(result)} if "step_time" in result.columns else {}),
         "schedule": {"name": result.schedule, "global_batch": result.global_batch, "microbatches": args.microbatches,
                      "vpp": args.vpp, "gpus_per_node": args.gpus_per_node or 8,
@@ -247,6 +249,7 @@ def render_text(model, args, hbm, result, idx) -> str:
         f"(Sec. 6, {o['end']} end): {fmt_int(c['fitting'])} configurations fit",
         "step: total at the step's peak; under recomputation activ adds the layer one micro-batch's backward "
         "rebuilds (memsym estimate: '+ one backward')",
+        *common.routing_judged(args.imbalance),
         "view: " + h["schedule"]["view"] + (f" ({result.schedule}" + (f", global batch {result.global_batch}"
                                                                        if result.global_batch else "") + ")"
                                             if result.schedule else ""),
