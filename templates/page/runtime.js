@@ -468,11 +468,13 @@ function stepExcess(m, t, d) {
 }
 /** device._kinds: {kind: bytes} of one layer's tensors training ``t``'s view keeps at ``values``; they read no
     composition (deviceInputs), so the stages of one estimate share them (the last 64 kept). */
-const KINDS = new Map();
+const KINDS = new Map(), SIGNATURES = new WeakMap();
 function keptKinds(m, t, values) {
-  const skip = new Set(["L_d", "L_m", "e_E", "e_H", ...familyOf(m).counts.map(([sym]) => sym)]);
-  const at = Object.entries(values).filter(([k]) => !skip.has(k)).map(([k, x]) => `${k}=${isQ(x) ? Q.str(x) : x}`);
-  const key = JSON.stringify([m.name, t.recompute, viewKey(t), at]);
+  if (!SIGNATURES.has(values)) {  // the values but the composition's
+    const skip = new Set(["L_d", "L_m", "e_E", "e_H", ...familyOf(m).counts.map(([sym]) => sym)]);
+    SIGNATURES.set(values, Object.entries(values).filter(([k]) => !skip.has(k)).map(([k, x]) => `${k}=${isQ(x) ? Q.str(x) : x}`));
+  }
+  const key = JSON.stringify([m.name, t.recompute, viewKey(t), SIGNATURES.get(values)]);
   if (!KINDS.has(key)) {
     if (KINDS.size >= 64) KINDS.clear();
     KINDS.set(key, kindValues(m, keptUnits(m, t), values));
@@ -481,9 +483,9 @@ function keptKinds(m, t, values) {
 }
 /** evaluate.step: {moment: bytes} of the framework's moments under the policy at ``v`` (a symbol not given: 0). */
 function stepMoments(framework, policy, v, family) {
-  const at = Object.fromEntries(v);
-  return new Map(DATA.families[family].device.step[framework][policy].map(([name, fn]) =>
-    [name, FNS[fn](Object.assign(Object.fromEntries(DATA.reads[fn].map((sym) => [sym, Q.n(0)])), at))]));
+  const moments = DATA.families[family].device.step[framework][policy], at = Object.fromEntries(v);
+  for (const [, fn] of moments) for (const sym of DATA.reads[fn]) if (at[sym] === undefined) at[sym] = Q.n(0);
+  return new Map(moments.map(([name, fn]) => [name, FNS[fn](at)]));
 }
 /** One device of stage ``index``: its inputs and the generated assembly, the step excess and the total at the
     step's peak; ``memo`` shares what equal compositions give between stages. */
