@@ -8,6 +8,7 @@ import json
 from fractions import Fraction
 from functools import lru_cache
 from importlib import import_module
+from math import prod
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Tuple
 
@@ -110,15 +111,9 @@ def _ev(t, v, graph, q=Fraction):
             raise MissingSymbol(t) from None
     op = t[0]
     if op == "*":
-        out = 1
-        for a in t[1:]:
-            out = out * _ev(a, v, graph, q)
-        return out
+        return prod(_ev(a, v, graph, q) for a in t[1:])
     if op == "+":
-        out = 0
-        for a in t[1:]:
-            out = out + _ev(a, v, graph, q)
-        return out
+        return sum(_ev(a, v, graph, q) for a in t[1:])
     if op == "^":
         base, k = _ev(t[1], v, graph, q), t[2]
         return base ** k if k >= 0 else q(1, base ** -k)
@@ -195,9 +190,7 @@ class Terms:
                     key = None
             out = _VALUES.get(key) if key is not None else None
             if out is None:
-                out = 0
-                for part in self.parts_of[tid]:
-                    out = out + _ev(part[2], v, self, self.q)
+                out = sum(_ev(part[2], v, self, self.q) for part in self.parts_of[tid])
                 if key is not None:
                     if len(_VALUES) >= _VALUES_MAX:
                         _VALUES.clear()
@@ -289,24 +282,14 @@ def activation_values(view, q_lora: bool, values: Mapping, kinds: Iterable[str] 
         if i not in memo:
             memo[i] = _ev(exprs[i], values, None, q)
         return memo[i]
-    out = {}
-    for kind, rows in kept(view, q_lora).items():
-        if kinds is not None and kind not in kinds:
-            continue
-        total = 0
-        for _, row in rows:
-            if row is None:
-                continue
-            if isinstance(row, tuple):
-                count, subs = row
-                inner = 0
-                for i in subs:
-                    inner = inner + at(i)
-                total = total + at(count) * inner
-            else:
-                total = total + at(row)
-        out[kind] = total
-    return out
+
+    def bytes_of(row):  # a tensor's, or a group's: its count times the sum of its kept tensors'
+        if not isinstance(row, tuple):
+            return at(row)
+        inner = sum(at(i) for i in row[1])
+        return at(row[0]) * inner
+    return {kind: sum(bytes_of(row) for _, row in rows if row is not None)
+            for kind, rows in kept(view, q_lora).items() if kinds is None or kind in kinds}
 
 
 def tensor_values(view, q_lora: bool, values: Mapping, kind: str) -> Dict[str, Fraction]:

@@ -38,12 +38,7 @@ DEEPSEEK = families.get("deepseek")
 FAMILY = DEEPSEEK.name
 
 
-def structures(fam) -> Tuple[Tuple[bool, ...], ...]:
-    """Every structure (combination of flags) a family allows (derivations/families ``Family.structures``)."""
-    return fam.structures()
-
-
-STRUCTURES = structures(DEEPSEEK)
+STRUCTURES = DEEPSEEK.structures()
 #: Non-polynomial pieces of the terms, as symbols the generated ``derived`` function computes.
 SPECIAL = {
     "_not_fp32": NOT_FP32, "_b_is_1": B_IS_1, "_v_view": V_VIEW, "_topk_gt_1": TOPK_GT_1, "_ep_gt_1": EP_GT_1,
@@ -103,9 +98,7 @@ class Pool:
         self.items: List = []
 
     def add(self, expr) -> int:
-        return self.add_tree(tree(_specials(expr)))
-
-    def add_tree(self, t) -> int:
+        t = tree(_specials(expr))
         key = json.dumps(t)
         if key not in self.index:
             self.index[key] = len(self.items)
@@ -261,7 +254,7 @@ def structure_terms(structure, fam=DEEPSEEK) -> Dict:
 # ----------------------------------------------------------------------------- the Python module
 def device_shape(fam):
     """The shape the device assembly is printed for: DeepSeek's q_lora flag, or another family's first."""
-    return True if fam is DEEPSEEK else Shape(fam.name, tuple(zip(fam.flags, structures(fam)[0])))
+    return True if fam is DEEPSEEK else Shape(fam.name, tuple(zip(fam.flags, fam.structures()[0])))
 
 
 def python_module(fam=DEEPSEEK) -> str:
@@ -295,7 +288,7 @@ def tables(fam=DEEPSEEK) -> Dict[str, Dict]:
     """{``<family>.json``: the terms of every structure, the activation tables, the view features}."""
     flags = list(fam.flags)
     cases = []
-    for s in structures(fam):
+    for s in fam.structures():
         terms = structure_terms(s, fam)
         plain(terms)
         cases.append((dict(zip(flags, s)), terms))

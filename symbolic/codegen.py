@@ -30,8 +30,7 @@ class ExactPython(PythonCodePrinter):
     def _print_Rational(self, expr):
         return f"_Q({expr.p}, {expr.q})"
 
-    def _print_Half(self, expr):
-        return "_Q(1, 2)"
+    _print_Half = _print_Rational  # (PythonCodePrinter prints S.Half on its own)
 
     def _print_Mul(self, expr):
         num, den = [], []

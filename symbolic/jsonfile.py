@@ -77,15 +77,15 @@ def _nesting_offset(text: str, limit: int) -> Optional[int]:
     return None
 
 
-def _depth(data) -> int:
-    """How deep ``data`` (parsed JSON) nests, without recursion."""
-    deepest, stack = 0, [(data, 1)]
+def walk(data):
+    """(value, depth) of every value in parsed ``data`` (JSON or TOML), containers before what they hold, without
+    recursion."""
+    stack = [(data, 1)]
     while stack:
         x, d = stack.pop()
+        yield x, d
         if isinstance(x, (dict, list)):
-            deepest = max(deepest, d)
             stack.extend((v, d + 1) for v in (x.values() if isinstance(x, dict) else x))
-    return deepest
 
 
 def stat_of(path: str, error: Error, reading: str = "the model config") -> os.stat_result:
@@ -187,7 +187,8 @@ def parse(raw: bytes, path: str, b: Bounds, error: Error) -> Dict:
         raise error(path, str(exc.args[0])[:64], f"field {shown(exc.args[0])} appears twice in one object") from None
     except RecursionError:
         data, too_deep = None, True
-    if too_deep or _depth(data) > b.max_depth:  # (a file holding null is not nested: refused below)
+    deepest = max((d for x, d in walk(data) if isinstance(x, (dict, list))), default=0)
+    if too_deep or deepest > b.max_depth:  # (a file holding null is not nested: refused below)
         pos = _nesting_offset(text, b.max_depth)
         where = at(pos) if pos is not None else "somewhere"
         raise error(path, "json", f"nested deeper than {b.max_depth} levels at {where} (a {b.name} nests {b.nests} "

@@ -47,18 +47,14 @@ def _value(expr, subs: Mapping, name: str) -> Fraction:
     return Fraction(int(val.p), int(val.q))
 
 
-def _printer():
+class _Printer(NumPyPrinter):
     """lambdify's NumPy printer, except that x**-1 prints as 1/x: sympy writes x**(-1.0), and numpy
     has no fast path for a float power of -1 (about 4x slower than a division)."""
 
-    class _Printer(NumPyPrinter):
-        def _print_Pow(self, expr, rational=False):
-            if expr.exp == -1:
-                return "1/" + self.parenthesize(expr.base, precedence(expr), strict=True)
-            return super()._print_Pow(expr, rational=rational)
-
-    return _Printer({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True,
-                     "user_functions": {}})
+    def _print_Pow(self, expr, rational=False):
+        if expr.exp == -1:
+            return "1/" + self.parenthesize(expr.base, precedence(expr), strict=True)
+        return super()._print_Pow(expr, rational=rational)
 
 
 def compile(obj, args: Sequence) -> Callable:
@@ -72,7 +68,9 @@ def compile(obj, args: Sequence) -> Callable:
         if missing:
             raise ValueError(f"compile: expression depends on {sorted(map(str, missing))} not in args")
         import numpy  # the module, not "numpy": same NumPyPrinter, skips lambdify's `from numpy import *` (~0.2 s)
-        fn = sp.lambdify(syms, expr, modules=[numpy], cse=True, docstring_limit=0, printer=_printer())
+        printer = _Printer({"fully_qualified_modules": False, "inline": True, "allow_unknown_functions": True,
+                            "user_functions": {}})
+        fn = sp.lambdify(syms, expr, modules=[numpy], cse=True, docstring_limit=0, printer=printer)
         _CACHE[key] = fn
     return fn
 

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from typing import Dict, Iterator
 
 from .errors import ConfigError
-from .jsonfile import Bounds, Error, read_bounded
+from .jsonfile import Bounds, Error, read_bounded, walk
 
 #: a data file shipped in the package (derivations/config/*.toml and the like)
 PACKAGE = Bounds(max_bytes=1 << 20, max_depth=8, max_digits=40, name="TOML data file", typical="a few dozen KiB",
@@ -15,15 +15,11 @@ PACKAGE = Bounds(max_bytes=1 << 20, max_depth=8, max_digits=40, name="TOML data 
 
 
 def _check(data, b: Bounds, path: str, error: Error) -> None:
-    """Depth and integer sizes of parsed ``data``, without recursion."""
-    stack = [(data, 1)]
-    while stack:
-        x, d = stack.pop()
-        if isinstance(x, (dict, list)):
-            if d > b.max_depth:
-                raise error(path, "toml", f"nested deeper than {b.max_depth} levels (a {b.name} nests {b.nests})")
-            stack.extend((v, d + 1) for v in (x.values() if isinstance(x, dict) else x))
-        elif isinstance(x, int) and not isinstance(x, bool) and abs(x) >= 10 ** b.max_digits:
+    """Depth and integer sizes of parsed ``data``."""
+    for x, d in walk(data):
+        if isinstance(x, (dict, list)) and d > b.max_depth:
+            raise error(path, "toml", f"nested deeper than {b.max_depth} levels (a {b.name} nests {b.nests})")
+        if isinstance(x, int) and not isinstance(x, bool) and abs(x) >= 10 ** b.max_digits:
             raise error(path, "toml", f"an integer of more than {b.max_digits} digits: no {b.name} field has one")
 
 

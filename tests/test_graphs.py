@@ -56,8 +56,8 @@ def test_the_pool_is_reserved_beside_the_step(capsys):
 def test_megatron_graph_flags_are_read_or_named_not_modelled(flags, read):
     from derivations.config.launch import Launch
     from derivations.config.megatron import resolve
-    launch = Launch("x.sh", "shell", {"--num-layers": ("2",), "--micro-batch-size": ("1",), "--seq-length": ("8",),
-                                      **{k: tuple((v or "").split()) for k, v in flags.items()}})
+    launch = Launch("x.sh", {"--num-layers": ("2",), "--micro-batch-size": ("1",), "--seq-length": ("8",),
+                             **{k: tuple((v or "").split()) for k, v in flags.items()}})
     r = resolve(launch, gpus=1, build_model=False, known=("cuda_graphs",))
     assert r.options.get("cuda_graphs") == read
     assert any("--cuda-graph" in u for u in r.unmodelled) == (read is None)

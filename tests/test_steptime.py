@@ -414,17 +414,19 @@ def test_megatron_overlap_switches_hide_what_they_name():
     """--overlap megatron:SWITCH,...: the EP all-to-all behind the micro-batch's compute (1F1B A2A overlap), without
     its weight gradients unless they are delayed (t_W, a third of the matrix products' time besides the flash
     backward's recomputed scores, less the core attention's forward, which has no weights: no recomputation here);
-    the gradients' reduce only with grad-reduce (the default 'megatron' has it, 'megatron:' none)."""
+    the first forward and the last backward of the 4 micro-batches run alone (PP 1: Megatron-Core's
+    combined_1f1b_schedule_for_no_pipelining), a quarter of the all-to-all exposed; the gradients' reduce only with
+    grad-reduce (the default 'megatron' has it, 'megatron:' none)."""
     rows = _row(ep=64, dp=64, microbatches=4)
     none = _one(rows, overlap="none", attention="flash", schedule="1f1b")
     compute = (none["compute"]) / 4
     ep = none["EP"] / 4
     delayed = _one(rows, overlap="megatron:ep,wgrad", attention="flash", schedule="1f1b")
-    assert delayed["EP"] / 4 == pytest.approx(max(0.0, ep - compute), rel=1e-9, abs=1e-15)
+    assert delayed["EP"] / 4 == pytest.approx(ep / 4 + max(0.0, 3 * ep / 4 - compute), rel=1e-9, abs=1e-15)
     plain = _one(rows, overlap="megatron:ep", attention="flash", schedule="1f1b")
     scores = 2 * 4096 * 0.5 * 4096 * 128 / 989.4e12  # per unit of head width: Q K^T (d_h + d_h^R), P V (d_v)
     t_w = ((none["compute"] - none["memory"]) / 4 - scores * 192) / 3 - scores * (192 + 128)
-    assert plain["EP"] / 4 == pytest.approx(max(0.0, ep - (compute - t_w)), rel=1e-9, abs=1e-15)
+    assert plain["EP"] / 4 == pytest.approx(ep / 4 + max(0.0, 3 * ep / 4 - (compute - t_w)), rel=1e-9, abs=1e-15)
     dp = [_one(rows, overlap=o, schedule="1f1b")["DP"] for o in ("megatron:", "megatron")]
     assert dp[0] > dp[1]
     assert _one(rows, overlap="megatron")["step"] == _one(rows, overlap="megatron:grad-reduce,param-gather")["step"]
@@ -442,3 +444,49 @@ def test_from_megatron_reads_the_overlap_flags(tmp_path):
                           "--time", "--json"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout)["time"]["overlap"] == "megatron:param-gather,ep,tp"
+
+
+def test_megatrons_a2a_overlap_leaves_the_warm_up_and_cool_down_exposed():
+    """Megatron-Core's get_pp_rank_microbatches (schedules.py@d98e8a64ddf3 L951-977), counted by hand: interleaved,
+    PP 8, V 4, 128 micro-batches: rank 0 runs 2 x 7 + 3 x 8 + 1 = 39 of its 512 chunk-forwards before the first
+    paired step (and 39 backwards after the last), rank 7 3 x 8 + 1 = 25; 1F1B PP 4 rank 1: 4 - 1 - 1 + 1 = 3 of 8;
+    no more than all of them (PP 8, V 4, 2 micro-batches: 8 chunks, none paired); no schedule: all paired."""
+    assert E.ep_paired_share("interleaved", 8.0, 4, 128.0, 0.0) == pytest.approx(1 - 39 / 512)
+    assert E.ep_paired_share("interleaved", 8.0, 4, 128.0, 7.0) == pytest.approx(1 - 25 / 512)
+    assert E.ep_paired_share("1f1b", 4.0, 2, 8.0, 1.0) == pytest.approx(1 - 3 / 8)
+    assert E.ep_paired_share("interleaved", 8.0, 4, 2.0, 0.0) == 0
+    assert E.ep_paired_share(None, 8.0, 4, 128.0, 0.0) == 1
+
+
+def test_the_dispatch_kernels_sms_are_not_the_computes_under_published_efficiency():
+    """DeepSeek-V3 report Sec. 3.5.1: DeepEP holds 20 of the H800's 132 SMs (Megatron-Core's moe_deepep_num_sms
+    default 20): under --efficiency published a share 20/132 of the all-to-all run behind compute is not hidden
+    (PP 1, 4 micro-batches: 3/4 of it paired, the first forward and last backward alone); --efficiency peak keeps
+    every SM for compute; the NCCL all-to-all, whose SM count is not in efficiency.toml, none."""
+    rows = _row(ep=64, dp=64, microbatches=4)
+    kw = dict(attention="flash", schedule="1f1b")
+    none = _one(rows, overlap="none", dispatcher="deepep", efficiency="published", **kw)
+    ep, compute = none["EP"] / 4, none["compute"] / 4
+    pub = _one(rows, overlap="megatron:ep,wgrad", dispatcher="deepep", efficiency="published", **kw)
+    hidden = 3 / 4 * (1 - 20 / 132)
+    assert pub["EP"] / 4 == pytest.approx((1 - hidden) * ep + max(0.0, hidden * ep - compute), rel=1e-9)
+    nccl = _one(rows, overlap="megatron:ep,wgrad", dispatcher="alltoall", efficiency="published", **kw)
+    nccl_none = _one(rows, overlap="none", dispatcher="alltoall", efficiency="published", **kw)
+    assert nccl["EP"] / 4 == pytest.approx(nccl_none["EP"] / 16 + max(0.0, 3 / 4 * nccl_none["EP"] / 4 - compute),
+                                           rel=1e-9)
+
+
+def test_estimate_says_what_the_ep_overlap_hid(capsys):
+    """estimate --time with --overlap megatron:ep: the JSON's 'ep_overlap' at the slowest stage r, by hand from
+    Megatron-Core's warm-up count (interleaved, PP 4, V 2: 2 (4 - r - 1) + 4 + 1 of the 2 m chunk-forwards) and
+    DeepEP's 20 of the H800's 132 SMs; the text says it; without the switch no such key."""
+    from clirun import run
+    argv = ["estimate", "--gpu", "h800", "--gpus", "256", "--pp", "4", "--ep", "8", "--schedule", "interleaved",
+            "--vpp", "2", "--global-batch", "512", "--dispatcher", "deepep", "--time"]
+    t = json.loads(run(capsys, *argv, "--overlap", "megatron:ep", "--json")[1])["time"]
+    r, m = t["stage"], t["microbatches"]
+    paired = 1 - (2 * (4 - r - 1) + 4 + 1) / (2 * m)
+    assert t["ep_overlap"] == pytest.approx({"paired": paired, "sms_held": 20 / 132,
+                                             "hidden": paired * (1 - 20 / 132)})
+    assert f"at most {paired * (1 - 20 / 132):.1%} of EP hidden" in run(capsys, *argv, "--overlap", "megatron:ep")[1]
+    assert "ep_overlap" not in json.loads(run(capsys, *argv, "--json")[1])["time"]

@@ -134,3 +134,14 @@ def test_a_block_scaled_recipe_without_a_gpu_named_is_timed_on_blackwell_and_ref
     assert json.loads(out)["time"]["gpu"] == "b200", json.loads(out)["time"]
     code, out, err = run(capsys, *base[:-1])  # the text says why the time is a B200's
     assert code == 0 and "timed on the B200: no --gpu, and the default H800 has no MXFP8 rate" in out, out
+
+
+def test_a_grouped_gemm_casts_every_routed_copy_it_received_in_bf16():
+    """Under MXFP8 (1 B and one E8M0 scale per 32 elements, read from 2 B): a MoE layer's linear inputs per token are
+    the MoE input once (7,168), each of the 8 routed copies again after a BF16 dispatch (TE GroupedLinear casts the
+    permuted tokens it received: 8 x 7,168) and the 9 experts' down-projection inputs (9 x 2,048); DeepSeek's FP8
+    dispatch (--fp8-activations: report Sec. 3.3.2) casts a token once before sending it, so not the 8 copies."""
+    per = 2 + 1 + 1 / 32
+    mx = replace(cfg.Training(), linear_recipe="mxfp8")
+    assert E._model_constants(V3, mx)["X_M"] == pytest.approx(per * (7168 + 8 * 7168 + 9 * 2048))
+    assert E._model_constants(V3, replace(mx, fp8=True))["X_M"] == pytest.approx(per * (7168 + 9 * 2048))

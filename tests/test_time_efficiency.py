@@ -9,7 +9,7 @@ def test_every_efficiency_read_is_listed_with_its_source_and_none_from_a_through
     rows = E.listing()
     assert [r[0] for r in rows] == ["gemm_dense", "gemm_grouped", "gemm_grouped_mxfp8", "attention",
                                     "ep_nvlink h800/h100-80gb/h200", "ep_nvlink b200/b300", "ep_nvlink gb200/gb300",
-                                    "ep_network"]
+                                    "ep_network", "ep_overlap_sms"]
     for name, value, source in rows:
         print(f"{name}: {value} <- {source}")
         assert "@" in source or "arXiv" in source, name  # a file@commit or a paper
@@ -96,3 +96,12 @@ def test_estimate_time_says_whose_measurements_each_kernel_kind_reads(capsys, gi
         block = lines[start:next(i for i, line in enumerate(lines) if "slowest stage" in line)]
         assert all(s in " ".join(x.strip() for x in block) for s in said), block
         assert len(block) <= 2 and all(len(x) <= 100 for x in block), block
+
+
+def test_the_dispatch_holds_deepseeks_20_of_the_hoppers_132_sms():
+    """DeepSeek-V3 report Sec. 3.5.1 ('20 out of the 132 SMs available in the H800 GPU'), Megatron-Core's DeepEP
+    default of 20 SMs: 20/132 on an H800 or H100; no share for a dispatcher or a GPU efficiency.toml gives no count."""
+    from derivations.config import gpus
+    assert E.overlap_sms(gpus.gpu("h800"), "deepep") == pytest.approx(20 / 132)
+    assert E.overlap_sms(gpus.gpu("h100"), "deepep") == pytest.approx(20 / 132)
+    assert E.overlap_sms(gpus.gpu("h800"), "alltoall") == 0 and E.overlap_sms(gpus.gpu("b200"), "deepep") == 0

@@ -38,18 +38,29 @@ ORDERED_AT_LEAST = 2
 #: With the attention at cuDNN's published forward and backward rates (0.53 of the peak at 4k, not FlashAttention-3's
 #: forward 0.75) and the dispatch at DeepEP's / HybridEP's published bandwidth of the GPU's generation (NVL72 0.53,
 #: HGX B200 0.59 of NVLink, not the H800's 0.97): 4 of 15 (the GB300 rows and Kimi K2: 1.03-1.18), ratios 1.03-2.18.
+#: With Megatron-Core's 1F1B A2A overlap hiding only the paired micro-batches' all-to-all (get_pp_rank_microbatches'
+#: warm-up forwards and cool-down backwards run alone) and DeepEP's 20 of Hopper's 132 SMs not the compute's while it
+#: runs (DeepSeek-V3 report Sec. 3.5.1): the 25.09 H100 row (the only one launched with the overlap) 2.18 -> 1.95, its
+#: EP 0 -> 15% of the step; the others unchanged: 4 of 15, ratios 1.03-1.97.  With each routed copy cast again where
+#: it arrives in BF16 (TE's grouped GEMM quantizes the tokens it received): every quantized row 1-3% slower, 4 of 15,
+#: ratios 1.03-1.94 (H100 1.90, GB200 1.26-1.71, HGX B200/B300 1.59-1.94).
 PUBLISHED_WITHIN_20_AT_LEAST = 4
 #: What stays unexplained (printed per row as the share of the measured step the model does not account for): the
 #: framework's own authors name host-side overhead as the largest loss on these runs ("the biggest performance issue
 #: is that there are large gaps between kernels, and the CPU kernel launch speed cannot keep up": NVIDIA/Megatron-LM
 #: docs/discussions/deepseek-v3-gb200-optimization@eb0783b, Sec. 2, 494 -> 970 TFLOP/s, much of it by removing it), with
 #: the fragmented quantization, permute and padding kernels; none has a published per-kernel rate the model could
-#: read, so none is modelled.  Per table what stays (at the defaults): 25.09 B200 and GB200 (no CUDA graphs, NCCL's
-#: all-to-all read at HybridEP's bandwidth, none published for it: 1.56-1.96), 25.11/26.02 HGX B200/B300 (1.62-1.97),
-#: 25.09 H100 (its EP all-to-all wholly behind the other micro-batch under the 1F1B A2A overlap, which NVIDIA reports
-#: adds CPU synchronisation: 2.18), 25.11/26.02 GB200 (1.26-1.31).  The other named candidates are already parts of
-#: the step: the permute and unpermute (model.py MEMORY_OPS), the optimizer's memory traffic (t_opt), the release's
-#: interleaved-1F1B bubble (chi_mb), the dispatchers' and attention's published rates (--efficiency published).
+#: read, so none is modelled.  Its size is published only as whole-run gains: the same guide's proxy model puts what
+#: is left at its 970 TFLOP/s at "at least a 10% additional performance gain" (Sec. 3.1), and Megatron-Bridge pull
+#: request #4458 (a later B300 MXFP8 recipe) measured 894 -> 1,161 TFLOP/s from full CUDA graphs, FP8 attention, A2A
+#: overlap, VP 2 and MBS 1 together (not one of them alone).  Per table what stays (at the defaults): 25.09 B200 and
+#: GB200 (no CUDA graphs, NCCL's all-to-all read at HybridEP's bandwidth, none published for it: 1.53-1.92), 25.11/26.02
+#: HGX B200/B300 (1.59-1.94), 25.09 H100 (1.90: its EP all-to-all behind the other micro-batch under the 1F1B A2A
+#: overlap but for the warm-up and cool-down and the dispatch's SMs; NVIDIA reports the overlap adds CPU
+#: synchronisation), 25.11/26.02 GB200 (1.26-1.28).  The other named candidates are already parts of the step: the
+#: permute and unpermute (model.py MEMORY_OPS), the optimizer's memory traffic (t_opt), the release's interleaved-1F1B
+#: bubble (chi_mb), the dispatchers' and attention's published rates (--efficiency published), the casts of every
+#: linear input and routed copy (Q_C).
 #: Counting kernels from a CPU trace of Megatron-Core (memsym trace) would count its unfused local ops, not the
 #: Transformer Engine kernels these runs launched (fused permute, router, RoPE and cross-entropy), so it is not a count
 #: of theirs.

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from fractions import Fraction
-from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 import sympy as sp
 
@@ -59,14 +59,11 @@ def parse_symbols(names: str) -> List[sp.Symbol]:
     return out
 
 
-def _kept(roles: Sequence[str], extra: Sequence[sp.Symbol]) -> set:
-    return {i.symbol for i in nt.REGISTRY.values() if i.role in roles} | set(extra)
-
-
 def level_subs(subs: Mapping, x: sp.Symbol, level: str) -> Dict:
     """The part of ``subs`` a display level substitutes ('stage': all but model dimensions, b, s and
     the parallel degrees; 'paper': also the parallel degrees).  ``x`` is always kept."""
-    keep = _kept(("model", "parallel") if level == "stage" else ("model",), (nt.b, nt.s, x))
+    roles = ("model", "parallel") if level == "stage" else ("model",)
+    keep = {i.symbol for i in nt.REGISTRY.values() if i.role in roles} | {nt.b, nt.s, x}
     return {k: v for k, v in subs.items() if k not in keep}
 
 

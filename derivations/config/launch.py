@@ -47,7 +47,6 @@ class Launch:
     where it came from, the ``env`` the file sets and the launcher's GPUs per node (``per_node``, or None)."""
 
     path: str
-    kind: str  # "shell" or "yaml"
     flags: Dict[str, Tuple[str, ...]]
     world: Optional[int] = None
     world_from: str = ""
@@ -169,7 +168,7 @@ def _from_yaml(path: str, text: str) -> Launch:
     env = data.get("ENV_VARS") or {}
     if not isinstance(env, dict):
         raise _err(path, "ENV_VARS must map names to values")
-    return Launch(path, "yaml", flags, env={str(k): str(v) for k, v in env.items()},
+    return Launch(path, flags, env={str(k): str(v) for k, v in env.items()},
                   lists=frozenset(k for k, v in data["MODEL_ARGS"].items() if isinstance(v, list)))
 
 
@@ -321,10 +320,6 @@ class _Shell:
         except ValueError as exc:
             raise self.err(f"cannot split {shown(text[:60])!r}: {exc}") from None
 
-    def assign_array(self, name: str, op: str, inner: str) -> None:
-        words = self.words(inner)
-        self.arrays[name] = (self.arrays.get(name, []) if op == "+=" else []) + words
-
 
 def _from_shell(path: str, text: str) -> Launch:
     sh = _Shell(path)
@@ -333,8 +328,9 @@ def _from_shell(path: str, text: str) -> Launch:
         if head[0] in _DECLARE and len(head) > 1:
             stmt, head = head[1], head[1].split(None, 1)
         array = _ARRAY.match(stmt)
-        if array:
-            sh.assign_array(array.group("name"), array.group("op"), array.group("inner"))
+        if array:  # NAME=(words) or NAME+=(words)
+            name, words = array.group("name"), sh.words(array.group("inner"))
+            sh.arrays[name] = (sh.arrays.get(name, []) if array.group("op") == "+=" else []) + words
             continue
         if head[0] in _KEYWORDS:
             continue
@@ -348,7 +344,7 @@ def _from_shell(path: str, text: str) -> Launch:
         if script is None:
             continue
         world, per_node, where = _world(sh, words[:script])
-        return Launch(path, "shell", _flags(sh, words[script + 1:], words[script]), world, where,
+        return Launch(path, _flags(sh, words[script + 1:], words[script]), world, where,
                       env={k: v for k, v in sh.vars.items() if _UNSET not in v}, per_node=per_node)
     raise sh.err("no command running a training script (pretrain_gpt.py, torchrun ... pretrain_gpt.py) was found")
 

@@ -47,19 +47,19 @@ class Layout:
                 "SP": self.SP}
 
 
-def positive_int(name: str, value) -> None:
+def positive_int(name: str, value, limit: str) -> None:
+    """``value`` a positive integer within the limit of option ``limit`` (limits.toml), else ConfigError."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError("positive-integer", f"{name} must be a positive integer, got {value!r}")
+    OPTIONS[limit].check(value, name)
 
 
 def validate_layout(model: ModelSpec, layout: Layout, seq: Optional[int] = None) -> None:
     """Check the paper's divisibility rules; raise ConfigError naming the first that fails."""
     for f in ("dp", "tp", "pp", "ep", "etp", "cp"):
-        positive_int(f.upper(), getattr(layout, f))
-        OPTIONS[f].check(getattr(layout, f), f.upper())
+        positive_int(f.upper(), getattr(layout, f), f)
     if layout.sp is not None:
-        positive_int("SP", layout.sp)
-        OPTIONS["sp"].check(layout.sp, "SP")
+        positive_int("SP", layout.sp, "sp")
         if layout.sp not in (1, layout.tp):
             raise ConfigError("sp", f"SP must be 1 (off) or equal TP={layout.tp}, got SP={layout.sp}")
     dims = model.named()

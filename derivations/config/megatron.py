@@ -15,10 +15,9 @@ from typing import Dict, List, Optional, Tuple
 from derivations.config.grammars import layer_pattern, pipeline_layout
 from derivations.config.launch import Launch, shown
 from derivations.config.megatron_precision import dtypes, quantization
+from derivations.config.training import CUDA_GRAPH_SCOPES
 from derivations.config.megatron_flags import (
-    GPT2_VOCAB, IGNORED, KNOWN_TOKENIZER_MODELS, OVERLAP_FLAGS, RECOMPUTE_MODULES)
-
-ARGS, TC, MPC = "arguments.py", "transformer_config.py TransformerConfig", "model_parallel_config.py"
+    ARGS, GPT2_VOCAB, IGNORED, KNOWN_TOKENIZER_MODELS, MPC, OVERLAP_FLAGS, RECOMPUTE_MODULES, TC)
 
 
 @dataclass
@@ -206,7 +205,7 @@ def _cuda_graphs(a: _Args, launch: Launch, put) -> None:
     flag = "--cuda-graph-scope" if "--cuda-graph-scope" in f else "--cuda-graph-modules"
     mods = [w for m in launch.words(flag) for w in m.strip("[]").replace(",", " ").split()]
     scopes = ["layer"] if mods in ([], ["full"]) else mods
-    if not te or not set(scopes) <= {"attn", "mlp", "moe", "layer"}:
+    if not te or not set(scopes) <= set(CUDA_GRAPH_SCOPES):
         return
     used = [x for x in ("--external-cuda-graph", "--cuda-graph-impl", flag) if a.has(x)]
     warmup, w_src = a.int("--cuda-graph-warmup-steps", (3, f"{TC} cuda_graph_warmup_steps"), low=0)

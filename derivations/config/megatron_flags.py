@@ -13,4 +13,6 @@ with tomlfile.package_data(Path(__file__).with_name("megatron_flags.toml")) as _
     RECOMPUTE_MODULES = {k: tuple(v) for k, v in _DATA["recompute_modules"].items()}
     FSDP_ZERO = _DATA["fsdp_zero"]
 DTYPE_NAMES = {"fp32": "fp32", "bf16": "bf16", "fp16": "fp16"}
+#: The Megatron-LM sources the mappings cite (megatron/training/, megatron/core/transformer/, megatron/core/).
+ARGS, TC, MPC = "arguments.py", "transformer_config.py TransformerConfig", "model_parallel_config.py"
 OVERLAP_FLAGS = tuple(tuple(x) for x in _DATA["overlap_flags"])

@@ -8,10 +8,8 @@ fp8_utils.py get_fp8_recipe builds DelayedScaling, Float8CurrentScaling, Float8B
 (TransformerConfig.fp4_param, Megatron-Bridge's fp4_param_gather)."""
 from __future__ import annotations
 
-from derivations.config.megatron_flags import DTYPE_NAMES, FSDP_ZERO
+from derivations.config.megatron_flags import ARGS, DTYPE_NAMES, FSDP_ZERO, TC
 from derivations.config.quantization import MEGATRON_FP8
-
-ARGS, TC = "arguments.py", "transformer_config.py TransformerConfig"
 
 
 def dtypes(a, launch, r, put) -> None:

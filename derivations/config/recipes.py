@@ -26,24 +26,6 @@ class Recipe:
         typed = set(typed)
         return [f"recipe {self.name}: {text}" for dest, text in self.assumptions if not dest or dest not in typed]
 
-    # -- the Python API: the recipe as a configuration ------------------------------
-    def model(self) -> cfg.ModelSpec:
-        return cfg.load_model(self.options["model"])
-
-    def layout(self) -> cfg.Layout:
-        o = self.options
-        return cfg.Layout(dp=o["dp"], tp=o["tp"], pp=o["pp"], ep=o["ep"], etp=o["etp"], cp=o["cp"], sp=o["sp"],
-                          layers_per_stage=o["layers_per_stage"])
-
-    def training(self) -> cfg.Training:
-        o = self.options
-        t = cfg.Training(mbs=o["mbs"], seq=o["seq"], zero=o["zero"], recompute=o["recompute"][0],
-                         recompute_ops=o["recompute"][1], attention=o["attention"], fp8=o["fp8_activations"],
-                         imbalance=o["imbalance"], schedule=o["schedule"], microbatches=o["microbatches"],
-                         vpp=o["vpp"])
-        return t.with_bytes(B_w=o["weight_dtype"], B_g=o["grad_dtype"], B_m=o["master_dtype"],
-                            B_1=o["optimizer_dtype"], B_2=o["optimizer_dtype"], B_a=o["act_dtype"])
-
 
 def _paper_options() -> Dict[str, object]:
     """The command-line options of the paper's configuration: the Layout and Training defaults."""
@@ -76,9 +58,3 @@ def _read(path: Path = Path(__file__).with_name("recipes.toml")) -> Dict[str, Re
 
 RECIPES: Dict[str, Recipe] = _read()
 
-
-def get(name: str) -> Recipe:
-    try:
-        return RECIPES[name]
-    except KeyError:
-        raise cfg.ConfigError("recipe", f"unknown recipe {name!r}: use one of {', '.join(RECIPES)}") from None

@@ -217,17 +217,6 @@ def training_with_capacity(values: Mapping[str, object],
     return (t if f is None else replace(t, imbalance=max(f, 1))), f
 
 
-def stage_of(values: Mapping[str, object], typed: Collection[str]) -> Optional[int]:
-    """The stage typed, or None to let the estimate choose (stage 1; the most-loaded with a schedule)."""
-    return values["stage"] if "stage" in typed else None
-
-
-def recipe_assumptions(values: Mapping[str, object], typed: Collection[str]) -> Tuple[str, ...]:
-    """The assumptions of the chosen recipe that still hold (an option typed beside it drops its own)."""
-    recipe = values.get("recipe")
-    return tuple(RECIPES[recipe].assumptions_for(_over_recipe(values, typed))) if recipe else ()
-
-
 def resolve(values: Mapping[str, object], typed: Collection[str]) -> Configuration:
     """The configuration the options stand for (precedence applied, contradictions refused)."""
     values = resolved(values, typed)
@@ -237,5 +226,8 @@ def resolve(values: Mapping[str, object], typed: Collection[str]) -> Configurati
         training = with_global_batch(layout_of(values), training, values["global_batch"])
     below = (f"capacity factor {float(values['capacity_factor']):g} bounds F at {bound} < 1: counted at balanced "
              "routing F = 1",) if bound is not None and bound < 1 else ()
-    return Configuration(model_of(values), layout_of(values), training, stage_of(values, typed),
-                         recipe_assumptions(values, typed) + below)
+    recipe = values.get("recipe")  # its assumptions that still hold: an option typed beside it drops its own
+    held = tuple(RECIPES[recipe].assumptions_for(_over_recipe(values, typed))) if recipe else ()
+    # the stage typed, or None to let the estimate choose (stage 1; the most-loaded with a schedule)
+    return Configuration(model_of(values), layout_of(values), training, values["stage"] if "stage" in typed else None,
+                         held + below)

@@ -134,21 +134,20 @@ def resolve(data: Dict[str, object], path: str, gpus: Optional[int] = None, dp: 
         k.get("model.name"), k.get("model.flavor")
     _layout(k, r, put, gpus, dp)
     _training(k, r, put, flex)
-    memory = list(k.rest())
+    memory = [(key, v) for key, v in k.rest() if not key.startswith("compile.")]
     converters = data.get("model", {}).get("converters", [])
     comp = k.data.get("compile", {})
-    memory = [(key, v) for key, v in memory if not key.startswith("compile.")]
-    if comp.get("enable") is True:  # JC Compile; PAR apply_compile (model), the loss compiled (train.py)
-        components = comp.get("components", ["model", "loss"])
-        if "loss" in components:
-            r.notes.append("compile.components has 'loss': the compiled loss keeps the B_a logits and per-row FP32 "
-                           "statistics, not an FP32 softmax (--conventions torchtitan: --head-state torchtitan)")
-        if components != ["loss"]:
-            memory.insert(0, ("compile.enable", f"True, components {components!r} (torch.compile of the model: "
-                                                "fused kernels, fewer saved intermediates)"))
-    elif "enable" in comp and not isinstance(comp["enable"], bool):
+    if "enable" in comp and not isinstance(comp["enable"], bool):
         raise err(k.path, f"compile.enable = {comp['enable']!r}: expected true or false")
-    if not (comp.get("enable") is True and "loss" in comp.get("components", ["model", "loss"])):
+    compiled = comp.get("enable") is True  # JC Compile; PAR apply_compile (model), the loss compiled (train.py)
+    components = comp.get("components", ["model", "loss"]) if compiled else []
+    if compiled and components != ["loss"]:
+        memory.insert(0, ("compile.enable", f"True, components {components!r} (torch.compile of the model: "
+                                            "fused kernels, fewer saved intermediates)"))
+    if "loss" in components:
+        r.notes.append("compile.components has 'loss': the compiled loss keeps the B_a logits and per-row FP32 "
+                       "statistics, not an FP32 softmax (--conventions torchtitan: --head-state torchtitan)")
+    else:
         put("head_state", "paper", "an eager loss (components/loss.py build_cross_entropy_loss compiles it only with "
                                    "compile.enable and 'loss' in compile.components; JC Compile.enable False): "
                                    "cross_entropy of pred.float() keeps the FP32 log-softmax, and train.py holds the "

@@ -174,10 +174,8 @@ class Training:
 
 
 def validate_training(t: Training) -> None:
-    positive_int("micro-batch size (--mbs)", t.mbs)
-    positive_int("sequence length (--seq)", t.seq)
-    OPTIONS["mbs"].check(t.mbs, "micro-batch size (--mbs)")
-    OPTIONS["seq"].check(t.seq, "sequence length (--seq)")
+    positive_int("micro-batch size (--mbs)", t.mbs, "mbs")
+    positive_int("sequence length (--seq)", t.seq, "seq")
     if t.zero not in ZERO_NAMES:
         raise ConfigError("zero", f"ZeRO stage must be 0, 1, 2 or 3, got {t.zero!r}")
     if t.recompute not in RECOMPUTE:
@@ -202,13 +200,11 @@ def validate_training(t: Training) -> None:
     if t.schedule is not None and t.schedule not in SCHEDULES:
         raise ConfigError("schedule", f"schedule must be one of {', '.join(SCHEDULES)}, got {t.schedule!r}")
     if t.microbatches is not None:
-        positive_int("micro-batches per step (--microbatches)", t.microbatches)
-        OPTIONS["microbatches"].check(t.microbatches, "micro-batches per step (--microbatches)")
+        positive_int("micro-batches per step (--microbatches)", t.microbatches, "microbatches")
         if t.schedule is None:
             raise ConfigError("schedule", "--microbatches needs a pipeline schedule (--schedule)")
     if t.vpp is not None:
-        positive_int("virtual pipeline stages (--vpp)", t.vpp)
-        OPTIONS["vpp"].check(t.vpp, "virtual pipeline stages (--vpp)")
+        positive_int("virtual pipeline stages (--vpp)", t.vpp, "vpp")
         if t.schedule != "interleaved":
             raise ConfigError("vpp", "--vpp applies to --schedule interleaved only, " + (
                 "add --schedule interleaved" if t.schedule is None else f"got --schedule {t.schedule}"))

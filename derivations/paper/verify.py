@@ -19,6 +19,7 @@ from derivations import config as cfg
 from derivations import notation as nt
 from symbolic.errors import ConfigError
 from symbolic.exact import as_number
+from symbolic.numeric import rational
 from symbolic.formula import (Comparison, FormulaError, Leaf, carriers, compare, monomial_rank, multiples,
                               parse_assumptions, parse_formula, substitute, symbol_rank)
 from symbolic.term import Term
@@ -142,11 +143,9 @@ def _at_paper(model, term: Term, cmp: Comparison, assumptions) -> Tuple[Optional
     at = paper_defaults()
     at.update(paper)
     at.update(assumptions)
-    val = substitute(sp.sympify(cmp.difference), at) if not cmp.equal else sp.Integer(0)
-    val = sp.nsimplify(val) if not val.is_Rational else val
-    if not val.is_Rational:
+    value = rational(substitute(sp.sympify(cmp.difference), at) if not cmp.equal else sp.Integer(0), {})
+    if value is None:
         return None, None, desc
-    value = Fraction(int(val.p), int(val.q))
     return value, value * (1 if term.unit == "bytes" else int(paper[nt.B_w])), desc
 
 

@@ -5,7 +5,8 @@ interpolated linearly in log2 of the shape between the published points, constan
   the routed experts' grouped GEMM at M = b s EP N_r / (CP TP E) per expert; under MXFP8 on a GPU with an MXFP8
   rate (Blackwell) NVIDIA's published MXFP8 grouped GEMM on GB200 (``gemm_grouped_mxfp8``).
 * Attention: cuDNN's fused attention (FlashAttention-3's H100 figures) by sequence length, backward = 2.5 forwards.
-* Dispatch and combine: DeepEP's and HybridEP's algorithm bandwidths over the link's nominal, by EP size.
+* Dispatch and combine: DeepEP's and HybridEP's algorithm bandwidths over the link's nominal, by EP size; behind
+  another micro-batch's compute (--overlap megatron:ep) the share of the GPU's SMs they hold (:func:`overlap_sms`).
 
 :func:`eta` is the one efficiency giving a phase its parts' time: sum f_i / Phi_i over sum f_i / (eta_i Phi_i).
 """
@@ -32,6 +33,8 @@ def tables() -> Dict:
         listing(data)
         for t in (*data["ep_nvlink"], data["ep_network"]):  # (the GEMMs' and attention's: read by listing)
             gpu_presets.gpu(t["gpu"])
+        for key in data["ep_overlap_sms"]["gpus"]:
+            gpu_presets.gpu(key)
         return data
 
 
@@ -98,6 +101,14 @@ def links(ep, gpu=None) -> Dict[str, np.ndarray]:
     return {"nvlink": _by_ranks(_nvlink(gpu), ep), "network": _by_ranks(tables()["ep_network"], ep)}
 
 
+def overlap_sms(gpu, dispatcher: str) -> float:
+    """The share of ``gpu``'s SMs (a preset) the ``dispatcher``'s kernels hold while they run behind compute: 0 where
+    efficiency.toml names no SM count for either."""
+    t = tables()["ep_overlap_sms"]
+    held, sms = t["dispatcher"].get(dispatcher), t["gpus"].get(getattr(gpu, "key", None))
+    return held / sms if held and sms else 0.0
+
+
 def measured(gpu=None, precision: str = "bf16") -> List[Tuple[str, Dict]]:
     """[(kernel kind, table)]: the table each kind reads on ``gpu`` (a preset) at ``precision``; a table's ``gpu`` is
     the GPU its source measured, whose fraction of peak is applied to ``gpu``'s."""
@@ -119,4 +130,6 @@ def listing(t: Dict = None):
             *((f"ep_nvlink {'/'.join(nv['gpus'])}", {int(p[0]): float(_by_ranks(nv, p[0])) for p in nv["points"]},
                nv["source"]) for nv in t["ep_nvlink"]),
             ("ep_network", {int(p[0]): float(_by_ranks(t["ep_network"], p[0])) for p in t["ep_network"]["points"]},
-             t["ep_network"]["source"])]
+             t["ep_network"]["source"]),
+            ("ep_overlap_sms", {f"{d} on {g}": held / sms for d, held in t["ep_overlap_sms"]["dispatcher"].items()
+                                for g, sms in t["ep_overlap_sms"]["gpus"].items()}, t["ep_overlap_sms"]["source"])]

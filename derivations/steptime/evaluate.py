@@ -104,7 +104,12 @@ def _model_constants(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, 
     else:
         x_att = v["h"] + v.get("d_cq", 0) + v["d_c"] + v["n_h"] * v["d_v"]  # V2-Lite: no query compression
         x_ffn = v["h"] + v["h_F"]
-    x_moe = v["h"] + (v["F"] * v["N_r"] + v["N_s"]) * v["h_E"]
+    # the MoE input once (the shared experts'), and each routed copy again where it arrives in BF16: a grouped GEMM
+    # of the recipe casts the tokens it received (Transformer Engine GroupedLinear split_quantize of the permuted
+    # tokens, Megatron-Core's dispatchers sending BF16: deepseek-v3-gb200-optimization@eb0783b Sec. 1 item 1 and
+    # 2.1.3); DeepSeek's FP8 dispatch casts a token once, before it is sent (report Sec. 3.3.2)
+    routed_in = 0.0 if training is not None and training.fp8 else v["F"] * v["N_r"] * v["h"]
+    x_moe = v["h"] + routed_in + (v["F"] * v["N_r"] + v["N_s"]) * v["h_E"]
     cast = float(values["B_a"] + RECIPE_BYTES[recipe]) if recipe else 0.0
     out.update(X_A=cast * x_att, X_F=cast * x_ffn, X_M=cast * x_moe)
     out["P_U"] = _recomputed(fam.name, v, out, training.recompute_ops if training is not None else ())
@@ -217,8 +222,10 @@ def parts(model: cfg.ModelSpec, training: cfg.Training, rows: Mapping[str, np.nd
           dispatcher: Optional[str] = None) -> Dict[str, np.ndarray]:
     """{part: seconds} (PARTS) of each row.  ``rows``: arrays (broadcasting; tp, ep, etp and the counts of one
     shape) of dp, tp, pp, ep, etp, cp, mbs, seq, zero, recompute (policy names), microbatches (m) and the
-    composition counts.  Without a schedule the step is one micro-batch's steady-state period plus ZeRO-3's traffic
-    (no bubble, per-step traffic or update).  ``dispatcher``: placement.DISPATCHERS, None as :func:`dispatcher_of`."""
+    composition counts, and optionally stage (the pipeline rank, whose warm-up the EP overlap leaves exposed:
+    :func:`ep_paired_share`; absent, the first rank's, the longest).  Without a schedule the step is one
+    micro-batch's steady-state period plus ZeRO-3's traffic (no bubble, per-step traffic or update).
+    ``dispatcher``: placement.DISPATCHERS, None as :func:`dispatcher_of`."""
     g = check(model, gpu, overlap, efficiency, training)
     n = np.broadcast_shapes(*(np.shape(x) for x in rows.values()))
     v = inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, attention, dispatcher, overlap)
@@ -273,6 +280,10 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
     elif const["params.indexer"]:
         v.update(_dsa_attention(model, rows, v, const))
     v.update(placement.schedule_coefficients(schedule, v["PP"], vpp), **switches(overlap))
+    if v["o_EP"]:  # the share of the EP transfers behind the other micro-batch's compute, with the SMs they hold
+        paired, held = ep_overlap(g, schedule, dispatcher, efficiency, v["PP"], vpp, v["n_mb"],
+                                  f("stage") if "stage" in rows else 0.0)
+        v["o_EP"] = paired * (1 - held)
     domain = gpus_per_node or g.nvlink_domain
     v.update(placement.bandwidths(v["TP"], v["CP"], v["DP"], v["PP"], domain, g.rate("nvlink"), g.rate("network")))
     v.update(Phi=g.rate(const["Phi_rate"]), Phi_A=g.rate("bf16"), W_M=g.rate("hbm_bandwidth"))
@@ -286,6 +297,31 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
                                              g.rate("network") * link["network"], model.N_r, _groups_kept(model),
                                              dispatcher_of(schedule, dispatcher))
     return v
+
+
+def ep_paired_share(schedule: Optional[str], pp, vpp: int, m, rank):
+    """The share of a device's micro-batch forwards (and as many backwards) that Megatron-Core's 1F1B A2A overlap
+    (--overlap-moe-expert-parallel-comm) runs beside another micro-batch's backward (forward): all but the warm-up
+    forwards and the cool-down backwards, which run alone with their all-to-all exposed.  Warm-up of pipeline rank
+    ``rank`` (megatron/core/pipeline_parallel/schedules.py@d98e8a64ddf3 get_pp_rank_microbatches, L951-977):
+    interleaved 2 (pp - rank - 1) + (V - 1) pp of its m V chunk-forwards (micro-batch groups of pp, the default), 1F1B
+    pp - rank - 1 of m (the overlap requires interleaving when pp > 1; the same count is read for 1f1b and zb), each
+    plus "one extra micro-batch forward step before the 1f1b stages" under the overlap (L966-970; at pp = 1 the
+    combined schedule's first forward and last backward run alone: 1 of m); at most all of them.  Without a schedule
+    (one micro-batch's steady state) all are paired."""
+    if schedule is None:
+        return 1.0
+    chunks = vpp if schedule == "interleaved" else 1
+    warm = 2 * (pp - rank - 1) + (chunks - 1) * pp + 1 if schedule == "interleaved" else pp - rank
+    total = m * chunks
+    return 1 - np.minimum(warm, total) / total
+
+
+def ep_overlap(g, schedule, dispatcher, efficiency, pp, vpp: int, m, rank) -> tuple:
+    """(paired, held) of --overlap megatron:ep on ``g``: the micro-batches paired (:func:`ep_paired_share`) and,
+    under --efficiency published, the share of the SMs the dispatch holds (efficiency.py overlap_sms)."""
+    held = published.overlap_sms(g, dispatcher_of(schedule, dispatcher)) if efficiency == PUBLISHED else 0.0
+    return ep_paired_share(schedule, pp, vpp, m, rank), held
 
 
 def _published_eta(model: cfg.ModelSpec, v: Dict, g: "gpu_presets.GPU", precision: str) -> np.ndarray:
@@ -349,7 +385,9 @@ def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
                 dispatcher: Optional[str] = None, with_inputs: bool = False, every: bool = False) -> Dict:
     """One configuration's step (``memsym estimate --time``): {'stage': the slowest stage's index, 'gpu': the
     preset's key, 'parts': {part: seconds} at that stage, 'tokens_per_gpu_s', 'microbatches', 'dispatcher'};
-    ``every`` adds 'stages': [{'stage', 'parts'}] of every stage (``--all-stages --time``).
+    ``every`` adds 'stages': [{'stage', 'parts'}] of every stage (``--all-stages --time``); with the EP overlap
+    switched on, 'ep_overlap': {'paired' (:func:`ep_paired_share`), 'sms_held' (efficiency.py overlap_sms), 'hidden'
+    (the share of the all-to-all behind compute at most)} at the slowest stage.
     The policies the model times are none, full and selective (custom operator lists are refused)."""
     g = check(model, gpu, overlap, efficiency, training)
     sts = cfg.stages(model, layout)
@@ -358,7 +396,7 @@ def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
     rows = {k: np.array([getattr(layout, k)] * len(sts)) for k in ("dp", "tp", "pp", "ep", "etp", "cp")}
     rows.update(mbs=np.array([training.mbs] * len(sts)), seq=np.array([training.seq] * len(sts)),
                 zero=np.array([training.zero] * len(sts)), recompute=np.array([training.recompute] * len(sts)),
-                microbatches=np.array([m] * len(sts)))
+                microbatches=np.array([m] * len(sts)), stage=np.array([st.index for st in sts]))
     for n in names:
         rows[n] = np.array([st.named()[n] for st in sts])
     out = parts(model, training, rows, gpu=g, schedule=training.schedule, vpp=training.vpp or 2, overlap=overlap,
@@ -366,6 +404,10 @@ def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
                 dispatcher=dispatcher)
     slow = int(np.argmax(out["step"]))
     step = float(out["step"][slow])
+    if switches(overlap)["o_EP"]:  # what --overlap megatron:ep hides at that stage, said beside the time
+        paired, held = (float(x) for x in ep_overlap(g, training.schedule, dispatcher, efficiency, layout.pp,
+                                                     training.vpp or 2, m, sts[slow].index))
+        hid = {"paired": paired, "sms_held": held, "hidden": paired * (1 - held)}
     gpus = layout.dp * layout.tp * layout.pp * layout.cp
     return {"stage": sts[slow].index, "gpu": g.key, "overlap": overlap,
             "efficiency": efficiency if efficiency == PUBLISHED else float(efficiency),
@@ -373,6 +415,7 @@ def layout_time(model: cfg.ModelSpec, layout: cfg.Layout, training: cfg.Training
             "attention": None if model.family != "deepseek_v4" else training.attention
             + (" (V4: all s + T keys)" if training.attention == "eager" else " (V4: window + compressed keys)"),
             "dispatcher": dispatcher_of(training.schedule, dispatcher), "microbatches": m,
+            **({"ep_overlap": hid} if switches(overlap)["o_EP"] else {}),
             "parts": {k: float(v[slow]) for k, v in out.items()},
             "tokens_per_gpu_s": layout.dp * m * training.mbs * training.seq / (step * gpus) if step > 0 else None,
             **({"inputs": {k: float(np.asarray(x).reshape(-1)[slow if np.size(x) > 1 else 0]) for k, x in

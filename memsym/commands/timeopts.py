@@ -62,7 +62,10 @@ def time_lines(t: dict, gpu, attention: str = "eager") -> list:
             f"  compute     {seconds(p['compute'])} s, of which memory-bound {seconds(p['memory'])} s (HBM)",
             f"  recomputation {seconds(p['recompute'])} s   bubble {seconds(p['bubble'])} s   optimizer "
             + (f"{seconds(p['optimizer'])} s" if per_step else "not counted (no schedule)"),
-            f"  exposed transfers (s): {exposed}{dp}"]
+            f"  exposed transfers (s): {exposed}{dp}",
+            *([f"  EP overlap: {o['paired']:.1%} of the micro-batches paired (warm-up and cool-down alone),",
+               f"    {o['sms_held']:.1%} of the SMs held by the dispatch: at most {o['hidden']:.1%} of EP hidden"]
+              if (o := t.get("ep_overlap")) else [])]
 
 
 def sensitivity_lines(s: dict) -> list:

@@ -28,7 +28,7 @@ from .codegen import js, mathml, symbols_of
 from .options import DEEPSEEK, gpus, inputs, options
 from .pyjs import module_js
 from symbolic.exact import exact_text
-from derivations.generate import FEATURES, activation_specs, device_shape, exists_features, python_module, structures
+from derivations.generate import FEATURES, activation_specs, device_shape, exists_features, python_module
 from derivations.families import get as _family
 
 
@@ -78,7 +78,7 @@ def model_states(pool: Pool, fam=DEEPSEEK) -> Dict:
     """{structure key: {side: {ids: {zero: {component: id}}, terms: {id: fn}, P_n, P_m}}} of every structure of
     ``fam`` (its flags' values, :meth:`Family.structure_key`), but the weight sides it has no terms for."""
     out = {}
-    for structure in structures(fam):
+    for structure in fam.structures():
         model = SimpleNamespace(structure=structure, family=fam.name, name=fam.name)
         per = {}
         for rank, shared in SIDES:

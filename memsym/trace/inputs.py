@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Mapping, Optional, Union
 
-from derivations import families
+from derivations import config as cfg, evaluate as ev, families
 from derivations.config import CONVENTION_PRESETS
 from derivations.config.presets import load_config
 from symbolic.errors import ConfigError
@@ -107,25 +107,13 @@ def check_fields(data: Mapping, path: str = "<config>") -> None:
                                                 f"got {_shown(data[field])}")
 
 
-def estimate_params(m) -> int:
-    """A model's parameters, roughly: the size check before anything is built."""
-    # DeepSeek-V4: attention, a CSA compressor's worth, experts (derivations/families/deepseek_v4)
-    if hasattr(m, "d_a"):
-        att = m.h * (m.d_cq + 5 * m.d_a) + m.d_cq * m.n_h * m.d_a + m.n_h * m.d_a * m.d_O + m.h * m.g_O * m.d_O
-        return 2 * m.v * m.h + m.l * (att + 3 * m.h * m.h_E * (m.N + 1))
-    att = m.h * ((m.d_cq or 0) + m.d_c + m.d_hr) + (m.d_cq or m.h) * m.n_h * (m.d_h + m.d_hr) \
-        + m.d_c * m.n_h * (m.d_h + m.d_v) + m.n_h * m.d_v * m.h
-    moe = 3 * m.h * m.h_E * (m.N + m.N_s)
-    dense = 3 * m.h * m.h_F
-    k = m.first_k_dense
-    return 2 * m.v * m.h + m.l * att + k * dense + (m.l - k) * moe
-
-
 def check_size(m, mbs: int, seq: int) -> None:
-    """Refuse a model or a micro-batch too large for a CPU (ConfigError naming the limit)."""
-    n_params = estimate_params(m)
+    """Refuse a model (its parameters: the ``params.stage`` term over all its layers) or a micro-batch too large for a
+    CPU (ConfigError naming the limit)."""
+    whole = cfg.named(m, None, None, cfg.whole_model(m))
+    n_params = int(ev.Terms(m.structure, ev.derived(whole, m.family), m.family).term("params.stage"))
     if n_params > MAX_PARAMS:
-        raise ConfigError("trace.params", f"the model has about {n_params:,} parameters; trace runs on CPU up to "
+        raise ConfigError("trace.params", f"the model has {n_params:,} parameters; trace runs on CPU up to "
                                           f"{MAX_PARAMS:,} (memsym.trace.MAX_PARAMS): use a scaled-down config")
     if mbs * seq > MAX_TOKENS:
         raise ConfigError("trace.tokens", f"mbs x seq = {mbs * seq:,} tokens; trace runs on CPU up to "

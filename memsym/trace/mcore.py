@@ -91,19 +91,17 @@ def _patch():
     _PATCHED = True
 
 
-def _init_parallel(seed: int):
+def one_rank():
+    """Megatron-Core's parallel state on one gloo rank, set up once per process (also :mod:`.transients`')."""
     import torch.distributed as dist
     from megatron.core import parallel_state as ps
-    from megatron.core.tensor_parallel.random import model_parallel_cuda_manual_seed
     if not dist.is_initialized():
         os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
         os.environ.setdefault("MASTER_PORT", str(29500 + os.getpid() % 1000))
         dist.init_process_group("gloo", rank=0, world_size=1)
     if not ps.model_parallel_is_initialized():
         ps.initialize_model_parallel(1, 1)
-    # the process-wide GlobalMemoryBuffer (never saved) per run: a fake run's never reaches a real one
-    ps.get_global_memory_buffer().buffer.clear()
-    model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
+    return ps
 
 
 def routing_fields(raw: Dict, spec) -> Dict:
@@ -159,8 +157,9 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
     from megatron.core import parallel_state as ps
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_decoder_block_spec
     from megatron.core.models.gpt.gpt_model import GPTModel
-    from megatron.core.tensor_parallel.random import get_cuda_rng_tracker
+    from megatron.core.tensor_parallel.random import get_cuda_rng_tracker, model_parallel_cuda_manual_seed
     from megatron.core.transformer.dot_product_attention import DotProductAttention
+    from megatron.core.transformer.moe.moe_utils import get_moe_layer_wise_logging_tracker
 
     from .recorder import Recorder
 
@@ -172,9 +171,11 @@ def run(config, mbs: int, seq: int, act_dtype: str = "bf16", attention: str = "e
             width = v_channels or self.config.v_head_dim
             self.hidden_size_per_partition = width * self.num_attention_heads_per_partition
 
-    _init_parallel(seed)
+    one_rank()
+    # the process-wide GlobalMemoryBuffer (never saved) per run: a fake run's never reaches a real one
+    ps.get_global_memory_buffer().buffer.clear()
+    model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
     # the per-process load-balancing loss tracker, sized by the first model: emptied for a second trace
-    from megatron.core.transformer.moe.moe_utils import get_moe_layer_wise_logging_tracker
     get_moe_layer_wise_logging_tracker().clear()
     config = transformer_config(raw, act_dtype, recompute, settings)
     spec = get_gpt_decoder_block_spec(config, use_transformer_engine=False, normalization="RMSNorm")

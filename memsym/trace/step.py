@@ -180,11 +180,14 @@ def analyse(prof, model, held: Dict[int, object], grads: List) -> Dict:
     end_fwd = 0
     layers: Dict = {}
     rises = []  # the activation bytes after each allocation: how many times the peak is reached
+    by_kind, most = Counter(), Counter()  # live bytes of each kind, and their most (scratch, rng: left out)
     for t, a, delta in timeline:
         if a.kind in ("gradient", "parameter"):
             continue
         every += delta
         allocated = max(allocated, every)
+        by_kind[a.kind] += delta
+        most[a.kind] = max(most[a.kind], by_kind[a.kind])
         if a.kind != "activation":
             continue
         cur += delta
@@ -216,8 +219,7 @@ def analyse(prof, model, held: Dict[int, object], grads: List) -> Dict:
         + _grouped([a for a in at_peak if a.origin["phase"] == "recompute"], detail=False),
         "layers": [{"layer": k, "peak": v, "at": _at(a)} for k, (v, a) in sorted(layers.items(), key=_layer_order)],
         "peak_allocated": allocated,
-        "left_out": {"gradients_at_end": found,
-                     "scratch": _max_live(timeline, "scratch"), "rng": _max_live(timeline, "rng")},
+        "left_out": {"gradients_at_end": found, "scratch": most["scratch"], "rng": most["rng"]},
         "cycles_at_peak": sum(a.size for a in at_peak if a in cycles_set),
         "cycles": sum(a.size for a in cycles),
         "checks": checks,
@@ -259,14 +261,6 @@ def _ancestor(ev, test):
     return p
 
 
-def _phase(t, ranges) -> str:
-    for name in RANGES:
-        lo, hi = ranges[name]
-        if lo <= t <= hi:
-            return name.split(".")[1]
-    return "outside"
-
-
 def _forward_modules(events, names, ranges) -> Dict[int, Optional[str]]:
     """{sequence number: module path} of the ops that made autograd nodes (an autograd node has the number of the
     op that made it): the forward's, and a recomputation's in the backward (ops inside a node have none)."""
@@ -286,7 +280,8 @@ def _forward_modules(events, names, ranges) -> Dict[int, Optional[str]]:
 def _origin(ev, ranges, names, fwd_module) -> Dict:
     """What made ``ev``: its phase (inputs, forward, backward, recompute), op, autograd node (``engine``: made by the
     engine after the node ran) and module (a node's is its forward op's) with its layer."""
-    phase = _phase(ev.start_time_ns, ranges)
+    t = ev.start_time_ns  # the phase: the first of RANGES that holds it
+    phase = next((n.split(".")[1] for n in RANGES if ranges[n][0] <= t <= ranges[n][1]), "outside")
     op = node = module = None
     engine = recompute = False
     p = ev.parent
@@ -382,12 +377,3 @@ def _grouped(allocs, detail: bool = True) -> List[Dict]:
         g["bytes"] += a.size
         g["count"] += 1
     return sorted(out.values(), key=lambda g: (-g["bytes"], g["module"], g["op"] or ""))
-
-
-def _max_live(timeline, kind) -> int:
-    cur = best = 0
-    for t, a, delta in timeline:
-        if a.kind == kind:
-            cur += delta
-            best = max(best, cur)
-    return best

@@ -6,10 +6,10 @@ storage; ``python -m memsym.trace.transients`` prints paper/transients/ce-backwa
 """
 from __future__ import annotations
 
-import os
 import weakref
 
 from . import DATA
+from .mcore import one_rank
 from .records import toml_table, toml_value
 
 #: The measured shapes: tokens b s, vocabulary v (TP = 1), hidden h; BF16 logits.
@@ -21,15 +21,8 @@ def measure(b: int = SHAPE["b"], s: int = SHAPE["s"], v: int = SHAPE["v"], h: in
     """{path: {held_after_forward, forward_peak_above, backward_peak_above}} in bytes, for the
     unfused and the fused (native) cross-entropy of BF16 logits [s, b, v]."""
     import torch
-    import torch.distributed as dist
     from torch.utils._python_dispatch import TorchDispatchMode
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29531")
-    if not dist.is_initialized():
-        dist.init_process_group("gloo", rank=0, world_size=1)
-    from megatron.core import parallel_state as ps
-    if not ps.model_parallel_is_initialized():
-        ps.initialize_model_parallel(1, 1)
+    ps = one_rank()
     from megatron.core.fusions.fused_cross_entropy import fused_vocab_parallel_cross_entropy
     from megatron.core.tensor_parallel import vocab_parallel_cross_entropy
 

@@ -63,8 +63,8 @@ def checkpoint_tensors(m: ModelSpec, mtp: bool = True) -> List[Tensor]:
     """Every tensor of the checkpoint: main model, then (``mtp``) the D MTP modules
     ``model.layers.{l + k}`` with their own copies of the embedding and head."""
     out = [Tensor("model.embed_tokens.weight", (m.v, m.h), "embedding")]
-    for i in range(m.l):
-        out.extend(_block(m, i, m.is_moe_layer(i), "main"))
+    for i, kind in enumerate(m.layer_kinds()):
+        out.extend(_block(m, i, kind == "moe", "main"))
     out.append(Tensor("model.norm.weight", (m.h,), "norm"))
     if not m.tie_word_embeddings:
         out.append(Tensor("lm_head.weight", (m.v, m.h), "head"))

@@ -139,10 +139,6 @@ class ModelSpec:
                                          f"paper's masks) or write attention_dropout 0")
         return None
 
-    def is_moe_layer(self, i: int) -> bool:
-        """HF DeepseekV2/V3 rule: MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0."""
-        return i >= self.first_k_dense and i % self.moe_layer_freq == 0
-
     def layer_kinds(self) -> List[str]:
         """'moe' or 'dense' for each layer (a new list)."""
         return list(_layer_kinds(self.l, self.first_k_dense, self.moe_layer_freq))
@@ -174,6 +170,7 @@ class ModelSpec:
 
 @lru_cache(maxsize=64)
 def _layer_kinds(layers: int, first_k_dense: int, freq: int) -> Tuple[str, ...]:
+    """HF DeepseekV2/V3 rule: MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0."""
     return tuple("moe" if i >= first_k_dense and i % freq == 0 else "dense" for i in range(layers))
 
 
