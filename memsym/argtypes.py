@@ -132,12 +132,9 @@ SIZE_DESTS = ("hbm",)
 _INT_TYPES = {"positive_int": positive_int, "nonneg_int": nonneg_int, "int": any_int}
 
 
-def _bounded(fn, limit, max_len=None, unique=False):
-    if fn is int_list:
-        parse = lambda text: int_list(text, limit, max_len, unique)
-    else:
-        parse = lambda text: fn(text, limit)
-    parse.__name__ = getattr(fn, "__name__", "value")
+def _bounded(fn, **limits):
+    parse = lambda text: fn(text, **limits)
+    parse.__name__ = fn.__name__
     return parse
 
 
@@ -168,10 +165,10 @@ def apply_limits(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         fn = action.type
         name = getattr(fn, "__name__", None)
         if fn is int_list:
-            action.type = _bounded(int_list, L.option(action.dest), L.LIST_LENGTHS.get(action.dest),
-                                   action.dest in L.SET_OPTIONS)
+            action.type = _bounded(int_list, limit=L.option(action.dest), max_len=L.LIST_LENGTHS.get(action.dest),
+                                   unique=action.dest in L.SET_OPTIONS)
         elif fn is int or name in _INT_TYPES:
-            action.type = _bounded(_INT_TYPES.get(name, any_int), L.option(action.dest))
+            action.type = _bounded(_INT_TYPES.get(name, any_int), limit=L.option(action.dest))
         elif fn is None and action.dest == "data":
             action.type = data_file
         elif fn is None and action.dest in PATH_DESTS:

@@ -117,7 +117,7 @@ def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
         else:
             sub.add_parser(name, help=text)
     if only is None or only:  # a subcommand built: bound its options (derivations/config/limits.py)
-        from .commands.common import apply_limits
+        from .argtypes import apply_limits
         apply_limits(parser)
     return parser
 

@@ -8,7 +8,7 @@ from typing import Mapping, Optional, Sequence, Tuple
 
 from symbolic.errors import ConfigError
 from symbolic.files import check_out_file as check_writable  # the one output-file check
-from symbolic.files import write_atomic as _write
+from symbolic.files import write_atomic
 from symbolic.units import GiB
 
 from .report.extras import installed
@@ -33,12 +33,6 @@ def check_output(path: str) -> str:
     return ext
 
 
-def write_atomic(path: str, data) -> None:
-    """Write ``data`` (str or bytes) to ``path`` atomically, after :func:`check_writable`."""
-    check_writable(path)
-    _write(path, data)
-
-
 def _pyplot():
     try:
         import matplotlib
@@ -51,8 +45,20 @@ def _pyplot():
     return plt
 
 
+def _axes(size):
+    """A figure of ``size`` inches with one plot: (figure, axes)."""
+    return _pyplot().subplots(figsize=size)
+
+
+def _budget(line, budget) -> None:
+    """The HBM budget as a dashed line (``line``: the axes' axhline or axvline), or nothing without one."""
+    if budget is not None:
+        line(float(budget) / GiB, color="black", linestyle="--", linewidth=1, label=f"HBM {float(budget) / GiB:g} GiB")
+
+
 def save(fig, path: str) -> None:
-    """Save ``fig`` deterministically (no date, fixed hash salt) and atomically, then close it."""
+    """Save ``fig`` deterministically (no date, fixed hash salt) and atomically (after :func:`check_output`: a
+    writable .png or .svg), then close it."""
     fmt = check_output(path)
     buf = io.BytesIO()
     meta = {"Date": None} if fmt == "svg" else {"Software": None}
@@ -65,15 +71,12 @@ def save(fig, path: str) -> None:
 def memory_vs_seq(series: Mapping[str, Tuple[Sequence[int], Sequence[float]]], budget: Optional[float], path: str,
                   title: str = "", ylabel: str = "peak per device (GiB)", marks: Mapping[str, float] | None = None):
     """One line per policy {policy: (s, bytes)}; ``budget`` horizontal, ``marks`` {policy: s*} dotted."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    fig, ax = _axes((6.4, 4.0))
     for name, (xs, ys) in series.items():
         line, = ax.plot(list(xs), [float(y) / GiB for y in ys], marker="o", markersize=3, label=name)
         if marks and marks.get(name):
             ax.axvline(float(marks[name]), color=line.get_color(), linestyle=":", linewidth=1)
-    if budget is not None:
-        ax.axhline(float(budget) / GiB, color="black", linestyle="--", linewidth=1,
-                   label=f"HBM {float(budget) / GiB:g} GiB")
+    _budget(ax.axhline, budget)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("sequence length s (tokens)")
     ax.set_ylabel(ylabel)
@@ -86,9 +89,8 @@ def memory_vs_seq(series: Mapping[str, Tuple[Sequence[int], Sequence[float]]], b
 def stacked_breakdown(rows: Sequence[Tuple[str, Mapping[str, float], Optional[float]]], budget: Optional[float],
                       path: str, title: str = ""):
     """Horizontal stacked bars: rows of (label, {component: bytes}, peak bytes or None)."""
-    plt = _pyplot()
     n = len(rows)
-    fig, ax = plt.subplots(figsize=(7.5, 1.2 + 0.32 * max(n, 1)))
+    fig, ax = _axes((7.5, 1.2 + 0.32 * max(n, 1)))
     ys = list(range(n))[::-1]
     used = set()
     for y, (label, parts, peak) in zip(ys, rows):
@@ -103,9 +105,7 @@ def stacked_breakdown(rows: Sequence[Tuple[str, Mapping[str, float], Optional[fl
             ax.barh(y, float(peak) / GiB - left, left=left, color=COMPONENT_COLOURS["overheads"], edgecolor="white",
                     linewidth=0.5, label="overheads (Sec. 6)" if "overheads" not in used else None)
             used.add("overheads")
-    if budget is not None:
-        ax.axvline(float(budget) / GiB, color="black", linestyle="--", linewidth=1,
-                   label=f"HBM {float(budget) / GiB:g} GiB")
+    _budget(ax.axvline, budget)
     ax.set_yticks(ys)
     ax.set_yticklabels([r[0] for r in rows], fontsize=7)
     ax.set_xlabel("bytes per device (GiB)")
@@ -117,10 +117,9 @@ def stacked_breakdown(rows: Sequence[Tuple[str, Mapping[str, float], Optional[fl
 
 def tornado(items: Sequence[Tuple[str, float]], path: str, title: str = ""):
     """Horizontal bars of elasticities (label, value), largest |value| on top; zero line."""
-    plt = _pyplot()
     items = sorted(items, key=lambda kv: (-abs(kv[1]), kv[0]))
     n = len(items)
-    fig, ax = plt.subplots(figsize=(6.4, 1.2 + 0.35 * max(n, 1)))
+    fig, ax = _axes((6.4, 1.2 + 0.35 * max(n, 1)))
     ys = list(range(n))[::-1]
     vals = [float(v) for _, v in items]
     ax.barh(ys, vals, color=["#c44e52" if v > 0 else "#4c72b0" for v in vals])
@@ -145,8 +144,7 @@ def predicted_vs_measured(points: Sequence[Tuple[str, str, float, float]], path:
                           band: Tuple[float, float] = (0.9, 1.1)):
     """Predicted against measured bytes per run (log-log): points of (label, kind, measured, predicted);
     the diagonal and the ``band`` of ratios drawn; an OOM run's measured value is the capacity it exceeded."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 5.2))
+    fig, ax = _axes((6.4, 5.2))
     vals = [float(v) / GiB for _, _, m, p in points for v in (m, p)] or [1.0]
     lo, hi = min(vals) / 1.5, max(vals) * 1.5
     ax.plot([lo, hi], [lo, hi], color="black", linewidth=0.8, label="predicted = measured")

@@ -171,10 +171,10 @@ def test_ctrl_c_exits_130_with_one_line_and_no_partial_output(tmp_path):
 
 
 def test_report_without_out_writes_under_the_current_directory(tmp_path, monkeypatch):
-    from memsym.report import publishing
+    from symbolic.resources import build_dir
     monkeypatch.chdir(tmp_path)
-    assert publishing.default_out_dir() == tmp_path / "memsym-report"
-    assert ROOT not in publishing.default_out_dir().parents
+    assert build_dir() == tmp_path / "memsym-report"
+    assert ROOT not in build_dir().parents
 
 
 def test_an_output_that_is_not_a_regular_file_is_refused(tmp_path):

@@ -17,7 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: Page states a practitioner would search: the acceptance's 1024 H800s with a global batch; fewer GPUs; a small
 #: cluster the estimate's default layout (TP 2, PP 16) refuses (the search still runs: it reads no layout field); no
-#: global batch (the paper's one micro-batch per stage); another GPU; DualPipe; another model with the eager kernel.
+#: global batch (the paper's one micro-batch per stage); another GPU; DualPipe; another model with the eager kernel;
+#: the released models with DeepSeek Sparse Attention (GLM-5, DeepSeek-V3.2-Exp: their step time reads its keys).
 STATES = [
     "gpus=1024&gpu=h800&global-batch=15360&seq=4096",
     "gpus=256&global-batch=1024",
@@ -26,6 +27,17 @@ STATES = [
     "gpus=512&gpu=b200&global-batch=2048",
     "gpus=512&global-batch=4096&schedule=dualpipe",
     "model=deepseek-v2-lite&gpus=32&attention=eager",
+    # DeepSeek Sparse Attention (evaluate.dsa_attention: the step's attention keys and the indexers' parameters)
+    "model=paper/models/glm-5.json&gpus=256&global-batch=1024",
+    "model=paper/models/deepseek-v3.2-exp.json&gpus=512&seq=16384",
+    # a conventions preset and the options of issue 42 (each configuration by the estimate's device(): search.js
+    # pushExact): offloading under a global batch (Megatron's ZeRO stages only), the eager core attention offloaded in
+    # the paper's view, a linear recipe on a GPU with its rate, Megatron's virtual stages (PP 4 x V 2 only)
+    "model=deepseek-v2-lite&gpus=16&global-batch=64&conventions=mcore&offload-activations=mlp_norm,expert_fc1",
+    "model=deepseek-v2-lite&gpus=16&conventions=mcore-te&offload-activations=core_attn&attention=eager",
+    "model=deepseek-v2-lite&gpus=16&gpu=b200&conventions=mcore-te&linear-recipe=mxfp8&quantized-param-gather",
+    "model=deepseek-v2-lite&gpus=16&global-batch=64&schedule=interleaved&vpp=2&conventions=mcore-te"
+    "&virtual-layers=4,4,4,3,3,3,3,3",
 ]
 #: The fields compared, row by row: the layout, the choice, the micro-batches; and the numbers, to the byte and to
 #: the tenth of a token per second (what the command line prints).
@@ -156,6 +168,17 @@ def test_the_page_runs_the_generated_modules():
             assert len(re.findall(rf"^function {name}\(", printed, re.M)) == 1, name
             assert f"function {name}({', '.join(args)}) {{" in printed, name
     assert "const FNS = FNS_OF(Q);" in data.assembly_js([data.DEEPSEEK])
+    # the step time's inputs (derivations/steptime/evaluate.py) and the layout rules (enumeration.py), printed once
+    import inspect
+
+    from derivations.analyses import enumeration
+    from derivations.steptime import evaluate
+    for fn in (evaluate.constants, evaluate.dsa_attention, evaluate.stage_inputs, evaluate.groups_kept,
+               enumeration.layout_rules):
+        args = ", ".join(inspect.signature(fn).parameters)
+        assert len(re.findall(rf"^function {fn.__name__}\({re.escape(args)}\) {{", printed, re.M)) == 1, fn
     with open(os.path.join(ROOT, "templates", "page", "search.js"), encoding="utf-8") as f:
         js = f.read()
     assert "FNS_OF(FLOAT)" in js and "SEARCH_ASSEMBLY(FLOAT)" in js
+    # no second writing of what those define: DSA's keys, the recipes' cast bytes, a layout rule
+    assert not any(name in js for name in ("k_I", "X_A", "B_EP", "tp-inside-node", "pp-layers"))

@@ -11,7 +11,9 @@ from derivations import notation as nt
 from memsym import report as rp
 from memsym.cli import main
 from memsym.report.text import report_names
+from symbolic.files import write_atomic
 from symbolic.render import term_latex
+from symbolic.resources import build_dir
 from symbolic.term import Part, Terms
 
 
@@ -132,16 +134,16 @@ def test_regeneration_is_byte_identical():
 
 def test_atomic_write_failure_leaves_no_file(tmp_path, monkeypatch):
     target = tmp_path / "report.tex"
-    rp.write_atomic(target, "old")
+    write_atomic(target, "old")
 
     def broken(src, dst):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", broken)
     with pytest.raises(OSError):
-        rp.write_atomic(target, "new")
+        write_atomic(target, "new")
     with pytest.raises(OSError):
-        rp.write_atomic(tmp_path / "report.md", "new")
+        write_atomic(tmp_path / "report.md", "new")
     assert target.read_text() == "old"                                  # the old file is intact
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.tex"]  # no new file, no temporary file
 
@@ -197,7 +199,7 @@ def test_reproduce_out_writes_the_default_report(tmp_path, monkeypatch, capsys):
 
 def test_default_out_dir_is_memsym_report_under_the_current_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # never the checkout's or the installed package's tree (outputs only where asked)
-    assert rp.default_out_dir() == tmp_path / "memsym-report"
+    assert build_dir() == tmp_path / "memsym-report"
 
 
 def test_no_tex_engine_says_so_and_writes_the_tex(tmp_path, monkeypatch, ctx):

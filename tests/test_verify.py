@@ -113,14 +113,6 @@ def test_printers_of_an_equal_verdict():
     assert d["difference"] == "0" and d["monomials"] == [] and d["bytes_at_paper"] == 0 and d["explanation"] == []
 
 
-def test_the_application_verdict_prints_itself():
-    import memsym.verdict as app
-    v = app.verify(DROPPED, "act.mla.layer", assume=TP2)
-    r = verify(DROPPED, "act.mla.layer", assume=TP2)
-    assert isinstance(v, app.Verdict) and v.equal is False and v.exit_code == 1
-    assert (v.text(), v.latex(), v.to_json()) == (text(r), latex(r), to_json(r))
-
-
 def test_unknown_names_cite_the_help_that_lists_the_symbols():
     with pytest.raises(FormulaError, match=r"\(list them with `memsym verify --help`\)"):
         verify("bsx", "act.mla.layer")

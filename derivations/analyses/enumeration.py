@@ -105,27 +105,36 @@ def _rejection_codes(model: cfg.ModelSpec, lay: Mapping, seqs: Sequence[int] = (
                      gpus_per_node: Optional[int] = None):
     """:func:`rejections` as (int8 array of the columns' broadcast shape: 0 valid, i the i-th name, names)."""
     import numpy as np  # lazy: see the module's docstring (memsym estimate --global-batch)
-    tp, pp, cp, ep, etp, dp = (lay[k] for k in ("tp", "pp", "cp", "ep", "etp", "dp"))
     names: List[str] = []
     broken = []  # (code, where the rule is broken), in validate_layout's order
-
-    def rule(name, bad):
+    divides = [(d.rule, d.symbol, d.axis) for d in families.get(model.family).divides]
+    for name, bad in layout_rules(model.named(), divides, model.l, lay, seqs, gpus_per_node):
         if name not in names:
             names.append(name)
         broken.append((names.index(name) + 1, bad))
-    if gpus_per_node:
-        rule("tp-inside-node", (gpus_per_node % tp != 0) | (gpus_per_node % etp != 0))
-    dims, degrees = model.named(), {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "etp": etp, "dp": dp}
-    for d in families.get(model.family).divides:  # the family's rules, in validate_layout's order
-        rule(d.rule, (dp * tp * cp) % (ep * etp) != 0 if d.symbol is None else dims[d.symbol] % degrees[d.axis] != 0)
-    rule("pp-layers", pp > model.l)
-    for s in seqs:
-        rule("cp-divides-seq", s % cp != 0)
-        rule("sp-divides-seq", s % (tp * cp) != 0)
-    out = np.zeros(np.broadcast_shapes(*(np.shape(x) for x in (tp, pp, cp, ep, etp, dp))), dtype=np.int8)
+    out = np.zeros(np.broadcast_shapes(*(np.shape(lay[k]) for k in LAYOUT_FIELDS)), dtype=np.int8)
     for code, bad in reversed(broken):  # the first rule broken is written last: its code stays
         np.copyto(out, code, where=bad)
     return out, tuple(names)
+
+
+def layout_rules(dims, divides, layers, lay, seqs, gpus_per_node):
+    """[(rule, where it is broken)] of validate_layout's rules in its order (after the node rule: TP and ETP inside a
+    node of ``gpus_per_node``) at the degrees ``lay`` ({dp, tp, pp, ep, etp, cp}: the lattice's int arrays, or ints:
+    the page prints this function); ``dims``: the model's named values, ``divides``: its family's (rule, symbol,
+    axis) rules, ``layers``: its layer count."""
+    out = []
+    if gpus_per_node:
+        out.append(("tp-inside-node", gpus_per_node % lay["tp"] != 0))
+        out.append(("tp-inside-node", gpus_per_node % lay["etp"] != 0))
+    for rule, symbol, axis in divides:
+        out.append((rule, (lay["dp"] * lay["tp"] * lay["cp"]) % (lay["ep"] * lay["etp"]) != 0 if symbol is None
+                    else dims[symbol] % lay[axis] != 0))
+    out.append(("pp-layers", lay["pp"] > layers))
+    for s in seqs:
+        out.append(("cp-divides-seq", s % lay["cp"] != 0))
+        out.append(("sp-divides-seq", s % (lay["tp"] * lay["cp"]) != 0))
+    return out
 
 
 def enumerate_layouts(model: cfg.ModelSpec, gpus: int, seqs: Sequence[int] = (4096,),

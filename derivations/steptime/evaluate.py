@@ -16,6 +16,7 @@ from derivations.config.defaults import DEFAULT_GPU
 from derivations.generated import deepseek_time
 from derivations.steptime import efficiency as published
 from derivations.steptime import placement
+from numpy import maximum, select
 
 # without --gpu, a recipe the default (Hopper) has no rate for (MXFP8, NVFP4) is timed on the first GPU running it
 RECIPE_DEFAULT_GPU = "b200"
@@ -77,51 +78,60 @@ def check(model: cfg.ModelSpec, gpu=None, overlap: str = "megatron", efficiency=
     return g
 
 
+#: the model's dimensions and bytes per element the step-time model reads, exact values as floats
+DIMENSIONS = ("h", "n_h", "d_h", "d_hr", "d_v", "N_r", "N_s", "F", "B_a", "B_w", "B_g", "B_m", "B_1", "B_2")
+#: the widths the memory-bound operations read (model.py MEMORY_OPS; 0 where the model has none: no query
+#: compression, V4's attention without MLA's key-value latent)
+WIDTHS = ("d_cq", "d_c", "h_F", "N", "h_E", "v")
+#: the parameter terms read beside PARAMETER_TERMS, 0 where absent: V4's hyper-connections and compressors, DSA's
+#: lightning indexers
+EXTRA_TERMS = ("params.hc", "params.compressor.csa", "params.compressor.hca", "params.indexer")
+
+
 @lru_cache(maxsize=32)
 def _model_constants(model: cfg.ModelSpec, training: cfg.Training) -> Dict[str, float]:
-    """The model's dimensions, bytes per element and per-layer parameter counts (params.* terms, exact)."""
+    """The model's dimensions, bytes per element and per-layer parameter counts (params.* terms, exact), and what
+    :func:`constants` computes of them."""
     fam = families.get(model.family)
     values = cfg.named(model, None, training)
     terms = ev.Terms(model.structure, ev.derived(values, fam.name), fam.name)
     if fam.name == "deepseek_v4":  # one shared key-value head of d_a (its rotary part d_hr) for keys and values
         values = {**values, "d_h": values["d_a"] - values["d_hr"], "d_v": values["d_a"]}
-    out = {k: float(values[k]) for k in ("h", "n_h", "d_h", "d_hr", "d_v", "N_r", "N_s", "F", "B_a", "B_w", "B_g",
-                                          "B_m", "B_1", "B_2")}
-    for name, tid in PARAMETER_TERMS:
-        out[name] = float(terms.term(tid)) if tid in terms else 0.0
-    for tid in ("params.hc", "params.compressor.csa", "params.compressor.hca", "params.indexer"):  # 0 where absent
-        out[tid] = float(terms.term(tid)) if tid in terms else 0.0
-    out["P_A"] += out["params.hc"]
-    recipe = training.linear_recipe if training is not None else None
-    out["Phi_rate"] = RECIPE_RATES[recipe]
-    out["B_EP"] = float(FP8_DISPATCH_BYTES + values["B_a"]) / 2 if training is not None and training.fp8 \
-        else float(values["B_a"])
-    # the linear layers' input widths per token (each cast once per forward under a low-precision recipe)
     v = {k: float(x) for k, x in values.items() if isinstance(x, (int, Fraction))}
-    if fam.name == "deepseek_v4":
-        x_att = v["h"] + v["d_cq"] + v["n_h"] * v["d_a"] + v["g_O"] * v["d_O"]
-        x_ffn = 0.0
-    else:
-        x_att = v["h"] + v.get("d_cq", 0) + v["d_c"] + v["n_h"] * v["d_v"]  # V2-Lite: no query compression
-        x_ffn = v["h"] + v["h_F"]
+    p = {name: float(terms.term(tid)) if tid in terms else 0.0
+         for name, tid in PARAMETER_TERMS + tuple((t, t) for t in EXTRA_TERMS)}
+    recipe = training.linear_recipe if training is not None else None
+    fp8 = training is not None and training.fp8
+    # the D MTP modules (on the head's stage when trained)
+    mtp = model.mtp_layers * (getattr(training.conventions, "mtp_activations", "none") != "none") if training else 0
+    k = constants(v, p, fam.name == "deepseek_v4", float(RECIPE_BYTES[recipe]) if recipe else 0.0,
+                  float(FP8_DISPATCH_BYTES) if fp8 else 0.0, mtp)
+    return {**{n: v[n] for n in DIMENSIONS}, **p, **k, **{n: v.get(n, 0.0) for n in WIDTHS},
+            "Phi_rate": RECIPE_RATES[recipe],
+            "P_U": _recomputed(fam.name, v, p, training.recompute_ops if training is not None else ())}
+
+
+def constants(v, p, v4, recipe_bytes, dispatch_bytes, mtp):
+    """{'P_A', 'B_EP', 'X_A', 'X_F', 'X_M', 'D_M', 'P_M'} of the model's values ``v`` and parameter counts ``p``
+    (PARAMETER_TERMS, EXTRA_TERMS; floats): the attention's parameters with V4's hyper-connections; the experts'
+    dispatch bytes (``dispatch_bytes``: DeepSeek-V3's FP8 dispatch, 0 without, the combine in B_a); the linear layers'
+    input widths per token times the bytes each is cast to once per forward under a low-precision recipe
+    (``recipe_bytes``, 0 without); ``mtp`` MTP modules (eh_proj, 2h x h, one MoE layer and the shared head again).
+    One definition: the command line calls it, the page prints it (memsym/page/search.py)."""
+    p_a = p["P_A"] + p["params.hc"]
+    x_att = v["h"] + v["d_cq"] + v["n_h"] * v["d_a"] + v["g_O"] * v["d_O"] if v4 else \
+        v["h"] + v.get("d_cq", 0) + v["d_c"] + v["n_h"] * v["d_v"]  # V2-Lite: no query compression
+    x_ffn = 0.0 if v4 else v["h"] + v["h_F"]
     # the MoE input once (the shared experts'), and each routed copy again where it arrives in BF16: a grouped GEMM
     # of the recipe casts the tokens it received (Transformer Engine GroupedLinear split_quantize of the permuted
     # tokens, Megatron-Core's dispatchers sending BF16: deepseek-v3-gb200-optimization@eb0783b Sec. 1 item 1 and
     # 2.1.3); DeepSeek's FP8 dispatch casts a token once, before it is sent (report Sec. 3.3.2)
-    routed_in = 0.0 if training is not None and training.fp8 else v["F"] * v["N_r"] * v["h"]
+    routed_in = 0.0 if dispatch_bytes else v["F"] * v["N_r"] * v["h"]
     x_moe = v["h"] + routed_in + (v["F"] * v["N_r"] + v["N_s"]) * v["h_E"]
-    cast = float(values["B_a"] + RECIPE_BYTES[recipe]) if recipe else 0.0
-    out.update(X_A=cast * x_att, X_F=cast * x_ffn, X_M=cast * x_moe)
-    out["P_U"] = _recomputed(fam.name, v, out, training.recompute_ops if training is not None else ())
-    # the widths the memory-bound operations read (model.py MEMORY_OPS; 0 where the model has none: no query
-    # compression, V4's attention without MLA's key-value latent)
-    out.update({k: v.get(k, 0.0) for k in ("d_cq", "d_c", "h_F", "N", "h_E", "v")})
-    # the D MTP modules (on the head's stage when trained): eh_proj (2h x h), one MoE layer, the shared head again
-    mtp = model.mtp_layers * (getattr(training.conventions, "mtp_activations", "none") != "none") if training else 0
-    out["D_M"] = mtp
-    out["P_M"] = (2 * v["h"] ** 2 + out["P_A"] + out["P_R"] + v["F"] * (v["N_r"] + v["N_s"]) * out["P_E"]
-                        + out["P_H"])
-    return out
+    cast = v["B_a"] + recipe_bytes if recipe_bytes else 0.0
+    return {"P_A": p_a, "B_EP": (dispatch_bytes + v["B_a"]) / 2 if dispatch_bytes else v["B_a"],
+            "X_A": cast * x_att, "X_F": cast * x_ffn, "X_M": cast * x_moe, "D_M": mtp,
+            "P_M": 2 * v["h"] ** 2 + p_a + p["P_R"] + v["F"] * (v["N_r"] + v["N_s"]) * p["P_E"] + p["P_H"]}
 
 
 def _recomputed(family: str, v: Dict[str, float], p: Dict[str, float], ops) -> Dict[str, float]:
@@ -210,10 +220,13 @@ def dispatcher_of(schedule: Optional[str], dispatcher: Optional[str] = None) -> 
 
 
 def _groups_kept(model: cfg.ModelSpec) -> int:
-    """k_g when routing is group-limited (k_g < n_g), else N_r (no limit beyond top-k)."""
-    named = model.named()
-    n_g, k_g = named.get("n_g", 1), named.get("k_g", 1)
-    return int(k_g) if n_g and k_g and k_g < n_g else int(model.N_r)
+    return int(groups_kept(model.named()))
+
+
+def groups_kept(n):
+    """k_g when routing is group-limited (k_g < n_g), else N_r (no limit beyond top-k), of the model's named values
+    ``n`` (the page prints this function)."""
+    return n.get("k_g", 1) if n.get("n_g", 1) and n.get("k_g", 1) and n.get("k_g", 1) < n.get("n_g", 1) else n["N_r"]
 
 
 def parts(model: cfg.ModelSpec, training: cfg.Training, rows: Mapping[str, np.ndarray], *, gpu=None,
@@ -265,20 +278,18 @@ def inputs(model, training, rows, g, schedule, vpp, efficiency, gpus_per_node, a
     v.update(TP=f("tp"), CP=f("cp"), PP=f("pp"), EP=f("ep"), ETP=f("etp"), DP=f("dp"), b=f("mbs"), s=f("seq"),
              z=f("zero"), L_d=f("L_d"), L_m=f("L_m"), e_H=f("e_H"), n_mb=f("microbatches"))
     v.update(device_params(model, rows))
-    layers = v["L_d"] + v["L_m"]
     policy = np.asarray(rows["recompute"])
     ops = set(training.recompute_ops if training is not None else ())
     v["rho_full"] = (policy == "full").astype(np.float64)
     v["rho_sel"] = ((policy == "selective") | ((policy == "custom") & ("score" in ops))).astype(np.float64)
-    u = const["P_U"]
-    v["P_U"] = np.where(policy == "custom", layers * u["A"] + v["L_d"] * u["F"] + v["L_m"] * u["M"], 0.0)
-    v["Q_C"] = layers * const["X_A"] + v["L_d"] * const["X_F"] + v["L_m"] * const["X_M"]
+    v.update(stage_inputs(v["L_d"], v["L_m"], policy == "custom", const))
     v["c_A"] = 1.0 if attention == "eager" else 0.5
     v["u_E"] = 1.0 if attention == "eager" else 0.0
     if model.family == "deepseek_v4":
         v.update(_v4_attention(model, rows, v, const, attention))
     elif const["params.indexer"]:
-        v.update(_dsa_attention(model, rows, v, const))
+        v.update(dsa_attention(np.asarray(rows["seq"], dtype=np.float64), v["L_d"], v["L_m"], f("L_I"), v["P_A"],
+                               const["params.indexer"], model.named()))
     v.update(placement.schedule_coefficients(schedule, v["PP"], vpp), **switches(overlap))
     if v["o_EP"]:  # the share of the EP transfers behind the other micro-batch's compute, with the SMs they hold
         paired, held = ep_overlap(g, schedule, dispatcher, efficiency, v["PP"], vpp, v["n_mb"],
@@ -344,19 +355,25 @@ def _published_eta(model: cfg.ModelSpec, v: Dict, g: "gpu_presets.GPU", precisio
     return np.where(achieved > 0, peak / np.where(achieved > 0, achieved, 1.0), 1.0)
 
 
-def _dsa_attention(model: cfg.ModelSpec, rows, v, const) -> Dict[str, np.ndarray]:
+def dsa_attention(s, L_d, L_m, L_I, P_A, indexer, n):
     """DeepSeek Sparse Attention (DeepSeek-V3.2 report, arXiv:2512.02556, Sec. 2.1; transformers 5.24 deepseek_v32,
-    glm_moe_dsa): 'c_A', each query's k_I chosen keys (causal mean k_I (1 - k_I / 2s), s/2 below k_I) and the L_I
-    lightning indexers' scores (n_I heads of d_I, as key-equivalents); 'P_A' with the indexers' projections."""
-    n = model.named()
-    s = np.asarray(rows["seq"], dtype=np.float64)
-    idx = np.asarray(rows["L_I"], dtype=np.float64)
-    layers = np.maximum(v["L_d"] + v["L_m"], 1)
-    k = n["k_I"]
-    chosen = np.where(s >= k, k * (1 - k / (2 * s)), s / 2)
-    indexer = n["n_I"] * n["d_I"] * s / 2 / (n["n_h"] * (n["d_h"] + n["d_hr"] + n["d_v"]))
-    keys = (v["L_d"] + v["L_m"]) * chosen + idx * indexer
-    return {"c_A": keys / (layers * s), "P_A": v["P_A"] + idx * const["params.indexer"] / layers}
+    glm_moe_dsa) on a stage of L_d + L_m layers, L_I of them with a lightning indexer (``n``: the model's named
+    values): 'c_A', each query's k_I chosen keys (causal mean k_I (1 - k_I / 2s), s/2 below k_I) and the indexers'
+    scores (n_I heads of d_I, as key-equivalents); 'P_A' with the indexers' projections (``indexer`` parameters
+    each).  Arrays or floats: the page prints it."""
+    layers = maximum(L_d + L_m, 1)
+    chosen = select([s >= n["k_I"]], [n["k_I"] * (1 - n["k_I"] / (2 * s))], default=s / 2)
+    keys = (L_d + L_m) * chosen + L_I * (n["n_I"] * n["d_I"] * s / 2 / (n["n_h"] * (n["d_h"] + n["d_hr"] + n["d_v"])))
+    return {"c_A": keys / (layers * s), "P_A": P_A + L_I * indexer / layers}
+
+
+def stage_inputs(L_d, L_m, custom, k):
+    """{'P_U', 'Q_C'} of a stage of L_d dense and L_m MoE layers: the parameters per token the custom recomputation
+    re-runs (``custom``: the policy is; ``k['P_U']``: :func:`_recomputed`'s per layer) and the bytes the linear
+    layers' inputs are cast to (``k``: :func:`constants`).  Arrays or floats: the page prints it."""
+    return {"P_U": select([custom], [(L_d + L_m) * k["P_U"]["A"] + L_d * k["P_U"]["F"] + L_m * k["P_U"]["M"]],
+                          default=0.0),
+            "Q_C": (L_d + L_m) * k["X_A"] + L_d * k["X_F"] + L_m * k["X_M"]}
 
 
 def _v4_attention(model: cfg.ModelSpec, rows, v, const, attention: str) -> Dict[str, np.ndarray]:

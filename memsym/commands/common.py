@@ -13,9 +13,8 @@ from derivations.analyses import allocator
 from derivations.config import defaults, gpus, resolve as R
 
 from ..argtypes import (  # noqa: F401  (re-exported: the commands and tests name them as common.X)
-    _shown, positive_int, nonneg_int, any_int, int_list, size_text, path_text, data_file, PATH_DESTS, SIZE_DESTS,
-    apply_limits, dtype_bytes, recompute_policy, imbalance_factor, capacity_factor, unit_fraction,
-    layer_counts, offload_modules, cuda_graphs, HELP_ALL, help_all, explicit, checked_by)
+    positive_int, nonneg_int, int_list, path_text, dtype_bytes, recompute_policy, imbalance_factor, capacity_factor,
+    unit_fraction, layer_counts, offload_modules, cuda_graphs, HELP_ALL, help_all, explicit, checked_by)
 from derivations.config.defaults import DEFAULT_GPU
 from derivations.config.recipes import RECIPES
 from symbolic import tomlfile
@@ -207,28 +206,26 @@ HOOKS = {"dtypes": _dtypes, "switches": _switches}
 def build(sub, command: str, run, **values) -> argparse.ArgumentParser:
     """``command``'s parser as options.toml lists its options, running ``run``; ``values``: what its "=X" and "{X}"
     name beyond COMPUTED."""
+    values = _Values(values)
     with tomlfile.damaged(OPTIONS):  # a damaged options.toml: one line, never a traceback
-        return _build(sub, command, run, _table(), _Values(values))
-
-
-def _build(sub, command: str, run, table: dict, values: _Values) -> argparse.ArgumentParser:
-    spec = table["commands"][command]
-    p = sub.add_parser(command, help=COMMANDS[command], description=spec["description"].format_map(values),
-                       epilog=spec.get("epilog"), formatter_class=argparse.RawDescriptionHelpFormatter
-                       if spec.get("raw") else argparse.HelpFormatter)
-    items, g = list(spec["options"]), p
-    while items:
-        item = items.pop(0)
-        if item.startswith("*"):
-            items[:0] = table["sets"][item[1:]]
-        elif item == "[one-of]":
-            g = p.add_mutually_exclusive_group()
-        elif item.startswith("["):
-            g = p.add_argument_group(table["groups"][item[1:-1]].format_map(values))
-        elif item.startswith("@"):
-            HOOKS[item[1:]](p, g, values)
-        else:
-            _add(g, command, item, values)
+        table = _table()
+        spec = table["commands"][command]
+        p = sub.add_parser(command, help=COMMANDS[command], description=spec["description"].format_map(values),
+                           epilog=spec.get("epilog"), formatter_class=argparse.RawDescriptionHelpFormatter
+                           if spec.get("raw") else argparse.HelpFormatter)
+        items, g = list(spec["options"]), p
+        while items:
+            item = items.pop(0)
+            if item.startswith("*"):
+                items[:0] = table["sets"][item[1:]]
+            elif item == "[one-of]":
+                g = p.add_mutually_exclusive_group()
+            elif item.startswith("["):
+                g = p.add_argument_group(table["groups"][item[1:-1]].format_map(values))
+            elif item.startswith("@"):
+                HOOKS[item[1:]](p, g, values)
+            else:
+                _add(g, command, item, values)
     p.set_defaults(run=run)
     return p
 

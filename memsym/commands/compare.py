@@ -96,19 +96,16 @@ def _signed(x) -> str:
 
 def render(columns, falls, memory) -> str:
     names = list(columns)
-    e0 = columns["paper"][0]
-    w = 22
-    lines = [f"memsym compare: {title(e0)}", "",
-             f"  {'per device (bytes; GiB)':<30}" + "".join(f"{n:>{w}}" for n in names),
-             f"  {'parameters':<30}" + "".join(f"{fmt_int(columns[n][0].params['total']):>{w}}" for n in names)]
+    row = lambda label, cells: f"  {label:<30}" + "".join(f"{c:>22}" for c in cells)  # a cell per preset
+    both = lambda label, vals: [row(label, map(fmt_int, vals)), row("", (fmt_gib(v) + " GiB" for v in vals))]
+    lines = [f"memsym compare: {title(columns['paper'][0])}", "", row("per device (bytes; GiB)", names),
+             row("parameters", (fmt_int(columns[n][0].params["total"]) for n in names))]
     for key, label in ROWS:
-        lines.append(f"  {label:<30}" + "".join(f"{fmt_int(columns[n][1][key]):>{w}}" for n in names))
-        lines.append(f"  {'':<30}" + "".join(f"{fmt_gib(columns[n][1][key]) + ' GiB':>{w}}" for n in names))
-    lines.append(f"  {'ZeRO stage':<30}" + "".join(f"{columns[n][0].training.zero:>{w}}" for n in names))
+        lines += both(label, [columns[n][1][key] for n in names])
+    lines.append(row("ZeRO stage", (columns[n][0].training.zero for n in names)))
     kind = next((m["judged"] for m in memory.values() if m), None)
     if kind:  # --memory KIND: each preset's bytes of that kind, as estimate --memory KIND counts them
-        lines.append(f"  {kind + ' (--memory)':<30}" + "".join(f"{fmt_int(memory[n][kind]):>{w}}" for n in names))
-        lines.append(f"  {'':<30}" + "".join(f"{fmt_gib(memory[n][kind]) + ' GiB':>{w}}" for n in names))
+        lines += both(kind + " (--memory)", [memory[n][kind] for n in names])
     lines.append("  terms:")
     for n in names:
         ids = columns[n][0].term_ids

@@ -24,11 +24,13 @@ def add_parser(sub):
 
 
 def _time(args, model, layout, training, every: bool = False):
-    """The step-time model's result for ``--time`` (None without it); ``every``: each stage's too."""
+    """The step-time model's result for ``--time`` and its lines (None and none without it); ``every``: each stage's
+    too."""
     if not getattr(args, "time", False):
-        return None
+        return None, []
     from derivations.steptime import evaluate as steptime
-    return steptime.layout_time(model, layout, training, every=every, **time_options(args))
+    t = steptime.layout_time(model, layout, training, every=every, **time_options(args))
+    return t, time_lines(t, gpus.gpu(t["gpu"]), training.attention)
 
 
 def run(args) -> int:
@@ -66,17 +68,18 @@ def _estimate(args):
             notes.append(f"routing skew: every stage at its upper end, F = {float(training.imbalance):g} (balanced "
                          "routing beside it: estimate without --all-stages)")
         every, worst = estimate_all(model, layout, training, notes)
-        timed = _time(args, model, layout, training, every=True)
+        timed, time_text = _time(args, model, layout, training, every=True)
         memory = common.memory_json(args, every[worst])  # --memory: judged at the most-loaded stage
         out = {"most_loaded": worst, "stages": [e.to_json() for e in every],
                "assumptions": every[worst].assumptions, **_device_json(every[worst], device),
                **({"time": timed} if timed else {}), **({"memory": memory} if memory else {}),
                **common.defaults_used(args)}
         text = [render_all(every, worst, device, timed)] + common.memory_lines(memory, worst)
-        return out, text + _time_lines(timed, training)
+        return out, text + time_text
     est = estimate(model, layout, training, c.stage, notes)
-    verdict = None if args.memory else _verdict(args, model, layout, training)  # --memory: its kind is judged
-    timed = _time(args, model, layout, training)
+    hbm, gpu = (None, None) if args.memory else common.budget_from_args(args)  # --memory: its kind is judged
+    verdict = None if hbm is None else budget_verdict(model, layout, training, hbm, gpu)  # (derivations.budget)
+    timed, time_text = _time(args, model, layout, training)
     memory = common.memory_json(args, est)
     out = {**est.to_json(), **_device_json(est, device), **(verdict.to_json() if verdict else {}),
            **common.defaults_used(args), **({"time": timed} if timed else {}), **({"memory": memory} if memory else {})}
@@ -85,7 +88,7 @@ def _estimate(args):
     routing, routing_text = _routing(args, out, training.imbalance)
     out.update(routing)
     lines += routing_text
-    return out, lines + _time_lines(timed, training) + (_time_notes(args, verdict, memory) if timed else [])
+    return out, lines + time_text + (_time_notes(args, verdict, memory) if timed else [])
 
 
 def _routing(args, out, imbalance) -> tuple:
@@ -128,12 +131,6 @@ def _routing(args, out, imbalance) -> tuple:
     return {"routing": {"skew": skew, "F": [x for x, _ in ends], **rows, "fits": fits, "judged_at": f}}, text
 
 
-def _time_lines(timed, training) -> list:
-    if not timed:
-        return []
-    return time_lines(timed, gpus.gpu(timed["gpu"]), training.attention)
-
-
 def _memory_rules() -> list:
     """--explain --memory device: each buffer term with its library's size rule."""
     lines = ["", "device memory outside the caching allocator (--memory device), each term's size rule:"]
@@ -173,12 +170,6 @@ def _warn_framework(args, c) -> None:
     why = fw and fw.refusal(c.training.zero, c.layout.pp, c.training.schedule)
     if why:
         print(f"memsym: warning: {why}", file=sys.stderr)
-
-
-def _verdict(args, model, layout, training):
-    """The fit verdict against --hbm / --gpu (derivations.budget), or None without a budget."""
-    hbm, gpu = common.budget_from_args(args)
-    return None if hbm is None else budget_verdict(model, layout, training, hbm, gpu)
 
 
 def _verdict_lines(v) -> list:

@@ -27,7 +27,7 @@ def run(args) -> int:
     if args.plot:
         plot_memory_vs_seq(model, layout, training, hbm, res, args.plot)
     if args.json:
-        common.print_json(_json(args, *solved))
+        common.print_json(data(args, solved))
         return 0
     print(render_text(model, layout, training, hbm, res, args.latex))
     print(f"{res['field']} at each end of the Sec. 6 ranges: " + ", ".join(
@@ -83,17 +83,14 @@ def _solve_all(args):
     return model, layout, training, hbm, res, ends
 
 
-def _json(args, model, layout, training, hbm, res, ends) -> dict:
+def data(args, solved=None) -> dict:
+    """What ``fit --json`` prints (of ``solved``, what :func:`_solve_all` returned, if given)."""
+    model, layout, training, hbm, res, ends = solved or _solve_all(args)
     out = to_json(model, layout, training, hbm, res, args.latex)
     out["by_overheads"] = {e: ends[e] for e in ("high", "low", "none")}
     if "memory" in res:
         out["memory"] = res["memory"]
     return {**out, **common.defaults_used(args)}
-
-
-def data(args) -> dict:
-    """What ``fit --json`` prints."""
-    return _json(args, *_solve_all(args))
 
 
 def plot_memory_vs_seq(model, layout, training, hbm, res, path):
@@ -114,16 +111,13 @@ def plot_memory_vs_seq(model, layout, training, hbm, res, path):
                         f"ZeRO {training.zero}, b={training.mbs}: Sec. 6 peak ({res['overheads_end']} end)")
 
 
-def _forms(root, form):
-    return {"structural": form(root.structural), "at_layout": form(root.at_layout)}
-
-
 def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
     from derivations import notation as nt
     from derivations.analyses import sensitivity as S
     root, st, over, least, real = res["root"], res["binding"], res["overheads"], res["least"], res["root"].root
     out = _config_json(model, layout, training, st)
     out.pop("stage")
+    forms = lambda form: {"structural": form(root.structural), "at_layout": form(root.at_layout)}
 
     def peaks(rows):
         return {str(k): {"fits": ok, "peak": _num(r[2]), "stage": r[0].index} for k, ok, r in rows}
@@ -135,7 +129,7 @@ def to_json(model, layout, training, hbm, res, with_latex=False) -> dict:
         **({"routing": {"judged_at": Fraction(training.imbalance), "balanced": 1}} if training.imbalance != 1 else {}),
         "step_moment": res.get("moment") or None,  # the backward moment the closed form adds (step_terms.py), or null
         "solve": res["field"], "symbol": res["var"].name, res["field"]: res["answer"], "fits": res["answer"] >= 1,
-        "closed_form": {**_forms(root, S.text), **({"latex": _forms(root, S.latex)} if with_latex else {})},
+        "closed_form": {**forms(S.text), **({"latex": forms(S.latex)} if with_latex else {})},
         "degree": root.degree, "root": float(real) if real is not None else None,
         "root_exact": S.text(real) if real is not None else None, "multiple_of": res["multiple"],
         "binding_stage": {"index": st.index, "layers": [st.layers.start, st.layers.stop - 1]},

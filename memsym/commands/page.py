@@ -14,14 +14,6 @@ def add_parser(sub):
     common.build(sub, "page", run)
 
 
-def data(args) -> dict:
-    from derivations.config.presets import load_model
-
-    from ..page import write
-    models = [(m, load_model(m)) for m in args.model or ()]
-    return {"page": str(write(args.out, models=models, progress=_progress()))}
-
-
 def _progress():
     """A line on stderr per step of the generation, with the seconds since the first (stdout keeps the answer)."""
     start = time.monotonic()
@@ -32,10 +24,13 @@ def _progress():
 
 
 def run(args) -> int:
+    from derivations.config.presets import load_model
+
+    from ..page import write
     check_out_dir(args.out)
-    out = data(args)
+    page = str(write(args.out, models=[(m, load_model(m)) for m in args.model or ()], progress=_progress()))
     if args.json:
-        common.print_json(out)
+        common.print_json({"page": page})
     else:
-        print(one_line(out["page"]))  # (a control character of the path as its code, memsym/lines.py)
+        print(one_line(page))  # (a control character of the path as its code, memsym/lines.py)
     return 0

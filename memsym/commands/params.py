@@ -22,14 +22,13 @@ def data(args) -> dict:
 def run(args) -> int:
     model = common.model_from_args(args)
     data, rows = summary(model, args.pp, args.layers_per_stage, args.accounting, args.mtp)
-    args.pp = data["pp"]
     kinds, extras, total, activated, mtp = (data["per_layer"], data["checkpoint_only"], data["total"],
                                             data["activated"], data.get("mtp"))
     whole = data["layer_kinds"]
     if args.json:
         common.print_json(data)
         return 0
-    print(f"memsym params: {model.name}, {args.accounting} accounting, PP={args.pp}")
+    print(f"memsym params: {model.name}, {args.accounting} accounting, PP={data['pp']}")
     own = "".join(f", {n} {k}" for k, n in whole.items() if k not in ("dense", "moe"))
     print(f"layers: {whole['dense']} dense, {whole['moe']} MoE{own}")
     print(f"\n{'per layer kind':<32}{'params':>20}{'BF16 GiB':>12}")
@@ -64,17 +63,18 @@ def fmt_b(x) -> str:
     return f"{float(x) / 1e9:,.2f}B"
 
 
+def _row(label: str, n) -> str:
+    """One line of the parameter counts below the tables: label, count, billions."""
+    return f"  {label:<54}{fmt_int(n):>20}  {fmt_b(n)}"
+
+
 def render_activated(model, a) -> str:
     routed = (f"N_r={model.N_r} routed + N_s={model.N_s} shared experts per MoE layer, everything dense"
               if "per_moe_layer" in a else "every layer dense: every parameter")
-    lines = [f"activated parameters per token ({routed}; {a['term']})",
-             f"  {'with embedding and head':<54}{fmt_int(a['with_embedding_and_head']):>20}"
-             f"  {fmt_b(a['with_embedding_and_head'])}",
-             f"  {'without the embedding (a lookup, not a product)':<54}{fmt_int(a['without_embedding']):>20}"
-             f"  {fmt_b(a['without_embedding'])}",
-             f"  {'without embedding and head (layers only)':<54}{fmt_int(a['without_embedding_and_head']):>20}"
-             f"  {fmt_b(a['without_embedding_and_head'])}"]
-    return "\n".join(lines)
+    return "\n".join([f"activated parameters per token ({routed}; {a['term']})"] + [_row(label, a[k]) for k, label in (
+        ("with_embedding_and_head", "with embedding and head"),
+        ("without_embedding", "without the embedding (a lookup, not a product)"),
+        ("without_embedding_and_head", "without embedding and head (layers only)"))])
 
 
 MTP_LABELS = {"block": "MoE transformer block", "router_bias": "its routing bias (noaux_tc)",
@@ -89,10 +89,8 @@ def render_mtp(model, m, total) -> str:
     lines = [f"MTP modules (D={m['modules']}; not counted by the paper; embedding and head shared with the main "
              f"model, not counted again; {m['term']})"]
     lines += [f"  {'per module: ' + MTP_LABELS.get(k, k):<54}{fmt_int(v):>20}" for k, v in m["per_module"].items()]
-    lines.append(f"  {'MTP modules, unique weights':<54}{fmt_int(m['params']):>20}  {fmt_b(m['params'])}")
-    lines.append(f"  {'main model + MTP':<54}{fmt_int(total + m['params']):>20}  {fmt_b(total + m['params'])}")
-    lines.append(f"  {'MTP activated per token (no embedding, no head)':<54}{fmt_int(m['activated']):>20}"
-                 f"  {fmt_b(m['activated'])}")
+    lines += [_row("MTP modules, unique weights", m["params"]), _row("main model + MTP", total + m["params"]),
+              _row("MTP activated per token (no embedding, no head)", m["activated"])]
     return "\n".join(lines)
 
 
@@ -106,6 +104,6 @@ def render_files(model, f) -> str:
                      ("fp8_scales", "FP8 scale tensors (weight_scale_inv; not weights)"), ("total", "total")):
         if not f[k] and k not in ("main", "total"):
             continue
-        lines.append(f"  {label:<54}{fmt_int(f[k]):>20}  {fmt_b(f[k])}")
+        lines.append(_row(label, f[k]))
     lines.append("  by dtype: " + ", ".join(f"{k} {fmt_int(v)}" for k, v in f["by_dtype"].items()))
     return "\n".join(lines)

@@ -124,6 +124,8 @@ def _verdict(r) -> str:
 
 def render(results, verbose=False) -> str:
     wid = max([len(r["id"]) for r in results] + [2])
+    # the components table's rows: run, stage, in-flight micro-batches, then GiB columns
+    row = lambda run, stage, fl, *gib: f"{run:<{wid}}  {stage:>5} {fl:>6}" + "".join(f" {x:>8}" for x in gib)
     head = (f"{'run':<{wid}}  {'kind':<13} {'conf':<6} {'measured':>10} {'predicted':>10} {'ratio':>6}  "
             f"{'verdict':<13} preset")
     lines = ["memsym runs: predicted vs measured per GPU (GiB = 2^30 bytes; ratio = predicted / measured; band "
@@ -137,15 +139,13 @@ def render(results, verbose=False) -> str:
     lines += ["", "components of the stage compared (GiB; activations = held at the end of the forward, in-flight "
                   "micro-batches; runtime with CUDA graphs' static buffers; +bwd = one micro-batch's backward moment "
                   "or the graphs' capture; total = at the step's peak):",
-              f"{'run':<{wid}}  {'stage':>5} {'in fl.':>6} {'weights':>8} {'grads':>8} {'optim':>8} {'act':>8} "
-              f"{'runtime':>8} {'+bwd':>8} {'total':>8} {'+ovh lo':>8} {'+ovh hi':>8}"]
+              row("run", "stage", "in fl.", "weights", "grads", "optim", "act", "runtime", "+bwd", "total", "+ovh lo",
+                  "+ovh hi")]
     for r in results:
-        c, fl = r["components"], r["inflight_microbatches"]
-        lines.append(f"{r['id']:<{wid}}  {r['stage']:>5} {'1' if fl is None else fmt_int(fl):>6} "
-                     f"{fmt_gib(c['weights']):>8} {fmt_gib(c['gradients']):>8} {fmt_gib(c['optimizer']):>8} "
-                     f"{fmt_gib(c['activations']):>8} {fmt_gib(c['runtime'] + c['graphs']):>8} {fmt_gib(c['step']):>8} "
-                     f"{fmt_gib(c['total']):>8} "
-                     f"{fmt_gib(r['peak_with_overheads']['low']):>8} {fmt_gib(r['peak_with_overheads']['high']):>8}")
+        c, fl, o = r["components"], r["inflight_microbatches"], r["peak_with_overheads"]
+        lines.append(row(r["id"], r["stage"], "1" if fl is None else fmt_int(fl), *map(fmt_gib, (
+            c["weights"], c["gradients"], c["optimizer"], c["activations"], c["runtime"] + c["graphs"], c["step"],
+            c["total"], o["low"], o["high"]))))
     notes = sorted({r["conventions"]["note"] for r in results if r["conventions"]["note"]})
     dropped = sorted({d for r in results for d in r["conventions"]["dropped"]})
     if notes or dropped:

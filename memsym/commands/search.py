@@ -14,6 +14,7 @@ from derivations import config as cfg
 from derivations.config import resolve as R
 from derivations.config.defaults import DEFAULT_GPU
 from fractions import Fraction
+from symbolic.exact import count, fmt_gib, fmt_int
 
 
 def add_parser(sub):
@@ -149,7 +150,7 @@ def run(args) -> int:
     full = idx if args.top is None else idx[:args.top]
     shown = idx[:args.top or 20]
     if args.csv:
-        from ..plots import write_atomic
+        from symbolic.files import write_atomic  # (the folder checked before any work: cli.py)
         write_atomic(args.csv, csv_text(S.rows(result, full)))
     if args.plot:
         from ..plots import stacked_breakdown
@@ -225,7 +226,6 @@ def csv_text(rows) -> str:
 
 
 def render_text(model, args, hbm, result, idx) -> str:
-    from symbolic.exact import count, fmt_gib, fmt_int
     from derivations.analyses import search as S
     h = _header(model, args, hbm, result)
     c = h["counts"]
@@ -321,7 +321,6 @@ def render_text(model, args, hbm, result, idx) -> str:
 
 def _judged_line(j, top) -> str:
     """The fit line of --memory KIND: what is judged, against which capacity, and how many rows were judged."""
-    from symbolic.exact import fmt_gib, fmt_int
     what = {"allocated": "the caching allocator's allocated peak over the step",
             "reserved": "PyTorch's caching allocator run over the step",
             "device": "its reserved bytes + NCCL/DeepEP buffers"}[j["kind"]]

@@ -17,7 +17,8 @@ def add_parser(sub):
 
 
 def _analyse(args):
-    """(model, layout, training, the stage's composition, bytes, [Sensitivity]) of a sensitivity command line."""
+    """((model, layout, training, the stage's composition, bytes, [Sensitivity]), the step time's slopes under --time,
+    the stage's --memory KIND as ``estimate --memory`` counts it) of a sensitivity command line (None: not asked)."""
     from derivations.analyses import sensitivity as S
     from derivations.assembly.device import default_stage
     c = common.configuration(args)
@@ -33,48 +34,34 @@ def _analyse(args):
             from derivations.assembly.device import estimate_all
             stage = estimate_all(model, layout, training)[1]
     values, comp, results = S.configuration(model, layout, training, stage, wrt, args.rows)
-    return model, layout, training, comp, values, results
+    timed = memory = None
+    if getattr(args, "time", False):  # in the symbols of --wrt
+        from derivations.steptime.sensitivity import time_sensitivity
+        timed = time_sensitivity(model, layout, training, [r.name for r in results], **time_options(args))
+    if args.memory:
+        from derivations.assembly.device import estimate
+        memory = common.memory_json(args, estimate(model, layout, training, comp.index))
+    return (model, layout, training, comp, values, results), timed, memory
 
 
-def _time(args, model, layout, training, comp, values, results):
-    """The step time's slopes for ``--time`` (None without it), in the symbols of --wrt."""
-    if not getattr(args, "time", False):
-        return None
-    from derivations.steptime.sensitivity import time_sensitivity
-    return time_sensitivity(model, layout, training, [r.name for r in results], **time_options(args))
-
-
-def _memory(args, model, layout, training, comp, values, results):
-    """--memory KIND of the stage analysed, as ``estimate --memory`` counts it (None without it)."""
-    if not args.memory:
-        return None
-    from derivations.assembly.device import estimate
-    return common.memory_json(args, estimate(model, layout, training, comp.index))
-
-
-def data(args) -> dict:
-    """What ``sensitivity --json`` prints."""
-    analysed = _analyse(args)
-    return _json(args, analysed, _time(args, *analysed), _memory(args, *analysed))
-
-
-def _json(args, analysed, timed, memory) -> dict:
+def data(args, got=None) -> dict:
+    """What ``sensitivity --json`` prints (of ``got``, what :func:`_analyse` returned, if given)."""
+    analysed, timed, memory = got or _analyse(args)
     return {**to_json(*analysed, args.latex), **({"time": timed} if timed else {}),
             **({"memory": memory} if memory else {}), **common.defaults_used(args)}
 
 
 def run(args) -> int:
-    analysed = _analyse(args)
-    model, layout, training, comp, values, results = analysed
+    got = _analyse(args)
+    (model, layout, training, comp, values, results), timed, memory = got
     if args.plot:
         from ..plots import tornado
         tornado(tornado_items(results), args.plot,
                 title=f"{model.name}, stage {comp.index}: elasticities of the per-device total")
-    timed, memory = _time(args, *analysed), _memory(args, *analysed)
     if args.json:
-        common.print_json(_json(args, analysed, timed, memory))
+        common.print_json(data(args, got))
         return 0
-    print("\n".join([render_text(*analysed, args.latex)] + common.memory_lines(memory, analysed[3].index)))
+    print("\n".join([render_text(*got[0], args.latex)] + common.memory_lines(memory, comp.index)))
     for line in sensitivity_lines(timed) if timed else ():
         print(line)
     common.print_defaults(args)

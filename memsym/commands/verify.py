@@ -6,7 +6,6 @@ import argparse
 from . import common
 
 
-
 def _symbols_epilog() -> str:
     from derivations.notation import REGISTRY
     rows, line = [], "symbols:"
@@ -40,21 +39,21 @@ def _formula_may_start_with_minus(p: argparse.ArgumentParser) -> None:
 
 
 def _result(args):
-    from ..verdict import verify
+    from derivations.paper.verify import verify
     return verify(args.formula, args.against, assume=args.assume, model=args.model, stage=args.stage)
 
 
 def data(args) -> dict:
     """What ``verify --json`` prints."""
-    return _result(args).to_json()
+    from ..verdict import to_json
+    return to_json(_result(args))
 
 
 def run(args) -> int:
+    from .. import verdict
     result = _result(args)
     if args.json:
-        common.print_json(result.to_json())
-    elif args.latex:
-        print(result.latex())
+        common.print_json(verdict.to_json(result))
     else:
-        print(result.text())
+        print((verdict.latex if args.latex else verdict.text)(result))
     return result.exit_code

@@ -67,8 +67,8 @@ class _Printer:
                                     for v in n.values) + ")"
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):
             return self.call(n.func.id, n.args, n.keywords)
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get":  # dict.get(k)
-            return f"({e(n.func.value)}[{e(n.args[0])}] ?? null)"
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "get":  # dict.get(k, d)
+            return f"({e(n.func.value)}[{e(n.args[0])}] ?? {e(n.args[1]) if len(n.args) > 1 else 'null'})"
         if isinstance(n, ast.Call):  # a function the module defines, looked up
             return f"{e(n.func)}(" + ", ".join(e(x) for x in n.args) + ")"
         raise ValueError(f"pyjs: {ast.dump(n)[:120]} is not printed (line {getattr(n, 'lineno', '?')})")

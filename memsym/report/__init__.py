@@ -6,12 +6,12 @@ import importlib
 
 #: {name: the submodule defining it}, loaded on first use.
 _NAMES = {
-    **dict.fromkeys(("A", "C", "Cell", "Equation", "G", "I", "M", "Paragraph", "Report", "Section", "Stub", "T",
+    **dict.fromkeys(("C", "Cell", "Equation", "G", "I", "M", "Paragraph", "Report", "Section", "Stub", "T",
                      "Table"), "blocks"),
     "Context": "context", "equation": "equations", "para": "equations",
     **dict.fromkeys(("TEX_ENGINES", "PdfError", "compile_pdf", "find_tex_engine"), "pdf"),
     **dict.fromkeys(("DEFAULT_FORMATS", "FORMATS", "parse_formats"), "formats"),
-    **dict.fromkeys(("Published", "default_out_dir", "publish", "write_atomic"), "publishing"),
+    **dict.fromkeys(("Published", "publish"), "publishing"),
     **dict.fromkeys(("environment", "render", "render_block"), "rendering"),
     **dict.fromkeys(("SECTIONS", "SectionSpec", "build_report", "complete_report", "outline_report",
                      "section_term_ids"), "sections"),

@@ -16,11 +16,6 @@ class Cell:
     value: object = ""
 
 
-def A(spec: str) -> Tuple[str, ...]:
-    """Column alignments from ``"l p.30 r"``."""
-    return tuple(spec.split())
-
-
 def T(x) -> Cell:
     return Cell("text", str(x))
 

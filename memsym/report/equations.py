@@ -40,18 +40,6 @@ def _widest_numerator(latex: str) -> int:
 LONG_CLOSED = 150
 
 
-def _named_symbols(ctx, exclude: str):
-    """Terms the paper refers to by name (Term.symbol: M_1^A, P_n ...) as display symbols."""
-    by_id, by_expr, latex = {}, {}, {}
-    for t in ctx.terms.values():
-        if t.symbol and t.id != exclude:
-            sym = sp.Symbol("term:" + t.id, positive=True)
-            by_id[t.id] = sym
-            by_expr.setdefault(t.expr, sym)
-            latex[sym] = (braced(t.symbol), t.id)
-    return by_id, by_expr, latex
-
-
 def refs(part):
     """The ids of the terms a part names (its ``ref:`` tags): the per-layer terms of a stage term's parts."""
     return [t[4:] for t in part.tags if t.startswith("ref:")]
@@ -60,7 +48,13 @@ def refs(part):
 def _named_view(ctx, term):
     """``term`` with factors that are whole named terms replaced by their symbols (display only):
     ``(L_d + L_m) M_1^A`` rather than the expanded M_1^A inside Table 10's stage term."""
-    by_id, by_expr, latex = _named_symbols(ctx, term.id)
+    by_id, by_expr, latex = {}, {}, {}  # the terms the paper refers to by name (Term.symbol: M_1^A, P_n ...)
+    for t in ctx.terms.values():
+        if t.symbol and t.id != term.id:
+            sym = sp.Symbol("term:" + t.id, positive=True)
+            by_id[t.id] = sym
+            by_expr.setdefault(t.expr, sym)
+            latex[sym] = (braced(t.symbol), t.id)
     used, parts = {}, []
     for p in term.parts:
         named = refs(p)
@@ -95,17 +89,6 @@ def breakable_latex(expr, names) -> str:
     return text if len(text) <= LONG_CLOSED else expr_latex(expr, names=names, long_frac_ratio=2)
 
 
-def _parts(term, view, dsubs, full, names):
-    """[index, paper form] of a term's parts that this stage holds (a part shown as 0 is left out)."""
-    rows = []
-    for i, shown_part in enumerate(view.parts):
-        shown = shown_part.display(dsubs, full)
-        if shown == 0:
-            continue  # a row this stage does not hold (L_d = 0 ...)
-        rows.append([i, sp.latex(shown, order="none", symbol_names=names)])
-    return rows
-
-
 def equation(ctx, term, with_stage: bool, show_parts: bool = False) -> Equation:
     """The three forms of a term at ``ctx`` (see :class:`Equation`)."""
     full = ctx.subs_for(term)
@@ -123,11 +106,15 @@ def equation(ctx, term, with_stage: bool, show_parts: bool = False) -> Equation:
     value_bytes = None
     if value is not None:
         value_bytes = value * Fraction(full.get(nt.B_w, 2)) if term.unit == "params" else value
-    parts = tuple((T(term.parts[i].label), M(latex), I(ctx.exact(term.parts[i].expr, full)))
-                  for i, latex in (_parts(term, view, dsubs, full, shown_names) if show_parts else []))
+    parts = []  # the parts this stage holds, each in the paper's form (a part shown as 0, L_d = 0 ..., left out)
+    for p, shown_part in zip(term.parts, view.parts if show_parts else ()):
+        formula = shown_part.display(dsubs, full)
+        if formula != 0:
+            parts.append((T(p.label), M(sp.latex(formula, order="none", symbol_names=shown_names)),
+                          I(ctx.exact(p.expr, full))))
     return Equation(term.id, braced(term.symbol) if term.symbol else "", term.meaning, term.provenance, term.unit,
                     paper, breakable_latex(closed_expr(term, dsubs), names), _at(ctx, dsubs, term, names),
-                    tuple(used.values()), value, value_bytes, parts, with_stage)
+                    tuple(used.values()), value, value_bytes, tuple(parts), with_stage)
 
 
 _REF = re.compile(r"\{(sym|term):([A-Za-z0-9_.]+)\}")

@@ -8,6 +8,7 @@ import dataclasses
 import os
 import sys
 from functools import lru_cache
+from itertools import groupby
 from typing import Sequence
 
 from derivations import families
@@ -93,28 +94,21 @@ def build_notebook(ctx, report, section, computed: Sequence):
         cells.append(v4.new_code_cell(source, id=cell_id, execution_count=n,
                                       outputs=[_output(obj, display, n) for obj in shows]))
 
-    add(env.get_template("notebook/title.md.j2").render(report=report, section=section).rstrip("\n"))
+    render = lambda name, **kw: env.get_template(f"notebook/{name}").render(**kw).rstrip("\n")
+    add(render("title.md.j2", report=report, section=section))
     add(setup_source(ctx), shows=())
-    blocks = list(section.blocks)
-    i = 0
-    while i < len(blocks):
-        block = blocks[i]
-        if block.kind == "paragraph":
-            add(render_block(block, "md").strip("\n"))
-        elif block.kind == "table":
-            add(env.get_template("notebook/table.py.j2").render(block=block).rstrip("\n"), shows=computed[i:i + 1])
-        else:
-            # a run of equations: the first term as Jupyter renders it, then one cell showing them all
-            first = i
-            run = [block]
-            while i + 1 < len(blocks) and blocks[i + 1].kind == "equation":
-                i += 1
-                run.append(blocks[i])
-            add(env.get_template("notebook/term.py.j2").render(block=block).rstrip("\n"),
-                shows=(ctx.terms[block.term_id],))
-            add(env.get_template("notebook/equations.py.j2").render(blocks=run).rstrip("\n"),
-                shows=computed[first:i + 1], display=True)
-        i += 1
+    for equations, run in groupby(enumerate(section.blocks), key=lambda item: item[1].kind == "equation"):
+        run = list(run)
+        if equations:  # a run of equations: the first term as Jupyter renders it, then one cell showing them all
+            (first, block), last = run[0], run[-1][0]
+            add(render("term.py.j2", block=block), shows=(ctx.terms[block.term_id],))
+            add(render("equations.py.j2", blocks=[b for _, b in run]), shows=computed[first:last + 1], display=True)
+            continue
+        for i, block in run:
+            if block.kind == "paragraph":
+                add(render_block(block, "md").strip("\n"))
+            else:
+                add(render("table.py.j2", block=block), shows=computed[i:i + 1])
     return v4.new_notebook(cells=cells, metadata={"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"},
                                                   "title": f"{section.number}. {section.title}"})
 

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 from symbolic.exact import count
-from symbolic.files import write_atomic  # noqa: F401  (re-exported: memsym.report.write_atomic)
 from symbolic.files import write_tree
 from symbolic.resources import build_dir
 
@@ -16,11 +15,6 @@ from .extras import NOTEBOOK_FORMATS, require_report
 from .formats import DEFAULT_FORMATS, FORMATS, parse_formats  # noqa: F401  (re-exported)
 from .pdf import TEX_ENGINES, PdfError, compile_pdf, find_tex_engine
 from .sections import complete_report, outline_report
-
-
-def default_out_dir() -> Path:
-    """``./memsym-report`` under the current directory (never the installed package's tree)."""
-    return build_dir()
 
 
 @dataclass
@@ -35,7 +29,7 @@ class Published:
 def publish(ctx, out_dir=None, formats: Sequence[str] = DEFAULT_FORMATS,
             progress: Optional[Callable[[str], None]] = None) -> Published:
     """Build the report of ``ctx`` and write ``formats`` to ``out_dir``, all or nothing (a PDF failure is reported)."""
-    out = Path(out_dir) if out_dir is not None else default_out_dir()
+    out = Path(out_dir) if out_dir is not None else build_dir()  # ./memsym-report, never the package's tree
     formats = tuple(f for f in FORMATS if f in formats)
     result, outputs = Published(), {}
     say = progress or (lambda msg: None)

@@ -7,11 +7,10 @@ import jinja2
 from markupsafe import Markup, escape
 
 from symbolic.exact import fmt_gib, fmt_int
-from symbolic.render import term_latex
 from symbolic.resources import TEMPLATES_DIR
 
 from .offline import math_scripts
-from .text import md_escape, one_line, report_names, tex_escape
+from .text import md_escape, one_line, tex_escape
 
 #: Jinja delimiters for ``.tex`` templates: LaTeX's braces and ``%`` stay untouched.
 TEX_DELIMITERS = dict(block_start_string="((*", block_end_string="*))", variable_start_string="(((",
@@ -31,8 +30,7 @@ def environment(kind: str, templates_dir=None):
     if kind == "tex":
         opts.update(TEX_DELIMITERS)
     env = jinja2.Environment(**opts)
-    env.filters.update(num=fmt_int, gib=fmt_gib, tex=tex_escape, md=md_escape, comment=one_line,
-                       esc={"tex": tex_escape, "md": md_escape}.get(kind, str), term_latex=_term_latex)
+    env.filters.update(num=fmt_int, gib=fmt_gib, tex=tex_escape, md=md_escape, comment=one_line)
     if kind in CELLS:
         env.globals["cell_of"] = CELLS[kind]
     if kind == "tex":
@@ -40,11 +38,6 @@ def environment(kind: str, templates_dir=None):
     if kind == "html":
         env.globals["offline_math"] = lambda: Markup(math_scripts())
     return env
-
-
-def _term_latex(term, subs=None, form="paper") -> str:
-    """A term's LaTeX in the report's names (the ``term_latex`` filter)."""
-    return term_latex(term, subs, form, names=report_names())
 
 
 def _tex_math(v: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, Tuple
 
 import sympy as sp
 
@@ -22,7 +22,7 @@ from symbolic.exact import exact_text
 from symbolic.numeric import exact
 
 from ..lines import one_line
-from .blocks import A, C, G, I, M, T, Table
+from .blocks import C, G, I, M, T, Table
 from .equations import breakable_latex, refs
 from .text import braced
 
@@ -39,7 +39,7 @@ def _table(ctx, key: str, rows, note: str = None, **values) -> Table:
     alignments from tables.toml, its note from there too unless given."""
     spec = SPECS[key]
     return Table(key, spec["caption"].format(ctx=ctx, **values), spec["source"], tuple(spec["columns"]),
-                 A(spec["align"]), tuple(rows), NOTES.get(key, "") if note is None else note)
+                 tuple(spec["align"].split()), tuple(rows), NOTES.get(key, "") if note is None else note)
 
 
 def _gib_of_params(ctx, params):
@@ -85,19 +85,16 @@ def _layer_groups(model: cfg.ModelSpec):
 
 def table_layers(ctx) -> Table:
     term = ctx.terms["params.stage"]
+    params_of = lambda comp: exact(term, cfg.substitution(ctx.model, None, ctx.training, comp))
     rows = []
     for (kind, first, last), a, b in _layer_groups(ctx.model):
-        comp = cfg.layer_range(ctx.model, a, a)
         content = (["embedding"] if first else []) + ["MLA", "dense FFN" if kind == "dense" else
                                                        f"router + {ctx.model.N} + {ctx.model.N_s} experts", "LN"] + \
                   (["output head"] if last else [])
-        at = cfg.substitution(ctx.model, None, ctx.training, comp)
-        p = exact(term, at)
+        p = params_of(cfg.layer_range(ctx.model, a, a))
         label = f"{a}" if a == b else f"{a}-{b} (each)"
         rows.append((T(label), T(" + ".join(content)), I(p), G(_gib_of_params(ctx, p))))
-    whole = cfg.whole_model(ctx.model)
-    at = cfg.substitution(ctx.model, None, ctx.training, whole)
-    total = exact(term, at)
+    total = params_of(cfg.whole_model(ctx.model))
     rows.append((T("total"), T(f"{ctx.model.l} layers"), I(total), G(_gib_of_params(ctx, total))))
     return _table(ctx, "table3", rows)
 
@@ -154,31 +151,15 @@ def table_activation_setting(ctx) -> Table:
 
 def table_activations(ctx) -> Table:
     """Table 10: each row of ``act.stage`` (and its variants) at the stage composition, as the
-    paper prints it: the per-layer term at the layout, times the number of layers, expanded."""
+    paper prints it: the per-layer term a part names, at the layout, times its count, expanded (a part the stage
+    does not hold left out)."""
     dsubs = ctx.display_subs(True)
     ident = dict(nt.PAPER_IDENTITIES) if ctx.model.d_v == ctx.model.d_h else {}
-    variants = [tid for tid in ctx.terms if tid == "act.stage" or tid.startswith("act.stage.")]  # and later ones
-    formulas = _stage_formulas(ctx, variants, dsubs, ident)
     rows = []
-    for vid, shown_rows in zip(variants, formulas):
+    for vid in [tid for tid in ctx.terms if tid == "act.stage" or tid.startswith("act.stage.")]:  # and later ones
         stage_term = ctx.terms[vid]
         policy = vid[len("act.stage"):].lstrip(".") or "none"
-        for i, shown in shown_rows:
-            p = stage_term.parts[i]
-            v = ctx.exact(p.expr)
-            rows.append((T(p.label), T(policy), M(shown), I(v), G(v)))
-        total = ctx.exact(stage_term)
-        rows.append((T("total"), T(policy), C(vid), I(total), G(total)))
-    return _table(ctx, "table10", rows, note="d_v written d_h as the paper does." if ident else "")
-
-
-def _stage_formulas(ctx, variants, dsubs, ident) -> List[List[list]]:
-    """[[part index, formula at the layout], ...] per stage variant: the rows of Table 10 (each part naming a
-    per-layer term, at the layout, times its count, expanded; a part the stage does not hold left out)."""
-    out = []
-    for vid in variants:
-        rows = []
-        for i, p in enumerate(ctx.terms[vid].parts):
+        for p in stage_term.parts:
             named = refs(p)
             if not named:
                 continue
@@ -187,9 +168,12 @@ def _stage_formulas(ctx, variants, dsubs, ident) -> List[List[list]]:
             if coef == 0:
                 continue
             per_layer = sp.Add(*[c * sp.Mul(*rest) / den for c, rest, den in sub.rows(dsubs, ctx.subs)])
-            rows.append([i, breakable_latex(sp.expand((coef * per_layer).xreplace(ident)), ctx.names)])
-        out.append(rows)
-    return out
+            shown = breakable_latex(sp.expand((coef * per_layer).xreplace(ident)), ctx.names)
+            v = ctx.exact(p.expr)
+            rows.append((T(p.label), T(policy), M(shown), I(v), G(v)))
+        total = ctx.exact(stage_term)
+        rows.append((T("total"), T(policy), C(vid), I(total), G(total)))
+    return _table(ctx, "table10", rows, note="d_v written d_h as the paper does." if ident else "")
 
 
 def table_comparison(ctx) -> Table:

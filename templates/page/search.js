@@ -1,7 +1,8 @@
 "use strict";
 /* The layout search panel: `memsym search`'s rows and order, in floats as it computes, over printed functions (the
-   estimate's FNS over floats; SEARCH_ASSEMBLY, TIME_PY, PLACEMENT, SEARCH_FNS: memsym/page/search.py); the logic mirrors the
-   Python each names. */
+   estimate's FNS over floats; SEARCH_ASSEMBLY, TIME_PY, PLACEMENT, STEPTIME, SEARCH_FNS: memsym/page/search.py), or
+   under a conventions preset and the options by the estimate's own device() (runtime.js); the logic mirrors the Python
+   each names. */
 
 const SEARCH = DATA.search;
 /** How many rows the panel lists (memsym search's text default). */
@@ -35,11 +36,19 @@ function searchRequest(state) {
     seqs: "seq" in t ? [t.seq] : SEARCH.seq, mbs: SEARCH.mbs, zeros: SEARCH.zeros, policies: SEARCH.policies,
     schedule: t.schedule || null, microbatches: "microbatches" in t ? t.microbatches : null, vpp: "vpp" in t ? t.vpp : null,
     attention: t.attention || "flash", perNode: SEARCH.gpus_per_node };
+  // the conventions preset (its switches and attention under the typed) and the options search.py _options reads:
+  // each configuration then evaluated by the estimate's device() (pushExact)
+  const preset = controlValue("conventions"), options = ["offload_activations", "linear_recipe",
+    "quantized_param_gather", "virtual_layers"].filter((d) => t[d] !== undefined && t[d] !== null && t[d] !== false);
+  if (preset !== null) o.attention = t.attention || SEARCH.presets[preset].attention;
+  o.exact = preset !== null || options.length > 0;
   const argv = ["memsym", "search"];
   if (model !== null) argv.push("--model", model === "config" ? "config.json" : model);
   argv.push("--gpus", String(o.gpus), "--gpu", o.gpu, "--efficiency", "peak");  // the page has no efficiency tables
   for (const d of ["global_batch", "seq", "schedule", "microbatches", "vpp", "attention"])  // each positive or a name
     if (t[d]) argv.push(`--${d.replace(/_/g, "-")}`, String(t[d]));
+  if (preset !== null) argv.push("--conventions", preset);
+  for (const d of options) argv.push(`--${d.replace(/_/g, "-")}`, ...(t[d] === true ? [] : [controlValue(d)]));
   const command = argv.map(shellWord).join(" ");
   if (m.family !== "deepseek")
     return { skip: "family", command, why: `memsym search runs the DeepSeek family's generated kernels; ${m.name} is ${familyOf(m).title}` };
@@ -50,12 +59,27 @@ function searchRequest(state) {
     throw new ConfigError("give --global-batch (sequences per step: m = global / (DP mbs)) or --microbatches, not both", ["global_batch", "microbatches"]);
   if (o.globalBatch !== null) o.schedule = o.schedule || "1f1b";
   if (!SEARCH.attentions.includes(o.attention)) throw new ConfigError(`search: no generated kernels for attention '${o.attention}' (eager or flash)`, ["attention"]);
+  if (o.exact) {  // search.py _search and _options, evaluation.configurations (pipeline): the search's training
+    const conventions = conventions_of(preset === null ? {}
+      : Object.assign({ conventions: preset }, SEARCH.presets[preset]));
+    const rank = conventions.rank, fw = SEARCH.frameworks[SEARCH.of_conventions[preset]];
+    if (rank in SEARCH.rank_zero) o.zeros = [SEARCH.rank_zero[rank]];
+    if (fw && o.schedule !== null && fw.refusals[o.schedule])
+      throw py.error("framework", `--schedule ${o.schedule}: ${fw.refusals[o.schedule]}`);
+    o.framework = fw || null;
+    o.training = new Training({ schedule: o.schedule, microbatches: o.microbatches, vpp: o.vpp, attention: o.attention,
+      conventions, offload: t.offload_activations || [], linear_recipe: t.linear_recipe || null,
+      quantized_params: Boolean(t.quantized_param_gather), virtual_layers: t.virtual_layers || null });
+    validate_training(o.training);
+    const refused = (SEARCH.recipe_refusals[o.gpu] || {})[t.linear_recipe];  // the step time's (steptime/evaluate.py check)
+    if (refused) throw py.error("linear-recipe", refused);
+  }
   return { command, options: o };
 }
 
 // ----------------------------------------------------------------------------- the layouts (enumeration.py)
 /** The valid layouts of ``o.gpus`` GPUs in the lattice's order (TP, PP, CP, EP, ETP ascending) and the candidates
-    each rule rejected first (enumeration.lattice, _rejection_codes: validate_layout's rules in its order). */
+    each rule rejected first (enumeration.lattice, layout_rules: validate_layout's rules in its order). */
 function enumerateLayouts(m, o) {
   const fam = familyOf(m), named = m.named, D = divisorsOf(o.gpus);
   const axis = (a) => {  // _axis_divisors: the divisors of every dimension the family's rules split by the axis
@@ -64,17 +88,9 @@ function enumerateLayouts(m, o) {
   };
   const E = axis("ep"), F = axis("etp"), out = [], rejected = {};
   let candidates = 0;
-  const rules = (lay) => {
-    if (o.perNode % lay.tp !== 0 || o.perNode % lay.etp !== 0) return "tp-inside-node";
-    for (const [rule, symbol, ax] of fam.divides) {
-      if (symbol === null) { if ((lay.dp * lay.tp * lay.cp) % (lay.ep * lay.etp) !== 0) return rule; }
-      else if (Number(named[symbol]) % lay[ax] !== 0) return rule;
-    }
-    if (lay.pp > m.l) return "pp-layers";
-    for (const s of o.seqs) {
-      if (s % lay.cp !== 0) return "cp-divides-seq";
-      if (s % (lay.tp * lay.cp) !== 0) return "sp-divides-seq";
-    }
+  const dims = Object.fromEntries(Object.entries(named).map(([k, x]) => [k, Number(x)]));
+  const rules = (lay) => {  // the first rule broken (enumeration.layout_rules, printed)
+    for (const [rule, bad] of layout_rules(dims, fam.divides, m.l, lay, o.seqs, o.perNode)) if (bad) return rule;
     return null;
   };
   for (const tp of D) for (const pp of D) {
@@ -260,6 +276,37 @@ function pushDevices(ctx, lay, s, b, mm, rows) {
   for (const r of best) rows.push(Object.assign(r, { lay, s, b, m: ctx.o.schedule === null ? null : mm }));
 }
 
+/** pushDevices by the estimate's own device() (runtime.js, exact) under a conventions preset or the options the
+    float kernels do not take (--offload-activations, --linear-recipe, --virtual-layers): memsym search's rows, which
+    equal estimate's (analyses/exact.py); a configuration's refusal thrown (exact.py _refusal: the estimate's checks at
+    each choice, then the devices': --virtual-layers' rank chunks, a recipe's rank). */
+const withChoice = (t, c, kw) => py.replace(t, new Map(Object.entries(Object.assign({ zero: c.z, recompute: c.r },
+  kw))));
+function pushExact(ctx, lay, s, b, mm, rows) {
+  const o = ctx.o, m = ctx.m, table = ctx.stageTable(lay.pp);
+  const layout = new Layout(Object.assign({ sp: null, layers_per_stage: null }, lay));
+  const at = o.schedule === null ? table.distinct.map((d) => d.index) : table.all.map((c) => c.index);
+  const ts = ctx.exact.map((c) => [c, withChoice(o.training, c, { mbs: b, seq: s,
+    microbatches: mm < 0 ? o.microbatches : mm })]);
+  for (const [, t] of ts) {
+    check_mtp(m, t.conventions);
+    validate_training(t);
+    check_options(specOf(m), t);
+  }
+  const got = ts.map(([c, t]) => {
+    const memo = new Map();
+    return [c, at.map((i) => device(m, layout, t, i, table.all, memo))];
+  });
+  for (const [c, devices] of got) {
+    let d = devices[0];  // the most loaded: the largest total at the step's peak, the first on ties
+    for (const x of devices) if (Q.cmp(x.bytes.step_total, d.bytes.step_total) > 0) d = x;
+    const f = (k) => Q.float(d.bytes[k]);
+    rows.push({ c, stage: d.stage.index, total: f("step_total"), lay, s, b, m: o.schedule === null ? null : mm,
+      parts: { weights: f("weights"), gradients: f("gradients"), optimizer: f("optimizer"),
+        activations: Q.float(Q.add(d.bytes.activations, d.bytes.step)) } });
+  }
+}
+
 // ----------------------------------------------------------------------------- the views (evaluation.py)
 /** Every configuration at its most-loaded device: one micro-batch per stage (the paper's view), or under the
     schedule with m = G / (DP b) micro-batches; the configurations whose m is not an integer, or that DualPipe
@@ -276,32 +323,37 @@ function* searchRows(ctx, layouts, rows, invalid) {
         }
         mm = o.globalBatch / (lay.dp * b);
       }
-      if (o.schedule === "dualpipe" && (lay.pp % 2 !== 0 || (mm >= 0 && (mm % 2 !== 0 || mm < 2 * lay.pp)))) {
-        invalid.dualpipe = (invalid.dualpipe || 0) + 1;
-        continue;
+      try {
+        if (o.schedule !== null) validate_schedule(o.schedule, lay.pp, mm < 0 ? o.microbatches : mm, o.vpp);
+        (o.exact ? pushExact : pushDevices)(ctx, lay, s, b, mm, rows);
+      } catch (e) {  // a refused configuration (exact.py _refusal): counted under a schedule, else the search refused
+        if (!(e instanceof ConfigError) || o.schedule === null) throw e;
+        let rule = e.constraint || e.fields[0].replace(/_/g, "-");
+        if (rule.startsWith(`${o.schedule}-`)) rule = o.schedule;
+        invalid[rule] = (invalid[rule] || 0) + 1;
       }
-      pushDevices(ctx, lay, s, b, mm, rows);
     }
     yield;
   }
 }
 // ----------------------------------------------------------------------------- the step time (steptime/evaluate.py)
-/** The step time's inputs shared by every row (evaluate._model_constants, the GPU's rates) and the per-(tp, ep,
-    etp) device parameter coefficients (evaluate._device_coefficients), exact then floats. */
+/** The step time's inputs shared by every row (evaluate._model_constants over the printed STEPTIME.constants, the
+    GPU's rates and the overlap switches) and the per-(tp, ep, etp) device parameter coefficients
+    (evaluate._device_coefficients), exact then floats. */
 function timeContext(ctx) {
-  const m = ctx.m, o = ctx.o, e = searchValues(m), params = SEARCH_FNS.params[structureKey(m)];
+  const m = ctx.m, o = ctx.o, e = searchValues(m), params = SEARCH_FNS.params[structureKey(m)], S = STEPTIME;
   const gpu = SEARCH.gpus[o.gpu] || SEARCH.gpus[SEARCH.default_gpu], rate = gpu.rates;
-  const base = {};
-  for (const k of ["h", "n_h", "d_h", "d_hr", "d_v", "N_r", "N_s", "F", "B_a", "B_w", "B_g", "B_m", "B_1", "B_2"])
-    base[k] = e[k] === undefined ? undefined : Q.float(e[k]);
-  for (const k of ["d_cq", "d_c", "h_F", "N", "h_E", "v"]) base[k] = e[k] === undefined ? 0 : Q.float(e[k]);  // 0: absent
-  for (const k of ["P_A", "P_F", "P_E", "P_R", "P_H"]) base[k] = Q.float(params[k](e));
-  Object.assign(base, { c_A: o.attention === "eager" ? 1 : 0.5, u_E: o.attention === "eager" ? 1 : 0, Phi: rate.bf16, eta: 1,
-    W_M: rate.hbm_bandwidth, Phi_A: rate.bf16, B_EP: base.B_a, P_U: 0, Q_C: 0,
-    D_M: 0, P_M: 0, o_GR: 1, o_PG: 1, o_EP: 0, o_TP: 0, o_DW: 0 });  // BF16 linears, no custom recomputation, no MTP
-  // modules; Megatron's default overlap switches (evaluate.MEGATRON_DEFAULT)
-  const n_g = Number(m.named.n_g || 1), k_g = Number(m.named.k_g || 1);
-  const groupsKept = n_g && k_g && k_g < n_g ? k_g : Number(m.named.N_r);  // evaluate._groups_kept
+  const v = Object.fromEntries(Object.entries(e).map(([k, x]) => [k, Q.float(x)]));
+  const p = Object.fromEntries([...S.PARAMETER_TERMS.map(([n]) => n), ...S.EXTRA_TERMS]
+    .map((n) => [n, Q.float(params[n](e))]));
+  // the linear recipe's GEMM rate and cast bytes (RECIPE_RATES, RECIPE_BYTES); no FP8 dispatch; the MTP modules trained
+  const t = o.training, [precision, cast] = SEARCH.recipes[t ? t.linear_recipe : null];
+  const k = S.constants(v, p, false, cast, 0, t && t.conventions.mtp_activations !== "none" ? m.mtp_layers : 0);
+  const base = Object.assign(Object.fromEntries(S.DIMENSIONS.map((n) => [n, v[n]])), p, k,
+    Object.fromEntries(S.WIDTHS.map((n) => [n, v[n] ?? 0])), SEARCH.switches, {
+      c_A: o.attention === "eager" ? 1 : 0.5, u_E: o.attention === "eager" ? 1 : 0, eta: 1,  // --efficiency peak
+      Phi: rate[precision], Phi_A: rate.bf16, W_M: rate.hbm_bandwidth });
+  const named = Object.fromEntries(Object.entries(m.named).map(([k, x]) => [k, Number(x)]));
   const dispatcher = o.schedule === "dualpipe" ? "deepep" : "alltoall";  // evaluate.dispatcher_of
   const L = DATA.options.layout, coefMemo = new Map();
   const device = (lay) => {  // {P_n, P_m}: [coefficient of each composition count]
@@ -321,12 +373,12 @@ function timeContext(ctx) {
   const f = TIME_PY[o.schedule === "dualpipe" ? "_step_megatron_dualpipe" : "_step_megatron"];
   const fn = (v) => f(...TIME_PY.INPUTS.map((k) => v[k]));
   const parts = TIME_PY.PARTS, at = Object.fromEntries(parts.map((p, i) => [p, i]));
-  return { base, rate, groupsKept, dispatcher, device, fn, parts, at, vpp: o.vpp || 2 };
+  return { base, k, rate, named, groupsKept: S.groups_kept(named), dispatcher, device, fn, parts, at, vpp: o.vpp || 2 };
 }
 /** One configuration's step (timing.add_time): every part at each distinct stage composition of its pipeline, the
     slowest stage's, and the tokens it trains per second per GPU. */
 function timeRow(ctx, tc, row) {
-  const o = ctx.o, lay = row.lay, mm = row.m === null ? 1 : row.m;
+  const o = ctx.o, lay = row.lay, mm = row.m === null ? 1 : row.m, S = STEPTIME;
   const v = Object.assign({}, tc.base, { TP: lay.tp, CP: lay.cp, PP: lay.pp, EP: lay.ep, ETP: lay.etp, DP: lay.dp, b: row.b, s: row.s,
     z: row.c.z, n_mb: mm, rho_full: row.c.r === "full" ? 1 : 0, rho_sel: row.c.r === "selective" ? 1 : 0 },
   PLACEMENT.schedule_coefficients(o.schedule, lay.pp, tc.vpp),
@@ -340,6 +392,9 @@ function timeRow(ctx, tc, row) {
     let Pn = 0, Pm = 0;
     st.vec.forEach((x, i) => { Pn += x * coef.P_n[i]; Pm += x * coef.P_m[i]; });
     v.P_n = Pn; v.P_m = Pm;
+    Object.assign(v, S.stage_inputs(v.L_d, v.L_m, false, tc.k));  // no custom recomputation in the search
+    if (tc.base["params.indexer"])  // DeepSeek Sparse Attention (evaluate.inputs: a model with lightning indexers)
+      Object.assign(v, S.dsa_attention(row.s, v.L_d, v.L_m, v.L_I, tc.base.P_A, tc.base["params.indexer"], tc.named));
     const out = tc.fn(v);
     if (o.schedule === null) {  // one micro-batch's period: the per-step traffic (but ZeRO-3's) and update not counted
       const dp = v.z === 3 ? out[tc.at.DP] : 0;
@@ -366,6 +421,18 @@ function compareKeys(a, b) {
 function* runSearch(m, o) {
   const started = performance.now();
   const ctx = searchContext(m, o);
+  if (o.exact) {  // exact.py choices: those the options accept (validate_training), the first refusal when none
+    ctx.exact = ctx.choices.filter((c) => {
+      try {
+        validate_training(withChoice(o.training, c));
+        return true;
+      } catch (e) {
+        if (e instanceof ConfigError) return false;
+        throw e;
+      }
+    });
+    if (!ctx.exact.length) validate_training(withChoice(o.training, ctx.choices[0]));
+  }
   const en = enumerateLayouts(m, o);
   const rows = [], invalid = {};
   yield* searchRows(ctx, en.layouts, rows, invalid);
@@ -374,7 +441,15 @@ function* runSearch(m, o) {
   const fitting = [];
   for (const r of rows) {
     r.peak = SEARCH_FNS.peak(r.total, fFrag, mBuf);
-    if (r.peak <= hbm) { r.headroom = hbm - r.peak; fitting.push(r); }
+    if (r.peak > hbm) continue;
+    const fw = o.framework;  // search.py _framework: a ZeRO stage the framework does not run at its PP, not listed
+    if (fw && !(r.lay.pp > 1 ? fw.zero_pp : fw.zero).includes(r.c.z)) {
+      const rule = `fitting, but not run by ${fw.name}`;
+      invalid[rule] = (invalid[rule] || 0) + 1;
+      continue;
+    }
+    r.headroom = hbm - r.peak;
+    fitting.push(r);
   }
   yield;
   const tc = timeContext(ctx);
@@ -425,8 +500,9 @@ function searchHTML(note) {
     (invalid ? ` (invalid: ${invalid})` : "") + `, ${fmtNum(c.fitting, 0)} fit. ` +
     `Each layout's best configuration (ZeRO stage, recomputation, micro-batch b), the most tokens per second per GPU first ` +
     `under the step-time model at the GPU's peak rates (<code>--efficiency peak</code>: an upper bound on speed; memsym search's default reads each kernel's published rate); ${S.schedule ? `each device at its peak under ${esc(S.schedule)}` : "one micro-batch per stage (the paper's view: give the global batch for a schedule)"}. ` +
-    `The search reads the model, the GPU, the GPU count, the global batch, the sequence length and the schedule above; ` +
-    `it chooses the layout, ZeRO stage, recomputation and b itself, with the paper's conventions (as memsym search does). ` +
+    `The search reads the model, the GPU, the GPU count, the global batch, the sequence length, the schedule, the ` +
+    `conventions preset, offloading, the linear recipe and the virtual layers above; it chooses the layout, ZeRO stage, ` +
+    `recomputation and b itself (as memsym search does). ` +
     `Searched in ${fmtNum(S.ms / 1000, 1)} s.</p>`;
   if (!S.rows.length) return html + `<p class="search-note">No configuration fits.</p>`;
   html += `<table id="search-rows"><thead><tr><th>#</th><th>layout</th><th>training</th><th>tokens/s per GPU</th><th>step</th><th>peak</th><th></th></tr></thead><tbody>`;
