@@ -156,14 +156,16 @@ def _set(d, control, value):
             el.send_keys(str(value))
 
 
-def _reset(d, page):
-    """A fresh load of the page at its defaults: its state is set by the DOMContentLoaded handler (ui.js), which
-    Chromium may not have run yet when ``get`` returns after a page that was still busy (a search in slices)."""
+def _loaded(d, uri):
+    """The page's state ("ok" or "error") after a fresh load of ``uri``: it is set by the DOMContentLoaded handler
+    (ui.js), which Chromium may not have run yet when ``get`` returns after a page still busy (a search in slices)."""
     from selenium.webdriver.support.ui import WebDriverWait
-    d.get(page.as_uri())
-    read = "return document.body && document.body.dataset.state"
-    state = WebDriverWait(d, 30).until(lambda x: x.execute_script(read))
-    assert state == "ok"
+    d.get(uri)
+    return WebDriverWait(d, 30).until(lambda x: x.execute_script("return document.body && document.body.dataset.state"))
+
+
+def _reset(d, page):
+    assert _loaded(d, page.as_uri()) == "ok"
 
 
 def _configure(d, page, controls):
@@ -449,8 +451,7 @@ def test_a_model_path_holding_a_script_tag_is_offered(browser, generated, tmp_pa
              options=dict(generated["options"], presets={}, default_model=HOSTILE))
     path = tmp_path / PAGE_NAME
     path.write_text(render(data=d), encoding="utf-8")
-    browser.get(path.as_uri())
-    assert browser.execute_script("return document.body.dataset.state") == "ok"
+    assert _loaded(browser, path.as_uri()) == "ok"
     assert browser.execute_script("return document.getElementById('opt-model').value") == HOSTILE
     assert browser.execute_script("return Object.keys(DATA.models)") == [HOSTILE]
 
