@@ -519,8 +519,8 @@ def toy_page(toy, tmp_path):
 def _page_estimate(browser, page, controls):
     """The page's state and refusal after setting ``controls`` on a fresh load (the paper's default layout, PP 16,
     is refused for a 4-layer model: no control is set when the page loads)."""
-    from test_page import _set
-    browser.get(page.as_uri())
+    from test_page import _loaded, _set
+    _loaded(browser, page.as_uri())
     for k, v in controls:
         _set(browser, k, v)
     return browser.execute_script("return document.body.dataset.state"), browser.find_element("id", "error").text

@@ -156,9 +156,16 @@ def _set(d, control, value):
             el.send_keys(str(value))
 
 
+def _loaded(d, uri):
+    """The page's state ("ok" or "error") after a fresh load of ``uri``: it is set by the DOMContentLoaded handler
+    (ui.js), which Chromium may not have run yet when ``get`` returns after a page still busy (a search in slices)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+    d.get(uri)
+    return WebDriverWait(d, 30).until(lambda x: x.execute_script("return document.body && document.body.dataset.state"))
+
+
 def _reset(d, page):
-    d.get(page.as_uri())
-    assert d.execute_script("return document.body.dataset.state") == "ok"
+    assert _loaded(d, page.as_uri()) == "ok"
 
 
 def _configure(d, page, controls):
@@ -244,6 +251,8 @@ CONFIGS = [
      ("recompute", "selective"), ("mbs", 2)],
     [("conventions", "mcore-te"), ("linear_recipe", "blockwise"), ("recompute", "full"), ("cp", 2),
      ("mtp_activations", "last-stage")],
+    # ModelZoo's rank is a stage's device: the command line counts TE's weight copies there (the page refused it)
+    [("conventions", "mcore-te"), ("linear_recipe", "mxfp8"), ("rank", "modelzoo")],
     # Megatron-Core's activation offloading (--offload-activations, derivations/assembly/offload.py): one micro-batch
     # under eager attention; every module but the core attention's under 1F1B and selective recomputation; DualPipe
     # with the MTP module's activations (the stage that runs them keeps no decoder layer)
@@ -442,10 +451,38 @@ def test_a_model_path_holding_a_script_tag_is_offered(browser, generated, tmp_pa
              options=dict(generated["options"], presets={}, default_model=HOSTILE))
     path = tmp_path / PAGE_NAME
     path.write_text(render(data=d), encoding="utf-8")
-    browser.get(path.as_uri())
-    assert browser.execute_script("return document.body.dataset.state") == "ok"
+    assert _loaded(browser, path.as_uri()) == "ok"
     assert browser.execute_script("return document.getElementById('opt-model').value") == HOSTILE
     assert browser.execute_script("return Object.keys(DATA.models)") == [HOSTILE]
+
+
+def test_the_device_gathering_is_printed_not_ported():
+    """The steps of device._estimate_at the page runs around the printed assembly (--virtual-layers' chunks and
+    interleaved peak, the MTP modules' stage shift, the schedules' chunks, offloading, linear recipes, the step's
+    excess, the substitution) are printed from their Python (memsym/page/options.py checks_js): the page's
+    hand-written JavaScript has neither the ports it had of them nor their refusals, which are in the printed script."""
+    from pathlib import Path
+
+    from memsym.page.options import checks_js
+    from symbolic.resources import TEMPLATES_DIR
+    hand = "".join((Path(TEMPLATES_DIR) / "page" / name).read_text(encoding="utf-8")
+                   for name in ("runtime.js", "inputs.js", "ui.js", "search.js"))
+    printed = checks_js()
+    for port in ("function rankChunks", "function interleavedStates", "function offloaded", "function offloadMoment",
+                 "function quantizedInputs", "function stepTrainings", "function heldStages", "function chunks",
+                 "DATA.quantized", "DATA.offload.modules", "function stepExcess(m, t, d, cached)"):
+        assert port not in hand, port
+    for fn in ("rank_chunks", "virtual_chunks", "virtual_groups", "interleaved_order", "interleaved_peak",
+               "mtp_stage_shift", "check_recipe_rank", "weight_side_of", "layout_stage", "chunks", "held_stages",
+               "offload_per_layer", "step_moment", "quantized_per_layer", "quantized_copies", "step_excess",
+               "step_inputs", "trainings", "named", "megatron_values", "missing_symbol"):
+        assert f"function {fn}(" in printed, fn
+    for text in ("--virtual-layers has ", "--virtual-layers sums to ", "--virtual-layers gives stage ",
+                 "--virtual-layers simulates Megatron's interleaved order", "counts TE's weight copies on the device",
+                 "selects the tensors of Megatron-Core's MLA and MoE layers", "stage must be an integer in 0..",
+                 "a term of this configuration reads the symbol", "is not available for "):
+        assert text not in hand, text
+        assert text in printed, text
 
 
 def test_refusals_are_printed_not_ported():

@@ -48,7 +48,8 @@ ROWS = 10
 
 def _load(d, page, state):
     d.get("about:blank")
-    d.get(page.as_uri() + "#" + state)
+    from test_page import _loaded
+    _loaded(d, page.as_uri() + "#" + state)
 
 
 def _searched(d, timeout=90.0):

@@ -31,7 +31,8 @@ STATES = [
 def _load(d, page, state="", settle=0.0):
     """The page at ``#state`` (a fresh load: the hash read as the page starts)."""
     d.get("about:blank")
-    d.get(page.as_uri() + ("#" + state if state else ""))
+    from test_page import _loaded
+    _loaded(d, page.as_uri() + ("#" + state if state else ""))
     if settle:
         time.sleep(settle)
 

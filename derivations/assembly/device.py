@@ -221,25 +221,24 @@ def _virtual_peak(model, layout, training, comp, inputs, chunks):
     layer_bytes = [at(schedules.part_composition(c, "layers")) for c in chunks]
     head = at(schedules.part_composition(chunks[-1], "head")) if chunks[-1].head else Fraction(0)
     m = training.microbatches or 4 * layout.pp  # steady state: the order repeats every PP V chunk-forwards
-    v = len(chunks)
-    best, best_state = None, None
-    held_at = lambda state: sum(n * a for n, a in zip(state, layer_bytes)) + state[-1] * head  # noqa: E731
-    for state in schedules.distinct_states(layout.pp, v, m, comp.index):  # (every state: the same largest)
-        if best is None or held_at(state) > best:
-            best, best_state = held_at(state), state
+    best, best_state, before = schedules.interleaved_peak(layout.pp, m, comp.index, layer_bytes, head,
+                                                          [bool(c.layers) for c in chunks])
     held = tuple((c, Fraction(n)) for c, n in zip(chunks, best_state))
     # --offload-activations: what is held before the backward of a chunk with (offloaded) layers
-    before = max((held_at(st) for st, c in schedules.backward_states(layout.pp, v, m, comp.index) if chunks[c].layers),
-                 default=Fraction(0)) if training.offload else None
-    return best, held, (Fraction(best_state[-1]) if chunks[-1].head else None), before
+    return best, held, (Fraction(best_state[-1]) if chunks[-1].head else None), before if training.offload else None
 
 
 def _estimate(model, layout, training, stage_index, assumptions) -> Estimate:
     try:
         return _estimate_at(model, layout, training, stage_index, assumptions)
     except ev.MissingSymbol as e:
-        raise cfg.ConfigError("values", f"{model.name}: a term of this configuration reads the symbol {e.name}, "
-                                        f"which the model does not define (its family has no such dimension)") from None
+        raise missing_symbol(model, e.name) from None
+
+
+def missing_symbol(model, name: str) -> cfg.ConfigError:
+    """The refusal of a term that reads the symbol ``name``, which ``model``'s family does not define."""
+    return cfg.ConfigError("values", f"{model.name}: a term of this configuration reads the symbol {name}, which the "
+                                     f"model does not define (its family has no such dimension)")
 
 
 def _estimate_at(model, layout, training, stage_index, assumptions) -> Estimate:

@@ -40,16 +40,28 @@ def term_id(training: Training) -> str:
     return "act.offload." + "-".join(training.offload)
 
 
+def check_megatron_layers(model, option: str) -> None:
+    """``--<option>`` (offload-activations, linear-recipe) selects tensors of Megatron-Core's MLA and MoE layers,
+    DeepSeek's: ConfigError (constraint ``option``) for a model of another family."""
+    if model.family != "deepseek":
+        raise ConfigError(option, f"--{option} selects the tensors of Megatron-Core's MLA and MoE layers; "
+                                  f"{model.name} is of the {model.family} family")
+
+
+def kept_tensors(model, training: Training, values: Mapping, kinds) -> Dict[str, Dict[str, Fraction]]:
+    """{kind: {tensor key: bytes}} of the tensors ``training``'s view keeps of each of ``kinds`` at ``values``."""
+    view = View.of(training)
+    return {kind: ev.tensor_values(view, model.q_lora, values, kind) for kind in kinds}
+
+
 def tensors(model, training: Training, values: Mapping) -> Dict[str, Tuple[Tuple[str, str, Fraction], ...]]:
     """{kind: ((module, tensor key, bytes), ...)} one layer micro-batch offloads at ``values``: those the view keeps, in
     a named module's group, of at least :data:`MIN_ELEMENTS`."""
-    if model.family != "deepseek":
-        raise ConfigError("offload-activations", f"--offload-activations selects the tensors of Megatron-Core's MLA "
-                                                 f"and MoE layers; {model.name} is of the {model.family} family")
+    check_megatron_layers(model, "offload-activations")
     view = View.of(training)
     named = {kind for module in training.offload for kind, _, _ in MODULE_TENSORS[module]}
-    rows = {kind: ev.tensor_values(view, model.q_lora, values, kind) for kind in ("mla", "moe", "dense")
-            if kind in named}  # only the kinds the modules name: the search memoises this by the symbols it reads
+    # only the kinds the modules name: the search memoises this by the symbols it reads
+    rows = kept_tensors(model, training, values, [kind for kind in ("mla", "moe", "dense") if kind in named])
     out: Dict[str, list] = {"mla": [], "moe": [], "dense": []}
     for module in training.offload:
         if module == "core_attn" and "score" in view.dropped:
@@ -98,11 +110,10 @@ def moment_parts(model, training: Training, values: Mapping) -> Tuple[Tuple[str,
     """((key, label, bytes, source), ...) of :data:`MOMENT`; () unless core_attn is unfused and offloaded."""
     if training.attention != "eager" or "core_attn" not in training.offload:
         return ()
-    view = View.of(training)
-    if "score" in view.dropped:  # a recomputed core attention is not offloaded (MultiLatentAttention.forward)
+    if "score" in View.of(training).dropped:  # recomputed core attention: not offloaded (MultiLatentAttention.forward)
         return ()
-    kept = ev.tensor_values(view, model.q_lora, values, "mla")
-    full = ev.tensor_values(View.of(step_names.trainings(training)[1]), model.q_lora, values, "mla")
+    kept = kept_tensors(model, training, values, ["mla"])["mla"]
+    full = kept_tensors(model, step_names.trainings(training)[1], values, ["mla"])["mla"]
     B_a = Fraction(values["B_a"])
     big = lambda key: Fraction(full.get(key, 0)) if Fraction(full.get(key, 0)) / B_a >= MIN_ELEMENTS else 0  # noqa: E731
     qkv = sum((big(k) for k in ("q", "k", "v")), Fraction(0))

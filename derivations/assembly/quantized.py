@@ -13,9 +13,9 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Dict, Mapping, Tuple
 
-from derivations import evaluate as ev
 from derivations.activations.view import View
-from derivations.config import ConfigError, Training
+from derivations.assembly.offload import check_megatron_layers, kept_tensors
+from derivations.config import Training
 from derivations.config.quantization import FORMATS, recipe
 
 TE = "Transformer Engine d0067d0d transformer_engine/pytorch/module/"
@@ -71,14 +71,11 @@ def _rows(kind: str, t: Mapping[str, Fraction], B_a: Fraction, q: Fraction, trai
 def parts(model, training: Training, values: Mapping) -> Dict[str, Tuple[Tuple[str, str, Fraction, str], ...]]:
     """{'mla', 'moe', 'dense', 'mtp': ((key, label, delta bytes, source), ...)} of one layer micro-batch of each kind at
     ``values``; 'mtp' the MTP module's eh_proj input."""
-    if model.family != "deepseek":
-        raise ConfigError("linear-recipe", f"--linear-recipe selects the tensors of Megatron-Core's MLA and MoE "
-                                           f"layers; {model.name} is of the {model.family} family")
-    view = View.of(training)
+    check_megatron_layers(model, "linear-recipe")
+    t = kept_tensors(model, training, values, ("mla", "moe", "dense") + (("mtp",) if model.mtp_layers else ()))
     B_a, q = Fraction(values["B_a"]), recipe(training.linear_recipe).input_bytes
-    out = {kind: tuple(_rows(kind, ev.tensor_values(view, model.q_lora, values, kind), B_a, q, training))
-           for kind in ("mla", "moe", "dense")}
-    eh = Fraction(ev.tensor_values(view, model.q_lora, values, "mtp").get("mtp_eh_in", 0)) if model.mtp_layers else 0
+    out = {kind: tuple(_rows(kind, t[kind], B_a, q, training)) for kind in ("mla", "moe", "dense")}
+    eh = Fraction(t["mtp"].get("mtp_eh_in", 0)) if model.mtp_layers else 0
     out["mtp"] = ((("mtp_eh_in", "MTP eh_proj input, quantized", eh * (q - B_a) / B_a,
                     MC + "transformer/multi_token_prediction.py (get_fp8_context)"),) if eh else ())
     return out

@@ -184,6 +184,20 @@ def backward_states(pp: int, v: int, m: int, index: int) -> List[Tuple[Tuple[int
     return [(st, v - 1 - (k // pp) % v) for k, st in enumerate(distinct_states(pp, v, m, index)[warm:])]
 
 
+def interleaved_peak(pp: int, m: int, index: int, layer_bytes, head, with_layers):
+    """(the largest bytes held, its state, the largest held before the backward of a chunk with layers, or 0) of rank
+    ``index``'s interleaved order (:func:`distinct_states`: every state has the same largest), a micro-batch of chunk c
+    holding ``layer_bytes[c]`` and of the last chunk ``head`` more; ``with_layers[c]``: chunk c holds a layer."""
+    v = len(layer_bytes)
+    held_at = lambda state: sum(n * a for n, a in zip(state, layer_bytes)) + state[-1] * head  # noqa: E731
+    best, best_state = None, None
+    for state in distinct_states(pp, v, m, index):
+        if best is None or held_at(state) > best:
+            best, best_state = held_at(state), state
+    before = max((held_at(st) for st, c in backward_states(pp, v, m, index) if with_layers[c]), default=Fraction(0))
+    return best, best_state, before
+
+
 def rank_chunks(model, layout, training, comp):
     """:func:`virtual_chunks` of rank ``comp.index``, refused unless they match its stage and PP divides m."""
     chunks = virtual_chunks(model, layout, comp.index, training.virtual_layers, training.vpp)

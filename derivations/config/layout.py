@@ -163,9 +163,12 @@ class StageComposition:
 
     @property
     def label(self) -> str:
-        if len(self.layers) == 1:
-            return f"layer {self.layers.start}"
-        return f"layers {self.layers.start}-{self.layers.stop - 1}"
+        return layers_label(self.layers.start, self.layers.stop)
+
+
+def layers_label(start: int, stop: int) -> str:
+    """``layer i`` or ``layers i-j`` of the layers start..stop-1 (a stage's label)."""
+    return f"layer {start}" if stop - start == 1 else f"layers {start}-{stop - 1}"
 
 
 def compose(model: ModelSpec, layers: range, first: bool, last: bool, index: int = 0) -> StageComposition:

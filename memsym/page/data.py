@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import random
-from fractions import Fraction
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Dict, List, Tuple
@@ -77,19 +75,17 @@ def _display(term):
 
 
 def model_states(pool: Pool, fam=DEEPSEEK) -> Dict:
-    """{structure key: {side: {ids: {zero: {component: id}}, terms: {id: fn}, P_n, P_m} or {refused: message}}}
-    of every structure of ``fam`` (its flags' values, :meth:`Family.structure_key`); a weight side the family
-    has no terms for (other tools' conventions) is refused with the command line's message."""
+    """{structure key: {side: {ids: {zero: {component: id}}, terms: {id: fn}, P_n, P_m}}} of every structure of
+    ``fam`` (its flags' values, :meth:`Family.structure_key`), but the weight sides it has no terms for."""
     out = {}
     for structure in fam.structures():
-        model = SimpleNamespace(structure=structure, family=fam.name, name="{name}")
+        model = SimpleNamespace(structure=structure, family=fam.name, name=fam.name)
         per = {}
         for rank, shared in SIDES:
             tr = _side_training(rank, shared)
             try:
                 weight_side_of(model, tr.conventions)
-            except ConfigError as e:  # the model's name is put in by the page
-                per[f"{rank}/{shared}"] = {"refused": str(e)}
+            except ConfigError:  # none: the page refuses it with the printed sides.weight_side_of
                 continue
             var = variant(model, tr)
             side = weight_side(tr.conventions)
@@ -117,46 +113,6 @@ def _linear_params(var, params_id: str) -> sp.Expr:
     of the TE linear layers on the device, in the held composition's symbols (the page's model-state inputs)."""
     terms = SimpleNamespace(term=lambda tid: var.terms[tid].expr)
     return quantized.linear_params(terms, {k: nt.SYMBOLS[k] for k in ("e_E", "e_H", "L_m", "N", "h")}, params_id)
-
-
-def linear_recipe(pool: Pool, keys: Dict[str, List[str]]) -> Dict:
-    """--linear-recipe: {bytes: {recipe: [input, weight]} (quantization.py FORMATS), rows: {recipe: {attention:
-    {kind: [[row, gates, value, coefficient], ...]}}}}: quantized._rows as data, found by calling it (and checked
-    at random bytes): a layer micro-batch of ``kind`` changes by coefficient x the kept bytes of ``value`` when
-    every tensor of ``gates`` is kept; the MTP module's eh_proj input is one more row, of kind mtp."""
-    B_a, one, rng = nt.SYMBOLS["B_a"], Fraction(1), random.Random(1)
-    rows = {}
-    for recipe, f in FORMATS.items():
-        q = f.input_bytes
-        for attention in cfg.ATTENTION:
-            tr = SimpleNamespace(linear_recipe=recipe, attention=attention)
-            got = {}
-            for kind, names in keys.items():
-                at = lambda t: {r[0]: r[2] for r in quantized._rows(kind, t, B_a, q, tr)}  # noqa: E731
-                full = dict.fromkeys(names, one)
-                spec = []
-                for name, coef in at(full).items():
-                    gates = [k for k in names if name not in at({**full, k: Fraction(0)})]
-                    (value,) = [k for k in names if sp.expand(at({**full, k: 2 * one})[name] - 2 * coef) == 0]
-                    spec.append([name, gates, value, coef])
-                for _ in range(20):  # the rows as data give _rows' deltas at random bytes, some tensors not kept
-                    t = {k: Fraction(rng.randint(1, 9)) for k in names if rng.random() < 0.8}
-                    want = {name: sp.expand(d) for name, d in at(t).items()}
-                    mine = {name: sp.expand(coef * t[value]) for name, gates, value, coef in spec
-                            if all(t.get(g) for g in gates)}
-                    assert mine == want, (recipe, attention, kind, t)
-                got[kind] = [[name, gates, value, pool.add(coef)] for name, gates, value, coef in spec]
-            got["mtp"] = [["mtp_eh_in", ["mtp_eh_in"], "mtp_eh_in", pool.add((q - B_a) / B_a)]]
-            rows.setdefault(recipe, {})[attention] = got
-    return {"bytes": {k: [exact_text(f.input_bytes), exact_text(f.weight_bytes)] for k, f in FORMATS.items()},
-            "rows": rows}
-
-
-def offloading() -> Dict:
-    """--offload-activations: offload.py's MODULE_TENSORS as data ({module: [[kind, tensor key, element size: a bytes
-    symbol or a number], ...]}), MIN_ELEMENTS and the step moment's term id."""
-    return {"modules": {m: [list(row) for row in offload.MODULE_TENSORS[m]] for m in cfg.OFFLOAD_MODULES},
-            "min_elements": offload.MIN_ELEMENTS, "moment": offload.MOMENT}
 
 
 def device(pool: Pool, fam=DEEPSEEK) -> Dict:
@@ -197,7 +153,7 @@ def family_data(pool: Pool, fam, say) -> Dict:
             "counts": [[sym, feature] for sym, feature, _ in fam.counts], "named_counts": list(fam.named_counts),
             "activation_flags": list(fam.activation_flags),
             "states": model_states(pool, fam), "activations": acts, "device": device(pool, fam),
-            "kinds": list(fam.kinds), "layout_defaults": fam.layout_defaults(),
+            "kinds": list(fam.kinds), "sections": list(fam.sections), "layout_defaults": fam.layout_defaults(),
             "layer_label": fam.layer_name or ("one MoE layer" if "moe" in fam.layer else f"one {fam.layer_what}"),
             "divides": [[d.rule, d.symbol, d.axis, d.text] for d in fam.divides],
             "inert": _inert(fam)}
@@ -272,14 +228,7 @@ def generate(models=(), progress=None) -> Dict:
         if fam not in fams:
             fams.append(fam)
     per = {fam.name: family_data(pool, fam, say) for fam in fams}
-    quant = None
-    if DEEPSEEK.name in per:  # --linear-recipe: Megatron-Core's MLA and MoE layers (DeepSeek's tensors)
-        keys: Dict[str, List[str]] = {}
-        for table in per[DEEPSEEK.name]["activations"].values():
-            for u in table:
-                if u["kind"] in ("mla", "moe", "dense") and u["key"] not in keys.setdefault(u["kind"], []):
-                    keys[u["kind"]].append(u["key"])
-        quant = linear_recipe(pool, keys)
+    ds = DEEPSEEK.name in per
     say("schedules, overheads, options")
     over = overheads(pool)
     opts = options()
@@ -293,8 +242,10 @@ def generate(models=(), progress=None) -> Dict:
         opts["default_model"] = next(iter(given))
     return {"fns": pool.fns, "mathml": pool.mls, "reads": pool.reads, "families": per,
             "models": given, "released": {argument: model_data(spec) for argument, spec in released},
-            "overheads": over, "quantized": quant,
-            "offload": offloading() if DEEPSEEK.name in per else None,
+            "overheads": over,
+            # --offload-activations, --linear-recipe: where DeepSeek's tensors are read (offload.py, quantized.py)
+            "offload": {"modules": list(cfg.OFFLOAD_MODULES), "moment": offload.MOMENT} if ds else None,
+            "linear_recipes": list(FORMATS) if ds else None,
             "options": opts, "inputs": inputs(), "gpus": gpus(), "features": FEATURES,
             "search": searched["data"], "search_js": searched["js"] + "\n" + assembly_js(fams)}
 

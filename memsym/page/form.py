@@ -114,10 +114,10 @@ def controls(data: Dict) -> Dict[str, List[Dict]]:
                               flag="--" + dest.replace("_", "-", 1)) for dest, syms, what in DTYPES]
         + [_select("bytes_per_param", "bytes per parameter convention", O["bytes_conventions"], "paper")]
         # Transformer Engine's quantized linear layers (derivations/assembly/quantized.py), where DeepSeek's are read
-        + ([_select("linear_recipe", "linear layers in TE's recipe (needs mcore-te)", data["quantized"]["bytes"],
+        + ([_select("linear_recipe", "linear layers in TE's recipe (needs mcore-te)", data["linear_recipes"],
                     "none: BF16"),
             _flag("quantized_param_gather", "the linear weights quantized (--quantized-param-gather)",
-                  "Megatron's --fp8-param-gather: no BF16 copy of them")] if data.get("quantized") else []),
+                  "Megatron's --fp8-param-gather: no BF16 copy of them")] if data.get("linear_recipes") else []),
         "assumptions": [_select(name, re.split(r"[:;(]", s["help"])[0][:60], s["values"], s["values"][0],
                                 flag=s["option"], help=s["help"]) for name, s in O["switches"].items()]
         + [_flag("mtp", "count the MTP layers in Megatron's shard (--mtp)", "needs --rank megatron")],

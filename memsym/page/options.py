@@ -11,9 +11,12 @@ from typing import Dict, List
 from derivations import config as cfg
 from derivations import families as _families
 from derivations.activations import shape
-from derivations.assembly import schedules, sides
+from derivations import evaluate as ev
+from derivations.activations.view import View
+from derivations.assembly import device, offload, quantized, schedules, sides, step_names
 from derivations.assembly.runtime import buffers_term
-from derivations.config import defaults, hfconfig, layout, limits as L, resolve, switches, training
+from derivations.config import defaults, hfconfig, layout, limits as L, quantization, resolve, switches, training
+from derivations.config import values
 from derivations.config.gpus import presets as gpu_presets
 from derivations.config.hfconfig import covered
 from derivations.config.recipes import RECIPES
@@ -105,14 +108,23 @@ def checks_js() -> str:
                  resolve._family_of: "FAMILIES.family_of",
                  shape.of_model: "((model) => model.family)",
                  shape.family: "FAMILIES.find", shape.inert: "((f) => Object.values(DATA.families[f].inert))",
+                 # the page's compositions: {index, layers: [first, end), dense, moe, ...} (runtime.js compose)
+                 layout.stages: "stages", offload.kept_tensors: "keptTensors", device._kinds: "keptKinds",
+                 ev.step: "stepMoments", ev.device_inputs: "((f) => [DATA.families[f].device.kinds, "
+                                                          "DATA.families[f].device.chunks])",
+                 # evaluate.inflight: the generated schedules' formulas, the same in every family's module
+                 ev.inflight: "((name, pp, i, m, vpp) => Object.values(ASSEMBLY)[0].inflight(name, { PP: Q.n(pp), "
+                              "i_s: Q.n(i), n_mb: m === null ? INF : Q.n(m), VPP: Q.n(vpp) }))",
+                 View.of: "((t) => new View({ recompute: t.recompute, ops: t.recompute_ops }))",
+                 layout.compose: "((m, r, first, last, index) => compose(m, [r.start, r.stop], first, last, index))",
                  **{getattr(_families, k): f"FAMILIES.{k}" for k in ("wrapper", "for_model_type", "model_types",
                                                                        "get", "find")}})
     p.add(hfconfig.Fields, ["__init__", "err", "int", "choice", "bool", "fp8_block", "type_name", "shown"])
     p.add(config.ModelSpec, ["family", "q_lora", "indexer", "routing_bias", "groups", "group_limited", "routing",
                              "structure", "named", "layer_kinds", "layer_features", "mtp_layer_features", "unread"])
     p.add(L.Limit, ["check", "message"])
-    p.add(layout.Layout, ["SP"])
-    p.add(training.Training, ["with_bytes"])
+    p.add(layout.Layout, ["SP", "named"])
+    p.add(training.Training, ["with_bytes", "named"])
     p.add(switches.Conventions, [])
     for fn in (hfconfig._err, hfconfig.from_dict, config.from_fields, config.shape_name, config._indexer,
                config._indexer_types, config._layer_kinds, config._features, L._show, layout.positive_int,
@@ -124,10 +136,27 @@ def checks_js() -> str:
                resolve._dp_of_gpus, resolve.check_conflicts, resolve.training_of, resolve.conventions_of,
                defaults.applied, defaults.named_by, training.parse_cuda_graphs, shape.check_options):
         p.add(fn)
-    for fn, name in ((schedules.validate, "validate_schedule"), (argtypes.positive_int, "arg_positive_int"),
-                     (argtypes.nonneg_int, "arg_nonneg_int"), (argtypes._shown, "arg_shown"),
-                     (L.option, "limit_option"), (jsonfile.shown, "json_shown"),
-                     (jsonfile.type_name, "typeName")):
+    # the device's gathering steps of device._estimate_at the page runs (runtime.js device): --virtual-layers' chunks
+    # and interleaved order, the MTP modules on the last stage, the stage asked and the options' refusals
+    p.add(sides.WeightSide, [])
+    p.add(View, ["dropped"])
+    p.add(schedules.Chunk, [])
+    for fn in (schedules._warm, schedules.interleaved_order, schedules.distinct_states, schedules.backward_states,
+               schedules.virtual_chunks, schedules.rank_chunks, schedules.virtual_groups, layout.layers_label,
+               sides.mtp_stage_shift, sides.weight_side, sides.weight_side_of, _families.unsupported,
+               device.check_recipe_rank, offload.check_megatron_layers, step_names.trainings, switches.with_switch,
+               offload.moment_parts, offload.step_moment, quantized._rows, quantization.recipe, schedules.chunks,
+               schedules.held_stages, schedules.interleaved_peak, device.missing_symbol, device.step_excess,
+               device.step_inputs, step_names.framework_of, step_names.policy_of, step_names.routing,
+               step_names.term_id, step_names.indicators, values.named, sides.megatron_values, layout.whole_model):
+        p.add(fn)
+    for fn, name in ((layout.stage, "layout_stage"), (offload.tensors, "offload_tensors"),
+                     (offload.per_layer, "offload_per_layer"), (quantized.parts, "quantized_parts"),
+                     (quantized.per_layer, "quantized_per_layer"), (quantized.copies, "quantized_copies"),
+                     (schedules.validate, "validate_schedule"),
+                     (argtypes.positive_int, "arg_positive_int"), (argtypes.nonneg_int, "arg_nonneg_int"),
+                     (argtypes._shown, "arg_shown"),
+                     (L.option, "limit_option"), (jsonfile.shown, "json_shown"), (jsonfile.type_name, "typeName")):
         p.add(fn, name=name)
     return p.js()
 

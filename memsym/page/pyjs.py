@@ -166,7 +166,8 @@ _RESERVED = {"default", "function", "var", "new", "delete", "in", "class", "this
 #: Python's methods of str, list and dict the printed functions call: the page's ``py.m``.
 _METHODS = {"get", "items", "keys", "values", "split", "join", "update", "format", "upper", "append", "strip",
             "partition", "lstrip", "startswith", "replace"}
-_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Mod: "mod", ast.FloorDiv: "floordiv", ast.BitOr: "union"}
+_OPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "truediv", ast.Mod: "mod", ast.FloorDiv: "floordiv",
+        ast.BitOr: "union"}
 _CMP = {ast.Eq: "eq", ast.NotEq: "ne", ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.In: "in",
         ast.NotIn: "notin"}
 
@@ -192,7 +193,7 @@ class Printed:
     error at generation."""
 
     def __init__(self, natives: Dict):
-        self.natives = {id(k): v for k, v in natives.items()}
+        self.natives = {id(getattr(k, "__func__", k)): v for k, v in natives.items()}  # a class method: its function
         self.names: Dict[int, str] = {}   # id(function or class) -> its JavaScript name
         self.signatures: Dict[str, list] = {}  # callable or method name -> its inspect.Parameters (keyword calls)
         self.fields: Dict[str, list] = {}  # dataclass name -> its fields in order
@@ -230,7 +231,7 @@ class Printed:
         return "\n".join([*classes, *self.constants.values(), *self.out])
 
     def known(self, value) -> bool:
-        return id(value) in self.names or id(value) in self.natives
+        return any(id(x) in self.names or id(x) in self.natives for x in (value, getattr(value, "__func__", None)))
 
     def resolve(self, value, where: str) -> str:
         """A module-level value a printed function reads, as JavaScript."""
@@ -238,6 +239,8 @@ class Printed:
             return self.names[id(value)]
         if id(value) in self.natives:
             return self.natives[id(value)]
+        if id(getattr(value, "__func__", None)) in self.natives:  # a class method, by its function
+            return self.natives[id(value.__func__)]
         if callable(value):
             raise ValueError(f"pyjs: {where} is neither printed nor native")
         name, text = "K_" + where.replace(".", "_"), self.literal(value)
@@ -284,7 +287,8 @@ class _Function:
         defaults = [None] * (len(a.args) - len(a.defaults)) + list(a.defaults) + [None] * bool(a.kwarg)
         heads = [_ident(p) + ("" if d is None else f" = {self.expr(d)}")
                  for p, d in zip(params, defaults[1 if method else 0:])]
-        assigned = sorted({_ident(name) for s in ast.walk(node) if isinstance(s, (ast.Assign, ast.For, ast.AugAssign))
+        assigned = sorted({_ident(name) for s in ast.walk(node)
+                           if isinstance(s, (ast.Assign, ast.AnnAssign, ast.For, ast.AugAssign))
                            for name in _bound(s.targets[0] if isinstance(s, ast.Assign) else s.target)}
                           - set(map(_ident, params)))
         self.locals |= set(assigned)
@@ -323,11 +327,20 @@ class _Function:
             return f"{indent}{self.expr(n.value)};\n"
         if isinstance(n, ast.Assign) and len(n.targets) == 1:
             t = n.targets[0]
+            if isinstance(t, ast.Tuple) and not all(isinstance(x, ast.Name) for x in t.elts):  # a, x[k] = ...
+                self.locals.add("_v")
+                each = [ast.Assign([x], ast.Subscript(ast.Name("_v"), ast.Constant(i))) for i, x in enumerate(t.elts)]
+                head = f"{indent}{{\n{indent}  const _v = {self.expr(n.value)};\n"
+                return f"{head}{self.block(each, indent + '  ')}{indent}}}\n"
             if isinstance(t, ast.Subscript):
                 return f"{indent}py.setitem({self.expr(t.value)}, {self.expr(t.slice)}, {self.expr(n.value)});\n"
             return f"{indent}{self.expr(t)} = {self.expr(n.value)};\n"
         if isinstance(n, ast.AnnAssign) and n.value is not None:
             return f"{indent}{self.expr(n.target)} = {self.expr(n.value)};\n"
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Subscript):  # x[k] += v
+            x, k = self.expr(n.target.value), self.expr(n.target.slice)
+            value = f"py.{_OPS[type(n.op)]}(py.getitem({x}, {k}), {self.expr(n.value)})"
+            return f"{indent}py.setitem({x}, {k}, {value});\n"
         if isinstance(n, ast.AugAssign):
             t = self.expr(n.target)
             return f"{indent}{t} = py.{_OPS[type(n.op)]}({t}, {self.expr(n.value)});\n"
@@ -337,6 +350,8 @@ class _Function:
             return f"{indent}throw {self.caught if n.exc is None else self.expr(n.exc)};\n"
         if isinstance(n, ast.Pass):
             return ""
+        if isinstance(n, (ast.Continue, ast.Break)):
+            return f"{indent}{'continue' if isinstance(n, ast.Continue) else 'break'};\n"
         if isinstance(n, ast.If):
             out = f"{indent}if ({self.test(n.test)}) {{\n{self.block(n.body, indent + '  ')}{indent}}}"
             if n.orelse:
@@ -347,6 +362,8 @@ class _Function:
             self.locals.add(self.caught)
             return (f"{indent}try {{\n{self.block(n.body, indent + '  ')}{indent}}} catch ({self.caught}) {{\n"
                     f"{self.block(n.handlers[0].body, indent + '  ')}{indent}}}\n")
+        if isinstance(n, ast.While) and not n.orelse:
+            return f"{indent}while ({self.test(n.test)}) {{\n{self.block(n.body, indent + '  ')}{indent}}}\n"
         if isinstance(n, ast.For) and not n.orelse:
             return (f"{indent}for ({self.expr(n.target)} of py.iter({self.expr(n.iter)})) {{\n"
                     f"{self.block(n.body, indent + '  ')}{indent}}}\n")
@@ -440,6 +457,9 @@ class _Function:
         inner = elt() if len(gens) == 1 else self.comprehension(gens[1:], elt)
         src = f"py.iter({self.expr(g.iter)})"
         args = self.expr(g.target)
+        if isinstance(g.target, ast.Tuple):  # (k, _, _): an arrow's parameters, ``_`` an elision
+            args = "[" + ", ".join("" if isinstance(x, ast.Name) and x.id == "_" else self.expr(x)
+                                   for x in g.target.elts) + "]"
         for cond in g.ifs:
             src = f"{src}.filter(({args}) => {self.test(cond)})"
         return f"{src}.{'map' if len(gens) == 1 else 'flatMap'}(({args}) => {inner})"
@@ -475,6 +495,11 @@ class _Function:
         e, f = self.expr, n.func
         args = [e(a) for a in n.args]
         if isinstance(f, ast.Name) and f.id in _BUILTINS and f.id not in self.globals and f.id not in self.locals:
+            kw = {k.arg: e(k.value) for k in n.keywords}
+            if set(kw) - {"key", "default"} or kw and f.id not in ("min", "max") or len(args) > 1 and kw:
+                raise ValueError(f"pyjs: {self.where(n)}: {f.id}() with keywords {sorted(kw)} is not printed")
+            if kw:  # min/max of one iterable: key=, default= (None: no key; undefined: none, an empty one raises)
+                return f"py.{f.id}_of({args[0]}, {kw.get('key', 'null')}, {kw.get('default', 'undefined')})"
             return f"py.{f.id}({', '.join(args)})"
         if isinstance(f, ast.Attribute) and not self.p.known(self.static(f)[1]):
             obj = e(f.value)

@@ -50,6 +50,10 @@ function pct(a, b) { return `${Math.round(Q.float(a) / Q.float(b) * 100)}%`; }
 class ConfigError extends Error {
   constructor(message, fields) { super(message); this.fields = fields || []; }
 }
+/** ``fn()``, a refusal of it shown at ``fields`` (the page's controls it concerns: interaction, not a rule). */
+function concerning(fields, fn) {
+  try { return fn(); } catch (e) { if (e instanceof ConfigError) e.fields = fields; throw e; }
+}
 
 // ----------------------------------------------------------------------------- Python's values (printed functions)
 /* What the functions printed from the command line's Python (memsym/page/pyjs.py Printed) run on: Python's
@@ -59,8 +63,11 @@ const big = (x) => typeof x === "bigint" || (typeof x === "number" && !Number.is
 const num = (x) => (x instanceof PyFloat ? x.v : x);
 /** An integer result: a Number when it is exact as one. */
 const pyInt = (x) => (Number.isSafeInteger(Number(x)) ? Number(x) : x);
-function arith(a, b, ints, floats) {
-  if (a instanceof PyFloat || b instanceof PyFloat) return new PyFloat(floats(Number(num(a)), Number(num(b))));
+/** a op b: floats if either is one, the page's rationals if either is a Fraction (``fraction``), else ints. */
+function arith(a, b, ints, floats, fraction) {
+  const f = (x) => (isQ(x) ? Q.float(x) : Number(num(x)));
+  if (a instanceof PyFloat || b instanceof PyFloat) return new PyFloat(floats(f(a), f(b)));
+  if (isQ(a) || isQ(b)) return fraction(a, b);
   return big(a) || big(b) ? pyInt(ints(BigInt(a), BigInt(b))) : ints(a, b);
 }
 const floorMod = (a, b) => ((a % b) + b) % b;
@@ -69,15 +76,16 @@ const isQ = (x) => x !== null && typeof x === "object" && typeof x.n === "bigint
 const order = (a, b) => (isQ(a) || isQ(b) ? Q.cmp(a, b) : (num(a) < num(b) ? -1 : (num(a) > num(b) ? 1 : 0)));
 const py = {
   bool: (x) => !(x === null || x === false || x === 0 || x === 0n || x === "" || (x instanceof PyFloat && x.v === 0)
-    || (Array.isArray(x) && !x.length) || (x instanceof Map && !x.size)),
+    || (Array.isArray(x) && !x.length) || (x instanceof Map && !x.size) || (isQ(x) && x.n === 0n)),
   and: (a, b) => (py.bool(a) ? b() : a),
   or: (a, b) => (py.bool(a) ? a : b()),
   add: (a, b) => (typeof a === "string" || Array.isArray(a) ? a.concat(b)
-    : arith(a, b, (x, y) => x + y, (x, y) => x + y)),
-  sub: (a, b) => arith(a, b, (x, y) => x - y, (x, y) => x - y),
+    : arith(a, b, (x, y) => x + y, (x, y) => x + y, Q.add)),
+  sub: (a, b) => arith(a, b, (x, y) => x - y, (x, y) => x - y, (x, y) => Q.add(x, Q.mul(-1, y))),
   mul: (a, b) => (Array.isArray(a) ? Array(Number(b) > 0 ? Number(b) : 0).fill(a).flat()
     : typeof a === "string" ? a.repeat(Number(b) > 0 ? Number(b) : 0)
-    : arith(a, b, (x, y) => x * y, (x, y) => x * y)),
+    : arith(a, b, (x, y) => x * y, (x, y) => x * y, Q.mul)),
+  truediv: (a, b) => arith(a, b, (x, y) => new PyFloat(Number(x) / Number(y)), (x, y) => x / y, Q.div),
   mod: (a, b) => arith(a, b, floorMod, floorMod),
   floordiv: (a, b) => arith(a, b, (x, y) => (typeof x === "bigint" ? (x - floorMod(x, y)) / y : Math.floor(x / y)),
     (x, y) => Math.floor(x / y)),
@@ -123,11 +131,24 @@ const py = {
   },
   any: (xs) => py.iter(xs).some(py.bool),
   all: (xs) => py.iter(xs).every(py.bool),
-  sum: (xs) => py.iter(xs).reduce(py.add, 0),
+  sum: (xs, start = 0) => py.iter(xs).reduce(py.add, start),
   min: (...xs) => (xs.length === 1 ? py.iter(xs[0]) : xs).reduce((a, b) => (py.lt(b, a) ? b : a)),
   max: (...xs) => (xs.length === 1 ? py.iter(xs[0]) : xs).reduce((a, b) => (py.gt(b, a) ? b : a)),
-  range: (a, b) => (b === undefined ? py.range(0, a)
-    : Array.from({ length: Math.max(Number(b) - Number(a), 0) }, (_, i) => Number(a) + i)),
+  /** min(xs, key=, default=) and max(...): the first least or largest by ``key`` (null: the item itself). */
+  min_of: (xs, key, dflt) => py.best(xs, key, dflt, py.lt),
+  max_of: (xs, key, dflt) => py.best(xs, key, dflt, py.gt),
+  best(xs, key, dflt, better) {
+    const k = key || ((x) => x), items = py.iter(xs);
+    if (!items.length && dflt === undefined) throw new Error("ValueError: empty sequence");
+    return items.length ? items.reduce((a, b) => (better(k(b), k(a)) ? b : a)) : dflt;
+  },
+  /** range(a, b, step): its items, with Python's start and stop */
+  range(a, b, step = 1) {
+    if (b === undefined) return py.range(0, a);
+    const out = [];
+    for (let i = Number(a); step > 0 ? i < Number(b) : i > Number(b); i += Number(step)) out.push(i);
+    return Object.assign(out, { start: Number(a), stop: Number(b) });
+  },
   slice(x, lo, hi) {
     const out = (typeof x === "string" ? Array.from(x) : x).slice(lo ?? undefined, hi ?? undefined);
     return typeof x === "string" ? out.join("") : out;
@@ -238,9 +259,11 @@ FAMILIES.family_of = (model) => {
   const recipe = Object.values(DATA.options.recipes).find((r) => r.model === model);
   return spec ? FAMILIES.find(spec.family) : (recipe ? recipe.family : null);
 };
-/** A model of the page (model_data) as the printed checks read a ModelSpec: named() its symbols' values. */
-const specOf = (m) => m.spec
-  || Object.assign({}, m, { named: () => new Map(Object.entries(m.named).map(([k, v]) => [k, BigInt(v)])) });
+/** A model of the page (model_data) as the printed functions read a ModelSpec (named() its symbols' values), with the
+    page's layer kinds and features (compose); a pasted config.json's is the printed ModelSpec read. */
+const specOf = (m) => (m.spec ? Object.assign(Object.create(m.spec), { kinds: m.kinds, features: m.features })
+  : Object.assign({}, m, { named: () => new Map(Object.entries(m.named).map(([k, v]) => [k, BigInt(v)])),
+    mtp_layer_features: () => m.mtp_features }));
 /** memsym/page/data.py model_data of a model read on the page (a pasted config.json). */
 function modelData(s) {
   return { family: s.family, name: s.name, structure: s.structure.map(Boolean), l: Number(s.l), kinds: s.layer_kinds(),
@@ -271,7 +294,8 @@ function compose(m, range, first, last, index) {
     extra[sym] = 0;
     for (let i = range[0]; i < range[1]; i++) if (m.features[i].includes(feature)) extra[sym]++;
   }
-  return { index, layers: range, dense, moe: range[1] - range[0] - dense, embedding: first, head: last, extra };
+  return { index, layers: range, dense, moe: range[1] - range[0] - dense, embedding: first, head: last, extra,
+    label: layers_label(range[0], range[1]), named() { return new Map(Object.entries(subsComposition(this))); } };
 }
 /** layout.stages: each stage's [first layer, end) of the printed layout.stage_layers (its ranges as lists). */
 function stages(m, lay) {
@@ -279,14 +303,6 @@ function stages(m, lay) {
   return split.map((r, i) => compose(m, r, i === 0, i === split.length - 1, i));
 }
 // ----------------------------------------------------------------------------- schedules (derivations/assembly/schedules.py)
-function chunks(name, pp, index, m, vpp) {
-  validate_schedule(name, pp, m, vpp);
-  if (name === "interleaved" && vpp === null) vpp = 2;
-  const e = { PP: Q.n(pp), i_s: Q.n(index), n_mb: m === null ? INF : Q.n(m), VPP: Q.n(vpp || 1) };
-  // derivations/generated/<family>.py inflight: the schedules', the same in every family's module
-  return Object.values(ASSEMBLY)[0].inflight(name, e).map(([which, n, part]) => ({ stage: which === "own" ? index : pp - 1 - index,
-    inflight: n, part }));
-}
 // a chunk's part of its stage's composition (schedules.Chunk.composition): all, its layers, or its head
 function partComposition(comp, part) {
   if (part === "layers") return Object.assign({}, comp, { head: false });
@@ -294,24 +310,9 @@ function partComposition(comp, part) {
     return Object.assign({}, comp, { dense: 0, moe: 0, embedding: false, extra: Object.fromEntries(Object.keys(comp.extra).map((k) => [k, 0])) });
   return comp;
 }
-function heldStages(name, pp, index) { return name === "dualpipe" ? [index, pp - 1 - index] : [index]; }
 
-// ----------------------------------------------------------------------------- the substitution (config.substitution)
-function substitution(m, lay, t, comp) {
-  const e = {};
-  for (const [k, x] of Object.entries(m.named)) e[k] = Q.n(x);  // ModelSpec.named
-  Object.assign(e, { DP: Q.n(lay.dp), TP: Q.n(lay.tp), PP: Q.n(lay.pp), EP: Q.n(lay.ep), ETP: Q.n(lay.etp), CP: Q.n(lay.cp),
-    SP: Q.n(lay.sp === null ? lay.tp : lay.sp) });
-  e.b = Q.n(t.mbs); e.s = Q.n(t.seq);
-  for (const [k, v] of Object.entries(DATA.options.extension_defaults)) e[k] = Q.parse(v);
-  for (const [k, v] of t.bytes) e[k] = Q.of(v);
-  e.F = Q.of(t.imbalance);
-  if (t.microbatches !== null) e.n_mb = Q.n(t.microbatches);
-  if (t.vpp !== null) e.VPP = Q.n(t.vpp);
-  e.z = Q.n(t.zero);
-  if (comp) Object.assign(e, subsComposition(comp));
-  return e;
-}
+/** config.values.named (printed): {symbol: value} of a configuration, as the page's rationals. */
+const substitution = (m, lay, t, comp) => Object.fromEntries([...named(specOf(m), lay, t, comp || null)].map(([k, x]) => [k, Q.of(x)]));
 
 // ----------------------------------------------------------------------------- the activation view
 /** generate.features_of_view: the view's features as derivations/generate.py's decision tables read them. */
@@ -339,7 +340,7 @@ function kindValues(m, kept, e) {  // derivations.evaluate.activation_values: ea
   // a tensor of the shared lists that reads a dimension the model's family lacks (device.py: MissingSymbol)
   for (const list of Object.values(kept)) for (const k of list) for (const sym of DATA.reads[k.fn])
     if (e[sym] === undefined)
-      throw new ConfigError(`${m.name}: a term of this configuration reads the symbol ${sym}, which the model does not define (its family has no such dimension)`, []);
+      throw missing_symbol(m, sym);
   for (const [kind, list] of Object.entries(kept)) out[kind] = Q.add(...list.map((k) => FNS[k.fn](e)));
   return out;
 }
@@ -360,32 +361,21 @@ function assemble(m, variant, inputs) {
   return ASSEMBLY[m.family].device(mtp, full, holds, Object.assign({}, inputs), options);
 }
 /** (L_d, L_m, e_E, e_H and the family's counts) of the stages a device holds, summed, with --mtp under the stage
-    rank (sides.mtp_stage_shift: the MTP modules on the last stage with the features an MTP block holds, and its
-    copy of the embedding). */
+    rank (the printed sides.mtp_stage_shift). */
 function heldComposition(m, lay, t, held) {
-  const count = (f) => held.reduce((a, c) => a + f(c), 0);
-  const out = { L_d: count((c) => c.dense), L_m: count((c) => c.moe), e_E: count((c) => (c.embedding ? 1 : 0)),
-    e_H: count((c) => (c.head ? 1 : 0)) };
-  for (const [sym] of familyOf(m).counts) out[sym] = count((c) => c.extra[sym]);
-  if (t.conventions.mtp && out.e_H) {
-    const copy = (m.tie_word_embeddings || lay.pp === 1 || !m.mtp_layers || out.e_E) ? 0 : out.e_H;
-    out.L_m += m.mtp_layers * out.e_H;
-    out.e_E += copy;
-    for (const [sym, feature] of familyOf(m).counts) if (m.mtp_features.includes(feature)) out[sym] += m.mtp_layers * out.e_H;
-  }
-  return Object.fromEntries(Object.entries(out).map(([k, x]) => [k, Q.n(x)]));
+  const sum = new Map(Object.keys(subsComposition(held[0])).map((k) => [k, Q.add(...held.map((c) => subsComposition(c)[k]))]));
+  return Object.fromEntries(t.conventions.mtp ? mtp_stage_shift(specOf(m), lay.pp, sum) : sum);
 }
 /** The model states of the held stages (device._model_states): the weight side's printed terms at the
     held composition, or at the whole model for Megatron's shard. */
 function modelStates(m, lay, t, held, subs, cached) {
   const side = familyOf(m).states[structureKey(m)][`${t.conventions.rank}/${t.conventions.shared_expert}`];
-  if (side.refused) throw new ConfigError(side.refused.split("{name}").join(m.name), ["conventions", "rank", "shared_expert"]);
+  concerning(["conventions", "rank", "shared_expert"], () => weight_side_of(specOf(m), t.conventions));
   const ids = Object.assign({}, side.ids[String(t.zero)]);
   let at, key;
   if (t.conventions.rank === "megatron") {
     key = "megatron";
-    at = () => Object.assign(substitution(m, lay, t, compose(m, [0, m.l], true, true, 0)),
-      { D: Q.n(t.conventions.mtp ? m.mtp_layers : 0) });
+    at = () => Object.fromEntries([...megatron_values(specOf(m), lay, t)].map(([k, x]) => [k, Q.of(x)]));
   } else {
     const sums = heldComposition(m, lay, t, held);
     key = Object.values(sums).map(Q.str).join("|");
@@ -395,10 +385,9 @@ function modelStates(m, lay, t, held, subs, cached) {
     const d = at(), bytes = {};
     for (const k of ["weights", "gradients", "optimizer"]) bytes[k] = FNS[side.terms[ids[k]]](d);
     if (t.linear_recipe !== null) {  // TE's cached quantized weight copies (quantized.copies), beside the weights
-      if (t.conventions.rank !== "stage")
-        throw new ConfigError(`--linear-recipe counts TE's weight copies on the device of a stage (--rank stage), not --rank ${t.conventions.rank}`, ["linear_recipe", "rank", "conventions"]);
-      const lin = side.linear === undefined ? Q.n(0) : FNS[side.linear](d), w = Q.parse(DATA.quantized.bytes[t.linear_recipe][1]);
-      bytes.weights = Q.add(bytes.weights, Q.mul(lin, w), t.quantized_params ? Q.mul(-1, lin, new Map(t.bytes).get("B_w")) : 0);
+      concerning(["linear_recipe", "rank", "conventions"], () => check_recipe_rank(specOf(m), t));
+      const lin = side.linear === undefined ? Q.n(0) : FNS[side.linear](d);
+      bytes.weights = Q.add(bytes.weights, quantized_copies(t, lin, new Map(t.bytes).get("B_w")));
     }
     return { bytes, ids, P_n: FNS[side.P_n](d), P_m: FNS[side.P_m](d), params_id: side.params_id };
   });
@@ -410,9 +399,10 @@ function deviceInputs(m, lay, t, index, all, cached) {
   const kept = cached("kept", () => keptUnits(m, t));
   const kinds = cached("kinds", () => kindValues(m, kept, subs));  // a kind's bytes read no composition
   const ch = t.schedule !== null ? chunks(t.schedule, lay.pp, index, t.microbatches, t.vpp) : [];
-  const held = t.schedule !== null ? heldStages(t.schedule, lay.pp, index).map((i) => all[i]) : [comp];
+  const held = t.schedule !== null ? held_stages(t.schedule, lay.pp, index).map((i) => all[i]) : [comp];
   const states = modelStates(m, lay, t, held, subs, cached);
-  const ranked = t.virtual_layers !== null ? rankChunks(m, lay, t, comp) : null;
+  const ranked = t.virtual_layers === null ? null : concerning(["virtual_layers", "pp", "vpp", "layers_per_stage",
+    "microbatches"], () => rank_chunks(m, lay, t, comp));
   const rb = t.conventions.runtime_buffers;
   const e = Object.assign({}, subs, states.bytes, { runtime: rb && rb !== "none" ? Q.parse(DATA.options.runtime_buffers[rb]) : Q.n(0) });
   const dev = familyOf(m).device;
@@ -433,158 +423,69 @@ function deviceInputs(m, lay, t, index, all, cached) {
 function optionInputs(m, t, kept, subs, comp, cached) {
   const zero = Q.n(0), out = { O_D: zero, O_E: zero, O_R: zero, Q_D: zero, Q_E: zero, Q_H: zero };
   if (t.offload.length) {
-    const off = cached("offload", () => offloaded(m, t, kept, subs));
+    const off = cached("offload", () => concerning(["offload_activations", "model"], () => offload_per_layer(m, t, subs)));
     // offload.resident: the rank's last decoder layer of micro-batch 0 keeps its tensors (none on a stage with the
     // MTP modules' activations: their layer is the one kept)
     const none = comp.layers[1] === comp.layers[0] || (comp.head && t.conventions.mtp_activations === "last-stage" && m.mtp_layers);
-    Object.assign(out, { O_D: off.dense, O_E: off.moe, O_R: none ? zero : off[m.kinds[comp.layers[1] - 1]] });
+    Object.assign(out, { O_D: off.get("dense"), O_E: off.get("moe"), O_R: none ? zero : off.get(m.kinds[comp.layers[1] - 1]) });
   }
-  if (t.linear_recipe !== null) Object.assign(out, cached("quantized", () => quantizedInputs(m, t, kept, subs)));
+  if (t.linear_recipe !== null) {  // quantized.per_layer
+    const q = cached("quantized", () => concerning(["linear_recipe", "model"], () => quantized_per_layer(m, t, subs)));
+    Object.assign(out, { Q_D: q.get("dense"), Q_E: q.get("moe"), Q_H: q.get("head") });
+  }
   return out;
 }
-/** {kind: {tensor key: bytes}} of the kept tensors (evaluate.tensor_values). */
-const tensorBytes = (kept, subs) => Object.fromEntries(Object.entries(kept).map(([kind, list]) =>
-  [kind, Object.fromEntries(list.map((k) => [k.unit.key, FNS[k.fn](subs)]))]));
-/** View.dropped: the core attention's internals recomputed (selective, or custom with score). */
-const scoreRecomputed = (t) => t.recompute === "selective" || (t.recompute === "custom" && t.recompute_ops.includes("score"));
-/** offload.per_layer: what one dense and one MoE layer micro-batch offloads: the kept tensors in the named modules'
-    groups (DATA.offload.modules: offload.MODULE_TENSORS) of at least min_elements elements; a recomputed core
-    attention runs outside the offload context. */
-function offloaded(m, t, kept, subs) {
-  if (m.family !== "deepseek")
-    throw new ConfigError(`--offload-activations selects the tensors of Megatron-Core's MLA and MoE layers; ${m.name} is of the ${m.family} family`, ["offload_activations", "model"]);
-  const O = DATA.offload, at = tensorBytes(kept, subs), sum = { mla: Q.n(0), moe: Q.n(0), dense: Q.n(0) };
-  for (const module of t.offload) {
-    if (module === "core_attn" && scoreRecomputed(t)) continue;
-    for (const [kind, key, elem] of O.modules[module]) {
-      const got = (at[kind] || {})[key];
-      if (got && Q.cmp(got, Q.mul(O.min_elements, typeof elem === "string" ? subs[elem] : Q.n(elem))) >= 0) sum[kind] = Q.add(sum[kind], got);
-    }
-  }
-  return { dense: Q.add(sum.mla, sum.dense), moe: Q.add(sum.mla, sum.moe) };
+/** offload.kept_tensors: {kind: {tensor key: bytes}} of the tensors training ``t``'s view keeps (every kind) at
+    ``subs`` (evaluate.tensor_values); the kept tensors of a training object computed once. */
+const KEPT = new WeakMap();
+function keptTensors(m, t, subs) {
+  if (!KEPT.has(t)) KEPT.set(t, new Map());
+  if (!KEPT.get(t).has(m)) KEPT.get(t).set(m, keptUnits(m, t));
+  return Object.fromEntries(Object.entries(KEPT.get(t).get(m)).map(([kind, list]) =>
+    [kind, Object.fromEntries(list.map((k) => [k.unit.key, FNS[k.fn](subs)]))]));
 }
-/** offload.moment_parts: the bytes the backward of an offloaded layer's unfused core attention reloads and makes
-    (step.offload.core_attn), or null when there is none. */
-function offloadMoment(m, t, d, cached) {
-  if (t.attention !== "eager" || !t.offload.includes("core_attn") || scoreRecomputed(t)) return null;
-  const full = tensorBytes(cached("kept:none", () => keptUnits(m, stepTrainings(t)[1])), d.subs).mla;
-  const kept = tensorBytes(d.kept, d.subs).mla, zero = Q.n(0), get = (k) => full[k] || zero;
-  const big = (k) => (Q.cmp(get(k), Q.mul(DATA.offload.min_elements, d.subs.B_a)) >= 0 ? get(k) : zero);
-  const qkv = Q.add(big("q"), big("k"), big("v"));
-  return Q.add(Q.mul(2, big("softmax")), qkv, ["q", "k", "v"].every((k) => k in kept) ? zero : qkv,
-    get("softmax"), get("v"), get("attn_out"));
-}
-
 // ----------------------------------------------------------------------------- --virtual-layers (schedules.py)
-/** schedules.rank_chunks: the chunks of rank comp.index under Megatron's pipeline layout (virtual_chunks: virtual
-    stage j holds the next virtual_layers[j] layers and runs on rank j mod PP as its chunk j // PP), refused when they
-    are not the stage's dense and MoE counts or m is not a multiple of PP. */
-function rankChunks(m, lay, t, comp) {
-  const pp = lay.pp, v = t.vpp || 2, counts = t.virtual_layers, f = ["virtual_layers"];
-  if (counts.length !== pp * v)
-    throw new ConfigError(`--virtual-layers has ${counts.length} entries; PP x V = ${pp} x ${v} = ${pp * v} virtual stages`, f.concat(["pp", "vpp"]));
-  const start = (j) => counts.slice(0, j).reduce((a, b) => a + b, 0);
-  if (start(counts.length) !== m.l) throw new ConfigError(`--virtual-layers sums to ${start(counts.length)}, the model has ${m.l} layers`, f);
-  const out = [];
-  for (let c = 0; c < v; c++) {
-    const j = c * pp + comp.index;
-    out.push(compose(m, [start(j), start(j) + counts[j]], j === 0, j === pp * v - 1, comp.index));
-  }
-  const dense = out.reduce((a, c) => a + c.dense, 0), moe = out.reduce((a, c) => a + c.moe, 0);
-  if (dense !== comp.dense || moe !== comp.moe) {
-    const [a, b] = comp.layers, label = b - a === 1 ? `layer ${a}` : `layers ${a}-${b - 1}`;
-    throw new ConfigError(`--virtual-layers gives stage ${comp.index} ${dense} dense and ${moe} MoE layers, memsym's contiguous stage (${label}) ${comp.dense} and ${comp.moe}: the layout is modelled when each rank holds the dense and MoE counts of a contiguous split (--layers-per-stage: the per-rank sums)`,
-      f.concat(["layers_per_stage"]));
-  }
-  const mb = t.microbatches || 4 * pp;
-  if (mb % pp)
-    throw new ConfigError(`--virtual-layers simulates Megatron's interleaved order, which runs micro-batches in groups of PP=${pp}: m must be a multiple of PP, got m = ${mb} (--microbatches, or --global-batch / (DP mbs))`, f.concat(["microbatches"]));
-  return out;
-}
-/** schedules.distinct_states and backward_states: the chunks' in-flight micro-batches after each forward of rank
-    ``index`` in Megatron-Core's interleaved 1F1B up to the end of its first steady-state period, and the steady
-    states with the chunk whose backward runs next. */
-function interleavedStates(pp, v, mb, index) {
-  const warm = Math.min(2 * (pp - index - 1) + (v - 1) * pp, mb * v), until = Math.min(mb * v, warm + pp * v);
-  const held = Array(v).fill(0), states = [];
-  for (let f = 0, b = 0; f < until;) {
-    held[Math.floor(f / pp) % v]++;
-    f++;
-    states.push(held.slice());
-    if (f > warm) { held[v - 1 - Math.floor(b / pp) % v]--; b++; }
-  }
-  return { states, backward: states.slice(warm).map((st, k) => [st, v - 1 - Math.floor(k / pp) % v]) };
-}
 /** device._virtual_peak: the largest state of the rank's interleaved order, each chunk's one micro-batch (the head
     with the last) weighed by its in-flight count; {held, chunks: [[composition, in flight], ...], head: its count or
     null, before: the largest held before the backward of a chunk with layers (offloading)}. */
 function virtualPeak(m, lay, t, index, chunks, inputs) {
   const variant = variantOf(t, "paper"), last = chunks[chunks.length - 1];
   const at = (c) => assemble(m, variant, Object.assign({}, inputs, subsComposition(c), { O_R: Q.n(0) })).activations;
-  const bytes = chunks.map((c) => at(partComposition(c, "layers"))).concat([last.head ? at(partComposition(last, "head")) : Q.n(0)]);
-  const heldAt = (st) => Q.add(...st.concat([st[st.length - 1]]).map((n, c) => Q.mul(n, bytes[c])));
-  const { states, backward } = interleavedStates(lay.pp, chunks.length, t.microbatches || 4 * lay.pp, index);
-  let held = null, state = null, before = null;
-  for (const st of states) { const x = heldAt(st); if (held === null || Q.cmp(x, held) > 0) { held = x; state = st; } }
-  for (const [st, c] of backward) {
-    const x = heldAt(st);
-    if (chunks[c].layers[1] > chunks[c].layers[0] && (before === null || Q.cmp(x, before) > 0)) before = x;
-  }
-  return { held, chunks: chunks.map((c, i) => [c, state[i]]), head: last.head ? state[state.length - 1] : null,
-    before: before === null ? Q.n(0) : before };
-}
-/** quantized.per_layer (--linear-recipe): Q_D, Q_E, Q_H, what one held dense and one MoE layer micro-batch and the
-    head part change by, from quantized._rows as data (DATA.quantized.rows, memsym/page/data.py) at the kept tensors'
-    bytes; the assembly's other options' inputs 0. */
-function quantizedInputs(m, t, kept, subs) {
-  if (m.family !== "deepseek")
-    throw new ConfigError(`--linear-recipe selects the tensors of Megatron-Core's MLA and MoE layers; ${m.name} is of the ${m.family} family`, ["linear_recipe", "model"]);
-  const rows = DATA.quantized.rows[t.linear_recipe][t.attention], zero = Q.n(0), D = Q.n(m.named.D), bytes = tensorBytes(kept, subs);
-  const total = (kind) => {
-    const at = bytes[kind] || {};
-    return Q.add(...rows[kind].filter(([, gates]) => gates.every((g) => at[g] && at[g].n !== 0n))
-      .map(([, , value, coef]) => Q.mul(FNS[coef](subs), at[value])));
-  };
-  const mla = total("mla"), moe = total("moe");
-  const mtp = t.conventions.mtp_activations === "last-stage" && t.recompute !== "full";
-  const head = mtp ? Q.add(Q.mul(D, Q.add(mla, moe)), D.n !== 0n ? total("mtp") : zero) : zero;
-  return { Q_D: Q.add(mla, total("dense")), Q_E: Q.add(mla, moe), Q_H: head };
+  const [held, state, before] = interleaved_peak(lay.pp, t.microbatches || 4 * lay.pp, index,
+    chunks.map((c) => at(partComposition(c, "layers"))), last.head ? at(partComposition(last, "head")) : Q.n(0),
+    chunks.map((c) => c.layers[1] > c.layers[0]));
+  return { held, chunks: chunks.map((c, i) => [c, state[i]]), head: last.head ? state[state.length - 1] : null, before };
 }
 const subsComposition = (c) => Object.assign({ L_d: Q.n(c.dense), L_m: Q.n(c.moe), e_E: Q.n(c.embedding ? 1 : 0), e_H: Q.n(c.head ? 1 : 0) },
   Object.fromEntries(Object.entries(c.extra).map(([k, x]) => [k, Q.n(x)])));
-/** device.step_excess: what one micro-batch's backward holds above the end of its forward at the step's largest
-    moment (step_terms.py), {bytes, id, fn, cast} (0, '' and null when none exceeds it); the first largest binds. */
-function stepExcess(m, t, d, cached) {
-  const dev = familyOf(m).device, conv = t.conventions;
-  const framework = conv.head_state in dev.step ? conv.head_state : "paper";
-  const moments = dev.step[framework][dev.step_policy[t.recompute]];
-  const [plain, none] = stepTrainings(t);
-  // a kind's bytes read no composition (deviceInputs): one evaluation for every stage
-  const at = cached("kinds:plain", () => kindValues(m, keptUnits(m, plain), d.subs));
-  const at0 = cached("kinds:none", () => kindValues(m, cached("kept:none", () => keptUnits(m, none)), d.subs));
-  const zero = Q.n(0), v = Object.assign({}, d.inputs);
-  for (const [kind, sym] of Object.entries(dev.kinds)) {
-    v[sym] = at[kind] === undefined ? zero : at[kind];
-    if (sym in dev.step_none) v[dev.step_none[sym]] = at0[kind] === undefined ? zero : at0[kind];
-  }
-  for (const [name, [option, value]] of Object.entries(dev.step_indicators))  // step_terms.INDICATORS
-    v[name] = Q.n((option === "attention" ? t.attention : conv[option]) === value ? 1 : 0);
-  for (const [, fn] of moments) for (const sym of DATA.reads[fn]) if (v[sym] === undefined) v[sym] = zero;
-  const own = d.inputs.M_H === undefined ? zero : d.inputs.M_H, eH = d.subs.e_H === undefined ? zero : d.subs.e_H;
-  const minusCast = Q.mul(-1, eH, Q.add(own, Q.mul(-1, v.M_H === undefined ? zero : v.M_H)));
-  let best = null;
-  for (const [, fn, id] of moments) {
-    const x = Q.add(FNS[fn](v), minusCast);
-    if (best === null || Q.cmp(x, best.bytes) > 0) best = { bytes: x, id, fn };  // the first largest
-  }
-  if (best === null || Q.cmp(best.bytes, zero) <= 0) return { bytes: zero, id: "", fn: null, cast: Q.mul(-1, minusCast) };
-  return Object.assign(best, { cast: Q.mul(-1, minusCast) });
+/** device.step_excess (printed) of device inputs ``d``: {bytes, id, fn: its moment's formula (null when none), cast:
+    the head's cross-entropy backward transient the moments replace (device.step_inputs)}. */
+function stepExcess(m, t, d) {
+  const [bytes, id] = step_excess(m, t, d.inputs, d.subs);
+  const row = Object.values(familyOf(m).device.step).flatMap(Object.values).flat().find((r) => r[2] === id);
+  const cast = step_inputs(t, d.inputs, d.subs, (x) => keptKinds(m, x, d.subs), m.family)[1];
+  return { bytes, id, fn: row ? row[1] : null, cast };
 }
-/** step_names.trainings: the training whose kinds the step's moments read (no cross-entropy backward transient) and
-    the same without recomputation. */
-function stepTrainings(t) {
-  const plain = Object.assign({}, t, { conventions: Object.assign({}, t.conventions, { ce_backward: "none" }) });
-  return [plain, Object.assign({}, plain, { recompute: "none", recompute_ops: [] })];
+/** device._kinds: {kind: bytes} of one layer's tensors training ``t``'s view keeps at ``values``; they read no
+    composition (deviceInputs), so the stages of one estimate share them (the last 64 kept). */
+const KINDS = new Map(), SIGNATURES = new WeakMap();
+function keptKinds(m, t, values) {
+  if (!SIGNATURES.has(values)) {  // the values but the composition's
+    const skip = new Set(["L_d", "L_m", "e_E", "e_H", ...familyOf(m).counts.map(([sym]) => sym)]);
+    SIGNATURES.set(values, Object.entries(values).filter(([k]) => !skip.has(k)).map(([k, x]) => `${k}=${isQ(x) ? Q.str(x) : x}`));
+  }
+  const key = JSON.stringify([m.name, t.recompute, viewKey(t), SIGNATURES.get(values)]);
+  if (!KINDS.has(key)) {
+    if (KINDS.size >= 64) KINDS.clear();
+    KINDS.set(key, kindValues(m, keptUnits(m, t), values));
+  }
+  return KINDS.get(key);
+}
+/** evaluate.step: {moment: bytes} of the framework's moments under the policy at ``v`` (a symbol not given: 0). */
+function stepMoments(framework, policy, v, family) {
+  const moments = DATA.families[family].device.step[framework][policy], at = Object.fromEntries(v);
+  for (const [, fn] of moments) for (const sym of DATA.reads[fn]) if (at[sym] === undefined) at[sym] = Q.n(0);
+  return new Map(moments.map(([name, fn]) => [name, FNS[fn](at)]));
 }
 /** One device of stage ``index``: its inputs and the generated assembly, the step excess and the total at the
     step's peak; ``memo`` shares what equal compositions give between stages. */
@@ -599,17 +500,16 @@ function device(m, lay, t, index, all, memo) {
   const bytes = Object.assign({}, d.states.bytes, { activations: v.activations });
   if (rb && rb !== "none") { bytes.runtime = v.runtime; ids.runtime = `runtime.buffers.${rb}`; }
   // one micro-batch's backward on any stage the device runs (device._held_step: DualPipe's mirror stage too)
-  let step = stepExcess(m, t, d, cached);
+  let step = stepExcess(m, t, d);
   for (const comp of d.held) {
     if (comp.index === d.comp.index) continue;
     const subs = cached("subs:" + compKey(comp), () => substitution(m, lay, t, comp));
-    const other = stepExcess(m, t, Object.assign({}, d, { subs, inputs: Object.assign({}, d.inputs, subs) }), cached);
+    const other = stepExcess(m, t, Object.assign({}, d, { subs, inputs: Object.assign({}, d.inputs, subs) }));
     if (Q.cmp(other.bytes, step.bytes) > 0) step = other;
   }
-  const moment = t.offload.length ? offloadMoment(m, t, d, cached) : null;
-  if (moment !== null) {  // an offloaded layer's core-attention backward (offload.step_moment), when it holds more
+  if (t.offload.length) {  // an offloaded layer's core-attention backward (offload.step_moment), when it holds more
     const before = d.virtual !== null ? d.virtual.before : Q.add(v.activations, Q.mul(-1, d.inputs.O_R));
-    const x = Q.add(before, moment, Q.mul(-1, v.activations));
+    const x = Q.add(step_moment(m, t, d.subs, before), Q.mul(-1, v.activations));
     if (Q.cmp(x, step.bytes) > 0) step = { bytes: x, id: DATA.offload.moment, fn: null, cast: Q.n(0) };
   }
   // device._estimate_at: the total at the step's peak, the end of the forward plus the step excess
@@ -650,7 +550,6 @@ function estimate(m, lay, t, stageIndex) {
       return device(m, lay, t, worst, all, memo);
     }
   }
-  if (stageIndex < 0 || stageIndex >= all.length)
-    throw new ConfigError(`stage must be an integer in 0..${all.length - 1} (PP=${lay.pp}), got ${stageIndex}`, ["stage", "pp"]);
+  concerning(["stage", "pp"], () => layout_stage(m, lay, stageIndex));
   return device(m, lay, t, stageIndex, all, memo);
 }

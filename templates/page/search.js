@@ -165,7 +165,7 @@ function searchContext(m, o) {
     indicators[name] = (option === "attention" ? o.attention : conv[option]) === value ? 1 : 0;
   const fns = (kept) => Object.values(kept).flat().map((k) => k.fn);
   const policies = o.policies.map((r, ri) => {
-    const t = Object.assign({}, base, { recompute: r }), [plain, none] = stepTrainings(t);
+    const t = Object.assign({}, base, { recompute: r }), [plain, none] = trainings(t);
     const p = { kept: keptUnits(m, t), plain: keptUnits(m, plain), none: keptUnits(m, none),
       moments: dev.step[framework][dev.step_policy[r]], assemble: assemblyOf(t) };
     const moments = p.moments.map(([, fn]) => fn);
@@ -216,7 +216,7 @@ function devicesOf(ctx, lay, mm) {
   const names = ["L_d", "L_m", "e_E", "e_H", ...ctx.fam.counts.map((c) => c[0])];
   return memoised(ctx, "devices", `${lay.pp}|${mm}`, () => (o.schedule === null ? table.distinct.map((d) => d.comp)
     : table.all).map((comp) => {
-    const held = o.schedule === null ? [comp] : heldStages(o.schedule, lay.pp, comp.index).map((i) => table.all[i]);
+    const held = o.schedule === null ? [comp] : held_stages(o.schedule, lay.pp, comp.index).map((i) => table.all[i]);
     const ch = o.schedule === null ? [] : chunks(o.schedule, lay.pp, comp.index, mm < 0 ? null : mm, o.vpp);
     // reused by every row: the paper's and a schedule's assembly compute every value they read but these
     const inputs = Object.assign(floats(subsComposition(comp)), { D: ctx.fixed.D || 0, runtime: 0 });
