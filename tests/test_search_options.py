@@ -342,3 +342,14 @@ def _estimate_json(capsys, model, row, *argv):
         "dp", "tp", "pp", "ep", "etp", "cp", "zero", "recompute", "mbs", "seq", "stage")), *argv)
     assert code == 0, err
     return json.loads(out)
+
+
+def test_a_capacity_factor_is_refused_by_search_in_one_line_saying_where_it_is_read(capsys):
+    """--capacity-factor bounds F per layout (b, s, SP, CP, EP: training.capacity_bound), search judges one F for
+    every configuration: refused with the reason and where the option is read, not as an unknown argument."""
+    for extra in (["--capacity-factor", "1.25"], ["--pad-to-capacity"], ["--capacity-factor", "2", "--json"]):
+        code, out, err = run(capsys, "search", "--gpus", "8", "--model", "deepseek-v2-lite", *extra)
+        assert code == 2 and out == "", extra
+        assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+        assert "--capacity-factor bounds F per layout" in err and "memsym estimate or fit" in err, err
+        assert "unrecognized arguments" not in err, err

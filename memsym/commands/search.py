@@ -119,6 +119,10 @@ def _options(args):
     """A Training of what every configuration runs beside the searched choices (the conventions, offloading, the
     linear recipe, Megatron's virtual stages, the routing skew F, and a recipe's custom recomputation operators, FP8
     activations and bytes per element), or None when that is the paper's."""
+    if args.capacity_factor or args.pad_to_capacity:  # a bound per layout, where search judges one F for all
+        raise cfg.ConfigError("capacity-factor", "search judges every configuration at one stated skew "
+                                                 "(--imbalance F); --capacity-factor bounds F per layout (its b, s, "
+                                                 "SP, CP and EP): give it to memsym estimate or fit")
     byts = {sym: getattr(args, dest) for dest, syms in R.DTYPE_OPTIONS if getattr(args, dest, None) is not None
             for sym in syms}
     opts = cfg.Training(conventions=R.conventions_of(vars(args)), offload=args.offload_activations or (),
