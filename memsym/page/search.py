@@ -103,7 +103,8 @@ def generate() -> Dict:
         "mbs": [1, 2, 4], "seq": [4096],
         "gpus_per_node": 8, "overheads": "high", "ends": {k: [str(v) for v in oh.named_values(k).values()]
                                                           for k in ("high", "low", "none")},
-        "default_gpu": DEFAULT_GPU, "gpus": _gpus(), "max_gpus": 2 ** 20, "switches": evaluate.switches("megatron"),
+        "default_gpu": DEFAULT_GPU, "gpus": _gpus(), "max_gpus": enumeration.MAX_GPUS,
+        "switches": evaluate.switches("megatron"),
         "composition": list(cfg.composition_names("deepseek")), **_conventions(),
     }
     return {"data": data, "js": "\n".join(fns)}
